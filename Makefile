@@ -1,0 +1,109 @@
+# qscope — build, test and run.  The two set-up commands are `make run` and `make test`.
+#
+# Layout: kernels/ (codecs, dtypes; libc+libm+OpenBLAS only) <- analysis/ <- app/;
+#         store/ (SQLite, importers) is used by analysis/ and app/; datasets/ holds generators.
+# Objects go to $(BUILD)/obj; the sanitizer build uses BUILD=build/asan SAN=1.
+
+BUILD   ?= build
+SAN     ?= 0
+PREFIX  ?= /usr/local
+VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
+GIT_REV := $(shell git rev-parse --short=10 HEAD 2>/dev/null || echo unknown)
+
+PKGS    := sqlite3 jansson libpng zlib ncursesw cairo libxxhash openblas
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+ifeq ($(SAN),1)
+CC      := clang
+OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+else
+CC      ?= cc
+OPT     ?= -O2 -g
+endif
+WARN    := -Wall -Wextra -Wshadow -Wno-unused-parameter -Werror
+CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) $(PKG_CFLAGS) \
+           -DQS_VERSION='"$(VERSION)"' -DQS_GIT_REV='"$(GIT_REV)"' -MMD -MP
+LDLIBS  += $(PKG_LIBS) -lcmocka -lpthread -lm
+
+LIB_SRC := $(wildcard kernels/*.c store/*.c analysis/*.c datasets/*.c)
+APP_SRC := $(wildcard app/*.c)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+APP_OBJ := $(APP_SRC:%.c=$(BUILD)/obj/%.o)
+LIB     := $(BUILD)/libqscope.a
+BIN     := $(BUILD)/qscope
+
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
+FUZZ_SECONDS ?= 60
+
+.PHONY: all deps test test-only asan fuzz fuzz-smoke bench run install clean demo-db
+all: $(BIN)
+
+deps:
+	@bash .ci/deps
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BIN): $(APP_OBJ) $(LIB)
+	$(CC) $(CFLAGS) $(APP_OBJ) $(LIB) -o $@ $(LDFLAGS) $(LDLIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c tests/unit/test_util.h $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(LIB) -o $@ $(LDFLAGS) $(LDLIBS)
+
+# libFuzzer targets: each parser built with clang's fuzzer + ASan + UBSan.
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined $(PKG_CFLAGS)
+build/fuzz/%: tests/fuzz/%.c $(LIB_SRC)
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) $< $(filter-out datasets/%,$(LIB_SRC)) -o $@ $(PKG_LIBS) -lpthread -lm
+
+# Everything the test runner needs, built.
+test-only: $(BIN) $(UNIT_BIN)
+	@QS_BUILD=$(BUILD) bash tests/run.sh
+
+test: deps
+	@$(MAKE) --no-print-directory all $(UNIT_BIN) $(FUZZ_BIN)
+	@QS_BUILD=$(BUILD) QS_FUZZ_SMOKE=1 bash tests/run.sh
+
+asan: deps
+	@$(MAKE) --no-print-directory BUILD=build/asan SAN=1 build/asan/qscope \
+		$(UNIT_SRC:tests/unit/%.c=build/asan/tests/%)
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		QS_BUILD=build/asan bash tests/run.sh
+
+fuzz: deps $(FUZZ_BIN)
+	@bash tests/fuzz/run.sh $(FUZZ_SECONDS)
+
+fuzz-smoke: $(FUZZ_BIN)
+	@bash tests/fuzz/run.sh smoke
+
+bench: all
+	$(BIN) --db $(BUILD)/bench.db bench
+
+# Default database with demo data, created once.
+QSCOPE_DB ?= qscope.db
+demo-db: $(BIN)
+	@test -f $(QSCOPE_DB) || $(BIN) --db $(QSCOPE_DB) demo
+
+run: deps
+	@$(MAKE) --no-print-directory all demo-db
+	@$(BIN) --db $(QSCOPE_DB)
+
+install: $(BIN)
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/qscope
+
+clean:
+	rm -rf build
+
+-include $(LIB_OBJ:.o=.d) $(APP_OBJ:.o=.d)

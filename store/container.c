@@ -1,0 +1,121 @@
+/*
+** Container bookkeeping shared by the file parsers, and format sniffing (see container.h).
+*/
+#include "container.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+qs_tdesc *qs_container_add(qs_container *c, qs_err *e)
+{
+    if (c->n == c->cap) {
+        size_t ncap = c->cap ? c->cap * 2 : 16;
+        qs_tdesc *nt = realloc(c->t, ncap * sizeof *nt);
+        if (!nt) { qs_fail(e, "out of memory"); return NULL; }
+        c->t = nt;
+        c->cap = ncap;
+    }
+    qs_tdesc *t = &c->t[c->n++];
+    memset(t, 0, sizeof *t);
+    return t;
+}
+
+int qs_container_warn(qs_container *c, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    char **nw = realloc(c->warnings, (c->nwarn + 1) * sizeof *nw);
+    if (!nw) return -1;
+    c->warnings = nw;
+    if (!(c->warnings[c->nwarn] = strdup(buf))) return -1;
+    c->nwarn++;
+    return 0;
+}
+
+void qs_container_free(qs_container *c)
+{
+    if (!c) return;
+    for (size_t i = 0; i < c->n; i++) {
+        free(c->t[i].name);
+        free(c->t[i].meta_json);
+    }
+    free(c->t);
+    for (size_t i = 0; i < c->nwarn; i++) free(c->warnings[i]);
+    free(c->warnings);
+    free(c->meta_json);
+    memset(c, 0, sizeof *c);
+}
+
+int qs_shape_numel(const uint64_t *shape, int ndim, uint64_t *numel)
+{
+    uint64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] != 0 && n > UINT64_MAX / shape[i]) return -1;
+        n *= shape[i];
+    }
+    /* Keep every element index representable as a signed 64-bit value and as an SQLite integer. */
+    if (n > (uint64_t)INT64_MAX / 8) return -1;
+    *numel = n;
+    return 0;
+}
+
+int qs_inflate_prefix(const uint8_t *src, size_t srclen, uint8_t *out, size_t cap, size_t *got, qs_err *e)
+{
+    z_stream s;
+    memset(&s, 0, sizeof s);
+    if (inflateInit2(&s, -15) != Z_OK) return qs_fail(e, "zlib init failed");
+    size_t done = 0;
+    int rc = Z_OK;
+    /* zlib counts in uInt: feed and drain in pieces so huge inputs never truncate the counters. */
+    while (done < cap) {
+        if (s.avail_in == 0) {
+            size_t used = (size_t)(s.next_in ? (const uint8_t *)s.next_in - src : 0);
+            size_t left = srclen - used;
+            if (left == 0) break;
+            s.next_in = (Bytef *)(src + used);
+            s.avail_in = (uInt)(left > (1u << 30) ? (1u << 30) : left);
+        }
+        size_t room = cap - done;
+        s.next_out = out + done;
+        s.avail_out = (uInt)(room > (1u << 30) ? (1u << 30) : room);
+        rc = inflate(&s, Z_NO_FLUSH);
+        done = (size_t)(s.next_out - out);
+        if (rc == Z_STREAM_END) break;
+        if (rc != Z_OK && rc != Z_BUF_ERROR) {
+            size_t at = (size_t)((const uint8_t *)s.next_in - src);
+            inflateEnd(&s);
+            return qs_fail(e, "corrupt deflate data (%s) (at byte %zu of the member)", s.msg ? s.msg : "error", at);
+        }
+        if (rc == Z_BUF_ERROR && s.avail_in == 0 && (size_t)((const uint8_t *)s.next_in - src) >= srclen) break;
+    }
+    inflateEnd(&s);
+    *got = done;
+    return 0;
+}
+
+static int ends_with(const char *s, const char *suf)
+{
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+int qs_parse_any(const uint8_t *buf, size_t len, const char *filename, const qs_parse_opts *o,
+                 qs_container *c, qs_err *e)
+{
+    if (len >= 6 && memcmp(buf, "\x93NUMPY", 6) == 0) return qs_parse_npy(buf, len, o, c, e);
+    if (len >= 4 && memcmp(buf, "PK\x03\x04", 4) == 0) return qs_parse_npz(buf, len, o, c, e);
+    if (len >= 4 && memcmp(buf, "PK\x05\x06", 4) == 0) return qs_parse_npz(buf, len, o, c, e);
+    if (len >= 4 && memcmp(buf, "GGUF", 4) == 0) return qs_parse_gguf(buf, len, o, c, e);
+    if (filename && ends_with(filename, ".safetensors")) return qs_parse_safetensors(buf, len, o, c, e);
+    /* safetensors has no magic: an 8-byte length followed by '{' is the tell. */
+    if (len >= 9 && buf[8] == '{') return qs_parse_safetensors(buf, len, o, c, e);
+    if (filename && (ends_with(filename, ".npy") || ends_with(filename, ".npz") || ends_with(filename, ".gguf")))
+        return qs_fail(e, "wrong magic for a %s file (at byte 0)", strrchr(filename, '.'));
+    return qs_fail(e, "not a recognised tensor file (.npy, .npz, .safetensors, .gguf) (at byte 0)");
+}

@@ -1,0 +1,31 @@
+/*
+** Shared includes for the cmocka unit tests.  Each tests/unit/test_*.c is one executable that the
+** runner executes from the tests/ directory (so fixtures are at "fixtures/...").
+*/
+#ifndef QS_TEST_UTIL_H
+#define QS_TEST_UTIL_H
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Read a whole file into memory (tests only). */
+static inline uint8_t *tu_slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc(n > 0 ? (size_t)n : 1);
+    if (b && n > 0 && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
+    fclose(f);
+    *len = (size_t)(n > 0 ? n : 0);
+    return b;
+}
+#endif
