@@ -24,6 +24,14 @@ void qs_err_prefix(qs_err *e, const char *prefix)
 {
     if (!e || !prefix) return;
     char tmp[sizeof e->msg];
-    snprintf(tmp, sizeof tmp, "%s: %s", prefix, e->msg);
+    size_t n = strlen(prefix);
+    if (n > sizeof tmp - 3) n = sizeof tmp - 3;
+    memcpy(tmp, prefix, n);
+    tmp[n] = ':';
+    tmp[n + 1] = ' ';
+    size_t room = sizeof tmp - n - 3, m = strlen(e->msg);
+    if (m > room) m = room;
+    memcpy(tmp + n + 2, e->msg, m);
+    tmp[n + 2 + m] = 0;
     memcpy(e->msg, tmp, sizeof tmp);
 }

@@ -1,0 +1,73 @@
+/*
+** The command-line front end: the command table, global options and shared output helpers.
+**
+** Conventions (clig.dev): data on stdout, messages on stderr; exit 0 success, 1 runtime error,
+** 2 usage error; --json on every listing command; colour only on a terminal, never with NO_COLOR.
+*/
+#ifndef QS_CLI_H
+#define QS_CLI_H
+
+#include <stdio.h>
+
+#include "../kernels/qs_err.h"
+#include "../store/db.h"
+
+enum { QS_EXIT_OK = 0, QS_EXIT_ERR = 1, QS_EXIT_USAGE = 2 };
+
+typedef struct qs_cli {
+    const char *db_path;   /* --db, $QSCOPE_DB, or ./qscope.db */
+    int color;             /* stdout is a terminal and NO_COLOR is unset */
+    int argc;              /* the full command line, recorded with results */
+    char **argv;
+} qs_cli;
+
+typedef struct qs_command {
+    const char *name;
+    const char *args;      /* synopsis after the name */
+    const char *summary;   /* one line for `qscope --help` */
+    const char *help;      /* full text for `qscope help NAME` */
+    int (*run)(qs_cli *cli, int argc, char **argv);  /* argv[0] is the command name */
+    int needs_db;
+} qs_command;
+
+extern const qs_command qs_commands[];
+const qs_command *qs_command_find(const char *name);
+
+/* Open the database named by the CLI, printing the error on failure. */
+qs_db *qs_cli_open_db(qs_cli *cli);
+
+/* Print "qscope: MESSAGE" to stderr; returns code. */
+int qs_cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int qs_cli_err(int code, const qs_err *e);
+/* Usage error for a command: message + "see `qscope help CMD`"; returns 2. */
+int qs_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Colour helpers: SGR sequences or "" when colour is off. */
+const char *qs_c_bold(const qs_cli *c);
+const char *qs_c_dim(const qs_cli *c);
+const char *qs_c_head(const qs_cli *c);
+const char *qs_c_warn(const qs_cli *c);
+const char *qs_c_off(const qs_cli *c);
+
+/* Human-readable byte size ("1.5 MiB"). */
+void qs_fmt_bytes(double n, char *buf, size_t cap);
+/* %g-like number with `sig` significant digits, NaN/Inf spelled out. */
+void qs_fmt_num(double x, int sig, char *buf, size_t cap);
+
+/* Option parsing helpers: parse unsigned / double / seed; return -1 on garbage. */
+int qs_parse_u64(const char *s, unsigned long long *out);
+int qs_parse_f64(const char *s, double *out);
+
+/* Per-command entry points. */
+int qs_cmd_import(qs_cli *, int, char **);
+int qs_cmd_ls(qs_cli *, int, char **);
+int qs_cmd_show(qs_cli *, int, char **);
+int qs_cmd_rm(qs_cli *, int, char **);
+int qs_cmd_gen(qs_cli *, int, char **);
+int qs_cmd_info(qs_cli *, int, char **);
+int qs_cmd_demo(qs_cli *, int, char **);
+int qs_cmd_check(qs_cli *, int, char **);
+int qs_cmd_schema(qs_cli *, int, char **);
+int qs_cmd_bench(qs_cli *, int, char **);
+
+#endif

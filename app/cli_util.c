@@ -1,0 +1,86 @@
+/*
+** Shared CLI helpers: errors, colour, number formatting (see cli.h).
+*/
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+int qs_cli_error(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("qscope: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return code;
+}
+
+int qs_cli_err(int code, const qs_err *e) { return qs_cli_error(code, "%s", e->msg); }
+
+int qs_cli_usage(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "qscope %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (see `qscope help %s`)\n", cmd);
+    va_end(ap);
+    return QS_EXIT_USAGE;
+}
+
+qs_db *qs_cli_open_db(qs_cli *cli)
+{
+    qs_err e = {{0}};
+    qs_db *db = qs_db_open(cli->db_path, &e);
+    if (!db) qs_cli_err(QS_EXIT_ERR, &e);
+    return db;
+}
+
+const char *qs_c_bold(const qs_cli *c) { return c->color ? "\033[1m" : ""; }
+const char *qs_c_dim(const qs_cli *c) { return c->color ? "\033[2m" : ""; }
+const char *qs_c_head(const qs_cli *c) { return c->color ? "\033[1;36m" : ""; }
+const char *qs_c_warn(const qs_cli *c) { return c->color ? "\033[33m" : ""; }
+const char *qs_c_off(const qs_cli *c) { return c->color ? "\033[0m" : ""; }
+
+void qs_fmt_bytes(double n, char *buf, size_t cap)
+{
+    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int i = 0;
+    while (n >= 1024 && i < 4) { n /= 1024; i++; }
+    if (i == 0) snprintf(buf, cap, "%.0f B", n);
+    else snprintf(buf, cap, "%.1f %s", n, u[i]);
+}
+
+void qs_fmt_num(double x, int sig, char *buf, size_t cap)
+{
+    if (isnan(x)) snprintf(buf, cap, "nan");
+    else if (isinf(x)) snprintf(buf, cap, x > 0 ? "inf" : "-inf");
+    else snprintf(buf, cap, "%.*g", sig, x);
+}
+
+int qs_parse_u64(const char *s, unsigned long long *out)
+{
+    if (!s || !*s || *s == '-') return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (errno || *end) return -1;
+    *out = v;
+    return 0;
+}
+
+int qs_parse_f64(const char *s, double *out)
+{
+    if (!s || !*s) return -1;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || !isfinite(v)) return -1;
+    *out = v;
+    return 0;
+}

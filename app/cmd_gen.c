@@ -1,0 +1,226 @@
+/*
+** `qscope gen KIND` (synthetic tensors) and `qscope demo` (the demo set of `make run`).
+**
+** A generated tensor destined for the database is written to a temporary .npy and imported
+** embedded, so it goes through exactly the same hashing, statistics and storage as a file.
+*/
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "cli.h"
+#include "importer.h"
+#include "../datasets/gen.h"
+#include "../store/npy_write.h"
+
+static int fill_cb(void *ctx, uint64_t start, size_t n, float *out)
+{
+    qs_gen_fill(ctx, start, n, out);
+    return 0;
+}
+
+static char *spec_json(const qs_gen_spec *s)
+{
+    json_t *o = json_pack("{s:s,s:I,s:I,s:I,s:f}", "generator", qs_gen_name(s->kind), "seed", (json_int_t)s->seed,
+                          "rows", (json_int_t)s->rows, "cols", (json_int_t)s->cols, "scale", s->scale);
+    if (s->kind == QS_GEN_STUDENT_T) json_object_set_new(o, "nu", json_real(s->nu));
+    if (s->kind == QS_GEN_LOGNORMAL) {
+        json_object_set_new(o, "sigma", json_real(s->sigma));
+        json_object_set_new(o, "signed", json_boolean(s->lognormal_signed));
+    }
+    if (s->kind == QS_GEN_LLM_ACT) {
+        json_object_set_new(o, "outlier_channels", json_integer(s->outlier_channels));
+        json_object_set_new(o, "outlier_range", json_pack("[f,f]", s->outlier_min, s->outlier_max));
+    }
+    char *txt = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(o);
+    return txt;
+}
+
+static void spec_shape(const qs_gen_spec *s, uint64_t shape[2], int *ndim)
+{
+    if (s->cols) { shape[0] = s->rows; shape[1] = s->cols; *ndim = 2; }
+    else { shape[0] = s->rows; *ndim = 1; }
+}
+
+/* Generate into the database as `name` (caller holds the transaction). */
+static int gen_into_db(qs_db *db, const qs_gen_spec *s, const char *name, json_t *report, qs_err *e)
+{
+    const char *dir = getenv("TMPDIR");
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s/qscope-gen-%ld-XXXXXX.npy", dir && *dir ? dir : "/tmp", (long)getpid());
+    int fd = mkstemps(tmp, 4);
+    if (fd < 0) return qs_fail(e, "%s: %s", tmp, strerror(errno));
+    close(fd);
+    uint64_t shape[2];
+    int nd;
+    spec_shape(s, shape, &nd);
+    int rc = qs_npy_write_f32(tmp, shape, nd, fill_cb, (void *)s, e);
+    if (rc == 0) {
+        char src[600];
+        snprintf(src, sizeof src, "gen:%s", name);
+        char *meta = spec_json(s);
+        qs_import_opts o = {.copy = 1, .exact_name = name, .jobs = 2, .source_path = src,
+                            .source_kind = "generated", .source_meta = meta};
+        rc = qs_import_file(db, tmp, &o, report, e);
+        free(meta);
+    }
+    unlink(tmp);
+    return rc;
+}
+
+static int parse_shape_opt(const char *s, qs_gen_spec *g)
+{
+    unsigned long long r, c;
+    char *x = strchr(s, 'x');
+    if (!x) return -1;
+    char a[64];
+    snprintf(a, sizeof a, "%.*s", (int)(x - s), s);
+    if (qs_parse_u64(a, &r) || qs_parse_u64(x + 1, &c) || r == 0 || c == 0) return -1;
+    g->rows = r;
+    g->cols = c;
+    return 0;
+}
+
+int qs_cmd_gen(qs_cli *cli, int argc, char **argv)
+{
+    static const struct option lo[] = {
+        {"n", required_argument, 0, 'n'}, {"shape", required_argument, 0, 's'}, {"seed", required_argument, 0, 'S'},
+        {"scale", required_argument, 0, 'x'}, {"nu", required_argument, 0, 'u'}, {"sigma", required_argument, 0, 'g'},
+        {"outliers", required_argument, 0, 'O'}, {"outlier-range", required_argument, 0, 'R'},
+        {"name", required_argument, 0, 'N'}, {"list", no_argument, 0, 'L'}, {"json", no_argument, 0, 'J'},
+        {0, 0, 0, 0}};
+    qs_gen_spec g;
+    memset(&g, 0, sizeof g);
+    qs_gen_defaults(&g);
+    g.rows = 65536;
+    const char *name = NULL, *out = NULL;
+    int ch, json = 0;
+    unsigned long long u;
+    double d;
+    optind = 1;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, "o:", lo, NULL)) != -1) {
+        switch (ch) {
+        case 'n':
+            if (qs_parse_u64(optarg, &u) || u == 0) return qs_cli_usage("gen", "bad --n '%s'", optarg);
+            g.rows = u; g.cols = 0; break;
+        case 's': if (parse_shape_opt(optarg, &g)) return qs_cli_usage("gen", "bad --shape '%s' (want RxC)", optarg); break;
+        case 'S': if (qs_parse_u64(optarg, &u)) return qs_cli_usage("gen", "bad --seed '%s'", optarg); g.seed = u; break;
+        case 'x': if (qs_parse_f64(optarg, &d) || d <= 0) return qs_cli_usage("gen", "bad --scale '%s'", optarg); g.scale = d; break;
+        case 'u': if (qs_parse_f64(optarg, &d) || d <= 0) return qs_cli_usage("gen", "bad --nu '%s'", optarg); g.nu = d; break;
+        case 'g': if (qs_parse_f64(optarg, &d) || d <= 0) return qs_cli_usage("gen", "bad --sigma '%s'", optarg); g.sigma = d; break;
+        case 'O': if (qs_parse_u64(optarg, &u) || u > 1u << 30) return qs_cli_usage("gen", "bad --outliers '%s'", optarg); g.outlier_channels = (int)u; break;
+        case 'R': {
+            char *c = strchr(optarg, ',');
+            double lo_, hi_;
+            char a[64];
+            if (!c) return qs_cli_usage("gen", "bad --outlier-range '%s' (want LO,HI)", optarg);
+            snprintf(a, sizeof a, "%.*s", (int)(c - optarg), optarg);
+            if (qs_parse_f64(a, &lo_) || qs_parse_f64(c + 1, &hi_) || lo_ <= 0 || hi_ < lo_)
+                return qs_cli_usage("gen", "bad --outlier-range '%s' (want LO,HI)", optarg);
+            g.outlier_min = lo_; g.outlier_max = hi_;
+            break;
+        }
+        case 'N': name = optarg; break;
+        case 'o': out = optarg; break;
+        case 'J': json = 1; break;
+        case 'L':
+            for (int k = 0; k < QS_GEN_COUNT; k++) printf("%-10s %s\n", qs_gen_name((qs_gen_kind)k), qs_gen_describe((qs_gen_kind)k));
+            return QS_EXIT_OK;
+        default: return qs_cli_usage("gen", "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (argc - optind != 1) return qs_cli_usage("gen", "give exactly one KIND (see `qscope gen --list`)");
+    if (qs_gen_from_name(argv[optind], &g.kind)) return qs_cli_usage("gen", "unknown kind '%s' (see `qscope gen --list`)", argv[optind]);
+    if (!name == !out) return qs_cli_usage("gen", "give either --name NAME (store in the database) or -o FILE.npy");
+    uint64_t shape[2];
+    int nd;
+    spec_shape(&g, shape, &nd);
+    if (g.rows > (1ull << 40) || (g.cols && g.rows > (1ull << 40) / g.cols))
+        return qs_cli_usage("gen", "tensor too large (at most 2^40 elements)");
+    qs_err e = {{0}};
+    if (out) {
+        if (qs_npy_write_f32(out, shape, nd, fill_cb, &g, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
+        if (strcmp(out, "-") != 0) fprintf(stderr, "qscope: wrote %s\n", out);
+        return QS_EXIT_OK;
+    }
+    qs_db *db = qs_cli_open_db(cli);
+    if (!db) return QS_EXIT_ERR;
+    json_t *rep = json_array();
+    int rc = QS_EXIT_OK;
+    if (qs_db_exec(db, "BEGIN IMMEDIATE", &e) || gen_into_db(db, &g, name, rep, &e) || qs_db_exec(db, "COMMIT", &e)) {
+        sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+        rc = qs_cli_err(QS_EXIT_ERR, &e);
+    } else if (json) {
+        char *s = json_dumps(rep, JSON_INDENT(2));
+        puts(s);
+        free(s);
+    } else {
+        json_t *o = json_array_get(rep, 0);
+        printf("%s %s\n", json_string_value(json_object_get(o, "status")), name);
+    }
+    json_decref(rep);
+    qs_db_close(db);
+    return rc;
+}
+
+/* The demo set: weights-like and activation-like tensors with different tails. */
+typedef struct { const char *name; qs_gen_kind kind; uint64_t rows, cols; double scale, nu; uint64_t seed; } demo_item;
+static const demo_item kDemo[] = {
+    {"demo:gaussian-w", QS_GEN_GAUSSIAN, 1024, 1024, 0.02, 0, 1},
+    {"demo:laplace-w", QS_GEN_LAPLACE, 1024, 1024, 0.02, 0, 2},
+    {"demo:student-t3-w", QS_GEN_STUDENT_T, 1024, 1024, 0.02, 3, 3},
+    {"demo:student-t10-w", QS_GEN_STUDENT_T, 512, 512, 0.02, 10, 4},
+    {"demo:uniform", QS_GEN_UNIFORM, 256, 256, 1.0, 0, 5},
+    {"demo:lognormal", QS_GEN_LOGNORMAL, 65536, 0, 1.0, 0, 6},
+    {"demo:llm-act", QS_GEN_LLM_ACT, 512, 2048, 1.0, 0, 7},
+    {"demo:llm-act-ffn", QS_GEN_LLM_ACT, 256, 1536, 0.5, 0, 8},
+    {"demo:gaussian-1d", QS_GEN_GAUSSIAN, 1 << 20, 0, 1.0, 0, 9},
+};
+
+int qs_cmd_demo(qs_cli *cli, int argc, char **argv)
+{
+    int force = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--force") == 0) force = 1;
+        else return qs_cli_usage("demo", "unexpected argument '%s'", argv[i]);
+    }
+    qs_db *db = qs_cli_open_db(cli);
+    if (!db) return QS_EXIT_ERR;
+    qs_err e = {{0}};
+    sqlite3_stmt *st = qs_db_prepare(db, "SELECT count(*) FROM tensor WHERE name GLOB 'demo:*'", &e);
+    int have = st && sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+    sqlite3_finalize(st);
+    int rc = QS_EXIT_OK;
+    if (have && !force) {
+        fprintf(stderr, "qscope: %s already has the demo set (%d tensors); --force regenerates it\n", db->path, have);
+        goto out;
+    }
+    json_t *rep = json_array();
+    if (qs_db_exec(db, "BEGIN IMMEDIATE", &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); json_decref(rep); goto out; }
+    for (size_t i = 0; i < sizeof kDemo / sizeof *kDemo; i++) {
+        qs_gen_spec g;
+        memset(&g, 0, sizeof g);
+        qs_gen_defaults(&g);
+        g.kind = kDemo[i].kind;
+        g.rows = kDemo[i].rows;
+        g.cols = kDemo[i].cols;
+        g.scale = kDemo[i].scale;
+        g.seed = kDemo[i].seed;
+        if (kDemo[i].nu > 0) g.nu = kDemo[i].nu;
+        fprintf(stderr, "qscope: generating %s\n", kDemo[i].name);
+        if (gen_into_db(db, &g, kDemo[i].name, rep, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); break; }
+    }
+    if (rc == QS_EXIT_OK && qs_db_exec(db, "COMMIT", &e)) rc = qs_cli_err(QS_EXIT_ERR, &e);
+    if (rc != QS_EXIT_OK) sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+    else fprintf(stderr, "qscope: demo set ready in %s (%zu tensors)\n", db->path, json_array_size(rep));
+    json_decref(rep);
+out:
+    qs_db_close(db);
+    return rc;
+}

@@ -1,0 +1,170 @@
+/*
+** Import orchestration (see importer.h).
+**
+** The file is mapped read-only and parsed as a whole first, so a malformed file is rejected
+** before anything is written.  Each tensor is then hashed over its C-order bytes; an unchanged
+** hash means the row, its statistics and any embedded data stay as they are.
+*/
+#include "importer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../analysis/stats_store.h"
+#include "../analysis/tensor_stats.h"
+#include "../store/container.h"
+#include "../store/tensor.h"
+#include "../store/tensor_write.h"
+
+static void file_stem(const char *path, char *out, size_t cap)
+{
+    const char *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    snprintf(out, cap, "%s", b);
+    static const char *ext[] = {".npy", ".npz", ".safetensors", ".gguf"};
+    for (size_t i = 0; i < sizeof ext / sizeof *ext; i++) {
+        size_t n = strlen(out), m = strlen(ext[i]);
+        if (n > m && strcmp(out + n - m, ext[i]) == 0) { out[n - m] = 0; break; }
+    }
+}
+
+static void report_add(json_t *report, const char *name, const char *status, const qs_tdesc *d,
+                       int is_blob, const char *hash)
+{
+    if (!report) return;
+    json_t *sh = json_array();
+    for (int i = 0; i < d->ndim; i++) json_array_append_new(sh, json_integer((json_int_t)d->shape[i]));
+    uint64_t nbytes = d->nbytes;
+    json_array_append_new(report, json_pack("{s:s,s:s,s:s,s:o,s:I,s:I,s:s,s:s}", "name", name, "status", status,
+                                            "dtype", qs_dtype_get(d->dtype)->name, "shape", sh,
+                                            "numel", (json_int_t)d->numel, "nbytes", (json_int_t)nbytes,
+                                            "storage", is_blob ? "blob" : "ref", "hash", hash));
+}
+
+static int import_tensor(qs_db *db, const uint8_t *base, size_t len, const char *path, const qs_tdesc *d,
+                         const char *name, int64_t source_id, const qs_import_opts *o, json_t *report,
+                         int64_t *out_id, qs_err *e)
+{
+    int rc = -1;
+    qs_treader *r = qs_treader_from_image(base, len, d, path, e);
+    if (!r) return -1;
+    char hash[33], old_hash[33] = "";
+    int64_t id = 0, old_source = 0;
+    int old_blob = 0;
+    if (qs_treader_hash(r, d->dtype, d->shape, d->ndim, hash, e)) goto out;
+    if (qs_tensor_find(db, name, &id, old_hash, &old_source, &old_blob, e)) goto out;
+    if (id && old_source != source_id) {
+        qs_fail(e, "%s: tensor name '%s' is already used by another file (choose another name with --prefix)",
+                path, name);
+        goto out;
+    }
+    int same = id && strcmp(hash, old_hash) == 0;
+    qs_tensor_row w = {
+        .name = name, .member = d->name, .hash = hash, .metadata = d->meta_json, .source_id = source_id,
+        .dtype = d->dtype, .ndim = d->ndim, .shape = d->shape, .numel = d->numel, .nbytes = d->nbytes,
+        .is_blob = o->copy, .fortran = d->fortran, .codec = d->codec, .data_offset = d->offset,
+        .comp_offset = d->comp_offset, .comp_size = d->comp_size, .inflated_size = d->inflated_size,
+    };
+    int64_t had = id;
+    if (qs_tensor_put(db, &w, &id, e)) goto out;
+    const char *status = !had ? "added" : !same ? "updated" : (o->copy && !old_blob) ? "embedded" : "unchanged";
+    if (o->copy && (!same || !old_blob)) {
+        if (qs_tensor_embed(db, id, r, e)) goto out;
+    } else if (!o->copy && old_blob) {
+        sqlite3_stmt *st = qs_db_prepare(db, "DELETE FROM tensor_chunk WHERE tensor_id=?", e);
+        if (!st) goto out;
+        sqlite3_bind_int64(st, 1, id);
+        int src = sqlite3_step(st);
+        sqlite3_finalize(st);
+        if (src != SQLITE_DONE) { qs_db_fail(db, e, "chunk delete"); goto out; }
+    }
+    int have_stats = 0;
+    if (same) {
+        qs_tensor_stats tmp;
+        if (qs_stats_load(db, id, &tmp, &have_stats, e)) goto out;
+    }
+    if (!have_stats) {
+        qs_tensor_stats s;
+        uint64_t rows, cols;
+        qs_tensor_matrix_view(d->shape, d->ndim, &rows, &cols);
+        if (d->ndim < 2) rows = cols = 0;
+        if (qs_tensor_stats_compute(qs_treader_read_cb, r, 1, d->numel, rows, cols, o->jobs > 0 ? o->jobs : 2, &s, e))
+            goto out;
+        if (qs_stats_save(db, id, &s, e)) goto out;
+    }
+    report_add(report, name, status, d, o->copy, hash);
+    *out_id = id;
+    rc = 0;
+out:
+    qs_treader_close(r);
+    if (rc && strncmp(e->msg, path, strlen(path)) != 0) qs_err_prefix(e, path);
+    return rc;
+}
+
+int qs_import_file(qs_db *db, const char *path, const qs_import_opts *o, json_t *report, qs_err *e)
+{
+    int rc = -1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return qs_fail(e, "%s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st)) { close(fd); return qs_fail(e, "%s: %s", path, strerror(errno)); }
+    if (!S_ISREG(st.st_mode)) { close(fd); return qs_fail(e, "%s: not a regular file", path); }
+    size_t len = (size_t)st.st_size;
+    if (len == 0) { close(fd); return qs_fail(e, "%s: empty file (at byte 0)", path); }
+    void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) return qs_fail(e, "%s: mmap: %s", path, strerror(errno));
+    madvise(map, len, MADV_SEQUENTIAL);
+
+    qs_container c = {0};
+    qs_parse_opts po = {.reinterpret = o->reinterpret};
+    int64_t *keep = NULL;
+    char real[PATH_MAX];
+    if (qs_parse_any(map, len, path, &po, &c, e)) { qs_err_prefix(e, path); goto out; }
+    for (size_t i = 0; i < c.nwarn; i++) fprintf(stderr, "qscope: %s: warning: %s\n", path, c.warnings[i]);
+    if (o->exact_name && c.n != 1) { qs_fail(e, "%s: expected exactly one tensor", path); goto out; }
+
+    const char *spath = o->source_path;
+    if (!spath) {
+        if (!realpath(path, real)) { qs_fail(e, "%s: %s", path, strerror(errno)); goto out; }
+        spath = real;
+    }
+    int64_t mtime = (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+    int64_t source_id;
+    if (qs_source_upsert(db, spath, o->source_kind ? o->source_kind : c.kind, (int64_t)len, mtime,
+                         o->source_meta ? o->source_meta : c.meta_json, &source_id, e)) goto out;
+    /* Generated data lives only in the database: references would point at a temporary file. */
+    qs_import_opts eff = *o;
+    if (o->source_path) eff.copy = 1;
+
+    char stem[256];
+    file_stem(path, stem, sizeof stem);
+    const char *prefix = o->prefix ? o->prefix : stem;
+    keep = calloc(c.n ? c.n : 1, sizeof *keep);
+    if (!keep) { qs_fail(e, "out of memory"); goto out; }
+    for (size_t i = 0; i < c.n; i++) {
+        const qs_tdesc *d = &c.t[i];
+        char name[1024];
+        if (o->exact_name) snprintf(name, sizeof name, "%s", o->exact_name);
+        else if (!d->name || !*d->name) snprintf(name, sizeof name, "%s", prefix);
+        else snprintf(name, sizeof name, "%s:%s", prefix, d->name);
+        if (import_tensor(db, map, len, path, d, name, source_id, &eff, report, &keep[i], e)) goto out;
+    }
+    int removed = 0;
+    if (qs_source_prune(db, source_id, keep, c.n, &removed, e)) goto out;
+    if (removed && report)
+        json_array_append_new(report, json_pack("{s:s,s:s,s:i}", "name", spath, "status", "removed", "count", removed));
+    rc = 0;
+out:
+    free(keep);
+    qs_container_free(&c);
+    munmap(map, len);
+    return rc;
+}

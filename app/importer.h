@@ -1,0 +1,28 @@
+/*
+** Import one tensor file into the store: parse, hash, compute statistics, and write the rows
+** (reference or embedded) — the orchestration behind `qscope import`, `gen --name` and `demo`.
+*/
+#ifndef QS_IMPORTER_H
+#define QS_IMPORTER_H
+
+#include <jansson.h>
+
+#include "../store/db.h"
+#include "../kernels/dtype.h"
+
+typedef struct qs_import_opts {
+    int copy;                    /* embed data as blobs */
+    const char *prefix;          /* name prefix instead of the file stem */
+    const char *exact_name;      /* single-tensor files: the full tensor name */
+    qs_dtype reinterpret;        /* raw npy words read as this dtype */
+    int jobs;                    /* threads for statistics */
+    /* for generated data: what the source row records instead of the file */
+    const char *source_path, *source_kind, *source_meta;
+} qs_import_opts;
+
+/* Import the file at `path`.  Appends one object per tensor to `report` (name, status =
+** added|updated|unchanged|embedded|removed, dtype, shape, numel, nbytes, storage, hash).
+** The caller holds the transaction.  Errors: "PATH: what is wrong (at byte N)". */
+int qs_import_file(qs_db *db, const char *path, const qs_import_opts *o, json_t *report, qs_err *e);
+
+#endif

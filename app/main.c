@@ -1,0 +1,180 @@
+/*
+** qscope entry point: global options, the command table and help.
+**
+** One table (qs_commands) drives dispatch, `qscope --help` and `qscope help COMMAND`, so the
+** help can never drift from what exists.
+*/
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "../kernels/qs_version.h"
+
+const qs_command qs_commands[] = {
+    {"import", "[--copy] [--prefix NAME] [--as DTYPE] [--keep-going] [--json] PATH...",
+     "import tensors from .npy, .npz, .safetensors and .gguf files or directories",
+     "Imports every tensor of each file (directories are searched recursively for *.npy, *.npz,\n"
+     "*.safetensors, *.gguf).  Tensors are named FILE:TENSOR, where FILE is the file name without\n"
+     "its extension (a bare .npy is just FILE); --prefix NAME replaces FILE.\n"
+     "\n"
+     "By default the data stays in the file and the database keeps a reference (path, offset,\n"
+     "dtype, shape, content hash, size and mtime); reading a reference whose file changed or went\n"
+     "away is an error.  --copy embeds the data in the database as 1 MiB chunks instead.\n"
+     "Importing unchanged content again is a no-op; a changed file updates its tensors, and tensors\n"
+     "that disappeared from it are removed.  Statistics are computed on import.\n"
+     "\n"
+     "  --copy         embed the data in the database\n"
+     "  --prefix NAME  name tensors NAME:TENSOR (one file only)\n"
+     "  --as DTYPE     read raw 16-bit (u2/i2/V2) or 8-bit (u1/i1/V1) .npy words as bf16, f16,\n"
+     "                 f8_e4m3, f8_e5m2 or f8_e8m0\n"
+     "  --keep-going   import the good files and report the bad ones (exit 1 if any failed);\n"
+     "                 without it one bad file aborts the whole import and nothing is stored\n"
+     "  -j, --jobs N   threads for hashing statistics (default: all cores)\n"
+     "  --json         print the result as JSON\n"
+     "\n"
+     "A bad file gives `FILE: what is wrong (at byte N)` and leaves the database unchanged.",
+     qs_cmd_import, 1},
+    {"ls", "[PATTERN] [--json] [--sort name|size|absmax|kurtosis]", "list tensors",
+     "Lists tensors whose name matches the glob PATTERN (default: all) with shape, dtype, size,\n"
+     "absmax, kurtosis, outlier fraction and where the data lives (ref = file, blob = database).\n"
+     "\n"
+     "  --json         one JSON array\n"
+     "  --sort KEY     name (default), size, absmax, kurtosis or outliers\n"
+     "  --stale        also check every reference against its file and mark stale ones",
+     qs_cmd_ls, 1},
+    {"show", "TENSOR [--json]", "statistics of one tensor",
+     "Prints a tensor's source, shape, dtype, size, hash and statistics: min, max, mean, std,\n"
+     "absmax, exact percentiles, kurtosis (Pearson, Gaussian = 3), fraction of zeros, outlier\n"
+     "fraction (|x - mean| > 6 std), NaN/Inf counts, and for 2-D (or higher) tensors a summary of\n"
+     "the per-row and per-column absmax and the largest channels.\n"
+     "\n"
+     "  --json         one JSON object",
+     qs_cmd_show, 1},
+    {"rm", "TENSOR...", "remove tensors from the database",
+     "Removes the named tensors (glob patterns allowed) and their embedded data and statistics.\n"
+     "Referenced files are never touched.", qs_cmd_rm, 1},
+    {"gen", "KIND [--n N | --shape RxC] [--seed S] [--name NAME | -o FILE.npy] [...]",
+     "generate a synthetic tensor",
+     "Generates a deterministic synthetic tensor (same seed, same bits) and either stores it in\n"
+     "the database under NAME (embedded) or writes it to FILE.npy (`-o -` writes to stdout).\n"
+     "\n"
+     "Kinds: gaussian, laplace, student-t, uniform, lognormal, llm-act (see `qscope gen --list`).\n"
+     "\n"
+     "  --n N          1-D tensor of N elements (default 65536)\n"
+     "  --shape RxC    2-D tensor (rows x columns; for llm-act: tokens x channels)\n"
+     "  --seed S       seed (default 0)\n"
+     "  --scale X      standard deviation (gaussian, laplace), half-width (uniform), multiplier\n"
+     "  --nu X         degrees of freedom for student-t (default 3)\n"
+     "  --sigma X      lognormal sigma (default 1)\n"
+     "  --outliers K   llm-act: number of outlier channels (default cols/256, at least 1)\n"
+     "  --outlier-range LO,HI  llm-act: outlier magnitude factor range (default 20,100)\n"
+     "  --name NAME    store in the database as NAME (replacing a generated tensor of that name)\n"
+     "  -o FILE.npy    write a .npy file instead\n"
+     "  --list         list the kinds",
+     qs_cmd_gen, 0},
+    {"info", "[--json]", "summary of the database",
+     "Prints the database path, schema version, counts of sources, tensors, elements and bytes\n"
+     "(referenced and embedded), results and RL runs, and the largest tensors.", qs_cmd_info, 1},
+    {"demo", "[--force]", "fill the database with the demo tensor set",
+     "Generates a varied synthetic set (Gaussian, Laplace, Student-t, uniform, log-normal weights\n"
+     "and LLM-like activations with outlier channels) into the database.  Does nothing if demo\n"
+     "tensors already exist, unless --force.", qs_cmd_demo, 1},
+    {"check", "[--json]", "verify the database and every tensor reference",
+     "Runs SQLite's integrity and foreign-key checks and checks every referenced file (present,\n"
+     "same size and modification time) and every embedded tensor (all chunks present and of the\n"
+     "right size).  Exit 1 if anything is wrong.", qs_cmd_check, 1},
+    {"schema", "", "print the database schema (SQL)",
+     "Prints the SQL of the current schema, for use with sqlite3.", qs_cmd_schema, 0},
+    {"bench", "[--quick] [--json]", "measure import, hashing and statistics throughput",
+     "Times the store's hot paths on generated data with this machine's facts, min and median of\n"
+     "repeated runs: hashing, decode of each storage dtype to float32, statistics (1 and 2\n"
+     "threads), and end-to-end import of a .npy file.", qs_cmd_bench, 0},
+    {NULL, NULL, NULL, NULL, NULL, 0},
+};
+
+const qs_command *qs_command_find(const char *name)
+{
+    for (const qs_command *c = qs_commands; c->name; c++)
+        if (strcmp(c->name, name) == 0) return c;
+    return NULL;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "qscope %s — see where low-precision number formats lose precision\n"
+            "\n"
+            "usage: qscope [--db PATH] COMMAND [ARGS]\n"
+            "       qscope help COMMAND | --help | --version\n"
+            "\n"
+            "commands:\n", QS_VERSION);
+    for (const qs_command *c = qs_commands; c->name; c++) fprintf(f, "  %-8s %s\n", c->name, c->summary);
+    fprintf(f,
+            "\n"
+            "The database is --db PATH, else $QSCOPE_DB, else ./qscope.db (created on first use).\n"
+            "Exit status: 0 success, 1 error, 2 usage error.  NO_COLOR disables colour.\n");
+}
+
+static int help_command(const char *name)
+{
+    const qs_command *c = qs_command_find(name);
+    if (!c) return qs_cli_error(QS_EXIT_USAGE, "no such command '%s' (see `qscope --help`)", name);
+    printf("usage: qscope [--db PATH] %s %s\n\n%s\n\n%s\n", c->name, c->args, c->summary, c->help);
+    return QS_EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+    qs_cli cli = {0};
+    cli.argc = argc;
+    cli.argv = argv;
+    cli.db_path = getenv("QSCOPE_DB");
+    if (!cli.db_path || !*cli.db_path) cli.db_path = "qscope.db";
+    const char *nc = getenv("NO_COLOR");
+    cli.color = isatty(STDOUT_FILENO) && !(nc && *nc);
+
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--db") == 0) {
+            if (++i >= argc) return qs_cli_error(QS_EXIT_USAGE, "--db needs a path");
+            cli.db_path = argv[i];
+        } else if (strncmp(a, "--db=", 5) == 0) {
+            cli.db_path = a + 5;
+        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return QS_EXIT_OK;
+        } else if (strcmp(a, "--version") == 0 || strcmp(a, "-V") == 0) {
+            printf("qscope %s (%s)\n", QS_VERSION, QS_GIT_REV);
+            return QS_EXIT_OK;
+        } else if (strcmp(a, "--no-color") == 0) {
+            cli.color = 0;
+        } else {
+            usage(stderr);
+            return qs_cli_error(QS_EXIT_USAGE, "unknown option '%s'", a);
+        }
+    }
+    if (i >= argc) {
+        /* No command: until the workbench exists, show the database summary. */
+        char *args[] = {"info", NULL};
+        return qs_cmd_info(&cli, 1, args);
+    }
+    const char *name = argv[i];
+    if (strcmp(name, "help") == 0) {
+        if (i + 1 >= argc) { usage(stdout); return QS_EXIT_OK; }
+        return help_command(argv[i + 1]);
+    }
+    if (strcmp(name, "version") == 0) {
+        printf("qscope %s (%s)\n", QS_VERSION, QS_GIT_REV);
+        return QS_EXIT_OK;
+    }
+    const qs_command *c = qs_command_find(name);
+    if (!c) {
+        usage(stderr);
+        return qs_cli_error(QS_EXIT_USAGE, "unknown command '%s'", name);
+    }
+    for (int k = i + 1; k < argc; k++)
+        if (strcmp(argv[k], "--help") == 0 || strcmp(argv[k], "-h") == 0) return help_command(name);
+    return c->run(&cli, argc - i, argv + i);
+}

@@ -1,0 +1,210 @@
+/*
+** Opening, configuring and migrating the qscope database (see db.h).
+**
+** The schema is a list of migrations; migration i moves PRAGMA user_version from i-1 to i inside
+** one transaction, so a database is always at a whole version.  Tables are documented in the
+** README ("Database schema"); users are expected to query them with sqlite3.
+*/
+#include "db.h"
+#include "../kernels/qs_version.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const kMigrations[] = {
+    /* 0 -> 1: the foundation */
+    "CREATE TABLE meta(\n"
+    "  key   TEXT PRIMARY KEY,\n"
+    "  value TEXT NOT NULL\n"
+    ");\n"
+    /* One row per imported file (or generator run). */
+    "CREATE TABLE source(\n"
+    "  id          INTEGER PRIMARY KEY,\n"
+    "  path        TEXT NOT NULL UNIQUE,   -- absolute file path, or 'gen:NAME' for generated data\n"
+    "  kind        TEXT NOT NULL,          -- npy | npz | safetensors | gguf | generated\n"
+    "  size        INTEGER,                -- file size and modification time at import,\n"
+    "  mtime_ns    INTEGER,                --   used to detect stale references\n"
+    "  metadata    TEXT,                   -- JSON: safetensors __metadata__, GGUF key/values, generator spec\n"
+    "  imported_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now'))\n"
+    ");\n"
+    "CREATE TABLE tensor(\n"
+    "  id          INTEGER PRIMARY KEY,\n"
+    "  name        TEXT NOT NULL UNIQUE,   -- 'file:tensor'\n"
+    "  source_id   INTEGER NOT NULL REFERENCES source(id) ON DELETE CASCADE,\n"
+    "  member      TEXT NOT NULL DEFAULT '', -- name inside the container\n"
+    "  dtype       TEXT NOT NULL,          -- storage dtype: f32 f16 bf16 f8_e4m3 ... q8_0 q4_0 ggml_mxfp4 ...\n"
+    "  shape       TEXT NOT NULL,          -- JSON array, outermost dimension first\n"
+    "  ndim        INTEGER NOT NULL,\n"
+    "  numel       INTEGER NOT NULL,\n"
+    "  nbytes      INTEGER NOT NULL,       -- bytes in the storage dtype\n"
+    "  storage     TEXT NOT NULL CHECK (storage IN ('ref','blob')),\n"
+    "  fortran     INTEGER NOT NULL DEFAULT 0, -- ref: bytes are column-major (blobs are always C order)\n"
+    "  codec       TEXT NOT NULL DEFAULT 'none' CHECK (codec IN ('none','deflate')),\n"
+    "  data_offset INTEGER,                -- ref: byte offset of the data (in the inflated stream for deflate)\n"
+    "  comp_offset INTEGER,                -- ref+deflate: compressed member location in the file\n"
+    "  comp_size   INTEGER,\n"
+    "  hash        TEXT NOT NULL,          -- xxh3-128 of dtype, shape and the C-order bytes (hex)\n"
+    "  metadata    TEXT,                   -- JSON, per tensor\n"
+    "  created_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now')),\n"
+    "  updated_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now'))\n"
+    ");\n"
+    "CREATE INDEX tensor_by_hash ON tensor(hash);\n"
+    "CREATE INDEX tensor_by_source ON tensor(source_id);\n"
+    /* Embedded data: C-order bytes of the storage dtype, QS_CHUNK_BYTES per row. */
+    "CREATE TABLE tensor_chunk(\n"
+    "  tensor_id INTEGER NOT NULL REFERENCES tensor(id) ON DELETE CASCADE,\n"
+    "  seq       INTEGER NOT NULL,\n"
+    "  data      BLOB NOT NULL,\n"
+    "  UNIQUE (tensor_id, seq)\n"
+    ");\n"
+    "CREATE TABLE tensor_stats(\n"
+    "  tensor_id    INTEGER PRIMARY KEY REFERENCES tensor(id) ON DELETE CASCADE,\n"
+    "  n_finite INTEGER, n_nan INTEGER, n_inf INTEGER, n_zero INTEGER,\n"
+    "  min REAL, max REAL, mean REAL, std REAL, absmax REAL,\n"
+    "  kurtosis     REAL,                  -- Pearson (Gaussian = 3)\n"
+    "  zero_frac    REAL,\n"
+    "  outlier_frac REAL,                  -- |x - mean| > 6 std\n"
+    "  p0_1 REAL, p1 REAL, p5 REAL, p25 REAL, p50 REAL, p75 REAL, p95 REAL, p99 REAL, p99_9 REAL,\n"
+    "  rows INTEGER, cols INTEGER,         -- matrix view: leading dims x last dim\n"
+    "  row_absmax   TEXT,                  -- JSON {min,median,max,mean,argmax} of per-row absmax\n"
+    "  col_absmax   TEXT,                  -- same per column (channel)\n"
+    "  top_channels TEXT                   -- JSON [[column, absmax], ...] largest first\n"
+    ");\n"
+    /* Analysis results, keyed so that a result is reused only for identical inputs. */
+    "CREATE TABLE result(\n"
+    "  id           INTEGER PRIMARY KEY,\n"
+    "  tensor_hash  TEXT NOT NULL,\n"
+    "  kind         TEXT NOT NULL,         -- metrics | histogram | blocks | ...\n"
+    "  format       TEXT NOT NULL,         -- format spec\n"
+    "  options      TEXT NOT NULL DEFAULT '{}', -- JSON, canonical key order\n"
+    "  tool_version TEXT NOT NULL,\n"
+    "  data         TEXT NOT NULL,         -- JSON\n"
+    "  created_at   TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now')),\n"
+    "  UNIQUE (tensor_hash, kind, format, options, tool_version)\n"
+    ");\n"
+    /* RL per-token logs (mmlog v1, spec/ais-rl.md §4.2). */
+    "CREATE TABLE rl_run(\n"
+    "  id         INTEGER PRIMARY KEY,\n"
+    "  name       TEXT NOT NULL UNIQUE,\n"
+    "  label      TEXT,                    -- e.g. 'precision mismatch without training'\n"
+    "  source     TEXT,                    -- file it was imported from\n"
+    "  metadata   TEXT,                    -- JSON\n"
+    "  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now'))\n"
+    ");\n"
+    "CREATE TABLE rl_token(\n"
+    "  run_id     INTEGER NOT NULL REFERENCES rl_run(id) ON DELETE CASCADE,\n"
+    "  step       INTEGER NOT NULL,\n"
+    "  seq        INTEGER NOT NULL,\n"
+    "  pos        INTEGER NOT NULL,\n"
+    "  token_id   INTEGER,\n"
+    "  lp_rollout REAL NOT NULL,\n"
+    "  lp_train   REAL NOT NULL,\n"
+    "  advantage  REAL, reward REAL, grp INTEGER, entropy REAL,\n"
+    "  mask       INTEGER NOT NULL DEFAULT 1,\n"
+    "  PRIMARY KEY (run_id, step, seq, pos)\n"
+    ") WITHOUT ROWID;\n",
+};
+
+#define NMIG ((int)(sizeof kMigrations / sizeof kMigrations[0]))
+
+int qs_db_schema_count(void) { return NMIG; }
+const char *qs_db_schema_sql(int version)
+{
+    return version >= 1 && version <= NMIG ? kMigrations[version - 1] : NULL;
+}
+
+int qs_db_fail(qs_db *db, qs_err *e, const char *what)
+{
+    return qs_fail(e, "%s: database error: %s (%s)", db->path, sqlite3_errmsg(db->h), what);
+}
+
+int qs_db_exec(qs_db *db, const char *sql, qs_err *e)
+{
+    char *msg = NULL;
+    if (sqlite3_exec(db->h, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        qs_fail(e, "%s: database error: %s", db->path, msg ? msg : sqlite3_errmsg(db->h));
+        sqlite3_free(msg);
+        return -1;
+    }
+    return 0;
+}
+
+sqlite3_stmt *qs_db_prepare(qs_db *db, const char *sql, qs_err *e)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db->h, sql, -1, &st, NULL) != SQLITE_OK) {
+        qs_db_fail(db, e, "prepare");
+        return NULL;
+    }
+    return st;
+}
+
+static int user_version(qs_db *db, int *v, qs_err *e)
+{
+    sqlite3_stmt *st = qs_db_prepare(db, "PRAGMA user_version", e);
+    if (!st) return -1;
+    int rc = sqlite3_step(st);
+    *v = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW ? 0 : qs_db_fail(db, e, "user_version");
+}
+
+static int migrate(qs_db *db, qs_err *e)
+{
+    int v;
+    if (user_version(db, &v, e)) return -1;
+    if (v > NMIG)
+        return qs_fail(e, "%s: database schema version %d is newer than this qscope understands (%d)",
+                       db->path, v, NMIG);
+    if (v == NMIG) return 0;
+    /* IMMEDIATE: two processes opening a fresh database must not both migrate. */
+    if (qs_db_exec(db, "BEGIN IMMEDIATE", e)) return -1;
+    if (user_version(db, &v, e)) goto fail;
+    for (; v < NMIG; v++) {
+        if (qs_db_exec(db, kMigrations[v], e)) goto fail;
+        char sql[64];
+        snprintf(sql, sizeof sql, "PRAGMA user_version=%d", v + 1);
+        if (qs_db_exec(db, sql, e)) goto fail;
+    }
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "INSERT OR IGNORE INTO meta(key,value) VALUES('created_by','qscope %s');"
+             "INSERT OR REPLACE INTO meta(key,value) VALUES('schema_version','%d');",
+             QS_VERSION, NMIG);
+    if (qs_db_exec(db, sql, e)) goto fail;
+    return qs_db_exec(db, "COMMIT", e);
+fail:
+    sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+    return -1;
+}
+
+qs_db *qs_db_open(const char *path, qs_err *e)
+{
+    qs_db *db = calloc(1, sizeof *db);
+    if (!db || !(db->path = strdup(path))) { free(db); qs_fail(e, "out of memory"); return NULL; }
+    int rc = sqlite3_open_v2(path, &db->h, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK) {
+        qs_fail(e, "%s: cannot open database: %s", path, db->h ? sqlite3_errmsg(db->h) : sqlite3_errstr(rc));
+        goto fail;
+    }
+    sqlite3_extended_result_codes(db->h, 1);
+    sqlite3_busy_timeout(db->h, QS_BUSY_TIMEOUT_MS);
+    /* Not a database at all?  Reading the schema tells us before WAL is switched on. */
+    if (qs_db_exec(db, "SELECT count(*) FROM sqlite_master", e)) goto fail;
+    if (qs_db_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;", e))
+        goto fail;
+    if (migrate(db, e)) goto fail;
+    return db;
+fail:
+    qs_db_close(db);
+    return NULL;
+}
+
+void qs_db_close(qs_db *db)
+{
+    if (!db) return;
+    if (db->h) sqlite3_close_v2(db->h);
+    free(db->path);
+    free(db);
+}

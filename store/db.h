@@ -1,0 +1,42 @@
+/*
+** The qscope database: one SQLite file holding tensor sources, tensors (by reference or embedded
+** as chunked blobs), their statistics, analysis results and RL logs.
+**
+** Opening a database applies any pending schema migrations (PRAGMA user_version), turns on WAL,
+** foreign keys and a busy timeout, so an import and a reader can run at the same time.
+*/
+#ifndef QS_DB_H
+#define QS_DB_H
+
+#include <sqlite3.h>
+#include <stdint.h>
+
+#include "../kernels/qs_err.h"
+
+#define QS_SCHEMA_VERSION 1
+#define QS_BUSY_TIMEOUT_MS 60000
+#define QS_CHUNK_BYTES (1u << 20)   /* embedded tensor data is stored in rows of this many bytes */
+
+typedef struct qs_db {
+    sqlite3 *h;
+    char *path;
+} qs_db;
+
+/* Open (creating if needed) and migrate.  Returns NULL with a message on failure. */
+qs_db *qs_db_open(const char *path, qs_err *e);
+void qs_db_close(qs_db *db);
+
+/* Run SQL without results (BEGIN, COMMIT, SAVEPOINT ...). */
+int qs_db_exec(qs_db *db, const char *sql, qs_err *e);
+
+/* Prepare a statement; on failure writes the SQLite message. */
+sqlite3_stmt *qs_db_prepare(qs_db *db, const char *sql, qs_err *e);
+
+/* Set the error from the connection's last SQLite error. */
+int qs_db_fail(qs_db *db, qs_err *e, const char *what);
+
+/* The migration scripts, exposed for `qscope schema` and the README. */
+int qs_db_schema_count(void);
+const char *qs_db_schema_sql(int version);   /* SQL that moves version-1 to version */
+
+#endif

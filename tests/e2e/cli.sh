@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# CLI conventions: help, version, exit codes, stdout/stderr split, database path resolution,
+# colour only on a terminal and never with NO_COLOR.
+source "$(dirname "$0")/lib.sh"
+
+ok "--help lists commands" bash -c "$QS --help | grep -q '^  import '"
+ok "--version prints the version" bash -c "$QS --version | grep -Eq '^qscope [0-9]+\.[0-9]+\.[0-9]+'"
+ok "help import shows the options" bash -c "$QS help import | grep -q -- '--copy'"
+for c in import ls show rm gen info demo check schema bench; do
+  ok "help $c exists" bash -c "$QS help $c | grep -q 'usage: qscope'"
+  ok "$c --help is the same as help $c" bash -c "diff <($QS $c --help) <($QS help $c)"
+done
+fails "unknown command is a usage error" 2 $QS frobnicate
+check "usage error message goes to stderr, not stdout" "[ ! -s $T/out ] && grep -q 'unknown command' $T/err"
+fails "unknown option is a usage error" 2 $QS ls --bogus
+fails "help for unknown command" 2 $QS help nope
+fails "show without a name" 2 $QS show
+fails "gen with unknown kind" 2 $QS gen cauchy --name x
+fails "gen needs --name or -o" 2 $QS gen gaussian
+fails "gen bad shape" 2 $QS gen gaussian --shape 3y4 --name x
+fails "import with no files" 2 $QS import
+fails "import --as rejects non-reinterpretable types" 2 $QS import --as q4_0 x.npy
+fails "show of a missing tensor is a runtime error" 1 $QS show nosuch
+check "missing-tensor error is one line on stderr" "[ \$(wc -l < $T/err) -eq 1 ] && grep -q \"no tensor named 'nosuch'\" $T/err"
+
+# database path: --db, then $QSCOPE_DB, then ./qscope.db
+(cd "$T" && env -u QSCOPE_DB "$QS" info >/dev/null 2>&1)
+check "default database is ./qscope.db" "[ -f $T/qscope.db ]"
+QSCOPE_DB="$T/env.db" $QS info >/dev/null
+check "\$QSCOPE_DB is used" "[ -f $T/env.db ]"
+QSCOPE_DB="$T/env.db" $QS --db "$T/flag.db" info >/dev/null
+check "--db wins over \$QSCOPE_DB" "[ -f $T/flag.db ]"
+ok "database created with the current schema" bash -c "[ \$(sqlite3 $T/flag.db 'PRAGMA user_version') = 1 ]"
+ok "database is in WAL mode" bash -c "[ \$(sqlite3 $T/flag.db 'PRAGMA journal_mode') = wal ]"
+cp "$ROOT/Makefile" "$T/notdb.txt"
+fails "a non-database file is refused" 1 $QS --db "$T/notdb.txt" info
+check "refusal names the file and leaves it alone" "grep -q notdb.txt $T/err && cmp -s $ROOT/Makefile $T/notdb.txt"
+ok "schema prints CREATE TABLE" bash -c "$QS schema | grep -q 'CREATE TABLE tensor('"
+
+# colour: never when NO_COLOR is set or stdout is not a terminal
+$QS gen gaussian --n 1000 --name c1 >/dev/null 2>&1
+check "no escape codes when piped" "! $QS ls | grep -q \$'\\033'"
+if command -v script >/dev/null; then
+  check "colour on a terminal" "env -u NO_COLOR script -qc '$QS ls' /dev/null | grep -q \$'\\033\\['"
+  check "NO_COLOR disables colour on a terminal" "NO_COLOR=1 script -qc '$QS ls' /dev/null | grep -vq \$'\\033\\['"
+fi
+
+# --json on listing commands parses
+for c in "ls" "info" "show c1" "check"; do
+  ok "$c --json is valid JSON" bash -c "$QS $c --json | python3 -c 'import json,sys; json.load(sys.stdin)'"
+done

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Importing real files: every format, names, references vs --copy, idempotence, updates,
+# statistics against numpy, stale references.
+source "$(dirname "$0")/lib.sh"
+PY=/usr/bin/python3
+mkdir -p "$T/d/sub"
+$PY - "$T/d" <<'PY'
+import sys, numpy as np, json, struct
+d = sys.argv[1]
+rng = np.random.default_rng(7)
+w = rng.standard_normal((64, 96)).astype(np.float32)
+np.save(f"{d}/w.npy", w)
+np.save(f"{d}/wf.npy", np.asfortranarray(w))
+np.save(f"{d}/sub/h.npy", w.astype(np.float16))
+np.save(f"{d}/bf.npy", (w.view(np.uint32) >> 16).astype(np.uint16))
+np.savez_compressed(f"{d}/z.npz", a=w, b=np.arange(10, dtype=np.int8))
+# safetensors written by hand (spec: u64 header length, JSON header, data)
+hdr = {"__metadata__": {"format": "pt"}, "x": {"dtype": "F32", "shape": [64, 96], "data_offsets": [0, w.nbytes]}}
+h = json.dumps(hdr).encode(); h += b" " * (-len(h) % 8)
+open(f"{d}/m.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + w.tobytes())
+np.save(f"{d}/expect.npy", np.array([w.min(), w.max(), w.mean(), w.std(), np.abs(w).max(),
+        np.percentile(w, 1), np.percentile(w, 50), np.percentile(w, 99.9)], dtype=np.float64))
+PY
+ok "import a directory recursively" $QS import "$T/d"
+check "all tensors imported with file:tensor names" \
+  "[ \"\$($QS ls --json | python3 -c 'import json,sys; print(\" \".join(sorted(t[\"name\"] for t in json.load(sys.stdin))))')\" = 'bf expect h m:x w wf z:a z:b' ]"
+check "npy, fortran npy, npz deflate and safetensors of the same data share one hash" \
+  "[ \$($QS ls --json | python3 -c 'import json,sys; print(len({t[\"hash\"] for t in json.load(sys.stdin) if t[\"name\"] in (\"w\",\"wf\",\"z:a\",\"m:x\")}))') = 1 ]"
+ok "statistics match numpy" $PY - "$QS" "$T/d/expect.npy" <<'PY'
+import sys, json, subprocess, numpy as np
+qs, exp = sys.argv[1], np.load(sys.argv[2])
+for name in ("w", "wf", "z:a", "m:x"):
+    s = json.loads(subprocess.check_output([qs, "show", name, "--json"]))["stats"]
+    got = [s["min"], s["max"], s["mean"], s["std"], s["absmax"], s["percentiles"]["p1"], s["percentiles"]["p50"], s["percentiles"]["p99.9"]]
+    assert np.allclose(got, exp, rtol=1e-6, atol=1e-7), (name, got, exp)
+PY
+ok "safetensors metadata is kept" bash -c "sqlite3 $QSCOPE_DB \"SELECT metadata FROM source WHERE kind='safetensors'\" | grep -q '\"format\"'"
+ok "re-import of unchanged files is a no-op" bash -c "$QS import $T/d | grep -v '^unchanged' | wc -l | grep -qx 0"
+before=$(sqlite3 "$QSCOPE_DB" "SELECT group_concat(hash||updated_at) FROM tensor")
+$QS import "$T/d" >/dev/null 2>&1
+check "no-op import leaves rows untouched" "[ \"\$(sqlite3 $QSCOPE_DB \"SELECT group_concat(hash||updated_at) FROM tensor\")\" = \"$before\" ]"
+
+ok "--as bf16 reads raw 16-bit words as bfloat16" $QS import --as bf16 --prefix bfr "$T/d/bf.npy"
+ok "bf16 statistics are close to the f32 ones" bash -c "$QS show bfr --json | python3 -c '
+import json,sys; s=json.load(sys.stdin); assert s[\"dtype\"]==\"bf16\" and abs(s[\"stats\"][\"std\"]-1)<0.1, s'"
+
+# a changed file updates; a vanished member is removed
+$PY -c "import numpy as np; np.savez_compressed('$T/d/z.npz', a=np.ones((3,3),np.float32))"
+ok "changed npz re-imports" $QS import "$T/d/z.npz"
+check "changed tensor is reported as updated" "grep -q '^updated *z:a' $T/out"
+check "vanished member is removed" "grep -q '^removed' $T/out && ! $QS ls 'z:b' --json | grep -q name"
+
+# references: stale when the file changes or goes away; --copy embeds
+ok "--copy embeds the data" $QS import --copy --prefix wc "$T/d/w.npy"
+check "embedded tensor has chunks in the database" "[ \$(sqlite3 $QSCOPE_DB \"SELECT count(*) FROM tensor_chunk c JOIN tensor t ON t.id=c.tensor_id WHERE t.name='wc'\") -ge 1 ]"
+cp "$T/d/w.npy" "$T/w2.npy"
+$QS import "$T/w2.npy" >/dev/null 2>&1
+touch -d '2001-01-01' "$T/w2.npy"
+fails "check reports a stale reference after the file changed" 1 $QS check
+check "stale message names the file" "grep -q 'w2.npy: stale reference' $T/out"
+ok "ls --stale marks it" bash -c "$QS ls --stale | grep 'w2 ' | grep -q STALE"
+rm "$T/w2.npy"
+fails "check reports a vanished file" 1 $QS check
+ok "embedded copy survives its file going away" bash -c "rm $T/d/w.npy && $QS ls wc --stale | grep -vq STALE"
+ok "rm removes tensors" $QS rm w2
+ok "check is clean again (after removing the broken refs)" bash -c "$QS rm w wf >/dev/null; $QS check"
+
+# names are data, not SQL
+cp "$T/d/sub/h.npy" "$T/evil.npy"
+ok "a tensor named like an SQL injection is just a name" $QS import --prefix "x'); DROP TABLE tensor;--" "$T/evil.npy"
+ok "...and is listed" bash -c "$QS ls --json | grep -q 'DROP TABLE'"
+ok "the tensor table still exists" sqlite3 "$QSCOPE_DB" "SELECT count(*) FROM tensor"
+fails "name collision with another file needs --prefix" 1 $QS import --prefix h "$T/evil.npy"
