@@ -60,9 +60,8 @@ float qs_e8m0_to_f32(uint8_t v)
 
 float qs_ue4m3_to_f32(uint8_t v)
 {
-    v &= 0x7f;                                      /* ggml reads NVFP4 scales as unsigned */
-    if (v == 0x7f) return 0.0f;                     /* ggml treats the NaN code as 0 */
-    return minifloat(v, 4, 3, 7);
+    if (v == 0x7f) return 0.0f;                     /* ggml treats the NaN code as 0 ... */
+    return minifloat(v & 0x7f, 4, 3, 7);            /* ... but 0xFF, sign ignored, is 480 */
 }
 
 /* E2M1 values, doubled so they fit int8 (ggml's kvalues_mxfp4 / kvalues_fp4). */
@@ -88,11 +87,13 @@ static void dec_i32(const uint8_t *s, float *d, size_t n) { for (size_t i = 0; i
 static void dec_u32(const uint8_t *s, float *d, size_t n) { for (size_t i = 0; i < n; i++) { uint32_t x; memcpy(&x, s + 4 * i, 4); d[i] = (float)x; } }
 static void dec_i64(const uint8_t *s, float *d, size_t n) { for (size_t i = 0; i < n; i++) { int64_t x; memcpy(&x, s + 8 * i, 8); d[i] = (float)x; } }
 static void dec_u64(const uint8_t *s, float *d, size_t n) { for (size_t i = 0; i < n; i++) { uint64_t x; memcpy(&x, s + 8 * i, 8); d[i] = (float)x; } }
+/* OCP E2M1 code; unlike ggml's int8 table, code 8 is -0. */
+static inline float e2m1(unsigned q) { float v = 0.5f * kE2M1x2[q & 7]; return q & 8 ? -v : v; }
 static void dec_f4(const uint8_t *s, float *d, size_t n)  /* n blocks of 2 elements (one byte) */
 {
     for (size_t i = 0; i < n; i++) {
-        d[2 * i] = 0.5f * kE2M1x2[s[i] & 15];
-        d[2 * i + 1] = 0.5f * kE2M1x2[s[i] >> 4];
+        d[2 * i] = e2m1(s[i] & 15);
+        d[2 * i + 1] = e2m1(s[i] >> 4);
     }
 }
 
