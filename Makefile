@@ -22,7 +22,7 @@ CC      ?= cc
 OPT     ?= -O2 -g
 endif
 WARN    := -Wall -Wextra -Wshadow -Wno-unused-parameter -Werror
-CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) $(PKG_CFLAGS) \
+CFLAGS  += -std=c11 -D_GNU_SOURCE -ffp-contract=off $(OPT) $(WARN) $(PKG_CFLAGS) \
            -DQS_VERSION='"$(VERSION)"' -DQS_GIT_REV='"$(GIT_REV)"' -MMD -MP
 LDLIBS  += $(PKG_LIBS) -lcmocka -lpthread -lm
 
@@ -61,11 +61,20 @@ $(BUILD)/tests/%: tests/unit/%.c tests/unit/test_util.h $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(LIB) -o $@ $(LDFLAGS) $(LDLIBS)
 
-# libFuzzer targets: each parser built with clang's fuzzer + ASan + UBSan.
-FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined $(PKG_CFLAGS)
-build/fuzz/%: tests/fuzz/%.c $(LIB_SRC)
+# libFuzzer targets: the library is compiled once with coverage + ASan + UBSan instrumentation,
+# each target links it with libFuzzer's main.
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -ffp-contract=off -g -O1 -fsanitize=address,undefined $(PKG_CFLAGS) -MMD -MP
+FUZZ_LIB_SRC := $(filter-out datasets/%,$(LIB_SRC))
+FUZZ_OBJ := $(FUZZ_LIB_SRC:%.c=build/fuzz/obj/%.o)
+build/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) $< $(filter-out datasets/%,$(LIB_SRC)) -o $@ $(PKG_LIBS) -lpthread -lm
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+build/fuzz/libqscope-fuzz.a: $(FUZZ_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+build/fuzz/%: tests/fuzz/%.c build/fuzz/libqscope-fuzz.a
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer $< build/fuzz/libqscope-fuzz.a -o $@ $(PKG_LIBS) -lpthread -lm
 
 # Everything the test runner needs, built.
 test-only: $(BIN) $(UNIT_BIN)
@@ -106,4 +115,4 @@ install: $(BIN)
 clean:
 	rm -rf build
 
--include $(LIB_OBJ:.o=.d) $(APP_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(APP_OBJ:.o=.d) $(FUZZ_OBJ:.o=.d)

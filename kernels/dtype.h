@@ -72,6 +72,6 @@ float qs_bf16_to_f32(uint16_t h);
 float qs_e4m3_to_f32(uint8_t v);
 float qs_e5m2_to_f32(uint8_t v);
 float qs_e8m0_to_f32(uint8_t v);
-float qs_ue4m3_to_f32(uint8_t v);   /* NVFP4 block scale: E4M3 with the sign bit ignored */
+float qs_ue4m3_to_f32(uint8_t v);   /* NVFP4 block scale as ggml reads it: 0x7F is 0, else the sign bit is ignored */
 
 #endif
