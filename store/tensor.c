@@ -334,6 +334,16 @@ uint64_t qs_treader_nbytes(const qs_treader *r) { return r->nbytes; }
 
 /* ------------------------------------------------------------------------------------------ */
 
+/* A blob handle whose row was changed through this connection (say, the tensor re-embedded)
+** is expired for good, and so is one whose reopen failed: drop it so the next read looks the
+** chunk up again instead of failing forever. */
+static void blob_drop(qs_treader *r)
+{
+    if (r->blob) sqlite3_blob_close(r->blob);
+    r->blob = NULL;
+    r->blob_seq = -1;
+}
+
 /* Blob chunks: C-order bytes, QS_CHUNK_BYTES per row.  Called with r->mu held. */
 static int blob_read(qs_treader *r, uint64_t off, size_t n, uint8_t *out, qs_err *e)
 {
@@ -354,13 +364,23 @@ static int blob_read(qs_treader *r, uint64_t off, size_t n, uint8_t *out, qs_err
             sqlite3_reset(r->find);
             int rc = r->blob ? sqlite3_blob_reopen(r->blob, rowid)
                              : sqlite3_blob_open(r->db->h, "main", "tensor_chunk", "data", rowid, 0, &r->blob);
-            if (rc != SQLITE_OK) { r->blob_seq = -1; return qs_db_fail(r->db, e, "blob open"); }
+            if (rc != SQLITE_OK) {
+                qs_fail(e, "tensor '%s': embedded data chunk %lld cannot be opened: %s", r->path, (long long)seq,
+                        rc == SQLITE_ABORT ? "it changed while the reader was open" : sqlite3_errmsg(r->db->h));
+                blob_drop(r);
+                return -1;
+            }
             r->blob_seq = seq;
         }
         size_t take = (size_t)chunk_len - within;
         if (take > n) take = n;
-        if (sqlite3_blob_read(r->blob, out, (int)take, (int)within) != SQLITE_OK)
-            return qs_db_fail(r->db, e, "blob read");
+        int rc = sqlite3_blob_read(r->blob, out, (int)take, (int)within);
+        if (rc != SQLITE_OK) {
+            qs_fail(e, "tensor '%s': embedded data chunk %lld cannot be read: %s", r->path, (long long)seq,
+                    rc == SQLITE_ABORT ? "it changed while the reader was open" : sqlite3_errstr(rc));
+            blob_drop(r);
+            return -1;
+        }
         out += take; off += take; n -= take;
     }
     return 0;
