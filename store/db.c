@@ -192,6 +192,13 @@ qs_db *qs_db_open(const char *path, qs_err *e)
     sqlite3_busy_timeout(db->h, QS_BUSY_TIMEOUT_MS);
     /* Not a database at all?  Reading the schema tells us before WAL is switched on. */
     if (qs_db_exec(db, "SELECT count(*) FROM sqlite_master", e)) goto fail;
+    /* A database from a newer qscope is refused before anything (even the journal mode) changes. */
+    int v;
+    if (user_version(db, &v, e)) goto fail;
+    if (v > NMIG) {
+        qs_fail(e, "%s: database schema version %d is newer than this qscope understands (%d)", path, v, NMIG);
+        goto fail;
+    }
     if (qs_db_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;", e))
         goto fail;
     if (migrate(db, e)) goto fail;
