@@ -24,7 +24,7 @@ endif
 WARN    := -Wall -Wextra -Wshadow -Wno-unused-parameter -Werror
 CFLAGS  += -std=c11 -D_GNU_SOURCE -ffp-contract=off $(OPT) $(WARN) $(PKG_CFLAGS) \
            -DQS_VERSION='"$(VERSION)"' -DQS_GIT_REV='"$(GIT_REV)"' -MMD -MP
-LDLIBS  += $(PKG_LIBS) -lcmocka -lpthread -lm
+LDLIBS  += $(PKG_LIBS) -lpthread -lm
 
 LIB_SRC := $(wildcard kernels/*.c store/*.c analysis/*.c datasets/*.c)
 APP_SRC := $(wildcard app/*.c)
@@ -59,7 +59,7 @@ $(BIN): $(APP_OBJ) $(LIB)
 
 $(BUILD)/tests/%: tests/unit/%.c tests/unit/test_util.h $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $< $(LIB) -o $@ $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CFLAGS) $< $(LIB) -o $@ $(LDFLAGS) $(LDLIBS) -lcmocka
 
 # libFuzzer targets: the library is compiled once with coverage + ASan + UBSan instrumentation,
 # each target links it with libFuzzer's main.

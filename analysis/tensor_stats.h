@@ -5,6 +5,10 @@
 ** same code serves mmapped files, SQLite blobs and generators, with bounded memory whatever the
 ** tensor size.  Work is split into fixed-size chunks whose partial results are merged in chunk
 ** order, so the result is bit-identical for any number of threads.
+**
+** Edge cases: with no finite values, min, max, mean, absmax and the percentiles are NaN, and std,
+** kurtosis and both fractions are 0; std and kurtosis are 0 for constant data; NaN and Inf are
+** counted but left out of every other statistic, including the matrix view.
 */
 #ifndef QS_TENSOR_STATS_H
 #define QS_TENSOR_STATS_H
