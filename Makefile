@@ -96,8 +96,12 @@ fuzz: deps $(FUZZ_BIN)
 fuzz-smoke: $(FUZZ_BIN)
 	@bash tests/fuzz/run.sh smoke
 
+# qscope's hot paths, then the numpy peer on the same .npy file in the same run.
 bench: all
-	$(BIN) --db $(BUILD)/bench.db bench
+	@mkdir -p $(BUILD)/bench
+	@$(BIN) gen gaussian --shape 4096x4096 --seed 1 -o $(BUILD)/bench/g.npy
+	$(BIN) bench --npy $(BUILD)/bench/g.npy
+	@/usr/bin/python3 tests/bench/numpy_peer.py $(BUILD)/bench/g.npy 5 || echo "(numpy peer unavailable)"
 
 # Default database with demo data, created once.
 QSCOPE_DB ?= qscope.db

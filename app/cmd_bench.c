@@ -88,9 +88,11 @@ static int fill_gauss(void *ctx, uint64_t start, size_t n, float *out)
 int qs_cmd_bench(qs_cli *cli, int argc, char **argv)
 {
     int quick = 0, json = 0;
+    const char *user_npy = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strcmp(argv[i], "--npy") && i + 1 < argc) user_npy = argv[++i];
         else return qs_cli_usage("bench", "unexpected argument '%s'", argv[i]);
     }
     const size_t N = quick ? (1u << 20) : (1u << 24);
@@ -147,26 +149,32 @@ int qs_cmd_bench(qs_cli *cli, int argc, char **argv)
     /* end to end: write a .npy, import it by reference (hash + stats + rows) */
     char dir[] = "/tmp/qscope-bench-XXXXXX";
     if (mkdtemp(dir)) {
-        char npy[128], dbp[128];
-        snprintf(npy, sizeof npy, "%s/bench.npy", dir);
+        char npy[4096], dbp[128];
+        snprintf(npy, sizeof npy, "%s", user_npy ? user_npy : "");
+        if (!user_npy) snprintf(npy, sizeof npy, "%s/bench.npy", dir);
         snprintf(dbp, sizeof dbp, "%s/bench.db", dir);
         uint64_t shape[2] = {N / 1024, 1024};
-        if (qs_npy_write_f32(npy, shape, 2, fill_gauss, &g, &e) == 0) {
+        if (user_npy || qs_npy_write_f32(npy, shape, 2, fill_gauss, &g, &e) == 0) {
+            uint64_t nel = N;
             int reps = quick ? 2 : 5;
             for (int r = 0; r < reps; r++) {
                 unlink(dbp);
                 qs_db *db = qs_db_open(dbp, &e);
                 qs_import_opts o = {.jobs = 2};
+                json_t *rep = json_array();
                 double t0 = now();
-                int rc = !db || qs_db_exec(db, "BEGIN", &e) || qs_import_file(db, npy, &o, NULL, &e) || qs_db_exec(db, "COMMIT", &e);
+                int rc = !db || qs_db_exec(db, "BEGIN", &e) || qs_import_file(db, npy, &o, rep, &e) || qs_db_exec(db, "COMMIT", &e);
                 t[r] = now() - t0;
+                if (!rc) nel = (uint64_t)json_integer_value(json_object_get(json_array_get(rep, 0), "numel"));
+                json_decref(rep);
                 if (rc) { bad = 1; fprintf(stderr, "qscope: bench: %s\n", e.msg); }
                 qs_db_close(db);
             }
-            row(rows, "import .npy by reference", (double)N / 1e6, "M elem/s", summarize(t, reps),
-                "open+parse+hash+stats+insert");
+            row(rows, user_npy ? "import --npy FILE by reference" : "import .npy by reference", (double)nel / 1e6,
+                "M elem/s", summarize(t, reps), "open+parse+hash+stats+insert");
         }
-        unlink(npy); unlink(dbp);
+        if (!user_npy) unlink(npy);
+        unlink(dbp);
         char wal[160];
         snprintf(wal, sizeof wal, "%s-wal", dbp); unlink(wal);
         snprintf(wal, sizeof wal, "%s-shm", dbp); unlink(wal);

@@ -7,6 +7,7 @@
 #include "dtype.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 static inline float bits_to_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
@@ -75,9 +76,25 @@ static void dec_f64(const uint8_t *s, float *d, size_t n)
 }
 static void dec_f16(const uint8_t *s, float *d, size_t n) { for (size_t i = 0; i < n; i++) d[i] = qs_f16_to_f32(rd16(s + 2 * i)); }
 static void dec_bf16(const uint8_t *s, float *d, size_t n) { for (size_t i = 0; i < n; i++) d[i] = qs_bf16_to_f32(rd16(s + 2 * i)); }
-static void dec_e4m3(const uint8_t *s, float *d, size_t n) { for (size_t i = 0; i < n; i++) d[i] = qs_e4m3_to_f32(s[i]); }
-static void dec_e5m2(const uint8_t *s, float *d, size_t n) { for (size_t i = 0; i < n; i++) d[i] = qs_e5m2_to_f32(s[i]); }
-static void dec_e8m0(const uint8_t *s, float *d, size_t n) { for (size_t i = 0; i < n; i++) d[i] = qs_e8m0_to_f32(s[i]); }
+/* 8-bit codes decode through 256-entry tables, filled once from the scalar decoders above. */
+static float kLutE4M3[256], kLutE5M2[256], kLutE8M0[256];
+static pthread_once_t lut_once = PTHREAD_ONCE_INIT;
+static void lut_init(void)
+{
+    for (int v = 0; v < 256; v++) {
+        kLutE4M3[v] = qs_e4m3_to_f32((uint8_t)v);
+        kLutE5M2[v] = qs_e5m2_to_f32((uint8_t)v);
+        kLutE8M0[v] = qs_e8m0_to_f32((uint8_t)v);
+    }
+}
+static void dec_lut(const float *lut, const uint8_t *s, float *d, size_t n)
+{
+    pthread_once(&lut_once, lut_init);
+    for (size_t i = 0; i < n; i++) d[i] = lut[s[i]];
+}
+static void dec_e4m3(const uint8_t *s, float *d, size_t n) { dec_lut(kLutE4M3, s, d, n); }
+static void dec_e5m2(const uint8_t *s, float *d, size_t n) { dec_lut(kLutE5M2, s, d, n); }
+static void dec_e8m0(const uint8_t *s, float *d, size_t n) { dec_lut(kLutE8M0, s, d, n); }
 static void dec_i8(const uint8_t *s, float *d, size_t n) { for (size_t i = 0; i < n; i++) d[i] = (float)(int8_t)s[i]; }
 static void dec_u8(const uint8_t *s, float *d, size_t n) { for (size_t i = 0; i < n; i++) d[i] = (float)s[i]; }
 static void dec_bool(const uint8_t *s, float *d, size_t n) { for (size_t i = 0; i < n; i++) d[i] = s[i] ? 1.0f : 0.0f; }
