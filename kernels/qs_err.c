@@ -14,9 +14,10 @@ int qs_fail(qs_err *e, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(e->msg, sizeof e->msg, fmt, ap);
     va_end(ap);
-    /* Messages are one line: fold any newline a caller let through. */
+    /* Messages are one line, and names copied from files may hold terminal escapes: fold every
+    ** control byte to a space. */
     for (char *p = e->msg; *p; p++)
-        if (*p == '\n' || *p == '\r') *p = ' ';
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = ' ';
     return -1;
 }
 

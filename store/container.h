@@ -6,7 +6,10 @@
 ** every product of dimensions is checked for overflow, and nothing is allocated in proportion to
 ** a header count until the bytes backing it have been seen.  A parser either fills a complete
 ** qs_container and returns 0, or returns -1 with a qs_err message "what is wrong (at byte N)"
-** and leaves nothing allocated.
+** and leaves nothing allocated.  Parsers treat *c as uninitialised and overwrite it.
+**
+** `--as` (qs_parse_opts.reinterpret) applies only to raw words (u1/i1/u2/i2/V1/V2/f1 in .npy);
+** typed floats and type-name descrs keep their own dtype.
 */
 #ifndef QS_CONTAINER_H
 #define QS_CONTAINER_H
