@@ -199,8 +199,16 @@ qs_db *qs_db_open(const char *path, qs_err *e)
         qs_fail(e, "%s: database schema version %d is newer than this qscope understands (%d)", path, v, NMIG);
         goto fail;
     }
-    if (qs_db_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;", e))
-        goto fail;
+    /* Switching a fresh file to WAL needs an exclusive lock, and SQLite reports a competing
+    ** opener as BUSY at once instead of calling the busy handler: retry for a while. */
+    for (int tries = 0;; tries++) {
+        rc = sqlite3_exec(db->h, "PRAGMA journal_mode=WAL", NULL, NULL, NULL);
+        if (rc == SQLITE_OK) break;
+        if ((rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED) { qs_db_fail(db, e, "journal mode"); goto fail; }
+        if (tries > 3000) { qs_db_fail(db, e, "journal mode (busy)"); goto fail; }
+        sqlite3_sleep(10);
+    }
+    if (qs_db_exec(db, "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;", e)) goto fail;
     if (migrate(db, e)) goto fail;
     return db;
 fail:
