@@ -71,3 +71,28 @@ ok "a tensor named like an SQL injection is just a name" $QS import --prefix "x'
 ok "...and is listed" bash -c "$QS ls --json | grep -q 'DROP TABLE'"
 ok "the tensor table still exists" sqlite3 "$QSCOPE_DB" "SELECT count(*) FROM tensor"
 fails "name collision with another file needs --prefix" 1 $QS import --prefix h "$T/evil.npy"
+
+# the committed GGUF and safetensors fixtures, end to end: every tensor's statistics match the
+# values the fixture script computed with its own (numpy) dequantizers
+ok "import the GGUF and safetensors fixtures (embedded)" $QS import --copy "$FIX/gguf" "$FIX/st"
+ok "GGUF/safetensors tensors: dtype, shape and mean/absmax agree with the fixture's values" /usr/bin/python3 - "$QS" "$FIX" <<'PY'
+import sys, json, glob, os, subprocess, math
+qs, fix = sys.argv[1], sys.argv[2]
+listed = {t["name"]: t for t in json.loads(subprocess.check_output([qs, "ls", "--json"]))}
+n = 0
+for exp in sorted(glob.glob(f"{fix}/gguf/*.expected.json") + glob.glob(f"{fix}/st/*.expected.json")):
+    stem = os.path.basename(exp)[:-len(".expected.json")]
+    for t in json.load(open(exp)).get("tensors", []):
+        name = f"{stem}:{t['name']}"
+        assert name in listed, name
+        s = json.loads(subprocess.check_output([qs, "show", name, "--json"]))
+        assert s["dtype"] == t["dtype"] and s["shape"] == t["shape"], (name, s["dtype"], t["dtype"])
+        vals = [v for v in t.get("values", []) if isinstance(v, (int, float)) and math.isfinite(v)]
+        if not vals or len(vals) != s["numel"]:
+            continue
+        st = s["stats"]
+        assert math.isclose(st["absmax"], max(abs(v) for v in vals), rel_tol=1e-6), name
+        assert math.isclose(st["mean"], sum(vals) / len(vals), rel_tol=1e-5, abs_tol=1e-7), name
+        n += 1
+assert n >= 5, n
+PY
