@@ -48,7 +48,8 @@ deps:
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	@echo "CC $<"
+	@$(CC) $(CFLAGS) -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
@@ -59,7 +60,8 @@ $(BIN): $(APP_OBJ) $(LIB)
 
 $(BUILD)/tests/%: tests/unit/%.c tests/unit/test_util.h $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $< $(LIB) -o $@ $(LDFLAGS) $(LDLIBS) -lcmocka
+	@echo "LINK $@"
+	@$(CC) $(CFLAGS) $< $(LIB) -o $@ $(LDFLAGS) $(LDLIBS) -lcmocka
 
 # libFuzzer targets: the library is compiled once with coverage + ASan + UBSan instrumentation,
 # each target links it with libFuzzer's main.
@@ -68,7 +70,8 @@ FUZZ_LIB_SRC := $(filter-out datasets/%,$(LIB_SRC))
 FUZZ_OBJ := $(FUZZ_LIB_SRC:%.c=build/fuzz/obj/%.o)
 build/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+	@echo "CC (fuzz) $<"
+	@clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 build/fuzz/libqscope-fuzz.a: $(FUZZ_OBJ)
 	@rm -f $@
 	ar rcs $@ $^

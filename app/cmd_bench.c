@@ -68,7 +68,11 @@ static void machine(json_t *o)
     json_object_set_new(o, "cores", json_integer(sysconf(_SC_NPROCESSORS_ONLN)));
     json_object_set_new(o, "avx2", json_boolean(avx2));
     json_object_set_new(o, "avx512f", json_boolean(avx512));
-    json_object_set_new(o, "compiler", json_string(__VERSION__));
+    #ifdef __clang__
+    json_object_set_new(o, "compiler", json_string("clang " __clang_version__));
+#else
+    json_object_set_new(o, "compiler", json_string("gcc " __VERSION__));
+#endif
     json_object_set_new(o, "qscope", json_string(QS_VERSION " " QS_GIT_REV));
 }
 
