@@ -4,11 +4,9 @@
 ** A generated tensor destined for the database is written to a temporary .npy and imported
 ** embedded, so it goes through exactly the same hashing, statistics and storage as a file.
 */
-#include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <jansson.h>
 
@@ -50,26 +48,14 @@ static void spec_shape(const qs_gen_spec *s, uint64_t shape[2], int *ndim)
 /* Generate into the database as `name` (caller holds the transaction). */
 static int gen_into_db(qs_db *db, const qs_gen_spec *s, const char *name, json_t *report, qs_err *e)
 {
-    const char *dir = getenv("TMPDIR");
-    char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%s/qscope-gen-%ld-XXXXXX.npy", dir && *dir ? dir : "/tmp", (long)getpid());
-    int fd = mkstemps(tmp, 4);
-    if (fd < 0) return qs_fail(e, "%s: %s", tmp, strerror(errno));
-    close(fd);
     uint64_t shape[2];
     int nd;
     spec_shape(s, shape, &nd);
-    int rc = qs_npy_write_f32(tmp, shape, nd, fill_cb, (void *)s, e);
-    if (rc == 0) {
-        char src[600];
-        snprintf(src, sizeof src, "gen:%s", name);
-        char *meta = spec_json(s);
-        qs_import_opts o = {.copy = 1, .exact_name = name, .jobs = 2, .source_path = src,
-                            .source_kind = "generated", .source_meta = meta};
-        rc = qs_import_file(db, tmp, &o, report, e);
-        free(meta);
-    }
-    unlink(tmp);
+    char src[600];
+    snprintf(src, sizeof src, "gen:%s", name);
+    char *meta = spec_json(s);
+    int rc = qs_import_f32(db, name, shape, nd, fill_cb, (void *)s, src, "generated", meta, report, e);
+    free(meta);
     return rc;
 }
 

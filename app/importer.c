@@ -21,6 +21,7 @@
 #include "../analysis/tensor_stats.h"
 #include "../store/container.h"
 #include "../store/tensor.h"
+#include "../store/npy_write.h"
 #include "../store/tensor_write.h"
 
 static void file_stem(const char *path, char *out, size_t cap)
@@ -166,5 +167,25 @@ out:
     free(keep);
     qs_container_free(&c);
     munmap(map, len);
+    return rc;
+}
+
+int qs_import_f32(qs_db *db, const char *name, const uint64_t *shape, int ndim, qs_fill_fn fill, void *ctx,
+                  const char *source_path, const char *source_kind, const char *source_meta, json_t *report,
+                  qs_err *e)
+{
+    const char *dir = getenv("TMPDIR");
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s/qscope-f32-%ld-XXXXXX.npy", dir && *dir ? dir : "/tmp", (long)getpid());
+    int fd = mkstemps(tmp, 4);
+    if (fd < 0) return qs_fail(e, "%s: %s", tmp, strerror(errno));
+    close(fd);
+    int rc = qs_npy_write_f32(tmp, shape, ndim, fill, ctx, e);
+    if (rc == 0) {
+        qs_import_opts o = {.copy = 1, .exact_name = name, .jobs = 2, .source_path = source_path,
+                            .source_kind = source_kind, .source_meta = source_meta};
+        rc = qs_import_file(db, tmp, &o, report, e);
+    }
+    unlink(tmp);
     return rc;
 }
