@@ -1,0 +1,178 @@
+/*
+** Element minifloats (minifloat.h): exact rounding of float32 values onto the grid of a small
+** binary floating-point format, code encode/decode, and the E8M0 scale type.
+**
+** Spec: shared/spec/formats-mx.md §1.2 (E8M0), §1.3-1.4 (element formats and value tables), §1.7
+** step 5 (the integer rounding method generalised here to every format and mode), §2.2 (ml_dtypes
+** semantics, which the non-saturating casts follow), §7.2 (vectors T29-T31).
+**
+** Rounding is done on the integers of the float32 representation: the input is split into a
+** 24-bit significand and an exponent, shifted onto the target's quantum 2^q (q = max(e, emin) - M)
+** and rounded by the mode using the exact remainder.  No floating-point arithmetic is involved
+** (except the SR comparison, which is exact in double), so the result is the correctly rounded
+** grid point, subnormal targets and float32-subnormal inputs included.
+**
+** Decisions where the header leaves room (all match ml_dtypes 0.6.0 where it defines them):
+**   - NaN input to a FINITE format (fp6 e3m2/e2m3, fp4 e2m1; no NaN code): ml_dtypes returns its
+**     quiet_NaN(), defined as the negative-zero code, with the input's sign applied by negation,
+**     so +NaN -> -0 code (0x8 / 0x20) and -NaN -> +0 code (0x0), whatever the payload.  We do the
+**     same, with or without sat (qs_mf_round(+NaN) = -0.0f).  Spec §2.2, T31.
+**   - NaN input to IEEE/FN formats gives the canonical quiet NaN with the input's sign
+**     (fp16 0x7E00/0xFE00, bf16 0x7FC0/0xFFC0, e5m2 0x7E/0xFE, e4m3 0x7F/0xFF); ml_dtypes does the
+**     same except that numpy's float16 keeps payload bits (tests compare NaN codes by NaN-ness and
+**     sign).  Decoding any NaN code gives a quiet float32 NaN: sign | 0x7FC00000 | payload.
+**   - fp32 is the identity, NaN payloads included; only Inf with sat changes (to ±FLT_MAX).
+**   - Overflow under RTZ gives ±max for every kind (IEEE 754 §7.4: round-toward-zero never
+**     overflows to Inf); SR that rounds up past max overflows like RNE does (Inf / NaN / ±max).
+**   - QS_RND_DEFAULT and QS_RND_HR are treated as RNE here (HR is a HiF8 mode).
+**   - E8M0 (qs_e8m0_encode), ml_dtypes float8_e8m0fnu cast, measured on every float32 subnormal
+**     and the boundaries: NaN, ±Inf, ±0 and every negative value -> 0xFF (NaN); a normal x =
+**     1.f * 2^e goes to the nearest power of two with ties *up* (code e+127, plus one when the
+**     first fraction bit is set: 1.5 -> 2, 3 -> 4, 1.4999 -> 1), and a result above 2^127
+**     (x >= 1.5 * 2^127) is 0xFF; an FP32-subnormal x rounds up: x <= 2^-127 -> 0x00,
+**     2^-127 < x < 2^-126 -> 0x01 (ml_dtypes' quirk, kept for conformance).  RNE, TA, SR and the
+**     default all use this rule (nearest-ties-up is ties-away for positive values); RTZ takes the
+**     power of two at or below x (FP32 subnormals -> 0x00, [2^127, Inf) -> 0xFE).
+*/
+#include "minifloat.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+const qs_minifloat qs_mf_fp32 = {"fp32", 8, 23, 127, QS_MF_IEEE};
+const qs_minifloat qs_mf_fp16 = {"fp16", 5, 10, 15, QS_MF_IEEE};
+const qs_minifloat qs_mf_bf16 = {"bf16", 8, 7, 127, QS_MF_IEEE};
+const qs_minifloat qs_mf_e4m3 = {"e4m3", 4, 3, 7, QS_MF_FN};
+const qs_minifloat qs_mf_e5m2 = {"e5m2", 5, 2, 15, QS_MF_IEEE};
+const qs_minifloat qs_mf_e3m2 = {"e3m2", 3, 2, 3, QS_MF_FINITE};
+const qs_minifloat qs_mf_e2m3 = {"e2m3", 2, 3, 1, QS_MF_FINITE};
+const qs_minifloat qs_mf_e2m1 = {"e2m1", 2, 1, 1, QS_MF_FINITE};
+
+static inline uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+static inline int is_fp32(const qs_minifloat *f) { return f->ebits == 8 && f->mbits == 23; }
+
+/* Magnitude code of the largest finite value. */
+static inline uint32_t max_code(const qs_minifloat *f)
+{
+    uint32_t all = (1u << (f->ebits + f->mbits)) - 1;
+    switch (f->kind) {
+    case QS_MF_IEEE: return (((1u << f->ebits) - 1) << f->mbits) - 1;
+    case QS_MF_FN: return all - 1;
+    default: return all;
+    }
+}
+
+/* Magnitude codes of Inf (IEEE) and of the canonical quiet NaN (IEEE and FN). */
+static inline uint32_t inf_code(const qs_minifloat *f) { return ((1u << f->ebits) - 1) << f->mbits; }
+static inline uint32_t nan_code(const qs_minifloat *f)
+{
+    if (f->kind == QS_MF_FN) return (1u << (f->ebits + f->mbits)) - 1;
+    return inf_code(f) | (1u << (f->mbits - 1));
+}
+
+/*
+** Magnitude code of a = |x| (float32 bits, finite, non-zero) rounded by mode; may exceed
+** max_code (overflow, handled by the caller).  §1.7 step 5, generalised.
+*/
+static uint32_t round_mag(const qs_minifloat *f, uint32_t a, qs_round mode, double u)
+{
+    const int M = f->mbits, emin = 1 - f->bias;
+    int e;
+    uint32_t sig;
+    if (a < 0x00800000u) { e = -126; sig = a; }              /* float32 subnormal */
+    else { e = (int)(a >> 23) - 127; sig = (a & 0x7fffffu) | 0x800000u; }
+    int ep = e > emin ? e : emin;                         /* exponent of the target's binade */
+    int shift = 23 + ep - M - e;                          /* value = sig * 2^-shift quanta, >= 0 */
+    uint32_t fl, rem, half;
+    if (shift > 24) { fl = 0; rem = sig; half = 0; }      /* sig < 2^24 <= half: below any tie */
+    else if (shift == 0) { fl = sig; rem = 0; half = 0; }
+    else { fl = sig >> shift; rem = sig & ((1u << shift) - 1); half = 1u << (shift - 1); }
+    int up = 0;
+    if (rem != 0) {
+        switch (mode) {
+        case QS_RND_RTZ: up = 0; break;
+        case QS_RND_TA: up = half != 0 && rem >= half; break;
+        case QS_RND_SR: up = u < ldexp((double)rem, -shift); break;  /* exact in double */
+        default: up = half != 0 && (rem > half || (rem == half && (fl & 1))); break;
+        }
+    }
+    /* Exponent field and significand add: a carry out of the significand bumps the exponent. */
+    return ((uint32_t)(ep - emin) << M) + fl + (uint32_t)up;
+}
+
+uint32_t qs_mf_encode(const qs_minifloat *f, float x, qs_round mode, double u, int sat)
+{
+    const int nb = f->ebits + f->mbits;
+    uint32_t b = f2u(x), a = b & 0x7fffffffu, sbit = (b >> 31) << nb;
+    uint32_t maxc = max_code(f);
+    if (is_fp32(f)) {
+        if (a == 0x7f800000u && sat) return sbit | maxc;
+        return b;                                         /* identity, NaN payload kept */
+    }
+    if (a > 0x7f800000u) {                                /* NaN */
+        if (f->kind == QS_MF_FINITE) return sbit ^ (1u << nb);   /* ml_dtypes: -(±0 code) */
+        return sbit | nan_code(f);
+    }
+    if (a == 0x7f800000u) {                               /* ±Inf */
+        if (sat || f->kind == QS_MF_FINITE) return sbit | maxc;
+        return sbit | (f->kind == QS_MF_IEEE ? inf_code(f) : nan_code(f));
+    }
+    if (a == 0) return sbit;
+    uint32_t mc = round_mag(f, a, mode, u);
+    if (mc > maxc) {
+        if (sat || f->kind == QS_MF_FINITE || mode == QS_RND_RTZ) return sbit | maxc;
+        return sbit | (f->kind == QS_MF_IEEE ? inf_code(f) : nan_code(f));
+    }
+    return sbit | mc;
+}
+
+float qs_mf_decode(const qs_minifloat *f, uint32_t code)
+{
+    if (is_fp32(f)) return u2f(code);
+    const int M = f->mbits, nb = f->ebits + f->mbits;
+    uint32_t s = ((code >> nb) & 1u) << 31, mc = code & ((1u << nb) - 1);
+    uint32_t e = mc >> M, m = mc & ((1u << M) - 1);
+    if (f->kind == QS_MF_IEEE && e == (1u << f->ebits) - 1)
+        return u2f(s | (m ? 0x7fc00000u | (m << (23 - M)) : 0x7f800000u));
+    if (f->kind == QS_MF_FN && mc == (1u << nb) - 1) return u2f(s | 0x7fc00000u);
+    if (e == 0) {                                         /* subnormal: m * 2^(emin - M), exact */
+        float v = ldexpf((float)m, 1 - f->bias - M);
+        return s ? -v : v;
+    }
+    return u2f(s | ((e - (uint32_t)f->bias + 127u) << 23) | (m << (23 - M)));
+}
+
+float qs_mf_round(const qs_minifloat *f, float x, qs_round mode, double u, int sat)
+{
+    if (is_fp32(f)) return (sat && isinf(x)) ? copysignf(FLT_MAX, x) : x;
+    return qs_mf_decode(f, qs_mf_encode(f, x, mode, u, sat));
+}
+
+double qs_mf_max(const qs_minifloat *f) { return qs_mf_decode(f, max_code(f)); }
+double qs_mf_min_normal(const qs_minifloat *f) { return ldexp(1.0, 1 - f->bias); }
+double qs_mf_min_subnormal(const qs_minifloat *f) { return ldexp(1.0, 1 - f->bias - f->mbits); }
+
+/* ---- E8M0 (§1.2; cast semantics at the top of this file) ---- */
+
+uint8_t qs_e8m0_encode(float x, qs_round mode)
+{
+    uint32_t b = f2u(x);
+    if ((b >> 31) || b == 0 || b >= 0x7f800000u) return 0xFF;   /* negative, ±0, Inf, NaN */
+    if (b < 0x00800000u) {                                  /* float32 subnormal */
+        if (mode == QS_RND_RTZ) return 0x00;
+        return b <= 0x00400000u ? 0x00 : 0x01;              /* ml_dtypes rounds these up */
+    }
+    uint32_t e = b >> 23;
+    if (mode == QS_RND_RTZ) return (uint8_t)e;              /* <= 254 */
+    e += (b >> 22) & 1u;                                    /* nearest, ties up */
+    return e > 254 ? 0xFF : (uint8_t)e;
+}
+
+float qs_e8m0_decode(uint8_t c)
+{
+    if (c == 0xFF) return NAN;
+    return u2f(c == 0 ? 0x00400000u : (uint32_t)c << 23);  /* 2^-127 is a float32 subnormal */
+}
