@@ -176,3 +176,126 @@ float qs_e8m0_decode(uint8_t c)
     if (c == 0xFF) return NAN;
     return u2f(c == 0 ? 0x00400000u : (uint32_t)c << 23);  /* 2^-127 is a float32 subnormal */
 }
+
+/* ---- array rounding and its vectorised RNE paths (simd.h) ----
+**
+** The RNE kernels use the bit form of §1.7 step 5 on all lanes at once: a target-normal result is
+** the float32 bits rounded to M mantissa bits by an integer add (a carry into the exponent is the
+** correct round-up); a target-subnormal result is (|x| + C) - C in float32 with C = 2^(emin-M+23),
+** whose ulp is the target's subnormal step, so the hardware addition does the RNE (exact: no
+** FTZ/DAZ, MXCSR at its default).  Then overflow, Inf and NaN are blended in as in qs_mf_encode,
+** and the sign is put back with an XOR (which also turns a FINITE format's NaN marker 0x80000000
+** into ml_dtypes' -(±0)).
+*/
+#include "simd.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define QS_HAVE_X86 1
+#endif
+
+typedef struct rne_consts {
+    uint32_t rbias, mask, minnorm, maxb, ovf, nanv;
+    int shiftm;
+    float c;
+} rne_consts;
+
+static void rne_setup(const qs_minifloat *f, int sat, rne_consts *k)
+{
+    const int M = f->mbits, emin = 1 - f->bias;
+    k->shiftm = 23 - M;
+    k->rbias = (1u << (22 - M)) - 1;
+    k->mask = ~((1u << (23 - M)) - 1);
+    k->minnorm = (uint32_t)(emin + 127) << 23;
+    k->c = ldexpf(1.0f, emin - M + 23);
+    k->maxb = f2u((float)qs_mf_max(f));
+    if (sat || f->kind == QS_MF_FINITE) k->ovf = k->maxb;
+    else k->ovf = f->kind == QS_MF_IEEE ? 0x7f800000u : 0x7fc00000u;
+    k->nanv = f->kind == QS_MF_FINITE ? 0x80000000u : 0x7fc00000u;
+}
+
+#ifdef QS_HAVE_X86
+__attribute__((target("avx2")))
+static size_t rne_avx2(const rne_consts *k, const float *x, size_t n, float *y)
+{
+    const __m256i rbias = _mm256_set1_epi32((int)k->rbias), mask = _mm256_set1_epi32((int)k->mask);
+    const __m256i one = _mm256_set1_epi32(1), absm = _mm256_set1_epi32(0x7fffffff);
+    const __m256i minnorm = _mm256_set1_epi32((int)k->minnorm), maxb = _mm256_set1_epi32((int)k->maxb);
+    const __m256i ovf = _mm256_set1_epi32((int)k->ovf), nanv = _mm256_set1_epi32((int)k->nanv);
+    const __m256i inf = _mm256_set1_epi32(0x7f800000);
+    const __m256 c = _mm256_set1_ps(k->c);
+    const __m128i sh = _mm_cvtsi32_si128(k->shiftm);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i b = _mm256_castps_si256(_mm256_loadu_ps(x + i));
+        __m256i a = _mm256_and_si256(b, absm);
+        __m256i s = _mm256_xor_si256(b, a);
+        __m256i odd = _mm256_and_si256(_mm256_srl_epi32(a, sh), one);
+        __m256i r = _mm256_and_si256(_mm256_add_epi32(_mm256_add_epi32(a, rbias), odd), mask);
+        __m256 t = _mm256_sub_ps(_mm256_add_ps(_mm256_castsi256_ps(a), c), c);
+        /* all compared quantities are in [0, 0x7fffffff] except r of a NaN, replaced last */
+        r = _mm256_blendv_epi8(r, _mm256_castps_si256(t), _mm256_cmpgt_epi32(minnorm, a));
+        r = _mm256_blendv_epi8(r, ovf, _mm256_cmpgt_epi32(r, maxb));
+        r = _mm256_blendv_epi8(r, nanv, _mm256_cmpgt_epi32(a, inf));
+        _mm256_storeu_ps(y + i, _mm256_castsi256_ps(_mm256_xor_si256(r, s)));
+    }
+    return i;
+}
+
+__attribute__((target("avx512f")))
+static size_t rne_avx512(const rne_consts *k, const float *x, size_t n, float *y)
+{
+    const __m512i rbias = _mm512_set1_epi32((int)k->rbias), mask = _mm512_set1_epi32((int)k->mask);
+    const __m512i one = _mm512_set1_epi32(1), absm = _mm512_set1_epi32(0x7fffffff);
+    const __m512i minnorm = _mm512_set1_epi32((int)k->minnorm), maxb = _mm512_set1_epi32((int)k->maxb);
+    const __m512i ovf = _mm512_set1_epi32((int)k->ovf), nanv = _mm512_set1_epi32((int)k->nanv);
+    const __m512i inf = _mm512_set1_epi32(0x7f800000);
+    const __m512 c = _mm512_set1_ps(k->c);
+    const __m128i sh = _mm_cvtsi32_si128(k->shiftm);
+    size_t i = 0;
+    for (; i < n; i += 16) {
+        /* full vectors unmasked (masked memory ops are slow on some CPUs); the tail masked */
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        __m512i b = m == 0xffff ? _mm512_castps_si512(_mm512_loadu_ps(x + i))
+                                : _mm512_castps_si512(_mm512_maskz_loadu_ps(m, x + i));
+        __m512i a = _mm512_and_si512(b, absm);
+        __m512i s = _mm512_xor_si512(b, a);
+        __m512i odd = _mm512_and_si512(_mm512_srl_epi32(a, sh), one);
+        __m512i r = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(a, rbias), odd), mask);
+        __m512 t = _mm512_sub_ps(_mm512_add_ps(_mm512_castsi512_ps(a), c), c);
+        r = _mm512_mask_mov_epi32(r, _mm512_cmplt_epu32_mask(a, minnorm), _mm512_castps_si512(t));
+        r = _mm512_mask_mov_epi32(r, _mm512_cmpgt_epu32_mask(r, maxb), ovf);
+        r = _mm512_mask_mov_epi32(r, _mm512_cmpgt_epu32_mask(a, inf), nanv);
+        __m512 out = _mm512_castsi512_ps(_mm512_xor_si512(r, s));
+        if (m == 0xffff) _mm512_storeu_ps(y + i, out);
+        else _mm512_mask_storeu_ps(y + i, m, out);
+    }
+    return n;
+}
+#endif
+
+void qs_mf_round_n(const qs_minifloat *f, const float *x, size_t n, float *y, qs_round mode, int sat,
+                   uint64_t seed, uint64_t index0)
+{
+    if (mode != QS_RND_TA && mode != QS_RND_RTZ && mode != QS_RND_SR) mode = QS_RND_RNE;
+    if (is_fp32(f)) {                                     /* identity (sat: Inf -> ±max) */
+        for (size_t i = 0; i < n; i++) y[i] = (sat && isinf(x[i])) ? copysignf(FLT_MAX, x[i]) : x[i];
+        return;
+    }
+    size_t i = 0;
+#ifdef QS_HAVE_X86
+    if (mode == QS_RND_RNE && n >= 8) {
+        int lvl = qs_simd_level();
+        if (lvl >= QS_SIMD_AVX2) {
+            rne_consts k;
+            rne_setup(f, sat, &k);
+            i = lvl >= QS_SIMD_AVX512 ? rne_avx512(&k, x, n, y) : rne_avx2(&k, x, n, y);
+        }
+    }
+#endif
+    if (mode == QS_RND_SR) {
+        for (; i < n; i++) y[i] = qs_mf_round(f, x[i], mode, qs_sr_uniform(seed, index0 + i), sat);
+    } else {
+        for (; i < n; i++) y[i] = qs_mf_round(f, x[i], mode, 0.0, sat);
+    }
+}

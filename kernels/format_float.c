@@ -1,0 +1,187 @@
+/*
+** Registry descriptors of the plain element casts (format_families.h): fp32, bf16, fp16, fp8_e4m3,
+** fp8_e5m2, fp6_e3m2, fp6_e2m3, fp4_e2m1, and e8m0 as a format of its own (each value cast to the
+** E8M0 scale type).  Spec: shared/spec/formats-mx.md §1.2-1.4, §2.2 (ml_dtypes semantics, the
+** defaults here), §7.2.
+**
+** Layout: one code per element (codes[i], the element's bit pattern in the low elem_bits bits, sign
+** bit on top); no metadata; *tensor_scale, when asked for, is set to 1 (no per-call scale).
+** Rounding: RNE by default, TA, RTZ and SR supported (SR: element i draws
+** qs_sr_uniform(o->seed, o->index0 + i)); o->sat saturates overflow and Inf to ±max.  Everything
+** else (NaN, -0, E8M0 quirks) is minifloat.c's.  fakeq is qs_mf_round_n: vectorised for RNE.
+*/
+#include <math.h>
+#include <string.h>
+
+#include "format_families.h"
+#include "minifloat.h"
+#include "simd.h"
+
+#define RND_MODES ((1u << QS_RND_RNE) | (1u << QS_RND_TA) | (1u << QS_RND_RTZ) | (1u << QS_RND_SR))
+
+static const char *const kRoundNames[QS_RND_COUNT] = {"default", "rne", "ta", "hr", "sr", "rtz"};
+
+/* The element type of a descriptor, found by its layout (ebits, mbits, bias are unique here). */
+static const qs_minifloat *mf_of(const qs_format *f)
+{
+    static const qs_minifloat *const all[] = {&qs_mf_fp32, &qs_mf_bf16, &qs_mf_fp16, &qs_mf_e4m3,
+                                              &qs_mf_e5m2, &qs_mf_e3m2, &qs_mf_e2m3, &qs_mf_e2m1};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i]->ebits == f->ebits && all[i]->mbits == f->mbits && all[i]->bias == f->bias) return all[i];
+    return NULL;
+}
+
+/* Effective rounding mode and saturation of a call (o may be NULL: the defaults). */
+static int resolve(const qs_format *f, const qs_qopts *o, qs_round *mode, int *sat, qs_err *e)
+{
+    qs_round r = o ? o->round : QS_RND_DEFAULT;
+    if (r == QS_RND_DEFAULT) r = f->default_round;
+    if ((unsigned)r >= QS_RND_COUNT || !(f->round_modes & (1u << r)))
+        return qs_fail(e, "format %s does not support rounding '%s'", f->name,
+                       (unsigned)r < QS_RND_COUNT ? kRoundNames[r] : "?");
+    *mode = r;
+    *sat = o ? o->sat != 0 : 0;
+    return 0;
+}
+
+static inline uint64_t seed_of(const qs_qopts *o) { return o ? o->seed : 0; }
+static inline uint64_t index0_of(const qs_qopts *o) { return o ? o->index0 : 0; }
+
+/* ---- minifloat casts ---- */
+
+static int mf_encode(const qs_format *f, const qs_qopts *o, const float *x, size_t n, uint32_t *codes,
+                     uint8_t *meta, float *tensor_scale, qs_err *e)
+{
+    const qs_minifloat *mf = mf_of(f);
+    qs_round mode;
+    int sat;
+    if (!mf) return qs_fail(e, "format %s: no element type", f->name);
+    if (resolve(f, o, &mode, &sat, e)) return -1;
+    if (mode == QS_RND_SR) {
+        uint64_t seed = seed_of(o), i0 = index0_of(o);
+        for (size_t i = 0; i < n; i++) codes[i] = qs_mf_encode(mf, x[i], mode, qs_sr_uniform(seed, i0 + i), sat);
+    } else {
+        for (size_t i = 0; i < n; i++) codes[i] = qs_mf_encode(mf, x[i], mode, 0.0, sat);
+    }
+    if (tensor_scale) *tensor_scale = 1.0f;
+    return 0;
+}
+
+static int mf_decode(const qs_format *f, const qs_qopts *o, const uint32_t *codes, const uint8_t *meta,
+                     float tensor_scale, size_t n, float *y, qs_err *e)
+{
+    const qs_minifloat *mf = mf_of(f);
+    if (!mf) return qs_fail(e, "format %s: no element type", f->name);
+    uint32_t lim = f->elem_bits >= 32 ? 0xffffffffu : (1u << f->elem_bits) - 1;
+    for (size_t i = 0; i < n; i++) {
+        if (codes[i] > lim) return qs_fail(e, "format %s: code 0x%x out of range (element %zu)", f->name, codes[i], i);
+        y[i] = qs_mf_decode(mf, codes[i]);
+    }
+    return 0;
+}
+
+static int mf_fakeq(const qs_format *f, const qs_qopts *o, const float *x, size_t n, float *y, qs_err *e)
+{
+    const qs_minifloat *mf = mf_of(f);
+    qs_round mode;
+    int sat;
+    if (!mf) return qs_fail(e, "format %s: no element type", f->name);
+    if (resolve(f, o, &mode, &sat, e)) return -1;
+    qs_mf_round_n(mf, x, n, y, mode, sat, seed_of(o), index0_of(o));
+    return 0;
+}
+
+/* ---- e8m0 as a cast ----
+** RNE/TA: ml_dtypes' cast (nearest power of two, ties up; minifloat.c).  RTZ: the power of two at
+** or below x.  SR: between the power of two at or below x and the next one, up with probability
+** (x - lo) / lo (FP32 subnormals below 2^-127 go to 2^-127, the smallest code).  sat: a positive
+** value or +Inf beyond the range gives 0xFE (2^127) instead of 0xFF; 0, negatives and NaN stay NaN. */
+static uint8_t e8m0_cast(float x, qs_round mode, double u, int sat)
+{
+    uint8_t c;
+    if (mode == QS_RND_SR) {
+        c = qs_e8m0_encode(x, QS_RND_RTZ);
+        if (c != 0xFF) {
+            double lo = qs_e8m0_decode(c);
+            if ((double)x > lo && u < ((double)x - lo) / lo) c = (uint8_t)(c + 1);   /* exact */
+        }
+    } else {
+        c = qs_e8m0_encode(x, mode);
+    }
+    if (c == 0xFF && sat && x > 0) c = 0xFE;              /* finite overflow or +Inf */
+    return c;
+}
+
+static int e8m0_encode(const qs_format *f, const qs_qopts *o, const float *x, size_t n, uint32_t *codes,
+                       uint8_t *meta, float *tensor_scale, qs_err *e)
+{
+    qs_round mode;
+    int sat;
+    if (resolve(f, o, &mode, &sat, e)) return -1;
+    uint64_t seed = seed_of(o), i0 = index0_of(o);
+    for (size_t i = 0; i < n; i++)
+        codes[i] = e8m0_cast(x[i], mode, mode == QS_RND_SR ? qs_sr_uniform(seed, i0 + i) : 0.0, sat);
+    if (tensor_scale) *tensor_scale = 1.0f;
+    return 0;
+}
+
+static int e8m0_decode(const qs_format *f, const qs_qopts *o, const uint32_t *codes, const uint8_t *meta,
+                       float tensor_scale, size_t n, float *y, qs_err *e)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (codes[i] > 0xFF) return qs_fail(e, "format %s: code 0x%x out of range (element %zu)", f->name, codes[i], i);
+        y[i] = qs_e8m0_decode((uint8_t)codes[i]);
+    }
+    return 0;
+}
+
+static int e8m0_fakeq(const qs_format *f, const qs_qopts *o, const float *x, size_t n, float *y, qs_err *e)
+{
+    qs_round mode;
+    int sat;
+    if (resolve(f, o, &mode, &sat, e)) return -1;
+    uint64_t seed = seed_of(o), i0 = index0_of(o);
+    for (size_t i = 0; i < n; i++)
+        y[i] = qs_e8m0_decode(e8m0_cast(x[i], mode, mode == QS_RND_SR ? qs_sr_uniform(seed, i0 + i) : 0.0, sat));
+    return 0;
+}
+
+/* ---- code tables of the <= 8-bit formats ---- */
+static float cv_e4m3(unsigned c) { return qs_mf_decode(&qs_mf_e4m3, c); }
+static float cv_e5m2(unsigned c) { return qs_mf_decode(&qs_mf_e5m2, c); }
+static float cv_e3m2(unsigned c) { return qs_mf_decode(&qs_mf_e3m2, c); }
+static float cv_e2m3(unsigned c) { return qs_mf_decode(&qs_mf_e2m3, c); }
+static float cv_e2m1(unsigned c) { return qs_mf_decode(&qs_mf_e2m1, c); }
+static float cv_e8m0(unsigned c) { return qs_e8m0_decode((uint8_t)c); }
+
+/* Value-range fields are literals (checked against qs_mf_max/min_* in tests/unit/test_minifloat.c). */
+#define MF(NAME, SUMMARY, BITS, E, M, B, INF, NAN_, MAX, MINN, MINS, CV, NC)                        \
+    {.name = NAME, .family = "float", .summary = SUMMARY, .elem_bits = BITS, .ebits = E, .mbits = M, \
+     .bias = B, .block = 1, .meta_bytes = 0, .meta_bits = 0, .has_inf = INF, .has_nan = NAN_,         \
+     .max_finite = MAX, .min_normal = MINN, .min_subnormal = MINS, .default_round = QS_RND_RNE,      \
+     .round_modes = RND_MODES, .has_scale_rule = 0, .encode = mf_encode, .decode = mf_decode,        \
+     .fakeq = mf_fakeq, .code_value = CV, .ncodes = NC}
+
+const qs_format qs_formats_float[] = {
+    MF("fp32", "IEEE binary32 (identity)", 32, 8, 23, 127, 1, 1,
+       0x1.fffffep+127, 0x1p-126, 0x1p-149, NULL, 0),
+    MF("bf16", "bfloat16 (E8M7, IEEE-like with Inf/NaN)", 16, 8, 7, 127, 1, 1,
+       0x1.fep+127, 0x1p-126, 0x1p-133, NULL, 0),
+    MF("fp16", "IEEE binary16 (E5M10)", 16, 5, 10, 15, 1, 1, 65504.0, 0x1p-14, 0x1p-24, NULL, 0),
+    MF("fp8_e4m3", "OCP FP8 E4M3FN: no Inf, overflow -> NaN (--sat: 448)", 8, 4, 3, 7, 0, 1,
+       448.0, 0x1p-6, 0x1p-9, cv_e4m3, 256),
+    MF("fp8_e5m2", "OCP FP8 E5M2: IEEE-like, overflow -> Inf (--sat: 57344)", 8, 5, 2, 15, 1, 1,
+       57344.0, 0x1p-14, 0x1p-16, cv_e5m2, 256),
+    MF("fp6_e3m2", "OCP FP6 E3M2: finite only, saturating", 6, 3, 2, 3, 0, 0,
+       28.0, 0.25, 0.0625, cv_e3m2, 64),
+    MF("fp6_e2m3", "OCP FP6 E2M3: finite only, saturating", 6, 2, 3, 1, 0, 0,
+       7.5, 1.0, 0.125, cv_e2m3, 64),
+    MF("fp4_e2m1", "OCP FP4 E2M1: finite only, saturating", 4, 2, 1, 1, 0, 0,
+       6.0, 1.0, 0.5, cv_e2m1, 16),
+    {.name = "e8m0", .family = "float", .summary = "OCP E8M0 scale type: powers of two 2^-127..2^127, 0xFF NaN",
+     .elem_bits = 8, .ebits = 8, .mbits = 0, .bias = 127, .block = 1, .meta_bytes = 0, .meta_bits = 0,
+     .has_inf = 0, .has_nan = 1, .max_finite = 0x1p+127, .min_normal = 0x1p-127, .min_subnormal = 0x1p-127,
+     .default_round = QS_RND_RNE, .round_modes = RND_MODES, .has_scale_rule = 0, .encode = e8m0_encode,
+     .decode = e8m0_decode, .fakeq = e8m0_fakeq, .code_value = cv_e8m0, .ncodes = 256},
+};
+const size_t qs_formats_float_n = sizeof qs_formats_float / sizeof qs_formats_float[0];

@@ -1,0 +1,176 @@
+/*
+** Registry descriptors of the symmetric absmax integer formats (format_families.h): int8 and int4.
+**
+** Per block (default: the whole run passed in, i.e. per tensor; the caller gets per-row/column by
+** passing each row/column as a run, and blocks of N with o->block = N, a final partial block being
+** its own block):
+**     amax  = max |x| over the block's finite values
+**     scale = fl32(amax / qmax)              qmax = 127 (int8), 7 (int4); codes -qmax..qmax
+**     q     = clamp(round(x / scale), -qmax, qmax)
+**     y     = fl32(q * scale)
+** Choices (issue 3 leaves them open; docs/formats.md quotes this list):
+**   - x / scale is an exact division: computed in double, whose error (< 2^-46 for |q| <= 128) is
+**     far below the distance from any float32 quotient to a half-integer that it is not equal to
+**     (>= 2^-26, since x and scale have 24-bit significands), so the integer chosen is that of the
+**     exact quotient for RNE, TA and RTZ.  Not a multiply by a reciprocal, which rounds twice.
+**   - The clamp only matters when fl32(amax/qmax) rounded down (then x/scale can exceed qmax by a
+**     few ulps and SR could pick qmax+1) and for subnormal scales (below).
+**   - NaN and ±Inf do not enter amax.  They have no integer code, so they take the otherwise unused
+**     code -qmax-1 (0x80 / 0x8), which decodes to NaN -- like E4M3FN, a non-finite input becomes
+**     NaN.  With o->sat, ±Inf saturates to ±qmax instead (decodes to ±amax).
+**   - All-zero (or all non-finite) block: scale 0 stored, codes 0 (and the NaN code), values +0.
+**   - Zero has one code: -0.0 and negatives that round to 0 decode to +0.
+**   - amax so small that amax/qmax underflows to 0 in FP32 (amax < qmax * 2^-150): the scale is the
+**     smallest subnormal 2^-149.  Subnormal scales are coarse, so such blocks may clip at ±qmax.
+**   - amax within a few ulps of FLT_MAX: q * scale can round up past FLT_MAX to ±Inf in FP32.
+** Layout: codes[i] = q in two's complement, low 8 (int8) or 4 (int4) bits; meta = one FP32 scale
+** per block, 4 bytes little-endian (meta_bytes 4, meta_bits 32); *tensor_scale = 1.
+*/
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "format_families.h"
+#include "format.h"
+
+#define RND_MODES ((1u << QS_RND_RNE) | (1u << QS_RND_TA) | (1u << QS_RND_RTZ) | (1u << QS_RND_SR))
+
+static const char *const kRoundNames[QS_RND_COUNT] = {"default", "rne", "ta", "hr", "sr", "rtz"};
+
+static inline int qmax_of(const qs_format *f) { return (1 << (f->elem_bits - 1)) - 1; }
+
+typedef struct int_ctx {
+    qs_round mode;
+    int sat, qmax;
+    size_t block;      /* values per block; the whole run when the option and default are 0 */
+    uint64_t seed, index0;
+} int_ctx;
+
+static int setup(const qs_format *f, const qs_qopts *o, size_t n, int_ctx *c, qs_err *e)
+{
+    qs_round r = o ? o->round : QS_RND_DEFAULT;
+    if (r == QS_RND_DEFAULT) r = f->default_round;
+    if ((unsigned)r >= QS_RND_COUNT || !(f->round_modes & (1u << r)))
+        return qs_fail(e, "format %s does not support rounding '%s'", f->name,
+                       (unsigned)r < QS_RND_COUNT ? kRoundNames[r] : "?");
+    int b = o && o->block > 0 ? o->block : f->block;
+    if (o && o->block < 0) return qs_fail(e, "block size must be positive");
+    c->mode = r;
+    c->sat = o ? o->sat != 0 : 0;
+    c->qmax = qmax_of(f);
+    c->block = b > 0 ? (size_t)b : (n > 0 ? n : 1);
+    c->seed = o ? o->seed : 0;
+    c->index0 = o ? o->index0 : 0;
+    return 0;
+}
+
+static float block_scale(const float *x, size_t n, int qmax)
+{
+    float amax = 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        float a = fabsf(x[i]);
+        if (isfinite(a) && a > amax) amax = a;
+    }
+    float s = amax / (float)qmax;
+    if (s == 0.0f && amax > 0.0f) s = FLT_TRUE_MIN;
+    return s;
+}
+
+/* Signed integer code of x (the NaN code -qmax-1 for non-finite values, see above). */
+static int quant(const int_ctx *c, float x, float scale, size_t i)
+{
+    if (isnan(x)) return -c->qmax - 1;
+    if (isinf(x)) return c->sat ? (x > 0 ? c->qmax : -c->qmax) : -c->qmax - 1;
+    if (scale == 0.0f) return 0;
+    double qd = (double)x / (double)scale;
+    double a = fabs(qd), fl = floor(a), d = a - fl;
+    int up;
+    switch (c->mode) {
+    case QS_RND_RTZ: up = 0; break;
+    case QS_RND_TA: up = d >= 0.5; break;
+    case QS_RND_SR: up = d > 0 && qs_sr_uniform(c->seed, c->index0 + i) < d; break;
+    default: up = d > 0.5 || (d == 0.5 && fmod(fl, 2.0) != 0); break;
+    }
+    double q = fl + up;
+    if (q > c->qmax) q = c->qmax;
+    return qd < 0 ? -(int)q : (int)q;
+}
+
+static inline float dequant(int q, int qmax, float scale)
+{
+    return q == -qmax - 1 ? NAN : (float)q * scale;
+}
+
+static inline void put_f32(uint8_t *p, float v)
+{
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    p[0] = (uint8_t)u; p[1] = (uint8_t)(u >> 8); p[2] = (uint8_t)(u >> 16); p[3] = (uint8_t)(u >> 24);
+}
+
+static inline float get_f32(const uint8_t *p)
+{
+    uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    float v;
+    memcpy(&v, &u, 4);
+    return v;
+}
+
+static int int_encode(const qs_format *f, const qs_qopts *o, const float *x, size_t n, uint32_t *codes,
+                      uint8_t *meta, float *tensor_scale, qs_err *e)
+{
+    int_ctx c;
+    if (setup(f, o, n, &c, e)) return -1;
+    uint32_t mask = (1u << f->elem_bits) - 1;
+    for (size_t b0 = 0, k = 0; b0 < n; b0 += c.block, k++) {
+        size_t m = n - b0 < c.block ? n - b0 : c.block;
+        float s = block_scale(x + b0, m, c.qmax);
+        put_f32(meta + 4 * k, s);
+        for (size_t i = b0; i < b0 + m; i++) codes[i] = (uint32_t)quant(&c, x[i], s, i) & mask;
+    }
+    if (tensor_scale) *tensor_scale = 1.0f;
+    return 0;
+}
+
+static int int_decode(const qs_format *f, const qs_qopts *o, const uint32_t *codes, const uint8_t *meta,
+                      float tensor_scale, size_t n, float *y, qs_err *e)
+{
+    int_ctx c;
+    if (setup(f, o, n, &c, e)) return -1;
+    const int bits = f->elem_bits;
+    for (size_t b0 = 0, k = 0; b0 < n; b0 += c.block, k++) {
+        size_t m = n - b0 < c.block ? n - b0 : c.block;
+        float s = get_f32(meta + 4 * k);
+        for (size_t i = b0; i < b0 + m; i++) {
+            if (codes[i] >> bits) return qs_fail(e, "format %s: code 0x%x out of range (element %zu)", f->name, codes[i], i);
+            int q = (int)codes[i] - (codes[i] >> (bits - 1) ? 1 << bits : 0);   /* sign-extend */
+            y[i] = dequant(q, c.qmax, s);
+        }
+    }
+    return 0;
+}
+
+static int int_fakeq(const qs_format *f, const qs_qopts *o, const float *x, size_t n, float *y, qs_err *e)
+{
+    int_ctx c;
+    if (setup(f, o, n, &c, e)) return -1;
+    for (size_t b0 = 0; b0 < n; b0 += c.block) {
+        size_t m = n - b0 < c.block ? n - b0 : c.block;
+        float s = block_scale(x + b0, m, c.qmax);
+        for (size_t i = b0; i < b0 + m; i++) y[i] = dequant(quant(&c, x[i], s, i), c.qmax, s);
+    }
+    return 0;
+}
+
+#define INTF(NAME, SUMMARY, BITS)                                                                    \
+    {.name = NAME, .family = "int", .summary = SUMMARY, .elem_bits = BITS, .ebits = 0, .mbits = 0,   \
+     .bias = 0, .block = 0, .meta_bytes = 4, .meta_bits = 32, .has_inf = 0, .has_nan = 1,            \
+     .max_finite = FLT_MAX, .min_normal = 0, .min_subnormal = 1.0, .default_round = QS_RND_RNE,      \
+     .round_modes = RND_MODES, .has_scale_rule = 0, .encode = int_encode, .decode = int_decode,      \
+     .fakeq = int_fakeq, .code_value = NULL, .ncodes = 0}
+
+const qs_format qs_formats_int[] = {
+    INTF("int8", "symmetric absmax int8: codes -127..127 times an FP32 scale amax/127 per block", 8),
+    INTF("int4", "symmetric absmax int4: codes -7..7 times an FP32 scale amax/7 per block", 4),
+};
+const size_t qs_formats_int_n = sizeof qs_formats_int / sizeof qs_formats_int[0];

@@ -1,0 +1,32 @@
+/*
+** Run-time choice of the vectorised paths (AVX2, AVX-512) and the array entry points that use them.
+**
+** Every vectorised kernel is bit-identical to the portable scalar path (tested in
+** tests/unit/test_minifloat.c).  The level is chosen once from the CPU (__builtin_cpu_supports)
+** and can be lowered with the environment variable QS_SIMD=scalar|avx2|avx512 (read once, on first
+** use) or, by tests, with qs_simd_force().
+*/
+#ifndef QS_SIMD_H
+#define QS_SIMD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "minifloat.h"
+
+enum { QS_SIMD_SCALAR = 0, QS_SIMD_AVX2 = 1, QS_SIMD_AVX512 = 2 };
+
+int qs_simd_cpu(void);              /* best level this CPU (and OS) supports */
+int qs_simd_level(void);            /* level in use: min(cpu, QS_SIMD or the forced level) */
+void qs_simd_force(int level);      /* tests: use at most `level`; -1 = back to QS_SIMD / the CPU */
+const char *qs_simd_name(int level);
+
+/*
+** y[i] = qs_mf_round(f, x[i], mode, u_i, sat) for i < n, with u_i = qs_sr_uniform(seed, index0 + i)
+** (SR only).  RNE runs vectorised when the level allows; other modes run the scalar path.
+** x and y may be the same array.  (Proposed for minifloat.h; kept here while that header is frozen.)
+*/
+void qs_mf_round_n(const qs_minifloat *f, const float *x, size_t n, float *y, qs_round mode, int sat,
+                   uint64_t seed, uint64_t index0);
+
+#endif
