@@ -1,0 +1,1093 @@
+/*
+** Tests of the HiFloat formats (kernels/format_hifloat.c) against spec/formats-hifloat.md:
+**   hif8: the §1.2 decode rule (implemented again here) on all 256 codes, the §1.3 value-set facts,
+**         every §1.9 test vector (TA, SAT, SR14, HR), a brute-force nearest-value oracle for
+**         TA / RNE / RTZ on random and adversarial inputs (every tie and its float32 neighbours),
+**         decode->encode round trips, seeded SR, en_dtypes conformance vectors
+**         (fixtures/hifloat, made by fixtures/make_hifloat_vectors.py), scalar == AVX2;
+**   hif4: the §2.2 E6M2 examples, every §2.10 block vector, an independent exact model of
+**         Algorithm 1 (§2.5, written with frexp/nearbyint here) on random, Gaussian,
+**         outlier-heavy and edge units, fakeq == decode(encode), scalar == AVX2, partial units.
+*/
+#include "test_util.h"
+
+#include <math.h>
+
+#include "../../kernels/format.h"
+#include "../../kernels/format_families.h"
+#include "../../kernels/hifloat.h"
+
+static uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+static uint64_t rng_state = 0x243F6A8885A308D3ull;
+static uint64_t rnd64(void)
+{
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static double rnd01(void) { return (double)(rnd64() >> 11) * 0x1p-53; }
+static double rnd_gauss(void)
+{
+    double u = rnd01(), v = rnd01();
+    return sqrt(-2.0 * log(u + 0x1p-60)) * cos(6.283185307179586 * v);
+}
+
+static const qs_format *fmt(const char *name)
+{
+    for (size_t i = 0; i < qs_formats_hifloat_n; i++)
+        if (strcmp(qs_formats_hifloat[i].name, name) == 0) return &qs_formats_hifloat[i];
+    return NULL;
+}
+
+static qs_qopts opts(qs_round r, int sat)
+{
+    qs_qopts o;
+    memset(&o, 0, sizeof o);
+    o.round = r;
+    o.sat = sat;
+    return o;
+}
+
+/* Same bits, or both NaN. */
+static int same(float a, float b) { return (isnan(a) && isnan(b)) || f2u(a) == f2u(b); }
+
+/* ================================================================================================
+** HiF8 reference: the §1.2 rule, and a brute-force nearest-value oracle over the value set
+** ============================================================================================== */
+
+static double ref_decode(unsigned c)
+{
+    unsigned s = c >> 7, p = c & 0x7f;
+    if (p == 0) return s ? NAN : 0.0;
+    if (p == 0x6f) return s ? -INFINITY : INFINITY;
+    double v;
+    if ((p & 0x78) == 0) {
+        v = ldexp(1.0, (int)(p & 7) - 23);
+    } else {
+        int d, dl;
+        if ((p & 0x60) == 0x60) { d = 4; dl = 2; }
+        else if ((p & 0x60) == 0x40) { d = 3; dl = 2; }
+        else if ((p & 0x60) == 0x20) { d = 2; dl = 2; }
+        else if ((p & 0x70) == 0x10) { d = 1; dl = 3; }
+        else { d = 0; dl = 4; }
+        int w = d >= 2 ? 5 - d : 3;
+        unsigned rest = p & ((1u << (7 - dl)) - 1);
+        unsigned mant = rest & ((1u << w) - 1), ef = rest >> w;
+        int e = 0;
+        if (d > 0) {
+            int mag = (1 << (d - 1)) + (int)(ef & ((1u << (d - 1)) - 1));
+            e = (ef >> (d - 1)) & 1 ? -mag : mag;
+        }
+        v = ldexp(1.0 + mant / (double)(1u << w), e);
+    }
+    return s ? -v : v;
+}
+
+/* Positive finite values sorted, their codes; kPos[126] = 49152 is the virtual overflow point. */
+static double kPos[127];
+static unsigned kPosCode[127];
+static void ref_init(void)
+{
+    int n = 0;
+    for (unsigned c = 1; c < 0x80; c++)
+        if (c != 0x6f) { kPos[n] = ref_decode(c); kPosCode[n] = c; n++; }
+    for (int i = 1; i < n; i++)          /* insertion sort */
+        for (int j = i; j > 0 && kPos[j] < kPos[j - 1]; j--) {
+            double t = kPos[j]; kPos[j] = kPos[j - 1]; kPos[j - 1] = t;
+            unsigned tc = kPosCode[j]; kPosCode[j] = kPosCode[j - 1]; kPosCode[j - 1] = tc;
+        }
+    assert_int_equal(n, 126);
+    kPos[126] = 49152.0;
+    kPosCode[126] = 0x6f;
+}
+
+/* Oracle: mode TA / RNE / RTZ; sat = saturate overflow. */
+static unsigned ref_encode(float xf, qs_round mode, int sat)
+{
+    if (isnan(xf)) return 0x80;
+    double x = fabs((double)xf);
+    unsigned sg = signbit(xf) ? 0x80 : 0;
+    unsigned ovf = sat ? 0x6e : 0x6f;
+    if (isinf(x)) return sg | ovf;
+    if (x > 49152.0) return sg | (mode == QS_RND_RTZ ? 0x6e : ovf);
+    int hi = 0;
+    while (kPos[hi] <= x && hi < 126) hi++;
+    if (kPos[hi] <= x) hi = 127;                   /* x == 49152 */
+    double lo_v = hi == 0 ? 0.0 : kPos[hi - 1];
+    unsigned lo_c = hi == 0 ? 0 : kPosCode[hi - 1];
+    unsigned c;
+    if (mode == QS_RND_RTZ && x >= 32768.0) {
+        c = 0x6e;                                  /* RTZ never reaches the overflow point */
+    } else if (hi == 127 || x == lo_v || mode == QS_RND_RTZ) {
+        c = hi == 127 ? 0x6f : lo_c;
+    } else {
+        double dl = x - lo_v, dh = kPos[hi] - x;
+        if (dl < dh) c = lo_c;
+        else if (dh < dl) c = kPosCode[hi];
+        else if (mode == QS_RND_RNE) c = (lo_c & 1) ? kPosCode[hi] : lo_c;
+        else c = kPosCode[hi];
+    }
+    if (c == 0x6f) c = ovf;
+    if (c == 0) return 0;
+    return sg | c;
+}
+
+/* ================================================================================================
+** HiF8 tests
+** ============================================================================================== */
+
+static void test_hif8_decode_all_codes(void **st)
+{
+    const qs_format *f = fmt("hif8");
+    assert_non_null(f);
+    assert_int_equal(f->ncodes, 256);
+    int finite_nz = 0;
+    for (unsigned c = 0; c < 256; c++) {
+        double r = ref_decode(c);
+        float v = qs_hif8_decode1((uint8_t)c);
+        if (isnan(r)) assert_true(isnan(v));
+        else assert_true((double)v == r);
+        assert_true(same(f->code_value(c), v));
+        if (isfinite(r) && r != 0) finite_nz++;
+        /* every value has <= 4 significant bits and lies in [2^-22, 2^15]: exact in FP16 */
+        if (isfinite(r) && r != 0) {
+            int ex;
+            double m = frexp(fabs(r), &ex);
+            assert_true(ldexp(m, 4) == floor(ldexp(m, 4)));
+            assert_true(fabs(r) >= 0x1p-22 && fabs(r) <= 0x1p15);
+        }
+    }
+    assert_int_equal(finite_nz, 252);
+    /* §1.3 specials and spot values of the §1.2 table */
+    assert_true(f2u(qs_hif8_decode1(0x00)) == 0);
+    assert_true(isnan(qs_hif8_decode1(0x80)));
+    assert_true(f2u(qs_hif8_decode1(0x80)) == 0x7fc00000u);
+    assert_true(qs_hif8_decode1(0x6f) == INFINITY && qs_hif8_decode1(0xef) == -INFINITY);
+    assert_true(qs_hif8_decode1(0x6e) == 32768.0f && qs_hif8_decode1(0xee) == -32768.0f);
+    assert_true(qs_hif8_decode1(0x7e) == 0x1p-15f && qs_hif8_decode1(0x07) == 0x1p-16f);
+    assert_true(qs_hif8_decode1(0x01) == 0x1p-22f && qs_hif8_decode1(0x7f) == 0x1.8p-15f);
+    assert_true(qs_hif8_decode1(0x10) == 2.0f && qs_hif8_decode1(0x18) == 0.5f);
+    assert_true(qs_hif8_decode1(0x20) == 4.0f && qs_hif8_decode1(0x30) == 0.25f);
+    assert_true(qs_hif8_decode1(0x41) == 20.0f && qs_hif8_decode1(0x4a) == 96.0f);
+    assert_true(qs_hif8_decode1(0x5f) == 0x1.cp-7f && qs_hif8_decode1(0x61) == 384.0f);
+    /* negation flips bit 7 (except 0x00 / 0x80) */
+    for (unsigned c = 1; c < 128; c++)
+        if (c != 0x6f) assert_true(qs_hif8_decode1((uint8_t)(c | 0x80)) == -qs_hif8_decode1((uint8_t)c));
+    /* registry descriptor */
+    assert_true(f->max_finite == 32768.0 && f->min_normal == 0x1p-15 && f->min_subnormal == 0x1p-22);
+    assert_int_equal(f->elem_bits, 8);
+    assert_int_equal(f->has_inf, 1);
+    assert_int_equal(f->has_nan, 1);
+    assert_int_equal(f->default_round, QS_RND_TA);
+}
+
+static void test_hif8_binades(void **st)
+{
+    /* §1.3: 38 binades; E in [-3,3] 3 mantissa bits (7 binades), |E| 4..7 2 bits (8), |E| 8..15
+    ** 1 bit (16), DML -22..-16 (7, one value each); exponent range [-22, 15]. */
+    int count[64] = {0};
+    for (unsigned c = 1; c < 128; c++) {
+        if (c == 0x6f) continue;
+        int ex;
+        frexp(ref_decode(c), &ex);
+        count[ex - 1 + 30]++;
+    }
+    int binades = 0, b3 = 0, b2 = 0, b1 = 0, b0 = 0, lo = 99, hi = -99;
+    for (int e = -30; e < 34; e++) {
+        int n = count[e + 30];
+        if (!n) continue;
+        binades++;
+        if (e < lo) lo = e;
+        if (e > hi) hi = e;
+        if (n == 8) b3++;
+        else if (n == 4) b2++;
+        else if (n == 2) b1++;
+        else if (n == 1) b0++;
+        else fail_msg("binade %d has %d values", e, n);
+        int ae = e < 0 ? -e : e;
+        int want = ae <= 3 ? 8 : ae <= 7 ? 4 : ae <= 15 ? 2 : 1;
+        if (e == 15) want = 2;   /* 2^15 and 1.5*2^15 share the slot of Inf: 1 finite, see below */
+        if (e != 15) assert_int_equal(n, want);
+    }
+    assert_int_equal(count[15 + 30], 1);   /* 1.5*2^15 is the Inf code */
+    assert_int_equal(binades, 38);
+    assert_int_equal(lo, -22);
+    assert_int_equal(hi, 15);
+    assert_int_equal(b3, 7);
+    assert_int_equal(b2, 8);
+    assert_int_equal(b1, 15);             /* 16 one-bit binades, 2^15's is cut by Inf */
+    assert_int_equal(b0, 8);              /* 7 DML + the cut 2^15 binade */
+}
+
+struct hif8_vec { uint32_t bits; uint8_t ta, ta_sat; };
+
+static void test_hif8_spec_vectors(void **st)
+{
+    /* §1.9 table: input bits, TA code, SAT (saturate + NaN->0) code. */
+    static const struct hif8_vec v[] = {
+        {0x00000000, 0x00, 0x00}, {0x80000000, 0x00, 0x00}, {0x3F800000, 0x08, 0x08},
+        {0x3F880000, 0x09, 0x09}, {0x3F87FFFF, 0x08, 0x08}, {0xBF980000, 0x8A, 0x8A},
+        {0x3FF80000, 0x10, 0x10}, {0xC0400000, 0x94, 0x94}, {0x3F000000, 0x18, 0x18},
+        {0x3E99999A, 0x32, 0x32}, {0x40490FDB, 0x15, 0x15}, {0x40F00000, 0x27, 0x27},
+        {0x41780000, 0x40, 0x40}, {0x41900000, 0x41, 0x41}, {0x418FFFFF, 0x40, 0x40},
+        {0x42C80000, 0x4A, 0x4A}, {0x437F0000, 0x60, 0x60}, {0x43960000, 0x60, 0x60},
+        {0xC47A0000, 0xE4, 0xE4}, {0x47000000, 0x6E, 0x6E}, {0x471FFFFF, 0x6E, 0x6E},
+        {0x47200000, 0x6F, 0x6E}, {0xC77FE000, 0xEF, 0xEE}, {0x501502F9, 0x6F, 0x6E},
+        {0x38000000, 0x7E, 0x7E}, {0x38200000, 0x7F, 0x7F}, {0x37800000, 0x07, 0x07},
+        {0x37C00000, 0x7E, 0x7E}, {0x35B33333, 0x03, 0x03}, {0x34800000, 0x01, 0x01},
+        {0x34000000, 0x01, 0x01}, {0x33FFFFFF, 0x00, 0x00}, {0xB4A10FB0, 0x81, 0x81},
+        {0x7F800000, 0x6F, 0x6E}, {0xFF800000, 0xEF, 0xEE}, {0x7FC00000, 0x80, 0x00},
+        {0x3DCCCCCD, 0x52, 0x52}, {0xBBE56042, 0xDC, 0xDC},
+    };
+    /* decoded values of rows 4, 10, 11, 16, 37, 38 as the spec lists them */
+    assert_true(qs_hif8_decode1(0x09) == 1.125f && qs_hif8_decode1(0x32) == 0.3125f);
+    assert_true(qs_hif8_decode1(0x15) == 3.25f && qs_hif8_decode1(0x4A) == 96.0f);
+    assert_true(qs_hif8_decode1(0x52) == 0.09375f && qs_hif8_decode1(0xDC) == -0.0078125f);
+    const qs_format *f = fmt("hif8");
+    size_t n = sizeof v / sizeof v[0];
+    float x[64], y[64], ys[64];
+    uint32_t c[64], cs[64];
+    for (size_t i = 0; i < n; i++) {
+        x[i] = u2f(v[i].bits);
+        assert_int_equal(qs_hif8_encode1(x[i], QS_RND_TA, 0, 0), v[i].ta);
+        assert_int_equal(qs_hif8_encode1(x[i], QS_RND_DEFAULT, 0, 0), v[i].ta);
+        assert_int_equal(qs_hif8_encode1(x[i], QS_RND_TA, 0, QS_HIF8_HUAWEI), v[i].ta_sat);
+    }
+    qs_err e;
+    qs_qopts o = opts(QS_RND_DEFAULT, 0), os = opts(QS_RND_TA, 1);
+    assert_int_equal(f->encode(f, &o, x, n, c, NULL, NULL, &e), 0);
+    assert_int_equal(f->fakeq(f, &o, x, n, y, &e), 0);
+    assert_int_equal(f->encode(f, &os, x, n, cs, NULL, NULL, &e), 0);
+    assert_int_equal(f->fakeq(f, &os, x, n, ys, &e), 0);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(c[i], v[i].ta);
+        assert_true(same(y[i], qs_hif8_decode1(v[i].ta)));
+        /* the registry's --sat saturates but keeps NaN (no NaN->0 field in qs_qopts) */
+        uint8_t want = isnan(x[i]) ? 0x80 : v[i].ta_sat;
+        assert_int_equal(cs[i], want);
+        assert_true(same(ys[i], qs_hif8_decode1(want)));
+    }
+}
+
+struct sr_vec { uint32_t bits; uint8_t ta, sr14, hr; };
+
+static void test_hif8_sr_hr_vectors(void **st)
+{
+    /* §1.9 simplified-SR (SR14) and HR table, FP32 source. */
+    static const struct sr_vec v[] = {
+        {0x41120001, 0x29, 0x2A, 0x29}, {0x41123FFF, 0x29, 0x29, 0x29}, {0x41124000, 0x29, 0x2A, 0x29},
+        {0x41A40000, 0x41, 0x42, 0x42}, {0xC1A01234, 0xC1, 0xC1, 0xC1}, {0xC4160000, 0xE2, 0xE3, 0xE3},
+        {0x3C7FFFFF, 0x58, 0x58, 0x58}, {0x3AC56789, 0x75, 0x75, 0x75}, {0x36B1D6A7, 0x05, 0x06, 0x06},
+        {0x34000001, 0x01, 0x01, 0x01}, {0x3400FFFF, 0x01, 0x00, 0x00}, {0x47100000, 0x6E, 0x6F, 0x6F},
+        {0x4711FFFF, 0x6E, 0x6E, 0x6E},
+    };
+    const qs_format *f = fmt("hif8");
+    size_t n = sizeof v / sizeof v[0];
+    float x[16], y[16];
+    uint32_t c[16];
+    for (size_t i = 0; i < n; i++) {
+        x[i] = u2f(v[i].bits);
+        assert_int_equal(qs_hif8_encode1(x[i], QS_RND_TA, 0, 0), v[i].ta);
+        assert_int_equal(qs_hif8_encode1(x[i], QS_RND_SR, 0, QS_HIF8_SSR), v[i].sr14);
+        assert_int_equal(qs_hif8_encode1(x[i], QS_RND_HR, 0, 0), v[i].hr);
+        /* §1.10 item 2, our choice: saturating SR/HR clamps the overflow point to 0x6E */
+        uint8_t sat = (v[i].hr & 0x7f) == 0x6f ? (uint8_t)((v[i].hr & 0x80) | 0x6e) : v[i].hr;
+        assert_int_equal(qs_hif8_encode1(x[i], QS_RND_HR, 0, QS_HIF8_SAT), sat);
+    }
+    qs_err e;
+    qs_qopts o = opts(QS_RND_HR, 0);
+    assert_int_equal(f->encode(f, &o, x, n, c, NULL, NULL, &e), 0);
+    assert_int_equal(f->fakeq(f, &o, x, n, y, &e), 0);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(c[i], v[i].hr);
+        assert_true(same(y[i], qs_hif8_decode1(v[i].hr)));
+    }
+    /* HR = TA for source |E| < 4 and SR14 otherwise, on random inputs (§1.6, §1.10 item 4) */
+    for (int i = 0; i < 200000; i++) {
+        float xr = u2f((uint32_t)rnd64());
+        if (isnan(xr)) continue;
+        int ex;
+        frexp(xr, &ex);
+        int E = ex - 1;
+        uint8_t want = (abs(E) < 4 && xr != 0) ? qs_hif8_encode1(xr, QS_RND_TA, 0, 0)
+                                               : qs_hif8_encode1(xr, QS_RND_SR, 0, QS_HIF8_SSR);
+        if (fabsf(xr) < 0x1p-23f) want = 0;
+        assert_int_equal(qs_hif8_encode1(xr, QS_RND_HR, 0, 0), want);
+    }
+    /* 15.99 has E = 3: TA even though it rounds into E = 4 */
+    assert_int_equal(qs_hif8_encode1(15.99f, QS_RND_HR, 0, 0), qs_hif8_encode1(15.99f, QS_RND_TA, 0, 0));
+}
+
+/* Inputs that probe every boundary: all values, all midpoints and their float32 neighbours,
+** random bit patterns, random magnitudes over the range; both signs. */
+static size_t adversarial(float *x, size_t cap)
+{
+    size_t n = 0;
+#define PUT(v) do { if (n < cap) x[n++] = (v); } while (0)
+    for (int i = 0; i < 127; i++) {
+        float p = (float)kPos[i];
+        PUT(p); PUT(nextafterf(p, 0)); PUT(nextafterf(p, INFINITY));
+        double mid = i == 0 ? kPos[0] / 2 : (kPos[i - 1] + kPos[i]) / 2;
+        float m = (float)mid;
+        assert_true((double)m == mid);     /* every midpoint is a float32 */
+        PUT(m); PUT(nextafterf(m, 0)); PUT(nextafterf(m, INFINITY));
+    }
+    float sp[] = {0.0f, INFINITY, NAN, 0x1p-23f, 0x1p-24f, 40960.0f, 49152.0f, 65504.0f, 3.4e38f,
+                  1e-45f, 1e-40f, 0x1p-126f, 32768.0f, 36864.0f};
+    for (size_t i = 0; i < sizeof sp / sizeof sp[0]; i++) {
+        PUT(sp[i]); PUT(nextafterf(sp[i], 0)); PUT(nextafterf(sp[i], INFINITY));
+    }
+    while (n < cap / 2) {
+        if (n & 1) PUT(u2f((uint32_t)rnd64()));
+        else PUT((float)ldexp(1.0 + rnd01(), (int)(rnd64() % 44) - 26));
+    }
+    size_t h = n;
+    for (size_t i = 0; i < h; i++) PUT(-x[i]);
+#undef PUT
+    return n;
+}
+
+static void test_hif8_oracle(void **st)
+{
+    enum { CAP = 400000 };
+    float *x = malloc(CAP * sizeof *x), *y = malloc(CAP * sizeof *y);
+    uint32_t *c = malloc(CAP * sizeof *c);
+    assert_non_null(x); assert_non_null(y); assert_non_null(c);
+    size_t n = adversarial(x, CAP);
+    const qs_format *f = fmt("hif8");
+    static const qs_round modes[] = {QS_RND_TA, QS_RND_RNE, QS_RND_RTZ};
+    int bad = 0;
+    for (int mi = 0; mi < 3; mi++)
+        for (int sat = 0; sat < 2; sat++) {
+            qs_qopts o = opts(modes[mi], sat);
+            qs_err e;
+            assert_int_equal(f->encode(f, &o, x, n, c, NULL, NULL, &e), 0);
+            assert_int_equal(f->fakeq(f, &o, x, n, y, &e), 0);
+            for (size_t i = 0; i < n; i++) {
+                unsigned want = ref_encode(x[i], modes[mi], sat);
+                if (c[i] != want || !same(y[i], qs_hif8_decode1((uint8_t)want))) {
+                    if (bad++ < 10)
+                        print_error("mode %d sat %d x=%a (0x%08x): code 0x%02x y=%a, oracle 0x%02x\n",
+                                    (int)modes[mi], sat, (double)x[i], f2u(x[i]),
+                                    (unsigned)c[i], (double)y[i], want);
+                }
+            }
+        }
+    assert_int_equal(bad, 0);
+    free(x); free(y); free(c);
+}
+
+static void test_hif8_properties(void **st)
+{
+    enum { N = 200000 };
+    float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y), *yn = malloc(N * sizeof *yn);
+    assert_non_null(x); assert_non_null(y); assert_non_null(yn);
+    const qs_format *f = fmt("hif8");
+    qs_err e;
+    qs_qopts o = opts(QS_RND_TA, 0);
+    /* sorted magnitudes spread over [2^-26, 2^17] for monotonicity */
+    for (int i = 0; i < N; i++) x[i] = (float)ldexp(1.0, -26) * (float)pow(2.0, 43.0 * i / N);
+    for (int i = 0; i < N; i++) x[i] = nextafterf(x[i], (rnd64() & 1) ? INFINITY : 0);
+    for (int i = 1; i < N; i++) if (x[i] < x[i - 1]) x[i] = x[i - 1];
+    assert_int_equal(f->fakeq(f, &o, x, N, y, &e), 0);
+    for (int i = 0; i < N; i++) yn[i] = -x[i];
+    float *ym = malloc(N * sizeof *ym);
+    assert_non_null(ym);
+    assert_int_equal(f->fakeq(f, &o, yn, N, ym, &e), 0);
+    for (int i = 0; i < N; i++) {
+        if (i) assert_true(y[i] >= y[i - 1]);                       /* monotone */
+        assert_true(y[i] == 0 ? f2u(ym[i]) == 0 : ym[i] == -y[i]);  /* symmetric, no -0 */
+        /* error within half the gap between the neighbours of x on the grid (TA) */
+        double ax = x[i];
+        if (ax >= 0x1p-22 && ax < 32768) {
+            int hi = 0;
+            while (kPos[hi] <= ax) hi++;
+            double lo = kPos[hi - 1], gap = kPos[hi] - lo;
+            assert_true(fabs((double)y[i] - ax) <= gap / 2);
+        }
+    }
+    free(x); free(y); free(yn); free(ym);
+}
+
+static void test_hif8_tie_rules(void **st)
+{
+    /* TA vs RNE at exact ties (§1.6 last paragraph: "00.1, 01.1, 10.1" pattern). */
+    struct { float x; float ta, rne; } t[] = {
+        {1.0625f, 1.125f, 1.0f},             /* 1.000|1: TA up, RNE to even 1.000 */
+        {1.1875f, 1.25f, 1.25f},             /* 1.001|1 */
+        {1.3125f, 1.375f, 1.25f},            /* 1.010|1 */
+        {18.0f, 20.0f, 16.0f},               /* 2-bit binade */
+        {22.0f, 24.0f, 24.0f},
+        {384.0f + 64.0f, 512.0f, 512.0f},    /* 1-bit binade: 1.1|1 carries */
+        {320.0f, 384.0f, 256.0f},            /* 1.0|1 */
+        {0x1p-23f, 0x1p-22f, 0.0f},          /* tie with zero */
+        {0x1.8p-22f, 0x1p-21f, 0x1p-21f},    /* DML k=1 (odd) vs k=2 */
+        {0x1.8p-21f, 0x1p-20f, 0x1p-21f},    /* DML k=2 (even) vs k=3 */
+        {0x1.8p-16f, 0x1p-15f, 0x1p-15f},    /* DML 0x07 vs normal 0x7E */
+        {40960.0f, INFINITY, 32768.0f},      /* the overflow tie */
+        {15.5f, 16.0f, 16.0f},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        assert_true(qs_hif8_decode1(qs_hif8_encode1(t[i].x, QS_RND_TA, 0, 0)) == t[i].ta);
+        assert_true(qs_hif8_decode1(qs_hif8_encode1(t[i].x, QS_RND_RNE, 0, 0)) == t[i].rne);
+        assert_true(qs_hif8_decode1(qs_hif8_encode1(-t[i].x, QS_RND_RNE, 0, 0)) ==
+                    (t[i].rne == 0 ? 0.0f : -t[i].rne));
+    }
+    /* RNE overflows only above 40960; RTZ never overflows a finite value */
+    assert_int_equal(qs_hif8_encode1(nextafterf(40960.0f, INFINITY), QS_RND_RNE, 0, 0), 0x6f);
+    assert_int_equal(qs_hif8_encode1(3e38f, QS_RND_RTZ, 0, 0), 0x6e);
+    assert_int_equal(qs_hif8_encode1(-INFINITY, QS_RND_RTZ, 0, 0), 0xef);
+    assert_int_equal(qs_hif8_encode1(-INFINITY, QS_RND_RTZ, 0, QS_HIF8_SAT), 0xee);
+    assert_int_equal(qs_hif8_encode1(nextafterf(0x1p-22f, 0), QS_RND_RTZ, 0, 0), 0x00);
+    assert_int_equal(qs_hif8_encode1(-1.99f, QS_RND_RTZ, 0, 0), 0x8f);
+    /* NaN -> 0 is separate from saturation */
+    assert_int_equal(qs_hif8_encode1(NAN, QS_RND_TA, 0, QS_HIF8_SAT), 0x80);
+    assert_int_equal(qs_hif8_encode1(NAN, QS_RND_TA, 0, QS_HIF8_NAN0), 0x00);
+    assert_int_equal(qs_hif8_encode1(INFINITY, QS_RND_TA, 0, QS_HIF8_NAN0), 0x6f);
+    /* a negative value rounding to zero gives +0 (0x00, never the NaN code) */
+    assert_int_equal(qs_hif8_encode1(-1e-8f, QS_RND_TA, 0, 0), 0x00);
+    assert_int_equal(qs_hif8_encode1(-0.0f, QS_RND_RNE, 0, 0), 0x00);
+}
+
+static void test_hif8_round_trip(void **st)
+{
+    /* decode then encode gives the code back (HiF8 has no aliases: one zero, one NaN) in TA,
+    ** RNE, RTZ and seeded SR, with and without SAT / NaN0 (bar the codes those options remap). */
+    static const qs_round modes[] = {QS_RND_TA, QS_RND_RNE, QS_RND_RTZ, QS_RND_SR};
+    for (unsigned c = 0; c < 256; c++) {
+        float v = qs_hif8_decode1((uint8_t)c);
+        for (int m = 0; m < 4; m++)
+            for (unsigned fl = 0; fl < 4; fl++) {
+                if ((fl & QS_HIF8_SAT) && (c & 0x7f) == 0x6f) continue;
+                if ((fl & QS_HIF8_NAN0) && c == 0x80) continue;
+                assert_int_equal(qs_hif8_encode1(v, modes[m], rnd01(), fl), c);
+            }
+        /* SR14 (and HR for |E| >= 4) rounds up when F14 >= T14, and an exact value has
+        ** F14 = T14 = 0: like Huawei's golden it moves one step up (§1.6; see the file header
+        ** of format_hifloat.c).  HR keeps exact values with |E| < 4. */
+        double a = fabs((double)v);
+        if (!isfinite(a) || a == 0) continue;
+        int ex;
+        frexp(a, &ex);
+        uint8_t hr = qs_hif8_encode1(v, QS_RND_HR, 0, 0);
+        uint8_t ssr = qs_hif8_encode1(v, QS_RND_SR, 0, QS_HIF8_SSR);
+        if (abs(ex - 1) < 4) assert_int_equal(hr, c);
+        else assert_int_equal(hr, ssr);
+        float up = qs_hif8_decode1(ssr);
+        assert_true(fabsf(up) > fabsf(v));
+        assert_int_equal(signbit(up), signbit(v));
+    }
+    assert_true(qs_hif8_decode1(qs_hif8_encode1(16.0f, QS_RND_HR, 0, 0)) == 20.0f);
+    assert_true(qs_hif8_decode1(qs_hif8_encode1(-512.0f, QS_RND_HR, 0, 0)) == -768.0f);
+    assert_true(qs_hif8_decode1(qs_hif8_encode1(8.0f, QS_RND_HR, 0, 0)) == 8.0f);
+    const qs_format *f = fmt("hif8");
+    float x[256], y[256];
+    uint32_t c[256];
+    for (unsigned i = 0; i < 256; i++) x[i] = qs_hif8_decode1((uint8_t)i);
+    qs_qopts o = opts(QS_RND_DEFAULT, 0);
+    qs_err e;
+    assert_int_equal(f->encode(f, &o, x, 256, c, NULL, NULL, &e), 0);
+    assert_int_equal(f->decode(f, &o, c, NULL, 1.0f, 256, y, &e), 0);
+    for (unsigned i = 0; i < 256; i++) {
+        assert_int_equal(c[i], i);
+        assert_true(same(y[i], x[i]));
+    }
+    c[7] = 0x100;
+    assert_int_equal(f->decode(f, &o, c, NULL, 1.0f, 256, y, &e), -1);
+    assert_non_null(strstr(e.msg, "element 7"));
+}
+
+static void test_hif8_sr_seeded(void **st)
+{
+    const qs_format *f = fmt("hif8");
+    enum { N = 100000 };
+    float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y), *y2 = malloc(N * sizeof *y2);
+    assert_non_null(x); assert_non_null(y); assert_non_null(y2);
+    qs_qopts o = opts(QS_RND_SR, 0);
+    o.seed = 42;
+    qs_err e;
+    /* unbiased on average: 1.03 lies between 1 and 1.125; 100.0 between 96 and 112 */
+    float probes[] = {1.03f, -100.0f, 0x1.3p-19f, 0x1.4p-23f, 33000.0f};
+    for (size_t p = 0; p < sizeof probes / sizeof probes[0]; p++) {
+        for (int i = 0; i < N; i++) x[i] = probes[p];
+        assert_int_equal(f->fakeq(f, &o, x, N, y, &e), 0);
+        double sum = 0;
+        float lo = qs_hif8_decode1(qs_hif8_encode1(probes[p], QS_RND_RTZ, 0, 0));
+        int ups = 0;
+        for (int i = 0; i < N; i++) {
+            if (y[i] != lo) ups++;
+            sum += y[i];
+        }
+        if (probes[p] == 33000.0f) {        /* can reach the overflow point: Inf (§1.10 item 2) */
+            assert_true(ups > 0);
+            for (int i = 0; i < N; i++) assert_true(y[i] == 32768.0f || y[i] == INFINITY);
+            continue;
+        }
+        float hi = qs_hif8_decode1(qs_hif8_encode1(probes[p], QS_RND_RTZ, 0, 0) + 1);
+        if (probes[p] == 0x1.4p-23f) hi = 0x1p-22f, lo = 0.0f;
+        double pu = ((double)probes[p] - lo) / ((double)hi - lo);
+        double se = sqrt(pu * (1 - pu) / N);
+        assert_true(fabs((double)ups / N - pu) < 6 * se);
+        assert_true(fabs(sum / N - probes[p]) < 6 * se * fabs((double)hi - lo));   /* unbiased */
+        for (int i = 0; i < N; i++) assert_true(y[i] == lo || y[i] == hi);
+    }
+    /* reproducible, and a run split with index0 equals the whole run */
+    for (int i = 0; i < N; i++) x[i] = (float)(rnd_gauss() * 10.0);
+    assert_int_equal(f->fakeq(f, &o, x, N, y, &e), 0);
+    qs_qopts o2 = o;
+    o2.index0 = 1000;
+    assert_int_equal(f->fakeq(f, &o, x, 1000, y2, &e), 0);
+    assert_int_equal(f->fakeq(f, &o2, x + 1000, N - 1000, y2 + 1000, &e), 0);
+    assert_memory_equal(y, y2, N * sizeof *y);
+    uint32_t *c = malloc(N * sizeof *c);
+    assert_non_null(c);
+    assert_int_equal(f->encode(f, &o, x, N, c, NULL, NULL, &e), 0);
+    for (int i = 0; i < N; i++) assert_true(same(y[i], qs_hif8_decode1((uint8_t)c[i])));
+    /* saturating SR clamps the overflow point */
+    o.sat = 1;
+    for (int i = 0; i < N; i++) x[i] = 40000.0f;
+    assert_int_equal(f->fakeq(f, &o, x, N, y, &e), 0);
+    for (int i = 0; i < N; i++) assert_true(y[i] == 32768.0f);
+    free(x); free(y); free(y2); free(c);
+}
+
+static void test_hif8_simd_identical(void **st)
+{
+    enum { CAP = 300000 };
+    float *x = malloc(CAP * sizeof *x), *y0 = malloc(CAP * sizeof *y0), *y1 = malloc(CAP * sizeof *y1);
+    uint32_t *c0 = malloc(CAP * sizeof *c0), *c1 = malloc(CAP * sizeof *c1);
+    assert_non_null(x); assert_non_null(y0); assert_non_null(y1); assert_non_null(c0); assert_non_null(c1);
+    size_t n = adversarial(x, CAP);
+    for (int sat = 0; sat < 2; sat++)
+        for (size_t off = 0; off < 9; off += 4) {   /* unaligned starts and odd tails */
+            size_t m = n - off - (off ? 3 : 0);
+            qs_hif8_fakeq_ta(0, x + off, m, y0, sat);
+            qs_hif8_fakeq_ta(1, x + off, m, y1, sat);
+            assert_memory_equal(y0, y1, m * sizeof *y0);
+            qs_hif8_encode_ta(0, x + off, m, c0, sat);
+            qs_hif8_encode_ta(1, x + off, m, c1, sat);
+            assert_memory_equal(c0, c1, m * sizeof *c0);
+            for (size_t i = 0; i < m; i++) {
+                assert_int_equal(c0[i], qs_hif8_encode1(x[off + i], QS_RND_TA, 0, sat ? QS_HIF8_SAT : 0));
+                assert_true(same(y0[i], qs_hif8_decode1((uint8_t)c0[i])));
+            }
+        }
+    /* every float32 with the 16 low bits fixed: all exponents, all high fraction patterns */
+    for (uint32_t hi = 0; hi < 65536; hi += 1) {
+        float xb[8];
+        for (int k = 0; k < 8; k++) xb[k] = u2f(hi << 16 | (uint32_t)(k * 0x2493));
+        qs_hif8_fakeq_ta(1, xb, 8, y1, 0);
+        qs_hif8_encode_ta(1, xb, 8, c1, 0);
+        for (int k = 0; k < 8; k++) {
+            uint8_t want = qs_hif8_encode1(xb[k], QS_RND_TA, 0, 0);
+            if (c1[k] != want || !same(y1[k], qs_hif8_decode1(want)))
+                fail_msg("x=0x%08x: simd code 0x%02x, scalar 0x%02x", f2u(xb[k]), (unsigned)c1[k], want);
+        }
+    }
+    free(x); free(y0); free(y1); free(c0); free(c1);
+}
+
+static void test_hif8_en_dtypes(void **st)
+{
+    size_t len = 0, lc = 0;
+    uint8_t *all = tu_slurp("fixtures/hifloat/hif8_all.f32bits", &len);
+    assert_non_null(all);
+    assert_int_equal(len, 1024);
+    for (unsigned c = 0; c < 256; c++) {
+        uint32_t b;
+        memcpy(&b, all + 4 * c, 4);
+        assert_true(same(u2f(b), qs_hif8_decode1((uint8_t)c)));
+    }
+    free(all);
+    uint8_t *in = tu_slurp("fixtures/hifloat/hif8_ta.in", &len);
+    uint8_t *codes = tu_slurp("fixtures/hifloat/hif8_ta.codes", &lc);
+    assert_non_null(in); assert_non_null(codes);
+    assert_int_equal(len, 4 * lc);
+    assert_true(lc > 9000);
+    float *x = malloc(lc * sizeof *x);
+    uint32_t *c = malloc(lc * sizeof *c);
+    assert_non_null(x); assert_non_null(c);
+    memcpy(x, in, len);
+    const qs_format *f = fmt("hif8");
+    qs_qopts o = opts(QS_RND_DEFAULT, 0);
+    qs_err e;
+    assert_int_equal(f->encode(f, &o, x, lc, c, NULL, NULL, &e), 0);
+    int bad = 0;
+    for (size_t i = 0; i < lc; i++)
+        if (c[i] != codes[i] && bad++ < 10)
+            print_error("x=0x%08x: qscope 0x%02x, en_dtypes 0x%02x\n", f2u(x[i]), (unsigned)c[i], codes[i]);
+    assert_int_equal(bad, 0);
+    free(in); free(codes); free(x); free(c);
+}
+
+static void test_hif8_fields(void **st)
+{
+    char b[160];
+    assert_true(qs_hif8_fields(0x15, b, sizeof b) > 0);   /* 3.25 = 1.625 * 2^1: 0 001 0 101 */
+    assert_non_null(strstr(b, "0 001 0 101"));
+    assert_non_null(strstr(b, "sign=+"));
+    assert_non_null(strstr(b, "dot=001 (D=1)"));
+    assert_non_null(strstr(b, "E=+1"));
+    assert_non_null(strstr(b, "mant=101 (W=3)"));
+    qs_hif8_fields(0x2D, b, sizeof b);                    /* 13 = 1.625 * 2^3: 0 01 01 101 */
+    assert_non_null(strstr(b, "0 01 01 101"));
+    assert_non_null(strstr(b, "dot=01 (D=2)"));
+    assert_non_null(strstr(b, "E=+3"));
+    qs_hif8_fields(0xDC, b, sizeof b);                    /* -2^-7: 1 10 1 11 00 */
+    assert_non_null(strstr(b, "1 10 111 00"));
+    assert_non_null(strstr(b, "E=-7"));
+    assert_non_null(strstr(b, "sign=-"));
+    qs_hif8_fields(0x08, b, sizeof b);                    /* 1.0: 0 0001 000 */
+    assert_non_null(strstr(b, "0 0001 000"));
+    assert_non_null(strstr(b, "(D=0)"));
+    qs_hif8_fields(0x1A, b, sizeof b);                    /* 0.625: 0 001 1 010 */
+    assert_non_null(strstr(b, "0 001 1 010"));
+    assert_non_null(strstr(b, "E=-1"));
+    qs_hif8_fields(0x6E, b, sizeof b);                    /* 2^15: 0 11 0111 0 */
+    assert_non_null(strstr(b, "0 11 0111 0"));
+    assert_non_null(strstr(b, "E=+15"));
+    qs_hif8_fields(0x6F, b, sizeof b);
+    assert_non_null(strstr(b, "Inf"));
+    qs_hif8_fields(0x80, b, sizeof b);
+    assert_non_null(strstr(b, "NaN"));
+    qs_hif8_fields(0x00, b, sizeof b);
+    assert_non_null(strstr(b, "zero"));
+    qs_hif8_fields(0x83, b, sizeof b);                    /* -2^-20, DML */
+    assert_non_null(strstr(b, "DML"));
+    assert_non_null(strstr(b, "E=-20"));
+    /* every code labels; truncation keeps a terminated prefix and returns the full length */
+    for (unsigned c = 0; c < 256; c++) assert_true(qs_hif8_fields((uint8_t)c, b, sizeof b) < (int)sizeof b);
+    char s[8];
+    int full = qs_hif8_fields(0x15, s, sizeof s);
+    assert_true(full > 7);
+    assert_int_equal(strlen(s), 7);
+}
+
+static void test_hif8_options(void **st)
+{
+    const qs_format *f = fmt("hif8");
+    unsigned want = 1u << QS_RND_TA | 1u << QS_RND_RNE | 1u << QS_RND_HR | 1u << QS_RND_SR |
+                    1u << QS_RND_RTZ;
+    assert_int_equal(f->round_modes, want);
+    qs_qopts o = opts(QS_RND_COUNT, 0);
+    float x = 1.0f, y;
+    qs_err e;
+    assert_int_equal(f->fakeq(f, &o, &x, 1, &y, &e), -1);
+    /* saturation through the registry */
+    float xs[] = {INFINITY, -INFINITY, 1e10f, -40960.0f, NAN};
+    float ys[5];
+    o = opts(QS_RND_TA, 1);
+    assert_int_equal(f->fakeq(f, &o, xs, 5, ys, &e), 0);
+    assert_true(ys[0] == 32768.0f && ys[1] == -32768.0f && ys[2] == 32768.0f && ys[3] == -32768.0f);
+    assert_true(isnan(ys[4]));
+}
+
+/* ================================================================================================
+** HiF4 reference: Algorithm 1 (§2.5) written again, with frexp / nearbyint
+** ============================================================================================== */
+
+static double round_sig(double v, int bits)   /* RNE to `bits` significant bits, v > 0 finite */
+{
+    int ex;
+    double m = frexp(v, &ex);
+    return ldexp(nearbyint(ldexp(m, bits)), ex - bits);
+}
+
+typedef struct { unsigned e6m2, e8, e16; uint8_t nib[64]; float y[64]; } ref4;
+
+static void ref_hif4(const float *v, int rne, ref4 *r)
+{
+    memset(r, 0, sizeof *r);
+    for (int i = 0; i < 64; i++)
+        if (isnan(v[i])) {
+            r->e6m2 = 0xff;
+            for (int k = 0; k < 64; k++) r->y[k] = NAN;
+            return;
+        }
+    double v16[16], v8[8], vmax = 0;
+    for (int k = 0; k < 16; k++) {
+        v16[k] = 0;
+        for (int i = 0; i < 4; i++) v16[k] = fmax(v16[k], fabs((double)v[4 * k + i]));
+    }
+    for (int j = 0; j < 8; j++) { v8[j] = fmax(v16[2 * j], v16[2 * j + 1]); vmax = fmax(vmax, v8[j]); }
+    double sf = isinf(vmax) ? INFINITY : vmax > 0 ? round_sig(vmax * round_sig(1.0 / 7.0, 8), 8) : 0;
+    sf = fmin(fmax(sf, 0x1p-48), 49152.0);
+    double sc = round_sig(sf, 3);
+    int ex;
+    double m = frexp(sc, &ex);                   /* m in [0.5, 1): sc = 2^(ex-1) * (2m) */
+    r->e6m2 = (unsigned)((ex - 1 + 48) << 2) | (unsigned)(m * 8 - 4);
+    double rec = round_sig(1.0 / sc, 8);
+    for (int j = 0; j < 8; j++) if (v8[j] * rec >= 4) r->e8 |= 1u << j;
+    for (int k = 0; k < 16; k++)
+        if (v16[k] * rec * ldexp(1.0, -(int)((r->e8 >> (k / 2)) & 1)) >= 2) r->e16 |= 1u << k;
+    for (int i = 0; i < 64; i++) {
+        int d = (int)((r->e8 >> (i / 8)) & 1) + (int)((r->e16 >> (i / 4)) & 1);
+        double t = fabs((double)v[i]) * rec * ldexp(1.0, 2 - d);
+        double q = fmin(rne ? nearbyint(t) : floor(t + 0.5), 7.0);
+        r->nib[i] = (uint8_t)((v[i] < 0 ? 8 : 0) | (unsigned)q);
+        double y = sc * ldexp(1.0, d) * q / 4;
+        r->y[i] = (float)(v[i] < 0 ? -y : y);
+    }
+}
+
+/* Compare the registry's encode / decode / fakeq (both paths) on n values with the reference. */
+static void check_hif4_run(const float *x, size_t n, int rne, const char *what)
+{
+    const qs_format *f = fmt("hif4");
+    size_t nb = (n + 63) / 64;
+    uint32_t *c = malloc((n + 1) * sizeof *c);
+    uint8_t *meta = malloc(nb * 4 + 1);
+    float *y = malloc((n + 1) * sizeof *y), *yq = malloc((n + 1) * sizeof *yq),
+          *y0 = malloc((n + 1) * sizeof *y0), *y1 = malloc((n + 1) * sizeof *y1);
+    assert_non_null(c); assert_non_null(meta); assert_non_null(y); assert_non_null(yq);
+    assert_non_null(y0); assert_non_null(y1);
+    qs_qopts o = opts(rne ? QS_RND_RNE : QS_RND_DEFAULT, 0);
+    qs_err e;
+    float ts = 0;
+    assert_int_equal(f->encode(f, &o, x, n, c, meta, &ts, &e), 0);
+    assert_true(ts == 1.0f);
+    assert_int_equal(f->decode(f, &o, c, meta, ts, n, y, &e), 0);
+    assert_int_equal(f->fakeq(f, &o, x, n, yq, &e), 0);
+    qs_hif4_fakeq_run(0, x, n, y0, rne);
+    qs_hif4_fakeq_run(1, x, n, y1, rne);
+    assert_memory_equal(y, yq, n * sizeof *y);       /* fakeq == decode(encode), bit for bit */
+    assert_memory_equal(y0, y1, n * sizeof *y);      /* scalar == AVX2 */
+    assert_memory_equal(y, y0, n * sizeof *y);
+    for (size_t u = 0; u < nb; u++) {
+        float v[64] = {0};
+        size_t cnt = n - 64 * u < 64 ? n - 64 * u : 64;
+        memcpy(v, x + 64 * u, cnt * sizeof *v);
+        ref4 r;
+        ref_hif4(v, rne, &r);
+        qs_hif4_meta mm;
+        qs_hif4_meta_load(meta + 4 * u, &mm);
+        if (mm.e6m2 != r.e6m2 || mm.e1_8 != r.e8 || mm.e1_16 != r.e16)
+            fail_msg("%s unit %zu: meta %02x/%02x/%04x, reference %02x/%02x/%04x", what, u,
+                     mm.e6m2, mm.e1_8, mm.e1_16, r.e6m2, r.e8, r.e16);
+        for (size_t i = 0; i < cnt; i++) {
+            if (c[64 * u + i] != r.nib[i] || !same(y[64 * u + i], r.y[i]))
+                fail_msg("%s unit %zu elem %zu: x=%a nibble %x y=%a, reference %x %a", what, u, i,
+                         (double)x[64 * u + i], (unsigned)c[64 * u + i], (double)y[64 * u + i],
+                         r.nib[i], (double)r.y[i]);
+        }
+    }
+    free(c); free(meta); free(y); free(yq); free(y0); free(y1);
+}
+
+static unsigned flags_of(const char *s)
+{
+    unsigned v = 0;
+    for (int i = 0; s[i]; i++) if (s[i] == '1') v |= 1u << i;
+    return v;
+}
+
+static void expect_unit(const float *v, unsigned e6m2, const char *e8, const char *e16,
+                        const char *nibs, const float *dec)
+{
+    qs_hif4_meta m;
+    uint8_t nib[64];
+    qs_hif4_quant_unit(v, 0, &m, nib);
+    assert_int_equal(m.e6m2, e6m2);
+    assert_int_equal(m.e1_8, flags_of(e8));
+    assert_int_equal(m.e1_16, flags_of(e16));
+    assert_int_equal(strlen(nibs), 64);
+    for (int i = 0; i < 64; i++) {
+        unsigned want = (unsigned)strtoul((char[]){nibs[i], 0}, NULL, 16);
+        if (nib[i] != want) fail_msg("element %d: nibble %x, spec %x", i, nib[i], want);
+    }
+    const qs_format *f = fmt("hif4");
+    qs_qopts o = opts(QS_RND_DEFAULT, 0);
+    qs_err e;
+    float y[64];
+    uint32_t c[64];
+    uint8_t meta[4];
+    assert_int_equal(f->encode(f, &o, v, 64, c, meta, NULL, &e), 0);
+    assert_int_equal(meta[0], e6m2);
+    assert_int_equal(meta[1], flags_of(e8));
+    assert_int_equal(meta[2] | meta[3] << 8, flags_of(e16));
+    assert_int_equal(f->fakeq(f, &o, v, 64, y, &e), 0);
+    for (int i = 0; i < 64; i++) {
+        assert_int_equal(c[i], nib[i]);
+        if (dec && !(y[i] == dec[i])) fail_msg("element %d: %a, spec %a", i, (double)y[i], (double)dec[i]);
+    }
+    check_hif4_run(v, 64, 0, "spec vector");
+    check_hif4_run(v, 64, 1, "spec vector rne");
+}
+
+static void test_hif4_e6m2(void **st)
+{
+    struct { unsigned c; double v; } t[] = {
+        {0x00, 0x1p-48}, {0xBC, 0.5}, {0xBD, 0.625}, {0xC0, 1.0}, {0xC1, 1.25}, {0xC2, 1.5},
+        {0xC3, 1.75}, {0xC4, 2.0}, {0xCF, 14.0}, {0xFC, 32768.0}, {0xFD, 40960.0}, {0xFE, 49152.0},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        assert_true(qs_hif4_e6m2_value((uint8_t)t[i].c) == t[i].v);
+    assert_true(isnan(qs_hif4_e6m2_value(0xFF)));
+    assert_true(qs_hif4_e6m2_rec(0xC1) == 0.80078125);
+    assert_true(qs_hif4_e6m2_rec(0xC2) == 0.66796875);
+    assert_true(qs_hif4_e6m2_rec(0xC3) == 0.5703125);
+    assert_true(qs_hif4_e6m2_rec(0x00) == 0x1p48);
+    for (unsigned c = 0; c < 255; c++) {
+        double v = qs_hif4_e6m2_value((uint8_t)c);
+        assert_true(v == ldexp(1.0 + (c & 3) / 4.0, (int)(c >> 2) - 48));
+        assert_true(qs_hif4_e6m2_rec((uint8_t)c) == round_sig(1.0 / v, 8));
+    }
+    /* metadata word layout (§2.7 proposal) */
+    qs_hif4_meta m = {0xC1, 0x81, 0x8001}, m2;
+    uint8_t b[4];
+    qs_hif4_meta_store(&m, b);
+    assert_int_equal(b[0], 0xC1);
+    assert_int_equal(b[1], 0x81);
+    assert_int_equal(b[2], 0x01);
+    assert_int_equal(b[3], 0x80);
+    qs_hif4_meta_load(b, &m2);
+    assert_memory_equal(&m, &m2, sizeof m);
+}
+
+static void test_hif4_spec_blocks(void **st)
+{
+    float v[64], de[64];
+    char nibs[65];
+
+    /* Block E ("exact grid") */
+    for (int i = 0; i < 64; i++) v[i] = 1.0f;
+    v[0] = 7; v[1] = -3.5f; v[2] = 0.125f; v[3] = 0.0625f;
+    for (int i = 0; i < 64; i++) de[i] = i < 4 ? (float[]){7, -4, 0, 0}[i] : 1.0f;
+    snprintf(nibs, sizeof nibs, "7C002222%s", "44444444444444444444444444444444444444444444444444444444");
+    expect_unit(v, 0xC0, "10000000", "1000000000000000", nibs, de);
+
+    /* Block D ("mixed groups") */
+    static const double base[8] = {1.0, 0.3, 3.0, 0.05, 6.5, -2.0, 0.9, -7.0};
+    for (int g = 0; g < 8; g++)
+        for (int k = 0; k < 8; k++)
+            v[8 * g + k] = (float)(base[g] * (k < 4 ? 1 : 0.4) * (k % 3 == 0 ? -1 : 1));
+    static const float dd[64] = {
+        -1, 1, 1, -1, 0.5, 0.5, -0.5, 0.5, -0.25, 0.25, 0.25, -0.25, 0, 0, 0, 0,
+        -3, 3, 3, -3, 1.25, 1.25, -1.25, 1.25, 0, 0, 0, 0, 0, 0, 0, 0,
+        -7, 7, 7, -7, 2.5, 2.5, -2.5, 2.5, 2, -2, -2, 2, -0.75, -0.75, 0.75, -0.75,
+        -1, 1, 1, -1, 0.25, 0.25, -0.25, 0.25, 7, -7, -7, 7, -3, -3, 3, -3};
+    expect_unit(v, 0xC0, "00001001", "0000100010100010",
+                "C44C22A291190080E66E55D580080080F77F55D54CC4BB3BC44C11917FF7EE6E", dd);
+
+    /* Block A ("ramp") */
+    for (int i = 0; i < 64; i++) v[i] = (float)((i - 32) / 8.0);
+    static const struct { float v; int n; } da[] = {
+        {-3.75f, 5}, {-3.125f, 5}, {-2.5f, 5}, {-1.875f, 4}, {-1.5625f, 2}, {-1.25f, 3},
+        {-0.9375f, 2}, {-0.78125f, 1}, {-0.625f, 1}, {-0.46875f, 1}, {-0.3125f, 2}, {-0.15625f, 1},
+        {0, 1}, {0.15625f, 1}, {0.3125f, 2}, {0.46875f, 1}, {0.625f, 1}, {0.78125f, 1},
+        {0.9375f, 2}, {1.25f, 3}, {1.5625f, 2}, {1.875f, 3}, {2.1875f, 3}, {2.5f, 3},
+        {3.125f, 5}, {3.75f, 4}};
+    int n = 0;
+    for (size_t r = 0; r < sizeof da / sizeof da[0]; r++)
+        for (int k = 0; k < da[r].n; k++) de[n++] = da[r].v;
+    assert_int_equal(n, 64);
+    expect_unit(v, 0xBD, "11000011", "1111110000110111",
+                "EEEEEDDDDDCCCCCBEEEDDCCCEEDCBAA901223456344455666777444555556666", de);
+    assert_true(qs_hif4_e6m2_rec(0xBD) == 1.6015625);
+
+    /* Block C ("outlier underflow") */
+    for (int i = 0; i < 64; i++) v[i] = (float)(0.01 * ((i % 7) - 3));
+    v[5] = 100;
+    for (int i = 0; i < 64; i++) de[i] = i == 5 ? 98.0f : 0.0f;
+    expect_unit(v, 0xCF, "10000000", "0100000000000000",
+                "8880070888000088800008880000888000088800008880000888000088800008", NULL);
+    {
+        const qs_format *f = fmt("hif4");
+        qs_qopts o = opts(QS_RND_DEFAULT, 0);
+        qs_err e;
+        float y[64];
+        assert_int_equal(f->fakeq(f, &o, v, 64, y, &e), 0);
+        for (int i = 0; i < 64; i++) {
+            assert_true(y[i] == de[i]);
+            assert_int_equal(signbit(y[i]) != 0, v[i] < 0);   /* 0x8 nibbles decode to -0 */
+        }
+    }
+
+    /* Block B (all zeros), with -0.0 too: +0 nibbles */
+    for (int i = 0; i < 64; i++) { v[i] = (i & 1) ? -0.0f : 0.0f; de[i] = 0; }
+    memset(nibs, '0', 64);
+    nibs[64] = 0;
+    expect_unit(v, 0x00, "00000000", "0000000000000000", nibs, de);
+    {
+        float y[64];
+        qs_hif4_fakeq_run(1, v, 64, y, 0);
+        for (int i = 0; i < 64; i++) assert_int_equal(f2u(y[i]), 0);
+    }
+
+    /* Non-finite: ±Inf saturate (kernel style), NaN makes the unit NaN */
+    for (int i = 0; i < 64; i++) v[i] = 1.0f;
+    v[3] = INFINITY; v[9] = -INFINITY;
+    for (int i = 0; i < 64; i++) de[i] = i == 3 ? 344064.0f : i == 9 ? -344064.0f : 0.0f;
+    snprintf(nibs, sizeof nibs, "000700000F%s", "000000000000000000000000000000000000000000000000000000");
+    expect_unit(v, 0xFE, "11000000", "1010000000000000", nibs, de);
+    v[40] = NAN;
+    {
+        qs_hif4_meta m;
+        uint8_t nib[64];
+        qs_hif4_quant_unit(v, 0, &m, nib);
+        assert_int_equal(m.e6m2, 0xFF);
+        float y[64];
+        const qs_format *f = fmt("hif4");
+        qs_qopts o = opts(QS_RND_DEFAULT, 0);
+        qs_err e;
+        assert_int_equal(f->fakeq(f, &o, v, 64, y, &e), 0);
+        for (int i = 0; i < 64; i++) assert_true(isnan(y[i]));
+        check_hif4_run(v, 64, 0, "nan unit");
+    }
+}
+
+static void fill_unit(float *v, int kind)
+{
+    double sc = ldexp(1.0, (int)(rnd64() % 60) - 30);
+    for (int i = 0; i < 64; i++) {
+        double g = rnd_gauss();
+        switch (kind) {
+        case 0: v[i] = (float)(rnd01() * 2 - 1); break;                         /* uniform */
+        case 1: v[i] = (float)(g * sc); break;                                  /* Gaussian */
+        case 2: v[i] = (float)(g * sc * (rnd64() % 16 == 0 ? 1000.0 : 1.0)); break;   /* outliers */
+        case 3: v[i] = u2f((uint32_t)rnd64() & 0x807fffffu); break;              /* FP32 subnormals */
+        case 4: v[i] = (float)(rnd64() % 15) / 4 * (float)sc * ((rnd64() & 1) ? -1 : 1); break; /* grid */
+        case 5: v[i] = (float)((double)(int16_t)rnd64() / 128.0); break;         /* BF16-like ties */
+        case 6: v[i] = u2f((uint32_t)rnd64() & 0xff7fffffu); break;              /* any finite bits */
+        default: v[i] = (float)(g * 1e37 * ((rnd64() & 7) == 0 ? 30 : 1)); break;  /* huge: saturate */
+        }
+    }
+    if (kind == 1 && rnd64() % 4 == 0) v[rnd64() % 64] = (float)(sc * 1e4);
+}
+
+static void test_hif4_reference_random(void **st)
+{
+    enum { UNITS = 400 };
+    float *x = malloc(UNITS * 64 * sizeof *x);
+    assert_non_null(x);
+    for (int kind = 0; kind < 8; kind++) {
+        for (int u = 0; u < UNITS; u++) fill_unit(x + 64 * u, kind);
+        char what[32];
+        snprintf(what, sizeof what, "kind %d", kind);
+        check_hif4_run(x, UNITS * 64, 0, what);
+        check_hif4_run(x, UNITS * 64, 1, what);
+        /* partial final unit (zero-padded), odd lengths */
+        check_hif4_run(x, 64 * 3 + 17, 0, what);
+        check_hif4_run(x, 5, 1, what);
+        check_hif4_run(x, 63, 0, what);
+    }
+    /* units with NaN / Inf among random values */
+    for (int u = 0; u < UNITS; u++) {
+        fill_unit(x + 64 * u, 1);
+        int k = (int)(rnd64() % 4);
+        float sp = k == 0 ? NAN : k == 1 ? INFINITY : k == 2 ? -INFINITY : -NAN;
+        x[64 * u + rnd64() % 64] = sp;
+    }
+    check_hif4_run(x, UNITS * 64, 0, "non-finite");
+    check_hif4_run(x, UNITS * 64 - 1, 1, "non-finite");
+    free(x);
+}
+
+static void test_hif4_properties(void **st)
+{
+    const qs_format *f = fmt("hif4");
+    qs_qopts o = opts(QS_RND_DEFAULT, 0);
+    qs_err e;
+    float v[64], w[64], y[64], yw[64];
+    uint32_t c[64];
+    uint8_t meta[4];
+    for (int it = 0; it < 3000; it++) {
+        fill_unit(v, it % 3);
+        /* sign symmetry: fq(-x) = -fq(x) (bit for bit, zero inputs aside) */
+        for (int i = 0; i < 64; i++) w[i] = -v[i];
+        assert_int_equal(f->fakeq(f, &o, v, 64, y, &e), 0);
+        assert_int_equal(f->fakeq(f, &o, w, 64, yw, &e), 0);
+        for (int i = 0; i < 64; i++)
+            if (v[i] != 0) assert_int_equal(f2u(yw[i]), f2u(y[i]) ^ 0x80000000u);
+        /* power-of-two scaling commutes (E6M2 exponent moves) away from the scale clamps */
+        float amax = 0;
+        for (int i = 0; i < 64; i++) amax = fmaxf(amax, fabsf(v[i]));
+        if (amax > 1e-10f && amax < 1e4f) {
+            for (int i = 0; i < 64; i++) w[i] = v[i] * 8.0f;
+            assert_int_equal(f->fakeq(f, &o, w, 64, yw, &e), 0);
+            for (int i = 0; i < 64; i++) assert_true(yw[i] == y[i] * 8.0f);
+        }
+        /* error: the element is quantized against REC = BF16(1/E6M2) (§2.5), so within half a
+        ** step in those units, t = |x| * REC * 2^(2-d); unless clamped at q = 7.  In values that is
+        ** half a grid step plus REC's relative error (< 2^-8) on up to 7 steps. */
+        assert_int_equal(f->encode(f, &o, v, 64, c, meta, NULL, &e), 0);
+        double val = qs_hif4_e6m2_value(meta[0]), rec = qs_hif4_e6m2_rec(meta[0]);
+        for (int i = 0; i < 64; i++) {
+            int d = ((meta[1] >> (i / 8)) & 1) + (((meta[2] | meta[3] << 8) >> (i / 4)) & 1);
+            double t = fabs((double)v[i]) * rec * ldexp(1.0, 2 - d), q = (double)(c[i] & 7);
+            double step = val * ldexp(1.0, d) / 4;
+            if (q == 7) assert_true(t >= 6.5);
+            else assert_true(fabs(t - q) <= 0.5);
+            if (q < 7) assert_true(fabs((double)y[i] - v[i]) <= step * (0.5 + 7 * 0x1p-8));
+        }
+    }
+}
+
+static void test_hif4_options(void **st)
+{
+    const qs_format *f = fmt("hif4");
+    assert_non_null(f);
+    assert_int_equal(f->block, 64);
+    assert_int_equal(f->meta_bytes, 4);
+    assert_true(f->elem_bits + f->meta_bits / f->block == 4.5);
+    assert_true(f->max_finite == 344064.0);
+    assert_true(f->min_subnormal == 0x1p-50);
+    assert_int_equal(f->round_modes, 1u << QS_RND_TA | 1u << QS_RND_RNE);
+    float x[64] = {1}, y[64];
+    qs_err e;
+    qs_qopts o = opts(QS_RND_DEFAULT, 0);
+    o.block = 32;
+    assert_int_equal(f->fakeq(f, &o, x, 64, y, &e), -1);
+    assert_non_null(strstr(e.msg, "64"));
+    o.block = 64;
+    assert_int_equal(f->fakeq(f, &o, x, 64, y, &e), 0);
+    o = opts(QS_RND_SR, 0);
+    assert_int_equal(f->fakeq(f, &o, x, 64, y, &e), -1);
+    uint32_t c[64];
+    uint8_t meta[4];
+    assert_int_equal(f->encode(f, &o, x, 64, c, meta, NULL, &e), -1);
+    /* decode rejects codes wider than 4 bits */
+    o = opts(QS_RND_DEFAULT, 0);
+    assert_int_equal(f->encode(f, &o, x, 64, c, meta, NULL, &e), 0);
+    c[10] = 0x10;
+    assert_int_equal(f->decode(f, &o, c, meta, 1.0f, 64, y, &e), -1);
+    /* TA vs RNE on an exact quarter tie: 0.375 with scale 1 (Vmax 7 -> E6M2 1.0, d = 0 group) */
+    float v[64] = {7.0f};
+    for (int i = 8; i < 64; i++) v[i] = 0.375f;      /* t = 1.5 in a d = 0 group */
+    v[9] = 0.625f;                                   /* t = 2.5 */
+    o = opts(QS_RND_TA, 0);
+    assert_int_equal(f->fakeq(f, &o, v, 64, y, &e), 0);
+    assert_true(y[8] == 0.5f && y[9] == 0.75f);
+    o = opts(QS_RND_RNE, 0);
+    assert_int_equal(f->fakeq(f, &o, v, 64, y, &e), 0);
+    assert_true(y[8] == 0.5f && y[9] == 0.5f);
+}
+
+int main(void)
+{
+    ref_init();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hif8_decode_all_codes),
+        cmocka_unit_test(test_hif8_binades),
+        cmocka_unit_test(test_hif8_spec_vectors),
+        cmocka_unit_test(test_hif8_sr_hr_vectors),
+        cmocka_unit_test(test_hif8_oracle),
+        cmocka_unit_test(test_hif8_properties),
+        cmocka_unit_test(test_hif8_tie_rules),
+        cmocka_unit_test(test_hif8_round_trip),
+        cmocka_unit_test(test_hif8_sr_seeded),
+        cmocka_unit_test(test_hif8_simd_identical),
+        cmocka_unit_test(test_hif8_en_dtypes),
+        cmocka_unit_test(test_hif8_fields),
+        cmocka_unit_test(test_hif8_options),
+        cmocka_unit_test(test_hif4_e6m2),
+        cmocka_unit_test(test_hif4_spec_blocks),
+        cmocka_unit_test(test_hif4_reference_random),
+        cmocka_unit_test(test_hif4_properties),
+        cmocka_unit_test(test_hif4_options),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
