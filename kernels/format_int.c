@@ -7,12 +7,14 @@
 **     amax  = max |x| over the block's finite values
 **     scale = fl32(amax / qmax)              qmax = 127 (int8), 7 (int4); codes -qmax..qmax
 **     q     = clamp(round(x / scale), -qmax, qmax)
-**     y     = fl32(q * scale)
-** Choices (issue 3 leaves them open; docs/formats.md quotes this list):
-**   - x / scale is an exact division: computed in double, whose error (< 2^-46 for |q| <= 128) is
-**     far below the distance from any float32 quotient to a half-integer that it is not equal to
-**     (>= 2^-26, since x and scale have 24-bit significands), so the integer chosen is that of the
-**     exact quotient for RNE, TA and RTZ.  Not a multiply by a reciprocal, which rounds twice.
+**     y     = fl32(q * scale)               (clamped to ±FLT_MAX, see below)
+** Choices (issue 3 leaves them open):
+**   - x / scale is an exact division, not a multiply by a reciprocal (which rounds twice) nor a
+**     float32 division (whose rounding can land on a tie, e.g. 0.7f / fl32(1.4f/7) = 3.4999999
+**     becomes 3.5f).  It is computed in double: the exact quotient of two floats with |q| <= 128
+**     is either an integer or half-integer or at least 2^-26 away from one (24-bit significands),
+**     and the double quotient is within 2^-46 of it, so RNE, TA and RTZ pick the integer of the
+**     exact quotient (tests/unit/test_format_int.c checks this against exact products).
 **   - The clamp only matters when fl32(amax/qmax) rounded down (then x/scale can exceed qmax by a
 **     few ulps and SR could pick qmax+1) and for subnormal scales (below).
 **   - NaN and ±Inf do not enter amax.  They have no integer code, so they take the otherwise unused
@@ -22,7 +24,8 @@
 **   - Zero has one code: -0.0 and negatives that round to 0 decode to +0.
 **   - amax so small that amax/qmax underflows to 0 in FP32 (amax < qmax * 2^-150): the scale is the
 **     smallest subnormal 2^-149.  Subnormal scales are coarse, so such blocks may clip at ±qmax.
-**   - amax within a few ulps of FLT_MAX: q * scale can round up past FLT_MAX to ±Inf in FP32.
+**   - amax near FLT_MAX: fl32(127 * fl32(FLT_MAX / 127)) rounds up to Inf; y is clamped to
+**     ±FLT_MAX instead (decode does the same), so a finite input never comes back infinite.
 ** Layout: codes[i] = q in two's complement, low 8 (int8) or 4 (int4) bits; meta = one FP32 scale
 ** per block, 4 bytes little-endian (meta_bytes 4, meta_bits 32); *tensor_scale = 1.
 */
@@ -98,7 +101,10 @@ static int quant(const int_ctx *c, float x, float scale, size_t i)
 
 static inline float dequant(int q, int qmax, float scale)
 {
-    return q == -qmax - 1 ? NAN : (float)q * scale;
+    if (q == -qmax - 1) return NAN;
+    float v = (float)q * scale;
+    if (isinf(v) && isfinite(scale)) v = copysignf(FLT_MAX, v);   /* amax ~ FLT_MAX, int8 */
+    return v;
 }
 
 static inline void put_f32(uint8_t *p, float v)
