@@ -499,39 +499,48 @@ static inline uint8_t e6m2_rne(double sf)
 /* Metadata of a unit from its 16 group maxima (as |float| bit patterns, NaN-free); also the
 ** element multipliers: rmul[k] = REC * 2^(2 - d) for micro-group k (to units of 1/4) and
 ** smul[k] = E6M2 * 2^(d - 2) (back to values). */
+/* E6M2 code of a unit from Vmax (as |float| bits, not NaN). */
+static inline uint8_t hif4_scale(uint32_t vmax)
+{
+    if (vmax >= F32_INF) return 0xFE;            /* ±Inf saturates the scale (§2.5 choice) */
+    /* SF = BF16_RNE(Vmax * 73/512): the product is exact in double (24 x 7 bits). */
+    double sf = bf16_rne((double)u2f(vmax) * (73.0 / 512.0));
+    if (vmax == 0 || sf < 0x1p-48) sf = 0x1p-48;
+    if (sf > 49152.0) sf = 49152.0;
+    return e6m2_rne(sf);
+}
+
 static void hif4_meta(const uint32_t v16[16], qs_hif4_meta *m, double rmul[16], float smul[16])
 {
-    uint32_t v8[8], vmax = 0;
-    for (int j = 0; j < 8; j++) {
-        v8[j] = v16[2 * j] > v16[2 * j + 1] ? v16[2 * j] : v16[2 * j + 1];
-        if (v8[j] > vmax) vmax = v8[j];
-    }
-    uint8_t c;
-    if (vmax >= F32_INF) {
-        c = 0xFE;                                /* ±Inf saturates the scale (§2.5 choice) */
-    } else {
-        /* SF = BF16_RNE(Vmax * 73/512): the product is exact in double (24 x 7 bits). */
-        double sf = bf16_rne((double)u2f(vmax) * (73.0 / 512.0));
-        if (vmax == 0 || sf < 0x1p-48) sf = 0x1p-48;
-        if (sf > 49152.0) sf = 49152.0;
-        c = e6m2_rne(sf);
-    }
+    uint32_t vmax = 0;
+    for (int k = 0; k < 16; k++) vmax = v16[k] > vmax ? v16[k] : vmax;
+    uint8_t c = hif4_scale(vmax);
     double rec = qs_hif4_e6m2_rec(c), val = qs_hif4_e6m2_value(c);
-    uint8_t e8 = 0;
-    uint16_t e16 = 0;
-    /* V8 * REC >= 4 etc.: 24 x 8 significant bits, exact in double (Inf compares true). */
-    for (int j = 0; j < 8; j++)
-        if ((double)u2f(v8[j]) * rec >= 4.0) e8 |= (uint8_t)(1u << j);
+    const double rd[3] = {rec * 4, rec * 2, rec};
+    const float sd[3] = {(float)(val * 0.25), (float)(val * 0.5), (float)val};
+    /* V16 * REC against 2 and 4: 24 x 8 significant bits, exact in double (Inf compares true).
+    ** E1_8[j] = V8[j] * REC >= 4 is "either V16 of the pair >= 4" (V8 is their max); E1_16[k] is
+    ** V16 * REC >= 2 * 2^E1_8.  The flags are data-dependent coin flips: kept branch-free, as
+    ** bit masks without a loop-carried chain. */
+    unsigned a2 = 0, a4 = 0;
     for (int k = 0; k < 16; k++) {
-        int f8 = (e8 >> (k / 2)) & 1;
-        if ((double)u2f(v16[k]) * rec >= (f8 ? 4.0 : 2.0)) e16 |= (uint16_t)(1u << k);
-        int d = f8 + ((e16 >> k) & 1);
-        rmul[k] = rec * (double)(4 >> d);
-        smul[k] = (float)(val * (double)(1 << d) * 0.25);
+        double p = (double)u2f(v16[k]) * rec;
+        a2 |= (unsigned)(p >= 2.0) << k;
+        a4 |= (unsigned)(p >= 4.0) << k;
+    }
+    unsigned pair = (a4 | a4 >> 1) & 0x5555u;            /* bit 2j: E1_8[j] */
+    unsigned f8 = pair | pair << 1;                      /* E1_8 of each micro-group */
+    unsigned e16 = (a2 & ~f8) | (a4 & f8);
+    unsigned e8 = 0;
+    for (int j = 0; j < 8; j++) e8 |= ((pair >> (2 * j)) & 1u) << j;
+    for (int k = 0; k < 16; k++) {
+        unsigned d = ((f8 >> k) & 1) + ((e16 >> k) & 1);
+        rmul[k] = rd[d];
+        smul[k] = sd[d];
     }
     m->e6m2 = c;
-    m->e1_8 = e8;
-    m->e1_16 = e16;
+    m->e1_8 = (uint8_t)e8;
+    m->e1_16 = (uint16_t)e16;
 }
 
 /* Group maxima of |v| as bit patterns; returns nonzero if any v is NaN. */
@@ -592,58 +601,63 @@ void qs_hif4_quant_unit(const float v[QS_HIF4_UNIT], int rne, qs_hif4_meta *m,
 }
 
 #if HIF_X86
-/* One unit, AVX2: the metadata as in the scalar path, the 64 elements 4 at a time in double
-** (each micro-group of 4 is one __m256d with its own multiplier). */
-__attribute__((target("avx2"))) static void hif4_unit_avx2(const float *v, int rne,
-                                                           qs_hif4_meta *m, float *y)
+/* One unit's fake-quantize, AVX2.  Group j of 8 elements is one __m256: after two in-lane max
+** shuffles every lane holds the maximum of its micro-group (V16), so the flags, the multiplier
+** REC * 2^(2-d) and the decode scale E6M2 * 2^(d-2) are computed per lane, in double (exact, as
+** in the scalar path), without leaving the vector registers.  Only the E6M2 choice is scalar. */
+__attribute__((target("avx2"))) static void hif4_unit_avx2(const float *v, int rne, float *y)
 {
-    uint32_t v16[16];
-    double rmul[16];
-    float smul[16];
     const __m256i absm = _mm256_set1_epi32(0x7fffffff);
-    /* Group maxima: integer max of |v| bits (order-preserving for non-NaN; NaN bits are above
-    ** Inf, so the overall max finds them). */
-    __m256i g[8];
-    for (int j = 0; j < 8; j++)
-        g[j] = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(v + 8 * j)), absm);
+    __m256i g[8], vm = _mm256_setzero_si256();
     for (int j = 0; j < 8; j++) {
-        __m256i t = _mm256_max_epu32(g[j], _mm256_shuffle_epi32(g[j], 0xB1));   /* pairs */
-        t = _mm256_max_epu32(t, _mm256_shuffle_epi32(t, 0x4E));                 /* quads */
-        v16[2 * j] = (uint32_t)_mm256_extract_epi32(t, 0);
-        v16[2 * j + 1] = (uint32_t)_mm256_extract_epi32(t, 4);
+        __m256i a = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(v + 8 * j)), absm);
+        a = _mm256_max_epu32(a, _mm256_shuffle_epi32(a, 0xB1));       /* pairs */
+        a = _mm256_max_epu32(a, _mm256_shuffle_epi32(a, 0x4E));       /* quads: V16 in all 4 */
+        g[j] = a;
+        vm = _mm256_max_epu32(vm, a);
     }
-    uint32_t all = 0;
-    for (int k = 0; k < 16; k++) all = v16[k] > all ? v16[k] : all;
-    if (all > F32_INF) {
-        m->e6m2 = 0xFF;
-        m->e1_8 = 0;
-        m->e1_16 = 0;
+    vm = _mm256_max_epu32(vm, _mm256_permute2x128_si256(vm, vm, 1));
+    uint32_t vmax = (uint32_t)_mm256_cvtsi256_si32(vm);   /* NaN bits sort above Inf */
+    if (vmax > F32_INF) {
         for (int i = 0; i < QS_HIF4_UNIT; i++) y[i] = u2f(F32_QNAN);
         return;
     }
-    hif4_meta(v16, m, rmul, smul);
-    const __m256d seven = _mm256_set1_pd(7.0);
-    const __m256d add = _mm256_set1_pd(rne ? 0x1p52 : 0.5);
+    uint8_t c = hif4_scale(vmax);
+    double rec = qs_hif4_e6m2_rec(c), val = qs_hif4_e6m2_value(c);
+    const __m256d vrec = _mm256_set1_pd(rec), two = _mm256_set1_pd(2.0), four = _mm256_set1_pd(4.0);
+    const __m256d half = _mm256_set1_pd(0.5), dbl = _mm256_set1_pd(2.0);
+    const __m256d r4 = _mm256_set1_pd(rec * 4), s4 = _mm256_set1_pd(val * 0.25);
+    const __m256d seven = _mm256_set1_pd(7.0), add = _mm256_set1_pd(rne ? 0x1p52 : 0.5);
     for (int j = 0; j < 8; j++) {
-        __m256 x8 = _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)(v + 8 * j)));
-        __m256 ax = _mm256_castsi256_ps(_mm256_and_si256(_mm256_castps_si256(x8), absm));
-        __m128i q2[2];
+        __m256 gj = _mm256_castsi256_ps(g[j]);
+        __m256d p[2] = {_mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(gj)), vrec),
+                        _mm256_mul_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(gj, 1)), vrec)};
+        /* E1_8: V8 * REC >= 4, i.e. either micro-group's V16 * REC >= 4 */
+        __m256d f8 = _mm256_or_pd(_mm256_cmp_pd(p[0], four, _CMP_GE_OQ),
+                                  _mm256_cmp_pd(p[1], four, _CMP_GE_OQ));
+        __m256d thr = _mm256_blendv_pd(two, four, f8);
+        __m256d rf = _mm256_blendv_pd(r4, _mm256_mul_pd(r4, half), f8);
+        __m256d sf = _mm256_blendv_pd(s4, _mm256_mul_pd(s4, dbl), f8);
+        __m256i x8 = _mm256_loadu_si256((const __m256i *)(v + 8 * j));
+        __m256 ax = _mm256_castsi256_ps(_mm256_and_si256(x8, absm));
+        __m128 out[2];
         for (int h = 0; h < 2; h++) {
+            __m256d b = _mm256_cmp_pd(p[h], thr, _CMP_GE_OQ);          /* E1_16 */
+            __m256d r = _mm256_blendv_pd(rf, _mm256_mul_pd(rf, half), b);
+            __m256d s = _mm256_blendv_pd(sf, _mm256_mul_pd(sf, dbl), b);
             __m256d t = _mm256_cvtps_pd(h ? _mm256_extractf128_ps(ax, 1) : _mm256_castps256_ps128(ax));
-            t = _mm256_mul_pd(t, _mm256_set1_pd(rmul[2 * j + h]));
-            t = _mm256_min_pd(t, seven);
+            t = _mm256_min_pd(_mm256_mul_pd(t, r), seven);
             t = _mm256_add_pd(t, add);
             if (rne) t = _mm256_sub_pd(t, add);
-            q2[h] = _mm256_cvttpd_epi32(t);
+            __m128i q = _mm256_cvttpd_epi32(t);
+            out[h] = _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_cvtepi32_pd(q), s));   /* exact */
         }
-        __m256i q = _mm256_set_m128i(q2[1], q2[0]);
-        __m256 s = _mm256_set_m128(_mm_set1_ps(smul[2 * j + 1]), _mm_set1_ps(smul[2 * j]));
-        __m256 r = _mm256_mul_ps(_mm256_cvtepi32_ps(q), s);
-        /* Sign of x < 0 only (not of -0.0). */
+        __m256 r8 = _mm256_set_m128(out[1], out[0]);
+        /* sign of x < 0 only (-0.0 is not negative) */
         __m256i neg = _mm256_andnot_si256(
             _mm256_cmpeq_epi32(_mm256_castps_si256(ax), _mm256_setzero_si256()),
-            _mm256_andnot_si256(absm, _mm256_castps_si256(x8)));
-        _mm256_storeu_si256((__m256i *)(y + 8 * j), _mm256_or_si256(_mm256_castps_si256(r), neg));
+            _mm256_andnot_si256(absm, x8));
+        _mm256_storeu_si256((__m256i *)(y + 8 * j), _mm256_or_si256(_mm256_castps_si256(r8), neg));
     }
 }
 #endif
@@ -721,7 +735,7 @@ void qs_hif4_fakeq_run(int simd, const float *x, size_t n, float *y, int rne)
             w = out;
         }
 #if HIF_X86
-        if (avx2) hif4_unit_avx2(v, rne, &m, w);
+        if (avx2) hif4_unit_avx2(v, rne, w);
         else
 #endif
             hif4_unit_scalar(v, rne, &m, NULL, w);

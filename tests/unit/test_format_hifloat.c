@@ -16,6 +16,7 @@
 #include "../../kernels/format.h"
 #include "../../kernels/format_families.h"
 #include "../../kernels/hifloat.h"
+#include "../../kernels/simd.h"
 
 static uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
@@ -575,6 +576,21 @@ static void test_hif8_simd_identical(void **st)
                 assert_true(same(y0[i], qs_hif8_decode1((uint8_t)c0[i])));
             }
         }
+    /* the registry's dispatch: forced scalar (what QS_SIMD=scalar does) and the CPU's best level
+    ** give the same bits, for hif8 and hif4 */
+    const qs_format *f8 = fmt("hif8"), *f4 = fmt("hif4");
+    qs_qopts o = opts(QS_RND_DEFAULT, 0);
+    qs_err e;
+    for (int k = 0; k < 2; k++) {
+        const qs_format *f = k ? f4 : f8;
+        size_t m = n - 5;
+        qs_simd_force(QS_SIMD_SCALAR);
+        assert_int_equal(qs_simd_level(), QS_SIMD_SCALAR);
+        assert_int_equal(f->fakeq(f, &o, x, m, y0, &e), 0);
+        qs_simd_force(-1);
+        assert_int_equal(f->fakeq(f, &o, x, m, y1, &e), 0);
+        assert_memory_equal(y0, y1, m * sizeof *y0);
+    }
     /* every float32 with the 16 low bits fixed: all exponents, all high fraction patterns */
     for (uint32_t hi = 0; hi < 65536; hi += 1) {
         float xb[8];
