@@ -214,6 +214,21 @@ static void rne_setup(const qs_minifloat *f, int sat, rne_consts *k)
     k->nanv = f->kind == QS_MF_FINITE ? 0x80000000u : 0x7fc00000u;
 }
 
+/* The same bit form in portable C, one element at a time (compilers may auto-vectorise it with
+** the baseline ISA): the scalar level's RNE loop, tested against qs_mf_round like the others. */
+static size_t rne_portable(const rne_consts *k, const float *x, size_t n, float *y)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t b = f2u(x[i]), a = b & 0x7fffffffu, s = b ^ a;
+        uint32_t r = (a + k->rbias + ((a >> k->shiftm) & 1u)) & k->mask;
+        if (a < k->minnorm) r = f2u((u2f(a) + k->c) - k->c);
+        if (r > k->maxb) r = k->ovf;
+        if (a > 0x7f800000u) r = k->nanv;
+        y[i] = u2f(r ^ s);
+    }
+    return n;
+}
+
 #ifdef QS_HAVE_X86
 __attribute__((target("avx2")))
 static size_t rne_avx2(const rne_consts *k, const float *x, size_t n, float *y)
@@ -283,16 +298,17 @@ void qs_mf_round_n(const qs_minifloat *f, const float *x, size_t n, float *y, qs
         return;
     }
     size_t i = 0;
-#ifdef QS_HAVE_X86
-    if (mode == QS_RND_RNE && n >= 8) {
+    if (mode == QS_RND_RNE) {
+        rne_consts k;
+        rne_setup(f, sat, &k);
         int lvl = qs_simd_level();
-        if (lvl >= QS_SIMD_AVX2) {
-            rne_consts k;
-            rne_setup(f, sat, &k);
-            i = lvl >= QS_SIMD_AVX512 ? rne_avx512(&k, x, n, y) : rne_avx2(&k, x, n, y);
-        }
-    }
+#ifdef QS_HAVE_X86
+        if (lvl >= QS_SIMD_AVX512) i = rne_avx512(&k, x, n, y);
+        else if (lvl >= QS_SIMD_AVX2) i = rne_avx2(&k, x, n, y);
 #endif
+        i += rne_portable(&k, x + i, n - i, y + i);
+        (void)lvl;
+    }
     if (mode == QS_RND_SR) {
         for (; i < n; i++) y[i] = qs_mf_round(f, x[i], mode, qs_sr_uniform(seed, index0 + i), sat);
     } else {
