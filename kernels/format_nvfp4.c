@@ -1,0 +1,397 @@
+/*
+** NVIDIA NVFP4 in the registry: blocks of 16 E2M1 elements, one UE4M3 scale per block and one FP32
+** per-tensor scale, after spec/formats-mx.md §3.1 (Transformer Engine) and §2.4 (torchao), vectors
+** T32-T35.
+**
+** Layout.  Codes: one E2M1 code per value (bit 3 sign), unpacked.  Metadata: one byte per block, the
+** E4M3 code of the block scale (sign bit 0; decode reads it as unsigned UE4M3, ignoring bit 7, as
+** the hardware does).  Block size 16 by default; o->block overrides (any size >= 1; a final partial
+** block is its own block).
+**
+** The per-tensor number.  [Choice] `tensor_scale` carries the *global amax* everywhere: in
+** qs_qopts (calibrated amax, > 0; 0 = the largest finite |x| of this call), as encode's output,
+** and as decode's input.  Both libraries derive their per-tensor scale from that amax, and TE's
+** dequantization uses the amax itself -- final_scale = fl32(fl32(s * amax) * fl32(1/2688)) --
+** which S_dec = 1/S_enc cannot reproduce bit for bit, so storing the amax is the only choice that
+** lets decode repeat both libraries' arithmetic exactly.  It must be finite and >= 0.
+**
+** Arithmetic (every step a correctly rounded float32 operation, in this order):
+**   te (default, §3.1 kernel):
+**     S_enc = fminf(2688 / amax, FLT_MAX), 1 if amax == 0 or S_enc == 0;  S_dec = 1 / S_enc;
+**     s = E4M3_rne_satfinite(bamax * (S_enc * fl32(1/6)))      (no lower clamp: T35);
+**     inv = fminf(1 / (s * S_dec), FLT_MAX);  code = E2M1(x * inv);
+**     decode: E2M1 value * fl32(fl32(s * amax) * fl32(1/2688)).
+**   torchao (o->nvfp4 == QS_NVFP4_TORCHAO, §2.4 two-level):
+**     pts = amax / 2688;  s = E4M3_rne(clamp(fl32(bamax / 6) / pts, 2^-6, 448));
+**     recip = fl32(1 / pts) / s;  code = E2M1(clamp(x * recip, ±6));  decode: value * fl32(pts * s).
+**     [Note] This is the reciprocal form of the torchao commit the spec read (T34); older torchao
+**     divides x by fl32(pts * s), which differs on near-ties (T32's -1.25).
+** Elements round by o->round: RNE (default), TA, RTZ or SR (qs_sr_uniform(seed, index0 + i)),
+** always saturating to ±6.
+**
+** Choices where the sources are silent:
+**   - [Choice] The global amax computed here ignores NaN and ±Inf, so one bad value does not change
+**     every other block's scale.  A block holding NaN or ±Inf gets scale code 0x7F (the E4M3 NaN),
+**     element codes 0, and decodes to NaN throughout (as MX blocks do; TE has no rule for it).
+**   - [Choice] torchao with pts == 0 (amax 0, or amax < 2688 * 2^-150) would compute 0/0 = NaN
+**     scales; we store s = 2^-6 (code 0x08, the lower clamp), elements ±0 and decode to ±0.  Its
+**     reciprocal recip is also clamped to FLT_MAX, as TE does, so zeros stay zero where torchao's
+**     infinite recip would turn them into NaN (amax < ~2688 * 2^-128).
+**   - TE's final_scale overflows to Inf when amax > FLT_MAX / 448, as in TE (then 0 * Inf = NaN).
+**   - [Choice] Registry value range is in units of the per-tensor scale amax/2688: max 6*448 = 2688,
+**     smallest normal 1 * 2^-6, smallest subnormal 0.5 * 2^-9.
+**
+** Speed.  fakeq with RNE elements has AVX2 and AVX-512 paths (block a multiple of 8 / 16), chosen by
+** qs_simd_level() (QS_SIMD=scalar forces the portable path): the amax passes run vectorised, the
+** per-block scale arithmetic is the scalar code below, and E2M1 rounding is t = (a + M) - M with
+** M = 2^(max(e(a), 0) + 22), then min(t, 6) -- bit-identical to qs_mf_round (tested).
+*/
+#include "format.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "format_families.h"
+#include "minifloat.h"
+#include "simd.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define NV_X86 1
+#else
+#define NV_X86 0
+#endif
+
+static inline uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+typedef struct nv_run {
+    qs_round mode;
+    size_t block;
+    int torchao;
+    uint64_t seed, index0;
+    float amax;                 /* global amax (the stored tensor scale) */
+    float senc6, sdec;          /* te */
+    float pts, rpts;            /* torchao */
+} nv_run;
+
+/* Per-block numbers: scale code, its value, element multiplier, dequantization multiplier. */
+typedef struct nv_blk {
+    uint8_t code;
+    float s, inv, dq;
+} nv_blk;
+
+static int nv_opts(const qs_format *f, const qs_qopts *o, nv_run *r, qs_err *e)
+{
+    static const qs_qopts defaults;
+    if (!o) o = &defaults;
+    r->mode = o->round == QS_RND_DEFAULT ? QS_RND_RNE : o->round;
+    if (r->mode != QS_RND_RNE && r->mode != QS_RND_TA && r->mode != QS_RND_RTZ && r->mode != QS_RND_SR)
+        return qs_fail(e, "format %s does not support rounding '%s' (supported: rne,ta,sr,rtz)", f->name,
+                       qs_round_name(o->round));
+    if (o->block < 0) return qs_fail(e, "block size must be positive");
+    r->block = o->block > 0 ? (size_t)o->block : (size_t)f->block;
+    r->torchao = o->nvfp4 == QS_NVFP4_TORCHAO;
+    r->seed = o->seed;
+    r->index0 = o->index0;
+    return 0;
+}
+
+/* Per-tensor constants from the global amax. */
+static int nv_tensor(const qs_format *f, nv_run *r, float amax, qs_err *e)
+{
+    if (!(amax >= 0) || isinf(amax))
+        return qs_fail(e, "format %s: the tensor scale (global amax) must be finite and >= 0", f->name);
+    r->amax = amax;
+    float senc = fminf(2688.0f / amax, FLT_MAX);
+    if (amax == 0 || senc == 0) senc = 1.0f;
+    r->senc6 = senc * (1.0f / 6.0f);
+    r->sdec = 1.0f / senc;
+    r->pts = amax / 2688.0f;
+    r->rpts = 1.0f / r->pts;
+    return 0;
+}
+
+/* E4M3 value of v >= 0 rounded to nearest even, saturating at 448 (the E2M1 trick of the header with
+** the E4M3 constants: emin -6, 3 mantissa bits). */
+static inline float e4m3_value(float v)
+{
+    float a = fminf(v, 1024.0f);
+    uint32_t ex = f2u(a) & 0x7f800000u;
+    if (ex < (121u << 23)) ex = 121u << 23;
+    float M = u2f(ex + (20u << 23));
+    return fminf((a + M) - M, 448.0f);
+}
+
+/* Scale arithmetic of one finite block with largest magnitude bamax (header).  Encode (enc = 1)
+** rounds the scale with qs_mf_encode, fakeq with e4m3_value: two independent paths that the tests
+** hold to agreement through fakeq == decode(encode). */
+static nv_blk nv_block(const nv_run *r, float bamax, int enc)
+{
+    nv_blk b;
+    float t;
+    if (!r->torchao) t = bamax * r->senc6;
+    else if (r->pts == 0) t = 0x1p-6f;
+    else {
+        t = (bamax / 6.0f) / r->pts;
+        t = t < 0x1p-6f ? 0x1p-6f : t > 448.0f ? 448.0f : t;
+    }
+    if (enc) {
+        b.code = (uint8_t)qs_mf_encode(&qs_mf_e4m3, t, QS_RND_RNE, 0, 1);
+        b.s = qs_mf_decode(&qs_mf_e4m3, b.code);
+    } else {
+        b.code = 0;
+        b.s = e4m3_value(t);
+    }
+    if (!r->torchao) {
+        b.inv = fminf(1.0f / (b.s * r->sdec), FLT_MAX);
+        b.dq = (b.s * r->amax) * (1.0f / 2688.0f);
+    } else {
+        b.inv = r->pts == 0 ? 0.0f : fminf(r->rpts / b.s, FLT_MAX);
+        b.dq = r->pts * b.s;
+    }
+    return b;
+}
+
+static inline uint32_t absmax_bits(const float *x, size_t n)
+{
+    uint32_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t a = f2u(x[i]) & 0x7fffffffu;
+        m = a > m ? a : m;
+    }
+    return m;
+}
+
+/* Largest finite |x| of the whole call (NaN and Inf ignored). */
+static float finite_absmax_scalar(const float *x, size_t n)
+{
+    uint32_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t a = f2u(x[i]) & 0x7fffffffu;
+        if (a < 0x7f800000u && a > m) m = a;
+    }
+    return u2f(m);
+}
+
+#if NV_X86
+__attribute__((target("avx2")))
+static uint32_t absmax_avx2(const float *x, size_t n)
+{
+    const __m256i absm = _mm256_set1_epi32(0x7fffffff);
+    __m256i m0 = _mm256_setzero_si256(), m1 = m0;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        m0 = _mm256_max_epu32(m0, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i)), absm));
+        m1 = _mm256_max_epu32(m1, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i + 8)), absm));
+    }
+    m0 = _mm256_max_epu32(m0, m1);
+    __m128i h = _mm_max_epu32(_mm256_castsi256_si128(m0), _mm256_extracti128_si256(m0, 1));
+    h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0x4e));
+    h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0xb1));
+    uint32_t m = (uint32_t)_mm_cvtsi128_si32(h), t = absmax_bits(x + i, n - i);
+    return t > m ? t : m;
+}
+#endif
+
+static float finite_absmax(const float *x, size_t n, int simd)
+{
+#if NV_X86
+    if (simd) {
+        uint32_t m = absmax_avx2(x, n);          /* memory-bound: AVX2 is enough */
+        if (m < 0x7f800000u) return u2f(m);
+    }
+#endif
+    (void)simd;
+    return finite_absmax_scalar(x, n);
+}
+
+static inline double sr_u(const nv_run *r, size_t i)
+{
+    return r->mode == QS_RND_SR ? qs_sr_uniform(r->seed, r->index0 + i) : 0.0;
+}
+
+static int nv_encode(const qs_format *f, const qs_qopts *o, const float *x, size_t n, uint32_t *codes,
+                     uint8_t *meta, float *tensor_scale, qs_err *e)
+{
+    nv_run r;
+    if (nv_opts(f, o, &r, e)) return -1;
+    float amax = o && o->tensor_scale != 0 ? o->tensor_scale : finite_absmax(x, n, 0);
+    if (nv_tensor(f, &r, amax, e)) return -1;
+    for (size_t b = 0, i0 = 0; i0 < n; b++, i0 += r.block) {
+        size_t len = n - i0 < r.block ? n - i0 : r.block;
+        uint32_t ab = absmax_bits(x + i0, len);
+        if (ab >= 0x7f800000u) {
+            meta[b] = 0x7F;
+            memset(codes + i0, 0, len * sizeof *codes);
+            continue;
+        }
+        nv_blk k = nv_block(&r, u2f(ab), 1);
+        meta[b] = k.code;
+        for (size_t i = i0; i < i0 + len; i++)
+            codes[i] = qs_mf_encode(&qs_mf_e2m1, x[i] * k.inv, r.mode, sr_u(&r, i), 1);
+    }
+    if (tensor_scale) *tensor_scale = r.amax;
+    return 0;
+}
+
+static int nv_decode(const qs_format *f, const qs_qopts *o, const uint32_t *codes, const uint8_t *meta,
+                     float tensor_scale, size_t n, float *y, qs_err *e)
+{
+    nv_run r;
+    if (nv_opts(f, o, &r, e) || nv_tensor(f, &r, tensor_scale, e)) return -1;
+    for (size_t b = 0, i0 = 0; i0 < n; b++, i0 += r.block) {
+        size_t len = n - i0 < r.block ? n - i0 : r.block;
+        for (size_t i = i0; i < i0 + len; i++)
+            if (codes[i] > 15)
+                return qs_fail(e, "format %s: code 0x%x of element %zu has more than 4 bits", f->name,
+                               (unsigned)codes[i], i);
+        unsigned c = meta[b] & 0x7Fu;                         /* UE4M3: the sign bit is ignored */
+        if (c == 0x7F) {
+            for (size_t i = i0; i < i0 + len; i++) y[i] = NAN;
+            continue;
+        }
+        float s = qs_mf_decode(&qs_mf_e4m3, c);
+        float dq = r.torchao ? r.pts * s : (s * r.amax) * (1.0f / 2688.0f);
+        for (size_t i = i0; i < i0 + len; i++) y[i] = qs_mf_decode(&qs_mf_e2m1, codes[i]) * dq;
+    }
+    return 0;
+}
+
+static void nv_block_scalar(const nv_run *r, const float *x, size_t i0, size_t len, float *y)
+{
+    uint32_t ab = absmax_bits(x + i0, len);
+    if (ab >= 0x7f800000u) {
+        for (size_t i = i0; i < i0 + len; i++) y[i] = NAN;
+        return;
+    }
+    nv_blk k = nv_block(r, u2f(ab), 0);
+    for (size_t i = i0; i < i0 + len; i++)
+        y[i] = qs_mf_round(&qs_mf_e2m1, x[i] * k.inv, r->mode, sr_u(r, i), 1) * k.dq;
+}
+
+#if NV_X86
+__attribute__((target("avx2")))
+static void nv_blocks_avx2(const nv_run *r, const float *x, size_t nblk, float *y)
+{
+    const size_t B = r->block;
+    const __m256i absm = _mm256_set1_epi32(0x7fffffff), expm = _mm256_set1_epi32(0x7f800000);
+    const __m256i lowexp = _mm256_set1_epi32(127 << 23), shift = _mm256_set1_epi32(22 << 23);
+    const __m256 cap = _mm256_set1_ps(12.0f), six = _mm256_set1_ps(6.0f);
+    for (size_t b = 0; b < nblk; b++, x += B, y += B) {
+        __m256i m = _mm256_setzero_si256();
+        for (size_t j = 0; j < B; j += 8)
+            m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + j)), absm));
+        __m128i h = _mm_max_epu32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+        h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0x4e));
+        h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0xb1));
+        uint32_t ab = (uint32_t)_mm_cvtsi128_si32(h);
+        if (ab >= 0x7f800000u) {
+            const __m256 nan = _mm256_set1_ps(NAN);
+            for (size_t j = 0; j < B; j += 8) _mm256_storeu_ps(y + j, nan);
+            continue;
+        }
+        nv_blk k = nv_block(r, u2f(ab), 0);
+        const __m256 inv = _mm256_set1_ps(k.inv), dq = _mm256_set1_ps(k.dq);
+        for (size_t j = 0; j < B; j += 8) {
+            __m256i xb = _mm256_loadu_si256((const __m256i *)(x + j));
+            __m256i a = _mm256_and_si256(xb, absm);
+            __m256i s = _mm256_xor_si256(xb, a);
+            __m256 v = _mm256_min_ps(_mm256_mul_ps(_mm256_castsi256_ps(a), inv), cap);   /* Inf -> 12 */
+            __m256i ex = _mm256_max_epi32(_mm256_and_si256(_mm256_castps_si256(v), expm), lowexp);
+            __m256 M = _mm256_castsi256_ps(_mm256_add_epi32(ex, shift));
+            __m256 t = _mm256_min_ps(_mm256_sub_ps(_mm256_add_ps(v, M), M), six);
+            t = _mm256_mul_ps(t, dq);
+            _mm256_storeu_ps(y + j, _mm256_castsi256_ps(_mm256_or_si256(_mm256_castps_si256(t), s)));
+        }
+    }
+}
+
+__attribute__((target("avx512f")))
+static void nv_blocks_avx512(const nv_run *r, const float *x, size_t nblk, float *y)
+{
+    const size_t B = r->block;
+    const __m512i absm = _mm512_set1_epi32(0x7fffffff), expm = _mm512_set1_epi32(0x7f800000);
+    const __m512i lowexp = _mm512_set1_epi32(127 << 23), shift = _mm512_set1_epi32(22 << 23);
+    const __m512 cap = _mm512_set1_ps(12.0f), six = _mm512_set1_ps(6.0f);
+    for (size_t b = 0; b < nblk; b++, x += B, y += B) {
+        __m512i m = _mm512_setzero_si512();
+        for (size_t j = 0; j < B; j += 16)
+            m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_loadu_si512((const void *)(x + j)), absm));
+        uint32_t ab = (uint32_t)_mm512_reduce_max_epu32(m);
+        if (ab >= 0x7f800000u) {
+            const __m512 nan = _mm512_set1_ps(NAN);
+            for (size_t j = 0; j < B; j += 16) _mm512_storeu_ps(y + j, nan);
+            continue;
+        }
+        nv_blk k = nv_block(r, u2f(ab), 0);
+        const __m512 inv = _mm512_set1_ps(k.inv), dq = _mm512_set1_ps(k.dq);
+        for (size_t j = 0; j < B; j += 16) {
+            __m512i xb = _mm512_loadu_si512((const void *)(x + j));
+            __m512i a = _mm512_and_si512(xb, absm);
+            __m512i s = _mm512_xor_si512(xb, a);
+            __m512 v = _mm512_min_ps(_mm512_mul_ps(_mm512_castsi512_ps(a), inv), cap);
+            __m512i ex = _mm512_max_epi32(_mm512_and_si512(_mm512_castps_si512(v), expm), lowexp);
+            __m512 M = _mm512_castsi512_ps(_mm512_add_epi32(ex, shift));
+            __m512 t = _mm512_min_ps(_mm512_sub_ps(_mm512_add_ps(v, M), M), six);
+            t = _mm512_mul_ps(t, dq);
+            _mm512_storeu_ps(y + j, _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(t), s)));
+        }
+    }
+}
+#endif
+
+static int nv_fakeq(const qs_format *f, const qs_qopts *o, const float *x, size_t n, float *y, qs_err *e)
+{
+    nv_run r;
+    if (nv_opts(f, o, &r, e)) return -1;
+    int lvl = NV_X86 ? qs_simd_level() : QS_SIMD_SCALAR;
+    float amax = o && o->tensor_scale != 0 ? o->tensor_scale : finite_absmax(x, n, lvl >= QS_SIMD_AVX2);
+    if (nv_tensor(f, &r, amax, e)) return -1;
+    size_t done = 0;
+#if NV_X86
+    if (r.mode == QS_RND_RNE && n >= r.block) {
+        if (lvl >= QS_SIMD_AVX512 && r.block % 16 == 0) {
+            done = n / r.block * r.block;
+            nv_blocks_avx512(&r, x, n / r.block, y);
+        } else if (lvl >= QS_SIMD_AVX2 && r.block % 8 == 0) {
+            done = n / r.block * r.block;
+            nv_blocks_avx2(&r, x, n / r.block, y);
+        }
+    }
+#endif
+    for (size_t i0 = done; i0 < n; i0 += r.block)
+        nv_block_scalar(&r, x, i0, n - i0 < r.block ? n - i0 : r.block, y);
+    return 0;
+}
+
+static float nv_code_value(unsigned c) { return qs_mf_decode(&qs_mf_e2m1, c); }
+
+#define RM(r) (1u << (r))
+
+const qs_format qs_formats_nvfp4[] = {
+    {
+        .name = "nvfp4",
+        .family = "nvfp4",
+        .summary = "NVIDIA NVFP4: 16 x FP4 E2M1 + UE4M3 block scale + FP32 tensor scale, 4.5 bits",
+        .elem_bits = 4,
+        .ebits = 2, .mbits = 1, .bias = 1,
+        .block = 16,
+        .meta_bytes = 1,
+        .meta_bits = 8,
+        .has_inf = 0,
+        .has_nan = 1,
+        .max_finite = 2688.0,            /* units of the per-tensor scale amax/2688 (header) */
+        .min_normal = 0x1p-6,
+        .min_subnormal = 0x1p-10,
+        .default_round = QS_RND_RNE,
+        .round_modes = RM(QS_RND_RNE) | RM(QS_RND_TA) | RM(QS_RND_RTZ) | RM(QS_RND_SR),
+        .encode = nv_encode,
+        .decode = nv_decode,
+        .fakeq = nv_fakeq,
+        .code_value = nv_code_value,
+        .ncodes = 16,
+    },
+};
+const size_t qs_formats_nvfp4_n = sizeof qs_formats_nvfp4 / sizeof qs_formats_nvfp4[0];
