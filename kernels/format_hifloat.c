@@ -1,18 +1,20 @@
 /*
 ** HiFloat formats of the registry: hif8 (HiFloat8) and hif4 (HiFloat4), after
-** spec/formats-hifloat.md (cited as §n below).  Encode, decode and fake-quantize agree bit for bit;
-** the fake-quantize of the default modes has an AVX2 path, chosen at run time (qs_simd_level(),
-** QS_SIMD=scalar forces the portable path) and tested to be bit-identical to the scalar one.
+** spec/formats-hifloat.md (cited as §n below).  Encode, decode and fake-quantize agree bit for bit.
+** hif8 TA encode / fake-quantize and hif4 fake-quantize have AVX2 paths, chosen at run time
+** (qs_simd_level(); QS_SIMD=scalar forces the portable path), tested bit-identical to the scalar
+** ones.  Inputs are float32, so the spec's SR2 rule for FP16/BF16 sources (§1.6) does not arise.
 **
-** hif8 (§1).  Codes are the §1.1 words; decode is the §1.2 table (0x80 NaN, 0x6F/0xEF ±Inf, 0x00 the
-** only zero).  Rounding, exact on the float32 input:
+** hif8 (§1).  Codes are the §1.1 words; decode is the §1.2 table (0x80 NaN, 0x6F/0xEF ±Inf,
+** 0x00 the only zero).  Rounding, exact on the float32 input:
 **   ta  (default) nearest on the value set, ties away from zero, with the virtual point 1.5*2^15
 **       standing for overflow (§1.5): |x| >= 40960 -> Inf, |x| < 2^-23 -> 0, 2^-23 -> 2^-22;
-**   hr  the paper's hybrid rounding (§1.6): TA when the source exponent |E| < 4, else the simplified
-**       SR14 whose threshold is the source's own 14 low fraction bits (deterministic; bit-exact to
-**       Huawei's "hybrid" golden).  Consequence kept from the golden (its _fp32_ssr_round_to_hif8
-**       rounds up iff F14 >= T14, and an exact value has F14 = T14 = 0): a value already on the
-**       HiF8 grid with |E| >= 4 moves one step up, e.g. HR(16) = 20, HR(-512) = -768;
+**   hr  the paper's hybrid rounding (§1.6): TA when the source exponent |E| < 4, else the
+**       simplified SR14 whose threshold is the source's own 14 low fraction bits (deterministic;
+**       bit-exact to Huawei's "hybrid" golden).  Consequence kept from the golden (its
+**       _fp32_ssr_round_to_hif8 rounds up iff F14 >= T14, and an exact value has F14 = T14 = 0):
+**       a value already on the HiF8 grid with |E| >= 4 moves one step up, e.g. HR(16) = 20,
+**       HR(-512) = -768;
 **   sr  stochastic: round up in magnitude iff u < (discarded part)/(grid step), u =
 **       qs_sr_uniform(seed, index0 + i) -- the exact version of §1.6's SR with a real random
 **       number.  [Choice: the spec's SR14-everywhere ("storound") is deterministic and has no
@@ -40,15 +42,16 @@
 ** Quantization is Algorithm 1 of §2.5 with exact arithmetic (the GCC library / To_HiFX semantics,
 ** §2.8): SF = BF16_RNE(Vmax * 73/512) computed from the exact product [for FP32 inputs the CUDA
 ** kernel rounds the product to FP32 first; we do not], E6M2 = RNE(clamp(SF, 2^-48, 49152)),
-** REC = the §2.2 LUT, flags by exact comparison, elements TA (default) or RNE (--round rne),
-** clamped at q = 7, so finite values always saturate (at ±344064).  Sign: nibble bit 3 is set for
-** x < 0, so -0.0 gives +0 and a negative value rounding to 0 gives -0.0 on decode (§2.3).
+** REC = the §2.2 LUT, flags by exact comparison, elements TA (default) or RNE (--round rne; the
+** paper allows both; no other element rounding is defined, so others are rejected), clamped at
+** q = 7, so finite values always saturate (at ±344064).  Sign: nibble bit 3 is set for x < 0, so
+** -0.0 gives +0 and a negative value rounding to 0 gives -0.0 on decode (§2.3).
 ** [Choice, §2.5 recommendation] any NaN in a unit -> E6M2 = 0xFF, flags 0, nibbles 0, all 64
 ** outputs NaN; ±Inf (no NaN) saturates like the CUDA/Ascend kernels: SF -> 49152 (0xFE), the Inf
 ** element gets q = 7 and its groups' flags.  A final partial unit is padded with zeros; only its
 ** real elements get codes.  hif4 has no tensor scale: encode stores 1.0.
-** [Choice] The registry's min_subnormal / min_normal / max_finite of hif4 describe the decoded value
-** set: 2^-50 (0.25 * smallest E6M2), 2^-48 (1.0 * smallest E6M2) and 344064 (§2.4).
+** [Choice] The registry's min_subnormal / min_normal / max_finite of hif4 describe the decoded
+** value set: 2^-50 (0.25 * smallest E6M2), 2^-48 (1.0 * smallest E6M2) and 344064 (§2.4).
 */
 #include "format.h"
 
@@ -299,7 +302,8 @@ __attribute__((target("avx2"))) static void hif8_enc_ta_avx2(const float *x, siz
                                          _mm256_set1_epi32((int)F32_OVF - 1));
         __m256i e = _mm256_sub_epi32(_mm256_srli_epi32(r, 23), _mm256_set1_epi32(127));
         __m256i idx = _mm256_add_epi32(e, _mm256_set1_epi32(22));
-        idx = _mm256_max_epi32(_mm256_min_epi32(idx, _mm256_set1_epi32(37)), _mm256_setzero_si256());
+        idx = _mm256_min_epi32(idx, _mm256_set1_epi32(37));
+        idx = _mm256_max_epi32(idx, _mm256_setzero_si256());
         __m256i ae = _mm256_abs_epi32(e);
         __m256i w = _mm256_add_epi32(_mm256_set1_epi32(3),
                     _mm256_add_epi32(_mm256_cmpgt_epi32(ae, _mm256_set1_epi32(3)),
@@ -437,10 +441,13 @@ int qs_hif8_fields(uint8_t code, char *buf, size_t cap)
     }
     const char *what = p == 0x6f ? "  Inf (the 1.5*2^15 slot)" : "";
     if (d == 0)
-        return snprintf(buf, cap, "%c %.*s %.*s  sign=%s dot=%.*s (D=0) exp=- (E=0) mant=%.*s (W=%d)%s",
+        return snprintf(buf, cap,
+                        "%c %.*s %.*s  sign=%s dot=%.*s (D=0) exp=- (E=0) mant=%.*s (W=%d)%s",
                         bits[0], dl, bits + 1, w, bits + 1 + dl, sign, dl, bits + 1, w,
                         bits + 1 + dl, w, what);
-    return snprintf(buf, cap, "%c %.*s %.*s %.*s  sign=%s dot=%.*s (D=%d) exp=%.*s (E=%+d) mant=%.*s (W=%d)%s",
+    return snprintf(buf, cap,
+                    "%c %.*s %.*s %.*s  sign=%s dot=%.*s (D=%d) exp=%.*s (E=%+d) "
+                    "mant=%.*s (W=%d)%s",
                     bits[0], dl, bits + 1, ebits, bits + 1 + dl, w, bits + 1 + dl + ebits, sign, dl,
                     bits + 1, d, ebits, bits + 1 + dl, e, w, bits + 1 + dl + ebits, w, what);
 }
@@ -645,7 +652,8 @@ __attribute__((target("avx2"))) static void hif4_unit_avx2(const float *v, int r
             __m256d b = _mm256_cmp_pd(p[h], thr, _CMP_GE_OQ);          /* E1_16 */
             __m256d r = _mm256_blendv_pd(rf, _mm256_mul_pd(rf, half), b);
             __m256d s = _mm256_blendv_pd(sf, _mm256_mul_pd(sf, dbl), b);
-            __m256d t = _mm256_cvtps_pd(h ? _mm256_extractf128_ps(ax, 1) : _mm256_castps256_ps128(ax));
+            __m256d t = _mm256_cvtps_pd(h ? _mm256_extractf128_ps(ax, 1)
+                                          : _mm256_castps256_ps128(ax));
             t = _mm256_min_pd(_mm256_mul_pd(t, r), seven);
             t = _mm256_add_pd(t, add);
             if (rne) t = _mm256_sub_pd(t, add);
@@ -665,7 +673,8 @@ __attribute__((target("avx2"))) static void hif4_unit_avx2(const float *v, int r
 static int hif4_check(const qs_qopts *o, qs_err *e)
 {
     if (o->block != 0 && o->block != QS_HIF4_UNIT)
-        return qs_fail(e, "hif4: the unit is 64 elements; block size %d is not supported", o->block);
+        return qs_fail(e, "hif4: the unit is 64 elements; block size %d is not supported",
+                       o->block);
     if (o->round != QS_RND_DEFAULT && o->round != QS_RND_TA && o->round != QS_RND_RNE)
         return qs_fail(e, "hif4: elements round with 'ta' (default) or 'rne' only");
     return 0;
@@ -708,8 +717,8 @@ static int hif4_decode(const qs_format *f, const qs_qopts *o, const uint32_t *co
         for (size_t i = 0; i < cnt; i++) {
             uint32_t c = codes[i0 + i];
             if (c > 0xf)
-                return qs_fail(e, "hif4: code 0x%x at element %zu is wider than 4 bits", (unsigned)c,
-                               i0 + i);
+                return qs_fail(e, "hif4: code 0x%x at element %zu is wider than 4 bits",
+                               (unsigned)c, i0 + i);
             if (m.e6m2 == 0xFF) { y[i0 + i] = u2f(F32_QNAN); continue; }
             int d = ((m.e1_8 >> (i / 8)) & 1) + ((m.e1_16 >> (i / 4)) & 1);
             float s = (float)(val * (double)(1 << d) * 0.25);
@@ -771,7 +780,8 @@ const qs_format qs_formats_hifloat[] = {
         .min_normal = 0x1p-15,
         .min_subnormal = 0x1p-22,
         .default_round = QS_RND_TA,
-        .round_modes = RM(QS_RND_TA) | RM(QS_RND_RNE) | RM(QS_RND_HR) | RM(QS_RND_SR) | RM(QS_RND_RTZ),
+        .round_modes = RM(QS_RND_TA) | RM(QS_RND_RNE) | RM(QS_RND_HR) | RM(QS_RND_SR) |
+                       RM(QS_RND_RTZ),
         .encode = hif8_encode,
         .decode = hif8_decode,
         .fakeq = hif8_fakeq,

@@ -17,8 +17,9 @@
 /* Flags of qs_hif8_encode1. */
 #define QS_HIF8_SAT   1u   /* overflow and ±Inf saturate to ±32768 (code S|0x6E) instead of ±Inf */
 #define QS_HIF8_NAN0  2u   /* NaN encodes as 0x00 (zero) instead of 0x80 (NaN) */
-#define QS_HIF8_SSR   4u   /* mode SR and HR: the paper's simplified SR (§1.6, SR14) whose threshold is
-                           ** the 14 low fraction bits of the source, instead of the uniform draw u */
+#define QS_HIF8_SSR   4u   /* mode SR: the paper's simplified SR (§1.6, SR14), whose threshold is
+                           ** the 14 low fraction bits of the source, instead of the draw u
+                           ** (Huawei's "storound"; HR always uses it for |E| >= 4) */
 #define QS_HIF8_HUAWEI (QS_HIF8_SAT | QS_HIF8_NAN0)   /* Huawei golden over_mode=False */
 
 /* Encode one float32.  mode: QS_RND_TA (or DEFAULT), RNE, RTZ, HR, SR; u in [0,1) is the

@@ -7,7 +7,8 @@
 **         (fixtures/hifloat, made by fixtures/make_hifloat_vectors.py), scalar == AVX2;
 **   hif4: the §2.2 E6M2 examples, every §2.10 block vector, an independent exact model of
 **         Algorithm 1 (§2.5, written with frexp/nearbyint here) on random, Gaussian,
-**         outlier-heavy and edge units, fakeq == decode(encode), scalar == AVX2, partial units.
+**         outlier-heavy and edge units, fakeq == decode(encode), scalar == AVX2, partial units,
+**         the S1P2 element against en_dtypes' float4_e1m2 (value set, RNE rounding).
 */
 #include "test_util.h"
 
@@ -176,9 +177,11 @@ static void test_hif8_decode_all_codes(void **st)
     assert_true(qs_hif8_decode1(0x5f) == 0x1.cp-7f && qs_hif8_decode1(0x61) == 384.0f);
     /* negation flips bit 7 (except 0x00 / 0x80) */
     for (unsigned c = 1; c < 128; c++)
-        if (c != 0x6f) assert_true(qs_hif8_decode1((uint8_t)(c | 0x80)) == -qs_hif8_decode1((uint8_t)c));
+        if (c != 0x6f)
+            assert_true(qs_hif8_decode1((uint8_t)(c | 0x80)) == -qs_hif8_decode1((uint8_t)c));
     /* registry descriptor */
-    assert_true(f->max_finite == 32768.0 && f->min_normal == 0x1p-15 && f->min_subnormal == 0x1p-22);
+    assert_true(f->max_finite == 32768.0 && f->min_normal == 0x1p-15);
+    assert_true(f->min_subnormal == 0x1p-22);
     assert_int_equal(f->elem_bits, 8);
     assert_int_equal(f->has_inf, 1);
     assert_int_equal(f->has_nan, 1);
@@ -279,10 +282,12 @@ static void test_hif8_sr_hr_vectors(void **st)
 {
     /* §1.9 simplified-SR (SR14) and HR table, FP32 source. */
     static const struct sr_vec v[] = {
-        {0x41120001, 0x29, 0x2A, 0x29}, {0x41123FFF, 0x29, 0x29, 0x29}, {0x41124000, 0x29, 0x2A, 0x29},
-        {0x41A40000, 0x41, 0x42, 0x42}, {0xC1A01234, 0xC1, 0xC1, 0xC1}, {0xC4160000, 0xE2, 0xE3, 0xE3},
-        {0x3C7FFFFF, 0x58, 0x58, 0x58}, {0x3AC56789, 0x75, 0x75, 0x75}, {0x36B1D6A7, 0x05, 0x06, 0x06},
-        {0x34000001, 0x01, 0x01, 0x01}, {0x3400FFFF, 0x01, 0x00, 0x00}, {0x47100000, 0x6E, 0x6F, 0x6F},
+        {0x41120001, 0x29, 0x2A, 0x29}, {0x41123FFF, 0x29, 0x29, 0x29},
+        {0x41124000, 0x29, 0x2A, 0x29}, {0x41A40000, 0x41, 0x42, 0x42},
+        {0xC1A01234, 0xC1, 0xC1, 0xC1}, {0xC4160000, 0xE2, 0xE3, 0xE3},
+        {0x3C7FFFFF, 0x58, 0x58, 0x58}, {0x3AC56789, 0x75, 0x75, 0x75},
+        {0x36B1D6A7, 0x05, 0x06, 0x06}, {0x34000001, 0x01, 0x01, 0x01},
+        {0x3400FFFF, 0x01, 0x00, 0x00}, {0x47100000, 0x6E, 0x6F, 0x6F},
         {0x4711FFFF, 0x6E, 0x6E, 0x6E},
     };
     const qs_format *f = fmt("hif8");
@@ -319,7 +324,8 @@ static void test_hif8_sr_hr_vectors(void **st)
         assert_int_equal(qs_hif8_encode1(xr, QS_RND_HR, 0, 0), want);
     }
     /* 15.99 has E = 3: TA even though it rounds into E = 4 */
-    assert_int_equal(qs_hif8_encode1(15.99f, QS_RND_HR, 0, 0), qs_hif8_encode1(15.99f, QS_RND_TA, 0, 0));
+    assert_int_equal(qs_hif8_encode1(15.99f, QS_RND_HR, 0, 0),
+                     qs_hif8_encode1(15.99f, QS_RND_TA, 0, 0));
 }
 
 /* Inputs that probe every boundary: all values, all midpoints and their float32 neighbours,
@@ -371,8 +377,8 @@ static void test_hif8_oracle(void **st)
                 unsigned want = ref_encode(x[i], modes[mi], sat);
                 if (c[i] != want || !same(y[i], qs_hif8_decode1((uint8_t)want))) {
                     if (bad++ < 10)
-                        print_error("mode %d sat %d x=%a (0x%08x): code 0x%02x y=%a, oracle 0x%02x\n",
-                                    (int)modes[mi], sat, (double)x[i], f2u(x[i]),
+                        print_error("mode %d sat %d x=%a (0x%08x): code 0x%02x y=%a, "
+                                    "oracle 0x%02x\n", (int)modes[mi], sat, (double)x[i], f2u(x[i]),
                                     (unsigned)c[i], (double)y[i], want);
                 }
             }
@@ -558,9 +564,11 @@ static void test_hif8_sr_seeded(void **st)
 static void test_hif8_simd_identical(void **st)
 {
     enum { CAP = 300000 };
-    float *x = malloc(CAP * sizeof *x), *y0 = malloc(CAP * sizeof *y0), *y1 = malloc(CAP * sizeof *y1);
+    float *x = malloc(CAP * sizeof *x), *y0 = malloc(CAP * sizeof *y0);
+    float *y1 = malloc(CAP * sizeof *y1);
     uint32_t *c0 = malloc(CAP * sizeof *c0), *c1 = malloc(CAP * sizeof *c1);
-    assert_non_null(x); assert_non_null(y0); assert_non_null(y1); assert_non_null(c0); assert_non_null(c1);
+    assert_non_null(x); assert_non_null(y0); assert_non_null(y1);
+    assert_non_null(c0); assert_non_null(c1);
     size_t n = adversarial(x, CAP);
     for (int sat = 0; sat < 2; sat++)
         for (size_t off = 0; off < 9; off += 4) {   /* unaligned starts and odd tails */
@@ -572,7 +580,8 @@ static void test_hif8_simd_identical(void **st)
             qs_hif8_encode_ta(1, x + off, m, c1, sat);
             assert_memory_equal(c0, c1, m * sizeof *c0);
             for (size_t i = 0; i < m; i++) {
-                assert_int_equal(c0[i], qs_hif8_encode1(x[off + i], QS_RND_TA, 0, sat ? QS_HIF8_SAT : 0));
+                unsigned fl = sat ? QS_HIF8_SAT : 0;
+                assert_int_equal(c0[i], qs_hif8_encode1(x[off + i], QS_RND_TA, 0, fl));
                 assert_true(same(y0[i], qs_hif8_decode1((uint8_t)c0[i])));
             }
         }
@@ -600,7 +609,8 @@ static void test_hif8_simd_identical(void **st)
         for (int k = 0; k < 8; k++) {
             uint8_t want = qs_hif8_encode1(xb[k], QS_RND_TA, 0, 0);
             if (c1[k] != want || !same(y1[k], qs_hif8_decode1(want)))
-                fail_msg("x=0x%08x: simd code 0x%02x, scalar 0x%02x", f2u(xb[k]), (unsigned)c1[k], want);
+                fail_msg("x=0x%08x: simd code 0x%02x, scalar 0x%02x", f2u(xb[k]),
+                         (unsigned)c1[k], want);
         }
     }
     free(x); free(y0); free(y1); free(c0); free(c1);
@@ -634,7 +644,8 @@ static void test_hif8_en_dtypes(void **st)
     int bad = 0;
     for (size_t i = 0; i < lc; i++)
         if (c[i] != codes[i] && bad++ < 10)
-            print_error("x=0x%08x: qscope 0x%02x, en_dtypes 0x%02x\n", f2u(x[i]), (unsigned)c[i], codes[i]);
+            print_error("x=0x%08x: qscope 0x%02x, en_dtypes 0x%02x\n", f2u(x[i]),
+                        (unsigned)c[i], codes[i]);
     assert_int_equal(bad, 0);
     free(in); free(codes); free(x); free(c);
 }
@@ -675,7 +686,8 @@ static void test_hif8_fields(void **st)
     assert_non_null(strstr(b, "DML"));
     assert_non_null(strstr(b, "E=-20"));
     /* every code labels; truncation keeps a terminated prefix and returns the full length */
-    for (unsigned c = 0; c < 256; c++) assert_true(qs_hif8_fields((uint8_t)c, b, sizeof b) < (int)sizeof b);
+    for (unsigned c = 0; c < 256; c++)
+        assert_true(qs_hif8_fields((uint8_t)c, b, sizeof b) < (int)sizeof b);
     char s[8];
     int full = qs_hif8_fields(0x15, s, sizeof s);
     assert_true(full > 7);
@@ -728,8 +740,12 @@ static void ref_hif4(const float *v, int rne, ref4 *r)
         v16[k] = 0;
         for (int i = 0; i < 4; i++) v16[k] = fmax(v16[k], fabs((double)v[4 * k + i]));
     }
-    for (int j = 0; j < 8; j++) { v8[j] = fmax(v16[2 * j], v16[2 * j + 1]); vmax = fmax(vmax, v8[j]); }
-    double sf = isinf(vmax) ? INFINITY : vmax > 0 ? round_sig(vmax * round_sig(1.0 / 7.0, 8), 8) : 0;
+    for (int j = 0; j < 8; j++) {
+        v8[j] = fmax(v16[2 * j], v16[2 * j + 1]);
+        vmax = fmax(vmax, v8[j]);
+    }
+    double c7 = round_sig(1.0 / 7.0, 8);
+    double sf = isinf(vmax) ? INFINITY : vmax > 0 ? round_sig(vmax * c7, 8) : 0;
     sf = fmin(fmax(sf, 0x1p-48), 49152.0);
     double sc = round_sig(sf, 3);
     int ex;
@@ -827,7 +843,8 @@ static void expect_unit(const float *v, unsigned e6m2, const char *e8, const cha
     assert_int_equal(f->fakeq(f, &o, v, 64, y, &e), 0);
     for (int i = 0; i < 64; i++) {
         assert_int_equal(c[i], nib[i]);
-        if (dec && !(y[i] == dec[i])) fail_msg("element %d: %a, spec %a", i, (double)y[i], (double)dec[i]);
+        if (dec && !(y[i] == dec[i]))
+            fail_msg("element %d: %a, spec %a", i, (double)y[i], (double)dec[i]);
     }
     check_hif4_run(v, 64, 0, "spec vector");
     check_hif4_run(v, 64, 1, "spec vector rne");
@@ -872,7 +889,9 @@ static void test_hif4_spec_blocks(void **st)
     for (int i = 0; i < 64; i++) v[i] = 1.0f;
     v[0] = 7; v[1] = -3.5f; v[2] = 0.125f; v[3] = 0.0625f;
     for (int i = 0; i < 64; i++) de[i] = i < 4 ? (float[]){7, -4, 0, 0}[i] : 1.0f;
-    snprintf(nibs, sizeof nibs, "7C002222%s", "44444444444444444444444444444444444444444444444444444444");
+    nibs[64] = 0;
+    memset(nibs, '4', 64);
+    memcpy(nibs, "7C002222", 8);
     expect_unit(v, 0xC0, "10000000", "1000000000000000", nibs, de);
 
     /* Block D ("mixed groups") */
@@ -937,7 +956,9 @@ static void test_hif4_spec_blocks(void **st)
     for (int i = 0; i < 64; i++) v[i] = 1.0f;
     v[3] = INFINITY; v[9] = -INFINITY;
     for (int i = 0; i < 64; i++) de[i] = i == 3 ? 344064.0f : i == 9 ? -344064.0f : 0.0f;
-    snprintf(nibs, sizeof nibs, "000700000F%s", "000000000000000000000000000000000000000000000000000000");
+    memset(nibs, '0', 64);
+    nibs[3] = '7';
+    nibs[9] = 'F';
     expect_unit(v, 0xFE, "11000000", "1010000000000000", nibs, de);
     v[40] = NAN;
     {
@@ -964,11 +985,11 @@ static void fill_unit(float *v, int kind)
         case 0: v[i] = (float)(rnd01() * 2 - 1); break;                         /* uniform */
         case 1: v[i] = (float)(g * sc); break;                                  /* Gaussian */
         case 2: v[i] = (float)(g * sc * (rnd64() % 16 == 0 ? 1000.0 : 1.0)); break;   /* outliers */
-        case 3: v[i] = u2f((uint32_t)rnd64() & 0x807fffffu); break;              /* FP32 subnormals */
-        case 4: v[i] = (float)(rnd64() % 15) / 4 * (float)sc * ((rnd64() & 1) ? -1 : 1); break; /* grid */
-        case 5: v[i] = (float)((double)(int16_t)rnd64() / 128.0); break;         /* BF16-like ties */
-        case 6: v[i] = u2f((uint32_t)rnd64() & 0xff7fffffu); break;              /* any finite bits */
-        default: v[i] = (float)(g * 1e37 * ((rnd64() & 7) == 0 ? 30 : 1)); break;  /* huge: saturate */
+        case 3: v[i] = u2f((uint32_t)rnd64() & 0x807fffffu); break;      /* FP32 subnormals */
+        case 4: v[i] = (float)(rnd64() % 15) / 4 * (float)sc; break;     /* on a grid */
+        case 5: v[i] = (float)((double)(int16_t)rnd64() / 128.0); break; /* BF16-like ties */
+        case 6: v[i] = u2f((uint32_t)rnd64() & 0xff7fffffu); break;      /* any finite bits */
+        default: v[i] = (float)(g * 1e37 * ((rnd64() & 7) == 0 ? 30 : 1)); break;   /* huge */
         }
     }
     if (kind == 1 && rnd64() % 4 == 0) v[rnd64() % 64] = (float)(sc * 1e4);
@@ -1082,6 +1103,54 @@ static void test_hif4_options(void **st)
     assert_true(y[8] == 0.5f && y[9] == 0.5f);
 }
 
+static void test_hif4_en_dtypes_e1m2(void **st)
+{
+    /* S1P2 = en_dtypes float4_e1m2: the value set (scale 1.0, no flags) and, at that scale, the
+    ** --round rne element rounding (en_dtypes casts with ties to even and saturates). */
+    const qs_format *f = fmt("hif4");
+    qs_qopts o = opts(QS_RND_RNE, 0);
+    qs_err e;
+    size_t len = 0, lc = 0;
+    uint8_t *all = tu_slurp("fixtures/hifloat/e1m2_all.f32bits", &len);
+    assert_non_null(all);
+    assert_int_equal(len, 64);
+    uint32_t c16[16];
+    uint8_t meta[4] = {0xC0, 0, 0, 0};
+    float y16[16];
+    for (unsigned i = 0; i < 16; i++) c16[i] = i;
+    assert_int_equal(f->decode(f, &o, c16, meta, 1.0f, 16, y16, &e), 0);
+    for (unsigned i = 0; i < 16; i++) {
+        uint32_t b;
+        memcpy(&b, all + 4 * i, 4);
+        assert_int_equal(f2u(y16[i]), b);                 /* 0x8 is -0.0 in both */
+    }
+    free(all);
+    uint8_t *in = tu_slurp("fixtures/hifloat/e1m2_rne.in", &len);
+    uint8_t *codes = tu_slurp("fixtures/hifloat/e1m2_rne.codes", &lc);
+    assert_non_null(in); assert_non_null(codes);
+    assert_int_equal(len, 4 * lc);
+    assert_true(lc > 1000);
+    int bad = 0;
+    for (size_t i0 = 0; i0 < lc; i0 += 56) {
+        /* element 0 = 7 pins E6M2 = 1.0 and keeps groups 1..7 flag-free (all |x| < 2) */
+        float v[64] = {7.0f};
+        size_t cnt = lc - i0 < 56 ? lc - i0 : 56;
+        memcpy(v + 8, in + 4 * i0, cnt * 4);
+        uint32_t c[64];
+        uint8_t m[4];
+        assert_int_equal(f->encode(f, &o, v, 64, c, m, NULL, &e), 0);
+        assert_int_equal(m[0], 0xC0);
+        assert_int_equal(m[1], 0x01);
+        assert_int_equal(m[2] | m[3] << 8, 0x0001);
+        for (size_t i = 0; i < cnt; i++)
+            if (c[8 + i] != codes[i0 + i] && bad++ < 10)
+                print_error("x=%a: nibble %x, en_dtypes %x\n", (double)v[8 + i], (unsigned)c[8 + i],
+                            codes[i0 + i]);
+    }
+    assert_int_equal(bad, 0);
+    free(in); free(codes);
+}
+
 int main(void)
 {
     ref_init();
@@ -1104,6 +1173,7 @@ int main(void)
         cmocka_unit_test(test_hif4_reference_random),
         cmocka_unit_test(test_hif4_properties),
         cmocka_unit_test(test_hif4_options),
+        cmocka_unit_test(test_hif4_en_dtypes_e1m2),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
