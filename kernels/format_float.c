@@ -8,7 +8,8 @@
 ** bit on top); no metadata; *tensor_scale, when asked for, is set to 1 (no per-call scale).
 ** Rounding: RNE by default, TA, RTZ and SR supported (SR: element i draws
 ** qs_sr_uniform(o->seed, o->index0 + i)); o->sat saturates overflow and Inf to ±max.  Everything
-** else (NaN, -0, E8M0 quirks) is minifloat.c's.  fakeq is qs_mf_round_n: vectorised for RNE.
+** else (NaN, -0, E8M0 quirks) is minifloat.c's.  fakeq and encode are qs_mf_round_n and
+** qs_mf_encode_n (simd.h): vectorised for RNE.
 */
 #include <math.h>
 #include <string.h>
@@ -57,12 +58,7 @@ static int mf_encode(const qs_format *f, const qs_qopts *o, const float *x, size
     int sat;
     if (!mf) return qs_fail(e, "format %s: no element type", f->name);
     if (resolve(f, o, &mode, &sat, e)) return -1;
-    if (mode == QS_RND_SR) {
-        uint64_t seed = seed_of(o), i0 = index0_of(o);
-        for (size_t i = 0; i < n; i++) codes[i] = qs_mf_encode(mf, x[i], mode, qs_sr_uniform(seed, i0 + i), sat);
-    } else {
-        for (size_t i = 0; i < n; i++) codes[i] = qs_mf_encode(mf, x[i], mode, 0.0, sat);
-    }
+    qs_mf_encode_n(mf, x, n, codes, mode, sat, seed_of(o), index0_of(o));
     if (tensor_scale) *tensor_scale = 1.0f;
     return 0;
 }

@@ -207,8 +207,8 @@ static void rne_setup(const qs_minifloat *f, int sat, rne_consts *k)
     k->rbias = (1u << (22 - M)) - 1;
     k->mask = ~((1u << (23 - M)) - 1);
     k->minnorm = (uint32_t)(emin + 127) << 23;
-    k->c = ldexpf(1.0f, emin - M + 23);
-    k->maxb = f2u((float)qs_mf_max(f));
+    k->c = u2f((uint32_t)(emin - M + 23 + 127) << 23);   /* 2^(emin-M+23): normal for every format */
+    k->maxb = f2u(qs_mf_decode(f, max_code(f)));
     if (sat || f->kind == QS_MF_FINITE) k->ovf = k->maxb;
     else k->ovf = f->kind == QS_MF_IEEE ? 0x7f800000u : 0x7fc00000u;
     k->nanv = f->kind == QS_MF_FINITE ? 0x80000000u : 0x7fc00000u;
@@ -288,6 +288,117 @@ static size_t rne_avx512(const rne_consts *k, const float *x, size_t n, float *y
     return n;
 }
 #endif
+
+/*
+** Codes of values already on the grid (the output of the rounding above, NaN and Inf included):
+** a target-subnormal magnitude m * 2^(emin-M) is bits(a + C) - bits(C) (exact: a is a multiple of
+** C's ulp), a normal one is its float32 bits shifted down with the exponent re-biased; NaN and Inf
+** take their codes; the sign goes on top.
+*/
+typedef struct code_consts {
+    uint32_t minnorm, cbits, rebias, nanc, infc, nanb;
+    int shiftm, signsh;
+    float c;
+} code_consts;
+
+static void code_setup(const qs_minifloat *f, code_consts *k)
+{
+    const int M = f->mbits, emin = 1 - f->bias;
+    k->shiftm = 23 - M;
+    k->signsh = 31 - (f->ebits + f->mbits);
+    k->minnorm = (uint32_t)(emin + 127) << 23;
+    k->c = u2f((uint32_t)(emin - M + 23 + 127) << 23);
+    k->cbits = f2u(k->c);
+    k->rebias = (uint32_t)(127 - f->bias) << M;
+    k->infc = f->kind == QS_MF_IEEE ? inf_code(f) : nan_code(f);  /* FN: no Inf value reaches here */
+    k->nanc = f->kind == QS_MF_FINITE ? 0 : nan_code(f);
+    k->nanb = 0x7f800000u;
+}
+
+static size_t codes_portable(const code_consts *k, const float *y, size_t n, uint32_t *codes)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t b = f2u(y[i]), a = b & 0x7fffffffu;
+        uint32_t c = a < k->minnorm ? f2u(u2f(a) + k->c) - k->cbits : (a >> k->shiftm) - k->rebias;
+        if (a == k->nanb) c = k->infc;
+        if (a > k->nanb) c = k->nanc;
+        codes[i] = c | ((b >> 31) << (31 - k->signsh));
+    }
+    return n;
+}
+
+#ifdef QS_HAVE_X86
+__attribute__((target("avx2")))
+static size_t codes_avx2(const code_consts *k, const float *y, size_t n, uint32_t *codes)
+{
+    const __m256i absm = _mm256_set1_epi32(0x7fffffff), minnorm = _mm256_set1_epi32((int)k->minnorm);
+    const __m256i cbits = _mm256_set1_epi32((int)k->cbits), rebias = _mm256_set1_epi32((int)k->rebias);
+    const __m256i infb = _mm256_set1_epi32((int)k->nanb), infc = _mm256_set1_epi32((int)k->infc);
+    const __m256i nanc = _mm256_set1_epi32((int)k->nanc);
+    const __m256 c = _mm256_set1_ps(k->c);
+    const __m128i sh = _mm_cvtsi32_si128(k->shiftm), ssh = _mm_cvtsi32_si128(k->signsh);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i b = _mm256_castps_si256(_mm256_loadu_ps(y + i));
+        __m256i a = _mm256_and_si256(b, absm);
+        __m256i sub = _mm256_sub_epi32(_mm256_castps_si256(_mm256_add_ps(_mm256_castsi256_ps(a), c)), cbits);
+        __m256i nor = _mm256_sub_epi32(_mm256_srl_epi32(a, sh), rebias);
+        __m256i r = _mm256_blendv_epi8(nor, sub, _mm256_cmpgt_epi32(minnorm, a));
+        r = _mm256_blendv_epi8(r, infc, _mm256_cmpeq_epi32(a, infb));
+        r = _mm256_blendv_epi8(r, nanc, _mm256_cmpgt_epi32(a, infb));
+        r = _mm256_or_si256(r, _mm256_srl_epi32(_mm256_andnot_si256(absm, b), ssh));
+        _mm256_storeu_si256((__m256i *)(codes + i), r);
+    }
+    return i;
+}
+
+__attribute__((target("avx512f")))
+static size_t codes_avx512(const code_consts *k, const float *y, size_t n, uint32_t *codes)
+{
+    const __m512i absm = _mm512_set1_epi32(0x7fffffff), minnorm = _mm512_set1_epi32((int)k->minnorm);
+    const __m512i cbits = _mm512_set1_epi32((int)k->cbits), rebias = _mm512_set1_epi32((int)k->rebias);
+    const __m512i infb = _mm512_set1_epi32((int)k->nanb), infc = _mm512_set1_epi32((int)k->infc);
+    const __m512i nanc = _mm512_set1_epi32((int)k->nanc);
+    const __m512 c = _mm512_set1_ps(k->c);
+    const __m128i sh = _mm_cvtsi32_si128(k->shiftm), ssh = _mm_cvtsi32_si128(k->signsh);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512i b = _mm512_castps_si512(_mm512_loadu_ps(y + i));
+        __m512i a = _mm512_and_si512(b, absm);
+        __m512i sub = _mm512_sub_epi32(_mm512_castps_si512(_mm512_add_ps(_mm512_castsi512_ps(a), c)), cbits);
+        __m512i r = _mm512_sub_epi32(_mm512_srl_epi32(a, sh), rebias);
+        r = _mm512_mask_mov_epi32(r, _mm512_cmplt_epu32_mask(a, minnorm), sub);
+        r = _mm512_mask_mov_epi32(r, _mm512_cmpeq_epu32_mask(a, infb), infc);
+        r = _mm512_mask_mov_epi32(r, _mm512_cmpgt_epu32_mask(a, infb), nanc);
+        r = _mm512_or_si512(r, _mm512_srl_epi32(_mm512_andnot_si512(absm, b), ssh));
+        _mm512_storeu_si512((void *)(codes + i), r);
+    }
+    return i;
+}
+#endif
+
+void qs_mf_encode_n(const qs_minifloat *f, const float *x, size_t n, uint32_t *codes, qs_round mode,
+                    int sat, uint64_t seed, uint64_t index0)
+{
+    if (is_fp32(f)) {
+        for (size_t i = 0; i < n; i++) codes[i] = qs_mf_encode(f, x[i], mode, 0.0, sat);
+        return;
+    }
+    code_consts k;
+    code_setup(f, &k);
+    int lvl = qs_simd_level();
+    float tmp[512];
+    for (size_t i0 = 0; i0 < n; i0 += 512) {          /* round a chunk, then turn it into codes */
+        size_t m = n - i0 < 512 ? n - i0 : 512, i = 0;
+        qs_mf_round_n(f, x + i0, m, tmp, mode, sat, seed, index0 + i0);
+#ifdef QS_HAVE_X86
+        if (lvl >= QS_SIMD_AVX512) i = codes_avx512(&k, tmp, m, codes + i0);
+        else if (lvl >= QS_SIMD_AVX2) i = codes_avx2(&k, tmp, m, codes + i0);
+#endif
+        codes_portable(&k, tmp + i, m - i, codes + i0 + i);
+    }
+    (void)lvl;
+}
 
 void qs_mf_round_n(const qs_minifloat *f, const float *x, size_t n, float *y, qs_round mode, int sat,
                    uint64_t seed, uint64_t index0)

@@ -29,4 +29,9 @@ const char *qs_simd_name(int level);
 void qs_mf_round_n(const qs_minifloat *f, const float *x, size_t n, float *y, qs_round mode, int sat,
                    uint64_t seed, uint64_t index0);
 
+/* codes[i] = qs_mf_encode(f, x[i], mode, u_i, sat), the same way (rounding vectorised for RNE, the
+** value-to-code step vectorised for every mode). */
+void qs_mf_encode_n(const qs_minifloat *f, const float *x, size_t n, uint32_t *codes, qs_round mode,
+                    int sat, uint64_t seed, uint64_t index0);
+
 #endif

@@ -676,6 +676,7 @@ static void test_simd_identity(void **state)
     (void)state;
     const size_t n = (1u << 21) + 13;
     float *x = malloc(n * sizeof *x), *y0 = malloc(n * sizeof *y0), *y1 = malloc(n * sizeof *y1);
+    uint32_t *c0 = malloc(n * sizeof *c0), *c1 = malloc(n * sizeof *c1);
     for (size_t k = 0; k < NMF; k++) {
         ref_tab t;
         ref_init(&t, kMf[k]);
@@ -691,6 +692,20 @@ static void test_simd_identity(void **state)
             }
         }
         x[5] = INFINITY; x[6] = -INFINITY; x[7] = NAN; x[8] = -NAN; x[9] = u2f(0x7f800001u);
+        for (size_t m = 0; m < 4; m++)                                      /* encode: every mode */
+            for (int sat = 0; sat < 2; sat++) {
+                size_t nm = kModes[m] == QS_RND_RNE ? n : n / 16;
+                for (size_t i = 0; i < nm; i++)
+                    c0[i] = qs_mf_encode(t.f, x[i], kModes[m], kModes[m] == QS_RND_SR ? qs_sr_uniform(5, 9 + i) : 0, sat);
+                for (int lvl = QS_SIMD_SCALAR; lvl <= qs_simd_cpu(); lvl++) {
+                    qs_simd_force(lvl);
+                    qs_mf_encode_n(t.f, x, nm, c1, kModes[m], sat, 5, 9);
+                    for (size_t i = 0; i < nm; i++)
+                        if (c0[i] != c1[i])
+                            fail_msg("%s encode mode %d sat %d %s: x=%a code 0x%x, array 0x%x", t.f->name, kModes[m],
+                                     sat, qs_simd_name(lvl), x[i], c0[i], c1[i]);
+                }
+            }
         for (int sat = 0; sat < 2; sat++) {
             for (size_t i = 0; i < n; i++) y0[i] = qs_mf_round(t.f, x[i], QS_RND_RNE, 0, sat);   /* reference */
             for (int lvl = QS_SIMD_SCALAR; lvl <= qs_simd_cpu(); lvl++) {
@@ -712,7 +727,7 @@ static void test_simd_identity(void **state)
         free(adv);
         ref_free(&t);
     }
-    free(x); free(y0); free(y1);
+    free(x); free(y0); free(y1); free(c0); free(c1);
 }
 
 static void test_simd_env(void **state)
