@@ -68,7 +68,9 @@ static int import_tensor(qs_db *db, const uint8_t *base, size_t len, const char 
     }
     int same = id && strcmp(hash, old_hash) == 0;
     qs_tensor_row w = {
-        .name = name, .member = d->name, .hash = hash, .metadata = d->meta_json, .source_id = source_id,
+        .name = name, .member = d->name, .hash = hash, .source_id = source_id,
+        /* computed tensors (gen, quant) carry their provenance on the tensor row too */
+        .metadata = d->meta_json ? d->meta_json : o->source_meta,
         .dtype = d->dtype, .ndim = d->ndim, .shape = d->shape, .numel = d->numel, .nbytes = d->nbytes,
         .is_blob = o->copy, .fortran = d->fortran, .codec = d->codec, .data_offset = d->offset,
         .comp_offset = d->comp_offset, .comp_size = d->comp_size, .inflated_size = d->inflated_size,

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "quant_opts.h"
 #include "../kernels/qs_version.h"
 
 const qs_command qs_commands[] = {
@@ -73,6 +74,38 @@ const qs_command qs_commands[] = {
      "  -o FILE.npy    write a .npy file instead\n"
      "  --list         list the kinds",
      qs_cmd_gen, 0},
+    {"quant", "-f FORMAT [options] [--codes] [IN -o OUT.npy | TENSOR [--name OUT]]",
+     "fake-quantize numbers (stdin), a tensor file or a database tensor",
+     "With no input, reads whitespace-separated numbers from stdin (decimal, hex floats such as\n"
+     "0x1.8p+3, nan, inf, -inf), rounds each to float32, and prints the fake-quantized values one per\n"
+     "line (%.9g; nan, inf, -inf).  Block formats group consecutive values in input order; a final\n"
+     "partial block is its own block (HiF4 pads it with zeros); NVFP4's per-tensor scale covers all\n"
+     "values read.  --codes prints, per value, the code (hex) and its block's metadata (hex), and for\n"
+     "NVFP4 the per-tensor scale.\n"
+     "\n"
+     "With IN (a .npy/.npz/.safetensors/.gguf file holding one tensor), writes OUT.npy.  With the\n"
+     "name of a database tensor, stores the result as a new embedded tensor (default name\n"
+     "TENSOR@FORMAT) whose metadata records the format, options, input hash and tool version.\n"
+     "\n"
+     QS_QUANT_OPTS_HELP
+     "  --codes             print codes and scales instead of values (stdin only)\n"
+     "  -o OUT.npy          output file for a file input\n"
+     "  --name OUT          name of the stored result for a database tensor\n"
+     "  --json              print the stored result as JSON",
+     qs_cmd_quant, 0},
+    {"formats", "[--json]", "list the number formats",
+     "Every format of the registry with bits per element (metadata included), block size, smallest\n"
+     "subnormal, smallest normal and largest finite magnitude, binades (log2 of largest over smallest),\n"
+     "whether it has Inf and NaN, and its default rounding.", qs_cmd_formats, 0},
+    {"explain", "-f FORMAT [options] VALUE... | --table", "show how values are encoded, bit by bit",
+     "For an element format: each value's code in binary with its fields (sign, exponent/dot,\n"
+     "mantissa), the decoded value, the neighbouring grid values below and above, and the rounding\n"
+     "error (absolute, relative, in ulps).  For a block format the values form blocks: the block's\n"
+     "metadata (scale) and every element's code and error.  --table lists every code of a format of\n"
+     "at most 8 element bits with its value.\n"
+     "\n"
+     QS_QUANT_OPTS_HELP
+     "  --table             list every code", qs_cmd_explain, 0},
     {"info", "[--json]", "summary of the database",
      "Prints the database path, schema version, counts of sources, tensors, elements and bytes\n"
      "(referenced and embedded), results and RL runs, and the largest tensors.", qs_cmd_info, 1},
@@ -86,10 +119,15 @@ const qs_command qs_commands[] = {
      "right size).  Exit 1 if anything is wrong.", qs_cmd_check, 1},
     {"schema", "", "print the database schema (SQL)",
      "Prints the SQL of the current schema, for use with sqlite3.", qs_cmd_schema, 0},
-    {"bench", "[--quick] [--json]", "measure import, hashing and statistics throughput",
-     "Times the store's hot paths on generated data with this machine's facts, min and median of\n"
-     "repeated runs: hashing, decode of each storage dtype to float32, statistics (1 and 2\n"
-     "threads), and end-to-end import of a .npy file.", qs_cmd_bench, 0},
+    {"bench", "[formats [-f LIST]] [--quick] [--json] [--npy FILE]", "measure throughput",
+     "`qscope bench` times the store's hot paths on generated data, min and median of repeated\n"
+     "runs: hashing, decode of each storage dtype to float32, statistics (1 and 2 threads), and an\n"
+     "end-to-end import of a .npy file (--npy FILE to use yours).\n"
+     "\n"
+     "`qscope bench formats` times fake-quantize and encode of every format (or the comma-separated\n"
+     "-f LIST) on 16M float32 values, one and two threads, next to memcpy in the same run, and checks\n"
+     "that two threads give the same bits as one and that decode(encode) equals fake-quantize.\n"
+     "--quick uses 1M values.", qs_cmd_bench, 0},
     {NULL, NULL, NULL, NULL, NULL, 0},
 };
 

@@ -1,0 +1,264 @@
+/*
+** `qscope quant`: fake-quantize numbers from stdin, a tensor file, or a database tensor.
+**
+** The stdin contract is relied on by tests outside the project: whitespace-separated numbers
+** (decimal, hex floats, nan, inf, -inf), each rounded to float32 first (strtof); one output per
+** line with %.9g and the spellings nan, inf, -inf; block formats group consecutive values in input
+** order, a final partial block being its own block; NVFP4's per-tensor scale covers all values.
+*/
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "cli.h"
+#include "importer.h"
+#include "quant_opts.h"
+#include "../kernels/qs_version.h"
+#include "../store/container.h"
+#include "../store/npy_write.h"
+#include "../store/tensor.h"
+
+void qs_print_value(FILE *f, float v)
+{
+    if (isnan(v)) fputs("nan\n", f);
+    else if (isinf(v)) fputs(v > 0 ? "inf\n" : "-inf\n", f);
+    else fprintf(f, "%.9g\n", (double)v);
+}
+
+/* Read every whitespace-separated number from stdin. */
+static int read_stdin_values(float **out, size_t *n)
+{
+    size_t cap = 1 << 16, len = 0, vcap = 1024, nv = 0;
+    char *buf = malloc(cap + 1);
+    float *v = malloc(vcap * sizeof *v);
+    if (!buf || !v) { free(buf); free(v); return qs_cli_error(QS_EXIT_ERR, "out of memory"); }
+    for (;;) {
+        if (len == cap) {
+            char *nb = realloc(buf, 2 * cap + 1);
+            if (!nb) { free(buf); free(v); return qs_cli_error(QS_EXIT_ERR, "out of memory"); }
+            buf = nb; cap *= 2;
+        }
+        ssize_t k = read(STDIN_FILENO, buf + len, cap - len);
+        if (k < 0) { if (errno == EINTR) continue; free(buf); free(v); return qs_cli_error(QS_EXIT_ERR, "stdin: %s", strerror(errno)); }
+        if (k == 0) break;
+        len += (size_t)k;
+    }
+    buf[len] = 0;
+    char *p = buf;
+    size_t tok = 0;
+    for (;;) {
+        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '\f' || *p == '\v') p++;
+        if (!*p) break;
+        tok++;
+        char *end;
+        errno = 0;
+        float x = strtof(p, &end);   /* one correctly rounded conversion: no double rounding */
+        if (end == p || (*end && !strchr(" \t\n\r\f\v", *end))) {
+            char bad[40];
+            size_t bl = strcspn(p, " \t\n\r\f\v");
+            snprintf(bad, sizeof bad, "%.*s", (int)(bl > 32 ? 32 : bl), p);
+            free(buf); free(v);
+            return qs_cli_error(QS_EXIT_ERR, "stdin: value %zu ('%s') is not a number", tok, bad);
+        }
+        if (nv == vcap) {
+            float *nvp = realloc(v, 2 * vcap * sizeof *v);
+            if (!nvp) { free(buf); free(v); return qs_cli_error(QS_EXIT_ERR, "out of memory"); }
+            v = nvp; vcap *= 2;
+        }
+        v[nv++] = x;
+        p = end;
+    }
+    free(buf);
+    *out = v;
+    *n = nv;
+    return 0;
+}
+
+static int quant_stdin(qs_apply *a, int codes)
+{
+    float *x = NULL;
+    size_t n = 0;
+    int rc = read_stdin_values(&x, &n);
+    if (rc) return rc;
+    qs_err e = {{0}};
+    qs_qopts o = a->o;
+    if (a->gran == QS_GRAN_TENSOR) o.block = 0;
+    float *y = malloc((n ? n : 1) * sizeof *y);
+    if (!y) { free(x); return qs_cli_error(QS_EXIT_ERR, "out of memory"); }
+    if (!codes) {
+        if (n && a->f->fakeq(a->f, &o, x, n, y, &e)) rc = qs_cli_err(QS_EXIT_ERR, &e);
+        else for (size_t i = 0; i < n; i++) qs_print_value(stdout, y[i]);
+    } else {
+        size_t nb = qs_format_nblocks(a->f, &o, n), blk = qs_format_block(a->f, &o);
+        uint32_t *c = malloc((n ? n : 1) * sizeof *c);
+        uint8_t *meta = malloc(nb * (size_t)a->f->meta_bytes + 1);
+        float ts = 1;
+        if (!c || !meta) rc = qs_cli_error(QS_EXIT_ERR, "out of memory");
+        else if (n && a->f->encode(a->f, &o, x, n, c, meta, &ts, &e)) rc = qs_cli_err(QS_EXIT_ERR, &e);
+        else {
+            int w = (a->f->elem_bits + 3) / 4;
+            for (size_t i = 0; i < n; i++) {
+                printf("0x%0*x", w, c[i]);
+                if (a->f->meta_bytes) {
+                    size_t b = blk ? i / blk : 0;
+                    printf(" 0x");
+                    for (int k = 0; k < a->f->meta_bytes; k++) printf("%02x", meta[b * (size_t)a->f->meta_bytes + (size_t)k]);
+                }
+                if (!strcmp(a->f->family, "nvfp4")) printf(" %.9g", (double)ts);
+                printf("\n");
+            }
+        }
+        free(c);
+        free(meta);
+    }
+    free(x);
+    free(y);
+    return rc;
+}
+
+/* ---- tensors: a file or a database tensor, quantized into a buffer ---- */
+typedef struct { float *y; } membuf;
+static int write_mem(void *ctx, uint64_t start, size_t n, const float *y, qs_err *e)
+{
+    memcpy(((membuf *)ctx)->y + start, y, n * sizeof *y);
+    return 0;
+}
+static int fill_mem(void *ctx, uint64_t start, size_t n, float *out)
+{
+    memcpy(out, ((membuf *)ctx)->y + start, n * sizeof *out);
+    return 0;
+}
+
+static int quant_reader(qs_apply *a, qs_treader *r, const uint64_t *shape, int ndim, float **out, qs_err *e)
+{
+    uint64_t rows, cols, n = qs_treader_numel(r);
+    qs_tensor_matrix_view(shape, ndim, &rows, &cols);
+    if (n > SIZE_MAX / sizeof(float)) return qs_fail(e, "tensor too large");
+    membuf mb = {malloc((n ? n : 1) * sizeof(float))};
+    if (!mb.y) return qs_fail(e, "out of memory (%llu values)", (unsigned long long)n);
+    if (qs_format_apply(a, rows, cols, qs_treader_read_cb, r, write_mem, &mb, e)) { free(mb.y); return -1; }
+    *out = mb.y;
+    return 0;
+}
+
+static int quant_file(qs_apply *a, const char *in, const char *out)
+{
+    qs_err e = {{0}};
+    int fd = open(in, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return qs_cli_error(QS_EXIT_ERR, "%s: %s", in, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) || st.st_size == 0) { close(fd); return qs_cli_error(QS_EXIT_ERR, "%s: empty or unreadable file", in); }
+    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) return qs_cli_error(QS_EXIT_ERR, "%s: mmap: %s", in, strerror(errno));
+    qs_container c = {0};
+    qs_parse_opts po = {0};
+    int rc = QS_EXIT_ERR;
+    float *y = NULL;
+    qs_treader *r = NULL;
+    if (qs_parse_any(map, (size_t)st.st_size, in, &po, &c, &e)) { qs_err_prefix(&e, in); qs_cli_err(1, &e); goto done; }
+    if (c.n != 1) { qs_cli_error(1, "%s: holds %zu tensors; quant takes a file with one (import it and name the tensor)", in, c.n); goto done; }
+    if (!(r = qs_treader_from_image(map, (size_t)st.st_size, &c.t[0], in, &e))) { qs_cli_err(1, &e); goto done; }
+    if (quant_reader(a, r, c.t[0].shape, c.t[0].ndim, &y, &e)) { qs_err_prefix(&e, in); qs_cli_err(1, &e); goto done; }
+    membuf mb = {y};
+    if (qs_npy_write_f32(out, c.t[0].shape, c.t[0].ndim, fill_mem, &mb, &e)) { qs_cli_err(1, &e); goto done; }
+    if (strcmp(out, "-") != 0) fprintf(stderr, "qscope: wrote %s (%s)\n", out, a->f->name);
+    rc = QS_EXIT_OK;
+done:
+    free(y);
+    qs_treader_close(r);
+    qs_container_free(&c);
+    munmap(map, (size_t)st.st_size);
+    return rc;
+}
+
+static int quant_db(qs_cli *cli, qs_apply *a, const char *name, const char *outname, int json)
+{
+    qs_db *db = qs_cli_open_db(cli);
+    if (!db) return QS_EXIT_ERR;
+    qs_err e = {{0}};
+    qs_tensor_rec t;
+    int rc = QS_EXIT_ERR;
+    float *y = NULL;
+    char *opts = NULL, *meta = NULL;
+    json_t *rep = json_array();
+    if (qs_tensor_get(db, name, &t, &e)) { qs_cli_err(1, &e); qs_db_close(db); json_decref(rep); return rc; }
+    qs_treader *r = qs_treader_open(db, &t, &e);
+    if (!r || quant_reader(a, r, t.shape, t.ndim, &y, &e)) { qs_cli_err(1, &e); goto done; }
+    char defname[1024];
+    if (!outname) { snprintf(defname, sizeof defname, "%s@%s", name, a->f->name); outname = defname; }
+    opts = qs_quant_opts_json(a);
+    json_t *m = json_pack("{s:s,s:s,s:o,s:s}", "quantized_from", name, "input_hash", t.hash, "options",
+                          json_loads(opts, 0, NULL), "tool_version", QS_VERSION);
+    meta = json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(m);
+    char src[1200];
+    snprintf(src, sizeof src, "quant:%s", outname);
+    membuf mb = {y};
+    if (qs_db_exec(db, "BEGIN IMMEDIATE", &e) ||
+        qs_import_f32(db, outname, t.shape, t.ndim, fill_mem, &mb, src, "quantized", meta, rep, &e) ||
+        qs_db_exec(db, "COMMIT", &e)) {
+        sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+        qs_cli_err(1, &e);
+        goto done;
+    }
+    if (json) { char *s = json_dumps(rep, JSON_INDENT(2)); puts(s); free(s); }
+    else printf("%s %s  (%s of %s)\n", json_string_value(json_object_get(json_array_get(rep, 0), "status")), outname,
+                opts, name);
+    rc = QS_EXIT_OK;
+done:
+    qs_treader_close(r);
+    qs_tensor_rec_free(&t);
+    free(y); free(opts); free(meta);
+    json_decref(rep);
+    qs_db_close(db);
+    return rc;
+}
+
+int qs_cmd_quant(qs_cli *cli, int argc, char **argv)
+{
+    static const struct option lo[] = {QS_QUANT_LONGOPTS, {"codes", no_argument, 0, 'C'}, {"output", required_argument, 0, 'o'},
+                                       {"name", required_argument, 0, 'N'}, {"json", no_argument, 0, 'J'}, {0, 0, 0, 0}};
+    qs_apply a;
+    memset(&a, 0, sizeof a);
+    a.axis = 1;
+    int codes = 0, json = 0, ch;
+    const char *out = NULL, *outname = NULL;
+    optind = 1;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, "f:o:", lo, NULL)) != -1) {
+        int k = qs_quant_opt("quant", ch, optarg, &a);
+        if (k < 0) return QS_EXIT_USAGE;
+        if (k) continue;
+        switch (ch) {
+        case 'C': codes = 1; break;
+        case 'o': out = optarg; break;
+        case 'N': outname = optarg; break;
+        case 'J': json = 1; break;
+        default: return qs_cli_usage("quant", "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    int rc = qs_quant_opts_done("quant", &a);
+    if (rc) return rc;
+    if (optind == argc) {
+        if (out || outname) return qs_cli_usage("quant", "-o and --name need an input file or tensor");
+        return quant_stdin(&a, codes);
+    }
+    if (argc - optind != 1) return qs_cli_usage("quant", "give one input (a file or a tensor name)");
+    if (codes) return qs_cli_usage("quant", "--codes works on numbers read from stdin");
+    const char *in = argv[optind];
+    struct stat st;
+    if (stat(in, &st) == 0 && S_ISREG(st.st_mode)) {
+        if (!out) return qs_cli_usage("quant", "give -o OUT.npy for a file input");
+        return quant_file(&a, in, out);
+    }
+    if (out) return qs_cli_usage("quant", "'%s' is not a file; for a database tensor use --name OUT", in);
+    return quant_db(cli, &a, in, outname, json);
+}

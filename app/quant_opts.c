@@ -1,0 +1,89 @@
+/*
+** Parsing of format options on the command line (see quant_opts.h).
+*/
+#include "quant_opts.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "cli.h"
+
+int qs_quant_opt(const char *cmd, int ch, const char *arg, qs_apply *a)
+{
+    unsigned long long u;
+    switch (ch) {
+    case 'f':
+        if (!(a->f = qs_format_find(arg))) {
+            qs_cli_usage(cmd, "unknown format '%s' (see `qscope formats`)", arg);
+            return -1;
+        }
+        return 1;
+    case 0x1001:
+        if (qs_round_parse(arg, &a->o.round)) { qs_cli_usage(cmd, "unknown rounding '%s'", arg); return -1; }
+        return 1;
+    case 0x1002:
+        if (qs_scale_rule_parse(arg, &a->o.scale_rule, &a->o.uos_qmax)) {
+            qs_cli_usage(cmd, "unknown scale rule '%s' (floor, ceil, even, rceil, uos[=QMAX])", arg);
+            return -1;
+        }
+        return 1;
+    case 0x1003:
+        if (qs_parse_u64(arg, &u) || u == 0 || u > (1u << 30)) { qs_cli_usage(cmd, "bad --block '%s'", arg); return -1; }
+        a->o.block = (int)u;
+        if (a->gran == QS_GRAN_TENSOR) a->gran = QS_GRAN_BLOCK;
+        return 1;
+    case 0x1004:
+        if (strcmp(arg, "0") && strcmp(arg, "1")) { qs_cli_usage(cmd, "--axis is 0 or 1"); return -1; }
+        a->axis = arg[0] - '0';
+        return 1;
+    case 0x1005:
+        if (qs_gran_parse(arg, &a->gran)) { qs_cli_usage(cmd, "--gran is tensor, row, col or block"); return -1; }
+        return 1;
+    case 0x1006: a->o.sat = 1; return 1;
+    case 0x1007:
+        if (qs_parse_u64(arg, &u)) { qs_cli_usage(cmd, "bad --seed '%s'", arg); return -1; }
+        a->o.seed = u;
+        return 1;
+    case 0x1008:
+        if (!strcmp(arg, "te")) a->o.nvfp4 = QS_NVFP4_TE;
+        else if (!strcmp(arg, "torchao")) a->o.nvfp4 = QS_NVFP4_TORCHAO;
+        else { qs_cli_usage(cmd, "--nvfp4 is te or torchao"); return -1; }
+        return 1;
+    case 0x1009:
+        if (!strcmp(arg, "em")) a->o.m2x = QS_M2X_EM;
+        else if (!strcmp(arg, "es")) a->o.m2x = QS_M2X_ES;
+        else { qs_cli_usage(cmd, "--m2x is em or es"); return -1; }
+        return 1;
+    }
+    return 0;
+}
+
+int qs_quant_opts_done(const char *cmd, qs_apply *a)
+{
+    if (!a->f) return qs_cli_usage(cmd, "choose a format with -f (see `qscope formats`)");
+    /* int formats default to one scale per tensor; block formats to their blocks */
+    if (a->f->block == 0 && a->gran == QS_GRAN_BLOCK && a->o.block == 0) a->gran = QS_GRAN_TENSOR;
+    qs_err e = {{0}};
+    if (qs_qopts_check(a->f, &a->o, &e)) return qs_cli_usage(cmd, "%s", e.msg);
+    return 0;
+}
+
+char *qs_quant_opts_json(const qs_apply *a)
+{
+    json_t *o = json_pack("{s:s,s:s,s:i,s:s,s:i,s:b}", "format", a->f->name, "round",
+                          qs_round_name(a->o.round == QS_RND_DEFAULT ? a->f->default_round : a->o.round),
+                          "block", (int)qs_format_block(a->f, &a->o), "gran", qs_gran_name(a->gran), "axis", a->axis,
+                          "sat", a->o.sat);
+    if (a->f->has_scale_rule) {
+        json_object_set_new(o, "scale_rule", json_string(qs_scale_rule_name(a->o.scale_rule)));
+        if (a->o.scale_rule == QS_SCALE_UOS && a->o.uos_qmax > 0) json_object_set_new(o, "uos_qmax", json_real(a->o.uos_qmax));
+    }
+    if (a->o.round == QS_RND_SR) json_object_set_new(o, "seed", json_integer((json_int_t)a->o.seed));
+    if (!strcmp(a->f->family, "nvfp4")) json_object_set_new(o, "nvfp4", json_string(a->o.nvfp4 ? "torchao" : "te"));
+    if (!strcmp(a->f->family, "m2xfp")) json_object_set_new(o, "m2x", json_string(a->o.m2x ? "es" : "em"));
+    char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(o);
+    return s;
+}

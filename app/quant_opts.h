@@ -1,0 +1,41 @@
+/*
+** Format options on the command line, shared by `quant`, `explain` and (later) `analyze`:
+**   -f FORMAT --round R --scale-rule S[=Q] --block N --axis 0|1 --gran G --sat --seed S
+**   --nvfp4 te|torchao --m2x em|es
+*/
+#ifndef QS_QUANT_OPTS_H
+#define QS_QUANT_OPTS_H
+
+#include <getopt.h>
+
+#include "../kernels/format_apply.h"
+
+/* long options for getopt_long; values >= 0x1000 are handled by qs_quant_opt() */
+#define QS_QUANT_LONGOPTS \
+    {"format", required_argument, 0, 'f'}, {"round", required_argument, 0, 0x1001}, \
+    {"scale-rule", required_argument, 0, 0x1002}, {"block", required_argument, 0, 0x1003}, \
+    {"axis", required_argument, 0, 0x1004}, {"gran", required_argument, 0, 0x1005}, \
+    {"sat", no_argument, 0, 0x1006}, {"seed", required_argument, 0, 0x1007}, \
+    {"nvfp4", required_argument, 0, 0x1008}, {"m2x", required_argument, 0, 0x1009}
+
+/* Handle one option; returns 1 if it was a format option, 0 if not, -1 on a bad value (message
+** printed as a usage error for command `cmd`). */
+int qs_quant_opt(const char *cmd, int ch, const char *arg, qs_apply *a);
+/* After parsing: a format must have been chosen; validates the combination. 0 ok, else exit code. */
+int qs_quant_opts_done(const char *cmd, qs_apply *a);
+/* Canonical JSON text of the options (for stored results and provenance); caller frees. */
+char *qs_quant_opts_json(const qs_apply *a);
+
+#define QS_QUANT_OPTS_HELP \
+    "  -f, --format F      number format (see `qscope formats`)\n" \
+    "  --round R           element rounding: rne, ta, hr (hif8), sr (stochastic, seeded), rtz\n" \
+    "  --scale-rule S      MX block scale: floor (OCP, default), ceil, even, rceil, uos[=QMAX]\n" \
+    "  --block N           block size (default: the format's)\n" \
+    "  --axis 0|1          2-D tensors: blocks along the last (1, default) or first (0) dimension\n" \
+    "  --gran G            int8/int4: tensor (default), row, col, or block (with --block N)\n" \
+    "  --sat               plain casts: saturate instead of overflowing to NaN/Inf\n" \
+    "  --seed S            seed for stochastic rounding (default 0)\n" \
+    "  --nvfp4 te|torchao  NVFP4 arithmetic order (default te)\n" \
+    "  --m2x em|es         M2XFP mode (default em)\n"
+
+#endif

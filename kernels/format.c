@@ -1,0 +1,132 @@
+/*
+** The format registry (see format.h): the families' descriptor arrays in one list, option names,
+** validation and the format-independent code packing.
+*/
+#include "format.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "format_families.h"
+
+static const struct { const qs_format *a; const size_t *n; } kFamilies[] = {
+    {qs_formats_float, &qs_formats_float_n},
+    {qs_formats_hifloat, &qs_formats_hifloat_n},
+    {qs_formats_mx, &qs_formats_mx_n},
+    {qs_formats_nvfp4, &qs_formats_nvfp4_n},
+    {qs_formats_m2xfp, &qs_formats_m2xfp_n},
+    {qs_formats_int, &qs_formats_int_n},
+};
+#define NFAM (sizeof kFamilies / sizeof kFamilies[0])
+
+size_t qs_format_count(void)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < NFAM; i++) n += *kFamilies[i].n;
+    return n;
+}
+
+const qs_format *qs_format_at(size_t i)
+{
+    for (size_t k = 0; k < NFAM; k++) {
+        if (i < *kFamilies[k].n) return &kFamilies[k].a[i];
+        i -= *kFamilies[k].n;
+    }
+    return NULL;
+}
+
+const qs_format *qs_format_find(const char *name)
+{
+    if (!name) return NULL;
+    for (size_t i = 0, n = qs_format_count(); i < n; i++)
+        if (strcmp(qs_format_at(i)->name, name) == 0) return qs_format_at(i);
+    return NULL;
+}
+
+size_t qs_format_block(const qs_format *f, const qs_qopts *o)
+{
+    return o && o->block > 0 ? (size_t)o->block : (size_t)f->block;
+}
+
+size_t qs_format_nblocks(const qs_format *f, const qs_qopts *o, size_t n)
+{
+    size_t b = qs_format_block(f, o);
+    if (b == 0) return n ? 1 : 0;           /* one block for the whole run (per-tensor) */
+    return (n + b - 1) / b;
+}
+
+double qs_format_bits_per_elem(const qs_format *f, const qs_qopts *o)
+{
+    size_t b = qs_format_block(f, o);
+    return b ? f->elem_bits + f->meta_bits / (double)b : f->elem_bits;
+}
+
+static const char *const kRound[QS_RND_COUNT] = {"default", "rne", "ta", "hr", "sr", "rtz"};
+const char *qs_round_name(qs_round r) { return r < QS_RND_COUNT ? kRound[r] : "?"; }
+int qs_round_parse(const char *s, qs_round *r)
+{
+    for (int i = 1; i < QS_RND_COUNT; i++)
+        if (strcmp(s, kRound[i]) == 0) { *r = (qs_round)i; return 0; }
+    return -1;
+}
+
+static const char *const kScale[QS_SCALE_COUNT] = {"floor", "ceil", "even", "rceil", "uos"};
+const char *qs_scale_rule_name(qs_scale_rule r) { return r < QS_SCALE_COUNT ? kScale[r] : "?"; }
+int qs_scale_rule_parse(const char *s, qs_scale_rule *r, double *qmax)
+{
+    if (strncmp(s, "uos=", 4) == 0) {
+        char *end;
+        double q = strtod(s + 4, &end);
+        if (*end || !(q > 0) || !isfinite(q)) return -1;
+        *r = QS_SCALE_UOS;
+        *qmax = q;
+        return 0;
+    }
+    for (int i = 0; i < QS_SCALE_COUNT; i++)
+        if (strcmp(s, kScale[i]) == 0) { *r = (qs_scale_rule)i; return 0; }
+    return -1;
+}
+
+int qs_qopts_check(const qs_format *f, const qs_qopts *o, qs_err *e)
+{
+    if (o->round != QS_RND_DEFAULT && !(f->round_modes & (1u << o->round))) {
+        char modes[64] = "";
+        for (int i = 1; i < QS_RND_COUNT; i++)
+            if (f->round_modes & (1u << i)) {
+                strncat(modes, modes[0] ? "," : "", sizeof modes - strlen(modes) - 1);
+                strncat(modes, kRound[i], sizeof modes - strlen(modes) - 1);
+            }
+        return qs_fail(e, "format %s does not support rounding '%s' (supported: %s)", f->name,
+                       qs_round_name(o->round), modes);
+    }
+    if (!f->has_scale_rule && (o->scale_rule != QS_SCALE_FLOOR || o->uos_qmax != 0))
+        return qs_fail(e, "format %s has no power-of-two block scale: --scale-rule does not apply", f->name);
+    if (o->block < 0) return qs_fail(e, "block size must be positive");
+    if (f->block == 1 && o->block > 1)
+        return qs_fail(e, "format %s is an element cast: it has no blocks", f->name);
+    return 0;
+}
+
+void qs_pack_codes(const uint32_t *codes, size_t n, int bits, uint8_t *out)
+{
+    size_t nbytes = (n * (size_t)bits + 7) / 8;
+    memset(out, 0, nbytes);
+    size_t pos = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t c = codes[i] & (bits >= 32 ? 0xffffffffu : ((1u << bits) - 1));
+        for (int b = 0; b < bits; b++, pos++)
+            if (c >> b & 1) out[pos >> 3] |= (uint8_t)(1u << (pos & 7));
+    }
+}
+
+void qs_unpack_codes(const uint8_t *in, size_t n, int bits, uint32_t *codes)
+{
+    size_t pos = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t c = 0;
+        for (int b = 0; b < bits; b++, pos++) c |= (uint32_t)(in[pos >> 3] >> (pos & 7) & 1) << b;
+        codes[i] = c;
+    }
+}

@@ -1,0 +1,43 @@
+/*
+** Applying a format to a whole tensor: granularity, block axis and streaming.
+**
+** The tensor is seen as a matrix (rows x cols, C order; 1-D tensors are one row).  Runs of values
+** are cut out of it and handed to the format's fakeq:
+**   QS_GRAN_BLOCK, axis 1: each row is a run, blocks of the format's size along the row (default);
+**   QS_GRAN_BLOCK, axis 0: each column is a run, blocks run down the column;
+**   QS_GRAN_ROW / QS_GRAN_COL: one block (one scale) per row / column — for formats whose block
+**     size can be a whole run (int8/int4);
+**   QS_GRAN_TENSOR: one block for the whole tensor.
+** NVFP4's per-tensor scale is the absmax of the whole tensor (a first pass) unless given.
+** Work is streamed in bands of rows with bounded memory, except for a per-column or per-tensor
+** run, which needs the whole run in memory.
+*/
+#ifndef QS_FORMAT_APPLY_H
+#define QS_FORMAT_APPLY_H
+
+#include <stdint.h>
+
+#include "format.h"
+
+typedef enum qs_gran { QS_GRAN_BLOCK = 0, QS_GRAN_TENSOR, QS_GRAN_ROW, QS_GRAN_COL } qs_gran;
+
+typedef struct qs_apply {
+    const qs_format *f;
+    qs_qopts o;
+    int axis;       /* 1: blocks along the last dimension (contiguous); 0: along the first */
+    qs_gran gran;
+} qs_apply;
+
+typedef int (*qs_fa_read)(void *ctx, uint64_t start, size_t n, float *out, qs_err *e);
+typedef int (*qs_fa_write)(void *ctx, uint64_t start, size_t n, const float *y, qs_err *e);
+
+int qs_format_apply(const qs_apply *a, uint64_t rows, uint64_t cols, qs_fa_read rd, void *rctx,
+                    qs_fa_write wr, void *wctx, qs_err *e);
+
+/* Absmax over all values (NaN ignored, Inf counts), used for per-tensor scales. */
+int qs_format_absmax(qs_fa_read rd, void *rctx, uint64_t n, float *amax, qs_err *e);
+
+const char *qs_gran_name(qs_gran g);
+int qs_gran_parse(const char *s, qs_gran *g);
+
+#endif
