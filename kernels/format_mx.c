@@ -50,12 +50,14 @@
 **     2^127, min_normal / min_subnormal = the element's * 2^-127.  code_value is the element's
 **     value at scale 1 (code 0x7F), for `explain --table`.
 **
-** Speed.  fakeq with RNE elements has AVX2 and AVX-512 paths (qs_simd_level(), QS_SIMD=scalar
-** forces the portable path) for every element type and scale rule, for blocks whose size is a
-** multiple of 8 (AVX2) / 16 (AVX-512); the rest runs the scalar path.  They round with
+** Speed.  fakeq with RNE elements has a portable path and AVX2 and AVX-512 paths (chosen by
+** qs_simd_level(); QS_SIMD=scalar forces the portable path) for every element type and scale rule,
+** for blocks whose size is a multiple of 8 (AVX2) / 16 (AVX-512); other blocks run the portable
+** path, and other rounding modes qs_mf_round.  All three RNE paths round with
 ** t = (a + M) - M where M = 2^(max(e(a), emin) + 23 - mbits): the float32 addition performs RNE on
 ** the element's quantum at a's binade (subnormal targets included), then min(t, max) saturates.
-** tests/unit/test_format_mx.c checks bit-identity with the scalar path on millions of values.
+** tests/unit/test_format_mx.c checks them against qs_mf_encode (fakeq == decode(encode)) and
+** against each other on millions of values.
 */
 #include "format.h"
 
@@ -273,27 +275,8 @@ static int mx_decode(const mx_elem *el, const qs_format *f, const qs_qopts *o, c
     return 0;
 }
 
-/* fakeq of one block [i0, i0+len) on the portable path. */
-static void mx_block_scalar(const mx_run *r, const float *x, size_t i0, size_t len, float *y)
-{
-    const mx_elem *el = r->el;
-    uint32_t ab = absmax_bits(x + i0, len);
-    if (ab >= 0x7f800000u) {
-        for (size_t i = i0; i < i0 + len; i++) y[i] = NAN;
-        return;
-    }
-    unsigned c = mx_scale_code(r, ab);
-    float X = scale_of(c), inv = inv_scale_of(c);
-    for (size_t i = i0; i < i0 + len; i++) {
-        float v = x[i] * inv;
-        v = el->mf ? qs_mf_round(el->mf, v, r->mode, sr_u(r, i), 1) : int8_val(int8_q(v, r->mode, sr_u(r, i)));
-        y[i] = v * X;
-    }
-}
-
 /* ---- vectorised fakeq (RNE elements) ---------------------------------------------------------- */
 
-#if MX_X86
 /* Per-format constants of the (a + M) - M rounding (header). */
 typedef struct mx_vk {
     uint32_t lowexp;   /* float32 exponent bits of 2^emin */
@@ -312,6 +295,16 @@ static void mx_vk_init(const mx_elem *el, mx_vk *k)
     k->int8 = el->mf == NULL;
 }
 
+/* RNE_sat of a >= 0 (finite) on the element grid: one lane of the vector kernels, in plain C. */
+static inline float mx_rne(const mx_vk *k, float a)
+{
+    float v = fminf(a, k->cap);
+    uint32_t ex = f2u(v) & 0x7f800000u;
+    float M = u2f((ex > k->lowexp ? ex : k->lowexp) + k->shift);
+    return fminf((v + M) - M, k->maxv);
+}
+
+#if MX_X86
 __attribute__((target("avx2")))
 static void mx_blocks_avx2(const mx_run *r, const mx_vk *k, const float *x, size_t nblk, float *y)
 {
@@ -388,17 +381,45 @@ static void mx_blocks_avx512(const mx_run *r, const mx_vk *k, const float *x, si
 }
 #endif
 
+/* fakeq of one block [i0, i0+len) on the portable path: RNE by the vector kernels' method in
+** plain C (tested against qs_mf_encode through fakeq == decode(encode)), other modes qs_mf_round. */
+static void mx_block_scalar(const mx_run *r, const mx_vk *k, const float *x, size_t i0, size_t len, float *y)
+{
+    const mx_elem *el = r->el;
+    uint32_t ab = absmax_bits(x + i0, len);
+    if (ab >= 0x7f800000u) {
+        for (size_t i = i0; i < i0 + len; i++) y[i] = NAN;
+        return;
+    }
+    unsigned c = mx_scale_code(r, ab);
+    float X = scale_of(c), inv = inv_scale_of(c);
+    if (r->mode == QS_RND_RNE) {
+        for (size_t i = i0; i < i0 + len; i++) {
+            uint32_t b = f2u(x[i]);
+            float t = mx_rne(k, u2f(b & 0x7fffffffu) * inv) * X;
+            t = u2f(f2u(t) | (b & 0x80000000u));
+            y[i] = k->int8 ? t + 0.0f : t;
+        }
+        return;
+    }
+    for (size_t i = i0; i < i0 + len; i++) {
+        float v = x[i] * inv;
+        v = el->mf ? qs_mf_round(el->mf, v, r->mode, sr_u(r, i), 1) : int8_val(int8_q(v, r->mode, sr_u(r, i)));
+        y[i] = v * X;
+    }
+}
+
 static int mx_fakeq(const mx_elem *el, const qs_format *f, const qs_qopts *o, const float *x, size_t n,
                     float *y, qs_err *e)
 {
     mx_run r;
     if (mx_setup(f, el, o, &r, e)) return -1;
     size_t done = 0;
+    mx_vk k;
+    mx_vk_init(el, &k);
 #if MX_X86
     if (r.mode == QS_RND_RNE && n >= r.block) {
         int lvl = qs_simd_level();
-        mx_vk k;
-        mx_vk_init(el, &k);
         if (lvl >= QS_SIMD_AVX512 && r.block % 16 == 0) {
             done = n / r.block * r.block;
             mx_blocks_avx512(&r, &k, x, n / r.block, y);
@@ -409,7 +430,7 @@ static int mx_fakeq(const mx_elem *el, const qs_format *f, const qs_qopts *o, co
     }
 #endif
     for (size_t i0 = done; i0 < n; i0 += r.block)
-        mx_block_scalar(&r, x, i0, n - i0 < r.block ? n - i0 : r.block, y);
+        mx_block_scalar(&r, &k, x, i0, n - i0 < r.block ? n - i0 : r.block, y);
     return 0;
 }
 

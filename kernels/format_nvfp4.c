@@ -41,10 +41,11 @@
 **   - [Choice] Registry value range is in units of the per-tensor scale amax/2688: max 6*448 = 2688,
 **     smallest normal 1 * 2^-6, smallest subnormal 0.5 * 2^-9.
 **
-** Speed.  fakeq with RNE elements has AVX2 and AVX-512 paths (block a multiple of 8 / 16), chosen by
-** qs_simd_level() (QS_SIMD=scalar forces the portable path): the amax passes run vectorised, the
-** per-block scale arithmetic is the scalar code below, and E2M1 rounding is t = (a + M) - M with
-** M = 2^(max(e(a), 0) + 22), then min(t, 6) -- bit-identical to qs_mf_round (tested).
+** Speed.  fakeq with RNE elements has a portable path and AVX2 and AVX-512 paths (block a multiple
+** of 8 / 16), chosen by qs_simd_level() (QS_SIMD=scalar forces the portable path): the amax passes
+** run vectorised, the per-block scale arithmetic is the scalar code below, and E2M1 rounding is
+** t = (a + M) - M with M = 2^(max(e(a), 0) + 22), then min(t, 6) -- bit-identical to qs_mf_round
+** (tested through fakeq == decode(encode), which uses qs_mf_encode, and path against path).
 */
 #include "format.h"
 
@@ -259,6 +260,16 @@ static int nv_decode(const qs_format *f, const qs_qopts *o, const uint32_t *code
     return 0;
 }
 
+/* E2M1 RNE_sat of a >= 0: one lane of the vector kernels in plain C (header). */
+static inline float e2m1_rne(float a)
+{
+    float v = fminf(a, 12.0f);                                   /* Inf -> 12 */
+    uint32_t ex = f2u(v) & 0x7f800000u;
+    float M = u2f((ex > (127u << 23) ? ex : 127u << 23) + (22u << 23));
+    return fminf((v + M) - M, 6.0f);
+}
+
+/* fakeq of one block on the portable path (RNE as the vector kernels, other modes qs_mf_round). */
 static void nv_block_scalar(const nv_run *r, const float *x, size_t i0, size_t len, float *y)
 {
     uint32_t ab = absmax_bits(x + i0, len);
@@ -267,6 +278,14 @@ static void nv_block_scalar(const nv_run *r, const float *x, size_t i0, size_t l
         return;
     }
     nv_blk k = nv_block(r, u2f(ab), 0);
+    if (r->mode == QS_RND_RNE) {
+        for (size_t i = i0; i < i0 + len; i++) {
+            uint32_t b = f2u(x[i]);
+            float t = e2m1_rne(u2f(b & 0x7fffffffu) * k.inv) * k.dq;
+            y[i] = u2f(f2u(t) | (b & 0x80000000u));
+        }
+        return;
+    }
     for (size_t i = i0; i < i0 + len; i++)
         y[i] = qs_mf_round(&qs_mf_e2m1, x[i] * k.inv, r->mode, sr_u(r, i), 1) * k.dq;
 }
