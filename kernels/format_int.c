@@ -80,7 +80,7 @@ static float block_scale(const float *x, size_t n, int qmax)
 }
 
 /* Signed integer code of x (the NaN code -qmax-1 for non-finite values, see above). */
-static int quant(const int_ctx *c, float x, float scale, size_t i)
+static inline int quant(const int_ctx *c, float x, float scale, size_t i)
 {
     if (isnan(x)) return -c->qmax - 1;
     if (isinf(x)) return c->sat ? (x > 0 ? c->qmax : -c->qmax) : -c->qmax - 1;
@@ -92,7 +92,7 @@ static int quant(const int_ctx *c, float x, float scale, size_t i)
     case QS_RND_RTZ: up = 0; break;
     case QS_RND_TA: up = d >= 0.5; break;
     case QS_RND_SR: up = d > 0 && qs_sr_uniform(c->seed, c->index0 + i) < d; break;
-    default: up = d > 0.5 || (d == 0.5 && fmod(fl, 2.0) != 0); break;
+    default: up = d > 0.5 || (d == 0.5 && ((int64_t)fl & 1)); break;
     }
     double q = fl + up;
     if (q > c->qmax) q = c->qmax;

@@ -40,6 +40,13 @@
 #include <math.h>
 #include <string.h>
 
+#include "simd.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define QS_HAVE_X86 1
+#endif
+
 const qs_minifloat qs_mf_fp32 = {"fp32", 8, 23, 127, QS_MF_IEEE};
 const qs_minifloat qs_mf_fp16 = {"fp16", 5, 10, 15, QS_MF_IEEE};
 const qs_minifloat qs_mf_bf16 = {"bf16", 8, 7, 127, QS_MF_IEEE};
@@ -187,20 +194,13 @@ float qs_e8m0_decode(uint8_t c)
 ** and the sign is put back with an XOR (which also turns a FINITE format's NaN marker 0x80000000
 ** into ml_dtypes' -(±0)).
 */
-#include "simd.h"
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define QS_HAVE_X86 1
-#endif
-
 typedef struct rne_consts {
     uint32_t rbias, mask, minnorm, maxb, ovf, nanv;
     int shiftm;
     float c;
 } rne_consts;
 
-static void rne_setup(const qs_minifloat *f, int sat, rne_consts *k)
+static void rne_setup(const qs_minifloat *f, int sat, rne_consts *k)     /* not for fp32 (M = 23) */
 {
     const int M = f->mbits, emin = 1 - f->bias;
     k->shiftm = 23 - M;
