@@ -36,7 +36,8 @@
 **   - [Choice] torchao with pts == 0 (amax 0, or amax < 2688 * 2^-150) would compute 0/0 = NaN
 **     scales; we store s = 2^-6 (code 0x08, the lower clamp), elements ±0 and decode to ±0.  Its
 **     reciprocal recip is also clamped to FLT_MAX, as TE does, so zeros stay zero where torchao's
-**     infinite recip would turn them into NaN (amax < ~2688 * 2^-128).
+**     infinite recip (amax < ~2688 * 2^-122) would turn them into NaN and every other value into
+**     ±6; we compute x * FLT_MAX instead.
 **   - TE's final_scale overflows to Inf when amax > FLT_MAX / 448, as in TE (then 0 * Inf = NaN).
 **   - [Choice] Registry value range is in units of the per-tensor scale amax/2688: max 6*448 = 2688,
 **     smallest normal 1 * 2^-6, smallest subnormal 0.5 * 2^-9.

@@ -1123,6 +1123,22 @@ static void test_sr_and_options(void **st)
     assert_int_equal(f->fakeq(f, NULL, x, 64, a, &e), 0);
     assert_int_equal(f->fakeq(f, &o, x, 64, b, &e), 0);
     assert_memory_equal(a, b, sizeof a);
+    /* fakeq may run in place */
+    const char *all[] = {"mxfp4", "mxfp8_e4m3", "mxint8", "nvfp4", "m2xfp4"};
+    for (size_t k = 0; k < N(all); k++) {
+        const qs_format *g = fmt(all[k]);
+        float in[100], out[100];
+        for (int i = 0; i < 100; i++) in[i] = (float)rnd_gauss();
+        for (int lvl = QS_SIMD_SCALAR; lvl <= qs_simd_cpu(); lvl++) {
+            qs_simd_force(lvl);
+            assert_int_equal(g->fakeq(g, NULL, in, 100, out, &e), 0);
+            float io[100];
+            memcpy(io, in, sizeof io);
+            assert_int_equal(g->fakeq(g, NULL, io, 100, io, &e), 0);
+            assert_memory_equal(io, out, sizeof io);
+        }
+        qs_simd_force(-1);
+    }
     /* decode rejects codes wider than the element */
     uint32_t c = 0x10;
     uint8_t sc = 0x7F;
