@@ -28,7 +28,7 @@ int qs_format_absmax(qs_fa_read rd, void *rctx, uint64_t n, float *amax, qs_err 
         if (rd(rctx, s, k, buf, e)) { free(buf); return -1; }
         for (size_t i = 0; i < k; i++) {
             float v = fabsf(buf[i]);
-            if (v > m) m = v;          /* NaN compares false: ignored */
+            if (v > m && v != INFINITY) m = v;   /* NaN compares false; Inf is left to its block */
         }
         s += k;
     }

@@ -34,7 +34,7 @@ typedef int (*qs_fa_write)(void *ctx, uint64_t start, size_t n, const float *y, 
 int qs_format_apply(const qs_apply *a, uint64_t rows, uint64_t cols, qs_fa_read rd, void *rctx,
                     qs_fa_write wr, void *wctx, qs_err *e);
 
-/* Absmax over all values (NaN ignored, Inf counts), used for per-tensor scales. */
+/* Absmax over the finite values (NaN and Inf ignored), used for per-tensor scales. */
 int qs_format_absmax(qs_fa_read rd, void *rctx, uint64_t n, float *amax, qs_err *e);
 
 const char *qs_gran_name(qs_gran g);

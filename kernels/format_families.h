@@ -7,7 +7,7 @@
 **   mx.c            mxfp8_e4m3 mxfp8_e5m2 mxfp6_e3m2 mxfp6_e2m3 mxfp4 mxint8
 **   nvfp4.c         nvfp4
 **   m2xfp.c         m2xfp4
-**   hifloat.c       hif8 hif4
+**   format_hifloat.c       hif8 hif4
 */
 #ifndef QS_FORMAT_FAMILIES_H
 #define QS_FORMAT_FAMILIES_H
