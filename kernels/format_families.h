@@ -4,10 +4,10 @@
 **
 **   format_float.c  fp32 bf16 fp16 fp8_e4m3 fp8_e5m2 fp6_e3m2 fp6_e2m3 fp4_e2m1 e8m0 (plain casts)
 **   format_int.c    int8 int4 (symmetric absmax, FP32 scale per block)
-**   mx.c            mxfp8_e4m3 mxfp8_e5m2 mxfp6_e3m2 mxfp6_e2m3 mxfp4 mxint8
-**   nvfp4.c         nvfp4
-**   m2xfp.c         m2xfp4
-**   format_hifloat.c       hif8 hif4
+**   format_mx.c     mxfp8_e4m3 mxfp8_e5m2 mxfp6_e3m2 mxfp6_e2m3 mxfp4 mxint8
+**   format_nvfp4.c  nvfp4
+**   format_m2xfp.c  m2xfp4
+**   format_hifloat.c hif8 hif4
 */
 #ifndef QS_FORMAT_FAMILIES_H
 #define QS_FORMAT_FAMILIES_H
