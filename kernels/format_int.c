@@ -26,6 +26,8 @@
 **     smallest subnormal 2^-149.  Subnormal scales are coarse, so such blocks may clip at ±qmax.
 **   - amax near FLT_MAX: fl32(127 * fl32(FLT_MAX / 127)) rounds up to Inf; y is clamped to
 **     ±FLT_MAX instead (decode does the same), so a finite input never comes back infinite.
+** Range fields, like the MX family's (element grid x scale range): the largest finite value is
+** FLT_MAX (127 or 7 x the largest scale, clamped), the smallest positive one 1 x 2^-149.
 ** Layout: codes[i] = q in two's complement, low 8 (int8) or 4 (int4) bits; meta = one FP32 scale
 ** per block, 4 bytes little-endian (meta_bytes 4, meta_bits 32); *tensor_scale = 1.
 */
@@ -171,7 +173,8 @@ static int int_fakeq(const qs_format *f, const qs_qopts *o, const float *x, size
 #define INTF(NAME, SUMMARY, BITS)                                                                    \
     {.name = NAME, .family = "int", .summary = SUMMARY, .elem_bits = BITS, .ebits = 0, .mbits = 0,   \
      .bias = 0, .block = 0, .meta_bytes = 4, .meta_bits = 32, .has_inf = 0, .has_nan = 1,            \
-     .max_finite = FLT_MAX, .min_normal = 0, .min_subnormal = 1.0, .default_round = QS_RND_RNE,      \
+     .max_finite = FLT_MAX, .min_normal = 0, .min_subnormal = FLT_TRUE_MIN,                          \
+     .default_round = QS_RND_RNE,                                                                    \
      .round_modes = RND_MODES, .has_scale_rule = 0, .encode = int_encode, .decode = int_decode,      \
      .fakeq = int_fakeq, .code_value = NULL, .ncodes = 0}
 

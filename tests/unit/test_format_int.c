@@ -59,6 +59,8 @@ static void test_descriptors(void **state)
         assert_false(f->has_scale_rule);
         assert_true(f->encode && f->decode && f->fakeq);
         assert_null(f->code_value);
+        assert_true(f->max_finite == FLT_MAX && f->min_subnormal == FLT_TRUE_MIN && f->min_normal == 0);
+        assert_true(f->has_nan && !f->has_inf);
     }
 }
 
