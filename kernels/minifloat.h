@@ -1,0 +1,57 @@
+/*
+** Element minifloats: rounding float32 values onto the grid of a small floating-point format and
+** encoding/decoding its codes.  The building block of the plain casts (fp16, bf16, FP8, FP6, FP4)
+** and of the block formats (MX, NVFP4, M2XFP), which scale values into the element range first.
+**
+** Semantics (ml_dtypes conventions unless `sat`):
+**   - rounding is exact: the result is the grid point chosen by the mode from the exact float32
+**     input (no double rounding), subnormals included;
+**   - overflow of a finite value (after rounding): QS_MF_IEEE -> ±Inf, QS_MF_FN -> NaN,
+**     QS_MF_FINITE -> ±max (always saturates); with sat = 1 every kind saturates to ±max;
+**   - ±Inf input: IEEE -> ±Inf (±max with sat), FN -> NaN (±max with sat), FINITE -> ±max;
+**   - NaN input: IEEE/FN -> NaN; FINITE -> see minifloat.c (documented there, matches ml_dtypes);
+**   - the sign of zero is kept (a negative value that rounds to zero gives -0).
+*/
+#ifndef QS_MINIFLOAT_H
+#define QS_MINIFLOAT_H
+
+#include <stdint.h>
+
+#include "format.h"
+
+typedef enum qs_mf_kind {
+    QS_MF_IEEE,    /* top exponent field = Inf (mantissa 0) / NaN: fp32, fp16, bf16, e5m2 */
+    QS_MF_FN,      /* no Inf; only S.1..1.1..1 is NaN: e4m3 (OCP E4M3FN) */
+    QS_MF_FINITE,  /* every code is finite: fp6 e3m2/e2m3, fp4 e2m1 */
+} qs_mf_kind;
+
+typedef struct qs_minifloat {
+    const char *name;
+    int ebits, mbits, bias;
+    qs_mf_kind kind;
+} qs_minifloat;
+
+extern const qs_minifloat qs_mf_fp32, qs_mf_fp16, qs_mf_bf16, qs_mf_e4m3, qs_mf_e5m2,
+                          qs_mf_e3m2, qs_mf_e2m3, qs_mf_e2m1;
+
+/* Largest finite, smallest normal and smallest subnormal magnitudes. */
+double qs_mf_max(const qs_minifloat *f);
+double qs_mf_min_normal(const qs_minifloat *f);
+double qs_mf_min_subnormal(const qs_minifloat *f);
+
+/* Round x to the grid.  mode: RNE, TA, RTZ or SR (u in [0,1) is the stochastic draw: round up in
+** magnitude when u < fractional distance; ignored otherwise). */
+float qs_mf_round(const qs_minifloat *f, float x, qs_round mode, double u, int sat);
+
+/* Code of the value x rounds to (sign bit at bit ebits+mbits).  Canonical NaN code for NaN. */
+uint32_t qs_mf_encode(const qs_minifloat *f, float x, qs_round mode, double u, int sat);
+
+/* Value of a code (NaN codes -> NaN, Inf codes -> ±Inf). */
+float qs_mf_decode(const qs_minifloat *f, uint32_t code);
+
+/* E8M0 scale type (OCP): code c in 0..254 is 2^(c-127), 0xFF is NaN; no zero, no sign.
+** qs_e8m0_encode: float -> code with ml_dtypes' float8_e8m0fnu cast semantics (see minifloat.c). */
+uint8_t qs_e8m0_encode(float x, qs_round mode);
+float qs_e8m0_decode(uint8_t c);
+
+#endif
