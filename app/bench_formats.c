@@ -15,23 +15,12 @@
 
 #include <jansson.h>
 
+#include "bench_util.h"
 #include "cli.h"
 #include "../datasets/gen.h"
 #include "../kernels/format.h"
 #include "../kernels/format_apply.h"
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 typedef struct {
     const qs_format *f;
@@ -70,7 +59,7 @@ static double time_op(const qs_format *f, const qs_qopts *o, const float *x, flo
         j[t] = (job){f, *o, x + s, y + s, codes + s, meta + bs * (size_t)f->meta_bytes, k, encode, 0};
         j[t].o.index0 = s;
     }
-    double t0 = now();
+    double t0 = qs_bench_now();
     if (threads == 1) run_job(&j[0]);
     else {
         pthread_t th;
@@ -78,7 +67,7 @@ static double time_op(const qs_format *f, const qs_qopts *o, const float *x, flo
         run_job(&j[0]);
         pthread_join(th, NULL);
     }
-    double dt = now() - t0;
+    double dt = qs_bench_now() - t0;
     *rc |= j[0].rc | j[1].rc;
     return dt;
 }
@@ -104,8 +93,8 @@ int qs_bench_formats(qs_cli *cli, int quick, int json, const char *list)
     double t[16];
     json_t *rows = json_array();
     /* memcpy bandwidth, the ceiling for any streaming kernel */
-    for (int r = 0; r < REPS; r++) { double t0 = now(); memcpy(y1, x, N * sizeof *x); t[r] = now() - t0; }
-    qsort(t, (size_t)REPS, sizeof *t, cmp_d);
+    for (int r = 0; r < REPS; r++) { double t0 = qs_bench_now(); memcpy(y1, x, N * sizeof *x); t[r] = qs_bench_now() - t0; }
+    qsort(t, (size_t)REPS, sizeof *t, qs_bench_cmp);
     double memcpy_best = (double)N / t[0] / 1e6;
     int bad = 0;
     for (size_t i = 0, nf = qs_format_count(); i < nf; i++) {
@@ -129,7 +118,7 @@ int qs_bench_formats(qs_cli *cli, int quick, int json, const char *list)
         for (int enc = 0; enc < 2; enc++)
             for (int th = 1; th <= 2; th++) {
                 for (int r = 0; r < REPS; r++) t[r] = time_op(f, &o, x, th == 1 ? y1 : y2, codes, meta, N, enc, th, &rc);
-                qsort(t, (size_t)REPS, sizeof *t, cmp_d);
+                qsort(t, (size_t)REPS, sizeof *t, qs_bench_cmp);
                 res[enc][th - 1][0] = (double)N / t[0] / 1e6;
                 res[enc][th - 1][1] = (double)N / t[REPS / 2] / 1e6;
             }

@@ -14,6 +14,7 @@
 #include <jansson.h>
 #include <xxhash.h>
 
+#include "bench_util.h"
 #include "cli.h"
 
 int qs_bench_formats(qs_cli *cli, int quick, int json, const char *list);
@@ -24,24 +25,12 @@ int qs_bench_formats(qs_cli *cli, int quick, int json, const char *list);
 #include "../kernels/qs_version.h"
 #include "../store/npy_write.h"
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 typedef struct { double min, med; } timing;
 
 static timing summarize(double *t, int n)
 {
-    qsort(t, (size_t)n, sizeof *t, cmp_d);
+    qsort(t, (size_t)n, sizeof *t, qs_bench_cmp);
     timing r = {t[0], n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2])};
     return r;
 }
@@ -121,7 +110,7 @@ int qs_cmd_bench(qs_cli *cli, int argc, char **argv)
     int bad = 0;
 
     /* content hash over the f32 bytes */
-    for (int r = 0; r < REPS; r++) { double t0 = now(); volatile XXH128_hash_t h = XXH3_128bits(x, N * 4); (void)h; t[r] = now() - t0; }
+    for (int r = 0; r < REPS; r++) { double t0 = qs_bench_now(); volatile XXH128_hash_t h = XXH3_128bits(x, N * 4); (void)h; t[r] = qs_bench_now() - t0; }
     row(rows, "hash xxh3-128", (double)N * 4 / 1e9, "GB/s", summarize(t, REPS), NULL);
 
     /* decode of each element dtype to f32 (bytes made from the same data) */
@@ -132,7 +121,7 @@ int qs_cmd_bench(qs_cli *cli, int argc, char **argv)
         size_t nb = N / tr->block_elems;
         for (size_t i = 0; i < nb * tr->block_bytes; i++) raw[i] = (uint8_t)(((const uint8_t *)x)[i] ^ (i * 131));
         /* keep f16/bf16 finite-ish: random bytes are still a valid decode workload */
-        for (int r = 0; r < REPS; r++) { double t0 = now(); tr->decode(raw, y, nb); t[r] = now() - t0; }
+        for (int r = 0; r < REPS; r++) { double t0 = qs_bench_now(); tr->decode(raw, y, nb); t[r] = qs_bench_now() - t0; }
         char what[64];
         snprintf(what, sizeof what, "decode %s -> f32", tr->name);
         row(rows, what, (double)N / 1e6, "M elem/s", summarize(t, REPS), NULL);
@@ -144,9 +133,9 @@ int qs_cmd_bench(qs_cli *cli, int argc, char **argv)
     qs_err e = {{0}};
     for (int th = 1; th <= 2; th++) {
         for (int r = 0; r < REPS; r++) {
-            double t0 = now();
+            double t0 = qs_bench_now();
             if (qs_tensor_stats_compute(mem_read, &ms, 1, N, N / 1024, 1024, th, th == 1 ? &s1 : &s2, &e)) bad = 1;
-            t[r] = now() - t0;
+            t[r] = qs_bench_now() - t0;
         }
         char what[64];
         snprintf(what, sizeof what, "statistics (%d thread%s)", th, th > 1 ? "s" : "");
@@ -171,9 +160,9 @@ int qs_cmd_bench(qs_cli *cli, int argc, char **argv)
                 qs_db *db = qs_db_open(dbp, &e);
                 qs_import_opts o = {.jobs = 2};
                 json_t *rep = json_array();
-                double t0 = now();
+                double t0 = qs_bench_now();
                 int rc = !db || qs_db_exec(db, "BEGIN", &e) || qs_import_file(db, npy, &o, rep, &e) || qs_db_exec(db, "COMMIT", &e);
-                t[r] = now() - t0;
+                t[r] = qs_bench_now() - t0;
                 if (!rc) nel = (uint64_t)json_integer_value(json_object_get(json_array_get(rep, 0), "numel"));
                 json_decref(rep);
                 if (rc) { bad = 1; fprintf(stderr, "qscope: bench: %s\n", e.msg); }
