@@ -179,7 +179,8 @@ int qs_cmd_explain(qs_cli *cli, int argc, char **argv)
     /* Values may be negative ("-1.5", "-inf"): split options from values ourselves, keeping the
     ** values in their order (it matters for block formats), and hand getopt "options -- values". */
     static const char *const kWithArg[] = {"-f", "--format", "--round", "--scale-rule", "--block", "--axis",
-                                           "--gran", "--seed", "--nvfp4", "--m2x"};
+                                           "--gran", "--seed", "--nvfp4", "--m2x", "--nonfinite-block",
+                                           "--zero-block-scale"};
     char **av = calloc((size_t)argc + 2, sizeof *av), **vals = calloc((size_t)argc + 1, sizeof *vals);
     if (!av || !vals) { free(av); free(vals); return qs_cli_error(QS_EXIT_ERR, "out of memory"); }
     int ac = 0, nv = 0;

@@ -56,6 +56,24 @@ int qs_quant_opt(const char *cmd, int ch, const char *arg, qs_apply *a)
         else if (!strcmp(arg, "es")) a->o.m2x = QS_M2X_ES;
         else { qs_cli_usage(cmd, "--m2x is em or es"); return -1; }
         return 1;
+    case 0x100A: a->o.floor_log2f = 1; return 1;
+    case 0x100B: a->o.zero_positive = 1; return 1;
+    case 0x100C: a->o.flush_subnormal_blocks = 1; return 1;
+    case 0x100D:
+        if (!strcmp(arg, "nan")) a->o.nan_block_te = 0;
+        else if (!strcmp(arg, "te")) a->o.nan_block_te = 1;
+        else { qs_cli_usage(cmd, "--nonfinite-block is nan or te"); return -1; }
+        return 1;
+    case 0x100E: {
+        char *end;
+        unsigned long c = strtoul(arg, &end, 16);
+        if (!arg[0] || arg[0] == '-' || arg[0] == '+' || *end || c > 0xFE) {
+            qs_cli_usage(cmd, "--zero-block-scale takes an E8M0 code in hex, 00..fe (not '%s')", arg);
+            return -1;
+        }
+        a->o.zero_block_scale = QS_ZERO_BLOCK_SCALE(c);
+        return 1;
+    }
     }
     return 0;
 }
@@ -83,6 +101,12 @@ char *qs_quant_opts_json(const qs_apply *a)
     if (a->o.round == QS_RND_SR) json_object_set_new(o, "seed", json_integer((json_int_t)a->o.seed));
     if (!strcmp(a->f->family, "nvfp4")) json_object_set_new(o, "nvfp4", json_string(a->o.nvfp4 ? "torchao" : "te"));
     if (!strcmp(a->f->family, "m2xfp")) json_object_set_new(o, "m2x", json_string(a->o.m2x ? "es" : "em"));
+    /* library variants: recorded only when set, so the default options' JSON never changes */
+    if (a->o.floor_log2f) json_object_set_new(o, "floor_log2f", json_true());
+    if (a->o.zero_positive) json_object_set_new(o, "zero_positive", json_true());
+    if (a->o.flush_subnormal_blocks) json_object_set_new(o, "flush_subnormal_blocks", json_true());
+    if (a->o.nan_block_te) json_object_set_new(o, "nonfinite_block", json_string("te"));
+    if (a->o.zero_block_scale > 0) json_object_set_new(o, "zero_block_scale", json_integer(a->o.zero_block_scale - 1));
     char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(o);
     return s;

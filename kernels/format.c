@@ -63,8 +63,8 @@ double qs_format_bits_per_elem(const qs_format *f, const qs_qopts *o)
     return b ? f->elem_bits + f->meta_bits / (double)b : f->elem_bits;
 }
 
-static const char *const kRound[QS_RND_COUNT] = {"default", "rne", "ta", "hr", "sr", "rtz"};
-const char *qs_round_name(qs_round r) { return r < QS_RND_COUNT ? kRound[r] : "?"; }
+static const char *const kRound[QS_RND_COUNT] = {"default", "rne", "ta", "hr", "sr", "rtz", "tz"};
+const char *qs_round_name(qs_round r) { return (unsigned)r < QS_RND_COUNT ? kRound[r] : "?"; }
 int qs_round_parse(const char *s, qs_round *r)
 {
     for (int i = 1; i < QS_RND_COUNT; i++)
@@ -106,6 +106,25 @@ int qs_qopts_check(const qs_format *f, const qs_qopts *o, qs_err *e)
     if (o->block < 0) return qs_fail(e, "block size must be positive");
     if (f->block == 1 && o->block > 1)
         return qs_fail(e, "format %s is an element cast: it has no blocks", f->name);
+    /* library variants: each only where the format implements it (qs_format.variants) */
+    static const struct { unsigned bit; const char *opt, *where; } kVar[] = {
+        {QS_VAR_FLOOR_LOG2F, "--floor-log2f", "MX formats"},
+        {QS_VAR_ZERO_POSITIVE, "--zero-positive", "MX formats and element casts with a zero"},
+        {QS_VAR_FLUSH_SUBNORMAL, "--flush-subnormal-blocks", "MX formats"},
+        {QS_VAR_NONFINITE_TE, "--nonfinite-block te", "MX formats"},
+        {QS_VAR_ZERO_BLOCK_SCALE, "--zero-block-scale", "MX formats"},
+    };
+    const int set[] = {o->floor_log2f, o->zero_positive, o->flush_subnormal_blocks, o->nan_block_te,
+                       o->zero_block_scale};
+    for (size_t k = 0; k < sizeof kVar / sizeof kVar[0]; k++)
+        if (set[k] && !(f->variants & kVar[k].bit))
+            return qs_fail(e, "format %s: %s does not apply (%s only)", f->name, kVar[k].opt, kVar[k].where);
+    if (o->floor_log2f && o->scale_rule != QS_SCALE_FLOOR)
+        return qs_fail(e, "format %s: --floor-log2f is the arithmetic of --scale-rule floor (not %s)", f->name,
+                       qs_scale_rule_name(o->scale_rule));
+    if (o->zero_block_scale < 0 || o->zero_block_scale > 255)
+        return qs_fail(e, "format %s: the all-zero block scale must be an E8M0 code 0x00..0xFE", f->name);
+    if (o->nan_block_te < 0 || o->nan_block_te > 1) return qs_fail(e, "format %s: unknown non-finite block rule", f->name);
     return 0;
 }
 

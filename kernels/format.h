@@ -30,6 +30,7 @@ typedef enum qs_round {
     QS_RND_HR,           /* HiF8 hybrid rounding */
     QS_RND_SR,           /* stochastic, seeded and counter-based (reproducible) */
     QS_RND_RTZ,          /* toward zero */
+    QS_RND_TZ,           /* round to nearest, ties toward zero (ggml CPU's lowest-index nearest search) */
     QS_RND_COUNT
 } qs_round;
 
@@ -57,7 +58,29 @@ typedef struct qs_qopts {
     qs_nvfp4_order nvfp4;
     qs_m2x_mode m2x;
     float tensor_scale;      /* NVFP4: global amax to use (> 0); 0 = the absmax of this call's values */
+    /* Library variants (docs/formats.md, "Library variants"); 0 is always the default behaviour.
+    ** Which formats take which is in qs_format.variants (qs_qopts_check rejects the others). */
+    int floor_log2f;         /* MX, scale rule floor: exponent floorf(log2f(amax)) from libm (ggml CPU,
+                             ** microxcaling's PyTorch path) instead of the float32 exponent bits */
+    int zero_positive;       /* MX and plain casts: every zero result is +0 (ggml, microxcaling C++, TE) */
+    int flush_subnormal_blocks; /* MX: a block whose amax is an FP32 subnormal becomes zeros (microxcaling
+                             ** mx_flush_fp32_subnorms) */
+    int nan_block_te;        /* MX: a block holding ±Inf (no NaN) gets scale 0xFE and saturates (TE's
+                             ** float_to_e8m0); 0 = scale 0xFF, whole block NaN */
+    int zero_block_scale;    /* MX: E8M0 code of an all-zero block plus one, QS_ZERO_BLOCK_SCALE(code) for
+                             ** code 0x00..0xFE; 0 = the rule's default (0x00; 0x7F under uos) */
 } qs_qopts;
+
+#define QS_ZERO_BLOCK_SCALE(code) ((int)(code) + 1)
+
+/* qs_format.variants: which library-variant options of qs_qopts a format implements. */
+enum {
+    QS_VAR_FLOOR_LOG2F = 1u << 0,
+    QS_VAR_ZERO_POSITIVE = 1u << 1,
+    QS_VAR_FLUSH_SUBNORMAL = 1u << 2,
+    QS_VAR_NONFINITE_TE = 1u << 3,
+    QS_VAR_ZERO_BLOCK_SCALE = 1u << 4,
+};
 
 struct qs_format;
 
@@ -94,6 +117,7 @@ typedef struct qs_format {
     ** ncodes = 2^elem_bits.  NULL/0 otherwise. */
     float (*code_value)(unsigned c);
     unsigned ncodes;
+    unsigned variants;       /* QS_VAR_* bits: library-variant options this format implements */
 } qs_format;
 
 /* Registry access. */

@@ -6,10 +6,13 @@
 **
 ** Layout: one code per element (codes[i], the element's bit pattern in the low elem_bits bits, sign
 ** bit on top); no metadata; *tensor_scale, when asked for, is set to 1 (no per-call scale).
-** Rounding: RNE by default, TA, RTZ and SR supported (SR: element i draws
-** qs_sr_uniform(o->seed, o->index0 + i)); o->sat saturates overflow and Inf to ±max.  Everything
-** else (NaN, -0, E8M0 quirks) is minifloat.c's.  fakeq and encode are qs_mf_round_n and
-** qs_mf_encode_n (simd.h): vectorised for RNE.
+** Rounding: RNE by default, TA, TZ (nearest, ties toward zero: ggml's rule), RTZ and SR supported
+** (SR: element i draws qs_sr_uniform(o->seed, o->index0 + i)); o->sat saturates overflow and Inf to
+** ±max.  Everything else (NaN, -0, E8M0 quirks) is minifloat.c's.  fakeq and encode are
+** qs_mf_round_n and qs_mf_encode_n (simd.h): vectorised for RNE.
+** Library variant o->zero_positive (not e8m0, which has no zero): every zero result is +0 -- a
+** pass over the output after the rounding, so every path keeps its speed; this includes the
+** FP6/FP4 "NaN -> -0" quirk of ml_dtypes, which becomes +0 (ggml maps NaN to code 0 too).
 */
 #include <math.h>
 #include <string.h>
@@ -19,8 +22,7 @@
 #include "simd.h"
 
 #define RND_MODES ((1u << QS_RND_RNE) | (1u << QS_RND_TA) | (1u << QS_RND_RTZ) | (1u << QS_RND_SR))
-
-static const char *const kRoundNames[QS_RND_COUNT] = {"default", "rne", "ta", "hr", "sr", "rtz"};
+#define MF_MODES (RND_MODES | (1u << QS_RND_TZ))
 
 /* The element type of a descriptor, found by its layout (ebits, mbits, bias are unique here). */
 static const qs_minifloat *mf_of(const qs_format *f)
@@ -38,8 +40,7 @@ static int resolve(const qs_format *f, const qs_qopts *o, qs_round *mode, int *s
     qs_round r = o ? o->round : QS_RND_DEFAULT;
     if (r == QS_RND_DEFAULT) r = f->default_round;
     if ((unsigned)r >= QS_RND_COUNT || !(f->round_modes & (1u << r)))
-        return qs_fail(e, "format %s does not support rounding '%s'", f->name,
-                       (unsigned)r < QS_RND_COUNT ? kRoundNames[r] : "?");
+        return qs_fail(e, "format %s does not support rounding '%s'", f->name, qs_round_name(r));
     *mode = r;
     *sat = o ? o->sat != 0 : 0;
     return 0;
@@ -47,6 +48,17 @@ static int resolve(const qs_format *f, const qs_qopts *o, qs_round *mode, int *s
 
 static inline uint64_t seed_of(const qs_qopts *o) { return o ? o->seed : 0; }
 static inline uint64_t index0_of(const qs_qopts *o) { return o ? o->index0 : 0; }
+static inline int zero_pos(const qs_qopts *o) { return o && o->zero_positive; }
+
+/* zero_positive: -0 results become +0 (values by their bits, codes by their magnitude field). */
+static void clear_neg_zero(float *y, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t b;
+        memcpy(&b, &y[i], 4);
+        if (b == 0x80000000u) y[i] = 0.0f;
+    }
+}
 
 /* ---- minifloat casts ---- */
 
@@ -59,6 +71,11 @@ static int mf_encode(const qs_format *f, const qs_qopts *o, const float *x, size
     if (!mf) return qs_fail(e, "format %s: no element type", f->name);
     if (resolve(f, o, &mode, &sat, e)) return -1;
     qs_mf_encode_n(mf, x, n, codes, mode, sat, seed_of(o), index0_of(o));
+    if (zero_pos(o)) {
+        uint32_t sign = 1u << (f->elem_bits - 1);
+        for (size_t i = 0; i < n; i++)
+            if (codes[i] == sign) codes[i] = 0;
+    }
     if (tensor_scale) *tensor_scale = 1.0f;
     return 0;
 }
@@ -84,6 +101,7 @@ static int mf_fakeq(const qs_format *f, const qs_qopts *o, const float *x, size_
     if (!mf) return qs_fail(e, "format %s: no element type", f->name);
     if (resolve(f, o, &mode, &sat, e)) return -1;
     qs_mf_round_n(mf, x, n, y, mode, sat, seed_of(o), index0_of(o));
+    if (zero_pos(o)) clear_neg_zero(y, n);
     return 0;
 }
 
@@ -155,8 +173,8 @@ static float cv_e8m0(unsigned c) { return qs_e8m0_decode((uint8_t)c); }
     {.name = NAME, .family = "float", .summary = SUMMARY, .elem_bits = BITS, .ebits = E, .mbits = M, \
      .bias = B, .block = 1, .meta_bytes = 0, .meta_bits = 0, .has_inf = INF, .has_nan = NAN_,         \
      .max_finite = MAX, .min_normal = MINN, .min_subnormal = MINS, .default_round = QS_RND_RNE,      \
-     .round_modes = RND_MODES, .has_scale_rule = 0, .encode = mf_encode, .decode = mf_decode,        \
-     .fakeq = mf_fakeq, .code_value = CV, .ncodes = NC}
+     .round_modes = MF_MODES, .has_scale_rule = 0, .encode = mf_encode, .decode = mf_decode,         \
+     .fakeq = mf_fakeq, .code_value = CV, .ncodes = NC, .variants = QS_VAR_ZERO_POSITIVE}
 
 const qs_format qs_formats_float[] = {
     MF("fp32", "IEEE binary32 (identity)", 32, 8, 23, 127, 1, 1,

@@ -40,8 +40,6 @@
 
 #define RND_MODES ((1u << QS_RND_RNE) | (1u << QS_RND_TA) | (1u << QS_RND_RTZ) | (1u << QS_RND_SR))
 
-static const char *const kRoundNames[QS_RND_COUNT] = {"default", "rne", "ta", "hr", "sr", "rtz"};
-
 static inline int qmax_of(const qs_format *f) { return (1 << (f->elem_bits - 1)) - 1; }
 
 typedef struct int_ctx {
@@ -56,8 +54,7 @@ static int setup(const qs_format *f, const qs_qopts *o, size_t n, int_ctx *c, qs
     qs_round r = o ? o->round : QS_RND_DEFAULT;
     if (r == QS_RND_DEFAULT) r = f->default_round;
     if ((unsigned)r >= QS_RND_COUNT || !(f->round_modes & (1u << r)))
-        return qs_fail(e, "format %s does not support rounding '%s'", f->name,
-                       (unsigned)r < QS_RND_COUNT ? kRoundNames[r] : "?");
+        return qs_fail(e, "format %s does not support rounding '%s'", f->name, qs_round_name(r));
     int b = o && o->block > 0 ? o->block : f->block;
     if (o && o->block < 0) return qs_fail(e, "block size must be positive");
     c->mode = r;

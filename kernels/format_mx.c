@@ -21,18 +21,36 @@
 **          (an FP32-subnormal product rounds up only when > 2^-127), §2.4, §2.6;
 **   uos    (MXAttention §5.1) u = ceil(log2(amax / Qmax)), evaluated exactly (the smallest u with
 **          amax <= Qmax * 2^u), Qmax = o->uos_qmax or the element's default below.
-** Element rounding: RNE (default), TA, RTZ and SR (u = qs_sr_uniform(seed, index0 + i)), through
-** qs_mf_round/qs_mf_encode with sat = 1 (§1.6, §1.7 step 5).
+** Element rounding: RNE (default), TA, TZ (nearest, ties toward zero: ggml's CPU rule, §2.5), RTZ
+** and SR (u = qs_sr_uniform(seed, index0 + i)), through qs_mf_round/qs_mf_encode with sat = 1 (§1.6,
+** §1.7 step 5).
+**
+** Library variants (qs_qopts; §2.8; all off by default, docs/formats.md "Library variants"):
+**   floor_log2f   floor's exponent is floorf(log2f(amax)) from libm (ggml CPU, microxcaling's PyTorch
+**                 path) instead of the bits: 0x1.fffffep+2 gets 0x80 with glibc (T28); the result is
+**                 still clamped to [-127, 127] (ggml would convert an out-of-range float: UB);
+**   zero_positive every zero result is +0, codes without the sign bit (ggml, microxcaling C++, TE);
+**   flush_subnormal_blocks  microxcaling's mx_flush_fp32_subnorms: a block whose amax is an FP32
+**                 subnormal (floor(log2 amax) < -126, by the same arithmetic as floor_log2f says)
+**                 quantizes to zeros, each keeping its input's sign (x * 0, the PyTorch path; add
+**                 zero_positive for the C++ path's +0); the scale is the rule's for that amax (T23);
+**   nan_block_te  TE's float_to_e8m0 (§2.6): a block holding ±Inf and no NaN gets scale 0xFE
+**                 instead of 0xFF and is quantized at that scale, saturating: ±Inf -> ±max element
+**                 (which decodes to ±Inf in float32 for the FP elements, max * 2^127 overflowing;
+**                 to ±127/64 * 2^127 for MXINT8), finite values x * 2^-127 (0 unless huge); a NaN
+**                 still gives 0xFF;
+**   zero_block_scale  the all-zero block's scale code + 1 (microxcaling INT8 0x01, MXAttention 0x7F).
 **
 ** Choices where the spec leaves room or sources disagree:
 **   - [Choice] NaN or ±Inf anywhere in a block -> scale 0xFF, every element code 0, and the whole
-**     block decodes to NaN (torchao/microxcaling, §1.6; TE would use 0xFE for Inf, ggml is UB).
+**     block decodes to NaN (torchao/microxcaling, §1.6; TE uses 0xFE for Inf: nan_block_te; ggml
+**     ignores NaN and is UB on Inf -- not offered).
 **   - [Choice] All-zero block (±0 only): scale 0x00 (torchao, TE, ggml, gfloat; §1.6, T5) for floor,
 **     ceil, even and rceil -- also for MXINT8, where microxcaling gives 0x01 -- but 0x7F under uos,
 **     the MXAttention reference convention of vector T41.  The codes are ±0 either way, and
-**     decode accepts any scale for such a block.
+**     decode accepts any scale for such a block.  zero_block_scale picks another code.
 **   - FP32-subnormal inputs are quantized normally (no flush; microxcaling's
-**     mx_flush_fp32_subnorms is off by default), vector T23.
+**     mx_flush_fp32_subnorms is off by default: flush_subnormal_blocks), vector T23.
 **   - [Choice] ceil of an FP32-subnormal amax is the exact ceil(log2 amax); torchao's bit formula
 **     differs only there, and only for MXINT8 (emax 0) would it survive the clamp -- torchao has
 **     no MXINT8.  floor agrees with the bit formula everywhere after the clamp.
@@ -105,6 +123,8 @@ typedef struct mx_run {
     double qmax;
     size_t block;
     uint64_t seed, index0;
+    int floor_log2f, zero_pos, flush_sub, inf_te;   /* library variants (header) */
+    unsigned zero_code;                              /* scale code of an all-zero block */
 } mx_run;
 
 static int mx_setup(const qs_format *f, const mx_elem *el, const qs_qopts *o, mx_run *r, qs_err *e)
@@ -113,8 +133,9 @@ static int mx_setup(const qs_format *f, const mx_elem *el, const qs_qopts *o, mx
     if (!o) o = &defaults;
     r->el = el;
     r->mode = o->round == QS_RND_DEFAULT ? QS_RND_RNE : o->round;
-    if (r->mode != QS_RND_RNE && r->mode != QS_RND_TA && r->mode != QS_RND_RTZ && r->mode != QS_RND_SR)
-        return qs_fail(e, "format %s does not support rounding '%s' (supported: rne,ta,sr,rtz)", f->name,
+    if (r->mode != QS_RND_RNE && r->mode != QS_RND_TA && r->mode != QS_RND_RTZ && r->mode != QS_RND_SR &&
+        r->mode != QS_RND_TZ)
+        return qs_fail(e, "format %s does not support rounding '%s' (supported: rne,ta,sr,rtz,tz)", f->name,
                        qs_round_name(o->round));
     if ((unsigned)o->scale_rule >= QS_SCALE_COUNT) return qs_fail(e, "format %s: unknown scale rule", f->name);
     r->rule = o->scale_rule;
@@ -125,6 +146,16 @@ static int mx_setup(const qs_format *f, const mx_elem *el, const qs_qopts *o, mx
     r->block = o->block > 0 ? (size_t)o->block : (size_t)f->block;
     r->seed = o->seed;
     r->index0 = o->index0;
+    if (o->floor_log2f && o->scale_rule != QS_SCALE_FLOOR)
+        return qs_fail(e, "format %s: --floor-log2f is the arithmetic of --scale-rule floor", f->name);
+    if (o->zero_block_scale < 0 || o->zero_block_scale > 255)
+        return qs_fail(e, "format %s: the all-zero block scale must be an E8M0 code 0x00..0xFE", f->name);
+    if (o->nan_block_te < 0 || o->nan_block_te > 1) return qs_fail(e, "format %s: unknown non-finite block rule", f->name);
+    r->floor_log2f = o->floor_log2f != 0;
+    r->zero_pos = o->zero_positive != 0;
+    r->flush_sub = o->flush_subnormal_blocks != 0;
+    r->inf_te = o->nan_block_te;
+    r->zero_code = o->zero_block_scale ? (unsigned)o->zero_block_scale - 1 : r->rule == QS_SCALE_UOS ? 0x7Fu : 0x00u;
     return 0;
 }
 
@@ -152,11 +183,25 @@ static int uos_exp(double amax, double qmax)
     return u;
 }
 
-/* E8M0 code of a block whose largest magnitude has the bits ab (finite, sign cleared). */
+/* floor(log2 a) of a positive float32 by the run's arithmetic: the bits, or libm's log2f. */
+static inline int mx_ilog2(const mx_run *r, uint32_t a)
+{
+    return r->floor_log2f ? (int)floorf(log2f(u2f(a))) : ilog2_bits(a);
+}
+
+/* flush_subnormal_blocks: does a block with this amax become zeros? */
+static inline int mx_flushes(const mx_run *r, uint32_t ab)
+{
+    return r->flush_sub && ab != 0 && ab < 0x00800000u && mx_ilog2(r, ab) < -126;
+}
+
+/* E8M0 code of a block whose largest magnitude has the bits ab (sign cleared; >= 0x7f800000 when
+** the block holds Inf or NaN).  0xFF means a NaN block: every element decodes to NaN. */
 static unsigned mx_scale_code(const mx_run *r, uint32_t ab)
 {
     const mx_elem *el = r->el;
-    if (ab == 0) return r->rule == QS_SCALE_UOS ? 0x7Fu : 0x00u;
+    if (ab >= 0x7f800000u) return ab == 0x7f800000u && r->inf_te ? 0xFEu : 0xFFu;
+    if (ab == 0) return r->zero_code;
     int u;
     switch (r->rule) {
     case QS_SCALE_RCEIL: {
@@ -173,7 +218,7 @@ static unsigned mx_scale_code(const mx_run *r, uint32_t ab)
     }
     case QS_SCALE_CEIL: u = ilog2_bits(ab) + !is_pow2_bits(ab) - el->emax; break;
     case QS_SCALE_UOS: u = uos_exp((double)u2f(ab), r->qmax); break;
-    default: u = ilog2_bits(ab) - el->emax; break;
+    default: u = mx_ilog2(r, ab) - el->emax; break;
     }
     if (u < -127) u = -127;
     if (u > 127) u = 127;
@@ -209,6 +254,7 @@ static inline int int8_q(float y, qs_round mode, double u)
         switch (mode) {
         case QS_RND_RTZ: break;
         case QS_RND_TA: q += fr >= 0.5f; break;
+        case QS_RND_TZ: q += fr > 0.5f; break;
         case QS_RND_SR: q += u < (double)fr; break;
         default: q += fr > 0.5f || (fr == 0.5f && (q & 1)); break;
         }
@@ -234,18 +280,20 @@ static int mx_encode(const mx_elem *el, const qs_format *f, const qs_qopts *o, c
     for (size_t b = 0, i0 = 0; i0 < n; b++, i0 += r.block) {
         size_t len = n - i0 < r.block ? n - i0 : r.block;
         uint32_t ab = absmax_bits(x + i0, len);
-        if (ab >= 0x7f800000u) {
-            meta[b] = 0xFF;
+        unsigned c = mx_scale_code(&r, ab);
+        meta[b] = (uint8_t)c;
+        if (c == 0xFF) {
             memset(codes + i0, 0, len * sizeof *codes);
             continue;
         }
-        unsigned c = mx_scale_code(&r, ab);
         float inv = inv_scale_of(c);
-        meta[b] = (uint8_t)c;
+        int flush = mx_flushes(&r, ab);
+        uint32_t negz = el->mf ? 1u << f->elem_bits >> 1 : 0;   /* the -0 code */
         for (size_t i = i0; i < i0 + len; i++) {
-            float y = x[i] * inv;
+            float y = flush ? copysignf(0.0f, x[i]) : x[i] * inv;
             codes[i] = el->mf ? qs_mf_encode(el->mf, y, r.mode, sr_u(&r, i), 1)
                               : (uint32_t)(uint8_t)(int8_t)int8_q(y, r.mode, sr_u(&r, i));
+            if (r.zero_pos && negz && codes[i] == negz) codes[i] = 0;
         }
     }
     if (tensor_scale) *tensor_scale = 1.0f;
@@ -304,7 +352,11 @@ static inline float mx_rne(const mx_vk *k, float a)
     return fminf((v + M) - M, k->maxv);
 }
 
+static void mx_block_scalar(const mx_run *r, const mx_vk *k, const float *x, size_t i0, size_t len, float *y);
+
 #if MX_X86
+/* Blocks with NaN/Inf or to be flushed are handed to mx_block_scalar (these kernels run RNE only,
+** so its SR index is never used); every other variant is in mx_scale_code or a pass in mx_fakeq. */
 __attribute__((target("avx2")))
 static void mx_blocks_avx2(const mx_run *r, const mx_vk *k, const float *x, size_t nblk, float *y)
 {
@@ -321,9 +373,8 @@ static void mx_blocks_avx2(const mx_run *r, const mx_vk *k, const float *x, size
         h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0x4e));
         h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0xb1));
         uint32_t ab = (uint32_t)_mm_cvtsi128_si32(h);
-        if (ab >= 0x7f800000u) {
-            const __m256 nan = _mm256_set1_ps(NAN);
-            for (size_t j = 0; j < B; j += 8) _mm256_storeu_ps(y + j, nan);
+        if (ab >= 0x7f800000u || mx_flushes(r, ab)) {     /* rare blocks: the portable code */
+            mx_block_scalar(r, k, x, 0, B, y);
             continue;
         }
         unsigned c = mx_scale_code(r, ab);
@@ -357,9 +408,8 @@ static void mx_blocks_avx512(const mx_run *r, const mx_vk *k, const float *x, si
         for (size_t j = 0; j < B; j += 16)
             m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_loadu_si512((const void *)(x + j)), absm));
         uint32_t ab = (uint32_t)_mm512_reduce_max_epu32(m);
-        if (ab >= 0x7f800000u) {
-            const __m512 nan = _mm512_set1_ps(NAN);
-            for (size_t j = 0; j < B; j += 16) _mm512_storeu_ps(y + j, nan);
+        if (ab >= 0x7f800000u || mx_flushes(r, ab)) {     /* rare blocks: the portable code */
+            mx_block_scalar(r, k, x, 0, B, y);
             continue;
         }
         unsigned c = mx_scale_code(r, ab);
@@ -387,11 +437,15 @@ static void mx_block_scalar(const mx_run *r, const mx_vk *k, const float *x, siz
 {
     const mx_elem *el = r->el;
     uint32_t ab = absmax_bits(x + i0, len);
-    if (ab >= 0x7f800000u) {
+    unsigned c = mx_scale_code(r, ab);
+    if (c == 0xFF) {
         for (size_t i = i0; i < i0 + len; i++) y[i] = NAN;
         return;
     }
-    unsigned c = mx_scale_code(r, ab);
+    if (mx_flushes(r, ab)) {
+        for (size_t i = i0; i < i0 + len; i++) y[i] = k->int8 ? 0.0f : copysignf(0.0f, x[i]);
+        return;
+    }
     float X = scale_of(c), inv = inv_scale_of(c);
     if (r->mode == QS_RND_RNE) {
         for (size_t i = i0; i < i0 + len; i++) {
@@ -431,6 +485,9 @@ static int mx_fakeq(const mx_elem *el, const qs_format *f, const qs_qopts *o, co
 #endif
     for (size_t i0 = done; i0 < n; i0 += r.block)
         mx_block_scalar(&r, &k, x, i0, n - i0 < r.block ? n - i0 : r.block, y);
+    if (r.zero_pos)                                       /* -0 -> +0, whatever the path */
+        for (size_t i = 0; i < n; i++)
+            if (f2u(y[i]) == 0x80000000u) y[i] = 0.0f;
     return 0;
 }
 
@@ -459,7 +516,9 @@ static float cv_e2m1(unsigned c) { return qs_mf_decode(&qs_mf_e2m1, c); }
 static float cv_int8(unsigned c) { return int8_val((int8_t)(uint8_t)c); }
 
 #define RM(r) (1u << (r))
-#define MX_ROUND RM(QS_RND_RNE) | RM(QS_RND_TA) | RM(QS_RND_RTZ) | RM(QS_RND_SR)
+#define MX_ROUND RM(QS_RND_RNE) | RM(QS_RND_TA) | RM(QS_RND_RTZ) | RM(QS_RND_SR) | RM(QS_RND_TZ)
+#define MX_VARIANTS (QS_VAR_FLOOR_LOG2F | QS_VAR_ZERO_POSITIVE | QS_VAR_FLUSH_SUBNORMAL | QS_VAR_NONFINITE_TE | \
+                     QS_VAR_ZERO_BLOCK_SCALE)
 
 #define MX_ENTRY(NAME, SUMMARY, BITS, EB, MB, BIAS, INF, MAXV, MINN, MINS, tag)                          \
     {                                                                                                      \
@@ -468,6 +527,7 @@ static float cv_int8(unsigned c) { return int8_val((int8_t)(uint8_t)c); }
         .max_finite = (MAXV) * 0x1p127, .min_normal = (MINN) * 0x1p-127, .min_subnormal = (MINS) * 0x1p-127, \
         .default_round = QS_RND_RNE, .round_modes = MX_ROUND, .has_scale_rule = 1, .encode = tag##_enc,  \
         .decode = tag##_dec, .fakeq = tag##_fq, .code_value = cv_##tag, .ncodes = 1u << (BITS),          \
+        .variants = MX_VARIANTS,                                                                           \
     }
 
 const qs_format qs_formats_mx[] = {

@@ -25,6 +25,10 @@
 **   - Overflow under RTZ gives ±max for every kind (IEEE 754 §7.4: round-toward-zero never
 **     overflows to Inf); SR that rounds up past max overflows like RNE does (Inf / NaN / ±max).
 **   - QS_RND_DEFAULT and QS_RND_HR are treated as RNE here (HR is a HiF8 mode).
+**   - QS_RND_TZ (nearest, ties toward zero) is ggml's CPU element rule: its lowest-index search
+**     over a table ordered by magnitude keeps the smaller magnitude on a tie (formats-mx.md §2.5,
+**     T10).  It runs on the scalar path (qs_mf_round_n vectorises RNE only); under overflow it
+**     behaves as RNE does (an exact tie just above max goes down to max: e4m3 464 -> 448).
 **   - E8M0 (qs_e8m0_encode), ml_dtypes float8_e8m0fnu cast, measured on every float32 subnormal
 **     and the boundaries: NaN, ±Inf, ±0 and every negative value -> 0xFF (NaN); a normal x =
 **     1.f * 2^e goes to the nearest power of two with ties *up* (code e+127, plus one when the
@@ -102,6 +106,7 @@ static uint32_t round_mag(const qs_minifloat *f, uint32_t a, qs_round mode, doub
         switch (mode) {
         case QS_RND_RTZ: up = 0; break;
         case QS_RND_TA: up = half != 0 && rem >= half; break;
+        case QS_RND_TZ: up = half != 0 && rem > half; break;
         case QS_RND_SR: up = u < ldexp((double)rem, -shift); break;  /* exact in double */
         default: up = half != 0 && (rem > half || (rem == half && (fl & 1))); break;
         }
@@ -403,7 +408,7 @@ void qs_mf_encode_n(const qs_minifloat *f, const float *x, size_t n, uint32_t *c
 void qs_mf_round_n(const qs_minifloat *f, const float *x, size_t n, float *y, qs_round mode, int sat,
                    uint64_t seed, uint64_t index0)
 {
-    if (mode != QS_RND_TA && mode != QS_RND_RTZ && mode != QS_RND_SR) mode = QS_RND_RNE;
+    if (mode != QS_RND_TA && mode != QS_RND_RTZ && mode != QS_RND_SR && mode != QS_RND_TZ) mode = QS_RND_RNE;
     if (is_fp32(f)) {                                     /* identity (sat: Inf -> ±max) */
         for (size_t i = 0; i < n; i++) y[i] = (sat && isinf(x[i])) ? copysignf(FLT_MAX, x[i]) : x[i];
         return;

@@ -39,7 +39,7 @@ double qs_mf_max(const qs_minifloat *f);
 double qs_mf_min_normal(const qs_minifloat *f);
 double qs_mf_min_subnormal(const qs_minifloat *f);
 
-/* Round x to the grid.  mode: RNE, TA, RTZ or SR (u in [0,1) is the stochastic draw: round up in
+/* Round x to the grid.  mode: RNE, TA, TZ, RTZ or SR (u in [0,1) is the stochastic draw: round up in
 ** magnitude when u < fractional distance; ignored otherwise). */
 float qs_mf_round(const qs_minifloat *f, float x, qs_round mode, double u, int sat);
 
