@@ -74,3 +74,50 @@ ok "the stored result records format, options and input hash" bash -c "$QS show 
 import json,sys
 m=json.load(sys.stdin)[\"metadata\"]
 assert m[\"options\"][\"format\"]==\"nvfp4\" and m[\"options\"][\"nvfp4\"]==\"te\" and len(m[\"input_hash\"])==32 and m[\"quantized_from\"]==\"a\", m'"
+
+# library variants (spec formats-mx.md §2.8; docs/formats.md "Library variants")
+eq "T28: exponent bits by default" "6 1" bash -c "printf '0x1.fffffep+2 1' | $QS quant -f mxfp4"
+eq "T28: --floor-log2f is ggml's floorf(log2f(amax)) (glibc rounds log2f up: scale 2^1)" "8 1" \
+   bash -c "printf '0x1.fffffep+2 1' | $QS quant -f mxfp4 --floor-log2f"
+eq "T10: ggml CPU elements = --round tz --zero-positive" "6 0.5 1.5 3 -0.5 0 2 4" \
+   bash -c "printf '6 0.75 1.75 3.5 -0.75 -0.25 2.5 5' | $QS quant -f mxfp4 --round tz --zero-positive --floor-log2f"
+eq "T10 codes and scale" "0x7 0x7f 0x1 0x7f 0x3 0x7f 0x5 0x7f 0x9 0x7f 0x0 0x7f 0x4 0x7f 0x6 0x7f" \
+   bash -c "printf '6 0.75 1.75 3.5 -0.75 -0.25 2.5 5' | $QS quant -f mxfp4 --round tz --zero-positive --codes"
+eq "--round tz alone keeps -0" "6 -0" bash -c "printf '6 -0.25' | $QS quant -f mxfp4 --round tz"
+eq "--round tz on an element cast: ties toward zero" "0 0.5 1.5 4 -3" \
+   bash -c "printf '0.25 0.75 1.75 5 -3.5' | $QS quant -f fp4_e2m1 --round tz"
+eq "--round tz: e5m2 61440 goes down to 57344 (RNE overflows to inf)" "57344 inf" \
+   bash -c "echo 61440 | $QS quant -f fp8_e5m2 --round tz; echo 61440 | $QS quant -f fp8_e5m2"
+eq "zeros keep their sign by default (fp4 +nan -> -0: ml_dtypes)" "-0 -0 -0 6 -0" \
+   bash -c "printf -- '-0 -1e-9 nan' | $QS quant -f fp4_e2m1; printf '6 -0.2' | $QS quant -f mxfp4"
+eq "--zero-positive: +0 only (casts and MX)" "0 0 0 6 0" \
+   bash -c "printf -- '-0 -1e-9 nan' | $QS quant -f fp4_e2m1 --zero-positive; printf '6 -0.2' | $QS quant -f mxfp4 --zero-positive"
+eq "T23: FP32-subnormal block quantized normally by default" "1.01019046e-39 2.98465363e-40" \
+   bash -c "printf '1e-39 3e-40' | $QS quant -f mxfp8_e4m3"
+eq "T23: --flush-subnormal-blocks (microxcaling) gives zeros, signs kept" "0 -0 0x00 0x00 0x80 0x00" \
+   bash -c "printf '1e-39 -3e-40' | $QS quant -f mxfp8_e4m3 --flush-subnormal-blocks; printf '1e-39 -3e-40' | $QS quant -f mxfp8_e4m3 --flush-subnormal-blocks --codes"
+eq "T7: an Inf makes the block NaN (scale 0xFF) by default" "nan nan nan" bash -c "printf '1 inf 2' | $QS quant -f mxfp4"
+eq "T7: --nonfinite-block te: scale 0xFE, Inf saturates" "0x0 0xfe 0x7 0xfe 0x0 0xfe 0 inf 0" \
+   bash -c "printf '1 inf 2' | $QS quant -f mxfp4 --nonfinite-block te --codes; printf '1 inf 2' | $QS quant -f mxfp4 --nonfinite-block te"
+eq "--nonfinite-block te: a NaN still gives a NaN block" "nan nan nan" \
+   bash -c "printf '1 inf nan' | $QS quant -f mxfp8_e4m3 --nonfinite-block te"
+eq "T5: all-zero block scale 0x00 by default, 0x01 as microxcaling INT8" "0x00 0x00 0x00 0x01" \
+   bash -c "echo 0 | $QS quant -f mxint8 --codes; echo 0 | $QS quant -f mxint8 --codes --zero-block-scale 01"
+eq "--zero-block-scale 0x7f (MXAttention) under floor" "0x0 0x7f" bash -c "echo 0 | $QS quant -f mxfp4 --codes --zero-block-scale 0x7f"
+ok "explain takes the variant options" bash -c "$QS explain -f mxfp4 --zero-block-scale 7f 0 -0 | grep -q 'metadata 0x7f' && $QS explain -f mxfp4 --floor-log2f 0x1.fffffep+2 | grep -q 'metadata 0x80'"
+ok "help quant lists the variants" bash -c "$QS help quant | grep -q -- '--floor-log2f' && $QS help quant | grep -q -- '--nonfinite-block' && $QS help quant | grep -q 'tz'"
+fails "--floor-log2f on a plain cast is a usage error" 2 $QS quant -f fp16 --floor-log2f
+fails "--floor-log2f with another scale rule is a usage error" 2 $QS quant -f mxfp4 --floor-log2f --scale-rule rceil
+fails "--zero-positive on e8m0 (no zero) is a usage error" 2 $QS quant -f e8m0 --zero-positive
+fails "--round tz on nvfp4 is a usage error" 2 $QS quant -f nvfp4 --round tz
+fails "--zero-block-scale ff (NaN) is a usage error" 2 $QS quant -f mxfp4 --zero-block-scale ff
+fails "--nonfinite-block takes nan or te" 2 $QS quant -f mxfp4 --nonfinite-block zero
+fails "--flush-subnormal-blocks on int8 is a usage error" 2 $QS quant -f int8 --flush-subnormal-blocks
+ok "variants are recorded in the stored options; defaults add no keys" bash -c "$QS quant -f mxfp4 a --name a_ggml --round tz --zero-positive --floor-log2f --zero-block-scale 01 >/dev/null && $QS show a_ggml --json | python3 -c '
+import json,sys
+o=json.load(sys.stdin)[\"metadata\"][\"options\"]
+assert o[\"round\"]==\"tz\" and o[\"floor_log2f\"] is True and o[\"zero_positive\"] is True and o[\"zero_block_scale\"]==1, o
+assert \"flush_subnormal_blocks\" not in o and \"nonfinite_block\" not in o, o' && $QS show a_nvfp4 --json | python3 -c '
+import json,sys
+o=json.load(sys.stdin)[\"metadata\"][\"options\"]
+assert set(o)=={\"format\",\"round\",\"block\",\"gran\",\"axis\",\"sat\",\"nvfp4\"}, o'"

@@ -3,7 +3,7 @@
 ** against spec/formats-mx.md:
 **   - every §7 vector that is about these codecs: T1-T9, T11-T28 (MX), T29 (E8M0 scales as decoded
 **     by MX blocks), T32-T35 (NVFP4 TE and torchao), T37-T40 (M2XFP), T41-T42 (UOS and the
-**     quantizer half of PNQ).  Not here: T10, T36 (ggml's own rounding, not a qscope mode), T30,
+**     quantizer half of PNQ).  Not here: T10, T36 (ggml's rounding: test_format_variants.c), T30,
 **     T31 (plain E8M0 / element casts, tests/unit/test_minifloat.c);
 **   - conformance with Graphcore's gfloat (fixtures/mx, made by fixtures/make_mx_vectors.py):
 **     FLOOR scales, RNE / TA / RTZ elements, decoded values, for all six MX formats;
