@@ -220,7 +220,7 @@ static int explain_run(qs_cli *cli, qs_apply *ap, int table, int nargs, char **a
     qs_apply a = *ap;
     const qs_format *f = a.f;
     if (table) {
-        if (!f->code_value) return qs_cli_usage("explain", "--table lists formats of at most 8 element bits (%s has %d)", f->name, f->elem_bits);
+        if (!f->code_value) return qs_cli_usage("explain", "--table needs an element format with a fixed code table (8 bits or fewer, no block scale); %s has none", f->name);
         printf("%s%-6s %-28s %s%s\n", qs_c_head(cli), "CODE", "BITS", "VALUE", qs_c_off(cli));
         for (unsigned c = 0; c < f->ncodes; c++) {
             char fields[200], v[32];
