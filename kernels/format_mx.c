@@ -272,30 +272,40 @@ static inline double sr_u(const mx_run *r, size_t i)
 
 /* ---- encode / decode / scalar fakeq ----------------------------------------------------------- */
 
+/* Encode one block [i0, i0+len) on the portable path: qs_mf_encode / int8_q per element. */
+static void mx_enc_block_scalar(const mx_run *r, const qs_format *f, const float *x, size_t i0, size_t len,
+                                uint32_t *codes, uint8_t *meta)
+{
+    const mx_elem *el = r->el;
+    uint32_t ab = absmax_bits(x + i0, len);
+    unsigned c = mx_scale_code(r, ab);
+    *meta = (uint8_t)c;
+    if (c == 0xFF) {
+        memset(codes + i0, 0, len * sizeof *codes);
+        return;
+    }
+    float inv = inv_scale_of(c);
+    int flush = mx_flushes(r, ab);
+    uint32_t negz = el->mf ? 1u << f->elem_bits >> 1 : 0;   /* the -0 code */
+    for (size_t i = i0; i < i0 + len; i++) {
+        float y = flush ? copysignf(0.0f, x[i]) : x[i] * inv;
+        codes[i] = el->mf ? qs_mf_encode(el->mf, y, r->mode, sr_u(r, i), 1)
+                          : (uint32_t)(uint8_t)(int8_t)int8_q(y, r->mode, sr_u(r, i));
+        if (r->zero_pos && negz && codes[i] == negz) codes[i] = 0;
+    }
+}
+
+static size_t mx_enc_vector(const mx_run *r, const qs_format *f, const float *x, size_t n, uint32_t *codes,
+                            uint8_t *meta);
+
 static int mx_encode(const mx_elem *el, const qs_format *f, const qs_qopts *o, const float *x, size_t n,
                      uint32_t *codes, uint8_t *meta, float *tensor_scale, qs_err *e)
 {
     mx_run r;
     if (mx_setup(f, el, o, &r, e)) return -1;
-    for (size_t b = 0, i0 = 0; i0 < n; b++, i0 += r.block) {
-        size_t len = n - i0 < r.block ? n - i0 : r.block;
-        uint32_t ab = absmax_bits(x + i0, len);
-        unsigned c = mx_scale_code(&r, ab);
-        meta[b] = (uint8_t)c;
-        if (c == 0xFF) {
-            memset(codes + i0, 0, len * sizeof *codes);
-            continue;
-        }
-        float inv = inv_scale_of(c);
-        int flush = mx_flushes(&r, ab);
-        uint32_t negz = el->mf ? 1u << f->elem_bits >> 1 : 0;   /* the -0 code */
-        for (size_t i = i0; i < i0 + len; i++) {
-            float y = flush ? copysignf(0.0f, x[i]) : x[i] * inv;
-            codes[i] = el->mf ? qs_mf_encode(el->mf, y, r.mode, sr_u(&r, i), 1)
-                              : (uint32_t)(uint8_t)(int8_t)int8_q(y, r.mode, sr_u(&r, i));
-            if (r.zero_pos && negz && codes[i] == negz) codes[i] = 0;
-        }
-    }
+    size_t done = mx_enc_vector(&r, f, x, n, codes, meta);   /* whole blocks, RNE, when the level allows */
+    for (size_t b = done / r.block, i0 = done; i0 < n; b++, i0 += r.block)
+        mx_enc_block_scalar(&r, f, x, i0, n - i0 < r.block ? n - i0 : r.block, codes, meta + b);
     if (tensor_scale) *tensor_scale = 1.0f;
     return 0;
 }
@@ -488,6 +498,175 @@ static int mx_fakeq(const mx_elem *el, const qs_format *f, const qs_qopts *o, co
     if (r.zero_pos)                                       /* -0 -> +0, whatever the path */
         for (size_t i = 0; i < n; i++)
             if (f2u(y[i]) == 0x80000000u) y[i] = 0.0f;
+    return 0;
+}
+
+/* ---- vectorised encode (RNE elements) --------------------------------------------------------
+**
+** The fakeq kernels' rounding t = min((v + M) - M, max) gives the element value (the same value
+** qs_mf_encode picks: fakeq == decode(encode) is tested), which is then turned into its code: a
+** target-subnormal magnitude is bits(t + C) - bits(C) with C = 2^(emin - mbits + 23) (t is a
+** multiple of C's ulp), a normal one its float32 bits shifted down by 23 - mbits with the exponent
+** re-biased; the sign of x goes on top (x * inv keeps it), or is dropped on zeros under
+** zero_positive.  MXINT8: q = t * 64 exactly, code (uint8)(±q).  Blocks holding NaN/Inf or to be
+** flushed, partial blocks and other rounding modes take mx_enc_block_scalar.  Tested code for code
+** and byte for byte against the scalar level (tests/unit/test_format_mx.c, test_format_variants.c).
+*/
+typedef struct mx_ek {
+    mx_vk v;
+    uint32_t minnorm, cbits, rebias;
+    int shiftm, signsh;   /* signsh: right shift taking bit 31 to the code's sign bit */
+    float c;
+    int zp;
+} mx_ek;
+
+static void mx_ek_init(const mx_run *r, const qs_format *f, mx_ek *k)
+{
+    const mx_elem *el = r->el;
+    mx_vk_init(el, &k->v);
+    int M = el->mbits;
+    k->shiftm = 23 - M;
+    k->minnorm = (uint32_t)(el->emin + 127) << 23;
+    k->c = u2f((uint32_t)(el->emin - M + 23 + 127) << 23);
+    k->cbits = f2u(k->c);
+    k->rebias = el->mf ? (uint32_t)(127 - el->mf->bias) << M : 0;
+    k->signsh = 31 - (f->elem_bits - 1);
+    k->zp = r->zero_pos;
+}
+
+#if MX_X86
+__attribute__((target("avx2")))
+static void mx_enc_avx2(const mx_run *r, const mx_ek *k, const qs_format *f, const float *x, size_t nblk,
+                        uint32_t *codes, uint8_t *meta)
+{
+    const size_t B = r->block;
+    const __m256i absm = _mm256_set1_epi32(0x7fffffff), expm = _mm256_set1_epi32(0x7f800000);
+    const __m256i lowexp = _mm256_set1_epi32((int)k->v.lowexp), shift = _mm256_set1_epi32((int)k->v.shift);
+    const __m256 cap = _mm256_set1_ps(k->v.cap), maxv = _mm256_set1_ps(k->v.maxv);
+    const __m256i minnorm = _mm256_set1_epi32((int)k->minnorm), cbits = _mm256_set1_epi32((int)k->cbits);
+    const __m256i rebias = _mm256_set1_epi32((int)k->rebias), zero = _mm256_setzero_si256();
+    const __m256i byte = _mm256_set1_epi32(0xff);
+    const __m256 c = _mm256_set1_ps(k->c), s64 = _mm256_set1_ps(64.0f);
+    const __m128i sh = _mm_cvtsi32_si128(k->shiftm), ssh = _mm_cvtsi32_si128(k->signsh);
+    const int int8 = k->v.int8, zp = k->zp;
+    for (size_t b = 0; b < nblk; b++) {
+        const float *xb0 = x + b * B;
+        uint32_t *cb = codes + b * B;
+        __m256i m = _mm256_setzero_si256();
+        for (size_t j = 0; j < B; j += 8)
+            m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(xb0 + j)), absm));
+        __m128i h = _mm_max_epu32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+        h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0x4e));
+        h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0xb1));
+        uint32_t ab = (uint32_t)_mm_cvtsi128_si32(h);
+        if (ab >= 0x7f800000u || mx_flushes(r, ab)) {      /* rare blocks: the portable code */
+            mx_enc_block_scalar(r, f, x, b * B, B, codes, meta + b);
+            continue;
+        }
+        unsigned sc = mx_scale_code(r, ab);
+        meta[b] = (uint8_t)sc;
+        const __m256 inv = _mm256_set1_ps(inv_scale_of(sc));
+        for (size_t j = 0; j < B; j += 8) {
+            __m256i xb = _mm256_loadu_si256((const __m256i *)(xb0 + j));
+            __m256i a = _mm256_and_si256(xb, absm);
+            __m256i s = _mm256_andnot_si256(absm, xb);
+            __m256 v = _mm256_min_ps(_mm256_mul_ps(_mm256_castsi256_ps(a), inv), cap);
+            __m256i e = _mm256_max_epi32(_mm256_and_si256(_mm256_castps_si256(v), expm), lowexp);
+            __m256 M = _mm256_castsi256_ps(_mm256_add_epi32(e, shift));
+            __m256 t = _mm256_min_ps(_mm256_sub_ps(_mm256_add_ps(v, M), M), maxv);
+            __m256i ti = _mm256_castps_si256(t), code;
+            if (int8) {
+                __m256i q = _mm256_cvttps_epi32(_mm256_mul_ps(t, s64));
+                __m256i neg = _mm256_srai_epi32(s, 31);                       /* all ones when x < 0 */
+                code = _mm256_and_si256(_mm256_sub_epi32(_mm256_xor_si256(q, neg), neg), byte);
+            } else {
+                __m256i sub = _mm256_sub_epi32(_mm256_castps_si256(_mm256_add_ps(t, c)), cbits);
+                __m256i nor = _mm256_sub_epi32(_mm256_srl_epi32(ti, sh), rebias);
+                code = _mm256_blendv_epi8(nor, sub, _mm256_cmpgt_epi32(minnorm, ti));
+                __m256i sg = _mm256_srl_epi32(s, ssh);
+                if (zp) sg = _mm256_andnot_si256(_mm256_cmpeq_epi32(code, zero), sg);
+                code = _mm256_or_si256(code, sg);
+            }
+            _mm256_storeu_si256((__m256i *)(cb + j), code);
+        }
+    }
+}
+
+__attribute__((target("avx512f")))
+static void mx_enc_avx512(const mx_run *r, const mx_ek *k, const qs_format *f, const float *x, size_t nblk,
+                          uint32_t *codes, uint8_t *meta)
+{
+    const size_t B = r->block;
+    const __m512i absm = _mm512_set1_epi32(0x7fffffff), expm = _mm512_set1_epi32(0x7f800000);
+    const __m512i lowexp = _mm512_set1_epi32((int)k->v.lowexp), shift = _mm512_set1_epi32((int)k->v.shift);
+    const __m512 cap = _mm512_set1_ps(k->v.cap), maxv = _mm512_set1_ps(k->v.maxv);
+    const __m512i minnorm = _mm512_set1_epi32((int)k->minnorm), cbits = _mm512_set1_epi32((int)k->cbits);
+    const __m512i rebias = _mm512_set1_epi32((int)k->rebias), zero = _mm512_setzero_si512();
+    const __m512i byte = _mm512_set1_epi32(0xff);
+    const __m512 c = _mm512_set1_ps(k->c), s64 = _mm512_set1_ps(64.0f);
+    const __m128i sh = _mm_cvtsi32_si128(k->shiftm), ssh = _mm_cvtsi32_si128(k->signsh);
+    const int int8 = k->v.int8, zp = k->zp;
+    for (size_t b = 0; b < nblk; b++) {
+        const float *xb0 = x + b * B;
+        uint32_t *cb = codes + b * B;
+        __m512i m = _mm512_setzero_si512();
+        for (size_t j = 0; j < B; j += 16)
+            m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_loadu_si512((const void *)(xb0 + j)), absm));
+        uint32_t ab = (uint32_t)_mm512_reduce_max_epu32(m);
+        if (ab >= 0x7f800000u || mx_flushes(r, ab)) {      /* rare blocks: the portable code */
+            mx_enc_block_scalar(r, f, x, b * B, B, codes, meta + b);
+            continue;
+        }
+        unsigned sc = mx_scale_code(r, ab);
+        meta[b] = (uint8_t)sc;
+        const __m512 inv = _mm512_set1_ps(inv_scale_of(sc));
+        for (size_t j = 0; j < B; j += 16) {
+            __m512i xb = _mm512_loadu_si512((const void *)(xb0 + j));
+            __m512i a = _mm512_and_si512(xb, absm);
+            __m512i s = _mm512_andnot_si512(absm, xb);
+            __m512 v = _mm512_min_ps(_mm512_mul_ps(_mm512_castsi512_ps(a), inv), cap);
+            __m512i e = _mm512_max_epi32(_mm512_and_si512(_mm512_castps_si512(v), expm), lowexp);
+            __m512 M = _mm512_castsi512_ps(_mm512_add_epi32(e, shift));
+            __m512 t = _mm512_min_ps(_mm512_sub_ps(_mm512_add_ps(v, M), M), maxv);
+            __m512i ti = _mm512_castps_si512(t), code;
+            if (int8) {
+                __m512i q = _mm512_cvttps_epi32(_mm512_mul_ps(t, s64));
+                __m512i neg = _mm512_srai_epi32(s, 31);
+                code = _mm512_and_si512(_mm512_sub_epi32(_mm512_xor_si512(q, neg), neg), byte);
+            } else {
+                __m512i sub = _mm512_sub_epi32(_mm512_castps_si512(_mm512_add_ps(t, c)), cbits);
+                code = _mm512_sub_epi32(_mm512_srl_epi32(ti, sh), rebias);
+                code = _mm512_mask_mov_epi32(code, _mm512_cmplt_epu32_mask(ti, minnorm), sub);
+                __m512i sg = _mm512_srl_epi32(s, ssh);
+                if (zp) sg = _mm512_mask_mov_epi32(sg, _mm512_cmpeq_epi32_mask(code, zero), zero);
+                code = _mm512_or_si512(code, sg);
+            }
+            _mm512_storeu_si512((void *)(cb + j), code);
+        }
+    }
+}
+#endif
+
+/* Whole blocks encoded by the vector kernels; returns how many values were done (0: none). */
+static size_t mx_enc_vector(const mx_run *r, const qs_format *f, const float *x, size_t n, uint32_t *codes,
+                            uint8_t *meta)
+{
+#if MX_X86
+    if (r->mode != QS_RND_RNE || n < r->block) return 0;
+    int lvl = qs_simd_level();
+    mx_ek k;
+    if (lvl >= QS_SIMD_AVX512 && r->block % 16 == 0) {
+        mx_ek_init(r, f, &k);
+        mx_enc_avx512(r, &k, f, x, n / r->block, codes, meta);
+        return n / r->block * r->block;
+    }
+    if (lvl >= QS_SIMD_AVX2 && r->block % 8 == 0) {
+        mx_ek_init(r, f, &k);
+        mx_enc_avx2(r, &k, f, x, n / r->block, codes, meta);
+        return n / r->block * r->block;
+    }
+#endif
+    (void)r; (void)f; (void)x; (void)n; (void)codes; (void)meta;
     return 0;
 }
 

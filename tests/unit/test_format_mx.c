@@ -1234,6 +1234,91 @@ static void test_simd_bit_identity(void **st)
     free(yv);
 }
 
+
+/* Adversarial blocks for encode: the fill_mixed kinds plus exact element ties at the block's scale,
+** values around the saturation point, FP32 subnormals, signed zeros and lone NaN/Inf. */
+static void fill_adversarial(float *x, size_t n, int emax, size_t B)
+{
+    fill_mixed(x, n, emax);
+    for (size_t i0 = 0; i0 < n; i0 += B) {
+        size_t len = n - i0 < B ? n - i0 : B;
+        int kind = (int)(rnd64() % 8), bin = (int)(rnd64() % 260) - 135;
+        if (kind < 3) continue;                                  /* keep fill_mixed's block */
+        for (size_t i = i0; i < i0 + len; i++) {
+            float sgn = (rnd64() & 1) ? -1.0f : 1.0f;
+            switch (kind) {
+            case 3: x[i] = sgn * (float)ldexp((double)(rnd64() % 64) + 0.5, bin); break;   /* ties */
+            case 4: x[i] = sgn * u2f(f2u(ldexpf(1.0f, bin + emax)) + (uint32_t)(rnd64() % 5) - 2u); break;
+            case 5: x[i] = sgn * u2f((uint32_t)(rnd64() % 0x00800000u)); break;           /* subnormals */
+            case 6: x[i] = (rnd64() % 3 == 0) ? sgn * 0.0f : sgn * (float)ldexp(rnd01(), bin); break;
+            default: x[i] = sgn * (float)ldexp((double)(rnd64() % 16) / 8.0, bin); break;
+            }
+        }
+        if (kind == 7 && rnd64() % 4 == 0) x[i0 + rnd64() % len] = (rnd64() & 1) ? NAN : INFINITY;
+        if (kind == 4) x[i0 + rnd64() % len] = ldexpf(0x1.fffffep+0f, bin + emax);
+    }
+}
+
+/* The vector encoders produce exactly the scalar encoder's codes and metadata bytes. */
+static void test_simd_encode_identity(void **st)
+{
+    (void)st;
+    if (qs_simd_cpu() == QS_SIMD_SCALAR) skip();
+    const size_t n = (1u << 17) + 21;
+    float *x = malloc((n + 32) * sizeof *x);                      /* fill_mixed writes up to 31 past n */
+    uint32_t *cs = malloc(n * sizeof *cs), *cv = malloc(n * sizeof *cv);
+    uint8_t *ms = malloc(n), *mv = malloc(n);
+    qs_err e;
+    const char *names[] = {"mxfp4", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3", "mxint8", "nvfp4"};
+    const int emax[] = {2, 8, 15, 4, 2, 0, 2};
+    const int blocks[] = {0, 16, 8, 24, 7, 64};
+    size_t total = 0;
+    for (size_t k = 0; k < N(names); k++) {
+        const qs_format *f = fmt(names[k]);
+        int nv = k == 6;
+        int nopt = nv ? 6 : QS_SCALE_COUNT + 1;
+        for (int v = 0; v < nopt; v++)
+            for (size_t bi = 0; bi < N(blocks); bi++) {
+                qs_qopts o = O();
+                o.block = blocks[bi];
+                if (nv) {
+                    o.nvfp4 = (qs_nvfp4_order)(v & 1);
+                    o.tensor_scale = v >= 4 ? 1e-38f : v >= 2 ? 1000.0f : 0;
+                } else if (v < QS_SCALE_COUNT) {
+                    o.scale_rule = (qs_scale_rule)v;
+                } else {
+                    o.scale_rule = QS_SCALE_UOS;
+                    o.uos_qmax = 1.5 * kEl[k].maxv;
+                }
+                size_t B = o.block ? (size_t)o.block : (size_t)f->block;
+                fill_adversarial(x, n, emax[k], B);
+                float ts_s = -1, ts_v = -2;
+                qs_simd_force(QS_SIMD_SCALAR);
+                assert_int_equal(f->encode(f, &o, x, n, cs, ms, &ts_s, &e), 0);
+                size_t nb = qs_format_nblocks(f, &o, n);
+                for (int lvl = QS_SIMD_AVX2; lvl <= qs_simd_cpu(); lvl++) {
+                    qs_simd_force(lvl);
+                    memset(cv, 0xAB, n * sizeof *cv);
+                    memset(mv, 0xAB, nb);
+                    assert_int_equal(f->encode(f, &o, x, n, cv, mv, &ts_v, &e), 0);
+                    assert_true(f2u(ts_s) == f2u(ts_v));
+                    for (size_t i = 0; i < n; i++)
+                        if (cs[i] != cv[i])
+                            fail_msg("%s %s opt %d block %zu: code at %zu: x=%a scalar 0x%x simd 0x%x", names[k],
+                                     qs_simd_name(lvl), v, B, i, (double)x[i], cs[i], cv[i]);
+                    for (size_t b = 0; b < nb; b++)
+                        if (ms[b] != mv[b])
+                            fail_msg("%s %s opt %d block %zu: meta of block %zu: scalar 0x%x simd 0x%x", names[k],
+                                     qs_simd_name(lvl), v, B, b, ms[b], mv[b]);
+                    total += n;
+                }
+            }
+    }
+    qs_simd_force(-1);
+    print_message("# encode scalar vs SIMD: %zu values compared\n", total);
+    free(x); free(cs); free(cv); free(ms); free(mv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1263,6 +1348,7 @@ int main(void)
         cmocka_unit_test(test_sr_and_options),
         cmocka_unit_test(test_registry),
         cmocka_unit_test(test_simd_bit_identity),
+        cmocka_unit_test(test_simd_encode_identity),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -674,8 +674,8 @@ static void test_variants_simd_and_agreement(void **st)
     const size_t n = (1u << 16) + 5;
     float *x = malloc(n * sizeof *x), *ys = malloc(n * sizeof *ys), *yv = malloc(n * sizeof *yv);
     float *dec = malloc(n * sizeof *dec);
-    uint32_t *codes = malloc(n * sizeof *codes);
-    uint8_t *meta = malloc(n);
+    uint32_t *codes = malloc(n * sizeof *codes), *cv = malloc(n * sizeof *cv);
+    uint8_t *meta = malloc(n), *mv = malloc(n);
     const char *names[] = {"mxfp4", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp8_e4m3", "mxfp8_e5m2", "mxint8",
                            "fp8_e4m3", "fp4_e2m1", "bf16", "fp16", "fp32"};
     const int emax[] = {2, 2, 4, 8, 15, 0, 8, 2, 127, 15, 127};
@@ -717,13 +717,24 @@ static void test_variants_simd_and_agreement(void **st)
                 memcpy(yv, x, n * sizeof *yv);                   /* in place */
                 assert_int_equal(f->fakeq(f, &o, yv, n, yv, &e), 0);
                 assert_memory_equal(yv, ys, n * sizeof *yv);
+                /* encode: the vector level's codes and metadata equal the scalar level's (quant3 above) */
+                size_t nb = qs_format_nblocks(f, &o, n);
+                float ts;
+                memset(cv, 0xAB, n * sizeof *cv);
+                memset(mv, 0xAB, nb ? nb : 1);
+                assert_int_equal(f->encode(f, &o, x, n, cv, mv, &ts, &e), 0);
+                for (size_t i = 0; i < n; i++)
+                    if (codes[i] != cv[i])
+                        fail_msg("%s %s variant %d: code at %zu: x=%a scalar 0x%x simd 0x%x", names[k],
+                                 qs_simd_name(lvl), v, i, (double)x[i], codes[i], cv[i]);
+                if (f->meta_bytes) assert_memory_equal(mv, meta, nb * (size_t)f->meta_bytes);
                 total += n;
             }
         }
     }
     qs_simd_force(-1);
     print_message("# variants: scalar vs SIMD on %zu values\n", total);
-    free(x); free(ys); free(yv); free(dec); free(codes); free(meta);
+    free(x); free(ys); free(yv); free(dec); free(codes); free(cv); free(meta); free(mv);
 }
 
 int main(void)
