@@ -214,26 +214,35 @@ static inline double sr_u(const nv_run *r, size_t i)
     return r->mode == QS_RND_SR ? qs_sr_uniform(r->seed, r->index0 + i) : 0.0;
 }
 
+/* Encode one block [i0, i0+len) on the portable path: qs_mf_encode per element. */
+static void nv_enc_block_scalar(const nv_run *r, const float *x, size_t i0, size_t len, uint32_t *codes,
+                                uint8_t *meta)
+{
+    uint32_t ab = absmax_bits(x + i0, len);
+    if (ab >= 0x7f800000u) {
+        *meta = 0x7F;
+        memset(codes + i0, 0, len * sizeof *codes);
+        return;
+    }
+    nv_blk k = nv_block(r, u2f(ab), 1);
+    *meta = k.code;
+    for (size_t i = i0; i < i0 + len; i++)
+        codes[i] = qs_mf_encode(&qs_mf_e2m1, x[i] * k.inv, r->mode, sr_u(r, i), 1);
+}
+
+static size_t nv_enc_vector(const nv_run *r, const float *x, size_t n, uint32_t *codes, uint8_t *meta, int lvl);
+
 static int nv_encode(const qs_format *f, const qs_qopts *o, const float *x, size_t n, uint32_t *codes,
                      uint8_t *meta, float *tensor_scale, qs_err *e)
 {
     nv_run r;
     if (nv_opts(f, o, &r, e)) return -1;
-    float amax = o && o->tensor_scale != 0 ? o->tensor_scale : finite_absmax(x, n, 0);
+    int lvl = NV_X86 ? qs_simd_level() : QS_SIMD_SCALAR;
+    float amax = o && o->tensor_scale != 0 ? o->tensor_scale : finite_absmax(x, n, lvl >= QS_SIMD_AVX2);
     if (nv_tensor(f, &r, amax, e)) return -1;
-    for (size_t b = 0, i0 = 0; i0 < n; b++, i0 += r.block) {
-        size_t len = n - i0 < r.block ? n - i0 : r.block;
-        uint32_t ab = absmax_bits(x + i0, len);
-        if (ab >= 0x7f800000u) {
-            meta[b] = 0x7F;
-            memset(codes + i0, 0, len * sizeof *codes);
-            continue;
-        }
-        nv_blk k = nv_block(&r, u2f(ab), 1);
-        meta[b] = k.code;
-        for (size_t i = i0; i < i0 + len; i++)
-            codes[i] = qs_mf_encode(&qs_mf_e2m1, x[i] * k.inv, r.mode, sr_u(&r, i), 1);
-    }
+    size_t done = nv_enc_vector(&r, x, n, codes, meta, lvl);  /* whole blocks, RNE, when the level allows */
+    for (size_t b = done / r.block, i0 = done; i0 < n; b++, i0 += r.block)
+        nv_enc_block_scalar(&r, x, i0, n - i0 < r.block ? n - i0 : r.block, codes, meta + b);
     if (tensor_scale) *tensor_scale = r.amax;
     return 0;
 }
@@ -383,6 +392,130 @@ static int nv_fakeq(const qs_format *f, const qs_qopts *o, const float *x, size_
 #endif
     for (size_t i0 = done; i0 < n; i0 += r.block)
         nv_block_scalar(&r, x, i0, n - i0 < r.block ? n - i0 : r.block, y);
+    return 0;
+}
+
+/* ---- vectorised encode (RNE elements) ----
+** Per block: the fakeq scale arithmetic (e4m3_value, equal to decode(qs_mf_encode) of the scale:
+** tested through fakeq == decode(encode)) with the E4M3 code read off the value; per element the
+** E2M1 rounding of the fakeq kernels, then the value-to-code step: t < 1 (subnormal) is
+** bits(t + 2^22) - bits(2^22), otherwise (bits(t) >> 22) - 252; x's sign on bit 3 (qs_mf_encode
+** keeps the sign of x * inv, which is x's: inv >= 0).  Blocks with NaN/Inf, partial blocks and other
+** modes take nv_enc_block_scalar.  Tested code for code against the scalar level
+** (tests/unit/test_format_mx.c). */
+
+/* E4M3 code of a value on the E4M3 grid in [0, 448]. */
+static inline uint8_t e4m3_code(float s)
+{
+    uint32_t b = f2u(s);
+    if (b < (121u << 23)) return (uint8_t)(f2u(s + 0x1p14f) - f2u(0x1p14f));   /* subnormal: m * 2^-9 */
+    return (uint8_t)((b >> 20) - (120u << 3));
+}
+
+static inline nv_blk nv_block_vec(const nv_run *r, float bamax)
+{
+    nv_blk k = nv_block(r, bamax, 0);
+    k.code = e4m3_code(k.s);
+    return k;
+}
+
+#if NV_X86
+__attribute__((target("avx2")))
+static void nv_enc_avx2(const nv_run *r, const float *x, size_t nblk, uint32_t *codes, uint8_t *meta)
+{
+    const size_t B = r->block;
+    const __m256i absm = _mm256_set1_epi32(0x7fffffff), expm = _mm256_set1_epi32(0x7f800000);
+    const __m256i lowexp = _mm256_set1_epi32(127 << 23), shift = _mm256_set1_epi32(22 << 23);
+    const __m256 cap = _mm256_set1_ps(12.0f), six = _mm256_set1_ps(6.0f), one = _mm256_set1_ps(1.0f);
+    const __m256 c = _mm256_set1_ps(0x1p22f);
+    const __m256i cbits = _mm256_set1_epi32(0x4a800000), rebias = _mm256_set1_epi32(252);
+    for (size_t b = 0; b < nblk; b++) {
+        const float *xb0 = x + b * B;
+        uint32_t *cb = codes + b * B;
+        __m256i m = _mm256_setzero_si256();
+        for (size_t j = 0; j < B; j += 8)
+            m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(xb0 + j)), absm));
+        __m128i h = _mm_max_epu32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+        h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0x4e));
+        h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0xb1));
+        uint32_t ab = (uint32_t)_mm_cvtsi128_si32(h);
+        if (ab >= 0x7f800000u) {
+            nv_enc_block_scalar(r, x, b * B, B, codes, meta + b);
+            continue;
+        }
+        nv_blk k = nv_block_vec(r, u2f(ab));
+        meta[b] = k.code;
+        const __m256 inv = _mm256_set1_ps(k.inv);
+        for (size_t j = 0; j < B; j += 8) {
+            __m256i xb = _mm256_loadu_si256((const __m256i *)(xb0 + j));
+            __m256i a = _mm256_and_si256(xb, absm);
+            __m256 v = _mm256_min_ps(_mm256_mul_ps(_mm256_castsi256_ps(a), inv), cap);   /* Inf -> 12 */
+            __m256i ex = _mm256_max_epi32(_mm256_and_si256(_mm256_castps_si256(v), expm), lowexp);
+            __m256 M = _mm256_castsi256_ps(_mm256_add_epi32(ex, shift));
+            __m256 t = _mm256_min_ps(_mm256_sub_ps(_mm256_add_ps(v, M), M), six);
+            __m256i sub = _mm256_sub_epi32(_mm256_castps_si256(_mm256_add_ps(t, c)), cbits);
+            __m256i nor = _mm256_sub_epi32(_mm256_srli_epi32(_mm256_castps_si256(t), 22), rebias);
+            __m256i code = _mm256_blendv_epi8(nor, sub, _mm256_castps_si256(_mm256_cmp_ps(t, one, _CMP_LT_OQ)));
+            code = _mm256_or_si256(code, _mm256_srli_epi32(_mm256_andnot_si256(absm, xb), 28));
+            _mm256_storeu_si256((__m256i *)(cb + j), code);
+        }
+    }
+}
+
+__attribute__((target("avx512f")))
+static void nv_enc_avx512(const nv_run *r, const float *x, size_t nblk, uint32_t *codes, uint8_t *meta)
+{
+    const size_t B = r->block;
+    const __m512i absm = _mm512_set1_epi32(0x7fffffff), expm = _mm512_set1_epi32(0x7f800000);
+    const __m512i lowexp = _mm512_set1_epi32(127 << 23), shift = _mm512_set1_epi32(22 << 23);
+    const __m512 cap = _mm512_set1_ps(12.0f), six = _mm512_set1_ps(6.0f), one = _mm512_set1_ps(1.0f);
+    const __m512 c = _mm512_set1_ps(0x1p22f);
+    const __m512i cbits = _mm512_set1_epi32(0x4a800000), rebias = _mm512_set1_epi32(252);
+    for (size_t b = 0; b < nblk; b++) {
+        const float *xb0 = x + b * B;
+        uint32_t *cb = codes + b * B;
+        __m512i m = _mm512_setzero_si512();
+        for (size_t j = 0; j < B; j += 16)
+            m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_loadu_si512((const void *)(xb0 + j)), absm));
+        uint32_t ab = (uint32_t)_mm512_reduce_max_epu32(m);
+        if (ab >= 0x7f800000u) {
+            nv_enc_block_scalar(r, x, b * B, B, codes, meta + b);
+            continue;
+        }
+        nv_blk k = nv_block_vec(r, u2f(ab));
+        meta[b] = k.code;
+        const __m512 inv = _mm512_set1_ps(k.inv);
+        for (size_t j = 0; j < B; j += 16) {
+            __m512i xb = _mm512_loadu_si512((const void *)(xb0 + j));
+            __m512i a = _mm512_and_si512(xb, absm);
+            __m512 v = _mm512_min_ps(_mm512_mul_ps(_mm512_castsi512_ps(a), inv), cap);
+            __m512i ex = _mm512_max_epi32(_mm512_and_si512(_mm512_castps_si512(v), expm), lowexp);
+            __m512 M = _mm512_castsi512_ps(_mm512_add_epi32(ex, shift));
+            __m512 t = _mm512_min_ps(_mm512_sub_ps(_mm512_add_ps(v, M), M), six);
+            __m512i sub = _mm512_sub_epi32(_mm512_castps_si512(_mm512_add_ps(t, c)), cbits);
+            __m512i code = _mm512_sub_epi32(_mm512_srli_epi32(_mm512_castps_si512(t), 22), rebias);
+            code = _mm512_mask_mov_epi32(code, _mm512_cmp_ps_mask(t, one, _CMP_LT_OQ), sub);
+            code = _mm512_or_si512(code, _mm512_srli_epi32(_mm512_andnot_si512(absm, xb), 28));
+            _mm512_storeu_si512((void *)(cb + j), code);
+        }
+    }
+}
+#endif
+
+static size_t nv_enc_vector(const nv_run *r, const float *x, size_t n, uint32_t *codes, uint8_t *meta, int lvl)
+{
+#if NV_X86
+    if (r->mode != QS_RND_RNE || n < r->block) return 0;
+    if (lvl >= QS_SIMD_AVX512 && r->block % 16 == 0) {
+        nv_enc_avx512(r, x, n / r->block, codes, meta);
+        return n / r->block * r->block;
+    }
+    if (lvl >= QS_SIMD_AVX2 && r->block % 8 == 0) {
+        nv_enc_avx2(r, x, n / r->block, codes, meta);
+        return n / r->block * r->block;
+    }
+#endif
+    (void)r; (void)x; (void)n; (void)codes; (void)meta; (void)lvl;
     return 0;
 }
 
