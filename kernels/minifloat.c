@@ -382,11 +382,27 @@ static size_t codes_avx512(const code_consts *k, const float *y, size_t n, uint3
 }
 #endif
 
+/* fp32 as a cast: the identity on the bits, NaN payloads kept; with sat ±Inf -> ±FLT_MAX.  A copy
+** (memmove: x and y may be the same array), then with sat a fix-up pass that the compiler
+** vectorises (a select on the bits). */
+static void fp32_ident(const float *x, size_t n, void *out, int sat)
+{
+    if ((const void *)x != out) memmove(out, x, n * sizeof *x);
+    if (!sat) return;
+    unsigned char *o = out;                               /* float or uint32_t: bytes, no aliasing */
+    for (size_t i = 0; i < n; i++) {
+        uint32_t b;
+        memcpy(&b, o + 4 * i, 4);
+        b = (b & 0x7fffffffu) == 0x7f800000u ? (b & 0x80000000u) | 0x7f7fffffu : b;
+        memcpy(o + 4 * i, &b, 4);
+    }
+}
+
 void qs_mf_encode_n(const qs_minifloat *f, const float *x, size_t n, uint32_t *codes, qs_round mode,
                     int sat, uint64_t seed, uint64_t index0)
 {
-    if (is_fp32(f)) {
-        for (size_t i = 0; i < n; i++) codes[i] = qs_mf_encode(f, x[i], mode, 0.0, sat);
+    if (is_fp32(f)) {                                     /* identity on the bits (sat: Inf -> ±max) */
+        fp32_ident(x, n, codes, sat);
         return;
     }
     code_consts k;
@@ -410,7 +426,7 @@ void qs_mf_round_n(const qs_minifloat *f, const float *x, size_t n, float *y, qs
 {
     if (mode != QS_RND_TA && mode != QS_RND_RTZ && mode != QS_RND_SR && mode != QS_RND_TZ) mode = QS_RND_RNE;
     if (is_fp32(f)) {                                     /* identity (sat: Inf -> ±max) */
-        for (size_t i = 0; i < n; i++) y[i] = (sat && isinf(x[i])) ? copysignf(FLT_MAX, x[i]) : x[i];
+        fp32_ident(x, n, y, sat);
         return;
     }
     size_t i = 0;
