@@ -37,6 +37,14 @@
 
 #include "format_families.h"
 #include "format.h"
+#include "simd.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define INT_X86 1
+#else
+#define INT_X86 0
+#endif
 
 #define RND_MODES ((1u << QS_RND_RNE) | (1u << QS_RND_TA) | (1u << QS_RND_RTZ) | (1u << QS_RND_SR))
 
@@ -121,6 +129,156 @@ static inline float get_f32(const uint8_t *p)
     return v;
 }
 
+/*
+** Speed.  RNE runs vectorised (AVX2, AVX-512; qs_simd_level(), QS_SIMD=scalar forces the portable
+** path) on blocks with a normal scale: the same IEEE double operations as quant() -- (double)x /
+** (double)scale, correctly rounded by the hardware division -- then rounding to nearest even in
+** double (what quant()'s floor / half test computes), the clamp to ±qmax in double, and an integer
+** conversion (so -0 becomes code 0 and +0).  fakeq's y = fl32(q * scale) is clamped to ±FLT_MAX
+** (dequant()'s Inf rule; q is never the NaN code here).  A vector of 8 / 16 holding NaN or ±Inf,
+** the block's tail, all-zero and subnormal-scale blocks and the other modes run quant().  Tested
+** value for value and code for code against the scalar level (tests/unit/test_format_int.c).
+** The block amax pass (finite values only) is vectorised the same way.
+*/
+static size_t int_vec_n(const int_ctx *c, float s, size_t m)
+{
+    if (c->mode != QS_RND_RNE || !(s >= FLT_MIN && s <= FLT_MAX)) return 0;
+    int lvl = INT_X86 ? qs_simd_level() : QS_SIMD_SCALAR;
+    if (lvl >= QS_SIMD_AVX512) return m / 16 * 16;
+    if (lvl >= QS_SIMD_AVX2) return m / 8 * 8;
+    return 0;
+}
+
+#if INT_X86
+/* Largest finite |x| as float32 bits (NaN and ±Inf ignored), 8 lanes at a time; the tail in C. */
+__attribute__((target("avx2")))
+static uint32_t finite_amax_avx2(const float *x, size_t n)
+{
+    const __m256i absm = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+    __m256i m0 = _mm256_setzero_si256(), m1 = m0;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256i a0 = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i)), absm);
+        __m256i a1 = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i + 8)), absm);
+        m0 = _mm256_max_epi32(m0, _mm256_andnot_si256(_mm256_cmpgt_epi32(a0, _mm256_sub_epi32(inf, _mm256_set1_epi32(1))), a0));
+        m1 = _mm256_max_epi32(m1, _mm256_andnot_si256(_mm256_cmpgt_epi32(a1, _mm256_sub_epi32(inf, _mm256_set1_epi32(1))), a1));
+    }
+    m0 = _mm256_max_epi32(m0, m1);
+    __m128i h = _mm_max_epi32(_mm256_castsi256_si128(m0), _mm256_extracti128_si256(m0, 1));
+    h = _mm_max_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+    h = _mm_max_epi32(h, _mm_shuffle_epi32(h, 0xb1));
+    uint32_t m = (uint32_t)_mm_cvtsi128_si32(h);
+    for (; i < n; i++) {
+        uint32_t a;
+        memcpy(&a, x + i, 4);
+        a &= 0x7fffffffu;
+        if (a < 0x7f800000u && a > m) m = a;
+    }
+    return m;
+}
+
+/* RNE codes (y == NULL) or values (codes == NULL) of x[0..m), m a multiple of 8, scale s normal. */
+__attribute__((target("avx2")))
+static void int_rne_avx2(const int_ctx *c, const float *x, size_t m, float s, size_t i0, uint32_t *codes,
+                         float *y, uint32_t mask)
+{
+    const __m256i absm = _mm256_set1_epi32(0x7fffffff), big = _mm256_set1_epi32(0x7f7fffff);
+    const __m256i cmask = _mm256_set1_epi32((int)mask);
+    const __m256d S = _mm256_set1_pd((double)s), hi = _mm256_set1_pd(c->qmax), lo = _mm256_set1_pd(-c->qmax);
+    const __m256 sf = _mm256_set1_ps(s), fmax = _mm256_set1_ps(FLT_MAX), fmin = _mm256_set1_ps(-FLT_MAX);
+    for (size_t i = 0; i < m; i += 8) {
+        __m256 xv = _mm256_loadu_ps(x + i);
+        __m256i a = _mm256_and_si256(_mm256_castps_si256(xv), absm);
+        if (_mm256_movemask_epi8(_mm256_cmpgt_epi32(a, big))) {          /* NaN or Inf in these 8 */
+            for (size_t j = i; j < i + 8; j++) {
+                int q = quant(c, x[j], s, i0 + j);
+                if (codes) codes[j] = (uint32_t)q & mask;
+                else y[j] = dequant(q, c->qmax, s);
+            }
+            continue;
+        }
+        __m256d q0 = _mm256_div_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(xv)), S);
+        __m256d q1 = _mm256_div_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(xv, 1)), S);
+        q0 = _mm256_round_pd(q0, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        q1 = _mm256_round_pd(q1, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        q0 = _mm256_max_pd(_mm256_min_pd(q0, hi), lo);
+        q1 = _mm256_max_pd(_mm256_min_pd(q1, hi), lo);
+        __m256i q = _mm256_set_m128i(_mm256_cvtpd_epi32(q1), _mm256_cvtpd_epi32(q0));
+        if (codes) {
+            _mm256_storeu_si256((__m256i *)(codes + i), _mm256_and_si256(q, cmask));
+        } else {
+            __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(q), sf);
+            _mm256_storeu_ps(y + i, _mm256_max_ps(_mm256_min_ps(v, fmax), fmin));
+        }
+    }
+}
+
+__attribute__((target("avx512f")))
+static void int_rne_avx512(const int_ctx *c, const float *x, size_t m, float s, size_t i0, uint32_t *codes,
+                           float *y, uint32_t mask)
+{
+    const __m512i absm = _mm512_set1_epi32(0x7fffffff), big = _mm512_set1_epi32(0x7f7fffff);
+    const __m512i cmask = _mm512_set1_epi32((int)mask);
+    const __m512d S = _mm512_set1_pd((double)s), hi = _mm512_set1_pd(c->qmax), lo = _mm512_set1_pd(-c->qmax);
+    const __m512 sf = _mm512_set1_ps(s), fmax = _mm512_set1_ps(FLT_MAX), fmin = _mm512_set1_ps(-FLT_MAX);
+    for (size_t i = 0; i < m; i += 16) {
+        __m512 xv = _mm512_loadu_ps(x + i);
+        __m512i a = _mm512_and_si512(_mm512_castps_si512(xv), absm);
+        if (_mm512_cmpgt_epu32_mask(a, big)) {                           /* NaN or Inf in these 16 */
+            for (size_t j = i; j < i + 16; j++) {
+                int q = quant(c, x[j], s, i0 + j);
+                if (codes) codes[j] = (uint32_t)q & mask;
+                else y[j] = dequant(q, c->qmax, s);
+            }
+            continue;
+        }
+        __m512d q0 = _mm512_div_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(xv)), S);
+        __m512d q1 = _mm512_div_pd(_mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(xv), 1))), S);
+        q0 = _mm512_roundscale_pd(q0, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        q1 = _mm512_roundscale_pd(q1, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        q0 = _mm512_max_pd(_mm512_min_pd(q0, hi), lo);
+        q1 = _mm512_max_pd(_mm512_min_pd(q1, hi), lo);
+        __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtpd_epi32(q0)), _mm512_cvtpd_epi32(q1), 1);
+        if (codes) {
+            _mm512_storeu_si512((void *)(codes + i), _mm512_and_si512(q, cmask));
+        } else {
+            __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(q), sf);
+            _mm512_storeu_ps(y + i, _mm512_max_ps(_mm512_min_ps(v, fmax), fmin));
+        }
+    }
+}
+#endif
+
+/* The block's scale: block_scale() with the amax pass vectorised when the level allows. */
+static float block_scale_fast(const float *x, size_t n, int qmax)
+{
+#if INT_X86
+    if (qs_simd_level() >= QS_SIMD_AVX2) {
+        uint32_t ab = finite_amax_avx2(x, n);
+        float amax;
+        memcpy(&amax, &ab, 4);
+        float s = amax / (float)qmax;
+        if (s == 0.0f && amax > 0.0f) s = FLT_TRUE_MIN;
+        return s;
+    }
+#endif
+    return block_scale(x, n, qmax);
+}
+
+/* RNE fast path over x[0..m) of the block starting at element i0; returns how many were done. */
+static size_t int_rne_vec(const int_ctx *c, const float *x, size_t m, float s, size_t i0, uint32_t *codes,
+                          float *y, uint32_t mask)
+{
+    size_t v = int_vec_n(c, s, m);
+#if INT_X86
+    if (v && qs_simd_level() >= QS_SIMD_AVX512) int_rne_avx512(c, x, v, s, i0, codes, y, mask);
+    else if (v) int_rne_avx2(c, x, v, s, i0, codes, y, mask);
+#else
+    (void)c; (void)x; (void)i0; (void)codes; (void)y; (void)mask;
+#endif
+    return v;
+}
+
 static int int_encode(const qs_format *f, const qs_qopts *o, const float *x, size_t n, uint32_t *codes,
                       uint8_t *meta, float *tensor_scale, qs_err *e)
 {
@@ -129,9 +287,10 @@ static int int_encode(const qs_format *f, const qs_qopts *o, const float *x, siz
     uint32_t mask = (1u << f->elem_bits) - 1;
     for (size_t b0 = 0, k = 0; b0 < n; b0 += c.block, k++) {
         size_t m = n - b0 < c.block ? n - b0 : c.block;
-        float s = block_scale(x + b0, m, c.qmax);
+        float s = block_scale_fast(x + b0, m, c.qmax);
         put_f32(meta + 4 * k, s);
-        for (size_t i = b0; i < b0 + m; i++) codes[i] = (uint32_t)quant(&c, x[i], s, i) & mask;
+        size_t v = int_rne_vec(&c, x + b0, m, s, b0, codes + b0, NULL, mask);
+        for (size_t i = b0 + v; i < b0 + m; i++) codes[i] = (uint32_t)quant(&c, x[i], s, i) & mask;
     }
     if (tensor_scale) *tensor_scale = 1.0f;
     return 0;
@@ -161,8 +320,9 @@ static int int_fakeq(const qs_format *f, const qs_qopts *o, const float *x, size
     if (setup(f, o, n, &c, e)) return -1;
     for (size_t b0 = 0; b0 < n; b0 += c.block) {
         size_t m = n - b0 < c.block ? n - b0 : c.block;
-        float s = block_scale(x + b0, m, c.qmax);
-        for (size_t i = b0; i < b0 + m; i++) y[i] = dequant(quant(&c, x[i], s, i), c.qmax, s);
+        float s = block_scale_fast(x + b0, m, c.qmax);
+        size_t v = int_rne_vec(&c, x + b0, m, s, b0, NULL, y + b0, 0);
+        for (size_t i = b0 + v; i < b0 + m; i++) y[i] = dequant(quant(&c, x[i], s, i), c.qmax, s);
     }
     return 0;
 }

@@ -10,6 +10,7 @@
 #include <math.h>
 
 #include "../../kernels/format_families.h"
+#include "../../kernels/simd.h"
 
 static uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
@@ -339,6 +340,88 @@ static void test_errors(void **state)
     assert_int_equal(f->fakeq(f, NULL, x, 0, y, &e), 0);
 }
 
+
+/* Adversarial blocks: exact ties (amax = qmax * 2^e makes the scale 2^e), near-ties, ±0, NaN/Inf
+** sprinkled in, amax near FLT_MAX (the Inf clamp of int8), FP32-subnormal blocks (subnormal and
+** FLT_TRUE_MIN scales), all-zero blocks and plain random values. */
+static void fill_int_adversarial(float *x, size_t n, size_t B, int qmax)
+{
+    for (size_t i0 = 0; i0 < n; i0 += B) {
+        size_t len = n - i0 < B ? n - i0 : B;
+        int kind = (int)(rnd32() % 8), ex = (int)(rnd32() % 250) - 125;
+        for (size_t i = i0; i < i0 + len; i++) {
+            float sg = (rnd32() & 1) ? -1.0f : 1.0f;
+            uint32_t r = rnd32();
+            switch (kind) {
+            case 0: x[i] = sg * ldexpf((float)(r % (2 * qmax + 1)) * 0.5f, ex); break;       /* ties */
+            case 1: x[i] = sg * u2f(f2u(ldexpf((float)(r % qmax) + 0.5f, ex)) + (r >> 28) - 8u); break;
+            case 2: x[i] = (r % 3) ? sg * 0.0f : sg * ldexpf((float)rndu(), ex); break;
+            case 3: x[i] = sg * u2f(0x7f000000u + (r % 0x7fffffu)); break;                    /* huge */
+            case 4: x[i] = sg * u2f(r % 0x00800000u >> (r >> 27)); break;                      /* subnormal */
+            case 5: x[i] = sg * 0.0f; break;
+            default: x[i] = u2f(r); break;                                                       /* any bits */
+            }
+        }
+        if (kind == 0 || kind == 1) x[i0 + rnd32() % len] = ldexpf((float)qmax, ex);
+        if (kind == 3 && rnd32() % 2) x[i0 + rnd32() % len] = FLT_MAX;
+        if (rnd32() % 4 == 0) x[i0 + rnd32() % len] = (rnd32() & 1) ? NAN : -INFINITY;
+    }
+}
+
+/* The vectorised RNE paths give the scalar level's codes, scales and values bit for bit. */
+static void test_simd_identity(void **state)
+{
+    (void)state;
+    if (qs_simd_cpu() == QS_SIMD_SCALAR) skip();
+    const size_t n = 200003;
+    float *x = malloc(n * sizeof *x), *ys = malloc(n * sizeof *ys), *yv = malloc(n * sizeof *yv);
+    uint32_t *cs = malloc(n * sizeof *cs), *cv = malloc(n * sizeof *cv);
+    uint8_t *ms = malloc(4 * n), *mv = malloc(4 * n);
+    const char *names[] = {"int8", "int4"};
+    const int blocks[] = {32, 16, 64, 8, 7, 45, 1000, 0};
+    size_t total = 0;
+    qs_err e;
+    for (size_t k = 0; k < 2; k++) {
+        const qs_format *f = find_int(names[k]);
+        int qmax = k == 0 ? 127 : 7;
+        for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++)
+            for (int sat = 0; sat < 2; sat++) {
+                qs_qopts o = {0};
+                o.block = blocks[bi];
+                o.sat = sat;
+                size_t B = blocks[bi] ? (size_t)blocks[bi] : 4096;
+                fill_int_adversarial(x, n, B, qmax);
+                size_t nb = qs_format_nblocks(f, &o, n);
+                qs_simd_force(QS_SIMD_SCALAR);
+                assert_int_equal(f->encode(f, &o, x, n, cs, ms, NULL, &e), 0);
+                assert_int_equal(f->fakeq(f, &o, x, n, ys, &e), 0);
+                for (int lvl = QS_SIMD_AVX2; lvl <= qs_simd_cpu(); lvl++) {
+                    qs_simd_force(lvl);
+                    memset(cv, 0xAB, n * sizeof *cv);
+                    assert_int_equal(f->encode(f, &o, x, n, cv, mv, NULL, &e), 0);
+                    for (size_t i = 0; i < n; i++)
+                        if (cs[i] != cv[i])
+                            fail_msg("%s %s block %d sat %d: code at %zu: x=%a scalar 0x%x simd 0x%x", names[k],
+                                     qs_simd_name(lvl), blocks[bi], sat, i, (double)x[i], cs[i], cv[i]);
+                    assert_memory_equal(ms, mv, 4 * nb);
+                    assert_int_equal(f->fakeq(f, &o, x, n, yv, &e), 0);
+                    for (size_t i = 0; i < n; i++)
+                        if (f2u(ys[i]) != f2u(yv[i]))
+                            fail_msg("%s %s block %d sat %d: value at %zu: x=%a scalar %a simd %a", names[k],
+                                     qs_simd_name(lvl), blocks[bi], sat, i, (double)x[i], (double)ys[i],
+                                     (double)yv[i]);
+                    memcpy(yv, x, n * sizeof *yv);                              /* in place */
+                    assert_int_equal(f->fakeq(f, &o, yv, n, yv, &e), 0);
+                    assert_memory_equal(yv, ys, n * sizeof *yv);
+                    total += n;
+                }
+            }
+    }
+    qs_simd_force(-1);
+    print_message("# int scalar vs SIMD: %zu values compared\n", total);
+    free(x); free(ys); free(yv); free(cs); free(cv); free(ms); free(mv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -349,6 +432,7 @@ int main(void)
         cmocka_unit_test(test_exact_reference),
         cmocka_unit_test(test_sr),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_simd_identity),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
