@@ -126,6 +126,62 @@ static uint8_t e8m0_cast(float x, qs_round mode, double u, int sat)
     return c;
 }
 
+/* The non-SR cast on 8 lanes (AVX2; QS_SIMD=scalar keeps e8m0_cast): the rules of e8m0_cast and
+** qs_e8m0_encode on the bits, branch-free.  Nearest: code (b >> 23) + bit 22, minus one for the one
+** subnormal tie 0x00400000 (2^-127 itself -> 0x00), 0xFF above 254; RTZ: b >> 23.  Negative, ±0,
+** Inf and NaN -> 0xFF, then sat: 0xFF of a positive value (b in 1..0x7f800000) -> 0xFE.  fakeq
+** decodes: 0xFF NaN, 0x00 2^-127 (0x00400000), else c << 23.  Tested against e8m0_cast on every
+** float32 boundary and random bits at each level (tests/unit/test_minifloat.c).  Returns how
+** many values were done (a multiple of 8). */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+__attribute__((target("avx2")))
+static size_t e8m0_avx2(const float *x, size_t n, int rtz, int sat, uint32_t *codes, float *y)
+{
+    const __m256i ff = _mm256_set1_epi32(0xFF), fe = _mm256_set1_epi32(0xFE), zero = _mm256_setzero_si256();
+    const __m256i one = _mm256_set1_epi32(1), half = _mm256_set1_epi32(0x00400000);
+    const __m256i maxfin = _mm256_set1_epi32(0x7f7fffff), infb = _mm256_set1_epi32(0x7f800001);
+    const __m256i c254 = _mm256_set1_epi32(254), qnan = _mm256_set1_epi32(0x7fc00000);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i b = _mm256_loadu_si256((const __m256i *)(x + i));
+        __m256i e = _mm256_srli_epi32(b, 23), c;
+        if (rtz) c = e;
+        else c = _mm256_add_epi32(_mm256_add_epi32(e, _mm256_and_si256(_mm256_srli_epi32(b, 22), one)),
+                                  _mm256_cmpeq_epi32(b, half));
+        /* b as signed: negative values < 0; the bad set is b <= 0 or b > 0x7f7fffff */
+        __m256i bad = _mm256_or_si256(_mm256_cmpgt_epi32(one, b), _mm256_cmpgt_epi32(b, maxfin));
+        bad = _mm256_or_si256(bad, _mm256_cmpgt_epi32(c, c254));
+        c = _mm256_blendv_epi8(c, ff, bad);
+        if (sat) {                                        /* positive: 0 < b < 0x7f800001 */
+            __m256i pos = _mm256_and_si256(_mm256_cmpgt_epi32(b, zero), _mm256_cmpgt_epi32(infb, b));
+            c = _mm256_blendv_epi8(c, fe, _mm256_and_si256(pos, _mm256_cmpeq_epi32(c, ff)));
+        }
+        if (codes) {
+            _mm256_storeu_si256((__m256i *)(codes + i), c);
+        } else {
+            __m256i v = _mm256_slli_epi32(c, 23);
+            v = _mm256_blendv_epi8(v, half, _mm256_cmpeq_epi32(c, zero));
+            v = _mm256_blendv_epi8(v, qnan, _mm256_cmpeq_epi32(c, ff));
+            _mm256_storeu_si256((__m256i *)(y + i), v);
+        }
+    }
+    return i;
+}
+#define E8M0_X86 1
+#else
+#define E8M0_X86 0
+#endif
+
+static size_t e8m0_vec(const float *x, size_t n, qs_round mode, int sat, uint32_t *codes, float *y)
+{
+#if E8M0_X86
+    if (mode != QS_RND_SR && qs_simd_level() >= QS_SIMD_AVX2) return e8m0_avx2(x, n, mode == QS_RND_RTZ, sat, codes, y);
+#endif
+    (void)x; (void)n; (void)mode; (void)sat; (void)codes; (void)y;
+    return 0;
+}
+
 static int e8m0_encode(const qs_format *f, const qs_qopts *o, const float *x, size_t n, uint32_t *codes,
                        uint8_t *meta, float *tensor_scale, qs_err *e)
 {
@@ -133,7 +189,7 @@ static int e8m0_encode(const qs_format *f, const qs_qopts *o, const float *x, si
     int sat;
     if (resolve(f, o, &mode, &sat, e)) return -1;
     uint64_t seed = seed_of(o), i0 = index0_of(o);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = e8m0_vec(x, n, mode, sat, codes, NULL); i < n; i++)
         codes[i] = e8m0_cast(x[i], mode, mode == QS_RND_SR ? qs_sr_uniform(seed, i0 + i) : 0.0, sat);
     if (tensor_scale) *tensor_scale = 1.0f;
     return 0;
@@ -155,7 +211,7 @@ static int e8m0_fakeq(const qs_format *f, const qs_qopts *o, const float *x, siz
     int sat;
     if (resolve(f, o, &mode, &sat, e)) return -1;
     uint64_t seed = seed_of(o), i0 = index0_of(o);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = e8m0_vec(x, n, mode, sat, NULL, y); i < n; i++)
         y[i] = qs_e8m0_decode(e8m0_cast(x[i], mode, mode == QS_RND_SR ? qs_sr_uniform(seed, i0 + i) : 0.0, sat));
     return 0;
 }

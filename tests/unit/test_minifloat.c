@@ -780,6 +780,54 @@ static void test_fp32_arrays(void **state)
     free(x); free(y); free(c);
 }
 
+
+/* e8m0 as a cast: the vectorised non-SR path equals the scalar level code for code and value for
+** value (every mode, sat, in place) on random bits and every boundary of the cast rules. */
+static void test_e8m0_simd(void **state)
+{
+    (void)state;
+    const qs_format *f = find_float("e8m0");
+    const size_t n = 65536 + 7;
+    float *x = malloc(n * sizeof *x), *ys = malloc(n * sizeof *ys), *yv = malloc(n * sizeof *yv);
+    uint32_t *cs = malloc(n * sizeof *cs), *cv = malloc(n * sizeof *cv);
+    static const uint32_t edge[] = {0, 0x80000000u, 1, 0x003fffffu, 0x00400000u, 0x00400001u, 0x007fffffu,
+                                    0x00800000u, 0x00bfffffu, 0x00c00000u, 0x3f800000u, 0x3fbfffffu,
+                                    0x3fc00000u, 0x7f000000u, 0x7f3fffffu, 0x7f400000u, 0x7f7fffffu,
+                                    0x7f800000u, 0x7f800001u, 0x7fc00000u, 0xff800000u, 0xffffffffu,
+                                    0xbf800000u, 0x80400000u};
+    for (size_t i = 0; i < n; i++) {
+        uint32_t r = rnd32();
+        x[i] = u2f(i % 3 == 0 ? edge[r % (sizeof edge / sizeof edge[0])] : i % 3 == 1 ? r : (r & 0x80ffffffu) + ((r >> 24 & 1) ? 0x7f000000u : 0));
+    }
+    qs_err e;
+    const qs_round modes[] = {QS_RND_RNE, QS_RND_TA, QS_RND_RTZ, QS_RND_SR, QS_RND_DEFAULT};
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++)
+        for (int sat = 0; sat < 2; sat++) {
+            qs_qopts o = {0};
+            o.round = modes[m];
+            o.sat = sat;
+            o.seed = 3;
+            qs_simd_force(QS_SIMD_SCALAR);
+            assert_int_equal(f->encode(f, &o, x, n, cs, NULL, NULL, &e), 0);
+            assert_int_equal(f->fakeq(f, &o, x, n, ys, &e), 0);
+            for (int lvl = QS_SIMD_AVX2; lvl <= qs_simd_cpu(); lvl++) {
+                qs_simd_force(lvl);
+                assert_int_equal(f->encode(f, &o, x, n, cv, NULL, NULL, &e), 0);
+                for (size_t i = 0; i < n; i++)
+                    if (cs[i] != cv[i])
+                        fail_msg("e8m0 %s mode %zu sat %d at %zu: x bits 0x%08x scalar 0x%x simd 0x%x",
+                                 qs_simd_name(lvl), m, sat, i, f2u(x[i]), cs[i], cv[i]);
+                assert_int_equal(f->fakeq(f, &o, x, n, yv, &e), 0);
+                assert_memory_equal(ys, yv, n * sizeof *ys);
+                memcpy(yv, x, n * sizeof *yv);
+                assert_int_equal(f->fakeq(f, &o, yv, n, yv, &e), 0);
+                assert_memory_equal(ys, yv, n * sizeof *ys);
+            }
+        }
+    qs_simd_force(-1);
+    free(x); free(ys); free(yv); free(cs); free(cv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -797,6 +845,7 @@ int main(void)
         cmocka_unit_test(test_registry_agreement),
         cmocka_unit_test(test_simd_identity),
         cmocka_unit_test(test_fp32_arrays),
+        cmocka_unit_test(test_e8m0_simd),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
