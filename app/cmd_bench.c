@@ -145,9 +145,11 @@ int qs_cmd_bench(qs_cli *cli, int argc, char **argv)
     if (fabs(s1.mean) > 0.01 || fabs(s1.std - 1) > 0.01) { bad = 1; fprintf(stderr, "qscope: bench: statistics look wrong\n"); }
 
     /* end to end: write a .npy, import it by reference (hash + stats + rows) */
-    char dir[] = "/tmp/qscope-bench-XXXXXX";
+    char dir[512];
+    const char *tmpdir = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/qscope-bench-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
     if (mkdtemp(dir)) {
-        char npy[4096], dbp[128];
+        char npy[4096], dbp[600];
         snprintf(npy, sizeof npy, "%s", user_npy ? user_npy : "");
         if (!user_npy) snprintf(npy, sizeof npy, "%s/bench.npy", dir);
         snprintf(dbp, sizeof dbp, "%s/bench.db", dir);
@@ -173,7 +175,7 @@ int qs_cmd_bench(qs_cli *cli, int argc, char **argv)
         }
         if (!user_npy) unlink(npy);
         unlink(dbp);
-        char wal[160];
+        char wal[700];
         snprintf(wal, sizeof wal, "%s-wal", dbp); unlink(wal);
         snprintf(wal, sizeof wal, "%s-shm", dbp); unlink(wal);
         rmdir(dir);

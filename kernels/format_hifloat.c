@@ -53,6 +53,7 @@
 ** [Choice] The registry's min_subnormal / min_normal / max_finite of hif4 describe the decoded
 ** value set: 2^-50 (0.25 * smallest E6M2), 2^-48 (1.0 * smallest E6M2) and 344064 (§2.4).
 */
+#include "fbits.h"
 #include "format.h"
 
 #include <math.h>
@@ -70,8 +71,6 @@
 #define HIF_X86 0
 #endif
 
-static inline uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static inline float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 static inline uint64_t d2u(double d) { uint64_t u; memcpy(&u, &d, 8); return u; }
 static inline double u2d(uint64_t u) { double d; memcpy(&d, &u, 8); return d; }
 

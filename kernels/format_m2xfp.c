@@ -43,6 +43,7 @@
 **   - Registry range: the decoded value set over all exponent codes, es's 1.75 * 6 * 2^127 at the
 **     top and em's E2M3 0.125 * 2^-127 at the bottom.
 */
+#include "fbits.h"
 #include "format.h"
 
 #include <math.h>
@@ -54,8 +55,6 @@
 #define M2_GROUP 32
 #define M2_SUB 8
 
-static inline uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static inline float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
 static int m2_opts(const qs_format *f, const qs_qopts *o, int *es, qs_err *e)
 {

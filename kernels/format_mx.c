@@ -79,6 +79,7 @@
 ** (same blocks, same fallbacks; the value-to-code step is described at mx_ek below) and tested code
 ** for code and byte for byte against the scalar encode at every level.
 */
+#include "fbits.h"
 #include "format.h"
 
 #include <float.h>
@@ -96,8 +97,6 @@
 #define MX_X86 0
 #endif
 
-static inline uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static inline float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
 /* Element type of an MX format.  mf == NULL is MXINT8. */
 typedef struct mx_elem {

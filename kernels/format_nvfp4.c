@@ -50,6 +50,7 @@
 ** encode with RNE elements is vectorised the same way (nv_enc_avx2/avx512 below), tested code for
 ** code and byte for byte against the scalar encode at every level.
 */
+#include "fbits.h"
 #include "format.h"
 
 #include <float.h>
@@ -67,8 +68,6 @@
 #define NV_X86 0
 #endif
 
-static inline uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static inline float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
 typedef struct nv_run {
     qs_round mode;

@@ -38,6 +38,7 @@
 **     default all use this rule (nearest-ties-up is ties-away for positive values); RTZ takes the
 **     power of two at or below x (FP32 subnormals -> 0x00, [2^127, Inf) -> 0xFE).
 */
+#include "fbits.h"
 #include "minifloat.h"
 
 #include <float.h>
@@ -60,8 +61,6 @@ const qs_minifloat qs_mf_e3m2 = {"e3m2", 3, 2, 3, QS_MF_FINITE};
 const qs_minifloat qs_mf_e2m3 = {"e2m3", 2, 3, 1, QS_MF_FINITE};
 const qs_minifloat qs_mf_e2m1 = {"e2m1", 2, 1, 1, QS_MF_FINITE};
 
-static inline uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static inline float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
 static inline int is_fp32(const qs_minifloat *f) { return f->ebits == 8 && f->mbits == 23; }
 
