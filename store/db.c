@@ -104,6 +104,15 @@ static const char *const kMigrations[] = {
     "  mask       INTEGER NOT NULL DEFAULT 1,\n"
     "  PRIMARY KEY (run_id, step, seq, pos)\n"
     ") WITHOUT ROWID;\n",
+    /* 1 -> 2: binary arrays of analysis results (per-block scale codes and errors, per-row/column
+    ** errors), kept out of the JSON so large tensors stay cheap to store and read */
+    "CREATE TABLE result_blob(\n"
+    "  result_id INTEGER NOT NULL REFERENCES result(id) ON DELETE CASCADE,\n"
+    "  name      TEXT NOT NULL,            -- scale_code (u8), absmax, ratio, rmse, row_rmse, col_rmse (f32 LE)\n"
+    "  data      BLOB NOT NULL,\n"
+    "  PRIMARY KEY (result_id, name)\n"
+    ");\n"
+    "CREATE INDEX result_by_tensor ON result(tensor_hash);\n",
 };
 
 #define NMIG ((int)(sizeof kMigrations / sizeof kMigrations[0]))
