@@ -47,7 +47,7 @@ typedef struct qs_analysis {
     qs_hist value, abs_err, rel_err, ulp_err, scale_code, block_err;
     /* per block (in the run order of format_apply: rows first for axis 1, columns for axis 0) */
     uint64_t nblocks;
-    uint8_t *scale_code;     /* NULL when the format has no one-byte block scale */
+    uint8_t *block_scale_code; /* NULL when the format has no one-byte block scale */
     float *block_absmax, *block_ratio, *block_rmse;
     /* 2-D: per row and per column RMSE (NULL for 1-D) */
     uint64_t rows, cols;
