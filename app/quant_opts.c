@@ -111,3 +111,47 @@ char *qs_quant_opts_json(const qs_apply *a)
     json_decref(o);
     return s;
 }
+
+int qs_quant_parse_list(const char *cmd, const char *list, const qs_apply *base, qs_apply *apps, int cap)
+{
+    static const struct option lo[] = {QS_QUANT_LONGOPTS, {0, 0, 0, 0}};
+    char *dup = strdup(list), *save = NULL;
+    int n = 0;
+    if (!dup) return -1;
+    for (char *item = strtok_r(dup, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        if (n == cap) { qs_cli_usage(cmd, "too many formats (at most %d)", cap); free(dup); return -1; }
+        qs_apply a = *base;
+        char *save2 = NULL, *name = strtok_r(item, ":", &save2);
+        if (qs_quant_opt(cmd, 'f', name, &a) < 0) { free(dup); return -1; }
+        for (char *kv = strtok_r(NULL, ":", &save2); kv; kv = strtok_r(NULL, ":", &save2)) {
+            char *eq = strchr(kv, '=');
+            if (eq) *eq = 0;
+            const struct option *op = NULL;
+            for (const struct option *p = lo; p->name; p++)
+                if (!strcmp(p->name, kv)) op = p;
+            if (!op || op->val == 'f' || (op->has_arg == required_argument) != (eq != NULL)) {
+                qs_cli_usage(cmd, "bad per-format option '%s' in '%s'", kv, name);
+                free(dup);
+                return -1;
+            }
+            if (qs_quant_opt(cmd, op->val, eq ? eq + 1 : NULL, &a) < 0) { free(dup); return -1; }
+        }
+        if (qs_quant_opts_done(cmd, &a)) { free(dup); return -1; }
+        apps[n++] = a;
+    }
+    free(dup);
+    if (n == 0) { qs_cli_usage(cmd, "no formats given"); return -1; }
+    return n;
+}
+
+void qs_quant_label(const qs_apply *a, const char *spec, char *buf, size_t cap)
+{
+    (void)spec;
+    size_t k = (size_t)snprintf(buf, cap, "%s", a->f->name);
+    if (a->o.round != QS_RND_DEFAULT && k < cap) k += (size_t)snprintf(buf + k, cap - k, ":%s", qs_round_name(a->o.round));
+    if (a->f->has_scale_rule && a->o.scale_rule != QS_SCALE_FLOOR && k < cap)
+        k += (size_t)snprintf(buf + k, cap - k, ":%s", qs_scale_rule_name(a->o.scale_rule));
+    if (a->o.block && k < cap) k += (size_t)snprintf(buf + k, cap - k, ":b%d", a->o.block);
+    if (a->gran != QS_GRAN_BLOCK && a->gran != QS_GRAN_TENSOR && k < cap) k += (size_t)snprintf(buf + k, cap - k, ":%s", qs_gran_name(a->gran));
+    if (a->axis == 0 && k < cap) snprintf(buf + k, cap - k, ":axis0");
+}

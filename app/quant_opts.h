@@ -53,3 +53,11 @@ char *qs_quant_opts_json(const qs_apply *a);
     "                      microxcaling INT8 01)\n"
 
 #endif
+
+/* Parse a format list "F1,F2:key=value:key,..." into apps[] (at most cap).  Each entry starts from
+** `base` (the command-wide options) with its own format; per-format "key=value" (or a bare "key"
+** for flags) use the long option names above, e.g. "mxfp4:scale-rule=rceil:block=16".
+** Returns the count, or -1 after printing a usage error. */
+int qs_quant_parse_list(const char *cmd, const char *list, const qs_apply *base, qs_apply *apps, int cap);
+/* Short label of an entry: the format name plus its non-default per-format options. */
+void qs_quant_label(const qs_apply *a, const char *spec, char *buf, size_t cap);
