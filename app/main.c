@@ -128,6 +128,38 @@ const qs_command qs_commands[] = {
      "-f LIST) on 16M float32 values, one and two threads, next to memcpy in the same run, and checks\n"
      "that two threads give the same bits as one and that decode(encode) equals fake-quantize.\n"
      "--quick uses 1M values.", qs_cmd_bench, 0},
+    {"plot", "KIND [TENSOR] -o FILE.png|- [-f F1,F2] [--width W --height H --dpi D --title T --logx --logy]",
+     "draw a result as a PNG (with provenance) or in the terminal",
+     "Kinds:\n"
+     "  err-hist TENSOR       histogram of the relative error |Q(x)-x|/|x| of each format (-f, default\n"
+     "                        fp8_e4m3,mxfp4,nvfp4), overlaid, log counts; --abs for |Q(x)-x|\n"
+     "  value-hist TENSOR     histogram of |x| on a log2 axis; with -f F, F's representable values\n"
+     "                        (of the block holding the absmax, for block formats) and Q(x)\n"
+     "  pareto TENSOR         effective bits vs bits per element of each format (default: all) and\n"
+     "                        the Pareto front\n"
+     "  block-heatmap TENSOR  per-block RMSE of a 2-D tensor under -f F (log colour scale)\n"
+     "  transfer              x -> Q(x) and Q(x) - x of -f F over --range LO,HI (block formats: in a\n"
+     "                        block whose absmax is --amax X, default 1)\n"
+     "  trajectory, msd, attn results of later analyses (an error until the database has them)\n"
+     "\n"
+     "Stored results of `qscope analyze` are used when present for the same tensor hash, format and\n"
+     "options; otherwise the data is computed on the fly (--fresh always recomputes).\n"
+     "\n"
+     "  -o FILE.png     write a PNG (text chunks: Software, qscope:command, qscope:database,\n"
+     "                  qscope:tensor-hashes, qscope:formats, qscope:options; pHYs = --dpi)\n"
+     "  -o -            draw in the terminal (braille; --term braille|block|ascii|auto)\n"
+     "  -f LIST         formats, comma-separated, each with optional :key=value options\n"
+     "                  (e.g. mxfp4:scale-rule=rceil); -f may be repeated\n"
+     "  --width W --height H  pixels (default 10 x 6 inches at the dpi); cells for -o -\n"
+     "  --dpi D         resolution (default 100); fonts and lines scale with it\n"
+     "  --title T       replace the title\n"
+     "  --logx, --logy  log10 axis; --xscale/--yscale lin|log2|log10|symlog for any scale\n"
+     "  --range LO,HI   transfer: input range;  --amax X  transfer: block absmax;  --samples N\n"
+     "  --abs           err-hist: absolute instead of relative error\n"
+     "  --fresh         ignore stored results\n"
+     "Format options (--round, --scale-rule, --block, --axis, --gran, ...) apply to every format.\n"
+     "Colour in the terminal only on a terminal with NO_COLOR unset; series differ by glyph too.",
+     qs_cmd_plot, 0},
     {NULL, NULL, NULL, NULL, NULL, 0},
 };
 

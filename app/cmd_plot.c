@@ -1,0 +1,744 @@
+/*
+** `qscope plot KIND [TENSOR] -o FILE.png | -o -`: pictures of results.
+**
+** Data: err-hist, value-hist, pareto and block-heatmap use the stored results of `qscope analyze`
+** (analysis/results.h: "hist", "metrics", "blocks" + blob "rmse") when they exist for the tensor's
+** hash, format and options; otherwise the numbers are computed here in one streaming pass
+** (fake-quantize with kernels/format_apply, accumulate histograms, error energy and per-block
+** RMSE).  transfer needs no tensor.  trajectory / msd / attn read results of those kinds and say
+** so when the database has none.
+**
+** The figure comes from analysis/plot_kinds.c, the PNG from app/plot_png.c (with provenance text
+** chunks), the terminal picture from app/plot_term.c.
+*/
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "cli.h"
+#include "plot_render.h"
+#include "quant_opts.h"
+#include "../analysis/plot.h"
+#include "../analysis/results.h"
+#include "../analysis/stats_store.h"
+#include "../store/tensor.h"
+
+#define MAX_FORMATS 64
+#define BINS_PER_BINADE 4
+
+typedef struct plot_opts {
+    const char *out, *title, *term;
+    int width, height;
+    double dpi;
+    int logx, logy;
+    const char *xscale, *yscale;
+    double range_lo, range_hi, amax;
+    int have_range;
+    int abs_err;
+    int no_store;
+    int nsamples;
+} plot_opts;
+
+/* ---------------- on-the-fly analysis ---------------- */
+
+static void hist_init(qs_hist *h, int kind, double lo, double hi, int nbins)
+{
+    memset(h, 0, sizeof *h);
+    h->kind = kind;
+    h->lo = lo;
+    h->hi = hi;
+    h->nbins = nbins;
+    h->counts = calloc((size_t)nbins, sizeof *h->counts);
+}
+
+static void hist_add_log2(qs_hist *h, double v)
+{
+    if (!isfinite(v)) { h->nonfinite++; return; }
+    v = fabs(v);
+    if (v == 0) { h->zero++; return; }
+    double t = log2(v);
+    if (t < h->lo) { h->under++; return; }
+    if (t >= h->hi) { h->over++; return; }
+    int b = (int)((t - h->lo) / (h->hi - h->lo) * h->nbins);
+    if (b >= h->nbins) b = h->nbins - 1;
+    if (b < 0) b = 0;
+    h->counts[b]++;
+}
+
+typedef struct fly {
+    qs_treader *r;
+    uint64_t rows, cols;
+    double absmax, floor_abs;
+    int want_err, want_vals, want_q, want_tiles;
+    qs_hist rel, abs, val, qval;
+    double sum_x2, sum_e2;
+    uint64_t n_finite;
+    /* tiles for the heatmap: axis 1 -> rows x ceil(cols/B); axis 0 -> ceil(rows/B) x cols */
+    int axis;
+    uint64_t tb, trows, tcols;
+    double *t_e2;
+    uint32_t *t_n;
+    float *xbuf;
+    size_t xcap;
+} fly;
+
+static int fly_write(void *ctx, uint64_t start, size_t n, const float *y, qs_err *e)
+{
+    fly *F = ctx;
+    if (n > F->xcap) {
+        float *nb = realloc(F->xbuf, n * sizeof *nb);
+        if (!nb) return qs_fail(e, "out of memory");
+        F->xbuf = nb;
+        F->xcap = n;
+    }
+    if (qs_treader_read_f32(F->r, start, n, F->xbuf, e)) return -1;
+    for (size_t i = 0; i < n; i++) {
+        double x = F->xbuf[i], q = y ? y[i] : x;
+        if (F->want_vals) hist_add_log2(&F->val, x);
+        if (F->want_q) hist_add_log2(&F->qval, q);
+        if (!isfinite(x)) continue;
+        F->n_finite++;
+        double err = q - x;
+        if (F->want_err) {
+            if (!isfinite(q)) { F->rel.nonfinite++; F->abs.nonfinite++; }
+            else {
+                hist_add_log2(&F->abs, err);
+                hist_add_log2(&F->rel, fabs(err) / fmax(fabs(x), F->floor_abs));
+            }
+            F->sum_x2 += x * x;
+            F->sum_e2 += isfinite(err) ? err * err : INFINITY;
+        }
+        if (F->want_tiles) {
+            uint64_t idx = start + i, r = idx / F->cols, c = idx % F->cols;
+            uint64_t t = F->axis ? r * F->tcols + c / F->tb : (r / F->tb) * F->tcols + c;
+            F->t_e2[t] += isfinite(err) ? err * err : INFINITY;
+            F->t_n[t]++;
+        }
+    }
+    return 0;
+}
+
+static void fly_free(fly *F)
+{
+    free(F->rel.counts); free(F->abs.counts); free(F->val.counts); free(F->qval.counts);
+    free(F->t_e2); free(F->t_n); free(F->xbuf);
+}
+
+typedef struct tensor_ctx {
+    qs_db *db;
+    qs_tensor_rec t;
+    int have_t;
+    qs_treader *r;
+    uint64_t rows, cols;
+    double absmax;
+} tensor_ctx;
+
+static int tensor_open(qs_db *db, const char *name, tensor_ctx *T, qs_err *e)
+{
+    memset(T, 0, sizeof *T);
+    T->db = db;
+    if (qs_tensor_get(db, name, &T->t, e)) return -1;
+    T->have_t = 1;
+    if (!(T->r = qs_treader_open(db, &T->t, e))) return -1;
+    qs_tensor_matrix_view(T->t.shape, T->t.ndim, &T->rows, &T->cols);
+    qs_tensor_stats s;
+    int found = 0;
+    if (qs_stats_load(db, T->t.id, &s, &found, e) == 0 && found && isfinite(s.absmax)) {
+        T->absmax = s.absmax;
+    } else {
+        float am = 0;
+        if (qs_format_absmax(qs_treader_read_cb, T->r, T->t.numel, &am, e)) return -1;
+        T->absmax = am;
+    }
+    return 0;
+}
+
+static void tensor_close(tensor_ctx *T)
+{
+    qs_treader_close(T->r);
+    if (T->have_t) qs_tensor_rec_free(&T->t);
+}
+
+/* One pass over the tensor under format a (a == NULL: values only, no quantization). */
+static int fly_run(tensor_ctx *T, const qs_apply *a, fly *F, qs_err *e)
+{
+    F->r = T->r;
+    F->rows = T->rows;
+    F->cols = T->cols;
+    F->absmax = T->absmax;
+    F->floor_abs = QS_REL_FLOOR_DEFAULT * (T->absmax > 0 ? T->absmax : 1);
+    double top = T->absmax > 0 ? ceil(log2(T->absmax)) + 1 : 1;
+    if (F->want_err) {
+        hist_init(&F->rel, 0, -40, 4, 44 * BINS_PER_BINADE);
+        hist_init(&F->abs, 0, top - 48, top, 48 * BINS_PER_BINADE);
+    }
+    if (F->want_vals) hist_init(&F->val, 0, top - 48, top, 48 * BINS_PER_BINADE);
+    if (F->want_q) hist_init(&F->qval, 0, top - 48, top, 48 * BINS_PER_BINADE);
+    if ((F->want_err && (!F->rel.counts || !F->abs.counts)) || (F->want_vals && !F->val.counts) ||
+        (F->want_q && !F->qval.counts))
+        return qs_fail(e, "out of memory");
+    if (F->want_tiles) {
+        F->axis = a ? a->axis : 1;
+        size_t B = a ? qs_format_block(a->f, &a->o) : 0;
+        if (a && a->gran != QS_GRAN_BLOCK) B = 0;
+        F->tb = B >= 2 ? B : 32;
+        F->trows = F->axis ? T->rows : (T->rows + F->tb - 1) / F->tb;
+        F->tcols = F->axis ? (T->cols + F->tb - 1) / F->tb : T->cols;
+        if (F->trows * F->tcols > (1u << 28)) return qs_fail(e, "tensor too large for a block heatmap");
+        F->t_e2 = calloc(F->trows * F->tcols, sizeof *F->t_e2);
+        F->t_n = calloc(F->trows * F->tcols, sizeof *F->t_n);
+        if (!F->t_e2 || !F->t_n) return qs_fail(e, "out of memory");
+    }
+    if (!a) {
+        /* values only: read in chunks */
+        float *buf = malloc((1u << 16) * sizeof *buf);
+        if (!buf) return qs_fail(e, "out of memory");
+        for (uint64_t s = 0; s < T->t.numel; s += 1u << 16) {
+            size_t k = T->t.numel - s > (1u << 16) ? (1u << 16) : (size_t)(T->t.numel - s);
+            if (qs_treader_read_f32(T->r, s, k, buf, e) || fly_write(F, s, k, NULL, e)) { free(buf); return -1; }
+        }
+        free(buf);
+        return 0;
+    }
+    return qs_format_apply(a, T->rows, T->cols, qs_treader_read_cb, T->r, fly_write, F, e);
+}
+
+/* ---------------- stored results ---------------- */
+
+/* qs_hist from a results.h histogram object; log2 edges may be exponents or values */
+static int hist_from_json(json_t *H, qs_hist *h)
+{
+    memset(h, 0, sizeof *h);
+    json_t *edges = json_object_get(H, "edges"), *counts = json_object_get(H, "counts");
+    const char *scale = json_string_value(json_object_get(H, "scale"));
+    size_t n = json_array_size(counts);
+    if (!json_is_array(edges) || !json_is_array(counts) || n == 0 || json_array_size(edges) != n + 1 || !scale) return -1;
+    double e0 = json_number_value(json_array_get(edges, 0)), e1 = json_number_value(json_array_get(edges, 1));
+    double en = json_number_value(json_array_get(edges, n));
+    h->nbins = (int)n;
+    if (!strcmp(scale, "log2")) {
+        h->kind = 0;
+        double e2 = n >= 2 ? json_number_value(json_array_get(edges, 2)) : e1 + (e1 - e0);
+        int arithmetic = fabs((e2 - e1) - (e1 - e0)) <= 1e-9 * fmax(1, fabs(e1 - e0));
+        if (arithmetic || e0 <= 0) { h->lo = e0; h->hi = en; }
+        else { h->lo = log2(e0); h->hi = log2(en); }
+    } else if (!strcmp(scale, "code")) {
+        h->kind = 2; h->lo = e0; h->hi = en;
+    } else {
+        h->kind = 1; h->lo = e0; h->hi = en;
+    }
+    h->counts = calloc(n, sizeof *h->counts);
+    if (!h->counts) return -1;
+    for (size_t i = 0; i < n; i++) h->counts[i] = (uint64_t)json_number_value(json_array_get(counts, i));
+    h->zero = (uint64_t)json_number_value(json_object_get(H, "zero"));
+    h->under = (uint64_t)json_number_value(json_object_get(H, "under"));
+    h->over = (uint64_t)json_number_value(json_object_get(H, "over"));
+    h->nonfinite = (uint64_t)json_number_value(json_object_get(H, "nonfinite"));
+    return 0;
+}
+
+/* The stored result of `kind` for the tensor under a, parsed; NULL when absent. */
+static json_t *stored(qs_db *db, const char *hash, const char *kind, const qs_apply *a, int64_t *id)
+{
+    qs_err e = {{0}};
+    char *opts = qs_quant_opts_json(a), *data = NULL;
+    if (!opts) return NULL;
+    int rc = qs_result_get(db, hash, kind, a->f->name, opts, &data, id, &e);
+    free(opts);
+    if (rc || !data) { free(data); return NULL; }
+    json_t *j = json_loads(data, 0, NULL);
+    free(data);
+    return j;
+}
+
+/* ---------------- provenance ---------------- */
+
+typedef struct prov_buf {
+    char *command, *hashes, *formats, *options;
+} prov_buf;
+
+static char *join_argv(int argc, char **argv)
+{
+    size_t cap = 16;
+    for (int i = 0; i < argc; i++) cap += 3 * strlen(argv[i]) + 3;
+    char *s = malloc(cap), *p = s;
+    if (!s) return NULL;
+    for (int i = 0; i < argc; i++) {
+        if (i) *p++ = ' ';
+        int q = argv[i][0] == 0 || strpbrk(argv[i], " \t'\"\\$`*?") != NULL;
+        if (q) *p++ = '\'';
+        for (const char *c = argv[i]; *c; c++) {
+            if (*c == '\'' && q) { memcpy(p, "'\\''", 4); p += 4; }
+            else *p++ = *c;
+        }
+        if (q) *p++ = '\'';
+    }
+    *p = 0;
+    return s;
+}
+
+static void prov_free(prov_buf *p) { free(p->command); free(p->hashes); free(p->formats); free(p->options); }
+
+/* ---------------- output ---------------- */
+
+static int apply_axis_opts(qs_figure *f, const plot_opts *po)
+{
+    struct { const char *s; qs_axis *a; int log; } ax[2] = {{po->xscale, &f->x, po->logx}, {po->yscale, &f->y, po->logy}};
+    for (int i = 0; i < 2; i++) {
+        if (ax[i].log && ax[i].a->scale != QS_AX_LOG2 && ax[i].a->scale != QS_AX_LOG10) ax[i].a->scale = QS_AX_LOG10;
+        if (ax[i].s) {
+            if (!strcmp(ax[i].s, "lin") || !strcmp(ax[i].s, "linear")) ax[i].a->scale = QS_AX_LINEAR;
+            else if (!strcmp(ax[i].s, "log2")) ax[i].a->scale = QS_AX_LOG2;
+            else if (!strcmp(ax[i].s, "log10") || !strcmp(ax[i].s, "log")) ax[i].a->scale = QS_AX_LOG10;
+            else if (!strcmp(ax[i].s, "symlog")) ax[i].a->scale = QS_AX_SYMLOG;
+            else return qs_cli_usage("plot", "axis scale is lin, log2, log10 or symlog (got '%s')", ax[i].s);
+        }
+    }
+    if (po->title) snprintf(f->title, sizeof f->title, "%s", po->title);
+    return 0;
+}
+
+static int emit(qs_cli *cli, qs_figure *f, const plot_opts *po, const qs_provenance *pv)
+{
+    qs_err e = {{0}};
+    int rc = apply_axis_opts(f, po);
+    if (rc) return rc;
+    if (!strcmp(po->out, "-")) {
+        qs_term_opts to = {0};
+        to.color = cli->color;
+        if (po->term && qs_term_mode_parse(po->term, &to.mode))
+            return qs_cli_usage("plot", "--term is auto, braille, block or ascii");
+        struct winsize ws;
+        if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 30 && ws.ws_row >= 12) {
+            to.cols = ws.ws_col;
+            to.rows = ws.ws_row - 2 < 40 ? ws.ws_row - 2 : 40;
+        } else {
+            to.cols = 100;
+            to.rows = 30;
+        }
+        if (po->width) to.cols = po->width;
+        if (po->height) to.rows = po->height;
+        if (qs_plot_term(f, &to, stdout, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
+        return QS_EXIT_OK;
+    }
+    qs_png_opts o = {po->width, po->height, po->dpi};
+    if (qs_plot_png(f, &o, pv, po->out, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
+    fprintf(stderr, "qscope: wrote %s\n", po->out);
+    return QS_EXIT_OK;
+}
+
+/* ---------------- kinds ---------------- */
+
+static const char *const default_errhist = "fp8_e4m3,mxfp4,nvfp4";
+
+static int parse_formats(const char *list, const qs_apply *base, qs_apply *apps, char labels[][96], int cap)
+{
+    int n = qs_quant_parse_list("plot", list, base, apps, cap);
+    if (n < 0) return -1;
+    for (int i = 0; i < n; i++) qs_quant_label(&apps[i], NULL, labels[i], 96);
+    return n;
+}
+
+static char *formats_json(const qs_apply *apps, int n, const plot_opts *po, const char *kind)
+{
+    json_t *o = json_object(), *arr = json_array();
+    for (int i = 0; i < n; i++) {
+        char *s = qs_quant_opts_json(&apps[i]);
+        json_array_append_new(arr, s ? json_loads(s, 0, NULL) : json_null());
+        free(s);
+    }
+    json_object_set_new(o, "formats", arr);
+    json_t *p = json_pack("{s:s,s:i,s:i,s:f,s:b,s:b}", "kind", kind, "width", po->width, "height", po->height,
+                          "dpi", po->dpi > 0 ? po->dpi : 100, "logx", po->logx, "logy", po->logy);
+    if (po->have_range) json_object_set_new(p, "range", json_pack("[f,f]", po->range_lo, po->range_hi));
+    if (po->amax > 0) json_object_set_new(p, "amax", json_real(po->amax));
+    json_object_set_new(o, "plot", p);
+    char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(o);
+    return s;
+}
+
+static char *format_names(char labels[][96], int n)
+{
+    size_t cap = 1;
+    for (int i = 0; i < n; i++) cap += strlen(labels[i]) + 1;
+    char *s = calloc(1, cap);
+    if (!s) return NULL;
+    for (int i = 0; i < n; i++) { if (i) strcat(s, ","); strcat(s, labels[i]); }
+    return s;
+}
+
+static int plot_transfer(qs_cli *cli, const plot_opts *po, qs_apply *apps, int n, char labels[][96], prov_buf *pb,
+                         qs_provenance *pv)
+{
+    if (n != 1) return qs_cli_usage("plot", "transfer takes one format (-f F)");
+    const qs_format *f = apps[0].f;
+    int plain = f->meta_bytes == 0 && f->block == 1;
+    double R = po->amax > 0 ? po->amax : 1;
+    double lo, hi;
+    if (po->have_range) { lo = po->range_lo; hi = po->range_hi; }
+    else if (plain) {
+        double m = f->max_finite <= 1e5 ? f->max_finite * 1.1 : 4;
+        lo = -m; hi = m;
+    } else { lo = -1.1 * R; hi = 1.1 * R; }
+    qs_err e = {{0}};
+    qs_qopts o = apps[0].o;
+    if (apps[0].gran == QS_GRAN_TENSOR) o.block = 0;
+    qs_figure *fig = qs_plot_transfer(f, &o, lo, hi, po->nsamples > 0 ? (size_t)po->nsamples : 4001, R, &e);
+    if (!fig) return qs_cli_err(QS_EXIT_ERR, &e);
+    pb->formats = format_names(labels, n);
+    pb->options = formats_json(apps, n, po, "transfer");
+    pv->formats = pb->formats;
+    pv->options = pb->options;
+    int rc = emit(cli, fig, po, pv);
+    qs_fig_free(fig);
+    return rc;
+}
+
+static int plot_lines_kind(qs_cli *cli, const plot_opts *po, const char *kind, qs_provenance *pv)
+{
+    qs_db *db = qs_cli_open_db(cli);
+    if (!db) return QS_EXIT_ERR;
+    qs_err e = {{0}};
+    sqlite3_stmt *st = qs_db_prepare(db, "SELECT data FROM result WHERE kind=? ORDER BY id DESC LIMIT 1", &e);
+    if (!st) { qs_db_close(db); return qs_cli_err(QS_EXIT_ERR, &e); }
+    sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
+    char *data = NULL;
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0)) data = strdup((const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    qs_db_close(db);
+    if (!data) return qs_cli_error(QS_EXIT_ERR, "no %s data in this database yet (it comes from a later qscope command)", kind);
+    /* {"xlabel":..,"ylabel":..,"series":[{"name":..,"x":[..],"y":[..]}]} */
+    json_t *j = json_loads(data, 0, NULL);
+    free(data);
+    json_t *ser = json_object_get(j, "series");
+    size_t ns = json_array_size(ser);
+    if (!j || ns == 0) {
+        json_decref(j);
+        return qs_cli_error(QS_EXIT_ERR, "stored %s data is not in a form this qscope can plot", kind);
+    }
+    qs_line_data *ld = calloc(ns, sizeof *ld);
+    double **bufs = calloc(2 * ns, sizeof *bufs);
+    int rc = QS_EXIT_ERR;
+    if (!ld || !bufs) goto out;
+    for (size_t i = 0; i < ns; i++) {
+        json_t *s = json_array_get(ser, i), *xs = json_object_get(s, "x"), *ys = json_object_get(s, "y");
+        size_t m = json_array_size(ys);
+        if (json_array_size(xs) != m) m = 0;
+        bufs[2 * i] = malloc((m ? m : 1) * sizeof(double));
+        bufs[2 * i + 1] = malloc((m ? m : 1) * sizeof(double));
+        if (!bufs[2 * i] || !bufs[2 * i + 1]) goto out;
+        for (size_t k = 0; k < m; k++) {
+            json_t *xv = json_array_get(xs, k), *yv = json_array_get(ys, k);
+            bufs[2 * i][k] = json_is_number(xv) ? json_number_value(xv) : NAN;
+            bufs[2 * i + 1][k] = json_is_number(yv) ? json_number_value(yv) : NAN;
+        }
+        ld[i] = (qs_line_data){json_string_value(json_object_get(s, "name")), m, bufs[2 * i], bufs[2 * i + 1]};
+    }
+    const char *yl = json_string_value(json_object_get(j, "ylabel"));
+    qs_figure *fig = !strcmp(kind, "trajectory") ? qs_plot_trajectory(NULL, yl, ld, ns)
+                     : !strcmp(kind, "msd") ? qs_plot_msd(NULL, ld, ns) : qs_plot_attn(NULL, yl, ld, ns);
+    if (!fig) { qs_cli_error(QS_EXIT_ERR, "out of memory"); goto out; }
+    rc = emit(cli, fig, po, pv);
+    qs_fig_free(fig);
+out:
+    if (bufs) for (size_t i = 0; i < 2 * ns; i++) free(bufs[i]);
+    free(bufs);
+    free(ld);
+    json_decref(j);
+    return rc;
+}
+
+static int plot_tensor_kind(qs_cli *cli, const plot_opts *po, const char *kind, const char *name, qs_apply *apps, int n,
+                            char labels[][96], prov_buf *pb, qs_provenance *pv)
+{
+    qs_db *db = qs_cli_open_db(cli);
+    if (!db) return QS_EXIT_ERR;
+    qs_err e = {{0}};
+    tensor_ctx T;
+    int rc = QS_EXIT_ERR;
+    qs_figure *fig = NULL;
+    qs_hist *hs = NULL;
+    if (tensor_open(db, name, &T, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
+    size_t hl = strlen(T.t.name) + strlen(T.t.hash) + 2;
+    pb->hashes = malloc(hl);
+    if (pb->hashes) snprintf(pb->hashes, hl, "%s=%s", T.t.name, T.t.hash);
+    pv->tensor_hashes = pb->hashes;
+    pb->formats = format_names(labels, n);
+    pb->options = formats_json(apps, n, po, kind);
+    pv->formats = pb->formats;
+    pv->options = pb->options;
+    char title[300];
+
+    if (!strcmp(kind, "err-hist")) {
+        hs = calloc((size_t)n, sizeof *hs);
+        const qs_hist **hp = calloc((size_t)n, sizeof *hp);
+        const char **names = calloc((size_t)n, sizeof *names);
+        if (!hs || !hp || !names) { free(hp); free(names); qs_cli_error(1, "out of memory"); goto out; }
+        const char *key = po->abs_err ? "abs_err" : "rel_err";
+        for (int i = 0; i < n; i++) {
+            json_t *j = po->no_store ? NULL : stored(db, T.t.hash, "hist", &apps[i], NULL);
+            if (j && hist_from_json(json_object_get(j, key), &hs[i]) == 0) { json_decref(j); }
+            else {
+                json_decref(j);
+                fly F = {0};
+                F.want_err = 1;
+                if (fly_run(&T, &apps[i], &F, &e)) { fly_free(&F); free(hp); free(names); rc = qs_cli_err(1, &e); goto out; }
+                hs[i] = po->abs_err ? F.abs : F.rel;
+                if (po->abs_err) F.abs.counts = NULL; else F.rel.counts = NULL;
+                fly_free(&F);
+            }
+            hp[i] = &hs[i];
+            names[i] = labels[i];
+        }
+        snprintf(title, sizeof title, "%s error of %.200s", po->abs_err ? "absolute" : "relative", T.t.name);
+        fig = qs_plot_err_hist(title, po->abs_err ? "absolute error |Q(x) - x|" : "relative error |Q(x) - x| / |x|",
+                               (size_t)n, names, hp);
+        free(hp);
+        free(names);
+    } else if (!strcmp(kind, "value-hist")) {
+        if (n > 1) { rc = qs_cli_usage("plot", "value-hist takes at most one format (its grid is drawn)"); goto out; }
+        fly F = {0};
+        F.want_vals = 1;
+        F.want_q = n == 1;
+        if (fly_run(&T, n ? &apps[0] : NULL, &F, &e)) { fly_free(&F); rc = qs_cli_err(1, &e); goto out; }
+        double *grid = NULL;
+        size_t ng = 0;
+        if (n && qs_format_grid(apps[0].f, &apps[0].o, T.absmax, &grid, &ng, &e)) { fly_free(&F); rc = qs_cli_err(1, &e); goto out; }
+        char gname[160];
+        int plain = n && apps[0].f->meta_bytes == 0 && apps[0].f->block == 1;
+        if (n) snprintf(gname, sizeof gname, plain ? "%.95s values" : "%.95s values (block of the absmax)", labels[0]);
+        snprintf(title, sizeof title, "values of %.150s%s%.95s", T.t.name, n ? " on the grid of " : "", n ? labels[0] : "");
+        fig = qs_plot_value_hist(title, &F.val, grid, ng, n ? gname : NULL);
+        if (fig && n) {
+            double *edges = malloc(((size_t)F.qval.nbins + 1) * sizeof *edges), *c = malloc((size_t)F.qval.nbins * sizeof *c);
+            if (edges && c) {
+                for (int k = 0; k <= F.qval.nbins; k++) edges[k] = exp2(F.qval.lo + (F.qval.hi - F.qval.lo) * k / F.qval.nbins);
+                for (int k = 0; k < F.qval.nbins; k++) c[k] = (double)F.qval.counts[k];
+                char qn[160];
+                snprintf(qn, sizeof qn, "Q(x) under %.95s", labels[0]);
+                qs_series *s = qs_fig_add(fig, QS_SER_STEP, qn, edges, c, (size_t)F.qval.nbins);
+                if (s) { s->color = 3; s->dash = QS_DASH_SOLID; s->width = 1.4; }
+                if (F.qval.zero > F.val.zero)
+                    qs_fig_annotate(fig, 0.02, 0.88, 1, "Q(x) = 0: %llu (underflow %llu)", (unsigned long long)F.qval.zero,
+                                    (unsigned long long)(F.qval.zero - F.val.zero));
+                if (!grid) qs_fig_annotate(fig, 0.02, 0.81, 1, "grid of %.95s too dense to draw", labels[0]);
+            }
+            free(edges);
+            free(c);
+        }
+        free(grid);
+        fly_free(&F);
+    } else if (!strcmp(kind, "pareto")) {
+        qs_pareto_pt *pts = calloc((size_t)n, sizeof *pts);
+        if (!pts) { qs_cli_error(1, "out of memory"); goto out; }
+        for (int i = 0; i < n; i++) {
+            pts[i].name = labels[i];
+            pts[i].family = apps[i].f->family;
+            pts[i].bits = qs_format_bits_per_elem(apps[i].f, &apps[i].o);
+            json_t *j = po->no_store ? NULL : stored(db, T.t.hash, "metrics", &apps[i], NULL);
+            json_t *eb = json_object_get(j, "eff_bits_energy");
+            if (j && (json_is_number(eb) || json_is_null(eb))) {
+                pts[i].eff_bits = json_is_number(eb) ? json_number_value(eb) : INFINITY;
+                json_t *bpe = json_object_get(j, "bits_per_elem");
+                if (json_is_number(bpe)) pts[i].bits = json_number_value(bpe);
+                json_decref(j);
+                continue;
+            }
+            json_decref(j);
+            fly F = {0};
+            F.want_err = 1;
+            if (fly_run(&T, &apps[i], &F, &e)) { fly_free(&F); free(pts); rc = qs_cli_err(1, &e); goto out; }
+            /* exact: +inf; NaN/Inf outputs (sum_e2 = inf): -inf */
+            pts[i].eff_bits = F.sum_e2 == 0 ? INFINITY : !isfinite(F.sum_e2) ? -INFINITY
+                              : F.sum_x2 > 0 ? -0.5 * log2(F.sum_e2 / F.sum_x2) : NAN;
+            fly_free(&F);
+        }
+        snprintf(title, sizeof title, "effective bits vs bits per element on %.200s", T.t.name);
+        fig = qs_plot_pareto(title, pts, (size_t)n);
+        free(pts);
+    } else {   /* block-heatmap */
+        if (n != 1) { rc = qs_cli_usage("plot", "block-heatmap takes one format (-f F)"); goto out; }
+        if (T.t.ndim < 2) { rc = qs_cli_error(1, "block-heatmap needs a 2-D tensor ('%s' is 1-D)", T.t.name); goto out; }
+        float *v = NULL;
+        uint64_t R = 0, C = 0, B = 0;
+        int axis = apps[0].axis;
+        int64_t id = 0;
+        json_t *j = po->no_store ? NULL : stored(db, T.t.hash, "blocks", &apps[0], &id);
+        if (j) {
+            void *blob = NULL;
+            size_t nb = 0;
+            uint64_t nblocks = (uint64_t)json_integer_value(json_object_get(j, "nblocks"));
+            B = (uint64_t)json_integer_value(json_object_get(j, "block"));
+            axis = (int)json_integer_value(json_object_get(j, "axis"));
+            if (B > 0 && nblocks && qs_result_blob_get(db, id, "rmse", &blob, &nb, &e) == 0 && blob &&
+                nb == nblocks * sizeof(float)) {
+                R = axis ? T.rows : (T.rows + B - 1) / B;
+                C = axis ? (T.cols + B - 1) / B : T.cols;
+                if (R * C == nblocks) {
+                    v = malloc(nb);
+                    const float *src = blob;
+                    /* axis 0 blocks are stored column by column: transpose to block-rows x columns */
+                    if (v) for (uint64_t k = 0; k < nblocks; k++) {
+                        if (axis) v[k] = src[k];
+                        else v[(k % R) * C + k / R] = src[k];
+                    }
+                }
+            }
+            free(blob);
+            json_decref(j);
+        }
+        if (!v) {
+            fly F = {0};
+            F.want_tiles = 1;
+            if (fly_run(&T, &apps[0], &F, &e)) { fly_free(&F); rc = qs_cli_err(1, &e); goto out; }
+            R = F.trows; C = F.tcols; B = F.tb; axis = F.axis;
+            v = malloc((size_t)(R * C) * sizeof *v);
+            if (v) for (uint64_t k = 0; k < R * C; k++) v[k] = F.t_n[k] ? (float)sqrt(F.t_e2[k] / F.t_n[k]) : NAN;
+            fly_free(&F);
+        }
+        if (!v) { qs_cli_error(1, "out of memory"); goto out; }
+        char xt[96], yt[96];
+        snprintf(xt, sizeof xt, axis ? "block of %llu along the row" : "column", (unsigned long long)B);
+        snprintf(yt, sizeof yt, axis ? "row" : "block of %llu down the column", (unsigned long long)B);
+        snprintf(title, sizeof title, "per-block RMSE of %.150s under %.95s", T.t.name, labels[0]);
+        fig = qs_plot_block_heatmap(title, v, R, C, 1, "block RMSE (log scale)", xt, yt, 400);
+        free(v);
+    }
+    if (!fig) { rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); goto out; }
+    rc = emit(cli, fig, po, pv);
+out:
+    if (hs) { for (int i = 0; i < n; i++) free(hs[i].counts); free(hs); }
+    qs_fig_free(fig);
+    tensor_close(&T);
+    qs_db_close(db);
+    return rc;
+}
+
+int qs_cmd_plot(qs_cli *cli, int argc, char **argv)
+{
+    enum { O_W = 0x2001, O_H, O_DPI, O_TITLE, O_LOGX, O_LOGY, O_XS, O_YS, O_TERM, O_RANGE, O_AMAX, O_ABS, O_FRESH, O_N };
+    static const struct option lo[] = {QS_QUANT_LONGOPTS, {"output", required_argument, 0, 'o'},
+                                       {"width", required_argument, 0, O_W}, {"height", required_argument, 0, O_H},
+                                       {"dpi", required_argument, 0, O_DPI}, {"title", required_argument, 0, O_TITLE},
+                                       {"logx", no_argument, 0, O_LOGX}, {"logy", no_argument, 0, O_LOGY},
+                                       {"xscale", required_argument, 0, O_XS}, {"yscale", required_argument, 0, O_YS},
+                                       {"term", required_argument, 0, O_TERM}, {"range", required_argument, 0, O_RANGE},
+                                       {"amax", required_argument, 0, O_AMAX}, {"abs", no_argument, 0, O_ABS},
+                                       {"fresh", no_argument, 0, O_FRESH}, {"samples", required_argument, 0, O_N},
+                                       {0, 0, 0, 0}};
+    /* the command line as typed, before getopt permutes argv */
+    prov_buf pb = {0};
+    pb.command = join_argv(cli->argc, cli->argv);
+    plot_opts po;
+    memset(&po, 0, sizeof po);
+    qs_apply base;
+    memset(&base, 0, sizeof base);
+    base.axis = 1;
+    char flist[4096] = "";
+    int ch;
+    unsigned long long u;
+    optind = 1;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, "f:o:", lo, NULL)) != -1) {
+        if (ch == 'f') {
+            size_t L = strlen(flist);
+            if (L + strlen(optarg) + 2 > sizeof flist) return free(pb.command), qs_cli_usage("plot", "format list too long");
+            snprintf(flist + L, sizeof flist - L, "%s%s", L ? "," : "", optarg);
+            continue;
+        }
+        int k = qs_quant_opt("plot", ch, optarg, &base);
+        if (k < 0) { free(pb.command); return QS_EXIT_USAGE; }
+        if (k) continue;
+        switch (ch) {
+        case 'o': po.out = optarg; break;
+        case O_W:
+        case O_H:
+            if (qs_parse_u64(optarg, &u) || u == 0 || u > 20000) return free(pb.command), qs_cli_usage("plot", "bad size '%s'", optarg);
+            if (ch == O_W) po.width = (int)u; else po.height = (int)u;
+            break;
+        case O_DPI:
+            if (qs_parse_f64(optarg, &po.dpi) || po.dpi < 10 || po.dpi > 2400) return free(pb.command), qs_cli_usage("plot", "bad --dpi '%s' (10..2400)", optarg);
+            break;
+        case O_TITLE: po.title = optarg; break;
+        case O_LOGX: po.logx = 1; break;
+        case O_LOGY: po.logy = 1; break;
+        case O_XS: po.xscale = optarg; break;
+        case O_YS: po.yscale = optarg; break;
+        case O_TERM: po.term = optarg; break;
+        case O_RANGE: {
+            char *end;
+            po.range_lo = strtod(optarg, &end);
+            if (*end != ',' || !isfinite(po.range_lo)) return free(pb.command), qs_cli_usage("plot", "--range is LO,HI");
+            if (qs_parse_f64(end + 1, &po.range_hi) || !(po.range_hi > po.range_lo)) return free(pb.command), qs_cli_usage("plot", "--range is LO,HI with LO < HI");
+            po.have_range = 1;
+            break;
+        }
+        case O_AMAX:
+            if (qs_parse_f64(optarg, &po.amax) || !(po.amax > 0)) return free(pb.command), qs_cli_usage("plot", "bad --amax '%s'", optarg);
+            break;
+        case O_ABS: po.abs_err = 1; break;
+        case O_FRESH: po.no_store = 1; break;
+        case O_N:
+            if (qs_parse_u64(optarg, &u) || u < 2 || u > 1000000) return free(pb.command), qs_cli_usage("plot", "bad --samples '%s'", optarg);
+            po.nsamples = (int)u;
+            break;
+        default: return free(pb.command), qs_cli_usage("plot", "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc) return free(pb.command), qs_cli_usage("plot", "give a KIND (err-hist, value-hist, pareto, block-heatmap, transfer, trajectory, msd, attn)");
+    const char *kind = argv[optind++];
+    static const char *const kinds[] = {"err-hist", "value-hist", "pareto", "block-heatmap", "transfer", "trajectory", "msd", "attn"};
+    int ki = -1;
+    for (int i = 0; i < 8; i++) if (!strcmp(kind, kinds[i])) ki = i;
+    if (ki < 0) return free(pb.command), qs_cli_usage("plot", "unknown plot kind '%s'", kind);
+    if (!po.out) return free(pb.command), qs_cli_usage("plot", "give -o FILE.png, or -o - for the terminal");
+    if (strcmp(po.out, "-") != 0) {
+        qs_err fe = {{0}};
+        if (qs_plot_font_ok(&fe)) { free(pb.command); return qs_cli_err(QS_EXIT_ERR, &fe); }
+    }
+    const char *tensor = optind < argc ? argv[optind++] : NULL;
+    if (optind < argc) return free(pb.command), qs_cli_usage("plot", "unexpected argument '%s'", argv[optind]);
+
+    qs_provenance pv = {pb.command, NULL, NULL, NULL, NULL};
+    char dbabs[PATH_MAX];
+    int rc;
+    static qs_apply apps[MAX_FORMATS];
+    static char labels[MAX_FORMATS][96];
+    int n = 0;
+
+    if (ki == 4) {   /* transfer: no database */
+        if (tensor) { prov_free(&pb); return qs_cli_usage("plot", "transfer takes no tensor"); }
+        if (!flist[0]) { prov_free(&pb); return qs_cli_usage("plot", "transfer needs a format (-f F)"); }
+        if ((n = parse_formats(flist, &base, apps, labels, MAX_FORMATS)) < 0) { prov_free(&pb); return QS_EXIT_USAGE; }
+        rc = plot_transfer(cli, &po, apps, n, labels, &pb, &pv);
+        prov_free(&pb);
+        return rc;
+    }
+    pv.database = realpath(cli->db_path, dbabs) ? dbabs : cli->db_path;
+    if (ki >= 5) {
+        if (tensor || flist[0]) { prov_free(&pb); return qs_cli_usage("plot", "%s takes no tensor or formats yet", kind); }
+        rc = plot_lines_kind(cli, &po, kind, &pv);
+        prov_free(&pb);
+        return rc;
+    }
+    if (!tensor) { prov_free(&pb); return qs_cli_usage("plot", "%s needs a tensor name (see `qscope ls`)", kind); }
+    if (!flist[0]) {
+        if (ki == 0) snprintf(flist, sizeof flist, "%s", default_errhist);
+        else if (ki == 2) {
+            size_t L = 0;
+            for (size_t i = 0; i < qs_format_count() && L + 32 < sizeof flist; i++)
+                L += (size_t)snprintf(flist + L, sizeof flist - L, "%s%s", L ? "," : "", qs_format_at(i)->name);
+        } else if (ki == 3) { prov_free(&pb); return qs_cli_usage("plot", "block-heatmap needs a format (-f F)"); }
+    }
+    if (flist[0] && (n = parse_formats(flist, &base, apps, labels, MAX_FORMATS)) < 0) { prov_free(&pb); return QS_EXIT_USAGE; }
+    rc = plot_tensor_kind(cli, &po, kind, tensor, apps, n, labels, &pb, &pv);
+    prov_free(&pb);
+    return rc;
+}
