@@ -250,7 +250,7 @@ static void pd_frame_rect(const pd *d, double x, double y, double w, double h)
     d->b->close_path(d->b->ctx);
 }
 
-void qs_plot_draw(qs_figure *f, const qs_rbackend *b, double W, double H, double scale)
+void qs_plot_draw(qs_figure *f, const qs_rbackend *b, double W, double H, double scale, qs_layout *out)
 {
     pd d = {b, scale > 0 ? scale : 1};
     double s = d.s;
@@ -261,6 +261,7 @@ void qs_plot_draw(qs_figure *f, const qs_rbackend *b, double W, double H, double
     m.ctx = &d;
     qs_layout L;
     qs_plot_layout(f, W, H, &m, &L);
+    if (out) *out = L;
     const double fs = m.font, ink = 0.13, mute = 0.35;
 
     /* background */
@@ -560,7 +561,7 @@ int qs_plot_font_ok(qs_err *e)
     return 0;
 }
 
-int qs_plot_rgb(qs_figure *f, int W, int H, double dpi, uint8_t **out, qs_err *e)
+int qs_plot_rgb(qs_figure *f, int W, int H, double dpi, uint8_t **out, qs_layout *L, qs_err *e)
 {
     *out = NULL;
     if (W < 64 || H < 48 || W > 20000 || H > 20000) return qs_fail(e, "plot size %dx%d out of range (64x48 .. 20000x20000)", W, H);
@@ -579,7 +580,7 @@ int qs_plot_rgb(qs_figure *f, int W, int H, double dpi, uint8_t **out, qs_err *e
     cairo_set_antialias(c.cr, CAIRO_ANTIALIAS_DEFAULT);
     qs_rbackend b = {&c, cb_color, cb_line_style, cb_move, cb_line, cb_close, cb_stroke, cb_fill, cb_clip,
                      cb_text_width, cb_text, cb_image};
-    qs_plot_draw(f, &b, W, H, dpi / 100.0);
+    qs_plot_draw(f, &b, W, H, dpi / 100.0, L);
     cairo_status_t st = cairo_status(c.cr);
     cairo_font_options_destroy(c.fo);
     cairo_destroy(c.cr);
@@ -697,7 +698,7 @@ int qs_plot_png(qs_figure *f, const qs_png_opts *o, const qs_provenance *p, cons
     int W = o && o->width > 0 ? o->width : (f->width > 0 ? (int)lround(f->width * dpi / 100) : (int)lround(10 * dpi));
     int H = o && o->height > 0 ? o->height : (f->height > 0 ? (int)lround(f->height * dpi / 100) : (int)lround(6 * dpi));
     uint8_t *rgb = NULL;
-    if (qs_plot_rgb(f, W, H, dpi, &rgb, e)) return -1;
+    if (qs_plot_rgb(f, W, H, dpi, &rgb, NULL, e)) return -1;
     int rc = qs_png_write_rgb(path, rgb, W, H, dpi, p, e);
     free(rgb);
     return rc;

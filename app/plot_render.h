@@ -45,8 +45,9 @@ typedef struct qs_rbackend {
     void (*image)(void *ctx, double x, double y, double w, double h, const uint8_t *rgb, int cols, int rows);
 } qs_rbackend;
 
-/* Resolve, lay out and draw a figure on a W x H pixel backend; scale = dpi / 100. */
-void qs_plot_draw(qs_figure *f, const qs_rbackend *b, double W, double H, double scale);
+/* Resolve, lay out and draw a figure on a W x H pixel backend; scale = dpi / 100.  The layout
+** used is copied to *out when out is not NULL (hit-testing, tests). */
+void qs_plot_draw(qs_figure *f, const qs_rbackend *b, double W, double H, double scale, qs_layout *out);
 
 /* ---- PNG ---- */
 #define QS_PLOT_FONT_FACE "DejaVu Sans"
@@ -57,8 +58,8 @@ typedef struct qs_png_opts {
     double dpi;          /* 0 = 100 */
 } qs_png_opts;
 
-/* Render with cairo into RGB bytes (W*H*3, row-major). */
-int qs_plot_rgb(qs_figure *f, int W, int H, double dpi, uint8_t **rgb, qs_err *e);
+/* Render with cairo into RGB bytes (W*H*3, row-major); the layout to *L when not NULL. */
+int qs_plot_rgb(qs_figure *f, int W, int H, double dpi, uint8_t **rgb, qs_layout *L, qs_err *e);
 /* Write RGB rows with libpng: pHYs for the dpi, text chunks for the provenance.  Written to a
 ** temporary file and renamed, so a failed write never leaves a partial PNG. */
 int qs_png_write_rgb(const char *path, const uint8_t *rgb, int W, int H, double dpi, const qs_provenance *p,

@@ -1,0 +1,716 @@
+/*
+** Plots (issue 5): the model (ticks, ranges, log scales with zeros and negatives, label overlap),
+** the plot kinds, the PNG writer read back with libpng (size, pHYs, text chunks), pixel checks,
+** golden images with a tolerance, and the terminal renderer.
+**
+** The renderers live in app/ (not in libqscope.a), so they are compiled into this test.
+** Goldens: tests/fixtures/plots/NAME.png; regenerate with
+**   make build/tests/test_plot && (cd tests && QS_PLOT_REGEN=1 ../build/tests/test_plot)
+** and look at them before committing.
+*/
+#include "test_util.h"
+
+#include <math.h>
+#include <png.h>
+
+#include "../../analysis/plot.h"
+#include "../../app/plot_png.c"
+#include "../../app/plot_term.c"
+
+/* ---------------- helpers ---------------- */
+
+static qs_measure px_measure(void)
+{
+    qs_measure m;
+    qs_measure_px(&m, 1);
+    return m;
+}
+
+static int is_125(double step)
+{
+    double mag = pow(10, floor(log10(step) + 1e-9));
+    double n = step / mag;
+    return fabs(n - 1) < 1e-9 || fabs(n - 2) < 1e-9 || fabs(n - 5) < 1e-9 || fabs(n - 10) < 1e-9;
+}
+
+/* labels of adjacent ticks do not overlap along an axis of `len` */
+static void assert_no_overlap(const qs_axis *a, const qs_ticks *t, double len, int horizontal, const qs_measure *m,
+                              double gap)
+{
+    double lo = qs_axis_fwd(a, a->vlo), hi = qs_axis_fwd(a, a->vhi);
+    for (int i = 1; i < t->n; i++) {
+        double p0 = (qs_axis_fwd(a, t->t[i - 1].v) - lo) / (hi - lo) * len;
+        double p1 = (qs_axis_fwd(a, t->t[i].v) - lo) / (hi - lo) * len;
+        double w0 = horizontal ? m->text_w(m->ctx, t->t[i - 1].label, m->font) : m->line_h;
+        double w1 = horizontal ? m->text_w(m->ctx, t->t[i].label, m->font) : m->line_h;
+        assert_true(p1 - p0 >= (w0 + w1) / 2 + gap - 1e-9);
+    }
+}
+
+static qs_axis axis_range(qs_ax_scale s, double lo, double hi)
+{
+    qs_axis a;
+    memset(&a, 0, sizeof a);
+    a.scale = s;
+    a.vlo = lo;
+    a.vhi = hi;
+    return a;
+}
+
+/* ---------------- ticks ---------------- */
+
+static void test_linear_ticks_125(void **st)
+{
+    (void)st;
+    qs_measure m = px_measure();
+    const double ranges[][2] = {{0, 1}, {-3.7, 12.2}, {0.0013, 0.0071}, {-1e6, 3e6}, {100, 101}, {-0.5, 0.5}, {7, 7.0001}};
+    for (size_t r = 0; r < sizeof ranges / sizeof *ranges; r++) {
+        qs_axis a = axis_range(QS_AX_LINEAR, ranges[r][0], ranges[r][1]);
+        qs_ticks t;
+        qs_axis_ticks(&a, a.vlo, a.vhi, 800, 1, &m, 10, &t);
+        assert_true(t.n >= 2);
+        double step = t.t[1].v - t.t[0].v;
+        assert_true(is_125(step));
+        for (int i = 0; i < t.n; i++) {
+            assert_true(t.t[i].v >= a.vlo - 1e-9 * fabs(step) && t.t[i].v <= a.vhi + 1e-9 * fabs(step));
+            if (i) assert_true(fabs((t.t[i].v - t.t[i - 1].v) - step) <= 1e-6 * step);
+            /* the label reads back as the value (to the step's precision) */
+            double back = strtod(t.t[i].label, NULL);
+            assert_true(fabs(back - t.t[i].v) <= step * 1e-3);
+        }
+        assert_no_overlap(&a, &t, 800, 1, &m, 10);
+    }
+    /* zero is labelled "0", never "-0" or "1e-17" */
+    qs_axis a = axis_range(QS_AX_LINEAR, -0.3, 0.3);
+    qs_ticks t;
+    qs_axis_ticks(&a, a.vlo, a.vhi, 600, 1, &m, 10, &t);
+    int zero = 0;
+    for (int i = 0; i < t.n; i++) if (t.t[i].v == 0) { zero = 1; assert_string_equal(t.t[i].label, "0"); }
+    assert_true(zero);
+}
+
+static void test_fewer_ticks_when_crowded(void **st)
+{
+    (void)st;
+    qs_measure m = px_measure();
+    qs_axis a = axis_range(QS_AX_LINEAR, 123456.0, 987654.0);
+    int prev = 1000;
+    for (double len = 1200; len >= 60; len /= 2) {
+        qs_ticks t;
+        qs_axis_ticks(&a, a.vlo, a.vhi, len, 1, &m, 10, &t);
+        assert_true(t.n >= 1);
+        assert_true(t.n <= prev);
+        prev = t.n;
+        assert_no_overlap(&a, &t, len, 1, &m, 10);
+    }
+    assert_true(prev <= 2);
+    /* vertical: one line height apart */
+    qs_axis b = axis_range(QS_AX_LINEAR, 0, 100);
+    qs_ticks t;
+    qs_axis_ticks(&b, 0, 100, 60, 0, &m, 2, &t);
+    assert_true(t.n >= 2 && t.n <= 4);
+    assert_no_overlap(&b, &t, 60, 0, &m, 2);
+}
+
+static void test_log_ticks(void **st)
+{
+    (void)st;
+    qs_measure m = px_measure();
+    qs_axis a = axis_range(QS_AX_LOG10, 1, 1e6);
+    qs_ticks t;
+    qs_axis_ticks(&a, 1, 1e6, 800, 0, &m, 2, &t);
+    assert_int_equal(t.n, 7);
+    assert_string_equal(t.t[0].label, "1");
+    assert_string_equal(t.t[3].label, "1000");
+    assert_string_equal(t.t[4].label, "10^4");
+    for (int i = 0; i < t.n; i++) assert_true(fabs(log10(t.t[i].v) - i) < 1e-12);
+    /* crowded: every k-th power, still powers of ten */
+    qs_axis b = axis_range(QS_AX_LOG10, 1e-30, 1e30);
+    qs_axis_ticks(&b, b.vlo, b.vhi, 300, 1, &m, 10, &t);
+    assert_true(t.n >= 2 && t.n < 61);
+    for (int i = 0; i < t.n; i++) assert_true(fabs(log10(t.t[i].v) - round(log10(t.t[i].v))) < 1e-9);
+    assert_no_overlap(&b, &t, 300, 1, &m, 10);
+    /* log2: powers of two, "2^k" labels */
+    qs_axis c = axis_range(QS_AX_LOG2, ldexp(1, -20), 16);
+    qs_axis_ticks(&c, c.vlo, c.vhi, 900, 1, &m, 10, &t);
+    assert_true(t.n >= 5);
+    for (int i = 0; i < t.n; i++) {
+        int e;
+        assert_true(frexp(t.t[i].v, &e) == 0.5);
+        char want[32];
+        snprintf(want, sizeof want, "2^%d", e - 1);
+        assert_string_equal(t.t[i].label, want);
+    }
+    assert_no_overlap(&c, &t, 900, 1, &m, 10);
+    /* less than a decade: linear ticks placed on the log axis */
+    qs_axis d = axis_range(QS_AX_LOG10, 2, 7);
+    qs_axis_ticks(&d, 2, 7, 500, 1, &m, 10, &t);
+    assert_true(t.n >= 2);
+    for (int i = 0; i < t.n; i++) assert_true(t.t[i].v >= 2 && t.t[i].v <= 7);
+}
+
+static void test_symlog(void **st)
+{
+    (void)st;
+    qs_axis a = axis_range(QS_AX_SYMLOG, -1000, 1000);
+    a.symlog_c = 1;
+    /* the transform is odd, monotone and finite through zero */
+    assert_true(qs_axis_fwd(&a, 0) == 0);
+    assert_true(qs_axis_fwd(&a, -5) == -qs_axis_fwd(&a, 5));
+    double prev = -INFINITY;
+    for (double v = -1e4; v <= 1e4; v += 37.5) {
+        double t = qs_axis_fwd(&a, v);
+        assert_true(isfinite(t) && t > prev);
+        prev = t;
+        assert_true(fabs(qs_axis_inv(&a, t) - v) <= 1e-9 * fmax(1, fabs(v)));
+    }
+    qs_measure m = px_measure();
+    qs_ticks t;
+    qs_axis_ticks(&a, -1000, 1000, 800, 1, &m, 10, &t);
+    int zero = 0, neg = 0, pos = 0;
+    for (int i = 0; i < t.n; i++) {
+        zero += t.t[i].v == 0;
+        neg += t.t[i].v < 0;
+        pos += t.t[i].v > 0;
+    }
+    assert_int_equal(zero, 1);
+    assert_true(neg >= 1 && pos >= 1 && neg == pos);
+    assert_no_overlap(&a, &t, 800, 1, &m, 10);
+}
+
+/* ---------------- ranges ---------------- */
+
+static void test_log_axis_skips_zeros_and_negatives(void **st)
+{
+    (void)st;
+    qs_figure *f = qs_fig_new("t");
+    const double x[] = {-1, 0, 1, 10, 100, NAN, INFINITY}, y[] = {1, 2, 3, 4, 5, 6, 7};
+    qs_fig_add(f, QS_SER_LINE, "s", x, y, 7);
+    f->x.scale = QS_AX_LOG10;
+    qs_plot_resolve(f);
+    assert_int_equal(f->skipped_x, 2);          /* -1 and 0: finite but not positive */
+    assert_false(f->empty);
+    assert_true(f->x.vlo > 0 && f->x.vlo < 1 && f->x.vhi > 100 && f->x.vhi < 200);
+    assert_true(f->y.vlo < 3 && f->y.vhi > 5 && f->y.vhi < 6);   /* y of the shown points only */
+    qs_layout L;
+    qs_measure m = px_measure();
+    qs_plot_layout(f, 800, 500, &m, &L);
+    assert_true(isnan(qs_layout_px(&L, f, 0)));
+    assert_true(isnan(qs_layout_px(&L, f, -1)));
+    assert_true(qs_layout_px(&L, f, 1) < qs_layout_px(&L, f, 10));
+    assert_true(qs_layout_py(&L, f, 3) > qs_layout_py(&L, f, 5));   /* y grows upwards */
+    /* symlog keeps them */
+    f->x.scale = QS_AX_SYMLOG;
+    qs_plot_resolve(f);
+    assert_int_equal(f->skipped_x, 0);
+    assert_true(f->x.vlo < -1 && f->x.vhi > 100);
+    qs_fig_free(f);
+}
+
+static void test_ranges_and_margins(void **st)
+{
+    (void)st;
+    qs_figure *f = qs_fig_new(NULL);
+    const double x[] = {0, 10}, y[] = {2, 4};
+    qs_fig_add(f, QS_SER_LINE, NULL, x, y, 2);
+    qs_plot_resolve(f);
+    assert_true(fabs(f->x.vlo - -0.5) < 1e-12 && fabs(f->x.vhi - 10.5) < 1e-12);   /* 5% margins */
+    f->y.zero_base = 1;
+    qs_plot_resolve(f);
+    assert_true(f->y.vlo == 0);
+    /* requested ranges win */
+    f->x.lo = 2;
+    f->x.hi = 3;
+    qs_plot_resolve(f);
+    assert_true(f->x.vlo == 2 && f->x.vhi == 3);
+    qs_fig_free(f);
+    /* a histogram's x range follows its non-empty bins; zero counts are the baseline on log y */
+    f = qs_fig_new(NULL);
+    const double e[] = {0, 1, 2, 3, 4, 5}, c[] = {0, 0, 7, 70, 0};
+    qs_fig_add(f, QS_SER_STEP, "h", e, c, 5);
+    f->y.scale = QS_AX_LOG10;
+    qs_plot_resolve(f);
+    assert_true(f->x.vlo > 1.5 && f->x.vlo < 2 && f->x.vhi > 4 && f->x.vhi < 4.5);
+    assert_true(f->y.vlo > 1 && f->y.vlo < 7 && f->y.vhi > 70);
+    assert_int_equal(f->skipped_y, 0);
+    qs_fig_free(f);
+    /* a constant series still gets a non-empty range */
+    f = qs_fig_new(NULL);
+    const double k[] = {5, 5, 5};
+    qs_fig_add(f, QS_SER_LINE, NULL, k, k, 3);
+    qs_plot_resolve(f);
+    assert_true(f->x.vhi > f->x.vlo && f->x.vlo < 5 && f->x.vhi > 5);
+    qs_fig_free(f);
+}
+
+static void test_empty_and_nonfinite(void **st)
+{
+    (void)st;
+    qs_figure *f = qs_fig_new("empty");
+    f->x.scale = QS_AX_LOG2;
+    f->y.scale = QS_AX_LOG10;
+    qs_plot_resolve(f);
+    assert_true(f->empty);
+    assert_true(isfinite(f->x.vlo) && f->x.vhi > f->x.vlo && f->x.vlo > 0);
+    qs_measure m = px_measure();
+    qs_layout L;
+    qs_plot_layout(f, 640, 400, &m, &L);
+    assert_true(L.plot.w > 100 && L.plot.h > 100);
+    assert_true(L.xt.n >= 1 && L.yt.n >= 1);
+    qs_fig_free(f);
+    /* only NaN / Inf / non-positive data on log axes: empty, nothing crashes */
+    f = qs_fig_new("nan");
+    const double x[] = {NAN, INFINITY, -INFINITY, 0}, y[] = {NAN, 1, 2, -3};
+    qs_fig_add(f, QS_SER_SCATTER, "s", x, y, 4);
+    f->x.scale = QS_AX_LOG10;
+    qs_plot_resolve(f);
+    assert_true(f->empty);
+    uint8_t *rgb = NULL;
+    qs_err e = {{0}};
+    assert_int_equal(qs_plot_rgb(f, 320, 200, 100, &rgb, NULL, &e), 0);
+    free(rgb);
+    qs_fig_free(f);
+}
+
+static void test_layout_legend_outside(void **st)
+{
+    (void)st;
+    qs_figure *f = qs_fig_new("legend");
+    const double x[] = {0, 1, 2}, y[] = {1, 3, 2};
+    qs_fig_add(f, QS_SER_LINE, "first series", x, y, 3);
+    qs_fig_add(f, QS_SER_SCATTER, "second", x, y, 3);
+    qs_fig_add(f, QS_SER_VLINE, NULL, x, NULL, 3);   /* unnamed: not in the legend */
+    qs_plot_resolve(f);
+    qs_measure m = px_measure();
+    qs_layout L;
+    qs_plot_layout(f, 1000, 600, &m, &L);
+    assert_int_equal(L.nleg, 2);
+    assert_false(L.legend_below);
+    assert_true(L.legend.x >= L.plot.x + L.plot.w);     /* right of the data area */
+    assert_true(L.legend.x + L.legend.w <= 1000);
+    /* narrow canvas: the legend moves below the data area */
+    qs_plot_layout(f, 300, 400, &m, &L);
+    assert_true(L.legend_below);
+    assert_true(L.legend.y >= L.plot.y + L.plot.h);
+    assert_true(L.legend.y + L.legend.h <= 400);
+    qs_fig_free(f);
+}
+
+/* ---------------- kinds ---------------- */
+
+static void test_pareto_front(void **st)
+{
+    (void)st;
+    const qs_pareto_pt p[] = {{"a", "x", 4, 3}, {"b", "x", 4.5, 5}, {"c", "y", 8, 4}, {"d", "y", 8, 7},
+                              {"e", "z", 16, 11}, {"f", "z", 16, INFINITY}, {"g", "z", 4.25, 3}};
+    size_t idx[7];
+    size_t k = qs_pareto_front(p, 7, idx);
+    assert_int_equal(k, 4);
+    assert_int_equal(idx[0], 0);
+    assert_int_equal(idx[1], 1);
+    assert_int_equal(idx[2], 3);
+    assert_int_equal(idx[3], 4);
+    qs_figure *f = qs_plot_pareto("p", p, 7);
+    assert_non_null(f);
+    assert_true(strstr(f->note, "exact") && strstr(f->note, "f"));
+    size_t scatter = 0;
+    for (size_t i = 0; i < f->nseries; i++) scatter += f->series[i].kind == QS_SER_SCATTER;
+    assert_int_equal(scatter, 3);   /* one per family */
+    /* families get distinct markers and colours */
+    for (size_t i = 0; i < f->nseries; i++)
+        for (size_t j = i + 1; j < f->nseries; j++)
+            if (f->series[i].kind == QS_SER_SCATTER && f->series[j].kind == QS_SER_SCATTER) {
+                assert_true(f->series[i].marker != f->series[j].marker);
+                assert_true(f->series[i].color != f->series[j].color);
+            }
+    qs_fig_free(f);
+}
+
+static int has(const double *g, size_t n, double v)
+{
+    for (size_t i = 0; i < n; i++) if (g[i] == v) return 1;
+    return 0;
+}
+
+static void test_format_grid(void **st)
+{
+    (void)st;
+    qs_qopts o;
+    memset(&o, 0, sizeof o);
+    qs_err e = {{0}};
+    double *g;
+    size_t n;
+    assert_int_equal(qs_format_grid(qs_format_find("fp4_e2m1"), &o, 0, &g, &n, &e), 0);
+    const double want[] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+    assert_int_equal(n, 8);
+    for (int i = 0; i < 8; i++) assert_true(g[i] == want[i]);
+    free(g);
+    assert_int_equal(qs_format_grid(qs_format_find("fp8_e4m3"), &o, 0, &g, &n, &e), 0);
+    assert_int_equal(n, 127);   /* 0 and 126 positive finite values (E4M3FN) */
+    assert_true(g[n - 1] == 448 && g[1] == 0x1p-9);
+    free(g);
+    /* MXFP4 in a block with absmax 1: scale 2^(0-2) -> 0.125 steps */
+    assert_int_equal(qs_format_grid(qs_format_find("mxfp4"), &o, 1.0, &g, &n, &e), 0);
+    const double mx[] = {0, 0.125, 0.25, 0.375, 0.5, 0.75, 1};
+    for (int i = 0; i < 7; i++) assert_true(has(g, n, mx[i]));
+    assert_true(g[n - 1] <= 1.5);
+    free(g);
+    /* int8 per tensor: k * amax / 127 */
+    assert_int_equal(qs_format_grid(qs_format_find("int8"), &o, 127.0, &g, &n, &e), 0);
+    assert_int_equal(n, 128);
+    assert_true(g[1] == 1 && g[127] == 127);
+    free(g);
+    /* bf16: no drawable grid */
+    assert_int_equal(qs_format_grid(qs_format_find("bf16"), &o, 1.0, &g, &n, &e), 0);
+    assert_int_equal(n, 0);
+    assert_null(g);
+}
+
+static void test_transfer_and_hist_kinds(void **st)
+{
+    (void)st;
+    qs_qopts o;
+    memset(&o, 0, sizeof o);
+    qs_err e = {{0}};
+    qs_figure *f = qs_plot_transfer(qs_format_find("fp4_e2m1"), &o, -8, 8, 161, 0, &e);
+    assert_non_null(f);
+    const qs_series *q = NULL, *d = NULL;
+    for (size_t i = 0; i < f->nseries; i++) {
+        if (f->series[i].name && !strcmp(f->series[i].name, "Q(x)")) q = &f->series[i];
+        if (f->series[i].name && !strncmp(f->series[i].name, "error", 5)) d = &f->series[i];
+    }
+    assert_non_null(q);
+    assert_non_null(d);
+    for (size_t i = 0; i < q->n; i++) {
+        double x = q->x[i];
+        if (fabs(x - 2.6) < 1e-6) assert_true(q->y[i] == 3);
+        if (x >= 7) assert_true(q->y[i] == 6);       /* saturates */
+        if (x <= -7) assert_true(q->y[i] == -6);
+        assert_true(fabs(d->y[i] - (q->y[i] - x)) < 1e-12);
+    }
+    qs_fig_free(f);
+    /* error histograms: step outlines over log2 bins, exact fraction in the label */
+    uint64_t c1[4] = {1, 10, 100, 0}, c2[4] = {0, 5, 50, 500};
+    qs_hist h1 = {0, 4, -8, -4, c1, 1000, 0, 0, 0}, h2 = {0, 4, -8, -4, c2, 0, 3, 0, 2};
+    const qs_hist *hp[2] = {&h1, &h2};
+    const char *names[2] = {"A", "B"};
+    f = qs_plot_err_hist("e", NULL, 2, names, hp);
+    assert_int_equal(f->nseries, 2);
+    assert_int_equal(f->series[0].kind, QS_SER_STEP);
+    assert_true(f->x.scale == QS_AX_LOG2 && f->y.scale == QS_AX_LOG10);
+    assert_true(f->series[0].x[0] == 0x1p-8 && f->series[0].x[4] == 0x1p-4);
+    assert_non_null(strstr(f->series[0].name, "exact"));
+    assert_non_null(strstr(f->series[1].name, "2 NaN/Inf"));
+    assert_true(f->series[0].dash != f->series[1].dash && f->series[0].color != f->series[1].color);
+    assert_non_null(strstr(f->note, "3 errors outside"));
+    qs_fig_free(f);
+    /* block heatmap: downsampled by averaging, log colour scale skips non-positive blocks */
+    float v[4 * 6];
+    for (int i = 0; i < 24; i++) v[i] = (float)(i + 1);
+    v[0] = 0;
+    f = qs_plot_block_heatmap("h", v, 4, 6, 1, NULL, NULL, NULL, 3);
+    assert_int_equal(f->heat->rows, 3);
+    assert_int_equal(f->heat->cols, 3);
+    assert_true(fabs(f->heat->v[0] - (2 + 7 + 8) / 3.0) < 1e-12);   /* mean of the positive values of the first cell (v=0 skipped) */
+    qs_plot_resolve(f);
+    assert_true(f->heat->cbar.vlo > 0);
+    assert_true(f->y.invert);
+    qs_fig_free(f);
+}
+
+/* ---------------- PNG ---------------- */
+
+typedef struct img {
+    int w, h;
+    double dpi;
+    uint8_t *rgb;
+    int ntext;
+    char keys[16][80];
+    char vals[16][512];
+} img;
+
+static int read_png(const char *path, img *im)
+{
+    memset(im, 0, sizeof *im);
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return -1;
+    png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+    png_infop info = png_create_info_struct(png);
+    if (setjmp(png_jmpbuf(png))) { png_destroy_read_struct(&png, &info, NULL); fclose(fp); return -1; }
+    png_init_io(png, fp);
+    png_read_png(png, info, PNG_TRANSFORM_STRIP_16 | PNG_TRANSFORM_STRIP_ALPHA | PNG_TRANSFORM_PACKING, NULL);
+    im->w = (int)png_get_image_width(png, info);
+    im->h = (int)png_get_image_height(png, info);
+    png_uint_32 rx, ry;
+    int unit;
+    if (png_get_pHYs(png, info, &rx, &ry, &unit) && unit == PNG_RESOLUTION_METER) im->dpi = rx * 0.0254;
+    png_textp txt;
+    int nt = 0;
+    png_get_text(png, info, &txt, &nt);
+    for (int i = 0; i < nt && i < 16; i++) {
+        snprintf(im->keys[i], sizeof im->keys[i], "%s", txt[i].key);
+        snprintf(im->vals[i], sizeof im->vals[i], "%s", txt[i].text);
+    }
+    im->ntext = nt;
+    assert_int_equal(png_get_color_type(png, info), PNG_COLOR_TYPE_RGB);
+    png_bytepp rows = png_get_rows(png, info);
+    im->rgb = malloc((size_t)im->w * (size_t)im->h * 3);
+    for (int y = 0; y < im->h; y++) memcpy(im->rgb + (size_t)y * (size_t)im->w * 3, rows[y], (size_t)im->w * 3);
+    png_destroy_read_struct(&png, &info, NULL);
+    fclose(fp);
+    return 0;
+}
+
+static const char *img_text(const img *im, const char *key)
+{
+    for (int i = 0; i < im->ntext; i++) if (!strcmp(im->keys[i], key)) return im->vals[i];
+    return NULL;
+}
+
+static qs_figure *sample_lines(void)
+{
+    qs_figure *f = qs_fig_new("sine and ramp");
+    double x[200], y1[200], y2[200];
+    for (int i = 0; i < 200; i++) {
+        x[i] = i / 20.0;
+        y1[i] = sin(x[i]);
+        y2[i] = x[i] / 10 - 0.5;
+    }
+    qs_fig_add(f, QS_SER_LINE, "sin(x)", x, y1, 200)->marker = QS_MK_NONE;
+    qs_fig_add(f, QS_SER_LINE, "ramp", x, y2, 200)->marker = QS_MK_NONE;
+    qs_axis_set(&f->x, QS_AX_LINEAR, "x (rad)");
+    qs_axis_set(&f->y, QS_AX_LINEAR, "value");
+    return f;
+}
+
+static void test_png_readback(void **st)
+{
+    (void)st;
+    qs_figure *f = sample_lines();
+    qs_provenance p = {"qscope plot x -o 'a b.png'", "/tmp/q.db", "t=0123456789abcdef0123456789abcdef", "mxfp4,nvfp4",
+                       "{\"formats\":[]}"};
+    qs_png_opts o = {640, 400, 150};
+    qs_err e = {{0}};
+    const char *path = "test_plot_readback.png";
+    assert_int_equal(qs_plot_png(f, &o, &p, path, &e), 0);
+    img im;
+    assert_int_equal(read_png(path, &im), 0);
+    assert_int_equal(im.w, 640);
+    assert_int_equal(im.h, 400);
+    assert_true(fabs(im.dpi - 150) < 0.05);
+    char sw[64];
+    snprintf(sw, sizeof sw, "qscope %s", QS_VERSION);
+    assert_string_equal(img_text(&im, "Software"), sw);
+    assert_string_equal(img_text(&im, "qscope:command"), p.command);
+    assert_string_equal(img_text(&im, "qscope:database"), p.database);
+    assert_string_equal(img_text(&im, "qscope:tensor-hashes"), p.tensor_hashes);
+    assert_string_equal(img_text(&im, "qscope:formats"), p.formats);
+    assert_string_equal(img_text(&im, "qscope:options"), p.options);
+    free(im.rgb);
+    /* non-Latin-1 text goes into iTXt and still reads back; missing fields are left out */
+    qs_provenance p2 = {"qscope plot --title 'λ → ∞'", NULL, NULL, NULL, NULL};
+    o.dpi = 0;
+    assert_int_equal(qs_plot_png(f, &o, &p2, path, &e), 0);
+    assert_int_equal(read_png(path, &im), 0);
+    assert_true(fabs(im.dpi - 100) < 0.05);
+    assert_string_equal(img_text(&im, "qscope:command"), p2.command);
+    assert_null(img_text(&im, "qscope:database"));
+    assert_int_equal(im.ntext, 2);
+    free(im.rgb);
+    remove(path);
+    /* an unwritable path fails cleanly */
+    assert_int_equal(qs_plot_png(f, &o, &p, "/nonexistent-dir/x.png", &e), -1);
+    assert_non_null(strstr(e.msg, "/nonexistent-dir/x.png"));
+    qs_fig_free(f);
+}
+
+static int near_rgb(const uint8_t *px, const double c[3], int tol)
+{
+    for (int k = 0; k < 3; k++)
+        if (abs((int)px[k] - (int)lround(c[k] * 255)) > tol) return 0;
+    return 1;
+}
+
+static void test_png_pixels(void **st)
+{
+    (void)st;
+    /* one thick line in palette colour 0 across the data: its pixels are inside the data area
+    ** (or in the legend sample), everything far from text is background */
+    qs_figure *f = qs_fig_new("pixels");
+    const double x[] = {0, 1, 2, 3}, y[] = {0, 3, 1, 2};
+    qs_series *s = qs_fig_add(f, QS_SER_LINE, "data", x, y, 4);
+    s->width = 4;
+    s->marker = QS_MK_NONE;
+    s->color = 0;
+    int W = 600, H = 400;
+    uint8_t *rgb;
+    qs_layout L;
+    qs_err e = {{0}};
+    assert_int_equal(qs_plot_rgb(f, W, H, 100, &rgb, &L, &e), 0);
+    double blue[3];
+    qs_palette_rgb(0, blue);
+    int inside = 0, outside = 0;
+    for (int py = 0; py < H; py++)
+        for (int px = 0; px < W; px++) {
+            const uint8_t *p = rgb + ((size_t)py * (size_t)W + (size_t)px) * 3;
+            if (!near_rgb(p, blue, 40)) continue;
+            int in_plot = px >= L.plot.x && px <= L.plot.x + L.plot.w && py >= L.plot.y && py <= L.plot.y + L.plot.h;
+            int in_leg = px >= L.legend.x && px <= L.legend.x + L.legend.w && py >= L.legend.y && py <= L.legend.y + L.legend.h;
+            if (in_plot) inside++;
+            else if (!in_leg) outside++;
+        }
+    assert_true(inside > 500);
+    assert_int_equal(outside, 0);
+    /* the data pass through the points: pixel at (1, 3) is the line colour */
+    int cx = (int)lround(qs_layout_px(&L, f, 1)), cy = (int)lround(qs_layout_py(&L, f, 3));
+    assert_true(near_rgb(rgb + ((size_t)cy * (size_t)W + (size_t)cx) * 3, blue, 40));
+    /* background: the corners, and a spot inside the data area away from the line */
+    const double white[3] = {1, 1, 1};
+    assert_true(near_rgb(rgb, white, 0));
+    assert_true(near_rgb(rgb + ((size_t)(H - 1) * (size_t)W + (size_t)(W - 1)) * 3, white, 0));
+    int bx = (int)lround(qs_layout_px(&L, f, 0.3)), by = (int)lround(qs_layout_py(&L, f, 2.5));
+    const uint8_t *bp = rgb + ((size_t)by * (size_t)W + (size_t)bx) * 3;
+    assert_true(bp[0] >= 225 && bp[1] >= 225 && bp[2] >= 225);   /* white or light grid */
+    /* the legend is outside the data area */
+    assert_true(L.legend.x >= L.plot.x + L.plot.w);
+    free(rgb);
+    qs_fig_free(f);
+}
+
+/* golden images: mean absolute difference and the share of clearly different pixels */
+static void golden(const char *name, qs_figure *f, int W, int H)
+{
+    char path[256];
+    snprintf(path, sizeof path, "fixtures/plots/%s.png", name);
+    qs_err e = {{0}};
+    const char *regen = getenv("QS_PLOT_REGEN");
+    if (regen && *regen && strcmp(regen, "0")) {
+        qs_png_opts o = {W, H, 100};
+        qs_provenance p = {"tests/unit/test_plot.c golden", NULL, NULL, NULL, NULL};
+        assert_int_equal(qs_plot_png(f, &o, &p, path, &e), 0);
+        fprintf(stderr, "# wrote %s\n", path);
+        return;
+    }
+    uint8_t *rgb;
+    assert_int_equal(qs_plot_rgb(f, W, H, 100, &rgb, NULL, &e), 0);
+    img im;
+    if (read_png(path, &im)) fail_msg("missing golden %s (QS_PLOT_REGEN=1 writes it)", path);
+    assert_int_equal(im.w, W);
+    assert_int_equal(im.h, H);
+    double sum = 0;
+    size_t bad = 0, n = (size_t)W * (size_t)H;
+    for (size_t i = 0; i < n; i++) {
+        int dmax = 0;
+        for (int k = 0; k < 3; k++) {
+            int d = abs((int)rgb[3 * i + (size_t)k] - (int)im.rgb[3 * i + (size_t)k]);
+            sum += d;
+            if (d > dmax) dmax = d;
+        }
+        if (dmax > 64) bad++;
+    }
+    double mad = sum / (3.0 * (double)n), frac = (double)bad / (double)n;
+    if (mad > 1.5 || frac > 0.01)
+        fail_msg("%s differs from its golden: mean |diff| %.3f, %.3f%% pixels off by > 64", name, mad, 100 * frac);
+    free(rgb);
+    free(im.rgb);
+}
+
+static void test_golden_images(void **st)
+{
+    (void)st;
+    qs_figure *f = sample_lines();
+    golden("lines", f, 480, 300);
+    qs_fig_free(f);
+    uint64_t c1[12], c2[12];
+    for (int i = 0; i < 12; i++) { c1[i] = (uint64_t)(1000 * exp(-(i - 5) * (i - 5) / 6.0)); c2[i] = (uint64_t)(300 * exp(-(i - 7) * (i - 7) / 4.0)); }
+    qs_hist h1 = {0, 12, -12, 0, c1, 0, 0, 0, 0}, h2 = {0, 12, -12, 0, c2, 0, 0, 0, 0};
+    const qs_hist *hp[2] = {&h1, &h2};
+    const char *names[2] = {"mxfp4", "nvfp4"};
+    f = qs_plot_err_hist("error histogram", NULL, 2, names, hp);
+    golden("err_hist", f, 480, 300);
+    qs_fig_free(f);
+    float v[8 * 16];
+    for (int i = 0; i < 128; i++) v[i] = (float)exp2((i % 16) / 4.0 + (i / 16) / 8.0);
+    f = qs_plot_block_heatmap("heatmap", v, 8, 16, 1, "block RMSE", "block", "row", 64);
+    golden("heatmap", f, 480, 300);
+    qs_fig_free(f);
+}
+
+/* ---------------- terminal ---------------- */
+
+static char *term(qs_figure *f, qs_term_mode mode, int color, int cols, int rows)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    qs_term_opts o = {cols, rows, mode, color};
+    qs_err e = {{0}};
+    assert_int_equal(qs_plot_term(f, &o, m, &e), 0);
+    fclose(m);
+    return buf;
+}
+
+static void test_terminal(void **st)
+{
+    (void)st;
+    qs_figure *f = sample_lines();
+    char *b = term(f, QS_TERM_BRAILLE, 0, 80, 24);
+    int lines = 0, maxw = 0, braille = 0, w = 0;
+    for (const unsigned char *p = (const unsigned char *)b; *p; p++) {
+        if (*p == '\n') { lines++; if (w > maxw) maxw = w; w = 0; continue; }
+        if ((*p & 0xC0) != 0x80) w++;
+        if (p[0] == 0xE2 && (p[1] == 0xA0 || p[1] == 0xA1 || p[1] == 0xA2 || p[1] == 0xA3)) braille++;
+    }
+    assert_true(lines <= 24);
+    assert_true(maxw <= 80);
+    assert_true(braille > 40);
+    assert_non_null(strstr(b, "sin(x)"));
+    assert_non_null(strstr(b, "●─ sin(x)"));     /* distinct glyphs in the legend */
+    assert_non_null(strstr(b, "■─ ramp"));
+    assert_non_null(strstr(b, "x (rad)"));
+    assert_null(strchr(b, '\033'));
+    free(b);
+    b = term(f, QS_TERM_ASCII, 0, 80, 24);
+    for (const unsigned char *p = (const unsigned char *)b; *p; p++) assert_true(*p == '\n' || (*p >= 32 && *p < 127));
+    assert_non_null(strstr(b, "-o- sin(x)"));
+    assert_non_null(strstr(b, "-#- ramp"));
+    free(b);
+    b = term(f, QS_TERM_BLOCK, 1, 80, 24);
+    assert_non_null(strchr(b, '\033'));
+    free(b);
+    qs_fig_free(f);
+    /* log axis with exponent labels typeset as superscripts */
+    f = qs_fig_new("log");
+    const double x[] = {1, 10, 100, 1e4, 1e6}, y[] = {1, 2, 3, 4, 5};
+    qs_fig_add(f, QS_SER_LINE, "s", x, y, 5);
+    f->x.scale = QS_AX_LOG10;
+    b = term(f, QS_TERM_BRAILLE, 0, 80, 20);
+    assert_non_null(strstr(b, "10⁴"));
+    free(b);
+    qs_err e = {{0}};
+    qs_term_opts o = {10, 5, QS_TERM_ASCII, 0};
+    assert_int_equal(qs_plot_term(f, &o, stdout, &e), -1);   /* too small: an error, not garbage */
+    qs_fig_free(f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_linear_ticks_125),
+        cmocka_unit_test(test_fewer_ticks_when_crowded),
+        cmocka_unit_test(test_log_ticks),
+        cmocka_unit_test(test_symlog),
+        cmocka_unit_test(test_log_axis_skips_zeros_and_negatives),
+        cmocka_unit_test(test_ranges_and_margins),
+        cmocka_unit_test(test_empty_and_nonfinite),
+        cmocka_unit_test(test_layout_legend_outside),
+        cmocka_unit_test(test_pareto_front),
+        cmocka_unit_test(test_format_grid),
+        cmocka_unit_test(test_transfer_and_hist_kinds),
+        cmocka_unit_test(test_png_readback),
+        cmocka_unit_test(test_png_pixels),
+        cmocka_unit_test(test_golden_images),
+        cmocka_unit_test(test_terminal),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
