@@ -62,6 +62,12 @@ typedef struct qs_analyze_opts {
     ** non-zero cancels (the call then fails with "cancelled"). */
     int (*progress)(void *ctx, uint64_t done, uint64_t total);
     void *progress_ctx;
+    /* Extension (zero-initialised = the old behaviour).  The relative-error floor and NVFP4's
+    ** per-tensor scale need the tensor's largest finite |x| before the pass; when absmax_known is 0
+    ** qs_analyze reads the tensor once more to find it (counted in progress).  Callers that have it
+    ** (tensor_stats.absmax of the same tensor) pass it to keep the analysis to one read. */
+    int absmax_known;
+    double absmax;           /* largest finite |x| (NaN and Inf ignored; 0 for no finite non-zero) */
 } qs_analyze_opts;
 
 typedef int (*qs_an_read)(void *ctx, uint64_t start, size_t n, float *out, qs_err *e);

@@ -1,0 +1,1352 @@
+/*
+** The analysis engine (interface, definitions and conventions in metrics.h): one streaming pass
+** that fake-quantizes a tensor exactly as kernels/format_apply.c does and accumulates error metrics,
+** histograms and per-block / per-row / per-column statistics, on `threads` threads, bit-identical
+** for any thread count.
+**
+** Work is cut into bands whose boundaries depend only on the shape and the format (never on the
+** thread count).  Threads claim bands in any order; each band's partial sums (double, LANES
+** independent accumulators combined in a fixed order) go to a window of slots and are merged
+** strictly in band order by whichever thread completes the band at the frontier.  Histograms,
+** counts and maxima are order-independent and are summed per thread at the end.  Per-block arrays
+** are written in place (every block belongs to exactly one band).  FP contraction is off, so the
+** bits do not depend on the compiler's choices either.
+**
+** Band layouts (mirroring format_apply):
+**   rows    each row is a run; bands of whole rows (about BAND elements);
+**   pieces  rows longer than a band: bands are pieces of one row cut at block boundaries;
+**   cols    axis 0 with blocks: columns are runs, bands of whole block-rows (a multiple of the block);
+**   mem     int8/int4 with one scale per tensor or per column (granularity tensor/col, or axis 0
+**           without a block size): the run is the whole tensor or a whole column, so, as in
+**           format_apply, the tensor is held in memory (fake-quantized first), then analysed in
+**           row bands (tensor) or block-row bands (columns).
+**
+** Block scales without a full encode ("proxy"): for int8/int4, MX and NVFP4 the block scale is a
+** function of the block's largest magnitude alone (int: largest finite |x|; MX/NVFP4: largest
+** magnitude bits, NaN and Inf included, which make a NaN block).  So per band the engine encodes
+** one representative value per block with the format's own encode at block size 1 (n/32 values
+** instead of n), and decodes the element codes "1.0" and "largest" with that metadata: the block's
+** decoded scale S and its saturation level Qtop, by the format's own arithmetic.  The tests check
+** the resulting scale codes against a full encode for every scale rule and variant.  HiF4 and
+** M2XFP scales depend on every element, so those two run encode + decode (bit-identical to fakeq,
+** as tested in tests/unit/test_format_*.c) in place of fakeq.
+*/
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#include "metrics.h"
+
+#include <float.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "../kernels/fbits.h"
+#include "../kernels/hifloat.h"
+
+#define BAND ((size_t)1 << 20)     /* elements per band (as format_apply); changing it changes bits */
+#define LANES 8
+#define MAX_THREADS 64
+
+/* Histogram layouts (documented in metrics.h). */
+#define HV_LO (-160)
+#define HV_HI 130
+#define HV_N ((HV_HI - HV_LO) * 4)
+#define HR_LO (-80)
+#define HR_HI 16
+#define HR_N ((HR_HI - HR_LO) * 4)
+#define HU_N 64
+
+/* Mantissa fields (52 bits) of the smallest doubles >= 2^(k/4), k = 1, 2, 3: bin edges inside a
+** binade for the 4-bins-per-binade log2 histograms (computed exactly, with integer arithmetic). */
+#define T1 0x306fe0a31b716ull
+#define T2 0x6a09e667f3bcdull
+#define T3 0xae89f995ad3aeull
+
+enum { FAM_CAST, FAM_PROXY, FAM_HIF4, FAM_M2X };
+enum { PM_ROWS, PM_PIECES, PM_COLS, PM_MEM_T, PM_MEM_C };
+
+static inline uint64_t d2u(double d) { uint64_t u; memcpy(&u, &d, 8); return u; }
+
+/* floor(4 log2 a) for a > 0 finite (normal double). */
+static inline int log4bin(double a)
+{
+    uint64_t b = d2u(a), m = b & 0xfffffffffffffull;
+    int E = (int)(b >> 52) - 1023;
+    return 4 * E + (m >= T1) + (m >= T2) + (m >= T3);
+}
+
+/* floor(log2 a) for a >= 0 (0 -> -1023). */
+static inline int ilog2d(double a) { return (int)(d2u(a) >> 52 & 0x7ff) - 1023; }
+
+/* ---- the format's profile ---------------------------------------------------------------- */
+
+typedef struct prof {
+    const qs_format *f;
+    qs_qopts o;              /* resolved: block, NVFP4 tensor scale */
+    int fam;
+    int byte_scale;          /* metadata starts with a one-byte scale code */
+    int finite_rep;          /* int: block representative = largest finite |x| */
+    int m2x_es;
+    uint32_t code_one, code_top;
+    float cast_top;          /* casts: largest finite value */
+    double ovf;              /* casts: |x| > ovf and a non-finite q counts as clipped */
+    int elo, ehi;            /* element grid spacing sp[E - elo] for binades E, clamped */
+    double sp[300];
+    size_t seg;              /* values per scale segment (0: the whole run / block) */
+} prof;
+
+static void grid_minifloat(prof *p, int elo, int ehi, int mbits)
+{
+    p->elo = elo;
+    p->ehi = ehi;
+    for (int E = elo; E <= ehi; E++) p->sp[E - elo] = ldexp(1.0, E - mbits);
+}
+
+static void grid_uniform(prof *p, double step)
+{
+    p->elo = p->ehi = 0;
+    p->sp[0] = step;
+}
+
+/* Grid from a code table (HiF8): spacing in binade E = next value after the smallest value >= 2^E,
+** minus that value (the previous step where there is no next value). */
+static int grid_table(prof *p)
+{
+    const qs_format *f = p->f;
+    float v[256];
+    int n = 0;
+    for (unsigned c = 0; c < f->ncodes && c < 256; c++) {
+        float x = f->code_value(c);
+        if (x > 0 && x <= FLT_MAX) v[n++] = x;
+    }
+    /* sort, unique */
+    for (int i = 1; i < n; i++)
+        for (int k = i; k > 0 && v[k - 1] > v[k]; k--) { float t = v[k]; v[k] = v[k - 1]; v[k - 1] = t; }
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (m == 0 || v[i] != v[m - 1]) v[m++] = v[i];
+    if (m < 2) return -1;
+    p->elo = ilog2d(v[0]);
+    p->ehi = ilog2d(v[m - 1]);
+    if (p->ehi - p->elo >= 300) return -1;
+    for (int E = p->elo; E <= p->ehi; E++) {
+        double lo = ldexp(1.0, E);
+        int i = 0;
+        while (i < m && v[i] < lo) i++;
+        double s = i + 1 < m ? (double)v[i + 1] - v[i] : (double)v[m - 1] - v[m - 2];
+        if (E == p->elo) s = v[0];   /* below the smallest value: the step from 0 */
+        p->sp[E - p->elo] = s;
+    }
+    return 0;
+}
+
+static int prof_init(prof *p, const qs_apply *a, const qs_qopts *o, qs_err *e)
+{
+    const qs_format *f = a->f;
+    memset(p, 0, sizeof *p);
+    p->f = f;
+    p->o = *o;
+    p->ovf = INFINITY;
+    const char *fam = f->family;
+    if (f->block == 1) {
+        p->fam = FAM_CAST;
+        p->cast_top = (float)f->max_finite;
+        p->ovf = f->max_finite;
+        if (f->ebits > 0)
+            grid_minifloat(p, ilog2d(f->min_normal), ilog2d(f->max_finite), f->mbits);
+        else if (f->code_value) {
+            if (grid_table(p)) return qs_fail(e, "format %s: cannot derive its grid", f->name);
+        } else
+            return qs_fail(e, "format %s: unknown element grid", f->name);
+        return 0;
+    }
+    if (!strcmp(fam, "int")) {
+        p->fam = FAM_PROXY;
+        p->finite_rep = 1;
+        p->code_one = 1;
+        p->code_top = (1u << (f->elem_bits - 1)) - 1;
+        grid_uniform(p, 1.0);
+        return 0;
+    }
+    if (!strcmp(fam, "mx") || !strcmp(fam, "nvfp4")) {
+        p->fam = FAM_PROXY;
+        p->byte_scale = 1;
+        if (!f->code_value) return qs_fail(e, "format %s: no code table", f->name);
+        int one = -1, top = -1;
+        float tv = 0;
+        for (unsigned c = 0; c < f->ncodes; c++) {
+            float v = f->code_value(c);
+            if (v == 1.0f && one < 0) one = (int)c;
+            if (v > tv && v <= FLT_MAX) { tv = v; top = (int)c; }
+        }
+        if (one < 0 || top < 0) return qs_fail(e, "format %s: no code for 1.0", f->name);
+        p->code_one = (uint32_t)one;
+        p->code_top = (uint32_t)top;
+        if (f->ebits > 0)
+            grid_minifloat(p, 1 - f->bias, ilog2d(tv), f->mbits);
+        else
+            grid_uniform(p, (double)f->code_value(1));   /* MXINT8: 1/64 */
+        return 0;
+    }
+    if (!strcmp(fam, "hifloat") && f->block == QS_HIF4_UNIT && f->meta_bytes == QS_HIF4_META) {
+        p->fam = FAM_HIF4;
+        p->byte_scale = 1;
+        p->seg = 4;
+        grid_uniform(p, 0.25);
+        return 0;
+    }
+    if (!strcmp(fam, "m2xfp")) {
+        p->fam = FAM_M2X;
+        p->byte_scale = 1;
+        p->seg = 8;
+        p->m2x_es = o->m2x == QS_M2X_ES;
+        grid_minifloat(p, 0, 2, 1);
+        return 0;
+    }
+    return qs_fail(e, "format %s: family '%s' is not supported by the analysis", f->name, fam);
+}
+
+/* ---- plan --------------------------------------------------------------------------------- */
+
+typedef struct plan {
+    int mode;
+    uint64_t rows, cols, n;
+    size_t blk;              /* block size of the runs (0: the whole run) */
+    size_t band_rows;        /* rows, cols, mem: rows per band */
+    size_t piece;            /* pieces: elements per piece */
+    uint64_t npr;            /* pieces per row */
+    uint64_t nbands;
+    int colruns;             /* runs are columns */
+    int blockstats;          /* per-block statistics in the band pass */
+    uint64_t nbr, nbc;       /* blocks per row (row runs) / per column (col runs) */
+    uint64_t nblocks;
+    size_t max_len, max_nr, max_nc, max_blocks, max_segs;
+    int twod;                /* row and column RMSE */
+    int colacc;              /* column partial sums (2-D, or mem col for the block RMSE) */
+} plan;
+
+static void band_geom(const plan *p, uint64_t b, uint64_t *r0, size_t *nr, uint64_t *c0, size_t *nc)
+{
+    if (p->npr) {
+        uint64_t r = b / p->npr, k = b % p->npr;
+        *r0 = r;
+        *nr = 1;
+        *c0 = k * p->piece;
+        *nc = (size_t)(p->cols - *c0 < p->piece ? p->cols - *c0 : p->piece);
+        return;
+    }
+    *r0 = b * p->band_rows;
+    *nr = (size_t)(p->rows - *r0 < p->band_rows ? p->rows - *r0 : p->band_rows);
+    *c0 = 0;
+    *nc = (size_t)p->cols;
+}
+
+static int plan_init(plan *p, const prof *pf, const qs_apply *a, uint64_t rows, uint64_t cols, qs_err *e)
+{
+    memset(p, 0, sizeof *p);
+    p->rows = rows;
+    p->cols = cols;
+    p->n = rows * cols;
+    const qs_format *f = pf->f;
+    int whole = a->gran == QS_GRAN_TENSOR;
+    int col = a->gran == QS_GRAN_COL || (a->gran == QS_GRAN_BLOCK && a->axis == 0);
+    size_t blk = qs_format_block(f, &pf->o);
+    p->blk = blk;
+    if (whole) p->mode = PM_MEM_T;
+    else if (col && blk == 0) p->mode = PM_MEM_C;
+    else if (col) p->mode = PM_COLS;
+    else {
+        size_t piece = blk ? (BAND / blk) * blk : (size_t)cols;
+        if (piece == 0) piece = blk;
+        if (piece >= cols) p->mode = PM_ROWS;
+        else {
+            p->mode = PM_PIECES;
+            p->piece = piece;
+            p->npr = (cols + piece - 1) / piece;
+        }
+    }
+    p->twod = rows > 1;
+    if (p->n == 0) { p->nbands = 0; return 0; }
+    switch (p->mode) {
+    case PM_ROWS:
+    case PM_MEM_T:
+        if (p->mode == PM_MEM_T && cols > BAND) {
+            /* in memory: any cut works (the one block is summarised at the end) */
+            p->piece = BAND;
+            p->npr = (cols + BAND - 1) / BAND;
+            p->nbands = rows * p->npr;
+            p->max_nr = 1;
+            p->max_nc = BAND;
+            break;
+        }
+        p->band_rows = (size_t)(BAND / cols);
+        if (p->band_rows == 0) p->band_rows = 1;
+        if (p->band_rows > rows) p->band_rows = (size_t)rows;
+        p->nbands = (rows + p->band_rows - 1) / p->band_rows;
+        p->max_nr = p->band_rows;
+        p->max_nc = (size_t)cols;
+        break;
+    case PM_PIECES:
+        p->nbands = rows * p->npr;
+        p->max_nr = 1;
+        p->max_nc = p->piece;
+        break;
+    case PM_COLS:
+    case PM_MEM_C: {
+        size_t unit = p->mode == PM_COLS ? blk : 1;
+        size_t k = (size_t)(BAND / ((uint64_t)unit * cols));
+        if (k == 0) k = 1;
+        if (cols > SIZE_MAX / sizeof(double) / unit) return qs_fail(e, "tensor too large");
+        p->band_rows = k * unit;
+        if (p->band_rows > rows) p->band_rows = (size_t)rows;
+        p->nbands = (rows + p->band_rows - 1) / p->band_rows;
+        p->max_nr = p->band_rows;
+        p->max_nc = (size_t)cols;
+        p->colruns = 1;
+        break;
+    }
+    }
+    p->max_len = p->max_nr * p->max_nc;
+    /* blocks */
+    int blocky = pf->fam != FAM_CAST;
+    if (!blocky) p->nblocks = 0;
+    else if (p->mode == PM_MEM_T) p->nblocks = 1;
+    else if (p->mode == PM_MEM_C) p->nblocks = cols;
+    else if (p->colruns) {
+        p->nbc = (rows + blk - 1) / blk;
+        p->nblocks = cols * p->nbc;
+    } else {
+        p->nbr = blk ? (cols + blk - 1) / blk : 1;
+        p->nblocks = rows * p->nbr;
+    }
+    p->blockstats = blocky && p->mode != PM_MEM_T && p->mode != PM_MEM_C;
+    size_t rl = p->colruns ? p->max_nr : p->max_nc, nruns = p->colruns ? p->max_nc : p->max_nr;
+    size_t bpr = p->blockstats && p->blk ? (rl + p->blk - 1) / p->blk : 1;
+    p->max_blocks = nruns * bpr;
+    size_t spr = pf->seg ? bpr * (p->blk / pf->seg) : bpr;
+    p->max_segs = nruns * spr;
+    p->colacc = p->twod || p->mode == PM_MEM_C;
+    return 0;
+}
+
+/* ---- histograms --------------------------------------------------------------------------- */
+
+typedef struct hacc {
+    uint64_t *c;
+    int n;
+    uint64_t zero, under, over, nonfinite;
+} hacc;
+
+static inline void h_log4(hacc *h, int off, double a)
+{
+    int i = log4bin(a) + off;
+    if (i < 0) h->under++;
+    else if (i >= h->n) h->over++;
+    else h->c[i]++;
+}
+
+/* ---- job, workers --------------------------------------------------------------------------- */
+
+typedef struct bpart {       /* one band's partial results, merged in band order */
+    double sx2, se2, se, sxq, sq2, srel;
+    double maxae, maxrel;
+    uint64_t nfin, nunder, nclip, nnonf, nelem;
+    uint64_t r0, c0;
+    size_t nr, nc;
+    double *row_se2, *col_se2;
+    uint32_t *row_nf, *col_nf;
+    int ready;
+} bpart;
+
+typedef struct job job;
+
+typedef struct worker {
+    job *j;
+    int id;
+    float *x, *xt, *q;       /* band input, transposed input, fake-quantized (run layout) */
+    double *e2;              /* per value squared error (run layout); -1 for non-finite inputs */
+    uint32_t *codes;
+    uint8_t *meta;
+    float *reps;             /* proxy: one representative per block */
+    uint32_t *pcodes;
+    uint8_t *pmeta;
+    float *pS, *pQ;
+    double *segS;
+    float *segQ;
+    uint8_t *bcode;
+    double *bscale;
+    float *colmax_mem;       /* mem col: not used */
+    /* lanes */
+    double l_sx2[LANES], l_se2[LANES], l_se[LANES], l_sxq[LANES], l_sq2[LANES], l_srel[LANES];
+    double maxae, maxrel;
+    uint64_t nfin, nunder, nclip, nnonf;
+    /* histograms */
+    hacc hv, ha, hr, hu, hb, hs;
+    qs_err err;
+    pthread_t th;
+} worker;
+
+struct job {
+    const prof *pf;
+    const plan *p;
+    qs_an_read rd;
+    void *rctx;
+    int serial;
+    pthread_mutex_t read_mu, mu;
+    pthread_cond_t cv;
+    int nthreads;
+    double F;                /* relative-error floor (absolute) */
+    /* window */
+    bpart *slots;
+    uint64_t wsize, frontier;
+    _Atomic uint64_t next;
+    uint64_t done_elems;
+    /* totals */
+    bpart tot;
+    double *row_se2, *col_se2;
+    uint32_t *row_nf, *col_nf;
+    /* per-block outputs (NULL when not requested) */
+    uint8_t *bk_code;
+    float *bk_absmax, *bk_ratio, *bk_rmse;
+    /* mem modes */
+    float *X, *Y;
+    double memS;
+    float memQ;
+    double *colS;
+    float *colQ;
+    /* errors */
+    atomic_int stop;
+    int failed;
+    uint64_t err_band;
+    qs_err err;
+    /* progress */
+    int (*progress)(void *, uint64_t, uint64_t);
+    void *pctx;
+    uint64_t pbase, ptotal;
+    int cancelled;
+};
+
+static void record_error(job *j, uint64_t band, const char *msg)
+{
+    pthread_mutex_lock(&j->mu);
+    if (!j->failed || band < j->err_band) {
+        j->failed = 1;
+        j->err_band = band;
+        snprintf(j->err.msg, sizeof j->err.msg, "%s", msg && msg[0] ? msg : "read failed");
+    }
+    atomic_store(&j->stop, 1);
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+/* ---- the per-value kernel ------------------------------------------------------------------- */
+
+typedef struct bstat {
+    double se2;
+    uint64_t nf;
+    float amax;
+} bstat;
+
+/* Accumulate x[0..m), q[0..m) with element scale S (ulp = S * grid spacing at |x|/S) and
+** saturation level Qtop.  e2o (optional) gets the squared error per value (-1: non-finite input). */
+static void kern(worker *w, const float *restrict x, const float *restrict q, size_t m, size_t pos, double S,
+                 float Qtop, double *restrict e2o, bstat *bs)
+{
+    const job *j = w->j;
+    const prof *pf = j->pf;
+    const double F = j->F, ovf = pf->ovf;
+    const int elo = pf->elo, ehi = pf->ehi;
+    const double *sp = pf->sp;
+    /* the band's lanes continue here: each lane is one sequential sum over the run positions
+    ** pos = L (mod LANES), whatever the segments, so equal tensors give equal sums */
+    double a_sx2[LANES], a_se2[LANES], a_se[LANES], a_sxq[LANES], a_sq2[LANES], a_srel[LANES];
+    memcpy(a_sx2, w->l_sx2, sizeof a_sx2);
+    memcpy(a_se2, w->l_se2, sizeof a_se2);
+    memcpy(a_se, w->l_se, sizeof a_se);
+    memcpy(a_sxq, w->l_sxq, sizeof a_sxq);
+    memcpy(a_sq2, w->l_sq2, sizeof a_sq2);
+    memcpy(a_srel, w->l_srel, sizeof a_srel);
+    double maxae = w->maxae, maxrel = w->maxrel, bse2 = 0;
+    uint64_t nfin = 0, nunder = 0, nclip = 0, nnonf = 0;
+    float bam = 0;
+    int unit = S == 1.0;
+    for (size_t i = 0; i < m; i++) {
+        int L = (int)((pos + i) & (LANES - 1));   /* lane by position in the run */
+        float xf = x[i], qf = q[i];
+        uint32_t xb = f2u(xf) & 0x7fffffffu;
+        if (xb >= 0x7f800000u) {
+            w->hv.nonfinite++;
+            if (e2o) e2o[i] = -1.0;
+            continue;
+        }
+        double xd = xf, ax = fabs(xd);
+        if (xb == 0) w->hv.zero++;
+        else h_log4(&w->hv, -4 * HV_LO, ax);
+        nfin++;
+        float axf = fabsf(xf), aq = fabsf(qf);
+        bam = axf > bam ? axf : bam;
+        uint32_t qb = f2u(qf) & 0x7fffffffu;
+        int qfin = qb < 0x7f800000u;
+        nclip += (aq == Qtop && aq < axf) | (!qfin & (ax > ovf));
+        if (!qfin) {
+            nnonf++;
+            a_se2[L] = INFINITY;
+            a_srel[L] = INFINITY;
+            maxae = maxrel = INFINITY;
+            bse2 = INFINITY;
+            w->ha.nonfinite++;
+            w->hr.nonfinite++;
+            w->hu.nonfinite++;
+            if (e2o) e2o[i] = INFINITY;
+            continue;
+        }
+        nunder += xb != 0 && qb == 0;
+        double qd = qf, ev = qd - xd, ae = fabs(ev), e2 = ev * ev;
+        a_sx2[L] += xd * xd;
+        a_se2[L] += e2;
+        a_se[L] += ev;
+        a_sxq[L] += xd * qd;
+        a_sq2[L] += qd * qd;
+        bse2 += e2;
+        if (e2o) e2o[i] = e2;
+        if (ae == 0) {
+            w->ha.zero++;
+            w->hr.zero++;
+            w->hu.zero++;
+            continue;
+        }
+        double den = ax > F ? ax : F;
+        double rel = ae / den;
+        a_srel[L] += rel;
+        maxae = ae > maxae ? ae : maxae;
+        maxrel = rel > maxrel ? rel : maxrel;
+        h_log4(&w->ha, -4 * HV_LO, ae);
+        h_log4(&w->hr, -4 * HR_LO, rel);
+        double t = unit ? ax : ax / S;
+        int E = ilog2d(t);
+        E = E < elo ? elo : E > ehi ? ehi : E;
+        double ulp = S * sp[E - elo];
+        double v = ev / ulp;
+        double bi = floor((v + 1.0) * (HU_N / 2));
+        if (!(bi >= 0)) {
+            if (bi < 0) w->hu.under++;
+            else w->hu.nonfinite++;
+        } else if (bi >= HU_N) w->hu.over++;
+        else w->hu.c[(int)bi]++;
+    }
+    memcpy(w->l_sx2, a_sx2, sizeof a_sx2);
+    memcpy(w->l_se2, a_se2, sizeof a_se2);
+    memcpy(w->l_se, a_se, sizeof a_se);
+    memcpy(w->l_sxq, a_sxq, sizeof a_sxq);
+    memcpy(w->l_sq2, a_sq2, sizeof a_sq2);
+    memcpy(w->l_srel, a_srel, sizeof a_srel);
+    w->maxae = maxae;
+    w->maxrel = maxrel;
+    w->nfin += nfin;
+    w->nunder += nunder;
+    w->nclip += nclip;
+    w->nnonf += nnonf;
+    if (bs) {
+        bs->se2 += bse2;
+        bs->nf += nfin;
+        bs->amax = bam > bs->amax ? bam : bs->amax;
+    }
+}
+
+static inline double lanesum(const double *s)
+{
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+/* ---- per band: fake-quantize, block scales, kernels ----------------------------------------- */
+
+/* Largest magnitude bits of x[0..n) (NaN/Inf included) or largest finite |x|, as a float. */
+static float block_rep(const float *x, size_t n, int finite)
+{
+    uint32_t m = 0;
+    if (finite) {
+        for (size_t i = 0; i < n; i++) {
+            uint32_t a = f2u(x[i]) & 0x7fffffffu;
+            m = a < 0x7f800000u && a > m ? a : m;
+        }
+    } else
+        for (size_t i = 0; i < n; i++) {
+            uint32_t a = f2u(x[i]) & 0x7fffffffu;
+            m = a > m ? a : m;
+        }
+    return u2f(m);
+}
+
+/* Proxy: scale code / decoded scale / saturation level of nb blocks from their representatives. */
+static int proxy_scales(worker *w, size_t nb, qs_err *e)
+{
+    const prof *pf = w->j->pf;
+    const qs_format *f = pf->f;
+    qs_qopts o = pf->o;
+    o.block = 1;
+    o.index0 = 0;
+    float ts = 0;
+    if (f->encode(f, &o, w->reps, nb, w->pcodes, w->pmeta, &ts, e)) return -1;
+    for (size_t i = 0; i < nb; i++) w->pcodes[i] = pf->code_one;
+    if (f->decode(f, &o, w->pcodes, w->pmeta, ts, nb, w->pS, e)) return -1;
+    for (size_t i = 0; i < nb; i++) w->pcodes[i] = pf->code_top;
+    if (f->decode(f, &o, w->pcodes, w->pmeta, ts, nb, w->pQ, e)) return -1;
+    for (size_t i = 0; i < nb; i++) {
+        w->pQ[i] = fabsf(w->pQ[i]);
+        if (pf->byte_scale) w->bcode[i] = w->pmeta[i * (size_t)f->meta_bytes];
+    }
+    return 0;
+}
+
+/* HiF4 / M2XFP: encode + decode one run, and the per-segment scales from the metadata. */
+static int coded_run(worker *w, const float *x, size_t len, uint64_t index0, float *q, size_t seg0, size_t blk0,
+                     qs_err *e)
+{
+    const prof *pf = w->j->pf;
+    const qs_format *f = pf->f;
+    qs_qopts o = pf->o;
+    o.index0 += index0;
+    float ts = 0;
+    if (f->encode(f, &o, x, len, w->codes, w->meta, &ts, e)) return -1;
+    if (f->decode(f, &o, w->codes, w->meta, ts, len, q, e)) return -1;
+    size_t B = w->j->p->blk, nb = (len + B - 1) / B;
+    for (size_t b = 0; b < nb; b++) {
+        const uint8_t *m = w->meta + b * (size_t)f->meta_bytes;
+        size_t ns = (B / pf->seg);
+        w->bcode[blk0 + b] = m[0];
+        if (pf->fam == FAM_HIF4) {
+            qs_hif4_meta hm;
+            qs_hif4_meta_load(m, &hm);
+            double val = qs_hif4_e6m2_value(hm.e6m2);
+            w->bscale[blk0 + b] = hm.e6m2 == 0xFF ? NAN : val;
+            for (size_t k = 0; k < ns; k++) {
+                size_t i = k * pf->seg;
+                int d = ((hm.e1_8 >> (i / 8)) & 1) + ((hm.e1_16 >> (i / 4)) & 1);
+                float s = (float)(val * (double)(1 << d) * 0.25);
+                w->segS[seg0 + b * ns + k] = hm.e6m2 == 0xFF ? NAN : 4.0 * (double)s;
+                w->segQ[seg0 + b * ns + k] = 7.0f * s;
+            }
+        } else {
+            float X = m[0] == 0 ? u2f(0x00400000u) : u2f((uint32_t)m[0] << 23);
+            w->bscale[blk0 + b] = m[0] == 0xFF ? NAN : (double)X;
+            for (size_t k = 0; k < ns; k++) {
+                unsigned fld = (m[1] >> (2 * k)) & 3u;
+                float cs = pf->m2x_es ? X * (1.0f + 0.25f * (float)fld) : X;
+                w->segS[seg0 + b * ns + k] = m[0] == 0xFF ? NAN : (double)cs;
+                w->segQ[seg0 + b * ns + k] = 6.0f * cs;
+            }
+        }
+    }
+    return 0;
+}
+
+static void transpose(const float *restrict a, size_t nr, size_t nc, float *restrict t)
+{
+    for (size_t i = 0; i < nr; i++)
+        for (size_t c = 0; c < nc; c++) t[c * nr + i] = a[i * nc + c];
+}
+
+static int do_band(worker *w, uint64_t b, bpart *sl, qs_err *e)
+{
+    job *j = w->j;
+    const plan *p = j->p;
+    const prof *pf = j->pf;
+    const qs_format *f = pf->f;
+    uint64_t r0, c0;
+    size_t nr, nc;
+    band_geom(p, b, &r0, &nr, &c0, &nc);
+    uint64_t start = r0 * p->cols + c0;
+    size_t len = nr * nc;
+    int mem = p->mode == PM_MEM_T || p->mode == PM_MEM_C;
+    const float *x;
+    if (mem) x = j->X + start;
+    else {
+        if (j->serial) pthread_mutex_lock(&j->read_mu);
+        int rc = j->rd(j->rctx, start, len, w->x, e);
+        if (j->serial) pthread_mutex_unlock(&j->read_mu);
+        if (rc) {
+            if (!e->msg[0]) qs_fail(e, "read failed at element %llu", (unsigned long long)start);
+            return -1;
+        }
+        x = w->x;
+    }
+    /* runs */
+    size_t nruns = p->colruns ? nc : nr, rlen = p->colruns ? nr : nc;
+    const float *xr = x;
+    float *qr = w->q;
+    if (p->colruns) {
+        transpose(x, nr, nc, w->xt);
+        xr = w->xt;
+        if (mem) transpose(j->Y + start, nr, nc, w->q);
+    } else if (mem)
+        qr = j->Y + start;
+    /* blocks of each run */
+    size_t blk = p->blk, bpr = 1, spr = 1;
+    if (p->blockstats) {
+        bpr = blk ? (rlen + blk - 1) / blk : 1;
+        spr = pf->seg ? bpr * (blk / pf->seg) : bpr;
+    }
+    if (!mem) {
+        for (size_t k = 0; k < nruns; k++) {
+            uint64_t index0 = p->colruns ? (c0 + k) * p->rows + r0 : (r0 + k) * p->cols + c0;
+            const float *xk = xr + k * rlen;
+            float *qk = qr + k * rlen;
+            if (pf->fam == FAM_HIF4 || pf->fam == FAM_M2X) {
+                if (coded_run(w, xk, rlen, index0, qk, k * spr, k * bpr, e)) return -1;
+            } else {
+                qs_qopts o = pf->o;
+                o.index0 += index0;
+                if (f->fakeq(f, &o, xk, rlen, qk, e)) return -1;
+                if (pf->fam == FAM_PROXY) {
+                    size_t bl = blk ? blk : rlen;
+                    for (size_t i = 0; i < bpr; i++) {
+                        size_t s = i * bl, m = rlen - s < bl ? rlen - s : bl;
+                        w->reps[k * bpr + i] = block_rep(xk + s, m, pf->finite_rep);
+                    }
+                }
+            }
+        }
+        if (pf->fam == FAM_PROXY && proxy_scales(w, nruns * bpr, e)) return -1;
+    }
+    /* kernels */
+    double *e2 = p->colacc ? w->e2 : NULL;
+    for (size_t k = 0; k < nruns; k++) {
+        const float *xk = xr + k * rlen, *qk = qr + k * rlen;
+        double *ek = e2 ? e2 + k * rlen : NULL;
+        if (mem) {
+            double S = p->mode == PM_MEM_C ? j->colS[c0 + k] : j->memS;
+            float Q = p->mode == PM_MEM_C ? j->colQ[c0 + k] : j->memQ;
+            kern(w, xk, qk, rlen, 0, S, Q, ek, NULL);
+            continue;
+        }
+        if (!p->blockstats) {   /* element casts */
+            kern(w, xk, qk, rlen, 0, 1.0, pf->cast_top, ek, NULL);
+            continue;
+        }
+        size_t bl = blk ? blk : rlen;
+        uint64_t gb = p->colruns ? (c0 + k) * p->nbc + r0 / blk : (r0 + k) * p->nbr + (blk ? c0 / blk : 0);
+        for (size_t i = 0; i < bpr; i++) {
+            size_t s = i * bl, m = rlen - s < bl ? rlen - s : bl;
+            size_t bidx = k * bpr + i;
+            bstat bs = {0, 0, 0};
+            double bsc;
+            if (pf->fam == FAM_PROXY) {
+                kern(w, xk + s, qk + s, m, s, (double)w->pS[bidx], w->pQ[bidx], ek ? ek + s : NULL, &bs);
+                bsc = w->pS[bidx];
+            } else {
+                size_t g = pf->seg, ns = (m + g - 1) / g;
+                for (size_t t = 0; t < ns; t++) {
+                    size_t s2 = s + t * g, m2 = m - t * g < g ? m - t * g : g;
+                    size_t si = k * spr + i * (bl / g) + t;
+                    kern(w, xk + s2, qk + s2, m2, s2, w->segS[si], w->segQ[si], ek ? ek + s2 : NULL, &bs);
+                }
+                bsc = w->bscale[bidx];
+            }
+            double rmse = bs.nf ? sqrt(bs.se2 / (double)bs.nf) : NAN;
+            if (rmse == 0) w->hb.zero++;
+            else if (!(rmse <= DBL_MAX)) w->hb.nonfinite++;
+            else h_log4(&w->hb, -4 * HV_LO, rmse);
+            if (pf->byte_scale) w->hs.c[w->bcode[bidx]]++;
+            uint64_t g2 = gb + i;
+            if (j->bk_absmax) {
+                j->bk_absmax[g2] = bs.amax;
+                j->bk_rmse[g2] = (float)rmse;
+                j->bk_ratio[g2] = bsc > 0 && bsc <= DBL_MAX ? (float)((double)bs.amax / bsc) : NAN;
+                if (j->bk_code) j->bk_code[g2] = w->bcode[bidx];
+            }
+        }
+    }
+    /* band partial */
+    sl->sx2 = lanesum(w->l_sx2);
+    sl->se2 = lanesum(w->l_se2);
+    sl->se = lanesum(w->l_se);
+    sl->sxq = lanesum(w->l_sxq);
+    sl->sq2 = lanesum(w->l_sq2);
+    sl->srel = lanesum(w->l_srel);
+    sl->maxae = w->maxae;
+    sl->maxrel = w->maxrel;
+    sl->nfin = w->nfin;
+    sl->nunder = w->nunder;
+    sl->nclip = w->nclip;
+    sl->nnonf = w->nnonf;
+    sl->nelem = len;
+    sl->r0 = r0;
+    sl->c0 = c0;
+    sl->nr = nr;
+    sl->nc = nc;
+    memset(w->l_sx2, 0, sizeof w->l_sx2);
+    memset(w->l_se2, 0, sizeof w->l_se2);
+    memset(w->l_se, 0, sizeof w->l_se);
+    memset(w->l_sxq, 0, sizeof w->l_sxq);
+    memset(w->l_sq2, 0, sizeof w->l_sq2);
+    memset(w->l_srel, 0, sizeof w->l_srel);
+    w->maxae = w->maxrel = 0;
+    w->nfin = w->nunder = w->nclip = w->nnonf = 0;
+    if (e2) {
+        /* rows and columns: sums in a fixed order (run order, then value order) */
+        memset(sl->row_se2, 0, nr * sizeof *sl->row_se2);
+        memset(sl->row_nf, 0, nr * sizeof *sl->row_nf);
+        memset(sl->col_se2, 0, nc * sizeof *sl->col_se2);
+        memset(sl->col_nf, 0, nc * sizeof *sl->col_nf);
+        for (size_t k = 0; k < nruns; k++) {
+            const double *ek = e2 + k * rlen;
+            double *ra = p->colruns ? sl->col_se2 : sl->row_se2, *va = p->colruns ? sl->row_se2 : sl->col_se2;
+            uint32_t *rn = p->colruns ? sl->col_nf : sl->row_nf, *vn = p->colruns ? sl->row_nf : sl->col_nf;
+            double s = 0;
+            uint32_t cnt = 0;
+            for (size_t i = 0; i < rlen; i++) {
+                double v = ek[i];
+                int ok = v >= 0;
+                s += ok ? v : 0.0;
+                cnt += (uint32_t)ok;
+                va[i] += ok ? v : 0.0;
+                vn[i] += (uint32_t)ok;
+            }
+            ra[k] = s;
+            rn[k] = cnt;
+        }
+    }
+    return 0;
+}
+
+/* Merge one band partial into the totals (called in band order, under the mutex). */
+static void merge_part(job *j, const bpart *s)
+{
+    bpart *t = &j->tot;
+    t->sx2 += s->sx2;
+    t->se2 += s->se2;
+    t->se += s->se;
+    t->sxq += s->sxq;
+    t->sq2 += s->sq2;
+    t->srel += s->srel;
+    t->maxae = s->maxae > t->maxae ? s->maxae : t->maxae;
+    t->maxrel = s->maxrel > t->maxrel ? s->maxrel : t->maxrel;
+    t->nfin += s->nfin;
+    t->nunder += s->nunder;
+    t->nclip += s->nclip;
+    t->nnonf += s->nnonf;
+    t->nelem += s->nelem;
+    if (j->p->colacc) {
+        for (size_t i = 0; i < s->nr; i++) {
+            j->row_se2[s->r0 + i] += s->row_se2[i];
+            j->row_nf[s->r0 + i] += s->row_nf[i];
+        }
+        for (size_t i = 0; i < s->nc; i++) {
+            j->col_se2[s->c0 + i] += s->col_se2[i];
+            j->col_nf[s->c0 + i] += s->col_nf[i];
+        }
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    job *j = w->j;
+    for (;;) {
+        if (atomic_load(&j->stop)) break;
+        uint64_t b = atomic_fetch_add(&j->next, 1);
+        if (b >= j->p->nbands) break;
+        pthread_mutex_lock(&j->mu);
+        while (!atomic_load(&j->stop) && b >= j->frontier + j->wsize) pthread_cond_wait(&j->cv, &j->mu);
+        pthread_mutex_unlock(&j->mu);
+        if (atomic_load(&j->stop)) break;
+        bpart *sl = &j->slots[b % j->wsize];
+        w->err.msg[0] = 0;
+        if (do_band(w, b, sl, &w->err)) {
+            record_error(j, b, w->err.msg);
+            break;
+        }
+        pthread_mutex_lock(&j->mu);
+        sl->ready = 1;
+        int moved = 0;
+        while (j->frontier < j->p->nbands && j->slots[j->frontier % j->wsize].ready) {
+            bpart *s = &j->slots[j->frontier % j->wsize];
+            merge_part(j, s);
+            j->done_elems += s->nelem;
+            s->ready = 0;
+            j->frontier++;
+            moved = 1;
+        }
+        if (moved) pthread_cond_broadcast(&j->cv);
+        uint64_t done = j->done_elems;
+        pthread_mutex_unlock(&j->mu);
+        if (w->id == 0 && j->progress && j->progress(j->pctx, j->pbase + done, j->ptotal)) {
+            pthread_mutex_lock(&j->mu);
+            j->cancelled = 1;
+            pthread_mutex_unlock(&j->mu);
+            record_error(j, 0, "cancelled");
+            break;
+        }
+    }
+    return NULL;
+}
+
+/* ---- entry point ---------------------------------------------------------------------------- */
+
+static void hist_set(qs_hist *h, int kind, int nbins, double lo, double hi)
+{
+    h->kind = kind;
+    h->nbins = nbins;
+    h->lo = lo;
+    h->hi = hi;
+}
+
+static int hist_alloc(qs_hist *h)
+{
+    if (h->nbins == 0) return 0;
+    h->counts = calloc((size_t)h->nbins, sizeof *h->counts);
+    return h->counts ? 0 : -1;
+}
+
+static void hist_add(qs_hist *h, const hacc *a)
+{
+    if (!h->counts || !a->c) return;
+    for (int i = 0; i < h->nbins; i++) h->counts[i] += a->c[i];
+    h->zero += a->zero;
+    h->under += a->under;
+    h->over += a->over;
+    h->nonfinite += a->nonfinite;
+}
+
+static void worker_free(worker *w)
+{
+    free(w->x); free(w->xt); free(w->q); free(w->e2); free(w->codes); free(w->meta);
+    free(w->reps); free(w->pcodes); free(w->pmeta); free(w->pS); free(w->pQ);
+    free(w->segS); free(w->segQ); free(w->bcode); free(w->bscale);
+    free(w->hv.c); free(w->ha.c); free(w->hr.c); free(w->hu.c); free(w->hb.c); free(w->hs.c);
+}
+
+static int worker_alloc(worker *w, const plan *p, const prof *pf)
+{
+    size_t L = p->max_len ? p->max_len : 1, nb = p->max_blocks ? p->max_blocks : 1;
+    size_t ns = p->max_segs ? p->max_segs : 1, mb = pf->f->meta_bytes > 0 ? (size_t)pf->f->meta_bytes : 1;
+    int mem = p->mode == PM_MEM_T || p->mode == PM_MEM_C;
+    size_t run = p->colruns ? p->max_nr : p->max_nc;
+    if (!mem && !(w->x = malloc(L * sizeof(float)))) return -1;
+    if (p->colruns && !(w->xt = malloc(L * sizeof(float)))) return -1;
+    if (!(w->q = malloc(L * sizeof(float)))) return -1;
+    if (p->colacc && !(w->e2 = malloc(L * sizeof(double)))) return -1;
+    if (pf->fam == FAM_HIF4 || pf->fam == FAM_M2X) {
+        size_t nbr = run / (p->blk ? p->blk : 1) + 1;
+        if (!(w->codes = malloc((run ? run : 1) * sizeof(uint32_t))) || !(w->meta = malloc(nbr * mb))) return -1;
+    }
+    if (!(w->reps = malloc(nb * sizeof(float))) || !(w->pcodes = malloc(nb * sizeof(uint32_t))) ||
+        !(w->pmeta = malloc(nb * mb)) || !(w->pS = malloc(nb * sizeof(float))) ||
+        !(w->pQ = malloc(nb * sizeof(float))) || !(w->bcode = malloc(nb)) ||
+        !(w->bscale = malloc(nb * sizeof(double))) || !(w->segS = malloc(ns * sizeof(double))) ||
+        !(w->segQ = malloc(ns * sizeof(float))))
+        return -1;
+    hacc *h[6] = {&w->hv, &w->ha, &w->hr, &w->hu, &w->hb, &w->hs};
+    int n[6] = {HV_N, HV_N, HR_N, HU_N, HV_N, 256};
+    for (int k = 0; k < 6; k++) {
+        h[k]->n = n[k];
+        if (!(h[k]->c = calloc((size_t)n[k], sizeof(uint64_t)))) return -1;
+    }
+    return 0;
+}
+
+/* Progress + cancellation from the calling thread outside the band pass. */
+static int tick(job *j, uint64_t done, qs_err *e)
+{
+    if (j->progress && j->progress(j->pctx, done, j->ptotal)) {
+        j->cancelled = 1;
+        return qs_fail(e, "cancelled");
+    }
+    return 0;
+}
+
+static int read_chunked(job *j, uint64_t n, float *dst, float *amax, uint64_t pbase, qs_err *e)
+{
+    float m = 0;
+    for (uint64_t s = 0; s < n;) {
+        size_t k = n - s > BAND ? BAND : (size_t)(n - s);
+        float *buf = dst + (dst == j->X ? s : 0);
+        e->msg[0] = 0;
+        if (j->rd(j->rctx, s, k, buf, e)) {
+            if (!e->msg[0]) qs_fail(e, "read failed at element %llu", (unsigned long long)s);
+            return -1;
+        }
+        for (size_t i = 0; i < k; i++) {
+            float v = fabsf(buf[i]);
+            if (v > m && v != INFINITY) m = v;
+        }
+        s += k;
+        if (tick(j, pbase + s, e)) return -1;
+    }
+    *amax = m;
+    return 0;
+}
+
+int qs_analyze(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read rd, void *rctx, int read_threadsafe,
+               const qs_analyze_opts *opts, qs_analysis *out, qs_err *e)
+{
+    qs_analyze_opts od;
+    memset(&od, 0, sizeof od);
+    if (opts) od = *opts;
+    memset(out, 0, sizeof *out);
+    if (!a || !a->f) return qs_fail(e, "no format");
+    if (cols && rows > UINT64_MAX / cols) return qs_fail(e, "tensor too large");
+    uint64_t n = rows * cols;
+    if (n && !rd) return qs_fail(e, "no read function");
+    if (!(od.rel_floor >= 0) || isinf(od.rel_floor)) return qs_fail(e, "relative-error floor must be >= 0");
+    double rel_floor = od.rel_floor > 0 ? od.rel_floor : QS_REL_FLOOR_DEFAULT;
+
+    qs_qopts o = a->o;
+    if (qs_qopts_check(a->f, &o, e)) return -1;
+    if (a->gran == QS_GRAN_ROW || a->gran == QS_GRAN_COL || a->gran == QS_GRAN_TENSOR) {
+        if (a->f->block != 0)
+            return qs_fail(e, "format %s has fixed blocks: granularity '%s' needs int8 or int4", a->f->name,
+                           qs_gran_name(a->gran));
+        o.block = 0;
+    }
+
+    job j;
+    memset(&j, 0, sizeof j);
+    prof pf;
+    plan p;
+    worker *w = NULL;
+    int T = 0, rc = -1, sync_init = 0;
+    j.rd = rd;
+    j.rctx = rctx;
+    j.serial = !read_threadsafe;
+    j.progress = od.progress;
+    j.pctx = od.progress_ctx;
+
+    /* absmax: given, or one reading pass */
+    int prepass = !od.absmax_known && n > 0;
+    int memmode = 0;
+    if (prof_init(&pf, a, &o, e)) return -1;
+    if (plan_init(&p, &pf, a, rows, cols, e)) return -1;
+    memmode = p.mode == PM_MEM_T || p.mode == PM_MEM_C;
+    j.ptotal = n * (uint64_t)(1 + prepass + memmode);
+    float amax = 0;
+    if (prepass) {
+        float *buf = malloc((n < BAND ? (size_t)n : BAND) * sizeof(float));
+        if (!buf) return qs_fail(e, "out of memory");
+        int r = read_chunked(&j, n, buf, &amax, 0, e);
+        free(buf);
+        if (r) return -1;
+    } else if (od.absmax_known) {
+        if (!(od.absmax >= 0) || !(od.absmax <= FLT_MAX)) return qs_fail(e, "absmax must be finite and >= 0");
+        amax = (float)od.absmax;
+    }
+    if (!strcmp(a->f->family, "nvfp4") && !(o.tensor_scale > 0)) o.tensor_scale = amax > 0 ? amax : 0;
+    pf.o = o;
+    j.F = rel_floor * (double)amax;
+    j.pf = &pf;
+    j.p = &p;
+
+    /* outputs */
+    qs_analysis *an = out;
+    an->rows = rows;
+    an->cols = cols;
+    hist_set(&an->value, 0, HV_N, HV_LO, HV_HI);
+    hist_set(&an->abs_err, 0, HV_N, HV_LO, HV_HI);
+    hist_set(&an->rel_err, 0, HR_N, HR_LO, HR_HI);
+    hist_set(&an->ulp_err, 1, HU_N, -1, 1);
+    hist_set(&an->scale_code, 2, pf.byte_scale ? 256 : 0, 0, 256);
+    hist_set(&an->block_err, 0, p.nblocks ? HV_N : 0, HV_LO, HV_HI);
+    if (hist_alloc(&an->value) || hist_alloc(&an->abs_err) || hist_alloc(&an->rel_err) || hist_alloc(&an->ulp_err) ||
+        hist_alloc(&an->scale_code) || hist_alloc(&an->block_err))
+        goto oom;
+    an->nblocks = p.nblocks;
+    if (od.blocks && p.nblocks) {
+        size_t nb = (size_t)p.nblocks;
+        if (!(an->block_absmax = malloc(nb * sizeof(float))) || !(an->block_ratio = malloc(nb * sizeof(float))) ||
+            !(an->block_rmse = malloc(nb * sizeof(float))))
+            goto oom;
+        if (pf.byte_scale && !(an->block_scale_code = malloc(nb))) goto oom;
+        j.bk_absmax = an->block_absmax;
+        j.bk_ratio = an->block_ratio;
+        j.bk_rmse = an->block_rmse;
+        j.bk_code = an->block_scale_code;
+    }
+    if (p.colacc && n) {
+        if (!(j.row_se2 = calloc((size_t)rows, sizeof(double))) || !(j.row_nf = calloc((size_t)rows, sizeof(uint32_t))) ||
+            !(j.col_se2 = calloc((size_t)cols, sizeof(double))) || !(j.col_nf = calloc((size_t)cols, sizeof(uint32_t))))
+            goto oom;
+    }
+    if (p.twod && n) {
+        if (!(an->row_rmse = malloc((size_t)rows * sizeof(float))) || !(an->col_rmse = malloc((size_t)cols * sizeof(float))))
+            goto oom;
+    }
+
+    /* threads and the window */
+    T = od.threads < 1 ? 1 : od.threads > MAX_THREADS ? MAX_THREADS : od.threads;
+    if ((uint64_t)T > p.nbands) T = p.nbands ? (int)p.nbands : 1;
+    j.nthreads = T;
+    j.wsize = 2 * (uint64_t)T;
+    if (pthread_mutex_init(&j.mu, NULL)) { qs_fail(e, "cannot create a mutex"); goto fail; }
+    if (pthread_mutex_init(&j.read_mu, NULL)) { pthread_mutex_destroy(&j.mu); qs_fail(e, "cannot create a mutex"); goto fail; }
+    if (pthread_cond_init(&j.cv, NULL)) {
+        pthread_mutex_destroy(&j.mu);
+        pthread_mutex_destroy(&j.read_mu);
+        qs_fail(e, "cannot create a condition variable");
+        goto fail;
+    }
+    sync_init = 1;
+    if (!(j.slots = calloc((size_t)j.wsize, sizeof *j.slots))) goto oom;
+    if (p.colacc)
+        for (uint64_t s = 0; s < j.wsize; s++) {
+            bpart *sl = &j.slots[s];
+            size_t nr = p.max_nr ? p.max_nr : 1, nc = p.max_nc ? p.max_nc : 1;
+            if (!(sl->row_se2 = malloc(nr * sizeof(double))) || !(sl->row_nf = malloc(nr * sizeof(uint32_t))) ||
+                !(sl->col_se2 = malloc(nc * sizeof(double))) || !(sl->col_nf = malloc(nc * sizeof(uint32_t))))
+                goto oom;
+        }
+    if (!(w = calloc((size_t)T, sizeof *w))) goto oom;
+    for (int t = 0; t < T; t++) {
+        w[t].j = &j;
+        w[t].id = t;
+        if (worker_alloc(&w[t], &p, &pf)) goto oom;
+    }
+
+    /* in-memory modes: the whole tensor, fake-quantized first */
+    if (memmode && n) {
+        if (n > SIZE_MAX / sizeof(float)) { qs_fail(e, "tensor too large"); goto fail; }
+        j.X = malloc((size_t)n * sizeof(float));
+        j.Y = malloc((size_t)n * sizeof(float));
+        if (!j.X || !j.Y) goto oom;
+        float am2;
+        if (read_chunked(&j, n, j.X, &am2, n * (uint64_t)prepass, e)) goto fail;
+        const qs_format *f = pf.f;
+        if (p.mode == PM_MEM_T) {
+            if (f->fakeq(f, &o, j.X, (size_t)n, j.Y, e)) goto fail;
+            w[0].reps[0] = block_rep(j.X, (size_t)n, pf.finite_rep);
+            if (proxy_scales(&w[0], 1, e)) goto fail;
+            j.memS = w[0].pS[0];
+            j.memQ = w[0].pQ[0];
+        } else {
+            float *cx = malloc((size_t)rows * sizeof(float)), *cy = malloc((size_t)rows * sizeof(float));
+            j.colS = malloc((size_t)cols * sizeof(double));
+            j.colQ = malloc((size_t)cols * sizeof(float));
+            if (!cx || !cy || !j.colS || !j.colQ) { free(cx); free(cy); goto oom; }
+            int bad = 0;
+            for (uint64_t c = 0; c < cols && !bad; c++) {
+                for (uint64_t i = 0; i < rows; i++) cx[i] = j.X[i * cols + c];
+                qs_qopts oc = o;
+                oc.index0 += c * rows;
+                if (f->fakeq(f, &oc, cx, (size_t)rows, cy, e)) bad = 1;
+                for (uint64_t i = 0; i < rows; i++) j.Y[i * cols + c] = cy[i];
+                w[0].reps[c] = block_rep(cx, (size_t)rows, pf.finite_rep);
+            }
+            free(cx);
+            free(cy);
+            if (bad || proxy_scales(&w[0], (size_t)cols, e)) goto fail;
+            for (uint64_t c = 0; c < cols; c++) {
+                j.colS[c] = w[0].pS[c];
+                j.colQ[c] = w[0].pQ[c];
+            }
+            if (j.bk_absmax)
+                for (uint64_t c = 0; c < cols; c++) j.bk_absmax[c] = w[0].reps[c];
+        }
+    }
+
+    /* the band pass */
+    j.pbase = n * (uint64_t)(prepass + memmode);
+    if (p.nbands) {
+        int started = 1;
+        for (int t = 1; t < T; t++) {
+            if (pthread_create(&w[t].th, NULL, worker_main, &w[t]) != 0) {
+                record_error(&j, 0, "cannot create a worker thread");
+                break;
+            }
+            started++;
+        }
+        if (!atomic_load(&j.stop)) worker_main(&w[0]);
+        for (int t = 1; t < started; t++) pthread_join(w[t].th, NULL);
+        if (j.failed) {
+            memcpy(e->msg, j.err.msg, sizeof e->msg);
+            goto fail;
+        }
+        if (tick(&j, j.ptotal, e)) goto fail;   /* the last bands may have been merged by another thread */
+        if (j.frontier != p.nbands) { qs_fail(e, "internal error: %llu of %llu bands merged",
+                                              (unsigned long long)j.frontier, (unsigned long long)p.nbands); goto fail; }
+    }
+
+    /* results */
+    {
+        const bpart *t = &j.tot;
+        qs_metrics *m = &an->m;
+        m->n = n;
+        m->n_finite = t->nfin;
+        m->rel_floor = rel_floor;
+        m->sum_x2 = t->sx2;
+        m->sum_e2 = t->se2;
+        if (t->nfin) {
+            double nf = (double)t->nfin;
+            m->mse = t->se2 / nf;
+            m->rmse = sqrt(m->mse);
+            if (t->se2 == 0) {
+                m->sqnr_db = m->eff_bits_energy = m->eff_bits_sqnr = INFINITY;
+            } else {
+                m->sqnr_db = 10.0 * log10(t->sx2 / t->se2);
+                m->eff_bits_energy = -0.5 * log2(t->se2 / t->sx2);
+                m->eff_bits_sqnr = (m->sqnr_db - 1.76) / 6.02;
+            }
+            m->max_abs_err = t->maxae;
+            m->max_rel_err = t->maxrel;
+            m->mean_rel_err = t->srel / nf;
+            m->mean_err = t->nnonf ? NAN : t->se / nf;
+            m->cosine = t->nnonf || !(t->sx2 > 0) || !(t->sq2 > 0) ? NAN : t->sxq / (sqrt(t->sx2) * sqrt(t->sq2));
+            m->underflow_frac = (double)t->nunder / nf;
+            m->clip_frac = (double)t->nclip / nf;
+            m->nonfinite_frac = (double)t->nnonf / nf;
+        } else {
+            m->mse = m->rmse = m->sqnr_db = m->eff_bits_energy = m->eff_bits_sqnr = NAN;
+            m->max_abs_err = m->max_rel_err = m->mean_rel_err = m->mean_err = m->cosine = NAN;
+        }
+        const qs_format *f = pf.f;
+        m->bits_per_elem = f->elem_bits;
+        if (n && p.nblocks) m->bits_per_elem += f->meta_bits * (double)p.nblocks / (double)n;
+        if (n && !strcmp(f->family, "nvfp4")) m->bits_per_elem += 32.0 / (double)n;
+
+        for (int k = 0; k < T; k++) {
+            hist_add(&an->value, &w[k].hv);
+            hist_add(&an->abs_err, &w[k].ha);
+            hist_add(&an->rel_err, &w[k].hr);
+            hist_add(&an->ulp_err, &w[k].hu);
+            hist_add(&an->block_err, &w[k].hb);
+            hist_add(&an->scale_code, &w[k].hs);
+        }
+        if (memmode && n) {
+            /* one block per tensor or per column: statistics from the totals */
+            uint64_t nb = p.mode == PM_MEM_T ? 1 : cols;
+            for (uint64_t b = 0; b < nb; b++) {
+                double se2 = p.mode == PM_MEM_T ? t->se2 : j.col_se2[b];
+                uint64_t nf = p.mode == PM_MEM_T ? t->nfin : j.col_nf[b];
+                double S = p.mode == PM_MEM_T ? j.memS : j.colS[b];
+                float bam = p.mode == PM_MEM_T ? amax : w[0].reps[b];
+                double rmse = nf ? sqrt(se2 / (double)nf) : NAN;
+                qs_hist *h = &an->block_err;
+                if (rmse == 0) h->zero++;
+                else if (!(rmse <= DBL_MAX)) h->nonfinite++;
+                else {
+                    int i = log4bin(rmse) - 4 * HV_LO;
+                    if (i < 0) h->under++;
+                    else if (i >= h->nbins) h->over++;
+                    else h->counts[i]++;
+                }
+                if (j.bk_absmax) {
+                    j.bk_absmax[b] = bam;
+                    j.bk_rmse[b] = (float)rmse;
+                    j.bk_ratio[b] = S > 0 && S <= DBL_MAX ? (float)((double)bam / S) : NAN;
+                }
+            }
+        }
+        if (p.twod && n) {
+            for (uint64_t r = 0; r < rows; r++)
+                an->row_rmse[r] = j.row_nf[r] ? (float)sqrt(j.row_se2[r] / j.row_nf[r]) : NAN;
+            for (uint64_t c = 0; c < cols; c++)
+                an->col_rmse[c] = j.col_nf[c] ? (float)sqrt(j.col_se2[c] / j.col_nf[c]) : NAN;
+        }
+    }
+    rc = 0;
+    goto done;
+oom:
+    qs_fail(e, "out of memory in the analysis");
+fail:
+    rc = -1;
+done:
+    if (w) {
+        for (int t = 0; t < T; t++) worker_free(&w[t]);
+        free(w);
+    }
+    if (j.slots)
+        for (uint64_t s = 0; s < j.wsize; s++) {
+            free(j.slots[s].row_se2); free(j.slots[s].row_nf); free(j.slots[s].col_se2); free(j.slots[s].col_nf);
+        }
+    free(j.slots);
+    free(j.row_se2); free(j.row_nf); free(j.col_se2); free(j.col_nf);
+    free(j.X); free(j.Y); free(j.colS); free(j.colQ);
+    if (sync_init) {
+        pthread_cond_destroy(&j.cv);
+        pthread_mutex_destroy(&j.read_mu);
+        pthread_mutex_destroy(&j.mu);
+    }
+    if (rc) qs_analysis_free(out);
+    return rc;
+}
+
+void qs_analysis_free(qs_analysis *an)
+{
+    if (!an) return;
+    free(an->value.counts); free(an->abs_err.counts); free(an->rel_err.counts);
+    free(an->ulp_err.counts); free(an->scale_code.counts); free(an->block_err.counts);
+    free(an->block_scale_code); free(an->block_absmax); free(an->block_ratio); free(an->block_rmse);
+    free(an->row_rmse); free(an->col_rmse);
+    memset(an, 0, sizeof *an);
+}
+
+/* ---- JSON ------------------------------------------------------------------------------------ */
+
+/* Finite numbers as JSON reals; +-Inf as the strings "inf" / "-inf"; NaN as null. */
+static json_t *jnum(double v)
+{
+    if (isnan(v)) return json_null();
+    if (isinf(v)) return json_string(v > 0 ? "inf" : "-inf");
+    return json_real(v);
+}
+
+static json_t *metrics_obj(const qs_metrics *m)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "n", json_integer((json_int_t)m->n));
+    json_object_set_new(o, "n_finite", json_integer((json_int_t)m->n_finite));
+#define R(k) json_object_set_new(o, #k, jnum(m->k))
+    R(mse); R(rmse); R(sqnr_db); R(eff_bits_energy); R(eff_bits_sqnr); R(max_abs_err); R(max_rel_err);
+    R(mean_rel_err); R(rel_floor); R(mean_err); R(cosine); R(underflow_frac); R(clip_frac); R(nonfinite_frac);
+    R(bits_per_elem); R(sum_x2); R(sum_e2);
+#undef R
+    return o;
+}
+
+char *qs_metrics_json(const qs_metrics *m)
+{
+    json_t *o = metrics_obj(m);
+    char *s = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(o);
+    return s;
+}
+
+static json_t *hist_obj(const qs_hist *h)
+{
+    if (h->nbins <= 0 || !h->counts) return json_null();
+    static const char *const scale[] = {"log2", "linear", "code"};
+    json_t *o = json_object(), *ed = json_array(), *ct = json_array();
+    json_object_set_new(o, "scale", json_string(h->kind >= 0 && h->kind < 3 ? scale[h->kind] : "?"));
+    for (int i = 0; i <= h->nbins; i++) {
+        double v = h->lo + (h->hi - h->lo) * (double)i / (double)h->nbins;
+        json_array_append_new(ed, h->kind == 2 ? json_integer((json_int_t)v) : json_real(v));
+    }
+    for (int i = 0; i < h->nbins; i++) json_array_append_new(ct, json_integer((json_int_t)h->counts[i]));
+    json_object_set_new(o, "edges", ed);
+    json_object_set_new(o, "counts", ct);
+    json_object_set_new(o, "zero", json_integer((json_int_t)h->zero));
+    json_object_set_new(o, "under", json_integer((json_int_t)h->under));
+    json_object_set_new(o, "over", json_integer((json_int_t)h->over));
+    json_object_set_new(o, "nonfinite", json_integer((json_int_t)h->nonfinite));
+    return o;
+}
+
+char *qs_hists_json(const qs_analysis *an)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "value", hist_obj(&an->value));
+    json_object_set_new(o, "abs_err", hist_obj(&an->abs_err));
+    json_object_set_new(o, "rel_err", hist_obj(&an->rel_err));
+    json_object_set_new(o, "ulp_err", hist_obj(&an->ulp_err));
+    json_object_set_new(o, "scale_code", hist_obj(&an->scale_code));
+    json_object_set_new(o, "block_err", hist_obj(&an->block_err));
+    char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(o);
+    return s;
+}

@@ -1,0 +1,1022 @@
+/*
+** Tests of the analysis engine (analysis/metrics.c): hand-computed values, an independent
+** double-precision reference on random tensors (full encode for the block scales, brute-force grid
+** neighbours for the ulps), invariants, determinism across thread counts, layouts, non-finite
+** input, failing reads and cancellation.
+*/
+#include "test_util.h"
+
+#include <float.h>
+#include <math.h>
+#include <pthread.h>
+
+#include <jansson.h>
+
+#include "../../analysis/metrics.h"
+#include "../../kernels/format.h"
+#include "../../kernels/format_apply.h"
+#include "../../kernels/hifloat.h"
+#include "../../kernels/minifloat.h"
+
+/* ---- helpers ---------------------------------------------------------------------------------- */
+
+typedef struct src {
+    const float *x;
+    uint64_t n;
+    uint64_t fail_at;        /* a read touching this element fails (UINT64_MAX: never) */
+    int reads;
+} src;
+
+static int rd_mem(void *ctx, uint64_t start, size_t n, float *out, qs_err *e)
+{
+    src *s = ctx;
+    if (start + n > s->n) return qs_fail(e, "read past the end");
+    if (s->fail_at != UINT64_MAX && s->fail_at >= start && s->fail_at < start + n)
+        return qs_fail(e, "disk on fire at %llu", (unsigned long long)s->fail_at);
+    __atomic_add_fetch(&s->reads, 1, __ATOMIC_RELAXED);
+    memcpy(out, s->x + start, n * sizeof(float));
+    return 0;
+}
+
+typedef struct outbuf { float *y; } outbuf;
+static int wr_mem(void *ctx, uint64_t start, size_t n, const float *y, qs_err *e)
+{
+    (void)e;
+    memcpy(((outbuf *)ctx)->y + start, y, n * sizeof(float));
+    return 0;
+}
+
+static uint64_t rng_state;
+static uint64_t rng(void)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static double unif(void) { return (double)(rng() >> 11) * 0x1p-53; }
+static double gauss(void)
+{
+    double u = unif(), v = unif();
+    if (u < 1e-300) u = 1e-300;
+    return sqrt(-2 * log(u)) * cos(6.283185307179586 * v);
+}
+
+/* LLM-like: Gaussian with outlier columns, some exact zeros and tiny values. */
+static float *make_tensor(uint64_t rows, uint64_t cols, uint64_t seed)
+{
+    rng_state = seed;
+    float *x = malloc(rows * cols * sizeof(float));
+    for (uint64_t r = 0; r < rows; r++)
+        for (uint64_t c = 0; c < cols; c++) {
+            double v = gauss() * 0.05;
+            if (c % 37 == 5) v *= 40;
+            uint64_t k = rng() % 1000;
+            if (k < 5) v = 0;
+            else if (k < 10) v *= 1e-6;
+            else if (k < 12) v *= 3000;
+            x[r * cols + c] = (float)v;
+        }
+    return x;
+}
+
+static qs_apply mk_apply(const char *name)
+{
+    qs_apply a;
+    memset(&a, 0, sizeof a);
+    a.f = qs_format_find(name);
+    assert_non_null(a.f);
+    a.axis = 1;
+    a.gran = QS_GRAN_BLOCK;
+    return a;
+}
+
+static int run(const qs_apply *a, uint64_t rows, uint64_t cols, const float *x, int threads, int blocks,
+               qs_analysis *an, qs_err *e)
+{
+    src s = {x, rows * cols, UINT64_MAX, 0};
+    qs_analyze_opts o;
+    memset(&o, 0, sizeof o);
+    o.threads = threads;
+    o.blocks = blocks;
+    return qs_analyze(a, rows, cols, rd_mem, &s, 1, &o, an, e);
+}
+
+static uint64_t hist_total(const qs_hist *h)
+{
+    uint64_t t = h->zero + h->under + h->over + h->nonfinite;
+    for (int i = 0; i < h->nbins; i++) t += h->counts[i];
+    return t;
+}
+
+static void assert_close(double a, double b, double rtol)
+{
+    if (isnan(a) || isnan(b)) {
+        if (!(isnan(a) && isnan(b))) fail_msg("%.17g vs %.17g", a, b);
+        return;
+    }
+    if (isinf(a) || isinf(b)) {
+        if (a != b) fail_msg("%.17g vs %.17g", a, b);
+        return;
+    }
+    if (!(fabs(a - b) <= rtol * fmax(fabs(a), fabs(b)) + 1e-300)) fail_msg("%.17g vs %.17g (rtol %g)", a, b, rtol);
+}
+
+static int log4bin_ref(double a)
+{
+    /* floor(4 log2 a), exactly: binade from frexp, then compare m^4 with 2^k in long double
+    ** (the edges 2^(k/4) are irrational, and long double has 11 bits to spare over double) */
+    int ex;
+    double m = frexp(a, &ex);   /* a = m 2^ex, m in [0.5, 1) */
+    m *= 2;
+    ex -= 1;
+    long double m4 = (long double)m * m * m * m;
+    int j = (m4 >= 2.0L) + (m4 >= 4.0L) + (m4 >= 8.0L);
+    return 4 * ex + j;
+}
+
+static void href_log4(uint64_t *c, int nb, int lo, uint64_t *under, uint64_t *over, double a)
+{
+    int i = log4bin_ref(a) - 4 * lo;
+    if (i < 0) (*under)++;
+    else if (i >= nb) (*over)++;
+    else c[i]++;
+}
+
+/* ---- hand-computed ---------------------------------------------------------------------------- */
+
+static void test_fp4_by_hand(void **st)
+{
+    (void)st;
+    const float x[10] = {0.125f, 0.375f, 0.625f, 1.125f, 2.75f, 5.0f, 7.0f, -10.0f, 0.0f, -0.1875f};
+    qs_apply a = mk_apply("fp4_e2m1");
+    qs_analysis an;
+    qs_err e = {{0}};
+    assert_int_equal(run(&a, 1, 10, x, 1, 0, &an, &e), 0);
+    const qs_metrics *m = &an.m;
+    assert_int_equal(m->n, 10);
+    assert_int_equal(m->n_finite, 10);
+    /* q = 0 .5 .5 1 3 4 6 -6 0 -0 */
+    double se2 = 0.015625 * 4 + 0.0625 + 1 + 1 + 16 + 0.03515625, sx2 = 183.41015625;
+    assert_true(m->sum_e2 == se2);
+    assert_true(m->sum_x2 == sx2);
+    assert_true(m->mse == se2 / 10);
+    assert_close(m->rmse, sqrt(se2 / 10), 1e-15);
+    assert_close(m->sqnr_db, 10 * log10(sx2 / se2), 1e-14);
+    assert_close(m->eff_bits_energy, -0.5 * log2(se2 / sx2), 1e-14);
+    assert_close(m->eff_bits_sqnr, (10 * log10(sx2 / se2) - 1.76) / 6.02, 1e-14);
+    assert_true(m->max_abs_err == 4.0);
+    assert_true(m->max_rel_err == 1.0);                 /* 0.125 -> 0 and -0.1875 -> -0 */
+    double rel = 1 + 0.125 / 0.375 + 0.2 + 0.125 / 1.125 + 0.25 / 2.75 + 0.2 + 1.0 / 7 + 0.4 + 0 + 1;
+    assert_close(m->mean_rel_err, rel / 10, 1e-15);
+    assert_true(m->mean_err == 0.21875);
+    assert_close(m->cosine, 131.875 / sqrt(sx2 * 98.5), 1e-14);
+    assert_true(m->underflow_frac == 0.2);              /* 0.125, -0.1875 (0 itself is no underflow) */
+    assert_true(m->clip_frac == 0.2);                   /* 7 -> 6, -10 -> -6; 5 -> 4 is rounding */
+    assert_true(m->nonfinite_frac == 0);
+    assert_true(m->bits_per_elem == 4);
+    assert_true(m->rel_floor == QS_REL_FLOOR_DEFAULT);
+    /* ulps (spacing 0.5 below 2, 1 in [2,4), 2 from 4): -1/4 x3, +1/4 x2, -1/2 x2, 3/8, 2 (over), zero */
+    const qs_hist *u = &an.ulp_err;
+    assert_int_equal(u->kind, 1);
+    assert_int_equal(u->nbins, 64);
+    assert_int_equal(u->counts[24], 3);
+    assert_int_equal(u->counts[40], 2);
+    assert_int_equal(u->counts[16], 2);
+    assert_int_equal(u->counts[44], 1);
+    assert_int_equal(u->over, 1);
+    assert_int_equal(u->zero, 1);
+    assert_int_equal(hist_total(u), 10);
+    /* values: log2 0.125 = -3 -> bin 4*(-3+160); 7 -> log2 7 = 2.807 -> 4*2 + 3 */
+    assert_int_equal(an.value.counts[4 * (-3 + 160)], 1);
+    assert_int_equal(an.value.counts[4 * (2 + 160) + 3], 1);
+    assert_int_equal(an.value.zero, 1);
+    assert_int_equal(hist_total(&an.value), 10);
+    assert_int_equal(an.abs_err.zero, 1);
+    assert_int_equal(an.abs_err.counts[4 * (2 + 160)], 1);   /* |e| = 4 */
+    assert_int_equal(an.abs_err.counts[4 * (0 + 160)], 2);   /* |e| = 1 */
+    /* element casts have no blocks */
+    assert_int_equal(an.nblocks, 0);
+    assert_int_equal(an.block_err.nbins, 0);
+    assert_int_equal(an.scale_code.nbins, 0);
+    assert_null(an.row_rmse);
+    qs_analysis_free(&an);
+}
+
+/* mxfp4, one block of 8 by hand: amax 12 -> X = 2^(3-2) = 2 (code 128); elements x/2 on E2M1. */
+static void test_mxfp4_by_hand(void **st)
+{
+    (void)st;
+    const float x[8] = {12.0f, 13.0f, -11.5f, 0.25f, 0.5f, 3.0f, -5.0f, 0.0f};
+    qs_apply a = mk_apply("mxfp4");
+    a.o.block = 8;
+    qs_analysis an;
+    qs_err e = {{0}};
+    assert_int_equal(run(&a, 1, 8, x, 1, 1, &an, &e), 0);
+    /* amax 13 -> floor(log2 13) = 3 -> X = 2: x/X = 6 6.5 -5.75 .125 .25 1.5 -2.5 0
+    ** -> 6 6 -6 0 0(.25 tie -> 0) 1.5 -2 0 -> q = 12 12 -12 0 0 3 -4 0 */
+    double se2 = 0 + 1 + 0.25 + 0.0625 + 0.25 + 0 + 1 + 0;   /* 2.5625 */
+    assert_true(an.m.sum_e2 == se2);
+    assert_true(an.m.clip_frac == 1.0 / 8);     /* 13 -> 12; -11.5 -> -12 is not (|q| > |x|), 12 is exact */
+    assert_true(an.m.underflow_frac == 2.0 / 8);
+    assert_int_equal(an.nblocks, 1);
+    assert_int_equal(an.block_scale_code[0], 128);
+    assert_true(an.block_absmax[0] == 13.0f);
+    assert_true(an.block_ratio[0] == 6.5f);
+    assert_true(an.block_rmse[0] == (float)sqrt(se2 / 8));
+    assert_int_equal(an.scale_code.counts[128], 1);
+    assert_int_equal(hist_total(&an.scale_code), 1);
+    assert_int_equal(hist_total(&an.block_err), 1);
+    assert_true(an.m.bits_per_elem == 4 + 8.0 / 8);
+    /* ulps at X = 2 (E2M1 spacing 0.5 for |x|/X < 2, 1 in [2,4), 2 from 4, times X):
+    ** 12 exact; 13 -> 12: -1/4; -11.5 -> -12: -1/8; 0.25 -> 0: -1/4; 0.5 -> 0 (tie to even): -1/2;
+    ** 3 exact; -5 -> -4 (2.5 ties to 2): +1/2; 0 exact */
+    const qs_hist *u = &an.ulp_err;
+    assert_int_equal(u->zero, 3);
+    assert_int_equal(u->counts[24], 2);
+    assert_int_equal(u->counts[28], 1);
+    assert_int_equal(u->counts[16], 1);
+    assert_int_equal(u->counts[48], 1);
+    assert_int_equal(hist_total(u), 8);
+    qs_analysis_free(&an);
+}
+
+/* ---- the independent reference ------------------------------------------------------------------ */
+
+typedef struct rhist {
+    uint64_t c[1160];
+    uint64_t zero, under, over, nonfinite;
+} rhist;
+
+typedef struct ref {
+    double sx2, se2, se, sxq, sq2, srel, maxae, maxrel;
+    uint64_t nfin, nunder, nclip, nnonf;
+    rhist hv, ha, hr, hu, hb, hs;
+    uint64_t nblocks;
+    float *bam, *bratio, *brmse;
+    uint8_t *bcode;
+    double *row_se2, *col_se2;
+    uint64_t *row_nf, *col_nf;
+} ref;
+
+static int cmp_f(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Non-negative finite element values, sorted, unique. */
+static int elem_grid(const qs_format *f, float *g)
+{
+    int n = 0;
+    if (!strcmp(f->family, "int")) {
+        int q = (1 << (f->elem_bits - 1)) - 1;
+        for (int i = 0; i <= q; i++) g[n++] = (float)i;
+        return n;
+    }
+    if (!strcmp(f->name, "hif4")) {
+        for (int i = 0; i < 8; i++) g[n++] = (float)i * 0.25f;
+        return n;
+    }
+    for (unsigned c = 0; c < f->ncodes; c++) {
+        float v = f->code_value(c);
+        if (v >= 0 && v <= FLT_MAX) g[n++] = v;
+    }
+    qsort(g, (size_t)n, sizeof *g, cmp_f);
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (m == 0 || g[i] != g[m - 1]) g[m++] = g[i];
+    return m;
+}
+
+/* Distance between the two grid values around t (the last step at and above the largest). */
+static double grid_step(const float *g, int n, double t)
+{
+    if (t >= g[n - 1]) return (double)g[n - 1] - g[n - 2];
+    int lo = 0;
+    while (lo + 1 < n && g[lo + 1] <= t) lo++;
+    return (double)g[lo + 1] - g[lo];
+}
+
+static int code_is_top(const qs_format *f, uint32_t c)
+{
+    if (!strcmp(f->family, "int")) {
+        int q = (1 << (f->elem_bits - 1)) - 1;
+        uint32_t mask = (1u << f->elem_bits) - 1;
+        return c == (uint32_t)q || c == ((uint32_t)-q & mask);
+    }
+    if (!strcmp(f->name, "mxint8")) return c == 127 || c == 0x81;
+    if (!strcmp(f->name, "hif4") || !strcmp(f->family, "nvfp4")) return (c & 7) == 7;
+    /* MX FP elements: the magnitude code of the largest value */
+    uint32_t sign = 1u << (f->elem_bits - 1), top = 0;
+    float tv = 0;
+    for (unsigned k = 0; k < f->ncodes; k++) {
+        float v = f->code_value(k);
+        if (v > tv && v <= FLT_MAX) { tv = v; top = k; }
+    }
+    return (c & (sign - 1)) == top;
+}
+
+/* Reference analysis: format_apply for q, a full encode per run for the block scales. */
+static void ref_analyze(const qs_apply *a, uint64_t rows, uint64_t cols, const float *x, ref *R)
+{
+    const qs_format *f = a->f;
+    uint64_t n = rows * cols;
+    memset(R, 0, sizeof *R);
+    float *y = malloc(n * sizeof(float));
+    src s = {x, n, UINT64_MAX, 0};
+    outbuf ob = {y};
+    qs_err e = {{0}};
+    assert_int_equal(qs_format_apply(a, rows, cols, rd_mem, &s, wr_mem, &ob, &e), 0);
+    float amax = 0;
+    for (uint64_t i = 0; i < n; i++)
+        if (fabsf(x[i]) <= FLT_MAX && fabsf(x[i]) > amax) amax = fabsf(x[i]);
+    double F = 1e-6 * (double)amax;
+    int cast = f->block == 1;
+    float g[256];
+    int ng = cast && !f->code_value ? 0 : elem_grid(f, g);
+    /* runs */
+    int colr = a->gran == QS_GRAN_COL || (a->gran == QS_GRAN_BLOCK && a->axis == 0);
+    int whole = a->gran == QS_GRAN_TENSOR;
+    uint64_t nruns = whole ? 1 : colr ? cols : rows, L = whole ? n : colr ? rows : cols;
+    qs_qopts o = a->o;
+    if (a->gran != QS_GRAN_BLOCK) o.block = 0;
+    if (!strcmp(f->family, "nvfp4") && !(o.tensor_scale > 0)) o.tensor_scale = amax;
+    size_t B = qs_format_block(f, &o);
+    if (B == 0) B = L;
+    uint64_t bpr = cast ? 0 : (L + B - 1) / B;
+    R->nblocks = nruns * bpr;
+    R->bam = calloc(R->nblocks + 1, sizeof(float));
+    R->bratio = calloc(R->nblocks + 1, sizeof(float));
+    R->brmse = calloc(R->nblocks + 1, sizeof(float));
+    R->bcode = calloc(R->nblocks + 1, 1);
+    R->row_se2 = calloc(rows, sizeof(double));
+    R->col_se2 = calloc(cols, sizeof(double));
+    R->row_nf = calloc(rows, sizeof(uint64_t));
+    R->col_nf = calloc(cols, sizeof(uint64_t));
+    float *xr = malloc(L * sizeof(float)), *yr = malloc(L * sizeof(float)), *S = malloc(L * sizeof(float));
+    uint32_t *codes = malloc(L * sizeof(uint32_t)), *ones = malloc(L * sizeof(uint32_t));
+    uint8_t *meta = malloc((L / B + 2) * 8);
+    for (uint64_t r = 0; r < nruns; r++) {
+        uint64_t *idx = malloc(L * sizeof(uint64_t));
+        for (uint64_t i = 0; i < L; i++) {
+            idx[i] = whole ? i : colr ? i * cols + r : r * cols + i;
+            xr[i] = x[idx[i]];
+            yr[i] = y[idx[i]];
+        }
+        float ts = 0;
+        if (!cast) {
+            qs_qopts oo = o;
+            oo.index0 = whole ? 0 : colr ? r * rows : r * cols;   /* SR draws as format_apply's */
+            assert_int_equal(f->encode(f, &oo, xr, L, codes, meta, &ts, &e), 0);
+            uint32_t one = 0;
+            for (unsigned k = 0; f->code_value && k < f->ncodes; k++)
+                if (f->code_value(k) == 1.0f) { one = k; break; }
+            if (!strcmp(f->family, "int")) one = 1;
+            if (!strcmp(f->name, "hif4")) one = 4;
+            for (uint64_t i = 0; i < L; i++) ones[i] = one;
+            assert_int_equal(f->decode(f, &oo, ones, meta, ts, L, S, &e), 0);
+        }
+        for (uint64_t k = 0; k < (cast ? 1 : bpr); k++) {
+            uint64_t i0 = cast ? 0 : k * B, i1 = cast ? L : (i0 + B < L ? i0 + B : L);
+            double bse2 = 0;
+            uint64_t bnf = 0;
+            float bam = 0;
+            for (uint64_t i = i0; i < i1; i++) {
+                float xf = xr[i], qf = yr[i];
+                uint64_t gi = idx[i], row = gi / cols, col = gi % cols;
+                if (!(fabsf(xf) <= FLT_MAX)) { R->hv.nonfinite++; continue; }
+                double xd = xf, ax = fabs(xd), qd = qf;
+                if (xf == 0) R->hv.zero++;
+                else href_log4(R->hv.c, 1160, -160, &R->hv.under, &R->hv.over, ax);
+                R->nfin++;
+                bnf++;
+                R->row_nf[row]++;
+                R->col_nf[col]++;
+                if (fabsf(xf) > bam) bam = fabsf(xf);
+                int top = cast ? fabsf(qf) == (float)f->max_finite : code_is_top(f, codes[i]);
+                int clip = (top && fabsf(qf) < fabsf(xf)) || (cast && ax > f->max_finite && !(fabsf(qf) <= FLT_MAX));
+                R->nclip += clip;
+                if (!(fabsf(qf) <= FLT_MAX)) {
+                    R->nnonf++;
+                    R->se2 = INFINITY;
+                    bse2 = INFINITY;
+                    R->row_se2[row] = INFINITY;
+                    R->col_se2[col] = INFINITY;
+                    R->srel = R->maxae = R->maxrel = INFINITY;
+                    R->ha.nonfinite++;
+                    R->hr.nonfinite++;
+                    R->hu.nonfinite++;
+                    continue;
+                }
+                R->nunder += xf != 0 && qf == 0;
+                double ev = qd - xd, ae = fabs(ev);
+                R->sx2 += xd * xd;
+                R->se2 += ev * ev;
+                R->se += ev;
+                R->sxq += xd * qd;
+                R->sq2 += qd * qd;
+                bse2 += ev * ev;
+                R->row_se2[row] += ev * ev;
+                R->col_se2[col] += ev * ev;
+                if (ae == 0) { R->ha.zero++; R->hr.zero++; R->hu.zero++; continue; }
+                double rel = ae / (ax > F ? ax : F);
+                R->srel += rel;
+                if (ae > R->maxae) R->maxae = ae;
+                if (rel > R->maxrel) R->maxrel = rel;
+                href_log4(R->ha.c, 1160, -160, &R->ha.under, &R->ha.over, ae);
+                href_log4(R->hr.c, 384, -80, &R->hr.under, &R->hr.over, rel);
+                double Sd = cast ? 1.0 : (double)S[i];
+                double ulp;
+                if (cast && !f->code_value) {   /* bf16, fp16: 2^(exponent - mbits), clamped */
+                    int ex;
+                    frexp(fmin(fmax(ax, f->min_normal), f->max_finite), &ex);
+                    ulp = ldexp(1.0, ex - 1 - f->mbits);
+                } else
+                    ulp = Sd * grid_step(g, ng, Sd == 1.0 ? ax : ax / Sd);
+                double bi = floor((ev / ulp + 1.0) * 32);
+                if (bi < 0) R->hu.under++;
+                else if (bi >= 64) R->hu.over++;
+                else R->hu.c[(int)bi]++;
+            }
+            if (cast) continue;
+            double rmse = bnf ? sqrt(bse2 / (double)bnf) : NAN;
+            if (rmse == 0) R->hb.zero++;
+            else if (!(rmse <= DBL_MAX)) R->hb.nonfinite++;
+            else href_log4(R->hb.c, 1160, -160, &R->hb.under, &R->hb.over, rmse);
+            uint64_t bid = r * bpr + k;
+            R->bam[bid] = bam;
+            R->brmse[bid] = (float)rmse;
+            /* the block's decoded scale: S of its first element (HiF4: the unit's E6M2 value) */
+            double sc = S[i0];
+            uint8_t code0 = meta[k * (size_t)f->meta_bytes];
+            if (!strcmp(f->name, "hif4")) sc = code0 == 0xFF ? NAN : qs_hif4_e6m2_value(code0);
+            R->bratio[bid] = sc > 0 && sc <= DBL_MAX ? (float)((double)bam / sc) : NAN;
+            R->bcode[bid] = code0;
+            if (f->meta_bytes == 1 || !strcmp(f->name, "hif4")) R->hs.c[code0]++;
+        }
+        free(idx);
+    }
+    free(xr); free(yr); free(S); free(codes); free(ones); free(meta); free(y);
+}
+
+static void ref_free(ref *R)
+{
+    free(R->bam); free(R->bratio); free(R->brmse); free(R->bcode);
+    free(R->row_se2); free(R->col_se2); free(R->row_nf); free(R->col_nf);
+}
+
+static void cmp_hist(const char *what, const qs_hist *h, const rhist *r)
+{
+    int bad = 0;
+    for (int i = 0; i < h->nbins; i++)
+        if (h->counts[i] != r->c[i]) {
+            if (bad++ < 5)
+                print_error("%s bin %d: %llu vs ref %llu\n", what, i, (unsigned long long)h->counts[i],
+                            (unsigned long long)r->c[i]);
+        }
+    if (h->zero != r->zero || h->under != r->under || h->over != r->over || h->nonfinite != r->nonfinite) {
+        print_error("%s counters: %llu %llu %llu %llu vs ref %llu %llu %llu %llu\n", what,
+                    (unsigned long long)h->zero, (unsigned long long)h->under, (unsigned long long)h->over,
+                    (unsigned long long)h->nonfinite, (unsigned long long)r->zero, (unsigned long long)r->under,
+                    (unsigned long long)r->over, (unsigned long long)r->nonfinite);
+        bad++;
+    }
+    if (bad) fail_msg("%s differs from the reference", what);
+}
+
+static void check_against_ref(const qs_apply *a, uint64_t rows, uint64_t cols, const float *x, int threads)
+{
+    ref R;
+    ref_analyze(a, rows, cols, x, &R);
+    qs_analysis an;
+    qs_err e = {{0}};
+    if (run(a, rows, cols, x, threads, 1, &an, &e)) fail_msg("%s: %s", a->f->name, e.msg);
+    const qs_metrics *m = &an.m;
+    double nf = (double)R.nfin;
+    assert_int_equal(m->n, rows * cols);
+    assert_int_equal(m->n_finite, R.nfin);
+    assert_close(m->sum_x2, R.sx2, 1e-12);
+    assert_close(m->sum_e2, R.se2, 1e-12);
+    assert_close(m->mse, R.se2 / nf, 1e-12);
+    assert_close(m->sqnr_db, 10 * log10(R.sx2 / R.se2), 1e-11);
+    assert_close(m->mean_err, R.nnonf ? NAN : R.se / nf, 1e-9);
+    assert_close(m->cosine, R.nnonf ? NAN : R.sxq / sqrt(R.sx2 * R.sq2), 1e-12);
+    assert_close(m->mean_rel_err, R.srel / nf, 1e-12);
+    assert_true(m->max_abs_err == R.maxae);
+    assert_true(m->max_rel_err == R.maxrel);
+    assert_true(m->underflow_frac == (double)R.nunder / nf);
+    if (m->clip_frac != (double)R.nclip / nf)
+        fail_msg("%s axis %d rule %d/%d%d%d: clip %.0f vs ref %llu", a->f->name, a->axis, (int)a->o.scale_rule,
+                 a->o.floor_log2f, a->o.nan_block_te, a->o.zero_block_scale, m->clip_frac * nf,
+                 (unsigned long long)R.nclip);
+    assert_true(m->nonfinite_frac == (double)R.nnonf / nf);
+    cmp_hist("value", &an.value, &R.hv);
+    cmp_hist("abs_err", &an.abs_err, &R.ha);
+    cmp_hist("rel_err", &an.rel_err, &R.hr);
+    cmp_hist("ulp_err", &an.ulp_err, &R.hu);
+    assert_int_equal(hist_total(&an.value), rows * cols);
+    assert_int_equal(hist_total(&an.abs_err), R.nfin);
+    assert_int_equal(hist_total(&an.rel_err), R.nfin);
+    assert_int_equal(hist_total(&an.ulp_err), R.nfin);
+    assert_int_equal(an.nblocks, R.nblocks);
+    if (R.nblocks) {
+        cmp_hist("block_err", &an.block_err, &R.hb);
+        assert_int_equal(hist_total(&an.block_err), R.nblocks);
+        if (an.scale_code.nbins) {
+            cmp_hist("scale_code", &an.scale_code, &R.hs);
+            assert_memory_equal(an.block_scale_code, R.bcode, R.nblocks);
+        }
+        assert_memory_equal(an.block_absmax, R.bam, R.nblocks * sizeof(float));
+        assert_memory_equal(an.block_rmse, R.brmse, R.nblocks * sizeof(float));
+        assert_memory_equal(an.block_ratio, R.bratio, R.nblocks * sizeof(float));
+    }
+    if (rows > 1) {
+        for (uint64_t r = 0; r < rows; r++)
+            assert_close(an.row_rmse[r], R.row_nf[r] ? (float)sqrt(R.row_se2[r] / R.row_nf[r]) : NAN, 1e-6);
+        for (uint64_t c = 0; c < cols; c++)
+            assert_close(an.col_rmse[c], R.col_nf[c] ? (float)sqrt(R.col_se2[c] / R.col_nf[c]) : NAN, 1e-6);
+    }
+    qs_analysis_free(&an);
+    ref_free(&R);
+}
+
+static void test_reference_random(void **st)
+{
+    (void)st;
+    const char *names[] = {"fp8_e4m3", "hif8", "mxfp4", "nvfp4", "mxfp8_e4m3", "mxint8", "hif4", "fp6_e2m3"};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+        qs_apply a = mk_apply(names[k]);
+        float *x = make_tensor(48, 320, 100 + k);
+        check_against_ref(&a, 48, 320, x, 2);
+        free(x);
+    }
+    /* int8 with one scale per row, per column, per tensor, and blocks of 64 */
+    qs_gran gr[] = {QS_GRAN_ROW, QS_GRAN_COL, QS_GRAN_TENSOR};
+    for (int k = 0; k < 3; k++) {
+        qs_apply a = mk_apply("int8");
+        a.gran = gr[k];
+        float *x = make_tensor(40, 200, 7 + (uint64_t)k);
+        check_against_ref(&a, 40, 200, x, 2);
+        free(x);
+    }
+    qs_apply a = mk_apply("int4");
+    a.o.block = 64;
+    float *x = make_tensor(33, 250, 9);
+    check_against_ref(&a, 33, 250, x, 2);
+    free(x);
+}
+
+static void test_reference_layouts_and_rules(void **st)
+{
+    (void)st;
+    /* axis 0 (columns are runs), partial last blocks, 1-D rows longer than a band */
+    const char *ax0[] = {"mxfp4", "nvfp4", "hif4", "int8"};
+    for (int k = 0; k < 4; k++) {
+        qs_apply a = mk_apply(ax0[k]);
+        a.axis = 0;
+        if (!strcmp(ax0[k], "int8")) a.o.block = 32;
+        float *x = make_tensor(150, 70, 40 + (uint64_t)k);
+        check_against_ref(&a, 150, 70, x, 3);
+        free(x);
+    }
+    /* every MX scale rule and library variant: the proxy scale codes against a full encode */
+    struct { qs_scale_rule r; int log2f, te, zb; } v[] = {
+        {QS_SCALE_FLOOR, 0, 0, 0}, {QS_SCALE_CEIL, 0, 0, 0}, {QS_SCALE_EVEN, 0, 0, 0},
+        {QS_SCALE_RCEIL, 0, 0, 0}, {QS_SCALE_UOS, 0, 0, 0}, {QS_SCALE_FLOOR, 1, 0, 0},
+        {QS_SCALE_FLOOR, 0, 1, 0}, {QS_SCALE_FLOOR, 0, 0, QS_ZERO_BLOCK_SCALE(0x7f)},
+    };
+    const char *mx[] = {"mxfp4", "mxint8", "mxfp8_e5m2", "mxfp6_e3m2"};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        for (int k = 0; k < 4; k++) {
+            qs_apply a = mk_apply(mx[k]);
+            a.o.scale_rule = v[i].r;
+            a.o.floor_log2f = v[i].log2f;
+            a.o.nan_block_te = v[i].te;
+            a.o.zero_block_scale = v[i].zb;
+            float *x = make_tensor(16, 96, 70 + i * 4 + (uint64_t)k);
+            for (int z = 0; z < 32; z++) x[2 * 96 + z] = 0;          /* an all-zero block */
+            x[5 * 96 + 3] = INFINITY;                                   /* an Inf block (te: 0xFE) */
+            x[7 * 96 + 40] = 0x1.fffffep+2f;                            /* log2f rounds up (T28) */
+            check_against_ref(&a, 16, 96, x, 2);
+            free(x);
+        }
+    /* NVFP4 torchao order; int4 per row; rounding modes */
+    qs_apply a = mk_apply("nvfp4");
+    a.o.nvfp4 = QS_NVFP4_TORCHAO;
+    float *x = make_tensor(20, 160, 5);
+    check_against_ref(&a, 20, 160, x, 2);
+    a = mk_apply("int4");
+    a.gran = QS_GRAN_ROW;
+    check_against_ref(&a, 20, 160, x, 2);
+    a = mk_apply("mxfp4");
+    a.o.round = QS_RND_SR;
+    a.o.seed = 42;
+    check_against_ref(&a, 20, 160, x, 2);
+    a = mk_apply("hif8");
+    a.o.round = QS_RND_HR;
+    check_against_ref(&a, 20, 160, x, 2);
+    free(x);
+}
+
+/* NaN and Inf inputs, overflow to NaN / Inf, saturation. */
+static void test_nonfinite(void **st)
+{
+    (void)st;
+    float *x = make_tensor(8, 64, 3);
+    x[3] = NAN;
+    x[70] = INFINITY;
+    x[100] = -INFINITY;
+    x[200] = 1000.0f;       /* fp8_e4m3: NaN (clipped and non-finite); --sat: 448 */
+    x[201] = -470.0f;
+    x[300] = 70000.0f;      /* fp16 / e5m2: Inf */
+    const char *names[] = {"fp8_e4m3", "fp8_e5m2", "hif8", "mxfp4", "nvfp4", "int8", "hif4"};
+    for (int sat = 0; sat < 2; sat++)
+        for (int k = 0; k < 7; k++) {
+            qs_apply a = mk_apply(names[k]);
+            a.o.sat = sat && a.f->block == 1;
+            if (!strcmp(names[k], "int8")) a.gran = QS_GRAN_ROW;
+            check_against_ref(&a, 8, 64, x, 2);
+            qs_analysis an;
+            qs_err e = {{0}};
+            assert_int_equal(run(&a, 8, 64, x, 2, 0, &an, &e), 0);
+            assert_int_equal(an.m.n_finite, 8 * 64 - 3);
+            assert_int_equal(an.value.nonfinite, 3);
+            if (!strcmp(names[k], "fp8_e4m3")) {
+                assert_true(an.m.clip_frac == 3.0 / an.m.n_finite);   /* 1000, -470, 70000 */
+                if (sat) {
+                    assert_true(an.m.nonfinite_frac == 0);
+                    assert_true(isfinite(an.m.mse) && isfinite(an.m.cosine));
+                } else {
+                    assert_true(an.m.nonfinite_frac == 3.0 / an.m.n_finite);
+                    assert_true(an.m.mse == INFINITY && an.m.sqnr_db == -INFINITY);
+                    assert_true(an.m.eff_bits_sqnr == -INFINITY && an.m.max_abs_err == INFINITY);
+                    assert_true(isnan(an.m.mean_err) && isnan(an.m.cosine));
+                    assert_int_equal(an.abs_err.nonfinite, 3);
+                    char *js = qs_metrics_json(&an.m);
+                    assert_non_null(strstr(js, "\"mse\":\"inf\""));
+                    assert_non_null(strstr(js, "\"sqnr_db\":\"-inf\""));
+                    assert_non_null(strstr(js, "\"cosine\":null"));
+                    free(js);
+                }
+            }
+            if (!strcmp(names[k], "mxfp4")) assert_true(an.m.nonfinite_frac > 0);   /* NaN/Inf blocks */
+            qs_analysis_free(&an);
+        }
+    free(x);
+    /* all non-finite: metrics NaN, fractions 0 */
+    float bad[4] = {NAN, INFINITY, -INFINITY, NAN};
+    qs_apply a = mk_apply("bf16");
+    qs_analysis an;
+    qs_err e = {{0}};
+    assert_int_equal(run(&a, 1, 4, bad, 1, 0, &an, &e), 0);
+    assert_int_equal(an.m.n_finite, 0);
+    assert_true(isnan(an.m.mse) && isnan(an.m.sqnr_db) && an.m.clip_frac == 0);
+    assert_int_equal(an.value.nonfinite, 4);
+    assert_int_equal(hist_total(&an.abs_err), 0);
+    qs_analysis_free(&an);
+}
+
+/* fp32 is the identity: no error, SQNR and effective bits +inf. */
+static void test_identity(void **st)
+{
+    (void)st;
+    float *x = make_tensor(64, 100, 11);
+    qs_apply a = mk_apply("fp32");
+    qs_analysis an;
+    qs_err e = {{0}};
+    assert_int_equal(run(&a, 64, 100, x, 2, 1, &an, &e), 0);
+    assert_true(an.m.mse == 0 && an.m.sum_e2 == 0 && an.m.max_abs_err == 0 && an.m.max_rel_err == 0);
+    assert_true(an.m.sqnr_db == INFINITY && an.m.eff_bits_energy == INFINITY && an.m.eff_bits_sqnr == INFINITY);
+    assert_true(an.m.cosine == 1.0 || fabs(an.m.cosine - 1.0) < 1e-15);
+    assert_true(an.m.underflow_frac == 0 && an.m.clip_frac == 0 && an.m.mean_err == 0);
+    assert_int_equal(an.abs_err.zero, 64 * 100);
+    assert_int_equal(an.ulp_err.zero, 64 * 100);
+    for (int r = 0; r < 64; r++) assert_true(an.row_rmse[r] == 0);
+    char *js = qs_metrics_json(&an.m);
+    json_error_t je;
+    json_t *o = json_loads(js, 0, &je);
+    assert_non_null(o);
+    assert_string_equal(json_string_value(json_object_get(o, "sqnr_db")), "inf");
+    assert_string_equal(json_string_value(json_object_get(o, "eff_bits_sqnr")), "inf");
+    assert_int_equal(json_integer_value(json_object_get(o, "n")), 6400);
+    assert_true(json_real_value(json_object_get(o, "mse")) == 0);
+    json_decref(o);
+    free(js);
+    qs_analysis_free(&an);
+    free(x);
+}
+
+/* SQNR, MSE and the two effective-bit definitions agree with each other. */
+static void test_invariants(void **st)
+{
+    (void)st;
+    float *x = make_tensor(96, 256, 12);
+    const char *names[] = {"bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "mxfp4", "mxfp8_e4m3", "nvfp4", "hif8", "hif4",
+                           "int8", "int4", "m2xfp4", "mxfp6_e2m3"};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+        qs_apply a = mk_apply(names[k]);
+        if (!strcmp(a.f->family, "int")) a.gran = QS_GRAN_ROW;
+        a.o.sat = a.f->block == 1;   /* no overflow to NaN/Inf here (see test_nonfinite) */
+        qs_analysis an;
+        qs_err e = {{0}};
+        if (run(&a, 96, 256, x, 2, 1, &an, &e)) fail_msg("%s: %s", names[k], e.msg);
+        const qs_metrics *m = &an.m;
+        assert_true(m->sqnr_db == 10 * log10(m->sum_x2 / m->sum_e2));
+        assert_true(m->mse == m->sum_e2 / (double)m->n_finite);
+        assert_true(m->rmse == sqrt(m->mse));
+        assert_true(m->eff_bits_sqnr == (m->sqnr_db - 1.76) / 6.02);
+        assert_close(m->eff_bits_energy, m->sqnr_db / (20 * log10(2.0)), 1e-12);
+        assert_close(m->sqnr_db, 10 * log10(m->sum_x2 / ((double)m->n_finite * m->mse)), 1e-14);
+        if (!(m->cosine > 0.5 && m->cosine <= 1.0)) fail_msg("%s: cosine %.17g", names[k], m->cosine);
+        assert_true(m->bits_per_elem == qs_format_bits_per_elem(a.f, &a.o) || !strcmp(a.f->family, "int") ||
+                    !strcmp(a.f->family, "nvfp4"));
+        assert_int_equal(hist_total(&an.value), 96 * 256);
+        assert_int_equal(hist_total(&an.abs_err), m->n_finite);
+        assert_int_equal(hist_total(&an.rel_err), m->n_finite);
+        assert_int_equal(hist_total(&an.ulp_err), m->n_finite);
+        if (an.nblocks) assert_int_equal(hist_total(&an.block_err), an.nblocks);
+        if (an.scale_code.nbins) assert_int_equal(hist_total(&an.scale_code), an.nblocks);
+        /* round to nearest: never more than half an ulp (HR and the HiF4/M2XFP scale search aside) */
+        if (a.f->block == 1 && strcmp(names[k], "hif8")) {
+            for (int i = 0; i < 16; i++) assert_int_equal(an.ulp_err.counts[i], 0);
+            for (int i = 49; i < 64; i++) assert_int_equal(an.ulp_err.counts[i], 0);
+        }
+        /* JSON of the histograms: edges n+1, counts n; null for what a format does not have */
+        char *js = qs_hists_json(&an);
+        json_error_t je;
+        json_t *o = json_loads(js, 0, &je);
+        assert_non_null(o);
+        json_t *hv = json_object_get(o, "value");
+        assert_string_equal(json_string_value(json_object_get(hv, "scale")), "log2");
+        assert_int_equal(json_array_size(json_object_get(hv, "edges")), an.value.nbins + 1);
+        assert_int_equal(json_array_size(json_object_get(hv, "counts")), an.value.nbins);
+        assert_true(json_real_value(json_array_get(json_object_get(hv, "edges"), 0)) == -160);
+        json_t *hs = json_object_get(o, "scale_code");
+        if (an.scale_code.nbins) assert_string_equal(json_string_value(json_object_get(hs, "scale")), "code");
+        else assert_true(json_is_null(hs));
+        assert_string_equal(json_string_value(json_object_get(json_object_get(o, "ulp_err"), "scale")), "linear");
+        json_decref(o);
+        free(js);
+        qs_analysis_free(&an);
+    }
+    free(x);
+}
+
+/* Bit-identical results for 1, 2 and 3 threads, across several bands. */
+static void same_analysis(const qs_analysis *a, const qs_analysis *b)
+{
+    assert_memory_equal(&a->m, &b->m, sizeof a->m);
+    const qs_hist *ha[] = {&a->value, &a->abs_err, &a->rel_err, &a->ulp_err, &a->scale_code, &a->block_err};
+    const qs_hist *hb[] = {&b->value, &b->abs_err, &b->rel_err, &b->ulp_err, &b->scale_code, &b->block_err};
+    for (int k = 0; k < 6; k++) {
+        assert_int_equal(ha[k]->nbins, hb[k]->nbins);
+        if (ha[k]->nbins) assert_memory_equal(ha[k]->counts, hb[k]->counts, (size_t)ha[k]->nbins * 8);
+        assert_true(ha[k]->zero == hb[k]->zero && ha[k]->under == hb[k]->under && ha[k]->over == hb[k]->over &&
+                    ha[k]->nonfinite == hb[k]->nonfinite);
+    }
+    assert_int_equal(a->nblocks, b->nblocks);
+    if (a->block_rmse) {
+        assert_memory_equal(a->block_rmse, b->block_rmse, a->nblocks * 4);
+        assert_memory_equal(a->block_absmax, b->block_absmax, a->nblocks * 4);
+        assert_memory_equal(a->block_ratio, b->block_ratio, a->nblocks * 4);
+    }
+    if (a->block_scale_code) assert_memory_equal(a->block_scale_code, b->block_scale_code, a->nblocks);
+    if (a->row_rmse) {
+        assert_memory_equal(a->row_rmse, b->row_rmse, a->rows * 4);
+        assert_memory_equal(a->col_rmse, b->col_rmse, a->cols * 4);
+    }
+}
+
+static void test_threads_identical(void **st)
+{
+    (void)st;
+    struct { const char *f; uint64_t rows, cols; int axis; qs_gran g; } c[] = {
+        {"fp8_e4m3", 2600, 1000, 1, QS_GRAN_BLOCK},   /* 3 row bands */
+        {"mxfp4", 2600, 1000, 1, QS_GRAN_BLOCK},
+        {"mxfp4", 2600, 1000, 0, QS_GRAN_BLOCK},      /* column runs */
+        {"nvfp4", 1, 2600000, 1, QS_GRAN_BLOCK},      /* 1-D: pieces of one row */
+        {"int8", 2600, 1000, 1, QS_GRAN_ROW},
+        {"int8", 1300, 1000, 1, QS_GRAN_COL},         /* in memory, per column */
+        {"int8", 1300, 1000, 1, QS_GRAN_TENSOR},
+        {"hif4", 1200, 1024, 1, QS_GRAN_BLOCK},
+    };
+    for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
+        float *x = make_tensor(c[k].rows, c[k].cols, 500 + k);
+        x[12345] = NAN;
+        qs_apply a = mk_apply(c[k].f);
+        a.axis = c[k].axis;
+        a.gran = c[k].g;
+        qs_analysis an[3];
+        for (int t = 0; t < 3; t++) {
+            qs_err e = {{0}};
+            if (run(&a, c[k].rows, c[k].cols, x, t + 1, 1, &an[t], &e)) fail_msg("%s: %s", c[k].f, e.msg);
+        }
+        same_analysis(&an[0], &an[1]);
+        same_analysis(&an[0], &an[2]);
+        for (int t = 0; t < 3; t++) qs_analysis_free(&an[t]);
+        free(x);
+    }
+}
+
+/* Axis 0 of x is axis 1 of x transposed: same histograms and blocks, rows <-> columns. */
+static void test_axis0_vs_axis1(void **st)
+{
+    (void)st;
+    uint64_t R = 96, C = 80;
+    float *x = make_tensor(R, C, 21), *xt = malloc(R * C * sizeof(float));
+    for (uint64_t r = 0; r < R; r++)
+        for (uint64_t c = 0; c < C; c++) xt[c * R + r] = x[r * C + c];
+    const char *names[] = {"mxfp4", "nvfp4", "hif4", "fp8_e4m3"};
+    for (int k = 0; k < 4; k++) {
+        qs_apply a0 = mk_apply(names[k]), a1 = mk_apply(names[k]);
+        a0.axis = 0;
+        qs_analysis p, q;
+        qs_err e = {{0}};
+        assert_int_equal(run(&a0, R, C, x, 2, 1, &p, &e), 0);
+        assert_int_equal(run(&a1, C, R, xt, 2, 1, &q, &e), 0);
+        assert_memory_equal(p.value.counts, q.value.counts, (size_t)p.value.nbins * 8);
+        assert_memory_equal(p.abs_err.counts, q.abs_err.counts, (size_t)p.abs_err.nbins * 8);
+        assert_memory_equal(p.ulp_err.counts, q.ulp_err.counts, (size_t)p.ulp_err.nbins * 8);
+        assert_true(p.m.clip_frac == q.m.clip_frac && p.m.underflow_frac == q.m.underflow_frac);
+        assert_true(p.m.max_abs_err == q.m.max_abs_err);
+        assert_close(p.m.mse, q.m.mse, 1e-12);
+        assert_int_equal(p.nblocks, q.nblocks);
+        if (p.nblocks) {
+            assert_memory_equal(p.block_rmse, q.block_rmse, p.nblocks * 4);
+            assert_memory_equal(p.block_ratio, q.block_ratio, p.nblocks * 4);
+        }
+        for (uint64_t r = 0; r < R; r++) assert_close(p.row_rmse[r], q.col_rmse[r], 1e-6);
+        for (uint64_t c = 0; c < C; c++) assert_close(p.col_rmse[c], q.row_rmse[c], 1e-6);
+        qs_analysis_free(&p);
+        qs_analysis_free(&q);
+    }
+    free(x);
+    free(xt);
+}
+
+/* 1-D (one row): no row/column arrays; a given absmax gives the same result without the pre-pass. */
+static void test_1d_and_absmax(void **st)
+{
+    (void)st;
+    uint64_t n = 5000;
+    float *x = make_tensor(1, n, 31);
+    float am = 0;
+    for (uint64_t i = 0; i < n; i++) am = fabsf(x[i]) > am ? fabsf(x[i]) : am;
+    const char *names[] = {"mxfp4", "nvfp4", "bf16"};
+    for (int k = 0; k < 3; k++) {
+        qs_apply a = mk_apply(names[k]);
+        check_against_ref(&a, 1, n, x, 2);
+        qs_analysis p, q;
+        qs_err e = {{0}};
+        src s = {x, n, UINT64_MAX, 0};
+        qs_analyze_opts o;
+        memset(&o, 0, sizeof o);
+        o.threads = 2;
+        o.blocks = 1;
+        assert_int_equal(qs_analyze(&a, 1, n, rd_mem, &s, 1, &o, &p, &e), 0);
+        int reads_pre = s.reads;
+        s.reads = 0;
+        o.absmax_known = 1;
+        o.absmax = am;
+        assert_int_equal(qs_analyze(&a, 1, n, rd_mem, &s, 0, &o, &q, &e), 0);
+        assert_true(s.reads < reads_pre);          /* one read of each element instead of two */
+        assert_null(p.row_rmse);
+        assert_null(p.col_rmse);
+        same_analysis(&p, &q);
+        qs_analysis_free(&p);
+        qs_analysis_free(&q);
+    }
+    free(x);
+    /* an empty tensor */
+    qs_apply a = mk_apply("mxfp4");
+    qs_analysis an;
+    qs_err e = {{0}};
+    assert_int_equal(run(&a, 0, 16, NULL, 2, 1, &an, &e), 0);
+    assert_int_equal(an.m.n, 0);
+    assert_true(isnan(an.m.mse));
+    qs_analysis_free(&an);
+}
+
+/* A read that fails midway: the call fails with the reader's message and leaks nothing. */
+static void test_read_failure(void **st)
+{
+    (void)st;
+    uint64_t R = 3000, C = 1000;
+    float *x = make_tensor(R, C, 41);
+    const char *names[] = {"fp8_e4m3", "mxfp4", "int8"};
+    for (int k = 0; k < 3; k++)
+        for (int known = 0; known < 2; known++)
+            for (int t = 1; t <= 2; t++) {
+                qs_apply a = mk_apply(names[k]);
+                if (k == 2) a.gran = QS_GRAN_TENSOR;
+                src s = {x, R * C, 2100000, 0};
+                qs_analyze_opts o;
+                memset(&o, 0, sizeof o);
+                o.threads = t;
+                o.blocks = 1;
+                o.absmax_known = known;
+                o.absmax = 1;
+                qs_analysis an;
+                qs_err e = {{0}};
+                assert_int_equal(qs_analyze(&a, R, C, rd_mem, &s, 0, &o, &an, &e), -1);
+                assert_non_null(strstr(e.msg, "disk on fire at 2100000"));
+                assert_null(an.value.counts);
+                assert_null(an.block_rmse);
+            }
+    free(x);
+}
+
+typedef struct pstate {
+    int calls, cancel_after;
+    uint64_t last, total;
+    pthread_t caller;
+    int wrong_thread, backwards;
+} pstate;
+
+static int prog(void *ctx, uint64_t done, uint64_t total)
+{
+    pstate *p = ctx;
+    if (!pthread_equal(pthread_self(), p->caller)) p->wrong_thread = 1;
+    if (done < p->last || done > total) p->backwards = 1;
+    p->last = done;
+    p->total = total;
+    return ++p->calls == p->cancel_after;
+}
+
+static void test_progress_and_cancel(void **st)
+{
+    (void)st;
+    uint64_t R = 4000, C = 1000;
+    float *x = make_tensor(R, C, 51);
+    for (int known = 0; known < 2; known++)
+        for (int t = 1; t <= 2; t++) {
+            qs_apply a = mk_apply("mxfp4");
+            src s = {x, R * C, UINT64_MAX, 0};
+            pstate ps = {0, 0, 0, 0, pthread_self(), 0, 0};
+            qs_analyze_opts o;
+            memset(&o, 0, sizeof o);
+            o.threads = t;
+            o.blocks = 1;
+            o.absmax_known = known;
+            o.absmax = 10;
+            o.progress = prog;
+            o.progress_ctx = &ps;
+            qs_analysis an;
+            qs_err e = {{0}};
+            assert_int_equal(qs_analyze(&a, R, C, rd_mem, &s, 1, &o, &an, &e), 0);
+            assert_false(ps.wrong_thread);
+            assert_false(ps.backwards);
+            assert_true(ps.calls >= 2);
+            assert_int_equal(ps.total, R * C * (known ? 1 : 2));
+            assert_int_equal(ps.last, ps.total);
+            qs_analysis_free(&an);
+            /* cancel at the first call, then at the second */
+            for (int at = 1; at <= 2; at++) {
+                pstate pc = {0, at, 0, 0, pthread_self(), 0, 0};
+                o.progress_ctx = &pc;
+                assert_int_equal(qs_analyze(&a, R, C, rd_mem, &s, 1, &o, &an, &e), -1);
+                assert_string_equal(e.msg, "cancelled");
+                assert_int_equal(pc.calls, at);
+                assert_null(an.value.counts);
+            }
+        }
+    free(x);
+}
+
+/* The format's options are validated; block formats refuse per-row granularity, as format_apply. */
+static void test_errors(void **st)
+{
+    (void)st;
+    float x[4] = {1, 2, 3, 4};
+    qs_apply a = mk_apply("mxfp4");
+    a.gran = QS_GRAN_ROW;
+    qs_analysis an;
+    qs_err e = {{0}};
+    assert_int_equal(run(&a, 1, 4, x, 1, 0, &an, &e), -1);
+    assert_non_null(strstr(e.msg, "fixed blocks"));
+    a = mk_apply("fp8_e4m3");
+    a.o.round = QS_RND_HR;
+    assert_int_equal(run(&a, 1, 4, x, 1, 0, &an, &e), -1);
+    assert_non_null(strstr(e.msg, "does not support rounding"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fp4_by_hand),
+        cmocka_unit_test(test_mxfp4_by_hand),
+        cmocka_unit_test(test_reference_random),
+        cmocka_unit_test(test_reference_layouts_and_rules),
+        cmocka_unit_test(test_nonfinite),
+        cmocka_unit_test(test_identity),
+        cmocka_unit_test(test_invariants),
+        cmocka_unit_test(test_threads_identical),
+        cmocka_unit_test(test_axis0_vs_axis1),
+        cmocka_unit_test(test_1d_and_absmax),
+        cmocka_unit_test(test_read_failure),
+        cmocka_unit_test(test_progress_and_cancel),
+        cmocka_unit_test(test_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
