@@ -10,6 +10,8 @@
 
 #include "cli.h"
 #include "quant_opts.h"
+#define DEFAULT_REPORT_FORMATS "bf16,fp8_e4m3,fp8_e5m2,hif8,mxfp8_e4m3,mxfp6_e2m3,mxfp4,nvfp4,hif4,m2xfp4,\n" \
+    "                      int8:gran=row,int4:block=32"
 #include "../kernels/qs_version.h"
 
 const qs_command qs_commands[] = {
@@ -106,6 +108,43 @@ const qs_command qs_commands[] = {
      "\n"
      QS_QUANT_OPTS_HELP
      "  --table             list every code", qs_cmd_explain, 0},
+    {"analyze", "[TENSOR... | --all] -f F1,F2,... [format options] [--blocks] [--force] [--json | --csv]",
+     "quantization error metrics of tensors under formats, stored and reused",
+     "For every tensor (names or globs; --all for every tensor) and every format of the list, computes\n"
+     "MSE, RMSE, SQNR, effective bits by two definitions (-1/2 log2(sum e^2 / sum x^2) and\n"
+     "(SQNR - 1.76) / 6.02), max absolute error, max and mean relative error, bias, cosine similarity,\n"
+     "underflow, clipping and NaN/Inf fractions and bits per element, with histograms (values,\n"
+     "absolute/relative/ulp errors, scale codes, block errors), and stores them.  A stored result is\n"
+     "reused when tensor content, format, options and qscope version are the same (--force\n"
+     "recomputes).  Tensors are streamed with bounded memory on both cores; a progress bar shows on a\n"
+     "terminal; Ctrl-C stores nothing of the unfinished result.\n"
+     "\n"
+     "A format entry may carry its own options: -f mxfp4:scale-rule=rceil,mxfp4:block=16,nvfp4.\n"
+     "\n"
+     QS_QUANT_OPTS_HELP
+     "  --blocks            also store per-block scale codes, absmax, amax/scale and RMSE, and\n"
+     "                      per-row/column RMSE of 2-D tensors (for the workbench and block plots)\n"
+     "  --force             recompute even if a stored result exists\n"
+     "  -j, --jobs N        threads (default 2)\n"
+     "  --json | --csv      machine output", qs_cmd_analyze, 1},
+    {"report", "[-o DIR] [--format md|html|json|csv] [--tensors PATTERN] [--formats LIST] [options]",
+     "write a report: which format loses least on each tensor, and why",
+     "For every tensor matching PATTERN (default all), analyzes it under every format of LIST (stored\n"
+     "results are reused; missing ones are computed) and writes DIR/report.FORMAT (default report/\n"
+     "report.md): per tensor the formats ranked by effective bits, the Pareto front of bits per element\n"
+     "against effective bits, the main error source of each format (underflow, clipping, rounding,\n"
+     "overflow), a recommendation, and the plots as PNG files in DIR.  --format html writes one\n"
+     "self-contained file with the images embedded; json and csv give the same numbers as\n"
+     "`qscope analyze --json`.\n"
+     "\n"
+     "  -o DIR              output directory (default report)\n"
+     "  --format F          md (default), html, json, csv\n"
+     "  --tensors PATTERN   glob of tensor names (default *)\n"
+     "  --formats LIST      formats to compare, with per-format options as in analyze (default\n"
+     "                      " DEFAULT_REPORT_FORMATS ")\n"
+     "  --no-plots          skip the PNG files\n"
+     "\n"
+     "Format options (--round, --scale-rule, ...) apply to every format of the list.", qs_cmd_report, 1},
     {"info", "[--json]", "summary of the database",
      "Prints the database path, schema version, counts of sources, tensors, elements and bytes\n"
      "(referenced and embedded), results and RL runs, and the largest tensors.", qs_cmd_info, 1},
@@ -119,7 +158,7 @@ const qs_command qs_commands[] = {
      "right size).  Exit 1 if anything is wrong.", qs_cmd_check, 1},
     {"schema", "", "print the database schema (SQL)",
      "Prints the SQL of the current schema, for use with sqlite3.", qs_cmd_schema, 0},
-    {"bench", "[formats [-f LIST]] [--quick] [--json] [--npy FILE]", "measure throughput",
+    {"bench", "[formats [-f LIST] | analyze] [--quick] [--json] [--npy FILE]", "measure throughput",
      "`qscope bench` times the store's hot paths on generated data, min and median of repeated\n"
      "runs: hashing, decode of each storage dtype to float32, statistics (1 and 2 threads), and an\n"
      "end-to-end import of a .npy file (--npy FILE to use yours).\n"
@@ -127,6 +166,9 @@ const qs_command qs_commands[] = {
      "`qscope bench formats` times fake-quantize and encode of every format (or the comma-separated\n"
      "-f LIST) on 16M float32 values, one and two threads, next to memcpy in the same run, and checks\n"
      "that two threads give the same bits as one and that decode(encode) equals fake-quantize.\n"
+     "\n"
+     "`qscope bench analyze` times the analysis (metrics and histograms) of a 64M-element tensor\n"
+     "under 10 formats against fake-quantization alone, in the same run.\n"
      "--quick uses 1M values.", qs_cmd_bench, 0},
     {"plot", "KIND [TENSOR] -o FILE.png|- [-f F1,F2] [--width W --height H --dpi D --title T --logx --logy]",
      "draw a result as a PNG (with provenance) or in the terminal",

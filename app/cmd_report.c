@@ -1,0 +1,352 @@
+/*
+** `qscope report`: a batch report answering "which format, and why" for a set of tensors.
+**
+** Per tensor: the formats ranked by effective bits, the Pareto front of bits per element against
+** effective bits, where the error comes from (underflow, clipping, rounding), and the plots as PNG
+** files.  Results come from the store (`analyze` is run for the missing ones), so the numbers are
+** exactly those of `qscope analyze --json`.  Markdown, one self-contained HTML file (images
+** embedded), JSON or CSV.
+*/
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "analyze_run.h"
+#include "cli.h"
+#include "quant_opts.h"
+#include "report_plots.h"
+#include "../kernels/qs_version.h"
+#include "../store/tensor.h"
+
+#define DEFAULT_FORMATS "bf16,fp8_e4m3,fp8_e5m2,hif8,mxfp8_e4m3,mxfp6_e2m3,mxfp4,nvfp4,hif4,m2xfp4,int8:gran=row,int4:block=32"
+
+static double jnum(json_t *o, const char *k)
+{
+    json_t *v = json_object_get(o, k);
+    if (json_is_string(v)) return !strcmp(json_string_value(v), "inf") ? INFINITY : !strcmp(json_string_value(v), "-inf") ? -INFINITY : NAN;
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+static int by_effbits(const void *a, const void *b)
+{
+    json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+    double ex = jnum(json_object_get(x, "metrics"), "eff_bits_energy"), ey = jnum(json_object_get(y, "metrics"), "eff_bits_energy");
+    if (isnan(ex)) ex = -INFINITY;
+    if (isnan(ey)) ey = -INFINITY;
+    return (ex < ey) - (ex > ey);
+}
+
+/* Mark the Pareto front: no other format has fewer-or-equal bits and more effective bits. */
+static void mark_pareto(json_t *rows)
+{
+    size_t i, j;
+    json_t *a, *b;
+    json_array_foreach(rows, i, a) {
+        double ba = jnum(json_object_get(a, "metrics"), "bits_per_elem"), ea = jnum(json_object_get(a, "metrics"), "eff_bits_energy");
+        int dominated = 0;
+        json_array_foreach(rows, j, b) {
+            if (i == j) continue;
+            double bb = jnum(json_object_get(b, "metrics"), "bits_per_elem"), eb = jnum(json_object_get(b, "metrics"), "eff_bits_energy");
+            if (bb <= ba && eb >= ea && (bb < ba || eb > ea)) dominated = 1;
+        }
+        json_object_set_new(a, "pareto", json_boolean(!dominated));
+    }
+}
+
+static const char *error_source(json_t *m)
+{
+    double u = jnum(m, "underflow_frac"), c = jnum(m, "clip_frac"), nf = jnum(m, "nonfinite_frac");
+    if (nf > 0) return "overflow to NaN/Inf";
+    if (c > 1e-3 && c >= u) return "clipping";
+    if (u > 0.05) return "underflow";
+    return "rounding";
+}
+
+static void fmt_eff(double v, char *buf, size_t cap)
+{
+    if (isinf(v) && v > 0) snprintf(buf, cap, "exact");
+    else if (!isfinite(v)) snprintf(buf, cap, "none (NaN/Inf)");
+    else snprintf(buf, cap, "%.2f", v);
+}
+
+static int write_md(FILE *f, json_t *doc, int html_links)
+{
+    (void)html_links;
+    fprintf(f, "# qscope report\n\n%s, database `%s`, %s.\n\n", json_string_value(json_object_get(doc, "tool")),
+            json_string_value(json_object_get(doc, "database")), json_string_value(json_object_get(doc, "created")));
+    fprintf(f, "Effective bits are `-1/2 log2(sum e^2 / sum x^2)`; bits per element include block metadata. "
+               "A format is on the Pareto front when no other format has at most its bits and more effective bits.\n\n");
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(doc, "tensors"), i, t) {
+        json_t *rows = json_object_get(t, "results");
+        fprintf(f, "## %s\n\n`%s`, shape %s, %s, hash `%s`\n\n", json_string_value(json_object_get(t, "name")),
+                json_string_value(json_object_get(t, "dtype")), json_string_value(json_object_get(t, "shape_str")),
+                json_string_value(json_object_get(t, "stats_line")), json_string_value(json_object_get(t, "hash")));
+        /* The answer per bit budget: the most accurate format within each budget. */
+        static const double budgets[] = {4.5, 6.25, 8.25, 16, 32};
+        fprintf(f, "**Which format:**");
+        int said = 0;
+        double prev_eff = -INFINITY;
+        size_t k;
+        json_t *r;
+        for (size_t bi = 0; bi < sizeof budgets / sizeof *budgets; bi++) {
+            json_t *best = NULL;
+            json_array_foreach(rows, k, r) {
+                json_t *m = json_object_get(r, "metrics");
+                double eb = jnum(m, "eff_bits_energy");
+                /* tolerance: per-tensor scales add a few millionths of a bit */
+                if (jnum(m, "bits_per_elem") > budgets[bi] + 0.01 || isnan(eb) || eb == -INFINITY) continue;
+                if (!best || eb > jnum(json_object_get(best, "metrics"), "eff_bits_energy")) best = r;
+            }
+            if (!best) continue;
+            double eb = jnum(json_object_get(best, "metrics"), "eff_bits_energy");
+            if (eb <= prev_eff) continue;     /* a bigger budget that buys nothing is not worth a line */
+            prev_eff = eb;
+            char e1[24];
+            fmt_eff(eb, e1, sizeof e1);
+            fprintf(f, "%s at ≤ %g bits/element **%s** (%s effective bits)", said ? ";" : "", budgets[bi],
+                    json_string_value(json_object_get(best, "label")), e1);
+            said = 1;
+        }
+        fprintf(f, "%s\n\n", said ? "." : " no format kept the values finite.");
+        fprintf(f, "| rank | format | bits/elem | eff. bits | SQNR dB | max rel err | underflow | clipped | main error source | Pareto |\n");
+        fprintf(f, "|---:|---|---:|---:|---:|---:|---:|---:|---|:-:|\n");
+        json_array_foreach(rows, k, r) {
+            json_t *m = json_object_get(r, "metrics");
+            char e1[16];
+            fmt_eff(jnum(m, "eff_bits_energy"), e1, sizeof e1);
+            fprintf(f, "| %zu | %s | %.3g | %s | %.2f | %.3g | %.3f%% | %.4f%% | %s | %s |\n", k + 1,
+                    json_string_value(json_object_get(r, "label")), jnum(m, "bits_per_elem"), e1, jnum(m, "sqnr_db"),
+                    jnum(m, "max_rel_err"), 100 * jnum(m, "underflow_frac"), 100 * jnum(m, "clip_frac"), error_source(m),
+                    json_is_true(json_object_get(r, "pareto")) ? "●" : "");
+        }
+        fprintf(f, "\n");
+        json_t *imgs = json_object_get(t, "plots");
+        json_t *img;
+        json_array_foreach(imgs, k, img)
+            fprintf(f, "![%s](%s)\n\n", json_string_value(json_object_get(img, "title")), json_string_value(json_object_get(img, "file")));
+    }
+    return ferror(f) ? -1 : 0;
+}
+
+static const char b64chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static int embed_png(FILE *out, const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    unsigned char in[3];
+    size_t n;
+    while ((n = fread(in, 1, 3, f)) > 0) {
+        char o[4];
+        o[0] = b64chars[in[0] >> 2];
+        o[1] = b64chars[((in[0] & 3) << 4) | (n > 1 ? in[1] >> 4 : 0)];
+        o[2] = n > 1 ? b64chars[((in[1] & 15) << 2) | (n > 2 ? in[2] >> 6 : 0)] : '=';
+        o[3] = n > 2 ? b64chars[in[2] & 63] : '=';
+        fwrite(o, 1, 4, out);
+        if (n < 3) break;
+    }
+    fclose(f);
+    return 0;
+}
+
+static void html_esc(FILE *f, const char *s)
+{
+    for (; s && *s; s++) {
+        if (*s == '<') fputs("&lt;", f);
+        else if (*s == '>') fputs("&gt;", f);
+        else if (*s == '&') fputs("&amp;", f);
+        else if (*s == '"') fputs("&quot;", f);
+        else fputc(*s, f);
+    }
+}
+
+static int write_html(FILE *f, json_t *doc, const char *dir)
+{
+    fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>qscope report</title>\n"
+               "<style>body{font-family:DejaVu Sans,Helvetica,sans-serif;max-width:1100px;margin:2em auto;color:#222}"
+               "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
+               "td:nth-child(2),th:nth-child(2){text-align:left}tr.front{background:#eef6ee}img{max-width:100%%}"
+               "code{background:#f4f4f4}</style></head><body>\n<h1>qscope report</h1>\n<p>");
+    html_esc(f, json_string_value(json_object_get(doc, "tool")));
+    fprintf(f, ", database <code>");
+    html_esc(f, json_string_value(json_object_get(doc, "database")));
+    fprintf(f, "</code>, %s. Effective bits are <code>-1/2 log2(&Sigma;e&sup2; / &Sigma;x&sup2;)</code>; bits per element "
+               "include block metadata; highlighted rows are on the Pareto front (no other format has at most their bits "
+               "and more effective bits).</p>\n", json_string_value(json_object_get(doc, "created")));
+    size_t i, k;
+    json_t *t, *r;
+    json_array_foreach(json_object_get(doc, "tensors"), i, t) {
+        fprintf(f, "<h2>");
+        html_esc(f, json_string_value(json_object_get(t, "name")));
+        fprintf(f, "</h2>\n<p><code>%s</code>, shape %s, ", json_string_value(json_object_get(t, "dtype")),
+                json_string_value(json_object_get(t, "shape_str")));
+        html_esc(f, json_string_value(json_object_get(t, "stats_line")));
+        fprintf(f, "</p>\n<table><tr><th>rank</th><th>format</th><th>bits/elem</th><th>eff. bits</th><th>SQNR dB</th>"
+                   "<th>max rel err</th><th>underflow</th><th>clipped</th><th>main error source</th></tr>\n");
+        json_array_foreach(json_object_get(t, "results"), k, r) {
+            json_t *m = json_object_get(r, "metrics");
+            char e1[16];
+            fmt_eff(jnum(m, "eff_bits_energy"), e1, sizeof e1);
+            fprintf(f, "<tr%s><td>%zu</td><td>", json_is_true(json_object_get(r, "pareto")) ? " class=\"front\"" : "", k + 1);
+            html_esc(f, json_string_value(json_object_get(r, "label")));
+            fprintf(f, "</td><td>%.3g</td><td>%s</td><td>%.2f</td><td>%.3g</td><td>%.3f%%</td><td>%.4f%%</td><td>%s</td></tr>\n",
+                    jnum(m, "bits_per_elem"), e1, jnum(m, "sqnr_db"), jnum(m, "max_rel_err"), 100 * jnum(m, "underflow_frac"),
+                    100 * jnum(m, "clip_frac"), error_source(m));
+        }
+        fprintf(f, "</table>\n");
+        json_array_foreach(json_object_get(t, "plots"), k, r) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/%s", dir, json_string_value(json_object_get(r, "file")));
+            fprintf(f, "<figure><img alt=\"");
+            html_esc(f, json_string_value(json_object_get(r, "title")));
+            fprintf(f, "\" src=\"data:image/png;base64,");
+            if (embed_png(f, path)) return -1;
+            fprintf(f, "\"><figcaption>");
+            html_esc(f, json_string_value(json_object_get(r, "title")));
+            fprintf(f, "</figcaption></figure>\n");
+        }
+    }
+    fprintf(f, "</body></html>\n");
+    return ferror(f) ? -1 : 0;
+}
+
+static int write_csv(FILE *f, json_t *doc)
+{
+    fprintf(f, "tensor,hash,format,label,bits_per_elem,eff_bits_energy,eff_bits_sqnr,sqnr_db,mse,max_abs_err,max_rel_err,"
+               "underflow_frac,clip_frac,nonfinite_frac,pareto,rank\n");
+    size_t i, k;
+    json_t *t, *r;
+    json_array_foreach(json_object_get(doc, "tensors"), i, t)
+        json_array_foreach(json_object_get(t, "results"), k, r) {
+            json_t *m = json_object_get(r, "metrics");
+            fprintf(f, "\"%s\",%s,%s,\"%s\",%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%d,%zu\n",
+                    json_string_value(json_object_get(t, "name")), json_string_value(json_object_get(t, "hash")),
+                    json_string_value(json_object_get(r, "format")), json_string_value(json_object_get(r, "label")),
+                    jnum(m, "bits_per_elem"), jnum(m, "eff_bits_energy"), jnum(m, "eff_bits_sqnr"), jnum(m, "sqnr_db"),
+                    jnum(m, "mse"), jnum(m, "max_abs_err"), jnum(m, "max_rel_err"), jnum(m, "underflow_frac"),
+                    jnum(m, "clip_frac"), jnum(m, "nonfinite_frac"), json_is_true(json_object_get(r, "pareto")), k + 1);
+        }
+    return ferror(f) ? -1 : 0;
+}
+
+int qs_cmd_report(qs_cli *cli, int argc, char **argv)
+{
+    static const struct option lo[] = {QS_QUANT_LONGOPTS, {"output", required_argument, 0, 'o'},
+                                       {"format-out", required_argument, 0, 'O'}, {"tensors", required_argument, 0, 'T'},
+                                       {"formats", required_argument, 0, 'L'}, {"no-plots", no_argument, 0, 'P'},
+                                       {0, 0, 0, 0}};
+    qs_apply base;
+    memset(&base, 0, sizeof base);
+    base.axis = 1;
+    const char *dir = "report", *kind = "md", *pat = "*", *flist = DEFAULT_FORMATS;
+    int plots = 1, ch;
+    optind = 1;
+    opterr = 0;
+    /* `--format` is the output format here (the issue's spelling); formats to compare are --formats */
+    for (int i = 1; i < argc; i++) if (!strcmp(argv[i], "--format")) argv[i] = "--format-out";
+    while ((ch = getopt_long(argc, argv, "o:", lo, NULL)) != -1) {
+        if (ch == 'f') return qs_cli_usage("report", "use --formats LIST to choose the formats to compare");
+        int k = qs_quant_opt("report", ch, optarg, &base);
+        if (k < 0) return QS_EXIT_USAGE;
+        if (k) continue;
+        switch (ch) {
+        case 'o': dir = optarg; break;
+        case 'O': kind = optarg; break;
+        case 'T': pat = optarg; break;
+        case 'L': flist = optarg; break;
+        case 'P': plots = 0; break;
+        default: return qs_cli_usage("report", "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind != argc) return qs_cli_usage("report", "unexpected argument '%s'", argv[optind]);
+    if (strcmp(kind, "md") && strcmp(kind, "html") && strcmp(kind, "json") && strcmp(kind, "csv"))
+        return qs_cli_usage("report", "--format is md, html, json or csv");
+    qs_apply apps[64];
+    int na = qs_quant_parse_list("report", flist, &base, apps, 64);
+    if (na < 0) return QS_EXIT_USAGE;
+    if (mkdir(dir, 0777) && errno != EEXIST) return qs_cli_error(QS_EXIT_ERR, "%s: %s", dir, strerror(errno));
+    qs_db *db = qs_cli_open_db(cli);
+    if (!db) return QS_EXIT_ERR;
+    qs_err e = {{0}};
+    int rc = QS_EXIT_OK;
+    char created[64];
+    time_t now = time(NULL);
+    strftime(created, sizeof created, "%Y-%m-%d %H:%M UTC", gmtime(&now));
+    json_t *doc = json_pack("{s:s,s:s,s:s,s:[]}", "tool", "qscope " QS_VERSION, "database", db->path, "created", created, "tensors");
+    sqlite3_stmt *st = qs_db_prepare(db,
+        "SELECT t.name, s.mean, s.std, s.absmax, s.kurtosis, s.outlier_frac FROM tensor t LEFT JOIN tensor_stats s"
+        " ON s.tensor_id = t.id WHERE t.name GLOB ? ORDER BY t.name", &e);
+    if (!st) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
+    sqlite3_bind_text(st, 1, pat, -1, SQLITE_TRANSIENT);
+    int nt = 0, tty = isatty(STDERR_FILENO);
+    while (rc == QS_EXIT_OK && sqlite3_step(st) == SQLITE_ROW) {
+        qs_tensor_rec t;
+        const char *name = (const char *)sqlite3_column_text(st, 0);
+        if (qs_tensor_get(db, name, &t, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); break; }
+        char shs[160], line[256];
+        qs_shape_str(t.shape, t.ndim, shs, sizeof shs);
+        snprintf(line, sizeof line, "mean %.3g, std %.3g, absmax %.4g, kurtosis %.3g, outliers (6σ) %.3g%%",
+                 sqlite3_column_double(st, 1), sqlite3_column_double(st, 2), sqlite3_column_double(st, 3),
+                 sqlite3_column_double(st, 4), 100 * sqlite3_column_double(st, 5));
+        json_t *rows = json_array();
+        for (int k = 0; k < na; k++) {
+            json_t *m = NULL;
+            int cached;
+            if (qs_analyze_one(db, &t, &apps[k], 0, 0, 2, tty, &m, &cached, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); break; }
+            char label[128];
+            qs_quant_label(&apps[k], NULL, label, sizeof label);
+            char *opts = qs_quant_opts_json(&apps[k]);
+            json_array_append_new(rows, json_pack("{s:s,s:s,s:o,s:o}", "format", apps[k].f->name, "label", label, "options",
+                                                  json_loads(opts, 0, NULL), "metrics", m));
+            free(opts);
+        }
+        if (rc != QS_EXIT_OK) { json_decref(rows); qs_tensor_rec_free(&t); break; }
+        /* rank by effective bits, mark the front */
+        size_t nr = json_array_size(rows);
+        json_t **v = calloc(nr ? nr : 1, sizeof *v);
+        for (size_t k = 0; k < nr; k++) v[k] = json_incref(json_array_get(rows, k));
+        qsort(v, nr, sizeof *v, by_effbits);
+        json_t *sorted = json_array();
+        for (size_t k = 0; k < nr; k++) json_array_append_new(sorted, v[k]);
+        free(v);
+        json_decref(rows);
+        mark_pareto(sorted);
+        json_t *tj = json_pack("{s:s,s:s,s:s,s:s,s:s,s:o,s:[]}", "name", t.name, "hash", t.hash, "dtype",
+                               qs_dtype_get(t.dtype)->name, "shape_str", shs, "stats_line", line, "results", sorted, "plots");
+        if (plots && strcmp(kind, "json") && strcmp(kind, "csv") &&
+            qs_report_plots(cli, db, &t, apps, na, sorted, dir, nt, json_object_get(tj, "plots"), &e)) {
+            rc = qs_cli_err(QS_EXIT_ERR, &e);
+        }
+        json_array_append_new(json_object_get(doc, "tensors"), tj);
+        qs_tensor_rec_free(&t);
+        nt++;
+    }
+    sqlite3_finalize(st);
+    if (rc != QS_EXIT_OK) goto out;
+    if (nt == 0) { rc = qs_cli_error(QS_EXIT_ERR, "no tensor matches '%s'", pat); goto out; }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/report.%s", dir, kind);
+    FILE *f = fopen(path, "w");
+    if (!f) { rc = qs_cli_error(QS_EXIT_ERR, "%s: %s", path, strerror(errno)); goto out; }
+    int wrc;
+    if (!strcmp(kind, "md")) wrc = write_md(f, doc, 0);
+    else if (!strcmp(kind, "html")) wrc = write_html(f, doc, dir);
+    else if (!strcmp(kind, "csv")) wrc = write_csv(f, doc);
+    else wrc = json_dumpf(doc, f, JSON_INDENT(2));   /* full precision: same numbers as analyze --json */
+    if (fclose(f) || wrc) { rc = qs_cli_error(QS_EXIT_ERR, "%s: write failed", path); goto out; }
+    printf("%s\n", path);
+    fprintf(stderr, "qscope: report on %d tensor(s) x %d format(s) written to %s\n", nt, na, path);
+out:
+    json_decref(doc);
+    qs_db_close(db);
+    return rc;
+}

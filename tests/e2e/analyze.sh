@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# analyze and report (issue 4): metrics against numpy, caching, --force, CSV/JSON, blocks, Ctrl-C,
+# and a report on the demo database checked (files, PNGs, HTML images, numbers = analyze --json).
+source "$(dirname "$0")/lib.sh"
+PY=/usr/bin/python3
+
+$QS gen llm-act --shape 256x512 --seed 5 -o "$T/a.npy" 2>/dev/null
+$QS import --copy "$T/a.npy" >/dev/null 2>&1
+ok "analyze two formats" bash -c "$QS analyze a -f mxfp4,fp8_e5m2 --json > $T/an1.json"
+ok "first run computes, the second reuses" bash -c "
+  python3 -c 'import json; r=json.load(open(\"$T/an1.json\")); assert [x[\"cached\"] for x in r]==[False,False], r' &&
+  $QS analyze a -f mxfp4,fp8_e5m2 --json | python3 -c 'import json,sys; r=json.load(sys.stdin); assert [x[\"cached\"] for x in r]==[True,True]'"
+ok "--force recomputes" bash -c "$QS analyze a -f mxfp4 --force --json | python3 -c 'import json,sys; assert not json.load(sys.stdin)[0][\"cached\"]'"
+ok "metrics equal an independent numpy computation on quant's output" bash -c "
+  $QS quant -f mxfp4 $T/a.npy -o $T/q.npy 2>/dev/null && $PY - $T/a.npy $T/q.npy $T/an1.json" <<'PY'
+import sys, json, numpy as np
+x = np.load(sys.argv[1]).astype(np.float64); q = np.load(sys.argv[2]).astype(np.float64)
+m = json.load(open(sys.argv[3]))[0]["metrics"]
+e = q - x
+mse = (e * e).mean(); sqnr = 10 * np.log10((x * x).sum() / (e * e).sum())
+eff = -0.5 * np.log2((e * e).sum() / (x * x).sum())
+cos = (x * q).sum() / np.sqrt((x * x).sum() * (q * q).sum())
+under = ((x != 0) & (q == 0)).mean()
+for k, v in [("mse", mse), ("sqnr_db", sqnr), ("eff_bits_energy", eff), ("cosine", cos), ("underflow_frac", under),
+             ("max_abs_err", np.abs(e).max()), ("mean_err", e.mean())]:
+    assert abs(m[k] - v) <= 1e-9 * max(1, abs(v)), (k, m[k], v)
+assert abs(m["eff_bits_sqnr"] - (m["sqnr_db"] - 1.76) / 6.02) < 1e-12
+PY
+ok "results are stored with their histograms" bash -c "[ \$(sqlite3 $QSCOPE_DB \"SELECT count(*) FROM result WHERE kind IN ('metrics','hist')\") -eq 4 ]"
+ok "--csv has a header and one row per format" bash -c "[ \$($QS analyze a -f mxfp4,nvfp4,hif8 --csv | wc -l) -eq 4 ]"
+ok "per-format options: one row each" bash -c "$QS analyze a -f mxfp4,mxfp4:scale-rule=rceil --json | python3 -c '
+import json,sys; r=json.load(sys.stdin); assert [x[\"options\"][\"scale_rule\"] for x in r]==[\"floor\",\"rceil\"], r'"
+ok "--blocks stores per-block arrays" bash -c "$QS analyze a -f mxfp4 --blocks >/dev/null && [ \$(sqlite3 $QSCOPE_DB \"SELECT count(*) FROM result_blob WHERE name IN ('scale_code','rmse')\") -eq 2 ]"
+check "per-block scale codes: one byte per block of 32" "[ \$(sqlite3 $QSCOPE_DB \"SELECT length(data) FROM result_blob WHERE name='scale_code'\") -eq \$((256*512/32)) ]"
+fails "unknown tensor" 1 $QS analyze nosuch -f mxfp4
+fails "no formats" 2 $QS analyze a
+fails "bad per-format option" 2 $QS analyze a -f mxfp4:bogus=1
+
+# Ctrl-C: nothing half-stored
+$QS gen gaussian --shape 4096x4096 --name big >/dev/null 2>&1
+before=$(sqlite3 "$QSCOPE_DB" "SELECT count(*) FROM result")
+$QS analyze big -f fp8_e4m3,mxfp4,nvfp4,hif4,hif8,mxfp6_e2m3,int8,int4,m2xfp4,bf16 --force >/dev/null 2>"$T/int.err" &
+pid=$!
+sleep 0.4
+kill -INT $pid 2>/dev/null; wait $pid; irc=$?
+check "Ctrl-C exits with 130 (or finished first)" "[ $irc = 130 ] || [ $irc = 0 ]"
+check "every stored metrics result has its histograms (no half-stored pair)" \
+  "[ \$(sqlite3 $QSCOPE_DB \"SELECT count(*) FROM result WHERE kind='metrics'\") = \$(sqlite3 $QSCOPE_DB \"SELECT count(*) FROM result WHERE kind='hist'\") ]"
+ok "database consistent after the interrupt" $QS check
+
+# a report on the demo database
+export QSCOPE_DB="$T/demo.db"
+$QS demo >/dev/null 2>&1
+ok "report (markdown) on the demo database" $QS report -o "$T/rep" --formats mxfp4,nvfp4,fp8_e5m2,int8:gran=row
+ok "report.md and its PNGs exist" bash -c "[ -s $T/rep/report.md ] && ls $T/rep/*.png | wc -l | grep -qx 18"
+ok "every PNG decodes with the right size and carries provenance" $PY - "$T/rep" <<'PY'
+import sys, glob, struct, zlib
+for p in glob.glob(sys.argv[1] + "/*.png"):
+    b = open(p, "rb").read()
+    assert b[:8] == b"\x89PNG\r\n\x1a\n", p
+    w, h = struct.unpack(">II", b[16:24]); assert (w, h) == (1000, 600), (p, w, h)
+    assert b"tEXt" in b and b"qscope:tensor-hashes" in b and b"pHYs" in b, p
+    # decompress the image data to be sure it is whole
+    i, idat = 8, b""
+    while i < len(b):
+        n = struct.unpack(">I", b[i:i+4])[0]; t = b[i+4:i+8]
+        if t == b"IDAT": idat += b[i+8:i+8+n]
+        i += 12 + n
+    assert len(zlib.decompress(idat)) == h * (1 + 3 * w) or len(zlib.decompress(idat)) == h * (1 + 4 * w), p
+PY
+ok "report.md references every PNG" bash -c "for f in $T/rep/*.png; do grep -q \"(\$(basename \$f))\" $T/rep/report.md || exit 1; done"
+ok "HTML report is one file with every image embedded" bash -c "$QS report -o $T/reph --format html --formats mxfp4,nvfp4 >/dev/null && [ \$(grep -o 'data:image/png;base64,' $T/reph/report.html | wc -l) -eq \$(ls $T/reph/*.png | wc -l) ] && ! grep -q 'src=\"t0' $T/reph/report.html"
+ok "report.json numbers equal analyze --json" bash -c "$QS report -o $T/repj --format json --formats mxfp4,nvfp4 >/dev/null && $QS analyze --all -f mxfp4,nvfp4 --json > $T/all.json && python3 - $T/repj/report.json $T/all.json" <<'PY'
+import sys, json
+rep, an = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+want = {(r["tensor"], r["format"]): r["metrics"] for r in an}
+n = 0
+for t in rep["tensors"]:
+    for r in t["results"]:
+        assert r["metrics"] == want[(t["name"], r["format"])], (t["name"], r["format"]); n += 1
+assert n == len(want) == 18, (n, len(want))
+PY
+ok "report.csv has a row per tensor and format" bash -c "$QS report -o $T/repc --format csv --formats mxfp4,nvfp4 >/dev/null && [ \$(wc -l < $T/repc/report.csv) -eq 19 ]"
+fails "report with no matching tensor" 1 $QS report -o "$T/none" --tensors 'zzz*'
