@@ -19,6 +19,7 @@
 #include "cli.h"
 #include "quant_opts.h"
 #include "../analysis/results.h"
+#include "../analysis/stats_store.h"
 #include "../store/tensor.h"
 
 static volatile sig_atomic_t g_interrupted;
@@ -84,6 +85,14 @@ int qs_analyze_one(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, int blo
     snprintf(label, sizeof label, "%s  %s", t->name, a->f->name);
     progress_ctx pc = {label, show_progress, -1};
     qs_analyze_opts ao = {.threads = threads, .blocks = blocks, .progress = progress, .progress_ctx = &pc};
+    /* the stored statistics already know the absmax: spare the engine a pre-pass over the tensor */
+    qs_tensor_stats ts;
+    int have = 0;
+    if (qs_stats_load(db, t->id, &ts, &have, e) == 0 && have && isfinite(ts.absmax)) {
+        ao.absmax_known = 1;
+        ao.absmax = ts.absmax;
+    }
+    e->msg[0] = 0;
     int arc = qs_analyze(a, rows, cols, qs_treader_read_cb, r, 1, &ao, &an, e);
     if (show_progress) fprintf(stderr, "\r\033[K");
     if (arc) goto out;
