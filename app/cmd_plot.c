@@ -328,7 +328,9 @@ static int emit(qs_cli *cli, qs_figure *f, const plot_opts *po, const qs_provena
         return QS_EXIT_OK;
     }
     qs_png_opts o = {po->width, po->height, po->dpi};
-    if (qs_plot_png(f, &o, pv, po->out, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
+    rc = qs_plot_png(f, &o, pv, po->out, &e);
+    qs_plot_cairo_release();
+    if (rc) return qs_cli_err(QS_EXIT_ERR, &e);
     fprintf(stderr, "qscope: wrote %s\n", po->out);
     return QS_EXIT_OK;
 }

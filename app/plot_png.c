@@ -8,6 +8,7 @@
 */
 #include "plot_render.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -553,6 +554,20 @@ static void cb_image(void *c, double x, double y, double w, double h, const uint
     cairo_surface_destroy(img);
 }
 
+/* cairo keeps font caches (and fontconfig patterns) for the life of the process; LeakSanitizer
+** reports them.  qs_plot_cairo_release() drops them once no cairo object is alive. */
+static int qs_plot_cairo_reset_pending;
+void qs_plot_cairo_release(void)
+{
+    if (!qs_plot_cairo_reset_pending) return;
+    cairo_debug_reset_static_data();
+    /* then fontconfig's own caches, as cairo's test suite does (FcFini); looked up at run time
+    ** because fontconfig is cairo's dependency, not one qscope links directly */
+    void (*fc_fini)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "FcFini");
+    if (fc_fini) fc_fini();
+    qs_plot_cairo_reset_pending = 0;
+}
+
 int qs_plot_font_ok(qs_err *e)
 {
     if (access(QS_PLOT_FONT_FILE, R_OK) != 0)
@@ -585,6 +600,7 @@ int qs_plot_rgb(qs_figure *f, int W, int H, double dpi, uint8_t **out, qs_layout
     cairo_font_options_destroy(c.fo);
     cairo_destroy(c.cr);
     cairo_surface_flush(surf);
+    qs_plot_cairo_reset_pending = 1;
     if (st != CAIRO_STATUS_SUCCESS) {
         cairo_surface_destroy(surf);
         return qs_fail(e, "cairo: %s", cairo_status_to_string(st));

@@ -712,5 +712,7 @@ int main(void)
         cmocka_unit_test(test_golden_images),
         cmocka_unit_test(test_terminal),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    qs_plot_cairo_release();
+    return rc;
 }
