@@ -24,6 +24,7 @@
 #include "cli.h"
 #include "plot_render.h"
 #include "quant_opts.h"
+#include "../analysis/hist_json.h"
 #include "../analysis/plot.h"
 #include "../analysis/results.h"
 #include "../analysis/stats_store.h"
@@ -40,6 +41,7 @@ typedef struct plot_opts {
     const char *xscale, *yscale;
     double range_lo, range_hi, amax;
     int have_range;
+    int n_stored, n_computed;   /* where the data came from (reported after writing) */
     int abs_err;
     int no_store;
     int nsamples;
@@ -211,38 +213,6 @@ static int fly_run(tensor_ctx *T, const qs_apply *a, fly *F, qs_err *e)
 
 /* ---------------- stored results ---------------- */
 
-/* qs_hist from a results.h histogram object; log2 edges may be exponents or values */
-static int hist_from_json(json_t *H, qs_hist *h)
-{
-    memset(h, 0, sizeof *h);
-    json_t *edges = json_object_get(H, "edges"), *counts = json_object_get(H, "counts");
-    const char *scale = json_string_value(json_object_get(H, "scale"));
-    size_t n = json_array_size(counts);
-    if (!json_is_array(edges) || !json_is_array(counts) || n == 0 || json_array_size(edges) != n + 1 || !scale) return -1;
-    double e0 = json_number_value(json_array_get(edges, 0)), e1 = json_number_value(json_array_get(edges, 1));
-    double en = json_number_value(json_array_get(edges, n));
-    h->nbins = (int)n;
-    if (!strcmp(scale, "log2")) {
-        h->kind = 0;
-        double e2 = n >= 2 ? json_number_value(json_array_get(edges, 2)) : e1 + (e1 - e0);
-        int arithmetic = fabs((e2 - e1) - (e1 - e0)) <= 1e-9 * fmax(1, fabs(e1 - e0));
-        if (arithmetic || e0 <= 0) { h->lo = e0; h->hi = en; }
-        else { h->lo = log2(e0); h->hi = log2(en); }
-    } else if (!strcmp(scale, "code")) {
-        h->kind = 2; h->lo = e0; h->hi = en;
-    } else {
-        h->kind = 1; h->lo = e0; h->hi = en;
-    }
-    h->counts = calloc(n, sizeof *h->counts);
-    if (!h->counts) return -1;
-    for (size_t i = 0; i < n; i++) h->counts[i] = (uint64_t)json_number_value(json_array_get(counts, i));
-    h->zero = (uint64_t)json_number_value(json_object_get(H, "zero"));
-    h->under = (uint64_t)json_number_value(json_object_get(H, "under"));
-    h->over = (uint64_t)json_number_value(json_object_get(H, "over"));
-    h->nonfinite = (uint64_t)json_number_value(json_object_get(H, "nonfinite"));
-    return 0;
-}
-
 /* The stored result of `kind` for the tensor under a, parsed; NULL when absent. */
 static json_t *stored(qs_db *db, const char *hash, const char *kind, const qs_apply *a, int64_t *id)
 {
@@ -304,7 +274,7 @@ static int apply_axis_opts(qs_figure *f, const plot_opts *po)
     return 0;
 }
 
-static int emit(qs_cli *cli, qs_figure *f, const plot_opts *po, const qs_provenance *pv)
+static int emit(qs_cli *cli, qs_figure *f, plot_opts *po, const qs_provenance *pv)
 {
     qs_err e = {{0}};
     int rc = apply_axis_opts(f, po);
@@ -331,7 +301,11 @@ static int emit(qs_cli *cli, qs_figure *f, const plot_opts *po, const qs_provena
     rc = qs_plot_png(f, &o, pv, po->out, &e);
     qs_plot_cairo_release();
     if (rc) return qs_cli_err(QS_EXIT_ERR, &e);
-    fprintf(stderr, "qscope: wrote %s\n", po->out);
+    if (po->n_stored + po->n_computed)
+        fprintf(stderr, "qscope: wrote %s (%d stored result%s, %d computed now)\n", po->out, po->n_stored,
+                po->n_stored == 1 ? "" : "s", po->n_computed);
+    else
+        fprintf(stderr, "qscope: wrote %s\n", po->out);
     return QS_EXIT_OK;
 }
 
@@ -376,7 +350,7 @@ static char *format_names(char labels[][96], int n)
     return s;
 }
 
-static int plot_transfer(qs_cli *cli, const plot_opts *po, qs_apply *apps, int n, char labels[][96], prov_buf *pb,
+static int plot_transfer(qs_cli *cli, plot_opts *po, qs_apply *apps, int n, char labels[][96], prov_buf *pb,
                          qs_provenance *pv)
 {
     if (n != 1) return qs_cli_usage("plot", "transfer takes one format (-f F)");
@@ -403,7 +377,7 @@ static int plot_transfer(qs_cli *cli, const plot_opts *po, qs_apply *apps, int n
     return rc;
 }
 
-static int plot_lines_kind(qs_cli *cli, const plot_opts *po, const char *kind, qs_provenance *pv)
+static int plot_lines_kind(qs_cli *cli, plot_opts *po, const char *kind, qs_provenance *pv)
 {
     qs_db *db = qs_cli_open_db(cli);
     if (!db) return QS_EXIT_ERR;
@@ -457,7 +431,7 @@ out:
     return rc;
 }
 
-static int plot_tensor_kind(qs_cli *cli, const plot_opts *po, const char *kind, const char *name, qs_apply *apps, int n,
+static int plot_tensor_kind(qs_cli *cli, plot_opts *po, const char *kind, const char *name, qs_apply *apps, int n,
                             char labels[][96], prov_buf *pb, qs_provenance *pv)
 {
     qs_db *db = qs_cli_open_db(cli);
@@ -486,8 +460,9 @@ static int plot_tensor_kind(qs_cli *cli, const plot_opts *po, const char *kind, 
         const char *key = po->abs_err ? "abs_err" : "rel_err";
         for (int i = 0; i < n; i++) {
             json_t *j = po->no_store ? NULL : stored(db, T.t.hash, "hist", &apps[i], NULL);
-            if (j && hist_from_json(json_object_get(j, key), &hs[i]) == 0) { json_decref(j); }
+            if (j && qs_hist_from_json(json_object_get(j, key), &hs[i]) == 0) { json_decref(j); po->n_stored++; }
             else {
+                po->n_computed++;
                 json_decref(j);
                 fly F = {0};
                 F.want_err = 1;
@@ -551,9 +526,11 @@ static int plot_tensor_kind(qs_cli *cli, const plot_opts *po, const char *kind, 
                 json_t *bpe = json_object_get(j, "bits_per_elem");
                 if (json_is_number(bpe)) pts[i].bits = json_number_value(bpe);
                 json_decref(j);
+                po->n_stored++;
                 continue;
             }
             json_decref(j);
+            po->n_computed++;
             fly F = {0};
             F.want_err = 1;
             if (fly_run(&T, &apps[i], &F, &e)) { fly_free(&F); free(pts); rc = qs_cli_err(1, &e); goto out; }
@@ -595,8 +572,10 @@ static int plot_tensor_kind(qs_cli *cli, const plot_opts *po, const char *kind, 
             }
             free(blob);
             json_decref(j);
+            if (v) po->n_stored++;
         }
         if (!v) {
+            po->n_computed++;
             fly F = {0};
             F.want_tiles = 1;
             if (fly_run(&T, &apps[0], &F, &e)) { fly_free(&F); rc = qs_cli_err(1, &e); goto out; }
