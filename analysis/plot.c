@@ -184,7 +184,34 @@ qs_heatmap *qs_fig_heatmap(qs_figure *f, const double *v, size_t rows, size_t co
 
 /* ---------------- scales ---------------- */
 
-static double symc(const qs_axis *a) { return a->symlog_c > 0 ? a->symlog_c : 1.0; }
+static double symc(const qs_axis *a) { return a->symlog_c > 0 ? a->symlog_c : a->symlog_auto > 0 ? a->symlog_auto : 1.0; }
+
+/* automatic symlog constant from the values a series contributes to an axis */
+static void symlog_scan(double v, double *minnz, double *maxabs)
+{
+    if (!isfinite(v) || v == 0) return;
+    v = fabs(v);
+    if (v < *minnz) *minnz = v;
+    if (v > *maxabs) *maxabs = v;
+}
+
+static void symlog_resolve(qs_figure *f, int is_x)
+{
+    qs_axis *a = is_x ? &f->x : &f->y;
+    a->symlog_auto = 0;
+    if (a->scale != QS_AX_SYMLOG || a->symlog_c > 0) return;
+    double minnz = INFINITY, maxabs = 0;
+    for (size_t i = 0; i < f->nseries; i++) {
+        const qs_series *s = &f->series[i];
+        const double *v = is_x ? s->x : s->y;
+        size_t n = (s->kind == QS_SER_STEP && is_x) ? s->n + 1 : s->n;
+        if (!v || s->kind == QS_SER_HLINE || s->kind == QS_SER_VLINE) continue;
+        for (size_t k = 0; k < n; k++) symlog_scan(v[k], &minnz, &maxabs);
+    }
+    if (!(maxabs > 0)) { a->symlog_auto = 1; return; }
+    double c = fmax(minnz, maxabs * 1e-6);
+    a->symlog_auto = pow(10, floor(log10(c)));
+}
 
 int qs_axis_ok(const qs_axis *a, double v)
 {
@@ -259,6 +286,8 @@ void qs_plot_resolve(qs_figure *f)
 {
     trange rx = {0}, ry = {0};
     int margin_x = 1, margin_y = 1;
+    symlog_resolve(f, 1);
+    symlog_resolve(f, 0);
     f->skipped_x = f->skipped_y = 0;
     int drawable = 0;
     for (size_t i = 0; i < f->nseries; i++) {
@@ -397,31 +426,34 @@ static void pow_ticks(int base, int elo, int ehi, int s, qs_ticks *out)
     }
 }
 
-static void symlog_ticks(const qs_axis *a, double lo, double hi, int s, qs_ticks *out)
+/* symlog ticks: 0 and ±10^e for every s-th exponent counted down from the largest magnitude, without
+** the `drop` smallest magnitudes (which crowd zero first) */
+static void symlog_ticks(const qs_axis *a, double lo, double hi, int s, int drop, qs_ticks *out)
 {
     out->n = 0;
     double c = symc(a);
     int e0 = (int)ceil(log10(c) - 1e-9);
     double amax = fmax(fabs(lo), fabs(hi));
     int e1 = (int)floor(log10(amax) + 1e-9);
+    int es[64], ne = 0;
+    for (int e = e1; e >= e0 && ne < 64; e -= s) es[ne++] = e;   /* descending */
+    ne -= drop;
+    if (ne < 0) ne = 0;
     qs_tick tmp[QS_PLOT_MAX_TICKS];
     int n = 0;
-    /* negatives, descending magnitude */
-    for (int e = e1; e >= e0 && n < QS_PLOT_MAX_TICKS - 1; e--) {
-        if ((e - e0) % s) continue;
-        double v = -pow(10, e);
+    for (int i = 0; i < ne && n < QS_PLOT_MAX_TICKS - 1; i++) {   /* negatives, large to small */
+        double v = -pow(10, es[i]);
         if (v < lo || v > hi) continue;
         tmp[n].v = v;
-        pow_label(10, e, 1, tmp[n].label, QS_PLOT_LABEL);
+        pow_label(10, es[i], 1, tmp[n].label, QS_PLOT_LABEL);
         n++;
     }
     if (lo <= 0 && hi >= 0 && n < QS_PLOT_MAX_TICKS) { tmp[n].v = 0; snprintf(tmp[n].label, QS_PLOT_LABEL, "0"); n++; }
-    for (int e = e0; e <= e1 && n < QS_PLOT_MAX_TICKS; e++) {
-        if ((e - e0) % s) continue;
-        double v = pow(10, e);
+    for (int i = ne - 1; i >= 0 && n < QS_PLOT_MAX_TICKS; i--) {
+        double v = pow(10, es[i]);
         if (v < lo || v > hi) continue;
         tmp[n].v = v;
-        pow_label(10, e, 0, tmp[n].label, QS_PLOT_LABEL);
+        pow_label(10, es[i], 0, tmp[n].label, QS_PLOT_LABEL);
         n++;
     }
     memcpy(out->t, tmp, (size_t)n * sizeof tmp[0]);
@@ -459,11 +491,15 @@ void qs_axis_ticks(const qs_axis *a, double lo, double hi, double length, int ho
         /* less than one power in range: linear ticks in value space */
     } else if (a->scale == QS_AX_SYMLOG) {
         static const int st[] = {1, 2, 3, 5, 10, 20};
-        for (size_t k = 0; k < sizeof st / sizeof *st; k++) {
-            symlog_ticks(a, lo, hi, st[k], &cand);
-            if (cand.n < 3 && k == 0) break;   /* too narrow: linear ticks */
-            if (ticks_fit(a, &cand, tlo, thi, length, horizontal, m, gap)) { *out = cand; return; }
-        }
+        symlog_ticks(a, lo, hi, 1, 0, &cand);
+        int wide = cand.n >= 3;   /* else too narrow for powers: linear ticks below */
+        for (size_t k = 0; k < sizeof st / sizeof *st && wide; k++)
+            for (int drop = 0; drop < 64; drop++) {
+                symlog_ticks(a, lo, hi, st[k], drop, &cand);
+                if (cand.n <= 1) break;
+                if (ticks_fit(a, &cand, tlo, thi, length, horizontal, m, gap)) { *out = cand; return; }
+            }
+        if (wide) symlog_ticks(a, lo, hi, 1, 0, &cand);
         if (cand.n >= 3) {
             /* keep zero only */
             for (int i = 0; i < cand.n; i++)
@@ -575,7 +611,7 @@ void qs_plot_layout(const qs_figure *f, double W, double H, const qs_measure *m,
     L->plot.y = top;
     L->plot.h = bottom - top;
     /* y ticks over the known height */
-    double ygap = m->cells ? 0 : vpad * 0.3;
+    double ygap = m->cells ? 0 : vpad * 0.5;
     qs_axis_ticks(&f->y, f->y.vlo, f->y.vhi, L->plot.h, 0, m, ygap, &L->yt);
     double ylw = 0;
     for (int i = 0; i < L->yt.n; i++) {

@@ -69,7 +69,10 @@ typedef struct qs_ticks {
 
 typedef struct qs_axis {
     qs_ax_scale scale;
-    double symlog_c;           /* symlog: linear within ±c (0 = 1) */
+    double symlog_c;           /* symlog: linear within ±c; 0 = automatic (qs_plot_resolve: the power
+                               ** of ten at or below the smallest non-zero |value|, at least
+                               ** 1e-6 of the largest; 1 without data) */
+    double symlog_auto;        /* resolved automatic c */
     char title[160];           /* with units, e.g. "relative error |Q(x) - x| / |x|" */
     double lo, hi;             /* requested range in data units; NaN = automatic */
     int zero_base;             /* linear auto range always includes 0 (counts) */

@@ -487,10 +487,13 @@ static int plot_tensor_kind(qs_cli *cli, plot_opts *po, const char *kind, const 
         if (fly_run(&T, n ? &apps[0] : NULL, &F, &e)) { fly_free(&F); rc = qs_cli_err(1, &e); goto out; }
         double *grid = NULL;
         size_t ng = 0;
-        if (n && qs_format_grid(apps[0].f, &apps[0].o, T.absmax, &grid, &ng, &e)) { fly_free(&F); rc = qs_cli_err(1, &e); goto out; }
+        /* block formats: the grid of one block, whose absmax is --amax or the tensor's */
+        double gam = po->amax > 0 ? po->amax : T.absmax;
+        if (n && qs_format_grid(apps[0].f, &apps[0].o, gam, &grid, &ng, &e)) { fly_free(&F); rc = qs_cli_err(1, &e); goto out; }
         char gname[160];
         int plain = n && apps[0].f->meta_bytes == 0 && apps[0].f->block == 1;
-        if (n) snprintf(gname, sizeof gname, plain ? "%.95s values" : "%.95s values (block of the absmax)", labels[0]);
+        if (n && plain) snprintf(gname, sizeof gname, "%.95s values", labels[0]);
+        else if (n) snprintf(gname, sizeof gname, "%.95s values (block absmax %.3g)", labels[0], gam);
         snprintf(title, sizeof title, "values of %.150s%s%.95s", T.t.name, n ? " on the grid of " : "", n ? labels[0] : "");
         fig = qs_plot_value_hist(title, &F.val, grid, ng, n ? gname : NULL);
         if (fig && n) {

@@ -344,7 +344,15 @@ void qs_plot_draw(qs_figure *f, const qs_rbackend *b, double W, double H, double
     }
 
     /* titles */
-    if (f->title[0]) pd_text(&d, L.plot.x + L.plot.w / 2, L.title_y, f->title, m.title_font, 1, 1, 0);
+    if (f->title[0]) {
+        /* a long title shrinks (down to the tick-label size) and is centred on the canvas if it
+        ** does not fit over the data area */
+        double tf = m.title_font, tw = pd_text_w(&d, f->title, tf, 1);
+        while (tw > W - 2 * m.pad && tf > m.font) { tf -= 0.5 * s; tw = pd_text_w(&d, f->title, tf, 1); }
+        double cx = L.plot.x + L.plot.w / 2;
+        if (cx - tw / 2 < m.pad || cx + tw / 2 > W - m.pad) cx = W / 2;
+        pd_text(&d, cx, L.title_y, f->title, tf, 1, 1, 0);
+    }
     if (f->x.title[0]) pd_text(&d, L.plot.x + L.plot.w / 2, L.xtitle_y, f->x.title, fs, 0, 1, 0);
     if (f->y.title[0]) pd_text(&d, L.ytitle_x, L.plot.y + L.plot.h / 2, f->y.title, fs, 0, 1, 1);
 

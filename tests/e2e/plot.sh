@@ -76,6 +76,11 @@ check "the error names the tensor" "grep -q \"nope\" $T/err"
 fails "block-heatmap of a 1-D tensor" 1 $QS plot block-heatmap g -f mxfp4 -o "$T/x.png"
 fails "trajectory without data says so" 1 $QS plot trajectory -o "$T/x.png"
 check "... in words" "grep -q 'no trajectory data in this database yet' $T/err"
+sqlite3 "$QSCOPE_DB" "INSERT INTO result(tensor_hash, kind, format, options, tool_version, data) VALUES('-', 'trajectory', '-', '{}', 'test',
+  '{\"ylabel\": \"KL(rollout || train)\", \"series\": [{\"name\": \"bf16\", \"x\": [0,1,2,3], \"y\": [0.001,0.002,-0.004,0.01]},
+                                                  {\"name\": \"fp16\", \"x\": [0,1,2,3], \"y\": [0.0001,0.0003,0.0002,0.0001]}]}')"
+ok "stored trajectory data is drawn" $QS plot trajectory -o "$T/tr.png"
+ok "... and in the terminal" bash -c "LANG=C.UTF-8 $QS plot trajectory -o - | grep -qF 'fp16'"
 fails "msd without data" 1 $QS plot msd -o -
 fails "attn without data" 1 $QS plot attn -o -
 fails "an unwritable path is a runtime error" 1 $QS plot transfer -f fp4_e2m1 -o /nonexistent/dir/x.png
