@@ -608,6 +608,10 @@ int qs_plot_rgb(qs_figure *f, int W, int H, double dpi, uint8_t **out, qs_layout
     cairo_font_options_destroy(c.fo);
     cairo_destroy(c.cr);
     cairo_surface_flush(surf);
+    if (!qs_plot_cairo_reset_pending) {
+        static int registered;
+        if (!registered) registered = atexit(qs_plot_cairo_release) == 0;
+    }
     qs_plot_cairo_reset_pending = 1;
     if (st != CAIRO_STATUS_SUCCESS) {
         cairo_surface_destroy(surf);

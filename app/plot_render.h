@@ -66,7 +66,8 @@ int qs_png_write_rgb(const char *path, const uint8_t *rgb, int W, int H, double 
                      qs_err *e);
 /* Both, with the size rules of qs_png_opts. */
 int qs_plot_png(qs_figure *f, const qs_png_opts *o, const qs_provenance *p, const char *path, qs_err *e);
-/* Release cairo's process-wide caches (call when done drawing; keeps LeakSanitizer quiet). */
+/* Release cairo's process-wide caches once no cairo object is alive (keeps LeakSanitizer quiet).
+** Registered with atexit() by the first render; call it earlier to free the memory sooner. */
 void qs_plot_cairo_release(void);
 /* The pinned font is installed (fonts-dejavu-core). */
 int qs_plot_font_ok(qs_err *e);
