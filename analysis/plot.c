@@ -636,12 +636,24 @@ void qs_plot_layout(const qs_figure *f, double W, double H, const qs_measure *m,
         right -= cbw;
     }
     if (L->nleg && !below) right -= lw + pad;
-    /* room for half of the last x label */
-    right -= m->cells ? 2 : pad * 1.5;
+    /* room for half of the last x label: a default margin, widened when the label needs it */
+    double reserve = m->cells ? 2 : pad * 1.5, xgap = m->cells ? 1 : pad;
+    right -= reserve;
     if (right - left < 4) right = left + 4;
     L->plot.x = left;
     L->plot.w = right - left;
-    qs_axis_ticks(&f->x, f->x.vlo, f->x.vhi, L->plot.w, 1, m, m->cells ? 1 : pad, &L->xt);
+    qs_axis_ticks(&f->x, f->x.vlo, f->x.vhi, L->plot.w, 1, m, xgap, &L->xt);
+    if (L->xt.n > 0) {
+        const qs_tick *t = &L->xt.t[L->xt.n - 1];
+        double a0 = qs_axis_fwd(&f->x, f->x.vlo), a1 = qs_axis_fwd(&f->x, f->x.vhi);
+        double u = (qs_axis_fwd(&f->x, t->v) - a0) / (a1 - a0);
+        if (f->x.invert) u = 1 - u;
+        double over = L->plot.x + u * L->plot.w + m->text_w(m->ctx, t->label, m->font) / 2 - (right + reserve);
+        if (over > 0 && L->plot.w - over > 4) {
+            L->plot.w -= over;
+            qs_axis_ticks(&f->x, f->x.vlo, f->x.vhi, L->plot.w, 1, m, xgap, &L->xt);
+        }
+    }
     if (f->heat) {
         double bx = L->plot.x + L->plot.w + pad;
         L->cbar = (qs_rect){bx, L->plot.y, cb_bar, L->plot.h};
