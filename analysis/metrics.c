@@ -50,6 +50,14 @@
 
 #include "../kernels/fbits.h"
 #include "../kernels/hifloat.h"
+#include "../kernels/simd.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define MET_X86 1
+#else
+#define MET_X86 0
+#endif
 
 #define BAND ((size_t)1 << 20)     /* elements per band (as format_apply); changing it changes bits */
 #define LANES 8
@@ -99,12 +107,15 @@ typedef struct prof {
     float cast_top;          /* casts: largest finite value */
     double ovf;              /* casts: |x| > ovf and a non-finite q counts as clipped */
     int elo, ehi;            /* element grid spacing sp[E - elo] for binades E, clamped */
-    double sp[300];
+    double sp[300], isp[300];   /* spacing and its inverse (powers of two) */
+    int tapered, mb;         /* tapered: spacing from the table; else sp[E] = 2^(E - mb) */
+    int allpow2;             /* every block scale is a power of two (MX, M2XFP em) */
     size_t seg;              /* values per scale segment (0: the whole run / block) */
 } prof;
 
 static void grid_minifloat(prof *p, int elo, int ehi, int mbits)
 {
+    p->mb = mbits;
     p->elo = elo;
     p->ehi = ehi;
     for (int E = elo; E <= ehi; E++) p->sp[E - elo] = ldexp(1.0, E - mbits);
@@ -112,6 +123,9 @@ static void grid_minifloat(prof *p, int elo, int ehi, int mbits)
 
 static void grid_uniform(prof *p, double step)
 {
+    int ex;
+    frexp(step, &ex);
+    p->mb = 1 - ex;          /* step = 2^-mb (every uniform grid here has a power-of-two step) */
     p->elo = p->ehi = 0;
     p->sp[0] = step;
 }
@@ -134,6 +148,7 @@ static int grid_table(prof *p)
     for (int i = 0; i < n; i++)
         if (m == 0 || v[i] != v[m - 1]) v[m++] = v[i];
     if (m < 2) return -1;
+    p->tapered = 1;
     p->elo = ilog2d(v[0]);
     p->ehi = ilog2d(v[m - 1]);
     if (p->ehi - p->elo >= 300) return -1;
@@ -148,7 +163,16 @@ static int grid_table(prof *p)
     return 0;
 }
 
+static int prof_init1(prof *p, const qs_apply *a, const qs_qopts *o, qs_err *e);
+
 static int prof_init(prof *p, const qs_apply *a, const qs_qopts *o, qs_err *e)
+{
+    if (prof_init1(p, a, o, e)) return -1;
+    for (int E = p->elo; E <= p->ehi; E++) p->isp[E - p->elo] = 1.0 / p->sp[E - p->elo];
+    return 0;
+}
+
+static int prof_init1(prof *p, const qs_apply *a, const qs_qopts *o, qs_err *e)
 {
     const qs_format *f = a->f;
     memset(p, 0, sizeof *p);
@@ -179,6 +203,7 @@ static int prof_init(prof *p, const qs_apply *a, const qs_qopts *o, qs_err *e)
     if (!strcmp(fam, "mx") || !strcmp(fam, "nvfp4")) {
         p->fam = FAM_PROXY;
         p->byte_scale = 1;
+        p->allpow2 = !strcmp(fam, "mx");
         if (!f->code_value) return qs_fail(e, "format %s: no code table", f->name);
         int one = -1, top = -1;
         float tv = 0;
@@ -208,6 +233,7 @@ static int prof_init(prof *p, const qs_apply *a, const qs_qopts *o, qs_err *e)
         p->byte_scale = 1;
         p->seg = 8;
         p->m2x_es = o->m2x == QS_M2X_ES;
+        p->allpow2 = !p->m2x_es;
         grid_minifloat(p, 0, 2, 1);
         return 0;
     }
@@ -339,19 +365,51 @@ static int plan_init(plan *p, const prof *pf, const qs_apply *a, uint64_t rows, 
 
 /* ---- histograms --------------------------------------------------------------------------- */
 
+/* Counts with five extra slots after the n bins: zero, under, over, non-finite, and "skip" (values a
+** histogram does not count: non-finite inputs for the error histograms). */
+enum { S_ZERO = 0, S_UNDER, S_OVER, S_NONF, S_SKIP, NSLOT };
+
 typedef struct hacc {
     uint64_t *c;
     int n;
-    uint64_t zero, under, over, nonfinite;
 } hacc;
 
 static inline void h_log4(hacc *h, int off, double a)
 {
     int i = log4bin(a) + off;
-    if (i < 0) h->under++;
-    else if (i >= h->n) h->over++;
-    else h->c[i]++;
+    h->c[i < 0 ? h->n + S_UNDER : i >= h->n ? h->n + S_OVER : i]++;
 }
+
+/* ---- accumulators --------------------------------------------------------------------------- */
+
+#define CH 512   /* values per kernel chunk: the bin-index arrays stay in L1 */
+
+/* Lane accumulators: lane L sums the values at run positions = L (mod LANES), each lane a sequential
+** sum, combined at the end in a fixed order. */
+typedef struct kl {
+    double sx2[LANES], se2[LANES], se[LANES], sxq[LANES], sq2[LANES], srel[LANES];
+    double maxae[LANES], maxrel[LANES];
+    int64_t nfin[LANES], nunder[LANES], nclip[LANES], nnonf[LANES];
+} kl;
+
+typedef struct bstat {       /* one block: squared-error lanes, finite inputs, largest |x| */
+    double se2[LANES];
+    int64_t nf[LANES];
+    float amax[LANES];
+} bstat;
+
+/* Constants of one segment (values sharing one element scale S). */
+typedef struct kpar {
+    double F, ovf;           /* relative-error floor; casts: |x| > ovf with non-finite q is clipped */
+    uint32_t qtop;           /* float bits of the saturation level */
+    double S, invS;          /* element scale; 1/S when S is a power of two (exact), else 0 */
+    int Es;                  /* S = ms 2^Es, ms in [1,2): ms is the mantissa field of S */
+    uint64_t ms;
+    int elo, ehi;
+    const double *isp;       /* 1 / grid spacing per binade, elo..ehi (tapered grids) */
+    int tapered, mb;         /* else 1 / spacing = 2^(mb - E) */
+    int nv, nr, nu;          /* bins of the value/abs (same), rel and ulp histograms */
+} kpar;
 
 /* ---- job, workers --------------------------------------------------------------------------- */
 
@@ -372,22 +430,23 @@ typedef struct worker {
     job *j;
     int id;
     float *x, *xt, *q;       /* band input, transposed input, fake-quantized (run layout) */
-    double *e2;              /* per value squared error (run layout); -1 for non-finite inputs */
     uint32_t *codes;
     uint8_t *meta;
     float *reps;             /* proxy: one representative per block */
     uint32_t *pcodes;
     uint8_t *pmeta;
     float *pS, *pQ;
-    double *segS;
-    float *segQ;
+    double *segS;            /* per segment: element scale (sanitised) and saturation level bits */
+    uint32_t *segQb;
+    double *bse2;            /* per block of the current run */
+    uint64_t *bnf;
+    float *bam;
     uint8_t *bcode;
     double *bscale;
     float *colmax_mem;       /* mem col: not used */
-    /* lanes */
-    double l_sx2[LANES], l_se2[LANES], l_se[LANES], l_sxq[LANES], l_sq2[LANES], l_srel[LANES];
-    double maxae, maxrel;
-    uint64_t nfin, nunder, nclip, nnonf;
+    kl acc;                  /* the band's lanes */
+    int simd;                /* qs_simd_level() */
+    uint32_t iv[CH], ia[CH], ir[CH], iu[CH];   /* bin indices of a chunk */
     /* histograms */
     hacc hv, ha, hr, hu, hb, hs;
     qs_err err;
@@ -449,122 +508,368 @@ static void record_error(job *j, uint64_t band, const char *msg)
 
 /* ---- the per-value kernel ------------------------------------------------------------------- */
 
-typedef struct bstat {
-    double se2;
-    uint64_t nf;
-    float amax;
-} bstat;
-
-/* Accumulate x[0..m), q[0..m) with element scale S (ulp = S * grid spacing at |x|/S) and
-** saturation level Qtop.  e2o (optional) gets the squared error per value (-1: non-finite input). */
-static void kern(worker *w, const float *restrict x, const float *restrict q, size_t m, size_t pos, double S,
-                 float Qtop, double *restrict e2o, bstat *bs)
-{
-    const job *j = w->j;
-    const prof *pf = j->pf;
-    const double F = j->F, ovf = pf->ovf;
-    const int elo = pf->elo, ehi = pf->ehi;
-    const double *sp = pf->sp;
-    /* the band's lanes continue here: each lane is one sequential sum over the run positions
-    ** pos = L (mod LANES), whatever the segments, so equal tensors give equal sums */
-    double a_sx2[LANES], a_se2[LANES], a_se[LANES], a_sxq[LANES], a_sq2[LANES], a_srel[LANES];
-    memcpy(a_sx2, w->l_sx2, sizeof a_sx2);
-    memcpy(a_se2, w->l_se2, sizeof a_se2);
-    memcpy(a_se, w->l_se, sizeof a_se);
-    memcpy(a_sxq, w->l_sxq, sizeof a_sxq);
-    memcpy(a_sq2, w->l_sq2, sizeof a_sq2);
-    memcpy(a_srel, w->l_srel, sizeof a_srel);
-    double maxae = w->maxae, maxrel = w->maxrel, bse2 = 0;
-    uint64_t nfin = 0, nunder = 0, nclip = 0, nnonf = 0;
-    float bam = 0;
-    int unit = S == 1.0;
-    for (size_t i = 0; i < m; i++) {
-        int L = (int)((pos + i) & (LANES - 1));   /* lane by position in the run */
-        float xf = x[i], qf = q[i];
-        uint32_t xb = f2u(xf) & 0x7fffffffu;
-        if (xb >= 0x7f800000u) {
-            w->hv.nonfinite++;
-            if (e2o) e2o[i] = -1.0;
-            continue;
-        }
-        double xd = xf, ax = fabs(xd);
-        if (xb == 0) w->hv.zero++;
-        else h_log4(&w->hv, -4 * HV_LO, ax);
-        nfin++;
-        float axf = fabsf(xf), aq = fabsf(qf);
-        bam = axf > bam ? axf : bam;
-        uint32_t qb = f2u(qf) & 0x7fffffffu;
-        int qfin = qb < 0x7f800000u;
-        nclip += (aq == Qtop && aq < axf) | (!qfin & (ax > ovf));
-        if (!qfin) {
-            nnonf++;
-            a_se2[L] = INFINITY;
-            a_srel[L] = INFINITY;
-            maxae = maxrel = INFINITY;
-            bse2 = INFINITY;
-            w->ha.nonfinite++;
-            w->hr.nonfinite++;
-            w->hu.nonfinite++;
-            if (e2o) e2o[i] = INFINITY;
-            continue;
-        }
-        nunder += xb != 0 && qb == 0;
-        double qd = qf, ev = qd - xd, ae = fabs(ev), e2 = ev * ev;
-        a_sx2[L] += xd * xd;
-        a_se2[L] += e2;
-        a_se[L] += ev;
-        a_sxq[L] += xd * qd;
-        a_sq2[L] += qd * qd;
-        bse2 += e2;
-        if (e2o) e2o[i] = e2;
-        if (ae == 0) {
-            w->ha.zero++;
-            w->hr.zero++;
-            w->hu.zero++;
-            continue;
-        }
-        double den = ax > F ? ax : F;
-        double rel = ae / den;
-        a_srel[L] += rel;
-        maxae = ae > maxae ? ae : maxae;
-        maxrel = rel > maxrel ? rel : maxrel;
-        h_log4(&w->ha, -4 * HV_LO, ae);
-        h_log4(&w->hr, -4 * HR_LO, rel);
-        double t = unit ? ax : ax / S;
-        int E = ilog2d(t);
-        E = E < elo ? elo : E > ehi ? ehi : E;
-        double ulp = S * sp[E - elo];
-        double v = ev / ulp;
-        double bi = floor((v + 1.0) * (HU_N / 2));
-        if (!(bi >= 0)) {
-            if (bi < 0) w->hu.under++;
-            else w->hu.nonfinite++;
-        } else if (bi >= HU_N) w->hu.over++;
-        else w->hu.c[(int)bi]++;
-    }
-    memcpy(w->l_sx2, a_sx2, sizeof a_sx2);
-    memcpy(w->l_se2, a_se2, sizeof a_se2);
-    memcpy(w->l_se, a_se, sizeof a_se);
-    memcpy(w->l_sxq, a_sxq, sizeof a_sxq);
-    memcpy(w->l_sq2, a_sq2, sizeof a_sq2);
-    memcpy(w->l_srel, a_srel, sizeof a_srel);
-    w->maxae = maxae;
-    w->maxrel = maxrel;
-    w->nfin += nfin;
-    w->nunder += nunder;
-    w->nclip += nclip;
-    w->nnonf += nnonf;
-    if (bs) {
-        bs->se2 += bse2;
-        bs->nf += nfin;
-        bs->amax = bam > bs->amax ? bam : bs->amax;
-    }
-}
-
 static inline double lanesum(const double *s)
 {
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
+
+static inline uint64_t lanesum_i(const int64_t *s)
+{
+    uint64_t t = 0;
+    for (int L = 0; L < LANES; L++) t += (uint64_t)s[L];
+    return t;
+}
+
+static inline double lanemax(const double *s)
+{
+    double m = 0;
+    for (int L = 0; L < LANES; L++) m = s[L] > m ? s[L] : m;
+    return m;
+}
+
+static inline double u2d(uint64_t u) { double d; memcpy(&d, &u, 8); return d; }
+static inline double dmask(double v, uint64_t m) { return u2d(d2u(v) & m); }
+
+/* One value: every quantity, branch-free, into lane L (the scalar and the vectorised loops run
+** exactly these operations, so their results are identical; v = e / S is a division here and a
+** multiplication by 1/S there when every S is a power of two: the same value). */
+static inline __attribute__((always_inline)) void elem(const kpar *P, float xv, float qv, int L, kl *a,
+                                                       bstat *bs, uint32_t *iv, uint32_t *ia, uint32_t *ir,
+                                                       uint32_t *iu, bstat *rs, double *va, uint32_t *vn)
+{
+    uint32_t xa = f2u(xv) & 0x7fffffffu, qa = f2u(qv) & 0x7fffffffu;
+    uint64_t xf = xa < 0x7f800000u, qf = qa < 0x7f800000u;
+    uint64_t ok = xf & qf, bad = xf & (qf ^ 1);
+    uint64_t mxf = -xf, mok = -ok, mbad = -bad;
+    double xd = dmask((double)xv, mxf), qd = dmask((double)qv, mok);
+    double xo = dmask(xd, mok);
+    double ev = qd - xo, ae = fabs(ev), e2 = ev * ev;
+    double ib = dmask(INFINITY, mbad);          /* +inf for a finite input turned NaN/Inf */
+    double ax = fabs(xd);
+    double den = ax > P->F ? ax : P->F;
+    den = den > DBL_MIN ? den : DBL_MIN;
+    double rel = ae / den;
+    double e2b = e2 + ib;
+    a->sx2[L] += xo * xo;
+    a->se2[L] += e2b;
+    a->se[L] += ev;
+    a->sxq[L] += xo * qd;
+    a->sq2[L] += qd * qd;
+    a->srel[L] += rel + ib;
+    double aeb = ae + ib, relb = rel + ib;
+    a->maxae[L] = aeb > a->maxae[L] ? aeb : a->maxae[L];
+    a->maxrel[L] = relb > a->maxrel[L] ? relb : a->maxrel[L];
+    a->nfin[L] += (int64_t)xf;
+    a->nnonf[L] += (int64_t)bad;
+    a->nunder[L] += (int64_t)(ok & (xa != 0) & (qa == 0));
+    a->nclip[L] += (int64_t)((ok & (qa == P->qtop) & (qa < xa)) | (bad & (ax > P->ovf)));
+    if (bs) {
+        bs->se2[L] += e2b;
+        bs->nf[L] += (int64_t)xf;
+        float axf = u2f(xa & (uint32_t)mxf);
+        bs->amax[L] = axf > bs->amax[L] ? axf : bs->amax[L];
+    }
+    if (rs) {   /* the run's total and the element-wise sums of the other axis (e2b = 0 for NaN/Inf x) */
+        rs->se2[L] += e2b;
+        rs->nf[L] += (int64_t)xf;
+        va[0] += e2b;
+        vn[0] += (uint32_t)xf;
+    }
+    /* bins */
+    int nv = P->nv, nr = P->nr, nu = P->nu;
+    int bx = log4bin(ax) + 4 * -HV_LO;
+    bx = bx < 0 ? nv + S_UNDER : bx >= nv ? nv + S_OVER : bx;
+    *iv = (uint32_t)(xa == 0 ? nv + S_ZERO : xf ? bx : nv + S_NONF);
+    int special = !xf ? S_SKIP : bad ? S_NONF : S_ZERO;
+    int isspec = !ok | (ae == 0);
+    int ba = log4bin(ae) + 4 * -HV_LO;
+    ba = ba < 0 ? nv + S_UNDER : ba >= nv ? nv + S_OVER : ba;
+    *ia = (uint32_t)(isspec ? nv + special : ba);
+    int br = log4bin(rel) + 4 * -HR_LO;
+    br = br < 0 ? nr + S_UNDER : br >= nr ? nr + S_OVER : br;
+    *ir = (uint32_t)(isspec ? nr + special : br);
+    /* ulps: binade of |x|/S from the bits (exact: both have 24-bit significands), grid spacing */
+    uint64_t xbits = d2u(ax);
+    int Et = (int)(xbits >> 52) - 1023 - P->Es - ((xbits & 0xfffffffffffffull) < P->ms);
+    Et = Et < P->elo ? P->elo : Et > P->ehi ? P->ehi : Et;
+    double isp = P->tapered ? P->isp[Et - P->elo] : u2d((uint64_t)(1023 + P->mb - Et) << 52);
+    double v = ev / P->S * isp;
+    double bu = floor((v + 1.0) * (double)(HU_N / 2));
+    int bi = bu >= 0 && bu < nu ? (int)bu : bu < 0 ? nu + S_UNDER : nu + S_OVER;
+    *iu = (uint32_t)(isspec ? nu + special : bi);
+}
+
+/* The element scales of a run: one per segment of g values (g = 0: one for the whole run), already
+** sanitised (ulp scale S > 0 or 0, finite; qtop = float bits of the saturation level, 0xffffffff
+** when nothing can clip), and the blocks (B values, B = 0: none) whose statistics go to bse2, bnf,
+** bam per block. */
+typedef struct kscale {
+    size_t g;
+    const double *S;
+    const uint32_t *Qb;
+    int allpow2;
+    size_t B;
+    double *bse2;
+    uint64_t *bnf;
+    float *bam;
+} kscale;
+
+static inline double san_S(double S) { return S >= 0 && S <= DBL_MAX ? S : 1.0; }
+static inline uint32_t san_Q(float Q)
+{
+    uint32_t b = f2u(fabsf(Q));
+    return b < 0x7f800000u && b != 0 ? b : 0xffffffffu;   /* 0 or NaN/Inf: nothing clips */
+}
+
+static void set_scale(kpar *P, double S, uint32_t Qb)
+{
+    uint64_t sb = d2u(S);
+    P->S = S;
+    P->Es = (int)(sb >> 52 & 0x7ff) - 1023;
+    P->ms = sb & 0xfffffffffffffull;
+    P->qtop = Qb;
+}
+
+static void block_flush(bstat *b, const kscale *ks, size_t bi)
+{
+    float m = 0;
+    for (int L = 0; L < LANES; L++) m = b->amax[L] > m ? b->amax[L] : m;
+    ks->bse2[bi] = lanesum(b->se2);
+    ks->bnf[bi] = lanesum_i(b->nf);
+    ks->bam[bi] = m;
+    memset(b, 0, sizeof *b);
+}
+#if MET_X86
+/* Groups of LANES values of a run chunk with AVX-512, positions p0 + 8g: lane L of every vector is
+** lane L of the scalar accumulators, and every operation is the scalar one (max_pd(a, b) = a > b ?
+** a : b as the scalar code writes it; floor = roundscale toward -inf; no FMA: contraction is off;
+** block sums reduced in lanesum's order), so the results are bit-identical to elem()'s. */
+__attribute__((target("avx512f,avx512dq,avx512vl")))
+static void groups_avx512(const kpar *P, const kscale *ks, size_t m, const float *x, const float *q, size_t p0,
+                          size_t ng, kl *a, bstat *bsm, uint32_t *iv, uint32_t *ia, uint32_t *ir, uint32_t *iu,
+                          bstat *rs, double *va, uint32_t *vn)
+{
+    const __m256i absm = _mm256_set1_epi32(0x7fffffff), expm = _mm256_set1_epi32(0x7f800000);
+    const __m512d F = _mm512_set1_pd(P->F), dmin = _mm512_set1_pd(DBL_MIN), inf = _mm512_set1_pd(INFINITY);
+    const __m512d ovf = _mm512_set1_pd(P->ovf), one = _mm512_set1_pd(1.0), half = _mm512_set1_pd((double)(HU_N / 2));
+    const __m512i absd = _mm512_set1_epi64(0x7fffffffffffffffll), mant = _mm512_set1_epi64(0xfffffffffffffll);
+    const __m512i t1 = _mm512_set1_epi64((long long)T1), t2 = _mm512_set1_epi64((long long)T2),
+                  t3 = _mm512_set1_epi64((long long)T3), e1023 = _mm512_set1_epi64(1023);
+    const __m512i one64 = _mm512_set1_epi64(1);
+    const __m256i zero32 = _mm256_setzero_si256(), one32 = _mm256_set1_epi32(1);
+    const __m256i offv = _mm256_set1_epi32(4 * -HV_LO), offr = _mm256_set1_epi32(4 * -HR_LO);
+    const int nv = P->nv, nr = P->nr, nu = P->nu;
+    const __m256i nvv = _mm256_set1_epi32(nv), nrv = _mm256_set1_epi32(nr), nuv = _mm256_set1_epi32(nu);
+    const __m256i elo = _mm256_set1_epi32(P->elo), ehi = _mm256_set1_epi32(P->ehi);
+    const __m256i mbv = _mm256_set1_epi32(1023 + P->mb);
+    const size_t g = ks->g, B = ks->B;
+    const int bstats = B != 0, rows = rs != NULL, pow2 = ks->allpow2;
+    __m512d sx2 = _mm512_loadu_pd(a->sx2), se2 = _mm512_loadu_pd(a->se2), se = _mm512_loadu_pd(a->se);
+    __m512d sxq = _mm512_loadu_pd(a->sxq), sq2 = _mm512_loadu_pd(a->sq2), srel = _mm512_loadu_pd(a->srel);
+    __m512d mae = _mm512_loadu_pd(a->maxae), mrel = _mm512_loadu_pd(a->maxrel);
+    __m512i nfin = _mm512_loadu_si512(a->nfin), nund = _mm512_loadu_si512(a->nunder);
+    __m512i ncl = _mm512_loadu_si512(a->nclip), nnf = _mm512_loadu_si512(a->nnonf);
+    __m512d bse2 = _mm512_loadu_pd(bsm->se2);
+    __m512i bnf = _mm512_loadu_si512(bsm->nf);
+    __m256 bam = _mm256_loadu_ps(bsm->amax);
+    __m512d rse2 = rows ? _mm512_loadu_pd(rs->se2) : _mm512_setzero_pd();
+    __m512i rnf = rows ? _mm512_loadu_si512(rs->nf) : _mm512_setzero_si512();
+    /* the current scale (vectors), refreshed when the segment changes */
+    size_t cur = (size_t)-1;
+    __m512d Sv = one, invS = one;
+    __m256i qtop = zero32, se52 = zero32;
+    __m512i msv = _mm512_setzero_si512();
+    for (size_t gi = 0; gi < ng; gi++) {
+        size_t i = gi * LANES, p = p0 + i;
+        size_t sg = g ? p / g : 0;
+        if (sg != cur) {
+            if (g == 4) {
+                Sv = _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_set1_pd(ks->S[sg])), _mm256_set1_pd(ks->S[sg + 1]), 1);
+                qtop = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi32((int)ks->Qb[sg])),
+                                               _mm_set1_epi32((int)ks->Qb[sg + 1]), 1);
+                cur = (size_t)-1;   /* two segments per group: refresh every group */
+            } else {
+                Sv = _mm512_set1_pd(ks->S[sg]);
+                qtop = _mm256_set1_epi32((int)ks->Qb[sg]);
+                cur = sg;
+            }
+            __m512i sb = _mm512_castpd_si512(Sv);
+            se52 = _mm512_cvtepi64_epi32(_mm512_srli_epi64(sb, 52));
+            msv = _mm512_and_si512(sb, mant);
+            if (pow2) invS = _mm512_div_pd(one, Sv);
+        }
+        __m256 xs = _mm256_loadu_ps(x + i), qs = _mm256_loadu_ps(q + i);
+        __m256i xa = _mm256_and_si256(_mm256_castps_si256(xs), absm), qa = _mm256_and_si256(_mm256_castps_si256(qs), absm);
+        __mmask8 xf = _mm256_cmplt_epu32_mask(xa, expm), qf = _mm256_cmplt_epu32_mask(qa, expm);
+        __mmask8 ok = xf & qf, bad = xf & (__mmask8)~qf;
+        __m512d xd = _mm512_maskz_mov_pd(xf, _mm512_cvtps_pd(xs)), qd = _mm512_maskz_mov_pd(ok, _mm512_cvtps_pd(qs));
+        __m512d xo = _mm512_maskz_mov_pd(ok, xd);
+        __m512d ev = _mm512_sub_pd(qd, xo);
+        __m512d ae = _mm512_castsi512_pd(_mm512_and_si512(_mm512_castpd_si512(ev), absd));
+        __m512d e2 = _mm512_mul_pd(ev, ev);
+        __m512d ib = _mm512_maskz_mov_pd(bad, inf);
+        __m512d ax = _mm512_castsi512_pd(_mm512_and_si512(_mm512_castpd_si512(xd), absd));
+        __m512d den = _mm512_max_pd(_mm512_max_pd(ax, F), dmin);
+        __m512d rel = _mm512_div_pd(ae, den);
+        __m512d e2b = _mm512_add_pd(e2, ib);
+        sx2 = _mm512_add_pd(sx2, _mm512_mul_pd(xo, xo));
+        se2 = _mm512_add_pd(se2, e2b);
+        se = _mm512_add_pd(se, ev);
+        sxq = _mm512_add_pd(sxq, _mm512_mul_pd(xo, qd));
+        sq2 = _mm512_add_pd(sq2, _mm512_mul_pd(qd, qd));
+        srel = _mm512_add_pd(srel, _mm512_add_pd(rel, ib));
+        mae = _mm512_max_pd(_mm512_add_pd(ae, ib), mae);
+        mrel = _mm512_max_pd(_mm512_add_pd(rel, ib), mrel);
+        nfin = _mm512_mask_add_epi64(nfin, xf, nfin, one64);
+        nnf = _mm512_mask_add_epi64(nnf, bad, nnf, one64);
+        __mmask8 xnz = _mm256_cmpneq_epu32_mask(xa, zero32), qz = _mm256_cmpeq_epu32_mask(qa, zero32);
+        nund = _mm512_mask_add_epi64(nund, ok & xnz & qz, nund, one64);
+        __mmask8 clip = (ok & _mm256_cmpeq_epu32_mask(qa, qtop) & _mm256_cmplt_epu32_mask(qa, xa)) |
+                        (bad & _mm512_cmp_pd_mask(ax, ovf, _CMP_GT_OQ));
+        ncl = _mm512_mask_add_epi64(ncl, clip, ncl, one64);
+        if (bstats) {
+            bse2 = _mm512_add_pd(bse2, e2b);
+            bnf = _mm512_mask_add_epi64(bnf, xf, bnf, one64);
+            __m256 axf = _mm256_castsi256_ps(_mm256_maskz_mov_epi32(xf, xa));
+            bam = _mm256_max_ps(axf, bam);
+            if ((p + LANES) % B == 0 || p + LANES == m) {   /* block end: lanesum's order */
+                __m512d r1 = _mm512_add_pd(bse2, _mm512_permute_pd(bse2, 0x55));
+                __m512d r2 = _mm512_add_pd(r1, _mm512_permutex_pd(r1, 0x4e));
+                __m512d r3 = _mm512_add_pd(r2, _mm512_shuffle_f64x2(r2, r2, 0x4e));
+                size_t b = p / B;
+                ks->bse2[b] = _mm512_cvtsd_f64(r3);
+                ks->bnf[b] = (uint64_t)_mm512_reduce_add_epi64(bnf);
+                float am[LANES], mx = 0;
+                _mm256_storeu_ps(am, bam);
+                for (int L = 0; L < LANES; L++) mx = am[L] > mx ? am[L] : mx;
+                ks->bam[b] = mx;
+                bse2 = _mm512_setzero_pd();
+                bnf = _mm512_setzero_si512();
+                bam = _mm256_setzero_ps();
+            }
+        }
+        if (rows) {
+            rse2 = _mm512_add_pd(rse2, e2b);
+            rnf = _mm512_mask_add_epi64(rnf, xf, rnf, one64);
+            _mm512_storeu_pd(va + i, _mm512_add_pd(_mm512_loadu_pd(va + i), e2b));
+            __m256i c = _mm256_loadu_si256((const __m256i *)(vn + i));
+            _mm256_storeu_si256((__m256i *)(vn + i), _mm256_mask_add_epi32(c, xf, c, one32));
+        }
+        /* bins: floor(4 log2 v) from the bits */
+#define LOG4(v, off) ({                                                                                  \
+        __m512i b_ = _mm512_castpd_si512(v), m_ = _mm512_and_si512(b_, mant);                               \
+        __m512i k_ = _mm512_slli_epi64(_mm512_sub_epi64(_mm512_srli_epi64(b_, 52), e1023), 2);             \
+        k_ = _mm512_mask_add_epi64(k_, _mm512_cmpge_epu64_mask(m_, t1), k_, one64);                        \
+        k_ = _mm512_mask_add_epi64(k_, _mm512_cmpge_epu64_mask(m_, t2), k_, one64);                        \
+        k_ = _mm512_mask_add_epi64(k_, _mm512_cmpge_epu64_mask(m_, t3), k_, one64);                        \
+        _mm256_add_epi32(_mm512_cvtepi64_epi32(k_), off); })
+#define CLAMPBIN(b, n) _mm256_mask_mov_epi32(_mm256_mask_mov_epi32(b, _mm256_cmpgt_epi32_mask(zero32, b),          \
+                                             _mm256_add_epi32(n, _mm256_set1_epi32(S_UNDER))),                       \
+                                             _mm256_cmpge_epi32_mask(b, n), _mm256_add_epi32(n, _mm256_set1_epi32(S_OVER)))
+        __m256i bx = CLAMPBIN(LOG4(ax, offv), nvv);
+        bx = _mm256_mask_mov_epi32(_mm256_add_epi32(nvv, _mm256_set1_epi32(S_NONF)), xf, bx);
+        bx = _mm256_mask_mov_epi32(bx, (__mmask8)~xnz, _mm256_add_epi32(nvv, _mm256_set1_epi32(S_ZERO)));
+        _mm256_storeu_si256((__m256i *)(iv + i), bx);
+        __m256i special = _mm256_mask_mov_epi32(_mm256_set1_epi32(S_ZERO), bad, _mm256_set1_epi32(S_NONF));
+        special = _mm256_mask_mov_epi32(special, (__mmask8)~xf, _mm256_set1_epi32(S_SKIP));
+        __mmask8 isspec = (__mmask8)~ok | _mm512_cmp_pd_mask(ae, _mm512_setzero_pd(), _CMP_EQ_OQ);
+        __m256i ba = CLAMPBIN(LOG4(ae, offv), nvv);
+        _mm256_storeu_si256((__m256i *)(ia + i), _mm256_mask_mov_epi32(ba, isspec, _mm256_add_epi32(nvv, special)));
+        __m256i br = CLAMPBIN(LOG4(rel, offr), nrv);
+        _mm256_storeu_si256((__m256i *)(ir + i), _mm256_mask_mov_epi32(br, isspec, _mm256_add_epi32(nrv, special)));
+#undef LOG4
+#undef CLAMPBIN
+        /* ulps */
+        __m512i xb = _mm512_castpd_si512(ax);
+        __m256i Et = _mm256_sub_epi32(_mm512_cvtepi64_epi32(_mm512_srli_epi64(xb, 52)), se52);
+        __mmask8 lt = _mm512_cmplt_epu64_mask(_mm512_and_si512(xb, mant), msv);
+        Et = _mm256_mask_sub_epi32(Et, lt, Et, one32);
+        Et = _mm256_min_epi32(_mm256_max_epi32(Et, elo), ehi);
+        __m512d isp = P->tapered ? _mm512_i32gather_pd(_mm256_sub_epi32(Et, elo), P->isp, 8)
+                                 : _mm512_castsi512_pd(_mm512_slli_epi64(_mm512_cvtepi32_epi64(_mm256_sub_epi32(mbv, Et)), 52));
+        __m512d vv = _mm512_mul_pd(pow2 ? _mm512_mul_pd(ev, invS) : _mm512_div_pd(ev, Sv), isp);
+        __m512d bu = _mm512_roundscale_pd(_mm512_mul_pd(_mm512_add_pd(vv, one), half), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+        __mmask8 und = _mm512_cmp_pd_mask(bu, _mm512_setzero_pd(), _CMP_LT_OQ);
+        __mmask8 inr = _mm512_cmp_pd_mask(bu, _mm512_setzero_pd(), _CMP_GE_OQ) &
+                       _mm512_cmp_pd_mask(bu, _mm512_set1_pd((double)nu), _CMP_LT_OQ);
+        __m256i bi = _mm512_cvttpd_epi32(_mm512_maskz_mov_pd(inr, bu));
+        bi = _mm256_mask_mov_epi32(_mm256_add_epi32(nuv, _mm256_set1_epi32(S_OVER)), inr, bi);
+        bi = _mm256_mask_mov_epi32(bi, und, _mm256_add_epi32(nuv, _mm256_set1_epi32(S_UNDER)));
+        _mm256_storeu_si256((__m256i *)(iu + i), _mm256_mask_mov_epi32(bi, isspec, _mm256_add_epi32(nuv, special)));
+    }
+    _mm512_storeu_pd(a->sx2, sx2); _mm512_storeu_pd(a->se2, se2); _mm512_storeu_pd(a->se, se);
+    _mm512_storeu_pd(a->sxq, sxq); _mm512_storeu_pd(a->sq2, sq2); _mm512_storeu_pd(a->srel, srel);
+    _mm512_storeu_pd(a->maxae, mae); _mm512_storeu_pd(a->maxrel, mrel);
+    _mm512_storeu_si512(a->nfin, nfin); _mm512_storeu_si512(a->nunder, nund);
+    _mm512_storeu_si512(a->nclip, ncl); _mm512_storeu_si512(a->nnonf, nnf);
+    _mm512_storeu_pd(bsm->se2, bse2);
+    _mm512_storeu_si512(bsm->nf, bnf);
+    _mm256_storeu_ps(bsm->amax, bam);
+    if (rows) {
+        _mm512_storeu_pd(rs->se2, rse2);
+        _mm512_storeu_si512(rs->nf, rnf);
+    }
+}
+#endif
+
+/* One run x[0..m), q[0..m): metrics, histograms, block statistics (ks) and, with rs, the run's
+** total squared error and the element-wise sums va/vn of the other axis. */
+static void kern_run(worker *w, const float *x, const float *q, size_t m, const kscale *ks, bstat *rs, double *va,
+                     uint32_t *vn)
+{
+    const job *j = w->j;
+    const prof *pf = j->pf;
+    kpar P;
+    P.F = j->F;
+    P.ovf = pf->ovf;
+    P.elo = pf->elo;
+    P.ehi = pf->ehi;
+    P.isp = pf->isp;
+    P.tapered = pf->tapered;
+    P.mb = pf->mb;
+    P.nv = HV_N;
+    P.nr = HR_N;
+    P.nu = HU_N;
+    P.invS = 0;
+    size_t g = ks->g, B = ks->B;
+    bstat blk;
+    memset(&blk, 0, sizeof blk);
+    int vec = MET_X86 && w->simd >= QS_SIMD_AVX512 && (g == 0 || g % LANES == 0 || g == 4) &&
+              (B == 0 || B % LANES == 0 || B >= m);
+    size_t cur = (size_t)-1;
+    kl *a = &w->acc;
+    uint64_t *cv = w->hv.c, *ca = w->ha.c, *cr = w->hr.c, *cu = w->hu.c;
+    for (size_t o = 0; o < m; o += CH) {
+        size_t k = m - o < CH ? m - o : CH, i = 0;
+#if MET_X86
+        if (vec && k >= LANES) {
+            size_t ng = k / LANES;
+            groups_avx512(&P, ks, m, x + o, q + o, o, ng, a, &blk, w->iv, w->ia, w->ir, w->iu, rs,
+                          rs ? va + o : NULL, rs ? vn + o : NULL);
+            i = ng * LANES;
+        }
+#else
+        (void)vec;
+#endif
+        for (; i < k; i++) {
+            size_t p = o + i, sg = g ? p / g : 0;
+            if (sg != cur) {
+                set_scale(&P, ks->S[sg], ks->Qb[sg]);
+                cur = sg;
+            }
+            elem(&P, x[p], q[p], (int)(p & (LANES - 1)), a, B ? &blk : NULL, w->iv + i, w->ia + i, w->ir + i, w->iu + i,
+                 rs, rs ? va + p : NULL, rs ? vn + p : NULL);
+            if (B && ((p + 1) % B == 0 || p + 1 == m)) block_flush(&blk, ks, p / B);
+        }
+        for (size_t t = 0; t < k; t++) {
+            cv[w->iv[t]]++;
+            ca[w->ia[t]]++;
+            cr[w->ir[t]]++;
+            cu[w->iu[t]]++;
+        }
+    }
+}
+
 
 /* ---- per band: fake-quantize, block scales, kernels ----------------------------------------- */
 
@@ -600,7 +905,9 @@ static int proxy_scales(worker *w, size_t nb, qs_err *e)
     for (size_t i = 0; i < nb; i++) w->pcodes[i] = pf->code_top;
     if (f->decode(f, &o, w->pcodes, w->pmeta, ts, nb, w->pQ, e)) return -1;
     for (size_t i = 0; i < nb; i++) {
-        w->pQ[i] = fabsf(w->pQ[i]);
+        w->bscale[i] = w->pS[i];
+        w->segS[i] = san_S(w->pS[i]);
+        w->segQb[i] = san_Q(w->pQ[i]);
         if (pf->byte_scale) w->bcode[i] = w->pmeta[i * (size_t)f->meta_bytes];
     }
     return 0;
@@ -631,8 +938,8 @@ static int coded_run(worker *w, const float *x, size_t len, uint64_t index0, flo
                 size_t i = k * pf->seg;
                 int d = ((hm.e1_8 >> (i / 8)) & 1) + ((hm.e1_16 >> (i / 4)) & 1);
                 float s = (float)(val * (double)(1 << d) * 0.25);
-                w->segS[seg0 + b * ns + k] = hm.e6m2 == 0xFF ? NAN : 4.0 * (double)s;
-                w->segQ[seg0 + b * ns + k] = 7.0f * s;
+                w->segS[seg0 + b * ns + k] = san_S(hm.e6m2 == 0xFF ? NAN : 4.0 * (double)s);
+                w->segQb[seg0 + b * ns + k] = san_Q(7.0f * s);
             }
         } else {
             float X = m[0] == 0 ? u2f(0x00400000u) : u2f((uint32_t)m[0] << 23);
@@ -640,8 +947,8 @@ static int coded_run(worker *w, const float *x, size_t len, uint64_t index0, flo
             for (size_t k = 0; k < ns; k++) {
                 unsigned fld = (m[1] >> (2 * k)) & 3u;
                 float cs = pf->m2x_es ? X * (1.0f + 0.25f * (float)fld) : X;
-                w->segS[seg0 + b * ns + k] = m[0] == 0xFF ? NAN : (double)cs;
-                w->segQ[seg0 + b * ns + k] = 6.0f * cs;
+                w->segS[seg0 + b * ns + k] = san_S(m[0] == 0xFF ? NAN : (double)cs);
+                w->segQb[seg0 + b * ns + k] = san_Q(6.0f * cs);
             }
         }
     }
@@ -652,6 +959,50 @@ static void transpose(const float *restrict a, size_t nr, size_t nc, float *rest
 {
     for (size_t i = 0; i < nr; i++)
         for (size_t c = 0; c < nc; c++) t[c * nr + i] = a[i * nc + c];
+}
+
+/* Run k of a band with blocks: one kernel call, then the statistics of each block. */
+static void band_blocks(worker *w, size_t k, const float *xk, const float *qk, size_t rlen, uint64_t r0, uint64_t c0,
+                        size_t bpr, size_t spr, bstat *rs, double *va, uint32_t *vn)
+{
+    job *j = w->j;
+    const plan *p = j->p;
+    const prof *pf = j->pf;
+    size_t blk = p->blk, bl = blk ? blk : rlen;
+    kscale ks;
+    ks.B = bl;
+    ks.bse2 = w->bse2;
+    ks.bnf = w->bnf;
+    ks.bam = w->bam;
+    ks.allpow2 = pf->allpow2;
+    if (pf->fam == FAM_PROXY) {
+        ks.g = bl;
+        ks.S = w->segS + k * bpr;
+        ks.Qb = w->segQb + k * bpr;
+    } else {
+        ks.g = pf->seg;
+        ks.S = w->segS + k * spr;
+        ks.Qb = w->segQb + k * spr;
+    }
+    kern_run(w, xk, qk, rlen, &ks, rs, va, vn);
+    uint64_t gb = p->colruns ? (c0 + k) * p->nbc + r0 / blk : (r0 + k) * p->nbr + (blk ? c0 / blk : 0);
+    for (size_t i = 0; i < bpr; i++) {
+        size_t bidx = k * bpr + i;
+        double bsc = w->bscale[bidx];
+        float bam = w->bam[i];
+        double rmse = w->bnf[i] ? sqrt(w->bse2[i] / (double)w->bnf[i]) : NAN;
+        if (rmse == 0) w->hb.c[HV_N + S_ZERO]++;
+        else if (!(rmse <= DBL_MAX)) w->hb.c[HV_N + S_NONF]++;
+        else h_log4(&w->hb, -4 * HV_LO, rmse);
+        if (pf->byte_scale) w->hs.c[w->bcode[bidx]]++;
+        uint64_t g2 = gb + i;
+        if (j->bk_absmax) {
+            j->bk_absmax[g2] = bam;
+            j->bk_rmse[g2] = (float)rmse;
+            j->bk_ratio[g2] = bsc > 0 && bsc <= DBL_MAX ? (float)((double)bam / bsc) : NAN;
+            if (j->bk_code) j->bk_code[g2] = w->bcode[bidx];
+        }
+    }
 }
 
 static int do_band(worker *w, uint64_t b, bpart *sl, qs_err *e)
@@ -716,104 +1067,60 @@ static int do_band(worker *w, uint64_t b, bpart *sl, qs_err *e)
         }
         if (pf->fam == FAM_PROXY && proxy_scales(w, nruns * bpr, e)) return -1;
     }
-    /* kernels */
-    double *e2 = p->colacc ? w->e2 : NULL;
+    /* kernels.  Rows and columns (2-D): each run's total in lanes by position (rs), and the
+    ** element-wise sums of the other axis (va/vn), both in the band partial. */
+    int acc2 = p->colacc;
+    if (acc2) {
+        memset(sl->row_se2, 0, nr * sizeof *sl->row_se2);
+        memset(sl->row_nf, 0, nr * sizeof *sl->row_nf);
+        memset(sl->col_se2, 0, nc * sizeof *sl->col_se2);
+        memset(sl->col_nf, 0, nc * sizeof *sl->col_nf);
+    }
+    double *ra = p->colruns ? sl->col_se2 : sl->row_se2, *va = p->colruns ? sl->row_se2 : sl->col_se2;
+    uint32_t *rn = p->colruns ? sl->col_nf : sl->row_nf, *vn = p->colruns ? sl->row_nf : sl->col_nf;
+    bstat rsb, *rs = acc2 ? &rsb : NULL;
     for (size_t k = 0; k < nruns; k++) {
         const float *xk = xr + k * rlen, *qk = qr + k * rlen;
-        double *ek = e2 ? e2 + k * rlen : NULL;
-        if (mem) {
-            double S = p->mode == PM_MEM_C ? j->colS[c0 + k] : j->memS;
-            float Q = p->mode == PM_MEM_C ? j->colQ[c0 + k] : j->memQ;
-            kern(w, xk, qk, rlen, 0, S, Q, ek, NULL);
-            continue;
-        }
-        if (!p->blockstats) {   /* element casts */
-            kern(w, xk, qk, rlen, 0, 1.0, pf->cast_top, ek, NULL);
-            continue;
-        }
-        size_t bl = blk ? blk : rlen;
-        uint64_t gb = p->colruns ? (c0 + k) * p->nbc + r0 / blk : (r0 + k) * p->nbr + (blk ? c0 / blk : 0);
-        for (size_t i = 0; i < bpr; i++) {
-            size_t s = i * bl, m = rlen - s < bl ? rlen - s : bl;
-            size_t bidx = k * bpr + i;
-            bstat bs = {0, 0, 0};
-            double bsc;
-            if (pf->fam == FAM_PROXY) {
-                kern(w, xk + s, qk + s, m, s, (double)w->pS[bidx], w->pQ[bidx], ek ? ek + s : NULL, &bs);
-                bsc = w->pS[bidx];
-            } else {
-                size_t g = pf->seg, ns = (m + g - 1) / g;
-                for (size_t t = 0; t < ns; t++) {
-                    size_t s2 = s + t * g, m2 = m - t * g < g ? m - t * g : g;
-                    size_t si = k * spr + i * (bl / g) + t;
-                    kern(w, xk + s2, qk + s2, m2, s2, w->segS[si], w->segQ[si], ek ? ek + s2 : NULL, &bs);
-                }
-                bsc = w->bscale[bidx];
+        if (rs) memset(rs, 0, sizeof *rs);
+        if (mem || !p->blockstats) {   /* one scale for the run: in-memory modes, element casts */
+            double S = 1.0;
+            float Q = pf->cast_top;
+            if (mem) {
+                S = p->mode == PM_MEM_C ? j->colS[c0 + k] : j->memS;
+                Q = p->mode == PM_MEM_C ? j->colQ[c0 + k] : j->memQ;
             }
-            double rmse = bs.nf ? sqrt(bs.se2 / (double)bs.nf) : NAN;
-            if (rmse == 0) w->hb.zero++;
-            else if (!(rmse <= DBL_MAX)) w->hb.nonfinite++;
-            else h_log4(&w->hb, -4 * HV_LO, rmse);
-            if (pf->byte_scale) w->hs.c[w->bcode[bidx]]++;
-            uint64_t g2 = gb + i;
-            if (j->bk_absmax) {
-                j->bk_absmax[g2] = bs.amax;
-                j->bk_rmse[g2] = (float)rmse;
-                j->bk_ratio[g2] = bsc > 0 && bsc <= DBL_MAX ? (float)((double)bs.amax / bsc) : NAN;
-                if (j->bk_code) j->bk_code[g2] = w->bcode[bidx];
-            }
+            double Ss = san_S(S);
+            uint32_t Qb = san_Q(Q);
+            kscale ks = {0, &Ss, &Qb, (d2u(Ss) & 0xfffffffffffffull) == 0, 0, NULL, NULL, NULL};
+            kern_run(w, xk, qk, rlen, &ks, rs, va, vn);
+        } else
+            band_blocks(w, k, xk, qk, rlen, r0, c0, bpr, spr, rs, va, vn);
+        if (rs) {
+            ra[k] = lanesum(rs->se2);
+            rn[k] = (uint32_t)lanesum_i(rs->nf);
         }
     }
+
     /* band partial */
-    sl->sx2 = lanesum(w->l_sx2);
-    sl->se2 = lanesum(w->l_se2);
-    sl->se = lanesum(w->l_se);
-    sl->sxq = lanesum(w->l_sxq);
-    sl->sq2 = lanesum(w->l_sq2);
-    sl->srel = lanesum(w->l_srel);
-    sl->maxae = w->maxae;
-    sl->maxrel = w->maxrel;
-    sl->nfin = w->nfin;
-    sl->nunder = w->nunder;
-    sl->nclip = w->nclip;
-    sl->nnonf = w->nnonf;
+    const kl *A = &w->acc;
+    sl->sx2 = lanesum(A->sx2);
+    sl->se2 = lanesum(A->se2);
+    sl->se = lanesum(A->se);
+    sl->sxq = lanesum(A->sxq);
+    sl->sq2 = lanesum(A->sq2);
+    sl->srel = lanesum(A->srel);
+    sl->maxae = lanemax(A->maxae);
+    sl->maxrel = lanemax(A->maxrel);
+    sl->nfin = lanesum_i(A->nfin);
+    sl->nunder = lanesum_i(A->nunder);
+    sl->nclip = lanesum_i(A->nclip);
+    sl->nnonf = lanesum_i(A->nnonf);
     sl->nelem = len;
     sl->r0 = r0;
     sl->c0 = c0;
     sl->nr = nr;
     sl->nc = nc;
-    memset(w->l_sx2, 0, sizeof w->l_sx2);
-    memset(w->l_se2, 0, sizeof w->l_se2);
-    memset(w->l_se, 0, sizeof w->l_se);
-    memset(w->l_sxq, 0, sizeof w->l_sxq);
-    memset(w->l_sq2, 0, sizeof w->l_sq2);
-    memset(w->l_srel, 0, sizeof w->l_srel);
-    w->maxae = w->maxrel = 0;
-    w->nfin = w->nunder = w->nclip = w->nnonf = 0;
-    if (e2) {
-        /* rows and columns: sums in a fixed order (run order, then value order) */
-        memset(sl->row_se2, 0, nr * sizeof *sl->row_se2);
-        memset(sl->row_nf, 0, nr * sizeof *sl->row_nf);
-        memset(sl->col_se2, 0, nc * sizeof *sl->col_se2);
-        memset(sl->col_nf, 0, nc * sizeof *sl->col_nf);
-        for (size_t k = 0; k < nruns; k++) {
-            const double *ek = e2 + k * rlen;
-            double *ra = p->colruns ? sl->col_se2 : sl->row_se2, *va = p->colruns ? sl->row_se2 : sl->col_se2;
-            uint32_t *rn = p->colruns ? sl->col_nf : sl->row_nf, *vn = p->colruns ? sl->row_nf : sl->col_nf;
-            double s = 0;
-            uint32_t cnt = 0;
-            for (size_t i = 0; i < rlen; i++) {
-                double v = ek[i];
-                int ok = v >= 0;
-                s += ok ? v : 0.0;
-                cnt += (uint32_t)ok;
-                va[i] += ok ? v : 0.0;
-                vn[i] += (uint32_t)ok;
-            }
-            ra[k] = s;
-            rn[k] = cnt;
-        }
-    }
+    memset(&w->acc, 0, sizeof w->acc);
     return 0;
 }
 
@@ -910,17 +1217,17 @@ static void hist_add(qs_hist *h, const hacc *a)
 {
     if (!h->counts || !a->c) return;
     for (int i = 0; i < h->nbins; i++) h->counts[i] += a->c[i];
-    h->zero += a->zero;
-    h->under += a->under;
-    h->over += a->over;
-    h->nonfinite += a->nonfinite;
+    h->zero += a->c[a->n + S_ZERO];
+    h->under += a->c[a->n + S_UNDER];
+    h->over += a->c[a->n + S_OVER];
+    h->nonfinite += a->c[a->n + S_NONF];
 }
 
 static void worker_free(worker *w)
 {
-    free(w->x); free(w->xt); free(w->q); free(w->e2); free(w->codes); free(w->meta);
+    free(w->x); free(w->xt); free(w->q); free(w->codes); free(w->meta);
     free(w->reps); free(w->pcodes); free(w->pmeta); free(w->pS); free(w->pQ);
-    free(w->segS); free(w->segQ); free(w->bcode); free(w->bscale);
+    free(w->segS); free(w->segQb); free(w->bcode); free(w->bscale); free(w->bse2); free(w->bnf); free(w->bam);
     free(w->hv.c); free(w->ha.c); free(w->hr.c); free(w->hu.c); free(w->hb.c); free(w->hs.c);
 }
 
@@ -933,7 +1240,6 @@ static int worker_alloc(worker *w, const plan *p, const prof *pf)
     if (!mem && !(w->x = malloc(L * sizeof(float)))) return -1;
     if (p->colruns && !(w->xt = malloc(L * sizeof(float)))) return -1;
     if (!(w->q = malloc(L * sizeof(float)))) return -1;
-    if (p->colacc && !(w->e2 = malloc(L * sizeof(double)))) return -1;
     if (pf->fam == FAM_HIF4 || pf->fam == FAM_M2X) {
         size_t nbr = run / (p->blk ? p->blk : 1) + 1;
         if (!(w->codes = malloc((run ? run : 1) * sizeof(uint32_t))) || !(w->meta = malloc(nbr * mb))) return -1;
@@ -942,13 +1248,14 @@ static int worker_alloc(worker *w, const plan *p, const prof *pf)
         !(w->pmeta = malloc(nb * mb)) || !(w->pS = malloc(nb * sizeof(float))) ||
         !(w->pQ = malloc(nb * sizeof(float))) || !(w->bcode = malloc(nb)) ||
         !(w->bscale = malloc(nb * sizeof(double))) || !(w->segS = malloc(ns * sizeof(double))) ||
-        !(w->segQ = malloc(ns * sizeof(float))))
+        !(w->segQb = malloc(ns * sizeof(uint32_t))) || !(w->bse2 = malloc(nb * sizeof(double))) ||
+        !(w->bnf = malloc(nb * sizeof(uint64_t))) || !(w->bam = malloc(nb * sizeof(float))))
         return -1;
     hacc *h[6] = {&w->hv, &w->ha, &w->hr, &w->hu, &w->hb, &w->hs};
     int n[6] = {HV_N, HV_N, HR_N, HU_N, HV_N, 256};
     for (int k = 0; k < 6; k++) {
         h[k]->n = n[k];
-        if (!(h[k]->c = calloc((size_t)n[k], sizeof(uint64_t)))) return -1;
+        if (!(h[k]->c = calloc((size_t)n[k] + NSLOT, sizeof(uint64_t)))) return -1;
     }
     return 0;
 }
@@ -1106,6 +1413,7 @@ int qs_analyze(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read rd, v
     for (int t = 0; t < T; t++) {
         w[t].j = &j;
         w[t].id = t;
+        w[t].simd = MET_X86 ? qs_simd_level() : QS_SIMD_SCALAR;
         if (worker_alloc(&w[t], &p, &pf)) goto oom;
     }
 

@@ -12,6 +12,88 @@
 
 #include "../kernels/format_apply.h"
 
+/*
+** Definitions (implementation: analysis/metrics.c; tests: tests/unit/test_metrics.c).
+**
+** Values.  x is the input (float32), q its fake-quantization exactly as qs_format_apply computes it
+** (same runs, blocks, SR counters, NVFP4 tensor scale), e = q - x computed in double.  The metrics are
+** over the n_finite finite inputs; NaN/Inf inputs are only counted (value histogram, n - n_finite).
+**   - A finite input whose q is NaN or Inf (overflow of a non-saturating cast, a NaN/Inf block, E8M0
+**     of a negative) has an infinite error: sum_e2, mse, rmse, max_abs_err, max_rel_err, mean_rel_err
+**     are +inf, sqnr_db and both effective bits -inf, mean_err and cosine NaN.  sum_x2 and the cosine
+**     sums leave such values out.  They are counted in nonfinite_frac.
+**   - n_finite == 0: every error metric NaN, every fraction 0.
+**   - sqnr_db = 10 log10(sum_x2 / sum_e2): +inf when sum_e2 == 0 (exact, the all-zero tensor
+**     included), -inf when sum_x2 == 0 < sum_e2.  eff_bits_energy = -1/2 log2(sum_e2 / sum_x2) and
+**     eff_bits_sqnr = (sqnr_db - 1.76) / 6.02 are +inf when exact.  mse = sum_e2 / n_finite.
+**   - Relative error |e| / max(|x|, rel_floor * absmax), absmax = the tensor's largest finite |x|
+**     (opts.absmax, or a reading pre-pass), 0/0 = 0.  rel_floor defaults to 1e-6.
+**   - cosine = sum(x q) / (sqrt(sum x^2) sqrt(sum q^2)); NaN when either sum is 0.
+**   - underflow_frac: non-zero finite x with q = +-0, over n_finite.
+**   - clip_frac: finite x with finite q, |q| < |x| and |q| equal to the block's saturation level (the
+**     value its largest element code decodes to): casts +-max_finite; int8/int4 fl32(qmax * scale);
+**     MX max_elem * X; NVFP4 6 * its element multiplier; HiF4 7 * the step of its micro-group; M2XFP
+**     6 * its sub-group scale (em: the top element's extra mantissa is not modelled).  Plus, for
+**     element casts, finite |x| > max_finite that overflowed to NaN/Inf (also in nonfinite_frac).  A
+**     block whose saturation level is 0 (an NVFP4 block scale that underflowed) clips nothing (its
+**     values are underflows).  NaN/Inf inputs never count.
+**   - bits_per_elem = elem_bits + meta_bits * nblocks / n (partial blocks are blocks; int8/int4 with one
+**     scale per row/column/tensor: 32 bits per scale), + 32 / n for NVFP4's FP32 tensor scale.
+**   - Sums are double.  Within a run, lane L (0..7) sums the values at run positions = L mod 8, each
+**     lane sequentially; lanes are combined as ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)) per band and bands
+**     in band order.  Band boundaries depend only on shape and format, so results are bit-identical
+**     for any thread count and SIMD level (and sum_x2 is the same for every format whose runs match).
+**
+** ulps.  The ulp at x is S times the spacing of the element grid at |x| / S, in the binade of |x| / S
+** (the lowest binade's spacing below it, e.g. the subnormal step; the top binade's above the largest
+** value), S the element scale:
+**   casts S = 1 (fp32/bf16/fp16/FP8/FP6/FP4: 2^(E - mbits) with E = max(floor log2 t, emin); E8M0 2^E;
+**   HiF8: its code table per binade); int8/int4 S = the FP32 block scale, grid step 1; MX S = X =
+**   2^(e8m0 - 127), the element's minifloat grid (MXINT8 step 1/64); NVFP4 S = the value element 1.0
+**   decodes to (fl32(fl32(s amax) / 2688) for TE, pts * s for torchao), E2M1 grid; HiF4 S = E6M2 *
+**   2^(group + micro-group flags), step 1/4; M2XFP S = X (em) or X (1 + m/4) (es), E2M1 grid.  The ulp
+**   error is v = (e / S) * (1 / spacing), signed.  S = 0 (underflowed NVFP4 block): +-inf ulps.
+**
+** Histograms (qs_hist; "zero", "under", "over", "nonfinite" are outside the bins; the total of a
+** histogram is sum(counts) + zero + under + over + nonfinite):
+**   value      kind 0: bins of floor(4 log2 |x|) (exact: the edges 2^(k/4) are compared exactly),
+**              lo -160, hi 130, 1160 bins; zero: x = +-0; nonfinite: NaN/Inf.  Total n.
+**   abs_err    kind 0, log2 |e|, same bins; over the finite inputs: zero e == 0, nonfinite q NaN/Inf.
+**              Total n_finite.
+**   rel_err    kind 0, log2 of the relative error, lo -80, hi 16, 384 bins; as abs_err.
+**   ulp_err    kind 1, v in [-1, 1), 64 bins of 1/32 ulp: bin floor((v + 1) * 32) in double; under
+**              v < -1, over v >= 1; zero and nonfinite as abs_err.  Total n_finite.
+**   scale_code kind 2, 256 bins, one count per block: the first metadata byte (MX and M2XFP E8M0,
+**              NVFP4 UE4M3, HiF4 E6M2).  Not computed for element casts and int8/int4.
+**   block_err  kind 0, log2 of each block's RMSE, as value; zero RMSE 0; nonfinite: a block with a
+**              NaN/Inf output or without finite input.  Total nblocks.  Not computed for casts.
+** A histogram that is not computed has nbins 0 and counts NULL (JSON null).
+**
+** Blocks (nblocks = 0 for element casts).  Order: axis 1 row by row, axis 0 column by column;
+** granularity row / col: one block per row / column; tensor: one.  block_absmax: largest finite |x|
+** (0 if none); block_ratio = block_absmax / the decoded block scale (MX X, NVFP4 its element
+** multiplier S, int the FP32 scale, HiF4 the E6M2 value, M2XFP X), NaN for a NaN block or a zero
+** scale; block_rmse = sqrt(block sum_e2 / its finite inputs) with the conventions above (the block
+** sum in lanes by run position); block_scale_code: the first metadata byte.  The histograms
+** scale_code and block_err are computed without opts.blocks; the arrays only with it.
+** row_rmse / col_rmse: when rows > 1 (a 1-D tensor is passed as one row: NULL), over the finite
+** inputs of the row / column.
+**
+** Block scales without a full encode: for int8/int4, MX and NVFP4 the block scale depends only on the
+** block's largest magnitude (int: largest finite |x|; MX/NVFP4: largest magnitude bits, NaN/Inf
+** making a NaN block), so the format's own encode runs on one representative value per block (block
+** size 1) and its decode of the codes "1.0" and "largest" gives S and the saturation level.  HiF4 and
+** M2XFP run encode + decode instead of fakeq (bit-identical to it).
+**
+** Memory: per thread about 5 bands of ~1M values (input, transposed input, q, per-block arrays) and
+** a window of 2 x threads band partials (with row/column sums when 2-D), plus O(nblocks + rows +
+** cols).  As in format_apply, int8/int4 with one scale per tensor or per column (granularity
+** tensor/col, or axis 0 without a block size) hold the whole tensor, twice (x and q).
+**
+** Speed: the per-value kernel has an AVX-512 path (bit-identical to the portable C path, which is
+** used without AVX-512 or with QS_SIMD=scalar and is about 5x slower).
+*/
+
 #define QS_REL_FLOOR_DEFAULT 1e-6   /* relative errors use max(|x|, floor * absmax) as denominator */
 
 typedef struct qs_metrics {
@@ -58,8 +140,10 @@ typedef struct qs_analyze_opts {
     int threads;             /* >= 1 */
     int blocks;              /* compute per-block arrays (needs encode) */
     double rel_floor;        /* 0 = QS_REL_FLOOR_DEFAULT */
-    /* progress: called from the calling thread with done/total elements; may be NULL.  Returning
-    ** non-zero cancels (the call then fails with "cancelled"). */
+    /* progress: called from the calling thread with done/total elements, at band granularity and
+    ** once at the end (total = n per reading pass: the absmax pre-pass and the in-memory modes' read
+    ** count as passes); may be NULL.  Returning non-zero cancels (the call then fails with
+    ** "cancelled", *out zeroed, nothing allocated). */
     int (*progress)(void *ctx, uint64_t done, uint64_t total);
     void *progress_ctx;
     /* Extension (zero-initialised = the old behaviour).  The relative-error floor and NVFP4's
@@ -72,12 +156,19 @@ typedef struct qs_analyze_opts {
 
 typedef int (*qs_an_read)(void *ctx, uint64_t start, size_t n, float *out, qs_err *e);
 
-/* Analyze a rows x cols tensor (C order) under the format and options of `a`. */
+/* Analyze a rows x cols tensor (C order) under the format and options of `a`.  rd is called with
+** whole bands of about 1M values (axis 0: at least one block-row of the tensor), from several
+** threads at once only when read_threadsafe
+** (else serialised).  On failure (a read error: the reader's message for the lowest failing band;
+** "cancelled"; invalid options as qs_format_apply reports them) returns -1 with *out zeroed. */
 int qs_analyze(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read rd, void *rctx, int read_threadsafe,
                const qs_analyze_opts *o, qs_analysis *out, qs_err *e);
 void qs_analysis_free(qs_analysis *an);
 
-/* JSON texts for the result store (caller frees): the "metrics" and "hist" kinds of results.h. */
+/* JSON texts for the result store (caller frees): the "metrics" and "hist" kinds of results.h, compact,
+** keys sorted.  Finite numbers are JSON reals (n and n_finite integers), +-Inf the strings "inf" /
+** "-inf", NaN null; a histogram that is not computed is null.  Histogram edges are the lo + (hi -
+** lo) i / nbins (log2 exponents for "log2", integer codes for "code"). */
 char *qs_metrics_json(const qs_metrics *m);
 char *qs_hists_json(const qs_analysis *an);
 
