@@ -45,6 +45,9 @@ int qs_bench_analyze(qs_cli *cli, int quick, int json)
     qs_apply apps[16];
     int na = qs_quant_parse_list("bench", list, &base, apps, 16);
     if (na < 0) { free(x); free(y); return QS_EXIT_USAGE; }
+    /* `analyze` passes the absmax it already has from the stored statistics; so does the bench */
+    double amax = 0;
+    for (uint64_t i = 0; i < N; i++) if (isfinite(x[i]) && fabs(x[i]) > amax) amax = fabs(x[i]);
     json_t *rows = json_array();
     mem m = {x, y};
     qs_err e = {{0}};
@@ -59,7 +62,7 @@ int qs_bench_analyze(qs_cli *cli, int quick, int json)
                 if (mode == 0) rc = qs_format_apply(&apps[k], R, C, rd, &m, wr, &m, &e);
                 else {
                     qs_analysis an;
-                    qs_analyze_opts ao = {.threads = mode};
+                    qs_analyze_opts ao = {.threads = mode, .absmax_known = 1, .absmax = amax};
                     rc = qs_analyze(&apps[k], R, C, rd, &m, 1, &ao, &an, &e);
                     if (!rc) qs_analysis_free(&an);
                 }
