@@ -9,6 +9,16 @@
 
 #include "../kernels/qs_version.h"
 
+/* The five key columns, bound as parameters 1..5 in the order of the table's UNIQUE constraint. */
+static void bind_key(sqlite3_stmt *st, const char *hash, const char *kind, const char *format, const char *options)
+{
+    sqlite3_bind_text(st, 1, hash, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, kind, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 3, format, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 4, options ? options : "{}", -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 5, QS_VERSION, -1, SQLITE_STATIC);
+}
+
 int qs_result_put(qs_db *db, const char *hash, const char *kind, const char *format, const char *options,
                   const char *data, int64_t *id, qs_err *e)
 {
@@ -17,22 +27,14 @@ int qs_result_put(qs_db *db, const char *hash, const char *kind, const char *for
     sqlite3_stmt *st = qs_db_prepare(db,
         "DELETE FROM result WHERE tensor_hash=? AND kind=? AND format=? AND options=? AND tool_version=?", e);
     if (!st) return -1;
-    sqlite3_bind_text(st, 1, hash, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 2, kind, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 3, format, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 4, options ? options : "{}", -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 5, QS_VERSION, -1, SQLITE_STATIC);
+    bind_key(st, hash, kind, format, options);
     int drc = sqlite3_step(st);
     sqlite3_finalize(st);
     if (drc != SQLITE_DONE) return qs_db_fail(db, e, "result replace");
     st = qs_db_prepare(db,
         "INSERT INTO result(tensor_hash, kind, format, options, tool_version, data) VALUES(?,?,?,?,?,?) RETURNING id", e);
     if (!st) return -1;
-    sqlite3_bind_text(st, 1, hash, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 2, kind, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 3, format, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 4, options ? options : "{}", -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 5, QS_VERSION, -1, SQLITE_STATIC);
+    bind_key(st, hash, kind, format, options);
     sqlite3_bind_text(st, 6, data, -1, SQLITE_TRANSIENT);
     int rc = sqlite3_step(st);
     if (rc != SQLITE_ROW) { qs_db_fail(db, e, "result write"); sqlite3_finalize(st); return -1; }
@@ -48,11 +50,7 @@ int qs_result_get(qs_db *db, const char *hash, const char *kind, const char *for
     sqlite3_stmt *st = qs_db_prepare(db,
         "SELECT id, data FROM result WHERE tensor_hash=? AND kind=? AND format=? AND options=? AND tool_version=?", e);
     if (!st) return -1;
-    sqlite3_bind_text(st, 1, hash, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 2, kind, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 3, format, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 4, options ? options : "{}", -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 5, QS_VERSION, -1, SQLITE_STATIC);
+    bind_key(st, hash, kind, format, options);
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
         if (id) *id = sqlite3_column_int64(st, 0);
