@@ -58,7 +58,7 @@ $(LIB): $(LIB_OBJ)
 $(BIN): $(APP_OBJ) $(LIB)
 	$(CC) $(CFLAGS) $(APP_OBJ) $(LIB) -o $@ $(LDFLAGS) $(LDLIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c tests/unit/test_util.h $(LIB)
+$(BUILD)/tests/%: tests/unit/%.c $(wildcard tests/unit/*.h) $(LIB)
 	@mkdir -p $(dir $@)
 	@echo "LINK $@"
 	@$(CC) $(CFLAGS) $< $(LIB) -o $@ $(LDFLAGS) $(LDLIBS) -lcmocka
