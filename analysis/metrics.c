@@ -91,6 +91,21 @@ static inline int log4bin(double a)
     return 4 * E + (m >= T1) + (m >= T2) + (m >= T3);
 }
 
+/* floor(4 log2 f) from the bits of a float f > 0: exact, since the edges 2^(k/4) compare with the
+** 23-bit mantissa field through these ceilings of (2^(j/4) - 1) 2^23.  Zero and subnormals land far
+** below every histogram's lowest bin (they are "under"), Inf above the highest. */
+#define TF1 0x1837f1u
+#define TF2 0x3504f4u
+#define TF3 0x5744fdu
+static inline int log4bin_f(float f)
+{
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    b &= 0x7fffffffu;
+    uint32_t m = b & 0x7fffffu;
+    return 4 * ((int)(b >> 23) - 127) + (m >= TF1) + (m >= TF2) + (m >= TF3);
+}
+
 /* floor(log2 a) for a >= 0 (0 -> -1023). */
 static inline int ilog2d(double a) { return (int)(d2u(a) >> 52 & 0x7ff) - 1023; }
 
@@ -369,6 +384,10 @@ static int plan_init(plan *p, const prof *pf, const qs_apply *a, uint64_t rows, 
 ** histogram does not count: non-finite inputs for the error histograms). */
 enum { S_ZERO = 0, S_UNDER, S_OVER, S_NONF, S_SKIP, NSLOT };
 
+/* A histogram's counters: n bins then NSLOT special slots, in HCOPIES copies (stride n + NSLOT)
+** that consecutive values increment in turn, so that runs of equal bins (errors cluster) do not
+** chain every increment through one memory location; summed when merged. */
+#define HCOPIES 4
 typedef struct hacc {
     uint64_t *c;
     int n;
@@ -409,6 +428,7 @@ typedef struct kpar {
     const double *isp;       /* 1 / grid spacing per binade, elo..ehi (tapered grids) */
     int tapered, mb;         /* else 1 / spacing = 2^(mb - E) */
     int nv, nr, nu;          /* bins of the value/abs (same), rel and ulp histograms */
+    int novalue;             /* the value histogram was given (opts.value_hist): skip its bins */
 } kpar;
 
 /* ---- job, workers --------------------------------------------------------------------------- */
@@ -447,6 +467,8 @@ typedef struct worker {
     kl acc;                  /* the band's lanes */
     int simd;                /* qs_simd_level() */
     uint32_t iv[CH], ia[CH], ir[CH], iu[CH];   /* bin indices of a chunk */
+    float fa[CH], fr[CH], fu[CH];              /* fl32 of |e|, rel and ulp error, for the bins */
+    int32_t sp[CH];                            /* -1, or the special slot of the error histograms */
     /* histograms */
     hacc hv, ha, hr, hu, hb, hs;
     qs_err err;
@@ -463,6 +485,7 @@ struct job {
     pthread_cond_t cv;
     int nthreads;
     double F;                /* relative-error floor (absolute) */
+    int novalue;             /* opts.value_hist given: the kernels skip the value histogram */
     /* window */
     bpart *slots;
     uint64_t wsize, frontier;
@@ -534,8 +557,8 @@ static inline double dmask(double v, uint64_t m) { return u2d(d2u(v) & m); }
 ** exactly these operations, so their results are identical; v = e / S is a division here and a
 ** multiplication by 1/S there when every S is a power of two: the same value). */
 static inline __attribute__((always_inline)) void elem(const kpar *P, float xv, float qv, int L, kl *a,
-                                                       bstat *bs, uint32_t *iv, uint32_t *ia, uint32_t *ir,
-                                                       uint32_t *iu, bstat *rs, double *va, uint32_t *vn)
+                                                       bstat *bs, uint32_t *iv, float *fa, float *fr,
+                                                       float *fu, int32_t *sp, bstat *rs, double *va, uint32_t *vn)
 {
     uint32_t xa = f2u(xv) & 0x7fffffffu, qa = f2u(qv) & 0x7fffffffu;
     uint64_t xf = xa < 0x7f800000u, qf = qa < 0x7f800000u;
@@ -575,28 +598,24 @@ static inline __attribute__((always_inline)) void elem(const kpar *P, float xv, 
         va[0] += e2b;
         vn[0] += (uint32_t)xf;
     }
-    /* bins */
-    int nv = P->nv, nr = P->nr, nu = P->nu;
-    int bx = log4bin(ax) + 4 * -HV_LO;
-    bx = bx < 0 ? nv + S_UNDER : bx >= nv ? nv + S_OVER : bx;
-    *iv = (uint32_t)(xa == 0 ? nv + S_ZERO : xf ? bx : nv + S_NONF);
+    /* bins: the value histogram here; the error histograms from fa/fr/fu/sp (err_bins) */
+    int nv = P->nv;
+    if (!P->novalue) {
+        int bx = log4bin(ax) + 4 * -HV_LO;
+        bx = bx < 0 ? nv + S_UNDER : bx >= nv ? nv + S_OVER : bx;
+        *iv = (uint32_t)(xa == 0 ? nv + S_ZERO : xf ? bx : nv + S_NONF);
+    }
     int special = !xf ? S_SKIP : bad ? S_NONF : S_ZERO;
     int isspec = !ok | (ae == 0);
-    int ba = log4bin(ae) + 4 * -HV_LO;
-    ba = ba < 0 ? nv + S_UNDER : ba >= nv ? nv + S_OVER : ba;
-    *ia = (uint32_t)(isspec ? nv + special : ba);
-    int br = log4bin(rel) + 4 * -HR_LO;
-    br = br < 0 ? nr + S_UNDER : br >= nr ? nr + S_OVER : br;
-    *ir = (uint32_t)(isspec ? nr + special : br);
+    *sp = isspec ? special : -1;
+    *fa = (float)ae;
+    *fr = (float)rel;
     /* ulps: binade of |x|/S from the bits (exact: both have 24-bit significands), grid spacing */
     uint64_t xbits = d2u(ax);
     int Et = (int)(xbits >> 52) - 1023 - P->Es - ((xbits & 0xfffffffffffffull) < P->ms);
     Et = Et < P->elo ? P->elo : Et > P->ehi ? P->ehi : Et;
     double isp = P->tapered ? P->isp[Et - P->elo] : u2d((uint64_t)(1023 + P->mb - Et) << 52);
-    double v = ev / P->S * isp;
-    double bu = floor((v + 1.0) * (double)(HU_N / 2));
-    int bi = bu >= 0 && bu < nu ? (int)bu : bu < 0 ? nu + S_UNDER : nu + S_OVER;
-    *iu = (uint32_t)(isspec ? nu + special : bi);
+    *fu = (float)(ev / P->S * isp);
 }
 
 /* The element scales of a run: one per segment of g values (g = 0: one for the whole run), already
@@ -646,20 +665,20 @@ static void block_flush(bstat *b, const kscale *ks, size_t bi)
 ** block sums reduced in lanesum's order), so the results are bit-identical to elem()'s. */
 __attribute__((target("avx512f,avx512dq,avx512vl")))
 static void groups_avx512(const kpar *P, const kscale *ks, size_t m, const float *x, const float *q, size_t p0,
-                          size_t ng, kl *a, bstat *bsm, uint32_t *iv, uint32_t *ia, uint32_t *ir, uint32_t *iu,
+                          size_t ng, kl *a, bstat *bsm, uint32_t *iv, float *fa, float *fr, float *fu, int32_t *sp,
                           bstat *rs, double *va, uint32_t *vn)
 {
     const __m256i absm = _mm256_set1_epi32(0x7fffffff), expm = _mm256_set1_epi32(0x7f800000);
     const __m512d F = _mm512_set1_pd(P->F), dmin = _mm512_set1_pd(DBL_MIN), inf = _mm512_set1_pd(INFINITY);
-    const __m512d ovf = _mm512_set1_pd(P->ovf), one = _mm512_set1_pd(1.0), half = _mm512_set1_pd((double)(HU_N / 2));
+    const __m512d ovf = _mm512_set1_pd(P->ovf), one = _mm512_set1_pd(1.0);
     const __m512i absd = _mm512_set1_epi64(0x7fffffffffffffffll), mant = _mm512_set1_epi64(0xfffffffffffffll);
     const __m512i t1 = _mm512_set1_epi64((long long)T1), t2 = _mm512_set1_epi64((long long)T2),
                   t3 = _mm512_set1_epi64((long long)T3), e1023 = _mm512_set1_epi64(1023);
     const __m512i one64 = _mm512_set1_epi64(1);
     const __m256i zero32 = _mm256_setzero_si256(), one32 = _mm256_set1_epi32(1);
-    const __m256i offv = _mm256_set1_epi32(4 * -HV_LO), offr = _mm256_set1_epi32(4 * -HR_LO);
-    const int nv = P->nv, nr = P->nr, nu = P->nu;
-    const __m256i nvv = _mm256_set1_epi32(nv), nrv = _mm256_set1_epi32(nr), nuv = _mm256_set1_epi32(nu);
+    const __m256i offv = _mm256_set1_epi32(4 * -HV_LO);
+    const int nv = P->nv;
+    const __m256i nvv = _mm256_set1_epi32(nv);
     const __m256i elo = _mm256_set1_epi32(P->elo), ehi = _mm256_set1_epi32(P->ehi);
     const __m256i mbv = _mm256_set1_epi32(1023 + P->mb);
     const size_t g = ks->g, B = ks->B;
@@ -766,17 +785,18 @@ static void groups_avx512(const kpar *P, const kscale *ks, size_t m, const float
 #define CLAMPBIN(b, n) _mm256_mask_mov_epi32(_mm256_mask_mov_epi32(b, _mm256_cmpgt_epi32_mask(zero32, b),          \
                                              _mm256_add_epi32(n, _mm256_set1_epi32(S_UNDER))),                       \
                                              _mm256_cmpge_epi32_mask(b, n), _mm256_add_epi32(n, _mm256_set1_epi32(S_OVER)))
-        __m256i bx = CLAMPBIN(LOG4(ax, offv), nvv);
-        bx = _mm256_mask_mov_epi32(_mm256_add_epi32(nvv, _mm256_set1_epi32(S_NONF)), xf, bx);
-        bx = _mm256_mask_mov_epi32(bx, (__mmask8)~xnz, _mm256_add_epi32(nvv, _mm256_set1_epi32(S_ZERO)));
-        _mm256_storeu_si256((__m256i *)(iv + i), bx);
+        if (!P->novalue) {
+            __m256i bx = CLAMPBIN(LOG4(ax, offv), nvv);
+            bx = _mm256_mask_mov_epi32(_mm256_add_epi32(nvv, _mm256_set1_epi32(S_NONF)), xf, bx);
+            bx = _mm256_mask_mov_epi32(bx, (__mmask8)~xnz, _mm256_add_epi32(nvv, _mm256_set1_epi32(S_ZERO)));
+            _mm256_storeu_si256((__m256i *)(iv + i), bx);
+        }
         __m256i special = _mm256_mask_mov_epi32(_mm256_set1_epi32(S_ZERO), bad, _mm256_set1_epi32(S_NONF));
         special = _mm256_mask_mov_epi32(special, (__mmask8)~xf, _mm256_set1_epi32(S_SKIP));
         __mmask8 isspec = (__mmask8)~ok | _mm512_cmp_pd_mask(ae, _mm512_setzero_pd(), _CMP_EQ_OQ);
-        __m256i ba = CLAMPBIN(LOG4(ae, offv), nvv);
-        _mm256_storeu_si256((__m256i *)(ia + i), _mm256_mask_mov_epi32(ba, isspec, _mm256_add_epi32(nvv, special)));
-        __m256i br = CLAMPBIN(LOG4(rel, offr), nrv);
-        _mm256_storeu_si256((__m256i *)(ir + i), _mm256_mask_mov_epi32(br, isspec, _mm256_add_epi32(nrv, special)));
+        _mm256_storeu_si256((__m256i *)(sp + i), _mm256_mask_mov_epi32(_mm256_set1_epi32(-1), isspec, special));
+        _mm256_storeu_ps(fa + i, _mm512_cvtpd_ps(ae));
+        _mm256_storeu_ps(fr + i, _mm512_cvtpd_ps(rel));
 #undef LOG4
 #undef CLAMPBIN
         /* ulps */
@@ -788,14 +808,7 @@ static void groups_avx512(const kpar *P, const kscale *ks, size_t m, const float
         __m512d isp = P->tapered ? _mm512_i32gather_pd(_mm256_sub_epi32(Et, elo), P->isp, 8)
                                  : _mm512_castsi512_pd(_mm512_slli_epi64(_mm512_cvtepi32_epi64(_mm256_sub_epi32(mbv, Et)), 52));
         __m512d vv = _mm512_mul_pd(pow2 ? _mm512_mul_pd(ev, invS) : _mm512_div_pd(ev, Sv), isp);
-        __m512d bu = _mm512_roundscale_pd(_mm512_mul_pd(_mm512_add_pd(vv, one), half), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-        __mmask8 und = _mm512_cmp_pd_mask(bu, _mm512_setzero_pd(), _CMP_LT_OQ);
-        __mmask8 inr = _mm512_cmp_pd_mask(bu, _mm512_setzero_pd(), _CMP_GE_OQ) &
-                       _mm512_cmp_pd_mask(bu, _mm512_set1_pd((double)nu), _CMP_LT_OQ);
-        __m256i bi = _mm512_cvttpd_epi32(_mm512_maskz_mov_pd(inr, bu));
-        bi = _mm256_mask_mov_epi32(_mm256_add_epi32(nuv, _mm256_set1_epi32(S_OVER)), inr, bi);
-        bi = _mm256_mask_mov_epi32(bi, und, _mm256_add_epi32(nuv, _mm256_set1_epi32(S_UNDER)));
-        _mm256_storeu_si256((__m256i *)(iu + i), _mm256_mask_mov_epi32(bi, isspec, _mm256_add_epi32(nuv, special)));
+        _mm256_storeu_ps(fu + i, _mm512_cvtpd_ps(vv));
     }
     _mm512_storeu_pd(a->sx2, sx2); _mm512_storeu_pd(a->se2, se2); _mm512_storeu_pd(a->se, se);
     _mm512_storeu_pd(a->sxq, sxq); _mm512_storeu_pd(a->sq2, sq2); _mm512_storeu_pd(a->srel, srel);
@@ -811,6 +824,96 @@ static void groups_avx512(const kpar *P, const kscale *ks, size_t m, const float
     }
 }
 #endif
+
+/* ---- error-histogram bins of a chunk (second pass, from fa/fr/fu/sp) ------------------------------
+** abs_err: floor(4 log2 fa) (a subnormal fa is exact and binned by its true logarithm); rel_err:
+** floor(4 log2 fr); ulp_err: floor(32 fu) + 32; sp >= 0 puts the value in that special slot. */
+static inline uint32_t log_bin(float f, int off, int n)
+{
+    int b = (f < FLT_MIN ? log4bin((double)f) : log4bin_f(f)) + off;
+    return (uint32_t)(b < 0 ? n + S_UNDER : b >= n ? n + S_OVER : b);
+}
+static inline uint32_t ulp_bin(float fu, int n)
+{
+    float t = floorf(fu * 32.0f);
+    return t >= -32.0f && t < (float)(n - 32) ? (uint32_t)((int)t + 32) : t < -32.0f ? (uint32_t)(n + S_UNDER)
+                                                                                      : (uint32_t)(n + S_OVER);
+}
+static void err_bins_c(worker *w, size_t i0, size_t k)
+{
+    for (size_t i = i0; i < k; i++) {
+        int s = w->sp[i];
+        w->ia[i] = s >= 0 ? (uint32_t)(HV_N + s) : log_bin(w->fa[i], 4 * -HV_LO, HV_N);
+        w->ir[i] = s >= 0 ? (uint32_t)(HR_N + s) : log_bin(w->fr[i], 4 * -HR_LO, HR_N);
+        w->iu[i] = s >= 0 ? (uint32_t)(HU_N + s) : ulp_bin(w->fu[i], HU_N);
+    }
+}
+#if MET_X86
+__attribute__((target("avx512f,avx512dq")))
+static size_t err_bins_avx512(worker *w, size_t k)
+{
+    const __m512i mant23 = _mm512_set1_epi32(0x7fffff), e127 = _mm512_set1_epi32(127), one = _mm512_set1_epi32(1);
+    const __m512i tf1 = _mm512_set1_epi32((int)TF1), tf2 = _mm512_set1_epi32((int)TF2), tf3 = _mm512_set1_epi32((int)TF3);
+    const __m512i zero = _mm512_setzero_si512(), fmin = _mm512_set1_epi32(0x00800000);
+    const __m512 m32 = _mm512_set1_ps(-32.0f), hi = _mm512_set1_ps((float)(HU_N - 32)), s32 = _mm512_set1_ps(32.0f);
+#define LOG4F(bits, off, n) ({                                                                             \
+        __m512i m_ = _mm512_and_si512(bits, mant23);                                                          \
+        __m512i k_ = _mm512_slli_epi32(_mm512_sub_epi32(_mm512_srli_epi32(bits, 23), e127), 2);               \
+        k_ = _mm512_mask_add_epi32(k_, _mm512_cmpge_epu32_mask(m_, tf1), k_, one);                            \
+        k_ = _mm512_mask_add_epi32(k_, _mm512_cmpge_epu32_mask(m_, tf2), k_, one);                            \
+        k_ = _mm512_mask_add_epi32(k_, _mm512_cmpge_epu32_mask(m_, tf3), k_, one);                            \
+        k_ = _mm512_add_epi32(k_, _mm512_set1_epi32(off));                                                    \
+        __mmask16 u_ = _mm512_cmpgt_epi32_mask(zero, k_), o_ = _mm512_cmpge_epi32_mask(k_, _mm512_set1_epi32(n));   \
+        k_ = _mm512_mask_mov_epi32(k_, u_, _mm512_set1_epi32((n) + S_UNDER));                                 \
+        _mm512_mask_mov_epi32(k_, o_, _mm512_set1_epi32((n) + S_OVER)); })
+    size_t i = 0;
+    for (; i + 16 <= k; i += 16) {
+        __m512i s = _mm512_loadu_si512(w->sp + i);
+        __mmask16 spec = _mm512_cmpge_epi32_mask(s, zero);
+        __m512i ab = _mm512_and_si512(_mm512_loadu_si512(w->fa + i), _mm512_set1_epi32(0x7fffffff));
+        __m512i ba = LOG4F(ab, 4 * -HV_LO, HV_N);
+        __m512i br = LOG4F(_mm512_and_si512(_mm512_loadu_si512(w->fr + i), _mm512_set1_epi32(0x7fffffff)), 4 * -HR_LO, HR_N);
+        __m512 t = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_loadu_ps(w->fu + i), s32), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+        __mmask16 inr = _mm512_cmp_ps_mask(t, m32, _CMP_GE_OQ) & _mm512_cmp_ps_mask(t, hi, _CMP_LT_OQ);
+        __mmask16 und = _mm512_cmp_ps_mask(t, m32, _CMP_LT_OQ);
+        __m512i bu = _mm512_add_epi32(_mm512_cvttps_epi32(_mm512_maskz_mov_ps(inr, t)), _mm512_set1_epi32(32));
+        bu = _mm512_mask_mov_epi32(_mm512_set1_epi32(HU_N + S_OVER), inr, bu);
+        bu = _mm512_mask_mov_epi32(bu, und, _mm512_set1_epi32(HU_N + S_UNDER));
+        _mm512_storeu_si512(w->ia + i, _mm512_mask_add_epi32(ba, spec, s, _mm512_set1_epi32(HV_N)));
+        _mm512_storeu_si512(w->ir + i, _mm512_mask_add_epi32(br, spec, s, _mm512_set1_epi32(HR_N)));
+        _mm512_storeu_si512(w->iu + i, _mm512_mask_add_epi32(bu, spec, s, _mm512_set1_epi32(HU_N)));
+        __mmask16 sub = ~spec & _mm512_cmplt_epu32_mask(ab, fmin);   /* subnormal |e|: its true bin */
+        while (sub) {
+            int L = __builtin_ctz(sub);
+            sub &= (__mmask16)(sub - 1);
+            w->ia[i + (size_t)L] = log_bin(w->fa[i + (size_t)L], 4 * -HV_LO, HV_N);
+        }
+    }
+#undef LOG4F
+    return i;
+}
+#endif
+static void err_bins(worker *w, size_t k)
+{
+    size_t i = 0;
+#if MET_X86
+    if (w->simd >= QS_SIMD_AVX512) i = err_bins_avx512(w, k);
+#endif
+    err_bins_c(w, i, k);
+}
+
+static inline void count_bins(uint64_t *c, size_t stride, const uint32_t *idx, size_t k)
+{
+    uint64_t *c1 = c + stride, *c2 = c1 + stride, *c3 = c2 + stride;
+    size_t t = 0;
+    for (; t + 4 <= k; t += 4) {
+        c[idx[t]]++;
+        c1[idx[t + 1]]++;
+        c2[idx[t + 2]]++;
+        c3[idx[t + 3]]++;
+    }
+    for (; t < k; t++) c[idx[t]]++;
+}
 
 /* One run x[0..m), q[0..m): metrics, histograms, block statistics (ks) and, with rs, the run's
 ** total squared error and the element-wise sums va/vn of the other axis. */
@@ -831,6 +934,7 @@ static void kern_run(worker *w, const float *x, const float *q, size_t m, const 
     P.nr = HR_N;
     P.nu = HU_N;
     P.invS = 0;
+    P.novalue = j->novalue;
     size_t g = ks->g, B = ks->B;
     bstat blk;
     memset(&blk, 0, sizeof blk);
@@ -844,7 +948,7 @@ static void kern_run(worker *w, const float *x, const float *q, size_t m, const 
 #if MET_X86
         if (vec && k >= LANES) {
             size_t ng = k / LANES;
-            groups_avx512(&P, ks, m, x + o, q + o, o, ng, a, &blk, w->iv, w->ia, w->ir, w->iu, rs,
+            groups_avx512(&P, ks, m, x + o, q + o, o, ng, a, &blk, w->iv, w->fa, w->fr, w->fu, w->sp, rs,
                           rs ? va + o : NULL, rs ? vn + o : NULL);
             i = ng * LANES;
         }
@@ -857,37 +961,58 @@ static void kern_run(worker *w, const float *x, const float *q, size_t m, const 
                 set_scale(&P, ks->S[sg], ks->Qb[sg]);
                 cur = sg;
             }
-            elem(&P, x[p], q[p], (int)(p & (LANES - 1)), a, B ? &blk : NULL, w->iv + i, w->ia + i, w->ir + i, w->iu + i,
+            elem(&P, x[p], q[p], (int)(p & (LANES - 1)), a, B ? &blk : NULL, w->iv + i, w->fa + i, w->fr + i, w->fu + i, w->sp + i,
                  rs, rs ? va + p : NULL, rs ? vn + p : NULL);
             if (B && ((p + 1) % B == 0 || p + 1 == m)) block_flush(&blk, ks, p / B);
         }
-        for (size_t t = 0; t < k; t++) {
-            cv[w->iv[t]]++;
-            ca[w->ia[t]]++;
-            cr[w->ir[t]]++;
-            cu[w->iu[t]]++;
-        }
+        err_bins(w, k);
+        if (!P.novalue) count_bins(cv, HV_N + NSLOT, w->iv, k);
+        count_bins(ca, HV_N + NSLOT, w->ia, k);
+        count_bins(cr, HR_N + NSLOT, w->ir, k);
+        count_bins(cu, HU_N + NSLOT, w->iu, k);
     }
 }
 
 
 /* ---- per band: fake-quantize, block scales, kernels ----------------------------------------- */
 
-/* Largest magnitude bits of x[0..n) (NaN/Inf included) or largest finite |x|, as a float. */
-static float block_rep(const float *x, size_t n, int finite)
+/* Largest magnitude bits of x[0..n) (NaN/Inf included) or largest finite |x|, as a float: an
+** integer max, exact in any order, so the AVX-512 path gives the same bits. */
+static float block_rep_c(const float *x, size_t n, int finite)
 {
     uint32_t m = 0;
-    if (finite) {
-        for (size_t i = 0; i < n; i++) {
-            uint32_t a = f2u(x[i]) & 0x7fffffffu;
-            m = a < 0x7f800000u && a > m ? a : m;
-        }
-    } else
-        for (size_t i = 0; i < n; i++) {
-            uint32_t a = f2u(x[i]) & 0x7fffffffu;
-            m = a > m ? a : m;
-        }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t a = f2u(x[i]) & 0x7fffffffu;
+        if (finite && a >= 0x7f800000u) a = 0;
+        m = a > m ? a : m;
+    }
     return u2f(m);
+}
+#if MET_X86
+__attribute__((target("avx512f")))
+static float block_rep_avx512(const float *x, size_t n, int finite)
+{
+    const __m512i absm = _mm512_set1_epi32(0x7fffffff), expm = _mm512_set1_epi32(0x7f800000);
+    __m512i m = _mm512_setzero_si512();
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512i a = _mm512_and_si512(_mm512_loadu_si512(x + i), absm);
+        if (finite) a = _mm512_maskz_mov_epi32(_mm512_cmplt_epu32_mask(a, expm), a);
+        m = _mm512_max_epu32(m, a);
+    }
+    uint32_t r = _mm512_reduce_max_epu32(m);
+    float t = block_rep_c(x + i, n - i, finite);
+    uint32_t tb = f2u(t);
+    return u2f(tb > r ? tb : r);
+}
+#endif
+static float block_rep(const worker *w, const float *x, size_t n, int finite)
+{
+#if MET_X86
+    if (w->simd >= QS_SIMD_AVX512) return block_rep_avx512(x, n, finite);
+#endif
+    (void)w;
+    return block_rep_c(x, n, finite);
 }
 
 /* Proxy: scale code / decoded scale / saturation level of nb blocks from their representatives. */
@@ -1060,7 +1185,7 @@ static int do_band(worker *w, uint64_t b, bpart *sl, qs_err *e)
                     size_t bl = blk ? blk : rlen;
                     for (size_t i = 0; i < bpr; i++) {
                         size_t s = i * bl, m = rlen - s < bl ? rlen - s : bl;
-                        w->reps[k * bpr + i] = block_rep(xk + s, m, pf->finite_rep);
+                        w->reps[k * bpr + i] = block_rep(w, xk + s, m, pf->finite_rep);
                     }
                 }
             }
@@ -1216,11 +1341,14 @@ static int hist_alloc(qs_hist *h)
 static void hist_add(qs_hist *h, const hacc *a)
 {
     if (!h->counts || !a->c) return;
-    for (int i = 0; i < h->nbins; i++) h->counts[i] += a->c[i];
-    h->zero += a->c[a->n + S_ZERO];
-    h->under += a->c[a->n + S_UNDER];
-    h->over += a->c[a->n + S_OVER];
-    h->nonfinite += a->c[a->n + S_NONF];
+    for (int k = 0; k < HCOPIES; k++) {
+        const uint64_t *c = a->c + (size_t)k * (size_t)(a->n + NSLOT);
+        for (int i = 0; i < h->nbins; i++) h->counts[i] += c[i];
+        h->zero += c[a->n + S_ZERO];
+        h->under += c[a->n + S_UNDER];
+        h->over += c[a->n + S_OVER];
+        h->nonfinite += c[a->n + S_NONF];
+    }
 }
 
 static void worker_free(worker *w)
@@ -1255,7 +1383,7 @@ static int worker_alloc(worker *w, const plan *p, const prof *pf)
     int n[6] = {HV_N, HV_N, HR_N, HU_N, HV_N, 256};
     for (int k = 0; k < 6; k++) {
         h[k]->n = n[k];
-        if (!(h[k]->c = calloc((size_t)n[k] + NSLOT, sizeof(uint64_t)))) return -1;
+        if (!(h[k]->c = calloc(HCOPIES * ((size_t)n[k] + NSLOT), sizeof(uint64_t)))) return -1;
     }
     return 0;
 }
@@ -1325,6 +1453,15 @@ int qs_analyze(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read rd, v
     j.rctx = rctx;
     j.serial = !read_threadsafe;
     j.progress = od.progress;
+    if (od.value_hist) {
+        const qs_hist *vh = od.value_hist;
+        uint64_t tot = vh->zero + vh->under + vh->over + vh->nonfinite;
+        for (int i = 0; vh->counts && i < vh->nbins; i++) tot += vh->counts[i];
+        if (vh->kind != 0 || vh->nbins != HV_N || vh->lo != HV_LO || vh->hi != HV_HI || !vh->counts || tot != n)
+            return qs_fail(e, "the given value histogram is not this tensor's (%llu values for %llu)",
+                           (unsigned long long)tot, (unsigned long long)n);
+        j.novalue = 1;
+    }
     j.pctx = od.progress_ctx;
 
     /* absmax: given, or one reading pass */
@@ -1428,7 +1565,7 @@ int qs_analyze(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read rd, v
         const qs_format *f = pf.f;
         if (p.mode == PM_MEM_T) {
             if (f->fakeq(f, &o, j.X, (size_t)n, j.Y, e)) goto fail;
-            w[0].reps[0] = block_rep(j.X, (size_t)n, pf.finite_rep);
+            w[0].reps[0] = block_rep(&w[0], j.X, (size_t)n, pf.finite_rep);
             if (proxy_scales(&w[0], 1, e)) goto fail;
             j.memS = w[0].pS[0];
             j.memQ = w[0].pQ[0];
@@ -1444,7 +1581,7 @@ int qs_analyze(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read rd, v
                 oc.index0 += c * rows;
                 if (f->fakeq(f, &oc, cx, (size_t)rows, cy, e)) bad = 1;
                 for (uint64_t i = 0; i < rows; i++) j.Y[i * cols + c] = cy[i];
-                w[0].reps[c] = block_rep(cx, (size_t)rows, pf.finite_rep);
+                w[0].reps[c] = block_rep(&w[0], cx, (size_t)rows, pf.finite_rep);
             }
             free(cx);
             free(cy);
@@ -1518,12 +1655,20 @@ int qs_analyze(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read rd, v
         if (n && !strcmp(f->family, "nvfp4")) m->bits_per_elem += 32.0 / (double)n;
 
         for (int k = 0; k < T; k++) {
-            hist_add(&an->value, &w[k].hv);
+            if (!j.novalue) hist_add(&an->value, &w[k].hv);
             hist_add(&an->abs_err, &w[k].ha);
             hist_add(&an->rel_err, &w[k].hr);
             hist_add(&an->ulp_err, &w[k].hu);
             hist_add(&an->block_err, &w[k].hb);
             hist_add(&an->scale_code, &w[k].hs);
+        }
+        if (j.novalue) {
+            const qs_hist *vh = od.value_hist;
+            memcpy(an->value.counts, vh->counts, (size_t)vh->nbins * sizeof *vh->counts);
+            an->value.zero = vh->zero;
+            an->value.under = vh->under;
+            an->value.over = vh->over;
+            an->value.nonfinite = vh->nonfinite;
         }
         if (memmode && n) {
             /* one block per tensor or per column: statistics from the totals */

@@ -58,9 +58,11 @@
 ** histogram is sum(counts) + zero + under + over + nonfinite):
 **   value      kind 0: bins of floor(4 log2 |x|) (exact: the edges 2^(k/4) are compared exactly),
 **              lo -160, hi 130, 1160 bins; zero: x = +-0; nonfinite: NaN/Inf.  Total n.
-**   abs_err    kind 0, log2 |e|, same bins; over the finite inputs: zero e == 0, nonfinite q NaN/Inf.
-**              Total n_finite.
-**   rel_err    kind 0, log2 of the relative error, lo -80, hi 16, 384 bins; as abs_err.
+**   abs_err    kind 0, log2 |e|, same bins, of |e| rounded to float32 (exact bit arithmetic on 16
+**              lanes; the rounding moves a value across an edge only within 2^-24 of it); over the
+**              finite inputs: zero e == 0, nonfinite q NaN/Inf.  Total n_finite.
+**   rel_err    kind 0, log2 of the relative error rounded to float32, lo -80, hi 16, 384 bins; as
+**              abs_err.
 **   ulp_err    kind 1, v in [-1, 1), 64 bins of 1/32 ulp: bin floor((v + 1) * 32) in double; under
 **              v < -1, over v >= 1; zero and nonfinite as abs_err.  Total n_finite.
 **   scale_code kind 2, 256 bins, one count per block: the first metadata byte (MX and M2XFP E8M0,
@@ -152,6 +154,10 @@ typedef struct qs_analyze_opts {
     ** (tensor_stats.absmax of the same tensor) pass it to keep the analysis to one read. */
     int absmax_known;
     double absmax;           /* largest finite |x| (NaN and Inf ignored; 0 for no finite non-zero) */
+    /* The value histogram depends only on the tensor: a sweep over formats computes it with the
+    ** first format and passes that result's `value` here for the others, which then skip it (it is
+    ** copied into their result).  It must be this tensor's (same bins, total n), else an error. */
+    const qs_hist *value_hist;
 } qs_analyze_opts;
 
 typedef int (*qs_an_read)(void *ctx, uint64_t start, size_t n, float *out, qs_err *e);

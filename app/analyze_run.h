@@ -13,8 +13,11 @@
 char *qs_analysis_options_json(const qs_apply *a, int blocks);
 
 /* Analyze tensor t under a (or reuse the stored result unless force); *metrics_out is the metrics
-** JSON object (caller decrefs); *cached tells which. */
+** JSON object (caller decrefs); *cached tells which.  vcache (may be NULL) carries the tensor's value
+** histogram from one format to the next of a sweep: empty (counts NULL) it is filled by the first
+** analysis computed, then reused; the caller frees it (qs_value_cache_clear) between tensors. */
 int qs_analyze_one(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, int blocks, int force, int threads,
-                   int show_progress, json_t **metrics_out, int *cached, qs_err *e);
+                   int show_progress, qs_hist *vcache, json_t **metrics_out, int *cached, qs_err *e);
+void qs_value_cache_clear(qs_hist *vcache);
 
 #endif

@@ -50,8 +50,15 @@ char *qs_analysis_options_json(const qs_apply *a, int blocks)
     return qs_quant_opts_json(a);
 }
 
+void qs_value_cache_clear(qs_hist *vcache)
+{
+    if (!vcache) return;
+    free(vcache->counts);
+    memset(vcache, 0, sizeof *vcache);
+}
+
 int qs_analyze_one(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, int blocks, int force, int threads,
-                   int show_progress, json_t **metrics_out, int *cached, qs_err *e)
+                   int show_progress, qs_hist *vcache, json_t **metrics_out, int *cached, qs_err *e)
 {
     *metrics_out = NULL;
     *cached = 0;
@@ -92,10 +99,16 @@ int qs_analyze_one(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, int blo
         ao.absmax_known = 1;
         ao.absmax = ts.absmax;
     }
+    if (vcache && vcache->counts) ao.value_hist = vcache;
     e->msg[0] = 0;
     int arc = qs_analyze(a, rows, cols, qs_treader_read_cb, r, 1, &ao, &an, e);
     if (show_progress) fprintf(stderr, "\r\033[K");
     if (arc) goto out;
+    if (vcache && !vcache->counts && an.value.counts) {   /* the first of a sweep: keep its value histogram */
+        *vcache = an.value;
+        if (!(vcache->counts = malloc((size_t)an.value.nbins * sizeof *vcache->counts))) memset(vcache, 0, sizeof *vcache);
+        else memcpy(vcache->counts, an.value.counts, (size_t)an.value.nbins * sizeof *vcache->counts);
+    }
     char *mj = qs_metrics_json(&an.m), *hj = qs_hists_json(&an);
     int64_t mid = 0, hid = 0, bid = 0;
     int wrc = !mj || !hj || qs_db_exec(db, "BEGIN IMMEDIATE", e) ||
@@ -225,10 +238,12 @@ int qs_cmd_analyze(qs_cli *cli, int argc, char **argv)
     json_array_foreach(names, ti, tn) {
         qs_tensor_rec t;
         if (qs_tensor_get(db, json_string_value(tn), &t, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); break; }
+        qs_hist vcache;
+        memset(&vcache, 0, sizeof vcache);
         for (int k = 0; k < na && rc == QS_EXIT_OK; k++) {
             json_t *m = NULL;
             int cached = 0;
-            if (qs_analyze_one(db, &t, &apps[k], blocks, force, jobs, tty && !g_interrupted, &m, &cached, &e)) {
+            if (qs_analyze_one(db, &t, &apps[k], blocks, force, jobs, tty && !g_interrupted, &vcache, &m, &cached, &e)) {
                 if (g_interrupted) { fprintf(stderr, "qscope: interrupted; nothing of the unfinished result was stored\n"); rc = 130; }
                 else rc = qs_cli_err(QS_EXIT_ERR, &e);
                 break;
@@ -257,6 +272,7 @@ int qs_cmd_analyze(qs_cli *cli, int argc, char **argv)
             json_decref(m);
             fflush(stdout);
         }
+        qs_value_cache_clear(&vcache);
         qs_tensor_rec_free(&t);
         if (rc != QS_EXIT_OK) break;
     }

@@ -298,10 +298,12 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
                  sqlite3_column_double(st, 1), sqlite3_column_double(st, 2), sqlite3_column_double(st, 3),
                  sqlite3_column_double(st, 4), 100 * sqlite3_column_double(st, 5));
         json_t *rows = json_array();
+        qs_hist vcache;
+        memset(&vcache, 0, sizeof vcache);
         for (int k = 0; k < na; k++) {
             json_t *m = NULL;
             int cached;
-            if (qs_analyze_one(db, &t, &apps[k], 0, 0, 2, tty, &m, &cached, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); break; }
+            if (qs_analyze_one(db, &t, &apps[k], 0, 0, 2, tty, &vcache, &m, &cached, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); break; }
             char label[128];
             qs_quant_label(&apps[k], NULL, label, sizeof label);
             char *opts = qs_quant_opts_json(&apps[k]);
@@ -309,6 +311,7 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
                                                   json_loads(opts, 0, NULL), "metrics", m));
             free(opts);
         }
+        qs_value_cache_clear(&vcache);
         if (rc != QS_EXIT_OK) { json_decref(rows); qs_tensor_rec_free(&t); break; }
         /* rank by effective bits, mark the front */
         size_t nr = json_array_size(rows);

@@ -76,6 +76,7 @@ static float *make_tensor(uint64_t rows, uint64_t cols, uint64_t seed)
             if (k < 5) v = 0;
             else if (k < 10) v *= 1e-6;
             else if (k < 12) v *= 3000;
+            else if (k < 14) v *= 1e-38;   /* float subnormals: subnormal errors, binned by their true log */
             x[r * cols + c] = (float)v;
         }
     return x;
@@ -142,6 +143,15 @@ static void href_log4(uint64_t *c, int nb, int lo, uint64_t *under, uint64_t *ov
     if (i < 0) (*under)++;
     else if (i >= nb) (*over)++;
     else c[i]++;
+}
+
+/* the same for fl32(a) (a float that rounds to 0 is below every histogram) */
+static void href_log4f(uint64_t *c, int nb, int lo, uint64_t *under, uint64_t *over, double a)
+{
+    float f = (float)a;
+    if (f == 0) { (*under)++; return; }
+    if (isinf(f)) { (*over)++; return; }
+    href_log4(c, nb, lo, under, over, (double)f);
 }
 
 /* ---- hand-computed ---------------------------------------------------------------------------- */
@@ -425,8 +435,9 @@ static void ref_analyze(const qs_apply *a, uint64_t rows, uint64_t cols, const f
                 R->srel += rel;
                 if (ae > R->maxae) R->maxae = ae;
                 if (rel > R->maxrel) R->maxrel = rel;
-                href_log4(R->ha.c, 1160, -160, &R->ha.under, &R->ha.over, ae);
-                href_log4(R->hr.c, 384, -80, &R->hr.under, &R->hr.over, rel);
+                /* abs and rel bins are of the float32-rounded values (metrics.h) */
+                href_log4f(R->ha.c, 1160, -160, &R->ha.under, &R->ha.over, ae);
+                href_log4f(R->hr.c, 384, -80, &R->hr.under, &R->hr.over, rel);
                 double Sd = cast ? 1.0 : (double)S[i];
                 double ulp;
                 if (cast && !f->code_value) {   /* bf16, fp16: 2^(exponent - mbits), clamped */
@@ -435,7 +446,7 @@ static void ref_analyze(const qs_apply *a, uint64_t rows, uint64_t cols, const f
                     ulp = ldexp(1.0, ex - 1 - f->mbits);
                 } else
                     ulp = Sd * grid_step(g, ng, Sd == 1.0 ? ax : ax / Sd);
-                double bi = floor((ev / ulp + 1.0) * 32);
+                double bi = floor((double)(float)(ev / ulp) * 32) + 32;   /* of the fl32 ulp error */
                 if (bi < 0) R->hu.under++;
                 else if (bi >= 64) R->hu.over++;
                 else R->hu.c[(int)bi]++;
@@ -837,6 +848,44 @@ static void test_threads_identical(void **st)
     }
 }
 
+/* A sweep passes the value histogram of its first format to the others: same results as computing
+** it again; a histogram of another tensor is refused. */
+static void test_value_hist_reuse(void **st)
+{
+    (void)st;
+    const uint64_t R = 300, C = 256;
+    float *x = make_tensor(R, C, 77);
+    x[99] = INFINITY;
+    qs_apply a = mk_apply("fp8_e4m3"), b = mk_apply("mxfp4");
+    qs_analysis first, again, reused;
+    qs_err e = {{0}};
+    assert_int_equal(run(&a, R, C, x, 2, 0, &first, &e), 0);
+    assert_int_equal(run(&b, R, C, x, 2, 1, &again, &e), 0);
+    src s = {x, R * C, UINT64_MAX, 0};
+    qs_analyze_opts o;
+    memset(&o, 0, sizeof o);
+    o.threads = 2;
+    o.blocks = 1;
+    o.value_hist = &first.value;
+    assert_int_equal(qs_analyze(&b, R, C, rd_mem, &s, 1, &o, &reused, &e), 0);
+    same_analysis(&again, &reused);
+    char *j1 = qs_hists_json(&again), *j2 = qs_hists_json(&reused);
+    assert_string_equal(j1, j2);
+    free(j1);
+    free(j2);
+    qs_analysis_free(&reused);
+    /* another tensor's histogram (one element fewer) */
+    qs_analysis other;
+    assert_int_equal(run(&a, R, C - 1, x, 1, 0, &other, &e), 0);
+    o.value_hist = &other.value;
+    assert_int_equal(qs_analyze(&b, R, C, rd_mem, &s, 1, &o, &reused, &e), -1);
+    assert_non_null(strstr(e.msg, "value histogram"));
+    qs_analysis_free(&other);
+    qs_analysis_free(&first);
+    qs_analysis_free(&again);
+    free(x);
+}
+
 /* Axis 0 of x is axis 1 of x transposed: same histograms and blocks, rows <-> columns. */
 static void test_axis0_vs_axis1(void **st)
 {
@@ -1031,6 +1080,7 @@ int main(void)
         cmocka_unit_test(test_invariants),
         cmocka_unit_test(test_threads_identical),
         cmocka_unit_test(test_axis0_vs_axis1),
+        cmocka_unit_test(test_value_hist_reuse),
         cmocka_unit_test(test_1d_and_absmax),
         cmocka_unit_test(test_read_failure),
         cmocka_unit_test(test_progress_and_cancel),
