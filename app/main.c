@@ -145,6 +145,23 @@ const qs_command qs_commands[] = {
      "  --no-plots          skip the PNG files\n"
      "\n"
      "Format options (--round, --scale-rule, ...) apply to every format of the list.", qs_cmd_report, 1},
+    {"claims", "[--quick] [--only PATTERN] [--plots DIR] [--save] [-v] [--json | --list]",
+     "re-measure the source papers' reproducible headline numbers",
+     "Runs one measurement per claim of the papers qscope is built on (HiFloat8, HiFloat4, OCP MX and\n"
+     "NVFP4, MXAttention, Multi-Scale Dequant, AMLA, Rollout-ResQ, AIS), with fixed seeds and stated\n"
+     "settings, and prints the claim, the paper, the paper's figure, the measured figure and a verdict:\n"
+     "reproduced (within the stated tolerance), differs (the detail line gives the settings and the\n"
+     "most likely reason) or not on CPU.  Where the spec marks a recipe as the project's reconstruction,\n"
+     "the detail says so.  docs/claims.md describes every measurement.\n"
+     "\n"
+     "  --quick        reduced sizes (same seeds), under a minute; exits 1 when a claim marked\n"
+     "                 'must hold' (exact facts and bounds) does not reproduce -- `make test` runs it\n"
+     "  --only PAT     only the claims whose id matches the glob PAT (e.g. 'hif8.*')\n"
+     "  --plots DIR    write each claim's plot as DIR/claim-ID.png\n"
+     "  --save         store the results in the database (result kind 'claim'), for `qscope report`\n"
+     "  -v             print every claim's settings, not only for those that differ\n"
+     "  --json         one JSON object\n"
+     "  --list         list the claims", qs_cmd_claims, 0},
     {"info", "[--json]", "summary of the database",
      "Prints the database path, schema version, counts of sources, tensors, elements and bytes\n"
      "(referenced and embedded), results and RL runs, and the largest tensors.", qs_cmd_info, 1},

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# `qscope claims`: the quick run's must-hold verdicts, JSON, selection, plots, stored results, errors.
+source "$(dirname "$0")/lib.sh"
+
+ok "claims --quick: every must-hold claim reproduces" $QS claims --quick
+ok "claims --quick --json" bash -c "$QS claims --quick --json > $T/c.json"
+check "JSON: every claim has a verdict, the paper's and the measured figure" \
+  "python3 -c 'import json; d=json.load(open(\"$T/c.json\")); c=d[\"claims\"]; assert len(c)>=7; \
+   assert all(x[\"verdict\"] in (\"reproduced\",\"differs\",\"not on CPU\") and x[\"paper_figure\"] and x[\"measured\"] for x in c); \
+   m={x[\"id\"]:x for x in c}; assert m[\"hif8.binades\"][\"value\"]==38; \
+   assert all(x[\"verdict\"]==\"reproduced\" for x in c if x[\"must_hold\"])'"
+check "HiF4 : NVFP4 : MXFP4 measured near 1 : 1.32 : 1.89" \
+  "python3 -c 'import json; m={x[\"id\"]:x for x in json.load(open(\"$T/c.json\"))[\"claims\"]}; v=m[\"hif4.mse\"][\"value\"]; assert 1.25<v<1.40, v'"
+check "the same seeds give the same figures" \
+  "$QS claims --quick --json | python3 -c 'import json,sys; a=json.load(sys.stdin)[\"claims\"]; b=json.load(open(\"$T/c.json\"))[\"claims\"]; assert [x[\"measured\"] for x in a]==[x[\"measured\"] for x in b]'"
+ok "--only selects by glob" bash -c "$QS claims --quick --only 'hif8.*' > $T/only.txt"
+check "--only: four HiF8 claims, nothing else" "[ \$(grep -c '^hif8\.' $T/only.txt) -eq 4 ] && ! grep -q '^uos' $T/only.txt"
+fails "--only matching nothing is an error" 1 $QS claims --only 'nope.*'
+fails "unknown option is a usage error" 2 $QS claims --frobnicate
+ok "--plots writes PNGs" $QS claims --quick --only 'uos.*' --plots "$T/png"
+check "the UOS plot decodes as a PNG with provenance" \
+  "python3 -c 'import sys; b=open(\"$T/png/claim-uos.threshold.png\",\"rb\").read(); assert b[:8]==b\"\\x89PNG\\r\\n\\x1a\\n\"; assert b\"qscope claims\" in b'"
+ok "--save stores the results" $QS claims --quick --only 'hif8.*' --save
+check "stored as result rows of kind 'claim'" "[ \$(sqlite3 $QSCOPE_DB \"select count(*) from result where kind='claim'\") -eq 4 ]"
+ok "--list" bash -c "$QS claims --list | grep -q 'pnq.rowsum'"
+echo "1..$_n"
