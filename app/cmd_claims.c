@@ -91,7 +91,8 @@ int qs_cmd_claims(qs_cli *cli, int argc, char **argv)
         if (plots && o.fig) {
             char path[4096];
             snprintf(path, sizeof path, "%s/claim-%s.png", plots, c->id);
-            qs_provenance pv = {"qscope claims", NULL, NULL, NULL, quick ? "{\"quick\":true}" : "{\"quick\":false}"};
+            qs_provenance pv = {quick ? "qscope claims --quick" : "qscope claims", NULL, "none: generated data with fixed seeds",
+                                c->id, o.detail};
             qs_png_opts po = {0, 0, 0};
             if (qs_plot_png(o.fig, &po, &pv, path, &e)) {
                 qs_fig_free(o.fig);

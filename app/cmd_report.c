@@ -22,6 +22,7 @@
 #include "cli.h"
 #include "quant_opts.h"
 #include "report_plots.h"
+#include "report_sections.h"
 #include "../kernels/qs_version.h"
 #include "../store/tensor.h"
 
@@ -134,39 +135,8 @@ static int write_md(FILE *f, json_t *doc, int html_links)
         json_array_foreach(imgs, k, img)
             fprintf(f, "![%s](%s)\n\n", json_string_value(json_object_get(img, "title")), json_string_value(json_object_get(img, "file")));
     }
+    qs_report_sections_md(f, json_object_get(doc, "sections"));
     return ferror(f) ? -1 : 0;
-}
-
-static const char b64chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-static int embed_png(FILE *out, const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
-    unsigned char in[3];
-    size_t n;
-    while ((n = fread(in, 1, 3, f)) > 0) {
-        char o[4];
-        o[0] = b64chars[in[0] >> 2];
-        o[1] = b64chars[((in[0] & 3) << 4) | (n > 1 ? in[1] >> 4 : 0)];
-        o[2] = n > 1 ? b64chars[((in[1] & 15) << 2) | (n > 2 ? in[2] >> 6 : 0)] : '=';
-        o[3] = n > 2 ? b64chars[in[2] & 63] : '=';
-        fwrite(o, 1, 4, out);
-        if (n < 3) break;
-    }
-    fclose(f);
-    return 0;
-}
-
-static void html_esc(FILE *f, const char *s)
-{
-    for (; s && *s; s++) {
-        if (*s == '<') fputs("&lt;", f);
-        else if (*s == '>') fputs("&gt;", f);
-        else if (*s == '&') fputs("&amp;", f);
-        else if (*s == '"') fputs("&quot;", f);
-        else fputc(*s, f);
-    }
 }
 
 static int write_html(FILE *f, json_t *doc, const char *dir)
@@ -175,10 +145,11 @@ static int write_html(FILE *f, json_t *doc, const char *dir)
                "<style>body{font-family:DejaVu Sans,Helvetica,sans-serif;max-width:1100px;margin:2em auto;color:#222}"
                "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
                "td:nth-child(2),th:nth-child(2){text-align:left}tr.front{background:#eef6ee}img{max-width:100%%}"
-               "code{background:#f4f4f4}</style></head><body>\n<h1>qscope report</h1>\n<p>");
-    html_esc(f, json_string_value(json_object_get(doc, "tool")));
+               "code{background:#f4f4f4}table.section td{text-align:left;vertical-align:top}"
+               "tr.note td{color:#555;font-size:90%%;border-top:none}</style></head><body>\n<h1>qscope report</h1>\n<p>");
+    qs_html_esc(f, json_string_value(json_object_get(doc, "tool")));
     fprintf(f, ", database <code>");
-    html_esc(f, json_string_value(json_object_get(doc, "database")));
+    qs_html_esc(f, json_string_value(json_object_get(doc, "database")));
     fprintf(f, "</code>, %s. Effective bits are <code>-1/2 log2(&Sigma;e&sup2; / &Sigma;x&sup2;)</code>; bits per element "
                "include block metadata; highlighted rows are on the Pareto front (no other format has at most their bits "
                "and more effective bits).</p>\n", json_string_value(json_object_get(doc, "created")));
@@ -186,10 +157,10 @@ static int write_html(FILE *f, json_t *doc, const char *dir)
     json_t *t, *r;
     json_array_foreach(json_object_get(doc, "tensors"), i, t) {
         fprintf(f, "<h2>");
-        html_esc(f, json_string_value(json_object_get(t, "name")));
+        qs_html_esc(f, json_string_value(json_object_get(t, "name")));
         fprintf(f, "</h2>\n<p><code>%s</code>, shape %s, ", json_string_value(json_object_get(t, "dtype")),
                 json_string_value(json_object_get(t, "shape_str")));
-        html_esc(f, json_string_value(json_object_get(t, "stats_line")));
+        qs_html_esc(f, json_string_value(json_object_get(t, "stats_line")));
         fprintf(f, "</p>\n<table><tr><th>rank</th><th>format</th><th>bits/elem</th><th>eff. bits</th><th>SQNR dB</th>"
                    "<th>max rel err</th><th>underflow</th><th>clipped</th><th>main error source</th></tr>\n");
         json_array_foreach(json_object_get(t, "results"), k, r) {
@@ -197,7 +168,7 @@ static int write_html(FILE *f, json_t *doc, const char *dir)
             char e1[16];
             fmt_eff(jnum(m, "eff_bits_energy"), e1, sizeof e1);
             fprintf(f, "<tr%s><td>%zu</td><td>", json_is_true(json_object_get(r, "pareto")) ? " class=\"front\"" : "", k + 1);
-            html_esc(f, json_string_value(json_object_get(r, "label")));
+            qs_html_esc(f, json_string_value(json_object_get(r, "label")));
             fprintf(f, "</td><td>%.3g</td><td>%s</td><td>%.2f</td><td>%.3g</td><td>%.3f%%</td><td>%.4f%%</td><td>%s</td></tr>\n",
                     jnum(m, "bits_per_elem"), e1, jnum(m, "sqnr_db"), jnum(m, "max_rel_err"), 100 * jnum(m, "underflow_frac"),
                     100 * jnum(m, "clip_frac"), error_source(m));
@@ -207,14 +178,15 @@ static int write_html(FILE *f, json_t *doc, const char *dir)
             char path[4096];
             snprintf(path, sizeof path, "%s/%s", dir, json_string_value(json_object_get(r, "file")));
             fprintf(f, "<figure><img alt=\"");
-            html_esc(f, json_string_value(json_object_get(r, "title")));
+            qs_html_esc(f, json_string_value(json_object_get(r, "title")));
             fprintf(f, "\" src=\"data:image/png;base64,");
-            if (embed_png(f, path)) return -1;
+            if (qs_embed_png(f, path)) return -1;
             fprintf(f, "\"><figcaption>");
-            html_esc(f, json_string_value(json_object_get(r, "title")));
+            qs_html_esc(f, json_string_value(json_object_get(r, "title")));
             fprintf(f, "</figcaption></figure>\n");
         }
     }
+    if (qs_report_sections_html(f, json_object_get(doc, "sections"), dir)) return -1;
     fprintf(f, "</body></html>\n");
     return ferror(f) ? -1 : 0;
 }
@@ -243,11 +215,13 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
     static const struct option lo[] = {QS_QUANT_LONGOPTS, {"output", required_argument, 0, 'o'},
                                        {"format-out", required_argument, 0, 'O'}, {"tensors", required_argument, 0, 'T'},
                                        {"formats", required_argument, 0, 'L'}, {"no-plots", no_argument, 0, 'P'},
+                                       {"claims", required_argument, 0, 'C'},
                                        {0, 0, 0, 0}};
     qs_apply base;
     memset(&base, 0, sizeof base);
     base.axis = 1;
     const char *dir = "report", *kind = "md", *pat = "*", *flist = DEFAULT_FORMATS;
+    const char *claims = "quick";
     int plots = 1, ch;
     optind = 1;
     opterr = 0;
@@ -264,10 +238,13 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
         case 'T': pat = optarg; break;
         case 'L': flist = optarg; break;
         case 'P': plots = 0; break;
+        case 'C': claims = optarg; break;
         default: return qs_cli_usage("report", "unknown option '%s'", argv[optind - 1]);
         }
     }
     if (optind != argc) return qs_cli_usage("report", "unexpected argument '%s'", argv[optind]);
+    if (strcmp(claims, "quick") && strcmp(claims, "full") && strcmp(claims, "none"))
+        return qs_cli_usage("report", "--claims is quick, full or none");
     if (strcmp(kind, "md") && strcmp(kind, "html") && strcmp(kind, "json") && strcmp(kind, "csv"))
         return qs_cli_usage("report", "--format is md, html, json or csv");
     qs_apply apps[64];
@@ -281,7 +258,8 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
     char created[64];
     time_t now = time(NULL);
     strftime(created, sizeof created, "%Y-%m-%d %H:%M UTC", gmtime(&now));
-    json_t *doc = json_pack("{s:s,s:s,s:s,s:[]}", "tool", "qscope " QS_VERSION, "database", db->path, "created", created, "tensors");
+    json_t *doc = json_pack("{s:s,s:s,s:s,s:[],s:[]}", "tool", "qscope " QS_VERSION, "database", db->path, "created", created,
+                            "tensors", "sections");
     sqlite3_stmt *st = qs_db_prepare(db,
         "SELECT t.name, s.mean, s.std, s.absmax, s.kurtosis, s.outlier_frac FROM tensor t LEFT JOIN tensor_stats s"
         " ON s.tensor_id = t.id WHERE t.name GLOB ? ORDER BY t.name", &e);
@@ -336,6 +314,12 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
     sqlite3_finalize(st);
     if (rc != QS_EXIT_OK) goto out;
     if (nt == 0) { rc = qs_cli_error(QS_EXIT_ERR, "no tensor matches '%s'", pat); goto out; }
+    if (strcmp(claims, "none") &&
+        qs_report_claims(cli, dir, plots && strcmp(kind, "json") && strcmp(kind, "csv"), !strcmp(claims, "full"),
+                         json_object_get(doc, "sections"), &e)) {
+        rc = qs_cli_err(QS_EXIT_ERR, &e);
+        goto out;
+    }
     char path[4096];
     snprintf(path, sizeof path, "%s/report.%s", dir, kind);
     FILE *f = fopen(path, "w");

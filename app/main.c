@@ -135,7 +135,8 @@ const qs_command qs_commands[] = {
      "against effective bits, the main error source of each format (underflow, clipping, rounding,\n"
      "overflow), a recommendation, and the plots as PNG files in DIR.  --format html writes one\n"
      "self-contained file with the images embedded; json and csv give the same numbers as\n"
-     "`qscope analyze --json`.\n"
+     "`qscope analyze --json`.  After the tensors comes the paper-claims table of `qscope claims`\n"
+     "(with its plots); csv leaves it out.\n"
      "\n"
      "  -o DIR              output directory (default report)\n"
      "  --format F          md (default), html, json, csv\n"
@@ -143,6 +144,7 @@ const qs_command qs_commands[] = {
      "  --formats LIST      formats to compare, with per-format options as in analyze (default\n"
      "                      " DEFAULT_REPORT_FORMATS ")\n"
      "  --no-plots          skip the PNG files\n"
+     "  --claims MODE       quick (default: the reduced sizes of `claims --quick`), full or none\n"
      "\n"
      "Format options (--round, --scale-rule, ...) apply to every format of the list.", qs_cmd_report, 1},
     {"claims", "[--quick] [--only PATTERN] [--plots DIR] [--save] [-v] [--json | --list]",

@@ -52,10 +52,10 @@ ok "database consistent after the interrupt" $QS check
 export QSCOPE_DB="$T/demo.db"
 $QS demo >/dev/null 2>&1
 ok "report (markdown) on the demo database" $QS report -o "$T/rep" --formats mxfp4,nvfp4,fp8_e5m2,int8:gran=row
-ok "report.md and its PNGs exist" bash -c "[ -s $T/rep/report.md ] && ls $T/rep/*.png | wc -l | grep -qx 18"
+ok "report.md and its PNGs exist" bash -c "[ -s $T/rep/report.md ] && ls $T/rep/t*.png | wc -l | grep -qx 18"
 ok "every PNG decodes with the right size and carries provenance" $PY - "$T/rep" <<'PY'
 import sys, glob, struct, zlib
-for p in glob.glob(sys.argv[1] + "/*.png"):
+for p in glob.glob(sys.argv[1] + "/t*.png"):   # the claims' PNGs: tests/e2e/claims.sh
     b = open(p, "rb").read()
     assert b[:8] == b"\x89PNG\r\n\x1a\n", p
     w, h = struct.unpack(">II", b[16:24]); assert (w, h) == (1000, 600), (p, w, h)
