@@ -430,34 +430,45 @@ int qs_ais_step(const qs_ais_opts *o, const qs_ais_batch *b, qs_ais_row *row, qs
     return 0;
 }
 
+double qs_ais_lambda_next(const qs_ais_opts *o, double prev, double raw, int first)
+{
+    if (o->lambda_fixed >= 0) return o->lambda_fixed;
+    double lam = first ? (o->lambda0_zero ? 0 : raw) : o->beta * prev + (1 - o->beta) * raw;
+    return lam < o->lambda_min ? o->lambda_min : lam > o->lambda_max ? o->lambda_max : lam;
+}
+
+void qs_ais_apply_lambda(qs_ais_row *row, double lam)
+{
+    double *v = row->v;
+    v[QS_AIS_F_ais_lambda] = lam;
+    /* ŵ = (1 − λ) + λ x on non-vetoed tokens, 0 on vetoed ones */
+    double N = v[QS_AIS_F_n_tok], an = row->a_n;
+    if (!(N > 0)) return;
+    double s1 = (1 - lam) * an + lam * row->a_s1;
+    double s2 = (1 - lam) * (1 - lam) * an + 2 * lam * (1 - lam) * row->a_s1 + lam * lam * row->a_s2;
+    double *f = &v[QS_AIS_W0 + QS_AIS_WN * QS_CORR_AIS];
+    double mean = s1 / N;
+    /* centred: λ² Σ(x − x̄)² + an (ŵ(x̄) − mean)² over kept tokens, plus the vetoed zeros */
+    double xbar = an > 0 ? row->a_s1 / an : 0, wbar = (1 - lam) + lam * xbar;
+    double css = lam * lam * row->a_css + an * (wbar - mean) * (wbar - mean) + row->n_veto * mean * mean;
+    f[0] = mean;
+    f[1] = sqrt(css / N);
+    f[2] = row->n_veto > 0 ? 0 : (1 - lam) + lam * row->a_min;
+    f[3] = an > 0 ? (1 - lam) + lam * row->a_max : 0;
+    f[4] = row->n_veto / N;
+    f[5] = lam > 0 ? row->a_trunc / N : 0;
+    f[6] = s2 > 0 ? s1 * s1 / (N * s2) : NAN;
+}
+
 void qs_ais_finish(const qs_ais_opts *o, qs_ais_row *rows, size_t n)
 {
     double lam = 0;
     int first = 1;
     for (size_t i = 0; i < n; i++) {
-        double *v = rows[i].v, raw = v[QS_AIS_F_ais_lambda_raw];
+        double raw = rows[i].v[QS_AIS_F_ais_lambda_raw];
         if (isnan(raw)) continue;                     /* a step without valid tokens */
-        if (o->lambda_fixed >= 0) lam = o->lambda_fixed;
-        else if (first) lam = o->lambda0_zero ? 0 : raw;
-        else lam = o->beta * lam + (1 - o->beta) * raw;
-        if (o->lambda_fixed < 0) lam = lam < o->lambda_min ? o->lambda_min : lam > o->lambda_max ? o->lambda_max : lam;
+        lam = qs_ais_lambda_next(o, lam, raw, first);
         first = 0;
-        v[QS_AIS_F_ais_lambda] = lam;
-        /* ŵ = (1 − λ) + λ x on non-vetoed tokens, 0 on vetoed ones */
-        double N = v[QS_AIS_F_n_tok], an = rows[i].a_n;
-        double s1 = (1 - lam) * an + lam * rows[i].a_s1;
-        double s2 = (1 - lam) * (1 - lam) * an + 2 * lam * (1 - lam) * rows[i].a_s1 + lam * lam * rows[i].a_s2;
-        double *f = &v[QS_AIS_W0 + QS_AIS_WN * QS_CORR_AIS];
-        double mean = s1 / N;
-        /* centred: λ² Σ(x − x̄)² + an (ŵ(x̄) − mean)² over kept tokens, plus the vetoed zeros */
-        double xbar = an > 0 ? rows[i].a_s1 / an : 0, wbar = (1 - lam) + lam * xbar;
-        double css = lam * lam * rows[i].a_css + an * (wbar - mean) * (wbar - mean) + rows[i].n_veto * mean * mean;
-        f[0] = mean;
-        f[1] = sqrt(css / N);
-        f[2] = rows[i].n_veto > 0 ? 0 : (1 - lam) + lam * rows[i].a_min;
-        f[3] = an > 0 ? (1 - lam) + lam * rows[i].a_max : 0;
-        f[4] = rows[i].n_veto / N;
-        f[5] = lam > 0 ? rows[i].a_trunc / N : 0;
-        f[6] = s2 > 0 ? s1 * s1 / (N * s2) : NAN;
+        qs_ais_apply_lambda(&rows[i], lam);
     }
 }

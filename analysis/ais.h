@@ -103,6 +103,10 @@ typedef struct qs_ais_row {
 /* Everything of one step except the λ-dependent fields (ais_lambda, ais_* weight summary). */
 int qs_ais_step(const qs_ais_opts *o, const qs_ais_batch *b, qs_ais_row *row, qs_err *e);
 /* λ over the steps (in order): EMA of λ_raw, clipping, and the AIS-R weight summaries. */
+/* One EMA step of λ (first: the first step with tokens; prev ignored then). */
+double qs_ais_lambda_next(const qs_ais_opts *o, double prev, double raw, int first);
+/* Set λ of one step and its AIS-R weight summary. */
+void qs_ais_apply_lambda(qs_ais_row *row, double lambda);
 void qs_ais_finish(const qs_ais_opts *o, qs_ais_row *rows, size_t n);
 
 /* Per-token weights of a method for one step (0 where mask = 0); lambda is used by AIS. */

@@ -81,12 +81,40 @@ int qs_rl_ais_opt(const char *cmd, int ch, const char *arg, qs_ais_opts *o, int 
     "  --no-store          do not store results\n" \
     QS_AIS_OPTS_HELP
 
+#define QS_SIM_HELP \
+    "The CPU GRPO experiment of spec ais-rl.md section 5: P prompts with random target sequences of T\n" \
+    "tokens over a vocabulary of V, reward = correct prefix / T; a linear-softmax policy on fixed\n" \
+    "Gaussian features of dimension D; the trainer keeps FP32 weights, the rollout policy uses the\n" \
+    "same weights fake-quantized through a registry format (blocks along D; plain FP8 casts get a\n" \
+    "per-row scale to the format's maximum unless --wscale says otherwise); GRPO with group-\n" \
+    "normalised advantages, PPO clip, token-mean loss, Adam; each token's loss is multiplied by the\n" \
+    "method's importance weight (qscope ais).  Every (format, method) runs over the seeds on both\n" \
+    "cores; every run is stored (rl_run sim/grpo/FORMAT/METHOD/seedS with mmlog tokens of every\n" \
+    "--log-every-th step, result rl_sim with per-step reward, greedy accuracy, entropy, norms, k1/k3,\n" \
+    "ESS, lambda ...), and the mean reward curves per format as a trajectory.  Deterministic per seed.\n" \
+    "\n" \
+    "Methods: exact (rollout = trainer, the baseline), none, tis, seq_tis, icepop (token MIS),\n" \
+    "seq_mis, geo_rs, ais_r (AIS-R: the project's reconstruction of AIS, exact formulas unpublished),\n" \
+    "ais_r_fixed (lambda held at the mean lambda of the ais_r run of the same seed).\n" \
+    "\n" \
+    "  --formats LIST      rollout formats (fp8_e4m3,hif8,mxfp4,nvfp4,hif4), with :key=value options\n" \
+    "  --methods LIST      (exact,none,tis,icepop,seq_mis,geo_rs,ais_r,ais_r_fixed)\n" \
+    "  --seeds N           seeds 0..N-1 (10); --seed0 S shifts them\n" \
+    "  --steps N (200)  --T N (8)  --prompts P (16)  --vocab V (32)  --dim D (64)\n" \
+    "  --batch B (32 prompts per step)  --group G (8 samples per prompt)  --epochs K (1)\n" \
+    "  --lr X (0.02)  --sgd  --clip EPS (0.2)  --init X (0.02, std of initial weights)\n" \
+    "  --feat-scale X (1)  --rollout-temp X (1, applied to the rollout policy only)\n" \
+    "  --wscale auto|none|tensor|row  scaling before an element-format cast (auto: row for FP8-like\n" \
+    "                      casts, none for hif8 and block formats)\n" \
+    "  --log-every N       store the tokens of every N-th step and the last (50; 0 = none)\n" \
+    "  --name PREFIX       run-name prefix (sim)  --replace  replace runs of the same names\n" \
+    "  --no-store          compute and print only      -j, --jobs N  threads (2)\n" \
+    "  --json              the summary as JSON\n" \
+    QS_AIS_OPTS_HELP
+
 int qs_cmd_import_log(qs_cli *, int, char **);
 int qs_cmd_runs(qs_cli *, int, char **);
 int qs_cmd_ais(qs_cli *, int, char **);
 int qs_cmd_sim(qs_cli *, int, char **);
 
-#ifndef QS_SIM_HELP
-#define QS_SIM_HELP "x"
-#endif
 #endif

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cmd_rl.h"
 #include "quant_opts.h"
 #define DEFAULT_REPORT_FORMATS "bf16,fp8_e4m3,fp8_e5m2,hif8,mxfp8_e4m3,mxfp6_e2m3,mxfp4,nvfp4,hif4,m2xfp4,\n" \
     "                      int8:gran=row,int4:block=32"
@@ -204,6 +205,19 @@ const qs_command qs_commands[] = {
      "Format options (--round, --scale-rule, --block, --axis, --gran, ...) apply to every format.\n"
      "Colour in the terminal only on a terminal with NO_COLOR unset; series differ by glyph too.",
      qs_cmd_plot, 0},
+    {"import-log", "FILE... [--run NAME] [--label TEXT] [--replace] [--json]",
+     "import RL per-token log-probs (mmlog v1 CSV or JSONL) as a run",
+     QS_IMPORT_LOG_HELP, qs_cmd_import_log, 1},
+    {"runs", "[PATTERN] [--json] | --rm RUN...", "list (or remove) stored RL runs",
+     "Lists the RL runs (imported logs, simulations, scored models) with token and step counts.\n"
+     "  --json         one JSON array with each run's metadata\n"
+     "  --rm RUN...    delete runs and their tokens", qs_cmd_runs, 1},
+    {"ais", "RUN [--method M] [--json | --csv | --weights] [AIS-R and correction options]",
+     "mismatch diagnostics, AIS-R mixing coefficient and IS corrections of an RL run, per step",
+     QS_AIS_HELP, qs_cmd_ais, 1},
+    {"sim", "grpo [--formats LIST] [--methods LIST] [--seeds N] [options]",
+     "CPU GRPO simulation with quantized rollouts, comparing IS corrections over seeds",
+     QS_SIM_HELP, qs_cmd_sim, 1},
     {NULL, NULL, NULL, NULL, NULL, 0},
 };
 

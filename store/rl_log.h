@@ -85,6 +85,15 @@ typedef struct qs_rl_import_result {
 /* Import FILE as one run; one transaction, nothing stored on error ("FILE: line N: ..."). */
 int qs_rl_import(qs_db *db, const char *path, const qs_rl_import_opts *o, qs_rl_import_result *r, qs_err *e);
 
+/* Writing runs from other producers (simulations): create the rl_run row (replacing a run of that
+** name when replace, else failing), then add token rows.  The caller owns the transaction. */
+int qs_rl_run_create(qs_db *db, const char *name, const char *label, const char *source, const char *metadata_json,
+                     int replace, int64_t *run_id, qs_err *e);
+typedef struct qs_rl_writer qs_rl_writer;
+qs_rl_writer *qs_rl_writer_open(qs_db *db, int64_t run_id, qs_err *e);
+int qs_rl_writer_rows(qs_rl_writer *w, const qs_rl_row *rows, size_t n, qs_err *e);
+void qs_rl_writer_close(qs_rl_writer *w);
+
 /* Delete a run and everything of it.  0 ok (also when absent: *found = 0). */
 int qs_rl_run_delete(qs_db *db, const char *name, int *found, qs_err *e);
 

@@ -25,11 +25,12 @@
 #define ROWS_PER_STMT 32
 #define NCOLS 12
 
-typedef struct writer {
+typedef struct qs_rl_writer {
     qs_db *db;
     int64_t run_id;
     sqlite3_stmt *multi, *one, *seq;
-} writer;
+} qs_rl_writer;
+typedef qs_rl_writer writer;
 
 static void bind_row(sqlite3_stmt *st, int base, int64_t run, const qs_rl_row *r)
 {
@@ -203,6 +204,58 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
+static int prepare_writer(qs_db *db, writer *w, qs_err *e)
+{
+    char sql[ROWS_PER_STMT * 32 + 64];
+    size_t L = (size_t)snprintf(sql, sizeof sql, "INSERT INTO rl_token VALUES");
+    for (int k = 0; k < ROWS_PER_STMT; k++)
+        L += (size_t)snprintf(sql + L, sizeof sql - L, "%s(?,?,?,?,?,?,?,?,?,?,?,?)", k ? "," : "");
+    if (!(w->multi = qs_db_prepare(db, sql, e))) return -1;
+    if (!(w->one = qs_db_prepare(db, "INSERT INTO rl_token VALUES(?,?,?,?,?,?,?,?,?,?,?,?)", e))) return -1;
+    if (!(w->seq = qs_db_prepare(db, "INSERT INTO rl_seq(run_id, step, seq, seq_id, group_id) VALUES(?,?,?,?,?)", e))) return -1;
+    return 0;
+}
+
+qs_rl_writer *qs_rl_writer_open(qs_db *db, int64_t run_id, qs_err *e)
+{
+    writer *w = calloc(1, sizeof *w);
+    if (!w) { qs_fail(e, "out of memory"); return NULL; }
+    w->db = db;
+    w->run_id = run_id;
+    if (prepare_writer(db, w, e)) { qs_rl_writer_close(w); return NULL; }
+    return w;
+}
+
+int qs_rl_writer_rows(qs_rl_writer *w, const qs_rl_row *rows, size_t n, qs_err *e) { return w_rows(w, rows, n, e); }
+
+void qs_rl_writer_close(qs_rl_writer *w)
+{
+    if (!w) return;
+    sqlite3_finalize(w->multi);
+    sqlite3_finalize(w->one);
+    sqlite3_finalize(w->seq);
+    free(w);
+}
+
+int qs_rl_run_create(qs_db *db, const char *name, const char *label, const char *source, const char *metadata,
+                     int replace, int64_t *run_id, qs_err *e)
+{
+    int found;
+    if (replace) { if (qs_rl_run_delete(db, name, &found, e)) return -1; }
+    sqlite3_stmt *st = qs_db_prepare(db, "INSERT INTO rl_run(name, label, source, metadata) VALUES(?,?,?,?) RETURNING id", e);
+    if (!st) return -1;
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
+    if (label) sqlite3_bind_text(st, 2, label, -1, SQLITE_TRANSIENT); else sqlite3_bind_null(st, 2);
+    if (source) sqlite3_bind_text(st, 3, source, -1, SQLITE_TRANSIENT); else sqlite3_bind_null(st, 3);
+    sqlite3_bind_text(st, 4, metadata ? metadata : "{}", -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) *run_id = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    if (rc == SQLITE_ROW) return 0;
+    if ((rc & 0xff) == SQLITE_CONSTRAINT) return qs_fail(e, "a run named '%s' exists already", name);
+    return qs_db_fail(db, e, "rl_run insert");
+}
+
 /* ---- import ---------------------------------------------------------------------------------- */
 
 int qs_rl_run_delete(qs_db *db, const char *name, int *found, qs_err *e)
@@ -309,15 +362,7 @@ int qs_rl_import(qs_db *db, const char *path, const qs_rl_import_opts *o, qs_rl_
         w.run_id = sqlite3_column_int64(st, 0);
         sqlite3_finalize(st);
     }
-    {
-        char sql[ROWS_PER_STMT * 32 + 64];
-        size_t L = (size_t)snprintf(sql, sizeof sql, "INSERT INTO rl_token VALUES");
-        for (int k = 0; k < ROWS_PER_STMT; k++)
-            L += (size_t)snprintf(sql + L, sizeof sql - L, "%s(?,?,?,?,?,?,?,?,?,?,?,?)", k ? "," : "");
-        if (!(w.multi = qs_db_prepare(db, sql, e))) goto out;
-        if (!(w.one = qs_db_prepare(db, "INSERT INTO rl_token VALUES(?,?,?,?,?,?,?,?,?,?,?,?)", e))) goto out;
-        if (!(w.seq = qs_db_prepare(db, "INSERT INTO rl_seq(run_id, step, seq, seq_id, group_id) VALUES(?,?,?,?,?)", e))) goto out;
-    }
+    if (prepare_writer(db, &w, e)) goto out;
     if (pthread_create(&th, NULL, writer_main, &P)) { qs_fail(e, "cannot start the writer thread"); goto out; }
     thr = 1;
     {
