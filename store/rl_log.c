@@ -304,7 +304,7 @@ static int check_lp(pstate *s, const char *name, double v, int rc, size_t idx, i
     char where[48] = "";
     if (arr) snprintf(where, sizeof where, "[%zu]", idx);
     if (rc == 1 || !isfinite(v)) return perr(s, "%s%s is %s (log-probs must be finite)", name, where, isnan(v) ? "NaN" : "infinite");
-    if (v > QS_RL_LP_TOL) return perr(s, "%s%s = %.17g is positive (a log-probability must be <= 0)", name, where, v);
+    if (v > QS_RL_LP_TOL) return perr(s, "%s%s = %.9g is positive (a log-probability must be <= 0)", name, where, v);
     return 0;
 }
 
