@@ -822,7 +822,11 @@ static int parse_jsonl(pstate *s, const char *p, const char *end)
             json_t *h = json_loadb(ls, (size_t)(le - ls), JSON_REJECT_DUPLICATES, &je);
             if (h && json_is_object(h) && json_is_string(json_object_get(h, "schema"))) {
                 const char *sc = json_string_value(json_object_get(h, "schema"));
-                if (strncmp(sc, "mmlog", 5) != 0) { json_decref(h); rc = perr(s, "unknown schema '%s' (expected mmlog-v1)", sc); break; }
+                if (strncmp(sc, "mmlog", 5) != 0) {
+                    rc = perr(s, "unknown schema '%.60s' (expected mmlog-v1)", sc);
+                    json_decref(h);
+                    break;
+                }
                 s->info->header_json = json_dumps(h, JSON_COMPACT | JSON_SORT_KEYS);
                 json_decref(h);
                 any = 1;
