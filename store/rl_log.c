@@ -252,6 +252,10 @@ static void show_id(const char *id, size_t len, char *out, size_t cap)
 static int new_seq(pstate *s, int64_t step, const char *id, size_t idlen, const char *gid, size_t glen, int has_g,
                    int64_t *ord, int64_t *grp)
 {
+    for (size_t i = 0; i < idlen; i++)
+        if ((unsigned char)id[i] < 0x20) return perr(s, "seq_id contains a control character");
+    for (size_t i = 0; has_g && i < glen; i++)
+        if ((unsigned char)gid[i] < 0x20) return perr(s, "group_id contains a control character");
     if (ensure_key(s, idlen + 9)) return -1;
     memcpy(s->key, &step, 8);
     s->key[8] = 0x1f;

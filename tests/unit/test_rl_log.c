@@ -185,6 +185,7 @@ static void test_errors(void **state)
     E("0,,0,-1,-1\n", "line 2: seq_id is empty");
     E("0,a,0,-1,--1\n", "line 2: lp_train '--1' is not a number");
     E("0,a,0,-1,-1 x\n", "is not a number");
+    E("0,a\x01z,0,-1,-1\n", "line 2: seq_id contains a control character");
 #undef E
     expect_error("step,seq_id,tok_idx,lp_rollout\n0,a,0,-1\n", "line 1: header has no 'lp_train' column");
     expect_error("step,seq_id,tok_idx,lp_rollout,lp_train,mask\n0,a,0,-1,-1,5\n", "line 2: mask must be 0 or 1");
