@@ -100,9 +100,9 @@ int qs_rl_ais_opt(const char *cmd, int ch, const char *arg, qs_ais_opts *o, int 
     "  --formats LIST      rollout formats (fp8_e4m3,hif8,mxfp4,nvfp4,hif4), with :key=value options\n" \
     "  --methods LIST      (exact,none,tis,icepop,seq_mis,geo_rs,ais_r,ais_r_fixed)\n" \
     "  --seeds N           seeds 0..N-1 (10); --seed0 S shifts them\n" \
-    "  --steps N (200)  --T N (8)  --prompts P (16)  --vocab V (32)  --dim D (64)\n" \
+    "  --steps N (500)  --T N (8)  --prompts P (16)  --vocab V (32)  --dim D (64)\n" \
     "  --batch B (32 prompts per step)  --group G (8 samples per prompt)  --epochs K (1)\n" \
-    "  --lr X (0.02)  --sgd  --clip EPS (0.2)  --init X (0.02, std of initial weights)\n" \
+    "  --lr X (0.007)  --sgd  --clip EPS (0.2)  --init X (0.02, std of initial weights)\n" \
     "  --feat-scale X (1)  --rollout-temp X (1, applied to the rollout policy only)\n" \
     "  --wscale auto|none|tensor|row  scaling before an element-format cast (auto: row for FP8-like\n" \
     "                      casts, none for hif8 and block formats)\n" \

@@ -12,8 +12,8 @@ void qs_grpo_cfg_default(qs_grpo_cfg *c)
     memset(c, 0, sizeof *c);
     c->P = 16; c->T = 8; c->V = 32; c->D = 64;
     c->B = 32; c->G = 8;
-    c->steps = 200; c->epochs = 1;
-    c->lr = 0.02;
+    c->steps = 500; c->epochs = 1;
+    c->lr = 0.007;
     c->clip_eps = 0.2;
     c->init_scale = 0.02;
     c->feat_scale = 1;

@@ -28,8 +28,8 @@ enum { QS_WSCALE_NONE = 0, QS_WSCALE_TENSOR, QS_WSCALE_ROW };
 typedef struct qs_grpo_cfg {
     int P, T, V, D;            /* prompts, response length, vocabulary, feature dimension (16, 8, 32, 64) */
     int B, G;                  /* prompts per step (sampled with replacement), samples per prompt (32, 8) */
-    int steps, epochs;         /* (200, 1) */
-    double lr;                 /* (0.02) */
+    int steps, epochs;         /* (500, 1) */
+    double lr;                 /* (0.007) */
     int sgd;                   /* 0 = Adam (β 0.9, 0.999, ε 1e-8), 1 = plain SGD */
     double clip_eps;           /* PPO clip (0.2) */
     double init_scale;         /* std of the initial weights (0.02) */
