@@ -310,13 +310,12 @@ int qs_ais_step(const qs_ais_opts *o, const qs_ais_batch *b, qs_ais_row *row, qs
     v[QS_AIS_F_entropy_mean] = nent ? sent / nent : NAN;
 
     /* sequence pass */
-    double rmax = -INFINITY, sr = 0, sr2 = 0, sgt = 0, slt = 0, rppl = 0, tppl = 0, rlp = 0, tlp = 0, lpd = 0, lpda = 0,
+    double rmax = -INFINITY, sr2 = 0, sgt = 0, slt = 0, rppl = 0, tppl = 0, rlp = 0, tlp = 0, lpd = 0, lpda = 0,
            lpdmax = -INFINITY, lpdmin = INFINITY, pratio = 0, srew = 0, nrew = 0;
     for (size_t i = 0; i < ns; i++) {
         if (!s[i].T) continue;
         double cD = clampd(s[i].D, o->clamp);
         if (cD > rmax) rmax = cD;
-        sr += s[i].rho;
         sr2 += s[i].rho * s[i].rho;
         sgt += s[i].rho > C;
         slt += s[i].rho < 1 / C;
