@@ -349,6 +349,27 @@ int qs_ais_step(const qs_ais_opts *o, const qs_ais_batch *b, qs_ais_row *row, qs
         }
         v[QS_AIS_F_ess_seq] = a1 * a1 / (a2 * m);
     }
+    {
+        double a = 0, mn = INFINITY, mx = -INFINITY, g = 0, gmn = INFINITY, gmx = -INFINITY;
+        for (size_t i = 0; i < ns; i++) {
+            if (!s[i].T) continue;
+            a += s[i].rho;
+            mn = fmin(mn, s[i].rho);
+            mx = fmax(mx, s[i].rho);
+            g += s[i].geo;
+            gmn = fmin(gmn, s[i].geo);
+            gmx = fmax(gmx, s[i].geo);
+        }
+        double mean = a / m, css = 0;
+        for (size_t i = 0; i < ns; i++) if (s[i].T) css += (s[i].rho - mean) * (s[i].rho - mean);
+        v[QS_AIS_F_rho_mean] = mean;
+        v[QS_AIS_F_rho_std] = sqrt(css / m);
+        v[QS_AIS_F_rho_min] = mn;
+        v[QS_AIS_F_rho_max] = mx;
+        v[QS_AIS_F_rho_geo_mean] = g / m;
+        v[QS_AIS_F_rho_geo_min] = gmn;
+        v[QS_AIS_F_rho_geo_max] = gmx;
+    }
     v[QS_AIS_F_frac_seq_gt_c] = sgt / m;
     v[QS_AIS_F_frac_seq_lt_inv_c] = slt / m;
     v[QS_AIS_F_rollout_ppl] = rppl / m;

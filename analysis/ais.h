@@ -77,6 +77,7 @@ typedef struct qs_ais_batch {
     X(ess_tok) X(ess_seq) X(ess_tok_clamped) X(cv_w) \
     X(w_mean) X(w_std) X(w_min) X(w_max) X(w_p01) X(w_p05) X(w_p25) X(w_p50) X(w_p75) X(w_p95) X(w_p99) \
     X(frac_w_gt_c) X(frac_w_lt_inv_c) X(frac_seq_gt_c) X(frac_seq_lt_inv_c) \
+    X(rho_mean) X(rho_std) X(rho_min) X(rho_max) X(rho_geo_mean) X(rho_geo_min) X(rho_geo_max) \
     X(rollout_ppl) X(training_ppl) X(rollout_log_ppl) X(training_log_ppl) X(log_ppl_diff) X(log_ppl_abs_diff) \
     X(log_ppl_diff_max) X(log_ppl_diff_min) X(ppl_ratio) X(prob_pearson) X(probs_diff_max) X(probs_diff_mean) \
     X(entropy_mean) X(reward_mean) X(adv_mean) \

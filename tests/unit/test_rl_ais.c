@@ -56,6 +56,11 @@ static void test_hand_values(void **state)
     NEAR(v[QS_AIS_F_max_abs_dlogp], l2);
     NEAR(v[QS_AIS_F_ess_seq], 2.5 * 2.5 / (2 * 4.25));
     NEAR(v[QS_AIS_F_chi2_seq], 4.25 / 2 - 1);
+    NEAR(v[QS_AIS_F_rho_mean], 1.25);
+    NEAR(v[QS_AIS_F_rho_std], 0.75);
+    NEAR(v[QS_AIS_F_rho_min], 0.5);
+    NEAR(v[QS_AIS_F_rho_max], 2);
+    NEAR(v[QS_AIS_F_rho_geo_mean], (sqrt(2.0) + 0.5) / 2);
     NEAR(v[QS_AIS_F_frac_w_gt_c], 0);               /* 2 is not above C = 2 */
     NEAR(v[QS_AIS_F_w_p50], 1);
     NEAR(v[QS_AIS_F_w_p25], 0.75);                  /* numpy linear: between 0.5 and 1 */
