@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cmd_rl.h"
 #include "quant_opts.h"
 #define DEFAULT_REPORT_FORMATS "bf16,fp8_e4m3,fp8_e5m2,hif8,mxfp8_e4m3,mxfp6_e2m3,mxfp4,nvfp4,hif4,m2xfp4,\n" \
     "                      int8:gran=row,int4:block=32"
@@ -177,7 +178,7 @@ const qs_command qs_commands[] = {
      "right size).  Exit 1 if anything is wrong.", qs_cmd_check, 1},
     {"schema", "", "print the database schema (SQL)",
      "Prints the SQL of the current schema, for use with sqlite3.", qs_cmd_schema, 0},
-    {"bench", "[formats [-f LIST] | analyze] [--quick] [--json] [--npy FILE]", "measure throughput",
+    {"bench", "[formats [-f LIST] | analyze | rl] [--quick] [--json] [--npy FILE]", "measure throughput",
      "`qscope bench` times the store's hot paths on generated data, min and median of repeated\n"
      "runs: hashing, decode of each storage dtype to float32, statistics (1 and 2 threads), and an\n"
      "end-to-end import of a .npy file (--npy FILE to use yours).\n"
@@ -188,6 +189,9 @@ const qs_command qs_commands[] = {
      "\n"
      "`qscope bench analyze` times the analysis (metrics and histograms) of a 64M-element tensor\n"
      "under 10 formats against fake-quantization alone, in the same run.\n"
+     "\n"
+     "`qscope bench rl` times the RL log path on a generated 4M-token log: parse only, import-log of\n"
+     "CSV and JSONL into a fresh database, and ais over the stored run (tokens/s).\n"
      "--quick uses 1M values.", qs_cmd_bench, 0},
     {"plot", "KIND [TENSOR] -o FILE.png|- [-f F1,F2] [--width W --height H --dpi D --title T --logx --logy]",
      "draw a result as a PNG (with provenance) or in the terminal",
@@ -223,6 +227,19 @@ const qs_command qs_commands[] = {
      "Format options (--round, --scale-rule, --block, --axis, --gran, ...) apply to every format.\n"
      "Colour in the terminal only on a terminal with NO_COLOR unset; series differ by glyph too.",
      qs_cmd_plot, 0},
+    {"import-log", "FILE... [--run NAME] [--label TEXT] [--replace] [--json]",
+     "import RL per-token log-probs (mmlog v1 CSV or JSONL) as a run",
+     QS_IMPORT_LOG_HELP, qs_cmd_import_log, 1},
+    {"runs", "[PATTERN] [--json] | --rm RUN...", "list (or remove) stored RL runs",
+     "Lists the RL runs (imported logs, simulations, scored models) with token and step counts.\n"
+     "  --json         one JSON array with each run's metadata\n"
+     "  --rm RUN...    delete runs and their tokens", qs_cmd_runs, 1},
+    {"ais", "RUN [--method M] [--json | --csv | --weights] [AIS-R and correction options]",
+     "mismatch diagnostics, AIS-R mixing coefficient and IS corrections of an RL run, per step",
+     QS_AIS_HELP, qs_cmd_ais, 1},
+    {"sim", "grpo [--formats LIST] [--methods LIST] [--seeds N] [options]",
+     "CPU GRPO simulation with quantized rollouts, comparing IS corrections over seeds",
+     QS_SIM_HELP, qs_cmd_sim, 1},
     {NULL, NULL, NULL, NULL, NULL, 0},
 };
 

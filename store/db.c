@@ -113,6 +113,16 @@ static const char *const kMigrations[] = {
     "  PRIMARY KEY (result_id, name)\n"
     ");\n"
     "CREATE INDEX result_by_tensor ON result(tensor_hash);\n",
+    /* 2 -> 3: the original sequence and group ids of imported RL logs (rl_token keeps per-step
+    ** sequence ordinals and per-run group ordinals; store/rl_log.h) */
+    "CREATE TABLE rl_seq(\n"
+    "  run_id   INTEGER NOT NULL REFERENCES rl_run(id) ON DELETE CASCADE,\n"
+    "  step     INTEGER NOT NULL,\n"
+    "  seq      INTEGER NOT NULL,            -- rl_token.seq\n"
+    "  seq_id   TEXT NOT NULL,               -- as in the log\n"
+    "  group_id TEXT,                        -- as in the log (rl_token.grp is its ordinal)\n"
+    "  PRIMARY KEY (run_id, step, seq)\n"
+    ") WITHOUT ROWID;\n",
 };
 
 #define NMIG ((int)(sizeof kMigrations / sizeof kMigrations[0]))

@@ -13,7 +13,7 @@
 
 #include "../kernels/qs_err.h"
 
-#define QS_SCHEMA_VERSION 2
+#define QS_SCHEMA_VERSION 3
 #define QS_BUSY_TIMEOUT_MS 60000
 #define QS_CHUNK_BYTES (1u << 20)   /* embedded tensor data is stored in rows of this many bytes */
 

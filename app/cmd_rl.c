@@ -1,0 +1,142 @@
+/*
+** `qscope import-log` and `qscope runs`: RL per-token logs in, and the list of stored runs.
+*/
+#include "cmd_rl.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "../store/rl_log.h"
+
+int qs_cmd_import_log(qs_cli *cli, int argc, char **argv)
+{
+    static const struct option lo[] = {{"run", required_argument, 0, 'r'}, {"label", required_argument, 0, 'l'},
+                                       {"replace", no_argument, 0, 'R'}, {"json", no_argument, 0, 'J'},
+                                       {"quiet", no_argument, 0, 'q'}, {0, 0, 0, 0}};
+    qs_rl_import_opts o = {0};
+    int json = 0, ch;
+    optind = 1;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, "qr:", lo, NULL)) != -1) {
+        switch (ch) {
+        case 'r': o.run = optarg; break;
+        case 'l': o.label = optarg; break;
+        case 'R': o.replace = 1; break;
+        case 'J': json = 1; break;
+        case 'q': o.quiet = 1; break;
+        default: return qs_cli_usage("import-log", "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc) return qs_cli_usage("import-log", "give a log FILE (.csv or .jsonl, mmlog v1)");
+    if (o.run && argc - optind > 1) return qs_cli_usage("import-log", "--run names one run: give one FILE");
+    qs_db *db = qs_cli_open_db(cli);
+    if (!db) return QS_EXIT_ERR;
+    int rc = QS_EXIT_OK;
+    json_t *out = json_array();
+    for (int i = optind; i < argc; i++) {
+        qs_err e = {{0}};
+        qs_rl_import_result r;
+        if (qs_rl_import(db, argv[i], &o, &r, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); break; }
+        double tps = r.seconds > 0 ? (double)r.info.tokens / r.seconds : 0;
+        if (r.info.n_far && !o.quiet)
+            fprintf(stderr, "qscope: warning: %s: %llu tokens have |lp_train - lp_rollout| > 20 nats (first on line %llu); "
+                    "diagnostics clamp the log-ratio to [-20, 20]\n", argv[i], (unsigned long long)r.info.n_far,
+                    (unsigned long long)r.info.far_line);
+        if (json) {
+            json_array_append_new(out, json_pack("{s:s,s:I,s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:f,s:f}", "run", r.run, "run_id",
+                                                 (json_int_t)r.run_id, "file", argv[i], "encoding",
+                                                 r.info.format == QS_RL_CSV ? "csv" : "jsonl", "tokens",
+                                                 (json_int_t)r.info.tokens, "sequences", (json_int_t)r.info.seqs, "steps",
+                                                 (json_int_t)r.info.steps, "groups", (json_int_t)r.info.groups,
+                                                 "far_tokens", (json_int_t)r.info.n_far, "seconds", r.seconds,
+                                                 "tokens_per_s", tps));
+        } else {
+            printf("%s%s%s: %llu tokens, %llu sequences, %llu steps from %s (%s) in %.2f s (%.2f M tokens/s)\n",
+                   qs_c_bold(cli), r.run, qs_c_off(cli), (unsigned long long)r.info.tokens,
+                   (unsigned long long)r.info.seqs, (unsigned long long)r.info.steps, argv[i],
+                   r.info.format == QS_RL_CSV ? "csv" : "jsonl", r.seconds, tps / 1e6);
+        }
+    }
+    if (json && rc == QS_EXIT_OK) {
+        char *s = json_dumps(out, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+        if (s) puts(s);
+        free(s);
+    }
+    json_decref(out);
+    qs_db_close(db);
+    return rc;
+}
+
+int qs_cmd_runs(qs_cli *cli, int argc, char **argv)
+{
+    static const struct option lo[] = {{"json", no_argument, 0, 'J'}, {"rm", no_argument, 0, 'D'}, {0, 0, 0, 0}};
+    int json = 0, rm = 0, ch;
+    optind = 1;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+        switch (ch) {
+        case 'J': json = 1; break;
+        case 'D': rm = 1; break;
+        default: return qs_cli_usage("runs", "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    qs_db *db = qs_cli_open_db(cli);
+    if (!db) return QS_EXIT_ERR;
+    qs_err e = {{0}};
+    int rc = QS_EXIT_OK;
+    if (rm) {
+        if (optind >= argc) { qs_db_close(db); return qs_cli_usage("runs", "--rm needs run names"); }
+        if (qs_db_exec(db, "BEGIN IMMEDIATE", &e)) { qs_db_close(db); return qs_cli_err(QS_EXIT_ERR, &e); }
+        for (int i = optind; i < argc; i++) {
+            int found;
+            if (qs_rl_run_delete(db, argv[i], &found, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); break; }
+            if (!found) { rc = qs_cli_error(QS_EXIT_ERR, "no run named '%s' (see `qscope runs`)", argv[i]); break; }
+        }
+        if (rc == QS_EXIT_OK && qs_db_exec(db, "COMMIT", &e)) rc = qs_cli_err(QS_EXIT_ERR, &e);
+        if (rc != QS_EXIT_OK) sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+        qs_db_close(db);
+        return rc;
+    }
+    const char *pat = optind < argc ? argv[optind] : "*";
+    /* counts from rl_token itself, so runs written by any command are listed the same way */
+    sqlite3_stmt *st = qs_db_prepare(db,
+        "SELECT r.name, COALESCE(r.label,''), COALESCE(r.source,''), r.created_at, "
+        "(SELECT count(*) FROM rl_token t WHERE t.run_id=r.id), "
+        "(SELECT count(DISTINCT t.step) FROM rl_token t WHERE t.run_id=r.id), "
+        "(SELECT min(t.step) FROM rl_token t WHERE t.run_id=r.id), "
+        "(SELECT max(t.step) FROM rl_token t WHERE t.run_id=r.id), COALESCE(r.metadata,'{}') "
+        "FROM rl_run r WHERE r.name GLOB ? ORDER BY r.name", &e);
+    if (!st) { qs_db_close(db); return qs_cli_err(QS_EXIT_ERR, &e); }
+    sqlite3_bind_text(st, 1, pat, -1, SQLITE_TRANSIENT);
+    json_t *out = json_array();
+    if (!json) printf("%s%-40s %12s %7s %-13s %s%s\n", qs_c_head(cli), "RUN", "TOKENS", "STEPS", "STEP RANGE", "LABEL / SOURCE", qs_c_off(cli));
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(st, 0), *label = (const char *)sqlite3_column_text(st, 1),
+                   *src = (const char *)sqlite3_column_text(st, 2), *created = (const char *)sqlite3_column_text(st, 3);
+        long long ntok = sqlite3_column_int64(st, 4), nst = sqlite3_column_int64(st, 5);
+        long long s0 = sqlite3_column_int64(st, 6), s1 = sqlite3_column_int64(st, 7);
+        if (json) {
+            json_t *m = json_loads((const char *)sqlite3_column_text(st, 8), 0, NULL);
+            json_array_append_new(out, json_pack("{s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:I,s:o}", "run", name, "label", label, "source",
+                                                 src, "created_at", created, "tokens", (json_int_t)ntok, "steps",
+                                                 (json_int_t)nst, "first_step", (json_int_t)s0, "last_step",
+                                                 (json_int_t)s1, "metadata", m ? m : json_object()));
+        } else {
+            char range[32];
+            snprintf(range, sizeof range, nst ? "%lld..%lld" : "-", s0, s1);
+            printf("%-40s %12lld %7lld %-13s %s\n", name, ntok, nst, range, *label ? label : src);
+        }
+    }
+    sqlite3_finalize(st);
+    if (json) {
+        char *s = json_dumps(out, JSON_INDENT(2));
+        if (s) puts(s);
+        free(s);
+    }
+    json_decref(out);
+    qs_db_close(db);
+    return rc;
+}

@@ -1,0 +1,202 @@
+/*
+** `qscope ais RUN`: per-step mismatch diagnostics, AIS-R and corrections of a stored RL run.
+*/
+#include "cmd_rl.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "../analysis/ais_store.h"
+
+static int parse_band(const char *s, double *lo, double *hi)
+{
+    char *end;
+    *lo = strtod(s, &end);
+    if (*end != ',' && *end != '_') return -1;
+    if (qs_parse_f64(end + 1, hi)) return -1;
+    return isfinite(*lo) && isfinite(*hi) && *lo >= 0 && *lo <= *hi ? 0 : -1;
+}
+
+int qs_rl_ais_opt(const char *cmd, int ch, const char *arg, qs_ais_opts *o, int *band_set)
+{
+    double x;
+    switch (ch) {
+    case O_C:
+        if (qs_parse_f64(arg, &x) || !(x > 1) || x > 1e6) return qs_cli_usage(cmd, "--C must be > 1"), -1;
+        o->C = x;
+        if (!(*band_set & 1)) { o->mis_lo = 1 / x; o->mis_hi = x; }
+        if (!(*band_set & 2)) { o->seq_lo = 1 / x; o->seq_hi = x; }
+        return 1;
+    case O_TAU: if (qs_parse_f64(arg, &x) || !(x > 0)) return qs_cli_usage(cmd, "--tau-s must be > 0"), -1; o->tau_s = x; return 1;
+    case O_KAPPA: if (qs_parse_f64(arg, &x) || x < 0 || x > 1) return qs_cli_usage(cmd, "--kappa must be in [0, 1]"), -1; o->kappa = x; return 1;
+    case O_BETA: if (qs_parse_f64(arg, &x) || x < 0 || x >= 1) return qs_cli_usage(cmd, "--beta must be in [0, 1)"), -1; o->beta = x; return 1;
+    case O_LMIN: if (qs_parse_f64(arg, &x) || x < 0 || x > 1) return qs_cli_usage(cmd, "--lambda-min must be in [0, 1]"), -1; o->lambda_min = x; return 1;
+    case O_LMAX: if (qs_parse_f64(arg, &x) || x < 0 || x > 1) return qs_cli_usage(cmd, "--lambda-max must be in [0, 1]"), -1; o->lambda_max = x; return 1;
+    case O_L0:
+        if (!strcmp(arg, "raw")) o->lambda0_zero = 0;
+        else if (!strcmp(arg, "zero")) o->lambda0_zero = 1;
+        else return qs_cli_usage(cmd, "--lambda0 is raw or zero"), -1;
+        return 1;
+    case O_LFIX: if (qs_parse_f64(arg, &x) || x < 0 || x > 1) return qs_cli_usage(cmd, "--lambda-fixed must be in [0, 1]"), -1; o->lambda_fixed = x; return 1;
+    case O_AMP:
+        if (!strcmp(arg, "seq") || !strcmp(arg, "sequence")) o->vamp_grad = 0;
+        else if (!strcmp(arg, "grad") || !strcmp(arg, "gradient")) o->vamp_grad = 1;
+        else return qs_cli_usage(cmd, "--amplification is seq or grad"), -1;
+        return 1;
+    case O_AISIS:
+        if (!strcmp(arg, "token")) o->ais_seq = 0;
+        else if (!strcmp(arg, "seq") || !strcmp(arg, "sequence")) o->ais_seq = 1;
+        else return qs_cli_usage(cmd, "--ais-is is token or seq"), -1;
+        return 1;
+    case O_VETO: if (qs_parse_f64(arg, &x) || x < 0 || x >= 1) return qs_cli_usage(cmd, "--veto must be in [0, 1)"), -1; o->w_veto = x; return 1;
+    case O_MIS: if (parse_band(arg, &o->mis_lo, &o->mis_hi)) return qs_cli_usage(cmd, "--mis-band is LO,HI with 0 <= LO <= HI"), -1; *band_set |= 1; return 1;
+    case O_SEQB: if (parse_band(arg, &o->seq_lo, &o->seq_hi)) return qs_cli_usage(cmd, "--seq-band is LO,HI with 0 <= LO <= HI"), -1; *band_set |= 2; return 1;
+    case O_GEO: if (parse_band(arg, &o->geo_lo, &o->geo_hi)) return qs_cli_usage(cmd, "--geo-band is LO,HI with 0 <= LO <= HI"), -1; return 1;
+    case O_CLAMP: if (qs_parse_f64(arg, &x) || !(x > 0) || x > 700) return qs_cli_usage(cmd, "--clamp must be in (0, 700]"), -1; o->clamp = x; return 1;
+    default: return 0;
+    }
+}
+
+typedef struct wout { FILE *f; } wout;
+
+static int print_weight(void *ctx, int64_t step, int64_t seq, int64_t pos, int mask, double delta, const double *w, qs_err *e)
+{
+    wout *W = ctx;
+    fprintf(W->f, "%lld,%lld,%lld,%d,%.17g", (long long)step, (long long)seq, (long long)pos, mask, delta);
+    for (int m = 0; m < QS_CORR_COUNT; m++) fprintf(W->f, ",%.17g", w[m]);
+    fputc('\n', W->f);
+    return ferror(W->f) ? qs_fail(e, "write error") : 0;
+}
+
+static void cell(double x, const char *fmt)
+{
+    if (isnan(x)) printf(" %9s", "-");
+    else printf(fmt, x);
+}
+
+int qs_cmd_ais(qs_cli *cli, int argc, char **argv)
+{
+    enum { O_JSON = 0x2100, O_CSV, O_W, O_STEP, O_NOSTORE };
+    static const struct option lo[] = {AIS_LONGOPTS, {"method", required_argument, 0, 'm'}, {"json", no_argument, 0, O_JSON},
+                                       {"csv", no_argument, 0, O_CSV}, {"weights", no_argument, 0, O_W},
+                                       {"step", required_argument, 0, O_STEP}, {"no-store", no_argument, 0, O_NOSTORE},
+                                       {0, 0, 0, 0}};
+    qs_ais_opts o;
+    qs_ais_opts_default(&o);
+    qs_ais_method meth = QS_CORR_AIS;
+    int json = 0, csv = 0, weights = 0, nostore = 0, band = 0, ch;
+    long long only_step = -1;
+    optind = 1;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, "m:", lo, NULL)) != -1) {
+        int k = qs_rl_ais_opt("ais", ch, optarg, &o, &band);
+        if (k < 0) return QS_EXIT_USAGE;
+        if (k) continue;
+        switch (ch) {
+        case 'm':
+            if (qs_ais_method_parse(optarg, &meth))
+                return qs_cli_usage("ais", "unknown method '%s' (none, tis, seq_tis, mis, seq_mis, geo, ais)", optarg);
+            break;
+        case O_JSON: json = 1; break;
+        case O_CSV: csv = 1; break;
+        case O_W: weights = 1; break;
+        case O_STEP: {
+            unsigned long long u;
+            if (qs_parse_u64(optarg, &u) || u > (1ull << 62)) return qs_cli_usage("ais", "bad --step '%s'", optarg);
+            only_step = (long long)u;
+            break;
+        }
+        case O_NOSTORE: nostore = 1; break;
+        default: return qs_cli_usage("ais", "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (json + csv + weights > 1) return qs_cli_usage("ais", "--json, --csv and --weights are exclusive");
+    if (only_step >= 0 && !weights) return qs_cli_usage("ais", "--step goes with --weights");
+    if (o.lambda_min > o.lambda_max) return qs_cli_usage("ais", "--lambda-min is above --lambda-max");
+    if (optind != argc - 1) return qs_cli_usage("ais", "give one RUN (see `qscope runs`)");
+    const char *run = argv[optind];
+    qs_db *db = qs_cli_open_db(cli);
+    if (!db) return QS_EXIT_ERR;
+    qs_err e = {{0}};
+    qs_ais_result r;
+    if (qs_ais_run(db, run, &o, &r, &e)) { qs_db_close(db); return qs_cli_err(QS_EXIT_ERR, &e); }
+    int rc = QS_EXIT_OK;
+    if (!nostore && qs_ais_store(db, &r, &o, &e)) rc = qs_cli_err(QS_EXIT_ERR, &e);
+    if (rc == QS_EXIT_OK && weights) {
+        printf("step,seq,pos,mask,delta");
+        for (int m = 0; m < QS_CORR_COUNT; m++) printf(",w_%s", qs_ais_method_name((qs_ais_method)m));
+        printf("\n");
+        wout W = {stdout};
+        if (qs_ais_run_weights(db, &r, &o, only_step, print_weight, &W, &e)) rc = qs_cli_err(QS_EXIT_ERR, &e);
+    } else if (rc == QS_EXIT_OK && json) {
+        char *oj = qs_ais_opts_json(&o);
+        json_t *j = json_pack("{s:s,s:s,s:s,s:I,s:s,s:s,s:o}", "run", r.run, "token_hash", r.hash, "rollout_format", r.format,
+                              "tokens", (json_int_t)r.tokens, "method", qs_ais_method_name(meth), "reconstruction",
+                              QS_AIS_RECONSTRUCTION, "options", oj ? json_loads(oj, 0, NULL) : json_null());
+        free(oj);
+        json_t *steps = json_array();
+        for (size_t i = 0; i < r.nrows; i++) {
+            json_t *s = json_object();
+            for (int k = 0; k < QS_AIS_NFIELDS; k++) {
+                double x = r.rows[i].v[k];
+                json_object_set_new(s, qs_ais_field_names[k],
+                                    k <= QS_AIS_F_n_masked ? json_integer((json_int_t)x) : isfinite(x) ? json_real(x) : json_null());
+            }
+            json_array_append_new(steps, s);
+        }
+        json_object_set_new(j, "steps", steps);
+        char *s = json_dumps(j, JSON_INDENT(1) | JSON_REAL_PRECISION(17));
+        if (s) puts(s);
+        free(s);
+        json_decref(j);
+    } else if (rc == QS_EXIT_OK && csv) {
+        fprintf(stderr, "qscope: ais_* columns are AIS-R, the project's reconstruction (exact AIS formulas unpublished)\n");
+        for (int k = 0; k < QS_AIS_NFIELDS; k++) printf("%s%s", k ? "," : "", qs_ais_field_names[k]);
+        printf("\n");
+        for (size_t i = 0; i < r.nrows; i++) {
+            for (int k = 0; k < QS_AIS_NFIELDS; k++) {
+                double x = r.rows[i].v[k];
+                if (k) putchar(',');
+                if (k <= QS_AIS_F_n_masked) printf("%.0f", x);
+                else if (isfinite(x)) printf("%.17g", x);
+            }
+            printf("\n");
+        }
+    } else if (rc == QS_EXIT_OK) {
+        printf("%s%s%s: %llu tokens, %zu steps, rollout format %s, token hash %s\n", qs_c_bold(cli), r.run, qs_c_off(cli),
+               (unsigned long long)r.tokens, r.nrows, r.format, r.hash);
+        printf("%sR S Vamp lambda: AIS-R, the project's reconstruction of AIS (exact formulas unpublished); C=%g tau_s=%g "
+               "kappa=%g beta=%g%s\n", qs_c_dim(cli), o.C, o.tau_s, o.kappa, o.beta, qs_c_off(cli));
+        const char *mn = qs_ais_method_name(meth);
+        printf("%s%6s %8s %9s %9s %9s %9s %9s %9s %9s %9s %9s | %-7s %9s %9s %9s %9s%s\n", qs_c_head(cli), "STEP", "TOKENS",
+               "KL_K3", "MEAN|D|", "ESS_TOK", "ESS_SEQ", "CHI2_TOK", "R", "S", "VAMP", "LAMBDA", mn, "W_MEAN", "W_MIN", "W_MAX",
+               "ZEROED", qs_c_off(cli));
+        for (size_t i = 0; i < r.nrows; i++) {
+            const double *v = r.rows[i].v, *f = &v[QS_AIS_W0 + QS_AIS_WN * meth];
+            printf("%6.0f %8.0f", v[QS_AIS_F_step], v[QS_AIS_F_n_tok]);
+            cell(v[QS_AIS_F_kl_k3], " %9.3g");
+            cell(v[QS_AIS_F_mean_abs_dlogp], " %9.3g");
+            cell(v[QS_AIS_F_ess_tok], " %9.5f");
+            cell(v[QS_AIS_F_ess_seq], " %9.5f");
+            cell(v[QS_AIS_F_chi2_tok], " %9.3g");
+            cell(v[QS_AIS_F_ais_R], " %9.5f");
+            cell(v[QS_AIS_F_ais_S], " %9.4f");
+            cell(v[QS_AIS_F_ais_vamp], " %9.4f");
+            cell(v[QS_AIS_F_ais_lambda], " %9.4f");
+            printf(" | %-7s", "");
+            cell(f[0], " %9.4f");
+            cell(f[2], " %9.4g");
+            cell(f[3], " %9.4g");
+            cell(f[4], " %9.4f");
+            printf("\n");
+        }
+        if (!nostore) printf("%sstored as result kind rl_ais and trajectories (qscope plot trajectory -o -)%s\n", qs_c_dim(cli), qs_c_off(cli));
+    }
+    qs_ais_result_free(&r);
+    qs_db_close(db);
+    return rc;
+}
