@@ -1,0 +1,30 @@
+/* Shared pieces of the attention kernels (attn.c, amla.c): task pool and tile context. */
+#ifndef QS_ATTN_INTERNAL_H
+#define QS_ATTN_INTERNAL_H
+
+#include <stddef.h>
+
+#include "attn.h"
+
+typedef struct qs_fa_ctx {
+    const qs_attn_shape *s;
+    const qs_attn_cfg *c;
+    const float *Q, *K, *V;
+    float alpha2;          /* scale·log2(e) */
+    size_t br, bc, nqb;    /* tiles, Q tiles per head */
+    int splits;
+    size_t kspan;          /* keys per split */
+    float *O, *lse;        /* outputs: [splits][H][Lq][dv], [splits][H][Lq] */
+} qs_fa_ctx;
+
+/* Run fn(ctx, task, scratch) for task = 0..ntasks-1 on `threads` threads; each thread gets its own
+** scratch of scratch_bytes.  OpenBLAS is set to one thread meanwhile and restored. */
+int qs_attn_pool(int threads, size_t ntasks, size_t scratch_bytes, void (*fn)(void *ctx, size_t task, void *scratch),
+                 void *ctx, qs_err *e);
+
+/* Combine split results into the final O / LSE (flash-decoding): O = Σ_s e^{LSE_s − LSE}·O_s. */
+void qs_attn_combine(const qs_attn_shape *s, int splits, const float *Os, const float *lses, float *O, float *lse);
+
+float qs_p_round(qs_pdtype p, float v);
+
+#endif
