@@ -19,6 +19,7 @@
 
 int qs_bench_formats(qs_cli *cli, int quick, int json, const char *list);
 int qs_bench_analyze(qs_cli *cli, int quick, int json);
+int qs_bench_kernels(qs_cli *cli, int quick, int json, int score);   /* app/bench_kernels.c */
 #include "importer.h"
 #include "../analysis/tensor_stats.h"
 #include "../datasets/gen.h"
@@ -86,7 +87,9 @@ int qs_cmd_bench(qs_cli *cli, int argc, char **argv)
     int quick = 0, json = 0;
     const char *user_npy = NULL, *flist = NULL;
     int formats = argc > 1 && !strcmp(argv[1], "formats"), analyze = argc > 1 && !strcmp(argv[1], "analyze");
-    for (int i = 1 + formats + analyze; i < argc; i++) {
+    int kernels = argc > 1 && !strcmp(argv[1], "kernels"), score = 0;
+    for (int i = 1 + formats + analyze + kernels; i < argc; i++) {
+        if (!formats && !analyze && !strcmp(argv[i], "--score")) { score = 1; continue; }
         if (formats && !strcmp(argv[i], "-f") && i + 1 < argc) { flist = argv[++i]; continue; }
         if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--json")) json = 1;
@@ -95,6 +98,7 @@ int qs_cmd_bench(qs_cli *cli, int argc, char **argv)
     }
     if (formats) return qs_bench_formats(cli, quick, json, flist);
     if (analyze) return qs_bench_analyze(cli, quick, json);
+    if (kernels || score) return qs_bench_kernels(cli, quick, json, score);
     const size_t N = quick ? (1u << 20) : (1u << 24);
     const int REPS = quick ? 3 : 9;
     float *x = malloc(N * sizeof(float)), *y = malloc(N * sizeof(float));
