@@ -207,11 +207,12 @@ json_t *qs_kx_msd_run(const qs_kx_msd *o, json_t *opts, qs_err *e)
     json_t *out = json_object(), *ser = json_array(), *bits = json_array(), *gemm = json_array(), *chk = json_object();
     float *x = malloc(M * K * sizeof(float)), *W = malloc(N * K * sizeof(float)), *Wd = malloc(N * K * sizeof(float));
     float *y = malloc(M * N * sizeof(float)), *sig = malloc(N * sizeof(float)), *xb = malloc(M * K * sizeof(float));
-    float *parts = malloc(3 * M * K * sizeof(float)), *Wf = malloc(N * K * sizeof(float));
+    float *parts = malloc(3 * M * K * sizeof(float));
+    qs_i8_pack wp = {0};
     int8_t *Wq = malloc(N * K);
     double *yq = malloc(M * N * sizeof(double)), *yu = malloc(M * N * sizeof(double));
     int ok = 0;
-    if (!x || !W || !Wd || !y || !sig || !xb || !parts || !Wf || !Wq || !yq || !yu) { qs_fail(e, "out of memory (msd %zux%zux%zu)", M, K, N); goto out; }
+    if (!x || !W || !Wd || !y || !sig || !xb || !parts || !Wq || !yq || !yu) { qs_fail(e, "out of memory (msd %zux%zux%zu)", M, K, N); goto out; }
     /* effective bits on Gaussian and uniform data */
     if (msd_bits(o, QS_GEN_GAUSSIAN, o->seed + 101, bits, ser, e) || msd_bits(o, QS_GEN_UNIFORM, o->seed + 202, bits, ser, e))
         goto out;
@@ -226,7 +227,8 @@ json_t *qs_kx_msd_run(const qs_kx_msd *o, json_t *opts, qs_err *e)
     qs_kx_gen(QS_GEN_GAUSSIAN, o->seed + 1, N, K, 0.02, W);
     qs_quant_w_i8(W, N, K, Wq, sig);
     for (size_t n = 0; n < N; n++)
-        for (size_t k = 0; k < K; k++) { Wd[n * K + k] = (float)Wq[n * K + k] * sig[n]; Wf[n * K + k] = Wq[n * K + k]; }
+        for (size_t k = 0; k < K; k++) Wd[n * K + k] = (float)Wq[n * K + k] * sig[n];
+    if (qs_i8_pack_make(Wq, N, K, &wp, e)) goto out;
     gemm_ref(xb, Wd, M, N, K, yq);   /* quantized model, FP64 (σ·Wq is exact in FP32) */
     gemm_ref(xb, W, M, N, K, yu);    /* unquantized weights */
     qs_cmp cq, cu;
@@ -246,7 +248,7 @@ json_t *qs_kx_msd_run(const qs_kx_msd *o, json_t *opts, qs_err *e)
     }
     ROW("dequant bf16 + sgemm", "the usual W8A16 kernel: W·σ rounded to BF16");
     for (int p = 1; p <= 3; p++) {
-        if (qs_msd_gemm_i8(xb, M, K, Wq, Wf, sig, N, p, QS_I8GEMM_SGEMM, 0, y, NULL, e)) goto out;
+        if (qs_msd_gemm_i8(xb, M, K, Wq, &wp, sig, N, p, QS_I8GEMM_SGEMM, 0, y, NULL, e)) goto out;
         char nm[64];
         snprintf(nm, sizeof nm, p == 1 ? "w8a8 (msd 1 pass)" : "msd %d-pass int8", p);
         ROW(nm, "one stacked INT8 GEMM, exact INT32 sums");
@@ -275,10 +277,12 @@ json_t *qs_kx_msd_run(const qs_kx_msd *o, json_t *opts, qs_err *e)
         int8_t *a = malloc(2 * Mc * K);
         float *am = malloc(Mc * sizeof(float));
         int32_t *c1 = malloc(2 * Mc * N * sizeof(int32_t)), *c2 = malloc(2 * Mc * N * sizeof(int32_t));
+        int nch = 0;
         int okx = a && am && c1 && c2 && !qs_msd_decompose_i8(xb, Mc, K, 2, a, am, e) &&
-                  !qs_i8_gemm_exact(a, 2 * Mc, Wq, Wf, N, K, c1, QS_I8GEMM_SGEMM, 0, e) &&
-                  !qs_i8_gemm_exact(a, 2 * Mc, Wq, NULL, N, K, c2, QS_I8GEMM_INT, 0, e);
+                  !qs_i8_gemm_exact(a, 2 * Mc, Wq, &wp, N, K, c1, QS_I8GEMM_SGEMM, 0, &nch, e) &&
+                  !qs_i8_gemm_exact(a, 2 * Mc, Wq, NULL, N, K, c2, QS_I8GEMM_INT, 0, NULL, e);
         json_object_set_new(chk, "int_gemm_exact", json_boolean(okx && !memcmp(c1, c2, 2 * Mc * N * sizeof(int32_t))));
+        json_object_set_new(chk, "int_gemm_k_chunks", json_integer(nch));
         free(a); free(am); free(c1); free(c2);
         if (!okx) goto out;
     }
@@ -342,7 +346,8 @@ json_t *qs_kx_msd_run(const qs_kx_msd *o, json_t *opts, qs_err *e)
     json_object_set_new(out, "options", json_incref(opts));
     ok = 1;
 out:
-    free(x); free(W); free(Wd); free(y); free(sig); free(xb); free(parts); free(Wf); free(Wq); free(yq); free(yu);
+    free(x); free(W); free(Wd); free(y); free(sig); free(xb); free(parts); free(Wq); free(yq); free(yu);
+    qs_i8_pack_free(&wp);
     json_decref(ser); json_decref(bits); json_decref(gemm); json_decref(chk);
     if (!ok) { json_decref(out); return NULL; }
     return out;
@@ -482,10 +487,10 @@ json_t *qs_kx_resq_run(const qs_kx_resq *o, json_t *opts, qs_err *e)
     if (!m || !d || !n || (double)m * d > 2e8 || (double)n * d > 2e8 || (double)m * n > 2e8)
         return qs_fail(e, "resq: shape m=%zu d=%zu n=%zu out of range", m, d, n), NULL;
     float *X = malloc(m * d * 4), *W = malloc(n * d * 4), *Wq = malloc(n * d * 4), *Y = malloc(m * n * 4);
-    double *Yr = malloc(m * n * 8);
+    double *Yr = malloc(m * n * 8), *Yw = malloc(m * n * 8);
     json_t *rows = json_array(), *ser = json_array(), *out = NULL;
     char *list = strdup(o->formats ? o->formats : "hif4,mxfp4,nvfp4");
-    if (!X || !W || !Wq || !Y || !Yr || !list) { qs_fail(e, "out of memory (resq)"); goto out; }
+    if (!X || !W || !Wq || !Y || !Yr || !Yw || !list) { qs_fail(e, "out of memory (resq)"); goto out; }
     qs_gen_spec g;
     memset(&g, 0, sizeof g);
     qs_gen_defaults(&g);
@@ -505,15 +510,18 @@ json_t *qs_kx_resq_run(const qs_kx_resq *o, json_t *opts, qs_err *e)
         a.f = f; a.axis = 1; a.gran = QS_GRAN_BLOCK;
         if (!f->block) a.gran = QS_GRAN_ROW;
         if (qs_fakeq_matrix(&a, W, n, d, Wq, e)) goto out;
+        gemm_ref(X, Wq, m, n, d, Yw);   /* isolates the activation error that ResQ targets */
         double xs[QS_RESQ_COUNT], ys[QS_RESQ_COUNT];
         for (int sp = 0; sp < QS_RESQ_COUNT; sp++) {
             qs_resq_stats st;
             if (qs_resq_layer(&a, X, m, d, Wq, n, (qs_resq_sparse)sp, o->bh, o->bw, Y, &st, e)) goto out;
-            qs_cmp c;
+            qs_cmp c, cw;
             qs_cmp_f(Y, Yr, m * n, &c);
+            qs_cmp_f(Y, Yw, m * n, &cw);
             xs[sp] = sp; ys[sp] = c.rel_l2;
-            json_array_append_new(rows, json_pack("{s:s,s:s,s:o,s:o,s:o,s:o,s:o}", "format", f->name, "sparsity",
-                                                  qs_resq_name((qs_resq_sparse)sp), "vs_fp32", cmp_json(&c), "underflow",
+            json_array_append_new(rows, json_pack("{s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o}", "format", f->name, "sparsity",
+                                                  qs_resq_name((qs_resq_sparse)sp), "vs_fp32", cmp_json(&c),
+                                                  "vs_fp32_act_quant_w", cmp_json(&cw), "underflow",
                                                   jnum(st.underflow), "recovered", jnum(st.recovered), "residual_energy_kept",
                                                   jnum(st.kept), "density", jnum(st.density)));
         }
@@ -525,7 +533,7 @@ json_t *qs_kx_resq_run(const qs_kx_resq *o, json_t *opts, qs_err *e)
                     "Rollout-ResQ from secondary summaries (formats-hifloat.md 4): block shape and tie rules are choices");
     ser = rows = NULL;
 out:
-    free(X); free(W); free(Wq); free(Y); free(Yr); free(list);
+    free(X); free(W); free(Wq); free(Y); free(Yr); free(Yw); free(list);
     json_decref(rows); json_decref(ser);
     return out;
 }

@@ -55,21 +55,6 @@ static void cpu_name(char *buf, size_t cap)
 
 static void fill(float *x, size_t n, uint64_t seed, double scale) { qs_kx_gen(QS_GEN_GAUSSIAN, seed, n, 1, scale, x); }
 
-static tm2 time_sgemm(size_t M, size_t N, size_t K, int threads, int reps, const float *A, const float *B, float *C)
-{
-    double t[16];
-    int old = openblas_get_num_threads();
-    openblas_set_num_threads(threads);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0f, A, (int)K, B, (int)K, 0.0f, C, (int)N);
-    for (int r = 0; r < reps; r++) {
-        double t0 = qs_bench_now();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0f, A, (int)K, B, (int)K, 0.0f, C, (int)N);
-        t[r] = qs_bench_now() - t0;
-    }
-    openblas_set_num_threads(old);
-    return stats(t, reps);
-}
-
 static json_t *row(const char *what, double work, const char *unit, tm2 t, const char *note)
 {
     return json_pack("{s:s,s:s,s:f,s:f,s:f,s:f,s:s}", "benchmark", what, "unit", unit, "min_s", t.min, "median_s", t.med,
@@ -86,68 +71,79 @@ static int run_kernels(qs_cli *cli, int quick, int json)
     size_t G = quick ? 1024 : 2048;
     float *A = malloc(G * G * 4), *B = malloc(G * G * 4), *C = malloc(G * G * 4);
     size_t Mm = quick ? 128 : 512, Nm = quick ? 1024 : 4096, Km = quick ? 1024 : 4096;
-    float *x = malloc(Mm * Km * 4), *W = malloc(Nm * Km * 4), *Wf = malloc(Nm * Km * 4), *sig = malloc(Nm * 4);
+    float *x = malloc(Mm * Km * 4), *W = malloc(Nm * Km * 4), *sig = malloc(Nm * 4);
+    qs_i8_pack wp = {0};
     float *y = malloc(Mm * Nm * 4), *y2 = malloc(Mm * Nm * 4);
     int8_t *Wq = malloc(Nm * Km);
     void *ws = malloc(qs_msd_gemm_ws_bytes(Mm, Nm, Km, 2));
-    if (!Q || !K || !V || !O || !O2 || !A || !B || !C || !x || !W || !Wf || !sig || !y || !y2 || !Wq || !ws)
+    if (!Q || !K || !V || !O || !O2 || !A || !B || !C || !x || !W || !sig || !y || !y2 || !Wq || !ws)
         return qs_cli_error(QS_EXIT_ERR, "out of memory");
     fill(Q, n, 1, 1); fill(K, n, 2, 1); fill(V, n, 3, 1); fill(A, G * G, 4, 1); fill(B, G * G, 5, 1);
     fill(x, Mm * Km, 6, 1); fill(W, Nm * Km, 7, 0.02);
     for (size_t i = 0; i < Mm * Km; i++) x[i] = qs_bf16_round(x[i]);
     qs_quant_w_i8(W, Nm, Km, Wq, sig);
-    for (size_t i = 0; i < Nm * Km; i++) Wf[i] = Wq[i];
-    json_t *rows = json_array(), *targets = json_array();
     qs_err e = {{0}};
+    if (qs_i8_pack_make(Wq, Nm, Km, &wp, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
+    json_t *rows = json_array(), *targets = json_array();
     int bad = 0;
     double fl = qs_attn_flops(&s, 0);
+    /* The kernels are timed round-robin inside one loop (sgemm, FA2, FA2 bf16, AMLA, sgemm MxNxK, MSD)
+    ** so that load from other processes hits all of them alike; min over the repetitions. */
     for (int th = 1; th <= 2; th++) {
-        double t[16];
-        tm2 sg = time_sgemm(G, G, G, th, reps, A, B, C);
-        double sg_rate = 2.0 * G * G * G / sg.min / 1e9;
-        char nm[96], note[160];
-        snprintf(nm, sizeof nm, "sgemm %zu^3 (%d thr)", G, th);
-        json_array_append_new(rows, row(nm, 2.0 * G * G * G / 1e9, "GFLOP/s", sg, "OpenBLAS"));
+        enum { SG, FA, FB, AM, S1, MS, NK };
+        double t[NK][16];
+        int old = openblas_get_num_threads();
         qs_attn_cfg c = {0};
         c.threads = th;
-        tm2 tf[3];
-        for (int v = 0; v < 3; v++) {   /* FA2 fp32, FA2 P bf16, AMLA P bf16 */
-            c.p = v ? QS_P_BF16 : QS_P_FP32;
-            for (int r = -1; r < reps; r++) {
+        for (int r = -1; r < reps && !bad; r++) {
+            for (int k = 0; k < NK && !bad; k++) {
                 double t0 = qs_bench_now();
-                int rc = v < 2 ? qs_attn_fa2(&s, &c, Q, K, V, v ? O2 : O, NULL, &e) : qs_attn_amla(&s, &c, Q, K, V, O2, &e);
-                if (rc) { bad = 1; fprintf(stderr, "qscope: bench: %s\n", e.msg); break; }
-                if (r >= 0) t[r] = qs_bench_now() - t0;
+                int rc = 0;
+                switch (k) {
+                case SG: case S1:
+                    openblas_set_num_threads(th);
+                    if (k == SG) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)G, (int)G, (int)G, 1.0f, A, (int)G, B, (int)G, 0.0f, C, (int)G);
+                    else cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)Mm, (int)Nm, (int)Km, 1.0f, x, (int)Km, W, (int)Km, 0.0f, y, (int)Nm);
+                    openblas_set_num_threads(old);
+                    break;
+                case FA: c.p = QS_P_FP32; rc = qs_attn_fa2(&s, &c, Q, K, V, O, NULL, &e); break;
+                case FB: c.p = QS_P_BF16; rc = qs_attn_fa2(&s, &c, Q, K, V, O2, NULL, &e); break;
+                case AM: c.p = QS_P_BF16; rc = qs_attn_amla(&s, &c, Q, K, V, O2, &e); break;
+                case MS: rc = qs_msd_gemm_i8(x, Mm, Km, Wq, &wp, sig, Nm, 2, QS_I8GEMM_SGEMM, th, y2, ws, &e); break;
+                }
+                if (rc) { bad = 1; fprintf(stderr, "qscope: bench: %s\n", e.msg); }
+                if (r >= 0) t[k][r] = qs_bench_now() - t0;
             }
-            tf[v] = stats(t, reps);
-            static const char *vn[3] = {"fa2 fp32", "fa2 P bf16", "amla P bf16"};
-            snprintf(nm, sizeof nm, "%s L=%zu d=%zu H=%zu (%d thr)", vn[v], L, d, H, th);
-            snprintf(note, sizeof note, "%.0f%% of sgemm", 100 * fl / tf[v].min / 1e9 / sg_rate);
-            json_array_append_new(rows, row(nm, fl / 1e9, "GFLOP/s", tf[v], note));
         }
-        double frac = fl / tf[0].min / 1e9 / sg_rate;
+        if (bad) break;
+        tm2 ts[NK];
+        for (int k = 0; k < NK; k++) ts[k] = stats(t[k], reps);
+        double sg_rate = 2.0 * G * G * G / ts[SG].min / 1e9;
+        char nm[96], note[160];
+        snprintf(nm, sizeof nm, "sgemm %zu^3 (%d thr)", G, th);
+        json_array_append_new(rows, row(nm, 2.0 * G * G * G / 1e9, "GFLOP/s", ts[SG], "OpenBLAS"));
+        static const char *vn[3] = {"fa2 fp32", "fa2 P bf16", "amla P bf16"};
+        for (int v = 0; v < 3; v++) {
+            snprintf(nm, sizeof nm, "%s L=%zu d=%zu H=%zu (%d thr)", vn[v], L, d, H, th);
+            snprintf(note, sizeof note, "%.0f%% of sgemm", 100 * fl / ts[FA + v].min / 1e9 / sg_rate);
+            json_array_append_new(rows, row(nm, fl / 1e9, "GFLOP/s", ts[FA + v], note));
+        }
+        double frac = fl / ts[FA].min / 1e9 / sg_rate;
         snprintf(nm, sizeof nm, "FA2 >= 40%% of SGEMM GFLOP/s (%d thr)", th);
         json_array_append_new(targets, json_pack("{s:s,s:f,s:f,s:b}", "target", nm, "value", frac, "limit", 0.40, "met", frac >= 0.40));
-        double ar = tf[2].min / tf[1].min;
+        double ar = ts[AM].min / ts[FB].min;
         snprintf(nm, sizeof nm, "AMLA time <= FA2 time, both P bf16 (%d thr)", th);
         json_array_append_new(targets, json_pack("{s:s,s:f,s:f,s:b}", "target", nm, "value", ar, "limit", 1.0, "met", ar <= 1.0));
-        /* MSD two-pass INT8 vs one SGEMM of the same shape */
-        tm2 s1 = time_sgemm(Mm, Nm, Km, th, reps, x, W, y);
         snprintf(nm, sizeof nm, "sgemm %zux%zux%zu (%d thr)", Mm, Nm, Km, th);
-        json_array_append_new(rows, row(nm, 2.0 * Mm * Nm * Km / 1e9, "GFLOP/s", s1, "M x N x K"));
-        for (int r = -1; r < reps; r++) {
-            double t0 = qs_bench_now();
-            if (qs_msd_gemm_i8(x, Mm, Km, Wq, Wf, sig, Nm, 2, QS_I8GEMM_SGEMM, th, y2, ws, &e)) { bad = 1; fprintf(stderr, "qscope: bench: %s\n", e.msg); break; }
-            if (r >= 0) t[r] = qs_bench_now() - t0;
-        }
-        tm2 tm = stats(t, reps);
+        json_array_append_new(rows, row(nm, 2.0 * Mm * Nm * Km / 1e9, "GFLOP/s", ts[S1], "M x N x K"));
         snprintf(nm, sizeof nm, "msd 2-pass int8 %zux%zux%zu (%d thr)", Mm, Nm, Km, th);
-        snprintf(note, sizeof note, "%.2fx sgemm; decompose+exact int GEMM+combine", tm.min / s1.min);
-        json_array_append_new(rows, row(nm, 2.0 * Mm * Nm * Km / 1e9, "GFLOP/s (1 GEMM)", tm, note));
-        double mr = tm.min / s1.min;
+        snprintf(note, sizeof note, "%.2fx sgemm; decompose+exact int GEMM+combine", ts[MS].min / ts[S1].min);
+        json_array_append_new(rows, row(nm, 2.0 * Mm * Nm * Km / 1e9, "GFLOP/s (1 GEMM)", ts[MS], note));
+        double mr = ts[MS].min / ts[S1].min;
         snprintf(nm, sizeof nm, "MSD 2-pass INT8 <= 2.3x one SGEMM (%d thr)", th);
         json_array_append_new(targets, json_pack("{s:s,s:f,s:f,s:b}", "target", nm, "value", mr, "limit", 2.3, "met", mr <= 2.3));
     }
+    if (bad) return QS_EXIT_ERR;
     /* correctness in the same run: FA2 and AMLA against each other, MSD against dequant-fp32 SGEMM */
     qs_cmp cm;
     double *ref = malloc(n * sizeof(double)), *ym = malloc(Mm * Nm * sizeof(double));
@@ -166,14 +162,17 @@ static int run_kernels(qs_cli *cli, int quick, int json)
     free(ref); free(ym);
     char cpu[256];
     cpu_name(cpu, sizeof cpu);
-    json_t *out = json_pack("{s:s,s:I,s:s,s:o,s:o,s:o}", "cpu", cpu, "cores", (json_int_t)sysconf(_SC_NPROCESSORS_ONLN), "qscope",
-                            QS_VERSION " " QS_GIT_REV, "results", rows, "targets", targets, "checks", checks);
+    double la[3] = {0, 0, 0};
+    if (getloadavg(la, 3) < 0) la[0] = -1;
+    json_t *out = json_pack("{s:s,s:I,s:s,s:f,s:o,s:o,s:o}", "cpu", cpu, "cores", (json_int_t)sysconf(_SC_NPROCESSORS_ONLN), "qscope",
+                            QS_VERSION " " QS_GIT_REV, "loadavg_1min", la[0], "results", rows, "targets", targets, "checks", checks);
     if (json) {
         char *sj = json_dumps(out, JSON_INDENT(2));
         puts(sj);
         free(sj);
     } else {
-        printf("%s%s%s  (%ld cores)\n", qs_c_bold(cli), cpu, qs_c_off(cli), sysconf(_SC_NPROCESSORS_ONLN));
+        printf("%s%s%s  (%ld cores, load average %.2f at the end: other processes share the cores)\n", qs_c_bold(cli), cpu,
+               qs_c_off(cli), sysconf(_SC_NPROCESSORS_ONLN), la[0]);
         printf("%s%-46s %10s %10s  %-16s %s%s\n", qs_c_head(cli), "BENCHMARK", "BEST", "MEDIAN", "UNIT", "NOTE", qs_c_off(cli));
         size_t i;
         json_t *r;
@@ -191,7 +190,8 @@ static int run_kernels(qs_cli *cli, int quick, int json)
                json_real_value(json_object_get(checks, "msd_vs_dequant_sgemm_rel_l2")), reps);
     }
     json_decref(out);
-    free(Q); free(K); free(V); free(O); free(O2); free(A); free(B); free(C); free(x); free(W); free(Wf); free(sig); free(y);
+    free(Q); free(K); free(V); free(O); free(O2); free(A); free(B); free(C); free(x); free(W); free(sig); free(y);
+    qs_i8_pack_free(&wp);
     free(y2); free(Wq); free(ws);
     return bad ? QS_EXIT_ERR : QS_EXIT_OK;
 }
@@ -279,11 +279,12 @@ static int run_score(qs_cli *cli, int quick, int json)
             flops = 2.0 * c->M * c->N * c->K;
             bytes = 4.0 * c->M * c->K + 1.0 * c->N * c->K + 4.0 * c->N + 4.0 * c->M * c->N;
         }
-        float *in = malloc(nin * 4), *oc = malloc(nout * 4), *ob = malloc(nout * 4), *Wf = NULL, *sig = NULL, *Wd = NULL;
+        float *in = malloc(nin * 4), *oc = malloc(nout * 4), *ob = malloc(nout * 4), *sig = NULL, *Wd = NULL;
+        qs_i8_pack wp = {0};
         double *gold = malloc(nout * 8);
         int8_t *Wq = NULL;
-        if (c->k == OP_MSD) { Wq = malloc(c->N * c->K); Wf = malloc(c->N * c->K * 4); sig = malloc(c->N * 4); Wd = malloc(c->N * c->K * 4); }
-        if (!in || !oc || !ob || !gold || (c->k == OP_MSD && (!Wq || !Wf || !sig || !Wd))) return qs_cli_error(QS_EXIT_ERR, "out of memory");
+        if (c->k == OP_MSD) { Wq = malloc(c->N * c->K); sig = malloc(c->N * 4); Wd = malloc(c->N * c->K * 4); }
+        if (!in || !oc || !ob || !gold || (c->k == OP_MSD && (!Wq || !sig || !Wd))) return qs_cli_error(QS_EXIT_ERR, "out of memory");
         double tc[8], tb[8];
         int fail = 0, reps = 5, warm = 3;
         qs_attn_cfg cfg = {0};
@@ -299,12 +300,13 @@ static int run_score(qs_cli *cli, int quick, int json)
                 for (size_t i = 0; i < c->M * c->K; i++) in[i] = qs_bf16_round(in[i]);
                 for (size_t i = 0; i < c->N * c->K; i++) in[c->M * c->K + i] *= 0.02f;
                 qs_quant_w_i8(in + c->M * c->K, c->N, c->K, Wq, sig);
-                for (size_t i = 0; i < c->N * c->K; i++) Wf[i] = Wq[i];
+                qs_i8_pack_free(&wp);   /* weight packing happens once per weight, outside the timed call */
+                if (qs_i8_pack_make(Wq, c->N, c->K, &wp, &e)) { fail = 1; break; }
             }
             double t0 = qs_bench_now();
             int rc = c->k == OP_FA ? qs_attn_fa2(&c->s, &cfg, Qp, Kp, Vp, oc, NULL, &e)
                      : c->k == OP_AMLA ? qs_attn_amla(&c->s, &cfg, Qp, Kp, Vp, oc, &e)
-                                       : qs_msd_gemm_i8(in, c->M, c->K, Wq, Wf, sig, c->N, 2, QS_I8GEMM_SGEMM, th, oc, NULL, &e);
+                                       : qs_msd_gemm_i8(in, c->M, c->K, Wq, &wp, sig, c->N, 2, QS_I8GEMM_SGEMM, th, oc, NULL, &e);
             double t1 = qs_bench_now();
             int rb = c->k == OP_MSD ? qs_msd_gemm_i8(in, c->M, c->K, Wq, NULL, sig, c->N, 2, QS_I8GEMM_INT, 1, ob, NULL, &e)
                                     : qs_attn_plain(&c->s, &cfg, Qp, Kp, Vp, ob, &e);
@@ -350,7 +352,8 @@ static int run_score(qs_cli *cli, int quick, int json)
         json_object_set_new(op, "n", json_integer(json_integer_value(json_object_get(op, "n")) + 1));
         if (fail) json_object_set_new(op, "runtime_fail", json_integer(json_integer_value(json_object_get(op, "runtime_fail")) + 1));
         json_object_set_new(op, "sum", json_real(json_real_value(json_object_get(op, "sum")) + (acc ? 0.3 + 0.5 * sco : 0)));
-        free(in); free(oc); free(ob); free(gold); free(Wq); free(Wf); free(sig); free(Wd);
+        free(in); free(oc); free(ob); free(gold); free(Wq); free(sig); free(Wd);
+        qs_i8_pack_free(&wp);
     }
     double total = 0;
     const char *k;

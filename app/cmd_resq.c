@@ -97,16 +97,17 @@ int qs_cmd_resq(qs_cli *cli, int argc, char **argv)
         free(s);
     } else {
         printf("Rollout-ResQ, m=%zu d=%zu n=%zu, LLM-like activations (reconstructed method, formats-hifloat.md 4)\n", o.m, o.d, o.n);
-        printf("%s%-8s %-7s %12s %12s %10s %10s %10s %9s%s\n", qs_c_head(cli), "FORMAT", "S", "REL-L2", "COSINE", "UNDERFLOW",
+        printf("%s%-8s %-7s %12s %12s %12s %10s %10s %10s %9s%s\n", qs_c_head(cli), "FORMAT", "S", "REL-L2", "COSINE", "ACT REL-L2", "UNDERFLOW",
                "RECOVERED", "RES.KEPT", "DENSITY", qs_c_off(cli));
         size_t i;
         json_t *r;
         json_array_foreach(json_object_get(d, "rows"), i, r) {
-            json_t *c = json_object_get(r, "vs_fp32");
-            printf("%-8s %-7s %12.5g %12.8f %9.4f%% %9.2f%% %9.2f%% %8.2f%%\n", json_string_value(json_object_get(r, "format")),
-                   json_string_value(json_object_get(r, "sparsity")), jd(c, "rel_l2"), jd(c, "cosine"), 100 * jd(r, "underflow"),
+            json_t *c = json_object_get(r, "vs_fp32"), *cw = json_object_get(r, "vs_fp32_act_quant_w");
+            printf("%-8s %-7s %12.5g %12.8f %12.5g %9.4f%% %9.2f%% %9.2f%% %8.2f%%\n", json_string_value(json_object_get(r, "format")),
+                   json_string_value(json_object_get(r, "sparsity")), jd(c, "rel_l2"), jd(c, "cosine"), jd(cw, "rel_l2"), 100 * jd(r, "underflow"),
                    100 * jd(r, "recovered"), 100 * jd(r, "residual_energy_kept"), 100 * jd(r, "density"));
         }
+        printf("REL-L2: against the FP32 layer X W^T; ACT REL-L2: against X Q(W)^T (the activation error ResQ corrects)\n");
         printf("UNDERFLOW: non-zero activations that Q maps to 0; RECOVERED: of those, the ones the correction term restores\n");
         if (store && rc == QS_EXIT_OK) printf("stored as result kind resq (input %s)\n", hash);
     }

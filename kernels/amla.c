@@ -69,11 +69,18 @@ static void amla_task(void *ctx, size_t t, void *scr)
             int32_t nn = (int32_t)roundf(-mnew);            /* n_j, half away from zero */
             float rr = mnew + (float)nn;                     /* in [-1/2, 1/2] */
             float c32 = exp2f(rr), c16 = qs_p_round(pd, c32), cof = c32 / c16, sum = 0;
-            for (size_t jj = 0; jj < n; jj++) {
-                float p = qs_exp2f_fast(row[jj] - mnew);
-                sum += p;
-                row[jj] = qs_p_round(pd, p * c16);
-            }
+            if (pd == QS_P_BF16)
+                for (size_t jj = 0; jj < n; jj++) {
+                    float p = qs_exp2f_fast(row[jj] - mnew);
+                    sum += p;
+                    row[jj] = qs_bf16_round(p * c16);
+                }
+            else
+                for (size_t jj = 0; jj < n; jj++) {
+                    float p = qs_exp2f_fast(row[jj] - mnew);
+                    sum += p;
+                    row[jj] = qs_p_round(pd, p * c16);
+                }
             if (!first) {
                 int32_t dn = nn - a->n;
                 double eps = comp ? (double)a->cof / (double)cof - 1.0 : 0.0;

@@ -48,10 +48,6 @@ double qs_attn_flops(const qs_attn_shape *s, int causal)
     return 2.0 * s->H * pairs * (double)(s->d + s->dv);
 }
 
-float qs_p_round(qs_pdtype p, float v)
-{
-    return p == QS_P_BF16 ? qs_bf16_round(v) : p == QS_P_FP16 ? qs_fp16_round(v) : v;
-}
 
 /* ---------------- task pool ---------------- */
 
@@ -200,8 +196,10 @@ static void fa2_tile(const qs_fa_ctx *x, float *S, float *m, float *l, size_t h,
             float alpha = m[r] == -INFINITY ? 0.0f : qs_exp2f_fast(m[r] - mnew), sum = 0;
             if (pd == QS_P_FP32) {
                 for (size_t jj = 0; jj < n; jj++) { float p = qs_exp2f_fast(row[jj] - mnew); sum += p; row[jj] = p; }
+            } else if (pd == QS_P_BF16) {
+                for (size_t jj = 0; jj < n; jj++) { float p = qs_exp2f_fast(row[jj] - mnew); sum += p; row[jj] = qs_bf16_round(p); }
             } else {
-                for (size_t jj = 0; jj < n; jj++) { float p = qs_exp2f_fast(row[jj] - mnew); sum += p; row[jj] = qs_p_round(pd, p); }
+                for (size_t jj = 0; jj < n; jj++) { float p = qs_exp2f_fast(row[jj] - mnew); sum += p; row[jj] = qs_fp16_round(p); }
             }
             l[r] = alpha * l[r] + sum;
             m[r] = mnew;
@@ -380,7 +378,7 @@ int qs_attn_msd_decode(const qs_attn_shape *s, const qs_attn_cfg *c, const float
         memset(Oacc, 0, Lq * dv * sizeof(double));
         for (size_t j0 = 0; j0 < Lk; j0 += bc) {
             size_t n = Lk - j0 < bc ? Lk - j0 : bc;
-            if (qs_i8_gemm_exact(qa, P * Lq, Kh + j0 * d, NULL, n, d, Cs, QS_I8GEMM_SGEMM, 0, e)) goto out;
+            if (qs_i8_gemm_exact(qa, P * Lq, Kh + j0 * d, NULL, n, d, Cs, QS_I8GEMM_SGEMM, 1, NULL, e)) goto out;
             for (size_t i = 0; i < Lq; i++) {
                 long lim = c->causal ? (long)i + off : (long)Lk - 1;
                 double mx = -INFINITY;
@@ -408,7 +406,7 @@ int qs_attn_msd_decode(const qs_attn_shape *s, const qs_attn_cfg *c, const float
             }
             for (size_t j = 0; j < dv; j++)
                 for (size_t jj = 0; jj < n; jj++) Vti[j * n + jj] = Vh[(j0 + jj) * dv + j];
-            if (qs_i8_gemm_exact(pa, P * Lq, Vti, NULL, dv, n, Co, QS_I8GEMM_SGEMM, 0, e)) goto out;
+            if (qs_i8_gemm_exact(pa, P * Lq, Vti, NULL, dv, n, Co, QS_I8GEMM_SGEMM, 1, NULL, e)) goto out;
             for (size_t i = 0; i < Lq; i++)
                 for (size_t j = 0; j < dv; j++) {
                     double cs = 0, w = 1;

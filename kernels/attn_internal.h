@@ -25,6 +25,10 @@ int qs_attn_pool(int threads, size_t ntasks, size_t scratch_bytes, void (*fn)(vo
 /* Combine split results into the final O / LSE (flash-decoding): O = Σ_s e^{LSE_s − LSE}·O_s. */
 void qs_attn_combine(const qs_attn_shape *s, int splits, const float *Os, const float *lses, float *O, float *lse);
 
-float qs_p_round(qs_pdtype p, float v);
+#include "msd.h"
+static inline float qs_p_round(qs_pdtype p, float v)
+{
+    return p == QS_P_BF16 ? qs_bf16_round(v) : p == QS_P_FP16 ? qs_fp16_round(v) : v;
+}
 
 #endif

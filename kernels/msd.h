@@ -11,9 +11,10 @@
 **   in double: y = σ_n·(M_m/127)·(c1 + c2/254 + c3/254²).
 **
 ** The integer GEMM has two exact implementations: QS_I8GEMM_SGEMM runs OpenBLAS SGEMM on
-** integer-valued floats over K-chunks of 1024 (every partial sum is an integer of magnitude
-** ≤ 1024·127² < 2^24, so FP32 holds it exactly whatever the summation order or FMA use) and adds the
-** chunk results as integers; QS_I8GEMM_INT is a plain C int32 loop (the reference).
+** integer-valued floats over K-chunks in which every partial sum is an integer of magnitude ≤ 2^24
+** (so FP32 holds it exactly whatever the summation order or FMA use; chunks are chosen from a
+** Cauchy–Schwarz bound, never longer than needed, 1024 in the worst case) and adds the chunk results
+** as integers; QS_I8GEMM_INT is a plain C int32 loop (the reference).
 **
 ** MXFP4 (reconstructed — the paper's recipe and α are not known): pass 1 quantizes x with the
 ** format's block scale rule, pass p > 1 quantizes the residual r = x − Σ previous parts either with its
@@ -46,17 +47,30 @@ void qs_quant_w_i8(const float *W, size_t N, size_t K, int8_t *Wq, float *sigma)
 
 typedef enum { QS_I8GEMM_SGEMM = 0, QS_I8GEMM_INT } qs_i8gemm_method;
 
-/* Exact C[R][N] = A[R][K]·B[N][K]^T over int8 with int32 results.  For the SGEMM method, Bf may
-** hold B already expanded to float (N×K, the "prepacked" weight panel; NULL = expand here) and
-** threads is the OpenBLAS thread count (0 = leave as is).  K > QS_MSD_MAX_K -> -1. */
-int qs_i8_gemm_exact(const int8_t *A, size_t R, const int8_t *B, const float *Bf, size_t N, size_t K, int32_t *C,
-                     qs_i8gemm_method method, int threads, qs_err *e);
+/* A prepacked INT8 operand B[N][K] for the SGEMM path (built once per weight, like a packed panel):
+** the values as floats and, per unit of QS_MSD_UNIT columns, the largest squared row norm.  Chunks of
+** K are then chosen so that max‖a_r‖·max‖b_n‖ over the chunk (Cauchy–Schwarz bound of every partial
+** sum) stays ≤ 2^24; for typical data the whole K = 4096 is one chunk; the fallback is 1024. */
+#define QS_MSD_UNIT 256
+typedef struct qs_i8_pack {
+    float *f;          /* N×K */
+    double *umax2;     /* ceil(K/UNIT) */
+    size_t N, K;
+} qs_i8_pack;
+int qs_i8_pack_make(const int8_t *B, size_t N, size_t K, qs_i8_pack *p, qs_err *e);
+void qs_i8_pack_free(qs_i8_pack *p);
 
-/* Full MSD W8A16 GEMM: y[M][N] (float) from x[M][K] and INT8 weights (Wq, sigma, optional Wf =
-** Wq as floats).  ws: NULL (allocated here) or a workspace of qs_msd_gemm_ws_bytes(). */
+/* Exact C[R][N] = A[R][K]·B[N][K]^T over int8 with int32 results.  SGEMM method: Bp = the prepacked B
+** (NULL = pack here); threads = OpenBLAS and helper threads (0 = OpenBLAS's current setting).
+** K > QS_MSD_MAX_K -> -1.  *nchunks (may be NULL) receives the number of K-chunks used. */
+int qs_i8_gemm_exact(const int8_t *A, size_t R, const int8_t *B, const qs_i8_pack *Bp, size_t N, size_t K, int32_t *C,
+                     qs_i8gemm_method method, int threads, int *nchunks, qs_err *e);
+
+/* Full MSD W8A16 GEMM: y[M][N] (float) from x[M][K] and INT8 weights (Wq, sigma, optional prepacked
+** Wp).  ws: NULL (allocated here) or a workspace of qs_msd_gemm_ws_bytes(). */
 size_t qs_msd_gemm_ws_bytes(size_t M, size_t N, size_t K, int passes);
-int qs_msd_gemm_i8(const float *x, size_t M, size_t K, const int8_t *Wq, const float *Wf, const float *sigma, size_t N,
-                   int passes, qs_i8gemm_method method, int threads, float *y, void *ws, qs_err *e);
+int qs_msd_gemm_i8(const float *x, size_t M, size_t K, const int8_t *Wq, const qs_i8_pack *Wp, const float *sigma,
+                   size_t N, int passes, qs_i8gemm_method method, int threads, float *y, void *ws, qs_err *e);
 
 /* MX (or any block float format) k-pass decomposition.  parts[p·n + i] holds component p of x[i]
 ** (dequantized values, so x̂ = Σ_p parts[p]).  The runs are rows of length K (blocks along K).
@@ -76,8 +90,16 @@ int qs_msd_decompose_mx(const qs_msd_mx *c, const float *x, size_t M, size_t K, 
 double qs_eff_bits_rms(const float *x, const double *xr, size_t n);
 double qs_eff_bits_bound(const float *x, const double *xr, size_t M, size_t K);
 
-/* BF16 rounding (RNE, NaN kept) of a float, as a float. */
-float qs_bf16_round(float v);
+/* BF16 rounding (RNE; Inf and NaN kept) of a float, as a float.  Branch-free so loops vectorise. */
+static inline float qs_bf16_round(float v)
+{
+    uint32_t u, r;
+    __builtin_memcpy(&u, &v, 4);
+    r = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+    r = (u & 0x7F800000u) == 0x7F800000u ? u : r;
+    __builtin_memcpy(&v, &r, 4);
+    return v;
+}
 float qs_fp16_round(float v);
 
 #endif
