@@ -89,7 +89,7 @@ typedef struct qs_cmp { double rel_l2, max_abs, cosine, cos_diff, ref_norm; size
 void qs_cmp_f(const float *y, const double *ref, size_t n, qs_cmp *out);
 void qs_cmp_d(const double *y, const double *ref, size_t n, qs_cmp *out);
 
-/* Vectorisable 2^x for x ≤ 128 (0 below −126); relative error < 2e-7. */
+/* Vectorisable 2^x for x ≤ 127 (0 below −126, x > 127 clamps to 127); relative error < 2e-7. */
 static inline float qs_exp2f_fast(float x)
 {
     float xc = x < -126.0f ? -126.0f : (x > 127.0f ? 127.0f : x);

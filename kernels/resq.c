@@ -37,7 +37,7 @@ static int vi_desc(const void *a, const void *b)
     return x->i < y->i ? -1 : x->i > y->i;
 }
 
-static int sparsify(float *R, size_t m, size_t d, qs_resq_sparse sp, size_t bh, size_t bw, qs_err *e)
+int qs_resq_sparsify(float *R, size_t m, size_t d, qs_resq_sparse sp, size_t bh, size_t bw, qs_err *e)
 {
     if (sp == QS_RESQ_DENSE) return 0;
     if (sp == QS_RESQ_NONE) { memset(R, 0, m * d * sizeof(float)); return 0; }
@@ -94,7 +94,7 @@ int qs_resq_layer(const qs_apply *a, const float *X, size_t m, size_t d, const f
     if (qs_fakeq_matrix(a, D, m, d, R, e)) goto out;
     double etot = 0, ekept = 0;
     for (size_t i = 0; i < m * d; i++) etot += (double)R[i] * R[i];
-    if (sparsify(R, m, d, sp, bh, bw, e)) goto out;
+    if (qs_resq_sparsify(R, m, d, sp, bh, bw, e)) goto out;
     size_t nz = 0, under = 0, rec = 0, dens = 0;
     for (size_t i = 0; i < m * d; i++) {
         ekept += (double)R[i] * R[i];

@@ -32,6 +32,9 @@ typedef struct qs_resq_stats {
 /* Fake-quantize a rows×cols matrix with blocks along the rows (axis 1). */
 int qs_fakeq_matrix(const qs_apply *a, const float *x, size_t rows, size_t cols, float *y, qs_err *e);
 
+/* Apply S to R[m][d] in place (blk50: blocks of bh tokens × bw channels). */
+int qs_resq_sparsify(float *R, size_t m, size_t d, qs_resq_sparse sp, size_t bh, size_t bw, qs_err *e);
+
 /* Y[m][n] (float, FP32 GEMMs) from X[m][d] and the already-quantized weights Wq[n][d]. */
 int qs_resq_layer(const qs_apply *a, const float *X, size_t m, size_t d, const float *Wq, size_t n,
                   qs_resq_sparse sp, size_t bh, size_t bw, float *Y, qs_resq_stats *st, qs_err *e);
