@@ -31,21 +31,23 @@ static void amla_task(void *ctx, size_t t, void *scr)
 {
     const qs_fa_ctx *x = ctx;
     const qs_attn_shape *s = x->s;
-    size_t qb = t % x->nqb, h = t / x->nqb;
-    size_t i0 = qb * x->br, rows = s->Lq - i0 < x->br ? s->Lq - i0 : x->br;
-    size_t d = s->d, dv = s->dv, Lk = s->Lk, bc = x->bc, hk = h / (s->H / s->Hkv);
-    const float *q = x->Q + (h * s->Lq + i0) * d, *Kh = x->K + hk * Lk * d, *Vh = x->V + hk * Lk * dv;
+    size_t qb = t % x->nqb, g = t / x->nqb;   /* KV head g: its heads' query rows are one matrix */
+    size_t d = s->d, dv = s->dv, Lk = s->Lk, Lq = s->Lq, bc = x->bc, grows = (s->H / s->Hkv) * Lq;
+    size_t r0 = qb * x->br, rows = grows - r0 < x->br ? grows - r0 : x->br;
+    const float *q = x->Q + (g * grows + r0) * d, *Kh = x->K + g * Lk * d, *Vh = x->V + g * Lk * dv;
     float *S = scr;
     amla_row *st = (amla_row *)(S + x->br * bc);
-    float *O = x->O + (h * s->Lq + i0) * dv;
-    long off = (long)Lk - (long)s->Lq;
+    float *O = x->O + (g * grows + r0) * dv;
+    long off = (long)Lk - (long)Lq;
     qs_pdtype pd = x->c->p;
     int comp = !x->c->amla_nocomp;
     for (size_t r = 0; r < rows; r++) st[r] = (amla_row){-INFINITY, 0, 1, 1, 0};
     memset(O, 0, rows * dv * sizeof(float));
     size_t ke = Lk;
     if (x->c->causal) {
-        long last = (long)(i0 + rows - 1) + off + 1;
+        size_t imax = 0;
+        for (size_t r = 0; r < rows; r++) imax = (r0 + r) % Lq > imax ? (r0 + r) % Lq : imax;
+        long last = (long)imax + off + 1;
         ke = last < 0 ? 0 : (size_t)last < Lk ? (size_t)last : Lk;
     }
     for (size_t j0 = 0; j0 < ke; j0 += bc) {
@@ -56,7 +58,7 @@ static void amla_task(void *ctx, size_t t, void *scr)
             float *row = S + r * n;
             amla_row *a = st + r;
             if (x->c->causal) {
-                long lim = (long)(i0 + r) + off;
+                long lim = (long)((r0 + r) % Lq) + off;
                 for (size_t jj = 0; jj < n; jj++)
                     if ((long)(j0 + jj) > lim) row[jj] = -INFINITY;
             }
@@ -123,7 +125,7 @@ int qs_attn_amla(const qs_attn_shape *s, const qs_attn_cfg *c, const float *Q, c
                    s->Lk, O, NULL};
     if (x.br > 4096 || x.bc > 8192) return qs_fail(e, "attention: tile %zux%zu too large", x.br, x.bc);
     if (c->splits > 1) return qs_fail(e, "amla: split-KV is not implemented for the AMLA kernel (use splits 1)");
-    x.nqb = (s->Lq + x.br - 1) / x.br;
+    x.nqb = ((s->H / s->Hkv) * s->Lq + x.br - 1) / x.br;
     size_t scratch = x.br * x.bc * sizeof(float) + x.br * sizeof(amla_row) + 64;
-    return qs_attn_pool(c->threads, s->H * x.nqb, scratch, amla_task, &x, e);
+    return qs_attn_pool(c->threads, s->Hkv * x.nqb, scratch, amla_task, &x, e);
 }

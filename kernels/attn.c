@@ -163,19 +163,24 @@ int qs_attn_ref(const qs_attn_shape *s, int causal, double scale, const float *Q
 
 /* ---------------- FlashAttention-2 ---------------- */
 
-/* One Q tile against keys [kb, ke): O (rows × dv) unnormalised, m (log2 units) and l per row. */
-static void fa2_tile(const qs_fa_ctx *x, float *S, float *m, float *l, size_t h, size_t i0, size_t rows, size_t kb,
+/* One Q tile against keys [kb, ke).  The query rows of all heads sharing KV head g are one
+** contiguous matrix of grp·Lq rows (Q is [H][Lq][d]), so decode with many query heads per KV head
+** (GQA, the MQA form of MLA) still gets tall SGEMM tiles; row gr of the group is query position
+** gr % Lq.  O (rows × dv) is left unnormalised, with m (log2 units) and l per row. */
+static void fa2_tile(const qs_fa_ctx *x, float *S, float *m, float *l, size_t g, size_t r0, size_t rows, size_t kb,
                      size_t ke, float *O)
 {
     const qs_attn_shape *s = x->s;
-    size_t d = s->d, dv = s->dv, Lk = s->Lk, bc = x->bc, hk = h / (s->H / s->Hkv);
-    const float *q = x->Q + (h * s->Lq + i0) * d, *Kh = x->K + hk * Lk * d, *Vh = x->V + hk * Lk * dv;
-    long off = (long)Lk - (long)s->Lq;
+    size_t d = s->d, dv = s->dv, Lk = s->Lk, Lq = s->Lq, bc = x->bc, grp = s->H / s->Hkv;
+    const float *q = x->Q + (g * grp * Lq + r0) * d, *Kh = x->K + g * Lk * d, *Vh = x->V + g * Lk * dv;
+    long off = (long)Lk - (long)Lq;
     qs_pdtype pd = x->c->p;
     for (size_t r = 0; r < rows; r++) { m[r] = -INFINITY; l[r] = 0; }
     memset(O, 0, rows * dv * sizeof(float));
     if (x->c->causal) {
-        long last = (long)(i0 + rows - 1) + off + 1;
+        size_t imax = 0;
+        for (size_t r = 0; r < rows; r++) imax = (r0 + r) % Lq > imax ? (r0 + r) % Lq : imax;
+        long last = (long)imax + off + 1;
         if (last < (long)ke) ke = last < (long)kb ? kb : (size_t)last;
     }
     for (size_t j0 = kb; j0 < ke; j0 += bc) {
@@ -185,7 +190,7 @@ static void fa2_tile(const qs_fa_ctx *x, float *S, float *m, float *l, size_t h,
         for (size_t r = 0; r < rows; r++) {
             float *row = S + r * n;
             if (x->c->causal) {
-                long lim = (long)(i0 + r) + off;
+                long lim = (long)((r0 + r) % Lq) + off;
                 for (size_t jj = 0; jj < n; jj++)
                     if ((long)(j0 + jj) > lim) row[jj] = -INFINITY;
             }
@@ -217,14 +222,14 @@ static void fa2_task(void *ctx, size_t t, void *scr)
 {
     const qs_fa_ctx *x = ctx;
     const qs_attn_shape *s = x->s;
-    size_t split = t % (size_t)x->splits, qb = (t / (size_t)x->splits) % x->nqb, h = t / ((size_t)x->splits * x->nqb);
-    size_t i0 = qb * x->br, rows = s->Lq - i0 < x->br ? s->Lq - i0 : x->br;
+    size_t split = t % (size_t)x->splits, qb = (t / (size_t)x->splits) % x->nqb, g = t / ((size_t)x->splits * x->nqb);
+    size_t grows = (s->H / s->Hkv) * s->Lq, r0 = qb * x->br, rows = grows - r0 < x->br ? grows - r0 : x->br;
     size_t kb = split * x->kspan, ke = kb + x->kspan < s->Lk ? kb + x->kspan : s->Lk;
     float *S = scr, *m = S + x->br * x->bc, *l = m + x->br;
     size_t rowsall = s->H * s->Lq;
-    float *O = x->O + ((size_t)split * rowsall + h * s->Lq + i0) * s->dv;
-    float *lse = x->lse ? x->lse + (size_t)split * rowsall + h * s->Lq + i0 : NULL;
-    fa2_tile(x, S, m, l, h, i0, rows, kb, ke, O);
+    float *O = x->O + ((size_t)split * rowsall + g * grows + r0) * s->dv;
+    float *lse = x->lse ? x->lse + (size_t)split * rowsall + g * grows + r0 : NULL;
+    fa2_tile(x, S, m, l, g, r0, rows, kb, ke, O);
     for (size_t r = 0; r < rows; r++) {
         float inv = l[r] > 0 ? 1.0f / l[r] : 0.0f;
         float *o = O + r * s->dv;
@@ -241,7 +246,7 @@ int qs_attn_fa2(const qs_attn_shape *s, const qs_attn_cfg *c, const float *Q, co
                    c->splits > 1 ? c->splits : 1, 0, O, lse};
     if (x.br > 4096 || x.bc > 8192) return qs_fail(e, "attention: tile %zux%zu too large", x.br, x.bc);
     if ((size_t)x.splits > s->Lk) x.splits = (int)s->Lk;
-    x.nqb = (s->Lq + x.br - 1) / x.br;
+    x.nqb = ((s->H / s->Hkv) * s->Lq + x.br - 1) / x.br;
     x.kspan = (s->Lk + (size_t)x.splits - 1) / (size_t)x.splits;
     float *Os = NULL, *ls = NULL;
     size_t rows = s->H * s->Lq;
@@ -253,7 +258,7 @@ int qs_attn_fa2(const qs_attn_shape *s, const qs_attn_cfg *c, const float *Q, co
         x.lse = ls;
     }
     size_t scratch = (x.br * x.bc + 2 * x.br) * sizeof(float);
-    int rc = qs_attn_pool(c->threads, s->H * x.nqb * (size_t)x.splits, scratch, fa2_task, &x, e);
+    int rc = qs_attn_pool(c->threads, s->Hkv * x.nqb * (size_t)x.splits, scratch, fa2_task, &x, e);
     if (!rc && x.splits > 1) qs_attn_combine(s, x.splits, Os, ls, O, lse);
     free(Os); free(ls);
     return rc;
@@ -279,9 +284,9 @@ int qs_attn_plain(const qs_attn_shape *s, const qs_attn_cfg *c, const float *Q, 
                 float dot = 0;
                 for (size_t j = 0; j < s->d; j++) dot += q[j] * kr[j];
                 dot *= sc;
-                float mn = dot > m ? dot : m, a = expf(m - mn), p = expf(dot - mn);
+                float mn = dot > m ? dot : m, a = expf(m - mn), p = expf(dot - mn), pr = qs_p_round(c->p, p);
                 l = l * a + p;
-                for (size_t j = 0; j < s->dv; j++) o[j] = o[j] * a + p * vr[j];
+                for (size_t j = 0; j < s->dv; j++) o[j] = o[j] * a + pr * vr[j];
                 m = mn;
             }
             for (size_t j = 0; j < s->dv; j++) o[j] = l > 0 ? o[j] / l : 0;

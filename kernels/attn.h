@@ -13,7 +13,8 @@
 **                     BF16/FP16 before PV (as on GPUs); pthreads over (head, Q tile)
 **   qs_attn_amla      the same tiling with AMLA's rescale: a power-of-two factor applied by adding
 **                     an integer to the FP32 bits of O plus the 1.5·ε compensation (spec §B.2)
-**   qs_attn_plain     plain C FA2 (no BLAS, no tiling of the matmuls): the baseline of `bench --score`
+**   qs_attn_plain     plain C online-softmax attention, one key at a time (no BLAS), P rounded like
+**                     the candidate's (c->p): the same-dtype baseline of `bench --score`
 **   qs_attn_msd_decode  MSD decode path: INT8 K/V with per-channel scales, Q and P decomposed in two
 **                     (or three) INT8 passes, exact integer products per tile (spec §A.6)
 **   qs_attn_mx        MXFP4 (any block format) attention simulation in FP64: Q, K along d, V along
