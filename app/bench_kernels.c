@@ -55,6 +55,30 @@ static void cpu_name(char *buf, size_t cap)
 
 static void fill(float *x, size_t n, uint64_t seed, double scale) { qs_kx_gen(QS_GEN_GAUSSIAN, seed, n, 1, scale, x); }
 
+/* The naive OpenBLAS baseline STYLE.md §4.5 asks for: S = QKᵀ for the whole head (one SGEMM),
+** a row softmax, O = PV (one SGEMM); materialises L×L scores per head. */
+static int naive_attn(const qs_attn_shape *s, const float *Q, const float *K, const float *V, float *O, float *S, int th)
+{
+    int old = openblas_get_num_threads();
+    openblas_set_num_threads(th);
+    float sc = (float)(1.0 / sqrt((double)s->d));
+    for (size_t h = 0; h < s->H; h++) {
+        size_t hk = h / (s->H / s->Hkv);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)s->Lq, (int)s->Lk, (int)s->d, sc, Q + h * s->Lq * s->d,
+                    (int)s->d, K + hk * s->Lk * s->d, (int)s->d, 0.0f, S, (int)s->Lk);
+        for (size_t i = 0; i < s->Lq; i++) {
+            float *r = S + i * s->Lk, m = -INFINITY, sum = 0;
+            for (size_t j = 0; j < s->Lk; j++) m = r[j] > m ? r[j] : m;
+            for (size_t j = 0; j < s->Lk; j++) { r[j] = expf(r[j] - m); sum += r[j]; }
+            for (size_t j = 0; j < s->Lk; j++) r[j] /= sum;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)s->Lq, (int)s->dv, (int)s->Lk, 1.0f, S, (int)s->Lk,
+                    V + hk * s->Lk * s->dv, (int)s->dv, 0.0f, O + h * s->Lq * s->dv, (int)s->dv);
+    }
+    openblas_set_num_threads(old);
+    return 0;
+}
+
 static json_t *row(const char *what, double work, const char *unit, tm2 t, const char *note)
 {
     return json_pack("{s:s,s:s,s:f,s:f,s:f,s:f,s:s}", "benchmark", what, "unit", unit, "min_s", t.min, "median_s", t.med,
@@ -76,6 +100,16 @@ static int run_kernels(qs_cli *cli, int quick, int json)
     float *y = malloc(Mm * Nm * 4), *y2 = malloc(Mm * Nm * 4);
     int8_t *Wq = malloc(Nm * Km);
     void *ws = malloc(qs_msd_gemm_ws_bytes(Mm, Nm, Km, 2));
+    float *Sn = malloc(L * L * 4), *On = malloc(n * 4);
+    /* MLA decode (the MQA form, FlashMLA's setting): 128 query heads, one latent KV head, d_qk 576,
+    ** d_v 512, V = K[:, :512] */
+    size_t Lm = quick ? 2048 : 8192;
+    qs_attn_shape sm = {128, 1, 1, Lm, 576, 512};
+    float *Qm = malloc(128 * 576 * 4), *Km2 = malloc(Lm * 576 * 4), *Vm = malloc(Lm * 512 * 4), *Om = malloc(128 * 512 * 4);
+    if (!Sn || !On || !Qm || !Km2 || !Vm || !Om) return qs_cli_error(QS_EXIT_ERR, "out of memory");
+    fill(Qm, 128 * 576, 8, 1); fill(Km2, Lm * 576, 9, 1);
+    for (size_t t = 0; t < Lm; t++) memcpy(Vm + t * 512, Km2 + t * 576, 512 * 4);
+    double flm = qs_attn_flops(&sm, 0);
     if (!Q || !K || !V || !O || !O2 || !A || !B || !C || !x || !W || !sig || !y || !y2 || !Wq || !ws)
         return qs_cli_error(QS_EXIT_ERR, "out of memory");
     fill(Q, n, 1, 1); fill(K, n, 2, 1); fill(V, n, 3, 1); fill(A, G * G, 4, 1); fill(B, G * G, 5, 1);
@@ -90,7 +124,7 @@ static int run_kernels(qs_cli *cli, int quick, int json)
     /* The kernels are timed round-robin inside one loop (sgemm, FA2, FA2 bf16, AMLA, sgemm MxNxK, MSD)
     ** so that load from other processes hits all of them alike; min over the repetitions. */
     for (int th = 1; th <= 2; th++) {
-        enum { SG, FA, FB, AM, S1, MS, NK };
+        enum { SG, FA, FB, AM, S1, MS, NV, MF, MA, NK };
         double t[NK][16];
         int old = openblas_get_num_threads();
         qs_attn_cfg c = {0};
@@ -110,6 +144,9 @@ static int run_kernels(qs_cli *cli, int quick, int json)
                 case FB: c.p = QS_P_BF16; rc = qs_attn_fa2(&s, &c, Q, K, V, O2, NULL, &e); break;
                 case AM: c.p = QS_P_BF16; rc = qs_attn_amla(&s, &c, Q, K, V, O2, &e); break;
                 case MS: rc = qs_msd_gemm_i8(x, Mm, Km, Wq, &wp, sig, Nm, 2, QS_I8GEMM_SGEMM, th, y2, ws, &e); break;
+                case NV: rc = naive_attn(&s, Q, K, V, On, Sn, th); break;
+                case MF: c.p = QS_P_BF16; rc = qs_attn_fa2(&sm, &c, Qm, Km2, Vm, Om, NULL, &e); break;
+                case MA: c.p = QS_P_BF16; rc = qs_attn_amla(&sm, &c, Qm, Km2, Vm, Om, &e); break;
                 }
                 if (rc) { bad = 1; fprintf(stderr, "qscope: bench: %s\n", e.msg); }
                 if (r >= 0) t[k][r] = qs_bench_now() - t0;
@@ -127,6 +164,15 @@ static int run_kernels(qs_cli *cli, int quick, int json)
             snprintf(nm, sizeof nm, "%s L=%zu d=%zu H=%zu (%d thr)", vn[v], L, d, H, th);
             snprintf(note, sizeof note, "%.0f%% of sgemm", 100 * fl / ts[FA + v].min / 1e9 / sg_rate);
             json_array_append_new(rows, row(nm, fl / 1e9, "GFLOP/s", ts[FA + v], note));
+        }
+        snprintf(nm, sizeof nm, "naive sgemm+softmax+sgemm L=%zu (%d thr)", L, th);
+        snprintf(note, sizeof note, "%.0f%% of sgemm; materialises LxL", 100 * fl / ts[NV].min / 1e9 / sg_rate);
+        json_array_append_new(rows, row(nm, fl / 1e9, "GFLOP/s", ts[NV], note));
+        static const char *mn[2] = {"fa2 P bf16", "amla P bf16"};
+        for (int v = 0; v < 2; v++) {
+            snprintf(nm, sizeof nm, "%s MLA decode h=128 L=%zu (%d thr)", mn[v], Lm, th);
+            snprintf(note, sizeof note, "%.1f GB/s of K/V; d_qk 576, d_v 512", (double)Lm * (576 + 512) * 4 / ts[MF + v].min / 1e9);
+            json_array_append_new(rows, row(nm, flm / 1e9, "GFLOP/s", ts[MF + v], note));
         }
         double frac = fl / ts[FA].min / 1e9 / sg_rate;
         snprintf(nm, sizeof nm, "FA2 >= 40%% of SGEMM GFLOP/s (%d thr)", th);
@@ -164,8 +210,9 @@ static int run_kernels(qs_cli *cli, int quick, int json)
     cpu_name(cpu, sizeof cpu);
     double la[3] = {0, 0, 0};
     if (getloadavg(la, 3) < 0) la[0] = -1;
-    json_t *out = json_pack("{s:s,s:I,s:s,s:f,s:o,s:o,s:o}", "cpu", cpu, "cores", (json_int_t)sysconf(_SC_NPROCESSORS_ONLN), "qscope",
-                            QS_VERSION " " QS_GIT_REV, "loadavg_1min", la[0], "results", rows, "targets", targets, "checks", checks);
+    json_t *out = json_pack("{s:s,s:I,s:s,s:f,s:s,s:s,s:o,s:o,s:o}", "cpu", cpu, "cores", (json_int_t)sysconf(_SC_NPROCESSORS_ONLN), "qscope",
+                            QS_VERSION " " QS_GIT_REV, "loadavg_1min", la[0], "openblas_core", openblas_get_corename(),
+                            "openblas_config", openblas_get_config(), "results", rows, "targets", targets, "checks", checks);
     if (json) {
         char *sj = json_dumps(out, JSON_INDENT(2));
         puts(sj);
@@ -173,6 +220,7 @@ static int run_kernels(qs_cli *cli, int quick, int json)
     } else {
         printf("%s%s%s  (%ld cores, load average %.2f at the end: other processes share the cores)\n", qs_c_bold(cli), cpu,
                qs_c_off(cli), sysconf(_SC_NPROCESSORS_ONLN), la[0]);
+        printf("OpenBLAS %s (core %s); FLOPs = 4*H*Lq*Lk*d (both matmuls)\n", openblas_get_config(), openblas_get_corename());
         printf("%s%-46s %10s %10s  %-16s %s%s\n", qs_c_head(cli), "BENCHMARK", "BEST", "MEDIAN", "UNIT", "NOTE", qs_c_off(cli));
         size_t i;
         json_t *r;
@@ -192,7 +240,7 @@ static int run_kernels(qs_cli *cli, int quick, int json)
     json_decref(out);
     free(Q); free(K); free(V); free(O); free(O2); free(A); free(B); free(C); free(x); free(W); free(sig); free(y);
     qs_i8_pack_free(&wp);
-    free(y2); free(Wq); free(ws);
+    free(y2); free(Wq); free(ws); free(Sn); free(On); free(Qm); free(Km2); free(Vm); free(Om);
     return bad ? QS_EXIT_ERR : QS_EXIT_OK;
 }
 
