@@ -161,6 +161,17 @@ int qs_cmd_msd(qs_cli *cli, int argc, char **argv)
     if (k < 1 || k > 3) return qs_cli_usage("msd", "--passes must be 1..3");
     if (o.bits_samples < o.K) o.bits_samples = o.K;
     if (o.bits_samples > (1u << 26)) return qs_cli_usage("msd", "--bits-samples at most 2^26");
+    {
+        char *pl = strdup(profiles), *sv = NULL;
+        if (!pl) return qs_cli_error(QS_EXIT_ERR, "out of memory");
+        for (char *p = strtok_r(pl, ",", &sv); p; p = strtok_r(NULL, ",", &sv))
+            if (strcmp(p, "none") && strcmp(p, "ascend910") && strcmp(p, "h100") && strcmp(p, "cpu")) {
+                int rc = qs_cli_usage("msd", "unknown hardware profile '%s' (%s, none)", p, qs_hw_names());
+                free(pl);
+                return rc;
+            }
+        free(pl);
+    }
     double q;
     if (qs_scale_rule_parse(r1, &o.mx_o1.scale_rule, &q)) return qs_cli_usage("msd", "unknown scale rule '%s'", r1);
     if (o.mx_o1.scale_rule == QS_SCALE_UOS) o.mx_o1.uos_qmax = q;
@@ -220,10 +231,7 @@ int qs_cmd_msd(qs_cli *cli, int argc, char **argv)
     for (char *p = strtok_r(pl, ",", &sv); p; p = strtok_r(NULL, ",", &sv)) {
         if (!strcmp(p, "none")) continue;
         qs_hw hw;
-        if (qs_hw_profile(p, 2, &hw)) {
-            free(pl); json_decref(models); json_decref(d); json_decref(opts); qs_db_close(db);
-            return qs_cli_usage("msd", "unknown hardware profile '%s' (%s, none)", p, qs_hw_names());
-        }
+        if (qs_hw_profile(p, 2, &hw)) continue;   /* names were validated before the run */
         json_array_append_new(models, json_pack("{s:s,s:s,s:f,s:f,s:f,s:f,s:o}", "profile", hw.name, "note", hw.note, "p_bf16",
                                                  hw.p_bf16, "p_low", hw.p_low, "r_vec", hw.r_vec, "bw", hw.bw, "rows",
                                                  qs_model_table(&hw, k, 1.0)));

@@ -45,7 +45,11 @@ int qs_cmd_resq(qs_cli *cli, int argc, char **argv)
         case 'f': {
             char *cp = strdup(optarg), *sv = NULL;
             for (char *t = strtok_r(cp, ",", &sv); t; t = strtok_r(NULL, ",", &sv))
-                if (!qs_format_find(t)) { free(cp); return qs_cli_usage("resq", "unknown format '%s' (see `qscope formats`)", t); }
+                if (!qs_format_find(t)) {
+                    int rc = qs_cli_usage("resq", "unknown format '%s' (see `qscope formats`)", t);
+                    free(cp);
+                    return rc;
+                }
             free(cp);
             o.formats = optarg;
             break;

@@ -69,8 +69,12 @@ static void dec_rows(void *vc, size_t lo, size_t hi)
             fin &= v <= 3.4028234663852886e38f;
             mx = v > mx ? v : mx;
         }
-        if (!fin) { c->bad = 1; mx = 0; }
-        c->amax[m] = mx;
+        c->amax[m] = fin ? mx : 0;
+        if (!fin) {   /* refused by the caller; leave defined zeros */
+            c->bad = 1;
+            for (int p = 0; p < c->passes; p++) memset(c->a + (size_t)p * M * K + m * K, 0, K);
+            continue;
+        }
         double inv127 = mx > 0 ? 127.0 : 0, dm = mx > 0 ? (double)mx : 1;
         int8_t *a0 = c->a + m * K, *b0 = a0 + M * K, *c0 = b0 + M * K;
         /* t = 127·x/M: 127·x is exact, the division rounds once; |t| ≤ 127 */
