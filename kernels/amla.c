@@ -62,8 +62,7 @@ static void amla_task(void *ctx, size_t t, void *scr)
                 for (size_t jj = 0; jj < n; jj++)
                     if ((long)(j0 + jj) > lim) row[jj] = -INFINITY;
             }
-            float mx = -INFINITY;
-            for (size_t jj = 0; jj < n; jj++) mx = row[jj] > mx ? row[jj] : mx;
+            float mx = qs_row_max(row, n);
             float mnew = mx > a->m ? mx : a->m;
             if (mnew == -INFINITY) { memset(row, 0, n * sizeof(float)); continue; }
             int first = a->m == -INFINITY;
@@ -71,32 +70,13 @@ static void amla_task(void *ctx, size_t t, void *scr)
             int32_t nn = (int32_t)roundf(-mnew);            /* n_j, half away from zero */
             float rr = mnew + (float)nn;                     /* in [-1/2, 1/2] */
             float c32 = exp2f(rr), c16 = qs_p_round(pd, c32), cof = c32 / c16, sum = 0;
-            if (pd == QS_P_BF16)
-                for (size_t jj = 0; jj < n; jj++) {
-                    float p = qs_exp2f_fast(row[jj] - mnew);
-                    sum += p;
-                    row[jj] = qs_bf16_round(p * c16);
-                }
-            else
-                for (size_t jj = 0; jj < n; jj++) {
-                    float p = qs_exp2f_fast(row[jj] - mnew);
-                    sum += p;
-                    row[jj] = qs_p_round(pd, p * c16);
-                }
+            sum = qs_row_exp2_sum_scaled(row, n, mnew, c16, pd);
             if (!first) {
                 int32_t dn = nn - a->n;
                 double eps = comp ? (double)a->cof / (double)cof - 1.0 : 0.0;
                 double add = ((dn < -30 ? -30 : dn) + 1.5 * eps + 1e-6) * 8388608.0;
                 int32_t N = (int32_t)round(add);
-                if (N) {
-                    float *o = O + r * dv;
-                    for (size_t j = 0; j < dv; j++) {
-                        uint32_t u;
-                        memcpy(&u, &o[j], 4);
-                        u = (u & 0x7FFFFFFFu) ? u + (uint32_t)N : u;   /* exponent-field shift, sign untouched */
-                        memcpy(&o[j], &u, 4);
-                    }
-                }
+                if (N) qs_row_bits_add(O + r * dv, dv, N);
             }
             a->l = alpha * a->l + sum;
             a->m = mnew;

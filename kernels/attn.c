@@ -194,24 +194,14 @@ static void fa2_tile(const qs_fa_ctx *x, float *S, float *m, float *l, size_t g,
                 for (size_t jj = 0; jj < n; jj++)
                     if ((long)(j0 + jj) > lim) row[jj] = -INFINITY;
             }
-            float mx = -INFINITY;
-            for (size_t jj = 0; jj < n; jj++) mx = row[jj] > mx ? row[jj] : mx;
+            float mx = qs_row_max(row, n);
             float mnew = mx > m[r] ? mx : m[r];
             if (mnew == -INFINITY) { memset(row, 0, n * sizeof(float)); continue; }
-            float alpha = m[r] == -INFINITY ? 0.0f : qs_exp2f_fast(m[r] - mnew), sum = 0;
-            if (pd == QS_P_FP32) {
-                for (size_t jj = 0; jj < n; jj++) { float p = qs_exp2f_fast(row[jj] - mnew); sum += p; row[jj] = p; }
-            } else if (pd == QS_P_BF16) {
-                for (size_t jj = 0; jj < n; jj++) { float p = qs_exp2f_fast(row[jj] - mnew); sum += p; row[jj] = qs_bf16_round(p); }
-            } else {
-                for (size_t jj = 0; jj < n; jj++) { float p = qs_exp2f_fast(row[jj] - mnew); sum += p; row[jj] = qs_fp16_round(p); }
-            }
+            float alpha = m[r] == -INFINITY ? 0.0f : qs_exp2f_fast(m[r] - mnew);
+            float sum = qs_row_exp2_sum(row, n, mnew, pd);
             l[r] = alpha * l[r] + sum;
             m[r] = mnew;
-            if (alpha != 1.0f) {
-                float *o = O + r * dv;
-                for (size_t j = 0; j < dv; j++) o[j] *= alpha;
-            }
+            if (alpha != 1.0f) qs_row_scale(O + r * dv, dv, alpha);
         }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)dv, (int)n, 1.0f, S, (int)n,
                     Vh + j0 * dv, (int)dv, 1.0f, O, (int)dv);

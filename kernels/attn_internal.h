@@ -3,6 +3,7 @@
 #define QS_ATTN_INTERNAL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "attn.h"
 
@@ -30,5 +31,13 @@ static inline float qs_p_round(qs_pdtype p, float v)
 {
     return p == QS_P_BF16 ? qs_bf16_round(v) : p == QS_P_FP16 ? qs_fp16_round(v) : v;
 }
+
+
+/* Vectorised row kernels (attn_rows.c). */
+float qs_row_max(const float *x, size_t n);
+float qs_row_exp2_sum(float *x, size_t n, float m, qs_pdtype pd);
+float qs_row_exp2_sum_scaled(float *x, size_t n, float m, float c16, qs_pdtype pd);
+void qs_row_scale(float *o, size_t n, float a);
+void qs_row_bits_add(float *o, size_t n, int32_t N);
 
 #endif
