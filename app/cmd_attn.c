@@ -31,7 +31,7 @@ int qs_cmd_attn(qs_cli *cli, int argc, char **argv)
 {
     qs_kx_attn o;
     memset(&o, 0, sizeof o);
-    o.s = (qs_attn_shape){4, 4, 0, 0, 128, 0};
+    o.s = (qs_attn_shape){4, 0, 0, 0, 128, 0};   /* Hkv 0: = H */
     o.cfg.threads = 2;
     o.dist = QS_GEN_GAUSSIAN;
     o.qscale = 1;
@@ -96,6 +96,7 @@ int qs_cmd_attn(qs_cli *cli, int argc, char **argv)
         if (!lq) lq = 1;
         dv = 512;
     }
+    if (!o.s.Hkv) o.s.Hkv = o.s.H;
     o.s.dv = dv ? dv : o.s.d;
     if (o.mla && o.s.dv > o.s.d) return qs_cli_usage("attn", "--mla needs dv <= d");
     if (o.s.H % o.s.Hkv) return qs_cli_usage("attn", "--H must be a multiple of --Hkv");
@@ -106,7 +107,9 @@ int qs_cmd_attn(qs_cli *cli, int argc, char **argv)
     if (kvname) {
         o.kv = qs_format_find(kvname);
         if (!o.kv) return qs_cli_usage("attn", "unknown KV format '%s' (see `qscope formats`)", kvname);
-        if (!o.kv->block) o.kv_o.sat = 1;
+        if (!strcmp(o.kv->family, "float")) o.kv_o.sat = 1;   /* plain casts saturate rather than overflow */
+        qs_err qe;
+        if (qs_qopts_check(o.kv, &o.kv_o, &qe)) return qs_cli_usage("attn", "--kv %s: %s", kvname, qe.msg);
     }
     json_t *Lj = json_array();
     for (size_t i = 0; i < nL; i++) json_array_append_new(Lj, json_integer((json_int_t)Ls[i]));

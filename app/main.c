@@ -214,7 +214,8 @@ const qs_command qs_commands[] = {
      "Multi-Scale Dequant: effective bits, GEMM errors, the M/64516 bound, latency model",
      "Decomposes BF16 activations into k INT8 components (per-token absmax, round half away,\n"
      "a1 = R(127x/M), a2 = R(254(t - a1)), ...) and multiplies them with per-channel INT8 weights\n"
-     "in ONE exact integer GEMM (SGEMM on K-chunks of 1024, exact; checked against an int32 loop).\n"
+     "in ONE exact integer GEMM (SGEMM on K-chunks whose partial sums provably stay below 2^24;\n"
+     "checked against an int32 loop).\n"
      "Prints: effective bits of INT8 (1-3 passes), of the MX two-pass decomposition and of\n"
      "single-pass MXFP8 on Gaussian and uniform data (both definitions); GEMM errors of dequant-to-\n"
      "FP32/BF16, W8A8, MSD 2/3-pass against FP64 of the quantized model and of the unquantized\n"
@@ -250,7 +251,7 @@ const qs_command qs_commands[] = {
      "\n"
      "  --L L1,L2,..         key lengths (default 256,512,1024,2048)\n"
      "  --Lq N               query rows (default = L; decode: 1)\n"
-     "  --H, --Hkv N         query / KV heads (default 4 / 4)\n"
+     "  --H, --Hkv N         query / KV heads (default 4 / H)\n"
      "  --d, --dv N          head dims (default 128 / d)\n"
      "  --mla                MLA decode: H 16, Hkv 1, d 576, dv 512, V = K[:, :512], Lq 1\n"
      "  --causal             causal mask\n"

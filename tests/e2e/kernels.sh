@@ -35,6 +35,7 @@ cp "$T/out" "$T/attn.txt"
 check "FA2 equals the FP64 reference" "awk '\$2==\"FA2\" && \$3==\"fp32\" && \$4!=\"split-KV\" {if (\$5 > 2e-6) bad=1; n++} END {exit !(n==2 && !bad)}' $T/attn.txt"
 check "split-KV combine too" "awk '/FA2 fp32 split-KV/ {if (\$6 > 2e-6) bad=1; n++} END {exit !(n==2 && !bad)}' $T/attn.txt"
 check "AMLA, MXFP4 UOS/PNQ, KV format and MSD decode rows" "grep -q 'AMLA P bf16' $T/attn.txt && grep -q 'MXFP4 UOS, PNQ' $T/attn.txt && grep -q 'KV cache fp8_e4m3' $T/attn.txt && grep -q 'MSD decode INT8 KV' $T/attn.txt"
+ok "attn: --Hkv defaults to --H, KV cache in hif4" $QS attn --L 64 --H 2 --d 32 --kv hif4 --msd-passes 0 --no-store
 ok "attn --mla decode" $QS attn --mla --L 512 --msd-passes 3 --json
 check "... d_qk 576, d_v 512 in the stored options" "jq -e '.options.input.d == 576 and .options.input.dv == 512 and .options.input.Lq == 1' $T/out >/dev/null"
 check "... MSD 3-pass below 1e-5 against the same INT8 inputs" "jq -e '[.rows[] | select(.kernel==\"MSD decode INT8 KV, 3-pass\")][0].vs_same_inputs.rel_l2 < 1e-5' $T/out >/dev/null"
