@@ -54,7 +54,7 @@ double qs_measure_bandwidth(int threads)
     if (threads < 1) threads = 1;
     if (threads > 16) threads = 16;
     double best = 1e30;
-    for (int r = 0; r < 3; r++) {
+    for (int r = 0; r < 5; r++) {
         pthread_t th[16];
         bwjob jb[16];
         double t0 = now();

@@ -296,7 +296,11 @@ static double hw_score(double tb, double tc, double thw)
 static int run_score(qs_cli *cli, int quick, int json)
 {
     int th = 2;
-    double peak = qs_measure_sgemm_gflops(quick ? 512 : 1024, th, 3) * 1e9, bw = qs_measure_bandwidth(th);
+    /* The roofline must bound the machine from above: the best SGEMM rate seen with one or two
+    ** threads (on a shared VM two threads can measure slower than one) and the best triad. */
+    double p1 = qs_measure_sgemm_gflops(quick ? 512 : 1024, 1, 5), p2 = qs_measure_sgemm_gflops(quick ? 512 : 1024, th, 5);
+    double peak = (p1 > p2 ? p1 : p2) * 1e9, bw = qs_measure_bandwidth(th), bw1 = qs_measure_bandwidth(1);
+    bw = bw > bw1 ? bw : bw1;
     size_t L = quick ? 512 : 1024;
     scase cs[] = {
         {"flash_attention_fp32", "H=2 L=%zu d=128", OP_FA, {2, 2, 0, 0, 128, 128}, 0, 0, 0, 0},
@@ -420,8 +424,8 @@ static int run_score(qs_cli *cli, int quick, int json)
         puts(sj);
         free(sj);
     } else {
-        printf("%sCANN-Bench-style scorecard%s: SGEMM peak %.1f GFLOP/s, bandwidth %.1f GB/s (%d threads, measured now)\n",
-               qs_c_bold(cli), qs_c_off(cli), peak / 1e9, bw / 1e9, th);
+        printf("%sCANN-Bench-style scorecard%s: SGEMM peak %.1f GFLOP/s, bandwidth %.1f GB/s (best of 1 and %d threads, "
+               "measured now); candidates run with %d threads\n", qs_c_bold(cli), qs_c_off(cli), peak / 1e9, bw / 1e9, th, th);
         printf("%s%-22s %-30s %5s %10s %10s %10s %10s %8s %7s%s\n", qs_c_head(cli), "OPERATOR", "CASE", "GATE", "MERE", "T_CAND us",
                "T_BASE us", "T_HW us", "SPEEDUP", "SCORE", qs_c_off(cli));
         size_t i;
