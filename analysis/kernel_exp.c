@@ -419,6 +419,11 @@ static int attn_one(const qs_kx_attn *o, size_t L, size_t li, aser *ss, size_t *
             static const char *nm[2][3] = {{"", "MXFP4 floor, normalize-then-quantize", "MXFP4 floor, PNQ"},
                                            {"", "MXFP4 UOS, normalize-then-quantize", "MXFP4 UOS, PNQ"}};
             RECD(nm[rule][pq], "materialized simulation in FP64; UOS/PNQ as reconstructed in formats-mx.md 5");
+            if (rule == 1 && pq == QS_PQ_PNQ) {   /* the online (tiled) PNQ of a flash kernel */
+                m.tile = c.bc ? c.bc : 256;
+                if (qs_attn_mx_run(&s, causal, c.scale, &m, Q, K, V, Od, NULL, NULL, NULL, e)) goto out;
+                RECD("MXFP4 UOS, PNQ online (key tiles)", "per-tile running max; not bit-identical to the materialized form");
+            }
         }
     /* KV cache in a registry format */
     if (o->kv) {

@@ -435,6 +435,7 @@ int qs_attn_mx_run(const qs_attn_shape *s, int causal, double scale, const qs_at
     if (!(scale > 0)) scale = 1.0 / sqrt((double)s->d);
     const qs_format *f = mx->f;
     if (qs_qopts_check(f, &mx->oqk, e) || qs_qopts_check(f, &mx->ov, e) || qs_qopts_check(f, &mx->op, e)) return -1;
+    if (mx->tile && mx->pq != QS_PQ_PNQ) return qs_fail(e, "attention: the tiled (online) form is defined for PNQ only");
     size_t d = s->d, dv = s->dv, Lk = s->Lk, Lq = s->Lq, RB = 32;
     size_t nq = s->H * Lq * d, nk = s->Hkv * Lk * d, nv = s->Hkv * Lk * dv;
     float *q = malloc(nq * sizeof(float)), *k = malloc(nk * sizeof(float)), *v = malloc(nv * sizeof(float));
@@ -487,6 +488,31 @@ int qs_attn_mx_run(const qs_attn_shape *s, int causal, double scale, const qs_at
                     for (size_t j = 0; j < Lk; j++) pf[j] = sum > 0 ? (float)(pf[j] / sum) : 0.0f;
                     if (f->fakeq(f, &mx->op, pf, Lk, pq, e)) goto out;
                     for (size_t j = 0; j < Lk; j++) row[j] = pq[j];
+                } else if (mx->tile) {              /* PNQ, online form: per key tile, running max */
+                    double m = -INFINITY, l = 0;
+                    double *o = O + (h * Lq + i0 + r) * dv;
+                    for (size_t j = 0; j < dv; j++) o[j] = 0;
+                    for (size_t j0 = 0; j0 < Lk; j0 += mx->tile) {
+                        size_t n = Lk - j0 < mx->tile ? Lk - j0 : mx->tile;
+                        double tm = -INFINITY;
+                        for (size_t j = j0; j < j0 + n; j++) tm = row[j] > tm ? row[j] : tm;
+                        double mn = tm > m ? tm : m;
+                        if (mn == -INFINITY) continue;
+                        double a = m == -INFINITY ? 0 : exp(m - mn);
+                        for (size_t j = 0; j < n; j++) pf[j] = (float)exp(row[j0 + j] - mn);
+                        if (f->fakeq(f, &mx->op, pf, n, pq, e)) goto out;
+                        double ts = 0;
+                        for (size_t j = 0; j < n; j++) ts += pq[j];
+                        l = a * l + ts;
+                        for (size_t c = 0; c < dv; c++) o[c] *= a;
+                        for (size_t j = 0; j < n; j++)
+                            if (pq[j] != 0)
+                                for (size_t c = 0; c < dv; c++) o[c] += pq[j] * Vh[(j0 + j) * dv + c];
+                        m = mn;
+                    }
+                    if (l < 1.1754943508222875e-38) l = 1.1754943508222875e-38;
+                    for (size_t c = 0; c < dv; c++) o[c] /= l;
+                    for (size_t j = 0; j < Lk; j++) row[j] = 0;   /* the dgemm below adds nothing */
                 } else {                            /* PNQ: quantize P̃, rowsum of what PV consumes */
                     if (f->fakeq(f, &mx->op, pf, Lk, pq, e)) goto out;
                     double qs = 0;
@@ -495,8 +521,9 @@ int qs_attn_mx_run(const qs_attn_shape *s, int causal, double scale, const qs_at
                     for (size_t j = 0; j < Lk; j++) row[j] = pq[j] / qs;
                 }
             }
-            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)dv, (int)Lk, 1.0, S, (int)Lk, Vh, (int)dv,
-                        0.0, O + (h * Lq + i0) * dv, (int)dv);
+            if (!(mx->pq == QS_PQ_PNQ && mx->tile))   /* the online form wrote its rows itself */
+                cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)dv, (int)Lk, 1.0, S, (int)Lk, Vh,
+                            (int)dv, 0.0, O + (h * Lq + i0) * dv, (int)dv);
         }
     }
     rc = 0;

@@ -78,6 +78,8 @@ typedef struct qs_attn_mx {
     qs_qopts oqk, ov, op;   /* options (scale rule uos / floor, ...) of Q·K, V, P */
     int quant_qkv;          /* quantize Q, K, V (else only P) */
     qs_pquant pq;
+    size_t tile;            /* PNQ only: 0 = materialised; else the online (tiled) form with key tiles of
+                            ** this many keys: P̂_j = Q(exp(S_j − m_j)), l and O rescaled per tile */
 } qs_attn_mx;
 /* O (double) of the simulated MX attention; Qd/Kd/Vd receive the dequantized inputs when non-NULL
 ** (so the "same quantized inputs" reference can be computed). */

@@ -211,7 +211,23 @@ static void test_pnq_rowsum_exact(void **st)
         for (size_t i = 0; i < nout(&p); i++) worst = fmax(worst, fabs(O[i] - 1));
         assert_true(worst > 1e-3);
     }
-    /* UOS beats FLOOR on the quantized P (fewer clipped/underflowed probabilities), PNQ beats NTQ */
+    /* the online (tiled) PNQ keeps the exact row sums; with one tile it is the materialised form */
+    double *O2 = malloc(nout(&p) * 8);
+    m.pq = QS_PQ_PNQ;
+    m.tile = 64;
+    assert_int_equal(qs_attn_mx_run(&p.s, 1, 0, &m, p.Q, p.K, p.V, O, NULL, NULL, NULL, &e), 0);
+    for (size_t i = 0; i < nout(&p); i++) assert_true(fabs(O[i] - 1) < 1e-14);
+    qs_kx_gen(QS_GEN_GAUSSIAN, 77, 2 * 256, 8, 1, p.V);
+    m.tile = 256;
+    assert_int_equal(qs_attn_mx_run(&p.s, 0, 0, &m, p.Q, p.K, p.V, O, NULL, NULL, NULL, &e), 0);
+    m.tile = 0;
+    assert_int_equal(qs_attn_mx_run(&p.s, 0, 0, &m, p.Q, p.K, p.V, O2, NULL, NULL, NULL, &e), 0);
+    for (size_t i = 0; i < nout(&p); i++) assert_true(fabs(O[i] - O2[i]) < 1e-12);
+    m.tile = 64;
+    m.pq = QS_PQ_NTQ;
+    assert_int_equal(qs_attn_mx_run(&p.s, 0, 0, &m, p.Q, p.K, p.V, O, NULL, NULL, NULL, &e), -1);
+    assert_non_null(strstr(e.msg, "PNQ only"));
+    free(O2);
     free(O);
     rm(&p);
 }

@@ -12,6 +12,7 @@
 #include <cblas.h>
 
 #include "../../analysis/kernel_exp.h"
+#include "../../analysis/kernel_model.h"
 #include "../../kernels/format.h"
 #include "../../kernels/msd.h"
 
@@ -265,6 +266,31 @@ static void test_mx_errors_and_bf16(void **st)
     assert_true(isinf(qs_fp16_round(65520.0f)));
 }
 
+static void test_model(void **st)
+{
+    (void)st;
+    qs_hw hw;
+    assert_int_equal(qs_hw_profile("ascend910", 1, &hw), 0);
+    assert_int_equal(qs_hw_profile("tpu", 1, &hw), -1);
+    assert_int_equal(qs_hw_profile("h100", 1, &hw), 0);
+    json_t *rows = qs_model_table(&hw, 2, 1.0);
+    json_t *r = json_array_get(rows, 0);   /* M = 1, N = K = 4096 */
+    assert_int_equal(json_integer_value(json_object_get(r, "M")), 1);
+    double M = 1, N = 4096, K = 4096;
+    double bdeq = N * K * 5 + 2 * M * K + 2 * M * N, bmsd = N * K + 2 * M * K + 2 * M * K + 8 * M * N + 2 * M * N;
+    double tpipe = fmax(N * K / hw.r_vec, fmax(2 * M * N * K / hw.p_bf16, bdeq / hw.bw));
+    double tmsd = 2 * M * K / hw.r_vec + fmax(4 * M * N * K / hw.p_low, bmsd / hw.bw) + M * N / hw.r_vec;
+    assert_true(fabs(json_real_value(json_object_get(r, "t_dequant_pipelined_us")) - tpipe * 1e6) < 1e-9 * tpipe * 1e6 + 1e-12);
+    assert_true(fabs(json_real_value(json_object_get(r, "t_msd_us")) - tmsd * 1e6) < 1e-9 * tmsd * 1e6 + 1e-12);
+    assert_true(json_real_value(json_object_get(r, "speedup_vs_pipelined")) > 4);   /* decode: weight bytes 1 vs 5 */
+    json_decref(rows);
+    json_t *l = qs_model_kv_ledger(2);
+    json_t *red = json_array_get(l, 3);
+    assert_true(json_real_value(json_object_get(red, "per_component")) == 2.5);
+    assert_true(json_real_value(json_object_get(red, "stacked")) == 5.0);
+    json_decref(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -274,6 +300,7 @@ int main(void)
         cmocka_unit_test(test_msd_gemm_bound),
         cmocka_unit_test(test_effective_bits),
         cmocka_unit_test(test_mx_errors_and_bf16),
+        cmocka_unit_test(test_model),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
