@@ -503,7 +503,8 @@ json_t *qs_kx_resq_run(const qs_kx_resq *o, json_t *opts, qs_err *e)
     if (o->outliers >= 0) g.outlier_channels = o->outliers;
     if (o->outlier_min > 0) g.outlier_min = o->outlier_min;
     if (o->outlier_max > 0) g.outlier_max = o->outlier_max;
-    qs_gen_fill(&g, 0, m * d, X);
+    if (o->x_in) memcpy(X, o->x_in, m * d * sizeof(float));
+    else qs_gen_fill(&g, 0, m * d, X);
     qs_kx_gen(QS_GEN_GAUSSIAN, o->seed + 1, n, d, 0.02, W);
     gemm_ref(X, W, m, n, d, Yr);
     char *save = NULL;

@@ -57,6 +57,7 @@ typedef struct qs_kx_resq {
     double outlier_min, outlier_max;
     const char *formats;     /* comma list */
     size_t bh, bw;
+    const float *x_in;       /* optional stored activations (m×d); NULL = generated */
 } qs_kx_resq;
 
 /* Canonical JSON text (sorted keys, compact); caller frees. */

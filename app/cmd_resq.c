@@ -25,7 +25,9 @@ int qs_cmd_resq(qs_cli *cli, int argc, char **argv)
     o.bh = 32; o.bw = 64;
     o.formats = "hif4,mxfp4,nvfp4";
     int json = 0, store = 1;
+    const char *tensor = NULL;
     static const struct option lo[] = {
+        {"tensor", required_argument, 0, 't'},
         {"m", required_argument, 0, 'm'}, {"d", required_argument, 0, 'd'}, {"n", required_argument, 0, 'n'},
         {"formats", required_argument, 0, 'f'}, {"outliers", required_argument, 0, 'o'},
         {"outlier-range", required_argument, 0, 'r'}, {"block", required_argument, 0, 'b'}, {"seed", required_argument, 0, 's'},
@@ -70,22 +72,38 @@ int qs_cmd_resq(qs_cli *cli, int argc, char **argv)
             o.bh = r; o.bw = c;
             break;
         }
+        case 't': tensor = optarg; break;
         case 'j': json = 1; break;
         case 'N': store = 0; break;
         default: return qs_cli_usage("resq", "unexpected argument '%s'", argv[optind - 1]);
         }
     }
     if (optind < argc) return qs_cli_usage("resq", "unexpected argument '%s'", argv[optind]);
-    json_t *spec = json_pack("{s:s,s:s,s:I,s:I,s:I,s:I,s:i,s:f,s:f}", "kind", "resq", "dist", "llm_act", "seed",
-                             (json_int_t)o.seed, "m", (json_int_t)o.m, "d", (json_int_t)o.d, "n", (json_int_t)o.n, "outliers",
-                             o.outliers, "outlier_min", o.outlier_min, "outlier_max", o.outlier_max);
-    char *st = qs_kx_canon(spec), hash[33];
-    qs_kx_hash_text(st ? st : "", hash);
-    free(st);
+    json_t *spec;
+    char hash[33];
+    float *xin = NULL;
+    if (tensor) {   /* stored activations: tokens x channels; keyed by the tensor's content hash */
+        qs_db *db = qs_cli_open_db(cli);
+        if (!db) return QS_EXIT_ERR;
+        uint64_t rows, cols;
+        int rc = qs_kx_load_tensor(db, "resq", tensor, 1u << 20, &rows, &cols, hash, &xin);
+        qs_db_close(db);
+        if (rc) return rc;
+        o.m = rows; o.d = cols; o.x_in = xin;
+        spec = json_pack("{s:s,s:s,s:I,s:I}", "tensor", tensor, "hash", hash, "n", (json_int_t)o.n, "seed", (json_int_t)o.seed);
+    } else {
+        spec = json_pack("{s:s,s:s,s:I,s:I,s:I,s:I,s:i,s:f,s:f}", "kind", "resq", "dist", "llm_act", "seed",
+                         (json_int_t)o.seed, "m", (json_int_t)o.m, "d", (json_int_t)o.d, "n", (json_int_t)o.n, "outliers",
+                         o.outliers, "outlier_min", o.outlier_min, "outlier_max", o.outlier_max);
+        char *st = qs_kx_canon(spec);
+        qs_kx_hash_text(st ? st : "", hash);
+        free(st);
+    }
     json_t *opts = json_pack("{s:o,s:s,s:I,s:I}", "input", spec, "formats", o.formats, "block_rows", (json_int_t)o.bh,
                              "block_cols", (json_int_t)o.bw);
     qs_err e = {{0}};
     json_t *d = qs_kx_resq_run(&o, opts, &e);
+    free(xin);
     if (!d) { json_decref(opts); return qs_cli_err(QS_EXIT_ERR, &e); }
     int rc = QS_EXIT_OK;
     if (store) {
@@ -100,7 +118,8 @@ int qs_cmd_resq(qs_cli *cli, int argc, char **argv)
         puts(s);
         free(s);
     } else {
-        printf("Rollout-ResQ, m=%zu d=%zu n=%zu, LLM-like activations (reconstructed method, formats-hifloat.md 4)\n", o.m, o.d, o.n);
+        printf("Rollout-ResQ, m=%zu d=%zu n=%zu, %s (reconstructed method, formats-hifloat.md 4)\n", o.m, o.d, o.n,
+               tensor ? tensor : "LLM-like activations");
         printf("%s%-8s %-7s %12s %12s %12s %10s %10s %10s %9s%s\n", qs_c_head(cli), "FORMAT", "S", "REL-L2", "COSINE", "ACT REL-L2", "UNDERFLOW",
                "RECOVERED", "RES.KEPT", "DENSITY", qs_c_off(cli));
         size_t i;

@@ -276,6 +276,7 @@ const qs_command qs_commands[] = {
      "  -f LIST              formats (default hif4,mxfp4,nvfp4)\n"
      "  --outliers C         outlier channels (default d/256); --outlier-range LO,HI (20,100)\n"
      "  --block RxC          blk50 block (default 32x64)\n"
+     "  --tensor T           activations from a stored tensor (rows = tokens; keyed by its hash)\n"
      "  --seed S --no-store --json", qs_cmd_resq, 0},
     {NULL, NULL, NULL, NULL, NULL, 0},
 };

@@ -46,6 +46,8 @@ ok "plot attn in the terminal" bash -c "LANG=C.UTF-8 $QS plot attn -o - | grep -
 ok "resq" $QS resq --m 32 --d 256 --n 64 -f mxfp4,hif4 --outliers 4
 check "... every variant of both formats" "[ \$(grep -cE '^(mxfp4|hif4) +(none|dense|2:4|ch50|blk50) ' $T/out) = 10 ]"
 check "... stored as kind resq" "[ \$(q \"SELECT count(*) FROM result WHERE kind='resq'\") = 1 ]"
+ok "resq --tensor (stored activations)" $QS resq --tensor act -f nvfp4 --n 32
+check "... keyed by the tensor hash" "[ \"\$(q \"SELECT tensor_hash FROM result WHERE kind='resq' ORDER BY id DESC LIMIT 1\")\" = \"\$(q \"SELECT hash FROM tensor WHERE name='act'\")\" ]"
 
 before=$(dbdump)
 fails "unknown KV format" 2 $QS attn --kv nope --L 64
