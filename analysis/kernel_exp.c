@@ -100,6 +100,19 @@ static int msd_bits(const qs_kx_msd *o, qs_gen_kind dist, uint64_t seed, json_t 
         json_array_append_new(tab, json_pack("{s:s,s:s,s:i,s:o,s:o}", "scheme", "int8", "data", dn, "passes", p,
                                              "bits_rms", jnum(yr[p - 1]), "bits_bound", jnum(yb[p - 1])));
     }
+    /* INT4 ablation (CANN's INT4-KV decomposition: L = 7.49, E = 14.98, up to 4 passes) */
+    double px4[4] = {1, 2, 3, 4}, y4[4], y4b[4];
+    int8_t *a4 = malloc(4 * n);
+    if (!a4) { qs_fail(e, "out of memory"); goto out; }
+    for (int p = 1; p <= 4; p++) {
+        if (qs_msd_decompose_gen(x, R, K, p, 7.49, 14.98, a4, amax, e)) { free(a4); goto out; }
+        qs_msd_reconstruct_gen(a4, amax, R, K, p, 7.49, 14.98, xr);
+        y4[p - 1] = qs_eff_bits_rms(x, xr, n);
+        y4b[p - 1] = qs_eff_bits_bound(x, xr, R, K);
+        json_array_append_new(tab, json_pack("{s:s,s:s,s:i,s:o,s:o}", "scheme", "int4 (7.49/14.98)", "data", dn, "passes", p,
+                                             "bits_rms", jnum(y4[p - 1]), "bits_bound", jnum(y4b[p - 1])));
+    }
+    free(a4);
     qs_msd_mx c = {o->mx, o->mx_o1, o->mx_ores, o->mx_shift};
     if (qs_msd_decompose_mx(&c, x, R, K, 3, parts, e)) goto out;
     for (size_t i = 0; i < n; i++) xr[i] = 0;
@@ -146,6 +159,8 @@ static int msd_bits(const qs_kx_msd *o, qs_gen_kind dist, uint64_t seed, json_t 
     }
     snprintf(nm, sizeof nm, "INT8 RMS bits (%s)", dn);
     add_series(ser, nm, px, yr, 3);
+    snprintf(nm, sizeof nm, "INT4 RMS bits, L 7.49 / E 14.98 (%s)", dn);
+    add_series(ser, nm, px4, y4, 4);
     snprintf(nm, sizeof nm, "%s RMS bits (%s, reconstructed recipe)", o->mx->name, dn);
     add_series(ser, nm, px, ym, 3);
     rc = 0;

@@ -35,15 +35,16 @@ static void print_msd(qs_cli *cli, json_t *d, json_t *models)
     json_t *r;
     printf("%sEffective bits%s  (rms = -1/2 log2(sum e^2 / sum x^2); bound = log2(M / max|e|) per row absmax M)\n",
            qs_c_bold(cli), qs_c_off(cli));
-    printf("%s%-12s %-9s %6s %10s %10s  %s%s\n", qs_c_head(cli), "SCHEME", "DATA", "PASSES", "RMS BITS", "BOUND BITS", "NOTE",
+    printf("%s%-18s %-9s %6s %10s %10s  %s%s\n", qs_c_head(cli), "SCHEME", "DATA", "PASSES", "RMS BITS", "BOUND BITS", "NOTE",
            qs_c_off(cli));
     json_array_foreach(json_object_get(d, "effective_bits"), i, r) {
         const char *sc = json_string_value(json_object_get(r, "scheme"));
         double b = jd(r, "bits_bound");
         if (isnan(b)) b = jd(r, "bits_block_bound");
         const char *note = json_string_value(json_object_get(r, "scale_rule"));
-        if (!note && strcmp(sc, "int8")) note = "max|e| per block amax; reconstructed recipe";
-        printf("%-12s %-9s %6lld", sc, json_string_value(json_object_get(r, "data")),
+        if (!note && !strncmp(sc, "int4", 4)) note = "CANN's INT4-KV constants, an ablation (bound: M/(2L E^(k-1)))";
+        if (!note && strcmp(sc, "int8")) note = "bound: max|e| per 32-block amax; reconstructed recipe";
+        printf("%-18s %-9s %6lld", sc, json_string_value(json_object_get(r, "data")),
                (long long)json_integer_value(json_object_get(r, "passes")));
         pnum(jd(r, "bits_rms"), 10);
         pnum(b, 10);

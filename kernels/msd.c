@@ -123,6 +123,45 @@ void qs_msd_reconstruct_i8(const int8_t *a, const float *amax, size_t M, size_t 
     }
 }
 
+int qs_msd_decompose_gen(const float *x, size_t M, size_t K, int passes, double L, double E, int8_t *a, float *amax,
+                         qs_err *e)
+{
+    if (passes < 1 || passes > 4) return qs_fail(e, "msd: passes must be 1..4");
+    if (!(L >= 1 && L <= 127.49) || !(E >= 2 * L - 1e-9 && E <= 2 * L + 1e-9))
+        return qs_fail(e, "msd: normaliser %g / expansion %g must satisfy 1 <= L <= 127.49, E = 2L", L, E);
+    for (size_t m = 0; m < M; m++) {
+        const float *xr = x + m * K;
+        float mx = 0;
+        for (size_t k = 0; k < K; k++) {
+            if (!isfinite(xr[k])) return qs_fail(e, "msd: the activations hold a non-finite value");
+            mx = fabsf(xr[k]) > mx ? fabsf(xr[k]) : mx;
+        }
+        amax[m] = mx;
+        for (size_t k = 0; k < K; k++) {
+            double t = mx > 0 ? (double)xr[k] * L / (double)mx : 0;   /* |t| ≤ L, so |R(t)| ≤ floor(L + 1/2) */
+            for (int p = 0; p < passes; p++) {
+                double q = round_away(t);
+                a[(size_t)p * M * K + m * K + k] = (int8_t)q;
+                t = E * (t - q);                                       /* |E·(t − q)| ≤ E/2 = L */
+            }
+        }
+    }
+    return 0;
+}
+
+void qs_msd_reconstruct_gen(const int8_t *a, const float *amax, size_t M, size_t K, int passes, double L, double E,
+                            double *xr)
+{
+    for (size_t m = 0; m < M; m++) {
+        double s = (double)amax[m] / L;
+        for (size_t k = 0; k < K; k++) {
+            double v = 0, w = 1;
+            for (int p = 0; p < passes; p++, w /= E) v += w * a[(size_t)p * M * K + m * K + k];
+            xr[m * K + k] = s * v;
+        }
+    }
+}
+
 void qs_quant_w_i8(const float *W, size_t N, size_t K, int8_t *Wq, float *sigma)
 {
     for (size_t n = 0; n < N; n++) {

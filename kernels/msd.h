@@ -42,6 +42,15 @@ int qs_msd_decompose_i8(const float *x, size_t M, size_t K, int passes, int8_t *
 /* Reconstruction x̂ (double) from the components. */
 void qs_msd_reconstruct_i8(const int8_t *a, const float *amax, size_t M, size_t K, int passes, double *xr);
 
+/* The generalised k-pass integer decomposition CANN uses for ablations: t = L·x/M_m, a_p = R(t),
+** t ← E·(t − a_p); x ≈ (M_m/L)·Σ_p a_p/E^(p−1).  INT8: L = 127, E = 254 (the function above); INT4 KV
+** (CANN KVINT4_ITER_NUM = 4): L = 7.49, E = 14.98, components in [−7, 7].  Worst-case error
+** M_m/(2·L·E^(k−1)).  passes 1..4; a holds passes·M·K codes, stacked like qs_msd_decompose_i8. */
+int qs_msd_decompose_gen(const float *x, size_t M, size_t K, int passes, double L, double E, int8_t *a, float *amax,
+                         qs_err *e);
+void qs_msd_reconstruct_gen(const int8_t *a, const float *amax, size_t M, size_t K, int passes, double L, double E,
+                            double *xr);
+
 /* Symmetric per-output-channel INT8 weights: sigma[n] = max_k |W[n][k]| / 127, Wq = R(W/sigma). */
 void qs_quant_w_i8(const float *W, size_t N, size_t K, int8_t *Wq, float *sigma);
 

@@ -231,6 +231,26 @@ static void test_effective_bits(void **st)
     assert_true(fabs(bits_int8(QS_GEN_UNIFORM, 1, 0) - 7.99) < 0.03);
     assert_true(fabs(bits_int8(QS_GEN_UNIFORM, 3, 0) - 23.97) < 0.05);
     assert_true(fabs(bits_int8(QS_GEN_GAUSSIAN, 2, 0) - 14.8) < 0.15);   /* amax ≈ 4σ on N(0,1) rows */
+    /* INT4 (CANN INT4-KV constants): four passes reach log2(2·7.49·14.98³) = 15.62 bits worst case */
+    {
+        size_t R = 64, K = 4096;
+        float *x = malloc(R * K * 4), am[64];
+        int8_t *a = malloc(4 * R * K);
+        double *xr = malloc(R * K * 8);
+        qs_err e;
+        qs_kx_gen(QS_GEN_UNIFORM, 5, R, K, 1, x);
+        for (int p = 1; p <= 4; p++) {
+            assert_int_equal(qs_msd_decompose_gen(x, R, K, p, 7.49, 14.98, a, am, &e), 0);
+            for (size_t i = 0; i < (size_t)p * R * K; i++) assert_true(a[i] >= -7 && a[i] <= 7);
+            qs_msd_reconstruct_gen(a, am, R, K, p, 7.49, 14.98, xr);
+            double want = log2(2 * 7.49 * pow(14.98, p - 1));
+            assert_true(qs_eff_bits_bound(x, xr, R, K) >= want - 1e-6);
+            assert_true(fabs(qs_eff_bits_rms(x, xr, R * K) - want) < 0.05);
+        }
+        assert_int_equal(qs_msd_decompose_gen(x, R, K, 5, 7.49, 14.98, a, am, &e), -1);
+        assert_int_equal(qs_msd_decompose_gen(x, R, K, 2, 7.49, 20, a, am, &e), -1);
+        free(x); free(a); free(xr);
+    }
     /* MXFP8 E4M3 single pass, no-clip scale, Gaussian: 3 + 2.236 = 5.236 (analytic); OCP floor 5.09 */
     assert_true(fabs(bits_mx("mxfp8_e4m3", QS_SCALE_RCEIL, QS_SCALE_RCEIL, -1, QS_GEN_GAUSSIAN, 1) - 5.236) < 0.02);
     assert_true(fabs(bits_mx("mxfp8_e4m3", QS_SCALE_FLOOR, QS_SCALE_FLOOR, -1, QS_GEN_GAUSSIAN, 1) - 5.09) < 0.03);
