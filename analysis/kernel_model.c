@@ -99,7 +99,7 @@ static double measure_dequant(int threads)
     return (double)n / best;   /* one thread */
 }
 
-const char *qs_hw_names(void) { return "ascend910, h100, cpu"; }
+const char *qs_hw_names(void) { return "ascend910, h100, cpu, custom:pbf16=X:plow=X:rvec=X:bw=X"; }
 
 int qs_hw_profile(const char *name, int threads, qs_hw *hw)
 {
@@ -113,6 +113,31 @@ int qs_hw_profile(const char *name, int threads, qs_hw *hw)
     if (!strcmp(name, "h100")) {
         hw->p_bf16 = 989e12; hw->p_low = 1979e12; hw->r_vec = 8e12; hw->bw = 3.35e12;
         snprintf(hw->note, sizeof hw->note, "H100-SXM-like: BF16 989T dense, INT8/FP8 1979T, vector 8e12 elem/s (guess), HBM 3.35 TB/s");
+        return 0;
+    }
+    if (!strncmp(name, "custom:", 7)) {   /* custom:pbf16=320e12:plow=640e12:rvec=2e12:bw=1.6e12 */
+        const char *p = name + 7;
+        while (*p) {
+            char key[16];
+            size_t kl = strcspn(p, "=");
+            if (kl == 0 || kl >= sizeof key || p[kl] != '=') return -1;
+            memcpy(key, p, kl);
+            key[kl] = 0;
+            char *end;
+            double v = strtod(p + kl + 1, &end);
+            if (end == p + kl + 1 || !(v > 0) || !isfinite(v) || (*end && *end != ':')) return -1;
+            if (!strcmp(key, "pbf16")) hw->p_bf16 = v;
+            else if (!strcmp(key, "plow")) hw->p_low = v;
+            else if (!strcmp(key, "rvec")) hw->r_vec = v;
+            else if (!strcmp(key, "bw")) hw->bw = v;
+            else return -1;
+            p = *end ? end + 1 : end;
+        }
+        if (!(hw->p_bf16 > 0 && hw->r_vec > 0 && hw->bw > 0)) return -1;
+        if (!(hw->p_low > 0)) hw->p_low = 2 * hw->p_bf16;
+        snprintf(hw->name, sizeof hw->name, "custom");
+        snprintf(hw->note, sizeof hw->note, "user profile: P_bf16 %.3g, P_low %.3g, vector %.3g elem/s, %.3g B/s", hw->p_bf16,
+                 hw->p_low, hw->r_vec, hw->bw);
         return 0;
     }
     if (!strcmp(name, "cpu")) {

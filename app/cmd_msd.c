@@ -194,12 +194,15 @@ int qs_cmd_msd(qs_cli *cli, int argc, char **argv)
     {
         char *pl = strdup(profiles), *sv = NULL;
         if (!pl) return qs_cli_error(QS_EXIT_ERR, "out of memory");
-        for (char *p = strtok_r(pl, ",", &sv); p; p = strtok_r(NULL, ",", &sv))
-            if (strcmp(p, "none") && strcmp(p, "ascend910") && strcmp(p, "h100") && strcmp(p, "cpu")) {
+        for (char *p = strtok_r(pl, ",", &sv); p; p = strtok_r(NULL, ",", &sv)) {
+            qs_hw chk;
+            if (strcmp(p, "none") && strcmp(p, "ascend910") && strcmp(p, "h100") && strcmp(p, "cpu") &&
+                (strncmp(p, "custom:", 7) || qs_hw_profile(p, 1, &chk))) {
                 int rc = qs_cli_usage("msd", "unknown hardware profile '%s' (%s, none)", p, qs_hw_names());
                 free(pl);
                 return rc;
             }
+        }
         free(pl);
     }
     double q;

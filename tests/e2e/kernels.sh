@@ -16,6 +16,8 @@ check "integer GEMM exact" "grep -q 'equals the int32 loop: yes' $T/msd.txt"
 check "model and KV ledger marked as reconstructed" "grep -q 'Latency model, ascend910.*RECONSTRUCTED' $T/msd.txt && grep -q 'reduction: 5.0x.*2.5x' $T/msd.txt"
 check "one msd result stored" "[ \$(q \"SELECT count(*) FROM result WHERE kind='msd'\") = 1 ]"
 ok "msd again: same key" $QS msd --model none
+ok "msd with a custom hardware profile" $QS msd --M 2 --K 256 --N 64 --no-store --model custom:pbf16=100e12:rvec=1e12:bw=1e12
+check "... in the output" "grep -q 'Latency model, custom' $T/out"
 check "... replaces the row (same input hash and options)" "[ \$(q \"SELECT count(*) FROM result WHERE kind='msd'\") = 1 ]"
 ok "msd --json" $QS msd --M 4 --K 256 --N 64 --model none --no-store --json
 check "... is JSON with the plot layout" "jq -e '.series | length > 3' $T/out >/dev/null && jq -e '.ylabel == \"effective bits\"' $T/out >/dev/null"
@@ -56,6 +58,7 @@ fails "bad length list" 2 $QS attn --L 64,x
 fails "heads not a multiple" 2 $QS attn --H 3 --Hkv 2 --L 64
 fails "unknown resq format" 2 $QS resq -f mxfp4,zzz
 fails "msd: unknown profile" 2 $QS msd --M 2 --K 64 --N 8 --model tpu
+fails "msd: malformed custom profile" 2 $QS msd --M 2 --K 64 --N 8 --model custom:pbf16=1e12:bw=zero
 fails "msd: unknown tensor" 1 $QS msd --tensor missing
 check "... names it" "grep -q \"no tensor named 'missing'\" $T/err"
 fails "msd: K beyond INT32 range" 1 $QS msd --M 1 --K 200000 --N 1 --model none --bits-samples 200000
