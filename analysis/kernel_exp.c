@@ -384,10 +384,16 @@ static int attn_one(const qs_kx_attn *o, size_t L, size_t li, aser *ss, size_t *
     double *R = malloc(no * 8), *Rq = malloc(no * 8), *Od = malloc(no * 8);
     int rc = -1;
     if (!Q || !K || !V || !O || !Kq || !Vq || !Qd || !R || !Rq || !Od) { qs_fail(e, "out of memory (attention L=%zu)", L); goto out; }
-    qs_kx_gen(o->dist, o->seed + L, s.H * s.Lq, s.d, o->qscale, Q);
-    qs_kx_gen(o->dist, o->seed + 7 * L + 1, s.Hkv * s.Lk, s.d, 1.0, K);
+    if (o->Qin) {
+        for (size_t i = 0; i < nq; i++) Q[i] = (float)(o->Qin[i] * o->qscale);
+        memcpy(K, o->Kin, nk * 4);
+    } else {
+        qs_kx_gen(o->dist, o->seed + L, s.H * s.Lq, s.d, o->qscale, Q);
+        qs_kx_gen(o->dist, o->seed + 7 * L + 1, s.Hkv * s.Lk, s.d, 1.0, K);
+    }
     if (o->mla)
         for (size_t t = 0; t < s.Hkv * s.Lk; t++) memcpy(V + t * s.dv, K + t * s.d, s.dv * 4);
+    else if (o->Vin) memcpy(V, o->Vin, nv * 4);
     else qs_kx_gen(o->dist, o->seed + 13 * L + 2, s.Hkv * s.Lk, s.dv, 1.0, V);
     qs_attn_cfg c = o->cfg;
     int causal = c.causal;

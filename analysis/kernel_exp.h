@@ -48,6 +48,7 @@ typedef struct qs_kx_attn {
     const qs_format *mx;     /* MX attention format (mxfp4) */
     double uos_qmax;
     int msd_passes;
+    const float *Qin, *Kin, *Vin;   /* stored inputs (one length); NULL = generated (Vin NULL with mla) */
 } qs_kx_attn;
 
 typedef struct qs_kx_resq {

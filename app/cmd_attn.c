@@ -39,9 +39,10 @@ int qs_cmd_attn(qs_cli *cli, int argc, char **argv)
     o.uos_qmax = 7.25;
     o.msd_passes = 2;
     size_t Ls[64] = {256, 512, 1024, 2048}, nL = 4, lq = 0, dv = 0;
-    int json = 0, store = 1, mla = 0, splits = 4;
-    const char *kvname = NULL;
+    int json = 0, store = 1, mla = 0, splits = 4, gH = 0, gG = 0, gd = 0;
+    const char *kvname = NULL, *tq = NULL, *tk = NULL, *tv = NULL;
     static const struct option lo[] = {
+        {"q", required_argument, 0, '1'}, {"k", required_argument, 0, '2'}, {"v", required_argument, 0, '3'},
         {"L", required_argument, 0, 'L'}, {"Lq", required_argument, 0, 'q'}, {"H", required_argument, 0, 'H'},
         {"Hkv", required_argument, 0, 'G'}, {"d", required_argument, 0, 'd'}, {"dv", required_argument, 0, 'v'},
         {"mla", no_argument, 0, 'm'}, {"causal", no_argument, 0, 'c'}, {"br", required_argument, 0, 'r'},
@@ -68,9 +69,9 @@ int qs_cmd_attn(qs_cli *cli, int argc, char **argv)
             break;
         }
         case 'q': if (parse_sz(optarg, 1, 1u << 20, &lq)) return qs_cli_usage("attn", "bad --Lq '%s'", optarg); break;
-        case 'H': if (parse_sz(optarg, 1, 4096, &o.s.H)) return qs_cli_usage("attn", "bad --H '%s'", optarg); break;
-        case 'G': if (parse_sz(optarg, 1, 4096, &o.s.Hkv)) return qs_cli_usage("attn", "bad --Hkv '%s'", optarg); break;
-        case 'd': if (parse_sz(optarg, 1, 4096, &o.s.d)) return qs_cli_usage("attn", "bad --d '%s'", optarg); break;
+        case 'H': if (parse_sz(optarg, 1, 4096, &o.s.H)) return qs_cli_usage("attn", "bad --H '%s'", optarg); gH = 1; break;
+        case 'G': if (parse_sz(optarg, 1, 4096, &o.s.Hkv)) return qs_cli_usage("attn", "bad --Hkv '%s'", optarg); gG = 1; break;
+        case 'd': if (parse_sz(optarg, 1, 4096, &o.s.d)) return qs_cli_usage("attn", "bad --d '%s'", optarg); gd = 1; break;
         case 'v': if (parse_sz(optarg, 1, 4096, &dv)) return qs_cli_usage("attn", "bad --dv '%s'", optarg); break;
         case 'm': mla = 1; break;
         case 'c': o.cfg.causal = 1; break;
@@ -84,17 +85,22 @@ int qs_cmd_attn(qs_cli *cli, int argc, char **argv)
         case 'p': if (parse_sz(optarg, 0, 3, &v) || v == 1) return qs_cli_usage("attn", "--msd-passes must be 0, 2 or 3"); o.msd_passes = (int)v; break;
         case 'D': if (qs_gen_from_name(optarg, &o.dist)) return qs_cli_usage("attn", "unknown distribution '%s'", optarg); break;
         case 's': if (qs_parse_u64(optarg, &u)) return qs_cli_usage("attn", "bad --seed '%s'", optarg); o.seed = u; break;
+        case '1': tq = optarg; break;
+        case '2': tk = optarg; break;
+        case '3': tv = optarg; break;
         case 'j': json = 1; break;
         case 'n': store = 0; break;
         default: return qs_cli_usage("attn", "unexpected argument '%s'", argv[optind - 1]);
         }
     }
     if (optind < argc) return qs_cli_usage("attn", "unexpected argument '%s'", argv[optind]);
-    if (mla) {
-        o.s = (qs_attn_shape){16, 1, 0, 0, 576, 512};
+    if (mla) {   /* the preset fills what was not given explicitly */
+        if (!gH) o.s.H = 16;
+        if (!gG) o.s.Hkv = 1;
+        if (!gd) o.s.d = 576;
         o.mla = 1;
         if (!lq) lq = 1;
-        dv = 512;
+        if (!dv) dv = 512;
     }
     if (!o.s.Hkv) o.s.Hkv = o.s.H;
     o.s.dv = dv ? dv : o.s.d;
@@ -111,12 +117,43 @@ int qs_cmd_attn(qs_cli *cli, int argc, char **argv)
         qs_err qe;
         if (qs_qopts_check(o.kv, &o.kv_o, &qe)) return qs_cli_usage("attn", "--kv %s: %s", kvname, qe.msg);
     }
+    /* stored inputs: Q is (H·Lq) x d, K is (Hkv·Lk) x d, V is (Hkv·Lk) x dv (leading dims flattened) */
+    float *qin = NULL, *kin = NULL, *vin = NULL;
+    char hq[33] = "", hk[33] = "", hv[33] = "";
+    if (tq || tk || tv) {
+        if (!tq || !tk || (!tv && !o.mla)) return qs_cli_usage("attn", "stored inputs need --q and --k, and --v unless --mla");
+        qs_db *db = qs_cli_open_db(cli);
+        if (!db) return QS_EXIT_ERR;
+        uint64_t rq, cq, rk, ck, rv = 0, cv = 0;
+        int rc = qs_kx_load_tensor(db, "attn", tq, 65536, &rq, &cq, hq, &qin);
+        if (!rc) rc = qs_kx_load_tensor(db, "attn", tk, 65536, &rk, &ck, hk, &kin);
+        if (!rc && tv) rc = qs_kx_load_tensor(db, "attn", tv, 65536, &rv, &cv, hv, &vin);
+        qs_db_close(db);
+        if (!rc && (cq != ck || rq % o.s.H || rk % o.s.Hkv || (tv && (rv != rk || (dv && cv != dv)))))
+            rc = qs_cli_error(QS_EXIT_ERR, "attn: stored shapes do not fit: Q %llux%llu, K %llux%llu%s with H=%zu Hkv=%zu",
+                              (unsigned long long)rq, (unsigned long long)cq, (unsigned long long)rk, (unsigned long long)ck,
+                              tv ? " and V" : "", o.s.H, o.s.Hkv);
+        if (rc) { free(qin); free(kin); free(vin); return rc; }
+        o.s.d = cq;
+        if (tv) o.s.dv = cv;
+        if (o.mla && o.s.dv > o.s.d) { free(qin); free(kin); free(vin); return qs_cli_usage("attn", "--mla needs dv <= d"); }
+        lq = rq / o.s.H;
+        o.lq_fixed = lq;
+        Ls[0] = rk / o.s.Hkv;
+        nL = o.nL = 1;
+        o.Qin = qin; o.Kin = kin; o.Vin = vin;
+    }
     json_t *Lj = json_array();
     for (size_t i = 0; i < nL; i++) json_array_append_new(Lj, json_integer((json_int_t)Ls[i]));
     json_t *spec = json_pack("{s:s,s:s,s:I,s:o,s:I,s:I,s:I,s:I,s:I,s:b,s:f}", "kind", "attn", "dist", qs_gen_name(o.dist), "seed",
                              (json_int_t)o.seed, "L", Lj, "Lq", (json_int_t)lq, "H", (json_int_t)o.s.H, "Hkv",
                              (json_int_t)o.s.Hkv, "d", (json_int_t)o.s.d, "dv", (json_int_t)o.s.dv, "mla", o.mla, "qscale",
                              o.qscale);
+    if (tq) {   /* keyed by the stored tensors' content hashes (and the shape interpretation) */
+        json_object_set_new(spec, "tensors", json_pack("{s:s,s:s,s:s}", "q", hq, "k", hk, "v", tv ? hv : "(K)"));
+        json_object_del(spec, "dist");
+        json_object_del(spec, "seed");
+    }
     char *st = qs_kx_canon(spec), hash[33];
     qs_kx_hash_text(st ? st : "", hash);
     free(st);
@@ -129,6 +166,7 @@ int qs_cmd_attn(qs_cli *cli, int argc, char **argv)
         fprintf(stderr, "qscope: attn: H=%zu Hkv=%zu d=%zu dv=%zu%s%s, %zu lengths ...\n", o.s.H, o.s.Hkv, o.s.d, o.s.dv,
                 o.mla ? " (MLA decode)" : "", o.cfg.causal ? " causal" : "", nL);
     json_t *d = qs_kx_attn_run(&o, opts, &e);
+    free(qin); free(kin); free(vin);
     if (!d) { json_decref(opts); return qs_cli_err(QS_EXIT_ERR, &e); }
     int rc = QS_EXIT_OK;
     if (store) {

@@ -254,7 +254,8 @@ const qs_command qs_commands[] = {
      "  --Lq N               query rows (default = L; decode: 1)\n"
      "  --H, --Hkv N         query / KV heads (default 4 / H)\n"
      "  --d, --dv N          head dims (default 128 / d)\n"
-     "  --mla                MLA decode: H 16, Hkv 1, d 576, dv 512, V = K[:, :512], Lq 1\n"
+     "  --mla                MLA decode: H 16, Hkv 1, d 576, dv 512, V = K[:, :dv], Lq 1 (each\n"
+     "                       overridable by its own option)\n"
      "  --causal             causal mask\n"
      "  --br, --bc N         FA2 tile sizes (default 128 / 256)\n"
      "  --splits N           split-KV ranges of the split run (default 4)\n"
@@ -264,6 +265,8 @@ const qs_command qs_commands[] = {
      "  --uos-qmax X         UOS threshold (default 7.25)\n"
      "  --msd-passes K       MSD decode passes (2 default, 3, 0 = skip)\n"
      "  --dist D --seed S    inputs (default gaussian, 0)\n"
+     "  --q T --k T --v T    stored tensors instead: Q (H*Lq) x d, K (Hkv*L) x d, V (Hkv*L) x dv\n"
+     "                       (leading dims flattened; --v not needed with --mla); keyed by their hashes\n"
      "  --no-store --json", qs_cmd_attn, 0},
     {"resq", "[--m M --d D --n N] [-f hif4,mxfp4,nvfp4] [--outliers C] [--json]",
      "Rollout-ResQ: FP4 layer plus a sparse quantized-residual correction",
