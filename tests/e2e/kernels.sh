@@ -41,13 +41,13 @@ ok "attn: --Hkv defaults to --H, KV cache in hif4" $QS attn --L 64 --H 2 --d 32 
 ok "attn --mla decode" $QS attn --mla --L 512 --msd-passes 3 --json
 check "... d_qk 576, d_v 512 in the stored options" "jq -e '.options.input.d == 576 and .options.input.dv == 512 and .options.input.Lq == 1' $T/out >/dev/null"
 check "... MSD 3-pass below 1e-5 against the same INT8 inputs" "jq -e '[.rows[] | select(.kernel==\"MSD decode INT8 KV, 3-pass\")][0].vs_same_inputs.rel_l2 < 1e-5' $T/out >/dev/null"
-check "three attn results stored" "[ \$(q \"SELECT count(*) FROM result WHERE kind='attn'\") = 3 ]"
 $QS gen gaussian --shape 128x32 --seed 4 --name q >/dev/null 2>&1
 $QS gen gaussian --shape 256x32 --seed 5 --name k >/dev/null 2>&1
 $QS gen gaussian --shape 256x32 --seed 6 --name v >/dev/null 2>&1
 ok "attn on stored Q, K, V (H 2: Lq 64, L 128)" $QS attn --q q --k k --v v --H 2 --causal --json
 check "... one length from the tensors, their hashes in the key" "jq -e '.options.input.L == [128] and .options.input.Lq == 64 and (.options.input.tensors.q | length) == 32' $T/out >/dev/null"
 fails "attn: stored shapes that do not fit" 1 $QS attn --q q --k k --v v --H 3
+check "three attn results stored" "[ \$(q \"SELECT count(*) FROM result WHERE kind='attn'\") = 3 ]"
 ok "plot attn" $QS plot attn -o "$T/attn.png"
 ok "plot attn in the terminal" bash -c "LANG=C.UTF-8 $QS plot attn -o - | grep -q 'AMLA'"
 
