@@ -67,7 +67,8 @@ static void amla_task(void *ctx, size_t t, void *scr)
             if (mnew == -INFINITY) { memset(row, 0, n * sizeof(float)); continue; }
             int first = a->m == -INFINITY;
             float alpha = first ? 0.0f : qs_exp2f_fast(a->m - mnew);
-            int32_t nn = (int32_t)roundf(-mnew);            /* n_j, half away from zero */
+            float nm = -mnew > 1e9f ? 1e9f : (-mnew < -1e9f ? -1e9f : -mnew);   /* keep the cast defined */
+            int32_t nn = (int32_t)roundf(nm);               /* n_j, half away from zero */
             float rr = mnew + (float)nn;                     /* in [-1/2, 1/2] */
             float c32 = exp2f(rr), c16 = qs_p_round(pd, c32), cof = c32 / c16, sum = 0;
             sum = qs_row_exp2_sum_scaled(row, n, mnew, c16, pd);

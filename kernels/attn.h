@@ -92,10 +92,11 @@ typedef struct qs_cmp { double rel_l2, max_abs, cosine, cos_diff, ref_norm; size
 void qs_cmp_f(const float *y, const double *ref, size_t n, qs_cmp *out);
 void qs_cmp_d(const double *y, const double *ref, size_t n, qs_cmp *out);
 
-/* Vectorisable 2^x for x ≤ 127 (0 below −126, x > 127 clamps to 127); relative error < 2e-7. */
+/* Vectorisable 2^x for x ≤ 127 (0 below −126, x > 127 clamps to 127); relative error < 2e-7.  The
+** kernels expect finite inputs (the commands check stored tensors); NaN gives a number, never UB. */
 static inline float qs_exp2f_fast(float x)
 {
-    float xc = x < -126.0f ? -126.0f : (x > 127.0f ? 127.0f : x);
+    float xc = x >= -126.0f ? (x <= 127.0f ? x : 127.0f) : -126.0f;   /* NaN -> -126: no undefined cast */
     float t = xc + 0.5f;
     float fl = (float)(int)t;
     fl = fl > t ? fl - 1.0f : fl;                     /* nearest integer: f in [-0.5, 0.5] */
