@@ -117,9 +117,30 @@ static int msd_bits(const qs_kx_msd *o, qs_gen_kind dist, uint64_t seed, json_t 
     if (qs_msd_decompose_mx(&c, x, R, K, 3, parts, e)) goto out;
     for (size_t i = 0; i < n; i++) xr[i] = 0;
     size_t blk = qs_format_block(o->mx, &o->mx_o1);
+    /* the pass-1 block scales X1 (E8M0 codes of an MX encode), for max|e|/X1 as in the spec's table */
+    size_t nbr = blk && K % blk == 0 ? K / blk : 0;
+    double *X1 = nbr && o->mx->meta_bytes == 1 ? malloc(R * nbr * sizeof(double)) : NULL;
+    if (X1) {
+        uint32_t *codes = malloc(K * sizeof(uint32_t));
+        uint8_t *meta = malloc(nbr);
+        float ts;
+        for (size_t r = 0; codes && meta && r < R; r++) {
+            if (o->mx->encode(o->mx, &o->mx_o1, x + r * K, K, codes, meta, &ts, e)) { free(codes); free(meta); free(X1); goto out; }
+            for (size_t b = 0; b < nbr; b++) X1[r * nbr + b] = ldexp(1.0, (int)meta[b] - 127);
+        }
+        if (!codes || !meta) { free(X1); X1 = NULL; }
+        free(codes); free(meta);
+    }
+    double yx1[3] = {NAN, NAN, NAN};
     for (int p = 1; p <= 3; p++) {
         for (size_t i = 0; i < n; i++) xr[i] += parts[(size_t)(p - 1) * n + i];
         ym[p - 1] = qs_eff_bits_rms(x, xr, n);
+        if (X1) {
+            double w1 = 0;
+            for (size_t b = 0; b < R * nbr; b++)
+                for (size_t i = b * blk; i < (b + 1) * blk; i++) w1 = fmax(w1, fabs(x[i] - xr[i]) / X1[b]);
+            yx1[p - 1] = w1;
+        }
         /* worst block: max |err| / block amax */
         double worst = 0;
         for (size_t b0 = 0; blk && b0 < n; b0 += blk) {
@@ -131,9 +152,11 @@ static int msd_bits(const qs_kx_msd *o, qs_gen_kind dist, uint64_t seed, json_t 
             if (am > 0) worst = fmax(worst, me / am);
         }
         ymb[p - 1] = worst > 0 ? -log2(worst) : INFINITY;
-        json_array_append_new(tab, json_pack("{s:s,s:s,s:i,s:o,s:o}", "scheme", o->mx->name, "data", dn, "passes", p,
-                                             "bits_rms", jnum(ym[p - 1]), "bits_block_bound", jnum(ymb[p - 1])));
+        json_array_append_new(tab, json_pack("{s:s,s:s,s:i,s:o,s:o,s:o}", "scheme", o->mx->name, "data", dn, "passes", p,
+                                             "bits_rms", jnum(ym[p - 1]), "bits_block_bound", jnum(ymb[p - 1]),
+                                             "max_err_over_x1", jnum(yx1[p - 1])));
     }
+    free(X1);
     /* single-pass MXFP8 E4M3 with the no-clip (rceil) and the OCP floor scale */
     const qs_format *f8 = qs_format_find("mxfp8_e4m3");
     for (int rule = 0; f8 && rule < 2; rule++) {

@@ -43,7 +43,12 @@ static void print_msd(qs_cli *cli, json_t *d, json_t *models)
         if (isnan(b)) b = jd(r, "bits_block_bound");
         const char *note = json_string_value(json_object_get(r, "scale_rule"));
         if (!note && !strncmp(sc, "int4", 4)) note = "CANN's INT4-KV constants, an ablation (bound: M/(2L E^(k-1)))";
-        if (!note && strcmp(sc, "int8")) note = "bound: max|e| per 32-block amax; reconstructed recipe";
+        char nb[160];
+        if (!note && strcmp(sc, "int8")) {
+            double x1 = jd(r, "max_err_over_x1");
+            snprintf(nb, sizeof nb, "bound: max|e| per 32-block amax; max|e|/X1 = 1/%.3g; reconstructed recipe", 1 / x1);
+            note = nb;
+        }
         printf("%-18s %-9s %6lld", sc, json_string_value(json_object_get(r, "data")),
                (long long)json_integer_value(json_object_get(r, "passes")));
         pnum(jd(r, "bits_rms"), 10);
