@@ -195,7 +195,7 @@ int qs_cmd_msd(qs_cli *cli, int argc, char **argv)
     if (optind < argc) return qs_cli_usage("msd", "unexpected argument '%s'", argv[optind]);
     if (k < 1 || k > 3) return qs_cli_usage("msd", "--passes must be 1..3");
     if (o.bits_samples < o.K) o.bits_samples = o.K;
-    if (o.bits_samples > (1u << 26)) return qs_cli_usage("msd", "--bits-samples at most 2^26");
+    if (o.bits_samples > (1u << 24)) return qs_cli_usage("msd", "--bits-samples at most 2^24");
     {
         char *pl = strdup(profiles), *sv = NULL;
         if (!pl) return qs_cli_error(QS_EXIT_ERR, "out of memory");

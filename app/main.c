@@ -227,7 +227,7 @@ const qs_command qs_commands[] = {
      "  --dist D             activations: gaussian (default), uniform, laplace, student-t, llm-act\n"
      "  --seed S             seed (weights use S+1)\n"
      "  --outliers C         multiply C input channels by --outlier-mag X (default 20)\n"
-     "  --bits-samples N     values per distribution for effective bits (default 2^20)\n"
+     "  --bits-samples N     values per distribution for effective bits (default 2^20, max 2^24)\n"
      "  --mx-format F        MX format of the two-pass decomposition (default mxfp4)\n"
      "  --mx-rule R          pass-1 block scale rule (default rceil = the spec's no-clip rule)\n"
      "  --mx-res-rule R      residual-pass scale rule (default rceil)\n"
