@@ -500,6 +500,19 @@ static int attn_one(const qs_kx_attn *o, size_t L, size_t li, aser *ss, size_t *
         qs_kv_i8_free(&kv);
         if (r2) goto out;
         REC("dequant INT8 KV to BF16 + FA2 (P bf16)", 1, "baseline of the MSD decode path");
+        /* INT4 KV: CANN's four passes with normaliser 7.49 and expansion 14.98 */
+        if (qs_kv_int_quant(&s, K, V, 7, &kv, e)) goto out;
+        qs_kv_i8_dequant(&s, &kv, 0, Kq, Vq);
+        if (qs_attn_ref(&s, causal, c.scale, Q, Kq, Vq, Rq, NULL, e)) { qs_kv_i8_free(&kv); goto out; }
+        cm.p = QS_P_FP32;
+        if (qs_attn_msd_decode(&s, &cm, Q, &kv, 4, O, e)) { qs_kv_i8_free(&kv); goto out; }
+        REC("MSD decode INT4 KV, 4-pass (7.49/14.98)", 1, "CANN KVINT4_ITER_NUM = 4");
+        qs_kv_i8_dequant(&s, &kv, 1, Kq, Vq);
+        cm.p = QS_P_BF16;
+        r2 = qs_attn_fa2(&s, &cm, Qd, Kq, Vq, O, NULL, e);
+        qs_kv_i8_free(&kv);
+        if (r2) goto out;
+        REC("dequant INT4 KV to BF16 + FA2 (P bf16)", 1, "baseline of the INT4 MSD decode path");
     }
 #undef REC
 #undef RECD

@@ -288,7 +288,14 @@ int qs_attn_plain(const qs_attn_shape *s, const qs_attn_cfg *c, const float *Q, 
 
 int qs_kv_i8_quant(const qs_attn_shape *s, const float *K, const float *V, qs_kv_i8 *kv, qs_err *e)
 {
+    return qs_kv_int_quant(s, K, V, 127, kv, e);
+}
+
+int qs_kv_int_quant(const qs_attn_shape *s, const float *K, const float *V, int qmax, qs_kv_i8 *kv, qs_err *e)
+{
     memset(kv, 0, sizeof *kv);
+    if (qmax != 127 && qmax != 7) return qs_fail(e, "attention: KV codes must be INT8 (127) or INT4 (7)");
+    kv->qmax = qmax;
     size_t nk = s->Hkv * s->Lk * s->d, nv = s->Hkv * s->Lk * s->dv;
     kv->K = malloc(nk ? nk : 1);
     kv->V = malloc(nv ? nv : 1);
@@ -308,11 +315,11 @@ int qs_kv_i8_quant(const qs_attn_shape *s, const float *K, const float *V, qs_kv
                     if (!isfinite(v)) { qs_kv_i8_free(kv); return qs_fail(e, "attention: K/V hold a non-finite value"); }
                     mx = v > mx ? v : mx;
                 }
-                float sg = mx > 0 ? mx / 127.0f : 1.0f;
+                float sg = mx > 0 ? mx / (float)qmax : 1.0f;
                 sc[hk * D + c] = sg;
                 for (size_t t = 0; t < s->Lk; t++) {
                     float r = roundf(X[(hk * s->Lk + t) * D + c] / sg);
-                    q[(hk * s->Lk + t) * D + c] = (int8_t)(r > 127 ? 127 : r < -127 ? -127 : r);
+                    q[(hk * s->Lk + t) * D + c] = (int8_t)(r > qmax ? qmax : r < -qmax ? -qmax : r);
                 }
             }
     }
@@ -344,7 +351,10 @@ int qs_attn_msd_decode(const qs_attn_shape *s, const qs_attn_cfg *c, const float
                        float *O, qs_err *e)
 {
     if (qs_attn_shape_check(s, e)) return -1;
-    if (passes < 1 || passes > QS_MSD_MAX_PASSES) return qs_fail(e, "msd: passes must be 1..%d", QS_MSD_MAX_PASSES);
+    int i4 = kv->qmax == 7;
+    double LN = i4 ? 7.49 : 127.0, EX = i4 ? 14.98 : 254.0;   /* normaliser and expansion of the passes */
+    if (passes < 1 || passes > (i4 ? 4 : QS_MSD_MAX_PASSES))
+        return qs_fail(e, "msd: passes must be 1..%d", i4 ? 4 : QS_MSD_MAX_PASSES);
     size_t d = s->d, dv = s->dv, Lk = s->Lk, Lq = s->Lq, bc = c->bc ? c->bc : 512;
     if (bc > QS_MSD_KCHUNK) bc = QS_MSD_KCHUNK;   /* P·V partial sums stay exact in one chunk */
     double sc = qs_attn_scale(s, c);
@@ -368,7 +378,7 @@ int qs_attn_msd_decode(const qs_attn_shape *s, const qs_attn_cfg *c, const float
         const float *sK = kv->sK + hk * d, *sV = kv->sV + hk * dv;
         for (size_t i = 0; i < Lq; i++)   /* fold the K per-channel scale into Q */
             for (size_t j = 0; j < d; j++) qs[i * d + j] = Q[(h * Lq + i) * d + j] * sK[j];
-        if (qs_msd_decompose_i8(qs, Lq, d, passes, qa, amax, e)) goto out;
+        if (qs_msd_decompose_gen(qs, Lq, d, passes, LN, EX, qa, amax, e)) goto out;
         for (size_t i = 0; i < Lq; i++) { m[i] = -INFINITY; l[i] = 0; }
         memset(Oacc, 0, Lq * dv * sizeof(double));
         for (size_t j0 = 0; j0 < Lk; j0 += bc) {
@@ -379,8 +389,8 @@ int qs_attn_msd_decode(const qs_attn_shape *s, const qs_attn_cfg *c, const float
                 double mx = -INFINITY;
                 for (size_t jj = 0; jj < n; jj++) {
                     double cs = 0, w = 1;
-                    for (size_t p = 0; p < P; p++, w /= 254.0) cs += w * Cs[(p * Lq + i) * n + jj];
-                    double sv = (long)(j0 + jj) > lim ? -INFINITY : cs * amax[i] / 127.0 * sc;
+                    for (size_t p = 0; p < P; p++, w /= EX) cs += w * Cs[(p * Lq + i) * n + jj];
+                    double sv = (long)(j0 + jj) > lim ? -INFINITY : cs * amax[i] / LN * sc;
                     Pt[i * n + jj] = (float)sv;
                     mx = sv > mx ? sv : mx;
                 }
@@ -388,11 +398,11 @@ int qs_attn_msd_decode(const qs_attn_shape *s, const qs_attn_cfg *c, const float
                 for (size_t jj = 0; jj < n; jj++) {
                     float pv = mn == -INFINITY ? 0.0f : (float)exp((double)Pt[i * n + jj] - mn);   /* (0, 1] */
                     sum += pv;
-                    double t = 127.0 * pv;
-                    for (size_t p = 0; p < P; p++) {   /* constant normaliser 127: no absmax needed */
+                    double t = LN * pv;
+                    for (size_t p = 0; p < P; p++) {   /* constant normaliser (P ≤ 1): no absmax needed */
                         double r = round(t);
                         pa[(p * Lq + i) * n + jj] = (int8_t)r;
-                        t = 254.0 * (t - r);
+                        t = EX * (t - r);
                     }
                 }
                 l[i] = a * l[i] + sum;
@@ -405,8 +415,8 @@ int qs_attn_msd_decode(const qs_attn_shape *s, const qs_attn_cfg *c, const float
             for (size_t i = 0; i < Lq; i++)
                 for (size_t j = 0; j < dv; j++) {
                     double cs = 0, w = 1;
-                    for (size_t p = 0; p < P; p++, w /= 254.0) cs += w * Co[(p * Lq + i) * dv + j];
-                    Oacc[i * dv + j] += (float)(cs / 127.0 * sV[j]);   /* FP32 tile result */
+                    for (size_t p = 0; p < P; p++, w /= EX) cs += w * Co[(p * Lq + i) * dv + j];
+                    Oacc[i * dv + j] += (float)(cs / LN * sV[j]);   /* FP32 tile result */
                 }
         }
         for (size_t i = 0; i < Lq; i++)

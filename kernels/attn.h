@@ -16,7 +16,8 @@
 **   qs_attn_plain     plain C online-softmax attention, one key at a time (no BLAS), P rounded like
 **                     the candidate's (c->p): the same-dtype baseline of `bench --score`
 **   qs_attn_msd_decode  MSD decode path: INT8 K/V with per-channel scales, Q and P decomposed in two
-**                     (or three) INT8 passes, exact integer products per tile (spec §A.6)
+**                     (or three) INT8 passes, exact integer products per tile (spec §A.6); INT4 K/V with
+**                     four passes of CANN's 7.49 / 14.98 decomposition
 **   qs_attn_mx        MXFP4 (any block format) attention simulation in FP64: Q, K along d, V along
 **                     keys, P̃ quantized in blocks along keys, normalize-then-quantize or PNQ (rowsum of
 **                     the quantized P̂), materialized form (formats-mx.md §5.2)
@@ -60,15 +61,19 @@ int qs_attn_amla(const qs_attn_shape *s, const qs_attn_cfg *c, const float *Q, c
 int qs_attn_plain(const qs_attn_shape *s, const qs_attn_cfg *c, const float *Q, const float *K, const float *V,
                   float *O, qs_err *e);
 
-/* INT8 KV cache with per-channel scales (over d; one scale per channel per KV head, over all tokens). */
+/* INT8 (or INT4) KV cache with per-channel scales (over d; one scale per channel per KV head, over all
+** tokens): code = R(x/σ) with σ = amax/qmax, qmax 127 (INT8) or 7 (INT4). */
 typedef struct qs_kv_i8 {
     int8_t *K, *V;      /* [Hkv][Lk][d], [Hkv][Lk][dv] */
     float *sK, *sV;     /* [Hkv][d], [Hkv][dv] */
+    int qmax;
 } qs_kv_i8;
 int qs_kv_i8_quant(const qs_attn_shape *s, const float *K, const float *V, qs_kv_i8 *kv, qs_err *e);
+int qs_kv_int_quant(const qs_attn_shape *s, const float *K, const float *V, int qmax, qs_kv_i8 *kv, qs_err *e);
 void qs_kv_i8_free(qs_kv_i8 *kv);
 /* Dequantized K/V (float), optionally rounded to BF16 (the dequant-to-BF16 baseline). */
 void qs_kv_i8_dequant(const qs_attn_shape *s, const qs_kv_i8 *kv, int bf16, float *K, float *V);
+/* passes 1..3 for INT8 KV (L 127, E 254); 1..4 for INT4 KV (CANN's L 7.49, E 14.98). */
 int qs_attn_msd_decode(const qs_attn_shape *s, const qs_attn_cfg *c, const float *Q, const qs_kv_i8 *kv, int passes,
                        float *O, qs_err *e);
 

@@ -153,6 +153,20 @@ static void test_msd_decode(void **st)
         assert_true(m2.rel_l2 < 5e-4);
         assert_true(m2.rel_l2 * 5 < mb.rel_l2);   /* MSD well below the dequant-to-BF16 baseline */
         assert_true(m3.rel_l2 < m2.rel_l2 / 20);
+        /* INT4 KV: four passes of 7.49 / 14.98 are close to exact on the INT4 model, two are not */
+        qs_kv_i8_free(&kv);
+        assert_int_equal(qs_kv_int_quant(&p.s, p.K, p.V, 7, &kv, &e), 0);
+        for (size_t j = 0; j < cs[i].Hkv * cs[i].Lk * cs[i].d; j++) assert_true(kv.K[j] >= -7 && kv.K[j] <= 7);
+        qs_kv_i8_dequant(&p.s, &kv, 0, Kd, Vd);
+        assert_int_equal(qs_attn_ref(&p.s, 0, 0, p.Q, Kd, Vd, p.R, NULL, &e), 0);
+        c.p = QS_P_FP32;
+        qs_cmp m4, m42;
+        assert_int_equal(qs_attn_msd_decode(&p.s, &c, p.Q, &kv, 4, p.O, &e), 0);
+        qs_cmp_f(p.O, p.R, nout(&p), &m4);
+        assert_int_equal(qs_attn_msd_decode(&p.s, &c, p.Q, &kv, 2, p.O, &e), 0);
+        qs_cmp_f(p.O, p.R, nout(&p), &m42);
+        assert_true(m4.rel_l2 < 5e-4 && m4.rel_l2 * 10 < m42.rel_l2);
+        assert_int_equal(qs_attn_msd_decode(&p.s, &c, p.Q, &kv, 5, p.O, &e), -1);
         free(Kd); free(Vd);
         qs_kv_i8_free(&kv);
         rm(&p);
