@@ -363,12 +363,11 @@ int qs_attn_msd_decode(const qs_attn_shape *s, const qs_attn_cfg *c, const float
     float *qs = malloc(Lq * d * sizeof(float)), *amax = malloc(Lq * sizeof(float));
     int8_t *qa = malloc(P * Lq * d), *pa = malloc(P * Lq * bc);
     int32_t *Cs = malloc(P * Lq * bc * sizeof(int32_t)), *Co = malloc(P * Lq * dv * sizeof(int32_t));
-    float *Kf = malloc(bc * d * sizeof(float)), *Vt = malloc(dv * bc * sizeof(float));
     double *Oacc = malloc(Lq * dv * sizeof(double)), *m = malloc(Lq * sizeof(double)), *l = malloc(Lq * sizeof(double));
     float *Pt = malloc(Lq * bc * sizeof(float));
     int8_t *Vti = malloc(dv * bc);
     int rc = -1;
-    if (!qs || !amax || !qa || !pa || !Cs || !Co || !Kf || !Vt || !Oacc || !m || !l || !Pt || !Vti) {
+    if (!qs || !amax || !qa || !pa || !Cs || !Co || !Oacc || !m || !l || !Pt || !Vti) {
         qs_fail(e, "out of memory (MSD decode)");
         goto out;
     }
@@ -424,7 +423,7 @@ int qs_attn_msd_decode(const qs_attn_shape *s, const qs_attn_cfg *c, const float
     }
     rc = 0;
 out:
-    free(qs); free(amax); free(qa); free(pa); free(Cs); free(Co); free(Kf); free(Vt); free(Oacc); free(m); free(l);
+    free(qs); free(amax); free(qa); free(pa); free(Cs); free(Co); free(Oacc); free(m); free(l);
     free(Pt); free(Vti);
     return rc;
 }
