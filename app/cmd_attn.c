@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "kernel_cli.h"
+#include "quant_opts.h"
 #include "../analysis/kernel_exp.h"
 
 static double jd(json_t *o, const char *k)
@@ -41,6 +42,8 @@ int qs_cmd_attn(qs_cli *cli, int argc, char **argv)
     size_t Ls[64] = {256, 512, 1024, 2048}, nL = 4, lq = 0, dv = 0;
     int json = 0, store = 1, mla = 0, splits = 4, gH = 0, gG = 0, gd = 0;
     const char *kvname = NULL, *tq = NULL, *tk = NULL, *tv = NULL;
+    qs_apply kvap;         /* the KV format with its options (canonical JSON stored in the options) */
+    memset(&kvap, 0, sizeof kvap);
     static const struct option lo[] = {
         {"q", required_argument, 0, '1'}, {"k", required_argument, 0, '2'}, {"v", required_argument, 0, '3'},
         {"L", required_argument, 0, 'L'}, {"Lq", required_argument, 0, 'q'}, {"H", required_argument, 0, 'H'},
@@ -110,9 +113,18 @@ int qs_cmd_attn(qs_cli *cli, int argc, char **argv)
     o.Ls = Ls;
     o.nL = nL;
     o.cfg.splits = splits;
-    if (kvname) {
-        o.kv = qs_format_find(kvname);
-        if (!o.kv) return qs_cli_usage("attn", "unknown KV format '%s' (see `qscope formats`)", kvname);
+    if (kvname) {   /* FORMAT[:key=value...] with the per-format options of `quant` */
+        if (strchr(kvname, ',')) return qs_cli_usage("attn", "--kv takes one format");
+        char fname[64];
+        snprintf(fname, sizeof fname, "%.*s", (int)strcspn(kvname, ":"), kvname);
+        if (!qs_format_find(fname)) return qs_cli_usage("attn", "unknown KV format '%s' (see `qscope formats`)", fname);
+        qs_apply base, ap;
+        memset(&base, 0, sizeof base);
+        base.axis = 1;
+        if (qs_quant_parse_list("attn", kvname, &base, &ap, 1) != 1) return QS_EXIT_USAGE;
+        o.kv = ap.f;
+        o.kv_o = ap.o;
+        kvap = ap;
         if (!strcmp(o.kv->family, "float")) o.kv_o.sat = 1;   /* plain casts saturate rather than overflow */
         qs_err qe;
         if (qs_qopts_check(o.kv, &o.kv_o, &qe)) return qs_cli_usage("attn", "--kv %s: %s", kvname, qe.msg);
@@ -161,6 +173,12 @@ int qs_cmd_attn(qs_cli *cli, int argc, char **argv)
                              (json_int_t)(o.cfg.br ? o.cfg.br : 128), "bc", (json_int_t)(o.cfg.bc ? o.cfg.bc : 256), "splits",
                              splits, "kv", kvname ? kvname : "", "uos_qmax", o.uos_qmax, "msd_passes", o.msd_passes, "mx_format",
                              o.mx ? o.mx->name : "");
+    if (kvap.f) {
+        char *kvopts = qs_quant_opts_json(&kvap);
+        json_t *ko = kvopts ? json_loads(kvopts, 0, NULL) : NULL;
+        if (ko) json_object_set_new(opts, "kv_options", ko);
+        free(kvopts);
+    }
     qs_err e = {{0}};
     if (!json)
         fprintf(stderr, "qscope: attn: H=%zu Hkv=%zu d=%zu dv=%zu%s%s, %zu lengths ...\n", o.s.H, o.s.Hkv, o.s.d, o.s.dv,
