@@ -209,6 +209,17 @@ static int run_kernels(qs_cli *cli, int quick, int json)
     qs_cmp_f(O2, ref, n, &cm);
     json_t *checks = json_object();
     json_object_set_new(checks, "amla_vs_fa2_rel_l2", json_real(cm.rel_l2));
+    {   /* FA2 (FP32 P) against the FP64 reference on head 0 */
+        qs_attn_shape s1 = {1, 1, L, L, d, d};
+        double *r1 = malloc(L * d * sizeof(double));
+        qs_cmp c1;
+        if (!r1 || qs_attn_ref(&s1, 0, 0, Q, K, V, r1, NULL, &e)) { free(r1); return qs_cli_error(QS_EXIT_ERR, "bench: reference failed"); }
+        qs_cmp_f(O, r1, L * d, &c1);
+        free(r1);
+        json_object_set_new(checks, "fa2_vs_fp64_rel_l2", json_real(c1.rel_l2));
+        json_object_set_new(checks, "fa2_vs_fp64_max_abs", json_real(c1.max_abs));
+        if (!(c1.rel_l2 < 1e-5)) { bad = 1; fprintf(stderr, "qscope: bench: FA2 disagrees with FP64 (rel L2 %.3g)\n", c1.rel_l2); }
+    }
     if (!(cm.rel_l2 < 1e-2)) { bad = 1; fprintf(stderr, "qscope: bench: AMLA and FA2 disagree (rel L2 %.3g)\n", cm.rel_l2); }
     for (size_t i = 0; i < Nm * Km; i++) W[i] = (float)Wq[i] * sig[i / Km];
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)Mm, (int)Nm, (int)Km, 1.0f, x, (int)Km, W, (int)Km, 0.0f, y, (int)Nm);
@@ -244,7 +255,9 @@ static int run_kernels(qs_cli *cli, int quick, int json)
             printf("  %-48s %8.3f  (limit %.2f)  %s\n", json_string_value(json_object_get(r, "target")),
                    json_real_value(json_object_get(r, "value")), json_real_value(json_object_get(r, "limit")),
                    json_is_true(json_object_get(r, "met")) ? "met" : "NOT MET");
-        printf("checks: AMLA vs FA2 rel L2 %.3g, MSD vs dequant SGEMM rel L2 %.3g; %d runs each, min used\n",
+        printf("checks: FA2 vs FP64 (head 0) rel L2 %.3g, max |diff| %.3g; AMLA vs FA2 rel L2 %.3g, MSD vs dequant SGEMM "
+               "rel L2 %.3g; %d runs each, min used\n",
+               json_real_value(json_object_get(checks, "fa2_vs_fp64_rel_l2")), json_real_value(json_object_get(checks, "fa2_vs_fp64_max_abs")),
                json_real_value(json_object_get(checks, "amla_vs_fa2_rel_l2")),
                json_real_value(json_object_get(checks, "msd_vs_dequant_sgemm_rel_l2")), reps);
     }
