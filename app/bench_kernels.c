@@ -88,7 +88,7 @@ static json_t *row(const char *what, double work, const char *unit, tm2 t, const
 static int run_kernels(qs_cli *cli, int quick, int json)
 {
     size_t L = quick ? 1024 : 4096, d = 128, H = 4;
-    int reps = quick ? 3 : 5;
+    int reps = quick ? 3 : 7;
     qs_attn_shape s = {H, H, L, L, d, d};
     size_t n = H * L * d;
     float *Q = malloc(n * 4), *K = malloc(n * 4), *V = malloc(n * 4), *O = malloc(n * 4), *O2 = malloc(n * 4);
