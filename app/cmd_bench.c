@@ -20,6 +20,7 @@
 int qs_bench_formats(qs_cli *cli, int quick, int json, const char *list);
 int qs_bench_analyze(qs_cli *cli, int quick, int json);
 int qs_bench_rl(qs_cli *cli, int quick, int json);   /* app/cmd_rl_bench.c */
+int qs_bench_kernels(qs_cli *cli, int quick, int json, int score);   /* app/bench_kernels.c */
 #include "importer.h"
 #include "../analysis/tensor_stats.h"
 #include "../datasets/gen.h"
@@ -88,7 +89,9 @@ int qs_cmd_bench(qs_cli *cli, int argc, char **argv)
     const char *user_npy = NULL, *flist = NULL;
     int formats = argc > 1 && !strcmp(argv[1], "formats"), analyze = argc > 1 && !strcmp(argv[1], "analyze");
     int rl = argc > 1 && !strcmp(argv[1], "rl");
-    for (int i = 1 + formats + analyze + rl; i < argc; i++) {
+    int kernels = argc > 1 && !strcmp(argv[1], "kernels"), score = 0;
+    for (int i = 1 + formats + analyze + rl + kernels; i < argc; i++) {
+        if (!formats && !analyze && !strcmp(argv[i], "--score")) { score = 1; continue; }
         if (formats && !strcmp(argv[i], "-f") && i + 1 < argc) { flist = argv[++i]; continue; }
         if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--json")) json = 1;
@@ -98,6 +101,7 @@ int qs_cmd_bench(qs_cli *cli, int argc, char **argv)
     if (formats) return qs_bench_formats(cli, quick, json, flist);
     if (analyze) return qs_bench_analyze(cli, quick, json);
     if (rl) return qs_bench_rl(cli, quick, json);
+    if (kernels || score) return qs_bench_kernels(cli, quick, json, score);
     const size_t N = quick ? (1u << 20) : (1u << 24);
     const int REPS = quick ? 3 : 9;
     float *x = malloc(N * sizeof(float)), *y = malloc(N * sizeof(float));

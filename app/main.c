@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "cmd_rl.h"
+#include "kernel_cli.h"
 #include "quant_opts.h"
 #define DEFAULT_REPORT_FORMATS "bf16,fp8_e4m3,fp8_e5m2,hif8,mxfp8_e4m3,mxfp6_e2m3,mxfp4,nvfp4,hif4,m2xfp4,\n" \
     "                      int8:gran=row,int4:block=32"
@@ -178,7 +179,7 @@ const qs_command qs_commands[] = {
      "right size).  Exit 1 if anything is wrong.", qs_cmd_check, 1},
     {"schema", "", "print the database schema (SQL)",
      "Prints the SQL of the current schema, for use with sqlite3.", qs_cmd_schema, 0},
-    {"bench", "[formats [-f LIST] | analyze | rl] [--quick] [--json] [--npy FILE]", "measure throughput",
+    {"bench", "[formats [-f LIST] | analyze | rl | kernels] [--score] [--quick] [--json] [--npy FILE]", "measure throughput",
      "`qscope bench` times the store's hot paths on generated data, min and median of repeated\n"
      "runs: hashing, decode of each storage dtype to float32, statistics (1 and 2 threads), and an\n"
      "end-to-end import of a .npy file (--npy FILE to use yours).\n"
@@ -192,7 +193,12 @@ const qs_command qs_commands[] = {
      "\n"
      "`qscope bench rl` times the RL log path on a generated 4M-token log: parse only, import-log of\n"
      "CSV and JSONL into a fresh database, and ais over the stored run (tokens/s).\n"
-     "--quick uses 1M values.", qs_cmd_bench, 0},
+     "\n"
+     "`qscope bench kernels` times OpenBLAS SGEMM and, in the same run, FlashAttention-2 (L=4096,\n"
+     "d=128), AMLA and the MSD two-pass INT8 GEMM, one thread then two, against the issue targets.\n"
+     "`qscope bench --score` prints a CANN-Bench-style scorecard: per-dtype precision gates against\n"
+     "FP64 and the hardware-anchored score against a plain C baseline and this machine's roofline.\n"
+     "--quick uses 1M values (smaller shapes for kernels).", qs_cmd_bench, 0},
     {"plot", "KIND [TENSOR] -o FILE.png|- [-f F1,F2] [--width W --height H --dpi D --title T --logx --logy]",
      "draw a result as a PNG (with provenance) or in the terminal",
      "Kinds:\n"
@@ -240,6 +246,80 @@ const qs_command qs_commands[] = {
     {"sim", "grpo [--formats LIST] [--methods LIST] [--seeds N] [options]",
      "CPU GRPO simulation with quantized rollouts, comparing IS corrections over seeds",
      QS_SIM_HELP, qs_cmd_sim, 1},
+    {"msd", "[--M M --K K --N N] [--dist D] [--outliers C] [--mx-rule R] [--model P,..] [--tensor T] [--json]",
+     "Multi-Scale Dequant: effective bits, GEMM errors, the M/64516 bound, latency model",
+     "Decomposes BF16 activations into k INT8 components (per-token absmax, round half away,\n"
+     "a1 = R(127x/M), a2 = R(254(t - a1)), ...) and multiplies them with per-channel INT8 weights\n"
+     "in ONE exact integer GEMM (SGEMM on K-chunks whose partial sums provably stay below 2^24;\n"
+     "checked against an int32 loop).\n"
+     "Prints: effective bits of INT8 (1-3 passes), of the MX two-pass decomposition and of\n"
+     "single-pass MXFP8 on Gaussian and uniform data (both definitions); GEMM errors of dequant-to-\n"
+     "FP32/BF16, W8A8, MSD 2/3-pass against FP64 of the quantized model and of the unquantized\n"
+     "weights; the element-wise bound M/64516 on the random rows and on adversarial tie rows; the\n"
+     "latency / HBM model and KV byte ledger.  Stored as result kind msd (`qscope plot msd`).\n"
+     "RECONSTRUCTED (not the paper's text): the MXFP4 recipe and the latency/traffic model.\n"
+     "\n"
+     "  --M, --K, --N N      GEMM shape (default 16 x 4096 x 4096)\n"
+     "  --dist D             activations: gaussian (default), uniform, laplace, student-t, llm-act\n"
+     "  --seed S             seed (weights use S+1)\n"
+     "  --outliers C         multiply C input channels by --outlier-mag X (default 20)\n"
+     "  --bits-samples N     values per distribution for effective bits (default 2^20, max 2^24)\n"
+     "  --mx-format F        MX format of the two-pass decomposition (default mxfp4)\n"
+     "  --mx-rule R          pass-1 block scale rule (default rceil = the spec's no-clip rule)\n"
+     "  --mx-res-rule R      residual-pass scale rule (default rceil)\n"
+     "  --mx-fixed-shift S   residual pass uses the fixed scale X1/2^S instead (own = default)\n"
+     "  --mx-w-rule R        MX weight scale rule (default floor)\n"
+     "  --model P,..         latency profiles: ascend910, h100 (illustrative), cpu (measured), none,\n"
+     "                       custom:pbf16=X:plow=X:rvec=X:bw=X (FLOP/s, OP/s, elements/s, bytes/s)\n"
+     "  --passes K           passes in the model (default 2)\n"
+     "  --tensor T           activations from a stored 2-D tensor (rows = tokens)\n"
+     "  --no-store           do not store the result\n"
+     "  --json               print the result JSON", qs_cmd_msd, 0},
+    {"attn", "[--L L,..] [--H H --Hkv H --d D --dv D] [--mla] [--causal] [--kv F] [--json]",
+     "attention kernels: FP64 reference, FA2, split-KV, AMLA, MXFP4 UOS/PNQ, KV formats, MSD decode",
+     "For each sequence length: FP64 reference; FlashAttention-2 (SGEMM tiles, online softmax) in\n"
+     "FP32, with split-KV combine and with P in BF16; AMLA (power-of-two rescale by an integer add\n"
+     "on the FP32 bits, with and without the 1.5 eps compensation); MXFP4 attention with FLOOR or\n"
+     "UOS scales and normalize-then-quantize or PNQ; FA2 on a KV cache in any registry format\n"
+     "(--kv); the MSD decode path with INT8 K/V (and INT4 K/V, 4 passes of 7.49/14.98) against\n"
+     "dequant-to-BF16.  Errors (relative L2, max |diff|, cosine) against the FP64 reference of the\n"
+     "same quantized inputs and of the unquantized ones.  Stored as result kind attn\n"
+     "(`qscope plot attn`).\n"
+     "UOS/PNQ follow the spec's reconstruction of MXAttention (formats-mx.md 5).\n"
+     "\n"
+     "  --L L1,L2,..         key lengths (default 256,512,1024,2048)\n"
+     "  --Lq N               query rows (default = L; decode: 1)\n"
+     "  --H, --Hkv N         query / KV heads (default 4 / H)\n"
+     "  --d, --dv N          head dims (default 128 / d)\n"
+     "  --mla                MLA decode: H 16, Hkv 1, d 576, dv 512, V = K[:, :dv], Lq 1 (each\n"
+     "                       overridable by its own option)\n"
+     "  --causal             causal mask\n"
+     "  --br, --bc N         FA2 tile sizes (default 128 / 256)\n"
+     "  --splits N           split-KV ranges of the split run (default 4)\n"
+     "  --threads N          threads (default 2)\n"
+     "  --qscale X           multiply Q (sharper softmax; default 1)\n"
+     "  --kv F[:opt=v..]     KV cache format (registry name, e.g. fp8_e4m3, mxfp4:scale-rule=rceil,\n"
+     "                       hif8) with the per-format options of `quant`; stored in the options\n"
+     "  --uos-qmax X         UOS threshold (default 7.25)\n"
+     "  --msd-passes K       MSD decode passes (2 default, 3, 0 = skip)\n"
+     "  --dist D --seed S    inputs (default gaussian, 0)\n"
+     "  --q T --k T --v T    stored tensors instead: Q (H*Lq) x d, K (Hkv*L) x d, V (Hkv*L) x dv\n"
+     "                       (leading dims flattened; --v not needed with --mla); keyed by their hashes\n"
+     "  --no-store --json", qs_cmd_attn, 0},
+    {"resq", "[--m M --d D --n N] [-f hif4,mxfp4,nvfp4] [--outliers C] [--json]",
+     "Rollout-ResQ: FP4 layer plus a sparse quantized-residual correction",
+     "Y = Q(X)Q(W)^T + S(Q(X - Q(X)))Q(W)^T for each format with S = none, dense, 2:4, ch50 (half\n"
+     "the channels by residual L2 norm), blk50 (half the 32x64 blocks); error against the FP32 layer\n"
+     "on LLM-like activations with outlier channels, the fraction of non-zero activations that\n"
+     "underflow to 0 and the fraction of those the correction recovers.  Stored as kind resq.\n"
+     "Reconstructed from secondary summaries (formats-hifloat.md 4).\n"
+     "\n"
+     "  --m, --d, --n N      tokens, input and output channels (default 256, 2048, 1024)\n"
+     "  -f LIST              formats (default hif4,mxfp4,nvfp4)\n"
+     "  --outliers C         outlier channels (default d/256); --outlier-range LO,HI (20,100)\n"
+     "  --block RxC          blk50 block (default 32x64)\n"
+     "  --tensor T           activations from a stored tensor (rows = tokens; keyed by its hash)\n"
+     "  --seed S --no-store --json", qs_cmd_resq, 0},
     {NULL, NULL, NULL, NULL, NULL, 0},
 };
 
@@ -259,7 +339,7 @@ static void usage(FILE *f)
             "       qscope help COMMAND | --help | --version\n"
             "\n"
             "commands:\n", QS_VERSION);
-    for (const qs_command *c = qs_commands; c->name; c++) fprintf(f, "  %-8s %s\n", c->name, c->summary);
+    for (const qs_command *c = qs_commands; c->name; c++) fprintf(f, "  %-10s %s\n", c->name, c->summary);
     fprintf(f,
             "\n"
             "The database is --db PATH, else $QSCOPE_DB, else ./qscope.db (created on first use).\n"

@@ -1,0 +1,112 @@
+/*
+** AMLA (arXiv 2509.25224, spec msd-attention.md §B.2): FlashAttention rescaling by a power of two
+** applied as an integer add on the FP32 bits of the output accumulator, with the 1.5·ε compensation
+** for using the low-precision c16 instead of c32.  Same tiling and SGEMM tiles as qs_attn_fa2.
+**
+** Per row and KV tile j (S in log2 units, S2 = S·log2 e): m_j running max, n_j = round(−m_j) (half
+** away from zero), r_j = m_j + n_j ∈ [−½, ½], c32 = 2^r_j, c16 = lowp(c32), P' = lowp(2^{S2−m_j}·c16),
+** cof_j = c32/c16, ε_j = cof_{j−1}/cof_j − 1, N_j = round((max(n_j − n_{j−1}, −30) + 1.5·ε_j + 1e−6)·2²³)
+** added to the INT32 bits of every non-zero O element (j ≥ 1), then O += P'·V_j.  l_j is the ordinary
+** FP32 running sum.  End: O/(l·c16), |O| > 1e10 or NaN -> 0.  Exact zeros of O are skipped (adding a
+** negative N to +0 would make a NaN pattern; CANN relies on the final guard instead).
+*/
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("tree-vectorize")
+#endif
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cblas.h>
+
+#include "attn.h"
+#include "attn_internal.h"
+
+#define LOG2E 1.4426950408889634
+
+typedef struct { float m, l, cof, c16; int32_t n; } amla_row;
+
+static void amla_task(void *ctx, size_t t, void *scr)
+{
+    const qs_fa_ctx *x = ctx;
+    const qs_attn_shape *s = x->s;
+    size_t qb = t % x->nqb, g = t / x->nqb;   /* KV head g: its heads' query rows are one matrix */
+    size_t d = s->d, dv = s->dv, Lk = s->Lk, Lq = s->Lq, bc = x->bc, grows = (s->H / s->Hkv) * Lq;
+    size_t r0 = qb * x->br, rows = grows - r0 < x->br ? grows - r0 : x->br;
+    const float *q = x->Q + (g * grows + r0) * d, *Kh = x->K + g * Lk * d, *Vh = x->V + g * Lk * dv;
+    float *S = scr;
+    amla_row *st = (amla_row *)(S + x->br * bc);
+    float *O = x->O + (g * grows + r0) * dv;
+    long off = (long)Lk - (long)Lq;
+    qs_pdtype pd = x->c->p;
+    int comp = !x->c->amla_nocomp;
+    for (size_t r = 0; r < rows; r++) st[r] = (amla_row){-INFINITY, 0, 1, 1, 0};
+    memset(O, 0, rows * dv * sizeof(float));
+    size_t ke = Lk;
+    if (x->c->causal) {
+        size_t imax = 0;
+        for (size_t r = 0; r < rows; r++) imax = (r0 + r) % Lq > imax ? (r0 + r) % Lq : imax;
+        long last = (long)imax + off + 1;
+        ke = last < 0 ? 0 : (size_t)last < Lk ? (size_t)last : Lk;
+    }
+    for (size_t j0 = 0; j0 < ke; j0 += bc) {
+        size_t n = ke - j0 < bc ? ke - j0 : bc;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)n, (int)d, x->alpha2, q, (int)d, Kh + j0 * d,
+                    (int)d, 0.0f, S, (int)n);
+        for (size_t r = 0; r < rows; r++) {
+            float *row = S + r * n;
+            amla_row *a = st + r;
+            if (x->c->causal) {
+                long lim = (long)((r0 + r) % Lq) + off;
+                for (size_t jj = 0; jj < n; jj++)
+                    if ((long)(j0 + jj) > lim) row[jj] = -INFINITY;
+            }
+            float mx = qs_row_max(row, n);
+            float mnew = mx > a->m ? mx : a->m;
+            if (mnew == -INFINITY) { memset(row, 0, n * sizeof(float)); continue; }
+            int first = a->m == -INFINITY;
+            float alpha = first ? 0.0f : qs_exp2f_fast(a->m - mnew);
+            float nm = -mnew > 1e9f ? 1e9f : (-mnew < -1e9f ? -1e9f : -mnew);   /* keep the cast defined */
+            int32_t nn = (int32_t)roundf(nm);               /* n_j, half away from zero */
+            float rr = mnew + (float)nn;                     /* in [-1/2, 1/2] */
+            float c32 = exp2f(rr), c16 = qs_p_round(pd, c32), cof = c32 / c16, sum = 0;
+            sum = qs_row_exp2_sum_scaled(row, n, mnew, c16, pd);
+            if (!first) {
+                int32_t dn = nn - a->n;
+                double eps = comp ? (double)a->cof / (double)cof - 1.0 : 0.0;
+                double add = ((dn < -30 ? -30 : dn) + 1.5 * eps + 1e-6) * 8388608.0;
+                int32_t N = (int32_t)round(add);
+                if (N) qs_row_bits_add(O + r * dv, dv, N);
+            }
+            a->l = alpha * a->l + sum;
+            a->m = mnew;
+            a->n = nn;
+            a->cof = cof;
+            a->c16 = c16;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)dv, (int)n, 1.0f, S, (int)n, Vh + j0 * dv,
+                    (int)dv, 1.0f, O, (int)dv);
+    }
+    for (size_t r = 0; r < rows; r++) {
+        float den = st[r].l * st[r].c16;
+        float *o = O + r * dv;
+        for (size_t j = 0; j < dv; j++) {
+            float v = den > 0 ? o[j] / den : 0.0f;
+            o[j] = (fabsf(v) > 1e10f || v != v) ? 0.0f : v;
+        }
+    }
+}
+
+int qs_attn_amla(const qs_attn_shape *s, const qs_attn_cfg *c, const float *Q, const float *K, const float *V, float *O,
+                 qs_err *e)
+{
+    if (qs_attn_shape_check(s, e)) return -1;
+    qs_fa_ctx x = {s, c, Q, K, V, (float)(qs_attn_scale(s, c) * LOG2E), c->br ? c->br : 128, c->bc ? c->bc : 256, 0, 1,
+                   s->Lk, O, NULL};
+    if (x.br > 4096 || x.bc > 8192) return qs_fail(e, "attention: tile %zux%zu too large", x.br, x.bc);
+    if (c->splits > 1) return qs_fail(e, "amla: split-KV is not implemented for the AMLA kernel (use splits 1)");
+    x.nqb = ((s->H / s->Hkv) * s->Lq + x.br - 1) / x.br;
+    size_t scratch = x.br * x.bc * sizeof(float) + x.br * sizeof(amla_row) + 64;
+    return qs_attn_pool(c->threads, s->Hkv * x.nqb, scratch, amla_task, &x, e);
+}

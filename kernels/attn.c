@@ -1,0 +1,585 @@
+/* Attention kernels: FP64 reference, FlashAttention-2 on SGEMM tiles, plain C baseline, the MSD
+** decode path, MX attention simulation, error statistics (see attn.h). */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("tree-vectorize")
+#endif
+#include "attn.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cblas.h>
+
+#include "attn_internal.h"
+#include "msd.h"
+
+#define LOG2E 1.4426950408889634
+#define LN2 0.6931471805599453
+
+int qs_attn_shape_check(const qs_attn_shape *s, qs_err *e)
+{
+    if (!s->H || !s->Hkv || !s->Lq || !s->Lk || !s->d || !s->dv) return qs_fail(e, "attention: every dimension must be > 0");
+    if (s->H % s->Hkv) return qs_fail(e, "attention: %zu query heads are not a multiple of %zu KV heads", s->H, s->Hkv);
+    if (s->d > 65536 || s->dv > 65536 || s->Lq > (1u << 24) || s->Lk > (1u << 24) || s->H > 65536)
+        return qs_fail(e, "attention: shape too large");
+    double el = (double)s->H * s->Lq * (s->d > s->dv ? s->d : s->dv) + (double)s->Hkv * s->Lk * (s->d + s->dv);
+    if (el > 4e9) return qs_fail(e, "attention: shape too large (%.3g elements)", el);
+    return 0;
+}
+
+double qs_attn_scale(const qs_attn_shape *s, const qs_attn_cfg *c)
+{
+    return c && c->scale > 0 ? c->scale : 1.0 / sqrt((double)s->d);
+}
+
+double qs_attn_flops(const qs_attn_shape *s, int causal)
+{
+    double pairs = 0;
+    long off = (long)s->Lk - (long)s->Lq;
+    if (!causal) pairs = (double)s->Lq * s->Lk;
+    else
+        for (size_t i = 0; i < s->Lq; i++) {
+            long v = (long)i + off + 1;
+            pairs += v < 0 ? 0 : v > (long)s->Lk ? (double)s->Lk : (double)v;
+        }
+    return 2.0 * s->H * pairs * (double)(s->d + s->dv);
+}
+
+
+/* ---------------- task pool ---------------- */
+
+typedef struct {
+    void (*fn)(void *, size_t, void *);
+    void *ctx;
+    size_t ntasks, scratch;
+    atomic_size_t next;
+    int fail;
+} pool_t;
+
+static void *pool_main(void *arg)
+{
+    pool_t *p = arg;
+    void *scr = malloc(p->scratch ? p->scratch : 1);
+    if (!scr) { p->fail = 1; return NULL; }
+    for (;;) {
+        size_t t = atomic_fetch_add(&p->next, 1);
+        if (t >= p->ntasks) break;
+        p->fn(p->ctx, t, scr);
+    }
+    free(scr);
+    return NULL;
+}
+
+int qs_attn_pool(int threads, size_t ntasks, size_t scratch_bytes, void (*fn)(void *, size_t, void *), void *ctx,
+                 qs_err *e)
+{
+    if (threads < 1) threads = 1;
+    if (threads > 64) threads = 64;
+    if ((size_t)threads > ntasks) threads = ntasks ? (int)ntasks : 1;
+    pool_t p = {fn, ctx, ntasks, scratch_bytes, 0, 0};
+    atomic_init(&p.next, 0);
+    int old = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+    pthread_t th[64];
+    int started = 0;
+    for (int i = 1; i < threads; i++)
+        if (pthread_create(&th[i], NULL, pool_main, &p) == 0) started++;
+        else break;
+    pool_main(&p);
+    for (int i = 1; i <= started; i++) pthread_join(th[i], NULL);
+    openblas_set_num_threads(old);
+    return p.fail ? qs_fail(e, "attention: out of memory (per-thread scratch %zu bytes)", scratch_bytes) : 0;
+}
+
+void qs_attn_combine(const qs_attn_shape *s, int splits, const float *Os, const float *lses, float *O, float *lse)
+{
+    size_t rows = s->H * s->Lq, dv = s->dv;
+    for (size_t r = 0; r < rows; r++) {
+        double mx = -INFINITY;
+        for (int k = 0; k < splits; k++) mx = fmax(mx, (double)lses[(size_t)k * rows + r]);
+        float *o = O + r * dv;
+        for (size_t j = 0; j < dv; j++) o[j] = 0;
+        if (mx == -INFINITY) { if (lse) lse[r] = -INFINITY; continue; }
+        double sum = 0;
+        for (int k = 0; k < splits; k++) sum += exp((double)lses[(size_t)k * rows + r] - mx);
+        double L = mx + log(sum);
+        if (lse) lse[r] = (float)L;
+        for (int k = 0; k < splits; k++) {
+            double lk = lses[(size_t)k * rows + r];
+            if (lk == -INFINITY) continue;
+            float w = (float)exp(lk - L);
+            const float *os = Os + ((size_t)k * rows + r) * dv;
+            for (size_t j = 0; j < dv; j++) o[j] += w * os[j];
+        }
+    }
+}
+
+/* ---------------- FP64 reference ---------------- */
+
+int qs_attn_ref(const qs_attn_shape *s, int causal, double scale, const float *Q, const float *K, const float *V,
+                double *O, double *lse, qs_err *e)
+{
+    if (qs_attn_shape_check(s, e)) return -1;
+    if (!(scale > 0)) scale = 1.0 / sqrt((double)s->d);
+    size_t d = s->d, dv = s->dv, Lk = s->Lk, Lq = s->Lq, RB = 64;
+    double *Kd = malloc(Lk * d * sizeof(double)), *Vd = malloc(Lk * dv * sizeof(double));
+    double *Qb = malloc(RB * d * sizeof(double)), *S = malloc(RB * Lk * sizeof(double));
+    if (!Kd || !Vd || !Qb || !S) { free(Kd); free(Vd); free(Qb); free(S); return qs_fail(e, "out of memory (reference attention)"); }
+    long off = (long)Lk - (long)Lq;
+    size_t grp = s->H / s->Hkv;
+    for (size_t h = 0; h < s->H; h++) {
+        size_t hk = h / grp;
+        if (h % grp == 0) {
+            for (size_t i = 0; i < Lk * d; i++) Kd[i] = K[hk * Lk * d + i];
+            for (size_t i = 0; i < Lk * dv; i++) Vd[i] = V[hk * Lk * dv + i];
+        }
+        for (size_t i0 = 0; i0 < Lq; i0 += RB) {
+            size_t rows = Lq - i0 < RB ? Lq - i0 : RB;
+            for (size_t i = 0; i < rows * d; i++) Qb[i] = Q[(h * Lq + i0) * d + i];
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)Lk, (int)d, scale, Qb, (int)d, Kd, (int)d,
+                        0.0, S, (int)Lk);
+            for (size_t r = 0; r < rows; r++) {
+                double *row = S + r * Lk, m = -INFINITY;
+                long lim = causal ? (long)(i0 + r) + off : (long)Lk - 1;
+                for (size_t j = 0; j < Lk; j++) {
+                    if ((long)j > lim) row[j] = -INFINITY;
+                    m = row[j] > m ? row[j] : m;
+                }
+                double sum = 0;
+                for (size_t j = 0; j < Lk; j++) { row[j] = m == -INFINITY ? 0 : exp(row[j] - m); sum += row[j]; }
+                for (size_t j = 0; j < Lk; j++) row[j] = sum > 0 ? row[j] / sum : 0;
+                if (lse) lse[h * Lq + i0 + r] = sum > 0 ? m + log(sum) : -INFINITY;
+            }
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)dv, (int)Lk, 1.0, S, (int)Lk, Vd, (int)dv,
+                        0.0, O + (h * Lq + i0) * dv, (int)dv);
+        }
+    }
+    free(Kd); free(Vd); free(Qb); free(S);
+    return 0;
+}
+
+/* ---------------- FlashAttention-2 ---------------- */
+
+/* One Q tile against keys [kb, ke).  The query rows of all heads sharing KV head g are one
+** contiguous matrix of grp·Lq rows (Q is [H][Lq][d]), so decode with many query heads per KV head
+** (GQA, the MQA form of MLA) still gets tall SGEMM tiles; row gr of the group is query position
+** gr % Lq.  O (rows × dv) is left unnormalised, with m (log2 units) and l per row. */
+static void fa2_tile(const qs_fa_ctx *x, float *S, float *m, float *l, size_t g, size_t r0, size_t rows, size_t kb,
+                     size_t ke, float *O)
+{
+    const qs_attn_shape *s = x->s;
+    size_t d = s->d, dv = s->dv, Lk = s->Lk, Lq = s->Lq, bc = x->bc, grp = s->H / s->Hkv;
+    const float *q = x->Q + (g * grp * Lq + r0) * d, *Kh = x->K + g * Lk * d, *Vh = x->V + g * Lk * dv;
+    long off = (long)Lk - (long)Lq;
+    qs_pdtype pd = x->c->p;
+    for (size_t r = 0; r < rows; r++) { m[r] = -INFINITY; l[r] = 0; }
+    memset(O, 0, rows * dv * sizeof(float));
+    if (x->c->causal) {
+        size_t imax = 0;
+        for (size_t r = 0; r < rows; r++) imax = (r0 + r) % Lq > imax ? (r0 + r) % Lq : imax;
+        long last = (long)imax + off + 1;
+        if (last < (long)ke) ke = last < (long)kb ? kb : (size_t)last;
+    }
+    for (size_t j0 = kb; j0 < ke; j0 += bc) {
+        size_t n = ke - j0 < bc ? ke - j0 : bc;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)n, (int)d, x->alpha2, q, (int)d,
+                    Kh + j0 * d, (int)d, 0.0f, S, (int)n);
+        for (size_t r = 0; r < rows; r++) {
+            float *row = S + r * n;
+            if (x->c->causal) {
+                long lim = (long)((r0 + r) % Lq) + off;
+                for (size_t jj = 0; jj < n; jj++)
+                    if ((long)(j0 + jj) > lim) row[jj] = -INFINITY;
+            }
+            float mx = qs_row_max(row, n);
+            float mnew = mx > m[r] ? mx : m[r];
+            if (mnew == -INFINITY) { memset(row, 0, n * sizeof(float)); continue; }
+            float alpha = m[r] == -INFINITY ? 0.0f : qs_exp2f_fast(m[r] - mnew);
+            float sum = qs_row_exp2_sum(row, n, mnew, pd);
+            l[r] = alpha * l[r] + sum;
+            m[r] = mnew;
+            if (alpha != 1.0f) qs_row_scale(O + r * dv, dv, alpha);
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)dv, (int)n, 1.0f, S, (int)n,
+                    Vh + j0 * dv, (int)dv, 1.0f, O, (int)dv);
+    }
+}
+
+static void fa2_task(void *ctx, size_t t, void *scr)
+{
+    const qs_fa_ctx *x = ctx;
+    const qs_attn_shape *s = x->s;
+    size_t split = t % (size_t)x->splits, qb = (t / (size_t)x->splits) % x->nqb, g = t / ((size_t)x->splits * x->nqb);
+    size_t grows = (s->H / s->Hkv) * s->Lq, r0 = qb * x->br, rows = grows - r0 < x->br ? grows - r0 : x->br;
+    size_t kb = split * x->kspan, ke = kb + x->kspan < s->Lk ? kb + x->kspan : s->Lk;
+    float *S = scr, *m = S + x->br * x->bc, *l = m + x->br;
+    size_t rowsall = s->H * s->Lq;
+    float *O = x->O + ((size_t)split * rowsall + g * grows + r0) * s->dv;
+    float *lse = x->lse ? x->lse + (size_t)split * rowsall + g * grows + r0 : NULL;
+    fa2_tile(x, S, m, l, g, r0, rows, kb, ke, O);
+    for (size_t r = 0; r < rows; r++) {
+        float inv = l[r] > 0 ? 1.0f / l[r] : 0.0f;
+        float *o = O + r * s->dv;
+        for (size_t j = 0; j < s->dv; j++) o[j] *= inv;
+        if (lse) lse[r] = l[r] > 0 ? (float)(((double)m[r] + log2((double)l[r])) * LN2) : -INFINITY;
+    }
+}
+
+int qs_attn_fa2(const qs_attn_shape *s, const qs_attn_cfg *c, const float *Q, const float *K, const float *V, float *O,
+                float *lse, qs_err *e)
+{
+    if (qs_attn_shape_check(s, e)) return -1;
+    qs_fa_ctx x = {s, c, Q, K, V, (float)(qs_attn_scale(s, c) * LOG2E), c->br ? c->br : 128, c->bc ? c->bc : 256, 0,
+                   c->splits > 1 ? c->splits : 1, 0, O, lse};
+    if (x.br > 4096 || x.bc > 8192) return qs_fail(e, "attention: tile %zux%zu too large", x.br, x.bc);
+    if ((size_t)x.splits > s->Lk) x.splits = (int)s->Lk;
+    x.nqb = ((s->H / s->Hkv) * s->Lq + x.br - 1) / x.br;
+    x.kspan = (s->Lk + (size_t)x.splits - 1) / (size_t)x.splits;
+    float *Os = NULL, *ls = NULL;
+    size_t rows = s->H * s->Lq;
+    if (x.splits > 1) {
+        Os = malloc((size_t)x.splits * rows * s->dv * sizeof(float));
+        ls = malloc((size_t)x.splits * rows * sizeof(float));
+        if (!Os || !ls) { free(Os); free(ls); return qs_fail(e, "out of memory (split-KV buffers)"); }
+        x.O = Os;
+        x.lse = ls;
+    }
+    size_t scratch = (x.br * x.bc + 2 * x.br) * sizeof(float);
+    int rc = qs_attn_pool(c->threads, s->Hkv * x.nqb * (size_t)x.splits, scratch, fa2_task, &x, e);
+    if (!rc && x.splits > 1) qs_attn_combine(s, x.splits, Os, ls, O, lse);
+    free(Os); free(ls);
+    return rc;
+}
+
+/* ---------------- plain C baseline ---------------- */
+
+int qs_attn_plain(const qs_attn_shape *s, const qs_attn_cfg *c, const float *Q, const float *K, const float *V,
+                  float *O, qs_err *e)
+{
+    if (qs_attn_shape_check(s, e)) return -1;
+    float sc = (float)qs_attn_scale(s, c);
+    long off = (long)s->Lk - (long)s->Lq;
+    size_t grp = s->H / s->Hkv;
+    for (size_t h = 0; h < s->H; h++)
+        for (size_t i = 0; i < s->Lq; i++) {
+            const float *q = Q + (h * s->Lq + i) * s->d;
+            float *o = O + (h * s->Lq + i) * s->dv, m = -INFINITY, l = 0;
+            for (size_t j = 0; j < s->dv; j++) o[j] = 0;
+            long lim = c->causal ? (long)i + off : (long)s->Lk - 1;
+            for (long k = 0; k <= lim && k < (long)s->Lk; k++) {
+                const float *kr = K + ((h / grp) * s->Lk + (size_t)k) * s->d, *vr = V + ((h / grp) * s->Lk + (size_t)k) * s->dv;
+                float dot = 0;
+                for (size_t j = 0; j < s->d; j++) dot += q[j] * kr[j];
+                dot *= sc;
+                float mn = dot > m ? dot : m, a = expf(m - mn), p = expf(dot - mn), pr = qs_p_round(c->p, p);
+                l = l * a + p;
+                for (size_t j = 0; j < s->dv; j++) o[j] = o[j] * a + pr * vr[j];
+                m = mn;
+            }
+            for (size_t j = 0; j < s->dv; j++) o[j] = l > 0 ? o[j] / l : 0;
+        }
+    return 0;
+}
+
+/* ---------------- INT8 KV and the MSD decode path ---------------- */
+
+int qs_kv_i8_quant(const qs_attn_shape *s, const float *K, const float *V, qs_kv_i8 *kv, qs_err *e)
+{
+    return qs_kv_int_quant(s, K, V, 127, kv, e);
+}
+
+int qs_kv_int_quant(const qs_attn_shape *s, const float *K, const float *V, int qmax, qs_kv_i8 *kv, qs_err *e)
+{
+    memset(kv, 0, sizeof *kv);
+    if (qmax != 127 && qmax != 7) return qs_fail(e, "attention: KV codes must be INT8 (127) or INT4 (7)");
+    kv->qmax = qmax;
+    size_t nk = s->Hkv * s->Lk * s->d, nv = s->Hkv * s->Lk * s->dv;
+    kv->K = malloc(nk ? nk : 1);
+    kv->V = malloc(nv ? nv : 1);
+    kv->sK = malloc(s->Hkv * s->d * sizeof(float));
+    kv->sV = malloc(s->Hkv * s->dv * sizeof(float));
+    if (!kv->K || !kv->V || !kv->sK || !kv->sV) { qs_kv_i8_free(kv); return qs_fail(e, "out of memory (INT8 KV)"); }
+    for (int which = 0; which < 2; which++) {
+        size_t D = which ? s->dv : s->d;
+        const float *X = which ? V : K;
+        int8_t *q = which ? kv->V : kv->K;
+        float *sc = which ? kv->sV : kv->sK;
+        for (size_t hk = 0; hk < s->Hkv; hk++)
+            for (size_t c = 0; c < D; c++) {
+                float mx = 0;
+                for (size_t t = 0; t < s->Lk; t++) {
+                    float v = fabsf(X[(hk * s->Lk + t) * D + c]);
+                    if (!isfinite(v)) { qs_kv_i8_free(kv); return qs_fail(e, "attention: K/V hold a non-finite value"); }
+                    mx = v > mx ? v : mx;
+                }
+                float sg = mx > 0 ? mx / (float)qmax : 1.0f;
+                sc[hk * D + c] = sg;
+                for (size_t t = 0; t < s->Lk; t++) {
+                    float r = roundf(X[(hk * s->Lk + t) * D + c] / sg);
+                    q[(hk * s->Lk + t) * D + c] = (int8_t)(r > qmax ? qmax : r < -qmax ? -qmax : r);
+                }
+            }
+    }
+    return 0;
+}
+
+void qs_kv_i8_free(qs_kv_i8 *kv)
+{
+    free(kv->K); free(kv->V); free(kv->sK); free(kv->sV);
+    memset(kv, 0, sizeof *kv);
+}
+
+void qs_kv_i8_dequant(const qs_attn_shape *s, const qs_kv_i8 *kv, int bf16, float *K, float *V)
+{
+    for (size_t hk = 0; hk < s->Hkv; hk++)
+        for (size_t t = 0; t < s->Lk; t++) {
+            for (size_t c = 0; c < s->d; c++) {
+                float v = (float)kv->K[(hk * s->Lk + t) * s->d + c] * kv->sK[hk * s->d + c];
+                K[(hk * s->Lk + t) * s->d + c] = bf16 ? qs_bf16_round(v) : v;
+            }
+            for (size_t c = 0; c < s->dv; c++) {
+                float v = (float)kv->V[(hk * s->Lk + t) * s->dv + c] * kv->sV[hk * s->dv + c];
+                V[(hk * s->Lk + t) * s->dv + c] = bf16 ? qs_bf16_round(v) : v;
+            }
+        }
+}
+
+int qs_attn_msd_decode(const qs_attn_shape *s, const qs_attn_cfg *c, const float *Q, const qs_kv_i8 *kv, int passes,
+                       float *O, qs_err *e)
+{
+    if (qs_attn_shape_check(s, e)) return -1;
+    int i4 = kv->qmax == 7;
+    double LN = i4 ? 7.49 : 127.0, EX = i4 ? 14.98 : 254.0;   /* normaliser and expansion of the passes */
+    if (passes < 1 || passes > (i4 ? 4 : QS_MSD_MAX_PASSES))
+        return qs_fail(e, "msd: passes must be 1..%d", i4 ? 4 : QS_MSD_MAX_PASSES);
+    size_t d = s->d, dv = s->dv, Lk = s->Lk, Lq = s->Lq, bc = c->bc ? c->bc : 512;
+    if (bc > QS_MSD_KCHUNK) bc = QS_MSD_KCHUNK;   /* P·V partial sums stay exact in one chunk */
+    double sc = qs_attn_scale(s, c);
+    long off = (long)Lk - (long)Lq;
+    size_t P = (size_t)passes, grp = s->H / s->Hkv;
+    float *qs = malloc(Lq * d * sizeof(float)), *amax = malloc(Lq * sizeof(float));
+    int8_t *qa = malloc(P * Lq * d), *pa = malloc(P * Lq * bc);
+    int32_t *Cs = malloc(P * Lq * bc * sizeof(int32_t)), *Co = malloc(P * Lq * dv * sizeof(int32_t));
+    double *Oacc = malloc(Lq * dv * sizeof(double)), *m = malloc(Lq * sizeof(double)), *l = malloc(Lq * sizeof(double));
+    float *Pt = malloc(Lq * bc * sizeof(float));
+    int8_t *Vti = malloc(dv * bc);
+    int rc = -1;
+    if (!qs || !amax || !qa || !pa || !Cs || !Co || !Oacc || !m || !l || !Pt || !Vti) {
+        qs_fail(e, "out of memory (MSD decode)");
+        goto out;
+    }
+    for (size_t h = 0; h < s->H; h++) {
+        size_t hk = h / grp;
+        const int8_t *Kh = kv->K + hk * Lk * d, *Vh = kv->V + hk * Lk * dv;
+        const float *sK = kv->sK + hk * d, *sV = kv->sV + hk * dv;
+        for (size_t i = 0; i < Lq; i++)   /* fold the K per-channel scale into Q */
+            for (size_t j = 0; j < d; j++) qs[i * d + j] = Q[(h * Lq + i) * d + j] * sK[j];
+        if (qs_msd_decompose_gen(qs, Lq, d, passes, LN, EX, qa, amax, e)) goto out;
+        for (size_t i = 0; i < Lq; i++) { m[i] = -INFINITY; l[i] = 0; }
+        memset(Oacc, 0, Lq * dv * sizeof(double));
+        for (size_t j0 = 0; j0 < Lk; j0 += bc) {
+            size_t n = Lk - j0 < bc ? Lk - j0 : bc;
+            if (qs_i8_gemm_exact(qa, P * Lq, Kh + j0 * d, NULL, n, d, Cs, QS_I8GEMM_SGEMM, 1, NULL, e)) goto out;
+            for (size_t i = 0; i < Lq; i++) {
+                long lim = c->causal ? (long)i + off : (long)Lk - 1;
+                double mx = -INFINITY;
+                for (size_t jj = 0; jj < n; jj++) {
+                    double cs = 0, w = 1;
+                    for (size_t p = 0; p < P; p++, w /= EX) cs += w * Cs[(p * Lq + i) * n + jj];
+                    double sv = (long)(j0 + jj) > lim ? -INFINITY : cs * amax[i] / LN * sc;
+                    Pt[i * n + jj] = (float)sv;
+                    mx = sv > mx ? sv : mx;
+                }
+                double mn = mx > m[i] ? mx : m[i], a = m[i] == -INFINITY ? 0 : exp(m[i] - mn), sum = 0;
+                for (size_t jj = 0; jj < n; jj++) {
+                    float pv = mn == -INFINITY ? 0.0f : (float)exp((double)Pt[i * n + jj] - mn);   /* (0, 1] */
+                    sum += pv;
+                    double t = LN * pv;
+                    for (size_t p = 0; p < P; p++) {   /* constant normaliser (P ≤ 1): no absmax needed */
+                        double r = round(t);
+                        pa[(p * Lq + i) * n + jj] = (int8_t)r;
+                        t = EX * (t - r);
+                    }
+                }
+                l[i] = a * l[i] + sum;
+                m[i] = mn;
+                for (size_t j = 0; j < dv; j++) Oacc[i * dv + j] *= a;
+            }
+            for (size_t j = 0; j < dv; j++)
+                for (size_t jj = 0; jj < n; jj++) Vti[j * n + jj] = Vh[(j0 + jj) * dv + j];
+            if (qs_i8_gemm_exact(pa, P * Lq, Vti, NULL, dv, n, Co, QS_I8GEMM_SGEMM, 1, NULL, e)) goto out;
+            for (size_t i = 0; i < Lq; i++)
+                for (size_t j = 0; j < dv; j++) {
+                    double cs = 0, w = 1;
+                    for (size_t p = 0; p < P; p++, w /= EX) cs += w * Co[(p * Lq + i) * dv + j];
+                    Oacc[i * dv + j] += (float)(cs / LN * sV[j]);   /* FP32 tile result */
+                }
+        }
+        for (size_t i = 0; i < Lq; i++)
+            for (size_t j = 0; j < dv; j++) O[(h * Lq + i) * dv + j] = l[i] > 0 ? (float)(Oacc[i * dv + j] / l[i]) : 0.0f;
+    }
+    rc = 0;
+out:
+    free(qs); free(amax); free(qa); free(pa); free(Cs); free(Co); free(Oacc); free(m); free(l);
+    free(Pt); free(Vti);
+    return rc;
+}
+
+/* ---------------- MX attention simulation ---------------- */
+
+static int fq_rows(const qs_format *f, const qs_qopts *o, const float *x, size_t rows, size_t len, float *y, qs_err *e)
+{
+    for (size_t r = 0; r < rows; r++)
+        if (f->fakeq(f, o, x + r * len, len, y + r * len, e)) return -1;
+    return 0;
+}
+
+int qs_attn_mx_run(const qs_attn_shape *s, int causal, double scale, const qs_attn_mx *mx, const float *Q,
+                   const float *K, const float *V, double *O, float *Qd, float *Kd, float *Vd, qs_err *e)
+{
+    if (qs_attn_shape_check(s, e)) return -1;
+    if (!(scale > 0)) scale = 1.0 / sqrt((double)s->d);
+    const qs_format *f = mx->f;
+    if (qs_qopts_check(f, &mx->oqk, e) || qs_qopts_check(f, &mx->ov, e) || qs_qopts_check(f, &mx->op, e)) return -1;
+    if (mx->tile && mx->pq != QS_PQ_PNQ) return qs_fail(e, "attention: the tiled (online) form is defined for PNQ only");
+    size_t d = s->d, dv = s->dv, Lk = s->Lk, Lq = s->Lq, RB = 32;
+    size_t nq = s->H * Lq * d, nk = s->Hkv * Lk * d, nv = s->Hkv * Lk * dv;
+    float *q = malloc(nq * sizeof(float)), *k = malloc(nk * sizeof(float)), *v = malloc(nv * sizeof(float));
+    float *t1 = malloc((Lk * dv > Lk ? Lk * dv : Lk) * sizeof(float)), *t2 = malloc((Lk * dv > Lk ? Lk * dv : Lk) * sizeof(float));
+    double *Kh = malloc(Lk * d * sizeof(double)), *Vh = malloc(Lk * dv * sizeof(double));
+    double *Qb = malloc(RB * d * sizeof(double)), *S = malloc(RB * Lk * sizeof(double));
+    float *pf = malloc(Lk * sizeof(float)), *pq = malloc(Lk * sizeof(float));
+    int rc = -1;
+    if (!q || !k || !v || !t1 || !t2 || !Kh || !Vh || !Qb || !S || !pf || !pq) { qs_fail(e, "out of memory (MX attention)"); goto out; }
+    if (mx->quant_qkv) {
+        if (fq_rows(f, &mx->oqk, Q, s->H * Lq, d, q, e) || fq_rows(f, &mx->oqk, K, s->Hkv * Lk, d, k, e)) goto out;
+        for (size_t hk = 0; hk < s->Hkv; hk++) {   /* V: blocks along the key (sequence) dimension */
+            const float *vh = V + hk * Lk * dv;
+            for (size_t t = 0; t < Lk; t++)
+                for (size_t j = 0; j < dv; j++) t1[j * Lk + t] = vh[t * dv + j];
+            if (fq_rows(f, &mx->ov, t1, dv, Lk, t2, e)) goto out;
+            for (size_t t = 0; t < Lk; t++)
+                for (size_t j = 0; j < dv; j++) v[hk * Lk * dv + t * dv + j] = t2[j * Lk + t];
+        }
+    } else {
+        memcpy(q, Q, nq * sizeof(float)); memcpy(k, K, nk * sizeof(float)); memcpy(v, V, nv * sizeof(float));
+    }
+    if (Qd) memcpy(Qd, q, nq * sizeof(float));
+    if (Kd) memcpy(Kd, k, nk * sizeof(float));
+    if (Vd) memcpy(Vd, v, nv * sizeof(float));
+    long off = (long)Lk - (long)Lq;
+    size_t grp = s->H / s->Hkv;
+    for (size_t h = 0; h < s->H; h++) {
+        size_t hk = h / grp;
+        if (h % grp == 0) {
+            for (size_t i = 0; i < Lk * d; i++) Kh[i] = k[hk * Lk * d + i];
+            for (size_t i = 0; i < Lk * dv; i++) Vh[i] = v[hk * Lk * dv + i];
+        }
+        for (size_t i0 = 0; i0 < Lq; i0 += RB) {
+            size_t rows = Lq - i0 < RB ? Lq - i0 : RB;
+            for (size_t i = 0; i < rows * d; i++) Qb[i] = q[(h * Lq + i0) * d + i];
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)Lk, (int)d, scale, Qb, (int)d, Kh, (int)d,
+                        0.0, S, (int)Lk);
+            for (size_t r = 0; r < rows; r++) {
+                double *row = S + r * Lk, mxv = -INFINITY, sum = 0;
+                long lim = causal ? (long)(i0 + r) + off : (long)Lk - 1;
+                for (size_t j = 0; j < Lk; j++) {
+                    if ((long)j > lim) row[j] = -INFINITY;
+                    mxv = row[j] > mxv ? row[j] : mxv;
+                }
+                for (size_t j = 0; j < Lk; j++) { pf[j] = mxv == -INFINITY ? 0.0f : (float)exp(row[j] - mxv); sum += pf[j]; }
+                if (mx->pq == QS_PQ_NONE) {
+                    for (size_t j = 0; j < Lk; j++) row[j] = sum > 0 ? pf[j] / sum : 0;
+                } else if (mx->pq == QS_PQ_NTQ) {   /* normalize, then quantize: weights need not sum to 1 */
+                    for (size_t j = 0; j < Lk; j++) pf[j] = sum > 0 ? (float)(pf[j] / sum) : 0.0f;
+                    if (f->fakeq(f, &mx->op, pf, Lk, pq, e)) goto out;
+                    for (size_t j = 0; j < Lk; j++) row[j] = pq[j];
+                } else if (mx->tile) {              /* PNQ, online form: per key tile, running max */
+                    double m = -INFINITY, l = 0;
+                    double *o = O + (h * Lq + i0 + r) * dv;
+                    for (size_t j = 0; j < dv; j++) o[j] = 0;
+                    for (size_t j0 = 0; j0 < Lk; j0 += mx->tile) {
+                        size_t n = Lk - j0 < mx->tile ? Lk - j0 : mx->tile;
+                        double tm = -INFINITY;
+                        for (size_t j = j0; j < j0 + n; j++) tm = row[j] > tm ? row[j] : tm;
+                        double mn = tm > m ? tm : m;
+                        if (mn == -INFINITY) continue;
+                        double a = m == -INFINITY ? 0 : exp(m - mn);
+                        for (size_t j = 0; j < n; j++) pf[j] = (float)exp(row[j0 + j] - mn);
+                        if (f->fakeq(f, &mx->op, pf, n, pq, e)) goto out;
+                        double ts = 0;
+                        for (size_t j = 0; j < n; j++) ts += pq[j];
+                        l = a * l + ts;
+                        for (size_t c = 0; c < dv; c++) o[c] *= a;
+                        for (size_t j = 0; j < n; j++)
+                            if (pq[j] != 0)
+                                for (size_t c = 0; c < dv; c++) o[c] += pq[j] * Vh[(j0 + j) * dv + c];
+                        m = mn;
+                    }
+                    if (l < 1.1754943508222875e-38) l = 1.1754943508222875e-38;
+                    for (size_t c = 0; c < dv; c++) o[c] /= l;
+                    for (size_t j = 0; j < Lk; j++) row[j] = 0;   /* the dgemm below adds nothing */
+                } else {                            /* PNQ: quantize P̃, rowsum of what PV consumes */
+                    if (f->fakeq(f, &mx->op, pf, Lk, pq, e)) goto out;
+                    double qs = 0;
+                    for (size_t j = 0; j < Lk; j++) qs += pq[j];
+                    if (qs < 1.1754943508222875e-38) qs = 1.1754943508222875e-38;
+                    for (size_t j = 0; j < Lk; j++) row[j] = pq[j] / qs;
+                }
+            }
+            if (!(mx->pq == QS_PQ_PNQ && mx->tile))   /* the online form wrote its rows itself */
+                cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)dv, (int)Lk, 1.0, S, (int)Lk, Vh,
+                            (int)dv, 0.0, O + (h * Lq + i0) * dv, (int)dv);
+        }
+    }
+    rc = 0;
+out:
+    free(q); free(k); free(v); free(t1); free(t2); free(Kh); free(Vh); free(Qb); free(S); free(pf); free(pq);
+    return rc;
+}
+
+/* ---------------- error statistics ---------------- */
+
+static void cmp_acc(double y, double r, double *se, double *sr, double *sy, double *sxy, double *mx)
+{
+    double dd = y - r;
+    *se += dd * dd; *sr += r * r; *sy += y * y; *sxy += y * r;
+    if (fabs(dd) > *mx) *mx = fabs(dd);
+}
+
+static void cmp_fin(double se, double sr, double sy, double sxy, double mx, size_t n, size_t nf, qs_cmp *o)
+{
+    o->n = n;
+    o->nonfinite = nf;
+    o->ref_norm = sqrt(sr);
+    o->rel_l2 = sr > 0 ? sqrt(se / sr) : sqrt(se);
+    o->max_abs = mx;
+    o->cosine = sy > 0 && sr > 0 ? sxy / sqrt(sy * sr) : (sy == 0 && sr == 0 ? 1 : 0);
+    o->cos_diff = sy + sr > 0 ? 1 - 2 * sxy / (sy + sr) : 0;
+    if (nf) { o->rel_l2 = o->max_abs = INFINITY; o->cosine = 0; o->cos_diff = 1; }
+}
+
+void qs_cmp_f(const float *y, const double *ref, size_t n, qs_cmp *out)
+{
+    double se = 0, sr = 0, sy = 0, sxy = 0, mx = 0;
+    size_t nf = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(y[i])) { nf++; continue; }
+        cmp_acc(y[i], ref[i], &se, &sr, &sy, &sxy, &mx);
+    }
+    cmp_fin(se, sr, sy, sxy, mx, n, nf, out);
+}
+
+void qs_cmp_d(const double *y, const double *ref, size_t n, qs_cmp *out)
+{
+    double se = 0, sr = 0, sy = 0, sxy = 0, mx = 0;
+    size_t nf = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(y[i])) { nf++; continue; }
+        cmp_acc(y[i], ref[i], &se, &sr, &sy, &sxy, &mx);
+    }
+    cmp_fin(se, sr, sy, sxy, mx, n, nf, out);
+}
