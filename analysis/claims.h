@@ -51,5 +51,7 @@ const char *qs_verdict_name(qs_verdict v);   /* "reproduced", "differs", "not on
 /* The groups (claims_*.c). */
 extern const qs_claim qs_claims_formats[];
 extern const size_t qs_claims_formats_n;
+extern const qs_claim qs_claims_kernels[];
+extern const size_t qs_claims_kernels_n;
 
 #endif

@@ -71,8 +71,8 @@ int qs_cmd_claims(qs_cli *cli, int argc, char **argv)
     json_t *rows = json_array();
     int failed_must = 0, matched = 0, rc = QS_EXIT_OK;
     if (!json)
-        printf("%s%-15s %-11s %-16s %-44s %s%s\n", qs_c_head(cli), "CLAIM", "PAPER", "PAPER'S FIGURE", "MEASURED",
-               "VERDICT", qs_c_off(cli));
+        printf("%s%-15s %-20s %-11s %-21s %s%s\n", qs_c_head(cli), "CLAIM", "PAPER", "VERDICT", "PAPER'S FIGURE",
+               "MEASURED", qs_c_off(cli));
     for (size_t k = 0; k < qs_claim_count(); k++) {
         const qs_claim *c = qs_claim_at(k);
         if (only && fnmatch(only, c->id, 0)) continue;
@@ -113,12 +113,12 @@ int qs_cmd_claims(qs_cli *cli, int argc, char **argv)
         }
         if (!json) {
             const char *col = o.verdict == QS_VERDICT_REPRODUCED ? "" : qs_c_warn(cli);
-            char paper[12];
+            char paper[21];   /* the paper's name without its reference */
             snprintf(paper, sizeof paper, "%s", c->paper);
-            char *sp = strchr(paper, ' ');
+            char *sp = strstr(paper, " (");
             if (sp) *sp = 0;
-            printf("%-15s %-11s %-16s %-44s %s%s%s\n", c->id, paper, c->figure, o.measured, col,
-                   qs_verdict_name(o.verdict), o.verdict == QS_VERDICT_REPRODUCED ? "" : qs_c_off(cli));
+            printf("%-15s %-20s %s%-11s%s %-21s %s\n", c->id, paper, col, qs_verdict_name(o.verdict),
+                   o.verdict == QS_VERDICT_REPRODUCED ? "" : qs_c_off(cli), c->figure, o.measured);
             if (verbose || o.verdict != QS_VERDICT_REPRODUCED) {
                 fputs(qs_c_dim(cli), stdout);
                 print_wrapped(o.detail, 96);
