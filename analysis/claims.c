@@ -8,6 +8,7 @@ typedef struct { const qs_claim *c; const size_t *n; } group;
 static const group kGroups[] = {
     {qs_claims_formats, &qs_claims_formats_n},
     {qs_claims_kernels, &qs_claims_kernels_n},
+    {qs_claims_rl, &qs_claims_rl_n},
 };
 
 #define NGROUPS (sizeof kGroups / sizeof kGroups[0])

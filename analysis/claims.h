@@ -53,5 +53,7 @@ extern const qs_claim qs_claims_formats[];
 extern const size_t qs_claims_formats_n;
 extern const qs_claim qs_claims_kernels[];
 extern const size_t qs_claims_kernels_n;
+extern const qs_claim qs_claims_rl[];
+extern const size_t qs_claims_rl_n;
 
 #endif
