@@ -51,7 +51,7 @@ ok "database consistent after the interrupt" $QS check
 # a report on the demo database
 export QSCOPE_DB="$T/demo.db"
 $QS demo >/dev/null 2>&1
-ok "report (markdown) on the demo database" $QS report -o "$T/rep" --formats mxfp4,nvfp4,fp8_e5m2,int8:gran=row
+ok "report (markdown) on the demo database" $QS report --claims none -o "$T/rep" --formats mxfp4,nvfp4,fp8_e5m2,int8:gran=row
 ok "report.md and its PNGs exist" bash -c "[ -s $T/rep/report.md ] && ls $T/rep/t*.png | wc -l | grep -qx 18"
 ok "every PNG decodes with the right size and carries provenance" $PY - "$T/rep" <<'PY'
 import sys, glob, struct, zlib
@@ -69,8 +69,8 @@ for p in glob.glob(sys.argv[1] + "/t*.png"):   # the claims' PNGs: tests/e2e/cla
     assert len(zlib.decompress(idat)) == h * (1 + 3 * w) or len(zlib.decompress(idat)) == h * (1 + 4 * w), p
 PY
 ok "report.md references every PNG" bash -c "for f in $T/rep/*.png; do grep -q \"(\$(basename \$f))\" $T/rep/report.md || exit 1; done"
-ok "HTML report is one file with every image embedded" bash -c "$QS report -o $T/reph --format html --formats mxfp4,nvfp4 >/dev/null && [ \$(grep -o 'data:image/png;base64,' $T/reph/report.html | wc -l) -eq \$(ls $T/reph/*.png | wc -l) ] && ! grep -q 'src=\"t0' $T/reph/report.html"
-ok "report.json numbers equal analyze --json" bash -c "$QS report -o $T/repj --format json --formats mxfp4,nvfp4 >/dev/null && $QS analyze --all -f mxfp4,nvfp4 --json > $T/all.json && python3 - $T/repj/report.json $T/all.json" <<'PY'
+ok "HTML report is one file with every image embedded" bash -c "$QS report --claims none -o $T/reph --format html --formats mxfp4,nvfp4 >/dev/null && [ \$(grep -o 'data:image/png;base64,' $T/reph/report.html | wc -l) -eq \$(ls $T/reph/*.png | wc -l) ] && ! grep -q 'src=\"t0' $T/reph/report.html"
+ok "report.json numbers equal analyze --json" bash -c "$QS report --claims none -o $T/repj --format json --formats mxfp4,nvfp4 >/dev/null && $QS analyze --all -f mxfp4,nvfp4 --json > $T/all.json && python3 - $T/repj/report.json $T/all.json" <<'PY'
 import sys, json
 rep, an = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 want = {(r["tensor"], r["format"]): r["metrics"] for r in an}
@@ -80,5 +80,5 @@ for t in rep["tensors"]:
         assert r["metrics"] == want[(t["name"], r["format"])], (t["name"], r["format"]); n += 1
 assert n == len(want) == 18, (n, len(want))
 PY
-ok "report.csv has a row per tensor and format" bash -c "$QS report -o $T/repc --format csv --formats mxfp4,nvfp4 >/dev/null && [ \$(wc -l < $T/repc/report.csv) -eq 19 ]"
-fails "report with no matching tensor" 1 $QS report -o "$T/none" --tensors 'zzz*'
+ok "report.csv has a row per tensor and format" bash -c "$QS report --claims none -o $T/repc --format csv --formats mxfp4,nvfp4 >/dev/null && [ \$(wc -l < $T/repc/report.csv) -eq 19 ]"
+fails "report with no matching tensor" 1 $QS report --claims none -o "$T/none" --tensors 'zzz*'
