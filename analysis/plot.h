@@ -266,5 +266,9 @@ qs_figure *qs_plot_lines(const char *title, const char *xtitle, qs_ax_scale xs, 
 qs_figure *qs_plot_trajectory(const char *title, const char *ytitle, const qs_line_data *s, size_t n);
 qs_figure *qs_plot_msd(const char *title, const qs_line_data *s, size_t n);
 qs_figure *qs_plot_attn(const char *title, const char *ytitle, const qs_line_data *s, size_t n);
+/* A figure from a stored result's JSON text in the shared line layout of docs/plots.md (kind
+** trajectory, msd or attn picks the builder; other kinds get their stored axis titles); title NULL =
+** the stored "title" or the kind's default.  NULL with *e set when the text is not in that form. */
+qs_figure *qs_plot_lines_json(const char *kind, const char *text, const char *title, qs_err *e);
 
 #endif

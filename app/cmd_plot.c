@@ -390,44 +390,11 @@ static int plot_lines_kind(qs_cli *cli, plot_opts *po, const char *kind, qs_prov
     sqlite3_finalize(st);
     qs_db_close(db);
     if (!data) return qs_cli_error(QS_EXIT_ERR, "no %s data in this database yet (it comes from a later qscope command)", kind);
-    /* {"xlabel":..,"ylabel":..,"series":[{"name":..,"x":[..],"y":[..]}]} */
-    json_t *j = json_loads(data, 0, NULL);
+    qs_figure *fig = qs_plot_lines_json(kind, data, NULL, &e);
     free(data);
-    json_t *ser = json_object_get(j, "series");
-    size_t ns = json_array_size(ser);
-    if (!j || ns == 0) {
-        json_decref(j);
-        return qs_cli_error(QS_EXIT_ERR, "stored %s data is not in a form this qscope can plot", kind);
-    }
-    qs_line_data *ld = calloc(ns, sizeof *ld);
-    double **bufs = calloc(2 * ns, sizeof *bufs);
-    int rc = QS_EXIT_ERR;
-    if (!ld || !bufs) goto out;
-    for (size_t i = 0; i < ns; i++) {
-        json_t *s = json_array_get(ser, i), *xs = json_object_get(s, "x"), *ys = json_object_get(s, "y");
-        size_t m = json_array_size(ys);
-        if (json_array_size(xs) != m) m = 0;
-        bufs[2 * i] = malloc((m ? m : 1) * sizeof(double));
-        bufs[2 * i + 1] = malloc((m ? m : 1) * sizeof(double));
-        if (!bufs[2 * i] || !bufs[2 * i + 1]) goto out;
-        for (size_t k = 0; k < m; k++) {
-            json_t *xv = json_array_get(xs, k), *yv = json_array_get(ys, k);
-            bufs[2 * i][k] = json_is_number(xv) ? json_number_value(xv) : NAN;
-            bufs[2 * i + 1][k] = json_is_number(yv) ? json_number_value(yv) : NAN;
-        }
-        ld[i] = (qs_line_data){json_string_value(json_object_get(s, "name")), m, bufs[2 * i], bufs[2 * i + 1]};
-    }
-    const char *yl = json_string_value(json_object_get(j, "ylabel"));
-    qs_figure *fig = !strcmp(kind, "trajectory") ? qs_plot_trajectory(NULL, yl, ld, ns)
-                     : !strcmp(kind, "msd") ? qs_plot_msd(NULL, ld, ns) : qs_plot_attn(NULL, yl, ld, ns);
-    if (!fig) { qs_cli_error(QS_EXIT_ERR, "out of memory"); goto out; }
-    rc = emit(cli, fig, po, pv);
+    if (!fig) return qs_cli_err(QS_EXIT_ERR, &e);
+    int rc = emit(cli, fig, po, pv);
     qs_fig_free(fig);
-out:
-    if (bufs) for (size_t i = 0; i < 2 * ns; i++) free(bufs[i]);
-    free(bufs);
-    free(ld);
-    json_decref(j);
     return rc;
 }
 

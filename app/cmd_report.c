@@ -314,6 +314,12 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
     sqlite3_finalize(st);
     if (rc != QS_EXIT_OK) goto out;
     if (nt == 0) { rc = qs_cli_error(QS_EXIT_ERR, "no tensor matches '%s'", pat); goto out; }
+    int want_plots = plots && strcmp(kind, "json") && strcmp(kind, "csv");
+    if (qs_report_rl(cli, db, dir, want_plots, json_object_get(doc, "sections"), &e) ||
+        qs_report_kernels(cli, db, dir, want_plots, json_object_get(doc, "sections"), &e)) {
+        rc = qs_cli_err(QS_EXIT_ERR, &e);
+        goto out;
+    }
     if (strcmp(claims, "none") &&
         qs_report_claims(cli, dir, plots && strcmp(kind, "json") && strcmp(kind, "csv"), !strcmp(claims, "full"),
                          json_object_get(doc, "sections"), &e)) {

@@ -8,6 +8,8 @@
 
 #include "plot_render.h"
 #include "report_sections.h"
+#include "../analysis/ais.h"
+#include "../analysis/ais_store.h"
 #include "../analysis/claims.h"
 
 static const char b64chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -169,4 +171,214 @@ int qs_report_sections_html(FILE *f, json_t *sections, const char *dir)
         }
     }
     return ferror(f) ? -1 : 0;
+}
+
+/* ---- RL runs ------------------------------------------------------------------------------------ */
+
+static void fmtg(char *buf, size_t cap, double v, const char *fmt)
+{
+    if (isnan(v)) snprintf(buf, cap, "-");
+    else snprintf(buf, cap, fmt, v);
+}
+
+static int write_fig(qs_figure *fig, const char *dir, const char *file, const char *command, const char *hashes,
+                     const char *options, json_t *plots, qs_err *e)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    qs_provenance pv = {command, NULL, hashes, NULL, options};
+    qs_png_opts po = {0, 0, 0};
+    int rc = qs_plot_png(fig, &po, &pv, path, e);
+    if (!rc) json_array_append_new(plots, json_pack("{s:s,s:s}", "title", fig->title, "file", file));
+    return rc;
+}
+
+int qs_report_rl(qs_cli *cli, qs_db *db, const char *dir, int plots, json_t *sections, qs_err *e)
+{
+    (void)cli;
+    sqlite3_stmt *st = qs_db_prepare(db, "SELECT name, coalesce(label, '') FROM rl_run ORDER BY name GLOB 'sim/*', name", e);
+    if (!st) return -1;
+    qs_ais_opts ao;
+    qs_ais_opts_default(&ao);
+    json_t *rows = json_array(), *notes = json_array(), *pl = json_array();
+    enum { NTRAJ = 6 };
+    double *tx[NTRAJ] = {0}, *ty[NTRAJ] = {0};
+    char tname[NTRAJ][64];
+    size_t tn[NTRAJ] = {0};
+    int ntraj = 0, nrun = 0, total = 0, rc = 0;
+    char hashes[NTRAJ * 34 + 1] = "";
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        total++;
+        if (nrun >= QS_REPORT_MAX_RUNS) continue;
+        const char *name = (const char *)sqlite3_column_text(st, 0), *label = (const char *)sqlite3_column_text(st, 1);
+        qs_ais_result r;
+        memset(&r, 0, sizeof r);
+        if (qs_ais_run(db, name, &ao, &r, e)) { rc = -1; break; }
+        double dsum = 0, k3 = 0, essmin = INFINITY, wmax = 0, lam = NAN;
+        size_t nd = 0;
+        for (size_t i = 0; i < r.nrows; i++) {
+            const double *v = r.rows[i].v;
+            if (isnan(v[QS_AIS_F_kl_k3])) continue;
+            dsum += v[QS_AIS_F_mean_abs_dlogp];
+            k3 += v[QS_AIS_F_kl_k3];
+            essmin = fmin(essmin, v[QS_AIS_F_ess_seq]);
+            wmax = fmax(wmax, v[QS_AIS_F_w_max]);
+            lam = v[QS_AIS_F_ais_lambda];
+            nd++;
+        }
+        char c[6][32];
+        fmtg(c[0], 32, nd ? dsum / nd : NAN, "%.3g");
+        fmtg(c[1], 32, nd ? k3 / nd : NAN, "%.3g");
+        fmtg(c[2], 32, nd ? essmin : NAN, "%.3f");
+        fmtg(c[3], 32, nd ? wmax : NAN, "%.3g");
+        fmtg(c[4], 32, lam, "%.3f");
+        snprintf(c[5], 32, "%llu / %zu", (unsigned long long)r.tokens, r.nrows);
+        json_array_append_new(rows, json_pack("[s,s,s,s,s,s,s,s,s]", name, label, r.format, c[5], c[0], c[1], c[2], c[3], c[4]));
+        json_array_append_new(notes, json_null());
+        if (plots && ntraj < NTRAJ && r.nrows > 1 && (tx[ntraj] = malloc(r.nrows * sizeof(double))) &&
+            (ty[ntraj] = malloc(r.nrows * sizeof(double)))) {
+            for (size_t i = 0; i < r.nrows; i++) {
+                tx[ntraj][i] = r.rows[i].v[QS_AIS_F_step];
+                ty[ntraj][i] = r.rows[i].v[QS_AIS_F_kl_k3];
+            }
+            tn[ntraj] = r.nrows;
+            snprintf(tname[ntraj], sizeof tname[ntraj], "%s", name);
+            snprintf(hashes + strlen(hashes), sizeof hashes - strlen(hashes), "%s%s", ntraj ? "," : "", r.hash);
+            ntraj++;
+        }
+        qs_ais_result_free(&r);
+        nrun++;
+    }
+    sqlite3_finalize(st);
+    if (!rc && plots && ntraj) {
+        qs_line_data ld[NTRAJ];
+        for (int i = 0; i < ntraj; i++) ld[i] = (qs_line_data){tname[i], tn[i], tx[i], ty[i]};
+        qs_figure *fig = qs_plot_lines("Rollout-trainer mismatch per step (KL estimator k3)", "step", QS_AX_LINEAR,
+                                       "KL(rollout || trainer), k3", QS_AX_LOG10, ld, (size_t)ntraj);
+        if (!fig) rc = qs_fail(e, "out of memory");
+        else rc = write_fig(fig, dir, "rl_k3.png", "qscope report (RL runs)", hashes, "{\"ais\":\"defaults\"}", pl, e);
+        qs_fig_free(fig);
+    }
+    for (int i = 0; i < NTRAJ; i++) { free(tx[i]); free(ty[i]); }
+    if (!rc && nrun) {
+        char intro[600];
+        snprintf(intro, sizeof intro,
+                 "%d RL run%s in the database%s. Diagnostics per run (`qscope ais RUN` has them per step): |δ| = mean "
+                 "|log-prob difference| per token, k3 = KL estimator, averaged over steps; ESS = the smallest "
+                 "sequence-level effective sample size ratio of any step; w max = the largest token weight "
+                 "π/μ; λ = the AIS-R mixing coefficient of the last step (AIS-R is the project's reconstruction "
+                 "of AIS, whose exact formulas are unpublished).",
+                 total, total == 1 ? "" : "s", total > nrun ? " (the first ones shown; logged runs before simulated)" : "");
+        json_array_append_new(sections, json_pack("{s:s,s:s,s:s,s:[s,s,s,s,s,s,s,s,s],s:O,s:O,s:O}", "id", "rl", "title",
+                                                  "RL runs: rollout-training mismatch", "intro", intro, "columns", "run",
+                                                  "label", "rollout format", "tokens / steps", "|δ|", "k3", "ESS min",
+                                                  "w max", "λ (AIS-R)", "rows", rows, "notes", notes, "plots", pl));
+    }
+    json_decref(rows); json_decref(notes); json_decref(pl);
+    return rc;
+}
+
+/* ---- kernel experiments ------------------------------------------------------------------------- */
+
+static const char *jstr(json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s ? s : "";
+}
+
+static void jfmt(char *buf, size_t cap, json_t *v, const char *fmt)
+{
+    if (json_is_number(v)) snprintf(buf, cap, fmt, json_number_value(v));
+    else if (json_is_string(v)) snprintf(buf, cap, "%s", json_string_value(v));
+    else snprintf(buf, cap, "-");
+}
+
+int qs_report_kernels(qs_cli *cli, qs_db *db, const char *dir, int plots, json_t *sections, qs_err *e)
+{
+    (void)cli;
+    static const char *const kinds[3] = {"msd", "attn", "resq"};
+    for (int k = 0; k < 3; k++) {
+        sqlite3_stmt *st = qs_db_prepare(db, "SELECT data, tensor_hash, options FROM result WHERE kind=? ORDER BY id DESC LIMIT 1", e);
+        if (!st) return -1;
+        sqlite3_bind_text(st, 1, kinds[k], -1, SQLITE_STATIC);
+        char *data = NULL, *hash = NULL, *opts = NULL;
+        if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0)) {
+            data = strdup((const char *)sqlite3_column_text(st, 0));
+            hash = strdup((const char *)sqlite3_column_text(st, 1));
+            opts = strdup((const char *)sqlite3_column_text(st, 2));
+        }
+        sqlite3_finalize(st);
+        json_t *j = data ? json_loads(data, 0, NULL) : NULL;
+        if (!j) { free(data); free(hash); free(opts); continue; }
+        json_t *rows = json_array(), *notes = json_array(), *pl = json_array(), *r;
+        size_t i;
+        const char *title, *intro;
+        json_t *cols;
+        char a[4][48];
+        if (k == 0) {
+            title = "Kernel experiments: Multi-Scale Dequant";
+            intro = "The newest `qscope msd` result: effective bits of the k-pass decompositions (RMS: -1/2 log2(Σe²/Σx²); "
+                    "max error: log2(M/max|e|) per row, or per block for MX).";
+            cols = json_pack("[s,s,s,s,s]", "scheme", "data", "passes", "RMS bits", "max-error bits");
+            json_array_foreach(json_object_get(j, "effective_bits"), i, r) {
+                jfmt(a[0], 48, json_object_get(r, "passes"), "%.0f");
+                jfmt(a[1], 48, json_object_get(r, "bits_rms"), "%.2f");
+                json_t *b = json_object_get(r, "bits_bound");
+                jfmt(a[2], 48, b ? b : json_object_get(r, "bits_block_bound"), "%.2f");
+                json_array_append_new(rows, json_pack("[s,s,s,s,s]", jstr(r, "scheme"), jstr(r, "data"), a[0], a[1], a[2]));
+                json_array_append_new(notes, json_null());
+            }
+        } else if (k == 1) {
+            title = "Kernel experiments: attention";
+            intro = "The newest `qscope attn` result: each kernel's error against the FP64 reference on the same "
+                    "(quantized) inputs and on the unquantized ones.";
+            cols = json_pack("[s,s,s,s,s]", "keys", "kernel", "rel. L2 (same inputs)", "rel. L2 (unquantized)", "cosine");
+            json_array_foreach(json_object_get(j, "rows"), i, r) {
+                json_t *q = json_object_get(r, "vs_same_inputs"), *u = json_object_get(r, "vs_unquantized");
+                jfmt(a[0], 48, json_object_get(r, "L"), "%.0f");
+                jfmt(a[1], 48, json_object_get(q, "rel_l2"), "%.3g");
+                jfmt(a[2], 48, json_object_get(u, "rel_l2"), "%.3g");
+                jfmt(a[3], 48, json_object_get(q, "cosine"), "%.6f");
+                json_array_append_new(rows, json_pack("[s,s,s,s,s]", a[0], jstr(r, "kernel"), a[1], a[2], a[3]));
+                json_array_append_new(notes, json_null());
+            }
+        } else {
+            title = "Kernel experiments: Rollout-ResQ";
+            intro = "The newest `qscope resq` result (reconstructed method): the FP4 layer's error against the FP32 "
+                    "layer for each correction pattern, the activation underflow and the share of it restored.";
+            cols = json_pack("[s,s,s,s,s]", "format", "correction", "rel. L2 vs FP32", "underflow", "recovered");
+            json_array_foreach(json_object_get(j, "rows"), i, r) {
+                jfmt(a[0], 48, json_object_get(json_object_get(r, "vs_fp32"), "rel_l2"), "%.4g");
+                json_t *uf = json_object_get(r, "underflow"), *rc2 = json_object_get(r, "recovered");
+                snprintf(a[1], 48, json_is_number(uf) ? "%.2f %%" : "-", 100 * json_number_value(uf));
+                snprintf(a[2], 48, json_is_number(rc2) ? "%.1f %%" : "-", 100 * json_number_value(rc2));
+                json_array_append_new(rows, json_pack("[s,s,s,s,s]", jstr(r, "format"), jstr(r, "sparsity"), a[0], a[1], a[2]));
+                json_array_append_new(notes, json_null());
+            }
+        }
+        int rc = 0;
+        if (plots) {
+            qs_err pe = {{0}};
+            qs_figure *fig = qs_plot_lines_json(kinds[k], data, NULL, &pe);
+            if (fig) {
+                char file[32], cmd[64];
+                snprintf(file, sizeof file, "kernel_%s.png", kinds[k]);
+                snprintf(cmd, sizeof cmd, "qscope report (newest %s result)", kinds[k]);
+                rc = write_fig(fig, dir, file, cmd, hash, opts, pl, e);
+                qs_fig_free(fig);
+            }
+        }
+        const char *recon = jstr(j, "reconstructed");
+        char intro2[1024];
+        snprintf(intro2, sizeof intro2, "%s%s%s", intro, *recon ? " Reconstructed: " : "", recon);
+        if (!rc)
+            json_array_append_new(sections, json_pack("{s:s,s:s,s:s,s:o,s:O,s:O,s:O}", "id", kinds[k], "title", title,
+                                                      "intro", intro2, "columns", cols, "rows", rows, "notes", notes,
+                                                      "plots", pl));
+        else json_decref(cols);
+        json_decref(rows); json_decref(notes); json_decref(pl); json_decref(j);
+        free(data); free(hash); free(opts);
+        if (rc) return -1;
+    }
+    return 0;
 }

@@ -14,10 +14,19 @@
 #include <jansson.h>
 
 #include "cli.h"
+#include "../store/db.h"
 
 /* The claims table (`qscope claims`), measured now: quick sizes unless full; PNGs into dir when
 ** plots (claim-ID.png). */
 int qs_report_claims(qs_cli *cli, const char *dir, int plots, int full, json_t *sections, qs_err *e);
+
+/* RL runs: one row per run (its diagnostics recomputed with the default AIS options; at most
+** QS_REPORT_MAX_RUNS, logged runs before simulated ones) and the KL (k3) trajectories of up to six. */
+#define QS_REPORT_MAX_RUNS 40
+int qs_report_rl(qs_cli *cli, qs_db *db, const char *dir, int plots, json_t *sections, qs_err *e);
+
+/* Kernel experiments: the newest stored msd, attn and resq results, each a section with its plot. */
+int qs_report_kernels(qs_cli *cli, qs_db *db, const char *dir, int plots, json_t *sections, qs_err *e);
 
 /* Renderers of every section. */
 void qs_report_sections_md(FILE *f, json_t *sections);

@@ -1,0 +1,59 @@
+/*
+** Line plots from stored results: the layout of docs/plots.md that the trajectory, msd and attn
+** kinds share, {"xlabel": .., "ylabel": .., "title"?: .., "series": [{"name", "x": [..], "y": [..]}]}.
+*/
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "plot.h"
+
+qs_figure *qs_plot_lines_json(const char *kind, const char *text, const char *title, qs_err *e)
+{
+    json_t *j = json_loads(text, 0, NULL), *ser = json_object_get(j, "series");
+    size_t ns = json_array_size(ser);
+    if (!j || ns == 0) {
+        json_decref(j);
+        qs_fail(e, "stored %s data is not in a form this qscope can plot", kind);
+        return NULL;
+    }
+    qs_line_data *ld = calloc(ns, sizeof *ld);
+    double **bufs = calloc(2 * ns, sizeof *bufs);
+    qs_figure *fig = NULL;
+    if (!ld || !bufs) goto out;
+    for (size_t i = 0; i < ns; i++) {
+        json_t *s = json_array_get(ser, i), *xs = json_object_get(s, "x"), *ys = json_object_get(s, "y");
+        size_t m = json_array_size(ys);
+        if (json_array_size(xs) != m) m = 0;   /* malformed series: drawn as nothing */
+        bufs[2 * i] = malloc((m ? m : 1) * sizeof(double));
+        bufs[2 * i + 1] = malloc((m ? m : 1) * sizeof(double));
+        if (!bufs[2 * i] || !bufs[2 * i + 1]) goto out;
+        for (size_t k = 0; k < m; k++) {
+            json_t *xv = json_array_get(xs, k), *yv = json_array_get(ys, k);
+            bufs[2 * i][k] = json_is_number(xv) ? json_number_value(xv) : NAN;
+            bufs[2 * i + 1][k] = json_is_number(yv) ? json_number_value(yv) : NAN;
+        }
+        ld[i] = (qs_line_data){json_string_value(json_object_get(s, "name")), m, bufs[2 * i], bufs[2 * i + 1]};
+    }
+    const char *yl = json_string_value(json_object_get(j, "ylabel"));
+    if (!title) title = json_string_value(json_object_get(j, "title"));
+    fig = !strcmp(kind, "trajectory") ? qs_plot_trajectory(title, yl, ld, ns)
+          : !strcmp(kind, "msd")      ? qs_plot_msd(title, ld, ns)
+                                      : qs_plot_attn(title, yl, ld, ns);
+    if (fig && strcmp(kind, "trajectory") && strcmp(kind, "msd") && strcmp(kind, "attn")) {
+        /* any other kind with this layout (resq, ...): its own axis titles, linear */
+        qs_axis_set(&fig->x, QS_AX_LINEAR, json_string_value(json_object_get(j, "xlabel")) ?
+                                               json_string_value(json_object_get(j, "xlabel")) : "");
+        qs_axis_set(&fig->y, QS_AX_LOG10, yl ? yl : "");
+    }
+out:
+    if (!fig) qs_fail(e, "out of memory");
+    if (bufs)
+        for (size_t i = 0; i < 2 * ns; i++) free(bufs[i]);
+    free(bufs);
+    free(ld);
+    json_decref(j);
+    return fig;
+}
