@@ -68,15 +68,17 @@ static void amla_task(void *ctx, size_t t, void *scr)
             int first = a->m == -INFINITY;
             float alpha = first ? 0.0f : qs_exp2f_fast(a->m - mnew);
             float nm = -mnew > 1e9f ? 1e9f : (-mnew < -1e9f ? -1e9f : -mnew);   /* keep the cast defined */
-            int32_t nn = (int32_t)roundf(nm);               /* n_j, half away from zero */
+            float tn = (float)(int32_t)nm, fn = nm - tn;     /* n_j = round(nm), half away from zero */
+            int32_t nn = (int32_t)tn + (fn >= 0.5f) - (fn <= -0.5f);
             float rr = mnew + (float)nn;                     /* in [-1/2, 1/2] */
-            float c32 = exp2f(rr), c16 = qs_p_round(pd, c32), cof = c32 / c16, sum = 0;
+            float c32 = qs_exp2f_fast(rr), c16 = qs_p_round(pd, c32), cof = c32 / c16, sum = 0;   /* 2^r, r in [-1/2, 1/2] */
             sum = qs_row_exp2_sum_scaled(row, n, mnew, c16, pd);
             if (!first) {
                 int32_t dn = nn - a->n;
                 double eps = comp ? (double)a->cof / (double)cof - 1.0 : 0.0;
                 double add = ((dn < -30 ? -30 : dn) + 1.5 * eps + 1e-6) * 8388608.0;
-                int32_t N = (int32_t)round(add);
+                double ta = (double)(int64_t)add, fr = add - ta;   /* round half away from zero, no libm call */
+                int32_t N = (int32_t)(ta + (fr >= 0.5 ? 1 : 0) - (fr <= -0.5 ? 1 : 0));
                 if (N) qs_row_bits_add(O + r * dv, dv, N);
             }
             a->l = alpha * a->l + sum;
