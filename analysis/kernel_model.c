@@ -125,7 +125,7 @@ int qs_hw_profile(const char *name, int threads, qs_hw *hw)
             key[kl] = 0;
             char *end;
             double v = strtod(p + kl + 1, &end);
-            if (end == p + kl + 1 || !(v > 0) || !isfinite(v) || (*end && *end != ':')) return -1;
+            if (end == p + kl + 1 || !(v >= 1 && v <= 1e30) || (*end && *end != ':')) return -1;   /* per second */
             if (!strcmp(key, "pbf16")) hw->p_bf16 = v;
             else if (!strcmp(key, "plow")) hw->p_low = v;
             else if (!strcmp(key, "rvec")) hw->r_vec = v;
@@ -135,7 +135,6 @@ int qs_hw_profile(const char *name, int threads, qs_hw *hw)
         }
         if (!(hw->p_bf16 > 0 && hw->r_vec > 0 && hw->bw > 0)) return -1;
         if (!(hw->p_low > 0)) hw->p_low = 2 * hw->p_bf16;
-        if (!isfinite(hw->p_low)) return -1;
         snprintf(hw->name, sizeof hw->name, "custom");
         snprintf(hw->note, sizeof hw->note, "user profile: P_bf16 %.3g, P_low %.3g, vector %.3g elem/s, %.3g B/s", hw->p_bf16,
                  hw->p_low, hw->r_vec, hw->bw);
