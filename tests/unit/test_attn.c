@@ -254,6 +254,43 @@ static void test_pnq_rowsum_exact(void **st)
     rm(&p);
 }
 
+/* Random shapes and tiles (GQA, causal with Lq < Lk and Lq > Lk, tiny and ragged tiles, splits,
+** 1 or 2 threads): FA2 and AMLA (FP32 P) against FP64, and the MSD decode path (INT8 and INT4 KV)
+** against FP64 on the same dequantized K/V. */
+static void test_random_shapes(void **st)
+{
+    (void)st;
+    uint64_t r = 12345;
+#define RND(n) (r ^= r << 13, r ^= r >> 7, r ^= r << 17, (size_t)(r % (n)))
+    for (int it = 0; it < 80; it++) {
+        size_t Hkv = 1 + RND(3), H = Hkv * (1 + RND(3)), Lq = 1 + RND(60), Lk = 1 + RND(80), d = 1 + RND(40), dv = 1 + RND(40);
+        int causal = (int)RND(2), splits = 1 + (int)RND(4);
+        prob p = mk(H, Hkv, Lq, Lk, d, dv, 500 + (uint64_t)it, 2);
+        qs_err e;
+        assert_int_equal(qs_attn_ref(&p.s, causal, 0, p.Q, p.K, p.V, p.R, NULL, &e), 0);
+        qs_attn_cfg c = {1 + RND(40), 1 + RND(50), causal, 0, QS_P_FP32, 1 + (int)RND(2), splits, 0};
+        qs_cmp m;
+        assert_int_equal(qs_attn_fa2(&p.s, &c, p.Q, p.K, p.V, p.O, NULL, &e), 0);
+        qs_cmp_f(p.O, p.R, nout(&p), &m);
+        assert_true(m.max_abs < 1e-5 && m.nonfinite == 0);
+        assert_int_equal(qs_attn_amla(&p.s, &c, p.Q, p.K, p.V, p.O, &e), 0);
+        qs_cmp_f(p.O, p.R, nout(&p), &m);
+        assert_true(m.max_abs < 1e-4 && m.nonfinite == 0);
+        int i4 = (int)RND(2);
+        qs_kv_i8 kv;
+        assert_int_equal(qs_kv_int_quant(&p.s, p.K, p.V, i4 ? 7 : 127, &kv, &e), 0);
+        qs_kv_i8_dequant(&p.s, &kv, 0, p.K, p.V);
+        assert_int_equal(qs_attn_ref(&p.s, causal, 0, p.Q, p.K, p.V, p.R, NULL, &e), 0);
+        c.bc = 1 + RND(600);
+        assert_int_equal(qs_attn_msd_decode(&p.s, &c, p.Q, &kv, i4 ? 4 : 2, p.O, &e), 0);
+        qs_cmp_f(p.O, p.R, nout(&p), &m);
+        assert_true(m.rel_l2 < 2e-3 && m.nonfinite == 0);
+        qs_kv_i8_free(&kv);
+        rm(&p);
+    }
+#undef RND
+}
+
 static void test_cmp(void **st)
 {
     (void)st;
@@ -279,6 +316,7 @@ int main(void)
         cmocka_unit_test(test_msd_decode),
         cmocka_unit_test(test_pnq_vector_t42),
         cmocka_unit_test(test_pnq_rowsum_exact),
+        cmocka_unit_test(test_random_shapes),
         cmocka_unit_test(test_cmp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
