@@ -257,18 +257,30 @@ static void test_pnq_rowsum_exact(void **st)
 /* Random shapes and tiles (GQA, causal with Lq < Lk and Lq > Lk, tiny and ragged tiles, splits,
 ** 1 or 2 threads): FA2 and AMLA (FP32 P) against FP64, and the MSD decode path (INT8 and INT4 KV)
 ** against FP64 on the same dequantized K/V. */
+static uint64_t rs = 12345;
+static size_t rnd(size_t n)
+{
+    rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17;
+    return (size_t)(rs % n);
+}
+
 static void test_random_shapes(void **st)
 {
     (void)st;
-    uint64_t r = 12345;
-#define RND(n) (r ^= r << 13, r ^= r >> 7, r ^= r << 17, (size_t)(r % (n)))
     for (int it = 0; it < 80; it++) {
-        size_t Hkv = 1 + RND(3), H = Hkv * (1 + RND(3)), Lq = 1 + RND(60), Lk = 1 + RND(80), d = 1 + RND(40), dv = 1 + RND(40);
-        int causal = (int)RND(2), splits = 1 + (int)RND(4);
+        size_t Hkv = 1 + rnd(3);
+        size_t H = Hkv * (1 + rnd(3));
+        size_t Lq = 1 + rnd(60);
+        size_t Lk = 1 + rnd(80);
+        size_t d = 1 + rnd(40);
+        size_t dv = 1 + rnd(40);
+        int causal = (int)rnd(2), splits = 1 + (int)rnd(4);
         prob p = mk(H, Hkv, Lq, Lk, d, dv, 500 + (uint64_t)it, 2);
         qs_err e;
         assert_int_equal(qs_attn_ref(&p.s, causal, 0, p.Q, p.K, p.V, p.R, NULL, &e), 0);
-        qs_attn_cfg c = {1 + RND(40), 1 + RND(50), causal, 0, QS_P_FP32, 1 + (int)RND(2), splits, 0};
+        size_t br = 1 + rnd(40), bc = 1 + rnd(50);
+        int th = 1 + (int)rnd(2);
+        qs_attn_cfg c = {br, bc, causal, 0, QS_P_FP32, th, splits, 0};
         qs_cmp m;
         assert_int_equal(qs_attn_fa2(&p.s, &c, p.Q, p.K, p.V, p.O, NULL, &e), 0);
         qs_cmp_f(p.O, p.R, nout(&p), &m);
@@ -276,19 +288,18 @@ static void test_random_shapes(void **st)
         assert_int_equal(qs_attn_amla(&p.s, &c, p.Q, p.K, p.V, p.O, &e), 0);
         qs_cmp_f(p.O, p.R, nout(&p), &m);
         assert_true(m.max_abs < 1e-4 && m.nonfinite == 0);
-        int i4 = (int)RND(2);
+        int i4 = (int)rnd(2);
         qs_kv_i8 kv;
         assert_int_equal(qs_kv_int_quant(&p.s, p.K, p.V, i4 ? 7 : 127, &kv, &e), 0);
         qs_kv_i8_dequant(&p.s, &kv, 0, p.K, p.V);
         assert_int_equal(qs_attn_ref(&p.s, causal, 0, p.Q, p.K, p.V, p.R, NULL, &e), 0);
-        c.bc = 1 + RND(600);
+        c.bc = 1 + rnd(600);
         assert_int_equal(qs_attn_msd_decode(&p.s, &c, p.Q, &kv, i4 ? 4 : 2, p.O, &e), 0);
         qs_cmp_f(p.O, p.R, nout(&p), &m);
         assert_true(m.rel_l2 < 2e-3 && m.nonfinite == 0);
         qs_kv_i8_free(&kv);
         rm(&p);
     }
-#undef RND
 }
 
 static void test_cmp(void **st)
