@@ -125,7 +125,7 @@ int qs_hw_profile(const char *name, int threads, qs_hw *hw)
             key[kl] = 0;
             char *end;
             double v = strtod(p + kl + 1, &end);
-            if (end == p + kl + 1 || !(v > 0) || !isfinite(v) || (*end && *end != ':')) return -1;
+            if (end == p + kl + 1 || !(v >= 1 && v <= 1e30) || (*end && *end != ':')) return -1;   /* per second */
             if (!strcmp(key, "pbf16")) hw->p_bf16 = v;
             else if (!strcmp(key, "plow")) hw->p_low = v;
             else if (!strcmp(key, "rvec")) hw->r_vec = v;

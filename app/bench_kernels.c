@@ -159,6 +159,10 @@ static int run_kernels(qs_cli *cli, int quick, int json)
             }
         }
         if (bad) break;
+        /* paired ratios (same repetition, adjacent in time) are robust to load that comes and goes */
+        double pr_am[16], pr_ms[16];
+        for (int r = 0; r < reps; r++) { pr_am[r] = t[AM][r] / t[FB][r]; pr_ms[r] = t[MS][r] / t[S1][r]; }
+        tm2 pam = stats(pr_am, reps), pms = stats(pr_ms, reps);
         tm2 ts[NK];
         for (int k = 0; k < NK; k++) ts[k] = stats(t[k], reps);
         double sg_rate = 2.0 * G * G * G / ts[SG].min / 1e9;
@@ -182,10 +186,12 @@ static int run_kernels(qs_cli *cli, int quick, int json)
         }
         double frac = fl / ts[FA].min / 1e9 / sg_rate;
         snprintf(nm, sizeof nm, "FA2 >= 40%% of SGEMM GFLOP/s (%d thr)", th);
-        json_array_append_new(targets, json_pack("{s:s,s:f,s:f,s:b}", "target", nm, "value", frac, "limit", 0.40, "met", frac >= 0.40));
+        json_array_append_new(targets, json_pack("{s:s,s:f,s:f,s:f,s:b}", "target", nm, "value", frac, "ratio_of_minima", frac,
+                                                 "limit", 0.40, "met", frac >= 0.40));
         double ar = ts[AM].min / ts[FB].min;
         snprintf(nm, sizeof nm, "AMLA time <= FA2 time, both P bf16 (%d thr)", th);
-        json_array_append_new(targets, json_pack("{s:s,s:f,s:f,s:b}", "target", nm, "value", ar, "limit", 1.0, "met", ar <= 1.0));
+        json_array_append_new(targets, json_pack("{s:s,s:f,s:f,s:f,s:b}", "target", nm, "value", pam.med, "ratio_of_minima", ar,
+                                                 "limit", 1.0, "met", pam.med <= 1.0));
         snprintf(nm, sizeof nm, "sgemm %zux%zux%zu (%d thr)", Mm, Nm, Km, th);
         json_array_append_new(rows, row(nm, 2.0 * Mm * Nm * Km / 1e9, "GFLOP/s", ts[S1], "M x N x K"));
         snprintf(nm, sizeof nm, "msd 2-pass int8 %zux%zux%zu (%d thr)", Mm, Nm, Km, th);
@@ -198,7 +204,8 @@ static int run_kernels(qs_cli *cli, int quick, int json)
         json_array_append_new(rows, row(nm, 2.0 * 16 * Nm * Km / 1e9, "GFLOP/s (1 GEMM)", ts[M2], note));
         double mr = ts[MS].min / ts[S1].min;
         snprintf(nm, sizeof nm, "MSD 2-pass INT8 <= 2.3x one SGEMM (%d thr)", th);
-        json_array_append_new(targets, json_pack("{s:s,s:f,s:f,s:b}", "target", nm, "value", mr, "limit", 2.3, "met", mr <= 2.3));
+        json_array_append_new(targets, json_pack("{s:s,s:f,s:f,s:f,s:b}", "target", nm, "value", pms.med, "ratio_of_minima", mr,
+                                                 "limit", 2.3, "met", pms.med <= 2.3));
     }
     if (bad) return QS_EXIT_ERR;
     /* correctness in the same run: FA2 and AMLA against each other, MSD against dequant-fp32 SGEMM */
@@ -252,9 +259,11 @@ static int run_kernels(qs_cli *cli, int quick, int json)
                    json_string_value(json_object_get(r, "unit")), json_string_value(json_object_get(r, "note")));
         printf("\n%sTARGETS%s\n", qs_c_bold(cli), qs_c_off(cli));
         json_array_foreach(targets, i, r)
-            printf("  %-48s %8.3f  (limit %.2f)  %s\n", json_string_value(json_object_get(r, "target")),
-                   json_real_value(json_object_get(r, "value")), json_real_value(json_object_get(r, "limit")),
-                   json_is_true(json_object_get(r, "met")) ? "met" : "NOT MET");
+            printf("  %-48s %8.3f  (ratio of minima %.3f; limit %.2f)  %s\n", json_string_value(json_object_get(r, "target")),
+                   json_real_value(json_object_get(r, "value")), json_real_value(json_object_get(r, "ratio_of_minima")),
+                   json_real_value(json_object_get(r, "limit")), json_is_true(json_object_get(r, "met")) ? "met" : "NOT MET");
+        printf("time ratios are the median of per-repetition ratios (the two kernels run back to back); FA2's\n"
+               "fraction is best FA2 rate / best SGEMM rate\n");
         printf("checks: FA2 vs FP64 (head 0) rel L2 %.3g, max |diff| %.3g; AMLA vs FA2 rel L2 %.3g, MSD vs dequant SGEMM "
                "rel L2 %.3g; %d runs each, min used\n",
                json_real_value(json_object_get(checks, "fa2_vs_fp64_rel_l2")), json_real_value(json_object_get(checks, "fa2_vs_fp64_max_abs")),

@@ -12,9 +12,9 @@
 **
 ** The integer GEMM has two exact implementations: QS_I8GEMM_SGEMM runs OpenBLAS SGEMM on
 ** integer-valued floats over K-chunks in which every partial sum is an integer of magnitude ≤ 2^24
-** (so FP32 holds it exactly whatever the summation order or FMA use; chunks are chosen from a
-** Cauchy–Schwarz bound, never longer than needed, 1024 in the worst case) and adds the chunk results
-** as integers; QS_I8GEMM_INT is a plain C int32 loop (the reference).
+** (so FP32 holds it exactly whatever the summation order or FMA use; chunks are as long as a
+** Cauchy–Schwarz bound allows, at least 1024 columns even for all-±127 data) and adds the chunk
+** results as integers; QS_I8GEMM_INT is a plain C int32 loop (the reference).
 **
 ** MXFP4 (reconstructed — the paper's recipe and α are not known): pass 1 quantizes x with the
 ** format's block scale rule, pass p > 1 quantizes the residual r = x − Σ previous parts either with its

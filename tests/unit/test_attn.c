@@ -120,8 +120,16 @@ static void test_amla(void **st)
     assert_int_equal(am.nonfinite, 0);
     assert_true(am.rel_l2 < 5e-3);
     for (size_t r = 0; r < 600; r++) assert_true(q.O[r * 64 + 5] == 0.0f);
-    c2.splits = 2;
-    assert_int_equal(qs_attn_amla(&q.s, &c2, q.Q, q.K, q.V, q.O, &e), -1);
+    /* split-KV: each split normalised with its LSE, then combined; causal splits may see no key */
+    c2.splits = 3;
+    assert_int_equal(qs_attn_amla(&q.s, &c2, q.Q, q.K, q.V, q.O, &e), 0);
+    qs_cmp_f(q.O, q.R, nout(&q), &am);
+    assert_int_equal(am.nonfinite, 0);
+    assert_true(am.rel_l2 < 5e-3);
+    c2.p = QS_P_FP32;
+    assert_int_equal(qs_attn_amla(&q.s, &c2, q.Q, q.K, q.V, q.O, &e), 0);
+    qs_cmp_f(q.O, q.R, nout(&q), &am);
+    assert_true(am.rel_l2 < 1e-4);
     rm(&p); rm(&q);
 }
 
@@ -246,6 +254,54 @@ static void test_pnq_rowsum_exact(void **st)
     rm(&p);
 }
 
+/* Random shapes and tiles (GQA, causal with Lq < Lk and Lq > Lk, tiny and ragged tiles, splits,
+** 1 or 2 threads): FA2 and AMLA (FP32 P) against FP64, and the MSD decode path (INT8 and INT4 KV)
+** against FP64 on the same dequantized K/V. */
+static uint64_t rs = 12345;
+static size_t rnd(size_t n)
+{
+    rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17;
+    return (size_t)(rs % n);
+}
+
+static void test_random_shapes(void **st)
+{
+    (void)st;
+    for (int it = 0; it < 80; it++) {
+        size_t Hkv = 1 + rnd(3);
+        size_t H = Hkv * (1 + rnd(3));
+        size_t Lq = 1 + rnd(60);
+        size_t Lk = 1 + rnd(80);
+        size_t d = 1 + rnd(40);
+        size_t dv = 1 + rnd(40);
+        int causal = (int)rnd(2), splits = 1 + (int)rnd(4);
+        prob p = mk(H, Hkv, Lq, Lk, d, dv, 500 + (uint64_t)it, 2);
+        qs_err e;
+        assert_int_equal(qs_attn_ref(&p.s, causal, 0, p.Q, p.K, p.V, p.R, NULL, &e), 0);
+        size_t br = 1 + rnd(40), bc = 1 + rnd(50);
+        int th = 1 + (int)rnd(2);
+        qs_attn_cfg c = {br, bc, causal, 0, QS_P_FP32, th, splits, 0};
+        qs_cmp m;
+        assert_int_equal(qs_attn_fa2(&p.s, &c, p.Q, p.K, p.V, p.O, NULL, &e), 0);
+        qs_cmp_f(p.O, p.R, nout(&p), &m);
+        assert_true(m.max_abs < 1e-5 && m.nonfinite == 0);
+        assert_int_equal(qs_attn_amla(&p.s, &c, p.Q, p.K, p.V, p.O, &e), 0);
+        qs_cmp_f(p.O, p.R, nout(&p), &m);
+        assert_true(m.max_abs < 1e-4 && m.nonfinite == 0);
+        int i4 = (int)rnd(2);
+        qs_kv_i8 kv;
+        assert_int_equal(qs_kv_int_quant(&p.s, p.K, p.V, i4 ? 7 : 127, &kv, &e), 0);
+        qs_kv_i8_dequant(&p.s, &kv, 0, p.K, p.V);
+        assert_int_equal(qs_attn_ref(&p.s, causal, 0, p.Q, p.K, p.V, p.R, NULL, &e), 0);
+        c.bc = 1 + rnd(600);
+        assert_int_equal(qs_attn_msd_decode(&p.s, &c, p.Q, &kv, i4 ? 4 : 2, p.O, &e), 0);
+        qs_cmp_f(p.O, p.R, nout(&p), &m);
+        assert_true(m.rel_l2 < 2e-3 && m.nonfinite == 0);
+        qs_kv_i8_free(&kv);
+        rm(&p);
+    }
+}
+
 static void test_cmp(void **st)
 {
     (void)st;
@@ -271,6 +327,7 @@ int main(void)
         cmocka_unit_test(test_msd_decode),
         cmocka_unit_test(test_pnq_vector_t42),
         cmocka_unit_test(test_pnq_rowsum_exact),
+        cmocka_unit_test(test_random_shapes),
         cmocka_unit_test(test_cmp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

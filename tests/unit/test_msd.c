@@ -185,6 +185,30 @@ static void test_msd_gemm_bound(void **st)
     free(x); free(W); free(y); free(Wq);
 }
 
+/* Random shapes (K not a multiple of the 256-column unit, 1–3 passes, 1 or 2 threads): the SGEMM
+** integer path equals the int32 loop bit for bit and the combined output agrees. */
+static void test_random_shapes(void **st)
+{
+    (void)st;
+    for (int it = 0; it < 40; it++) {
+        size_t M = 1 + xs() % 20, K = 1 + xs() % 3000, N = 1 + xs() % 70;
+        int passes = 1 + (int)(xs() % 3), th = 1 + (int)(xs() % 2);
+        float *x = malloc(M * K * 4), *W = malloc(N * K * 4), *y1 = malloc(M * N * 4), *y2 = malloc(M * N * 4), sig[70];
+        int8_t *Wq = malloc(N * K);
+        qs_kx_gen(it % 2 ? QS_GEN_STUDENT_T : QS_GEN_UNIFORM, 900 + (uint64_t)it, M, K, 3, x);
+        qs_kx_gen(QS_GEN_GAUSSIAN, 950 + (uint64_t)it, N, K, 0.02, W);
+        qs_quant_w_i8(W, N, K, Wq, sig);
+        qs_err e;
+        qs_i8_pack p;
+        assert_int_equal(qs_i8_pack_make(Wq, N, K, &p, &e), 0);
+        assert_int_equal(qs_msd_gemm_i8(x, M, K, Wq, &p, sig, N, passes, QS_I8GEMM_SGEMM, th, y1, NULL, &e), 0);
+        assert_int_equal(qs_msd_gemm_i8(x, M, K, Wq, NULL, sig, N, passes, QS_I8GEMM_INT, 1, y2, NULL, &e), 0);
+        assert_memory_equal(y1, y2, M * N * 4);   /* exact integer sums, the same combine */
+        qs_i8_pack_free(&p);
+        free(x); free(W); free(y1); free(y2); free(Wq);
+    }
+}
+
 static double bits_int8(qs_gen_kind k, int passes, int bound)
 {
     size_t R = 256, K = 4096;
@@ -318,6 +342,7 @@ int main(void)
         cmocka_unit_test(test_bound_random_and_adversarial),
         cmocka_unit_test(test_exact_gemm),
         cmocka_unit_test(test_msd_gemm_bound),
+        cmocka_unit_test(test_random_shapes),
         cmocka_unit_test(test_effective_bits),
         cmocka_unit_test(test_mx_errors_and_bf16),
         cmocka_unit_test(test_model),
