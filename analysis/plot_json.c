@@ -4,6 +4,7 @@
 */
 #include <math.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <jansson.h>
@@ -39,14 +40,14 @@ qs_figure *qs_plot_lines_json(const char *kind, const char *text, const char *ti
     }
     const char *yl = json_string_value(json_object_get(j, "ylabel"));
     if (!title) title = json_string_value(json_object_get(j, "title"));
-    fig = !strcmp(kind, "trajectory") ? qs_plot_trajectory(title, yl, ld, ns)
-          : !strcmp(kind, "msd")      ? qs_plot_msd(title, ld, ns)
-                                      : qs_plot_attn(title, yl, ld, ns);
-    if (fig && strcmp(kind, "trajectory") && strcmp(kind, "msd") && strcmp(kind, "attn")) {
-        /* any other kind with this layout (resq, ...): its own axis titles, linear */
-        qs_axis_set(&fig->x, QS_AX_LINEAR, json_string_value(json_object_get(j, "xlabel")) ?
-                                               json_string_value(json_object_get(j, "xlabel")) : "");
-        qs_axis_set(&fig->y, QS_AX_LOG10, yl ? yl : "");
+    const char *xl = json_string_value(json_object_get(j, "xlabel"));
+    if (!strcmp(kind, "trajectory")) fig = qs_plot_trajectory(title, yl, ld, ns);
+    else if (!strcmp(kind, "msd")) fig = qs_plot_msd(title, ld, ns);
+    else if (!strcmp(kind, "attn")) fig = qs_plot_attn(title, yl, ld, ns);
+    else {   /* any other kind with this layout (resq, ...): its stored axis titles, linear axes */
+        char t[96];
+        snprintf(t, sizeof t, "%s", !strcmp(kind, "resq") ? "Rollout-ResQ: layer error by correction" : kind);
+        fig = qs_plot_lines(title ? title : t, xl ? xl : "", QS_AX_LINEAR, yl ? yl : "", QS_AX_LINEAR, ld, ns);
     }
 out:
     if (!fig) qs_fail(e, "out of memory");

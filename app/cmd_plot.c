@@ -389,7 +389,9 @@ static int plot_lines_kind(qs_cli *cli, plot_opts *po, const char *kind, qs_prov
     if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0)) data = strdup((const char *)sqlite3_column_text(st, 0));
     sqlite3_finalize(st);
     qs_db_close(db);
-    if (!data) return qs_cli_error(QS_EXIT_ERR, "no %s data in this database yet (it comes from a later qscope command)", kind);
+    if (!data)
+        return qs_cli_error(QS_EXIT_ERR, "no %s data in this database yet (run `qscope %s` first)", kind,
+                            !strcmp(kind, "trajectory") ? "ais RUN` or `qscope sim grpo" : kind);
     qs_figure *fig = qs_plot_lines_json(kind, data, NULL, &e);
     free(data);
     if (!fig) return qs_cli_err(QS_EXIT_ERR, &e);

@@ -103,7 +103,14 @@ void qs_report_sections_md(FILE *f, json_t *sections)
                 json_string_value(json_object_get(s, "intro")));
         size_t nc = json_array_size(cols);
         fprintf(f, "|");
-        for (c = 0; c < nc; c++) fprintf(f, " %s |", cell(cols, c));
+        for (c = 0; c < nc; c++) {
+            fputc(' ', f);
+            for (const char *t = cell(cols, c); *t; t++) {
+                if (*t == '|') fputc('\\', f);
+                fputc(*t, f);
+            }
+            fputs(" |", f);
+        }
         fprintf(f, "\n|");
         for (c = 0; c < nc; c++) fprintf(f, "---|");
         fprintf(f, "\n");

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# `qscope report` sections beyond the tensors: RL runs and kernel experiments, when the database has them.
+source "$(dirname "$0")/lib.sh"
+
+$QS gen gaussian --name g --shape 64x64 >/dev/null
+ok "report without RL runs or kernel results" $QS report -o "$T/r0" --formats mxfp4 --claims none
+check "no RL or kernel section then" "! grep -q 'RL runs' $T/r0/report.md && ! grep -q 'Kernel experiments' $T/r0/report.md"
+ok "a small simulation stores RL runs" $QS sim grpo --formats mxfp4 --methods exact,none --seeds 1 --steps 30 --log-every 10
+ok "msd, attn and resq store kernel results" bash -c "$QS msd >/dev/null && $QS attn --L 128,256 >/dev/null && $QS resq >/dev/null"
+ok "report with them" $QS report -o "$T/r1" --formats mxfp4 --claims none
+check "RL section: a row per run, the k3 plot" \
+  "grep -q '^## RL runs' $T/r1/report.md && grep -q '^| sim/grpo/mxfp4/none/seed0 ' $T/r1/report.md && [ -s $T/r1/rl_k3.png ]"
+check "mismatch is zero for exact rollouts and not for MXFP4" \
+  "grep '^| sim/grpo/exact/exact/seed0 ' $T/r1/report.md | grep -q '| 0 | 0 | 1.000 |' && ! grep '^| sim/grpo/mxfp4/none/seed0 ' $T/r1/report.md | grep -q '| 0 | 0 | 1.000 |'"
+check "kernel sections with their plots" \
+  "grep -q '^## Kernel experiments: Multi-Scale Dequant' $T/r1/report.md && grep -q '^## Kernel experiments: attention' $T/r1/report.md && \
+   grep -q '^## Kernel experiments: Rollout-ResQ' $T/r1/report.md && [ -s $T/r1/kernel_msd.png ] && [ -s $T/r1/kernel_attn.png ] && [ -s $T/r1/kernel_resq.png ]"
+check "MSD table: 15.98 max-error bits for two INT8 passes on Gaussian data" \
+  "grep -q '^| int8 | gaussian | 2 | [0-9.]* | 15.98 |' $T/r1/report.md"
+check "the markdown tables escape pipes in headers" "grep -q '\\\\|δ\\\\|' $T/r1/report.md"
+ok "HTML report embeds every plot" bash -c "$QS report -o $T/r2 --format html --formats mxfp4 --claims none >/dev/null && \
+  [ \$(grep -o 'data:image/png;base64,' $T/r2/report.html | wc -l) -eq \$(ls $T/r2/*.png | wc -l) ]"
+ok "JSON report carries the sections" bash -c "$QS report -o $T/r3 --format json --formats mxfp4 --claims none >/dev/null && \
+  python3 -c 'import json; d=json.load(open(\"$T/r3/report.json\")); assert [s[\"id\"] for s in d[\"sections\"]]==[\"rl\",\"msd\",\"attn\",\"resq\"]'"
+check "plot PNG provenance names the result" "grep -q 'qscope report (newest msd result)' $T/r1/kernel_msd.png"
