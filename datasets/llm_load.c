@@ -216,6 +216,8 @@ int qs_llm_load_gguf_mem(const uint8_t *buf, size_t len, const char *name, qs_ll
         meta_real(meta, arch, "attention.layer_norm_rms_epsilon", 1e-5, &cfg.eps, e))
         goto fail;
     cfg.head_dim = cfg.dim / cfg.n_head;
+    cfg.vocab = 1;   /* checked again below with the real vocabulary */
+    if (qs_llm_cfg_check(&cfg, e)) goto fail;
     if (meta_int(meta, arch, "rope.dimension_count", 0, cfg.head_dim, &rope_dim, e)) goto fail;
     if (rope_dim != cfg.head_dim) { qs_fail(e, "partial RoPE (%d of %d dims) is not supported", rope_dim, cfg.head_dim); goto fail; }
     const qs_tdesc *te = find_t(&c, "token_embd.weight");

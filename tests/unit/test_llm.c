@@ -1,0 +1,309 @@
+/*
+** The Llama forward pass (kernels/llm.c) and the GGUF model loader (datasets/llm_load.c) on the
+** committed tiny synthetic models (tests/llm/make_tiny_gguf.py), whose reference logits come from
+** an independent PyTorch float64 implementation (tests/llm/torch_ref.py).
+*/
+#include "test_util.h"
+
+#include <math.h>
+
+#include "../../datasets/llm_load.h"
+#include "../../kernels/format.h"
+#include "../../kernels/llm.h"
+#include "../../store/container.h"
+#include "../../store/tensor.h"
+
+static int read_ids(int32_t *ids, int cap)
+{
+    FILE *f = fopen("fixtures/llm/tiny_ids.txt", "r");
+    assert_non_null(f);
+    int n = 0, v;
+    while (n < cap && fscanf(f, "%d,", &v) == 1) ids[n++] = v;
+    fclose(f);
+    return n;
+}
+
+static float *read_npy(const char *path, uint64_t *rows, uint64_t *cols)
+{
+    size_t len = 0;
+    uint8_t *buf = tu_slurp(path, &len);
+    assert_non_null(buf);
+    qs_container c;
+    qs_err e = {{0}};
+    assert_int_equal(qs_parse_npy(buf, len, NULL, &c, &e), 0);
+    assert_int_equal(c.t[0].ndim, 2);
+    *rows = c.t[0].shape[0];
+    *cols = c.t[0].shape[1];
+    float *out = malloc(c.t[0].numel * sizeof(float));
+    qs_treader *r = qs_treader_from_image(buf, len, &c.t[0], path, &e);
+    assert_non_null(r);
+    assert_int_equal(qs_treader_read_f32(r, 0, (size_t)c.t[0].numel, out, &e), 0);
+    qs_treader_close(r);
+    qs_container_free(&c);
+    free(buf);
+    return out;
+}
+
+/* Logits of ids (one sequence, one teacher-forced pass). */
+static float *logits_of(const qs_llm_model *m, const qs_llm_numerics *nx, const int32_t *ids, int n)
+{
+    qs_err e = {{0}};
+    qs_llm_state *s = qs_llm_state_new(&m->c, 1, n, n, &e);
+    assert_non_null(s);
+    float *h = malloc((size_t)n * m->c.dim * sizeof(float)), *scr = malloc((size_t)n * m->c.dim * sizeof(float));
+    float *lg = malloc((size_t)n * m->c.vocab * sizeof(float));
+    assert_int_equal(qs_llm_forward(m, nx, s, ids, 1, n, 0, h, NULL, NULL, &e), 0);
+    assert_int_equal(qs_llm_logits(m, nx, h, n, scr, lg, &e), 0);
+    qs_llm_state_free(s);
+    free(h);
+    free(scr);
+    return lg;
+}
+
+static double rel_diff(const float *a, const float *b, size_t n)
+{
+    double md = 0, mr = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (d > md) md = d;
+        if (fabs((double)b[i]) > mr) mr = fabs((double)b[i]);
+    }
+    return md / mr;
+}
+
+static void check_against_reference(const char *model, const char *ref)
+{
+    qs_llm_file f;
+    qs_err e = {{0}};
+    assert_int_equal(qs_llm_load_gguf(model, &f, &e), 0);
+    int32_t ids[64];
+    int n = read_ids(ids, 64);
+    assert_true(n >= 10);
+    uint64_t R, C;
+    float *want = read_npy(ref, &R, &C);
+    assert_int_equal(R, (uint64_t)n);
+    assert_int_equal(C, (uint64_t)f.m.c.vocab);
+    float *got = logits_of(&f.m, NULL, ids, n);
+    double rel = rel_diff(got, want, (size_t)n * C);
+    print_message("# %s: max|C - torch| / max|torch| = %.3g\n", model, rel);
+    assert_true(rel <= 1e-4);
+    free(got);
+    free(want);
+    qs_llm_file_free(&f);
+}
+
+static void test_reference_tied(void **st) { (void)st; check_against_reference("fixtures/llm/tiny.gguf", "fixtures/llm/tiny_logits.npy"); }
+static void test_reference_untied(void **st) { (void)st; check_against_reference("fixtures/llm/tiny_untied.gguf", "fixtures/llm/tiny_untied_logits.npy"); }
+
+static void test_loader_fields(void **st)
+{
+    (void)st;
+    qs_llm_file f;
+    qs_err e = {{0}};
+    assert_int_equal(qs_llm_load_gguf("fixtures/llm/tiny.gguf", &f, &e), 0);
+    assert_int_equal(f.m.c.n_layer, 2);
+    assert_int_equal(f.m.c.dim, 64);
+    assert_int_equal(f.m.c.n_head, 4);
+    assert_int_equal(f.m.c.n_kv_head, 2);
+    assert_int_equal(f.m.c.head_dim, 16);
+    assert_int_equal(f.m.c.ffn, 96);
+    assert_int_equal(f.m.c.vocab, 96);
+    assert_ptr_equal(f.m.output, f.m.tok_embd);   /* tied */
+    assert_int_equal(f.v.n, 96);
+    assert_int_equal(f.v.bos, 1);
+    assert_int_equal(f.v.eos, -1);
+    assert_int_equal(qs_llm_vocab_find(&f.v, "<|im_start|>"), 1);
+    assert_int_equal(qs_llm_vocab_find(&f.v, "assistant"), 5);
+    char buf[64];
+    qs_llm_detok(&f.v, qs_llm_vocab_find(&f.v, "\xc4\xa0the"), buf, sizeof buf);  /* "Ġthe" */
+    assert_string_equal(buf, " the");
+    qs_llm_detok(&f.v, 8, buf, sizeof buf);                                        /* "Ċ" */
+    assert_string_equal(buf, "\n");
+    qs_llm_detok(&f.v, 1, buf, sizeof buf);                                        /* control token as is */
+    assert_string_equal(buf, "<|im_start|>");
+    qs_llm_detok(&f.v, 500, buf, sizeof buf);
+    assert_string_equal(buf, "<500>");
+    assert_non_null(strstr(f.wtypes, "q4_1 x14"));
+    assert_non_null(strstr(f.wtypes, "q8_0 x1"));
+    qs_llm_file_free(&f);
+}
+
+/* Incremental decoding over the KV cache, several sequences in lockstep, gives the logits of the
+** one-shot teacher-forced pass. */
+static void test_kv_cache_and_batch(void **st)
+{
+    (void)st;
+    qs_llm_file f;
+    qs_err e = {{0}};
+    assert_int_equal(qs_llm_load_gguf("fixtures/llm/tiny.gguf", &f, &e), 0);
+    int32_t ids[64];
+    int n = read_ids(ids, 64);
+    const int V = f.m.c.vocab, d = f.m.c.dim, B = 3;
+    float *full = logits_of(&f.m, NULL, ids, n);
+    /* batch: seq 0 = ids, seq 1 = ids reversed, seq 2 = ids; decode 1 token at a time after a 4-token prefill */
+    int32_t toks[3 * 64];
+    for (int t = 0; t < n; t++) { toks[t] = ids[t]; toks[n + t] = ids[n - 1 - t]; toks[2 * n + t] = ids[t]; }
+    qs_llm_state *s = qs_llm_state_new(&f.m.c, B, n, B * 4, &e);
+    assert_non_null(s);
+    float *h = malloc((size_t)B * 4 * d * sizeof(float)), *lg = malloc((size_t)B * V * sizeof(float)), *scr = malloc((size_t)B * d * sizeof(float));
+    int32_t in[3 * 4];
+    for (int b = 0; b < B; b++) for (int t = 0; t < 4; t++) in[b * 4 + t] = toks[b * n + t];
+    assert_int_equal(qs_llm_forward(&f.m, NULL, s, in, B, 4, 0, h, NULL, NULL, &e), 0);
+    float *lg4 = malloc((size_t)4 * V * sizeof(float)), *scr4 = malloc((size_t)4 * d * sizeof(float));
+    assert_int_equal(qs_llm_logits(&f.m, NULL, h, 4, scr4, lg4, &e), 0);   /* rows 0..3 = seq 0 */
+    assert_true(rel_diff(lg4, full, (size_t)4 * V) < 1e-5);
+    double worst = 0;
+    for (int t = 4; t < n; t++) {
+        for (int b = 0; b < B; b++) in[b] = toks[b * n + t];
+        assert_int_equal(qs_llm_forward(&f.m, NULL, s, in, B, 1, t, h, NULL, NULL, &e), 0);
+        assert_int_equal(qs_llm_logits(&f.m, NULL, h, B, scr, lg, &e), 0);
+        double r0 = rel_diff(lg, full + (size_t)t * V, (size_t)V), r2 = rel_diff(lg + 2 * (size_t)V, full + (size_t)t * V, (size_t)V);
+        if (r0 > worst) worst = r0;
+        if (r2 > worst) worst = r2;
+    }
+    print_message("# incremental vs one-shot: %.3g\n", worst);
+    assert_true(worst < 1e-5);
+    /* positions out of the state are refused */
+    assert_int_equal(qs_llm_forward(&f.m, NULL, s, in, B, 1, n, h, NULL, NULL, &e), -1);
+    assert_int_equal(qs_llm_forward(&f.m, NULL, s, in, B + 1, 1, 0, h, NULL, NULL, &e), -1);
+    in[0] = 96;
+    assert_int_equal(qs_llm_forward(&f.m, NULL, s, in, 1, 1, 0, h, NULL, NULL, &e), -1);
+    assert_non_null(strstr(e.msg, "out of range"));
+    qs_llm_state_free(s);
+    free(h); free(lg); free(scr); free(lg4); free(scr4); free(full);
+    qs_llm_file_free(&f);
+}
+
+static qs_apply app(const char *name)
+{
+    qs_apply a;
+    memset(&a, 0, sizeof a);
+    a.f = qs_format_find(name);
+    assert_non_null(a.f);
+    a.axis = 1;
+    return a;
+}
+
+/* Low-precision numerics: weights, activations, KV; errors ordered as expected; ResQ helps. */
+static void test_numerics(void **st)
+{
+    (void)st;
+    qs_llm_file f;
+    qs_err e = {{0}};
+    assert_int_equal(qs_llm_load_gguf("fixtures/llm/tiny.gguf", &f, &e), 0);
+    int32_t ids[64];
+    int n = read_ids(ids, 64);
+    const size_t N = (size_t)n * f.m.c.vocab;
+    float *ref = logits_of(&f.m, NULL, ids, n);
+
+    /* weights in bf16 move logits a little, mxfp4 more */
+    qs_apply bf = app("bf16"), mx = app("mxfp4"), f8 = app("fp8_e4m3");
+    qs_llm_model w;
+    assert_int_equal(qs_llm_clone(&w, &f.m, &e), 0);
+    assert_ptr_equal(w.output, w.tok_embd);
+    assert_int_equal(qs_llm_quantize_weights(&w, &bf, 1, &e), 0);
+    float *lbf = logits_of(&w, NULL, ids, n);
+    qs_llm_free(&w);
+    assert_int_equal(qs_llm_clone(&w, &f.m, &e), 0);
+    assert_int_equal(qs_llm_quantize_weights(&w, &mx, 1, &e), 0);
+    float *lmx = logits_of(&w, NULL, ids, n);
+    qs_llm_free(&w);
+    double ebf = rel_diff(lbf, ref, N), emx = rel_diff(lmx, ref, N);
+    print_message("# weights bf16 %.3g, mxfp4 %.3g\n", ebf, emx);
+    assert_true(ebf > 0 && ebf < 0.02);
+    assert_true(emx > 3 * ebf);
+
+    /* activations in mxfp4, without and with the Rollout-ResQ correction */
+    qs_llm_numerics a0 = {&mx, QS_RESQ_NONE, NULL, 1}, ad = {&mx, QS_RESQ_DENSE, NULL, 1}, a24 = {&mx, QS_RESQ_24, NULL, 1};
+    float *la0 = logits_of(&f.m, &a0, ids, n), *lad = logits_of(&f.m, &ad, ids, n), *la24 = logits_of(&f.m, &a24, ids, n);
+    double e0 = rel_diff(la0, ref, N), ed = rel_diff(lad, ref, N), e24 = rel_diff(la24, ref, N);
+    print_message("# act mxfp4 %.3g, +resq dense %.3g, +resq 2:4 %.3g\n", e0, ed, e24);
+    assert_true(e0 > 0.01);
+    assert_true(ed < e0 / 3);
+    assert_true(e24 < e0);
+
+    /* KV cache in fp8 (per-row scaled) changes little, unscaled fp8 on the same rows too but differently */
+    qs_llm_numerics kv = {NULL, QS_RESQ_NONE, &f8, 1};
+    float *lkv = logits_of(&f.m, &kv, ids, n);
+    double ekv = rel_diff(lkv, ref, N);
+    print_message("# kv fp8_e4m3 %.3g\n", ekv);
+    assert_true(ekv > 0 && ekv < 0.05);
+
+    /* the scaled plain cast is the format applied to x * (max/amax) */
+    float x[8] = {0.001f, -0.002f, 0.0005f, 0.003f, 0, 0.0001f, -0.0007f, 0.0025f}, y[8], z[8];
+    assert_int_equal(qs_llm_fakeq_row(&f8, 1, x, 8, y, &e), 0);
+    qs_qopts o;
+    memset(&o, 0, sizeof o);
+    float s = 448.0f / 0.003f;
+    for (int i = 0; i < 8; i++) z[i] = x[i] * s;
+    assert_int_equal(f8.f->fakeq(f8.f, &o, z, 8, z, &e), 0);
+    for (int i = 0; i < 8; i++) assert_float_equal(y[i], z[i] * (0.003f / 448.0f), 1e-12);
+    free(ref); free(lbf); free(lmx); free(la0); free(lad); free(la24); free(lkv);
+    qs_llm_file_free(&f);
+}
+
+static void test_logprob(void **st)
+{
+    (void)st;
+    float lg[4] = {1.0f, 2.0f, 3.0f, -1.0f};
+    double z = exp(1.0) + exp(2.0) + exp(3.0) + exp(-1.0), ent;
+    double lp = qs_llm_logprob(lg, 4, 2, &ent);
+    assert_float_equal(lp, 3.0 - log(z), 1e-12);
+    double h = 0;
+    for (int i = 0; i < 4; i++) { double p = exp(lg[i]) / z; h -= p * log(p); }
+    assert_float_equal(ent, h, 1e-12);
+    float big[2] = {1000.0f, 1000.0f};
+    assert_float_equal(qs_llm_logprob(big, 2, 0, &ent), -log(2.0), 1e-12);
+    assert_float_equal(ent, log(2.0), 1e-12);
+}
+
+/* Damaged files give one-line errors, never a crash, and nothing leaks. */
+static void test_bad_models(void **st)
+{
+    (void)st;
+    size_t len = 0;
+    uint8_t *buf = tu_slurp("fixtures/llm/tiny.gguf", &len);
+    assert_non_null(buf);
+    qs_llm_file f;
+    qs_err e = {{0}};
+    /* every truncation is refused */
+    for (size_t cut = 0; cut < len; cut += len / 97 + 1) {
+        assert_int_equal(qs_llm_load_gguf_mem(buf, cut, "tiny", &f, &e), -1);
+        assert_true(strncmp(e.msg, "tiny: ", 6) == 0);
+    }
+    /* another architecture */
+    uint8_t *cp = malloc(len);
+    memcpy(cp, buf, len);
+    uint8_t *p = memmem(cp, len, "llama", 5);
+    assert_non_null(p);
+    memcpy(p, "gemma", 5);
+    assert_int_equal(qs_llm_load_gguf_mem(cp, len, "x", &f, &e), -1);
+    assert_non_null(strstr(e.msg, "not supported"));
+    /* a head count that does not divide the embedding */
+    memcpy(cp, buf, len);
+    p = memmem(cp, len, "llama.attention.head_count", 26);
+    assert_non_null(p);
+    uint32_t seven = 7;
+    memcpy(p + 26 + 4, &seven, 4);
+    assert_int_equal(qs_llm_load_gguf_mem(cp, len, "x", &f, &e), -1);
+    print_message("# %s\n", e.msg);
+    assert_non_null(strstr(e.msg, "head"));
+    free(cp);
+    free(buf);
+    assert_int_equal(qs_llm_load_gguf("fixtures/llm/no-such.gguf", &f, &e), -1);
+    assert_non_null(strstr(e.msg, "no-such.gguf: cannot open"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_reference_tied),
+        cmocka_unit_test(test_reference_untied),
+        cmocka_unit_test(test_loader_fields),
+        cmocka_unit_test(test_kv_cache_and_batch),
+        cmocka_unit_test(test_numerics),
+        cmocka_unit_test(test_logprob),
+        cmocka_unit_test(test_bad_models),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
