@@ -322,7 +322,7 @@ static int write_run(qs_db *db, const char *name, const char *source, const char
     int rc = sqlite3_step(st);
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE) {
-        if (rc == SQLITE_CONSTRAINT) return qs_fail(e, "a run named '%s' already exists (choose another --name)", name);
+        if ((rc & 0xff) == SQLITE_CONSTRAINT) return qs_fail(e, "a run named '%s' already exists (choose another --name)", name);
         return qs_fail(e, "cannot insert run: %s", sqlite3_errmsg(db->h));
     }
     *run_id = sqlite3_last_insert_rowid(db->h);
@@ -383,7 +383,9 @@ static int cmd_score(qs_cli *cli, int argc, char **argv)
     qs_llm_numerics rnx = {o.has_a ? &o.a : NULL, o.resq, o.has_kv ? &o.kv : NULL, o.scaled};
     char runname[256];
     if (o.name) snprintf(runname, sizeof runname, "%s", o.name);
-    else snprintf(runname, sizeof runname, "llm:%s:w=%s:a=%s:kv=%s%s:seed=%llu", f.name[0] ? f.name : "model", o.wspec, o.aspec,
+    const char *base = strrchr(o.model, '/') ? strrchr(o.model, '/') + 1 : o.model;
+    int blen = (int)strcspn(base, ".");
+    if (!o.name) snprintf(runname, sizeof runname, "llm:%.*s:w=%s:a=%s:kv=%s%s:seed=%llu", blen, base, o.wspec, o.aspec,
                   o.kvspec, o.resq ? (o.resq == QS_RESQ_DENSE ? ":resq=dense" : ":resq=2:4") : "", o.seed);
 
     qs_db *db = qs_cli_open_db(cli);
@@ -605,7 +607,7 @@ static int cmd_capture(qs_cli *cli, int argc, char **argv)
             int cols = cc->cols[si];
             char name[256], src[600];
             snprintf(name, sizeof name, "%s:blk.%d.%s", prefix, l, qs_llm_site_name((qs_llm_site)si));
-            snprintf(src, sizeof src, "llm:%s", o.model);
+            snprintf(src, sizeof src, "llm:%s#%s", o.model, name);   /* one source per tensor: re-capturing replaces only it */
             double ratio;
             json_t *m = json_object();
             json_object_set_new(m, "generator", json_string("qscope llm capture"));
