@@ -55,6 +55,20 @@ ls -l "$GGUF" "$MINI" >&2
 
 if [ -n "$BIN" ] && [ -n "$DB" ]; then
   echo "make data: importing into $DB (references to the cached files) ..." >&2
-  "$BIN" --db "$DB" import --prefix smollm2 "$GGUF" || die "import of $GGUF failed"
-  "$BIN" --db "$DB" import --prefix minilm "$MINI" || die "import of $MINI failed"
+  "$BIN" --db "$DB" import --prefix smollm2 "$GGUF" >/dev/null || die "import of $GGUF failed"
+  "$BIN" --db "$DB" import --prefix minilm "$MINI" >/dev/null || die "import of $MINI failed"
+  # real activations: inputs of every linear layer of SmolLM2 over one sampled sequence
+  if ! sqlite3 "$DB" "SELECT 1 FROM tensor WHERE name GLOB 'smollm2-act:*' LIMIT 1" 2>/dev/null | grep -q 1; then
+    echo "make data: capturing SmolLM2 activations (llm capture) ..." >&2
+    "$BIN" --db "$DB" llm capture --model "$GGUF" --tokens 128 --seed 1 --prefix smollm2-act >/dev/null \
+      || die "llm capture failed"
+  fi
+  # real precision-mismatch runs, one per rollout format (weights and linear inputs)
+  for f in fp8_e4m3 nvfp4 hif4 mxfp4; do
+    run="smollm2:w=$f:a=$f"
+    if sqlite3 "$DB" "SELECT 1 FROM rl_run WHERE name='$run'" 2>/dev/null | grep -q 1; then continue; fi
+    echo "make data: llm score --rollout-format $f --act-format $f ..." >&2
+    "$BIN" --db "$DB" llm score --model "$GGUF" --rollout-format $f --act-format $f --tokens 64 --seqs 4 \
+      --prompts 2 --seed 1 --name "$run" || die "llm score ($f) failed"
+  done
 fi
