@@ -42,7 +42,7 @@ typedef struct llm_opts {
     int has_w, has_a, has_kv;
     qs_llm_resq resq;
     int scaled;
-    int tokens, seqs, prompts;
+    int tokens, seqs, prompts, reps;
     unsigned long long seed;
     int json;
 } llm_opts;
@@ -80,12 +80,13 @@ static int parse_opts(const char *cmd, int argc, char **argv, llm_opts *o)
         {"prompts", required_argument, 0, 'P'}, {"seed", required_argument, 0, 's'},
         {"name", required_argument, 0, 'N'}, {"prefix", required_argument, 0, 'p'},
         {"prompt-ids", required_argument, 0, 'i'}, {"out", required_argument, 0, 'o'},
-        {"json", no_argument, 0, 'j'}, {0, 0, 0, 0}};
+        {"json", no_argument, 0, 'j'}, {"reps", required_argument, 0, 'R'}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->scaled = 1;
     o->tokens = 64;
     o->seqs = 4;
     o->prompts = 2;
+    o->reps = 3;
     o->wspec = o->aspec = o->kvspec = "fp32";
     optind = 1;
     opterr = 0;
@@ -112,6 +113,7 @@ static int parse_opts(const char *cmd, int argc, char **argv, llm_opts *o)
         case 'i': o->prompt_ids = optarg; break;
         case 'o': o->out = optarg; break;
         case 'j': o->json = 1; break;
+        case 'R': if (parse_int(cmd, "--reps", optarg, 1, 100, &o->reps)) return QS_EXIT_USAGE; break;
         case ':': return qs_cli_usage(cmd, "option %s needs a value", argv[optind - 1]);
         default: return qs_cli_usage(cmd, "unknown option '%s'", argv[optind - 1]);
         }
@@ -746,25 +748,39 @@ static int cmd_bench(qs_cli *cli, int argc, char **argv)
     qs_llm_numerics nx = {o.has_a ? &o.a : NULL, o.resq, o.has_kv ? &o.kv : NULL, o.scaled};
     double *lp = malloc((size_t)o.seqs * o.tokens * sizeof(double)), *en = malloc((size_t)o.seqs * o.tokens * sizeof(double));
     if (!lp || !en) { rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); goto out; }
-    printf("model %s: %.3g GFLOP/token at context %d; %d sequences x %d tokens\n", f.name, qs_llm_flops_per_token(&f.m.c, o.tokens / 2) * 1e-9,
-           o.tokens / 2, o.seqs, o.tokens);
+    printf("model %s: %.3g GFLOP/token at context %d; %d sequences x %d tokens, best of %d\n", f.name, qs_llm_flops_per_token(&f.m.c, o.tokens / 2) * 1e-9,
+           o.tokens / 2, o.seqs, o.tokens, o.reps);
     printf("%-44s %14s %14s\n", "numerics", "sample tok/s", "score tok/s");
+    {   /* warm-up (page faults of fresh buffers, OpenBLAS threads), not timed */
+        rollout w;
+        memset(&w, 0, sizeof w);
+        double tw;
+        int bad = do_rollout(&f.m, NULL, &p, o.seqs, 8, -1, o.seed, 1, &w, &tw, &e) || do_score(&f.m, NULL, &w, lp, en, &tw, &e);
+        rollout_free(&w);
+        if (bad) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
+    }
     for (int pass = 0; pass < 2; pass++) {
         const qs_llm_model *m = pass ? &roll : &f.m;
         const qs_llm_numerics *n = pass ? &nx : NULL;
-        rollout ro;
-        memset(&ro, 0, sizeof ro);
-        double tr = 0, ts = 0;
-        if (do_rollout(m, n, &p, o.seqs, o.tokens, -1, o.seed, 0, &ro, &tr, &e) || do_score(m, n, &ro, lp, en, &ts, &e)) {
+        double best_s = 0, best_c = 0;
+        for (int rep = 0; rep < o.reps; rep++) {   /* best of --reps: the machine is shared */
+            rollout ro;
+            memset(&ro, 0, sizeof ro);
+            double tr = 0, ts = 0;
+            if (do_rollout(m, n, &p, o.seqs, o.tokens, -1, o.seed, 0, &ro, &tr, &e) || do_score(m, n, &ro, lp, en, &ts, &e)) {
+                rollout_free(&ro);
+                rc = qs_cli_err(QS_EXIT_ERR, &e);
+                goto out;
+            }
+            double vs = (double)o.seqs * o.tokens / tr, vc = (double)o.seqs * (p.n + o.tokens) / ts;
+            if (vs > best_s) best_s = vs;
+            if (vc > best_c) best_c = vc;
             rollout_free(&ro);
-            rc = qs_cli_err(QS_EXIT_ERR, &e);
-            goto out;
         }
         char lab[160];
         if (pass) snprintf(lab, sizeof lab, "w=%s a=%s kv=%s%s", o.wspec, o.aspec, o.kvspec, o.resq ? " +resq" : "");
         else snprintf(lab, sizeof lab, "reference fp32");
-        printf("%-44s %14.1f %14.1f\n", lab, (double)o.seqs * o.tokens / tr, (double)o.seqs * (p.n + o.tokens) / ts);
-        rollout_free(&ro);
+        printf("%-44s %14.1f %14.1f\n", lab, best_s, best_c);
     }
 out:
     free(lp); free(en);

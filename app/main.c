@@ -220,6 +220,7 @@ const qs_command qs_commands[] = {
      "  generate  print sampled text (detokenized from the GGUF vocabulary)\n"
      "  logits    write the logits of --prompt-ids to -o OUT.npy (cross-checks)\n"
      "  bench     tokens/s of batched sampling and teacher-forced scoring, reference vs rollout\n"
+     "            (best of --reps N, default 3)\n"
      "\n"
      "  --model FILE        GGUF file (llama architecture)\n"
      "  --rollout-format F  weights format (fp32 = none), e.g. mxfp4, nvfp4, hif4, fp8_e4m3, bf16;\n"
