@@ -36,7 +36,8 @@ static double now_s(void)
 /* ---------------------------------------------------------------- options */
 
 typedef struct llm_opts {
-    const char *model, *name, *prefix, *prompt_ids, *out;
+    const char *model, *name, *prefix, *prompt_ids, *out, *prompt_text;
+    int chat;
     const char *wspec, *aspec, *kvspec;   /* format specs as given */
     qs_apply w, a, kv;
     int has_w, has_a, has_kv;
@@ -80,7 +81,8 @@ static int parse_opts(const char *cmd, int argc, char **argv, llm_opts *o)
         {"prompts", required_argument, 0, 'P'}, {"seed", required_argument, 0, 's'},
         {"name", required_argument, 0, 'N'}, {"prefix", required_argument, 0, 'p'},
         {"prompt-ids", required_argument, 0, 'i'}, {"out", required_argument, 0, 'o'},
-        {"json", no_argument, 0, 'j'}, {"reps", required_argument, 0, 'R'}, {0, 0, 0, 0}};
+        {"json", no_argument, 0, 'j'}, {"reps", required_argument, 0, 'R'},
+        {"prompt", required_argument, 0, 'T'}, {"chat", no_argument, 0, 'C'}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->scaled = 1;
     o->tokens = 64;
@@ -112,6 +114,8 @@ static int parse_opts(const char *cmd, int argc, char **argv, llm_opts *o)
         case 'p': o->prefix = optarg; break;
         case 'i': o->prompt_ids = optarg; break;
         case 'o': o->out = optarg; break;
+        case 'T': o->prompt_text = optarg; break;
+        case 'C': o->chat = 1; break;
         case 'j': o->json = 1; break;
         case 'R': if (parse_int(cmd, "--reps", optarg, 1, 100, &o->reps)) return QS_EXIT_USAGE; break;
         case ':': return qs_cli_usage(cmd, "option %s needs a value", argv[optind - 1]);
@@ -120,6 +124,8 @@ static int parse_opts(const char *cmd, int argc, char **argv, llm_opts *o)
     }
     if (optind < argc) return qs_cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
     if (!o->model) return qs_cli_usage(cmd, "--model PATH.gguf is required");
+    if (o->prompt_text && o->prompt_ids) return qs_cli_usage(cmd, "give --prompt or --prompt-ids, not both");
+    if (o->chat && !o->prompt_text) return qs_cli_usage(cmd, "--chat wraps --prompt TEXT in the chat template");
     if (o->resq != QS_RESQ_NONE && !o->has_a) return qs_cli_usage(cmd, "--resq corrects activation rounding: give --act-format");
     return 0;
 }
@@ -145,6 +151,28 @@ static int parse_ids(const char *s, const qs_llm_file *f, prompt_t *p, qs_err *e
     return 0;
 }
 
+/* --prompt TEXT (optionally in the ChatML template of SmolLM2's tokenizer.chat_template, with its
+** default system message) through the BPE tokenizer. */
+static int text_prompt(const char *text, int chat, const qs_llm_file *f, prompt_t *p, qs_err *e)
+{
+    static const char *sys = "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n";
+    size_t n = strlen(text) + 256;
+    char *buf = malloc(n);
+    if (!buf) return qs_fail(e, "out of memory");
+    if (chat) snprintf(buf, n, "%s<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n", sys, text);
+    else snprintf(buf, n, "%s", text);
+    int k = qs_llm_tokenize(&f->v, buf, strlen(buf), p->ids, MAX_PROMPT, e);
+    free(buf);
+    if (k < 0) { qs_err_prefix(e, "--prompt"); return -1; }
+    if (k == 0) return qs_fail(e, "--prompt gives no tokens");
+    p->n = k;
+    snprintf(p->label, sizeof p->label, "%s%.40s", chat ? "chat:" : "", text);
+    return 0;
+}
+
+/* The prompt(s) of a command: --prompt, --prompt-ids or the defaults; 0 or -1 (usage error in e). */
+static int get_prompts(const llm_opts *o, const qs_llm_file *f, prompt_t *ps, int want, qs_err *e);
+
 static int default_prompts(const qs_llm_file *f, prompt_t *ps, int want)
 {
     static const char *roles[] = {"assistant", "user", "system"};
@@ -165,6 +193,17 @@ static int default_prompts(const qs_llm_file *f, prompt_t *ps, int want)
         n++;
     }
     return n;
+}
+
+static int get_prompts(const llm_opts *o, const qs_llm_file *f, prompt_t *ps, int want, qs_err *e)
+{
+    if (o->prompt_ids || o->prompt_text) {
+        if (o->prompt_ids ? parse_ids(o->prompt_ids, f, &ps[0], e) : text_prompt(o->prompt_text, o->chat, f, &ps[0], e)) return -1;
+        for (int i = 1; i < want; i++) ps[i] = ps[0];
+        return 0;
+    }
+    default_prompts(f, ps, want);
+    return 0;
 }
 
 /* ---------------------------------------------------------------- sampling */
@@ -376,10 +415,7 @@ static int cmd_score(qs_cli *cli, int argc, char **argv)
     if (!ps) return qs_cli_error(QS_EXIT_ERR, "out of memory");
     if (load_models(&o, &f, &roll, 1, &e)) { free(ps); return qs_cli_err(QS_EXIT_ERR, &e); }
     int np = o.prompts;
-    if (o.prompt_ids) {
-        if (parse_ids(o.prompt_ids, &f, &ps[0], &e)) { rc = qs_cli_err(QS_EXIT_USAGE, &e); goto done; }
-        for (int i = 1; i < np; i++) ps[i] = ps[0];
-    } else default_prompts(&f, ps, np);
+    if (get_prompts(&o, &f, ps, np, &e)) { rc = qs_cli_err(QS_EXIT_USAGE, &e); goto done; }
     if (ps[0].n + o.tokens > f.m.c.ctx) { rc = qs_cli_error(QS_EXIT_USAGE, "prompt + --tokens exceed the model context %d", f.m.c.ctx); goto done; }
 
     qs_llm_numerics rnx = {o.has_a ? &o.a : NULL, o.resq, o.has_kv ? &o.kv : NULL, o.scaled};
@@ -571,9 +607,7 @@ static int cmd_capture(qs_cli *cli, int argc, char **argv)
     if (load_models(&o, &f, NULL, 0, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
     if (f.m.c.n_layer > 4096) { qs_llm_file_free(&f); return qs_cli_error(QS_EXIT_ERR, "too many layers"); }
     prompt_t p;
-    if (o.prompt_ids) {
-        if (parse_ids(o.prompt_ids, &f, &p, &e)) { qs_llm_file_free(&f); return qs_cli_err(QS_EXIT_USAGE, &e); }
-    } else default_prompts(&f, &p, 1);
+    if (get_prompts(&o, &f, &p, 1, &e)) { qs_llm_file_free(&f); return qs_cli_err(QS_EXIT_USAGE, &e); }
     const char *prefix = o.prefix ? o.prefix : "llm-act";
     /* the token sequence: the prompt and a continuation sampled from the reference at temperature 1 */
     rollout ro;
@@ -666,8 +700,7 @@ static int cmd_generate(qs_cli *cli, int argc, char **argv)
     rollout ro;
     memset(&ro, 0, sizeof ro);
     double tr;
-    if (o.prompt_ids) { if (parse_ids(o.prompt_ids, &f, &p, &e)) { rc = qs_cli_err(QS_EXIT_USAGE, &e); goto out; } }
-    else default_prompts(&f, &p, 1);
+    if (get_prompts(&o, &f, &p, 1, &e)) { rc = qs_cli_err(QS_EXIT_USAGE, &e); goto out; }
     qs_llm_numerics nx = {o.has_a ? &o.a : NULL, o.resq, o.has_kv ? &o.kv : NULL, o.scaled};
     if (p.n + o.tokens > f.m.c.ctx) { rc = qs_cli_error(QS_EXIT_USAGE, "prompt + --tokens exceed the model context"); goto out; }
     if (do_rollout(&roll, &nx, &p, o.seqs, o.tokens, f.v.eos, o.seed, 0, &ro, &tr, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
@@ -697,7 +730,7 @@ static int cmd_logits(qs_cli *cli, int argc, char **argv)
     llm_opts o;
     int rc = parse_opts("llm logits", argc, argv, &o);
     if (rc) return rc;
-    if (!o.prompt_ids || !o.out) return qs_cli_usage("llm logits", "--prompt-ids LIST and -o OUT.npy are required");
+    if ((!o.prompt_ids && !o.prompt_text) || !o.out) return qs_cli_usage("llm logits", "--prompt-ids LIST (or --prompt TEXT) and -o OUT.npy are required");
     qs_err e = {{0}};
     qs_llm_file f;
     qs_llm_model roll;
@@ -706,7 +739,7 @@ static int cmd_logits(qs_cli *cli, int argc, char **argv)
     prompt_t p;
     float *hid = NULL, *scr = NULL, *lg = NULL;
     qs_llm_state *s = NULL;
-    if (parse_ids(o.prompt_ids, &f, &p, &e)) { rc = qs_cli_err(QS_EXIT_USAGE, &e); goto out; }
+    if (get_prompts(&o, &f, &p, 1, &e)) { rc = qs_cli_err(QS_EXIT_USAGE, &e); goto out; }
     if (p.n > f.m.c.ctx) { rc = qs_cli_error(QS_EXIT_USAGE, "more ids than the model context"); goto out; }
     qs_llm_numerics nx = {o.has_a ? &o.a : NULL, o.resq, o.has_kv ? &o.kv : NULL, o.scaled};
     const int d = f.m.c.dim, V = f.m.c.vocab;
@@ -789,14 +822,36 @@ out:
     return rc;
 }
 
+/* Print the token ids of --prompt TEXT (comma-separated, one line) and, with --json, the pieces. */
+static int cmd_tokenize(qs_cli *cli, int argc, char **argv)
+{
+    (void)cli;
+    llm_opts o;
+    int rc = parse_opts("llm tokenize", argc, argv, &o);
+    if (rc) return rc;
+    if (!o.prompt_text) return qs_cli_usage("llm tokenize", "--prompt TEXT is required");
+    qs_err e = {{0}};
+    qs_llm_file f;
+    if (load_models(&o, &f, NULL, 0, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
+    prompt_t p;
+    if (text_prompt(o.prompt_text, o.chat, &f, &p, &e)) rc = qs_cli_err(QS_EXIT_USAGE, &e);
+    else {
+        for (int i = 0; i < p.n; i++) printf("%s%d", i ? "," : "", p.ids[i]);
+        printf("\n");
+    }
+    qs_llm_file_free(&f);
+    return rc;
+}
+
 int qs_cmd_llm(qs_cli *cli, int argc, char **argv)
 {
-    if (argc < 2) return qs_cli_usage("llm", "choose a subcommand: score, capture, generate, logits, bench");
+    if (argc < 2) return qs_cli_usage("llm", "choose a subcommand: score, capture, generate, logits, bench, tokenize");
     const char *sub = argv[1];
     if (!strcmp(sub, "score")) return cmd_score(cli, argc - 1, argv + 1);
     if (!strcmp(sub, "capture")) return cmd_capture(cli, argc - 1, argv + 1);
     if (!strcmp(sub, "generate")) return cmd_generate(cli, argc - 1, argv + 1);
     if (!strcmp(sub, "logits")) return cmd_logits(cli, argc - 1, argv + 1);
     if (!strcmp(sub, "bench")) return cmd_bench(cli, argc - 1, argv + 1);
-    return qs_cli_usage("llm", "unknown subcommand '%s' (score, capture, generate, logits, bench)", sub);
+    if (!strcmp(sub, "tokenize")) return cmd_tokenize(cli, argc - 1, argv + 1);
+    return qs_cli_usage("llm", "unknown subcommand '%s' (score, capture, generate, logits, bench, tokenize)", sub);
 }

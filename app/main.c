@@ -204,7 +204,7 @@ const qs_command qs_commands[] = {
      "Format options (--round, --scale-rule, --block, --axis, --gran, ...) apply to every format.\n"
      "Colour in the terminal only on a terminal with NO_COLOR unset; series differ by glyph too.",
      qs_cmd_plot, 0},
-    {"llm", "score|capture|generate|logits|bench --model FILE.gguf [options]",
+    {"llm", "score|capture|generate|logits|bench|tokenize --model FILE.gguf [options]",
      "run a real causal LM (SmolLM2 GGUF): mismatch runs, activations, throughput",
      "A Llama-architecture GGUF model (SmolLM2-135M-Instruct from `make data`) through qscope's own\n"
      "FP32 forward pass (dequantized weights, OpenBLAS matmuls); the rollout numerics are simulated by\n"
@@ -221,6 +221,7 @@ const qs_command qs_commands[] = {
      "  logits    write the logits of --prompt-ids to -o OUT.npy (cross-checks)\n"
      "  bench     tokens/s of batched sampling and teacher-forced scoring, reference vs rollout\n"
      "            (best of --reps N, default 3)\n"
+     "  tokenize  print the token ids of --prompt TEXT (byte-level BPE, ASCII text only)\n"
      "\n"
      "  --model FILE        GGUF file (llama architecture)\n"
      "  --rollout-format F  weights format (fp32 = none), e.g. mxfp4, nvfp4, hif4, fp8_e4m3, bf16;\n"
@@ -232,8 +233,10 @@ const qs_command qs_commands[] = {
      "                      FP32 scale (per output channel for weights, per token for activations)\n"
      "  --tokens N          generated tokens per sequence (default 64)\n"
      "  --seqs K            sequences per prompt (default 4);  --prompts P  prompts (default 2)\n"
-     "  --prompt-ids LIST   prompt as comma-separated token ids (no text tokenizer yet); default:\n"
-     "                      chat openings <|im_start|>assistant\\n, ...user\\n, ...system\\n\n"
+     "  --prompt TEXT       prompt text (ASCII), tokenized with the GGUF's BPE vocabulary and merges\n"
+     "  --chat              wrap --prompt in the model's ChatML template (system, user, assistant)\n"
+     "  --prompt-ids LIST   prompt as comma-separated token ids; default prompts: the chat openings\n"
+     "                      <|im_start|>assistant\\n, ...user\\n, ...system\\n\n"
      "  --seed S            sampling seed (default 0);  --name RUN  run name;  --prefix P  capture\n"
      "                      tensor prefix (default llm-act);  --json  score summary as JSON",
      qs_cmd_llm, 0},

@@ -57,11 +57,40 @@ static int kv_skip(kvr *r, uint32_t type, int depth)
     return 0;
 }
 
+/* An array of n strings at r->p (after its header): NUL-separated text + offsets. */
+static int read_strs(kvr *r, uint64_t n, size_t at, char **text, uint32_t **off, qs_err *e)
+{
+    if (n > (r->len - r->p) / 8 || n > (1u << 24))
+        return qs_fail(e, "array of %llu strings overruns the file (at byte %zu)", (unsigned long long)n, at);
+    size_t start = r->p, total = 0;
+    for (uint64_t i = 0; i < n; i++) {   /* first pass: bounds and total size */
+        const uint8_t *s; uint64_t sl;
+        if (kv_str(r, &s, &sl)) return -1;
+        total += (size_t)sl + 1;
+    }
+    if (total > UINT32_MAX) return qs_fail(e, "string array too large (at byte %zu)", at);
+    *text = malloc(total ? total : 1);
+    *off = malloc((size_t)(n ? n : 1) * sizeof **off);
+    if (!*text || !*off) return qs_fail(e, "out of memory for the vocabulary");
+    r->p = start;
+    size_t o = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        const uint8_t *s; uint64_t sl;
+        kv_str(r, &s, &sl);
+        (*off)[i] = (uint32_t)o;
+        memcpy(*text + o, s, (size_t)sl);
+        for (size_t j = 0; j < sl; j++) if (!(*text)[o + j]) (*text)[o + j] = '?';
+        o += (size_t)sl;
+        (*text)[o++] = 0;
+    }
+    return 0;
+}
+
 static int read_vocab(const uint8_t *buf, size_t len, qs_llm_vocab *v, qs_err *e)
 {
     kvr r = {buf, len, 0, e};
     uint32_t magic, ver;
-    uint64_t nt, nkv;
+    uint64_t nt, nkv, ntype = 0;
     if (kv_u32(&r, &magic) || kv_u32(&r, &ver) || kv_u64(&r, &nt) || kv_u64(&r, &nkv)) return -1;
     for (uint64_t k = 0; k < nkv; k++) {
         const uint8_t *key;
@@ -70,36 +99,20 @@ static int read_vocab(const uint8_t *buf, size_t len, qs_llm_vocab *v, qs_err *e
         if (kv_str(&r, &key, &kl) || kv_u32(&r, &type)) return -1;
         int is_tok = kl == 21 && !memcmp(key, "tokenizer.ggml.tokens", 21);
         int is_type = kl == 25 && !memcmp(key, "tokenizer.ggml.token_type", 25);
-        if ((is_tok || is_type) && type == 9) {
+        int is_merge = kl == 21 && !memcmp(key, "tokenizer.ggml.merges", 21);
+        if ((is_tok || is_type || is_merge) && type == 9) {
             size_t at = r.p;
             uint32_t et;
             uint64_t n;
             if (kv_u32(&r, &et) || kv_u64(&r, &n)) return -1;
             if (is_tok && et == 8 && !v->text) {
-                if (n > (len - r.p) / 8 || n > (1u << 24))
-                    return qs_fail(e, "vocabulary of %llu tokens overruns the file (at byte %zu)", (unsigned long long)n, at);
-                size_t start = r.p, total = 0;
-                for (uint64_t i = 0; i < n; i++) {   /* first pass: bounds and total size */
-                    const uint8_t *s; uint64_t sl;
-                    if (kv_str(&r, &s, &sl)) return -1;
-                    total += (size_t)sl + 1;
-                }
-                v->text = malloc(total ? total : 1);
-                v->off = malloc((size_t)n * sizeof *v->off);
-                if (!v->text || !v->off) return qs_fail(e, "out of memory for the vocabulary");
-                r.p = start;
-                size_t o = 0;
-                for (uint64_t i = 0; i < n; i++) {
-                    const uint8_t *s; uint64_t sl;
-                    kv_str(&r, &s, &sl);
-                    v->off[i] = (uint32_t)o;
-                    memcpy(v->text + o, s, (size_t)sl);
-                    for (size_t j = 0; j < sl; j++) if (!v->text[o + j]) v->text[o + j] = '?';
-                    o += (size_t)sl;
-                    v->text[o++] = 0;
-                }
-                if (total > UINT32_MAX) return qs_fail(e, "vocabulary text too large");
+                if (read_strs(&r, n, at, &v->text, &v->off, e)) return -1;
                 v->n = (int)n;
+                continue;
+            }
+            if (is_merge && et == 8 && !v->mtext) {
+                if (read_strs(&r, n, at, &v->mtext, &v->moff, e)) return -1;
+                v->nmerges = (int)n;
                 continue;
             }
             if (is_type && (et == 5 || et == 4) && !v->type) {
@@ -108,14 +121,77 @@ static int read_vocab(const uint8_t *buf, size_t len, qs_llm_vocab *v, qs_err *e
                 if (!v->type) return qs_fail(e, "out of memory");
                 memcpy(v->type, buf + r.p, (size_t)n * 4);
                 r.p += (size_t)n * 4;
-                if (n != (uint64_t)v->n && v->n) { free(v->type); v->type = NULL; }
+                ntype = n;
                 continue;
             }
             r.p = at;
         }
         if (kv_skip(&r, type, 0)) return -1;
     }
-    if (v->type && v->n == 0) { free(v->type); v->type = NULL; }
+    if (v->type && ntype != (uint64_t)v->n) { free(v->type); v->type = NULL; }
+    return 0;
+}
+
+/* FNV-1a */
+static uint32_t hstr(const char *s, size_t n)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) { h ^= (uint8_t)s[i]; h *= 16777619u; }
+    return h;
+}
+
+static int build_hash(const char *text, const uint32_t *off, int n, uint32_t **tab, size_t *cap, qs_err *e)
+{
+    size_t c = 16;
+    while (c < (size_t)n * 2) c <<= 1;
+    *tab = calloc(c, sizeof **tab);
+    if (!*tab) return qs_fail(e, "out of memory");
+    *cap = c;
+    for (int i = 0; i < n; i++) {
+        const char *s = text + off[i];
+        size_t h = hstr(s, strlen(s)) & (c - 1);
+        while ((*tab)[h]) {
+            if (!strcmp(text + off[(*tab)[h] - 1], s)) break;   /* duplicate: first one wins */
+            h = (h + 1) & (c - 1);
+        }
+        if (!(*tab)[h]) (*tab)[h] = (uint32_t)i + 1;
+    }
+    return 0;
+}
+
+int qs_llm_hash_find(const char *text, const uint32_t *off, const uint32_t *tab, size_t cap, const char *s, size_t n)
+{
+    if (!tab) return -1;
+    size_t h = hstr(s, n) & (cap - 1);
+    while (tab[h]) {
+        const char *t = text + off[tab[h] - 1];
+        if (strlen(t) == n && !memcmp(t, s, n)) return (int)tab[h] - 1;
+        h = (h + 1) & (cap - 1);
+    }
+    return -1;
+}
+
+static int cmp_len_desc(const void *a, const void *b, void *ctx)
+{
+    const qs_llm_vocab *v = ctx;
+    size_t la = strlen(v->text + v->off[*(const int *)a]);
+    size_t lb = strlen(v->text + v->off[*(const int *)b]);
+    if (la != lb) return la < lb ? 1 : -1;
+    return *(const int *)a - *(const int *)b;
+}
+
+static int vocab_tables(qs_llm_vocab *v, qs_err *e)
+{
+    if (!v->n) return 0;
+    if (build_hash(v->text, v->off, v->n, &v->vhash, &v->vhcap, e)) return -1;
+    if (v->nmerges && build_hash(v->mtext, v->moff, v->nmerges, &v->mhash, &v->mhcap, e)) return -1;
+    if (v->type) {
+        v->special = malloc((size_t)v->n * sizeof *v->special);
+        if (!v->special) return qs_fail(e, "out of memory");
+        for (int i = 0; i < v->n; i++)
+            if (v->type[i] == 3 && v->text[v->off[i]]) v->special[v->nspecial++] = i;
+        qsort_r(v->special, (size_t)v->nspecial, sizeof *v->special, cmp_len_desc, v);
+    }
     return 0;
 }
 
@@ -272,7 +348,7 @@ int qs_llm_load_gguf_mem(const uint8_t *buf, size_t len, const char *name, qs_ll
         for (int j = 0; j < nt && o < sizeof f->wtypes; j++)
             o += (size_t)snprintf(f->wtypes + o, sizeof f->wtypes - o, "%s%s x%d", j ? ", " : "", tn[j], cnt[j]);
     }
-    if (read_vocab(buf, len, &f->v, e)) goto fail;
+    if (read_vocab(buf, len, &f->v, e) || vocab_tables(&f->v, e)) goto fail;
     if (f->v.n && f->v.n != cfg.vocab) {
         qs_fail(e, "vocabulary has %d tokens but token_embd has %d rows", f->v.n, cfg.vocab);
         goto fail;
@@ -286,6 +362,8 @@ int qs_llm_load_gguf_mem(const uint8_t *buf, size_t len, const char *name, qs_ll
         f->v.eos = (int)json_integer_value(j);
     const char *tm = json_string_value(json_object_get(meta, "tokenizer.ggml.model"));
     f->v.byte_level = tm && strcmp(tm, "gpt2") == 0;
+    const char *pre = json_string_value(json_object_get(meta, "tokenizer.ggml.pre"));
+    snprintf(f->v.pre, sizeof f->v.pre, "%s", pre ? pre : "");
     XXH128_hash_t h = XXH3_128bits(buf, len);
     snprintf(f->hash, sizeof f->hash, "%016llx%016llx", (unsigned long long)h.high64, (unsigned long long)h.low64);
     f->size = len;
@@ -324,12 +402,18 @@ void qs_llm_file_free(qs_llm_file *f)
     free(f->v.text);
     free(f->v.off);
     free(f->v.type);
+    free(f->v.mtext);
+    free(f->v.moff);
+    free(f->v.vhash);
+    free(f->v.mhash);
+    free(f->v.special);
     memset(f, 0, sizeof *f);
     f->v.bos = f->v.eos = -1;
 }
 
 int qs_llm_vocab_find(const qs_llm_vocab *v, const char *s)
 {
+    if (v->vhash) return qs_llm_hash_find(v->text, v->off, v->vhash, v->vhcap, s, strlen(s));
     for (int i = 0; i < v->n; i++)
         if (strcmp(v->text + v->off[i], s) == 0) return i;
     return -1;

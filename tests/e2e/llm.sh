@@ -54,6 +54,17 @@ check "capture metadata has outlier channels; channel 7 (norm gain 12) tops ffn_
 ok "analyze a captured tensor" "$QS" analyze act:blk.0.ffn_down_in -f mxfp4,hif4
 fails "capture refuses format options" 2 "$QS" llm capture --model "$TINY" --act-format mxfp4
 
+# --- text prompts through the BPE tokenizer
+ok "tokenize" "$QS" llm tokenize --model "$TINY" --prompt "the quant"
+check "tokenize: merges applied ('the quant' -> 't' 'he' 'Ġquant')" '[ "$(cat "$T/out")" = "121,262,272" ]'
+ok "chat prompt tokenized" "$QS" llm tokenize --model "$TINY" --prompt "hi" --chat
+check "chat template starts with <|im_start|> and ends with assistant\\n" '[ "$(cut -d, -f1 "$T/out")" = 1 ] && [ "$(tr , "\n" < "$T/out" | tail -n 1)" = 15 ]'
+fails "non-ASCII prompt refused" 2 "$QS" llm tokenize --model "$TINY" --prompt "café"
+check "non-ASCII: error names the byte" 'grep -q "byte 3 of the text is not ASCII" "$T/err"'
+ok "score with a text prompt" "$QS" llm score --model "$TINY" --prompt "What is 2+2?" --chat --tokens 4 --seqs 2 --prompts 1 --name chat
+check "the chat prompt is recorded in the run metadata" '[ "$(q "SELECT json_array_length(metadata, '"'"'$.prompt_ids[0].ids'"'"') > 20 FROM rl_run WHERE name='"'"'chat'"'"'")" = 1 ]'
+fails "--prompt and --prompt-ids together" 2 "$QS" llm score --model "$TINY" --prompt x --prompt-ids 1
+
 # --- logits, generate, bench
 ok "logits to .npy" "$QS" llm logits --model "$TINY" --prompt-ids "$IDS" -o "$T/l.npy"
 check "logits file has the shape of the committed reference (20 x 96 float32)" '[ "$(stat -c %s "$T/l.npy")" = "$(stat -c %s "$FIX/llm/tiny_logits.npy")" ]'

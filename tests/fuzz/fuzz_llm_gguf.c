@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "../../datasets/llm_load.c"
+#include "../../datasets/llm_tok.c"
 
 #define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)
 
@@ -28,6 +29,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(f.v.n == 0 || f.v.n == f.m.c.vocab);
     char buf[64];
     for (int i = 0; i < f.v.n && i < 64; i++) CHECK(qs_llm_detok(&f.v, i, buf, sizeof buf) < sizeof buf);
+    {   /* the tokenizer over the input's last bytes as text, with the file's own vocabulary and merges */
+        int32_t ids[128];
+        size_t tl = size < 96 ? size : 96;
+        int n = qs_llm_tokenize(&f.v, (const char *)data + size - tl, tl, ids, 128, &e);
+        CHECK(n >= -1 && n <= 128);
+        for (int i = 0; i < n; i++) CHECK(ids[i] >= 0 && ids[i] < f.v.n);
+    }
     if ((size_t)f.m.c.dim * f.m.c.vocab < (1u << 20) && f.m.c.n_layer <= 4) {
         qs_llm_state *s = qs_llm_state_new(&f.m.c, 1, 2, 2, &e);
         if (s) {

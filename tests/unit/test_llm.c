@@ -5,6 +5,7 @@
 */
 #include "test_util.h"
 
+#include <jansson.h>
 #include <math.h>
 
 #include "../../datasets/llm_load.h"
@@ -107,17 +108,21 @@ static void test_loader_fields(void **st)
     assert_int_equal(f.m.c.n_kv_head, 2);
     assert_int_equal(f.m.c.head_dim, 16);
     assert_int_equal(f.m.c.ffn, 96);
-    assert_int_equal(f.m.c.vocab, 96);
+    assert_int_equal(f.m.c.vocab, 320);
     assert_ptr_equal(f.m.output, f.m.tok_embd);   /* tied */
-    assert_int_equal(f.v.n, 96);
+    assert_int_equal(f.v.n, 320);
+    assert_int_equal(f.v.nmerges, 35);
+    assert_string_equal(f.v.pre, "smollm");
+    assert_int_equal(f.v.nspecial, 4);   /* token_type 3: <|endoftext|> <|im_start|> <|im_end|> <pad> */
     assert_int_equal(f.v.bos, 1);
     assert_int_equal(f.v.eos, -1);
     assert_int_equal(qs_llm_vocab_find(&f.v, "<|im_start|>"), 1);
-    assert_int_equal(qs_llm_vocab_find(&f.v, "assistant"), 5);
+    assert_true(qs_llm_vocab_find(&f.v, "assistant") > 260);
+    assert_int_equal(qs_llm_vocab_find(&f.v, "\xc4\x8a"), 5 + 10);   /* "Ċ" spells byte 10 */
     char buf[64];
     qs_llm_detok(&f.v, qs_llm_vocab_find(&f.v, "\xc4\xa0the"), buf, sizeof buf);  /* "Ġthe" */
     assert_string_equal(buf, " the");
-    qs_llm_detok(&f.v, 8, buf, sizeof buf);                                        /* "Ċ" */
+    qs_llm_detok(&f.v, 15, buf, sizeof buf);                                       /* "Ċ" */
     assert_string_equal(buf, "\n");
     qs_llm_detok(&f.v, 1, buf, sizeof buf);                                        /* control token as is */
     assert_string_equal(buf, "<|im_start|>");
@@ -166,7 +171,7 @@ static void test_kv_cache_and_batch(void **st)
     /* positions out of the state are refused */
     assert_int_equal(qs_llm_forward(&f.m, NULL, s, in, B, 1, n, h, NULL, NULL, &e), -1);
     assert_int_equal(qs_llm_forward(&f.m, NULL, s, in, B + 1, 1, 0, h, NULL, NULL, &e), -1);
-    in[0] = 96;
+    in[0] = 320;
     assert_int_equal(qs_llm_forward(&f.m, NULL, s, in, 1, 1, 0, h, NULL, NULL, &e), -1);
     assert_non_null(strstr(e.msg, "out of range"));
     qs_llm_state_free(s);
@@ -257,6 +262,53 @@ static void test_logprob(void **st)
     assert_float_equal(ent, log(2.0), 1e-12);
 }
 
+/* The BPE tokenizer reproduces Hugging Face `tokenizers` (vectors from tests/llm/hf_tokenize.py). */
+static int check_tok_vectors(const char *model, const char *vectors)
+{
+    qs_llm_file f;
+    qs_err e = {{0}};
+    if (qs_llm_load_gguf(model, &f, &e)) return -1;
+    json_error_t je;
+    json_t *j = json_load_file(vectors, 0, &je);
+    assert_non_null(j);
+    json_t *cases = json_object_get(j, "cases");
+    size_t i;
+    json_t *c;
+    int32_t ids[512];
+    json_array_foreach(cases, i, c) {
+        const char *text = json_string_value(json_object_get(c, "text"));
+        json_t *want = json_object_get(c, "ids");
+        int n = qs_llm_tokenize(&f.v, text, strlen(text), ids, 512, &e);
+        if (n != (int)json_array_size(want)) print_message("# %s: '%s' gives %d ids, want %zu (%s)\n", model, text, n, json_array_size(want), e.msg);
+        assert_int_equal(n, (int)json_array_size(want));
+        for (int k = 0; k < n; k++) assert_int_equal(ids[k], json_integer_value(json_array_get(want, (size_t)k)));
+    }
+    print_message("# %s: %zu tokenizer cases equal to HF tokenizers\n", model, json_array_size(cases));
+    json_decref(j);
+    qs_llm_file_free(&f);
+    return 0;
+}
+
+static void test_tokenizer(void **st)
+{
+    (void)st;
+    assert_int_equal(check_tok_vectors("fixtures/llm/tiny.gguf", "fixtures/llm/tiny_tok.json"), 0);
+    /* the real vocabulary, when `make data` has fetched it */
+    if (check_tok_vectors("../data/models/SmolLM2-135M-Instruct.Q4_1.gguf", "fixtures/llm/smollm2_tok.json"))
+        print_message("# SmolLM2 not in data/models (make data): its tokenizer vectors are checked by the tiny model only\n");
+    qs_llm_file f;
+    qs_err e = {{0}};
+    assert_int_equal(qs_llm_load_gguf("fixtures/llm/tiny.gguf", &f, &e), 0);
+    int32_t ids[8];
+    assert_int_equal(qs_llm_tokenize(&f.v, "caf\xc3\xa9", 5, ids, 8, &e), -1);   /* non-ASCII refused */
+    assert_non_null(strstr(e.msg, "byte 3"));
+    assert_int_equal(qs_llm_tokenize(&f.v, "abcdefghij", 10, ids, 8, &e), -1);    /* too many ids for cap */
+    assert_non_null(strstr(e.msg, "more than 8"));
+    assert_int_equal(qs_llm_tokenize(&f.v, "<|im_start|>", 12, ids, 8, &e), 1);
+    assert_int_equal(ids[0], 1);
+    qs_llm_file_free(&f);
+}
+
 /* Damaged files give one-line errors, never a crash, and nothing leaks. */
 static void test_bad_models(void **st)
 {
@@ -304,6 +356,7 @@ int main(void)
         cmocka_unit_test(test_numerics),
         cmocka_unit_test(test_logprob),
         cmocka_unit_test(test_bad_models),
+        cmocka_unit_test(test_tokenizer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
