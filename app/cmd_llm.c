@@ -44,6 +44,7 @@ typedef struct llm_opts {
     qs_llm_resq resq;
     int scaled;
     int tokens, seqs, prompts, reps;
+    int arith;                            /* --task arith */
     unsigned long long seed;
     int json;
 } llm_opts;
@@ -82,7 +83,8 @@ static int parse_opts(const char *cmd, int argc, char **argv, llm_opts *o)
         {"name", required_argument, 0, 'N'}, {"prefix", required_argument, 0, 'p'},
         {"prompt-ids", required_argument, 0, 'i'}, {"out", required_argument, 0, 'o'},
         {"json", no_argument, 0, 'j'}, {"reps", required_argument, 0, 'R'},
-        {"prompt", required_argument, 0, 'T'}, {"chat", no_argument, 0, 'C'}, {0, 0, 0, 0}};
+        {"prompt", required_argument, 0, 'T'}, {"chat", no_argument, 0, 'C'},
+        {"task", required_argument, 0, 'A'}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->scaled = 1;
     o->tokens = 64;
@@ -116,6 +118,11 @@ static int parse_opts(const char *cmd, int argc, char **argv, llm_opts *o)
         case 'o': o->out = optarg; break;
         case 'T': o->prompt_text = optarg; break;
         case 'C': o->chat = 1; break;
+        case 'A':
+            if (!strcmp(optarg, "arith")) o->arith = 1;
+            else if (!strcmp(optarg, "open")) o->arith = 0;
+            else return qs_cli_usage(cmd, "--task wants open or arith, not '%s'", optarg);
+            break;
         case 'j': o->json = 1; break;
         case 'R': if (parse_int(cmd, "--reps", optarg, 1, 100, &o->reps)) return QS_EXIT_USAGE; break;
         case ':': return qs_cli_usage(cmd, "option %s needs a value", argv[optind - 1]);
@@ -126,12 +133,13 @@ static int parse_opts(const char *cmd, int argc, char **argv, llm_opts *o)
     if (!o->model) return qs_cli_usage(cmd, "--model PATH.gguf is required");
     if (o->prompt_text && o->prompt_ids) return qs_cli_usage(cmd, "give --prompt or --prompt-ids, not both");
     if (o->chat && !o->prompt_text) return qs_cli_usage(cmd, "--chat wraps --prompt TEXT in the chat template");
+    if (o->arith && (o->prompt_text || o->prompt_ids)) return qs_cli_usage(cmd, "--task arith makes its own prompts; drop --prompt/--prompt-ids");
     if (o->resq != QS_RESQ_NONE && !o->has_a) return qs_cli_usage(cmd, "--resq corrects activation rounding: give --act-format");
     return 0;
 }
 
 /* Prompts: explicit ids, or chat-template openings found in the vocabulary by exact spelling. */
-typedef struct { int32_t ids[MAX_PROMPT]; int n; char label[64]; } prompt_t;
+typedef struct { int32_t ids[MAX_PROMPT]; int n; char label[64]; long answer; /* -1: no task */ } prompt_t;
 
 static int parse_ids(const char *s, const qs_llm_file *f, prompt_t *p, qs_err *e)
 {
@@ -197,8 +205,20 @@ static int default_prompts(const qs_llm_file *f, prompt_t *ps, int want)
 
 static int get_prompts(const llm_opts *o, const qs_llm_file *f, prompt_t *ps, int want, qs_err *e)
 {
+    for (int i = 0; i < want; i++) ps[i].answer = -1;
+    if (o->arith) {   /* "What is A + B?" in the chat template, A and B in 1..9 from the seed */
+        for (int i = 0; i < want; i++) {
+            long a = 1 + (long)(qs_sr_uniform(o->seed ^ 0x5eedA417ull, 2 * (uint64_t)i) * 9);
+            long b = 1 + (long)(qs_sr_uniform(o->seed ^ 0x5eedA417ull, 2 * (uint64_t)i + 1) * 9);
+            char q[64];
+            snprintf(q, sizeof q, "What is %ld + %ld?", a, b);
+            if (text_prompt(q, 1, f, &ps[i], e)) return -1;
+            ps[i].answer = a + b;
+        }
+        return 0;
+    }
     if (o->prompt_ids || o->prompt_text) {
-        if (o->prompt_ids ? parse_ids(o->prompt_ids, f, &ps[0], e) : text_prompt(o->prompt_text, o->chat, f, &ps[0], e)) return -1;
+            if (o->prompt_ids ? parse_ids(o->prompt_ids, f, &ps[0], e) : text_prompt(o->prompt_text, o->chat, f, &ps[0], e)) return -1;
         for (int i = 1; i < want; i++) ps[i] = ps[0];
         return 0;
     }
@@ -370,10 +390,37 @@ static int write_run(qs_db *db, const char *name, const char *source, const char
     return 0;
 }
 
-static int write_tokens(qs_db *db, int64_t run, int step, const rollout *ro, const double *lpt, qs_err *e)
+/* Reward of each sequence for a task prompt: 1 when the detokenized completion contains the answer as
+** a whole number, else 0.  Advantage: reward minus the mean reward of the prompt's group (GRPO's
+** group baseline, without the division by the group's standard deviation). */
+static void task_rewards(const qs_llm_file *f, const prompt_t *p, const rollout *ro, double *reward, double *adv)
+{
+    const int L = ro->plen + ro->N;
+    double mean = 0;
+    for (int b = 0; b < ro->B; b++) {
+        char text[8192];
+        size_t o = 0;
+        for (int t = 0; t < ro->len[b] && o + 1 < sizeof text; t++)
+            o += qs_llm_detok(&f->v, ro->tok[(size_t)b * L + ro->plen + t], text + o, sizeof text - o);
+        text[o] = 0;
+        reward[b] = 0;
+        for (size_t i = 0; i < o; i++) {
+            if (text[i] < '0' || text[i] > '9' || (i > 0 && text[i - 1] >= '0' && text[i - 1] <= '9')) continue;
+            char *end;
+            long v = strtol(text + i, &end, 10);
+            if (v == p->answer) { reward[b] = 1; break; }
+        }
+        mean += reward[b];
+    }
+    mean /= ro->B;
+    for (int b = 0; b < ro->B; b++) adv[b] = reward[b] - mean;
+}
+
+static int write_tokens(qs_db *db, int64_t run, int step, const rollout *ro, const double *lpt, const double *reward,
+                        const double *adv, qs_err *e)
 {
     sqlite3_stmt *st = qs_db_prepare(db, "INSERT INTO rl_token(run_id, step, seq, pos, token_id, lp_rollout, lp_train, "
-                                         "advantage, reward, grp, entropy, mask) VALUES(?,?,?,?,?,?,?,NULL,NULL,?,?,1)", e);
+                                         "advantage, reward, grp, entropy, mask) VALUES(?,?,?,?,?,?,?,?,?,?,?,1)", e);
     if (!st) return -1;
     const int L = ro->plen + ro->N;
     for (int b = 0; b < ro->B; b++)
@@ -388,8 +435,10 @@ static int write_tokens(qs_db *db, int64_t run, int step, const rollout *ro, con
             sqlite3_bind_int(st, 5, ro->tok[(size_t)b * L + ro->plen + t]);
             sqlite3_bind_double(st, 6, lr);
             sqlite3_bind_double(st, 7, lt);
-            sqlite3_bind_int(st, 8, step);
-            sqlite3_bind_double(st, 9, ro->ent[i]);
+            if (adv) sqlite3_bind_double(st, 8, adv[b]); else sqlite3_bind_null(st, 8);
+            if (reward) sqlite3_bind_double(st, 9, reward[b]); else sqlite3_bind_null(st, 9);
+            sqlite3_bind_int(st, 10, step);
+            sqlite3_bind_double(st, 11, ro->ent[i]);
             if (sqlite3_step(st) != SQLITE_DONE) {
                 qs_fail(e, "cannot insert token: %s", sqlite3_errmsg(db->h));
                 sqlite3_finalize(st);
@@ -431,7 +480,7 @@ static int cmd_score(qs_cli *cli, int argc, char **argv)
     rollout ro;
     memset(&ro, 0, sizeof ro);
     double *lpt = malloc((size_t)o.seqs * o.tokens * sizeof(double)), *entt = malloc((size_t)o.seqs * o.tokens * sizeof(double));
-    double t_roll = 0, t_score = 0, sum_d = 0, sum_ad = 0, sum_k3 = 0;
+    double t_roll = 0, t_score = 0, sum_d = 0, sum_ad = 0, sum_k3 = 0, sum_reward = 0;
     long ntok = 0, ngen = 0;
     int64_t run = 0;
     if (!lpt || !entt) { qs_fail(&e, "out of memory"); rc = QS_EXIT_ERR; goto dbdone; }
@@ -450,12 +499,14 @@ static int cmd_score(qs_cli *cli, int argc, char **argv)
     json_object_set_new(meta, "columns", json_string("step = prompt index (= grp), seq = sample index within the prompt, "
                         "pos = index of the generated token (0 = first), lp_rollout/lp_train = natural-log probability "
                         "of token_id under the rollout/reference numerics, entropy = rollout entropy (nats), "
-                        "advantage/reward NULL, mask 1"));
+                        "reward/advantage per sequence with --task arith (else NULL), mask 1"));
     json_t *jp = json_array();
     for (int i = 0; i < np; i++) {
         json_t *ids = json_array();
         for (int k = 0; k < ps[i].n; k++) json_array_append_new(ids, json_integer(ps[i].ids[k]));
-        json_array_append_new(jp, json_pack("{s:s,s:o}", "label", ps[i].label, "ids", ids));
+        json_t *pj = json_pack("{s:s,s:o}", "label", ps[i].label, "ids", ids);
+        if (ps[i].answer >= 0) json_object_set_new(pj, "answer", json_integer(ps[i].answer));
+        json_array_append_new(jp, pj);
     }
     json_object_set_new(meta, "prompt_ids", jp);
     char *ms = json_dumps(meta, JSON_COMPACT);
@@ -464,7 +515,17 @@ static int cmd_score(qs_cli *cli, int argc, char **argv)
     for (int p = 0; !bad && p < np; p++) {
         double tr, ts;
         if (do_rollout(&roll, &rnx, &ps[p], o.seqs, o.tokens, f.v.eos, o.seed, (uint64_t)p, &ro, &tr, &e) ||
-            do_score(&f.m, NULL, &ro, lpt, entt, &ts, &e) || write_tokens(db, run, p, &ro, lpt, &e)) {
+            do_score(&f.m, NULL, &ro, lpt, entt, &ts, &e)) {
+            bad = 1;
+            break;
+        }
+        double rw[256], av[256];
+        int task = ps[p].answer >= 0;
+        if (task) {
+            task_rewards(&f, &ps[p], &ro, rw, av);
+            for (int b = 0; b < ro.B; b++) sum_reward += rw[b];
+        }
+        if (write_tokens(db, run, p, &ro, lpt, task ? rw : NULL, task ? av : NULL, &e)) {
             bad = 1;
             break;
         }
@@ -488,6 +549,12 @@ static int cmd_score(qs_cli *cli, int argc, char **argv)
         json_object_set_new(meta, "throughput", th);
         json_object_set_new(meta, "summary", json_pack("{s:f,s:f,s:f}", "mean_delta", ntok ? sum_d / ntok : 0,
                                                        "mean_abs_delta", ntok ? sum_ad / ntok : 0, "mean_k3", ntok ? sum_k3 / ntok : 0));
+        if (o.arith) {
+            json_object_set_new(json_object_get(meta, "summary"), "mean_reward", json_real(sum_reward / ((double)np * o.seqs)));
+            json_object_set_new(meta, "task", json_string("arith: chat prompt 'What is A + B?' (A, B in 1..9 from the seed); "
+                                "reward 1 if the completion contains A+B as a whole number, else 0; advantage = reward - "
+                                "mean reward of the prompt's group"));
+        }
         ms = json_dumps(meta, JSON_COMPACT);
         sqlite3_stmt *st = qs_db_prepare(db, "UPDATE rl_run SET metadata = ? WHERE id = ?", &e);
         if (!st) bad = 1;
@@ -515,6 +582,7 @@ static int cmd_score(qs_cli *cli, int argc, char **argv)
         printf("run %s (id %lld): %ld tokens, %d prompts x %d sequences\n", runname, (long long)run, ntok, np, o.seqs);
         printf("  delta = lp_train - lp_rollout: mean %.4g, mean |delta| %.4g, mean k3 %.4g (nats/token)\n",
                ntok ? sum_d / ntok : 0, ntok ? sum_ad / ntok : 0, ntok ? sum_k3 / ntok : 0);
+        if (o.arith) printf("  task arith: mean reward %.3f\n", sum_reward / ((double)np * o.seqs));
         printf("  rollout sampling %.1f tokens/s, reference scoring %.1f tokens/s\n", ngen / (t_roll > 0 ? t_roll : 1e-9),
                (double)o.seqs * np * (ps[0].n + o.tokens) / (t_score > 0 ? t_score : 1e-9));
     }

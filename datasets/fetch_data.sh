@@ -63,12 +63,13 @@ if [ -n "$BIN" ] && [ -n "$DB" ]; then
     "$BIN" --db "$DB" llm capture --model "$GGUF" --tokens 128 --seed 1 --prefix smollm2-act >/dev/null \
       || die "llm capture failed"
   fi
-  # real precision-mismatch runs, one per rollout format (weights and linear inputs)
-  for f in fp8_e4m3 nvfp4 hif4 mxfp4; do
+  # real precision-mismatch runs, one per rollout format (weights and linear inputs), on the
+  # arithmetic task (chat prompts "What is A + B?", reward 1 when the answer appears)
+  for f in bf16 fp8_e4m3 nvfp4 hif4 mxfp4; do
     run="smollm2:w=$f:a=$f"
     if sqlite3 "$DB" "SELECT 1 FROM rl_run WHERE name='$run'" 2>/dev/null | grep -q 1; then continue; fi
     echo "make data: llm score --rollout-format $f --act-format $f ..." >&2
-    "$BIN" --db "$DB" llm score --model "$GGUF" --rollout-format $f --act-format $f --tokens 64 --seqs 4 \
-      --prompts 2 --seed 1 --name "$run" || die "llm score ($f) failed"
+    "$BIN" --db "$DB" llm score --model "$GGUF" --task arith --rollout-format $f --act-format $f --tokens 48 \
+      --seqs 4 --prompts 4 --seed 1 --name "$run" || die "llm score ($f) failed"
   done
 fi

@@ -63,6 +63,12 @@ fails "non-ASCII prompt refused" 2 "$QS" llm tokenize --model "$TINY" --prompt "
 check "non-ASCII: error names the byte" 'grep -q "byte 3 of the text is not ASCII" "$T/err"'
 ok "score with a text prompt" "$QS" llm score --model "$TINY" --prompt "What is 2+2?" --chat --tokens 4 --seqs 2 --prompts 1 --name chat
 check "the chat prompt is recorded in the run metadata" '[ "$(q "SELECT json_array_length(metadata, '"'"'$.prompt_ids[0].ids'"'"') > 20 FROM rl_run WHERE name='"'"'chat'"'"'")" = 1 ]'
+ok "score --task arith" "$QS" llm score --model "$TINY" --task arith --tokens 6 --seqs 3 --prompts 2 --name arith
+check "arith: reward in {0,1} and advantage set on every token" '[ "$(q "SELECT count(*) FROM rl_token JOIN rl_run r ON r.id=run_id WHERE r.name='"'"'arith'"'"' AND (reward NOT IN (0,1) OR advantage IS NULL)")" = 0 ]'
+check "arith: advantages of a group sum to 0 (reward - group mean)" '[ "$(q "SELECT count(*) FROM (SELECT step, abs(sum(adv)) s FROM (SELECT step, seq, max(advantage) adv FROM rl_token JOIN rl_run r ON r.id=run_id WHERE r.name='"'"'arith'"'"' GROUP BY step, seq) GROUP BY step) WHERE s > 1e-9")" = 0 ]'
+check "arith: the answers are in the metadata" '[ "$(q "SELECT json_extract(metadata, '"'"'$.prompt_ids[0].answer'"'"') BETWEEN 2 AND 18 FROM rl_run WHERE name='"'"'arith'"'"'")" = 1 ]'
+check "open-ended runs leave reward and advantage NULL" '[ "$(q "SELECT count(*) FROM rl_token JOIN rl_run r ON r.id=run_id WHERE r.name='"'"'mx'"'"' AND (reward IS NOT NULL OR advantage IS NOT NULL)")" = 0 ]'
+fails "--task arith with --prompt" 2 "$QS" llm score --model "$TINY" --task arith --prompt x
 fails "--prompt and --prompt-ids together" 2 "$QS" llm score --model "$TINY" --prompt x --prompt-ids 1
 
 # --- logits, generate, bench
