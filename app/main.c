@@ -233,6 +233,8 @@ const qs_command qs_commands[] = {
      "                      FP32 scale (per output channel for weights, per token for activations)\n"
      "  --tokens N          generated tokens per sequence (default 64)\n"
      "  --seqs K            sequences per prompt (default 4);  --prompts P  prompts (default 2)\n"
+     "  --task open|arith   score: arith = chat prompts 'What is A + B?' (A, B in 1..9) with reward\n"
+     "                      1/0 and advantage = reward - group mean; open (default) leaves them NULL\n"
      "  --prompt TEXT       prompt text (ASCII), tokenized with the GGUF's BPE vocabulary and merges\n"
      "  --chat              wrap --prompt in the model's ChatML template (system, user, assistant)\n"
      "  --prompt-ids LIST   prompt as comma-separated token ids; default prompts: the chat openings\n"
