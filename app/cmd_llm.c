@@ -308,26 +308,32 @@ static int do_score(const qs_llm_model *m, const qs_llm_numerics *nx, const roll
                     double *secs, qs_err *e)
 {
     const int V = m->c.vocab, d = m->c.dim, B = ro->B, L = ro->plen + ro->N;
-    float *hid = malloc((size_t)B * L * d * sizeof(float));
+    /* sequences in groups of about SCORE_ROWS positions, so memory stays bounded for long runs */
+    enum { SCORE_ROWS = 2048 };
+    const int G = L >= SCORE_ROWS ? 1 : (SCORE_ROWS / L < B ? SCORE_ROWS / L : B);
+    float *hid = malloc((size_t)G * L * d * sizeof(float));
     float *scr = malloc((size_t)64 * d * sizeof(float)), *lg = malloc((size_t)64 * V * sizeof(float));
-    qs_llm_state *s = qs_llm_state_new(&m->c, B, L, B * L, e);
+    qs_llm_state *s = qs_llm_state_new(&m->c, G, L, G * L, e);
     int rc = -1;
     if (!hid || !scr || !lg) { qs_fail(e, "out of memory"); goto out; }
     if (!s) goto out;
     double t0 = now_s();
-    if (qs_llm_forward(m, nx, s, ro->tok, B, L, 0, hid, NULL, NULL, e)) goto out;
-    /* the hidden row at position plen-1+t predicts generated token t */
-    for (int b = 0; b < B; b++)
-        for (int t0r = 0; t0r < ro->N; t0r += 64) {
-            int n = ro->N - t0r < 64 ? ro->N - t0r : 64;
-            const float *h = hid + ((size_t)b * L + ro->plen - 1 + t0r) * d;
-            if (qs_llm_logits(m, nx, h, n, scr, lg, e)) goto out;
-            for (int i = 0; i < n; i++) {
-                int t = t0r + i;
-                lp[(size_t)b * ro->N + t] = qs_llm_logprob(lg + (size_t)i * V, V, ro->tok[(size_t)b * L + ro->plen + t],
-                                                           &ent[(size_t)b * ro->N + t]);
+    for (int b0 = 0; b0 < B; b0 += G) {
+        int g = B - b0 < G ? B - b0 : G;
+        if (qs_llm_forward(m, nx, s, ro->tok + (size_t)b0 * L, g, L, 0, hid, NULL, NULL, e)) goto out;
+        /* the hidden row at position plen-1+t predicts generated token t */
+        for (int bb = 0; bb < g; bb++)
+            for (int t0r = 0; t0r < ro->N; t0r += 64) {
+                int n = ro->N - t0r < 64 ? ro->N - t0r : 64, b = b0 + bb;
+                const float *h = hid + ((size_t)bb * L + ro->plen - 1 + t0r) * d;
+                if (qs_llm_logits(m, nx, h, n, scr, lg, e)) goto out;
+                for (int i = 0; i < n; i++) {
+                    int t = t0r + i;
+                    lp[(size_t)b * ro->N + t] = qs_llm_logprob(lg + (size_t)i * V, V, ro->tok[(size_t)b * L + ro->plen + t],
+                                                               &ent[(size_t)b * ro->N + t]);
+                }
             }
-        }
+    }
     *secs = now_s() - t0;
     rc = 0;
 out:

@@ -15,6 +15,8 @@ check "log-probs are <= 0 and masks 1" '[ "$(q "SELECT count(*) FROM rl_token WH
 check "fp32 rollout: |lp_rollout - lp_train| < 1e-4" '[ "$(q "SELECT count(*) FROM rl_token WHERE abs(lp_rollout - lp_train) >= 1e-4")" = 0 ]'
 check "metadata records model hash, numerics, seed" \
   '[ "$(q "SELECT json_extract(metadata, '"'"'$.model.hash'"'"') IS NOT NULL AND json_extract(metadata, '"'"'$.rollout.weights'"'"') = '"'"'fp32'"'"' AND json_extract(metadata, '"'"'$.sampling.seed'"'"') = 5 AND json_extract(metadata, '"'"'$.tool_version'"'"') IS NOT NULL FROM rl_run WHERE name='"'"'same'"'"'")" = 1 ]'
+ok "score long fp32 run (scoring in groups of sequences)" "$QS" llm score --model "$TINY" --tokens 200 --seqs 12 --prompts 1 --name long
+check "long run: 2400 tokens, rollout = reference to 1e-4" '[ "$(q "SELECT count(*), sum(abs(lp_rollout - lp_train) >= 1e-4) FROM rl_token JOIN rl_run r ON r.id=run_id WHERE r.name='"'"'long'"'"'")" = "2400|0" ]'
 ok "score mxfp4 W4A4" "$QS" llm score --model "$TINY" --rollout-format mxfp4 --act-format mxfp4 --tokens 12 --seqs 3 --prompts 2 --seed 5 --name mx
 ok "score mxfp4 W4A4 + ResQ dense" "$QS" llm score --model "$TINY" --rollout-format mxfp4 --act-format mxfp4 --resq dense --tokens 12 --seqs 3 --prompts 2 --seed 5 --name mxr
 ok "score bf16 + fp8 KV cache" "$QS" llm score --model "$TINY" --rollout-format bf16 --act-format bf16 --kv-format fp8_e4m3 --tokens 12 --seqs 3 --prompts 2 --seed 5 --name bf --json
