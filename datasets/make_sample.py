@@ -15,7 +15,7 @@ KEEP = [
     "encoder.layer.0.attention.self.query.weight",   # 384 x 384  attention projection
     "encoder.layer.0.attention.self.query.bias",     # 384
     "encoder.layer.0.output.LayerNorm.weight",       # 384        LayerNorm gain (outlier dims)
-    "encoder.layer.5.output.dense.weight",           # 384 x 1536 FFN down projection
+    "encoder.layer.0.output.dense.weight",           # 384 x 1536 FFN down projection (a few huge weights)
 ]
 
 

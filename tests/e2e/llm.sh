@@ -84,7 +84,7 @@ check "bench reports reference and rollout rows" 'grep -q "reference fp32" "$T/o
 # --- the demo database holds the committed real MiniLM sample (embedded, no download needed)
 ok "demo with the real-weight sample" env QSCOPE_DB="$T/demo.db" "$QS" demo
 check "4 real MiniLM tensors, embedded" '[ "$(sqlite3 "$T/demo.db" "SELECT count(*) FROM tensor WHERE name GLOB '"'"'minilm-sample:*'"'"' AND storage='"'"'blob'"'"'")" = 4 ]'
-ok "the real FFN down-projection analyses" env QSCOPE_DB="$T/demo.db" "$QS" analyze minilm-sample:encoder.layer.5.output.dense.weight -f mxfp4,nvfp4
+ok "the real FFN down-projection analyses" env QSCOPE_DB="$T/demo.db" "$QS" analyze minilm-sample:encoder.layer.0.output.dense.weight -f mxfp4,nvfp4
 ok "sample licence notice is committed next to it" test -s "$ROOT/datasets/sample/LICENSE-all-MiniLM-L6-v2.md"
 check "sample stays small (<= 3 MB)" '[ "$(du -b "$ROOT/datasets/sample" | cut -f1)" -le 3200000 ]'
 
