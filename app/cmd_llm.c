@@ -433,6 +433,11 @@ static int write_tokens(qs_db *db, int64_t run, int step, const rollout *ro, con
         for (int t = 0; t < ro->len[b]; t++) {
             size_t i = (size_t)b * ro->N + t;
             double lr = ro->lp[i] > 0 ? 0 : ro->lp[i], lt = lpt[i] > 0 ? 0 : lpt[i];   /* rounding can give +1e-16 */
+            if (!isfinite(lr) || !isfinite(lt) || !isfinite(ro->ent[i])) {
+                sqlite3_finalize(st);
+                return qs_fail(e, "non-finite log-probability at prompt %d, sequence %d, position %d (%s numerics overflow?)",
+                               step, b, t, isfinite(lt) ? "the rollout" : "the reference");
+            }
             sqlite3_reset(st);
             sqlite3_bind_int64(st, 1, run);
             sqlite3_bind_int(st, 2, step);
@@ -471,7 +476,8 @@ static int cmd_score(qs_cli *cli, int argc, char **argv)
     if (load_models(&o, &f, &roll, 1, &e)) { free(ps); return qs_cli_err(QS_EXIT_ERR, &e); }
     int np = o.prompts;
     if (get_prompts(&o, &f, ps, np, &e)) { rc = qs_cli_err(QS_EXIT_USAGE, &e); goto done; }
-    if (ps[0].n + o.tokens > f.m.c.ctx) { rc = qs_cli_error(QS_EXIT_USAGE, "prompt + --tokens exceed the model context %d", f.m.c.ctx); goto done; }
+    for (int i = 0; i < np; i++)
+        if (ps[i].n + o.tokens > f.m.c.ctx) { rc = qs_cli_error(QS_EXIT_USAGE, "prompt + --tokens exceed the model context %d", f.m.c.ctx); goto done; }
 
     qs_llm_numerics rnx = {o.has_a ? &o.a : NULL, o.resq, o.has_kv ? &o.kv : NULL, o.scaled};
     char runname[256];
