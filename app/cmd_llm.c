@@ -45,6 +45,7 @@ typedef struct llm_opts {
     int scaled;
     int tokens, seqs, prompts, reps;
     int arith;                            /* --task arith */
+    int all_sites;                        /* capture --sites all */
     unsigned long long seed;
     int json;
 } llm_opts;
@@ -84,7 +85,7 @@ static int parse_opts(const char *cmd, int argc, char **argv, llm_opts *o)
         {"prompt-ids", required_argument, 0, 'i'}, {"out", required_argument, 0, 'o'},
         {"json", no_argument, 0, 'j'}, {"reps", required_argument, 0, 'R'},
         {"prompt", required_argument, 0, 'T'}, {"chat", no_argument, 0, 'C'},
-        {"task", required_argument, 0, 'A'}, {0, 0, 0, 0}};
+        {"task", required_argument, 0, 'A'}, {"sites", required_argument, 0, 'S'}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->scaled = 1;
     o->tokens = 64;
@@ -118,6 +119,11 @@ static int parse_opts(const char *cmd, int argc, char **argv, llm_opts *o)
         case 'o': o->out = optarg; break;
         case 'T': o->prompt_text = optarg; break;
         case 'C': o->chat = 1; break;
+        case 'S':
+            if (!strcmp(optarg, "all")) o->all_sites = 1;
+            else if (!strcmp(optarg, "linear")) o->all_sites = 0;
+            else return qs_cli_usage(cmd, "--sites wants linear or all, not '%s'", optarg);
+            break;
         case 'A':
             if (!strcmp(optarg, "arith")) o->arith = 1;
             else if (!strcmp(optarg, "open")) o->arith = 0;
@@ -620,7 +626,7 @@ typedef struct cap_ctx {
 static void cap_tap(void *ctx, int layer, qs_llm_site site, const float *x, int rows, int cols)
 {
     cap_ctx *c = ctx;
-    if (!c->ok || rows != c->rows_total || cols != c->cols[site]) return;
+    if (!c->ok || rows != c->rows_total || !c->cols[site] || cols != c->cols[site]) return;
     float *b = malloc((size_t)rows * cols * sizeof(float));
     if (!b) { c->ok = 0; return; }
     memcpy(b, x, (size_t)rows * cols * sizeof(float));
@@ -705,6 +711,10 @@ static int cmd_capture(qs_cli *cli, int argc, char **argv)
     cc->n_layer = f.m.c.n_layer; cc->rows_total = L; cc->ok = 1;
     cc->cols[QS_SITE_ATTN_IN] = cc->cols[QS_SITE_ATTN_OUT] = cc->cols[QS_SITE_FFN_IN] = d;
     cc->cols[QS_SITE_FFN_DOWN_IN] = f.m.c.ffn;
+    if (o.all_sites) {
+        cc->cols[QS_SITE_K] = cc->cols[QS_SITE_V] = f.m.c.n_kv_head * f.m.c.head_dim;
+        cc->cols[QS_SITE_RESID] = d;
+    }   /* cols 0: the site is not captured */
     hid = malloc((size_t)L * d * sizeof(float));
     s = qs_llm_state_new(&f.m.c, 1, L, L, &e);
     if (!hid || !s) { if (!hid) qs_fail(&e, "out of memory"); rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }

@@ -216,7 +216,7 @@ const qs_command qs_commands[] = {
      "            training' (step = prompt, seq = sample, pos = generated-token index)\n"
      "  capture   store the inputs of every linear layer (attn_in, attn_out, ffn_in, ffn_down_in) of\n"
      "            one sampled sequence as tensors PREFIX:blk.L.SITE (tokens x channels) with outlier\n"
-     "            channels in the metadata\n"
+     "            channels in the metadata; --sites all adds k, v (cache entries) and resid\n"
      "  generate  print sampled text (detokenized from the GGUF vocabulary)\n"
      "  logits    write the logits of --prompt-ids to -o OUT.npy (cross-checks)\n"
      "  bench     tokens/s of batched sampling and teacher-forced scoring, reference vs rollout\n"

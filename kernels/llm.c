@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const kSite[] = {"attn_in", "attn_out", "ffn_in", "ffn_down_in"};
+static const char *const kSite[] = {"attn_in", "attn_out", "ffn_in", "ffn_down_in", "k", "v", "resid"};
 const char *qs_llm_site_name(qs_llm_site s) { return (unsigned)s < QS_SITE_COUNT ? kSite[s] : "?"; }
 
 int qs_llm_cfg_check(const qs_llm_cfg *c, qs_err *e)
@@ -316,6 +316,7 @@ int qs_llm_forward(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_stat
                     memcpy(vdst, s->v + (size_t)r * kvd, (size_t)kvd * sizeof(float));
                 }
             }
+        if (tap) { tap(tap_ctx, l, QS_SITE_K, s->k, R, kvd); tap(tap_ctx, l, QS_SITE_V, s->v, R, kvd); }
         /* causal attention over the cache (all K/V of this call are in the cache now) */
         for (int b = 0; b < B; b++)
             for (int t = 0; t < T; t++) {
@@ -363,6 +364,7 @@ int qs_llm_forward(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_stat
         if (act && round_rows(act, scaled, resq, s->h1, R, F, s->tmp, e)) return -1;
         linear(s->xn, s->h1, L->w_down, R, F, d);
         for (size_t i = 0; i < (size_t)R * d; i++) s->x[i] += s->xn[i];
+        if (tap) tap(tap_ctx, l, QS_SITE_RESID, s->x, R, d);
     }
     for (int r = 0; r < R; r++) rmsnorm(hidden + (size_t)r * d, s->x + (size_t)r * d, m->out_norm, d, c->eps);
     return 0;

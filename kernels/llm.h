@@ -78,12 +78,17 @@ typedef struct qs_llm_numerics {
     int scaled;               /* plain casts get a per-row FP32 scale (qs_llm_fakeq_row) */
 } qs_llm_numerics;
 
-/* Where activations are tapped (capture): the inputs of the linear layers. */
+/* Where activations are tapped (capture): the inputs of the linear layers, the KV-cache entries
+** and the residual stream. */
 typedef enum qs_llm_site {
     QS_SITE_ATTN_IN = 0,      /* RMSNorm output feeding Q/K/V          [rows][dim] */
     QS_SITE_ATTN_OUT,         /* attention output feeding o_proj        [rows][dim] */
     QS_SITE_FFN_IN,           /* RMSNorm output feeding gate/up         [rows][dim] */
     QS_SITE_FFN_DOWN_IN,      /* SwiGLU product feeding ffn_down        [rows][ffn] */
+    QS_SITE_LINEAR_COUNT,     /* the sites above are the linear-layer inputs */
+    QS_SITE_K = QS_SITE_LINEAR_COUNT, /* K after RoPE, as it enters the cache [rows][kv_dim] */
+    QS_SITE_V,                /* V as it enters the cache               [rows][kv_dim] */
+    QS_SITE_RESID,            /* residual stream after the block        [rows][dim] */
     QS_SITE_COUNT
 } qs_llm_site;
 const char *qs_llm_site_name(qs_llm_site s);

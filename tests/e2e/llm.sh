@@ -54,6 +54,9 @@ check "ffn_down_in is tokens x ffn" 'grep -q "act:blk.1.ffn_down_in" "$T/out" &&
 check "capture metadata has outlier channels; channel 7 (norm gain 12) tops ffn_in" \
   '[ "$(q "SELECT json_extract(metadata, '"'"'$.outliers.top_channels[0].channel'"'"') FROM tensor WHERE name='"'"'act:blk.0.ffn_in'"'"'")" = 7 ]'
 ok "analyze a captured tensor" "$QS" analyze act:blk.0.ffn_down_in -f mxfp4,hif4
+ok "capture --sites all" "$QS" llm capture --model "$TINY" --tokens 8 --sites all --prefix all
+check "2 layers x 7 sites (linear inputs, k, v, resid)" '[ "$(q "SELECT count(*) FROM tensor WHERE name GLOB '"'"'all:*'"'"'")" = 14 ]'
+check "k is tokens x kv_dim" '[ "$(q "SELECT shape FROM tensor WHERE name='"'"'all:blk.1.k'"'"'")" = "[11,32]" ]'
 fails "capture refuses format options" 2 "$QS" llm capture --model "$TINY" --act-format mxfp4
 
 # --- text prompts through the BPE tokenizer

@@ -179,6 +179,51 @@ static void test_kv_cache_and_batch(void **st)
     qs_llm_file_free(&f);
 }
 
+/* Taps: the last layer's residual stream through the final RMSNorm is the hidden output; every
+** linear-input site is seen once per layer with the right width. */
+typedef struct { float *resid; int seen[8][QS_SITE_COUNT]; int cols[QS_SITE_COUNT]; } tapc;
+static void tap_fn(void *ctx, int layer, qs_llm_site site, const float *x, int rows, int cols)
+{
+    tapc *t = ctx;
+    t->seen[layer][site]++;
+    t->cols[site] = cols;
+    if (site == QS_SITE_RESID && layer == 1) memcpy(t->resid, x, (size_t)rows * cols * sizeof(float));
+}
+
+static void test_taps(void **st)
+{
+    (void)st;
+    qs_llm_file f;
+    qs_err e = {{0}};
+    assert_int_equal(qs_llm_load_gguf("fixtures/llm/tiny.gguf", &f, &e), 0);
+    int32_t ids[64];
+    int n = read_ids(ids, 64);
+    const int d = f.m.c.dim;
+    tapc t;
+    memset(&t, 0, sizeof t);
+    t.resid = malloc((size_t)n * d * sizeof(float));
+    float *h = malloc((size_t)n * d * sizeof(float));
+    qs_llm_state *s = qs_llm_state_new(&f.m.c, 1, n, n, &e);
+    assert_int_equal(qs_llm_forward(&f.m, NULL, s, ids, 1, n, 0, h, tap_fn, &t, &e), 0);
+    for (int l = 0; l < 2; l++)
+        for (int k = 0; k < QS_SITE_COUNT; k++) assert_int_equal(t.seen[l][k], 1);
+    assert_int_equal(t.cols[QS_SITE_FFN_DOWN_IN], 96);
+    assert_int_equal(t.cols[QS_SITE_K], 32);
+    assert_int_equal(t.cols[QS_SITE_RESID], 64);
+    for (int r = 0; r < n; r++) {
+        double ss = 0;
+        for (int i = 0; i < d; i++) ss += (double)t.resid[r * d + i] * t.resid[r * d + i];
+        float sc = (float)(1.0 / sqrt(ss / d + f.m.c.eps));
+        for (int i = 0; i < d; i++) assert_float_equal(h[r * d + i], t.resid[r * d + i] * sc * f.m.out_norm[i], 1e-5);
+    }
+    assert_string_equal(qs_llm_site_name(QS_SITE_FFN_DOWN_IN), "ffn_down_in");
+    assert_string_equal(qs_llm_site_name(QS_SITE_RESID), "resid");
+    qs_llm_state_free(s);
+    free(h);
+    free(t.resid);
+    qs_llm_file_free(&f);
+}
+
 static qs_apply app(const char *name)
 {
     qs_apply a;
@@ -357,6 +402,7 @@ int main(void)
         cmocka_unit_test(test_logprob),
         cmocka_unit_test(test_bad_models),
         cmocka_unit_test(test_tokenizer),
+        cmocka_unit_test(test_taps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
