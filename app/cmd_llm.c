@@ -498,7 +498,7 @@ static int cmd_score(qs_cli *cli, int argc, char **argv)
     rollout ro;
     memset(&ro, 0, sizeof ro);
     double *lpt = malloc((size_t)o.seqs * o.tokens * sizeof(double)), *entt = malloc((size_t)o.seqs * o.tokens * sizeof(double));
-    double t_roll = 0, t_score = 0, sum_d = 0, sum_ad = 0, sum_k3 = 0, sum_reward = 0;
+    double t_roll = 0, t_score = 0, sum_d = 0, sum_ad = 0, sum_k3 = 0, sum_reward = 0, sum_er = 0, sum_et = 0;
     long ntok = 0, ngen = 0;
     int64_t run = 0;
     if (!lpt || !entt) { qs_fail(&e, "out of memory"); rc = QS_EXIT_ERR; goto dbdone; }
@@ -554,6 +554,7 @@ static int cmd_score(qs_cli *cli, int argc, char **argv)
             for (int t = 0; t < ro.len[b]; t++) {
                 double dl = lpt[(size_t)b * ro.N + t] - ro.lp[(size_t)b * ro.N + t];
                 sum_d += dl; sum_ad += fabs(dl); sum_k3 += expm1(dl) - dl;
+                sum_er += ro.ent[(size_t)b * ro.N + t]; sum_et += entt[(size_t)b * ro.N + t];
                 ntok++;
             }
         }
@@ -567,6 +568,9 @@ static int cmd_score(qs_cli *cli, int argc, char **argv)
         json_object_set_new(meta, "throughput", th);
         json_object_set_new(meta, "summary", json_pack("{s:f,s:f,s:f}", "mean_delta", ntok ? sum_d / ntok : 0,
                                                        "mean_abs_delta", ntok ? sum_ad / ntok : 0, "mean_k3", ntok ? sum_k3 / ntok : 0));
+        /* the trainer's entropy has no rl_token column: its mean is kept here */
+        json_object_set_new(json_object_get(meta, "summary"), "mean_entropy_rollout", json_real(ntok ? sum_er / ntok : 0));
+        json_object_set_new(json_object_get(meta, "summary"), "mean_entropy_train", json_real(ntok ? sum_et / ntok : 0));
         if (o.arith) {
             json_object_set_new(json_object_get(meta, "summary"), "mean_reward", json_real(sum_reward / ((double)np * o.seqs)));
             json_object_set_new(meta, "task", json_string("arith: chat prompt 'What is A + B?' (A, B in 1..9 from the seed); "
@@ -592,10 +596,16 @@ static int cmd_score(qs_cli *cli, int argc, char **argv)
         goto dbdone;
     }
     if (o.json) {
-        printf("{\"run\":\"%s\",\"run_id\":%lld,\"tokens\":%ld,\"mean_delta\":%.6g,\"mean_abs_delta\":%.6g,\"mean_k3\":%.6g,"
-               "\"rollout_tokens_per_s\":%.4g,\"score_tokens_per_s\":%.4g}\n", runname, (long long)run, ntok,
-               ntok ? sum_d / ntok : 0, ntok ? sum_ad / ntok : 0, ntok ? sum_k3 / ntok : 0, ngen / (t_roll > 0 ? t_roll : 1e-9),
-               (double)o.seqs * np * (ps[0].n + o.tokens) / (t_score > 0 ? t_score : 1e-9));
+        json_t *out = json_pack("{s:s,s:I,s:I,s:f,s:f,s:f,s:f,s:f}", "run", runname, "run_id", (json_int_t)run,
+                                "tokens", (json_int_t)ntok, "mean_delta", ntok ? sum_d / ntok : 0.0,
+                                "mean_abs_delta", ntok ? sum_ad / ntok : 0.0, "mean_k3", ntok ? sum_k3 / ntok : 0.0,
+                                "rollout_tokens_per_s", ngen / (t_roll > 0 ? t_roll : 1e-9),
+                                "score_tokens_per_s", (double)o.seqs * np * (ps[0].n + o.tokens) / (t_score > 0 ? t_score : 1e-9));
+        if (out && o.arith) json_object_set_new(out, "mean_reward", json_real(sum_reward / ((double)np * o.seqs)));
+        char *txt = out ? json_dumps(out, JSON_COMPACT) : NULL;
+        if (txt) printf("%s\n", txt);
+        free(txt);
+        json_decref(out);
     } else {
         printf("run %s (id %lld): %ld tokens, %d prompts x %d sequences\n", runname, (long long)run, ntok, np, o.seqs);
         printf("  delta = lp_train - lp_rollout: mean %.4g, mean |delta| %.4g, mean k3 %.4g (nats/token)\n",
