@@ -2,9 +2,12 @@
 ** Llama forward pass in FP32 with simulated low-precision numerics (see llm.h).
 */
 #include "llm.h"
+#include "simd.h"
 
 #include <cblas.h>
+#include <immintrin.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -247,10 +250,73 @@ static int round_rows(const qs_apply *a, int scaled, qs_llm_resq resq, float *x,
 #ifndef QS_LLM_GEMV_ROWS
 #define QS_LLM_GEMV_ROWS 4
 #endif
+
+/* Few rows (decoding, 2..4 rows): every weight row is read once and dotted with all R input rows,
+** 8 lanes of FMA per row.  OpenBLAS's sgemm packs W for M <= 4 and was 1.5-3x slower; one sgemv per
+** row reads W R times.  Memory-bound: W is streamed once per call.  One row: OpenBLAS sgemv. */
+__attribute__((target("avx2,fma"))) static void few_rows_avx2(float *y, const float *x, const float *W, int R,
+                                                               int in, int out)
+{
+    const int in8 = in & ~7;
+    for (int o = 0; o < out; o++) {
+        const float *w = W + (size_t)o * in;
+        __m256 acc[QS_LLM_GEMV_ROWS];
+        for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+        for (int i = 0; i < in8; i += 8) {
+            __m256 wv = _mm256_loadu_ps(w + i);
+            for (int r = 0; r < R; r++) acc[r] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + (size_t)r * in + i), acc[r]);
+        }
+        for (int r = 0; r < R; r++) {
+            __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc[r]), _mm256_extractf128_ps(acc[r], 1));
+            h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+            h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
+            float sum = _mm_cvtss_f32(h);
+            for (int i = in8; i < in; i++) sum += w[i] * x[(size_t)r * in + i];
+            y[(size_t)r * out + o] = sum;
+        }
+    }
+}
+
+typedef struct { float *y; const float *x, *W; int R, in, out, o0, o1; } few_job;
+static void *few_rows_job(void *p)
+{
+    few_job *j = p;
+    /* rows o0..o1 of W and columns o0..o1 of y (y keeps its full row stride `out`) */
+    const int n = j->o1 - j->o0;
+    float tmp[QS_LLM_GEMV_ROWS * 64];
+    for (int c = 0; c < n; c += 64) {
+        int m = n - c < 64 ? n - c : 64;
+        few_rows_avx2(tmp, j->x, j->W + (size_t)(j->o0 + c) * j->in, j->R, j->in, m);
+        for (int r = 0; r < j->R; r++) memcpy(j->y + (size_t)r * j->out + j->o0 + c, tmp + (size_t)r * m, (size_t)m * sizeof(float));
+    }
+    return NULL;
+}
+
+/* QS_LLM_THREADS=2 splits the few-row kernel over two threads (each streams half of W).  Off by
+** default: on the shared 2-core development machine it was as often slower as faster (BENCHMARKS.md). */
+static int few_threads(void)
+{
+    static int n = 0;
+    if (!n) { const char *v = getenv("QS_LLM_THREADS"); n = v && v[0] == '2' ? 2 : 1; }
+    return n;
+}
+
 static void linear(float *y, const float *x, const float *W, int R, int in, int out)
 {
-    if (R <= QS_LLM_GEMV_ROWS) {   /* few rows (decoding): one sgemv per row; OpenBLAS sgemm is 1.5-3x slower there */
-        for (int r = 0; r < R; r++)
+    if (R >= 2 && R <= QS_LLM_GEMV_ROWS && qs_simd_level() >= QS_SIMD_AVX2) {
+        few_job a = {y, x, W, R, in, out, 0, out / 2}, b = {y, x, W, R, in, out, out / 2, out};
+        pthread_t th;
+        if (few_threads() > 1 && (size_t)in * out >= ((size_t)1 << 18) && pthread_create(&th, NULL, few_rows_job, &b) == 0) {
+            few_rows_job(&a);     /* two cores, each streaming half of W */
+            pthread_join(th, NULL);
+        } else {
+            a.o1 = out;
+            few_rows_job(&a);
+        }
+        return;
+    }
+    if (R <= QS_LLM_GEMV_ROWS) {
+        for (int r = 0; r < R; r++)   /* portable: one sgemv per row */
             cblas_sgemv(CblasRowMajor, CblasNoTrans, out, in, 1.0f, W, in, x + (size_t)r * in, 1, 0.0f, y + (size_t)r * out, 1);
         return;
     }
