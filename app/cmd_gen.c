@@ -7,6 +7,7 @@
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -169,6 +170,39 @@ static const demo_item kDemo[] = {
     {"demo:gaussian-1d", QS_GEN_GAUSSIAN, 1 << 20, 0, 1.0, 0, 9},
 };
 
+/* The committed real-weight sample (datasets/sample, a few all-MiniLM-L6-v2 matrices): looked up in
+** $QSCOPE_SAMPLE_DIR only when that is set, else in ./datasets/sample, then next to the binary
+** (BUILD/qscope -> ../datasets/sample);
+** embedded (--copy) so the demo database does not depend on where the repository lives. */
+#define DEMO_SAMPLE "all-MiniLM-L6-v2-sample.safetensors"
+static int demo_real_sample(qs_db *db, json_t *rep, qs_err *e)
+{
+    char path[4200], exe[4096];
+    const char *env = getenv("QSCOPE_SAMPLE_DIR");
+    const char *dirs[3] = {env, env ? NULL : "datasets/sample", NULL};
+    ssize_t n = env ? -1 : readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        char *sl = strrchr(exe, '/');
+        if (sl) { *sl = 0; sl = strrchr(exe, '/'); }
+        if (sl) { *sl = 0; strncat(exe, "/datasets/sample", sizeof exe - strlen(exe) - 1); dirs[2] = exe; }
+    }
+    for (int i = 0; i < 3; i++) {
+        if (!dirs[i]) continue;
+        snprintf(path, sizeof path, "%s/%s", dirs[i], DEMO_SAMPLE);
+        if (access(path, R_OK) != 0) continue;
+        qs_import_opts o;
+        memset(&o, 0, sizeof o);
+        o.copy = 1;
+        o.prefix = "minilm-sample";
+        o.jobs = 1;
+        fprintf(stderr, "qscope: importing the real-weight sample %s\n", path);
+        return qs_import_file(db, path, &o, rep, e);
+    }
+    fprintf(stderr, "qscope: note: real-weight sample %s not found (set QSCOPE_SAMPLE_DIR)\n", DEMO_SAMPLE);
+    return 0;
+}
+
 int qs_cmd_demo(qs_cli *cli, int argc, char **argv)
 {
     int force = 0;
@@ -202,6 +236,7 @@ int qs_cmd_demo(qs_cli *cli, int argc, char **argv)
         fprintf(stderr, "qscope: generating %s\n", kDemo[i].name);
         if (gen_into_db(db, &g, kDemo[i].name, rep, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); break; }
     }
+    if (rc == QS_EXIT_OK && demo_real_sample(db, rep, &e)) rc = qs_cli_err(QS_EXIT_ERR, &e);
     if (rc == QS_EXIT_OK && qs_db_exec(db, "COMMIT", &e)) rc = qs_cli_err(QS_EXIT_ERR, &e);
     if (rc != QS_EXIT_OK) sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
     else fprintf(stderr, "qscope: demo set ready in %s (%zu tensors)\n", db->path, json_array_size(rep));

@@ -322,6 +322,44 @@ const qs_command qs_commands[] = {
      "  --block RxC          blk50 block (default 32x64)\n"
      "  --tensor T           activations from a stored tensor (rows = tokens; keyed by its hash)\n"
      "  --seed S --no-store --json", qs_cmd_resq, 0},
+    {"llm", "score|capture|generate|logits|bench|tokenize --model FILE.gguf [options]",
+     "run a real causal LM (SmolLM2 GGUF): mismatch runs, activations, throughput",
+     "A Llama-architecture GGUF model (SmolLM2-135M-Instruct from `make data`) through qscope's own\n"
+     "FP32 forward pass (dequantized weights, OpenBLAS matmuls); the rollout numerics are simulated by\n"
+     "fake-quantization.  See docs/llm.md.\n"
+     "\n"
+     "  score     sample --seqs continuations of --tokens tokens per prompt with the rollout numerics\n"
+     "            (temperature 1, no top-k/p, --seed), re-score them with the FP32 reference and store\n"
+     "            per-token (lp_rollout, lp_train) as an rl_run labelled 'precision mismatch without\n"
+     "            training' (step = prompt, seq = sample, pos = generated-token index)\n"
+     "  capture   store the inputs of every linear layer (attn_in, attn_out, ffn_in, ffn_down_in) of\n"
+     "            one sampled sequence as tensors PREFIX:blk.L.SITE (tokens x channels) with outlier\n"
+     "            channels in the metadata; --sites all adds k, v (cache entries) and resid\n"
+     "  generate  print sampled text (detokenized from the GGUF vocabulary)\n"
+     "  logits    write the logits of --prompt-ids to -o OUT.npy (cross-checks)\n"
+     "  bench     tokens/s of batched sampling and teacher-forced scoring, reference vs rollout\n"
+     "            (best of --reps N, default 3)\n"
+     "  tokenize  print the token ids of --prompt TEXT (byte-level BPE, ASCII text only)\n"
+     "\n"
+     "  --model FILE        GGUF file (llama architecture)\n"
+     "  --rollout-format F  weights format (fp32 = none), e.g. mxfp4, nvfp4, hif4, fp8_e4m3, bf16;\n"
+     "                      per-format options as in `analyze -f`, e.g. mxfp4:scale-rule=rceil\n"
+     "  --act-format F      inputs of every linear layer, per token (default fp32)\n"
+     "  --kv-format F       K (after RoPE) and V rows written to the KV cache (default fp32)\n"
+     "  --resq none|dense|2:4  Rollout-ResQ residual correction of the activation rounding\n"
+     "  --unscaled-casts    plain casts (fp8_*, fp6_*, fp4_e2m1, hif8) without the default per-row\n"
+     "                      FP32 scale (per output channel for weights, per token for activations)\n"
+     "  --tokens N          generated tokens per sequence (default 64)\n"
+     "  --seqs K            sequences per prompt (default 4);  --prompts P  prompts (default 2)\n"
+     "  --task open|arith   score: arith = chat prompts 'What is A + B?' (A, B in 1..9) with reward\n"
+     "                      1/0 and advantage = reward - group mean; open (default) leaves them NULL\n"
+     "  --prompt TEXT       prompt text (ASCII), tokenized with the GGUF's BPE vocabulary and merges\n"
+     "  --chat              wrap --prompt in the model's ChatML template (system, user, assistant)\n"
+     "  --prompt-ids LIST   prompt as comma-separated token ids; default prompts: the chat openings\n"
+     "                      <|im_start|>assistant\\n, ...user\\n, ...system\\n\n"
+     "  --seed S            sampling seed (default 0);  --name RUN  run name;  --prefix P  capture\n"
+     "                      tensor prefix (default llm-act);  --json  score summary as JSON",
+     qs_cmd_llm, 0},
     {NULL, NULL, NULL, NULL, NULL, 0},
 };
 

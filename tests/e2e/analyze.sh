@@ -50,7 +50,7 @@ ok "database consistent after the interrupt" $QS check
 
 # a report on the demo database
 export QSCOPE_DB="$T/demo.db"
-$QS demo >/dev/null 2>&1
+QSCOPE_SAMPLE_DIR=none $QS demo >/dev/null 2>&1   # the synthetic set only: the counts below are for it
 ok "report (markdown) on the demo database" $QS report --claims none -o "$T/rep" --formats mxfp4,nvfp4,fp8_e5m2,int8:gran=row
 ok "report.md and its PNGs exist" bash -c "[ -s $T/rep/report.md ] && ls $T/rep/t*.png | wc -l | grep -qx 18"
 ok "every PNG decodes with the right size and carries provenance" $PY - "$T/rep" <<'PY'

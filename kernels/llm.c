@@ -1,0 +1,477 @@
+/*
+** Llama forward pass in FP32 with simulated low-precision numerics (see llm.h).
+*/
+#include "llm.h"
+#include "simd.h"
+
+#include <cblas.h>
+#include <immintrin.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const kSite[] = {"attn_in", "attn_out", "ffn_in", "ffn_down_in", "k", "v", "resid"};
+const char *qs_llm_site_name(qs_llm_site s) { return (unsigned)s < QS_SITE_COUNT ? kSite[s] : "?"; }
+
+int qs_llm_cfg_check(const qs_llm_cfg *c, qs_err *e)
+{
+    if (c->n_layer <= 0 || c->dim <= 0 || c->n_head <= 0 || c->n_kv_head <= 0 || c->head_dim <= 0 ||
+        c->ffn <= 0 || c->vocab <= 0 || c->ctx <= 0)
+        return qs_fail(e, "model shape has a size <= 0 (layers %d, dim %d, heads %d/%d, head_dim %d, ffn %d, "
+                          "vocab %d, context %d)", c->n_layer, c->dim, c->n_head, c->n_kv_head, c->head_dim,
+                       c->ffn, c->vocab, c->ctx);
+    if (c->head_dim % 2) return qs_fail(e, "head dimension %d is odd (RoPE rotates pairs)", c->head_dim);
+    if (c->n_head % c->n_kv_head)
+        return qs_fail(e, "%d query heads are not a multiple of %d KV heads", c->n_head, c->n_kv_head);
+    if ((int64_t)c->n_head * c->head_dim != c->dim)
+        return qs_fail(e, "%d heads x %d head_dim != embedding length %d", c->n_head, c->head_dim, c->dim);
+    if (c->dim > 65536 || c->ffn > 1 << 18 || c->vocab > 1 << 22 || c->n_layer > 4096)
+        return qs_fail(e, "model shape too large (dim %d, ffn %d, vocab %d, layers %d)", c->dim, c->ffn,
+                       c->vocab, c->n_layer);
+    if (!(c->eps > 0) || !(c->rope_base > 0))
+        return qs_fail(e, "RMSNorm epsilon %g and RoPE base %g must be > 0", c->eps, c->rope_base);
+    return 0;
+}
+
+static size_t layer_floats(const qs_llm_cfg *c)
+{
+    size_t d = (size_t)c->dim, kv = (size_t)c->n_kv_head * c->head_dim, f = (size_t)c->ffn;
+    return d + d * d + kv * d * 2 + d * d + d + f * d * 3;
+}
+
+int qs_llm_alloc(qs_llm_model *m, const qs_llm_cfg *c, int tied, qs_err *e)
+{
+    memset(m, 0, sizeof *m);
+    if (qs_llm_cfg_check(c, e)) return -1;
+    size_t d = (size_t)c->dim, kv = (size_t)c->n_kv_head * c->head_dim, f = (size_t)c->ffn;
+    size_t n = (size_t)c->vocab * d * (tied ? 1 : 2) + d + (size_t)c->n_layer * layer_floats(c);
+    m->c = *c;
+    m->arena = malloc(n * sizeof(float));
+    m->L = calloc((size_t)c->n_layer, sizeof *m->L);
+    if (!m->arena || !m->L) {
+        free(m->arena); free(m->L); memset(m, 0, sizeof *m);
+        return qs_fail(e, "out of memory for a model of %zu parameters", n);
+    }
+    m->arena_len = n;
+    float *p = m->arena;
+    m->tok_embd = p; p += (size_t)c->vocab * d;
+    m->output = tied ? m->tok_embd : p;
+    if (!tied) p += (size_t)c->vocab * d;
+    m->out_norm = p; p += d;
+    for (int l = 0; l < c->n_layer; l++) {
+        qs_llm_layer *L = &m->L[l];
+        L->attn_norm = p; p += d;
+        L->wq = p; p += d * d;
+        L->wk = p; p += kv * d;
+        L->wv = p; p += kv * d;
+        L->wo = p; p += d * d;
+        L->ffn_norm = p; p += d;
+        L->w_gate = p; p += f * d;
+        L->w_up = p; p += f * d;
+        L->w_down = p; p += d * f;
+    }
+    return 0;
+}
+
+void qs_llm_free(qs_llm_model *m)
+{
+    free(m->arena);
+    free(m->L);
+    memset(m, 0, sizeof *m);
+}
+
+int qs_llm_clone(qs_llm_model *dst, const qs_llm_model *src, qs_err *e)
+{
+    int tied = src->output == src->tok_embd;
+    if (qs_llm_alloc(dst, &src->c, tied, e)) return -1;
+    memcpy(dst->arena, src->arena, src->arena_len * sizeof(float));   /* same layout, same offsets */
+    return 0;
+}
+
+typedef struct { float *p; } memrw;
+static int mem_read(void *ctx, uint64_t start, size_t n, float *out, qs_err *e)
+{
+    (void)e;
+    memcpy(out, ((memrw *)ctx)->p + start, n * sizeof(float));
+    return 0;
+}
+static int mem_write(void *ctx, uint64_t start, size_t n, const float *y, qs_err *e)
+{
+    (void)e;
+    memcpy(((memrw *)ctx)->p + start, y, n * sizeof(float));
+    return 0;
+}
+
+static int quant_matrix(const qs_apply *w, int scaled, float *p, size_t rows, size_t cols, qs_err *e)
+{
+    if (scaled && w->f->block == 1 && w->f->meta_bytes == 0) {   /* per-output-channel scaled cast */
+        for (size_t r = 0; r < rows; r++)
+            if (qs_llm_fakeq_row(w, 1, p + r * cols, (int)cols, p + r * cols, e)) return -1;
+        return 0;
+    }
+    memrw ctx = {p};
+    return qs_format_apply(w, rows, cols, mem_read, &ctx, mem_write, &ctx, e);
+}
+
+int qs_llm_quantize_weights(qs_llm_model *m, const qs_apply *w, int scaled, qs_err *e)
+{
+    const qs_llm_cfg *c = &m->c;
+    size_t d = (size_t)c->dim, kv = (size_t)c->n_kv_head * c->head_dim, f = (size_t)c->ffn;
+    for (int l = 0; l < c->n_layer; l++) {
+        qs_llm_layer *L = &m->L[l];
+        if (quant_matrix(w, scaled, L->wq, d, d, e) || quant_matrix(w, scaled, L->wk, kv, d, e) ||
+            quant_matrix(w, scaled, L->wv, kv, d, e) || quant_matrix(w, scaled, L->wo, d, d, e) ||
+            quant_matrix(w, scaled, L->w_gate, f, d, e) || quant_matrix(w, scaled, L->w_up, f, d, e) ||
+            quant_matrix(w, scaled, L->w_down, d, f, e))
+            return -1;
+    }
+    return quant_matrix(w, scaled, m->output, (size_t)c->vocab, d, e);
+}
+
+/* ---------------------------------------------------------------- state */
+
+struct qs_llm_state {
+    qs_llm_cfg c;
+    int batch, max_pos, max_rows;
+    float *kc, *vc;                 /* [layer][batch][max_pos][kv_dim] */
+    float *x, *xn, *q, *k, *v, *att, *h1, *h2, *sc, *tmp;
+    float *rcos, *rsin;             /* [max_pos][head_dim/2] */
+};
+
+qs_llm_state *qs_llm_state_new(const qs_llm_cfg *c, int batch, int max_pos, int max_rows, qs_err *e)
+{
+    if (qs_llm_cfg_check(c, e)) return NULL;
+    if (batch <= 0 || max_pos <= 0 || max_rows <= 0 || max_pos > 1 << 20 || batch > 1 << 16 ||
+        max_rows > 1 << 20 || max_rows > batch * (int64_t)max_pos) {
+        qs_fail(e, "bad state size (batch %d, positions %d, rows %d)", batch, max_pos, max_rows);
+        return NULL;
+    }
+    qs_llm_state *s = calloc(1, sizeof *s);
+    if (!s) { qs_fail(e, "out of memory"); return NULL; }
+    s->c = *c;
+    s->batch = batch; s->max_pos = max_pos; s->max_rows = max_rows;
+    size_t kvd = (size_t)c->n_kv_head * c->head_dim, R = (size_t)max_rows, d = (size_t)c->dim;
+    size_t cache = (size_t)c->n_layer * batch * max_pos * kvd;
+    size_t wide = (size_t)(c->ffn > c->dim ? c->ffn : c->dim);
+    s->kc = malloc(cache * sizeof(float));
+    s->vc = malloc(cache * sizeof(float));
+    s->x = malloc(R * d * sizeof(float));
+    s->xn = malloc(R * wide * sizeof(float));
+    s->q = malloc(R * d * sizeof(float));
+    s->k = malloc(R * kvd * sizeof(float));
+    s->v = malloc(R * kvd * sizeof(float));
+    s->att = malloc(R * d * sizeof(float));
+    s->h1 = malloc(R * (size_t)c->ffn * sizeof(float));
+    s->h2 = malloc(R * (size_t)c->ffn * sizeof(float));
+    s->sc = malloc((size_t)max_pos * sizeof(float));
+    s->tmp = malloc(3 * wide * sizeof(float));
+    s->rcos = malloc((size_t)max_pos * (c->head_dim / 2) * sizeof(float));
+    s->rsin = malloc((size_t)max_pos * (c->head_dim / 2) * sizeof(float));
+    if (!s->kc || !s->vc || !s->x || !s->xn || !s->q || !s->k || !s->v || !s->att || !s->h1 || !s->h2 ||
+        !s->sc || !s->tmp || !s->rcos || !s->rsin) {
+        qs_llm_state_free(s);
+        qs_fail(e, "out of memory for the KV cache of %d x %d positions", batch, max_pos);
+        return NULL;
+    }
+    int half = c->head_dim / 2;
+    for (int p = 0; p < max_pos; p++)
+        for (int i = 0; i < half; i++) {
+            double fr = pow((double)c->rope_base, -2.0 * i / c->head_dim);
+            double a = p * fr;
+            s->rcos[(size_t)p * half + i] = (float)cos(a);
+            s->rsin[(size_t)p * half + i] = (float)sin(a);
+        }
+    return s;
+}
+
+void qs_llm_state_free(qs_llm_state *s)
+{
+    if (!s) return;
+    free(s->kc); free(s->vc); free(s->x); free(s->xn); free(s->q); free(s->k); free(s->v);
+    free(s->att); free(s->h1); free(s->h2); free(s->sc); free(s->tmp); free(s->rcos); free(s->rsin);
+    free(s);
+}
+
+/* ---------------------------------------------------------------- pieces */
+
+static void rmsnorm(float *out, const float *x, const float *w, int n, float eps)
+{
+    double ss = 0;
+    for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    float r = (float)(1.0 / sqrt(ss / n + eps));
+    for (int i = 0; i < n; i++) out[i] = x[i] * r * w[i];
+}
+
+/* One run of values through a format: the effective run length for row/tensor granularity is the
+** whole row (one token), blocks otherwise. */
+int qs_llm_fakeq_row(const qs_apply *a, int scaled, const float *x, int n, float *y, qs_err *e)
+{
+    qs_qopts o = a->o;
+    if (a->gran != QS_GRAN_BLOCK) o.block = n;
+    if (!scaled || a->f->block != 1 || a->f->meta_bytes != 0 || !(a->f->max_finite < 1e30))
+        return a->f->fakeq(a->f, &o, x, (size_t)n, y, e);
+    /* plain cast with one FP32 scale per run: absmax -> the format's largest finite value */
+    float amax = 0;
+    for (int i = 0; i < n; i++) { float v = fabsf(x[i]); if (v > amax && v != INFINITY) amax = v; }
+    if (!(amax > 0)) return a->f->fakeq(a->f, &o, x, (size_t)n, y, e);
+    float s = (float)(a->f->max_finite / amax), inv = amax / (float)a->f->max_finite;
+    for (int i = 0; i < n; i++) y[i] = x[i] * s;
+    if (a->f->fakeq(a->f, &o, y, (size_t)n, y, e)) return -1;
+    for (int i = 0; i < n; i++) y[i] *= inv;
+    return 0;
+}
+#define fakeq_row(a, x, n, y, e) qs_llm_fakeq_row((a), scaled, (x), (n), (y), (e))
+
+/* Round each row of x[rows][cols] in place (activation numerics, optionally with Rollout-ResQ). */
+static int round_rows(const qs_apply *a, int scaled, qs_llm_resq resq, float *x, int rows, int cols, float *tmp, qs_err *e)
+{
+    float *q = tmp, *r = tmp + cols, *rq = tmp + 2 * (size_t)cols;
+    for (int i = 0; i < rows; i++) {
+        float *row = x + (size_t)i * cols;
+        if (fakeq_row(a, row, cols, q, e)) return -1;
+        if (resq == QS_RESQ_NONE) { memcpy(row, q, (size_t)cols * sizeof(float)); continue; }
+        for (int j = 0; j < cols; j++) r[j] = row[j] - q[j];
+        if (fakeq_row(a, r, cols, rq, e)) return -1;
+        if (resq == QS_RESQ_24) {
+            for (int j = 0; j + 4 <= cols; j += 4) {   /* keep the two largest magnitudes of each 4 */
+                int a1 = j, a2 = -1;
+                for (int t = j + 1; t < j + 4; t++) if (fabsf(rq[t]) > fabsf(rq[a1])) a1 = t;
+                for (int t = j; t < j + 4; t++) if (t != a1 && (a2 < 0 || fabsf(rq[t]) > fabsf(rq[a2]))) a2 = t;
+                for (int t = j; t < j + 4; t++) if (t != a1 && t != a2) rq[t] = 0;
+            }
+        }
+        for (int j = 0; j < cols; j++) row[j] = q[j] + rq[j];
+    }
+    return 0;
+}
+
+/* y[R][out] = x[R][in] . W[out][in]^T */
+#ifndef QS_LLM_GEMV_ROWS
+#define QS_LLM_GEMV_ROWS 4
+#endif
+
+/* Few rows (decoding, 2..4 rows): every weight row is read once and dotted with all R input rows,
+** 8 lanes of FMA per row.  OpenBLAS's sgemm packs W for M <= 4 and was 1.5-3x slower; one sgemv per
+** row reads W R times.  Memory-bound: W is streamed once per call.  One row: OpenBLAS sgemv. */
+__attribute__((target("avx2,fma"))) static void few_rows_avx2(float *y, const float *x, const float *W, int R,
+                                                               int in, int out)
+{
+    const int in8 = in & ~7;
+    for (int o = 0; o < out; o++) {
+        const float *w = W + (size_t)o * in;
+        __m256 acc[QS_LLM_GEMV_ROWS];
+        for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+        for (int i = 0; i < in8; i += 8) {
+            __m256 wv = _mm256_loadu_ps(w + i);
+            for (int r = 0; r < R; r++) acc[r] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + (size_t)r * in + i), acc[r]);
+        }
+        for (int r = 0; r < R; r++) {
+            __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc[r]), _mm256_extractf128_ps(acc[r], 1));
+            h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+            h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
+            float sum = _mm_cvtss_f32(h);
+            for (int i = in8; i < in; i++) sum += w[i] * x[(size_t)r * in + i];
+            y[(size_t)r * out + o] = sum;
+        }
+    }
+}
+
+typedef struct { float *y; const float *x, *W; int R, in, out, o0, o1; } few_job;
+static void *few_rows_job(void *p)
+{
+    few_job *j = p;
+    /* rows o0..o1 of W and columns o0..o1 of y (y keeps its full row stride `out`) */
+    const int n = j->o1 - j->o0;
+    float tmp[QS_LLM_GEMV_ROWS * 64];
+    for (int c = 0; c < n; c += 64) {
+        int m = n - c < 64 ? n - c : 64;
+        few_rows_avx2(tmp, j->x, j->W + (size_t)(j->o0 + c) * j->in, j->R, j->in, m);
+        for (int r = 0; r < j->R; r++) memcpy(j->y + (size_t)r * j->out + j->o0 + c, tmp + (size_t)r * m, (size_t)m * sizeof(float));
+    }
+    return NULL;
+}
+
+/* QS_LLM_THREADS=2 splits the few-row kernel over two threads (each streams half of W).  Off by
+** default: on the shared 2-core development machine it was as often slower as faster (BENCHMARKS.md). */
+static int few_threads(void)
+{
+    static int n = 0;
+    if (!n) { const char *v = getenv("QS_LLM_THREADS"); n = v && v[0] == '2' ? 2 : 1; }
+    return n;
+}
+
+static void linear(float *y, const float *x, const float *W, int R, int in, int out)
+{
+    if (R >= 2 && R <= QS_LLM_GEMV_ROWS && qs_simd_level() >= QS_SIMD_AVX2) {
+        few_job a = {y, x, W, R, in, out, 0, out / 2}, b = {y, x, W, R, in, out, out / 2, out};
+        pthread_t th;
+        if (few_threads() > 1 && (size_t)in * out >= ((size_t)1 << 18) && pthread_create(&th, NULL, few_rows_job, &b) == 0) {
+            few_rows_job(&a);     /* two cores, each streaming half of W */
+            pthread_join(th, NULL);
+        } else {
+            a.o1 = out;
+            few_rows_job(&a);
+        }
+        return;
+    }
+    if (R <= QS_LLM_GEMV_ROWS) {
+        for (int r = 0; r < R; r++)   /* portable: one sgemv per row */
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, out, in, 1.0f, W, in, x + (size_t)r * in, 1, 0.0f, y + (size_t)r * out, 1);
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, out, in, 1.0f, x, in, W, in, 0.0f, y, out);
+}
+
+static void rope(float *v, int nheads, int hd, const float *cs, const float *sn)
+{
+    int half = hd / 2;
+    for (int h = 0; h < nheads; h++) {
+        float *p = v + (size_t)h * hd;
+        for (int i = 0; i < half; i++) {
+            float a = p[2 * i], b = p[2 * i + 1];
+            p[2 * i] = a * cs[i] - b * sn[i];
+            p[2 * i + 1] = a * sn[i] + b * cs[i];
+        }
+    }
+}
+
+int qs_llm_forward(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_state *s, const int32_t *tok,
+                   int B, int T, int pos0, float *hidden, qs_llm_tap_fn tap, void *tap_ctx, qs_err *e)
+{
+    const qs_llm_cfg *c = &m->c;
+    if (memcmp(c, &s->c, sizeof *c)) return qs_fail(e, "forward: state made for another model shape");
+    if (B <= 0 || T <= 0 || B > s->batch || (int64_t)B * T > s->max_rows || pos0 < 0 || pos0 + T > s->max_pos)
+        return qs_fail(e, "forward: %d sequences x %d positions from %d exceed the state (%d x %d, %d rows)", B,
+                       T, pos0, s->batch, s->max_pos, s->max_rows);
+    const int d = c->dim, hd = c->head_dim, kvd = c->n_kv_head * hd, F = c->ffn, R = B * T;
+    const int grp = c->n_head / c->n_kv_head, half = hd / 2;
+    const qs_apply *act = nx ? nx->act : NULL, *kvf = nx ? nx->kv : NULL;
+    const qs_llm_resq resq = nx ? nx->resq : QS_RESQ_NONE;
+    const int scaled = nx ? nx->scaled : 0;
+    const float scale = 1.0f / sqrtf((float)hd);
+
+    for (int r = 0; r < R; r++) {
+        int32_t t = tok[r];
+        if (t < 0 || t >= c->vocab) return qs_fail(e, "token id %d out of range (vocabulary %d)", t, c->vocab);
+        memcpy(s->x + (size_t)r * d, m->tok_embd + (size_t)t * d, (size_t)d * sizeof(float));
+    }
+    for (int l = 0; l < c->n_layer; l++) {
+        const qs_llm_layer *L = &m->L[l];
+        size_t lbase = (size_t)l * s->batch * s->max_pos * kvd;
+        for (int r = 0; r < R; r++) rmsnorm(s->xn + (size_t)r * d, s->x + (size_t)r * d, L->attn_norm, d, c->eps);
+        if (tap) tap(tap_ctx, l, QS_SITE_ATTN_IN, s->xn, R, d);
+        if (act && round_rows(act, scaled, resq, s->xn, R, d, s->tmp, e)) return -1;
+        linear(s->q, s->xn, L->wq, R, d, d);
+        linear(s->k, s->xn, L->wk, R, d, kvd);
+        linear(s->v, s->xn, L->wv, R, d, kvd);
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++) {
+                int r = b * T + t, p = pos0 + t;
+                const float *cs = s->rcos + (size_t)p * half, *sn = s->rsin + (size_t)p * half;
+                rope(s->q + (size_t)r * d, c->n_head, hd, cs, sn);
+                rope(s->k + (size_t)r * kvd, c->n_kv_head, hd, cs, sn);
+                float *kdst = s->kc + lbase + ((size_t)b * s->max_pos + p) * kvd;
+                float *vdst = s->vc + lbase + ((size_t)b * s->max_pos + p) * kvd;
+                if (kvf) {
+                    if (fakeq_row(kvf, s->k + (size_t)r * kvd, kvd, kdst, e) ||
+                        fakeq_row(kvf, s->v + (size_t)r * kvd, kvd, vdst, e))
+                        return -1;
+                } else {
+                    memcpy(kdst, s->k + (size_t)r * kvd, (size_t)kvd * sizeof(float));
+                    memcpy(vdst, s->v + (size_t)r * kvd, (size_t)kvd * sizeof(float));
+                }
+            }
+        if (tap) { tap(tap_ctx, l, QS_SITE_K, s->k, R, kvd); tap(tap_ctx, l, QS_SITE_V, s->v, R, kvd); }
+        /* causal attention over the cache (all K/V of this call are in the cache now) */
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++) {
+                int r = b * T + t, n = pos0 + t + 1;
+                const float *kb = s->kc + lbase + (size_t)b * s->max_pos * kvd;
+                const float *vb = s->vc + lbase + (size_t)b * s->max_pos * kvd;
+                for (int h = 0; h < c->n_head; h++) {
+                    const float *q = s->q + (size_t)r * d + (size_t)h * hd;
+                    int kh = h / grp;
+                    float mx = -INFINITY;
+                    for (int j = 0; j < n; j++) {
+                        const float *kj = kb + (size_t)j * kvd + (size_t)kh * hd;
+                        float dot = 0;
+                        for (int i = 0; i < hd; i++) dot += q[i] * kj[i];
+                        s->sc[j] = dot * scale;
+                        if (s->sc[j] > mx) mx = s->sc[j];
+                    }
+                    double sum = 0;
+                    for (int j = 0; j < n; j++) { s->sc[j] = expf(s->sc[j] - mx); sum += s->sc[j]; }
+                    float inv = (float)(1.0 / sum);
+                    float *o = s->att + (size_t)r * d + (size_t)h * hd;
+                    for (int i = 0; i < hd; i++) o[i] = 0;
+                    for (int j = 0; j < n; j++) {
+                        const float *vj = vb + (size_t)j * kvd + (size_t)kh * hd;
+                        float pj = s->sc[j] * inv;
+                        for (int i = 0; i < hd; i++) o[i] += pj * vj[i];
+                    }
+                }
+            }
+        if (tap) tap(tap_ctx, l, QS_SITE_ATTN_OUT, s->att, R, d);
+        if (act && round_rows(act, scaled, resq, s->att, R, d, s->tmp, e)) return -1;
+        linear(s->xn, s->att, L->wo, R, d, d);
+        for (size_t i = 0; i < (size_t)R * d; i++) s->x[i] += s->xn[i];
+
+        for (int r = 0; r < R; r++) rmsnorm(s->xn + (size_t)r * d, s->x + (size_t)r * d, L->ffn_norm, d, c->eps);
+        if (tap) tap(tap_ctx, l, QS_SITE_FFN_IN, s->xn, R, d);
+        if (act && round_rows(act, scaled, resq, s->xn, R, d, s->tmp, e)) return -1;
+        linear(s->h1, s->xn, L->w_gate, R, d, F);
+        linear(s->h2, s->xn, L->w_up, R, d, F);
+        for (size_t i = 0; i < (size_t)R * F; i++) {
+            float g = s->h1[i];
+            s->h1[i] = g / (1.0f + expf(-g)) * s->h2[i];
+        }
+        if (tap) tap(tap_ctx, l, QS_SITE_FFN_DOWN_IN, s->h1, R, F);
+        if (act && round_rows(act, scaled, resq, s->h1, R, F, s->tmp, e)) return -1;
+        linear(s->xn, s->h1, L->w_down, R, F, d);
+        for (size_t i = 0; i < (size_t)R * d; i++) s->x[i] += s->xn[i];
+        if (tap) tap(tap_ctx, l, QS_SITE_RESID, s->x, R, d);
+    }
+    for (int r = 0; r < R; r++) rmsnorm(hidden + (size_t)r * d, s->x + (size_t)r * d, m->out_norm, d, c->eps);
+    return 0;
+}
+
+int qs_llm_logits(const qs_llm_model *m, const qs_llm_numerics *nx, const float *hidden, int rows,
+                  float *scratch, float *out, qs_err *e)
+{
+    const int d = m->c.dim;
+    const float *x = hidden;
+    if (nx && nx->act) {
+        float *tmp = malloc(3 * (size_t)d * sizeof(float));
+        if (!tmp) return qs_fail(e, "out of memory");
+        memcpy(scratch, hidden, (size_t)rows * d * sizeof(float));
+        int rc = round_rows(nx->act, nx->scaled, nx->resq, scratch, rows, d, tmp, e);
+        free(tmp);
+        if (rc) return -1;
+        x = scratch;
+    }
+    linear(out, x, m->output, rows, d, m->c.vocab);
+    return 0;
+}
+
+double qs_llm_logprob(const float *logits, int vocab, int tok, double *entropy)
+{
+    double mx = -INFINITY;
+    for (int i = 0; i < vocab; i++) if (logits[i] > mx) mx = logits[i];
+    double z = 0, ez = 0;
+    for (int i = 0; i < vocab; i++) {
+        double u = logits[i] - mx, p = exp(u);
+        z += p;
+        ez += p * u;
+    }
+    double lz = log(z);
+    if (entropy) *entropy = lz - ez / z;   /* -sum p log p with p = e^u / z */
+    return (logits[tok] - mx) - lz;
+}
+
+double qs_llm_flops_per_token(const qs_llm_cfg *c, int ctx)
+{
+    double d = c->dim, kv = (double)c->n_kv_head * c->head_dim, f = c->ffn;
+    double per_layer = 2 * (d * d * 2 + kv * d * 2 + 3 * f * d) + 4.0 * c->n_head * c->head_dim * ctx;
+    return c->n_layer * per_layer + 2 * d * c->vocab;
+}

@@ -1,0 +1,125 @@
+/*
+** A Llama-architecture causal LM forward pass in FP32 (SmolLM2-135M and any model of the same
+** shape): token embedding, per layer RMSNorm -> Q/K/V -> RoPE -> grouped-query causal attention
+** over a KV cache -> output projection -> residual, RMSNorm -> SwiGLU FFN -> residual; final
+** RMSNorm and the (possibly tied) output projection.  Matrix products go through OpenBLAS
+** (cblas_sgemm); everything else is plain C.
+**
+** Conventions (those of a llama.cpp GGUF file, which is where the weights come from):
+**   - every weight matrix is row-major [out][in] (PyTorch's nn.Linear layout; GGUF ne = {in, out});
+**   - RoPE rotates adjacent pairs (2i, 2i+1) of each head with angle pos * base^(-2i/head_dim)
+**     (llama.cpp's converter permutes the Q/K rows of Hugging Face checkpoints so that this is right);
+**   - attention scores are scaled by 1/sqrt(head_dim); query head h reads KV head h / (n_head/n_kv_head).
+**
+** Low precision ("numerics"), all optional and all simulated by fake-quantization in FP32:
+**   - weights: qs_llm_quantize_weights() rounds every linear weight (including the output projection)
+**     once, blocks along the input dimension (rows of W; NVFP4's FP32 scale is per matrix);
+**   - activations: the input of every linear layer is rounded row by row (one token = one run, blocks
+**     along the channels) just before the product;  optionally with the Rollout-ResQ correction
+**     X' = Q(X) + S(Q(X - Q(X))), S = identity (dense) or 2:4 magnitude sparsity;
+**   - KV cache: K (after RoPE) and V rows are rounded when they are written to the cache.
+** Row-wise rounding keeps every sequence of a batch independent of the others (an NVFP4 per-tensor
+** scale becomes a per-token scale for activations).
+*/
+#ifndef QS_LLM_H
+#define QS_LLM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "format_apply.h"
+#include "qs_err.h"
+
+typedef struct qs_llm_cfg {
+    int n_layer, dim, n_head, n_kv_head, head_dim, ffn, vocab, ctx;
+    float rope_base, eps;
+} qs_llm_cfg;
+
+typedef struct qs_llm_layer {
+    float *attn_norm, *wq, *wk, *wv, *wo, *ffn_norm, *w_gate, *w_up, *w_down;
+} qs_llm_layer;
+
+typedef struct qs_llm_model {
+    qs_llm_cfg c;
+    float *tok_embd;          /* [vocab][dim] */
+    float *output;            /* [vocab][dim]; == tok_embd when the embeddings are tied */
+    float *out_norm;          /* [dim] */
+    qs_llm_layer *L;          /* [n_layer] */
+    float *arena;             /* one allocation holding every array above */
+    size_t arena_len;         /* floats */
+} qs_llm_model;
+
+/* Check a configuration (positive sizes, head_dim even, n_head a multiple of n_kv_head, dim =
+** n_head * head_dim, sizes small enough that every product fits in size_t and int). */
+int qs_llm_cfg_check(const qs_llm_cfg *c, qs_err *e);
+
+/* Allocate an uninitialised model of this shape (one arena); tied: output aliases tok_embd. */
+int qs_llm_alloc(qs_llm_model *m, const qs_llm_cfg *c, int tied, qs_err *e);
+void qs_llm_free(qs_llm_model *m);
+/* Deep copy (the copy is tied iff the source is). */
+int qs_llm_clone(qs_llm_model *dst, const qs_llm_model *src, qs_err *e);
+
+/* Fake-quantize every linear weight matrix in place (Q, K, V, O, gate, up, down and the output
+** projection; norms stay FP32).  With tied embeddings the rounded matrix also serves the lookup. */
+int qs_llm_quantize_weights(qs_llm_model *m, const qs_apply *w, int scaled, qs_err *e);
+
+/* One run (a token's channels, a weight row) through a format into y (may equal x).  Row or tensor
+** granularity makes the run one block; `scaled` gives plain casts (bf16, fp8_*, fp6_*, fp4_e2m1,
+** hif8: block 1, no metadata) one FP32 scale per run, absmax -> the format's largest value, as FP8
+** recipes do (per-token activations, per-output-channel weights); block formats ignore it. */
+int qs_llm_fakeq_row(const qs_apply *a, int scaled, const float *x, int n, float *y, qs_err *e);
+
+typedef enum qs_llm_resq { QS_RESQ_NONE = 0, QS_RESQ_DENSE, QS_RESQ_24 } qs_llm_resq;
+
+typedef struct qs_llm_numerics {
+    const qs_apply *act;      /* NULL: FP32 linear inputs */
+    qs_llm_resq resq;         /* Rollout-ResQ correction of the activation rounding (needs act) */
+    const qs_apply *kv;       /* NULL: FP32 KV cache */
+    int scaled;               /* plain casts get a per-row FP32 scale (qs_llm_fakeq_row) */
+} qs_llm_numerics;
+
+/* Where activations are tapped (capture): the inputs of the linear layers, the KV-cache entries
+** and the residual stream. */
+typedef enum qs_llm_site {
+    QS_SITE_ATTN_IN = 0,      /* RMSNorm output feeding Q/K/V          [rows][dim] */
+    QS_SITE_ATTN_OUT,         /* attention output feeding o_proj        [rows][dim] */
+    QS_SITE_FFN_IN,           /* RMSNorm output feeding gate/up         [rows][dim] */
+    QS_SITE_FFN_DOWN_IN,      /* SwiGLU product feeding ffn_down        [rows][ffn] */
+    QS_SITE_LINEAR_COUNT,     /* the sites above are the linear-layer inputs */
+    QS_SITE_K = QS_SITE_LINEAR_COUNT, /* K after RoPE, as it enters the cache [rows][kv_dim] */
+    QS_SITE_V,                /* V as it enters the cache               [rows][kv_dim] */
+    QS_SITE_RESID,            /* residual stream after the block        [rows][dim] */
+    QS_SITE_COUNT
+} qs_llm_site;
+const char *qs_llm_site_name(qs_llm_site s);
+
+/* Called with the FP32 value of a tapped site before any activation rounding. rows = B*T, row
+** r = sequence r / T, position pos0 + r % T. */
+typedef void (*qs_llm_tap_fn)(void *ctx, int layer, qs_llm_site site, const float *x, int rows, int cols);
+
+typedef struct qs_llm_state qs_llm_state;
+
+/* Working state for `batch` sequences of at most `max_pos` positions each, forwarding at most
+** `max_rows` = batch * T rows per call. */
+qs_llm_state *qs_llm_state_new(const qs_llm_cfg *c, int batch, int max_pos, int max_rows, qs_err *e);
+void qs_llm_state_free(qs_llm_state *s);
+
+/* Forward T new positions pos0 .. pos0+T-1 of B sequences (B <= batch), tokens tok[b*T + t],
+** appending their K/V to the cache (positions < pos0 must already be there).  Writes the final
+** RMSNorm output (the input of the output projection) to hidden[(b*T + t)*dim].  tap may be NULL. */
+int qs_llm_forward(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_state *s, const int32_t *tok,
+                   int B, int T, int pos0, float *hidden, qs_llm_tap_fn tap, void *tap_ctx, qs_err *e);
+
+/* Logits of `rows` hidden rows: out[r*vocab + v] (the act format, if any, rounds the hidden rows
+** first, since the output projection is a linear layer).  `scratch` holds rows*dim floats. */
+int qs_llm_logits(const qs_llm_model *m, const qs_llm_numerics *nx, const float *hidden, int rows,
+                  float *scratch, float *out, qs_err *e);
+
+/* Natural-log softmax helpers over one row of logits (double accumulation, max-shifted):
+** log p(tok), and the entropy -sum p log p. */
+double qs_llm_logprob(const float *logits, int vocab, int tok, double *entropy);
+
+/* Floating-point operations of one token through the model at context length ctx (2 per MAC). */
+double qs_llm_flops_per_token(const qs_llm_cfg *c, int ctx);
+
+#endif

@@ -1,0 +1,51 @@
+/*
+** libFuzzer target for the LLM model loader (datasets/llm_load.c): hyper-parameters from the GGUF
+** metadata, the bounded walk for the vocabulary, tensor shape checks and dequantization.
+**
+** The loader lives in datasets/, which the fuzz library leaves out, so its source is compiled into
+** this target.  On success the model must be self-consistent and a one-token forward pass must run
+** (finite hidden state is not required: weights are arbitrary); on failure the message must name
+** the input and nothing may leak.
+*/
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../datasets/llm_load.c"
+#include "../../datasets/llm_tok.c"
+
+#define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    qs_llm_file f;
+    qs_err e = {{0}};
+    if (qs_llm_load_gguf_mem(data, size, "fuzz", &f, &e) != 0) {
+        CHECK(strncmp(e.msg, "fuzz: ", 6) == 0);
+        CHECK(f.m.arena == NULL && f.v.text == NULL && f.v.off == NULL && f.v.type == NULL);
+        return 0;
+    }
+    CHECK(qs_llm_cfg_check(&f.m.c, &e) == 0);
+    CHECK(f.v.n == 0 || f.v.n == f.m.c.vocab);
+    char buf[64];
+    for (int i = 0; i < f.v.n && i < 64; i++) CHECK(qs_llm_detok(&f.v, i, buf, sizeof buf) < sizeof buf);
+    {   /* the tokenizer over the input's last bytes as text, with the file's own vocabulary and merges */
+        int32_t ids[128];
+        size_t tl = size < 96 ? size : 96;
+        int n = qs_llm_tokenize(&f.v, (const char *)data + size - tl, tl, ids, 128, &e);
+        CHECK(n >= -1 && n <= 128);
+        for (int i = 0; i < n; i++) CHECK(ids[i] >= 0 && ids[i] < f.v.n);
+    }
+    if ((size_t)f.m.c.dim * f.m.c.vocab < (1u << 20) && f.m.c.n_layer <= 4) {
+        qs_llm_state *s = qs_llm_state_new(&f.m.c, 1, 2, 2, &e);
+        if (s) {
+            float *h = malloc((size_t)2 * f.m.c.dim * sizeof(float));
+            int32_t tok[2] = {0, f.m.c.vocab - 1};
+            if (h) CHECK(qs_llm_forward(&f.m, NULL, s, tok, 1, 2, 0, h, NULL, NULL, &e) == 0);
+            free(h);
+            qs_llm_state_free(s);
+        }
+    }
+    qs_llm_file_free(&f);
+    return 0;
+}
