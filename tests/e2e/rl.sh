@@ -72,6 +72,17 @@ check "CSV has a header and 5 rows with every field" "[ \$(wc -l < $T/out) = 6 ]
 check "CSV says on stderr that ais_* is a reconstruction" "grep -q reconstruction $T/err"
 ok "ais table" $QS ais small --method tis
 check "table labels AIS-R as the project's reconstruction" "grep -q \"project's reconstruction\" $T/out"
+ok "--lambda-fixed holds lambda; a narrow --mis-band zeroes tokens" bash -c "$QS ais small --json --no-store --lambda-fixed 0.3 --mis-band 0.99,1.01 > $T/lf.json"
+ok "lambda is 0.3 on every step, the AIS mean weight is 0.7 + 0.3 mean(min(w, 2))" $PY - "$T/lf.json" <<'PY'
+import json, sys
+steps = json.load(open(sys.argv[1]))["steps"]
+assert all(s["ais_lambda"] == 0.3 for s in steps)
+assert any(s["mis_frac_zero"] > 0.2 for s in steps)
+for s in steps:
+    assert abs(s["ais_mean"] - (0.7 + 0.3 * s["tis_mean"])) < 1e-12, s
+PY
+fails "a band with LO > HI is a usage error" 2 $QS ais small --seq-band 2,1
+fails "--step needs --weights" 2 $QS ais small --step 1
 fails "unknown method" 2 $QS ais small --method bogus
 fails "unknown run" 1 $QS ais nosuchrun
 fails "bad option value" 2 $QS ais small --C 0.5
