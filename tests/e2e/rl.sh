@@ -111,6 +111,13 @@ check "the overview names k3 KL and lambda" "grep -q 'k3 KL' $T/out && grep -q '
 ok "plot trajectory as PNG" $QS plot trajectory -o "$T/t.png"
 check "PNG written" "[ -s $T/t.png ]"
 
+ok "runs --export writes the run as mmlog CSV" $QS runs --export smallj -o "$T/exp.csv"
+ok "the export imports again" $QS import-log "$T/exp.csv" --run roundtrip
+check "the round trip keeps every token exactly (same token hash)" \
+  "[ \"\$($QS ais roundtrip --json --no-store | $PY -c 'import json,sys; print(json.load(sys.stdin)[\"token_hash\"])')\" = \"\$($PY -c 'import json; print(json.load(open(\"$T/c.json\"))[\"token_hash\"])')\" ]"
+check "the export keeps the original sequence ids" "grep -q '^3,s3-2,g3-0,0,-30,' $T/exp.csv"
+fails "export of an unknown run" 1 $QS runs --export nosuchrun
+ok "runs --rm removes runs and their tokens" $QS runs --rm roundtrip
 ok "runs --rm removes a run and its tokens" $QS runs --rm smallj
 check "no tokens or sequences of it remain" "[ \$(sqlite3 $QSCOPE_DB \"SELECT count(*) FROM rl_seq\") = 78 ] && [ \$(sqlite3 $QSCOPE_DB \"SELECT count(*) FROM rl_token\") = 365 ] && ! $QS runs | grep -q smallj"
 fails "runs --rm of an unknown run" 1 $QS runs --rm nosuchrun
