@@ -111,6 +111,12 @@ check "the overview names k3 KL and lambda" "grep -q 'k3 KL' $T/out && grep -q '
 ok "plot trajectory as PNG" $QS plot trajectory -o "$T/t.png"
 check "PNG written" "[ -s $T/t.png ]"
 
+ok "ais --plot ais draws R, S, Vamp and lambda in the terminal" $QS ais small --plot ais -o - --width 90 --height 24
+check "the terminal plot names the reconstruction and lambda" "grep -q 'project reconstruction' $T/out && grep -q 'lambda' $T/out"
+ok "ais --plot ess writes a PNG" $QS ais small --plot ess -o "$T/ess.png"
+check "the PNG records the run's token hash and the AIS options" "grep -aq 'small=4920899c81463b2e038c26245bbd1926' $T/ess.png && grep -aq 'tau_s' $T/ess.png"
+fails "an unknown plot set" 1 $QS ais small --plot bogus -o -
+fails "--plot without -o" 2 $QS ais small --plot ess
 ok "runs --export writes the run as mmlog CSV" $QS runs --export smallj -o "$T/exp.csv"
 ok "the export imports again" $QS import-log "$T/exp.csv" --run roundtrip
 check "the round trip keeps every token exactly (same token hash)" \
