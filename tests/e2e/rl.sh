@@ -146,6 +146,9 @@ sqlite3 "$QSCOPE_DB" "SELECT data FROM result r WHERE kind='rl_sim' AND json_ext
 ok "the tool's metrics equal the simulator's own (1e-9)" $CHK sim "$T/sim.json" "$T/sa.json"
 check "reward trajectory of mxfp4 stored with exact, none, tis, ais_r, ais_r_fixed" \
   "sqlite3 $QSCOPE_DB \"SELECT data FROM result WHERE kind='trajectory' AND format='mxfp4' AND json_extract(options,'\$.set') IS NULL\" | $PY -c 'import json,sys; d=json.loads(sys.stdin.read()); assert [s[\"name\"] for s in d[\"series\"]]==[\"exact\",\"none\",\"tis\",\"ais_r\",\"ais_r_fixed\"], d'"
+ok "the same simulation under another name" $QS sim grpo --formats mxfp4 --methods none --seeds 1 --steps 12 --batch 8 --T 6 --log-every 0 --name again
+check "keeps its own rl_sim row with the same rewards" \
+  "[ \"\$(sqlite3 $QSCOPE_DB \"SELECT json_extract(data,'\$.reward') FROM result WHERE kind='rl_sim' AND json_extract(data,'\$.run')='again/grpo/mxfp4/none/seed0'\")\" = \"\$(sqlite3 $QSCOPE_DB \"SELECT json_extract(data,'\$.reward') FROM result WHERE kind='rl_sim' AND json_extract(data,'\$.run')='sim/grpo/mxfp4/none/seed0'\")\" ] && [ \$(sqlite3 $QSCOPE_DB \"SELECT count(*) FROM result WHERE kind='rl_sim'\") = 11 ]"
 fails "ais_r_fixed without ais_r is refused" 2 $QS sim grpo --methods ais_r_fixed --no-store
 fails "unknown format" 2 $QS sim grpo --formats nosuch --no-store
 fails "sim needs the grpo kind" 2 $QS sim ppo
