@@ -272,6 +272,68 @@ static char *options_with(const qs_ais_opts *o, const char *run, const char *set
     return s;
 }
 
+static const struct { const char *set, *title, *ylabel; } kSets[] = {
+    {"policy", "policy", "entropy (nats) / reward"},
+    {"weights", "mean effective weight per correction", "mean weight"},
+    {"ais", "AIS-R (project reconstruction)", "R, S, Vamp, lambda"},
+    {"ess", "importance-weight health", "ESS ratio / CV"},
+    {"mismatch", "rollout-trainer mismatch", "nats"},
+    {"overview", "mismatch and AIS-R lambda (reconstruction)", "k3 KL, 1 - ESS, lambda"},
+};
+#define NSETS (sizeof kSets / sizeof kSets[0])
+
+const char *qs_ais_trajectory_sets = "policy, weights, ais, ess, mismatch, overview";
+
+/* The trajectory JSON of one set, or NULL (unknown set, or no data for it). */
+static json_t *set_json(const qs_ais_result *r, size_t si)
+{
+    json_t *ser = json_array();
+    const char *set = kSets[si].set;
+    if (!strcmp(set, "policy")) {
+        if (any_finite(r, QS_AIS_F_entropy_mean)) json_array_append_new(ser, series(r, "entropy", QS_AIS_F_entropy_mean, 0));
+        if (any_finite(r, QS_AIS_F_reward_mean)) json_array_append_new(ser, series(r, "reward", QS_AIS_F_reward_mean, 0));
+    } else if (!strcmp(set, "weights")) {
+        for (int m = 0; m < QS_CORR_COUNT; m++)
+            json_array_append_new(ser, series(r, qs_ais_method_name((qs_ais_method)m), QS_AIS_W0 + QS_AIS_WN * m, 0));
+    } else if (!strcmp(set, "ais")) {
+        json_array_append_new(ser, series(r, "R (token ESS)", QS_AIS_F_ais_R, 0));
+        json_array_append_new(ser, series(r, "S (severity)", QS_AIS_F_ais_S, 0));
+        json_array_append_new(ser, series(r, "Vamp", QS_AIS_F_ais_vamp, 0));
+        json_array_append_new(ser, series(r, "lambda raw", QS_AIS_F_ais_lambda_raw, 0));
+        json_array_append_new(ser, series(r, "lambda", QS_AIS_F_ais_lambda, 0));
+    } else if (!strcmp(set, "ess")) {
+        json_array_append_new(ser, series(r, "ESS token", QS_AIS_F_ess_tok, 0));
+        json_array_append_new(ser, series(r, "ESS sequence", QS_AIS_F_ess_seq, 0));
+        json_array_append_new(ser, series(r, "CV of w", QS_AIS_F_cv_w, 0));
+    } else if (!strcmp(set, "mismatch")) {
+        json_array_append_new(ser, series(r, "k1 KL", QS_AIS_F_kl_k1, 0));
+        json_array_append_new(ser, series(r, "k3 KL", QS_AIS_F_kl_k3, 0));
+        json_array_append_new(ser, series(r, "mean |delta|", QS_AIS_F_mean_abs_dlogp, 0));
+    } else {
+        json_array_append_new(ser, series(r, "k3 KL", QS_AIS_F_kl_k3, 0));
+        json_array_append_new(ser, series(r, "1 - ESS token", QS_AIS_F_ess_tok, 1));
+        json_array_append_new(ser, series(r, "1 - ESS sequence", QS_AIS_F_ess_seq, 1));
+        json_array_append_new(ser, series(r, "lambda (AIS-R)", QS_AIS_F_ais_lambda, 0));
+    }
+    if (!json_array_size(ser)) { json_decref(ser); return NULL; }
+    char title[400];
+    snprintf(title, sizeof title, "%s: %s", r->run, kSets[si].title);
+    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:o}", "title", title, "run", r->run, "token_hash", r->hash, "xlabel", "step",
+                     "ylabel", kSets[si].ylabel, "series", ser);
+}
+
+char *qs_ais_trajectory_json(const qs_ais_result *r, const char *set)
+{
+    for (size_t si = 0; si < NSETS; si++)
+        if (!strcmp(set, kSets[si].set)) {
+            json_t *j = set_json(r, si);
+            char *d = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+            json_decref(j);
+            return d;
+        }
+    return NULL;
+}
+
 int qs_ais_store(qs_db *db, const qs_ais_result *r, const qs_ais_opts *o, qs_err *e)
 {
     if (qs_db_exec(db, "BEGIN IMMEDIATE", e)) return -1;
@@ -279,49 +341,10 @@ int qs_ais_store(qs_db *db, const qs_ais_result *r, const qs_ais_opts *o, qs_err
     char *data = qs_ais_result_json(r, o), *opts = options_with(o, r->run, NULL);
     if (!data || !opts) { qs_fail(e, "out of memory"); goto out; }
     if (qs_result_put(db, r->hash, "rl_ais", r->format, opts, data, NULL, e)) goto out;
-    struct { const char *set, *title, *ylabel; } sets[] = {
-        {"policy", "policy", "entropy (nats) / reward"},
-        {"weights", "mean effective weight per correction", "mean weight"},
-        {"ais", "AIS-R (project reconstruction)", "R, S, Vamp, lambda"},
-        {"ess", "importance-weight health", "ESS ratio / CV"},
-        {"mismatch", "rollout-trainer mismatch", "nats"},
-        {"overview", "mismatch and AIS-R lambda (reconstruction)", "k3 KL, 1 - ESS, lambda"},
-    };
-    for (size_t si = 0; si < sizeof sets / sizeof sets[0]; si++) {
-        json_t *ser = json_array();
-        const char *set = sets[si].set;
-        if (!strcmp(set, "policy")) {
-            if (any_finite(r, QS_AIS_F_entropy_mean)) json_array_append_new(ser, series(r, "entropy", QS_AIS_F_entropy_mean, 0));
-            if (any_finite(r, QS_AIS_F_reward_mean)) json_array_append_new(ser, series(r, "reward", QS_AIS_F_reward_mean, 0));
-        } else if (!strcmp(set, "weights")) {
-            for (int m = 0; m < QS_CORR_COUNT; m++)
-                json_array_append_new(ser, series(r, qs_ais_method_name((qs_ais_method)m), QS_AIS_W0 + QS_AIS_WN * m, 0));
-        } else if (!strcmp(set, "ais")) {
-            json_array_append_new(ser, series(r, "R (token ESS)", QS_AIS_F_ais_R, 0));
-            json_array_append_new(ser, series(r, "S (severity)", QS_AIS_F_ais_S, 0));
-            json_array_append_new(ser, series(r, "Vamp", QS_AIS_F_ais_vamp, 0));
-            json_array_append_new(ser, series(r, "lambda raw", QS_AIS_F_ais_lambda_raw, 0));
-            json_array_append_new(ser, series(r, "lambda", QS_AIS_F_ais_lambda, 0));
-        } else if (!strcmp(set, "ess")) {
-            json_array_append_new(ser, series(r, "ESS token", QS_AIS_F_ess_tok, 0));
-            json_array_append_new(ser, series(r, "ESS sequence", QS_AIS_F_ess_seq, 0));
-            json_array_append_new(ser, series(r, "CV of w", QS_AIS_F_cv_w, 0));
-        } else if (!strcmp(set, "mismatch")) {
-            json_array_append_new(ser, series(r, "k1 KL", QS_AIS_F_kl_k1, 0));
-            json_array_append_new(ser, series(r, "k3 KL", QS_AIS_F_kl_k3, 0));
-            json_array_append_new(ser, series(r, "mean |delta|", QS_AIS_F_mean_abs_dlogp, 0));
-        } else {
-            json_array_append_new(ser, series(r, "k3 KL", QS_AIS_F_kl_k3, 0));
-            json_array_append_new(ser, series(r, "1 - ESS token", QS_AIS_F_ess_tok, 1));
-            json_array_append_new(ser, series(r, "1 - ESS sequence", QS_AIS_F_ess_seq, 1));
-            json_array_append_new(ser, series(r, "lambda (AIS-R)", QS_AIS_F_ais_lambda, 0));
-        }
-        if (!json_array_size(ser)) { json_decref(ser); continue; }
-        char title[400];
-        snprintf(title, sizeof title, "%s: %s", r->run, sets[si].title);
-        json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:s,s:o}", "title", title, "run", r->run, "token_hash", r->hash, "xlabel",
-                              "step", "ylabel", sets[si].ylabel, "series", ser);
-        char *d = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(17)), *op = options_with(o, r->run, set);
+    for (size_t si = 0; si < NSETS; si++) {
+        json_t *j = set_json(r, si);
+        if (!j) continue;
+        char *d = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(17)), *op = options_with(o, r->run, kSets[si].set);
         json_decref(j);
         int prc = d && op ? qs_result_put(db, r->hash, "trajectory", r->format, op, d, NULL, e) : qs_fail(e, "out of memory");
         free(d);

@@ -37,6 +37,10 @@ void qs_ais_result_free(qs_ais_result *r);
 
 /* JSON of the per-step fields ({"fields": {name: [..]}, ...}), malloc'd. */
 char *qs_ais_result_json(const qs_ais_result *r, const qs_ais_opts *o);
+/* The trajectory JSON of one set (policy, weights, ais, ess, mismatch, overview), malloc'd; NULL
+** for an unknown set or one without data (policy of a log without entropy and reward). */
+char *qs_ais_trajectory_json(const qs_ais_result *r, const char *set);
+extern const char *qs_ais_trajectory_sets;
 /* Store the rl_ais row and the trajectory rows (one transaction). */
 int qs_ais_store(qs_db *db, const qs_ais_result *r, const qs_ais_opts *o, qs_err *e);
 

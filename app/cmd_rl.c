@@ -70,21 +70,81 @@ int qs_cmd_import_log(qs_cli *cli, int argc, char **argv)
     return rc;
 }
 
+static void put_num(FILE *f, sqlite3_stmt *st, int col)
+{
+    if (sqlite3_column_type(st, col) != SQLITE_NULL) fprintf(f, "%.17g", sqlite3_column_double(st, col));
+}
+
+/* mmlog v1 CSV of a stored run, exact (%.17g) so that importing it again gives the same tokens */
+static int export_run(qs_db *db, const char *run, const char *out)
+{
+    qs_err e = {{0}};
+    sqlite3_stmt *st = qs_db_prepare(db,
+        "SELECT t.step, t.seq, t.pos, t.token_id, t.lp_rollout, t.lp_train, t.advantage, t.reward, t.grp, t.entropy, t.mask, "
+        "s.seq_id, s.group_id FROM rl_run r JOIN rl_token t ON t.run_id = r.id "
+        "LEFT JOIN rl_seq s ON s.run_id = r.id AND s.step = t.step AND s.seq = t.seq "
+        "WHERE r.name = ? ORDER BY t.step, t.seq, t.pos", &e);
+    if (!st) return qs_cli_err(QS_EXIT_ERR, &e);
+    sqlite3_bind_text(st, 1, run, -1, SQLITE_TRANSIENT);
+    FILE *f = strcmp(out, "-") ? fopen(out, "w") : stdout;
+    if (!f) { sqlite3_finalize(st); return qs_cli_error(QS_EXIT_ERR, "%s: cannot create", out); }
+    fprintf(f, "step,seq_id,group_id,tok_idx,lp_rollout,lp_train,adv,reward,entropy,mask,token_id\n");
+    long long n = 0;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *sid = (const char *)sqlite3_column_text(st, 11), *gid = (const char *)sqlite3_column_text(st, 12);
+        fprintf(f, "%lld,", (long long)sqlite3_column_int64(st, 0));
+        if (sid && !strpbrk(sid, ",\"\r\n")) fputs(sid, f); else fprintf(f, "%lld", (long long)sqlite3_column_int64(st, 1));
+        fputc(',', f);
+        if (gid && !strpbrk(gid, ",\"\r\n")) fputs(gid, f);
+        else if (sqlite3_column_type(st, 8) != SQLITE_NULL) fprintf(f, "%lld", (long long)sqlite3_column_int64(st, 8));
+        fprintf(f, ",%lld,%.17g,%.17g,", (long long)sqlite3_column_int64(st, 2), sqlite3_column_double(st, 4),
+                sqlite3_column_double(st, 5));
+        put_num(f, st, 6);
+        fputc(',', f);
+        put_num(f, st, 7);
+        fputc(',', f);
+        put_num(f, st, 9);
+        fprintf(f, ",%d,", sqlite3_column_int(st, 10) != 0);
+        if (sqlite3_column_type(st, 3) != SQLITE_NULL) fprintf(f, "%lld", (long long)sqlite3_column_int64(st, 3));
+        fputc('\n', f);
+        n++;
+    }
+    sqlite3_finalize(st);
+    int werr = ferror(f);
+    if (f != stdout) werr |= fclose(f) != 0; else fflush(f);
+    if (rc != SQLITE_DONE) return qs_db_fail(db, &e, "rl_token read"), qs_cli_err(QS_EXIT_ERR, &e);
+    if (werr) return qs_cli_error(QS_EXIT_ERR, "%s: write error", out);
+    if (!n) return qs_cli_error(QS_EXIT_ERR, "no run named '%s' with tokens (see `qscope runs`)", run);
+    return QS_EXIT_OK;
+}
+
 int qs_cmd_runs(qs_cli *cli, int argc, char **argv)
 {
-    static const struct option lo[] = {{"json", no_argument, 0, 'J'}, {"rm", no_argument, 0, 'D'}, {0, 0, 0, 0}};
+    static const struct option lo[] = {{"json", no_argument, 0, 'J'}, {"rm", no_argument, 0, 'D'},
+                                       {"export", required_argument, 0, 'X'}, {"output", required_argument, 0, 'o'},
+                                       {0, 0, 0, 0}};
     int json = 0, rm = 0, ch;
+    const char *exp = NULL, *outfile = "-";
     optind = 1;
     opterr = 0;
-    while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "o:", lo, NULL)) != -1) {
         switch (ch) {
         case 'J': json = 1; break;
         case 'D': rm = 1; break;
+        case 'X': exp = optarg; break;
+        case 'o': outfile = optarg; break;
         default: return qs_cli_usage("runs", "unknown option '%s'", argv[optind - 1]);
         }
     }
+    if (exp && (rm || json || optind < argc)) return qs_cli_usage("runs", "--export RUN takes no other arguments but -o FILE");
     qs_db *db = qs_cli_open_db(cli);
     if (!db) return QS_EXIT_ERR;
+    if (exp) {
+        int rc = export_run(db, exp, outfile);
+        qs_db_close(db);
+        return rc;
+    }
     qs_err e = {{0}};
     int rc = QS_EXIT_OK;
     if (rm) {

@@ -79,6 +79,10 @@ int qs_rl_ais_opt(const char *cmd, int ch, const char *arg, qs_ais_opts *o, int 
     "  --json | --csv      every field per step\n" \
     "  --weights [--step S]  per-token CSV: delta and the weight of every method\n" \
     "  --no-store          do not store results\n" \
+    "  --plot SET -o FILE.png|-   draw one stored set: overview (k3, 1-ESS, lambda), mismatch\n" \
+    "                      (k1, k3, mean |delta|), ess (token, sequence, CV), ais (R, S, Vamp,\n" \
+    "                      lambda), weights (mean weight per correction), policy (entropy,\n" \
+    "                      reward); PNG with provenance, or the terminal (--width/--height)\n" \
     QS_AIS_OPTS_HELP
 
 #define QS_SIM_HELP \

@@ -4,13 +4,16 @@
 #include "cmd_rl.h"
 
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
 
+#include "plot_render.h"
 #include "../analysis/ais_store.h"
+#include "../analysis/plot.h"
 
 static int parse_band(const char *s, double *lo, double *hi)
 {
@@ -72,6 +75,65 @@ static int print_weight(void *ctx, int64_t step, int64_t seq, int64_t pos, int m
     return ferror(W->f) ? qs_fail(e, "write error") : 0;
 }
 
+/* Draw one trajectory set of the result (the same JSON that is stored) to a PNG or the terminal. */
+static int plot_set(qs_cli *cli, const qs_ais_result *r, const qs_ais_opts *o, const char *set, const char *out,
+                    int width, int height)
+{
+    char *d = qs_ais_trajectory_json(r, set);
+    if (!d) return qs_cli_error(QS_EXIT_ERR, "no '%s' series for run '%s' (sets: %s)", set, r->run, qs_ais_trajectory_sets);
+    json_t *j = json_loads(d, 0, NULL);
+    free(d);
+    json_t *ser = json_object_get(j, "series");
+    size_t ns = json_array_size(ser);
+    qs_line_data *ld = calloc(ns ? ns : 1, sizeof *ld);
+    double *buf = malloc((2 * ns * r->nrows + 1) * sizeof *buf);
+    int rc = QS_EXIT_ERR;
+    qs_figure *fig = NULL;
+    if (!j || !ld || !buf) { qs_cli_error(QS_EXIT_ERR, "out of memory"); goto out; }
+    for (size_t i = 0; i < ns; i++) {
+        json_t *sj = json_array_get(ser, i), *xs = json_object_get(sj, "x"), *ys = json_object_get(sj, "y");
+        double *x = buf + 2 * i * r->nrows, *y = x + r->nrows;
+        for (size_t k = 0; k < r->nrows; k++) {
+            json_t *yv = json_array_get(ys, k);
+            x[k] = json_number_value(json_array_get(xs, k));
+            y[k] = json_is_number(yv) ? json_number_value(yv) : NAN;
+        }
+        ld[i] = (qs_line_data){json_string_value(json_object_get(sj, "name")), r->nrows, x, y};
+    }
+    fig = qs_plot_trajectory(json_string_value(json_object_get(j, "title")), json_string_value(json_object_get(j, "ylabel")), ld, ns);
+    if (!fig) { qs_cli_error(QS_EXIT_ERR, "out of memory"); goto out; }
+    qs_err e = {{0}};
+    if (!strcmp(out, "-")) {
+        qs_term_opts to = {0};
+        to.color = cli->color;
+        to.cols = width ? width : 100;
+        to.rows = height ? height : 30;
+        rc = qs_plot_term(fig, &to, stdout, &e) ? qs_cli_err(QS_EXIT_ERR, &e) : QS_EXIT_OK;
+    } else {
+        if (qs_plot_font_ok(&e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
+        /* provenance: the command line, database, run hash, rollout format, AIS options */
+        char cmd[2048] = "", dbabs[PATH_MAX], hashes[400];
+        size_t L = 0;
+        for (int i = 0; i < cli->argc && L + 2 < sizeof cmd; i++)
+            L += (size_t)snprintf(cmd + L, sizeof cmd - L, "%s%s", i ? " " : "", cli->argv[i]);
+        snprintf(hashes, sizeof hashes, "%s=%s", r->run, r->hash);
+        char *oj = qs_ais_opts_json(o);
+        qs_provenance pv = {cmd, realpath(cli->db_path, dbabs) ? dbabs : cli->db_path, hashes, r->format, oj};
+        qs_png_opts po = {width, height, 0};
+        int prc = qs_plot_png(fig, &po, &pv, out, &e);
+        qs_plot_cairo_release();
+        free(oj);
+        if (prc) rc = qs_cli_err(QS_EXIT_ERR, &e);
+        else { fprintf(stderr, "qscope: wrote %s\n", out); rc = QS_EXIT_OK; }
+    }
+out:
+    if (fig) qs_fig_free(fig);
+    free(ld);
+    free(buf);
+    json_decref(j);
+    return rc;
+}
+
 static void cell(double x, const char *fmt)
 {
     if (isnan(x)) printf(" %9s", "-");
@@ -80,19 +142,22 @@ static void cell(double x, const char *fmt)
 
 int qs_cmd_ais(qs_cli *cli, int argc, char **argv)
 {
-    enum { O_JSON = 0x2100, O_CSV, O_W, O_STEP, O_NOSTORE };
+    enum { O_JSON = 0x2100, O_CSV, O_W, O_STEP, O_NOSTORE, O_PLOT, O_WIDTH, O_HEIGHT };
     static const struct option lo[] = {AIS_LONGOPTS, {"method", required_argument, 0, 'm'}, {"json", no_argument, 0, O_JSON},
                                        {"csv", no_argument, 0, O_CSV}, {"weights", no_argument, 0, O_W},
                                        {"step", required_argument, 0, O_STEP}, {"no-store", no_argument, 0, O_NOSTORE},
-                                       {0, 0, 0, 0}};
+                                       {"plot", required_argument, 0, O_PLOT}, {"width", required_argument, 0, O_WIDTH},
+                                       {"height", required_argument, 0, O_HEIGHT}, {0, 0, 0, 0}};
     qs_ais_opts o;
     qs_ais_opts_default(&o);
     qs_ais_method meth = QS_CORR_AIS;
     int json = 0, csv = 0, weights = 0, nostore = 0, band = 0, ch;
     long long only_step = -1;
+    const char *plot = NULL, *out = NULL;
+    int width = 0, height = 0;
     optind = 1;
     opterr = 0;
-    while ((ch = getopt_long(argc, argv, "m:", lo, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "m:o:", lo, NULL)) != -1) {
         int k = qs_rl_ais_opt("ais", ch, optarg, &o, &band);
         if (k < 0) return QS_EXIT_USAGE;
         if (k) continue;
@@ -111,10 +176,20 @@ int qs_cmd_ais(qs_cli *cli, int argc, char **argv)
             break;
         }
         case O_NOSTORE: nostore = 1; break;
+        case O_PLOT: plot = optarg; break;
+        case 'o': out = optarg; break;
+        case O_WIDTH:
+        case O_HEIGHT: {
+            unsigned long long u;
+            if (qs_parse_u64(optarg, &u) || u < 10 || u > 20000) return qs_cli_usage("ais", "bad size '%s'", optarg);
+            if (ch == O_WIDTH) width = (int)u; else height = (int)u;
+            break;
+        }
         default: return qs_cli_usage("ais", "unknown option '%s'", argv[optind - 1]);
         }
     }
-    if (json + csv + weights > 1) return qs_cli_usage("ais", "--json, --csv and --weights are exclusive");
+    if (json + csv + weights + (plot != NULL) > 1) return qs_cli_usage("ais", "--json, --csv, --weights and --plot are exclusive");
+    if ((plot != NULL) != (out != NULL)) return qs_cli_usage("ais", "--plot SET goes with -o FILE.png or -o - (terminal)");
     if (only_step >= 0 && !weights) return qs_cli_usage("ais", "--step goes with --weights");
     if (o.lambda_min > o.lambda_max) return qs_cli_usage("ais", "--lambda-min is above --lambda-max");
     if (optind != argc - 1) return qs_cli_usage("ais", "give one RUN (see `qscope runs`)");
@@ -126,7 +201,9 @@ int qs_cmd_ais(qs_cli *cli, int argc, char **argv)
     if (qs_ais_run(db, run, &o, &r, &e)) { qs_db_close(db); return qs_cli_err(QS_EXIT_ERR, &e); }
     int rc = QS_EXIT_OK;
     if (!nostore && qs_ais_store(db, &r, &o, &e)) rc = qs_cli_err(QS_EXIT_ERR, &e);
-    if (rc == QS_EXIT_OK && weights) {
+    if (rc == QS_EXIT_OK && plot) {
+        rc = plot_set(cli, &r, &o, plot, out, width, height);
+    } else if (rc == QS_EXIT_OK && weights) {
         printf("step,seq,pos,mask,delta");
         for (int m = 0; m < QS_CORR_COUNT; m++) printf(",w_%s", qs_ais_method_name((qs_ais_method)m));
         printf("\n");

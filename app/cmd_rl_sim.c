@@ -39,11 +39,15 @@ static int sim_method_parse(const char *s)
     return -1;
 }
 
+/* what the summary needs of each step (the full records are freed once a run is stored) */
+typedef struct cstep { double reward, greedy_pi, k3, ess_seq, lambda; } cstep;
+
 typedef struct job {
     int fi, mi;                /* format index (-1: exact), method */
     uint64_t seed;
     qs_grpo_cfg cfg;
-    qs_grpo_step *steps;
+    qs_grpo_step *steps;       /* during the run */
+    cstep *cs;                 /* after it */
     char run[256];
     int done;
 } job;
@@ -161,8 +165,15 @@ static int store_run(ctx *C, job *j, logbuf *L, qs_err *e)
         json_object_set_new(d, "weight_frac_zero", arr(s, n, 0, QS_AIS_W0 + QS_AIS_WN * corr + 4));
         char *data = json_dumps(d, JSON_COMPACT | JSON_REAL_PRECISION(17));
         json_decref(d);
-        int prc = data ? qs_result_put(C->db, hex, "rl_sim", j->fi >= 0 ? j->cfg.fmt.f->name : "exact", meta, data, NULL, e)
-                       : qs_fail(e, "out of memory");
+        /* key: hash of the settings (the input); options: the settings plus the run name, so two runs of
+        ** the same settings under different names keep their own rows */
+        json_t *oj = json_loads(meta, 0, NULL);
+        if (oj) json_object_set_new(oj, "run", json_string(j->run));
+        char *opts = oj ? json_dumps(oj, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17)) : NULL;
+        json_decref(oj);
+        int prc = data && opts ? qs_result_put(C->db, hex, "rl_sim", j->fi >= 0 ? j->cfg.fmt.f->name : "exact", opts, data, NULL, e)
+                               : qs_fail(e, "out of memory");
+        free(opts);
         free(data);
         if (prc) goto out;
     }
@@ -184,9 +195,18 @@ static void *worker(void *arg)
         pthread_mutex_unlock(&C->mu);
         qs_err e = {{0}};
         logbuf L = {NULL, 0, 0, C->store ? C->log_every : 0, j->cfg.steps};
-        int rc = qs_grpo_run(&j->cfg, j->steps, C->store ? log_step : NULL, &L, &e);
+        j->steps = calloc((size_t)j->cfg.steps, sizeof *j->steps);
+        j->cs = calloc((size_t)j->cfg.steps, sizeof *j->cs);
+        int rc = j->steps && j->cs ? qs_grpo_run(&j->cfg, j->steps, C->store ? log_step : NULL, &L, &e) : qs_fail(&e, "out of memory");
+        for (int i = 0; !rc && i < j->cfg.steps; i++) {
+            const qs_grpo_step *s = &j->steps[i];
+            j->cs[i] = (cstep){s->reward, s->greedy_pi, s->diag.v[QS_AIS_F_kl_k3], s->diag.v[QS_AIS_F_ess_seq],
+                               s->diag.v[QS_AIS_F_ais_lambda]};
+        }
         pthread_mutex_lock(&C->mu);
         if (!rc && C->store) rc = store_run(C, j, &L, &e);
+        free(j->steps);
+        j->steps = NULL;
         if (rc && !C->failed) {
             C->failed = 1;
             C->err = e;
@@ -238,25 +258,25 @@ static double agg_ci(const agg *a)
     return t975(a->n - 1) * sqrt(ss / (a->n - 1)) / sqrt((double)a->n);
 }
 
-static double mean_range(const qs_grpo_step *s, int a, int b, size_t off, int field)
+static double mean_range(const cstep *s, int a, int b, size_t off)
 {
     double t = 0;
     int n = 0;
     for (int i = a; i < b; i++) {
-        double v = field >= 0 ? s[i].diag.v[field] : *(const double *)((const char *)&s[i] + off);
+        double v = *(const double *)((const char *)&s[i] + off);
         if (isfinite(v)) { t += v; n++; }
     }
     return n ? t / n : NAN;
 }
 
 /* collapse: the mean reward of the last 10 % of steps is below half the best 10-step moving average */
-static int collapsed(const qs_grpo_step *s, int n)
+static int collapsed(const cstep *s, int n)
 {
     int w = n < 10 ? n : 10;
     double best = -INFINITY;
-    for (int i = 0; i + w <= n; i++) best = fmax(best, mean_range(s, i, i + w, offsetof(qs_grpo_step, reward), -1));
+    for (int i = 0; i + w <= n; i++) best = fmax(best, mean_range(s, i, i + w, offsetof(cstep, reward)));
     int tail = n / 10 > 0 ? n / 10 : 1;
-    return mean_range(s, n - tail, n, offsetof(qs_grpo_step, reward), -1) < 0.5 * best && best > 0;
+    return mean_range(s, n - tail, n, offsetof(cstep, reward)) < 0.5 * best && best > 0;
 }
 
 int qs_cmd_sim(qs_cli *cli, int argc, char **argv)
@@ -415,7 +435,6 @@ int qs_cmd_sim(qs_cli *cli, int argc, char **argv)
                 }
                 snprintf(j->run, sizeof j->run, "%s/grpo/%s/%s/seed%llu", prefix, fi >= 0 ? flabels[fi] : "exact",
                          kSimMethods[meth[mi]], (unsigned long long)(seed0 + s));
-                if (!(j->steps = calloc((size_t)base.steps, sizeof *j->steps))) { rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); goto done; }
             }
     if (store && !(C.db = qs_cli_open_db(cli))) { rc = QS_EXIT_ERR; goto done; }
     if (!replace && store) {
@@ -439,7 +458,7 @@ int qs_cmd_sim(qs_cli *cli, int argc, char **argv)
         /* λ of the matching ais_r run, averaged over its steps */
         for (size_t k = 0; k < n1; k++)
             if (J1[k].mi == SM_AIS && J1[k].fi == J2[i].fi && J1[k].seed == J2[i].seed)
-                J2[i].cfg.ais.lambda_fixed = mean_range(J1[k].steps, 0, base.steps, 0, QS_AIS_F_ais_lambda);
+                J2[i].cfg.ais.lambda_fixed = mean_range(J1[k].cs, 0, base.steps, offsetof(cstep, lambda));
     }
     if (n2 && run_jobs(&C, J2, n2, jobs)) { rc = qs_cli_err(QS_EXIT_ERR, &C.err); goto done; }
 
@@ -467,17 +486,17 @@ int qs_cmd_sim(qs_cli *cli, int argc, char **argv)
                     job *j = k < n1 ? &J1[k] : &J2[k - n1];
                     int jfi = meth[mi] == SM_EXACT ? -1 : fi;
                     if (j->mi != meth[mi] || j->fi != jfi) continue;
-                    const qs_grpo_step *s = j->steps;
-                    agg_add(&fin, mean_range(s, S - tail, S, offsetof(qs_grpo_step, reward), -1));
-                    agg_add(&ear, mean_range(s, 0, early, offsetof(qs_grpo_step, reward), -1));
-                    agg_add(&auc, mean_range(s, 0, S, offsetof(qs_grpo_step, reward), -1));
-                    agg_add(&gre, mean_range(s, S - tail, S, offsetof(qs_grpo_step, greedy_pi), -1));
+                    const cstep *s = j->cs;
+                    agg_add(&fin, mean_range(s, S - tail, S, offsetof(cstep, reward)));
+                    agg_add(&ear, mean_range(s, 0, early, offsetof(cstep, reward)));
+                    agg_add(&auc, mean_range(s, 0, S, offsetof(cstep, reward)));
+                    agg_add(&gre, mean_range(s, S - tail, S, offsetof(cstep, greedy_pi)));
                     agg_add(&col, collapsed(s, S));
-                    agg_add(&k3e, mean_range(s, 0, early, 0, QS_AIS_F_kl_k3));
-                    agg_add(&k3l, mean_range(s, S - tail, S, 0, QS_AIS_F_kl_k3));
-                    agg_add(&esl, mean_range(s, S - tail, S, 0, QS_AIS_F_ess_seq));
-                    agg_add(&lme, mean_range(s, 0, early, 0, QS_AIS_F_ais_lambda));
-                    agg_add(&lml, mean_range(s, S - tail, S, 0, QS_AIS_F_ais_lambda));
+                    agg_add(&k3e, mean_range(s, 0, early, offsetof(cstep, k3)));
+                    agg_add(&k3l, mean_range(s, S - tail, S, offsetof(cstep, k3)));
+                    agg_add(&esl, mean_range(s, S - tail, S, offsetof(cstep, ess_seq)));
+                    agg_add(&lme, mean_range(s, 0, early, offsetof(cstep, lambda)));
+                    agg_add(&lml, mean_range(s, S - tail, S, offsetof(cstep, lambda)));
                     if (curve) for (int i = 0; i < S; i++) curve[i] += s[i].reward;
                     ncur++;
                 }
@@ -515,7 +534,7 @@ int qs_cmd_sim(qs_cli *cli, int argc, char **argv)
                         double *curve = calloc((size_t)S, sizeof *curve);
                         int ncur = 0;
                         for (size_t k = 0; curve && k < n1; k++)
-                            if (J1[k].mi == SM_EXACT) { for (int i = 0; i < S; i++) curve[i] += J1[k].steps[i].reward; ncur++; }
+                            if (J1[k].mi == SM_EXACT) { for (int i = 0; i < S; i++) curve[i] += J1[k].cs[i].reward; ncur++; }
                         if (curve && ncur) {
                             json_t *xs = json_array(), *ys = json_array();
                             for (int i = 0; i < S; i++) { json_array_append_new(xs, json_integer(i)); json_array_append_new(ys, json_real(curve[i] / ncur)); }
@@ -562,8 +581,8 @@ int qs_cmd_sim(qs_cli *cli, int argc, char **argv)
         }
     }
 done:
-    for (size_t i = 0; J1 && i < n1; i++) free(J1[i].steps);
-    for (size_t i = 0; J2 && i < n2; i++) free(J2[i].steps);
+    for (size_t i = 0; J1 && i < n1; i++) { free(J1[i].steps); free(J1[i].cs); }
+    for (size_t i = 0; J2 && i < n2; i++) { free(J2[i].steps); free(J2[i].cs); }
     free(J1);
     free(J2);
     free(C.cfg_json);

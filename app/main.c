@@ -238,10 +238,12 @@ const qs_command qs_commands[] = {
     {"import-log", "FILE... [--run NAME] [--label TEXT] [--replace] [--json]",
      "import RL per-token log-probs (mmlog v1 CSV or JSONL) as a run",
      QS_IMPORT_LOG_HELP, qs_cmd_import_log, 1},
-    {"runs", "[PATTERN] [--json] | --rm RUN...", "list (or remove) stored RL runs",
+    {"runs", "[PATTERN] [--json] | --rm RUN... | --export RUN [-o FILE.csv]", "list, remove or export stored RL runs",
      "Lists the RL runs (imported logs, simulations, scored models) with token and step counts.\n"
      "  --json         one JSON array with each run's metadata\n"
-     "  --rm RUN...    delete runs and their tokens", qs_cmd_runs, 1},
+     "  --rm RUN...    delete runs and their tokens\n"
+     "  --export RUN   write the run as an mmlog v1 CSV (exact values; original ids where known)\n"
+     "                 to stdout or -o FILE; import-log reads it back to the same tokens", qs_cmd_runs, 1},
     {"ais", "RUN [--method M] [--json | --csv | --weights] [AIS-R and correction options]",
      "mismatch diagnostics, AIS-R mixing coefficient and IS corrections of an RL run, per step",
      QS_AIS_HELP, qs_cmd_ais, 1},

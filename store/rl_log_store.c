@@ -22,13 +22,14 @@
 
 #include "../kernels/qs_version.h"
 
-#define ROWS_PER_STMT 32
+#define ROWS_PER_STMT 128
 #define NCOLS 12
 
 typedef struct qs_rl_writer {
     qs_db *db;
     int64_t run_id;
     sqlite3_stmt *multi, *one, *seq;
+    int per;                  /* rows per multi-row statement */
 } qs_rl_writer;
 typedef qs_rl_writer writer;
 
@@ -63,8 +64,9 @@ static int w_rows(void *ctx, const qs_rl_row *r, size_t n, qs_err *e)
 {
     writer *w = ctx;
     size_t i = 0;
-    for (; i + ROWS_PER_STMT <= n; i += ROWS_PER_STMT) {
-        for (int k = 0; k < ROWS_PER_STMT; k++) bind_row(w->multi, k * NCOLS, w->run_id, &r[i + (size_t)k]);
+    size_t per = (size_t)w->per;
+    for (; w->multi && i + per <= n; i += per) {
+        for (size_t k = 0; k < per; k++) bind_row(w->multi, (int)k * NCOLS, w->run_id, &r[i + k]);
         if (step_done(w, w->multi, e)) return -1;
     }
     for (; i < n; i++) {
@@ -206,11 +208,16 @@ static void *writer_main(void *arg)
 
 static int prepare_writer(qs_db *db, writer *w, qs_err *e)
 {
+    /* as many rows per statement as the SQLite build allows bound parameters for (128 x 12 needs
+    ** SQLITE_MAX_VARIABLE_NUMBER >= 1536, the default since 3.32) */
     char sql[ROWS_PER_STMT * 32 + 64];
-    size_t L = (size_t)snprintf(sql, sizeof sql, "INSERT INTO rl_token VALUES");
-    for (int k = 0; k < ROWS_PER_STMT; k++)
-        L += (size_t)snprintf(sql + L, sizeof sql - L, "%s(?,?,?,?,?,?,?,?,?,?,?,?)", k ? "," : "");
-    if (!(w->multi = qs_db_prepare(db, sql, e))) return -1;
+    for (int per = ROWS_PER_STMT; per >= 8 && !w->multi; per /= 2) {
+        size_t L = (size_t)snprintf(sql, sizeof sql, "INSERT INTO rl_token VALUES");
+        for (int k = 0; k < per; k++)
+            L += (size_t)snprintf(sql + L, sizeof sql - L, "%s(?,?,?,?,?,?,?,?,?,?,?,?)", k ? "," : "");
+        if (sqlite3_prepare_v2(db->h, sql, -1, &w->multi, NULL) != SQLITE_OK) { sqlite3_finalize(w->multi); w->multi = NULL; }
+        else w->per = per;
+    }
     if (!(w->one = qs_db_prepare(db, "INSERT INTO rl_token VALUES(?,?,?,?,?,?,?,?,?,?,?,?)", e))) return -1;
     if (!(w->seq = qs_db_prepare(db, "INSERT INTO rl_seq(run_id, step, seq, seq_id, group_id) VALUES(?,?,?,?,?)", e))) return -1;
     return 0;
@@ -325,7 +332,7 @@ int qs_rl_import(qs_db *db, const char *path, const qs_rl_import_opts *o, qs_rl_
     XXH128_hash_t fh = XXH3_128bits(data, n);
     snprintf(hex, sizeof hex, "%016llx%016llx", (unsigned long long)fh.high64, (unsigned long long)fh.low64);
 
-    writer w = {db, -1, NULL, NULL, NULL};
+    writer w = {db, -1, NULL, NULL, NULL, 0};
     pipe_t P;
     memset(&P, 0, sizeof P);
     pthread_mutex_init(&P.mu, NULL);

@@ -72,6 +72,17 @@ check "CSV has a header and 5 rows with every field" "[ \$(wc -l < $T/out) = 6 ]
 check "CSV says on stderr that ais_* is a reconstruction" "grep -q reconstruction $T/err"
 ok "ais table" $QS ais small --method tis
 check "table labels AIS-R as the project's reconstruction" "grep -q \"project's reconstruction\" $T/out"
+ok "--lambda-fixed holds lambda; a narrow --mis-band zeroes tokens" bash -c "$QS ais small --json --no-store --lambda-fixed 0.3 --mis-band 0.99,1.01 > $T/lf.json"
+ok "lambda is 0.3 on every step, the AIS mean weight is 0.7 + 0.3 mean(min(w, 2))" $PY - "$T/lf.json" <<'PY'
+import json, sys
+steps = json.load(open(sys.argv[1]))["steps"]
+assert all(s["ais_lambda"] == 0.3 for s in steps)
+assert any(s["mis_frac_zero"] > 0.2 for s in steps)
+for s in steps:
+    assert abs(s["ais_mean"] - (0.7 + 0.3 * s["tis_mean"])) < 1e-12, s
+PY
+fails "a band with LO > HI is a usage error" 2 $QS ais small --seq-band 2,1
+fails "--step needs --weights" 2 $QS ais small --step 1
 fails "unknown method" 2 $QS ais small --method bogus
 fails "unknown run" 1 $QS ais nosuchrun
 fails "bad option value" 2 $QS ais small --C 0.5
@@ -100,6 +111,19 @@ check "the overview names k3 KL and lambda" "grep -q 'k3 KL' $T/out && grep -q '
 ok "plot trajectory as PNG" $QS plot trajectory -o "$T/t.png"
 check "PNG written" "[ -s $T/t.png ]"
 
+ok "ais --plot ais draws R, S, Vamp and lambda in the terminal" $QS ais small --plot ais -o - --width 90 --height 24
+check "the terminal plot names the reconstruction and lambda" "grep -q 'project reconstruction' $T/out && grep -q 'lambda' $T/out"
+ok "ais --plot ess writes a PNG" $QS ais small --plot ess -o "$T/ess.png"
+check "the PNG records the run's token hash and the AIS options" "grep -aq 'small=4920899c81463b2e038c26245bbd1926' $T/ess.png && grep -aq 'tau_s' $T/ess.png"
+fails "an unknown plot set" 1 $QS ais small --plot bogus -o -
+fails "--plot without -o" 2 $QS ais small --plot ess
+ok "runs --export writes the run as mmlog CSV" $QS runs --export smallj -o "$T/exp.csv"
+ok "the export imports again" $QS import-log "$T/exp.csv" --run roundtrip
+check "the round trip keeps every token exactly (same token hash)" \
+  "[ \"\$($QS ais roundtrip --json --no-store | $PY -c 'import json,sys; print(json.load(sys.stdin)[\"token_hash\"])')\" = \"\$($PY -c 'import json; print(json.load(open(\"$T/c.json\"))[\"token_hash\"])')\" ]"
+check "the export keeps the original sequence ids" "grep -q '^3,s3-2,g3-0,0,-30,' $T/exp.csv"
+fails "export of an unknown run" 1 $QS runs --export nosuchrun
+ok "runs --rm removes runs and their tokens" $QS runs --rm roundtrip
 ok "runs --rm removes a run and its tokens" $QS runs --rm smallj
 check "no tokens or sequences of it remain" "[ \$(sqlite3 $QSCOPE_DB \"SELECT count(*) FROM rl_seq\") = 78 ] && [ \$(sqlite3 $QSCOPE_DB \"SELECT count(*) FROM rl_token\") = 365 ] && ! $QS runs | grep -q smallj"
 fails "runs --rm of an unknown run" 1 $QS runs --rm nosuchrun
@@ -122,6 +146,9 @@ sqlite3 "$QSCOPE_DB" "SELECT data FROM result r WHERE kind='rl_sim' AND json_ext
 ok "the tool's metrics equal the simulator's own (1e-9)" $CHK sim "$T/sim.json" "$T/sa.json"
 check "reward trajectory of mxfp4 stored with exact, none, tis, ais_r, ais_r_fixed" \
   "sqlite3 $QSCOPE_DB \"SELECT data FROM result WHERE kind='trajectory' AND format='mxfp4' AND json_extract(options,'\$.set') IS NULL\" | $PY -c 'import json,sys; d=json.loads(sys.stdin.read()); assert [s[\"name\"] for s in d[\"series\"]]==[\"exact\",\"none\",\"tis\",\"ais_r\",\"ais_r_fixed\"], d'"
+ok "the same simulation under another name" $QS sim grpo --formats mxfp4 --methods none --seeds 1 --steps 12 --batch 8 --T 6 --log-every 0 --name again
+check "keeps its own rl_sim row with the same rewards" \
+  "[ \"\$(sqlite3 $QSCOPE_DB \"SELECT json_extract(data,'\$.reward') FROM result WHERE kind='rl_sim' AND json_extract(data,'\$.run')='again/grpo/mxfp4/none/seed0'\")\" = \"\$(sqlite3 $QSCOPE_DB \"SELECT json_extract(data,'\$.reward') FROM result WHERE kind='rl_sim' AND json_extract(data,'\$.run')='sim/grpo/mxfp4/none/seed0'\")\" ] && [ \$(sqlite3 $QSCOPE_DB \"SELECT count(*) FROM result WHERE kind='rl_sim'\") = 11 ]"
 fails "ais_r_fixed without ais_r is refused" 2 $QS sim grpo --methods ais_r_fixed --no-store
 fails "unknown format" 2 $QS sim grpo --formats nosuch --no-store
 fails "sim needs the grpo kind" 2 $QS sim ppo
