@@ -63,9 +63,14 @@ int qs_tensor_put(qs_db *db, const qs_tensor_row *w, int64_t *id, qs_err *e)
         ? "INSERT INTO tensor(name, source_id, member, dtype, shape, ndim, numel, nbytes, storage, fortran,"
           " codec, data_offset, comp_offset, comp_size, hash, metadata)"
           " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16) RETURNING id"
-        : "UPDATE tensor SET name=?1, source_id=?2, member=?3, dtype=?4, shape=?5, ndim=?6, numel=?7,"
+        /* updated_at moves only when the row changes: re-importing an unchanged file is a no-op */
+        : "UPDATE tensor SET updated_at=CASE WHEN (name, source_id, member, dtype, shape, ndim, numel, nbytes,"
+          " storage, fortran, codec, data_offset, comp_offset, comp_size, hash, metadata) IS"
+          " (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16) THEN updated_at"
+          " ELSE strftime('%Y-%m-%dT%H:%M:%SZ','now') END,"
+          " name=?1, source_id=?2, member=?3, dtype=?4, shape=?5, ndim=?6, numel=?7,"
           " nbytes=?8, storage=?9, fortran=?10, codec=?11, data_offset=?12, comp_offset=?13, comp_size=?14,"
-          " hash=?15, metadata=?16, updated_at=strftime('%Y-%m-%dT%H:%M:%SZ','now') WHERE id=?17 RETURNING id", e);
+          " hash=?15, metadata=?16 WHERE id=?17 RETURNING id", e);
     if (!st) return -1;
     char shape[QS_MAX_DIMS * 24 + 4];
     qs_shape_json(w->shape, w->ndim, shape, sizeof shape);

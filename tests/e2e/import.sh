@@ -37,6 +37,7 @@ PY
 ok "safetensors metadata is kept" bash -c "sqlite3 $QSCOPE_DB \"SELECT metadata FROM source WHERE kind='safetensors'\" | grep -q '\"format\"'"
 ok "re-import of unchanged files is a no-op" bash -c "$QS import $T/d | grep -v '^unchanged' | wc -l | grep -qx 0"
 before=$(sqlite3 "$QSCOPE_DB" "SELECT group_concat(hash||updated_at) FROM tensor")
+sleep 1.1   # updated_at has one-second resolution: a rewritten row would show
 $QS import "$T/d" >/dev/null 2>&1
 check "no-op import leaves rows untouched" "[ \"\$(sqlite3 $QSCOPE_DB \"SELECT group_concat(hash||updated_at) FROM tensor\")\" = \"$before\" ]"
 
