@@ -204,6 +204,16 @@ const qs_command qs_commands[] = {
      "Format options (--round, --scale-rule, --block, --axis, --gran, ...) apply to every format.\n"
      "Colour in the terminal only on a terminal with NO_COLOR unset; series differ by glyph too.",
      qs_cmd_plot, 0},
+    {"tui", "[--formats LIST] [--no-mouse] [--ascii]", "open the workbench (also: qscope with no command, on a terminal)",
+     "The interactive workbench: tensors, formats compared, error histograms, block-error heatmaps and\n"
+     "the block inspector (every element's code bit by bit, in two formats side by side), RL runs and\n"
+     "kernel results.  Missing results are computed in a background thread (Esc cancels); `:` runs any\n"
+     "qscope command; `e` exports the plot on screen to PNG ($QSCOPE_EXPORT_DIR or the current\n"
+     "directory); `?` lists every key.  See docs/workbench.md.\n"
+     "\n"
+     "  --formats LIST  the formats to compare, as in analyze (default: the report's list)\n"
+     "  --no-mouse      leave the mouse to the terminal (selecting text)\n"
+     "  --ascii         ASCII glyphs only (also on TERM=vt* or a non-UTF-8 locale)", qs_cmd_tui, 1},
     {NULL, NULL, NULL, NULL, NULL, 0},
 };
 
@@ -270,7 +280,11 @@ int main(int argc, char **argv)
         }
     }
     if (i >= argc) {
-        /* No command: until the workbench exists, show the database summary. */
+        /* No command: the workbench on a terminal, else the database summary. */
+        if (isatty(STDIN_FILENO) && isatty(STDOUT_FILENO)) {
+            char *targs[] = {"tui", NULL};
+            return qs_cmd_tui(&cli, 1, targs);
+        }
         char *args[] = {"info", NULL};
         return qs_cmd_info(&cli, 1, args);
     }
