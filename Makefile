@@ -113,7 +113,7 @@ demo-db: $(BIN)
 
 run: deps
 	@$(MAKE) --no-print-directory all demo-db
-	@$(BIN) --db $(QSCOPE_DB)
+	@$(BIN) --db $(QSCOPE_DB) tui
 
 install: $(BIN)
 	install -d $(DESTDIR)$(PREFIX)/bin

@@ -235,6 +235,8 @@ void tui_draw_blocks(tui *T, int y0, int h)
     /* viewport: keep the cursor inside */
     if ((int64_t)cr < T->btop) T->btop = (int)cr;
     if ((int64_t)cr >= T->btop + gh) T->btop = (int)cr - gh + 1;
+    int cwid = !v.strip && v.vc * 2 <= (uint64_t)gw ? 2 : 1;   /* two cells per block when they fit */
+    gw /= cwid;
     uint64_t left = cc >= (uint64_t)gw ? cc - (uint64_t)gw + 1 : 0;
     for (int r = 0; r < gh && (uint64_t)(T->btop + r) < v.vr; r++) {
         for (int c = 0; c < gw && left + (uint64_t)c < v.vc; c++) {
@@ -245,10 +247,13 @@ void tui_draw_blocks(tui *T, int y0, int h)
             int cur = b == T->bcur;
             if (cur) attron(A_REVERSE | A_BOLD);
             if (T->color && k >= 0) attron(COLOR_PAIR(CP_HEAT0 + k));
-            int yy = y0 + 1 + r, xx = 1 + c;
-            if (k < 0) mvaddch(yy, xx, isnan(val) || isinf(val) ? '!' : (cur ? 'o' : ' '));
-            else if (T->ascii) mvaddch(yy, xx, (chtype)kRampA[k]);
-            else mvaddstr(yy, xx, kRampU[k]);
+            int yy = y0 + 1 + r;
+            for (int q = 0; q < cwid; q++) {
+                int xx = 1 + c * cwid + q;
+                if (k < 0) mvaddch(yy, xx, isnan(val) || isinf(val) ? '!' : (cur ? 'o' : ' '));
+                else if (T->ascii) mvaddch(yy, xx, (chtype)kRampA[k]);
+                else mvaddstr(yy, xx, kRampU[k]);
+            }
             if (T->color && k >= 0) attroff(COLOR_PAIR(CP_HEAT0 + k));
             if (cur) attroff(A_REVERSE | A_BOLD);
         }
@@ -528,6 +533,29 @@ int tui_inspect_open(tui *T)
 
 /* ---- drawing ---- */
 
+/* The ulp at x (metrics.h): S times the element grid's spacing in the binade of |x| / S for
+** minifloat elements (subnormal step below, top binade's step above); S itself for integer and
+** HiF4 elements (grid step 1); NaN where not defined (HiF8's tapered grid). */
+static double elem_ulp(const qs_format *f, float x, double S)
+{
+    if (!(S > 0) || !isfinite(S)) return NAN;
+    if (f->ebits > 0 && f->ebits + f->mbits + 1 == f->elem_bits && strcmp(f->family, "hifloat")) {
+        double t = fabs((double)x) / S;
+        int emin = 1 - f->bias;
+        int emax = (int)floor(log2(f->max_finite > 0 && f->block == 1 ? f->max_finite : 1e300));
+        int E = t > 0 ? (int)floor(log2(t)) : emin;
+        if (E < emin) E = emin;
+        if (f->block == 1 && E > emax) E = emax;
+        if (f->block != 1) {   /* block formats: max_finite is the scaled range; cap at the element's top binade */
+            int etop = (1 << f->ebits) - 1 - f->bias;
+            if (E > etop) E = etop;
+        }
+        return S * ldexp(1.0, E - f->mbits);
+    }
+    if (!strcmp(f->family, "int") || !strcmp(f->name, "mxint8") || !strcmp(f->name, "hif4")) return S;
+    return NAN;
+}
+
 typedef struct seg { char bits[40]; int kind; } seg;   /* kind 0 sign, 1 exponent/dot, 2 mantissa, 3 plain */
 
 static int code_segs(const qs_format *f, uint32_t code, seg *s)
@@ -568,6 +596,13 @@ static int code_segs(const qs_format *f, uint32_t code, seg *s)
         if (f->mbits) { snprintf(s[1].bits, sizeof s[1].bits, "%s", bits + f->ebits); s[1].kind = 2; return 2; }
         return 1;
     }
+    if (!strcmp(f->name, "hif4")) {   /* S1P2: sign, then the 3-bit magnitude q (value q x step) */
+        snprintf(s[0].bits, sizeof s[0].bits, "%c", bits[0]);
+        s[0].kind = 0;
+        snprintf(s[1].bits, sizeof s[1].bits, "%s", bits + 1);
+        s[1].kind = 2;
+        return 2;
+    }
     if (!strcmp(f->family, "int") || !strcmp(f->name, "mxint8")) {   /* two's complement: sign bit, then the rest */
         snprintf(s[0].bits, sizeof s[0].bits, "%c", bits[0]);
         s[0].kind = 0;
@@ -593,7 +628,7 @@ static const char *field_legend(const qs_format *f)
 {
     if (!strcmp(f->name, "hif8")) return "s dot exp man";
     if (!strcmp(f->family, "int") || !strcmp(f->name, "mxint8")) return "s two's compl.";
-    if (!strcmp(f->name, "hif4")) return "s i ff (S1P2)";
+    if (!strcmp(f->name, "hif4")) return "s q";
     if (f->ebits > 0 && f->ebits + f->mbits + 1 == f->elem_bits) return f->mbits ? "s exp man" : "s exp";
     if (f->ebits > 0) return "exp";
     return "bits";
@@ -636,7 +671,7 @@ static void meta_text(tui *T, const side *S, size_t j, char *out, size_t cap)
     }
     if (!strcmp(f->family, "nvfp4")) {
         seg s[4];
-        qs_format e4 = {.elem_bits = 8, .ebits = 4, .mbits = 3};
+        qs_format e4 = {.name = "ue4m3", .family = "float", .elem_bits = 8, .ebits = 4, .mbits = 3};
         int n = code_segs(&e4, m[0], s);
         (void)n;
         tui_fmt_num(qs_mf_decode(&qs_mf_e4m3, m[0]), v, sizeof v);
@@ -718,9 +753,12 @@ void tui_draw_inspect(tui *T, int y0, int h)
     uint64_t r0 = I->n ? I->idx[0] / t->cols : 0, c0 = I->n ? I->idx[0] % t->cols : 0;
     uint64_t r1 = I->n ? I->idx[I->n - 1] / t->cols : 0, c1 = I->n ? I->idx[I->n - 1] % t->cols : 0;
     tui_fmt_num(T->blk.have && I->b < T->blk.nblocks ? T->blk.rmse[I->b] : NAN, a, sizeof a);
-    snprintf(s, sizeof s, "block %llu of %llu: rows %llu-%llu, cols %llu-%llu, %zu values%s   stored RMSE %s",
-             (unsigned long long)I->b, (unsigned long long)g.nblocks, (unsigned long long)r0, (unsigned long long)r1,
-             (unsigned long long)c0, (unsigned long long)c1, I->n, I->n == INSP_MAX ? " (first 65536 shown)" : "", a);
+    char where[120];
+    if (r0 == r1) snprintf(where, sizeof where, "row %llu, cols %llu-%llu", (unsigned long long)r0, (unsigned long long)c0, (unsigned long long)c1);
+    else if (c0 == c1) snprintf(where, sizeof where, "column %llu, rows %llu-%llu", (unsigned long long)c0, (unsigned long long)r0, (unsigned long long)r1);
+    else snprintf(where, sizeof where, "rows %llu-%llu", (unsigned long long)r0, (unsigned long long)r1);
+    snprintf(s, sizeof s, "%s  block %llu of %llu: %s, %zu values%s; stored RMSE %s", tui_cur_tensor(T) ? tui_cur_tensor(T)->name : "",
+             (unsigned long long)I->b, (unsigned long long)g.nblocks, where, I->n, I->n == INSP_MAX ? " (first 65536 shown)" : "", a);
     attron(A_BOLD);
     tui_addstr_clip(y0, 1, s, T->W - 2);
     attroff(A_BOLD);
@@ -730,33 +768,33 @@ void tui_draw_inspect(tui *T, int y0, int h)
     int left = 1 + iw + 1 + xw + 1;
     int sw = two ? (T->W - left - 1) / 2 : T->W - left - 1;
     int y = y0 + 1;
+    /* each format: its label, the metadata of the selected element's block, and the block's error */
     for (int k = 0; k < 1 + two; k++) {
         side *S = &I->s[k];
-        int x = left + k * sw;
         attron(A_BOLD);
-        snprintf(s, sizeof s, "%s%s", k ? "| " : "", T->fmts[S->fi].label);
-        tui_addstr_clip(y, x - (k ? 2 : 0), s, sw);
+        snprintf(s, sizeof s, "%c %-12s", k ? 'B' : 'A', T->fmts[S->fi].label);
+        tui_addstr_clip(y, 1, s, T->W - 2);
         attroff(A_BOLD);
-        if (!S->ok) { tui_addstr_clip(y + 1, x, S->err, sw - 1); continue; }
+        if (!S->ok) { tui_addstr_clip(y, 16, S->err, T->W - 17); y += 2; continue; }
         size_t cj = (size_t)(I->cur < (int)I->n ? I->cur : 0);
         meta_text(T, S, cj, s, sizeof s);
-        tui_addstr_clip(y + 1, x, s, sw - 1);
+        tui_addstr_clip(y, 16, s, T->W - 17);
         block_summary(I, S, s, sizeof s);
-        tui_addstr_clip(y + 2, x, s, sw - 1);
+        tui_addstr_clip(y + 1, 16, s, T->W - 17);
+        y += 2;
     }
     /* the first side's label for the input column */
-    y += 3;
     attron(A_BOLD | A_UNDERLINE);
     move(y, 0);
     for (int x = 0; x < T->W; x++) addch(' ');
-    mvprintw(y, 1, "%*s %*s", iw, "ELEM", xw, "INPUT x");
+    mvprintw(y, 1, "%*s %*s", iw, g.col ? "ROW" : "COL", xw, "INPUT x");
     for (int k = 0; k < 1 + two; k++) {
         side *S = &I->s[k];
         if (!S->f) continue;
         int x = left + k * sw;
         int bw = segs_width(S->f);
         if (bw < (int)strlen(field_legend(S->f))) bw = (int)strlen(field_legend(S->f));
-        snprintf(s, sizeof s, "%s%-*s %11s %10s %7s", k ? "|" : "", bw, field_legend(S->f), "Q(x)", "error", "rel");
+        snprintf(s, sizeof s, "%s%-*s %11s %10s %7s", k ? "|" : "", bw, field_legend(S->f), k ? "B: Q(x)" : "A: Q(x)", "error", "rel");
         tui_addstr_clip(y, x - (k ? 1 : 0), s, sw);
     }
     attroff(A_BOLD | A_UNDERLINE);
@@ -806,7 +844,8 @@ void tui_draw_inspect(tui *T, int y0, int h)
     if (I->n && I->cur < (int)I->n) {
         int i = I->cur;
         tui_fmt_num(I->x[i], a, sizeof a);
-        snprintf(s, sizeof s, "element %d (flat index %llu): x = %.9g", i, (unsigned long long)I->idx[i], (double)I->x[i]);
+        snprintf(s, sizeof s, "element %d (flat index %llu): x = %.9g    value = element x scale (the block's step)", i,
+                 (unsigned long long)I->idx[i], (double)I->x[i]);
         attron(A_BOLD);
         tui_addstr_clip(yd, 1, s, T->W - 2);
         attroff(A_BOLD);
@@ -824,12 +863,16 @@ void tui_draw_inspect(tui *T, int y0, int h)
             int ns = code_segs(S->f, S->code[i], sg);
             char bits[64] = "";
             for (int q = 0; q < ns; q++) { strcat(bits, q ? " " : ""); strcat(bits, sg[q].bits); }
+            double ulp = elem_ulp(S->f, I->x[i], step);
+            char us[40] = "";
+            if (isfinite(ulp) && ulp > 0) snprintf(us, sizeof us, ", %+.3f ulp", err / ulp);
             if (S->f->meta_bytes > 0 || !strcmp(S->f->family, "int"))
-                snprintf(s, sizeof s, "%-12s code 0x%0*x [%s] = %s steps x %s = %.9g, error %s (%.2f ulp)", T->fmts[S->fi].label,
-                         (S->f->elem_bits + 3) / 4, S->code[i], bits, c2, d1, (double)S->y[i], c3,
-                         step > 0 ? err / step : NAN);
-            else snprintf(s, sizeof s, "%-12s code 0x%0*x [%s] = %.9g, error %s", T->fmts[S->fi].label, (S->f->elem_bits + 3) / 4,
-                          S->code[i], bits, (double)S->y[i], c3);
+                snprintf(s, sizeof s, "%c %-12s 0x%0*x [%s] = %s x %s = %.7g; error %s (%+.2f%%%s)", k ? 'B' : 'A',
+                         T->fmts[S->fi].label, (S->f->elem_bits + 3) / 4, S->code[i], bits, c2, d1, (double)S->y[i], c3,
+                         I->x[i] != 0 ? 100 * err / fabs((double)I->x[i]) : 0.0, us);
+            else snprintf(s, sizeof s, "%c %-12s 0x%0*x [%s] = %.7g; error %s (%+.2f%%%s)", k ? 'B' : 'A', T->fmts[S->fi].label,
+                          (S->f->elem_bits + 3) / 4, S->code[i], bits, (double)S->y[i], c3,
+                          I->x[i] != 0 ? 100 * err / fabs((double)I->x[i]) : 0.0, us);
             tui_addstr_clip(yd + 1 + k, 1, s, T->W - 2);
         }
     }

@@ -138,7 +138,7 @@ const char *tui_hint_bar(tui_view_id v)
     switch (v) {
     case TV_TENSORS: return "Enter formats  / search  F filter  s/S sort  f formats  : command  ? help  Q quit";
     case TV_FORMATS: return "Enter blocks  Tab histogram  s/S sort  f formats  o options  r recompute  h back  ? help";
-    case TV_HIST: return "v error/value  L log/lin  e export PNG  f formats  h back  ? help";
+    case TV_HIST: return "v error/value  L log/lin  j/k grid format  e export PNG  f formats  h back  ? help";
     case TV_BLOCKS: return "arrows move  Enter inspect  w worst  e export  h back  ? help";
     case TV_INSPECT: return "j/k element  Left/Right block  b 2nd format  w worst  h back  ? help";
     case TV_RL: return "j/k run  m diagnostic  Tab runs/stored  e export  : import-log  ? help";

@@ -80,6 +80,7 @@ void tui_draw_tensors(tui *T, int y0, int h)
         qs_fmt_bytes((double)t->nbytes, sz, sizeof sz);
         tui_fmt_num(t->absmax, am, sizeof am);
         if (isnan(t->kurtosis)) snprintf(ku, sizeof ku, "-");
+        else if (t->kurtosis >= 1e4) snprintf(ku, sizeof ku, "%.2e", t->kurtosis);
         else snprintf(ku, sizeof ku, "%.2f", t->kurtosis);
         if (isnan(t->outlier)) snprintf(ou, sizeof ou, "-");
         else snprintf(ou, sizeof ou, "%.3f%%", 100 * t->outlier);
@@ -264,8 +265,8 @@ void tui_draw_rl(tui *T, int y0, int h)
     for (size_t i = 0; i < T->nkres; i++) ntraj += !strcmp(T->kres[i].kind, "trajectory");
     if (!T->nruns && !ntraj) {
         empty_msg(T, y0 + 1, "No RL runs yet — import one with `qscope import-log FILE` (or press : and type import-log FILE).",
-                  "Runs appear here with their tokens, steps and sequences; Enter-free: the per-step mismatch");
-        tui_addstr_clip(y0 + 3, 2, "diagnostics (mean/p95/max |dlogp|, KL k3, IS weights) are plotted for the selected run,", T->W - 4);
+                  "Each run is listed with its tokens, steps and sequences; the per-step mismatch diagnostics of");
+        tui_addstr_clip(y0 + 3, 2, "the selected run (mean/p95/max |dlogp|, KL k3, IS weights; m cycles) are plotted below it,", T->W - 4);
         tui_addstr_clip(y0 + 4, 2, "and stored trajectory results (methods compared) are listed under Tab.", T->W - 4);
         return;
     }
