@@ -158,7 +158,7 @@ const qs_command qs_commands[] = {
      "right size).  Exit 1 if anything is wrong.", qs_cmd_check, 1},
     {"schema", "", "print the database schema (SQL)",
      "Prints the SQL of the current schema, for use with sqlite3.", qs_cmd_schema, 0},
-    {"bench", "[formats [-f LIST] | analyze] [--quick] [--json] [--npy FILE]", "measure throughput",
+    {"bench", "[formats [-f LIST] | analyze | tui] [--quick] [--json] [--npy FILE]", "measure throughput",
      "`qscope bench` times the store's hot paths on generated data, min and median of repeated\n"
      "runs: hashing, decode of each storage dtype to float32, statistics (1 and 2 threads), and an\n"
      "end-to-end import of a .npy file (--npy FILE to use yours).\n"
@@ -169,6 +169,9 @@ const qs_command qs_commands[] = {
      "\n"
      "`qscope bench analyze` times the analysis (metrics and histograms) of a 64M-element tensor\n"
      "under 10 formats against fake-quantization alone, in the same run.\n"
+     "\n"
+     "`qscope bench tui` times the workbench on a generated 10,000-tensor database (--tensors N):\n"
+     "first frame (open, load, draw) and redraw after a key in every view, headless.\n"
      "--quick uses 1M values.", qs_cmd_bench, 0},
     {"plot", "KIND [TENSOR] -o FILE.png|- [-f F1,F2] [--width W --height H --dpi D --title T --logx --logy]",
      "draw a result as a PNG (with provenance) or in the terminal",

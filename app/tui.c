@@ -173,9 +173,11 @@ void tui_draw(tui *T)
     getmaxyx(stdscr, T->H, T->W);
     if (T->W < MIN_W || T->H < MIN_H) {
         char m[120];
-        snprintf(m, sizeof m, "Terminal too small (%dx%d): qscope needs at least %dx%d.", T->W, T->H, MIN_W, MIN_H);
+        snprintf(m, sizeof m, "Terminal too small (%dx%d).", T->W, T->H);
+        tui_addstr_clip(T->H / 2 - 1, 0, m, T->W);
+        snprintf(m, sizeof m, "qscope needs at least %dx%d.", MIN_W, MIN_H);
         tui_addstr_clip(T->H / 2, 0, m, T->W);
-        tui_addstr_clip(T->H / 2 + 1, 0, "Enlarge the window, or press Q to quit.", T->W);
+        tui_addstr_clip(T->H / 2 + 1, 0, "Enlarge it, or press Q to quit.", T->W);
         refresh();
         return;
     }
@@ -443,6 +445,7 @@ int tui_handle_key(tui *T, int ch)
         if (ch == 'Q' || ch == 'q') T->quit = 1;
         return 1;
     }
+    T->msg[0] = 0;   /* a message lasts until the next key */
     if (ch == 27 && T->job.busy) { tui_job_cancel(&T->job); tui_set_msg(T, 0, "cancelling..."); return 1; }
     tui_act a = tui_key_action(T->view, ch);
     int page = T->H - 6 > 1 ? T->H - 6 : 1;
@@ -589,6 +592,16 @@ static void init_colors(tui *T)
     for (int i = 0; i < TUI_NHEAT; i++) init_pair((short)(CP_HEAT0 + i), c256 ? v256[i] : v8[i], -1);
 }
 
+void tui_screen_setup(tui *T)
+{
+    cbreak();
+    noecho();
+    nonl();
+    keypad(stdscr, TRUE);
+    curs_set(0);
+    init_colors(T);
+}
+
 int tui_init_app(tui *T, qs_cli *cli, const char *db_path, const char *fmt_list, qs_err *e)
 {
     T->cli = cli;
@@ -673,12 +686,7 @@ int qs_cmd_tui(qs_cli *cli, int argc, char **argv)
     T.ascii = ascii == 1 ? 1 : want_ascii();
     set_escdelay(25);
     if (!initscr()) { tui_job_stop(&T.job); tui_free_app(&T); return qs_cli_error(QS_EXIT_ERR, "cannot initialise the terminal"); }
-    cbreak();
-    noecho();
-    nonl();
-    keypad(stdscr, TRUE);
-    curs_set(0);
-    init_colors(&T);
+    tui_screen_setup(&T);
     T.mouse = mouse;
     if (mouse) {
         mousemask(BUTTON1_CLICKED | BUTTON1_PRESSED | BUTTON1_DOUBLE_CLICKED | BUTTON4_PRESSED

@@ -182,6 +182,8 @@ int tui_prompt(tui *T, const char *label, char *buf, size_t cap);
 void tui_draw(tui *T);
 int tui_init_app(tui *T, qs_cli *cli, const char *db_path, const char *fmt_list, qs_err *e);
 void tui_free_app(tui *T);
+void tui_screen_setup(tui *T);               /* curses modes and colours, after initscr/newterm */
+int qs_bench_tui(qs_cli *cli, int argc, char **argv);   /* tui_bench.c */
 int tui_handle_key(tui *T, int ch);
 const char *tui_view_name(tui_view_id v);
 

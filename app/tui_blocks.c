@@ -220,7 +220,7 @@ void tui_draw_blocks(tui *T, int y0, int h)
         tui_addstr_clip(y0 + 1, 2, "The stored block layout does not match the format's options; press r to recompute.", T->W - 4);
         return;
     }
-    int pw = 34, gw = T->W - pw - 3, gh = h - 2;
+    int pw = 32, gw = T->W - pw - 3, gh = h - 2;
     vgrid v;
     vgrid_of(T, &g, gw, &v);
     char s[300];
@@ -308,7 +308,7 @@ int tui_blocks_key(tui *T, tui_act a)
     geom g;
     geom_of(&T->fmts[T->blk_fmt].a, B->rows, B->cols, &g);
     vgrid v;
-    vgrid_of(T, &g, T->W - 34 - 3, &v);
+    vgrid_of(T, &g, T->W - 32 - 3, &v);
     uint64_t r, c;
     vg_pos(&v, &g, (uint64_t)T->bcur, &r, &c);
     int64_t page = T->H - 6;
@@ -578,6 +578,13 @@ static int code_segs(const qs_format *f, uint32_t code, seg *s)
         if (n >= 3) s[n - 1].kind = 2;
         return n;
     }
+    if (!strcmp(f->name, "hif4")) {   /* S1P2: sign, then the 3-bit magnitude q (value q x step) */
+        snprintf(s[0].bits, sizeof s[0].bits, "%c", bits[0]);
+        s[0].kind = 0;
+        snprintf(s[1].bits, sizeof s[1].bits, "%s", bits + 1);
+        s[1].kind = 2;
+        return 2;
+    }
     if (f->ebits > 0 && f->ebits + f->mbits + 1 == nb) {
         snprintf(s[0].bits, sizeof s[0].bits, "%c", bits[0]);
         s[0].kind = 0;
@@ -595,13 +602,6 @@ static int code_segs(const qs_format *f, uint32_t code, seg *s)
         s[0].kind = 1;
         if (f->mbits) { snprintf(s[1].bits, sizeof s[1].bits, "%s", bits + f->ebits); s[1].kind = 2; return 2; }
         return 1;
-    }
-    if (!strcmp(f->name, "hif4")) {   /* S1P2: sign, then the 3-bit magnitude q (value q x step) */
-        snprintf(s[0].bits, sizeof s[0].bits, "%c", bits[0]);
-        s[0].kind = 0;
-        snprintf(s[1].bits, sizeof s[1].bits, "%s", bits + 1);
-        s[1].kind = 2;
-        return 2;
     }
     if (!strcmp(f->family, "int") || !strcmp(f->name, "mxint8")) {   /* two's complement: sign bit, then the rest */
         snprintf(s[0].bits, sizeof s[0].bits, "%c", bits[0]);
@@ -665,7 +665,7 @@ static void meta_text(tui *T, const side *S, size_t j, char *out, size_t cap)
         b8[8] = 0;
         tui_fmt_num(qs_e8m0_decode(m[0]), v, sizeof v);
         if (m[0] == 0xFF) snprintf(out, cap, "E8M0 scale 0xff %s = NaN (block holds NaN/Inf)", b8);
-        else snprintf(out, cap, "E8M0 scale 0x%02x %s = 2^%d = %s  (rule %s)", m[0], b8, (int)m[0] - 127, v,
+        else snprintf(out, cap, "E8M0 scale 0x%02x [%s] = 2^%d = %s  (rule %s)", m[0], b8, (int)m[0] - 127, v,
                       qs_scale_rule_name(F->a.o.scale_rule));
         return;
     }
@@ -676,7 +676,10 @@ static void meta_text(tui *T, const side *S, size_t j, char *out, size_t cap)
         (void)n;
         tui_fmt_num(qs_mf_decode(&qs_mf_e4m3, m[0]), v, sizeof v);
         tui_fmt_num(S->ts, w, sizeof w);
-        snprintf(out, cap, "UE4M3 block scale 0x%02x %s %s %s = %s; tensor amax %s", m[0], s[0].bits, s[1].bits, s[2].bits, v, w);
+        char st[32];
+        tui_fmt_num(S->S[j], st, sizeof st);
+        snprintf(out, cap, "UE4M3 block scale 0x%02x [%s %s %s] = %s; tensor amax %s; element step %s", m[0], s[0].bits, s[1].bits,
+                 s[2].bits, v, w, st);
         return;
     }
     if (!strcmp(f->name, "hif4")) {
@@ -764,7 +767,7 @@ void tui_draw_inspect(tui *T, int y0, int h)
     attroff(A_BOLD);
     /* column layout */
     int two = I->s[1].f != NULL;
-    int iw = 6, xw = 12;
+    int iw = 6, xw = 11;
     int left = 1 + iw + 1 + xw + 1;
     int sw = two ? (T->W - left - 1) / 2 : T->W - left - 1;
     int y = y0 + 1;
@@ -794,7 +797,7 @@ void tui_draw_inspect(tui *T, int y0, int h)
         int x = left + k * sw;
         int bw = segs_width(S->f);
         if (bw < (int)strlen(field_legend(S->f))) bw = (int)strlen(field_legend(S->f));
-        snprintf(s, sizeof s, "%s%-*s %11s %10s %7s", k ? "|" : "", bw, field_legend(S->f), k ? "B: Q(x)" : "A: Q(x)", "error", "rel");
+        snprintf(s, sizeof s, "%s%-*s %10s %10s %6s", k ? "|" : "", bw, field_legend(S->f), k ? "B: Q(x)" : "A: Q(x)", "error", "rel");
         tui_addstr_clip(y, x - (k ? 1 : 0), s, sw);
     }
     attroff(A_BOLD | A_UNDERLINE);
@@ -827,14 +830,15 @@ void tui_draw_inspect(tui *T, int y0, int h)
             tui_fmt_num(S->y[i], a, sizeof a);
             tui_fmt_num(err, b, sizeof b);
             char rl[24];
-            if (isfinite(rel)) snprintf(rl, sizeof rl, "%.1f%%", 100 * rel);
-            else snprintf(rl, sizeof rl, "-");
+            if (!isfinite(rel)) snprintf(rl, sizeof rl, "-");
+            else if (fabs(rel) >= 0.0995) snprintf(rl, sizeof rl, "%.0f%%", 100 * rel);
+            else snprintf(rl, sizeof rl, "%.1f%%", 100 * rel);
             int big = isfinite(rel) && fabs(rel) > 0.25 && !sel;
-            snprintf(s, sizeof s, " %11s ", a);
+            snprintf(s, sizeof s, " %10s ", a);
             tui_addstr_clip(yy, x + bw, s, sw - bw - 1);
             if (big) attron(A_BOLD | (T->color ? COLOR_PAIR(CP_SIGN) : 0));
-            snprintf(s, sizeof s, "%10s %7s", b, rl);
-            tui_addstr_clip(yy, x + bw + 13, s, sw - bw - 14);
+            snprintf(s, sizeof s, "%10s %6s", b, rl);
+            tui_addstr_clip(yy, x + bw + 12, s, sw - bw - 12);
             if (big) attroff(A_BOLD | (T->color ? COLOR_PAIR(CP_SIGN) : 0));
         }
         if (sel) attroff(A_REVERSE);

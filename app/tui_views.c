@@ -58,13 +58,17 @@ void tui_draw_tensors(tui *T, int y0, int h)
              T->filter[0] ? " matching \"" : "", T->filter, T->filter[0] ? "\"" : "", keys[T->sort_key],
              T->sort_desc ? " (descending)" : "");
     tui_addstr_clip(y0, 1, info, T->W - 2);
-    int W = T->W, fixed = 14 + 9 + 10 + 11 + 9 + 9 + 7;
-    int nw = W - fixed - 2;
-    if (nw < 16) nw = 16;
+    /* columns: NAME takes what is left; on a narrow terminal OUTLIERS, then DTYPE go first */
+    int W = T->W, show_out = 1, show_dt = 1;
+    int fixed = 15 + 9 + 10 + 11 + 9 + 9 + 2;
+    if (W - fixed < 24) { show_out = 0; fixed -= 9; }
+    if (W - fixed < 24) { show_dt = 0; fixed -= 9; }
+    int nw = W - fixed;
+    if (nw < 12) nw = 12;
     char line[1024];
     head_on(T);
-    snprintf(line, sizeof line, " %-*.*s %14s %-8s %9s %10s %8s %8s", nw, nw, "NAME", "SHAPE", "DTYPE", "SIZE", "ABSMAX",
-             "KURTOSIS", "OUTLIERS");
+    snprintf(line, sizeof line, " %-*.*s %14s %-*s%9s %10s %8s %s", nw, nw, "NAME", "SHAPE", show_dt ? 9 : 0, show_dt ? "DTYPE" : "",
+             "SIZE", "ABSMAX", "KURTOSIS", show_out ? "OUTLIERS" : "");
     fill_line(T, y0 + 1);
     tui_addstr_clip(y0 + 1, 0, line, W);
     head_off(T);
@@ -88,7 +92,8 @@ void tui_draw_tensors(tui *T, int y0, int h)
         const char *nm = t->name;
         char nbuf[512];
         if ((int)strlen(nm) > nw) { snprintf(nbuf, sizeof nbuf, "~%s", nm + strlen(nm) - (size_t)(nw - 1)); nm = nbuf; }
-        snprintf(line, sizeof line, " %-*.*s %14.14s %-8.8s %9s %10s %8s %8s", nw, nw, nm, t->shape, t->dtype, sz, am, ku, ou);
+        snprintf(line, sizeof line, " %-*.*s %14.14s %-*.*s%9s %10s %8s %8s", nw, nw, nm, t->shape, show_dt ? 9 : 0, show_dt ? 8 : 0,
+                 t->dtype, sz, am, ku, show_out ? ou : "");
         if (i == T->lt.cur) { sel_on(T); fill_line(T, y0 + 2 + r); }
         tui_addstr_clip(y0 + 2 + r, 0, line, W);
         if (i == T->lt.cur) sel_off(T);
@@ -140,8 +145,11 @@ void tui_draw_formats(tui *T, int y0, int h)
     mvprintw(y0 + 1, x, "%-*s", nw, "FORMAT");
     int cx = x + nw;
     for (int c = 0; c < 6; c++) {
-        int mark = T->fsort == c + 1;
-        mvprintw(y0 + 1, cx, "%*s%s", cw[c], hdr[c], mark ? (T->fsort_desc ? "v" : "^") : " ");
+        char hd[40];
+        snprintf(hd, sizeof hd, "%s%s", T->fsort == c + 1 ? (T->fsort_desc ? (T->ascii ? "v" : "\u2193") : (T->ascii ? "^" : "\u2191")) : "",
+                 hdr[c]);
+        int pad = cw[c] - (int)strlen(hdr[c]) - (T->fsort == c + 1);
+        mvprintw(y0 + 1, cx, "%*s%s ", pad > 0 ? pad : 0, "", hd);
         cx += cw[c] + 2;
     }
     mvprintw(y0 + 1, cx, "%s", "RESULT");

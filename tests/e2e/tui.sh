@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# The workbench (`qscope tui`) driven through tmux: keys go in with send-keys, screens come out with
+# capture-pane and are compared with golden screens in tests/e2e/golden/tui/ (timestamps and temp
+# paths masked).  Regenerate after an intended change with QS_REGEN=1 and read the diff.
+source "$(dirname "$0")/lib.sh"
+
+GOLD="$ROOT/tests/e2e/golden/tui"
+SOCK="qstui$$"
+TM() { tmux -L "$SOCK" -f /dev/null "$@"; }
+nstart=0
+cleanup() { TM kill-server 2>/dev/null; rm -rf "$T"; }
+trap cleanup EXIT
+command -v tmux >/dev/null || { echo "1..0 # SKIP tmux not installed"; exit 0; }
+
+# fixed content: the seeded demo set, two RL runs, a stored trajectory, an attention and two MSD results
+"$QS" demo >/dev/null 2>&1
+sqlite3 "$QSCOPE_DB" <<'EOF'
+INSERT INTO rl_run(id,name,label,source) VALUES (1,'bf16-vs-fp8','precision mismatch without training','sim'),(2,'fp8-ais','AIS-R correction','sim');
+WITH RECURSIVE s(step) AS (SELECT 0 UNION ALL SELECT step+1 FROM s WHERE step<39),
+ q(seq) AS (SELECT 0 UNION ALL SELECT seq+1 FROM q WHERE seq<3),
+ p(pos) AS (SELECT 0 UNION ALL SELECT pos+1 FROM p WHERE pos<15)
+INSERT INTO rl_token(run_id,step,seq,pos,token_id,lp_rollout,lp_train,mask)
+ SELECT r.id, step, seq, pos, (step*7+seq*13+pos*5)%1000, -1.0 - ((step*31+seq*17+pos*7)%100)/100.0,
+   -1.0 - ((step*31+seq*17+pos*7)%100)/100.0 + (r.id*0.01 + step*0.0005*r.id) * (((step*13+seq*7+pos*3)%21)-10)/10.0, 1
+ FROM s, q, p, (SELECT 1 AS id UNION SELECT 2) r;
+INSERT INTO result(tensor_hash,kind,format,options,tool_version,data) VALUES
+ ('run:bf16-vs-fp8','trajectory','tis,ais-r','{}','0.1.0','{"xlabel":"training step","ylabel":"mean |dlogp|","series":[{"name":"TIS","x":[0,1,2,3,4,5],"y":[0.01,0.012,0.015,0.02,0.03,0.05]},{"name":"AIS-R","x":[0,1,2,3,4,5],"y":[0.01,0.011,0.011,0.012,0.012,0.013]}]}'),
+ ('k:attn','attn','fp8_e4m3','{}','0.1.0','{"ylabel":"max abs error","series":[{"name":"fp8","x":[128,256,512,1024],"y":[0.001,0.002,0.003,0.005]},{"name":"mxfp4","x":[128,256,512,1024],"y":[0.01,0.02,0.025,0.04]}]}'),
+ ('k:msd','msd','mxfp4','{}','0.1.0','{"ylabel":"effective bits","series":[{"name":"mxfp4","x":[1,2,3,4],"y":[3.1,4.0,4.6,5.0]}]}'),
+ ('k:bad','msd','broken','{}','0.1.0','{"nope":1}');
+EOF
+
+COLS=100 ROWS=30
+start() {  # start [ENV...] : the workbench in a fresh tmux session of COLS x ROWS
+  rm -f "$T/exit"
+  TM kill-server 2>/dev/null
+  nstart=$((nstart + 1)); SOCK="qstui$$-$nstart"   # a fresh server each time
+  TM new-session -d -s w -x "$COLS" -y "$ROWS" \
+    "cd '$T' && env $* LANG=C.UTF-8 LC_ALL=C.UTF-8 QSCOPE_DB='$QSCOPE_DB' QSCOPE_EXPORT_DIR='$T' '$QS' tui; echo \$? > '$T/exit'; sleep 600"
+  wait_for "Tensors"
+}
+screen() { TM capture-pane -p -t w | sed -e "s|$T|<tmp>|g" -e 's/20[0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9:]*Z/<time>/g'; }
+wait_for() {  # wait_for REGEX : until the screen shows it (10 s)
+  for _ in $(seq 100); do screen | grep -qE -- "$1" && return 0; sleep 0.1; done
+  return 1
+}
+wait_gone() { for _ in $(seq 100); do screen | grep -qE -- "$1" || return 0; sleep 0.1; done; return 1; }
+keys() { TM send-keys -t w "$@"; sleep 0.3; }
+golden() {  # golden NAME : compare the screen with tests/e2e/golden/tui/NAME.txt
+  local name=$1 f="$GOLD/$1.txt"
+  screen >"$T/$name.txt"
+  if [ "${QS_REGEN:-0}" = 1 ]; then mkdir -p "$GOLD"; cp "$T/$name.txt" "$f"; fi
+  _n=$((_n + 1))
+  if [ -f "$f" ] && diff -u "$f" "$T/$name.txt" >"$T/diff"; then echo "ok $_n - screen $name matches its golden"
+  else echo "not ok $_n - screen $name differs from $f"; sed 's/^/#   /' "$T/diff" | head -40; fi
+}
+# A PNG that decodes: signature, IHDR, inflated IDAT of the right size, IEND (python3 is only a test tool)
+png_ok() {
+  /usr/bin/python3 - "$1" <<'EOF'
+import sys, struct, zlib
+d = open(sys.argv[1], 'rb').read()
+assert d[:8] == b'\x89PNG\r\n\x1a\n'
+i, idat, text, w = 8, b'', {}, 0
+while i < len(d):
+    n, t = struct.unpack('>I4s', d[i:i + 8]); c = d[i + 8:i + 8 + n]; i += 12 + n
+    if t == b'IHDR': w, h, bd, ct = struct.unpack('>IIBB', c[:10])
+    if t == b'IDAT': idat += c
+    if t == b'tEXt': k, v = c.split(b'\0', 1); text[k.decode()] = v.decode('latin-1')
+raw = zlib.decompress(idat)
+assert len(raw) == h * (1 + w * 3), (len(raw), w, h)
+assert 'qscope:command' in text and 'qscope:database' in text, text
+EOF
+}
+
+# ---- Tensors, Formats (results computed in the background), Histogram, Blocks, Inspector
+start NO_COLOR=1
+golden tensors
+keys j Enter
+wait_for "analyzed demo:gaussian-w" || echo "# analysis did not finish"
+golden formats
+keys s s
+golden formats-sorted-eff
+keys s s s s s
+keys Tab
+wait_for "relative error"
+golden histogram
+keys v v v
+golden histogram-values
+keys e
+check "e exports the histogram as a PNG (path in the status line)" 'wait_for "exported <tmp>/qscope-value-hist"'
+check "the exported PNG decodes and carries provenance" 'png_ok "$T"/qscope-value-hist-demo_gaussian-w-bf16.png'
+keys 2
+keys j j j j j j
+keys Enter
+wait_for "blocks of 32"
+golden blocks-mxfp4
+keys w
+golden blocks-worst
+keys Enter
+wait_for "E8M0 scale"
+golden inspector-mxfp4-nvfp4
+keys j j j
+keys b
+wait_for "side by side"
+golden inspector-second-format
+keys Right
+golden inspector-next-block
+keys h h h
+
+# ---- search, filter, sort in Tensors
+keys 1
+keys / llm Enter
+golden search-llm
+keys n
+keys F
+keys t3 Enter
+golden filter-t3
+keys F C-u Enter
+keys s s s
+golden sort-kurtosis
+
+# ---- RL runs, stored trajectories, Kernels (one malformed result), Help
+keys 5
+wait_for "bf16-vs-fp8"
+golden rl-runs
+keys m
+golden rl-runs-p95
+keys Tab
+golden rl-stored-trajectory
+keys 6
+golden kernels
+keys j
+golden kernels-msd-malformed
+keys '?'
+golden help
+
+# ---- the : command line (runs in the worker; output view; list reloaded)
+keys : "gen gaussian --n 4096 --seed 3 --name cmdline:g" Enter
+wait_for "command finished"
+golden command-output
+keys 1 G
+golden tensors-after-command
+
+# ---- resize: re-layout at once; too small: a message
+TM resize-window -t w -x 72 -y 20; sleep 0.5
+golden resized-72x20
+TM resize-window -t w -x 40 -y 10; sleep 0.5
+golden too-small
+TM resize-window -t w -x "$COLS" -y "$ROWS"; sleep 0.5
+
+# ---- clean quit: exit 0, terminal restored (no alternate screen)
+keys Q
+for _ in $(seq 50); do [ -s "$T/exit" ] && break; sleep 0.1; done
+check "Q quits with exit status 0" '[ "$(cat "$T/exit" 2>/dev/null)" = 0 ]'
+check "the terminal is restored (alternate screen off)" '[ "$(TM display -p -t w "#{alternate_on}")" = 0 ]'
+
+# ---- TERM=vt100: ASCII glyphs, no colour
+start TERM=vt100
+golden vt100-tensors
+keys j Enter
+wait_for "stored"
+keys j j j j j j Enter
+wait_for "blocks of 32"
+golden vt100-blocks
+keys Enter
+golden vt100-inspector
+keys q q q q
+for _ in $(seq 50); do [ -s "$T/exit" ] && break; sleep 0.1; done
+check "q from the first view quits with exit status 0" '[ "$(cat "$T/exit" 2>/dev/null)" = 0 ]'
+
+# ---- colour on (NO_COLOR unset): same text, colour attributes present
+start -u NO_COLOR
+keys / gaussian-w Enter
+keys Enter
+wait_for "stored"
+check "with colour the screen carries SGR colour codes" 'TM capture-pane -e -p -t w | grep -q $'"'"'\e\[3[0-9]'"'"
+check "with colour the text is the same as without" 'diff -q <(screen | sed -n 1,27p) <(sed -n 1,27p "$GOLD/formats.txt") >/dev/null'
+keys Q
+
+# ---- an empty database: clear messages; not a terminal: an error
+export QSCOPE_DB="$T/empty.db"
+start NO_COLOR=1
+golden empty-tensors
+keys 5
+golden empty-rl
+keys 6
+golden empty-kernels
+keys Q
+fails "tui without a terminal is a usage error" 2 "$QS" tui </dev/null
+check "the message says a terminal is needed" 'grep -q "needs a terminal" "$T/err"'
+ok "qscope without a command and without a terminal prints the summary" "$QS" info
+echo "1..$_n"
