@@ -627,6 +627,7 @@ int tui_init_app(tui *T, qs_cli *cli, const char *db_path, const char *fmt_list,
 
 void tui_free_app(tui *T)
 {
+    tui_hist_cache_clear(T);
     tui_inspect_free(T);
     tui_blocks_free(&T->blk);
     if (T->fig) qs_fig_free(T->fig);
@@ -698,6 +699,7 @@ int qs_cmd_tui(qs_cli *cli, int argc, char **argv)
     }
     if (!T.nt) tui_set_msg(&T, 0, "empty database: run `:demo` for the demo set, or `:import FILE`");
     nodelay(stdscr, TRUE);
+    int last_step = -1;
     while (!T.quit) {
         tui_draw(&T);
         struct pollfd p[2] = {{STDIN_FILENO, POLLIN, 0}, {T.job.wake_fd[0], POLLIN, 0}};
@@ -705,6 +707,11 @@ int qs_cmd_tui(qs_cli *cli, int argc, char **argv)
         int r = poll(p, 2, busy ? 100 : -1);
         if (r < 0 && errno != EINTR) break;
         if (p[1].revents & POLLIN) job_finished(&T);
+        /* a finished format of a running analysis shows at once */
+        pthread_mutex_lock(&T.job.mu);
+        int step = T.job.busy && T.job.kind == TJ_ANALYZE ? T.job.step : -1;
+        pthread_mutex_unlock(&T.job.mu);
+        if (step != last_step) { T.met_for = -1; last_step = step; }
         int ch;
         while ((ch = getch()) != ERR) {
             tui_handle_key(&T, ch);

@@ -171,7 +171,10 @@ typedef struct tui {
     tui_list *click_list;
     int click_y0, click_n;
     int auto_analyze;             /* compute missing results when a tensor's formats are shown */
-    int hist_fmt_mask_unused;
+    /* parsed stored histograms of the current tensor, [format][rel, abs, ulp, value]; state 0 not
+    ** read yet, 1 present, -1 absent; cleared whenever the metrics are reloaded */
+    qs_hist hc[TUI_MAX_FMTS][4];
+    signed char hc_state[TUI_MAX_FMTS][4];
 } tui;
 
 /* tui.c */
@@ -204,6 +207,7 @@ void tui_apply_view(tui *T);                 /* filter + sort into vis */
 tui_tensor *tui_cur_tensor(tui *T);
 int tui_cur_tensor_index(tui *T);
 void tui_load_metrics(tui *T);               /* of the current tensor, every chosen format */
+void tui_hist_cache_clear(tui *T);
 int tui_load_hist(tui *T, int fi, const char *which, qs_hist *h);   /* 0 ok */
 int tui_load_blocks(tui *T, int ti, int fi);
 void tui_blocks_free(tui_blocks *b);

@@ -154,8 +154,19 @@ static double jnum(json_t *o, const char *k)
     return json_is_number(v) ? json_number_value(v) : NAN;
 }
 
+void tui_hist_cache_clear(tui *T)
+{
+    for (int i = 0; i < TUI_MAX_FMTS; i++)
+        for (int k = 0; k < 4; k++) {
+            free(T->hc[i][k].counts);
+            memset(&T->hc[i][k], 0, sizeof T->hc[i][k]);
+            T->hc_state[i][k] = 0;
+        }
+}
+
 void tui_load_metrics(tui *T)
 {
+    tui_hist_cache_clear(T);
     memset(T->met, 0, sizeof T->met);
     T->met_for = tui_cur_tensor_index(T);
     tui_tensor *t = tui_cur_tensor(T);
@@ -214,20 +225,36 @@ void tui_sort_formats(tui *T)
         for (int i = 0; i < T->nfmts / 2; i++) { int x = T->forder[i]; T->forder[i] = T->forder[T->nfmts - 1 - i]; T->forder[T->nfmts - 1 - i] = x; }
 }
 
+/* One stored histogram of the current tensor under format fi (a copy: the caller frees counts).
+** The "hist" result of a format is parsed once and its four histograms cached. */
 int tui_load_hist(tui *T, int fi, const char *which, qs_hist *h)
 {
+    static const char *const names[4] = {"rel_err", "abs_err", "ulp_err", "value"};
     memset(h, 0, sizeof *h);
+    int k = 0;
+    while (k < 4 && strcmp(names[k], which)) k++;
     tui_tensor *t = tui_cur_tensor(T);
-    if (!t || fi < 0 || fi >= T->nfmts) return -1;
-    char *data = NULL;
-    int64_t id;
-    qs_err e = {{0}};
-    if (qs_result_get(T->db, t->hash, "hist", T->fmts[fi].a.f->name, T->fmts[fi].opts, &data, &id, &e) || !data) return -1;
-    json_t *j = json_loads(data, 0, NULL);
-    free(data);
-    int rc = j ? qs_hist_from_json(json_object_get(j, which), h) : -1;
-    json_decref(j);
-    return rc;
+    if (!t || fi < 0 || fi >= T->nfmts || k == 4) return -1;
+    if (T->met_for != tui_cur_tensor_index(T)) tui_load_metrics(T);
+    if (!T->hc_state[fi][k]) {
+        char *data = NULL;
+        int64_t id;
+        qs_err e = {{0}};
+        json_t *j = NULL;
+        if (!qs_result_get(T->db, t->hash, "hist", T->fmts[fi].a.f->name, T->fmts[fi].opts, &data, &id, &e) && data)
+            j = json_loads(data, 0, NULL);
+        free(data);
+        for (int q = 0; q < 4; q++)
+            T->hc_state[fi][q] = j && !qs_hist_from_json(json_object_get(j, names[q]), &T->hc[fi][q]) ? 1 : -1;
+        json_decref(j);
+    }
+    if (T->hc_state[fi][k] < 0) return -1;
+    *h = T->hc[fi][k];
+    size_t nb = (size_t)(h->nbins > 0 ? h->nbins : 0);
+    h->counts = malloc((nb ? nb : 1) * sizeof *h->counts);
+    if (!h->counts) return -1;
+    if (nb) memcpy(h->counts, T->hc[fi][k].counts, nb * sizeof *h->counts);
+    return 0;
 }
 
 void tui_blocks_free(tui_blocks *b)
