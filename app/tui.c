@@ -220,59 +220,19 @@ static void maybe_analyze(tui *T, int force)
     T->msg[0] = 0;
 }
 
-static int split_args(const char *s, char ***out)
-{
-    size_t cap = 8, n = 0;
-    char **v = calloc(cap, sizeof *v);
-    if (!v) return -1;
-    const char *p = s;
-    for (;;) {
-        while (*p == ' ' || *p == '\t') p++;
-        if (!*p) break;
-        char *w = malloc(strlen(p) + 1);
-        size_t k = 0;
-        char q = 0;
-        if (!w) break;
-        for (; *p && (q || (*p != ' ' && *p != '\t')); p++) {
-            if (q && *p == q) q = 0;
-            else if (!q && (*p == '\'' || *p == '"')) q = *p;
-            else if (*p == '\\' && p[1] && q != '\'') w[k++] = *++p;
-            else w[k++] = *p;
-        }
-        w[k] = 0;
-        if (n + 2 > cap) {
-            cap *= 2;
-            char **nv = realloc(v, cap * sizeof *nv);
-            if (!nv) { free(w); break; }
-            v = nv;
-        }
-        v[n++] = w;
-    }
-    v[n] = NULL;
-    *out = v;
-    return (int)n;
-}
-
-static void free_args(char **v)
-{
-    if (!v) return;
-    for (char **a = v; *a; a++) free(*a);
-    free(v);
-}
-
 static void command_line(tui *T)
 {
     char buf[1024] = "";
     if (!tui_prompt(T, ":", buf, sizeof buf)) return;
     char **w = NULL;
-    int n = split_args(buf, &w);
-    if (n <= 0) { free_args(w); return; }
-    if (!strcmp(w[0], "q") || !strcmp(w[0], "quit")) { free_args(w); T->quit = 1; return; }
-    if (!strcmp(w[0], "tui")) { free_args(w); tui_set_msg(T, 1, "the workbench is already open"); return; }
+    int n = tui_split_args(buf, &w);
+    if (n <= 0) { tui_free_args(w); return; }
+    if (!strcmp(w[0], "q") || !strcmp(w[0], "quit")) { tui_free_args(w); T->quit = 1; return; }
+    if (!strcmp(w[0], "tui")) { tui_free_args(w); tui_set_msg(T, 1, "the workbench is already open"); return; }
     if (!strcmp(w[0], "qscope")) { free(w[0]); memmove(w, w + 1, (size_t)n * sizeof *w); n--; }
-    if (n <= 0) { free_args(w); return; }
+    if (n <= 0) { tui_free_args(w); return; }
     char **argv = calloc((size_t)n + 4, sizeof *argv);
-    if (!argv) { free_args(w); return; }
+    if (!argv) { tui_free_args(w); return; }
     argv[0] = strdup("qscope");
     argv[1] = strdup("--db");
     argv[2] = strdup(T->db_path);
@@ -280,7 +240,7 @@ static void command_line(tui *T)
     free(w);
     snprintf(T->out_title, sizeof T->out_title, "qscope %s", buf);
     if (tui_job_command(&T->job, argv)) {
-        free_args(argv);
+        tui_free_args(argv);
         tui_set_msg(T, 1, "a job is running; wait for it or cancel it with Esc");
     }
 }

@@ -190,6 +190,11 @@ int qs_bench_tui(qs_cli *cli, int argc, char **argv);   /* tui_bench.c */
 int tui_handle_key(tui *T, int ch);
 const char *tui_view_name(tui_view_id v);
 
+/* tui_args.c: split a `:` command line into words (blanks separate; '...' literal; "..." and bare
+** words take \x as x); *out is NULL-terminated, malloc'd.  Returns the count, -1 out of memory. */
+int tui_split_args(const char *s, char ***out);
+void tui_free_args(char **v);
+
 /* tui_keys.c */
 typedef enum tui_act {
     TA_NONE = 0, TA_UP, TA_DOWN, TA_LEFT, TA_RIGHT, TA_PGUP, TA_PGDN, TA_HOME, TA_END, TA_ENTER, TA_BACK, TA_TAB,
