@@ -492,6 +492,7 @@ int tui_handle_key(tui *T, int ch)
     case TV_HIST:
         if (a == TA_HIST_KIND) { T->hist_kind = (T->hist_kind + 1) % 4; return 1; }
         if (a == TA_LOGY) { T->hist_liny = !T->hist_liny; return 1; }
+        if (a == TA_HIST_ALL) { T->hist_one = !T->hist_one; return 1; }
         if (a == TA_TAB) { tui_pop(T); tui_push(T, TV_BLOCKS); return 1; }
         if (list_key(&T->lf, T->nfmts, page, a)) return 1;   /* j/k pick the format whose grid is drawn */
         return 0;

@@ -141,6 +141,7 @@ typedef struct tui {
     /* histogram */
     int hist_kind;                /* 0 rel_err, 1 abs_err, 2 ulp_err, 3 value */
     int hist_liny;                /* linear counts instead of log */
+    int hist_one;                 /* only the format under the cursor */
     /* blocks */
     tui_blocks blk;
     int blk_for, blk_fmt;         /* tensor / format the blocks are loaded for */
@@ -199,7 +200,7 @@ void tui_free_args(char **v);
 typedef enum tui_act {
     TA_NONE = 0, TA_UP, TA_DOWN, TA_LEFT, TA_RIGHT, TA_PGUP, TA_PGDN, TA_HOME, TA_END, TA_ENTER, TA_BACK, TA_TAB,
     TA_SEARCH, TA_NEXT, TA_PREV, TA_SORT, TA_SORT_REV, TA_FILTER, TA_FORMATS, TA_OPTIONS, TA_EXPORT, TA_RECOMPUTE,
-    TA_CMDLINE, TA_HELP, TA_CLOSE, TA_QUIT, TA_HIST_KIND, TA_LOGY, TA_WORST, TA_SECOND, TA_METRIC, TA_REDRAW,
+    TA_CMDLINE, TA_HELP, TA_CLOSE, TA_QUIT, TA_HIST_KIND, TA_HIST_ALL, TA_LOGY, TA_WORST, TA_SECOND, TA_METRIC, TA_REDRAW,
     TA_V_TENSORS, TA_V_FORMATS, TA_V_HIST, TA_V_BLOCKS, TA_V_RL, TA_V_KERNELS, TA_V_OUTPUT, TA_COUNT
 } tui_act;
 tui_act tui_key_action(tui_view_id v, int ch);

@@ -841,7 +841,7 @@ void tui_draw_inspect(tui *T, int y0, int h)
             tui_addstr_clip(yy, x + bw + 12, s, sw - bw - 12);
             if (big) attroff(A_BOLD | (T->color ? COLOR_PAIR(CP_SIGN) : 0));
         }
-        if (sel) attroff(A_REVERSE);
+        if (sel) { mvaddch(yy, 0, '>'); attroff(A_REVERSE); }
     }
     /* detail of the selected element: the decoding spelled out */
     int yd = y0 + h - detail;

@@ -53,6 +53,7 @@ static const tui_binding kKeys[] = {
     {TA_RECOMPUTE, 0, {'r'}, "r", "recompute the selected tensor's results (in the background)"},
     {TA_HIST_KIND, V(TV_HIST), {'v'}, "v", "Histogram: relative / absolute / ulp error, or values"},
     {TA_LOGY, V(TV_HIST), {'L'}, "L", "Histogram: log or linear counts"},
+    {TA_HIST_ALL, V(TV_HIST), {'a'}, "a", "Histogram: every format overlaid, or only the one under the cursor (j/k)"},
     {TA_WORST, V(TV_BLOCKS) | V(TV_INSPECT), {'w'}, "w", "Blocks: jump to the block with the largest error"},
     {TA_SECOND, V(TV_INSPECT) | V(TV_BLOCKS), {'b'}, "b", "Inspector: next format for the side-by-side column"},
     {TA_METRIC, V(TV_RL), {'m'}, "m", "RL runs: next diagnostic to plot"},
@@ -138,7 +139,7 @@ const char *tui_hint_bar(tui_view_id v)
     switch (v) {
     case TV_TENSORS: return "Enter formats  / search  F filter  s/S sort  f formats  : command  ? help  Q quit";
     case TV_FORMATS: return "Enter blocks  Tab histogram  s/S sort  f formats  o options  r recompute  h back  ? help";
-    case TV_HIST: return "v error/value  L log/lin  j/k grid format  e export PNG  f formats  h back  ? help";
+    case TV_HIST: return "v error/value  a all/one  j/k format  L log/lin  e export PNG  h back  ? help";
     case TV_BLOCKS: return "arrows move  Enter inspect  w worst  e export  h back  ? help";
     case TV_INSPECT: return "j/k element  Left/Right block  b 2nd format  w worst  h back  ? help";
     case TV_RL: return "j/k run  m diagnostic  Tab runs/stored  e export  : import-log  ? help";

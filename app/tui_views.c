@@ -96,7 +96,7 @@ void tui_draw_tensors(tui *T, int y0, int h)
                  t->dtype, sz, am, ku, show_out ? ou : "");
         if (i == T->lt.cur) { sel_on(T); fill_line(T, y0 + 2 + r); }
         tui_addstr_clip(y0 + 2 + r, 0, line, W);
-        if (i == T->lt.cur) sel_off(T);
+        if (i == T->lt.cur) { mvaddch(y0 + 2 + r, 0, '>'); sel_off(T); }
     }
 }
 
@@ -187,7 +187,7 @@ void tui_draw_formats(tui *T, int y0, int h)
             cx += cw[c] + 2;
         }
         mvprintw(y, cx, "%s", m->have ? "stored" : busy ? "computing" : "missing (r)");
-        if (sel) sel_off(T);
+        if (sel) { mvaddch(y, 0, '>'); sel_off(T); }
     }
     if (plot_h > 0) {
         qs_pareto_pt pts[TUI_MAX_FMTS];
@@ -244,12 +244,14 @@ void tui_draw_hist(tui *T, int y0, int h)
     } else {
         for (int i = 0; i < T->nfmts; i++) {
             int k = T->forder ? T->forder[i] : i;
+            if (T->hist_one && k != cf) continue;
             if (tui_load_hist(T, k, which[T->hist_kind], &hs[n]) || !hs[n].nbins) { free(hs[n].counts); continue; }
             hp[n] = &hs[n];
             names[n++] = T->fmts[k].label;
         }
         if (!n) goto none;
-        snprintf(title, sizeof title, "%s: %s", t->name, what[T->hist_kind]);
+        if (T->hist_one) snprintf(title, sizeof title, "%s: %s under %s (a: all formats)", t->name, what[T->hist_kind], T->fmts[cf].label);
+        else snprintf(title, sizeof title, "%s: %s", t->name, what[T->hist_kind]);
         T->fig = qs_plot_err_hist(title, what[T->hist_kind], n, names, hp);
         for (size_t i = 0; i < n; i++) free(hs[i].counts);
         snprintf(T->fig_what, sizeof T->fig_what, "%s-hist-%s", which[T->hist_kind], t->name);
@@ -306,7 +308,7 @@ void tui_draw_rl(tui *T, int y0, int h)
                          (long long)R->steps, (long long)R->seqs);
                 if (i == T->lr.cur) { sel_on(T); fill_line(T, y0 + 1 + r); }
                 tui_addstr_clip(y0 + 1 + r, 0, line, T->W);
-                if (i == T->lr.cur) sel_off(T);
+                if (i == T->lr.cur) { mvaddch(y0 + 1 + r, 0, '>'); sel_off(T); }
             }
             tui_run *R = &T->runs[T->lr.cur];
             double *x = NULL, *y = NULL;
@@ -345,7 +347,7 @@ void tui_draw_rl(tui *T, int y0, int h)
         snprintf(line, sizeof line, " %-8lld %-36.36s %-20.20s", (long long)K->id, K->format, K->created);
         if (T->lk.top + r == T->lk.cur) { sel_on(T); fill_line(T, y0 + 1 + r); }
         tui_addstr_clip(y0 + 1 + r, 0, line, T->W);
-        if (T->lk.top + r == T->lk.cur) sel_off(T);
+        if (T->lk.top + r == T->lk.cur) { mvaddch(y0 + 1 + r, 0, '>'); sel_off(T); }
     }
     tui_kres *K = &T->kres[idx[T->lk.cur]];
     T->fig = tui_kres_figure(T, K->id, &e);
@@ -385,7 +387,7 @@ void tui_draw_kernels(tui *T, int y0, int h)
         snprintf(line, sizeof line, " %-8lld %-6s %-36.36s %-12.12s %-20.20s", (long long)K->id, K->kind, K->format, K->hash, K->created);
         if (T->lk.top + r == T->lk.cur) { sel_on(T); fill_line(T, y0 + 1 + r); }
         tui_addstr_clip(y0 + 1 + r, 0, line, T->W);
-        if (T->lk.top + r == T->lk.cur) sel_off(T);
+        if (T->lk.top + r == T->lk.cur) { mvaddch(y0 + 1 + r, 0, '>'); sel_off(T); }
     }
     qs_err e = {{0}};
     tui_kres *K = &T->kres[idx[T->lk.cur]];

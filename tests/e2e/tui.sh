@@ -75,6 +75,15 @@ EOF
 # ---- Tensors, Formats (results computed in the background), Histogram, Blocks, Inspector
 start NO_COLOR=1
 golden tensors
+# the mouse (X10 reports, as ncurses asks of this TERM): a click selects a row, the wheel scrolls
+mouse() { TM send-keys -t w -l $'\e[M'"$(printf "\\x$(printf %x $((32 + $1)))\\x$(printf %x $((33 + $2)))\\x$(printf %x $((33 + $3)))")"; sleep 0.2; }
+mouse 0 5 7; mouse 3 5 7
+check "a click selects the row under the pointer" 'screen | grep -q "^>demo:llm-act-ffn " && screen | grep -q "Tensors 5/9"'
+mouse 65 5 7
+check "the wheel scrolls down three rows" 'screen | grep -q "Tensors 8/9"'
+mouse 64 5 7
+check "and up three rows" 'screen | grep -q "Tensors 5/9"'
+keys g
 keys j Enter
 wait_for "analyzed demo:gaussian-w" || echo "# analysis did not finish"
 golden formats
