@@ -501,6 +501,7 @@ int tui_handle_key(tui *T, int ch)
     case TV_RL:
         if (a == TA_TAB) { T->rl_pane = !T->rl_pane; return 1; }
         if (a == TA_METRIC) { T->rl_metric = (T->rl_metric + 1) % tui_rl_nmetrics(); return 1; }
+        if (a == TA_HIST_ALL) { T->rl_one = !T->rl_one; return 1; }
         if (T->rl_pane == 0) return list_key(&T->lr, (int)T->nruns, page, a);
         {
             int nt = 0;
@@ -588,6 +589,7 @@ int tui_init_app(tui *T, qs_cli *cli, const char *db_path, const char *fmt_list,
 
 void tui_free_app(tui *T)
 {
+    tui_rl_cache_clear(T);
     tui_hist_cache_clear(T);
     tui_inspect_free(T);
     tui_blocks_free(&T->blk);

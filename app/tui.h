@@ -156,6 +156,9 @@ typedef struct tui {
     size_t nkres;
     int rl_metric;                /* diagnostic plotted for the selected run */
     int rl_pane;                  /* 0 runs list, 1 stored trajectories */
+    int rl_one;                   /* plot only the selected run */
+    struct tui_rlc { int64_t run; int metric; double *x, *y; size_t n; } rlc[32];
+    int nrlc;                     /* per-step series computed so far (cleared when runs reload) */
     /* output of the last `:` command */
     char *out;
     size_t out_len;
@@ -223,6 +226,9 @@ int tui_load_kres(tui *T, qs_err *e);
 int tui_rl_nmetrics(void);
 const char *tui_rl_metric_name(int m);
 int tui_rl_series(tui *T, int64_t run, int metric, double **x, double **y, size_t *n, qs_err *e);
+/* the same, computed once per (run, metric) and kept until the runs reload (arrays owned by T) */
+int tui_rl_series_cached(tui *T, int64_t run, int metric, const double **x, const double **y, size_t *n, qs_err *e);
+void tui_rl_cache_clear(tui *T);
 qs_figure *tui_kres_figure(tui *T, int64_t id, qs_err *e);
 int tui_fmt_set(tui_fmt *F, const qs_apply *a);
 void tui_fmts_free(tui *T);

@@ -328,8 +328,36 @@ static void runs_free(tui *T)
     T->nruns = 0;
 }
 
+void tui_rl_cache_clear(tui *T)
+{
+    for (int i = 0; i < T->nrlc; i++) { free(T->rlc[i].x); free(T->rlc[i].y); }
+    T->nrlc = 0;
+}
+
+int tui_rl_series_cached(tui *T, int64_t run, int metric, const double **x, const double **y, size_t *n, qs_err *e)
+{
+    for (int i = 0; i < T->nrlc; i++)
+        if (T->rlc[i].run == run && T->rlc[i].metric == metric) {
+            *x = T->rlc[i].x;
+            *y = T->rlc[i].y;
+            *n = T->rlc[i].n;
+            return 0;
+        }
+    if (T->nrlc == (int)(sizeof T->rlc / sizeof *T->rlc)) tui_rl_cache_clear(T);
+    struct tui_rlc *c = &T->rlc[T->nrlc];
+    if (tui_rl_series(T, run, metric, &c->x, &c->y, &c->n, e)) return -1;
+    c->run = run;
+    c->metric = metric;
+    T->nrlc++;
+    *x = c->x;
+    *y = c->y;
+    *n = c->n;
+    return 0;
+}
+
 int tui_load_runs(tui *T, qs_err *e)
 {
+    tui_rl_cache_clear(T);
     runs_free(T);
     sqlite3_stmt *st = qs_db_prepare(T->db,
         "SELECT r.id, r.name, r.label, (SELECT count(*) FROM rl_token k WHERE k.run_id = r.id), "

@@ -33,10 +33,8 @@ static const tui_binding kKeys[] = {
     {TA_PGUP, 0, {KEY_PPAGE, CTRL('b')}, "PgUp", "page up"},
     {TA_HOME, 0, {'g', KEY_HOME}, "g Home", "first row"},
     {TA_END, 0, {'G', KEY_END}, "G End", "last row"},
-    {TA_LEFT, V(TV_BLOCKS), {KEY_LEFT}, "Left", "Blocks: previous block"},
-    {TA_RIGHT, V(TV_BLOCKS), {KEY_RIGHT, 'l'}, "Right l", "Blocks: next block"},
-    {TA_LEFT, V(TV_INSPECT), {KEY_LEFT}, "Left", "Inspector: previous block"},
-    {TA_RIGHT, V(TV_INSPECT), {KEY_RIGHT, 'l'}, "Right l", "Inspector: next block"},
+    {TA_LEFT, V(TV_BLOCKS) | V(TV_INSPECT), {KEY_LEFT}, "Left", "Blocks, Inspector: previous block"},
+    {TA_RIGHT, V(TV_BLOCKS) | V(TV_INSPECT), {KEY_RIGHT, 'l'}, "Right l", "Blocks, Inspector: next block"},
     {TA_ENTER, 0, {'\n', '\r', KEY_ENTER, KEY_RIGHT, 'l'}, "Enter Right l", "drill in (tensor -> formats -> blocks -> inspector)"},
     {TA_BACK, 0, {'h', KEY_LEFT, ESC, KEY_BACKSPACE}, "h Left Esc", "back to the previous view (Esc also cancels a running job)"},
     {TA_TAB, 0, {'\t'}, "Tab", "next pane / next view of the tensor (RL runs: runs <-> stored trajectories)"},
@@ -54,6 +52,7 @@ static const tui_binding kKeys[] = {
     {TA_HIST_KIND, V(TV_HIST), {'v'}, "v", "Histogram: relative / absolute / ulp error, or values"},
     {TA_LOGY, V(TV_HIST), {'L'}, "L", "Histogram: log or linear counts"},
     {TA_HIST_ALL, V(TV_HIST), {'a'}, "a", "Histogram: every format overlaid, or only the one under the cursor (j/k)"},
+    {TA_HIST_ALL, V(TV_RL), {'a'}, "a", "RL runs: every run overlaid (methods compared), or only the selected one"},
     {TA_WORST, V(TV_BLOCKS) | V(TV_INSPECT), {'w'}, "w", "Blocks: jump to the block with the largest error"},
     {TA_SECOND, V(TV_INSPECT) | V(TV_BLOCKS), {'b'}, "b", "Inspector: next format for the side-by-side column"},
     {TA_METRIC, V(TV_RL), {'m'}, "m", "RL runs: next diagnostic to plot"},
@@ -118,10 +117,7 @@ int tui_help_lines(char ***lines)
 #define ADD(...) do { if (n < cap && asprintf(&L[n], __VA_ARGS__) >= 0) n++; } while (0)
     ADD("qscope workbench — keys (generated from the key table)");
     ADD("%s", "");
-    for (size_t i = 0; i < NKEYS; i++) {
-        if (i && kKeys[i].act == kKeys[i - 1].act && kKeys[i].views && kKeys[i - 1].views) continue;
-        ADD("  %-15s %s", kKeys[i].label, kKeys[i].help);
-    }
+    for (size_t i = 0; i < NKEYS; i++) ADD("  %-15s %s", kKeys[i].label, kKeys[i].help);
     ADD("%s", "");
     ADD("Views");
     for (size_t i = 0; i < sizeof kViewHelp / sizeof *kViewHelp; i++) ADD("  %s", kViewHelp[i]);
@@ -142,7 +138,7 @@ const char *tui_hint_bar(tui_view_id v)
     case TV_HIST: return "v error/value  a all/one  j/k format  L log/lin  e export PNG  h back  ? help";
     case TV_BLOCKS: return "arrows move  Enter inspect  w worst  e export  h back  ? help";
     case TV_INSPECT: return "j/k element  Left/Right block  b 2nd format  w worst  h back  ? help";
-    case TV_RL: return "j/k run  m diagnostic  Tab runs/stored  e export  : import-log  ? help";
+    case TV_RL: return "j/k run  m diagnostic  a all/one run  Tab runs/stored  e export  ? help";
     case TV_KERNELS: return "j/k result  e export  h back  ? help";
     case TV_OUTPUT: return "j/k scroll  / search  h back  ? help";
     case TV_HELP: return "j/k scroll  q close";

@@ -236,7 +236,8 @@ void tui_draw_hist(tui *T, int y0, int h)
         qs_err e = {{0}};
         const tui_fmt *F = &T->fmts[cf];
         qs_format_grid(F->a.f, &F->a.o, isfinite(t->absmax) ? t->absmax : 1, &grid, &ng, &e);
-        snprintf(title, sizeof title, "%s: |x| with the values %s can represent", t->name, F->label);
+        if (ng) snprintf(title, sizeof title, "%s: |x| with the values %s can represent", t->name, F->label);
+        else snprintf(title, sizeof title, "%s: |x| (%s's grid is too dense to draw; j/k picks a format)", t->name, F->label);
         T->fig = qs_plot_value_hist(title, &vh, grid, ng, F->label);
         free(grid);
         free(vh.counts);
@@ -280,8 +281,9 @@ void tui_draw_rl(tui *T, int y0, int h)
         tui_addstr_clip(y0 + 4, 2, "and stored trajectory results (methods compared) are listed under Tab.", T->W - 4);
         return;
     }
-    int list_h = h / 3;
-    if (list_h < 4) list_h = 4;
+    int list_h = h / 3, nlist = T->rl_pane == 0 ? (int)T->nruns : ntraj;
+    if (list_h > nlist + 2) list_h = nlist + 2;
+    if (list_h < 3) list_h = 3;
     char line[600];
     head_on(T);
     fill_line(T, y0);
@@ -310,23 +312,31 @@ void tui_draw_rl(tui *T, int y0, int h)
                 tui_addstr_clip(y0 + 1 + r, 0, line, T->W);
                 if (i == T->lr.cur) { mvaddch(y0 + 1 + r, 0, '>'); sel_off(T); }
             }
+            /* every run overlaid (methods compared), or only the selected one ('a') */
             tui_run *R = &T->runs[T->lr.cur];
-            double *x = NULL, *y = NULL;
-            size_t n = 0;
-            if (tui_rl_series(T, R->id, T->rl_metric, &x, &y, &n, &e)) {
+            qs_line_data ld[8];
+            size_t nl = 0;
+            int first = T->rl_one ? T->lr.cur : 0, last = T->rl_one ? T->lr.cur + 1 : (int)T->nruns;
+            for (int i = first; i < last && nl < 8; i++) {
+                const double *x, *y;
+                size_t n = 0;
+                if (tui_rl_series_cached(T, T->runs[i].id, T->rl_metric, &x, &y, &n, &e)) break;
+                if (n) ld[nl++] = (qs_line_data){T->runs[i].name, n, x, y};
+            }
+            if (e.msg[0]) {
                 tui_addstr_clip(y0 + list_h + 1, 2, e.msg, T->W - 4);
-            } else if (!n) {
-                tui_addstr_clip(y0 + list_h + 1, 2, "This run has no (unmasked) tokens.", T->W - 4);
+            } else if (!nl) {
+                tui_addstr_clip(y0 + list_h + 1, 2, "No unmasked tokens in this run.", T->W - 4);
             } else {
-                qs_line_data ld = {R->name, n, x, y};
                 char title[300];
-                snprintf(title, sizeof title, "%s: %s per step (m: next diagnostic)", R->name, tui_rl_metric_name(T->rl_metric));
-                T->fig = qs_plot_trajectory(title, tui_rl_metric_name(T->rl_metric), &ld, 1);
-                snprintf(T->fig_what, sizeof T->fig_what, "rl-%s-m%d", R->name, T->rl_metric);
+                if (T->rl_one) snprintf(title, sizeof title, "%s: %s per step (m: next diagnostic, a: all runs)", R->name,
+                                        tui_rl_metric_name(T->rl_metric));
+                else snprintf(title, sizeof title, "%s per step, %zu run%s%s (m: next diagnostic, a: one run)",
+                              tui_rl_metric_name(T->rl_metric), nl, nl == 1 ? "" : "s", T->nruns > 8 ? " (first 8)" : "");
+                T->fig = qs_plot_trajectory(title, tui_rl_metric_name(T->rl_metric), ld, nl);
+                snprintf(T->fig_what, sizeof T->fig_what, "rl-%s-m%d", T->rl_one ? R->name : "runs", T->rl_metric);
                 tui_draw_figure(T, T->fig, y0 + list_h, 0, h - list_h, T->W);
             }
-            free(x);
-            free(y);
         }
         return;
     }
@@ -370,7 +380,8 @@ void tui_draw_kernels(tui *T, int y0, int h)
         return;
     }
     int list_h = h / 3;
-    if (list_h < 4) list_h = 4;
+    if (list_h > n + 2) list_h = n + 2;
+    if (list_h < 3) list_h = 3;
     char line[600];
     head_on(T);
     fill_line(T, y0);
