@@ -234,8 +234,10 @@ int tui_job_command(tui_job *j, char **argv)
     j->cancel = 0;
     j->done = j->total = 0;
     j->busy = 1;
-    snprintf(j->label, sizeof j->label, "running:");
-    for (char **a = argv + 1; *a; a++) {
+    snprintf(j->label, sizeof j->label, "running: qscope");
+    /* argv is qscope --db PATH ARGS...: show the ARGS */
+    char **first = argv[1] && argv[2] && !strcmp(argv[1], "--db") ? argv + 3 : argv + 1;
+    for (char **a = first; *a; a++) {
         size_t k = strlen(j->label);
         if (k + 2 < sizeof j->label) snprintf(j->label + k, sizeof j->label - k, " %s", *a);
     }

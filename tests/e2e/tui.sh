@@ -150,6 +150,35 @@ golden command-output
 keys 1 G
 golden tensors-after-command
 
+# ---- f: choose formats; o: options (validated, then the missing result is computed)
+keys 1 g Enter
+wait_for "stored"
+keys f
+wait_for "formats to compare"
+golden choose-formats
+keys c j Space j j j j j j j j j j j j j j j Space Enter   # clear, then bf16 and mxint8
+wait_for "^>bf16"
+golden formats-two
+keys j o
+wait_for "options of mxint8"
+keys j Right Right Right
+golden options-popup
+keys Enter
+wait_for "mxint8:rceil"
+wait_for "analyzed demo:uniform: 1 format computed" || echo "# analysis did not finish"
+golden formats-rceil
+
+# ---- a long job runs in the background: the interface answers, Esc cancels
+keys 1 g
+keys : bench Enter                   # `qscope bench` takes many seconds
+wait_for "running: qscope bench"
+keys j
+check "keys work while a job runs (cursor moved, job still running)" 'screen | grep -q "Tensors 2/10" && screen | grep -q "Esc cancels"'
+keys Escape
+check "Esc cancels the job and says so" 'wait_for "command cancelled"'
+check "the cancelled command's output is shown" 'wait_for "qscope bench"'
+keys 1 g
+
 # ---- resize: re-layout at once; too small: a message
 TM resize-window -t w -x 72 -y 20; sleep 0.5
 golden resized-72x20
