@@ -437,6 +437,7 @@ int tui_handle_key(tui *T, int ch)
     case TA_OPTIONS: tui_format_options(T); return 1;
     case TA_EXPORT: {
         char path[512];
+        tui_draw(T);   /* keys typed ahead may have changed the view since the last frame */
         tui_export_png(T, path, sizeof path);
         return 1;
     }

@@ -330,7 +330,7 @@ int tui_blocks_key(tui *T, tui_act a)
         tui_set_msg(T, 0, "block %llu has the largest RMSE", (unsigned long long)w);
         return 1;
     }
-    case TA_TAB: tui_pop(T); tui_push(T, TV_HIST); return 1;
+    case TA_TAB: tui_pop(T); return 1;   /* Formats -> Histogram -> Blocks -> Formats */
     default: return 0;
     }
     if (nc < 0 && v.strip && nr > 0) { nr--; nc = (int64_t)v.vc - 1; }

@@ -237,7 +237,7 @@ void tui_draw_hist(tui *T, int y0, int h)
         const tui_fmt *F = &T->fmts[cf];
         qs_format_grid(F->a.f, &F->a.o, isfinite(t->absmax) ? t->absmax : 1, &grid, &ng, &e);
         if (ng) snprintf(title, sizeof title, "%s: |x| with the values %s can represent", t->name, F->label);
-        else snprintf(title, sizeof title, "%s: |x| (%s's grid is too dense to draw; j/k picks a format)", t->name, F->label);
+        else snprintf(title, sizeof title, "%s: |x| (the grid of %s is too dense to draw)", t->name, F->label);
         T->fig = qs_plot_value_hist(title, &vh, grid, ng, F->label);
         free(grid);
         free(vh.counts);
@@ -251,7 +251,7 @@ void tui_draw_hist(tui *T, int y0, int h)
             names[n++] = T->fmts[k].label;
         }
         if (!n) goto none;
-        if (T->hist_one) snprintf(title, sizeof title, "%s: %s under %s (a: all formats)", t->name, what[T->hist_kind], T->fmts[cf].label);
+        if (T->hist_one) snprintf(title, sizeof title, "%s: %s under %s", t->name, what[T->hist_kind], T->fmts[cf].label);
         else snprintf(title, sizeof title, "%s: %s", t->name, what[T->hist_kind]);
         T->fig = qs_plot_err_hist(title, what[T->hist_kind], n, names, hp);
         for (size_t i = 0; i < n; i++) free(hs[i].counts);
@@ -329,9 +329,8 @@ void tui_draw_rl(tui *T, int y0, int h)
                 tui_addstr_clip(y0 + list_h + 1, 2, "No unmasked tokens in this run.", T->W - 4);
             } else {
                 char title[300];
-                if (T->rl_one) snprintf(title, sizeof title, "%s: %s per step (m: next diagnostic, a: all runs)", R->name,
-                                        tui_rl_metric_name(T->rl_metric));
-                else snprintf(title, sizeof title, "%s per step, %zu run%s%s (m: next diagnostic, a: one run)",
+                if (T->rl_one) snprintf(title, sizeof title, "%s: %s per step", R->name, tui_rl_metric_name(T->rl_metric));
+                else snprintf(title, sizeof title, "%s per step, %zu run%s%s",
                               tui_rl_metric_name(T->rl_metric), nl, nl == 1 ? "" : "s", T->nruns > 8 ? " (first 8)" : "");
                 T->fig = qs_plot_trajectory(title, tui_rl_metric_name(T->rl_metric), ld, nl);
                 snprintf(T->fig_what, sizeof T->fig_what, "rl-%s-m%d", T->rl_one ? R->name : "runs", T->rl_metric);
