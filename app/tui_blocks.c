@@ -626,11 +626,11 @@ static int segs_width(const qs_format *f)
 
 static const char *field_legend(const qs_format *f)
 {
-    if (!strcmp(f->name, "hif8")) return "s dot exp man";
-    if (!strcmp(f->family, "int") || !strcmp(f->name, "mxint8")) return "s two's compl.";
+    if (!strcmp(f->name, "hif8")) return "s d e m";
+    if (!strcmp(f->family, "int") || !strcmp(f->name, "mxint8")) return "s int";
     if (!strcmp(f->name, "hif4")) return "s q";
-    if (f->ebits > 0 && f->ebits + f->mbits + 1 == f->elem_bits) return f->mbits ? "s exp man" : "s exp";
-    if (f->ebits > 0) return "exp";
+    if (f->ebits > 0 && f->ebits + f->mbits + 1 == f->elem_bits) return f->mbits ? "s e m" : "s e";
+    if (f->ebits > 0) return "e";
     return "bits";
 }
 
@@ -715,31 +715,44 @@ static void meta_text(tui *T, const side *S, size_t j, char *out, size_t cap)
     }
 }
 
+/* U: a non-zero input became zero; M: reduced to the largest magnitude of its block (clipped, or
+** the block maximum rounded down); N: a finite input became NaN or Inf. */
+static char elem_flag(const tui_insp *I, const side *S, size_t i)
+{
+    double x = I->x[i], y = S->y[i];
+    if (!isfinite(x)) return ' ';
+    if (!isfinite(y)) return 'N';
+    if (x != 0 && y == 0) return 'U';
+    if (fabs(y) < fabs(x)) {
+        double top = 0;
+        for (size_t k = 0; k < I->n; k++)
+            if (S->blk[k] == S->blk[i] && isfinite(S->y[k]) && fabs(S->y[k]) > top) top = fabs(S->y[k]);
+        if (top > 0 && fabs(y) == top) return 'M';
+    }
+    return ' ';
+}
+
 static void block_summary(tui_insp *I, const side *S, char *out, size_t cap)
 {
     double se = 0, sx = 0, mx = 0;
     int clipped = 0, under = 0, nf = 0;
     for (size_t i = 0; i < I->n; i++) {
         double x = I->x[i], y = S->y[i], e = y - x;
-        if (!isfinite(x)) continue;
-        if (!isfinite(y)) { nf++; continue; }
+        char fl = elem_flag(I, S, i);
+        under += fl == 'U';
+        clipped += fl == 'M';
+        nf += fl == 'N';
+        if (!isfinite(x) || !isfinite(y)) continue;
         se += e * e;
         sx += x * x;
         if (fabs(e) > mx) mx = fabs(e);
-        if (x != 0 && y == 0) under++;
-        if (fabs(y) < fabs(x) && S->S[i] > 0 && isfinite(S->S[i])) {
-            /* at the block's largest magnitude: the largest |y| of the block */
-            double top = 0;
-            for (size_t k = 0; k < I->n; k++) if (S->blk[k] == S->blk[i] && fabs(S->y[k]) > top) top = fabs(S->y[k]);
-            if (fabs(y) == top && top > 0) clipped++;
-        }
     }
     char a[32], b[32];
     tui_fmt_num(sqrt(se / (double)(I->n ? I->n : 1)), a, sizeof a);
     tui_fmt_num(mx, b, sizeof b);
     double sq = se > 0 ? 10 * log10(sx / se) : INFINITY;
-    snprintf(out, cap, "RMSE %s  SQNR %.1f dB  max|err| %s  underflow %d  at max %d%s", a, sq, b, under, clipped,
-             nf ? "  NaN/Inf!" : "");
+    snprintf(out, cap, "RMSE %s  SQNR %.1f dB  max|err| %s  U underflow %d  M at block max %d%s", a, sq, b, under, clipped,
+             nf ? "  N NaN/Inf!" : "");
 }
 
 void tui_draw_inspect(tui *T, int y0, int h)
@@ -840,6 +853,8 @@ void tui_draw_inspect(tui *T, int y0, int h)
             snprintf(s, sizeof s, "%10s %6s", b, rl);
             tui_addstr_clip(yy, x + bw + 12, s, sw - bw - 12);
             if (big) attroff(A_BOLD | (T->color ? COLOR_PAIR(CP_SIGN) : 0));
+            char flag = elem_flag(I, S, (size_t)i);
+            if (flag != ' ' && sw - (bw + 29) >= 2) mvaddch(yy, x + bw + 30, (chtype)flag);
         }
         if (sel) { mvaddch(yy, 0, '>'); attroff(A_REVERSE); }
     }
@@ -848,7 +863,7 @@ void tui_draw_inspect(tui *T, int y0, int h)
     if (I->n && I->cur < (int)I->n) {
         int i = I->cur;
         tui_fmt_num(I->x[i], a, sizeof a);
-        snprintf(s, sizeof s, "element %d (flat index %llu): x = %.9g    value = element x scale (the block's step)", i,
+        snprintf(s, sizeof s, "element %d (flat index %llu): x = %.9g    value = element x scale (the step)", i,
                  (unsigned long long)I->idx[i], (double)I->x[i]);
         attron(A_BOLD);
         tui_addstr_clip(yd, 1, s, T->W - 2);
