@@ -40,16 +40,15 @@ start() {  # start [ENV...] : the workbench in a fresh tmux session of COLS x RO
   wait_for "Tensors"
 }
 screen() { TM capture-pane -p -t w | sed -e "s|$T|<tmp>|g" -e 's/20[0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9:]*Z/<time>/g'; }
-wait_for() {  # wait_for REGEX : until the screen shows it (10 s)
-  for _ in $(seq 100); do screen | grep -qE -- "$1" && return 0; sleep 0.1; done
+wait_for() {  # wait_for REGEX : until the screen shows it (30 s: sanitizer builds on a loaded machine are slow)
+  for _ in $(seq 300); do screen | grep -qE -- "$1" && return 0; sleep 0.1; done
   return 1
 }
-wait_gone() { for _ in $(seq 100); do screen | grep -qE -- "$1" || return 0; sleep 0.1; done; return 1; }
 keys() { TM send-keys -t w "$@"; sleep 0.3; }
-golden() {  # golden NAME : compare the screen with tests/e2e/golden/tui/NAME.txt
+golden() {  # golden NAME : the screen equals tests/e2e/golden/tui/NAME.txt (within 10 s: keys are asynchronous)
   local name=$1 f="$GOLD/$1.txt"
-  screen >"$T/$name.txt"
-  if [ "${QS_REGEN:-0}" = 1 ]; then mkdir -p "$GOLD"; cp "$T/$name.txt" "$f"; fi
+  if [ "${QS_REGEN:-0}" = 1 ]; then sleep 0.5; screen >"$T/$name.txt"; mkdir -p "$GOLD"; cp "$T/$name.txt" "$f"
+  else for _ in $(seq 100); do screen >"$T/$name.txt"; cmp -s "$f" "$T/$name.txt" && break; sleep 0.1; done; fi
   _n=$((_n + 1))
   if [ -f "$f" ] && diff -u "$f" "$T/$name.txt" >"$T/diff"; then echo "ok $_n - screen $name matches its golden"
   else echo "not ok $_n - screen $name differs from $f"; sed 's/^/#   /' "$T/diff" | head -40; fi
