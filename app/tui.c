@@ -12,6 +12,7 @@
 #include <locale.h>
 #include <math.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +93,7 @@ int tui_prompt(tui *T, const char *label, char *buf, size_t cap)
         mvaddstr(T->H - 1, lw, show);
         refresh();
         int ch = getch();
+        if (tui_interrupted()) { curs_set(0); nodelay(stdscr, !T->bench); return 0; }
         if (ch == ERR) continue;
         if (ch == 27) { curs_set(0); nodelay(stdscr, !T->bench); return 0; }
         if (ch == '\n' || ch == '\r' || ch == KEY_ENTER) { curs_set(0); nodelay(stdscr, !T->bench); return 1; }
@@ -612,6 +614,11 @@ void tui_free_app(tui *T)
     free(T->db_path);
 }
 
+/* SIGINT / SIGTERM / SIGHUP end the main loop, so the terminal is always restored. */
+static volatile sig_atomic_t g_signal;
+static void on_signal(int sig) { g_signal = sig; }
+int tui_interrupted(void) { return g_signal != 0; }
+
 /* Decide glyphs: braille and box characters only on a UTF-8 locale and a terminal that is not a
 ** plain vt100/vt220/linux console. */
 static int want_ascii(void)
@@ -663,13 +670,21 @@ int qs_cmd_tui(qs_cli *cli, int argc, char **argv)
     }
     if (!T.nt) tui_set_msg(&T, 0, "empty database: run `:demo` for the demo set, or `:import FILE`");
     nodelay(stdscr, TRUE);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
     int last_step = -1;
-    while (!T.quit) {
+    while (!T.quit && !g_signal) {
         tui_draw(&T);
         struct pollfd p[2] = {{STDIN_FILENO, POLLIN, 0}, {T.job.wake_fd[0], POLLIN, 0}};
         int busy = T.job.busy;
         int r = poll(p, 2, busy ? 100 : -1);
         if (r < 0 && errno != EINTR) break;
+        if (g_signal) break;
         if (p[1].revents & POLLIN) job_finished(&T);
         /* a finished format of a running analysis shows at once */
         pthread_mutex_lock(&T.job.mu);
@@ -685,5 +700,9 @@ int qs_cmd_tui(qs_cli *cli, int argc, char **argv)
     endwin();
     tui_job_stop(&T.job);
     tui_free_app(&T);
+    if (g_signal) {
+        fprintf(stderr, "qscope: interrupted\n");
+        return 128 + (int)g_signal;
+    }
     return QS_EXIT_OK;
 }

@@ -182,6 +182,7 @@ typedef struct tui {
 } tui;
 
 /* tui.c */
+int tui_interrupted(void);                   /* SIGINT/SIGTERM/SIGHUP arrived: leave loops and quit */
 void tui_set_msg(tui *T, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void tui_push(tui *T, tui_view_id v);
 void tui_pop(tui *T);

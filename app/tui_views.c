@@ -521,7 +521,7 @@ void tui_choose_formats(tui *T)
         mvwprintw(w, wh - 2, 2, "%d chosen (at most %d)   a: all  c: clear ", cnt, TUI_MAX_FMTS);
         wrefresh(w);
         int ch = wgetch(w);
-        if (ch == 27 || ch == 'q') break;
+        if (ch == 27 || ch == 'q' || tui_interrupted()) break;
         if (ch == 'j' || ch == KEY_DOWN) cur = cur + 1 < (int)nf ? cur + 1 : cur;
         else if (ch == 'k' || ch == KEY_UP) cur = cur > 0 ? cur - 1 : 0;
         else if (ch == 'g' || ch == KEY_HOME) cur = 0;
@@ -617,7 +617,7 @@ void tui_format_options(tui *T)
         mvwprintw(w, 9, 3, "%.*s", getmaxx(w) - 6, err);
         wrefresh(w);
         int ch = wgetch(w);
-        if (ch == 27 || ch == 'q') break;
+        if (ch == 27 || ch == 'q' || tui_interrupted()) break;
         if (ch == '\n' || ch == '\r' || ch == KEY_ENTER) {
             qs_err e = {{0}};
             if (qs_qopts_check(f, &a.o, &e)) { snprintf(err, sizeof err, "%.190s", e.msg); continue; }

@@ -205,6 +205,13 @@ keys q q q q
 for _ in $(seq 50); do [ -s "$T/exit" ] && break; sleep 0.1; done
 check "q from the first view quits with exit status 0" '[ "$(cat "$T/exit" 2>/dev/null)" = 0 ]'
 
+# ---- Ctrl-C: the terminal is restored all the same (exit 130)
+start NO_COLOR=1
+keys C-c
+for _ in $(seq 50); do [ -s "$T/exit" ] && break; sleep 0.1; done
+check "Ctrl-C ends the workbench with status 130" '[ "$(cat "$T/exit" 2>/dev/null)" = 130 ]'
+check "and restores the terminal" '[ "$(TM display -p -t w "#{alternate_on}")" = 0 ]'
+
 # ---- colour on (NO_COLOR unset): same text, colour attributes present
 start -u NO_COLOR
 keys / gaussian-w Enter
