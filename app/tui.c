@@ -290,6 +290,7 @@ static void job_finished(tui *T)
     } else {
         T->met_for = -1;
         T->blk_for = -1;
+        tui_count_results(T);
         if (T->view == TV_FORMATS || T->view == TV_HIST || T->view == TV_BLOCKS) tui_load_metrics(T);
     }
 }

@@ -43,6 +43,7 @@ typedef struct tui_tensor {
     char shape[48];
     uint64_t numel, nbytes, rows, cols;
     double absmax, kurtosis, outlier;  /* NaN when no statistics */
+    int nresults;                 /* stored metrics results (format x options) of this qscope version */
 } tui_tensor;
 
 typedef struct tui_fmt {          /* one chosen format entry (with its options) */
@@ -214,6 +215,7 @@ const char *tui_hint_bar(tui_view_id v);     /* the key hints shown at the botto
 /* tui_data.c */
 int tui_load_tensors(tui *T, qs_err *e);
 void tui_apply_view(tui *T);                 /* filter + sort into vis */
+void tui_count_results(tui *T);              /* tui_tensor.nresults of every tensor */
 tui_tensor *tui_cur_tensor(tui *T);
 int tui_cur_tensor_index(tui *T);
 void tui_load_metrics(tui *T);               /* of the current tensor, every chosen format */

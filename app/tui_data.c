@@ -18,6 +18,7 @@
 #include "tui.h"
 #include "../analysis/hist_json.h"
 #include "../analysis/results.h"
+#include "../kernels/qs_version.h"
 
 static char *dupz(const unsigned char *s) { return strdup(s ? (const char *)s : ""); }
 static double coln(sqlite3_stmt *st, int i)
@@ -79,8 +80,46 @@ int tui_load_tensors(tui *T, qs_err *e)
     if (rc != SQLITE_DONE) return qs_db_fail(T->db, e, "reading tensors");
     T->vis = malloc((T->nt ? T->nt : 1) * sizeof *T->vis);
     if (!T->vis) return qs_fail(e, "out of memory");
+    tui_count_results(T);
     tui_apply_view(T);
     return 0;
+}
+
+typedef struct hcount { char hash[40]; int n; } hcount;
+static int hc_cmp(const void *a, const void *b) { return strcmp(((const hcount *)a)->hash, ((const hcount *)b)->hash); }
+
+void tui_count_results(tui *T)
+{
+    for (size_t i = 0; i < T->nt; i++) T->t[i].nresults = 0;
+    qs_err e = {{0}};
+    sqlite3_stmt *st = qs_db_prepare(T->db,
+        "SELECT tensor_hash, count(*) FROM result WHERE kind = 'metrics' AND tool_version = ? GROUP BY tensor_hash", &e);
+    if (!st) return;
+    sqlite3_bind_text(st, 1, QS_VERSION, -1, SQLITE_STATIC);
+    hcount *h = NULL;
+    size_t n = 0, cap = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        if (n == cap) {
+            cap = cap ? 2 * cap : 256;
+            hcount *nh = realloc(h, cap * sizeof *nh);
+            if (!nh) break;
+            h = nh;
+        }
+        const char *hs = (const char *)sqlite3_column_text(st, 0);
+        snprintf(h[n].hash, sizeof h[n].hash, "%s", hs ? hs : "");
+        h[n++].n = sqlite3_column_int(st, 1);
+    }
+    sqlite3_finalize(st);
+    if (n) {
+        qsort(h, n, sizeof *h, hc_cmp);
+        for (size_t i = 0; i < T->nt; i++) {
+            hcount key;
+            snprintf(key.hash, sizeof key.hash, "%s", T->t[i].hash);
+            hcount *f = bsearch(&key, h, n, sizeof *h, hc_cmp);
+            if (f) T->t[i].nresults = f->n;
+        }
+    }
+    free(h);
 }
 
 static tui *g_sort;

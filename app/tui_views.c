@@ -59,16 +59,17 @@ void tui_draw_tensors(tui *T, int y0, int h)
              T->sort_desc ? " (descending)" : "");
     tui_addstr_clip(y0, 1, info, T->W - 2);
     /* columns: NAME takes what is left; on a narrow terminal OUTLIERS, then DTYPE go first */
-    int W = T->W, show_out = 1, show_dt = 1;
-    int fixed = 15 + 9 + 10 + 11 + 9 + 9 + 2;
+    int W = T->W, show_out = 1, show_dt = 1, show_res = 1;
+    int fixed = 15 + 9 + 10 + 11 + 9 + 9 + 8 + 2;
+    if (W - fixed < 24) { show_res = 0; fixed -= 8; }
     if (W - fixed < 24) { show_out = 0; fixed -= 9; }
     if (W - fixed < 24) { show_dt = 0; fixed -= 9; }
     int nw = W - fixed;
     if (nw < 12) nw = 12;
     char line[1024];
     head_on(T);
-    snprintf(line, sizeof line, " %-*.*s %14s %-*s%9s %10s %8s %s", nw, nw, "NAME", "SHAPE", show_dt ? 9 : 0, show_dt ? "DTYPE" : "",
-             "SIZE", "ABSMAX", "KURTOSIS", show_out ? "OUTLIERS" : "");
+    snprintf(line, sizeof line, " %-*.*s %14s %-*s%9s %10s %8s %8s %s", nw, nw, "NAME", "SHAPE", show_dt ? 9 : 0, show_dt ? "DTYPE" : "",
+             "SIZE", "ABSMAX", "KURTOSIS", show_out ? "OUTLIERS" : "", show_res ? "RESULTS" : "");
     fill_line(T, y0 + 1);
     tui_addstr_clip(y0 + 1, 0, line, W);
     head_off(T);
@@ -92,8 +93,11 @@ void tui_draw_tensors(tui *T, int y0, int h)
         const char *nm = t->name;
         char nbuf[512];
         if ((int)strlen(nm) > nw) { snprintf(nbuf, sizeof nbuf, "~%s", nm + strlen(nm) - (size_t)(nw - 1)); nm = nbuf; }
-        snprintf(line, sizeof line, " %-*.*s %14.14s %-*.*s%9s %10s %8s %8s", nw, nw, nm, t->shape, show_dt ? 9 : 0, show_dt ? 8 : 0,
-                 t->dtype, sz, am, ku, show_out ? ou : "");
+        char rs[16] = "";
+        if (show_res && t->nresults) snprintf(rs, sizeof rs, "%7d", t->nresults);
+        else if (show_res) snprintf(rs, sizeof rs, "%7s", "-");
+        snprintf(line, sizeof line, " %-*.*s %14.14s %-*.*s%9s %10s %8s %8s %s", nw, nw, nm, t->shape, show_dt ? 9 : 0, show_dt ? 8 : 0,
+                 t->dtype, sz, am, ku, show_out ? ou : "", rs);
         if (i == T->lt.cur) { sel_on(T); fill_line(T, y0 + 2 + r); }
         tui_addstr_clip(y0 + 2 + r, 0, line, W);
         if (i == T->lt.cur) { mvaddch(y0 + 2 + r, 0, '>'); sel_off(T); }
