@@ -221,6 +221,24 @@ check "with colour the screen carries SGR colour codes" 'TM capture-pane -e -p -
 check "with colour the text is the same as without" 'diff -q <(screen | sed -n 1,27p) <(sed -n 1,27p "$GOLD/formats.txt") >/dev/null'
 keys Q
 
+# ---- a monkey: 600 pseudo-random keys (fixed seed) over every view; the workbench must survive
+start NO_COLOR=1
+KEYSET=(j k g G h l Enter Escape Tab / n N s S f o r v L a w b m e 1 2 3 4 5 6 7 '?' PPage NPage Left Right Up Down Space x c)
+seed=${QS_MONKEY_SEED:-12345}
+for batch in $(seq ${QS_MONKEY_BATCHES:-30}); do
+  ks=()
+  for _ in $(seq 20); do seed=$(( (seed * 1103515245 + 12345) % 2147483648 )); ks+=("${KEYSET[$(( (seed >> 8) % ${#KEYSET[@]} ))]}"); done
+  TM send-keys -t w "${ks[@]}"; sleep 0.15
+  [ -s "$T/exit" ] && break
+done
+sleep 1
+keys Escape Escape 1
+if [ -s "$T/exit" ]; then check "the workbench survives 600 random keys" 'false'   # q from the first view quits: start again
+else check "the workbench survives 600 random keys" 'wait_for "qscope"'; fi
+keys Q
+for _ in $(seq 50); do [ -s "$T/exit" ] && break; sleep 0.1; done
+check "and quits cleanly after them" '[ "$(cat "$T/exit" 2>/dev/null)" = 0 ]'
+
 # ---- an empty database: clear messages; not a terminal: an error
 export QSCOPE_DB="$T/empty.db"
 start NO_COLOR=1
