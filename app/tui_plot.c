@@ -18,6 +18,48 @@
 #include "plot_render.h"
 #include "tui.h"
 
+/* Colour pair of an xterm-256 colour, allocated on first use after the fixed pairs (0: none left). */
+static short pair_of(int c256)
+{
+    static short map[256];
+    static short next = CP_HEAT0 + TUI_NHEAT;
+    if (c256 < 0 || c256 > 255) return 0;
+    if (!map[c256]) {
+        if (next >= COLOR_PAIRS || next >= 32767) return 0;
+        init_pair(next, (short)c256, -1);
+        map[c256] = next++;
+    }
+    return map[c256];
+}
+
+/* Copy one rendered line to the screen, turning the renderer's SGR codes (0, 1, 38;5;N) into
+** curses attributes. */
+static void put_line(int y, int x0, const char *line, int color)
+{
+    move(y, x0);
+    attr_t at = A_NORMAL;
+    short pair = 0;
+    const char *p = line;
+    while (*p) {
+        if (*p == '\033' && p[1] == '[') {
+            const char *q = p + 2;
+            while (*q && *q != 'm') q++;
+            if (!*q) break;
+            if (!strncmp(p + 2, "0m", 2)) { at = A_NORMAL; pair = 0; }
+            else if (!strncmp(p + 2, "1m", 2)) at |= A_BOLD;
+            else if (!strncmp(p + 2, "38;5;", 5)) pair = pair_of(atoi(p + 7));
+            p = q + 1;
+            continue;
+        }
+        const char *e = p;
+        while (*e && *e != '\033') e++;
+        if (color) attr_set(at, pair, NULL);
+        addnstr(p, (int)(e - p));
+        p = e;
+    }
+    if (color) attr_set(A_NORMAL, 0, NULL);
+}
+
 void tui_draw_figure(tui *T, qs_figure *f, int y0, int x0, int h, int w)
 {
     if (!f) return;
@@ -29,7 +71,9 @@ void tui_draw_figure(tui *T, qs_figure *f, int y0, int x0, int h, int w)
     size_t len = 0;
     FILE *m = open_memstream(&buf, &len);
     if (!m) return;
-    qs_term_opts o = {w, h, T->ascii ? QS_TERM_ASCII : QS_TERM_BRAILLE, 0};
+    /* colours only where the terminal has 256 of them (the renderer speaks xterm-256) */
+    int color = T->color && COLORS >= 256 && COLOR_PAIRS >= 64;
+    qs_term_opts o = {w, h, T->ascii ? QS_TERM_ASCII : QS_TERM_BRAILLE, color};
     qs_err e = {{0}};
     int rc = qs_plot_term(f, &o, m, &e);
     fclose(m);
@@ -42,10 +86,9 @@ void tui_draw_figure(tui *T, qs_figure *f, int y0, int x0, int h, int w)
     for (char *line = buf; line && *line && y < y0 + h; y++) {
         char *nl = strchr(line, '\n');
         if (nl) *nl = 0;
-        /* strip trailing spaces so the region's right part is not overwritten needlessly */
         size_t n = strlen(line);
         while (n && line[n - 1] == ' ') line[--n] = 0;
-        mvaddstr(y, x0, line);
+        put_line(y, x0, line, color);
         if (!nl) break;
         line = nl + 1;
     }
