@@ -651,6 +651,21 @@ static int draw_segs(tui *T, int y, int x, const qs_format *f, uint32_t code, in
     return cx - x;
 }
 
+/* Text at (y, x) in at most w columns, on a second line when it does not fit: broken after the last
+** separator `sep` that fits.  Returns the lines used (1 or 2). */
+static int addstr_wrap(int y, int x, const char *s, int w, const char *sep)
+{
+    int n = (int)strlen(s);   /* the texts here are ASCII */
+    if (n <= w || w <= 0) { tui_addstr_clip(y, x, s, w); return 1; }
+    int cut = -1;
+    for (const char *p = strstr(s, sep); p && p - s + (int)strlen(sep) <= w; p = strstr(p + 1, sep)) cut = (int)(p - s);
+    if (cut <= 0) { tui_addstr_clip(y, x, s, w); return 1; }
+    mvaddnstr(y, x, s, cut + (sep[0] == ';'));
+    const char *rest = s + cut + strlen(sep);
+    tui_addstr_clip(y + 1, x + 2, rest, w - 2);
+    return 2;
+}
+
 /* One line describing a block's metadata for a side. */
 static void meta_text(tui *T, const side *S, size_t j, char *out, size_t cap)
 {
@@ -773,7 +788,7 @@ void tui_draw_inspect(tui *T, int y0, int h)
     if (r0 == r1) snprintf(where, sizeof where, "row %llu, cols %llu-%llu", (unsigned long long)r0, (unsigned long long)c0, (unsigned long long)c1);
     else if (c0 == c1) snprintf(where, sizeof where, "column %llu, rows %llu-%llu", (unsigned long long)c0, (unsigned long long)r0, (unsigned long long)r1);
     else snprintf(where, sizeof where, "rows %llu-%llu", (unsigned long long)r0, (unsigned long long)r1);
-    snprintf(s, sizeof s, "%s  block %llu of %llu: %s, %zu values%s; stored RMSE %s", tui_cur_tensor(T) ? tui_cur_tensor(T)->name : "",
+    snprintf(s, sizeof s, "%s  block %llu/%llu: %s, %zu values%s, RMSE %s", tui_cur_tensor(T) ? tui_cur_tensor(T)->name : "",
              (unsigned long long)I->b, (unsigned long long)g.nblocks, where, I->n, I->n == INSP_MAX ? " (first 65536 shown)" : "", a);
     attron(A_BOLD);
     tui_addstr_clip(y0, 1, s, T->W - 2);
@@ -791,13 +806,12 @@ void tui_draw_inspect(tui *T, int y0, int h)
         snprintf(s, sizeof s, "%c %-12s", k ? 'B' : 'A', T->fmts[S->fi].label);
         tui_addstr_clip(y, 1, s, T->W - 2);
         attroff(A_BOLD);
-        if (!S->ok) { tui_addstr_clip(y, 16, S->err, T->W - 17); y += 2; continue; }
+        if (!S->ok) { y += addstr_wrap(y, 16, S->err, T->W - 17, " "); continue; }
         size_t cj = (size_t)(I->cur < (int)I->n ? I->cur : 0);
         meta_text(T, S, cj, s, sizeof s);
-        tui_addstr_clip(y, 16, s, T->W - 17);
+        y += addstr_wrap(y, 16, s, T->W - 17, "; ");
         block_summary(I, S, s, sizeof s);
-        tui_addstr_clip(y + 1, 16, s, T->W - 17);
-        y += 2;
+        y += addstr_wrap(y, 16, s, T->W - 17, "  ");
     }
     /* the first side's label for the input column */
     attron(A_BOLD | A_UNDERLINE);

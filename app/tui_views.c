@@ -143,7 +143,14 @@ void tui_draw_formats(tui *T, int y0, int h)
     }
     static const char *const hdr[] = {"BITS/EL", "EFF BITS", "SQNR dB", "MAX REL ERR", "UNDERFLOW", "CLIPPED"};
     static const int cw[] = {8, 9, 8, 12, 10, 9};
-    int x = 1, nw = 22;
+    /* the name column as wide as the longest label (8..22); RESULT only when it fits */
+    int x = 1, nw = 8;
+    for (int i = 0; i < T->nfmts; i++) {
+        int l = (int)strlen(T->fmts[i].label) + 2;
+        if (l > nw) nw = l;
+    }
+    if (nw > 22) nw = 22;
+    int show_res = x + nw + 68 + 11 <= T->W;
     head_on(T);
     fill_line(T, y0 + 1);
     mvprintw(y0 + 1, x, "%-*s", nw, "FORMAT");
@@ -156,7 +163,7 @@ void tui_draw_formats(tui *T, int y0, int h)
         mvprintw(y0 + 1, cx, "%*s%s ", pad > 0 ? pad : 0, "", hd);
         cx += cw[c] + 2;
     }
-    mvprintw(y0 + 1, cx, "%s", "RESULT");
+    if (show_res) mvprintw(y0 + 1, cx, "%s", "RESULT");
     head_off(T);
     int table_rows = T->nfmts;
     int room = h - 3;
@@ -190,7 +197,7 @@ void tui_draw_formats(tui *T, int y0, int h)
             if (isbest && !sel) attroff(A_BOLD | (T->color ? COLOR_PAIR(CP_BEST) : 0));
             cx += cw[c] + 2;
         }
-        mvprintw(y, cx, "%s", m->have ? "stored" : busy ? "computing" : "missing (r)");
+        if (show_res) mvprintw(y, cx, "%s", m->have ? "stored" : busy ? "computing" : "missing (r)");
         if (sel) { mvaddch(y, 0, '>'); sel_off(T); }
     }
     if (plot_h > 0) {

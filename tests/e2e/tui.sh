@@ -191,6 +191,17 @@ for _ in $(seq 50); do [ -s "$T/exit" ] && break; sleep 0.1; done
 check "Q quits with exit status 0" '[ "$(cat "$T/exit" 2>/dev/null)" = 0 ]'
 check "the terminal is restored (alternate screen off)" '[ "$(TM display -p -t w "#{alternate_on}")" = 0 ]'
 
+# ---- a common 80 x 24 terminal: Formats and the inspector still fit (columns drop, metadata wraps)
+COLS=80 ROWS=24 start NO_COLOR=1
+keys / gaussian-w Enter Enter
+wait_for "stored"
+golden formats-80x24
+keys j j j j j j j Enter
+wait_for "blocks of 16"
+keys Enter
+golden inspector-80x24
+keys Q
+
 # ---- TERM=vt100: ASCII glyphs, no colour
 start TERM=vt100
 golden vt100-tensors
