@@ -224,7 +224,8 @@ void tui_draw_blocks(tui *T, int y0, int h)
     vgrid v;
     vgrid_of(T, &g, gw, &v);
     char s[300];
-    snprintf(s, sizeof s, "%llu blocks of %zu (%s), grid %llu x %llu%s", (unsigned long long)B->nblocks, g.blk ? g.blk : (size_t)(g.col ? g.rows : g.cols),
+    snprintf(s, sizeof s, "%llu block%s of %llu (%s), grid %llu x %llu%s", (unsigned long long)B->nblocks, B->nblocks == 1 ? "" : "s",
+             (unsigned long long)(g.whole ? g.rows * g.cols : g.blk ? g.blk : (g.col ? g.rows : g.cols)),
              g.whole ? "whole tensor" : g.col ? "down columns" : "along rows", (unsigned long long)v.vr, (unsigned long long)v.vc,
              v.strip ? " (wrapped strip)" : v.swap ? " (block-rows down, columns across)" : " (rows down, blocks across)");
     tui_addstr_clip(y0, 1, s, T->W - 2);
@@ -356,6 +357,7 @@ typedef struct side {
     float *y, *S;                  /* value, element scale (value of one element step) */
     uint8_t *meta;                 /* per shown element: its block's metadata (meta_bytes each) */
     uint64_t *blk;                 /* per shown element: its block id in this format */
+    float *top;                    /* per shown element: the largest finite |value| of its whole block */
     float ts;                      /* NVFP4 tensor scale */
     int ok;
     char err[700];
@@ -374,7 +376,7 @@ struct tui_insp {
 
 static void side_free(side *s)
 {
-    free(s->code); free(s->y); free(s->S); free(s->meta); free(s->blk);
+    free(s->code); free(s->y); free(s->S); free(s->meta); free(s->blk); free(s->top);
     memset(s, 0, sizeof *s);
 }
 
@@ -410,7 +412,8 @@ static void side_fill(tui *T, tui_insp *I, side *S, int fi, qs_treader *rd)
     S->S = calloc(n, sizeof *S->S);
     S->meta = calloc(n * mb, 1);
     S->blk = calloc(n, sizeof *S->blk);
-    if (!S->code || !S->y || !S->S || !S->meta || !S->blk) { snprintf(S->err, sizeof S->err, "out of memory"); return; }
+    S->top = calloc(n, sizeof *S->top);
+    if (!S->code || !S->y || !S->S || !S->meta || !S->blk || !S->top) { snprintf(S->err, sizeof S->err, "out of memory"); return; }
     geom g;
     geom_of(&F->a, t->rows, t->cols, &g);
     qs_qopts o = F->a.o;
@@ -458,18 +461,28 @@ static void side_fill(tui *T, tui_insp *I, side *S, int fi, qs_treader *rd)
                 one[k] = o.m2x == QS_M2X_ES ? X * (1 + ((mm[1] >> (2 * ((k % 32) / 8))) & 3) / 4.0f) : X;
             }
         }
-        /* hand out to every shown element of this block */
+        /* hand out to every shown element of this block (bi is ascending: binary search) */
         size_t bs = qs_format_block(S->f, &oo);
-        for (size_t k = 0; k < m; k++) {
-            for (size_t j = 0; j < n; j++) {
-                if (I->idx[j] != bi[k]) continue;
-                S->code[j] = bc[k];
-                S->y[j] = by[k];
-                S->S[j] = one[k];
-                S->blk[j] = b;
-                size_t sub = bs ? k / bs : 0;   /* metadata record of the element's (sub-)block */
-                if (S->f->meta_bytes > 0) memcpy(S->meta + j * mb, bm + sub * mb, mb);
+        float top = 0;
+        for (size_t k = 0; k < m; k++)
+            if (isfinite(by[k]) && fabsf(by[k]) > top) top = fabsf(by[k]);
+        for (size_t j = 0; j < n; j++) {
+            if (S->blk[j] != UINT64_MAX || geom_block_of(&g, I->idx[j]) != b) continue;
+            size_t lo = 0, hi = m;
+            while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (bi[mid] < I->idx[j]) lo = mid + 1;
+                else hi = mid;
             }
+            if (lo >= m || bi[lo] != I->idx[j]) continue;
+            size_t k = lo;
+            S->code[j] = bc[k];
+            S->y[j] = by[k];
+            S->S[j] = one[k];
+            S->blk[j] = b;
+            S->top[j] = top;
+            size_t sub = bs ? k / bs : 0;   /* metadata record of the element's (sub-)block */
+            if (S->f->meta_bytes > 0) memcpy(S->meta + j * mb, bm + sub * mb, mb);
         }
     }
     S->ok = 1;
@@ -508,8 +521,12 @@ int tui_inspect_open(tui *T)
     }
     uint64_t i0;
     I->n = geom_elems(&g, I->b, I->idx, cap, &i0);
-    for (size_t k = 0; k < I->n; k++)
-        if (qs_treader_read_f32(rd, I->idx[k], 1, &I->x[k], &e)) { tui_set_msg(T, 1, "%s", e.msg); break; }
+    for (size_t k = 0; k < I->n;) {   /* contiguous runs in one read each */
+        size_t run = 1;
+        while (k + run < I->n && I->idx[k + run] == I->idx[k] + run) run++;
+        if (qs_treader_read_f32(rd, I->idx[k], run, I->x + k, &e)) { tui_set_msg(T, 1, "%s", e.msg); break; }
+        k += run;
+    }
     if (isnan(I->absmax)) {   /* no statistics: the NVFP4 tensor scale needs the absmax */
         float am = 0;
         if (!qs_format_absmax(qs_treader_read_cb, rd, t->numel, &am, &e)) I->absmax = am;
@@ -738,12 +755,7 @@ static char elem_flag(const tui_insp *I, const side *S, size_t i)
     if (!isfinite(x)) return ' ';
     if (!isfinite(y)) return 'N';
     if (x != 0 && y == 0) return 'U';
-    if (fabs(y) < fabs(x)) {
-        double top = 0;
-        for (size_t k = 0; k < I->n; k++)
-            if (S->blk[k] == S->blk[i] && isfinite(S->y[k]) && fabs(S->y[k]) > top) top = fabs(S->y[k]);
-        if (top > 0 && fabs(y) == top) return 'M';
-    }
+    if (fabs(y) < fabs(x) && S->top[i] > 0 && fabs(y) == S->top[i]) return 'M';
     return ' ';
 }
 
