@@ -126,7 +126,7 @@ static void draw_status(tui *T)
         char bar[40];
         for (int i = 0; i < bw; i++) bar[i] = i < k ? '#' : '.';
         bar[bw] = 0;
-        if (T->job.kind == TJ_ANALYZE)
+        if (T->job.kind == TJ_ANALYZE || T->job.kind == TJ_RL)
             snprintf(right, sizeof right, "[%s] %3.0f%% %d/%d %s  Esc cancels ", bar, 100 * f, T->job.step + 1,
                      T->job.nsteps, T->job.label);
         else snprintf(right, sizeof right, "%s  Esc cancels ", T->job.label);
@@ -259,7 +259,7 @@ static void reload_all(tui *T)
             if (!strcmp(T->t[T->vis[i]].name, cur)) T->lt.cur = (int)i;
         free(cur);
     }
-    tui_load_runs(T, &e);
+    if (T->runs_loaded) tui_load_runs(T, &e);
     tui_load_kres(T, &e);
     T->met_for = -1;
     T->blk_for = -1;
@@ -274,6 +274,11 @@ static void job_finished(tui *T)
     pthread_mutex_lock(&T->job.mu);
     int fin = T->job.finished, cmd = T->job.output != NULL;
     T->job.finished = 0;
+    tui_rlc *rl = T->job.rl_out;
+    int nrl = T->job.rl_done;
+    if (rl && nrl < T->job.rl_n) T->rl_stopped = 1;
+    T->job.rl_out = NULL;
+    T->job.rl_done = 0;
     if (fin) tui_set_msg(T, T->job.exit_code != 0, "%s", T->job.msg);
     if (cmd) {
         free(T->out);
@@ -282,6 +287,10 @@ static void job_finished(tui *T)
         T->job.output = NULL;
     }
     pthread_mutex_unlock(&T->job.mu);
+    if (rl) {
+        tui_rl_cache_take(T, rl, nrl);
+        return;
+    }
     if (!fin) return;
     if (cmd) {
         reload_all(T);
@@ -445,6 +454,11 @@ int tui_handle_key(tui *T, int ch)
         return 1;
     }
     case TA_RECOMPUTE:
+        if (T->view == TV_RL) {   /* the RL diagnostics again, from the tokens */
+            tui_rl_cache_clear(T);
+            T->rl_stopped = 0;
+            return 1;
+        }
         if (!tui_cur_tensor(T)) return 1;
         maybe_analyze(T, 1);
         return 1;
@@ -586,8 +600,7 @@ int tui_init_app(tui *T, qs_cli *cli, const char *db_path, const char *fmt_list,
         if (tui_fmt_set(&T->fmts[T->nfmts], &apps[i]) == 0) T->nfmts++;
     tui_sort_formats(T);
     if (tui_load_tensors(T, e)) return -1;
-    tui_load_runs(T, e);
-    tui_load_kres(T, e);
+    tui_load_kres(T, e);   /* runs: when the RL view is first shown (counting tokens reads them all) */
     return 0;
 }
 

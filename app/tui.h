@@ -72,6 +72,13 @@ typedef struct tui_run {          /* an RL run */
     int64_t tokens, steps, seqs;
 } tui_run;
 
+typedef struct tui_rlc {          /* a run's per-step diagnostics and counts (computed by the worker) */
+    int64_t run;
+    double *x, *y[8];             /* steps; diagnostic m per step */
+    size_t n;
+    int64_t tokens, steps, seqs;
+} tui_rlc;
+
 typedef struct tui_kres {         /* a stored result of kind trajectory / msd / attn */
     int64_t id;
     char kind[16];
@@ -79,7 +86,7 @@ typedef struct tui_kres {         /* a stored result of kind trajectory / msd / 
 } tui_kres;
 
 /* ---- worker (tui_worker.c) ---- */
-typedef enum tui_job_kind { TJ_NONE = 0, TJ_ANALYZE, TJ_COMMAND } tui_job_kind;
+typedef enum tui_job_kind { TJ_NONE = 0, TJ_ANALYZE, TJ_COMMAND, TJ_RL } tui_job_kind;
 
 typedef struct tui_job {
     pthread_mutex_t mu;
@@ -93,6 +100,9 @@ typedef struct tui_job {
     qs_apply apps[TUI_MAX_FMTS];  /* TJ_ANALYZE: formats to compute */
     int napps, force;
     char **argv;                  /* TJ_COMMAND: qscope arguments (NULL-terminated) */
+    int64_t *rl_runs;             /* TJ_RL: runs to compute */
+    tui_rlc *rl_out;              /* TJ_RL: their diagnostics (handed to the main thread) */
+    int rl_n, rl_done;
     /* state (worker -> main) */
     volatile int busy, cancel;
     uint64_t done, total;         /* progress of the current step */
@@ -158,8 +168,11 @@ typedef struct tui {
     int rl_metric;                /* diagnostic plotted for the selected run */
     int rl_pane;                  /* 0 runs list, 1 stored trajectories */
     int rl_one;                   /* plot only the selected run */
-    struct tui_rlc { int64_t run; int metric; double *x, *y; size_t n; } rlc[32];
-    int nrlc;                     /* per-step series computed so far (cleared when runs reload) */
+    tui_rlc *rlc;
+    int nrlc;                     /* per-run diagnostics computed so far (cleared when runs reload) */
+    int runs_loaded;              /* the RL run list is read when the RL view is first shown */
+    int rl_stopped;               /* the last RL computation was cancelled or failed: wait for r */
+    int bench_rl_sync;            /* bench: compute RL diagnostics on the main thread (no worker) */
     /* output of the last `:` command */
     char *out;
     size_t out_len;
@@ -228,10 +241,13 @@ int tui_load_kres(tui *T, qs_err *e);
 /* per-step diagnostic of a run (metric index < tui_rl_nmetrics()); arrays malloc'd */
 int tui_rl_nmetrics(void);
 const char *tui_rl_metric_name(int m);
-int tui_rl_series(tui *T, int64_t run, int metric, double **x, double **y, size_t *n, qs_err *e);
-/* the same, computed once per (run, metric) and kept until the runs reload (arrays owned by T) */
-int tui_rl_series_cached(tui *T, int64_t run, int metric, const double **x, const double **y, size_t *n, qs_err *e);
+/* A run's counts and every diagnostic in one pass over its tokens (any thread, its own db). */
+int tui_rl_compute(qs_db *db, int64_t run, tui_rlc *out, qs_err *e);
+void tui_rlc_free(tui_rlc *c);
+/* The computed diagnostics of a run (NULL until the worker has computed them). */
+const tui_rlc *tui_rl_get(tui *T, int64_t run);
 void tui_rl_cache_clear(tui *T);
+void tui_rl_cache_take(tui *T, tui_rlc *c, int n);   /* adopt the worker's results */
 qs_figure *tui_kres_figure(tui *T, int64_t id, qs_err *e);
 int tui_fmt_set(tui_fmt *F, const qs_apply *a);
 void tui_fmts_free(tui *T);
@@ -242,6 +258,7 @@ int tui_job_init(tui_job *j, const char *db_path);
 void tui_job_stop(tui_job *j);
 int tui_job_analyze(tui_job *j, const char *tensor, const qs_apply *apps, int n, int force);
 int tui_job_command(tui_job *j, char **argv);
+int tui_job_rl(tui_job *j, const int64_t *runs, int n);
 void tui_job_cancel(tui_job *j);
 
 /* tui_views.c */

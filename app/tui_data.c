@@ -367,42 +367,48 @@ static void runs_free(tui *T)
     T->nruns = 0;
 }
 
+void tui_rlc_free(tui_rlc *c)
+{
+    free(c->x);
+    for (int m = 0; m < 8; m++) free(c->y[m]);
+    memset(c, 0, sizeof *c);
+}
+
 void tui_rl_cache_clear(tui *T)
 {
-    for (int i = 0; i < T->nrlc; i++) { free(T->rlc[i].x); free(T->rlc[i].y); }
+    for (int i = 0; i < T->nrlc; i++) tui_rlc_free(&T->rlc[i]);
+    free(T->rlc);
+    T->rlc = NULL;
     T->nrlc = 0;
 }
 
-int tui_rl_series_cached(tui *T, int64_t run, int metric, const double **x, const double **y, size_t *n, qs_err *e)
+void tui_rl_cache_take(tui *T, tui_rlc *c, int n)
+{
+    tui_rlc *nc = realloc(T->rlc, (size_t)(T->nrlc + n) * sizeof *nc);
+    if (!nc) { for (int i = 0; i < n; i++) tui_rlc_free(&c[i]); free(c); return; }
+    T->rlc = nc;
+    for (int i = 0; i < n; i++) {
+        T->rlc[T->nrlc++] = c[i];
+        for (size_t r = 0; r < T->nruns; r++)
+            if (T->runs[r].id == c[i].run) { T->runs[r].tokens = c[i].tokens; T->runs[r].steps = c[i].steps; T->runs[r].seqs = c[i].seqs; }
+    }
+    free(c);
+}
+
+const tui_rlc *tui_rl_get(tui *T, int64_t run)
 {
     for (int i = 0; i < T->nrlc; i++)
-        if (T->rlc[i].run == run && T->rlc[i].metric == metric) {
-            *x = T->rlc[i].x;
-            *y = T->rlc[i].y;
-            *n = T->rlc[i].n;
-            return 0;
-        }
-    if (T->nrlc == (int)(sizeof T->rlc / sizeof *T->rlc)) tui_rl_cache_clear(T);
-    struct tui_rlc *c = &T->rlc[T->nrlc];
-    if (tui_rl_series(T, run, metric, &c->x, &c->y, &c->n, e)) return -1;
-    c->run = run;
-    c->metric = metric;
-    T->nrlc++;
-    *x = c->x;
-    *y = c->y;
-    *n = c->n;
-    return 0;
+        if (T->rlc[i].run == run) return &T->rlc[i];
+    return NULL;
 }
 
 int tui_load_runs(tui *T, qs_err *e)
 {
     tui_rl_cache_clear(T);
     runs_free(T);
-    sqlite3_stmt *st = qs_db_prepare(T->db,
-        "SELECT r.id, r.name, r.label, (SELECT count(*) FROM rl_token k WHERE k.run_id = r.id), "
-        "(SELECT count(DISTINCT step) FROM rl_token k WHERE k.run_id = r.id), "
-        "(SELECT count(*) FROM (SELECT DISTINCT step, seq FROM rl_token k WHERE k.run_id = r.id)) "
-        "FROM rl_run r ORDER BY r.name", e);
+    T->runs_loaded = 1;
+    /* names only: the token counts read every token and come from the worker (tui_rl_compute) */
+    sqlite3_stmt *st = qs_db_prepare(T->db, "SELECT r.id, r.name, r.label FROM rl_run r ORDER BY r.name", e);
     if (!st) return -1;
     size_t cap = 0;
     while (sqlite3_step(st) == SQLITE_ROW) {
@@ -416,9 +422,7 @@ int tui_load_runs(tui *T, qs_err *e)
         r->id = sqlite3_column_int64(st, 0);
         r->name = dupz(sqlite3_column_text(st, 1));
         r->label = dupz(sqlite3_column_text(st, 2));
-        r->tokens = sqlite3_column_int64(st, 3);
-        r->steps = sqlite3_column_int64(st, 4);
-        r->seqs = sqlite3_column_int64(st, 5);
+        r->tokens = r->steps = r->seqs = -1;
     }
     sqlite3_finalize(st);
     return 0;
@@ -468,50 +472,68 @@ static double step_metric(int metric, double *d, size_t n)
     }
 }
 
-int tui_rl_series(tui *T, int64_t run, int metric, double **xo, double **yo, size_t *no, qs_err *e)
+/* Counts (tokens, steps, sequences) and every diagnostic per step, in one pass over the run's tokens
+** in (step, seq, pos) order; the diagnostics use the unmasked tokens.  The p95 sorts the step's
+** deltas, so it is computed last. */
+int tui_rl_compute(qs_db *db, int64_t run, tui_rlc *out, qs_err *e)
 {
-    *xo = *yo = NULL;
-    *no = 0;
-    sqlite3_stmt *st = qs_db_prepare(T->db,
-        "SELECT step, lp_train - lp_rollout FROM rl_token WHERE run_id = ? AND mask != 0 ORDER BY step", e);
+    int nm = tui_rl_nmetrics();
+    memset(out, 0, sizeof *out);
+    out->run = run;
+    sqlite3_stmt *st = qs_db_prepare(db,
+        "SELECT step, seq, lp_train - lp_rollout, mask FROM rl_token WHERE run_id = ? ORDER BY step, seq, pos", e);
     if (!st) return -1;
     sqlite3_bind_int64(st, 1, run);
     size_t cap = 0, ns = 0, capd = 1024, nd = 0;
-    double *x = NULL, *y = NULL, *d = malloc(capd * sizeof *d);
-    int64_t cur = 0;
-    int have = 0, rc = 0;
-    for (;;) {
+    double *d = malloc(capd * sizeof *d);
+    int64_t cur = 0, last_seq = -1;
+    int have = 0, rc = d ? 0 : qs_fail(e, "out of memory");
+    while (!rc) {
         int r = sqlite3_step(st);
+        if (r != SQLITE_ROW && r != SQLITE_DONE) { rc = qs_db_fail(db, e, "reading rl_token"); break; }
         int64_t stp = r == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
         if (have && (r != SQLITE_ROW || stp != cur)) {
-            if (ns == cap) {
-                cap = cap ? 2 * cap : 64;
-                double *nx = realloc(x, cap * sizeof *x), *ny = nx ? realloc(y, cap * sizeof *y) : NULL;
-                if (nx) x = nx;
-                if (ny) y = ny;
-                if (!nx || !ny) { rc = qs_fail(e, "out of memory"); break; }
+            if (nd) {   /* a step with unmasked tokens: one point */
+                if (ns == cap) {
+                    cap = cap ? 2 * cap : 64;
+                    double *nx = realloc(out->x, cap * sizeof *nx);
+                    if (!nx) { rc = qs_fail(e, "out of memory"); break; }
+                    out->x = nx;
+                    for (int m = 0; m < nm && !rc; m++) {
+                        double *ny = realloc(out->y[m], cap * sizeof *ny);
+                        if (!ny) rc = qs_fail(e, "out of memory");
+                        else out->y[m] = ny;
+                    }
+                    if (rc) break;
+                }
+                out->x[ns] = (double)cur;
+                for (int m = 0; m < nm; m++) if (m != 1) out->y[m][ns] = step_metric(m, d, nd);
+                out->y[1][ns] = step_metric(1, d, nd);   /* sorts d */
+                ns++;
             }
-            x[ns] = (double)cur;
-            y[ns++] = step_metric(metric, d, nd);
             nd = 0;
+            last_seq = -1;
         }
         if (r != SQLITE_ROW) break;
+        if (!have || stp != cur) out->steps++;
+        int64_t sq = sqlite3_column_int64(st, 1);
+        if (sq != last_seq) { out->seqs++; last_seq = sq; }
+        out->tokens++;
         cur = stp;
         have = 1;
+        if (!sqlite3_column_int(st, 3)) continue;
         if (nd == capd) {
             double *nd2 = realloc(d, 2 * capd * sizeof *d);
             if (!nd2) { rc = qs_fail(e, "out of memory"); break; }
             d = nd2;
             capd *= 2;
         }
-        if (d) d[nd++] = sqlite3_column_double(st, 1);
+        d[nd++] = sqlite3_column_double(st, 2);
     }
     sqlite3_finalize(st);
     free(d);
-    if (rc) { free(x); free(y); return -1; }
-    *xo = x;
-    *yo = y;
-    *no = ns;
+    if (rc) { tui_rlc_free(out); return -1; }
+    out->n = ns;
     return 0;
 }
 

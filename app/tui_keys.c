@@ -48,7 +48,7 @@ static const tui_binding kKeys[] = {
     /* formats and analysis */
     {TA_FORMATS, 0, {'f'}, "f", "choose the formats to compare"},
     {TA_OPTIONS, 0, {'o'}, "o", "options of the selected format (rounding, scale rule, block size)"},
-    {TA_RECOMPUTE, 0, {'r'}, "r", "recompute the selected tensor's results (in the background)"},
+    {TA_RECOMPUTE, 0, {'r'}, "r", "recompute the selected tensor's results (RL runs: the diagnostics), in the background"},
     {TA_HIST_KIND, V(TV_HIST), {'v'}, "v", "Histogram: relative / absolute / ulp error, or values"},
     {TA_LOGY, V(TV_HIST), {'L'}, "L", "Histogram: log or linear counts"},
     {TA_HIST_ALL, V(TV_HIST), {'a'}, "a", "Histogram: every format overlaid, or only the one under the cursor (j/k)"},

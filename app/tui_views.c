@@ -283,6 +283,10 @@ none:
 
 void tui_draw_rl(tui *T, int y0, int h)
 {
+    if (!T->runs_loaded) {
+        qs_err le = {{0}};
+        if (tui_load_runs(T, &le)) tui_set_msg(T, 1, "%s", le.msg);
+    }
     int ntraj = 0;
     for (size_t i = 0; i < T->nkres; i++) ntraj += !strcmp(T->kres[i].kind, "trajectory");
     if (!T->nruns && !ntraj) {
@@ -317,25 +321,40 @@ void tui_draw_rl(tui *T, int y0, int h)
             for (int r = 0; r < rows && T->lr.top + r < (int)T->nruns; r++) {
                 int i = T->lr.top + r;
                 tui_run *R = &T->runs[i];
-                snprintf(line, sizeof line, " %-28.28s %-30.30s %10lld %7lld %9lld", R->name, R->label, (long long)R->tokens,
-                         (long long)R->steps, (long long)R->seqs);
+                if (R->tokens < 0) snprintf(line, sizeof line, " %-28.28s %-30.30s %10s %7s %9s", R->name, R->label, "...", "...", "...");
+                else snprintf(line, sizeof line, " %-28.28s %-30.30s %10lld %7lld %9lld", R->name, R->label, (long long)R->tokens,
+                              (long long)R->steps, (long long)R->seqs);
                 if (i == T->lr.cur) { sel_on(T); fill_line(T, y0 + 1 + r); }
                 tui_addstr_clip(y0 + 1 + r, 0, line, T->W);
                 if (i == T->lr.cur) { mvaddch(y0 + 1 + r, 0, '>'); sel_off(T); }
             }
-            /* every run overlaid (methods compared), or only the selected one ('a') */
+            /* every run overlaid (methods compared), or only the selected one ('a'); the
+            ** diagnostics are computed by the worker the first time (they read every token) */
             tui_run *R = &T->runs[T->lr.cur];
+            int64_t missing[64];
+            int nmiss = 0;
+            for (size_t i = 0; i < T->nruns && nmiss < 64; i++)
+                if (!tui_rl_get(T, T->runs[i].id)) missing[nmiss++] = T->runs[i].id;
+            if (nmiss && !T->job.busy && !T->bench_rl_sync && !T->rl_stopped) tui_job_rl(&T->job, missing, nmiss);
+            if (nmiss && T->bench_rl_sync) {   /* headless benchmark: compute here */
+                for (int i = 0; i < nmiss; i++) {
+                    tui_rlc *c = calloc(1, sizeof *c);
+                    if (c && !tui_rl_compute(T->db, missing[i], c, &e)) tui_rl_cache_take(T, c, 1);
+                    else free(c);
+                }
+            }
             qs_line_data ld[8];
             size_t nl = 0;
             int first = T->rl_one ? T->lr.cur : 0, last = T->rl_one ? T->lr.cur + 1 : (int)T->nruns;
+            int pending = 0;
             for (int i = first; i < last && nl < 8; i++) {
-                const double *x, *y;
-                size_t n = 0;
-                if (tui_rl_series_cached(T, T->runs[i].id, T->rl_metric, &x, &y, &n, &e)) break;
-                if (n) ld[nl++] = (qs_line_data){T->runs[i].name, n, x, y};
+                const tui_rlc *c = tui_rl_get(T, T->runs[i].id);
+                if (!c) { pending++; continue; }
+                if (c->n) ld[nl++] = (qs_line_data){T->runs[i].name, c->n, c->x, c->y[T->rl_metric]};
             }
-            if (e.msg[0]) {
-                tui_addstr_clip(y0 + list_h + 1, 2, e.msg, T->W - 4);
+            if (pending && !nl) {
+                tui_addstr_clip(y0 + list_h + 1, 2, T->rl_stopped ? "The diagnostics were not computed (cancelled or failed): press r to compute them."
+                                                                  : "Computing the per-step diagnostics from the tokens in the background...", T->W - 4);
             } else if (!nl) {
                 tui_addstr_clip(y0 + list_h + 1, 2, "No unmasked tokens in this run.", T->W - 4);
             } else {

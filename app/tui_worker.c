@@ -131,6 +131,33 @@ static void run_command(tui_job *j)
     pthread_mutex_unlock(&j->mu);
 }
 
+static void run_rl(tui_job *j)
+{
+    qs_err e = {{0}};
+    qs_db *db = qs_db_open(j->db_path, &e);
+    tui_rlc *out = calloc((size_t)(j->rl_n ? j->rl_n : 1), sizeof *out);
+    int done = 0;
+    if (db && out) {
+        for (int i = 0; i < j->rl_n; i++) {
+            pthread_mutex_lock(&j->mu);
+            j->step = i;
+            int c = j->cancel;
+            pthread_mutex_unlock(&j->mu);
+            if (c) { qs_fail(&e, "cancelled"); break; }
+            if (tui_rl_compute(db, j->rl_runs[i], &out[done], &e)) break;
+            done++;
+        }
+    }
+    qs_db_close(db);
+    pthread_mutex_lock(&j->mu);
+    j->rl_out = out;
+    j->rl_done = done;
+    if (done == j->rl_n) snprintf(j->msg, sizeof j->msg, "diagnostics of %d RL run%s computed", done, done == 1 ? "" : "s");
+    else snprintf(j->msg, sizeof j->msg, "RL diagnostics stopped: %.300s", e.msg[0] ? e.msg : "out of memory");
+    j->exit_code = done == j->rl_n ? 0 : 1;
+    pthread_mutex_unlock(&j->mu);
+}
+
 static void *worker(void *arg)
 {
     tui_job *j = arg;
@@ -142,6 +169,7 @@ static void *worker(void *arg)
         pthread_mutex_unlock(&j->mu);
         if (k == TJ_ANALYZE) run_analyze(j);
         else if (k == TJ_COMMAND) run_command(j);
+        else if (k == TJ_RL) run_rl(j);
         pthread_mutex_lock(&j->mu);
         j->kind = TJ_NONE;
         j->busy = 0;
@@ -149,6 +177,8 @@ static void *worker(void *arg)
         if (j->argv) { for (char **a = j->argv; *a; a++) free(*a); free(j->argv); j->argv = NULL; }
         free(j->tensor);
         j->tensor = NULL;
+        free(j->rl_runs);
+        j->rl_runs = NULL;
         char c = 1;
         if (write(j->wake_fd[1], &c, 1) < 0) {}
     }
@@ -197,6 +227,8 @@ void tui_job_stop(tui_job *j)
     free(j->output);
     free(j->db_path);
     free(j->tensor);
+    free(j->rl_runs);
+    if (j->rl_out) { for (int i = 0; i < j->rl_done; i++) tui_rlc_free(&j->rl_out[i]); free(j->rl_out); }
     if (j->argv) { for (char **a = j->argv; *a; a++) free(*a); free(j->argv); }
     pthread_mutex_destroy(&j->mu);
     pthread_cond_destroy(&j->cv);
@@ -219,6 +251,27 @@ int tui_job_analyze(tui_job *j, const char *tensor, const qs_apply *apps, int n,
     j->done = j->total = 0;
     j->busy = 1;
     snprintf(j->label, sizeof j->label, "analyze %s", tensor);
+    pthread_cond_signal(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    return 0;
+}
+
+int tui_job_rl(tui_job *j, const int64_t *runs, int n)
+{
+    pthread_mutex_lock(&j->mu);
+    if (j->busy || n <= 0) { pthread_mutex_unlock(&j->mu); return -1; }
+    free(j->rl_runs);
+    j->rl_runs = malloc((size_t)n * sizeof *runs);
+    if (!j->rl_runs) { pthread_mutex_unlock(&j->mu); return -1; }
+    memcpy(j->rl_runs, runs, (size_t)n * sizeof *runs);
+    j->rl_n = n;
+    j->kind = TJ_RL;
+    j->nsteps = n;
+    j->step = 0;
+    j->cancel = 0;
+    j->done = j->total = 0;
+    j->busy = 1;
+    snprintf(j->label, sizeof j->label, "RL diagnostics of %d run%s", n, n == 1 ? "" : "s");
     pthread_cond_signal(&j->cv);
     pthread_mutex_unlock(&j->mu);
     return 0;
