@@ -653,6 +653,12 @@ int qs_cmd_tui(qs_cli *cli, int argc, char **argv)
         else if (!strcmp(argv[i], "--ascii")) ascii = 1;
         else return qs_cli_usage("tui", "unexpected argument '%s'", argv[i]);
     }
+    if (flist) {   /* a bad list is a usage error, before anything else */
+        qs_apply base, apps[TUI_MAX_FMTS];
+        memset(&base, 0, sizeof base);
+        base.axis = 1;
+        if (qs_quant_parse_list("tui", flist, &base, apps, TUI_MAX_FMTS) < 0) return QS_EXIT_USAGE;
+    }
     if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO))
         return qs_cli_error(QS_EXIT_USAGE, "the workbench needs a terminal (stdin and stdout); for scripts use the other commands");
     setlocale(LC_ALL, "");

@@ -261,5 +261,8 @@ golden empty-kernels
 keys Q
 fails "tui without a terminal is a usage error" 2 "$QS" tui </dev/null
 check "the message says a terminal is needed" 'grep -q "needs a terminal" "$T/err"'
+fails "an unknown format in --formats is a usage error" 2 "$QS" tui --formats mxfp4,nope
+check "which names the format" 'grep -q "unknown format .nope." "$T/err"'
+fails "an unknown option is a usage error" 2 "$QS" tui --bogus
 ok "qscope without a command and without a terminal prints the summary" "$QS" info
 echo "1..$_n"
