@@ -748,14 +748,17 @@ static void meta_text(tui *T, const side *S, size_t j, char *out, size_t cap)
 }
 
 /* U: a non-zero input became zero; M: reduced to the largest magnitude of its block (clipped, or
-** the block maximum rounded down); N: a finite input became NaN or Inf. */
+** the block maximum rounded down; element casts: saturated at the largest finite value); N: a
+** finite input became NaN or Inf. */
 static char elem_flag(const tui_insp *I, const side *S, size_t i)
 {
     double x = I->x[i], y = S->y[i];
     if (!isfinite(x)) return ' ';
     if (!isfinite(y)) return 'N';
     if (x != 0 && y == 0) return 'U';
-    if (fabs(y) < fabs(x) && S->top[i] > 0 && fabs(y) == S->top[i]) return 'M';
+    /* element casts have no block: their maximum is the format's largest finite value */
+    double top = S->f->block == 1 ? S->f->max_finite : S->top[i];
+    if (fabs(y) < fabs(x) && top > 0 && fabs(y) == top) return 'M';
     return ' ';
 }
 
