@@ -11,12 +11,15 @@
 **                  cancellation; the interface never waits for them
 **   tui_views.c    the list views: Tensors, Formats, Histogram, RL runs, Kernels, Output, Help
 **   tui_blocks.c   the Blocks view (block-error heatmap) and the Block inspector
-**   tui_plot.c     drawing a plot-model figure into a window region, and PNG export
+**   tui_plot.c     drawing a plot-model figure into a window region (colours mapped to curses
+**                  pairs), and PNG export
+**   tui_args.c     splitting a `:` command line into words (fuzzed: tests/fuzz/fuzz_tui_args.c)
 **   tui_bench.c    `qscope bench tui`: first-frame and redraw timings on a 10,000-tensor database
 **
 ** Threading: only the main thread touches ncurses and the main database connection.  The worker
 ** has its own connection; it communicates through tui_job (mutex-protected) and a self-pipe that
-** wakes the main loop when a job ends.
+** wakes the main loop when a job ends.  Jobs: analyses of missing results, `:` commands (a child
+** process), and the RL diagnostics (they read every token).
 */
 #ifndef QS_TUI_H
 #define QS_TUI_H

@@ -113,6 +113,9 @@ wait_for "side by side"
 golden inspector-second-format
 keys Right
 golden inspector-next-block
+keys b b b b b b b                   # ... int8:row, int4:b32, bf16, fp8_e4m3, fp8_e5m2, hif8
+wait_for "side by side: hif8"
+golden inspector-hif8-fields
 keys h h h
 
 # ---- search, filter, sort in Tensors
