@@ -107,6 +107,13 @@ golden blocks-worst
 keys Enter
 wait_for "E8M0 scale"
 golden inspector-mxfp4-nvfp4
+# the inspector re-encodes the block itself: its RMSE must be the one the analysis stored
+same_rmse() {  # line 2 ends with the stored RMSE; the first "RMSE" line below it is format A's
+  local f="$T/$1.txt" a b
+  a=$(sed -n 2p "$f" | sed -n 's/.*RMSE //p'); b=$(grep -m1 '^ *RMSE ' "$f" | awk '{print $2}')
+  [ -n "$a" ] && [ "$a" = "$b" ]
+}
+check "the re-encoded block has the stored block RMSE (mxfp4)" 'same_rmse inspector-mxfp4-nvfp4'
 keys j j j
 keys b
 wait_for "side by side"
@@ -203,6 +210,7 @@ keys j j j j j j j Enter
 wait_for "blocks of 16"
 keys Enter
 golden inspector-80x24
+check "the re-encoded block has the stored block RMSE (nvfp4)" 'same_rmse inspector-80x24'
 keys Q
 
 # ---- TERM=vt100: ASCII glyphs, no colour
@@ -215,6 +223,7 @@ wait_for "blocks of 32"
 golden vt100-blocks
 keys Enter
 golden vt100-inspector
+check "the re-encoded block has the stored block RMSE (mxfp4, 1-D)" 'same_rmse vt100-inspector'
 keys q q q q
 for _ in $(seq 50); do [ -s "$T/exit" ] && break; sleep 0.1; done
 check "q from the first view quits with exit status 0" '[ "$(cat "$T/exit" 2>/dev/null)" = 0 ]'
