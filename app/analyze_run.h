@@ -16,10 +16,5 @@ char *qs_analysis_options_json(const qs_apply *a, int blocks);
 ** JSON object (caller decrefs); *cached tells which. */
 int qs_analyze_one(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, int blocks, int force, int threads,
                    int show_progress, json_t **metrics_out, int *cached, qs_err *e);
-/* The same with a caller's progress callback (as qs_analyze_opts.progress: non-zero cancels, and
-** nothing is stored); show_progress is then ignored.  Used by the workbench's worker thread. */
-int qs_analyze_one_cb(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, int blocks, int force, int threads,
-                      int show_progress, int (*prog)(void *, uint64_t, uint64_t), void *prog_ctx,
-                      json_t **metrics_out, int *cached, qs_err *e);
 
 #endif

@@ -53,13 +53,6 @@ char *qs_analysis_options_json(const qs_apply *a, int blocks)
 int qs_analyze_one(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, int blocks, int force, int threads,
                    int show_progress, json_t **metrics_out, int *cached, qs_err *e)
 {
-    return qs_analyze_one_cb(db, t, a, blocks, force, threads, show_progress, NULL, NULL, metrics_out, cached, e);
-}
-
-int qs_analyze_one_cb(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, int blocks, int force, int threads,
-                      int show_progress, int (*prog)(void *, uint64_t, uint64_t), void *prog_ctx,
-                      json_t **metrics_out, int *cached, qs_err *e)
-{
     *metrics_out = NULL;
     *cached = 0;
     char *opts = qs_analysis_options_json(a, blocks), *data = NULL;
@@ -91,8 +84,7 @@ int qs_analyze_one_cb(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, int 
     char label[600];
     snprintf(label, sizeof label, "%s  %s", t->name, a->f->name);
     progress_ctx pc = {label, show_progress, -1};
-    qs_analyze_opts ao = {.threads = threads, .blocks = blocks, .progress = prog ? prog : progress,
-                          .progress_ctx = prog ? prog_ctx : &pc};
+    qs_analyze_opts ao = {.threads = threads, .blocks = blocks, .progress = progress, .progress_ctx = &pc};
     /* the stored statistics already know the absmax: spare the engine a pre-pass over the tensor */
     qs_tensor_stats ts;
     int have = 0;

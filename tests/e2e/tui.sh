@@ -86,6 +86,10 @@ keys g
 keys j Enter
 wait_for "analyzed demo:gaussian-w" || echo "# analysis did not finish"
 golden formats
+# the workbench stores what `qscope analyze --blocks` stores: the CLI reuses all 12 results
+"$QS" analyze demo:gaussian-w --blocks --json \
+  -f bf16,fp8_e4m3,fp8_e5m2,hif8,mxfp8_e4m3,mxfp6_e2m3,mxfp4,nvfp4,hif4,m2xfp4,int8:gran=row,int4:block=32 >"$T/an.json" 2>/dev/null
+check "analyze --blocks reuses the 12 results the workbench computed" '[ "$(grep -c "\"cached\": true" "$T/an.json")" = 12 ]'
 keys s s
 golden formats-sorted-eff
 keys s s s s s
