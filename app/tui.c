@@ -363,7 +363,7 @@ static void search(tui *T, int dir, int ask)
         case TV_TENSORS: s = T->t[T->vis[i]].name; break;
         case TV_FORMATS: s = T->fmts[T->forder ? T->forder[i] : i].label; break;
         case TV_RL: snprintf(tmp, sizeof tmp, "%s %s", T->runs[i].name, T->runs[i].label); s = tmp; break;
-        case TV_KERNELS: snprintf(tmp, sizeof tmp, "%s %s", T->kres[i].kind, T->kres[i].format); s = tmp; break;
+        case TV_KERNELS: snprintf(tmp, sizeof tmp, "%s %s %s", T->kres[i].kind, T->kres[i].format, T->kres[i].what); s = tmp; break;
         case TV_HELP: s = lines[i]; break;
         case TV_OUTPUT: {
             const char *p = T->out;
@@ -622,7 +622,7 @@ void tui_free_app(tui *T)
     free(T->vis);
     for (size_t i = 0; i < T->nruns; i++) { free(T->runs[i].name); free(T->runs[i].label); }
     free(T->runs);
-    for (size_t i = 0; i < T->nkres; i++) { free(T->kres[i].format); free(T->kres[i].hash); free(T->kres[i].created); }
+    for (size_t i = 0; i < T->nkres; i++) { free(T->kres[i].format); free(T->kres[i].hash); free(T->kres[i].created); free(T->kres[i].what); }
     free(T->kres);
     qs_db_close(T->db);
     free(T->db_path);

@@ -82,10 +82,11 @@ typedef struct tui_rlc {          /* a run's per-step diagnostics and counts (co
     int64_t tokens, steps, seqs;
 } tui_rlc;
 
-typedef struct tui_kres {         /* a stored result of kind trajectory / msd / attn */
+typedef struct tui_kres {         /* a stored result of kind trajectory / msd / attn / resq */
     int64_t id;
     char kind[16];
     char *format, *hash, *created;
+    char *what;                   /* the data's "title", else the options' "run"/"set", else its "ylabel" */
 } tui_kres;
 
 /* ---- worker (tui_worker.c) ---- */

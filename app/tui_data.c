@@ -541,13 +541,20 @@ int tui_rl_compute(qs_db *db, int64_t run, tui_rlc *out, qs_err *e)
 
 int tui_load_kres(tui *T, qs_err *e)
 {
-    for (size_t i = 0; i < T->nkres; i++) { free(T->kres[i].format); free(T->kres[i].hash); free(T->kres[i].created); }
+    for (size_t i = 0; i < T->nkres; i++) { free(T->kres[i].format); free(T->kres[i].hash); free(T->kres[i].created); free(T->kres[i].what); }
     free(T->kres);
     T->kres = NULL;
     T->nkres = 0;
+    /* what a row is about: the data's title (RL trajectories: "overview", "ess", ...), else the run
+    ** and set of its options, else what it plots (ylabel); malformed JSON gives NULL instead of
+    ** failing the query */
     sqlite3_stmt *st = qs_db_prepare(T->db,
-        "SELECT id, kind, format, tensor_hash, created_at FROM result WHERE kind IN ('trajectory','msd','attn') "
-        "ORDER BY kind, id DESC", e);
+        "SELECT id, kind, format, tensor_hash, created_at, "
+        "CASE WHEN json_valid(data) THEN json_extract(data, '$.title') END, "
+        "CASE WHEN json_valid(options) THEN json_extract(options, '$.run') END, "
+        "CASE WHEN json_valid(options) THEN json_extract(options, '$.set') END, "
+        "CASE WHEN json_valid(data) THEN json_extract(data, '$.ylabel') END "
+        "FROM result WHERE kind IN ('trajectory','msd','attn','resq') ORDER BY kind, id DESC", e);
     if (!st) return -1;
     size_t cap = 0;
     while (sqlite3_step(st) == SQLITE_ROW) {
@@ -563,6 +570,14 @@ int tui_load_kres(tui *T, qs_err *e)
         k->format = dupz(sqlite3_column_text(st, 2));
         k->hash = dupz(sqlite3_column_text(st, 3));
         k->created = dupz(sqlite3_column_text(st, 4));
+        const char *ti = (const char *)sqlite3_column_text(st, 5), *run = (const char *)sqlite3_column_text(st, 6),
+                   *set = (const char *)sqlite3_column_text(st, 7), *yl = (const char *)sqlite3_column_text(st, 8);
+        char w[300];
+        if (ti && *ti) snprintf(w, sizeof w, "%s", ti);
+        else if (run || set) snprintf(w, sizeof w, "%s%s%s", run ? run : "", run && set ? " / " : "", set ? set : "");
+        else if (yl && *yl) snprintf(w, sizeof w, "%s", yl);
+        else snprintf(w, sizeof w, "-");
+        k->what = strdup(w);
     }
     sqlite3_finalize(st);
     return 0;
@@ -605,8 +620,12 @@ qs_figure *tui_kres_figure(tui *T, int64_t id, qs_err *e)
     }
     const char *yl = json_string_value(json_object_get(j, "ylabel"));
     const char *xl = json_string_value(json_object_get(j, "xlabel"));
-    fig = !strcmp(kind, "trajectory") ? qs_plot_trajectory(title, yl, ld, ns)
-          : !strcmp(kind, "msd") ? qs_plot_msd(title, ld, ns) : qs_plot_attn(title, yl, ld, ns);
+    const char *ti = json_string_value(json_object_get(j, "title"));
+    if (ti && *ti) snprintf(title, sizeof title, "%s", ti);
+    if (!strcmp(kind, "trajectory")) fig = qs_plot_trajectory(title, yl, ld, ns);
+    else if (!strcmp(kind, "msd")) fig = qs_plot_msd(title, ld, ns);
+    else if (!strcmp(kind, "attn")) fig = qs_plot_attn(title, yl, ld, ns);
+    else fig = qs_plot_lines(title, xl ? xl : "", QS_AX_LINEAR, yl ? yl : "", QS_AX_LINEAR, ld, ns);   /* resq, ... */
     if (fig && xl) snprintf(fig->x.title, sizeof fig->x.title, "%s", xl);
 out:
     if (!fig) qs_fail(e, "out of memory");

@@ -305,7 +305,7 @@ void tui_draw_rl(tui *T, int y0, int h)
     if (T->rl_pane == 0)
         snprintf(line, sizeof line, " %-28s %-30s %10s %7s %9s   [Tab: stored trajectories (%d)]", "RUN", "LABEL", "TOKENS", "STEPS", "SEQUENCES", ntraj);
     else
-        snprintf(line, sizeof line, " %-8s %-36s %-20s   [Tab: runs (%zu)]", "RESULT", "FORMAT / METHOD", "CREATED", T->nruns);
+        snprintf(line, sizeof line, " %-8s %-32s %-16s %-20s   [Tab: runs (%zu)]", "RESULT", "WHAT", "FORMAT", "CREATED", T->nruns);
     tui_addstr_clip(y0, 0, line, T->W);
     head_off(T);
     int rows = list_h - 1;
@@ -383,7 +383,7 @@ void tui_draw_rl(tui *T, int y0, int h)
     T->click_n = n;
     for (int r = 0; r < rows && T->lk.top + r < n; r++) {
         tui_kres *K = &T->kres[idx[T->lk.top + r]];
-        snprintf(line, sizeof line, " %-8lld %-36.36s %-20.20s", (long long)K->id, K->format, K->created);
+        snprintf(line, sizeof line, " %-8lld %-32.32s %-16.16s %-20.20s", (long long)K->id, K->what, K->format, K->created);
         if (T->lk.top + r == T->lk.cur) { sel_on(T); fill_line(T, y0 + 1 + r); }
         tui_addstr_clip(y0 + 1 + r, 0, line, T->W);
         if (T->lk.top + r == T->lk.cur) { mvaddch(y0 + 1 + r, 0, '>'); sel_off(T); }
@@ -404,8 +404,8 @@ void tui_draw_kernels(tui *T, int y0, int h)
         if (strcmp(T->kres[i].kind, "trajectory")) idx[n++] = (int)i;
     if (!n) {
         empty_msg(T, y0 + 1, "No kernel results yet — no MSD or attention experiment has stored a result in this database.",
-                  "The kernel commands store results of kind \"msd\" (effective bits vs passes) and \"attn\" (error vs");
-        tui_addstr_clip(y0 + 3, 2, "sequence length); they are listed and plotted here.  `qscope --help` lists the commands.", T->W - 4);
+                  "Kernel experiments store results of kind \"msd\" (effective bits vs passes), \"attn\" (error vs");
+        tui_addstr_clip(y0 + 3, 2, "sequence length) and \"resq\"; they are listed and plotted here.  `qscope --help` lists the commands.", T->W - 4);
         return;
     }
     int list_h = h / 3;
@@ -414,7 +414,7 @@ void tui_draw_kernels(tui *T, int y0, int h)
     char line[600];
     head_on(T);
     fill_line(T, y0);
-    snprintf(line, sizeof line, " %-8s %-6s %-36s %-12s %-20s", "RESULT", "KIND", "FORMAT / SETUP", "INPUT", "CREATED");
+    snprintf(line, sizeof line, " %-8s %-6s %-32s %-16s %-20s", "RESULT", "KIND", "WHAT", "FORMAT", "CREATED");
     tui_addstr_clip(y0, 0, line, T->W);
     head_off(T);
     int rows = list_h - 1;
@@ -424,7 +424,7 @@ void tui_draw_kernels(tui *T, int y0, int h)
     T->click_n = n;
     for (int r = 0; r < rows && T->lk.top + r < n; r++) {
         tui_kres *K = &T->kres[idx[T->lk.top + r]];
-        snprintf(line, sizeof line, " %-8lld %-6s %-36.36s %-12.12s %-20.20s", (long long)K->id, K->kind, K->format, K->hash, K->created);
+        snprintf(line, sizeof line, " %-8lld %-6s %-32.32s %-16.16s %-20.20s", (long long)K->id, K->kind, K->what, K->format, K->created);
         if (T->lk.top + r == T->lk.cur) { sel_on(T); fill_line(T, y0 + 1 + r); }
         tui_addstr_clip(y0 + 1 + r, 0, line, T->W);
         if (T->lk.top + r == T->lk.cur) { mvaddch(y0 + 1 + r, 0, '>'); sel_off(T); }
