@@ -12,9 +12,20 @@ cleanup() { TM kill-server 2>/dev/null; rm -rf "$T"; }
 trap cleanup EXIT
 command -v tmux >/dev/null || { echo "1..0 # SKIP tmux not installed"; exit 0; }
 
-# fixed content: the seeded demo set, two RL runs, a stored trajectory (with a title, as `qscope ais` writes),
+# fixed content: nine seeded generated tensors, two RL runs, a stored trajectory (with a title, as `qscope ais` writes),
 # an attention, a ResQ and two MSD results (one malformed)
-"$QS" demo >/dev/null 2>&1
+# (the tensors of `qscope demo`, made with `qscope gen` so that a change of the demo set does not move
+# the goldens)
+mk() { "$QS" gen "$@" >/dev/null 2>&1 || echo "# gen $* failed"; }
+mk gaussian --shape 1024x1024 --scale 0.02 --seed 1 --name demo:gaussian-w
+mk laplace --shape 1024x1024 --scale 0.02 --seed 2 --name demo:laplace-w
+mk student-t --shape 1024x1024 --scale 0.02 --nu 3 --seed 3 --name demo:student-t3-w
+mk student-t --shape 512x512 --scale 0.02 --nu 10 --seed 4 --name demo:student-t10-w
+mk uniform --shape 256x256 --scale 1 --seed 5 --name demo:uniform
+mk lognormal --n 65536 --seed 6 --name demo:lognormal
+mk llm-act --shape 512x2048 --seed 7 --name demo:llm-act
+mk llm-act --shape 256x1536 --scale 0.5 --seed 8 --name demo:llm-act-ffn
+mk gaussian --n 1048576 --seed 9 --name demo:gaussian-1d
 sqlite3 "$QSCOPE_DB" <<'EOF'
 INSERT INTO rl_run(id,name,label,source) VALUES (1,'bf16-vs-fp8','precision mismatch without training','sim'),(2,'fp8-ais','AIS-R correction','sim');
 WITH RECURSIVE s(step) AS (SELECT 0 UNION ALL SELECT step+1 FROM s WHERE step<39),
