@@ -305,7 +305,8 @@ void tui_draw_rl(tui *T, int y0, int h)
     if (T->rl_pane == 0)
         snprintf(line, sizeof line, " %-28s %-30s %10s %7s %9s   [Tab: stored trajectories (%d)]", "RUN", "LABEL", "TOKENS", "STEPS", "SEQUENCES", ntraj);
     else
-        snprintf(line, sizeof line, " %-8s %-32s %-16s %-20s   [Tab: runs (%zu)]", "RESULT", "WHAT", "FORMAT", "CREATED", T->nruns);
+        snprintf(line, sizeof line, " %-8s %-*s %-16s %-20s   [Tab: runs (%zu)]", "RESULT", T->W - 50 > 20 ? T->W - 50 : 20, "WHAT",
+                 "FORMAT", "CREATED", T->nruns);
     tui_addstr_clip(y0, 0, line, T->W);
     head_off(T);
     int rows = list_h - 1;
@@ -383,7 +384,8 @@ void tui_draw_rl(tui *T, int y0, int h)
     T->click_n = n;
     for (int r = 0; r < rows && T->lk.top + r < n; r++) {
         tui_kres *K = &T->kres[idx[T->lk.top + r]];
-        snprintf(line, sizeof line, " %-8lld %-32.32s %-16.16s %-20.20s", (long long)K->id, K->what, K->format, K->created);
+        int ww = T->W - 50 > 20 ? T->W - 50 : 20;
+        snprintf(line, sizeof line, " %-8lld %-*.*s %-16.16s %-20.20s", (long long)K->id, ww, ww, K->what, K->format, K->created);
         if (T->lk.top + r == T->lk.cur) { sel_on(T); fill_line(T, y0 + 1 + r); }
         tui_addstr_clip(y0 + 1 + r, 0, line, T->W);
         if (T->lk.top + r == T->lk.cur) { mvaddch(y0 + 1 + r, 0, '>'); sel_off(T); }
@@ -414,7 +416,8 @@ void tui_draw_kernels(tui *T, int y0, int h)
     char line[600];
     head_on(T);
     fill_line(T, y0);
-    snprintf(line, sizeof line, " %-8s %-6s %-32s %-16s %-20s", "RESULT", "KIND", "WHAT", "FORMAT", "CREATED");
+    int ww = T->W - 57 > 20 ? T->W - 57 : 20;
+    snprintf(line, sizeof line, " %-8s %-6s %-*s %-16s %-20s", "RESULT", "KIND", ww, "WHAT", "FORMAT", "CREATED");
     tui_addstr_clip(y0, 0, line, T->W);
     head_off(T);
     int rows = list_h - 1;
@@ -424,7 +427,7 @@ void tui_draw_kernels(tui *T, int y0, int h)
     T->click_n = n;
     for (int r = 0; r < rows && T->lk.top + r < n; r++) {
         tui_kres *K = &T->kres[idx[T->lk.top + r]];
-        snprintf(line, sizeof line, " %-8lld %-6s %-32.32s %-16.16s %-20.20s", (long long)K->id, K->kind, K->what, K->format, K->created);
+        snprintf(line, sizeof line, " %-8lld %-6s %-*.*s %-16.16s %-20.20s", (long long)K->id, K->kind, ww, ww, K->what, K->format, K->created);
         if (T->lk.top + r == T->lk.cur) { sel_on(T); fill_line(T, y0 + 1 + r); }
         tui_addstr_clip(y0 + 1 + r, 0, line, T->W);
         if (T->lk.top + r == T->lk.cur) { mvaddch(y0 + 1 + r, 0, '>'); sel_off(T); }
