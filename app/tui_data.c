@@ -408,7 +408,7 @@ int tui_load_runs(tui *T, qs_err *e)
     runs_free(T);
     T->runs_loaded = 1;
     /* names only: the token counts read every token and come from the worker (tui_rl_compute) */
-    sqlite3_stmt *st = qs_db_prepare(T->db, "SELECT r.id, r.name, r.label FROM rl_run r ORDER BY r.name", e);
+    sqlite3_stmt *st = qs_db_prepare(T->db, "SELECT r.id, r.name, r.label, r.source FROM rl_run r ORDER BY r.name", e);
     if (!st) return -1;
     size_t cap = 0;
     while (sqlite3_step(st) == SQLITE_ROW) {
@@ -421,7 +421,9 @@ int tui_load_runs(tui *T, qs_err *e)
         tui_run *r = &T->runs[T->nruns++];
         r->id = sqlite3_column_int64(st, 0);
         r->name = dupz(sqlite3_column_text(st, 1));
-        r->label = dupz(sqlite3_column_text(st, 2));
+        const char *lab = (const char *)sqlite3_column_text(st, 2), *src = (const char *)sqlite3_column_text(st, 3);
+        if ((!lab || !*lab) && src && strrchr(src, '/')) src = strrchr(src, '/') + 1;   /* a path: its file name */
+        r->label = strdup(lab && *lab ? lab : src ? src : "");
         r->tokens = r->steps = r->seqs = -1;
     }
     sqlite3_finalize(st);

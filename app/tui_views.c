@@ -303,7 +303,7 @@ void tui_draw_rl(tui *T, int y0, int h)
     head_on(T);
     fill_line(T, y0);
     if (T->rl_pane == 0)
-        snprintf(line, sizeof line, " %-28s %-30s %10s %7s %9s   [Tab: stored trajectories (%d)]", "RUN", "LABEL", "TOKENS", "STEPS", "SEQUENCES", ntraj);
+        snprintf(line, sizeof line, " %-28s %-30s %10s %7s %9s   [Tab: stored trajectories (%d)]", "RUN", "LABEL / SOURCE", "TOKENS", "STEPS", "SEQUENCES", ntraj);
     else
         snprintf(line, sizeof line, " %-8s %-*s %-16s %-20s   [Tab: runs (%zu)]", "RESULT", T->W - 50 > 20 ? T->W - 50 : 20, "WHAT",
                  "FORMAT", "CREATED", T->nruns);
