@@ -118,7 +118,7 @@ data: $(BIN) demo-db
 
 run: deps
 	@$(MAKE) --no-print-directory all demo-db
-	@$(BIN) --db $(QSCOPE_DB)
+	@$(BIN) --db $(QSCOPE_DB) tui
 
 install: $(BIN)
 	install -d $(DESTDIR)$(PREFIX)/bin

@@ -15,6 +15,7 @@
 #include <xxhash.h>
 
 #include "bench_util.h"
+#include "tui.h"
 #include "cli.h"
 
 int qs_bench_formats(qs_cli *cli, int quick, int json, const char *list);
@@ -87,6 +88,7 @@ int qs_cmd_bench(qs_cli *cli, int argc, char **argv)
 {
     int quick = 0, json = 0;
     const char *user_npy = NULL, *flist = NULL;
+    if (argc > 1 && !strcmp(argv[1], "tui")) return qs_bench_tui(cli, argc - 1, argv + 1);
     int formats = argc > 1 && !strcmp(argv[1], "formats"), analyze = argc > 1 && !strcmp(argv[1], "analyze");
     int rl = argc > 1 && !strcmp(argv[1], "rl");
     int kernels = argc > 1 && !strcmp(argv[1], "kernels"), score = 0;

@@ -181,7 +181,7 @@ const qs_command qs_commands[] = {
      "right size).  Exit 1 if anything is wrong.", qs_cmd_check, 1},
     {"schema", "", "print the database schema (SQL)",
      "Prints the SQL of the current schema, for use with sqlite3.", qs_cmd_schema, 0},
-    {"bench", "[formats [-f LIST] | analyze | rl | kernels] [--score] [--quick] [--json] [--npy FILE]", "measure throughput",
+    {"bench", "[formats [-f LIST] | analyze | rl | kernels | tui] [--score] [--quick] [--json] [--npy FILE]", "measure throughput",
      "`qscope bench` times the store's hot paths on generated data, min and median of repeated\n"
      "runs: hashing, decode of each storage dtype to float32, statistics (1 and 2 threads), and an\n"
      "end-to-end import of a .npy file (--npy FILE to use yours).\n"
@@ -200,6 +200,9 @@ const qs_command qs_commands[] = {
      "d=128), AMLA and the MSD two-pass INT8 GEMM, one thread then two, against the issue targets.\n"
      "`qscope bench --score` prints a CANN-Bench-style scorecard: per-dtype precision gates against\n"
      "FP64 and the hardware-anchored score against a plain C baseline and this machine's roofline.\n"
+     "\n"
+     "`qscope bench tui` times the workbench on a generated 10,000-tensor database (--tensors N):\n"
+     "first frame (open, load, draw) and redraw after a key in every view, headless.\n"
      "--quick uses 1M values (smaller shapes for kernels).", qs_cmd_bench, 0},
     {"plot", "KIND [TENSOR] -o FILE.png|- [-f F1,F2] [--width W --height H --dpi D --title T --logx --logy]",
      "draw a result as a PNG (with provenance) or in the terminal",
@@ -362,6 +365,16 @@ const qs_command qs_commands[] = {
      "  --seed S            sampling seed (default 0);  --name RUN  run name;  --prefix P  capture\n"
      "                      tensor prefix (default llm-act);  --json  score summary as JSON",
      qs_cmd_llm, 0},
+    {"tui", "[--formats LIST] [--no-mouse] [--ascii]", "open the workbench (also: qscope with no command, on a terminal)",
+     "The interactive workbench: tensors, formats compared, error histograms, block-error heatmaps and\n"
+     "the block inspector (every element's code bit by bit, in two formats side by side), RL runs and\n"
+     "kernel results.  Missing results are computed in a background thread (Esc cancels); `:` runs any\n"
+     "qscope command; `e` exports the plot on screen to PNG ($QSCOPE_EXPORT_DIR or the current\n"
+     "directory); `?` lists every key.  See docs/workbench.md.\n"
+     "\n"
+     "  --formats LIST  the formats to compare, as in analyze (default: the report's list)\n"
+     "  --no-mouse      leave the mouse to the terminal (selecting text)\n"
+     "  --ascii         ASCII glyphs only (also on TERM=vt* or a non-UTF-8 locale)", qs_cmd_tui, 1},
     {NULL, NULL, NULL, NULL, NULL, 0},
 };
 
@@ -428,7 +441,11 @@ int main(int argc, char **argv)
         }
     }
     if (i >= argc) {
-        /* No command: until the workbench exists, show the database summary. */
+        /* No command: the workbench on a terminal, else the database summary. */
+        if (isatty(STDIN_FILENO) && isatty(STDOUT_FILENO)) {
+            char *targs[] = {"tui", NULL};
+            return qs_cmd_tui(&cli, 1, targs);
+        }
         char *args[] = {"info", NULL};
         return qs_cmd_info(&cli, 1, args);
     }

@@ -1,0 +1,302 @@
+/*
+** The workbench (`qscope tui`, or `qscope` on a terminal): an ncurses application over the
+** database.  Files, by concept:
+**
+**   tui.c          entry point, main loop, layout (title, status line, key-hint bar), the `:`
+**                  command line, prompts, mouse, resize, the too-small message
+**   tui_keys.c     the one key table: keys -> actions, and the help screen generated from it
+**   tui_data.c     everything read from the database (tensors, stored metrics, histograms, blocks,
+**                  RL runs and their per-step diagnostics, kernel results)
+**   tui_worker.c   the worker thread: analyses and `:` commands run there, with progress and
+**                  cancellation; the interface never waits for them
+**   tui_views.c    the list views: Tensors, Formats, Histogram, RL runs, Kernels, Output, Help
+**   tui_blocks.c   the Blocks view (block-error heatmap) and the Block inspector
+**   tui_plot.c     drawing a plot-model figure into a window region (colours mapped to curses
+**                  pairs), and PNG export
+**   tui_args.c     splitting a `:` command line into words (fuzzed: tests/fuzz/fuzz_tui_args.c)
+**   tui_bench.c    `qscope bench tui`: first-frame and redraw timings on a 10,000-tensor database
+**
+** Threading: only the main thread touches ncurses and the main database connection.  The worker
+** has its own connection; it communicates through tui_job (mutex-protected) and a self-pipe that
+** wakes the main loop when a job ends.  Jobs: analyses of missing results, `:` commands (a child
+** process), and the RL diagnostics (they read every token).
+*/
+#ifndef QS_TUI_H
+#define QS_TUI_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "../analysis/metrics.h"
+#include "../analysis/plot.h"
+#include "../kernels/format_apply.h"
+#include "../store/db.h"
+#include "cli.h"
+
+#define TUI_MAX_FMTS 32
+
+typedef enum tui_view_id {
+    TV_TENSORS = 0, TV_FORMATS, TV_HIST, TV_BLOCKS, TV_INSPECT, TV_RL, TV_KERNELS, TV_OUTPUT, TV_HELP, TV_COUNT
+} tui_view_id;
+
+/* ---- data (tui_data.c) ---- */
+typedef struct tui_tensor {
+    int64_t id;
+    char *name, *hash, *dtype;
+    char shape[48];
+    uint64_t numel, nbytes, rows, cols;
+    double absmax, kurtosis, outlier;  /* NaN when no statistics */
+    int nresults;                 /* stored metrics results (format x options) of this qscope version */
+} tui_tensor;
+
+typedef struct tui_fmt {          /* one chosen format entry (with its options) */
+    qs_apply a;
+    char label[96];
+    char *opts;                   /* canonical options JSON (the result key) */
+} tui_fmt;
+
+typedef struct tui_metrics {      /* a stored "metrics" result, or have = 0 */
+    int have;
+    double bits, eff_bits, sqnr, max_rel, under, clip, rmse, nonfinite;
+} tui_metrics;
+
+typedef struct tui_blocks {       /* a stored "blocks" result and its arrays */
+    int have;
+    uint64_t nblocks, rows, cols;
+    int block, axis;
+    float *rmse, *absmax, *ratio;
+    uint8_t *scale;               /* may be NULL */
+    double lo, hi;                /* log10 range of the finite positive rmse */
+} tui_blocks;
+
+typedef struct tui_run {          /* an RL run */
+    int64_t id;
+    char *name, *label;
+    int64_t tokens, steps, seqs;
+} tui_run;
+
+typedef struct tui_rlc {          /* a run's per-step diagnostics and counts (computed by the worker) */
+    int64_t run;
+    double *x, *y[8];             /* steps; diagnostic m per step */
+    size_t n;
+    int64_t tokens, steps, seqs;
+} tui_rlc;
+
+typedef struct tui_kres {         /* a stored result of kind trajectory / msd / attn / resq */
+    int64_t id;
+    char kind[16];
+    char *format, *hash, *created;
+    char *what;                   /* the data's "title", else the options' "run"/"set", else its "ylabel" */
+} tui_kres;
+
+/* ---- worker (tui_worker.c) ---- */
+typedef enum tui_job_kind { TJ_NONE = 0, TJ_ANALYZE, TJ_COMMAND, TJ_RL } tui_job_kind;
+
+typedef struct tui_job {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t th;
+    int started, quit;
+    /* request (main -> worker) */
+    tui_job_kind kind;            /* TJ_NONE = idle */
+    char *db_path;
+    char *tensor;                 /* TJ_ANALYZE: tensor name */
+    qs_apply apps[TUI_MAX_FMTS];  /* TJ_ANALYZE: formats to compute */
+    int napps, force;
+    char **argv;                  /* TJ_COMMAND: qscope arguments (NULL-terminated) */
+    int64_t *rl_runs;             /* TJ_RL: runs to compute */
+    tui_rlc *rl_out;              /* TJ_RL: their diagnostics (handed to the main thread) */
+    int rl_n, rl_done;
+    /* state (worker -> main) */
+    volatile int busy, cancel;
+    uint64_t done, total;         /* progress of the current step */
+    int step, nsteps;
+    char label[160];
+    char *output;                 /* TJ_COMMAND: captured stdout+stderr */
+    size_t output_len;
+    int exit_code;
+    char msg[512];                /* the last job's outcome */
+    int finished;                 /* set when a job ends; cleared by the main thread */
+    int wake_fd[2];               /* self-pipe: the worker writes a byte when a job ends */
+    pid_t child;
+} tui_job;
+
+/* ---- the application ---- */
+typedef struct tui_list {         /* cursor and scroll of a list */
+    int cur, top;
+} tui_list;
+
+typedef struct tui_insp tui_insp;
+
+typedef struct tui {
+    qs_cli *cli;
+    qs_db *db;
+    char *db_path;
+    int color, ascii, mouse;      /* colour in use; ASCII-only glyphs; mouse reporting */
+    int W, H;                     /* terminal size */
+    tui_view_id view, stack[16];
+    int depth;
+    int quit, dirty;
+    /* tensors */
+    tui_tensor *t;
+    size_t nt;
+    size_t *vis;                  /* indices of the shown (filtered, sorted) tensors */
+    size_t nvis;
+    int sort_key, sort_desc;      /* 0 name, 1 size, 2 absmax, 3 kurtosis, 4 outliers */
+    char filter[128], search[128];
+    tui_list lt, lf, lr, lk, lo, lh;
+    /* formats */
+    tui_fmt fmts[TUI_MAX_FMTS];
+    int nfmts;
+    tui_metrics met[TUI_MAX_FMTS];
+    int met_for;                  /* tensor index the metrics are loaded for (-1 none) */
+    int fsort;                    /* formats view sort column (0 = as chosen) */
+    int fsort_desc;
+    int *forder;                  /* row order of the formats view */
+    /* histogram */
+    int hist_kind;                /* 0 rel_err, 1 abs_err, 2 ulp_err, 3 value */
+    int hist_liny;                /* linear counts instead of log */
+    int hist_one;                 /* only the format under the cursor */
+    /* blocks */
+    tui_blocks blk;
+    int blk_for, blk_fmt;         /* tensor / format the blocks are loaded for */
+    int bcur;                     /* selected block */
+    int btop;                     /* first grid row shown */
+    tui_insp *insp;
+    int second_fmt;               /* inspector: the format shown side by side (-1 none) */
+    /* RL / kernels */
+    tui_run *runs;
+    size_t nruns;
+    tui_kres *kres;
+    size_t nkres;
+    int rl_metric;                /* diagnostic plotted for the selected run */
+    int rl_pane;                  /* 0 runs list, 1 stored trajectories */
+    int rl_one;                   /* plot only the selected run */
+    tui_rlc *rlc;
+    int nrlc;                     /* per-run diagnostics computed so far (cleared when runs reload) */
+    int runs_loaded;              /* the RL run list is read when the RL view is first shown */
+    int rl_stopped;               /* the last RL computation was cancelled or failed: wait for r */
+    int bench_rl_sync;            /* bench: compute RL diagnostics on the main thread (no worker) */
+    /* output of the last `:` command */
+    char *out;
+    size_t out_len;
+    char out_title[200];
+    /* the figure on screen (for `e` export) and where it came from */
+    qs_figure *fig;
+    char fig_what[200];
+    /* status */
+    char msg[400];
+    int msg_err;
+    tui_job job;
+    int bench;                    /* running headless for `bench tui` */
+    /* mouse: the list drawn last and where its first row is */
+    tui_list *click_list;
+    int click_y0, click_n;
+    int auto_analyze;             /* compute missing results when a tensor's formats are shown */
+    /* parsed stored histograms of the current tensor, [format][rel, abs, ulp, value]; state 0 not
+    ** read yet, 1 present, -1 absent; cleared whenever the metrics are reloaded */
+    qs_hist hc[TUI_MAX_FMTS][4];
+    signed char hc_state[TUI_MAX_FMTS][4];
+} tui;
+
+/* tui.c */
+int tui_interrupted(void);                   /* SIGINT/SIGTERM/SIGHUP arrived: leave loops and quit */
+void tui_set_msg(tui *T, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void tui_push(tui *T, tui_view_id v);
+void tui_pop(tui *T);
+int tui_prompt(tui *T, const char *label, char *buf, size_t cap);
+void tui_draw(tui *T);
+int tui_init_app(tui *T, qs_cli *cli, const char *db_path, const char *fmt_list, qs_err *e);
+void tui_free_app(tui *T);
+void tui_screen_setup(tui *T);               /* curses modes and colours, after initscr/newterm */
+int qs_bench_tui(qs_cli *cli, int argc, char **argv);   /* tui_bench.c */
+int tui_handle_key(tui *T, int ch);
+const char *tui_view_name(tui_view_id v);
+
+/* tui_args.c: split a `:` command line into words (blanks separate; '...' literal; "..." and bare
+** words take \x as x); *out is NULL-terminated, malloc'd.  Returns the count, -1 out of memory. */
+int tui_split_args(const char *s, char ***out);
+void tui_free_args(char **v);
+
+/* tui_keys.c */
+typedef enum tui_act {
+    TA_NONE = 0, TA_UP, TA_DOWN, TA_LEFT, TA_RIGHT, TA_PGUP, TA_PGDN, TA_HOME, TA_END, TA_ENTER, TA_BACK, TA_TAB,
+    TA_SEARCH, TA_NEXT, TA_PREV, TA_SORT, TA_SORT_REV, TA_FILTER, TA_FORMATS, TA_OPTIONS, TA_EXPORT, TA_RECOMPUTE,
+    TA_CMDLINE, TA_HELP, TA_CLOSE, TA_QUIT, TA_HIST_KIND, TA_HIST_ALL, TA_LOGY, TA_WORST, TA_SECOND, TA_METRIC, TA_REDRAW,
+    TA_V_TENSORS, TA_V_FORMATS, TA_V_HIST, TA_V_BLOCKS, TA_V_RL, TA_V_KERNELS, TA_V_OUTPUT, TA_COUNT
+} tui_act;
+tui_act tui_key_action(tui_view_id v, int ch);
+int tui_help_lines(char ***lines);           /* the help text, generated from the key table */
+const char *tui_hint_bar(tui_view_id v);     /* the key hints shown at the bottom of a view */
+
+/* tui_data.c */
+int tui_load_tensors(tui *T, qs_err *e);
+void tui_apply_view(tui *T);                 /* filter + sort into vis */
+void tui_count_results(tui *T);              /* tui_tensor.nresults of every tensor */
+tui_tensor *tui_cur_tensor(tui *T);
+int tui_cur_tensor_index(tui *T);
+void tui_load_metrics(tui *T);               /* of the current tensor, every chosen format */
+void tui_hist_cache_clear(tui *T);
+int tui_load_hist(tui *T, int fi, const char *which, qs_hist *h);   /* 0 ok */
+int tui_load_blocks(tui *T, int ti, int fi);
+void tui_blocks_free(tui_blocks *b);
+int tui_load_runs(tui *T, qs_err *e);
+int tui_load_kres(tui *T, qs_err *e);
+/* per-step diagnostic of a run (metric index < tui_rl_nmetrics()); arrays malloc'd */
+int tui_rl_nmetrics(void);
+const char *tui_rl_metric_name(int m);
+/* A run's counts and every diagnostic in one pass over its tokens (any thread, its own db). */
+int tui_rl_compute(qs_db *db, int64_t run, tui_rlc *out, qs_err *e);
+void tui_rlc_free(tui_rlc *c);
+/* The computed diagnostics of a run (NULL until the worker has computed them). */
+const tui_rlc *tui_rl_get(tui *T, int64_t run);
+void tui_rl_cache_clear(tui *T);
+void tui_rl_cache_take(tui *T, tui_rlc *c, int n);   /* adopt the worker's results */
+qs_figure *tui_kres_figure(tui *T, int64_t id, qs_err *e);
+int tui_fmt_set(tui_fmt *F, const qs_apply *a);
+void tui_fmts_free(tui *T);
+void tui_sort_formats(tui *T);
+
+/* tui_worker.c */
+int tui_job_init(tui_job *j, const char *db_path);
+void tui_job_stop(tui_job *j);
+int tui_job_analyze(tui_job *j, const char *tensor, const qs_apply *apps, int n, int force);
+int tui_job_command(tui_job *j, char **argv);
+int tui_job_rl(tui_job *j, const int64_t *runs, int n);
+struct qs_tensor_rec;
+int tui_analyze_one(qs_db *db, const struct qs_tensor_rec *t, const qs_apply *a, int force, int threads,
+                    int (*prog)(void *, uint64_t, uint64_t), void *prog_ctx, int *cached, qs_err *e);
+void tui_job_cancel(tui_job *j);
+
+/* tui_views.c */
+void tui_draw_tensors(tui *T, int y0, int h);
+void tui_draw_formats(tui *T, int y0, int h);
+void tui_draw_hist(tui *T, int y0, int h);
+void tui_draw_rl(tui *T, int y0, int h);
+void tui_draw_kernels(tui *T, int y0, int h);
+void tui_draw_output(tui *T, int y0, int h);
+void tui_draw_help(tui *T, int y0, int h);
+void tui_choose_formats(tui *T);
+void tui_format_options(tui *T);
+
+/* tui_blocks.c */
+void tui_draw_blocks(tui *T, int y0, int h);
+void tui_draw_inspect(tui *T, int y0, int h);
+int tui_blocks_key(tui *T, tui_act a);
+int tui_inspect_open(tui *T);
+int tui_inspect_key(tui *T, tui_act a);
+void tui_inspect_free(tui *T);
+
+/* tui_plot.c */
+void tui_draw_figure(tui *T, qs_figure *f, int y0, int x0, int h, int w);
+int tui_export_png(tui *T, char *path, size_t cap);
+/* colour pairs */
+enum { CP_HEAD = 1, CP_SEL, CP_STATUS, CP_HINT, CP_ERR, CP_BEST, CP_SIGN, CP_EXP, CP_MANT, CP_DIM, CP_OK,
+       CP_HEAT0 };    /* CP_HEAT0 .. CP_HEAT0+7: heat ramp */
+#define TUI_NHEAT 8
+
+/* Helpers */
+void tui_fmt_num(double v, char *buf, size_t cap);      /* compact number, NaN as "-" */
+void tui_addstr_clip(int y, int x, const char *s, int w);
+
+#endif

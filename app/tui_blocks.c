@@ -1,0 +1,969 @@
+/*
+** The Blocks view and the Block inspector.
+**
+** Blocks: the per-block RMSE stored by `analyze --blocks` ("blocks" result, blob "rmse") drawn as a
+** grid, one cell per block, shaded by log10 RMSE over the tensor's range (8 levels: ▁▂▃▄▅▆▇█, or
+** .:-=+*#@ in ASCII; viridis colours when colour is on).  Rows of the tensor go down and the blocks
+** of a row across (axis 1); with axis 0 the block-rows go down and the columns across; a 1-D
+** tensor's blocks wrap as a strip.  A side panel shows the selected block's statistics.
+**
+** Inspector: the block's elements are read from the tensor and encoded again with the format
+** (encode for the codes and metadata, fakeq for the values, exactly as the analysis does: the same
+** runs, block boundaries, SR counters and NVFP4 tensor scale); the second format encodes the same
+** elements inside its own blocks (which may be larger, smaller or along the other axis).
+*/
+#include <curses.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tui.h"
+#include "../kernels/hifloat.h"
+#include "../kernels/minifloat.h"
+#include "../store/tensor.h"
+
+/* ------------------------------------------------------------ block geometry */
+
+typedef struct geom {
+    int whole, col;                /* one block; blocks run down columns */
+    size_t blk;                    /* block size (0: a whole row / column / tensor) */
+    uint64_t rows, cols, per;      /* per: blocks per run */
+    uint64_t nblocks;
+} geom;
+
+static void geom_of(const qs_apply *a, uint64_t rows, uint64_t cols, geom *g)
+{
+    memset(g, 0, sizeof *g);
+    qs_qopts o = a->o;
+    g->whole = a->gran == QS_GRAN_TENSOR;
+    g->col = a->gran == QS_GRAN_COL || (a->gran == QS_GRAN_BLOCK && a->axis == 0);
+    if (a->gran != QS_GRAN_BLOCK) o.block = 0;
+    g->blk = qs_format_block(a->f, &o);
+    g->rows = rows;
+    g->cols = cols;
+    if (g->whole) { g->per = 1; g->nblocks = 1; g->blk = 0; return; }
+    uint64_t runlen = g->col ? rows : cols, nruns = g->col ? cols : rows;
+    g->per = g->blk ? (runlen + g->blk - 1) / g->blk : 1;
+    g->nblocks = g->per * nruns;
+}
+
+/* Elements of block b (flat C-order indices, ascending in the run) and the SR counter of its first. */
+static size_t geom_elems(const geom *g, uint64_t b, uint64_t *idx, size_t cap, uint64_t *index0)
+{
+    size_t n = 0;
+    if (g->whole) {
+        for (uint64_t i = 0; i < g->rows * g->cols && n < cap; i++) idx[n++] = i;
+        *index0 = 0;
+        return n;
+    }
+    uint64_t run = b / g->per, k = b % g->per;
+    uint64_t runlen = g->col ? g->rows : g->cols;
+    uint64_t p0 = g->blk ? k * g->blk : 0, p1 = g->blk ? p0 + g->blk : runlen;
+    if (p1 > runlen) p1 = runlen;
+    for (uint64_t p = p0; p < p1 && n < cap; p++) idx[n++] = g->col ? p * g->cols + run : run * g->cols + p;
+    *index0 = g->col ? run * g->rows + p0 : run * g->cols + p0;
+    return n;
+}
+
+/* Block containing flat element i. */
+static uint64_t geom_block_of(const geom *g, uint64_t i)
+{
+    if (g->whole) return 0;
+    uint64_t r = i / g->cols, c = i % g->cols;
+    uint64_t run = g->col ? c : r, p = g->col ? r : c;
+    return run * g->per + (g->blk ? p / g->blk : 0);
+}
+
+/* ------------------------------------------------------------ Blocks view */
+
+static const char *const kRampU[8] = {"\u2581", "\u2582", "\u2583", "\u2584", "\u2585", "\u2586", "\u2587", "\u2588"};
+static const char kRampA[8] = {'.', ':', '-', '=', '+', '*', '#', '@'};
+
+static int heat_level(const tui_blocks *b, double v)
+{
+    if (!(v > 0) || !isfinite(v)) return -1;
+    double t = b->hi > b->lo ? (log10(v) - b->lo) / (b->hi - b->lo) : 1;
+    int k = (int)(t * 8);
+    return k < 0 ? 0 : k > 7 ? 7 : k;
+}
+
+/* Display grid of the blocks: vr x vc cells; strip = 1-D blocks wrapped at vc. */
+typedef struct vgrid { uint64_t vr, vc; int strip, swap; } vgrid;
+
+static void vgrid_of(tui *T, const geom *g, int gw, vgrid *v)
+{
+    (void)T;
+    memset(v, 0, sizeof *v);
+    uint64_t runs = g->whole ? 1 : g->col ? g->cols : g->rows;
+    if (runs == 1 || g->per == 1) {   /* one run (1-D) or one block per run: a wrapped strip */
+        v->strip = 1;
+        v->vc = (uint64_t)(gw > 0 ? gw : 1);
+        if (v->vc > g->nblocks) v->vc = g->nblocks ? g->nblocks : 1;
+        v->vr = (g->nblocks + v->vc - 1) / v->vc;
+        return;
+    }
+    if (g->col) { v->swap = 1; v->vr = g->per; v->vc = runs; }
+    else { v->vr = runs; v->vc = g->per; }
+}
+
+static void vg_pos(const vgrid *v, const geom *g, uint64_t b, uint64_t *r, uint64_t *c)
+{
+    if (v->strip) { *r = b / v->vc; *c = b % v->vc; return; }
+    uint64_t run = b / g->per, k = b % g->per;
+    if (v->swap) { *r = k; *c = run; }
+    else { *r = run; *c = k; }
+}
+
+static int64_t vg_block(const vgrid *v, const geom *g, uint64_t r, uint64_t c)
+{
+    uint64_t b;
+    if (v->strip) b = r * v->vc + c;
+    else if (v->swap) b = c * g->per + r;
+    else b = r * g->per + c;
+    return b < g->nblocks ? (int64_t)b : -1;
+}
+
+static int ensure_blocks(tui *T)
+{
+    int ti = tui_cur_tensor_index(T);
+    int fi = T->forder && T->lf.cur < T->nfmts ? T->forder[T->lf.cur] : 0;
+    if (T->view == TV_INSPECT && T->blk_fmt >= 0) fi = T->blk_fmt;
+    if (T->blk_for != ti || T->blk_fmt != fi) {
+        tui_load_blocks(T, ti, fi);
+        T->bcur = 0;
+        T->btop = 0;
+        tui_inspect_free(T);
+    }
+    return T->blk.have;
+}
+
+static void side_panel(tui *T, const geom *g, int y, int x, int w)
+{
+    tui_blocks *B = &T->blk;
+    uint64_t b = (uint64_t)T->bcur;
+    char s[200], v1[32], v2[32];
+    attron(A_BOLD);
+    snprintf(s, sizeof s, "block %llu of %llu", (unsigned long long)b, (unsigned long long)B->nblocks);
+    tui_addstr_clip(y++, x, s, w);
+    attroff(A_BOLD);
+    uint64_t idx[2], i0;
+    size_t n = geom_elems(g, b, idx, 1, &i0);
+    if (n) {
+        uint64_t r = idx[0] / g->cols, c = idx[0] % g->cols;
+        size_t len = g->whole ? (size_t)(g->rows * g->cols) : g->blk ? g->blk : (size_t)(g->col ? g->rows : g->cols);
+        if (g->whole) snprintf(s, sizeof s, "the whole tensor");
+        else if (g->col) snprintf(s, sizeof s, "column %llu, rows %llu-%llu", (unsigned long long)c, (unsigned long long)r,
+                                  (unsigned long long)(r + len - 1 < g->rows ? r + len - 1 : g->rows - 1));
+        else snprintf(s, sizeof s, "row %llu, cols %llu-%llu", (unsigned long long)r, (unsigned long long)c,
+                      (unsigned long long)(c + len - 1 < g->cols ? c + len - 1 : g->cols - 1));
+        tui_addstr_clip(y++, x, s, w);
+    }
+    tui_fmt_num(B->rmse[b], v1, sizeof v1);
+    snprintf(s, sizeof s, "RMSE      %s", v1);
+    tui_addstr_clip(y++, x, s, w);
+    if (B->absmax) { tui_fmt_num(B->absmax[b], v1, sizeof v1); snprintf(s, sizeof s, "absmax    %s", v1); tui_addstr_clip(y++, x, s, w); }
+    if (B->scale) {
+        const qs_format *f = T->fmts[T->blk_fmt].a.f;
+        double sv = NAN;
+        if (f->has_scale_rule || !strcmp(f->family, "m2xfp")) sv = qs_e8m0_decode(B->scale[b]);
+        else if (!strcmp(f->family, "nvfp4")) sv = qs_mf_decode(&qs_mf_e4m3, B->scale[b]);
+        else if (!strcmp(f->name, "hif4")) sv = qs_hif4_e6m2_value(B->scale[b]);
+        tui_fmt_num(sv, v2, sizeof v2);
+        snprintf(s, sizeof s, "scale     0x%02x = %s", B->scale[b], v2);
+        tui_addstr_clip(y++, x, s, w);
+    }
+    if (B->ratio) { tui_fmt_num(B->ratio[b], v1, sizeof v1); snprintf(s, sizeof s, "amax/scale %s", v1); tui_addstr_clip(y++, x, s, w); }
+    /* rank of this block's error */
+    uint64_t worse = 0;
+    for (uint64_t i = 0; i < B->nblocks; i++) worse += B->rmse[i] > B->rmse[b];
+    snprintf(s, sizeof s, "rank      %llu of %llu by error", (unsigned long long)(worse + 1), (unsigned long long)B->nblocks);
+    tui_addstr_clip(y++, x, s, w);
+    y++;
+    attron(A_BOLD);
+    tui_addstr_clip(y++, x, "log10 RMSE scale", w);
+    attroff(A_BOLD);
+    for (int k = 7; k >= 0; k--) {
+        double lo = B->lo + (B->hi - B->lo) * k / 8.0;
+        if (T->color) attron(COLOR_PAIR(CP_HEAT0 + k));
+        if (T->ascii) mvaddch(y, x, (chtype)kRampA[k]);
+        else mvaddstr(y, x, kRampU[k]);
+        if (T->color) attroff(COLOR_PAIR(CP_HEAT0 + k));
+        tui_fmt_num(isfinite(lo) ? pow(10, lo) : NAN, v1, sizeof v1);
+        snprintf(s, sizeof s, " >= %s", v1);
+        tui_addstr_clip(y++, x + 1, s, w - 1);
+    }
+    tui_addstr_clip(y++, x, "  (blank: exact, ! NaN/Inf)", w);
+}
+
+void tui_draw_blocks(tui *T, int y0, int h)
+{
+    tui_tensor *t = tui_cur_tensor(T);
+    if (!t) { tui_addstr_clip(y0 + 1, 2, "No tensor selected: go to the Tensors view (1) and pick one.", T->W - 4); return; }
+    if (!ensure_blocks(T)) {
+        const tui_fmt *F = T->blk_fmt >= 0 && T->blk_fmt < T->nfmts ? &T->fmts[T->blk_fmt] : NULL;
+        attron(A_BOLD);
+        tui_addstr_clip(y0 + 1, 2, "No per-block results for this tensor and format yet.", T->W - 4);
+        attroff(A_BOLD);
+        char s[300];
+        if (F && F->a.f->block == 1)
+            snprintf(s, sizeof s, "%s is an element cast: it has no blocks.  Pick a block format in the Formats view (2).", F->label);
+        else snprintf(s, sizeof s, "%s", T->job.busy ? "They are being computed in the background (see the status line)."
+                                          : "Press r to compute them, or pick another format in the Formats view (2).");
+        tui_addstr_clip(y0 + 2, 2, s, T->W - 4);
+        return;
+    }
+    tui_blocks *B = &T->blk;
+    const tui_fmt *F = &T->fmts[T->blk_fmt];
+    geom g;
+    geom_of(&F->a, B->rows, B->cols, &g);
+    if (g.nblocks != B->nblocks) {
+        tui_addstr_clip(y0 + 1, 2, "The stored block layout does not match the format's options; press r to recompute.", T->W - 4);
+        return;
+    }
+    int pw = 32, gw = T->W - pw - 3, gh = h - 2;
+    vgrid v;
+    vgrid_of(T, &g, gw, &v);
+    char s[300];
+    snprintf(s, sizeof s, "%llu block%s of %llu (%s), grid %llu x %llu%s", (unsigned long long)B->nblocks, B->nblocks == 1 ? "" : "s",
+             (unsigned long long)(g.whole ? g.rows * g.cols : g.blk ? g.blk : (g.col ? g.rows : g.cols)),
+             g.whole ? "whole tensor" : g.col ? "down columns" : "along rows", (unsigned long long)v.vr, (unsigned long long)v.vc,
+             v.strip ? " (wrapped strip)" : v.swap ? " (block-rows down, columns across)" : " (rows down, blocks across)");
+    tui_addstr_clip(y0, 1, s, T->W - 2);
+    uint64_t cr, cc;
+    if (T->bcur < 0) T->bcur = 0;
+    if ((uint64_t)T->bcur >= B->nblocks) T->bcur = (int)(B->nblocks - 1);
+    vg_pos(&v, &g, (uint64_t)T->bcur, &cr, &cc);
+    /* viewport: keep the cursor inside */
+    if ((int64_t)cr < T->btop) T->btop = (int)cr;
+    if ((int64_t)cr >= T->btop + gh) T->btop = (int)cr - gh + 1;
+    int cwid = !v.strip && v.vc * 2 <= (uint64_t)gw ? 2 : 1;   /* two cells per block when they fit */
+    gw /= cwid;
+    uint64_t left = cc >= (uint64_t)gw ? cc - (uint64_t)gw + 1 : 0;
+    for (int r = 0; r < gh && (uint64_t)(T->btop + r) < v.vr; r++) {
+        for (int c = 0; c < gw && left + (uint64_t)c < v.vc; c++) {
+            int64_t b = vg_block(&v, &g, (uint64_t)(T->btop + r), left + (uint64_t)c);
+            if (b < 0) break;
+            double val = B->rmse[b];
+            int k = heat_level(B, val);
+            int cur = b == T->bcur;
+            if (cur) attron(A_REVERSE | A_BOLD);
+            if (T->color && k >= 0) attron(COLOR_PAIR(CP_HEAT0 + k));
+            int yy = y0 + 1 + r;
+            for (int q = 0; q < cwid; q++) {
+                int xx = 1 + c * cwid + q;
+                if (k < 0) mvaddch(yy, xx, isnan(val) || isinf(val) ? '!' : (cur ? 'o' : ' '));
+                else if (T->ascii) mvaddch(yy, xx, (chtype)kRampA[k]);
+                else mvaddstr(yy, xx, kRampU[k]);
+            }
+            if (T->color && k >= 0) attroff(COLOR_PAIR(CP_HEAT0 + k));
+            if (cur) attroff(A_REVERSE | A_BOLD);
+        }
+    }
+    if (v.vr > (uint64_t)gh || v.vc > (uint64_t)gw) {
+        snprintf(s, sizeof s, "showing grid rows %d-%llu of %llu, columns %llu-%llu of %llu", T->btop,
+                 (unsigned long long)((uint64_t)(T->btop + gh) < v.vr ? (uint64_t)(T->btop + gh - 1) : v.vr - 1),
+                 (unsigned long long)v.vr, (unsigned long long)left,
+                 (unsigned long long)(left + (uint64_t)gw < v.vc ? left + (uint64_t)gw - 1 : v.vc - 1), (unsigned long long)v.vc);
+        tui_addstr_clip(y0 + h - 1, 1, s, gw);
+    }
+    side_panel(T, &g, y0 + 1, T->W - pw, pw - 1);
+    /* the heatmap as a figure for `e` (exported through the PNG renderer at full resolution) */
+    if (!v.strip) {
+        float *m = malloc(B->nblocks * sizeof *m);
+        if (m) {
+            for (uint64_t b = 0; b < B->nblocks; b++) {
+                uint64_t r, c;
+                vg_pos(&v, &g, b, &r, &c);
+                m[r * v.vc + c] = B->rmse[b];
+            }
+            char title[300];
+            snprintf(title, sizeof title, "%s under %s: block RMSE", tui_cur_tensor(T)->name, F->label);
+            T->fig = qs_plot_block_heatmap(title, m, v.vr, v.vc, 1, "block RMSE", v.swap ? "column" : "block along the row",
+                                           v.swap ? "block-row" : "row", 400);
+            free(m);
+        }
+    } else {
+        double *x = malloc(B->nblocks * sizeof *x), *yv = malloc(B->nblocks * sizeof *yv);
+        if (x && yv) {
+            for (uint64_t b = 0; b < B->nblocks; b++) { x[b] = (double)b; yv[b] = B->rmse[b]; }
+            qs_line_data ld = {F->label, B->nblocks, x, yv};
+            char title[300];
+            snprintf(title, sizeof title, "%s under %s: block RMSE", tui_cur_tensor(T)->name, F->label);
+            T->fig = qs_plot_lines(title, "block", QS_AX_LINEAR, "block RMSE", QS_AX_LOG10, &ld, 1);
+        }
+        free(x);
+        free(yv);
+    }
+    snprintf(T->fig_what, sizeof T->fig_what, "blocks-%s-%s", tui_cur_tensor(T)->name, F->label);
+}
+
+int tui_blocks_key(tui *T, tui_act a)
+{
+    if (a == TA_ENTER) { if (ensure_blocks(T) && tui_inspect_open(T) == 0) tui_push(T, TV_INSPECT); return 1; }
+    if (a == TA_SECOND) {
+        T->second_fmt = T->second_fmt + 1 >= T->nfmts ? -1 : T->second_fmt + 1;
+        return 1;
+    }
+    if (!T->blk.have) return 0;
+    tui_blocks *B = &T->blk;
+    geom g;
+    geom_of(&T->fmts[T->blk_fmt].a, B->rows, B->cols, &g);
+    vgrid v;
+    vgrid_of(T, &g, T->W - 32 - 3, &v);
+    uint64_t r, c;
+    vg_pos(&v, &g, (uint64_t)T->bcur, &r, &c);
+    int64_t page = T->H - 6;
+    int64_t nr = (int64_t)r, nc = (int64_t)c;
+    switch (a) {
+    case TA_DOWN: nr++; break;
+    case TA_UP: nr--; break;
+    case TA_LEFT: nc--; break;
+    case TA_RIGHT: nc++; break;
+    case TA_PGDN: nr += page; break;
+    case TA_PGUP: nr -= page; break;
+    case TA_HOME: T->bcur = 0; return 1;
+    case TA_END: T->bcur = (int)(B->nblocks - 1); return 1;
+    case TA_WORST: {
+        uint64_t w = 0;
+        for (uint64_t i = 1; i < B->nblocks; i++)
+            if (B->rmse[i] > B->rmse[w] || (isnan(B->rmse[i]) && !isnan(B->rmse[w]))) w = i;
+        T->bcur = (int)w;
+        tui_set_msg(T, 0, "block %llu has the largest RMSE", (unsigned long long)w);
+        return 1;
+    }
+    case TA_TAB: tui_pop(T); return 1;   /* Formats -> Histogram -> Blocks -> Formats */
+    default: return 0;
+    }
+    if (nc < 0 && v.strip && nr > 0) { nr--; nc = (int64_t)v.vc - 1; }
+    if (nc >= (int64_t)v.vc && v.strip) { nr++; nc = 0; }
+    if (nr < 0) nr = 0;
+    if (nc < 0) nc = 0;
+    if (nr >= (int64_t)v.vr) nr = (int64_t)v.vr - 1;
+    if (nc >= (int64_t)v.vc) nc = (int64_t)v.vc - 1;
+    int64_t b = vg_block(&v, &g, (uint64_t)nr, (uint64_t)nc);
+    if (b < 0) b = (int64_t)B->nblocks - 1;
+    T->bcur = (int)b;
+    return 1;
+}
+
+/* ------------------------------------------------------------ Block inspector */
+
+#define INSP_MAX 65536
+
+typedef struct side {
+    int fi;                        /* format entry */
+    const qs_format *f;
+    uint32_t *code;                /* per shown element */
+    float *y, *S;                  /* value, element scale (value of one element step) */
+    uint8_t *meta;                 /* per shown element: its block's metadata (meta_bytes each) */
+    uint64_t *blk;                 /* per shown element: its block id in this format */
+    float *top;                    /* per shown element: the largest finite |value| of its whole block */
+    float ts;                      /* NVFP4 tensor scale */
+    int ok;
+    char err[700];
+} side;
+
+struct tui_insp {
+    int ti, fi;
+    uint64_t b;
+    size_t n;
+    uint64_t *idx;
+    float *x;
+    side s[2];
+    int cur, top;
+    double absmax;
+};
+
+static void side_free(side *s)
+{
+    free(s->code); free(s->y); free(s->S); free(s->meta); free(s->blk); free(s->top);
+    memset(s, 0, sizeof *s);
+}
+
+void tui_inspect_free(tui *T)
+{
+    if (!T->insp) return;
+    side_free(&T->insp->s[0]);
+    side_free(&T->insp->s[1]);
+    free(T->insp->idx);
+    free(T->insp->x);
+    free(T->insp);
+    T->insp = NULL;
+}
+
+/* Code of the element step ("1" in element units) of a format, for the element scale. */
+static uint32_t one_code(const qs_format *f)
+{
+    if (f->ebits > 0 && f->ebits + f->mbits + 1 == f->elem_bits && strcmp(f->family, "hifloat"))
+        return (uint32_t)f->bias << f->mbits;
+    return 1;
+}
+
+/* Encode the shown elements with format entry F, block by block of F's own geometry. */
+static void side_fill(tui *T, tui_insp *I, side *S, int fi, qs_treader *rd)
+{
+    const tui_fmt *F = &T->fmts[fi];
+    tui_tensor *t = &T->t[I->ti];
+    S->fi = fi;
+    S->f = F->a.f;
+    size_t n = I->n, mb = (size_t)(S->f->meta_bytes > 0 ? S->f->meta_bytes : 1);
+    S->code = calloc(n, sizeof *S->code);
+    S->y = calloc(n, sizeof *S->y);
+    S->S = calloc(n, sizeof *S->S);
+    S->meta = calloc(n * mb, 1);
+    S->blk = calloc(n, sizeof *S->blk);
+    S->top = calloc(n, sizeof *S->top);
+    if (!S->code || !S->y || !S->S || !S->meta || !S->blk || !S->top) { snprintf(S->err, sizeof S->err, "out of memory"); return; }
+    geom g;
+    geom_of(&F->a, t->rows, t->cols, &g);
+    qs_qopts o = F->a.o;
+    if (F->a.gran != QS_GRAN_BLOCK) o.block = 0;
+    if (!strcmp(S->f->family, "nvfp4") && !(o.tensor_scale > 0)) o.tensor_scale = I->absmax > 0 ? (float)I->absmax : 0;
+    qs_err e = {{0}};
+    if (qs_qopts_check(S->f, &o, &e)) { snprintf(S->err, sizeof S->err, "%s", e.msg); return; }
+    size_t cap = g.whole ? (size_t)(g.rows * g.cols) : g.blk ? g.blk : (size_t)(g.col ? g.rows : g.cols);
+    if (cap > (16u << 20)) { snprintf(S->err, sizeof S->err, "a %s block here has %zu values: too large to re-encode", S->f->name, cap); return; }
+    uint64_t *bi = malloc(cap * sizeof *bi);
+    float *bx = malloc(cap * sizeof *bx), *by = malloc(cap * sizeof *by), *one = malloc(cap * sizeof *one);
+    uint32_t *bc = malloc(cap * sizeof *bc), *oc = malloc(cap * sizeof *oc);
+    size_t nbm = qs_format_nblocks(S->f, &o, cap);
+    uint8_t *bm = calloc((nbm ? nbm : 1) * mb, 1);
+    if (!bi || !bx || !by || !bc || !bm || !one || !oc) { snprintf(S->err, sizeof S->err, "out of memory"); goto out; }
+    for (size_t i = 0; i < n; i++) S->blk[i] = UINT64_MAX;
+    for (size_t i = 0; i < n; i++) {
+        if (S->blk[i] != UINT64_MAX) continue;
+        uint64_t b = geom_block_of(&g, I->idx[i]), i0;
+        size_t m = geom_elems(&g, b, bi, cap, &i0);
+        /* read the block (contiguous runs in one call) */
+        for (size_t k = 0; k < m;) {
+            size_t run = 1;
+            while (k + run < m && bi[k + run] == bi[k] + run) run++;
+            if (qs_treader_read_f32(rd, bi[k], run, bx + k, &e)) { snprintf(S->err, sizeof S->err, "%s", e.msg); goto out; }
+            k += run;
+        }
+        qs_qopts oo = o;
+        oo.index0 = o.index0 + i0;
+        float ts = 1;
+        memset(bm, 0, (nbm ? nbm : 1) * mb);
+        if (S->f->encode(S->f, &oo, bx, m, bc, bm, &ts, &e) || S->f->fakeq(S->f, &oo, bx, m, by, &e)) {
+            snprintf(S->err, sizeof S->err, "%s", e.msg);
+            goto out;
+        }
+        S->ts = ts;
+        /* element scale: decode the "one step" code in every position with this block's metadata */
+        uint32_t oc1 = one_code(S->f);
+        for (size_t k = 0; k < m; k++) oc[k] = oc1;
+        if (S->f->decode(S->f, &oo, oc, bm, ts, m, one, &e)) for (size_t k = 0; k < m; k++) one[k] = NAN;
+        if (!strcmp(S->f->family, "m2xfp")) {   /* the top element of a sub-group decodes differently */
+            for (size_t k = 0; k < m; k++) {
+                uint8_t *mm = bm + (k / 32) * 2;
+                float X = qs_e8m0_decode(mm[0]);
+                one[k] = o.m2x == QS_M2X_ES ? X * (1 + ((mm[1] >> (2 * ((k % 32) / 8))) & 3) / 4.0f) : X;
+            }
+        }
+        /* hand out to every shown element of this block (bi is ascending: binary search) */
+        size_t bs = qs_format_block(S->f, &oo);
+        float top = 0;
+        for (size_t k = 0; k < m; k++)
+            if (isfinite(by[k]) && fabsf(by[k]) > top) top = fabsf(by[k]);
+        for (size_t j = 0; j < n; j++) {
+            if (S->blk[j] != UINT64_MAX || geom_block_of(&g, I->idx[j]) != b) continue;
+            size_t lo = 0, hi = m;
+            while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (bi[mid] < I->idx[j]) lo = mid + 1;
+                else hi = mid;
+            }
+            if (lo >= m || bi[lo] != I->idx[j]) continue;
+            size_t k = lo;
+            S->code[j] = bc[k];
+            S->y[j] = by[k];
+            S->S[j] = one[k];
+            S->blk[j] = b;
+            S->top[j] = top;
+            size_t sub = bs ? k / bs : 0;   /* metadata record of the element's (sub-)block */
+            if (S->f->meta_bytes > 0) memcpy(S->meta + j * mb, bm + sub * mb, mb);
+        }
+    }
+    S->ok = 1;
+out:
+    free(bi); free(bx); free(by); free(bc); free(bm); free(one); free(oc);
+}
+
+int tui_inspect_open(tui *T)
+{
+    tui_inspect_free(T);
+    int ti = tui_cur_tensor_index(T);
+    if (ti < 0 || !T->blk.have) return -1;
+    tui_tensor *t = &T->t[ti];
+    tui_insp *I = calloc(1, sizeof *I);
+    if (!I) return -1;
+    I->ti = ti;
+    I->fi = T->blk_fmt;
+    I->b = (uint64_t)T->bcur;
+    I->absmax = t->absmax;
+    geom g;
+    geom_of(&T->fmts[I->fi].a, t->rows, t->cols, &g);
+    size_t cap = g.whole ? (size_t)(g.rows * g.cols) : g.blk ? g.blk : (size_t)(g.col ? g.rows : g.cols);
+    if (cap > INSP_MAX) cap = INSP_MAX;
+    I->idx = malloc(cap * sizeof *I->idx);
+    I->x = malloc(cap * sizeof *I->x);
+    qs_err e = {{0}};
+    qs_tensor_rec rec;
+    memset(&rec, 0, sizeof rec);
+    qs_treader *rd = NULL;
+    if (!I->idx || !I->x || qs_tensor_get(T->db, t->name, &rec, &e) || !(rd = qs_treader_open(T->db, &rec, &e))) {
+        tui_set_msg(T, 1, "cannot read %s: %s", t->name, e.msg[0] ? e.msg : "out of memory");
+        qs_tensor_rec_free(&rec);
+        T->insp = I;
+        tui_inspect_free(T);
+        return -1;
+    }
+    uint64_t i0;
+    I->n = geom_elems(&g, I->b, I->idx, cap, &i0);
+    for (size_t k = 0; k < I->n;) {   /* contiguous runs in one read each */
+        size_t run = 1;
+        while (k + run < I->n && I->idx[k + run] == I->idx[k] + run) run++;
+        if (qs_treader_read_f32(rd, I->idx[k], run, I->x + k, &e)) { tui_set_msg(T, 1, "%s", e.msg); break; }
+        k += run;
+    }
+    if (isnan(I->absmax)) {   /* no statistics: the NVFP4 tensor scale needs the absmax */
+        float am = 0;
+        if (!qs_format_absmax(qs_treader_read_cb, rd, t->numel, &am, &e)) I->absmax = am;
+    }
+    side_fill(T, I, &I->s[0], I->fi, rd);
+    if (T->second_fmt < 0 || T->second_fmt == I->fi || T->second_fmt >= T->nfmts) {
+        /* default partner: the next block format of the list, else the next format */
+        T->second_fmt = -1;
+        for (int k = 1; k < T->nfmts && T->second_fmt < 0; k++) {
+            int c = (I->fi + k) % T->nfmts;
+            if (T->fmts[c].a.f->block != 1) T->second_fmt = c;
+        }
+        if (T->second_fmt < 0 && T->nfmts > 1) T->second_fmt = (I->fi + 1) % T->nfmts;
+    }
+    if (T->second_fmt >= 0) side_fill(T, I, &I->s[1], T->second_fmt, rd);
+    qs_treader_close(rd);
+    qs_tensor_rec_free(&rec);
+    T->insp = I;
+    return 0;
+}
+
+/* ---- drawing ---- */
+
+/* The ulp at x (metrics.h): S times the element grid's spacing in the binade of |x| / S for
+** minifloat elements (subnormal step below, top binade's step above); S itself for integer and
+** HiF4 elements (grid step 1); NaN where not defined (HiF8's tapered grid). */
+static double elem_ulp(const qs_format *f, float x, double S)
+{
+    if (!(S > 0) || !isfinite(S)) return NAN;
+    if (f->ebits > 0 && f->ebits + f->mbits + 1 == f->elem_bits && strcmp(f->family, "hifloat")) {
+        double t = fabs((double)x) / S;
+        int emin = 1 - f->bias;
+        int emax = (int)floor(log2(f->max_finite > 0 && f->block == 1 ? f->max_finite : 1e300));
+        int E = t > 0 ? (int)floor(log2(t)) : emin;
+        if (E < emin) E = emin;
+        if (f->block == 1 && E > emax) E = emax;
+        if (f->block != 1) {   /* block formats: max_finite is the scaled range; cap at the element's top binade */
+            int etop = (1 << f->ebits) - 1 - f->bias;
+            if (E > etop) E = etop;
+        }
+        return S * ldexp(1.0, E - f->mbits);
+    }
+    if (!strcmp(f->family, "int") || !strcmp(f->name, "mxint8") || !strcmp(f->name, "hif4")) return S;
+    return NAN;
+}
+
+typedef struct seg { char bits[40]; int kind; } seg;   /* kind 0 sign, 1 exponent/dot, 2 mantissa, 3 plain */
+
+static int code_segs(const qs_format *f, uint32_t code, seg *s)
+{
+    int nb = f->elem_bits;
+    char bits[40];
+    for (int i = 0; i < nb && i < 32; i++) bits[i] = (code >> (nb - 1 - i)) & 1 ? '1' : '0';
+    bits[nb < 32 ? nb : 32] = 0;
+    if (!strcmp(f->name, "hif8")) {
+        char lab[200];
+        qs_hif8_fields((uint8_t)code, lab, sizeof lab);
+        char *end = strstr(lab, "  ");
+        if (end) *end = 0;
+        int n = 0;
+        for (char *tok = strtok(lab, " "); tok && n < 4; tok = strtok(NULL, " ")) {
+            snprintf(s[n].bits, sizeof s[n].bits, "%s", tok);
+            s[n].kind = n == 0 ? 0 : 1;
+            n++;
+        }
+        if (n >= 3) s[n - 1].kind = 2;
+        return n;
+    }
+    if (!strcmp(f->name, "hif4")) {   /* S1P2: sign, then the 3-bit magnitude q (value q x step) */
+        snprintf(s[0].bits, sizeof s[0].bits, "%c", bits[0]);
+        s[0].kind = 0;
+        snprintf(s[1].bits, sizeof s[1].bits, "%s", bits + 1);
+        s[1].kind = 2;
+        return 2;
+    }
+    if (f->ebits > 0 && f->ebits + f->mbits + 1 == nb) {
+        snprintf(s[0].bits, sizeof s[0].bits, "%c", bits[0]);
+        s[0].kind = 0;
+        snprintf(s[1].bits, sizeof s[1].bits, "%.*s", f->ebits, bits + 1);
+        s[1].kind = 1;
+        if (f->mbits > 0) {
+            snprintf(s[2].bits, sizeof s[2].bits, "%.*s", f->mbits, bits + 1 + f->ebits);
+            s[2].kind = 2;
+            return 3;
+        }
+        return 2;
+    }
+    if (f->ebits > 0 && f->ebits + f->mbits == nb) {
+        snprintf(s[0].bits, sizeof s[0].bits, "%.*s", f->ebits, bits);
+        s[0].kind = 1;
+        if (f->mbits) { snprintf(s[1].bits, sizeof s[1].bits, "%s", bits + f->ebits); s[1].kind = 2; return 2; }
+        return 1;
+    }
+    if (!strcmp(f->family, "int") || !strcmp(f->name, "mxint8")) {   /* two's complement: sign bit, then the rest */
+        snprintf(s[0].bits, sizeof s[0].bits, "%c", bits[0]);
+        s[0].kind = 0;
+        snprintf(s[1].bits, sizeof s[1].bits, "%s", bits + 1);
+        s[1].kind = 3;
+        return 2;
+    }
+    snprintf(s[0].bits, sizeof s[0].bits, "%s", bits);
+    s[0].kind = 3;
+    return 1;
+}
+
+static int segs_width(const qs_format *f)
+{
+    seg s[4];
+    int n = code_segs(f, 0, s), w = n - 1;
+    for (int i = 0; i < n; i++) w += (int)strlen(s[i].bits);
+    if (!strcmp(f->name, "hif8")) w = 11;
+    return w;
+}
+
+static const char *field_legend(const qs_format *f)
+{
+    if (!strcmp(f->name, "hif8")) return "s d e m";
+    if (!strcmp(f->family, "int") || !strcmp(f->name, "mxint8")) return "s int";
+    if (!strcmp(f->name, "hif4")) return "s q";
+    if (f->ebits > 0 && f->ebits + f->mbits + 1 == f->elem_bits) return f->mbits ? "s e m" : "s e";
+    if (f->ebits > 0) return "e";
+    return "bits";
+}
+
+static int draw_segs(tui *T, int y, int x, const qs_format *f, uint32_t code, int sel)
+{
+    seg s[4];
+    int n = code_segs(f, code, s);
+    int cx = x;
+    static const int pairs[4] = {CP_SIGN, CP_EXP, CP_MANT, 0};
+    for (int i = 0; i < n; i++) {
+        if (i) mvaddch(y, cx++, ' ');
+        int p = pairs[s[i].kind];
+        if (T->color && p && !sel) attron(COLOR_PAIR(p) | A_BOLD);
+        mvaddstr(y, cx, s[i].bits);
+        if (T->color && p && !sel) attroff(COLOR_PAIR(p) | A_BOLD);
+        cx += (int)strlen(s[i].bits);
+    }
+    return cx - x;
+}
+
+/* Text at (y, x) in at most w columns, on a second line when it does not fit: broken after the last
+** separator `sep` that fits.  Returns the lines used (1 or 2). */
+static int addstr_wrap(int y, int x, const char *s, int w, const char *sep)
+{
+    int n = (int)strlen(s);   /* the texts here are ASCII */
+    if (n <= w || w <= 0) { tui_addstr_clip(y, x, s, w); return 1; }
+    int cut = -1;
+    for (const char *p = strstr(s, sep); p && p - s + (int)strlen(sep) <= w; p = strstr(p + 1, sep)) cut = (int)(p - s);
+    if (cut <= 0) { tui_addstr_clip(y, x, s, w); return 1; }
+    mvaddnstr(y, x, s, cut + (sep[0] == ';'));
+    const char *rest = s + cut + strlen(sep);
+    tui_addstr_clip(y + 1, x + 2, rest, w - 2);
+    return 2;
+}
+
+/* One line describing a block's metadata for a side. */
+static void meta_text(tui *T, const side *S, size_t j, char *out, size_t cap)
+{
+    const qs_format *f = S->f;
+    const uint8_t *m = S->meta + j * (size_t)(f->meta_bytes > 0 ? f->meta_bytes : 1);
+    const tui_fmt *F = &T->fmts[S->fi];
+    char v[32], w[32];
+    if (f->meta_bytes == 0) { snprintf(out, cap, "element cast: no block metadata"); return; }
+    if (f->has_scale_rule) {
+        char b8[9];
+        for (int i = 0; i < 8; i++) b8[i] = (m[0] >> (7 - i)) & 1 ? '1' : '0';
+        b8[8] = 0;
+        tui_fmt_num(qs_e8m0_decode(m[0]), v, sizeof v);
+        if (m[0] == 0xFF) snprintf(out, cap, "E8M0 scale 0xff %s = NaN (block holds NaN/Inf)", b8);
+        else snprintf(out, cap, "E8M0 scale 0x%02x [%s] = 2^%d = %s  (rule %s)", m[0], b8, (int)m[0] - 127, v,
+                      qs_scale_rule_name(F->a.o.scale_rule));
+        return;
+    }
+    if (!strcmp(f->family, "nvfp4")) {
+        seg s[4];
+        qs_format e4 = {.name = "ue4m3", .family = "float", .elem_bits = 8, .ebits = 4, .mbits = 3};
+        int n = code_segs(&e4, m[0], s);
+        (void)n;
+        tui_fmt_num(qs_mf_decode(&qs_mf_e4m3, m[0]), v, sizeof v);
+        tui_fmt_num(S->ts, w, sizeof w);
+        char st[32];
+        tui_fmt_num(S->S[j], st, sizeof st);
+        snprintf(out, cap, "UE4M3 block scale 0x%02x [%s %s %s] = %s; tensor amax %s; element step %s", m[0], s[0].bits, s[1].bits,
+                 s[2].bits, v, w, st);
+        return;
+    }
+    if (!strcmp(f->name, "hif4")) {
+        qs_hif4_meta hm;
+        qs_hif4_meta_load(m, &hm);
+        tui_fmt_num(qs_hif4_e6m2_value(hm.e6m2), v, sizeof v);
+        char g8[9], g16[17];
+        for (int i = 0; i < 8; i++) g8[i] = (hm.e1_8 >> i) & 1 ? '2' : '1';
+        for (int i = 0; i < 16; i++) g16[i] = (hm.e1_16 >> i) & 1 ? '2' : '1';
+        g8[8] = g16[16] = 0;
+        snprintf(out, cap, "E6M2 0x%02x = %s; x2 per 8: %s; per 4: %s", hm.e6m2, v, g8, g16);
+        return;
+    }
+    if (!strcmp(f->family, "m2xfp")) {
+        tui_fmt_num(qs_e8m0_decode(m[0]), v, sizeof v);
+        snprintf(out, cap, "E8M0 0x%02x = %s; sub-group fields %d %d %d %d (%s)", m[0], v, m[1] & 3, (m[1] >> 2) & 3,
+                 (m[1] >> 4) & 3, (m[1] >> 6) & 3, F->a.o.m2x == QS_M2X_ES ? "ratio m: x(1+m/4)" : "top element d+1");
+        return;
+    }
+    if (!strcmp(f->family, "int")) {
+        float s;
+        memcpy(&s, m, 4);
+        uint32_t u;
+        memcpy(&u, m, 4);
+        tui_fmt_num(s, v, sizeof v);
+        snprintf(out, cap, "FP32 scale 0x%08x = %s (absmax / %d)", u, v, f->elem_bits == 8 ? 127 : 7);
+        return;
+    }
+    snprintf(out, cap, "metadata 0x");
+    for (int i = 0; i < f->meta_bytes; i++) {
+        size_t k = strlen(out);
+        snprintf(out + k, cap - k, "%02x", m[i]);
+    }
+}
+
+/* U: a non-zero input became zero; M: reduced to the largest magnitude of its block (clipped, or
+** the block maximum rounded down; element casts: saturated at the largest finite value); N: a
+** finite input became NaN or Inf. */
+static char elem_flag(const tui_insp *I, const side *S, size_t i)
+{
+    double x = I->x[i], y = S->y[i];
+    if (!isfinite(x)) return ' ';
+    if (!isfinite(y)) return 'N';
+    if (x != 0 && y == 0) return 'U';
+    /* element casts have no block: their maximum is the format's largest finite value */
+    double top = S->f->block == 1 ? S->f->max_finite : S->top[i];
+    if (fabs(y) < fabs(x) && top > 0 && fabs(y) == top) return 'M';
+    return ' ';
+}
+
+static void block_summary(tui_insp *I, const side *S, char *out, size_t cap)
+{
+    double se = 0, sx = 0, mx = 0;
+    int clipped = 0, under = 0, nf = 0;
+    for (size_t i = 0; i < I->n; i++) {
+        double x = I->x[i], y = S->y[i], e = y - x;
+        char fl = elem_flag(I, S, i);
+        under += fl == 'U';
+        clipped += fl == 'M';
+        nf += fl == 'N';
+        if (!isfinite(x) || !isfinite(y)) continue;
+        se += e * e;
+        sx += x * x;
+        if (fabs(e) > mx) mx = fabs(e);
+    }
+    char a[32], b[32];
+    tui_fmt_num(sqrt(se / (double)(I->n ? I->n : 1)), a, sizeof a);
+    tui_fmt_num(mx, b, sizeof b);
+    double sq = se > 0 ? 10 * log10(sx / se) : INFINITY;
+    snprintf(out, cap, "RMSE %s  SQNR %.1f dB  max|err| %s  U underflow %d  M at block max %d%s", a, sq, b, under, clipped,
+             nf ? "  N NaN/Inf!" : "");
+}
+
+void tui_draw_inspect(tui *T, int y0, int h)
+{
+    tui_insp *I = T->insp;
+    if (!I) {
+        if (ensure_blocks(T) && tui_inspect_open(T) == 0) I = T->insp;
+        if (!I) { tui_addstr_clip(y0 + 1, 2, "No block to inspect: choose one in the Blocks view (4).", T->W - 4); return; }
+    }
+    tui_tensor *t = &T->t[I->ti];
+    geom g;
+    geom_of(&T->fmts[I->fi].a, t->rows, t->cols, &g);
+    char s[600], a[32], b[32];
+    uint64_t r0 = I->n ? I->idx[0] / t->cols : 0, c0 = I->n ? I->idx[0] % t->cols : 0;
+    uint64_t r1 = I->n ? I->idx[I->n - 1] / t->cols : 0, c1 = I->n ? I->idx[I->n - 1] % t->cols : 0;
+    tui_fmt_num(T->blk.have && I->b < T->blk.nblocks ? T->blk.rmse[I->b] : NAN, a, sizeof a);
+    char where[120];
+    if (r0 == r1) snprintf(where, sizeof where, "row %llu, cols %llu-%llu", (unsigned long long)r0, (unsigned long long)c0, (unsigned long long)c1);
+    else if (c0 == c1) snprintf(where, sizeof where, "column %llu, rows %llu-%llu", (unsigned long long)c0, (unsigned long long)r0, (unsigned long long)r1);
+    else snprintf(where, sizeof where, "rows %llu-%llu", (unsigned long long)r0, (unsigned long long)r1);
+    snprintf(s, sizeof s, "%s  block %llu/%llu: %s, %zu values%s, RMSE %s", tui_cur_tensor(T) ? tui_cur_tensor(T)->name : "",
+             (unsigned long long)I->b, (unsigned long long)g.nblocks, where, I->n, I->n == INSP_MAX ? " (first 65536 shown)" : "", a);
+    attron(A_BOLD);
+    tui_addstr_clip(y0, 1, s, T->W - 2);
+    attroff(A_BOLD);
+    /* column layout */
+    int two = I->s[1].f != NULL;
+    int iw = 6, xw = 11;
+    int left = 1 + iw + 1 + xw + 1;
+    int sw = two ? (T->W - left - 1) / 2 : T->W - left - 1;
+    int y = y0 + 1;
+    /* each format: its label, the metadata of the selected element's block, and the block's error */
+    for (int k = 0; k < 1 + two; k++) {
+        side *S = &I->s[k];
+        attron(A_BOLD);
+        snprintf(s, sizeof s, "%c %-12s", k ? 'B' : 'A', T->fmts[S->fi].label);
+        tui_addstr_clip(y, 1, s, T->W - 2);
+        attroff(A_BOLD);
+        if (!S->ok) { y += addstr_wrap(y, 16, S->err, T->W - 17, " "); continue; }
+        size_t cj = (size_t)(I->cur < (int)I->n ? I->cur : 0);
+        meta_text(T, S, cj, s, sizeof s);
+        y += addstr_wrap(y, 16, s, T->W - 17, "; ");
+        block_summary(I, S, s, sizeof s);
+        y += addstr_wrap(y, 16, s, T->W - 17, "  ");
+    }
+    /* the first side's label for the input column */
+    attron(A_BOLD | A_UNDERLINE);
+    move(y, 0);
+    for (int x = 0; x < T->W; x++) addch(' ');
+    mvprintw(y, 1, "%*s %*s", iw, g.col ? "ROW" : "COL", xw, "INPUT x");
+    for (int k = 0; k < 1 + two; k++) {
+        side *S = &I->s[k];
+        if (!S->f) continue;
+        int x = left + k * sw;
+        int bw = segs_width(S->f);
+        if (bw < (int)strlen(field_legend(S->f))) bw = (int)strlen(field_legend(S->f));
+        snprintf(s, sizeof s, "%s%-*s %10s %10s %6s", k ? "|" : "", bw, field_legend(S->f), k ? "B: Q(x)" : "A: Q(x)", "error", "rel");
+        tui_addstr_clip(y, x - (k ? 1 : 0), s, sw);
+    }
+    attroff(A_BOLD | A_UNDERLINE);
+    y++;
+    int detail = 3;
+    int rows = y0 + h - y - detail;
+    if (rows < 1) rows = 1;
+    if (I->cur < I->top) I->top = I->cur;
+    if (I->cur >= I->top + rows) I->top = I->cur - rows + 1;
+    T->click_list = NULL;
+    for (int r = 0; r < rows && I->top + r < (int)I->n; r++) {
+        int i = I->top + r, sel = i == I->cur;
+        int yy = y + r;
+        if (sel) { attron(A_REVERSE); move(yy, 0); for (int x = 0; x < T->W; x++) addch(' '); }
+        uint64_t fl = I->idx[i];
+        snprintf(s, sizeof s, "%*llu", iw, (unsigned long long)(g.col ? fl / t->cols : fl % t->cols));
+        mvaddstr(yy, 1, s);
+        tui_fmt_num(I->x[i], a, sizeof a);
+        mvprintw(yy, 1 + iw + 1, "%*s", xw, a);
+        for (int k = 0; k < 1 + two; k++) {
+            side *S = &I->s[k];
+            if (!S->ok) continue;
+            int x = left + k * sw;
+            if (k) mvaddch(yy, x - 1, T->ascii ? '|' : '|');
+            int bw = segs_width(S->f);
+            if (bw < (int)strlen(field_legend(S->f))) bw = (int)strlen(field_legend(S->f));
+            draw_segs(T, yy, x, S->f, S->code[i], sel);
+            double err = (double)S->y[i] - (double)I->x[i];
+            double rel = I->x[i] != 0 ? err / fabs((double)I->x[i]) : (err == 0 ? 0 : INFINITY);
+            tui_fmt_num(S->y[i], a, sizeof a);
+            tui_fmt_num(err, b, sizeof b);
+            char rl[24];
+            if (!isfinite(rel)) snprintf(rl, sizeof rl, "-");
+            else if (fabs(rel) >= 0.0995) snprintf(rl, sizeof rl, "%.0f%%", 100 * rel);
+            else snprintf(rl, sizeof rl, "%.1f%%", 100 * rel);
+            int big = isfinite(rel) && fabs(rel) > 0.25 && !sel;
+            snprintf(s, sizeof s, " %10s ", a);
+            tui_addstr_clip(yy, x + bw, s, sw - bw - 1);
+            if (big) attron(A_BOLD | (T->color ? COLOR_PAIR(CP_SIGN) : 0));
+            snprintf(s, sizeof s, "%10s %6s", b, rl);
+            tui_addstr_clip(yy, x + bw + 12, s, sw - bw - 12);
+            if (big) attroff(A_BOLD | (T->color ? COLOR_PAIR(CP_SIGN) : 0));
+            char flag = elem_flag(I, S, (size_t)i);
+            if (flag != ' ' && sw - (bw + 29) >= 2) mvaddch(yy, x + bw + 30, (chtype)flag);
+        }
+        if (sel) { mvaddch(yy, 0, '>'); attroff(A_REVERSE); }
+    }
+    /* detail of the selected element: the decoding spelled out */
+    int yd = y0 + h - detail;
+    if (I->n && I->cur < (int)I->n) {
+        int i = I->cur;
+        tui_fmt_num(I->x[i], a, sizeof a);
+        snprintf(s, sizeof s, "element %d (flat index %llu): x = %.9g    value = element x scale (the step)", i,
+                 (unsigned long long)I->idx[i], (double)I->x[i]);
+        attron(A_BOLD);
+        tui_addstr_clip(yd, 1, s, T->W - 2);
+        attroff(A_BOLD);
+        for (int k = 0; k < 1 + two; k++) {
+            side *S = &I->s[k];
+            if (!S->ok) continue;
+            char d1[32], c2[32], c3[32];
+            tui_fmt_num(S->S[i], d1, sizeof d1);
+            double step = S->S[i];
+            double el = step != 0 && isfinite(step) ? S->y[i] / step : NAN;
+            tui_fmt_num(el, c2, sizeof c2);
+            double err = (double)S->y[i] - (double)I->x[i];
+            tui_fmt_num(err, c3, sizeof c3);
+            seg sg[4];
+            int ns = code_segs(S->f, S->code[i], sg);
+            char bits[64] = "";
+            for (int q = 0; q < ns; q++) { strcat(bits, q ? " " : ""); strcat(bits, sg[q].bits); }
+            double ulp = elem_ulp(S->f, I->x[i], step);
+            char us[40] = "";
+            if (isfinite(ulp) && ulp > 0) snprintf(us, sizeof us, ", %+.3f ulp", err / ulp);
+            if (S->f->meta_bytes > 0 || !strcmp(S->f->family, "int"))
+                snprintf(s, sizeof s, "%c %-12s 0x%0*x [%s] = %s x %s = %.7g; error %s (%+.2f%%%s)", k ? 'B' : 'A',
+                         T->fmts[S->fi].label, (S->f->elem_bits + 3) / 4, S->code[i], bits, c2, d1, (double)S->y[i], c3,
+                         I->x[i] != 0 ? 100 * err / fabs((double)I->x[i]) : 0.0, us);
+            else snprintf(s, sizeof s, "%c %-12s 0x%0*x [%s] = %.7g; error %s (%+.2f%%%s)", k ? 'B' : 'A', T->fmts[S->fi].label,
+                          (S->f->elem_bits + 3) / 4, S->code[i], bits, (double)S->y[i], c3,
+                          I->x[i] != 0 ? 100 * err / fabs((double)I->x[i]) : 0.0, us);
+            tui_addstr_clip(yd + 1 + k, 1, s, T->W - 2);
+        }
+    }
+}
+
+int tui_inspect_key(tui *T, tui_act a)
+{
+    tui_insp *I = T->insp;
+    if (!I) return 0;
+    int page = T->H - 12 > 1 ? T->H - 12 : 1;
+    switch (a) {
+    case TA_DOWN: I->cur++; break;
+    case TA_UP: I->cur--; break;
+    case TA_PGDN: I->cur += page; break;
+    case TA_PGUP: I->cur -= page; break;
+    case TA_HOME: I->cur = 0; break;
+    case TA_END: I->cur = (int)I->n - 1; break;
+    case TA_LEFT: case TA_RIGHT: case TA_WORST: {
+        if (a == TA_WORST) tui_blocks_key(T, TA_WORST);
+        else if (a == TA_LEFT && T->bcur > 0) T->bcur--;
+        else if (a == TA_RIGHT && (uint64_t)T->bcur + 1 < T->blk.nblocks) T->bcur++;
+        int cur = I->cur;
+        tui_inspect_open(T);
+        if (T->insp && cur < (int)T->insp->n) T->insp->cur = cur;
+        return 1;
+    }
+    case TA_SECOND: {
+        int n = T->nfmts, s = T->second_fmt;
+        for (int k = 0; k < n; k++) {
+            s = (s + 1) % n;
+            if (s != I->fi) break;
+        }
+        T->second_fmt = s;
+        int cur = I->cur;
+        tui_inspect_open(T);
+        if (T->insp) T->insp->cur = cur;
+        if (T->insp && T->second_fmt >= 0) tui_set_msg(T, 0, "side by side: %s", T->fmts[T->second_fmt].label);
+        return 1;
+    }
+    case TA_TAB: return 1;
+    default: return 0;
+    }
+    if (I->cur >= (int)I->n) I->cur = (int)I->n - 1;
+    if (I->cur < 0) I->cur = 0;
+    return 1;
+}

@@ -1,0 +1,639 @@
+/*
+** What the workbench reads from the database: the tensor list with statistics, stored results of
+** `qscope analyze` (metrics, hist, blocks + blobs; analysis/results.h), RL runs with per-step
+** diagnostics computed from rl_token, and stored trajectory / msd / attn results (docs/plots.md).
+**
+** Everything is read on the main thread through the main connection, only when a view needs it,
+** and kept until the selection changes.  Missing or malformed data never fails a view: it shows
+** as "-" or a message.
+*/
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "analyze_run.h"
+#include "quant_opts.h"
+#include "tui.h"
+#include "../analysis/hist_json.h"
+#include "../analysis/results.h"
+#include "../kernels/qs_version.h"
+
+static char *dupz(const unsigned char *s) { return strdup(s ? (const char *)s : ""); }
+static double coln(sqlite3_stmt *st, int i)
+{
+    return sqlite3_column_type(st, i) == SQLITE_NULL ? NAN : sqlite3_column_double(st, i);
+}
+
+static void tensors_free(tui *T)
+{
+    for (size_t i = 0; i < T->nt; i++) { free(T->t[i].name); free(T->t[i].hash); free(T->t[i].dtype); }
+    free(T->t);
+    free(T->vis);
+    T->t = NULL;
+    T->vis = NULL;
+    T->nt = T->nvis = 0;
+}
+
+int tui_load_tensors(tui *T, qs_err *e)
+{
+    tensors_free(T);
+    sqlite3_stmt *st = qs_db_prepare(T->db,
+        "SELECT t.id, t.name, t.hash, t.dtype, t.shape, t.numel, t.nbytes, s.absmax, s.kurtosis, s.outlier_frac "
+        "FROM tensor t LEFT JOIN tensor_stats s ON s.tensor_id = t.id ORDER BY t.name", e);
+    if (!st) return -1;
+    size_t cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (T->nt == cap) {
+            cap = cap ? 2 * cap : 256;
+            tui_tensor *nt = realloc(T->t, cap * sizeof *nt);
+            if (!nt) { sqlite3_finalize(st); return qs_fail(e, "out of memory"); }
+            T->t = nt;
+        }
+        tui_tensor *x = &T->t[T->nt++];
+        memset(x, 0, sizeof *x);
+        x->id = sqlite3_column_int64(st, 0);
+        x->name = dupz(sqlite3_column_text(st, 1));
+        x->hash = dupz(sqlite3_column_text(st, 2));
+        x->dtype = dupz(sqlite3_column_text(st, 3));
+        /* shape JSON "[a,b]" -> "a x b" without a JSON parser on 10,000 rows */
+        const char *sj = (const char *)sqlite3_column_text(st, 4);
+        uint64_t dims[8];
+        int nd = 0;
+        for (const char *p = sj ? sj : ""; *p && nd < 8; p++)
+            if (*p >= '0' && *p <= '9') { dims[nd++] = strtoull(p, (char **)&p, 10); p--; }
+        size_t k = 0;
+        x->shape[0] = 0;
+        for (int d = 0; d < nd && k < sizeof x->shape - 1; d++)
+            k += (size_t)snprintf(x->shape + k, sizeof x->shape - k, d ? "x%llu" : "%llu", (unsigned long long)dims[d]);
+        if (!nd) snprintf(x->shape, sizeof x->shape, "scalar");
+        qs_tensor_matrix_view(dims, nd, &x->rows, &x->cols);
+        x->numel = (uint64_t)sqlite3_column_int64(st, 5);
+        x->nbytes = (uint64_t)sqlite3_column_int64(st, 6);
+        x->absmax = coln(st, 7);
+        x->kurtosis = coln(st, 8);
+        x->outlier = coln(st, 9);
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) return qs_db_fail(T->db, e, "reading tensors");
+    T->vis = malloc((T->nt ? T->nt : 1) * sizeof *T->vis);
+    if (!T->vis) return qs_fail(e, "out of memory");
+    tui_count_results(T);
+    tui_apply_view(T);
+    return 0;
+}
+
+typedef struct hcount { char hash[40]; int n; } hcount;
+static int hc_cmp(const void *a, const void *b) { return strcmp(((const hcount *)a)->hash, ((const hcount *)b)->hash); }
+
+void tui_count_results(tui *T)
+{
+    for (size_t i = 0; i < T->nt; i++) T->t[i].nresults = 0;
+    qs_err e = {{0}};
+    sqlite3_stmt *st = qs_db_prepare(T->db,
+        "SELECT tensor_hash, count(*) FROM result WHERE kind = 'metrics' AND tool_version = ? GROUP BY tensor_hash", &e);
+    if (!st) return;
+    sqlite3_bind_text(st, 1, QS_VERSION, -1, SQLITE_STATIC);
+    hcount *h = NULL;
+    size_t n = 0, cap = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        if (n == cap) {
+            cap = cap ? 2 * cap : 256;
+            hcount *nh = realloc(h, cap * sizeof *nh);
+            if (!nh) break;
+            h = nh;
+        }
+        const char *hs = (const char *)sqlite3_column_text(st, 0);
+        snprintf(h[n].hash, sizeof h[n].hash, "%s", hs ? hs : "");
+        h[n++].n = sqlite3_column_int(st, 1);
+    }
+    sqlite3_finalize(st);
+    if (n) {
+        qsort(h, n, sizeof *h, hc_cmp);
+        for (size_t i = 0; i < T->nt; i++) {
+            hcount key;
+            snprintf(key.hash, sizeof key.hash, "%s", T->t[i].hash);
+            hcount *f = bsearch(&key, h, n, sizeof *h, hc_cmp);
+            if (f) T->t[i].nresults = f->n;
+        }
+    }
+    free(h);
+}
+
+static tui *g_sort;
+static int keycmp(double a, double b)
+{
+    if (isnan(a) || isnan(b)) return isnan(a) - isnan(b);   /* missing values last */
+    return a < b ? -1 : a > b;
+}
+static int tcmp(const void *pa, const void *pb)
+{
+    const tui_tensor *a = &g_sort->t[*(const size_t *)pa], *b = &g_sort->t[*(const size_t *)pb];
+    int c = 0;
+    switch (g_sort->sort_key) {
+    case 1: c = keycmp((double)a->nbytes, (double)b->nbytes); break;
+    case 2: c = keycmp(a->absmax, b->absmax); break;
+    case 3: c = keycmp(a->kurtosis, b->kurtosis); break;
+    case 4: c = keycmp(a->outlier, b->outlier); break;
+    default: break;
+    }
+    if (g_sort->sort_desc) c = -c;
+    if (!c) c = strcmp(a->name, b->name);
+    return c;
+}
+
+void tui_apply_view(tui *T)
+{
+    int cur = tui_cur_tensor_index(T);
+    T->nvis = 0;
+    for (size_t i = 0; i < T->nt; i++)
+        if (!T->filter[0] || strcasestr(T->t[i].name, T->filter)) T->vis[T->nvis++] = i;
+    if (T->sort_key || T->sort_desc) {
+        g_sort = T;
+        qsort(T->vis, T->nvis, sizeof *T->vis, tcmp);
+    }
+    T->lt.cur = 0;
+    for (size_t i = 0; i < T->nvis; i++)
+        if ((int)T->vis[i] == cur) T->lt.cur = (int)i;
+}
+
+int tui_cur_tensor_index(tui *T)
+{
+    if (!T->vis || T->lt.cur < 0 || (size_t)T->lt.cur >= T->nvis) return -1;
+    return (int)T->vis[T->lt.cur];
+}
+
+tui_tensor *tui_cur_tensor(tui *T)
+{
+    int i = tui_cur_tensor_index(T);
+    return i < 0 ? NULL : &T->t[i];
+}
+
+int tui_fmt_set(tui_fmt *F, const qs_apply *a)
+{
+    free(F->opts);
+    F->a = *a;
+    F->opts = qs_analysis_options_json(a, 1);
+    qs_quant_label(a, NULL, F->label, sizeof F->label);
+    return F->opts ? 0 : -1;
+}
+
+void tui_fmts_free(tui *T)
+{
+    for (int i = 0; i < T->nfmts; i++) { free(T->fmts[i].opts); T->fmts[i].opts = NULL; }
+    T->nfmts = 0;
+}
+
+static double jnum(json_t *o, const char *k)
+{
+    json_t *v = json_object_get(o, k);
+    if (json_is_string(v)) return !strcmp(json_string_value(v), "inf") ? INFINITY : !strcmp(json_string_value(v), "-inf") ? -INFINITY : NAN;
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+void tui_hist_cache_clear(tui *T)
+{
+    for (int i = 0; i < TUI_MAX_FMTS; i++)
+        for (int k = 0; k < 4; k++) {
+            free(T->hc[i][k].counts);
+            memset(&T->hc[i][k], 0, sizeof T->hc[i][k]);
+            T->hc_state[i][k] = 0;
+        }
+}
+
+void tui_load_metrics(tui *T)
+{
+    tui_hist_cache_clear(T);
+    memset(T->met, 0, sizeof T->met);
+    T->met_for = tui_cur_tensor_index(T);
+    tui_tensor *t = tui_cur_tensor(T);
+    if (!t) return;
+    for (int i = 0; i < T->nfmts; i++) {
+        char *data = NULL;
+        int64_t id;
+        qs_err e = {{0}};
+        if (qs_result_get(T->db, t->hash, "metrics", T->fmts[i].a.f->name, T->fmts[i].opts, &data, &id, &e) || !data) continue;
+        json_t *j = json_loads(data, 0, NULL);
+        free(data);
+        if (!j) continue;
+        tui_metrics *m = &T->met[i];
+        m->have = 1;
+        m->bits = jnum(j, "bits_per_elem");
+        m->eff_bits = jnum(j, "eff_bits_energy");
+        m->sqnr = jnum(j, "sqnr_db");
+        m->max_rel = jnum(j, "max_rel_err");
+        m->under = jnum(j, "underflow_frac");
+        m->clip = jnum(j, "clip_frac");
+        m->rmse = jnum(j, "rmse");
+        m->nonfinite = jnum(j, "nonfinite_frac");
+        json_decref(j);
+    }
+    tui_sort_formats(T);
+}
+
+/* Formats view order: as chosen, or by a column (missing results last). */
+static tui *g_fs;
+static double fkey(const tui_metrics *m, int col)
+{
+    if (!m->have) return NAN;
+    switch (col) {
+    case 1: return m->bits;
+    case 2: return m->eff_bits;
+    case 3: return m->sqnr;
+    case 4: return m->max_rel;
+    case 5: return m->under;
+    default: return m->clip;
+    }
+}
+static int fcmp(const void *pa, const void *pb)
+{
+    int a = *(const int *)pa, b = *(const int *)pb;
+    int c = keycmp(fkey(&g_fs->met[a], g_fs->fsort), fkey(&g_fs->met[b], g_fs->fsort));
+    if (g_fs->fsort_desc && !(isnan(fkey(&g_fs->met[a], g_fs->fsort)) || isnan(fkey(&g_fs->met[b], g_fs->fsort)))) c = -c;
+    return c ? c : a - b;
+}
+void tui_sort_formats(tui *T)
+{
+    if (!T->forder) T->forder = malloc(TUI_MAX_FMTS * sizeof *T->forder);
+    if (!T->forder) return;
+    for (int i = 0; i < T->nfmts; i++) T->forder[i] = i;
+    if (T->fsort) { g_fs = T; qsort(T->forder, (size_t)T->nfmts, sizeof *T->forder, fcmp); }
+    else if (T->fsort_desc)
+        for (int i = 0; i < T->nfmts / 2; i++) { int x = T->forder[i]; T->forder[i] = T->forder[T->nfmts - 1 - i]; T->forder[T->nfmts - 1 - i] = x; }
+}
+
+/* One stored histogram of the current tensor under format fi (a copy: the caller frees counts).
+** The "hist" result of a format is parsed once and its four histograms cached. */
+int tui_load_hist(tui *T, int fi, const char *which, qs_hist *h)
+{
+    static const char *const names[4] = {"rel_err", "abs_err", "ulp_err", "value"};
+    memset(h, 0, sizeof *h);
+    int k = 0;
+    while (k < 4 && strcmp(names[k], which)) k++;
+    tui_tensor *t = tui_cur_tensor(T);
+    if (!t || fi < 0 || fi >= T->nfmts || k == 4) return -1;
+    if (T->met_for != tui_cur_tensor_index(T)) tui_load_metrics(T);
+    if (!T->hc_state[fi][k]) {
+        char *data = NULL;
+        int64_t id;
+        qs_err e = {{0}};
+        json_t *j = NULL;
+        if (!qs_result_get(T->db, t->hash, "hist", T->fmts[fi].a.f->name, T->fmts[fi].opts, &data, &id, &e) && data)
+            j = json_loads(data, 0, NULL);
+        free(data);
+        for (int q = 0; q < 4; q++)
+            T->hc_state[fi][q] = j && !qs_hist_from_json(json_object_get(j, names[q]), &T->hc[fi][q]) ? 1 : -1;
+        json_decref(j);
+    }
+    if (T->hc_state[fi][k] < 0) return -1;
+    *h = T->hc[fi][k];
+    size_t nb = (size_t)(h->nbins > 0 ? h->nbins : 0);
+    h->counts = malloc((nb ? nb : 1) * sizeof *h->counts);
+    if (!h->counts) return -1;
+    if (nb) memcpy(h->counts, T->hc[fi][k].counts, nb * sizeof *h->counts);
+    return 0;
+}
+
+void tui_blocks_free(tui_blocks *b)
+{
+    free(b->rmse); free(b->absmax); free(b->ratio); free(b->scale);
+    memset(b, 0, sizeof *b);
+}
+
+static float *blob_f32(qs_db *db, int64_t id, const char *name, uint64_t n)
+{
+    void *p = NULL;
+    size_t nb = 0;
+    qs_err e = {{0}};
+    if (qs_result_blob_get(db, id, name, &p, &nb, &e) || !p) return NULL;
+    if (nb != n * 4) { free(p); return NULL; }   /* a blob of the wrong size is ignored, never read past */
+    return p;
+}
+
+int tui_load_blocks(tui *T, int ti, int fi)
+{
+    tui_blocks_free(&T->blk);
+    T->blk_for = ti;
+    T->blk_fmt = fi;
+    if (ti < 0 || fi < 0 || fi >= T->nfmts) return -1;
+    tui_tensor *t = &T->t[ti];
+    char *data = NULL;
+    int64_t id;
+    qs_err e = {{0}};
+    if (qs_result_get(T->db, t->hash, "blocks", T->fmts[fi].a.f->name, T->fmts[fi].opts, &data, &id, &e) || !data) return -1;
+    json_t *j = json_loads(data, 0, NULL);
+    free(data);
+    if (!j) return -1;
+    tui_blocks *b = &T->blk;
+    b->nblocks = (uint64_t)json_integer_value(json_object_get(j, "nblocks"));
+    b->block = (int)json_integer_value(json_object_get(j, "block"));
+    b->axis = (int)json_integer_value(json_object_get(j, "axis"));
+    b->rows = (uint64_t)json_integer_value(json_object_get(j, "rows"));
+    b->cols = (uint64_t)json_integer_value(json_object_get(j, "cols"));
+    json_decref(j);
+    if (!b->nblocks || b->nblocks > (1ull << 31) || b->rows * b->cols != t->numel) { tui_blocks_free(b); return -1; }
+    b->rmse = blob_f32(T->db, id, "rmse", b->nblocks);
+    b->absmax = blob_f32(T->db, id, "absmax", b->nblocks);
+    b->ratio = blob_f32(T->db, id, "ratio", b->nblocks);
+    void *p = NULL;
+    size_t nb = 0;
+    if (!qs_result_blob_get(T->db, id, "scale_code", &p, &nb, &e) && p) {
+        if (nb == b->nblocks) b->scale = p;
+        else free(p);
+    }
+    if (!b->rmse) { tui_blocks_free(b); return -1; }
+    b->lo = INFINITY;
+    b->hi = -INFINITY;
+    for (uint64_t i = 0; i < b->nblocks; i++) {
+        double v = b->rmse[i];
+        if (!(v > 0) || !isfinite(v)) continue;
+        double l = log10(v);
+        if (l < b->lo) b->lo = l;
+        if (l > b->hi) b->hi = l;
+    }
+    b->have = 1;
+    return 0;
+}
+
+/* ---- RL runs ---- */
+
+static void runs_free(tui *T)
+{
+    for (size_t i = 0; i < T->nruns; i++) { free(T->runs[i].name); free(T->runs[i].label); }
+    free(T->runs);
+    T->runs = NULL;
+    T->nruns = 0;
+}
+
+void tui_rlc_free(tui_rlc *c)
+{
+    free(c->x);
+    for (int m = 0; m < 8; m++) free(c->y[m]);
+    memset(c, 0, sizeof *c);
+}
+
+void tui_rl_cache_clear(tui *T)
+{
+    for (int i = 0; i < T->nrlc; i++) tui_rlc_free(&T->rlc[i]);
+    free(T->rlc);
+    T->rlc = NULL;
+    T->nrlc = 0;
+}
+
+void tui_rl_cache_take(tui *T, tui_rlc *c, int n)
+{
+    tui_rlc *nc = realloc(T->rlc, (size_t)(T->nrlc + n) * sizeof *nc);
+    if (!nc) { for (int i = 0; i < n; i++) tui_rlc_free(&c[i]); free(c); return; }
+    T->rlc = nc;
+    for (int i = 0; i < n; i++) {
+        T->rlc[T->nrlc++] = c[i];
+        for (size_t r = 0; r < T->nruns; r++)
+            if (T->runs[r].id == c[i].run) { T->runs[r].tokens = c[i].tokens; T->runs[r].steps = c[i].steps; T->runs[r].seqs = c[i].seqs; }
+    }
+    free(c);
+}
+
+const tui_rlc *tui_rl_get(tui *T, int64_t run)
+{
+    for (int i = 0; i < T->nrlc; i++)
+        if (T->rlc[i].run == run) return &T->rlc[i];
+    return NULL;
+}
+
+int tui_load_runs(tui *T, qs_err *e)
+{
+    tui_rl_cache_clear(T);
+    runs_free(T);
+    T->runs_loaded = 1;
+    /* names only: the token counts read every token and come from the worker (tui_rl_compute) */
+    sqlite3_stmt *st = qs_db_prepare(T->db, "SELECT r.id, r.name, r.label, r.source FROM rl_run r ORDER BY r.name", e);
+    if (!st) return -1;
+    size_t cap = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        if (T->nruns == cap) {
+            cap = cap ? 2 * cap : 16;
+            tui_run *n = realloc(T->runs, cap * sizeof *n);
+            if (!n) break;
+            T->runs = n;
+        }
+        tui_run *r = &T->runs[T->nruns++];
+        r->id = sqlite3_column_int64(st, 0);
+        r->name = dupz(sqlite3_column_text(st, 1));
+        const char *lab = (const char *)sqlite3_column_text(st, 2), *src = (const char *)sqlite3_column_text(st, 3);
+        if ((!lab || !*lab) && src && strrchr(src, '/')) src = strrchr(src, '/') + 1;   /* a path: its file name */
+        r->label = strdup(lab && *lab ? lab : src ? src : "");
+        r->tokens = r->steps = r->seqs = -1;
+    }
+    sqlite3_finalize(st);
+    return 0;
+}
+
+/* Per-step diagnostics of spec/ais-rl.md §3.7, from the masked tokens, delta = lp_train - lp_rollout. */
+static const char *const kRlMetrics[] = {
+    "mean |dlogp| (nats)", "p95 |dlogp| (nats)", "max |dlogp| (nats)", "KL k3 = mean(e^d - 1 - d)",
+    "KL k1 = mean(-d)", "token IS weight max e^d", "fraction of tokens with e^d outside [0.8, 1.2]",
+};
+int tui_rl_nmetrics(void) { return (int)(sizeof kRlMetrics / sizeof *kRlMetrics); }
+const char *tui_rl_metric_name(int m) { return m >= 0 && m < tui_rl_nmetrics() ? kRlMetrics[m] : "?"; }
+
+static int dcmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double step_metric(int metric, double *d, size_t n)
+{
+    if (!n) return NAN;
+    double s = 0, mx = 0, wmax = 0;
+    size_t out = 0;
+    for (size_t i = 0; i < n; i++) {
+        double a = fabs(d[i]), w = exp(d[i]);
+        switch (metric) {
+        case 0: s += a; break;
+        case 2: if (a > mx) mx = a; break;
+        case 3: s += expm1(d[i]) - d[i]; break;
+        case 4: s += -d[i]; break;
+        case 5: if (w > wmax) wmax = w; break;
+        case 6: out += w < 0.8 || w > 1.2; break;
+        default: break;
+        }
+    }
+    switch (metric) {
+    case 0: case 3: case 4: return s / (double)n;
+    case 1: {
+        for (size_t i = 0; i < n; i++) d[i] = fabs(d[i]);
+        qsort(d, n, sizeof *d, dcmp);
+        return d[(size_t)ceil(0.95 * (double)n) - 1];   /* nearest rank */
+    }
+    case 2: return mx;
+    case 5: return wmax;
+    default: return (double)out / (double)n;
+    }
+}
+
+/* Counts (tokens, steps, sequences) and every diagnostic per step, in one pass over the run's tokens
+** in (step, seq, pos) order; the diagnostics use the unmasked tokens.  The p95 sorts the step's
+** deltas, so it is computed last. */
+int tui_rl_compute(qs_db *db, int64_t run, tui_rlc *out, qs_err *e)
+{
+    int nm = tui_rl_nmetrics();
+    memset(out, 0, sizeof *out);
+    out->run = run;
+    sqlite3_stmt *st = qs_db_prepare(db,
+        "SELECT step, seq, lp_train - lp_rollout, mask FROM rl_token WHERE run_id = ? ORDER BY step, seq, pos", e);
+    if (!st) return -1;
+    sqlite3_bind_int64(st, 1, run);
+    size_t cap = 0, ns = 0, capd = 1024, nd = 0;
+    double *d = malloc(capd * sizeof *d);
+    int64_t cur = 0, last_seq = -1;
+    int have = 0, rc = d ? 0 : qs_fail(e, "out of memory");
+    while (!rc) {
+        int r = sqlite3_step(st);
+        if (r != SQLITE_ROW && r != SQLITE_DONE) { rc = qs_db_fail(db, e, "reading rl_token"); break; }
+        int64_t stp = r == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+        if (have && (r != SQLITE_ROW || stp != cur)) {
+            if (nd) {   /* a step with unmasked tokens: one point */
+                if (ns == cap) {
+                    cap = cap ? 2 * cap : 64;
+                    double *nx = realloc(out->x, cap * sizeof *nx);
+                    if (!nx) { rc = qs_fail(e, "out of memory"); break; }
+                    out->x = nx;
+                    for (int m = 0; m < nm && !rc; m++) {
+                        double *ny = realloc(out->y[m], cap * sizeof *ny);
+                        if (!ny) rc = qs_fail(e, "out of memory");
+                        else out->y[m] = ny;
+                    }
+                    if (rc) break;
+                }
+                out->x[ns] = (double)cur;
+                for (int m = 0; m < nm; m++) if (m != 1) out->y[m][ns] = step_metric(m, d, nd);
+                out->y[1][ns] = step_metric(1, d, nd);   /* sorts d */
+                ns++;
+            }
+            nd = 0;
+            last_seq = -1;
+        }
+        if (r != SQLITE_ROW) break;
+        if (!have || stp != cur) out->steps++;
+        int64_t sq = sqlite3_column_int64(st, 1);
+        if (sq != last_seq) { out->seqs++; last_seq = sq; }
+        out->tokens++;
+        cur = stp;
+        have = 1;
+        if (!sqlite3_column_int(st, 3)) continue;
+        if (nd == capd) {
+            double *nd2 = realloc(d, 2 * capd * sizeof *d);
+            if (!nd2) { rc = qs_fail(e, "out of memory"); break; }
+            d = nd2;
+            capd *= 2;
+        }
+        d[nd++] = sqlite3_column_double(st, 2);
+    }
+    sqlite3_finalize(st);
+    free(d);
+    if (rc) { tui_rlc_free(out); return -1; }
+    out->n = ns;
+    return 0;
+}
+
+/* ---- stored trajectory / msd / attn results ---- */
+
+int tui_load_kres(tui *T, qs_err *e)
+{
+    for (size_t i = 0; i < T->nkres; i++) { free(T->kres[i].format); free(T->kres[i].hash); free(T->kres[i].created); free(T->kres[i].what); }
+    free(T->kres);
+    T->kres = NULL;
+    T->nkres = 0;
+    /* what a row is about: the data's title (RL trajectories: "overview", "ess", ...), else the run
+    ** and set of its options, else what it plots (ylabel); malformed JSON gives NULL instead of
+    ** failing the query */
+    sqlite3_stmt *st = qs_db_prepare(T->db,
+        "SELECT id, kind, format, tensor_hash, created_at, "
+        "CASE WHEN json_valid(data) THEN json_extract(data, '$.title') END, "
+        "CASE WHEN json_valid(options) THEN json_extract(options, '$.run') END, "
+        "CASE WHEN json_valid(options) THEN json_extract(options, '$.set') END, "
+        "CASE WHEN json_valid(data) THEN json_extract(data, '$.ylabel') END "
+        "FROM result WHERE kind IN ('trajectory','msd','attn','resq') ORDER BY kind, id DESC", e);
+    if (!st) return -1;
+    size_t cap = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        if (T->nkres == cap) {
+            cap = cap ? 2 * cap : 16;
+            tui_kres *n = realloc(T->kres, cap * sizeof *n);
+            if (!n) break;
+            T->kres = n;
+        }
+        tui_kres *k = &T->kres[T->nkres++];
+        k->id = sqlite3_column_int64(st, 0);
+        snprintf(k->kind, sizeof k->kind, "%s", sqlite3_column_text(st, 1) ? (const char *)sqlite3_column_text(st, 1) : "");
+        k->format = dupz(sqlite3_column_text(st, 2));
+        k->hash = dupz(sqlite3_column_text(st, 3));
+        k->created = dupz(sqlite3_column_text(st, 4));
+        const char *ti = (const char *)sqlite3_column_text(st, 5), *run = (const char *)sqlite3_column_text(st, 6),
+                   *set = (const char *)sqlite3_column_text(st, 7), *yl = (const char *)sqlite3_column_text(st, 8);
+        char w[300];
+        if (ti && *ti) snprintf(w, sizeof w, "%s", ti);
+        else if (run || set) snprintf(w, sizeof w, "%s%s%s", run ? run : "", run && set ? " / " : "", set ? set : "");
+        else if (yl && *yl) snprintf(w, sizeof w, "%s", yl);
+        else snprintf(w, sizeof w, "-");
+        k->what = strdup(w);
+    }
+    sqlite3_finalize(st);
+    return 0;
+}
+
+/* The documented layout {"xlabel", "ylabel", "series": [{"name", "x": [..], "y": [..]}]}. */
+qs_figure *tui_kres_figure(tui *T, int64_t id, qs_err *e)
+{
+    sqlite3_stmt *st = qs_db_prepare(T->db, "SELECT kind, data, format FROM result WHERE id = ?", e);
+    if (!st) return NULL;
+    sqlite3_bind_int64(st, 1, id);
+    if (sqlite3_step(st) != SQLITE_ROW) { sqlite3_finalize(st); qs_fail(e, "result %lld is gone", (long long)id); return NULL; }
+    char kind[16];
+    snprintf(kind, sizeof kind, "%s", sqlite3_column_text(st, 0) ? (const char *)sqlite3_column_text(st, 0) : "");
+    json_t *j = sqlite3_column_text(st, 1) ? json_loads((const char *)sqlite3_column_text(st, 1), 0, NULL) : NULL;
+    char title[160];
+    snprintf(title, sizeof title, "%s  %s", kind, sqlite3_column_text(st, 2) ? (const char *)sqlite3_column_text(st, 2) : "");
+    sqlite3_finalize(st);
+    json_t *ser = json_object_get(j, "series");
+    size_t ns = json_array_size(ser);
+    if (!j || !ns) { json_decref(j); qs_fail(e, "stored %s result %lld is not in the documented layout (docs/plots.md)", kind, (long long)id); return NULL; }
+    qs_line_data *ld = calloc(ns, sizeof *ld);
+    double **bufs = calloc(2 * ns, sizeof *bufs);
+    qs_figure *fig = NULL;
+    if (!ld || !bufs) goto out;
+    for (size_t i = 0; i < ns; i++) {
+        json_t *s = json_array_get(ser, i), *xs = json_object_get(s, "x"), *ys = json_object_get(s, "y");
+        size_t m = json_array_size(ys);
+        if (json_array_size(xs) != m) m = 0;
+        bufs[2 * i] = malloc((m ? m : 1) * sizeof(double));
+        bufs[2 * i + 1] = malloc((m ? m : 1) * sizeof(double));
+        if (!bufs[2 * i] || !bufs[2 * i + 1]) goto out;
+        for (size_t k = 0; k < m; k++) {
+            json_t *xv = json_array_get(xs, k), *yv = json_array_get(ys, k);
+            bufs[2 * i][k] = json_is_number(xv) ? json_number_value(xv) : NAN;
+            bufs[2 * i + 1][k] = json_is_number(yv) ? json_number_value(yv) : NAN;
+        }
+        const char *nm = json_string_value(json_object_get(s, "name"));
+        ld[i] = (qs_line_data){nm ? nm : "?", m, bufs[2 * i], bufs[2 * i + 1]};
+    }
+    const char *yl = json_string_value(json_object_get(j, "ylabel"));
+    const char *xl = json_string_value(json_object_get(j, "xlabel"));
+    const char *ti = json_string_value(json_object_get(j, "title"));
+    if (ti && *ti) snprintf(title, sizeof title, "%s", ti);
+    if (!strcmp(kind, "trajectory")) fig = qs_plot_trajectory(title, yl, ld, ns);
+    else if (!strcmp(kind, "msd")) fig = qs_plot_msd(title, ld, ns);
+    else if (!strcmp(kind, "attn")) fig = qs_plot_attn(title, yl, ld, ns);
+    else fig = qs_plot_lines(title, xl ? xl : "", QS_AX_LINEAR, yl ? yl : "", QS_AX_LINEAR, ld, ns);   /* resq, ... */
+    if (fig && xl) snprintf(fig->x.title, sizeof fig->x.title, "%s", xl);
+out:
+    if (!fig) qs_fail(e, "out of memory");
+    if (bufs) for (size_t i = 0; i < 2 * ns; i++) free(bufs[i]);
+    free(bufs);
+    free(ld);
+    json_decref(j);
+    return fig;
+}

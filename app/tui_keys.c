@@ -1,0 +1,147 @@
+/*
+** The workbench's one key table (after tig's request list and htop's key maps): every binding is
+** one row {action, views, keys, label, help}.  Key dispatch, the help screen and the key-hint bar
+** are all generated from it, so they cannot disagree.
+**
+** A row whose views mask is 0 applies everywhere; view-specific rows are searched first, so a view
+** can give a key its own meaning (in the Blocks grid the arrows move between blocks).
+*/
+#include <curses.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tui.h"
+
+#define V(x) (1u << (x))
+#define ESC 27
+#define CTRL(c) ((c) & 0x1f)
+
+typedef struct tui_binding {
+    tui_act act;
+    unsigned views;          /* bit per tui_view_id; 0 = every view */
+    int keys[5];             /* 0-terminated */
+    const char *label;       /* how the keys are written in the help */
+    const char *help;
+} tui_binding;
+
+static const tui_binding kKeys[] = {
+    /* moving */
+    {TA_DOWN, 0, {'j', KEY_DOWN, CTRL('n')}, "j Down", "move down"},
+    {TA_UP, 0, {'k', KEY_UP, CTRL('p')}, "k Up", "move up"},
+    {TA_PGDN, 0, {KEY_NPAGE, ' ', CTRL('f')}, "PgDn Space", "page down"},
+    {TA_PGUP, 0, {KEY_PPAGE, CTRL('b')}, "PgUp", "page up"},
+    {TA_HOME, 0, {'g', KEY_HOME}, "g Home", "first row"},
+    {TA_END, 0, {'G', KEY_END}, "G End", "last row"},
+    {TA_LEFT, V(TV_BLOCKS) | V(TV_INSPECT), {KEY_LEFT}, "Left", "Blocks, Inspector: previous block"},
+    {TA_RIGHT, V(TV_BLOCKS) | V(TV_INSPECT), {KEY_RIGHT, 'l'}, "Right l", "Blocks, Inspector: next block"},
+    {TA_ENTER, 0, {'\n', '\r', KEY_ENTER, KEY_RIGHT, 'l'}, "Enter Right l", "drill in (tensor -> formats -> blocks -> inspector)"},
+    {TA_BACK, 0, {'h', KEY_LEFT, ESC, KEY_BACKSPACE}, "h Left Esc", "back to the previous view (Esc also cancels a running job)"},
+    {TA_TAB, 0, {'\t'}, "Tab", "next pane / next view of the tensor (RL runs: runs <-> stored trajectories)"},
+    /* finding */
+    {TA_SEARCH, 0, {'/'}, "/", "search (tensor names, formats, runs, output text)"},
+    {TA_NEXT, 0, {'n'}, "n", "next match"},
+    {TA_PREV, 0, {'N'}, "N", "previous match"},
+    {TA_FILTER, V(TV_TENSORS), {'F', '|'}, "F", "Tensors: filter by a substring of the name (empty clears)"},
+    {TA_SORT, V(TV_TENSORS) | V(TV_FORMATS), {'s'}, "s", "sort by the next column"},
+    {TA_SORT_REV, V(TV_TENSORS) | V(TV_FORMATS), {'S'}, "S", "reverse the sort order"},
+    /* formats and analysis */
+    {TA_FORMATS, 0, {'f'}, "f", "choose the formats to compare"},
+    {TA_OPTIONS, 0, {'o'}, "o", "options of the selected format (rounding, scale rule, block size)"},
+    {TA_RECOMPUTE, 0, {'r'}, "r", "recompute the selected tensor's results (RL runs: the diagnostics), in the background"},
+    {TA_HIST_KIND, V(TV_HIST), {'v'}, "v", "Histogram: relative / absolute / ulp error, or values"},
+    {TA_LOGY, V(TV_HIST), {'L'}, "L", "Histogram: log or linear counts"},
+    {TA_HIST_ALL, V(TV_HIST), {'a'}, "a", "Histogram: every format overlaid, or only the one under the cursor (j/k)"},
+    {TA_HIST_ALL, V(TV_RL), {'a'}, "a", "RL runs: every run overlaid (methods compared), or only the selected one"},
+    {TA_WORST, V(TV_BLOCKS) | V(TV_INSPECT), {'w'}, "w", "Blocks: jump to the block with the largest error"},
+    {TA_SECOND, V(TV_INSPECT) | V(TV_BLOCKS), {'b'}, "b", "Inspector: next format for the side-by-side column"},
+    {TA_METRIC, V(TV_RL), {'m'}, "m", "RL runs: next diagnostic to plot"},
+    /* output */
+    {TA_EXPORT, 0, {'e'}, "e", "export the current plot to PNG (path shown in the status line)"},
+    {TA_CMDLINE, 0, {':'}, ":", "run any qscope command, e.g. `:analyze demo:* -f mxfp4` (output in the Output view)"},
+    /* views */
+    {TA_V_TENSORS, 0, {'1'}, "1", "Tensors view"},
+    {TA_V_FORMATS, 0, {'2'}, "2", "Formats view"},
+    {TA_V_HIST, 0, {'3'}, "3", "Histogram view"},
+    {TA_V_BLOCKS, 0, {'4'}, "4", "Blocks view"},
+    {TA_V_RL, 0, {'5'}, "5", "RL runs view"},
+    {TA_V_KERNELS, 0, {'6'}, "6", "Kernels view (MSD and attention results)"},
+    {TA_V_OUTPUT, 0, {'7'}, "7", "Output of the last command"},
+    {TA_HELP, 0, {'?', KEY_F(1)}, "? F1", "this help"},
+    {TA_REDRAW, 0, {CTRL('l')}, "Ctrl-L", "redraw the screen"},
+    {TA_CLOSE, 0, {'q'}, "q", "close the view (quits from the first view)"},
+    {TA_QUIT, 0, {'Q'}, "Q", "quit"},
+};
+#define NKEYS (sizeof kKeys / sizeof *kKeys)
+
+static int binding_has(const tui_binding *b, int ch)
+{
+    for (int i = 0; i < 5 && b->keys[i]; i++)
+        if (b->keys[i] == ch) return 1;
+    return 0;
+}
+
+tui_act tui_key_action(tui_view_id v, int ch)
+{
+    for (size_t i = 0; i < NKEYS; i++)
+        if (kKeys[i].views & V(v) && binding_has(&kKeys[i], ch)) return kKeys[i].act;
+    for (size_t i = 0; i < NKEYS; i++)
+        if (!kKeys[i].views && binding_has(&kKeys[i], ch)) return kKeys[i].act;
+    return TA_NONE;
+}
+
+static const char *kViewHelp[] = {
+    "Tensors    every tensor with shape, dtype, size, absmax, kurtosis (Gaussian = 3) and the",
+    "           fraction of outliers (|x - mean| > 6 std).  Enter: its formats.",
+    "Formats    the selected tensor under each chosen format: bits per element (with scales),",
+    "           effective bits, SQNR, max relative error, underflow and clipped fractions; the",
+    "           best value of each column is marked with *.  Missing results are computed in",
+    "           the background (with per-block data, so Blocks works).  Enter: its blocks.",
+    "Histogram  error (or value) histograms of the chosen formats, overlaid.",
+    "Blocks     each block of the selected format as one cell, shaded by log10 of its RMSE",
+    "           (rows of the tensor down, blocks along the row across).  Enter: the inspector.",
+    "Inspector  every element of the block: input, code in binary with its fields (sign,",
+    "           exponent or HiF8 dot, mantissa), decoded value and error; the block's scale",
+    "           metadata; and the same elements in a second format side by side (b cycles).",
+    "RL runs    imported RL logs: tokens, steps, sequences per run; per-step diagnostics of",
+    "           the selected run (m cycles: mean/p95/max |dlogp|, k3 KL, ...) and stored",
+    "           trajectory results (Tab).",
+    "Kernels    stored MSD and attention experiment results, plotted.",
+};
+
+int tui_help_lines(char ***lines)
+{
+    size_t cap = NKEYS + 40, n = 0;
+    char **L = calloc(cap, sizeof *L);
+    if (!L) return -1;
+#define ADD(...) do { if (n < cap && asprintf(&L[n], __VA_ARGS__) >= 0) n++; } while (0)
+    ADD("qscope workbench — keys (generated from the key table)");
+    ADD("%s", "");
+    for (size_t i = 0; i < NKEYS; i++) ADD("  %-15s %s", kKeys[i].label, kKeys[i].help);
+    ADD("%s", "");
+    ADD("Views");
+    for (size_t i = 0; i < sizeof kViewHelp / sizeof *kViewHelp; i++) ADD("  %s", kViewHelp[i]);
+    ADD("%s", "");
+    ADD("Mouse: wheel scrolls, a click selects a row (off with --no-mouse).  NO_COLOR or a");
+    ADD("terminal without colours: selection in reverse video, fields separated by spaces.");
+    ADD("More: docs/workbench.md.");
+#undef ADD
+    *lines = L;
+    return (int)n;
+}
+
+const char *tui_hint_bar(tui_view_id v)
+{
+    switch (v) {
+    case TV_TENSORS: return "Enter formats  / search  F filter  s/S sort  f formats  : command  ? help  Q quit";
+    case TV_FORMATS: return "Enter blocks  Tab histogram  s/S sort  f formats  o options  r recompute  h back  ? help";
+    case TV_HIST: return "v error/value  a all/one  j/k format  L log/lin  e export PNG  h back  ? help";
+    case TV_BLOCKS: return "arrows move  Enter inspect  w worst  e export  h back  ? help";
+    case TV_INSPECT: return "j/k element  Left/Right block  b 2nd format  w worst  h back  ? help";
+    case TV_RL: return "j/k run  m diagnostic  a all/one run  Tab runs/stored  e export  ? help";
+    case TV_KERNELS: return "j/k result  e export  h back  ? help";
+    case TV_OUTPUT: return "j/k scroll  / search  h back  ? help";
+    case TV_HELP: return "j/k scroll  q close";
+    default: return "";
+    }
+}

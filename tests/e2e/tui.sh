@@ -1,0 +1,297 @@
+#!/usr/bin/env bash
+# The workbench (`qscope tui`) driven through tmux: keys go in with send-keys, screens come out with
+# capture-pane and are compared with golden screens in tests/e2e/golden/tui/ (timestamps and temp
+# paths masked).  Regenerate after an intended change with QS_REGEN=1 and read the diff.
+source "$(dirname "$0")/lib.sh"
+
+GOLD="$ROOT/tests/e2e/golden/tui"
+SOCK="qstui$$"
+TM() { tmux -L "$SOCK" -f /dev/null "$@"; }
+nstart=0
+cleanup() { TM kill-server 2>/dev/null; rm -rf "$T"; }
+trap cleanup EXIT
+command -v tmux >/dev/null || { echo "1..0 # SKIP tmux not installed"; exit 0; }
+
+# fixed content: nine seeded generated tensors, two RL runs, a stored trajectory (with a title, as `qscope ais` writes),
+# an attention, a ResQ and two MSD results (one malformed)
+# (the tensors of `qscope demo`, made with `qscope gen` so that a change of the demo set does not move
+# the goldens)
+mk() { "$QS" gen "$@" >/dev/null 2>&1 || echo "# gen $* failed"; }
+mk gaussian --shape 1024x1024 --scale 0.02 --seed 1 --name demo:gaussian-w
+mk laplace --shape 1024x1024 --scale 0.02 --seed 2 --name demo:laplace-w
+mk student-t --shape 1024x1024 --scale 0.02 --nu 3 --seed 3 --name demo:student-t3-w
+mk student-t --shape 512x512 --scale 0.02 --nu 10 --seed 4 --name demo:student-t10-w
+mk uniform --shape 256x256 --scale 1 --seed 5 --name demo:uniform
+mk lognormal --n 65536 --seed 6 --name demo:lognormal
+mk llm-act --shape 512x2048 --seed 7 --name demo:llm-act
+mk llm-act --shape 256x1536 --scale 0.5 --seed 8 --name demo:llm-act-ffn
+mk gaussian --n 1048576 --seed 9 --name demo:gaussian-1d
+sqlite3 "$QSCOPE_DB" <<'EOF'
+INSERT INTO rl_run(id,name,label,source) VALUES (1,'bf16-vs-fp8','precision mismatch without training','sim'),(2,'fp8-ais','AIS-R correction','sim');
+WITH RECURSIVE s(step) AS (SELECT 0 UNION ALL SELECT step+1 FROM s WHERE step<39),
+ q(seq) AS (SELECT 0 UNION ALL SELECT seq+1 FROM q WHERE seq<3),
+ p(pos) AS (SELECT 0 UNION ALL SELECT pos+1 FROM p WHERE pos<15)
+INSERT INTO rl_token(run_id,step,seq,pos,token_id,lp_rollout,lp_train,mask)
+ SELECT r.id, step, seq, pos, (step*7+seq*13+pos*5)%1000, -1.0 - ((step*31+seq*17+pos*7)%100)/100.0,
+   -1.0 - ((step*31+seq*17+pos*7)%100)/100.0 + (r.id*0.01 + step*0.0005*r.id) * (((step*13+seq*7+pos*3)%21)-10)/10.0, 1
+ FROM s, q, p, (SELECT 1 AS id UNION SELECT 2) r;
+INSERT INTO result(tensor_hash,kind,format,options,tool_version,data) VALUES
+ ('run:bf16-vs-fp8','trajectory','fp8','{"run":"bf16-vs-fp8","set":"mismatch"}','0.1.0','{"title":"bf16-vs-fp8: mismatch by method","xlabel":"training step","ylabel":"mean |dlogp|","series":[{"name":"TIS","x":[0,1,2,3,4,5],"y":[0.01,0.012,0.015,0.02,0.03,0.05]},{"name":"AIS-R","x":[0,1,2,3,4,5],"y":[0.01,0.011,0.011,0.012,0.012,0.013]}]}'),
+ ('k:resq','resq','int4','{}','0.1.0','{"xlabel":"layer","ylabel":"relative error","series":[{"name":"no correction","x":[0,1,2,3],"y":[0.2,0.25,0.3,0.33]},{"name":"ResQ","x":[0,1,2,3],"y":[0.05,0.06,0.06,0.07]}]}'),
+ ('k:attn','attn','fp8_e4m3','{}','0.1.0','{"ylabel":"max abs error","series":[{"name":"fp8","x":[128,256,512,1024],"y":[0.001,0.002,0.003,0.005]},{"name":"mxfp4","x":[128,256,512,1024],"y":[0.01,0.02,0.025,0.04]}]}'),
+ ('k:msd','msd','mxfp4','{}','0.1.0','{"ylabel":"effective bits","series":[{"name":"mxfp4","x":[1,2,3,4],"y":[3.1,4.0,4.6,5.0]}]}'),
+ ('k:bad','msd','broken','{}','0.1.0','{"nope":1}');
+EOF
+
+COLS=100 ROWS=30
+start() {  # start [ENV...] : the workbench in a fresh tmux session of COLS x ROWS
+  rm -f "$T/exit"
+  TM kill-server 2>/dev/null
+  nstart=$((nstart + 1)); SOCK="qstui$$-$nstart"   # a fresh server each time
+  TM new-session -d -s w -x "$COLS" -y "$ROWS" \
+    "cd '$T' && env $* LANG=C.UTF-8 LC_ALL=C.UTF-8 QSCOPE_DB='$QSCOPE_DB' QSCOPE_EXPORT_DIR='$T' '$QS' tui; echo \$? > '$T/exit'; sleep 600"
+  wait_for "Tensors"
+}
+screen() { TM capture-pane -p -t w | sed -e "s|$T|<tmp>|g" -e 's/20[0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9:]*Z/<time>/g'; }
+wait_for() {  # wait_for REGEX : until the screen shows it (30 s: sanitizer builds on a loaded machine are slow)
+  for _ in $(seq 300); do screen | grep -qE -- "$1" && return 0; sleep 0.1; done
+  return 1
+}
+keys() { TM send-keys -t w "$@"; sleep 0.3; }
+golden() {  # golden NAME : the screen equals tests/e2e/golden/tui/NAME.txt (within 10 s: keys are asynchronous)
+  local name=$1 f="$GOLD/$1.txt"
+  if [ "${QS_REGEN:-0}" = 1 ]; then sleep 0.5; screen >"$T/$name.txt"; mkdir -p "$GOLD"; cp "$T/$name.txt" "$f"
+  else for _ in $(seq 100); do screen >"$T/$name.txt"; cmp -s "$f" "$T/$name.txt" && break; sleep 0.1; done; fi
+  _n=$((_n + 1))
+  if [ -f "$f" ] && diff -u "$f" "$T/$name.txt" >"$T/diff"; then echo "ok $_n - screen $name matches its golden"
+  else echo "not ok $_n - screen $name differs from $f"; sed 's/^/#   /' "$T/diff" | head -40; fi
+}
+# A PNG that decodes: signature, IHDR, inflated IDAT of the right size, IEND (python3 is only a test tool)
+png_ok() {
+  /usr/bin/python3 - "$1" <<'EOF'
+import sys, struct, zlib
+d = open(sys.argv[1], 'rb').read()
+assert d[:8] == b'\x89PNG\r\n\x1a\n'
+i, idat, text, w = 8, b'', {}, 0
+while i < len(d):
+    n, t = struct.unpack('>I4s', d[i:i + 8]); c = d[i + 8:i + 8 + n]; i += 12 + n
+    if t == b'IHDR': w, h, bd, ct = struct.unpack('>IIBB', c[:10])
+    if t == b'IDAT': idat += c
+    if t == b'tEXt': k, v = c.split(b'\0', 1); text[k.decode()] = v.decode('latin-1')
+raw = zlib.decompress(idat)
+assert len(raw) == h * (1 + w * 3), (len(raw), w, h)
+assert 'qscope:command' in text and 'qscope:database' in text, text
+EOF
+}
+
+# ---- Tensors, Formats (results computed in the background), Histogram, Blocks, Inspector
+start NO_COLOR=1
+golden tensors
+# the mouse (X10 reports, as ncurses asks of this TERM): a click selects a row, the wheel scrolls
+mouse() { TM send-keys -t w -l $'\e[M'"$(printf "\\x$(printf %x $((32 + $1)))\\x$(printf %x $((33 + $2)))\\x$(printf %x $((33 + $3)))")"; sleep 0.2; }
+mouse 0 5 7; mouse 3 5 7
+check "a click selects the row under the pointer" 'screen | grep -q "^>demo:llm-act-ffn " && screen | grep -q "Tensors 5/9"'
+mouse 65 5 7
+check "the wheel scrolls down three rows" 'screen | grep -q "Tensors 8/9"'
+mouse 64 5 7
+check "and up three rows" 'screen | grep -q "Tensors 5/9"'
+keys g
+keys j Enter
+wait_for "analyzed demo:gaussian-w" || echo "# analysis did not finish"
+golden formats
+# the workbench stores what `qscope analyze --blocks` stores: the CLI reuses all 12 results
+"$QS" analyze demo:gaussian-w --blocks --json \
+  -f bf16,fp8_e4m3,fp8_e5m2,hif8,mxfp8_e4m3,mxfp6_e2m3,mxfp4,nvfp4,hif4,m2xfp4,int8:gran=row,int4:block=32 >"$T/an.json" 2>/dev/null
+check "analyze --blocks reuses the 12 results the workbench computed" '[ "$(grep -c "\"cached\": true" "$T/an.json")" = 12 ]'
+keys s s
+golden formats-sorted-eff
+keys s s s s s
+keys Tab
+wait_for "relative error"
+golden histogram
+keys v v v
+golden histogram-values
+keys e
+check "e exports the histogram as a PNG (path in the status line)" 'wait_for "exported <tmp>/qscope-value-hist"'
+check "the exported PNG decodes and carries provenance" 'png_ok "$T"/qscope-value-hist-demo_gaussian-w-bf16.png'
+keys 2
+keys j j j j j j
+keys Enter
+wait_for "blocks of 32"
+golden blocks-mxfp4
+keys w
+golden blocks-worst
+keys Enter
+wait_for "E8M0 scale"
+golden inspector-mxfp4-nvfp4
+# the inspector re-encodes the block itself: its RMSE must be the one the analysis stored
+same_rmse() {  # line 2 ends with the stored RMSE; the first "RMSE" line below it is format A's
+  local f="$T/$1.txt" a b
+  a=$(sed -n 2p "$f" | sed -n 's/.*RMSE //p'); b=$(grep -m1 '^ *RMSE ' "$f" | awk '{print $2}')
+  [ -n "$a" ] && [ "$a" = "$b" ]
+}
+check "the re-encoded block has the stored block RMSE (mxfp4)" 'same_rmse inspector-mxfp4-nvfp4'
+keys j j j
+keys b
+wait_for "side by side"
+golden inspector-second-format
+keys Right
+golden inspector-next-block
+keys b b b b b b b                   # ... int8:row, int4:b32, bf16, fp8_e4m3, fp8_e5m2, hif8
+wait_for "side by side: hif8"
+golden inspector-hif8-fields
+keys h h h
+
+# ---- search, filter, sort in Tensors
+keys 1
+keys / llm Enter
+golden search-llm
+keys n
+keys F
+keys t3 Enter
+golden filter-t3
+keys F C-u Enter
+keys s s s
+golden sort-kurtosis
+
+# ---- RL runs, stored trajectories, Kernels (one malformed result), Help
+keys 5
+wait_for "bf16-vs-fp8"
+golden rl-runs
+keys m
+golden rl-runs-p95
+keys Tab
+golden rl-stored-trajectory
+keys 6
+golden kernels
+keys j
+golden kernels-msd-malformed
+keys '?'
+golden help
+
+# ---- the : command line (runs in the worker; output view; list reloaded)
+keys : "gen gaussian --n 4096 --seed 3 --name cmdline:g" Enter
+wait_for "command finished"
+golden command-output
+keys 1 G
+golden tensors-after-command
+
+# ---- f: choose formats; o: options (validated, then the missing result is computed)
+keys 1 g Enter
+wait_for "stored"
+keys f
+wait_for "formats to compare"
+golden choose-formats
+keys c j Space j j j j j j j j j j j j j j j Space Enter   # clear, then bf16 and mxint8
+wait_for "^>bf16"
+golden formats-two
+keys j o
+wait_for "options of mxint8"
+keys j Right Right Right
+golden options-popup
+keys Enter
+wait_for "mxint8:rceil"
+wait_for "analyzed demo:uniform: 1 format computed" || echo "# analysis did not finish"
+golden formats-rceil
+
+# ---- a long job runs in the background: the interface answers, Esc cancels
+keys 1 g
+keys : bench Enter                   # `qscope bench` takes many seconds
+wait_for "running: qscope bench"
+keys j
+check "keys work while a job runs (cursor moved, job still running)" 'screen | grep -q "Tensors 2/10" && screen | grep -q "Esc cancels"'
+keys Escape
+check "Esc cancels the job and says so" 'wait_for "command cancelled"'
+check "the cancelled command's output is shown" 'wait_for "qscope bench"'
+keys 1 g
+
+# ---- resize: re-layout at once; too small: a message
+TM resize-window -t w -x 72 -y 20; sleep 0.5
+golden resized-72x20
+TM resize-window -t w -x 40 -y 10; sleep 0.5
+golden too-small
+TM resize-window -t w -x "$COLS" -y "$ROWS"; sleep 0.5
+
+# ---- clean quit: exit 0, terminal restored (no alternate screen)
+keys Q
+for _ in $(seq 50); do [ -s "$T/exit" ] && break; sleep 0.1; done
+check "Q quits with exit status 0" '[ "$(cat "$T/exit" 2>/dev/null)" = 0 ]'
+check "the terminal is restored (alternate screen off)" '[ "$(TM display -p -t w "#{alternate_on}")" = 0 ]'
+
+# ---- a common 80 x 24 terminal: Formats and the inspector still fit (columns drop, metadata wraps)
+COLS=80 ROWS=24 start NO_COLOR=1
+keys / gaussian-w Enter Enter
+wait_for "stored"
+golden formats-80x24
+keys j j j j j j j Enter
+wait_for "blocks of 16"
+keys Enter
+golden inspector-80x24
+check "the re-encoded block has the stored block RMSE (nvfp4)" 'same_rmse inspector-80x24'
+keys Q
+
+# ---- TERM=vt100: ASCII glyphs, no colour
+start TERM=vt100
+golden vt100-tensors
+keys j Enter
+wait_for "analyzed demo:gaussian-1d" || echo "# analysis did not finish"
+keys j j j j j j Enter
+wait_for "blocks of 32"
+golden vt100-blocks
+keys Enter
+golden vt100-inspector
+check "the re-encoded block has the stored block RMSE (mxfp4, 1-D)" 'same_rmse vt100-inspector'
+keys q q q q
+for _ in $(seq 50); do [ -s "$T/exit" ] && break; sleep 0.1; done
+check "q from the first view quits with exit status 0" '[ "$(cat "$T/exit" 2>/dev/null)" = 0 ]'
+
+# ---- Ctrl-C: the terminal is restored all the same (exit 130)
+start NO_COLOR=1
+keys C-c
+for _ in $(seq 50); do [ -s "$T/exit" ] && break; sleep 0.1; done
+check "Ctrl-C ends the workbench with status 130" '[ "$(cat "$T/exit" 2>/dev/null)" = 130 ]'
+check "and restores the terminal" '[ "$(TM display -p -t w "#{alternate_on}")" = 0 ]'
+
+# ---- colour on (NO_COLOR unset): same text, colour attributes present
+start -u NO_COLOR
+keys / gaussian-w Enter
+keys Enter
+wait_for "stored"
+check "with colour the screen carries SGR colour codes" 'TM capture-pane -e -p -t w | grep -q $'"'"'\e\[3[0-9]'"'"
+check "with colour the text is the same as without" 'diff -q <(screen | sed -n 1,27p) <(sed -n 1,27p "$GOLD/formats.txt") >/dev/null'
+keys Q
+
+# ---- a monkey: 600 pseudo-random keys (fixed seed) over every view; the workbench must survive
+start NO_COLOR=1
+KEYSET=(j k g G h l Enter Escape Tab / n N s S f o r v L a w b m e 1 2 3 4 5 6 7 '?' PPage NPage Left Right Up Down Space x c)
+seed=${QS_MONKEY_SEED:-12345}
+for batch in $(seq ${QS_MONKEY_BATCHES:-30}); do
+  ks=()
+  for _ in $(seq 20); do seed=$(( (seed * 1103515245 + 12345) % 2147483648 )); ks+=("${KEYSET[$(( (seed >> 8) % ${#KEYSET[@]} ))]}"); done
+  TM send-keys -t w "${ks[@]}"; sleep 0.15
+  [ -s "$T/exit" ] && break
+done
+sleep 1
+keys Escape Escape 1
+if [ -s "$T/exit" ]; then check "the workbench survives 600 random keys" 'false'   # q from the first view quits: start again
+else check "the workbench survives 600 random keys" 'wait_for "qscope"'; fi
+keys Q
+for _ in $(seq 50); do [ -s "$T/exit" ] && break; sleep 0.1; done
+check "and quits cleanly after them" '[ "$(cat "$T/exit" 2>/dev/null)" = 0 ]'
+
+# ---- an empty database: clear messages; not a terminal: an error
+export QSCOPE_DB="$T/empty.db"
+start NO_COLOR=1
+golden empty-tensors
+keys 5
+golden empty-rl
+keys 6
+golden empty-kernels
+keys Q
+fails "tui without a terminal is a usage error" 2 "$QS" tui </dev/null
+check "the message says a terminal is needed" 'grep -q "needs a terminal" "$T/err"'
+fails "an unknown format in --formats is a usage error" 2 "$QS" tui --formats mxfp4,nope
+check "which names the format" 'grep -q "unknown format .nope." "$T/err"'
+fails "an unknown option is a usage error" 2 "$QS" tui --bogus
+ok "qscope without a command and without a terminal prints the summary" "$QS" info
+echo "1..$_n"

@@ -1,0 +1,83 @@
+/*
+** The workbench's key table (app/tui_keys.c): one binding per key per view, every action bound
+** and documented in the generated help, view-specific bindings before the global ones.
+*/
+#include "test_util.h"
+
+#include "../../app/tui_keys.c"
+
+/* No key is bound twice among the global rows, nor twice among the rows of one view. */
+static void test_no_duplicate_keys(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < NKEYS; i++)
+        for (size_t j = i + 1; j < NKEYS; j++) {
+            int same_scope = kKeys[i].views == 0 ? kKeys[j].views == 0 : (kKeys[i].views & kKeys[j].views) != 0;
+            if (!same_scope) continue;
+            for (int a = 0; a < 5 && kKeys[i].keys[a]; a++)
+                if (binding_has(&kKeys[j], kKeys[i].keys[a])) {
+                    print_error("key %d bound by rows %zu (%s) and %zu (%s)\n", kKeys[i].keys[a], i, kKeys[i].help, j,
+                                kKeys[j].help);
+                    fail();
+                }
+        }
+}
+
+/* Every action has a binding and a help text that appears in the generated help. */
+static void test_every_action_bound_and_documented(void **state)
+{
+    (void)state;
+    char **L = NULL;
+    int n = tui_help_lines(&L);
+    assert_true(n > (int)NKEYS / 2);
+    for (int a = TA_UP; a < TA_COUNT; a++) {
+        int found = 0;
+        for (size_t i = 0; i < NKEYS; i++) {
+            if ((int)kKeys[i].act != a) continue;
+            found = 1;
+            assert_non_null(kKeys[i].help);
+            assert_true(strlen(kKeys[i].label) > 0);
+        }
+        if (!found) { print_error("action %d has no key\n", a); fail(); }
+    }
+    /* each distinct help text is in the help screen */
+    for (size_t i = 0; i < NKEYS; i++) {
+        int in = 0;
+        for (int k = 0; k < n && !in; k++) in = strstr(L[k], kKeys[i].help) != NULL;
+        if (!in) {
+            print_error("help misses '%s'\n", kKeys[i].help);
+            fail();
+        }
+    }
+    for (int k = 0; k < n; k++) free(L[k]);
+    free(L);
+}
+
+static void test_dispatch(void **state)
+{
+    (void)state;
+    assert_int_equal(tui_key_action(TV_TENSORS, 'j'), TA_DOWN);
+    assert_int_equal(tui_key_action(TV_TENSORS, KEY_DOWN), TA_DOWN);
+    assert_int_equal(tui_key_action(TV_TENSORS, 'Q'), TA_QUIT);
+    assert_int_equal(tui_key_action(TV_TENSORS, KEY_LEFT), TA_BACK);     /* global meaning */
+    assert_int_equal(tui_key_action(TV_BLOCKS, KEY_LEFT), TA_LEFT);      /* the grid's own */
+    assert_int_equal(tui_key_action(TV_BLOCKS, KEY_RIGHT), TA_RIGHT);
+    assert_int_equal(tui_key_action(TV_FORMATS, KEY_RIGHT), TA_ENTER);
+    assert_int_equal(tui_key_action(TV_INSPECT, 'b'), TA_SECOND);
+    assert_int_equal(tui_key_action(TV_TENSORS, 'b'), TA_NONE);          /* b only means something in blocks */
+    assert_int_equal(tui_key_action(TV_HIST, 'v'), TA_HIST_KIND);
+    assert_int_equal(tui_key_action(TV_TENSORS, 'v'), TA_NONE);
+    assert_int_equal(tui_key_action(TV_RL, 'm'), TA_METRIC);
+    assert_int_equal(tui_key_action(TV_TENSORS, 'x'), TA_NONE);
+    for (int v = 0; v < TV_COUNT; v++) assert_non_null(tui_hint_bar((tui_view_id)v));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_no_duplicate_keys),
+        cmocka_unit_test(test_every_action_bound_and_documented),
+        cmocka_unit_test(test_dispatch),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
