@@ -49,6 +49,10 @@ const char *qs_c_head(const qs_cli *c);
 const char *qs_c_warn(const qs_cli *c);
 const char *qs_c_off(const qs_cli *c);
 
+/* A fresh private directory $TMPDIR/qscope-TAG-XXXXXX (/tmp without TMPDIR) for scratch files of
+** benchmarks; out holds its path.  Returns 0, or -1 when it cannot be made. */
+int qs_cli_tempdir(const char *tag, char *out, size_t cap);
+
 /* Human-readable byte size ("1.5 MiB"). */
 void qs_fmt_bytes(double n, char *buf, size_t cap);
 /* %g-like number with `sig` significant digits, NaN/Inf spelled out. */

@@ -84,3 +84,10 @@ int qs_parse_f64(const char *s, double *out)
     *out = v;
     return 0;
 }
+
+int qs_cli_tempdir(const char *tag, char *out, size_t cap)
+{
+    const char *t = getenv("TMPDIR");
+    int n = snprintf(out, cap, "%s/qscope-%s-XXXXXX", t && *t ? t : "/tmp", tag);
+    return n > 0 && (size_t)n < cap && mkdtemp(out) ? 0 : -1;
+}

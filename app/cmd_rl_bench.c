@@ -96,9 +96,9 @@ int qs_bench_rl(qs_cli *cli, int quick, int json)
     (void)cli;
     int steps = quick ? 4 : 16, seqs = 256, T = quick ? 256 : 1000, reps = quick ? 3 : 5;
     double ntok = (double)steps * seqs * T;
-    char dir[] = "/tmp/qscope-bench-rl-XXXXXX";
-    if (!mkdtemp(dir)) return qs_cli_error(QS_EXIT_ERR, "cannot create a temporary directory");
-    char csv[256], jsonl[256], dbp[256];
+    char dir[4000];
+    if (qs_cli_tempdir("bench-rl", dir, sizeof dir)) return qs_cli_error(QS_EXIT_ERR, "cannot create a temporary directory");
+    char csv[4100], jsonl[4100], dbp[4100];
     snprintf(csv, sizeof csv, "%s/log.csv", dir);
     snprintf(jsonl, sizeof jsonl, "%s/log.jsonl", dir);
     snprintf(dbp, sizeof dbp, "%s/b.db", dir);
@@ -124,7 +124,7 @@ int qs_bench_rl(qs_cli *cli, int quick, int json)
                                      summarize(t, reps, ntok), (double)sb.st_size / 1e6};
         for (int r = 0; r < reps; r++) {
             unlink(dbp);
-            char side[300];
+            char side[4200];
             snprintf(side, sizeof side, "%s-wal", dbp); unlink(side);
             snprintf(side, sizeof side, "%s-shm", dbp); unlink(side);
             qs_db *db = qs_db_open(dbp, &e);
@@ -179,7 +179,7 @@ out:
     unlink(csv);
     unlink(jsonl);
     unlink(dbp);
-    char side[300];
+    char side[4200];
     snprintf(side, sizeof side, "%s-wal", dbp); unlink(side);
     snprintf(side, sizeof side, "%s-shm", dbp); unlink(side);
     rmdir(dir);

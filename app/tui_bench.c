@@ -151,9 +151,9 @@ int qs_bench_tui(qs_cli *cli, int argc, char **argv)
                 return qs_cli_usage("bench", "bad --tensors '%s' (1..1000000)", argv[i]);
         } else return qs_cli_usage("bench", "unexpected argument '%s'", argv[i]);
     }
-    char dir[] = "/tmp/qscope-bench-tui-XXXXXX";
-    if (!mkdtemp(dir)) return qs_cli_error(QS_EXIT_ERR, "cannot create a temporary directory");
-    char path[256];
+    char dir[4000];
+    if (qs_cli_tempdir("bench-tui", dir, sizeof dir)) return qs_cli_error(QS_EXIT_ERR, "cannot create a temporary directory");
+    char path[4096];
     snprintf(path, sizeof path, "%s/bench.db", dir);
     qs_err e = {{0}};
     int rc = QS_EXIT_ERR;
@@ -308,7 +308,7 @@ term:
 cleanup:
     unlink(path);
     {
-        char p2[300];
+        char p2[4200];
         snprintf(p2, sizeof p2, "%s-wal", path);
         unlink(p2);
         snprintf(p2, sizeof p2, "%s-shm", path);

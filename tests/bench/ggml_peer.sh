@@ -6,7 +6,7 @@
 #
 # GGML_CHECKOUT is a checkout of ggml-org/ggml that you provide (this script downloads nothing:
 # no clone, no FetchContent; it is not part of `make test` or `make bench`, and ggml is never
-# committed here).  BUILD_DIR defaults to /tmp/ggml-peer-build.
+# committed here).  BUILD_DIR defaults to $TMPDIR/ggml-peer-build ($TMPDIR: /tmp).
 #
 # Build: cmake Release, static, CPU backend only, GGML_NATIVE=ON (-march=native, as a user
 # building ggml on this machine gets), OpenMP/BLAS/accelerators off; only the target
@@ -23,7 +23,7 @@
 set -eu
 
 src=${1:?usage: $0 GGML_CHECKOUT [BUILD_DIR]}
-bld=${2:-/tmp/ggml-peer-build}
+bld=${2:-${TMPDIR:-/tmp}/ggml-peer-build}
 [ -f "$src/tests/test-quantize-perf.cpp" ] || { echo "$src: not a ggml checkout" >&2; exit 2; }
 
 commit=$(git -C "$src" rev-parse HEAD 2>/dev/null || echo unknown)
