@@ -57,10 +57,11 @@ void qs_value_cache_clear(qs_hist *vcache)
     memset(vcache, 0, sizeof *vcache);
 }
 
-int qs_analyze_one(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, int blocks, int force, int threads,
-                   int show_progress, qs_hist *vcache, json_t **metrics_out, int *cached, qs_err *e)
+int qs_analyze_one_cb(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, int blocks, int force, int threads,
+                      int (*prog)(void *, uint64_t, uint64_t), void *prog_ctx, qs_hist *vcache, json_t **metrics_out,
+                      int *cached, qs_err *e)
 {
-    *metrics_out = NULL;
+    if (metrics_out) *metrics_out = NULL;
     *cached = 0;
     char *opts = qs_analysis_options_json(a, blocks), *data = NULL;
     if (!opts) return qs_fail(e, "out of memory");
@@ -79,19 +80,17 @@ int qs_analyze_one(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, int blo
             free(bd);
         }
         if (data) {
-            *metrics_out = json_loads(data, 0, NULL);
             *cached = 1;
-            rc = *metrics_out ? 0 : qs_fail(e, "stored result for %s / %s is not valid JSON", t->name, a->f->name);
+            rc = 0;
+            if (metrics_out && !(*metrics_out = json_loads(data, 0, NULL)))
+                rc = qs_fail(e, "stored result for %s / %s is not valid JSON", t->name, a->f->name);
             goto out;
         }
     }
     if (!(r = qs_treader_open(db, t, e))) goto out;
     uint64_t rows, cols;
     qs_tensor_matrix_view(t->shape, t->ndim, &rows, &cols);
-    char label[600];
-    snprintf(label, sizeof label, "%s  %s", t->name, a->f->name);
-    progress_ctx pc = {label, show_progress, -1};
-    qs_analyze_opts ao = {.threads = threads, .blocks = blocks, .progress = progress, .progress_ctx = &pc};
+    qs_analyze_opts ao = {.threads = threads, .blocks = blocks, .progress = prog, .progress_ctx = prog_ctx};
     /* the stored statistics already know the absmax: spare the engine a pre-pass over the tensor */
     qs_tensor_stats ts;
     int have = 0;
@@ -101,9 +100,7 @@ int qs_analyze_one(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, int blo
     }
     if (vcache && vcache->counts) ao.value_hist = vcache;
     e->msg[0] = 0;
-    int arc = qs_analyze(a, rows, cols, qs_treader_read_cb, r, 1, &ao, &an, e);
-    if (show_progress) fprintf(stderr, "\r\033[K");
-    if (arc) goto out;
+    if (qs_analyze(a, rows, cols, qs_treader_read_cb, r, 1, &ao, &an, e)) goto out;
     if (vcache && !vcache->counts && an.value.counts) {   /* the first of a sweep: keep its value histogram */
         *vcache = an.value;
         if (!(vcache->counts = malloc((size_t)an.value.nbins * sizeof *vcache->counts))) memset(vcache, 0, sizeof *vcache);
@@ -135,8 +132,8 @@ int qs_analyze_one(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, int blo
         sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
         if (!e->msg[0]) qs_fail(e, "out of memory");
     } else {
-        *metrics_out = json_loads(mj, 0, NULL);
         rc = 0;
+        if (metrics_out && !(*metrics_out = json_loads(mj, 0, NULL))) rc = qs_fail(e, "out of memory");
     }
     free(mj);
     free(hj);
@@ -145,6 +142,17 @@ out:
     qs_treader_close(r);
     free(opts);
     free(data);
+    return rc;
+}
+
+int qs_analyze_one(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, int blocks, int force, int threads,
+                   int show_progress, qs_hist *vcache, json_t **metrics_out, int *cached, qs_err *e)
+{
+    char label[600];
+    snprintf(label, sizeof label, "%s  %s", t->name, a->f->name);
+    progress_ctx pc = {label, show_progress, -1};
+    int rc = qs_analyze_one_cb(db, t, a, blocks, force, threads, progress, &pc, vcache, metrics_out, cached, e);
+    if (show_progress && pc.last >= 0) fprintf(stderr, "\r\033[K");
     return rc;
 }
 

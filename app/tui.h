@@ -263,9 +263,6 @@ void tui_job_stop(tui_job *j);
 int tui_job_analyze(tui_job *j, const char *tensor, const qs_apply *apps, int n, int force);
 int tui_job_command(tui_job *j, char **argv);
 int tui_job_rl(tui_job *j, const int64_t *runs, int n);
-struct qs_tensor_rec;
-int tui_analyze_one(qs_db *db, const struct qs_tensor_rec *t, const qs_apply *a, int force, int threads,
-                    int (*prog)(void *, uint64_t, uint64_t), void *prog_ctx, int *cached, qs_err *e);
 void tui_job_cancel(tui_job *j);
 
 /* tui_views.c */

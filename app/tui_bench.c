@@ -171,7 +171,7 @@ int qs_bench_tui(qs_cli *cli, int argc, char **argv)
         if (qs_tensor_get(T.db, T.t[T.vis[0]].name, &rec, &e)) { qs_cli_err(QS_EXIT_ERR, &e); tui_free_app(&T); goto cleanup; }
         for (int i = 0; i < T.nfmts; i++) {
             int cached = 0;
-            if (tui_analyze_one(T.db, &rec, &T.fmts[i].a, 0, 2, NULL, NULL, &cached, &e)) {
+            if (qs_analyze_one_cb(T.db, &rec, &T.fmts[i].a, 1, 0, 2, NULL, NULL, NULL, NULL, &cached, &e)) {
                 qs_cli_err(QS_EXIT_ERR, &e);
                 qs_tensor_rec_free(&rec);
                 tui_free_app(&T);

@@ -16,14 +16,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <jansson.h>
-
-#include <math.h>
-
 #include "analyze_run.h"
 #include "tui.h"
-#include "../analysis/results.h"
-#include "../analysis/stats_store.h"
 #include "../store/tensor.h"
 
 extern char **environ;
@@ -37,77 +31,6 @@ static int on_progress(void *ctx, uint64_t done, uint64_t total)
     int c = j->cancel;
     pthread_mutex_unlock(&j->mu);
     return c;
-}
-
-/* One analysis of tensor t under a, stored exactly as `qscope analyze --blocks` stores it (results.h:
-** "metrics", "hist", "blocks" + blobs, keyed by qs_analysis_options_json), or reused when stored
-** (unless force).  Unlike the CLI's path it reports progress to a callback that can cancel. */
-int tui_analyze_one(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, int force, int threads,
-                    int (*prog)(void *, uint64_t, uint64_t), void *prog_ctx, int *cached, qs_err *e)
-{
-    *cached = 0;
-    char *opts = qs_analysis_options_json(a, 1), *data = NULL;
-    if (!opts) return qs_fail(e, "out of memory");
-    int64_t rid = 0;
-    int rc = -1;
-    qs_treader *r = NULL;
-    qs_analysis an;
-    memset(&an, 0, sizeof an);
-    if (!force) {
-        if (qs_result_get(db, t->hash, "metrics", a->f->name, opts, &data, &rid, e)) goto out;
-        if (data) {   /* a stored result without its per-block arrays does not do */
-            char *bd = NULL;
-            int64_t bid;
-            if (qs_result_get(db, t->hash, "blocks", a->f->name, opts, &bd, &bid, e)) goto out;
-            if (bd) { *cached = 1; rc = 0; free(bd); goto out; }
-        }
-    }
-    if (!(r = qs_treader_open(db, t, e))) goto out;
-    uint64_t rows, cols;
-    qs_tensor_matrix_view(t->shape, t->ndim, &rows, &cols);
-    qs_analyze_opts ao = {.threads = threads, .blocks = 1, .progress = prog, .progress_ctx = prog_ctx};
-    qs_tensor_stats ts;   /* the stored absmax spares the engine a pre-pass */
-    int have = 0;
-    if (qs_stats_load(db, t->id, &ts, &have, e) == 0 && have && isfinite(ts.absmax)) {
-        ao.absmax_known = 1;
-        ao.absmax = ts.absmax;
-    }
-    e->msg[0] = 0;
-    if (qs_analyze(a, rows, cols, qs_treader_read_cb, r, 1, &ao, &an, e)) goto out;
-    char *mj = qs_metrics_json(&an.m), *hj = qs_hists_json(&an);
-    int64_t mid = 0, hid = 0, bid = 0;
-    int wrc = !mj || !hj || qs_db_exec(db, "BEGIN IMMEDIATE", e) ||
-              qs_result_put(db, t->hash, "metrics", a->f->name, opts, mj, &mid, e) ||
-              qs_result_put(db, t->hash, "hist", a->f->name, opts, hj, &hid, e);
-    if (!wrc) {
-        json_t *bj = json_pack("{s:I,s:i,s:i,s:I,s:I}", "nblocks", (json_int_t)an.nblocks, "block",
-                               (int)qs_format_block(a->f, &a->o), "axis", a->axis, "rows", (json_int_t)rows, "cols",
-                               (json_int_t)cols);
-        char *bs = bj ? json_dumps(bj, JSON_COMPACT) : NULL;
-        json_decref(bj);
-        size_t nb = (size_t)an.nblocks;
-        wrc = !bs || qs_result_put(db, t->hash, "blocks", a->f->name, opts, bs, &bid, e) ||
-              (an.block_scale_code && qs_result_blob_put(db, bid, "scale_code", an.block_scale_code, nb, e)) ||
-              (an.block_absmax && qs_result_blob_put(db, bid, "absmax", an.block_absmax, nb * 4, e)) ||
-              (an.block_ratio && qs_result_blob_put(db, bid, "ratio", an.block_ratio, nb * 4, e)) ||
-              (an.block_rmse && qs_result_blob_put(db, bid, "rmse", an.block_rmse, nb * 4, e)) ||
-              (an.row_rmse && qs_result_blob_put(db, bid, "row_rmse", an.row_rmse, (size_t)an.rows * 4, e)) ||
-              (an.col_rmse && qs_result_blob_put(db, bid, "col_rmse", an.col_rmse, (size_t)an.cols * 4, e));
-        free(bs);
-    }
-    if (!wrc) wrc = qs_db_exec(db, "COMMIT", e);
-    if (wrc) {
-        sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
-        if (!e->msg[0]) qs_fail(e, "out of memory");
-    } else rc = 0;
-    free(mj);
-    free(hj);
-out:
-    qs_analysis_free(&an);
-    qs_treader_close(r);
-    free(opts);
-    free(data);
-    return rc;
 }
 
 static void run_analyze(tui_job *j)
@@ -128,7 +51,7 @@ static void run_analyze(tui_job *j)
         pthread_mutex_unlock(&j->mu);
         if (c) { qs_fail(&e, "cancelled"); goto out; }
         int was = 0;
-        if (tui_analyze_one(db, &t, &j->apps[i], j->force, 2, on_progress, j, &was, &e)) {
+        if (qs_analyze_one_cb(db, &t, &j->apps[i], 1, j->force, 2, on_progress, j, NULL, NULL, &was, &e)) {
             if (j->cancel) qs_fail(&e, "cancelled");
             goto out;
         }
