@@ -33,15 +33,7 @@ static int fakeq(const qs_format *f, const qs_qopts *o, const float *x, size_t n
 static float *gen(qs_gen_kind k, uint64_t seed, size_t n, double scale)
 {
     float *x = malloc(n * sizeof *x);
-    if (!x) return NULL;
-    qs_gen_spec g;
-    memset(&g, 0, sizeof g);
-    qs_gen_defaults(&g);
-    g.kind = k;
-    g.seed = seed;
-    g.rows = n;
-    g.scale = scale;
-    qs_gen_fill(&g, 0, n, x);
+    if (x) qs_gen_matrix(k, seed, n, 0, scale, x);
     return x;
 }
 

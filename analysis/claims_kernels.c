@@ -20,19 +20,6 @@
 
 #define APPEND(buf, ...) snprintf((buf) + strlen(buf), sizeof(buf) - strlen(buf), __VA_ARGS__)
 
-static void fill(qs_gen_kind k, uint64_t seed, size_t rows, size_t cols, double scale, float *x)
-{
-    qs_gen_spec g;
-    memset(&g, 0, sizeof g);
-    qs_gen_defaults(&g);
-    g.kind = k;
-    g.seed = seed;
-    g.rows = rows;
-    g.cols = cols;
-    g.scale = scale;
-    qs_gen_fill(&g, 0, rows * cols, x);
-}
-
 /* ---- MSD INT8: the two-pass bound --------------------------------------------------------------- */
 
 /* Rows that sit on the rounding ties of both passes, one float beside them, zeros, +-amax, tiny values,
@@ -88,7 +75,7 @@ static int msd_bound(int quick, qs_claim_out *o, qs_err *e)
     double worst = 0;
     for (int d = 0; d < 4; d++) {
         size_t rows = d < 3 ? R : RA;
-        if (d < 3) fill(kinds[d], 4000 + (uint64_t)d, R, K, 1.0, x);
+        if (d < 3) qs_gen_matrix(kinds[d], 4000 + (uint64_t)d, R, K, 1.0, x);
         else adversarial_rows(x, K);
         if (qs_msd_decompose_i8(x, rows, K, 2, a, amax, e)) { free(x); free(amax); free(a); return -1; }
         worst = fmax(worst, bound_ratio(x, a, amax, rows, K, &viol));
@@ -116,7 +103,7 @@ static int msd_int8_bits(int quick, qs_claim_out *o, qs_err *e)
     if (!x || !amax || !a || !xr) { free(x); free(amax); free(a); free(xr); return qs_fail(e, "out of memory"); }
     double bound[2], rms[2];
     for (int d = 0; d < 2; d++) {
-        fill(d ? QS_GEN_UNIFORM : QS_GEN_GAUSSIAN, 4100 + (uint64_t)d, R, K, 1.0, x);
+        qs_gen_matrix(d ? QS_GEN_UNIFORM : QS_GEN_GAUSSIAN, 4100 + (uint64_t)d, R, K, 1.0, x);
         if (qs_msd_decompose_i8(x, R, K, 2, a, amax, e)) { free(x); free(amax); free(a); free(xr); return -1; }
         qs_msd_reconstruct_i8(a, amax, R, K, 2, xr);
         bound[d] = qs_eff_bits_bound(x, xr, R, K);
@@ -144,7 +131,7 @@ static int mx_bits(const char *fmt, qs_scale_rule r1, qs_scale_rule rres, int pa
     float *x = malloc(n * sizeof(float)), *parts = malloc((size_t)passes * n * sizeof(float));
     double *xr = malloc(n * sizeof(double));
     if (!x || !parts || !xr) { free(x); free(parts); free(xr); return qs_fail(e, "out of memory"); }
-    fill(kind, seed, R, K, 1.0, x);
+    qs_gen_matrix(kind, seed, R, K, 1.0, x);
     qs_msd_mx c;
     memset(&c, 0, sizeof c);
     c.f = f;
@@ -241,8 +228,8 @@ static int amla_error(int quick, qs_claim_out *o, qs_err *e)
     double *R = malloc(no * 8);
     int rc = -1;
     if (!Q || !K || !V || !O || !R) { qs_fail(e, "out of memory"); goto out; }
-    fill(QS_GEN_GAUSSIAN, 4400, s.H * s.Lq, s.d, 1.0, Q);
-    fill(QS_GEN_GAUSSIAN, 4401, s.Hkv * s.Lk, s.d, 1.0, K);
+    qs_gen_matrix(QS_GEN_GAUSSIAN, 4400, s.H * s.Lq, s.d, 1.0, Q);
+    qs_gen_matrix(QS_GEN_GAUSSIAN, 4401, s.Hkv * s.Lk, s.d, 1.0, K);
     for (size_t t = 0; t < s.Hkv * s.Lk; t++) memcpy(V + t * s.dv, K + t * s.d, s.dv * 4);   /* MLA: V = K[:, :512] */
     qs_attn_cfg c;
     memset(&c, 0, sizeof c);
@@ -282,15 +269,8 @@ static int resq_mechanism(int quick, qs_claim_out *o, qs_err *e)
           *Yw = malloc(m * n * 4);
     int rc = -1;
     if (!X || !W || !Wq || !Y || !Yw) { qs_fail(e, "out of memory"); goto out; }
-    qs_gen_spec g;
-    memset(&g, 0, sizeof g);
-    qs_gen_defaults(&g);
-    g.kind = QS_GEN_LLM_ACT;
-    g.seed = 4500;
-    g.rows = m;
-    g.cols = d;
-    qs_gen_fill(&g, 0, m * d, X);
-    fill(QS_GEN_GAUSSIAN, 4501, n, d, 0.02, W);
+    qs_gen_matrix(QS_GEN_LLM_ACT, 4500, m, d, 1.0, X);
+    qs_gen_matrix(QS_GEN_GAUSSIAN, 4501, n, d, 0.02, W);
     const char *fmts[2] = {"hif4", "mxfp4"};
     double und[2], act[2][QS_RESQ_COUNT], rec[2][QS_RESQ_COUNT];
     for (int k = 0; k < 2; k++) {

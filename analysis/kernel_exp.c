@@ -19,19 +19,6 @@ void qs_kx_hash_text(const char *s, char out[33])
     snprintf(out, 33, "%016llx%016llx", (unsigned long long)h.high64, (unsigned long long)h.low64);
 }
 
-void qs_kx_gen(qs_gen_kind k, uint64_t seed, size_t rows, size_t cols, double scale, float *out)
-{
-    qs_gen_spec g;
-    memset(&g, 0, sizeof g);
-    qs_gen_defaults(&g);
-    g.kind = k;
-    g.seed = seed;
-    g.rows = rows;
-    g.cols = cols;
-    g.scale = scale;
-    qs_gen_fill(&g, 0, rows * cols, out);
-}
-
 int qs_kx_store(qs_db *db, const char *hash, const char *kind, const char *format, json_t *opts, json_t *data,
                 int64_t *id, qs_err *e)
 {
@@ -89,7 +76,7 @@ static int msd_bits(const qs_kx_msd *o, qs_gen_kind dist, uint64_t seed, json_t 
     double *xr = malloc(n * sizeof(double));
     int rc = -1;
     if (!x || !parts || !a || !amax || !xr) { qs_fail(e, "out of memory (effective bits, %zu values)", n); goto out; }
-    qs_kx_gen(dist, seed, R, K, 1.0, x);
+    qs_gen_matrix(dist, seed, R, K, 1.0, x);
     const char *dn = qs_gen_name(dist);
     double px[3] = {1, 2, 3}, yb[3], yr[3], ym[3], ymb[3];
     for (int p = 1; p <= 3; p++) {
@@ -256,13 +243,13 @@ json_t *qs_kx_msd_run(const qs_kx_msd *o, json_t *opts, qs_err *e)
         goto out;
     /* inputs */
     if (o->x_in) memcpy(x, o->x_in, M * K * sizeof(float));
-    else qs_kx_gen(o->dist, o->seed, M, K, 1.0, x);
+    else qs_gen_matrix(o->dist, o->seed, M, K, 1.0, x);
     for (int c = 0; c < o->outliers; c++) {
         size_t col = (size_t)((o->seed * 7919u + (uint64_t)c * 2654435761u) % K);
         for (size_t m = 0; m < M; m++) x[m * K + col] *= (float)o->outlier_mag;
     }
     for (size_t i = 0; i < M * K; i++) xb[i] = qs_bf16_round(x[i]);   /* BF16 activations */
-    qs_kx_gen(QS_GEN_GAUSSIAN, o->seed + 1, N, K, 0.02, W);
+    qs_gen_matrix(QS_GEN_GAUSSIAN, o->seed + 1, N, K, 0.02, W);
     qs_quant_w_i8(W, N, K, Wq, sig);
     for (size_t n = 0; n < N; n++)
         for (size_t k = 0; k < K; k++) Wd[n * K + k] = (float)Wq[n * K + k] * sig[n];
@@ -411,13 +398,13 @@ static int attn_one(const qs_kx_attn *o, size_t L, size_t li, aser *ss, size_t *
         for (size_t i = 0; i < nq; i++) Q[i] = (float)(o->Qin[i] * o->qscale);
         memcpy(K, o->Kin, nk * 4);
     } else {
-        qs_kx_gen(o->dist, o->seed + L, s.H * s.Lq, s.d, o->qscale, Q);
-        qs_kx_gen(o->dist, o->seed + 7 * L + 1, s.Hkv * s.Lk, s.d, 1.0, K);
+        qs_gen_matrix(o->dist, o->seed + L, s.H * s.Lq, s.d, o->qscale, Q);
+        qs_gen_matrix(o->dist, o->seed + 7 * L + 1, s.Hkv * s.Lk, s.d, 1.0, K);
     }
     if (o->mla)
         for (size_t t = 0; t < s.Hkv * s.Lk; t++) memcpy(V + t * s.dv, K + t * s.d, s.dv * 4);
     else if (o->Vin) memcpy(V, o->Vin, nv * 4);
-    else qs_kx_gen(o->dist, o->seed + 13 * L + 2, s.Hkv * s.Lk, s.dv, 1.0, V);
+    else qs_gen_matrix(o->dist, o->seed + 13 * L + 2, s.Hkv * s.Lk, s.dv, 1.0, V);
     qs_attn_cfg c = o->cfg;
     int causal = c.causal;
     if (qs_attn_ref(&s, causal, c.scale, Q, K, V, R, NULL, e)) goto out;
@@ -562,7 +549,7 @@ json_t *qs_kx_resq_run(const qs_kx_resq *o, json_t *opts, qs_err *e)
     if (o->outlier_max > 0) g.outlier_max = o->outlier_max;
     if (o->x_in) memcpy(X, o->x_in, m * d * sizeof(float));
     else qs_gen_fill(&g, 0, m * d, X);
-    qs_kx_gen(QS_GEN_GAUSSIAN, o->seed + 1, n, d, 0.02, W);
+    qs_gen_matrix(QS_GEN_GAUSSIAN, o->seed + 1, n, d, 0.02, W);
     gemm_ref(X, W, m, n, d, Yr);
     char *save = NULL;
     for (char *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {

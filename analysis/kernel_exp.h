@@ -74,7 +74,5 @@ json_t *qs_kx_resq_run(const qs_kx_resq *o, json_t *opts, qs_err *e);
 int qs_kx_store(qs_db *db, const char *hash, const char *kind, const char *format, json_t *opts, json_t *data,
                 int64_t *id, qs_err *e);
 
-/* Generate n values of a generator spec into out. */
-void qs_kx_gen(qs_gen_kind k, uint64_t seed, size_t rows, size_t cols, double scale, float *out);
 
 #endif

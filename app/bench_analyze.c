@@ -30,15 +30,7 @@ int qs_bench_analyze(qs_cli *cli, int quick, int json)
     static const char *list = "fp8_e4m3,fp8_e5m2,bf16,hif8,mxfp8_e4m3,mxfp6_e2m3,mxfp4,nvfp4,hif4,int8:gran=row";
     float *x = malloc(N * 4), *y = malloc(N * 4);
     if (!x || !y) { free(x); free(y); return qs_cli_error(QS_EXIT_ERR, "out of memory (%llu values)", (unsigned long long)N); }
-    qs_gen_spec g;
-    memset(&g, 0, sizeof g);
-    qs_gen_defaults(&g);
-    g.kind = QS_GEN_GAUSSIAN;
-    g.seed = 1;
-    g.rows = R;
-    g.cols = C;
-    g.scale = 0.02;
-    qs_gen_fill(&g, 0, N, x);
+    qs_gen_matrix(QS_GEN_GAUSSIAN, 1, R, C, 0.02, x);
     for (uint64_t i = 0; i < N; i += 997) x[i] *= 50;
     qs_apply base;
     memset(&base, 0, sizeof base);

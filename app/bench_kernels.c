@@ -53,7 +53,7 @@ static void cpu_name(char *buf, size_t cap)
     if (f) fclose(f);
 }
 
-static void fill(float *x, size_t n, uint64_t seed, double scale) { qs_kx_gen(QS_GEN_GAUSSIAN, seed, n, 1, scale, x); }
+static void fill(float *x, size_t n, uint64_t seed, double scale) { qs_gen_matrix(QS_GEN_GAUSSIAN, seed, n, 1, scale, x); }
 
 /* The naive OpenBLAS baseline STYLE.md §4.5 asks for: S = QKᵀ for the whole head (one SGEMM),
 ** a row softmax, O = PV (one SGEMM); materialises L×L scores per head. */

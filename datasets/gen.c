@@ -367,3 +367,16 @@ void qs_gen_fill(const qs_gen_spec *s, uint64_t start, size_t n, float *out)
         break;
     }
 }
+
+void qs_gen_matrix(qs_gen_kind kind, uint64_t seed, size_t rows, size_t cols, double scale, float *out)
+{
+    qs_gen_spec g;
+    memset(&g, 0, sizeof g);
+    qs_gen_defaults(&g);
+    g.kind = kind;
+    g.seed = seed;
+    g.rows = rows;
+    g.cols = cols;
+    g.scale = scale;
+    qs_gen_fill(&g, 0, cols ? rows * cols : rows, out);
+}

@@ -44,4 +44,8 @@ const char *qs_gen_describe(qs_gen_kind k);
 /* Fill out[0..n) with elements start..start+n-1 (C order over rows x cols). */
 void qs_gen_fill(const qs_gen_spec *s, uint64_t start, size_t n, float *out);
 
+/* The whole rows x cols tensor (cols = 0: a 1-D tensor of rows elements) of one kind with the
+** default parameters and the given seed and scale. */
+void qs_gen_matrix(qs_gen_kind kind, uint64_t seed, size_t rows, size_t cols, double scale, float *out);
+
 #endif

@@ -21,9 +21,9 @@ static prob mk(size_t H, size_t Hkv, size_t Lq, size_t Lk, size_t d, size_t dv, 
     p.s = (qs_attn_shape){H, Hkv, Lq, Lk, d, dv};
     p.Q = malloc(H * Lq * d * 4); p.K = malloc(Hkv * Lk * d * 4); p.V = malloc(Hkv * Lk * dv * 4);
     p.O = malloc(H * Lq * dv * 4); p.R = malloc(H * Lq * dv * 8); p.lse = malloc(H * Lq * 8);
-    qs_kx_gen(QS_GEN_GAUSSIAN, seed, H * Lq, d, qs, p.Q);
-    qs_kx_gen(QS_GEN_GAUSSIAN, seed + 1, Hkv * Lk, d, 1, p.K);
-    qs_kx_gen(QS_GEN_GAUSSIAN, seed + 2, Hkv * Lk, dv, 1, p.V);
+    qs_gen_matrix(QS_GEN_GAUSSIAN, seed, H * Lq, d, qs, p.Q);
+    qs_gen_matrix(QS_GEN_GAUSSIAN, seed + 1, Hkv * Lk, d, 1, p.K);
+    qs_gen_matrix(QS_GEN_GAUSSIAN, seed + 2, Hkv * Lk, dv, 1, p.V);
     return p;
 }
 static void rm(prob *p) { free(p->Q); free(p->K); free(p->V); free(p->O); free(p->R); free(p->lse); }
@@ -239,7 +239,7 @@ static void test_pnq_rowsum_exact(void **st)
     m.tile = 64;
     assert_int_equal(qs_attn_mx_run(&p.s, 1, 0, &m, p.Q, p.K, p.V, O, NULL, NULL, NULL, &e), 0);
     for (size_t i = 0; i < nout(&p); i++) assert_true(fabs(O[i] - 1) < 1e-14);
-    qs_kx_gen(QS_GEN_GAUSSIAN, 77, 2 * 256, 8, 1, p.V);
+    qs_gen_matrix(QS_GEN_GAUSSIAN, 77, 2 * 256, 8, 1, p.V);
     m.tile = 256;
     assert_int_equal(qs_attn_mx_run(&p.s, 0, 0, &m, p.Q, p.K, p.V, O, NULL, NULL, NULL, &e), 0);
     m.tile = 0;

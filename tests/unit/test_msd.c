@@ -56,7 +56,7 @@ static void test_bound_random_and_adversarial(void **st)
     int8_t *a = malloc(3 * R * K);
     qs_err e;
     for (int kind = 0; kind < 4; kind++) {
-        if (kind < 3) qs_kx_gen(kind == 0 ? QS_GEN_GAUSSIAN : kind == 1 ? QS_GEN_UNIFORM : QS_GEN_STUDENT_T, 11 + kind, R, K, 1, x);
+        if (kind < 3) qs_gen_matrix(kind == 0 ? QS_GEN_GAUSSIAN : kind == 1 ? QS_GEN_UNIFORM : QS_GEN_STUDENT_T, 11 + kind, R, K, 1, x);
         else   /* adversarial: exact ties of both passes, one ulp beside them, zeros, ±amax, tiny values */
             for (size_t r = 0; r < R; r++) {
                 float M = ldexpf(1.0f + (float)(r % 5) / 7, (int)(r % 60) - 30);
@@ -132,10 +132,10 @@ static void test_exact_gemm(void **st)
     float *x = malloc(16 * K * 4);
     float am[16];
     int8_t *a = malloc(2 * 16 * K);
-    qs_kx_gen(QS_GEN_GAUSSIAN, 3, 16, K, 1, x);
+    qs_gen_matrix(QS_GEN_GAUSSIAN, 3, 16, K, 1, x);
     assert_int_equal(qs_msd_decompose_i8(x, 16, K, 2, a, am, &e), 0);
     float *W = malloc(N * K * 4), sig[5];
-    qs_kx_gen(QS_GEN_GAUSSIAN, 4, N, K, 0.02, W);
+    qs_gen_matrix(QS_GEN_GAUSSIAN, 4, N, K, 0.02, W);
     qs_quant_w_i8(W, N, K, B, sig);
     qs_i8_pack p;
     assert_int_equal(qs_i8_pack_make(B, N, K, &p, &e), 0);
@@ -158,10 +158,10 @@ static void test_msd_gemm_bound(void **st)
     size_t M = 8, K = 3000, N = 64;
     float *x = malloc(M * K * 4), *W = malloc(N * K * 4), *y = malloc(M * N * 4), sig[64];
     int8_t *Wq = malloc(N * K);
-    qs_kx_gen(QS_GEN_LAPLACE, 5, M, K, 1, x);
+    qs_gen_matrix(QS_GEN_LAPLACE, 5, M, K, 1, x);
     for (size_t i = 0; i < M * K; i++) x[i] = qs_bf16_round(x[i]);
     x[3] = 40;   /* an outlier makes the row scale coarse */
-    qs_kx_gen(QS_GEN_GAUSSIAN, 6, N, K, 0.02, W);
+    qs_gen_matrix(QS_GEN_GAUSSIAN, 6, N, K, 0.02, W);
     qs_quant_w_i8(W, N, K, Wq, sig);
     qs_err e;
     for (int meth = 0; meth < 2; meth++) {
@@ -195,8 +195,8 @@ static void test_random_shapes(void **st)
         int passes = 1 + (int)(xs() % 3), th = 1 + (int)(xs() % 2);
         float *x = malloc(M * K * 4), *W = malloc(N * K * 4), *y1 = malloc(M * N * 4), *y2 = malloc(M * N * 4), sig[70];
         int8_t *Wq = malloc(N * K);
-        qs_kx_gen(it % 2 ? QS_GEN_STUDENT_T : QS_GEN_UNIFORM, 900 + (uint64_t)it, M, K, 3, x);
-        qs_kx_gen(QS_GEN_GAUSSIAN, 950 + (uint64_t)it, N, K, 0.02, W);
+        qs_gen_matrix(it % 2 ? QS_GEN_STUDENT_T : QS_GEN_UNIFORM, 900 + (uint64_t)it, M, K, 3, x);
+        qs_gen_matrix(QS_GEN_GAUSSIAN, 950 + (uint64_t)it, N, K, 0.02, W);
         qs_quant_w_i8(W, N, K, Wq, sig);
         qs_err e;
         qs_i8_pack p;
@@ -216,7 +216,7 @@ static double bits_int8(qs_gen_kind k, int passes, int bound)
     int8_t *a = malloc(3 * R * K);
     double *xr = malloc(R * K * 8);
     qs_err e;
-    qs_kx_gen(k, 21, R, K, 1, x);
+    qs_gen_matrix(k, 21, R, K, 1, x);
     qs_msd_decompose_i8(x, R, K, passes, a, am, &e);
     qs_msd_reconstruct_i8(a, am, R, K, passes, xr);
     double b = bound ? qs_eff_bits_bound(x, xr, R, K) : qs_eff_bits_rms(x, xr, R * K);
@@ -236,7 +236,7 @@ static double bits_mx(const char *fmt, qs_scale_rule r1, qs_scale_rule r2, int s
     c.o_res.scale_rule = r2;
     c.pass2_shift = shift;
     qs_err e;
-    qs_kx_gen(k, 22, R, K, 1, x);
+    qs_gen_matrix(k, 22, R, K, 1, x);
     assert_int_equal(qs_msd_decompose_mx(&c, x, R, K, passes, parts, &e), 0);
     for (int p = 0; p < passes; p++)
         for (size_t i = 0; i < n; i++) xr[i] += parts[(size_t)p * n + i];
@@ -262,7 +262,7 @@ static void test_effective_bits(void **st)
         int8_t *a = malloc(4 * R * K);
         double *xr = malloc(R * K * 8);
         qs_err e;
-        qs_kx_gen(QS_GEN_UNIFORM, 5, R, K, 1, x);
+        qs_gen_matrix(QS_GEN_UNIFORM, 5, R, K, 1, x);
         for (int p = 1; p <= 4; p++) {
             assert_int_equal(qs_msd_decompose_gen(x, R, K, p, 7.49, 14.98, a, am, &e), 0);
             for (size_t i = 0; i < (size_t)p * R * K; i++) assert_true(a[i] >= -7 && a[i] <= 7);

@@ -26,7 +26,7 @@ static void test_sparsifiers(void **st)
     (void)st;
     size_t m = 64, d = 128;
     float *R = malloc(m * d * 4), *S = malloc(m * d * 4);
-    qs_kx_gen(QS_GEN_LAPLACE, 3, m, d, 1, R);
+    qs_gen_matrix(QS_GEN_LAPLACE, 3, m, d, 1, R);
     qs_err e;
     /* 2:4: in each run of 4, the two largest magnitudes survive */
     memcpy(S, R, m * d * 4);
@@ -92,7 +92,7 @@ static void test_layer(void **st)
     qs_gen_defaults(&g);
     g.kind = QS_GEN_LLM_ACT; g.seed = 5; g.rows = m; g.cols = d; g.outlier_channels = 4;
     qs_gen_fill(&g, 0, m * d, X);
-    qs_kx_gen(QS_GEN_GAUSSIAN, 6, n, d, 0.02, W);
+    qs_gen_matrix(QS_GEN_GAUSSIAN, 6, n, d, 0.02, W);
     static const char *fmts[] = {"mxfp4", "hif4", "nvfp4"};
     qs_err e;
     for (int fi = 0; fi < 3; fi++) {
