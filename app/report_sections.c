@@ -93,6 +93,17 @@ static const char *cell(json_t *row, size_t i)
     return s ? s : "";
 }
 
+/* One Markdown table cell (" text |"), pipes escaped. */
+static void md_cell(FILE *f, const char *t)
+{
+    fputc(' ', f);
+    for (; *t; t++) {
+        if (*t == '|') fputc('\\', f);
+        fputc(*t, f);
+    }
+    fputs(" |", f);
+}
+
 void qs_report_sections_md(FILE *f, json_t *sections)
 {
     size_t i, k, c;
@@ -103,27 +114,13 @@ void qs_report_sections_md(FILE *f, json_t *sections)
                 json_string_value(json_object_get(s, "intro")));
         size_t nc = json_array_size(cols);
         fprintf(f, "|");
-        for (c = 0; c < nc; c++) {
-            fputc(' ', f);
-            for (const char *t = cell(cols, c); *t; t++) {
-                if (*t == '|') fputc('\\', f);
-                fputc(*t, f);
-            }
-            fputs(" |", f);
-        }
+        for (c = 0; c < nc; c++) md_cell(f, cell(cols, c));
         fprintf(f, "\n|");
         for (c = 0; c < nc; c++) fprintf(f, "---|");
         fprintf(f, "\n");
         json_array_foreach(json_object_get(s, "rows"), k, row) {
             fprintf(f, "|");
-            for (c = 0; c < nc; c++) {
-                fputc(' ', f);
-                for (const char *t = cell(row, c); *t; t++) {
-                    if (*t == '|') fputc('\\', f);
-                    fputc(*t, f);
-                }
-                fputs(" |", f);
-            }
+            for (c = 0; c < nc; c++) md_cell(f, cell(row, c));
             fprintf(f, "\n");
         }
         fprintf(f, "\n");
