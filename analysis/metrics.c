@@ -60,7 +60,7 @@
 #endif
 
 #define BAND ((size_t)1 << 20)     /* elements per band (as format_apply); changing it changes bits */
-#define LANES 8
+#define LANES 16
 #define MAX_THREADS 64
 
 /* Histogram layouts (documented in metrics.h). */
@@ -123,6 +123,9 @@ typedef struct prof {
     double ovf;              /* casts: |x| > ovf and a non-finite q counts as clipped */
     int elo, ehi;            /* element grid spacing sp[E - elo] for binades E, clamped */
     double sp[300], isp[300];   /* spacing and its inverse (powers of two) */
+    float isp32[300];        /* 32 / spacing (tapered grids: the kernel's table) */
+    uint32_t ovfb;           /* float bits of the smallest |x| > ovf */
+    float Ff;                /* relative-error floor, fl32 (at least the smallest subnormal) */
     int tapered, mb;         /* tapered: spacing from the table; else sp[E] = 2^(E - mb) */
     int allpow2;             /* every block scale is a power of two (MX, M2XFP em) */
     size_t seg;              /* values per scale segment (0: the whole run / block) */
@@ -183,7 +186,15 @@ static int prof_init1(prof *p, const qs_apply *a, const qs_qopts *o, qs_err *e);
 static int prof_init(prof *p, const qs_apply *a, const qs_qopts *o, qs_err *e)
 {
     if (prof_init1(p, a, o, e)) return -1;
-    for (int E = p->elo; E <= p->ehi; E++) p->isp[E - p->elo] = 1.0 / p->sp[E - p->elo];
+    for (int E = p->elo; E <= p->ehi; E++) {
+        p->isp[E - p->elo] = 1.0 / p->sp[E - p->elo];
+        p->isp32[E - p->elo] = (float)(32.0 * p->isp[E - p->elo]);
+    }
+    if (isinf(p->ovf)) p->ovfb = 0x7f800000u;
+    else {
+        p->ovfb = f2u((float)p->ovf);
+        if ((double)u2f(p->ovfb) <= p->ovf) p->ovfb++;
+    }
     return 0;
 }
 
@@ -380,18 +391,27 @@ static int plan_init(plan *p, const prof *pf, const qs_apply *a, uint64_t rows, 
 
 /* ---- histograms --------------------------------------------------------------------------- */
 
-/* Counts with five extra slots after the n bins: zero, under, over, non-finite, and "skip" (values a
-** histogram does not count: non-finite inputs for the error histograms). */
-enum { S_ZERO = 0, S_UNDER, S_OVER, S_NONF, S_SKIP, NSLOT };
+/* Counts: n bins then NSLOT special slots.  Zero and non-finite are filled from the counters at the
+** end (no per-value work); under and over by the values that fall outside the bins. */
+enum { S_ZERO = 0, S_UNDER, S_OVER, S_NONF, NSLOT };
 
-/* A histogram's counters: n bins then NSLOT special slots, in HCOPIES copies (stride n + NSLOT)
-** that consecutive values increment in turn, so that runs of equal bins (errors cluster) do not
-** chain every increment through one memory location; summed when merged. */
-#define HCOPIES 4
+/* The kernels bin in "raw" coordinates, shifted into a histogram's bins by its offset: log2
+** histograms 4 * (biased float32 exponent) + the quarter, i.e. floor(4 log2 v) + 508 (a subnormal's
+** true logarithm, which is below 0); ulp floor(32 v), clamped to [-64, 64].  RAW_SENT: not binned by this histogram. */
+#define RAW_SENT INT32_MIN
+#define RAW_OFF_V (4 * -127 - 4 * HV_LO)   /* value, abs_err, block_err */
+#define RAW_OFF_R (4 * -127 - 4 * HR_LO)
+
 typedef struct hacc {
-    uint64_t *c;
-    int n;
+    uint64_t *c;             /* n + NSLOT */
+    int n, off;              /* bins; raw -> bin index */
 } hacc;
+
+static inline void h_raw(hacc *h, int32_t raw, uint64_t k)
+{
+    int64_t i = (int64_t)raw + h->off;
+    h->c[i < 0 ? h->n + S_UNDER : i >= h->n ? (int64_t)h->n + S_OVER : i] += k;
+}
 
 static inline void h_log4(hacc *h, int off, double a)
 {
@@ -399,42 +419,84 @@ static inline void h_log4(hacc *h, int off, double a)
     h->c[i < 0 ? h->n + S_UNDER : i >= h->n ? h->n + S_OVER : i]++;
 }
 
+/* Raw log2 bin of a float >= 0 from its bits, exact (subnormals by their true logarithm; 0, e.g. a
+** relative error that underflowed, below every histogram). */
+static inline int32_t raw_log4f(uint32_t b)
+{
+    uint32_t m;
+    int32_t E;
+    if (b == 0) return -100000;
+    if (b >= 0x00800000u) {
+        m = b & 0x7fffffu;
+        E = (int32_t)(b >> 23);
+    } else {                 /* b * 2^-149: normalise; the significand has at most 23 bits */
+        int k = 31 - __builtin_clz(b);
+        m = (b << (23 - k)) & 0x7fffffu;
+        E = k - 22;
+    }
+    return 4 * E + (m >= TF1) + (m >= TF2) + (m >= TF3);
+}
+
+/* Window counters (AVX-512 path): a histogram's bins [base, base + 32 ns) counted as 16 lanes x 32
+** bit-sliced counters per stream of 32 bins: each value adds the one-hot word 1 << (raw - base - 32 s)
+** in its lane; 16 words at a time go through a carry-save adder tree (Harley-Seal) into planes 0..3
+** (weights 1, 2, 4, 8), whose carry-outs (weight 16) go 16 at a time through a second tree into
+** planes 4..7, whose carry-out ripples into planes 8.. (plane p has weight 2^p throughout).  A value outside the
+** window is counted directly.  The window is chosen per band from its first chunk and flushed into the
+** counts at the end of the band: the counts are the same for any window, only the speed differs. */
+#define HS_NS 2
+#define HS_PL 24
+typedef struct hwin {
+    uint32_t pl[HS_NS][HS_PL][16] __attribute__((aligned(64)));
+    int32_t base;
+    int ns, set, top;        /* streams; window chosen; planes 0..top-1 may be non-zero */
+    uint32_t buf[HS_NS][16][16] __attribute__((aligned(64)));   /* carry words of weight 16, waiting */
+    int nbuf;
+    uint64_t words;          /* words per lane since the last flush */
+    uint64_t nout;           /* values counted outside the window since then */
+    int32_t gbase;           /* the kernel's current chunk: bins stored relative to gbase, */
+    uint32_t gwidth;         /* flagged when >= gwidth (hwin_arm) */
+    int gflag;
+} hwin;
+#define D_SENT INT32_MAX     /* a window-relative bin: not binned (no one-hot: shifts >= 32 give 0) */
+
 /* ---- accumulators --------------------------------------------------------------------------- */
 
-#define CH 512   /* values per kernel chunk: the bin-index arrays stay in L1 */
+#define CH 512   /* values per kernel chunk: the bin arrays stay in L1 */
 
 /* Lane accumulators: lane L sums the values at run positions = L (mod LANES), each lane a sequential
-** sum, combined at the end in a fixed order. */
+** sum, combined at the end in a fixed order (lanesum).  Counts and maxima are order-independent. */
 typedef struct kl {
-    double sx2[LANES], se2[LANES], se[LANES], sxq[LANES], sq2[LANES], srel[LANES];
-    double maxae[LANES], maxrel[LANES];
-    int64_t nfin[LANES], nunder[LANES], nclip[LANES], nnonf[LANES];
+    double sx2[LANES], se2[LANES], se[LANES], sxe[LANES], srel[LANES];
+    float srelf[LANES];      /* relative errors summed in float32 within a chunk of CH run positions */
+    float maxae[LANES], maxrel[LANES];
+    uint64_t nfin, nunder, nclip, nnonf;
 } kl;
 
-typedef struct bstat {       /* one block: squared-error lanes, finite inputs, largest |x| */
+typedef struct bstat {       /* one block or run: squared-error lanes, finite inputs, largest |x| */
     double se2[LANES];
-    int64_t nf[LANES];
-    float amax[LANES];
+    uint64_t nf;
+    float amax;
 } bstat;
 
 /* Constants of one segment (values sharing one element scale S). */
 typedef struct kpar {
-    double F, ovf;           /* relative-error floor; casts: |x| > ovf with non-finite q is clipped */
+    float Ff;                /* relative-error floor (fl32, at least the smallest subnormal) */
+    uint32_t ovfb;           /* casts: a finite input with |x| bits >= ovfb whose q is NaN/Inf clipped */
     uint32_t qtop;           /* float bits of the saturation level */
-    double S, invS;          /* element scale; 1/S when S is a power of two (exact), else 0 */
-    int Es;                  /* S = ms 2^Es, ms in [1,2): ms is the mantissa field of S */
-    uint64_t ms;
+    float Sf;                /* element scale (a float32 value) */
+    int SE;                  /* floor(log2 S) */
+    uint32_t SM;             /* S's normalised 23-bit significand field */
     int elo, ehi;
-    const double *isp;       /* 1 / grid spacing per binade, elo..ehi (tapered grids) */
-    int tapered, mb;         /* else 1 / spacing = 2^(mb - E) */
-    int nv, nr, nu;          /* bins of the value/abs (same), rel and ulp histograms */
+    const float *isp32;      /* 32 / grid spacing per binade, elo..ehi (tapered grids) */
+    int tapered, mb;         /* else 32 / spacing = 2^(mb + 5 - E) */
     int novalue;             /* the value histogram was given (opts.value_hist): skip its bins */
 } kpar;
 
 /* ---- job, workers --------------------------------------------------------------------------- */
 
 typedef struct bpart {       /* one band's partial results, merged in band order */
-    double sx2, se2, se, sxq, sq2, srel;
+    double sx2, se2, se, sxe, srel;
     double maxae, maxrel;
     uint64_t nfin, nunder, nclip, nnonf, nelem;
     uint64_t r0, c0;
@@ -456,19 +518,19 @@ typedef struct worker {
     uint32_t *pcodes;
     uint8_t *pmeta;
     float *pS, *pQ;
-    double *segS;            /* per segment: element scale (sanitised) and saturation level bits */
-    uint32_t *segQb;
+    float *kSf;              /* per segment of the band (seg_put): element scale, floor(log2 S), its */
+    int32_t *kSE;            /* significand, saturation level bits (padded by 16 for the kernel's loads) */
+    uint32_t *kSM, *kQb;
+    int pow2, se0;           /* every segment of the band so far: S a power of two; S = 1 */
     double *bse2;            /* per block of the current run */
     uint64_t *bnf;
     float *bam;
     uint8_t *bcode;
     double *bscale;
-    float *colmax_mem;       /* mem col: not used */
     kl acc;                  /* the band's lanes */
     int simd;                /* qs_simd_level() */
-    uint32_t iv[CH], ia[CH], ir[CH], iu[CH];   /* bin indices of a chunk */
-    float fa[CH], fr[CH], fu[CH];              /* fl32 of |e|, rel and ulp error, for the bins */
-    int32_t sp[CH];                            /* -1, or the special slot of the error histograms */
+    int32_t bv[CH], ba[CH], br[CH], bu[CH];   /* raw bins of a chunk */
+    hwin *wv, *wa, *wr, *wu;                  /* AVX-512 window counters */
     /* histograms */
     hacc hv, ha, hr, hu, hb, hs;
     qs_err err;
@@ -531,91 +593,91 @@ static void record_error(job *j, uint64_t band, const char *msg)
 
 /* ---- the per-value kernel ------------------------------------------------------------------- */
 
+/* Lanes L and L + 8 first, then ((0+1)+(2+3))+((4+5)+(6+7)): the AVX-512 reduction's order. */
 static inline double lanesum(const double *s)
 {
-    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    double t[8];
+    for (int L = 0; L < 8; L++) t[L] = s[L] + s[L + 8];
+    return ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
 }
 
-static inline uint64_t lanesum_i(const int64_t *s)
+static inline double lanemaxf(const float *s)
 {
-    uint64_t t = 0;
-    for (int L = 0; L < LANES; L++) t += (uint64_t)s[L];
-    return t;
-}
-
-static inline double lanemax(const double *s)
-{
-    double m = 0;
+    float m = 0;
     for (int L = 0; L < LANES; L++) m = s[L] > m ? s[L] : m;
     return m;
 }
 
 static inline double u2d(uint64_t u) { double d; memcpy(&d, &u, 8); return d; }
-static inline double dmask(double v, uint64_t m) { return u2d(d2u(v) & m); }
 
-/* One value: every quantity, branch-free, into lane L (the scalar and the vectorised loops run
-** exactly these operations, so their results are identical; v = e / S is a division here and a
-** multiplication by 1/S there when every S is a power of two: the same value). */
-static inline __attribute__((always_inline)) void elem(const kpar *P, float xv, float qv, int L, kl *a,
-                                                       bstat *bs, uint32_t *iv, float *fa, float *fr,
-                                                       float *fu, int32_t *sp, bstat *rs, double *va, uint32_t *vn)
+/* floor(log2(|x| / S)) clamped to the grid's binades, exact: from the double bits of |x| (every float,
+** subnormals included, is a normal double) against S's exponent and significand. */
+static inline int grid_binade(const kpar *P, float ax)
+{
+    uint64_t xb = d2u((double)ax);
+    int Et = (int)(xb >> 52) - 1023 - P->SE - ((xb & 0xfffffffffffffull) < ((uint64_t)P->SM << 29));
+    return Et < P->elo ? P->elo : Et > P->ehi ? P->ehi : Et;
+}
+
+/* The three error bins of a value with a non-zero finite error (shared by the portable path and the
+** AVX-512 path's rare exact fix-ups): fe = fl32(e), relf = fl32(|fe| / den), 32 x the ulp error
+** fl32(fl32(fe / S) * 32 / spacing) (a power-of-two spacing scales exactly, as ldexpf and vscalefps
+** do, whatever the exponent: bf16's 2^-133 spacing has no float32 inverse). */
+static inline void err_bins1(const kpar *P, float ax, float fe, float relf, int32_t *ba, int32_t *br, int32_t *bu)
+{
+    *ba = raw_log4f(f2u(fe) & 0x7fffffffu);
+    *br = raw_log4f(f2u(relf));
+    int Et = grid_binade(P, ax);
+    float v = fe / P->Sf;
+    float t = floorf(P->tapered ? v * P->isp32[Et - P->elo] : ldexpf(v, P->mb + 5 - Et));
+    t = t > -64.0f ? t : -64.0f;
+    t = t < 64.0f ? t : 64.0f;
+    *bu = (int32_t)t;
+}
+
+/* One value: every quantity, branch-free, into lane L (the AVX-512 loop runs exactly these
+** operations: its results are identical). */
+static inline __attribute__((always_inline)) void elem(const kpar *P, float xv, float qv, int L, kl *a, bstat *bs,
+                                                       int32_t *bv, int32_t *ba, int32_t *br, int32_t *bu, bstat *rs,
+                                                       double *va, uint32_t *vn)
 {
     uint32_t xa = f2u(xv) & 0x7fffffffu, qa = f2u(qv) & 0x7fffffffu;
-    uint64_t xf = xa < 0x7f800000u, qf = qa < 0x7f800000u;
-    uint64_t ok = xf & qf, bad = xf & (qf ^ 1);
-    uint64_t mxf = -xf, mok = -ok, mbad = -bad;
-    double xd = dmask((double)xv, mxf), qd = dmask((double)qv, mok);
-    double xo = dmask(xd, mok);
-    double ev = qd - xo, ae = fabs(ev), e2 = ev * ev;
-    double ib = dmask(INFINITY, mbad);          /* +inf for a finite input turned NaN/Inf */
-    double ax = fabs(xd);
-    double den = ax > P->F ? ax : P->F;
-    den = den > DBL_MIN ? den : DBL_MIN;
-    double rel = ae / den;
-    double e2b = e2 + ib;
-    a->sx2[L] += xo * xo;
+    int xf = xa < 0x7f800000u, qf = qa < 0x7f800000u;
+    int ok = xf & qf, bad = xf & (qf ^ 1);
+    double xd = ok ? (double)xv : 0.0, qd = ok ? (double)qv : 0.0;
+    double ev = qd - xd;
+    double e2 = ev * ev;
+    double e2b = bad ? INFINITY : e2;
+    float fe = (float)ev, fae = fabsf(fe);
+    float ax = u2f(xf ? xa : 0);
+    float den = ax > P->Ff ? ax : P->Ff;
+    float relf = fae / den;
+    a->sx2[L] += xd * xd;
     a->se2[L] += e2b;
     a->se[L] += ev;
-    a->sxq[L] += xo * qd;
-    a->sq2[L] += qd * qd;
-    a->srel[L] += rel + ib;
-    double aeb = ae + ib, relb = rel + ib;
+    a->sxe[L] += xd * ev;
+    a->srelf[L] += bad ? INFINITY : relf;
+    float aeb = bad ? INFINITY : fae, relb = bad ? INFINITY : relf;
     a->maxae[L] = aeb > a->maxae[L] ? aeb : a->maxae[L];
     a->maxrel[L] = relb > a->maxrel[L] ? relb : a->maxrel[L];
-    a->nfin[L] += (int64_t)xf;
-    a->nnonf[L] += (int64_t)bad;
-    a->nunder[L] += (int64_t)(ok & (xa != 0) & (qa == 0));
-    a->nclip[L] += (int64_t)((ok & (qa == P->qtop) & (qa < xa)) | (bad & (ax > P->ovf)));
+    a->nfin += (uint64_t)xf;
+    a->nnonf += (uint64_t)bad;
+    a->nunder += (uint64_t)(ok & (xa != 0) & (qa == 0));
+    a->nclip += (uint64_t)((ok & (qa == P->qtop) & (qa < xa)) | (bad & (xa >= P->ovfb)));
     if (bs) {
         bs->se2[L] += e2b;
-        bs->nf[L] += (int64_t)xf;
-        float axf = u2f(xa & (uint32_t)mxf);
-        bs->amax[L] = axf > bs->amax[L] ? axf : bs->amax[L];
+        bs->nf += (uint64_t)xf;
+        bs->amax = ax > bs->amax ? ax : bs->amax;
     }
-    if (rs) {   /* the run's total and the element-wise sums of the other axis (e2b = 0 for NaN/Inf x) */
+    if (rs) {   /* the run's total and the element-wise sums of the other axis (e2b = 0 for NaN/Inf x);
+                ** vn counts the non-finite inputs (do_band turns them into finite counts) */
         rs->se2[L] += e2b;
-        rs->nf[L] += (int64_t)xf;
         va[0] += e2b;
-        vn[0] += (uint32_t)xf;
+        vn[0] += (uint32_t)(xf ^ 1);
     }
-    /* bins: the value histogram here; the error histograms from fa/fr/fu/sp (err_bins) */
-    int nv = P->nv;
-    if (!P->novalue) {
-        int bx = log4bin(ax) + 4 * -HV_LO;
-        bx = bx < 0 ? nv + S_UNDER : bx >= nv ? nv + S_OVER : bx;
-        *iv = (uint32_t)(xa == 0 ? nv + S_ZERO : xf ? bx : nv + S_NONF);
-    }
-    int special = !xf ? S_SKIP : bad ? S_NONF : S_ZERO;
-    int isspec = !ok | (ae == 0);
-    *sp = isspec ? special : -1;
-    *fa = (float)ae;
-    *fr = (float)rel;
-    /* ulps: binade of |x|/S from the bits (exact: both have 24-bit significands), grid spacing */
-    uint64_t xbits = d2u(ax);
-    int Et = (int)(xbits >> 52) - 1023 - P->Es - ((xbits & 0xfffffffffffffull) < P->ms);
-    Et = Et < P->elo ? P->elo : Et > P->ehi ? P->ehi : Et;
-    double isp = P->tapered ? P->isp[Et - P->elo] : u2d((uint64_t)(1023 + P->mb - Et) << 52);
-    *fu = (float)(ev / P->S * isp);
+    if (!P->novalue) *bv = xf && xa ? raw_log4f(xa) : RAW_SENT;
+    if (ok && fae != 0) err_bins1(P, ax, fe, relf, ba, br, bu);
+    else *ba = *br = *bu = RAW_SENT;
 }
 
 /* The element scales of a run: one per segment of g values (g = 0: one for the whole run), already
@@ -624,9 +686,10 @@ static inline __attribute__((always_inline)) void elem(const kpar *P, float xv, 
 ** bam per block. */
 typedef struct kscale {
     size_t g;
-    const double *S;
-    const uint32_t *Qb;
-    int allpow2;
+    const float *Sf;         /* per segment, as scale_parts gives them */
+    const int32_t *SE;
+    const uint32_t *SM, *Qb;
+    int pow2, se0;           /* all S powers of two; all S = 1 */
     size_t B;
     double *bse2;
     uint64_t *bnf;
@@ -640,339 +703,633 @@ static inline uint32_t san_Q(float Q)
     return b < 0x7f800000u && b != 0 ? b : 0xffffffffu;   /* 0 or NaN/Inf: nothing clips */
 }
 
-static void set_scale(kpar *P, double S, uint32_t Qb)
+/* S (a float32 value) as the kernel reads it: fl32, floor(log2 S) and the normalised significand. */
+static void scale_parts(double S, float *Sf, int32_t *SE, uint32_t *SM)
 {
     uint64_t sb = d2u(S);
-    P->S = S;
-    P->Es = (int)(sb >> 52 & 0x7ff) - 1023;
-    P->ms = sb & 0xfffffffffffffull;
-    P->qtop = Qb;
+    *Sf = (float)S;
+    *SE = S > 0 ? (int32_t)(sb >> 52 & 0x7ff) - 1023 : -1023;
+    *SM = (uint32_t)((sb & 0xfffffffffffffull) >> 29);
+}
+
+/* Segment i of the band: scale S (sanitised) and saturation level bits. */
+static void seg_put(worker *w, size_t i, double S, uint32_t Qb)
+{
+    scale_parts(S, &w->kSf[i], &w->kSE[i], &w->kSM[i]);
+    w->kQb[i] = Qb;
+    w->pow2 &= w->kSM[i] == 0 && S > 0;
+    w->se0 &= w->kSE[i] == 0;
+}
+
+static void set_scale(kpar *P, const kscale *ks, size_t sg)
+{
+    P->Sf = ks->Sf[sg];
+    P->SE = ks->SE[sg];
+    P->SM = ks->SM[sg];
+    P->qtop = ks->Qb[sg];
 }
 
 static void block_flush(bstat *b, const kscale *ks, size_t bi)
 {
-    float m = 0;
-    for (int L = 0; L < LANES; L++) m = b->amax[L] > m ? b->amax[L] : m;
     ks->bse2[bi] = lanesum(b->se2);
-    ks->bnf[bi] = lanesum_i(b->nf);
-    ks->bam[bi] = m;
+    ks->bnf[bi] = b->nf;
+    ks->bam[bi] = b->amax;
     memset(b, 0, sizeof *b);
 }
-#if MET_X86
-/* Groups of LANES values of a run chunk with AVX-512, positions p0 + 8g: lane L of every vector is
-** lane L of the scalar accumulators, and every operation is the scalar one (max_pd(a, b) = a > b ?
-** a : b as the scalar code writes it; floor = roundscale toward -inf; no FMA: contraction is off;
-** block sums reduced in lanesum's order), so the results are bit-identical to elem()'s. */
-__attribute__((target("avx512f,avx512dq,avx512vl")))
-static void groups_avx512(const kpar *P, const kscale *ks, size_t m, const float *x, const float *q, size_t p0,
-                          size_t ng, kl *a, bstat *bsm, uint32_t *iv, float *fa, float *fr, float *fu, int32_t *sp,
-                          bstat *rs, double *va, uint32_t *vn)
+
+/* ---- window counters --------------------------------------------------------------------------- */
+
+static void hwin_flush(hwin *W, hacc *h)
 {
-    const __m256i absm = _mm256_set1_epi32(0x7fffffff), expm = _mm256_set1_epi32(0x7f800000);
-    const __m512d F = _mm512_set1_pd(P->F), dmin = _mm512_set1_pd(DBL_MIN), inf = _mm512_set1_pd(INFINITY);
-    const __m512d ovf = _mm512_set1_pd(P->ovf), one = _mm512_set1_pd(1.0);
-    const __m512i absd = _mm512_set1_epi64(0x7fffffffffffffffll), mant = _mm512_set1_epi64(0xfffffffffffffll);
-    const __m512i t1 = _mm512_set1_epi64((long long)T1), t2 = _mm512_set1_epi64((long long)T2),
-                  t3 = _mm512_set1_epi64((long long)T3), e1023 = _mm512_set1_epi64(1023);
-    const __m512i one64 = _mm512_set1_epi64(1);
-    const __m256i zero32 = _mm256_setzero_si256(), one32 = _mm256_set1_epi32(1);
-    const __m256i offv = _mm256_set1_epi32(4 * -HV_LO);
-    const int nv = P->nv;
-    const __m256i nvv = _mm256_set1_epi32(nv);
-    const __m256i elo = _mm256_set1_epi32(P->elo), ehi = _mm256_set1_epi32(P->ehi);
-    const __m256i mbv = _mm256_set1_epi32(1023 + P->mb);
-    const size_t g = ks->g, B = ks->B;
-    const int bstats = B != 0, rows = rs != NULL, pow2 = ks->allpow2;
-    __m512d sx2 = _mm512_loadu_pd(a->sx2), se2 = _mm512_loadu_pd(a->se2), se = _mm512_loadu_pd(a->se);
-    __m512d sxq = _mm512_loadu_pd(a->sxq), sq2 = _mm512_loadu_pd(a->sq2), srel = _mm512_loadu_pd(a->srel);
-    __m512d mae = _mm512_loadu_pd(a->maxae), mrel = _mm512_loadu_pd(a->maxrel);
-    __m512i nfin = _mm512_loadu_si512(a->nfin), nund = _mm512_loadu_si512(a->nunder);
-    __m512i ncl = _mm512_loadu_si512(a->nclip), nnf = _mm512_loadu_si512(a->nnonf);
-    __m512d bse2 = _mm512_loadu_pd(bsm->se2);
-    __m512i bnf = _mm512_loadu_si512(bsm->nf);
-    __m256 bam = _mm256_loadu_ps(bsm->amax);
-    __m512d rse2 = rows ? _mm512_loadu_pd(rs->se2) : _mm512_setzero_pd();
-    __m512i rnf = rows ? _mm512_loadu_si512(rs->nf) : _mm512_setzero_si512();
-    /* the current scale (vectors), refreshed when the segment changes */
-    size_t cur = (size_t)-1;
-    __m512d Sv = one, invS = one;
-    __m256i qtop = zero32, se52 = zero32;
-    __m512i msv = _mm512_setzero_si512();
-    for (size_t gi = 0; gi < ng; gi++) {
-        size_t i = gi * LANES, p = p0 + i;
-        size_t sg = g ? p / g : 0;
-        if (sg != cur) {
-            if (g == 4) {
-                Sv = _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_set1_pd(ks->S[sg])), _mm256_set1_pd(ks->S[sg + 1]), 1);
-                qtop = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi32((int)ks->Qb[sg])),
-                                               _mm_set1_epi32((int)ks->Qb[sg + 1]), 1);
-                cur = (size_t)-1;   /* two segments per group: refresh every group */
-            } else {
-                Sv = _mm512_set1_pd(ks->S[sg]);
-                qtop = _mm256_set1_epi32((int)ks->Qb[sg]);
-                cur = sg;
+    if (W->set)
+        for (int s = 0; s < W->ns; s++) {
+            uint64_t cnt[32] = {0};
+            for (int p = 0; p < W->top; p++) {
+                uint32_t *v = W->pl[s][p];
+                for (int L = 0; L < 16; L++) {
+                    for (uint32_t bits = v[L]; bits; bits &= bits - 1) cnt[__builtin_ctz(bits)] += (uint64_t)1 << p;
+                    v[L] = 0;
+                }
             }
-            __m512i sb = _mm512_castpd_si512(Sv);
-            se52 = _mm512_cvtepi64_epi32(_mm512_srli_epi64(sb, 52));
-            msv = _mm512_and_si512(sb, mant);
-            if (pow2) invS = _mm512_div_pd(one, Sv);
+            for (int t = 0; t < W->nbuf; t++)
+                for (int L = 0; L < 16; L++)
+                    for (uint32_t bits = W->buf[s][t][L]; bits; bits &= bits - 1) cnt[__builtin_ctz(bits)] += 16;
+            for (int k = 0; k < 32; k++)
+                if (cnt[k]) h_raw(h, W->base + 32 * s + k, cnt[k]);
         }
-        __m256 xs = _mm256_loadu_ps(x + i), qs = _mm256_loadu_ps(q + i);
-        __m256i xa = _mm256_and_si256(_mm256_castps_si256(xs), absm), qa = _mm256_and_si256(_mm256_castps_si256(qs), absm);
-        __mmask8 xf = _mm256_cmplt_epu32_mask(xa, expm), qf = _mm256_cmplt_epu32_mask(qa, expm);
-        __mmask8 ok = xf & qf, bad = xf & (__mmask8)~qf;
-        __m512d xd = _mm512_maskz_mov_pd(xf, _mm512_cvtps_pd(xs)), qd = _mm512_maskz_mov_pd(ok, _mm512_cvtps_pd(qs));
-        __m512d xo = _mm512_maskz_mov_pd(ok, xd);
-        __m512d ev = _mm512_sub_pd(qd, xo);
-        __m512d ae = _mm512_castsi512_pd(_mm512_and_si512(_mm512_castpd_si512(ev), absd));
-        __m512d e2 = _mm512_mul_pd(ev, ev);
-        __m512d ib = _mm512_maskz_mov_pd(bad, inf);
-        __m512d ax = _mm512_castsi512_pd(_mm512_and_si512(_mm512_castpd_si512(xd), absd));
-        __m512d den = _mm512_max_pd(_mm512_max_pd(ax, F), dmin);
-        __m512d rel = _mm512_div_pd(ae, den);
-        __m512d e2b = _mm512_add_pd(e2, ib);
-        sx2 = _mm512_add_pd(sx2, _mm512_mul_pd(xo, xo));
-        se2 = _mm512_add_pd(se2, e2b);
-        se = _mm512_add_pd(se, ev);
-        sxq = _mm512_add_pd(sxq, _mm512_mul_pd(xo, qd));
-        sq2 = _mm512_add_pd(sq2, _mm512_mul_pd(qd, qd));
-        srel = _mm512_add_pd(srel, _mm512_add_pd(rel, ib));
-        mae = _mm512_max_pd(_mm512_add_pd(ae, ib), mae);
-        mrel = _mm512_max_pd(_mm512_add_pd(rel, ib), mrel);
-        nfin = _mm512_mask_add_epi64(nfin, xf, nfin, one64);
-        nnf = _mm512_mask_add_epi64(nnf, bad, nnf, one64);
-        __mmask8 xnz = _mm256_cmpneq_epu32_mask(xa, zero32), qz = _mm256_cmpeq_epu32_mask(qa, zero32);
-        nund = _mm512_mask_add_epi64(nund, ok & xnz & qz, nund, one64);
-        __mmask8 clip = (ok & _mm256_cmpeq_epu32_mask(qa, qtop) & _mm256_cmplt_epu32_mask(qa, xa)) |
-                        (bad & _mm512_cmp_pd_mask(ax, ovf, _CMP_GT_OQ));
-        ncl = _mm512_mask_add_epi64(ncl, clip, ncl, one64);
+    W->nbuf = 0;
+    W->set = 0;
+    W->top = 8;
+    W->words = W->nout = 0;
+}
+
+/* The window as the AVX-512 kernel reads it for the next chunk: bins are stored as d = raw - gbase,
+** and a binned value with d >= gwidth (unsigned) raises the chunk's flag (no window yet: all do). */
+static void hwin_arm(hwin *W)
+{
+    W->gbase = W->set ? W->base : 0;
+    W->gwidth = W->set ? 32u * (uint32_t)W->ns : 0;
+    W->gflag = 0;
+}
+
+#if MET_X86
+/* Choose the window of a histogram from a chunk's bins (raw = d + gbase): the highest bin present,
+** 2 binades of room above it (log2 histograms); ulp: the central 32 bins (|v| <= 1/2, every
+** correctly rounded value) or all 64. */
+static void hwin_choose(hwin *W, const int32_t *d, size_t k, int ulp)
+{
+    int32_t hi = INT32_MIN, lo = INT32_MAX;
+    for (size_t i = 0; i < k; i++)
+        if (d[i] != D_SENT) {
+            int32_t r = d[i] + W->gbase;
+            hi = r > hi ? r : hi;
+            lo = r < lo ? r : lo;
+        }
+    if (hi == INT32_MIN) return;   /* nothing binned yet */
+    if (ulp) {
+        W->ns = lo >= -16 && hi < 16 ? 1 : 2;
+        W->base = W->ns == 1 ? -16 : -32;
+    } else {
+        W->ns = HS_NS;
+        W->base = hi + 8 - 32 * HS_NS + 1;
+    }
+    W->set = 1;
+}
+
+#define CSA(h, l, a, b, c)                                                   \
+    do {                                                                      \
+        __m512i a_ = (a), b_ = (b), c_ = (c);                                 \
+        h = _mm512_ternarylogic_epi32(a_, b_, c_, 0xe8);                      \
+        l = _mm512_ternarylogic_epi32(a_, b_, c_, 0x96);                      \
+    } while (0)
+
+/* Add a carry word into planes p.. of a stream (ripple; the carry dies out fast). */
+__attribute__((target("avx512f")))
+static inline void hs_ripple(hwin *W, uint32_t (*pl)[16], int p, __m512i c)
+{
+    while (p < HS_PL && _mm512_test_epi32_mask(c, c)) {
+        if (p + 1 > W->top) W->top = p + 1;
+        __m512i v = _mm512_load_si512(pl[p]);
+        _mm512_store_si512(pl[p], _mm512_xor_si512(v, c));
+        c = _mm512_and_si512(v, c);
+        p++;
+    }
+}
+
+/* 16 words into the 4 planes st[0..3] (weights 1, 2, 4, 8 of the tree's unit); returns the carry-out
+** word (weight 16 units). */
+__attribute__((target("avx512f"), always_inline))
+static inline __m512i hs_tree16(const __m512i *wd, uint32_t (*st)[16])
+{
+    __m512i ones = _mm512_load_si512(st[0]), twos = _mm512_load_si512(st[1]);
+    __m512i fours = _mm512_load_si512(st[2]), eights = _mm512_load_si512(st[3]);
+    __m512i twosA, twosB, foursA, foursB, eightsA, eightsB, sixteens;
+    CSA(twosA, ones, ones, wd[0], wd[1]);
+    CSA(twosB, ones, ones, wd[2], wd[3]);
+    CSA(foursA, twos, twos, twosA, twosB);
+    CSA(twosA, ones, ones, wd[4], wd[5]);
+    CSA(twosB, ones, ones, wd[6], wd[7]);
+    CSA(foursB, twos, twos, twosA, twosB);
+    CSA(eightsA, fours, fours, foursA, foursB);
+    CSA(twosA, ones, ones, wd[8], wd[9]);
+    CSA(twosB, ones, ones, wd[10], wd[11]);
+    CSA(foursA, twos, twos, twosA, twosB);
+    CSA(twosA, ones, ones, wd[12], wd[13]);
+    CSA(twosB, ones, ones, wd[14], wd[15]);
+    CSA(foursB, twos, twos, twosA, twosB);
+    CSA(eightsB, fours, fours, foursA, foursB);
+    CSA(sixteens, eights, eights, eightsA, eightsB);
+    _mm512_store_si512(st[0], ones);
+    _mm512_store_si512(st[1], twos);
+    _mm512_store_si512(st[2], fours);
+    _mm512_store_si512(st[3], eights);
+    return sixteens;
+}
+/* The same tree over the one-hot words 1 << (d[16 t + L] - sh), t = 0..15, made as it goes. */
+__attribute__((target("avx512f"), always_inline))
+static inline __m512i hs_tree16_oh(const int32_t *d, __m512i sh, uint32_t (*st)[16])
+{
+    const __m512i one = _mm512_set1_epi32(1);
+#define OH(t) _mm512_sllv_epi32(one, _mm512_sub_epi32(_mm512_loadu_si512(d + 16 * (t)), sh))
+    __m512i ones = _mm512_load_si512(st[0]), twos = _mm512_load_si512(st[1]);
+    __m512i fours = _mm512_load_si512(st[2]), eights = _mm512_load_si512(st[3]);
+    __m512i twosA, twosB, foursA, foursB, eightsA, eightsB, sixteens;
+    CSA(twosA, ones, ones, OH(0), OH(1));
+    CSA(twosB, ones, ones, OH(2), OH(3));
+    CSA(foursA, twos, twos, twosA, twosB);
+    CSA(twosA, ones, ones, OH(4), OH(5));
+    CSA(twosB, ones, ones, OH(6), OH(7));
+    CSA(foursB, twos, twos, twosA, twosB);
+    CSA(eightsA, fours, fours, foursA, foursB);
+    CSA(twosA, ones, ones, OH(8), OH(9));
+    CSA(twosB, ones, ones, OH(10), OH(11));
+    CSA(foursA, twos, twos, twosA, twosB);
+    CSA(twosA, ones, ones, OH(12), OH(13));
+    CSA(twosB, ones, ones, OH(14), OH(15));
+    CSA(foursB, twos, twos, twosA, twosB);
+    CSA(eightsB, fours, fours, foursA, foursB);
+    CSA(sixteens, eights, eights, eightsA, eightsB);
+#undef OH
+    _mm512_store_si512(st[0], ones);
+    _mm512_store_si512(st[1], twos);
+    _mm512_store_si512(st[2], fours);
+    _mm512_store_si512(st[3], eights);
+    return sixteens;
+}
+#undef CSA
+
+/* Count a chunk's k bins d[] (relative to gbase, D_SENT: not binned).  If the chunk was flagged or
+** the window is new, the bins are first rebased to the window, those outside counted directly and
+** replaced by D_SENT; then 256 values at a time go through the adder trees, whole vectors by ripple,
+** the rest directly. */
+__attribute__((target("avx512f")))
+static void hs_count(hwin *W, hacc *h, int32_t *d, size_t k, int ulp)
+{
+    if (!W->set) hwin_choose(W, d, k, ulp);
+    if (!W->set) return;   /* nothing binned */
+    const uint32_t width = 32u * (uint32_t)W->ns;
+    if (W->gbase != W->base) {   /* a new window: rebase (bins outside it give no one-hot) */
+        const int32_t shift = W->gbase - W->base;
+        for (size_t i = 0; i < k; i++)
+            if (d[i] != D_SENT) d[i] += shift;
+        W->gflag = 1;
+    }
+    if (W->gflag) {   /* count the bins outside the window directly */
+        const __m512i vw = _mm512_set1_epi32((int)width), sent = _mm512_set1_epi32(D_SENT);
+        size_t i = 0;
+        for (; i + 16 <= k; i += 16) {
+            __m512i v = _mm512_loadu_si512(d + i);
+            __mmask16 out = _mm512_mask_cmpge_epu32_mask(_mm512_cmpneq_epi32_mask(v, sent), v, vw);
+            for (unsigned o = out; o; o &= o - 1) {
+                h_raw(h, d[i + (size_t)__builtin_ctz(o)] + W->base, 1);
+                W->nout++;
+            }
+        }
+        for (; i < k; i++)
+            if (d[i] != D_SENT && (uint32_t)d[i] >= width) {
+                h_raw(h, d[i] + W->base, 1);
+                W->nout++;
+                d[i] = D_SENT;
+            }
+    }
+    if (W->words > ((uint64_t)1 << (HS_PL - 2))) {   /* keep the counters below 2^HS_PL */
+        int32_t base = W->base;
+        int ns = W->ns;
+        hwin_flush(W, h);
+        W->base = base;
+        W->ns = ns;
+        W->set = 1;
+    }
+    const __m512i one = _mm512_set1_epi32(1);
+    const int ns = W->ns;
+    size_t i = 0;
+    for (; i + 256 <= k; i += 256) {
+        for (int s = 0; s < ns; s++) {
+            const __m512i sh = _mm512_set1_epi32(32 * s);
+            _mm512_store_si512(W->buf[s][W->nbuf], hs_tree16_oh(d + i, s ? sh : _mm512_setzero_si512(), W->pl[s]));
+        }
+        if (++W->nbuf == 16) {   /* the second tree, every 4096 values */
+            for (int s = 0; s < ns; s++) {
+                __m512i c16[16];
+                for (int t = 0; t < 16; t++) c16[t] = _mm512_load_si512(W->buf[s][t]);
+                hs_ripple(W, W->pl[s], 8, hs_tree16(c16, W->pl[s] + 4));
+            }
+            W->nbuf = 0;
+        }
+        W->words += 16;
+    }
+    for (; i + 16 <= k; i += 16) {
+        __m512i v = _mm512_loadu_si512(d + i);
+        for (int s = 0; s < ns; s++) hs_ripple(W, W->pl[s], 0, _mm512_sllv_epi32(one, _mm512_sub_epi32(v, _mm512_set1_epi32(32 * s))));
+        W->words++;
+    }
+    for (; i < k; i++)
+        if (d[i] != D_SENT) h_raw(h, d[i] + W->base, 1);
+    /* a window that misses more than 1 value in 16 is chosen again from the next chunk */
+    if (W->nout > W->words && W->words * 16 >= 4096) hwin_flush(W, h);
+}
+
+/* Floor(4 log2 v) + 508 from the bits of normal floats (16 lanes). */
+#define LOG4F(bits) ({                                                                                     \
+        __m512i m_ = _mm512_and_si512(bits, mant23);                                                          \
+        __m512i k_ = _mm512_and_si512(_mm512_srli_epi32(bits, 21), _mm512_set1_epi32(0x3fc));                 \
+        k_ = _mm512_mask_add_epi32(k_, _mm512_cmpge_epu32_mask(m_, tf1), k_, one);                            \
+        k_ = _mm512_mask_add_epi32(k_, _mm512_cmpge_epu32_mask(m_, tf2), k_, one);                            \
+        _mm512_mask_add_epi32(k_, _mm512_cmpge_epu32_mask(m_, tf3), k_, one); })
+
+/* Reduce 16 double lanes (lo: 0..7, hi: 8..15) in lanesum's order. */
+__attribute__((target("avx512f")))
+static inline double red16(__m512d lo, __m512d hi)
+{
+    __m512d t = _mm512_add_pd(lo, hi);
+    __m512d r1 = _mm512_add_pd(t, _mm512_permute_pd(t, 0x55));
+    __m512d r2 = _mm512_add_pd(r1, _mm512_permutex_pd(r1, 0x4e));
+    __m512d r3 = _mm512_add_pd(r2, _mm512_shuffle_f64x2(r2, r2, 0x4e));
+    return _mm512_cvtsd_f64(r3);
+}
+
+/* Kernel variants (compile-time flags of groups_body). */
+enum {
+    GV_BST = 1,      /* per-block statistics */
+    GV_ROWS = 2,     /* the run's total and the other axis' element-wise sums */
+    GV_POW2 = 4,     /* every element scale a power of two: the binade of |x| / S by exponents alone */
+    GV_NOVAL = 8,    /* no value histogram */
+    GV_TAP = 16,     /* tapered grid: 32 / spacing from the table (needs POW2 with S = 1) */
+    GV_G4 = 32,      /* a segment per 4 values */
+    GV_G8 = 64       /* a segment per 8 values */
+};
+
+/* A histogram's bins of 16 values relative to the window: d = raw - gbase where binned, D_SENT
+** elsewhere; binned values outside the window flag the chunk. */
+#define WIN_STORE(dst, raw, msk, W)                                                                      \
+    do {                                                                                                  \
+        __m512i d_ = _mm512_sub_epi32(raw, _mm512_set1_epi32((W)->gbase));                                \
+        fl_##W |= _mm512_mask_cmpge_epu32_mask(msk, d_, _mm512_set1_epi32((int)(W)->gwidth));             \
+        _mm512_storeu_si512(dst, _mm512_mask_mov_epi32(dsent, msk, d_));                                  \
+    } while (0)
+
+/* Groups of 16 values of a run chunk with AVX-512, run positions p0 + 16 g: lane L of the vectors is
+** lane L of the portable accumulators and every operation is elem()'s (max_ps(a, b) = a > b ? a : b as
+** elem writes it; floor by the conversion's rounding; no FMA: contraction is off), so the results are
+** bit-identical (GV_POW2 only skips the significand comparison of the binade).  Zero or subnormal inputs
+** and subnormal errors are binned by err_bins1 after the loop (rare); non-finite outputs take a rare
+** branch.  Bins are stored relative to the windows (WIN_STORE). */
+__attribute__((target("avx512f,avx512dq,avx512vl,fma"), always_inline))
+static inline void groups_body(const int V, const kpar *P, const worker *w, const kscale *ks, size_t m, const float *x,
+                               const float *q, size_t p0, size_t ng, kl *a, bstat *bsm, int32_t *bv, int32_t *ba,
+                               int32_t *br, int32_t *bu, bstat *rs, double *va, uint32_t *vn)
+{
+    const int bstats = V & GV_BST, rows = V & GV_ROWS, pow2 = V & GV_POW2, noval = V & GV_NOVAL, tap = V & GV_TAP;
+    const int g4 = V & GV_G4, g8 = V & GV_G8;
+    const hwin *Wv = w->wv, *Wa = w->wa, *Wr = w->wr, *Wu = w->wu;
+    __mmask16 fl_Wv = 0, fl_Wa = 0, fl_Wr = 0, fl_Wu = 0;
+    const __m512i absm = _mm512_set1_epi32(0x7fffffff), expm = _mm512_set1_epi32(0x7f800000);
+    const __m512i mant23 = _mm512_set1_epi32(0x7fffff), one = _mm512_set1_epi32(1);
+    const __m512i tf1 = _mm512_set1_epi32((int)TF1), tf2 = _mm512_set1_epi32((int)TF2), tf3 = _mm512_set1_epi32((int)TF3);
+    const __m512i fmin = _mm512_set1_epi32(0x00800000), dsent = _mm512_set1_epi32(D_SENT), zero = _mm512_setzero_si512();
+    const __m512 Ff = _mm512_set1_ps(P->Ff), lo64 = _mm512_set1_ps(-64.0f), hi64 = _mm512_set1_ps(64.0f);
+    const __m512i elo = _mm512_set1_epi32(P->elo), ehi = _mm512_set1_epi32(P->ehi), cmb5 = _mm512_set1_epi32(P->mb + 5);
+    const size_t g = ks->g, B = ks->B;
+    __m512d sx2a = _mm512_loadu_pd(a->sx2), sx2b = _mm512_loadu_pd(a->sx2 + 8);
+    __m512d se2a = _mm512_loadu_pd(a->se2), se2b = _mm512_loadu_pd(a->se2 + 8);
+    __m512d sea = _mm512_loadu_pd(a->se), seb = _mm512_loadu_pd(a->se + 8);
+    __m512d sxea = _mm512_loadu_pd(a->sxe), sxeb = _mm512_loadu_pd(a->sxe + 8);
+    __m512 srl = _mm512_loadu_ps(a->srelf);
+    __m512 mae = _mm512_loadu_ps(a->maxae), mrel = _mm512_loadu_ps(a->maxrel);
+    __m512i cnt = zero;      /* per lane: underflows + 65536 x clipped (at most 32 of each per call) */
+    uint64_t nfin = 0;
+    __m512d bsa = _mm512_setzero_pd(), bsb = bsa, rsa = bsa, rsb = bsa;
+    __m512 bam = _mm512_setzero_ps();
+    uint64_t bnf0 = 0;
+    if (bstats) {
+        bsa = _mm512_loadu_pd(bsm->se2);
+        bsb = _mm512_loadu_pd(bsm->se2 + 8);
+        bam = _mm512_set1_ps(bsm->amax);
+        bnf0 = bsm->nf;
+    }
+    if (rows) {
+        rsa = _mm512_loadu_pd(rs->se2);
+        rsb = _mm512_loadu_pd(rs->se2 + 8);
+    }
+    /* the current scale (vectors), refreshed when the segment changes (g = 4 or 8: per group);
+    ** segment and block ends are counted down (no division in the loop) */
+    size_t cur = (size_t)-1, seg_end = 0, blk_end = bstats ? (p0 / B + 1) * B : 0;
+    if (bstats && blk_end > m) blk_end = m;
+    uint16_t fixm[CH / 16];
+    __m512 Sv = _mm512_set1_ps(1.0f);
+    __m512i SMv = zero, qtop = zero, c127 = zero;
+    const __m512i gidx = g4 ? _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0)
+                            : _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    /* two passes over the chunk (fewer live registers): sums, counts, block and row statistics and
+    ** fl32(e) into fes[]; then the bins */
+    float fes[CH];
+    int anybad = 0;
+#define SEGMENT()                                                                                          \
+        size_t sg = g4 ? p >> 2 : g8 ? p >> 3 : cur;                                                       \
+        if (!(g4 || g8) && cur == (size_t)-1) {                                                            \
+            sg = g ? p / g : 0;                                                                            \
+            seg_end = g ? (sg + 1) * g : (size_t)-1;                                                       \
+        } else if (!(g4 || g8) && p >= seg_end) {   /* p advances by 16, g is a multiple of 16 */          \
+            sg = cur + 1;                                                                                  \
+            seg_end += g;                                                                                  \
+        }                                                                                                  \
+        if (g4 || g8) {                                                                                    \
+            Sv = _mm512_permutexvar_ps(gidx, _mm512_loadu_ps(ks->Sf + sg));                                \
+            __m512i SEv = _mm512_permutexvar_epi32(gidx, _mm512_loadu_si512(ks->SE + sg));                 \
+            SMv = _mm512_permutexvar_epi32(gidx, _mm512_loadu_si512(ks->SM + sg));                         \
+            qtop = _mm512_permutexvar_epi32(gidx, _mm512_loadu_si512(ks->Qb + sg));                        \
+            c127 = _mm512_add_epi32(SEv, _mm512_set1_epi32(127));                                          \
+        } else if (sg != cur) {                                                                            \
+            Sv = _mm512_set1_ps(ks->Sf[sg]);                                                               \
+            SMv = _mm512_set1_epi32((int)ks->SM[sg]);                                                      \
+            qtop = _mm512_set1_epi32((int)ks->Qb[sg]);                                                     \
+            c127 = _mm512_set1_epi32(127 + ks->SE[sg]);                                                    \
+            cur = sg;                                                                                      \
+        }
+    for (size_t gi = 0; gi < ng; gi++) {
+        size_t i = gi * 16, p = p0 + i;
+        SEGMENT()
+        __m512 xs = _mm512_loadu_ps(x + i), qs = _mm512_loadu_ps(q + i);
+        __m512i xa = _mm512_and_si512(_mm512_castps_si512(xs), absm), qa = _mm512_and_si512(_mm512_castps_si512(qs), absm);
+        __mmask16 xf = _mm512_cmplt_epu32_mask(xa, expm), qf = _mm512_cmplt_epu32_mask(qa, expm);
+        __mmask16 ok = xf & qf, bad = xf & (__mmask16)~qf;
+        __m512d xda = _mm512_maskz_cvtps_pd((__mmask8)ok, _mm512_castps512_ps256(xs));
+        __m512d xdb = _mm512_maskz_cvtps_pd((__mmask8)(ok >> 8), _mm512_extractf32x8_ps(xs, 1));
+        __m512d qda = _mm512_maskz_cvtps_pd((__mmask8)ok, _mm512_castps512_ps256(qs));
+        __m512d qdb = _mm512_maskz_cvtps_pd((__mmask8)(ok >> 8), _mm512_extractf32x8_ps(qs, 1));
+        __m512d eva = _mm512_sub_pd(qda, xda), evb = _mm512_sub_pd(qdb, xdb);
+        __m512d e2a = _mm512_mul_pd(eva, eva), e2b = _mm512_mul_pd(evb, evb);
+        _mm512_storeu_ps(fes + i, _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(eva)), _mm512_cvtpd_ps(evb), 1));
+        if (bad) {   /* a finite input turned NaN/Inf: infinite error */
+            const __m512d inf = _mm512_set1_pd(INFINITY);
+            e2a = _mm512_mask_mov_pd(e2a, (__mmask8)bad, inf);
+            e2b = _mm512_mask_mov_pd(e2b, (__mmask8)(bad >> 8), inf);
+            anybad = 1;
+            a->nnonf += (uint64_t)__builtin_popcount(bad);
+            a->nclip += (uint64_t)__builtin_popcount(bad & _mm512_cmpge_epu32_mask(xa, _mm512_set1_epi32((int)P->ovfb)));
+        }
+        /* x^2, e^2 and x e are exact in double (24- and 25-bit significands), so a fused multiply-add
+        ** rounds exactly as elem's product then sum: the same bits, on the multiply pipes */
+        sx2a = _mm512_fmadd_pd(xda, xda, sx2a);
+        sx2b = _mm512_fmadd_pd(xdb, xdb, sx2b);
+        se2a = _mm512_add_pd(se2a, e2a);
+        se2b = _mm512_add_pd(se2b, e2b);
+        sea = _mm512_add_pd(sea, eva);
+        seb = _mm512_add_pd(seb, evb);
+        sxea = _mm512_fmadd_pd(xda, eva, sxea);
+        sxeb = _mm512_fmadd_pd(xdb, evb, sxeb);
+        __mmask16 xnz = _mm512_test_epi32_mask(xa, xa);
+        nfin += (uint64_t)__builtin_popcount(xf);
+        cnt = _mm512_mask_add_epi32(cnt, _mm512_mask_cmpeq_epi32_mask(ok & xnz, qa, zero), cnt, one);
+        cnt = _mm512_mask_add_epi32(cnt, _mm512_mask_cmplt_epu32_mask(_mm512_mask_cmpeq_epi32_mask(ok, qa, qtop), qa, xa),
+                                    cnt, _mm512_set1_epi32(65536));
         if (bstats) {
-            bse2 = _mm512_add_pd(bse2, e2b);
-            bnf = _mm512_mask_add_epi64(bnf, xf, bnf, one64);
-            __m256 axf = _mm256_castsi256_ps(_mm256_maskz_mov_epi32(xf, xa));
-            bam = _mm256_max_ps(axf, bam);
-            if ((p + LANES) % B == 0 || p + LANES == m) {   /* block end: lanesum's order */
-                __m512d r1 = _mm512_add_pd(bse2, _mm512_permute_pd(bse2, 0x55));
-                __m512d r2 = _mm512_add_pd(r1, _mm512_permutex_pd(r1, 0x4e));
-                __m512d r3 = _mm512_add_pd(r2, _mm512_shuffle_f64x2(r2, r2, 0x4e));
-                size_t b = p / B;
-                ks->bse2[b] = _mm512_cvtsd_f64(r3);
-                ks->bnf[b] = (uint64_t)_mm512_reduce_add_epi64(bnf);
-                float am[LANES], mx = 0;
-                _mm256_storeu_ps(am, bam);
-                for (int L = 0; L < LANES; L++) mx = am[L] > mx ? am[L] : mx;
-                ks->bam[b] = mx;
-                bse2 = _mm512_setzero_pd();
-                bnf = _mm512_setzero_si512();
-                bam = _mm256_setzero_ps();
+            bsa = _mm512_add_pd(bsa, e2a);
+            bsb = _mm512_add_pd(bsb, e2b);
+            bam = _mm512_max_ps(_mm512_castsi512_ps(_mm512_maskz_mov_epi32(xf, xa)), bam);
+            if (p + 16 == blk_end) {   /* block end: lanesum's order */
+                size_t bi = p / B;
+                blk_end = blk_end + B < m ? blk_end + B : m;
+                ks->bse2[bi] = red16(bsa, bsb);
+                ks->bnf[bi] = bnf0 + nfin;
+                ks->bam[bi] = _mm512_reduce_max_ps(bam);
+                bsa = bsb = _mm512_setzero_pd();
+                bnf0 = 0 - nfin;
+                bam = _mm512_setzero_ps();
             }
         }
         if (rows) {
-            rse2 = _mm512_add_pd(rse2, e2b);
-            rnf = _mm512_mask_add_epi64(rnf, xf, rnf, one64);
-            _mm512_storeu_pd(va + i, _mm512_add_pd(_mm512_loadu_pd(va + i), e2b));
-            __m256i c = _mm256_loadu_si256((const __m256i *)(vn + i));
-            _mm256_storeu_si256((__m256i *)(vn + i), _mm256_mask_add_epi32(c, xf, c, one32));
+            rsa = _mm512_add_pd(rsa, e2a);
+            rsb = _mm512_add_pd(rsb, e2b);
+            _mm512_storeu_pd(va + i, _mm512_add_pd(_mm512_loadu_pd(va + i), e2a));
+            _mm512_storeu_pd(va + i + 8, _mm512_add_pd(_mm512_loadu_pd(va + i + 8), e2b));
+            if (xf != 0xffff) {   /* non-finite inputs per position (vn counts those) */
+                __m512i c = _mm512_loadu_si512(vn + i);
+                _mm512_storeu_si512(vn + i, _mm512_mask_add_epi32(c, (__mmask16)~xf, c, one));
+            }
         }
-        /* bins: floor(4 log2 v) from the bits */
-#define LOG4(v, off) ({                                                                                  \
-        __m512i b_ = _mm512_castpd_si512(v), m_ = _mm512_and_si512(b_, mant);                               \
-        __m512i k_ = _mm512_slli_epi64(_mm512_sub_epi64(_mm512_srli_epi64(b_, 52), e1023), 2);             \
-        k_ = _mm512_mask_add_epi64(k_, _mm512_cmpge_epu64_mask(m_, t1), k_, one64);                        \
-        k_ = _mm512_mask_add_epi64(k_, _mm512_cmpge_epu64_mask(m_, t2), k_, one64);                        \
-        k_ = _mm512_mask_add_epi64(k_, _mm512_cmpge_epu64_mask(m_, t3), k_, one64);                        \
-        _mm256_add_epi32(_mm512_cvtepi64_epi32(k_), off); })
-#define CLAMPBIN(b, n) _mm256_mask_mov_epi32(_mm256_mask_mov_epi32(b, _mm256_cmpgt_epi32_mask(zero32, b),          \
-                                             _mm256_add_epi32(n, _mm256_set1_epi32(S_UNDER))),                       \
-                                             _mm256_cmpge_epi32_mask(b, n), _mm256_add_epi32(n, _mm256_set1_epi32(S_OVER)))
-        if (!P->novalue) {
-            __m256i bx = CLAMPBIN(LOG4(ax, offv), nvv);
-            bx = _mm256_mask_mov_epi32(_mm256_add_epi32(nvv, _mm256_set1_epi32(S_NONF)), xf, bx);
-            bx = _mm256_mask_mov_epi32(bx, (__mmask8)~xnz, _mm256_add_epi32(nvv, _mm256_set1_epi32(S_ZERO)));
-            _mm256_storeu_si256((__m256i *)(iv + i), bx);
-        }
-        __m256i special = _mm256_mask_mov_epi32(_mm256_set1_epi32(S_ZERO), bad, _mm256_set1_epi32(S_NONF));
-        special = _mm256_mask_mov_epi32(special, (__mmask8)~xf, _mm256_set1_epi32(S_SKIP));
-        __mmask8 isspec = (__mmask8)~ok | _mm512_cmp_pd_mask(ae, _mm512_setzero_pd(), _CMP_EQ_OQ);
-        _mm256_storeu_si256((__m256i *)(sp + i), _mm256_mask_mov_epi32(_mm256_set1_epi32(-1), isspec, special));
-        _mm256_storeu_ps(fa + i, _mm512_cvtpd_ps(ae));
-        _mm256_storeu_ps(fr + i, _mm512_cvtpd_ps(rel));
-#undef LOG4
-#undef CLAMPBIN
-        /* ulps */
-        __m512i xb = _mm512_castpd_si512(ax);
-        __m256i Et = _mm256_sub_epi32(_mm512_cvtepi64_epi32(_mm512_srli_epi64(xb, 52)), se52);
-        __mmask8 lt = _mm512_cmplt_epu64_mask(_mm512_and_si512(xb, mant), msv);
-        Et = _mm256_mask_sub_epi32(Et, lt, Et, one32);
-        Et = _mm256_min_epi32(_mm256_max_epi32(Et, elo), ehi);
-        __m512d isp = P->tapered ? _mm512_i32gather_pd(_mm256_sub_epi32(Et, elo), P->isp, 8)
-                                 : _mm512_castsi512_pd(_mm512_slli_epi64(_mm512_cvtepi32_epi64(_mm256_sub_epi32(mbv, Et)), 52));
-        __m512d vv = _mm512_mul_pd(pow2 ? _mm512_mul_pd(ev, invS) : _mm512_div_pd(ev, Sv), isp);
-        _mm256_storeu_ps(fu + i, _mm512_cvtpd_ps(vv));
     }
-    _mm512_storeu_pd(a->sx2, sx2); _mm512_storeu_pd(a->se2, se2); _mm512_storeu_pd(a->se, se);
-    _mm512_storeu_pd(a->sxq, sxq); _mm512_storeu_pd(a->sq2, sq2); _mm512_storeu_pd(a->srel, srel);
-    _mm512_storeu_pd(a->maxae, mae); _mm512_storeu_pd(a->maxrel, mrel);
-    _mm512_storeu_si512(a->nfin, nfin); _mm512_storeu_si512(a->nunder, nund);
-    _mm512_storeu_si512(a->nclip, ncl); _mm512_storeu_si512(a->nnonf, nnf);
-    _mm512_storeu_pd(bsm->se2, bse2);
-    _mm512_storeu_si512(bsm->nf, bnf);
-    _mm256_storeu_ps(bsm->amax, bam);
+    cur = (size_t)-1;
+    for (size_t gi = 0; gi < ng; gi++) {
+        size_t i = gi * 16, p = p0 + i;
+        SEGMENT()
+        __m512i xa = _mm512_and_si512(_mm512_loadu_si512(x + i), absm);
+        __m512 fe = _mm512_loadu_ps(fes + i);
+        __m512i feb = _mm512_and_si512(_mm512_castps_si512(fe), absm);
+        __m512 fae = _mm512_castsi512_ps(feb);
+        __m512 relf = _mm512_div_ps(fae, _mm512_max_ps(_mm512_castsi512_ps(xa), Ff));
+        srl = _mm512_add_ps(srl, relf);
+        mae = _mm512_max_ps(fae, mae);
+        mrel = _mm512_max_ps(relf, mrel);
+        __mmask16 binned = _mm512_test_epi32_mask(feb, feb);   /* e != 0 (0 for NaN/Inf x or q) */
+        __mmask16 xin = _mm512_mask_test_epi32_mask(_mm512_cmplt_epu32_mask(xa, expm), xa, xa);   /* finite, non-zero */
+        if (!noval) WIN_STORE(bv + i, LOG4F(xa), xin, Wv);
+        WIN_STORE(ba + i, LOG4F(feb), binned, Wa);
+        WIN_STORE(br + i, LOG4F(_mm512_castps_si512(relf)), binned, Wr);
+        __m512i Et = _mm512_sub_epi32(_mm512_srli_epi32(xa, 23), c127);
+        if (!pow2) Et = _mm512_mask_sub_epi32(Et, _mm512_cmplt_epu32_mask(_mm512_and_si512(xa, mant23), SMv), Et, one);
+        Et = _mm512_min_epi32(_mm512_max_epi32(Et, elo), ehi);
+        __m512 v;
+        if (tap) v = _mm512_mul_ps(fe, _mm512_i32gather_ps(_mm512_sub_epi32(Et, elo), P->isp32, 4));
+        else v = _mm512_scalef_ps(_mm512_div_ps(fe, Sv), _mm512_cvtepi32_ps(_mm512_sub_epi32(cmb5, Et)));
+        v = _mm512_min_ps(_mm512_max_ps(v, lo64), hi64);
+        WIN_STORE(bu + i, _mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC), binned, Wu);
+        /* zero or subnormal input (value and ulp bins), subnormal error (abs bin): exact, after the loop */
+        __mmask16 xsub = _mm512_cmplt_epu32_mask(xa, fmin);
+        fixm[gi] = (xin & xsub) | (binned & (xsub | _mm512_cmplt_epu32_mask(feb, fmin)));
+    }
+#undef SEGMENT
+    if (anybad) {   /* infinite errors: the sums and maxima are +inf (the lane does not matter) */
+        srl = _mm512_mask_mov_ps(srl, 1, _mm512_set1_ps(INFINITY));
+        mae = _mm512_mask_mov_ps(mae, 1, _mm512_set1_ps(INFINITY));
+        mrel = _mm512_mask_mov_ps(mrel, 1, _mm512_set1_ps(INFINITY));
+    }
+    for (size_t gi = 0; gi < ng; gi++)
+        for (unsigned fix = fixm[gi]; fix; fix &= fix - 1) {
+            size_t i = gi * 16 + (size_t)__builtin_ctz(fix), p = p0 + i, sg = g ? p / g : 0;
+            float xl = u2f(f2u(x[i]) & 0x7fffffffu);
+            int32_t rv = raw_log4f(f2u(xl)), ra, rr, ru;
+            if (!noval) {
+                bv[i] = rv - Wv->gbase;
+                fl_Wv |= (uint32_t)bv[i] >= Wv->gwidth;
+            }
+            if (ba[i] != D_SENT) {
+                float fel = (float)((double)q[i] - (double)x[i]);
+                kpar Pl = *P;
+                Pl.Sf = ks->Sf[sg];
+                Pl.SE = ks->SE[sg];
+                Pl.SM = ks->SM[sg];
+                float den = xl > P->Ff ? xl : P->Ff;
+                err_bins1(&Pl, xl, fel, fabsf(fel) / den, &ra, &rr, &ru);
+                ba[i] = ra - Wa->gbase;
+                br[i] = rr - Wr->gbase;
+                bu[i] = ru - Wu->gbase;
+                fl_Wa |= (uint32_t)ba[i] >= Wa->gwidth;
+                fl_Wr |= (uint32_t)br[i] >= Wr->gwidth;
+                fl_Wu |= (uint32_t)bu[i] >= Wu->gwidth;
+            }
+        }
+    _mm512_storeu_pd(a->sx2, sx2a); _mm512_storeu_pd(a->sx2 + 8, sx2b);
+    _mm512_storeu_pd(a->se2, se2a); _mm512_storeu_pd(a->se2 + 8, se2b);
+    _mm512_storeu_pd(a->se, sea); _mm512_storeu_pd(a->se + 8, seb);
+    _mm512_storeu_pd(a->sxe, sxea); _mm512_storeu_pd(a->sxe + 8, sxeb);
+    _mm512_storeu_ps(a->srelf, srl);
+    _mm512_storeu_ps(a->maxae, mae); _mm512_storeu_ps(a->maxrel, mrel);
+    uint32_t c = (uint32_t)_mm512_reduce_add_epi32(cnt);
+    a->nfin += nfin;
+    a->nunder += c & 0xffffu;
+    a->nclip += c >> 16;
+    if (bstats) {
+        _mm512_storeu_pd(bsm->se2, bsa); _mm512_storeu_pd(bsm->se2 + 8, bsb);
+        bsm->nf = bnf0 + nfin;
+        bsm->amax = _mm512_reduce_max_ps(bam);
+    }
     if (rows) {
-        _mm512_storeu_pd(rs->se2, rse2);
-        _mm512_storeu_si512(rs->nf, rnf);
+        _mm512_storeu_pd(rs->se2, rsa);
+        _mm512_storeu_pd(rs->se2 + 8, rsb);
     }
+    w->wv->gflag |= fl_Wv != 0;
+    w->wa->gflag |= fl_Wa != 0;
+    w->wr->gflag |= fl_Wr != 0;
+    w->wu->gflag |= fl_Wu != 0;
 }
-#endif
-
-/* ---- error-histogram bins of a chunk (second pass, from fa/fr/fu/sp) ------------------------------
-** abs_err: floor(4 log2 fa) (a subnormal fa is exact and binned by its true logarithm); rel_err:
-** floor(4 log2 fr); ulp_err: floor(32 fu) + 32; sp >= 0 puts the value in that special slot. */
-static inline uint32_t log_bin(float f, int off, int n)
-{
-    int b = (f < FLT_MIN ? log4bin((double)f) : log4bin_f(f)) + off;
-    return (uint32_t)(b < 0 ? n + S_UNDER : b >= n ? n + S_OVER : b);
-}
-static inline uint32_t ulp_bin(float fu, int n)
-{
-    float t = floorf(fu * 32.0f);
-    return t >= -32.0f && t < (float)(n - 32) ? (uint32_t)((int)t + 32) : t < -32.0f ? (uint32_t)(n + S_UNDER)
-                                                                                      : (uint32_t)(n + S_OVER);
-}
-static void err_bins_c(worker *w, size_t i0, size_t k)
-{
-    for (size_t i = i0; i < k; i++) {
-        int s = w->sp[i];
-        w->ia[i] = s >= 0 ? (uint32_t)(HV_N + s) : log_bin(w->fa[i], 4 * -HV_LO, HV_N);
-        w->ir[i] = s >= 0 ? (uint32_t)(HR_N + s) : log_bin(w->fr[i], 4 * -HR_LO, HR_N);
-        w->iu[i] = s >= 0 ? (uint32_t)(HU_N + s) : ulp_bin(w->fu[i], HU_N);
-    }
-}
-#if MET_X86
-__attribute__((target("avx512f,avx512dq")))
-static size_t err_bins_avx512(worker *w, size_t k)
-{
-    const __m512i mant23 = _mm512_set1_epi32(0x7fffff), e127 = _mm512_set1_epi32(127), one = _mm512_set1_epi32(1);
-    const __m512i tf1 = _mm512_set1_epi32((int)TF1), tf2 = _mm512_set1_epi32((int)TF2), tf3 = _mm512_set1_epi32((int)TF3);
-    const __m512i zero = _mm512_setzero_si512(), fmin = _mm512_set1_epi32(0x00800000);
-    const __m512 m32 = _mm512_set1_ps(-32.0f), hi = _mm512_set1_ps((float)(HU_N - 32)), s32 = _mm512_set1_ps(32.0f);
-#define LOG4F(bits, off, n) ({                                                                             \
-        __m512i m_ = _mm512_and_si512(bits, mant23);                                                          \
-        __m512i k_ = _mm512_slli_epi32(_mm512_sub_epi32(_mm512_srli_epi32(bits, 23), e127), 2);               \
-        k_ = _mm512_mask_add_epi32(k_, _mm512_cmpge_epu32_mask(m_, tf1), k_, one);                            \
-        k_ = _mm512_mask_add_epi32(k_, _mm512_cmpge_epu32_mask(m_, tf2), k_, one);                            \
-        k_ = _mm512_mask_add_epi32(k_, _mm512_cmpge_epu32_mask(m_, tf3), k_, one);                            \
-        k_ = _mm512_add_epi32(k_, _mm512_set1_epi32(off));                                                    \
-        __mmask16 u_ = _mm512_cmpgt_epi32_mask(zero, k_), o_ = _mm512_cmpge_epi32_mask(k_, _mm512_set1_epi32(n));   \
-        k_ = _mm512_mask_mov_epi32(k_, u_, _mm512_set1_epi32((n) + S_UNDER));                                 \
-        _mm512_mask_mov_epi32(k_, o_, _mm512_set1_epi32((n) + S_OVER)); })
-    size_t i = 0;
-    for (; i + 16 <= k; i += 16) {
-        __m512i s = _mm512_loadu_si512(w->sp + i);
-        __mmask16 spec = _mm512_cmpge_epi32_mask(s, zero);
-        __m512i ab = _mm512_and_si512(_mm512_loadu_si512(w->fa + i), _mm512_set1_epi32(0x7fffffff));
-        __m512i ba = LOG4F(ab, 4 * -HV_LO, HV_N);
-        __m512i br = LOG4F(_mm512_and_si512(_mm512_loadu_si512(w->fr + i), _mm512_set1_epi32(0x7fffffff)), 4 * -HR_LO, HR_N);
-        __m512 t = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_loadu_ps(w->fu + i), s32), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-        __mmask16 inr = _mm512_cmp_ps_mask(t, m32, _CMP_GE_OQ) & _mm512_cmp_ps_mask(t, hi, _CMP_LT_OQ);
-        __mmask16 und = _mm512_cmp_ps_mask(t, m32, _CMP_LT_OQ);
-        __m512i bu = _mm512_add_epi32(_mm512_cvttps_epi32(_mm512_maskz_mov_ps(inr, t)), _mm512_set1_epi32(32));
-        bu = _mm512_mask_mov_epi32(_mm512_set1_epi32(HU_N + S_OVER), inr, bu);
-        bu = _mm512_mask_mov_epi32(bu, und, _mm512_set1_epi32(HU_N + S_UNDER));
-        _mm512_storeu_si512(w->ia + i, _mm512_mask_add_epi32(ba, spec, s, _mm512_set1_epi32(HV_N)));
-        _mm512_storeu_si512(w->ir + i, _mm512_mask_add_epi32(br, spec, s, _mm512_set1_epi32(HR_N)));
-        _mm512_storeu_si512(w->iu + i, _mm512_mask_add_epi32(bu, spec, s, _mm512_set1_epi32(HU_N)));
-        __mmask16 sub = ~spec & _mm512_cmplt_epu32_mask(ab, fmin);   /* subnormal |e|: its true bin */
-        while (sub) {
-            int L = __builtin_ctz(sub);
-            sub &= (__mmask16)(sub - 1);
-            w->ia[i + (size_t)L] = log_bin(w->fa[i + (size_t)L], 4 * -HV_LO, HV_N);
-        }
-    }
 #undef LOG4F
-    return i;
-}
-#endif
-static void err_bins(worker *w, size_t k)
-{
-    size_t i = 0;
-#if MET_X86
-    if (w->simd >= QS_SIMD_AVX512) i = err_bins_avx512(w, k);
-#endif
-    err_bins_c(w, i, k);
-}
+#undef WIN_STORE
 
-static inline void count_bins(uint64_t *c, size_t stride, const uint32_t *idx, size_t k)
+#define GV_ARGS P, w, ks, m, x, q, p0, ng, a, bsm, bv, ba, br, bu, rs, va, vn
+#define GV_PARAMS const kpar *P, const worker *w, const kscale *ks, size_t m, const float *x, const float *q, size_t p0, \
+                  size_t ng, kl *a, bstat *bsm, int32_t *bv, int32_t *ba, int32_t *br, int32_t *bu, bstat *rs,          \
+                  double *va, uint32_t *vn
+#define GV_FN(V) __attribute__((target("avx512f,avx512dq,avx512vl,fma"))) static void groups_##V(GV_PARAMS) { groups_body(V, GV_ARGS); }
+GV_FN(0) GV_FN(1) GV_FN(2) GV_FN(3) GV_FN(4) GV_FN(5) GV_FN(6) GV_FN(7)
+GV_FN(8) GV_FN(9) GV_FN(10) GV_FN(11) GV_FN(12) GV_FN(13) GV_FN(14) GV_FN(15)
+GV_FN(20) GV_FN(22) GV_FN(28) GV_FN(30)
+__attribute__((target("avx512f,avx512dq,avx512vl,fma")))
+static void groups_any(int V, GV_PARAMS) { groups_body(V, GV_ARGS); }
+
+static void groups_avx512(int V, GV_PARAMS)
 {
-    uint64_t *c1 = c + stride, *c2 = c1 + stride, *c3 = c2 + stride;
-    size_t t = 0;
-    for (; t + 4 <= k; t += 4) {
-        c[idx[t]]++;
-        c1[idx[t + 1]]++;
-        c2[idx[t + 2]]++;
-        c3[idx[t + 3]]++;
+    switch (V) {
+#define GV_CASE(V) case V: groups_##V(GV_ARGS); return;
+    GV_CASE(0) GV_CASE(1) GV_CASE(2) GV_CASE(3) GV_CASE(4) GV_CASE(5) GV_CASE(6) GV_CASE(7)
+    GV_CASE(8) GV_CASE(9) GV_CASE(10) GV_CASE(11) GV_CASE(12) GV_CASE(13) GV_CASE(14) GV_CASE(15)
+    GV_CASE(20) GV_CASE(22) GV_CASE(28) GV_CASE(30)
+#undef GV_CASE
+    default: groups_any(V, GV_ARGS);
     }
-    for (; t < k; t++) c[idx[t]]++;
 }
+#endif
 
 /* One run x[0..m), q[0..m): metrics, histograms, block statistics (ks) and, with rs, the run's
-** total squared error and the element-wise sums va/vn of the other axis. */
+** total squared error and finite inputs and, per position, the squared errors (va) and non-finite
+** inputs (vn) of the other axis. */
 static void kern_run(worker *w, const float *x, const float *q, size_t m, const kscale *ks, bstat *rs, double *va,
                      uint32_t *vn)
 {
     const job *j = w->j;
     const prof *pf = j->pf;
     kpar P;
-    P.F = j->F;
-    P.ovf = pf->ovf;
+    P.Ff = pf->Ff;
+    P.ovfb = pf->ovfb;
     P.elo = pf->elo;
     P.ehi = pf->ehi;
-    P.isp = pf->isp;
+    P.isp32 = pf->isp32;
     P.tapered = pf->tapered;
     P.mb = pf->mb;
-    P.nv = HV_N;
-    P.nr = HR_N;
-    P.nu = HU_N;
-    P.invS = 0;
     P.novalue = j->novalue;
     size_t g = ks->g, B = ks->B;
+    int se0 = ks->se0, pow2 = ks->pow2;
     bstat blk;
     memset(&blk, 0, sizeof blk);
-    int vec = MET_X86 && w->simd >= QS_SIMD_AVX512 && (g == 0 || g % LANES == 0 || g == 4) &&
-              (B == 0 || B % LANES == 0 || B >= m);
+    int avx = MET_X86 && w->simd >= QS_SIMD_AVX512;
+    int vec = avx && (g == 0 || g % 16 == 0 || g == 4 || g == 8) && (B == 0 || B % 16 == 0 || B >= m) &&
+              (!pf->tapered || (pow2 && se0));
+    int V = (B ? GV_BST : 0) | (rs ? GV_ROWS : 0) | (pow2 ? GV_POW2 : 0) | (P.novalue ? GV_NOVAL : 0) |
+            (pf->tapered ? GV_TAP : 0) | (g == 4 ? GV_G4 : g == 8 ? GV_G8 : 0);
     size_t cur = (size_t)-1;
     kl *a = &w->acc;
-    uint64_t *cv = w->hv.c, *ca = w->ha.c, *cr = w->hr.c, *cu = w->hu.c;
+    uint64_t nf0 = a->nfin;
+    hwin *win[4] = {w->wv, w->wa, w->wr, w->wu};
+    int32_t *bins[4] = {w->bv, w->ba, w->br, w->bu};
+    hacc *hh[4] = {&w->hv, &w->ha, &w->hr, &w->hu};
     for (size_t o = 0; o < m; o += CH) {
         size_t k = m - o < CH ? m - o : CH, i = 0;
+        if (avx)
+            for (int h = 0; h < 4; h++) hwin_arm(win[h]);
 #if MET_X86
-        if (vec && k >= LANES) {
-            size_t ng = k / LANES;
-            groups_avx512(&P, ks, m, x + o, q + o, o, ng, a, &blk, w->iv, w->fa, w->fr, w->fu, w->sp, rs,
+        if (vec && k >= 16) {
+            size_t ng = k / 16;
+            groups_avx512(V, &P, w, ks, m, x + o, q + o, o, ng, a, &blk, w->bv, w->ba, w->br, w->bu, rs,
                           rs ? va + o : NULL, rs ? vn + o : NULL);
-            i = ng * LANES;
+            i = ng * 16;
         }
 #else
         (void)vec;
+        (void)V;
 #endif
+        size_t i0 = i;
         for (; i < k; i++) {
             size_t p = o + i, sg = g ? p / g : 0;
             if (sg != cur) {
-                set_scale(&P, ks->S[sg], ks->Qb[sg]);
+                set_scale(&P, ks, sg);
                 cur = sg;
             }
-            elem(&P, x[p], q[p], (int)(p & (LANES - 1)), a, B ? &blk : NULL, w->iv + i, w->fa + i, w->fr + i, w->fu + i, w->sp + i,
+            elem(&P, x[p], q[p], (int)(p & (LANES - 1)), a, B ? &blk : NULL, w->bv + i, w->ba + i, w->br + i, w->bu + i,
                  rs, rs ? va + p : NULL, rs ? vn + p : NULL);
             if (B && ((p + 1) % B == 0 || p + 1 == m)) block_flush(&blk, ks, p / B);
         }
-        err_bins(w, k);
-        if (!P.novalue) count_bins(cv, HV_N + NSLOT, w->iv, k);
-        count_bins(ca, HV_N + NSLOT, w->ia, k);
-        count_bins(cr, HR_N + NSLOT, w->ir, k);
-        count_bins(cu, HU_N + NSLOT, w->iu, k);
+        cur = (size_t)-1;
+        for (int L = 0; L < LANES; L++) {   /* the chunk's float32 relative-error sums */
+            a->srel[L] += (double)a->srelf[L];
+            a->srelf[L] = 0;
+        }
+        if (avx) {
+#if MET_X86
+            /* the portable values' raw bins, relative to the windows like the kernel's */
+            for (int h = 0; h < 4; h++)
+                for (size_t t = i0; t < k; t++) {
+                    int32_t r = bins[h][t];
+                    if (r == RAW_SENT) bins[h][t] = D_SENT;
+                    else {
+                        bins[h][t] = r - win[h]->gbase;
+                        win[h]->gflag |= (uint32_t)bins[h][t] >= win[h]->gwidth;
+                    }
+                }
+            for (int h = P.novalue ? 1 : 0; h < 4; h++) hs_count(win[h], hh[h], bins[h], k, h == 3);
+#endif
+            continue;
+        }
+        for (size_t t = 0; t < k; t++) {
+            if (!P.novalue && w->bv[t] != RAW_SENT) h_raw(&w->hv, w->bv[t], 1);
+            if (w->ba[t] != RAW_SENT) {
+                h_raw(&w->ha, w->ba[t], 1);
+                h_raw(&w->hr, w->br[t], 1);
+                h_raw(&w->hu, w->bu[t], 1);
+            }
+        }
     }
+    if (rs) rs->nf = a->nfin - nf0;
 }
-
 
 /* ---- per band: fake-quantize, block scales, kernels ----------------------------------------- */
 
@@ -1015,6 +1372,17 @@ static float block_rep(const worker *w, const float *x, size_t n, int finite)
     return block_rep_c(x, n, finite);
 }
 
+/* Largest finite |x| (encode's tensor scale when none is given). */
+static float finite_max(const float *x, size_t n)
+{
+    uint32_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t a = f2u(x[i]) & 0x7fffffffu;
+        if (a < 0x7f800000u && a > m) m = a;
+    }
+    return u2f(m);
+}
+
 /* Proxy: scale code / decoded scale / saturation level of nb blocks from their representatives. */
 static int proxy_scales(worker *w, size_t nb, qs_err *e)
 {
@@ -1023,6 +1391,18 @@ static int proxy_scales(worker *w, size_t nb, qs_err *e)
     qs_qopts o = pf->o;
     o.block = 1;
     o.index0 = 0;
+    int mx = !strcmp(f->family, "mx"), nv = !strcmp(f->family, "nvfp4");
+    if (mx || nv) {   /* the scale rule directly (same codes and scales as encode + decode, tested) */
+        if (mx ? qs_mx_block_scales(f, &o, w->reps, nb, w->bcode, w->pS, w->pQ, e)
+               : qs_nvfp4_block_scales(f, &o, o.tensor_scale != 0 ? o.tensor_scale : finite_max(w->reps, nb), w->reps, nb,
+                                       w->bcode, w->pS, w->pQ, e))
+            return -1;
+        for (size_t i = 0; i < nb; i++) {
+            w->bscale[i] = w->pS[i];
+            seg_put(w, i, san_S(w->pS[i]), san_Q(w->pQ[i]));
+        }
+        return 0;
+    }
     float ts = 0;
     if (f->encode(f, &o, w->reps, nb, w->pcodes, w->pmeta, &ts, e)) return -1;
     for (size_t i = 0; i < nb; i++) w->pcodes[i] = pf->code_one;
@@ -1031,8 +1411,7 @@ static int proxy_scales(worker *w, size_t nb, qs_err *e)
     if (f->decode(f, &o, w->pcodes, w->pmeta, ts, nb, w->pQ, e)) return -1;
     for (size_t i = 0; i < nb; i++) {
         w->bscale[i] = w->pS[i];
-        w->segS[i] = san_S(w->pS[i]);
-        w->segQb[i] = san_Q(w->pQ[i]);
+        seg_put(w, i, san_S(w->pS[i]), san_Q(w->pQ[i]));
         if (pf->byte_scale) w->bcode[i] = w->pmeta[i * (size_t)f->meta_bytes];
     }
     return 0;
@@ -1063,8 +1442,7 @@ static int coded_run(worker *w, const float *x, size_t len, uint64_t index0, flo
                 size_t i = k * pf->seg;
                 int d = ((hm.e1_8 >> (i / 8)) & 1) + ((hm.e1_16 >> (i / 4)) & 1);
                 float s = (float)(val * (double)(1 << d) * 0.25);
-                w->segS[seg0 + b * ns + k] = san_S(hm.e6m2 == 0xFF ? NAN : 4.0 * (double)s);
-                w->segQb[seg0 + b * ns + k] = san_Q(7.0f * s);
+                seg_put(w, seg0 + b * ns + k, san_S(hm.e6m2 == 0xFF ? NAN : 4.0 * (double)s), san_Q(7.0f * s));
             }
         } else {
             float X = m[0] == 0 ? u2f(0x00400000u) : u2f((uint32_t)m[0] << 23);
@@ -1072,8 +1450,7 @@ static int coded_run(worker *w, const float *x, size_t len, uint64_t index0, flo
             for (size_t k = 0; k < ns; k++) {
                 unsigned fld = (m[1] >> (2 * k)) & 3u;
                 float cs = pf->m2x_es ? X * (1.0f + 0.25f * (float)fld) : X;
-                w->segS[seg0 + b * ns + k] = san_S(m[0] == 0xFF ? NAN : (double)cs);
-                w->segQb[seg0 + b * ns + k] = san_Q(6.0f * cs);
+                seg_put(w, seg0 + b * ns + k, san_S(m[0] == 0xFF ? NAN : (double)cs), san_Q(6.0f * cs));
             }
         }
     }
@@ -1099,16 +1476,14 @@ static void band_blocks(worker *w, size_t k, const float *xk, const float *qk, s
     ks.bse2 = w->bse2;
     ks.bnf = w->bnf;
     ks.bam = w->bam;
-    ks.allpow2 = pf->allpow2;
-    if (pf->fam == FAM_PROXY) {
-        ks.g = bl;
-        ks.S = w->segS + k * bpr;
-        ks.Qb = w->segQb + k * bpr;
-    } else {
-        ks.g = pf->seg;
-        ks.S = w->segS + k * spr;
-        ks.Qb = w->segQb + k * spr;
-    }
+    size_t s0 = pf->fam == FAM_PROXY ? k * bpr : k * spr;
+    ks.g = pf->fam == FAM_PROXY ? bl : pf->seg;
+    ks.Sf = w->kSf + s0;
+    ks.SE = w->kSE + s0;
+    ks.SM = w->kSM + s0;
+    ks.Qb = w->kQb + s0;
+    ks.pow2 = w->pow2;
+    ks.se0 = w->se0;
     kern_run(w, xk, qk, rlen, &ks, rs, va, vn);
     uint64_t gb = p->colruns ? (c0 + k) * p->nbc + r0 / blk : (r0 + k) * p->nbr + (blk ? c0 / blk : 0);
     for (size_t i = 0; i < bpr; i++) {
@@ -1141,6 +1516,7 @@ static int do_band(worker *w, uint64_t b, bpart *sl, qs_err *e)
     band_geom(p, b, &r0, &nr, &c0, &nc);
     uint64_t start = r0 * p->cols + c0;
     size_t len = nr * nc;
+    w->pow2 = w->se0 = 1;   /* seg_put clears them */
     int mem = p->mode == PM_MEM_T || p->mode == PM_MEM_C;
     const float *x;
     if (mem) x = j->X + start;
@@ -1215,31 +1591,35 @@ static int do_band(worker *w, uint64_t b, bpart *sl, qs_err *e)
                 Q = p->mode == PM_MEM_C ? j->colQ[c0 + k] : j->memQ;
             }
             double Ss = san_S(S);
-            uint32_t Qb = san_Q(Q);
-            kscale ks = {0, &Ss, &Qb, (d2u(Ss) & 0xfffffffffffffull) == 0, 0, NULL, NULL, NULL};
+            float Sf;
+            int32_t SE;
+            uint32_t SM, Qb = san_Q(Q);
+            scale_parts(Ss, &Sf, &SE, &SM);
+            kscale ks = {0, &Sf, &SE, &SM, &Qb, SM == 0 && Ss > 0, SE == 0, 0, NULL, NULL, NULL};
             kern_run(w, xk, qk, rlen, &ks, rs, va, vn);
         } else
             band_blocks(w, k, xk, qk, rlen, r0, c0, bpr, spr, rs, va, vn);
         if (rs) {
             ra[k] = lanesum(rs->se2);
-            rn[k] = (uint32_t)lanesum_i(rs->nf);
+            rn[k] = (uint32_t)rs->nf;
         }
     }
+    if (acc2)   /* the kernels counted non-finite inputs per position of the other axis */
+        for (size_t i = 0; i < rlen; i++) vn[i] = (uint32_t)nruns - vn[i];
 
     /* band partial */
     const kl *A = &w->acc;
     sl->sx2 = lanesum(A->sx2);
     sl->se2 = lanesum(A->se2);
     sl->se = lanesum(A->se);
-    sl->sxq = lanesum(A->sxq);
-    sl->sq2 = lanesum(A->sq2);
+    sl->sxe = lanesum(A->sxe);
     sl->srel = lanesum(A->srel);
-    sl->maxae = lanemax(A->maxae);
-    sl->maxrel = lanemax(A->maxrel);
-    sl->nfin = lanesum_i(A->nfin);
-    sl->nunder = lanesum_i(A->nunder);
-    sl->nclip = lanesum_i(A->nclip);
-    sl->nnonf = lanesum_i(A->nnonf);
+    sl->maxae = lanemaxf(A->maxae);
+    sl->maxrel = lanemaxf(A->maxrel);
+    sl->nfin = A->nfin;
+    sl->nunder = A->nunder;
+    sl->nclip = A->nclip;
+    sl->nnonf = A->nnonf;
     sl->nelem = len;
     sl->r0 = r0;
     sl->c0 = c0;
@@ -1256,8 +1636,7 @@ static void merge_part(job *j, const bpart *s)
     t->sx2 += s->sx2;
     t->se2 += s->se2;
     t->se += s->se;
-    t->sxq += s->sxq;
-    t->sq2 += s->sq2;
+    t->sxe += s->sxe;
     t->srel += s->srel;
     t->maxae = s->maxae > t->maxae ? s->maxae : t->maxae;
     t->maxrel = s->maxrel > t->maxrel ? s->maxrel : t->maxrel;
@@ -1341,22 +1720,30 @@ static int hist_alloc(qs_hist *h)
 static void hist_add(qs_hist *h, const hacc *a)
 {
     if (!h->counts || !a->c) return;
-    for (int k = 0; k < HCOPIES; k++) {
-        const uint64_t *c = a->c + (size_t)k * (size_t)(a->n + NSLOT);
-        for (int i = 0; i < h->nbins; i++) h->counts[i] += c[i];
-        h->zero += c[a->n + S_ZERO];
-        h->under += c[a->n + S_UNDER];
-        h->over += c[a->n + S_OVER];
-        h->nonfinite += c[a->n + S_NONF];
-    }
+    const uint64_t *c = a->c;
+    for (int i = 0; i < h->nbins; i++) h->counts[i] += c[i];
+    h->zero += c[a->n + S_ZERO];
+    h->under += c[a->n + S_UNDER];
+    h->over += c[a->n + S_OVER];
+    h->nonfinite += c[a->n + S_NONF];
+}
+
+/* Values in the bins, under or over. */
+static uint64_t hist_binned(const qs_hist *h)
+{
+    uint64_t t = h->under + h->over;
+    for (int i = 0; i < h->nbins; i++) t += h->counts[i];
+    return t;
 }
 
 static void worker_free(worker *w)
 {
     free(w->x); free(w->xt); free(w->q); free(w->codes); free(w->meta);
     free(w->reps); free(w->pcodes); free(w->pmeta); free(w->pS); free(w->pQ);
-    free(w->segS); free(w->segQb); free(w->bcode); free(w->bscale); free(w->bse2); free(w->bnf); free(w->bam);
+    free(w->bcode); free(w->bscale); free(w->bse2); free(w->bnf); free(w->bam);
     free(w->hv.c); free(w->ha.c); free(w->hr.c); free(w->hu.c); free(w->hb.c); free(w->hs.c);
+    free(w->kSf); free(w->kSE); free(w->kSM); free(w->kQb);
+    free(w->wv); free(w->wa); free(w->wr); free(w->wu);
 }
 
 static int worker_alloc(worker *w, const plan *p, const prof *pf)
@@ -1375,15 +1762,28 @@ static int worker_alloc(worker *w, const plan *p, const prof *pf)
     if (!(w->reps = malloc(nb * sizeof(float))) || !(w->pcodes = malloc(nb * sizeof(uint32_t))) ||
         !(w->pmeta = malloc(nb * mb)) || !(w->pS = malloc(nb * sizeof(float))) ||
         !(w->pQ = malloc(nb * sizeof(float))) || !(w->bcode = malloc(nb)) ||
-        !(w->bscale = malloc(nb * sizeof(double))) || !(w->segS = malloc(ns * sizeof(double))) ||
-        !(w->segQb = malloc(ns * sizeof(uint32_t))) || !(w->bse2 = malloc(nb * sizeof(double))) ||
+        !(w->bscale = malloc(nb * sizeof(double))) || !(w->bse2 = malloc(nb * sizeof(double))) ||
         !(w->bnf = malloc(nb * sizeof(uint64_t))) || !(w->bam = malloc(nb * sizeof(float))))
+        return -1;
+    size_t nk = (ns > nb ? ns : nb) + 16;   /* a run's segments, padded for 16-lane loads */
+    if (!(w->kSf = calloc(nk, sizeof(float))) || !(w->kSE = calloc(nk, sizeof(int32_t))) ||
+        !(w->kSM = calloc(nk, sizeof(uint32_t))) || !(w->kQb = calloc(nk, sizeof(uint32_t))))
         return -1;
     hacc *h[6] = {&w->hv, &w->ha, &w->hr, &w->hu, &w->hb, &w->hs};
     int n[6] = {HV_N, HV_N, HR_N, HU_N, HV_N, 256};
+    int off[6] = {RAW_OFF_V, RAW_OFF_V, RAW_OFF_R, HU_N / 2, 0, 0};
     for (int k = 0; k < 6; k++) {
         h[k]->n = n[k];
-        if (!(h[k]->c = calloc(HCOPIES * ((size_t)n[k] + NSLOT), sizeof(uint64_t)))) return -1;
+        h[k]->off = off[k];
+        if (!(h[k]->c = calloc((size_t)n[k] + NSLOT, sizeof(uint64_t)))) return -1;
+    }
+    hwin **hw[4] = {&w->wv, &w->wa, &w->wr, &w->wu};
+    for (int k = 0; k < 4; k++) {
+        void *m = NULL;
+        if (posix_memalign(&m, 64, sizeof(hwin))) return -1;
+        memset(m, 0, sizeof(hwin));
+        *hw[k] = m;
+        (*hw[k])->top = 8;
     }
     return 0;
 }
@@ -1485,6 +1885,7 @@ int qs_analyze(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read rd, v
     if (!strcmp(a->f->family, "nvfp4") && !(o.tensor_scale > 0)) o.tensor_scale = amax > 0 ? amax : 0;
     pf.o = o;
     j.F = rel_floor * (double)amax;
+    pf.Ff = (float)j.F > 0 ? (float)j.F : u2f(1);
     j.pf = &pf;
     j.p = &p;
 
@@ -1641,7 +2042,9 @@ int qs_analyze(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read rd, v
             m->max_rel_err = t->maxrel;
             m->mean_rel_err = t->srel / nf;
             m->mean_err = t->nnonf ? NAN : t->se / nf;
-            m->cosine = t->nnonf || !(t->sx2 > 0) || !(t->sq2 > 0) ? NAN : t->sxq / (sqrt(t->sx2) * sqrt(t->sq2));
+            /* sum x q = sum x^2 + sum x e, sum q^2 = sum x^2 + 2 sum x e + sum e^2 (metrics.h) */
+            double sxq = t->sx2 + t->sxe, sq2 = (t->sx2 + 2.0 * t->sxe) + t->se2;
+            m->cosine = t->nnonf || !(t->sx2 > 0) || !(sq2 > 0) ? NAN : sxq / (sqrt(t->sx2) * sqrt(sq2));
             m->underflow_frac = (double)t->nunder / nf;
             m->clip_frac = (double)t->nclip / nf;
             m->nonfinite_frac = (double)t->nnonf / nf;
@@ -1655,12 +2058,27 @@ int qs_analyze(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read rd, v
         if (n && !strcmp(f->family, "nvfp4")) m->bits_per_elem += 32.0 / (double)n;
 
         for (int k = 0; k < T; k++) {
+            hwin_flush(w[k].wv, &w[k].hv);
+            hwin_flush(w[k].wa, &w[k].ha);
+            hwin_flush(w[k].wr, &w[k].hr);
+            hwin_flush(w[k].wu, &w[k].hu);
             if (!j.novalue) hist_add(&an->value, &w[k].hv);
             hist_add(&an->abs_err, &w[k].ha);
             hist_add(&an->rel_err, &w[k].hr);
             hist_add(&an->ulp_err, &w[k].hu);
             hist_add(&an->block_err, &w[k].hb);
             hist_add(&an->scale_code, &w[k].hs);
+        }
+        /* special slots from the counters: every finite input is binned, zero or (errors) non-finite */
+        if (!j.novalue) {
+            an->value.nonfinite += n - t->nfin;
+            an->value.zero += t->nfin - hist_binned(&an->value);
+        }
+        qs_hist *eh[3] = {&an->abs_err, &an->rel_err, &an->ulp_err};
+        uint64_t binned = hist_binned(&an->abs_err);
+        for (int k = 0; k < 3; k++) {
+            eh[k]->zero += t->nfin - t->nnonf - binned;
+            eh[k]->nonfinite += t->nnonf;
         }
         if (j.novalue) {
             const qs_hist *vh = od.value_hist;

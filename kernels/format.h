@@ -128,6 +128,15 @@ const qs_format *qs_format_find(const char *name);
 /* Effective block size under the options (o->block or the default), and number of blocks for n. */
 size_t qs_format_block(const qs_format *f, const qs_qopts *o);
 size_t qs_format_nblocks(const qs_format *f, const qs_qopts *o, size_t n);
+
+/* MX formats: the E8M0 code, the decoded element 1.0 (S) and the decoded largest element (Q) of n
+** blocks given each block's largest magnitude (Inf/NaN included), exactly as encode and decode give
+** them, without encoding the elements (the analysis engine's per-block scales). */
+int qs_mx_block_scales(const qs_format *f, const qs_qopts *o, const float *amax, size_t n, uint8_t *code, float *S,
+                       float *Q, qs_err *e);
+/* NVFP4, likewise (UE4M3 code, element multiplier, 6 x it) under the FP32 tensor scale. */
+int qs_nvfp4_block_scales(const qs_format *f, const qs_qopts *o, float tensor_scale, const float *amax, size_t n,
+                          uint8_t *code, float *S, float *Q, qs_err *e);
 /* Bits per element including metadata at the effective block size. */
 double qs_format_bits_per_elem(const qs_format *f, const qs_qopts *o);
 

@@ -549,3 +549,42 @@ const qs_format qs_formats_nvfp4[] = {
     },
 };
 const size_t qs_formats_nvfp4_n = sizeof qs_formats_nvfp4 / sizeof qs_formats_nvfp4[0];
+
+/* ---- block scales from block maxima (for the analysis engine) -------------------------------- */
+
+/* The UE4M3 code of an E4M3 value s >= 0 (every such value has one code). */
+static unsigned e4m3_code_of(float s)
+{
+    uint32_t b = f2u(s);
+    if (b >= (121u << 23)) return (((b >> 23) - 120u) << 3) | ((b >> 20) & 7u);   /* normal: 2^-6 and up */
+    return (unsigned)(s * 512.0f);                                                 /* k * 2^-9, exact */
+}
+
+int qs_nvfp4_block_scales(const qs_format *f, const qs_qopts *o, float tensor_scale, const float *amax, size_t n,
+                          uint8_t *code, float *S, float *Q, qs_err *e)
+{
+    nv_run r;
+    if (nv_opts(f, o, &r, e) || nv_tensor(f, &r, tensor_scale, e)) return -1;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t ab = f2u(amax[i]) & 0x7fffffffu;
+        if (ab >= 0x7f800000u) {   /* a NaN block */
+            code[i] = 0x7F;
+            S[i] = Q[i] = NAN;
+            continue;
+        }
+        /* nv_block's scale arithmetic (its fakeq path, held equal to encode's by the tests) */
+        float bamax = u2f(ab), t;
+        if (!r.torchao) t = bamax * r.senc6;
+        else if (r.pts == 0) t = 0x1p-6f;
+        else {
+            t = (bamax / 6.0f) / r.pts;
+            t = t < 0x1p-6f ? 0x1p-6f : t > 448.0f ? 448.0f : t;
+        }
+        float s = e4m3_value(t);
+        float dq = r.torchao ? r.pts * s : (s * r.amax) * (1.0f / 2688.0f);
+        code[i] = (uint8_t)e4m3_code_of(s);
+        S[i] = 1.0f * dq;                      /* decode of the element 1.0 */
+        Q[i] = 6.0f * dq;                      /* decode of the largest element */
+    }
+    return 0;
+}
