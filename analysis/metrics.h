@@ -26,9 +26,14 @@
 **   - sqnr_db = 10 log10(sum_x2 / sum_e2): +inf when sum_e2 == 0 (exact, the all-zero tensor
 **     included), -inf when sum_x2 == 0 < sum_e2.  eff_bits_energy = -1/2 log2(sum_e2 / sum_x2) and
 **     eff_bits_sqnr = (sqnr_db - 1.76) / 6.02 are +inf when exact.  mse = sum_e2 / n_finite.
-**   - Relative error |e| / max(|x|, rel_floor * absmax), absmax = the tensor's largest finite |x|
-**     (opts.absmax, or a reading pre-pass), 0/0 = 0.  rel_floor defaults to 1e-6.
-**   - cosine = sum(x q) / (sqrt(sum x^2) sqrt(sum q^2)); NaN when either sum is 0.
+**   - Relative error, in float32: fl32(|fe| / max(|x|, F)), fe = fl32(e), F = fl32(rel_floor * absmax)
+**     (at least the smallest float32 subnormal), absmax = the tensor's largest finite |x| (opts.absmax,
+**     or a reading pre-pass), 0/0 = 0.  rel_floor defaults to 1e-6.  max_rel_err is the largest of
+**     them; mean_rel_err their sum over n_finite, each lane summing in float32 within every chunk of
+**     512 run positions and in double across chunks (relative error below 2e-6).  max_abs_err is the
+**     largest |fe|.
+**   - cosine = sum(x q) / (sqrt(sum x^2) sqrt(sum q^2)); NaN when either sum is 0.  sum x q and sum q^2
+**     are not summed apart: sum x q = sum x^2 + sum x e, sum q^2 = (sum x^2 + 2 sum x e) + sum e^2.
 **   - underflow_frac: non-zero finite x with q = +-0, over n_finite.
 **   - clip_frac: finite x with finite q, |q| < |x| and |q| equal to the block's saturation level (the
 **     value its largest element code decodes to): casts +-max_finite; int8/int4 fl32(qmax * scale);
@@ -39,10 +44,11 @@
 **     values are underflows).  NaN/Inf inputs never count.
 **   - bits_per_elem = elem_bits + meta_bits * nblocks / n (partial blocks are blocks; int8/int4 with one
 **     scale per row/column/tensor: 32 bits per scale), + 32 / n for NVFP4's FP32 tensor scale.
-**   - Sums are double.  Within a run, lane L (0..7) sums the values at run positions = L mod 8, each
-**     lane sequentially; lanes are combined as ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)) per band and bands
-**     in band order.  Band boundaries depend only on shape and format, so results are bit-identical
-**     for any thread count and SIMD level (and sum_x2 is the same for every format whose runs match).
+**   - Sums are double (x^2, e^2 and x e are exact in double).  Within a run, lane L (0..15) sums the
+**     values at run positions = L mod 16, each lane sequentially; lanes are combined as t_L = l_L +
+**     l_(L+8), then ((t0+t1)+(t2+t3))+((t4+t5)+(t6+t7)), per band, and bands in band order.  Band
+**     boundaries depend only on shape and format, so results are bit-identical for any thread count
+**     and SIMD level (and sum_x2 is the same for every format whose runs match).
 **
 ** ulps.  The ulp at x is S times the spacing of the element grid at |x| / S, in the binade of |x| / S
 ** (the lowest binade's spacing below it, e.g. the subnormal step; the top binade's above the largest
@@ -52,19 +58,22 @@
 **   2^(e8m0 - 127), the element's minifloat grid (MXINT8 step 1/64); NVFP4 S = the value element 1.0
 **   decodes to (fl32(fl32(s amax) / 2688) for TE, pts * s for torchao), E2M1 grid; HiF4 S = E6M2 *
 **   2^(group + micro-group flags), step 1/4; M2XFP S = X (em) or X (1 + m/4) (es), E2M1 grid.  The ulp
-**   error is v = (e / S) * (1 / spacing), signed.  S = 0 (underflowed NVFP4 block): +-inf ulps.
+**   error is v = fl32(fl32(fe / S) / spacing), signed, in float32 arithmetic (every spacing is a power
+**   of two, so the second step only scales).  S = 0 (underflowed NVFP4 block): +-inf ulps.
 **
 ** Histograms (qs_hist; "zero", "under", "over", "nonfinite" are outside the bins; the total of a
 ** histogram is sum(counts) + zero + under + over + nonfinite):
 **   value      kind 0: bins of floor(4 log2 |x|) (exact: the edges 2^(k/4) are compared exactly),
 **              lo -160, hi 130, 1160 bins; zero: x = +-0; nonfinite: NaN/Inf.  Total n.
-**   abs_err    kind 0, log2 |e|, same bins, of |e| rounded to float32 (exact bit arithmetic on 16
-**              lanes; the rounding moves a value across an edge only within 2^-24 of it); over the
-**              finite inputs: zero e == 0, nonfinite q NaN/Inf.  Total n_finite.
-**   rel_err    kind 0, log2 of the relative error rounded to float32, lo -80, hi 16, 384 bins; as
-**              abs_err.
-**   ulp_err    kind 1, v in [-1, 1), 64 bins of 1/32 ulp: bin floor((v + 1) * 32) in double; under
+**   abs_err    kind 0, log2 |fe|, same bins (exact bit arithmetic; the rounding to float32 moves a
+**              value across an edge only within 2^-24 of it); over the finite inputs: zero e == 0,
+**              nonfinite q NaN/Inf.  Total n_finite.
+**   rel_err    kind 0, log2 of the (float32) relative error, lo -80, hi 16, 384 bins; as abs_err (a
+**              relative error that underflowed to 0 is under).
+**   ulp_err    kind 1, v in [-1, 1), 64 bins of 1/32 ulp: bin floor(32 v) + 32 (32 v is exact); under
 **              v < -1, over v >= 1; zero and nonfinite as abs_err.  Total n_finite.
+**   The counts are exact however they are computed: the AVX-512 path counts each histogram's values
+**   inside a window of 64 bins with bit-sliced carry-save adder trees and the rest one by one.
 **   scale_code kind 2, 256 bins, one count per block: the first metadata byte (MX and M2XFP E8M0,
 **              NVFP4 UE4M3, HiF4 E6M2).  Not computed for element casts and int8/int4.
 **   block_err  kind 0, log2 of each block's RMSE, as value; zero RMSE 0; nonfinite: a block with a
@@ -76,16 +85,17 @@
 ** (0 if none); block_ratio = block_absmax / the decoded block scale (MX X, NVFP4 its element
 ** multiplier S, int the FP32 scale, HiF4 the E6M2 value, M2XFP X), NaN for a NaN block or a zero
 ** scale; block_rmse = sqrt(block sum_e2 / its finite inputs) with the conventions above (the block
-** sum in lanes by run position); block_scale_code: the first metadata byte.  The histograms
+** sum in 16 lanes by run position, combined as the sums); block_scale_code: the first metadata byte.  The histograms
 ** scale_code and block_err are computed without opts.blocks; the arrays only with it.
 ** row_rmse / col_rmse: when rows > 1 (a 1-D tensor is passed as one row: NULL), over the finite
 ** inputs of the row / column.
 **
 ** Block scales without a full encode: for int8/int4, MX and NVFP4 the block scale depends only on the
 ** block's largest magnitude (int: largest finite |x|; MX/NVFP4: largest magnitude bits, NaN/Inf
-** making a NaN block), so the format's own encode runs on one representative value per block (block
-** size 1) and its decode of the codes "1.0" and "largest" gives S and the saturation level.  HiF4 and
-** M2XFP run encode + decode instead of fakeq (bit-identical to it).
+** making a NaN block).  MX and NVFP4 take code, S and the saturation level from the format's own scale
+** rule (qs_mx_block_scales, qs_nvfp4_block_scales: what encode and decode give); int8/int4 run encode
+** on one representative value per block (block size 1) and decode the codes "1.0" and "largest".
+** HiF4 and M2XFP run encode + decode instead of fakeq (bit-identical to it).
 **
 ** Memory: per thread about 5 bands of ~1M values (input, transposed input, q, per-block arrays) and
 ** a window of 2 x threads band partials (with row/column sums when 2-D), plus O(nblocks + rows +
@@ -93,7 +103,7 @@
 ** tensor/col, or axis 0 without a block size) hold the whole tensor, twice (x and q).
 **
 ** Speed: the per-value kernel has an AVX-512 path (bit-identical to the portable C path, which is
-** used without AVX-512 or with QS_SIMD=scalar and is about 5x slower).
+** used without AVX-512 or with QS_SIMD=scalar and is several times slower).
 */
 
 #define QS_REL_FLOOR_DEFAULT 1e-6   /* relative errors use max(|x|, floor * absmax) as denominator */
