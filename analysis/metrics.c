@@ -23,13 +23,18 @@
 **
 ** Block scales without a full encode ("proxy"): for int8/int4, MX and NVFP4 the block scale is a
 ** function of the block's largest magnitude alone (int: largest finite |x|; MX/NVFP4: largest
-** magnitude bits, NaN and Inf included, which make a NaN block).  So per band the engine encodes
-** one representative value per block with the format's own encode at block size 1 (n/32 values
-** instead of n), and decodes the element codes "1.0" and "largest" with that metadata: the block's
-** decoded scale S and its saturation level Qtop, by the format's own arithmetic.  The tests check
-** the resulting scale codes against a full encode for every scale rule and variant.  HiF4 and
-** M2XFP scales depend on every element, so those two run encode + decode (bit-identical to fakeq,
-** as tested in tests/unit/test_format_*.c) in place of fakeq.
+** magnitude bits, NaN and Inf included, which make a NaN block).  MX and NVFP4 get the code, the
+** element scale S and the saturation level Qtop from their scale rule (qs_mx_block_scales,
+** qs_nvfp4_block_scales); int8/int4 encode one representative per block at block size 1 and decode
+** the element codes "1.0" and "largest".  The tests check the codes against a full encode for every
+** scale rule and variant.  HiF4 and M2XFP scales depend on every element: HiF4 takes q from fakeq and
+** its metadata from qs_hif4_meta_run, M2XFP runs encode + decode (both bit-identical to fakeq, as
+** tested in tests/unit/test_format_*.c).
+**
+** The per-value kernel (AVX-512, portable path elem() with the same bits) works on chunks of CH run
+** positions in two passes of 16 lanes: sums, counts and block/row statistics; then the bins of the
+** value and error histograms, stored relative to each histogram's window and counted by hs_count
+** (bit-sliced adder trees; values outside the window directly).
 */
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
@@ -91,20 +96,10 @@ static inline int log4bin(double a)
     return 4 * E + (m >= T1) + (m >= T2) + (m >= T3);
 }
 
-/* floor(4 log2 f) from the bits of a float f > 0: exact, since the edges 2^(k/4) compare with the
-** 23-bit mantissa field through these ceilings of (2^(j/4) - 1) 2^23.  Zero and subnormals land far
-** below every histogram's lowest bin (they are "under"), Inf above the highest. */
+/* Ceilings of (2^(j/4) - 1) 2^23: the edges 2^(j/4) against a float's 23-bit significand field. */
 #define TF1 0x1837f1u
 #define TF2 0x3504f4u
 #define TF3 0x5744fdu
-static inline int log4bin_f(float f)
-{
-    uint32_t b;
-    memcpy(&b, &f, 4);
-    b &= 0x7fffffffu;
-    uint32_t m = b & 0x7fffffu;
-    return 4 * ((int)(b >> 23) - 127) + (m >= TF1) + (m >= TF2) + (m >= TF3);
-}
 
 /* floor(log2 a) for a >= 0 (0 -> -1023). */
 static inline int ilog2d(double a) { return (int)(d2u(a) >> 52 & 0x7ff) - 1023; }
@@ -127,7 +122,6 @@ typedef struct prof {
     uint32_t ovfb;           /* float bits of the smallest |x| > ovf */
     float Ff;                /* relative-error floor, fl32 (at least the smallest subnormal) */
     int tapered, mb;         /* tapered: spacing from the table; else sp[E] = 2^(E - mb) */
-    int allpow2;             /* every block scale is a power of two (MX, M2XFP em) */
     size_t seg;              /* values per scale segment (0: the whole run / block) */
 } prof;
 
@@ -229,7 +223,6 @@ static int prof_init1(prof *p, const qs_apply *a, const qs_qopts *o, qs_err *e)
     if (!strcmp(fam, "mx") || !strcmp(fam, "nvfp4")) {
         p->fam = FAM_PROXY;
         p->byte_scale = 1;
-        p->allpow2 = !strcmp(fam, "mx");
         if (!f->code_value) return qs_fail(e, "format %s: no code table", f->name);
         int one = -1, top = -1;
         float tv = 0;
@@ -259,7 +252,6 @@ static int prof_init1(prof *p, const qs_apply *a, const qs_qopts *o, qs_err *e)
         p->byte_scale = 1;
         p->seg = 8;
         p->m2x_es = o->m2x == QS_M2X_ES;
-        p->allpow2 = !p->m2x_es;
         grid_minifloat(p, 0, 2, 1);
         return 0;
     }
@@ -413,12 +405,6 @@ static inline void h_raw(hacc *h, int32_t raw, uint64_t k)
     h->c[i < 0 ? h->n + S_UNDER : i >= h->n ? (int64_t)h->n + S_OVER : i] += k;
 }
 
-static inline void h_log4(hacc *h, int off, double a)
-{
-    int i = log4bin(a) + off;
-    h->c[i < 0 ? h->n + S_UNDER : i >= h->n ? h->n + S_OVER : i]++;
-}
-
 /* Raw log2 bin of a float >= 0 from its bits, exact (subnormals by their true logarithm; 0, e.g. a
 ** relative error that underflowed, below every histogram). */
 static inline int32_t raw_log4f(uint32_t b)
@@ -444,6 +430,7 @@ static inline int32_t raw_log4f(uint32_t b)
 ** planes 4..7, whose carry-out ripples into planes 8.. (plane p has weight 2^p throughout).  A value outside the
 ** window is counted directly.  The window is chosen per band from its first chunk and flushed into the
 ** counts at the end of the band: the counts are the same for any window, only the speed differs. */
+#define CH 1024   /* values per kernel chunk (a multiple of 512): the bin arrays stay in L1 */
 #define HS_NS 2
 #define HS_PL 24
 typedef struct hwin {
@@ -455,14 +442,13 @@ typedef struct hwin {
     uint64_t words;          /* words per lane since the last flush */
     uint64_t nout;           /* values counted outside the window since then */
     int32_t gbase;           /* the kernel's current chunk: bins stored relative to gbase, */
-    uint32_t gwidth;         /* flagged when >= gwidth (hwin_arm) */
-    int gflag;
+    uint32_t gwidth;         /* flagged in om (a bit per value) when >= gwidth (hwin_arm) */
+    uint16_t om[CH / 16 + 1];
 } hwin;
 #define D_SENT INT32_MAX     /* a window-relative bin: not binned (no one-hot: shifts >= 32 give 0) */
 
 /* ---- accumulators --------------------------------------------------------------------------- */
 
-#define CH 512   /* values per kernel chunk: the bin arrays stay in L1 */
 
 /* Lane accumulators: lane L sums the values at run positions = L (mod LANES), each lane a sequential
 ** sum, combined at the end in a fixed order (lanesum).  Counts and maxima are order-independent. */
@@ -527,6 +513,7 @@ typedef struct worker {
     float *bam;
     uint8_t *bcode;
     double *bscale;
+    uint32_t *bslot;         /* block_err slots of a run's blocks */
     kl acc;                  /* the band's lanes */
     int simd;                /* qs_simd_level() */
     int32_t bv[CH], ba[CH], br[CH], bu[CH];   /* raw bins of a chunk */
@@ -607,8 +594,6 @@ static inline double lanemaxf(const float *s)
     for (int L = 0; L < LANES; L++) m = s[L] > m ? s[L] : m;
     return m;
 }
-
-static inline double u2d(uint64_t u) { double d; memcpy(&d, &u, 8); return d; }
 
 /* floor(log2(|x| / S)) clamped to the grid's binades, exact: from the double bits of |x| (every float,
 ** subnormals included, is a normal double) against S's exponent and significand. */
@@ -713,8 +698,19 @@ static void scale_parts(double S, float *Sf, int32_t *SE, uint32_t *SM)
 }
 
 /* Segment i of the band: scale S (sanitised) and saturation level bits. */
-static void seg_put(worker *w, size_t i, double S, uint32_t Qb)
+static inline void seg_put(worker *w, size_t i, double S, uint32_t Qb)
 {
+    if (S >= 0x1p-126 && S <= FLT_MAX) {   /* a normal float: its own bits */
+        float Sf = (float)S;
+        uint32_t b = f2u(Sf);
+        w->kSf[i] = Sf;
+        w->kSE[i] = (int32_t)(b >> 23) - 127;
+        w->kSM[i] = b & 0x7fffffu;
+        w->kQb[i] = Qb;
+        w->pow2 &= w->kSM[i] == 0;
+        w->se0 &= w->kSE[i] == 0;
+        return;
+    }
     scale_parts(S, &w->kSf[i], &w->kSE[i], &w->kSM[i]);
     w->kQb[i] = Qb;
     w->pow2 &= w->kSM[i] == 0 && S > 0;
@@ -769,7 +765,7 @@ static void hwin_arm(hwin *W)
 {
     W->gbase = W->set ? W->base : 0;
     W->gwidth = W->set ? 32u * (uint32_t)W->ns : 0;
-    W->gflag = 0;
+    memset(W->om, 0, sizeof W->om);
 }
 
 #if MET_X86
@@ -876,42 +872,77 @@ static inline __m512i hs_tree16_oh(const int32_t *d, __m512i sh, uint32_t (*st)[
     _mm512_store_si512(st[3], eights);
     return sixteens;
 }
+/* Both streams of a two-stream window in one pass (one load of each d, two independent chains). */
+__attribute__((target("avx512f"), always_inline))
+static inline void hs_tree16_oh2(const int32_t *d, uint32_t (*st0)[16], uint32_t (*st1)[16], uint32_t *c0,
+                                 uint32_t *c1)
+{
+    const __m512i one = _mm512_set1_epi32(1), sh = _mm512_set1_epi32(32);
+    __m512i o0 = _mm512_load_si512(st0[0]), t0 = _mm512_load_si512(st0[1]);
+    __m512i f0 = _mm512_load_si512(st0[2]), e0 = _mm512_load_si512(st0[3]);
+    __m512i o1 = _mm512_load_si512(st1[0]), t1 = _mm512_load_si512(st1[1]);
+    __m512i f1 = _mm512_load_si512(st1[2]), e1 = _mm512_load_si512(st1[3]);
+    __m512i tA0, tB0, fA0, fB0, eA0, eB0, x0, tA1, tB1, fA1, fB1, eA1, eB1, x1;
+#define PAIR(t, ta, tb)                                                                                  \
+    do {                                                                                                  \
+        __m512i v_ = _mm512_loadu_si512(d + 16 * (t)), u_ = _mm512_loadu_si512(d + 16 * ((t) + 1));      \
+        CSA(ta##0, o0, o0, _mm512_sllv_epi32(one, v_), _mm512_sllv_epi32(one, u_));                         \
+        CSA(ta##1, o1, o1, _mm512_sllv_epi32(one, _mm512_sub_epi32(v_, sh)),                                \
+            _mm512_sllv_epi32(one, _mm512_sub_epi32(u_, sh)));                                              \
+        (void)tb;                                                                                         \
+    } while (0)
+    PAIR(0, tA, 0); PAIR(2, tB, 0);
+    CSA(fA0, t0, t0, tA0, tB0); CSA(fA1, t1, t1, tA1, tB1);
+    PAIR(4, tA, 0); PAIR(6, tB, 0);
+    CSA(fB0, t0, t0, tA0, tB0); CSA(fB1, t1, t1, tA1, tB1);
+    CSA(eA0, f0, f0, fA0, fB0); CSA(eA1, f1, f1, fA1, fB1);
+    PAIR(8, tA, 0); PAIR(10, tB, 0);
+    CSA(fA0, t0, t0, tA0, tB0); CSA(fA1, t1, t1, tA1, tB1);
+    PAIR(12, tA, 0); PAIR(14, tB, 0);
+    CSA(fB0, t0, t0, tA0, tB0); CSA(fB1, t1, t1, tA1, tB1);
+    CSA(eB0, f0, f0, fA0, fB0); CSA(eB1, f1, f1, fA1, fB1);
+    CSA(x0, e0, e0, eA0, eB0); CSA(x1, e1, e1, eA1, eB1);
+#undef PAIR
+    _mm512_store_si512(st0[0], o0); _mm512_store_si512(st0[1], t0);
+    _mm512_store_si512(st0[2], f0); _mm512_store_si512(st0[3], e0);
+    _mm512_store_si512(st1[0], o1); _mm512_store_si512(st1[1], t1);
+    _mm512_store_si512(st1[2], f1); _mm512_store_si512(st1[3], e1);
+    _mm512_store_si512(c0, x0);
+    _mm512_store_si512(c1, x1);
+}
 #undef CSA
 
 /* Count a chunk's k bins d[] (relative to gbase, D_SENT: not binned).  If the chunk was flagged or
 ** the window is new, the bins are first rebased to the window, those outside counted directly and
 ** replaced by D_SENT; then 256 values at a time go through the adder trees, whole vectors by ripple,
 ** the rest directly. */
-__attribute__((target("avx512f")))
+__attribute__((target("avx512f,avx512bw")))
 static void hs_count(hwin *W, hacc *h, int32_t *d, size_t k, int ulp)
 {
     if (!W->set) hwin_choose(W, d, k, ulp);
     if (!W->set) return;   /* nothing binned */
     const uint32_t width = 32u * (uint32_t)W->ns;
-    if (W->gbase != W->base) {   /* a new window: rebase (bins outside it give no one-hot) */
+    const size_t ngr = (k + 15) / 16;
+    if (W->gbase != W->base) {   /* a new window: rebase and flag again (bins outside give no one-hot) */
         const int32_t shift = W->gbase - W->base;
+        memset(W->om, 0, sizeof W->om);
         for (size_t i = 0; i < k; i++)
-            if (d[i] != D_SENT) d[i] += shift;
-        W->gflag = 1;
-    }
-    if (W->gflag) {   /* count the bins outside the window directly */
-        const __m512i vw = _mm512_set1_epi32((int)width), sent = _mm512_set1_epi32(D_SENT);
-        size_t i = 0;
-        for (; i + 16 <= k; i += 16) {
-            __m512i v = _mm512_loadu_si512(d + i);
-            __mmask16 out = _mm512_mask_cmpge_epu32_mask(_mm512_cmpneq_epi32_mask(v, sent), v, vw);
-            for (unsigned o = out; o; o &= o - 1) {
-                h_raw(h, d[i + (size_t)__builtin_ctz(o)] + W->base, 1);
-                W->nout++;
+            if (d[i] != D_SENT) {
+                d[i] += shift;
+                if ((uint32_t)d[i] >= width) W->om[i / 16] |= (uint16_t)(1u << (i % 16));
             }
+    }
+    /* count the bins outside the window directly (om: CH / 16 + 1 masks; most chunks have none) */
+    __m512i oa = _mm512_setzero_si512();
+    for (size_t g = 0; g < CH / 16; g += 32) oa = _mm512_or_si512(oa, _mm512_loadu_si512(W->om + g));
+    int anyout = W->om[CH / 16] != 0 || _mm512_test_epi16_mask(oa, oa) != 0;
+    for (size_t g = 0; anyout && g < ngr; g++)
+        for (unsigned o = W->om[g]; o; o &= o - 1) {
+            size_t i = g * 16 + (size_t)__builtin_ctz(o);
+            h_raw(h, d[i] + W->base, 1);
+            W->nout++;
+            d[i] = D_SENT;
         }
-        for (; i < k; i++)
-            if (d[i] != D_SENT && (uint32_t)d[i] >= width) {
-                h_raw(h, d[i] + W->base, 1);
-                W->nout++;
-                d[i] = D_SENT;
-            }
-    }
     if (W->words > ((uint64_t)1 << (HS_PL - 2))) {   /* keep the counters below 2^HS_PL */
         int32_t base = W->base;
         int ns = W->ns;
@@ -924,10 +955,13 @@ static void hs_count(hwin *W, hacc *h, int32_t *d, size_t k, int ulp)
     const int ns = W->ns;
     size_t i = 0;
     for (; i + 256 <= k; i += 256) {
-        for (int s = 0; s < ns; s++) {
-            const __m512i sh = _mm512_set1_epi32(32 * s);
-            _mm512_store_si512(W->buf[s][W->nbuf], hs_tree16_oh(d + i, s ? sh : _mm512_setzero_si512(), W->pl[s]));
-        }
+        if (ns == 2)
+            hs_tree16_oh2(d + i, W->pl[0], W->pl[1], W->buf[0][W->nbuf], W->buf[1][W->nbuf]);
+        else
+            for (int s = 0; s < ns; s++) {
+                const __m512i sh = _mm512_set1_epi32(32 * s);
+                _mm512_store_si512(W->buf[s][W->nbuf], hs_tree16_oh(d + i, s ? sh : _mm512_setzero_si512(), W->pl[s]));
+            }
         if (++W->nbuf == 16) {   /* the second tree, every 4096 values */
             for (int s = 0; s < ns; s++) {
                 __m512i c16[16];
@@ -984,7 +1018,7 @@ enum {
 #define WIN_STORE(dst, raw, msk, W)                                                                      \
     do {                                                                                                  \
         __m512i d_ = _mm512_sub_epi32(raw, _mm512_set1_epi32((W)->gbase));                                \
-        fl_##W |= _mm512_mask_cmpge_epu32_mask(msk, d_, _mm512_set1_epi32((int)(W)->gwidth));             \
+        (W)->om[gi] = _mm512_mask_cmpge_epu32_mask(msk, d_, _mm512_set1_epi32((int)(W)->gwidth));         \
         _mm512_storeu_si512(dst, _mm512_mask_mov_epi32(dsent, msk, d_));                                  \
     } while (0)
 
@@ -1001,8 +1035,7 @@ static inline void groups_body(const int V, const kpar *P, const worker *w, cons
 {
     const int bstats = V & GV_BST, rows = V & GV_ROWS, pow2 = V & GV_POW2, noval = V & GV_NOVAL, tap = V & GV_TAP;
     const int g4 = V & GV_G4, g8 = V & GV_G8;
-    const hwin *Wv = w->wv, *Wa = w->wa, *Wr = w->wr, *Wu = w->wu;
-    __mmask16 fl_Wv = 0, fl_Wa = 0, fl_Wr = 0, fl_Wu = 0;
+    hwin *Wv = w->wv, *Wa = w->wa, *Wr = w->wr, *Wu = w->wu;
     const __m512i absm = _mm512_set1_epi32(0x7fffffff), expm = _mm512_set1_epi32(0x7f800000);
     const __m512i mant23 = _mm512_set1_epi32(0x7fffff), one = _mm512_set1_epi32(1);
     const __m512i tf1 = _mm512_set1_epi32((int)TF1), tf2 = _mm512_set1_epi32((int)TF2), tf3 = _mm512_set1_epi32((int)TF3);
@@ -1038,6 +1071,8 @@ static inline void groups_body(const int V, const kpar *P, const worker *w, cons
     uint16_t fixm[CH / 16];
     __m512 Sv = _mm512_set1_ps(1.0f);
     __m512i SMv = zero, qtop = zero, c127 = zero;
+    __m512 nSE = _mm512_setzero_ps();     /* -floor(log2 S), for the scaling by 1 / S */
+    const int s1 = pow2 && ks->se0;       /* every S is 1 */
     const __m512i gidx = g4 ? _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0)
                             : _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
     /* two passes over the chunk (fewer live registers): sums, counts, block and row statistics and
@@ -1059,11 +1094,13 @@ static inline void groups_body(const int V, const kpar *P, const worker *w, cons
             SMv = _mm512_permutexvar_epi32(gidx, _mm512_loadu_si512(ks->SM + sg));                         \
             qtop = _mm512_permutexvar_epi32(gidx, _mm512_loadu_si512(ks->Qb + sg));                        \
             c127 = _mm512_add_epi32(SEv, _mm512_set1_epi32(127));                                          \
+            nSE = _mm512_cvtepi32_ps(_mm512_sub_epi32(zero, SEv));                                         \
         } else if (sg != cur) {                                                                            \
             Sv = _mm512_set1_ps(ks->Sf[sg]);                                                               \
             SMv = _mm512_set1_epi32((int)ks->SM[sg]);                                                      \
             qtop = _mm512_set1_epi32((int)ks->Qb[sg]);                                                     \
             c127 = _mm512_set1_epi32(127 + ks->SE[sg]);                                                    \
+            nSE = _mm512_set1_ps((float)-ks->SE[sg]);                                                      \
             cur = sg;                                                                                      \
         }
     for (size_t gi = 0; gi < ng; gi++) {
@@ -1151,12 +1188,15 @@ static inline void groups_body(const int V, const kpar *P, const worker *w, cons
         Et = _mm512_min_epi32(_mm512_max_epi32(Et, elo), ehi);
         __m512 v;
         if (tap) v = _mm512_mul_ps(fe, _mm512_i32gather_ps(_mm512_sub_epi32(Et, elo), P->isp32, 4));
-        else v = _mm512_scalef_ps(_mm512_div_ps(fe, Sv), _mm512_cvtepi32_ps(_mm512_sub_epi32(cmb5, Et)));
+        else {
+            /* fe / S: S = 1 exactly (casts), a power of two (scaling: the same rounding), else divided */
+            __m512 q_ = s1 ? fe : pow2 ? _mm512_scalef_ps(fe, nSE) : _mm512_div_ps(fe, Sv);
+            v = _mm512_scalef_ps(q_, _mm512_cvtepi32_ps(_mm512_sub_epi32(cmb5, Et)));
+        }
         v = _mm512_min_ps(_mm512_max_ps(v, lo64), hi64);
         WIN_STORE(bu + i, _mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC), binned, Wu);
         /* zero or subnormal input (value and ulp bins), subnormal error (abs bin): exact, after the loop */
-        __mmask16 xsub = _mm512_cmplt_epu32_mask(xa, fmin);
-        fixm[gi] = (xin & xsub) | (binned & (xsub | _mm512_cmplt_epu32_mask(feb, fmin)));
+        fixm[gi] = _mm512_mask_cmplt_epu32_mask(xin | binned, xa, fmin) | _mm512_mask_cmplt_epu32_mask(binned, feb, fmin);
     }
 #undef SEGMENT
     if (anybad) {   /* infinite errors: the sums and maxima are +inf (the lane does not matter) */
@@ -1171,7 +1211,7 @@ static inline void groups_body(const int V, const kpar *P, const worker *w, cons
             int32_t rv = raw_log4f(f2u(xl)), ra, rr, ru;
             if (!noval) {
                 bv[i] = rv - Wv->gbase;
-                fl_Wv |= (uint32_t)bv[i] >= Wv->gwidth;
+                Wv->om[gi] |= (uint16_t)(((uint32_t)bv[i] >= Wv->gwidth) << (i % 16));
             }
             if (ba[i] != D_SENT) {
                 float fel = (float)((double)q[i] - (double)x[i]);
@@ -1184,9 +1224,9 @@ static inline void groups_body(const int V, const kpar *P, const worker *w, cons
                 ba[i] = ra - Wa->gbase;
                 br[i] = rr - Wr->gbase;
                 bu[i] = ru - Wu->gbase;
-                fl_Wa |= (uint32_t)ba[i] >= Wa->gwidth;
-                fl_Wr |= (uint32_t)br[i] >= Wr->gwidth;
-                fl_Wu |= (uint32_t)bu[i] >= Wu->gwidth;
+                Wa->om[gi] |= (uint16_t)(((uint32_t)ba[i] >= Wa->gwidth) << (i % 16));
+                Wr->om[gi] |= (uint16_t)(((uint32_t)br[i] >= Wr->gwidth) << (i % 16));
+                Wu->om[gi] |= (uint16_t)(((uint32_t)bu[i] >= Wu->gwidth) << (i % 16));
             }
         }
     _mm512_storeu_pd(a->sx2, sx2a); _mm512_storeu_pd(a->sx2 + 8, sx2b);
@@ -1208,10 +1248,6 @@ static inline void groups_body(const int V, const kpar *P, const worker *w, cons
         _mm512_storeu_pd(rs->se2, rsa);
         _mm512_storeu_pd(rs->se2 + 8, rsb);
     }
-    w->wv->gflag |= fl_Wv != 0;
-    w->wa->gflag |= fl_Wa != 0;
-    w->wr->gflag |= fl_Wr != 0;
-    w->wu->gflag |= fl_Wu != 0;
 }
 #undef LOG4F
 #undef WIN_STORE
@@ -1224,6 +1260,8 @@ static inline void groups_body(const int V, const kpar *P, const worker *w, cons
 GV_FN(0) GV_FN(1) GV_FN(2) GV_FN(3) GV_FN(4) GV_FN(5) GV_FN(6) GV_FN(7)
 GV_FN(8) GV_FN(9) GV_FN(10) GV_FN(11) GV_FN(12) GV_FN(13) GV_FN(14) GV_FN(15)
 GV_FN(20) GV_FN(22) GV_FN(28) GV_FN(30)
+GV_FN(33) GV_FN(35) GV_FN(41) GV_FN(43)
+GV_FN(65) GV_FN(67) GV_FN(73) GV_FN(75) GV_FN(69) GV_FN(71) GV_FN(77) GV_FN(79)
 __attribute__((target("avx512f,avx512dq,avx512vl,fma")))
 static void groups_any(int V, GV_PARAMS) { groups_body(V, GV_ARGS); }
 
@@ -1234,6 +1272,8 @@ static void groups_avx512(int V, GV_PARAMS)
     GV_CASE(0) GV_CASE(1) GV_CASE(2) GV_CASE(3) GV_CASE(4) GV_CASE(5) GV_CASE(6) GV_CASE(7)
     GV_CASE(8) GV_CASE(9) GV_CASE(10) GV_CASE(11) GV_CASE(12) GV_CASE(13) GV_CASE(14) GV_CASE(15)
     GV_CASE(20) GV_CASE(22) GV_CASE(28) GV_CASE(30)
+    GV_CASE(33) GV_CASE(35) GV_CASE(41) GV_CASE(43)
+    GV_CASE(65) GV_CASE(67) GV_CASE(73) GV_CASE(75) GV_CASE(69) GV_CASE(71) GV_CASE(77) GV_CASE(79)
 #undef GV_CASE
     default: groups_any(V, GV_ARGS);
     }
@@ -1312,7 +1352,7 @@ static void kern_run(worker *w, const float *x, const float *q, size_t m, const 
                     if (r == RAW_SENT) bins[h][t] = D_SENT;
                     else {
                         bins[h][t] = r - win[h]->gbase;
-                        win[h]->gflag |= (uint32_t)bins[h][t] >= win[h]->gwidth;
+                        if ((uint32_t)bins[h][t] >= win[h]->gwidth) win[h]->om[t / 16] |= (uint16_t)(1u << (t % 16));
                     }
                 }
             for (int h = P.novalue ? 1 : 0; h < 4; h++) hs_count(win[h], hh[h], bins[h], k, h == 3);
@@ -1372,6 +1412,36 @@ static float block_rep(const worker *w, const float *x, size_t n, int finite)
     return block_rep_c(x, n, finite);
 }
 
+/* The representatives of a run's blocks of bl values (the last one may be shorter). */
+#if MET_X86
+__attribute__((target("avx512f")))
+static size_t block_reps_avx512(const float *x, size_t n, size_t bl, int finite, float *out)
+{
+    const __m512i absm = _mm512_set1_epi32(0x7fffffff), expm = _mm512_set1_epi32(0x7f800000);
+    size_t b = 0;
+    if (bl % 16) return 0;
+    for (; (b + 1) * bl <= n; b++) {
+        const float *xb = x + b * bl;
+        __m512i m = _mm512_setzero_si512();
+        for (size_t i = 0; i < bl; i += 16) {
+            __m512i a = _mm512_and_si512(_mm512_loadu_si512(xb + i), absm);
+            if (finite) a = _mm512_maskz_mov_epi32(_mm512_cmplt_epu32_mask(a, expm), a);
+            m = _mm512_max_epu32(m, a);
+        }
+        out[b] = u2f(_mm512_reduce_max_epu32(m));
+    }
+    return b;
+}
+#endif
+static void block_reps(const worker *w, const float *x, size_t n, size_t bl, int finite, float *out)
+{
+    size_t b = 0;
+#if MET_X86
+    if (w->simd >= QS_SIMD_AVX512) b = block_reps_avx512(x, n, bl, finite, out);
+#endif
+    for (; b * bl < n; b++) out[b] = block_rep(w, x + b * bl, n - b * bl < bl ? n - b * bl : bl, finite);
+}
+
 /* Largest finite |x| (encode's tensor scale when none is given). */
 static float finite_max(const float *x, size_t n)
 {
@@ -1425,9 +1495,14 @@ static int coded_run(worker *w, const float *x, size_t len, uint64_t index0, flo
     const qs_format *f = pf->f;
     qs_qopts o = pf->o;
     o.index0 += index0;
-    float ts = 0;
-    if (f->encode(f, &o, x, len, w->codes, w->meta, &ts, e)) return -1;
-    if (f->decode(f, &o, w->codes, w->meta, ts, len, q, e)) return -1;
+    if (pf->fam == FAM_HIF4) {   /* fakeq (= decode(encode), tested) and the metadata alone */
+        if (f->fakeq(f, &o, x, len, q, e)) return -1;
+        qs_hif4_meta_run(x, len, w->meta);
+    } else {
+        float ts = 0;
+        if (f->encode(f, &o, x, len, w->codes, w->meta, &ts, e)) return -1;
+        if (f->decode(f, &o, w->codes, w->meta, ts, len, q, e)) return -1;
+    }
     size_t B = w->j->p->blk, nb = (len + B - 1) / B;
     for (size_t b = 0; b < nb; b++) {
         const uint8_t *m = w->meta + b * (size_t)f->meta_bytes;
@@ -1438,11 +1513,22 @@ static int coded_run(worker *w, const float *x, size_t len, uint64_t index0, flo
             qs_hif4_meta_load(m, &hm);
             double val = qs_hif4_e6m2_value(hm.e6m2);
             w->bscale[blk0 + b] = hm.e6m2 == 0xFF ? NAN : val;
+            /* the unit's three element scales (micro-group flags 0, 1, 2), then each segment's */
+            size_t t = seg0 + b * ns;
+            for (int d = 0; d < 3; d++) {
+                float s = (float)(val * (double)(1 << d) * 0.25);
+                seg_put(w, t + (size_t)d, san_S(hm.e6m2 == 0xFF ? NAN : 4.0 * (double)s), san_Q(7.0f * s));
+            }
+            float sf[3] = {w->kSf[t], w->kSf[t + 1], w->kSf[t + 2]};
+            int32_t se[3] = {w->kSE[t], w->kSE[t + 1], w->kSE[t + 2]};
+            uint32_t sm[3] = {w->kSM[t], w->kSM[t + 1], w->kSM[t + 2]}, qb[3] = {w->kQb[t], w->kQb[t + 1], w->kQb[t + 2]};
             for (size_t k = 0; k < ns; k++) {
                 size_t i = k * pf->seg;
                 int d = ((hm.e1_8 >> (i / 8)) & 1) + ((hm.e1_16 >> (i / 4)) & 1);
-                float s = (float)(val * (double)(1 << d) * 0.25);
-                seg_put(w, seg0 + b * ns + k, san_S(hm.e6m2 == 0xFF ? NAN : 4.0 * (double)s), san_Q(7.0f * s));
+                w->kSf[t + k] = sf[d];
+                w->kSE[t + k] = se[d];
+                w->kSM[t + k] = sm[d];
+                w->kQb[t + k] = qb[d];
             }
         } else {
             float X = m[0] == 0 ? u2f(0x00400000u) : u2f((uint32_t)m[0] << 23);
@@ -1464,6 +1550,50 @@ static void transpose(const float *restrict a, size_t nr, size_t nc, float *rest
 }
 
 /* Run k of a band with blocks: one kernel call, then the statistics of each block. */
+/* A block's slot in the block_err counts: zero, non-finite (no finite input, NaN/Inf), or its bin. */
+static inline uint32_t rmse_slot(double rmse)
+{
+    if (rmse == 0) return HV_N + S_ZERO;
+    if (!(rmse <= DBL_MAX)) return HV_N + S_NONF;
+    int i = log4bin(rmse) - 4 * HV_LO;
+    return (uint32_t)(i < 0 ? HV_N + S_UNDER : i >= HV_N ? HV_N + S_OVER : i);
+}
+
+#if MET_X86
+/* sqrt(se2 / nf) of n blocks (NaN without finite input: 0 / 0), into se2, and their slots, 8 at a
+** time: IEEE division and square root, the portable loop's bits; log4bin from the bits. */
+__attribute__((target("avx512f,avx512dq")))
+static size_t block_rmse_avx512(double *se2, const uint64_t *nf, size_t n, uint32_t *slot)
+{
+    const __m512i mant = _mm512_set1_epi64(0xfffffffffffffll), t1 = _mm512_set1_epi64((long long)T1);
+    const __m512i t2 = _mm512_set1_epi64((long long)T2), t3 = _mm512_set1_epi64((long long)T3);
+    const __m512i one = _mm512_set1_epi64(1), off = _mm512_set1_epi64(-4 * 1023 - 4 * HV_LO);
+    const __m512i nb = _mm512_set1_epi64(HV_N), e7ff = _mm512_set1_epi64(0x7ff);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m512i c = _mm512_loadu_si512(nf + i);
+        __m512d r = _mm512_sqrt_pd(_mm512_div_pd(_mm512_loadu_pd(se2 + i), _mm512_cvtepu64_pd(c)));
+        __mmask8 none = _mm512_cmpeq_epi64_mask(c, _mm512_setzero_si512());
+        r = _mm512_mask_mov_pd(r, none, _mm512_set1_pd(NAN));
+        _mm512_storeu_pd(se2 + i, r);
+        __m512i b = _mm512_castpd_si512(r), m = _mm512_and_si512(b, mant);
+        __m512i ex = _mm512_and_si512(_mm512_srli_epi64(b, 52), e7ff);
+        __m512i k = _mm512_add_epi64(_mm512_slli_epi64(ex, 2), off);
+        k = _mm512_mask_add_epi64(k, _mm512_cmpge_epu64_mask(m, t1), k, one);
+        k = _mm512_mask_add_epi64(k, _mm512_cmpge_epu64_mask(m, t2), k, one);
+        k = _mm512_mask_add_epi64(k, _mm512_cmpge_epu64_mask(m, t3), k, one);
+        k = _mm512_mask_mov_epi64(k, _mm512_cmplt_epi64_mask(k, _mm512_setzero_si512()), _mm512_set1_epi64(HV_N + S_UNDER));
+        k = _mm512_mask_mov_epi64(k, _mm512_cmpge_epi64_mask(k, nb), _mm512_set1_epi64(HV_N + S_OVER));
+        /* zero (a normal double's log4bin is exact; 0 and subnormals cannot be an RMSE of floats
+        ** except 0 itself) and non-finite */
+        k = _mm512_mask_mov_epi64(k, _mm512_cmpeq_epi64_mask(b, _mm512_setzero_si512()), _mm512_set1_epi64(HV_N + S_ZERO));
+        k = _mm512_mask_mov_epi64(k, _mm512_cmpeq_epi64_mask(ex, e7ff), _mm512_set1_epi64(HV_N + S_NONF));
+        _mm256_storeu_si256((__m256i *)(slot + i), _mm512_cvtepi64_epi32(k));
+    }
+    return i;
+}
+#endif
+
 static void band_blocks(worker *w, size_t k, const float *xk, const float *qk, size_t rlen, uint64_t r0, uint64_t c0,
                         size_t bpr, size_t spr, bstat *rs, double *va, uint32_t *vn)
 {
@@ -1486,23 +1616,30 @@ static void band_blocks(worker *w, size_t k, const float *xk, const float *qk, s
     ks.se0 = w->se0;
     kern_run(w, xk, qk, rlen, &ks, rs, va, vn);
     uint64_t gb = p->colruns ? (c0 + k) * p->nbc + r0 / blk : (r0 + k) * p->nbr + (blk ? c0 / blk : 0);
-    for (size_t i = 0; i < bpr; i++) {
-        size_t bidx = k * bpr + i;
-        double bsc = w->bscale[bidx];
-        float bam = w->bam[i];
+    /* each block's RMSE (in place of its squared-error sum) and its block_err slot */
+    size_t i = 0;
+#if MET_X86
+    if (w->simd >= QS_SIMD_AVX512) i = block_rmse_avx512(w->bse2, w->bnf, bpr, w->bslot);
+#endif
+    for (; i < bpr; i++) {
         double rmse = w->bnf[i] ? sqrt(w->bse2[i] / (double)w->bnf[i]) : NAN;
-        if (rmse == 0) w->hb.c[HV_N + S_ZERO]++;
-        else if (!(rmse <= DBL_MAX)) w->hb.c[HV_N + S_NONF]++;
-        else h_log4(&w->hb, -4 * HV_LO, rmse);
-        if (pf->byte_scale) w->hs.c[w->bcode[bidx]]++;
-        uint64_t g2 = gb + i;
-        if (j->bk_absmax) {
-            j->bk_absmax[g2] = bam;
-            j->bk_rmse[g2] = (float)rmse;
-            j->bk_ratio[g2] = bsc > 0 && bsc <= DBL_MAX ? (float)((double)bam / bsc) : NAN;
-            if (j->bk_code) j->bk_code[g2] = w->bcode[bidx];
-        }
+        w->bse2[i] = rmse;
+        w->bslot[i] = rmse_slot(rmse);
     }
+    const uint8_t *bcode = w->bcode + k * bpr;
+    for (i = 0; i < bpr; i++) w->hb.c[w->bslot[i]]++;
+    if (pf->byte_scale)
+        for (i = 0; i < bpr; i++) w->hs.c[bcode[i]]++;
+    if (j->bk_absmax)
+        for (i = 0; i < bpr; i++) {
+            double bsc = w->bscale[k * bpr + i];
+            float bam = w->bam[i];
+            uint64_t g2 = gb + i;
+            j->bk_absmax[g2] = bam;
+            j->bk_rmse[g2] = (float)w->bse2[i];
+            j->bk_ratio[g2] = bsc > 0 && bsc <= DBL_MAX ? (float)((double)bam / bsc) : NAN;
+            if (j->bk_code) j->bk_code[g2] = bcode[i];
+        }
 }
 
 static int do_band(worker *w, uint64_t b, bpart *sl, qs_err *e)
@@ -1557,13 +1694,7 @@ static int do_band(worker *w, uint64_t b, bpart *sl, qs_err *e)
                 qs_qopts o = pf->o;
                 o.index0 += index0;
                 if (f->fakeq(f, &o, xk, rlen, qk, e)) return -1;
-                if (pf->fam == FAM_PROXY) {
-                    size_t bl = blk ? blk : rlen;
-                    for (size_t i = 0; i < bpr; i++) {
-                        size_t s = i * bl, m = rlen - s < bl ? rlen - s : bl;
-                        w->reps[k * bpr + i] = block_rep(w, xk + s, m, pf->finite_rep);
-                    }
-                }
+                if (pf->fam == FAM_PROXY) block_reps(w, xk, rlen, blk ? blk : rlen, pf->finite_rep, w->reps + k * bpr);
             }
         }
         if (pf->fam == FAM_PROXY && proxy_scales(w, nruns * bpr, e)) return -1;
@@ -1740,7 +1871,7 @@ static void worker_free(worker *w)
 {
     free(w->x); free(w->xt); free(w->q); free(w->codes); free(w->meta);
     free(w->reps); free(w->pcodes); free(w->pmeta); free(w->pS); free(w->pQ);
-    free(w->bcode); free(w->bscale); free(w->bse2); free(w->bnf); free(w->bam);
+    free(w->bcode); free(w->bslot); free(w->bscale); free(w->bse2); free(w->bnf); free(w->bam);
     free(w->hv.c); free(w->ha.c); free(w->hr.c); free(w->hu.c); free(w->hb.c); free(w->hs.c);
     free(w->kSf); free(w->kSE); free(w->kSM); free(w->kQb);
     free(w->wv); free(w->wa); free(w->wr); free(w->wu);
@@ -1763,6 +1894,7 @@ static int worker_alloc(worker *w, const plan *p, const prof *pf)
         !(w->pmeta = malloc(nb * mb)) || !(w->pS = malloc(nb * sizeof(float))) ||
         !(w->pQ = malloc(nb * sizeof(float))) || !(w->bcode = malloc(nb)) ||
         !(w->bscale = malloc(nb * sizeof(double))) || !(w->bse2 = malloc(nb * sizeof(double))) ||
+        !(w->bslot = malloc(nb * sizeof(uint32_t))) ||
         !(w->bnf = malloc(nb * sizeof(uint64_t))) || !(w->bam = malloc(nb * sizeof(float))))
         return -1;
     size_t nk = (ns > nb ? ns : nb) + 16;   /* a run's segments, padded for 16-lane loads */

@@ -30,7 +30,7 @@
 **     (at least the smallest float32 subnormal), absmax = the tensor's largest finite |x| (opts.absmax,
 **     or a reading pre-pass), 0/0 = 0.  rel_floor defaults to 1e-6.  max_rel_err is the largest of
 **     them; mean_rel_err their sum over n_finite, each lane summing in float32 within every chunk of
-**     512 run positions and in double across chunks (relative error below 2e-6).  max_abs_err is the
+**     1024 run positions and in double across chunks (relative error below 4e-6).  max_abs_err is the
 **     largest |fe|.
 **   - cosine = sum(x q) / (sqrt(sum x^2) sqrt(sum q^2)); NaN when either sum is 0.  sum x q and sum q^2
 **     are not summed apart: sum x q = sum x^2 + sum x e, sum q^2 = (sum x^2 + 2 sum x e) + sum e^2.

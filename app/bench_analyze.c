@@ -26,7 +26,7 @@ static int wr(void *c, uint64_t s, size_t n, const float *y, qs_err *e) { memcpy
 int qs_bench_analyze(qs_cli *cli, int quick, int json)
 {
     const uint64_t R = quick ? 1024 : 8192, C = quick ? 1024 : 8192, N = R * C;
-    const int REPS = quick ? 3 : 3;
+    const int REPS = quick ? 3 : 5;
     static const char *list = "fp8_e4m3,fp8_e5m2,bf16,hif8,mxfp8_e4m3,mxfp6_e2m3,mxfp4,nvfp4,hif4,int8:gran=row";
     float *x = malloc(N * 4), *y = malloc(N * 4);
     if (!x || !y) { free(x); free(y); return qs_cli_error(QS_EXIT_ERR, "out of memory (%llu values)", (unsigned long long)N); }
@@ -54,10 +54,11 @@ int qs_bench_analyze(qs_cli *cli, int quick, int json)
         free(x); free(y); json_decref(rows);
         return QS_EXIT_ERR;
     }
-    double t[8];
     for (int k = 0; k < na; k++) {
-        double best[3];
-        for (int mode = 0; mode < 3; mode++) {       /* fakeq only; analyze 1 thread; 2 threads */
+        /* each measurement REPS times in a row, best of them (on this VM an idle second core is slow
+        ** to come back: interleaving the one- and two-thread runs costs the latter up to a third) */
+        double best[3] = {INFINITY, INFINITY, INFINITY};
+        for (int mode = 0; mode < 3; mode++)             /* fakeq only; analyze 1 thread; 2 threads */
             for (int r = 0; r < REPS; r++) {
                 double t0 = qs_bench_now();
                 int rc;
@@ -68,12 +69,10 @@ int qs_bench_analyze(qs_cli *cli, int quick, int json)
                     rc = qs_analyze(&apps[k], R, C, rd, &m, 1, &ao, &an, &e);
                     if (!rc) qs_analysis_free(&an);
                 }
-                t[r] = qs_bench_now() - t0;
+                double t = qs_bench_now() - t0;
                 if (rc) { bad = 1; fprintf(stderr, "qscope: bench analyze: %s\n", e.msg); }
+                if (t < best[mode]) best[mode] = t;
             }
-            qsort(t, (size_t)REPS, sizeof *t, qs_bench_cmp);
-            best[mode] = t[0];
-        }
         char label[96];
         qs_quant_label(&apps[k], NULL, label, sizeof label);
         json_array_append_new(rows, json_pack("{s:s,s:f,s:f,s:f,s:f,s:f}", "format", label, "fakeq_melem_s", N / best[0] / 1e6,

@@ -809,3 +809,30 @@ const qs_format qs_formats_hifloat[] = {
     },
 };
 const size_t qs_formats_hifloat_n = sizeof qs_formats_hifloat / sizeof qs_formats_hifloat[0];
+
+/* HiF4 metadata of a run without its elements (the analysis engine takes q from fakeq): the
+** same bytes as hif4_encode's. */
+void qs_hif4_meta_run(const float *x, size_t n, uint8_t *meta)
+{
+    float pad[QS_HIF4_UNIT];
+    uint32_t v16[16];
+    double rmul[16];
+    float smul[16];
+    qs_hif4_meta m;
+    for (size_t u = 0; u * QS_HIF4_UNIT < n; u++) {
+        size_t i0 = u * QS_HIF4_UNIT, cnt = n - i0 < QS_HIF4_UNIT ? n - i0 : QS_HIF4_UNIT;
+        const float *v = x + i0;
+        if (cnt < QS_HIF4_UNIT) {
+            memset(pad, 0, sizeof pad);
+            memcpy(pad, v, cnt * sizeof *pad);
+            v = pad;
+        }
+        if (hif4_maxima(v, v16)) {
+            m.e6m2 = 0xFF;
+            m.e1_8 = 0;
+            m.e1_16 = 0;
+        } else
+            hif4_meta(v16, &m, rmul, smul);
+        qs_hif4_meta_store(&m, meta + u * QS_HIF4_META);
+    }
+}

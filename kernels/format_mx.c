@@ -737,8 +737,15 @@ int qs_mx_block_scales(const qs_format *f, const qs_qopts *o, const float *amax,
     const mx_elem *el = mx_elems[k];
     mx_run r;
     if (mx_setup(f, el, o, &r, e)) return -1;
+    const int fast = r.rule == QS_SCALE_FLOOR && !r.floor_log2f;   /* the OCP rule from the bits */
     for (size_t i = 0; i < n; i++) {
-        unsigned c = mx_scale_code(&r, f2u(amax[i]) & 0x7fffffffu);
+        uint32_t ab = f2u(amax[i]) & 0x7fffffffu;
+        unsigned c;
+        if (fast && ab >= 0x00800000u && ab < 0x7f800000u) {
+            int u = (int)(ab >> 23) - 127 - el->emax;   /* mx_scale_code's default case, inline */
+            c = (unsigned)((u < -127 ? -127 : u > 127 ? 127 : u) + 127);
+        } else
+            c = mx_scale_code(&r, ab);
         code[i] = (uint8_t)c;
         if (c == 0xFF) {   /* a NaN block: every element decodes to NaN */
             S[i] = Q[i] = NAN;
