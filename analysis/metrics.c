@@ -431,12 +431,13 @@ static inline int32_t raw_log4f(uint32_t b)
 ** window is counted directly.  The window is chosen per band from its first chunk and flushed into the
 ** counts at the end of the band: the counts are the same for any window, only the speed differs. */
 #define CH 1024   /* values per kernel chunk (a multiple of 512): the bin arrays stay in L1 */
-#define HS_NS 2
+#define HS_NS 4
 #define HS_PL 24
 typedef struct hwin {
     uint32_t pl[HS_NS][HS_PL][16] __attribute__((aligned(64)));
     int32_t base;
     int ns, set, top;        /* streams; window chosen; planes 0..top-1 may be non-zero */
+    int nsw;                 /* streams of the next log2 window (2, more after many misses) */
     uint32_t buf[HS_NS][16][16] __attribute__((aligned(64)));   /* carry words of weight 16, waiting */
     int nbuf;
     uint64_t words;          /* words per lane since the last flush */
@@ -786,8 +787,8 @@ static void hwin_choose(hwin *W, const int32_t *d, size_t k, int ulp)
         W->ns = lo >= -16 && hi < 16 ? 1 : 2;
         W->base = W->ns == 1 ? -16 : -32;
     } else {
-        W->ns = HS_NS;
-        W->base = hi + 8 - 32 * HS_NS + 1;
+        W->ns = W->nsw < 2 ? 2 : W->nsw;
+        W->base = hi + 8 - 32 * W->ns + 1;
     }
     W->set = 1;
 }
@@ -874,10 +875,10 @@ static inline __m512i hs_tree16_oh(const int32_t *d, __m512i sh, uint32_t (*st)[
 }
 /* Both streams of a two-stream window in one pass (one load of each d, two independent chains). */
 __attribute__((target("avx512f"), always_inline))
-static inline void hs_tree16_oh2(const int32_t *d, uint32_t (*st0)[16], uint32_t (*st1)[16], uint32_t *c0,
+static inline void hs_tree16_oh2(const int32_t *d, int s0, uint32_t (*st0)[16], uint32_t (*st1)[16], uint32_t *c0,
                                  uint32_t *c1)
 {
-    const __m512i one = _mm512_set1_epi32(1), sh = _mm512_set1_epi32(32);
+    const __m512i one = _mm512_set1_epi32(1), sh0 = _mm512_set1_epi32(32 * s0), sh = _mm512_set1_epi32(32 * s0 + 32);
     __m512i o0 = _mm512_load_si512(st0[0]), t0 = _mm512_load_si512(st0[1]);
     __m512i f0 = _mm512_load_si512(st0[2]), e0 = _mm512_load_si512(st0[3]);
     __m512i o1 = _mm512_load_si512(st1[0]), t1 = _mm512_load_si512(st1[1]);
@@ -886,7 +887,8 @@ static inline void hs_tree16_oh2(const int32_t *d, uint32_t (*st0)[16], uint32_t
 #define PAIR(t, ta, tb)                                                                                  \
     do {                                                                                                  \
         __m512i v_ = _mm512_loadu_si512(d + 16 * (t)), u_ = _mm512_loadu_si512(d + 16 * ((t) + 1));      \
-        CSA(ta##0, o0, o0, _mm512_sllv_epi32(one, v_), _mm512_sllv_epi32(one, u_));                         \
+        CSA(ta##0, o0, o0, _mm512_sllv_epi32(one, s0 ? _mm512_sub_epi32(v_, sh0) : v_),                     \
+            _mm512_sllv_epi32(one, s0 ? _mm512_sub_epi32(u_, sh0) : u_));                                   \
         CSA(ta##1, o1, o1, _mm512_sllv_epi32(one, _mm512_sub_epi32(v_, sh)),                                \
             _mm512_sllv_epi32(one, _mm512_sub_epi32(u_, sh)));                                              \
         (void)tb;                                                                                         \
@@ -955,13 +957,11 @@ static void hs_count(hwin *W, hacc *h, int32_t *d, size_t k, int ulp)
     const int ns = W->ns;
     size_t i = 0;
     for (; i + 256 <= k; i += 256) {
-        if (ns == 2)
-            hs_tree16_oh2(d + i, W->pl[0], W->pl[1], W->buf[0][W->nbuf], W->buf[1][W->nbuf]);
-        else
-            for (int s = 0; s < ns; s++) {
-                const __m512i sh = _mm512_set1_epi32(32 * s);
-                _mm512_store_si512(W->buf[s][W->nbuf], hs_tree16_oh(d + i, s ? sh : _mm512_setzero_si512(), W->pl[s]));
-            }
+        int s2 = 0;
+        for (; s2 + 1 < ns; s2 += 2)
+            hs_tree16_oh2(d + i, s2, W->pl[s2], W->pl[s2 + 1], W->buf[s2][W->nbuf], W->buf[s2 + 1][W->nbuf]);
+        if (s2 < ns)
+            _mm512_store_si512(W->buf[s2][W->nbuf], hs_tree16_oh(d + i, _mm512_set1_epi32(32 * s2), W->pl[s2]));
         if (++W->nbuf == 16) {   /* the second tree, every 4096 values */
             for (int s = 0; s < ns; s++) {
                 __m512i c16[16];
@@ -979,8 +979,13 @@ static void hs_count(hwin *W, hacc *h, int32_t *d, size_t k, int ulp)
     }
     for (; i < k; i++)
         if (d[i] != D_SENT) h_raw(h, d[i] + W->base, 1);
-    /* a window that misses more than 1 value in 16 is chosen again from the next chunk */
+    /* a window that misses more than 1 value in 16 is chosen again from the next chunk; a log2 window
+    ** that misses more than 1 in 128 of its first 64K values again, one stream wider */
     if (W->nout > W->words && W->words * 16 >= 4096) hwin_flush(W, h);
+    else if (!ulp && W->ns < HS_NS && W->nout * 8 > W->words && W->words * 16 >= 65536) {
+        W->nsw = W->ns + 1;
+        hwin_flush(W, h);
+    }
 }
 
 /* Floor(4 log2 v) + 508 from the bits of normal floats (16 lanes). */
@@ -1066,7 +1071,7 @@ static inline void groups_body(const int V, const kpar *P, const worker *w, cons
     }
     /* the current scale (vectors), refreshed when the segment changes (g = 4 or 8: per group);
     ** segment and block ends are counted down (no division in the loop) */
-    size_t cur = (size_t)-1, seg_end = 0, blk_end = bstats ? (p0 / B + 1) * B : 0;
+    size_t blk_end = bstats ? (p0 / B + 1) * B : 0;
     if (bstats && blk_end > m) blk_end = m;
     uint16_t fixm[CH / 16];
     __m512 Sv = _mm512_set1_ps(1.0f);
@@ -1079,33 +1084,36 @@ static inline void groups_body(const int V, const kpar *P, const worker *w, cons
     ** fl32(e) into fes[]; then the bins */
     float fes[CH];
     int anybad = 0;
-#define SEGMENT()                                                                                          \
-        size_t sg = g4 ? p >> 2 : g8 ? p >> 3 : cur;                                                       \
-        if (!(g4 || g8) && cur == (size_t)-1) {                                                            \
-            sg = g ? p / g : 0;                                                                            \
-            seg_end = g ? (sg + 1) * g : (size_t)-1;                                                       \
-        } else if (!(g4 || g8) && p >= seg_end) {   /* p advances by 16, g is a multiple of 16 */          \
-            sg = cur + 1;                                                                                  \
-            seg_end += g;                                                                                  \
-        }                                                                                                  \
-        if (g4 || g8) {                                                                                    \
+/* Segments: the element-scale vectors are set once per run of vectors inside one segment (the whole
+** chunk for g = 0; a vector for g = 4 or 8, whose lanes span several segments). */
+#define SEG_BEGIN                                                                                        \
+    for (size_t gi = 0, sg = g && !(g4 || g8) ? p0 / g : 0; gi < ng;) {                                  \
+        size_t gend, p_ = p0 + gi * 16;                                                                   \
+        if (g4 || g8) {                                                                                   \
+            sg = g4 ? p_ >> 2 : p_ >> 3;                                                                  \
+            gend = gi + 1;                                                                                \
             Sv = _mm512_permutexvar_ps(gidx, _mm512_loadu_ps(ks->Sf + sg));                                \
             __m512i SEv = _mm512_permutexvar_epi32(gidx, _mm512_loadu_si512(ks->SE + sg));                 \
             SMv = _mm512_permutexvar_epi32(gidx, _mm512_loadu_si512(ks->SM + sg));                         \
             qtop = _mm512_permutexvar_epi32(gidx, _mm512_loadu_si512(ks->Qb + sg));                        \
             c127 = _mm512_add_epi32(SEv, _mm512_set1_epi32(127));                                          \
             nSE = _mm512_cvtepi32_ps(_mm512_sub_epi32(zero, SEv));                                         \
-        } else if (sg != cur) {                                                                            \
+        } else {                                                                                          \
+            gend = g ? gi + ((sg + 1) * g - p_) / 16 : ng;                                                 \
+            if (gend > ng) gend = ng;                                                                     \
             Sv = _mm512_set1_ps(ks->Sf[sg]);                                                               \
             SMv = _mm512_set1_epi32((int)ks->SM[sg]);                                                      \
             qtop = _mm512_set1_epi32((int)ks->Qb[sg]);                                                     \
             c127 = _mm512_set1_epi32(127 + ks->SE[sg]);                                                    \
             nSE = _mm512_set1_ps((float)-ks->SE[sg]);                                                      \
-            cur = sg;                                                                                      \
-        }
-    for (size_t gi = 0; gi < ng; gi++) {
-        size_t i = gi * 16, p = p0 + i;
-        SEGMENT()
+        }                                                                                                 \
+        for (; gi < gend; gi++) {                                                                         \
+            size_t i = gi * 16, p = p0 + i;
+#define SEG_END                                                                                          \
+        }                                                                                                 \
+        if (g && !(g4 || g8)) sg++;                                                                       \
+    }
+    SEG_BEGIN
         __m512 xs = _mm512_loadu_ps(x + i), qs = _mm512_loadu_ps(q + i);
         __m512i xa = _mm512_and_si512(_mm512_castps_si512(xs), absm), qa = _mm512_and_si512(_mm512_castps_si512(qs), absm);
         __mmask16 xf = _mm512_cmplt_epu32_mask(xa, expm), qf = _mm512_cmplt_epu32_mask(qa, expm);
@@ -1165,11 +1173,9 @@ static inline void groups_body(const int V, const kpar *P, const worker *w, cons
                 _mm512_storeu_si512(vn + i, _mm512_mask_add_epi32(c, (__mmask16)~xf, c, one));
             }
         }
-    }
-    cur = (size_t)-1;
-    for (size_t gi = 0; gi < ng; gi++) {
-        size_t i = gi * 16, p = p0 + i;
-        SEGMENT()
+    SEG_END
+    SEG_BEGIN
+        (void)p;
         __m512i xa = _mm512_and_si512(_mm512_loadu_si512(x + i), absm);
         __m512 fe = _mm512_loadu_ps(fes + i);
         __m512i feb = _mm512_and_si512(_mm512_castps_si512(fe), absm);
@@ -1197,8 +1203,9 @@ static inline void groups_body(const int V, const kpar *P, const worker *w, cons
         WIN_STORE(bu + i, _mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC), binned, Wu);
         /* zero or subnormal input (value and ulp bins), subnormal error (abs bin): exact, after the loop */
         fixm[gi] = _mm512_mask_cmplt_epu32_mask(xin | binned, xa, fmin) | _mm512_mask_cmplt_epu32_mask(binned, feb, fmin);
-    }
-#undef SEGMENT
+    SEG_END
+#undef SEG_BEGIN
+#undef SEG_END
     if (anybad) {   /* infinite errors: the sums and maxima are +inf (the lane does not matter) */
         srl = _mm512_mask_mov_ps(srl, 1, _mm512_set1_ps(INFINITY));
         mae = _mm512_mask_mov_ps(mae, 1, _mm512_set1_ps(INFINITY));
