@@ -988,13 +988,15 @@ static void hs_count(hwin *W, hacc *h, int32_t *d, size_t k, int ulp)
     }
 }
 
-/* Floor(4 log2 v) + 508 from the bits of normal floats (16 lanes). */
+/* Floor(4 log2 v) + 508 from the bits of normal floats (16 lanes), without masks (which cost copies
+** and serialise the three steps): the quarter counts the edges TFj <= m, each the sign bit of
+** (TFj - 1) - m. */
 #define LOG4F(bits) ({                                                                                     \
         __m512i m_ = _mm512_and_si512(bits, mant23);                                                          \
         __m512i k_ = _mm512_and_si512(_mm512_srli_epi32(bits, 21), _mm512_set1_epi32(0x3fc));                 \
-        k_ = _mm512_mask_add_epi32(k_, _mm512_cmpge_epu32_mask(m_, tf1), k_, one);                            \
-        k_ = _mm512_mask_add_epi32(k_, _mm512_cmpge_epu32_mask(m_, tf2), k_, one);                            \
-        _mm512_mask_add_epi32(k_, _mm512_cmpge_epu32_mask(m_, tf3), k_, one); })
+        __m512i q_ = _mm512_add_epi32(_mm512_srli_epi32(_mm512_sub_epi32(tf1, m_), 31),                       \
+                                      _mm512_srli_epi32(_mm512_sub_epi32(tf2, m_), 31));                      \
+        _mm512_add_epi32(k_, _mm512_add_epi32(q_, _mm512_srli_epi32(_mm512_sub_epi32(tf3, m_), 31))); })
 
 /* Reduce 16 double lanes (lo: 0..7, hi: 8..15) in lanesum's order. */
 __attribute__((target("avx512f")))
@@ -1043,7 +1045,7 @@ static inline void groups_body(const int V, const kpar *P, const worker *w, cons
     hwin *Wv = w->wv, *Wa = w->wa, *Wr = w->wr, *Wu = w->wu;
     const __m512i absm = _mm512_set1_epi32(0x7fffffff), expm = _mm512_set1_epi32(0x7f800000);
     const __m512i mant23 = _mm512_set1_epi32(0x7fffff), one = _mm512_set1_epi32(1);
-    const __m512i tf1 = _mm512_set1_epi32((int)TF1), tf2 = _mm512_set1_epi32((int)TF2), tf3 = _mm512_set1_epi32((int)TF3);
+    const __m512i tf1 = _mm512_set1_epi32((int)TF1 - 1), tf2 = _mm512_set1_epi32((int)TF2 - 1), tf3 = _mm512_set1_epi32((int)TF3 - 1);
     const __m512i fmin = _mm512_set1_epi32(0x00800000), dsent = _mm512_set1_epi32(D_SENT), zero = _mm512_setzero_si512();
     const __m512 Ff = _mm512_set1_ps(P->Ff), lo64 = _mm512_set1_ps(-64.0f), hi64 = _mm512_set1_ps(64.0f);
     const __m512i elo = _mm512_set1_epi32(P->elo), ehi = _mm512_set1_epi32(P->ehi), cmb5 = _mm512_set1_epi32(P->mb + 5);
