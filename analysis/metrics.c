@@ -27,8 +27,8 @@
 ** element scale S and the saturation level Qtop from their scale rule (qs_mx_block_scales,
 ** qs_nvfp4_block_scales); int8/int4 encode one representative per block at block size 1 and decode
 ** the element codes "1.0" and "largest".  The tests check the codes against a full encode for every
-** scale rule and variant.  HiF4 and M2XFP scales depend on every element: HiF4 takes q from fakeq and
-** its metadata from qs_hif4_meta_run, M2XFP runs encode + decode (both bit-identical to fakeq, as
+** scale rule and variant.  HiF4 and M2XFP scales depend on every element: HiF4 takes q and the
+** metadata from qs_hif4_fakeq_meta_run, M2XFP runs encode + decode (both bit-identical to fakeq, as
 ** tested in tests/unit/test_format_*.c).
 **
 ** The per-value kernel (AVX-512, portable path elem() with the same bits) works on chunks of CH run
@@ -771,8 +771,7 @@ static void hwin_arm(hwin *W)
 
 #if MET_X86
 /* Choose the window of a histogram from a chunk's bins (raw = d + gbase): the highest bin present,
-** 2 binades of room above it (log2 histograms); ulp: the central 32 bins (|v| <= 1/2, every
-** correctly rounded value) or all 64. */
+** 2 binades of room above it (log2 histograms); ulp: the central 32 bins or all 64. */
 static void hwin_choose(hwin *W, const int32_t *d, size_t k, int ulp)
 {
     int32_t hi = INT32_MIN, lo = INT32_MAX;
@@ -783,9 +782,10 @@ static void hwin_choose(hwin *W, const int32_t *d, size_t k, int ulp)
             lo = r < lo ? r : lo;
         }
     if (hi == INT32_MIN) return;   /* nothing binned yet */
-    if (ulp) {
-        W->ns = lo >= -16 && hi < 16 ? 1 : 2;
+    if (ulp) {   /* [-1/2, 1/2) ulp holds every correctly rounded value but ties; all 64 bins when that misses */
+        W->ns = W->nsw > 1 ? 2 : 1;
         W->base = W->ns == 1 ? -16 : -32;
+        (void)lo;
     } else {
         W->ns = W->nsw < 2 ? 2 : W->nsw;
         W->base = hi + 8 - 32 * W->ns + 1;
@@ -982,7 +982,7 @@ static void hs_count(hwin *W, hacc *h, int32_t *d, size_t k, int ulp)
     /* a window that misses more than 1 value in 16 is chosen again from the next chunk; a log2 window
     ** that misses more than 1 in 128 of its first 64K values again, one stream wider */
     if (W->nout > W->words && W->words * 16 >= 4096) hwin_flush(W, h);
-    else if (!ulp && W->ns < HS_NS && W->nout * 8 > W->words && W->words * 16 >= 65536) {
+    else if (W->ns < (ulp ? 2 : HS_NS) && W->nout * 8 > W->words && W->words * 16 >= 65536) {
         W->nsw = W->ns + 1;
         hwin_flush(W, h);
     }
@@ -1504,9 +1504,10 @@ static int coded_run(worker *w, const float *x, size_t len, uint64_t index0, flo
     const qs_format *f = pf->f;
     qs_qopts o = pf->o;
     o.index0 += index0;
-    if (pf->fam == FAM_HIF4) {   /* fakeq (= decode(encode), tested) and the metadata alone */
-        if (f->fakeq(f, &o, x, len, q, e)) return -1;
-        qs_hif4_meta_run(x, len, w->meta);
+    if (pf->fam == FAM_HIF4) {   /* fakeq (= decode(encode), tested) with the metadata as encode's */
+        if (o.round != QS_RND_RNE && o.round != QS_RND_TA && o.round != QS_RND_DEFAULT)
+            return qs_fail(e, "format %s does not support rounding '%s'", f->name, qs_round_name(o.round));
+        qs_hif4_fakeq_meta_run(w->simd, x, len, q, w->meta, o.round == QS_RND_RNE);
     } else {
         float ts = 0;
         if (f->encode(f, &o, x, len, w->codes, w->meta, &ts, e)) return -1;

@@ -95,7 +95,8 @@
 ** making a NaN block).  MX and NVFP4 take code, S and the saturation level from the format's own scale
 ** rule (qs_mx_block_scales, qs_nvfp4_block_scales: what encode and decode give); int8/int4 run encode
 ** on one representative value per block (block size 1) and decode the codes "1.0" and "largest".
-** HiF4 and M2XFP run encode + decode instead of fakeq (bit-identical to it).
+** HiF4 takes q and its unit metadata from one pass (qs_hif4_fakeq_meta_run); M2XFP runs encode +
+** decode instead of fakeq (bit-identical to it).
 **
 ** Memory: per thread about 5 bands of ~1M values (input, transposed input, q, per-block arrays) and
 ** a window of 2 x threads band partials (with row/column sums when 2-D), plus O(nblocks + rows +

@@ -611,7 +611,7 @@ void qs_hif4_quant_unit(const float v[QS_HIF4_UNIT], int rne, qs_hif4_meta *m,
 ** shuffles every lane holds the maximum of its micro-group (V16), so the flags, the multiplier
 ** REC * 2^(2-d) and the decode scale E6M2 * 2^(d-2) are computed per lane, in double (exact, as
 ** in the scalar path), without leaving the vector registers.  Only the E6M2 choice is scalar. */
-__attribute__((target("avx2"))) static void hif4_unit_avx2(const float *v, int rne, float *y)
+__attribute__((target("avx2"))) static void hif4_unit_avx2(const float *v, int rne, float *y, qs_hif4_meta *m)
 {
     const __m256i absm = _mm256_set1_epi32(0x7fffffff);
     __m256i g[8], vm = _mm256_setzero_si256();
@@ -626,9 +626,11 @@ __attribute__((target("avx2"))) static void hif4_unit_avx2(const float *v, int r
     uint32_t vmax = (uint32_t)_mm256_cvtsi256_si32(vm);   /* NaN bits sort above Inf */
     if (vmax > F32_INF) {
         for (int i = 0; i < QS_HIF4_UNIT; i++) y[i] = u2f(F32_QNAN);
+        if (m) *m = (qs_hif4_meta){0xFF, 0, 0};
         return;
     }
     uint8_t c = hif4_scale(vmax);
+    unsigned e8 = 0, e16 = 0;   /* the flags, for the metadata (every lane of a group agrees) */
     double rec = qs_hif4_e6m2_rec(c), val = qs_hif4_e6m2_value(c);
     const __m256d vrec = _mm256_set1_pd(rec), two = _mm256_set1_pd(2.0), four = _mm256_set1_pd(4.0);
     const __m256d half = _mm256_set1_pd(0.5), dbl = _mm256_set1_pd(2.0);
@@ -641,6 +643,7 @@ __attribute__((target("avx2"))) static void hif4_unit_avx2(const float *v, int r
         /* E1_8: V8 * REC >= 4, i.e. either micro-group's V16 * REC >= 4 */
         __m256d f8 = _mm256_or_pd(_mm256_cmp_pd(p[0], four, _CMP_GE_OQ),
                                   _mm256_cmp_pd(p[1], four, _CMP_GE_OQ));
+        e8 |= (unsigned)(_mm256_movemask_pd(f8) & 1) << j;
         __m256d thr = _mm256_blendv_pd(two, four, f8);
         __m256d rf = _mm256_blendv_pd(r4, _mm256_mul_pd(r4, half), f8);
         __m256d sf = _mm256_blendv_pd(s4, _mm256_mul_pd(s4, dbl), f8);
@@ -649,6 +652,7 @@ __attribute__((target("avx2"))) static void hif4_unit_avx2(const float *v, int r
         __m128 out[2];
         for (int h = 0; h < 2; h++) {
             __m256d b = _mm256_cmp_pd(p[h], thr, _CMP_GE_OQ);          /* E1_16 */
+            e16 |= (unsigned)(_mm256_movemask_pd(b) & 1) << (2 * j + h);
             __m256d r = _mm256_blendv_pd(rf, _mm256_mul_pd(rf, half), b);
             __m256d s = _mm256_blendv_pd(sf, _mm256_mul_pd(sf, dbl), b);
             __m256d t = _mm256_cvtps_pd(h ? _mm256_extractf128_ps(ax, 1)
@@ -666,6 +670,7 @@ __attribute__((target("avx2"))) static void hif4_unit_avx2(const float *v, int r
             _mm256_andnot_si256(absm, x8));
         _mm256_storeu_si256((__m256i *)(y + 8 * j), _mm256_or_si256(_mm256_castps_si256(r8), neg));
     }
+    if (m) *m = (qs_hif4_meta){c, (uint8_t)e8, (uint16_t)e16};
 }
 #endif
 
@@ -729,6 +734,11 @@ static int hif4_decode(const qs_format *f, const qs_qopts *o, const uint32_t *co
 
 void qs_hif4_fakeq_run(int simd, const float *x, size_t n, float *y, int rne)
 {
+    qs_hif4_fakeq_meta_run(simd, x, n, y, NULL, rne);
+}
+
+void qs_hif4_fakeq_meta_run(int simd, const float *x, size_t n, float *y, uint8_t *meta, int rne)
+{
     int avx2 = avx2_ok(simd);
     float pad[QS_HIF4_UNIT], out[QS_HIF4_UNIT];
     qs_hif4_meta m;
@@ -743,11 +753,12 @@ void qs_hif4_fakeq_run(int simd, const float *x, size_t n, float *y, int rne)
             w = out;
         }
 #if HIF_X86
-        if (avx2) hif4_unit_avx2(v, rne, w);
+        if (avx2) hif4_unit_avx2(v, rne, w, &m);
         else
 #endif
             hif4_unit_scalar(v, rne, &m, NULL, w);
         if (w == out) memcpy(y + i0, out, cnt * sizeof *out);
+        if (meta) qs_hif4_meta_store(&m, meta + i0 / QS_HIF4_UNIT * QS_HIF4_META);
     }
     (void)avx2;
 }
@@ -810,29 +821,3 @@ const qs_format qs_formats_hifloat[] = {
 };
 const size_t qs_formats_hifloat_n = sizeof qs_formats_hifloat / sizeof qs_formats_hifloat[0];
 
-/* HiF4 metadata of a run without its elements (the analysis engine takes q from fakeq): the
-** same bytes as hif4_encode's. */
-void qs_hif4_meta_run(const float *x, size_t n, uint8_t *meta)
-{
-    float pad[QS_HIF4_UNIT];
-    uint32_t v16[16];
-    double rmul[16];
-    float smul[16];
-    qs_hif4_meta m;
-    for (size_t u = 0; u * QS_HIF4_UNIT < n; u++) {
-        size_t i0 = u * QS_HIF4_UNIT, cnt = n - i0 < QS_HIF4_UNIT ? n - i0 : QS_HIF4_UNIT;
-        const float *v = x + i0;
-        if (cnt < QS_HIF4_UNIT) {
-            memset(pad, 0, sizeof pad);
-            memcpy(pad, v, cnt * sizeof *pad);
-            v = pad;
-        }
-        if (hif4_maxima(v, v16)) {
-            m.e6m2 = 0xFF;
-            m.e1_8 = 0;
-            m.e1_16 = 0;
-        } else
-            hif4_meta(v16, &m, rmul, smul);
-        qs_hif4_meta_store(&m, meta + u * QS_HIF4_META);
-    }
-}

@@ -70,7 +70,7 @@ void qs_hif4_quant_unit(const float v[QS_HIF4_UNIT], int rne, qs_hif4_meta *m,
 /* Fake-quantize a run (units of 64, the last one zero-padded) with the path forced as above. */
 void qs_hif4_fakeq_run(int simd, const float *x, size_t n, float *y, int rne);
 
-/* The metadata of a run's units exactly as encode writes it, without quantizing the elements. */
-void qs_hif4_meta_run(const float *x, size_t n, uint8_t *meta);
+/* The same, and each unit's metadata as encode writes it (meta NULL: none). */
+void qs_hif4_fakeq_meta_run(int simd, const float *x, size_t n, float *y, uint8_t *meta, int rne);
 
 #endif
