@@ -1063,6 +1063,41 @@ static void test_hif4_properties(void **st)
     }
 }
 
+/* The analysis engine takes a HiF4 run's q and metadata from qs_hif4_fakeq_meta_run: the same
+** values as fakeq and the same bytes as encode, on both paths (NaN and Inf units, a partial unit). */
+static void test_hif4_fakeq_meta(void **st)
+{
+    (void)st;
+    const size_t n = 64 * 37 + 21;
+    float *x = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float)), *yf = malloc(n * sizeof(float));
+    uint32_t *codes = malloc(n * sizeof(uint32_t));
+    uint8_t me[38 * QS_HIF4_META], mf[38 * QS_HIF4_META];
+    uint64_t r = 12345;
+    for (size_t i = 0; i < n; i++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        double u = (double)(r >> 11) * 0x1p-53;
+        x[i] = (float)((u - 0.5) * ldexp(1.0, (int)(r % 40) - 20));
+    }
+    x[64 * 3 + 5] = NAN;
+    x[64 * 7 + 9] = -INFINITY;
+    for (int rne = 0; rne < 2; rne++) {
+        const qs_format *f = qs_format_find("hif4");
+        qs_qopts o;
+        memset(&o, 0, sizeof o);
+        o.round = rne ? QS_RND_RNE : QS_RND_TA;
+        qs_err e = {{0}};
+        assert_int_equal(f->encode(f, &o, x, n, codes, me, NULL, &e), 0);
+        assert_int_equal(f->fakeq(f, &o, x, n, yf, &e), 0);
+        for (int simd = 0; simd < 2; simd++) {
+            memset(mf, 0xAB, sizeof mf);
+            qs_hif4_fakeq_meta_run(simd ? qs_simd_level() : 0, x, n, y, mf, rne);
+            assert_memory_equal(mf, me, sizeof me);
+            assert_memory_equal(y, yf, n * sizeof(float));
+        }
+    }
+    free(x); free(y); free(yf); free(codes);
+}
+
 static void test_hif4_options(void **st)
 {
     const qs_format *f = fmt("hif4");
@@ -1173,6 +1208,7 @@ int main(void)
         cmocka_unit_test(test_hif4_reference_random),
         cmocka_unit_test(test_hif4_properties),
         cmocka_unit_test(test_hif4_options),
+        cmocka_unit_test(test_hif4_fakeq_meta),
         cmocka_unit_test(test_hif4_en_dtypes_e1m2),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
