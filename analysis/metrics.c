@@ -1042,6 +1042,7 @@ static inline void groups_body(const int V, const kpar *P, const worker *w, cons
 {
     const int bstats = V & GV_BST, rows = V & GV_ROWS, pow2 = V & GV_POW2, noval = V & GV_NOVAL, tap = V & GV_TAP;
     const int g4 = V & GV_G4, g8 = V & GV_G8;
+    const int wantbam = w->j->bk_absmax != NULL;   /* block maxima only for the per-block arrays */
     hwin *Wv = w->wv, *Wa = w->wa, *Wr = w->wr, *Wu = w->wu;
     const __m512i absm = _mm512_set1_epi32(0x7fffffff), expm = _mm512_set1_epi32(0x7f800000);
     const __m512i mant23 = _mm512_set1_epi32(0x7fffff), one = _mm512_set1_epi32(1);
@@ -1153,13 +1154,13 @@ static inline void groups_body(const int V, const kpar *P, const worker *w, cons
         if (bstats) {
             bsa = _mm512_add_pd(bsa, e2a);
             bsb = _mm512_add_pd(bsb, e2b);
-            bam = _mm512_max_ps(_mm512_castsi512_ps(_mm512_maskz_mov_epi32(xf, xa)), bam);
+            if (wantbam) bam = _mm512_max_ps(_mm512_castsi512_ps(_mm512_maskz_mov_epi32(xf, xa)), bam);
             if (p + 16 == blk_end) {   /* block end: lanesum's order */
                 size_t bi = p / B;
                 blk_end = blk_end + B < m ? blk_end + B : m;
                 ks->bse2[bi] = red16(bsa, bsb);
                 ks->bnf[bi] = bnf0 + nfin;
-                ks->bam[bi] = _mm512_reduce_max_ps(bam);
+                if (wantbam) ks->bam[bi] = _mm512_reduce_max_ps(bam);
                 bsa = bsb = _mm512_setzero_pd();
                 bnf0 = 0 - nfin;
                 bam = _mm512_setzero_ps();
@@ -1251,7 +1252,7 @@ static inline void groups_body(const int V, const kpar *P, const worker *w, cons
     if (bstats) {
         _mm512_storeu_pd(bsm->se2, bsa); _mm512_storeu_pd(bsm->se2 + 8, bsb);
         bsm->nf = bnf0 + nfin;
-        bsm->amax = _mm512_reduce_max_ps(bam);
+        if (wantbam) bsm->amax = _mm512_reduce_max_ps(bam);
     }
     if (rows) {
         _mm512_storeu_pd(rs->se2, rsa);
