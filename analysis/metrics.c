@@ -64,7 +64,7 @@
 #define MET_X86 0
 #endif
 
-#define BAND ((size_t)1 << 16)     /* elements per band: x and q of a band stay in L2; changing it changes bits */
+#define BAND ((size_t)1 << 17)     /* elements per band: x and q of a band stay in L2; changing it changes bits */
 #define LANES 16
 #define MAX_THREADS 64
 

@@ -174,7 +174,7 @@ typedef struct qs_analyze_opts {
 typedef int (*qs_an_read)(void *ctx, uint64_t start, size_t n, float *out, qs_err *e);
 
 /* Analyze a rows x cols tensor (C order) under the format and options of `a`.  rd is called with
-** whole bands of about 64K values (axis 0: at least one block-row of the tensor), from several
+** whole bands of about 128K values (axis 0: at least one block-row of the tensor), from several
 ** threads at once only when read_threadsafe
 ** (else serialised).  On failure (a read error: the reader's message for the lowest failing band;
 ** "cancelled"; invalid options as qs_format_apply reports them) returns -1 with *out zeroed. */

@@ -823,7 +823,7 @@ static void test_threads_identical(void **st)
 {
     (void)st;
     struct { const char *f; uint64_t rows, cols; int axis; qs_gran g; } c[] = {
-        {"fp8_e4m3", 2600, 1000, 1, QS_GRAN_BLOCK},   /* 40 row bands */
+        {"fp8_e4m3", 2600, 1000, 1, QS_GRAN_BLOCK},   /* 20 row bands */
         {"mxfp4", 2600, 1000, 1, QS_GRAN_BLOCK},
         {"mxfp4", 2600, 1000, 0, QS_GRAN_BLOCK},      /* column runs */
         {"nvfp4", 1, 2600000, 1, QS_GRAN_BLOCK},      /* 1-D: pieces of one row */
