@@ -111,6 +111,7 @@ typedef struct prof {
     qs_qopts o;              /* resolved: block, NVFP4 tensor scale */
     int fam;
     int byte_scale;          /* metadata starts with a one-byte scale code */
+    int mx;                  /* an MX format (scales from qs_mx_fakeq_scales) */
     int finite_rep;          /* int: block representative = largest finite |x| */
     int m2x_es;
     uint32_t code_one, code_top;
@@ -223,6 +224,7 @@ static int prof_init1(prof *p, const qs_apply *a, const qs_qopts *o, qs_err *e)
     if (!strcmp(fam, "mx") || !strcmp(fam, "nvfp4")) {
         p->fam = FAM_PROXY;
         p->byte_scale = 1;
+        p->mx = !strcmp(fam, "mx");
         if (!f->code_value) return qs_fail(e, "format %s: no code table", f->name);
         int one = -1, top = -1;
         float tv = 0;
@@ -1463,17 +1465,18 @@ static float finite_max(const float *x, size_t n)
     return u2f(m);
 }
 
-/* Proxy: scale code / decoded scale / saturation level of nb blocks from their representatives. */
-static int proxy_scales(worker *w, size_t nb, qs_err *e)
+/* Proxy: scale code / decoded scale / saturation level of nb blocks from their representatives (MX
+** with have: already given by qs_mx_fakeq_scales). */
+static int proxy_scales(worker *w, size_t nb, int have, qs_err *e)
 {
     const prof *pf = w->j->pf;
     const qs_format *f = pf->f;
     qs_qopts o = pf->o;
     o.block = 1;
     o.index0 = 0;
-    int mx = !strcmp(f->family, "mx"), nv = !strcmp(f->family, "nvfp4");
+    int mx = pf->mx, nv = !strcmp(f->family, "nvfp4");
     if (mx || nv) {   /* the scale rule directly (same codes and scales as encode + decode, tested) */
-        if (mx ? qs_mx_block_scales(f, &o, w->reps, nb, w->bcode, w->pS, w->pQ, e)
+        if (mx ? !have && qs_mx_block_scales(f, &o, w->reps, nb, w->bcode, w->pS, w->pQ, e)
                : qs_nvfp4_block_scales(f, &o, o.tensor_scale != 0 ? o.tensor_scale : finite_max(w->reps, nb), w->reps, nb,
                                        w->bcode, w->pS, w->pQ, e))
             return -1;
@@ -1704,11 +1707,16 @@ static int do_band(worker *w, uint64_t b, bpart *sl, qs_err *e)
             } else {
                 qs_qopts o = pf->o;
                 o.index0 += index0;
-                if (f->fakeq(f, &o, xk, rlen, qk, e)) return -1;
-                if (pf->fam == FAM_PROXY) block_reps(w, xk, rlen, blk ? blk : rlen, pf->finite_rep, w->reps + k * bpr);
+                if (pf->mx) {   /* the fake-quantizer hands out each block's scale */
+                    if (qs_mx_fakeq_scales(f, &o, xk, rlen, qk, w->bcode + k * bpr, w->pS + k * bpr, w->pQ + k * bpr, e))
+                        return -1;
+                } else {
+                    if (f->fakeq(f, &o, xk, rlen, qk, e)) return -1;
+                    if (pf->fam == FAM_PROXY) block_reps(w, xk, rlen, blk ? blk : rlen, pf->finite_rep, w->reps + k * bpr);
+                }
             }
         }
-        if (pf->fam == FAM_PROXY && proxy_scales(w, nruns * bpr, e)) return -1;
+        if (pf->fam == FAM_PROXY && proxy_scales(w, nruns * bpr, pf->mx, e)) return -1;
     }
     /* kernels.  Rows and columns (2-D): each run's total in lanes by position (rs), and the
     ** element-wise sums of the other axis (va/vn), both in the band partial. */
@@ -2110,7 +2118,7 @@ int qs_analyze(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read rd, v
         if (p.mode == PM_MEM_T) {
             if (f->fakeq(f, &o, j.X, (size_t)n, j.Y, e)) goto fail;
             w[0].reps[0] = block_rep(&w[0], j.X, (size_t)n, pf.finite_rep);
-            if (proxy_scales(&w[0], 1, e)) goto fail;
+            if (proxy_scales(&w[0], 1, 0, e)) goto fail;
             j.memS = w[0].pS[0];
             j.memQ = w[0].pQ[0];
         } else {
@@ -2129,7 +2137,7 @@ int qs_analyze(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read rd, v
             }
             free(cx);
             free(cy);
-            if (bad || proxy_scales(&w[0], (size_t)cols, e)) goto fail;
+            if (bad || proxy_scales(&w[0], (size_t)cols, 0, e)) goto fail;
             for (uint64_t c = 0; c < cols; c++) {
                 j.colS[c] = w[0].pS[c];
                 j.colQ[c] = w[0].pQ[c];

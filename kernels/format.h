@@ -134,6 +134,9 @@ size_t qs_format_nblocks(const qs_format *f, const qs_qopts *o, size_t n);
 ** them, without encoding the elements (the analysis engine's per-block scales). */
 int qs_mx_block_scales(const qs_format *f, const qs_qopts *o, const float *amax, size_t n, uint8_t *code, float *S,
                        float *Q, qs_err *e);
+/* MX fakeq that also gives each block's code, S and Q (as qs_mx_block_scales would from its maximum). */
+int qs_mx_fakeq_scales(const qs_format *f, const qs_qopts *o, const float *x, size_t n, float *y, uint8_t *code,
+                       float *S, float *Q, qs_err *e);
 /* NVFP4, likewise (UE4M3 code, element multiplier, 6 x it) under the FP32 tensor scale. */
 int qs_nvfp4_block_scales(const qs_format *f, const qs_qopts *o, float tensor_scale, const float *amax, size_t n,
                           uint8_t *code, float *S, float *Q, qs_err *e);

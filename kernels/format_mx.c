@@ -363,13 +363,14 @@ static inline float mx_rne(const mx_vk *k, float a)
     return fminf((v + M) - M, k->maxv);
 }
 
-static void mx_block_scalar(const mx_run *r, const mx_vk *k, const float *x, size_t i0, size_t len, float *y);
+static void mx_block_scalar(const mx_run *r, const mx_vk *k, const float *x, size_t i0, size_t len, float *y,
+                            uint8_t *code);
 
 #if MX_X86
 /* Blocks with NaN/Inf or to be flushed are handed to mx_block_scalar (these kernels run RNE only,
 ** so its SR index is never used); every other variant is in mx_scale_code or a pass in mx_fakeq. */
 __attribute__((target("avx2")))
-static void mx_blocks_avx2(const mx_run *r, const mx_vk *k, const float *x, size_t nblk, float *y)
+static void mx_blocks_avx2(const mx_run *r, const mx_vk *k, const float *x, size_t nblk, float *y, uint8_t *codes)
 {
     const size_t B = r->block;
     const __m256i absm = _mm256_set1_epi32(0x7fffffff), expm = _mm256_set1_epi32(0x7f800000);
@@ -385,10 +386,11 @@ static void mx_blocks_avx2(const mx_run *r, const mx_vk *k, const float *x, size
         h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0xb1));
         uint32_t ab = (uint32_t)_mm_cvtsi128_si32(h);
         if (ab >= 0x7f800000u || mx_flushes(r, ab)) {     /* rare blocks: the portable code */
-            mx_block_scalar(r, k, x, 0, B, y);
+            mx_block_scalar(r, k, x, 0, B, y, codes ? codes + b : NULL);
             continue;
         }
         unsigned c = mx_scale_code(r, ab);
+        if (codes) codes[b] = (uint8_t)c;
         const __m256 X = _mm256_set1_ps(scale_of(c)), inv = _mm256_set1_ps(inv_scale_of(c));
         for (size_t j = 0; j < B; j += 8) {
             __m256i xb = _mm256_loadu_si256((const __m256i *)(x + j));
@@ -407,7 +409,7 @@ static void mx_blocks_avx2(const mx_run *r, const mx_vk *k, const float *x, size
 }
 
 __attribute__((target("avx512f")))
-static void mx_blocks_avx512(const mx_run *r, const mx_vk *k, const float *x, size_t nblk, float *y)
+static void mx_blocks_avx512(const mx_run *r, const mx_vk *k, const float *x, size_t nblk, float *y, uint8_t *codes)
 {
     const size_t B = r->block;
     const __m512i absm = _mm512_set1_epi32(0x7fffffff), expm = _mm512_set1_epi32(0x7f800000);
@@ -420,10 +422,11 @@ static void mx_blocks_avx512(const mx_run *r, const mx_vk *k, const float *x, si
             m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_loadu_si512((const void *)(x + j)), absm));
         uint32_t ab = (uint32_t)_mm512_reduce_max_epu32(m);
         if (ab >= 0x7f800000u || mx_flushes(r, ab)) {     /* rare blocks: the portable code */
-            mx_block_scalar(r, k, x, 0, B, y);
+            mx_block_scalar(r, k, x, 0, B, y, codes ? codes + b : NULL);
             continue;
         }
         unsigned c = mx_scale_code(r, ab);
+        if (codes) codes[b] = (uint8_t)c;
         const __m512 X = _mm512_set1_ps(scale_of(c)), inv = _mm512_set1_ps(inv_scale_of(c));
         for (size_t j = 0; j < B; j += 16) {
             __m512i xb = _mm512_loadu_si512((const void *)(x + j));
@@ -444,11 +447,13 @@ static void mx_blocks_avx512(const mx_run *r, const mx_vk *k, const float *x, si
 
 /* fakeq of one block [i0, i0+len) on the portable path: RNE by the vector kernels' method in
 ** plain C (tested against qs_mf_encode through fakeq == decode(encode)), other modes qs_mf_round. */
-static void mx_block_scalar(const mx_run *r, const mx_vk *k, const float *x, size_t i0, size_t len, float *y)
+static void mx_block_scalar(const mx_run *r, const mx_vk *k, const float *x, size_t i0, size_t len, float *y,
+                            uint8_t *code)
 {
     const mx_elem *el = r->el;
     uint32_t ab = absmax_bits(x + i0, len);
     unsigned c = mx_scale_code(r, ab);
+    if (code) *code = (uint8_t)c;
     if (c == 0xFF) {
         for (size_t i = i0; i < i0 + len; i++) y[i] = NAN;
         return;
@@ -474,8 +479,9 @@ static void mx_block_scalar(const mx_run *r, const mx_vk *k, const float *x, siz
     }
 }
 
-static int mx_fakeq(const mx_elem *el, const qs_format *f, const qs_qopts *o, const float *x, size_t n,
-                    float *y, qs_err *e)
+/* fakeq, and each block's scale code when codes is not NULL (the analysis engine's). */
+static int mx_fakeq_codes(const mx_elem *el, const qs_format *f, const qs_qopts *o, const float *x, size_t n,
+                          float *y, uint8_t *codes, qs_err *e)
 {
     mx_run r;
     if (mx_setup(f, el, o, &r, e)) return -1;
@@ -487,19 +493,25 @@ static int mx_fakeq(const mx_elem *el, const qs_format *f, const qs_qopts *o, co
         int lvl = qs_simd_level();
         if (lvl >= QS_SIMD_AVX512 && r.block % 16 == 0) {
             done = n / r.block * r.block;
-            mx_blocks_avx512(&r, &k, x, n / r.block, y);
+            mx_blocks_avx512(&r, &k, x, n / r.block, y, codes);
         } else if (lvl >= QS_SIMD_AVX2 && r.block % 8 == 0) {
             done = n / r.block * r.block;
-            mx_blocks_avx2(&r, &k, x, n / r.block, y);
+            mx_blocks_avx2(&r, &k, x, n / r.block, y, codes);
         }
     }
 #endif
     for (size_t i0 = done; i0 < n; i0 += r.block)
-        mx_block_scalar(&r, &k, x, i0, n - i0 < r.block ? n - i0 : r.block, y);
+        mx_block_scalar(&r, &k, x, i0, n - i0 < r.block ? n - i0 : r.block, y, codes ? codes + i0 / r.block : NULL);
     if (r.zero_pos)                                       /* -0 -> +0, whatever the path */
         for (size_t i = 0; i < n; i++)
             if (f2u(y[i]) == 0x80000000u) y[i] = 0.0f;
     return 0;
+}
+
+static int mx_fakeq(const mx_elem *el, const qs_format *f, const qs_qopts *o, const float *x, size_t n,
+                    float *y, qs_err *e)
+{
+    return mx_fakeq_codes(el, f, o, x, n, y, NULL, e);
 }
 
 /* ---- vectorised encode (RNE elements) --------------------------------------------------------
@@ -754,6 +766,26 @@ int qs_mx_block_scales(const qs_format *f, const qs_qopts *o, const float *amax,
         float X = scale_of(c);
         S[i] = 1.0f * X;           /* decode of the element 1.0, as mx_decode multiplies */
         Q[i] = el->maxv * X;       /* decode of the largest element */
+    }
+    return 0;
+}
+
+int qs_mx_fakeq_scales(const qs_format *f, const qs_qopts *o, const float *x, size_t n, float *y, uint8_t *code,
+                       float *S, float *Q, qs_err *e)
+{
+    size_t k = (size_t)(f - qs_formats_mx);
+    if (f < qs_formats_mx || k >= qs_formats_mx_n) return qs_fail(e, "format %s is not an MX format", f->name);
+    const mx_elem *el = mx_elems[k];
+    if (mx_fakeq_codes(el, f, o, x, n, y, code, e)) return -1;
+    size_t B = o && o->block > 0 ? (size_t)o->block : (size_t)f->block, nb = (n + B - 1) / B;
+    for (size_t i = 0; i < nb; i++) {
+        if (code[i] == 0xFF) {
+            S[i] = Q[i] = NAN;
+            continue;
+        }
+        float X = scale_of(code[i]);
+        S[i] = 1.0f * X;
+        Q[i] = el->maxv * X;
     }
     return 0;
 }
