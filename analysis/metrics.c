@@ -1480,6 +1480,21 @@ static int proxy_scales(worker *w, size_t nb, int have, qs_err *e)
                : qs_nvfp4_block_scales(f, &o, o.tensor_scale != 0 ? o.tensor_scale : finite_max(w->reps, nb), w->reps, nb,
                                        w->bcode, w->pS, w->pQ, e))
             return -1;
+        if (mx) {   /* S = 2^(code - 127): its exponent is the code's (NaN block: S = 1, nothing clips) */
+            int se0 = w->se0;
+            for (size_t i = 0; i < nb; i++) {
+                unsigned c = w->bcode[i];
+                int nan = c == 0xFF;
+                w->bscale[i] = w->pS[i];
+                w->kSf[i] = nan ? 1.0f : w->pS[i];
+                w->kSE[i] = nan ? 0 : c == 0 ? -127 : (int32_t)c - 127;
+                w->kSM[i] = 0;
+                w->kQb[i] = san_Q(w->pQ[i]);
+                se0 &= w->kSE[i] == 0;
+            }
+            w->se0 = se0;
+            return 0;
+        }
         for (size_t i = 0; i < nb; i++) {
             w->bscale[i] = w->pS[i];
             seg_put(w, i, san_S(w->pS[i]), san_Q(w->pQ[i]));
