@@ -446,7 +446,7 @@ typedef struct hwin {
     uint64_t nout;           /* values counted outside the window since then */
     int32_t gbase;           /* the kernel's current chunk: bins stored relative to gbase, */
     uint32_t gwidth;         /* flagged in om (a bit per value) when >= gwidth (hwin_arm) */
-    uint16_t om[CH / 16 + 1];
+    uint16_t om[CH / 16 + 32];   /* + padding for the 32-mask loads */
 } hwin;
 #define D_SENT INT32_MAX     /* a window-relative bin: not binned (no one-hot: shifts >= 32 give 0) */
 
@@ -936,17 +936,20 @@ static void hs_count(hwin *W, hacc *h, int32_t *d, size_t k, int ulp)
                 if ((uint32_t)d[i] >= width) W->om[i / 16] |= (uint16_t)(1u << (i % 16));
             }
     }
-    /* count the bins outside the window directly (om: CH / 16 + 1 masks; most chunks have none) */
-    __m512i oa = _mm512_setzero_si512();
-    for (size_t g = 0; g < CH / 16; g += 32) oa = _mm512_or_si512(oa, _mm512_loadu_si512(W->om + g));
-    int anyout = W->om[CH / 16] != 0 || _mm512_test_epi16_mask(oa, oa) != 0;
-    for (size_t g = 0; anyout && g < ngr; g++)
-        for (unsigned o = W->om[g]; o; o &= o - 1) {
-            size_t i = g * 16 + (size_t)__builtin_ctz(o);
-            h_raw(h, d[i] + W->base, 1);
-            W->nout++;
-            d[i] = D_SENT;
+    /* count the bins outside the window directly: the groups with a flag, 32 masks at a time */
+    for (size_t g0 = 0; g0 < ngr; g0 += 32) {
+        __m512i om = _mm512_loadu_si512(W->om + g0);   /* om has CH / 16 + 1 entries, padded */
+        for (uint32_t nz = _mm512_test_epi16_mask(om, om); nz; nz &= nz - 1) {
+            size_t g = g0 + (size_t)__builtin_ctz(nz);
+            if (g >= ngr) break;
+            for (unsigned o = W->om[g]; o; o &= o - 1) {
+                size_t i = g * 16 + (size_t)__builtin_ctz(o);
+                h_raw(h, d[i] + W->base, 1);
+                W->nout++;
+                d[i] = D_SENT;
+            }
         }
+    }
     if (W->words > ((uint64_t)1 << (HS_PL - 2))) {   /* keep the counters below 2^HS_PL */
         int32_t base = W->base;
         int ns = W->ns;
