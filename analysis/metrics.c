@@ -391,7 +391,8 @@ enum { S_ZERO = 0, S_UNDER, S_OVER, S_NONF, NSLOT };
 
 /* The kernels bin in "raw" coordinates, shifted into a histogram's bins by its offset: log2
 ** histograms 4 * (biased float32 exponent) + the quarter, i.e. floor(4 log2 v) + 508 (a subnormal's
-** true logarithm, which is below 0); ulp floor(32 v), clamped to [-64, 64].  RAW_SENT: not binned by this histogram. */
+** true logarithm, which is below 0); ulp floor(32 v), clamped to [-64, 64].  RAW_SENT: not binned by
+** this histogram. */
 #define RAW_SENT INT32_MIN
 #define RAW_OFF_V (4 * -127 - 4 * HV_LO)   /* value, abs_err, block_err */
 #define RAW_OFF_R (4 * -127 - 4 * HR_LO)
@@ -429,9 +430,10 @@ static inline int32_t raw_log4f(uint32_t b)
 ** bit-sliced counters per stream of 32 bins: each value adds the one-hot word 1 << (raw - base - 32 s)
 ** in its lane; 16 words at a time go through a carry-save adder tree (Harley-Seal) into planes 0..3
 ** (weights 1, 2, 4, 8), whose carry-outs (weight 16) go 16 at a time through a second tree into
-** planes 4..7, whose carry-out ripples into planes 8.. (plane p has weight 2^p throughout).  A value outside the
-** window is counted directly.  The window is chosen per band from its first chunk and flushed into the
-** counts at the end of the band: the counts are the same for any window, only the speed differs. */
+** planes 4..7, whose carry-out ripples into planes 8.. (plane p has weight 2^p throughout).  A value
+** outside the window is counted directly.  Each worker chooses a window from the first values it
+** bins, widens or moves it when it misses too many (hs_count) and flushes it into the counts at the
+** end: the counts are the same for any window, only the speed differs. */
 #define CH 1024   /* values per kernel chunk (a multiple of 512): the bin arrays stay in L1 */
 #define HS_NS 4
 #define HS_PL 24
@@ -451,7 +453,6 @@ typedef struct hwin {
 #define D_SENT INT32_MAX     /* a window-relative bin: not binned (no one-hot: shifts >= 32 give 0) */
 
 /* ---- accumulators --------------------------------------------------------------------------- */
-
 
 /* Lane accumulators: lane L sums the values at run positions = L (mod LANES), each lane a sequential
 ** sum, combined at the end in a fixed order (lanesum).  Counts and maxima are order-independent. */
