@@ -46,7 +46,8 @@ all: $(BIN)
 deps:
 	@bash .ci/deps
 
-$(BUILD)/obj/%.o: %.c
+# VERSION is compiled in (results are cached under it): a new version rebuilds everything.
+$(BUILD)/obj/%.o: %.c VERSION
 	@mkdir -p $(dir $@)
 	@echo "CC $<"
 	@$(CC) $(CFLAGS) -c $< -o $@

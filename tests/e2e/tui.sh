@@ -26,7 +26,7 @@ mk lognormal --n 65536 --seed 6 --name demo:lognormal
 mk llm-act --shape 512x2048 --seed 7 --name demo:llm-act
 mk llm-act --shape 256x1536 --scale 0.5 --seed 8 --name demo:llm-act-ffn
 mk gaussian --n 1048576 --seed 9 --name demo:gaussian-1d
-sqlite3 "$QSCOPE_DB" <<'EOF'
+sed "s/@VERSION@/$(cat "$ROOT/VERSION")/g" <<'EOF' | sqlite3 "$QSCOPE_DB"
 INSERT INTO rl_run(id,name,label,source) VALUES (1,'bf16-vs-fp8','precision mismatch without training','sim'),(2,'fp8-ais','AIS-R correction','sim');
 WITH RECURSIVE s(step) AS (SELECT 0 UNION ALL SELECT step+1 FROM s WHERE step<39),
  q(seq) AS (SELECT 0 UNION ALL SELECT seq+1 FROM q WHERE seq<3),
@@ -36,11 +36,11 @@ INSERT INTO rl_token(run_id,step,seq,pos,token_id,lp_rollout,lp_train,mask)
    -1.0 - ((step*31+seq*17+pos*7)%100)/100.0 + (r.id*0.01 + step*0.0005*r.id) * (((step*13+seq*7+pos*3)%21)-10)/10.0, 1
  FROM s, q, p, (SELECT 1 AS id UNION SELECT 2) r;
 INSERT INTO result(tensor_hash,kind,format,options,tool_version,data) VALUES
- ('run:bf16-vs-fp8','trajectory','fp8','{"run":"bf16-vs-fp8","set":"mismatch"}','0.1.0','{"title":"bf16-vs-fp8: mismatch by method","xlabel":"training step","ylabel":"mean |dlogp|","series":[{"name":"TIS","x":[0,1,2,3,4,5],"y":[0.01,0.012,0.015,0.02,0.03,0.05]},{"name":"AIS-R","x":[0,1,2,3,4,5],"y":[0.01,0.011,0.011,0.012,0.012,0.013]}]}'),
- ('k:resq','resq','int4','{}','0.1.0','{"xlabel":"layer","ylabel":"relative error","series":[{"name":"no correction","x":[0,1,2,3],"y":[0.2,0.25,0.3,0.33]},{"name":"ResQ","x":[0,1,2,3],"y":[0.05,0.06,0.06,0.07]}]}'),
- ('k:attn','attn','fp8_e4m3','{}','0.1.0','{"ylabel":"max abs error","series":[{"name":"fp8","x":[128,256,512,1024],"y":[0.001,0.002,0.003,0.005]},{"name":"mxfp4","x":[128,256,512,1024],"y":[0.01,0.02,0.025,0.04]}]}'),
- ('k:msd','msd','mxfp4','{}','0.1.0','{"ylabel":"effective bits","series":[{"name":"mxfp4","x":[1,2,3,4],"y":[3.1,4.0,4.6,5.0]}]}'),
- ('k:bad','msd','broken','{}','0.1.0','{"nope":1}');
+ ('run:bf16-vs-fp8','trajectory','fp8','{"run":"bf16-vs-fp8","set":"mismatch"}','@VERSION@','{"title":"bf16-vs-fp8: mismatch by method","xlabel":"training step","ylabel":"mean |dlogp|","series":[{"name":"TIS","x":[0,1,2,3,4,5],"y":[0.01,0.012,0.015,0.02,0.03,0.05]},{"name":"AIS-R","x":[0,1,2,3,4,5],"y":[0.01,0.011,0.011,0.012,0.012,0.013]}]}'),
+ ('k:resq','resq','int4','{}','@VERSION@','{"xlabel":"layer","ylabel":"relative error","series":[{"name":"no correction","x":[0,1,2,3],"y":[0.2,0.25,0.3,0.33]},{"name":"ResQ","x":[0,1,2,3],"y":[0.05,0.06,0.06,0.07]}]}'),
+ ('k:attn','attn','fp8_e4m3','{}','@VERSION@','{"ylabel":"max abs error","series":[{"name":"fp8","x":[128,256,512,1024],"y":[0.001,0.002,0.003,0.005]},{"name":"mxfp4","x":[128,256,512,1024],"y":[0.01,0.02,0.025,0.04]}]}'),
+ ('k:msd','msd','mxfp4','{}','@VERSION@','{"ylabel":"effective bits","series":[{"name":"mxfp4","x":[1,2,3,4],"y":[3.1,4.0,4.6,5.0]}]}'),
+ ('k:bad','msd','broken','{}','@VERSION@','{"nope":1}');
 EOF
 
 COLS=100 ROWS=30
