@@ -917,10 +917,9 @@ static inline void hs_tree16_oh2(const int32_t *d, int s0, uint32_t (*st0)[16], 
 }
 #undef CSA
 
-/* Count a chunk's k bins d[] (relative to gbase, D_SENT: not binned).  If the chunk was flagged or
-** the window is new, the bins are first rebased to the window, those outside counted directly and
-** replaced by D_SENT; then 256 values at a time go through the adder trees, whole vectors by ripple,
-** the rest directly. */
+/* Count a chunk's k bins d[] (relative to gbase, D_SENT: not binned).  A new window rebases them;
+** the values flagged outside it (om) are counted directly and replaced by D_SENT; then 256 values at
+** a time go through the adder trees, whole vectors by ripple, the rest directly. */
 __attribute__((target("avx512f,avx512bw")))
 static void hs_count(hwin *W, hacc *h, int32_t *d, size_t k, int ulp)
 {
@@ -1036,11 +1035,11 @@ enum {
     } while (0)
 
 /* Groups of 16 values of a run chunk with AVX-512, run positions p0 + 16 g: lane L of the vectors is
-** lane L of the portable accumulators and every operation is elem()'s (max_ps(a, b) = a > b ? a : b as
-** elem writes it; floor by the conversion's rounding; no FMA: contraction is off), so the results are
-** bit-identical (GV_POW2 only skips the significand comparison of the binade).  Zero or subnormal inputs
-** and subnormal errors are binned by err_bins1 after the loop (rare); non-finite outputs take a rare
-** branch.  Bins are stored relative to the windows (WIN_STORE). */
+** lane L of the portable accumulators and every operation gives elem()'s bits (max_ps(a, b) = a > b ?
+** a : b as elem writes it; floor by the conversion's rounding; fused multiply-adds only where the
+** product is exact; division by a power of two as a scaling), so the results are bit-identical.
+** Zero or subnormal inputs and subnormal errors are binned by err_bins1 after the loop (rare);
+** non-finite outputs take a rare branch.  Bins are stored relative to the windows (WIN_STORE). */
 __attribute__((target("avx512f,avx512dq,avx512vl,fma"), always_inline))
 static inline void groups_body(const int V, const kpar *P, const worker *w, const kscale *ks, size_t m, const float *x,
                                const float *q, size_t p0, size_t ng, kl *a, bstat *bsm, int32_t *bv, int32_t *ba,
