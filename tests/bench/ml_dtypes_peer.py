@@ -1,10 +1,10 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Peer benchmark for `qscope bench formats`: ml_dtypes casts on the same input.
 
 Setup (this script installs nothing; ml_dtypes is not packaged in Debian 12):
 
-    pip install --target /tmp/pyref ml_dtypes numpy
-    PYTHONPATH=/tmp/pyref taskset -c 0 python3 tests/bench/ml_dtypes_peer.py [options]
+    pip install --target build/pyref ml_dtypes numpy
+    PYTHONPATH=build/pyref taskset -c 0 python3 tests/bench/ml_dtypes_peer.py [options]
 
 Options:
     --n N          number of float32 values (default 16777216, qscope's bench size)
