@@ -24,10 +24,10 @@
 ** Block scales without a full encode ("proxy"): for int8/int4, MX and NVFP4 the block scale is a
 ** function of the block's largest magnitude alone (int: largest finite |x|; MX/NVFP4: largest
 ** magnitude bits, NaN and Inf included, which make a NaN block).  MX and NVFP4 get the code, the
-** element scale S and the saturation level Qtop from their scale rule (qs_mx_block_scales,
-** qs_nvfp4_block_scales); int8/int4 encode one representative per block at block size 1 and decode
-** the element codes "1.0" and "largest".  The tests check the codes against a full encode for every
-** scale rule and variant.  HiF4 and M2XFP scales depend on every element: HiF4 takes q and the
+** element scale S and the saturation level Qtop from their scale rule (qs_mx_fakeq_scales, along
+** with the fake-quantization; qs_nvfp4_block_scales); int8/int4 encode one representative per block
+** at block size 1 and decode the element codes "1.0" and "largest".  The tests check the codes
+** against a full encode for every scale rule and variant.  HiF4 and M2XFP scales depend on every element: HiF4 takes q and the
 ** metadata from qs_hif4_fakeq_meta_run, M2XFP runs encode + decode (both bit-identical to fakeq, as
 ** tested in tests/unit/test_format_*.c).
 **
@@ -777,18 +777,13 @@ static void hwin_arm(hwin *W)
 ** 2 binades of room above it (log2 histograms); ulp: the central 32 bins or all 64. */
 static void hwin_choose(hwin *W, const int32_t *d, size_t k, int ulp)
 {
-    int32_t hi = INT32_MIN, lo = INT32_MAX;
+    int32_t hi = INT32_MIN;
     for (size_t i = 0; i < k; i++)
-        if (d[i] != D_SENT) {
-            int32_t r = d[i] + W->gbase;
-            hi = r > hi ? r : hi;
-            lo = r < lo ? r : lo;
-        }
+        if (d[i] != D_SENT && d[i] + W->gbase > hi) hi = d[i] + W->gbase;
     if (hi == INT32_MIN) return;   /* nothing binned yet */
     if (ulp) {   /* [-1/2, 1/2) ulp holds every correctly rounded value but ties; all 64 bins when that misses */
         W->ns = W->nsw > 1 ? 2 : 1;
         W->base = W->ns == 1 ? -16 : -32;
-        (void)lo;
     } else {
         W->ns = W->nsw < 2 ? 2 : W->nsw;
         W->base = hi + 8 - 32 * W->ns + 1;
@@ -845,37 +840,16 @@ static inline __m512i hs_tree16(const __m512i *wd, uint32_t (*st)[16])
     _mm512_store_si512(st[3], eights);
     return sixteens;
 }
-/* The same tree over the one-hot words 1 << (d[16 t + L] - sh), t = 0..15, made as it goes. */
+/* The same tree over the one-hot words 1 << (d[16 t + L] - sh), t = 0..15. */
 __attribute__((target("avx512f"), always_inline))
 static inline __m512i hs_tree16_oh(const int32_t *d, __m512i sh, uint32_t (*st)[16])
 {
     const __m512i one = _mm512_set1_epi32(1);
-#define OH(t) _mm512_sllv_epi32(one, _mm512_sub_epi32(_mm512_loadu_si512(d + 16 * (t)), sh))
-    __m512i ones = _mm512_load_si512(st[0]), twos = _mm512_load_si512(st[1]);
-    __m512i fours = _mm512_load_si512(st[2]), eights = _mm512_load_si512(st[3]);
-    __m512i twosA, twosB, foursA, foursB, eightsA, eightsB, sixteens;
-    CSA(twosA, ones, ones, OH(0), OH(1));
-    CSA(twosB, ones, ones, OH(2), OH(3));
-    CSA(foursA, twos, twos, twosA, twosB);
-    CSA(twosA, ones, ones, OH(4), OH(5));
-    CSA(twosB, ones, ones, OH(6), OH(7));
-    CSA(foursB, twos, twos, twosA, twosB);
-    CSA(eightsA, fours, fours, foursA, foursB);
-    CSA(twosA, ones, ones, OH(8), OH(9));
-    CSA(twosB, ones, ones, OH(10), OH(11));
-    CSA(foursA, twos, twos, twosA, twosB);
-    CSA(twosA, ones, ones, OH(12), OH(13));
-    CSA(twosB, ones, ones, OH(14), OH(15));
-    CSA(foursB, twos, twos, twosA, twosB);
-    CSA(eightsB, fours, fours, foursA, foursB);
-    CSA(sixteens, eights, eights, eightsA, eightsB);
-#undef OH
-    _mm512_store_si512(st[0], ones);
-    _mm512_store_si512(st[1], twos);
-    _mm512_store_si512(st[2], fours);
-    _mm512_store_si512(st[3], eights);
-    return sixteens;
+    __m512i wd[16];
+    for (int t = 0; t < 16; t++) wd[t] = _mm512_sllv_epi32(one, _mm512_sub_epi32(_mm512_loadu_si512(d + 16 * t), sh));
+    return hs_tree16(wd, st);
 }
+
 /* Both streams of a two-stream window in one pass (one load of each d, two independent chains). */
 __attribute__((target("avx512f"), always_inline))
 static inline void hs_tree16_oh2(const int32_t *d, int s0, uint32_t (*st0)[16], uint32_t (*st1)[16], uint32_t *c0,
@@ -1361,7 +1335,7 @@ static void kern_run(worker *w, const float *x, const float *q, size_t m, const 
         if (avx) {
 #if MET_X86
             /* the portable values' raw bins, relative to the windows like the kernel's */
-            for (int h = 0; h < 4; h++)
+            for (int h = P.novalue ? 1 : 0; h < 4; h++)
                 for (size_t t = i0; t < k; t++) {
                     int32_t r = bins[h][t];
                     if (r == RAW_SENT) bins[h][t] = D_SENT;
@@ -1468,9 +1442,9 @@ static float finite_max(const float *x, size_t n)
     return u2f(m);
 }
 
-/* Proxy: scale code / decoded scale / saturation level of nb blocks from their representatives (MX
-** with have: already given by qs_mx_fakeq_scales). */
-static int proxy_scales(worker *w, size_t nb, int have, qs_err *e)
+/* Proxy: scale code / decoded scale / saturation level of nb blocks from their representatives
+** (MX: already given by qs_mx_fakeq_scales with the band's fake-quantization). */
+static int proxy_scales(worker *w, size_t nb, qs_err *e)
 {
     const prof *pf = w->j->pf;
     const qs_format *f = pf->f;
@@ -1479,9 +1453,8 @@ static int proxy_scales(worker *w, size_t nb, int have, qs_err *e)
     o.index0 = 0;
     int mx = pf->mx, nv = !strcmp(f->family, "nvfp4");
     if (mx || nv) {   /* the scale rule directly (same codes and scales as encode + decode, tested) */
-        if (mx ? !have && qs_mx_block_scales(f, &o, w->reps, nb, w->bcode, w->pS, w->pQ, e)
-               : qs_nvfp4_block_scales(f, &o, o.tensor_scale != 0 ? o.tensor_scale : finite_max(w->reps, nb), w->reps, nb,
-                                       w->bcode, w->pS, w->pQ, e))
+        if (nv && qs_nvfp4_block_scales(f, &o, o.tensor_scale != 0 ? o.tensor_scale : finite_max(w->reps, nb), w->reps,
+                                        nb, w->bcode, w->pS, w->pQ, e))
             return -1;
         if (mx) {   /* S = 2^(code - 127): its exponent is the code's (NaN block: S = 1, nothing clips) */
             int se0 = w->se0;
@@ -1527,8 +1500,6 @@ static int coded_run(worker *w, const float *x, size_t len, uint64_t index0, flo
     qs_qopts o = pf->o;
     o.index0 += index0;
     if (pf->fam == FAM_HIF4) {   /* fakeq (= decode(encode), tested) with the metadata as encode's */
-        if (o.round != QS_RND_RNE && o.round != QS_RND_TA && o.round != QS_RND_DEFAULT)
-            return qs_fail(e, "format %s does not support rounding '%s'", f->name, qs_round_name(o.round));
         qs_hif4_fakeq_meta_run(w->simd, x, len, q, w->meta, o.round == QS_RND_RNE);
     } else {
         float ts = 0;
@@ -1734,7 +1705,7 @@ static int do_band(worker *w, uint64_t b, bpart *sl, qs_err *e)
                 }
             }
         }
-        if (pf->fam == FAM_PROXY && proxy_scales(w, nruns * bpr, pf->mx, e)) return -1;
+        if (pf->fam == FAM_PROXY && proxy_scales(w, nruns * bpr, e)) return -1;
     }
     /* kernels.  Rows and columns (2-D): each run's total in lanes by position (rs), and the
     ** element-wise sums of the other axis (va/vn), both in the band partial. */
@@ -2136,7 +2107,7 @@ int qs_analyze(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read rd, v
         if (p.mode == PM_MEM_T) {
             if (f->fakeq(f, &o, j.X, (size_t)n, j.Y, e)) goto fail;
             w[0].reps[0] = block_rep(&w[0], j.X, (size_t)n, pf.finite_rep);
-            if (proxy_scales(&w[0], 1, 0, e)) goto fail;
+            if (proxy_scales(&w[0], 1, e)) goto fail;
             j.memS = w[0].pS[0];
             j.memQ = w[0].pQ[0];
         } else {
@@ -2155,7 +2126,7 @@ int qs_analyze(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read rd, v
             }
             free(cx);
             free(cy);
-            if (bad || proxy_scales(&w[0], (size_t)cols, 0, e)) goto fail;
+            if (bad || proxy_scales(&w[0], (size_t)cols, e)) goto fail;
             for (uint64_t c = 0; c < cols; c++) {
                 j.colS[c] = w[0].pS[c];
                 j.colQ[c] = w[0].pQ[c];

@@ -85,16 +85,18 @@
 ** (0 if none); block_ratio = block_absmax / the decoded block scale (MX X, NVFP4 its element
 ** multiplier S, int the FP32 scale, HiF4 the E6M2 value, M2XFP X), NaN for a NaN block or a zero
 ** scale; block_rmse = sqrt(block sum_e2 / its finite inputs) with the conventions above (the block
-** sum in 16 lanes by run position, combined as the sums); block_scale_code: the first metadata byte.  The histograms
-** scale_code and block_err are computed without opts.blocks; the arrays only with it.
+** sum in 16 lanes by run position, combined as the sums); block_scale_code: the first metadata
+** byte.  The histograms scale_code and block_err are computed without opts.blocks; the arrays only
+** with it.
 ** row_rmse / col_rmse: when rows > 1 (a 1-D tensor is passed as one row: NULL), over the finite
 ** inputs of the row / column.
 **
 ** Block scales without a full encode: for int8/int4, MX and NVFP4 the block scale depends only on the
 ** block's largest magnitude (int: largest finite |x|; MX/NVFP4: largest magnitude bits, NaN/Inf
-** making a NaN block).  MX and NVFP4 take code, S and the saturation level from the format's own scale
-** rule (qs_mx_block_scales, qs_nvfp4_block_scales: what encode and decode give); int8/int4 run encode
-** on one representative value per block (block size 1) and decode the codes "1.0" and "largest".
+** making a NaN block).  MX and NVFP4 take code, S and the saturation level from the format's own
+** scale rule (qs_mx_fakeq_scales, along with q; qs_nvfp4_block_scales: what encode and decode give);
+** int8/int4 run encode on one representative value per block (block size 1) and decode the codes
+** "1.0" and "largest".
 ** HiF4 takes q and its unit metadata from one pass (qs_hif4_fakeq_meta_run); M2XFP runs encode +
 ** decode instead of fakeq (bit-identical to it).
 **

@@ -129,12 +129,8 @@ const qs_format *qs_format_find(const char *name);
 size_t qs_format_block(const qs_format *f, const qs_qopts *o);
 size_t qs_format_nblocks(const qs_format *f, const qs_qopts *o, size_t n);
 
-/* MX formats: the E8M0 code, the decoded element 1.0 (S) and the decoded largest element (Q) of n
-** blocks given each block's largest magnitude (Inf/NaN included), exactly as encode and decode give
-** them, without encoding the elements (the analysis engine's per-block scales). */
-int qs_mx_block_scales(const qs_format *f, const qs_qopts *o, const float *amax, size_t n, uint8_t *code, float *S,
-                       float *Q, qs_err *e);
-/* MX fakeq that also gives each block's code, S and Q (as qs_mx_block_scales would from its maximum). */
+/* MX fakeq (the same values as f->fakeq) that also gives each block's E8M0 code, the decoded element
+** 1.0 (S) and the decoded largest element (Q), as decode would: the analysis engine's block scales. */
 int qs_mx_fakeq_scales(const qs_format *f, const qs_qopts *o, const float *x, size_t n, float *y, uint8_t *code,
                        float *S, float *Q, qs_err *e);
 /* NVFP4, likewise (UE4M3 code, element multiplier, 6 x it) under the FP32 tensor scale. */

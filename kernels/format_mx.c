@@ -741,35 +741,6 @@ const size_t qs_formats_mx_n = sizeof qs_formats_mx / sizeof qs_formats_mx[0];
 
 static const mx_elem *const mx_elems[] = {&kE4M3, &kE5M2, &kE3M2, &kE2M3, &kE2M1, &kINT8};
 
-int qs_mx_block_scales(const qs_format *f, const qs_qopts *o, const float *amax, size_t n, uint8_t *code, float *S,
-                       float *Q, qs_err *e)
-{
-    size_t k = (size_t)(f - qs_formats_mx);
-    if (f < qs_formats_mx || k >= qs_formats_mx_n) return qs_fail(e, "format %s is not an MX format", f->name);
-    const mx_elem *el = mx_elems[k];
-    mx_run r;
-    if (mx_setup(f, el, o, &r, e)) return -1;
-    const int fast = r.rule == QS_SCALE_FLOOR && !r.floor_log2f;   /* the OCP rule from the bits */
-    for (size_t i = 0; i < n; i++) {
-        uint32_t ab = f2u(amax[i]) & 0x7fffffffu;
-        unsigned c;
-        if (fast && ab >= 0x00800000u && ab < 0x7f800000u) {
-            int u = (int)(ab >> 23) - 127 - el->emax;   /* mx_scale_code's default case, inline */
-            c = (unsigned)((u < -127 ? -127 : u > 127 ? 127 : u) + 127);
-        } else
-            c = mx_scale_code(&r, ab);
-        code[i] = (uint8_t)c;
-        if (c == 0xFF) {   /* a NaN block: every element decodes to NaN */
-            S[i] = Q[i] = NAN;
-            continue;
-        }
-        float X = scale_of(c);
-        S[i] = 1.0f * X;           /* decode of the element 1.0, as mx_decode multiplies */
-        Q[i] = el->maxv * X;       /* decode of the largest element */
-    }
-    return 0;
-}
-
 int qs_mx_fakeq_scales(const qs_format *f, const qs_qopts *o, const float *x, size_t n, float *y, uint8_t *code,
                        float *S, float *Q, qs_err *e)
 {
