@@ -524,6 +524,7 @@ typedef struct worker {
     hwin *wv, *wa, *wr, *wu;                  /* AVX-512 window counters */
     /* histograms */
     hacc hv, ha, hr, hu, hb, hs;
+    uint32_t *hb4, *hs4;     /* block_err and scale-code counts of the band, 4 interleaved copies */
     qs_err err;
     pthread_t th;
 } worker;
@@ -764,12 +765,14 @@ static void hwin_flush(hwin *W, hacc *h)
 }
 
 /* The window as the AVX-512 kernel reads it for the next chunk: bins are stored as d = raw - gbase,
-** and a binned value with d >= gwidth (unsigned) raises the chunk's flag (no window yet: all do). */
-static void hwin_arm(hwin *W)
+** and a binned value with d >= gwidth (unsigned) raises the chunk's flag (no window yet: all do).
+** The kernel assigns the flags of its groups; those from group g0 on (the portable tail) are
+** cleared here for the tail's |= (a memset of the whole array costs more than the rest). */
+static void hwin_arm(hwin *W, size_t g0, size_t ngr)
 {
     W->gbase = W->set ? W->base : 0;
     W->gwidth = W->set ? 32u * (uint32_t)W->ns : 0;
-    memset(W->om, 0, sizeof W->om);
+    for (size_t g = g0; g < ngr; g++) W->om[g] = 0;
 }
 
 #if MET_X86
@@ -1303,8 +1306,10 @@ static void kern_run(worker *w, const float *x, const float *q, size_t m, const 
     hacc *hh[4] = {&w->hv, &w->ha, &w->hr, &w->hu};
     for (size_t o = 0; o < m; o += CH) {
         size_t k = m - o < CH ? m - o : CH, i = 0;
-        if (avx)
-            for (int h = 0; h < 4; h++) hwin_arm(win[h]);
+        if (avx) {
+            size_t g0 = vec ? k / 16 : 0;
+            for (int h = 0; h < 4; h++) hwin_arm(win[h], g0, (k + 15) / 16);
+        }
 #if MET_X86
         if (vec && k >= 16) {
             size_t ng = k / 16;
@@ -1597,6 +1602,50 @@ static size_t block_rmse_avx512(double *se2, const uint64_t *nf, size_t n, uint3
 }
 #endif
 
+#if MET_X86
+__attribute__((target("avx512f")))
+static size_t add_f64_avx512(double *restrict d, const double *restrict s, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm512_storeu_pd(d + i, _mm512_add_pd(_mm512_loadu_pd(d + i), _mm512_loadu_pd(s + i)));
+    return i;
+}
+
+__attribute__((target("avx512f")))
+static size_t add_u32_avx512(uint32_t *restrict d, const uint32_t *restrict s, size_t n)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_si512(d + i, _mm512_add_epi32(_mm512_loadu_si512(d + i), _mm512_loadu_si512(s + i)));
+    return i;
+}
+#endif
+
+/* Count n slots (u32 or u8) into 4 interleaved tables of nb counters: neighbouring blocks often
+** share a slot, and one table would chain every increment on the previous store. */
+static void count4(uint32_t *c, size_t nb, const uint32_t *s32, const uint8_t *s8, size_t n)
+{
+    size_t i = 0;
+#define SL(t) (s32 ? s32[t] : s8[t])
+    for (; i + 4 <= n; i += 4) {
+        c[SL(i)]++;
+        c[nb + SL(i + 1)]++;
+        c[2 * nb + SL(i + 2)]++;
+        c[3 * nb + SL(i + 3)]++;
+    }
+    for (; i < n; i++) c[SL(i)]++;
+#undef SL
+}
+
+/* Fold the 4 tables into the histogram's counts (once per band: the tables cannot overflow). */
+static void fold4(uint64_t *h, uint32_t *c, size_t nb)
+{
+    for (size_t i = 0; i < nb; i++) {
+        h[i] += (uint64_t)c[i] + c[nb + i] + c[2 * nb + i] + c[3 * nb + i];
+        c[i] = c[nb + i] = c[2 * nb + i] = c[3 * nb + i] = 0;
+    }
+}
+
 static void band_blocks(worker *w, size_t k, const float *xk, const float *qk, size_t rlen, uint64_t r0, uint64_t c0,
                         size_t bpr, size_t spr, bstat *rs, double *va, uint32_t *vn)
 {
@@ -1630,9 +1679,8 @@ static void band_blocks(worker *w, size_t k, const float *xk, const float *qk, s
         w->bslot[i] = rmse_slot(rmse);
     }
     const uint8_t *bcode = w->bcode + k * bpr;
-    for (i = 0; i < bpr; i++) w->hb.c[w->bslot[i]]++;
-    if (pf->byte_scale)
-        for (i = 0; i < bpr; i++) w->hs.c[bcode[i]]++;
+    count4(w->hb4, (size_t)w->hb.n + NSLOT, w->bslot, NULL, bpr);
+    if (pf->byte_scale) count4(w->hs4, 256, NULL, bcode, bpr);
     if (j->bk_absmax)
         for (i = 0; i < bpr; i++) {
             double bsc = w->bscale[k * bpr + i];
@@ -1743,6 +1791,10 @@ static int do_band(worker *w, uint64_t b, bpart *sl, qs_err *e)
             rn[k] = (uint32_t)rs->nf;
         }
     }
+    if (p->blockstats) {
+        fold4(w->hb.c, w->hb4, (size_t)w->hb.n + NSLOT);
+        if (pf->byte_scale) fold4(w->hs.c, w->hs4, 256);
+    }
     if (acc2)   /* the kernels counted non-finite inputs per position of the other axis */
         for (size_t i = 0; i < rlen; i++) vn[i] = (uint32_t)nruns - vn[i];
 
@@ -1768,6 +1820,26 @@ static int do_band(worker *w, uint64_t b, bpart *sl, qs_err *e)
     return 0;
 }
 
+/* d[i] += s[i]: element-wise, so any vector width gives the same bits (a band's column sums hold
+** one double per column: the scalar loop showed in profiles of wide tensors). */
+static void add_f64(double *restrict d, const double *restrict s, size_t n)
+{
+    size_t i = 0;
+#if MET_X86
+    if (qs_simd_level() >= QS_SIMD_AVX512) i = add_f64_avx512(d, s, n);
+#endif
+    for (; i < n; i++) d[i] += s[i];
+}
+
+static void add_u32(uint32_t *restrict d, const uint32_t *restrict s, size_t n)
+{
+    size_t i = 0;
+#if MET_X86
+    if (qs_simd_level() >= QS_SIMD_AVX512) i = add_u32_avx512(d, s, n);
+#endif
+    for (; i < n; i++) d[i] += s[i];
+}
+
 /* Merge one band partial into the totals (called in band order, under the mutex). */
 static void merge_part(job *j, const bpart *s)
 {
@@ -1785,14 +1857,10 @@ static void merge_part(job *j, const bpart *s)
     t->nnonf += s->nnonf;
     t->nelem += s->nelem;
     if (j->p->colacc) {
-        for (size_t i = 0; i < s->nr; i++) {
-            j->row_se2[s->r0 + i] += s->row_se2[i];
-            j->row_nf[s->r0 + i] += s->row_nf[i];
-        }
-        for (size_t i = 0; i < s->nc; i++) {
-            j->col_se2[s->c0 + i] += s->col_se2[i];
-            j->col_nf[s->c0 + i] += s->col_nf[i];
-        }
+        add_f64(j->row_se2 + s->r0, s->row_se2, s->nr);
+        add_u32(j->row_nf + s->r0, s->row_nf, s->nr);
+        add_f64(j->col_se2 + s->c0, s->col_se2, s->nc);
+        add_u32(j->col_nf + s->c0, s->col_nf, s->nc);
     }
 }
 
@@ -1881,7 +1949,7 @@ static void worker_free(worker *w)
     free(w->reps); free(w->pcodes); free(w->pmeta); free(w->pS); free(w->pQ);
     free(w->bcode); free(w->bslot); free(w->bscale); free(w->bse2); free(w->bnf); free(w->bam);
     free(w->hv.c); free(w->ha.c); free(w->hr.c); free(w->hu.c); free(w->hb.c); free(w->hs.c);
-    free(w->kSf); free(w->kSE); free(w->kSM); free(w->kQb);
+    free(w->kSf); free(w->kSE); free(w->kSM); free(w->kQb); free(w->hb4); free(w->hs4);
     free(w->wv); free(w->wa); free(w->wr); free(w->wu);
 }
 
@@ -1917,6 +1985,8 @@ static int worker_alloc(worker *w, const plan *p, const prof *pf)
         h[k]->off = off[k];
         if (!(h[k]->c = calloc((size_t)n[k] + NSLOT, sizeof(uint64_t)))) return -1;
     }
+    if (!(w->hb4 = calloc(4 * ((size_t)HV_N + NSLOT), sizeof(uint32_t))) || !(w->hs4 = calloc(4 * 256, sizeof(uint32_t))))
+        return -1;
     hwin **hw[4] = {&w->wv, &w->wa, &w->wr, &w->wu};
     for (int k = 0; k < 4; k++) {
         void *m = NULL;
