@@ -634,11 +634,11 @@ static inline __attribute__((always_inline)) void elem(const kpar *P, float xv, 
     uint32_t xa = f2u(xv) & 0x7fffffffu, qa = f2u(qv) & 0x7fffffffu;
     int xf = xa < 0x7f800000u, qf = qa < 0x7f800000u;
     int ok = xf & qf, bad = xf & (qf ^ 1);
-    double xd = ok ? (double)xv : 0.0, qd = ok ? (double)qv : 0.0;
-    double ev = qd - xd;
+    double xd = ok ? (double)xv : 0.0;
+    float fe = ok ? qv - xv : 0.0f, fae = fabsf(fe);   /* e = fl32(q - x), exact unless |q| and |x| differ 2x */
+    double ev = fe;
     double e2 = ev * ev;
     double e2b = bad ? INFINITY : e2;
-    float fe = (float)ev, fae = fabsf(fe);
     float ax = u2f(xf ? xa : 0);
     float den = ax > P->Ff ? ax : P->Ff;
     float relf = fae / den;
@@ -1105,11 +1105,10 @@ static inline void groups_body(const int V, const kpar *P, const worker *w, cons
         __mmask16 ok = xf & qf, bad = xf & (__mmask16)~qf;
         __m512d xda = _mm512_maskz_cvtps_pd((__mmask8)ok, _mm512_castps512_ps256(xs));
         __m512d xdb = _mm512_maskz_cvtps_pd((__mmask8)(ok >> 8), _mm512_extractf32x8_ps(xs, 1));
-        __m512d qda = _mm512_maskz_cvtps_pd((__mmask8)ok, _mm512_castps512_ps256(qs));
-        __m512d qdb = _mm512_maskz_cvtps_pd((__mmask8)(ok >> 8), _mm512_extractf32x8_ps(qs, 1));
-        __m512d eva = _mm512_sub_pd(qda, xda), evb = _mm512_sub_pd(qdb, xdb);
+        __m512 fe_ = _mm512_maskz_sub_ps(ok, qs, xs);
+        __m512d eva = _mm512_cvtps_pd(_mm512_castps512_ps256(fe_)), evb = _mm512_cvtps_pd(_mm512_extractf32x8_ps(fe_, 1));
         __m512d e2a = _mm512_mul_pd(eva, eva), e2b = _mm512_mul_pd(evb, evb);
-        _mm512_storeu_ps(fes + i, _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(eva)), _mm512_cvtpd_ps(evb), 1));
+        _mm512_storeu_ps(fes + i, fe_);
         if (bad) {   /* a finite input turned NaN/Inf: infinite error */
             const __m512d inf = _mm512_set1_pd(INFINITY);
             e2a = _mm512_mask_mov_pd(e2a, (__mmask8)bad, inf);
@@ -1206,7 +1205,7 @@ static inline void groups_body(const int V, const kpar *P, const worker *w, cons
                 Wv->om[gi] |= (uint16_t)(((uint32_t)bv[i] >= Wv->gwidth) << (i % 16));
             }
             if (ba[i] != D_SENT) {
-                float fel = (float)((double)q[i] - (double)x[i]);
+                float fel = q[i] - x[i];
                 kpar Pl = *P;
                 Pl.Sf = ks->Sf[sg];
                 Pl.SE = ks->SE[sg];
@@ -1645,6 +1644,14 @@ static size_t add_f64_avx512(double *restrict d, const double *restrict s, size_
 }
 
 __attribute__((target("avx512f")))
+static size_t rsub_u32_avx512(uint32_t *d, uint32_t a, size_t n)   /* d[i] = a - d[i] */
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_si512(d + i, _mm512_sub_epi32(_mm512_set1_epi32((int)a), _mm512_loadu_si512(d + i)));
+    return i;
+}
+
+__attribute__((target("avx512f")))
 static size_t add_u32_avx512(uint32_t *restrict d, const uint32_t *restrict s, size_t n)
 {
     size_t i = 0;
@@ -1828,8 +1835,13 @@ static int do_band(worker *w, uint64_t b, bpart *sl, qs_err *e)
         fold4(w->hb.c, w->hb4, (size_t)w->hb.n + NSLOT);
         if (pf->byte_scale) fold4(w->hs.c, w->hs4, 256);
     }
-    if (acc2)   /* the kernels counted non-finite inputs per position of the other axis */
-        for (size_t i = 0; i < rlen; i++) vn[i] = (uint32_t)nruns - vn[i];
+    if (acc2) {   /* the kernels counted non-finite inputs per position of the other axis */
+        size_t i = 0;
+#if MET_X86
+        if (w->simd >= QS_SIMD_AVX512) i = rsub_u32_avx512(vn, (uint32_t)nruns, rlen);
+#endif
+        for (; i < rlen; i++) vn[i] = (uint32_t)nruns - vn[i];
+    }
 
     /* band partial */
     const kl *A = &w->acc;

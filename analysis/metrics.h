@@ -16,7 +16,9 @@
 ** Definitions (implementation: analysis/metrics.c; tests: tests/unit/test_metrics.c).
 **
 ** Values.  x is the input (float32), q its fake-quantization exactly as qs_format_apply computes it
-** (same runs, blocks, SR counters, NVFP4 tensor scale), e = q - x computed in double.  The metrics are
+** (same runs, blocks, SR counters, NVFP4 tensor scale), e = fl32(q - x), the float32 difference: exact
+** whenever |q| lies within a factor 2 of |x| (Sterbenz), which round-to-nearest guarantees for every
+** value that is not clipped; else rounded once (relative 2^-24 of that error).  The metrics are
 ** over the n_finite finite inputs; NaN/Inf inputs are only counted (value histogram, n - n_finite).
 **   - A finite input whose q is NaN or Inf (overflow of a non-saturating cast, a NaN/Inf block, E8M0
 **     of a negative) has an infinite error: sum_e2, mse, rmse, max_abs_err, max_rel_err, mean_rel_err
@@ -26,12 +28,12 @@
 **   - sqnr_db = 10 log10(sum_x2 / sum_e2): +inf when sum_e2 == 0 (exact, the all-zero tensor
 **     included), -inf when sum_x2 == 0 < sum_e2.  eff_bits_energy = -1/2 log2(sum_e2 / sum_x2) and
 **     eff_bits_sqnr = (sqnr_db - 1.76) / 6.02 are +inf when exact.  mse = sum_e2 / n_finite.
-**   - Relative error, in float32: fl32(|fe| / max(|x|, F)), fe = fl32(e), F = fl32(rel_floor * absmax)
+**   - Relative error, in float32: fl32(|e| / max(|x|, F)), F = fl32(rel_floor * absmax)
 **     (at least the smallest float32 subnormal), absmax = the tensor's largest finite |x| (opts.absmax,
 **     or a reading pre-pass), 0/0 = 0.  rel_floor defaults to 1e-6.  max_rel_err is the largest of
 **     them; mean_rel_err their sum over n_finite, each lane summing in float32 within every chunk of
 **     1024 run positions and in double across chunks (relative error below 4e-6).  max_abs_err is the
-**     largest |fe|.
+**     largest |e|.
 **   - cosine = sum(x q) / (sqrt(sum x^2) sqrt(sum q^2)); NaN when either sum is 0.  sum x q and sum q^2
 **     are not summed apart: sum x q = sum x^2 + sum x e, sum q^2 = (sum x^2 + 2 sum x e) + sum e^2.
 **   - underflow_frac: non-zero finite x with q = +-0, over n_finite.
@@ -44,7 +46,7 @@
 **     values are underflows).  NaN/Inf inputs never count.
 **   - bits_per_elem = elem_bits + meta_bits * nblocks / n (partial blocks are blocks; int8/int4 with one
 **     scale per row/column/tensor: 32 bits per scale), + 32 / n for NVFP4's FP32 tensor scale.
-**   - Sums are double (x^2, e^2 and x e are exact in double).  Within a run, lane L (0..15) sums the
+**   - Sums are double (x^2, e^2 and x e of float32 x and e are exact in double).  Within a run, lane L (0..15) sums the
 **     values at run positions = L mod 16, each lane sequentially; lanes are combined as t_L = l_L +
 **     l_(L+8), then ((t0+t1)+(t2+t3))+((t4+t5)+(t6+t7)), per band, and bands in band order.  Band
 **     boundaries depend only on shape and format, so results are bit-identical for any thread count
@@ -58,15 +60,14 @@
 **   2^(e8m0 - 127), the element's minifloat grid (MXINT8 step 1/64); NVFP4 S = the value element 1.0
 **   decodes to (fl32(fl32(s amax) / 2688) for TE, pts * s for torchao), E2M1 grid; HiF4 S = E6M2 *
 **   2^(group + micro-group flags), step 1/4; M2XFP S = X (em) or X (1 + m/4) (es), E2M1 grid.  The ulp
-**   error is v = fl32(fl32(fe / S) / spacing), signed, in float32 arithmetic (every spacing is a power
+**   error is v = fl32(fl32(e / S) / spacing), signed, in float32 arithmetic (every spacing is a power
 **   of two, so the second step only scales).  S = 0 (underflowed NVFP4 block): +-inf ulps.
 **
 ** Histograms (qs_hist; "zero", "under", "over", "nonfinite" are outside the bins; the total of a
 ** histogram is sum(counts) + zero + under + over + nonfinite):
 **   value      kind 0: bins of floor(4 log2 |x|) (exact: the edges 2^(k/4) are compared exactly),
 **              lo -160, hi 130, 1160 bins; zero: x = +-0; nonfinite: NaN/Inf.  Total n.
-**   abs_err    kind 0, log2 |fe|, same bins (exact bit arithmetic; the rounding to float32 moves a
-**              value across an edge only within 2^-24 of it); over the finite inputs: zero e == 0,
+**   abs_err    kind 0, log2 |e|, same bins (exact bit arithmetic); over the finite inputs: zero e == 0,
 **              nonfinite q NaN/Inf.  Total n_finite.
 **   rel_err    kind 0, log2 of the (float32) relative error, lo -80, hi 16, 384 bins; as abs_err (a
 **              relative error that underflowed to 0 is under).

@@ -424,7 +424,7 @@ static void ref_analyze(const qs_apply *a, uint64_t rows, uint64_t cols, const f
                     continue;
                 }
                 R->nunder += xf != 0 && qf == 0;
-                double ev = qd - xd, ae = fabs(ev);
+                double ev = (float)(qf - xf), ae = fabs(ev);   /* e = fl32(q - x) (metrics.h) */
                 R->sx2 += xd * xd;
                 R->se2 += ev * ev;
                 R->se += ev;
