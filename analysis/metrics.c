@@ -643,7 +643,7 @@ static inline __attribute__((always_inline)) void elem(const kpar *P, float xv, 
     float den = ax > P->Ff ? ax : P->Ff;
     float relf = fae / den;
     a->sx2[L] += xd * xd;
-    a->se2[L] += e2b;
+    if (!bs && !rs) a->se2[L] += e2b;   /* else summed by block, then by run (block_flush, kern_run) */
     a->se[L] += ev;
     a->sxe[L] += xd * ev;
     a->srelf[L] += bad ? INFINITY : relf;
@@ -661,7 +661,7 @@ static inline __attribute__((always_inline)) void elem(const kpar *P, float xv, 
     }
     if (rs) {   /* the run's total and the element-wise sums of the other axis (e2b = 0 for NaN/Inf x);
                 ** vn counts the non-finite inputs (do_band turns them into finite counts) */
-        rs->se2[L] += e2b;
+        if (!bs) rs->se2[L] += e2b;
         va[0] += e2b;
         vn[0] += (uint32_t)(xf ^ 1);
     }
@@ -730,9 +730,10 @@ static void set_scale(kpar *P, const kscale *ks, size_t sg)
     P->qtop = ks->Qb[sg];
 }
 
-static void block_flush(bstat *b, const kscale *ks, size_t bi)
+static void block_flush(bstat *b, const kscale *ks, size_t bi, double *up)
 {
     ks->bse2[bi] = lanesum(b->se2);
+    for (int L = 0; L < LANES; L++) up[L] += b->se2[L];   /* into the run's (or the band's) lanes */
     ks->bnf[bi] = b->nf;
     ks->bam[bi] = b->amax;
     memset(b, 0, sizeof *b);
@@ -791,6 +792,33 @@ static void hwin_choose(hwin *W, const int32_t *d, size_t k, int ulp)
         W->ns = W->nsw < 2 ? 2 : W->nsw;
         W->base = hi + 8 - 32 * W->ns + 1;
     }
+    W->set = 1;
+}
+
+/* Place a log2 window from the histogram counted so far (a first chunk can mislead: an outlier's
+** block): the placement of 2 streams holding most of it, the highest such; one stream more while
+** the best still misses more than 1 in 128. */
+static void hwin_place(hwin *W, const hacc *h)
+{
+    uint64_t tot = 0;
+    for (int i = 0; i < h->n + NSLOT; i++) tot += h->c[i];
+    for (int ns = 2; ns <= HS_NS; ns++) {
+        const int w = 32 * ns;
+        uint64_t run = 0, most = 0;
+        int best = h->n - w;
+        for (int b = h->n - 1; b >= 0; b--) {   /* windows [b, b + w) of bins, from the highest down */
+            run += h->c[b];
+            if (b + w < h->n) run -= h->c[b + w];
+            if (run > most) {
+                most = run;
+                best = b;
+            }
+        }
+        W->ns = ns;
+        W->base = best - h->off;
+        if ((tot - most) * 128 <= tot) break;
+    }
+    W->nsw = W->ns;
     W->set = 1;
 }
 
@@ -965,8 +993,9 @@ static void hs_count(hwin *W, hacc *h, int32_t *d, size_t k, int ulp)
     ** that misses more than 1 in 128 of its first 64K values again, one stream wider */
     if (W->nout > W->words && W->words * 16 >= 4096) hwin_flush(W, h);
     else if (W->ns < (ulp ? 2 : HS_NS) && W->nout * 8 > W->words && W->words * 16 >= 65536) {
-        W->nsw = W->ns + 1;
         hwin_flush(W, h);
+        if (ulp) W->nsw = W->ns + 1;
+        else hwin_place(W, h);
     }
 }
 
@@ -1121,8 +1150,10 @@ static inline void groups_body(const int V, const kpar *P, const worker *w, cons
         ** rounds exactly as elem's product then sum: the same bits, on the multiply pipes */
         sx2a = _mm512_fmadd_pd(xda, xda, sx2a);
         sx2b = _mm512_fmadd_pd(xdb, xdb, sx2b);
-        se2a = _mm512_add_pd(se2a, e2a);
-        se2b = _mm512_add_pd(se2b, e2b);
+        if (!bstats && !rows) {   /* else summed by block, then by run */
+            se2a = _mm512_add_pd(se2a, e2a);
+            se2b = _mm512_add_pd(se2b, e2b);
+        }
         sea = _mm512_add_pd(sea, eva);
         seb = _mm512_add_pd(seb, evb);
         sxea = _mm512_fmadd_pd(xda, eva, sxea);
@@ -1140,6 +1171,13 @@ static inline void groups_body(const int V, const kpar *P, const worker *w, cons
                 size_t bi = p / B;
                 blk_end = blk_end + B < m ? blk_end + B : m;
                 ks->bse2[bi] = red16(bsa, bsb);
+                if (rows) {
+                    rsa = _mm512_add_pd(rsa, bsa);
+                    rsb = _mm512_add_pd(rsb, bsb);
+                } else {
+                    se2a = _mm512_add_pd(se2a, bsa);
+                    se2b = _mm512_add_pd(se2b, bsb);
+                }
                 ks->bnf[bi] = bnf0 + nfin;
                 if (wantbam) ks->bam[bi] = _mm512_reduce_max_ps(bam);
                 bsa = bsb = _mm512_setzero_pd();
@@ -1148,8 +1186,10 @@ static inline void groups_body(const int V, const kpar *P, const worker *w, cons
             }
         }
         if (rows) {
-            rsa = _mm512_add_pd(rsa, e2a);
-            rsb = _mm512_add_pd(rsb, e2b);
+            if (!bstats) {
+                rsa = _mm512_add_pd(rsa, e2a);
+                rsb = _mm512_add_pd(rsb, e2b);
+            }
             _mm512_storeu_pd(va + i, _mm512_add_pd(_mm512_loadu_pd(va + i), e2a));
             _mm512_storeu_pd(va + i + 8, _mm512_add_pd(_mm512_loadu_pd(va + i + 8), e2b));
             if (xf != 0xffff) {   /* non-finite inputs per position (vn counts those) */
@@ -1329,7 +1369,7 @@ static void kern_run(worker *w, const float *x, const float *q, size_t m, const 
             }
             elem(&P, x[p], q[p], (int)(p & (LANES - 1)), a, B ? &blk : NULL, w->bv + i, w->ba + i, w->br + i, w->bu + i,
                  rs, rs ? va + p : NULL, rs ? vn + p : NULL);
-            if (B && ((p + 1) % B == 0 || p + 1 == m)) block_flush(&blk, ks, p / B);
+            if (B && ((p + 1) % B == 0 || p + 1 == m)) block_flush(&blk, ks, p / B, rs ? rs->se2 : a->se2);
         }
         cur = (size_t)-1;
         for (int L = 0; L < LANES; L++) {   /* the chunk's float32 relative-error sums */
@@ -1361,7 +1401,10 @@ static void kern_run(worker *w, const float *x, const float *q, size_t m, const 
             }
         }
     }
-    if (rs) rs->nf = a->nfin - nf0;
+    if (rs) {
+        rs->nf = a->nfin - nf0;
+        for (int L = 0; L < LANES; L++) a->se2[L] += rs->se2[L];   /* the run's lanes into the band's */
+    }
 }
 
 /* ---- per band: fake-quantize, block scales, kernels ----------------------------------------- */

@@ -46,9 +46,11 @@
 **     values are underflows).  NaN/Inf inputs never count.
 **   - bits_per_elem = elem_bits + meta_bits * nblocks / n (partial blocks are blocks; int8/int4 with one
 **     scale per row/column/tensor: 32 bits per scale), + 32 / n for NVFP4's FP32 tensor scale.
-**   - Sums are double (x^2, e^2 and x e of float32 x and e are exact in double).  Within a run, lane L (0..15) sums the
-**     values at run positions = L mod 16, each lane sequentially; lanes are combined as t_L = l_L +
-**     l_(L+8), then ((t0+t1)+(t2+t3))+((t4+t5)+(t6+t7)), per band, and bands in band order.  Band
+**   - Sums are double (x^2, e^2 and x e of float32 x and e are exact in double).  Within a run, lane L
+**     (0..15) sums the values at run positions = L mod 16, each lane sequentially; for e^2, lane by
+**     lane per block (formats with blocks), the blocks' lanes into the run's (2-D tensors) and the
+**     runs' lanes into the band's, each level in order.  Lanes are combined as t_L = l_L + l_(L+8),
+**     then ((t0+t1)+(t2+t3))+((t4+t5)+(t6+t7)), per band, and bands in band order.  Band
 **     boundaries depend only on shape and format, so results are bit-identical for any thread count
 **     and SIMD level (and sum_x2 is the same for every format whose runs match).
 **
