@@ -778,16 +778,17 @@ static void hwin_arm(hwin *W, size_t g0, size_t ngr)
 
 #if MET_X86
 /* Choose the window of a histogram from a chunk's bins (raw = d + gbase): the highest bin present,
-** 2 binades of room above it (log2 histograms); ulp: the central 32 bins or all 64. */
+** 2 binades of room above it (log2 histograms); ulp: all 64 bins, [-1, 1) ulp (the central 32 hold
+** every correctly rounded value, but a clipped one misses them, and misses cost more than a stream). */
 static void hwin_choose(hwin *W, const int32_t *d, size_t k, int ulp)
 {
     int32_t hi = INT32_MIN;
     for (size_t i = 0; i < k; i++)
         if (d[i] != D_SENT && d[i] + W->gbase > hi) hi = d[i] + W->gbase;
     if (hi == INT32_MIN) return;   /* nothing binned yet */
-    if (ulp) {   /* [-1/2, 1/2) ulp holds every correctly rounded value but ties; all 64 bins when that misses */
-        W->ns = W->nsw > 1 ? 2 : 1;
-        W->base = W->ns == 1 ? -16 : -32;
+    if (ulp) {
+        W->ns = 2;
+        W->base = -32;
     } else {
         W->ns = W->nsw < 2 ? 2 : W->nsw;
         W->base = hi + 8 - 32 * W->ns + 1;
@@ -990,12 +991,11 @@ static void hs_count(hwin *W, hacc *h, int32_t *d, size_t k, int ulp)
     for (; i < k; i++)
         if (d[i] != D_SENT) h_raw(h, d[i] + W->base, 1);
     /* a window that misses more than 1 value in 16 is chosen again from the next chunk; a log2 window
-    ** that misses more than 1 in 128 of its first 64K values again, one stream wider */
+    ** that misses more than 1 in 128 of its first 64K values placed from the counts so far (hwin_place) */
     if (W->nout > W->words && W->words * 16 >= 4096) hwin_flush(W, h);
-    else if (W->ns < (ulp ? 2 : HS_NS) && W->nout * 8 > W->words && W->words * 16 >= 65536) {
+    else if (!ulp && W->ns < HS_NS && W->nout * 8 > W->words && W->words * 16 >= 65536) {
         hwin_flush(W, h);
-        if (ulp) W->nsw = W->ns + 1;
-        else hwin_place(W, h);
+        hwin_place(W, h);
     }
 }
 
