@@ -999,15 +999,15 @@ static void hs_count(hwin *W, hacc *h, int32_t *d, size_t k, int ulp)
     }
 }
 
-/* Floor(4 log2 v) + 508 from the bits of normal floats (16 lanes), without masks (which cost copies
-** and serialise the three steps): the quarter counts the edges TFj <= m, each the sign bit of
-** (TFj - 1) - m. */
+/* Floor(4 log2 v) + 508 + 127 from the bits of normal floats (16 lanes): 4 x the biased exponent
+** plus the quarter, which is the exponent of fl32(fl32(m^2)^2) for the significand m in [1, 2)
+** (+127): the two roundings never cross an edge 2^(j/4) (all 2^23 significands checked, in
+** tests/unit/test_metrics.c), and two multiplies cost less than three compares. */
 #define LOG4F(bits) ({                                                                                     \
-        __m512i m_ = _mm512_and_si512(bits, mant23);                                                          \
-        __m512i k_ = _mm512_and_si512(_mm512_srli_epi32(bits, 21), _mm512_set1_epi32(0x3fc));                 \
-        __m512i q_ = _mm512_add_epi32(_mm512_srli_epi32(_mm512_sub_epi32(tf1, m_), 31),                       \
-                                      _mm512_srli_epi32(_mm512_sub_epi32(tf2, m_), 31));                      \
-        _mm512_add_epi32(k_, _mm512_add_epi32(q_, _mm512_srli_epi32(_mm512_sub_epi32(tf3, m_), 31))); })
+        __m512 m_ = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(bits, mant23, onef, 0xea)); /* (b&m)|1 */  \
+        __m512 m2_ = _mm512_mul_ps(m_, m_);                                                                  \
+        __m512i q_ = _mm512_srli_epi32(_mm512_castps_si512(_mm512_mul_ps(m2_, m2_)), 23);                   \
+        _mm512_add_epi32(_mm512_and_si512(_mm512_srli_epi32(bits, 21), _mm512_set1_epi32(0x3fc)), q_); })
 
 /* Reduce 16 double lanes (lo: 0..7, hi: 8..15) in lanesum's order. */
 __attribute__((target("avx512f")))
@@ -1032,10 +1032,10 @@ enum {
 };
 
 /* A histogram's bins of 16 values relative to the window: d = raw - gbase where binned, D_SENT
-** elsewhere; binned values outside the window flag the chunk. */
-#define WIN_STORE(dst, raw, msk, W)                                                                      \
+** elsewhere; binned values outside the window flag the chunk.  raw is biased by bias (LOG4F's 127). */
+#define WIN_STORE(dst, raw, bias, msk, W)                                                                \
     do {                                                                                                  \
-        __m512i d_ = _mm512_sub_epi32(raw, _mm512_set1_epi32((W)->gbase));                                \
+        __m512i d_ = _mm512_sub_epi32(raw, _mm512_set1_epi32((W)->gbase + (bias)));                       \
         (W)->om[gi] = _mm512_mask_cmpge_epu32_mask(msk, d_, _mm512_set1_epi32((int)(W)->gwidth));         \
         _mm512_storeu_si512(dst, _mm512_mask_mov_epi32(dsent, msk, d_));                                  \
     } while (0)
@@ -1057,7 +1057,7 @@ static inline void groups_body(const int V, const kpar *P, const worker *w, cons
     hwin *Wv = w->wv, *Wa = w->wa, *Wr = w->wr, *Wu = w->wu;
     const __m512i absm = _mm512_set1_epi32(0x7fffffff), expm = _mm512_set1_epi32(0x7f800000);
     const __m512i mant23 = _mm512_set1_epi32(0x7fffff), one = _mm512_set1_epi32(1);
-    const __m512i tf1 = _mm512_set1_epi32((int)TF1 - 1), tf2 = _mm512_set1_epi32((int)TF2 - 1), tf3 = _mm512_set1_epi32((int)TF3 - 1);
+    const __m512i onef = _mm512_set1_epi32(0x3f800000);
     const __m512i fmin = _mm512_set1_epi32(0x00800000), dsent = _mm512_set1_epi32(D_SENT), zero = _mm512_setzero_si512();
     const __m512 Ff = _mm512_set1_ps(P->Ff), lo64 = _mm512_set1_ps(-64.0f), hi64 = _mm512_set1_ps(64.0f);
     const __m512i elo = _mm512_set1_epi32(P->elo), ehi = _mm512_set1_epi32(P->ehi), cmb5 = _mm512_set1_epi32(P->mb + 5);
@@ -1210,9 +1210,9 @@ static inline void groups_body(const int V, const kpar *P, const worker *w, cons
         mrel = _mm512_max_ps(relf, mrel);
         __mmask16 binned = _mm512_test_epi32_mask(feb, feb);   /* e != 0 (0 for NaN/Inf x or q) */
         __mmask16 xin = _mm512_mask_test_epi32_mask(_mm512_cmplt_epu32_mask(xa, expm), xa, xa);   /* finite, non-zero */
-        if (!noval) WIN_STORE(bv + i, LOG4F(xa), xin, Wv);
-        WIN_STORE(ba + i, LOG4F(feb), binned, Wa);
-        WIN_STORE(br + i, LOG4F(_mm512_castps_si512(relf)), binned, Wr);
+        if (!noval) WIN_STORE(bv + i, LOG4F(xa), 127, xin, Wv);
+        WIN_STORE(ba + i, LOG4F(feb), 127, binned, Wa);
+        WIN_STORE(br + i, LOG4F(_mm512_castps_si512(relf)), 127, binned, Wr);
         __m512i Et = _mm512_sub_epi32(_mm512_srli_epi32(xa, 23), c127);
         if (!pow2) Et = _mm512_mask_sub_epi32(Et, _mm512_cmplt_epu32_mask(_mm512_and_si512(xa, mant23), SMv), Et, one);
         Et = _mm512_min_epi32(_mm512_max_epi32(Et, elo), ehi);
@@ -1224,7 +1224,7 @@ static inline void groups_body(const int V, const kpar *P, const worker *w, cons
             v = _mm512_scalef_ps(q_, _mm512_cvtepi32_ps(_mm512_sub_epi32(cmb5, Et)));
         }
         v = _mm512_min_ps(_mm512_max_ps(v, lo64), hi64);
-        WIN_STORE(bu + i, _mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC), binned, Wu);
+        WIN_STORE(bu + i, _mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC), 0, binned, Wu);
         /* zero or subnormal input (value and ulp bins), subnormal error (abs bin): exact, after the loop */
         fixm[gi] = _mm512_mask_cmplt_epu32_mask(xin | binned, xa, fmin) | _mm512_mask_cmplt_epu32_mask(binned, feb, fmin);
     SEG_END
