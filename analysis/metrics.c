@@ -1209,7 +1209,8 @@ static inline void groups_body(const int V, const kpar *P, const worker *w, cons
         mae = _mm512_max_ps(fae, mae);
         mrel = _mm512_max_ps(relf, mrel);
         __mmask16 binned = _mm512_test_epi32_mask(feb, feb);   /* e != 0 (0 for NaN/Inf x or q) */
-        __mmask16 xin = _mm512_mask_test_epi32_mask(_mm512_cmplt_epu32_mask(xa, expm), xa, xa);   /* finite, non-zero */
+        /* finite, non-zero inputs: the value histogram's (without it, only binned errors need fixing) */
+        __mmask16 xin = noval ? 0 : _mm512_mask_test_epi32_mask(_mm512_cmplt_epu32_mask(xa, expm), xa, xa);
         if (!noval) WIN_STORE(bv + i, LOG4F(xa), 127, xin, Wv);
         WIN_STORE(ba + i, LOG4F(feb), 127, binned, Wa);
         WIN_STORE(br + i, LOG4F(_mm512_castps_si512(relf)), 127, binned, Wr);
