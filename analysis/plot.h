@@ -267,8 +267,9 @@ qs_figure *qs_plot_trajectory(const char *title, const char *ytitle, const qs_li
 qs_figure *qs_plot_msd(const char *title, const qs_line_data *s, size_t n);
 qs_figure *qs_plot_attn(const char *title, const char *ytitle, const qs_line_data *s, size_t n);
 /* A figure from a stored result's JSON text in the shared line layout of docs/plots.md (kind
-** trajectory, msd or attn picks the builder; other kinds get their stored axis titles); title NULL =
-** the stored "title" or the kind's default.  NULL with *e set when the text is not in that form. */
+** trajectory, msd or attn picks the builder; other kinds get their stored axis titles); its title the
+** stored non-empty "title", else title, else (NULL) the kind's default.  NULL with *e set when the
+** text is not in that form ("stored KIND data is not in ...") or memory ran out. */
 qs_figure *qs_plot_lines_json(const char *kind, const char *text, const char *title, qs_err *e);
 
 #endif

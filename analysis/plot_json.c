@@ -39,7 +39,8 @@ qs_figure *qs_plot_lines_json(const char *kind, const char *text, const char *ti
         ld[i] = (qs_line_data){json_string_value(json_object_get(s, "name")), m, bufs[2 * i], bufs[2 * i + 1]};
     }
     const char *yl = json_string_value(json_object_get(j, "ylabel"));
-    if (!title) title = json_string_value(json_object_get(j, "title"));
+    const char *st = json_string_value(json_object_get(j, "title"));
+    if (st && *st) title = st;
     const char *xl = json_string_value(json_object_get(j, "xlabel"));
     if (!strcmp(kind, "trajectory")) fig = qs_plot_trajectory(title, yl, ld, ns);
     else if (!strcmp(kind, "msd")) fig = qs_plot_msd(title, ld, ns);

@@ -174,17 +174,7 @@ static int write_html(FILE *f, json_t *doc, const char *dir)
                     100 * jnum(m, "clip_frac"), error_source(m));
         }
         fprintf(f, "</table>\n");
-        json_array_foreach(json_object_get(t, "plots"), k, r) {
-            char path[4096];
-            snprintf(path, sizeof path, "%s/%s", dir, json_string_value(json_object_get(r, "file")));
-            fprintf(f, "<figure><img alt=\"");
-            qs_html_esc(f, json_string_value(json_object_get(r, "title")));
-            fprintf(f, "\" src=\"data:image/png;base64,");
-            if (qs_embed_png(f, path)) return -1;
-            fprintf(f, "\"><figcaption>");
-            qs_html_esc(f, json_string_value(json_object_get(r, "title")));
-            fprintf(f, "</figcaption></figure>\n");
-        }
+        if (qs_html_figures(f, json_object_get(t, "plots"), dir)) return -1;
     }
     if (qs_report_sections_html(f, json_object_get(doc, "sections"), dir)) return -1;
     fprintf(f, "</body></html>\n");

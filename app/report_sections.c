@@ -33,6 +33,25 @@ int qs_embed_png(FILE *out, const char *path)
     return 0;
 }
 
+/* A report's plots ({"file", "title"} under dir) as embedded figures. */
+int qs_html_figures(FILE *f, json_t *plots, const char *dir)
+{
+    size_t k;
+    json_t *p;
+    json_array_foreach(plots, k, p) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, json_string_value(json_object_get(p, "file")));
+        fprintf(f, "<figure><img alt=\"");
+        qs_html_esc(f, json_string_value(json_object_get(p, "title")));
+        fprintf(f, "\" src=\"data:image/png;base64,");
+        if (qs_embed_png(f, path)) return -1;
+        fprintf(f, "\"><figcaption>");
+        qs_html_esc(f, json_string_value(json_object_get(p, "title")));
+        fprintf(f, "</figcaption></figure>\n");
+    }
+    return 0;
+}
+
 void qs_html_esc(FILE *f, const char *s)
 {
     for (; s && *s; s++) {
@@ -139,7 +158,7 @@ void qs_report_sections_md(FILE *f, json_t *sections)
 int qs_report_sections_html(FILE *f, json_t *sections, const char *dir)
 {
     size_t i, k, c;
-    json_t *s, *row, *p;
+    json_t *s, *row;
     json_array_foreach(sections, i, s) {
         json_t *cols = json_object_get(s, "columns"), *notes = json_object_get(s, "notes");
         fprintf(f, "<h2>");
@@ -162,17 +181,7 @@ int qs_report_sections_html(FILE *f, json_t *sections, const char *dir)
             }
         }
         fprintf(f, "</table>\n");
-        json_array_foreach(json_object_get(s, "plots"), k, p) {
-            char path[4096];
-            snprintf(path, sizeof path, "%s/%s", dir, json_string_value(json_object_get(p, "file")));
-            fprintf(f, "<figure><img alt=\"");
-            qs_html_esc(f, json_string_value(json_object_get(p, "title")));
-            fprintf(f, "\" src=\"data:image/png;base64,");
-            if (qs_embed_png(f, path)) return -1;
-            fprintf(f, "\"><figcaption>");
-            qs_html_esc(f, json_string_value(json_object_get(p, "title")));
-            fprintf(f, "</figcaption></figure>\n");
-        }
+        if (qs_html_figures(f, json_object_get(s, "plots"), dir)) return -1;
     }
     return ferror(f) ? -1 : 0;
 }

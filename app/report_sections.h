@@ -35,5 +35,6 @@ int qs_report_sections_html(FILE *f, json_t *sections, const char *dir);
 /* Shared with cmd_report.c: HTML escaping and a PNG as base64 (for self-contained HTML). */
 void qs_html_esc(FILE *f, const char *s);
 int qs_embed_png(FILE *out, const char *path);
+int qs_html_figures(FILE *f, json_t *plots, const char *dir);
 
 #endif

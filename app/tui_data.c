@@ -585,55 +585,28 @@ int tui_load_kres(tui *T, qs_err *e)
     return 0;
 }
 
-/* The documented layout {"xlabel", "ylabel", "series": [{"name", "x": [..], "y": [..]}]}. */
+/* A stored kernel or RL result in the documented line layout (docs/plots.md), drawn by the CLI's
+** builder; the workbench titles it "KIND  FORMAT" unless the result has a title, and always uses the
+** stored x-axis title. */
 qs_figure *tui_kres_figure(tui *T, int64_t id, qs_err *e)
 {
     sqlite3_stmt *st = qs_db_prepare(T->db, "SELECT kind, data, format FROM result WHERE id = ?", e);
     if (!st) return NULL;
     sqlite3_bind_int64(st, 1, id);
     if (sqlite3_step(st) != SQLITE_ROW) { sqlite3_finalize(st); qs_fail(e, "result %lld is gone", (long long)id); return NULL; }
-    char kind[16];
+    char kind[16], title[160];
     snprintf(kind, sizeof kind, "%s", sqlite3_column_text(st, 0) ? (const char *)sqlite3_column_text(st, 0) : "");
-    json_t *j = sqlite3_column_text(st, 1) ? json_loads((const char *)sqlite3_column_text(st, 1), 0, NULL) : NULL;
-    char title[160];
     snprintf(title, sizeof title, "%s  %s", kind, sqlite3_column_text(st, 2) ? (const char *)sqlite3_column_text(st, 2) : "");
+    char *text = strdup(sqlite3_column_text(st, 1) ? (const char *)sqlite3_column_text(st, 1) : "");
     sqlite3_finalize(st);
-    json_t *ser = json_object_get(j, "series");
-    size_t ns = json_array_size(ser);
-    if (!j || !ns) { json_decref(j); qs_fail(e, "stored %s result %lld is not in the documented layout (docs/plots.md)", kind, (long long)id); return NULL; }
-    qs_line_data *ld = calloc(ns, sizeof *ld);
-    double **bufs = calloc(2 * ns, sizeof *bufs);
-    qs_figure *fig = NULL;
-    if (!ld || !bufs) goto out;
-    for (size_t i = 0; i < ns; i++) {
-        json_t *s = json_array_get(ser, i), *xs = json_object_get(s, "x"), *ys = json_object_get(s, "y");
-        size_t m = json_array_size(ys);
-        if (json_array_size(xs) != m) m = 0;
-        bufs[2 * i] = malloc((m ? m : 1) * sizeof(double));
-        bufs[2 * i + 1] = malloc((m ? m : 1) * sizeof(double));
-        if (!bufs[2 * i] || !bufs[2 * i + 1]) goto out;
-        for (size_t k = 0; k < m; k++) {
-            json_t *xv = json_array_get(xs, k), *yv = json_array_get(ys, k);
-            bufs[2 * i][k] = json_is_number(xv) ? json_number_value(xv) : NAN;
-            bufs[2 * i + 1][k] = json_is_number(yv) ? json_number_value(yv) : NAN;
-        }
-        const char *nm = json_string_value(json_object_get(s, "name"));
-        ld[i] = (qs_line_data){nm ? nm : "?", m, bufs[2 * i], bufs[2 * i + 1]};
-    }
-    const char *yl = json_string_value(json_object_get(j, "ylabel"));
+    if (!text) { qs_fail(e, "out of memory"); return NULL; }
+    qs_figure *fig = qs_plot_lines_json(kind, text, title, e);
+    if (!fig && strcmp(e->msg, "out of memory"))   /* name the result */
+        qs_fail(e, "stored %s result %lld is not in the documented layout (docs/plots.md)", kind, (long long)id);
+    json_t *j = fig ? json_loads(text, 0, NULL) : NULL;
     const char *xl = json_string_value(json_object_get(j, "xlabel"));
-    const char *ti = json_string_value(json_object_get(j, "title"));
-    if (ti && *ti) snprintf(title, sizeof title, "%s", ti);
-    if (!strcmp(kind, "trajectory")) fig = qs_plot_trajectory(title, yl, ld, ns);
-    else if (!strcmp(kind, "msd")) fig = qs_plot_msd(title, ld, ns);
-    else if (!strcmp(kind, "attn")) fig = qs_plot_attn(title, yl, ld, ns);
-    else fig = qs_plot_lines(title, xl ? xl : "", QS_AX_LINEAR, yl ? yl : "", QS_AX_LINEAR, ld, ns);   /* resq, ... */
-    if (fig && xl) snprintf(fig->x.title, sizeof fig->x.title, "%s", xl);
-out:
-    if (!fig) qs_fail(e, "out of memory");
-    if (bufs) for (size_t i = 0; i < 2 * ns; i++) free(bufs[i]);
-    free(bufs);
-    free(ld);
+    if (xl) snprintf(fig->x.title, sizeof fig->x.title, "%s", xl);
     json_decref(j);
+    free(text);
     return fig;
 }
