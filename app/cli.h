@@ -42,6 +42,15 @@ int qs_cli_err(int code, const qs_err *e);
 /* Usage error for a command: message + "see `qscope help CMD`"; returns 2. */
 int qs_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Outside text (tensor, file and run names, log fields) made safe to print: control characters
+** and invalid UTF-8 as visible escapes (store/text_escape.h).  The result lives in one of 8
+** per-thread buffers reused in turn, so up to 8 may be used in one printf.  qs_esc_md also
+** escapes '|' for Markdown table cells. */
+const char *qs_esc(const char *s);
+const char *qs_esc_md(const char *s);
+/* Write s as one CSV field: escaped as qs_esc, quoted (with "" inside) when it holds , or ". */
+void qs_csv_field(FILE *f, const char *s);
+
 /* Colour helpers: SGR sequences or "" when colour is off. */
 const char *qs_c_bold(const qs_cli *c);
 const char *qs_c_dim(const qs_cli *c);

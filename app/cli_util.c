@@ -9,12 +9,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../store/text_escape.h"
+
+/* Messages carry names from files and users: escape the whole line. */
+static void vput_escaped(FILE *f, const char *fmt, va_list ap)
+{
+    char buf[2048];
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    if (n < 0) return;
+    fputs(qs_esc(buf), f);
+}
+
 int qs_cli_error(int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     fputs("qscope: ", stderr);
-    vfprintf(stderr, fmt, ap);
+    vput_escaped(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
     return code;
@@ -27,7 +38,7 @@ int qs_cli_usage(const char *cmd, const char *fmt, ...)
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "qscope %s: ", cmd);
-    vfprintf(stderr, fmt, ap);
+    vput_escaped(stderr, fmt, ap);
     fprintf(stderr, " (see `qscope help %s`)\n", cmd);
     va_end(ap);
     return QS_EXIT_USAGE;
@@ -39,6 +50,40 @@ qs_db *qs_cli_open_db(qs_cli *cli)
     qs_db *db = qs_db_open(cli->db_path, &e);
     if (!db) qs_cli_err(QS_EXIT_ERR, &e);
     return db;
+}
+
+static const char *esc_ring(const char *s, int flags)
+{
+    static _Thread_local char *buf[8];
+    static _Thread_local size_t cap[8];
+    static _Thread_local unsigned next;
+    if (!s) return "";
+    if (qs_text_plain(s, flags)) return s;
+    unsigned k = next++ % 8;
+    size_t n = strlen(s), need = qs_escape_buf(s, n, flags, NULL, 0) + 1;
+    if (need > cap[k]) {
+        char *p = realloc(buf[k], need);
+        if (!p) return "?";
+        buf[k] = p;
+        cap[k] = need;
+    }
+    qs_escape_buf(s, n, flags, buf[k], cap[k]);
+    return buf[k];
+}
+
+const char *qs_esc(const char *s) { return esc_ring(s, 0); }
+const char *qs_esc_md(const char *s) { return esc_ring(s, QS_ESC_PIPE); }
+
+void qs_csv_field(FILE *f, const char *s)
+{
+    const char *t = qs_esc(s);
+    if (!strpbrk(t, ",\"")) { fputs(t, f); return; }
+    fputc('"', f);
+    for (; *t; t++) {
+        if (*t == '"') fputc('"', f);
+        fputc(*t, f);
+    }
+    fputc('"', f);
 }
 
 const char *qs_c_bold(const qs_cli *c) { return c->color ? "\033[1m" : ""; }
