@@ -56,6 +56,7 @@
 #include "../kernels/fbits.h"
 #include "../kernels/hifloat.h"
 #include "../kernels/simd.h"
+#include "../store/json_out.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -2458,20 +2459,13 @@ void qs_analysis_free(qs_analysis *an)
 
 /* ---- JSON ------------------------------------------------------------------------------------ */
 
-/* Finite numbers as JSON reals; +-Inf as the strings "inf" / "-inf"; NaN as null. */
-static json_t *jnum(double v)
-{
-    if (isnan(v)) return json_null();
-    if (isinf(v)) return json_string(v > 0 ? "inf" : "-inf");
-    return json_real(v);
-}
-
 static json_t *metrics_obj(const qs_metrics *m)
 {
     json_t *o = json_object();
     json_object_set_new(o, "n", json_integer((json_int_t)m->n));
     json_object_set_new(o, "n_finite", json_integer((json_int_t)m->n_finite));
-#define R(k) json_object_set_new(o, #k, jnum(m->k))
+/* non-finite values: null plus the reason in "nonfinite_values" (store/json_out.h) */
+#define R(k) qs_json_set_num(o, #k, m->k)
     R(mse); R(rmse); R(sqnr_db); R(eff_bits_energy); R(eff_bits_sqnr); R(max_abs_err); R(max_rel_err);
     R(mean_rel_err); R(rel_floor); R(mean_err); R(cosine); R(underflow_frac); R(clip_frac); R(nonfinite_frac);
     R(bits_per_elem); R(sum_x2); R(sum_e2);

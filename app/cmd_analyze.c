@@ -20,6 +20,7 @@
 #include "quant_opts.h"
 #include "../analysis/results.h"
 #include "../analysis/stats_store.h"
+#include "../store/json_out.h"
 #include "../store/tensor.h"
 
 static volatile sig_atomic_t g_interrupted;
@@ -84,6 +85,7 @@ int qs_analyze_one_cb(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, int 
             rc = 0;
             if (metrics_out && !(*metrics_out = json_loads(data, 0, NULL)))
                 rc = qs_fail(e, "stored result for %s / %s is not valid JSON", t->name, a->f->name);
+            if (metrics_out && *metrics_out) qs_json_fix_legacy_nums(*metrics_out);
             goto out;
         }
     }
@@ -149,19 +151,14 @@ int qs_analyze_one(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, int blo
                    int show_progress, qs_hist *vcache, json_t **metrics_out, int *cached, qs_err *e)
 {
     char label[600];
-    snprintf(label, sizeof label, "%s  %s", t->name, a->f->name);
+    snprintf(label, sizeof label, "%s  %s", qs_esc(t->name), a->f->name);
     progress_ctx pc = {label, show_progress, -1};
     int rc = qs_analyze_one_cb(db, t, a, blocks, force, threads, progress, &pc, vcache, metrics_out, cached, e);
     if (show_progress && pc.last >= 0) fprintf(stderr, "\r\033[K");
     return rc;
 }
 
-static double jnum(json_t *o, const char *k)
-{
-    json_t *v = json_object_get(o, k);
-    if (json_is_string(v)) return !strcmp(json_string_value(v), "inf") ? INFINITY : !strcmp(json_string_value(v), "-inf") ? -INFINITY : NAN;
-    return json_is_number(v) ? json_number_value(v) : NAN;
-}
+static double jnum(json_t *o, const char *k) { return qs_json_get_num(o, k); }
 
 int qs_cmd_analyze(qs_cli *cli, int argc, char **argv)
 {
@@ -204,7 +201,9 @@ int qs_cmd_analyze(qs_cli *cli, int argc, char **argv)
     if (!db) return QS_EXIT_ERR;
     /* tensors: every name matching any pattern, in name order, each once */
     qs_err e = {{0}};
-    json_t *names = json_array();
+    /* names as C strings: a name that is not valid UTF-8 cannot be a JSON string */
+    char **names = NULL;
+    size_t nnames = 0;
     sqlite3_stmt *st = qs_db_prepare(db, "SELECT name FROM tensor WHERE name GLOB ? ORDER BY name", &e);
     for (int i = all ? argc : optind; st && (all ? i == argc : i < argc); i++) {
         const char *pat = all ? "*" : argv[i];
@@ -214,15 +213,16 @@ int qs_cmd_analyze(qs_cli *cli, int argc, char **argv)
         while (sqlite3_step(st) == SQLITE_ROW) {
             const char *nm = (const char *)sqlite3_column_text(st, 0);
             int dup = 0;
-            size_t k;
-            json_t *v;
-            json_array_foreach(names, k, v) if (!strcmp(json_string_value(v), nm)) dup = 1;
-            if (!dup) json_array_append_new(names, json_string(nm));
+            for (size_t k = 0; k < nnames; k++) if (!strcmp(names[k], nm)) dup = 1;
+            char **nv = dup ? names : realloc(names, (nnames + 1) * sizeof *names);
+            if (nv && !dup && (nv[nnames] = strdup(nm)) != NULL) nnames++;
+            if (nv) names = nv;
             found = 1;
         }
         if (!found && !all) {
             sqlite3_finalize(st);
-            json_decref(names);
+            for (size_t k = 0; k < nnames; k++) free(names[k]);
+            free(names);
             qs_db_close(db);
             return qs_cli_error(QS_EXIT_ERR, "no tensor matches '%s' (see `qscope ls`)", pat);
         }
@@ -235,17 +235,15 @@ int qs_cmd_analyze(qs_cli *cli, int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     int tty = isatty(STDERR_FILENO), rc = QS_EXIT_OK;
     json_t *out = json_array();
-    size_t ti;
-    json_t *tn;
     if (!json && !csv)
         printf("%s%-36s %-22s %6s %8s %9s %10s %9s %9s %8s%s\n", qs_c_head(cli), "TENSOR", "FORMAT", "BITS", "EFFBITS",
                "SQNR dB", "MAX REL", "UNDERFL", "CLIPPED", "", qs_c_off(cli));
     else if (csv)
         printf("tensor,hash,format,options,bits_per_elem,eff_bits_energy,eff_bits_sqnr,sqnr_db,mse,rmse,max_abs_err,"
                "max_rel_err,mean_rel_err,mean_err,cosine,underflow_frac,clip_frac,nonfinite_frac,cached\n");
-    json_array_foreach(names, ti, tn) {
+    for (size_t ti = 0; ti < nnames; ti++) {
         qs_tensor_rec t;
-        if (qs_tensor_get(db, json_string_value(tn), &t, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); break; }
+        if (qs_tensor_get(db, names[ti], &t, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); break; }
         qs_hist vcache;
         memset(&vcache, 0, sizeof vcache);
         for (int k = 0; k < na && rc == QS_EXIT_OK; k++) {
@@ -258,11 +256,13 @@ int qs_cmd_analyze(qs_cli *cli, int argc, char **argv)
             }
             char *opts = qs_quant_opts_json(&apps[k]);
             if (json) {
-                json_t *row = json_pack("{s:s,s:s,s:s,s:o,s:b,s:O}", "tensor", t.name, "hash", t.hash, "format",
-                                        apps[k].f->name, "options", json_loads(opts, 0, NULL), "cached", cached, "metrics", m);
+                json_t *row = json_pack("{s:s,s:s,s:o,s:b,s:O}", "hash", t.hash, "format", apps[k].f->name, "options",
+                                        json_loads(opts, 0, NULL), "cached", cached, "metrics", m);
+                qs_json_set_text(row, "tensor", t.name);
                 json_array_append_new(out, row);
             } else if (csv) {
-                printf("\"%s\",%s,%s,\"", t.name, t.hash, apps[k].f->name);
+                qs_csv_field(stdout, t.name);
+                printf(",%s,%s,\"", t.hash, apps[k].f->name);
                 for (const char *p = opts; *p; p++) { if (*p == '"') putchar('"'); putchar(*p); }
                 printf("\",%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%d\n",
                        jnum(m, "bits_per_elem"), jnum(m, "eff_bits_energy"), jnum(m, "eff_bits_sqnr"), jnum(m, "sqnr_db"),
@@ -272,7 +272,7 @@ int qs_cmd_analyze(qs_cli *cli, int argc, char **argv)
             } else {
                 char label[128];
                 qs_quant_label(&apps[k], NULL, label, sizeof label);
-                printf("%-36s %-22s %6.3g %8.3f %9.2f %10.3g %8.3f%% %8.4f%% %s%8s%s\n", t.name, label, jnum(m, "bits_per_elem"),
+                printf("%-36s %-22s %6.3g %8.3f %9.2f %10.3g %8.3f%% %8.4f%% %s%8s%s\n", qs_esc(t.name), label, jnum(m, "bits_per_elem"),
                        jnum(m, "eff_bits_energy"), jnum(m, "sqnr_db"), jnum(m, "max_rel_err"), 100 * jnum(m, "underflow_frac"),
                        100 * jnum(m, "clip_frac"), qs_c_dim(cli), cached ? "cached" : "", qs_c_off(cli));
             }
@@ -286,7 +286,8 @@ int qs_cmd_analyze(qs_cli *cli, int argc, char **argv)
     }
     if (json && rc == QS_EXIT_OK) { char *s = json_dumps(out, JSON_INDENT(2)); puts(s); free(s); }
     json_decref(out);
-    json_decref(names);
+    for (size_t k = 0; k < nnames; k++) free(names[k]);
+    free(names);
     qs_db_close(db);
     return rc;
 }

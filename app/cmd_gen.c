@@ -133,7 +133,7 @@ int qs_cmd_gen(qs_cli *cli, int argc, char **argv)
     qs_err e = {{0}};
     if (out) {
         if (qs_npy_write_f32(out, shape, nd, fill_cb, &g, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
-        if (strcmp(out, "-") != 0) fprintf(stderr, "qscope: wrote %s\n", out);
+        if (strcmp(out, "-") != 0) fprintf(stderr, "qscope: wrote %s\n", qs_esc(out));
         return QS_EXIT_OK;
     }
     qs_db *db = qs_cli_open_db(cli);

@@ -81,7 +81,7 @@ static void print_report(qs_cli *cli, json_t *rep)
         if (strcmp(status, "removed") == 0) {
             printf("%-9s %lld tensor(s) no longer in %s\n", status,
                    (long long)json_integer_value(json_object_get(o, "count")),
-                   json_string_value(json_object_get(o, "name")));
+                   qs_esc(json_string_value(json_object_get(o, "name"))));
             continue;
         }
         uint64_t shape[QS_MAX_DIMS];
@@ -92,7 +92,7 @@ static void print_report(qs_cli *cli, json_t *rep)
         qs_shape_str(shape, nd, shs, sizeof shs);
         qs_fmt_bytes((double)json_integer_value(json_object_get(o, "nbytes")), sz, sizeof sz);
         printf("%s%-9s%s %-40s %-14s %-10s %10s  %s\n", strcmp(status, "unchanged") ? qs_c_bold(cli) : qs_c_dim(cli),
-               status, qs_c_off(cli), json_string_value(json_object_get(o, "name")), shs,
+               status, qs_c_off(cli), qs_esc(json_string_value(json_object_get(o, "name"))), shs,
                json_string_value(json_object_get(o, "dtype")), sz, json_string_value(json_object_get(o, "storage")));
     }
 }

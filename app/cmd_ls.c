@@ -9,6 +9,7 @@
 #include <jansson.h>
 
 #include "cli.h"
+#include "../store/json_out.h"
 #include "../store/tensor.h"
 
 static json_t *shape_array(const char *shape_json)
@@ -19,7 +20,7 @@ static json_t *shape_array(const char *shape_json)
 
 static json_t *real_or_null(sqlite3_stmt *st, int i)
 {
-    return sqlite3_column_type(st, i) == SQLITE_NULL ? json_null() : json_real(sqlite3_column_double(st, i));
+    return sqlite3_column_type(st, i) == SQLITE_NULL ? json_null() : qs_json_num(sqlite3_column_double(st, i));
 }
 
 int qs_cmd_ls(qs_cli *cli, int argc, char **argv)
@@ -79,13 +80,14 @@ int qs_cmd_ls(qs_cli *cli, int argc, char **argv)
         }
         n++;
         if (json) {
-            json_t *o = json_pack("{s:s,s:s,s:o,s:I,s:I,s:s,s:o,s:o,s:o,s:s,s:s}", "name", name, "dtype",
+            json_t *o = json_pack("{s:s,s:o,s:I,s:I,s:s,s:o,s:o,s:o,s:s}", "dtype",
                                   (const char *)sqlite3_column_text(st, 1), "shape",
                                   shape_array((const char *)sqlite3_column_text(st, 2)), "numel",
                                   (json_int_t)sqlite3_column_int64(st, 3), "nbytes", (json_int_t)sqlite3_column_int64(st, 4),
                                   "storage", stor, "absmax", real_or_null(st, 6), "kurtosis", real_or_null(st, 7),
-                                  "outlier_frac", real_or_null(st, 8), "hash", (const char *)sqlite3_column_text(st, 9),
-                                  "source", (const char *)sqlite3_column_text(st, 10));
+                                  "outlier_frac", real_or_null(st, 8), "hash", (const char *)sqlite3_column_text(st, 9));
+            qs_json_set_text(o, "name", name);
+            qs_json_set_text(o, "source", (const char *)sqlite3_column_text(st, 10));
             if (stale) json_object_set_new(o, "stale", json_boolean(is_stale));
             json_array_append_new(arr, o);
             continue;
@@ -101,7 +103,7 @@ int qs_cmd_ls(qs_cli *cli, int argc, char **argv)
         qs_fmt_num(sqlite3_column_type(st, 6) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 6), 5, am, sizeof am);
         qs_fmt_num(sqlite3_column_type(st, 7) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 7), 4, ku, sizeof ku);
         snprintf(of, sizeof of, "%.3g%%", 100.0 * sqlite3_column_double(st, 8));
-        printf("%-44s %-14s %-10s %10s %5s %11s %9s %9s%s%s%s\n", name, shs, (const char *)sqlite3_column_text(st, 1),
+        printf("%-44s %-14s %-10s %10s %5s %11s %9s %9s%s%s%s\n", qs_esc(name), shs, (const char *)sqlite3_column_text(st, 1),
                sz, stor, am, ku, of, is_stale ? qs_c_warn(cli) : "", is_stale ? "  STALE" : "", is_stale ? qs_c_off(cli) : "");
     }
     sqlite3_finalize(st);
@@ -112,7 +114,7 @@ int qs_cmd_ls(qs_cli *cli, int argc, char **argv)
         puts(s);
         free(s);
     } else if (n == 0) {
-        fprintf(stderr, "qscope: no tensors match '%s' (import some with `qscope import`)\n", pat);
+        fprintf(stderr, "qscope: no tensors match '%s' (import some with `qscope import`)\n", qs_esc(pat));
     }
     json_decref(arr);
     qs_db_close(db);

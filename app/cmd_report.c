@@ -25,15 +25,11 @@
 #include "report_sections.h"
 #include "../kernels/qs_version.h"
 #include "../store/tensor.h"
+#include "../store/json_out.h"
 
 #define DEFAULT_FORMATS "bf16,fp8_e4m3,fp8_e5m2,hif8,mxfp8_e4m3,mxfp6_e2m3,mxfp4,nvfp4,hif4,m2xfp4,int8:gran=row,int4:block=32"
 
-static double jnum(json_t *o, const char *k)
-{
-    json_t *v = json_object_get(o, k);
-    if (json_is_string(v)) return !strcmp(json_string_value(v), "inf") ? INFINITY : !strcmp(json_string_value(v), "-inf") ? -INFINITY : NAN;
-    return json_is_number(v) ? json_number_value(v) : NAN;
-}
+static double jnum(json_t *o, const char *k) { return qs_json_get_num(o, k); }
 
 static int by_effbits(const void *a, const void *b)
 {
@@ -81,14 +77,14 @@ static int write_md(FILE *f, json_t *doc, int html_links)
 {
     (void)html_links;
     fprintf(f, "# qscope report\n\n%s, database `%s`, %s.\n\n", json_string_value(json_object_get(doc, "tool")),
-            json_string_value(json_object_get(doc, "database")), json_string_value(json_object_get(doc, "created")));
+            qs_esc(json_string_value(json_object_get(doc, "database"))), json_string_value(json_object_get(doc, "created")));
     fprintf(f, "Effective bits are `-1/2 log2(sum e^2 / sum x^2)`; bits per element include block metadata. "
                "A format is on the Pareto front when no other format has at most its bits and more effective bits.\n\n");
     size_t i;
     json_t *t;
     json_array_foreach(json_object_get(doc, "tensors"), i, t) {
         json_t *rows = json_object_get(t, "results");
-        fprintf(f, "## %s\n\n`%s`, shape %s, %s, hash `%s`\n\n", json_string_value(json_object_get(t, "name")),
+        fprintf(f, "## %s\n\n`%s`, shape %s, %s, hash `%s`\n\n", qs_esc_md(json_string_value(json_object_get(t, "name"))),
                 json_string_value(json_object_get(t, "dtype")), json_string_value(json_object_get(t, "shape_str")),
                 json_string_value(json_object_get(t, "stats_line")), json_string_value(json_object_get(t, "hash")));
         /* The answer per bit budget: the most accurate format within each budget. */
@@ -133,7 +129,8 @@ static int write_md(FILE *f, json_t *doc, int html_links)
         json_t *imgs = json_object_get(t, "plots");
         json_t *img;
         json_array_foreach(imgs, k, img)
-            fprintf(f, "![%s](%s)\n\n", json_string_value(json_object_get(img, "title")), json_string_value(json_object_get(img, "file")));
+            fprintf(f, "![%s](%s)\n\n", qs_esc_md(json_string_value(json_object_get(img, "title"))),
+                    qs_esc(json_string_value(json_object_get(img, "file"))));
     }
     qs_report_sections_md(f, json_object_get(doc, "sections"));
     return ferror(f) ? -1 : 0;
@@ -190,9 +187,10 @@ static int write_csv(FILE *f, json_t *doc)
     json_array_foreach(json_object_get(doc, "tensors"), i, t)
         json_array_foreach(json_object_get(t, "results"), k, r) {
             json_t *m = json_object_get(r, "metrics");
-            fprintf(f, "\"%s\",%s,%s,\"%s\",%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%d,%zu\n",
-                    json_string_value(json_object_get(t, "name")), json_string_value(json_object_get(t, "hash")),
-                    json_string_value(json_object_get(r, "format")), json_string_value(json_object_get(r, "label")),
+            qs_csv_field(f, json_string_value(json_object_get(t, "name")));
+            fprintf(f, ",%s,%s,", json_string_value(json_object_get(t, "hash")), json_string_value(json_object_get(r, "format")));
+            qs_csv_field(f, json_string_value(json_object_get(r, "label")));
+            fprintf(f, ",%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%d,%zu\n",
                     jnum(m, "bits_per_elem"), jnum(m, "eff_bits_energy"), jnum(m, "eff_bits_sqnr"), jnum(m, "sqnr_db"),
                     jnum(m, "mse"), jnum(m, "max_abs_err"), jnum(m, "max_rel_err"), jnum(m, "underflow_frac"),
                     jnum(m, "clip_frac"), jnum(m, "nonfinite_frac"), json_is_true(json_object_get(r, "pareto")), k + 1);
@@ -248,8 +246,8 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
     char created[64];
     time_t now = time(NULL);
     strftime(created, sizeof created, "%Y-%m-%d %H:%M UTC", gmtime(&now));
-    json_t *doc = json_pack("{s:s,s:s,s:s,s:[],s:[]}", "tool", "qscope " QS_VERSION, "database", db->path, "created", created,
-                            "tensors", "sections");
+    json_t *doc = json_pack("{s:s,s:s,s:[],s:[]}", "tool", "qscope " QS_VERSION, "created", created, "tensors", "sections");
+    qs_json_set_text(doc, "database", db->path);
     sqlite3_stmt *st = qs_db_prepare(db,
         "SELECT t.name, s.mean, s.std, s.absmax, s.kurtosis, s.outlier_frac FROM tensor t LEFT JOIN tensor_stats s"
         " ON s.tensor_id = t.id WHERE t.name GLOB ? ORDER BY t.name", &e);
@@ -291,8 +289,9 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
         free(v);
         json_decref(rows);
         mark_pareto(sorted);
-        json_t *tj = json_pack("{s:s,s:s,s:s,s:s,s:s,s:o,s:[]}", "name", t.name, "hash", t.hash, "dtype",
-                               qs_dtype_get(t.dtype)->name, "shape_str", shs, "stats_line", line, "results", sorted, "plots");
+        json_t *tj = json_pack("{s:s,s:s,s:s,s:s,s:o,s:[]}", "hash", t.hash, "dtype", qs_dtype_get(t.dtype)->name,
+                               "shape_str", shs, "stats_line", line, "results", sorted, "plots");
+        qs_json_set_text(tj, "name", t.name);
         if (plots && strcmp(kind, "json") && strcmp(kind, "csv") &&
             qs_report_plots(cli, db, &t, apps, na, sorted, dir, nt, json_object_get(tj, "plots"), &e)) {
             rc = qs_cli_err(QS_EXIT_ERR, &e);
@@ -326,8 +325,8 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
     else if (!strcmp(kind, "csv")) wrc = write_csv(f, doc);
     else wrc = json_dumpf(doc, f, JSON_INDENT(2));   /* full precision: same numbers as analyze --json */
     if (fclose(f) || wrc) { rc = qs_cli_error(QS_EXIT_ERR, "%s: write failed", path); goto out; }
-    printf("%s\n", path);
-    fprintf(stderr, "qscope: report on %d tensor(s) x %d format(s) written to %s\n", nt, na, path);
+    printf("%s\n", qs_esc(path));
+    fprintf(stderr, "qscope: report on %d tensor(s) x %d format(s) written to %s\n", nt, na, qs_esc(path));
 out:
     json_decref(doc);
     qs_db_close(db);

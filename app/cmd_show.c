@@ -10,9 +10,10 @@
 
 #include "cli.h"
 #include "../analysis/stats_store.h"
+#include "../store/json_out.h"
 #include "../store/tensor.h"
 
-static json_t *jreal(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+static json_t *jreal(double v) { return qs_json_num(v); }
 
 static json_t *axis_obj(const qs_axis_summary *a)
 {
@@ -50,18 +51,19 @@ int qs_cmd_show(qs_cli *cli, int argc, char **argv)
     qs_shape_json(t.shape, t.ndim, shj, sizeof shj);
     qs_fmt_bytes((double)t.nbytes, sz, sizeof sz);
     if (json) {
-        json_t *o = json_pack("{s:s,s:s,s:s,s:o,s:I,s:I,s:s,s:s,s:s,s:s}", "name", t.name, "dtype",
-                              qs_dtype_get(t.dtype)->name, "member", t.member, "shape", json_loads(shj, 0, NULL),
-                              "numel", (json_int_t)t.numel, "nbytes", (json_int_t)t.nbytes, "storage",
-                              t.is_blob ? "blob" : "ref", "hash", t.hash, "source", t.source_path, "source_kind",
-                              t.source_kind);
+        json_t *o = json_pack("{s:s,s:o,s:I,s:I,s:s,s:s,s:s}", "dtype", qs_dtype_get(t.dtype)->name, "shape",
+                              json_loads(shj, 0, NULL), "numel", (json_int_t)t.numel, "nbytes", (json_int_t)t.nbytes,
+                              "storage", t.is_blob ? "blob" : "ref", "hash", t.hash, "source_kind", t.source_kind);
+        qs_json_set_text(o, "name", t.name);
+        qs_json_set_text(o, "member", t.member);
+        qs_json_set_text(o, "source", t.source_path);
         if (t.metadata) json_object_set_new(o, "metadata", json_loads(t.metadata, 0, NULL));
         if (found) {
-            json_t *st = json_pack("{s:I,s:I,s:I,s:I,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "n_finite", (json_int_t)s.n_finite,
-                                   "n_nan", (json_int_t)s.n_nan, "n_inf", (json_int_t)s.n_inf, "n_zero",
-                                   (json_int_t)s.n_zero, "min", jreal(s.min), "max", jreal(s.max), "mean", jreal(s.mean),
-                                   "std", jreal(s.std), "absmax", jreal(s.absmax), "kurtosis", jreal(s.kurtosis),
-                                   "zero_frac", jreal(s.zero_frac), "outlier_frac", jreal(s.outlier_frac));
+            json_t *st = json_pack("{s:I,s:I,s:I,s:I}", "n_finite", (json_int_t)s.n_finite, "n_nan", (json_int_t)s.n_nan,
+                                   "n_inf", (json_int_t)s.n_inf, "n_zero", (json_int_t)s.n_zero);
+            const char *fk[] = {"min", "max", "mean", "std", "absmax", "kurtosis", "zero_frac", "outlier_frac"};
+            const double fv[] = {s.min, s.max, s.mean, s.std, s.absmax, s.kurtosis, s.zero_frac, s.outlier_frac};
+            for (int k = 0; k < 8; k++) qs_json_set_num(st, fk[k], fv[k]);
             json_t *p = json_object();
             for (int k = 0; k < QS_NPCT; k++) json_object_set_new(p, pct_key(k), jreal(s.pct[k]));
             json_object_set_new(st, "percentiles", p);
@@ -86,9 +88,9 @@ int qs_cmd_show(qs_cli *cli, int argc, char **argv)
     }
     const char *B = qs_c_bold(cli), *H = qs_c_head(cli), *O = qs_c_off(cli);
     char a[40], b[40], c[40], d[40];
-    printf("%s%s%s\n", B, t.name, O);
-    printf("  %-10s %s (%s)\n", "source", t.source_path, t.source_kind);
-    if (t.member && *t.member) printf("  %-10s %s\n", "member", t.member);
+    printf("%s%s%s\n", B, qs_esc(t.name), O);
+    printf("  %-10s %s (%s)\n", "source", qs_esc(t.source_path), t.source_kind);
+    if (t.member && *t.member) printf("  %-10s %s\n", "member", qs_esc(t.member));
     printf("  %-10s %s  %s  %llu elements  %s  %s%s\n", "tensor", shs, qs_dtype_get(t.dtype)->name,
            (unsigned long long)t.numel, sz, t.is_blob ? "embedded" : "referenced", t.fortran ? " (column-major)" : "");
     printf("  %-10s %s\n", "hash", t.hash);

@@ -17,11 +17,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "../analysis/stats_store.h"
 #include "../analysis/tensor_stats.h"
 #include "../store/container.h"
 #include "../store/tensor.h"
 #include "../store/npy_write.h"
+#include "../store/json_out.h"
 #include "../store/tensor_write.h"
 
 static void file_stem(const char *path, char *out, size_t cap)
@@ -43,10 +45,11 @@ static void report_add(json_t *report, const char *name, const char *status, con
     json_t *sh = json_array();
     for (int i = 0; i < d->ndim; i++) json_array_append_new(sh, json_integer((json_int_t)d->shape[i]));
     uint64_t nbytes = d->nbytes;
-    json_array_append_new(report, json_pack("{s:s,s:s,s:s,s:o,s:I,s:I,s:s,s:s}", "name", name, "status", status,
-                                            "dtype", qs_dtype_get(d->dtype)->name, "shape", sh,
-                                            "numel", (json_int_t)d->numel, "nbytes", (json_int_t)nbytes,
-                                            "storage", is_blob ? "blob" : "ref", "hash", hash));
+    json_t *o = json_pack("{s:s,s:s,s:o,s:I,s:I,s:s,s:s}", "status", status, "dtype", qs_dtype_get(d->dtype)->name,
+                          "shape", sh, "numel", (json_int_t)d->numel, "nbytes", (json_int_t)nbytes, "storage",
+                          is_blob ? "blob" : "ref", "hash", hash);
+    qs_json_set_text(o, "name", name);
+    json_array_append_new(report, o);
 }
 
 static int import_tensor(qs_db *db, const uint8_t *base, size_t len, const char *path, const qs_tdesc *d,
@@ -131,7 +134,7 @@ int qs_import_file(qs_db *db, const char *path, const qs_import_opts *o, json_t 
     int64_t *keep = NULL;
     char real[PATH_MAX];
     if (qs_parse_any(map, len, path, &po, &c, e)) { qs_err_prefix(e, path); goto out; }
-    for (size_t i = 0; i < c.nwarn; i++) fprintf(stderr, "qscope: %s: warning: %s\n", path, c.warnings[i]);
+    for (size_t i = 0; i < c.nwarn; i++) fprintf(stderr, "qscope: %s: warning: %s\n", qs_esc(path), qs_esc(c.warnings[i]));
     if (o->exact_name && c.n != 1) { qs_fail(e, "%s: expected exactly one tensor", path); goto out; }
 
     const char *spath = o->source_path;
@@ -163,7 +166,11 @@ int qs_import_file(qs_db *db, const char *path, const qs_import_opts *o, json_t 
     int removed = 0;
     if (qs_source_prune(db, source_id, keep, c.n, &removed, e)) goto out;
     if (removed && report)
-        json_array_append_new(report, json_pack("{s:s,s:s,s:i}", "name", spath, "status", "removed", "count", removed));
+    {
+        json_t *ro = json_pack("{s:s,s:i}", "status", "removed", "count", removed);
+        qs_json_set_text(ro, "name", spath);
+        json_array_append_new(report, ro);
+    }
     rc = 0;
 out:
     free(keep);

@@ -15,13 +15,9 @@
 #include "../analysis/hist_json.h"
 #include "../analysis/plot.h"
 #include "../analysis/results.h"
+#include "../store/json_out.h"
 
-static double jnum(json_t *o, const char *k)
-{
-    json_t *v = json_object_get(o, k);
-    if (json_is_string(v)) return !strcmp(json_string_value(v), "inf") ? INFINITY : NAN;
-    return json_is_number(v) ? json_number_value(v) : NAN;
-}
+static double jnum(json_t *o, const char *k) { return qs_json_get_num(o, k); }
 
 static char *join_formats(const qs_apply *apps, int n)
 {
@@ -65,7 +61,7 @@ int qs_report_plots(qs_cli *cli, qs_db *db, const qs_tensor_rec *t, const qs_app
     qs_fig_free(fig);
     free(pts);
     if (prc) goto out;
-    json_array_append_new(out, json_pack("{s:s,s:s}", "title", title, "file", file));
+    json_array_append_new(out, json_pack("{s:o,s:s}", "title", qs_json_text(title), "file", file));
 
     /* 2. relative-error histograms of every format, overlaid */
     qs_hist *hs = calloc((size_t)napps, sizeof *hs);
@@ -96,7 +92,7 @@ int qs_report_plots(qs_cli *cli, qs_db *db, const qs_tensor_rec *t, const qs_app
         snprintf(path, sizeof path, "%s/%s", dir, file);
         prc = fig ? qs_plot_png(fig, &po, &pv, path, e) : qs_fail(e, "out of memory");
         qs_fig_free(fig);
-        if (!prc) json_array_append_new(out, json_pack("{s:s,s:s}", "title", title, "file", file));
+        if (!prc) json_array_append_new(out, json_pack("{s:o,s:s}", "title", qs_json_text(title), "file", file));
     } else prc = 0;
     for (int i = 0; i < nh; i++) free(hs[i].counts);
     free(hs); free(hp); free(names); free(labels);

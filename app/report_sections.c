@@ -11,6 +11,7 @@
 #include "../analysis/ais.h"
 #include "../analysis/ais_store.h"
 #include "../analysis/claims.h"
+#include "../store/json_out.h"
 
 static const char b64chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
@@ -54,7 +55,7 @@ int qs_html_figures(FILE *f, json_t *plots, const char *dir)
 
 void qs_html_esc(FILE *f, const char *s)
 {
-    for (; s && *s; s++) {
+    for (s = s ? qs_esc(s) : NULL; s && *s; s++) {
         if (*s == '<') fputs("&lt;", f);
         else if (*s == '>') fputs("&gt;", f);
         else if (*s == '&') fputs("&amp;", f);
@@ -112,15 +113,10 @@ static const char *cell(json_t *row, size_t i)
     return s ? s : "";
 }
 
-/* One Markdown table cell (" text |"), pipes escaped. */
+/* One Markdown table cell (" text |"): control characters and pipes escaped. */
 static void md_cell(FILE *f, const char *t)
 {
-    fputc(' ', f);
-    for (; *t; t++) {
-        if (*t == '|') fputc('\\', f);
-        fputc(*t, f);
-    }
-    fputs(" |", f);
+    fprintf(f, " %s |", qs_esc_md(t));
 }
 
 void qs_report_sections_md(FILE *f, json_t *sections)
@@ -146,12 +142,13 @@ void qs_report_sections_md(FILE *f, json_t *sections)
         if (json_array_size(notes)) {
             json_array_foreach(json_object_get(s, "rows"), k, row) {
                 const char *n = json_string_value(json_array_get(notes, k));
-                if (n && *n) fprintf(f, "- **%s**: %s\n", cell(row, 0), n);
+                if (n && *n) fprintf(f, "- **%s**: %s\n", qs_esc_md(cell(row, 0)), qs_esc(n));
             }
             fprintf(f, "\n");
         }
         json_array_foreach(json_object_get(s, "plots"), k, p)
-            fprintf(f, "![%s](%s)\n\n", json_string_value(json_object_get(p, "title")), json_string_value(json_object_get(p, "file")));
+            fprintf(f, "![%s](%s)\n\n", qs_esc_md(json_string_value(json_object_get(p, "title"))),
+                    qs_esc(json_string_value(json_object_get(p, "file"))));
     }
 }
 
@@ -246,7 +243,8 @@ int qs_report_rl(qs_cli *cli, qs_db *db, const char *dir, int plots, json_t *sec
         fmtg(c[3], 32, nd ? wmax : NAN, "%.3g");
         fmtg(c[4], 32, lam, "%.3f");
         snprintf(c[5], 32, "%llu / %zu", (unsigned long long)r.tokens, r.nrows);
-        json_array_append_new(rows, json_pack("[s,s,s,s,s,s,s,s,s]", name, label, r.format, c[5], c[0], c[1], c[2], c[3], c[4]));
+        json_array_append_new(rows, json_pack("[o,o,o,s,s,s,s,s,s]", qs_json_text(name), qs_json_text(label), qs_json_text(r.format), c[5],
+                                              c[0], c[1], c[2], c[3], c[4]));
         json_array_append_new(notes, json_null());
         if (plots && ntraj < NTRAJ && r.nrows > 1 && (tx[ntraj] = malloc(r.nrows * sizeof(double))) &&
             (ty[ntraj] = malloc(r.nrows * sizeof(double)))) {

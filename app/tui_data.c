@@ -19,6 +19,7 @@
 #include "../analysis/hist_json.h"
 #include "../analysis/results.h"
 #include "../kernels/qs_version.h"
+#include "../store/json_out.h"
 
 static char *dupz(const unsigned char *s) { return strdup(s ? (const char *)s : ""); }
 static double coln(sqlite3_stmt *st, int i)
@@ -186,12 +187,7 @@ void tui_fmts_free(tui *T)
     T->nfmts = 0;
 }
 
-static double jnum(json_t *o, const char *k)
-{
-    json_t *v = json_object_get(o, k);
-    if (json_is_string(v)) return !strcmp(json_string_value(v), "inf") ? INFINITY : !strcmp(json_string_value(v), "-inf") ? -INFINITY : NAN;
-    return json_is_number(v) ? json_number_value(v) : NAN;
-}
+static double jnum(json_t *o, const char *k) { return qs_json_get_num(o, k); }
 
 void tui_hist_cache_clear(tui *T)
 {

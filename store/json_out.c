@@ -43,6 +43,23 @@ double qs_json_get_num(const json_t *o, const char *key)
     return json_is_string(why) ? parse_word(json_string_value(why)) : NAN;
 }
 
+void qs_json_fix_legacy_nums(json_t *o)
+{
+    const char *keys[64];
+    size_t n = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach(o, k, v) {
+        const char *w = json_string_value(v);
+        if (w && n < 64 && (!strcmp(w, "inf") || !strcmp(w, "-inf") || !strcmp(w, "nan"))) keys[n++] = k;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char key[128];
+        snprintf(key, sizeof key, "%s", keys[i]);   /* the key's storage goes with the old value's slot */
+        qs_json_set_num(o, key, qs_json_get_num(o, key));
+    }
+}
+
 json_t *qs_json_text(const char *s)
 {
     if (!s) return json_null();

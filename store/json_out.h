@@ -23,6 +23,9 @@ void qs_json_set_num(json_t *o, const char *key, double v);
 /* The inverse: o[key] as a double, non-finite values restored from "nonfinite_values" (and from
 ** the strings "inf"/"-inf" of results stored by earlier versions); NAN when absent or null. */
 double qs_json_get_num(const json_t *o, const char *key);
+/* Rewrite the strings "inf" / "-inf" / "nan" that results stored by earlier builds hold as
+** numbers into the form above (null plus reason), in place. */
+void qs_json_fix_legacy_nums(json_t *o);
 
 /* s as a JSON string, escaped when it is not valid UTF-8; NULL s gives null. */
 json_t *qs_json_text(const char *s);
