@@ -9,6 +9,7 @@
 
 #include <jansson.h>
 
+#include "../store/json_out.h"
 #include "../store/rl_log.h"
 
 int qs_cmd_import_log(qs_cli *cli, int argc, char **argv)
@@ -43,20 +44,23 @@ int qs_cmd_import_log(qs_cli *cli, int argc, char **argv)
         double tps = r.seconds > 0 ? (double)r.info.tokens / r.seconds : 0;
         if (r.info.n_far && !o.quiet)
             fprintf(stderr, "qscope: warning: %s: %llu tokens have |lp_train - lp_rollout| > 20 nats (first on line %llu); "
-                    "diagnostics clamp the log-ratio to [-20, 20]\n", argv[i], (unsigned long long)r.info.n_far,
+                    "diagnostics clamp the log-ratio to [-20, 20]\n", qs_esc(argv[i]), (unsigned long long)r.info.n_far,
                     (unsigned long long)r.info.far_line);
         if (json) {
-            json_array_append_new(out, json_pack("{s:s,s:I,s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:f,s:f}", "run", r.run, "run_id",
-                                                 (json_int_t)r.run_id, "file", argv[i], "encoding",
+            json_t *jo = json_pack("{s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:f,s:f}", "run_id",
+                                                 (json_int_t)r.run_id, "encoding",
                                                  r.info.format == QS_RL_CSV ? "csv" : "jsonl", "tokens",
                                                  (json_int_t)r.info.tokens, "sequences", (json_int_t)r.info.seqs, "steps",
                                                  (json_int_t)r.info.steps, "groups", (json_int_t)r.info.groups,
                                                  "far_tokens", (json_int_t)r.info.n_far, "seconds", r.seconds,
-                                                 "tokens_per_s", tps));
+                                                 "tokens_per_s", tps);
+            qs_json_set_text(jo, "run", r.run);
+            qs_json_set_text(jo, "file", argv[i]);
+            json_array_append_new(out, jo);
         } else {
             printf("%s%s%s: %llu tokens, %llu sequences, %llu steps from %s (%s) in %.2f s (%.2f M tokens/s)\n",
-                   qs_c_bold(cli), r.run, qs_c_off(cli), (unsigned long long)r.info.tokens,
-                   (unsigned long long)r.info.seqs, (unsigned long long)r.info.steps, argv[i],
+                   qs_c_bold(cli), qs_esc(r.run), qs_c_off(cli), (unsigned long long)r.info.tokens,
+                   (unsigned long long)r.info.seqs, (unsigned long long)r.info.steps, qs_esc(argv[i]),
                    r.info.format == QS_RL_CSV ? "csv" : "jsonl", r.seconds, tps / 1e6);
         }
     }
@@ -94,9 +98,10 @@ static int export_run(qs_db *db, const char *run, const char *out)
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         const char *sid = (const char *)sqlite3_column_text(st, 11), *gid = (const char *)sqlite3_column_text(st, 12);
         fprintf(f, "%lld,", (long long)sqlite3_column_int64(st, 0));
-        if (sid && !strpbrk(sid, ",\"\r\n")) fputs(sid, f); else fprintf(f, "%lld", (long long)sqlite3_column_int64(st, 1));
+        /* ids a CSV field cannot hold become the ordinal; control characters are escaped */
+        if (sid && !strpbrk(sid, ",\"\r\n")) fputs(qs_esc(sid), f); else fprintf(f, "%lld", (long long)sqlite3_column_int64(st, 1));
         fputc(',', f);
-        if (gid && !strpbrk(gid, ",\"\r\n")) fputs(gid, f);
+        if (gid && !strpbrk(gid, ",\"\r\n")) fputs(qs_esc(gid), f);
         else if (sqlite3_column_type(st, 8) != SQLITE_NULL) fprintf(f, "%lld", (long long)sqlite3_column_int64(st, 8));
         fprintf(f, ",%lld,%.17g,%.17g,", (long long)sqlite3_column_int64(st, 2), sqlite3_column_double(st, 4),
                 sqlite3_column_double(st, 5));
@@ -180,14 +185,17 @@ int qs_cmd_runs(qs_cli *cli, int argc, char **argv)
         long long s0 = sqlite3_column_int64(st, 6), s1 = sqlite3_column_int64(st, 7);
         if (json) {
             json_t *m = json_loads((const char *)sqlite3_column_text(st, 8), 0, NULL);
-            json_array_append_new(out, json_pack("{s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:I,s:o}", "run", name, "label", label, "source",
-                                                 src, "created_at", created, "tokens", (json_int_t)ntok, "steps",
-                                                 (json_int_t)nst, "first_step", (json_int_t)s0, "last_step",
-                                                 (json_int_t)s1, "metadata", m ? m : json_object()));
+            json_t *o = json_pack("{s:s,s:I,s:I,s:I,s:I,s:o}", "created_at", created, "tokens", (json_int_t)ntok, "steps",
+                                  (json_int_t)nst, "first_step", (json_int_t)s0, "last_step", (json_int_t)s1,
+                                  "metadata", m ? m : json_object());
+            qs_json_set_text(o, "run", name);
+            qs_json_set_text(o, "label", label);
+            qs_json_set_text(o, "source", src);
+            json_array_append_new(out, o);
         } else {
             char range[32];
             snprintf(range, sizeof range, nst ? "%lld..%lld" : "-", s0, s1);
-            printf("%-40s %12lld %7lld %-13s %s\n", name, ntok, nst, range, *label ? label : src);
+            printf("%-40s %12lld %7lld %-13s %s\n", qs_esc(name), ntok, nst, range, qs_esc(*label ? label : src));
         }
     }
     sqlite3_finalize(st);

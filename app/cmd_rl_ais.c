@@ -14,6 +14,7 @@
 #include "plot_render.h"
 #include "../analysis/ais_store.h"
 #include "../analysis/plot.h"
+#include "../store/json_out.h"
 
 static int parse_band(const char *s, double *lo, double *hi)
 {
@@ -124,7 +125,7 @@ static int plot_set(qs_cli *cli, const qs_ais_result *r, const qs_ais_opts *o, c
         qs_plot_cairo_release();
         free(oj);
         if (prc) rc = qs_cli_err(QS_EXIT_ERR, &e);
-        else { fprintf(stderr, "qscope: wrote %s\n", out); rc = QS_EXIT_OK; }
+        else { fprintf(stderr, "qscope: wrote %s\n", qs_esc(out)); rc = QS_EXIT_OK; }
     }
 out:
     if (fig) qs_fig_free(fig);
@@ -211,17 +212,18 @@ int qs_cmd_ais(qs_cli *cli, int argc, char **argv)
         if (qs_ais_run_weights(db, &r, &o, only_step, print_weight, &W, &e)) rc = qs_cli_err(QS_EXIT_ERR, &e);
     } else if (rc == QS_EXIT_OK && json) {
         char *oj = qs_ais_opts_json(&o);
-        json_t *j = json_pack("{s:s,s:s,s:s,s:I,s:s,s:s,s:o}", "run", r.run, "token_hash", r.hash, "rollout_format", r.format,
-                              "tokens", (json_int_t)r.tokens, "method", qs_ais_method_name(meth), "reconstruction",
+        json_t *j = json_pack("{s:s,s:I,s:s,s:s,s:o}", "token_hash", r.hash, "tokens", (json_int_t)r.tokens, "method", qs_ais_method_name(meth), "reconstruction",
                               QS_AIS_RECONSTRUCTION, "options", oj ? json_loads(oj, 0, NULL) : json_null());
         free(oj);
+        qs_json_set_text(j, "run", r.run);
+        qs_json_set_text(j, "rollout_format", r.format);
         json_t *steps = json_array();
         for (size_t i = 0; i < r.nrows; i++) {
             json_t *s = json_object();
             for (int k = 0; k < QS_AIS_NFIELDS; k++) {
                 double x = r.rows[i].v[k];
-                json_object_set_new(s, qs_ais_field_names[k],
-                                    k <= QS_AIS_F_n_masked ? json_integer((json_int_t)x) : isfinite(x) ? json_real(x) : json_null());
+                if (k <= QS_AIS_F_n_masked) json_object_set_new(s, qs_ais_field_names[k], json_integer((json_int_t)x));
+                else qs_json_set_num(s, qs_ais_field_names[k], x);
             }
             json_array_append_new(steps, s);
         }
@@ -244,8 +246,8 @@ int qs_cmd_ais(qs_cli *cli, int argc, char **argv)
             printf("\n");
         }
     } else if (rc == QS_EXIT_OK) {
-        printf("%s%s%s: %llu tokens, %zu steps, rollout format %s, token hash %s\n", qs_c_bold(cli), r.run, qs_c_off(cli),
-               (unsigned long long)r.tokens, r.nrows, r.format, r.hash);
+        printf("%s%s%s: %llu tokens, %zu steps, rollout format %s, token hash %s\n", qs_c_bold(cli), qs_esc(r.run), qs_c_off(cli),
+               (unsigned long long)r.tokens, r.nrows, qs_esc(r.format), r.hash);
         printf("%sR S Vamp lambda: AIS-R, the project's reconstruction of AIS (exact formulas unpublished); C=%g tau_s=%g "
                "kappa=%g beta=%g%s\n", qs_c_dim(cli), o.C, o.tau_s, o.kappa, o.beta, qs_c_off(cli));
         const char *mn = qs_ais_method_name(meth);

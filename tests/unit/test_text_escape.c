@@ -93,6 +93,9 @@ static void test_json_nonfinite(void **st)
     assert_true(isnan(qs_json_get_num(o, "c")));
     json_object_set_new(o, "old", json_string("inf"));   /* results stored by earlier versions */
     assert_true(isinf(qs_json_get_num(o, "old")) && qs_json_get_num(o, "old") > 0);
+    qs_json_fix_legacy_nums(o);
+    assert_true(json_is_null(json_object_get(o, "old")));
+    assert_string_equal(json_string_value(json_object_get(nf, "old")), "inf");
     qs_json_set_num(o, "b", 2.0);
     assert_null(json_object_get(nf, "b"));
     json_decref(o);
