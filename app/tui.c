@@ -50,10 +50,12 @@ void tui_fmt_num(double v, char *buf, size_t cap)
 }
 
 /* Write s at (y, x), at most w columns (UTF-8 aware: counts code points, which is what every glyph
-** the workbench prints occupies). */
+** the workbench prints occupies).  Control characters and invalid UTF-8 are drawn as the CLI
+** prints them (qs_esc): names from files never reach the terminal raw. */
 void tui_addstr_clip(int y, int x, const char *s, int w)
 {
     if (w <= 0 || !s) return;
+    s = qs_esc(s);
     int cols = 0;
     const char *p = s;
     while (*p && cols < w) {

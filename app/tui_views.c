@@ -90,7 +90,7 @@ void tui_draw_tensors(tui *T, int y0, int h)
         if (isnan(t->outlier)) snprintf(ou, sizeof ou, "-");
         else snprintf(ou, sizeof ou, "%.3f%%", 100 * t->outlier);
         /* a long name keeps its end (the tensor part) visible */
-        const char *nm = t->name;
+        const char *nm = qs_esc(t->name);   /* widths count the escaped text */
         char nbuf[512];
         if ((int)strlen(nm) > nw) { snprintf(nbuf, sizeof nbuf, "~%s", nm + strlen(nm) - (size_t)(nw - 1)); nm = nbuf; }
         char rs[16] = "";
@@ -322,8 +322,8 @@ void tui_draw_rl(tui *T, int y0, int h)
             for (int r = 0; r < rows && T->lr.top + r < (int)T->nruns; r++) {
                 int i = T->lr.top + r;
                 tui_run *R = &T->runs[i];
-                if (R->tokens < 0) snprintf(line, sizeof line, " %-28.28s %-30.30s %10s %7s %9s", R->name, R->label, "...", "...", "...");
-                else snprintf(line, sizeof line, " %-28.28s %-30.30s %10lld %7lld %9lld", R->name, R->label, (long long)R->tokens,
+                if (R->tokens < 0) snprintf(line, sizeof line, " %-28.28s %-30.30s %10s %7s %9s", qs_esc(R->name), qs_esc(R->label), "...", "...", "...");
+                else snprintf(line, sizeof line, " %-28.28s %-30.30s %10lld %7lld %9lld", qs_esc(R->name), qs_esc(R->label), (long long)R->tokens,
                               (long long)R->steps, (long long)R->seqs);
                 if (i == T->lr.cur) { sel_on(T); fill_line(T, y0 + 1 + r); }
                 tui_addstr_clip(y0 + 1 + r, 0, line, T->W);
