@@ -13,6 +13,7 @@
 #include <xxhash.h>
 
 #include "results.h"
+#include "../store/json_out.h"
 
 typedef struct stepbuf {
     int64_t step;
@@ -218,7 +219,7 @@ void qs_ais_result_free(qs_ais_result *r)
     r->nrows = 0;
 }
 
-static json_t *num(double x) { return isfinite(x) ? json_real(x) : json_null(); }
+static json_t *num(double x) { return qs_json_num(x); }
 
 char *qs_ais_result_json(const qs_ais_result *r, const qs_ais_opts *o)
 {
@@ -247,7 +248,7 @@ static json_t *series(const qs_ais_result *r, const char *name, int field, int o
     json_t *x = json_array(), *y = json_array();
     for (size_t i = 0; i < r->nrows; i++) {
         double v = r->rows[i].v[field];
-        json_array_append_new(x, json_real(r->rows[i].v[QS_AIS_F_step]));
+        json_array_append_new(x, qs_json_num(r->rows[i].v[QS_AIS_F_step]));
         json_array_append_new(y, num(one_minus ? 1 - v : v));
     }
     return json_pack("{s:s,s:o,s:o}", "name", name, "x", x, "y", y);

@@ -10,6 +10,7 @@
 
 #include "results.h"
 #include "../kernels/msd.h"
+#include "../store/json_out.h"
 
 char *qs_kx_canon(json_t *j) { return json_dumps(j, JSON_SORT_KEYS | JSON_COMPACT | JSON_REAL_PRECISION(17)); }
 
@@ -33,18 +34,22 @@ int qs_kx_store(qs_db *db, const char *hash, const char *kind, const char *forma
     return rc ? -1 : 0;
 }
 
-static json_t *jnum(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+static json_t *jnum(double v) { return qs_json_num(v); }
 
 static json_t *cmp_json(const qs_cmp *c)
 {
-    return json_pack("{s:o,s:o,s:o,s:o}", "rel_l2", jnum(c->rel_l2), "max_abs", jnum(c->max_abs), "cosine",
-                     jnum(c->cosine), "cos_diff", jnum(c->cos_diff));
+    json_t *o = json_object();
+    qs_json_set_num(o, "rel_l2", c->rel_l2);
+    qs_json_set_num(o, "max_abs", c->max_abs);
+    qs_json_set_num(o, "cosine", c->cosine);
+    qs_json_set_num(o, "cos_diff", c->cos_diff);
+    return o;
 }
 
 static void add_series(json_t *ser, const char *name, const double *x, const double *y, size_t n)
 {
     json_t *xs = json_array(), *ys = json_array();
-    for (size_t i = 0; i < n; i++) { json_array_append_new(xs, json_real(x[i])); json_array_append_new(ys, jnum(y[i])); }
+    for (size_t i = 0; i < n; i++) { json_array_append_new(xs, qs_json_num(x[i])); json_array_append_new(ys, jnum(y[i])); }
     json_array_append_new(ser, json_pack("{s:s,s:o,s:o}", "name", name, "x", xs, "y", ys));
 }
 
@@ -293,7 +298,7 @@ json_t *qs_kx_msd_run(const qs_kx_msd *o, json_t *opts, qs_err *e)
                 }
             }
             json_object_set_new(chk, "gemm_bound_violations", json_integer((json_int_t)bad));
-            json_object_set_new(chk, "gemm_bound_max_ratio", jnum(worst));
+            qs_json_set_num(chk, "gemm_bound_max_ratio", worst);
         }
     }
     /* exactness of the SGEMM integer path against the int32 loop on this run's components */

@@ -30,6 +30,7 @@
 #include "../kernels/attn.h"
 #include "../kernels/msd.h"
 #include "../kernels/qs_version.h"
+#include "../store/json_out.h"
 
 typedef struct { double min, med; } tm2;
 
@@ -215,7 +216,7 @@ static int run_kernels(qs_cli *cli, int quick, int json)
     for (size_t i = 0; i < n; i++) ref[i] = O[i];
     qs_cmp_f(O2, ref, n, &cm);
     json_t *checks = json_object();
-    json_object_set_new(checks, "amla_vs_fa2_rel_l2", json_real(cm.rel_l2));
+    qs_json_set_num(checks, "amla_vs_fa2_rel_l2", cm.rel_l2);
     {   /* FA2 (FP32 P) against the FP64 reference on head 0 */
         qs_attn_shape s1 = {1, 1, L, L, d, d};
         double *r1 = malloc(L * d * sizeof(double));
@@ -223,8 +224,8 @@ static int run_kernels(qs_cli *cli, int quick, int json)
         if (!r1 || qs_attn_ref(&s1, 0, 0, Q, K, V, r1, NULL, &e)) { free(r1); return qs_cli_error(QS_EXIT_ERR, "bench: reference failed"); }
         qs_cmp_f(O, r1, L * d, &c1);
         free(r1);
-        json_object_set_new(checks, "fa2_vs_fp64_rel_l2", json_real(c1.rel_l2));
-        json_object_set_new(checks, "fa2_vs_fp64_max_abs", json_real(c1.max_abs));
+        qs_json_set_num(checks, "fa2_vs_fp64_rel_l2", c1.rel_l2);
+        qs_json_set_num(checks, "fa2_vs_fp64_max_abs", c1.max_abs);
         if (!(c1.rel_l2 < 1e-5)) { bad = 1; fprintf(stderr, "qscope: bench: FA2 disagrees with FP64 (rel L2 %.3g)\n", c1.rel_l2); }
     }
     if (!(cm.rel_l2 < 1e-2)) { bad = 1; fprintf(stderr, "qscope: bench: AMLA and FA2 disagree (rel L2 %.3g)\n", cm.rel_l2); }
@@ -232,7 +233,7 @@ static int run_kernels(qs_cli *cli, int quick, int json)
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)Mm, (int)Nm, (int)Km, 1.0f, x, (int)Km, W, (int)Km, 0.0f, y, (int)Nm);
     for (size_t i = 0; i < Mm * Nm; i++) ym[i] = y[i];
     qs_cmp_f(y2, ym, Mm * Nm, &cm);
-    json_object_set_new(checks, "msd_vs_dequant_sgemm_rel_l2", json_real(cm.rel_l2));
+    qs_json_set_num(checks, "msd_vs_dequant_sgemm_rel_l2", cm.rel_l2);
     if (!(cm.rel_l2 < 1e-3)) { bad = 1; fprintf(stderr, "qscope: bench: MSD result looks wrong (rel L2 %.3g)\n", cm.rel_l2); }
     free(ref); free(ym);
     char cpu[256];
@@ -307,8 +308,8 @@ static int gate(const gate_t *g, const float *a, const float *base, const double
     double mere = cnt ? sum / cnt : 0;
     int ok = mere < g->T && mx < g->mare && (double)ec / (double)(eb > 1 ? eb : 1) <= 2.0;
     json_object_set_new(info, "dtype_gate", json_string(g->name));
-    json_object_set_new(info, "mere", json_real(mere));
-    json_object_set_new(info, "mare", json_real(mx));
+    qs_json_set_num(info, "mere", mere);
+    qs_json_set_num(info, "mare", mx);
     json_object_set_new(info, "small_positions", json_integer((json_int_t)spec));
     json_object_set_new(info, "small_errors", json_integer((json_int_t)ec));
     json_object_set_new(info, "small_errors_baseline", json_integer((json_int_t)eb));
@@ -425,18 +426,18 @@ static int run_score(qs_cli *cli, int quick, int json)
         json_object_set_new(info, "op", json_string(c->op));
         json_object_set_new(info, "case", json_string(cname));
         json_object_set_new(info, "runtime_ok", json_boolean(!fail));
-        json_object_set_new(info, "t_cand_us", json_real(fail ? NAN : sc.min * 1e6));
-        json_object_set_new(info, "t_base_us", json_real(fail ? NAN : sb.min * 1e6));
-        json_object_set_new(info, "t_hw_us", json_real(thw * 1e6));
-        json_object_set_new(info, "speedup", json_real(fail ? 0 : sb.min / sc.min));
-        json_object_set_new(info, "score", json_real(sco));
+        qs_json_set_num(info, "t_cand_us", fail ? NAN : sc.min * 1e6);
+        qs_json_set_num(info, "t_base_us", fail ? NAN : sb.min * 1e6);
+        qs_json_set_num(info, "t_hw_us", thw * 1e6);
+        qs_json_set_num(info, "speedup", fail ? 0 : sb.min / sc.min);
+        qs_json_set_num(info, "score", sco);
         json_object_set_new(info, "accuracy_pass", json_boolean(acc));
         json_array_append_new(cases, info);
         json_t *op = json_object_get(ops, c->op);
         if (!op) { op = json_pack("{s:i,s:i,s:f}", "n", 0, "runtime_fail", 0, "sum", 0.0); json_object_set_new(ops, c->op, op); }
         json_object_set_new(op, "n", json_integer(json_integer_value(json_object_get(op, "n")) + 1));
         if (fail) json_object_set_new(op, "runtime_fail", json_integer(json_integer_value(json_object_get(op, "runtime_fail")) + 1));
-        json_object_set_new(op, "sum", json_real(json_real_value(json_object_get(op, "sum")) + (acc ? 0.3 + 0.5 * sco : 0)));
+        qs_json_set_num(op, "sum", json_real_value(json_object_get(op, "sum")) + (acc ? 0.3 + 0.5 * sco : 0));
         free(in); free(oc); free(ob); free(gold); free(Wq); free(sig); free(Wd);
         qs_i8_pack_free(&wp);
     }
@@ -447,7 +448,7 @@ static int run_score(qs_cli *cli, int quick, int json)
         double nn = (double)json_integer_value(json_object_get(op, "n"));
         double dcr = (nn - (double)json_integer_value(json_object_get(op, "runtime_fail"))) / nn;
         double sc = 100 * (0.2 * dcr + json_real_value(json_object_get(op, "sum")) / nn);
-        json_object_set_new(op, "score", json_real(sc));
+        qs_json_set_num(op, "score", sc);
         total += sc;
     }
     json_t *out = json_pack("{s:f,s:f,s:i,s:o,s:o,s:f}", "sgemm_peak_gflops", peak / 1e9, "bandwidth_gbs", bw / 1e9, "threads",

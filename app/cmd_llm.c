@@ -22,6 +22,7 @@
 #include "../kernels/llm.h"
 #include "../kernels/qs_version.h"
 #include "../store/npy_write.h"
+#include "../store/json_out.h"
 
 #define LLM_LABEL "precision mismatch without training"
 #define MAX_PROMPT 256
@@ -569,10 +570,10 @@ static int cmd_score(qs_cli *cli, int argc, char **argv)
         json_object_set_new(meta, "summary", json_pack("{s:f,s:f,s:f}", "mean_delta", ntok ? sum_d / ntok : 0,
                                                        "mean_abs_delta", ntok ? sum_ad / ntok : 0, "mean_k3", ntok ? sum_k3 / ntok : 0));
         /* the trainer's entropy has no rl_token column: its mean is kept here */
-        json_object_set_new(json_object_get(meta, "summary"), "mean_entropy_rollout", json_real(ntok ? sum_er / ntok : 0));
-        json_object_set_new(json_object_get(meta, "summary"), "mean_entropy_train", json_real(ntok ? sum_et / ntok : 0));
+        qs_json_set_num(json_object_get(meta, "summary"), "mean_entropy_rollout", ntok ? sum_er / ntok : 0);
+        qs_json_set_num(json_object_get(meta, "summary"), "mean_entropy_train", ntok ? sum_et / ntok : 0);
         if (o.arith) {
-            json_object_set_new(json_object_get(meta, "summary"), "mean_reward", json_real(sum_reward / ((double)np * o.seqs)));
+            qs_json_set_num(json_object_get(meta, "summary"), "mean_reward", sum_reward / ((double)np * o.seqs));
             json_object_set_new(meta, "task", json_string("arith: chat prompt 'What is A + B?' (A, B in 1..9 from the seed); "
                                 "reward 1 if the completion contains A+B as a whole number, else 0; advantage = reward - "
                                 "mean reward of the prompt's group"));
@@ -601,7 +602,7 @@ static int cmd_score(qs_cli *cli, int argc, char **argv)
                                 "mean_abs_delta", ntok ? sum_ad / ntok : 0.0, "mean_k3", ntok ? sum_k3 / ntok : 0.0,
                                 "rollout_tokens_per_s", ngen / (t_roll > 0 ? t_roll : 1e-9),
                                 "score_tokens_per_s", (double)o.seqs * np * (ps[0].n + o.tokens) / (t_score > 0 ? t_score : 1e-9));
-        if (out && o.arith) json_object_set_new(out, "mean_reward", json_real(sum_reward / ((double)np * o.seqs)));
+        if (out && o.arith) qs_json_set_num(out, "mean_reward", sum_reward / ((double)np * o.seqs));
         char *txt = out ? json_dumps(out, JSON_COMPACT) : NULL;
         if (txt) printf("%s\n", txt);
         free(txt);
@@ -683,7 +684,7 @@ static json_t *outlier_json(const float *x, int rows, int cols, double *ratio)
                                              "x_median", med > 0 ? am[best] / med : 0.0));
     }
     *ratio = med > 0 ? srt[0] / med : 0;
-    json_object_set_new(j, "median_channel_absmax", json_real(med));
+    qs_json_set_num(j, "median_channel_absmax", med);
     json_object_set_new(j, "top_channels", top);
     int nout = 0;
     for (int c = 0; c < cols; c++) if (med > 0 && am[c] > 20 * med) nout++;

@@ -20,6 +20,7 @@
 #include "../analysis/results.h"
 #include "../datasets/grpo_sim.h"
 #include "../kernels/qs_version.h"
+#include "../store/json_out.h"
 #include "../store/rl_log.h"
 
 /* simulation methods: a correction, plus the exact baseline and the fixed-λ ablation */
@@ -119,7 +120,7 @@ static json_t *arr(const qs_grpo_step *st, int n, size_t off, int diag_field)
     json_t *a = json_array();
     for (int i = 0; i < n; i++) {
         double v = diag_field >= 0 ? st[i].diag.v[diag_field] : *(const double *)((const char *)&st[i] + off);
-        json_array_append_new(a, isfinite(v) ? json_real(v) : json_null());
+        json_array_append_new(a, qs_json_num(v));
     }
     return a;
 }
@@ -522,7 +523,7 @@ int qs_cmd_sim(qs_cli *cli, int argc, char **argv)
                 }
                 if (curve && ncur) {
                     json_t *xs = json_array(), *ys = json_array();
-                    for (int i = 0; i < S; i++) { json_array_append_new(xs, json_integer(i)); json_array_append_new(ys, json_real(curve[i] / ncur)); }
+                    for (int i = 0; i < S; i++) { json_array_append_new(xs, json_integer(i)); json_array_append_new(ys, qs_json_num(curve[i] / ncur)); }
                     json_array_append_new(ser, json_pack("{s:s,s:o,s:o}", "name", kSimMethods[meth[mi]], "x", xs, "y", ys));
                 }
                 free(curve);
@@ -537,7 +538,7 @@ int qs_cmd_sim(qs_cli *cli, int argc, char **argv)
                             if (J1[k].mi == SM_EXACT) { for (int i = 0; i < S; i++) curve[i] += J1[k].cs[i].reward; ncur++; }
                         if (curve && ncur) {
                             json_t *xs = json_array(), *ys = json_array();
-                            for (int i = 0; i < S; i++) { json_array_append_new(xs, json_integer(i)); json_array_append_new(ys, json_real(curve[i] / ncur)); }
+                            for (int i = 0; i < S; i++) { json_array_append_new(xs, json_integer(i)); json_array_append_new(ys, qs_json_num(curve[i] / ncur)); }
                             json_array_insert_new(ser, 0, json_pack("{s:s,s:o,s:o}", "name", "exact", "x", xs, "y", ys));
                         }
                         free(curve);
