@@ -17,6 +17,7 @@
 #include "../analysis/claims.h"
 #include "../analysis/results.h"
 #include "../kernels/qs_version.h"
+#include "../store/json_out.h"
 
 /* Stored claims are result rows keyed by this pseudo-hash, the claim id and the mode. */
 #define CLAIMS_KEY "claims"
@@ -39,10 +40,11 @@ static void print_wrapped(const char *t, int width)
 
 static json_t *claim_json(const qs_claim *c, const qs_claim_out *o, int quick)
 {
-    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:b,s:s,s:o,s:s,s:s,s:b}", "id", c->id, "paper", c->paper, "claim", c->claim,
-                     "paper_figure", c->figure, "tolerance", c->tolerance, "must_hold", c->must_hold, "measured",
-                     o->measured, "value", isfinite(o->value) ? json_real(o->value) : json_null(), "verdict",
-                     qs_verdict_name(o->verdict), "detail", o->detail, "quick", quick);
+    json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:s,s:b,s:s,s:s,s:s,s:b}", "id", c->id, "paper", c->paper, "claim", c->claim,
+                          "paper_figure", c->figure, "tolerance", c->tolerance, "must_hold", c->must_hold, "measured",
+                          o->measured, "verdict", qs_verdict_name(o->verdict), "detail", o->detail, "quick", quick);
+    qs_json_set_num(j, "value", o->value);
+    return j;
 }
 
 int qs_cmd_claims(qs_cli *cli, int argc, char **argv)

@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "../kernels/qs_version.h"
 #include "../store/tensor.h"
+#include "../store/json_out.h"
 
 static int64_t scalar(qs_db *db, const char *sql)
 {
@@ -59,7 +60,7 @@ int qs_cmd_info(qs_cli *cli, int argc, char **argv)
                               "rl_tokens", (json_int_t)ntok, "file_bytes", (json_int_t)fsize);
         json_t *big = json_array();
         while (st && sqlite3_step(st) == SQLITE_ROW)
-            json_array_append_new(big, json_pack("{s:s,s:s,s:o,s:I,s:s}", "name", sqlite3_column_text(st, 0), "dtype",
+            json_array_append_new(big, json_pack("{s:o,s:s,s:o,s:I,s:s}", "name", qs_json_text((const char *)sqlite3_column_text(st, 0)), "dtype",
                                                  sqlite3_column_text(st, 1), "shape",
                                                  json_loads((const char *)sqlite3_column_text(st, 2), 0, NULL), "nbytes",
                                                  (json_int_t)sqlite3_column_int64(st, 3), "storage", sqlite3_column_text(st, 4)));
@@ -128,7 +129,7 @@ int qs_cmd_check(qs_cli *cli, int argc, char **argv)
         qs_err e = {{0}};
         checked++;
         if (qs_tensor_get(db, name, &t, &e)) {
-            json_array_append_new(problems, json_pack("{s:s,s:s,s:s}", "what", "tensor", "tensor", name, "message", e.msg));
+            json_array_append_new(problems, json_pack("{s:s,s:o,s:o}", "what", "tensor", "tensor", qs_json_text(name), "message", qs_json_text(e.msg)));
             continue;
         }
         qs_treader *r = qs_treader_open(db, &t, &e);
@@ -140,7 +141,7 @@ int qs_cmd_check(qs_cli *cli, int argc, char **argv)
                 if (qs_treader_read_bytes(r, last, 1, &b, &e)) { qs_treader_close(r); r = NULL; }
             }
         }
-        if (!r) json_array_append_new(problems, json_pack("{s:s,s:s,s:s}", "what", "tensor", "tensor", name, "message", e.msg));
+        if (!r) json_array_append_new(problems, json_pack("{s:s,s:o,s:o}", "what", "tensor", "tensor", qs_json_text(name), "message", qs_json_text(e.msg)));
         qs_treader_close(r);
         qs_tensor_rec_free(&t);
     }
@@ -156,7 +157,7 @@ int qs_cmd_check(qs_cli *cli, int argc, char **argv)
     } else {
         size_t i;
         json_t *p;
-        json_array_foreach(problems, i, p) printf("%s\n", json_string_value(json_object_get(p, "message")));
+        json_array_foreach(problems, i, p) printf("%s\n", qs_esc(json_string_value(json_object_get(p, "message"))));
         printf("%s: %lld tensors checked, %zu problem(s)\n", db->path, (long long)checked, np);
     }
     json_decref(problems);

@@ -16,6 +16,7 @@
 #include "../analysis/kernel_model.h"
 #include "../analysis/results.h"
 #include "../store/tensor.h"
+#include "../store/json_out.h"
 
 static void pnum(double v, int w)
 {
@@ -230,7 +231,7 @@ int qs_cmd_msd(qs_cli *cli, int argc, char **argv)
         int rc = qs_kx_load_tensor(db, "msd", tensor, QS_KX_MAX_K, &rows, &cols, hash, &xin);
         if (rc) { qs_db_close(db); return rc; }
         o.M = rows; o.K = cols; o.x_in = xin;
-        spec = json_pack("{s:s,s:s}", "tensor", tensor, "hash", hash);
+        spec = json_pack("{s:o,s:s}", "tensor", qs_json_text(tensor), "hash", hash);
     } else {
         spec = json_pack("{s:s,s:s,s:I,s:I,s:I,s:I,s:i,s:f}", "kind", "msd-gemm", "dist", qs_gen_name(o.dist), "seed",
                          (json_int_t)o.seed, "M", (json_int_t)o.M, "K", (json_int_t)o.K, "N", (json_int_t)o.N, "outliers",

@@ -24,6 +24,7 @@
 #include "../store/container.h"
 #include "../store/npy_write.h"
 #include "../store/tensor.h"
+#include "../store/json_out.h"
 
 void qs_print_value(FILE *f, float v)
 {
@@ -195,7 +196,7 @@ static int quant_db(qs_cli *cli, qs_apply *a, const char *name, const char *outn
     char defname[1024];
     if (!outname) { snprintf(defname, sizeof defname, "%s@%s", name, a->f->name); outname = defname; }
     opts = qs_quant_opts_json(a);
-    json_t *m = json_pack("{s:s,s:s,s:o,s:s}", "quantized_from", name, "input_hash", t.hash, "options",
+    json_t *m = json_pack("{s:o,s:s,s:o,s:s}", "quantized_from", qs_json_text(name), "input_hash", t.hash, "options",
                           json_loads(opts, 0, NULL), "tool_version", QS_VERSION);
     meta = json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(m);

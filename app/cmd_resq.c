@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "kernel_cli.h"
 #include "../analysis/kernel_exp.h"
+#include "../store/json_out.h"
 
 static double jd(json_t *o, const char *k)
 {
@@ -90,7 +91,7 @@ int qs_cmd_resq(qs_cli *cli, int argc, char **argv)
         qs_db_close(db);
         if (rc) return rc;
         o.m = rows; o.d = cols; o.x_in = xin;
-        spec = json_pack("{s:s,s:s,s:I,s:I}", "tensor", tensor, "hash", hash, "n", (json_int_t)o.n, "seed", (json_int_t)o.seed);
+        spec = json_pack("{s:o,s:s,s:I,s:I}", "tensor", qs_json_text(tensor), "hash", hash, "n", (json_int_t)o.n, "seed", (json_int_t)o.seed);
     } else {
         spec = json_pack("{s:s,s:s,s:I,s:I,s:I,s:I,s:i,s:f,s:f}", "kind", "resq", "dist", "llm_act", "seed",
                          (json_int_t)o.seed, "m", (json_int_t)o.m, "d", (json_int_t)o.d, "n", (json_int_t)o.n, "outliers",

@@ -9,6 +9,7 @@
 ** dotted layer that data always covers.  Heatmaps use a shade ramp (and colour when enabled).
 */
 #include "plot_render.h"
+#include "../store/text_escape.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -53,9 +54,12 @@ static int utf8_one(const char *s, char g[8])
     return n > 0 ? n : 1;
 }
 
-/* typeset a label: "2^-8" -> "2⁻⁸" in UTF-8 */
+/* typeset a label: "2^-8" -> "2⁻⁸" in UTF-8; names in titles and legends escaped as the CLI does */
 static void tt_label(const tcanvas *t, const char *s, char *out, size_t cap)
 {
+    char esc[512];
+    qs_escape_buf(s, strlen(s), 0, esc, sizeof esc);
+    s = esc;
     static const char *const sup[10] = {"⁰", "¹", "²", "³", "⁴", "⁵", "⁶", "⁷", "⁸", "⁹"};
     size_t k = 0;
     int insup = 0;

@@ -88,6 +88,9 @@ for t in d[\"tensors\"]:
 run show_json "$QS" show --json "$N6"
 check "show --json of a non-UTF-8 name is valid JSON with its bytes" "$PY -c '
 import json,sys; d=json.load(open(sys.argv[1])); assert bytes.fromhex(d[\"name_bytes_hex\"]) == b\"bad\\xff\\xfe\"' '$T/show_json.out'"
+run plot "$QS" plot err-hist "$N1" -f mxfp4 -o - --term ascii
+safe plot
+check "a terminal plot's title shows the escaped name" "grep -qF 'cls\\x1b[2J' '$T/plot.out'"
 
 # RL logs: run names, labels and seq_ids with the same characters
 # (control characters below U+0020 in ids are refused by import-log; DEL, C1 and invalid UTF-8 are not)
