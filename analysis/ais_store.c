@@ -224,9 +224,9 @@ static json_t *num(double x) { return qs_json_num(x); }
 char *qs_ais_result_json(const qs_ais_result *r, const qs_ais_opts *o)
 {
     json_t *j = json_object(), *f = json_object();
-    json_object_set_new(j, "run", json_string(r->run));
+    qs_json_set_text(j, "run", r->run);
     json_object_set_new(j, "token_hash", json_string(r->hash));
-    json_object_set_new(j, "rollout_format", json_string(r->format));
+    qs_json_set_text(j, "rollout_format", r->format);
     json_object_set_new(j, "tokens", json_integer((json_int_t)r->tokens));
     json_object_set_new(j, "reconstruction", json_string(QS_AIS_RECONSTRUCTION));
     char *oj = qs_ais_opts_json(o);
@@ -266,7 +266,7 @@ static char *options_with(const qs_ais_opts *o, const char *run, const char *set
     json_t *j = oj ? json_loads(oj, 0, NULL) : NULL;
     free(oj);
     if (!j) return NULL;
-    json_object_set_new(j, "run", json_string(run));
+    qs_json_set_text(j, "run", run);   /* with run_bytes_hex, so the key stays unique per run */
     if (set) json_object_set_new(j, "set", json_string(set));
     char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
     json_decref(j);
@@ -319,8 +319,10 @@ static json_t *set_json(const qs_ais_result *r, size_t si)
     if (!json_array_size(ser)) { json_decref(ser); return NULL; }
     char title[400];
     snprintf(title, sizeof title, "%s: %s", r->run, kSets[si].title);
-    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:o}", "title", title, "run", r->run, "token_hash", r->hash, "xlabel", "step",
-                     "ylabel", kSets[si].ylabel, "series", ser);
+    json_t *j = json_pack("{s:o,s:s,s:s,s:s,s:o}", "title", qs_json_text(title), "token_hash", r->hash, "xlabel", "step",
+                          "ylabel", kSets[si].ylabel, "series", ser);
+    qs_json_set_text(j, "run", r->run);
+    return j;
 }
 
 char *qs_ais_trajectory_json(const qs_ais_result *r, const char *set)
