@@ -53,7 +53,7 @@ int qs_cmd_info(qs_cli *cli, int argc, char **argv)
         "SELECT t.name, t.dtype, t.shape, t.nbytes, t.storage, s.absmax, s.kurtosis FROM tensor t"
         " LEFT JOIN tensor_stats s ON s.tensor_id=t.id ORDER BY t.nbytes DESC, t.name LIMIT 12", -1, &st, NULL);
     if (json) {
-        json_t *o = json_pack("{s:s,s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "database", db->path, "schema_version",
+        json_t *o = json_pack("{s:o,s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "database", qs_json_text(db->path), "schema_version",
                               (json_int_t)ver, "qscope", QS_VERSION, "sources", (json_int_t)nsrc, "tensors", (json_int_t)nt,
                               "elements", (json_int_t)nel, "bytes_referenced", (json_int_t)bref, "bytes_embedded",
                               (json_int_t)bblob, "results", (json_int_t)nres, "rl_runs", (json_int_t)nruns,
@@ -74,7 +74,7 @@ int qs_cmd_info(qs_cli *cli, int argc, char **argv)
         qs_fmt_bytes((double)bref, a, sizeof a);
         qs_fmt_bytes((double)bblob, b, sizeof b);
         qs_fmt_bytes((double)fsize, c, sizeof c);
-        printf("%sqscope %s%s  database %s (schema v%lld, %s)\n", qs_c_bold(cli), QS_VERSION, qs_c_off(cli), db->path,
+        printf("%sqscope %s%s  database %s (schema v%lld, %s)\n", qs_c_bold(cli), QS_VERSION, qs_c_off(cli), qs_esc(db->path),
                (long long)ver, c);
         printf("  %lld tensors from %lld sources, %lld elements (%s referenced in files, %s embedded)\n", (long long)nt,
                (long long)nsrc, (long long)nel, a, b);
@@ -91,7 +91,7 @@ int qs_cmd_info(qs_cli *cli, int argc, char **argv)
                 char shs[128], sz[32];
                 qs_shape_str(shape, nd < QS_MAX_DIMS ? nd : QS_MAX_DIMS, shs, sizeof shs);
                 qs_fmt_bytes((double)sqlite3_column_int64(st, 3), sz, sizeof sz);
-                printf("  %-40s %-10s %-14s %10s %5s %10.4g %8.3g\n", sqlite3_column_text(st, 0), sqlite3_column_text(st, 1),
+                printf("  %-40s %-10s %-14s %10s %5s %10.4g %8.3g\n", qs_esc((const char *)sqlite3_column_text(st, 0)), sqlite3_column_text(st, 1),
                        shs, sz, sqlite3_column_text(st, 4), sqlite3_column_double(st, 5), sqlite3_column_double(st, 6));
             }
         } else {
@@ -148,7 +148,7 @@ int qs_cmd_check(qs_cli *cli, int argc, char **argv)
     sqlite3_finalize(st);
     size_t np = json_array_size(problems);
     if (json) {
-        json_t *o = json_pack("{s:s,s:b,s:I,s:O}", "database", db->path, "ok", np == 0, "tensors_checked",
+        json_t *o = json_pack("{s:o,s:b,s:I,s:O}", "database", qs_json_text(db->path), "ok", np == 0, "tensors_checked",
                               (json_int_t)checked, "problems", problems);
         char *s = json_dumps(o, JSON_INDENT(2));
         puts(s);
@@ -158,7 +158,7 @@ int qs_cmd_check(qs_cli *cli, int argc, char **argv)
         size_t i;
         json_t *p;
         json_array_foreach(problems, i, p) printf("%s\n", qs_esc(json_string_value(json_object_get(p, "message"))));
-        printf("%s: %lld tensors checked, %zu problem(s)\n", db->path, (long long)checked, np);
+        printf("%s: %lld tensors checked, %zu problem(s)\n", qs_esc(db->path), (long long)checked, np);
     }
     json_decref(problems);
     qs_db_close(db);
