@@ -89,8 +89,8 @@ static int msd_bits(const qs_kx_msd *o, qs_gen_kind dist, uint64_t seed, json_t 
         qs_msd_reconstruct_i8(a, amax, R, K, p, xr);
         yb[p - 1] = qs_eff_bits_bound(x, xr, R, K);
         yr[p - 1] = qs_eff_bits_rms(x, xr, n);
-        json_array_append_new(tab, json_pack("{s:s,s:s,s:i,s:o,s:o}", "scheme", "int8", "data", dn, "passes", p,
-                                             "bits_rms", jnum(yr[p - 1]), "bits_bound", jnum(yb[p - 1])));
+        json_array_append_new(tab, qs_json_add_nums(json_pack("{s:s,s:s,s:i}", "scheme", "int8", "data", dn, "passes", p),
+                                                    "bits_rms", yr[p - 1], "bits_bound", yb[p - 1], (char *)NULL));
     }
     /* INT4 ablation (CANN's INT4-KV decomposition: L = 7.49, E = 14.98, up to 4 passes) */
     double px4[4] = {1, 2, 3, 4}, y4[4], y4b[4];
@@ -101,8 +101,9 @@ static int msd_bits(const qs_kx_msd *o, qs_gen_kind dist, uint64_t seed, json_t 
         qs_msd_reconstruct_gen(a4, amax, R, K, p, 7.49, 14.98, xr);
         y4[p - 1] = qs_eff_bits_rms(x, xr, n);
         y4b[p - 1] = qs_eff_bits_bound(x, xr, R, K);
-        json_array_append_new(tab, json_pack("{s:s,s:s,s:i,s:o,s:o}", "scheme", "int4 (7.49/14.98)", "data", dn, "passes", p,
-                                             "bits_rms", jnum(y4[p - 1]), "bits_bound", jnum(y4b[p - 1])));
+        json_array_append_new(tab, qs_json_add_nums(json_pack("{s:s,s:s,s:i}", "scheme", "int4 (7.49/14.98)", "data", dn,
+                                                              "passes", p),
+                                                    "bits_rms", y4[p - 1], "bits_bound", y4b[p - 1], (char *)NULL));
     }
     free(a4);
     qs_msd_mx c = {o->mx, o->mx_o1, o->mx_ores, o->mx_shift};
@@ -144,9 +145,9 @@ static int msd_bits(const qs_kx_msd *o, qs_gen_kind dist, uint64_t seed, json_t 
             if (am > 0) worst = fmax(worst, me / am);
         }
         ymb[p - 1] = worst > 0 ? -log2(worst) : INFINITY;
-        json_array_append_new(tab, json_pack("{s:s,s:s,s:i,s:o,s:o,s:o}", "scheme", o->mx->name, "data", dn, "passes", p,
-                                             "bits_rms", jnum(ym[p - 1]), "bits_block_bound", jnum(ymb[p - 1]),
-                                             "max_err_over_x1", jnum(yx1[p - 1])));
+        json_array_append_new(tab, qs_json_add_nums(json_pack("{s:s,s:s,s:i}", "scheme", o->mx->name, "data", dn, "passes", p),
+                                                    "bits_rms", ym[p - 1], "bits_block_bound", ymb[p - 1],
+                                                    "max_err_over_x1", yx1[p - 1], (char *)NULL));
     }
     free(X1);
     /* single-pass MXFP8 E4M3 with the no-clip (rceil) and the OCP floor scale */
@@ -159,8 +160,9 @@ static int msd_bits(const qs_kx_msd *o, qs_gen_kind dist, uint64_t seed, json_t 
             if (f8->fakeq(f8, &o8, x + r * K, K, parts + r * K, e)) goto out;
         for (size_t i = 0; i < n; i++) xr[i] = parts[i];
         double b = qs_eff_bits_rms(x, xr, n);
-        json_array_append_new(tab, json_pack("{s:s,s:s,s:i,s:o,s:s}", "scheme", "mxfp8_e4m3", "data", dn, "passes", 1,
-                                             "bits_rms", jnum(b), "scale_rule", rule ? "floor" : "rceil (no-clip)"));
+        json_array_append_new(tab, qs_json_add_nums(json_pack("{s:s,s:s,s:i,s:s}", "scheme", "mxfp8_e4m3", "data", dn, "passes", 1,
+                                                              "scale_rule", rule ? "floor" : "rceil (no-clip)"),
+                                                    "bits_rms", b, (char *)NULL));
         if (!rule) {
             char nm[96];
             snprintf(nm, sizeof nm, "MXFP8 E4M3 single pass, no-clip (%s)", dn);
@@ -329,9 +331,9 @@ json_t *qs_kx_msd_run(const qs_kx_msd *o, json_t *opts, qs_err *e)
         if (b1 == (size_t)-1 || b2 == (size_t)-1) goto out;
         json_object_set_new(chk, "bound", json_string("|x - x^| <= M/64516 per element"));
         json_object_set_new(chk, "bound_violations_random", json_integer((json_int_t)b1));
-        json_object_set_new(chk, "bound_max_ratio_random", jnum(r1));
+        qs_json_set_num(chk, "bound_max_ratio_random", r1);
         json_object_set_new(chk, "bound_violations_adversarial", json_integer((json_int_t)b2));
-        json_object_set_new(chk, "bound_max_ratio_adversarial", jnum(r2));
+        qs_json_set_num(chk, "bound_max_ratio_adversarial", r2);
     }
     /* MXFP4 weights: dequant baseline, single-pass MXFP4 / MXFP8 activations, two-pass MSD */
     {
@@ -574,11 +576,12 @@ json_t *qs_kx_resq_run(const qs_kx_resq *o, json_t *opts, qs_err *e)
             qs_cmp_f(Y, Yr, m * n, &c);
             qs_cmp_f(Y, Yw, m * n, &cw);
             xs[sp] = sp; ys[sp] = c.rel_l2;
-            json_array_append_new(rows, json_pack("{s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o}", "format", f->name, "sparsity",
-                                                  qs_resq_name((qs_resq_sparse)sp), "vs_fp32", cmp_json(&c),
-                                                  "vs_fp32_act_quant_w", cmp_json(&cw), "underflow",
-                                                  jnum(st.underflow), "recovered", jnum(st.recovered), "residual_energy_kept",
-                                                  jnum(st.kept), "density", jnum(st.density)));
+            json_array_append_new(rows, qs_json_add_nums(json_pack("{s:s,s:s,s:o,s:o}", "format", f->name, "sparsity",
+                                                                   qs_resq_name((qs_resq_sparse)sp), "vs_fp32", cmp_json(&c),
+                                                                   "vs_fp32_act_quant_w", cmp_json(&cw)),
+                                                         "underflow", st.underflow, "recovered", st.recovered,
+                                                         "residual_energy_kept", st.kept, "density", st.density,
+                                                         (char *)NULL));
         }
         add_series(ser, f->name, xs, ys, QS_RESQ_COUNT);
     }

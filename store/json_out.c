@@ -4,6 +4,7 @@
 #include "json_out.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,18 @@ void qs_json_set_num(json_t *o, const char *key, double v)
         json_object_set_new(o, NONFINITE_KEY, nf);
     }
     json_object_set_new(nf, key, json_string(isnan(v) ? "nan" : v > 0 ? "inf" : "-inf"));
+}
+
+json_t *qs_json_add_nums(json_t *o, ...)
+{
+    va_list ap;
+    va_start(ap, o);
+    for (const char *k; (k = va_arg(ap, const char *)) != NULL;) {
+        double v = va_arg(ap, double);
+        if (o) qs_json_set_num(o, k, v);
+    }
+    va_end(ap);
+    return o;
 }
 
 static double parse_word(const char *s)

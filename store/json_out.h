@@ -20,6 +20,8 @@
 json_t *qs_json_num(double v);
 /* o[key] = v; a non-finite v is null with its reason in o["nonfinite_values"][key]. */
 void qs_json_set_num(json_t *o, const char *key, double v);
+/* qs_json_set_num for each (const char *key, double value) pair up to a NULL key; returns o. */
+json_t *qs_json_add_nums(json_t *o, ...);
 /* The inverse: o[key] as a double, non-finite values restored from "nonfinite_values" (and from
 ** the strings "inf"/"-inf" of results stored by earlier versions); NAN when absent or null. */
 double qs_json_get_num(const json_t *o, const char *key);

@@ -98,6 +98,9 @@ static void test_json_nonfinite(void **st)
     assert_string_equal(json_string_value(json_object_get(nf, "old")), "inf");
     qs_json_set_num(o, "b", 2.0);
     assert_null(json_object_get(nf, "b"));
+    assert_ptr_equal(qs_json_add_nums(o, "d", 3.0, "e", -INFINITY, (char *)NULL), o);
+    assert_true(json_real_value(json_object_get(o, "d")) == 3.0);
+    assert_string_equal(json_string_value(json_object_get(nf, "e")), "-inf");
     json_decref(o);
 }
 
