@@ -302,10 +302,10 @@ static int emit(qs_cli *cli, qs_figure *f, plot_opts *po, const qs_provenance *p
     qs_plot_cairo_release();
     if (rc) return qs_cli_err(QS_EXIT_ERR, &e);
     if (po->n_stored + po->n_computed)
-        fprintf(stderr, "qscope: wrote %s (%d stored result%s, %d computed now)\n", po->out, po->n_stored,
+        fprintf(stderr, "qscope: wrote %s (%d stored result%s, %d computed now)\n", qs_esc(po->out), po->n_stored,
                 po->n_stored == 1 ? "" : "s", po->n_computed);
     else
-        fprintf(stderr, "qscope: wrote %s\n", po->out);
+        fprintf(stderr, "qscope: wrote %s\n", qs_esc(po->out));
     return QS_EXIT_OK;
 }
 

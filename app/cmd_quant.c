@@ -170,7 +170,7 @@ static int quant_file(qs_apply *a, const char *in, const char *out)
     if (quant_reader(a, r, c.t[0].shape, c.t[0].ndim, &y, &e)) { qs_err_prefix(&e, in); qs_cli_err(1, &e); goto done; }
     membuf mb = {y};
     if (qs_npy_write_f32(out, c.t[0].shape, c.t[0].ndim, fill_mem, &mb, &e)) { qs_cli_err(1, &e); goto done; }
-    if (strcmp(out, "-") != 0) fprintf(stderr, "qscope: wrote %s (%s)\n", out, a->f->name);
+    if (strcmp(out, "-") != 0) fprintf(stderr, "qscope: wrote %s (%s)\n", qs_esc(out), a->f->name);
     rc = QS_EXIT_OK;
 done:
     free(y);
