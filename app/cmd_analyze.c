@@ -256,9 +256,12 @@ int qs_cmd_analyze(qs_cli *cli, int argc, char **argv)
             }
             char *opts = qs_quant_opts_json(&apps[k]);
             if (json) {
-                json_t *row = json_pack("{s:s,s:s,s:o,s:b,s:O}", "hash", t.hash, "format", apps[k].f->name, "options",
-                                        json_loads(opts, 0, NULL), "cached", cached, "metrics", m);
+                json_t *row = json_object(), *rest = json_pack("{s:s,s:s,s:o,s:b,s:O}", "hash", t.hash, "format",
+                                                               apps[k].f->name, "options", json_loads(opts, 0, NULL),
+                                                               "cached", cached, "metrics", m);
                 qs_json_set_text(row, "tensor", t.name);
+                json_object_update(row, rest);
+                json_decref(rest);
                 json_array_append_new(out, row);
             } else if (csv) {
                 qs_csv_field(stdout, t.name);

@@ -18,9 +18,11 @@ static json_t *shape_array(const char *shape_json)
     return a ? a : json_array();
 }
 
-static json_t *real_or_null(sqlite3_stmt *st, int i)
+/* NULL (no statistics) is null; a non-finite value is null with its reason (store/json_out.h) */
+static void set_real(json_t *o, const char *key, sqlite3_stmt *st, int i)
 {
-    return sqlite3_column_type(st, i) == SQLITE_NULL ? json_null() : qs_json_num(sqlite3_column_double(st, i));
+    if (sqlite3_column_type(st, i) == SQLITE_NULL) json_object_set_new(o, key, json_null());
+    else qs_json_set_num(o, key, sqlite3_column_double(st, i));
 }
 
 int qs_cmd_ls(qs_cli *cli, int argc, char **argv)
@@ -80,13 +82,17 @@ int qs_cmd_ls(qs_cli *cli, int argc, char **argv)
         }
         n++;
         if (json) {
-            json_t *o = json_pack("{s:s,s:o,s:I,s:I,s:s,s:o,s:o,s:o,s:s}", "dtype",
+            json_t *o = json_object(), *rest = json_pack("{s:s,s:o,s:I,s:I,s:s,s:s}", "dtype",
                                   (const char *)sqlite3_column_text(st, 1), "shape",
                                   shape_array((const char *)sqlite3_column_text(st, 2)), "numel",
                                   (json_int_t)sqlite3_column_int64(st, 3), "nbytes", (json_int_t)sqlite3_column_int64(st, 4),
-                                  "storage", stor, "absmax", real_or_null(st, 6), "kurtosis", real_or_null(st, 7),
-                                  "outlier_frac", real_or_null(st, 8), "hash", (const char *)sqlite3_column_text(st, 9));
-            qs_json_set_text(o, "name", name);
+                                  "storage", stor, "hash", (const char *)sqlite3_column_text(st, 9));
+            qs_json_set_text(o, "name", name);   /* name first, as before */
+            json_object_update(o, rest);
+            json_decref(rest);
+            set_real(o, "absmax", st, 6);
+            set_real(o, "kurtosis", st, 7);
+            set_real(o, "outlier_frac", st, 8);
             qs_json_set_text(o, "source", (const char *)sqlite3_column_text(st, 10));
             if (stale) json_object_set_new(o, "stale", json_boolean(is_stale));
             json_array_append_new(arr, o);

@@ -51,11 +51,13 @@ int qs_cmd_show(qs_cli *cli, int argc, char **argv)
     qs_shape_json(t.shape, t.ndim, shj, sizeof shj);
     qs_fmt_bytes((double)t.nbytes, sz, sizeof sz);
     if (json) {
-        json_t *o = json_pack("{s:s,s:o,s:I,s:I,s:s,s:s,s:s}", "dtype", qs_dtype_get(t.dtype)->name, "shape",
-                              json_loads(shj, 0, NULL), "numel", (json_int_t)t.numel, "nbytes", (json_int_t)t.nbytes,
+        json_t *o = json_object(), *rest = json_pack("{s:s,s:o,s:I,s:I,s:s,s:s,s:s}", "dtype", qs_dtype_get(t.dtype)->name,
+                              "shape", json_loads(shj, 0, NULL), "numel", (json_int_t)t.numel, "nbytes", (json_int_t)t.nbytes,
                               "storage", t.is_blob ? "blob" : "ref", "hash", t.hash, "source_kind", t.source_kind);
         qs_json_set_text(o, "name", t.name);
         qs_json_set_text(o, "member", t.member);
+        json_object_update(o, rest);
+        json_decref(rest);
         qs_json_set_text(o, "source", t.source_path);
         if (t.metadata) json_object_set_new(o, "metadata", json_loads(t.metadata, 0, NULL));
         if (found) {
