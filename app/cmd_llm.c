@@ -597,11 +597,14 @@ static int cmd_score(qs_cli *cli, int argc, char **argv)
         goto dbdone;
     }
     if (o.json) {
-        json_t *out = json_pack("{s:s,s:I,s:I,s:f,s:f,s:f,s:f,s:f}", "run", runname, "run_id", (json_int_t)run,
-                                "tokens", (json_int_t)ntok, "mean_delta", ntok ? sum_d / ntok : 0.0,
-                                "mean_abs_delta", ntok ? sum_ad / ntok : 0.0, "mean_k3", ntok ? sum_k3 / ntok : 0.0,
-                                "rollout_tokens_per_s", ngen / (t_roll > 0 ? t_roll : 1e-9),
-                                "score_tokens_per_s", (double)o.seqs * np * (ps[0].n + o.tokens) / (t_score > 0 ? t_score : 1e-9));
+        json_t *out = json_object();
+        qs_json_set_text(out, "run", runname);
+        json_object_set_new(out, "run_id", json_integer((json_int_t)run));
+        json_object_set_new(out, "tokens", json_integer((json_int_t)ntok));
+        qs_json_add_nums(out, "mean_delta", ntok ? sum_d / ntok : 0.0, "mean_abs_delta", ntok ? sum_ad / ntok : 0.0,
+                         "mean_k3", ntok ? sum_k3 / ntok : 0.0, "rollout_tokens_per_s", ngen / (t_roll > 0 ? t_roll : 1e-9),
+                         "score_tokens_per_s", (double)o.seqs * np * (ps[0].n + o.tokens) / (t_score > 0 ? t_score : 1e-9),
+                         (char *)NULL);
         if (out && o.arith) qs_json_set_num(out, "mean_reward", sum_reward / ((double)np * o.seqs));
         char *txt = out ? json_dumps(out, JSON_COMPACT) : NULL;
         if (txt) printf("%s\n", txt);
