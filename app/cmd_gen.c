@@ -149,7 +149,7 @@ int qs_cmd_gen(qs_cli *cli, int argc, char **argv)
         free(s);
     } else {
         json_t *o = json_array_get(rep, 0);
-        printf("%s %s\n", json_string_value(json_object_get(o, "status")), name);
+        printf("%s %s\n", json_string_value(json_object_get(o, "status")), qs_esc(name));
     }
     json_decref(rep);
     qs_db_close(db);

@@ -611,7 +611,7 @@ static int cmd_score(qs_cli *cli, int argc, char **argv)
         free(txt);
         json_decref(out);
     } else {
-        printf("run %s (id %lld): %ld tokens, %d prompts x %d sequences\n", runname, (long long)run, ntok, np, o.seqs);
+        printf("run %s (id %lld): %ld tokens, %d prompts x %d sequences\n", qs_esc(runname), (long long)run, ntok, np, o.seqs);
         printf("  delta = lp_train - lp_rollout: mean %.4g, mean |delta| %.4g, mean k3 %.4g (nats/token)\n",
                ntok ? sum_d / ntok : 0, ntok ? sum_ad / ntok : 0, ntok ? sum_k3 / ntok : 0);
         if (o.arith) printf("  task arith: mean reward %.3f\n", sum_reward / ((double)np * o.seqs));
@@ -767,7 +767,7 @@ static int cmd_capture(qs_cli *cli, int argc, char **argv)
             float amax = 0;
             for (size_t i = 0; i < (size_t)L * cols; i++) if (fabsf(x[i]) > amax) amax = fabsf(x[i]);
             if (qs_import_f32(db, name, shape, 2, fill_mem, &fp, src, "llm-capture", ms, rep, &e)) rc = qs_cli_err(QS_EXIT_ERR, &e);
-            else printf("%-36s %5dx%-4d %12.4g %14.1f\n", name, L, cols, amax, ratio);
+            else printf("%-36s %5dx%-4d %12.4g %14.1f\n", qs_esc(name), L, cols, amax, ratio);
             free(ms);
         }
     json_decref(ids);

@@ -211,8 +211,8 @@ static int quant_db(qs_cli *cli, qs_apply *a, const char *name, const char *outn
         goto done;
     }
     if (json) { char *s = json_dumps(rep, JSON_INDENT(2)); puts(s); free(s); }
-    else printf("%s %s  (%s of %s)\n", json_string_value(json_object_get(json_array_get(rep, 0), "status")), outname,
-                opts, name);
+    else printf("%s %s  (%s of %s)\n", json_string_value(json_object_get(json_array_get(rep, 0), "status")), qs_esc(outname),
+                opts, qs_esc(name));
     rc = QS_EXIT_OK;
 done:
     qs_treader_close(r);

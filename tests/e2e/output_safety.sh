@@ -111,7 +111,14 @@ check "export escapes the seq_ids" "grep -qF 'q\\x9b\\xff' '$T/export.out' && gr
 run ais "$QS" ais "$N1" --no-store
 safe ais
 "$QS" ais "$N6" --json --no-store >"$T/ais.json" 2>/dev/null
-check "ais --json of a non-UTF-8 run is valid JSON" "$PY -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d[\"run_bytes_hex\"] == \"626164fffe\"' '$T/ais.json'"
+check "ais --json of a non-UTF-8 run is valid JSON, step fields numbers or null" "$PY -c '
+import json,sys; d=json.load(open(sys.argv[1])); assert d[\"run_bytes_hex\"] == \"626164fffe\"
+for st in d[\"steps\"]:
+    for k, v in st.items(): assert k == \"nonfinite_values\" or v is None or isinstance(v, (int, float)), (k, v)' '$T/ais.json'"
+"$QS" info --json >"$T/info.json" 2>/dev/null; "$QS" check --json >"$T/check.json" 2>/dev/null
+check "info --json and check --json stay valid JSON with every name" "$PY -c '
+import json,sys; i=json.load(open(sys.argv[1])); c=json.load(open(sys.argv[2]))
+assert len(i[\"largest\"]) == 7 and c[\"tensors_checked\"] == 7' '$T/info.json' '$T/check.json'"
 
 # Markdown report: escaped names, pipes escaped inside table cells
 run report "$QS" report --no-plots --claims none -o "$T/md"
