@@ -102,7 +102,7 @@ int qs_cmd_claims(qs_cli *cli, int argc, char **argv)
                 rc = qs_cli_err(QS_EXIT_ERR, &e);
                 break;
             }
-            json_object_set_new(row, "plot", json_string(path));
+            qs_json_set_text(row, "plot", path);
         }
         qs_fig_free(o.fig);
         if (db) {
