@@ -953,5 +953,6 @@ int qs_cmd_llm(qs_cli *cli, int argc, char **argv)
     if (!strcmp(sub, "logits")) return cmd_logits(cli, argc - 1, argv + 1);
     if (!strcmp(sub, "bench")) return cmd_bench(cli, argc - 1, argv + 1);
     if (!strcmp(sub, "tokenize")) return cmd_tokenize(cli, argc - 1, argv + 1);
+    if (!strcmp(sub, "text")) return qs_cmd_llm_text(cli, argc - 1, argv + 1);
     return qs_cli_usage("llm", "unknown subcommand '%s' (score, capture, generate, logits, bench, tokenize)", sub);
 }

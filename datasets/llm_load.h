@@ -17,6 +17,11 @@
 
 #include "../kernels/llm.h"
 
+/* The default evaluation text: Jane Austen's "Persuasion", kept aside (never tuned on), as written by
+** `make data` (`qscope llm text`, datasets/rdata.h).  Relative to the project root. */
+#define QS_LLM_DEFAULT_TEXT_NAME "persuasion"
+#define QS_LLM_DEFAULT_TEXT "data/text/" QS_LLM_DEFAULT_TEXT_NAME ".txt"
+
 typedef struct qs_llm_vocab {
     int n;               /* number of tokens (0: the file has no vocabulary) */
     char *text;          /* all token strings, NUL-separated */
