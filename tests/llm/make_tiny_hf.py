@@ -71,6 +71,11 @@ VARIANTS = {
     "llama": dict(arch="llama", dtype="BF16", untied=True, shards=1, seed=31, merges="str", vocab_size=320),
     "llama-sh": dict(arch="llama", dtype="F16", untied=False, shards=2, seed=32, merges="arr", vocab_size=320),
     "qwen2": dict(arch="qwen2", dtype="F32", untied=False, shards=3, seed=33, merges="arr", vocab_size=336),
+    # fuzz seeds (tests/fuzz/corpus/llm_hf): 1 layer, dim 32, BF16, under libFuzzer's 64 KiB smoke limit
+    "micro-llama": dict(arch="llama", dtype="BF16", untied=False, shards=1, seed=34, merges="str", vocab_size=320,
+                        nl=1, dim=32, ffn=32),
+    "micro-qwen2": dict(arch="qwen2", dtype="BF16", untied=False, shards=1, seed=35, merges="arr", vocab_size=320,
+                        nl=1, dim=32, ffn=32),
 }
 
 
@@ -99,7 +104,7 @@ def tokenizer(v, arch):
 def build(variant, out):
     v = VARIANTS[variant]
     arch = v["arch"]
-    nl, dim, ffn, nh, nkv = 2, 64, 96, 4, 2
+    nl, dim, ffn, nh, nkv = v.get("nl", 2), v.get("dim", 64), v.get("ffn", 96), 4, 2
     W = t.weights(v["seed"], nl, dim, ffn, nh, nkv, 320, v["untied"], bias=arch == "qwen2")
     if v["vocab_size"] > 320:  # padded embedding rows, as Qwen2 checkpoints have
         rng = np.random.default_rng(v["seed"] + 100)
@@ -138,7 +143,21 @@ def build(variant, out):
             json.dump({"bos_token": {"content": "<|im_start|>"}, "eos_token": "<|im_end|>"}, f)
 
 
+def fuzz_seed(variant, path):
+    """One fuzz input for tests/fuzz/fuzz_llm_hf.c: config.json, tokenizer.json and model.safetensors
+    joined by the separator line "\\n--8<--\\n"."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        build(variant, d)
+        parts = [open(os.path.join(d, n), "rb").read() for n in ("config.json", "tokenizer.json", "model.safetensors")]
+    with open(path, "wb") as f:
+        f.write(b"\n--8<--\n".join(parts))
+
+
 if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--fuzz-seed":
+        fuzz_seed(sys.argv[2], sys.argv[3])
+        sys.exit(0)
     if len(sys.argv) != 3 or sys.argv[1] not in VARIANTS:
         print(__doc__)
         sys.exit(2)
