@@ -9,6 +9,10 @@
 #include <math.h>
 #include <zlib.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../datasets/llm_load.h"
 #include "../../datasets/rdata.h"
 #include "../../kernels/llm.h"
 
@@ -206,6 +210,105 @@ static void test_rtext_join_latin1(void **st)
     free(t);
 }
 
+
+/* ---------------------------------------------------------------- Hugging Face directory */
+
+static void put_file(const char *dir, const char *name, const void *p, size_t n)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(p, 1, n, f), n);
+    fclose(f);
+}
+
+/* A one-layer Llama checkpoint (F32 safetensors) with a 6-token vocabulary of which the tokenizer
+** uses 5; merges in the ["a", "b"] form; BOS/EOS only in tokenizer_config.json. */
+static void write_hf(const char *dir, const char *pre)
+{
+    static const struct { const char *name; int r, c; } T[] = {
+        {"model.embed_tokens.weight", 6, 8}, {"model.norm.weight", 0, 8},
+        {"model.layers.0.input_layernorm.weight", 0, 8}, {"model.layers.0.self_attn.q_proj.weight", 8, 8},
+        {"model.layers.0.self_attn.k_proj.weight", 4, 8}, {"model.layers.0.self_attn.v_proj.weight", 4, 8},
+        {"model.layers.0.self_attn.o_proj.weight", 8, 8}, {"model.layers.0.post_attention_layernorm.weight", 0, 8},
+        {"model.layers.0.mlp.gate_proj.weight", 8, 8}, {"model.layers.0.mlp.up_proj.weight", 8, 8},
+        {"model.layers.0.mlp.down_proj.weight", 8, 8}};
+    char hdr[4096];
+    size_t o = 0, off = 0;
+    o += (size_t)snprintf(hdr + o, sizeof hdr - o, "{");
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        size_t n = (size_t)(T[i].r ? T[i].r : 1) * T[i].c * 4;
+        if (T[i].r) o += (size_t)snprintf(hdr + o, sizeof hdr - o, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%d,%d],\"data_offsets\":[%zu,%zu]}", i ? "," : "", T[i].name, T[i].r, T[i].c, off, off + n);
+        else o += (size_t)snprintf(hdr + o, sizeof hdr - o, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%d],\"data_offsets\":[%zu,%zu]}", i ? "," : "", T[i].name, T[i].c, off, off + n);
+        off += n;
+    }
+    o += (size_t)snprintf(hdr + o, sizeof hdr - o, "}");
+    while (o % 8) hdr[o++] = ' ';
+    size_t total = 8 + o + off;
+    uint8_t *b = calloc(1, total);
+    uint64_t hl = o;
+    memcpy(b, &hl, 8);
+    memcpy(b + 8, hdr, o);
+    float *w = (float *)(b + 8 + o);
+    for (size_t i = 0; i < off / 4; i++) w[i] = 0.01f * (float)(i % 7);
+    put_file(dir, "model.safetensors", b, total);
+    free(b);
+    const char *cfg = "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":8,\"intermediate_size\":8,"
+                      "\"num_hidden_layers\":1,\"num_attention_heads\":2,\"num_key_value_heads\":1,\"vocab_size\":6,"
+                      "\"rms_norm_eps\":1e-5,\"rope_theta\":500000.0,\"tie_word_embeddings\":true}";
+    put_file(dir, "config.json", cfg, strlen(cfg));
+    char tok[1024];
+    int n = snprintf(tok, sizeof tok,
+                     "{\"added_tokens\":[{\"id\":0,\"content\":\"<s>\",\"special\":true},{\"id\":4,\"content\":\"<x>\",\"special\":false}],"
+                     "\"pre_tokenizer\":%s,\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":1,\"b\":2,\"ab\":3},"
+                     "\"merges\":[[\"a\",\"b\"]]}}", pre);
+    put_file(dir, "tokenizer.json", tok, (size_t)n);
+    const char *tc = "{\"bos_token\":{\"content\":\"<s>\"},\"eos_token\":\"<x>\"}";
+    put_file(dir, "tokenizer_config.json", tc, strlen(tc));
+}
+
+static void test_hf_dir(void **st)
+{
+    (void)st;
+    char dir[] = "/tmp/qscope-test-hf-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    write_hf(dir, "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\p{L}+| ?\\\\p{N}\"},\"behavior\":\"Isolated\"}");
+    qs_llm_file f;
+    qs_err e = {{0}};
+    assert_int_equal(qs_llm_load(dir, &f, &e), 0);
+    assert_string_equal(f.arch, "llama");
+    assert_string_equal(f.format, "safetensors");
+    assert_int_equal(f.m.c.rope_neox, 1);
+    assert_true(f.m.output == f.m.tok_embd);
+    assert_null(f.m.bias_arena);
+    assert_true(fabsf(f.m.c.rope_base - 500000.0f) < 1);
+    assert_true(f.m.L[0].wk[9] == 0.01f * (float)((6 * 8 + 8 + 8 + 64 + 9) % 7));   /* k_proj element 9 */
+    assert_true(f.m.L[0].wk[9] != 0.0f);
+    assert_int_equal(f.v.n, 6);
+    assert_string_equal(f.v.text + f.v.off[3], "ab");
+    assert_string_equal(f.v.text + f.v.off[5], "");          /* id unused by the tokenizer */
+    assert_int_equal(f.v.type[0], 3);
+    assert_int_equal(f.v.type[4], 4);
+    assert_int_equal(f.v.nmerges, 1);
+    assert_string_equal(f.v.mtext + f.v.moff[0], "a b");
+    assert_int_equal(f.v.bos, 0);
+    assert_int_equal(f.v.eos, 4);
+    assert_string_equal(f.v.pre, "hf-regex");
+    assert_string_equal(f.v.pre_regex, "\\p{L}+| ?\\p{N}");
+    assert_non_null(strstr(f.v.pre_json, "\"Split\""));
+    qs_llm_file_free(&f);
+    /* vocabulary id beyond vocab_size: one line naming tokenizer.json */
+    const char *bad = "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":6},\"merges\":[]}}";
+    put_file(dir, "tokenizer.json", bad, strlen(bad));
+    assert_int_equal(qs_llm_load(dir, &f, &e), -1);
+    assert_non_null(strstr(e.msg, "/tokenizer.json: vocabulary entry \"a\" has id outside 0..5"));
+    const char *files[] = {"model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json"};
+    char path[512];
+    for (int i = 0; i < 4; i++) { snprintf(path, sizeof path, "%s/%s", dir, files[i]); unlink(path); }
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -213,6 +316,7 @@ int main(void)
         cmocka_unit_test(test_bias),
         cmocka_unit_test(test_rdb_text),
         cmocka_unit_test(test_rtext_join_latin1),
+        cmocka_unit_test(test_hf_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
