@@ -370,11 +370,14 @@ int qs_llm_load_hf(const char *dir, qs_llm_file *f, qs_err *e)
     }
     f->v.bos = cfg_tok(cj, "bos_token_id", cfg.vocab);
     f->v.eos = cfg_tok(cj, "eos_token_id", cfg.vocab);
-    if ((f->v.bos < 0 || f->v.eos < 0) && f->v.n) {   /* tokenizer_config.json names them by content */
+    {   /* tokenizer_config.json (optional, not hashed: it does not change the numbers) */
         char tp[4096];
         snprintf(tp, sizeof tp, "%s/tokenizer_config.json", dir);
         qs_err e2 = {{0}};
-        if (access(tp, F_OK) == 0 && (tcj = load_json(tp, NULL, NULL, &e2))) {
+        if (access(tp, F_OK) == 0) tcj = load_json(tp, NULL, NULL, &e2);
+    }
+    if ((f->v.bos < 0 || f->v.eos < 0) && f->v.n) {   /* tokenizer_config.json names them by content */
+        if (tcj) {
             const char *keys[2] = {"bos_token", "eos_token"};
             int *dst[2] = {&f->v.bos, &f->v.eos};
             for (int i = 0; i < 2; i++) {
@@ -383,6 +386,15 @@ int qs_llm_load_hf(const char *dir, qs_llm_file *f, qs_err *e)
                 if (*dst[i] < 0 && s) *dst[i] = qs_llm_vocab_find(&f->v, s);
             }
         }
+    }
+    {   /* does the tokenizer prepend BOS? tokenizer_config's flag, else the post-processor's template */
+        json_t *ab = json_object_get(tcj, "add_bos_token");
+        json_t *pp = json_object_get(tj, "post_processor");
+        const char *ppt = json_string_value(json_object_get(pp, "type"));
+        json_t *first = json_array_get(json_object_get(pp, "single"), 0);
+        if (json_is_boolean(ab)) f->v.add_bos = json_is_true(ab);
+        else f->v.add_bos = ppt && !strcmp(ppt, "TemplateProcessing") && json_object_get(first, "SpecialToken") != NULL;
+        if (f->v.bos < 0) f->v.add_bos = 0;
     }
     const char *gn = json_string_value(json_object_get(cj, "_name_or_path"));
     const char *base = strrchr(dir, '/');

@@ -264,7 +264,7 @@ static void write_hf(const char *dir, const char *pre)
                      "\"pre_tokenizer\":%s,\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":1,\"b\":2,\"ab\":3},"
                      "\"merges\":[[\"a\",\"b\"]]}}", pre);
     put_file(dir, "tokenizer.json", tok, (size_t)n);
-    const char *tc = "{\"bos_token\":{\"content\":\"<s>\"},\"eos_token\":\"<x>\"}";
+    const char *tc = "{\"bos_token\":{\"content\":\"<s>\"},\"eos_token\":\"<x>\",\"add_bos_token\":true}";
     put_file(dir, "tokenizer_config.json", tc, strlen(tc));
 }
 
@@ -294,6 +294,7 @@ static void test_hf_dir(void **st)
     assert_string_equal(f.v.mtext + f.v.moff[0], "a b");
     assert_int_equal(f.v.bos, 0);
     assert_int_equal(f.v.eos, 4);
+    assert_int_equal(f.v.add_bos, 1);
     assert_string_equal(f.v.pre, "hf-regex");
     assert_string_equal(f.v.pre_regex, "\\p{L}+| ?\\p{N}");
     assert_non_null(strstr(f.v.pre_json, "\"Split\""));
