@@ -299,6 +299,7 @@ int qs_llm_load_hf(const char *dir, qs_llm_file *f, qs_err *e)
     snprintf(f->format, sizeof f->format, "safetensors");
     json_t *rs = json_object_get(cj, "rope_scaling");
     if (rs && !json_is_null(rs)) { qs_fail(e, "\"rope_scaling\" is not supported"); goto out; }
+    if (json_is_true(json_object_get(cj, "use_sliding_window"))) { qs_fail(e, "sliding-window attention is not supported"); goto out; }
     const char *act = json_string_value(json_object_get(cj, "hidden_act"));
     if (act && strcmp(act, "silu")) { qs_fail(e, "hidden_act '%.20s' is not supported (silu)", act); goto out; }
     qs_llm_cfg cfg;
@@ -361,6 +362,12 @@ int qs_llm_load_hf(const char *dir, qs_llm_file *f, qs_err *e)
     if (have_tok && !(tj = load_json(path, hs, &total, e))) goto out_noprefix;
     json_t *tie = json_object_get(cj, "tie_word_embeddings");
     int tied = json_is_true(tie) || !qs_llm__find(src, nsrc, "lm_head.weight", NULL);
+    if (json_is_true(json_object_get(cj, "mlp_bias")) ||
+        qs_llm__find(src, nsrc, "model.layers.0.self_attn.o_proj.bias", NULL) ||
+        qs_llm__find(src, nsrc, "model.layers.0.mlp.down_proj.bias", NULL)) {
+        qs_fail(e, "output-projection or MLP biases are not supported (Q/K/V biases are)");
+        goto out;
+    }
     if (qs_llm__load_weights(&f->m, &cfg, src, nsrc, 1, tied, e)) goto out;
     qs_llm__wtypes(src, nsrc, f->wtypes, sizeof f->wtypes);
     if (have_tok) {

@@ -51,3 +51,6 @@ fails "rope_scaling refused" 1 "$QS" llm logits --model "$T/bad7" --prompt-ids 1
 mkdir "$T/empty"
 fails "directory without config.json" 1 "$QS" llm logits --model "$T/empty" --prompt-ids 1 -o "$T/x.npy"
 check "no config: named" 'grep -q "empty/config.json: cannot open" "$T/err"'
+cp -r "$T/hf-qwen2" "$T/bad8"; sed -i 's/"rope_scaling": null/"use_sliding_window": true, "rope_scaling": null/' "$T/bad8/config.json"
+fails "sliding-window attention refused" 1 "$QS" llm logits --model "$T/bad8" --prompt-ids 1 -o "$T/x.npy"
+check "sliding window: config named" 'grep -q "bad8/config.json: sliding-window attention is not supported" "$T/err"'
