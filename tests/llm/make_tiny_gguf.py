@@ -9,7 +9,8 @@
 tiny.gguf:        2 layers, dim 64, 4 query heads / 2 KV heads of 16, FFN 96, vocab 320, tied
                   embeddings; token_embd Q8_0, linear weights Q4_1, norms F32 (the SmolLM2 mix).
 tiny_untied.gguf: the same with a separate F16 output.weight and F16 linear weights.
-micro.gguf (tests/fuzz/corpus/llm_gguf): 1 layer, dim 32, FFN 32, the same vocabulary (fuzz seed).
+micro.gguf, micro_qwen2.gguf (tests/fuzz/corpus/llm_gguf): 1 layer, dim 32, FFN 32, the same
+                  vocabulary (fuzz seeds; the second qwen2 with BF16 weights and Q/K/V biases).
 tiny_logits.npy / tiny_untied_logits.npy: float64 reference logits (stored as float32) of
                   TINY_IDS from tests/llm/torch_ref.py (PyTorch if available, else numpy).
 The vocabulary is byte-level BPE (5 control tokens, the 256 GPT-2 byte spellings, 35 merges building
@@ -158,6 +159,9 @@ def main():
     fuzz = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuzz", "corpus", "llm_gguf", "micro.gguf")
     build(fuzz, False, 13, nl=1, dim=32, ffn=32)   # fuzz seed under libFuzzer's 64 KiB smoke limit
     print("wrote %s (%d bytes)" % (fuzz, os.path.getsize(fuzz)))
+    fq = os.path.join(os.path.dirname(fuzz), "micro_qwen2.gguf")   # qwen2: biases, BF16, rotate_half
+    build(fq, False, 14, nl=1, dim=32, ffn=32, lin=g.GGML_BF16, emb=g.GGML_BF16, arch="qwen2")
+    print("wrote %s (%d bytes)" % (fq, os.path.getsize(fq)))
     with open(os.path.join(out, "tiny_ids.txt"), "w") as f:
         f.write(",".join(str(i) for i in TINY_IDS) + "\n")
 
