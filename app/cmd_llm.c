@@ -354,7 +354,7 @@ out:
 static int load_models(const llm_opts *o, qs_llm_file *f, qs_llm_model *roll, int need_roll, qs_err *e)
 {
     double t0 = now_s();
-    if (qs_llm_load_gguf(o->model, f, e)) return -1;
+    if (qs_llm_load(o->model, f, e)) return -1;
     fprintf(stderr, "qscope: loaded %s (%s, %d layers, dim %d, %d/%d heads, ffn %d, vocab %d; %s) in %.1f s\n",
             o->model, f->name[0] ? f->name : f->arch, f->m.c.n_layer, f->m.c.dim, f->m.c.n_head, f->m.c.n_kv_head,
             f->m.c.ffn, f->m.c.vocab, f->wtypes, now_s() - t0);
@@ -957,5 +957,6 @@ int qs_cmd_llm(qs_cli *cli, int argc, char **argv)
     if (!strcmp(sub, "logits")) return cmd_logits(cli, argc - 1, argv + 1);
     if (!strcmp(sub, "bench")) return cmd_bench(cli, argc - 1, argv + 1);
     if (!strcmp(sub, "tokenize")) return cmd_tokenize(cli, argc - 1, argv + 1);
+    if (!strcmp(sub, "text")) return qs_cmd_llm_text(cli, argc - 1, argv + 1);
     return qs_cli_usage("llm", "unknown subcommand '%s' (score, capture, generate, logits, bench, tokenize)", sub);
 }

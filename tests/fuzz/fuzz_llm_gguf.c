@@ -2,7 +2,7 @@
 ** libFuzzer target for the LLM model loader (datasets/llm_load.c): hyper-parameters from the GGUF
 ** metadata, the bounded walk for the vocabulary, tensor shape checks and dequantization.
 **
-** The loader lives in datasets/, which the fuzz library leaves out, so its source is compiled into
+** The loaders live in datasets/, which the fuzz library leaves out, so their sources are compiled into
 ** this target.  On success the model must be self-consistent and a one-token forward pass must run
 ** (finite hidden state is not required: weights are arbitrary); on failure the message must name
 ** the input and nothing may leak.
@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "../../datasets/llm_load.c"
+#include "../../datasets/llm_load_hf.c"
 #include "../../datasets/llm_tok.c"
 
 #define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)

@@ -2,7 +2,7 @@
 
 Written from the GGUF spec (ggml docs/gguf.md) and ggml-common.h block layouts, without reading
 qscope's C code, so that the C loader and this reader check each other.  Supports the tensor types
-the SmolLM2 file uses (F32, F16, Q8_0, Q4_1) plus Q4_0, and writes the same types.
+the SmolLM2 file uses (F32, F16, Q8_0, Q4_1) plus Q4_0 and BF16, and writes the same types.
 """
 import struct
 
@@ -12,8 +12,20 @@ GGUF_MAGIC = b"GGUF"
 T_U8, T_I8, T_U16, T_I16, T_U32, T_I32, T_F32, T_BOOL, T_STR, T_ARR, T_U64, T_I64, T_F64 = range(13)
 _SCALAR = {T_U8: "<B", T_I8: "<b", T_U16: "<H", T_I16: "<h", T_U32: "<I", T_I32: "<i", T_F32: "<f",
            T_BOOL: "<?", T_U64: "<Q", T_I64: "<q", T_F64: "<d"}
-GGML_F32, GGML_F16, GGML_Q4_0, GGML_Q4_1, GGML_Q8_0 = 0, 1, 2, 3, 8
-_BLOCK = {GGML_F32: (1, 4), GGML_F16: (1, 2), GGML_Q4_0: (32, 18), GGML_Q4_1: (32, 20), GGML_Q8_0: (32, 34)}
+GGML_F32, GGML_F16, GGML_Q4_0, GGML_Q4_1, GGML_Q8_0, GGML_BF16 = 0, 1, 2, 3, 8, 30
+_BLOCK = {GGML_F32: (1, 4), GGML_F16: (1, 2), GGML_Q4_0: (32, 18), GGML_Q4_1: (32, 20), GGML_Q8_0: (32, 34),
+          GGML_BF16: (1, 2)}
+
+
+def bf16_bits(x):
+    """float32 -> bfloat16 bit patterns (uint16), round to nearest even (NaN-free input)."""
+    u = np.asarray(x, np.float32).reshape(-1).view(np.uint32).astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+    return u.astype(np.uint16)
+
+
+def bf16_to_f32(bits):
+    return (np.asarray(bits, np.uint16).astype(np.uint32) << 16).view(np.float32)
 
 
 class Reader:
@@ -81,6 +93,8 @@ def dequant(raw, typ, n):
         return raw.view("<f4").astype(np.float32).copy()
     if typ == GGML_F16:
         return raw.view("<f2").astype(np.float32)
+    if typ == GGML_BF16:
+        return bf16_to_f32(raw.view("<u2"))
     blk, bsz = _BLOCK[typ]
     b = raw.reshape(-1, bsz)
     if typ == GGML_Q8_0:
@@ -108,6 +122,8 @@ def quant(x, typ):
         return x.astype("<f4").tobytes()
     if typ == GGML_F16:
         return x.astype("<f2").tobytes()
+    if typ == GGML_BF16:
+        return bf16_bits(x).astype("<u2").tobytes()
     b = x.reshape(-1, 32)
     out = bytearray()
     for row in b:

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Independent reference forward pass of a llama-architecture GGUF model in PyTorch (float64).
+"""Independent reference forward pass of a Llama/Qwen2 model (GGUF file or Hugging Face safetensors
+directory) in PyTorch (float64).
 
 Usage (Debian's interpreter, which has python3-torch; falls back to numpy if torch is missing):
   /usr/bin/python3 tests/llm/torch_ref.py MODEL.gguf IDS [C_LOGITS.npy [TOL]]
@@ -8,13 +9,16 @@ Usage (Debian's interpreter, which has python3-torch; falls back to numpy if tor
     max|C - ref| / max|ref| <= TOL (default 1e-4).
   /usr/bin/python3 tests/llm/torch_ref.py MODEL.gguf IDS --save OUT.npy   (reference logits, float32)
 
-The weights are read by tests/llm/gguf_io.py (its own GGUF parser and Q8_0/Q4_1 dequantizers), the
-model is written from the architecture description (RMSNorm, RoPE on adjacent pairs, GQA, SwiGLU),
-not from qscope's C code.
+The weights are read by tests/llm/gguf_io.py (its own GGUF parser and Q8_0/Q4_1/F16/BF16 decoders) or
+by read_safetensors below; the model is written from the architecture description (RMSNorm, RoPE on
+adjacent pairs for llama GGUF or rotate_half for Hugging Face checkpoints and GGUF qwen2, Q/K/V
+biases, GQA, SwiGLU), not from qscope's C code.
 """
+import json
 import math
-import sys
 import os
+import struct
+import sys
 
 import numpy as np
 
@@ -28,95 +32,144 @@ except ImportError:  # numpy fallback, same maths
     HAVE_TORCH = False
 
 
-def forward(path, ids):
+def read_safetensors(path):
+    """{name: float32 array} of a safetensors file (F32, F16, BF16), from the format description."""
+    with open(path, "rb") as f:
+        buf = f.read()
+    n, = struct.unpack_from("<Q", buf, 0)
+    hdr = json.loads(buf[8:8 + n])
+    out = {}
+    for name, d in hdr.items():
+        if name == "__metadata__":
+            continue
+        b, e = d["data_offsets"]
+        raw = buf[8 + n + b:8 + n + e]
+        if d["dtype"] == "F32":
+            a = np.frombuffer(raw, "<f4")
+        elif d["dtype"] == "F16":
+            a = np.frombuffer(raw, "<f2").astype(np.float32)
+        elif d["dtype"] == "BF16":
+            a = gguf_io.bf16_to_f32(np.frombuffer(raw, "<u2"))
+        else:
+            raise ValueError(d["dtype"])
+        out[name] = a.reshape(d["shape"])
+    return out
+
+
+HF = {"token_embd.weight": "model.embed_tokens.weight", "output.weight": "lm_head.weight",
+      "output_norm.weight": "model.norm.weight", "attn_norm.weight": "input_layernorm.weight",
+      "attn_q.weight": "self_attn.q_proj.weight", "attn_k.weight": "self_attn.k_proj.weight",
+      "attn_v.weight": "self_attn.v_proj.weight", "attn_output.weight": "self_attn.o_proj.weight",
+      "ffn_norm.weight": "post_attention_layernorm.weight", "ffn_gate.weight": "mlp.gate_proj.weight",
+      "ffn_up.weight": "mlp.up_proj.weight", "ffn_down.weight": "mlp.down_proj.weight",
+      "attn_q.bias": "self_attn.q_proj.bias", "attn_k.bias": "self_attn.k_proj.bias",
+      "attn_v.bias": "self_attn.v_proj.bias"}
+
+
+def load(path):
+    """Hyper-parameters and a weight getter by GGUF name (None when absent).
+
+    GGUF: llama (RoPE on adjacent pairs: llama.cpp's converter permuted Q/K) or qwen2 (rotate_half,
+    Q/K/V biases).  Hugging Face directory (config.json, model.safetensors or an index of shards):
+    rotate_half RoPE (the checkpoint's own convention), biases when present, lm_head or tied."""
+    if os.path.isdir(path):
+        with open(os.path.join(path, "config.json")) as f:
+            c = json.load(f)
+        idx = os.path.join(path, "model.safetensors.index.json")
+        files = sorted(set(json.load(open(idx))["weight_map"].values())) if os.path.exists(idx) else ["model.safetensors"]
+        T = {}
+        for fn in files:
+            T.update(read_safetensors(os.path.join(path, fn)))
+        hp = dict(nl=c["num_hidden_layers"], dim=c["hidden_size"], nh=c["num_attention_heads"],
+                  nkv=c.get("num_key_value_heads", c["num_attention_heads"]), base=c.get("rope_theta", 10000.0),
+                  eps=c.get("rms_norm_eps", 1e-6), neox=True)
+
+        def get(n):
+            if n.startswith("blk."):
+                _, l, rest = n.split(".", 2)
+                key = "model.layers.%s.%s" % (l, HF[rest])
+            else:
+                key = HF[n]
+            if n == "output.weight" and c.get("tie_word_embeddings", False):
+                return None
+            return T.get(key)
+        return hp, get
     r = gguf_io.Reader(path)
     kv = r.kv
     arch = kv["general.architecture"]
-    nl = kv[arch + ".block_count"]
-    dim = kv[arch + ".embedding_length"]
     nh = kv[arch + ".attention.head_count"]
-    nkv = kv.get(arch + ".attention.head_count_kv", nh)
-    base = kv.get(arch + ".rope.freq_base", 10000.0)
-    eps = kv.get(arch + ".attention.layer_norm_rms_epsilon", 1e-5)
+    hp = dict(nl=kv[arch + ".block_count"], dim=kv[arch + ".embedding_length"], nh=nh,
+              nkv=kv.get(arch + ".attention.head_count_kv", nh), base=kv.get(arch + ".rope.freq_base", 10000.0),
+              eps=kv.get(arch + ".attention.layer_norm_rms_epsilon", 1e-5), neox=arch == "qwen2")
+    return hp, lambda n: r.tensor(n) if r.has(n) else None
+
+
+def forward(path, ids):
+    hp, get = load(path)
+    nl, dim, nh, nkv, base, eps, neox = (hp[k] for k in ("nl", "dim", "nh", "nkv", "base", "eps", "neox"))
     hd = dim // nh
+    half = hd // 2
     T = len(ids)
     if HAVE_TORCH:
-        W = lambda n: torch.from_numpy(r.tensor(n).astype(np.float64))  # noqa: E731
-        emb = W("token_embd.weight")
-        out_w = W("output.weight") if r.has("output.weight") else emb
-        x = emb[torch.tensor(ids)]
-
-        def rms(v, w):
-            return v / torch.sqrt((v * v).mean(-1, keepdim=True) + eps) * w
-
-        pos = torch.arange(T, dtype=torch.float64)[:, None]
-        fr = base ** (-2.0 * torch.arange(hd // 2, dtype=torch.float64) / hd)
-        ang = pos * fr[None, :]
-        cos, sin = torch.cos(ang), torch.sin(ang)
-
-        def rope(v):  # v [T, H, hd], adjacent pairs
-            a, b = v[..., 0::2], v[..., 1::2]
-            c, s = cos[:, None, :], sin[:, None, :]
-            o = torch.empty_like(v)
-            o[..., 0::2] = a * c - b * s
-            o[..., 1::2] = a * s + b * c
-            return o
-
+        xp = torch
+        W = lambda n: None if get(n) is None else torch.from_numpy(np.array(get(n), np.float64))  # noqa: E731
+        arange = lambda n: torch.arange(n, dtype=torch.float64)  # noqa: E731
+        repeat = lambda v, k: v.repeat_interleave(k, dim=1)  # noqa: E731
+        silu = torch.nn.functional.silu
+        softmax = lambda a: torch.softmax(a, -1)  # noqa: E731
+        idx = torch.tensor(ids)
         mask = torch.full((T, T), float("-inf"), dtype=torch.float64).triu(1)
-        for l in range(nl):
-            p = "blk.%d." % l
-            h = rms(x, W(p + "attn_norm.weight"))
-            q = rope((h @ W(p + "attn_q.weight").T).view(T, nh, hd))
-            k = rope((h @ W(p + "attn_k.weight").T).view(T, nkv, hd))
-            v = (h @ W(p + "attn_v.weight").T).view(T, nkv, hd)
-            rep = nh // nkv
-            k = k.repeat_interleave(rep, dim=1)
-            v = v.repeat_interleave(rep, dim=1)
-            att = torch.einsum("thd,shd->hts", q, k) / math.sqrt(hd) + mask
-            att = torch.softmax(att, -1)
-            o = torch.einsum("hts,shd->thd", att, v).reshape(T, dim)
-            x = x + o @ W(p + "attn_output.weight").T
-            h = rms(x, W(p + "ffn_norm.weight"))
-            g = h @ W(p + "ffn_gate.weight").T
-            u = h @ W(p + "ffn_up.weight").T
-            x = x + (torch.nn.functional.silu(g) * u) @ W(p + "ffn_down.weight").T
-        x = rms(x, W("output_norm.weight"))
-        return (x @ out_w.T).numpy()
-    # numpy fallback
-    W = lambda n: r.tensor(n).astype(np.float64)  # noqa: E731
+        cat = lambda a, b: torch.cat([a, b], -1)  # noqa: E731
+        stack = lambda a, b: torch.stack([a, b], -1).reshape(a.shape[:-1] + (2 * a.shape[-1],))  # noqa: E731
+    else:
+        xp = np
+        W = lambda n: None if get(n) is None else np.array(get(n), np.float64)  # noqa: E731
+        arange = lambda n: np.arange(n, dtype=np.float64)  # noqa: E731
+        repeat = lambda v, k: np.repeat(v, k, axis=1)  # noqa: E731
+        silu = lambda g: g / (1 + np.exp(-g))  # noqa: E731
+        def softmax(a):  # noqa: E306
+            a = np.exp(a - a.max(-1, keepdims=True))
+            return a / a.sum(-1, keepdims=True)
+        idx = np.array(ids)
+        mask = np.triu(np.full((T, T), -np.inf), 1)
+        cat = lambda a, b: np.concatenate([a, b], -1)  # noqa: E731
+        stack = lambda a, b: np.stack([a, b], -1).reshape(a.shape[:-1] + (2 * a.shape[-1],))  # noqa: E731
     emb = W("token_embd.weight")
-    out_w = W("output.weight") if r.has("output.weight") else emb
-    x = emb[np.array(ids)]
-    rms = lambda v, w: v / np.sqrt((v * v).mean(-1, keepdims=True) + eps) * w  # noqa: E731
-    fr = base ** (-2.0 * np.arange(hd // 2) / hd)
-    ang = np.arange(T)[:, None] * fr[None, :]
-    cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+    out_w = W("output.weight")
+    if out_w is None:
+        out_w = emb
+    x = emb[idx]
+    rms = lambda v, w: v / xp.sqrt((v * v).mean(-1, keepdims=True) + eps) * w  # noqa: E731
+    fr = base ** (-2.0 * arange(half) / hd)
+    ang = arange(T)[:, None] * fr[None, :]
+    cos, sin = xp.cos(ang)[:, None, :], xp.sin(ang)[:, None, :]
 
-    def rope(v):
-        a, b = v[..., 0::2], v[..., 1::2]
-        o = np.empty_like(v)
-        o[..., 0::2] = a * cos - b * sin
-        o[..., 1::2] = a * sin + b * cos
-        return o
+    def rope(v):  # v [T, H, hd]; angle of pair i = pos * base^(-2i/hd)
+        if neox:  # rotate_half: pair (i, i + hd/2)
+            a, b = v[..., :half], v[..., half:]
+            return cat(a * cos - b * sin, a * sin + b * cos)
+        a, b = v[..., 0::2], v[..., 1::2]  # adjacent pairs (2i, 2i+1)
+        return stack(a * cos - b * sin, a * sin + b * cos)
 
-    mask = np.triu(np.full((T, T), -np.inf), 1)
+    def lin(h, name):
+        y = h @ W(name + ".weight").T
+        b = W(name + ".bias")
+        return y if b is None else y + b
+
     for l in range(nl):
         p = "blk.%d." % l
         h = rms(x, W(p + "attn_norm.weight"))
-        q = rope((h @ W(p + "attn_q.weight").T).reshape(T, nh, hd))
-        k = np.repeat(rope((h @ W(p + "attn_k.weight").T).reshape(T, nkv, hd)), nh // nkv, axis=1)
-        v = np.repeat((h @ W(p + "attn_v.weight").T).reshape(T, nkv, hd), nh // nkv, axis=1)
-        att = np.einsum("thd,shd->hts", q, k) / math.sqrt(hd) + mask
-        att = np.exp(att - att.max(-1, keepdims=True))
-        att /= att.sum(-1, keepdims=True)
-        o = np.einsum("hts,shd->thd", att, v).reshape(T, dim)
+        q = rope(lin(h, p + "attn_q").reshape(T, nh, hd))
+        k = repeat(rope(lin(h, p + "attn_k").reshape(T, nkv, hd)), nh // nkv)
+        v = repeat(lin(h, p + "attn_v").reshape(T, nkv, hd), nh // nkv)
+        att = softmax(xp.einsum("thd,shd->hts", q, k) / math.sqrt(hd) + mask)
+        o = xp.einsum("hts,shd->thd", att, v).reshape(T, dim)
         x = x + o @ W(p + "attn_output.weight").T
         h = rms(x, W(p + "ffn_norm.weight"))
-        g = h @ W(p + "ffn_gate.weight").T
-        u = h @ W(p + "ffn_up.weight").T
-        x = x + (g / (1 + np.exp(-g)) * u) @ W(p + "ffn_down.weight").T
+        x = x + (silu(h @ W(p + "ffn_gate.weight").T) * (h @ W(p + "ffn_up.weight").T)) @ W(p + "ffn_down.weight").T
     x = rms(x, W("output_norm.weight"))
-    return x @ out_w.T
+    out = x @ out_w.T
+    return out.numpy() if HAVE_TORCH else out
 
 
 def main():

@@ -1,0 +1,130 @@
+/*
+** `qscope llm text --rdb Rdata.rdb [--rdx Rdata.rdx] -o DIR`: write every character vector of an R
+** lazy-load database (Jane Austen's novels from Debian's r-cran-janeaustenr) as DIR/NAME.txt, lines
+** joined into paragraphs (datasets/rdata.h).  `make data` runs it; the evaluation text defaults to
+** one of these files (QS_LLM_DEFAULT_TEXT).
+*/
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "../datasets/llm_load.h"
+#include "../datasets/rdata.h"
+
+typedef struct { const uint8_t *p; size_t n; } mapped;
+
+static int map_file(const char *path, mapped *m, qs_err *e)
+{
+    m->p = NULL; m->n = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return qs_fail(e, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size <= 0) {
+        close(fd);
+        return qs_fail(e, "%s: not a regular non-empty file", path);
+    }
+    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) return qs_fail(e, "%s: cannot map: %s", path, strerror(errno));
+    m->p = p; m->n = (size_t)st.st_size;
+    return 0;
+}
+
+static void unmap(mapped *m) { if (m->p) munmap((void *)m->p, m->n); }
+
+/* Write atomically: DIR/.NAME.txt.tmp then rename. */
+static int write_text(const char *dir, const char *name, const char *t, size_t n, char *path, size_t cap, qs_err *e)
+{
+    char tmp[4200];
+    snprintf(path, cap, "%s/%s.txt", dir, name);
+    snprintf(tmp, sizeof tmp, "%s/.%s.txt.tmp", dir, name);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return qs_fail(e, "%s: cannot create: %s", tmp, strerror(errno));
+    int bad = fwrite(t, 1, n, f) != n;
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path)) { unlink(tmp); return qs_fail(e, "%s: cannot write: %s", path, strerror(errno)); }
+    return 0;
+}
+
+int qs_cmd_llm_text(qs_cli *cli, int argc, char **argv)
+{
+    (void)cli;
+    const char *rdb = NULL, *rdx = NULL, *dir = NULL;
+    int json = 0;
+    static const struct option lo[] = {{"rdb", 1, 0, 'b'}, {"rdx", 1, 0, 'x'}, {"json", 0, 0, 'j'}, {0, 0, 0, 0}};
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":o:", lo, NULL)) != -1) {
+        switch (c) {
+        case 'b': rdb = optarg; break;
+        case 'x': rdx = optarg; break;
+        case 'o': dir = optarg; break;
+        case 'j': json = 1; break;
+        case ':': return qs_cli_usage("llm text", "option %s needs a value", argv[optind - 1]);
+        default: return qs_cli_usage("llm text", "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) return qs_cli_usage("llm text", "unexpected argument '%s'", argv[optind]);
+    if (!rdb || !dir) return qs_cli_usage("llm text", "--rdb FILE.rdb and -o DIR are required");
+    char rdxbuf[4096];
+    if (!rdx) {   /* the index sits next to the database: Rdata.rdb -> Rdata.rdx */
+        size_t l = strlen(rdb);
+        if (l < 4 || strcmp(rdb + l - 4, ".rdb") || l >= sizeof rdxbuf)
+            return qs_cli_usage("llm text", "give --rdx FILE: %s does not end in .rdb", rdb);
+        memcpy(rdxbuf, rdb, l - 4);
+        memcpy(rdxbuf + l - 4, ".rdx", 5);
+        rdx = rdxbuf;
+    }
+    if (strlen(dir) > 4000) return qs_cli_usage("llm text", "-o path too long");
+    qs_err e = {{0}};
+    mapped mb = {0}, mx = {0};
+    qs_rdb_entry *ent = NULL;
+    size_t n = 0;
+    int rc = QS_EXIT_ERR;
+    json_t *arr = json_array();
+    if (map_file(rdx, &mx, &e) || map_file(rdb, &mb, &e)) goto out;
+    if (qs_rdx_parse(mx.p, mx.n, &ent, &n, &e)) { qs_err_prefix(&e, rdx); goto out; }
+    if (!n) { qs_fail(&e, "%s: the index lists no objects", rdx); goto out; }
+    if (mkdir(dir, 0777) && errno != EEXIST) { qs_fail(&e, "%s: cannot create directory: %s", dir, strerror(errno)); goto out; }
+    if (!json) printf("%-20s %8s %10s  %s\n", "name", "lines", "bytes", "file");
+    for (size_t i = 0; i < n; i++) {
+        char *t;
+        size_t tl, nl = 0;
+        char path[4200];
+        if (qs_rdb_text(mb.p, mb.n, ent[i].off, ent[i].len, &t, &tl, &nl, &e)) {
+            char pre[4200];
+            snprintf(pre, sizeof pre, "%s: object '%s'", rdb, ent[i].name);
+            qs_err_prefix(&e, pre);
+            goto out;
+        }
+        int w = write_text(dir, ent[i].name, t, tl, path, sizeof path, &e);
+        free(t);
+        if (w) goto out;
+        if (json) json_array_append_new(arr, json_pack("{s:s,s:I,s:I,s:s}", "name", ent[i].name, "lines", (json_int_t)nl,
+                                                       "bytes", (json_int_t)tl, "file", path));
+        else printf("%-20s %8zu %10zu  %s\n", ent[i].name, nl, tl, path);
+    }
+    if (json) {
+        json_t *o = json_pack("{s:s,s:s,s:O}", "rdb", rdb, "default", QS_LLM_DEFAULT_TEXT_NAME, "texts", arr);
+        char *js = json_dumps(o, JSON_COMPACT);
+        if (js) printf("%s\n", js);
+        free(js);
+        json_decref(o);
+    }
+    rc = QS_EXIT_OK;
+out:
+    json_decref(arr);
+    free(ent);
+    unmap(&mb);
+    unmap(&mx);
+    return rc ? qs_cli_err(rc, &e) : rc;
+}

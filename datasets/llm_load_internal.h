@@ -1,0 +1,26 @@
+/*
+** Shared by the model loaders (llm_load.c: GGUF, llm_load_hf.c: Hugging Face safetensors
+** directories): tensors found over one or several files (shards) and read through the store's
+** parsers and tensor reader, by role, in GGUF (scheme 0) or Hugging Face (scheme 1) spelling.
+*/
+#ifndef QS_LLM_LOAD_INTERNAL_H
+#define QS_LLM_LOAD_INTERNAL_H
+
+#include "llm_load.h"
+#include "../store/container.h"
+
+typedef struct qs_llm_src {
+    const uint8_t *buf;
+    size_t len;
+    qs_container c;
+    const char *path;     /* for messages */
+} qs_llm_src;
+
+const qs_tdesc *qs_llm__find(const qs_llm_src *src, int nsrc, const char *name, int *which);
+/* Allocate m for cfg and read every weight (biases when layer 0 has a Q bias); FP32, shapes checked. */
+int qs_llm__load_weights(qs_llm_model *m, const qs_llm_cfg *cfg, const qs_llm_src *src, int nsrc, int scheme,
+                         int tied, qs_err *e);
+void qs_llm__wtypes(const qs_llm_src *src, int nsrc, char *out, size_t cap);
+int qs_llm__vocab_tables(qs_llm_vocab *v, qs_err *e);
+
+#endif

@@ -1,0 +1,164 @@
+#!/usr/bin/python3
+"""Write a tiny Hugging Face checkpoint directory (config.json, safetensors, tokenizer.json) for the
+loader tests; generated at test time, never committed.
+
+  /usr/bin/python3 tests/llm/make_tiny_hf.py VARIANT OUTDIR
+
+VARIANT  architecture  weights                    files                          other
+llama    llama         BF16, untied (lm_head)     model.safetensors              merges as "a b" strings, pre-tokenizer Digits + ByteLevel
+llama-sh llama         F16, tied                  2 shards + index.json          merges as ["a", "b"], BOS/EOS from tokenizer_config.json
+qwen2    qwen2         F32, tied, Q/K/V biases    3 shards + index.json          vocab_size 336 > 320 tokens, Split regex pre-tokenizer
+
+Same random weights as make_tiny_gguf.weights(), renamed to the Hugging Face spelling.  The safetensors
+files are written from the format description (8-byte little-endian header length, JSON header,
+data), not with the safetensors package.
+"""
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gguf_io as g  # noqa: E402
+import make_tiny_gguf as t  # noqa: E402
+
+QWEN2_REGEX = ("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
+               "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+")
+
+
+def hf_name(n):
+    if n == "token_embd.weight":
+        return "model.embed_tokens.weight"
+    if n == "output.weight":
+        return "lm_head.weight"
+    if n == "output_norm.weight":
+        return "model.norm.weight"
+    _, l, rest = n.split(".", 2)
+    m = {"attn_norm.weight": "input_layernorm.weight", "attn_q.weight": "self_attn.q_proj.weight",
+         "attn_k.weight": "self_attn.k_proj.weight", "attn_v.weight": "self_attn.v_proj.weight",
+         "attn_output.weight": "self_attn.o_proj.weight", "ffn_norm.weight": "post_attention_layernorm.weight",
+         "ffn_gate.weight": "mlp.gate_proj.weight", "ffn_up.weight": "mlp.up_proj.weight",
+         "ffn_down.weight": "mlp.down_proj.weight", "attn_q.bias": "self_attn.q_proj.bias",
+         "attn_k.bias": "self_attn.k_proj.bias", "attn_v.bias": "self_attn.v_proj.bias"}[rest]
+    return "model.layers.%s.%s" % (l, m)
+
+
+def encode(a, dtype):
+    if dtype == "F32":
+        return a.astype("<f4").tobytes()
+    if dtype == "F16":
+        return a.astype("<f2").tobytes()
+    if dtype == "BF16":
+        return g.bf16_bits(a).astype("<u2").tobytes()
+    raise ValueError(dtype)
+
+
+def write_safetensors(path, tensors, dtype):
+    header, body = {"__metadata__": {"format": "pt"}}, bytearray()
+    for name, a in tensors:
+        data = encode(a, dtype)
+        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [len(body), len(body) + len(data)]}
+        body += data
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((-len(h)) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + bytes(body))
+
+
+VARIANTS = {
+    "llama": dict(arch="llama", dtype="BF16", untied=True, shards=1, seed=31, merges="str", vocab_size=320),
+    "llama-sh": dict(arch="llama", dtype="F16", untied=False, shards=2, seed=32, merges="arr", vocab_size=320),
+    "qwen2": dict(arch="qwen2", dtype="F32", untied=False, shards=3, seed=33, merges="arr", vocab_size=336),
+    # fuzz seeds (tests/fuzz/corpus/llm_hf): 1 layer, dim 32, BF16, under libFuzzer's 64 KiB smoke limit
+    "micro-llama": dict(arch="llama", dtype="BF16", untied=False, shards=1, seed=34, merges="str", vocab_size=320,
+                        nl=1, dim=32, ffn=32),
+    "micro-qwen2": dict(arch="qwen2", dtype="BF16", untied=False, shards=1, seed=35, merges="arr", vocab_size=320,
+                        nl=1, dim=32, ffn=32),
+}
+
+
+def tokenizer(v, arch):
+    toks, types = t.vocab()
+    vocab = {s: i for i, s in enumerate(toks) if types[i] != 3}
+    added = [{"id": i, "content": s, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
+              "special": True} for i, s in enumerate(toks) if types[i] == 3]
+    merges = [m if v["merges"] == "str" else m.split(" ") for m in t.MERGES]
+    if arch == "qwen2":
+        pre = {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": QWEN2_REGEX}, "behavior": "Isolated", "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]}
+    else:
+        pre = {"type": "Sequence", "pretokenizers": [
+            {"type": "Digits", "individual_digits": True},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}]}
+    return {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added, "normalizer": None,
+            "pre_tokenizer": pre, "post_processor": None,
+            "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+            "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                      "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "vocab": vocab,
+                      "merges": merges}}
+
+
+def build(variant, out):
+    v = VARIANTS[variant]
+    arch = v["arch"]
+    nl, dim, ffn, nh, nkv = v.get("nl", 2), v.get("dim", 64), v.get("ffn", 96), 4, 2
+    W = t.weights(v["seed"], nl, dim, ffn, nh, nkv, 320, v["untied"], bias=arch == "qwen2")
+    if v["vocab_size"] > 320:  # padded embedding rows, as Qwen2 checkpoints have
+        rng = np.random.default_rng(v["seed"] + 100)
+        extra = rng.normal(0, 1.0, (v["vocab_size"] - 320, dim)).astype(np.float32)
+        W["token_embd.weight"] = np.concatenate([W["token_embd.weight"], extra])
+        if "output.weight" in W:
+            W["output.weight"] = np.concatenate([W["output.weight"], extra])
+    os.makedirs(out, exist_ok=True)
+    cfg = {"architectures": ["LlamaForCausalLM" if arch == "llama" else "Qwen2ForCausalLM"], "model_type": arch,
+           "hidden_size": dim, "intermediate_size": ffn, "num_hidden_layers": nl, "num_attention_heads": nh,
+           "num_key_value_heads": nkv, "vocab_size": v["vocab_size"], "max_position_embeddings": 256,
+           "rms_norm_eps": 1e-5 if arch == "llama" else 1e-6, "rope_theta": 10000.0 if arch == "llama" else 1e6,
+           "hidden_act": "silu", "tie_word_embeddings": not v["untied"], "rope_scaling": None,
+           "torch_dtype": {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}[v["dtype"]]}
+    if variant == "llama":
+        cfg.update(bos_token_id=1, eos_token_id=2)
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    items = [(hf_name(n), a) for n, a in W.items()]
+    if v["shards"] == 1:
+        write_safetensors(os.path.join(out, "model.safetensors"), items, v["dtype"])
+    else:
+        k = v["shards"]
+        names = ["model-%05d-of-%05d.safetensors" % (i + 1, k) for i in range(k)]
+        parts = [items[i::k] for i in range(k)]
+        wmap = {}
+        for nm, part in zip(names, parts):
+            write_safetensors(os.path.join(out, nm), part, v["dtype"])
+            wmap.update({n: nm for n, _ in part})
+        with open(os.path.join(out, "model.safetensors.index.json"), "w") as f:
+            json.dump({"metadata": {"total_size": 0}, "weight_map": wmap}, f, indent=2)
+    with open(os.path.join(out, "tokenizer.json"), "w") as f:
+        json.dump(tokenizer(v, arch), f, ensure_ascii=False)
+    if variant == "llama-sh":
+        with open(os.path.join(out, "tokenizer_config.json"), "w") as f:
+            json.dump({"bos_token": {"content": "<|im_start|>"}, "eos_token": "<|im_end|>"}, f)
+
+
+def fuzz_seed(variant, path):
+    """One fuzz input for tests/fuzz/fuzz_llm_hf.c: config.json, tokenizer.json and model.safetensors
+    joined by the separator line "\\n--8<--\\n"."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        build(variant, d)
+        parts = [open(os.path.join(d, n), "rb").read() for n in ("config.json", "tokenizer.json", "model.safetensors")]
+    with open(path, "wb") as f:
+        f.write(b"\n--8<--\n".join(parts))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--fuzz-seed":
+        fuzz_seed(sys.argv[2], sys.argv[3])
+        sys.exit(0)
+    if len(sys.argv) != 3 or sys.argv[1] not in VARIANTS:
+        print(__doc__)
+        sys.exit(2)
+    build(sys.argv[1], sys.argv[2])
