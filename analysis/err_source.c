@@ -27,7 +27,7 @@ const char *qs_pct(double f, char *buf, size_t cap)
     if (!(p == p)) snprintf(buf, cap, "-");
     else if (p >= 99.5 && p < 100) snprintf(buf, cap, ">99%%");   /* %.0f would say 100 */
     else if (p >= 9.95) snprintf(buf, cap, "%.0f%%", p);
-    else if (p > 0 && p < 0.01) snprintf(buf, cap, "<0.01%%");
+    else if (p > 0 && p < 1e-4) snprintf(buf, cap, "<0.0001%%");
     else snprintf(buf, cap, "%.2g%%", p);
     return buf;
 }
@@ -43,7 +43,7 @@ static void order(const qs_err_src *s, const char **nm, double *v)
     for (int i = 0; i < 3; i++) { nm[i] = n0[ix[i]]; v[i] = v0[ix[i]]; }
 }
 
-/* The finite error's sources: the main one, and with `rest` the others that are not zero. */
+/* The finite error's sources: the main one, and with `rest` the others from 0.1% up. */
 static void finite_part(const qs_err_src *s, int rest, char *buf, size_t cap)
 {
     if (isnan(s->round) || isnan(s->under) || isnan(s->clip)) {
@@ -57,7 +57,7 @@ static void finite_part(const qs_err_src *s, int rest, char *buf, size_t cap)
     size_t k = (size_t)snprintf(buf, cap, "%s %s", nm[0], qs_pct(v[0], p, sizeof p));
     int first = 1;
     for (int i = 1; rest && i < 3 && k < cap; i++) {
-        if (!(v[i] > 0)) continue;
+        if (!(v[i] >= 0.001)) continue;   /* below 0.1%: noise next to the main source */
         k += (size_t)snprintf(buf + k, cap - k, "%s%s %s", first ? " (" : ", ", nm[i], qs_pct(v[i], p, sizeof p));
         first = 0;
     }

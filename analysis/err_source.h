@@ -24,13 +24,13 @@ qs_err_src qs_err_src_of(json_t *metrics);
 ** "exact" (no error), "-" (not known).  Returns buf. */
 const char *qs_err_src_short(const qs_err_src *s, char *buf, size_t cap);
 
-/* Long text (reports): the short one, then the other non-zero shares in parentheses, e.g.
+/* Long text (reports): the short one, then the other shares from 0.1% up in parentheses, e.g.
 ** "rounding 83% (clipping 15%, underflow 2.6%)"; with NaN/Inf values "NaN/Inf 0.08% of values;
 ** finite error: rounding 96% (...)". */
 const char *qs_err_src_long(const qs_err_src *s, char *buf, size_t cap);
 
-/* A percentage with two significant digits below 10% ("0.08%", "2.6%", "96%"); never "100%" for a
-** share below 1. */
+/* A percentage with two significant digits below 10% ("0.00076%", "2.6%", "96%"), "<0.0001%" below
+** that; never "100%" for a share below 1. */
 const char *qs_pct(double frac, char *buf, size_t cap);
 
 #endif

@@ -150,7 +150,7 @@ void tui_draw_formats(tui *T, int y0, int h)
         if (l > nw) nw = l;
     }
     if (nw > 22) nw = 22;
-    int show_res = x + nw + 68 + 11 <= T->W;
+    int show_res = x + nw + 68 + 15 <= T->W;
     head_on(T);
     fill_line(T, y0 + 1);
     mvprintw(y0 + 1, x, "%-*s", nw, "FORMAT");
@@ -163,7 +163,7 @@ void tui_draw_formats(tui *T, int y0, int h)
         mvprintw(y0 + 1, cx, "%*s%s ", pad > 0 ? pad : 0, "", hd);
         cx += cw[c] + 2;
     }
-    if (show_res) mvprintw(y0 + 1, cx, "%s", "RESULT");
+    if (show_res) mvprintw(y0 + 1, cx, "%s", "MAIN ERROR");
     head_off(T);
     int table_rows = T->nfmts;
     int room = h - 3;
@@ -197,7 +197,9 @@ void tui_draw_formats(tui *T, int y0, int h)
             if (isbest && !sel) attroff(A_BOLD | (T->color ? COLOR_PAIR(CP_BEST) : 0));
             cx += cw[c] + 2;
         }
-        if (show_res) mvprintw(y, cx, "%s", m->have ? "stored" : busy ? "computing" : "missing (r)");
+        /* the source carrying most of the error energy, or the share of values that became NaN/Inf
+        ** (why a row reads -inf) */
+        if (show_res) mvprintw(y, cx, "%.*s", T->W - cx, m->have ? m->src : busy ? "computing" : "missing (r)");
         if (sel) { mvaddch(y, 0, '>'); sel_off(T); }
     }
     if (plot_h > 0) {

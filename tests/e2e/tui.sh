@@ -178,7 +178,7 @@ golden tensors-after-command
 
 # ---- f: choose formats; o: options (validated, then the missing result is computed)
 keys 1 g Enter
-wait_for "stored"
+wait_for "(rounding|underflow|clipping|NaN/Inf) [0-9<>]|exact *$"   # MAIN ERROR: the results are loaded
 keys f
 wait_for "formats to compare"
 golden choose-formats
@@ -221,7 +221,7 @@ check "the terminal is restored (alternate screen off)" '[ "$(TM display -p -t w
 # ---- a common 80 x 24 terminal: Formats and the inspector still fit (columns drop, metadata wraps)
 COLS=80 ROWS=24 start NO_COLOR=1
 keys / gaussian-w Enter Enter
-wait_for "stored"
+wait_for "^>bf16 +16\.000"
 golden formats-80x24
 keys j j j j j j j Enter
 wait_for "blocks of 16"

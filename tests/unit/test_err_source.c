@@ -27,8 +27,8 @@ static void test_sources(void **st)
          "rounding 83%", "rounding 83% (clipping 15%, underflow 2.6%)");
     both("{\"n_finite\":100,\"sum_e2\":1,\"nonfinite_frac\":0,\"err_energy\":{\"underflow\":0.6,\"clip\":0,\"rounding\":0.4}}",
          "underflow 60%", "underflow 60% (rounding 40%)");
-    both("{\"n_finite\":100,\"sum_e2\":1,\"nonfinite_frac\":0,\"err_energy\":{\"underflow\":0,\"clip\":0.9996,\"rounding\":0.0004}}",
-         "clipping >99%", "clipping >99% (rounding 0.04%)");
+    both("{\"n_finite\":100,\"sum_e2\":1,\"nonfinite_frac\":0,\"err_energy\":{\"underflow\":0.0009,\"clip\":0.9951,\"rounding\":0.004}}",
+         "clipping >99%", "clipping >99% (rounding 0.4%)");   /* underflow below 0.1%: left out */
     both("{\"n_finite\":100,\"sum_e2\":1,\"nonfinite_frac\":0,\"err_energy\":{\"underflow\":0,\"clip\":0,\"rounding\":1}}",
          "rounding 100%", "rounding 100%");
     /* NaN/Inf: a count, the finite error's sources after it */
@@ -55,7 +55,8 @@ static void test_pct(void **st)
     assert_string_equal(qs_pct(0.9996, b, sizeof b), ">99%");
     assert_string_equal(qs_pct(1, b, sizeof b), "100%");
     assert_string_equal(qs_pct(0, b, sizeof b), "0%");
-    assert_string_equal(qs_pct(1e-7, b, sizeof b), "<0.01%");
+    assert_string_equal(qs_pct(7.62939453e-06, b, sizeof b), "0.00076%");   /* 1 value in 131072 */
+    assert_string_equal(qs_pct(1e-7, b, sizeof b), "<0.0001%");
 }
 
 int main(void)
