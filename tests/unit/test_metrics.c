@@ -791,6 +791,66 @@ static void test_error_energy(void **st)
     qs_analysis_free(&an);
 }
 
+/* The edge definitions of docs/analysis.md, one case each. */
+static void test_definitions(void **st)
+{
+    (void)st;
+    qs_err e = {{0}};
+    /* HiF8: --sat saturates finite overflow at +-32768 (clipped); without it, +-Inf (non-finite, not
+    ** clipped, out of sum_x2).  A NaN input stays NaN and an Inf input saturates, but neither is a
+    ** finite input: both are only counted (value histogram) */
+    const float h[5] = {1e6f, -50000.0f, 1.0f, NAN, INFINITY};
+    for (int sat = 0; sat < 2; sat++) {
+        qs_apply a = mk_apply("hif8");
+        a.o.sat = sat;
+        qs_analysis an;
+        assert_int_equal(run(&a, 1, 5, h, 1, 0, &an, &e), 0);
+        assert_int_equal(an.m.n_finite, 3);
+        assert_int_equal(an.value.nonfinite, 2);
+        assert_true(an.m.clip_frac == (sat ? 2.0 / 3 : 0));
+        assert_true(an.m.nonfinite_frac == (sat ? 0 : 2.0 / 3));
+        assert_true(an.m.sum_x2 == (sat ? 1e12 + 2.5e9 + 1 : 1));   /* finite x with finite q only */
+        if (sat) {
+            assert_true(an.m.sum_e2_clip == (1e6 - 32768) * (1e6 - 32768) + (50000.0 - 32768) * (50000.0 - 32768));
+            assert_true(an.m.err_clip == 1 && an.m.err_round == 0);   /* 1.0 is exact */
+        } else {
+            assert_true(an.m.sum_e2 == INFINITY && isnan(an.m.err_round));   /* no finite error energy */
+        }
+        qs_analysis_free(&an);
+    }
+    /* int8 per row, tiny blocks: amax / 127 below 2^-150 gives the scale 2^-149 (row 0: exact); just
+    ** above it fl32(amax / 127) is subnormal and may round down (190 / 127 -> 1 x 2^-149): row 1
+    ** clips 190 x 2^-149 to 127 x 2^-149, counted as a clip */
+    const float u = 0x1p-149f;
+    const float t[8] = {7 * u, -3 * u, 0, u, 190 * u, 5 * u, -u, 0};
+    qs_apply a = mk_apply("int8");
+    a.gran = QS_GRAN_ROW;
+    qs_analysis an;
+    assert_int_equal(run(&a, 2, 4, t, 1, 1, &an, &e), 0);
+    assert_true(an.m.clip_frac == 1.0 / 8 && an.m.underflow_frac == 0);
+    assert_true(an.m.sum_e2 == 63 * 0x1p-149 * 63 * 0x1p-149 && an.m.sum_e2_clip == an.m.sum_e2);
+    assert_true(an.block_ratio[0] == 7.0f && an.block_ratio[1] == 190.0f);   /* absmax / 2^-149 */
+    assert_true(an.block_rmse[0] == 0);
+    qs_analysis_free(&an);
+    /* NVFP4: a block whose UE4M3 scale underflows to 0 (its absmax far below the tensor's) decodes
+    ** to zeros: its values are underflows, nothing clips, the ulp errors are +-inf (under / over),
+    ** the ratio NaN */
+    float v[32];
+    for (int i = 0; i < 16; i++) {
+        v[i] = 1e4f * (float)(i + 1) / 16;
+        v[16 + i] = 1e-6f * (float)(i + 1) * (i & 1 ? -1.0f : 1.0f);
+    }
+    a = mk_apply("nvfp4");
+    assert_int_equal(run(&a, 1, 32, v, 1, 1, &an, &e), 0);
+    assert_int_equal(an.nblocks, 2);
+    assert_int_equal(an.block_scale_code[1], 0);
+    assert_true(isnan(an.block_ratio[1]) && !isnan(an.block_ratio[0]));
+    assert_true(an.m.underflow_frac == 0.5 && an.m.clip_frac == 0);
+    assert_int_equal(an.ulp_err.under + an.ulp_err.over, 16);
+    assert_true(an.m.sum_e2_under > 0 && an.m.sum_e2_clip == 0);
+    qs_analysis_free(&an);
+}
+
 /* fp32 is the identity: no error, SQNR and effective bits +inf. */
 static void test_identity(void **st)
 {
@@ -1196,6 +1256,7 @@ int main(void)
         cmocka_unit_test(test_nonfinite),
         cmocka_unit_test(test_identity),
         cmocka_unit_test(test_error_energy),
+        cmocka_unit_test(test_definitions),
         cmocka_unit_test(test_invariants),
         cmocka_unit_test(test_threads_identical),
         cmocka_unit_test(test_axis0_vs_axis1),
