@@ -256,9 +256,18 @@ check "and restores the terminal" '[ "$(TM display -p -t w "#{alternate_on}")" =
 start -u NO_COLOR
 keys / gaussian-w Enter
 keys Enter
-wait_for "stored"
+wait_for "(rounding|underflow|clipping|NaN/Inf) [0-9<>]|exact *$"
 check "with colour the screen carries SGR colour codes" 'TM capture-pane -e -p -t w | grep -q $'"'"'\e\[3[0-9]'"'"
 check "with colour the text is the same as without" 'diff -q <(screen | sed -n 1,27p) <(sed -n 1,27p "$GOLD/formats.txt") >/dev/null'
+keys Q
+
+# ---- activations beyond E4M3's 448: the Formats row says why fp8_e4m3 reads -inf
+start NO_COLOR=1
+keys / llm-act Enter
+keys Enter
+wait_for "analyzed demo:llm-act" || wait_for "analyzed demo:llm-act" || echo "# analysis did not finish"
+check "fp8_e4m3 on outliers beyond 448: -inf, and MAIN ERROR gives the share of values that became NaN" \
+  'screen | grep -Eq "^.fp8_e4m3 .* -inf .* NaN/Inf [0-9.]+%"'
 keys Q
 
 # ---- a monkey: 600 pseudo-random keys (fixed seed) over every view; the workbench must survive
