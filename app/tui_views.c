@@ -188,6 +188,7 @@ void tui_draw_formats(tui *T, int y0, int h)
             double d = m->have ? col_val(m, c) : NAN;
             if (!m->have) snprintf(v, sizeof v, ".");
             else if (c >= 3 && c != 3) snprintf(v, sizeof v, "%.3f%%", 100 * d);
+            else if (c == 1 && !show_res && m->nonfinite > 0) snprintf(v, sizeof v, "NaN/Inf");   /* why -inf */
             else if (c == 0 || c == 1) snprintf(v, sizeof v, isinf(d) ? "%.0f" : "%.3f", d);
             else if (c == 2) snprintf(v, sizeof v, isinf(d) ? "%.0f" : "%.2f", d);
             else tui_fmt_num(d, v, sizeof v);

@@ -268,6 +268,8 @@ keys Enter
 wait_for "analyzed demo:llm-act" || wait_for "analyzed demo:llm-act" || echo "# analysis did not finish"
 check "fp8_e4m3 on outliers beyond 448: -inf, and MAIN ERROR gives the share of values that became NaN" \
   'screen | grep -Eq "^.fp8_e4m3 .* -inf .* NaN/Inf [0-9.]+%"'
+TM resize-window -t w -x 80 -y 24; sleep 0.5
+check "where MAIN ERROR does not fit, EFF BITS says NaN/Inf instead of -inf" 'screen | grep -Eq "^.fp8_e4m3 +8\.000 +NaN/Inf +-inf "'
 keys Q
 
 # ---- a monkey: 600 pseudo-random keys (fixed seed) over every view; the workbench must survive
