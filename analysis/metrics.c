@@ -117,11 +117,9 @@ typedef struct prof {
     int m2x_es;
     uint32_t code_one, code_top;
     float cast_top;          /* casts: largest finite value */
-    double ovf;              /* casts: |x| > ovf and a non-finite q counts as clipped */
     int elo, ehi;            /* element grid spacing sp[E - elo] for binades E, clamped */
     double sp[300], isp[300];   /* spacing and its inverse (powers of two) */
     float isp32[300];        /* 32 / spacing (tapered grids: the kernel's table) */
-    uint32_t ovfb;           /* float bits of the smallest |x| > ovf */
     float Ff;                /* relative-error floor, fl32 (at least the smallest subnormal) */
     int tapered, mb;         /* tapered: spacing from the table; else sp[E] = 2^(E - mb) */
     size_t seg;              /* values per scale segment (0: the whole run / block) */
@@ -186,11 +184,6 @@ static int prof_init(prof *p, const qs_apply *a, const qs_qopts *o, qs_err *e)
         p->isp[E - p->elo] = 1.0 / p->sp[E - p->elo];
         p->isp32[E - p->elo] = (float)(32.0 * p->isp[E - p->elo]);
     }
-    if (isinf(p->ovf)) p->ovfb = 0x7f800000u;
-    else {
-        p->ovfb = f2u((float)p->ovf);
-        if ((double)u2f(p->ovfb) <= p->ovf) p->ovfb++;
-    }
     return 0;
 }
 
@@ -200,12 +193,10 @@ static int prof_init1(prof *p, const qs_apply *a, const qs_qopts *o, qs_err *e)
     memset(p, 0, sizeof *p);
     p->f = f;
     p->o = *o;
-    p->ovf = INFINITY;
     const char *fam = f->family;
     if (f->block == 1) {
         p->fam = FAM_CAST;
         p->cast_top = (float)f->max_finite;
-        p->ovf = f->max_finite;
         if (f->ebits > 0)
             grid_minifloat(p, ilog2d(f->min_normal), ilog2d(f->max_finite), f->mbits);
         else if (f->code_value) {
@@ -459,6 +450,7 @@ typedef struct hwin {
 ** sum, combined at the end in a fixed order (lanesum).  Counts and maxima are order-independent. */
 typedef struct kl {
     double sx2[LANES], se2[LANES], se[LANES], sxe[LANES], srel[LANES];
+    double seu[LANES], sec[LANES], ser[LANES];   /* finite e^2 of underflows, clips, the rest */
     float srelf[LANES];      /* relative errors summed in float32 within a chunk of CH run positions */
     float maxae[LANES], maxrel[LANES];
     uint64_t nfin, nunder, nclip, nnonf;
@@ -473,7 +465,6 @@ typedef struct bstat {       /* one block or run: squared-error lanes, finite in
 /* Constants of one segment (values sharing one element scale S). */
 typedef struct kpar {
     float Ff;                /* relative-error floor (fl32, at least the smallest subnormal) */
-    uint32_t ovfb;           /* casts: a finite input with |x| bits >= ovfb whose q is NaN/Inf clipped */
     uint32_t qtop;           /* float bits of the saturation level */
     float Sf;                /* element scale (a float32 value) */
     int SE;                  /* floor(log2 S) */
@@ -488,6 +479,7 @@ typedef struct kpar {
 
 typedef struct bpart {       /* one band's partial results, merged in band order */
     double sx2, se2, se, sxe, srel;
+    double seu, sec, ser;
     double maxae, maxrel;
     uint64_t nfin, nunder, nclip, nnonf, nelem;
     uint64_t r0, c0;
@@ -653,8 +645,14 @@ static inline __attribute__((always_inline)) void elem(const kpar *P, float xv, 
     a->maxrel[L] = relb > a->maxrel[L] ? relb : a->maxrel[L];
     a->nfin += (uint64_t)xf;
     a->nnonf += (uint64_t)bad;
-    a->nunder += (uint64_t)(ok & (xa != 0) & (qa == 0));
-    a->nclip += (uint64_t)((ok & (qa == P->qtop) & (qa < xa)) | (bad & (xa >= P->ovfb)));
+    int und = ok & (xa != 0) & (qa == 0), clp = ok & (qa == P->qtop) & (qa < xa);
+    a->nunder += (uint64_t)und;
+    a->nclip += (uint64_t)clp;
+    /* the finite error energy by source (e2 = 0 where q or x is NaN/Inf; + 0.0 leaves a lane's bits
+    ** as the AVX-512 path's masked add does) */
+    a->seu[L] += und ? e2 : 0.0;
+    a->sec[L] += clp ? e2 : 0.0;
+    a->ser[L] += ok & !und & !clp ? e2 : 0.0;
     if (bs) {
         bs->se2[L] += e2b;
         bs->nf += (uint64_t)xf;
@@ -1067,6 +1065,9 @@ static inline void groups_body(const int V, const kpar *P, const worker *w, cons
     __m512d se2a = _mm512_loadu_pd(a->se2), se2b = _mm512_loadu_pd(a->se2 + 8);
     __m512d sea = _mm512_loadu_pd(a->se), seb = _mm512_loadu_pd(a->se + 8);
     __m512d sxea = _mm512_loadu_pd(a->sxe), sxeb = _mm512_loadu_pd(a->sxe + 8);
+    __m512d seua = _mm512_loadu_pd(a->seu), seub = _mm512_loadu_pd(a->seu + 8);
+    __m512d seca = _mm512_loadu_pd(a->sec), secb = _mm512_loadu_pd(a->sec + 8);
+    __m512d sera = _mm512_loadu_pd(a->ser), serb = _mm512_loadu_pd(a->ser + 8);
     __m512 srl = _mm512_loadu_ps(a->srelf);
     __m512 mae = _mm512_loadu_ps(a->maxae), mrel = _mm512_loadu_ps(a->maxrel);
     __m512i cnt = zero;      /* per lane: underflows + 65536 x clipped (at most 32 of each per call) */
@@ -1145,7 +1146,6 @@ static inline void groups_body(const int V, const kpar *P, const worker *w, cons
             e2b = _mm512_mask_mov_pd(e2b, (__mmask8)(bad >> 8), inf);
             anybad = 1;
             a->nnonf += (uint64_t)__builtin_popcount(bad);
-            a->nclip += (uint64_t)__builtin_popcount(bad & _mm512_cmpge_epu32_mask(xa, _mm512_set1_epi32((int)P->ovfb)));
         }
         /* x^2, e^2 and x e are exact in double (24- and 25-bit significands), so a fused multiply-add
         ** rounds exactly as elem's product then sum: the same bits, on the multiply pipes */
@@ -1161,9 +1161,18 @@ static inline void groups_body(const int V, const kpar *P, const worker *w, cons
         sxeb = _mm512_fmadd_pd(xdb, evb, sxeb);
         __mmask16 xnz = _mm512_test_epi32_mask(xa, xa);
         nfin += (uint64_t)__builtin_popcount(xf);
-        cnt = _mm512_mask_add_epi32(cnt, _mm512_mask_cmpeq_epi32_mask(ok & xnz, qa, zero), cnt, one);
-        cnt = _mm512_mask_add_epi32(cnt, _mm512_mask_cmplt_epu32_mask(_mm512_mask_cmpeq_epi32_mask(ok, qa, qtop), qa, xa),
-                                    cnt, _mm512_set1_epi32(65536));
+        __mmask16 mu = _mm512_mask_cmpeq_epi32_mask(ok & xnz, qa, zero);
+        __mmask16 mc = _mm512_mask_cmplt_epu32_mask(_mm512_mask_cmpeq_epi32_mask(ok, qa, qtop), qa, xa);
+        __mmask16 mr = ok & (__mmask16)~(mu | mc);
+        cnt = _mm512_mask_add_epi32(cnt, mu, cnt, one);
+        cnt = _mm512_mask_add_epi32(cnt, mc, cnt, _mm512_set1_epi32(65536));
+        /* the finite error energy by source: masked adds with the count masks (mr leaves out NaN/Inf) */
+        seua = _mm512_mask_add_pd(seua, (__mmask8)mu, seua, e2a);
+        seub = _mm512_mask_add_pd(seub, (__mmask8)(mu >> 8), seub, e2b);
+        seca = _mm512_mask_add_pd(seca, (__mmask8)mc, seca, e2a);
+        secb = _mm512_mask_add_pd(secb, (__mmask8)(mc >> 8), secb, e2b);
+        sera = _mm512_mask_add_pd(sera, (__mmask8)mr, sera, e2a);
+        serb = _mm512_mask_add_pd(serb, (__mmask8)(mr >> 8), serb, e2b);
         if (bstats) {
             bsa = _mm512_add_pd(bsa, e2a);
             bsb = _mm512_add_pd(bsb, e2b);
@@ -1266,6 +1275,9 @@ static inline void groups_body(const int V, const kpar *P, const worker *w, cons
     _mm512_storeu_pd(a->se2, se2a); _mm512_storeu_pd(a->se2 + 8, se2b);
     _mm512_storeu_pd(a->se, sea); _mm512_storeu_pd(a->se + 8, seb);
     _mm512_storeu_pd(a->sxe, sxea); _mm512_storeu_pd(a->sxe + 8, sxeb);
+    _mm512_storeu_pd(a->seu, seua); _mm512_storeu_pd(a->seu + 8, seub);
+    _mm512_storeu_pd(a->sec, seca); _mm512_storeu_pd(a->sec + 8, secb);
+    _mm512_storeu_pd(a->ser, sera); _mm512_storeu_pd(a->ser + 8, serb);
     _mm512_storeu_ps(a->srelf, srl);
     _mm512_storeu_ps(a->maxae, mae); _mm512_storeu_ps(a->maxrel, mrel);
     uint32_t c = (uint32_t)_mm512_reduce_add_epi32(cnt);
@@ -1323,7 +1335,6 @@ static void kern_run(worker *w, const float *x, const float *q, size_t m, const 
     const prof *pf = j->pf;
     kpar P;
     P.Ff = pf->Ff;
-    P.ovfb = pf->ovfb;
     P.elo = pf->elo;
     P.ehi = pf->ehi;
     P.isp32 = pf->isp32;
@@ -1895,6 +1906,9 @@ static int do_band(worker *w, uint64_t b, bpart *sl, qs_err *e)
     sl->se = lanesum(A->se);
     sl->sxe = lanesum(A->sxe);
     sl->srel = lanesum(A->srel);
+    sl->seu = lanesum(A->seu);
+    sl->sec = lanesum(A->sec);
+    sl->ser = lanesum(A->ser);
     sl->maxae = lanemaxf(A->maxae);
     sl->maxrel = lanemaxf(A->maxrel);
     sl->nfin = A->nfin;
@@ -1939,6 +1953,9 @@ static void merge_part(job *j, const bpart *s)
     t->se += s->se;
     t->sxe += s->sxe;
     t->srel += s->srel;
+    t->seu += s->seu;
+    t->sec += s->sec;
+    t->ser += s->ser;
     t->maxae = s->maxae > t->maxae ? s->maxae : t->maxae;
     t->maxrel = s->maxrel > t->maxrel ? s->maxrel : t->maxrel;
     t->nfin += s->nfin;
@@ -2352,6 +2369,14 @@ int qs_analyze(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read rd, v
             m->mse = m->rmse = m->sqnr_db = m->eff_bits_energy = m->eff_bits_sqnr = NAN;
             m->max_abs_err = m->max_rel_err = m->mean_rel_err = m->mean_err = m->cosine = NAN;
         }
+        /* error energy by source (metrics.h): shares of the finite sum_e2, NaN when it is 0 */
+        m->sum_e2_under = t->seu;
+        m->sum_e2_clip = t->sec;
+        m->sum_e2_round = t->ser;
+        double fin = (t->seu + t->sec) + t->ser;
+        m->err_under = fin > 0 ? t->seu / fin : NAN;
+        m->err_clip = fin > 0 ? t->sec / fin : NAN;
+        m->err_round = fin > 0 ? t->ser / fin : NAN;
         const qs_format *f = pf.f;
         m->bits_per_elem = f->elem_bits;
         if (n && p.nblocks) m->bits_per_elem += f->meta_bits * (double)p.nblocks / (double)n;
@@ -2470,6 +2495,15 @@ static json_t *metrics_obj(const qs_metrics *m)
     R(mean_rel_err); R(rel_floor); R(mean_err); R(cosine); R(underflow_frac); R(clip_frac); R(nonfinite_frac);
     R(bits_per_elem); R(sum_x2); R(sum_e2);
 #undef R
+    /* shares of the finite error energy (metrics.h); null as a whole when there is no finite error */
+    json_t *ee = json_null();
+    if (isfinite(m->err_under) && isfinite(m->err_clip) && isfinite(m->err_round)) {
+        ee = json_object();
+        qs_json_set_num(ee, "underflow", m->err_under);
+        qs_json_set_num(ee, "clip", m->err_clip);
+        qs_json_set_num(ee, "rounding", m->err_round);
+    }
+    json_object_set_new(o, "err_energy", ee);
     return o;
 }
 

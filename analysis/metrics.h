@@ -40,10 +40,17 @@
 **   - clip_frac: finite x with finite q, |q| < |x| and |q| equal to the block's saturation level (the
 **     value its largest element code decodes to): casts +-max_finite; int8/int4 fl32(qmax * scale);
 **     MX max_elem * X; NVFP4 6 * its element multiplier; HiF4 7 * the step of its micro-group; M2XFP
-**     6 * its sub-group scale (em: the top element's extra mantissa is not modelled).  Plus, for
-**     element casts, finite |x| > max_finite that overflowed to NaN/Inf (also in nonfinite_frac).  A
-**     block whose saturation level is 0 (an NVFP4 block scale that underflowed) clips nothing (its
-**     values are underflows).  NaN/Inf inputs never count.
+**     6 * its sub-group scale (em: the top element's extra mantissa is not modelled).  A value that
+**     overflowed to NaN/Inf (a non-saturating cast beyond max_finite) is not clipped: it counts in
+**     nonfinite_frac only, so underflow, clip and non-finite never count one value twice.  A block
+**     whose saturation level is 0 (an NVFP4 block scale that underflowed) clips nothing (its values
+**     are underflows).  NaN/Inf inputs never count.
+**   - Error energy by source: every finite input with a finite q is exactly one of underflowed,
+**     clipped (as counted above) or "rounded" (the rest, exact values included); sum_e2_under,
+**     sum_e2_clip and sum_e2_round are the sums of their e^2 (lane by lane per band, as sum_x2), and
+**     err_under / err_clip / err_round their shares of (sum_e2_under + sum_e2_clip) + sum_e2_round,
+**     the finite error energy (NaN when it is 0).  Values that became NaN/Inf have an infinite
+**     error; they are left out of the shares and reported by count (nonfinite_frac).
 **   - bits_per_elem = elem_bits + meta_bits * nblocks / n (partial blocks are blocks; int8/int4 with one
 **     scale per row/column/tensor: 32 bits per scale), + 32 / n for NVFP4's FP32 tensor scale.
 **   - Sums are double (x^2, e^2 and x e of float32 x and e are exact in double).  Within a run, lane L
@@ -128,10 +135,15 @@ typedef struct qs_metrics {
     double cosine;           /* cos(x, q) */
     double underflow_frac;   /* non-zero finite inputs that became 0, over n_finite */
     double clip_frac;        /* finite inputs whose magnitude was reduced to a saturation level
-                             ** (|q| < |x| and |q| is the largest magnitude its block could represent) */
+                             ** (|q| < |x| and |q| is the largest magnitude its block could represent;
+                             ** finite q only: an overflow to NaN/Inf is in nonfinite_frac) */
     double nonfinite_frac;   /* finite inputs that became NaN or Inf, over n_finite */
     double bits_per_elem;    /* including metadata */
     double sum_x2, sum_e2;
+    /* the finite error energy by source: sums of e^2 and shares of their total (NaN when it is 0);
+    ** values that became NaN/Inf are left out (nonfinite_frac counts them) */
+    double sum_e2_under, sum_e2_clip, sum_e2_round;
+    double err_under, err_clip, err_round;
 } qs_metrics;
 
 typedef struct qs_hist {
@@ -188,7 +200,7 @@ int qs_analyze(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read rd, v
 void qs_analysis_free(qs_analysis *an);
 
 /* JSON texts for the result store (caller frees): the "metrics" and "hist" kinds of results.h, compact,
-** keys sorted.  Finite numbers are JSON reals (n and n_finite integers), +-Inf the strings "inf" /
+** keys sorted; the energy shares are "err_energy": {"underflow", "clip", "rounding"}.  Finite numbers are JSON reals (n and n_finite integers), +-Inf the strings "inf" /
 ** "-inf", NaN null; a histogram that is not computed is null.  Histogram edges are the lo + (hi -
 ** lo) i / nbins (log2 exponents for "log2", integer codes for "code"). */
 char *qs_metrics_json(const qs_metrics *m);

@@ -18,6 +18,7 @@
 #include "analyze_run.h"
 #include "cli.h"
 #include "quant_opts.h"
+#include "../analysis/err_source.h"
 #include "../analysis/results.h"
 #include "../analysis/stats_store.h"
 #include "../store/json_out.h"
@@ -236,11 +237,12 @@ int qs_cmd_analyze(qs_cli *cli, int argc, char **argv)
     int tty = isatty(STDERR_FILENO), rc = QS_EXIT_OK;
     json_t *out = json_array();
     if (!json && !csv)
-        printf("%s%-36s %-22s %6s %8s %9s %10s %9s %9s %8s%s\n", qs_c_head(cli), "TENSOR", "FORMAT", "BITS", "EFFBITS",
-               "SQNR dB", "MAX REL", "UNDERFL", "CLIPPED", "", qs_c_off(cli));
+        printf("%s%-36s %-22s %6s %8s %9s %10s %9s %9s  %-14s %6s%s\n", qs_c_head(cli), "TENSOR", "FORMAT", "BITS", "EFFBITS",
+               "SQNR dB", "MAX REL", "UNDERFL", "CLIPPED", "MAIN ERROR", "", qs_c_off(cli));
     else if (csv)
         printf("tensor,hash,format,options,bits_per_elem,eff_bits_energy,eff_bits_sqnr,sqnr_db,mse,rmse,max_abs_err,"
-               "max_rel_err,mean_rel_err,mean_err,cosine,underflow_frac,clip_frac,nonfinite_frac,cached\n");
+               "max_rel_err,mean_rel_err,mean_err,cosine,underflow_frac,clip_frac,nonfinite_frac,cached,err_underflow,err_clip,"
+               "err_rounding\n");
     for (size_t ti = 0; ti < nnames; ti++) {
         qs_tensor_rec t;
         if (qs_tensor_get(db, names[ti], &t, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); break; }
@@ -267,17 +269,22 @@ int qs_cmd_analyze(qs_cli *cli, int argc, char **argv)
                 qs_csv_field(stdout, t.name);
                 printf(",%s,%s,\"", t.hash, apps[k].f->name);
                 for (const char *p = opts; *p; p++) { if (*p == '"') putchar('"'); putchar(*p); }
-                printf("\",%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%d\n",
+                qs_err_src es = qs_err_src_of(m);
+                printf("\",%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%d,%.9g,%.9g,%.9g\n",
                        jnum(m, "bits_per_elem"), jnum(m, "eff_bits_energy"), jnum(m, "eff_bits_sqnr"), jnum(m, "sqnr_db"),
                        jnum(m, "mse"), jnum(m, "rmse"), jnum(m, "max_abs_err"), jnum(m, "max_rel_err"),
                        jnum(m, "mean_rel_err"), jnum(m, "mean_err"), jnum(m, "cosine"), jnum(m, "underflow_frac"),
-                       jnum(m, "clip_frac"), jnum(m, "nonfinite_frac"), cached);
+                       jnum(m, "clip_frac"), jnum(m, "nonfinite_frac"), cached, es.under, es.clip, es.round);
             } else {
                 char label[128];
                 qs_quant_label(&apps[k], NULL, label, sizeof label);
-                printf("%-36s %-22s %6.3g %8.3f %9.2f %10.3g %8.3f%% %8.4f%% %s%8s%s\n", qs_esc(t.name), label, jnum(m, "bits_per_elem"),
-                       jnum(m, "eff_bits_energy"), jnum(m, "sqnr_db"), jnum(m, "max_rel_err"), 100 * jnum(m, "underflow_frac"),
-                       100 * jnum(m, "clip_frac"), qs_c_dim(cli), cached ? "cached" : "", qs_c_off(cli));
+                /* the main error source says why a format's numbers are -inf (values became NaN/Inf) */
+                qs_err_src es = qs_err_src_of(m);
+                char src[64];
+                printf("%-36s %-22s %6.3g %8.3f %9.2f %10.3g %8.3f%% %8.4f%%  %-14s %s%6s%s\n", qs_esc(t.name), label,
+                       jnum(m, "bits_per_elem"), jnum(m, "eff_bits_energy"), jnum(m, "sqnr_db"), jnum(m, "max_rel_err"),
+                       100 * jnum(m, "underflow_frac"), 100 * jnum(m, "clip_frac"), qs_err_src_short(&es, src, sizeof src),
+                       qs_c_dim(cli), cached ? "cached" : "", qs_c_off(cli));
             }
             free(opts);
             json_decref(m);

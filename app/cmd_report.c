@@ -23,6 +23,7 @@
 #include "quant_opts.h"
 #include "report_plots.h"
 #include "report_sections.h"
+#include "../analysis/err_source.h"
 #include "../kernels/qs_version.h"
 #include "../store/tensor.h"
 #include "../store/json_out.h"
@@ -57,13 +58,13 @@ static void mark_pareto(json_t *rows)
     }
 }
 
-static const char *error_source(json_t *m)
+/* The source carrying the largest share of the finite error energy, with the shares (counts would
+** name underflow for every 4-bit format on Gaussian data, whose flushed values carry a few per cent
+** of the error); NaN/Inf values, whose error is infinite, by their count (err_source.h). */
+static const char *error_source(json_t *m, char *buf, size_t cap)
 {
-    double u = jnum(m, "underflow_frac"), c = jnum(m, "clip_frac"), nf = jnum(m, "nonfinite_frac");
-    if (nf > 0) return "overflow to NaN/Inf";
-    if (c > 1e-3 && c >= u) return "clipping";
-    if (u > 0.05) return "underflow";
-    return "rounding";
+    qs_err_src s = qs_err_src_of(m);
+    return qs_err_src_long(&s, buf, cap);
 }
 
 static void fmt_eff(double v, char *buf, size_t cap)
@@ -118,11 +119,12 @@ static int write_md(FILE *f, json_t *doc, int html_links)
         fprintf(f, "|---:|---|---:|---:|---:|---:|---:|---:|---|:-:|\n");
         json_array_foreach(rows, k, r) {
             json_t *m = json_object_get(r, "metrics");
-            char e1[16];
+            char e1[16], src[256];
             fmt_eff(jnum(m, "eff_bits_energy"), e1, sizeof e1);
             fprintf(f, "| %zu | %s | %.3g | %s | %.2f | %.3g | %.3f%% | %.4f%% | %s | %s |\n", k + 1,
                     json_string_value(json_object_get(r, "label")), jnum(m, "bits_per_elem"), e1, jnum(m, "sqnr_db"),
-                    jnum(m, "max_rel_err"), 100 * jnum(m, "underflow_frac"), 100 * jnum(m, "clip_frac"), error_source(m),
+                    jnum(m, "max_rel_err"), 100 * jnum(m, "underflow_frac"), 100 * jnum(m, "clip_frac"),
+                    error_source(m, src, sizeof src),
                     json_is_true(json_object_get(r, "pareto")) ? "●" : "");
         }
         fprintf(f, "\n");
@@ -162,13 +164,15 @@ static int write_html(FILE *f, json_t *doc, const char *dir)
                    "<th>max rel err</th><th>underflow</th><th>clipped</th><th>main error source</th></tr>\n");
         json_array_foreach(json_object_get(t, "results"), k, r) {
             json_t *m = json_object_get(r, "metrics");
-            char e1[16];
+            char e1[16], src[256];
             fmt_eff(jnum(m, "eff_bits_energy"), e1, sizeof e1);
             fprintf(f, "<tr%s><td>%zu</td><td>", json_is_true(json_object_get(r, "pareto")) ? " class=\"front\"" : "", k + 1);
             qs_html_esc(f, json_string_value(json_object_get(r, "label")));
-            fprintf(f, "</td><td>%.3g</td><td>%s</td><td>%.2f</td><td>%.3g</td><td>%.3f%%</td><td>%.4f%%</td><td>%s</td></tr>\n",
+            fprintf(f, "</td><td>%.3g</td><td>%s</td><td>%.2f</td><td>%.3g</td><td>%.3f%%</td><td>%.4f%%</td><td>",
                     jnum(m, "bits_per_elem"), e1, jnum(m, "sqnr_db"), jnum(m, "max_rel_err"), 100 * jnum(m, "underflow_frac"),
-                    100 * jnum(m, "clip_frac"), error_source(m));
+                    100 * jnum(m, "clip_frac"));
+            qs_html_esc(f, error_source(m, src, sizeof src));
+            fprintf(f, "</td></tr>\n");
         }
         fprintf(f, "</table>\n");
         if (qs_html_figures(f, json_object_get(t, "plots"), dir)) return -1;
@@ -181,19 +185,22 @@ static int write_html(FILE *f, json_t *doc, const char *dir)
 static int write_csv(FILE *f, json_t *doc)
 {
     fprintf(f, "tensor,hash,format,label,bits_per_elem,eff_bits_energy,eff_bits_sqnr,sqnr_db,mse,max_abs_err,max_rel_err,"
-               "underflow_frac,clip_frac,nonfinite_frac,pareto,rank\n");
+               "underflow_frac,clip_frac,nonfinite_frac,pareto,rank,err_underflow,err_clip,err_rounding,main_error_source\n");
     size_t i, k;
     json_t *t, *r;
     json_array_foreach(json_object_get(doc, "tensors"), i, t)
         json_array_foreach(json_object_get(t, "results"), k, r) {
             json_t *m = json_object_get(r, "metrics");
+            qs_err_src es = qs_err_src_of(m);
+            char src[256];
             qs_csv_field(f, json_string_value(json_object_get(t, "name")));
             fprintf(f, ",%s,%s,", json_string_value(json_object_get(t, "hash")), json_string_value(json_object_get(r, "format")));
             qs_csv_field(f, json_string_value(json_object_get(r, "label")));
-            fprintf(f, ",%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%d,%zu\n",
+            fprintf(f, ",%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%d,%zu,%.9g,%.9g,%.9g,\"%s\"\n",
                     jnum(m, "bits_per_elem"), jnum(m, "eff_bits_energy"), jnum(m, "eff_bits_sqnr"), jnum(m, "sqnr_db"),
                     jnum(m, "mse"), jnum(m, "max_abs_err"), jnum(m, "max_rel_err"), jnum(m, "underflow_frac"),
-                    jnum(m, "clip_frac"), jnum(m, "nonfinite_frac"), json_is_true(json_object_get(r, "pareto")), k + 1);
+                    jnum(m, "clip_frac"), jnum(m, "nonfinite_frac"), json_is_true(json_object_get(r, "pareto")), k + 1,
+                    es.under, es.clip, es.round, qs_err_src_long(&es, src, sizeof src));
         }
     return ferror(f) ? -1 : 0;
 }
@@ -289,6 +296,12 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
         free(v);
         json_decref(rows);
         mark_pareto(sorted);
+        size_t ri;
+        json_t *rr;
+        json_array_foreach(sorted, ri, rr) {
+            char src[256];
+            json_object_set_new(rr, "main_error_source", json_string(error_source(json_object_get(rr, "metrics"), src, sizeof src)));
+        }
         json_t *tj = json_pack("{s:s,s:s,s:s,s:s,s:o,s:[]}", "hash", t.hash, "dtype", qs_dtype_get(t.dtype)->name,
                                "shape_str", shs, "stats_line", line, "results", sorted, "plots");
         qs_json_set_text(tj, "name", t.name);

@@ -58,6 +58,7 @@ typedef struct tui_fmt {          /* one chosen format entry (with its options) 
 typedef struct tui_metrics {      /* a stored "metrics" result, or have = 0 */
     int have;
     double bits, eff_bits, sqnr, max_rel, under, clip, rmse, nonfinite;
+    char src[32];                 /* main error source, short (analysis/err_source.h) */
 } tui_metrics;
 
 typedef struct tui_blocks {       /* a stored "blocks" result and its arrays */

@@ -16,6 +16,7 @@
 #include "analyze_run.h"
 #include "quant_opts.h"
 #include "tui.h"
+#include "../analysis/err_source.h"
 #include "../analysis/hist_json.h"
 #include "../analysis/results.h"
 #include "../kernels/qs_version.h"
@@ -224,6 +225,8 @@ void tui_load_metrics(tui *T)
         m->clip = jnum(j, "clip_frac");
         m->rmse = jnum(j, "rmse");
         m->nonfinite = jnum(j, "nonfinite_frac");
+        qs_err_src es = qs_err_src_of(j);
+        qs_err_src_short(&es, m->src, sizeof m->src);
         json_decref(j);
     }
     tui_sort_formats(T);

@@ -150,7 +150,7 @@ void tui_draw_formats(tui *T, int y0, int h)
         if (l > nw) nw = l;
     }
     if (nw > 22) nw = 22;
-    int show_res = x + nw + 68 + 11 <= T->W;
+    int show_res = x + nw + 68 + 15 <= T->W;
     head_on(T);
     fill_line(T, y0 + 1);
     mvprintw(y0 + 1, x, "%-*s", nw, "FORMAT");
@@ -163,7 +163,7 @@ void tui_draw_formats(tui *T, int y0, int h)
         mvprintw(y0 + 1, cx, "%*s%s ", pad > 0 ? pad : 0, "", hd);
         cx += cw[c] + 2;
     }
-    if (show_res) mvprintw(y0 + 1, cx, "%s", "RESULT");
+    if (show_res) mvprintw(y0 + 1, cx, "%s", "MAIN ERROR");
     head_off(T);
     int table_rows = T->nfmts;
     int room = h - 3;
@@ -188,6 +188,7 @@ void tui_draw_formats(tui *T, int y0, int h)
             double d = m->have ? col_val(m, c) : NAN;
             if (!m->have) snprintf(v, sizeof v, ".");
             else if (c >= 3 && c != 3) snprintf(v, sizeof v, "%.3f%%", 100 * d);
+            else if (c == 1 && !show_res && m->nonfinite > 0) snprintf(v, sizeof v, "NaN/Inf");   /* why -inf */
             else if (c == 0 || c == 1) snprintf(v, sizeof v, isinf(d) ? "%.0f" : "%.3f", d);
             else if (c == 2) snprintf(v, sizeof v, isinf(d) ? "%.0f" : "%.2f", d);
             else tui_fmt_num(d, v, sizeof v);
@@ -197,7 +198,9 @@ void tui_draw_formats(tui *T, int y0, int h)
             if (isbest && !sel) attroff(A_BOLD | (T->color ? COLOR_PAIR(CP_BEST) : 0));
             cx += cw[c] + 2;
         }
-        if (show_res) mvprintw(y, cx, "%s", m->have ? "stored" : busy ? "computing" : "missing (r)");
+        /* the source carrying most of the error energy, or the share of values that became NaN/Inf
+        ** (why a row reads -inf) */
+        if (show_res) mvprintw(y, cx, "%.*s", T->W - cx, m->have ? m->src : busy ? "computing" : "missing (r)");
         if (sel) { mvaddch(y, 0, '>'); sel_off(T); }
     }
     if (plot_h > 0) {

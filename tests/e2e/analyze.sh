@@ -25,6 +25,11 @@ for k, v in [("mse", mse), ("sqnr_db", sqnr), ("eff_bits_energy", eff), ("cosine
              ("max_abs_err", np.abs(e).max()), ("mean_err", e.mean())]:
     assert abs(m[k] - v) <= 1e-9 * max(1, abs(v)), (k, m[k], v)
 assert abs(m["eff_bits_sqnr"] - (m["sqnr_db"] - 1.76) / 6.02) < 1e-12
+# error energy by source: the flushed values' share of sum e^2, the shares summing to 1
+ee = m["err_energy"]
+u = (x != 0) & (q == 0)
+assert abs(ee["underflow"] - (e[u] ** 2).sum() / (e * e).sum()) <= 1e-9, (ee, (e[u] ** 2).sum() / (e * e).sum())
+assert abs(ee["underflow"] + ee["clip"] + ee["rounding"] - 1) < 1e-12, ee
 PY
 ok "results are stored with their histograms" bash -c "[ \$(sqlite3 $QSCOPE_DB \"SELECT count(*) FROM result WHERE kind IN ('metrics','hist')\") -eq 4 ]"
 ok "--csv has a header and one row per format" bash -c "[ \$($QS analyze a -f mxfp4,nvfp4,hif8 --csv | wc -l) -eq 4 ]"
@@ -35,6 +40,18 @@ check "per-block scale codes: one byte per block of 32" "[ \$(sqlite3 $QSCOPE_DB
 fails "unknown tensor" 1 $QS analyze nosuch -f mxfp4
 fails "no formats" 2 $QS analyze a
 fails "bad per-format option" 2 $QS analyze a -f mxfp4:bogus=1
+# a tensor beyond E4M3's 448: the table says why its numbers are -inf
+$QS gen gaussian --shape 64x64 --seed 3 -o "$T/over448.npy" >/dev/null 2>&1
+$PY -c "import numpy as np; x=np.load('$T/over448.npy'); x[0,:3]=[1000,-600,3e4]; np.save('$T/over448.npy', x)"
+$QS import --copy "$T/over448.npy" >/dev/null 2>&1
+ok "analyze: a row with values that became NaN names them in MAIN ERROR" bash -c "
+  $QS analyze over448 -f fp8_e4m3,fp8_e4m3:sat > $T/o448.txt 2>&1; cat $T/o448.txt;
+  grep -q '^over448 .* -inf .*NaN/Inf 0\.073%' $T/o448.txt && grep -q '^ *TENSOR .*MAIN ERROR' $T/o448.txt &&
+  grep -q '^over448 .*clipping [0-9>]' $T/o448.txt"
+ok "analyze --csv: the energy shares of every row sum to 1" bash -c "$QS analyze over448 a -f mxfp4,fp8_e4m3 --csv | python3 -c '
+import csv, sys
+rows = list(csv.DictReader(sys.stdin)); assert len(rows) == 4, rows
+for r in rows: assert abs(sum(float(r[k]) for k in (\"err_underflow\", \"err_clip\", \"err_rounding\")) - 1) < 1e-8, r'   # printed with 9 digits"
 
 # Ctrl-C: nothing half-stored
 $QS gen gaussian --shape 4096x4096 --name big >/dev/null 2>&1

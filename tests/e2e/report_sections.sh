@@ -5,6 +5,10 @@ source "$(dirname "$0")/lib.sh"
 $QS gen gaussian --name g --shape 64x64 >/dev/null
 ok "report without RL runs or kernel results" $QS report -o "$T/r0" --formats mxfp4 --claims none
 check "no RL or kernel section then" "! grep -q 'RL runs' $T/r0/report.md && ! grep -q 'Kernel experiments' $T/r0/report.md"
+# the main error source is the one carrying most of the error energy: on Gaussian data MXFP4 flushes
+# more values than it clips, but rounding carries most of sum e^2
+check "main error source of mxfp4 on Gaussian data: rounding with its share, not underflow" \
+  "grep '^| 1 | mxfp4 |' $T/r0/report.md | grep -Eq '\| rounding [0-9]+%' && ! grep '^| 1 | mxfp4 |' $T/r0/report.md | grep -q '| underflow |'"
 ok "a small simulation stores RL runs" $QS sim grpo --formats mxfp4 --methods exact,none --seeds 1 --steps 30 --log-every 10
 ok "msd, attn and resq store kernel results" bash -c "$QS msd >/dev/null && $QS attn --L 128,256 >/dev/null && $QS resq >/dev/null"
 ok "report with them" $QS report -o "$T/r1" --formats mxfp4 --claims none
@@ -22,4 +26,7 @@ ok "HTML report embeds every plot" bash -c "$QS report -o $T/r2 --format html --
   [ \$(grep -o 'data:image/png;base64,' $T/r2/report.html | wc -l) -eq \$(ls $T/r2/*.png | wc -l) ]"
 ok "JSON report carries the sections" bash -c "$QS report -o $T/r3 --format json --formats mxfp4 --claims none >/dev/null && \
   python3 -c 'import json; d=json.load(open(\"$T/r3/report.json\")); assert [s[\"id\"] for s in d[\"sections\"]]==[\"rl\",\"msd\",\"attn\",\"resq\"]'"
+check "HTML and JSON reports name the same main error source as the markdown one" \
+  "src=\$(grep '^| 1 | mxfp4 |' $T/r0/report.md | cut -d'|' -f10 | sed 's/^ *//; s/ *\$//') && echo \"\$src\" | grep -q '^rounding [0-9]' && grep -qF \"<td>\$src</td>\" $T/r2/report.html &&
+   python3 -c 'import json,sys; d=json.load(open(\"$T/r3/report.json\")); r=d[\"tensors\"][0][\"results\"][0]; assert r[\"main_error_source\"]==sys.argv[1], r' \"\$src\""
 check "plot PNG provenance names the result" "grep -q 'qscope report (newest msd result)' $T/r1/kernel_msd.png"

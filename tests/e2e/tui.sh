@@ -178,7 +178,7 @@ golden tensors-after-command
 
 # ---- f: choose formats; o: options (validated, then the missing result is computed)
 keys 1 g Enter
-wait_for "stored"
+wait_for "(rounding|underflow|clipping|NaN/Inf) [0-9<>]|exact *$"   # MAIN ERROR: the results are loaded
 keys f
 wait_for "formats to compare"
 golden choose-formats
@@ -221,7 +221,7 @@ check "the terminal is restored (alternate screen off)" '[ "$(TM display -p -t w
 # ---- a common 80 x 24 terminal: Formats and the inspector still fit (columns drop, metadata wraps)
 COLS=80 ROWS=24 start NO_COLOR=1
 keys / gaussian-w Enter Enter
-wait_for "stored"
+wait_for "^>bf16 +16\.000"
 golden formats-80x24
 keys j j j j j j j Enter
 wait_for "blocks of 16"
@@ -256,9 +256,20 @@ check "and restores the terminal" '[ "$(TM display -p -t w "#{alternate_on}")" =
 start -u NO_COLOR
 keys / gaussian-w Enter
 keys Enter
-wait_for "stored"
+wait_for "(rounding|underflow|clipping|NaN/Inf) [0-9<>]|exact *$"
 check "with colour the screen carries SGR colour codes" 'TM capture-pane -e -p -t w | grep -q $'"'"'\e\[3[0-9]'"'"
 check "with colour the text is the same as without" 'diff -q <(screen | sed -n 1,27p) <(sed -n 1,27p "$GOLD/formats.txt") >/dev/null'
+keys Q
+
+# ---- activations beyond E4M3's 448: the Formats row says why fp8_e4m3 reads -inf
+start NO_COLOR=1
+keys / llm-act Enter
+keys Enter
+wait_for "analyzed demo:llm-act" || wait_for "analyzed demo:llm-act" || echo "# analysis did not finish"
+check "fp8_e4m3 on outliers beyond 448: -inf, and MAIN ERROR gives the share of values that became NaN" \
+  'screen | grep -Eq "^.fp8_e4m3 .* -inf .* NaN/Inf [0-9.]+%"'
+TM resize-window -t w -x 80 -y 24; sleep 0.5
+check "where MAIN ERROR does not fit, EFF BITS says NaN/Inf instead of -inf" 'screen | grep -Eq "^.fp8_e4m3 +8\.000 +NaN/Inf +-inf "'
 keys Q
 
 # ---- a monkey: 600 pseudo-random keys (fixed seed) over every view; the workbench must survive

@@ -187,6 +187,11 @@ static void test_fp4_by_hand(void **st)
     assert_true(m->underflow_frac == 0.2);              /* 0.125, -0.1875 (0 itself is no underflow) */
     assert_true(m->clip_frac == 0.2);                   /* 7 -> 6, -10 -> -6; 5 -> 4 is rounding */
     assert_true(m->nonfinite_frac == 0);
+    /* error energy by source: underflows 0.125^2 + 0.1875^2, clips 1 + 16, the rest rounding */
+    assert_true(m->sum_e2_under == 0.05078125);
+    assert_true(m->sum_e2_clip == 17);
+    assert_true(m->sum_e2_round == 0.015625 * 3 + 0.0625 + 1);
+    assert_true(m->err_clip == 17 / se2 && m->err_under == 0.05078125 / se2 && m->err_round == 1.109375 / se2);
     assert_true(m->bits_per_elem == 4);
     assert_true(m->rel_floor == QS_REL_FLOOR_DEFAULT);
     /* ulps (spacing 0.5 below 2, 1 in [2,4), 2 from 4): -1/4 x3, +1/4 x2, -1/2 x2, 3/8, 2 (over), zero */
@@ -263,6 +268,7 @@ typedef struct rhist {
 
 typedef struct ref {
     double sx2, se2, se, sxq, sq2, srel, maxae, maxrel;
+    double seu, sec, ser;    /* finite e^2 of underflows, clips, the rest */
     uint64_t nfin, nunder, nclip, nnonf;
     rhist hv, ha, hr, hu, hb, hs;
     uint64_t nblocks;
@@ -409,7 +415,8 @@ static void ref_analyze(const qs_apply *a, uint64_t rows, uint64_t cols, const f
                 R->col_nf[col]++;
                 if (fabsf(xf) > bam) bam = fabsf(xf);
                 int top = cast ? fabsf(qf) == (float)f->max_finite : code_is_top(f, codes[i]);
-                int clip = (top && fabsf(qf) < fabsf(xf) && qf != 0) || (cast && ax > f->max_finite && !(fabsf(qf) <= FLT_MAX));
+                /* an overflow to NaN/Inf is not a clip (metrics.h: nonfinite_frac only) */
+                int clip = top && fabsf(qf) < fabsf(xf) && qf != 0 && fabsf(qf) <= FLT_MAX;
                 R->nclip += clip;
                 if (!(fabsf(qf) <= FLT_MAX)) {
                     R->nnonf++;
@@ -423,8 +430,10 @@ static void ref_analyze(const qs_apply *a, uint64_t rows, uint64_t cols, const f
                     R->hu.nonfinite++;
                     continue;
                 }
-                R->nunder += xf != 0 && qf == 0;
+                int und = xf != 0 && qf == 0;
+                R->nunder += und;
                 double ev = (float)(qf - xf), ae = fabs(ev);   /* e = fl32(q - x) (metrics.h) */
+                *(und ? &R->seu : clip ? &R->sec : &R->ser) += ev * ev;
                 R->sx2 += xd * xd;
                 R->se2 += ev * ev;
                 R->se += ev;
@@ -542,6 +551,15 @@ static void check_against_ref(const qs_apply *a, uint64_t rows, uint64_t cols, c
                  a->o.floor_log2f, a->o.nan_block_te, a->o.zero_block_scale, m->clip_frac * nf,
                  (unsigned long long)R.nclip);
     assert_true(m->nonfinite_frac == (double)R.nnonf / nf);
+    /* error energy by source: sums in another order, shares of the finite total */
+    assert_close(m->sum_e2_under, R.seu, 1e-12);
+    assert_close(m->sum_e2_clip, R.sec, 1e-12);
+    assert_close(m->sum_e2_round, R.ser, 1e-12);
+    double fin = R.seu + R.sec + R.ser;
+    assert_close(m->err_under, fin > 0 ? R.seu / fin : NAN, 1e-12);
+    assert_close(m->err_clip, fin > 0 ? R.sec / fin : NAN, 1e-12);
+    assert_close(m->err_round, fin > 0 ? R.ser / fin : NAN, 1e-12);
+    if (!R.nnonf) assert_close(fin, R.se2, 1e-12);   /* the three sources partition the error energy */
     cmp_hist("value", &an.value, &R.hv);
     cmp_hist("abs_err", &an.abs_err, &R.ha);
     cmp_hist("rel_err", &an.rel_err, &R.hr);
@@ -674,7 +692,13 @@ static void test_nonfinite(void **st)
             assert_int_equal(an.m.n_finite, 8 * 64 - 3);
             assert_int_equal(an.value.nonfinite, 3);
             if (!strcmp(names[k], "fp8_e4m3")) {
-                assert_true(an.m.clip_frac == 3.0 / an.m.n_finite);   /* 1000, -470, 70000 */
+                /* 1000, -470, 70000: clipped to 448 under --sat, else NaN (non-finite, not clipped) */
+                assert_true(an.m.clip_frac == (sat ? 3.0 : 0.0) / an.m.n_finite);
+                /* the shares cover the finite error energy whether or not some values became NaN */
+                assert_true(isfinite(an.m.sum_e2_round) && isfinite(an.m.sum_e2_clip));
+                if (sat) assert_true(an.m.err_clip > 0.99);   /* 70000 -> 448 */
+                else assert_true(an.m.err_clip == 0 && an.m.err_round > 0.5);
+                assert_close(an.m.err_under + an.m.err_clip + an.m.err_round, 1, 1e-14);
                 if (sat) {
                     assert_true(an.m.nonfinite_frac == 0);
                     assert_true(isfinite(an.m.mse) && isfinite(an.m.cosine));
@@ -705,6 +729,125 @@ static void test_nonfinite(void **st)
     assert_true(isnan(an.m.mse) && isnan(an.m.sqnr_db) && an.m.clip_frac == 0);
     assert_int_equal(an.value.nonfinite, 4);
     assert_int_equal(hist_total(&an.abs_err), 0);
+    qs_analysis_free(&an);
+}
+
+/* Error energy by source on Gaussian data: the 4-bit formats flush about a tenth of the values to
+** zero, but those are the smallest and carry a few per cent of sum e^2; rounding carries the rest.
+** The portable path gives the same bits as the AVX-512 one. */
+static void test_error_energy(void **st)
+{
+    (void)st;
+    uint64_t R = 256, C = 1024;
+    float *x = malloc(R * C * sizeof(float));
+    rng_state = 77;
+    for (uint64_t i = 0; i < R * C; i++) x[i] = (float)(gauss() * 0.02);
+    const char *names[] = {"mxfp4", "nvfp4", "hif4", "m2xfp4", "int4", "fp8_e4m3", "bf16"};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+        qs_apply a = mk_apply(names[k]);
+        if (!strcmp(names[k], "int4")) a.o.block = 32;
+        qs_analysis an, sc;
+        qs_err e = {{0}};
+        assert_int_equal(run(&a, R, C, x, 2, 0, &an, &e), 0);
+        const qs_metrics *m = &an.m;
+        double fin = (m->sum_e2_under + m->sum_e2_clip) + m->sum_e2_round;
+        assert_close(fin, m->sum_e2, 1e-12);   /* no NaN/Inf: the sources partition sum e^2 */
+        assert_close(m->err_under + m->err_clip + m->err_round, 1, 1e-14);
+        if (a.f->elem_bits == 4) {
+            /* by count underflow is the largest source, by energy rounding is */
+            assert_true(m->underflow_frac > m->clip_frac && m->err_round > 0.8);
+            assert_true(m->err_round > m->err_under && m->err_round > m->err_clip);
+        }
+        if (!strcmp(names[k], "nvfp4") && !(m->err_round > 0.9 && m->err_under < 0.05))
+            fail_msg("%s: rounding %.4f underflow %.4f clip %.4f (underflow_frac %.4f)", names[k], m->err_round,
+                     m->err_under, m->err_clip, m->underflow_frac);
+        if (!strcmp(names[k], "bf16")) assert_true(m->err_round == 1 && m->err_under == 0 && m->err_clip == 0);
+        qs_simd_force(QS_SIMD_SCALAR);
+        int rc = run(&a, R, C, x, 2, 0, &sc, &e);
+        qs_simd_force(-1);
+        assert_int_equal(rc, 0);
+        assert_memory_equal(&an.m, &sc.m, sizeof an.m);
+        char *j1 = qs_metrics_json(&an.m);
+        json_t *j = json_loads(j1, 0, NULL), *ee = json_object_get(j, "err_energy");
+        assert_true(json_real_value(json_object_get(ee, "rounding")) == m->err_round);
+        assert_true(json_real_value(json_object_get(ee, "underflow")) == m->err_under);
+        assert_true(json_real_value(json_object_get(ee, "clip")) == m->err_clip);
+        json_decref(j);
+        free(j1);
+        qs_analysis_free(&an);
+        qs_analysis_free(&sc);
+    }
+    free(x);
+    /* no error energy (fp32): the shares are undefined (JSON null) */
+    float y[4] = {1, -2, 0.5f, 0};
+    qs_apply a = mk_apply("fp32");
+    qs_analysis an;
+    qs_err e = {{0}};
+    assert_int_equal(run(&a, 1, 4, y, 1, 0, &an, &e), 0);
+    assert_true(isnan(an.m.err_round) && isnan(an.m.err_under) && isnan(an.m.err_clip));
+    char *js = qs_metrics_json(&an.m);
+    assert_non_null(strstr(js, "\"err_energy\":null"));
+    free(js);
+    qs_analysis_free(&an);
+}
+
+/* The edge definitions of docs/analysis.md, one case each. */
+static void test_definitions(void **st)
+{
+    (void)st;
+    qs_err e = {{0}};
+    /* HiF8: --sat saturates finite overflow at +-32768 (clipped); without it, +-Inf (non-finite, not
+    ** clipped, out of sum_x2).  A NaN input stays NaN and an Inf input saturates, but neither is a
+    ** finite input: both are only counted (value histogram) */
+    const float h[5] = {1e6f, -50000.0f, 1.0f, NAN, INFINITY};
+    for (int sat = 0; sat < 2; sat++) {
+        qs_apply a = mk_apply("hif8");
+        a.o.sat = sat;
+        qs_analysis an;
+        assert_int_equal(run(&a, 1, 5, h, 1, 0, &an, &e), 0);
+        assert_int_equal(an.m.n_finite, 3);
+        assert_int_equal(an.value.nonfinite, 2);
+        assert_true(an.m.clip_frac == (sat ? 2.0 / 3 : 0));
+        assert_true(an.m.nonfinite_frac == (sat ? 0 : 2.0 / 3));
+        assert_true(an.m.sum_x2 == (sat ? 1e12 + 2.5e9 + 1 : 1));   /* finite x with finite q only */
+        if (sat) {
+            assert_true(an.m.sum_e2_clip == (1e6 - 32768) * (1e6 - 32768) + (50000.0 - 32768) * (50000.0 - 32768));
+            assert_true(an.m.err_clip == 1 && an.m.err_round == 0);   /* 1.0 is exact */
+        } else {
+            assert_true(an.m.sum_e2 == INFINITY && isnan(an.m.err_round));   /* no finite error energy */
+        }
+        qs_analysis_free(&an);
+    }
+    /* int8 per row, tiny blocks: amax / 127 below 2^-150 gives the scale 2^-149 (row 0: exact); just
+    ** above it fl32(amax / 127) is subnormal and may round down (190 / 127 -> 1 x 2^-149): row 1
+    ** clips 190 x 2^-149 to 127 x 2^-149, counted as a clip */
+    const float u = 0x1p-149f;
+    const float t[8] = {7 * u, -3 * u, 0, u, 190 * u, 5 * u, -u, 0};
+    qs_apply a = mk_apply("int8");
+    a.gran = QS_GRAN_ROW;
+    qs_analysis an;
+    assert_int_equal(run(&a, 2, 4, t, 1, 1, &an, &e), 0);
+    assert_true(an.m.clip_frac == 1.0 / 8 && an.m.underflow_frac == 0);
+    assert_true(an.m.sum_e2 == 63 * 0x1p-149 * 63 * 0x1p-149 && an.m.sum_e2_clip == an.m.sum_e2);
+    assert_true(an.block_ratio[0] == 7.0f && an.block_ratio[1] == 190.0f);   /* absmax / 2^-149 */
+    assert_true(an.block_rmse[0] == 0);
+    qs_analysis_free(&an);
+    /* NVFP4: a block whose UE4M3 scale underflows to 0 (its absmax far below the tensor's) decodes
+    ** to zeros: its values are underflows, nothing clips, the ulp errors are +-inf (under / over),
+    ** the ratio NaN */
+    float v[32];
+    for (int i = 0; i < 16; i++) {
+        v[i] = 1e4f * (float)(i + 1) / 16;
+        v[16 + i] = 1e-6f * (float)(i + 1) * (i & 1 ? -1.0f : 1.0f);
+    }
+    a = mk_apply("nvfp4");
+    assert_int_equal(run(&a, 1, 32, v, 1, 1, &an, &e), 0);
+    assert_int_equal(an.nblocks, 2);
+    assert_int_equal(an.block_scale_code[1], 0);
+    assert_true(isnan(an.block_ratio[1]) && !isnan(an.block_ratio[0]));
+    assert_true(an.m.underflow_frac == 0.5 && an.m.clip_frac == 0);
+    assert_int_equal(an.ulp_err.under + an.ulp_err.over, 16);
+    assert_true(an.m.sum_e2_under > 0 && an.m.sum_e2_clip == 0);
     qs_analysis_free(&an);
 }
 
@@ -1116,6 +1259,8 @@ int main(void)
         cmocka_unit_test(test_reference_layouts_and_rules),
         cmocka_unit_test(test_nonfinite),
         cmocka_unit_test(test_identity),
+        cmocka_unit_test(test_error_energy),
+        cmocka_unit_test(test_definitions),
         cmocka_unit_test(test_invariants),
         cmocka_unit_test(test_threads_identical),
         cmocka_unit_test(test_axis0_vs_axis1),
