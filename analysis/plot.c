@@ -3,6 +3,7 @@
 */
 #include "plot.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -372,6 +373,37 @@ void qs_tick_label(double v, double step, char *buf, size_t cap)
         if (L > 0 && mb[L - 1] == '.') mb[--L] = 0;
     }
     snprintf(buf, cap, "%se%d", mb, e);
+}
+
+int qs_text_exponent(const char *s, size_t *caret, size_t *e0, size_t *e1, size_t *end)
+{
+    for (const char *c = strchr(s, '^'); c; c = strchr(c + 1, '^')) {
+        const char *p = c + 1, *q;
+        if (*p == '{' || *p == '(') {
+            char close = *p == '{' ? '}' : ')';
+            int depth = 0;
+            for (q = p; *q; q++) {
+                if (*q == *p) depth++;
+                else if (*q == close && --depth == 0) break;
+            }
+            if (!*q || q == p + 1) continue;   /* unbalanced or empty: literal */
+            *caret = (size_t)(c - s);
+            *e0 = (size_t)(p - s) + (close == '}');
+            *e1 = (size_t)(q - s) + (close == ')');
+            *end = (size_t)(q - s) + 1;
+            return 1;
+        }
+        q = p;
+        if (*q == '-' || *q == '+') q++;
+        const char *t = q;
+        while (isalnum((unsigned char)*t) || (*t == '.' && isalnum((unsigned char)t[1]) && t > q)) t++;
+        if (t == q) continue;
+        *caret = (size_t)(c - s);
+        *e0 = (size_t)(p - s);
+        *e1 = *end = (size_t)(t - s);
+        return 1;
+    }
+    return 0;
 }
 
 static void pow_label(int base, int e, int neg, char *buf, size_t cap)

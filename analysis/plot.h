@@ -14,8 +14,9 @@
 ** skipped and counted (qs_figure.skipped_x / skipped_y, shown by renderers as a note); symlog
 ** shows zero and negatives.  Empty data gives a valid figure with a default range and "no data".
 **
-** Tick labels use '^' for an exponent ("2^-8", "10^3"); renderers typeset it (superscript in the
-** PNG, Unicode superscripts in a UTF-8 terminal, left as is in ASCII).
+** Tick labels and titles use '^' for an exponent ("2^-8", "10^3", "e^d"; qs_text_exponent says
+** exactly what is raised); renderers typeset it (superscript in the PNG, Unicode superscripts in a
+** UTF-8 terminal, left as is in ASCII).
 */
 #ifndef QS_PLOT_H
 #define QS_PLOT_H
@@ -177,6 +178,13 @@ void qs_axis_ticks(const qs_axis *a, double lo, double hi, double length, int ho
                    double gap, qs_ticks *out);
 /* Format a number for a tick label, with the precision the step needs. */
 void qs_tick_label(double v, double step, char *buf, size_t cap);
+/* Exponent markup in any text of a figure: '^' raises only the token right after it — an optional
+** sign then letters, digits and inner '.' ("2^-8", "e^d", "W^T"), a parenthesised group kept with
+** its parentheses ("E^(k-1)"), or a {group} without its braces.  A '^' followed by nothing
+** raisable stays a literal caret.  Finds the first exponent at or after s: returns 1 and sets
+** *caret (offset of the '^'), the raised text s[*e0, *e1) and *end (offset just past the markup);
+** 0 when there is none. */
+int qs_text_exponent(const char *s, size_t *caret, size_t *e0, size_t *e1, size_t *end);
 
 typedef struct qs_rect { double x, y, w, h; } qs_rect;   /* origin top-left, y down */
 

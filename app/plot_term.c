@@ -53,20 +53,45 @@ static int utf8_one(const char *s, char g[8])
     return n > 0 ? n : 1;
 }
 
-/* typeset a label: "2^-8" -> "2⁻⁸" in UTF-8 */
+/* typeset exponent markup (qs_text_exponent): "2^-8" -> "2⁻⁸", "e^d" -> "eᵈ" in UTF-8; an exponent
+** with a character that has no Unicode superscript, and every exponent in ASCII, stays "^x" */
+static const char *sup_of(char ch)
+{
+    static const char *const dig[10] = {"⁰", "¹", "²", "³", "⁴", "⁵", "⁶", "⁷", "⁸", "⁹"};
+    static const char *const low[26] = {"ᵃ", "ᵇ", "ᶜ", "ᵈ", "ᵉ", "ᶠ", "ᵍ", "ʰ", "ⁱ", "ʲ", "ᵏ", "ˡ", "ᵐ",
+                                        "ⁿ", "ᵒ", "ᵖ", NULL, "ʳ", "ˢ", "ᵗ", "ᵘ", "ᵛ", "ʷ", "ˣ", "ʸ", "ᶻ"};
+    static const char *const up[26] = {"ᴬ", "ᴮ", NULL, "ᴰ", "ᴱ", NULL, "ᴳ", "ᴴ", "ᴵ", "ᴶ", "ᴷ", "ᴸ", "ᴹ",
+                                       "ᴺ", "ᴼ", "ᴾ", NULL, "ᴿ", NULL, "ᵀ", "ᵁ", "ⱽ", "ᵂ", NULL, NULL, NULL};
+    if (ch >= '0' && ch <= '9') return dig[ch - '0'];
+    if (ch >= 'a' && ch <= 'z') return low[ch - 'a'];
+    if (ch >= 'A' && ch <= 'Z') return up[ch - 'A'];
+    switch (ch) {
+    case '-': return "⁻";
+    case '+': return "⁺";
+    case '(': return "⁽";
+    case ')': return "⁾";
+    case '=': return "⁼";
+    default: return NULL;
+    }
+}
+
 static void tt_label(const tcanvas *t, const char *s, char *out, size_t cap)
 {
-    static const char *const sup[10] = {"⁰", "¹", "²", "³", "⁴", "⁵", "⁶", "⁷", "⁸", "⁹"};
     size_t k = 0;
-    int insup = 0;
-    for (const char *p = s; *p && k + 4 < cap; p++) {
-        if (t->utf8 && *p == '^') { insup = 1; continue; }
-        const char *r = NULL;
-        if (insup && *p >= '0' && *p <= '9') r = sup[*p - '0'];
-        else if (insup && *p == '-') r = "⁻";
-        if (r) { size_t L = strlen(r); memcpy(out + k, r, L); k += L; }
-        else out[k++] = *p;
+#define PUT(p, L) do { if (k + (L) < cap) { memcpy(out + k, (p), (L)); k += (L); } } while (0)
+    for (;;) {
+        size_t c, e0, e1, end;
+        int has = qs_text_exponent(s, &c, &e0, &e1, &end);
+        PUT(s, has ? c : strlen(s));
+        if (!has) break;
+        int ok = t->utf8;
+        for (size_t i = e0; i < e1 && ok; i++) ok = sup_of(s[i]) != NULL;
+        if (ok)
+            for (size_t i = e0; i < e1; i++) { const char *r = sup_of(s[i]); PUT(r, strlen(r)); }
+        else PUT(s + c, end - c);   /* as written */
+        s += end;
     }
+#undef PUT
     out[k] = 0;
 }
 

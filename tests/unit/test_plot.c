@@ -693,6 +693,70 @@ static void test_terminal(void **st)
     qs_fig_free(f);
 }
 
+/* ---------------- exponent markup (issue 16) ---------------- */
+
+/* a backend that records the text it is asked to draw */
+typedef struct { char s[16][64]; double size[16]; int n; } rec_text;
+static void rt_color(void *c, double r, double g, double b, double a) { (void)c; (void)r; (void)g; (void)b; (void)a; }
+static void rt_style(void *c, double w, const double *d, int n) { (void)c; (void)w; (void)d; (void)n; }
+static void rt_xy(void *c, double x, double y) { (void)c; (void)x; (void)y; }
+static void rt_void(void *c) { (void)c; }
+static void rt_clip(void *c, double x, double y, double w, double h) { (void)c; (void)x; (void)y; (void)w; (void)h; }
+static double rt_w(void *c, const char *s, double size, int bold) { (void)c; (void)bold; return 0.6 * size * (double)strlen(s); }
+static void rt_text(void *c, double x, double y, const char *s, double size, int bold, int rotate)
+{
+    (void)x; (void)y; (void)bold; (void)rotate;
+    rec_text *r = c;
+    if (r->n < 16 && size != 12) { snprintf(r->s[r->n], 64, "%s", s); r->size[r->n] = size; r->n++; }   /* not tick labels */
+}
+static void rt_image(void *c, double x, double y, double w, double h, const uint8_t *rgb, int cols, int rows)
+{ (void)c; (void)x; (void)y; (void)w; (void)h; (void)rgb; (void)cols; (void)rows; }
+
+static void test_exponent_markup(void **st)
+{
+    (void)st;
+    size_t c, e0, e1, end;
+    const char *s = "mean(e^d - 1 - d)";
+    assert_int_equal(qs_text_exponent(s, &c, &e0, &e1, &end), 1);
+    assert_int_equal(c, 6);
+    assert_int_equal(e1 - e0, 1);          /* only "d" is raised, not the rest of the title */
+    assert_int_equal(s[e0], 'd');
+    assert_int_equal(end, 8);
+    assert_int_equal(qs_text_exponent("2^-8 and 10^4", &c, &e0, &e1, &end), 1);
+    assert_int_equal(e1 - e0, 2);
+    assert_int_equal(qs_text_exponent("M/(2L E^(k-1))", &c, &e0, &e1, &end), 1);
+    assert_int_equal(e1 - e0, 5);          /* "(k-1)" */
+    assert_int_equal(qs_text_exponent("x - x^ here", &c, &e0, &e1, &end), 0);   /* a lone caret is literal */
+    assert_int_equal(qs_text_exponent("2^24.", &c, &e0, &e1, &end), 1);
+    assert_int_equal(e1 - e0, 2);          /* the full stop stays down */
+
+    /* the PNG renderer raises only the exponent: the title is drawn as "KL k3 = mean(e", small "d",
+    ** then " - 1 - d)" at the title size again */
+    qs_figure *f = qs_fig_new("KL k3 = mean(e^d - 1 - d)");
+    const double x[] = {0, 1}, y[] = {0, 1};
+    qs_fig_add(f, QS_SER_LINE, NULL, x, y, 2);
+    rec_text r;
+    memset(&r, 0, sizeof r);
+    qs_rbackend b = {.ctx = &r, .color = rt_color, .line_style = rt_style, .move_to = rt_xy, .line_to = rt_xy,
+                     .close_path = rt_void, .stroke = rt_void, .fill = rt_void, .clip = rt_clip,
+                     .text_width = rt_w, .text = rt_text, .image = rt_image};
+    qs_plot_draw(f, &b, 800, 500, 1, NULL);
+    assert_int_equal(r.n, 3);
+    assert_string_equal(r.s[0], "KL k3 = mean(e");
+    assert_string_equal(r.s[1], "d");
+    assert_true(r.size[1] < r.size[0]);
+    assert_string_equal(r.s[2], " - 1 - d)");
+    assert_true(r.size[2] == r.size[0]);
+    /* the terminal: "eᵈ - 1 - d", nothing else raised; ASCII keeps the caret */
+    char *t = term(f, QS_TERM_BRAILLE, 0, 80, 20);
+    assert_non_null(strstr(t, "KL k3 = mean(eᵈ - 1 - d)"));
+    free(t);
+    t = term(f, QS_TERM_ASCII, 0, 80, 20);
+    assert_non_null(strstr(t, "KL k3 = mean(e^d - 1 - d)"));
+    free(t);
+    qs_fig_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -711,6 +775,7 @@ int main(void)
         cmocka_unit_test(test_png_pixels),
         cmocka_unit_test(test_golden_images),
         cmocka_unit_test(test_terminal),
+        cmocka_unit_test(test_exponent_markup),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     qs_plot_cairo_release();
