@@ -61,8 +61,13 @@ static void run_analyze(tui_job *j)
     ok = 1;
 out:
     pthread_mutex_lock(&j->mu);
-    if (ok) snprintf(j->msg, sizeof j->msg, "analyzed %s: %d format%s computed, %d stored", j->tensor, computed,
-                     computed == 1 ? "" : "s", cached);
+    /* a result read from the store was not computed now; one computed now is stored */
+    if (ok && (!computed || !cached))
+        snprintf(j->msg, sizeof j->msg, "analyzed %s: %d format%s %s", j->tensor, computed + cached,
+                 computed + cached == 1 ? "" : "s", cached ? "from cache" : "computed and stored");
+    else if (ok)
+        snprintf(j->msg, sizeof j->msg, "analyzed %s: %d formats: %d computed and stored, %d from cache", j->tensor,
+                 computed + cached, computed, cached);
     else snprintf(j->msg, sizeof j->msg, "analysis of %.100s stopped: %.300s", j->tensor, e.msg[0] ? e.msg : "error");
     j->exit_code = ok ? 0 : 1;
     pthread_mutex_unlock(&j->mu);

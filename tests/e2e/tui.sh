@@ -191,8 +191,14 @@ keys j Right Right Right
 golden options-popup
 keys Enter
 wait_for "mxint8:rceil"
-wait_for "analyzed demo:uniform: 1 format computed" || echo "# analysis did not finish"
+wait_for "analyzed demo:uniform: 1 format computed and stored" || echo "# analysis did not finish"
 golden formats-rceil
+# a non-default option shows in the row's label (issue 16): saturation on bf16 reads bf16:sat
+keys k o
+wait_for "options of bf16"
+keys j j j j j Right Enter
+check "o sets saturation and the row says bf16:sat" 'wait_for "^>bf16:sat "'
+check "the status line says it was computed and stored" 'wait_for "analyzed demo:uniform: 1 format computed and stored"'
 
 # ---- a long job runs in the background: the interface answers, Esc cancels
 keys 1 g
