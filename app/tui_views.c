@@ -416,8 +416,8 @@ void tui_draw_kernels(tui *T, int y0, int h)
     char line[600];
     head_on(T);
     fill_line(T, y0);
-    int ww = T->W - 57 > 20 ? T->W - 57 : 20;
-    snprintf(line, sizeof line, " %-8s %-6s %-*s %-16s %-20s", "RESULT", "KIND", ww, "WHAT", "FORMAT", "CREATED");
+    int ww = T->W - 40 > 20 ? T->W - 40 : 20;
+    snprintf(line, sizeof line, " %-8s %-6s %-*s %-20s", "RESULT", "KIND", ww, "WHAT", "CREATED");
     tui_addstr_clip(y0, 0, line, T->W);
     head_off(T);
     int rows = list_h - 1;
@@ -427,7 +427,7 @@ void tui_draw_kernels(tui *T, int y0, int h)
     T->click_n = n;
     for (int r = 0; r < rows && T->lk.top + r < n; r++) {
         tui_kres *K = &T->kres[idx[T->lk.top + r]];
-        snprintf(line, sizeof line, " %-8lld %-6s %-*.*s %-16.16s %-20.20s", (long long)K->id, K->kind, ww, ww, K->what, K->format, K->created);
+        snprintf(line, sizeof line, " %-8lld %-6s %-*.*s %-20.20s", (long long)K->id, K->kind, ww, ww, K->what, K->created);
         if (T->lk.top + r == T->lk.cur) { sel_on(T); fill_line(T, y0 + 1 + r); }
         tui_addstr_clip(y0 + 1 + r, 0, line, T->W);
         if (T->lk.top + r == T->lk.cur) { mvaddch(y0 + 1 + r, 0, '>'); sel_off(T); }
