@@ -492,6 +492,21 @@ static void symlog_ticks(const qs_axis *a, double lo, double hi, int s, int drop
     out->n = n;
 }
 
+/* log10 ticks at m * 10^e for the mantissas in ms[] (a range of at most two powers of ten would
+** otherwise leave most of the data unlabelled) */
+static void mant_ticks(double lo, double hi, const int *ms, int nm, qs_ticks *out)
+{
+    out->n = 0;
+    for (int e = (int)floor(log10(lo)) - 1; e <= (int)ceil(log10(hi)) && out->n < QS_PLOT_MAX_TICKS; e++)
+        for (int i = 0; i < nm && out->n < QS_PLOT_MAX_TICKS; i++) {
+            double p = pow(10, e), v = ms[i] * p;
+            if (v < lo * (1 - 1e-9) || v > hi * (1 + 1e-9)) continue;
+            out->t[out->n].v = v;
+            qs_tick_label(v, p, out->t[out->n].label, QS_PLOT_LABEL);   /* one style: 0.002, 0.003, 0.005 */
+            out->n++;
+        }
+}
+
 void qs_axis_ticks(const qs_axis *a, double lo, double hi, double length, int horizontal, const qs_measure *m,
                    double gap, qs_ticks *out)
 {
@@ -499,6 +514,16 @@ void qs_axis_ticks(const qs_axis *a, double lo, double hi, double length, int ho
     double tlo = qs_axis_fwd(a, lo), thi = qs_axis_fwd(a, hi);
     if (!isfinite(tlo) || !isfinite(thi) || !(thi > tlo) || !(length > 0)) return;
     qs_ticks cand;
+    if (a->scale == QS_AX_LOG10 && floor(thi + 1e-9) - ceil(tlo - 1e-9) <= 1) {
+        /* at most two powers in range: 1-2-3-5 (1-2-5, 1-3) times powers, so labels span the data */
+        static const int m1235[] = {1, 2, 3, 5}, m125[] = {1, 2, 5}, m13[] = {1, 3};
+        const int *sets[] = {m1235, m125, m13};
+        const int nms[] = {4, 3, 2};
+        for (int k = 0; k < 3; k++) {
+            mant_ticks(lo, hi, sets[k], nms[k], &cand);
+            if (cand.n >= 3 && ticks_fit(a, &cand, tlo, thi, length, horizontal, m, gap)) { *out = cand; return; }
+        }
+    }
     if (a->scale == QS_AX_LOG2 || a->scale == QS_AX_LOG10) {
         int base = a->scale == QS_AX_LOG2 ? 2 : 10;
         int elo = (int)ceil(tlo - 1e-9), ehi = (int)floor(thi + 1e-9);

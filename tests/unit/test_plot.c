@@ -693,6 +693,54 @@ static void test_terminal(void **st)
     qs_fig_free(f);
 }
 
+/* issue 16: on a log axis of less than two decades the labelled ticks span the data (no data more
+** than 30 % of the axis beyond the outermost label), as they also do over many decades */
+static void test_log_ticks_cover_data(void **st)
+{
+    (void)st;
+    qs_measure m = px_measure();
+    const double ranges[][2] = {{1.5e-4, 4e-3}, {3e-4, 2.8e-3}, {0.004, 0.3}, {0.12, 0.31}, {2e-6, 9e-2}, {1, 1e6}};
+    for (size_t r = 0; r < sizeof ranges / sizeof *ranges; r++)
+        for (int horizontal = 0; horizontal < 2; horizontal++) {
+            qs_figure *f = qs_fig_new("t");
+            const double x[] = {ranges[r][0], ranges[r][1]};
+            qs_fig_add(f, QS_SER_LINE, "s", x, x, 2);
+            f->x.scale = f->y.scale = QS_AX_LOG10;
+            qs_plot_resolve(f);
+            qs_ticks t;
+            qs_axis_ticks(&f->y, f->y.vlo, f->y.vhi, horizontal ? 600 : 300, horizontal, &m, horizontal ? 10 : 3, &t);
+            assert_true(t.n >= 2);
+            double d0 = log10(ranges[r][0]), d1 = log10(ranges[r][1]), span = d1 - d0;
+            double lo = log10(t.t[0].v), hi = log10(t.t[t.n - 1].v);
+            if (!(lo - d0 <= 0.3 * span && d1 - hi <= 0.3 * span))
+                fail_msg("range %g..%g: labels %s..%s leave data unlabelled", ranges[r][0], ranges[r][1], t.t[0].label,
+                         t.t[t.n - 1].label);
+            for (int i = 1; i < t.n; i++) assert_true(log10(t.t[i].v) - log10(t.t[i - 1].v) <= 0.4 * span + 1e-9);
+            qs_fig_free(f);
+        }
+}
+
+/* issue 16: a stored reward curve is drawn on a linear axis (it was symlog, like a mismatch); a
+** stored "yscale" is honoured */
+static void test_stored_yscale(void **st)
+{
+    (void)st;
+    qs_err e = {{0}};
+    const char *rew = "{\"ylabel\": \"mean reward\", \"series\": [{\"name\": \"bf16\", \"x\": [0, 1, 2], \"y\": [0.004, 0.05, 0.3]}]}";
+    qs_figure *f = qs_plot_lines_json("trajectory", rew, NULL, &e);
+    assert_non_null(f);
+    assert_int_equal(f->y.scale, QS_AX_LINEAR);
+    qs_fig_free(f);
+    const char *mis = "{\"ylabel\": \"mean |dlogp|\", \"series\": [{\"name\": \"a\", \"x\": [0, 1], \"y\": [0.001, 0.3]}]}";
+    assert_non_null(f = qs_plot_lines_json("trajectory", mis, NULL, &e));
+    assert_int_equal(f->y.scale, QS_AX_SYMLOG);
+    qs_fig_free(f);
+    const char *lg = "{\"ylabel\": \"x\", \"yscale\": \"log10\", \"series\": [{\"name\": \"a\", \"x\": [0, 1], \"y\": [0.001, 0.3]}]}";
+    assert_non_null(f = qs_plot_lines_json("msd", lg, NULL, &e));
+    assert_int_equal(f->y.scale, QS_AX_LOG10);
+    qs_fig_free(f);
+}
+
 /* ---------------- exponent markup (issue 16) ---------------- */
 
 /* a backend that records the text it is asked to draw */
@@ -776,6 +824,8 @@ int main(void)
         cmocka_unit_test(test_golden_images),
         cmocka_unit_test(test_terminal),
         cmocka_unit_test(test_exponent_markup),
+        cmocka_unit_test(test_log_ticks_cover_data),
+        cmocka_unit_test(test_stored_yscale),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     qs_plot_cairo_release();
