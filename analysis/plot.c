@@ -502,8 +502,14 @@ static void mant_ticks(double lo, double hi, const int *ms, int nm, qs_ticks *ou
             double p = pow(10, e), v = ms[i] * p;
             if (v < lo * (1 - 1e-9) || v > hi * (1 + 1e-9)) continue;
             out->t[out->n].v = v;
-            qs_tick_label(v, p, out->t[out->n].label, QS_PLOT_LABEL);   /* one style: 0.002, 0.003, 0.005 */
+            qs_tick_label(v, p, out->t[out->n].label, QS_PLOT_LABEL);
             out->n++;
+        }
+    /* one style per axis: 0.002, 0.003, 0.005 or, when any label needs an exponent, 2e-5 ... 3e-3 */
+    if (out->n && (out->t[0].v < 1e-4 || out->t[out->n - 1].v >= 1e6))
+        for (int i = 0; i < out->n; i++) {
+            int e = (int)floor(log10(out->t[i].v) + 1e-9);
+            snprintf(out->t[i].label, QS_PLOT_LABEL, "%.0fe%d", out->t[i].v / pow(10, e), e);
         }
 }
 
