@@ -136,9 +136,11 @@ qs_series *qs_fig_add(qs_figure *f, qs_ser_kind kind, const char *name, const do
         s->dash = QS_DASH_SOLID;
         s->width = 0.8;
     } else {
+        /* past the eighth series the colours repeat with the next marker and dash: (colour, marker)
+        ** stays unique for 64 series */
         s->color = k % QS_PALETTE_N;
-        s->marker = (qs_marker)(1 + k % (QS_MK_COUNT - 1));
-        s->dash = (qs_dash)(k % QS_DASH_COUNT);
+        s->marker = (qs_marker)(1 + (k + k / QS_PALETTE_N) % (QS_MK_COUNT - 1));
+        s->dash = (qs_dash)((k + k / QS_PALETTE_N) % QS_DASH_COUNT);
         s->width = 1.6;
     }
     f->nseries++;

@@ -741,6 +741,43 @@ static void test_stored_yscale(void **st)
     qs_fig_free(f);
 }
 
+/* issue 16: more series than colours or marker shapes stay distinguishable: in the PNG no two series
+** share colour and marker; in the terminal (no colour) each has its own legend glyph */
+static void test_many_series_distinct(void **st)
+{
+    (void)st;
+    qs_figure *f = qs_fig_new("twelve");
+    for (int k = 0; k < 12; k++) {
+        double x[3] = {1, 2, 3}, y[3] = {k + 1.0, k + 1.5, k + 2.0};
+        char nm[16];
+        snprintf(nm, sizeof nm, "series%02d", k);
+        qs_fig_add(f, QS_SER_LINE, nm, x, y, 3);
+    }
+    for (size_t i = 0; i < f->nseries; i++)
+        for (size_t j = i + 1; j < f->nseries; j++)
+            if (f->series[i].color == f->series[j].color && f->series[i].marker == f->series[j].marker)
+                fail_msg("series %zu and %zu share colour and marker", i, j);
+    char *b = term(f, QS_TERM_BRAILLE, 0, 100, 40);
+    char seen[12][8];
+    int n = 0;
+    for (int k = 0; k < 12; k++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, " series%02d", k);
+        const char *p = strstr(b, nm);
+        assert_non_null(p);
+        /* the legend sample "─G─" precedes the name: the glyph is the UTF-8 character before "─ " */
+        const char *q = p - strlen("─");
+        const char *g = q - 1;
+        while (g > b && (*(const unsigned char *)g & 0xC0) == 0x80) g--;
+        snprintf(seen[n], sizeof seen[n], "%.*s", (int)(q - g), g);
+        for (int i = 0; i < n; i++)
+            if (!strcmp(seen[i], seen[n])) fail_msg("series %d and %d share the legend glyph %s", i, n, seen[n]);
+        n++;
+    }
+    free(b);
+    qs_fig_free(f);
+}
+
 /* ---------------- exponent markup (issue 16) ---------------- */
 
 /* a backend that records the text it is asked to draw */
@@ -826,6 +863,7 @@ int main(void)
         cmocka_unit_test(test_exponent_markup),
         cmocka_unit_test(test_log_ticks_cover_data),
         cmocka_unit_test(test_stored_yscale),
+        cmocka_unit_test(test_many_series_distinct),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     qs_plot_cairo_release();
