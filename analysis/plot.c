@@ -85,12 +85,6 @@ void qs_fig_free(qs_figure *f)
     free(f);
 }
 
-void qs_axis_set(qs_axis *a, qs_ax_scale s, const char *title)
-{
-    a->scale = s;
-    if (title) snprintf(a->title, sizeof a->title, "%s", title);
-}
-
 static double *dup_d(const double *v, size_t n)
 {
     if (!v) return NULL;
@@ -98,6 +92,48 @@ static double *dup_d(const double *v, size_t n)
     if (d && n) memcpy(d, v, n * sizeof *d);
     return d;
 }
+
+qs_figure *qs_fig_clone(const qs_figure *src)
+{
+    qs_figure *f = malloc(sizeof *f);
+    if (!f) return NULL;
+    *f = *src;
+    f->series = NULL;
+    f->annots = NULL;
+    f->heat = NULL;
+    f->nseries = f->cap_series = f->nannots = f->cap_annots = 0;
+    int ok = 1;
+    if (src->nseries && (f->series = calloc(src->nseries, sizeof *f->series))) {
+        f->cap_series = src->nseries;
+        for (size_t i = 0; i < src->nseries; i++) {
+            const qs_series *a = &src->series[i];
+            qs_series *b = &f->series[f->nseries++];
+            *b = *a;
+            size_t nx = a->kind == QS_SER_STEP ? a->n + 1 : a->n;
+            b->name = a->name ? strdup(a->name) : NULL;
+            b->x = dup_d(a->x, nx);
+            b->y = dup_d(a->y, a->n);
+            if ((a->name && !b->name) || (a->x && !b->x) || (a->y && !b->y)) ok = 0;
+        }
+    } else if (src->nseries) ok = 0;
+    if (src->nannots && (f->annots = malloc(src->nannots * sizeof *f->annots))) {
+        memcpy(f->annots, src->annots, src->nannots * sizeof *f->annots);
+        f->nannots = f->cap_annots = src->nannots;
+    } else if (src->nannots) ok = 0;
+    if (src->heat && (f->heat = malloc(sizeof *f->heat))) {
+        *f->heat = *src->heat;
+        if (!(f->heat->v = dup_d(src->heat->v, src->heat->rows * src->heat->cols))) ok = 0;
+    } else if (src->heat) ok = 0;
+    if (!ok) { qs_fig_free(f); return NULL; }
+    return f;
+}
+
+void qs_axis_set(qs_axis *a, qs_ax_scale s, const char *title)
+{
+    a->scale = s;
+    if (title) snprintf(a->title, sizeof a->title, "%s", title);
+}
+
 
 qs_series *qs_fig_add(qs_figure *f, qs_ser_kind kind, const char *name, const double *x, const double *y, size_t n)
 {

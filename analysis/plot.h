@@ -130,6 +130,8 @@ typedef struct qs_figure {
 /* ---- building ---- */
 qs_figure *qs_fig_new(const char *title);
 void qs_fig_free(qs_figure *f);
+/* A deep copy (series, annotations, heatmap); NULL when out of memory. */
+qs_figure *qs_fig_clone(const qs_figure *f);
 void qs_axis_set(qs_axis *a, qs_ax_scale s, const char *title);
 /* Add a series (data copied; x or y may be NULL where the kind does not use it).  Returns it, or
 ** NULL when out of memory.  Colour, marker and dash default to the series' index. */

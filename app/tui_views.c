@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "tui.h"
+#include "value_hist.h"
 #include "../analysis/plot.h"
 
 static void sel_on(tui *T) { attron(T->color ? COLOR_PAIR(CP_SEL) : A_REVERSE); }
@@ -236,22 +237,19 @@ void tui_draw_hist(tui *T, int y0, int h)
     char title[300];
     int cf = T->forder && T->lf.cur < T->nfmts ? T->forder[T->lf.cur] : 0;
     if (T->hist_kind == 3) {
-        qs_hist vh;
-        int fi = -1;
-        for (int k = 0; k < T->nfmts && fi < 0; k++)
-            if (!tui_load_hist(T, cf, "value", &vh)) fi = cf;
-            else if (!tui_load_hist(T, k, "value", &vh)) fi = k;
-        if (fi < 0) goto none;
-        double *grid = NULL;
-        size_t ng = 0;
-        qs_err e = {{0}};
+        /* the picture of `qscope plot value-hist TENSOR -f F`: |x|, |Q(x)| and the grid, labelled;
+        ** one pass over the tensor, kept until the tensor or the format changes */
         const tui_fmt *F = &T->fmts[cf];
-        qs_format_grid(F->a.f, &F->a.o, isfinite(t->absmax) ? t->absmax : 1, &grid, &ng, &e);
-        if (ng) snprintf(title, sizeof title, "%s: |x| with the values %s can represent", t->name, F->label);
-        else snprintf(title, sizeof title, "%s: |x| (the grid of %s is too dense to draw)", t->name, F->label);
-        T->fig = qs_plot_value_hist(title, &vh, grid, ng, F->label);
-        free(grid);
-        free(vh.counts);
+        char key[sizeof T->vh_key];
+        snprintf(key, sizeof key, "%s|%s", t->hash, F->label);
+        if (!T->vh_fig || strcmp(key, T->vh_key)) {
+            qs_err e = {{0}};
+            qs_fig_free(T->vh_fig);
+            T->vh_fig = qs_value_hist_figure(T->db, t->name, &F->a, F->label, 0, &e);
+            snprintf(T->vh_key, sizeof T->vh_key, "%s", key);
+            if (!T->vh_fig) { tui_addstr_clip(y0 + 1, 2, e.msg, T->W - 4); return; }
+        }
+        T->fig = qs_fig_clone(T->vh_fig);
         snprintf(T->fig_what, sizeof T->fig_what, "value-hist-%s-%s", t->name, F->label);
     } else {
         for (int i = 0; i < T->nfmts; i++) {

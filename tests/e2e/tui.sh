@@ -114,6 +114,12 @@ golden histogram-values
 keys e
 check "e exports the histogram as a PNG (path in the status line)" 'wait_for "exported <tmp>/qscope-value-hist"'
 check "the exported PNG decodes and carries provenance" 'png_ok "$T"/qscope-value-hist-demo_gaussian-w-bf16.png'
+# a block format's value histogram is the CLI's (issue 16): Q(x) drawn, the grid labelled as one block's
+nj=0
+for _ in $(seq 12); do screen | grep -q "on the grid of nvfp4" && break; keys j; nj=$((nj + 1)); done
+check "value histogram of nvfp4: Q(x) and the grid of one block, as qscope plot value-hist draws it" \
+  'wait_for "Q\(x\) under nvfp4" && screen | grep -q "nvfp4 values (block absmax"'
+for _ in $(seq $nj); do keys k; done
 keys 2
 keys j j j j j j
 keys Enter
