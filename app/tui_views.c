@@ -204,10 +204,14 @@ void tui_draw_formats(tui *T, int y0, int h)
     if (plot_h > 0) {
         qs_pareto_pt pts[TUI_MAX_FMTS];
         size_t n = 0;
+        size_t nfin = 0;
+        /* every result, as `qscope plot pareto` has them: exact and NaN/Inf ones are named in the note */
         for (int i = 0; i < T->nfmts; i++)
-            if (T->met[i].have && isfinite(T->met[i].eff_bits) && isfinite(T->met[i].bits))
+            if (T->met[i].have) {
                 pts[n++] = (qs_pareto_pt){T->fmts[i].label, T->fmts[i].a.f->family, T->met[i].bits, T->met[i].eff_bits};
-        if (n) {
+                nfin += isfinite(T->met[i].eff_bits) && isfinite(T->met[i].bits);
+            }
+        if (n && nfin) {
             char title[300];
             snprintf(title, sizeof title, "%s: effective bits vs bits per element", t->name);
             T->fig = qs_plot_pareto(title, pts, n);

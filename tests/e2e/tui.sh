@@ -291,6 +291,15 @@ keys Q
 for _ in $(seq 50); do [ -s "$T/exit" ] && break; sleep 0.1; done
 check "and quits cleanly after them" '[ "$(cat "$T/exit" 2>/dev/null)" = 0 ]'
 
+# ---- a tensor bf16 holds exactly (issue 16): the Pareto plot names the format it cannot place, as `plot pareto` does
+/usr/bin/python3 -c "import numpy as np; np.save('$T/exact.npy', (np.arange(-64, 64, dtype=np.float32) / 8).reshape(8, 16))"
+QSCOPE_DB="$T/exact.db" "$QS" import --copy "$T/exact.npy" >/dev/null 2>&1
+ROWS=40 QSCOPE_DB="$T/exact.db" start NO_COLOR=1   # room for the plot under 12 rows
+keys Enter
+wait_for "analyzed exact" || echo "# analysis did not finish"
+check "the Pareto plot under the Formats table says bf16 is exact and not drawn" 'wait_for "not shown: exact on this data: bf16"'
+keys Q
+
 # ---- an empty database: clear messages; not a terminal: an error
 export QSCOPE_DB="$T/empty.db"
 start NO_COLOR=1
