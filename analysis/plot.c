@@ -617,6 +617,7 @@ void qs_axis_ticks(const qs_axis *a, double lo, double hi, double length, int ho
         double step = nice_step((hi - lo) / k);
         if (step == prev_step) continue;
         prev_step = step;
+        if (a->integer && step < 1) continue;   /* "2.5 passes" would be a label for nothing */
         linear_ticks(lo, hi, k, &cand);
         if (cand.n == 0) continue;
         if (ticks_fit(a, &cand, tlo, thi, length, horizontal, m, gap)) { *out = cand; return; }

@@ -78,6 +78,7 @@ typedef struct qs_axis {
     double lo, hi;             /* requested range in data units; NaN = automatic */
     int zero_base;             /* linear auto range always includes 0 (counts) */
     int invert;                /* drawn reversed: y grows downwards (matrix rows), x leftwards */
+    int integer;               /* linear: the quantity is a whole number (passes): no ticks between */
     /* resolved by qs_plot_resolve(): the range shown, in data units */
     double vlo, vhi;
 } qs_axis;

@@ -363,8 +363,10 @@ qs_figure *qs_plot_trajectory(const char *title, const char *ytitle, const qs_li
 
 qs_figure *qs_plot_msd(const char *title, const qs_line_data *s, size_t n)
 {
-    return qs_plot_lines(title ? title : "multi-pass effective bits", "passes", QS_AX_LINEAR,
-                         "effective bits", QS_AX_LINEAR, s, n);
+    qs_figure *f = qs_plot_lines(title ? title : "multi-pass effective bits", "passes", QS_AX_LINEAR,
+                                 "effective bits", QS_AX_LINEAR, s, n);
+    if (f) f->x.integer = 1;
+    return f;
 }
 
 qs_figure *qs_plot_attn(const char *title, const char *ytitle, const qs_line_data *s, size_t n)

@@ -735,6 +735,16 @@ static void test_stored_yscale(void **st)
     assert_non_null(f = qs_plot_lines_json("trajectory", mis, NULL, &e));
     assert_int_equal(f->y.scale, QS_AX_SYMLOG);
     qs_fig_free(f);
+    /* passes are whole numbers: no tick between them (issue 16) */
+    const char *ms = "{\"ylabel\": \"effective bits\", \"series\": [{\"name\": \"int8\", \"x\": [1, 2, 3, 4], \"y\": [8, 16, 24, 31]}]}";
+    assert_non_null(f = qs_plot_lines_json("msd", ms, NULL, &e));
+    qs_plot_resolve(f);
+    qs_measure m = px_measure();
+    qs_ticks t;
+    qs_axis_ticks(&f->x, f->x.vlo, f->x.vhi, 800, 1, &m, 10, &t);
+    assert_true(t.n >= 3);
+    for (int i = 0; i < t.n; i++) assert_true(t.t[i].v == floor(t.t[i].v));
+    qs_fig_free(f);
     const char *lg = "{\"ylabel\": \"x\", \"yscale\": \"log10\", \"series\": [{\"name\": \"a\", \"x\": [0, 1], \"y\": [0.001, 0.3]}]}";
     assert_non_null(f = qs_plot_lines_json("msd", lg, NULL, &e));
     assert_int_equal(f->y.scale, QS_AX_LOG10);
