@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "analyze_run.h"
+#include "quant_opts.h"
 #include "tui.h"
 #include "../store/tensor.h"
 
@@ -46,7 +47,9 @@ static void run_analyze(tui_job *j)
         j->step = i;
         j->done = 0;
         j->total = 0;
-        snprintf(j->label, sizeof j->label, "analyze %s %s", j->tensor, j->apps[i].f->name);
+        char fl[96];
+        qs_quant_label(&j->apps[i], NULL, fl, sizeof fl);
+        snprintf(j->label, sizeof j->label, "analyze %s %s", j->tensor, fl);
         int c = j->cancel;
         pthread_mutex_unlock(&j->mu);
         if (c) { qs_fail(&e, "cancelled"); goto out; }

@@ -5,6 +5,8 @@ source "$(dirname "$0")/lib.sh"
 $QS gen gaussian --name g --shape 64x64 >/dev/null
 ok "report without RL runs or kernel results" $QS report -o "$T/r0" --formats mxfp4 --claims none
 check "no RL or kernel section then" "! grep -q 'RL runs' $T/r0/report.md && ! grep -q 'Kernel experiments' $T/r0/report.md"
+ok "report with per-format options" $QS report -o "$T/rl" --formats 'fp8_e4m3:sat,mxfp4:scale-rule=rceil,fp32' --claims none
+check "the plots' qscope:formats chunk carries the canonical labels (issue 16)" "grep -qa 'fp8_e4m3:sat,mxfp4:rceil,fp32' $T/rl/t000_pareto.png"
 ok "a small simulation stores RL runs" $QS sim grpo --formats mxfp4 --methods exact,none --seeds 1 --steps 30 --log-every 10
 ok "msd, attn and resq store kernel results" bash -c "$QS msd >/dev/null && $QS attn --L 128,256 >/dev/null && $QS resq >/dev/null"
 ok "report with them" $QS report -o "$T/r1" --formats mxfp4 --claims none
