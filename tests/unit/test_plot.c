@@ -785,6 +785,18 @@ static void test_many_series_distinct(void **st)
         n++;
     }
     free(b);
+    /* a deep copy draws the same (the workbench keeps its value histogram and draws copies) */
+    qs_figure *c = qs_fig_clone(f);
+    assert_non_null(c);
+    assert_int_equal(c->nseries, f->nseries);
+    assert_true(c->series[3].x != f->series[3].x && c->series[3].y[2] == f->series[3].y[2]);
+    assert_string_equal(c->series[11].name, "series11");
+    b = term(f, QS_TERM_ASCII, 0, 100, 40);
+    char *b2 = term(c, QS_TERM_ASCII, 0, 100, 40);
+    assert_string_equal(b, b2);
+    free(b);
+    free(b2);
+    qs_fig_free(c);
     qs_fig_free(f);
 }
 
