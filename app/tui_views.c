@@ -363,8 +363,10 @@ void tui_draw_rl(tui *T, int y0, int h)
             } else {
                 char title[300];
                 if (T->rl_one) snprintf(title, sizeof title, "%s: %s per step", R->name, tui_rl_metric_name(T->rl_metric));
-                else snprintf(title, sizeof title, "%s per step, %zu run%s%s",
-                              tui_rl_metric_name(T->rl_metric), nl, nl == 1 ? "" : "s", T->nruns > 8 ? " (first 8)" : "");
+                else if (nl < T->nruns)   /* say what is left out: runs past the eighth, still computing, empty */
+                    snprintf(title, sizeof title, "%s per step, %zu of %zu runs (%s; a: the selected one)",
+                             tui_rl_metric_name(T->rl_metric), nl, T->nruns, pending ? "others still computing" : "the first by name");
+                else snprintf(title, sizeof title, "%s per step, %zu run%s", tui_rl_metric_name(T->rl_metric), nl, nl == 1 ? "" : "s");
                 T->fig = qs_plot_trajectory(title, tui_rl_metric_name(T->rl_metric), ld, nl);
                 snprintf(T->fig_what, sizeof T->fig_what, "rl-%s-m%d", T->rl_one ? R->name : "runs", T->rl_metric);
                 tui_draw_figure(T, T->fig, y0 + list_h, 0, h - list_h, T->W);
