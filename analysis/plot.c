@@ -661,9 +661,11 @@ void qs_plot_layout(const qs_figure *f, double W, double H, const qs_measure *m,
     double pad = m->pad, vpad = m->vpad;
     /* legend entries */
     double maxlab = 0;
-    for (size_t i = 0; i < f->nseries && L->nleg < QS_PLOT_MAX_LEGEND; i++) {
+    for (size_t i = 0; i < f->nseries; i++) {
         if (!f->series[i].name || !f->series[i].name[0]) continue;
         if (!is_data_series(&f->series[i]) && f->series[i].n == 0) continue;
+        L->leg_total++;   /* the renderers say when the legend holds fewer */
+        if (L->nleg == QS_PLOT_MAX_LEGEND) continue;
         L->leg[L->nleg++] = i;
         double w = m->text_w(m->ctx, f->series[i].name, m->font);
         if (w > maxlab) maxlab = w;
@@ -688,7 +690,7 @@ void qs_plot_layout(const qs_figure *f, double W, double H, const qs_measure *m,
     } else {
         top += m->cells ? 0 : m->line_h / 2;
     }
-    if (f->note[0] || f->skipped_x || f->skipped_y) {
+    if (f->note[0] || f->skipped_x || f->skipped_y || L->leg_total > L->nleg) {
         L->note_y = bottom - m->line_h / 2;
         bottom -= m->line_h + vpad * 0.5;
     }

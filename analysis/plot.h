@@ -207,6 +207,7 @@ typedef struct qs_layout {
     int leg_cols;
     double leg_colw;           /* width of one legend column */
     int nleg;
+    int leg_total;             /* series that have a legend entry; more than nleg: the note says so */
     size_t leg[QS_PLOT_MAX_LEGEND];   /* series indices in the legend */
     double leg_row;            /* height of one legend row */
     qs_rect cbar;              /* colour bar (w == 0: none) */

@@ -471,6 +471,9 @@ void qs_plot_draw(qs_figure *f, const qs_rbackend *b, double W, double H, double
     if (f->skipped_x && nl < sizeof note)
         nl += (size_t)snprintf(note + nl, sizeof note - nl, "%s%llu points with x <= 0 not shown (log scale)", nl ? "; " : "",
                                (unsigned long long)f->skipped_x);
+    if (L.leg_total > L.nleg && nl < sizeof note)
+        nl += (size_t)snprintf(note + nl, sizeof note - nl, "%slegend: the first %d of %d series", nl ? "; " : "", L.nleg,
+                               L.leg_total);
     if (f->skipped_y && nl < sizeof note)
         snprintf(note + nl, sizeof note - nl, "%s%llu points with y <= 0 not shown (log scale)", nl ? "; " : "",
                  (unsigned long long)f->skipped_y);

@@ -578,6 +578,9 @@ int qs_plot_term(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e)
     if (f->skipped_x && nl < sizeof note)
         nl += (size_t)snprintf(note + nl, sizeof note - nl, "%s%llu points with x <= 0 not shown", nl ? "; " : "",
                                (unsigned long long)f->skipped_x);
+    if (L.leg_total > L.nleg && nl < sizeof note)
+        nl += (size_t)snprintf(note + nl, sizeof note - nl, "%slegend: the first %d of %d series", nl ? "; " : "", L.nleg,
+                               L.leg_total);
     if (f->skipped_y && nl < sizeof note)
         snprintf(note + nl, sizeof note - nl, "%s%llu points with y <= 0 not shown", nl ? "; " : "",
                  (unsigned long long)f->skipped_y);

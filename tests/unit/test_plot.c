@@ -798,6 +798,18 @@ static void test_many_series_distinct(void **st)
     free(b2);
     qs_fig_free(c);
     qs_fig_free(f);
+    /* more series than legend entries: the note says how many are listed */
+    f = qs_fig_new("thirty");
+    for (int k = 0; k < 30; k++) {
+        double x[2] = {1, 2}, y[2] = {k, k + 1.0};
+        char nm[16];
+        snprintf(nm, sizeof nm, "s%02d", k);
+        qs_fig_add(f, QS_SER_LINE, nm, x, y, 2);
+    }
+    b = term(f, QS_TERM_ASCII, 0, 120, 40);
+    assert_non_null(strstr(b, "legend: the first 24 of 30 series"));
+    free(b);
+    qs_fig_free(f);
 }
 
 /* ---------------- exponent markup (issue 16) ---------------- */
