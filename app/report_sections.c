@@ -293,6 +293,7 @@ int qs_report_rl(qs_cli *cli, qs_db *db, const char *dir, int plots, json_t *sec
         qs_figure *fig = qs_plot_lines(title, "step", QS_AX_LINEAR, "KL(rollout || trainer), k3", QS_AX_LOG10, ld, (size_t)nshow);
         if (!fig) rc = qs_fail(e, "out of memory");
         else {
+            fig->x.integer = 1;   /* steps */
             /* every run not drawn is accounted for under the plot */
             char *nb = fig->note;
             size_t cap = sizeof fig->note, k = 0;

@@ -735,6 +735,11 @@ static void test_stored_yscale(void **st)
     assert_non_null(f = qs_plot_lines_json("trajectory", mis, NULL, &e));
     assert_int_equal(f->y.scale, QS_AX_SYMLOG);
     qs_fig_free(f);
+    /* training steps are whole numbers */
+    const char *tr6 = "{\"ylabel\": \"mean |dlogp|\", \"series\": [{\"name\": \"a\", \"x\": [0, 1, 2, 3, 4, 5], \"y\": [0.01, 0.02, 0.02, 0.03, 0.04, 0.05]}]}";
+    assert_non_null(f = qs_plot_lines_json("trajectory", tr6, NULL, &e));
+    assert_true(f->x.integer);
+    qs_fig_free(f);
     /* passes are whole numbers: no tick between them (issue 16) */
     const char *ms = "{\"ylabel\": \"effective bits\", \"series\": [{\"name\": \"int8\", \"x\": [1, 2, 3, 4], \"y\": [8, 16, 24, 31]}]}";
     assert_non_null(f = qs_plot_lines_json("msd", ms, NULL, &e));
