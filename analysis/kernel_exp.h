@@ -24,13 +24,13 @@ typedef struct qs_kx_msd {
     size_t M, K, N;
     qs_gen_kind dist;        /* activations */
     uint64_t seed;
-    int outliers;            /* extra outlier input channels (×outlier_mag), 0 = none */
+    int outliers;            /* extra outlier input channels (xoutlier_mag), 0 = none */
     double outlier_mag;
     size_t bits_samples;     /* values per distribution for the effective-bit table */
     const qs_format *mx;     /* MX format of the two-pass decomposition (mxfp4) */
     qs_qopts mx_o1, mx_ores, mx_w;
     int mx_shift;            /* -1: residual uses its own scale; else fixed X1/2^shift */
-    const float *x_in;       /* optional stored activations (M×K); NULL = generated */
+    const float *x_in;       /* optional stored activations (MxK); NULL = generated */
 } qs_kx_msd;
 
 typedef struct qs_kx_attn {
@@ -58,7 +58,7 @@ typedef struct qs_kx_resq {
     double outlier_min, outlier_max;
     const char *formats;     /* comma list */
     size_t bh, bw;
-    const float *x_in;       /* optional stored activations (m×d); NULL = generated */
+    const float *x_in;       /* optional stored activations (mxd); NULL = generated */
 } qs_kx_resq;
 
 /* Canonical JSON text (sorted keys, compact); caller frees. */
@@ -74,5 +74,10 @@ json_t *qs_kx_resq_run(const qs_kx_resq *o, json_t *opts, qs_err *e);
 int qs_kx_store(qs_db *db, const char *hash, const char *kind, const char *format, json_t *opts, json_t *data,
                 int64_t *id, qs_err *e);
 
+/* What a stored kernel result is, from its kind, options and data JSON texts (either may be NULL or
+** malformed): "msd: 5 recipes x 3 passes, GEMM 16x4096x4096 gaussian", "attn L=256..2048, KV fp8_e4m3,
+** 15 kernels", "resq hif4,mxfp4,nvfp4, 256x2048 -> 1024" (analysis/kernel_label.c).  A stored result's
+** `format` column names one format of the many an experiment covers; this names the experiment. */
+void qs_kx_label(const char *kind, const char *options, const char *data, char *buf, size_t cap);
 
 #endif

@@ -3,6 +3,7 @@
 */
 #include "plot.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -84,12 +85,6 @@ void qs_fig_free(qs_figure *f)
     free(f);
 }
 
-void qs_axis_set(qs_axis *a, qs_ax_scale s, const char *title)
-{
-    a->scale = s;
-    if (title) snprintf(a->title, sizeof a->title, "%s", title);
-}
-
 static double *dup_d(const double *v, size_t n)
 {
     if (!v) return NULL;
@@ -97,6 +92,48 @@ static double *dup_d(const double *v, size_t n)
     if (d && n) memcpy(d, v, n * sizeof *d);
     return d;
 }
+
+qs_figure *qs_fig_clone(const qs_figure *src)
+{
+    qs_figure *f = malloc(sizeof *f);
+    if (!f) return NULL;
+    *f = *src;
+    f->series = NULL;
+    f->annots = NULL;
+    f->heat = NULL;
+    f->nseries = f->cap_series = f->nannots = f->cap_annots = 0;
+    int ok = 1;
+    if (src->nseries && (f->series = calloc(src->nseries, sizeof *f->series))) {
+        f->cap_series = src->nseries;
+        for (size_t i = 0; i < src->nseries; i++) {
+            const qs_series *a = &src->series[i];
+            qs_series *b = &f->series[f->nseries++];
+            *b = *a;
+            size_t nx = a->kind == QS_SER_STEP ? a->n + 1 : a->n;
+            b->name = a->name ? strdup(a->name) : NULL;
+            b->x = dup_d(a->x, nx);
+            b->y = dup_d(a->y, a->n);
+            if ((a->name && !b->name) || (a->x && !b->x) || (a->y && !b->y)) ok = 0;
+        }
+    } else if (src->nseries) ok = 0;
+    if (src->nannots && (f->annots = malloc(src->nannots * sizeof *f->annots))) {
+        memcpy(f->annots, src->annots, src->nannots * sizeof *f->annots);
+        f->nannots = f->cap_annots = src->nannots;
+    } else if (src->nannots) ok = 0;
+    if (src->heat && (f->heat = malloc(sizeof *f->heat))) {
+        *f->heat = *src->heat;
+        if (!(f->heat->v = dup_d(src->heat->v, src->heat->rows * src->heat->cols))) ok = 0;
+    } else if (src->heat) ok = 0;
+    if (!ok) { qs_fig_free(f); return NULL; }
+    return f;
+}
+
+void qs_axis_set(qs_axis *a, qs_ax_scale s, const char *title)
+{
+    a->scale = s;
+    if (title) snprintf(a->title, sizeof a->title, "%s", title);
+}
+
 
 qs_series *qs_fig_add(qs_figure *f, qs_ser_kind kind, const char *name, const double *x, const double *y, size_t n)
 {
@@ -135,9 +172,11 @@ qs_series *qs_fig_add(qs_figure *f, qs_ser_kind kind, const char *name, const do
         s->dash = QS_DASH_SOLID;
         s->width = 0.8;
     } else {
+        /* past the eighth series the colours repeat with the next marker and dash: (colour, marker)
+        ** stays unique for 64 series */
         s->color = k % QS_PALETTE_N;
-        s->marker = (qs_marker)(1 + k % (QS_MK_COUNT - 1));
-        s->dash = (qs_dash)(k % QS_DASH_COUNT);
+        s->marker = (qs_marker)(1 + (k + k / QS_PALETTE_N) % (QS_MK_COUNT - 1));
+        s->dash = (qs_dash)((k + k / QS_PALETTE_N) % QS_DASH_COUNT);
         s->width = 1.6;
     }
     f->nseries++;
@@ -374,6 +413,37 @@ void qs_tick_label(double v, double step, char *buf, size_t cap)
     snprintf(buf, cap, "%se%d", mb, e);
 }
 
+int qs_text_exponent(const char *s, size_t *caret, size_t *e0, size_t *e1, size_t *end)
+{
+    for (const char *c = strchr(s, '^'); c; c = strchr(c + 1, '^')) {
+        const char *p = c + 1, *q;
+        if (*p == '{' || *p == '(') {
+            char close = *p == '{' ? '}' : ')';
+            int depth = 0;
+            for (q = p; *q; q++) {
+                if (*q == *p) depth++;
+                else if (*q == close && --depth == 0) break;
+            }
+            if (!*q || q == p + 1) continue;   /* unbalanced or empty: literal */
+            *caret = (size_t)(c - s);
+            *e0 = (size_t)(p - s) + (close == '}');
+            *e1 = (size_t)(q - s) + (close == ')');
+            *end = (size_t)(q - s) + 1;
+            return 1;
+        }
+        q = p;
+        if (*q == '-' || *q == '+') q++;
+        const char *t = q;
+        while (isalnum((unsigned char)*t) || (*t == '.' && isalnum((unsigned char)t[1]) && t > q)) t++;
+        if (t == q) continue;
+        *caret = (size_t)(c - s);
+        *e0 = (size_t)(p - s);
+        *e1 = *end = (size_t)(t - s);
+        return 1;
+    }
+    return 0;
+}
+
 static void pow_label(int base, int e, int neg, char *buf, size_t cap)
 {
     const char *s = neg ? "-" : "";
@@ -460,6 +530,27 @@ static void symlog_ticks(const qs_axis *a, double lo, double hi, int s, int drop
     out->n = n;
 }
 
+/* log10 ticks at m * 10^e for the mantissas in ms[] (a range of at most two powers of ten would
+** otherwise leave most of the data unlabelled) */
+static void mant_ticks(double lo, double hi, const int *ms, int nm, qs_ticks *out)
+{
+    out->n = 0;
+    for (int e = (int)floor(log10(lo)) - 1; e <= (int)ceil(log10(hi)) && out->n < QS_PLOT_MAX_TICKS; e++)
+        for (int i = 0; i < nm && out->n < QS_PLOT_MAX_TICKS; i++) {
+            double p = pow(10, e), v = ms[i] * p;
+            if (v < lo * (1 - 1e-9) || v > hi * (1 + 1e-9)) continue;
+            out->t[out->n].v = v;
+            qs_tick_label(v, p, out->t[out->n].label, QS_PLOT_LABEL);
+            out->n++;
+        }
+    /* one style per axis: 0.002, 0.003, 0.005 or, when any label needs an exponent, 2e-5 ... 3e-3 */
+    if (out->n && (out->t[0].v < 1e-4 || out->t[out->n - 1].v >= 1e6))
+        for (int i = 0; i < out->n; i++) {
+            int e = (int)floor(log10(out->t[i].v) + 1e-9);
+            snprintf(out->t[i].label, QS_PLOT_LABEL, "%.0fe%d", out->t[i].v / pow(10, e), e);
+        }
+}
+
 void qs_axis_ticks(const qs_axis *a, double lo, double hi, double length, int horizontal, const qs_measure *m,
                    double gap, qs_ticks *out)
 {
@@ -467,6 +558,16 @@ void qs_axis_ticks(const qs_axis *a, double lo, double hi, double length, int ho
     double tlo = qs_axis_fwd(a, lo), thi = qs_axis_fwd(a, hi);
     if (!isfinite(tlo) || !isfinite(thi) || !(thi > tlo) || !(length > 0)) return;
     qs_ticks cand;
+    if (a->scale == QS_AX_LOG10 && floor(thi + 1e-9) - ceil(tlo - 1e-9) <= 1) {
+        /* at most two powers in range: 1-2-3-5 (1-2-5, 1-3) times powers, so labels span the data */
+        static const int m1235[] = {1, 2, 3, 5}, m125[] = {1, 2, 5}, m13[] = {1, 3};
+        const int *sets[] = {m1235, m125, m13};
+        const int nms[] = {4, 3, 2};
+        for (int k = 0; k < 3; k++) {
+            mant_ticks(lo, hi, sets[k], nms[k], &cand);
+            if (cand.n >= 3 && ticks_fit(a, &cand, tlo, thi, length, horizontal, m, gap)) { *out = cand; return; }
+        }
+    }
     if (a->scale == QS_AX_LOG2 || a->scale == QS_AX_LOG10) {
         int base = a->scale == QS_AX_LOG2 ? 2 : 10;
         int elo = (int)ceil(tlo - 1e-9), ehi = (int)floor(thi + 1e-9);
@@ -516,6 +617,7 @@ void qs_axis_ticks(const qs_axis *a, double lo, double hi, double length, int ho
         double step = nice_step((hi - lo) / k);
         if (step == prev_step) continue;
         prev_step = step;
+        if (a->integer && step < 1) continue;   /* "2.5 passes" would be a label for nothing */
         linear_ticks(lo, hi, k, &cand);
         if (cand.n == 0) continue;
         if (ticks_fit(a, &cand, tlo, thi, length, horizontal, m, gap)) { *out = cand; return; }
@@ -559,9 +661,11 @@ void qs_plot_layout(const qs_figure *f, double W, double H, const qs_measure *m,
     double pad = m->pad, vpad = m->vpad;
     /* legend entries */
     double maxlab = 0;
-    for (size_t i = 0; i < f->nseries && L->nleg < QS_PLOT_MAX_LEGEND; i++) {
+    for (size_t i = 0; i < f->nseries; i++) {
         if (!f->series[i].name || !f->series[i].name[0]) continue;
         if (!is_data_series(&f->series[i]) && f->series[i].n == 0) continue;
+        L->leg_total++;   /* the renderers say when the legend holds fewer */
+        if (L->nleg == QS_PLOT_MAX_LEGEND) continue;
         L->leg[L->nleg++] = i;
         double w = m->text_w(m->ctx, f->series[i].name, m->font);
         if (w > maxlab) maxlab = w;
@@ -586,7 +690,7 @@ void qs_plot_layout(const qs_figure *f, double W, double H, const qs_measure *m,
     } else {
         top += m->cells ? 0 : m->line_h / 2;
     }
-    if (f->note[0] || f->skipped_x || f->skipped_y) {
+    if (f->note[0] || f->skipped_x || f->skipped_y || L->leg_total > L->nleg) {
         L->note_y = bottom - m->line_h / 2;
         bottom -= m->line_h + vpad * 0.5;
     }

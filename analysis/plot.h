@@ -14,8 +14,9 @@
 ** skipped and counted (qs_figure.skipped_x / skipped_y, shown by renderers as a note); symlog
 ** shows zero and negatives.  Empty data gives a valid figure with a default range and "no data".
 **
-** Tick labels use '^' for an exponent ("2^-8", "10^3"); renderers typeset it (superscript in the
-** PNG, Unicode superscripts in a UTF-8 terminal, left as is in ASCII).
+** Tick labels and titles use '^' for an exponent ("2^-8", "10^3", "e^d"; qs_text_exponent says
+** exactly what is raised); renderers typeset it (superscript in the PNG, Unicode superscripts in a
+** UTF-8 terminal, left as is in ASCII).
 */
 #ifndef QS_PLOT_H
 #define QS_PLOT_H
@@ -77,6 +78,7 @@ typedef struct qs_axis {
     double lo, hi;             /* requested range in data units; NaN = automatic */
     int zero_base;             /* linear auto range always includes 0 (counts) */
     int invert;                /* drawn reversed: y grows downwards (matrix rows), x leftwards */
+    int integer;               /* linear: the quantity is a whole number (passes): no ticks between */
     /* resolved by qs_plot_resolve(): the range shown, in data units */
     double vlo, vhi;
 } qs_axis;
@@ -129,6 +131,8 @@ typedef struct qs_figure {
 /* ---- building ---- */
 qs_figure *qs_fig_new(const char *title);
 void qs_fig_free(qs_figure *f);
+/* A deep copy (series, annotations, heatmap); NULL when out of memory. */
+qs_figure *qs_fig_clone(const qs_figure *f);
 void qs_axis_set(qs_axis *a, qs_ax_scale s, const char *title);
 /* Add a series (data copied; x or y may be NULL where the kind does not use it).  Returns it, or
 ** NULL when out of memory.  Colour, marker and dash default to the series' index. */
@@ -177,6 +181,13 @@ void qs_axis_ticks(const qs_axis *a, double lo, double hi, double length, int ho
                    double gap, qs_ticks *out);
 /* Format a number for a tick label, with the precision the step needs. */
 void qs_tick_label(double v, double step, char *buf, size_t cap);
+/* Exponent markup in any text of a figure: '^' raises only the token right after it — an optional
+** sign then letters, digits and inner '.' ("2^-8", "e^d", "W^T"), a parenthesised group kept with
+** its parentheses ("E^(k-1)"), or a {group} without its braces.  A '^' followed by nothing
+** raisable stays a literal caret.  Finds the first exponent at or after s: returns 1 and sets
+** *caret (offset of the '^'), the raised text s[*e0, *e1) and *end (offset just past the markup);
+** 0 when there is none. */
+int qs_text_exponent(const char *s, size_t *caret, size_t *e0, size_t *e1, size_t *end);
 
 typedef struct qs_rect { double x, y, w, h; } qs_rect;   /* origin top-left, y down */
 
@@ -196,6 +207,7 @@ typedef struct qs_layout {
     int leg_cols;
     double leg_colw;           /* width of one legend column */
     int nleg;
+    int leg_total;             /* series that have a legend entry; more than nleg: the note says so */
     size_t leg[QS_PLOT_MAX_LEGEND];   /* series indices in the legend */
     double leg_row;            /* height of one legend row */
     qs_rect cbar;              /* colour bar (w == 0: none) */

@@ -50,6 +50,14 @@ qs_figure *qs_plot_lines_json(const char *kind, const char *text, const char *ti
         snprintf(t, sizeof t, "%s", !strcmp(kind, "resq") ? "Rollout-ResQ: layer error by correction" : kind);
         fig = qs_plot_lines(title ? title : t, xl ? xl : "", QS_AX_LINEAR, yl ? yl : "", QS_AX_LINEAR, ld, ns);
     }
+    /* a stored "yscale" wins; a reward is read on a linear axis whatever its range */
+    const char *ys = json_string_value(json_object_get(j, "yscale"));
+    if (fig && ys) {
+        if (!strcmp(ys, "linear")) fig->y.scale = QS_AX_LINEAR;
+        else if (!strcmp(ys, "log10")) fig->y.scale = QS_AX_LOG10;
+        else if (!strcmp(ys, "log2")) fig->y.scale = QS_AX_LOG2;
+        else if (!strcmp(ys, "symlog")) fig->y.scale = QS_AX_SYMLOG;
+    } else if (fig && yl && strcasestr(yl, "reward")) fig->y.scale = QS_AX_LINEAR;
 out:
     if (!fig) qs_fail(e, "out of memory");
     if (bufs)

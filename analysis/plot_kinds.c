@@ -357,14 +357,18 @@ qs_figure *qs_plot_lines(const char *title, const char *xtitle, qs_ax_scale xs, 
 
 qs_figure *qs_plot_trajectory(const char *title, const char *ytitle, const qs_line_data *s, size_t n)
 {
-    return qs_plot_lines(title ? title : "training-inference mismatch over steps", "training step", QS_AX_LINEAR,
-                         ytitle ? ytitle : "mismatch", QS_AX_SYMLOG, s, n);
+    qs_figure *f = qs_plot_lines(title ? title : "training-inference mismatch over steps", "training step", QS_AX_LINEAR,
+                                 ytitle ? ytitle : "mismatch", QS_AX_SYMLOG, s, n);
+    if (f) f->x.integer = 1;   /* steps are whole numbers */
+    return f;
 }
 
 qs_figure *qs_plot_msd(const char *title, const qs_line_data *s, size_t n)
 {
-    return qs_plot_lines(title ? title : "multi-pass effective bits", "passes", QS_AX_LINEAR,
-                         "effective bits", QS_AX_LINEAR, s, n);
+    qs_figure *f = qs_plot_lines(title ? title : "multi-pass effective bits", "passes", QS_AX_LINEAR,
+                                 "effective bits", QS_AX_LINEAR, s, n);
+    if (f) f->x.integer = 1;
+    return f;
 }
 
 qs_figure *qs_plot_attn(const char *title, const char *ytitle, const qs_line_data *s, size_t n)

@@ -151,8 +151,9 @@ out:
 int qs_analyze_one(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, int blocks, int force, int threads,
                    int show_progress, qs_hist *vcache, json_t **metrics_out, int *cached, qs_err *e)
 {
-    char label[600];
-    snprintf(label, sizeof label, "%s  %s", qs_esc(t->name), a->f->name);
+    char label[600], fl[128];
+    qs_quant_label(a, NULL, fl, sizeof fl);
+    snprintf(label, sizeof label, "%s  %s", qs_esc(t->name), fl);
     progress_ctx pc = {label, show_progress, -1};
     int rc = qs_analyze_one_cb(db, t, a, blocks, force, threads, progress, &pc, vcache, metrics_out, cached, e);
     if (show_progress && pc.last >= 0) fprintf(stderr, "\r\033[K");

@@ -24,6 +24,7 @@
 #include "cli.h"
 #include "plot_render.h"
 #include "quant_opts.h"
+#include "value_hist.h"
 #include "../analysis/hist_json.h"
 #include "../analysis/plot.h"
 #include "../analysis/results.h"
@@ -209,6 +210,58 @@ static int fly_run(tensor_ctx *T, const qs_apply *a, fly *F, qs_err *e)
         return 0;
     }
     return qs_format_apply(a, T->rows, T->cols, qs_treader_read_cb, T->r, fly_write, F, e);
+}
+
+/* The value histogram: |x| and, under a format, |Q(x)| from one pass, with the format's grid for a
+** block whose absmax is amax (<= 0: the tensor's), each labelled (see value_hist.h). */
+static qs_figure *value_hist_fig(tensor_ctx *T, const qs_apply *a, const char *label, double amax, qs_err *e)
+{
+    fly F = {0};
+    F.want_vals = 1;
+    F.want_q = a != NULL;
+    qs_figure *fig = NULL;
+    double *grid = NULL, *edges = NULL, *c = NULL;
+    size_t ng = 0;
+    if (fly_run(T, a, &F, e)) goto out;
+    /* block formats: the grid of one block, whose absmax is --amax or the tensor's */
+    double gam = amax > 0 ? amax : T->absmax;
+    if (a && qs_format_grid(a->f, &a->o, gam, &grid, &ng, e)) goto out;
+    char gname[160], title[320];
+    int plain = a && a->f->meta_bytes == 0 && a->f->block == 1;
+    if (a && plain) snprintf(gname, sizeof gname, "%.95s values", label);
+    else if (a) snprintf(gname, sizeof gname, "%.95s values (block absmax %.3g)", label, gam);
+    snprintf(title, sizeof title, "values of %.150s%s%.95s", T->t.name, a ? " on the grid of " : "", a ? label : "");
+    if (!(fig = qs_plot_value_hist(title, &F.val, grid, ng, a ? gname : NULL))) { qs_fail(e, "out of memory"); goto out; }
+    if (a) {
+        edges = malloc(((size_t)F.qval.nbins + 1) * sizeof *edges);
+        c = malloc((size_t)F.qval.nbins * sizeof *c);
+        if (!edges || !c) { qs_fig_free(fig); fig = NULL; qs_fail(e, "out of memory"); goto out; }
+        for (int k = 0; k <= F.qval.nbins; k++) edges[k] = exp2(F.qval.lo + (F.qval.hi - F.qval.lo) * k / F.qval.nbins);
+        for (int k = 0; k < F.qval.nbins; k++) c[k] = (double)F.qval.counts[k];
+        char qn[160];
+        snprintf(qn, sizeof qn, "Q(x) under %.95s", label);
+        qs_series *s = qs_fig_add(fig, QS_SER_STEP, qn, edges, c, (size_t)F.qval.nbins);
+        if (s) { s->color = 3; s->dash = QS_DASH_SOLID; s->width = 1.4; }
+        if (F.qval.zero > F.val.zero)
+            qs_fig_annotate(fig, 0.02, 0.88, 1, "Q(x) = 0: %llu (underflow %llu)", (unsigned long long)F.qval.zero,
+                            (unsigned long long)(F.qval.zero - F.val.zero));
+        if (!grid) qs_fig_annotate(fig, 0.02, 0.81, 1, "grid of %.95s too dense to draw", label);
+    }
+out:
+    free(edges);
+    free(c);
+    free(grid);
+    fly_free(&F);
+    return fig;
+}
+
+qs_figure *qs_value_hist_figure(qs_db *db, const char *tensor, const qs_apply *a, const char *label, double amax, qs_err *e)
+{
+    tensor_ctx T;
+    qs_figure *fig = NULL;
+    if (!tensor_open(db, tensor, &T, e)) fig = value_hist_fig(&T, a, label, amax, e);
+    tensor_close(&T);
+    return fig;
 }
 
 /* ---------------- stored results ---------------- */
@@ -450,40 +503,7 @@ static int plot_tensor_kind(qs_cli *cli, plot_opts *po, const char *kind, const 
         free(names);
     } else if (!strcmp(kind, "value-hist")) {
         if (n > 1) { rc = qs_cli_usage("plot", "value-hist takes at most one format (its grid is drawn)"); goto out; }
-        fly F = {0};
-        F.want_vals = 1;
-        F.want_q = n == 1;
-        if (fly_run(&T, n ? &apps[0] : NULL, &F, &e)) { fly_free(&F); rc = qs_cli_err(1, &e); goto out; }
-        double *grid = NULL;
-        size_t ng = 0;
-        /* block formats: the grid of one block, whose absmax is --amax or the tensor's */
-        double gam = po->amax > 0 ? po->amax : T.absmax;
-        if (n && qs_format_grid(apps[0].f, &apps[0].o, gam, &grid, &ng, &e)) { fly_free(&F); rc = qs_cli_err(1, &e); goto out; }
-        char gname[160];
-        int plain = n && apps[0].f->meta_bytes == 0 && apps[0].f->block == 1;
-        if (n && plain) snprintf(gname, sizeof gname, "%.95s values", labels[0]);
-        else if (n) snprintf(gname, sizeof gname, "%.95s values (block absmax %.3g)", labels[0], gam);
-        snprintf(title, sizeof title, "values of %.150s%s%.95s", T.t.name, n ? " on the grid of " : "", n ? labels[0] : "");
-        fig = qs_plot_value_hist(title, &F.val, grid, ng, n ? gname : NULL);
-        if (fig && n) {
-            double *edges = malloc(((size_t)F.qval.nbins + 1) * sizeof *edges), *c = malloc((size_t)F.qval.nbins * sizeof *c);
-            if (edges && c) {
-                for (int k = 0; k <= F.qval.nbins; k++) edges[k] = exp2(F.qval.lo + (F.qval.hi - F.qval.lo) * k / F.qval.nbins);
-                for (int k = 0; k < F.qval.nbins; k++) c[k] = (double)F.qval.counts[k];
-                char qn[160];
-                snprintf(qn, sizeof qn, "Q(x) under %.95s", labels[0]);
-                qs_series *s = qs_fig_add(fig, QS_SER_STEP, qn, edges, c, (size_t)F.qval.nbins);
-                if (s) { s->color = 3; s->dash = QS_DASH_SOLID; s->width = 1.4; }
-                if (F.qval.zero > F.val.zero)
-                    qs_fig_annotate(fig, 0.02, 0.88, 1, "Q(x) = 0: %llu (underflow %llu)", (unsigned long long)F.qval.zero,
-                                    (unsigned long long)(F.qval.zero - F.val.zero));
-                if (!grid) qs_fig_annotate(fig, 0.02, 0.81, 1, "grid of %.95s too dense to draw", labels[0]);
-            }
-            free(edges);
-            free(c);
-        }
-        free(grid);
-        fly_free(&F);
+        if (!(fig = value_hist_fig(&T, n ? &apps[0] : NULL, n ? labels[0] : NULL, po->amax, &e))) { rc = qs_cli_err(1, &e); goto out; }
     } else if (!strcmp(kind, "pareto")) {
         qs_pareto_pt *pts = calloc((size_t)n, sizeof *pts);
         if (!pts) { qs_cli_error(1, "out of memory"); goto out; }

@@ -547,7 +547,8 @@ int qs_cmd_sim(qs_cli *cli, int argc, char **argv)
             if (store && fi >= 0 && json_array_size(ser)) {
                 char title[200];
                 snprintf(title, sizeof title, "GRPO simulation, rollout %s: mean reward over %llu seeds", flabels[fi], nseeds);
-                json_t *d = json_pack("{s:s,s:s,s:s,s:O}", "title", title, "xlabel", "step", "ylabel", "mean reward", "series", ser);
+                json_t *d = json_pack("{s:s,s:s,s:s,s:s,s:O}", "title", title, "xlabel", "step", "ylabel", "mean reward", "yscale",
+                                      "linear", "series", ser);
                 json_t *op = json_loads(C.cfg_json, 0, NULL);
                 json_object_set_new(op, "seeds", json_integer((json_int_t)nseeds));
                 json_object_set_new(op, "seed0", json_integer((json_int_t)seed0));

@@ -34,33 +34,45 @@ static void pd_rgb(const pd *d, int idx, double a)
     d->b->color(d->b->ctx, c[0], c[1], c[2], a);
 }
 
-/* labels: "base^exp" is typeset with a raised, smaller exponent */
+/* text with exponent markup (qs_text_exponent): each exponent raised and smaller, the rest plain.
+** Draws when draw is set, from (x, y) along the text direction; returns the width. */
 #define SUP_SCALE 0.72
-static double pd_text_w(const pd *d, const char *s, double size, int bold)
+static double pd_runs(const pd *d, double x, double y, const char *s, double size, int bold, int rotate, int draw)
 {
-    const char *c = strchr(s, '^');
-    if (!c) return d->b->text_width(d->b->ctx, s, size, bold);
-    char base[160];
-    size_t n = (size_t)(c - s) < sizeof base - 1 ? (size_t)(c - s) : sizeof base - 1;
-    memcpy(base, s, n);
-    base[n] = 0;
-    return d->b->text_width(d->b->ctx, base, size, bold) + d->b->text_width(d->b->ctx, c + 1, size * SUP_SCALE, bold);
+    double w = 0;
+    char buf[256];
+    for (;;) {
+        size_t c, e0, e1, end;
+        int has = qs_text_exponent(s, &c, &e0, &e1, &end);
+        size_t n = has ? c : strlen(s);
+        for (int part = 0; part < 2; part++) {
+            const char *t = part ? s + e0 : s;
+            size_t L = part ? e1 - e0 : n;
+            if (part && !has) break;
+            if (L >= sizeof buf) L = sizeof buf - 1;
+            memcpy(buf, t, L);
+            buf[L] = 0;
+            if (!L) continue;
+            double sz = part ? size * SUP_SCALE : size, lift = part ? size * 0.38 : 0;
+            if (draw) {
+                if (rotate) d->b->text(d->b->ctx, x - lift, y - w, buf, sz, bold, 1);
+                else d->b->text(d->b->ctx, x + w, y - lift, buf, sz, bold, 0);
+            }
+            w += d->b->text_width(d->b->ctx, buf, sz, bold);
+        }
+        if (!has) return w;
+        s += end;
+    }
 }
+
+static double pd_text_w(const pd *d, const char *s, double size, int bold) { return pd_runs(d, 0, 0, s, size, bold, 0, 0); }
 
 static void pd_text(const pd *d, double x, double y, const char *s, double size, int bold, int halign, int rotate)
 {
     double w = pd_text_w(d, s, size, bold);
     double off = halign == 1 ? w / 2 : halign == 2 ? w : 0;
     if (rotate) y += off; else x -= off;
-    const char *c = strchr(s, '^');
-    if (!c || rotate) { d->b->text(d->b->ctx, x, y, s, size, bold, rotate); return; }
-    char base[160];
-    size_t n = (size_t)(c - s) < sizeof base - 1 ? (size_t)(c - s) : sizeof base - 1;
-    memcpy(base, s, n);
-    base[n] = 0;
-    d->b->text(d->b->ctx, x, y, base, size, bold, 0);
-    double bw = d->b->text_width(d->b->ctx, base, size, bold);
-    d->b->text(d->b->ctx, x + bw, y - size * 0.38, c + 1, size * SUP_SCALE, bold, 0);
+    pd_runs(d, x, y, s, size, bold, rotate, 1);
 }
 
 static double measure_cb(void *ctx, const char *s, double size) { return pd_text_w((const pd *)ctx, s, size, 0); }
@@ -459,6 +471,9 @@ void qs_plot_draw(qs_figure *f, const qs_rbackend *b, double W, double H, double
     if (f->skipped_x && nl < sizeof note)
         nl += (size_t)snprintf(note + nl, sizeof note - nl, "%s%llu points with x <= 0 not shown (log scale)", nl ? "; " : "",
                                (unsigned long long)f->skipped_x);
+    if (L.leg_total > L.nleg && nl < sizeof note)
+        nl += (size_t)snprintf(note + nl, sizeof note - nl, "%slegend: the first %d of %d series", nl ? "; " : "", L.nleg,
+                               L.leg_total);
     if (f->skipped_y && nl < sizeof note)
         snprintf(note + nl, sizeof note - nl, "%s%llu points with y <= 0 not shown (log scale)", nl ? "; " : "",
                  (unsigned long long)f->skipped_y);

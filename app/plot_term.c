@@ -54,23 +54,49 @@ static int utf8_one(const char *s, char g[8])
     return n > 0 ? n : 1;
 }
 
-/* typeset a label: "2^-8" -> "2⁻⁸" in UTF-8; names in titles and legends escaped as the CLI does */
+/* typeset exponent markup (qs_text_exponent): "2^-8" -> "2⁻⁸", "e^d" -> "eᵈ" in UTF-8; an exponent
+** with a character that has no Unicode superscript, and every exponent in ASCII, stays "^x" */
+static const char *sup_of(char ch)
+{
+    static const char *const dig[10] = {"⁰", "¹", "²", "³", "⁴", "⁵", "⁶", "⁷", "⁸", "⁹"};
+    static const char *const low[26] = {"ᵃ", "ᵇ", "ᶜ", "ᵈ", "ᵉ", "ᶠ", "ᵍ", "ʰ", "ⁱ", "ʲ", "ᵏ", "ˡ", "ᵐ",
+                                        "ⁿ", "ᵒ", "ᵖ", NULL, "ʳ", "ˢ", "ᵗ", "ᵘ", "ᵛ", "ʷ", "ˣ", "ʸ", "ᶻ"};
+    static const char *const up[26] = {"ᴬ", "ᴮ", NULL, "ᴰ", "ᴱ", NULL, "ᴳ", "ᴴ", "ᴵ", "ᴶ", "ᴷ", "ᴸ", "ᴹ",
+                                       "ᴺ", "ᴼ", "ᴾ", NULL, "ᴿ", NULL, "ᵀ", "ᵁ", "ⱽ", "ᵂ", NULL, NULL, NULL};
+    if (ch >= '0' && ch <= '9') return dig[ch - '0'];
+    if (ch >= 'a' && ch <= 'z') return low[ch - 'a'];
+    if (ch >= 'A' && ch <= 'Z') return up[ch - 'A'];
+    switch (ch) {
+    case '-': return "⁻";
+    case '+': return "⁺";
+    case '(': return "⁽";
+    case ')': return "⁾";
+    case '=': return "⁼";
+    default: return NULL;
+    }
+}
+
+/* names in titles and legends are escaped as the CLI does, then the markup is typeset */
 static void tt_label(const tcanvas *t, const char *s, char *out, size_t cap)
 {
     char esc[512];
     qs_escape_buf(s, strlen(s), 0, esc, sizeof esc);
     s = esc;
-    static const char *const sup[10] = {"⁰", "¹", "²", "³", "⁴", "⁵", "⁶", "⁷", "⁸", "⁹"};
     size_t k = 0;
-    int insup = 0;
-    for (const char *p = s; *p && k + 4 < cap; p++) {
-        if (t->utf8 && *p == '^') { insup = 1; continue; }
-        const char *r = NULL;
-        if (insup && *p >= '0' && *p <= '9') r = sup[*p - '0'];
-        else if (insup && *p == '-') r = "⁻";
-        if (r) { size_t L = strlen(r); memcpy(out + k, r, L); k += L; }
-        else out[k++] = *p;
+#define PUT(p, L) do { if (k + (L) < cap) { memcpy(out + k, (p), (L)); k += (L); } } while (0)
+    for (;;) {
+        size_t c, e0, e1, end;
+        int has = qs_text_exponent(s, &c, &e0, &e1, &end);
+        PUT(s, has ? c : strlen(s));
+        if (!has) break;
+        int ok = t->utf8;
+        for (size_t i = e0; i < e1 && ok; i++) ok = sup_of(s[i]) != NULL;
+        if (ok)
+            for (size_t i = e0; i < e1; i++) { const char *r = sup_of(s[i]); PUT(r, strlen(r)); }
+        else PUT(s + c, end - c);   /* as written */
+        s += end;
     }
+#undef PUT
     out[k] = 0;
 }
 
@@ -183,13 +209,29 @@ static qs_marker tt_mark(const qs_figure *f, const qs_series *s)
     return (qs_marker)(1 + k % (QS_MK_COUNT - 1));
 }
 
-static void tt_glyph_at(tcanvas *t, int cx, int cy, const qs_series *s, qs_marker mk, int force)
+/* the glyph of a series: its marker's, or — with more data series than marker shapes, which would
+** repeat — a letter per series (A..Z, a..z), so that every series stays distinguishable without colour */
+static void tt_gly(const qs_figure *f, const qs_series *s, int utf8, char out[8])
+{
+    int n = 0, k = -1;
+    for (size_t i = 0; i < f->nseries; i++) {
+        const qs_series *o = &f->series[i];
+        if (o->kind == QS_SER_HLINE || o->kind == QS_SER_VLINE) continue;
+        if (o == s) k = n;
+        n++;
+    }
+    if (n > QS_MK_COUNT - 1 && k >= 0 && k < 52) { snprintf(out, 8, "%c", k < 26 ? 'A' + k : 'a' + (k - 26)); return; }
+    qs_marker mk = tt_mark(f, s);
+    if (utf8) snprintf(out, 8, "%s", qs_marker_utf8(mk));
+    else snprintf(out, 8, "%c", qs_marker_ascii(mk));
+}
+
+static void tt_glyph_at(tcanvas *t, const qs_figure *f, int cx, int cy, const qs_series *s, int force)
 {
     if (cx < t->px || cy < t->py || cx >= t->px + t->pw || cy >= t->py + t->ph) return;
     tcell *c = tc_at(t, cx, cy);
     if (!c || (c->g[0] && !force)) return;
-    if (t->utf8) snprintf(c->g, sizeof c->g, "%s", qs_marker_utf8(mk));
-    else snprintf(c->g, sizeof c->g, "%c", qs_marker_ascii(mk));
+    tt_gly(f, s, t->utf8, c->g);
     c->fg = (short)s->color;
 }
 
@@ -198,8 +240,9 @@ static void tt_glyph_at(tcanvas *t, int cx, int cy, const qs_series *s, qs_marke
 static void tt_series(tcanvas *t, const qs_layout *L, const qs_figure *f, const qs_series *s, int *lastrow)
 {
     int color = s->color;
-    qs_marker mk = tt_mark(f, s);
-    char g = qs_marker_ascii(mk);
+    char ga[8];
+    tt_gly(f, s, 0, ga);
+    char g = ga[0];
     double W = t->pw * t->dx, H = t->ph * t->dy;
     for (int i = 0; i < t->pw; i++) lastrow[i] = -1;
 #define TOUCH(X, Y) do { \
@@ -264,7 +307,7 @@ static void tt_series(tcanvas *t, const qs_layout *L, const qs_figure *f, const 
         for (size_t k = 0; k < s->n; k++) {
             double x = dot_x(t, L, f, s->x[k]), y = dot_y(t, L, f, s->y[k]);
             if (!isfinite(x) || !isfinite(y)) continue;
-            tt_glyph_at(t, t->px + (int)(lround(x) / t->dx), t->py + (int)(lround(y) / t->dy), s, mk, 1);
+            tt_glyph_at(t, f, t->px + (int)(lround(x) / t->dx), t->py + (int)(lround(y) / t->dy), s, 1);
         }
         return;
     }
@@ -432,14 +475,14 @@ int qs_plot_term(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e)
                 for (size_t k = 0; k < s->n; k++) {
                     double x = dot_x(&t, &L, f, s->x[k]), y = dot_y(&t, &L, f, s->y[k]);
                     if (isfinite(x) && isfinite(y))
-                        tt_glyph_at(&t, t.px + (int)(lround(x) / t.dx), t.py + (int)(lround(y) / t.dy), s, tt_mark(f, s), 0);
+                        tt_glyph_at(&t, f, t.px + (int)(lround(x) / t.dx), t.py + (int)(lround(y) / t.dy), s, 0);
                 }
             } else if (ndata > 1 && t.mode != QS_TERM_ASCII) {
                 int phase = 2 + di * K / (ndata > 0 ? ndata : 1);
                 for (int cx = phase % K; cx < t.pw; cx += K) {
                     int c2 = cx;
                     while (c2 < t.pw && c2 < cx + K / 2 && lastrow[c2] < 0) c2++;
-                    if (c2 < t.pw && lastrow[c2] >= 0) tt_glyph_at(&t, t.px + c2, t.py + lastrow[c2], s, tt_mark(f, s), 0);
+                    if (c2 < t.pw && lastrow[c2] >= 0) tt_glyph_at(&t, f, t.px + c2, t.py + lastrow[c2], s, 0);
                 }
             }
             di++;
@@ -489,8 +532,9 @@ int qs_plot_term(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e)
         double lx, ly;
         qs_layout_legend_pos(&L, i, &lx, &ly);
         int x = (int)lround(lx), y = (int)floor(ly);
-        const char *gl = t.utf8 ? qs_marker_utf8(tt_mark(f, s)) : NULL;
-        char ga[2] = {qs_marker_ascii(tt_mark(f, s)), 0};
+        char gs[8];
+        tt_gly(f, s, t.utf8, gs);
+        const char *gl = gs, *ga = gs;
         const char *line = (s->kind == QS_SER_VLINE || s->kind == QS_SER_HLINE) ? (t.utf8 ? "┆" : ":")
                            : s->kind == QS_SER_SCATTER ? " " : Hh;
         tt_put(&t, x, y, line, s->color, 0, 0);
@@ -539,6 +583,9 @@ int qs_plot_term(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e)
     if (f->skipped_x && nl < sizeof note)
         nl += (size_t)snprintf(note + nl, sizeof note - nl, "%s%llu points with x <= 0 not shown", nl ? "; " : "",
                                (unsigned long long)f->skipped_x);
+    if (L.leg_total > L.nleg && nl < sizeof note)
+        nl += (size_t)snprintf(note + nl, sizeof note - nl, "%slegend: the first %d of %d series", nl ? "; " : "", L.nleg,
+                               L.leg_total);
     if (f->skipped_y && nl < sizeof note)
         snprintf(note + nl, sizeof note - nl, "%s%llu points with y <= 0 not shown", nl ? "; " : "",
                  (unsigned long long)f->skipped_y);

@@ -147,11 +147,28 @@ int qs_quant_parse_list(const char *cmd, const char *list, const qs_apply *base,
 void qs_quant_label(const qs_apply *a, const char *spec, char *buf, size_t cap)
 {
     (void)spec;
-    size_t k = (size_t)snprintf(buf, cap, "%s", a->f->name);
-    if (a->o.round != QS_RND_DEFAULT && k < cap) k += (size_t)snprintf(buf + k, cap - k, ":%s", qs_round_name(a->o.round));
-    if (a->f->has_scale_rule && a->o.scale_rule != QS_SCALE_FLOOR && k < cap)
-        k += (size_t)snprintf(buf + k, cap - k, ":%s", qs_scale_rule_name(a->o.scale_rule));
-    if (a->o.block && k < cap) k += (size_t)snprintf(buf + k, cap - k, ":b%d", a->o.block);
-    if (a->gran != QS_GRAN_BLOCK && a->gran != QS_GRAN_TENSOR && k < cap) k += (size_t)snprintf(buf + k, cap - k, ":%s", qs_gran_name(a->gran));
-    if (a->axis == 0 && k < cap) snprintf(buf + k, cap - k, ":axis0");
+    const qs_format *f = a->f;
+    const qs_qopts *o = &a->o;
+    size_t k = 0;
+    /* every option whose canonical value (qs_quant_opts_json) differs from the format's default */
+#define ADD(...) do { if (k < cap) k += (size_t)snprintf(buf + k, cap - k, __VA_ARGS__); } while (0)
+    ADD("%s", f->name);
+    if (o->round != QS_RND_DEFAULT && o->round != f->default_round) ADD(":%s", qs_round_name(o->round));
+    if (o->round == QS_RND_SR && o->seed) ADD(":seed=%llu", (unsigned long long)o->seed);
+    if (f->has_scale_rule && o->scale_rule != QS_SCALE_FLOOR) {
+        ADD(":%s", qs_scale_rule_name(o->scale_rule));
+        if (o->scale_rule == QS_SCALE_UOS && o->uos_qmax > 0) ADD("=%g", o->uos_qmax);
+    }
+    if (o->block && (f->block <= 1 || o->block != f->block)) ADD(":b%d", o->block);
+    if (a->gran != QS_GRAN_BLOCK && a->gran != QS_GRAN_TENSOR) ADD(":%s", qs_gran_name(a->gran));
+    if (a->axis == 0) ADD(":axis0");
+    if (o->sat) ADD(":sat");
+    if (o->nvfp4 == QS_NVFP4_TORCHAO && !strcmp(f->family, "nvfp4")) ADD(":torchao");
+    if (o->m2x == QS_M2X_ES && !strcmp(f->family, "m2xfp")) ADD(":es");
+    if (o->floor_log2f) ADD(":floor-log2f");
+    if (o->zero_positive) ADD(":zero-positive");
+    if (o->flush_subnormal_blocks) ADD(":flush-subnormal-blocks");
+    if (o->nan_block_te) ADD(":nonfinite-block=te");
+    if (o->zero_block_scale > 0) ADD(":zero-block-scale=%02x", o->zero_block_scale - 1);
+#undef ADD
 }

@@ -59,5 +59,7 @@ char *qs_quant_opts_json(const qs_apply *a);
 ** for flags) use the long option names above, e.g. "mxfp4:scale-rule=rceil:block=16".
 ** Returns the count, or -1 after printing a usage error. */
 int qs_quant_parse_list(const char *cmd, const char *list, const qs_apply *base, qs_apply *apps, int cap);
-/* Short label of an entry: the format name plus its non-default per-format options. */
+/* The canonical label of an entry, used by every row, legend, title and report: the format name
+** plus each option that differs from the format's default ("fp8_e4m3:sat", "mxfp4:rceil:b16",
+** "nvfp4:torchao"); the same options always give the same label. */
 void qs_quant_label(const qs_apply *a, const char *spec, char *buf, size_t cap);

@@ -19,14 +19,18 @@
 
 static double jnum(json_t *o, const char *k) { return qs_json_get_num(o, k); }
 
+/* the formats as their canonical labels (docs/plots.md, qscope:formats) */
 static char *join_formats(const qs_apply *apps, int n)
 {
-    size_t cap = 16;
-    for (int i = 0; i < n; i++) cap += strlen(apps[i].f->name) + 1;
-    char *s = malloc(cap);
+    char *s = malloc(96 * (size_t)(n > 0 ? n : 1) + 1);
     if (!s) return NULL;
     s[0] = 0;
-    for (int i = 0; i < n; i++) { if (i) strcat(s, ","); strcat(s, apps[i].f->name); }
+    for (int i = 0; i < n; i++) {
+        char label[96];
+        qs_quant_label(&apps[i], NULL, label, sizeof label);
+        if (i) strcat(s, ",");
+        strcat(s, label);
+    }
     return s;
 }
 
@@ -48,8 +52,7 @@ int qs_report_plots(qs_cli *cli, qs_db *db, const qs_tensor_rec *t, const qs_app
     size_t np = 0;
     json_array_foreach(ranked, k, r) {
         json_t *m = json_object_get(r, "metrics");
-        double eb = jnum(m, "eff_bits_energy");
-        if (!isfinite(eb)) continue;            /* exact formats (fp32) have no finite point */
+        double eb = jnum(m, "eff_bits_energy");   /* exact (inf) and NaN/Inf ones: named in the plot's note */
         const qs_format *f = qs_format_find(json_string_value(json_object_get(r, "format")));
         pts[np++] = (qs_pareto_pt){json_string_value(json_object_get(r, "label")), f ? f->family : "", jnum(m, "bits_per_elem"), eb};
     }

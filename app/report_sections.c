@@ -211,10 +211,12 @@ int qs_report_rl(qs_cli *cli, qs_db *db, const char *dir, int plots, json_t *sec
     qs_ais_opts ao;
     qs_ais_opts_default(&ao);
     json_t *rows = json_array(), *notes = json_array(), *pl = json_array();
-    enum { NTRAJ = 6 };
-    double *tx[NTRAJ] = {0}, *ty[NTRAJ] = {0};
-    char tname[NTRAJ][64];
-    size_t tn[NTRAJ] = {0};
+    /* the k3 trajectory of every run listed; the figure draws the NTRAJ with the largest mean k3 and
+    ** says so, and names the runs it cannot draw on its log axis (k3 = 0 at every step) */
+    enum { NTRAJ = 6, NT = QS_REPORT_MAX_RUNS };
+    double *tx[NT] = {0}, *ty[NT] = {0}, tmean[NT];
+    char tname[NT][64], thash[NT][34];
+    size_t tn[NT] = {0};
     int ntraj = 0, nrun = 0, total = 0, rc = 0;
     char hashes[NTRAJ * 34 + 1] = "";
     while (sqlite3_step(st) == SQLITE_ROW) {
@@ -246,31 +248,64 @@ int qs_report_rl(qs_cli *cli, qs_db *db, const char *dir, int plots, json_t *sec
         json_array_append_new(rows, json_pack("[o,o,o,s,s,s,s,s,s]", qs_json_text(name), qs_json_text(label), qs_json_text(r.format), c[5],
                                               c[0], c[1], c[2], c[3], c[4]));
         json_array_append_new(notes, json_null());
-        if (plots && ntraj < NTRAJ && r.nrows > 1 && (tx[ntraj] = malloc(r.nrows * sizeof(double))) &&
+        if (plots && ntraj < NT && r.nrows > 1 && (tx[ntraj] = malloc(r.nrows * sizeof(double))) &&
             (ty[ntraj] = malloc(r.nrows * sizeof(double)))) {
+            double sum = 0;
+            size_t npos = 0;
             for (size_t i = 0; i < r.nrows; i++) {
                 tx[ntraj][i] = r.rows[i].v[QS_AIS_F_step];
                 ty[ntraj][i] = r.rows[i].v[QS_AIS_F_kl_k3];
+                if (ty[ntraj][i] > 0 && isfinite(ty[ntraj][i])) { sum += ty[ntraj][i]; npos++; }
             }
+            tmean[ntraj] = npos ? sum / (double)r.nrows : 0;
             tn[ntraj] = r.nrows;
             snprintf(tname[ntraj], sizeof tname[ntraj], "%s", name);
-            snprintf(hashes + strlen(hashes), sizeof hashes - strlen(hashes), "%s%s", ntraj ? "," : "", r.hash);
+            snprintf(thash[ntraj], sizeof thash[ntraj], "%s", r.hash);
             ntraj++;
         }
         qs_ais_result_free(&r);
         nrun++;
     }
     sqlite3_finalize(st);
-    if (!rc && plots && ntraj) {
+    /* largest mean k3 first; runs whose k3 is zero throughout cannot be drawn on the log axis */
+    int order[NT], ndraw = 0, nzero = 0;
+    for (int i = 0; i < ntraj; i++) {
+        if (!(tmean[i] > 0)) { nzero++; continue; }
+        int k = ndraw++;
+        while (k > 0 && tmean[order[k - 1]] < tmean[i]) { order[k] = order[k - 1]; k--; }
+        order[k] = i;
+    }
+    if (!rc && plots && ndraw) {
+        int nshow = ndraw < NTRAJ ? ndraw : NTRAJ;
         qs_line_data ld[NTRAJ];
-        for (int i = 0; i < ntraj; i++) ld[i] = (qs_line_data){tname[i], tn[i], tx[i], ty[i]};
-        qs_figure *fig = qs_plot_lines("Rollout-trainer mismatch per step (KL estimator k3)", "step", QS_AX_LINEAR,
-                                       "KL(rollout || trainer), k3", QS_AX_LOG10, ld, (size_t)ntraj);
+        for (int i = 0; i < nshow; i++) {
+            int t = order[i];
+            ld[i] = (qs_line_data){tname[t], tn[t], tx[t], ty[t]};
+            snprintf(hashes + strlen(hashes), sizeof hashes - strlen(hashes), "%s%s", i ? "," : "", thash[t]);
+        }
+        char title[160];
+        if (nshow < total)
+            snprintf(title, sizeof title, "Rollout-trainer mismatch per step (KL estimator k3): %d of %d runs%s", nshow, total,
+                     nshow < ndraw ? ", largest mean k3" : "");
+        else snprintf(title, sizeof title, "Rollout-trainer mismatch per step (KL estimator k3)");
+        qs_figure *fig = qs_plot_lines(title, "step", QS_AX_LINEAR, "KL(rollout || trainer), k3", QS_AX_LOG10, ld, (size_t)nshow);
         if (!fig) rc = qs_fail(e, "out of memory");
-        else rc = write_fig(fig, dir, "rl_k3.png", "qscope report (RL runs)", hashes, "{\"ais\":\"defaults\"}", pl, e);
+        else {
+            fig->x.integer = 1;   /* steps */
+            /* every run not drawn is accounted for under the plot */
+            char *nb = fig->note;
+            size_t cap = sizeof fig->note, k = 0;
+            if (nshow < ndraw) k += (size_t)snprintf(nb + k, cap - k, "%d run%s with smaller k3", ndraw - nshow, ndraw - nshow == 1 ? "" : "s");
+            if (nzero && k < cap)
+                k += (size_t)snprintf(nb + k, cap - k, "%s%d with k3 = 0 at every step (log axis)", k ? ", " : "", nzero);
+            if (total > ntraj && k < cap)
+                k += (size_t)snprintf(nb + k, cap - k, "%s%d with one step or beyond the table", k ? ", " : "", total - ntraj);
+            if (k && k < cap) snprintf(nb + k, cap - k, " not drawn; every run is in the table");
+            rc = write_fig(fig, dir, "rl_k3.png", "qscope report (RL runs)", hashes, "{\"ais\":\"defaults\"}", pl, e);
+        }
         qs_fig_free(fig);
     }
-    for (int i = 0; i < NTRAJ; i++) { free(tx[i]); free(ty[i]); }
+    for (int i = 0; i < NT; i++) { free(tx[i]); free(ty[i]); }
     if (!rc && nrun) {
         char intro[600];
         snprintf(intro, sizeof intro,

@@ -614,6 +614,8 @@ void tui_free_app(tui *T)
     tui_blocks_free(&T->blk);
     if (T->fig) qs_fig_free(T->fig);
     T->fig = NULL;
+    qs_fig_free(T->vh_fig);
+    T->vh_fig = NULL;
     free(T->out);
     free(T->forder);
     tui_fmts_free(T);

@@ -185,6 +185,8 @@ typedef struct tui {
     /* the figure on screen (for `e` export) and where it came from */
     qs_figure *fig;
     char fig_what[200];
+    qs_figure *vh_fig;            /* value histogram of `qscope plot value-hist` for vh_key (tensor, format) */
+    char vh_key[300];
     /* status */
     char msg[400];
     int msg_err;

@@ -18,6 +18,7 @@
 #include "tui.h"
 #include "../analysis/err_source.h"
 #include "../analysis/hist_json.h"
+#include "../analysis/kernel_exp.h"
 #include "../analysis/results.h"
 #include "../kernels/qs_version.h"
 #include "../store/json_out.h"
@@ -554,7 +555,8 @@ int tui_load_kres(tui *T, qs_err *e)
         "CASE WHEN json_valid(data) THEN json_extract(data, '$.title') END, "
         "CASE WHEN json_valid(options) THEN json_extract(options, '$.run') END, "
         "CASE WHEN json_valid(options) THEN json_extract(options, '$.set') END, "
-        "CASE WHEN json_valid(data) THEN json_extract(data, '$.ylabel') END "
+        "CASE WHEN json_valid(data) THEN json_extract(data, '$.ylabel') END, "
+        "CASE WHEN kind <> 'trajectory' THEN options END, CASE WHEN kind <> 'trajectory' THEN data END "
         "FROM result WHERE kind IN ('trajectory','msd','attn','resq') ORDER BY kind, id DESC", e);
     if (!st) return -1;
     size_t cap = 0;
@@ -574,7 +576,9 @@ int tui_load_kres(tui *T, qs_err *e)
         const char *ti = (const char *)sqlite3_column_text(st, 5), *run = (const char *)sqlite3_column_text(st, 6),
                    *set = (const char *)sqlite3_column_text(st, 7), *yl = (const char *)sqlite3_column_text(st, 8);
         char w[300];
-        if (ti && *ti) snprintf(w, sizeof w, "%s", ti);
+        if (strcmp(k->kind, "trajectory"))   /* a kernel experiment covers many formats: name it by what it is */
+            qs_kx_label(k->kind, (const char *)sqlite3_column_text(st, 9), (const char *)sqlite3_column_text(st, 10), w, sizeof w);
+        else if (ti && *ti) snprintf(w, sizeof w, "%s", ti);
         else if (run || set) snprintf(w, sizeof w, "%s%s%s", run ? run : "", run && set ? " / " : "", set ? set : "");
         else if (yl && *yl) snprintf(w, sizeof w, "%s", yl);
         else snprintf(w, sizeof w, "-");
@@ -596,6 +600,8 @@ qs_figure *tui_kres_figure(tui *T, int64_t id, qs_err *e)
     char kind[16], title[160];
     snprintf(kind, sizeof kind, "%s", sqlite3_column_text(st, 0) ? (const char *)sqlite3_column_text(st, 0) : "");
     snprintf(title, sizeof title, "%s  %s", kind, sqlite3_column_text(st, 2) ? (const char *)sqlite3_column_text(st, 2) : "");
+    for (size_t i = 0; i < T->nkres; i++)   /* kernel experiments: the name of the list */
+        if (T->kres[i].id == id && strcmp(kind, "trajectory")) snprintf(title, sizeof title, "%s", T->kres[i].what);
     char *text = strdup(sqlite3_column_text(st, 1) ? (const char *)sqlite3_column_text(st, 1) : "");
     sqlite3_finalize(st);
     if (!text) { qs_fail(e, "out of memory"); return NULL; }

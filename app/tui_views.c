@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "tui.h"
+#include "value_hist.h"
 #include "../analysis/plot.h"
 
 static void sel_on(tui *T) { attron(T->color ? COLOR_PAIR(CP_SEL) : A_REVERSE); }
@@ -206,10 +207,14 @@ void tui_draw_formats(tui *T, int y0, int h)
     if (plot_h > 0) {
         qs_pareto_pt pts[TUI_MAX_FMTS];
         size_t n = 0;
+        size_t nfin = 0;
+        /* every result, as `qscope plot pareto` has them: exact and NaN/Inf ones are named in the note */
         for (int i = 0; i < T->nfmts; i++)
-            if (T->met[i].have && isfinite(T->met[i].eff_bits) && isfinite(T->met[i].bits))
+            if (T->met[i].have) {
                 pts[n++] = (qs_pareto_pt){T->fmts[i].label, T->fmts[i].a.f->family, T->met[i].bits, T->met[i].eff_bits};
-        if (n) {
+                nfin += isfinite(T->met[i].eff_bits) && isfinite(T->met[i].bits);
+            }
+        if (n && nfin) {
             char title[300];
             snprintf(title, sizeof title, "%s: effective bits vs bits per element", t->name);
             T->fig = qs_plot_pareto(title, pts, n);
@@ -239,22 +244,19 @@ void tui_draw_hist(tui *T, int y0, int h)
     char title[300];
     int cf = T->forder && T->lf.cur < T->nfmts ? T->forder[T->lf.cur] : 0;
     if (T->hist_kind == 3) {
-        qs_hist vh;
-        int fi = -1;
-        for (int k = 0; k < T->nfmts && fi < 0; k++)
-            if (!tui_load_hist(T, cf, "value", &vh)) fi = cf;
-            else if (!tui_load_hist(T, k, "value", &vh)) fi = k;
-        if (fi < 0) goto none;
-        double *grid = NULL;
-        size_t ng = 0;
-        qs_err e = {{0}};
+        /* the picture of `qscope plot value-hist TENSOR -f F`: |x|, |Q(x)| and the grid, labelled;
+        ** one pass over the tensor, kept until the tensor or the format changes */
         const tui_fmt *F = &T->fmts[cf];
-        qs_format_grid(F->a.f, &F->a.o, isfinite(t->absmax) ? t->absmax : 1, &grid, &ng, &e);
-        if (ng) snprintf(title, sizeof title, "%s: |x| with the values %s can represent", t->name, F->label);
-        else snprintf(title, sizeof title, "%s: |x| (the grid of %s is too dense to draw)", t->name, F->label);
-        T->fig = qs_plot_value_hist(title, &vh, grid, ng, F->label);
-        free(grid);
-        free(vh.counts);
+        char key[sizeof T->vh_key];
+        snprintf(key, sizeof key, "%s|%s", t->hash, F->label);
+        if (!T->vh_fig || strcmp(key, T->vh_key)) {
+            qs_err e = {{0}};
+            qs_fig_free(T->vh_fig);
+            T->vh_fig = qs_value_hist_figure(T->db, t->name, &F->a, F->label, 0, &e);
+            snprintf(T->vh_key, sizeof T->vh_key, "%s", key);
+            if (!T->vh_fig) { tui_addstr_clip(y0 + 1, 2, e.msg, T->W - 4); return; }
+        }
+        T->fig = qs_fig_clone(T->vh_fig);
         snprintf(T->fig_what, sizeof T->fig_what, "value-hist-%s-%s", t->name, F->label);
     } else {
         for (int i = 0; i < T->nfmts; i++) {
@@ -364,8 +366,10 @@ void tui_draw_rl(tui *T, int y0, int h)
             } else {
                 char title[300];
                 if (T->rl_one) snprintf(title, sizeof title, "%s: %s per step", R->name, tui_rl_metric_name(T->rl_metric));
-                else snprintf(title, sizeof title, "%s per step, %zu run%s%s",
-                              tui_rl_metric_name(T->rl_metric), nl, nl == 1 ? "" : "s", T->nruns > 8 ? " (first 8)" : "");
+                else if (nl < T->nruns)   /* say what is left out: runs past the eighth, still computing, empty */
+                    snprintf(title, sizeof title, "%s per step, %zu of %zu runs (%s; a: the selected one)",
+                             tui_rl_metric_name(T->rl_metric), nl, T->nruns, pending ? "others still computing" : "the first by name");
+                else snprintf(title, sizeof title, "%s per step, %zu run%s", tui_rl_metric_name(T->rl_metric), nl, nl == 1 ? "" : "s");
                 T->fig = qs_plot_trajectory(title, tui_rl_metric_name(T->rl_metric), ld, nl);
                 snprintf(T->fig_what, sizeof T->fig_what, "rl-%s-m%d", T->rl_one ? R->name : "runs", T->rl_metric);
                 tui_draw_figure(T, T->fig, y0 + list_h, 0, h - list_h, T->W);
@@ -419,8 +423,8 @@ void tui_draw_kernels(tui *T, int y0, int h)
     char line[600];
     head_on(T);
     fill_line(T, y0);
-    int ww = T->W - 57 > 20 ? T->W - 57 : 20;
-    snprintf(line, sizeof line, " %-8s %-6s %-*s %-16s %-20s", "RESULT", "KIND", ww, "WHAT", "FORMAT", "CREATED");
+    int ww = T->W - 40 > 20 ? T->W - 40 : 20;
+    snprintf(line, sizeof line, " %-8s %-6s %-*s %-20s", "RESULT", "KIND", ww, "WHAT", "CREATED");
     tui_addstr_clip(y0, 0, line, T->W);
     head_off(T);
     int rows = list_h - 1;
@@ -430,7 +434,7 @@ void tui_draw_kernels(tui *T, int y0, int h)
     T->click_n = n;
     for (int r = 0; r < rows && T->lk.top + r < n; r++) {
         tui_kres *K = &T->kres[idx[T->lk.top + r]];
-        snprintf(line, sizeof line, " %-8lld %-6s %-*.*s %-16.16s %-20.20s", (long long)K->id, K->kind, ww, ww, K->what, K->format, K->created);
+        snprintf(line, sizeof line, " %-8lld %-6s %-*.*s %-20.20s", (long long)K->id, K->kind, ww, ww, K->what, K->created);
         if (T->lk.top + r == T->lk.cur) { sel_on(T); fill_line(T, y0 + 1 + r); }
         tui_addstr_clip(y0 + 1 + r, 0, line, T->W);
         if (T->lk.top + r == T->lk.cur) { mvaddch(y0 + 1 + r, 0, '>'); sel_off(T); }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "analyze_run.h"
+#include "quant_opts.h"
 #include "tui.h"
 #include "../store/tensor.h"
 
@@ -46,7 +47,9 @@ static void run_analyze(tui_job *j)
         j->step = i;
         j->done = 0;
         j->total = 0;
-        snprintf(j->label, sizeof j->label, "analyze %s %s", j->tensor, j->apps[i].f->name);
+        char fl[96];
+        qs_quant_label(&j->apps[i], NULL, fl, sizeof fl);
+        snprintf(j->label, sizeof j->label, "analyze %s %s", j->tensor, fl);
         int c = j->cancel;
         pthread_mutex_unlock(&j->mu);
         if (c) { qs_fail(&e, "cancelled"); goto out; }
@@ -61,8 +64,13 @@ static void run_analyze(tui_job *j)
     ok = 1;
 out:
     pthread_mutex_lock(&j->mu);
-    if (ok) snprintf(j->msg, sizeof j->msg, "analyzed %s: %d format%s computed, %d stored", j->tensor, computed,
-                     computed == 1 ? "" : "s", cached);
+    /* a result read from the store was not computed now; one computed now is stored */
+    if (ok && (!computed || !cached))
+        snprintf(j->msg, sizeof j->msg, "analyzed %s: %d format%s %s", j->tensor, computed + cached,
+                 computed + cached == 1 ? "" : "s", cached ? "from cache" : "computed and stored");
+    else if (ok)
+        snprintf(j->msg, sizeof j->msg, "analyzed %s: %d formats: %d computed and stored, %d from cache", j->tensor,
+                 computed + cached, computed, cached);
     else snprintf(j->msg, sizeof j->msg, "analysis of %.100s stopped: %.300s", j->tensor, e.msg[0] ? e.msg : "error");
     j->exit_code = ok ? 0 : 1;
     pthread_mutex_unlock(&j->mu);

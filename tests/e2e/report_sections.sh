@@ -9,11 +9,15 @@ check "no RL or kernel section then" "! grep -q 'RL runs' $T/r0/report.md && ! g
 # more values than it clips, but rounding carries most of sum e^2
 check "main error source of mxfp4 on Gaussian data: rounding with its share, not underflow" \
   "grep '^| 1 | mxfp4 |' $T/r0/report.md | grep -Eq '\| rounding [0-9]+%' && ! grep '^| 1 | mxfp4 |' $T/r0/report.md | grep -q '| underflow |'"
+ok "report with per-format options" $QS report -o "$T/rl" --formats 'fp8_e4m3:sat,mxfp4:scale-rule=rceil,fp32' --claims none
+check "the plots' qscope:formats chunk carries the canonical labels (issue 16)" "grep -qa 'fp8_e4m3:sat,mxfp4:rceil,fp32' $T/rl/t000_pareto.png"
 ok "a small simulation stores RL runs" $QS sim grpo --formats mxfp4 --methods exact,none --seeds 1 --steps 30 --log-every 10
 ok "msd, attn and resq store kernel results" bash -c "$QS msd >/dev/null && $QS attn --L 128,256 >/dev/null && $QS resq >/dev/null"
 ok "report with them" $QS report -o "$T/r1" --formats mxfp4 --claims none
 check "RL section: a row per run, the k3 plot" \
   "grep -q '^## RL runs' $T/r1/report.md && grep -q '^| sim/grpo/mxfp4/none/seed0 ' $T/r1/report.md && [ -s $T/r1/rl_k3.png ]"
+check "the k3 figure says which runs it draws: exact rollouts (k3 = 0) cannot be drawn on its log axis" \
+  "grep -qF '![Rollout-trainer mismatch per step (KL estimator k3): 1 of 2 runs](rl_k3.png)' $T/r1/report.md"
 check "mismatch is zero for exact rollouts and not for MXFP4" \
   "grep '^| sim/grpo/exact/exact/seed0 ' $T/r1/report.md | grep -q '| 0 | 0 | 1.000 |' && ! grep '^| sim/grpo/mxfp4/none/seed0 ' $T/r1/report.md | grep -q '| 0 | 0 | 1.000 |'"
 check "kernel sections with their plots" \

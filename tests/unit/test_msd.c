@@ -335,6 +335,30 @@ static void test_model(void **st)
     json_decref(l);
 }
 
+/* issue 16: a stored kernel experiment is named by what it covers, not by the one format of its row */
+static void test_kx_label(void **st)
+{
+    (void)st;
+    char b[200];
+    const char *mo = "{\"input\": {\"K\": 4096, \"M\": 16, \"N\": 4096, \"dist\": \"gaussian\", \"kind\": \"msd-gemm\"}}";
+    const char *md = "{\"series\": [{\"name\": \"INT8 RMS bits (gaussian)\", \"x\": [1, 2, 3], \"y\": [8, 16, 24]},"
+                     "{\"name\": \"INT8 RMS bits (uniform)\", \"x\": [1, 2, 3], \"y\": [8, 16, 24]},"
+                     "{\"name\": \"mxfp4 RMS bits (gaussian, reconstructed recipe)\", \"x\": [1, 2], \"y\": [3, 6]}]}";
+    qs_kx_label("msd", mo, md, b, sizeof b);
+    assert_string_equal(b, "msd: 2 recipes x 3 passes, GEMM 16x4096x4096 gaussian");
+    const char *ao = "{\"input\": {\"L\": [256, 512, 1024, 2048], \"mla\": false}, \"kv\": \"fp8_e4m3\"}";
+    const char *ad = "{\"series\": [{\"name\": \"FA2 fp32\", \"x\": [256, 2048], \"y\": [1e-7, 2e-7]},"
+                     "{\"name\": \"FA2, KV cache fp8_e4m3\", \"x\": [256, 2048], \"y\": [0.01, 0.02]}]}";
+    qs_kx_label("attn", ao, ad, b, sizeof b);
+    assert_string_equal(b, "attn L=256..2048, KV fp8_e4m3, 2 kernels");
+    qs_kx_label("resq", "{\"formats\": \"hif4,mxfp4\", \"input\": {\"m\": 256, \"d\": 2048, \"n\": 1024}}", md, b, sizeof b);
+    assert_string_equal(b, "resq hif4,mxfp4, 256x2048 -> 1024");
+    qs_kx_label("msd", "{}", "{\"nope\": 1}", b, sizeof b);
+    assert_string_equal(b, "msd: not in the plot layout");
+    qs_kx_label("attn", NULL, "not json", b, sizeof b);
+    assert_string_equal(b, "attn: not in the plot layout");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -346,6 +370,7 @@ int main(void)
         cmocka_unit_test(test_effective_bits),
         cmocka_unit_test(test_mx_errors_and_bf16),
         cmocka_unit_test(test_model),
+        cmocka_unit_test(test_kx_label),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

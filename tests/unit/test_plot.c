@@ -693,6 +693,194 @@ static void test_terminal(void **st)
     qs_fig_free(f);
 }
 
+/* issue 16: on a log axis of less than two decades the labelled ticks span the data (no data more
+** than 30 % of the axis beyond the outermost label), as they also do over many decades */
+static void test_log_ticks_cover_data(void **st)
+{
+    (void)st;
+    qs_measure m = px_measure();
+    const double ranges[][2] = {{1.5e-4, 4e-3}, {3e-4, 2.8e-3}, {0.004, 0.3}, {0.12, 0.31}, {2e-6, 9e-2}, {1, 1e6}};
+    for (size_t r = 0; r < sizeof ranges / sizeof *ranges; r++)
+        for (int horizontal = 0; horizontal < 2; horizontal++) {
+            qs_figure *f = qs_fig_new("t");
+            const double x[] = {ranges[r][0], ranges[r][1]};
+            qs_fig_add(f, QS_SER_LINE, "s", x, x, 2);
+            f->x.scale = f->y.scale = QS_AX_LOG10;
+            qs_plot_resolve(f);
+            qs_ticks t;
+            qs_axis_ticks(&f->y, f->y.vlo, f->y.vhi, horizontal ? 600 : 300, horizontal, &m, horizontal ? 10 : 3, &t);
+            assert_true(t.n >= 2);
+            double d0 = log10(ranges[r][0]), d1 = log10(ranges[r][1]), span = d1 - d0;
+            double lo = log10(t.t[0].v), hi = log10(t.t[t.n - 1].v);
+            if (!(lo - d0 <= 0.3 * span && d1 - hi <= 0.3 * span))
+                fail_msg("range %g..%g: labels %s..%s leave data unlabelled", ranges[r][0], ranges[r][1], t.t[0].label,
+                         t.t[t.n - 1].label);
+            for (int i = 1; i < t.n; i++) assert_true(log10(t.t[i].v) - log10(t.t[i - 1].v) <= 0.4 * span + 1e-9);
+            qs_fig_free(f);
+        }
+}
+
+/* issue 16: a stored reward curve is drawn on a linear axis (it was symlog, like a mismatch); a
+** stored "yscale" is honoured */
+static void test_stored_yscale(void **st)
+{
+    (void)st;
+    qs_err e = {{0}};
+    const char *rew = "{\"ylabel\": \"mean reward\", \"series\": [{\"name\": \"bf16\", \"x\": [0, 1, 2], \"y\": [0.004, 0.05, 0.3]}]}";
+    qs_figure *f = qs_plot_lines_json("trajectory", rew, NULL, &e);
+    assert_non_null(f);
+    assert_int_equal(f->y.scale, QS_AX_LINEAR);
+    qs_fig_free(f);
+    const char *mis = "{\"ylabel\": \"mean |dlogp|\", \"series\": [{\"name\": \"a\", \"x\": [0, 1], \"y\": [0.001, 0.3]}]}";
+    assert_non_null(f = qs_plot_lines_json("trajectory", mis, NULL, &e));
+    assert_int_equal(f->y.scale, QS_AX_SYMLOG);
+    qs_fig_free(f);
+    /* training steps are whole numbers */
+    const char *tr6 = "{\"ylabel\": \"mean |dlogp|\", \"series\": [{\"name\": \"a\", \"x\": [0, 1, 2, 3, 4, 5], \"y\": [0.01, 0.02, 0.02, 0.03, 0.04, 0.05]}]}";
+    assert_non_null(f = qs_plot_lines_json("trajectory", tr6, NULL, &e));
+    assert_true(f->x.integer);
+    qs_fig_free(f);
+    /* passes are whole numbers: no tick between them (issue 16) */
+    const char *ms = "{\"ylabel\": \"effective bits\", \"series\": [{\"name\": \"int8\", \"x\": [1, 2, 3, 4], \"y\": [8, 16, 24, 31]}]}";
+    assert_non_null(f = qs_plot_lines_json("msd", ms, NULL, &e));
+    qs_plot_resolve(f);
+    qs_measure m = px_measure();
+    qs_ticks t;
+    qs_axis_ticks(&f->x, f->x.vlo, f->x.vhi, 800, 1, &m, 10, &t);
+    assert_true(t.n >= 3);
+    for (int i = 0; i < t.n; i++) assert_true(t.t[i].v == floor(t.t[i].v));
+    qs_fig_free(f);
+    const char *lg = "{\"ylabel\": \"x\", \"yscale\": \"log10\", \"series\": [{\"name\": \"a\", \"x\": [0, 1], \"y\": [0.001, 0.3]}]}";
+    assert_non_null(f = qs_plot_lines_json("msd", lg, NULL, &e));
+    assert_int_equal(f->y.scale, QS_AX_LOG10);
+    qs_fig_free(f);
+}
+
+/* issue 16: more series than colours or marker shapes stay distinguishable: in the PNG no two series
+** share colour and marker; in the terminal (no colour) each has its own legend glyph */
+static void test_many_series_distinct(void **st)
+{
+    (void)st;
+    qs_figure *f = qs_fig_new("twelve");
+    for (int k = 0; k < 12; k++) {
+        double x[3] = {1, 2, 3}, y[3] = {k + 1.0, k + 1.5, k + 2.0};
+        char nm[16];
+        snprintf(nm, sizeof nm, "series%02d", k);
+        qs_fig_add(f, QS_SER_LINE, nm, x, y, 3);
+    }
+    for (size_t i = 0; i < f->nseries; i++)
+        for (size_t j = i + 1; j < f->nseries; j++)
+            if (f->series[i].color == f->series[j].color && f->series[i].marker == f->series[j].marker)
+                fail_msg("series %zu and %zu share colour and marker", i, j);
+    char *b = term(f, QS_TERM_BRAILLE, 0, 100, 40);
+    char seen[12][8];
+    int n = 0;
+    for (int k = 0; k < 12; k++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, " series%02d", k);
+        const char *p = strstr(b, nm);
+        assert_non_null(p);
+        /* the legend sample "─G─" precedes the name: the glyph is the UTF-8 character before "─ " */
+        const char *q = p - strlen("─");
+        const char *g = q - 1;
+        while (g > b && (*(const unsigned char *)g & 0xC0) == 0x80) g--;
+        snprintf(seen[n], sizeof seen[n], "%.*s", (int)(q - g), g);
+        for (int i = 0; i < n; i++)
+            if (!strcmp(seen[i], seen[n])) fail_msg("series %d and %d share the legend glyph %s", i, n, seen[n]);
+        n++;
+    }
+    free(b);
+    /* a deep copy draws the same (the workbench keeps its value histogram and draws copies) */
+    qs_figure *c = qs_fig_clone(f);
+    assert_non_null(c);
+    assert_int_equal(c->nseries, f->nseries);
+    assert_true(c->series[3].x != f->series[3].x && c->series[3].y[2] == f->series[3].y[2]);
+    assert_string_equal(c->series[11].name, "series11");
+    b = term(f, QS_TERM_ASCII, 0, 100, 40);
+    char *b2 = term(c, QS_TERM_ASCII, 0, 100, 40);
+    assert_string_equal(b, b2);
+    free(b);
+    free(b2);
+    qs_fig_free(c);
+    qs_fig_free(f);
+    /* more series than legend entries: the note says how many are listed */
+    f = qs_fig_new("thirty");
+    for (int k = 0; k < 30; k++) {
+        double x[2] = {1, 2}, y[2] = {k, k + 1.0};
+        char nm[16];
+        snprintf(nm, sizeof nm, "s%02d", k);
+        qs_fig_add(f, QS_SER_LINE, nm, x, y, 2);
+    }
+    b = term(f, QS_TERM_ASCII, 0, 120, 40);
+    assert_non_null(strstr(b, "legend: the first 24 of 30 series"));
+    free(b);
+    qs_fig_free(f);
+}
+
+/* ---------------- exponent markup (issue 16) ---------------- */
+
+/* a backend that records the text it is asked to draw */
+typedef struct { char s[16][64]; double size[16]; int n; } rec_text;
+static void rt_color(void *c, double r, double g, double b, double a) { (void)c; (void)r; (void)g; (void)b; (void)a; }
+static void rt_style(void *c, double w, const double *d, int n) { (void)c; (void)w; (void)d; (void)n; }
+static void rt_xy(void *c, double x, double y) { (void)c; (void)x; (void)y; }
+static void rt_void(void *c) { (void)c; }
+static void rt_clip(void *c, double x, double y, double w, double h) { (void)c; (void)x; (void)y; (void)w; (void)h; }
+static double rt_w(void *c, const char *s, double size, int bold) { (void)c; (void)bold; return 0.6 * size * (double)strlen(s); }
+static void rt_text(void *c, double x, double y, const char *s, double size, int bold, int rotate)
+{
+    (void)x; (void)y; (void)bold; (void)rotate;
+    rec_text *r = c;
+    if (r->n < 16 && size != 12) { snprintf(r->s[r->n], 64, "%s", s); r->size[r->n] = size; r->n++; }   /* not tick labels */
+}
+static void rt_image(void *c, double x, double y, double w, double h, const uint8_t *rgb, int cols, int rows)
+{ (void)c; (void)x; (void)y; (void)w; (void)h; (void)rgb; (void)cols; (void)rows; }
+
+static void test_exponent_markup(void **st)
+{
+    (void)st;
+    size_t c, e0, e1, end;
+    const char *s = "mean(e^d - 1 - d)";
+    assert_int_equal(qs_text_exponent(s, &c, &e0, &e1, &end), 1);
+    assert_int_equal(c, 6);
+    assert_int_equal(e1 - e0, 1);          /* only "d" is raised, not the rest of the title */
+    assert_int_equal(s[e0], 'd');
+    assert_int_equal(end, 8);
+    assert_int_equal(qs_text_exponent("2^-8 and 10^4", &c, &e0, &e1, &end), 1);
+    assert_int_equal(e1 - e0, 2);
+    assert_int_equal(qs_text_exponent("M/(2L E^(k-1))", &c, &e0, &e1, &end), 1);
+    assert_int_equal(e1 - e0, 5);          /* "(k-1)" */
+    assert_int_equal(qs_text_exponent("x - x^ here", &c, &e0, &e1, &end), 0);   /* a lone caret is literal */
+    assert_int_equal(qs_text_exponent("2^24.", &c, &e0, &e1, &end), 1);
+    assert_int_equal(e1 - e0, 2);          /* the full stop stays down */
+
+    /* the PNG renderer raises only the exponent: the title is drawn as "KL k3 = mean(e", small "d",
+    ** then " - 1 - d)" at the title size again */
+    qs_figure *f = qs_fig_new("KL k3 = mean(e^d - 1 - d)");
+    const double x[] = {0, 1}, y[] = {0, 1};
+    qs_fig_add(f, QS_SER_LINE, NULL, x, y, 2);
+    rec_text r;
+    memset(&r, 0, sizeof r);
+    qs_rbackend b = {.ctx = &r, .color = rt_color, .line_style = rt_style, .move_to = rt_xy, .line_to = rt_xy,
+                     .close_path = rt_void, .stroke = rt_void, .fill = rt_void, .clip = rt_clip,
+                     .text_width = rt_w, .text = rt_text, .image = rt_image};
+    qs_plot_draw(f, &b, 800, 500, 1, NULL);
+    assert_int_equal(r.n, 3);
+    assert_string_equal(r.s[0], "KL k3 = mean(e");
+    assert_string_equal(r.s[1], "d");
+    assert_true(r.size[1] < r.size[0]);
+    assert_string_equal(r.s[2], " - 1 - d)");
+    assert_true(r.size[2] == r.size[0]);
+    /* the terminal: "eᵈ - 1 - d", nothing else raised; ASCII keeps the caret */
+    char *t = term(f, QS_TERM_BRAILLE, 0, 80, 20);
+    assert_non_null(strstr(t, "KL k3 = mean(eᵈ - 1 - d)"));
+    free(t);
+    t = term(f, QS_TERM_ASCII, 0, 80, 20);
+    assert_non_null(strstr(t, "KL k3 = mean(e^d - 1 - d)"));
+    free(t);
+    qs_fig_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -711,6 +899,10 @@ int main(void)
         cmocka_unit_test(test_png_pixels),
         cmocka_unit_test(test_golden_images),
         cmocka_unit_test(test_terminal),
+        cmocka_unit_test(test_exponent_markup),
+        cmocka_unit_test(test_log_ticks_cover_data),
+        cmocka_unit_test(test_stored_yscale),
+        cmocka_unit_test(test_many_series_distinct),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     qs_plot_cairo_release();
