@@ -72,6 +72,7 @@ NUMCHECK='
 def nums(m):
     for k, v in m.items():
         if k == "nonfinite_values": assert all(w in ("inf", "-inf", "nan") for w in v.values()) and all(m[f] is None for f in v); continue
+        if isinstance(v, dict): nums(v); continue
         assert v is None or isinstance(v, (int, float)), (k, v)
 '
 check "analyze --json: every tensor x format, numbers or null with a reason" "$PY -c '$NUMCHECK
