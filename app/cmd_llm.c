@@ -502,7 +502,7 @@ static int cmd_score(qs_cli *cli, int argc, char **argv)
     long ntok = 0, ngen = 0;
     int64_t run = 0;
     if (!lpt || !entt) { qs_fail(&e, "out of memory"); rc = QS_EXIT_ERR; goto dbdone; }
-    if (qs_db_exec(db, "BEGIN IMMEDIATE", &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto dbdone; }
+    if (qs_db_begin(db, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto dbdone; }
     json_t *meta = json_object();
     json_object_set_new(meta, "generator", json_string("qscope llm score"));
     json_object_set_new(meta, "tool_version", json_string(QS_VERSION));
@@ -732,7 +732,7 @@ static int cmd_capture(qs_cli *cli, int argc, char **argv)
     if (!cc->ok) { rc = qs_cli_error(QS_EXIT_ERR, "out of memory while capturing"); goto out; }
     db = qs_cli_open_db(cli);
     if (!db) { rc = QS_EXIT_ERR; goto out; }
-    if (qs_db_exec(db, "BEGIN IMMEDIATE", &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
+    if (qs_db_begin(db, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
     json_t *ids = json_array();
     for (int i = 0; i < L; i++) json_array_append_new(ids, json_integer(ro.tok[i]));
     printf("%-36s %10s %12s %14s\n", "tensor", "shape", "absmax", "max/median ch");
