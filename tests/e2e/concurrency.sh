@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Concurrent use: writers (analyze and quant --name of an embedded tensor, gen, import --copy, rm,
+# report, import-log, ais) and readers (ls, show, info, check) run at the same time for a while.
+# No command fails and none reports "database is locked": a second writer waits for the first.
+source "$(dirname "$0")/lib.sh"
+PY=/usr/bin/python3
+DUR=${QS_CONC_SECONDS:-10}
+R="$FIX/rl"
+
+$QS gen gaussian --shape 512x1024 --seed 1 --name emb >/dev/null 2>&1
+$PY -c "import numpy as np; np.save('$T/small.npy', np.random.default_rng(3).standard_normal((64,256)).astype(np.float32))"
+$QS import --copy "$T/small.npy" >/dev/null 2>&1
+for i in 0 1 2 3 4; do $QS gen uniform --shape 4x4 --seed $i --name tiny$i >/dev/null 2>&1; done
+check "setup: an embedded tensor" "$QS ls emb --json | grep -q '\"blob\"'"
+
+end=$((SECONDS + DUR))
+log="$T/logs"; mkdir -p "$log"
+# each loop appends one line per command: "rc=N cmd"; stderr of every command is kept
+loop() {   # loop NAME CMD...
+  local name=$1; shift
+  local i=0
+  while [ $SECONDS -lt $end ]; do
+    i=$((i + 1))
+    "$@" "$i" >/dev/null 2>>"$log/$name.err"
+    echo "rc=$? $name $i" >>"$log/rc"
+  done
+}
+analyze_emb() { $QS analyze emb --force -f fp8_e4m3,fp8_e5m2,mxfp4,mxfp8_e4m3,nvfp4,int8,int4,bf16; }
+quant_emb()   { $QS quant emb -f mxfp4 --name "q$1"; }
+gen_tiny()    { $QS gen uniform --shape 4x4 --seed "$1" --name "tiny$(( $1 % 5 ))"; }
+import_rm()   { $QS import --copy "$T/small.npy" --prefix "imp$1" && $QS rm "imp$1"; }
+report_tiny() { $QS report -o "$T/rep$1" --format json --tensors 'tiny*' --formats mxfp4,int8; }
+rl_log()      { $QS import-log "$R/small.csv" --run "run$1" && $QS ais "run$1"; }
+readers()     { $QS ls && $QS show emb && $QS info && $QS ls --stale; }
+
+loop analyze analyze_emb & pids="$!"
+loop quant quant_emb & pids="$pids $!"
+loop gen gen_tiny & pids="$pids $!"
+loop import import_rm & pids="$pids $!"
+loop report report_tiny & pids="$pids $!"
+loop rl rl_log & pids="$pids $!"
+loop read readers & pids="$pids $!"
+wait $pids
+
+n_total=$(wc -l <"$log/rc")
+n_fail=$(grep -vc '^rc=0 ' "$log/rc")
+n_analyze=$(grep -c '^rc=0 analyze' "$log/rc")
+n_gen=$(grep -c '^rc=0 gen' "$log/rc")
+locked=$(cat "$log"/*.err | grep -ci 'locked\|busy')
+check "$n_total commands ran, every one succeeded ($n_fail failed)" "[ $n_fail = 0 ]"
+[ "$n_fail" = 0 ] || { grep -v '^rc=0 ' "$log/rc" | head -5; head -5 "$log"/*.err; } | sed 's/^/# /'
+check "no 'database is locked' or busy error ($locked)" "[ $locked = 0 ]"
+check "analyze completed while others committed ($n_analyze runs, $n_gen gens)" "[ $n_analyze -ge 1 ] && [ $n_gen -ge 3 ]"
+check "every writer made progress" "(for w in quant import report rl read; do grep -q \"^rc=0 \$w\" $log/rc || exit 1; done)"
+ok "database is consistent afterwards" $QS check
+# the stored results are the ones a quiet rerun computes
+$QS analyze emb --json -f mxfp4 >"$T/a1.json" 2>/dev/null
+$QS analyze emb --json --force -f mxfp4 >"$T/a2.json" 2>/dev/null
+check "stored mxfp4 result equals a recomputation" \
+  "$PY -c \"import json; a=json.load(open('$T/a1.json'))[0]; b=json.load(open('$T/a2.json'))[0]; assert a['cached'] and a['metrics']==b['metrics']\""
