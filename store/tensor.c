@@ -185,9 +185,11 @@ static qs_treader *reader_new(qs_dtype dt, const uint64_t *shape, int ndim, int 
 static _Thread_local sigjmp_buf *t_guard;
 static struct sigaction g_prev_bus;
 static pthread_once_t g_bus_once = PTHREAD_ONCE_INIT;
-/* Test hook (tests/e2e/stale.sh): QSCOPE_TEST_SHRINK_AFTER=N truncates the mapped file to 0 bytes
-** before the N-th mapped read of the process, so the shrink happens mid-read deterministically. */
-static atomic_long g_shrink_left;
+/* Test hook (tests/e2e/stale.sh), so that a file changes mid-read deterministically:
+** QSCOPE_TEST_FILE_HOOK=shrink@N truncates the mapped file to 0 bytes before the N-th mapped read
+** of the process, touch@N sets its times to now (same bytes, new identity). */
+static atomic_long g_hook_left;
+static int g_hook_touch;
 
 static void on_sigbus(int sig, siginfo_t *si, void *uc)
 {
@@ -207,8 +209,11 @@ static void bus_install(void)
     sa.sa_flags = SA_SIGINFO | SA_NODEFER;   /* NODEFER: jumping out leaves no blocked SIGBUS behind */
     sigemptyset(&sa.sa_mask);
     sigaction(SIGBUS, &sa, &g_prev_bus);
-    const char *h = getenv("QSCOPE_TEST_SHRINK_AFTER");
-    atomic_store(&g_shrink_left, h ? atol(h) : 0);
+    const char *h = getenv("QSCOPE_TEST_FILE_HOOK"), *at = h ? strchr(h, '@') : NULL;
+    if (at && (!strncmp(h, "shrink@", 7) || !strncmp(h, "touch@", 6))) {
+        g_hook_touch = h[0] == 't';
+        atomic_store(&g_hook_left, atol(at + 1));
+    }
 }
 
 static int shrunk(const qs_treader *r, qs_err *e)
@@ -219,10 +224,11 @@ static int shrunk(const qs_treader *r, qs_err *e)
     return qs_fail(e, "%s: the file shrank while it was being read", r->path);
 }
 
-static void shrink_hook(const qs_treader *r)
+static void file_hook(const qs_treader *r)
 {
-    if (atomic_load(&g_shrink_left) > 0 && atomic_fetch_sub(&g_shrink_left, 1) == 1 && truncate(r->path, 0))
-        perror("QSCOPE_TEST_SHRINK_AFTER");
+    if (atomic_load(&g_hook_left) > 0 && atomic_fetch_sub(&g_hook_left, 1) == 1 &&
+        (g_hook_touch ? utimensat(AT_FDCWD, r->path, NULL, 0) : truncate(r->path, 0)))
+        perror("QSCOPE_TEST_FILE_HOOK");
 }
 
 static void fortran_gather(const qs_treader *r, uint64_t first, size_t count, uint8_t *out);
@@ -230,7 +236,7 @@ static void fortran_gather(const qs_treader *r, uint64_t first, size_t count, ui
 /* Bytes [off, off+n) of the mapped data, in C order. */
 static int mapped_read(const qs_treader *r, uint64_t off, size_t n, uint8_t *out, qs_err *e)
 {
-    shrink_hook(r);
+    file_hook(r);
     sigjmp_buf jb;
     if (sigsetjmp(jb, 0)) { t_guard = NULL; return shrunk(r, e); }
     t_guard = &jb;
@@ -243,7 +249,7 @@ static int mapped_read(const qs_treader *r, uint64_t off, size_t n, uint8_t *out
 /* inflate() over a mapped source: 1 if the mapping faulted */
 static int guarded_inflate(const qs_treader *r, z_stream *s, int *zrc)
 {
-    shrink_hook(r);
+    file_hook(r);
     sigjmp_buf jb;
     if (sigsetjmp(jb, 0)) { t_guard = NULL; return 1; }
     t_guard = &jb;
