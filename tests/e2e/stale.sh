@@ -92,6 +92,7 @@ hit=0 crash=0
 for try in 1 2 3; do
   $QS analyze t --force -f mxfp4,nvfp4,int8,int4,fp8_e4m3,fp8_e5m2,mxfp8_e4m3,bf16 >/dev/null 2>"$T/err" & pid=$!
   sleep 0.3; truncate -s 4096 "$T/t.npy"; wait $pid; rc=$?
+  echo "# try $try: analyze exit $rc"
   [ $rc -gt 128 ] && crash=1
   if [ $rc = 1 ] && grep -q 'stale reference' "$T/err"; then hit=1; break; fi
   save "$T/t.npy" 7 2048,2048; $QS import "$T/t.npy" >/dev/null 2>&1
