@@ -70,6 +70,8 @@ int qs_analyze_one_cb(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, int 
     qs_treader *r = NULL;
     qs_analysis an;
     memset(&an, 0, sizeof an);
+    /* a stored result is of the imported content: never hand it out for a file that changed since */
+    if (qs_tensor_ref_check(t, e)) goto out;
     if (!force) {
         if (qs_result_get(db, t->hash, "metrics", a->f->name, opts, &data, &rid, e)) goto out;
         if (data && blocks) {   /* a cached result without its per-block arrays does not do */

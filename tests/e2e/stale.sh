@@ -22,6 +22,8 @@ check "check names the status-change time" "grep -q \"w.npy: stale reference for
 fails "analyze refuses it" 1 $QS analyze w -f int8
 check "with a one-line stale-reference error" "[ \$(wc -l < $T/err) = 1 ] && grep -q 'stale reference' $T/err"
 fails "analyze --force refuses it too" 1 $QS analyze w -f mxfp4 --force
+fails "and the stored result of the old content is not handed out for it" 1 $QS analyze w -f mxfp4
+check "(stale error)" "grep -q 'stale reference' $T/err"
 check "no result was stored under the old hash" "[ \$(results) = $r0 ] && [ \"\$(dbdump)\" = '$d0' ]"
 ok "show says the reference is stale" bash -c "$QS show w | grep -q 'STALE.*stale reference'"
 ok "show --json carries it" bash -c "$QS show w --json | grep -q '\"stale\"'"
