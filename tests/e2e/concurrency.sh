@@ -58,3 +58,28 @@ $QS analyze emb --json -f mxfp4 >"$T/a1.json" 2>/dev/null
 $QS analyze emb --json --force -f mxfp4 >"$T/a2.json" 2>/dev/null
 check "stored mxfp4 result equals a recomputation" \
   "$PY -c \"import json; a=json.load(open('$T/a1.json'))[0]; b=json.load(open('$T/a2.json'))[0]; assert a['cached'] and a['metrics']==b['metrics']\""
+
+# the workbench's worker: an analysis started in the TUI while another process keeps committing
+if command -v tmux >/dev/null; then
+  SOCK="qsconc$$"
+  TM() { tmux -L "$SOCK" -f /dev/null "$@"; }
+  trap 'TM kill-server 2>/dev/null; rm -rf "$T"' EXIT
+  export QSCOPE_DB="$T/tui.db"
+  $QS gen gaussian --shape 2048x2048 --seed 1 --name big >/dev/null 2>&1
+  TM new-session -d -s w -x 100 -y 30 "env LANG=C.UTF-8 LC_ALL=C.UTF-8 QSCOPE_DB='$QSCOPE_DB' '$QS' tui; sleep 600"
+  for _ in $(seq 300); do TM capture-pane -p -t w | grep -q Tensors && break; sleep 0.1; done
+  TM send-keys -t w g; sleep 0.3; TM send-keys -t w j Enter   # analyze 'big' under the 12 default formats
+  gens=0 genfail=0
+  for _ in $(seq 600); do   # commit tiny tensors until the analysis ends (bounded)
+    gens=$((gens + 1))
+    $QS gen uniform --shape 4x4 --seed $gens --name "tiny$((gens % 3))" >/dev/null 2>&1 || genfail=$((genfail + 1))
+    TM capture-pane -p -t w | grep -qE "analyzed big|stopped" && break
+  done
+  TM capture-pane -p -t w >"$T/screen"
+  check "workbench analysis completes while $gens gens commit ($genfail failed)" \
+    "grep -q 'analyzed big: 12 formats computed' $T/screen && [ $genfail = 0 ]"
+  grep -q "analyzed big" "$T/screen" || tail -2 "$T/screen" | sed 's/^/# /'
+  TM kill-server 2>/dev/null
+else
+  echo "# tmux not installed: workbench case skipped"
+fi
