@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Concurrent use: writers (analyze and quant --name of an embedded tensor, gen, import --copy, rm,
-# report, import-log, ais) and readers (ls, show, info, check) run at the same time for a while.
+# report, import-log, ais, msd/resq --tensor, sim grpo) and readers (ls, show, info) run at the same
+# time for a while, then the workbench analyzes while another process commits.
 # No command fails and none reports "database is locked": a second writer waits for the first.
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
-DUR=${QS_CONC_SECONDS:-10}
+DUR=${QS_CONC_SECONDS:-8}
 R="$FIX/rl"
 
 $QS gen gaussian --shape 512x1024 --seed 1 --name emb >/dev/null 2>&1
@@ -31,6 +32,8 @@ gen_tiny()    { $QS gen uniform --shape 4x4 --seed "$1" --name "tiny$(( $1 % 5 )
 import_rm()   { $QS import --copy "$T/small.npy" --prefix "imp$1" && $QS rm "imp$1"; }
 report_tiny() { $QS report -o "$T/rep$1" --format json --tensors 'tiny*' --formats mxfp4,int8; }
 rl_log()      { $QS import-log "$R/small.csv" --run "run$1" && $QS ais "run$1"; }
+kernels()     { $QS msd --tensor emb --N 64 --model none && $QS resq --tensor emb -f nvfp4 --n 32 &&
+                $QS sim grpo --formats mxfp4 --methods exact,none --seeds 1 --steps 6 --batch 8 --T 6 --name "sim$1"; }
 readers()     { $QS ls && $QS show emb && $QS info && $QS ls --stale; }
 
 loop analyze analyze_emb & pids="$!"
@@ -39,6 +42,7 @@ loop gen gen_tiny & pids="$pids $!"
 loop import import_rm & pids="$pids $!"
 loop report report_tiny & pids="$pids $!"
 loop rl rl_log & pids="$pids $!"
+loop kernels kernels & pids="$pids $!"
 loop read readers & pids="$pids $!"
 wait $pids
 
@@ -51,7 +55,7 @@ check "$n_total commands ran, every one succeeded ($n_fail failed)" "[ $n_fail =
 [ "$n_fail" = 0 ] || { grep -v '^rc=0 ' "$log/rc" | head -5; head -5 "$log"/*.err; } | sed 's/^/# /'
 check "no 'database is locked' or busy error ($locked)" "[ $locked = 0 ]"
 check "analyze completed while others committed ($n_analyze runs, $n_gen gens)" "[ $n_analyze -ge 1 ] && [ $n_gen -ge 3 ]"
-check "every writer made progress" "(for w in quant import report rl read; do grep -q \"^rc=0 \$w\" $log/rc || exit 1; done)"
+check "every writer made progress" "(for w in quant import report rl kernels read; do grep -q \"^rc=0 \$w\" $log/rc || exit 1; done)"
 ok "database is consistent afterwards" $QS check
 # the stored results are the ones a quiet rerun computes
 $QS analyze emb --json -f mxfp4 >"$T/a1.json" 2>/dev/null
