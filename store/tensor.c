@@ -412,7 +412,8 @@ static int blob_pin(qs_treader *r, const qs_tensor_rec *t, qs_err *e)
     rc = sqlite3_step(st);
     int same = rc == SQLITE_ROW && sqlite3_column_text(st, 0) && !strcmp((const char *)sqlite3_column_text(st, 0), t->hash);
     sqlite3_finalize(st);
-    if (!same) return qs_fail(e, "tensor '%s' was changed or removed by another process while being opened", t->name);
+    if (!same) return qs_fail(e, "tensor '%s' was changed or removed by another process since it was looked up (run the command again)",
+                              t->name);
     return 0;
 }
 

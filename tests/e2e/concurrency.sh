@@ -11,7 +11,7 @@ R="$FIX/rl"
 $QS gen gaussian --shape 512x1024 --seed 1 --name emb >/dev/null 2>&1
 $PY -c "import numpy as np; np.save('$T/small.npy', np.random.default_rng(3).standard_normal((64,256)).astype(np.float32))"
 $QS import --copy "$T/small.npy" >/dev/null 2>&1
-for i in 0 1 2 3 4; do $QS gen uniform --shape 4x4 --seed $i --name tiny$i >/dev/null 2>&1; done
+$QS quant emb -f int8 --name q0 >/dev/null 2>&1
 check "setup: an embedded tensor" "$QS ls emb --json | grep -q '\"blob\"'"
 
 end=$((SECONDS + DUR))
@@ -30,7 +30,9 @@ analyze_emb() { $QS analyze emb --force -f fp8_e4m3,fp8_e5m2,mxfp4,mxfp8_e4m3,nv
 quant_emb()   { $QS quant emb -f mxfp4 --name "q$1"; }
 gen_tiny()    { $QS gen uniform --shape 4x4 --seed "$1" --name "tiny$(( $1 % 5 ))"; }
 import_rm()   { $QS import --copy "$T/small.npy" --prefix "imp$1" && $QS rm "imp$1"; }
-report_tiny() { $QS report -o "$T/rep$1" --format json --tensors 'tiny*' --formats mxfp4,int8; }
+# (report reads tensors nobody replaces meanwhile: one replaced between lookup and read is a conflict,
+# "changed or removed by another process since it was looked up", not a lock)
+report_q()    { $QS report -o "$T/rep$1" --format json --tensors 'q*' --formats mxfp4,int8; }
 rl_log()      { $QS import-log "$R/small.csv" --run "run$1" && $QS ais "run$1"; }
 kernels()     { $QS msd --tensor emb --N 64 --model none && $QS resq --tensor emb -f nvfp4 --n 32 &&
                 $QS sim grpo --formats mxfp4 --methods exact,none --seeds 1 --steps 6 --batch 8 --T 6 --name "sim$1"; }
@@ -40,7 +42,7 @@ loop analyze analyze_emb & pids="$!"
 loop quant quant_emb & pids="$pids $!"
 loop gen gen_tiny & pids="$pids $!"
 loop import import_rm & pids="$pids $!"
-loop report report_tiny & pids="$pids $!"
+loop report report_q & pids="$pids $!"
 loop rl rl_log & pids="$pids $!"
 loop kernels kernels & pids="$pids $!"
 loop read readers & pids="$pids $!"
@@ -74,7 +76,8 @@ if command -v tmux >/dev/null; then
   for _ in $(seq 300); do TM capture-pane -p -t w | grep -q Tensors && break; sleep 0.1; done
   TM send-keys -t w g; sleep 0.3; TM send-keys -t w j Enter   # analyze 'big' under the 12 default formats
   gens=0 genfail=0
-  for _ in $(seq 600); do   # commit tiny tensors until the analysis ends (bounded)
+  tend=$((SECONDS + 120))
+  while [ $SECONDS -lt $tend ]; do   # commit tiny tensors until the analysis ends (bounded)
     gens=$((gens + 1))
     $QS gen uniform --shape 4x4 --seed $gens --name "tiny$((gens % 3))" >/dev/null 2>&1 || genfail=$((genfail + 1))
     TM capture-pane -p -t w | grep -qE "analyzed big|stopped" && break
