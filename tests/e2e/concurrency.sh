@@ -65,6 +65,21 @@ $QS analyze emb --json --force -f mxfp4 >"$T/a2.json" 2>/dev/null
 check "stored mxfp4 result equals a recomputation" \
   "$PY -c \"import json; a=json.load(open('$T/a1.json'))[0]; b=json.load(open('$T/a2.json'))[0]; assert a['cached'] and a['metrics']==b['metrics']\""
 
+# llm score keeps its model work outside the write transaction: meanwhile another writer gets the
+# write lock within 1 s (the old code held it for the whole run)
+export QSCOPE_DB="$T/llm.db"
+$QS info >/dev/null 2>&1
+$QS llm score --model "$FIX/llm/tiny.gguf" --tokens 200 --seqs 12 --prompts 4 --name long >/dev/null 2>"$T/score.err" & spid=$!
+probes=0 blocked=0
+while kill -0 $spid 2>/dev/null; do
+  probes=$((probes + 1))
+  sqlite3 -cmd ".timeout 1000" "$QSCOPE_DB" "BEGIN IMMEDIATE; COMMIT;" >/dev/null 2>&1 || blocked=$((blocked + 1))
+  sleep 0.05
+done
+wait $spid; src=$?
+check "llm score succeeded" "[ $src = 0 ] && [ \"\$(sqlite3 $QSCOPE_DB 'SELECT count(*) FROM rl_token')\" -gt 1000 ]"
+check "a writer never waited 1 s for it ($blocked of $probes probes blocked)" "[ $blocked = 0 ] && [ $probes -ge 3 ]"
+
 # the workbench's worker: an analysis started in the TUI while another process keeps committing
 if command -v tmux >/dev/null; then
   SOCK="qsconc$$"
