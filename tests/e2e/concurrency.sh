@@ -5,7 +5,7 @@
 # No command fails and none reports "database is locked": a second writer waits for the first.
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
-DUR=${QS_CONC_SECONDS:-8}
+DUR=${QS_CONC_SECONDS:-6}
 R="$FIX/rl"
 
 $QS gen gaussian --shape 512x1024 --seed 1 --name emb >/dev/null 2>&1
@@ -86,7 +86,7 @@ if command -v tmux >/dev/null; then
   TM() { tmux -L "$SOCK" -f /dev/null "$@"; }
   trap 'TM kill-server 2>/dev/null; rm -rf "$T"' EXIT
   export QSCOPE_DB="$T/tui.db"
-  $QS gen gaussian --shape 2048x2048 --seed 1 --name big >/dev/null 2>&1
+  $QS gen gaussian --shape 1024x2048 --seed 1 --name big >/dev/null 2>&1
   TM new-session -d -s w -x 100 -y 30 "env LANG=C.UTF-8 LC_ALL=C.UTF-8 QSCOPE_DB='$QSCOPE_DB' '$QS' tui; sleep 600"
   for _ in $(seq 300); do TM capture-pane -p -t w | grep -q Tensors && break; sleep 0.1; done
   TM send-keys -t w g; sleep 0.3; TM send-keys -t w j Enter   # analyze 'big' under the 12 default formats
