@@ -31,7 +31,7 @@ int qs_db_exec(qs_db *db, const char *sql, qs_err *e);
 
 /* Start a write transaction (BEGIN IMMEDIATE, waiting up to the busy timeout for another
 ** writer).  Fails if a statement or blob handle of this connection is still reading: its
-** snapshot could not be upgraded once another process commits.  Every command writes through this. */
+** snapshot could not be upgraded once another process commits.  Commands write through this. */
 int qs_db_begin(qs_db *db, qs_err *e);
 
 /* Prepare a statement; on failure writes the SQLite message. */
