@@ -59,6 +59,13 @@ check "a file touched mid-read: analyze exits 1 ($rc)" "[ $rc = 1 ]"
 check "'changed while it was being read'" "grep -q 'big.npy: stale reference.*changed while it was being read' $T/err"
 check "nothing stored" "[ \$(results) = $r0 ] && [ \"\$(dbdump)\" = '$d0' ]"
 ok "re-import" $QS import "$T/big.npy"
+for cmd in "quant big -f mxfp4 --name qbig" "resq --tensor big -f nvfp4 --n 32"; do
+  d0=$(dbdump)
+  QSCOPE_TEST_FILE_HOOK=touch@1 $QS $cmd >"$T/out" 2>"$T/err"; rc=$?
+  check "${cmd%% *} of a file touched mid-read: exit 1 ($rc), stale error" "[ $rc = 1 ] && grep -q 'big.npy: stale reference' $T/err"
+  check "${cmd%% *}: nothing stored" "[ \"\$(dbdump)\" = '$d0' ]"
+  ok "re-import" $QS import "$T/big.npy"
+done
 
 # --- the file shrinks while read: SIGBUS becomes the stale-reference error -----------------------
 r0=$(results); d0=$(dbdump)
