@@ -339,7 +339,7 @@ char *qs_ais_trajectory_json(const qs_ais_result *r, const char *set)
 
 int qs_ais_store(qs_db *db, const qs_ais_result *r, const qs_ais_opts *o, qs_err *e)
 {
-    if (qs_db_exec(db, "BEGIN IMMEDIATE", e)) return -1;
+    if (qs_db_begin(db, e)) return -1;
     int rc = -1;
     char *data = qs_ais_result_json(r, o), *opts = options_with(o, r->run, NULL);
     if (!data || !opts) { qs_fail(e, "out of memory"); goto out; }

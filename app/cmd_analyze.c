@@ -72,6 +72,8 @@ int qs_analyze_one_cb(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, int 
     qs_treader *r = NULL;
     qs_analysis an;
     memset(&an, 0, sizeof an);
+    /* a stored result is of the imported content: never hand it out for a file that changed since */
+    if (qs_tensor_ref_check(t, e)) goto out;
     if (!force) {
         if (qs_result_get(db, t->hash, "metrics", a->f->name, opts, &data, &rid, e)) goto out;
         if (data && blocks) {   /* a cached result without its per-block arrays does not do */
@@ -104,6 +106,11 @@ int qs_analyze_one_cb(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, int 
     if (vcache && vcache->counts) ao.value_hist = vcache;
     e->msg[0] = 0;
     if (qs_analyze(a, rows, cols, qs_treader_read_cb, r, 1, &ao, &an, e)) goto out;
+    /* the result goes under t->hash only if those were the bytes read; and the reader's read
+    ** snapshot (embedded data) must end before the write begins */
+    if (qs_treader_verify(r, e)) goto out;
+    qs_treader_close(r);
+    r = NULL;
     if (vcache && !vcache->counts && an.value.counts) {   /* the first of a sweep: keep its value histogram */
         *vcache = an.value;
         if (!(vcache->counts = malloc((size_t)an.value.nbins * sizeof *vcache->counts))) memset(vcache, 0, sizeof *vcache);
@@ -111,7 +118,7 @@ int qs_analyze_one_cb(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, int 
     }
     char *mj = qs_metrics_json(&an.m), *hj = qs_hists_json(&an);
     int64_t mid = 0, hid = 0, bid = 0;
-    int wrc = !mj || !hj || qs_db_exec(db, "BEGIN IMMEDIATE", e) ||
+    int wrc = !mj || !hj || qs_db_begin(db, e) ||
               qs_result_put(db, t->hash, "metrics", a->f->name, opts, mj, &mid, e) ||
               qs_result_put(db, t->hash, "hist", a->f->name, opts, hj, &hid, e);
     if (!wrc && blocks) {

@@ -4,6 +4,7 @@
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <jansson.h>
 
@@ -11,6 +12,7 @@
 #include "../kernels/qs_version.h"
 #include "../store/tensor.h"
 #include "../store/json_out.h"
+#include "../store/tensor_write.h"
 
 static int64_t scalar(qs_db *db, const char *sql)
 {
@@ -105,8 +107,12 @@ int qs_cmd_info(qs_cli *cli, int argc, char **argv)
 
 int qs_cmd_check(qs_cli *cli, int argc, char **argv)
 {
-    int json;
-    if (json_flag(argc, argv, "check", &json)) return QS_EXIT_USAGE;
+    int json = 0, deep = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0) json = 1;
+        else if (strcmp(argv[i], "--deep") == 0) deep = 1;
+        else return qs_cli_usage("check", "unexpected argument '%s'", argv[i]);
+    }
     qs_db *db = qs_cli_open_db(cli);
     if (!db) return QS_EXIT_ERR;
     json_t *problems = json_array();
@@ -120,8 +126,11 @@ int qs_cmd_check(qs_cli *cli, int argc, char **argv)
     while (st && sqlite3_step(st) == SQLITE_ROW)
         json_array_append_new(problems, json_pack("{s:s,s:s}", "what", "foreign key", "message", sqlite3_column_text(st, 0)));
     sqlite3_finalize(st);
-    /* Every tensor: references must match their file; embedded data must have all its chunks. */
+    /* Every tensor: references must match their file; embedded data must have all its chunks;
+    ** --deep re-hashes every tensor's bytes.  Sources imported before their identity was recorded
+    ** (schema < 4) get it here when their file still matches. */
     int64_t checked = 0;
+    json_t *fill = json_object();   /* source path -> [id, ctime_ns, inode, dev] */
     sqlite3_prepare_v2(db->h, "SELECT name FROM tensor ORDER BY name", -1, &st, NULL);
     while (st && sqlite3_step(st) == SQLITE_ROW) {
         const char *name = (const char *)sqlite3_column_text(st, 0);
@@ -133,7 +142,19 @@ int qs_cmd_check(qs_cli *cli, int argc, char **argv)
             continue;
         }
         qs_treader *r = qs_treader_open(db, &t, &e);
-        if (r && t.is_blob) {
+        if (r && deep) {
+            char h[33];
+            if (qs_treader_hash(r, t.dtype, t.shape, t.ndim, h, &e) || qs_treader_verify(r, &e)) {
+                qs_treader_close(r);
+                r = NULL;
+            } else if (strcmp(h, t.hash) != 0) {
+                if (t.is_blob) qs_fail(&e, "tensor '%s': embedded data does not match its hash (re-import it)", t.name);
+                else qs_fail(&e, "%s: stale reference for tensor '%s': the content differs from the import "
+                             "(hash mismatch; re-import it)", t.source_path, t.name);
+                qs_treader_close(r);
+                r = NULL;
+            }
+        } else if (r && t.is_blob) {
             /* touch the last byte of every chunk */
             uint8_t b;
             for (uint64_t off = 0; off < t.nbytes && r; off += QS_CHUNK_BYTES) {
@@ -142,13 +163,35 @@ int qs_cmd_check(qs_cli *cli, int argc, char **argv)
             }
         }
         if (!r) json_array_append_new(problems, json_pack("{s:s,s:o,s:o}", "what", "tensor", "tensor", qs_json_text(name), "message", qs_json_text(e.msg)));
+        struct stat fs;
+        if (r && !t.is_blob && !t.has_ident && stat(t.source_path, &fs) == 0)
+            json_object_set_new(fill, t.source_path, json_pack("[I,I,I,I]", (json_int_t)t.source_id,
+                (json_int_t)((int64_t)fs.st_ctim.tv_sec * 1000000000LL + fs.st_ctim.tv_nsec), (json_int_t)fs.st_ino,
+                (json_int_t)fs.st_dev));
         qs_treader_close(r);
         qs_tensor_rec_free(&t);
     }
     sqlite3_finalize(st);
+    if (json_object_size(fill)) {
+        qs_err e = {{0}};
+        const char *k;
+        json_t *v;
+        int bad = qs_db_begin(db, &e);
+        json_object_foreach(fill, k, v) {
+            if (bad) break;
+            bad = qs_source_set_identity(db, json_integer_value(json_array_get(v, 0)), json_integer_value(json_array_get(v, 1)),
+                                         json_integer_value(json_array_get(v, 2)), json_integer_value(json_array_get(v, 3)), &e);
+        }
+        if (!bad) bad = qs_db_exec(db, "COMMIT", &e);
+        if (bad) {
+            sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+            json_array_append_new(problems, json_pack("{s:s,s:s}", "what", "source", "message", e.msg));
+        }
+    }
+    json_decref(fill);
     size_t np = json_array_size(problems);
     if (json) {
-        json_t *o = json_pack("{s:o,s:b,s:I,s:O}", "database", qs_json_text(db->path), "ok", np == 0, "tensors_checked",
+        json_t *o = json_pack("{s:o,s:b,s:b,s:I,s:O}", "database", qs_json_text(db->path), "ok", np == 0, "deep", deep, "tensors_checked",
                               (json_int_t)checked, "problems", problems);
         char *s = json_dumps(o, JSON_INDENT(2));
         puts(s);
@@ -158,7 +201,8 @@ int qs_cmd_check(qs_cli *cli, int argc, char **argv)
         size_t i;
         json_t *p;
         json_array_foreach(problems, i, p) printf("%s\n", qs_esc(json_string_value(json_object_get(p, "message"))));
-        printf("%s: %lld tensors checked, %zu problem(s)\n", qs_esc(db->path), (long long)checked, np);
+        printf("%s: %lld tensors checked%s, %zu problem(s)\n", qs_esc(db->path), (long long)checked, deep ? " (content re-hashed)" : "",
+               np);
     }
     json_decref(problems);
     qs_db_close(db);

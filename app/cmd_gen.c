@@ -140,7 +140,7 @@ int qs_cmd_gen(qs_cli *cli, int argc, char **argv)
     if (!db) return QS_EXIT_ERR;
     json_t *rep = json_array();
     int rc = QS_EXIT_OK;
-    if (qs_db_exec(db, "BEGIN IMMEDIATE", &e) || gen_into_db(db, &g, name, rep, &e) || qs_db_exec(db, "COMMIT", &e)) {
+    if (qs_db_begin(db, &e) || gen_into_db(db, &g, name, rep, &e) || qs_db_exec(db, "COMMIT", &e)) {
         sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
         rc = qs_cli_err(QS_EXIT_ERR, &e);
     } else if (json) {
@@ -222,7 +222,7 @@ int qs_cmd_demo(qs_cli *cli, int argc, char **argv)
         goto out;
     }
     json_t *rep = json_array();
-    if (qs_db_exec(db, "BEGIN IMMEDIATE", &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); json_decref(rep); goto out; }
+    if (qs_db_begin(db, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); json_decref(rep); goto out; }
     for (size_t i = 0; i < sizeof kDemo / sizeof *kDemo; i++) {
         qs_gen_spec g;
         memset(&g, 0, sizeof g);

@@ -429,40 +429,61 @@ static void task_rewards(const qs_llm_file *f, const prompt_t *p, const rollout 
     for (int b = 0; b < ro->B; b++) adv[b] = reward[b] - mean;
 }
 
-static int write_tokens(qs_db *db, int64_t run, int step, const rollout *ro, const double *lpt, const double *reward,
-                        const double *adv, qs_err *e)
+/* Token rows of a whole score run, kept in memory until the model work is done: the write
+** transaction then lasts milliseconds, not the minutes of sampling, so other writers never wait
+** long enough to time out. */
+typedef struct { int step, seq, pos, tok, task; double lr, lt, adv, reward, ent; } tokrow;
+typedef struct { tokrow *r; size_t n, cap; } tokbuf;
+
+static int collect_tokens(tokbuf *tb, int step, const rollout *ro, const double *lpt, const double *reward,
+                          const double *adv, qs_err *e)
 {
-    sqlite3_stmt *st = qs_db_prepare(db, "INSERT INTO rl_token(run_id, step, seq, pos, token_id, lp_rollout, lp_train, "
-                                         "advantage, reward, grp, entropy, mask) VALUES(?,?,?,?,?,?,?,?,?,?,?,1)", e);
-    if (!st) return -1;
     const int L = ro->plen + ro->N;
     for (int b = 0; b < ro->B; b++)
         for (int t = 0; t < ro->len[b]; t++) {
             size_t i = (size_t)b * ro->N + t;
             double lr = ro->lp[i] > 0 ? 0 : ro->lp[i], lt = lpt[i] > 0 ? 0 : lpt[i];   /* rounding can give +1e-16 */
-            if (!isfinite(lr) || !isfinite(lt) || !isfinite(ro->ent[i])) {
-                sqlite3_finalize(st);
+            if (!isfinite(lr) || !isfinite(lt) || !isfinite(ro->ent[i]))
                 return qs_fail(e, "non-finite log-probability at prompt %d, sequence %d, position %d (%s numerics overflow?)",
                                step, b, t, isfinite(lt) ? "the rollout" : "the reference");
+            if (tb->n == tb->cap) {
+                size_t cap = tb->cap ? 2 * tb->cap : 4096;
+                tokrow *nr = realloc(tb->r, cap * sizeof *nr);
+                if (!nr) return qs_fail(e, "out of memory");
+                tb->r = nr;
+                tb->cap = cap;
             }
-            sqlite3_reset(st);
-            sqlite3_bind_int64(st, 1, run);
-            sqlite3_bind_int(st, 2, step);
-            sqlite3_bind_int(st, 3, b);
-            sqlite3_bind_int(st, 4, t);
-            sqlite3_bind_int(st, 5, ro->tok[(size_t)b * L + ro->plen + t]);
-            sqlite3_bind_double(st, 6, lr);
-            sqlite3_bind_double(st, 7, lt);
-            if (adv) sqlite3_bind_double(st, 8, adv[b]); else sqlite3_bind_null(st, 8);
-            if (reward) sqlite3_bind_double(st, 9, reward[b]); else sqlite3_bind_null(st, 9);
-            sqlite3_bind_int(st, 10, step);
-            sqlite3_bind_double(st, 11, ro->ent[i]);
-            if (sqlite3_step(st) != SQLITE_DONE) {
-                qs_fail(e, "cannot insert token: %s", sqlite3_errmsg(db->h));
-                sqlite3_finalize(st);
-                return -1;
-            }
+            tb->r[tb->n++] = (tokrow){step, b, t, ro->tok[(size_t)b * L + ro->plen + t], reward != NULL, lr, lt,
+                                      adv ? adv[b] : 0, reward ? reward[b] : 0, ro->ent[i]};
         }
+    return 0;
+}
+
+static int write_tokens(qs_db *db, int64_t run, const tokbuf *tb, qs_err *e)
+{
+    sqlite3_stmt *st = qs_db_prepare(db, "INSERT INTO rl_token(run_id, step, seq, pos, token_id, lp_rollout, lp_train, "
+                                         "advantage, reward, grp, entropy, mask) VALUES(?,?,?,?,?,?,?,?,?,?,?,1)", e);
+    if (!st) return -1;
+    for (size_t k = 0; k < tb->n; k++) {
+        const tokrow *r = &tb->r[k];
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, run);
+        sqlite3_bind_int(st, 2, r->step);
+        sqlite3_bind_int(st, 3, r->seq);
+        sqlite3_bind_int(st, 4, r->pos);
+        sqlite3_bind_int(st, 5, r->tok);
+        sqlite3_bind_double(st, 6, r->lr);
+        sqlite3_bind_double(st, 7, r->lt);
+        if (r->task) sqlite3_bind_double(st, 8, r->adv); else sqlite3_bind_null(st, 8);
+        if (r->task) sqlite3_bind_double(st, 9, r->reward); else sqlite3_bind_null(st, 9);
+        sqlite3_bind_int(st, 10, r->step);
+        sqlite3_bind_double(st, 11, r->ent);
+        if (sqlite3_step(st) != SQLITE_DONE) {
+            qs_fail(e, "cannot insert token: %s", sqlite3_errmsg(db->h));
+            sqlite3_finalize(st);
+            return -1;
+        }
+    }
     sqlite3_finalize(st);
     return 0;
 }
@@ -502,8 +523,15 @@ static int cmd_score(qs_cli *cli, int argc, char **argv)
     double t_roll = 0, t_score = 0, sum_d = 0, sum_ad = 0, sum_k3 = 0, sum_reward = 0, sum_er = 0, sum_et = 0;
     long ntok = 0, ngen = 0;
     int64_t run = 0;
+    tokbuf tb = {NULL, 0, 0};
     if (!lpt || !entt) { qs_fail(&e, "out of memory"); rc = QS_EXIT_ERR; goto dbdone; }
-    if (qs_db_exec(db, "BEGIN IMMEDIATE", &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto dbdone; }
+    {   /* refuse a taken name before the model work, not after it */
+        sqlite3_stmt *q = qs_db_prepare(db, "SELECT 1 FROM rl_run WHERE name=?", &e);
+        int taken = q && (sqlite3_bind_text(q, 1, runname, -1, SQLITE_STATIC), sqlite3_step(q) == SQLITE_ROW);
+        sqlite3_finalize(q);
+        if (!q) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto dbdone; }
+        if (taken) { rc = qs_cli_error(QS_EXIT_ERR, "a run named '%s' already exists (choose another --name)", runname); goto dbdone; }
+    }
     json_t *meta = json_object();
     json_object_set_new(meta, "generator", json_string("qscope llm score"));
     json_object_set_new(meta, "tool_version", json_string(QS_VERSION));
@@ -528,9 +556,8 @@ static int cmd_score(qs_cli *cli, int argc, char **argv)
         json_array_append_new(jp, pj);
     }
     json_object_set_new(meta, "prompt_ids", jp);
-    char *ms = json_dumps(meta, JSON_COMPACT);
-    int bad = write_run(db, runname, o.model, ms, &run, &e);
-    free(ms);
+    char *ms;
+    int bad = 0;
     for (int p = 0; !bad && p < np; p++) {
         double tr, ts;
         if (do_rollout(&roll, &rnx, &ps[p], o.seqs, o.tokens, f.v.eos, o.seed, (uint64_t)p, &ro, &tr, &e) ||
@@ -544,7 +571,7 @@ static int cmd_score(qs_cli *cli, int argc, char **argv)
             task_rewards(&f, &ps[p], &ro, rw, av);
             for (int b = 0; b < ro.B; b++) sum_reward += rw[b];
         }
-        if (write_tokens(db, run, p, &ro, lpt, task ? rw : NULL, task ? av : NULL, &e)) {
+        if (collect_tokens(&tb, p, &ro, lpt, task ? rw : NULL, task ? av : NULL, &e)) {
             bad = 1;
             break;
         }
@@ -579,19 +606,13 @@ static int cmd_score(qs_cli *cli, int argc, char **argv)
                                 "mean reward of the prompt's group"));
         }
         ms = json_dumps(meta, JSON_COMPACT);
-        sqlite3_stmt *st = qs_db_prepare(db, "UPDATE rl_run SET metadata = ? WHERE id = ?", &e);
-        if (!st) bad = 1;
-        else {
-            sqlite3_bind_text(st, 1, ms, -1, SQLITE_STATIC);
-            sqlite3_bind_int64(st, 2, run);
-            if (sqlite3_step(st) != SQLITE_DONE) { qs_fail(&e, "cannot update run: %s", sqlite3_errmsg(db->h)); bad = 1; }
-            sqlite3_finalize(st);
-        }
+        bad = !ms || qs_db_begin(db, &e) || write_run(db, runname, o.model, ms, &run, &e) ||
+              write_tokens(db, run, &tb, &e) || qs_db_exec(db, "COMMIT", &e);
         free(ms);
     }
     json_decref(meta);
-    if (!bad && qs_db_exec(db, "COMMIT", &e)) bad = 1;
     if (bad) {
+        if (!e.msg[0]) qs_fail(&e, "out of memory");
         sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
         rc = qs_cli_err(QS_EXIT_ERR, &e);
         goto dbdone;
@@ -619,6 +640,7 @@ static int cmd_score(qs_cli *cli, int argc, char **argv)
                (double)o.seqs * np * (ps[0].n + o.tokens) / (t_score > 0 ? t_score : 1e-9));
     }
 dbdone:
+    free(tb.r);
     free(lpt); free(entt);
     qs_db_close(db);
 done:
@@ -736,7 +758,7 @@ static int cmd_capture(qs_cli *cli, int argc, char **argv)
     if (!cc->ok) { rc = qs_cli_error(QS_EXIT_ERR, "out of memory while capturing"); goto out; }
     db = qs_cli_open_db(cli);
     if (!db) { rc = QS_EXIT_ERR; goto out; }
-    if (qs_db_exec(db, "BEGIN IMMEDIATE", &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
+    if (qs_db_begin(db, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
     json_t *ids = json_array();
     for (int i = 0; i < L; i++) json_array_append_new(ids, json_integer(ro.tok[i]));
     printf("%-36s %10s %12s %14s\n", "tensor", "shape", "absmax", "max/median ch");

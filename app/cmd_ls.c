@@ -134,7 +134,7 @@ int qs_cmd_rm(qs_cli *cli, int argc, char **argv)
     if (!db) return QS_EXIT_ERR;
     qs_err e = {{0}};
     int rc = QS_EXIT_OK, total = 0;
-    if (qs_db_exec(db, "BEGIN IMMEDIATE", &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
+    if (qs_db_begin(db, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
     sqlite3_stmt *st = qs_db_prepare(db, "DELETE FROM tensor WHERE name GLOB ?", &e);
     if (!st) { rc = qs_cli_err(QS_EXIT_ERR, &e); qs_db_exec(db, "ROLLBACK", &e); goto out; }
     for (int i = 1; i < argc; i++) {

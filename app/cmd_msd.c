@@ -123,7 +123,7 @@ int qs_kx_load_tensor(qs_db *db, const char *cmd, const char *name, uint64_t max
     }
     float *buf = malloc(*rows * *cols * sizeof(float) + 4);
     qs_treader *r = buf ? qs_treader_open(db, &t, &e) : NULL;
-    int rc = !r || qs_treader_read_f32(r, 0, *rows * *cols, buf, &e);
+    int rc = !r || qs_treader_read_f32(r, 0, *rows * *cols, buf, &e) || qs_treader_verify(r, &e);
     qs_treader_close(r);
     if (!buf) snprintf(e.msg, sizeof e.msg, "out of memory");
     for (uint64_t i = 0; !rc && i < *rows * *cols; i++)

@@ -203,7 +203,11 @@ static int quant_db(qs_cli *cli, qs_apply *a, const char *name, const char *outn
     char src[1200];
     snprintf(src, sizeof src, "quant:%s", outname);
     membuf mb = {y};
-    if (qs_db_exec(db, "BEGIN IMMEDIATE", &e) ||
+    /* the bytes quantized must be those of t.hash, and the reader's snapshot must end before writing */
+    if (qs_treader_verify(r, &e)) { qs_cli_err(1, &e); goto done; }
+    qs_treader_close(r);
+    r = NULL;
+    if (qs_db_begin(db, &e) ||
         qs_import_f32(db, outname, t.shape, t.ndim, fill_mem, &mb, src, "quantized", meta, rep, &e) ||
         qs_db_exec(db, "COMMIT", &e)) {
         sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);

@@ -261,15 +261,26 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
     if (!st) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
     sqlite3_bind_text(st, 1, pat, -1, SQLITE_TRANSIENT);
     int nt = 0, tty = isatty(STDERR_FILENO);
-    while (rc == QS_EXIT_OK && sqlite3_step(st) == SQLITE_ROW) {
-        qs_tensor_rec t;
-        const char *name = (const char *)sqlite3_column_text(st, 0);
-        if (qs_tensor_get(db, name, &t, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); break; }
-        char shs[160], line[256];
-        qs_shape_str(t.shape, t.ndim, shs, sizeof shs);
+    /* the list first: analyses below write, and a write cannot start while this SELECT still reads
+    ** (its snapshot would be stale once another process commits; see qs_db_begin) */
+    json_t *todo = json_array();
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        char line[256];
         snprintf(line, sizeof line, "mean %.3g, std %.3g, absmax %.4g, kurtosis %.3g, outliers (6σ) %.3g%%",
                  sqlite3_column_double(st, 1), sqlite3_column_double(st, 2), sqlite3_column_double(st, 3),
                  sqlite3_column_double(st, 4), 100 * sqlite3_column_double(st, 5));
+        json_array_append_new(todo, json_pack("[s,s]", (const char *)sqlite3_column_text(st, 0), line));
+    }
+    sqlite3_finalize(st);
+    size_t ti;
+    json_t *tv;
+    json_array_foreach(todo, ti, tv) {
+        if (rc != QS_EXIT_OK) break;
+        qs_tensor_rec t;
+        const char *name = json_string_value(json_array_get(tv, 0)), *line = json_string_value(json_array_get(tv, 1));
+        if (qs_tensor_get(db, name, &t, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); break; }
+        char shs[160];
+        qs_shape_str(t.shape, t.ndim, shs, sizeof shs);
         json_t *rows = json_array();
         qs_hist vcache;
         memset(&vcache, 0, sizeof vcache);
@@ -313,7 +324,7 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
         qs_tensor_rec_free(&t);
         nt++;
     }
-    sqlite3_finalize(st);
+    json_decref(todo);
     if (rc != QS_EXIT_OK) goto out;
     if (nt == 0) { rc = qs_cli_error(QS_EXIT_ERR, "no tensor matches '%s'", pat); goto out; }
     int want_plots = plots && strcmp(kind, "json") && strcmp(kind, "csv");

@@ -154,7 +154,7 @@ int qs_cmd_runs(qs_cli *cli, int argc, char **argv)
     int rc = QS_EXIT_OK;
     if (rm) {
         if (optind >= argc) { qs_db_close(db); return qs_cli_usage("runs", "--rm needs run names"); }
-        if (qs_db_exec(db, "BEGIN IMMEDIATE", &e)) { qs_db_close(db); return qs_cli_err(QS_EXIT_ERR, &e); }
+        if (qs_db_begin(db, &e)) { qs_db_close(db); return qs_cli_err(QS_EXIT_ERR, &e); }
         for (int i = optind; i < argc; i++) {
             int found;
             if (qs_rl_run_delete(db, argv[i], &found, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); break; }

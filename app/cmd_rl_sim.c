@@ -136,7 +136,7 @@ static int store_run(ctx *C, job *j, logbuf *L, qs_err *e)
     int rc = -1;
     int64_t id;
     qs_rl_writer *w = NULL;
-    if (qs_db_exec(C->db, "BEGIN IMMEDIATE", e)) { free(meta); return -1; }
+    if (qs_db_begin(C->db, e)) { free(meta); return -1; }
     if (qs_rl_run_create(C->db, j->run, "qscope sim grpo", "sim:grpo", meta, C->replace, &id, e)) goto out;
     if (!(w = qs_rl_writer_open(C->db, id, e))) goto out;
     if (L->n && qs_rl_writer_rows(w, L->rows, L->n, e)) goto out;

@@ -46,6 +46,9 @@ int qs_cmd_show(qs_cli *cli, int argc, char **argv)
     int found = 0, rc = QS_EXIT_OK;
     if (qs_tensor_get(db, argv[optind], &t, &e)) { qs_db_close(db); return qs_cli_err(QS_EXIT_ERR, &e); }
     if (qs_stats_load(db, t.id, &s, &found, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
+    /* a reference whose file changed: the record and statistics are of the imported content */
+    qs_err se = {{0}};
+    int stale = qs_tensor_ref_check(&t, &se) != 0;
     char shs[160], shj[160], sz[32];
     qs_shape_str(t.shape, t.ndim, shs, sizeof shs);
     qs_shape_json(t.shape, t.ndim, shj, sizeof shj);
@@ -60,6 +63,7 @@ int qs_cmd_show(qs_cli *cli, int argc, char **argv)
         json_decref(rest);
         qs_json_set_text(o, "source", t.source_path);
         if (t.metadata) json_object_set_new(o, "metadata", json_loads(t.metadata, 0, NULL));
+        if (stale) json_object_set_new(o, "stale", qs_json_text(se.msg));
         if (found) {
             json_t *st = json_pack("{s:I,s:I,s:I,s:I}", "n_finite", (json_int_t)s.n_finite, "n_nan", (json_int_t)s.n_nan,
                                    "n_inf", (json_int_t)s.n_inf, "n_zero", (json_int_t)s.n_zero);
@@ -92,6 +96,8 @@ int qs_cmd_show(qs_cli *cli, int argc, char **argv)
     char a[40], b[40], c[40], d[40];
     printf("%s%s%s\n", B, qs_esc(t.name), O);
     printf("  %-10s %s (%s)\n", "source", qs_esc(t.source_path), t.source_kind);
+    if (stale) printf("  %s%-10s %s (the record and statistics below are of the imported content)%s\n", qs_c_warn(cli),
+                      "STALE", qs_esc(se.msg), O);
     if (t.member && *t.member) printf("  %-10s %s\n", "member", qs_esc(t.member));
     printf("  %-10s %s  %s  %llu elements  %s  %s%s\n", "tensor", shs, qs_dtype_get(t.dtype)->name,
            (unsigned long long)t.numel, sz, t.is_blob ? "embedded" : "referenced", t.fortran ? " (column-major)" : "");

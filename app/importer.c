@@ -125,8 +125,7 @@ int qs_import_file(qs_db *db, const char *path, const qs_import_opts *o, json_t 
     size_t len = (size_t)st.st_size;
     if (len == 0) { close(fd); return qs_fail(e, "%s: empty file (at byte 0)", path); }
     void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (map == MAP_FAILED) return qs_fail(e, "%s: mmap: %s", path, strerror(errno));
+    if (map == MAP_FAILED) { close(fd); return qs_fail(e, "%s: mmap: %s", path, strerror(errno)); }
     madvise(map, len, MADV_SEQUENTIAL);
 
     qs_container c = {0};
@@ -146,6 +145,8 @@ int qs_import_file(qs_db *db, const char *path, const qs_import_opts *o, json_t 
     int64_t source_id;
     if (qs_source_upsert(db, spath, o->source_kind ? o->source_kind : c.kind, (int64_t)len, mtime,
                          o->source_meta ? o->source_meta : c.meta_json, &source_id, e)) goto out;
+    if (!o->source_path && qs_source_set_identity(db, source_id, (int64_t)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec,
+                                                  (int64_t)st.st_ino, (int64_t)st.st_dev, e)) goto out;
     /* Generated data lives only in the database: references would point at a temporary file. */
     qs_import_opts eff = *o;
     if (o->source_path) eff.copy = 1;
@@ -163,6 +164,14 @@ int qs_import_file(qs_db *db, const char *path, const qs_import_opts *o, json_t 
         else snprintf(name, sizeof name, "%s:%s", prefix, d->name);
         if (import_tensor(db, map, len, path, d, name, source_id, &eff, report, &keep[i], e)) goto out;
     }
+    /* the hashes above are of the bytes read only if the file did not change meanwhile */
+    struct stat now;
+    if (fstat(fd, &now) || now.st_size != st.st_size || now.st_mtim.tv_sec != st.st_mtim.tv_sec ||
+        now.st_mtim.tv_nsec != st.st_mtim.tv_nsec || now.st_ctim.tv_sec != st.st_ctim.tv_sec ||
+        now.st_ctim.tv_nsec != st.st_ctim.tv_nsec) {
+        qs_fail(e, "%s: the file changed while it was being imported", path);
+        goto out;
+    }
     int removed = 0;
     if (qs_source_prune(db, source_id, keep, c.n, &removed, e)) goto out;
     if (removed && report)
@@ -176,6 +185,7 @@ out:
     free(keep);
     qs_container_free(&c);
     munmap(map, len);
+    close(fd);
     return rc;
 }
 

@@ -178,10 +178,11 @@ const qs_command qs_commands[] = {
      "Generates a varied synthetic set (Gaussian, Laplace, Student-t, uniform, log-normal weights\n"
      "and LLM-like activations with outlier channels) into the database.  Does nothing if demo\n"
      "tensors already exist, unless --force.", qs_cmd_demo, 1},
-    {"check", "[--json]", "verify the database and every tensor reference",
+    {"check", "[--deep] [--json]", "verify the database and every tensor reference",
      "Runs SQLite's integrity and foreign-key checks and checks every referenced file (present,\n"
-     "same size and modification time) and every embedded tensor (all chunks present and of the\n"
-     "right size).  Exit 1 if anything is wrong.", qs_cmd_check, 1},
+     "same size, modification time, status-change time, inode and device) and every embedded\n"
+     "tensor (all chunks present and of the right size).  --deep also re-hashes every tensor's\n"
+     "bytes against its stored hash.  Exit 1 if anything is wrong.", qs_cmd_check, 1},
     {"schema", "", "print the database schema (SQL)",
      "Prints the SQL of the current schema, for use with sqlite3.", qs_cmd_schema, 0},
     {"bench", "[formats [-f LIST] | analyze | rl | kernels | tui] [--score] [--quick] [--json] [--npy FILE]", "measure throughput",

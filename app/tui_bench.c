@@ -44,7 +44,7 @@ static int build_db(const char *path, int ntensors, qs_err *e)
     if (!db) return -1;
     int rc = -1, base = ntensors < 100 ? ntensors : 100;
     json_t *rep = json_array();
-    if (qs_db_exec(db, "BEGIN IMMEDIATE", e)) goto out;
+    if (qs_db_begin(db, e)) goto out;
     for (int i = 0; i < base; i++) {
         qs_gen_spec g;
         memset(&g, 0, sizeof g);

@@ -123,6 +123,12 @@ static const char *const kMigrations[] = {
     "  group_id TEXT,                        -- as in the log (rl_token.grp is its ordinal)\n"
     "  PRIMARY KEY (run_id, step, seq)\n"
     ") WITHOUT ROWID;\n",
+    /* 3 -> 4: the rest of a referenced file's identity.  Size and mtime can be put back by hand
+    ** (`touch -d`); the status-change time and the inode cannot.  NULL in rows imported before:
+    ** still accepted on size and mtime, filled by the next import or `qscope check`. */
+    "ALTER TABLE source ADD COLUMN ctime_ns INTEGER;\n"
+    "ALTER TABLE source ADD COLUMN inode INTEGER;\n"
+    "ALTER TABLE source ADD COLUMN dev INTEGER;\n",
 };
 
 #define NMIG ((int)(sizeof kMigrations / sizeof kMigrations[0]))
@@ -136,6 +142,19 @@ const char *qs_db_schema_sql(int version)
 int qs_db_fail(qs_db *db, qs_err *e, const char *what)
 {
     return qs_fail(e, "%s: database error: %s (%s)", db->path, sqlite3_errmsg(db->h), what);
+}
+
+int qs_db_begin(qs_db *db, qs_err *e)
+{
+    /* In WAL mode a connection still holding a read snapshot (an unfinished SELECT, an open blob
+    ** handle) cannot become a writer once another process has committed: SQLite answers
+    ** SQLITE_BUSY_SNAPSHOT at once and the busy timeout never applies.  Such a write would fail
+    ** only under concurrency, so refuse it always (a programming error the tests then catch). */
+    for (sqlite3_stmt *s = sqlite3_next_stmt(db->h, NULL); s; s = sqlite3_next_stmt(db->h, s))
+        if (sqlite3_stmt_busy(s))
+            return qs_fail(e, "%s: internal error: a write transaction was started while a read was still open (%s)",
+                           db->path, sqlite3_sql(s) ? sqlite3_sql(s) : "blob");
+    return qs_db_exec(db, "BEGIN IMMEDIATE", e);
 }
 
 int qs_db_exec(qs_db *db, const char *sql, qs_err *e)

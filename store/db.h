@@ -13,7 +13,7 @@
 
 #include "../kernels/qs_err.h"
 
-#define QS_SCHEMA_VERSION 3
+#define QS_SCHEMA_VERSION 4
 #define QS_BUSY_TIMEOUT_MS 60000
 #define QS_CHUNK_BYTES (1u << 20)   /* embedded tensor data is stored in rows of this many bytes */
 
@@ -28,6 +28,11 @@ void qs_db_close(qs_db *db);
 
 /* Run SQL without results (BEGIN, COMMIT, SAVEPOINT ...). */
 int qs_db_exec(qs_db *db, const char *sql, qs_err *e);
+
+/* Start a write transaction (BEGIN IMMEDIATE, waiting up to the busy timeout for another
+** writer).  Fails if a statement or blob handle of this connection is still reading: its
+** snapshot could not be upgraded once another process commits.  Commands write through this. */
+int qs_db_begin(qs_db *db, qs_err *e);
 
 /* Prepare a statement; on failure writes the SQLite message. */
 sqlite3_stmt *qs_db_prepare(qs_db *db, const char *sql, qs_err *e);

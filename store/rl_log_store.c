@@ -346,7 +346,7 @@ int qs_rl_import(qs_db *db, const char *path, const qs_rl_import_opts *o, qs_rl_
     /* a large page cache keeps the B-tree's right edge from being spilled to the WAL and rewritten
     ** many times during one big transaction (256 MiB at most; SQLite allocates it lazily) */
     sqlite3_exec(db->h, "PRAGMA cache_size=-262144", NULL, NULL, NULL);
-    if (qs_db_exec(db, "BEGIN IMMEDIATE", e)) goto out;
+    if (qs_db_begin(db, e)) goto out;
     began = 1;
     {
         int found;

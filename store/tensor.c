@@ -6,6 +6,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +28,10 @@ struct qs_treader {
     uint64_t numel, nbytes;
     int fortran;
     char path[512];                 /* for messages */
+    char name[256];                 /* tensor name, for stale-reference messages ("" from an image) */
+    /* reference: the open file and its identity when opened, re-checked by qs_treader_verify */
+    int fd;
+    struct stat ident;
     /* memory source: mem points at the first data byte (storage order) */
     const uint8_t *mem;
     void *map;                      /* owned mapping, if any */
@@ -93,7 +100,7 @@ int qs_tensor_get(qs_db *db, const char *name, qs_tensor_rec *t, qs_err *e)
     sqlite3_stmt *st = qs_db_prepare(db,
         "SELECT t.id, t.name, t.member, t.hash, t.metadata, t.dtype, t.shape, t.numel, t.nbytes,"
         " t.storage, t.fortran, t.codec, t.data_offset, t.comp_offset, t.comp_size,"
-        " s.id, s.path, s.kind, s.size, s.mtime_ns"
+        " s.id, s.path, s.kind, s.size, s.mtime_ns, s.ctime_ns, s.inode, s.dev"
         " FROM tensor t JOIN source s ON s.id = t.source_id WHERE t.name = ?", e);
     if (!st) return -1;
     sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
@@ -123,6 +130,11 @@ int qs_tensor_get(qs_db *db, const char *name, qs_tensor_rec *t, qs_err *e)
     t->source_kind = dupcol(st, 17);
     t->source_size = sqlite3_column_int64(st, 18);
     t->source_mtime_ns = sqlite3_column_int64(st, 19);
+    t->has_ident = sqlite3_column_type(st, 20) != SQLITE_NULL && sqlite3_column_type(st, 21) != SQLITE_NULL &&
+                   sqlite3_column_type(st, 22) != SQLITE_NULL;
+    t->source_ctime_ns = sqlite3_column_int64(st, 20);
+    t->source_inode = sqlite3_column_int64(st, 21);
+    t->source_dev = sqlite3_column_int64(st, 22);
     sqlite3_finalize(st);
     if (bad) {
         if (t->dtype == QS_DT_INVALID) qs_fail(e, "tensor '%s': unknown dtype in database", name);
@@ -152,6 +164,7 @@ static qs_treader *reader_new(qs_dtype dt, const uint64_t *shape, int ndim, int 
     memcpy(r->shape, shape, sizeof(uint64_t) * (size_t)ndim);
     r->fortran = fortran && ndim > 1;
     snprintf(r->path, sizeof r->path, "%s", path ? path : "?");
+    r->fd = -1;
     if (!r->tr || qs_shape_numel(shape, ndim, &r->numel) || qs_dtype_nbytes(dt, r->numel, &r->nbytes)) {
         qs_fail(e, "%s: inconsistent dtype and shape", r->path);
         free(r);
@@ -163,6 +176,86 @@ static qs_treader *reader_new(qs_dtype dt, const uint64_t *shape, int ndim, int 
         return NULL;
     }
     return r;
+}
+
+/* ---- reads from mapped files -------------------------------------------------------------
+** A mapped file that shrinks under us raises SIGBUS at the next access past its new end.  Every
+** read of a mapping runs under a per-thread recovery point: the handler jumps back to it and the
+** read fails as a stale reference.  A SIGBUS anywhere else keeps its previous disposition. */
+static _Thread_local sigjmp_buf *t_guard;
+static struct sigaction g_prev_bus;
+static pthread_once_t g_bus_once = PTHREAD_ONCE_INIT;
+/* Test hook (tests/e2e/stale.sh), so that a file changes mid-read deterministically:
+** QSCOPE_TEST_FILE_HOOK=shrink@N truncates the mapped file to 0 bytes before the N-th mapped read
+** of the process, touch@N sets its times to now (same bytes, new identity). */
+static atomic_long g_hook_left;
+static int g_hook_touch;
+
+static void on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+    (void)uc;
+    if (t_guard) siglongjmp(*t_guard, 1);
+    /* not a mapped read of ours: back to the previous disposition, which the faulting access (run
+    ** again on return) or a re-raised signal then meets */
+    sigaction(sig, &g_prev_bus, NULL);
+    if (si->si_code <= 0) raise(sig);
+}
+
+static void bus_install(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigbus;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER;   /* NODEFER: jumping out leaves no blocked SIGBUS behind */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, &g_prev_bus);
+    const char *h = getenv("QSCOPE_TEST_FILE_HOOK"), *at = h ? strchr(h, '@') : NULL;
+    if (at && (!strncmp(h, "shrink@", 7) || !strncmp(h, "touch@", 6))) {
+        g_hook_touch = h[0] == 't';
+        atomic_store(&g_hook_left, atol(at + 1));
+    }
+}
+
+static int shrunk(const qs_treader *r, qs_err *e)
+{
+    if (r->name[0])
+        return qs_fail(e, "%s: stale reference for tensor '%s': the file shrank while it was being read (re-import it)",
+                       r->path, r->name);
+    return qs_fail(e, "%s: the file shrank while it was being read", r->path);
+}
+
+static void file_hook(const qs_treader *r)
+{
+    if (atomic_load(&g_hook_left) > 0 && atomic_fetch_sub(&g_hook_left, 1) == 1 &&
+        (g_hook_touch ? utimensat(AT_FDCWD, r->path, NULL, 0) : truncate(r->path, 0)))
+        perror("QSCOPE_TEST_FILE_HOOK");
+}
+
+static void fortran_gather(const qs_treader *r, uint64_t first, size_t count, uint8_t *out);
+
+/* Bytes [off, off+n) of the mapped data, in C order. */
+static int mapped_read(const qs_treader *r, uint64_t off, size_t n, uint8_t *out, qs_err *e)
+{
+    file_hook(r);
+    sigjmp_buf jb;
+    if (sigsetjmp(jb, 0)) { t_guard = NULL; return shrunk(r, e); }
+    t_guard = &jb;
+    if (!r->fortran) memcpy(out, r->mem + off, n);
+    else fortran_gather(r, off / r->tr->block_bytes, n / r->tr->block_bytes, out);
+    t_guard = NULL;
+    return 0;
+}
+
+/* inflate() over a mapped source: 1 if the mapping faulted */
+static int guarded_inflate(const qs_treader *r, z_stream *s, int *zrc)
+{
+    file_hook(r);
+    sigjmp_buf jb;
+    if (sigsetjmp(jb, 0)) { t_guard = NULL; return 1; }
+    t_guard = &jb;
+    *zrc = inflate(s, Z_NO_FLUSH);
+    t_guard = NULL;
+    return 0;
 }
 
 /* Inflate a raw deflate stream into an unlinked temporary file and map it.  The output must be
@@ -196,7 +289,7 @@ static int inflate_to_map(qs_treader *r, const uint8_t *src, size_t srclen, uint
         }
         s.next_out = out;
         s.avail_out = OUT;
-        rc = inflate(&s, Z_NO_FLUSH);
+        if (guarded_inflate(r, &s, &rc)) { shrunk(r, e); ok = 0; break; }
         if (rc != Z_OK && rc != Z_STREAM_END) {
             qs_fail(e, "%s: corrupt deflate data in member (%s)", r->path, s.msg ? s.msg : "truncated");
             ok = 0;
@@ -234,6 +327,7 @@ qs_treader *qs_treader_from_image(const uint8_t *base, size_t len, const qs_tdes
 {
     qs_treader *r = reader_new(d->dtype, d->shape, d->ndim, d->fortran, path, e);
     if (!r) return NULL;
+    pthread_once(&g_bus_once, bus_install);
     if (r->nbytes != d->nbytes) { qs_fail(e, "%s: tensor '%s' size mismatch", path, d->name); goto fail; }
     if (d->codec == QS_CODEC_DEFLATE) {
         if (d->comp_offset > len || d->comp_size > len - d->comp_offset ||
@@ -257,7 +351,71 @@ fail:
     return NULL;
 }
 
-static int64_t mtime_ns(const struct stat *st) { return (int64_t)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec; }
+static int64_t ts_ns(struct timespec ts) { return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec; }
+
+/* What differs between the file now and its record, as "size, mtime" ("" when nothing does). */
+static void ident_diff(const qs_tensor_rec *t, const struct stat *st, char *out, size_t cap)
+{
+    const char *what[5];
+    int n = 0;
+    if ((int64_t)st->st_size != t->source_size) what[n++] = "size";
+    if (ts_ns(st->st_mtim) != t->source_mtime_ns) what[n++] = "modification time";
+    if (t->has_ident && ts_ns(st->st_ctim) != t->source_ctime_ns) what[n++] = "status-change time";
+    if (t->has_ident && (int64_t)st->st_ino != t->source_inode) what[n++] = "inode";
+    if (t->has_ident && (int64_t)st->st_dev != t->source_dev) what[n++] = "device";
+    size_t k = 0;
+    out[0] = 0;
+    for (int i = 0; i < n && k < cap; i++) k += (size_t)snprintf(out + k, cap - k, "%s%s", i ? ", " : "", what[i]);
+}
+
+static int stale_changed(const qs_tensor_rec *t, const char *diff, const char *when, qs_err *e)
+{
+    return qs_fail(e, "%s: stale reference for tensor '%s': the file changed %s (%s differ%s; re-import it)",
+                   t->source_path, t->name, when, diff, strchr(diff, ',') ? "" : "s");
+}
+
+static int stale_gone(const qs_tensor_rec *t, int err, qs_err *e)
+{
+    return qs_fail(e, "%s: stale reference for tensor '%s': %s (re-import the file, or import with --copy)",
+                   t->source_path, t->name, strerror(err));
+}
+
+int qs_tensor_ref_check(const qs_tensor_rec *t, qs_err *e)
+{
+    if (t->is_blob) return 0;
+    struct stat st;
+    if (stat(t->source_path, &st)) return stale_gone(t, errno, e);
+    char diff[128];
+    ident_diff(t, &st, diff, sizeof diff);
+    return diff[0] ? stale_changed(t, diff, "since it was imported", e) : 0;
+}
+
+/* Open the blob handle on chunk 0 and, in the read snapshot it starts (and holds until the reader
+** closes), make sure the tensor still has the content the caller looked up. */
+static int blob_pin(qs_treader *r, const qs_tensor_rec *t, qs_err *e)
+{
+    if (t->nbytes == 0) return 0;
+    sqlite3_bind_int64(r->find, 1, t->id);
+    sqlite3_bind_int64(r->find, 2, 0);
+    int rc = sqlite3_step(r->find);
+    int64_t rowid = rc == SQLITE_ROW ? sqlite3_column_int64(r->find, 0) : 0;
+    sqlite3_reset(r->find);
+    if (rc != SQLITE_ROW) return qs_fail(e, "tensor '%s': embedded data chunk 0 is missing", t->name);
+    if (sqlite3_blob_open(r->db->h, "main", "tensor_chunk", "data", rowid, 0, &r->blob) != SQLITE_OK) {
+        r->blob = NULL;
+        return qs_db_fail(r->db, e, "embedded data");
+    }
+    /* blob_seq stays -1: the first read looks chunk 0 up again and checks its length */
+    sqlite3_stmt *st = qs_db_prepare(r->db, "SELECT hash FROM tensor WHERE id=?", e);
+    if (!st) return -1;
+    sqlite3_bind_int64(st, 1, t->id);
+    rc = sqlite3_step(st);
+    int same = rc == SQLITE_ROW && sqlite3_column_text(st, 0) && !strcmp((const char *)sqlite3_column_text(st, 0), t->hash);
+    sqlite3_finalize(st);
+    if (!same) return qs_fail(e, "tensor '%s' was changed or removed by another process since it was looked up (run the command again)",
+                              t->name);
+    return 0;
+}
 
 qs_treader *qs_treader_open(qs_db *db, const qs_tensor_rec *t, qs_err *e)
 {
@@ -265,6 +423,7 @@ qs_treader *qs_treader_open(qs_db *db, const qs_tensor_rec *t, qs_err *e)
                                t->is_blob ? t->name : t->source_path, e);
     if (!r) return NULL;
     if (r->nbytes != t->nbytes) { qs_fail(e, "tensor '%s': corrupt size in database", t->name); goto fail; }
+    snprintf(r->name, sizeof r->name, "%s", t->name);
     if (t->is_blob) {
         r->db = db;
         r->tensor_id = t->id;
@@ -272,30 +431,26 @@ qs_treader *qs_treader_open(qs_db *db, const qs_tensor_rec *t, qs_err *e)
         pthread_mutex_init(&r->mu, NULL);
         r->has_mu = 1;
         r->find = qs_db_prepare(db, "SELECT rowid, length(data) FROM tensor_chunk WHERE tensor_id=? AND seq=?", e);
-        if (!r->find) goto fail;
+        if (!r->find || blob_pin(r, t, e)) goto fail;
         return r;
     }
+    pthread_once(&g_bus_once, bus_install);
     int fd = open(t->source_path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        qs_fail(e, "%s: stale reference for tensor '%s': %s (re-import the file, or import with --copy)",
-                t->source_path, t->name, strerror(errno));
-        goto fail;
-    }
+    if (fd < 0) { stale_gone(t, errno, e); goto fail; }
+    r->fd = fd;
     struct stat st;
-    if (fstat(fd, &st) || (int64_t)st.st_size != t->source_size || mtime_ns(&st) != t->source_mtime_ns) {
-        close(fd);
-        qs_fail(e, "%s: stale reference for tensor '%s': the file changed since it was imported "
-                "(size or modification time differ; re-import it)", t->source_path, t->name);
-        goto fail;
-    }
+    char diff[128];
+    if (fstat(fd, &st)) { stale_gone(t, errno, e); goto fail; }
+    ident_diff(t, &st, diff, sizeof diff);
+    if (diff[0]) { stale_changed(t, diff, "since it was imported", e); goto fail; }
+    r->ident = st;
     size_t len = (size_t)st.st_size;
     const uint8_t *base = NULL;
     if (len) {
         void *m = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED) { close(fd); qs_fail(e, "%s: mmap: %s", t->source_path, strerror(errno)); goto fail; }
+        if (m == MAP_FAILED) { qs_fail(e, "%s: mmap: %s", t->source_path, strerror(errno)); goto fail; }
         base = m;
     }
-    close(fd);
     if (t->codec == QS_CODEC_DEFLATE) {
         int bad = t->comp_offset > len || t->comp_size > len - t->comp_offset;
         if (bad) qs_fail(e, "%s: stale reference for tensor '%s': member outside the file", t->source_path, t->name);
@@ -319,10 +474,24 @@ fail:
     return NULL;
 }
 
+int qs_treader_verify(qs_treader *r, qs_err *e)
+{
+    if (r->fd < 0) return 0;   /* embedded (one snapshot) or an image the importer checks itself */
+    struct stat st;
+    if (fstat(r->fd, &st))
+        return qs_fail(e, "%s: stale reference for tensor '%s': %s", r->path, r->name, strerror(errno));
+    if (st.st_size != r->ident.st_size || ts_ns(st.st_mtim) != ts_ns(r->ident.st_mtim) ||
+        ts_ns(st.st_ctim) != ts_ns(r->ident.st_ctim))
+        return qs_fail(e, "%s: stale reference for tensor '%s': the file changed while it was being read "
+                       "(nothing was stored; re-import it)", r->path, r->name);
+    return 0;
+}
+
 void qs_treader_close(qs_treader *r)
 {
     if (!r) return;
     if (r->map && r->maplen) munmap(r->map, r->maplen);
+    if (r->fd >= 0) close(r->fd);
     if (r->blob) sqlite3_blob_close(r->blob);
     if (r->find) sqlite3_finalize(r->find);
     if (r->has_mu) pthread_mutex_destroy(&r->mu);
@@ -414,11 +583,9 @@ int qs_treader_read_bytes(qs_treader *r, uint64_t off, size_t n, uint8_t *out, q
     if (off > r->nbytes || n > r->nbytes - off) return qs_fail(e, "%s: read past the end of the tensor", r->path);
     if (n == 0) return 0;
     if (r->mem) {
-        if (!r->fortran) { memcpy(out, r->mem + off, n); return 0; }
         size_t es = r->tr->block_bytes;
-        if (off % es || n % es) return qs_fail(e, "%s: unaligned read of column-major data", r->path);
-        fortran_gather(r, off / es, n / es, out);
-        return 0;
+        if (r->fortran && (off % es || n % es)) return qs_fail(e, "%s: unaligned read of column-major data", r->path);
+        return mapped_read(r, off, n, out, e);
     }
     pthread_mutex_lock(&r->mu);
     int rc = blob_read(r, off, n, out, e);
@@ -430,7 +597,7 @@ int qs_treader_read_f32(qs_treader *r, uint64_t start, size_t n, float *out, qs_
 {
     if (start > r->numel || n > r->numel - start) return qs_fail(e, "%s: read past the end of the tensor", r->path);
     const unsigned be = r->tr->block_elems, bb = r->tr->block_bytes;
-    if (r->dt == QS_DT_F32 && r->mem && !r->fortran) { memcpy(out, r->mem + start * 4, n * 4); return 0; }
+    if (r->dt == QS_DT_F32 && r->mem && !r->fortran) return mapped_read(r, start * 4, n * 4, (uint8_t *)out, e);
     enum { PIECE_BLOCKS = 4096 };
     uint8_t *raw = malloc((size_t)PIECE_BLOCKS * bb);
     float *dec = be > 1 ? malloc((size_t)PIECE_BLOCKS * be * sizeof(float)) : NULL;

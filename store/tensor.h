@@ -27,6 +27,9 @@ typedef struct qs_tensor_rec {
     int64_t  source_id;
     char    *source_path, *source_kind;
     int64_t  source_size, source_mtime_ns;
+    /* the rest of the file's identity at import; has_ident 0 for rows imported before schema 4 */
+    int      has_ident;
+    int64_t  source_ctime_ns, source_inode, source_dev;
 } qs_tensor_rec;
 
 /* Load one tensor's record by exact name.  Returns 0, or -1 with "no tensor named 'X'". */
@@ -42,12 +45,25 @@ void qs_shape_json(const uint64_t *shape, int ndim, char *buf, size_t cap);
 /* shape as "2x3" (scalars: "scalar") */
 void qs_shape_str(const uint64_t *shape, int ndim, char *buf, size_t cap);
 
+/* Is the referenced file still the one imported?  Stale means: gone, or any of size, mtime (ns),
+** ctime (ns), inode and device differs (ctime, inode and device only when recorded).  Returns 0,
+** or -1 with "PATH: stale reference for tensor 'NAME': ...".  Embedded tensors always pass. */
+int qs_tensor_ref_check(const qs_tensor_rec *t, qs_err *e);
+
 typedef struct qs_treader qs_treader;
 
-/* Reader over a stored tensor.  For references the file is checked first: a file that is gone or
-** whose size or modification time differ from the import is an error ("stale reference"), never
-** silently read.  The reader is safe to use from several threads at once. */
+/* Reader over a stored tensor.  For references the file is checked first (qs_tensor_ref_check):
+** a stale file is an error, never silently read, and a file that shrinks under a read is reported
+** as stale instead of killing the process with SIGBUS.  Embedded tensors are read in one database
+** snapshot, in which their hash is checked against t->hash; the reader holds that snapshot until
+** it is closed, so close it before writing (qs_db_begin refuses otherwise).  The reader is safe to
+** use from several threads at once. */
 qs_treader *qs_treader_open(qs_db *db, const qs_tensor_rec *t, qs_err *e);
+
+/* Call after the last read and before storing anything derived from it: fails (stale reference)
+** if the referenced file changed while it was read, so no result is ever stored under a hash
+** that does not belong to the bytes read. */
+int qs_treader_verify(qs_treader *r, qs_err *e);
 
 /* Reader over a tensor described by a parser, in a file image held in memory (used by import
 ** before the tensor is in the database).  `file_base`/`file_len` must outlive the reader. */

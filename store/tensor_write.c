@@ -20,7 +20,7 @@ int qs_source_upsert(qs_db *db, const char *path, const char *kind, int64_t size
 {
     sqlite3_stmt *st = qs_db_prepare(db,
         "INSERT INTO source(path, kind, size, mtime_ns, metadata) VALUES(?1,?2,?3,?4,?5)"
-        " ON CONFLICT(path) DO UPDATE SET kind=?2, size=?3, mtime_ns=?4, metadata=?5,"
+        " ON CONFLICT(path) DO UPDATE SET kind=?2, size=?3, mtime_ns=?4, metadata=?5, ctime_ns=NULL, inode=NULL, dev=NULL,"
         " imported_at=strftime('%Y-%m-%dT%H:%M:%SZ','now') RETURNING id", e);
     if (!st) return -1;
     sqlite3_bind_text(st, 1, path, -1, SQLITE_TRANSIENT);
@@ -31,6 +31,19 @@ int qs_source_upsert(qs_db *db, const char *path, const char *kind, int64_t size
     else sqlite3_bind_null(st, 5);
     if (sqlite3_step(st) != SQLITE_ROW) { qs_db_fail(db, e, "source upsert"); sqlite3_finalize(st); return -1; }
     *id = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return 0;
+}
+
+int qs_source_set_identity(qs_db *db, int64_t id, int64_t ctime_ns, int64_t inode, int64_t dev, qs_err *e)
+{
+    sqlite3_stmt *st = qs_db_prepare(db, "UPDATE source SET ctime_ns=?, inode=?, dev=? WHERE id=?", e);
+    if (!st) return -1;
+    sqlite3_bind_int64(st, 1, ctime_ns);
+    sqlite3_bind_int64(st, 2, inode);
+    sqlite3_bind_int64(st, 3, dev);
+    sqlite3_bind_int64(st, 4, id);
+    if (step_done(db, st, "source identity", e)) return -1;
     sqlite3_finalize(st);
     return 0;
 }

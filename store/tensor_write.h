@@ -11,6 +11,9 @@
 /* Insert or update the source row for `path` and return its id. */
 int qs_source_upsert(qs_db *db, const char *path, const char *kind, int64_t size, int64_t mtime_ns,
                      const char *meta_json, int64_t *id, qs_err *e);
+/* Record the rest of a referenced file's identity (status-change time, inode, device; see
+** qs_tensor_ref_check).  An upsert clears them, so a source without this call has none. */
+int qs_source_set_identity(qs_db *db, int64_t id, int64_t ctime_ns, int64_t inode, int64_t dev, qs_err *e);
 
 typedef struct qs_tensor_row {
     const char *name, *member, *hash, *metadata;
