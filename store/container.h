@@ -86,4 +86,9 @@ int qs_shape_numel(const uint64_t *shape, int ndim, uint64_t *numel);
 ** written in *got.  Stops early without error once `cap` bytes are produced. */
 int qs_inflate_prefix(const uint8_t *src, size_t srclen, uint8_t *out, size_t cap, size_t *got, qs_err *e);
 
+/* Inflate a whole raw deflate stream through the scratch buffer work[0..cap), giving the CRC-32
+** of the output and its length in *got.  A stream that does not end is "truncated". */
+int qs_inflate_crc(const uint8_t *src, size_t srclen, uint8_t *work, size_t cap, uint32_t *crc, uint64_t *got,
+                   qs_err *e);
+
 #endif
