@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Hostile files and odd trees: long and multi-byte names stay whole (never two tensors in one row),
+# symlink loops end, npz CRC-32 is checked, a rejected import prints one line, the file-size limit
+# is an error that names the file, and a file with nothing to import leaves no source row.
+source "$(dirname "$0")/lib.sh"
+PY=/usr/bin/python3
+rows() { sqlite3 "$QSCOPE_DB" "SELECT count(*) FROM $1"; }
+
+# ---- long names: two members that differ only after byte 1100; a 3-byte character across byte 1023
+$PY - "$T" <<'PY'
+import sys, json, struct, numpy as np
+d = sys.argv[1]
+common = "w" * 1100
+np.savez(f"{d}/long.npz", **{common + "_a": np.ones(3, np.float32), common + "_b": np.zeros(3, np.float32)})
+euro = "x" * 1022 + "€" * 10          # the first '€' spans bytes 1022..1024 of the member name
+hdr = {euro: {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}
+h = json.dumps(hdr, ensure_ascii=False).encode(); h += b" " * (-len(h) % 8)
+open(f"{d}/utf.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + np.array([1, 2], np.float32).tobytes())
+open(f"{d}/names.txt", "w").write(f"long:{common}_a\nlong:{common}_b\nutf:{euro}\n")
+PY
+ok "an npz whose member names differ only after byte 1100 imports" $QS import "$T/long.npz" "$T/utf.safetensors"
+check "each tensor has its own row, names stored whole (also a name with '€' across byte 1023)" \
+  "[ \"\$(sqlite3 $QSCOPE_DB 'SELECT name FROM tensor ORDER BY name')\" = \"\$(sort $T/names.txt)\" ]"
+check "the two long-named tensors keep their own values" \
+  "[ \"\$(sqlite3 $QSCOPE_DB \"SELECT t.name LIKE '%_a', s.max FROM tensor t JOIN tensor_stats s ON s.tensor_id=t.id WHERE t.name LIKE 'long:%' ORDER BY 1\" | tr '\n' ' ')\" = '0|0.0 1|1.0 ' ]"
+ok "re-importing them is a no-op" bash -c "$QS import $T/long.npz $T/utf.safetensors | grep -v '^unchanged' | wc -l | grep -qx 0"
+longp=$(printf 'p%.0s' $(seq 1 1500))
+ok "a 1500-byte --prefix is kept whole" bash -c "$QS import --prefix $longp $T/utf.safetensors && [ \"\$(sqlite3 $QSCOPE_DB \"SELECT count(*) FROM tensor WHERE length(CAST(name AS BLOB)) = 1500 + 1 + 1022 + 30\")\" = 1 ]"
+
+# ---- directory walks: symlink loops end, every file once
+mkdir -p "$T/tree/sub"
+$PY -c "import numpy as np; np.save('$T/tree/a.npy', np.ones(4, np.float32)); np.save('$T/tree/sub/b.npy', np.zeros(4, np.float32))"
+ln -s . "$T/tree/self"; ln -s .. "$T/tree/sub/up"; ln -s ../sub "$T/tree/sub/again"
+ok "import DIR with symlink loops finishes (within 60 s)" timeout 60 $QS import "$T/tree"
+check "each file was imported exactly once" "[ \$(grep -c '^added' $T/out) = 2 ] && [ \$(wc -l < $T/out) = 2 ]"
+ok "a loop given on the command line too" timeout 60 $QS import "$T/tree/self" "$T/tree"
+
+# ---- npz CRC-32: a flipped byte in a stored member, a wrong CRC for a deflated member
+$PY - "$T" <<'PY'
+import sys, struct, zlib, numpy as np
+d = sys.argv[1]
+a = np.arange(64, dtype=np.float32)
+np.savez(f"{d}/crc_ok.npz", a=a)
+b = bytearray(open(f"{d}/crc_ok.npz", "rb").read())
+i = bytes(b).index(a.tobytes()) + 17          # a byte inside the array data
+b[i] ^= 0x40
+open(f"{d}/crc_stored.npz", "wb").write(b)
+np.savez_compressed(f"{d}/crc_defl.npz", a=a)
+b = bytearray(open(f"{d}/crc_defl.npz", "rb").read())
+cd = bytes(b).rindex(b"PK\x01\x02")
+struct.pack_into("<I", b, cd + 16, struct.unpack_from("<I", b, cd + 16)[0] ^ 1)
+open(f"{d}/crc_defl.npz", "wb").write(b)
+PY
+$QS gen gaussian --shape 4x4 --name seed >/dev/null 2>&1
+dump0=$(dbdump)
+for f in crc_stored crc_defl; do
+  fails "$f.npz is rejected" 1 $QS import "$T/$f.npz"
+  check "$f.npz: one line naming the file and the CRC-32 mismatch" \
+    "[ \$(wc -l < $T/err) = 1 ] && grep -q \"^qscope: $T/$f.npz: CRC-32 mismatch (directory [0-9a-f]*, data [0-9a-f]*) in member 'a.npy' (at byte [0-9]*)\$\" $T/err"
+done
+check "database unchanged by the CRC rejections" "[ \"\$(dbdump)\" = '$dump0' ]"
+ok "the intact archive imports" $QS import "$T/crc_ok.npz"
+
+# ---- a rejected import prints exactly one line, even after a file that had warnings
+printf '\x93NUMPY\x01\x00\x10\x00{junk}          \n' > "$T/bad.npy"
+fails "a bad .npy is rejected" 1 $QS import "$T/bad.npy"
+check "...with exactly one line" "[ \$(wc -l < $T/err) = 1 ] && grep -q '^qscope: $T/bad.npy: ' $T/err"
+fails "a file with warnings, then a bad file" 1 $QS import "$FIX/npy/extra_member.npz" "$T/bad.npy"
+check "...prints only the one error line (warnings of rolled-back files are dropped)" \
+  "[ \$(wc -l < $T/err) = 1 ] && grep -q '^qscope: $T/bad.npy: ' $T/err"
+ok "warnings of a kept file are still printed" $QS import "$FIX/npy/extra_member.npz"
+check "...once per warning" "[ \$(grep -c 'warning: member .* skipped' $T/err) = 2 ]"
+
+# ---- the file-size limit (ulimit -f): an error naming the file, not a SIGXFSZ kill
+$PY -c "import numpy as np; np.save('$T/big.npy', np.random.default_rng(3).standard_normal((512, 1024)).astype(np.float32))"
+$PY -c "import numpy as np; np.savez_compressed('$T/bigz.npz', x=np.zeros((512, 1024), np.float32))"
+sqlite3 "$QSCOPE_DB" 'PRAGMA wal_checkpoint(TRUNCATE)' >/dev/null
+dump1=$(dbdump)
+fails "import --copy past ulimit -f fails with status 1 (not killed)" 1 bash -c "ulimit -f 256; exec $QS import --copy $T/big.npy"
+check "...one line naming the file and the limit" \
+  "[ \$(wc -l < $T/err) = 1 ] && grep -q '^qscope: $T/big.npy: .*file size limit reached' $T/err"
+check "...and the database is unchanged" "[ \"\$(dbdump)\" = '$dump1' ]"
+fails "inflating a deflated member past ulimit -f fails with status 1" 1 bash -c "ulimit -f 256; exec $QS import $T/bigz.npz"
+check "...one line naming the file" "[ \$(wc -l < $T/err) = 1 ] && grep -q '^qscope: $T/bigz.npz: .*File too large' $T/err"
+
+# ---- nothing to import: no source row
+$PY - "$T" <<'PY'
+import sys, struct, numpy as np
+d = sys.argv[1]
+np.savez(f"{d}/empty.npz")
+np.savez(f"{d}/shrinks.npz", a=np.ones(2, np.float32))
+# GGUF v3 with one Q2_K tensor (ggml type 10), which qscope does not decode
+name = b"blk.0.q2k"
+ti = struct.pack("<Q", len(name)) + name + struct.pack("<IQIQ", 1, 256, 10, 0)
+h = b"GGUF" + struct.pack("<IQQ", 3, 1, 0) + ti
+h += b"\0" * (-len(h) % 32)
+open(f"{d}/q2k.gguf", "wb").write(h + b"\0" * 84)
+PY
+srcs=$(rows source)
+ok "an empty .npz imports without error" $QS import "$T/empty.npz"
+check "...with a warning" "grep -q 'empty.npz: warning: no tensor qscope can import; nothing stored' $T/err"
+ok "a GGUF of unknown tensor types only imports without error" $QS import "$T/q2k.gguf"
+check "...warning about the skipped tensor" "grep -q \"tensor 'blk.0.q2k' has ggml type 10 (Q2_K)\" $T/err"
+check "neither left a source row" "[ \$(rows source) = $srcs ] && ! sqlite3 $QSCOPE_DB 'SELECT path FROM source' | grep -q -e empty.npz -e q2k.gguf"
+ok "an npz with a tensor imports" $QS import "$T/shrinks.npz"
+$PY -c "import numpy as np; np.savez('$T/shrinks.npz')"
+ok "...and re-imported once emptied" $QS import "$T/shrinks.npz"
+check "...its tensor and source row are gone" "! sqlite3 $QSCOPE_DB 'SELECT path FROM source' | grep -q shrinks && [ \$(sqlite3 $QSCOPE_DB \"SELECT count(*) FROM tensor WHERE name LIKE 'shrinks:%'\") = 0 ]"
+check "...reported as removed" "grep -q '^removed *1 tensor' $T/out"
