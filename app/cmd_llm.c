@@ -741,9 +741,14 @@ static int cmd_capture(qs_cli *cli, int argc, char **argv)
             const float *x = cc->buf[l][si];
             if (!x) continue;
             int cols = cc->cols[si];
-            char name[256], src[600];
-            snprintf(name, sizeof name, "%s:blk.%d.%s", prefix, l, qs_llm_site_name((qs_llm_site)si));
-            snprintf(src, sizeof src, "llm:%s#%s", o.model, name);   /* one source per tensor: re-capturing replaces only it */
+            /* whole, never cut: a cut name or source would merge two captures into one row */
+            char *name = NULL, *src = NULL;
+            if (asprintf(&name, "%s:blk.%d.%s", prefix, l, qs_llm_site_name((qs_llm_site)si)) < 0) name = NULL;
+            if (!name || asprintf(&src, "llm:%s#%s", o.model, name) < 0) {   /* one source per tensor: re-capturing replaces only it */
+                free(name);
+                rc = qs_cli_error(QS_EXIT_ERR, "out of memory");
+                break;
+            }
             double ratio;
             json_t *m = json_object();
             json_object_set_new(m, "generator", json_string("qscope llm capture"));
@@ -765,6 +770,8 @@ static int cmd_capture(qs_cli *cli, int argc, char **argv)
             if (qs_import_f32(db, name, shape, 2, fill_mem, &fp, src, "llm-capture", ms, rep, &e)) rc = qs_cli_err(QS_EXIT_ERR, &e);
             else printf("%-36s %5dx%-4d %12.4g %14.1f\n", name, L, cols, amax, ratio);
             free(ms);
+            free(name);
+            free(src);
         }
     json_decref(ids);
     if (rc == 0 && qs_db_exec(db, "COMMIT", &e)) rc = qs_cli_err(QS_EXIT_ERR, &e);

@@ -107,3 +107,10 @@ $PY -c "import numpy as np; np.savez('$T/shrinks.npz')"
 ok "...and re-imported once emptied" $QS import "$T/shrinks.npz"
 check "...its tensor and source row are gone" "! sqlite3 $QSCOPE_DB 'SELECT path FROM source' | grep -q shrinks && [ \$(sqlite3 $QSCOPE_DB \"SELECT count(*) FROM tensor WHERE name LIKE 'shrinks:%'\") = 0 ]"
 check "...reported as removed" "grep -q '^removed *1 tensor' $T/out"
+
+# ---- the same cut elsewhere: quant's default output name and source path stay whole
+la=$(sed -n 1p "$T/names.txt"); lb=$(sed -n 2p "$T/names.txt")
+ok "quantize the first long-named tensor" $QS quant -f int8 "$la"
+ok "quantize the second" $QS quant -f int8 "$lb"
+check "two distinct results with whole names" \
+  "[ \"\$(sqlite3 $QSCOPE_DB \"SELECT name FROM tensor WHERE name LIKE '%@int8' ORDER BY name\")\" = \"\$(printf '%s@int8\n%s@int8' \"$la\" \"$lb\")\" ]"
