@@ -200,8 +200,12 @@ int qs_cmd_import(qs_cli *cli, int argc, char **argv)
         goto close;
     }
     if (qs_db_exec(db, "COMMIT", &e)) {
-        /* name the file being imported when there is just one (disk full, file size limit) */
-        if (files.n == 1) qs_err_prefix(&e, files.v[0]);
+        /* name the files being imported (disk full, file size limit at the final write) */
+        char *what = NULL;
+        if (files.n == 1) what = strdup(files.v[0]);
+        else if (asprintf(&what, "%s (and %zu more file%s)", files.v[0], files.n - 1, files.n > 2 ? "s" : "") < 0) what = NULL;
+        if (what) qs_err_prefix(&e, what);
+        free(what);
         rc = qs_cli_err(QS_EXIT_ERR, &e);
         qs_db_exec(db, "ROLLBACK", &e);
         goto close;

@@ -114,3 +114,51 @@ ok "quantize the first long-named tensor" $QS quant -f int8 "$la"
 ok "quantize the second" $QS quant -f int8 "$lb"
 check "two distinct results with whole names" \
   "[ \"\$(sqlite3 $QSCOPE_DB \"SELECT name FROM tensor WHERE name LIKE '%@int8' ORDER BY name\")\" = \"\$(printf '%s@int8\n%s@int8' \"$la\" \"$lb\")\" ]"
+
+# ---- a full disk (ENOSPC), simulated by a preloaded write() that fails after QS_ENOSPC_AFTER bytes
+cat > "$T/enospc.c" <<'C'
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+static long long budget = -1;
+static int refuse(int fd, size_t n)
+{
+    struct stat st;
+    if (budget < 0) { const char *s = getenv("QS_ENOSPC_AFTER"); budget = s ? atoll(s) : (1LL << 62); }
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) return 0;
+    if ((long long)n > budget) { errno = ENOSPC; return 1; }
+    budget -= (long long)n;
+    return 0;
+}
+#define WRAP(name, sig, args)                                        \
+    ssize_t name sig                                                 \
+    {                                                                \
+        static ssize_t (*real) sig;                                  \
+        if (!real) real = (ssize_t (*) sig)dlsym(RTLD_NEXT, #name);  \
+        if (refuse(fd, n)) return -1;                                \
+        return real args;                                            \
+    }
+WRAP(write, (int fd, const void *b, size_t n), (fd, b, n))
+WRAP(pwrite, (int fd, const void *b, size_t n, off_t o), (fd, b, n, o))
+WRAP(pwrite64, (int fd, const void *b, size_t n, off_t o), (fd, b, n, o))
+C
+if cc -shared -fPIC -o "$T/enospc.so" "$T/enospc.c" -ldl 2>"$T/cc.err"; then
+  dump2=$(dbdump)
+  fails "import --copy onto a full disk fails with status 1" 1 env LD_PRELOAD="$T/enospc.so" QS_ENOSPC_AFTER=300000 $QS import --copy "$T/big.npy"
+  check "...one line naming the file and the full disk" \
+    "[ \$(wc -l < $T/err) = 1 ] && grep -q '^qscope: $T/big.npy: .*database or disk is full' $T/err"
+  check "...and the database is unchanged" "[ \"\$(dbdump)\" = '$dump2' ]"
+  # 1 MiB fits SQLite's page cache, so here the write fails at COMMIT, after the file's savepoint
+  $PY -c "import numpy as np; np.save('$T/mid.npy', np.ones((256, 512), np.float32))"
+  fails "a full disk at COMMIT fails with status 1" 1 env LD_PRELOAD="$T/enospc.so" QS_ENOSPC_AFTER=100000 $QS import --copy "$T/mid.npy"
+  check "...and still names the file" "[ \$(wc -l < $T/err) = 1 ] && grep -q '^qscope: $T/mid.npy: .*database or disk is full' $T/err"
+  cp "$T/mid.npy" "$T/mid2.npy"
+  fails "two files, full disk at COMMIT" 1 env LD_PRELOAD="$T/enospc.so" QS_ENOSPC_AFTER=100000 $QS import --copy "$T/mid.npy" "$T/mid2.npy"
+  check "...names the files" "[ \$(wc -l < $T/err) = 1 ] && grep -q '^qscope: $T/mid.npy (and 1 more file): .*database or disk is full' $T/err"
+  check "...and the database is unchanged" "[ \"\$(dbdump)\" = '$dump2' ]"
+else
+  echo "not ok - cannot build the ENOSPC shim: $(head -1 "$T/cc.err")"
+fi
