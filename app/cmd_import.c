@@ -45,31 +45,44 @@ static int wanted(const char *name)
     return 0;
 }
 
-/* Directories and files already seen, by (device, inode): a symlink loop or a second link to
-** the same directory is walked once. */
+/* Directories already walked, by (device, inode), so a symlink loop or a second link to a
+** directory is walked once; files already taken, by real path, so a symlinked file is not
+** imported twice under two names sharing one source row.  Hard links stay distinct files. */
 typedef struct { dev_t dev; ino_t ino; } fileid;
+typedef struct { void *dirs, *files; } visited;
 static int cmp_id(const void *a, const void *b)
 {
     const fileid *x = a, *y = b;
     if (x->dev != y->dev) return x->dev < y->dev ? -1 : 1;
     return x->ino < y->ino ? -1 : x->ino > y->ino;
 }
+static int cmp_path(const void *a, const void *b) { return strcmp(a, b); }
+
 /* 1 if new (and now recorded), 0 if seen before, -1 on OOM */
-static int first_visit(void **seen, const struct stat *st)
+static int first_dir(visited *v, const struct stat *st)
 {
     fileid *k = malloc(sizeof *k);
     if (!k) return -1;
     k->dev = st->st_dev;
     k->ino = st->st_ino;
-    fileid **f = tsearch(k, seen, cmp_id);
+    fileid **f = tsearch(k, &v->dirs, cmp_id);
+    if (!f) { free(k); return -1; }
+    if (*f != k) { free(k); return 0; }
+    return 1;
+}
+static int first_file(visited *v, const char *path)
+{
+    char *k = realpath(path, NULL);
+    if (!k && !(k = strdup(path))) return -1;
+    char **f = tsearch(k, &v->files, cmp_path);
     if (!f) { free(k); return -1; }
     if (*f != k) { free(k); return 0; }
     return 1;
 }
 
 /* Collect tensor files under dir, recursively, sorted so imports are deterministic.  Symlinks
-** are followed, but each directory and file is taken once. */
-static int walk(const char *dir, strvec *out, void **seen)
+** are followed, but each directory is walked and each file taken once. */
+static int walk(const char *dir, strvec *out, visited *seen)
 {
     DIR *d = opendir(dir);
     if (!d) return qs_cli_error(-1, "%s: %s", dir, strerror(errno));
@@ -91,7 +104,7 @@ static int walk(const char *dir, strvec *out, void **seen)
     for (size_t i = 0; i < here.n && !rc; i++) {
         struct stat st;
         if (stat(here.v[i], &st)) continue;
-        int fresh = first_visit(seen, &st);
+        int fresh = S_ISDIR(st.st_mode) ? first_dir(seen, &st) : first_file(seen, here.v[i]);
         if (fresh < 0) rc = qs_cli_error(-1, "out of memory");
         else if (!fresh) continue;
         else if (S_ISDIR(st.st_mode)) rc = walk(here.v[i], out, seen);
@@ -162,14 +175,14 @@ int qs_cmd_import(qs_cli *cli, int argc, char **argv)
 
     strvec files = {0};
     int rc = QS_EXIT_OK;
-    void *seen = NULL;
+    visited seen = {0};
     json_t *warn = json_array();
     o.warnings = warn;
     for (int i = optind; i < argc; i++) {
         struct stat st;
         if (stat(argv[i], &st)) { rc = qs_cli_error(QS_EXIT_ERR, "%s: %s", argv[i], strerror(errno)); goto done; }
         if (S_ISDIR(st.st_mode)) {
-            if (first_visit(&seen, &st) == 0) continue;
+            if (first_dir(&seen, &st) == 0) continue;
             if (walk(argv[i], &files, &seen)) { rc = QS_EXIT_ERR; goto done; }
         } else if (sv_push(&files, argv[i])) { rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); goto done; }
     }
@@ -229,7 +242,8 @@ close:
 done:
     for (size_t i = 0; i < files.n; i++) free(files.v[i]);
     free(files.v);
-    tdestroy(seen, free);
+    tdestroy(seen.dirs, free);
+    tdestroy(seen.files, free);
     json_decref(warn);
     return rc;
 }
