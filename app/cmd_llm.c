@@ -477,6 +477,7 @@ static int cmd_score(qs_cli *cli, int argc, char **argv)
     qs_llm_file f;
     qs_llm_model roll;
     memset(&roll, 0, sizeof roll);
+    char *runname = NULL;
     prompt_t *ps = calloc((size_t)o.prompts, sizeof *ps);
     if (!ps) return qs_cli_error(QS_EXIT_ERR, "out of memory");
     if (load_models(&o, &f, &roll, 1, &e)) { free(ps); return qs_cli_err(QS_EXIT_ERR, &e); }
@@ -486,12 +487,14 @@ static int cmd_score(qs_cli *cli, int argc, char **argv)
         if (ps[i].n + o.tokens > f.m.c.ctx) { rc = qs_cli_error(QS_EXIT_USAGE, "prompt + --tokens exceed the model context %d", f.m.c.ctx); goto done; }
 
     qs_llm_numerics rnx = {o.has_a ? &o.a : NULL, o.resq, o.has_kv ? &o.kv : NULL, o.scaled};
-    char runname[256];
-    if (o.name) snprintf(runname, sizeof runname, "%s", o.name);
+    /* whole, never cut: a cut name (the seed comes last) could give two runs one name */
     const char *base = strrchr(o.model, '/') ? strrchr(o.model, '/') + 1 : o.model;
     int blen = (int)strcspn(base, ".");
-    if (!o.name) snprintf(runname, sizeof runname, "llm:%.*s:w=%s:a=%s:kv=%s%s:seed=%llu", blen, base, o.wspec, o.aspec,
-                  o.kvspec, o.resq ? (o.resq == QS_RESQ_DENSE ? ":resq=dense" : ":resq=2:4") : "", o.seed);
+    if (o.name) runname = strdup(o.name);
+    else if (asprintf(&runname, "llm:%.*s:w=%s:a=%s:kv=%s%s:seed=%llu", blen, base, o.wspec, o.aspec, o.kvspec,
+                      o.resq ? (o.resq == QS_RESQ_DENSE ? ":resq=dense" : ":resq=2:4") : "", o.seed) < 0)
+        runname = NULL;
+    if (!runname) { rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); goto done; }
 
     qs_db *db = qs_cli_open_db(cli);
     if (!db) { rc = QS_EXIT_ERR; goto done; }
@@ -621,6 +624,7 @@ done:
     if (roll.arena && roll.arena != f.m.arena) qs_llm_free(&roll);
     qs_llm_file_free(&f);
     free(ps);
+    free(runname);
     return rc;
 }
 

@@ -164,3 +164,11 @@ if cc -shared -fPIC -o "$T/enospc.so" "$T/enospc.c" -ldl 2>"$T/cc.err"; then
 else
   echo "not ok - cannot build the ENOSPC shim: $(head -1 "$T/cc.err")"
 fi
+
+# ---- run names: whole (llm score), or refused when they cannot be (sim grpo's fixed-size names)
+L=$(printf 'r%.0s' $(seq 1 300))
+ok "llm score with a 302-byte --name" $QS llm score --model "$FIX/llm/tiny.gguf" --tokens 4 --seqs 1 --prompts 1 --name "${L}_1"
+ok "...and another differing only at its end" $QS llm score --model "$FIX/llm/tiny.gguf" --tokens 4 --seqs 1 --prompts 1 --name "${L}_2"
+check "two runs with whole names" "[ \"\$(sqlite3 $QSCOPE_DB \"SELECT name FROM rl_run WHERE name LIKE 'rrr%' ORDER BY name\")\" = \"\$(printf '%s_1\n%s_2' $L $L)\" ]"
+fails "sim grpo refuses a --name too long for its run names" 2 $QS sim grpo --formats mxfp4 --methods none --seeds 1 --steps 2 --batch 2 --T 2 --no-store --name "$L"
+check "...saying so" "grep -q 'is too long' $T/err"
