@@ -52,6 +52,14 @@ void qs_container_free(qs_container *c)
     memset(c, 0, sizeof *c);
 }
 
+int qs_clip_utf8(const char *s, int max)
+{
+    size_t n = strnlen(s, (size_t)max);
+    if (n < (size_t)max) return (int)n;
+    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80) n--;   /* s[n] continues a cut character */
+    return (int)n;
+}
+
 int qs_shape_numel(const uint64_t *shape, int ndim, uint64_t *numel)
 {
     uint64_t n = 1;

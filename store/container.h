@@ -79,6 +79,11 @@ qs_tdesc *qs_container_add(qs_container *c, qs_err *e);   /* zeroed slot, or NUL
 int qs_container_warn(qs_container *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void qs_container_free(qs_container *c);
 
+/* How many bytes of s a message shows when it keeps at most max: never ends inside a UTF-8
+** character.  QS_CLIP(s, max) gives the two arguments of a "%.*s". */
+int qs_clip_utf8(const char *s, int max);
+#define QS_CLIP(s, max) qs_clip_utf8((s), (max)), (s)
+
 /* shape product with overflow check: 0 ok, -1 overflow */
 int qs_shape_numel(const uint64_t *shape, int ndim, uint64_t *numel);
 

@@ -172,3 +172,21 @@ ok "...and another differing only at its end" $QS llm score --model "$FIX/llm/ti
 check "two runs with whole names" "[ \"\$(sqlite3 $QSCOPE_DB \"SELECT name FROM rl_run WHERE name LIKE 'rrr%' ORDER BY name\")\" = \"\$(printf '%s_1\n%s_2' $L $L)\" ]"
 fails "sim grpo refuses a --name too long for its run names" 2 $QS sim grpo --formats mxfp4 --methods none --seeds 1 --steps 2 --batch 2 --T 2 --no-store --name "$L"
 check "...saying so" "grep -q 'is too long' $T/err"
+
+# ---- a long multi-byte name in a message is shortened at a character boundary, never inside one
+$PY - "$T" <<'PY'
+import sys, json, struct
+d = sys.argv[1]
+name = ("€" * 40).encode()            # byte 80 falls inside the 27th '€'
+ti = struct.pack("<Q", len(name)) + name + struct.pack("<IQIQ", 1, 4, 0, 0)
+h = b"GGUF" + struct.pack("<IQQ", 3, 2, 0) + ti + ti
+h += b"\0" * (-len(h) % 32)
+open(f"{d}/dupname.gguf", "wb").write(h + b"\0" * 16)
+hdr = json.dumps({"€" * 40: 5}, ensure_ascii=False).encode()
+open(f"{d}/notobj.safetensors", "wb").write(struct.pack("<Q", len(hdr)) + hdr)
+PY
+for f in dupname.gguf notobj.safetensors; do
+  fails "$f is rejected" 1 $QS import "$T/$f"
+  check "...with a message that is valid UTF-8 and shows 26 whole '€'" \
+    "iconv -f UTF-8 -t UTF-8 $T/err >/dev/null 2>&1 && grep -q \"'\$(printf '€%.0s' \$(seq 1 26))'\" $T/err"
+done
