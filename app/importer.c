@@ -64,8 +64,9 @@ static int import_tensor(qs_db *db, const uint8_t *base, size_t len, const char 
     if (qs_treader_hash(r, d->dtype, d->shape, d->ndim, hash, e)) goto out;
     if (qs_tensor_find(db, name, &id, old_hash, &old_source, &old_blob, e)) goto out;
     if (id && old_source != source_id) {
-        qs_fail(e, "%s: tensor name '%s' is already used by another file (choose another name with --prefix)",
-                path, name);
+        /* the name shortened whole-character, so the message keeps its end within qs_err */
+        qs_fail(e, "%s: tensor name '%.*s%s' is already used by another file (choose another name with --prefix)",
+                path, QS_CLIP(name, 200), strlen(name) > 200 ? "..." : "");
         goto out;
     }
     int same = id && strcmp(hash, old_hash) == 0;

@@ -190,3 +190,11 @@ for f in dupname.gguf notobj.safetensors; do
   check "...with a message that is valid UTF-8 and shows 26 whole '€'" \
     "iconv -f UTF-8 -t UTF-8 $T/err >/dev/null 2>&1 && grep -q \"'\$(printf '€%.0s' \$(seq 1 26))'\" $T/err"
 done
+
+# ---- a name collision with a long name still gives the whole advice, in valid UTF-8
+$PY -c "import numpy as np; np.save('$T/c1.npy', np.ones(2, np.float32)); np.save('$T/c2.npy', np.ones(3, np.float32))"
+cn=$(printf 'é%.0s' $(seq 1 400))
+$QS import --prefix "$cn" "$T/c1.npy" >/dev/null 2>&1
+fails "a second file under the same long name is refused" 1 $QS import --prefix "$cn" "$T/c2.npy"
+check "...one valid UTF-8 line that ends with the advice" \
+  "[ \$(wc -l < $T/err) = 1 ] && iconv -f UTF-8 -t UTF-8 $T/err >/dev/null 2>&1 && grep -q 'choose another name with --prefix)\$' $T/err"
