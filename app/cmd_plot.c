@@ -443,7 +443,7 @@ static int plot_tensor_kind(qs_cli *cli, plot_opts *po, const char *kind, const 
             hp[i] = &hs[i];
             names[i] = labels[i];
         }
-        snprintf(title, sizeof title, "%s error of %.200s", po->abs_err ? "absolute" : "relative", T.t.name);
+        snprintf(title, sizeof title, "%s error of %.*s", po->abs_err ? "absolute" : "relative", QS_CLIP(T.t.name, 200));
         fig = qs_plot_err_hist(title, po->abs_err ? "absolute error |Q(x) - x|" : "relative error |Q(x) - x| / |x|",
                                (size_t)n, names, hp);
         free(hp);
@@ -461,9 +461,9 @@ static int plot_tensor_kind(qs_cli *cli, plot_opts *po, const char *kind, const 
         if (n && qs_format_grid(apps[0].f, &apps[0].o, gam, &grid, &ng, &e)) { fly_free(&F); rc = qs_cli_err(1, &e); goto out; }
         char gname[160];
         int plain = n && apps[0].f->meta_bytes == 0 && apps[0].f->block == 1;
-        if (n && plain) snprintf(gname, sizeof gname, "%.95s values", labels[0]);
-        else if (n) snprintf(gname, sizeof gname, "%.95s values (block absmax %.3g)", labels[0], gam);
-        snprintf(title, sizeof title, "values of %.150s%s%.95s", T.t.name, n ? " on the grid of " : "", n ? labels[0] : "");
+        if (n && plain) snprintf(gname, sizeof gname, "%.*s values", QS_CLIP(labels[0], 95));
+        else if (n) snprintf(gname, sizeof gname, "%.*s values (block absmax %.3g)", QS_CLIP(labels[0], 95), gam);
+        snprintf(title, sizeof title, "values of %.*s%s%.*s", QS_CLIP(T.t.name, 150), n ? " on the grid of " : "", QS_CLIP(n ? labels[0] : "", 95));
         fig = qs_plot_value_hist(title, &F.val, grid, ng, n ? gname : NULL);
         if (fig && n) {
             double *edges = malloc(((size_t)F.qval.nbins + 1) * sizeof *edges), *c = malloc((size_t)F.qval.nbins * sizeof *c);
@@ -471,7 +471,7 @@ static int plot_tensor_kind(qs_cli *cli, plot_opts *po, const char *kind, const 
                 for (int k = 0; k <= F.qval.nbins; k++) edges[k] = exp2(F.qval.lo + (F.qval.hi - F.qval.lo) * k / F.qval.nbins);
                 for (int k = 0; k < F.qval.nbins; k++) c[k] = (double)F.qval.counts[k];
                 char qn[160];
-                snprintf(qn, sizeof qn, "Q(x) under %.95s", labels[0]);
+                snprintf(qn, sizeof qn, "Q(x) under %.*s", QS_CLIP(labels[0], 95));
                 qs_series *s = qs_fig_add(fig, QS_SER_STEP, qn, edges, c, (size_t)F.qval.nbins);
                 if (s) { s->color = 3; s->dash = QS_DASH_SOLID; s->width = 1.4; }
                 if (F.qval.zero > F.val.zero)
@@ -511,7 +511,7 @@ static int plot_tensor_kind(qs_cli *cli, plot_opts *po, const char *kind, const 
                               : F.sum_x2 > 0 ? -0.5 * log2(F.sum_e2 / F.sum_x2) : NAN;
             fly_free(&F);
         }
-        snprintf(title, sizeof title, "effective bits vs bits per element on %.200s", T.t.name);
+        snprintf(title, sizeof title, "effective bits vs bits per element on %.*s", QS_CLIP(T.t.name, 200));
         fig = qs_plot_pareto(title, pts, (size_t)n);
         free(pts);
     } else {   /* block-heatmap */
@@ -560,7 +560,7 @@ static int plot_tensor_kind(qs_cli *cli, plot_opts *po, const char *kind, const 
         char xt[96], yt[96];
         snprintf(xt, sizeof xt, axis ? "block of %llu along the row" : "column", (unsigned long long)B);
         snprintf(yt, sizeof yt, axis ? "row" : "block of %llu down the column", (unsigned long long)B);
-        snprintf(title, sizeof title, "per-block RMSE of %.150s under %.95s", T.t.name, labels[0]);
+        snprintf(title, sizeof title, "per-block RMSE of %.*s under %.*s", QS_CLIP(T.t.name, 150), QS_CLIP(labels[0], 95));
         fig = qs_plot_block_heatmap(title, v, R, C, 1, "block RMSE (log scale)", xt, yt, 400);
         free(v);
     }

@@ -198,3 +198,11 @@ $QS import --prefix "$cn" "$T/c1.npy" >/dev/null 2>&1
 fails "a second file under the same long name is refused" 1 $QS import --prefix "$cn" "$T/c2.npy"
 check "...one valid UTF-8 line that ends with the advice" \
   "[ \$(wc -l < $T/err) = 1 ] && iconv -f UTF-8 -t UTF-8 $T/err >/dev/null 2>&1 && grep -q 'choose another name with --prefix)\$' $T/err"
+
+# ---- plot titles shorten a long multi-byte tensor name at a character boundary (cairo refuses a cut one)
+pn="x$(printf 'é%.0s' $(seq 1 120))"
+$QS gen gaussian --shape 16x16 --name "$pn" >/dev/null 2>&1
+for k in value-hist block-heatmap; do
+  ok "plot $k of a tensor with a 241-byte name" $QS plot $k "$pn" -f int8 -o "$T/p-$k.png"
+  check "...wrote a PNG" "[ \"\$(head -c 4 $T/p-$k.png | tail -c 3)\" = PNG ]"
+done
