@@ -270,7 +270,7 @@ static int apply_axis_opts(qs_figure *f, const plot_opts *po)
             else return qs_cli_usage("plot", "axis scale is lin, log2, log10 or symlog (got '%s')", ax[i].s);
         }
     }
-    if (po->title) snprintf(f->title, sizeof f->title, "%s", po->title);
+    if (po->title) snprintf(f->title, sizeof f->title, "%.*s", QS_CLIP(po->title, (int)sizeof f->title - 1));
     return 0;
 }
 

@@ -206,3 +206,6 @@ for k in value-hist block-heatmap; do
   ok "plot $k of a tensor with a 241-byte name" $QS plot $k "$pn" -f int8 -o "$T/p-$k.png"
   check "...wrote a PNG" "[ \"\$(head -c 4 $T/p-$k.png | tail -c 3)\" = PNG ]"
 done
+lt=$(printf 'é%.0s' $(seq 1 150))
+ok "plot with a 300-byte multi-byte --title (longer than the figure's title buffer)" $QS plot value-hist "$pn" --title "$lt" -o "$T/p-title.png"
+check "...wrote a PNG" "[ \"\$(head -c 4 $T/p-title.png | tail -c 3)\" = PNG ]"
