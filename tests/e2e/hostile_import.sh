@@ -209,3 +209,9 @@ done
 lt=$(printf 'é%.0s' $(seq 1 150))
 ok "plot with a 300-byte multi-byte --title (longer than the figure's title buffer)" $QS plot value-hist "$pn" --title "$lt" -o "$T/p-title.png"
 check "...wrote a PNG" "[ \"\$(head -c 4 $T/p-title.png | tail -c 3)\" = PNG ]"
+
+# ---- llm capture under a long --prefix: one whole-named tensor per layer and site
+cp_=$(printf 'c%.0s' $(seq 1 300))
+ok "llm capture with a 300-byte --prefix" $QS llm capture --model "$FIX/llm/tiny.gguf" --tokens 4 --prefix "$cp_"
+check "every captured tensor has its own whole name" \
+  "[ \$(sqlite3 $QSCOPE_DB \"SELECT count(*) FROM tensor WHERE name LIKE '$cp_:blk.%'\") -ge 2 ] && [ \$(sqlite3 $QSCOPE_DB \"SELECT count(*) FROM tensor WHERE name LIKE '$cp_:blk.%'\") = \$(grep -c \"^$cp_:blk\" $T/out) ]"
