@@ -61,11 +61,23 @@ const char *qs_marker_utf8(qs_marker m)
 
 /* ---------------- building ---------------- */
 
+/* Drop a UTF-8 character cut at the end of a fixed-size copy (renderers refuse invalid text). */
+static void utf8_trim(char *s)
+{
+    size_t n = strlen(s), i = n;
+    while (i > 0 && ((unsigned char)s[i - 1] & 0xC0) == 0x80) i--;
+    if (i == 0) return;
+    unsigned char c = (unsigned char)s[i - 1];
+    size_t need = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
+    if (n - (i - 1) < need) s[i - 1] = 0;
+}
+
 qs_figure *qs_fig_new(const char *title)
 {
     qs_figure *f = calloc(1, sizeof *f);
     if (!f) return NULL;
     if (title) snprintf(f->title, sizeof f->title, "%s", title);
+    utf8_trim(f->title);
     f->x.lo = f->x.hi = f->y.lo = f->y.hi = NAN;
     return f;
 }
@@ -132,6 +144,7 @@ void qs_axis_set(qs_axis *a, qs_ax_scale s, const char *title)
 {
     a->scale = s;
     if (title) snprintf(a->title, sizeof a->title, "%s", title);
+    utf8_trim(a->title);
 }
 
 
@@ -202,6 +215,7 @@ qs_annot *qs_fig_annotate(qs_figure *f, double x, double y, int frac, const char
     va_start(ap, fmt);
     vsnprintf(a->text, sizeof a->text, fmt, ap);
     va_end(ap);
+    utf8_trim(a->text);
     return a;
 }
 

@@ -7,6 +7,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
+#include <search.h>
+#include <stdio.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,29 +45,70 @@ static int wanted(const char *name)
     return 0;
 }
 
-/* Collect tensor files under dir, recursively, sorted so imports are deterministic. */
-static int walk(const char *dir, strvec *out, int depth)
+/* Directories already walked, by (device, inode), so a symlink loop or a second link to a
+** directory is walked once; files already taken, by real path, so a symlinked file is not
+** imported twice under two names sharing one source row.  Hard links stay distinct files. */
+typedef struct { dev_t dev; ino_t ino; } fileid;
+typedef struct { void *dirs, *files; } visited;
+static int cmp_id(const void *a, const void *b)
 {
-    if (depth > 32) return 0;
+    const fileid *x = a, *y = b;
+    if (x->dev != y->dev) return x->dev < y->dev ? -1 : 1;
+    return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+static int cmp_path(const void *a, const void *b) { return strcmp(a, b); }
+
+/* 1 if new (and now recorded), 0 if seen before, -1 on OOM */
+static int first_dir(visited *v, const struct stat *st)
+{
+    fileid *k = malloc(sizeof *k);
+    if (!k) return -1;
+    k->dev = st->st_dev;
+    k->ino = st->st_ino;
+    fileid **f = tsearch(k, &v->dirs, cmp_id);
+    if (!f) { free(k); return -1; }
+    if (*f != k) { free(k); return 0; }
+    return 1;
+}
+static int first_file(visited *v, const char *path)
+{
+    char *k = realpath(path, NULL);
+    if (!k && !(k = strdup(path))) return -1;
+    char **f = tsearch(k, &v->files, cmp_path);
+    if (!f) { free(k); return -1; }
+    if (*f != k) { free(k); return 0; }
+    return 1;
+}
+
+/* Collect tensor files under dir, recursively, sorted so imports are deterministic.  Symlinks
+** are followed, but each directory is walked and each file taken once. */
+static int walk(const char *dir, strvec *out, visited *seen)
+{
     DIR *d = opendir(dir);
     if (!d) return qs_cli_error(-1, "%s: %s", dir, strerror(errno));
     strvec here = {0};
     struct dirent *de;
-    while ((de = readdir(d))) {
+    int rc = 0;
+    while ((de = readdir(d)) && !rc) {
         if (de->d_name[0] == '.') continue;
-        char p[4096];
-        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        char *p;
+        if (asprintf(&p, "%s/%s", dir, de->d_name) < 0) { rc = qs_cli_error(-1, "out of memory"); break; }
         struct stat st;
-        if (stat(p, &st)) continue;
-        if (S_ISDIR(st.st_mode) || (S_ISREG(st.st_mode) && wanted(de->d_name))) sv_push(&here, p);
+        if (stat(p, &st) == 0 && (S_ISDIR(st.st_mode) || (S_ISREG(st.st_mode) && wanted(de->d_name))) &&
+            sv_push(&here, p))
+            rc = qs_cli_error(-1, "out of memory");
+        free(p);
     }
     closedir(d);
     qsort(here.v, here.n, sizeof *here.v, cmp_str);
-    int rc = 0;
     for (size_t i = 0; i < here.n && !rc; i++) {
         struct stat st;
-        if (stat(here.v[i], &st) == 0 && S_ISDIR(st.st_mode)) rc = walk(here.v[i], out, depth + 1);
-        else sv_push(out, here.v[i]);
+        if (stat(here.v[i], &st)) continue;
+        int fresh = S_ISDIR(st.st_mode) ? first_dir(seen, &st) : first_file(seen, here.v[i]);
+        if (fresh < 0) rc = qs_cli_error(-1, "out of memory");
+        else if (!fresh) continue;
+        else if (S_ISDIR(st.st_mode)) rc = walk(here.v[i], out, seen);
+        else if (sv_push(out, here.v[i])) rc = qs_cli_error(-1, "out of memory");
     }
     for (size_t i = 0; i < here.n; i++) free(here.v[i]);
     free(here.v);
@@ -132,11 +175,16 @@ int qs_cmd_import(qs_cli *cli, int argc, char **argv)
 
     strvec files = {0};
     int rc = QS_EXIT_OK;
+    visited seen = {0};
+    json_t *warn = json_array();
+    o.warnings = warn;
     for (int i = optind; i < argc; i++) {
         struct stat st;
         if (stat(argv[i], &st)) { rc = qs_cli_error(QS_EXIT_ERR, "%s: %s", argv[i], strerror(errno)); goto done; }
-        if (S_ISDIR(st.st_mode)) { if (walk(argv[i], &files, 0)) { rc = QS_EXIT_ERR; goto done; } }
-        else sv_push(&files, argv[i]);
+        if (S_ISDIR(st.st_mode)) {
+            if (first_dir(&seen, &st) == 0) continue;
+            if (walk(argv[i], &files, &seen)) { rc = QS_EXIT_ERR; goto done; }
+        } else if (sv_push(&files, argv[i])) { rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); goto done; }
     }
     if (o.prefix && files.n > 1) { rc = qs_cli_usage("import", "--prefix needs exactly one file"); goto done; }
     if (files.n == 0) { rc = qs_cli_error(QS_EXIT_ERR, "no .npy, .npz, .safetensors or .gguf files found"); goto done; }
@@ -159,12 +207,25 @@ int qs_cmd_import(qs_cli *cli, int argc, char **argv)
         if (!keep_going) break;
     }
     if (nbad && !keep_going) {
+        /* the error line already said what is wrong; README says nothing was stored */
         qs_db_exec(db, "ROLLBACK", &e);
-        fprintf(stderr, "qscope: import aborted, nothing was stored\n");
         rc = QS_EXIT_ERR;
         goto close;
     }
-    if (qs_db_exec(db, "COMMIT", &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); qs_db_exec(db, "ROLLBACK", &e); goto close; }
+    if (qs_db_exec(db, "COMMIT", &e)) {
+        /* name the files being imported (disk full, file size limit at the final write) */
+        char *what = NULL;
+        if (files.n == 1) what = strdup(files.v[0]);
+        else if (asprintf(&what, "%s (and %zu more file%s)", files.v[0], files.n - 1, files.n > 2 ? "s" : "") < 0) what = NULL;
+        if (what) qs_err_prefix(&e, what);
+        free(what);
+        rc = qs_cli_err(QS_EXIT_ERR, &e);
+        qs_db_exec(db, "ROLLBACK", &e);
+        goto close;
+    }
+    /* warnings of the files that were kept, now that they are */
+    for (size_t i = 0; i < json_array_size(warn); i++)
+        fprintf(stderr, "qscope: %s\n", json_string_value(json_array_get(warn, i)));
     if (json) {
         char *s = json_dumps(rep, JSON_INDENT(2));
         puts(s);
@@ -181,5 +242,8 @@ close:
 done:
     for (size_t i = 0; i < files.n; i++) free(files.v[i]);
     free(files.v);
+    tdestroy(seen.dirs, free);
+    tdestroy(seen.files, free);
+    json_decref(warn);
     return rc;
 }

@@ -499,6 +499,7 @@ static int cmd_score(qs_cli *cli, int argc, char **argv)
     qs_llm_file f;
     qs_llm_model roll;
     memset(&roll, 0, sizeof roll);
+    char *runname = NULL;
     prompt_t *ps = calloc((size_t)o.prompts, sizeof *ps);
     if (!ps) return qs_cli_error(QS_EXIT_ERR, "out of memory");
     if (load_models(&o, &f, &roll, 1, &e)) { free(ps); return qs_cli_err(QS_EXIT_ERR, &e); }
@@ -508,12 +509,14 @@ static int cmd_score(qs_cli *cli, int argc, char **argv)
         if (ps[i].n + o.tokens > f.m.c.ctx) { rc = qs_cli_error(QS_EXIT_USAGE, "prompt + --tokens exceed the model context %d", f.m.c.ctx); goto done; }
 
     qs_llm_numerics rnx = {o.has_a ? &o.a : NULL, o.resq, o.has_kv ? &o.kv : NULL, o.scaled};
-    char runname[256];
-    if (o.name) snprintf(runname, sizeof runname, "%s", o.name);
+    /* whole, never cut: a cut name (the seed comes last) could give two runs one name */
     const char *base = strrchr(o.model, '/') ? strrchr(o.model, '/') + 1 : o.model;
     int blen = (int)strcspn(base, ".");
-    if (!o.name) snprintf(runname, sizeof runname, "llm:%.*s:w=%s:a=%s:kv=%s%s:seed=%llu", blen, base, o.wspec, o.aspec,
-                  o.kvspec, o.resq ? (o.resq == QS_RESQ_DENSE ? ":resq=dense" : ":resq=2:4") : "", o.seed);
+    if (o.name) runname = strdup(o.name);
+    else if (asprintf(&runname, "llm:%.*s:w=%s:a=%s:kv=%s%s:seed=%llu", blen, base, o.wspec, o.aspec, o.kvspec,
+                      o.resq ? (o.resq == QS_RESQ_DENSE ? ":resq=dense" : ":resq=2:4") : "", o.seed) < 0)
+        runname = NULL;
+    if (!runname) { rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); goto done; }
 
     qs_db *db = qs_cli_open_db(cli);
     if (!db) { rc = QS_EXIT_ERR; goto done; }
@@ -647,6 +650,7 @@ done:
     if (roll.arena && roll.arena != f.m.arena) qs_llm_free(&roll);
     qs_llm_file_free(&f);
     free(ps);
+    free(runname);
     return rc;
 }
 
@@ -767,9 +771,14 @@ static int cmd_capture(qs_cli *cli, int argc, char **argv)
             const float *x = cc->buf[l][si];
             if (!x) continue;
             int cols = cc->cols[si];
-            char name[256], src[600];
-            snprintf(name, sizeof name, "%s:blk.%d.%s", prefix, l, qs_llm_site_name((qs_llm_site)si));
-            snprintf(src, sizeof src, "llm:%s#%s", o.model, name);   /* one source per tensor: re-capturing replaces only it */
+            /* whole, never cut: a cut name or source would merge two captures into one row */
+            char *name = NULL, *src = NULL;
+            if (asprintf(&name, "%s:blk.%d.%s", prefix, l, qs_llm_site_name((qs_llm_site)si)) < 0) name = NULL;
+            if (!name || asprintf(&src, "llm:%s#%s", o.model, name) < 0) {   /* one source per tensor: re-capturing replaces only it */
+                free(name);
+                rc = qs_cli_error(QS_EXIT_ERR, "out of memory");
+                break;
+            }
             double ratio;
             json_t *m = json_object();
             json_object_set_new(m, "generator", json_string("qscope llm capture"));
@@ -791,6 +800,8 @@ static int cmd_capture(qs_cli *cli, int argc, char **argv)
             if (qs_import_f32(db, name, shape, 2, fill_mem, &fp, src, "llm-capture", ms, rep, &e)) rc = qs_cli_err(QS_EXIT_ERR, &e);
             else printf("%-36s %5dx%-4d %12.4g %14.1f\n", qs_esc(name), L, cols, amax, ratio);
             free(ms);
+            free(name);
+            free(src);
         }
     json_decref(ids);
     if (rc == 0 && qs_db_exec(db, "COMMIT", &e)) rc = qs_cli_err(QS_EXIT_ERR, &e);

@@ -29,6 +29,7 @@
 #include "../analysis/plot.h"
 #include "../analysis/results.h"
 #include "../analysis/stats_store.h"
+#include "../store/container.h"
 #include "../store/tensor.h"
 
 #define MAX_FORMATS 64
@@ -228,9 +229,10 @@ static qs_figure *value_hist_fig(tensor_ctx *T, const qs_apply *a, const char *l
     if (a && qs_format_grid(a->f, &a->o, gam, &grid, &ng, e)) goto out;
     char gname[160], title[320];
     int plain = a && a->f->meta_bytes == 0 && a->f->block == 1;
-    if (a && plain) snprintf(gname, sizeof gname, "%.95s values", label);
-    else if (a) snprintf(gname, sizeof gname, "%.95s values (block absmax %.3g)", label, gam);
-    snprintf(title, sizeof title, "values of %.150s%s%.95s", T->t.name, a ? " on the grid of " : "", a ? label : "");
+    if (a && plain) snprintf(gname, sizeof gname, "%.*s values", QS_CLIP(label, 95));
+    else if (a) snprintf(gname, sizeof gname, "%.*s values (block absmax %.3g)", QS_CLIP(label, 95), gam);
+    snprintf(title, sizeof title, "values of %.*s%s%.*s", QS_CLIP(T->t.name, 150), a ? " on the grid of " : "",
+             QS_CLIP(a ? label : "", 95));
     if (!(fig = qs_plot_value_hist(title, &F.val, grid, ng, a ? gname : NULL))) { qs_fail(e, "out of memory"); goto out; }
     if (a) {
         edges = malloc(((size_t)F.qval.nbins + 1) * sizeof *edges);
@@ -245,7 +247,7 @@ static qs_figure *value_hist_fig(tensor_ctx *T, const qs_apply *a, const char *l
         if (F.qval.zero > F.val.zero)
             qs_fig_annotate(fig, 0.02, 0.88, 1, "Q(x) = 0: %llu (underflow %llu)", (unsigned long long)F.qval.zero,
                             (unsigned long long)(F.qval.zero - F.val.zero));
-        if (!grid) qs_fig_annotate(fig, 0.02, 0.81, 1, "grid of %.95s too dense to draw", label);
+        if (!grid) qs_fig_annotate(fig, 0.02, 0.81, 1, "grid of %.*s too dense to draw", QS_CLIP(label, 95));
     }
 out:
     free(edges);
@@ -323,7 +325,7 @@ static int apply_axis_opts(qs_figure *f, const plot_opts *po)
             else return qs_cli_usage("plot", "axis scale is lin, log2, log10 or symlog (got '%s')", ax[i].s);
         }
     }
-    if (po->title) snprintf(f->title, sizeof f->title, "%s", po->title);
+    if (po->title) snprintf(f->title, sizeof f->title, "%.*s", QS_CLIP(po->title, (int)sizeof f->title - 1));
     return 0;
 }
 
@@ -496,7 +498,7 @@ static int plot_tensor_kind(qs_cli *cli, plot_opts *po, const char *kind, const 
             hp[i] = &hs[i];
             names[i] = labels[i];
         }
-        snprintf(title, sizeof title, "%s error of %.200s", po->abs_err ? "absolute" : "relative", T.t.name);
+        snprintf(title, sizeof title, "%s error of %.*s", po->abs_err ? "absolute" : "relative", QS_CLIP(T.t.name, 200));
         fig = qs_plot_err_hist(title, po->abs_err ? "absolute error |Q(x) - x|" : "relative error |Q(x) - x| / |x|",
                                (size_t)n, names, hp);
         free(hp);
@@ -531,7 +533,7 @@ static int plot_tensor_kind(qs_cli *cli, plot_opts *po, const char *kind, const 
                               : F.sum_x2 > 0 ? -0.5 * log2(F.sum_e2 / F.sum_x2) : NAN;
             fly_free(&F);
         }
-        snprintf(title, sizeof title, "effective bits vs bits per element on %.200s", T.t.name);
+        snprintf(title, sizeof title, "effective bits vs bits per element on %.*s", QS_CLIP(T.t.name, 200));
         fig = qs_plot_pareto(title, pts, (size_t)n);
         free(pts);
     } else {   /* block-heatmap */
@@ -580,7 +582,7 @@ static int plot_tensor_kind(qs_cli *cli, plot_opts *po, const char *kind, const 
         char xt[96], yt[96];
         snprintf(xt, sizeof xt, axis ? "block of %llu along the row" : "column", (unsigned long long)B);
         snprintf(yt, sizeof yt, axis ? "row" : "block of %llu down the column", (unsigned long long)B);
-        snprintf(title, sizeof title, "per-block RMSE of %.150s under %.95s", T.t.name, labels[0]);
+        snprintf(title, sizeof title, "per-block RMSE of %.*s under %.*s", QS_CLIP(T.t.name, 150), QS_CLIP(labels[0], 95));
         fig = qs_plot_block_heatmap(title, v, R, C, 1, "block RMSE (log scale)", xt, yt, 400);
         free(v);
     }

@@ -188,20 +188,22 @@ static int quant_db(qs_cli *cli, qs_apply *a, const char *name, const char *outn
     qs_tensor_rec t;
     int rc = QS_EXIT_ERR;
     float *y = NULL;
-    char *opts = NULL, *meta = NULL;
+    char *opts = NULL, *meta = NULL, *defname = NULL, *src = NULL;
     json_t *rep = json_array();
     if (qs_tensor_get(db, name, &t, &e)) { qs_cli_err(1, &e); qs_db_close(db); json_decref(rep); return rc; }
     qs_treader *r = qs_treader_open(db, &t, &e);
     if (!r || quant_reader(a, r, t.shape, t.ndim, &y, &e)) { qs_cli_err(1, &e); goto done; }
-    char defname[1024];
-    if (!outname) { snprintf(defname, sizeof defname, "%s@%s", name, a->f->name); outname = defname; }
+    /* names and source paths whole: a cut one could merge two results into one row */
+    if (!outname) {
+        if (asprintf(&defname, "%s@%s", name, a->f->name) < 0) { defname = NULL; qs_cli_error(1, "out of memory"); goto done; }
+        outname = defname;
+    }
     opts = qs_quant_opts_json(a);
     json_t *m = json_pack("{s:o,s:s,s:o,s:s}", "quantized_from", qs_json_text(name), "input_hash", t.hash, "options",
                           json_loads(opts, 0, NULL), "tool_version", QS_VERSION);
     meta = json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(m);
-    char src[1200];
-    snprintf(src, sizeof src, "quant:%s", outname);
+    if (asprintf(&src, "quant:%s", outname) < 0) { src = NULL; qs_cli_error(1, "out of memory"); goto done; }
     membuf mb = {y};
     /* the bytes quantized must be those of t.hash, and the reader's snapshot must end before writing */
     if (qs_treader_verify(r, &e)) { qs_cli_err(1, &e); goto done; }
@@ -221,7 +223,7 @@ static int quant_db(qs_cli *cli, qs_apply *a, const char *name, const char *outn
 done:
     qs_treader_close(r);
     qs_tensor_rec_free(&t);
-    free(y); free(opts); free(meta);
+    free(y); free(opts); free(meta); free(defname); free(src);
     json_decref(rep);
     qs_db_close(db);
     return rc;

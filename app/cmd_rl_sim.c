@@ -434,8 +434,14 @@ int qs_cmd_sim(qs_cli *cli, int argc, char **argv)
                     j->cfg.wscale = !strcmp(wscale, "row") ? QS_WSCALE_ROW : !strcmp(wscale, "tensor") ? QS_WSCALE_TENSOR
                                   : !strcmp(wscale, "none") ? QS_WSCALE_NONE : elem ? QS_WSCALE_ROW : QS_WSCALE_NONE;
                 }
-                snprintf(j->run, sizeof j->run, "%s/grpo/%s/%s/seed%llu", prefix, fi >= 0 ? flabels[fi] : "exact",
-                         kSimMethods[meth[mi]], (unsigned long long)(seed0 + s));
+                int len = snprintf(j->run, sizeof j->run, "%s/grpo/%s/%s/seed%llu", prefix, fi >= 0 ? flabels[fi] : "exact",
+                                   kSimMethods[meth[mi]], (unsigned long long)(seed0 + s));
+                /* a cut name could give two runs one name: refuse instead */
+                if (len < 0 || (size_t)len >= sizeof j->run) {
+                    rc = qs_cli_usage("sim grpo", "run name '%.60s...' is too long (%d bytes, at most %zu): shorten --name",
+                                      j->run, len, sizeof j->run - 1);
+                    goto done;
+                }
             }
     if (store && !(C.db = qs_cli_open_db(cli))) { rc = QS_EXIT_ERR; goto done; }
     if (!replace && store) {

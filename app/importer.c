@@ -26,16 +26,18 @@
 #include "../store/json_out.h"
 #include "../store/tensor_write.h"
 
-static void file_stem(const char *path, char *out, size_t cap)
+/* The file name without directory and tensor extension, whole (malloc'd; NULL on OOM). */
+static char *file_stem(const char *path)
 {
     const char *b = strrchr(path, '/');
-    b = b ? b + 1 : path;
-    snprintf(out, cap, "%s", b);
+    char *out = strdup(b ? b + 1 : path);
+    if (!out) return NULL;
     static const char *ext[] = {".npy", ".npz", ".safetensors", ".gguf"};
     for (size_t i = 0; i < sizeof ext / sizeof *ext; i++) {
         size_t n = strlen(out), m = strlen(ext[i]);
         if (n > m && strcmp(out + n - m, ext[i]) == 0) { out[n - m] = 0; break; }
     }
+    return out;
 }
 
 static void report_add(json_t *report, const char *name, const char *status, const qs_tdesc *d,
@@ -65,8 +67,9 @@ static int import_tensor(qs_db *db, const uint8_t *base, size_t len, const char 
     if (qs_treader_hash(r, d->dtype, d->shape, d->ndim, hash, e)) goto out;
     if (qs_tensor_find(db, name, &id, old_hash, &old_source, &old_blob, e)) goto out;
     if (id && old_source != source_id) {
-        qs_fail(e, "%s: tensor name '%s' is already used by another file (choose another name with --prefix)",
-                path, name);
+        /* the name shortened whole-character, so the message keeps its end within qs_err */
+        qs_fail(e, "%s: tensor name '%.*s%s' is already used by another file (choose another name with --prefix)",
+                path, QS_CLIP(name, 200), strlen(name) > 200 ? "..." : "");
         goto out;
     }
     int same = id && strcmp(hash, old_hash) == 0;
@@ -114,6 +117,48 @@ out:
     return rc;
 }
 
+/* Remove the source row for spath, if any, with its tensors (file now holds none). */
+static int drop_source(qs_db *db, const char *spath, json_t *report, qs_err *e)
+{
+    sqlite3_stmt *st = qs_db_prepare(db, "SELECT id FROM source WHERE path=?", e);
+    if (!st) return -1;
+    sqlite3_bind_text(st, 1, spath, -1, SQLITE_TRANSIENT);
+    int src = sqlite3_step(st);
+    int64_t id = src == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+    sqlite3_finalize(st);
+    if (src != SQLITE_ROW && src != SQLITE_DONE) return qs_db_fail(db, e, "source lookup");
+    if (!id) return 0;
+    int removed = 0;
+    if (qs_source_prune(db, id, NULL, 0, &removed, e)) return -1;
+    if (!(st = qs_db_prepare(db, "DELETE FROM source WHERE id=?", e))) return -1;
+    sqlite3_bind_int64(st, 1, id);
+    src = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (src != SQLITE_DONE) return qs_db_fail(db, e, "source delete");
+    if (removed && report)
+        json_array_append_new(report, json_pack("{s:s,s:s,s:i}", "name", spath, "status", "removed", "count", removed));
+    return 0;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Two tensors of one file must never land in one row (the second would overwrite the first). */
+static int distinct_ids(const int64_t *ids, size_t n, const char *path, qs_err *e)
+{
+    int64_t *v = malloc((n ? n : 1) * sizeof *v);
+    if (!v) return qs_fail(e, "out of memory");
+    memcpy(v, ids, n * sizeof *v);
+    qsort(v, n, sizeof *v, cmp_i64);
+    int dup = 0;
+    for (size_t i = 1; i < n && !dup; i++) dup = v[i] == v[i - 1];
+    free(v);
+    return dup ? qs_fail(e, "%s: two tensors of the file map to the same name", path) : 0;
+}
+
 int qs_import_file(qs_db *db, const char *path, const qs_import_opts *o, json_t *report, qs_err *e)
 {
     int rc = -1;
@@ -131,15 +176,22 @@ int qs_import_file(qs_db *db, const char *path, const qs_import_opts *o, json_t 
     qs_container c = {0};
     qs_parse_opts po = {.reinterpret = o->reinterpret};
     int64_t *keep = NULL;
+    char *stem = NULL;
     char real[PATH_MAX];
     if (qs_parse_any(map, len, path, &po, &c, e)) { qs_err_prefix(e, path); goto out; }
-    for (size_t i = 0; i < c.nwarn; i++) fprintf(stderr, "qscope: %s: warning: %s\n", qs_esc(path), qs_esc(c.warnings[i]));
     if (o->exact_name && c.n != 1) { qs_fail(e, "%s: expected exactly one tensor", path); goto out; }
 
     const char *spath = o->source_path;
     if (!spath) {
         if (!realpath(path, real)) { qs_fail(e, "%s: %s", path, strerror(errno)); goto out; }
         spath = real;
+    }
+    if (c.n == 0) {
+        /* Nothing to import leaves no source row (and drops one an earlier import left). */
+        if (qs_container_warn(&c, "no tensor qscope can import; nothing stored") ||
+            drop_source(db, spath, report, e)) goto out;
+        rc = 0;
+        goto out;
     }
     int64_t mtime = (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
     int64_t source_id;
@@ -151,18 +203,21 @@ int qs_import_file(qs_db *db, const char *path, const qs_import_opts *o, json_t 
     qs_import_opts eff = *o;
     if (o->source_path) eff.copy = 1;
 
-    char stem[256];
-    file_stem(path, stem, sizeof stem);
+    stem = file_stem(path);
     const char *prefix = o->prefix ? o->prefix : stem;
     keep = calloc(c.n ? c.n : 1, sizeof *keep);
-    if (!keep) { qs_fail(e, "out of memory"); goto out; }
+    if (!keep || !stem) { qs_fail(e, "out of memory"); goto out; }
     for (size_t i = 0; i < c.n; i++) {
         const qs_tdesc *d = &c.t[i];
-        char name[1024];
-        if (o->exact_name) snprintf(name, sizeof name, "%s", o->exact_name);
-        else if (!d->name || !*d->name) snprintf(name, sizeof name, "%s", prefix);
-        else snprintf(name, sizeof name, "%s:%s", prefix, d->name);
-        if (import_tensor(db, map, len, path, d, name, source_id, &eff, report, &keep[i], e)) goto out;
+        /* Names are stored whole: a cut name could merge two tensors into one row. */
+        char *name = NULL;
+        if (o->exact_name) name = strdup(o->exact_name);
+        else if (!d->name || !*d->name) name = strdup(prefix);
+        else if (asprintf(&name, "%s:%s", prefix, d->name) < 0) name = NULL;
+        if (!name) { qs_fail(e, "out of memory"); goto out; }
+        int bad = import_tensor(db, map, len, path, d, name, source_id, &eff, report, &keep[i], e);
+        free(name);
+        if (bad) goto out;
     }
     /* the hashes above are of the bytes read only if the file did not change meanwhile */
     struct stat now;
@@ -172,6 +227,7 @@ int qs_import_file(qs_db *db, const char *path, const qs_import_opts *o, json_t 
         qs_fail(e, "%s: the file changed while it was being imported", path);
         goto out;
     }
+    if (distinct_ids(keep, c.n, path, e)) goto out;
     int removed = 0;
     if (qs_source_prune(db, source_id, keep, c.n, &removed, e)) goto out;
     if (removed && report)
@@ -182,7 +238,16 @@ int qs_import_file(qs_db *db, const char *path, const qs_import_opts *o, json_t 
     }
     rc = 0;
 out:
+    if (rc == 0) {
+        for (size_t i = 0; i < c.nwarn; i++) {
+            if (o->warnings) json_array_append_new(o->warnings, json_sprintf("%s: warning: %s", qs_esc(path), qs_esc(c.warnings[i])));
+            else fprintf(stderr, "qscope: %s: warning: %s\n", qs_esc(path), qs_esc(c.warnings[i]));
+        }
+    } else if (strncmp(e->msg, path, strlen(path)) != 0 || e->msg[strlen(path)] != ':') {
+        qs_err_prefix(e, path);   /* database errors (disk full, file size limit) name the file too */
+    }
     free(keep);
+    free(stem);
     qs_container_free(&c);
     munmap(map, len);
     close(fd);

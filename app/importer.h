@@ -18,10 +18,15 @@ typedef struct qs_import_opts {
     int jobs;                    /* threads for statistics */
     /* for generated data: what the source row records instead of the file */
     const char *source_path, *source_kind, *source_meta;
+    /* if set, warnings ("PATH: warning: ...") are appended here as strings, for the caller to
+    ** print once the import is kept; otherwise they go to stderr at once */
+    json_t *warnings;
 } qs_import_opts;
 
 /* Import the file at `path`.  Appends one object per tensor to `report` (name, status =
 ** added|updated|unchanged|embedded|removed, dtype, shape, numel, nbytes, storage, hash).
+** A file with no importable tensor (an empty .npz, a GGUF of unknown types only) stores nothing:
+** no source row, and one left by an earlier import is removed with its tensors.
 ** The caller holds the transaction.  Errors: "PATH: what is wrong (at byte N)". */
 int qs_import_file(qs_db *db, const char *path, const qs_import_opts *o, json_t *report, qs_err *e);
 

@@ -4,6 +4,7 @@
 ** One table (qs_commands) drives dispatch, `qscope --help` and `qscope help COMMAND`, so the
 ** help can never drift from what exists.
 */
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -420,6 +421,8 @@ static int help_command(const char *name)
 
 int main(int argc, char **argv)
 {
+    /* Past `ulimit -f` a write then fails with EFBIG, reported like any other, instead of a kill. */
+    signal(SIGXFSZ, SIG_IGN);
     qs_cli cli = {0};
     cli.argc = argc;
     cli.argv = argv;

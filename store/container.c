@@ -25,16 +25,16 @@ qs_tdesc *qs_container_add(qs_container *c, qs_err *e)
 
 int qs_container_warn(qs_container *c, const char *fmt, ...)
 {
-    char buf[512];
+    char *buf = NULL;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    int n = vasprintf(&buf, fmt, ap);   /* whole: a fixed buffer could cut a name mid-character */
     va_end(ap);
+    if (n < 0) return -1;
     char **nw = realloc(c->warnings, (c->nwarn + 1) * sizeof *nw);
-    if (!nw) return -1;
+    if (!nw) { free(buf); return -1; }
     c->warnings = nw;
-    if (!(c->warnings[c->nwarn] = strdup(buf))) return -1;
-    c->nwarn++;
+    c->warnings[c->nwarn++] = buf;
     return 0;
 }
 
@@ -50,6 +50,14 @@ void qs_container_free(qs_container *c)
     free(c->warnings);
     free(c->meta_json);
     memset(c, 0, sizeof *c);
+}
+
+int qs_clip_utf8(const char *s, int max)
+{
+    size_t n = strnlen(s, (size_t)max);
+    if (n < (size_t)max) return (int)n;
+    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80) n--;   /* s[n] continues a cut character */
+    return (int)n;
 }
 
 int qs_shape_numel(const uint64_t *shape, int ndim, uint64_t *numel)
@@ -96,6 +104,47 @@ int qs_inflate_prefix(const uint8_t *src, size_t srclen, uint8_t *out, size_t ca
     }
     inflateEnd(&s);
     *got = done;
+    return 0;
+}
+
+int qs_inflate_crc(const uint8_t *src, size_t srclen, uint8_t *work, size_t cap, uint32_t *crc, uint64_t *got,
+                   qs_err *e)
+{
+    z_stream s;
+    memset(&s, 0, sizeof s);
+    if (inflateInit2(&s, -15) != Z_OK) return qs_fail(e, "zlib init failed");
+    uLong c = crc32(0L, Z_NULL, 0);
+    uint64_t total = 0;
+    size_t used = 0;
+    int rc = Z_OK;
+    uInt room = (uInt)(cap > (1u << 30) ? (1u << 30) : cap);
+    while (rc != Z_STREAM_END) {
+        if (s.avail_in == 0 && used < srclen) {
+            size_t take = srclen - used > (1u << 30) ? (1u << 30) : srclen - used;
+            s.next_in = (Bytef *)(src + used);
+            s.avail_in = (uInt)take;
+            used += take;
+        }
+        s.next_out = work;
+        s.avail_out = room;
+        rc = inflate(&s, Z_NO_FLUSH);
+        size_t n = room - s.avail_out;
+        c = crc32(c, work, (uInt)n);
+        total += n;
+        if (rc == Z_STREAM_END) break;
+        if ((rc == Z_BUF_ERROR || (rc == Z_OK && n == 0)) && s.avail_in == 0 && used >= srclen) {
+            inflateEnd(&s);
+            return qs_fail(e, "deflate stream is truncated (at byte %zu of the member)", srclen);
+        }
+        if (rc != Z_OK && rc != Z_BUF_ERROR) {
+            size_t at = (size_t)((const uint8_t *)s.next_in - src);
+            inflateEnd(&s);
+            return qs_fail(e, "corrupt deflate data (%s) (at byte %zu of the member)", s.msg ? s.msg : "error", at);
+        }
+    }
+    inflateEnd(&s);
+    *crc = (uint32_t)c;
+    *got = total;
     return 0;
 }
 

@@ -79,11 +79,21 @@ qs_tdesc *qs_container_add(qs_container *c, qs_err *e);   /* zeroed slot, or NUL
 int qs_container_warn(qs_container *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void qs_container_free(qs_container *c);
 
+/* How many bytes of s a message shows when it keeps at most max: never ends inside a UTF-8
+** character.  QS_CLIP(s, max) gives the two arguments of a "%.*s". */
+int qs_clip_utf8(const char *s, int max);
+#define QS_CLIP(s, max) qs_clip_utf8((s), (max)), (s)
+
 /* shape product with overflow check: 0 ok, -1 overflow */
 int qs_shape_numel(const uint64_t *shape, int ndim, uint64_t *numel);
 
 /* Inflate a raw deflate stream; writes at most `cap` bytes of output into out, returns the number
 ** written in *got.  Stops early without error once `cap` bytes are produced. */
 int qs_inflate_prefix(const uint8_t *src, size_t srclen, uint8_t *out, size_t cap, size_t *got, qs_err *e);
+
+/* Inflate a whole raw deflate stream through the scratch buffer work[0..cap), giving the CRC-32
+** of the output and its length in *got.  A stream that does not end is "truncated". */
+int qs_inflate_crc(const uint8_t *src, size_t srclen, uint8_t *work, size_t cap, uint32_t *crc, uint64_t *got,
+                   qs_err *e);
 
 #endif

@@ -8,6 +8,7 @@
 #include "db.h"
 #include "../kernels/qs_version.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,9 +140,17 @@ const char *qs_db_schema_sql(int version)
     return version >= 1 && version <= NMIG ? kMigrations[version - 1] : NULL;
 }
 
+/* SQLite says only "disk I/O error" when a write hits the file-size limit: add the OS reason. */
+static const char *os_reason(qs_db *db)
+{
+    int xc = sqlite3_extended_errcode(db->h), se = sqlite3_system_errno(db->h);
+    if ((xc & 0xff) != SQLITE_IOERR && xc != SQLITE_FULL) return "";
+    return se == EFBIG ? " (file size limit reached, see ulimit -f)" : se == ENOSPC ? " (no space left on device)" : "";
+}
+
 int qs_db_fail(qs_db *db, qs_err *e, const char *what)
 {
-    return qs_fail(e, "%s: database error: %s (%s)", db->path, sqlite3_errmsg(db->h), what);
+    return qs_fail(e, "%s: database error: %s (%s)%s", db->path, sqlite3_errmsg(db->h), what, os_reason(db));
 }
 
 int qs_db_begin(qs_db *db, qs_err *e)
@@ -161,7 +170,7 @@ int qs_db_exec(qs_db *db, const char *sql, qs_err *e)
 {
     char *msg = NULL;
     if (sqlite3_exec(db->h, sql, NULL, NULL, &msg) != SQLITE_OK) {
-        qs_fail(e, "%s: database error: %s", db->path, msg ? msg : sqlite3_errmsg(db->h));
+        qs_fail(e, "%s: database error: %s%s", db->path, msg ? msg : sqlite3_errmsg(db->h), os_reason(db));
         sqlite3_free(msg);
         return -1;
     }

@@ -345,10 +345,10 @@ int qs_parse_gguf(const uint8_t *buf, size_t len, const qs_parse_opts *o, qs_con
         key = NULL;
         if (rd_name(&r, "metadata key", &key)) goto fail;
         if (json_object_get(meta, key)) {
-            qs_fail(e, "duplicate metadata key '%.80s' (at byte %zu)", key, kat);
+            qs_fail(e, "duplicate metadata key '%.*s' (at byte %zu)", QS_CLIP(key, 80), kat);
             goto fail;
         }
-        snprintf(ctx, sizeof ctx, "metadata '%.80s'", key);
+        snprintf(ctx, sizeof ctx, "metadata '%.*s'", QS_CLIP(key, 80));
         size_t tat = r.pos;
         uint32_t type;
         if (rd_u32(&r, &type, ctx)) goto fail;
@@ -386,16 +386,16 @@ int qs_parse_gguf(const uint8_t *buf, size_t len, const qs_parse_opts *o, qs_con
         size_t dat = r.pos;
         uint32_t nd, gt;
         uint64_t ne[GGUF_MAX_DIMS], off;
-        snprintf(ctx, sizeof ctx, "tensor '%.80s'", name);
+        snprintf(ctx, sizeof ctx, "tensor '%.*s'", QS_CLIP(name, 80));
         if (rd_u32(&r, &nd, ctx)) goto fail;
         if (nd > GGUF_MAX_DIMS) {
-            qs_fail(e, "tensor '%.80s': n_dims %u exceeds %d (at byte %zu)", name, nd, GGUF_MAX_DIMS, dat);
+            qs_fail(e, "tensor '%.*s': n_dims %u exceeds %d (at byte %zu)", QS_CLIP(name, 80), nd, GGUF_MAX_DIMS, dat);
             goto fail;
         }
         for (uint32_t j = 0; j < nd; j++) {
             if (rd_u64(&r, &ne[j], ctx)) goto fail;
             if (ne[j] > (uint64_t)INT64_MAX) {   /* ggml reads ne as int64 */
-                qs_fail(e, "tensor '%.80s': ne[%u] is negative (at byte %zu)", name, j, r.pos - 8);
+                qs_fail(e, "tensor '%.*s': ne[%u] is negative (at byte %zu)", QS_CLIP(name, 80), j, r.pos - 8);
                 goto fail;
             }
         }
@@ -405,7 +405,7 @@ int qs_parse_gguf(const uint8_t *buf, size_t len, const qs_parse_opts *o, qs_con
         if (rd_u64(&r, &off, ctx)) goto fail;
 
         if (json_object_get(names, name)) {
-            qs_fail(e, "duplicate tensor name '%.80s' (at byte %zu)", name, nat);
+            qs_fail(e, "duplicate tensor name '%.*s' (at byte %zu)", QS_CLIP(name, 80), nat);
             goto fail;
         }
         if (json_object_set_new(names, name, json_true())) { qs_fail(e, "out of memory"); goto fail; }
@@ -414,8 +414,8 @@ int qs_parse_gguf(const uint8_t *buf, size_t len, const qs_parse_opts *o, qs_con
         if (dt == QS_DT_INVALID) {
             const char *tn = gt < N_GGML && kGgml[gt].name ? kGgml[gt].name : "unknown";
             if (++nskip <= GGUF_MAX_SKIP_WARN &&
-                qs_container_warn(c, "tensor '%.80s' has ggml type %u (%s), which qscope does not decode: skipped",
-                                  name, gt, tn)) { qs_fail(e, "out of memory"); goto fail; }
+                qs_container_warn(c, "tensor '%.*s' has ggml type %u (%s), which qscope does not decode: skipped",
+                                  QS_CLIP(name, 80), gt, tn)) { qs_fail(e, "out of memory"); goto fail; }
             free(name);
             name = NULL;
             continue;
@@ -423,19 +423,19 @@ int qs_parse_gguf(const uint8_t *buf, size_t len, const qs_parse_opts *o, qs_con
         const qs_dtype_traits *tr = qs_dtype_get(dt);
         uint64_t ne0 = nd ? ne[0] : 1;   /* n_dims 0: ggml leaves every ne at 1 */
         if (ne0 % tr->block_elems) {
-            qs_fail(e, "tensor '%.80s': ne[0] = %llu is not a multiple of the %s block size %u (at byte %zu)", name,
+            qs_fail(e, "tensor '%.*s': ne[0] = %llu is not a multiple of the %s block size %u (at byte %zu)", QS_CLIP(name, 80),
                     (unsigned long long)ne0, kGgml[gt].name, tr->block_elems, tat);
             goto fail;
         }
         if (off % align) {
-            qs_fail(e, "tensor '%.80s': offset %llu is not a multiple of the alignment %u (at byte %zu)", name,
+            qs_fail(e, "tensor '%.*s': offset %llu is not a multiple of the alignment %u (at byte %zu)", QS_CLIP(name, 80),
                     (unsigned long long)off, align, oat);
             goto fail;
         }
         uint64_t shape[QS_MAX_DIMS] = {0}, numel, nbytes;
         for (uint32_t j = 0; j < nd; j++) shape[j] = ne[nd - 1 - j];
         if (qs_shape_numel(shape, (int)nd, &numel) || qs_dtype_nbytes(dt, numel, &nbytes)) {
-            qs_fail(e, "tensor '%.80s': shape overflows (element count too large) (at byte %zu)", name, dat);
+            qs_fail(e, "tensor '%.*s': shape overflows (element count too large) (at byte %zu)", QS_CLIP(name, 80), dat);
             goto fail;
         }
         if (ninfo == ncap) {
@@ -466,8 +466,8 @@ int qs_parse_gguf(const uint8_t *buf, size_t len, const qs_parse_opts *o, qs_con
     for (size_t i = 0; i < c->n; i++) {
         qs_tdesc *t = &c->t[i];
         if (data > len || t->offset > len - data || t->nbytes > len - data - t->offset) {
-            qs_fail(e, "tensor '%.80s': data (%llu bytes at offset %llu of the data section, which starts at %llu) "
-                    "runs past the end of the file (%zu bytes) (at byte %zu)", t->name, (unsigned long long)t->nbytes,
+            qs_fail(e, "tensor '%.*s': data (%llu bytes at offset %llu of the data section, which starts at %llu) "
+                    "runs past the end of the file (%zu bytes) (at byte %zu)", QS_CLIP(t->name, 80), (unsigned long long)t->nbytes,
                     (unsigned long long)t->offset, (unsigned long long)data, len, info_at[i]);
             goto fail;
         }

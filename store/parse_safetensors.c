@@ -113,60 +113,60 @@ static int read_entry(const char *name, const json_t *v, uint64_t buflen, st_ent
 {
     size_t at = t->at;
     if (!json_is_object(v))
-        return qs_fail(e, "tensor '%.80s': entry is not a JSON object (at byte %zu)", name, at);
+        return qs_fail(e, "tensor '%.*s': entry is not a JSON object (at byte %zu)", QS_CLIP(name, 80), at);
 
     const json_t *jd = json_object_get(v, "dtype");
     if (!json_is_string(jd))
-        return qs_fail(e, "tensor '%.80s': missing or non-string \"dtype\" (at byte %zu)", name, at);
+        return qs_fail(e, "tensor '%.*s': missing or non-string \"dtype\" (at byte %zu)", QS_CLIP(name, 80), at);
     if (!(t->dt = find_dtype(json_string_value(jd))))
-        return qs_fail(e, "tensor '%.80s': unknown dtype \"%.40s\" (at byte %zu)", name,
-                       json_string_value(jd), at);
+        return qs_fail(e, "tensor '%.*s': unknown dtype \"%.*s\" (at byte %zu)", QS_CLIP(name, 80),
+                       QS_CLIP(json_string_value(jd), 40), at);
 
     const json_t *js = json_object_get(v, "shape");
     if (!json_is_array(js))
-        return qs_fail(e, "tensor '%.80s': missing or non-array \"shape\" (at byte %zu)", name, at);
+        return qs_fail(e, "tensor '%.*s': missing or non-array \"shape\" (at byte %zu)", QS_CLIP(name, 80), at);
     if (json_array_size(js) > QS_MAX_DIMS)
-        return qs_fail(e, "tensor '%.80s': shape has %zu dimensions, more than %d (at byte %zu)", name,
+        return qs_fail(e, "tensor '%.*s': shape has %zu dimensions, more than %d (at byte %zu)", QS_CLIP(name, 80),
                        json_array_size(js), QS_MAX_DIMS, at);
     t->ndim = (int)json_array_size(js);
     for (int i = 0; i < t->ndim; i++)
         if (get_u64(json_array_get(js, (size_t)i), &t->shape[i]))
-            return qs_fail(e, "tensor '%.80s': shape must be a list of non-negative integers (at byte %zu)",
-                           name, at);
+            return qs_fail(e, "tensor '%.*s': shape must be a list of non-negative integers (at byte %zu)",
+                           QS_CLIP(name, 80), at);
     if (qs_shape_numel(t->shape, t->ndim, &t->numel))
-        return qs_fail(e, "tensor '%.80s': shape overflows (element count too large) (at byte %zu)", name, at);
+        return qs_fail(e, "tensor '%.*s': shape overflows (element count too large) (at byte %zu)", QS_CLIP(name, 80), at);
 
     const json_t *jo = json_object_get(v, "data_offsets");
     if (!json_is_array(jo) || json_array_size(jo) != 2 || get_u64(json_array_get(jo, 0), &t->begin) ||
         get_u64(json_array_get(jo, 1), &t->end))
-        return qs_fail(e, "tensor '%.80s': \"data_offsets\" must be [begin, end] with non-negative integers (at byte %zu)",
-                       name, at);
+        return qs_fail(e, "tensor '%.*s': \"data_offsets\" must be [begin, end] with non-negative integers (at byte %zu)",
+                       QS_CLIP(name, 80), at);
     if (t->begin > t->end)
-        return qs_fail(e, "tensor '%.80s': data_offsets begin %llu is after end %llu (at byte %zu)", name,
+        return qs_fail(e, "tensor '%.*s': data_offsets begin %llu is after end %llu (at byte %zu)", QS_CLIP(name, 80),
                        (unsigned long long)t->begin, (unsigned long long)t->end, at);
     if (t->end > buflen)
-        return qs_fail(e, "tensor '%.80s': data_offsets end %llu is beyond the end of the file "
-                       "(the byte buffer has %llu bytes) (at byte %zu)", name, (unsigned long long)t->end,
+        return qs_fail(e, "tensor '%.*s': data_offsets end %llu is beyond the end of the file "
+                       "(the byte buffer has %llu bytes) (at byte %zu)", QS_CLIP(name, 80), (unsigned long long)t->end,
                        (unsigned long long)buflen, at);
 
     /* Size rule: numel x bits must be whole bytes and equal the span.  numel <= INT64_MAX/8, so
     ** numel x bits (bits <= 64) fits in 64 bits only after this check. */
     if (t->numel > UINT64_MAX / t->dt->bits)
-        return qs_fail(e, "tensor '%.80s': shape overflows (byte size too large) (at byte %zu)", name, at);
+        return qs_fail(e, "tensor '%.*s': shape overflows (byte size too large) (at byte %zu)", QS_CLIP(name, 80), at);
     uint64_t nbits = t->numel * t->dt->bits;
     if (nbits % 8)
-        return qs_fail(e, "tensor '%.80s': %llu elements of %s (%u bits each) are not a whole number of bytes "
-                       "(odd element count?) (at byte %zu)", name, (unsigned long long)t->numel, t->dt->name,
+        return qs_fail(e, "tensor '%.*s': %llu elements of %s (%u bits each) are not a whole number of bytes "
+                       "(odd element count?) (at byte %zu)", QS_CLIP(name, 80), (unsigned long long)t->numel, t->dt->name,
                        t->dt->bits, at);
     t->nbytes = nbits / 8;
     if (t->dt->dt != QS_DT_INVALID) {
         uint64_t nb;   /* the dtype table must agree with the bit count; cheap insurance */
         if (qs_dtype_nbytes(t->dt->dt, t->numel, &nb) || nb != t->nbytes)
-            return qs_fail(e, "tensor '%.80s': internal size mismatch for %s (at byte %zu)", name, t->dt->name, at);
+            return qs_fail(e, "tensor '%.*s': internal size mismatch for %s (at byte %zu)", QS_CLIP(name, 80), t->dt->name, at);
     }
     if (t->end - t->begin != t->nbytes)
-        return qs_fail(e, "tensor '%.80s': size mismatch: data_offsets span %llu bytes but %s with %llu elements "
-                       "needs %llu (at byte %zu)", name, (unsigned long long)(t->end - t->begin), t->dt->name,
+        return qs_fail(e, "tensor '%.*s': size mismatch: data_offsets span %llu bytes but %s with %llu elements "
+                       "needs %llu (at byte %zu)", QS_CLIP(name, 80), (unsigned long long)(t->end - t->begin), t->dt->name,
                        (unsigned long long)t->numel, (unsigned long long)t->nbytes, at);
     return 0;
 }
@@ -180,7 +180,7 @@ static int read_metadata(const json_t *v, size_t at, qs_container *c, qs_err *e)
         return qs_fail(e, "__metadata__ must be an object of string to string (at byte %zu)", at);
     json_object_foreach((json_t *)v, k, x)
         if (!json_is_string(x))
-            return qs_fail(e, "__metadata__ value for '%.80s' is not a string (at byte %zu)", k, at);
+            return qs_fail(e, "__metadata__ value for '%.*s' is not a string (at byte %zu)", QS_CLIP(k, 80), at);
     if (!(c->meta_json = json_dumps(v, JSON_COMPACT))) return qs_fail(e, "out of memory");
     return 0;
 }
@@ -276,13 +276,13 @@ int qs_parse_safetensors(const uint8_t *buf, size_t len, const qs_parse_opts *o,
     for (size_t i = 0; i < nent; i++) {
         const st_entry *t = &ent[i];
         if (t->begin > prev) {
-            qs_fail(e, "tensor '%.80s': hole in the byte buffer: bytes [%llu, %llu) before this tensor belong "
-                    "to no tensor (at byte %zu)", t->name, (unsigned long long)prev, (unsigned long long)t->begin, t->at);
+            qs_fail(e, "tensor '%.*s': hole in the byte buffer: bytes [%llu, %llu) before this tensor belong "
+                    "to no tensor (at byte %zu)", QS_CLIP(t->name, 80), (unsigned long long)prev, (unsigned long long)t->begin, t->at);
             goto fail;
         }
         if (t->begin < prev) {
-            qs_fail(e, "tensor '%.80s': data_offsets [%llu, %llu] overlap tensor '%.80s' (at byte %zu)", t->name,
-                    (unsigned long long)t->begin, (unsigned long long)t->end, ent[i - 1].name, t->at);
+            qs_fail(e, "tensor '%.*s': data_offsets [%llu, %llu] overlap tensor '%.*s' (at byte %zu)", QS_CLIP(t->name, 80),
+                    (unsigned long long)t->begin, (unsigned long long)t->end, QS_CLIP(ent[i - 1].name, 80), t->at);
             goto fail;
         }
         prev = t->end;
@@ -299,8 +299,8 @@ int qs_parse_safetensors(const uint8_t *buf, size_t len, const qs_parse_opts *o,
         const st_entry *t = &ent[i];
         if (t->dt->dt == QS_DT_INVALID) {
             if (++nskip <= ST_MAX_SKIP_WARN &&
-                qs_container_warn(c, "tensor '%.80s' has dtype %s, which qscope does not decode yet: skipped",
-                                  t->name, t->dt->name)) { qs_fail(e, "out of memory"); goto fail; }
+                qs_container_warn(c, "tensor '%.*s' has dtype %s, which qscope does not decode yet: skipped",
+                                  QS_CLIP(t->name, 80), t->dt->name)) { qs_fail(e, "out of memory"); goto fail; }
             continue;
         }
         qs_tdesc *d = qs_container_add(c, e);

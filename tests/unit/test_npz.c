@@ -256,6 +256,9 @@ static void test_bad_corpus(void **state)
         {"bad_npz_member_trunc.npz", "array data truncated", -1},
         {"bad_npz_size_mismatch.npz", "member size mismatch", -1},
         {"bad_npz_zip64_locator.npz", "ZIP64 end-of-central-directory offset", -1},
+        {"bad_npz_crc_stored.npz", "CRC-32 mismatch (directory 3fd555bd, data 876932d8) in member 'x.npy'", 315},
+        {"bad_npz_deflate_truncated.npz", "deflate stream is truncated in member 'z.npy'", 287},
+        {"bad_npz_crc_deflated.npz", "CRC-32 mismatch (directory 123a9cf6, data 123a9cf7) in member 'y.npy'", 366},
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         char path[256], at[64];

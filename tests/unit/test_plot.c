@@ -881,6 +881,33 @@ static void test_exponent_markup(void **st)
     qs_fig_free(f);
 }
 
+/* Titles and notes longer than their fixed-size fields never end inside a UTF-8 character
+** (cairo refuses such text and the whole plot would fail). */
+static void test_long_multibyte_titles(void **st)
+{
+    (void)st;
+    char t[601];
+    for (int i = 0; i < 300; i++) memcpy(t + 2 * i, "\xc3\xa9", 2);   /* 300 x U+00E9 */
+    t[600] = 0;
+    qs_figure *f = qs_fig_new(t);
+    assert_non_null(f);
+    qs_axis_set(&f->x, QS_AX_LINEAR, t + 1);   /* odd offset: starts inside a character pair */
+    qs_annot *a = qs_fig_annotate(f, 0.5, 0.5, 1, "%s", t);
+    assert_non_null(a);
+    const char *s[3] = {f->title, f->x.title + 0, a->text};
+    for (int k = 0; k < 3; k++) {
+        size_t n = strlen(s[k]), i = 0;
+        assert_true(n > 100);
+        if (k == 1) i = 1;                      /* the lone continuation byte we passed in */
+        for (; i < n; i += 2) {
+            assert_true(i + 1 < n);             /* no lead byte without its continuation */
+            assert_int_equal((unsigned char)s[k][i], 0xc3);
+            assert_int_equal((unsigned char)s[k][i + 1], 0xa9);
+        }
+    }
+    qs_fig_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -903,6 +930,7 @@ int main(void)
         cmocka_unit_test(test_log_ticks_cover_data),
         cmocka_unit_test(test_stored_yscale),
         cmocka_unit_test(test_many_series_distinct),
+        cmocka_unit_test(test_long_multibyte_titles),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     qs_plot_cairo_release();
