@@ -493,7 +493,7 @@ int tui_handle_key(tui *T, int ch)
         }
         return 0;
     case TV_FORMATS:
-        if (list_key(&T->lf, T->nfmts, page, a)) return 1;
+        if (list_key(&T->lf, T->nfmts, page, a)) { T->fauto = 0; return 1; }
         if (a == TA_ENTER) { tui_push(T, TV_BLOCKS); return 1; }
         if (a == TA_TAB) { tui_push(T, TV_HIST); return 1; }
         if (a == TA_SORT || a == TA_SORT_REV) {
@@ -512,7 +512,7 @@ int tui_handle_key(tui *T, int ch)
         if (a == TA_LOGY) { T->hist_liny = !T->hist_liny; return 1; }
         if (a == TA_HIST_ALL) { T->hist_one = !T->hist_one; return 1; }
         if (a == TA_TAB) { tui_pop(T); tui_push(T, TV_BLOCKS); return 1; }
-        if (list_key(&T->lf, T->nfmts, page, a)) return 1;   /* j/k pick the format whose grid is drawn */
+        if (list_key(&T->lf, T->nfmts, page, a)) { T->fauto = 0; return 1; }   /* j/k pick the format whose grid is drawn */
         return 0;
     case TV_BLOCKS: return tui_blocks_key(T, a);
     case TV_INSPECT: return tui_inspect_key(T, a);
@@ -587,6 +587,7 @@ int tui_init_app(tui *T, qs_cli *cli, const char *db_path, const char *fmt_list,
     T->cli = cli;
     T->db_path = strdup(db_path);
     T->met_for = T->blk_for = T->blk_fmt = -1;
+    T->fauto_for = -1;
     T->second_fmt = -1;
     T->auto_analyze = 1;
     if (!T->db_path || !(T->db = qs_db_open(db_path, e))) return -1;

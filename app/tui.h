@@ -153,6 +153,7 @@ typedef struct tui {
     int fsort;                    /* formats view sort column (0 = as chosen) */
     int fsort_desc;
     int *forder;                  /* row order of the formats view */
+    int fauto, fauto_for;         /* the cursor follows the best format of tensor fauto_for until moved */
     /* histogram */
     int hist_kind;                /* 0 rel_err, 1 abs_err, 2 ulp_err, 3 value */
     int hist_liny;                /* linear counts instead of log */
@@ -235,7 +236,8 @@ void tui_apply_view(tui *T);                 /* filter + sort into vis */
 void tui_count_results(tui *T);              /* tui_tensor.nresults of every tensor */
 tui_tensor *tui_cur_tensor(tui *T);
 int tui_cur_tensor_index(tui *T);
-void tui_load_metrics(tui *T);               /* of the current tensor, every chosen format */
+void tui_load_metrics(tui *T);
+void tui_cursor_best_format(tui *T);   /* Formats cursor on the best block format of the tensor */               /* of the current tensor, every chosen format */
 void tui_hist_cache_clear(tui *T);
 int tui_load_hist(tui *T, int fi, const char *which, qs_hist *h);   /* 0 ok */
 int tui_load_blocks(tui *T, int ti, int fi);

@@ -31,6 +31,8 @@ typedef struct geom {
     uint64_t nblocks;
 } geom;
 
+static int addstr_wrap(int y, int x, const char *s, int w, const char *sep);
+
 static void geom_of(const qs_apply *a, uint64_t rows, uint64_t cols, geom *g)
 {
     memset(g, 0, sizeof *g);
@@ -209,7 +211,7 @@ void tui_draw_blocks(tui *T, int y0, int h)
             snprintf(s, sizeof s, "%s is an element cast: it has no blocks.  Pick a block format in the Formats view (2).", F->label);
         else snprintf(s, sizeof s, "%s", T->job.busy ? "They are being computed in the background (see the status line)."
                                           : "Press r to compute them, or pick another format in the Formats view (2).");
-        tui_addstr_clip(y0 + 2, 2, s, T->W - 4);
+        addstr_wrap(y0 + 2, 2, s, T->W - 4, "  ");
         return;
     }
     tui_blocks *B = &T->blk;
