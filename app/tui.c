@@ -114,8 +114,6 @@ static void draw_status(tui *T)
     tui_list *l = T->click_list;
     char pos[48] = "";
     if (l && T->click_n > 0) snprintf(pos, sizeof pos, " %d/%d", l->cur + 1, T->click_n);
-    snprintf(left, sizeof left, " %s%s  db %s", tui_view_name(T->view), pos, T->db_path);
-    tui_addstr_clip(y, 0, left, T->W);
     /* right side: the job, or the message */
     pthread_mutex_lock(&T->job.mu);
     int busy = T->job.busy;
@@ -133,7 +131,22 @@ static void draw_status(tui *T)
     }
     pthread_mutex_unlock(&T->job.mu);
     if (!busy && T->msg[0]) snprintf(right, sizeof right, "%.380s ", T->msg);
-    int rw = (int)strlen(right), lw = (int)strlen(left) + 2;
+    /* on a narrow screen the database path gives way to the message: the full path, then its file
+    ** name, then nothing; a message still too long ends in "..." */
+    const char *base = strrchr(T->db_path, '/');
+    base = base ? base + 1 : T->db_path;
+    int rw = (int)strlen(right);
+    snprintf(left, sizeof left, " %s%s  db %s", tui_view_name(T->view), pos, T->db_path);
+    if (rw && (int)strlen(left) + 2 + rw > T->W) snprintf(left, sizeof left, " %s%s  db %s", tui_view_name(T->view), pos, base);
+    if (rw && (int)strlen(left) + 2 + rw > T->W) snprintf(left, sizeof left, " %s%s", tui_view_name(T->view), pos);
+    tui_addstr_clip(y, 0, left, T->W);
+    int lw = (int)strlen(left) + 2;
+    if (rw > T->W - lw && T->W - lw > 4) {
+        int keep = T->W - lw - 4;
+        while (keep > 0 && (right[keep] & 0xC0) == 0x80) keep--;   /* not inside a UTF-8 sequence */
+        memcpy(right + keep, "... ", 5);
+        rw = (int)strlen(right);
+    }
     if (right[0]) {
         int x = T->W - rw;
         if (x < lw) x = lw;
@@ -146,7 +159,9 @@ static void draw_status(tui *T)
     move(T->H - 1, 0);
     clrtoeol();
     if (T->color) attron(COLOR_PAIR(CP_HINT));
-    tui_addstr_clip(T->H - 1, 0, tui_hint_bar(T->view), T->W);
+    char hints[300];
+    tui_fit_hints(tui_hint_bar(T->view), T->W - 1, hints, sizeof hints);
+    tui_addstr_clip(T->H - 1, 0, hints, T->W);
     if (T->color) attroff(COLOR_PAIR(CP_HINT));
 }
 

@@ -43,6 +43,49 @@ static void empty_msg(tui *T, int y, const char *a, const char *b)
     if (b) tui_addstr_clip(y + 1, 2, b, T->W - 4);
 }
 
+/* ---------------------------------------------------------------- names */
+
+static size_t common_prefix(const char *a, const char *b)
+{
+    size_t i = 0;
+    while (a[i] && a[i] == b[i]) i++;
+    return i;
+}
+
+static size_t common_suffix(const char *a, size_t la, const char *b, size_t lb)
+{
+    size_t i = 0;
+    while (i < la && i < lb && a[la - 1 - i] == b[lb - 1 - i]) i++;
+    return i;
+}
+
+void tui_cut_middle(const char *s, const char *const *peers, int npeers, int w, char *out, size_t cap)
+{
+    size_t len = strlen(s);
+    if (w < 3 || (int)len <= w) { snprintf(out, cap, "%s", s); return; }
+    /* the part that tells s from its peers: after the longest prefix and before the longest suffix
+    ** it shares with one of them */
+    size_t p = 0, sf = 0;
+    for (int i = 0; i < npeers; i++) {
+        if (!peers[i] || peers[i] == s || !strcmp(peers[i], s)) continue;
+        size_t a = common_prefix(s, peers[i]), b = common_suffix(s, len, peers[i], strlen(peers[i]));
+        if (a > p) p = a;
+        if (b > sf) sf = b;
+    }
+    size_t r = len - (size_t)w + 1;   /* characters to leave out, for one "~" */
+    size_t head = (size_t)(w - 1) / 3;
+    if (head < 1) head = 1;
+    if (p >= r + 1) {                 /* out of the shared prefix, keeping its start */
+        if (head + r > p) head = p - r;
+    } else if (sf >= r + 1) {         /* out of the shared suffix, keeping its end */
+        size_t tail = sf - r;         /* kept after the cut */
+        if (tail > (size_t)(w - 1) / 2) tail = (size_t)(w - 1) / 2;
+        if (tail < 1) tail = 1;
+        head = (size_t)w - 1 - tail;
+    }
+    snprintf(out, cap, "%.*s~%s", (int)head, s, s + head + r);
+}
+
 /* ---------------------------------------------------------------- Tensors */
 
 void tui_draw_tensors(tui *T, int y0, int h)
@@ -60,7 +103,14 @@ void tui_draw_tensors(tui *T, int y0, int h)
     tui_addstr_clip(y0, 1, info, T->W - 2);
     /* columns: NAME takes what is left; on a narrow terminal OUTLIERS, then DTYPE go first */
     int W = T->W, show_out = 1, show_dt = 1, show_res = 1;
-    int fixed = 15 + 9 + 10 + 11 + 9 + 9 + 8 + 2;
+    /* the SHAPE column is as wide as the widest shape: its free columns go to the names */
+    int shw = 5;
+    for (size_t i = 0; i < T->nt; i++) {
+        int l = (int)strlen(T->t[i].shape);
+        if (l > shw) shw = l;
+    }
+    if (shw > 14) shw = 14;
+    int fixed = shw + 1 + 9 + 10 + 11 + 9 + 9 + 8 + 2;
     if (W - fixed < 24) { show_res = 0; fixed -= 8; }
     if (W - fixed < 24) { show_out = 0; fixed -= 9; }
     if (W - fixed < 24) { show_dt = 0; fixed -= 9; }
@@ -68,13 +118,16 @@ void tui_draw_tensors(tui *T, int y0, int h)
     if (nw < 12) nw = 12;
     char line[1024];
     head_on(T);
-    snprintf(line, sizeof line, " %-*.*s %14s %-*s%9s %10s %8s %8s %s", nw, nw, "NAME", "SHAPE", show_dt ? 9 : 0, show_dt ? "DTYPE" : "",
+    snprintf(line, sizeof line, " %-*.*s %*s %-*s%9s %10s %8s %8s %s", nw, nw, "NAME", shw, "SHAPE", show_dt ? 9 : 0, show_dt ? "DTYPE" : "",
              "SIZE", "ABSMAX", "KURTOSIS", show_out ? "OUTLIERS" : "", show_res ? "RESULTS" : "");
     fill_line(T, y0 + 1);
     tui_addstr_clip(y0 + 1, 0, line, W);
     head_off(T);
     int rows = h - 2;
     scroll_into(&T->lt, (int)T->nvis, rows);
+    const char *peers[256];
+    int np = 0;
+    for (int r = 0; r < rows && r < 256 && T->lt.top + r < (int)T->nvis; r++) peers[np++] = T->t[T->vis[T->lt.top + r]].name;
     T->click_list = &T->lt;
     T->click_y0 = y0 + 2;
     T->click_n = (int)T->nvis;
@@ -89,14 +142,14 @@ void tui_draw_tensors(tui *T, int y0, int h)
         else snprintf(ku, sizeof ku, "%.2f", t->kurtosis);
         if (isnan(t->outlier)) snprintf(ou, sizeof ou, "-");
         else snprintf(ou, sizeof ou, "%.3f%%", 100 * t->outlier);
-        /* a long name keeps its end (the tensor part) visible */
-        const char *nm = t->name;
+        /* a long name is cut in the middle, where it is the same as its neighbours on screen */
         char nbuf[512];
-        if ((int)strlen(nm) > nw) { snprintf(nbuf, sizeof nbuf, "~%s", nm + strlen(nm) - (size_t)(nw - 1)); nm = nbuf; }
+        tui_cut_middle(t->name, peers, np, nw, nbuf, sizeof nbuf);
+        const char *nm = nbuf;
         char rs[16] = "";
         if (show_res && t->nresults) snprintf(rs, sizeof rs, "%7d", t->nresults);
         else if (show_res) snprintf(rs, sizeof rs, "%7s", "-");
-        snprintf(line, sizeof line, " %-*.*s %14.14s %-*.*s%9s %10s %8s %8s %s", nw, nw, nm, t->shape, show_dt ? 9 : 0, show_dt ? 8 : 0,
+        snprintf(line, sizeof line, " %-*.*s %*.*s %-*.*s%9s %10s %8s %8s %s", nw, nw, nm, shw, shw, t->shape, show_dt ? 9 : 0, show_dt ? 8 : 0,
                  t->dtype, sz, am, ku, show_out ? ou : "", rs);
         if (i == T->lt.cur) { sel_on(T); fill_line(T, y0 + 2 + r); }
         tui_addstr_clip(y0 + 2 + r, 0, line, W);

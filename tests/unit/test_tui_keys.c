@@ -72,12 +72,34 @@ static void test_dispatch(void **state)
     for (int v = 0; v < TV_COUNT; v++) assert_non_null(tui_hint_bar((tui_view_id)v));
 }
 
+/* The hint bar fits any width by a rule: keys stay, descriptions are cut to one length, then entries
+** go from the end with "? help" kept; nothing is cut mid-key and the result never exceeds the width. */
+static void test_hints_fit(void **state)
+{
+    (void)state;
+    char out[300];
+    const char *bar = "Enter blocks  Tab histogram  s/S sort  f formats  o options  r recompute  h back  ? help";
+    tui_fit_hints(bar, 200, out, sizeof out);
+    assert_string_equal(out, bar);
+    tui_fit_hints(bar, 79, out, sizeof out);
+    assert_true(strlen(out) <= 79);
+    assert_string_equal(out, "Enter block  Tab histo  s/S sort  f forma  o optio  r recom  h back  ? help");
+    tui_fit_hints(bar, 40, out, sizeof out);
+    assert_true(strlen(out) <= 40 && strstr(out, "? help") && strncmp(out, "Enter blo", 9) == 0);
+    for (int v = 0; v < TV_COUNT; v++)
+        for (int w = 20; w <= 120; w++) {
+            tui_fit_hints(tui_hint_bar((tui_view_id)v), w, out, sizeof out);
+            assert_true((int)strlen(out) <= w);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_no_duplicate_keys),
         cmocka_unit_test(test_every_action_bound_and_documented),
         cmocka_unit_test(test_dispatch),
+        cmocka_unit_test(test_hints_fit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
