@@ -172,10 +172,12 @@ const qs_command qs_commands[] = {
     {"info", "[--json]", "summary of the database",
      "Prints the database path, schema version, counts of sources, tensors, elements and bytes\n"
      "(referenced and embedded), results and RL runs, and the largest tensors.", qs_cmd_info, 1},
-    {"demo", "[--force]", "fill the database with the demo tensor set",
+    {"demo", "[--force]", "fill the database with the demo set (tensors, an RL run, kernel results)",
      "Generates a varied synthetic set (Gaussian, Laplace, Student-t, uniform, log-normal weights\n"
-     "and LLM-like activations with outlier channels) into the database.  Does nothing if demo\n"
-     "tensors already exist, unless --force.", qs_cmd_demo, 1},
+     "and LLM-like activations with outlier channels), embeds the all-MiniLM-L6-v2 sample of\n"
+     "datasets/sample, and runs a short `sim grpo` (60 steps, MXFP4 rollouts, one seed) and small\n"
+     "`msd`, `attn` and `resq` measurements, so that every view of the workbench has content (a few\n"
+     "seconds).  Does nothing if demo tensors already exist, unless --force.", qs_cmd_demo, 1},
     {"check", "[--json]", "verify the database and every tensor reference",
      "Runs SQLite's integrity and foreign-key checks and checks every referenced file (present,\n"
      "same size and modification time) and every embedded tensor (all chunks present and of the\n"

@@ -896,6 +896,8 @@ void tui_draw_inspect(tui *T, int y0, int h)
         tui_fmt_num(I->x[i], a, sizeof a);
         snprintf(s, sizeof s, "element %d (flat index %llu): x = %.9g    value = element x scale (the step)", i,
                  (unsigned long long)I->idx[i], (double)I->x[i]);
+        if ((int)strlen(s) > T->W - 2)   /* narrow: the legend of the lines below goes first */
+            snprintf(s, sizeof s, "element %d (flat index %llu): x = %.9g", i, (unsigned long long)I->idx[i], (double)I->x[i]);
         attron(A_BOLD);
         tui_addstr_clip(yd, 1, s, T->W - 2);
         attroff(A_BOLD);
@@ -923,6 +925,20 @@ void tui_draw_inspect(tui *T, int y0, int h)
             else snprintf(s, sizeof s, "%c %-12s 0x%0*x [%s] = %.7g; error %s (%+.2f%%%s)", k ? 'B' : 'A', T->fmts[S->fi].label,
                           (S->f->elem_bits + 3) / 4, S->code[i], bits, (double)S->y[i], c3,
                           I->x[i] != 0 ? 100 * err / fabs((double)I->x[i]) : 0.0, us);
+            for (int pass = 0; pass < 2 && (int)strlen(s) > T->W - 2; pass++) {
+                /* narrow: the same line without padding, 4 digits and a shorter "error", then without
+                ** the ulp, so that it ends whole */
+                if (pass) us[0] = 0;
+                char v4[32];
+                snprintf(v4, sizeof v4, "%.4g", (double)S->y[i]);
+                if (S->f->meta_bytes > 0 || !strcmp(S->f->family, "int"))
+                    snprintf(s, sizeof s, "%c %s 0x%0*x [%s] = %s x %s = %s; err %s (%+.2f%%%s)", k ? 'B' : 'A',
+                             T->fmts[S->fi].label, (S->f->elem_bits + 3) / 4, S->code[i], bits, c2, d1, v4, c3,
+                             I->x[i] != 0 ? 100 * err / fabs((double)I->x[i]) : 0.0, us);
+                else snprintf(s, sizeof s, "%c %s 0x%0*x [%s] = %s; err %s (%+.2f%%%s)", k ? 'B' : 'A', T->fmts[S->fi].label,
+                              (S->f->elem_bits + 3) / 4, S->code[i], bits, v4, c3,
+                              I->x[i] != 0 ? 100 * err / fabs((double)I->x[i]) : 0.0, us);
+            }
             tui_addstr_clip(yd + 1 + k, 1, s, T->W - 2);
         }
     }

@@ -35,12 +35,33 @@ static void scroll_into(tui_list *l, int n, int rows)
     if (l->top < 0) l->top = 0;
 }
 
+/* s from (y, x) in lines of at most w columns, broken at spaces (a word longer than w is cut);
+** returns the lines used */
+static int addstr_wrapped(int y, int x, const char *s, int w)
+{
+    int n = 0;
+    while (*s && w > 0) {
+        int len = (int)strlen(s), cut = len;
+        if (len > w) {
+            cut = w;
+            while (cut > 0 && s[cut] != ' ') cut--;
+            if (cut == 0) cut = w;
+        }
+        mvaddnstr(y + n, x, s, cut);
+        n++;
+        s += cut;
+        while (*s == ' ') s++;
+    }
+    return n;
+}
+
+/* An empty state: a bold line, then what to do, both wrapped to the screen. */
 static void empty_msg(tui *T, int y, const char *a, const char *b)
 {
     attron(A_BOLD);
-    tui_addstr_clip(y, 2, a, T->W - 4);
+    y += addstr_wrapped(y, 2, a, T->W - 4);
     attroff(A_BOLD);
-    if (b) tui_addstr_clip(y + 1, 2, b, T->W - 4);
+    if (b) addstr_wrapped(y, 2, b, T->W - 4);
 }
 
 /* ---------------------------------------------------------------- names */
@@ -74,6 +95,9 @@ void tui_cut_middle(const char *s, const char *const *peers, int npeers, int w, 
     }
     size_t r = len - (size_t)w + 1;   /* characters to leave out, for one "~" */
     size_t head = (size_t)(w - 1) / 3;
+    /* the head keeps the first component ("model:", "sim/") whole when it takes at most half */
+    size_t comp = strcspn(s, ":/");
+    if (s[comp] && comp + 1 > head && comp + 1 <= (size_t)(w - 1) / 2) head = comp + 1;
     if (head < 1) head = 1;
     if (p >= r + 1) {                 /* out of the shared prefix, keeping its start */
         if (head + r > p) head = p - r;
@@ -343,10 +367,11 @@ void tui_draw_rl(tui *T, int y0, int h)
     int ntraj = 0;
     for (size_t i = 0; i < T->nkres; i++) ntraj += !strcmp(T->kres[i].kind, "trajectory");
     if (!T->nruns && !ntraj) {
-        empty_msg(T, y0 + 1, "No RL runs yet — import one with `qscope import-log FILE` (or press : and type import-log FILE).",
-                  "Each run is listed with its tokens, steps and sequences; the per-step mismatch diagnostics of");
-        tui_addstr_clip(y0 + 3, 2, "the selected run (mean/p95/max |dlogp|, KL k3, IS weights; m cycles) are plotted below it,", T->W - 4);
-        tui_addstr_clip(y0 + 4, 2, "and stored trajectory results (methods compared) are listed under Tab.", T->W - 4);
+        empty_msg(T, y0 + 1, "No RL runs yet.",
+                  "Press : and run `sim grpo --seeds 1 --steps 60` for a short simulated run, or `import-log FILE` "
+                  "for a log of your own.  Each run is listed with its tokens, steps and sequences; the per-step "
+                  "mismatch diagnostics of the selected run (mean/p95/max |dlogp|, KL k3, IS weights; m cycles) are "
+                  "plotted below it, and stored trajectory results (methods compared) are listed under Tab.");
         return;
     }
     int list_h = h / 3, nlist = T->rl_pane == 0 ? (int)T->nruns : ntraj;
@@ -366,7 +391,7 @@ void tui_draw_rl(tui *T, int y0, int h)
     qs_err e = {{0}};
     if (T->rl_pane == 0) {
         if (!T->nruns) {
-            tui_addstr_clip(y0 + 1, 2, "No RL runs yet — import one with `qscope import-log FILE`.", T->W - 4);
+            tui_addstr_clip(y0 + 1, 2, "No RL runs yet: press : and run `sim grpo --seeds 1` or `import-log FILE`.", T->W - 4);
         } else {
             scroll_into(&T->lr, (int)T->nruns, rows);
             T->click_list = &T->lr;
@@ -428,7 +453,7 @@ void tui_draw_rl(tui *T, int y0, int h)
     for (size_t i = 0; i < T->nkres && n < 4096; i++)
         if (!strcmp(T->kres[i].kind, "trajectory")) idx[n++] = (int)i;
     if (!n) {
-        tui_addstr_clip(y0 + 1, 2, "No stored trajectory results yet (kind \"trajectory\", docs/plots.md).", T->W - 4);
+        tui_addstr_clip(y0 + 1, 2, "No stored trajectories yet: press : and run `ais RUN` or `sim grpo --seeds 1`.", T->W - 4);
         return;
     }
     scroll_into(&T->lk, n, rows);
@@ -458,9 +483,10 @@ void tui_draw_kernels(tui *T, int y0, int h)
     for (size_t i = 0; i < T->nkres && n < 4096; i++)
         if (strcmp(T->kres[i].kind, "trajectory")) idx[n++] = (int)i;
     if (!n) {
-        empty_msg(T, y0 + 1, "No kernel results yet — no MSD or attention experiment has stored a result in this database.",
-                  "Kernel experiments store results of kind \"msd\" (effective bits vs passes), \"attn\" (error vs");
-        tui_addstr_clip(y0 + 3, 2, "sequence length) and \"resq\"; they are listed and plotted here.  `qscope --help` lists the commands.", T->W - 4);
+        empty_msg(T, y0 + 1, "No kernel results yet.",
+                  "Press : and run `msd` (Multi-Scale Dequant: effective bits by passes), `attn --L 256,512` "
+                  "(attention error by sequence length) or `resq` (FP4 layer with a residual correction); "
+                  "each stores its result, which is listed and plotted here.");
         return;
     }
     int list_h = h / 3;
