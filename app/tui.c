@@ -365,11 +365,11 @@ static void search(tui *T, int dir, int ask)
     case TV_RL: l = &T->lr; n = (int)T->nruns; break;
     case TV_KERNELS: l = &T->lk; n = (int)T->nkres; break;
     case TV_OUTPUT: l = &T->lo; n = 0; for (size_t i = 0; i < T->out_len; i++) n += T->out[i] == '\n'; n++; break;
-    case TV_HELP: l = &T->lh; { char **L; n = tui_help_lines(&L); for (int i = 0; i < n; i++) free(L[i]); free(L); } break;
+    case TV_HELP: l = &T->lh; { char **L; n = tui_help_lines_w(T->W - 2, &L); for (int i = 0; i < n; i++) free(L[i]); free(L); } break;
     default: tui_set_msg(T, 1, "nothing to search in this view"); return;
     }
     char **lines = NULL;
-    if (T->view == TV_HELP) tui_help_lines(&lines);
+    if (T->view == TV_HELP) tui_help_lines_w(T->W - 2, &lines);
     for (int k = 1; k <= n; k++) {
         int i = ((l->cur + dir * k) % n + n) % n;
         const char *s = NULL;
@@ -554,7 +554,7 @@ int tui_handle_key(tui *T, int ch)
     }
     case TV_HELP: {
         char **L;
-        int n = tui_help_lines(&L);
+        int n = tui_help_lines_w(T->W - 2, &L);
         for (int i = 0; i < n; i++) free(L[i]);
         free(L);
         if (list_key(&T->lh, n, page, a)) { T->lh.top = T->lh.cur; return 1; }

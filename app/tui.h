@@ -228,6 +228,7 @@ typedef enum tui_act {
 } tui_act;
 tui_act tui_key_action(tui_view_id v, int ch);
 int tui_help_lines(char ***lines);           /* the help text, generated from the key table */
+int tui_help_lines_w(int w, char ***lines);  /* the same wrapped at w columns (continuations indented) */
 const char *tui_hint_bar(tui_view_id v);     /* the key hints shown at the bottom of a view */
 /* The hint bar in at most w columns: entries ("KEY what", two spaces apart) keep their keys and cut
 ** their descriptions to the longest common length that fits (at least 4 letters); then entries

@@ -570,7 +570,7 @@ void tui_draw_output(tui *T, int y0, int h)
 void tui_draw_help(tui *T, int y0, int h)
 {
     char **L = NULL;
-    int n = tui_help_lines(&L);
+    int n = tui_help_lines_w(T->W - 2, &L);
     if (n < 0) return;
     T->click_list = &T->lh;
     T->click_n = n;

@@ -93,6 +93,38 @@ static void test_hints_fit(void **state)
         }
 }
 
+static size_t nonspace(char **L, int n)
+{
+    size_t k = 0;
+    for (int i = 0; i < n; i++)
+        for (const char *p = L[i]; *p; p++) k += *p != ' ';
+    return k;
+}
+
+/* The help wraps to the screen: no line wider than asked, no word lost, unchanged when it fits. */
+static void test_help_wraps(void **state)
+{
+    (void)state;
+    char **A, **B;
+    int na = tui_help_lines(&A);
+    size_t all = nonspace(A, na), longest = 0;
+    for (int i = 0; i < na; i++) if (strlen(A[i]) > longest) longest = strlen(A[i]);
+    for (int w = 40; w <= 140; w += 7) {
+        int nb = tui_help_lines_w(w, &B);
+        assert_true(nb >= na || (size_t)w < longest);
+        for (int i = 0; i < nb; i++) assert_true((int)strlen(B[i]) <= w);   /* the help text is ASCII */
+        assert_int_equal(nonspace(B, nb), all);
+        if ((size_t)w >= longest) {
+            assert_int_equal(nb, na);
+            for (int i = 0; i < nb; i++) assert_string_equal(A[i], B[i]);
+        }
+        for (int i = 0; i < nb; i++) free(B[i]);
+        free(B);
+    }
+    for (int i = 0; i < na; i++) free(A[i]);
+    free(A);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -100,6 +132,7 @@ int main(void)
         cmocka_unit_test(test_every_action_bound_and_documented),
         cmocka_unit_test(test_dispatch),
         cmocka_unit_test(test_hints_fit),
+        cmocka_unit_test(test_help_wraps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
