@@ -378,11 +378,26 @@ void tui_draw_rl(tui *T, int y0, int h)
     if (list_h > nlist + 2) list_h = nlist + 2;
     if (list_h < 3) list_h = 3;
     char line[600];
+    /* run and label columns as wide as their longest entry, within the screen; SEQUENCES goes first
+    ** on a narrow one, then the label and the names are cut (names in the middle) */
+    int rnw = 3, rlw = 14, showseq = 1;
+    for (size_t i = 0; i < T->nruns; i++) {
+        if ((int)strlen(T->runs[i].name) > rnw) rnw = (int)strlen(T->runs[i].name);
+        if ((int)strlen(T->runs[i].label) > rlw) rlw = (int)strlen(T->runs[i].label);
+    }
+    int avail = T->W - (1 + 1 + 1 + 10 + 1 + 7 + 1 + 9 + 1);
+    if (avail < rnw + 14) { showseq = 0; avail += 10; }
+    if (rnw > avail - 14) rnw = avail - 14 > 8 ? avail - 14 : 8;
+    if (rlw > avail - rnw) rlw = avail - rnw > 8 ? avail - rnw : 8;
     head_on(T);
     fill_line(T, y0);
-    if (T->rl_pane == 0)
-        snprintf(line, sizeof line, " %-28s %-30s %10s %7s %9s   [Tab: stored trajectories (%d)]", "RUN", "LABEL / SOURCE", "TOKENS", "STEPS", "SEQUENCES", ntraj);
-    else
+    if (T->rl_pane == 0) {
+        snprintf(line, sizeof line, " %-*s %-*s %10s %7s %s", rnw, "RUN", rlw, "LABEL / SOURCE", "TOKENS", "STEPS",
+                 showseq ? "SEQUENCES" : "");
+        char tab[64];
+        snprintf(tab, sizeof tab, "   [Tab: stored trajectories (%d)]", ntraj);
+        if (strlen(line) + strlen(tab) <= (size_t)T->W) strcat(line, tab);
+    } else
         snprintf(line, sizeof line, " %-8s %-*s %-16s %-20s   [Tab: runs (%zu)]", "RESULT", T->W - 50 > 20 ? T->W - 50 : 20, "WHAT",
                  "FORMAT", "CREATED", T->nruns);
     tui_addstr_clip(y0, 0, line, T->W);
@@ -397,12 +412,21 @@ void tui_draw_rl(tui *T, int y0, int h)
             T->click_list = &T->lr;
             T->click_y0 = y0 + 1;
             T->click_n = (int)T->nruns;
+            const char *peers[256];
+            int np = 0;
+            for (int r = 0; r < rows && r < 256 && T->lr.top + r < (int)T->nruns; r++) peers[np++] = T->runs[T->lr.top + r].name;
             for (int r = 0; r < rows && T->lr.top + r < (int)T->nruns; r++) {
                 int i = T->lr.top + r;
                 tui_run *R = &T->runs[i];
-                if (R->tokens < 0) snprintf(line, sizeof line, " %-28.28s %-30.30s %10s %7s %9s", R->name, R->label, "...", "...", "...");
-                else snprintf(line, sizeof line, " %-28.28s %-30.30s %10lld %7lld %9lld", R->name, R->label, (long long)R->tokens,
-                              (long long)R->steps, (long long)R->seqs);
+                char nm[300], sq[24] = "";
+                tui_cut_middle(R->name, peers, np, rnw, nm, sizeof nm);
+                if (R->tokens < 0) snprintf(line, sizeof line, " %-*.*s %-*.*s %10s %7s %9s", rnw, rnw, nm, rlw, rlw, R->label, "...", "...",
+                                            showseq ? "..." : "");
+                else {
+                    if (showseq) snprintf(sq, sizeof sq, "%9lld", (long long)R->seqs);
+                    snprintf(line, sizeof line, " %-*.*s %-*.*s %10lld %7lld %s", rnw, rnw, nm, rlw, rlw, R->label, (long long)R->tokens,
+                             (long long)R->steps, sq);
+                }
                 if (i == T->lr.cur) { sel_on(T); fill_line(T, y0 + 1 + r); }
                 tui_addstr_clip(y0 + 1 + r, 0, line, T->W);
                 if (i == T->lr.cur) { mvaddch(y0 + 1 + r, 0, '>'); sel_off(T); }
