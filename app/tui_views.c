@@ -64,52 +64,6 @@ static void empty_msg(tui *T, int y, const char *a, const char *b)
     if (b) addstr_wrapped(y, 2, b, T->W - 4);
 }
 
-/* ---------------------------------------------------------------- names */
-
-static size_t common_prefix(const char *a, const char *b)
-{
-    size_t i = 0;
-    while (a[i] && a[i] == b[i]) i++;
-    return i;
-}
-
-static size_t common_suffix(const char *a, size_t la, const char *b, size_t lb)
-{
-    size_t i = 0;
-    while (i < la && i < lb && a[la - 1 - i] == b[lb - 1 - i]) i++;
-    return i;
-}
-
-void tui_cut_middle(const char *s, const char *const *peers, int npeers, int w, char *out, size_t cap)
-{
-    size_t len = strlen(s);
-    if (w < 3 || (int)len <= w) { snprintf(out, cap, "%s", s); return; }
-    /* the part that tells s from its peers: after the longest prefix and before the longest suffix
-    ** it shares with one of them */
-    size_t p = 0, sf = 0;
-    for (int i = 0; i < npeers; i++) {
-        if (!peers[i] || peers[i] == s || !strcmp(peers[i], s)) continue;
-        size_t a = common_prefix(s, peers[i]), b = common_suffix(s, len, peers[i], strlen(peers[i]));
-        if (a > p) p = a;
-        if (b > sf) sf = b;
-    }
-    size_t r = len - (size_t)w + 1;   /* characters to leave out, for one "~" */
-    size_t head = (size_t)(w - 1) / 3;
-    /* the head keeps the first component ("model:", "sim/") whole when it takes at most half */
-    size_t comp = strcspn(s, ":/");
-    if (s[comp] && comp + 1 > head && comp + 1 <= (size_t)(w - 1) / 2) head = comp + 1;
-    if (head < 1) head = 1;
-    if (p >= r + 1) {                 /* out of the shared prefix, keeping its start */
-        if (head + r > p) head = p - r;
-    } else if (sf >= r + 1) {         /* out of the shared suffix, keeping its end */
-        size_t tail = sf - r;         /* kept after the cut */
-        if (tail > (size_t)(w - 1) / 2) tail = (size_t)(w - 1) / 2;
-        if (tail < 1) tail = 1;
-        head = (size_t)w - 1 - tail;
-    }
-    snprintf(out, cap, "%.*s~%s", (int)head, s, s + head + r);
-}
-
 /* ---------------------------------------------------------------- Tensors */
 
 void tui_draw_tensors(tui *T, int y0, int h)
@@ -258,7 +212,11 @@ void tui_draw_formats(tui *T, int y0, int h)
         int y = y0 + 2 + r;
         int sel = k == T->lf.cur;
         if (sel) { sel_on(T); fill_line(T, y); }
-        mvprintw(y, x, "%-*.*s", nw, nw - 1, T->fmts[i].label);
+        const char *fpeers[TUI_MAX_FMTS];
+        for (int q = 0; q < T->nfmts; q++) fpeers[q] = T->fmts[q].label;
+        char lab[200];
+        tui_cut_middle(T->fmts[i].label, fpeers, T->nfmts, nw - 1, lab, sizeof lab);   /* two options never read the same */
+        mvprintw(y, x, "%-*.*s", nw, nw - 1, lab);
         cx = x + nw;
         for (int c = 0; c < 6; c++) {
             char v[32];
