@@ -284,6 +284,7 @@ static void report_progress(int tty, const char *fmt, ...)
     fputs("\r\033[Kqscope report: ", stderr);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
+    fputc('\r', stderr);   /* the cursor back at the start: an error message overwrites the line */
     fflush(stderr);
 }
 
