@@ -30,7 +30,7 @@ ok "--list" bash -c "$QS claims --list | grep -q 'pnq.rowsum'"
 $QS gen gaussian --name g --shape 128x128 >/dev/null
 ok "report carries the claims section" $QS report -o "$T/rep" --formats mxfp4 --format html
 check "HTML: claims table with every claim, its plots embedded" \
-  "grep -q '<h2>Paper claims</h2>' $T/rep/report.html && grep -q 'hif8.binades' $T/rep/report.html && \
+  "grep -q '<h2 id=\"s-claims\">Paper claims</h2>' $T/rep/report.html && grep -q 'hif8.binades' $T/rep/report.html && \
    [ \$(grep -o 'data:image/png;base64' $T/rep/report.html | wc -l) -ge 4 ]"
 ok "report --format json: claims in sections" bash -c "$QS report -o $T/repj --formats mxfp4 --format json >/dev/null && \
   python3 -c 'import json; d=json.load(open(\"$T/repj/report.json\")); s=d[\"sections\"][0]; assert s[\"id\"]==\"claims\" and len(s[\"rows\"])>=7'"
