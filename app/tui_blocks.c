@@ -266,6 +266,15 @@ void tui_draw_blocks(tui *T, int y0, int h)
                  (unsigned long long)((uint64_t)(T->btop + gh) < v.vr ? (uint64_t)(T->btop + gh - 1) : v.vr - 1),
                  (unsigned long long)v.vr, (unsigned long long)left,
                  (unsigned long long)(left + (uint64_t)gw < v.vc ? left + (uint64_t)gw - 1 : v.vc - 1), (unsigned long long)v.vc);
+        if ((int)strlen(s) > gw)   /* under a narrow grid: the short form, then rows only */
+            snprintf(s, sizeof s, "rows %d-%llu/%llu, cols %llu-%llu/%llu", T->btop,
+                     (unsigned long long)((uint64_t)(T->btop + gh) < v.vr ? (uint64_t)(T->btop + gh - 1) : v.vr - 1),
+                     (unsigned long long)v.vr, (unsigned long long)left,
+                     (unsigned long long)(left + (uint64_t)gw < v.vc ? left + (uint64_t)gw - 1 : v.vc - 1), (unsigned long long)v.vc);
+        if ((int)strlen(s) > gw)
+            snprintf(s, sizeof s, "rows %d-%llu of %llu", T->btop,
+                     (unsigned long long)((uint64_t)(T->btop + gh) < v.vr ? (uint64_t)(T->btop + gh - 1) : v.vr - 1),
+                     (unsigned long long)v.vr);
         tui_addstr_clip(y0 + h - 1, 1, s, gw);
     }
     side_panel(T, &g, y0 + 1, T->W - pw, pw - 1);
