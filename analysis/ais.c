@@ -107,6 +107,7 @@ typedef struct seqinfo {
     size_t t0, t1;         /* token range [t0, t1) */
     size_t T;              /* valid tokens */
     double D;              /* Σ δ (clamped per token) */
+    double Draw;           /* Σ δ unclamped: the ESS is shift-invariant and needs no safety bound */
     double rho;            /* exp(clamp(D)) */
     double geo;            /* exp(D / T) */
     double slr, slt;       /* Σ lp_rollout, Σ lp_train over valid tokens */
@@ -137,13 +138,14 @@ static int split_seqs(const qs_ais_opts *o, const qs_ais_batch *b, seqinfo **out
             s = ns;
             cap *= 2;
         }
-        seqinfo q = {t, u, 0, 0, 0, 0, 0, 0, NAN, -1, NAN};
+        seqinfo q = {t, u, 0, 0, 0, 0, 0, 0, 0, NAN, -1, NAN};
         for (size_t k = t; k < u; k++) {
             if (b->reward && isnan(q.reward) && !isnan(b->reward[k])) q.reward = b->reward[k];
             if (b->grp && q.grp < 0 && b->grp[k] >= 0) q.grp = b->grp[k];
             if (b->mask && !b->mask[k]) continue;
             q.T++;
             q.D += clampd(b->lp_t[k] - b->lp_r[k], o->clamp);
+            q.Draw += b->lp_t[k] - b->lp_r[k];
             q.slr += b->lp_r[k];
             q.slt += b->lp_t[k];
         }
@@ -239,7 +241,7 @@ int qs_ais_step(const qs_ais_opts *o, const qs_ais_batch *b, qs_ais_row *row, qs
     if (!ws) { free(s); return qs_fail(e, "out of memory"); }
 
     /* token pass */
-    double C = o->C, dmax = -INFINITY, sabs = 0, mabs = 0, k1 = 0, k2 = 0, k3 = 0, sw = 0, sw2 = 0, wmin = INFINITY,
+    double C = o->C, rmaxd = -INFINITY, sabs = 0, mabs = 0, k1 = 0, k2 = 0, k3 = 0, sw = 0, sw2 = 0, wmin = INFINITY,
            wmax = -INFINITY, ngt = 0, nlt = 0, swc = 0, swc2 = 0;
     double spr = 0, spt = 0, spr2 = 0, spt2 = 0, sprt = 0, pdmax = 0, pdsum = 0, sent = 0, nent = 0, sadv = 0, nadv = 0;
     size_t j = 0;
@@ -247,7 +249,7 @@ int qs_ais_step(const qs_ais_opts *o, const qs_ais_batch *b, qs_ais_row *row, qs
         if (!valid(b, k)) continue;
         double raw = b->lp_t[k] - b->lp_r[k], d = clampd(raw, o->clamp), w = exp(d);
         ws[j++] = w;
-        if (d > dmax) dmax = d;
+        if (raw > rmaxd) rmaxd = raw;
         sabs += fabs(d);
         if (fabs(raw) > mabs) mabs = fabs(raw);
         k1 += -d;
@@ -277,15 +279,24 @@ int qs_ais_step(const qs_ais_opts *o, const qs_ais_batch *b, qs_ais_row *row, qs
     v[QS_AIS_F_kl_k3] = k3 / n;
     v[QS_AIS_F_m2] = 2 * k2 / n;
     v[QS_AIS_F_chi2_tok] = sw2 / n - 1;
-    /* ESS in log space: exp(2 LSE(δ) - LSE(2δ)) / N, shifted by the max */
+    /* ESS in log space: exp(2 LSE(δ) - LSE(2δ)) / N, shifted by the max.  ESS and CV are invariant
+    ** under a common factor, so they use the unclamped δ: the ±clamp would make every weight beyond
+    ** it equal and report a uniform batch.  CV from a second, centred pass. */
     double l1 = 0, l2 = 0;
     for (size_t k = 0; k < b->n; k++) {
         if (!valid(b, k)) continue;
-        double d = clampd(b->lp_t[k] - b->lp_r[k], o->clamp) - dmax;
+        double d = b->lp_t[k] - b->lp_r[k] - rmaxd;
         l1 += exp(d);
         l2 += exp(2 * d);
     }
     v[QS_AIS_F_ess_tok] = l1 * l1 / (l2 * n);
+    double csr = 0;
+    for (size_t k = 0; k < b->n; k++) {
+        if (!valid(b, k)) continue;
+        double u = exp(b->lp_t[k] - b->lp_r[k] - rmaxd) - l1 / n;
+        csr += u * u;
+    }
+    double cv_raw = sqrt(csr / n) / (l1 / n);
     double wm = sw / n;
     /* population variance from a second, centred pass (exact for tiny spreads) */
     double cs = 0;
@@ -293,7 +304,7 @@ int qs_ais_step(const qs_ais_opts *o, const qs_ais_batch *b, qs_ais_row *row, qs
     double var = cs / n;
     v[QS_AIS_F_w_mean] = wm;
     v[QS_AIS_F_w_std] = sqrt(var);
-    v[QS_AIS_F_cv_w] = sqrt(var) / wm;
+    v[QS_AIS_F_cv_w] = cv_raw;
     v[QS_AIS_F_w_min] = wmin;
     v[QS_AIS_F_w_max] = wmax;
     double mc = swc / n;
@@ -314,8 +325,7 @@ int qs_ais_step(const qs_ais_opts *o, const qs_ais_batch *b, qs_ais_row *row, qs
            lpdmax = -INFINITY, lpdmin = INFINITY, pratio = 0, srew = 0, nrew = 0;
     for (size_t i = 0; i < ns; i++) {
         if (!s[i].T) continue;
-        double cD = clampd(s[i].D, o->clamp);
-        if (cD > rmax) rmax = cD;
+        if (s[i].Draw > rmax) rmax = s[i].Draw;
         sr2 += s[i].rho * s[i].rho;
         sgt += s[i].rho > C;
         slt += s[i].rho < 1 / C;
@@ -343,7 +353,7 @@ int qs_ais_step(const qs_ais_opts *o, const qs_ais_batch *b, qs_ais_row *row, qs
         double a1 = 0, a2 = 0;
         for (size_t i = 0; i < ns; i++) {
             if (!s[i].T) continue;
-            double d = clampd(s[i].D, o->clamp) - rmax;
+            double d = s[i].Draw - rmax;   /* unclamped: a clamp at ±20 reads ESS 1 once all Δ pass it */
             a1 += exp(d);
             a2 += exp(2 * d);
         }

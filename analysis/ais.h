@@ -4,8 +4,9 @@
 ** order), no database access here (ais_store.c reads runs and stores results).
 **
 ** Conventions: δ = lp_train − lp_rollout per token, clamped to [−clamp, clamp] (default 20) before
-** every use except max_abs_dlogp (raw); w = exp(δ) = π_train/π_rollout; Δ_i = Σ_t δ over the
-** sequence's valid (mask = 1) tokens, ρ_i = exp(clamp(Δ_i)); ρ_geo_i = exp(Δ_i / T_i).  Every
+** every use except max_abs_dlogp and the scale-invariant ess_tok, ess_seq and cv_w (raw, shifted by
+** the max); w = exp(δ) = π_train/π_rollout; Δ_i = Σ_t δ over the sequence's valid (mask = 1)
+** tokens, ρ_i = exp(clamp(Δ_i)); ρ_geo_i = exp(Δ_i / T_i).  Every
 ** statistic uses valid tokens only; a sequence without valid tokens does not count.
 **
 ** AIS-R is the PROJECT'S RECONSTRUCTION of AIS (Zhou, Shao et al., arXiv 2605.13907), whose exact

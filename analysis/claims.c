@@ -35,6 +35,7 @@ const char *qs_verdict_name(qs_verdict v)
     case QS_VERDICT_REPRODUCED: return "reproduced";
     case QS_VERDICT_DIFFERS: return "differs";
     case QS_VERDICT_NOT_CPU: return "not on CPU";
+    case QS_VERDICT_MODEL: return "model";
     }
     return "?";
 }

@@ -21,6 +21,8 @@ typedef enum qs_verdict {
     QS_VERDICT_REPRODUCED,   /* within the stated tolerance */
     QS_VERDICT_DIFFERS,      /* measured outside it; detail says by how much and the likely reason */
     QS_VERDICT_NOT_CPU,      /* cannot be measured on a CPU (detail says why) */
+    QS_VERDICT_MODEL,        /* the figure of a model the project reconstructs: it checks the model's
+                             ** arithmetic, not the paper (nothing is measured, so it cannot reproduce) */
 } qs_verdict;
 
 typedef struct qs_claim_out {
@@ -46,7 +48,7 @@ typedef struct qs_claim {
 /* Every claim, in table order. */
 size_t qs_claim_count(void);
 const qs_claim *qs_claim_at(size_t i);
-const char *qs_verdict_name(qs_verdict v);   /* "reproduced", "differs", "not on CPU" */
+const char *qs_verdict_name(qs_verdict v);   /* "reproduced", "differs", "not on CPU", "model" */
 
 /* The groups (claims_*.c). */
 extern const qs_claim qs_claims_formats[];

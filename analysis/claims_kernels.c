@@ -214,7 +214,8 @@ static int msd_kv_traffic(int quick, qs_claim_out *o, qs_err *e)
              "1 (INT8 read) + 2 (BF16 write) + 2 (BF16 read) = 5 bytes; two-pass MSD reads the INT8 element once "
              "per component GEMM (2 bytes: 2.5x, the paper's 'up to 2.5x') or once for a stacked GEMM (1 byte: 5x). "
              "A model, not a measurement: this CPU has no HBM/cube split.");
-    o->verdict = fabs(per - 2.5) < 1e-9 ? QS_VERDICT_REPRODUCED : QS_VERDICT_DIFFERS;
+    /* two constants of our own ledger: agreement shows the model matches the paper's arithmetic only */
+    o->verdict = fabs(per - 2.5) < 1e-9 ? QS_VERDICT_MODEL : QS_VERDICT_DIFFERS;
     return 0;
 }
 
@@ -353,10 +354,11 @@ const qs_claim qs_claims_kernels[] = {
      "two-pass MXFP4 gives ~6.6 effective bits (reconstructed recipe)", "~6.6", "±0.1 on Gaussian and uniform", 0,
      msd_mxfp4_bits},
     {"msd.kv-traffic", "Multi-Scale Dequant (arXiv 2605.13915)",
-     "KV-cache HBM traffic reduced up to 2.5x (reconstructed traffic model)", "2.5x", "exact (model)", 1,
+     "KV-cache HBM traffic reduced up to 2.5x (reconstructed traffic model)", "2.5x", "exact (model)", 0,
      msd_kv_traffic},
     {"amla.error", "AMLA (Ascend MLA kernels)",
-     "add-instead-of-multiply rescaling stays within ~10% of FA2's error on MLA decode", "<= 1.10x", "ratio <= 1.10",
+     "add-instead-of-multiply rescaling keeps FA2's error on MLA decode (<= 1.10x is the project target; the paper "
+     "gives no figure)", "none (target 1.10x)", "project target: ratio <= 1.10",
      0, amla_error},
     {"resq.mechanism", "HiFloat4 RL (arXiv 2607.26515)",
      "FP4 rollout error is activation underflow, worse for MXFP4; the quantized residual (2:4) recovers it",

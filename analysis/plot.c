@@ -715,6 +715,16 @@ void qs_plot_layout(const qs_figure *f, double W, double H, const qs_measure *m,
         if (L->leg_cols < 1) L->leg_cols = 1;
         if (L->leg_cols > L->nleg) L->leg_cols = L->nleg;
         int rows = (L->nleg + L->leg_cols - 1) / L->leg_cols;
+        /* in character cells the legend takes at most half the height: the data stays readable and
+        ** no label is written across it; the rest is counted in a "+N more" entry */
+        int maxr = (int)((bottom - top) / 2 / L->leg_row);
+        if (m->cells && rows > maxr) {
+            if (maxr < 1) maxr = 1;
+            int keep = maxr * L->leg_cols - 1;
+            L->leg_more = L->nleg - keep;
+            L->nleg = keep;
+            rows = maxr;
+        }
         double lh = rows * L->leg_row;
         L->legend = (qs_rect){pad, bottom - lh, L->leg_cols * L->leg_colw, lh};
         bottom -= lh + vpad;
@@ -778,7 +788,9 @@ void qs_plot_layout(const qs_figure *f, double W, double H, const qs_measure *m,
     }
     if (L->nleg && !below) {
         double lx = L->plot.x + L->plot.w + pad * (m->cells ? 2 : 1.5) + cbw;
-        L->legend = (qs_rect){lx, L->plot.y, lw, L->nleg * L->leg_row + (m->cells ? 0 : pad * 0.6)};
+        int fit = (int)(L->plot.h / L->leg_row);
+        if (m->cells && L->nleg > fit && fit >= 1) { L->leg_more = L->nleg - (fit - 1); L->nleg = fit - 1; }
+        L->legend = (qs_rect){lx, L->plot.y, lw, (L->nleg + (L->leg_more > 0)) * L->leg_row + (m->cells ? 0 : pad * 0.6)};
         L->leg_cols = 1;
         L->leg_colw = lw;
     }

@@ -208,6 +208,7 @@ typedef struct qs_layout {
     double leg_colw;           /* width of one legend column */
     int nleg;
     int leg_total;             /* series that have a legend entry; more than nleg: the note says so */
+    int leg_more;              /* entries left out for lack of room (cells): drawn as "+N more" at entry nleg */
     size_t leg[QS_PLOT_MAX_LEGEND];   /* series indices in the legend */
     double leg_row;            /* height of one legend row */
     qs_rect cbar;              /* colour bar (w == 0: none) */

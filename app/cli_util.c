@@ -35,12 +35,14 @@ int qs_cli_err(int code, const qs_err *e) { return qs_cli_error(code, "%s", e->m
 
 int qs_cli_usage(const char *cmd, const char *fmt, ...)
 {
+    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "qscope %s: ", cmd);
-    vput_escaped(stderr, fmt, ap);
-    fprintf(stderr, " (see `qscope help %s`)\n", cmd);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    /* one hint per line: a message that already points somewhere keeps its own */
+    if (strstr(msg, "(see ")) fprintf(stderr, "qscope %s: %s\n", cmd, qs_esc(msg));
+    else fprintf(stderr, "qscope %s: %s (see `qscope help %s`)\n", cmd, qs_esc(msg), cmd);
     return QS_EXIT_USAGE;
 }
 

@@ -4,6 +4,7 @@
 ** A generated tensor destined for the database is written to a temporary .npy and imported
 ** embedded, so it goes through exactly the same hashing, statistics and storage as a file.
 */
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,8 @@
 #include <jansson.h>
 
 #include "cli.h"
+#include "cmd_rl.h"
+#include "kernel_cli.h"
 #include "importer.h"
 #include "../datasets/gen.h"
 #include "../store/npy_write.h"
@@ -203,6 +206,44 @@ static int demo_real_sample(qs_db *db, json_t *rep, qs_err *e)
     return 0;
 }
 
+/* Small runs that give the RL and Kernels views of the workbench something to show (about a second
+** of CPU in all): the commands themselves, with their tables silenced. */
+static int demo_results(qs_cli *cli)
+{
+    static char *sim[] = {"sim", "grpo", "--formats", "mxfp4", "--methods", "exact,none,ais_r", "--seeds", "1",
+                          "--steps", "60", "--log-every", "10", "--replace", NULL};
+    static char *msd[] = {"msd", "--M", "16", "--K", "1024", "--N", "1024", "--bits-samples", "65536", NULL};
+    static char *attn[] = {"attn", "--L", "256,512", "--H", "2", NULL};
+    static char *resq[] = {"resq", "--m", "64", "--d", "512", "--n", "256", NULL};
+    static const struct { const char *what; int (*run)(qs_cli *, int, char **); char **argv; } k[] = {
+        {"a short GRPO simulation (sim grpo)", qs_cmd_sim, sim},
+        {"an MSD measurement (msd)", qs_cmd_msd, msd},
+        {"attention kernels (attn)", qs_cmd_attn, attn},
+        {"a Rollout-ResQ layer (resq)", qs_cmd_resq, resq},
+    };
+    fflush(stdout);
+    int saved = dup(STDOUT_FILENO), null = open("/dev/null", O_WRONLY);
+    if (saved < 0 || null < 0) {
+        if (saved >= 0) close(saved);
+        if (null >= 0) close(null);
+        return qs_cli_error(QS_EXIT_ERR, "demo: cannot open /dev/null");
+    }
+    int rc = QS_EXIT_OK;
+    for (size_t i = 0; i < sizeof k / sizeof *k && rc == QS_EXIT_OK; i++) {
+        int argc = 0;
+        while (k[i].argv[argc]) argc++;
+        fprintf(stderr, "qscope: running %s\n", k[i].what);
+        dup2(null, STDOUT_FILENO);
+        optind = 0;   /* each command parses with getopt from the start */
+        rc = k[i].run(cli, argc, k[i].argv);
+        fflush(stdout);
+        dup2(saved, STDOUT_FILENO);
+    }
+    close(saved);
+    close(null);
+    return rc;
+}
+
 int qs_cmd_demo(qs_cli *cli, int argc, char **argv)
 {
     int force = 0;
@@ -239,8 +280,13 @@ int qs_cmd_demo(qs_cli *cli, int argc, char **argv)
     if (rc == QS_EXIT_OK && demo_real_sample(db, rep, &e)) rc = qs_cli_err(QS_EXIT_ERR, &e);
     if (rc == QS_EXIT_OK && qs_db_exec(db, "COMMIT", &e)) rc = qs_cli_err(QS_EXIT_ERR, &e);
     if (rc != QS_EXIT_OK) sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
-    else fprintf(stderr, "qscope: demo set ready in %s (%zu tensors)\n", db->path, json_array_size(rep));
+    size_t n_tensors = json_array_size(rep);
     json_decref(rep);
+    qs_db_close(db);
+    if (rc == QS_EXIT_OK) rc = demo_results(cli);
+    if (rc == QS_EXIT_OK)
+        fprintf(stderr, "qscope: demo set ready in %s (%zu tensors, an RL run, kernel results)\n", cli->db_path, n_tensors);
+    return rc;
 out:
     qs_db_close(db);
     return rc;

@@ -8,6 +8,7 @@
 ** embedded), JSON or CSV.
 */
 #include <errno.h>
+#include <stdarg.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
@@ -72,6 +73,41 @@ static void fmt_eff(double v, char *buf, size_t cap)
     if (isinf(v) && v > 0) snprintf(buf, cap, "exact");
     else if (!isfinite(v)) snprintf(buf, cap, "none (NaN/Inf)");
     else snprintf(buf, cap, "%.2f", v);
+}
+
+/* The most accurate format of rows within a bit budget (NULL: none keeps the values finite). */
+static json_t *best_within(json_t *rows, double budget)
+{
+    json_t *best = NULL, *r;
+    size_t k;
+    json_array_foreach(rows, k, r) {
+        json_t *m = json_object_get(r, "metrics");
+        double eb = jnum(m, "eff_bits_energy");
+        /* tolerance: per-tensor scales add a few millionths of a bit */
+        if (jnum(m, "bits_per_elem") > budget + 0.01 || isnan(eb) || eb == -INFINITY) continue;
+        if (!best || eb > jnum(json_object_get(best, "metrics"), "eff_bits_energy")) best = r;
+    }
+    return best;
+}
+
+static const double kSummaryBudgets[3] = {4.5, 6.25, 8.25};
+
+/* One HTML cell per summary budget: the format and its effective bits, or a dash. */
+static void html_budget_cells(FILE *f, json_t *rows, const char *tag)
+{
+    for (int b = 0; b < 3; b++) {
+        json_t *best = best_within(rows, kSummaryBudgets[b]);
+        fprintf(f, "<%s>", tag);
+        if (best) {
+            char e1[24];
+            fmt_eff(jnum(json_object_get(best, "metrics"), "eff_bits_energy"), e1, sizeof e1);
+            fprintf(f, "<b>");
+            qs_html_esc(f, json_string_value(json_object_get(best, "label")));
+            fprintf(f, "</b> (%s eff. bits)", e1);
+        } else
+            fprintf(f, "&ndash;");
+        fprintf(f, "</%s>", tag);
+    }
 }
 
 static int write_md(FILE *f, json_t *doc, int html_links)
@@ -154,13 +190,51 @@ static int write_html(FILE *f, json_t *doc, const char *dir)
                "and more effective bits).</p>\n", json_string_value(json_object_get(doc, "created")));
     size_t i, k;
     json_t *t, *r;
+    /* the summary first: contents, and per tensor the answer at each bit budget */
+    fprintf(f, "<h2 id=\"summary\">Summary</h2>\n<nav class=\"toc\"><p>Contents:</p><ol>\n");
     json_array_foreach(json_object_get(doc, "tensors"), i, t) {
-        fprintf(f, "<h2>");
+        fprintf(f, "<li><a href=\"#t%zu\">", i + 1);
+        qs_html_esc(f, json_string_value(json_object_get(t, "name")));
+        fprintf(f, "</a></li>\n");
+    }
+    json_array_foreach(json_object_get(doc, "sections"), i, t) {
+        fprintf(f, "<li><a href=\"#s-");
+        qs_html_esc(f, json_string_value(json_object_get(t, "id")));
+        fprintf(f, "\">");
+        qs_html_esc(f, json_string_value(json_object_get(t, "title")));
+        fprintf(f, "</a></li>\n");
+    }
+    fprintf(f, "</ol></nav>\n<p>Which format, per tensor: the most effective bits within each budget of bits per "
+               "element.</p>\n<table class=\"summary\"><tr><th>tensor</th><th>&le; 4.5 bits</th><th>&le; 6.25 bits</th>"
+               "<th>&le; 8.25 bits</th></tr>\n");
+    json_array_foreach(json_object_get(doc, "tensors"), i, t) {
+        fprintf(f, "<tr><td><a href=\"#t%zu\">", i + 1);
+        qs_html_esc(f, json_string_value(json_object_get(t, "name")));
+        fprintf(f, "</a></td>");
+        html_budget_cells(f, json_object_get(t, "results"), "td");
+        fprintf(f, "</tr>\n");
+    }
+    fprintf(f, "</table>\n");
+    json_array_foreach(json_object_get(doc, "tensors"), i, t) {
+        fprintf(f, "<h2 id=\"t%zu\">", i + 1);
         qs_html_esc(f, json_string_value(json_object_get(t, "name")));
         fprintf(f, "</h2>\n<p><code>%s</code>, shape %s, ", json_string_value(json_object_get(t, "dtype")),
                 json_string_value(json_object_get(t, "shape_str")));
         qs_html_esc(f, json_string_value(json_object_get(t, "stats_line")));
-        fprintf(f, "</p>\n<table><tr><th>rank</th><th>format</th><th>bits/elem</th><th>eff. bits</th><th>SQNR dB</th>"
+        fprintf(f, "</p>\n<p class=\"answer\">Which format:");
+        for (int b = 0; b < 3; b++) {
+            json_t *best = best_within(json_object_get(t, "results"), kSummaryBudgets[b]);
+            char e1[24] = "";
+            if (best) fmt_eff(jnum(json_object_get(best, "metrics"), "eff_bits_energy"), e1, sizeof e1);
+            fprintf(f, "%s at &le; %g bits ", b ? ";" : "", kSummaryBudgets[b]);
+            if (best) {
+                fprintf(f, "<b>");
+                qs_html_esc(f, json_string_value(json_object_get(best, "label")));
+                fprintf(f, "</b> (%s eff. bits)", e1);
+            } else
+                fprintf(f, "none");
+        }
+        fprintf(f, ".</p>\n<table><tr><th>rank</th><th>format</th><th>bits/elem</th><th>eff. bits</th><th>SQNR dB</th>"
                    "<th>max rel err</th><th>underflow</th><th>clipped</th><th>main error source</th></tr>\n");
         json_array_foreach(json_object_get(t, "results"), k, r) {
             json_t *m = json_object_get(r, "metrics");
@@ -203,6 +277,20 @@ static int write_csv(FILE *f, json_t *doc)
                     es.under, es.clip, es.round, qs_err_src_long(&es, src, sizeof src));
         }
     return ferror(f) ? -1 : 0;
+}
+
+/* Where a long report is, on a terminal only (stderr; a redirected run stays quiet): one line,
+** rewritten in place, cleared before the final message. */
+static void report_progress(int tty, const char *fmt, ...)
+{
+    if (!tty) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("\r\033[Kqscope report: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\r', stderr);   /* the cursor back at the start: an error message overwrites the line */
+    fflush(stderr);
 }
 
 int qs_cmd_report(qs_cli *cli, int argc, char **argv)
@@ -262,22 +350,33 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
     sqlite3_bind_text(st, 1, pat, -1, SQLITE_TRANSIENT);
     int nt = 0, tty = isatty(STDERR_FILENO);
     /* the list first: analyses below write, and a write cannot start while this SELECT still reads
-    ** (its snapshot would be stale once another process commits; see qs_db_begin) */
-    json_t *todo = json_array();
+    ** (its snapshot would be stale once another process commits; see qs_db_begin).  Names are kept
+    ** as bytes: a name that is not UTF-8 must not drop out of the report. */
+    char **tnames = NULL, **tlines = NULL;
+    size_t ntodo = 0, captodo = 0;
     while (sqlite3_step(st) == SQLITE_ROW) {
         char line[256];
         snprintf(line, sizeof line, "mean %.3g, std %.3g, absmax %.4g, kurtosis %.3g, outliers (6σ) %.3g%%",
                  sqlite3_column_double(st, 1), sqlite3_column_double(st, 2), sqlite3_column_double(st, 3),
                  sqlite3_column_double(st, 4), 100 * sqlite3_column_double(st, 5));
-        json_array_append_new(todo, json_pack("[s,s]", (const char *)sqlite3_column_text(st, 0), line));
+        if (ntodo == captodo) {
+            captodo = captodo ? 2 * captodo : 64;
+            char **a = realloc(tnames, captodo * sizeof *a), **b = a ? realloc(tlines, captodo * sizeof *b) : NULL;
+            if (a) tnames = a;
+            if (b) tlines = b;
+            if (!a || !b) { rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); break; }
+        }
+        tnames[ntodo] = strdup((const char *)sqlite3_column_text(st, 0));
+        tlines[ntodo] = strdup(line);
+        if (!tnames[ntodo] || !tlines[ntodo]) { free(tnames[ntodo]); free(tlines[ntodo]); rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); break; }
+        ntodo++;
     }
     sqlite3_finalize(st);
-    size_t ti;
-    json_t *tv;
-    json_array_foreach(todo, ti, tv) {
+    for (size_t ti = 0; ti < ntodo; ti++) {
         if (rc != QS_EXIT_OK) break;
         qs_tensor_rec t;
-        const char *name = json_string_value(json_array_get(tv, 0)), *line = json_string_value(json_array_get(tv, 1));
+        const char *name = tnames[ti], *line = tlines[ti];
+        report_progress(tty, "tensor %zu of %zu: %s", ti + 1, ntodo, qs_esc(name));
         if (qs_tensor_get(db, name, &t, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); break; }
         char shs[160];
         qs_shape_str(t.shape, t.ndim, shs, sizeof shs);
@@ -324,15 +423,19 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
         qs_tensor_rec_free(&t);
         nt++;
     }
-    json_decref(todo);
+    for (size_t ti = 0; ti < ntodo; ti++) { free(tnames[ti]); free(tlines[ti]); }
+    free(tnames);
+    free(tlines);
     if (rc != QS_EXIT_OK) goto out;
     if (nt == 0) { rc = qs_cli_error(QS_EXIT_ERR, "no tensor matches '%s'", pat); goto out; }
     int want_plots = plots && strcmp(kind, "json") && strcmp(kind, "csv");
+    report_progress(tty, "RL runs and kernel results");
     if (qs_report_rl(cli, db, dir, want_plots, json_object_get(doc, "sections"), &e) ||
         qs_report_kernels(cli, db, dir, want_plots, json_object_get(doc, "sections"), &e)) {
         rc = qs_cli_err(QS_EXIT_ERR, &e);
         goto out;
     }
+    if (strcmp(claims, "none")) report_progress(tty, "paper claims (%s)", claims);
     if (strcmp(claims, "none") &&
         qs_report_claims(cli, dir, plots && strcmp(kind, "json") && strcmp(kind, "csv"), !strcmp(claims, "full"),
                          json_object_get(doc, "sections"), &e)) {
@@ -341,6 +444,7 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
     }
     char path[4096];
     snprintf(path, sizeof path, "%s/report.%s", dir, kind);
+    if (tty) fputs("\r\033[K", stderr);
     FILE *f = fopen(path, "w");
     if (!f) { rc = qs_cli_error(QS_EXIT_ERR, "%s: %s", path, strerror(errno)); goto out; }
     int wrc;

@@ -161,7 +161,8 @@ const qs_command qs_commands[] = {
      "NVFP4, MXAttention, Multi-Scale Dequant, AMLA, Rollout-ResQ, AIS), with fixed seeds and stated\n"
      "settings, and prints the claim, the paper, the paper's figure, the measured figure and a verdict:\n"
      "reproduced (within the stated tolerance), differs (the detail line gives the settings and the\n"
-     "most likely reason) or not on CPU.  Where the spec marks a recipe as the project's reconstruction,\n"
+     "most likely reason), not on CPU, or model (the figure of a model the project reconstructs, not a\n"
+     "measurement).  Where the spec marks a recipe as the project's reconstruction,\n"
      "the detail says so.  docs/claims.md describes every measurement.\n"
      "\n"
      "  --quick        reduced sizes (same seeds), under a minute; exits 1 when a claim marked\n"
@@ -175,10 +176,12 @@ const qs_command qs_commands[] = {
     {"info", "[--json]", "summary of the database",
      "Prints the database path, schema version, counts of sources, tensors, elements and bytes\n"
      "(referenced and embedded), results and RL runs, and the largest tensors.", qs_cmd_info, 1},
-    {"demo", "[--force]", "fill the database with the demo tensor set",
+    {"demo", "[--force]", "fill the database with the demo set (tensors, an RL run, kernel results)",
      "Generates a varied synthetic set (Gaussian, Laplace, Student-t, uniform, log-normal weights\n"
-     "and LLM-like activations with outlier channels) into the database.  Does nothing if demo\n"
-     "tensors already exist, unless --force.", qs_cmd_demo, 1},
+     "and LLM-like activations with outlier channels), embeds the all-MiniLM-L6-v2 sample of\n"
+     "datasets/sample, and runs a short `sim grpo` (60 steps, MXFP4 rollouts, one seed) and small\n"
+     "`msd`, `attn` and `resq` measurements, so that every view of the workbench has content (a few\n"
+     "seconds).  Does nothing if demo tensors already exist, unless --force.", qs_cmd_demo, 1},
     {"check", "[--deep] [--json]", "verify the database and every tensor reference",
      "Runs SQLite's integrity and foreign-key checks and checks every referenced file (present,\n"
      "same size, modification time, status-change time, inode and device) and every embedded\n"
@@ -411,10 +414,45 @@ static void usage(FILE *f)
             "Exit status: 0 success, 1 error, 2 usage error.  NO_COLOR disables colour.\n");
 }
 
+/* Levenshtein distance, for "did you mean": command names are short */
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b), row[64];
+    if (la >= 63 || lb >= 63) return (size_t)-1;
+    for (size_t j = 0; j <= lb; j++) row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+/* One line for a name that is not a command, with the nearest command when one is close. */
+static int unknown_command(const char *what, const char *name)
+{
+    const char *best = NULL;
+    size_t bd = (size_t)-1;
+    for (const qs_command *c = qs_commands; c->name; c++) {
+        size_t d = edit_distance(name, c->name);
+        if (d < bd) { bd = d; best = c->name; }
+    }
+    size_t n = strlen(name);
+    if (best && bd <= (n > 4 ? 2u : 1u))
+        return qs_cli_error(QS_EXIT_USAGE, "%s '%s' (did you mean '%s'?)", what, name, best);
+    return qs_cli_error(QS_EXIT_USAGE, "%s '%s' (see `qscope --help`)", what, name);
+}
+
 static int help_command(const char *name)
 {
     const qs_command *c = qs_command_find(name);
-    if (!c) return qs_cli_error(QS_EXIT_USAGE, "no such command '%s' (see `qscope --help`)", name);
+    if (!c) return unknown_command("no such command", name);
     printf("usage: qscope [--db PATH] %s %s\n\n%s\n\n%s\n", c->name, c->args, c->summary, c->help);
     return QS_EXIT_OK;
 }
@@ -448,18 +486,18 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--no-color") == 0) {
             cli.color = 0;
         } else {
-            usage(stderr);
-            return qs_cli_error(QS_EXIT_USAGE, "unknown option '%s'", a);
+            return qs_cli_error(QS_EXIT_USAGE, "unknown option '%s' (see `qscope --help`)", a);
         }
     }
     if (i >= argc) {
-        /* No command: the workbench on a terminal, else the database summary. */
+        /* No command: the workbench on a terminal, else the help (a script or pipe gets no
+        ** database created behind its back) */
         if (isatty(STDIN_FILENO) && isatty(STDOUT_FILENO)) {
             char *targs[] = {"tui", NULL};
             return qs_cmd_tui(&cli, 1, targs);
         }
-        char *args[] = {"info", NULL};
-        return qs_cmd_info(&cli, 1, args);
+        usage(stdout);
+        return QS_EXIT_OK;
     }
     const char *name = argv[i];
     if (strcmp(name, "help") == 0) {
@@ -471,10 +509,7 @@ int main(int argc, char **argv)
         return QS_EXIT_OK;
     }
     const qs_command *c = qs_command_find(name);
-    if (!c) {
-        usage(stderr);
-        return qs_cli_error(QS_EXIT_USAGE, "unknown command '%s'", name);
-    }
+    if (!c) return unknown_command("unknown command", name);
     for (int k = i + 1; k < argc; k++)
         if (strcmp(argv[k], "--help") == 0 || strcmp(argv[k], "-h") == 0) return help_command(name);
     return c->run(&cli, argc - i, argv + i);

@@ -544,6 +544,13 @@ int qs_plot_term(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e)
         else tt_put(&t, x + 1, y, line, s->color, 0, 0);
         tt_put(&t, x + 4, y, s->name, TT_NONE, 0, 0);
     }
+    if (L.leg_more > 0) {
+        char more[32];
+        double lx, ly;
+        snprintf(more, sizeof more, "+%d more", L.leg_more);
+        qs_layout_legend_pos(&L, L.nleg, &lx, &ly);
+        tt_put(&t, (int)lround(lx) + 4, (int)floor(ly), more, TT_NONE, 0, 1);
+    }
 
     /* annotations */
     for (size_t i = 0; i < f->nannots; i++) {

@@ -158,7 +158,9 @@ int qs_report_sections_html(FILE *f, json_t *sections, const char *dir)
     json_t *s, *row;
     json_array_foreach(sections, i, s) {
         json_t *cols = json_object_get(s, "columns"), *notes = json_object_get(s, "notes");
-        fprintf(f, "<h2>");
+        fprintf(f, "<h2 id=\"s-");   /* the summary's contents link here */
+        qs_html_esc(f, json_string_value(json_object_get(s, "id")));
+        fprintf(f, "\">");
         qs_html_esc(f, json_string_value(json_object_get(s, "title")));
         fprintf(f, "</h2>\n<p>");
         qs_html_esc(f, json_string_value(json_object_get(s, "intro")));

@@ -116,8 +116,6 @@ static void draw_status(tui *T)
     tui_list *l = T->click_list;
     char pos[48] = "";
     if (l && T->click_n > 0) snprintf(pos, sizeof pos, " %d/%d", l->cur + 1, T->click_n);
-    snprintf(left, sizeof left, " %s%s  db %s", tui_view_name(T->view), pos, T->db_path);
-    tui_addstr_clip(y, 0, left, T->W);
     /* right side: the job, or the message */
     pthread_mutex_lock(&T->job.mu);
     int busy = T->job.busy;
@@ -135,7 +133,22 @@ static void draw_status(tui *T)
     }
     pthread_mutex_unlock(&T->job.mu);
     if (!busy && T->msg[0]) snprintf(right, sizeof right, "%.380s ", T->msg);
-    int rw = (int)strlen(right), lw = (int)strlen(left) + 2;
+    /* on a narrow screen the database path gives way to the message: the full path, then its file
+    ** name, then nothing; a message still too long ends in "..." */
+    const char *base = strrchr(T->db_path, '/');
+    base = base ? base + 1 : T->db_path;
+    int rw = (int)strlen(right);
+    snprintf(left, sizeof left, " %s%s  db %s", tui_view_name(T->view), pos, T->db_path);
+    if (rw && (int)strlen(left) + 2 + rw > T->W) snprintf(left, sizeof left, " %s%s  db %s", tui_view_name(T->view), pos, base);
+    if (rw && (int)strlen(left) + 2 + rw > T->W) snprintf(left, sizeof left, " %s%s", tui_view_name(T->view), pos);
+    tui_addstr_clip(y, 0, left, T->W);
+    int lw = (int)strlen(left) + 2;
+    if (rw > T->W - lw && T->W - lw > 4) {
+        int keep = T->W - lw - 4;
+        while (keep > 0 && (right[keep] & 0xC0) == 0x80) keep--;   /* not inside a UTF-8 sequence */
+        memcpy(right + keep, "... ", 5);
+        rw = (int)strlen(right);
+    }
     if (right[0]) {
         int x = T->W - rw;
         if (x < lw) x = lw;
@@ -148,7 +161,9 @@ static void draw_status(tui *T)
     move(T->H - 1, 0);
     clrtoeol();
     if (T->color) attron(COLOR_PAIR(CP_HINT));
-    tui_addstr_clip(T->H - 1, 0, tui_hint_bar(T->view), T->W);
+    char hints[300];
+    tui_fit_hints(tui_hint_bar(T->view), T->W - 1, hints, sizeof hints);
+    tui_addstr_clip(T->H - 1, 0, hints, T->W);
     if (T->color) attroff(COLOR_PAIR(CP_HINT));
 }
 
@@ -352,11 +367,11 @@ static void search(tui *T, int dir, int ask)
     case TV_RL: l = &T->lr; n = (int)T->nruns; break;
     case TV_KERNELS: l = &T->lk; n = (int)T->nkres; break;
     case TV_OUTPUT: l = &T->lo; n = 0; for (size_t i = 0; i < T->out_len; i++) n += T->out[i] == '\n'; n++; break;
-    case TV_HELP: l = &T->lh; { char **L; n = tui_help_lines(&L); for (int i = 0; i < n; i++) free(L[i]); free(L); } break;
+    case TV_HELP: l = &T->lh; { char **L; n = tui_help_lines_w(T->W - 2, &L); for (int i = 0; i < n; i++) free(L[i]); free(L); } break;
     default: tui_set_msg(T, 1, "nothing to search in this view"); return;
     }
     char **lines = NULL;
-    if (T->view == TV_HELP) tui_help_lines(&lines);
+    if (T->view == TV_HELP) tui_help_lines_w(T->W - 2, &lines);
     for (int k = 1; k <= n; k++) {
         int i = ((l->cur + dir * k) % n + n) % n;
         const char *s = NULL;
@@ -495,7 +510,7 @@ int tui_handle_key(tui *T, int ch)
         }
         return 0;
     case TV_FORMATS:
-        if (list_key(&T->lf, T->nfmts, page, a)) return 1;
+        if (list_key(&T->lf, T->nfmts, page, a)) { T->fauto = 0; return 1; }
         if (a == TA_ENTER) { tui_push(T, TV_BLOCKS); return 1; }
         if (a == TA_TAB) { tui_push(T, TV_HIST); return 1; }
         if (a == TA_SORT || a == TA_SORT_REV) {
@@ -514,7 +529,7 @@ int tui_handle_key(tui *T, int ch)
         if (a == TA_LOGY) { T->hist_liny = !T->hist_liny; return 1; }
         if (a == TA_HIST_ALL) { T->hist_one = !T->hist_one; return 1; }
         if (a == TA_TAB) { tui_pop(T); tui_push(T, TV_BLOCKS); return 1; }
-        if (list_key(&T->lf, T->nfmts, page, a)) return 1;   /* j/k pick the format whose grid is drawn */
+        if (list_key(&T->lf, T->nfmts, page, a)) { T->fauto = 0; return 1; }   /* j/k pick the format whose grid is drawn */
         return 0;
     case TV_BLOCKS: return tui_blocks_key(T, a);
     case TV_INSPECT: return tui_inspect_key(T, a);
@@ -541,7 +556,7 @@ int tui_handle_key(tui *T, int ch)
     }
     case TV_HELP: {
         char **L;
-        int n = tui_help_lines(&L);
+        int n = tui_help_lines_w(T->W - 2, &L);
         for (int i = 0; i < n; i++) free(L[i]);
         free(L);
         if (list_key(&T->lh, n, page, a)) { T->lh.top = T->lh.cur; return 1; }
@@ -589,6 +604,7 @@ int tui_init_app(tui *T, qs_cli *cli, const char *db_path, const char *fmt_list,
     T->cli = cli;
     T->db_path = strdup(db_path);
     T->met_for = T->blk_for = T->blk_fmt = -1;
+    T->fauto_for = -1;
     T->second_fmt = -1;
     T->auto_analyze = 1;
     if (!T->db_path || !(T->db = qs_db_open(db_path, e))) return -1;

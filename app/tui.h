@@ -154,6 +154,7 @@ typedef struct tui {
     int fsort;                    /* formats view sort column (0 = as chosen) */
     int fsort_desc;
     int *forder;                  /* row order of the formats view */
+    int fauto, fauto_for;         /* the cursor follows the best format of tensor fauto_for until moved */
     /* histogram */
     int hist_kind;                /* 0 rel_err, 1 abs_err, 2 ulp_err, 3 value */
     int hist_liny;                /* linear counts instead of log */
@@ -230,7 +231,12 @@ typedef enum tui_act {
 } tui_act;
 tui_act tui_key_action(tui_view_id v, int ch);
 int tui_help_lines(char ***lines);           /* the help text, generated from the key table */
+int tui_help_lines_w(int w, char ***lines);  /* the same wrapped at w columns (continuations indented) */
 const char *tui_hint_bar(tui_view_id v);     /* the key hints shown at the bottom of a view */
+/* The hint bar in at most w columns: entries ("KEY what", two spaces apart) keep their keys and cut
+** their descriptions to the longest common length that fits (at least 4 letters); then entries
+** go from the end, "? help" last. */
+void tui_fit_hints(const char *bar, int w, char *out, size_t cap);
 
 /* tui_data.c */
 int tui_load_tensors(tui *T, qs_err *e);
@@ -238,7 +244,11 @@ void tui_apply_view(tui *T);                 /* filter + sort into vis */
 void tui_count_results(tui *T);              /* tui_tensor.nresults of every tensor */
 tui_tensor *tui_cur_tensor(tui *T);
 int tui_cur_tensor_index(tui *T);
-void tui_load_metrics(tui *T);               /* of the current tensor, every chosen format */
+void tui_load_metrics(tui *T);
+void tui_cursor_best_format(tui *T);
+/* s in at most w columns, cut in the middle with "~" where it shares a prefix (or else a suffix)
+** with one of the peers, so that two cut names never look the same when their difference fits */
+void tui_cut_middle(const char *s, const char *const *peers, int npeers, int w, char *out, size_t cap);   /* Formats cursor on the best block format of the tensor */               /* of the current tensor, every chosen format */
 void tui_hist_cache_clear(tui *T);
 int tui_load_hist(tui *T, int fi, const char *which, qs_hist *h);   /* 0 ok */
 int tui_load_blocks(tui *T, int ti, int fi);

@@ -31,6 +31,8 @@ typedef struct geom {
     uint64_t nblocks;
 } geom;
 
+static int addstr_wrap(int y, int x, const char *s, int w, const char *sep);
+
 static void geom_of(const qs_apply *a, uint64_t rows, uint64_t cols, geom *g)
 {
     memset(g, 0, sizeof *g);
@@ -209,7 +211,7 @@ void tui_draw_blocks(tui *T, int y0, int h)
             snprintf(s, sizeof s, "%s is an element cast: it has no blocks.  Pick a block format in the Formats view (2).", F->label);
         else snprintf(s, sizeof s, "%s", T->job.busy ? "They are being computed in the background (see the status line)."
                                           : "Press r to compute them, or pick another format in the Formats view (2).");
-        tui_addstr_clip(y0 + 2, 2, s, T->W - 4);
+        addstr_wrap(y0 + 2, 2, s, T->W - 4, "  ");
         return;
     }
     tui_blocks *B = &T->blk;
@@ -264,6 +266,15 @@ void tui_draw_blocks(tui *T, int y0, int h)
                  (unsigned long long)((uint64_t)(T->btop + gh) < v.vr ? (uint64_t)(T->btop + gh - 1) : v.vr - 1),
                  (unsigned long long)v.vr, (unsigned long long)left,
                  (unsigned long long)(left + (uint64_t)gw < v.vc ? left + (uint64_t)gw - 1 : v.vc - 1), (unsigned long long)v.vc);
+        if ((int)strlen(s) > gw)   /* under a narrow grid: the short form, then rows only */
+            snprintf(s, sizeof s, "rows %d-%llu/%llu, cols %llu-%llu/%llu", T->btop,
+                     (unsigned long long)((uint64_t)(T->btop + gh) < v.vr ? (uint64_t)(T->btop + gh - 1) : v.vr - 1),
+                     (unsigned long long)v.vr, (unsigned long long)left,
+                     (unsigned long long)(left + (uint64_t)gw < v.vc ? left + (uint64_t)gw - 1 : v.vc - 1), (unsigned long long)v.vc);
+        if ((int)strlen(s) > gw)
+            snprintf(s, sizeof s, "rows %d-%llu of %llu", T->btop,
+                     (unsigned long long)((uint64_t)(T->btop + gh) < v.vr ? (uint64_t)(T->btop + gh - 1) : v.vr - 1),
+                     (unsigned long long)v.vr);
         tui_addstr_clip(y0 + h - 1, 1, s, gw);
     }
     side_panel(T, &g, y0 + 1, T->W - pw, pw - 1);
@@ -894,6 +905,8 @@ void tui_draw_inspect(tui *T, int y0, int h)
         tui_fmt_num(I->x[i], a, sizeof a);
         snprintf(s, sizeof s, "element %d (flat index %llu): x = %.9g    value = element x scale (the step)", i,
                  (unsigned long long)I->idx[i], (double)I->x[i]);
+        if ((int)strlen(s) > T->W - 2)   /* narrow: the legend of the lines below goes first */
+            snprintf(s, sizeof s, "element %d (flat index %llu): x = %.9g", i, (unsigned long long)I->idx[i], (double)I->x[i]);
         attron(A_BOLD);
         tui_addstr_clip(yd, 1, s, T->W - 2);
         attroff(A_BOLD);
@@ -921,6 +934,20 @@ void tui_draw_inspect(tui *T, int y0, int h)
             else snprintf(s, sizeof s, "%c %-12s 0x%0*x [%s] = %.7g; error %s (%+.2f%%%s)", k ? 'B' : 'A', T->fmts[S->fi].label,
                           (S->f->elem_bits + 3) / 4, S->code[i], bits, (double)S->y[i], c3,
                           I->x[i] != 0 ? 100 * err / fabs((double)I->x[i]) : 0.0, us);
+            for (int pass = 0; pass < 2 && (int)strlen(s) > T->W - 2; pass++) {
+                /* narrow: the same line without padding, 4 digits and a shorter "error", then without
+                ** the ulp, so that it ends whole */
+                if (pass) us[0] = 0;
+                char v4[32];
+                snprintf(v4, sizeof v4, "%.4g", (double)S->y[i]);
+                if (S->f->meta_bytes > 0 || !strcmp(S->f->family, "int"))
+                    snprintf(s, sizeof s, "%c %s 0x%0*x [%s] = %s x %s = %s; err %s (%+.2f%%%s)", k ? 'B' : 'A',
+                             T->fmts[S->fi].label, (S->f->elem_bits + 3) / 4, S->code[i], bits, c2, d1, v4, c3,
+                             I->x[i] != 0 ? 100 * err / fabs((double)I->x[i]) : 0.0, us);
+                else snprintf(s, sizeof s, "%c %s 0x%0*x [%s] = %s; err %s (%+.2f%%%s)", k ? 'B' : 'A', T->fmts[S->fi].label,
+                              (S->f->elem_bits + 3) / 4, S->code[i], bits, v4, c3,
+                              I->x[i] != 0 ? 100 * err / fabs((double)I->x[i]) : 0.0, us);
+            }
             tui_addstr_clip(yd + 1 + k, 1, s, T->W - 2);
         }
     }

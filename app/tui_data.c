@@ -231,6 +231,27 @@ void tui_load_metrics(tui *T)
         json_decref(j);
     }
     tui_sort_formats(T);
+    if (T->fauto_for != T->met_for) { T->fauto_for = T->met_for; T->fauto = 1; }
+    if (T->fauto) tui_cursor_best_format(T);
+}
+
+/* The Formats cursor on the format a first look wants (Enter then shows blocks): of the block
+** formats, the most effective bits at <= 4.5 bits per element, else at any width; element casts
+** (bf16, fp8) only when nothing else has a result. */
+void tui_cursor_best_format(tui *T)
+{
+    int best = -1, rank = -1;
+    for (int r = 0; r < T->nfmts; r++) {
+        int i = T->forder ? T->forder[r] : r;
+        const tui_metrics *m = &T->met[i];
+        if (!m->have || !(m->eff_bits == m->eff_bits)) continue;
+        int k = T->fmts[i].a.f->block == 1 ? 0 : m->bits <= 4.5 ? 2 : 1;
+        if (k > rank || (k == rank && m->eff_bits > T->met[T->forder ? T->forder[best] : best].eff_bits)) {
+            best = r;
+            rank = k;
+        }
+    }
+    if (best >= 0) T->lf.cur = best;
 }
 
 /* Formats view order: as chosen, or by a column (missing results last). */

@@ -130,6 +130,112 @@ int tui_help_lines(char ***lines)
     return (int)n;
 }
 
+int tui_help_lines_w(int w, char ***lines)
+{
+    char **L;
+    int n = tui_help_lines(&L);
+    if (n < 0 || w < 20) { *lines = L; return n; }
+    /* when something must wrap, a paragraph's continuation lines (deeply indented) are joined
+    ** first, so that it wraps as one text */
+    int narrow = 0;
+    for (int i = 0; i < n; i++) narrow |= (int)strlen(L[i]) > w;
+    if (narrow) {
+        int k = 0;
+        for (int i = 0; i < n; i++) {
+            size_t sp = strspn(L[i], " ");
+            if (k > 0 && sp >= 6 && L[i][sp] && L[k - 1][0]) {
+                char *j = NULL;
+                if (asprintf(&j, "%s %s", L[k - 1], L[i] + sp) >= 0) { free(L[k - 1]); L[k - 1] = j; }
+                free(L[i]);
+                continue;
+            }
+            L[k++] = L[i];
+        }
+        n = k;
+    }
+    size_t cap = (size_t)n * 2 + 8, m = 0;
+    char **O = calloc(cap, sizeof *O);
+    if (!O) { for (int i = 0; i < n; i++) free(L[i]); free(L); return -1; }
+    for (int i = 0; i < n; i++) {
+        const char *s = L[i];
+        /* continuation lines start under the text: after the key column, or the leading spaces */
+        size_t ind = strspn(s, " ");
+        const char *gap = strstr(s + ind, "  ");   /* the key column, or a view name's */
+        if (gap && (int)(gap - s) < w / 2) ind = (size_t)(gap - s) + strspn(gap, " ");
+        if (ind > (size_t)w / 2) ind = 2;
+        int first = 1;
+        while (first || *s) {
+            size_t pre = first ? 0 : ind, room = (size_t)w - pre, len = strlen(s);
+            size_t cut = len;
+            if (len > room) {
+                cut = room;
+                while (cut > 0 && s[cut] != ' ') cut--;
+                if (cut == 0) cut = room;
+            }
+            if (m + 1 >= cap) {
+                char **N = realloc(O, 2 * cap * sizeof *O);
+                if (!N) break;
+                O = N;
+                cap *= 2;
+            }
+            if (asprintf(&O[m], "%*s%.*s", (int)pre, "", (int)cut, s) >= 0) m++;
+            s += cut;
+            while (*s == ' ') s++;
+            first = 0;
+        }
+        free(L[i]);
+    }
+    free(L);
+    *lines = O;
+    return (int)m;
+}
+
+void tui_fit_hints(const char *bar, int w, char *out, size_t cap)
+{
+    enum { MAXE = 16 };
+    const char *ent[MAXE];
+    int len[MAXE], keyl[MAXE], n = 0;
+    for (const char *p = bar; *p && n < MAXE;) {
+        const char *e = strstr(p, "  ");
+        int l = e ? (int)(e - p) : (int)strlen(p);
+        const char *sp = memchr(p, ' ', (size_t)l);
+        ent[n] = p; len[n] = l; keyl[n] = sp ? (int)(sp - p) : l;
+        n++;
+        p += l;
+        while (*p == ' ') p++;
+    }
+    int keep[MAXE];
+    for (int i = 0; i < n; i++) keep[i] = 1;
+    for (int cut = 64;; cut--) {
+        int total = 0, shown = 0;
+        for (int i = 0; i < n; i++) {
+            if (!keep[i]) continue;
+            int d = len[i] - keyl[i] - 1;
+            total += (shown++ ? 2 : 0) + keyl[i] + (d > 0 ? 1 + (d < cut ? d : cut) : 0);
+        }
+        if (total <= w || shown == 0) {
+            size_t o = 0;
+            out[0] = 0;
+            for (int i = 0; i < n && o + 1 < cap; i++) {
+                if (!keep[i]) continue;
+                int d = len[i] - keyl[i] - 1, dl = d < cut ? d : cut;
+                o += (size_t)snprintf(out + o, cap - o, "%s%.*s%s%.*s", o ? "  " : "", keyl[i], ent[i], d > 0 ? " " : "",
+                                      d > 0 ? dl : 0, ent[i] + keyl[i] + 1);
+                if (o >= cap) { o = cap - 1; break; }
+            }
+            return;
+        }
+        if (cut <= 4) {
+            /* drop the last entry that is not the help */
+            int j = n - 1;
+            while (j >= 0 && (!keep[j] || !strncmp(ent[j], "? ", 2))) j--;
+            if (j < 0) { snprintf(out, cap, "%.*s", w > 0 ? w : 0, bar); return; }
+            keep[j] = 0;
+            cut = 65;
+        }
+    }
+}
+
 const char *tui_hint_bar(tui_view_id v)
 {
     switch (v) {

@@ -36,12 +36,33 @@ static void scroll_into(tui_list *l, int n, int rows)
     if (l->top < 0) l->top = 0;
 }
 
+/* s from (y, x) in lines of at most w columns, broken at spaces (a word longer than w is cut);
+** returns the lines used */
+static int addstr_wrapped(int y, int x, const char *s, int w)
+{
+    int n = 0;
+    while (*s && w > 0) {
+        int len = (int)strlen(s), cut = len;
+        if (len > w) {
+            cut = w;
+            while (cut > 0 && s[cut] != ' ') cut--;
+            if (cut == 0) cut = w;
+        }
+        mvaddnstr(y + n, x, s, cut);
+        n++;
+        s += cut;
+        while (*s == ' ') s++;
+    }
+    return n;
+}
+
+/* An empty state: a bold line, then what to do, both wrapped to the screen. */
 static void empty_msg(tui *T, int y, const char *a, const char *b)
 {
     attron(A_BOLD);
-    tui_addstr_clip(y, 2, a, T->W - 4);
+    y += addstr_wrapped(y, 2, a, T->W - 4);
     attroff(A_BOLD);
-    if (b) tui_addstr_clip(y + 1, 2, b, T->W - 4);
+    if (b) addstr_wrapped(y, 2, b, T->W - 4);
 }
 
 /* ---------------------------------------------------------------- Tensors */
@@ -61,7 +82,14 @@ void tui_draw_tensors(tui *T, int y0, int h)
     tui_addstr_clip(y0, 1, info, T->W - 2);
     /* columns: NAME takes what is left; on a narrow terminal OUTLIERS, then DTYPE go first */
     int W = T->W, show_out = 1, show_dt = 1, show_res = 1;
-    int fixed = 15 + 9 + 10 + 11 + 9 + 9 + 8 + 2;
+    /* the SHAPE column is as wide as the widest shape: its free columns go to the names */
+    int shw = 5;
+    for (size_t i = 0; i < T->nt; i++) {
+        int l = (int)strlen(T->t[i].shape);
+        if (l > shw) shw = l;
+    }
+    if (shw > 14) shw = 14;
+    int fixed = shw + 1 + 9 + 10 + 11 + 9 + 9 + 8 + 2;
     if (W - fixed < 24) { show_res = 0; fixed -= 8; }
     if (W - fixed < 24) { show_out = 0; fixed -= 9; }
     if (W - fixed < 24) { show_dt = 0; fixed -= 9; }
@@ -69,13 +97,16 @@ void tui_draw_tensors(tui *T, int y0, int h)
     if (nw < 12) nw = 12;
     char line[1024];
     head_on(T);
-    snprintf(line, sizeof line, " %-*.*s %14s %-*s%9s %10s %8s %8s %s", nw, nw, "NAME", "SHAPE", show_dt ? 9 : 0, show_dt ? "DTYPE" : "",
+    snprintf(line, sizeof line, " %-*.*s %*s %-*s%9s %10s %8s %8s %s", nw, nw, "NAME", shw, "SHAPE", show_dt ? 9 : 0, show_dt ? "DTYPE" : "",
              "SIZE", "ABSMAX", "KURTOSIS", show_out ? "OUTLIERS" : "", show_res ? "RESULTS" : "");
     fill_line(T, y0 + 1);
     tui_addstr_clip(y0 + 1, 0, line, W);
     head_off(T);
     int rows = h - 2;
     scroll_into(&T->lt, (int)T->nvis, rows);
+    const char *peers[256];
+    int np = 0;
+    for (int r = 0; r < rows && r < 256 && T->lt.top + r < (int)T->nvis; r++) peers[np++] = T->t[T->vis[T->lt.top + r]].name;
     T->click_list = &T->lt;
     T->click_y0 = y0 + 2;
     T->click_n = (int)T->nvis;
@@ -90,14 +121,14 @@ void tui_draw_tensors(tui *T, int y0, int h)
         else snprintf(ku, sizeof ku, "%.2f", t->kurtosis);
         if (isnan(t->outlier)) snprintf(ou, sizeof ou, "-");
         else snprintf(ou, sizeof ou, "%.3f%%", 100 * t->outlier);
-        /* a long name keeps its end (the tensor part) visible */
-        const char *nm = qs_esc(t->name);   /* widths count the escaped text */
+        /* a long name is cut in the middle, where it is the same as its neighbours on screen */
         char nbuf[512];
-        if ((int)strlen(nm) > nw) { snprintf(nbuf, sizeof nbuf, "~%s", nm + strlen(nm) - (size_t)(nw - 1)); nm = nbuf; }
+        tui_cut_middle(t->name, peers, np, nw, nbuf, sizeof nbuf);
+        const char *nm = nbuf;
         char rs[16] = "";
         if (show_res && t->nresults) snprintf(rs, sizeof rs, "%7d", t->nresults);
         else if (show_res) snprintf(rs, sizeof rs, "%7s", "-");
-        snprintf(line, sizeof line, " %-*.*s %14.14s %-*.*s%9s %10s %8s %8s %s", nw, nw, nm, t->shape, show_dt ? 9 : 0, show_dt ? 8 : 0,
+        snprintf(line, sizeof line, " %-*.*s %*.*s %-*.*s%9s %10s %8s %8s %s", nw, nw, nm, shw, shw, t->shape, show_dt ? 9 : 0, show_dt ? 8 : 0,
                  t->dtype, sz, am, ku, show_out ? ou : "", rs);
         if (i == T->lt.cur) { sel_on(T); fill_line(T, y0 + 2 + r); }
         tui_addstr_clip(y0 + 2 + r, 0, line, W);
@@ -182,7 +213,11 @@ void tui_draw_formats(tui *T, int y0, int h)
         int y = y0 + 2 + r;
         int sel = k == T->lf.cur;
         if (sel) { sel_on(T); fill_line(T, y); }
-        mvprintw(y, x, "%-*.*s", nw, nw - 1, T->fmts[i].label);
+        const char *fpeers[TUI_MAX_FMTS];
+        for (int q = 0; q < T->nfmts; q++) fpeers[q] = T->fmts[q].label;
+        char lab[200];
+        tui_cut_middle(T->fmts[i].label, fpeers, T->nfmts, nw - 1, lab, sizeof lab);   /* two options never read the same */
+        mvprintw(y, x, "%-*.*s", nw, nw - 1, lab);
         cx = x + nw;
         for (int c = 0; c < 6; c++) {
             char v[32];
@@ -295,21 +330,37 @@ void tui_draw_rl(tui *T, int y0, int h)
     int ntraj = 0;
     for (size_t i = 0; i < T->nkres; i++) ntraj += !strcmp(T->kres[i].kind, "trajectory");
     if (!T->nruns && !ntraj) {
-        empty_msg(T, y0 + 1, "No RL runs yet — import one with `qscope import-log FILE` (or press : and type import-log FILE).",
-                  "Each run is listed with its tokens, steps and sequences; the per-step mismatch diagnostics of");
-        tui_addstr_clip(y0 + 3, 2, "the selected run (mean/p95/max |dlogp|, KL k3, IS weights; m cycles) are plotted below it,", T->W - 4);
-        tui_addstr_clip(y0 + 4, 2, "and stored trajectory results (methods compared) are listed under Tab.", T->W - 4);
+        empty_msg(T, y0 + 1, "No RL runs yet.",
+                  "Press : and run `sim grpo --seeds 1 --steps 60` for a short simulated run, or `import-log FILE` "
+                  "for a log of your own.  Each run is listed with its tokens, steps and sequences; the per-step "
+                  "mismatch diagnostics of the selected run (mean/p95/max |dlogp|, KL k3, IS weights; m cycles) are "
+                  "plotted below it, and stored trajectory results (methods compared) are listed under Tab.");
         return;
     }
     int list_h = h / 3, nlist = T->rl_pane == 0 ? (int)T->nruns : ntraj;
     if (list_h > nlist + 2) list_h = nlist + 2;
     if (list_h < 3) list_h = 3;
     char line[600];
+    /* run and label columns as wide as their longest entry, within the screen; SEQUENCES goes first
+    ** on a narrow one, then the label and the names are cut (names in the middle) */
+    int rnw = 3, rlw = 14, showseq = 1;
+    for (size_t i = 0; i < T->nruns; i++) {
+        if ((int)strlen(T->runs[i].name) > rnw) rnw = (int)strlen(T->runs[i].name);
+        if ((int)strlen(T->runs[i].label) > rlw) rlw = (int)strlen(T->runs[i].label);
+    }
+    int avail = T->W - (1 + 1 + 1 + 10 + 1 + 7 + 1 + 9 + 1);
+    if (avail < rnw + 14) { showseq = 0; avail += 10; }
+    if (rnw > avail - 14) rnw = avail - 14 > 8 ? avail - 14 : 8;
+    if (rlw > avail - rnw) rlw = avail - rnw > 8 ? avail - rnw : 8;
     head_on(T);
     fill_line(T, y0);
-    if (T->rl_pane == 0)
-        snprintf(line, sizeof line, " %-28s %-30s %10s %7s %9s   [Tab: stored trajectories (%d)]", "RUN", "LABEL / SOURCE", "TOKENS", "STEPS", "SEQUENCES", ntraj);
-    else
+    if (T->rl_pane == 0) {
+        snprintf(line, sizeof line, " %-*s %-*s %10s %7s %s", rnw, "RUN", rlw, "LABEL / SOURCE", "TOKENS", "STEPS",
+                 showseq ? "SEQUENCES" : "");
+        char tab[64];
+        snprintf(tab, sizeof tab, "   [Tab: stored trajectories (%d)]", ntraj);
+        if (strlen(line) + strlen(tab) <= (size_t)T->W) strcat(line, tab);
+    } else
         snprintf(line, sizeof line, " %-8s %-*s %-16s %-20s   [Tab: runs (%zu)]", "RESULT", T->W - 50 > 20 ? T->W - 50 : 20, "WHAT",
                  "FORMAT", "CREATED", T->nruns);
     tui_addstr_clip(y0, 0, line, T->W);
@@ -318,18 +369,27 @@ void tui_draw_rl(tui *T, int y0, int h)
     qs_err e = {{0}};
     if (T->rl_pane == 0) {
         if (!T->nruns) {
-            tui_addstr_clip(y0 + 1, 2, "No RL runs yet — import one with `qscope import-log FILE`.", T->W - 4);
+            tui_addstr_clip(y0 + 1, 2, "No RL runs yet: press : and run `sim grpo --seeds 1` or `import-log FILE`.", T->W - 4);
         } else {
             scroll_into(&T->lr, (int)T->nruns, rows);
             T->click_list = &T->lr;
             T->click_y0 = y0 + 1;
             T->click_n = (int)T->nruns;
+            const char *peers[256];
+            int np = 0;
+            for (int r = 0; r < rows && r < 256 && T->lr.top + r < (int)T->nruns; r++) peers[np++] = T->runs[T->lr.top + r].name;
             for (int r = 0; r < rows && T->lr.top + r < (int)T->nruns; r++) {
                 int i = T->lr.top + r;
                 tui_run *R = &T->runs[i];
-                if (R->tokens < 0) snprintf(line, sizeof line, " %-28.28s %-30.30s %10s %7s %9s", qs_esc(R->name), qs_esc(R->label), "...", "...", "...");
-                else snprintf(line, sizeof line, " %-28.28s %-30.30s %10lld %7lld %9lld", qs_esc(R->name), qs_esc(R->label), (long long)R->tokens,
-                              (long long)R->steps, (long long)R->seqs);
+                char nm[300], sq[24] = "";
+                tui_cut_middle(R->name, peers, np, rnw, nm, sizeof nm);
+                if (R->tokens < 0) snprintf(line, sizeof line, " %-*.*s %-*.*s %10s %7s %9s", rnw, rnw, nm, rlw, rlw, qs_esc(R->label), "...", "...",
+                                            showseq ? "..." : "");
+                else {
+                    if (showseq) snprintf(sq, sizeof sq, "%9lld", (long long)R->seqs);
+                    snprintf(line, sizeof line, " %-*.*s %-*.*s %10lld %7lld %s", rnw, rnw, nm, rlw, rlw, qs_esc(R->label), (long long)R->tokens,
+                             (long long)R->steps, sq);
+                }
                 if (i == T->lr.cur) { sel_on(T); fill_line(T, y0 + 1 + r); }
                 tui_addstr_clip(y0 + 1 + r, 0, line, T->W);
                 if (i == T->lr.cur) { mvaddch(y0 + 1 + r, 0, '>'); sel_off(T); }
@@ -382,7 +442,7 @@ void tui_draw_rl(tui *T, int y0, int h)
     for (size_t i = 0; i < T->nkres && n < 4096; i++)
         if (!strcmp(T->kres[i].kind, "trajectory")) idx[n++] = (int)i;
     if (!n) {
-        tui_addstr_clip(y0 + 1, 2, "No stored trajectory results yet (kind \"trajectory\", docs/plots.md).", T->W - 4);
+        tui_addstr_clip(y0 + 1, 2, "No stored trajectories yet: press : and run `ais RUN` or `sim grpo --seeds 1`.", T->W - 4);
         return;
     }
     scroll_into(&T->lk, n, rows);
@@ -412,9 +472,10 @@ void tui_draw_kernels(tui *T, int y0, int h)
     for (size_t i = 0; i < T->nkres && n < 4096; i++)
         if (strcmp(T->kres[i].kind, "trajectory")) idx[n++] = (int)i;
     if (!n) {
-        empty_msg(T, y0 + 1, "No kernel results yet — no MSD or attention experiment has stored a result in this database.",
-                  "Kernel experiments store results of kind \"msd\" (effective bits vs passes), \"attn\" (error vs");
-        tui_addstr_clip(y0 + 3, 2, "sequence length) and \"resq\"; they are listed and plotted here.  `qscope --help` lists the commands.", T->W - 4);
+        empty_msg(T, y0 + 1, "No kernel results yet.",
+                  "Press : and run `msd` (Multi-Scale Dequant: effective bits by passes), `attn --L 256,512` "
+                  "(attention error by sequence length) or `resq` (FP4 layer with a residual correction); "
+                  "each stores its result, which is listed and plotted here.");
         return;
     }
     int list_h = h / 3;
@@ -498,7 +559,7 @@ void tui_draw_output(tui *T, int y0, int h)
 void tui_draw_help(tui *T, int y0, int h)
 {
     char **L = NULL;
-    int n = tui_help_lines(&L);
+    int n = tui_help_lines_w(T->W - 2, &L);
     if (n < 0) return;
     T->click_list = &T->lh;
     T->click_n = n;

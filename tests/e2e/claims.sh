@@ -6,9 +6,13 @@ ok "claims --quick: every must-hold claim reproduces" $QS claims --quick
 ok "claims --quick --json" bash -c "$QS claims --quick --json > $T/c.json"
 check "JSON: every claim has a verdict, the paper's and the measured figure" \
   "python3 -c 'import json; d=json.load(open(\"$T/c.json\")); c=d[\"claims\"]; assert len(c)>=7; \
-   assert all(x[\"verdict\"] in (\"reproduced\",\"differs\",\"not on CPU\") and x[\"paper_figure\"] and x[\"measured\"] for x in c); \
+   assert all(x[\"verdict\"] in (\"reproduced\",\"differs\",\"not on CPU\",\"model\") and x[\"paper_figure\"] and x[\"measured\"] for x in c); \
    m={x[\"id\"]:x for x in c}; assert m[\"hif8.binades\"][\"value\"]==38; \
    assert all(x[\"verdict\"]==\"reproduced\" for x in c if x[\"must_hold\"])'"
+check "msd.kv-traffic compares two constants of our model: verdict model, not a must-hold reproduction" \
+  "python3 -c 'import json; m={x[\"id\"]:x for x in json.load(open(\"$T/c.json\"))[\"claims\"]}; k=m[\"msd.kv-traffic\"]; assert k[\"verdict\"]==\"model\" and not k[\"must_hold\"], k'"
+check "amla.error: 1.10x is the project's target, the row says the paper gives no figure" \
+  "python3 -c 'import json; m={x[\"id\"]:x for x in json.load(open(\"$T/c.json\"))[\"claims\"]}; a=m[\"amla.error\"]; assert \"project target\" in a[\"claim\"] and \"paper gives no figure\" in a[\"claim\"] and \"target\" in a[\"paper_figure\"] and \"project target\" in a[\"tolerance\"], a'"
 check "HiF4 : NVFP4 : MXFP4 measured near 1 : 1.32 : 1.89" \
   "python3 -c 'import json; m={x[\"id\"]:x for x in json.load(open(\"$T/c.json\"))[\"claims\"]}; v=m[\"hif4.mse\"][\"value\"]; assert 1.25<v<1.40, v'"
 check "the same seeds give the same figures" \
@@ -26,7 +30,7 @@ ok "--list" bash -c "$QS claims --list | grep -q 'pnq.rowsum'"
 $QS gen gaussian --name g --shape 128x128 >/dev/null
 ok "report carries the claims section" $QS report -o "$T/rep" --formats mxfp4 --format html
 check "HTML: claims table with every claim, its plots embedded" \
-  "grep -q '<h2>Paper claims</h2>' $T/rep/report.html && grep -q 'hif8.binades' $T/rep/report.html && \
+  "grep -q '<h2 id=\"s-claims\">Paper claims</h2>' $T/rep/report.html && grep -q 'hif8.binades' $T/rep/report.html && \
    [ \$(grep -o 'data:image/png;base64' $T/rep/report.html | wc -l) -ge 4 ]"
 ok "report --format json: claims in sections" bash -c "$QS report -o $T/repj --formats mxfp4 --format json >/dev/null && \
   python3 -c 'import json; d=json.load(open(\"$T/repj/report.json\")); s=d[\"sections\"][0]; assert s[\"id\"]==\"claims\" and len(s[\"rows\"])>=7'"

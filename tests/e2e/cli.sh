@@ -12,6 +12,20 @@ for c in import ls show rm gen info demo check schema bench; do
 done
 fails "unknown command is a usage error" 2 $QS frobnicate
 check "usage error message goes to stderr, not stdout" "[ ! -s $T/out ] && grep -q 'unknown command' $T/err"
+fails "a mistyped command is a usage error" 2 $QS anlyze
+check "... one line naming the nearest command, no usage dump" \
+  "[ \$(wc -l < $T/err) -eq 1 ] && grep -qx \"qscope: unknown command 'anlyze' (did you mean 'analyze'?)\" $T/err && [ ! -s $T/out ]"
+fails "a global option that does not exist" 2 $QS --frob ls
+check "... is one line too" "[ \$(wc -l < $T/err) -eq 1 ] && grep -q \"unknown option '--frob'\" $T/err"
+fails "help of a mistyped command" 2 $QS help shw
+check "... suggests the command" "grep -q \"did you mean 'show'\" $T/err"
+fails "a usage error whose message points somewhere" 2 $QS gen cauchy --name x
+check "... carries one hint, not two" "[ \$(grep -o '(see ' $T/err | wc -l) -eq 1 ]"
+fails "unknown format" 2 $QS analyze 'x*' -f nosuchfmt
+check "... carries one hint, not two" "[ \$(grep -o '(see ' $T/err | wc -l) -eq 1 ]"
+mkdir -p "$T/bare"
+ok "bare qscope outside a terminal prints the help" bash -c "cd $T/bare && env -u QSCOPE_DB $QS </dev/null > $T/bare.out 2>&1"
+check "... the command list, and creates no database" "grep -q '^  import ' $T/bare.out && [ -z \"\$(ls -A $T/bare)\" ]"
 fails "unknown option is a usage error" 2 $QS ls --bogus
 fails "help for unknown command" 2 $QS help nope
 fails "show without a name" 2 $QS show

@@ -34,3 +34,37 @@ check "HTML and JSON reports name the same main error source as the markdown one
   "src=\$(grep '^| 1 | mxfp4 |' $T/r0/report.md | cut -d'|' -f10 | sed 's/^ *//; s/ *\$//') && echo \"\$src\" | grep -q '^rounding [0-9]' && grep -qF \"<td>\$src</td>\" $T/r2/report.html &&
    python3 -c 'import json,sys; d=json.load(open(\"$T/r3/report.json\")); r=d[\"tensors\"][0][\"results\"][0]; assert r[\"main_error_source\"]==sys.argv[1], r' \"\$src\""
 check "plot PNG provenance names the result" "grep -q 'qscope report (newest msd result)' $T/r1/kernel_msd.png"
+
+# the HTML opens with a summary: contents linking every tensor and section, and per tensor the format
+# to use at each bit budget, before the first detail table
+$QS gen laplace --name h --shape 64x64 >/dev/null
+ok "HTML report with two tensors" bash -c "$QS report -o $T/r4 --format html --formats mxfp4,mxfp6_e2m3,fp8_e4m3 --claims none --no-plots \
+  > /dev/null 2> $T/r4.err"
+check "contents list every tensor and section, linked to their headings" \
+  "python3 - $T/r4/report.html <<'PY'
+import re, sys
+h = open(sys.argv[1]).read()
+toc = h.index('<nav class=\"toc\">'); first = h.index('<table><tr><th>rank')
+assert toc < first
+links = re.findall(r'<li><a href=\"#([^\"]+)\">', h[toc:h.index('</nav>')])
+assert links[:2] == ['t1', 't2'] and 's-rl' in links and 's-resq' in links, links
+for a in links: assert 'id=\"%s\"' % a in h, a
+PY"
+check "per tensor the answer at <= 4.5 / 6.25 / 8.25 bits comes before the first detail table" \
+  "python3 - $T/r4/report.html <<'PY'
+import sys
+h = open(sys.argv[1]).read()
+first = h.index('<table><tr><th>rank')
+s = h[h.index('<table class=\"summary\">'):first]
+s = s[:s.index('</table>')]
+rows = s.split('<tr><td>')[1:]
+assert len(rows) == 2 and all(r.count('eff. bits') == 3 for r in rows), rows
+assert '<b>mxfp4</b>' in rows[0] and '<b>mxfp6_e2m3</b>' in rows[0], rows[0]
+a = h.index('<p class=\"answer\">Which format: at &le; 4.5 bits <b>mxfp4</b>')
+assert a < first
+PY"
+check "no progress lines when stderr is not a terminal" "! grep -q 'qscope report: tensor' $T/r4.err"
+if command -v script >/dev/null; then
+  ok "on a terminal the report shows which tensor it is on" bash -c "script -qec \"$QS report -o $T/r5 --formats mxfp4 --claims none --no-plots\" /dev/null > $T/r5.tty"
+  check "... tensor 1 of 2, then 2 of 2" "grep -q 'qscope report: tensor 1 of 2: g' $T/r5.tty && grep -q 'qscope report: tensor 2 of 2: h' $T/r5.tty"
+fi

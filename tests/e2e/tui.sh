@@ -99,6 +99,9 @@ keys g
 keys j Enter
 wait_for "analyzed demo:gaussian-w" || echo "# analysis did not finish"
 golden formats
+check "the Formats cursor starts on the best block format at <= 4.5 bits (not bf16, which has no blocks)" \
+  'screen | grep -q "^>hif4 "'
+keys g                               # the cursor stays where the user puts it
 # the workbench stores what `qscope analyze --blocks` stores: the CLI reuses all 12 results
 "$QS" analyze demo:gaussian-w --blocks --json \
   -f bf16,fp8_e4m3,fp8_e5m2,hif8,mxfp8_e4m3,mxfp6_e2m3,mxfp4,nvfp4,hif4,m2xfp4,int8:gran=row,int4:block=32 >"$T/an.json" 2>/dev/null
@@ -121,7 +124,7 @@ check "value histogram of nvfp4: Q(x) and the grid of one block, as qscope plot 
   'wait_for "Q\(x\) under nvfp4" && screen | grep -q "nvfp4 values (block absmax"'
 for _ in $(seq $nj); do keys k; done
 keys 2
-keys j j j j j j
+keys g j j j j j j
 keys Enter
 wait_for "blocks of 32"
 golden blocks-mxfp4
@@ -189,6 +192,7 @@ keys f
 wait_for "formats to compare"
 golden choose-formats
 keys c j Space j j j j j j j j j j j j j j j Space Enter   # clear, then bf16 and mxint8
+keys g
 wait_for "^>bf16"
 golden formats-two
 keys j o
@@ -230,16 +234,44 @@ for _ in $(seq 50); do [ -s "$T/exit" ] && break; sleep 0.1; done
 check "Q quits with exit status 0" '[ "$(cat "$T/exit" 2>/dev/null)" = 0 ]'
 check "the terminal is restored (alternate screen off)" '[ "$(TM display -p -t w "#{alternate_on}")" = 0 ]'
 
-# ---- a common 80 x 24 terminal: Formats and the inspector still fit (columns drop, metadata wraps)
+# ---- a common 80 x 24 terminal is first class: every view fits (columns drop, names are cut in the
+# middle, the legend stays off the data, hint bar and status line abbreviate by rule)
 COLS=80 ROWS=24 start NO_COLOR=1
+golden tensors-80x24
 keys / gaussian-w Enter Enter
 wait_for "^>bf16 +16\.000"
 golden formats-80x24
-keys j j j j j j j Enter
-wait_for "blocks of 16"
+keys Enter                           # the natural path: Enter, Enter, Enter lands in a block
+check "Enter from Formats shows the blocks of the best format" 'wait_for "blocks of 64"'
+golden blocks-80x24
 keys Enter
 golden inspector-80x24
-check "the re-encoded block has the stored block RMSE (nvfp4)" 'same_rmse inspector-80x24'
+check "the re-encoded block has the stored block RMSE (hif4)" 'same_rmse inspector-80x24'
+keys 3
+wait_for "relative error"
+golden histogram-80x24
+keys 5
+wait_for "bf16-vs-fp8"
+golden rl-80x24
+keys 6
+golden kernels-80x24
+keys '?'
+golden help-80x24
+check "the hint bar of every 80-column screen fits whole: it still ends in its help key" \
+  '(for f in "$T"/*-80x24.txt; do tail -n 1 "$f" | grep -Eq "\\? help|q close" || exit 1; done)'
+keys Q
+
+# ---- a large terminal, 120 x 40
+COLS=120 ROWS=40 start NO_COLOR=1
+golden tensors-120x40
+keys Enter
+wait_for "analyzed demo:gaussian-1d|stored"
+golden formats-120x40
+keys 5
+wait_for "bf16-vs-fp8"
+golden rl-120x40
+keys 6
+golden kernels-120x40
 keys Q
 
 # ---- TERM=vt100: ASCII glyphs, no colour
@@ -247,7 +279,7 @@ start TERM=vt100
 golden vt100-tensors
 keys j Enter
 wait_for "analyzed demo:gaussian-1d" || echo "# analysis did not finish"
-keys j j j j j j Enter
+keys g j j j j j j Enter
 wait_for "blocks of 32"
 golden vt100-blocks
 keys Enter
@@ -325,5 +357,5 @@ check "the message says a terminal is needed" 'grep -q "needs a terminal" "$T/er
 fails "an unknown format in --formats is a usage error" 2 "$QS" tui --formats mxfp4,nope
 check "which names the format" 'grep -q "unknown format .nope." "$T/err"'
 fails "an unknown option is a usage error" 2 "$QS" tui --bogus
-ok "qscope without a command and without a terminal prints the summary" "$QS" info
+ok "info prints the database summary" "$QS" info
 echo "1..$_n"

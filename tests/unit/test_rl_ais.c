@@ -109,6 +109,47 @@ static void test_hand_values(void **state)
     NEAR(w[0], 0.75 + 0.25 * 1.5); NEAR(w[1], 0.75 + 0.25 * 1.5); NEAR(w[2], 0.75 + 0.25 * 0.5);
 }
 
+/* Long sequences: 48 tokens of δ = 40/48 and of δ = 0.5 give Δ = 40 and 24, both beyond the ±20
+** safety bound.  The ESS is shift-invariant, so it must see e^40 and e^24 (≈ 1/2), not two equal
+** clamped ρ (exactly 1, which took Vamp's penalty away).  Token level likewise with δ = 30, 25. */
+static void test_ess_unclamped(void **state)
+{
+    (void)state;
+    enum { T = 48 };
+    int64_t seq[2 * T];
+    double lr[2 * T], lt[2 * T];
+    for (int k = 0; k < 2 * T; k++) {
+        seq[k] = k / T;
+        lr[k] = -1;
+        lt[k] = -1 + (k < T ? 40.0 / T : 0.5);
+    }
+    qs_ais_opts o;
+    qs_ais_opts_default(&o);
+    qs_ais_batch b = {1, 2 * T, seq, lr, lt, NULL, NULL, NULL, NULL, NULL};
+    qs_ais_row r;
+    qs_err e = {{0}};
+    assert_int_equal(qs_ais_step(&o, &b, &r, &e), 0);
+    const double *v = r.v;
+    double q = exp(-16.0), ess = (1 + q) * (1 + q) / (2 * (1 + q * q));
+    NEAR(v[QS_AIS_F_ess_seq], ess);
+    assert_true(v[QS_AIS_F_ess_seq] < 0.51);
+    NEAR(v[QS_AIS_F_ais_vamp], 1 - ess);
+    double R = v[QS_AIS_F_ais_R], S = v[QS_AIS_F_ais_S];
+    NEAR(v[QS_AIS_F_ais_lambda_raw], S * R * (1 - 0.5 * (1 - ess)));
+    NEAR(v[QS_AIS_F_rho_max], exp(20.0));            /* the weights themselves stay clamped */
+    /* token level: δ = 30 and 25, both clamped to 20 before the fix */
+    int64_t s2[2] = {0, 1};
+    double r2[2] = {-40, -30}, t2[2] = {-10, -5};
+    qs_ais_batch b2 = {2, 2, s2, r2, t2, NULL, NULL, NULL, NULL, NULL};
+    assert_int_equal(qs_ais_step(&o, &b2, &r, &e), 0);
+    double p = exp(-5.0), et = (1 + p) * (1 + p) / (2 * (1 + p * p));
+    NEAR(v[QS_AIS_F_ess_tok], et);
+    NEAR(v[QS_AIS_F_cv_w], (1 - p) / (1 + p));      /* two points: std/mean = |a − b| / (a + b) */
+    NEAR(v[QS_AIS_F_ess_tok], 1 / (1 + v[QS_AIS_F_cv_w] * v[QS_AIS_F_cv_w]));
+    NEAR(v[QS_AIS_F_w_max], exp(20.0));
+    NEAR(v[QS_AIS_F_ess_seq], et);
+}
+
 static void test_mask(void **state)
 {
     (void)state;
@@ -323,6 +364,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hand_values),
+        cmocka_unit_test(test_ess_unclamped),
         cmocka_unit_test(test_mask),
         cmocka_unit_test(test_onpolicy_and_identity),
         cmocka_unit_test(test_lambda_ema),

@@ -72,12 +72,67 @@ static void test_dispatch(void **state)
     for (int v = 0; v < TV_COUNT; v++) assert_non_null(tui_hint_bar((tui_view_id)v));
 }
 
+/* The hint bar fits any width by a rule: keys stay, descriptions are cut to one length, then entries
+** go from the end with "? help" kept; nothing is cut mid-key and the result never exceeds the width. */
+static void test_hints_fit(void **state)
+{
+    (void)state;
+    char out[300];
+    const char *bar = "Enter blocks  Tab histogram  s/S sort  f formats  o options  r recompute  h back  ? help";
+    tui_fit_hints(bar, 200, out, sizeof out);
+    assert_string_equal(out, bar);
+    tui_fit_hints(bar, 79, out, sizeof out);
+    assert_true(strlen(out) <= 79);
+    assert_string_equal(out, "Enter block  Tab histo  s/S sort  f forma  o optio  r recom  h back  ? help");
+    tui_fit_hints(bar, 40, out, sizeof out);
+    assert_true(strlen(out) <= 40 && strstr(out, "? help") && strncmp(out, "Enter blo", 9) == 0);
+    for (int v = 0; v < TV_COUNT; v++)
+        for (int w = 20; w <= 120; w++) {
+            tui_fit_hints(tui_hint_bar((tui_view_id)v), w, out, sizeof out);
+            assert_true((int)strlen(out) <= w);
+        }
+}
+
+static size_t nonspace(char **L, int n)
+{
+    size_t k = 0;
+    for (int i = 0; i < n; i++)
+        for (const char *p = L[i]; *p; p++) k += *p != ' ';
+    return k;
+}
+
+/* The help wraps to the screen: no line wider than asked, no word lost, unchanged when it fits. */
+static void test_help_wraps(void **state)
+{
+    (void)state;
+    char **A, **B;
+    int na = tui_help_lines(&A);
+    size_t all = nonspace(A, na), longest = 0;
+    for (int i = 0; i < na; i++) if (strlen(A[i]) > longest) longest = strlen(A[i]);
+    for (int w = 40; w <= 140; w += 7) {
+        int nb = tui_help_lines_w(w, &B);
+        assert_true(nb >= na || (size_t)w < longest);
+        for (int i = 0; i < nb; i++) assert_true((int)strlen(B[i]) <= w);   /* the help text is ASCII */
+        assert_int_equal(nonspace(B, nb), all);
+        if ((size_t)w >= longest) {
+            assert_int_equal(nb, na);
+            for (int i = 0; i < nb; i++) assert_string_equal(A[i], B[i]);
+        }
+        for (int i = 0; i < nb; i++) free(B[i]);
+        free(B);
+    }
+    for (int i = 0; i < na; i++) free(A[i]);
+    free(A);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_no_duplicate_keys),
         cmocka_unit_test(test_every_action_bound_and_documented),
         cmocka_unit_test(test_dispatch),
+        cmocka_unit_test(test_hints_fit),
+        cmocka_unit_test(test_help_wraps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
