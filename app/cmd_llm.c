@@ -945,7 +945,7 @@ static int cmd_tokenize(qs_cli *cli, int argc, char **argv)
 
 int qs_cmd_llm(qs_cli *cli, int argc, char **argv)
 {
-    if (argc < 2) return qs_cli_usage("llm", "choose a subcommand: score, capture, generate, logits, bench, tokenize");
+    if (argc < 2) return qs_cli_usage("llm", "choose a subcommand: score, capture, generate, logits, bench, tokenize, eval");
     const char *sub = argv[1];
     if (!strcmp(sub, "score")) return cmd_score(cli, argc - 1, argv + 1);
     if (!strcmp(sub, "capture")) return cmd_capture(cli, argc - 1, argv + 1);
@@ -953,5 +953,6 @@ int qs_cmd_llm(qs_cli *cli, int argc, char **argv)
     if (!strcmp(sub, "logits")) return cmd_logits(cli, argc - 1, argv + 1);
     if (!strcmp(sub, "bench")) return cmd_bench(cli, argc - 1, argv + 1);
     if (!strcmp(sub, "tokenize")) return cmd_tokenize(cli, argc - 1, argv + 1);
-    return qs_cli_usage("llm", "unknown subcommand '%s' (score, capture, generate, logits, bench, tokenize)", sub);
+    if (!strcmp(sub, "eval")) return qs_cmd_llm_eval(cli, argc - 1, argv + 1);
+    return qs_cli_usage("llm", "unknown subcommand '%s' (score, capture, generate, logits, bench, tokenize, eval)", sub);
 }

@@ -360,6 +360,7 @@ int qs_llm_load_gguf_mem(const uint8_t *buf, size_t len, const char *name, qs_ll
     if ((j = json_object_get(meta, "tokenizer.ggml.eos_token_id")) && json_is_integer(j) &&
         json_integer_value(j) >= 0 && json_integer_value(j) < cfg.vocab)
         f->v.eos = (int)json_integer_value(j);
+    f->v.add_bos = json_is_true(json_object_get(meta, "tokenizer.ggml.add_bos_token"));
     const char *tm = json_string_value(json_object_get(meta, "tokenizer.ggml.model"));
     f->v.byte_level = tm && strcmp(tm, "gpt2") == 0;
     const char *pre = json_string_value(json_object_get(meta, "tokenizer.ggml.pre"));

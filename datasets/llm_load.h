@@ -23,6 +23,7 @@ typedef struct qs_llm_vocab {
     uint32_t *off;       /* [n] offset of token i in text */
     int32_t *type;       /* [n] tokenizer.ggml.token_type, or NULL (1 normal, 3 control, ...) */
     int bos, eos;        /* -1 when absent */
+    int add_bos;         /* tokenizer.ggml.add_bos_token (absent: 0) */
     int byte_level;      /* tokenizer.ggml.model == "gpt2": GPT-2 byte-to-unicode token spelling */
     char pre[32];        /* tokenizer.ggml.pre, or "" */
     /* BPE merges (tokenizer.ggml.merges, "left right" per rank) and lookup tables */
