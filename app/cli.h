@@ -81,7 +81,9 @@ int qs_cmd_analyze(qs_cli *, int, char **);
 int qs_cmd_report(qs_cli *, int, char **);
 int qs_cmd_claims(qs_cli *, int, char **);
 int qs_cmd_llm(qs_cli *, int, char **);
-int qs_cmd_llm_eval(qs_cli *, int, char **);   /* `llm eval`, app/cmd_llm_eval.c */
+int qs_cmd_llm_eval(qs_cli *, int, char **);
+/* Re-execute with a working OpenBLAS core when it fell back to Prescott on an AVX2 CPU (app/blas_core.c). */
+void qs_blas_core_fix(char **argv);   /* `llm eval`, app/cmd_llm_eval.c */
 int qs_cmd_tui(qs_cli *, int, char **);
 
 /* Print a value the way `quant` does: %.9g, and nan / inf / -inf. */

@@ -411,6 +411,7 @@ static int help_command(const char *name)
 
 int main(int argc, char **argv)
 {
+    qs_blas_core_fix(argv);
     qs_cli cli = {0};
     cli.argc = argc;
     cli.argv = argv;

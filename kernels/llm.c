@@ -137,6 +137,7 @@ struct qs_llm_state {
     float *kc, *vc;                 /* [layer][batch][max_pos][kv_dim] */
     float *x, *xn, *q, *k, *v, *att, *h1, *h2, *sc, *tmp;
     float *rcos, *rsin;             /* [max_pos][head_dim/2] */
+    float *sg;                      /* [ATT_TILE][max_pos] attention scores, allocated on first prefill */
 };
 
 qs_llm_state *qs_llm_state_new(const qs_llm_cfg *c, int batch, int max_pos, int max_rows, qs_err *e)
@@ -189,7 +190,7 @@ void qs_llm_state_free(qs_llm_state *s)
 {
     if (!s) return;
     free(s->kc); free(s->vc); free(s->x); free(s->xn); free(s->q); free(s->k); free(s->v);
-    free(s->att); free(s->h1); free(s->h2); free(s->sc); free(s->tmp); free(s->rcos); free(s->rsin);
+    free(s->att); free(s->h1); free(s->h2); free(s->sc); free(s->tmp); free(s->rcos); free(s->rsin); free(s->sg);
     free(s);
 }
 
@@ -336,6 +337,50 @@ static void rope(float *v, int nheads, int hd, const float *cs, const float *sn)
     }
 }
 
+/* Prefill attention on SGEMM tiles: for each sequence, query head and tile of ATT_TILE query rows,
+** S = Q_tile K^T over the keys the tile can see (one sgemm), causal mask and max-subtracted softmax
+** per row, O_tile = P V (one sgemm).  Masked entries are exact zeros in P, so the result equals the
+** row-by-row loop up to the summation order. */
+#define ATT_GEMM_MIN 8
+#define ATT_TILE 128
+static int attend_gemm(qs_llm_state *s, int l, int B, int T, int pos0, int grp, float scale, qs_err *e)
+{
+    const qs_llm_cfg *c = &s->c;
+    const int d = c->dim, hd = c->head_dim, kvd = c->n_kv_head * hd;
+    if (!s->sg) {
+        s->sg = malloc((size_t)ATT_TILE * s->max_pos * sizeof(float));
+        if (!s->sg) return qs_fail(e, "out of memory for attention scores (%d positions)", s->max_pos);
+    }
+    size_t lbase = (size_t)l * s->batch * s->max_pos * kvd;
+    for (int b = 0; b < B; b++) {
+        const float *kb = s->kc + lbase + (size_t)b * s->max_pos * kvd;
+        const float *vb = s->vc + lbase + (size_t)b * s->max_pos * kvd;
+        for (int h = 0; h < c->n_head; h++) {
+            const int kh = h / grp;
+            for (int t0 = 0; t0 < T; t0 += ATT_TILE) {
+                const int nt = T - t0 < ATT_TILE ? T - t0 : ATT_TILE, n = pos0 + t0 + nt;   /* keys seen by the tile */
+                const float *q = s->q + ((size_t)b * T + t0) * d + (size_t)h * hd;
+                float *S = s->sg;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nt, n, hd, scale, q, d, kb + (size_t)kh * hd, kvd, 0.0f, S, n);
+                for (int i = 0; i < nt; i++) {
+                    float *row = S + (size_t)i * n;
+                    const int nv = pos0 + t0 + i + 1;
+                    float mx = -INFINITY;
+                    for (int j = 0; j < nv; j++) if (row[j] > mx) mx = row[j];
+                    double sum = 0;
+                    for (int j = 0; j < nv; j++) { row[j] = expf(row[j] - mx); sum += row[j]; }
+                    const float inv = (float)(1.0 / sum);
+                    for (int j = 0; j < nv; j++) row[j] *= inv;
+                    for (int j = nv; j < n; j++) row[j] = 0;
+                }
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nt, hd, n, 1.0f, S, n, vb + (size_t)kh * hd, kvd, 0.0f,
+                            s->att + ((size_t)b * T + t0) * d + (size_t)h * hd, d);
+            }
+        }
+    }
+    return 0;
+}
+
 int qs_llm_forward(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_state *s, const int32_t *tok,
                    int B, int T, int pos0, float *hidden, qs_llm_tap_fn tap, void *tap_ctx, qs_err *e)
 {
@@ -384,6 +429,9 @@ int qs_llm_forward(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_stat
             }
         if (tap) { tap(tap_ctx, l, QS_SITE_K, s->k, R, kvd); tap(tap_ctx, l, QS_SITE_V, s->v, R, kvd); }
         /* causal attention over the cache (all K/V of this call are in the cache now) */
+        if (T >= ATT_GEMM_MIN) {
+            if (attend_gemm(s, l, B, T, pos0, grp, scale, e)) return -1;
+        } else
         for (int b = 0; b < B; b++)
             for (int t = 0; t < T; t++) {
                 int r = b * T + t, n = pos0 + t + 1;
