@@ -2,6 +2,7 @@
 ** Llama forward pass in FP32 with simulated low-precision numerics (see llm.h).
 */
 #include "llm.h"
+#include "cast_scale.h"
 #include "simd.h"
 
 #include <cblas.h>
@@ -105,7 +106,7 @@ static int mem_write(void *ctx, uint64_t start, size_t n, const float *y, qs_err
 
 static int quant_matrix(const qs_apply *w, int scaled, float *p, size_t rows, size_t cols, qs_err *e)
 {
-    if (scaled && w->f->block == 1 && w->f->meta_bytes == 0) {   /* per-output-channel scaled cast */
+    if (scaled && qs_cast_scale_target(w->f) > 0) {   /* per-output-channel scaled cast */
         for (size_t r = 0; r < rows; r++)
             if (qs_llm_fakeq_row(w, 1, p + r * cols, (int)cols, p + r * cols, e)) return -1;
         return 0;
@@ -210,17 +211,8 @@ int qs_llm_fakeq_row(const qs_apply *a, int scaled, const float *x, int n, float
 {
     qs_qopts o = a->o;
     if (a->gran != QS_GRAN_BLOCK) o.block = n;
-    if (!scaled || a->f->block != 1 || a->f->meta_bytes != 0 || !(a->f->max_finite < 1e30))
-        return a->f->fakeq(a->f, &o, x, (size_t)n, y, e);
-    /* plain cast with one FP32 scale per run: absmax -> the format's largest finite value */
-    float amax = 0;
-    for (int i = 0; i < n; i++) { float v = fabsf(x[i]); if (v > amax && v != INFINITY) amax = v; }
-    if (!(amax > 0)) return a->f->fakeq(a->f, &o, x, (size_t)n, y, e);
-    float s = (float)(a->f->max_finite / amax), inv = amax / (float)a->f->max_finite;
-    for (int i = 0; i < n; i++) y[i] = x[i] * s;
-    if (a->f->fakeq(a->f, &o, y, (size_t)n, y, e)) return -1;
-    for (int i = 0; i < n; i++) y[i] *= inv;
-    return 0;
+    if (!scaled) return a->f->fakeq(a->f, &o, x, (size_t)n, y, e);
+    return qs_cast_scaled(a->f, &o, x, (size_t)n, y, e);   /* the scaling default of kernels/cast_scale.h */
 }
 #define fakeq_row(a, x, n, y, e) qs_llm_fakeq_row((a), scaled, (x), (n), (y), (e))
 
