@@ -97,7 +97,7 @@ static int parse_config(const char *spec, eval_cfg *c)
 }
 
 typedef struct eval_opts {
-    const char *model, *text;
+    const char *model, *text, *save_ids;
     int ctx, chunks, score_all, json, force, scaled;
     eval_cfg cfg[MAX_CFG];
     int ncfg;
@@ -117,7 +117,8 @@ static int parse_opts(int argc, char **argv, eval_opts *o)
     static const struct option lo[] = {
         {"model", required_argument, 0, 'm'}, {"text", required_argument, 0, 't'}, {"ctx", required_argument, 0, 'c'},
         {"chunks", required_argument, 0, 'k'}, {"config", required_argument, 0, 'C'}, {"score", required_argument, 0, 's'},
-        {"json", no_argument, 0, 'j'}, {"force", no_argument, 0, 'F'}, {"unscaled-casts", no_argument, 0, 'u'}, {0, 0, 0, 0}};
+        {"json", no_argument, 0, 'j'}, {"force", no_argument, 0, 'F'}, {"unscaled-casts", no_argument, 0, 'u'},
+        {"save-ids", required_argument, 0, 'I'}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->ctx = 512;
     o->scaled = 1;
@@ -143,6 +144,7 @@ static int parse_opts(int argc, char **argv, eval_opts *o)
         case 'j': o->json = 1; break;
         case 'F': o->force = 1; break;
         case 'u': o->scaled = 0; break;
+        case 'I': o->save_ids = optarg; break;
         case ':': return qs_cli_usage(CMD, "option %s needs a value", argv[optind - 1]);
         default: return qs_cli_usage(CMD, "unknown option '%s'", argv[optind - 1]);
         }
@@ -345,6 +347,13 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
     if (!ids) { rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); goto done; }
     int ntok = qs_llm_tokenize(&f.v, text, tlen, ids, (int)(tlen + 1 > (size_t)1 << 30 ? (size_t)1 << 30 : tlen + 1), &e);
     if (ntok < 0) { qs_err_prefix(&e, o->text); rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
+    if (o->save_ids) {   /* the text's ids, comma-separated: for cross-checks with other tools */
+        FILE *fo = fopen(o->save_ids, "w");
+        if (!fo) { rc = qs_cli_error(QS_EXIT_ERR, "%s: cannot write", o->save_ids); goto done; }
+        for (int i = 0; i < ntok; i++) fprintf(fo, "%s%d", i ? "," : "", ids[i]);
+        fputc('\n', fo);
+        if (fclose(fo)) { rc = qs_cli_error(QS_EXIT_ERR, "%s: write error", o->save_ids); goto done; }
+    }
     /* llama.cpp wants two chunks for the second-half convention; all positions need one */
     int need = o->score_all ? o->ctx : 2 * o->ctx;
     if (ntok < need) {
