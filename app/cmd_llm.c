@@ -19,6 +19,7 @@
 #include "importer.h"
 #include "quant_opts.h"
 #include "../datasets/llm_load.h"
+#include "../analysis/llm_eval.h"
 #include "../kernels/llm.h"
 #include "../kernels/qs_version.h"
 #include "../store/npy_write.h"
@@ -48,6 +49,7 @@ typedef struct llm_opts {
     int all_sites;                        /* capture --sites all */
     unsigned long long seed;
     int json;
+    int eval_ctx, eval_chunks;            /* bench: the llm eval case */
 } llm_opts;
 
 static int parse_fmt(const char *cmd, const char *spec, qs_apply *out, int *has)
@@ -85,13 +87,16 @@ static int parse_opts(const char *cmd, int argc, char **argv, llm_opts *o)
         {"prompt-ids", required_argument, 0, 'i'}, {"out", required_argument, 0, 'o'},
         {"json", no_argument, 0, 'j'}, {"reps", required_argument, 0, 'R'},
         {"prompt", required_argument, 0, 'T'}, {"chat", no_argument, 0, 'C'},
-        {"task", required_argument, 0, 'A'}, {"sites", required_argument, 0, 'S'}, {0, 0, 0, 0}};
+        {"task", required_argument, 0, 'A'}, {"sites", required_argument, 0, 'S'},
+        {"eval-ctx", required_argument, 0, 'E'}, {"eval-chunks", required_argument, 0, 'G'}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->scaled = 1;
     o->tokens = 64;
     o->seqs = 4;
     o->prompts = 2;
     o->reps = 3;
+    o->eval_ctx = 512;
+    o->eval_chunks = 2;
     o->wspec = o->aspec = o->kvspec = "fp32";
     optind = 1;
     opterr = 0;
@@ -131,6 +136,8 @@ static int parse_opts(const char *cmd, int argc, char **argv, llm_opts *o)
             break;
         case 'j': o->json = 1; break;
         case 'R': if (parse_int(cmd, "--reps", optarg, 1, 100, &o->reps)) return QS_EXIT_USAGE; break;
+        case 'E': if (parse_int(cmd, "--eval-ctx", optarg, 0, 1 << 16, &o->eval_ctx)) return QS_EXIT_USAGE; break;
+        case 'G': if (parse_int(cmd, "--eval-chunks", optarg, 1, 1000, &o->eval_chunks)) return QS_EXIT_USAGE; break;
         case ':': return qs_cli_usage(cmd, "option %s needs a value", argv[optind - 1]);
         default: return qs_cli_usage(cmd, "unknown option '%s'", argv[optind - 1]);
         }
@@ -914,6 +921,16 @@ static int cmd_bench(qs_cli *cli, int argc, char **argv)
         if (pass) snprintf(lab, sizeof lab, "w=%s a=%s kv=%s%s", o.wspec, o.aspec, o.kvspec, o.resq ? " +resq" : "");
         else snprintf(lab, sizeof lab, "reference fp32");
         printf("%-44s %14.1f %14.1f\n", lab, best_s, best_c);
+    }
+    if (o.eval_ctx > 0) {   /* the llm eval case: reference + this run's numerics, chunks of eval_ctx */
+        if (o.eval_ctx > f.m.c.ctx) { rc = qs_cli_usage("llm bench", "--eval-ctx %d exceeds the model context %d", o.eval_ctx, f.m.c.ctx); goto out; }
+        qs_eval_variant var = {&roll, nx};
+        char lab[160];
+        snprintf(lab, sizeof lab, "w=%s a=%s kv=%s%s", o.wspec, o.aspec, o.kvspec, o.resq ? " +resq" : "");
+        if (qs_llm_eval_bench(&f.m, (o.has_w || o.has_a || o.has_kv) ? &var : NULL, lab, o.eval_ctx, o.eval_chunks, &e)) {
+            rc = qs_cli_err(QS_EXIT_ERR, &e);
+            goto out;
+        }
     }
 out:
     free(lp); free(en);

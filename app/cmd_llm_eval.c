@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <cblas.h>
 #include <xxhash.h>
 
 #include "cli.h"
@@ -503,5 +504,58 @@ done:
     free(ids);
     free(text);
     free(o);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- bench case */
+
+/* Best-of-5 OpenBLAS SGEMM rate (GFLOP/s) of the model's dominant product at ctx rows:
+** x[ctx][dim] . W_up[ffn][dim]^T, with the library's default threads (both cores). */
+static double sgemm_rate(const qs_llm_model *m, int rows)
+{
+    const int K = m->c.dim, N = m->c.ffn;
+    float *x = malloc((size_t)rows * K * sizeof(float)), *y = malloc((size_t)rows * N * sizeof(float));
+    if (!x || !y) { free(x); free(y); return 0; }
+    for (size_t i = 0; i < (size_t)rows * K; i++) x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+    double best = 1e30;
+    for (int r = 0; r < 6; r++) {
+        double t0 = now_s();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, N, K, 1.0f, x, K, m->L[0].w_up, K, 0.0f, y, N);
+        double t = now_s() - t0;
+        if (r && t < best) best = t;   /* the first call warms up */
+    }
+    free(x); free(y);
+    return 2.0 * rows * N * K / best * 1e-9;
+}
+
+int qs_llm_eval_bench(const qs_llm_model *ref, const qs_eval_variant *cfg, const char *label, int ctx, int chunks, qs_err *e)
+{
+    const size_t n = (size_t)ctx * chunks;
+    int32_t *ids = malloc(n * sizeof(int32_t));
+    if (!ids) return qs_fail(e, "out of memory");
+    uint64_t s = 1;
+    for (size_t i = 0; i < n; i++) { s = s * 6364136223846793005ull + 1442695040888963407ull; ids[i] = (int32_t)((s >> 33) % ref->c.vocab); }
+    const double params = (double)ref->arena_len, sg = sgemm_rate(ref, ctx);
+    printf("\nllm eval case: ctx %d, %d chunks of synthetic ids, second-half scoring; FLOPs = 2 x %.4g parameters per "
+           "token; OpenBLAS SGEMM %dx%dx%d: %.1f GFLOP/s\n", ctx, chunks, params, ctx, ref->c.ffn, ref->c.dim, sg);
+    printf("%-44s %12s %10s %10s\n", "variants (each over every chunk)", "tokens/s", "GFLOP/s", "% SGEMM");
+    int rc = 0;
+    for (int pass = 0; pass < (cfg ? 2 : 1) && !rc; pass++) {
+        qs_eval_setup su = {ctx, chunks, 0, -1};
+        qs_eval_out out;
+        int want = 1;
+        double t0 = now_s();
+        if (qs_llm_eval_run(ref, pass ? cfg : NULL, &want, pass, ids, n, &su, NULL, NULL, &out, e)) { rc = -1; break; }
+        for (int v = 0; v < out.nvar && !rc; v++) {
+            qs_eval_summary sm;
+            rc = qs_eval_summarize(&out.var[0], v ? &out.var[v] : NULL, out.n, &sm, e);
+        }
+        double t = now_s() - t0, tps = (double)(pass + 1) * n / t, gf = tps * 2 * params * 1e-9;
+        qs_eval_out_free(&out);
+        char lab[200];
+        snprintf(lab, sizeof lab, pass ? "reference + %s" : "reference fp32", label);
+        if (!rc) printf("%-44s %12.1f %10.1f %9.0f%%\n", lab, tps, gf, sg > 0 ? 100 * gf / sg : 0);
+    }
+    free(ids);
     return rc;
 }
