@@ -207,7 +207,7 @@ static json_t *numerics_json(const eval_cfg *c, int scaled)
                      c->resq == QS_RESQ_DENSE ? "dense" : c->resq == QS_RESQ_24 ? "2:4" : "none", "scaled_casts", scaled);
 }
 
-static const char *const kQname[11] = {"min", "p0.1", "p1", "p5", "p10", "median", "p90", "p95", "p99", "p99.9", "max"};
+static const char *const kQname[11] = {"min", "p0_1", "p1", "p5", "p10", "median", "p90", "p95", "p99", "p99_9", "max"};
 
 static json_t *hist_json(const qs_klhist *h)
 {
