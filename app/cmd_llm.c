@@ -95,7 +95,7 @@ static int parse_opts(const char *cmd, int argc, char **argv, llm_opts *o)
     o->seqs = 4;
     o->prompts = 2;
     o->reps = 3;
-    o->eval_ctx = 512;
+    o->eval_ctx = -1;   /* 512, or the model context if shorter */
     o->eval_chunks = 2;
     o->wspec = o->aspec = o->kvspec = "fp32";
     optind = 1;
@@ -922,6 +922,7 @@ static int cmd_bench(qs_cli *cli, int argc, char **argv)
         else snprintf(lab, sizeof lab, "reference fp32");
         printf("%-44s %14.1f %14.1f\n", lab, best_s, best_c);
     }
+    if (o.eval_ctx < 0) o.eval_ctx = f.m.c.ctx < 512 ? f.m.c.ctx : 512;
     if (o.eval_ctx > 0) {   /* the llm eval case: reference + this run's numerics, chunks of eval_ctx */
         if (o.eval_ctx > f.m.c.ctx) { rc = qs_cli_usage("llm bench", "--eval-ctx %d exceeds the model context %d", o.eval_ctx, f.m.c.ctx); goto out; }
         qs_eval_variant var = {&roll, nx};

@@ -68,6 +68,11 @@ else
   echo "ok $((_n += 1)) - # SKIP numpy unavailable for tests/llm/torch_ref.py"
 fi
 
+# --- the bench case (a measurement, not timed here: only its shape)
+ok "llm bench reports the eval case" "$QS" llm bench --model "$TINY" --act-format mxfp4 --tokens 8 --seqs 1 --reps 1 --eval-ctx 32 --eval-chunks 2
+check "eval case: tokens/s and % of SGEMM for the reference and the config" \
+  'grep -q "llm eval case: ctx 32, 2 chunks" "$T/out" && grep -Eq "^reference fp32 +[0-9.]+ +[0-9.]+ +[0-9]+%" "$T/out" && grep -q "^reference + w=fp32 a=mxfp4" "$T/out"'
+
 # --- errors: one line, database unchanged
 before=$(dbdump)
 fails "text too short" 2 "$QS" llm eval --model "$TINY" --text "$T/short.txt" --ctx 64
