@@ -2,15 +2,26 @@
 ** Llama forward pass in FP32 with simulated low-precision numerics (see llm.h).
 */
 #include "llm.h"
+#include "attn_internal.h"
 #include "cast_scale.h"
+#include "llm_rows.h"
 #include "simd.h"
 
 #include <cblas.h>
 #include <immintrin.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Threads for the row-parallel parts of a prefill (attention tiles, activation rounding): as many as
+** OpenBLAS uses (the cores), since they run between the matrix products. */
+static int qs_llm_threads(void)
+{
+    int n = openblas_get_num_threads();
+    return n < 1 ? 1 : n > 64 ? 64 : n;
+}
 
 static const char *const kSite[] = {"attn_in", "attn_out", "ffn_in", "ffn_down_in", "k", "v", "resid"};
 const char *qs_llm_site_name(qs_llm_site s) { return (unsigned)s < QS_SITE_COUNT ? kSite[s] : "?"; }
@@ -138,7 +149,6 @@ struct qs_llm_state {
     float *kc, *vc;                 /* [layer][batch][max_pos][kv_dim] */
     float *x, *xn, *q, *k, *v, *att, *h1, *h2, *sc, *tmp;
     float *rcos, *rsin;             /* [max_pos][head_dim/2] */
-    float *sg;                      /* [ATT_TILE][max_pos] attention scores, allocated on first prefill */
 };
 
 qs_llm_state *qs_llm_state_new(const qs_llm_cfg *c, int batch, int max_pos, int max_rows, qs_err *e)
@@ -191,7 +201,7 @@ void qs_llm_state_free(qs_llm_state *s)
 {
     if (!s) return;
     free(s->kc); free(s->vc); free(s->x); free(s->xn); free(s->q); free(s->k); free(s->v);
-    free(s->att); free(s->h1); free(s->h2); free(s->sc); free(s->tmp); free(s->rcos); free(s->rsin); free(s->sg);
+    free(s->att); free(s->h1); free(s->h2); free(s->sc); free(s->tmp); free(s->rcos); free(s->rsin);
     free(s);
 }
 
@@ -236,6 +246,38 @@ static int round_rows(const qs_apply *a, int scaled, qs_llm_resq resq, float *x,
         }
         for (int j = 0; j < cols; j++) row[j] = q[j] + rq[j];
     }
+    return 0;
+}
+
+/* The same over many rows: blocks of rows on the task pool (rows are independent). */
+typedef struct rr_job {
+    const qs_apply *a;
+    int scaled, rows, cols;
+    qs_llm_resq resq;
+    float *x;
+    atomic_int fail;
+    qs_err err;
+} rr_job;
+#define RR_BLOCK 16
+
+static void rr_task(void *ctx, size_t task, void *scratch)
+{
+    rr_job *j = ctx;
+    int r0 = (int)task * RR_BLOCK, n = j->rows - r0 < RR_BLOCK ? j->rows - r0 : RR_BLOCK;
+    qs_err e = {{0}};
+    if (round_rows(j->a, j->scaled, j->resq, j->x + (size_t)r0 * j->cols, n, j->cols, scratch, &e) &&
+        atomic_exchange(&j->fail, 1) == 0)
+        j->err = e;
+}
+
+static int round_rows_par(const qs_apply *a, int scaled, qs_llm_resq resq, float *x, int rows, int cols, float *tmp, qs_err *e)
+{
+    if (rows < 4 * RR_BLOCK || qs_llm_threads() < 2) return round_rows(a, scaled, resq, x, rows, cols, tmp, e);
+    rr_job j = {a, scaled, rows, cols, resq, x, 0, {{0}}};
+    atomic_init(&j.fail, 0);
+    if (qs_attn_pool(qs_llm_threads(), (size_t)(rows + RR_BLOCK - 1) / RR_BLOCK, 3 * (size_t)cols * sizeof(float), rr_task, &j, e))
+        return -1;
+    if (atomic_load(&j.fail)) { *e = j.err; return -1; }
     return 0;
 }
 
@@ -330,47 +372,46 @@ static void rope(float *v, int nheads, int hd, const float *cs, const float *sn)
 }
 
 /* Prefill attention on SGEMM tiles: for each sequence, query head and tile of ATT_TILE query rows,
-** S = Q_tile K^T over the keys the tile can see (one sgemm), causal mask and max-subtracted softmax
-** per row, O_tile = P V (one sgemm).  Masked entries are exact zeros in P, so the result equals the
-** row-by-row loop up to the summation order. */
+** S = Q_tile K^T / sqrt(hd) over the keys the tile can see (one sgemm), causal mask and max-subtracted
+** softmax per row (llm_rows.h, vectorised), O_tile = P V (one sgemm).  Masked entries are exact zeros in P.
+** Tasks (sequence, head, tile) write disjoint parts of the output and run on the attention task pool
+** (one thread per core, OpenBLAS single-threaded meanwhile). */
 #define ATT_GEMM_MIN 8
 #define ATT_TILE 128
+typedef struct att_job {
+    qs_llm_state *s;
+    int l, T, pos0, grp, ntile;
+    float alpha;
+} att_job;
+
+static void att_task(void *ctx, size_t task, void *scratch)
+{
+    const att_job *j = ctx;
+    qs_llm_state *s = j->s;
+    const qs_llm_cfg *c = &s->c;
+    const int d = c->dim, hd = c->head_dim, kvd = c->n_kv_head * hd, T = j->T;
+    const int t0 = (int)(task % j->ntile) * ATT_TILE, h = (int)(task / j->ntile % c->n_head), b = (int)(task / j->ntile / c->n_head);
+    const int kh = h / j->grp, nt = T - t0 < ATT_TILE ? T - t0 : ATT_TILE, n = j->pos0 + t0 + nt;   /* keys seen by the tile */
+    const size_t lbase = (size_t)j->l * s->batch * s->max_pos * kvd;
+    const float *kb = s->kc + lbase + (size_t)b * s->max_pos * kvd, *vb = s->vc + lbase + (size_t)b * s->max_pos * kvd;
+    float *S = scratch;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nt, n, hd, j->alpha, s->q + ((size_t)b * T + t0) * d + (size_t)h * hd, d,
+                kb + (size_t)kh * hd, kvd, 0.0f, S, n);
+    for (int i = 0; i < nt; i++) {
+        float *row = S + (size_t)i * n;
+        const int nv = j->pos0 + t0 + i + 1;
+        qs_softmax_row(row, (size_t)nv);
+        memset(row + nv, 0, (size_t)(n - nv) * sizeof(float));
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nt, hd, n, 1.0f, S, n, vb + (size_t)kh * hd, kvd, 0.0f,
+                s->att + ((size_t)b * T + t0) * d + (size_t)h * hd, d);
+}
+
 static int attend_gemm(qs_llm_state *s, int l, int B, int T, int pos0, int grp, float scale, qs_err *e)
 {
-    const qs_llm_cfg *c = &s->c;
-    const int d = c->dim, hd = c->head_dim, kvd = c->n_kv_head * hd;
-    if (!s->sg) {
-        s->sg = malloc((size_t)ATT_TILE * s->max_pos * sizeof(float));
-        if (!s->sg) return qs_fail(e, "out of memory for attention scores (%d positions)", s->max_pos);
-    }
-    size_t lbase = (size_t)l * s->batch * s->max_pos * kvd;
-    for (int b = 0; b < B; b++) {
-        const float *kb = s->kc + lbase + (size_t)b * s->max_pos * kvd;
-        const float *vb = s->vc + lbase + (size_t)b * s->max_pos * kvd;
-        for (int h = 0; h < c->n_head; h++) {
-            const int kh = h / grp;
-            for (int t0 = 0; t0 < T; t0 += ATT_TILE) {
-                const int nt = T - t0 < ATT_TILE ? T - t0 : ATT_TILE, n = pos0 + t0 + nt;   /* keys seen by the tile */
-                const float *q = s->q + ((size_t)b * T + t0) * d + (size_t)h * hd;
-                float *S = s->sg;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nt, n, hd, scale, q, d, kb + (size_t)kh * hd, kvd, 0.0f, S, n);
-                for (int i = 0; i < nt; i++) {
-                    float *row = S + (size_t)i * n;
-                    const int nv = pos0 + t0 + i + 1;
-                    float mx = -INFINITY;
-                    for (int j = 0; j < nv; j++) if (row[j] > mx) mx = row[j];
-                    double sum = 0;
-                    for (int j = 0; j < nv; j++) { row[j] = expf(row[j] - mx); sum += row[j]; }
-                    const float inv = (float)(1.0 / sum);
-                    for (int j = 0; j < nv; j++) row[j] *= inv;
-                    for (int j = nv; j < n; j++) row[j] = 0;
-                }
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nt, hd, n, 1.0f, S, n, vb + (size_t)kh * hd, kvd, 0.0f,
-                            s->att + ((size_t)b * T + t0) * d + (size_t)h * hd, d);
-            }
-        }
-    }
-    return 0;
+    att_job j = {s, l, T, pos0, grp, (T + ATT_TILE - 1) / ATT_TILE, scale};
+    size_t ntasks = (size_t)B * s->c.n_head * j.ntile;
+    return qs_attn_pool(qs_llm_threads(), ntasks, (size_t)ATT_TILE * (pos0 + T) * sizeof(float), att_task, &j, e);
 }
 
 int qs_llm_forward(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_state *s, const int32_t *tok,
@@ -398,7 +439,7 @@ int qs_llm_forward(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_stat
         size_t lbase = (size_t)l * s->batch * s->max_pos * kvd;
         for (int r = 0; r < R; r++) rmsnorm(s->xn + (size_t)r * d, s->x + (size_t)r * d, L->attn_norm, d, c->eps);
         if (tap) tap(tap_ctx, l, QS_SITE_ATTN_IN, s->xn, R, d);
-        if (act && round_rows(act, scaled, resq, s->xn, R, d, s->tmp, e)) return -1;
+        if (act && round_rows_par(act, scaled, resq, s->xn, R, d, s->tmp, e)) return -1;
         linear(s->q, s->xn, L->wq, R, d, d);
         linear(s->k, s->xn, L->wk, R, d, kvd);
         linear(s->v, s->xn, L->wv, R, d, kvd);
@@ -453,13 +494,13 @@ int qs_llm_forward(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_stat
                 }
             }
         if (tap) tap(tap_ctx, l, QS_SITE_ATTN_OUT, s->att, R, d);
-        if (act && round_rows(act, scaled, resq, s->att, R, d, s->tmp, e)) return -1;
+        if (act && round_rows_par(act, scaled, resq, s->att, R, d, s->tmp, e)) return -1;
         linear(s->xn, s->att, L->wo, R, d, d);
         for (size_t i = 0; i < (size_t)R * d; i++) s->x[i] += s->xn[i];
 
         for (int r = 0; r < R; r++) rmsnorm(s->xn + (size_t)r * d, s->x + (size_t)r * d, L->ffn_norm, d, c->eps);
         if (tap) tap(tap_ctx, l, QS_SITE_FFN_IN, s->xn, R, d);
-        if (act && round_rows(act, scaled, resq, s->xn, R, d, s->tmp, e)) return -1;
+        if (act && round_rows_par(act, scaled, resq, s->xn, R, d, s->tmp, e)) return -1;
         linear(s->h1, s->xn, L->w_gate, R, d, F);
         linear(s->h2, s->xn, L->w_up, R, d, F);
         for (size_t i = 0; i < (size_t)R * F; i++) {
@@ -467,7 +508,7 @@ int qs_llm_forward(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_stat
             s->h1[i] = g / (1.0f + expf(-g)) * s->h2[i];
         }
         if (tap) tap(tap_ctx, l, QS_SITE_FFN_DOWN_IN, s->h1, R, F);
-        if (act && round_rows(act, scaled, resq, s->h1, R, F, s->tmp, e)) return -1;
+        if (act && round_rows_par(act, scaled, resq, s->h1, R, F, s->tmp, e)) return -1;
         linear(s->xn, s->h1, L->w_down, R, F, d);
         for (size_t i = 0; i < (size_t)R * d; i++) s->x[i] += s->xn[i];
         if (tap) tap(tap_ctx, l, QS_SITE_RESID, s->x, R, d);

@@ -1,0 +1,18 @@
+/*
+** Row kernels of the LLM forward pass and its evaluation: vectorised exponentials over rows of
+** logits or attention scores (AVX2/FMA when the CPU has it, chosen at run time; libm expf otherwise).
+** exp is evaluated as 2^(x·log2 e) with a degree-7 polynomial on [-1/2, 1/2] (relative error < 3e-7).
+*/
+#ifndef QS_LLM_ROWS_H
+#define QS_LLM_ROWS_H
+
+#include <stddef.h>
+
+/* x[0..n) = exp(x - max) / sum in place (a softmax row); returns the max. */
+float qs_softmax_row(float *x, size_t n);
+/* sum_j exp(x[j] - m), accumulated in double. */
+double qs_sum_exp_row(const float *x, size_t n, float m);
+/* y[j] = exp(x[j] - c); returns sum_j y[j] in double. */
+double qs_exp_row(const float *x, size_t n, float c, float *y);
+
+#endif
