@@ -284,6 +284,14 @@ static int put_f32(qs_db *db, int64_t id, const char *name, const double *x, siz
 
 /* ---------------------------------------------------------------- printing */
 
+/* "v±se" with 4 decimals, or 4 significant digits for values out of a table's range */
+static const char *pm(char *buf, size_t cap, double v, double se)
+{
+    if (fabs(v) < 1e5) snprintf(buf, cap, "%.4f±%.4f", v, se);
+    else snprintf(buf, cap, "%.4g±%.2g", v, se);
+    return buf;
+}
+
 static void print_table(const eval_opts *o, const qs_llm_file *f, json_t *ref, json_t *cfgs, size_t ntok, size_t scored,
                         int nchunks, int bos)
 {
@@ -293,9 +301,10 @@ static void print_table(const eval_opts *o, const qs_llm_file *f, json_t *ref, j
                         : "second half of each chunk, positions ctx/2..ctx-2 (llama.cpp)",
            bos >= 0 ? "replaces the first token of each chunk" : "not added (the vocabulary does not add BOS)");
     printf("%zu scored tokens; errors are standard errors of per-token means (tokens treated as independent)\n\n", scored);
-    printf("%-28s %17s %26s %18s %9s %9s %9s %9s %16s %16s %7s\n", "config", "PPL", "dPPL [95% CI]", "KL mean", "median",
+    printf("%-28s %18s %26s %18s %9s %9s %9s %9s %16s %16s %7s\n", "config", "PPL", "dPPL [95% CI]", "KL mean", "median",
            "p90", "p99", "max", "same top", "RMS dp", "cor");
-    printf("%-28s %9.4f±%-7.4f\n", "reference fp32", jd(ref, "ppl"), jd(ref, "ppl_se"));
+    char b1[64];
+    printf("%-28s %18s\n", "reference fp32", pm(b1, sizeof b1, jd(ref, "ppl"), jd(ref, "ppl_se")));
     for (size_t i = 0; i < json_array_size(cfgs); i++) {
         json_t *c = json_array_get(cfgs, i);
         json_t *ci = json_object_get(c, "dppl_rel_ci95");
@@ -303,8 +312,8 @@ static void print_table(const eval_opts *o, const qs_llm_file *f, json_t *ref, j
         snprintf(dppl, sizeof dppl, "%+.2f%% [%+.2f, %+.2f]", 100 * jd(c, "dppl_rel"),
                  100 * json_number_value(json_array_get(ci, 0)), 100 * json_number_value(json_array_get(ci, 1)));
         snprintf(lab, sizeof lab, "%.28s", json_string_value(json_object_get(c, "label")));
-        printf("%-28s %9.4f±%-7.4f %26s %9.5f±%-8.5f %9.5f %9.5f %9.5f %9.4f %7.3f%%±%-6.3f %7.4f±%-7.4f %7.4f\n", lab,
-               jd(c, "ppl"), jd(c, "ppl_se"), dppl, jd(c, "kl_mean"), jd(c, "kl_se"), jd(c, "kl_median"), jd(c, "kl_p90"),
+        printf("%-28s %18s %26s %9.5f±%-8.5f %9.5f %9.5f %9.5f %9.4f %7.3f%%±%-6.3f %7.4f±%-7.4f %7.4f\n", lab,
+               pm(b1, sizeof b1, jd(c, "ppl"), jd(c, "ppl_se")), dppl, jd(c, "kl_mean"), jd(c, "kl_se"), jd(c, "kl_median"), jd(c, "kl_p90"),
                jd(c, "kl_p99"), jd(c, "kl_max"), 100 * jd(c, "top1_agree"), 100 * jd(c, "top1_agree_se"), jd(c, "dp_rms"),
                jd(c, "dp_rms_se"), jd(c, "cor_ln_ppl"));
     }
