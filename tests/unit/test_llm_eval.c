@@ -213,6 +213,38 @@ static void test_eval_matches_stepwise(void **st)
     qs_llm_file_free(&f);
 }
 
+/* A configuration whose weights hold an Inf: the non-finite values are counted with their first
+** site, the rows are left out of the statistics, and the reference is untouched. */
+static void test_nonfinite_reported(void **st)
+{
+    (void)st;
+    qs_llm_file f;
+    qs_err e = {{0}};
+    assert_int_equal(qs_llm_load_gguf("fixtures/llm/tiny.gguf", &f, &e), 0);
+    qs_llm_model bad;
+    assert_int_equal(qs_llm_clone(&bad, &f.m, &e), 0);
+    bad.L[1].w_gate[0] = INFINITY;   /* gate channel 0 of layer 1 -> Inf -> the down-projection input */
+    int32_t text[64];
+    for (int i = 0; i < 64; i++) text[i] = (int32_t)(i * 7 % f.m.c.vocab);
+    qs_eval_setup su = {32, 2, 0, -1};
+    qs_eval_variant v = {&bad, {NULL, QS_RESQ_NONE, NULL, 1}};
+    int want = 1;
+    qs_eval_out out;
+    assert_int_equal(qs_llm_eval_run(&f.m, &v, &want, 1, text, 64, &su, NULL, NULL, &out, &e), 0);
+    assert_int_equal((int)out.var[0].nf.act_values, 0);
+    assert_int_equal(out.var[0].nf.first_layer, -1);
+    assert_true(out.var[1].nf.act_values > 0);
+    assert_int_equal(out.var[1].nf.first_layer, 1);
+    assert_int_equal(out.var[1].nf.first_site, QS_SITE_FFN_DOWN_IN);
+    assert_int_equal((int)out.var[1].nf.logit_rows, (int)out.n);   /* every scored row is NaN */
+    qs_eval_summary sm;
+    assert_int_equal(qs_eval_summarize(&out.var[0], &out.var[1], out.n, &sm, &e), 0);
+    assert_int_equal((int)sm.n, 0);
+    qs_eval_out_free(&out);
+    qs_llm_free(&bad);
+    qs_llm_file_free(&f);
+}
+
 /* Prefill (T = ctx, attention on SGEMM tiles) and decode (T = 1, row loop) give the same logits. */
 static void test_batched_vs_stepwise_logits(void **st)
 {
@@ -280,6 +312,7 @@ int main(void)
         cmocka_unit_test(test_scoring_convention),
         cmocka_unit_test(test_eval_matches_stepwise),
         cmocka_unit_test(test_batched_vs_stepwise_logits),
+        cmocka_unit_test(test_nonfinite_reported),
         cmocka_unit_test(test_hif8_scale_target),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
