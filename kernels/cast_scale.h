@@ -9,7 +9,7 @@
 **     rounds the largest values of every row to a power of two;
 **   - bf16 and formats with an FP32-like range: never scaled (target 0).
 ** Block formats carry their own scales and are not element casts.  docs/formats.md lists the table;
-** `llm` (weights, activations, KV cache) uses it; `analyze` shows a tensor's raw cast (no scale).
+** `llm` (weights, activations, KV cache) and `attn --kv` use it; `analyze` shows a tensor's raw cast.
 */
 #ifndef QS_CAST_SCALE_H
 #define QS_CAST_SCALE_H
