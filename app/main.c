@@ -327,7 +327,7 @@ const qs_command qs_commands[] = {
      "  --block RxC          blk50 block (default 32x64)\n"
      "  --tensor T           activations from a stored tensor (rows = tokens; keyed by its hash)\n"
      "  --seed S --no-store --json", qs_cmd_resq, 0},
-    {"llm", "score|capture|generate|logits|bench|tokenize --model FILE.gguf [options]",
+    {"llm", "score|capture|generate|logits|bench|tokenize|eval --model FILE.gguf [options]",
      "run a real causal LM (SmolLM2 GGUF): mismatch runs, activations, throughput",
      "A Llama-architecture GGUF model (SmolLM2-135M-Instruct from `make data`) through qscope's own\n"
      "FP32 forward pass (dequantized weights, OpenBLAS matmuls); the rollout numerics are simulated by\n"
@@ -340,11 +340,18 @@ const qs_command qs_commands[] = {
      "  capture   store the inputs of every linear layer (attn_in, attn_out, ffn_in, ffn_down_in) of\n"
      "            one sampled sequence as tensors PREFIX:blk.L.SITE (tokens x channels) with outlier\n"
      "            channels in the metadata; --sites all adds k, v (cache entries) and resid\n"
-     "  generate  print sampled text (detokenized from the GGUF vocabulary)\n"
+     "  generate  print sampled text (detokenized from the GGUF vocabulary); --temp T (0 = greedy),\n"
+     "            --top-k K, --top-p P, --greedy\n"
      "  logits    write the logits of --prompt-ids to -o OUT.npy (cross-checks)\n"
      "  bench     tokens/s of batched sampling and teacher-forced scoring, reference vs rollout\n"
-     "            (best of --reps N, default 3)\n"
+     "            (best of --reps N, default 3), then the eval case: tokens/s and % of SGEMM\n"
+     "            (--eval-ctx N, default 512; --eval-chunks K, default 2; --eval-ctx 0 skips it)\n"
      "  tokenize  print the token ids of --prompt TEXT (byte-level BPE, ASCII text only)\n"
+     "  eval      perplexity of --text FILE (default data/text/persuasion.txt) under the FP32 reference\n"
+     "            and each --config w=F,a=F,kv=F,resq=M: KL to the reference per token (mean, median,\n"
+     "            p90, p99, max), same top token, RMS dp, dPPL with a 95% interval; llama.cpp's chunks\n"
+     "            (--ctx N, default 512; --chunks K) and second-half scoring (--score half|all);\n"
+     "            stored per variant and reused (--force recomputes); --json; --save-ids FILE\n"
      "\n"
      "  --model FILE        GGUF file (llama architecture)\n"
      "  --rollout-format F  weights format (fp32 = none), e.g. mxfp4, nvfp4, hif4, fp8_e4m3, bf16;\n"
