@@ -353,10 +353,15 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
     if (qs_llm_load_gguf(o->model, &f, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
     if (o->ctx > f.m.c.ctx) { rc = qs_cli_usage(CMD, "--ctx %d exceeds the model context %d", o->ctx, f.m.c.ctx); goto done; }
     if (!f.v.n) { rc = qs_cli_error(QS_EXIT_ERR, "%s: the model has no vocabulary to tokenize the text", o->model); goto done; }
-    ids = malloc((tlen + 1) * sizeof(int32_t));
+    ids = malloc((tlen + 2) * sizeof(int32_t));
     if (!ids) { rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); goto done; }
-    int ntok = qs_llm_tokenize(&f.v, text, tlen, ids, (int)(tlen + 1 > (size_t)1 << 30 ? (size_t)1 << 30 : tlen + 1), &e);
+    /* as llama-perplexity tokenizes (add_special): a vocabulary that adds BOS gets it at the start of
+    ** the text too, so chunk boundaries match; BOS then also replaces the first token of each chunk */
+    const int add_bos = f.v.add_bos && f.v.bos >= 0;
+    if (add_bos) ids[0] = f.v.bos;
+    int ntok = qs_llm_tokenize(&f.v, text, tlen, ids + add_bos, (int)(tlen + 1 > (size_t)1 << 30 ? (size_t)1 << 30 : tlen + 1), &e);
     if (ntok < 0) { qs_err_prefix(&e, o->text); rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
+    ntok += add_bos;
     if (o->save_ids) {   /* the text's ids, comma-separated: for cross-checks with other tools */
         FILE *fo = fopen(o->save_ids, "w");
         if (!fo) { rc = qs_cli_error(QS_EXIT_ERR, "%s: cannot write", o->save_ids); goto done; }
@@ -371,7 +376,7 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
                           o->ctx, need, o->score_all ? "" : "; --score all needs one chunk");
         goto done;
     }
-    qs_eval_setup su = {o->ctx, ntok / o->ctx, o->score_all, f.v.add_bos && f.v.bos >= 0 ? f.v.bos : -1};
+    qs_eval_setup su = {o->ctx, ntok / o->ctx, o->score_all, add_bos ? f.v.bos : -1};
     if (o->chunks && o->chunks < su.nchunks) su.nchunks = o->chunks;
     const size_t scored = qs_eval_ntok(&su);
 

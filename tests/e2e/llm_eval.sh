@@ -64,6 +64,16 @@ if /usr/bin/python3 -c "import numpy" 2>/dev/null; then
   ref=$(/usr/bin/python3 "$ROOT/tests/llm/torch_ref.py" "$TINY" --ppl "$T/ids6.txt" 64 half | awk '{print $2}')
   check "reference ppl = exp(mean NLL) of torch_ref.py --ppl to 1e-5" \
     '[ "$(jq_ "$T/e1.json" "abs(d[\"reference\"][\"ppl\"] / $ref - 1) < 1e-5")" = True ]'
+  # a vocabulary that adds BOS (tiny.gguf's weights): BOS starts the ids and replaces each chunk's first token
+  /usr/bin/python3 "$ROOT/tests/llm/make_tiny_gguf.py" --bos "$T/bos.gguf"
+  ok "eval with a BOS-adding vocabulary" "$QS" llm eval --model "$T/bos.gguf" --text "$T/text.txt" --ctx 64 --chunks 6 --json --save-ids "$T/bids.txt"
+  cp "$T/out" "$T/bos.json"
+  check "BOS recorded; the ids are BOS + the text's ids" \
+    '[ "$(jq_ "$T/bos.json" "d[\"bos\"]")" = 1 ] && [ "$(cut -d, -f1 "$T/bids.txt")" = 1 ] && [ "$(cut -d, -f2- "$T/bids.txt")" = "$(cat "$T/ids.txt")" ]'
+  cut -d, -f1-384 "$T/bids.txt" > "$T/bids6.txt"
+  bref=$(/usr/bin/python3 "$ROOT/tests/llm/torch_ref.py" "$T/bos.gguf" --ppl "$T/bids6.txt" 64 half 1 | awk '{print $2}')
+  check "BOS: reference ppl = torch_ref.py --ppl with BOS replacement to 1e-5, and differs from no BOS" \
+    '[ "$(jq_ "$T/bos.json" "abs(d[\"reference\"][\"ppl\"] / $bref - 1) < 1e-5 and d[\"reference\"][\"ppl\"] != json.load(open(\"$T/e1.json\"))[\"reference\"][\"ppl\"]")" = True ]'
 else
   echo "ok $((_n += 1)) - # SKIP numpy unavailable for tests/llm/torch_ref.py"
 fi

@@ -7,6 +7,7 @@ tiny.gguf:        2 layers, dim 64, 4 query heads / 2 KV heads of 16, FFN 96, vo
                   embeddings; token_embd Q8_0, linear weights Q4_1, norms F32 (the SmolLM2 mix).
 tiny_untied.gguf: the same with a separate F16 output.weight and F16 linear weights.
 micro.gguf (tests/fuzz/corpus/llm_gguf): 1 layer, dim 32, FFN 32, the same vocabulary (fuzz seed).
+  make_tiny_gguf.py --bos OUT.gguf writes tiny.gguf's model with tokenizer.ggml.add_bos_token = true.
 tiny_logits.npy / tiny_untied_logits.npy: float64 reference logits (stored as float32) of
                   TINY_IDS from tests/llm/torch_ref.py (PyTorch if available, else numpy).
 The vocabulary is byte-level BPE (5 control tokens, the 256 GPT-2 byte spellings, 35 merges building
@@ -59,7 +60,7 @@ def vocab():
     return toks, types
 
 
-def build(path, untied, seed, nl=2, dim=64, ffn=96):
+def build(path, untied, seed, nl=2, dim=64, ffn=96, add_bos=False):
     rng = np.random.default_rng(seed)
     nh, nkv, V = 4, 2, 320
     hd = dim // nh
@@ -83,6 +84,8 @@ def build(path, untied, seed, nl=2, dim=64, ffn=96):
     w.add_kv("tokenizer.ggml.merges", g.T_ARR, MERGES, g.T_STR)
     w.add_kv("tokenizer.ggml.pre", g.T_STR, "smollm")
     w.add_kv("tokenizer.ggml.bos_token_id", g.T_U32, 1)
+    if add_bos:
+        w.add_kv("tokenizer.ggml.add_bos_token", g.T_BOOL, True)
     lin = g.GGML_F16 if untied else g.GGML_Q4_1
     w.add_tensor("token_embd.weight", rng.normal(0, 1.0, (V, dim)), g.GGML_Q8_0)
     for l in range(nl):
@@ -105,6 +108,9 @@ def build(path, untied, seed, nl=2, dim=64, ffn=96):
 
 
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--bos":   # tiny.gguf's weights, vocabulary adding BOS (tests)
+        build(sys.argv[2], False, 11, add_bos=True)
+        return
     out = sys.argv[1] if len(sys.argv) > 1 else "tests/fixtures/llm"
     os.makedirs(out, exist_ok=True)
     for name, untied, seed in (("tiny", False, 11), ("tiny_untied", True, 12)):
