@@ -409,11 +409,22 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
             c->m = &f.m;
             if (want[i] || o->force) want[i] = 1;
             if (c->has_w && want[i]) {
-                if (qs_llm_clone(&c->wm, &f.m, &e) || qs_llm_quantize_weights(&c->wm, &c->w, o->scaled, &e)) {
-                    rc = qs_cli_err(QS_EXIT_ERR, &e);
-                    goto done;
+                /* configurations with the same weight format share one rounded copy */
+                char *wj = qs_quant_opts_json(&c->w);
+                for (int k = 0; k < i && wj; k++) {
+                    char *kj = o->cfg[k].has_w && o->cfg[k].wm.arena ? qs_quant_opts_json(&o->cfg[k].w) : NULL;
+                    if (kj && !strcmp(kj, wj)) c->m = &o->cfg[k].wm;
+                    free(kj);
+                    if (c->m != &f.m) break;
                 }
-                c->m = &c->wm;
+                free(wj);
+                if (c->m == &f.m) {
+                    if (qs_llm_clone(&c->wm, &f.m, &e) || qs_llm_quantize_weights(&c->wm, &c->w, o->scaled, &e)) {
+                        rc = qs_cli_err(QS_EXIT_ERR, &e);
+                        goto done;
+                    }
+                    c->m = &c->wm;
+                }
             }
             var[i].m = c->m;
             var[i].nx = (qs_llm_numerics){c->has_a ? &c->a : NULL, c->resq, c->has_kv ? &c->kv : NULL, o->scaled};

@@ -49,6 +49,13 @@ check "hif8 (scaled to 15, not 2^15) is closer to the reference than nvfp4" '[ "
 ok "--force recomputes" "$QS" "${E[@]}" --config a=mxfp4 --json --force
 check "--force: not cached" '[ "$(jq_ "$T/out" "d[\"configs\"][0][\"cached\"] or d[\"reference\"][\"cached\"]")" = False ]'
 
+# --- configurations with the same weight format share one rounded copy: same numbers as alone
+ok "two configs on mxfp4 weights" "$QS" "${E[@]}" --config w=mxfp4 --config w=mxfp4,a=mxfp4 --config w=nvfp4 --json --force
+cp "$T/out" "$T/shared.json"
+ok "the second alone" "$QS" "${E[@]}" --config w=mxfp4,a=mxfp4 --json --force
+check "shared weights: identical KL and ppl" \
+  '[ "$(jq_ "$T/out" "(d[\"configs\"][0][\"kl_mean\"], d[\"configs\"][0][\"ppl\"]) == (lambda c: (c[\"kl_mean\"], c[\"ppl\"]))(json.load(open(\"$T/shared.json\"))[\"configs\"][1])")" = True ]'
+
 # --- the table and the other convention
 ok "table output" "$QS" "${E[@]}" --config a=mxfp4
 check "table names the convention, the reference and the config" \
