@@ -503,10 +503,7 @@ int qs_llm_forward(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_stat
         if (act && round_rows_par(act, scaled, resq, s->xn, R, d, s->tmp, e)) return -1;
         linear(s->h1, s->xn, L->w_gate, R, d, F);
         linear(s->h2, s->xn, L->w_up, R, d, F);
-        for (size_t i = 0; i < (size_t)R * F; i++) {
-            float g = s->h1[i];
-            s->h1[i] = g / (1.0f + expf(-g)) * s->h2[i];
-        }
+        qs_swiglu_row(s->h1, s->h2, (size_t)R * F);
         if (tap) tap(tap_ctx, l, QS_SITE_FFN_DOWN_IN, s->h1, R, F);
         if (act && round_rows_par(act, scaled, resq, s->h1, R, F, s->tmp, e)) return -1;
         linear(s->xn, s->h1, L->w_down, R, F, d);

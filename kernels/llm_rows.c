@@ -92,3 +92,21 @@ float qs_softmax_row(float *x, size_t n)
     for (size_t j = 0; j < n; j++) x[j] *= inv;
     return m;
 }
+
+__attribute__((target("avx2,fma"))) static void swiglu_avx2(float *g, const float *u, size_t n)
+{
+    const __m256 one = _mm256_set1_ps(1.0f), nl2 = _mm256_set1_ps(-LOG2E);
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 x = _mm256_loadu_ps(g + j);
+        __m256 d = _mm256_add_ps(one, exp2_8(_mm256_mul_ps(x, nl2)));   /* 1 + e^-x (e^-x -> 0 for large x) */
+        _mm256_storeu_ps(g + j, _mm256_mul_ps(_mm256_div_ps(x, d), _mm256_loadu_ps(u + j)));
+    }
+    for (; j < n; j++) g[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
+}
+
+void qs_swiglu_row(float *g, const float *u, size_t n)
+{
+    if (qs_simd_level() >= QS_SIMD_AVX2) { swiglu_avx2(g, u, n); return; }
+    for (size_t j = 0; j < n; j++) g[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
+}

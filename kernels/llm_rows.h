@@ -15,4 +15,7 @@ double qs_sum_exp_row(const float *x, size_t n, float m);
 /* y[j] = exp(x[j] - c); returns sum_j y[j] in double. */
 double qs_exp_row(const float *x, size_t n, float c, float *y);
 
+/* SwiGLU in place: g[i] = g[i] / (1 + exp(-g[i])) * u[i]. */
+void qs_swiglu_row(float *g, const float *u, size_t n);
+
 #endif
