@@ -2,6 +2,7 @@
 ** Fixed-text model evaluation, chunk by chunk (see llm_eval.h).
 */
 #include "llm_eval.h"
+#include "../kernels/llm_rows.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -37,9 +38,7 @@ typedef struct nf_tap { qs_eval_nonfinite *nf; } nf_tap;
 static void tap_nonfinite(void *ctx, int layer, qs_llm_site site, const float *x, int rows, int cols)
 {
     qs_eval_nonfinite *nf = ((nf_tap *)ctx)->nf;
-    size_t n = (size_t)rows * cols, bad = 0;
-    const uint32_t *u = (const uint32_t *)(const void *)x;   /* exponent all ones: Inf or NaN (integer test vectorises) */
-    for (size_t i = 0; i < n; i++) bad += (u[i] & 0x7f800000u) == 0x7f800000u;
+    size_t bad = qs_count_nonfinite(x, (size_t)rows * cols);
     if (bad && nf->first_layer < 0) { nf->first_layer = layer; nf->first_site = site; }
     nf->act_values += bad;
 }

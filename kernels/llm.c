@@ -209,8 +209,7 @@ void qs_llm_state_free(qs_llm_state *s)
 
 static void rmsnorm(float *out, const float *x, const float *w, int n, float eps)
 {
-    double ss = 0;
-    for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    double ss = qs_sumsq_row(x, (size_t)n);
     float r = (float)(1.0 / sqrt(ss / n + eps));
     for (int i = 0; i < n; i++) out[i] = x[i] * r * w[i];
 }

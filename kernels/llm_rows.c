@@ -6,6 +6,8 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 #define LOG2E 1.4426950408889634f
 
@@ -109,4 +111,49 @@ void qs_swiglu_row(float *g, const float *u, size_t n)
 {
     if (qs_simd_level() >= QS_SIMD_AVX2) { swiglu_avx2(g, u, n); return; }
     for (size_t j = 0; j < n; j++) g[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
+}
+
+__attribute__((target("avx2,fma"))) static size_t nonfinite_avx2(const float *x, size_t n)
+{
+    const __m256i em = _mm256_set1_epi32(0x7f800000);
+    size_t j = 0, c = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256i v = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(const void *)(x + j)), em);
+        c += (size_t)__builtin_popcount((unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(v, em))));
+    }
+    for (; j < n; j++) c += !isfinite(x[j]);
+    return c;
+}
+
+size_t qs_count_nonfinite(const float *x, size_t n)
+{
+    if (qs_simd_level() >= QS_SIMD_AVX2) return nonfinite_avx2(x, n);
+    size_t c = 0;
+    for (size_t j = 0; j < n; j++) c += !isfinite(x[j]);
+    return c;
+}
+
+__attribute__((target("avx2,fma"))) static double sumsq_avx2(const float *x, size_t n)
+{
+    __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 v = _mm256_loadu_ps(x + j);
+        __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+        a0 = _mm256_fmadd_pd(lo, lo, a0);
+        a1 = _mm256_fmadd_pd(hi, hi, a1);
+    }
+    double t[4];
+    _mm256_storeu_pd(t, _mm256_add_pd(a0, a1));
+    double s = (t[0] + t[1]) + (t[2] + t[3]);
+    for (; j < n; j++) s += (double)x[j] * x[j];
+    return s;
+}
+
+double qs_sumsq_row(const float *x, size_t n)
+{
+    if (qs_simd_level() >= QS_SIMD_AVX2) return sumsq_avx2(x, n);
+    double s = 0;
+    for (size_t j = 0; j < n; j++) s += (double)x[j] * x[j];
+    return s;
 }

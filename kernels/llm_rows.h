@@ -18,4 +18,9 @@ double qs_exp_row(const float *x, size_t n, float c, float *y);
 /* SwiGLU in place: g[i] = g[i] / (1 + exp(-g[i])) * u[i]. */
 void qs_swiglu_row(float *g, const float *u, size_t n);
 
+/* Number of NaN/Inf values in x[0..n). */
+size_t qs_count_nonfinite(const float *x, size_t n);
+/* sum_j x[j]^2 in double. */
+double qs_sumsq_row(const float *x, size_t n);
+
 #endif

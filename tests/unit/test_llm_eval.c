@@ -12,6 +12,7 @@
 #include "../../kernels/cast_scale.h"
 #include "../../kernels/format.h"
 #include "../../kernels/llm.h"
+#include "../../kernels/llm_rows.h"
 #include "../../kernels/llm_stats.h"
 
 /* ---------------------------------------------------------------- per-token statistics */
@@ -276,6 +277,37 @@ static void test_batched_vs_stepwise_logits(void **st)
     qs_llm_file_free(&f);
 }
 
+/* The vectorised row kernels against plain loops (lengths that leave a scalar tail). */
+static void test_row_kernels(void **st)
+{
+    (void)st;
+    enum { N = 37 };
+    float x[N], y[N];
+    for (int i = 0; i < N; i++) x[i] = (float)((i * 37) % 23) / 3.0f - 4.0f;
+    double ss = 0, z = 0;
+    for (int i = 0; i < N; i++) { ss += (double)x[i] * x[i]; z += exp((double)x[i] - 1.5); }
+    assert_true(fabs(qs_sumsq_row(x, N) - ss) <= 1e-12 * ss);
+    double s = qs_exp_row(x, N, 1.5f, y);
+    assert_true(fabs(s - z) <= 1e-6 * z);
+    for (int i = 0; i < N; i++) assert_true(fabs(y[i] - exp((double)x[i] - 1.5)) <= 1e-6 * exp((double)x[i] - 1.5));
+    memcpy(y, x, sizeof x);
+    qs_softmax_row(y, N);
+    double t = 0;
+    for (int i = 0; i < N; i++) t += y[i];
+    assert_true(fabs(t - 1) < 1e-6);
+    x[3] = NAN; x[20] = INFINITY; x[36] = -INFINITY; x[8] = -NAN;
+    assert_int_equal((int)qs_count_nonfinite(x, N), 4);
+    assert_int_equal((int)qs_count_nonfinite(x, 3), 0);
+    float g[N], u[N];
+    for (int i = 0; i < N; i++) { g[i] = (float)(i - 18) * 0.7f; u[i] = 1.0f + 0.01f * i; }
+    memcpy(y, g, sizeof g);
+    qs_swiglu_row(y, u, N);
+    for (int i = 0; i < N; i++) {
+        double want = g[i] / (1 + exp(-(double)g[i])) * u[i];
+        assert_true(fabs(y[i] - want) <= 1e-5 * (fabs(want) + 1e-3));
+    }
+}
+
 /* ---------------------------------------------------------------- element-cast scaling */
 
 static void test_hif8_scale_target(void **st)
@@ -313,6 +345,7 @@ int main(void)
         cmocka_unit_test(test_eval_matches_stepwise),
         cmocka_unit_test(test_batched_vs_stepwise_logits),
         cmocka_unit_test(test_nonfinite_reported),
+        cmocka_unit_test(test_row_kernels),
         cmocka_unit_test(test_hif8_scale_target),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
