@@ -951,7 +951,9 @@ static int cmd_bench(qs_cli *cli, int argc, char **argv)
     prompt_t p;
     default_prompts(&f, &p, 1);
     qs_llm_numerics nx = {o.has_a ? &o.a : NULL, o.resq, o.has_kv ? &o.kv : NULL, o.scaled};
-    double *lp = malloc((size_t)o.seqs * o.tokens * sizeof(double)), *en = malloc((size_t)o.seqs * o.tokens * sizeof(double));
+    /* the warm-up scores 8 tokens per sequence: room for whichever is longer */
+    const size_t nlp = (size_t)o.seqs * (o.tokens > 8 ? o.tokens : 8);
+    double *lp = malloc(nlp * sizeof(double)), *en = malloc(nlp * sizeof(double));
     if (!lp || !en) { rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); goto out; }
     printf("model %s: %.3g GFLOP/token at context %d; %d sequences x %d tokens, best of %d\n", f.name, qs_llm_flops_per_token(&f.m.c, o.tokens / 2) * 1e-9,
            o.tokens / 2, o.seqs, o.tokens, o.reps);

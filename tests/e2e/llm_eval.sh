@@ -90,6 +90,9 @@ ok "llm bench reports the eval case" "$QS" llm bench --model "$TINY" --act-forma
 check "eval case: tokens/s and % of SGEMM for the reference and the config" \
   'grep -q "llm eval case: ctx 32, 2 chunks" "$T/out" && grep -Eq "^reference fp32 +[0-9.]+ +[0-9.]+ +[0-9]+%" "$T/out" && grep -q "^reference + w=fp32 a=mxfp4" "$T/out"'
 
+ok "llm bench with fewer tokens than its 8-token warm-up (overflowed its buffers before)" \
+  "$QS" llm bench --model "$TINY" --tokens 2 --seqs 1 --reps 1 --kv-format fp8_e4m3 --eval-ctx 0
+
 # --- errors: one line, database unchanged
 before=$(dbdump)
 fails "text too short" 2 "$QS" llm eval --model "$TINY" --text "$T/short.txt" --ctx 64
