@@ -1,4 +1,5 @@
 /* Kernel experiments: MSD, attention, Rollout-ResQ (see kernel_exp.h). */
+#include "../kernels/cast_scale.h"
 #include "kernel_exp.h"
 
 #include <math.h>
@@ -466,15 +467,16 @@ static int attn_one(const qs_kx_attn *o, size_t L, size_t li, aser *ss, size_t *
     /* KV cache in a registry format */
     if (o->kv) {
         for (size_t t = 0; t < s.Hkv * s.Lk; t++) {
-            if (o->kv->fakeq(o->kv, &o->kv_o, K + t * s.d, s.d, Kq + t * s.d, e)) goto out;
-            if (o->kv->fakeq(o->kv, &o->kv_o, V + t * s.dv, s.dv, Vq + t * s.dv, e)) goto out;
+            /* element casts get the shared per-run scale (kernels/cast_scale.h), as `llm --kv-format` */
+            if (qs_cast_scaled(o->kv, &o->kv_o, K + t * s.d, s.d, Kq + t * s.d, e)) goto out;
+            if (qs_cast_scaled(o->kv, &o->kv_o, V + t * s.dv, s.dv, Vq + t * s.dv, e)) goto out;
         }
         if (qs_attn_ref(&s, causal, c.scale, Q, Kq, Vq, Rq, NULL, e)) goto out;
         c.p = QS_P_FP32;
         if (qs_attn_fa2(&s, &c, Q, Kq, Vq, O, NULL, e)) goto out;
         static char kvn[80];
         snprintf(kvn, sizeof kvn, "FA2, KV cache %s (vs unquantized)", o->kv->name);
-        REC(kvn, 2, "K/V fake-quantized per token along d");
+        REC(kvn, 2, "K/V fake-quantized per token along d (element casts: one FP32 scale per token, absmax -> the scale target)");
     }
     /* MSD decode path with INT8 K/V versus the dequant-to-BF16 baseline */
     if (o->msd_passes > 0) {

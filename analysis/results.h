@@ -12,6 +12,10 @@
 **   "blocks"    {"nblocks": N, "block": B, "axis": A, "rows": R, "cols": C} with blobs
 **                "scale_code" (u8 per block, MX/NVFP4 only), "absmax" (f32 per block),
 **                "ratio" (f32 amax/scale), "rmse" (f32 per block), "row_rmse", "col_rmse" (f32)
+** Kind written by `qscope llm eval` (docs/llm.md "llm eval"): "llm_eval", tensor_hash = the model file's
+** hash, format = the config label ("reference" for FP32), options = {text hash, ctx, chunks, score,
+** bos, numerics}; data = the variant's statistics with "kl_hist" (log2 bins of per-token KL); blobs
+** "nll" (f32 per scored token) and, for configs, "kl".
 ** Options JSON is canonical (sorted keys, see app/quant_opts.c) so equal options compare equal.
 */
 #ifndef QS_RESULTS_H

@@ -91,6 +91,15 @@ int qs_cmd_report(qs_cli *, int, char **);
 int qs_cmd_claims(qs_cli *, int, char **);
 int qs_cmd_llm(qs_cli *, int, char **);
 int qs_cmd_llm_text(qs_cli *, int, char **);
+int qs_cmd_llm_eval(qs_cli *, int, char **);
+/* `llm bench`'s eval case (app/cmd_llm_eval.c): tokens/s of `llm eval` for the reference and cfg (a
+** struct qs_eval_variant, or NULL) over synthetic ids, against OpenBLAS SGEMM measured in the same run. */
+struct qs_llm_model;
+struct qs_eval_variant;
+int qs_llm_eval_bench(const struct qs_llm_model *ref, const struct qs_eval_variant *cfg, const char *label, int ctx,
+                      int chunks, qs_err *e);
+/* Re-execute with a working OpenBLAS core when it fell back to Prescott on an AVX2 CPU (app/blas_core.c). */
+void qs_blas_core_fix(char **argv);   /* `llm eval`, app/cmd_llm_eval.c */
 int qs_cmd_tui(qs_cli *, int, char **);
 
 /* Print a value the way `quant` does: %.9g, and nan / inf / -inf. */

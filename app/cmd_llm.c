@@ -19,6 +19,7 @@
 #include "importer.h"
 #include "quant_opts.h"
 #include "../datasets/llm_load.h"
+#include "../analysis/llm_eval.h"
 #include "../kernels/llm.h"
 #include "../kernels/qs_version.h"
 #include "../store/npy_write.h"
@@ -49,6 +50,9 @@ typedef struct llm_opts {
     int all_sites;                        /* capture --sites all */
     unsigned long long seed;
     int json;
+    int eval_ctx, eval_chunks;            /* bench: the llm eval case */
+    double temp, top_p;                   /* generate: sampling filters */
+    int top_k, greedy, filtered;
 } llm_opts;
 
 static int parse_fmt(const char *cmd, const char *spec, qs_apply *out, int *has)
@@ -86,13 +90,20 @@ static int parse_opts(const char *cmd, int argc, char **argv, llm_opts *o)
         {"prompt-ids", required_argument, 0, 'i'}, {"out", required_argument, 0, 'o'},
         {"json", no_argument, 0, 'j'}, {"reps", required_argument, 0, 'R'},
         {"prompt", required_argument, 0, 'T'}, {"chat", no_argument, 0, 'C'},
-        {"task", required_argument, 0, 'A'}, {"sites", required_argument, 0, 'S'}, {0, 0, 0, 0}};
+        {"task", required_argument, 0, 'A'}, {"sites", required_argument, 0, 'S'},
+        {"eval-ctx", required_argument, 0, 'E'}, {"eval-chunks", required_argument, 0, 'G'},
+        {"temp", required_argument, 0, 0x2001}, {"top-k", required_argument, 0, 0x2002},
+        {"top-p", required_argument, 0, 0x2003}, {"greedy", no_argument, 0, 0x2004}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->scaled = 1;
     o->tokens = 64;
     o->seqs = 4;
     o->prompts = 2;
     o->reps = 3;
+    o->eval_ctx = -1;   /* 512, or the model context if shorter */
+    o->eval_chunks = 2;
+    o->temp = 1;
+    o->top_p = 1;
     o->wspec = o->aspec = o->kvspec = "fp32";
     optind = 1;
     opterr = 0;
@@ -132,6 +143,18 @@ static int parse_opts(const char *cmd, int argc, char **argv, llm_opts *o)
             break;
         case 'j': o->json = 1; break;
         case 'R': if (parse_int(cmd, "--reps", optarg, 1, 100, &o->reps)) return QS_EXIT_USAGE; break;
+        case 'E': if (parse_int(cmd, "--eval-ctx", optarg, 0, 1 << 16, &o->eval_ctx)) return QS_EXIT_USAGE; break;
+        case 'G': if (parse_int(cmd, "--eval-chunks", optarg, 1, 1000, &o->eval_chunks)) return QS_EXIT_USAGE; break;
+        case 0x2001:
+            if (qs_parse_f64(optarg, &o->temp) || !(o->temp >= 0) || o->temp > 100) return qs_cli_usage(cmd, "--temp wants a number in 0..100, not '%s'", optarg);
+            o->filtered = 1;
+            break;
+        case 0x2002: if (parse_int(cmd, "--top-k", optarg, 0, 1 << 22, &o->top_k)) return QS_EXIT_USAGE; o->filtered = 1; break;
+        case 0x2003:
+            if (qs_parse_f64(optarg, &o->top_p) || !(o->top_p > 0) || o->top_p > 1) return qs_cli_usage(cmd, "--top-p wants a number in (0, 1], not '%s'", optarg);
+            o->filtered = 1;
+            break;
+        case 0x2004: o->greedy = 1; o->filtered = 1; break;
         case ':': return qs_cli_usage(cmd, "option %s needs a value", argv[optind - 1]);
         default: return qs_cli_usage(cmd, "unknown option '%s'", argv[optind - 1]);
         }
@@ -142,6 +165,8 @@ static int parse_opts(const char *cmd, int argc, char **argv, llm_opts *o)
     if (o->chat && !o->prompt_text) return qs_cli_usage(cmd, "--chat wraps --prompt TEXT in the chat template");
     if (o->arith && (o->prompt_text || o->prompt_ids)) return qs_cli_usage(cmd, "--task arith makes its own prompts; drop --prompt/--prompt-ids");
     if (o->resq != QS_RESQ_NONE && !o->has_a) return qs_cli_usage(cmd, "--resq corrects activation rounding: give --act-format");
+    if (o->filtered && strcmp(cmd, "llm generate"))
+        return qs_cli_usage(cmd, "--temp, --top-k, --top-p and --greedy are for llm generate (%s samples the exact policy)", cmd);
     return 0;
 }
 
@@ -251,6 +276,47 @@ static int sample(const float *logits, int vocab, double u, double *lp, double *
     return pick;
 }
 
+/* generate's sampling filters: temperature (0 = greedy), then top-k, then top-p (nucleus) over the
+** top-k survivors renormalised, as Hugging Face's generate orders them.  lp/ent stay those of the
+** unfiltered temperature-1 distribution (the model's own probabilities). */
+typedef struct sampler { double temp, top_p; int top_k, greedy; } sampler;
+
+typedef struct { float z; int i; } cand;
+static int cand_desc(const void *a, const void *b)
+{
+    const cand *x = a, *y = b;
+    return x->z < y->z ? 1 : x->z > y->z ? -1 : (x->i > y->i) - (x->i < y->i);
+}
+
+static int sample_filtered(const float *logits, int vocab, double u, const sampler *sp, cand *c, double *lp, double *ent)
+{
+    int pick = 0;
+    for (int i = 1; i < vocab; i++) if (logits[i] > logits[pick]) pick = i;
+    if (!(sp->greedy || sp->temp == 0)) {
+        for (int i = 0; i < vocab; i++) { c[i].z = (float)(logits[i] / sp->temp); c[i].i = i; }
+        qsort(c, (size_t)vocab, sizeof *c, cand_desc);
+        int n = sp->top_k > 0 && sp->top_k < vocab ? sp->top_k : vocab;
+        double z = 0;
+        for (int k = 0; k < n; k++) z += exp((double)c[k].z - c[0].z);
+        if (sp->top_p < 1) {   /* smallest prefix whose probability reaches top_p */
+            double acc = 0;
+            int m = 0;
+            while (m < n) { acc += exp((double)c[m].z - c[0].z) / z; m++; if (acc >= sp->top_p) break; }
+            n = m;
+            z = 0;
+            for (int k = 0; k < n; k++) z += exp((double)c[k].z - c[0].z);
+        }
+        double t = u * z, acc = 0;
+        pick = c[n - 1].i;
+        for (int k = 0; k < n; k++) {
+            acc += exp((double)c[k].z - c[0].z);
+            if (acc > t) { pick = c[k].i; break; }
+        }
+    }
+    *lp = qs_llm_logprob(logits, vocab, pick, ent);
+    return pick;
+}
+
 typedef struct rollout {
     int B, plen, N;
     int32_t *tok;        /* [B][plen+N] */
@@ -260,7 +326,7 @@ typedef struct rollout {
 
 /* Sample N tokens for B copies of one prompt with model m / numerics nx. */
 static int do_rollout(const qs_llm_model *m, const qs_llm_numerics *nx, const prompt_t *p, int B, int N, int eos,
-                      uint64_t seed, uint64_t stream, rollout *ro, double *secs, qs_err *e)
+                      uint64_t seed, uint64_t stream, const sampler *sp, rollout *ro, double *secs, qs_err *e)
 {
     const int V = m->c.vocab, d = m->c.dim, L = p->n + N;
     ro->B = B; ro->plen = p->n; ro->N = N;
@@ -271,9 +337,10 @@ static int do_rollout(const qs_llm_model *m, const qs_llm_numerics *nx, const pr
     float *hid = malloc((size_t)B * p->n * d * sizeof(float)), *scr = malloc((size_t)B * d * sizeof(float));
     float *lg = malloc((size_t)B * V * sizeof(float));
     int32_t *in = malloc((size_t)B * (p->n > 1 ? p->n : 1) * sizeof(int32_t));
+    cand *cs = sp ? malloc((size_t)V * sizeof *cs) : NULL;
     qs_llm_state *s = qs_llm_state_new(&m->c, B, L, B * p->n > B ? B * p->n : B, e);
     int rc = -1;
-    if (!ro->tok || !ro->lp || !ro->ent || !ro->len || !hid || !scr || !lg || !in) { qs_fail(e, "out of memory"); goto out; }
+    if (!ro->tok || !ro->lp || !ro->ent || !ro->len || !hid || !scr || !lg || !in || (sp && !cs)) { qs_fail(e, "out of memory"); goto out; }
     if (!s) goto out;
     double t0 = now_s();
     for (int b = 0; b < B; b++) {
@@ -287,7 +354,8 @@ static int do_rollout(const qs_llm_model *m, const qs_llm_numerics *nx, const pr
         if (qs_llm_logits(m, nx, scr, B, hid, lg, e)) goto out;
         for (int b = 0; b < B; b++) {
             double u = qs_sr_uniform(seed, (stream * 256 + (uint64_t)b) * 65536 + (uint64_t)t);
-            int k = sample(lg + (size_t)b * V, V, u, &ro->lp[(size_t)b * N + t], &ro->ent[(size_t)b * N + t]);
+            int k = sp ? sample_filtered(lg + (size_t)b * V, V, u, sp, cs, &ro->lp[(size_t)b * N + t], &ro->ent[(size_t)b * N + t])
+                       : sample(lg + (size_t)b * V, V, u, &ro->lp[(size_t)b * N + t], &ro->ent[(size_t)b * N + t]);
             ro->tok[(size_t)b * L + p->n + t] = k;
             in[b] = k;
             if (ro->len[b] < 0 && k == eos) ro->len[b] = t + 1;
@@ -300,7 +368,7 @@ static int do_rollout(const qs_llm_model *m, const qs_llm_numerics *nx, const pr
     rc = 0;
 out:
     qs_llm_state_free(s);
-    free(hid); free(scr); free(lg); free(in);
+    free(hid); free(scr); free(lg); free(in); free(cs);
     return rc;
 }
 
@@ -563,7 +631,7 @@ static int cmd_score(qs_cli *cli, int argc, char **argv)
     int bad = 0;
     for (int p = 0; !bad && p < np; p++) {
         double tr, ts;
-        if (do_rollout(&roll, &rnx, &ps[p], o.seqs, o.tokens, f.v.eos, o.seed, (uint64_t)p, &ro, &tr, &e) ||
+        if (do_rollout(&roll, &rnx, &ps[p], o.seqs, o.tokens, f.v.eos, o.seed, (uint64_t)p, NULL, &ro, &tr, &e) ||
             do_score(&f.m, NULL, &ro, lpt, entt, &ts, &e)) {
             bad = 1;
             break;
@@ -746,7 +814,7 @@ static int cmd_capture(qs_cli *cli, int argc, char **argv)
     json_t *rep = json_array();
     if (!cc) { qs_llm_file_free(&f); return qs_cli_error(QS_EXIT_ERR, "out of memory"); }
     if (p.n + o.tokens > f.m.c.ctx) { rc = qs_cli_error(QS_EXIT_USAGE, "prompt + --tokens exceed the model context %d", f.m.c.ctx); goto out; }
-    if (do_rollout(&f.m, NULL, &p, 1, o.tokens, -1, o.seed, 0, &ro, &tr, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
+    if (do_rollout(&f.m, NULL, &p, 1, o.tokens, -1, o.seed, 0, NULL, &ro, &tr, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
     const int L = p.n + o.tokens, d = f.m.c.dim;
     cc->n_layer = f.m.c.n_layer; cc->rows_total = L; cc->ok = 1;
     cc->cols[QS_SITE_ATTN_IN] = cc->cols[QS_SITE_ATTN_OUT] = cc->cols[QS_SITE_FFN_IN] = d;
@@ -840,7 +908,8 @@ static int cmd_generate(qs_cli *cli, int argc, char **argv)
     if (get_prompts(&o, &f, &p, 1, &e)) { rc = qs_cli_err(QS_EXIT_USAGE, &e); goto out; }
     qs_llm_numerics nx = {o.has_a ? &o.a : NULL, o.resq, o.has_kv ? &o.kv : NULL, o.scaled};
     if (p.n + o.tokens > f.m.c.ctx) { rc = qs_cli_error(QS_EXIT_USAGE, "prompt + --tokens exceed the model context"); goto out; }
-    if (do_rollout(&roll, &nx, &p, o.seqs, o.tokens, f.v.eos, o.seed, 0, &ro, &tr, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
+    sampler sp = {o.temp, o.top_p, o.top_k, o.greedy};
+    if (do_rollout(&roll, &nx, &p, o.seqs, o.tokens, f.v.eos, o.seed, 0, o.filtered ? &sp : NULL, &ro, &tr, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
     for (int b = 0; b < ro.B; b++) {
         char buf[512];
         double sum = 0;
@@ -852,6 +921,9 @@ static int cmd_generate(qs_cli *cli, int argc, char **argv)
         }
         printf("\n--- %d tokens, mean log-prob %.3f\n", ro.len[b], ro.len[b] ? sum / ro.len[b] : 0);
     }
+    if (o.greedy || o.temp == 0) fprintf(stderr, "qscope: sampling: greedy (argmax)\n");
+    else fprintf(stderr, "qscope: sampling: temperature %g, top-k %d (0 = off), top-p %g; log-probs are the model's (temperature 1, unfiltered)\n",
+                 o.temp, o.top_k, o.top_p);
     fprintf(stderr, "qscope: %.1f tokens/s (%d sequences in lockstep)\n", (double)ro.B * o.tokens / (tr > 0 ? tr : 1e-9), ro.B);
 out:
     rollout_free(&ro);
@@ -916,7 +988,9 @@ static int cmd_bench(qs_cli *cli, int argc, char **argv)
     prompt_t p;
     default_prompts(&f, &p, 1);
     qs_llm_numerics nx = {o.has_a ? &o.a : NULL, o.resq, o.has_kv ? &o.kv : NULL, o.scaled};
-    double *lp = malloc((size_t)o.seqs * o.tokens * sizeof(double)), *en = malloc((size_t)o.seqs * o.tokens * sizeof(double));
+    /* the warm-up scores 8 tokens per sequence: room for whichever is longer */
+    const size_t nlp = (size_t)o.seqs * (o.tokens > 8 ? o.tokens : 8);
+    double *lp = malloc(nlp * sizeof(double)), *en = malloc(nlp * sizeof(double));
     if (!lp || !en) { rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); goto out; }
     printf("model %s: %.3g GFLOP/token at context %d; %d sequences x %d tokens, best of %d\n", f.name, qs_llm_flops_per_token(&f.m.c, o.tokens / 2) * 1e-9,
            o.tokens / 2, o.seqs, o.tokens, o.reps);
@@ -925,7 +999,7 @@ static int cmd_bench(qs_cli *cli, int argc, char **argv)
         rollout w;
         memset(&w, 0, sizeof w);
         double tw;
-        int bad = do_rollout(&f.m, NULL, &p, o.seqs, 8, -1, o.seed, 1, &w, &tw, &e) || do_score(&f.m, NULL, &w, lp, en, &tw, &e);
+        int bad = do_rollout(&f.m, NULL, &p, o.seqs, 8, -1, o.seed, 1, NULL, &w, &tw, &e) || do_score(&f.m, NULL, &w, lp, en, &tw, &e);
         rollout_free(&w);
         if (bad) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
     }
@@ -937,7 +1011,7 @@ static int cmd_bench(qs_cli *cli, int argc, char **argv)
             rollout ro;
             memset(&ro, 0, sizeof ro);
             double tr = 0, ts = 0;
-            if (do_rollout(m, n, &p, o.seqs, o.tokens, -1, o.seed, 0, &ro, &tr, &e) || do_score(m, n, &ro, lp, en, &ts, &e)) {
+            if (do_rollout(m, n, &p, o.seqs, o.tokens, -1, o.seed, 0, NULL, &ro, &tr, &e) || do_score(m, n, &ro, lp, en, &ts, &e)) {
                 rollout_free(&ro);
                 rc = qs_cli_err(QS_EXIT_ERR, &e);
                 goto out;
@@ -951,6 +1025,17 @@ static int cmd_bench(qs_cli *cli, int argc, char **argv)
         if (pass) snprintf(lab, sizeof lab, "w=%s a=%s kv=%s%s", o.wspec, o.aspec, o.kvspec, o.resq ? " +resq" : "");
         else snprintf(lab, sizeof lab, "reference fp32");
         printf("%-44s %14.1f %14.1f\n", lab, best_s, best_c);
+    }
+    if (o.eval_ctx < 0) o.eval_ctx = f.m.c.ctx < 512 ? f.m.c.ctx : 512;
+    if (o.eval_ctx > 0) {   /* the llm eval case: reference + this run's numerics, chunks of eval_ctx */
+        if (o.eval_ctx > f.m.c.ctx) { rc = qs_cli_usage("llm bench", "--eval-ctx %d exceeds the model context %d", o.eval_ctx, f.m.c.ctx); goto out; }
+        qs_eval_variant var = {&roll, nx};
+        char lab[160];
+        snprintf(lab, sizeof lab, "w=%s a=%s kv=%s%s", o.wspec, o.aspec, o.kvspec, o.resq ? " +resq" : "");
+        if (qs_llm_eval_bench(&f.m, (o.has_w || o.has_a || o.has_kv) ? &var : NULL, lab, o.eval_ctx, o.eval_chunks, &e)) {
+            rc = qs_cli_err(QS_EXIT_ERR, &e);
+            goto out;
+        }
     }
 out:
     free(lp); free(en);
@@ -982,7 +1067,7 @@ static int cmd_tokenize(qs_cli *cli, int argc, char **argv)
 
 int qs_cmd_llm(qs_cli *cli, int argc, char **argv)
 {
-    if (argc < 2) return qs_cli_usage("llm", "choose a subcommand: score, capture, generate, logits, bench, tokenize");
+    if (argc < 2) return qs_cli_usage("llm", "choose a subcommand: score, capture, generate, logits, bench, tokenize, eval");
     const char *sub = argv[1];
     if (!strcmp(sub, "score")) return cmd_score(cli, argc - 1, argv + 1);
     if (!strcmp(sub, "capture")) return cmd_capture(cli, argc - 1, argv + 1);
@@ -991,5 +1076,6 @@ int qs_cmd_llm(qs_cli *cli, int argc, char **argv)
     if (!strcmp(sub, "bench")) return cmd_bench(cli, argc - 1, argv + 1);
     if (!strcmp(sub, "tokenize")) return cmd_tokenize(cli, argc - 1, argv + 1);
     if (!strcmp(sub, "text")) return qs_cmd_llm_text(cli, argc - 1, argv + 1);
-    return qs_cli_usage("llm", "unknown subcommand '%s' (score, capture, generate, logits, bench, tokenize)", sub);
+    if (!strcmp(sub, "eval")) return qs_cmd_llm_eval(cli, argc - 1, argv + 1);
+    return qs_cli_usage("llm", "unknown subcommand '%s' (score, capture, generate, logits, bench, tokenize, eval, text)", sub);
 }

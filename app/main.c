@@ -335,7 +335,7 @@ const qs_command qs_commands[] = {
      "  --block RxC          blk50 block (default 32x64)\n"
      "  --tensor T           activations from a stored tensor (rows = tokens; keyed by its hash)\n"
      "  --seed S --no-store --json", qs_cmd_resq, 0},
-    {"llm", "score|capture|generate|logits|bench|tokenize --model PATH [options] | text --rdb FILE -o DIR",
+    {"llm", "score|capture|generate|logits|bench|tokenize|eval --model PATH [options] | text --rdb FILE -o DIR",
      "run a real causal LM (SmolLM2 GGUF): mismatch runs, activations, throughput",
      "A Llama or Qwen2 model (SmolLM2-135M-Instruct GGUF from `make data`, or your own GGUF / Hugging\n"
      "Face directory) through qscope's own FP32 forward pass (dequantized weights, OpenBLAS matmuls);\n"
@@ -348,15 +348,22 @@ const qs_command qs_commands[] = {
      "  capture   store the inputs of every linear layer (attn_in, attn_out, ffn_in, ffn_down_in) of\n"
      "            one sampled sequence as tensors PREFIX:blk.L.SITE (tokens x channels) with outlier\n"
      "            channels in the metadata; --sites all adds k, v (cache entries) and resid\n"
-     "  generate  print sampled text (detokenized from the GGUF vocabulary)\n"
+     "  generate  print sampled text (detokenized from the GGUF vocabulary); --temp T (0 = greedy),\n"
+     "            --top-k K, --top-p P, --greedy\n"
      "  logits    write the logits of --prompt-ids to -o OUT.npy (cross-checks)\n"
      "  bench     tokens/s of batched sampling and teacher-forced scoring, reference vs rollout\n"
-     "            (best of --reps N, default 3)\n"
+     "            (best of --reps N, default 3), then the eval case: tokens/s and % of SGEMM\n"
+     "            (--eval-ctx N, default 512; --eval-chunks K, default 2; --eval-ctx 0 skips it)\n"
      "  tokenize  print the token ids of --prompt TEXT (byte-level BPE, ASCII text only)\n"
      "  text      --rdb Rdata.rdb [--rdx Rdata.rdx] -o DIR [--json]: write each character vector of\n"
      "            an R data package (Jane Austen's novels, r-cran-janeaustenr) as DIR/NAME.txt,\n"
      "            lines joined into paragraphs; `make data` writes data/text/ (default evaluation\n"
      "            text: data/text/persuasion.txt)\n"
+     "  eval      perplexity of --text FILE (default data/text/persuasion.txt) under the FP32 reference\n"
+     "            and each --config w=F,a=F,kv=F,resq=M: KL to the reference per token (mean, median,\n"
+     "            p90, p99, max), same top token, RMS dp, dPPL with a 95% interval; llama.cpp's chunks\n"
+     "            (--ctx N, default 512; --chunks K) and second-half scoring (--score half|all);\n"
+     "            stored per variant and reused (--force recomputes); --json; --save-ids FILE\n"
      "\n"
      "  --model PATH        GGUF file (llama or qwen2; any tensor type, e.g. F32/F16/BF16 or Q4_1) or a\n"
      "                      Hugging Face directory (config.json, *.safetensors, tokenizer.json)\n"
@@ -461,6 +468,7 @@ int main(int argc, char **argv)
 {
     /* Past `ulimit -f` a write then fails with EFBIG, reported like any other, instead of a kill. */
     signal(SIGXFSZ, SIG_IGN);
+    qs_blas_core_fix(argv);
     qs_cli cli = {0};
     cli.argc = argc;
     cli.argv = argv;

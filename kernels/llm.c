@@ -2,14 +2,26 @@
 ** Llama forward pass in FP32 with simulated low-precision numerics (see llm.h).
 */
 #include "llm.h"
+#include "attn_internal.h"
+#include "cast_scale.h"
+#include "llm_rows.h"
 #include "simd.h"
 
 #include <cblas.h>
 #include <immintrin.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Threads for the row-parallel parts of a prefill (attention tiles, activation rounding): as many as
+** OpenBLAS uses (the cores), since they run between the matrix products. */
+static int qs_llm_threads(void)
+{
+    int n = openblas_get_num_threads();
+    return n < 1 ? 1 : n > 64 ? 64 : n;
+}
 
 static const char *const kSite[] = {"attn_in", "attn_out", "ffn_in", "ffn_down_in", "k", "v", "resid"};
 const char *qs_llm_site_name(qs_llm_site s) { return (unsigned)s < QS_SITE_COUNT ? kSite[s] : "?"; }
@@ -127,7 +139,7 @@ static int mem_write(void *ctx, uint64_t start, size_t n, const float *y, qs_err
 
 static int quant_matrix(const qs_apply *w, int scaled, float *p, size_t rows, size_t cols, qs_err *e)
 {
-    if (scaled && w->f->block == 1 && w->f->meta_bytes == 0) {   /* per-output-channel scaled cast */
+    if (scaled && qs_cast_scale_target(w->f) > 0) {   /* per-output-channel scaled cast */
         for (size_t r = 0; r < rows; r++)
             if (qs_llm_fakeq_row(w, 1, p + r * cols, (int)cols, p + r * cols, e)) return -1;
         return 0;
@@ -219,8 +231,7 @@ void qs_llm_state_free(qs_llm_state *s)
 
 static void rmsnorm(float *out, const float *x, const float *w, int n, float eps)
 {
-    double ss = 0;
-    for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    double ss = qs_sumsq_row(x, (size_t)n);
     float r = (float)(1.0 / sqrt(ss / n + eps));
     for (int i = 0; i < n; i++) out[i] = x[i] * r * w[i];
 }
@@ -231,17 +242,8 @@ int qs_llm_fakeq_row(const qs_apply *a, int scaled, const float *x, int n, float
 {
     qs_qopts o = a->o;
     if (a->gran != QS_GRAN_BLOCK) o.block = n;
-    if (!scaled || a->f->block != 1 || a->f->meta_bytes != 0 || !(a->f->max_finite < 1e30))
-        return a->f->fakeq(a->f, &o, x, (size_t)n, y, e);
-    /* plain cast with one FP32 scale per run: absmax -> the format's largest finite value */
-    float amax = 0;
-    for (int i = 0; i < n; i++) { float v = fabsf(x[i]); if (v > amax && v != INFINITY) amax = v; }
-    if (!(amax > 0)) return a->f->fakeq(a->f, &o, x, (size_t)n, y, e);
-    float s = (float)(a->f->max_finite / amax), inv = amax / (float)a->f->max_finite;
-    for (int i = 0; i < n; i++) y[i] = x[i] * s;
-    if (a->f->fakeq(a->f, &o, y, (size_t)n, y, e)) return -1;
-    for (int i = 0; i < n; i++) y[i] *= inv;
-    return 0;
+    if (!scaled) return a->f->fakeq(a->f, &o, x, (size_t)n, y, e);
+    return qs_cast_scaled(a->f, &o, x, (size_t)n, y, e);   /* the scaling default of kernels/cast_scale.h */
 }
 #define fakeq_row(a, x, n, y, e) qs_llm_fakeq_row((a), scaled, (x), (n), (y), (e))
 
@@ -265,6 +267,38 @@ static int round_rows(const qs_apply *a, int scaled, qs_llm_resq resq, float *x,
         }
         for (int j = 0; j < cols; j++) row[j] = q[j] + rq[j];
     }
+    return 0;
+}
+
+/* The same over many rows: blocks of rows on the task pool (rows are independent). */
+typedef struct rr_job {
+    const qs_apply *a;
+    int scaled, rows, cols;
+    qs_llm_resq resq;
+    float *x;
+    atomic_int fail;
+    qs_err err;
+} rr_job;
+#define RR_BLOCK 16
+
+static void rr_task(void *ctx, size_t task, void *scratch)
+{
+    rr_job *j = ctx;
+    int r0 = (int)task * RR_BLOCK, n = j->rows - r0 < RR_BLOCK ? j->rows - r0 : RR_BLOCK;
+    qs_err e = {{0}};
+    if (round_rows(j->a, j->scaled, j->resq, j->x + (size_t)r0 * j->cols, n, j->cols, scratch, &e) &&
+        atomic_exchange(&j->fail, 1) == 0)
+        j->err = e;
+}
+
+static int round_rows_par(const qs_apply *a, int scaled, qs_llm_resq resq, float *x, int rows, int cols, float *tmp, qs_err *e)
+{
+    if (rows < 4 * RR_BLOCK || qs_llm_threads() < 2) return round_rows(a, scaled, resq, x, rows, cols, tmp, e);
+    rr_job j = {a, scaled, rows, cols, resq, x, 0, {{0}}};
+    atomic_init(&j.fail, 0);
+    if (qs_attn_pool(qs_llm_threads(), (size_t)(rows + RR_BLOCK - 1) / RR_BLOCK, 3 * (size_t)cols * sizeof(float), rr_task, &j, e))
+        return -1;
+    if (atomic_load(&j.fail)) { *e = j.err; return -1; }
     return 0;
 }
 
@@ -372,6 +406,49 @@ static void add_bias(float *y, const float *b, int rows, int n)
         for (int i = 0; i < n; i++) y[(size_t)r * n + i] += b[i];
 }
 
+/* Prefill attention on SGEMM tiles: for each sequence, query head and tile of ATT_TILE query rows,
+** S = Q_tile K^T / sqrt(hd) over the keys the tile can see (one sgemm), causal mask and max-subtracted
+** softmax per row (llm_rows.h, vectorised), O_tile = P V (one sgemm).  Masked entries are exact zeros in P.
+** Tasks (sequence, head, tile) write disjoint parts of the output and run on the attention task pool
+** (one thread per core, OpenBLAS single-threaded meanwhile). */
+#define ATT_GEMM_MIN 8
+#define ATT_TILE 128
+typedef struct att_job {
+    qs_llm_state *s;
+    int l, T, pos0, grp, ntile;
+    float alpha;
+} att_job;
+
+static void att_task(void *ctx, size_t task, void *scratch)
+{
+    const att_job *j = ctx;
+    qs_llm_state *s = j->s;
+    const qs_llm_cfg *c = &s->c;
+    const int d = c->dim, hd = c->head_dim, kvd = c->n_kv_head * hd, T = j->T;
+    const int t0 = (int)(task % j->ntile) * ATT_TILE, h = (int)(task / j->ntile % c->n_head), b = (int)(task / j->ntile / c->n_head);
+    const int kh = h / j->grp, nt = T - t0 < ATT_TILE ? T - t0 : ATT_TILE, n = j->pos0 + t0 + nt;   /* keys seen by the tile */
+    const size_t lbase = (size_t)j->l * s->batch * s->max_pos * kvd;
+    const float *kb = s->kc + lbase + (size_t)b * s->max_pos * kvd, *vb = s->vc + lbase + (size_t)b * s->max_pos * kvd;
+    float *S = scratch;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nt, n, hd, j->alpha, s->q + ((size_t)b * T + t0) * d + (size_t)h * hd, d,
+                kb + (size_t)kh * hd, kvd, 0.0f, S, n);
+    for (int i = 0; i < nt; i++) {
+        float *row = S + (size_t)i * n;
+        const int nv = j->pos0 + t0 + i + 1;
+        qs_softmax_row(row, (size_t)nv);
+        memset(row + nv, 0, (size_t)(n - nv) * sizeof(float));
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nt, hd, n, 1.0f, S, n, vb + (size_t)kh * hd, kvd, 0.0f,
+                s->att + ((size_t)b * T + t0) * d + (size_t)h * hd, d);
+}
+
+static int attend_gemm(qs_llm_state *s, int l, int B, int T, int pos0, int grp, float scale, qs_err *e)
+{
+    att_job j = {s, l, T, pos0, grp, (T + ATT_TILE - 1) / ATT_TILE, scale};
+    size_t ntasks = (size_t)B * s->c.n_head * j.ntile;
+    return qs_attn_pool(qs_llm_threads(), ntasks, (size_t)ATT_TILE * (pos0 + T) * sizeof(float), att_task, &j, e);
+}
+
 int qs_llm_forward(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_state *s, const int32_t *tok,
                    int B, int T, int pos0, float *hidden, qs_llm_tap_fn tap, void *tap_ctx, qs_err *e)
 {
@@ -397,7 +474,7 @@ int qs_llm_forward(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_stat
         size_t lbase = (size_t)l * s->batch * s->max_pos * kvd;
         for (int r = 0; r < R; r++) rmsnorm(s->xn + (size_t)r * d, s->x + (size_t)r * d, L->attn_norm, d, c->eps);
         if (tap) tap(tap_ctx, l, QS_SITE_ATTN_IN, s->xn, R, d);
-        if (act && round_rows(act, scaled, resq, s->xn, R, d, s->tmp, e)) return -1;
+        if (act && round_rows_par(act, scaled, resq, s->xn, R, d, s->tmp, e)) return -1;
         linear(s->q, s->xn, L->wq, R, d, d);
         linear(s->k, s->xn, L->wk, R, d, kvd);
         linear(s->v, s->xn, L->wv, R, d, kvd);
@@ -423,6 +500,9 @@ int qs_llm_forward(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_stat
             }
         if (tap) { tap(tap_ctx, l, QS_SITE_K, s->k, R, kvd); tap(tap_ctx, l, QS_SITE_V, s->v, R, kvd); }
         /* causal attention over the cache (all K/V of this call are in the cache now) */
+        if (T >= ATT_GEMM_MIN) {
+            if (attend_gemm(s, l, B, T, pos0, grp, scale, e)) return -1;
+        } else
         for (int b = 0; b < B; b++)
             for (int t = 0; t < T; t++) {
                 int r = b * T + t, n = pos0 + t + 1;
@@ -452,21 +532,18 @@ int qs_llm_forward(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_stat
                 }
             }
         if (tap) tap(tap_ctx, l, QS_SITE_ATTN_OUT, s->att, R, d);
-        if (act && round_rows(act, scaled, resq, s->att, R, d, s->tmp, e)) return -1;
+        if (act && round_rows_par(act, scaled, resq, s->att, R, d, s->tmp, e)) return -1;
         linear(s->xn, s->att, L->wo, R, d, d);
         for (size_t i = 0; i < (size_t)R * d; i++) s->x[i] += s->xn[i];
 
         for (int r = 0; r < R; r++) rmsnorm(s->xn + (size_t)r * d, s->x + (size_t)r * d, L->ffn_norm, d, c->eps);
         if (tap) tap(tap_ctx, l, QS_SITE_FFN_IN, s->xn, R, d);
-        if (act && round_rows(act, scaled, resq, s->xn, R, d, s->tmp, e)) return -1;
+        if (act && round_rows_par(act, scaled, resq, s->xn, R, d, s->tmp, e)) return -1;
         linear(s->h1, s->xn, L->w_gate, R, d, F);
         linear(s->h2, s->xn, L->w_up, R, d, F);
-        for (size_t i = 0; i < (size_t)R * F; i++) {
-            float g = s->h1[i];
-            s->h1[i] = g / (1.0f + expf(-g)) * s->h2[i];
-        }
+        qs_swiglu_row(s->h1, s->h2, (size_t)R * F);
         if (tap) tap(tap_ctx, l, QS_SITE_FFN_DOWN_IN, s->h1, R, F);
-        if (act && round_rows(act, scaled, resq, s->h1, R, F, s->tmp, e)) return -1;
+        if (act && round_rows_par(act, scaled, resq, s->h1, R, F, s->tmp, e)) return -1;
         linear(s->xn, s->h1, L->w_down, R, F, d);
         for (size_t i = 0; i < (size_t)R * d; i++) s->x[i] += s->xn[i];
         if (tap) tap(tap_ctx, l, QS_SITE_RESID, s->x, R, d);

@@ -58,6 +58,12 @@ check "... stored as kind resq" "[ \$(q \"SELECT count(*) FROM result WHERE kind
 ok "resq --tensor (stored activations)" $QS resq --tensor act -f nvfp4 --n 32
 check "... keyed by the tensor hash" "[ \"\$(q \"SELECT tensor_hash FROM result WHERE kind='resq' ORDER BY id DESC LIMIT 1\")\" = \"\$(q \"SELECT hash FROM tensor WHERE name='act'\")\" ]"
 
+# the KV cast gets the shared per-token scale: small K/V (std 5e-4) would fall into FP8's subnormals unscaled
+$QS gen gaussian --shape 128x32 --scale 0.0005 --seed 1 --name kvsmall >/dev/null
+$QS gen gaussian --shape 128x32 --seed 2 --name qn >/dev/null
+ok "attn, small stored K/V in fp8_e4m3" $QS attn --q qn --k kvsmall --v kvsmall --H 2 --Hkv 2 --d 32 --kv fp8_e4m3 --msd-passes 0 --no-store --json
+check "KV fp8 error vs unquantized < 0.1 (scaled per token; 0.79 unscaled)" \
+  '[ "$(python3 -c "import json; d=json.load(open(\"$T/out\")); print([s[\"y\"][0] < 0.1 for s in d[\"series\"] if s[\"name\"].startswith(\"FA2, KV cache\")])")" = "[True]" ]'
 before=$(dbdump)
 fails "unknown KV format" 2 $QS attn --kv nope --L 64
 check "... one line naming it" "[ \$(wc -l < $T/err) = 1 ] && grep -q \"unknown KV format 'nope'\" $T/err"

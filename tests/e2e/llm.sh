@@ -106,4 +106,15 @@ if [ -s "$REAL" ]; then
     ok "real: logits agree with the independent float64 forward to 1e-4" /usr/bin/python3 "$ROOT/tests/llm/torch_ref.py" "$REAL" $RIDS "$T/real.npy" 1e-4
   fi
 fi
+# --- generate's sampling filters
+gen() { "$QS" llm generate --model "$TINY" --tokens 12 --seqs 2 "$@" 2>/dev/null | md5sum; }
+check "greedy does not depend on the seed" '[ "$(gen --greedy --seed 1)" = "$(gen --greedy --seed 2)" ]'
+check "--temp 0, --top-k 1 and a tiny --top-p are greedy" \
+  '[ "$(gen --temp 0 --seed 3)" = "$(gen --greedy)" ] && [ "$(gen --top-k 1 --seed 4)" = "$(gen --greedy)" ] && [ "$(gen --top-p 0.000001 --seed 5)" = "$(gen --greedy)" ]'
+check "temperature-1 sampling depends on the seed; filtered sampling is reproducible" \
+  '[ "$(gen --seed 1)" != "$(gen --seed 2)" ] && [ "$(gen --temp 0.7 --top-k 20 --top-p 0.9 --seed 1)" = "$(gen --temp 0.7 --top-k 20 --top-p 0.9 --seed 1)" ]'
+ok "generate prints its sampling" "$QS" llm generate --model "$TINY" --tokens 4 --seqs 1 --temp 0.5 --top-k 5
+check "sampling line" 'grep -q "sampling: temperature 0.5, top-k 5" "$T/err"'
+fails "score refuses sampling filters" 2 "$QS" llm score --model "$TINY" --tokens 4 --temp 0.5
+fails "bad --top-p" 2 "$QS" llm generate --model "$TINY" --top-p 1.5
 echo "1..$_n"

@@ -11,6 +11,7 @@ tiny.gguf:        2 layers, dim 64, 4 query heads / 2 KV heads of 16, FFN 96, vo
 tiny_untied.gguf: the same with a separate F16 output.weight and F16 linear weights.
 micro.gguf, micro_qwen2.gguf (tests/fuzz/corpus/llm_gguf): 1 layer, dim 32, FFN 32, the same
                   vocabulary (fuzz seeds; the second qwen2 with BF16 weights and Q/K/V biases).
+  make_tiny_gguf.py --bos OUT.gguf writes tiny.gguf's model with tokenizer.ggml.add_bos_token = true.
 tiny_logits.npy / tiny_untied_logits.npy: float64 reference logits (stored as float32) of
                   TINY_IDS from tests/llm/torch_ref.py (PyTorch if available, else numpy).
 The vocabulary is byte-level BPE (5 control tokens, the 256 GPT-2 byte spellings, 35 merges building
@@ -93,7 +94,7 @@ def weights(seed, nl=2, dim=64, ffn=96, nh=4, nkv=2, V=320, untied=False, bias=F
     return {k: np.asarray(v, np.float32) for k, v in W.items()}
 
 
-def build(path, untied, seed, nl=2, dim=64, ffn=96, lin=None, arch="llama", emb=None):
+def build(path, untied, seed, nl=2, dim=64, ffn=96, lin=None, arch="llama", emb=None, add_bos=False):
     """Write a tiny GGUF.  lin/emb: ggml types of the linear weights / token embedding (default the
     SmolLM2 mix Q4_1 / Q8_0, F16 linear when untied); arch "qwen2" adds Q/K/V biases (F32)."""
     nh, nkv, V = 4, 2, 320
@@ -119,6 +120,8 @@ def build(path, untied, seed, nl=2, dim=64, ffn=96, lin=None, arch="llama", emb=
     w.add_kv("tokenizer.ggml.merges", g.T_ARR, MERGES, g.T_STR)
     w.add_kv("tokenizer.ggml.pre", g.T_STR, "smollm")
     w.add_kv("tokenizer.ggml.bos_token_id", g.T_U32, 1)
+    if add_bos:
+        w.add_kv("tokenizer.ggml.add_bos_token", g.T_BOOL, True)
     if lin is None:
         lin = g.GGML_F16 if untied else g.GGML_Q4_1
     for name, a in W.items():
@@ -146,6 +149,9 @@ VARIANTS = {  # full-precision files users bring: --variant NAME OUT.gguf
 def main():
     if len(sys.argv) == 4 and sys.argv[1] == "--variant":
         build(sys.argv[3], **VARIANTS[sys.argv[2]])
+        return
+    if len(sys.argv) == 3 and sys.argv[1] == "--bos":   # tiny.gguf's weights, vocabulary adding BOS (tests)
+        build(sys.argv[2], False, 11, add_bos=True)
         return
     out = sys.argv[1] if len(sys.argv) > 1 else "tests/fixtures/llm"
     os.makedirs(out, exist_ok=True)

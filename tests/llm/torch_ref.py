@@ -8,6 +8,11 @@ Usage (Debian's interpreter, which has python3-torch; falls back to numpy if tor
     With C_LOGITS.npy (written by `qscope llm logits`), exits 1 unless the relative difference
     max|C - ref| / max|ref| <= TOL (default 1e-4).
   /usr/bin/python3 tests/llm/torch_ref.py MODEL.gguf IDS --save OUT.npy   (reference logits, float32)
+  /usr/bin/python3 tests/llm/torch_ref.py MODEL.gguf --ppl IDS_FILE CTX half|all [BOS_ID]
+    Perplexity of the ids in IDS_FILE (comma-separated) by llama.cpp's convention: non-overlapping
+    chunks of CTX ids (a partial last chunk dropped), BOS_ID (if given) replacing the first id of each
+    chunk, the logits at positions CTX/2 .. CTX-2 ("half") or 0 .. CTX-2 ("all") scoring the next id;
+    PPL = exp(mean NLL), NLL from a float64 log-softmax.  Prints "ppl P nll N tokens K".
 
 The weights are read by tests/llm/gguf_io.py (its own GGUF parser and Q8_0/Q4_1/F16/BF16 decoders) or
 by read_safetensors below; the model is written from the architecture description (RMSNorm, RoPE on
@@ -172,7 +177,31 @@ def forward(path, ids):
     return out.numpy() if HAVE_TORCH else out
 
 
+def perplexity(path, ids, ctx, mode, bos):
+    nll = []
+    first = 0 if mode == "all" else ctx // 2
+    for c in range(len(ids) // ctx):
+        chunk = list(ids[c * ctx:(c + 1) * ctx])
+        target = chunk[1:]
+        if bos is not None:
+            chunk[0] = bos
+        lg = np.asarray(forward(path, chunk), dtype=np.float64)
+        for pos in range(first, ctx - 1):
+            row = lg[pos]
+            m = row.max()
+            logz = m + math.log(np.exp(row - m).sum())
+            nll.append(logz - row[target[pos]])
+    mean = sum(nll) / len(nll)
+    return math.exp(mean), mean, len(nll)
+
+
 def main():
+    if len(sys.argv) >= 6 and sys.argv[2] == "--ppl":
+        ids = [int(t) for t in open(sys.argv[3]).read().replace("\n", "").split(",") if t.strip()]
+        bos = int(sys.argv[6]) if len(sys.argv) >= 7 else None
+        ppl, mean, n = perplexity(sys.argv[1], ids, int(sys.argv[4]), sys.argv[5], bos)
+        print("ppl %.10g nll %.10g tokens %d" % (ppl, mean, n))
+        return 0
     if len(sys.argv) < 3:
         print(__doc__)
         return 2

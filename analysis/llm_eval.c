@@ -1,0 +1,213 @@
+/*
+** Fixed-text model evaluation, chunk by chunk (see llm_eval.h).
+*/
+#include "llm_eval.h"
+#include "../kernels/llm_rows.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+const double qs_eval_kl_qs[11] = {0, 0.001, 0.01, 0.05, 0.10, 0.50, 0.90, 0.95, 0.99, 0.999, 1};
+
+/* rows of logits computed at once: large enough for SGEMM, small enough to stay bounded */
+#define HEAD_ROWS 64
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int qs_eval_first(const qs_eval_setup *s) { return s->score_all ? 0 : s->ctx / 2; }
+
+size_t qs_eval_ntok(const qs_eval_setup *s) { return (size_t)s->nchunks * (size_t)(s->ctx - 1 - qs_eval_first(s)); }
+
+void qs_eval_chunk_input(const qs_eval_setup *s, const int32_t *text, int c, int32_t *in)
+{
+    memcpy(in, text + (size_t)c * s->ctx, (size_t)s->ctx * sizeof(int32_t));
+    if (s->bos >= 0) in[0] = s->bos;
+}
+
+/* ---------------------------------------------------------------- non-finite taps */
+
+typedef struct nf_tap { qs_eval_nonfinite *nf; } nf_tap;
+
+static void tap_nonfinite(void *ctx, int layer, qs_llm_site site, const float *x, int rows, int cols)
+{
+    qs_eval_nonfinite *nf = ((nf_tap *)ctx)->nf;
+    size_t bad = qs_count_nonfinite(x, (size_t)rows * cols);
+    if (bad && nf->first_layer < 0) { nf->first_layer = layer; nf->first_site = site; }
+    nf->act_values += bad;
+}
+
+/* ---------------------------------------------------------------- run */
+
+static int var_alloc(qs_eval_var_out *v, size_t n, int cfg)
+{
+    v->nf.first_layer = -1;
+    v->nll = malloc(n * sizeof(double));
+    if (!cfg) return v->nll ? 0 : -1;
+    v->kl = malloc(n * sizeof(double));
+    v->dp = malloc(n * sizeof(double));
+    v->same_top = malloc(n);
+    return v->nll && v->kl && v->dp && v->same_top ? 0 : -1;
+}
+
+void qs_eval_out_free(qs_eval_out *o)
+{
+    for (int i = 0; o->var && i < o->nvar; i++) {
+        free(o->var[i].nll); free(o->var[i].kl); free(o->var[i].dp); free(o->var[i].same_top);
+    }
+    free(o->var);
+    memset(o, 0, sizeof *o);
+}
+
+int qs_llm_eval_run(const qs_llm_model *ref, const qs_eval_variant *cfg, const int *want, int ncfg,
+                    const int32_t *text, size_t ntext, const qs_eval_setup *s, qs_eval_progress prog, void *pctx,
+                    qs_eval_out *out, qs_err *e)
+{
+    memset(out, 0, sizeof *out);
+    const int ctx = s->ctx, first = qs_eval_first(s), per = ctx - 1 - first;
+    const int V = ref->c.vocab, d = ref->c.dim;
+    if (ctx < 2 || per < 1 || s->nchunks < 1 || (size_t)s->nchunks * ctx > ntext || ctx > ref->c.ctx)
+        return qs_fail(e, "evaluation: %d chunks of %d tokens do not fit %zu tokens / model context %d", s->nchunks, ctx,
+                       ntext, ref->c.ctx);
+    for (size_t i = 0; i < (size_t)s->nchunks * ctx; i++)
+        if (text[i] < 0 || text[i] >= V) return qs_fail(e, "token id %d out of range (vocabulary %d)", text[i], V);
+    const size_t n = qs_eval_ntok(s);
+    out->n = n;
+    out->nvar = 1 + ncfg;
+    out->var = calloc((size_t)out->nvar, sizeof *out->var);
+    float *pref = malloc((size_t)per * V * sizeof(float));       /* the chunk's reference probabilities */
+    float *lg = malloc((size_t)HEAD_ROWS * V * sizeof(float));   /* one block of logits */
+    float *hid = malloc((size_t)ctx * d * sizeof(float)), *scr = malloc((size_t)HEAD_ROWS * d * sizeof(float));
+    qs_ref_row *rr = malloc((size_t)per * sizeof *rr);
+    int32_t *in = malloc((size_t)ctx * sizeof(int32_t));
+    qs_llm_state *st = NULL;
+    int rc = -1;
+    if (!out->var || !pref || !lg || !hid || !scr || !rr || !in) { qs_fail(e, "out of memory"); goto fail; }
+    for (int i = 0; i < out->nvar; i++)
+        if ((i == 0 || !want || want[i - 1]) && var_alloc(&out->var[i], n, i > 0)) { qs_fail(e, "out of memory"); goto fail; }
+    if (!(st = qs_llm_state_new(&ref->c, 1, ctx, ctx, e))) goto fail;
+    for (int c = 0; c < s->nchunks; c++) {
+        qs_eval_chunk_input(s, text, c, in);
+        const int32_t *tgt = text + (size_t)c * ctx + first + 1;
+        const size_t k0 = (size_t)c * per;
+        for (int vi = 0; vi < out->nvar; vi++) {
+            qs_eval_var_out *vo = &out->var[vi];
+            if (!vo->nll) continue;
+            const qs_llm_model *m = vi ? cfg[vi - 1].m : ref;
+            const qs_llm_numerics *nx = vi ? &cfg[vi - 1].nx : NULL;
+            nf_tap tc = {&vo->nf};
+            double t0 = now_s();
+            if (qs_llm_forward(m, nx, st, in, 1, ctx, 0, hid, tap_nonfinite, &tc, e)) goto fail;
+            double t1 = now_s();
+            for (int r0 = 0; r0 < per; r0 += HEAD_ROWS) {
+                int nr = per - r0 < HEAD_ROWS ? per - r0 : HEAD_ROWS;
+                if (qs_llm_logits(m, nx, hid + (size_t)(first + r0) * d, nr, scr, lg, e)) goto fail;
+                for (int i = 0; i < nr; i++) {
+                    int r = r0 + i;
+                    const float *l = lg + (size_t)i * V;
+                    size_t k = k0 + r;
+                    if (vi == 0) {
+                        qs_ref_row_make(l, V, tgt[r], pref + (size_t)r * V, &rr[r]);
+                        vo->nll[k] = rr[r].finite ? -rr[r].lp_tok : NAN;
+                        if (!rr[r].finite) vo->nf.logit_rows++;
+                    } else {
+                        qs_tok_stat ts;
+                        qs_tok_stat_make(l, V, tgt[r], pref + (size_t)r * V, &rr[r], &ts);
+                        if (!ts.finite && rr[r].finite) vo->nf.logit_rows++;
+                        vo->nll[k] = ts.finite ? -ts.lp_q : NAN;
+                        vo->kl[k] = ts.kl;
+                        vo->dp[k] = ts.dp;
+                        vo->same_top[k] = (uint8_t)ts.same_top;
+                    }
+                }
+            }
+            vo->fwd_seconds += t1 - t0;
+            vo->head_seconds += now_s() - t1;
+        }
+        if (prog) prog(pctx, c + 1, s->nchunks);
+    }
+    rc = 0;
+fail:
+    if (rc) qs_eval_out_free(out);
+    qs_llm_state_free(st);
+    free(pref); free(lg); free(hid); free(scr); free(rr); free(in);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- summaries */
+
+int qs_eval_summarize(const qs_eval_var_out *ref, const qs_eval_var_out *cfg, size_t n, qs_eval_summary *s, qs_err *e)
+{
+    memset(s, 0, sizeof *s);
+    const size_t na = n ? n : 1;
+    double *a = calloc(na, sizeof(double)), *b = calloc(na, sizeof(double)), *c = calloc(na, sizeof(double));
+    double *dd = calloc(na, sizeof(double)), *sq = calloc(na, sizeof(double));
+    double *sorted = NULL;
+    int rc = -1;
+    if (!a || !b || !c || !dd || !sq) { qs_fail(e, "out of memory"); goto out; }
+    const qs_eval_var_out *v = cfg ? cfg : ref;
+    size_t m = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (!isfinite(ref->nll[k]) || !isfinite(v->nll[k])) continue;
+        a[m] = v->nll[k];        /* nll of this variant */
+        b[m] = ref->nll[k];      /* nll of the reference */
+        m++;
+    }
+    s->n = m;
+    qs_mean_se(a, m, &s->nll_mean, &s->nll_se);
+    s->ppl = exp(s->nll_mean);
+    s->ppl_se = s->ppl * s->nll_se;
+    if (!cfg) { rc = 0; goto out; }
+    double rmean, rse;
+    qs_mean_se(b, m, &rmean, &rse);
+    double ppl_ref = exp(rmean);
+    s->cor_lnppl = qs_pearson(a, b, m);
+    for (size_t k = 0; k < m; k++) dd[k] = a[k] - b[k];   /* ln p_ref - ln p_Q */
+    qs_mean_se(dd, m, &s->lnratio_mean, &s->lnratio_se);
+    s->ppl_ratio = exp(s->lnratio_mean);
+    s->ppl_ratio_se = s->ppl_ratio * s->lnratio_se;
+    s->dppl_rel = s->ppl_ratio - 1;
+    s->dppl_lo = s->dppl_rel - 1.959964 * s->ppl_ratio_se;
+    s->dppl_hi = s->dppl_rel + 1.959964 * s->ppl_ratio_se;
+    s->ppl_diff = s->ppl - ppl_ref;
+    {   /* PPL(Q) - PPL(ref): the two means are correlated (same tokens) */
+        double cov = 0;
+        for (size_t k = 0; k < m; k++) cov += (a[k] - s->nll_mean) * (b[k] - rmean);
+        cov = m > 1 ? cov / m / (double)(m - 1) : 0;
+        double var = s->ppl * s->ppl * s->nll_se * s->nll_se + ppl_ref * ppl_ref * rse * rse - 2 * s->ppl * ppl_ref * cov;
+        s->ppl_diff_se = var > 0 ? sqrt(var) : 0;
+    }
+    size_t j = 0, same = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (!isfinite(ref->nll[k]) || !isfinite(v->nll[k])) continue;
+        c[j] = cfg->kl[k];
+        dd[j] = cfg->dp[k];
+        sq[j] = cfg->dp[k] * cfg->dp[k];
+        same += cfg->same_top[k];
+        qs_klhist_add(&s->hist, cfg->kl[k]);
+        j++;
+    }
+    qs_mean_se(c, m, &s->kl_mean, &s->kl_se);
+    if (!(sorted = qs_sorted_copy(c, m))) { qs_fail(e, "out of memory"); goto out; }
+    for (int q = 0; q < 11; q++) s->kl_q[q] = qs_quantile_sorted(sorted, m, qs_eval_kl_qs[q]);
+    free(sorted);
+    if (!(sorted = qs_sorted_copy(dd, m))) { qs_fail(e, "out of memory"); goto out; }
+    for (int q = 0; q < 11; q++) s->dp_q[q] = qs_quantile_sorted(sorted, m, qs_eval_kl_qs[q]);
+    qs_mean_se(dd, m, &s->dp_mean, &s->dp_mean_se);
+    double sqm, sqse;
+    qs_mean_se(sq, m, &sqm, &sqse);
+    s->dp_rms = sqrt(sqm);
+    s->dp_rms_se = s->dp_rms > 0 ? 0.5 / s->dp_rms * sqse : 0;
+    s->top1 = m ? (double)same / m : 0;
+    s->top1_se = m > 1 ? sqrt(s->top1 * (1 - s->top1) / (double)(m - 1)) : 0;
+    rc = 0;
+out:
+    free(a); free(b); free(c); free(dd); free(sq); free(sorted);
+    return rc;
+}

@@ -1,0 +1,159 @@
+/*
+** Vectorised exponential row kernels (see llm_rows.h).
+*/
+#include "llm_rows.h"
+#include "simd.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define LOG2E 1.4426950408889634f
+
+/* 2^x for 8 lanes: x clamped to [-126, 127], nearest integer split, Taylor degree 7; below -126: 0 */
+__attribute__((target("avx2,fma"))) static inline __m256 exp2_8(__m256 x)
+{
+    const __m256 lo = _mm256_set1_ps(-126.0f);
+    __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), _mm256_set1_ps(127.0f));
+    __m256 fl = _mm256_round_ps(xc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 f = _mm256_sub_ps(xc, fl);
+    __m256 p = _mm256_set1_ps(1.5252734e-5f);
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.5403530e-4f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.3333558e-3f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.6181291e-3f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.5504109e-2f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.4022651e-1f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.9314718e-1f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fl), _mm256_set1_epi32(127)), 23);
+    __m256 r = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+    return _mm256_andnot_ps(_mm256_cmp_ps(x, lo, _CMP_LT_OQ), r);   /* x < -126 (or NaN-free underflow) -> 0 */
+}
+
+__attribute__((target("avx2,fma"))) static double exp_row_avx2(const float *x, size_t n, float c, float *y)
+{
+    const __m256 vc = _mm256_set1_ps(c), l2 = _mm256_set1_ps(LOG2E);
+    __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 v = exp2_8(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), vc), l2));
+        if (y) _mm256_storeu_ps(y + j, v);
+        a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+        a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+    }
+    double t[4];
+    _mm256_storeu_pd(t, _mm256_add_pd(a0, a1));
+    double s = (t[0] + t[1]) + (t[2] + t[3]);
+    for (; j < n; j++) {
+        float v = expf(x[j] - c);
+        if (y) y[j] = v;
+        s += v;
+    }
+    return s;
+}
+
+static double exp_row_scalar(const float *x, size_t n, float c, float *y)
+{
+    double s = 0;
+    for (size_t j = 0; j < n; j++) {
+        float v = expf(x[j] - c);
+        if (y) y[j] = v;
+        s += v;
+    }
+    return s;
+}
+
+double qs_exp_row(const float *x, size_t n, float c, float *y)
+{
+    return qs_simd_level() >= QS_SIMD_AVX2 ? exp_row_avx2(x, n, c, y) : exp_row_scalar(x, n, c, y);
+}
+
+double qs_sum_exp_row(const float *x, size_t n, float m) { return qs_exp_row(x, n, m, NULL); }
+
+__attribute__((target("avx2,fma"))) static float max_avx2(const float *x, size_t n)
+{
+    __m256 a = _mm256_set1_ps(-INFINITY);
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) a = _mm256_max_ps(a, _mm256_loadu_ps(x + j));
+    float t[8], m = -INFINITY;
+    _mm256_storeu_ps(t, a);
+    for (int i = 0; i < 8; i++) m = t[i] > m ? t[i] : m;
+    for (; j < n; j++) m = x[j] > m ? x[j] : m;
+    return m;
+}
+
+float qs_softmax_row(float *x, size_t n)
+{
+    float m = -INFINITY;
+    if (qs_simd_level() >= QS_SIMD_AVX2) m = max_avx2(x, n);
+    else
+        for (size_t j = 0; j < n; j++) m = x[j] > m ? x[j] : m;
+    double s = qs_exp_row(x, n, m, x);
+    const float inv = (float)(1.0 / s);
+    for (size_t j = 0; j < n; j++) x[j] *= inv;
+    return m;
+}
+
+__attribute__((target("avx2,fma"))) static void swiglu_avx2(float *g, const float *u, size_t n)
+{
+    const __m256 one = _mm256_set1_ps(1.0f), nl2 = _mm256_set1_ps(-LOG2E);
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 x = _mm256_loadu_ps(g + j);
+        __m256 d = _mm256_add_ps(one, exp2_8(_mm256_mul_ps(x, nl2)));   /* 1 + e^-x (e^-x -> 0 for large x) */
+        _mm256_storeu_ps(g + j, _mm256_mul_ps(_mm256_div_ps(x, d), _mm256_loadu_ps(u + j)));
+    }
+    for (; j < n; j++) g[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
+}
+
+void qs_swiglu_row(float *g, const float *u, size_t n)
+{
+    if (qs_simd_level() >= QS_SIMD_AVX2) { swiglu_avx2(g, u, n); return; }
+    for (size_t j = 0; j < n; j++) g[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
+}
+
+__attribute__((target("avx2,fma"))) static size_t nonfinite_avx2(const float *x, size_t n)
+{
+    const __m256i em = _mm256_set1_epi32(0x7f800000);
+    size_t j = 0, c = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256i v = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(const void *)(x + j)), em);
+        c += (size_t)__builtin_popcount((unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(v, em))));
+    }
+    for (; j < n; j++) c += !isfinite(x[j]);
+    return c;
+}
+
+size_t qs_count_nonfinite(const float *x, size_t n)
+{
+    if (qs_simd_level() >= QS_SIMD_AVX2) return nonfinite_avx2(x, n);
+    size_t c = 0;
+    for (size_t j = 0; j < n; j++) c += !isfinite(x[j]);
+    return c;
+}
+
+__attribute__((target("avx2,fma"))) static double sumsq_avx2(const float *x, size_t n)
+{
+    __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 v = _mm256_loadu_ps(x + j);
+        __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+        a0 = _mm256_fmadd_pd(lo, lo, a0);
+        a1 = _mm256_fmadd_pd(hi, hi, a1);
+    }
+    double t[4];
+    _mm256_storeu_pd(t, _mm256_add_pd(a0, a1));
+    double s = (t[0] + t[1]) + (t[2] + t[3]);
+    for (; j < n; j++) s += (double)x[j] * x[j];
+    return s;
+}
+
+double qs_sumsq_row(const float *x, size_t n)
+{
+    if (qs_simd_level() >= QS_SIMD_AVX2) return sumsq_avx2(x, n);
+    double s = 0;
+    for (size_t j = 0; j < n; j++) s += (double)x[j] * x[j];
+    return s;
+}

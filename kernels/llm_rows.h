@@ -1,0 +1,26 @@
+/*
+** Row kernels of the LLM forward pass and its evaluation: vectorised exponentials over rows of
+** logits or attention scores (AVX2/FMA when the CPU has it, chosen at run time; libm expf otherwise).
+** exp is evaluated as 2^(x·log2 e) with a degree-7 polynomial on [-1/2, 1/2] (relative error < 3e-7).
+*/
+#ifndef QS_LLM_ROWS_H
+#define QS_LLM_ROWS_H
+
+#include <stddef.h>
+
+/* x[0..n) = exp(x - max) / sum in place (a softmax row); returns the max. */
+float qs_softmax_row(float *x, size_t n);
+/* sum_j exp(x[j] - m), accumulated in double. */
+double qs_sum_exp_row(const float *x, size_t n, float m);
+/* y[j] = exp(x[j] - c); returns sum_j y[j] in double. */
+double qs_exp_row(const float *x, size_t n, float c, float *y);
+
+/* SwiGLU in place: g[i] = g[i] / (1 + exp(-g[i])) * u[i]. */
+void qs_swiglu_row(float *g, const float *u, size_t n);
+
+/* Number of NaN/Inf values in x[0..n). */
+size_t qs_count_nonfinite(const float *x, size_t n);
+/* sum_j x[j]^2 in double. */
+double qs_sumsq_row(const float *x, size_t n);
+
+#endif

@@ -1,0 +1,122 @@
+/*
+** Per-token evaluation statistics and their summaries (see llm_stats.h).
+*/
+#include "llm_stats.h"
+#include "llm_rows.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+double qs_row_lse(const float *l, int V, int *top, int *finite)
+{
+    float m = -INFINITY;
+    int t = 0, ok = 1;
+    for (int v = 0; v < V; v++) {
+        float x = l[v];
+        if (!isfinite(x)) ok = 0;
+        if (x > m) { m = x; t = v; }
+    }
+    if (top) *top = t;
+    if (finite) *finite = ok;
+    if (!ok) return NAN;
+    /* float exponentials summed in double: |error| of ln Z ~ 3e-7, and both sides of a KL use this */
+    return m + log(qs_sum_exp_row(l, (size_t)V, m));
+}
+
+/* sum_v p(v) l(v) in double, the one dot product both sides use */
+static double pdot(const float *p, const float *l, int V)
+{
+    double s = 0;
+    for (int v = 0; v < V; v++) s += (double)p[v] * l[v];
+    return s;
+}
+
+void qs_ref_row_make(const float *l, int V, int tok, float *p, qs_ref_row *r)
+{
+    memset(r, 0, sizeof *r);
+    r->lse = qs_row_lse(l, V, &r->top, &r->finite);
+    if (!r->finite) { memset(p, 0, (size_t)V * sizeof(float)); return; }
+    r->psum = qs_exp_row(l, (size_t)V, (float)r->lse, p);
+    r->s_ref = pdot(p, l, V);
+    r->lp_tok = (double)l[tok] - r->lse;
+}
+
+void qs_tok_stat_make(const float *lq, int V, int tok, const float *p_ref, const qs_ref_row *r, qs_tok_stat *t)
+{
+    memset(t, 0, sizeof *t);
+    int top;
+    double lse = qs_row_lse(lq, V, &top, &t->finite);
+    if (!t->finite || !r->finite) { t->finite = 0; t->kl = t->lp_q = t->dp = NAN; return; }
+    /* sum p_ref ln p_ref - sum p_ref ln p_Q, each as s - lse * psum */
+    double s_q = pdot(p_ref, lq, V);
+    t->kl = (r->s_ref - r->lse * r->psum) - (s_q - lse * r->psum);
+    t->lp_q = (double)lq[tok] - lse;
+    t->dp = exp(t->lp_q) - exp(r->lp_tok);
+    t->same_top = top == r->top;
+}
+
+void qs_mean_se(const double *x, size_t n, double *mean, double *se)
+{
+    double s = 0, s2 = 0;
+    for (size_t i = 0; i < n; i++) { s += x[i]; s2 += x[i] * x[i]; }
+    double m = n ? s / n : 0, var = n ? s2 / n - m * m : 0;
+    *mean = m;
+    *se = n > 1 && var > 0 ? sqrt(var / (double)(n - 1)) : 0;
+}
+
+double qs_pearson(const double *x, const double *y, size_t n)
+{
+    if (n < 2) return 0;
+    double mx = 0, my = 0;
+    for (size_t i = 0; i < n; i++) { mx += x[i]; my += y[i]; }
+    mx /= n; my /= n;
+    double sxy = 0, sxx = 0, syy = 0;
+    for (size_t i = 0; i < n; i++) {
+        double a = x[i] - mx, b = y[i] - my;
+        sxy += a * b; sxx += a * a; syy += b * b;
+    }
+    return sxx > 0 && syy > 0 ? sxy / sqrt(sxx * syy) : 0;
+}
+
+double qs_quantile_sorted(const double *s, size_t n, double q)
+{
+    if (!n) return NAN;
+    if (q <= 0) return s[0];
+    if (q >= 1) return s[n - 1];
+    double pos = q * (double)(n - 1);
+    size_t i = (size_t)pos;
+    if (i + 1 >= n) return s[n - 1];
+    double f = pos - (double)i;
+    return s[i] + f * (s[i + 1] - s[i]);
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double *qs_sorted_copy(const double *x, size_t n)
+{
+    double *s = malloc((n ? n : 1) * sizeof(double));
+    if (!s) return NULL;
+    if (n) memcpy(s, x, n * sizeof(double));
+    qsort(s, n, sizeof(double), cmp_d);
+    return s;
+}
+
+double qs_klhist_edge(int k) { return ldexp(1.0, QS_KLHIST_LO + k / QS_KLHIST_PER) * pow(2.0, (k % QS_KLHIST_PER) / (double)QS_KLHIST_PER); }
+
+void qs_klhist_add(qs_klhist *h, double x)
+{
+    if (!isfinite(x)) { h->nonfinite++; return; }
+    if (x <= 0) { h->zero++; return; }
+    int k = (int)floor((log2(x) - QS_KLHIST_LO) * QS_KLHIST_PER);
+    /* log2 rounding at an exact edge: settle by comparing with the edges themselves */
+    if (k >= 0 && k < QS_KLHIST_BINS && x < qs_klhist_edge(k)) k--;
+    else if (k + 1 >= 0 && k + 1 <= QS_KLHIST_BINS && x >= qs_klhist_edge(k + 1)) k++;
+    if (k < 0) h->under++;
+    else if (k >= QS_KLHIST_BINS) h->over++;
+    else h->counts[k]++;
+}
