@@ -23,7 +23,7 @@
 #include "../kernels/qs_version.h"
 
 /* The default evaluation text (written by `make data`), relative to the working directory. */
-#define QS_EVAL_DEFAULT_TEXT "data/text/persuasion.txt"
+#define QS_EVAL_DEFAULT_TEXT QS_LLM_DEFAULT_TEXT   /* datasets/llm_load.h */
 #define MAX_CFG 32
 #define CMD "llm eval"
 
@@ -350,7 +350,7 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
     qs_eval_out out;
     memset(&out, 0, sizeof out);
     if (read_text(o->text, &text, &tlen, thash, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
-    if (qs_llm_load_gguf(o->model, &f, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
+    if (qs_llm_load(o->model, &f, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
     if (o->ctx > f.m.c.ctx) { rc = qs_cli_usage(CMD, "--ctx %d exceeds the model context %d", o->ctx, f.m.c.ctx); goto done; }
     if (!f.v.n) { rc = qs_cli_error(QS_EXIT_ERR, "%s: the model has no vocabulary to tokenize the text", o->model); goto done; }
     ids = malloc((tlen + 2) * sizeof(int32_t));
