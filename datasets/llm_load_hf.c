@@ -242,6 +242,7 @@ static int read_tokenizer(json_t *tj, int vocab, qs_llm_vocab *v, qs_err *e)
                                   json_string_value(json_array_get(val, 1))) + 1;
     }
     v->nmerges = (int)nm;
+    v->ignore_merges = json_is_true(json_object_get(model, "ignore_merges"));
     /* pre-tokenizer: kept whole for the full implementation; today's tokenizer knows two families */
     json_t *pre = json_object_get(tj, "pre_tokenizer");
     v->byte_level = has_type(pre, "ByteLevel", 0) || has_type(json_object_get(tj, "decoder"), "ByteLevel", 0);
