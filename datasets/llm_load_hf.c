@@ -266,6 +266,30 @@ done:
     return rc;
 }
 
+int qs_llm_load_tokenizer(const char *path, qs_llm_file *f, qs_err *e)
+{
+    memset(f, 0, sizeof *f);
+    f->v.bos = f->v.eos = -1;
+    json_t *tj = load_json(path, NULL, NULL, e), *val;
+    if (!tj) return -1;
+    int vocab = 0;   /* ids 0 .. the largest one of the vocabulary and the added tokens */
+    const char *k;
+    size_t i;
+    json_object_foreach(json_object_get(json_object_get(tj, "model"), "vocab"), k, val)
+        if (json_is_integer(val) && json_integer_value(val) >= vocab && json_integer_value(val) < (1 << 24))
+            vocab = (int)json_integer_value(val) + 1;
+    json_array_foreach(json_object_get(tj, "added_tokens"), i, val) {
+        json_t *id = json_object_get(val, "id");
+        if (json_is_integer(id) && json_integer_value(id) >= vocab && json_integer_value(id) < (1 << 24))
+            vocab = (int)json_integer_value(id) + 1;
+    }
+    int rc = vocab ? read_tokenizer(tj, vocab, &f->v, e) : qs_fail(e, "no vocabulary");
+    if (!rc) rc = qs_llm__vocab_tables(&f->v, e);
+    json_decref(tj);
+    if (rc) { qs_llm_file_free(f); qs_err_prefix(e, path); }
+    return rc;
+}
+
 int qs_llm_load_hf(const char *dir, qs_llm_file *f, qs_err *e)
 {
     memset(f, 0, sizeof *f);

@@ -71,7 +71,7 @@ static int add_step(qs_pretok *p, const char *pattern, int literal, int behavior
     if (pattern) {
         int ec;
         PCRE2_SIZE eo;
-        uint32_t opt = PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | (literal ? PCRE2_LITERAL : 0);
+        uint32_t opt = PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);   /* UCP: no meaning for a literal */
         st->re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, opt, &ec, &eo, NULL);
         if (!st->re) {
             PCRE2_UCHAR msg[160];
