@@ -243,7 +243,7 @@ static int read_tokenizer(json_t *tj, int vocab, qs_llm_vocab *v, qs_err *e)
     }
     v->nmerges = (int)nm;
     v->ignore_merges = json_is_true(json_object_get(model, "ignore_merges"));
-    /* pre-tokenizer: kept whole for the full implementation; today's tokenizer knows two families */
+    /* pre-tokenizer: kept whole, llm_pretok.c runs it; v->pre names its family for messages */
     json_t *pre = json_object_get(tj, "pre_tokenizer");
     v->byte_level = has_type(pre, "ByteLevel", 0) || has_type(json_object_get(tj, "decoder"), "ByteLevel", 0);
     if (pre && !json_is_null(pre)) {
@@ -251,7 +251,7 @@ static int read_tokenizer(json_t *tj, int vocab, qs_llm_vocab *v, qs_err *e)
         const char *rx = split_regex(pre, 0);
         if (rx) {
             v->pre_regex = strdup(rx);
-            snprintf(v->pre, sizeof v->pre, "hf-regex");   /* Qwen2, Llama 3: not yet in llm_tok.c */
+            snprintf(v->pre, sizeof v->pre, "hf-regex");   /* Qwen2, Llama 3 */
         } else if (bytelevel_regex(pre, 0)) {
             v->pre_regex = strdup(kGpt2Regex);
             snprintf(v->pre, sizeof v->pre, "%s", digits_individual(pre, 0) ? "smollm" : "gpt2");
