@@ -16,6 +16,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <jansson.h>
 #include <pcre2.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,6 +60,29 @@ void qs_pretok_free(qs_pretok *p)
     free(p);
 }
 
+/* tokenizers runs its regexes in Oniguruma, whose \s is the Unicode White_Space property; PCRE2's
+** \s under UCP also takes U+180E (via \h).  Spell \s and \S as the property (other escapes,
+** including an escaped backslash, are copied as they are).  Returns a malloc'd pattern. */
+static char *oniguruma_space(const char *p)
+{
+    size_t n = strlen(p), o = 0;
+    char *r = malloc(n * 8 + 1);   /* "\s" (2 bytes) -> "\p{White_Space}" (15 bytes) */
+    if (!r) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] == '\\' && (p[i + 1] == 's' || p[i + 1] == 'S')) {
+            o += (size_t)sprintf(r + o, "\\%c{White_Space}", p[i + 1] == 's' ? 'p' : 'P');
+            i++;
+        } else if (p[i] == '\\' && p[i + 1]) {
+            r[o++] = p[i++];
+            r[o++] = p[i];
+        } else {
+            r[o++] = p[i];
+        }
+    }
+    r[o] = 0;
+    return r;
+}
+
 static int add_step(qs_pretok *p, const char *pattern, int literal, int behavior, int invert, int byte_level,
                     int prefix_space, qs_err *e)
 {
@@ -69,14 +93,17 @@ static int add_step(qs_pretok *p, const char *pattern, int literal, int behavior
     memset(st, 0, sizeof *st);
     st->behavior = behavior; st->invert = invert; st->byte_level = byte_level; st->prefix_space = prefix_space;
     if (pattern) {
+        char *rx = literal ? NULL : oniguruma_space(pattern);
+        if (!literal && !rx) return qs_fail(e, "out of memory");
         int ec;
         PCRE2_SIZE eo;
         uint32_t opt = PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);   /* UCP: no meaning for a literal */
-        st->re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, opt, &ec, &eo, NULL);
+        st->re = pcre2_compile((PCRE2_SPTR)(rx ? rx : pattern), PCRE2_ZERO_TERMINATED, opt, &ec, &eo, NULL);
+        free(rx);
         if (!st->re) {
             PCRE2_UCHAR msg[160];
             pcre2_get_error_message(ec, msg, sizeof msg);
-            return qs_fail(e, "pre-tokenizer pattern /%.60s/: %s at offset %zu", pattern, (char *)msg, (size_t)eo);
+            return qs_fail(e, "pre-tokenizer pattern /%.60s/: %s", pattern, (char *)msg);
         }
         pcre2_jit_compile(st->re, PCRE2_JIT_COMPLETE);   /* optional: the interpreter gives the same matches */
         st->md = pcre2_match_data_create_from_pattern(st->re, NULL);

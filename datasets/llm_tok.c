@@ -35,6 +35,7 @@ typedef struct {
     qs_err *e;
     size_t at;                 /* offset of the current stretch, for messages */
     char spell[256][3];        /* byte -> its UTF-8 spelling (1 or 2 bytes) + NUL */
+    int byte_id[256];          /* byte -> id of that spelling, or -1 */
     /* piece cache: raw bytes -> ids */
     centry *ct;
     size_t ccap, cn;
@@ -121,19 +122,35 @@ static int bpe(tk *t, const unsigned char *p, size_t n)
     if (reserve((void **)&t->s, &t->scap, 2 * n + 1, 1) || reserve((void **)&t->sym, &t->symcap, n, sizeof *t->sym))
         return qs_fail(t->e, "out of memory");
     size_t len = 0;
-    for (size_t i = 0; i < n; i++) {   /* one byte-level character per byte */
+    if (t->ignore_merges) {   /* BPE ignore_merges: a piece that is a token is that token */
+        for (size_t i = 0; i < n; i++) {
+            size_t cl = t->spell[p[i]][1] ? 2 : 1;
+            memcpy(t->s + len, t->spell[p[i]], cl);
+            len += cl;
+        }
+        int whole = qs_llm_hash_find(v->text, v->off, v->vhash, v->vhcap, t->s, len);
+        if (whole >= 0) {
+            if (reserve((void **)&t->ids, &t->icap, t->ilen + 1, sizeof *t->ids)) return qs_fail(t->e, "out of memory");
+            t->ids[t->ilen++] = whole;
+            return 0;
+        }
+        len = 0;
+    }
+    /* one symbol per byte; a byte whose character is not in the vocabulary is skipped, as tokenizers'
+    ** merge_word does without unk_token or byte_fallback (its neighbours become adjacent) */
+    size_t ns = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (t->byte_id[p[i]] < 0) continue;
         const char *c = t->spell[p[i]];
         size_t cl = c[1] ? 2 : 1;
-        t->sym[i] = (struct sym){(uint32_t)len, (uint32_t)cl, (int)i - 1, i + 1 < n ? (int)i + 1 : -1};
+        t->sym[ns] = (struct sym){(uint32_t)len, (uint32_t)cl, (int)ns - 1, -1};
+        if (ns) t->sym[ns - 1].next = (int)ns;
+        ns++;
         memcpy(t->s + len, c, cl);
         len += cl;
     }
-    int whole = t->ignore_merges ? qs_llm_hash_find(v->text, v->off, v->vhash, v->vhcap, t->s, len) : -1;
-    if (whole >= 0) {   /* BPE ignore_merges: a piece that is a token is that token */
-        if (reserve((void **)&t->ids, &t->icap, t->ilen + 1, sizeof *t->ids)) return qs_fail(t->e, "out of memory");
-        t->ids[t->ilen++] = whole;
-        return 0;
-    }
+    if (!ns) return 0;
+    n = ns;
     t->hn = 0;
     for (size_t i = 0; i + 1 < n; i++)
         if (pair_push(t, (int)i)) return qs_fail(t->e, "out of memory");
@@ -151,7 +168,7 @@ static int bpe(tk *t, const unsigned char *p, size_t n)
     }
     for (int i = 0; i >= 0; i = t->sym[i].next) {
         int id = qs_llm_hash_find(v->text, v->off, v->vhash, v->vhcap, t->s + t->sym[i].a, t->sym[i].len);
-        if (id < 0)   /* tokenizers would drop it silently (no unk token, no byte fallback) */
+        if (id < 0)   /* a merge whose result is not a token: tokenizers refuses such a file */
             return qs_fail(t->e, "no vocabulary entry for the BPE symbol '%.*s' of the text near byte %zu",
                            (int)t->sym[i].len, t->s + t->sym[i].a, t->at);
         if (reserve((void **)&t->ids, &t->icap, t->ilen + 1, sizeof *t->ids)) return qs_fail(t->e, "out of memory");
@@ -253,6 +270,7 @@ int qs_llm_tokenize(const qs_llm_vocab *v, const char *text, size_t len, int32_t
         unsigned cp = byte_cp(b);
         if (cp < 0x80) t.spell[b][0] = (char)cp;
         else { t.spell[b][0] = (char)(0xC0 | (cp >> 6)); t.spell[b][1] = (char)(0x80 | (cp & 0x3F)); }
+        t.byte_id[b] = qs_llm_hash_find(v->text, v->off, v->vhash, v->vhcap, t.spell[b], strlen(t.spell[b]));
     }
     added a = {0};
     int rc = added_build(v, &a, e);

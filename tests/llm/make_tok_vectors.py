@@ -78,8 +78,10 @@ def read_cases():
             line = line.rstrip("\n")
             if not line or line.startswith("#"):
                 continue
-            line = re.sub(r"\\u\{([0-9a-fA-F]+)\}", lambda m: chr(int(m.group(1), 16)), line)
-            line = re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t", "r": "\r", "\\": "\\"}[m.group(1)], line)
+            esc = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\"}
+            pat = r"\\u\{([0-9a-fA-F]+)\}|\\([ntr\\])"
+            assert "\\" not in re.sub(pat, "", line), "unknown escape in: " + line
+            line = re.sub(pat, lambda m: chr(int(m.group(1), 16)) if m.group(1) else esc[m.group(2)], line)
             out.append(line)
     return out
 
