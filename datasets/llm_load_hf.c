@@ -259,6 +259,8 @@ static int read_tokenizer(json_t *tj, int vocab, qs_llm_vocab *v, qs_err *e)
             snprintf(v->pre, sizeof v->pre, "hf-other");
         }
         if (!v->pre_json || (rx && !v->pre_regex)) { qs_fail(e, "out of memory"); goto done; }
+    } else {
+        snprintf(v->pre, sizeof v->pre, "hf-none");   /* not a GGUF family: the tokenizer refuses it by name */
     }
     rc = 0;
 done:

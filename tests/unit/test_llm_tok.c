@@ -172,6 +172,22 @@ static void test_errors(void **st)
     assert_int_equal(qs_llm_tokenize(&f.v, "abc def ghi jkl", 15, ids, 2, &e), -1);
     assert_non_null(strstr(e.msg, "more than 2 tokens"));
     qs_llm_file_free(&f);
+    /* a tokenizer.json without pre_tokenizer is refused, not run as GPT-2 */
+    json_error_t je;
+    json_t *j = json_load_file("fixtures/llm/tok_bpe.json", 0, &je);
+    assert_non_null(j);
+    json_object_set_new(j, "pre_tokenizer", json_null());
+    char tmp[] = "/tmp/qs-tok-XXXXXX";
+    int fd = mkstemp(tmp);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(json_dump_file(j, tmp, JSON_COMPACT), 0);
+    json_decref(j);
+    assert_int_equal(qs_llm_load_tokenizer(tmp, &f, &e), 0);
+    unlink(tmp);
+    assert_int_equal(qs_llm_tokenize(&f.v, "abc", 3, ids, 4096, &e), -1);
+    assert_non_null(strstr(e.msg, "'hf-none' is not known"));
+    qs_llm_file_free(&f);
     assert_int_equal(qs_llm_load_tokenizer("fixtures/llm/no-such.json", &f, &e), -1);
     assert_non_null(strstr(e.msg, "no-such.json"));
 }
