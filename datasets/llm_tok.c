@@ -6,6 +6,7 @@
 ** tokenizers' Word::merge_all), vocabulary ids.  Results are cached per piece.  Checked against
 ** `tokenizers` by tests/llm/make_tok_vectors.py (tests/fixtures/llm/tok_*.json).
 */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -119,6 +120,7 @@ static int pair_push(tk *t, int i)
 static int bpe(tk *t, const unsigned char *p, size_t n)
 {
     const qs_llm_vocab *v = t->v;
+    if (n > (size_t)INT_MAX / 2) return qs_fail(t->e, "a pre-tokenized piece of %zu bytes is too long", n);
     if (reserve((void **)&t->s, &t->scap, 2 * n + 1, 1) || reserve((void **)&t->sym, &t->symcap, n, sizeof *t->sym))
         return qs_fail(t->e, "out of memory");
     size_t len = 0;
@@ -196,7 +198,7 @@ static int piece(void *ctx, const char *s, size_t n)
     if (bpe(t, (const unsigned char *)s, n)) return -1;
     for (size_t k = i0; k < t->ilen; k++)
         if (emit(t, t->ids[k])) return -1;
-    if (n > CACHE_MAX_PIECE) { t->ilen = i0; return 0; }
+    if (n > CACHE_MAX_PIECE || t->klen + n > UINT32_MAX || t->ilen > UINT32_MAX) { t->ilen = i0; return 0; }
     if (2 * (t->cn + 1) > t->ccap) {   /* grow: rehash every entry */
         size_t nc = t->ccap ? 2 * t->ccap : 4096;
         centry *nt = calloc(nc, sizeof *nt);
