@@ -45,6 +45,7 @@ typedef struct qs_llm_vocab {
     ** and the pattern of its first Split/Regex step (or NULL); for the full pre-tokenizer. */
     char *pre_json;
     char *pre_regex;
+    int ignore_merges;   /* tokenizer.json model.ignore_merges: a piece that is a token is not merged */
 } qs_llm_vocab;
 
 typedef struct qs_llm_file {
@@ -67,6 +68,8 @@ int qs_llm_load(const char *path, qs_llm_file *f, qs_err *e);
 int qs_llm_load_gguf(const char *path, qs_llm_file *f, qs_err *e);
 /* The Hugging Face directory loader alone (llm_load_hf.c). */
 int qs_llm_load_hf(const char *dir, qs_llm_file *f, qs_err *e);
+/* A tokenizer.json alone, into f->v (f->m stays empty): for tests and tokenizing without weights. */
+int qs_llm_load_tokenizer(const char *path, qs_llm_file *f, qs_err *e);
 /* The same from a file image in memory (used by the fuzzer); name is used in messages. */
 int qs_llm_load_gguf_mem(const uint8_t *buf, size_t len, const char *name, qs_llm_file *f, qs_err *e);
 void qs_llm_file_free(qs_llm_file *f);
@@ -76,13 +79,14 @@ int qs_llm_hash_find(const char *text, const uint32_t *off, const uint32_t *tab,
 
 /* Token id of an exact token string, or -1. */
 int qs_llm_vocab_find(const qs_llm_vocab *v, const char *s);
-/* Byte-level BPE tokenization of `text` (len bytes) the way Hugging Face `tokenizers` does it for
-** SmolLM2 (tokenizer.ggml.pre = "smollm" or "gpt2" with a byte-level vocabulary): control tokens
-** (token_type 3) are matched literally first (longest match), the rest is pre-tokenized (every digit
-** alone, then the GPT-2 regex 's|'t|'re|'ve|'m|'ll|'d| ?L+| ?N+| ?[^\sLN]+|\s+(?!\S)|\s+), each piece
-** mapped byte -> unicode and merged by rank.  Only ASCII text is accepted (letter/space classes
-** of other scripts need Unicode tables): a byte >= 0x80 is an error naming its offset.  No BOS is
-** added.  Returns the number of ids (<= cap), or -1 with e set. */
+/* Byte-level BPE tokenization of `text` (len bytes) equal to Hugging Face `tokenizers` (llm_tok.c):
+** added tokens (token_type 3 control and 4 user-defined: tokenizer.json added_tokens) are matched
+** literally first (leftmost, longest), each stretch between them goes through the pre-tokenizer
+** (tokenizer.json's pre_tokenizer, else the one of the GGUF tokenizer.ggml.pre family; regexes in
+** PCRE2 with Unicode classes, llm_pretok.h), each piece is mapped byte -> unicode and merged by rank.
+** No normalizer is applied and no BOS is added.  Invalid UTF-8 is accepted: invalid bytes are never
+** matched by a pattern and end up as byte-level tokens.  Returns the number of ids (<= cap), or -1
+** with e set (more than cap ids, an unsupported pre-tokenizer, a symbol missing from the vocabulary). */
 int qs_llm_tokenize(const qs_llm_vocab *v, const char *text, size_t len, int32_t *out, int cap, qs_err *e);
 
 /* Append the detokenized bytes of token id to out (at most cap-1 bytes, NUL-terminated); returns the

@@ -242,7 +242,8 @@ static int read_tokenizer(json_t *tj, int vocab, qs_llm_vocab *v, qs_err *e)
                                   json_string_value(json_array_get(val, 1))) + 1;
     }
     v->nmerges = (int)nm;
-    /* pre-tokenizer: kept whole for the full implementation; today's tokenizer knows two families */
+    v->ignore_merges = json_is_true(json_object_get(model, "ignore_merges"));
+    /* pre-tokenizer: kept whole, llm_pretok.c runs it; v->pre names its family for messages */
     json_t *pre = json_object_get(tj, "pre_tokenizer");
     v->byte_level = has_type(pre, "ByteLevel", 0) || has_type(json_object_get(tj, "decoder"), "ByteLevel", 0);
     if (pre && !json_is_null(pre)) {
@@ -250,7 +251,7 @@ static int read_tokenizer(json_t *tj, int vocab, qs_llm_vocab *v, qs_err *e)
         const char *rx = split_regex(pre, 0);
         if (rx) {
             v->pre_regex = strdup(rx);
-            snprintf(v->pre, sizeof v->pre, "hf-regex");   /* Qwen2, Llama 3: not yet in llm_tok.c */
+            snprintf(v->pre, sizeof v->pre, "hf-regex");   /* Qwen2, Llama 3 */
         } else if (bytelevel_regex(pre, 0)) {
             v->pre_regex = strdup(kGpt2Regex);
             snprintf(v->pre, sizeof v->pre, "%s", digits_individual(pre, 0) ? "smollm" : "gpt2");
@@ -258,10 +259,36 @@ static int read_tokenizer(json_t *tj, int vocab, qs_llm_vocab *v, qs_err *e)
             snprintf(v->pre, sizeof v->pre, "hf-other");
         }
         if (!v->pre_json || (rx && !v->pre_regex)) { qs_fail(e, "out of memory"); goto done; }
+    } else {
+        snprintf(v->pre, sizeof v->pre, "hf-none");   /* not a GGUF family: the tokenizer refuses it by name */
     }
     rc = 0;
 done:
     free(str);
+    return rc;
+}
+
+int qs_llm_load_tokenizer(const char *path, qs_llm_file *f, qs_err *e)
+{
+    memset(f, 0, sizeof *f);
+    f->v.bos = f->v.eos = -1;
+    json_t *tj = load_json(path, NULL, NULL, e), *val;
+    if (!tj) return -1;
+    int vocab = 0;   /* ids 0 .. the largest one of the vocabulary and the added tokens */
+    const char *k;
+    size_t i;
+    json_object_foreach(json_object_get(json_object_get(tj, "model"), "vocab"), k, val)
+        if (json_is_integer(val) && json_integer_value(val) >= vocab && json_integer_value(val) < (1 << 24))
+            vocab = (int)json_integer_value(val) + 1;
+    json_array_foreach(json_object_get(tj, "added_tokens"), i, val) {
+        json_t *id = json_object_get(val, "id");
+        if (json_is_integer(id) && json_integer_value(id) >= vocab && json_integer_value(id) < (1 << 24))
+            vocab = (int)json_integer_value(id) + 1;
+    }
+    int rc = vocab ? read_tokenizer(tj, vocab, &f->v, e) : qs_fail(e, "no vocabulary");
+    if (!rc) rc = qs_llm__vocab_tables(&f->v, e);
+    json_decref(tj);
+    if (rc) { qs_llm_file_free(f); qs_err_prefix(e, path); }
     return rc;
 }
 

@@ -1,17 +1,20 @@
 /*
-** Byte-level BPE tokenization for GGUF vocabularies of the GPT-2 family (see qs_llm_tokenize in
-** llm_load.h).  Checked against Hugging Face `tokenizers` on SmolLM2's vocabulary and merges
-** (tests/llm/hf_tokenize.py writes the vectors in tests/fixtures/llm).
+** Byte-level BPE tokenization the way Hugging Face `tokenizers` does it (see qs_llm_tokenize in
+** llm_load.h): added tokens first (leftmost-longest, like its Aho-Corasick matcher), then the
+** pre-tokenizer of llm_pretok.c on each stretch between them, then per piece: bytes -> GPT-2
+** byte-to-unicode spelling, ranked merges (lowest rank first, leftmost among equals, with a heap as
+** tokenizers' Word::merge_all), vocabulary ids.  Results are cached per piece.  Checked against
+** `tokenizers` by tests/llm/make_tok_vectors.py (tests/fixtures/llm/tok_*.json).
 */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "llm_load.h"
+#include "llm_pretok.h"
 
-static int is_ws(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
-static int is_letter(unsigned char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-static int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
-static int is_other(unsigned char c) { return !is_ws(c) && !is_letter(c) && !is_digit(c); }
+enum { CACHE_MAX_PIECE = 256 };
 
 /* GPT-2 bytes_to_unicode: the code point that spells byte b */
 static unsigned byte_cp(unsigned b)
@@ -23,7 +26,39 @@ static unsigned byte_cp(unsigned b)
     return 256 + n;
 }
 
-typedef struct { int32_t *out; int cap, n; const qs_llm_vocab *v; qs_err *e; size_t at; } tk;
+typedef struct { uint64_t h; uint32_t koff, klen, ioff, icnt; } centry;
+
+typedef struct {
+    const qs_llm_vocab *v;
+    int ignore_merges;
+    int32_t *out;
+    int cap, n;
+    qs_err *e;
+    size_t at;                 /* offset of the current stretch, for messages */
+    char spell[256][3];        /* byte -> its UTF-8 spelling (1 or 2 bytes) + NUL */
+    int byte_id[256];          /* byte -> id of that spelling, or -1 */
+    /* piece cache: raw bytes -> ids */
+    centry *ct;
+    size_t ccap, cn;
+    char *keys; size_t klen, kcap;
+    int32_t *ids; size_t ilen, icap;
+    /* BPE scratch */
+    char *s; size_t scap;
+    struct sym { uint32_t a, len; int prev, next; } *sym; size_t symcap;
+    struct hent { int rank, pos; } *heap; size_t hn, hcap;
+    char *key; size_t keycap;
+} tk;
+
+static int reserve(void **p, size_t *cap, size_t need, size_t el)
+{
+    if (need <= *cap) return 0;
+    size_t c = *cap ? *cap : 64;
+    while (c < need) c *= 2;
+    void *n = realloc(*p, c * el);
+    if (!n) return -1;
+    *p = n; *cap = c;
+    return 0;
+}
 
 static int emit(tk *t, int id)
 {
@@ -32,122 +67,236 @@ static int emit(tk *t, int id)
     return 0;
 }
 
-/* BPE over one pre-tokenized piece p[0..n) (raw bytes). */
-static int bpe_piece(tk *t, const unsigned char *p, size_t n)
+/* rank of the merge "a b", or -1 */
+static int merge_rank(tk *t, const char *a, size_t la, const char *b, size_t lb)
+{
+    if (!t->v->mhash) return -1;
+    if (reserve((void **)&t->key, &t->keycap, la + lb + 1, 1)) return -1;
+    memcpy(t->key, a, la);
+    t->key[la] = ' ';
+    memcpy(t->key + la + 1, b, lb);
+    return qs_llm_hash_find(t->v->mtext, t->v->moff, t->v->mhash, t->v->mhcap, t->key, la + 1 + lb);
+}
+
+static int hless(const struct hent *x, const struct hent *y) { return x->rank < y->rank || (x->rank == y->rank && x->pos < y->pos); }
+
+static int hpush(tk *t, int rank, int pos)
+{
+    if (reserve((void **)&t->heap, &t->hcap, t->hn + 1, sizeof *t->heap)) return -1;
+    size_t i = t->hn++;
+    t->heap[i] = (struct hent){rank, pos};
+    while (i && hless(&t->heap[i], &t->heap[(i - 1) / 2])) {
+        struct hent x = t->heap[i]; t->heap[i] = t->heap[(i - 1) / 2]; t->heap[(i - 1) / 2] = x;
+        i = (i - 1) / 2;
+    }
+    return 0;
+}
+
+static struct hent hpop(tk *t)
+{
+    struct hent top = t->heap[0];
+    t->heap[0] = t->heap[--t->hn];
+    size_t i = 0;
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < t->hn && hless(&t->heap[l], &t->heap[m])) m = l;
+        if (r < t->hn && hless(&t->heap[r], &t->heap[m])) m = r;
+        if (m == i) break;
+        struct hent x = t->heap[i]; t->heap[i] = t->heap[m]; t->heap[m] = x;
+        i = m;
+    }
+    return top;
+}
+
+static int pair_push(tk *t, int i)
+{
+    int j = t->sym[i].next;
+    if (j < 0) return 0;
+    int r = merge_rank(t, t->s + t->sym[i].a, t->sym[i].len, t->s + t->sym[j].a, t->sym[j].len);
+    return r >= 0 ? hpush(t, r, i) : 0;
+}
+
+/* BPE over one piece p[0..n) (raw bytes); appends its ids to t->ids[t->ilen..]. */
+static int bpe(tk *t, const unsigned char *p, size_t n)
 {
     const qs_llm_vocab *v = t->v;
-    /* byte-level spelling: every byte becomes a 1- or 2-byte UTF-8 code point */
-    char *s = malloc(n * 2 + 1);
-    size_t *st = malloc((n + 1) * sizeof *st);   /* symbol starts; symbol i = s[st[i] .. st[i+1]) */
-    char *key = malloc(n * 2 + 2);
-    if (!s || !st || !key) { free(s); free(st); free(key); return qs_fail(t->e, "out of memory"); }
-    size_t len = 0, ns = 0;
+    if (n > (size_t)INT_MAX / 2) return qs_fail(t->e, "a pre-tokenized piece of %zu bytes is too long", n);
+    if (reserve((void **)&t->s, &t->scap, 2 * n + 1, 1) || reserve((void **)&t->sym, &t->symcap, n, sizeof *t->sym))
+        return qs_fail(t->e, "out of memory");
+    size_t len = 0;
+    if (t->ignore_merges) {   /* BPE ignore_merges: a piece that is a token is that token */
+        for (size_t i = 0; i < n; i++) {
+            size_t cl = t->spell[p[i]][1] ? 2 : 1;
+            memcpy(t->s + len, t->spell[p[i]], cl);
+            len += cl;
+        }
+        int whole = qs_llm_hash_find(v->text, v->off, v->vhash, v->vhcap, t->s, len);
+        if (whole >= 0) {
+            if (reserve((void **)&t->ids, &t->icap, t->ilen + 1, sizeof *t->ids)) return qs_fail(t->e, "out of memory");
+            t->ids[t->ilen++] = whole;
+            return 0;
+        }
+        len = 0;
+    }
+    /* one symbol per byte; a byte whose character is not in the vocabulary is skipped, as tokenizers'
+    ** merge_word does without unk_token or byte_fallback (its neighbours become adjacent) */
+    size_t ns = 0;
     for (size_t i = 0; i < n; i++) {
-        unsigned cp = byte_cp(p[i]);
-        st[ns++] = len;
-        if (cp < 0x80) s[len++] = (char)cp;
-        else { s[len++] = (char)(0xC0 | (cp >> 6)); s[len++] = (char)(0x80 | (cp & 0x3F)); }
+        if (t->byte_id[p[i]] < 0) continue;
+        const char *c = t->spell[p[i]];
+        size_t cl = c[1] ? 2 : 1;
+        t->sym[ns] = (struct sym){(uint32_t)len, (uint32_t)cl, (int)ns - 1, -1};
+        if (ns) t->sym[ns - 1].next = (int)ns;
+        ns++;
+        memcpy(t->s + len, c, cl);
+        len += cl;
     }
-    st[ns] = len;
-    while (ns > 1 && v->mhash) {   /* merge the adjacent pair of lowest rank, leftmost first */
-        int best = -1;
-        size_t bi = 0;
-        for (size_t i = 0; i + 1 < ns; i++) {
-            size_t la = st[i + 1] - st[i], lb = st[i + 2] - st[i + 1];
-            memcpy(key, s + st[i], la);
-            key[la] = ' ';
-            memcpy(key + la + 1, s + st[i + 1], lb);
-            int r = qs_llm_hash_find(v->mtext, v->moff, v->mhash, v->mhcap, key, la + 1 + lb);
-            if (r >= 0 && (best < 0 || r < best)) { best = r; bi = i; }
-        }
-        if (best < 0) break;
-        memmove(st + bi + 1, st + bi + 2, (ns - bi - 1) * sizeof *st);   /* drop the boundary */
-        ns--;
+    if (!ns) return 0;
+    n = ns;
+    t->hn = 0;
+    for (size_t i = 0; i + 1 < n; i++)
+        if (pair_push(t, (int)i)) return qs_fail(t->e, "out of memory");
+    while (t->hn) {
+        struct hent top = hpop(t);
+        struct sym *a = &t->sym[top.pos];
+        if (!a->len || a->next < 0) continue;
+        struct sym *b = &t->sym[a->next];
+        if (merge_rank(t, t->s + a->a, a->len, t->s + b->a, b->len) != top.rank) continue;   /* stale entry */
+        a->len += b->len;
+        b->len = 0;
+        a->next = b->next;
+        if (a->next >= 0) t->sym[a->next].prev = top.pos;
+        if ((a->prev >= 0 && pair_push(t, a->prev)) || pair_push(t, top.pos)) return qs_fail(t->e, "out of memory");
     }
-    int rc = 0;
-    for (size_t i = 0; i < ns && !rc; i++) {
-        int id = qs_llm_hash_find(v->text, v->off, v->vhash, v->vhcap, s + st[i], st[i + 1] - st[i]);
-        if (id < 0) rc = qs_fail(t->e, "no vocabulary entry for a BPE symbol of the text near byte %zu", t->at);
-        else rc = emit(t, id);
-    }
-    free(s); free(st); free(key);
-    return rc;
-}
-
-/* GPT-2 regex over a digit-free ASCII run r[0..n) */
-static int gpt2_split(tk *t, const unsigned char *r, size_t n)
-{
-    size_t p = 0;
-    while (p < n) {
-        size_t q = p;
-        unsigned char c = r[p];
-        if (c == '\'' && p + 1 < n && (r[p + 1] == 's' || r[p + 1] == 't' || r[p + 1] == 'm' || r[p + 1] == 'd')) q = p + 2;
-        else if (c == '\'' && p + 2 < n && ((r[p + 1] == 'r' && r[p + 2] == 'e') || (r[p + 1] == 'v' && r[p + 2] == 'e') ||
-                                            (r[p + 1] == 'l' && r[p + 2] == 'l'))) q = p + 3;
-        else if (is_letter(c) || (c == ' ' && p + 1 < n && is_letter(r[p + 1]))) {
-            q = c == ' ' ? p + 1 : p;
-            while (q < n && is_letter(r[q])) q++;
-        } else if (is_other(c) || (c == ' ' && p + 1 < n && is_other(r[p + 1]))) {
-            q = c == ' ' ? p + 1 : p;
-            while (q < n && is_other(r[q])) q++;
-        } else {   /* whitespace: \s+(?!\S) keeps the last one for the next token, else \s+ */
-            while (q < n && is_ws(r[q])) q++;
-            if (q < n && q - p > 1) q--;
-        }
-        t->at += q - p;
-        if (bpe_piece(t, r + p, q - p)) return -1;
-        p = q;
+    for (int i = 0; i >= 0; i = t->sym[i].next) {
+        int id = qs_llm_hash_find(v->text, v->off, v->vhash, v->vhcap, t->s + t->sym[i].a, t->sym[i].len);
+        if (id < 0)   /* a merge whose result is not a token: tokenizers refuses such a file */
+            return qs_fail(t->e, "no vocabulary entry for the BPE symbol '%.*s' of the text near byte %zu",
+                           (int)t->sym[i].len, t->s + t->sym[i].a, t->at);
+        if (reserve((void **)&t->ids, &t->icap, t->ilen + 1, sizeof *t->ids)) return qs_fail(t->e, "out of memory");
+        t->ids[t->ilen++] = id;
     }
     return 0;
 }
 
-/* Digits alone, then the GPT-2 regex on the runs between them. */
-static int pretok(tk *t, const unsigned char *s, size_t n)
+/* One pre-tokenized piece: ids from the cache, or BPE then cached. */
+static int piece(void *ctx, const char *s, size_t n)
 {
-    size_t p = 0;
-    while (p < n) {
-        if (is_digit(s[p])) {
-            t->at++;
-            if (bpe_piece(t, s + p, 1)) return -1;
-            p++;
-            continue;
+    tk *t = ctx;
+    uint64_t h = XXH3_64bits(s, n);
+    size_t i = 0;
+    if (t->ccap && n <= CACHE_MAX_PIECE)
+        for (i = h & (t->ccap - 1); t->ct[i].klen; i = (i + 1) & (t->ccap - 1)) {
+            centry *c = &t->ct[i];
+            if (c->h == h && c->klen == n + 1 && !memcmp(t->keys + c->koff, s, n)) {
+                for (uint32_t k = 0; k < c->icnt; k++)
+                    if (emit(t, t->ids[c->ioff + k])) return -1;
+                return 0;
+            }
         }
-        size_t q = p;
-        while (q < n && !is_digit(s[q])) q++;
-        if (gpt2_split(t, s + p, q - p)) return -1;
-        p = q;
+    size_t i0 = t->ilen;
+    if (bpe(t, (const unsigned char *)s, n)) return -1;
+    for (size_t k = i0; k < t->ilen; k++)
+        if (emit(t, t->ids[k])) return -1;
+    if (n > CACHE_MAX_PIECE || t->klen + n > UINT32_MAX || t->ilen > UINT32_MAX) { t->ilen = i0; return 0; }
+    if (2 * (t->cn + 1) > t->ccap) {   /* grow: rehash every entry */
+        size_t nc = t->ccap ? 2 * t->ccap : 4096;
+        centry *nt = calloc(nc, sizeof *nt);
+        if (!nt) return qs_fail(t->e, "out of memory");
+        for (size_t k = 0; k < t->ccap; k++)
+            if (t->ct[k].klen) {
+                size_t j = t->ct[k].h & (nc - 1);
+                while (nt[j].klen) j = (j + 1) & (nc - 1);
+                nt[j] = t->ct[k];
+            }
+        free(t->ct);
+        t->ct = nt; t->ccap = nc;
+        for (i = h & (nc - 1); t->ct[i].klen; i = (i + 1) & (nc - 1)) {}
     }
+    if (reserve((void **)&t->keys, &t->kcap, t->klen + n, 1)) return qs_fail(t->e, "out of memory");
+    memcpy(t->keys + t->klen, s, n);
+    t->ct[i] = (centry){h, (uint32_t)t->klen, (uint32_t)n + 1, (uint32_t)i0, (uint32_t)(t->ilen - i0)};   /* klen = n+1: 0 is empty */
+    t->klen += n;
+    t->cn++;
     return 0;
+}
+
+/* Added tokens (control and user-defined), grouped by first byte, longest first within a group. */
+typedef struct { int *id; int start[257]; } added;
+
+static int cmp_added(const void *a, const void *b, void *ctx)
+{
+    const qs_llm_vocab *v = ctx;
+    const unsigned char *x = (const unsigned char *)v->text + v->off[*(const int *)a];
+    const unsigned char *y = (const unsigned char *)v->text + v->off[*(const int *)b];
+    if (x[0] != y[0]) return x[0] < y[0] ? -1 : 1;
+    size_t lx = strlen((const char *)x), ly = strlen((const char *)y);
+    if (lx != ly) return lx > ly ? -1 : 1;
+    return *(const int *)a - *(const int *)b;
+}
+
+static int added_build(const qs_llm_vocab *v, added *a, qs_err *e)
+{
+    int k = 0;
+    a->id = malloc(((size_t)v->n + 1) * sizeof *a->id);
+    if (!a->id) return qs_fail(e, "out of memory");
+    for (int i = 0; v->type && i < v->n; i++)
+        if ((v->type[i] == 3 || v->type[i] == 4) && v->text[v->off[i]]) a->id[k++] = i;
+    qsort_r(a->id, (size_t)k, sizeof *a->id, cmp_added, (void *)v);
+    int j = 0;
+    for (int c = 0; c < 256; c++) {
+        a->start[c] = j;
+        while (j < k && (unsigned char)v->text[v->off[a->id[j]]] == c) j++;
+    }
+    a->start[256] = k;
+    return 0;
+}
+
+static void tk_free(tk *t)
+{
+    free(t->ct); free(t->keys); free(t->ids); free(t->s); free(t->sym); free(t->heap); free(t->key);
 }
 
 int qs_llm_tokenize(const qs_llm_vocab *v, const char *text, size_t len, int32_t *out, int cap, qs_err *e)
 {
     if (!v->n || !v->byte_level || !v->vhash)
         return qs_fail(e, "the model has no byte-level BPE vocabulary (tokenizer.ggml.model gpt2); give token ids");
-    if (v->pre[0] && strcmp(v->pre, "smollm") && strcmp(v->pre, "gpt2") && strcmp(v->pre, "starcoder") &&
-        strcmp(v->pre, "refact") && strcmp(v->pre, "default"))
-        return qs_fail(e, "pre-tokenizer '%s' is not implemented (smollm, gpt2); give token ids", v->pre);
-    int digits_alone = strcmp(v->pre, "gpt2") != 0 && strcmp(v->pre, "default") != 0;
+    int ignore = v->ignore_merges;
+    qs_pretok *pt = v->pre_json ? qs_pretok_from_json(v->pre_json, e) : qs_pretok_from_family(v->pre, &ignore, e);
+    if (!pt) return -1;
+    if (v->pre_json) ignore = v->ignore_merges;
+    tk t;
+    memset(&t, 0, sizeof t);
+    t.v = v; t.ignore_merges = ignore; t.out = out; t.cap = cap; t.e = e;
+    for (unsigned b = 0; b < 256; b++) {
+        unsigned cp = byte_cp(b);
+        if (cp < 0x80) t.spell[b][0] = (char)cp;
+        else { t.spell[b][0] = (char)(0xC0 | (cp >> 6)); t.spell[b][1] = (char)(0x80 | (cp & 0x3F)); }
+        t.byte_id[b] = qs_llm_hash_find(v->text, v->off, v->vhash, v->vhcap, t.spell[b], strlen(t.spell[b]));
+    }
+    added a = {0};
+    int rc = added_build(v, &a, e);
     const unsigned char *s = (const unsigned char *)text;
-    for (size_t i = 0; i < len; i++)
-        if (s[i] >= 0x80) return qs_fail(e, "byte %zu of the text is not ASCII: only ASCII text is tokenized; give token ids", i);
-    tk t = {out, cap, 0, v, e, 0};
     size_t seg = 0, i = 0;
-    while (i <= len) {
+    while (!rc && i <= len) {
         int sp = -1;
         size_t sl = 0;
-        for (int k = 0; i < len && k < v->nspecial; k++) {   /* longest first */
-            const char *w = v->text + v->off[v->special[k]];
-            size_t wl = strlen(w);
-            if (wl <= len - i && !memcmp(s + i, w, wl)) { sp = v->special[k]; sl = wl; break; }
-        }
+        if (i < len)
+            for (int k = a.start[s[i]]; k < a.start[s[i] + 1]; k++) {   /* longest first */
+                const char *w = v->text + v->off[a.id[k]];
+                size_t wl = strlen(w);
+                if (wl <= len - i && !memcmp(s + i, w, wl)) { sp = a.id[k]; sl = wl; break; }
+            }
         if (sp < 0 && i < len) { i++; continue; }
         t.at = seg;
-        if (i > seg && (digits_alone ? pretok(&t, s + seg, i - seg) : gpt2_split(&t, s + seg, i - seg))) return -1;
-        if (sp < 0) break;
-        if (emit(&t, sp)) return -1;
+        if (i > seg) rc = qs_pretok_run(pt, text + seg, i - seg, piece, &t, e);
+        if (rc || sp < 0) break;
+        rc = emit(&t, sp);
         i += sl;
         seg = i;
     }
-    return t.n;
+    free(a.id);
+    tk_free(&t);
+    qs_pretok_free(pt);
+    return rc ? -1 : t.n;
 }

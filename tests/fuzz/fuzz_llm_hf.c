@@ -16,6 +16,7 @@
 #include "../../datasets/llm_load.c"
 #include "../../datasets/llm_load_hf.c"
 #include "../../datasets/llm_tok.c"
+#include "../../datasets/llm_pretok.c"
 
 #define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)
 

@@ -1,0 +1,29 @@
+/*
+** Pre-tokenizers of Hugging Face `tokenizers` for byte-level BPE (used by llm_tok.c): the
+** "pre_tokenizer" object of a tokenizer.json (Sequence, Split, Digits, ByteLevel) or, for a GGUF,
+** the same object for the tokenizer.ggml.pre family (gpt2, smollm, qwen2, llama-bpe, ...).  Regexes
+** run in PCRE2 (UTF + UCP), so Unicode classes (\p{L}, \p{N}, \s) are the library's, not ours.
+*/
+#ifndef QS_LLM_PRETOK_H
+#define QS_LLM_PRETOK_H
+
+#include <stddef.h>
+
+#include "../kernels/qs_err.h"
+
+typedef struct qs_pretok qs_pretok;
+
+/* One piece of text the BPE model sees (raw UTF-8 bytes, before the byte-to-unicode mapping).
+** Returns 0, or -1 to stop. */
+typedef int (*qs_pretok_cb)(void *ctx, const char *s, size_t n);
+
+/* Compile a tokenizer.json "pre_tokenizer" (compact JSON).  Errors name the unsupported part. */
+qs_pretok *qs_pretok_from_json(const char *json, qs_err *e);
+/* The pre-tokenizer llama.cpp / tokenizers use for a tokenizer.ggml.pre family ("" = gpt2);
+** *ignore_merges is set for the families whose BPE model has ignore_merges (Llama 3). */
+qs_pretok *qs_pretok_from_family(const char *family, int *ignore_merges, qs_err *e);
+/* Split s[0..n) (one stretch of text between added tokens) and call cb on each piece, in order. */
+int qs_pretok_run(qs_pretok *p, const char *s, size_t n, qs_pretok_cb cb, void *ctx, qs_err *e);
+void qs_pretok_free(qs_pretok *p);
+
+#endif

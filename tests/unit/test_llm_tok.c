@@ -1,0 +1,259 @@
+/*
+** The byte-level BPE tokenizer (datasets/llm_tok.c, llm_pretok.c) against Hugging Face `tokenizers`:
+** the cases of fixtures/llm/tok_cases.txt (non-ASCII scripts, emoji and ZWJ sequences, combining
+** marks, digit runs, contractions, whitespace runs, added tokens) under every pre-tokenizer variant
+** of fixtures/llm/tok_expected.json, with the small BPE model of fixtures/llm/tok_bpe.json whose
+** merges cross every piece boundary (tests/llm/make_tok_vectors.py writes both), and with SmolLM2's
+** real vocabulary when `make data` has fetched it.
+*/
+#include "test_util.h"
+
+#include <jansson.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../datasets/llm_load.h"
+
+#define SMOLLM2 "../data/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+static int32_t ids[4096];
+
+/* Tokenize every case and compare with want (array of id arrays); returns the number of mismatches. */
+static int compare(const qs_llm_vocab *v, json_t *cases, json_t *want, const char *label)
+{
+    size_t i;
+    json_t *c;
+    int bad = 0;
+    json_array_foreach(cases, i, c) {
+        const char *text = json_string_value(c);
+        json_t *w = json_array_get(want, i);
+        qs_err e = {{0}};
+        int n = qs_llm_tokenize(v, text, strlen(text), ids, 4096, &e);
+        int same = n == (int)json_array_size(w);
+        for (int k = 0; same && k < n; k++) same = ids[k] == json_integer_value(json_array_get(w, (size_t)k));
+        if (!same) {
+            print_message("# %s: case %zu '%s': %d ids%s%s, want %zu\n", label, i, text, n, n < 0 ? ": " : "",
+                          n < 0 ? e.msg : "", json_array_size(w));
+            bad++;
+        }
+    }
+    return bad;
+}
+
+static void test_hf_variants(void **st)
+{
+    (void)st;
+    qs_llm_file f;
+    qs_err e = {{0}};
+    assert_int_equal(qs_llm_load_tokenizer("fixtures/llm/tok_bpe.json", &f, &e), 0);
+    assert_true(f.v.byte_level);
+    json_error_t je;
+    json_t *j = json_load_file("fixtures/llm/tok_expected.json", 0, &je);
+    assert_non_null(j);
+    json_t *cases = json_object_get(j, "cases"), *var;
+    assert_true(json_array_size(cases) >= 50);
+    char *orig = f.v.pre_json;
+    size_t i;
+    int bad = 0, nvar = 0;
+    json_array_foreach(json_object_get(j, "variants"), i, var) {
+        const char *name = json_string_value(json_object_get(var, "name"));
+        json_t *want = json_object_get(var, "ids");
+        f.v.pre_json = json_dumps(json_object_get(var, "pre_tokenizer"), JSON_COMPACT);
+        f.v.ignore_merges = json_is_true(json_object_get(var, "ignore_merges"));
+        bad += compare(&f.v, cases, want, name);
+        free(f.v.pre_json);
+        /* the same pre-tokenizer from the GGUF tokenizer.ggml.pre family name */
+        const char *fam = json_string_value(json_object_get(var, "gguf_pre"));
+        if (fam) {
+            char label[64];
+            snprintf(label, sizeof label, "GGUF pre '%s'", fam);
+            f.v.pre_json = NULL;
+            f.v.ignore_merges = 0;
+            snprintf(f.v.pre, sizeof f.v.pre, "%s", fam);
+            bad += compare(&f.v, cases, want, label);
+        }
+        nvar++;
+    }
+    f.v.pre_json = orig;
+    print_message("# %zu cases x %d pre-tokenizer variants against HF tokenizers, %d mismatches\n",
+                  json_array_size(cases), nvar, bad);
+    assert_int_equal(bad, 0);
+    assert_true(nvar >= 10);
+    json_decref(j);
+    qs_llm_file_free(&f);
+}
+
+/* SmolLM2's real vocabulary and merges (in the GGUF that `make data` fetches). */
+static void test_smollm2(void **st)
+{
+    (void)st;
+    if (access(SMOLLM2, R_OK)) {
+        print_message("# %s absent (make data): SmolLM2's own vocabulary is not checked\n", SMOLLM2);
+        return;
+    }
+    qs_llm_file f;
+    qs_err e = {{0}};
+    assert_int_equal(qs_llm_load_gguf(SMOLLM2, &f, &e), 0);
+    json_error_t je;
+    json_t *j = json_load_file("fixtures/llm/tok_smollm2.json", 0, &je), *c;
+    assert_non_null(j);
+    json_t *cases = json_array(), *want = json_array();
+    size_t i;
+    json_array_foreach(json_object_get(j, "cases"), i, c) {
+        json_array_append(cases, json_object_get(c, "text"));
+        json_array_append(want, json_object_get(c, "ids"));
+    }
+    assert_int_equal(compare(&f.v, cases, want, "SmolLM2"), 0);
+    print_message("# SmolLM2: %zu cases equal to HF tokenizers\n", json_array_size(cases));
+    json_decref(cases); json_decref(want); json_decref(j);
+    qs_llm_file_free(&f);
+}
+
+static size_t detok_all(const qs_llm_vocab *v, int n, char *out, size_t cap)
+{
+    size_t o = 0;
+    out[0] = 0;
+    for (int k = 0; k < n; k++) o += qs_llm_detok(v, ids[k], out + o, cap - o);
+    return o;
+}
+
+/* Invalid UTF-8 (which `tokenizers` cannot take) becomes byte-level tokens that spell the bytes. */
+static void test_invalid_utf8(void **st)
+{
+    (void)st;
+    qs_llm_file f;
+    qs_err e = {{0}};
+    assert_int_equal(qs_llm_load_tokenizer("fixtures/llm/tok_bpe.json", &f, &e), 0);
+    static const char *raw[] = {"\xff", "caf\xc3", "a\x80\x80 b\xed\xa0\x80 12\xf4\x90\x80\x80 \xc0\xaf", "\xe2\x82\xac\xe2\x82",
+                                "<|im_end|>\xfe<|im_start|>", "  \xff  x"};
+    for (size_t r = 0; r < sizeof raw / sizeof *raw; r++) {
+        int n = qs_llm_tokenize(&f.v, raw[r], strlen(raw[r]), ids, 4096, &e);
+        assert_true(n > 0);
+        char back[256];
+        size_t len = detok_all(&f.v, n, back, sizeof back);
+        assert_int_equal(len, strlen(raw[r]));
+        assert_memory_equal(back, raw[r], len);
+    }
+    /* an invalid byte is never inside a regex match: "a\xff" gives the pieces "a" and "\xff" */
+    int n = qs_llm_tokenize(&f.v, "a\xff", 2, ids, 4096, &e);
+    assert_int_equal(n, 2);
+    assert_int_equal(ids[0], qs_llm_vocab_find(&f.v, "a"));
+    assert_int_equal(ids[1], qs_llm_vocab_find(&f.v, "\xc3\xbf"));   /* byte 0xff is spelled U+00FF */
+    assert_int_equal(qs_llm_tokenize(&f.v, "", 0, ids, 4096, &e), 0);
+    qs_llm_file_free(&f);
+}
+
+/* Pre-tokenizers qscope cannot run are errors naming them, never a silent ASCII fallback. */
+static void test_errors(void **st)
+{
+    (void)st;
+    qs_llm_file f;
+    qs_err e = {{0}};
+    assert_int_equal(qs_llm_load_tokenizer("fixtures/llm/tok_bpe.json", &f, &e), 0);
+    char *orig = f.v.pre_json;
+    struct { const char *json, *msg; } bad[] = {
+        {"{\"type\":\"Metaspace\",\"replacement\":\"_\"}", "'Metaspace' is not supported"},
+        {"{\"type\":\"Split\",\"pattern\":{\"Regex\":\"(\"},\"behavior\":\"Isolated\",\"invert\":false}", "pattern /(/"},
+        {"{\"type\":\"Split\",\"pattern\":{\"Regex\":\"a\"},\"behavior\":\"Sideways\",\"invert\":false}", "unknown behavior"},
+        {"{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"ByteLevel\"},{\"type\":\"Digits\"}]}", "after ByteLevel"},
+        {"{\"type\":", "not valid JSON"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        f.v.pre_json = (char *)bad[i].json;
+        assert_int_equal(qs_llm_tokenize(&f.v, "abc", 3, ids, 4096, &e), -1);
+        if (!strstr(e.msg, bad[i].msg)) print_message("# %s -> %s\n", bad[i].json, e.msg);
+        assert_non_null(strstr(e.msg, bad[i].msg));
+    }
+    f.v.pre_json = NULL;
+    snprintf(f.v.pre, sizeof f.v.pre, "chatglm-bpe");
+    assert_int_equal(qs_llm_tokenize(&f.v, "abc", 3, ids, 4096, &e), -1);
+    assert_non_null(strstr(e.msg, "'chatglm-bpe' is not known"));
+    f.v.pre_json = orig;
+    assert_int_equal(qs_llm_tokenize(&f.v, "abc def ghi jkl", 15, ids, 2, &e), -1);
+    assert_non_null(strstr(e.msg, "more than 2 tokens"));
+    qs_llm_file_free(&f);
+    /* a tokenizer.json without pre_tokenizer is refused, not run as GPT-2 */
+    json_error_t je;
+    json_t *j = json_load_file("fixtures/llm/tok_bpe.json", 0, &je);
+    assert_non_null(j);
+    json_object_set_new(j, "pre_tokenizer", json_null());
+    char tmp[] = "/tmp/qs-tok-XXXXXX";
+    int fd = mkstemp(tmp);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(json_dump_file(j, tmp, JSON_COMPACT), 0);
+    json_decref(j);
+    assert_int_equal(qs_llm_load_tokenizer(tmp, &f, &e), 0);
+    unlink(tmp);
+    assert_int_equal(qs_llm_tokenize(&f.v, "abc", 3, ids, 4096, &e), -1);
+    assert_non_null(strstr(e.msg, "'hf-none' is not known"));
+    qs_llm_file_free(&f);
+    assert_int_equal(qs_llm_load_tokenizer("fixtures/llm/no-such.json", &f, &e), -1);
+    assert_non_null(strstr(e.msg, "no-such.json"));
+}
+
+/* Megabytes of text, one 1 MB piece and a 1 MB whitespace run: linear-ish, not quadratic (a loose
+** bound: the machine may be loaded), and the ids spell the text back. */
+static void test_large(void **st)
+{
+    (void)st;
+    qs_llm_file f;
+    qs_err e = {{0}};
+    assert_int_equal(qs_llm_load_tokenizer("fixtures/llm/tok_bpe.json", &f, &e), 0);
+    json_error_t je;
+    json_t *j = json_load_file("fixtures/llm/tok_expected.json", 0, &je), *c;
+    assert_non_null(j);
+    size_t cap = 4u << 20, len = 0, i;
+    char *text = malloc(cap);
+    assert_non_null(text);
+    for (int rep = 0; len < (3u << 20); rep++)
+        json_array_foreach(json_object_get(j, "cases"), i, c) {
+            const char *s = json_string_value(c);
+            if (strstr(s, "<|") || len + strlen(s) + 16 > cap) continue;
+            len += (size_t)snprintf(text + len, cap - len, "%s %d\n", s, rep % 97);
+        }
+    int32_t *out = malloc((size_t)len * sizeof *out);
+    assert_non_null(out);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int n = qs_llm_tokenize(&f.v, text, len, out, (int)len, &e);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double sec = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    print_message("# %zu bytes -> %d tokens in %.3f s\n", len, n, sec);
+    assert_true(n > 0);
+    assert_true(sec < 20.0);
+    /* the ids spell the text back, byte for byte */
+    char *back = malloc(len + 64);
+    assert_non_null(back);
+    size_t o = 0;
+    for (int k = 0; k < n; k++) o += qs_llm_detok(&f.v, out[k], back + o, len + 64 - o);
+    assert_int_equal(o, len);
+    assert_memory_equal(back, text, len);
+    free(back);
+    /* one piece of 1 MB (no pre-tokenizer boundary) and a 1 MB run of spaces */
+    memset(text, 'a', 1u << 20);
+    for (size_t k = 0; k < (1u << 20); k += 7) text[k] = 'b';
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_true(qs_llm_tokenize(&f.v, text, 1u << 20, out, (int)len, &e) > 0);
+    memset(text, ' ', 1u << 20);
+    assert_true(qs_llm_tokenize(&f.v, text, 1u << 20, out, (int)len, &e) > 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    sec = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    print_message("# 1 MB piece + 1 MB of spaces in %.3f s\n", sec);
+    assert_true(sec < 20.0);
+    free(out); free(text);
+    json_decref(j);
+    qs_llm_file_free(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hf_variants),
+        cmocka_unit_test(test_smollm2),
+        cmocka_unit_test(test_invalid_utf8),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_large),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
