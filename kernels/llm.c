@@ -15,14 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Threads for the row-parallel parts of a prefill (attention tiles, activation rounding): as many as
-** OpenBLAS uses (the cores), since they run between the matrix products. */
-static int qs_llm_threads(void)
-{
-    int n = openblas_get_num_threads();
-    return n < 1 ? 1 : n > 64 ? 64 : n;
-}
-
 static const char *const kSite[] = {"attn_in", "attn_out", "ffn_in", "ffn_down_in", "k", "v", "resid"};
 const char *qs_llm_site_name(qs_llm_site s) { return (unsigned)s < QS_SITE_COUNT ? kSite[s] : "?"; }
 
