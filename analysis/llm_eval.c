@@ -2,6 +2,7 @@
 ** Fixed-text model evaluation, chunk by chunk (see llm_eval.h).
 */
 #include "llm_eval.h"
+#include "../kernels/attn_internal.h"
 #include "../kernels/llm_rows.h"
 
 #include <math.h>
@@ -41,6 +42,42 @@ static void tap_nonfinite(void *ctx, int layer, qs_llm_site site, const float *x
     size_t bad = qs_count_nonfinite(x, (size_t)rows * cols);
     if (bad && nf->first_layer < 0) { nf->first_layer = layer; nf->first_site = site; }
     nf->act_values += bad;
+}
+
+/* ---------------------------------------------------------------- per-row statistics */
+
+/* One block of logit rows: the reference's rows (probabilities kept) or a configuration's against
+** them.  Rows write disjoint outputs, so they run on the task pool. */
+typedef struct row_job {
+    const float *lg;
+    int V, r0;
+    size_t k0;
+    const int32_t *tgt;
+    float *pref;
+    qs_ref_row *rr;
+    qs_eval_var_out *vo;
+    int is_ref;
+} row_job;
+
+static void row_task(void *ctx, size_t task, void *scratch)
+{
+    (void)scratch;
+    const row_job *j = ctx;
+    const int r = j->r0 + (int)task, V = j->V;
+    const float *l = j->lg + task * (size_t)V;
+    const size_t k = j->k0 + (size_t)r;
+    qs_eval_var_out *vo = j->vo;
+    if (j->is_ref) {
+        qs_ref_row_make(l, V, j->tgt[r], j->pref + (size_t)r * V, &j->rr[r]);
+        vo->nll[k] = j->rr[r].finite ? -j->rr[r].lp_tok : NAN;
+    } else {
+        qs_tok_stat ts;
+        qs_tok_stat_make(l, V, j->tgt[r], j->pref + (size_t)r * V, &j->rr[r], &ts);
+        vo->nll[k] = ts.finite ? -ts.lp_q : NAN;
+        vo->kl[k] = ts.kl;
+        vo->dp[k] = ts.dp;
+        vo->same_top[k] = (uint8_t)ts.same_top;
+    }
 }
 
 /* ---------------------------------------------------------------- run */
@@ -108,25 +145,11 @@ int qs_llm_eval_run(const qs_llm_model *ref, const qs_eval_variant *cfg, const i
             for (int r0 = 0; r0 < per; r0 += HEAD_ROWS) {
                 int nr = per - r0 < HEAD_ROWS ? per - r0 : HEAD_ROWS;
                 if (qs_llm_logits(m, nx, hid + (size_t)(first + r0) * d, nr, scr, lg, e)) goto fail;
-                for (int i = 0; i < nr; i++) {
-                    int r = r0 + i;
-                    const float *l = lg + (size_t)i * V;
-                    size_t k = k0 + r;
-                    if (vi == 0) {
-                        qs_ref_row_make(l, V, tgt[r], pref + (size_t)r * V, &rr[r]);
-                        vo->nll[k] = rr[r].finite ? -rr[r].lp_tok : NAN;
-                        if (!rr[r].finite) vo->nf.logit_rows++;
-                    } else {
-                        qs_tok_stat ts;
-                        qs_tok_stat_make(l, V, tgt[r], pref + (size_t)r * V, &rr[r], &ts);
-                        if (!ts.finite && rr[r].finite) vo->nf.logit_rows++;
-                        vo->nll[k] = ts.finite ? -ts.lp_q : NAN;
-                        vo->kl[k] = ts.kl;
-                        vo->dp[k] = ts.dp;
-                        vo->same_top[k] = (uint8_t)ts.same_top;
-                    }
-                }
+                row_job rj = {lg, V, r0, k0, tgt, pref, rr, vo, vi == 0};
+                if (qs_attn_pool(nr >= 8 ? qs_llm_threads() : 1, (size_t)nr, 1, row_task, &rj, e)) goto fail;
             }
+            for (int r = 0; r < per; r++)   /* rows left out: the reference's, or this config's own */
+                vo->nf.logit_rows += vi == 0 ? !rr[r].finite : (rr[r].finite && isnan(vo->nll[k0 + r]));
             vo->fwd_seconds += t1 - t0;
             vo->head_seconds += now_s() - t1;
         }

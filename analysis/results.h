@@ -15,7 +15,7 @@
 ** Kind written by `qscope llm eval` (docs/llm.md "llm eval"): "llm_eval", tensor_hash = the model file's
 ** hash, format = the config label ("reference" for FP32), options = {text hash, ctx, chunks, score,
 ** bos, numerics}; data = the variant's statistics with "kl_hist" (log2 bins of per-token KL); blobs
-** "nll" (f32 per scored token) and, for configs, "kl".
+** "nll" (f32 per scored token) and, for configs, "kl" and "dp".
 ** Options JSON is canonical (sorted keys, see app/quant_opts.c) so equal options compare equal.
 */
 #ifndef QS_RESULTS_H

@@ -447,7 +447,8 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
             json_decref(d);
             int64_t id = 0;
             if (!ds || !ks || qs_result_put(db, f.hash, "llm_eval", i ? o->cfg[i - 1].label : "reference", ks, ds, &id, &e) ||
-                put_f32(db, id, "nll", out.var[i].nll, out.n, &e) || (i && put_f32(db, id, "kl", out.var[i].kl, out.n, &e)))
+                put_f32(db, id, "nll", out.var[i].nll, out.n, &e) ||
+                (i && (put_f32(db, id, "kl", out.var[i].kl, out.n, &e) || put_f32(db, id, "dp", out.var[i].dp, out.n, &e))))
                 bad = 1;
             free(ks);
             free(datas[i]);

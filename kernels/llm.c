@@ -15,14 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Threads for the row-parallel parts of a prefill (attention tiles, activation rounding): as many as
-** OpenBLAS uses (the cores), since they run between the matrix products. */
-static int qs_llm_threads(void)
-{
-    int n = openblas_get_num_threads();
-    return n < 1 ? 1 : n > 64 ? 64 : n;
-}
-
 static const char *const kSite[] = {"attn_in", "attn_out", "ffn_in", "ffn_down_in", "k", "v", "resid"};
 const char *qs_llm_site_name(qs_llm_site s) { return (unsigned)s < QS_SITE_COUNT ? kSite[s] : "?"; }
 
@@ -171,6 +163,8 @@ struct qs_llm_state {
     float *kc, *vc;                 /* [layer][batch][max_pos][kv_dim] */
     float *x, *xn, *q, *k, *v, *att, *h1, *h2, *sc, *tmp;
     float *rcos, *rsin;             /* [max_pos][head_dim/2] */
+    float *fused;                   /* outputs of the fused Q|K|V and gate|up products, on first use */
+    size_t fused_len;
 };
 
 qs_llm_state *qs_llm_state_new(const qs_llm_cfg *c, int batch, int max_pos, int max_rows, qs_err *e)
@@ -223,7 +217,7 @@ void qs_llm_state_free(qs_llm_state *s)
 {
     if (!s) return;
     free(s->kc); free(s->vc); free(s->x); free(s->xn); free(s->q); free(s->k); free(s->v);
-    free(s->att); free(s->h1); free(s->h2); free(s->sc); free(s->tmp); free(s->rcos); free(s->rsin);
+    free(s->att); free(s->h1); free(s->h2); free(s->sc); free(s->tmp); free(s->rcos); free(s->rsin); free(s->fused);
     free(s);
 }
 
@@ -449,6 +443,17 @@ static int attend_gemm(qs_llm_state *s, int l, int B, int T, int pos0, int grp, 
     return qs_attn_pool(qs_llm_threads(), ntasks, (size_t)ATT_TILE * (pos0 + T) * sizeof(float), att_task, &j, e);
 }
 
+static float *fused_buf(qs_llm_state *s, size_t n, qs_err *e)
+{
+    if (n > s->fused_len) {
+        float *p = realloc(s->fused, n * sizeof(float));
+        if (!p) { qs_fail(e, "out of memory for %zu fused outputs", n); return NULL; }
+        s->fused = p;
+        s->fused_len = n;
+    }
+    return s->fused;
+}
+
 int qs_llm_forward(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_state *s, const int32_t *tok,
                    int B, int T, int pos0, float *hidden, qs_llm_tap_fn tap, void *tap_ctx, qs_err *e)
 {
@@ -475,10 +480,24 @@ int qs_llm_forward(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_stat
         for (int r = 0; r < R; r++) rmsnorm(s->xn + (size_t)r * d, s->x + (size_t)r * d, L->attn_norm, d, c->eps);
         if (tap) tap(tap_ctx, l, QS_SITE_ATTN_IN, s->xn, R, d);
         if (act && round_rows_par(act, scaled, resq, s->xn, R, d, s->tmp, e)) return -1;
-        linear(s->q, s->xn, L->wq, R, d, d);
-        linear(s->k, s->xn, L->wk, R, d, kvd);
-        linear(s->v, s->xn, L->wv, R, d, kvd);
-        if (L->bq) add_bias(s->q, L->bq, R, d);
+        if (R > QS_LLM_GEMV_ROWS && L->wk == L->wq + (size_t)d * d && L->wv == L->wk + (size_t)kvd * d) {
+            /* Q, K, V weights are adjacent in the arena: one SGEMM of d + 2 kv_dim outputs, then split */
+            const int W3 = d + 2 * kvd;
+            float *y = fused_buf(s, (size_t)R * W3, e);
+            if (!y) return -1;
+            linear(y, s->xn, L->wq, R, d, W3);
+            for (int r = 0; r < R; r++) {
+                const float *yr = y + (size_t)r * W3;
+                memcpy(s->q + (size_t)r * d, yr, (size_t)d * sizeof(float));
+                memcpy(s->k + (size_t)r * kvd, yr + d, (size_t)kvd * sizeof(float));
+                memcpy(s->v + (size_t)r * kvd, yr + d + kvd, (size_t)kvd * sizeof(float));
+            }
+        } else {
+            linear(s->q, s->xn, L->wq, R, d, d);
+            linear(s->k, s->xn, L->wk, R, d, kvd);
+            linear(s->v, s->xn, L->wv, R, d, kvd);
+        }
+        if (L->bq) add_bias(s->q, L->bq, R, d);   /* Qwen2: after the product, before RoPE */
         if (L->bk) add_bias(s->k, L->bk, R, kvd);
         if (L->bv) add_bias(s->v, L->bv, R, kvd);
         for (int b = 0; b < B; b++)
@@ -539,9 +558,21 @@ int qs_llm_forward(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_stat
         for (int r = 0; r < R; r++) rmsnorm(s->xn + (size_t)r * d, s->x + (size_t)r * d, L->ffn_norm, d, c->eps);
         if (tap) tap(tap_ctx, l, QS_SITE_FFN_IN, s->xn, R, d);
         if (act && round_rows_par(act, scaled, resq, s->xn, R, d, s->tmp, e)) return -1;
-        linear(s->h1, s->xn, L->w_gate, R, d, F);
-        linear(s->h2, s->xn, L->w_up, R, d, F);
-        qs_swiglu_row(s->h1, s->h2, (size_t)R * F);
+        if (R > QS_LLM_GEMV_ROWS && L->w_up == L->w_gate + (size_t)F * d) {
+            /* gate and up adjacent: one SGEMM of 2 ffn outputs, SwiGLU per row into h1 */
+            float *y = fused_buf(s, (size_t)R * 2 * F, e);
+            if (!y) return -1;
+            linear(y, s->xn, L->w_gate, R, d, 2 * F);
+            for (int r = 0; r < R; r++) {
+                float *yr = y + (size_t)r * 2 * F;
+                qs_swiglu_row(yr, yr + F, (size_t)F);
+                memcpy(s->h1 + (size_t)r * F, yr, (size_t)F * sizeof(float));
+            }
+        } else {
+            linear(s->h1, s->xn, L->w_gate, R, d, F);
+            linear(s->h2, s->xn, L->w_up, R, d, F);
+            qs_swiglu_row(s->h1, s->h2, (size_t)R * F);
+        }
         if (tap) tap(tap_ctx, l, QS_SITE_FFN_DOWN_IN, s->h1, R, F);
         if (act && round_rows_par(act, scaled, resq, s->h1, R, F, s->tmp, e)) return -1;
         linear(s->xn, s->h1, L->w_down, R, F, d);

@@ -4,6 +4,7 @@
 #include "llm_rows.h"
 #include "simd.h"
 
+#include <cblas.h>
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
@@ -156,4 +157,10 @@ double qs_sumsq_row(const float *x, size_t n)
     double s = 0;
     for (size_t j = 0; j < n; j++) s += (double)x[j] * x[j];
     return s;
+}
+
+int qs_llm_threads(void)
+{
+    int n = openblas_get_num_threads();
+    return n < 1 ? 1 : n > 64 ? 64 : n;
 }

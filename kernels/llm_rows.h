@@ -23,4 +23,8 @@ size_t qs_count_nonfinite(const float *x, size_t n);
 /* sum_j x[j]^2 in double. */
 double qs_sumsq_row(const float *x, size_t n);
 
+/* Threads for the row-parallel parts of a prefill and of the evaluation's per-row statistics: as
+** many as OpenBLAS uses (the cores), since they run between the matrix products. */
+int qs_llm_threads(void);
+
 #endif

@@ -34,7 +34,7 @@ check "fp32 config equals the reference: KL 0 exactly, same top 100%, same ppl" 
 check "bf16 is closer to the reference than mxfp4" '[ "$(jq_ "$T/e1.json" "d[\"configs\"][2][\"kl_mean\"] < d[\"configs\"][0][\"kl_mean\"]")" = True ]'
 check "nothing non-finite" '[ "$(jq_ "$T/e1.json" "sum(c[\"nonfinite\"][\"logit_rows\"] + c[\"nonfinite\"][\"activation_values\"] for c in d[\"configs\"] + [d[\"reference\"]])")" = 0 ]'
 check "stored: 5 results of kind llm_eval keyed by the model hash, with per-token arrays" \
-  '[ "$(q "SELECT count(*), count(DISTINCT tensor_hash) FROM result WHERE kind = '"'"'llm_eval'"'"'")" = "5|1" ] && [ "$(q "SELECT count(*) FROM result_blob b JOIN result r ON r.id = b.result_id WHERE r.kind = '"'"'llm_eval'"'"' AND length(b.data) = 186 * 4")" = 9 ]'
+  '[ "$(q "SELECT count(*), count(DISTINCT tensor_hash) FROM result WHERE kind = '"'"'llm_eval'"'"'")" = "5|1" ] && [ "$(q "SELECT count(*) FROM result_blob b JOIN result r ON r.id = b.result_id WHERE r.kind = '"'"'llm_eval'"'"' AND length(b.data) = 186 * 4")" = 13 ]'
 check "first run computed everything" '[ "$(jq_ "$T/e1.json" "[c[\"cached\"] for c in d[\"configs\"]] + [d[\"reference\"][\"cached\"]]")" = "[False, False, False, False, False]" ]'
 
 # --- reuse: the same evaluation again is read from the database
