@@ -443,6 +443,8 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
             qs_eval_summary s;
             if (qs_eval_summarize(&out.var[0], i ? &out.var[i] : NULL, out.n, &s, &e)) { bad = 1; break; }
             json_t *d = variant_json(&s, &out.var[i].nf, i > 0, out.var[i].fwd_seconds + out.var[i].head_seconds);
+            /* names for the readers of stored results (workbench, plot kl, report): the key holds only hashes */
+            json_object_set_new(d, "run", json_pack("{s:s,s:s,s:s}", "model", f.name, "text", o->text, "tensor_types", f.wtypes));
             char *ds = json_dumps(d, JSON_COMPACT), *ks = json_dumps(keys[i], JSON_COMPACT | JSON_SORT_KEYS);
             json_decref(d);
             int64_t id = 0;
