@@ -85,7 +85,10 @@ int qs_evruns_load(qs_db *db, qs_evrun **runs, size_t *n, qs_err *e)
         if (json_is_object(run)) {
             const char *s;
             if ((s = json_string_value(json_object_get(run, "model")))) snprintf(u->model, sizeof u->model, "%s", s);
-            if ((s = json_string_value(json_object_get(run, "text")))) snprintf(u->text, sizeof u->text, "%s", s);
+            if ((s = json_string_value(json_object_get(run, "text")))) {   /* the file's name: paths differ between machines */
+                const char *b = strrchr(s, '/');
+                snprintf(u->text, sizeof u->text, "%s", b ? b + 1 : s);
+            }
             if ((s = json_string_value(json_object_get(run, "tensor_types")))) snprintf(u->wtypes, sizeof u->wtypes, "%s", s);
         }
         if (!strcmp(fmt, "reference")) {
@@ -139,13 +142,36 @@ int qs_evrun_quantized_origin(const qs_evrun *r)
     return 0;
 }
 
+/* The most frequent quantized type of a "TYPE xN, ..." list (q4_1 for SmolLM2), or "" */
+static void main_qtype(const char *wt, char *out, size_t cap)
+{
+    long best = 0;
+    out[0] = 0;
+    for (const char *p = wt; p && *p;) {
+        while (*p == ' ' || *p == ',') p++;
+        char ty[32];
+        long cnt = 0;
+        if (sscanf(p, "%31s x%ld", ty, &cnt) == 2 && (ty[0] == 'q' || ty[0] == 'Q' || ty[0] == 'i') && cnt > best) {
+            best = cnt;
+            snprintf(out, cap, "%s", ty);
+        }
+        p = strchr(p, ',');
+    }
+}
+
 void qs_evrun_caveat(const qs_evrun *r, char *buf, size_t cap)
 {
     int w = 0;
     for (int i = 0; i < r->ncfg; i++) w |= r->cfg[i].has_w;
-    if (w && qs_evrun_quantized_origin(r))
-        snprintf(buf, cap, "weights already on a 4-bit grid (%s): weight-format results are relative to it", r->wtypes);
-    else if (w && !r->wtypes[0])
+    char qt[32];
+    main_qtype(r->wtypes, qt, sizeof qt);
+    int bits = 0;
+    for (const char *p = qt; *p && !bits; p++) if (*p >= '1' && *p <= '9') bits = *p - '0';
+    if (w && qs_evrun_quantized_origin(r)) {
+        char grid[16] = "quantized";
+        if (bits) snprintf(grid, sizeof grid, "%d-bit", bits);
+        snprintf(buf, cap, "weights already on a %s grid (%s): weight-format results are relative to it", grid, qt[0] ? qt : r->wtypes);
+    } else if (w && !r->wtypes[0])
         snprintf(buf, cap, "the model's weight types are not stored with this result: if they were quantized, "
                            "weight-format results are relative to that grid");
     else if (cap) buf[0] = 0;
@@ -194,6 +220,6 @@ qs_figure *qs_plot_kl(const qs_evrun *r, const int *sel, int nsel, int cdf)
         se->color = s % QS_PALETTE_N;
     }
     if (cdf) { f->y.lo = 0; f->y.hi = 1; }
-    if (zeros) snprintf(f->note, sizeof f->note, "%llu tokens with KL = 0 (identical distributions) not drawn on the log axis", (unsigned long long)zeros);
+    if (zeros) snprintf(f->note, sizeof f->note, "%llu token%s with KL = 0 (identical distributions) not drawn on the log axis", (unsigned long long)zeros, zeros == 1 ? "" : "s");
     return f;
 }

@@ -73,13 +73,21 @@ static void num(char *b, size_t cap, double v, const char *fmt)
     else snprintf(b, cap, "-");
 }
 
+/* a KL value in 7 columns: 3 significant digits, or 2 in exponent form below 1e-3 */
+static void kl7(char *b, size_t cap, double v)
+{
+    if (!isfinite(v)) snprintf(b, cap, "-");
+    else if (v != 0 && fabs(v) < 1e-3) snprintf(b, cap, "%.1e", v);
+    else snprintf(b, cap, "%.3g", v);
+}
+
 static void run_line(tui *T, const qs_evrun *r, char *b, size_t cap)
 {
     char ppl[64];
     if (r->have_ref && isfinite(r->ppl)) snprintf(ppl, sizeof ppl, "reference PPL %.4g %s %.2g", r->ppl, T->ascii ? "+-" : "±", r->ppl_se);
     else snprintf(ppl, sizeof ppl, "reference not stored");
-    snprintf(b, cap, "%s  %s  ctx %d, %s, %d chunk%s, %zu tokens  %s", qs_evrun_model(r), r->text, r->ctx,
-             strcmp(r->score, "all") ? "second half scored" : "all scored", r->chunks, r->chunks == 1 ? "" : "s", r->scored, ppl);
+    snprintf(b, cap, "%s  %s  %s  ctx %d, %d chunk%s, %zu tokens scored (%s)", ppl, qs_evrun_model(r), r->text, r->ctx,
+             r->chunks, r->chunks == 1 ? "" : "s", r->scored, strcmp(r->score, "all") ? "second half" : "all positions");
 }
 
 void tui_draw_model(tui *T, int y0, int h)
@@ -120,12 +128,12 @@ void tui_draw_model(tui *T, int y0, int h)
     if (l->top > n - rows) l->top = n - rows;
     if (l->top < 0) l->top = 0;
     const char *pm = T->ascii ? "+-" : "±";
-    int lw = T->W - (wide ? 74 : 65);
+    int lw = T->W - (wide ? 70 : 62);
     if (lw < 8) lw = 8;
     char line[800];
     attron(A_BOLD | A_UNDERLINE);
-    snprintf(line, sizeof line, " %-*s %7s %13s %8s%s %8s %8s %6s %7s", lw + 1, "CONFIG", "PPL", "dPPL% (95%)", "KL mean",
-             wide ? "   median" : "", "KL p99", "KL max", "top1%", "RMS dp");
+    snprintf(line, sizeof line, "   %-*s %9s %11s %7s%s %7s %7s %5s %6s", lw, "CONFIG", "PPL", "dPPL%(95%)", "KL mean",
+             wide ? "  median" : "", "KL p99", "KL max", "top1%", "RMSdp");
     move(y0, 0);
     for (int x = 0; x < T->W; x++) addch(' ');
     tui_addstr_clip(y0, 0, line, T->W);
@@ -145,15 +153,16 @@ void tui_draw_model(tui *T, int y0, int h)
                 snprintf(a[1], 32, "%+.*f%s%.*f", fabs(100 * c->dppl) < 10 ? 2 : 1, 100 * c->dppl, pm,
                          fabs(50 * (c->dppl_hi - c->dppl_lo)) < 10 ? 2 : 1, 50 * (c->dppl_hi - c->dppl_lo));
             else snprintf(a[1], 32, "-");
-            num(a[2], 32, c->kl_mean, "%.3g");
-            num(a[3], 32, c->kl_median, "%.3g");
-            num(a[4], 32, c->kl_p99, "%.3g");
-            num(a[5], 32, c->kl_max, "%.3g");
+            kl7(a[2], 32, c->kl_mean);
+            kl7(a[3], 32, c->kl_median);
+            kl7(a[4], 32, c->kl_p99);
+            kl7(a[5], 32, c->kl_max);
             num(a[6], 32, 100 * c->top1, "%.1f");
             num(a[7], 32, c->dp_rms, "%.4f");
+            if (strlen(a[1]) > 11) snprintf(a[1], 32, "%+.0f%s%.0f", 100 * c->dppl, pm, 50 * (c->dppl_hi - c->dppl_lo));
             char med[40] = "";
-            if (wide) snprintf(med, sizeof med, " %8s", a[3]);
-            snprintf(line, sizeof line, "   %-*.*s%s %7s %13s %8s%s %8s %8s %6s %7s", lw - 1, lw - 1, c->label,
+            if (wide) snprintf(med, sizeof med, " %7s", a[3]);
+            snprintf(line, sizeof line, "   %-*.*s%s %9s %11s %7s%s %7s %7s %5s %6s", lw - 1, lw - 1, c->label,
                      c->has_w && qs_evrun_quantized_origin(r) ? "*" : " ", a[0], a[1], a[2], med, a[4], a[5], a[6], a[7]);
         }
         int y = y0 + 1 + i, sel = l->top + i == l->cur;
