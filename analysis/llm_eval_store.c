@@ -212,6 +212,7 @@ qs_figure *qs_plot_kl(const qs_evrun *r, const int *sel, int nsel, int cdf)
             x[m] = ed[lo]; y[m++] = acc / (double)tot;
             for (int k = lo; k <= hi; k++) { acc += (double)h->counts[k]; x[m] = ed[k + 1]; y[m++] = acc / (double)tot; }
             se = qs_fig_add(f, QS_SER_LINE, c->label, x, y, (size_t)m);
+            if (se) se->marker = QS_MK_NONE;   /* a curve of 140 bins, not points */
         } else {
             for (int k = lo; k <= hi; k++) y[k - lo] = (double)h->counts[k] / (double)tot;
             se = qs_fig_add(f, QS_SER_STEP, c->label, ed + lo, y, (size_t)(hi - lo + 1));
@@ -220,6 +221,9 @@ qs_figure *qs_plot_kl(const qs_evrun *r, const int *sel, int nsel, int cdf)
         se->color = s % QS_PALETTE_N;
     }
     if (cdf) { f->y.lo = 0; f->y.hi = 1; }
-    if (zeros) snprintf(f->note, sizeof f->note, "%llu token%s with KL = 0 (identical distributions) not drawn on the log axis", (unsigned long long)zeros, zeros == 1 ? "" : "s");
+    if (zeros)
+        snprintf(f->note, sizeof f->note, cdf ? "%llu token%s with KL = 0 (identical distributions) counted from the left edge"
+                                              : "%llu token%s with KL = 0 (identical distributions) not drawn on the log axis",
+                 (unsigned long long)zeros, zeros == 1 ? "" : "s");
     return f;
 }
