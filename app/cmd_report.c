@@ -431,7 +431,8 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
     int want_plots = plots && strcmp(kind, "json") && strcmp(kind, "csv");
     report_progress(tty, "RL runs and kernel results");
     if (qs_report_rl(cli, db, dir, want_plots, json_object_get(doc, "sections"), &e) ||
-        qs_report_kernels(cli, db, dir, want_plots, json_object_get(doc, "sections"), &e)) {
+        qs_report_kernels(cli, db, dir, want_plots, json_object_get(doc, "sections"), &e) ||
+        qs_report_llm_eval(cli, db, dir, want_plots, json_object_get(doc, "sections"), &e)) {
         rc = qs_cli_err(QS_EXIT_ERR, &e);
         goto out;
     }
