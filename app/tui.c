@@ -203,6 +203,7 @@ void tui_draw(tui *T)
     T->click_list = NULL;
     T->click_n = 0;
     if (T->fig) { qs_fig_free(T->fig); T->fig = NULL; }
+    T->fig_hash[0] = 0;
     int y0 = 1, h = T->H - 3;
     switch (T->view) {
     case TV_TENSORS: tui_draw_tensors(T, y0, h); break;

@@ -194,6 +194,7 @@ typedef struct tui {
     /* the figure on screen (for `e` export) and where it came from */
     qs_figure *fig;
     char fig_what[200];
+    char fig_hash[48];            /* the figure's data hash when it is not the current tensor's (Model view) */
     qs_figure *vh_fig;            /* value histogram of `qscope plot value-hist` for vh_key (tensor, format) */
     char vh_key[300];
     /* status */

@@ -192,6 +192,7 @@ void tui_draw_model(tui *T, int y0, int h)
     if (!ns) { tui_addstr_clip(py + 1, 2, "This run has no configurations stored: only its reference.", T->W - 4); return; }
     T->fig = qs_plot_kl(r, sel, ns, T->mcdf);
     if (!T->fig) return;
+    snprintf(T->fig_hash, sizeof T->fig_hash, "%s", r->model_hash);
     if (ns == 1) snprintf(T->fig_what, sizeof T->fig_what, "kl-%s", r->cfg[sel[0]].label);
     else snprintf(T->fig_what, sizeof T->fig_what, "kl-%s", qs_evrun_model(r));
     tui_draw_figure(T, T->fig, py, 0, y0 + h - py, T->W);
