@@ -15,7 +15,9 @@
 ** Kind written by `qscope llm eval` (docs/llm.md "llm eval"): "llm_eval", tensor_hash = the model file's
 ** hash, format = the config label ("reference" for FP32), options = {text hash, ctx, chunks, score,
 ** bos, numerics}; data = the variant's statistics with "kl_hist" (log2 bins of per-token KL); blobs
-** "nll" (f32 per scored token) and, for configs, "kl".
+** "nll" (f32 per scored token) and, for configs, "kl".  The data also carries "run" {model (name), text
+** (the path given), tensor_types} for its readers (analysis/llm_eval_store.h: the workbench's Model
+** view, `plot kl`, the report), since the key holds only hashes.
 ** Options JSON is canonical (sorted keys, see app/quant_opts.c) so equal options compare equal.
 */
 #ifndef QS_RESULTS_H
