@@ -182,6 +182,10 @@ static void draw_title(tui *T)
     tui_addstr_clip(0, 0, buf, T->W);
     const char *views = "1 Tensors 2 Formats 3 Hist 4 Blocks 5 RL 6 Kernels 7 Output 8 Model ";
     int vw = (int)strlen(views);
+    if (T->W - vw <= (int)strlen(buf) + 2) {   /* a long title: the short names */
+        views = "1 Tens 2 Fmt 3 Hist 4 Blk 5 RL 6 Kern 7 Out 8 Model ";
+        vw = (int)strlen(views);
+    }
     if (T->W - vw > (int)strlen(buf) + 2) mvaddstr(0, T->W - vw, views);
     attroff(A_BOLD | (T->color ? COLOR_PAIR(CP_HEAD) : A_REVERSE));
 }

@@ -86,7 +86,7 @@ static void run_line(tui *T, const qs_evrun *r, char *b, size_t cap)
     char ppl[64];
     if (r->have_ref && isfinite(r->ppl)) snprintf(ppl, sizeof ppl, "reference PPL %.4g %s %.2g", r->ppl, T->ascii ? "+-" : "±", r->ppl_se);
     else snprintf(ppl, sizeof ppl, "reference not stored");
-    snprintf(b, cap, "%s  %s  %s  ctx %d, %d chunk%s, %zu tokens scored (%s)", ppl, qs_evrun_model(r), r->text, r->ctx,
+    snprintf(b, cap, " %s  %s  %s  ctx %d, %d chunk%s, %zu tokens scored (%s)", ppl, qs_evrun_model(r), r->text, r->ctx,
              r->chunks, r->chunks == 1 ? "" : "s", r->scored, strcmp(r->score, "all") ? "second half" : "all positions");
 }
 
@@ -200,6 +200,7 @@ void tui_draw_model(tui *T, int y0, int h)
 
 int tui_model_key(tui *T, tui_act a, int page)
 {
+    load(T);   /* keys typed with the view's key arrive before its first frame */
     mrow *m;
     int n = rows_of(T, &m);
     if (n < 0) return 0;
