@@ -404,6 +404,7 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
     if (need_ref) {
         /* the configurations' weights, rounded once */
         qs_eval_variant var[MAX_CFG];
+        memset(var, 0, sizeof var);
         for (int i = 0; i < o->ncfg; i++) {
             eval_cfg *c = &o->cfg[i];
             c->m = &f.m;
@@ -427,7 +428,7 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
                 }
             }
             var[i].m = c->m;
-            var[i].nx = (qs_llm_numerics){c->has_a ? &c->a : NULL, c->resq, c->has_kv ? &c->kv : NULL, o->scaled};
+            var[i].nx = (qs_llm_numerics){c->has_a ? &c->a : NULL, c->resq, c->has_kv ? &c->kv : NULL, o->scaled, NULL};
         }
         double t0 = now_s();
         if (qs_llm_eval_run(&f.m, var, want, o->ncfg, ids, (size_t)ntok, &su, isatty(2) ? progress : NULL, &t0, &out, &e)) {

@@ -273,7 +273,7 @@ static void test_numerics(void **st)
     assert_true(e24 < e0);
 
     /* KV cache in fp8 (per-row scaled) changes little, unscaled fp8 on the same rows too but differently */
-    qs_llm_numerics kv = {NULL, QS_RESQ_NONE, &f8, 1};
+    qs_llm_numerics kv = {NULL, QS_RESQ_NONE, &f8, 1, NULL};
     float *lkv = logits_of(&f.m, &kv, ids, n);
     double ekv = rel_diff(lkv, ref, N);
     print_message("# kv fp8_e4m3 %.3g\n", ekv);
