@@ -1077,5 +1077,6 @@ int qs_cmd_llm(qs_cli *cli, int argc, char **argv)
     if (!strcmp(sub, "tokenize")) return cmd_tokenize(cli, argc - 1, argv + 1);
     if (!strcmp(sub, "text")) return qs_cmd_llm_text(cli, argc - 1, argv + 1);
     if (!strcmp(sub, "eval")) return qs_cmd_llm_eval(cli, argc - 1, argv + 1);
-    return qs_cli_usage("llm", "unknown subcommand '%s' (score, capture, generate, logits, bench, tokenize, eval, text)", sub);
+    if (!strcmp(sub, "sensitivity")) return qs_cmd_llm_sens(cli, argc - 1, argv + 1);
+    return qs_cli_usage("llm", "unknown subcommand '%s' (score, capture, generate, logits, bench, tokenize, eval, sensitivity, text)", sub);
 }
