@@ -53,6 +53,10 @@ ok "plan for a bits budget (text)" "$QS" "${S[@]}" --sites attn_in,ffn_down_in -
 check "budget plan printed with predicted vs measured" 'grep -q "predicted KL" "$T/out" && grep -q "measured KL" "$T/out" && grep -q "not additive" "$T/out"'
 check "two plan rows now" '[ "$(q "SELECT count(*) FROM result WHERE kind = '"'"'llm_plan'"'"'")" = 2 ]'
 
+fails "plot sensitivity without data" 1 "$QS" --db "$T/empty.db" plot sensitivity -o "$T/none.png"
+ok "plot sensitivity (PNG heatmap of the latest table)" "$QS" plot sensitivity -o "$T/sens.png"
+check "a PNG was written" '[ "$(head -c 4 "$T/sens.png" | tail -c 3)" = PNG ]'
+
 before=$(dbdump)
 fails "unknown site" 2 "$QS" "${S[@]}" --sites attn_in,mlp
 fails "no --format" 2 "$QS" llm sensitivity --model "$TINY" --text "$T/text.txt"
