@@ -225,6 +225,7 @@ const qs_command qs_commands[] = {
      "  block-heatmap TENSOR  per-block RMSE of a 2-D tensor under -f F (log colour scale)\n"
      "  transfer              x -> Q(x) and Q(x) - x of -f F over --range LO,HI (block formats: in a\n"
      "                        block whose absmax is --amax X, default 1)\n"
+     "  sensitivity           the latest `llm sensitivity` table: mean KL per layer x site (log colours)\n"
      "  trajectory, msd, attn results of later analyses (an error until the database has them)\n"
      "\n"
      "Stored results of `qscope analyze` are used when present for the same tensor hash, format and\n"
