@@ -28,7 +28,7 @@
 **                extra_bits, kl_per_bit, predicted_kl, bits_avg}] (the whole greedy ranking, cumulative),
 **                "predicted_kl_format", "bits_avg_format"}}
 **   "llm_plan"   options = the sensitivity options + {"kl_target": X} or {"bits_budget": B}; data =
-**                {"target", "promoted": [{layer, site}], "bf16": [L][S] 0/1, "predicted_kl", "bits_avg",
+**                {"target", "steps", "promoted": [{layer, site}], "bf16": [L][S] 0/1, "predicted_kl", "bits_avg",
 **                "measured": the `llm eval` summary of the combined plan (kl_mean, kl_se, kl_median,
 **                kl_p99, kl_max, ppl, dppl_rel, dppl_rel_ci95, top1_agree)}
 ** Options JSON is canonical (sorted keys, see app/quant_opts.c) so equal options compare equal.
