@@ -527,6 +527,47 @@ static int plot_kl(qs_cli *cli, plot_opts *po, prov_buf *pb, qs_provenance *pv)
     return rc;
 }
 
+/* `plot sensitivity`: the latest stored `llm sensitivity` table (analysis/results.h
+** "llm_sensitivity") as a layers x sites heatmap of mean KL, log colour scale. */
+static int plot_sensitivity(qs_cli *cli, plot_opts *po, qs_provenance *pv)
+{
+    qs_db *db = qs_cli_open_db(cli);
+    if (!db) return QS_EXIT_ERR;
+    qs_err e = {{0}};
+    sqlite3_stmt *st = qs_db_prepare(db, "SELECT data FROM result WHERE kind='llm_sensitivity' ORDER BY id DESC LIMIT 1", &e);
+    if (!st) { qs_db_close(db); return qs_cli_err(QS_EXIT_ERR, &e); }
+    char *data = NULL;
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0)) data = strdup((const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    qs_db_close(db);
+    if (!data) return qs_cli_error(QS_EXIT_ERR, "no llm sensitivity data in this database yet (run `qscope llm sensitivity` first)");
+    json_t *d = json_loads(data, 0, NULL), *kl = json_object_get(d, "kl_mean"), *sites = json_object_get(d, "sites");
+    free(data);
+    size_t R = json_array_size(kl), C = json_array_size(sites);
+    float *v = R && C ? malloc(R * C * sizeof *v) : NULL;
+    if (!v) { json_decref(d); return qs_cli_error(QS_EXIT_ERR, "stored llm sensitivity result has no table"); }
+    for (size_t l = 0; l < R; l++)
+        for (size_t j = 0; j < C; j++) {
+            json_t *x = json_array_get(json_array_get(kl, l), j);
+            double y = json_is_number(x) ? json_number_value(x) : NAN;
+            v[l * C + j] = y > 0 ? (float)y : NAN;   /* KL <= 0: nothing to colour on a log scale */
+        }
+    char xt[256], title[200];
+    size_t k = (size_t)snprintf(xt, sizeof xt, "site:");
+    for (size_t j = 0; j < C && k < sizeof xt; j++)
+        k += (size_t)snprintf(xt + k, sizeof xt - k, " %zu %s", j, json_string_value(json_array_get(sites, j)));
+    json_t *m = json_object_get(d, "model");
+    snprintf(title, sizeof title, "mean KL, one (layer, site) at %.40s: %.100s", json_string_value(json_object_get(d, "format")),
+             json_string_value(json_object_get(m, "name")) ? json_string_value(json_object_get(m, "name")) : "model");
+    qs_figure *fig = qs_plot_block_heatmap(title, v, R, C, 1, "mean KL to FP32, nats (log scale)", xt, "layer", 400);
+    free(v);
+    json_decref(d);
+    if (!fig) return qs_cli_error(QS_EXIT_ERR, "out of memory");
+    int rc = emit(cli, fig, po, pv);
+    qs_fig_free(fig);
+    return rc;
+}
+
 static int plot_tensor_kind(qs_cli *cli, plot_opts *po, const char *kind, const char *name, qs_apply *apps, int n,
                             char labels[][96], prov_buf *pb, qs_provenance *pv)
 {
@@ -752,12 +793,13 @@ int qs_cmd_plot(qs_cli *cli, int argc, char **argv)
         default: return free(pb.command), qs_cli_usage("plot", "unknown option '%s'", argv[optind - 1]);
         }
     }
-    if (optind >= argc) return free(pb.command), qs_cli_usage("plot", "give a KIND (err-hist, value-hist, pareto, block-heatmap, transfer, trajectory, msd, attn, kl)");
+    if (optind >= argc) return free(pb.command), qs_cli_usage("plot", "give a KIND (err-hist, value-hist, pareto, block-heatmap, transfer, trajectory, msd, attn, sensitivity, kl)");
     const char *kind = argv[optind++];
-    static const char *const kinds[] = {"err-hist", "value-hist", "pareto", "block-heatmap", "transfer", "trajectory", "msd", "attn", "kl"};
+    static const char *const kinds[] = {"err-hist", "value-hist", "pareto", "block-heatmap", "transfer", "trajectory", "msd", "attn",
+                                        "sensitivity", "kl"};
     int ki = -1;
-    for (int i = 0; i < 9; i++) if (!strcmp(kind, kinds[i])) ki = i;
-    if (ki != 8 && (po.model || po.ncfgs || po.cdf || po.ctx))
+    for (int i = 0; i < 10; i++) if (!strcmp(kind, kinds[i])) ki = i;
+    if (ki != 9 && (po.model || po.ncfgs || po.cdf || po.ctx))
         return free(pb.command), qs_cli_usage("plot", "--model, --config, --ctx and --cdf are for `plot kl`");
     if (ki < 0) return free(pb.command), qs_cli_usage("plot", "unknown plot kind '%s'", kind);
     if (!po.out) return free(pb.command), qs_cli_usage("plot", "give -o FILE.png, or -o - for the terminal");
@@ -784,7 +826,7 @@ int qs_cmd_plot(qs_cli *cli, int argc, char **argv)
         return rc;
     }
     pv.database = realpath(cli->db_path, dbabs) ? dbabs : cli->db_path;
-    if (ki == 8) {
+    if (ki == 9) {
         if (tensor || flist[0]) { prov_free(&pb); return qs_cli_usage("plot", "kl takes no tensor or formats: --model M --config LABEL"); }
         rc = plot_kl(cli, &po, &pb, &pv);
         prov_free(&pb);
@@ -792,7 +834,7 @@ int qs_cmd_plot(qs_cli *cli, int argc, char **argv)
     }
     if (ki >= 5) {
         if (tensor || flist[0]) { prov_free(&pb); return qs_cli_usage("plot", "%s takes no tensor or formats yet", kind); }
-        rc = plot_lines_kind(cli, &po, kind, &pv);
+        rc = ki == 8 ? plot_sensitivity(cli, &po, &pv) : plot_lines_kind(cli, &po, kind, &pv);
         prov_free(&pb);
         return rc;
     }
