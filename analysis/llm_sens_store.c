@@ -153,12 +153,13 @@ qs_figure *qs_plot_sensitivity(const qs_sensrun *r)
     qs_figure *f = qs_plot_block_heatmap(title, v, (uint64_t)r->layers, (uint64_t)r->nsites, 1, "mean KL to FP32, nats (log scale)",
                                          xt, "layer", 400);
     free(v);
+    if (f) f->x.integer = f->y.integer = 1;   /* sites and layers */
     if (!f || !r->have_plan) return f;
     for (int l = 0; l < r->layers; l++)
         for (int s = 0; s < r->nsites; s++)
             if (r->bf16[l * r->nsites + s]) {
                 qs_annot *a = qs_fig_annotate(f, s + 0.5, l + 0.5, 0, "B");
-                if (a) { a->anchor = 1; a->color = -2; }
+                if (a) { a->anchor = 1; a->color = QS_COLOR_GREY; }   /* readable on dark and light cells */
             }
     snprintf(f->note, sizeof f->note, "B = kept in BF16 by the plan (%s): %d cell%s; predicted KL %.3g, measured %.3g",
              r->target, r->npromoted, r->npromoted == 1 ? "" : "s", r->plan_pred_kl, r->plan_kl);

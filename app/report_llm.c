@@ -12,12 +12,85 @@
 #include "plot_render.h"
 #include "report_sections.h"
 #include "../analysis/llm_eval_store.h"
+#include "../analysis/llm_sens_store.h"
 #include "../store/json_out.h"
 
 static void g(char *b, size_t cap, double v, const char *fmt)
 {
     if (isfinite(v)) snprintf(b, cap, fmt, v);
     else snprintf(b, cap, "-");
+}
+
+/* The newest stored sensitivity table per (model, format): its most sensitive cells, the plan, the heatmap. */
+static int qs_report_llm_sens(qs_db *db, const char *dir, int plots, json_t *sections, qs_err *e)
+{
+    qs_sensrun *R = NULL;
+    size_t n = 0;
+    if (qs_sensruns_load(db, &R, &n, e)) return -1;
+    int rc = 0, shown = 0;
+    for (size_t k = n; k-- > 0 && shown < QS_REPORT_MAX_EVALS && !rc;) {
+        const qs_sensrun *r = &R[k];
+        int newer = 0;
+        for (size_t j = k + 1; j < n; j++) newer |= !strcmp(R[j].model_hash, r->model_hash) && !strcmp(R[j].format, r->format);
+        if (newer) continue;
+        shown++;
+        json_t *rows = json_array(), *notes = json_array(), *pl = json_array();
+        /* every (layer, site), largest KL first */
+        int N = r->layers * r->nsites, *ord = malloc((size_t)N * sizeof *ord);
+        if (!ord) { rc = qs_fail(e, "out of memory"); json_decref(rows); json_decref(notes); json_decref(pl); break; }
+        for (int i = 0; i < N; i++) {
+            int j = i;
+            while (j > 0 && !(r->kl[ord[j - 1]] >= r->kl[i])) { ord[j] = ord[j - 1]; j--; }
+            ord[j] = i;
+        }
+        int top = N < 12 ? N : 12;
+        for (int i = 0; i < top; i++) {
+            int c = ord[i];
+            char a[4][48];
+            snprintf(a[0], 48, "%d", c / r->nsites);
+            g(a[1], 48, r->kl[c], "%.4g");
+            if (isfinite(r->dppl[c])) snprintf(a[2], 48, "%+.2f", 100 * r->dppl[c]);
+            else snprintf(a[2], 48, "-");
+            snprintf(a[3], 48, "%.40s", r->have_plan ? (r->bf16[c] ? "BF16" : r->format) : "-");
+            json_array_append_new(rows, json_pack("[s,s,s,s,s]", a[0], r->sites[c % r->nsites], a[1], a[2], a[3]));
+            json_array_append_new(notes, json_null());
+        }
+        free(ord);
+        if (plots) {
+            qs_figure *fig = qs_plot_sensitivity(r);
+            if (!fig) rc = qs_fail(e, "out of memory");
+            else {
+                char file[64], path[4096], opts[256];
+                snprintf(file, sizeof file, "llm_sensitivity-%d.png", shown);
+                snprintf(path, sizeof path, "%s/%s", dir, file);
+                snprintf(opts, sizeof opts, "{\"ctx\":%d,\"chunks\":%d,\"format\":\"%.80s\"}", r->ctx, r->chunks, r->format);
+                qs_provenance pv = {"qscope report (Model-level sensitivity)", NULL, r->model_hash, r->format, opts};
+                qs_png_opts po = {0, 0, 0};
+                rc = qs_plot_png(fig, &po, &pv, path, e);
+                if (!rc) json_array_append_new(pl, json_pack("{s:s,s:s}", "title", fig->title, "file", file));
+                qs_fig_free(fig);
+            }
+        }
+        char id[32], title[300], intro[1200], plan[400] = "No plan is stored (`llm sensitivity --kl-target X` or `--bits-budget B` makes one).";
+        if (r->have_plan)
+            snprintf(plan, sizeof plan, "Plan (%s, greedy by KL per extra bit): %d (layer, site) pairs kept in BF16 (marked B in the "
+                     "heatmap), average bits %.3g; predicted KL %.4g (sum of isolated effects), measured by one evaluation %.4g, "
+                     "ΔPPL %+.2f %%.", r->target, r->npromoted, r->plan_bits, r->plan_pred_kl, r->plan_kl, 100 * r->plan_dppl);
+        snprintf(id, sizeof id, "llm_sens-%d", shown);
+        snprintf(title, sizeof title, "Model-level sensitivity: %.100s at %.60s", r->model, r->format);
+        snprintf(intro, sizeof intro,
+                 "`qscope llm sensitivity`: one (layer, site) at %.60s at a time, everything else FP32, on %.100s (ctx %d, %d "
+                 "chunks); mean KL to the FP32 reference and ΔPPL in %%. The %d most sensitive of %d layers x %d sites, largest "
+                 "KL first. %s",
+                 r->format, r->text, r->ctx, r->chunks, top, r->layers, r->nsites, plan);
+        if (!rc)
+            json_array_append_new(sections, json_pack("{s:s,s:s,s:s,s:[s,s,s,s,s],s:O,s:O,s:O}", "id", id, "title", title, "intro",
+                                                      intro, "columns", "layer", "site", "mean KL", "ΔPPL %", "plan", "rows", rows,
+                                                      "notes", notes, "plots", pl));
+        json_decref(rows); json_decref(notes); json_decref(pl);
+    }
+    qs_sensruns_free(R, n);
+    return rc;
 }
 
 int qs_report_llm_eval(qs_cli *cli, qs_db *db, const char *dir, int plots, json_t *sections, qs_err *e)
@@ -94,5 +167,5 @@ int qs_report_llm_eval(qs_cli *cli, qs_db *db, const char *dir, int plots, json_
         json_decref(rows); json_decref(notes); json_decref(pl);
     }
     qs_evruns_free(R, n);
-    return rc;
+    return rc ? rc : qs_report_llm_sens(db, dir, plots, sections, e);
 }

@@ -183,6 +183,8 @@ typedef struct tui {
     /* Model view: stored llm evaluations (loaded when shown; reloaded after a command) */
     struct qs_evrun *ev;
     size_t nev;
+    struct qs_sensrun *sens;      /* stored llm sensitivity tables (with their plans) */
+    size_t nsens;
     int ev_loaded;
     tui_list lm;
     int msort, msort_desc;        /* 0 as run, 1 KL mean, 2 dPPL */

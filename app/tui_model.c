@@ -3,7 +3,8 @@
 ** line with the reference perplexity then one row per configuration (PPL, dPPL with its 95%
 ** interval, KL mean/median/p99/max, same top token, RMS dp), sortable by KL or dPPL; below, the
 ** KL distribution of the selected configuration (of every configuration of a run on its line) from
-** the stored log-spaced histogram, as a histogram or a CDF (v).
+** the stored log-spaced histogram, as a histogram or a CDF (v).  Stored `llm sensitivity` tables
+** follow, one line each; on one, the layers x sites heatmap of mean KL with the plan's BF16 cells.
 */
 #include <curses.h>
 #include <math.h>
@@ -13,25 +14,27 @@
 
 #include "tui.h"
 #include "../analysis/llm_eval_store.h"
+#include "../analysis/llm_sens_store.h"
 
-typedef struct mrow { int run, cfg; } mrow;   /* cfg -1: the run's line */
+typedef struct mrow { int run, cfg; } mrow;   /* cfg -1: the run's line; cfg -2: sensitivity table `run` */
 
 void tui_model_free(tui *T)
 {
     qs_evruns_free(T->ev, T->nev);
+    qs_sensruns_free(T->sens, T->nsens);
     T->ev = NULL;
     T->nev = 0;
+    T->sens = NULL;
+    T->nsens = 0;
     T->ev_loaded = 0;
 }
 
 static void load(tui *T)
 {
     if (T->ev_loaded) return;
-    qs_evruns_free(T->ev, T->nev);
-    T->ev = NULL;
-    T->nev = 0;
+    tui_model_free(T);
     qs_err e = {{0}};
-    if (qs_evruns_load(T->db, &T->ev, &T->nev, &e)) tui_set_msg(T, 1, "%s", e.msg);
+    if (qs_evruns_load(T->db, &T->ev, &T->nev, &e) || qs_sensruns_load(T->db, &T->sens, &T->nsens, &e)) tui_set_msg(T, 1, "%s", e.msg);
     T->ev_loaded = 1;
 }
 
@@ -40,7 +43,7 @@ static double sort_val(const qs_evcfg *c, int key) { return key == 1 ? c->kl_mea
 /* The rows in display order (runs as stored; configs sorted within each run).  *out malloc'd. */
 static int rows_of(tui *T, mrow **out)
 {
-    int n = 0;
+    int n = (int)T->nsens;
     for (size_t r = 0; r < T->nev; r++) n += 1 + T->ev[r].ncfg;
     mrow *m = malloc((size_t)(n ? n : 1) * sizeof *m);
     if (!m) return -1;
@@ -63,8 +66,18 @@ static int rows_of(tui *T, mrow **out)
             }
         }
     }
+    for (size_t r = 0; r < T->nsens; r++) m[k++] = (mrow){(int)r, -2};
     *out = m;
     return n;
+}
+
+static void sens_line(const qs_sensrun *r, char *b, size_t cap)
+{
+    char plan[160] = "no plan stored";
+    if (r->have_plan)
+        snprintf(plan, sizeof plan, "plan (%s): %d in BF16, measured KL %.3g", r->target, r->npromoted, r->plan_kl);
+    snprintf(b, cap, " sensitivity to %s  %s  %s  ctx %d: %d layers x %d sites; %s", r->format, r->model, r->text, r->ctx, r->layers,
+             r->nsites, plan);
 }
 
 static void num(char *b, size_t cap, double v, const char *fmt)
@@ -93,7 +106,7 @@ static void run_line(tui *T, const qs_evrun *r, char *b, size_t cap)
 void tui_draw_model(tui *T, int y0, int h)
 {
     load(T);
-    if (!T->nev) {
+    if (!T->nev && !T->nsens) {
         attron(A_BOLD);
         tui_addstr_clip(y0 + 1, 2, "No stored model evaluations yet.", T->W - 4);
         attroff(A_BOLD);
@@ -143,8 +156,9 @@ void tui_draw_model(tui *T, int y0, int h)
     T->click_n = n;
     for (int i = 0; i < rows && l->top + i < n; i++) {
         const mrow *q = &m[l->top + i];
-        const qs_evrun *r = &T->ev[q->run];
-        if (q->cfg < 0) run_line(T, r, line, sizeof line);
+        const qs_evrun *r = q->cfg == -2 ? NULL : &T->ev[q->run];
+        if (q->cfg == -2) sens_line(&T->sens[q->run], line, sizeof line);
+        else if (q->cfg < 0) run_line(T, r, line, sizeof line);
         else {
             const qs_evcfg *c = &r->cfg[q->cfg];
             char a[8][32];
@@ -172,10 +186,20 @@ void tui_draw_model(tui *T, int y0, int h)
         if (sel) { mvaddch(y, 0, '>'); attroff(T->color ? COLOR_PAIR(CP_SEL) : A_REVERSE); }
         else if (q->cfg < 0) attroff(A_BOLD);
     }
-    /* the selected run's caveat, then its KL plot */
+    /* the selected run's caveat, then its KL plot; or a sensitivity table's heatmap */
     const mrow *q = &m[l->cur];
-    const qs_evrun *r = &T->ev[q->run];
     int py = y0 + list_h;
+    if (q->cfg == -2) {
+        const qs_sensrun *S = &T->sens[q->run];
+        free(m);
+        T->fig = qs_plot_sensitivity(S);
+        if (!T->fig) return;
+        snprintf(T->fig_hash, sizeof T->fig_hash, "%s", S->model_hash);
+        snprintf(T->fig_what, sizeof T->fig_what, "sensitivity-%s", S->format);
+        tui_draw_figure(T, T->fig, py, 0, y0 + h - py, T->W);
+        return;
+    }
+    const qs_evrun *r = &T->ev[q->run];
     char cav[300];
     qs_evrun_caveat(r, cav, sizeof cav);
     if (cav[0]) {
