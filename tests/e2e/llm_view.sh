@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Stored `llm eval` results read back: `qscope plot kl` (PNG with provenance, N series; terminal;
-# CDF; errors) and the report's Model-level evaluation section, whose numbers are `llm eval --json`'s.
+# CDF; errors) and the report's Model-level evaluation section, whose numbers are `llm eval --json`'s;
+# a stored `llm sensitivity` table and plan in the report.
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 TINY="$FIX/llm/tiny.gguf"
@@ -104,3 +105,22 @@ assert len(rows) == 1 + len(e['configs'])
 PY"
 ok "report (html)" $QS report -o "$T/rh" --format html --formats mxfp4 --claims none
 check "the HTML summary links the section" "grep -q 'href=\"#s-llm_eval-1\"' $T/rh/report.html && grep -q 'id=\"s-llm_eval-1\"' $T/rh/report.html"
+
+# sensitivity: the report's section lists the most sensitive cells with the plan's choice, and the heatmap
+ok "llm sensitivity with a plan" $QS llm sensitivity --model "$TINY" --text "$T/text.txt" --ctx 64 --chunks 4 --format mxfp4 --kl-target 0.05 --json
+cp "$T/out" "$T/s.json"
+ok "report with it" $QS report -o "$T/rs" --format json --formats mxfp4 --claims none
+check "the sensitivity section: the largest KL first, BF16 where the plan promoted, the stored values" "$PY - '$T/s.json' '$T/rs/report.json' <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1])); r = json.load(open(sys.argv[2]))
+sec = [x for x in r['sections'] if x['id'] == 'llm_sens-1'][0]
+L, S = s['layers'], len(s['sites'])
+cells = sorted(((s['kl_mean'][l][k], l, k) for l in range(L) for k in range(S)), key=lambda t: -t[0])[:12]
+bf = s['plan']['bf16'] if 'bf16' in s['plan'] else None
+for (kl, l, k), row in zip(cells, sec['rows']):
+    assert row[0] == str(l) and row[1] == s['sites'][k] and row[2] == '%.4g' % kl, (row, l, k, kl)
+    if bf is not None: assert row[4] == ('BF16' if bf[l][k] else 'mxfp4'), (row, bf[l][k])
+assert 'kept in BF16' in sec['intro'] and 'measured by one evaluation' in sec['intro']
+PY"
+ok "report (md) with the heatmap" $QS report -o "$T/rs2" --formats mxfp4 --claims none
+check "the heatmap PNG is written and linked" "[ -s $T/rs2/llm_sensitivity-1.png ] && grep -q '](llm_sensitivity-1.png)' $T/rs2/report.md"

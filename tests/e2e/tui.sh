@@ -51,6 +51,8 @@ open(sys.argv[1], "w").write(" ".join(" ".join(random.choice(w) for _ in range(r
 PY
 "$QS" llm eval --model "$FIX/llm/tiny.gguf" --text "$T/evtext.txt" --ctx 64 --chunks 6 --config a=mxfp4 --config kv=fp8_e4m3 \
   --config w=mxfp4 >/dev/null 2>&1 || echo "# llm eval failed"
+"$QS" llm sensitivity --model "$FIX/llm/tiny.gguf" --text "$T/evtext.txt" --ctx 64 --chunks 4 --format mxfp4 --kl-target 0.05 \
+  >/dev/null 2>&1 || echo "# llm sensitivity failed"
 
 COLS=100 ROWS=30
 start() {  # start [ENV...] : the workbench in a fresh tmux session of COLS x ROWS
@@ -200,6 +202,11 @@ keys e
 check "e exports the KL plot as a PNG" 'wait_for "exported <tmp>/qscope-kl-"'
 check "the exported PNG decodes and carries provenance" 'png_ok "$(ls "$T"/qscope-kl-*.png | head -1)"'
 keys v s
+keys G
+wait_for "sensitivity to mxfp4"
+golden model-sensitivity
+check "the plan's BF16 cells are marked B and the note says so" 'screen | grep -q "B = kept in BF16 by the plan (mean KL <= 0.05)"'
+keys g
 keys '?'
 golden help
 
