@@ -211,7 +211,7 @@ void tui_draw_model(tui *T, int y0, int h)
     int sel[64], ns = 0;
     if (q->cfg >= 0) sel[ns++] = q->cfg;
     else
-        for (int i = l->cur + 1; i < n && m[i].run == q->run && ns < 64; i++) sel[ns++] = m[i].cfg;
+        for (int i = l->cur + 1; i < n && m[i].cfg >= 0 && m[i].run == q->run && ns < 64; i++) sel[ns++] = m[i].cfg;
     free(m);
     if (!ns) { tui_addstr_clip(py + 1, 2, "This run has no configurations stored: only its reference.", T->W - 4); return; }
     T->fig = qs_plot_kl(r, sel, ns, T->mcdf);
