@@ -82,6 +82,8 @@ fails "--model that matches nothing" 1 $QS plot kl --model nosuchmodel -o "$T/x.
 fails "--config is only for kl" 2 $QS plot transfer -f mxfp4 --config a=mxfp4 -o "$T/x.png"
 
 # the report section: the table holds llm eval --json's numbers
+ok "a database of model evaluations only has a report" $QS report -o "$T/r0" --formats mxfp4 --claims none
+check "with the section and no tensor" "grep -q '^## Model-level evaluation' $T/r0/report.md"
 $QS gen gaussian --name g --shape 64x64 >/dev/null
 ok "report (json)" $QS report -o "$T/rj" --format json --formats mxfp4 --claims none
 ok "report (md)" $QS report -o "$T/rm" --formats mxfp4 --claims none
