@@ -306,6 +306,8 @@ wait_for "bf16-vs-fp8"
 golden rl-120x40
 keys 6
 golden kernels-120x40
+keys 8 j
+golden model-120x40
 keys Q
 
 # ---- TERM=vt100: ASCII glyphs, no colour
@@ -319,6 +321,10 @@ golden vt100-blocks
 keys Enter
 golden vt100-inspector
 check "the re-encoded block has the stored block RMSE (mxfp4, 1-D)" 'same_rmse vt100-inspector'
+keys 8 j
+golden vt100-model
+check "ASCII: the Model view writes +- and no other non-ASCII character" \
+  'screen | grep -q "+29.4+-90.6" && ! screen | LC_ALL=C grep -q "[^ -~]"'
 keys q q q q
 for _ in $(seq 50); do [ -s "$T/exit" ] && break; sleep 0.1; done
 check "q from the first view quits with exit status 0" '[ "$(cat "$T/exit" 2>/dev/null)" = 0 ]'
