@@ -27,6 +27,7 @@
 #include "value_hist.h"
 #include "../analysis/hist_json.h"
 #include "../analysis/llm_eval_store.h"
+#include "../analysis/llm_sens_store.h"
 #include "../analysis/plot.h"
 #include "../analysis/results.h"
 #include "../analysis/stats_store.h"
@@ -528,43 +529,29 @@ static int plot_kl(qs_cli *cli, plot_opts *po, prov_buf *pb, qs_provenance *pv)
 }
 
 /* `plot sensitivity`: the latest stored `llm sensitivity` table (analysis/results.h
-** "llm_sensitivity") as a layers x sites heatmap of mean KL, log colour scale. */
-static int plot_sensitivity(qs_cli *cli, plot_opts *po, qs_provenance *pv)
+** "llm_sensitivity") as a layers x sites heatmap of mean KL, log colour scale, with its stored plan's
+** BF16 cells marked (the figure of the workbench's Model view and the report). */
+static int plot_sensitivity(qs_cli *cli, plot_opts *po, prov_buf *pb, qs_provenance *pv)
 {
     qs_db *db = qs_cli_open_db(cli);
     if (!db) return QS_EXIT_ERR;
     qs_err e = {{0}};
-    sqlite3_stmt *st = qs_db_prepare(db, "SELECT data FROM result WHERE kind='llm_sensitivity' ORDER BY id DESC LIMIT 1", &e);
-    if (!st) { qs_db_close(db); return qs_cli_err(QS_EXIT_ERR, &e); }
-    char *data = NULL;
-    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0)) data = strdup((const char *)sqlite3_column_text(st, 0));
-    sqlite3_finalize(st);
+    qs_sensrun *R = NULL;
+    size_t n = 0;
+    int rc = qs_sensruns_load(db, &R, &n, &e);
     qs_db_close(db);
-    if (!data) return qs_cli_error(QS_EXIT_ERR, "no llm sensitivity data in this database yet (run `qscope llm sensitivity` first)");
-    json_t *d = json_loads(data, 0, NULL), *kl = json_object_get(d, "kl_mean"), *sites = json_object_get(d, "sites");
-    free(data);
-    size_t R = json_array_size(kl), C = json_array_size(sites);
-    float *v = R && C ? malloc(R * C * sizeof *v) : NULL;
-    if (!v) { json_decref(d); return qs_cli_error(QS_EXIT_ERR, "stored llm sensitivity result has no table"); }
-    for (size_t l = 0; l < R; l++)
-        for (size_t j = 0; j < C; j++) {
-            json_t *x = json_array_get(json_array_get(kl, l), j);
-            double y = json_is_number(x) ? json_number_value(x) : NAN;
-            v[l * C + j] = y > 0 ? (float)y : NAN;   /* KL <= 0: nothing to colour on a log scale */
-        }
-    char xt[256], title[200];
-    size_t k = (size_t)snprintf(xt, sizeof xt, "site:");
-    for (size_t j = 0; j < C && k < sizeof xt; j++)
-        k += (size_t)snprintf(xt + k, sizeof xt - k, " %zu %s", j, json_string_value(json_array_get(sites, j)));
-    json_t *m = json_object_get(d, "model");
-    snprintf(title, sizeof title, "mean KL, one (layer, site) at %.40s: %.100s", json_string_value(json_object_get(d, "format")),
-             json_string_value(json_object_get(m, "name")) ? json_string_value(json_object_get(m, "name")) : "model");
-    qs_figure *fig = qs_plot_block_heatmap(title, v, R, C, 1, "mean KL to FP32, nats (log scale)", xt, "layer", 400);
-    free(v);
-    json_decref(d);
-    if (!fig) return qs_cli_error(QS_EXIT_ERR, "out of memory");
-    int rc = emit(cli, fig, po, pv);
+    if (rc) return qs_cli_err(QS_EXIT_ERR, &e);
+    if (!n) return qs_cli_error(QS_EXIT_ERR, "no llm sensitivity data in this database yet (run `qscope llm sensitivity` first)");
+    const qs_sensrun *r = &R[n - 1];
+    qs_figure *fig = qs_plot_sensitivity(r);
+    if (!fig) { qs_sensruns_free(R, n); return qs_cli_error(QS_EXIT_ERR, "out of memory"); }
+    pb->hashes = strdup(r->model_hash);
+    pb->formats = strdup(r->format);
+    pv->tensor_hashes = pb->hashes;
+    pv->formats = pb->formats;
+    rc = emit(cli, fig, po, pv);
     qs_fig_free(fig);
+    qs_sensruns_free(R, n);
     return rc;
 }
 
@@ -834,7 +821,7 @@ int qs_cmd_plot(qs_cli *cli, int argc, char **argv)
     }
     if (ki >= 5) {
         if (tensor || flist[0]) { prov_free(&pb); return qs_cli_usage("plot", "%s takes no tensor or formats yet", kind); }
-        rc = ki == 8 ? plot_sensitivity(cli, &po, &pv) : plot_lines_kind(cli, &po, kind, &pv);
+        rc = ki == 8 ? plot_sensitivity(cli, &po, &pb, &pv) : plot_lines_kind(cli, &po, kind, &pv);
         prov_free(&pb);
         return rc;
     }

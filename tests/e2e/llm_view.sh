@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Stored `llm eval` results read back: `qscope plot kl` (PNG with provenance, N series; terminal;
 # CDF; errors) and the report's Model-level evaluation section, whose numbers are `llm eval --json`'s;
-# a stored `llm sensitivity` table and plan in the report.
+# a stored `llm sensitivity` table and plan in the report and in `plot sensitivity`.
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 TINY="$FIX/llm/tiny.gguf"
@@ -126,3 +126,7 @@ assert 'kept in BF16' in sec['intro'] and 'measured by one evaluation' in sec['i
 PY"
 ok "report (md) with the heatmap" $QS report -o "$T/rs2" --formats mxfp4 --claims none
 check "the heatmap PNG is written and linked" "[ -s $T/rs2/llm_sensitivity-1.png ] && grep -q '](llm_sensitivity-1.png)' $T/rs2/report.md"
+ok "plot sensitivity: the heatmap with the plan's cells" bash -c "LANG=C.UTF-8 $QS plot sensitivity -o - --width 120 > '$T/sens.txt' && $QS plot sensitivity -o '$T/sens.png'"
+check "the terminal picture marks the BF16 cells and says so" "grep -q 'B = kept in BF16 by the plan (mean KL <= 0.05)' $T/sens.txt && grep -q 'B' $T/sens.txt"
+check "the PNG's provenance names the model's hash and the format" \
+  "pnginfo $T/sens.png > $T/sens.info && grep -qx 'qscope:tensor-hashes=$HASH' $T/sens.info && grep -qx 'qscope:formats=mxfp4' $T/sens.info"
