@@ -155,11 +155,16 @@ qs_figure *qs_plot_sensitivity(const qs_sensrun *r)
     free(v);
     if (f) f->x.integer = f->y.integer = 1;   /* sites and layers */
     if (!f || !r->have_plan) return f;
+    /* dark text on the light (viridis: upper half) cells, grey on the dark ones */
+    double lo = INFINITY, hi = -INFINITY;
+    for (size_t i = 0; i < nc; i++)
+        if (r->kl[i] > 0) { lo = fmin(lo, log(r->kl[i])); hi = fmax(hi, log(r->kl[i])); }
     for (int l = 0; l < r->layers; l++)
         for (int s = 0; s < r->nsites; s++)
             if (r->bf16[l * r->nsites + s]) {
+                double k = r->kl[l * r->nsites + s], t = k > 0 && hi > lo ? (log(k) - lo) / (hi - lo) : 0;
                 qs_annot *a = qs_fig_annotate(f, s + 0.5, l + 0.5, 0, "B");
-                if (a) { a->anchor = 1; a->color = QS_COLOR_GREY; }   /* readable on dark and light cells */
+                if (a) { a->anchor = 1; a->color = t > 0.45 ? -2 : QS_COLOR_GREY; }
             }
     snprintf(f->note, sizeof f->note, "B = kept in BF16 by the plan (%s): %d cell%s; predicted KL %.3g, measured %.3g",
              r->target, r->npromoted, r->npromoted == 1 ? "" : "s", r->plan_pred_kl, r->plan_kl);
