@@ -34,11 +34,18 @@ void qs_eval_chunk_input(const qs_eval_setup *s, const int32_t *text, int c, int
 
 /* ---------------------------------------------------------------- non-finite taps */
 
-typedef struct nf_tap { qs_eval_nonfinite *nf; } nf_tap;
+typedef struct nf_tap {
+    qs_eval_nonfinite *nf;
+    float *resid;             /* reference pass with reuse: residual entering layer l at l * rows * cols */
+    int nlayer;
+} nf_tap;
 
 static void tap_nonfinite(void *ctx, int layer, qs_llm_site site, const float *x, int rows, int cols)
 {
-    qs_eval_nonfinite *nf = ((nf_tap *)ctx)->nf;
+    nf_tap *t = ctx;
+    if (t->resid && site == QS_SITE_RESID && layer + 1 < t->nlayer)
+        memcpy(t->resid + (size_t)(layer + 1) * rows * cols, x, (size_t)rows * cols * sizeof(float));
+    qs_eval_nonfinite *nf = t->nf;
     size_t bad = qs_count_nonfinite(x, (size_t)rows * cols);
     if (bad && nf->first_layer < 0) { nf->first_layer = layer; nf->first_site = site; }
     nf->act_values += bad;
@@ -123,9 +130,21 @@ int qs_llm_eval_run(const qs_llm_model *ref, const qs_eval_variant *cfg, const i
     float *hid = malloc((size_t)ctx * d * sizeof(float)), *scr = malloc((size_t)HEAD_ROWS * d * sizeof(float));
     qs_ref_row *rr = malloc((size_t)per * sizeof *rr);
     int32_t *in = malloc((size_t)ctx * sizeof(int32_t));
+    float *resid = NULL;      /* the reference's residual stream entering each layer (reuse) */
     qs_llm_state *st = NULL;
     int rc = -1;
     if (!out->var || !pref || !lg || !hid || !scr || !rr || !in) { qs_fail(e, "out of memory"); goto fail; }
+    for (int i = 0; i < ncfg; i++)
+        if ((!want || want[i]) && cfg[i].from_layer) {
+            if (cfg[i].from_layer < 0 || cfg[i].from_layer >= ref->c.n_layer) {
+                qs_fail(e, "evaluation: start layer %d of %d", cfg[i].from_layer, ref->c.n_layer);
+                goto fail;
+            }
+            if (!resid && !(resid = malloc((size_t)ref->c.n_layer * ctx * d * sizeof(float)))) {
+                qs_fail(e, "out of memory for the residual streams of %d layers", ref->c.n_layer);
+                goto fail;
+            }
+        }
     for (int i = 0; i < out->nvar; i++)
         if ((i == 0 || !want || want[i - 1]) && var_alloc(&out->var[i], n, i > 0)) { qs_fail(e, "out of memory"); goto fail; }
     if (!(st = qs_llm_state_new(&ref->c, 1, ctx, ctx, e))) goto fail;
@@ -138,9 +157,12 @@ int qs_llm_eval_run(const qs_llm_model *ref, const qs_eval_variant *cfg, const i
             if (!vo->nll) continue;
             const qs_llm_model *m = vi ? cfg[vi - 1].m : ref;
             const qs_llm_numerics *nx = vi ? &cfg[vi - 1].nx : NULL;
-            nf_tap tc = {&vo->nf};
+            nf_tap tc = {&vo->nf, vi ? NULL : resid, ref->c.n_layer};
+            const int l0 = vi ? cfg[vi - 1].from_layer : 0;
             double t0 = now_s();
-            if (qs_llm_forward(m, nx, st, in, 1, ctx, 0, hid, tap_nonfinite, &tc, e)) goto fail;
+            if (qs_llm_forward_from(m, nx, st, in, 1, ctx, 0, l0, l0 ? resid + (size_t)l0 * ctx * d : NULL, hid,
+                                    tap_nonfinite, &tc, e))
+                goto fail;
             double t1 = now_s();
             for (int r0 = 0; r0 < per; r0 += HEAD_ROWS) {
                 int nr = per - r0 < HEAD_ROWS ? per - r0 : HEAD_ROWS;
@@ -159,7 +181,7 @@ int qs_llm_eval_run(const qs_llm_model *ref, const qs_eval_variant *cfg, const i
 fail:
     if (rc) qs_eval_out_free(out);
     qs_llm_state_free(st);
-    free(pref); free(lg); free(hid); free(scr); free(rr); free(in);
+    free(pref); free(lg); free(hid); free(scr); free(rr); free(in); free(resid);
     return rc;
 }
 

@@ -37,6 +37,10 @@ void qs_eval_chunk_input(const qs_eval_setup *s, const int32_t *text, int c, int
 typedef struct qs_eval_variant {
     const qs_llm_model *m;
     qs_llm_numerics nx;
+    /* > 0: the variant equals the reference (weights and numerics) in layers < from_layer, so its
+    ** forward pass starts from the reference's residual stream entering that layer (kept per chunk:
+    ** layers x ctx x dim floats); its non-finite counts then cover layers >= from_layer only. */
+    int from_layer;
 } qs_eval_variant;
 
 /* Non-finite values met by a variant: logit rows with NaN/Inf (those tokens are left out of the

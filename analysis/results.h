@@ -15,7 +15,24 @@
 ** Kind written by `qscope llm eval` (docs/llm.md "llm eval"): "llm_eval", tensor_hash = the model file's
 ** hash, format = the config label ("reference" for FP32), options = {text hash, ctx, chunks, score,
 ** bos, numerics}; data = the variant's statistics with "kl_hist" (log2 bins of per-token KL); blobs
-** "nll" (f32 per scored token) and, for configs, "kl" and "dp".
+** "nll" (f32 per scored token) and, for configs, "kl" and "dp".  The data also carries "run" {model (name), text
+** (the path given), tensor_types} for its readers (analysis/llm_eval_store.h: the workbench's Model
+** view, `plot kl`, the report), since the key holds only hashes.
+** Kinds written by `qscope llm sensitivity` (docs/llm.md "llm sensitivity"), tensor_hash = the model
+** file's hash, format = the format label (e.g. "mxfp4"):
+**   "llm_sensitivity"  options = {text hash, ctx, chunks, score, bos, format (canonical options),
+**                sites, scaled_casts}; data = {"model", "text", "tokens", "scored_tokens", "ctx",
+**                "chunks", "score", "format", "sites": [S names], "layers": L, "reference": {ppl, ppl_se},
+**                "kl_mean", "kl_se", "dppl", "top1_agree": [L][S] arrays (site s of layer l alone at the
+**                format, all else FP32; dppl = PPL/PPL_ref - 1), "bits_fp32" (32 x all counted elements),
+**                "bits_format", "bits_bf16", "site_params": [{site, unit "parameters"|"per_token",
+**                elements (per layer), bits_per_elem}], "plan": {"order": [{layer, site, kl,
+**                extra_bits, kl_per_bit, predicted_kl, bits_avg}] (the whole greedy ranking, cumulative),
+**                "predicted_kl_format", "bits_avg_format"}}
+**   "llm_plan"   options = the sensitivity options + {"kl_target": X} or {"bits_budget": B}; data =
+**                {"target", "steps", "promoted": [{layer, site}], "bf16": [L][S] 0/1, "predicted_kl", "bits_avg",
+**                "measured": the `llm eval` summary of the combined plan (kl_mean, kl_se, kl_median,
+**                kl_p99, kl_max, ppl, dppl_rel, dppl_rel_ci95, top1_agree)}
 ** Options JSON is canonical (sorted keys, see app/quant_opts.c) so equal options compare equal.
 */
 #ifndef QS_RESULTS_H

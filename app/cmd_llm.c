@@ -576,7 +576,7 @@ static int cmd_score(qs_cli *cli, int argc, char **argv)
     for (int i = 0; i < np; i++)
         if (ps[i].n + o.tokens > f.m.c.ctx) { rc = qs_cli_error(QS_EXIT_USAGE, "prompt + --tokens exceed the model context %d", f.m.c.ctx); goto done; }
 
-    qs_llm_numerics rnx = {o.has_a ? &o.a : NULL, o.resq, o.has_kv ? &o.kv : NULL, o.scaled};
+    qs_llm_numerics rnx = {o.has_a ? &o.a : NULL, o.resq, o.has_kv ? &o.kv : NULL, o.scaled, NULL};
     /* whole, never cut: a cut name (the seed comes last) could give two runs one name */
     const char *base = strrchr(o.model, '/') ? strrchr(o.model, '/') + 1 : o.model;
     int blen = (int)strcspn(base, ".");
@@ -906,7 +906,7 @@ static int cmd_generate(qs_cli *cli, int argc, char **argv)
     memset(&ro, 0, sizeof ro);
     double tr;
     if (get_prompts(&o, &f, &p, 1, &e)) { rc = qs_cli_err(QS_EXIT_USAGE, &e); goto out; }
-    qs_llm_numerics nx = {o.has_a ? &o.a : NULL, o.resq, o.has_kv ? &o.kv : NULL, o.scaled};
+    qs_llm_numerics nx = {o.has_a ? &o.a : NULL, o.resq, o.has_kv ? &o.kv : NULL, o.scaled, NULL};
     if (p.n + o.tokens > f.m.c.ctx) { rc = qs_cli_error(QS_EXIT_USAGE, "prompt + --tokens exceed the model context"); goto out; }
     sampler sp = {o.temp, o.top_p, o.top_k, o.greedy};
     if (do_rollout(&roll, &nx, &p, o.seqs, o.tokens, f.v.eos, o.seed, 0, o.filtered ? &sp : NULL, &ro, &tr, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
@@ -950,7 +950,7 @@ static int cmd_logits(qs_cli *cli, int argc, char **argv)
     qs_llm_state *s = NULL;
     if (get_prompts(&o, &f, &p, 1, &e)) { rc = qs_cli_err(QS_EXIT_USAGE, &e); goto out; }
     if (p.n > f.m.c.ctx) { rc = qs_cli_error(QS_EXIT_USAGE, "more ids than the model context"); goto out; }
-    qs_llm_numerics nx = {o.has_a ? &o.a : NULL, o.resq, o.has_kv ? &o.kv : NULL, o.scaled};
+    qs_llm_numerics nx = {o.has_a ? &o.a : NULL, o.resq, o.has_kv ? &o.kv : NULL, o.scaled, NULL};
     const int d = f.m.c.dim, V = f.m.c.vocab;
     hid = malloc((size_t)p.n * d * sizeof(float));
     scr = malloc((size_t)p.n * d * sizeof(float));
@@ -987,7 +987,7 @@ static int cmd_bench(qs_cli *cli, int argc, char **argv)
     if (load_models(&o, &f, &roll, 1, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
     prompt_t p;
     default_prompts(&f, &p, 1);
-    qs_llm_numerics nx = {o.has_a ? &o.a : NULL, o.resq, o.has_kv ? &o.kv : NULL, o.scaled};
+    qs_llm_numerics nx = {o.has_a ? &o.a : NULL, o.resq, o.has_kv ? &o.kv : NULL, o.scaled, NULL};
     /* the warm-up scores 8 tokens per sequence: room for whichever is longer */
     const size_t nlp = (size_t)o.seqs * (o.tokens > 8 ? o.tokens : 8);
     double *lp = malloc(nlp * sizeof(double)), *en = malloc(nlp * sizeof(double));
@@ -1029,7 +1029,7 @@ static int cmd_bench(qs_cli *cli, int argc, char **argv)
     if (o.eval_ctx < 0) o.eval_ctx = f.m.c.ctx < 512 ? f.m.c.ctx : 512;
     if (o.eval_ctx > 0) {   /* the llm eval case: reference + this run's numerics, chunks of eval_ctx */
         if (o.eval_ctx > f.m.c.ctx) { rc = qs_cli_usage("llm bench", "--eval-ctx %d exceeds the model context %d", o.eval_ctx, f.m.c.ctx); goto out; }
-        qs_eval_variant var = {&roll, nx};
+        qs_eval_variant var = {&roll, nx, 0};
         char lab[160];
         snprintf(lab, sizeof lab, "w=%s a=%s kv=%s%s", o.wspec, o.aspec, o.kvspec, o.resq ? " +resq" : "");
         if (qs_llm_eval_bench(&f.m, (o.has_w || o.has_a || o.has_kv) ? &var : NULL, lab, o.eval_ctx, o.eval_chunks, &e)) {
@@ -1077,5 +1077,6 @@ int qs_cmd_llm(qs_cli *cli, int argc, char **argv)
     if (!strcmp(sub, "tokenize")) return cmd_tokenize(cli, argc - 1, argv + 1);
     if (!strcmp(sub, "text")) return qs_cmd_llm_text(cli, argc - 1, argv + 1);
     if (!strcmp(sub, "eval")) return qs_cmd_llm_eval(cli, argc - 1, argv + 1);
-    return qs_cli_usage("llm", "unknown subcommand '%s' (score, capture, generate, logits, bench, tokenize, eval, text)", sub);
+    if (!strcmp(sub, "sensitivity")) return qs_cmd_llm_sens(cli, argc - 1, argv + 1);
+    return qs_cli_usage("llm", "unknown subcommand '%s' (score, capture, generate, logits, bench, tokenize, eval, sensitivity, text)", sub);
 }

@@ -187,6 +187,25 @@ static int read_text(const char *path, char **buf, size_t *len, char hash[33], q
     return 0;
 }
 
+int qs_eval_text_ids(const char *path, const qs_llm_file *f, char **text, size_t *tlen, char hash[33], int32_t **ids,
+                     int *ntok, qs_err *e)
+{
+    *ids = NULL;
+    if (read_text(path, text, tlen, hash, e)) return -1;
+    if (!f->v.n) return qs_fail(e, "the model has no vocabulary to tokenize the text");
+    int32_t *p = malloc((*tlen + 2) * sizeof(int32_t));
+    if (!p) return qs_fail(e, "out of memory");
+    /* as llama-perplexity tokenizes (add_special): a vocabulary that adds BOS gets it at the start of
+    ** the text too, so chunk boundaries match; BOS then also replaces the first token of each chunk */
+    const int add_bos = f->v.add_bos && f->v.bos >= 0;
+    if (add_bos) p[0] = f->v.bos;
+    int n = qs_llm_tokenize(&f->v, *text, *tlen, p + add_bos, (int)(*tlen + 1 > (size_t)1 << 30 ? (size_t)1 << 30 : *tlen + 1), e);
+    if (n < 0) { free(p); qs_err_prefix(e, path); return -1; }
+    *ids = p;
+    *ntok = n + add_bos;
+    return 0;
+}
+
 /* ---------------------------------------------------------------- results as JSON */
 
 static json_t *apply_json(const qs_apply *a, int has)
@@ -349,19 +368,12 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
     int64_t rids[MAX_CFG + 1] = {0};
     qs_eval_out out;
     memset(&out, 0, sizeof out);
-    if (read_text(o->text, &text, &tlen, thash, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
     if (qs_llm_load(o->model, &f, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
     if (o->ctx > f.m.c.ctx) { rc = qs_cli_usage(CMD, "--ctx %d exceeds the model context %d", o->ctx, f.m.c.ctx); goto done; }
     if (!f.v.n) { rc = qs_cli_error(QS_EXIT_ERR, "%s: the model has no vocabulary to tokenize the text", o->model); goto done; }
-    ids = malloc((tlen + 2) * sizeof(int32_t));
-    if (!ids) { rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); goto done; }
-    /* as llama-perplexity tokenizes (add_special): a vocabulary that adds BOS gets it at the start of
-    ** the text too, so chunk boundaries match; BOS then also replaces the first token of each chunk */
+    int ntok = 0;
+    if (qs_eval_text_ids(o->text, &f, &text, &tlen, thash, &ids, &ntok, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
     const int add_bos = f.v.add_bos && f.v.bos >= 0;
-    if (add_bos) ids[0] = f.v.bos;
-    int ntok = qs_llm_tokenize(&f.v, text, tlen, ids + add_bos, (int)(tlen + 1 > (size_t)1 << 30 ? (size_t)1 << 30 : tlen + 1), &e);
-    if (ntok < 0) { qs_err_prefix(&e, o->text); rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
-    ntok += add_bos;
     if (o->save_ids) {   /* the text's ids, comma-separated: for cross-checks with other tools */
         FILE *fo = fopen(o->save_ids, "w");
         if (!fo) { rc = qs_cli_error(QS_EXIT_ERR, "%s: cannot write", o->save_ids); goto done; }
@@ -404,6 +416,7 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
     if (need_ref) {
         /* the configurations' weights, rounded once */
         qs_eval_variant var[MAX_CFG];
+        memset(var, 0, sizeof var);
         for (int i = 0; i < o->ncfg; i++) {
             eval_cfg *c = &o->cfg[i];
             c->m = &f.m;
@@ -427,7 +440,7 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
                 }
             }
             var[i].m = c->m;
-            var[i].nx = (qs_llm_numerics){c->has_a ? &c->a : NULL, c->resq, c->has_kv ? &c->kv : NULL, o->scaled};
+            var[i].nx = (qs_llm_numerics){c->has_a ? &c->a : NULL, c->resq, c->has_kv ? &c->kv : NULL, o->scaled, NULL};
         }
         double t0 = now_s();
         if (qs_llm_eval_run(&f.m, var, want, o->ncfg, ids, (size_t)ntok, &su, isatty(2) ? progress : NULL, &t0, &out, &e)) {
@@ -443,6 +456,8 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
             qs_eval_summary s;
             if (qs_eval_summarize(&out.var[0], i ? &out.var[i] : NULL, out.n, &s, &e)) { bad = 1; break; }
             json_t *d = variant_json(&s, &out.var[i].nf, i > 0, out.var[i].fwd_seconds + out.var[i].head_seconds);
+            /* names for the readers of stored results (workbench, plot kl, report): the key holds only hashes */
+            json_object_set_new(d, "run", json_pack("{s:s,s:s,s:s}", "model", f.name, "text", o->text, "tensor_types", f.wtypes));
             char *ds = json_dumps(d, JSON_COMPACT), *ks = json_dumps(keys[i], JSON_COMPACT | JSON_SORT_KEYS);
             json_decref(d);
             int64_t id = 0;

@@ -6,7 +6,7 @@
 ** hash, format and options; otherwise the numbers are computed here in one streaming pass
 ** (fake-quantize with kernels/format_apply, accumulate histograms, error energy and per-block
 ** RMSE).  transfer needs no tensor.  trajectory / msd / attn read results of those kinds and say
-** so when the database has none.
+** so when the database has none.  kl reads stored `llm eval` results (analysis/llm_eval_store.h).
 **
 ** The figure comes from analysis/plot_kinds.c, the PNG from app/plot_png.c (with provenance text
 ** chunks), the terminal picture from app/plot_term.c.
@@ -26,6 +26,8 @@
 #include "quant_opts.h"
 #include "value_hist.h"
 #include "../analysis/hist_json.h"
+#include "../analysis/llm_eval_store.h"
+#include "../analysis/llm_sens_store.h"
 #include "../analysis/plot.h"
 #include "../analysis/results.h"
 #include "../analysis/stats_store.h"
@@ -47,6 +49,9 @@ typedef struct plot_opts {
     int abs_err;
     int no_store;
     int nsamples;
+    const char *model;          /* kl: model name substring or hash prefix */
+    const char *cfgs[MAX_FORMATS];
+    int ncfgs, cdf, ctx;
 } plot_opts;
 
 /* ---------------- on-the-fly analysis ---------------- */
@@ -455,6 +460,101 @@ static int plot_lines_kind(qs_cli *cli, plot_opts *po, const char *kind, qs_prov
     return rc;
 }
 
+/* kl: the newest stored evaluation of the chosen model (and ctx), the chosen configs (all by default). */
+static int plot_kl(qs_cli *cli, plot_opts *po, prov_buf *pb, qs_provenance *pv)
+{
+    qs_db *db = qs_cli_open_db(cli);
+    if (!db) return QS_EXIT_ERR;
+    qs_err e = {{0}};
+    qs_evrun *R = NULL;
+    size_t n = 0;
+    int rc = qs_evruns_load(db, &R, &n, &e);
+    qs_db_close(db);
+    if (rc) return qs_cli_err(QS_EXIT_ERR, &e);
+    const qs_evrun *r = NULL;
+    for (size_t i = n; i-- > 0 && !r;) {
+        if (po->ctx && R[i].ctx != po->ctx) continue;
+        if (po->model && !strstr(R[i].model, po->model) && strncmp(R[i].model_hash, po->model, strlen(po->model))) continue;
+        if (R[i].ncfg) r = &R[i];
+    }
+    if (!r) {
+        qs_evruns_free(R, n);
+        return qs_cli_error(QS_EXIT_ERR, "no stored llm eval%s%s%s in this database (run `qscope llm eval --model M --config a=mxfp4` first)",
+                            po->model || po->ctx ? " matching" : "", po->model ? " --model " : "", po->model ? qs_esc(po->model) : "");
+    }
+    int sel[MAX_FORMATS], ns = 0;
+    if (!po->ncfgs)
+        for (int i = 0; i < r->ncfg && ns < MAX_FORMATS; i++) sel[ns++] = i;
+    for (int k = 0; k < po->ncfgs; k++) {
+        int f = -1;
+        for (int i = 0; i < r->ncfg && f < 0; i++) if (!strcmp(r->cfg[i].label, po->cfgs[k])) f = i;
+        if (f < 0) {
+            char have[1024] = "";
+            for (int i = 0; i < r->ncfg; i++)
+                snprintf(have + strlen(have), sizeof have - strlen(have), "%s%s", i ? ", " : "", r->cfg[i].label);
+            rc = qs_cli_usage("plot", "the evaluation of %s (ctx %d) has no config '%s' (it has: %s)", qs_evrun_model(r), r->ctx,
+                              po->cfgs[k], have);
+            qs_evruns_free(R, n);
+            return rc;
+        }
+        sel[ns++] = f;
+    }
+    qs_figure *fig = qs_plot_kl(r, sel, ns, po->cdf);
+    if (!fig) { qs_evruns_free(R, n); return qs_cli_error(QS_EXIT_ERR, "out of memory"); }
+    char cav[300];
+    qs_evrun_caveat(r, cav, sizeof cav);
+    int anyw = 0;
+    for (int i = 0; i < ns; i++) anyw |= r->cfg[sel[i]].has_w;
+    if (anyw && cav[0]) {   /* the weight-grid caveat goes with weight-format curves */
+        size_t nl = strlen(fig->note);
+        int room = (int)(sizeof fig->note - nl) - 3;
+        if (room > 0) snprintf(fig->note + nl, sizeof fig->note - nl, "%s%.*s", nl ? "; " : "", room, cav);
+    }
+    size_t L = 1;
+    for (int i = 0; i < ns; i++) L += strlen(r->cfg[sel[i]].label) + 1;
+    pb->formats = calloc(1, L);
+    for (int i = 0; i < ns && pb->formats; i++) { if (i) strcat(pb->formats, ";"); strcat(pb->formats, r->cfg[sel[i]].label); }
+    json_t *oj = json_pack("{s:s,s:s,s:s,s:i,s:i,s:s,s:b}", "kind", "kl", "model", qs_evrun_model(r), "text", r->text, "ctx", r->ctx,
+                           "chunks", r->chunks, "score", r->score, "cdf", po->cdf);
+    pb->options = oj ? json_dumps(oj, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(oj);
+    pb->hashes = strdup(r->model_hash);
+    pv->tensor_hashes = pb->hashes;
+    pv->formats = pb->formats;
+    pv->options = pb->options;
+    rc = emit(cli, fig, po, pv);
+    qs_fig_free(fig);
+    qs_evruns_free(R, n);
+    return rc;
+}
+
+/* `plot sensitivity`: the latest stored `llm sensitivity` table (analysis/results.h
+** "llm_sensitivity") as a layers x sites heatmap of mean KL, log colour scale, with its stored plan's
+** BF16 cells marked (the figure of the workbench's Model view and the report). */
+static int plot_sensitivity(qs_cli *cli, plot_opts *po, prov_buf *pb, qs_provenance *pv)
+{
+    qs_db *db = qs_cli_open_db(cli);
+    if (!db) return QS_EXIT_ERR;
+    qs_err e = {{0}};
+    qs_sensrun *R = NULL;
+    size_t n = 0;
+    int rc = qs_sensruns_load(db, &R, &n, &e);
+    qs_db_close(db);
+    if (rc) return qs_cli_err(QS_EXIT_ERR, &e);
+    if (!n) return qs_cli_error(QS_EXIT_ERR, "no llm sensitivity data in this database yet (run `qscope llm sensitivity` first)");
+    const qs_sensrun *r = &R[n - 1];
+    qs_figure *fig = qs_plot_sensitivity(r);
+    if (!fig) { qs_sensruns_free(R, n); return qs_cli_error(QS_EXIT_ERR, "out of memory"); }
+    pb->hashes = strdup(r->model_hash);
+    pb->formats = strdup(r->format);
+    pv->tensor_hashes = pb->hashes;
+    pv->formats = pb->formats;
+    rc = emit(cli, fig, po, pv);
+    qs_fig_free(fig);
+    qs_sensruns_free(R, n);
+    return rc;
+}
+
 static int plot_tensor_kind(qs_cli *cli, plot_opts *po, const char *kind, const char *name, qs_apply *apps, int n,
                             char labels[][96], prov_buf *pb, qs_provenance *pv)
 {
@@ -598,7 +698,8 @@ out:
 
 int qs_cmd_plot(qs_cli *cli, int argc, char **argv)
 {
-    enum { O_W = 0x2001, O_H, O_DPI, O_TITLE, O_LOGX, O_LOGY, O_XS, O_YS, O_TERM, O_RANGE, O_AMAX, O_ABS, O_FRESH, O_N };
+    enum { O_W = 0x2001, O_H, O_DPI, O_TITLE, O_LOGX, O_LOGY, O_XS, O_YS, O_TERM, O_RANGE, O_AMAX, O_ABS, O_FRESH, O_N,
+           O_MODEL, O_CONFIG, O_CDF, O_CTX };
     static const struct option lo[] = {QS_QUANT_LONGOPTS, {"output", required_argument, 0, 'o'},
                                        {"width", required_argument, 0, O_W}, {"height", required_argument, 0, O_H},
                                        {"dpi", required_argument, 0, O_DPI}, {"title", required_argument, 0, O_TITLE},
@@ -607,6 +708,8 @@ int qs_cmd_plot(qs_cli *cli, int argc, char **argv)
                                        {"term", required_argument, 0, O_TERM}, {"range", required_argument, 0, O_RANGE},
                                        {"amax", required_argument, 0, O_AMAX}, {"abs", no_argument, 0, O_ABS},
                                        {"fresh", no_argument, 0, O_FRESH}, {"samples", required_argument, 0, O_N},
+                                       {"model", required_argument, 0, O_MODEL}, {"config", required_argument, 0, O_CONFIG},
+                                       {"cdf", no_argument, 0, O_CDF}, {"ctx", required_argument, 0, O_CTX},
                                        {0, 0, 0, 0}};
     /* the command line as typed, before getopt permutes argv */
     prov_buf pb = {0};
@@ -664,14 +767,27 @@ int qs_cmd_plot(qs_cli *cli, int argc, char **argv)
             if (qs_parse_u64(optarg, &u) || u < 2 || u > 1000000) return free(pb.command), qs_cli_usage("plot", "bad --samples '%s'", optarg);
             po.nsamples = (int)u;
             break;
+        case O_MODEL: po.model = optarg; break;
+        case O_CONFIG:
+            if (po.ncfgs == MAX_FORMATS) return free(pb.command), qs_cli_usage("plot", "too many --config");
+            po.cfgs[po.ncfgs++] = optarg;
+            break;
+        case O_CDF: po.cdf = 1; break;
+        case O_CTX:
+            if (qs_parse_u64(optarg, &u) || u == 0 || u > 1 << 20) return free(pb.command), qs_cli_usage("plot", "bad --ctx '%s'", optarg);
+            po.ctx = (int)u;
+            break;
         default: return free(pb.command), qs_cli_usage("plot", "unknown option '%s'", argv[optind - 1]);
         }
     }
-    if (optind >= argc) return free(pb.command), qs_cli_usage("plot", "give a KIND (err-hist, value-hist, pareto, block-heatmap, transfer, trajectory, msd, attn)");
+    if (optind >= argc) return free(pb.command), qs_cli_usage("plot", "give a KIND (err-hist, value-hist, pareto, block-heatmap, transfer, trajectory, msd, attn, sensitivity, kl)");
     const char *kind = argv[optind++];
-    static const char *const kinds[] = {"err-hist", "value-hist", "pareto", "block-heatmap", "transfer", "trajectory", "msd", "attn"};
+    static const char *const kinds[] = {"err-hist", "value-hist", "pareto", "block-heatmap", "transfer", "trajectory", "msd", "attn",
+                                        "sensitivity", "kl"};
     int ki = -1;
-    for (int i = 0; i < 8; i++) if (!strcmp(kind, kinds[i])) ki = i;
+    for (int i = 0; i < 10; i++) if (!strcmp(kind, kinds[i])) ki = i;
+    if (ki != 9 && (po.model || po.ncfgs || po.cdf || po.ctx))
+        return free(pb.command), qs_cli_usage("plot", "--model, --config, --ctx and --cdf are for `plot kl`");
     if (ki < 0) return free(pb.command), qs_cli_usage("plot", "unknown plot kind '%s'", kind);
     if (!po.out) return free(pb.command), qs_cli_usage("plot", "give -o FILE.png, or -o - for the terminal");
     if (strcmp(po.out, "-") != 0) {
@@ -697,9 +813,15 @@ int qs_cmd_plot(qs_cli *cli, int argc, char **argv)
         return rc;
     }
     pv.database = realpath(cli->db_path, dbabs) ? dbabs : cli->db_path;
+    if (ki == 9) {
+        if (tensor || flist[0]) { prov_free(&pb); return qs_cli_usage("plot", "kl takes no tensor or formats: --model M --config LABEL"); }
+        rc = plot_kl(cli, &po, &pb, &pv);
+        prov_free(&pb);
+        return rc;
+    }
     if (ki >= 5) {
         if (tensor || flist[0]) { prov_free(&pb); return qs_cli_usage("plot", "%s takes no tensor or formats yet", kind); }
-        rc = plot_lines_kind(cli, &po, kind, &pv);
+        rc = ki == 8 ? plot_sensitivity(cli, &po, &pb, &pv) : plot_lines_kind(cli, &po, kind, &pv);
         prov_free(&pb);
         return rc;
     }

@@ -427,11 +427,17 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
     free(tnames);
     free(tlines);
     if (rc != QS_EXIT_OK) goto out;
-    if (nt == 0) { rc = qs_cli_error(QS_EXIT_ERR, "no tensor matches '%s'", pat); goto out; }
+    if (nt == 0) {   /* a database of model evaluations only still has a report: their sections */
+        sqlite3_stmt *q = qs_db_prepare(db, "SELECT count(*) FROM result WHERE kind IN ('llm_eval', 'llm_sensitivity')", &e);
+        int nllm = q && sqlite3_step(q) == SQLITE_ROW ? sqlite3_column_int(q, 0) : 0;
+        sqlite3_finalize(q);
+        if (!nllm) { rc = qs_cli_error(QS_EXIT_ERR, "no tensor matches '%s'", pat); goto out; }
+    }
     int want_plots = plots && strcmp(kind, "json") && strcmp(kind, "csv");
     report_progress(tty, "RL runs and kernel results");
     if (qs_report_rl(cli, db, dir, want_plots, json_object_get(doc, "sections"), &e) ||
-        qs_report_kernels(cli, db, dir, want_plots, json_object_get(doc, "sections"), &e)) {
+        qs_report_kernels(cli, db, dir, want_plots, json_object_get(doc, "sections"), &e) ||
+        qs_report_llm_eval(cli, db, dir, want_plots, json_object_get(doc, "sections"), &e)) {
         rc = qs_cli_err(QS_EXIT_ERR, &e);
         goto out;
     }

@@ -225,6 +225,10 @@ const qs_command qs_commands[] = {
      "  block-heatmap TENSOR  per-block RMSE of a 2-D tensor under -f F (log colour scale)\n"
      "  transfer              x -> Q(x) and Q(x) - x of -f F over --range LO,HI (block formats: in a\n"
      "                        block whose absmax is --amax X, default 1)\n"
+     "  sensitivity           the latest `llm sensitivity` table: mean KL per layer x site (log colours)\n"
+     "  kl                    per-token KL to the FP32 reference of a stored `llm eval` (newest run;\n"
+     "                        --model NAME|HASH, --ctx N, --config LABEL (repeatable; default all),\n"
+     "                        --cdf for the cumulative fraction instead of the log-x histogram)\n"
      "  trajectory, msd, attn results of later analyses (an error until the database has them)\n"
      "\n"
      "Stored results of `qscope analyze` are used when present for the same tensor hash, format and\n"
@@ -335,7 +339,7 @@ const qs_command qs_commands[] = {
      "  --block RxC          blk50 block (default 32x64)\n"
      "  --tensor T           activations from a stored tensor (rows = tokens; keyed by its hash)\n"
      "  --seed S --no-store --json", qs_cmd_resq, 0},
-    {"llm", "score|capture|generate|logits|bench|tokenize|eval --model PATH [options] | text --rdb FILE -o DIR",
+    {"llm", "score|capture|generate|logits|bench|tokenize|eval|sensitivity --model PATH [options] | text --rdb FILE -o DIR",
      "run a real causal LM (SmolLM2 GGUF): mismatch runs, activations, throughput",
      "A Llama or Qwen2 model (SmolLM2-135M-Instruct GGUF from `make data`, or your own GGUF / Hugging\n"
      "Face directory) through qscope's own FP32 forward pass (dequantized weights, OpenBLAS matmuls);\n"
@@ -364,6 +368,10 @@ const qs_command qs_commands[] = {
      "            p90, p99, max), same top token, RMS dp, dPPL with a 95% interval; llama.cpp's chunks\n"
      "            (--ctx N, default 512; --chunks K) and second-half scoring (--score half|all);\n"
      "            stored per variant and reused (--force recomputes); --json; --save-ids FILE\n"
+     "  sensitivity  --format F [--sites attn_in,attn_out,ffn_in,ffn_down_in,kv,w]: one (layer, site)\n"
+     "            at F at a time, all else FP32: mean KL and dPPL per layer x site (eval's chunks and\n"
+     "            scoring); a greedy BF16 plan by KL per extra bit for --kl-target X or --bits-budget B\n"
+     "            (average bits), verified by one eval of the combined plan; stored; --json; --force"
      "\n"
      "  --model PATH        GGUF file (llama or qwen2; any tensor type, e.g. F32/F16/BF16 or Q4_1) or a\n"
      "                      Hugging Face directory (config.json, *.safetensors, tokenizer.json)\n"

@@ -28,6 +28,10 @@ int qs_report_rl(qs_cli *cli, qs_db *db, const char *dir, int plots, json_t *sec
 /* Kernel experiments: the newest stored msd, attn and resq results, each a section with its plot. */
 int qs_report_kernels(qs_cli *cli, qs_db *db, const char *dir, int plots, json_t *sections, qs_err *e);
 
+/* Model-level evaluation (report_llm.c): one section per stored `llm eval` run, newest first. */
+#define QS_REPORT_MAX_EVALS 8
+int qs_report_llm_eval(qs_cli *cli, qs_db *db, const char *dir, int plots, json_t *sections, qs_err *e);
+
 /* Renderers of every section. */
 void qs_report_sections_md(FILE *f, json_t *sections);
 int qs_report_sections_html(FILE *f, json_t *sections, const char *dir);

@@ -28,7 +28,7 @@
 #define TUI_DEFAULT_FORMATS "bf16,fp8_e4m3,fp8_e5m2,hif8,mxfp8_e4m3,mxfp6_e2m3,mxfp4,nvfp4,hif4,m2xfp4,int8:gran=row,int4:block=32"
 
 static const char *const kViewNames[TV_COUNT] = {"Tensors", "Formats", "Histogram", "Blocks", "Inspector",
-                                                  "RL runs", "Kernels", "Output", "Help"};
+                                                  "RL runs", "Kernels", "Model", "Output", "Help"};
 const char *tui_view_name(tui_view_id v) { return v < TV_COUNT ? kViewNames[v] : "?"; }
 
 void tui_set_msg(tui *T, int err, const char *fmt, ...)
@@ -180,8 +180,12 @@ static void draw_title(tui *T)
     if ((T->view == TV_BLOCKS || T->view == TV_INSPECT) && T->blk_fmt >= 0 && T->blk_fmt < T->nfmts)
         snprintf(buf + n, sizeof buf - (size_t)n, "  %s", T->fmts[T->blk_fmt].label);
     tui_addstr_clip(0, 0, buf, T->W);
-    const char *views = "1 Tensors 2 Formats 3 Hist 4 Blocks 5 RL 6 Kernels 7 Output ";
+    const char *views = "1 Tensors 2 Formats 3 Hist 4 Blocks 5 RL 6 Kernels 7 Output 8 Model ";
     int vw = (int)strlen(views);
+    if (T->W - vw <= (int)strlen(buf) + 2) {   /* a long title: the short names */
+        views = "1 Tens 2 Fmt 3 Hist 4 Blk 5 RL 6 Kern 7 Out 8 Model ";
+        vw = (int)strlen(views);
+    }
     if (T->W - vw > (int)strlen(buf) + 2) mvaddstr(0, T->W - vw, views);
     attroff(A_BOLD | (T->color ? COLOR_PAIR(CP_HEAD) : A_REVERSE));
 }
@@ -203,6 +207,7 @@ void tui_draw(tui *T)
     T->click_list = NULL;
     T->click_n = 0;
     if (T->fig) { qs_fig_free(T->fig); T->fig = NULL; }
+    T->fig_hash[0] = 0;
     int y0 = 1, h = T->H - 3;
     switch (T->view) {
     case TV_TENSORS: tui_draw_tensors(T, y0, h); break;
@@ -212,6 +217,7 @@ void tui_draw(tui *T)
     case TV_INSPECT: tui_draw_inspect(T, y0, h); break;
     case TV_RL: tui_draw_rl(T, y0, h); break;
     case TV_KERNELS: tui_draw_kernels(T, y0, h); break;
+    case TV_MODEL: tui_draw_model(T, y0, h); break;
     case TV_OUTPUT: tui_draw_output(T, y0, h); break;
     case TV_HELP: tui_draw_help(T, y0, h); break;
     default: break;
@@ -278,6 +284,7 @@ static void reload_all(tui *T)
     }
     if (T->runs_loaded) tui_load_runs(T, &e);
     tui_load_kres(T, &e);
+    T->ev_loaded = 0;
     T->met_for = -1;
     T->blk_for = -1;
     tui_inspect_free(T);
@@ -458,6 +465,7 @@ int tui_handle_key(tui *T, int ch)
     case TA_V_BLOCKS: jump(T, TV_BLOCKS); return 1;
     case TA_V_RL: jump(T, TV_RL); return 1;
     case TA_V_KERNELS: jump(T, TV_KERNELS); return 1;
+    case TA_V_MODEL: jump(T, TV_MODEL); return 1;
     case TA_V_OUTPUT:
         if (!T->out) { tui_set_msg(T, 1, "no command has run yet: press : to run one"); return 1; }
         jump(T, TV_OUTPUT);
@@ -548,6 +556,7 @@ int tui_handle_key(tui *T, int ch)
         for (size_t i = 0; i < T->nkres; i++) nk += strcmp(T->kres[i].kind, "trajectory") != 0;
         return list_key(&T->lk, nk, page, a);
     }
+    case TV_MODEL: return tui_model_key(T, a, page);
     case TV_OUTPUT: {
         int n = 1;
         for (size_t i = 0; i < T->out_len; i++) n += T->out[i] == '\n';
@@ -624,6 +633,7 @@ int tui_init_app(tui *T, qs_cli *cli, const char *db_path, const char *fmt_list,
 
 void tui_free_app(tui *T)
 {
+    tui_model_free(T);
     tui_rl_cache_clear(T);
     tui_hist_cache_clear(T);
     tui_inspect_free(T);

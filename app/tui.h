@@ -10,6 +10,7 @@
 **   tui_worker.c   the worker thread: analyses and `:` commands run there, with progress and
 **                  cancellation; the interface never waits for them
 **   tui_views.c    the list views: Tensors, Formats, Histogram, RL runs, Kernels, Output, Help
+**   tui_model.c    the Model view: stored `llm eval` results and the KL distribution of a config
 **   tui_blocks.c   the Blocks view (block-error heatmap) and the Block inspector
 **   tui_plot.c     drawing a plot-model figure into a window region (colours mapped to curses
 **                  pairs), and PNG export
@@ -36,7 +37,7 @@
 #define TUI_MAX_FMTS 32
 
 typedef enum tui_view_id {
-    TV_TENSORS = 0, TV_FORMATS, TV_HIST, TV_BLOCKS, TV_INSPECT, TV_RL, TV_KERNELS, TV_OUTPUT, TV_HELP, TV_COUNT
+    TV_TENSORS = 0, TV_FORMATS, TV_HIST, TV_BLOCKS, TV_INSPECT, TV_RL, TV_KERNELS, TV_MODEL, TV_OUTPUT, TV_HELP, TV_COUNT
 } tui_view_id;
 
 /* ---- data (tui_data.c) ---- */
@@ -179,6 +180,15 @@ typedef struct tui {
     int runs_loaded;              /* the RL run list is read when the RL view is first shown */
     int rl_stopped;               /* the last RL computation was cancelled or failed: wait for r */
     int bench_rl_sync;            /* bench: compute RL diagnostics on the main thread (no worker) */
+    /* Model view: stored llm evaluations (loaded when shown; reloaded after a command) */
+    struct qs_evrun *ev;
+    size_t nev;
+    struct qs_sensrun *sens;      /* stored llm sensitivity tables (with their plans) */
+    size_t nsens;
+    int ev_loaded;
+    tui_list lm;
+    int msort, msort_desc;        /* 0 as run, 1 KL mean, 2 dPPL */
+    int mcdf;                     /* KL plot: CDF instead of the histogram */
     /* output of the last `:` command */
     char *out;
     size_t out_len;
@@ -186,6 +196,7 @@ typedef struct tui {
     /* the figure on screen (for `e` export) and where it came from */
     qs_figure *fig;
     char fig_what[200];
+    char fig_hash[48];            /* the figure's data hash when it is not the current tensor's (Model view) */
     qs_figure *vh_fig;            /* value histogram of `qscope plot value-hist` for vh_key (tensor, format) */
     char vh_key[300];
     /* status */
@@ -227,7 +238,7 @@ typedef enum tui_act {
     TA_NONE = 0, TA_UP, TA_DOWN, TA_LEFT, TA_RIGHT, TA_PGUP, TA_PGDN, TA_HOME, TA_END, TA_ENTER, TA_BACK, TA_TAB,
     TA_SEARCH, TA_NEXT, TA_PREV, TA_SORT, TA_SORT_REV, TA_FILTER, TA_FORMATS, TA_OPTIONS, TA_EXPORT, TA_RECOMPUTE,
     TA_CMDLINE, TA_HELP, TA_CLOSE, TA_QUIT, TA_HIST_KIND, TA_HIST_ALL, TA_LOGY, TA_WORST, TA_SECOND, TA_METRIC, TA_REDRAW,
-    TA_V_TENSORS, TA_V_FORMATS, TA_V_HIST, TA_V_BLOCKS, TA_V_RL, TA_V_KERNELS, TA_V_OUTPUT, TA_COUNT
+    TA_V_TENSORS, TA_V_FORMATS, TA_V_HIST, TA_V_BLOCKS, TA_V_RL, TA_V_KERNELS, TA_V_MODEL, TA_V_OUTPUT, TA_COUNT
 } tui_act;
 tui_act tui_key_action(tui_view_id v, int ch);
 int tui_help_lines(char ***lines);           /* the help text, generated from the key table */
@@ -296,6 +307,11 @@ int tui_blocks_key(tui *T, tui_act a);
 int tui_inspect_open(tui *T);
 int tui_inspect_key(tui *T, tui_act a);
 void tui_inspect_free(tui *T);
+
+/* tui_model.c */
+void tui_draw_model(tui *T, int y0, int h);
+int tui_model_key(tui *T, tui_act a, int page);
+void tui_model_free(tui *T);
 
 /* tui_plot.c */
 void tui_draw_figure(tui *T, qs_figure *f, int y0, int x0, int h, int w);

@@ -43,13 +43,14 @@ static const tui_binding kKeys[] = {
     {TA_NEXT, 0, {'n'}, "n", "next match"},
     {TA_PREV, 0, {'N'}, "N", "previous match"},
     {TA_FILTER, V(TV_TENSORS), {'F', '|'}, "F", "Tensors: filter by a substring of the name (empty clears)"},
-    {TA_SORT, V(TV_TENSORS) | V(TV_FORMATS), {'s'}, "s", "sort by the next column"},
-    {TA_SORT_REV, V(TV_TENSORS) | V(TV_FORMATS), {'S'}, "S", "reverse the sort order"},
+    {TA_SORT, V(TV_TENSORS) | V(TV_FORMATS) | V(TV_MODEL), {'s'}, "s", "sort by the next column"},
+    {TA_SORT_REV, V(TV_TENSORS) | V(TV_FORMATS) | V(TV_MODEL), {'S'}, "S", "reverse the sort order"},
     /* formats and analysis */
     {TA_FORMATS, 0, {'f'}, "f", "choose the formats to compare"},
     {TA_OPTIONS, 0, {'o'}, "o", "options of the selected format (rounding, scale rule, block size)"},
     {TA_RECOMPUTE, 0, {'r'}, "r", "recompute the selected tensor's results (RL runs: the diagnostics), in the background"},
     {TA_HIST_KIND, V(TV_HIST), {'v'}, "v", "Histogram: relative / absolute / ulp error, or values"},
+    {TA_HIST_KIND, V(TV_MODEL), {'v'}, "v", "Model: KL distribution as a histogram or a CDF"},
     {TA_LOGY, V(TV_HIST), {'L'}, "L", "Histogram: log or linear counts"},
     {TA_HIST_ALL, V(TV_HIST), {'a'}, "a", "Histogram: every format overlaid, or only the one under the cursor (j/k)"},
     {TA_HIST_ALL, V(TV_RL), {'a'}, "a", "RL runs: every run overlaid (methods compared), or only the selected one"},
@@ -67,6 +68,7 @@ static const tui_binding kKeys[] = {
     {TA_V_RL, 0, {'5'}, "5", "RL runs view"},
     {TA_V_KERNELS, 0, {'6'}, "6", "Kernels view (MSD and attention results)"},
     {TA_V_OUTPUT, 0, {'7'}, "7", "Output of the last command"},
+    {TA_V_MODEL, 0, {'8'}, "8", "Model view (stored llm eval results: perplexity, KL)"},
     {TA_HELP, 0, {'?', KEY_F(1)}, "? F1", "this help"},
     {TA_REDRAW, 0, {CTRL('l')}, "Ctrl-L", "redraw the screen"},
     {TA_CLOSE, 0, {'q'}, "q", "close the view (quits from the first view)"},
@@ -107,6 +109,9 @@ static const char *kViewHelp[] = {
     "           the selected run (m cycles: mean/p95/max |dlogp|, k3 KL, ...) and stored",
     "           trajectory results (Tab).",
     "Kernels    stored MSD and attention experiment results, plotted.",
+    "Model      stored `llm eval` runs: reference perplexity, then per config PPL, dPPL with",
+    "           its 95% interval, KL mean/median/p99/max, same top token, RMS dp (s sorts",
+    "           by KL or dPPL); the KL distribution of the selected config below (v: CDF).",
 };
 
 int tui_help_lines(char ***lines)
@@ -246,6 +251,7 @@ const char *tui_hint_bar(tui_view_id v)
     case TV_INSPECT: return "j/k element  Left/Right block  b 2nd format  w worst  h back  ? help";
     case TV_RL: return "j/k run  m diagnostic  a all/one run  Tab runs/stored  e export  ? help";
     case TV_KERNELS: return "j/k result  e export  h back  ? help";
+    case TV_MODEL: return "j/k config  s/S sort KL/dPPL  v hist/CDF  e export PNG  : command  ? help";
     case TV_OUTPUT: return "j/k scroll  / search  h back  ? help";
     case TV_HELP: return "j/k scroll  q close";
     default: return "";

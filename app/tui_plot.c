@@ -119,7 +119,8 @@ int tui_export_png(tui *T, char *path, size_t cap)
     snprintf(cmd, sizeof cmd, "qscope tui (export of %s)", T->fig_what);
     tui_tensor *t = tui_cur_tensor(T);
     char hashes[400] = "";
-    if (t) snprintf(hashes, sizeof hashes, "%s=%s", t->name, t->hash);
+    if (T->fig_hash[0]) snprintf(hashes, sizeof hashes, "%s", T->fig_hash);
+    else if (t) snprintf(hashes, sizeof hashes, "%s=%s", t->name, t->hash);
     qs_provenance pv = {cmd, absdb, hashes[0] ? hashes : NULL, NULL, NULL};
     qs_png_opts po = {0, 0, 100};
     qs_err e = {{0}};

@@ -140,19 +140,62 @@ static int quant_matrix(const qs_apply *w, int scaled, float *p, size_t rows, si
     return qs_format_apply(w, rows, cols, mem_read, &ctx, mem_write, &ctx, e);
 }
 
+static int quant_layer(const qs_llm_cfg *c, qs_llm_layer *L, const qs_apply *w, int scaled, qs_err *e)
+{
+    size_t d = (size_t)c->dim, kv = (size_t)c->n_kv_head * c->head_dim, f = (size_t)c->ffn;
+    return quant_matrix(w, scaled, L->wq, d, d, e) || quant_matrix(w, scaled, L->wk, kv, d, e) ||
+                   quant_matrix(w, scaled, L->wv, kv, d, e) || quant_matrix(w, scaled, L->wo, d, d, e) ||
+                   quant_matrix(w, scaled, L->w_gate, f, d, e) || quant_matrix(w, scaled, L->w_up, f, d, e) ||
+                   quant_matrix(w, scaled, L->w_down, d, f, e)
+               ? -1 : 0;
+}
+
 int qs_llm_quantize_weights(qs_llm_model *m, const qs_apply *w, int scaled, qs_err *e)
 {
     const qs_llm_cfg *c = &m->c;
+    for (int l = 0; l < c->n_layer; l++)
+        if (quant_layer(c, &m->L[l], w, scaled, e)) return -1;
+    return quant_matrix(w, scaled, m->output, (size_t)c->vocab, (size_t)c->dim, e);
+}
+
+int qs_llm_view_quantize_layers(qs_llm_model *dst, const qs_llm_model *src, const uint8_t *layers, const qs_apply *w,
+                                int scaled, qs_err *e)
+{
+    const qs_llm_cfg *c = &src->c;
     size_t d = (size_t)c->dim, kv = (size_t)c->n_kv_head * c->head_dim, f = (size_t)c->ffn;
-    for (int l = 0; l < c->n_layer; l++) {
-        qs_llm_layer *L = &m->L[l];
-        if (quant_matrix(w, scaled, L->wq, d, d, e) || quant_matrix(w, scaled, L->wk, kv, d, e) ||
-            quant_matrix(w, scaled, L->wv, kv, d, e) || quant_matrix(w, scaled, L->wo, d, d, e) ||
-            quant_matrix(w, scaled, L->w_gate, f, d, e) || quant_matrix(w, scaled, L->w_up, f, d, e) ||
-            quant_matrix(w, scaled, L->w_down, d, f, e))
-            return -1;
+    size_t per = 2 * d * d + 2 * kv * d + 3 * f * d, nsel = 0;
+    for (int l = 0; l < c->n_layer; l++) nsel += layers[l] != 0;
+    *dst = *src;
+    dst->arena = NULL; dst->arena_len = 0;
+    dst->L = malloc((size_t)c->n_layer * sizeof *dst->L);
+    if (!dst->L) { memset(dst, 0, sizeof *dst); return qs_fail(e, "out of memory"); }
+    memcpy(dst->L, src->L, (size_t)c->n_layer * sizeof *dst->L);
+    if (nsel && !(dst->arena = malloc(nsel * per * sizeof(float)))) {
+        qs_llm_view_free(dst);
+        return qs_fail(e, "out of memory for %zu rounded weights", nsel * per);
     }
-    return quant_matrix(w, scaled, m->output, (size_t)c->vocab, d, e);
+    dst->arena_len = nsel * per;
+    float *p = dst->arena;
+    for (int l = 0; l < c->n_layer; l++) {
+        if (!layers[l]) continue;
+        qs_llm_layer *L = &dst->L[l];
+        float **mat[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        const size_t len[7] = {d * d, kv * d, kv * d, d * d, f * d, f * d, d * f};
+        for (int i = 0; i < 7; i++) {
+            memcpy(p, *mat[i], len[i] * sizeof(float));
+            *mat[i] = p;
+            p += len[i];
+        }
+        if (quant_layer(c, L, w, scaled, e)) { qs_llm_view_free(dst); return -1; }
+    }
+    return 0;
+}
+
+void qs_llm_view_free(qs_llm_model *v)
+{
+    free(v->arena);
+    free(v->L);
+    memset(v, 0, sizeof *v);
 }
 
 /* ---------------------------------------------------------------- state */
@@ -457,6 +500,13 @@ static float *fused_buf(qs_llm_state *s, size_t n, qs_err *e)
 int qs_llm_forward(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_state *s, const int32_t *tok,
                    int B, int T, int pos0, float *hidden, qs_llm_tap_fn tap, void *tap_ctx, qs_err *e)
 {
+    return qs_llm_forward_from(m, nx, s, tok, B, T, pos0, 0, NULL, hidden, tap, tap_ctx, e);
+}
+
+int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_state *s, const int32_t *tok,
+                        int B, int T, int pos0, int l0, const float *x0, float *hidden, qs_llm_tap_fn tap,
+                        void *tap_ctx, qs_err *e)
+{
     const qs_llm_cfg *c = &m->c;
     if (memcmp(c, &s->c, sizeof *c)) return qs_fail(e, "forward: state made for another model shape");
     if (B <= 0 || T <= 0 || B > s->batch || (int64_t)B * T > s->max_rows || pos0 < 0 || pos0 + T > s->max_pos)
@@ -464,22 +514,31 @@ int qs_llm_forward(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_stat
                        T, pos0, s->batch, s->max_pos, s->max_rows);
     const int d = c->dim, hd = c->head_dim, kvd = c->n_kv_head * hd, F = c->ffn, R = B * T;
     const int grp = c->n_head / c->n_kv_head, half = hd / 2;
-    const qs_apply *act = nx ? nx->act : NULL, *kvf = nx ? nx->kv : NULL;
+    const qs_apply *act = nx ? nx->act : NULL, *kv_all = nx ? nx->kv : NULL;
     const qs_llm_resq resq = nx ? nx->resq : QS_RESQ_NONE;
     const int scaled = nx ? nx->scaled : 0;
     const float scale = 1.0f / sqrtf((float)hd);
 
+    if (l0 < 0 || l0 >= c->n_layer || (l0 > 0 && !x0))
+        return qs_fail(e, "forward: start layer %d of %d needs its residual stream", l0, c->n_layer);
+    if (l0 > 0)
+        memcpy(s->x, x0, (size_t)R * d * sizeof(float));
+    else
     for (int r = 0; r < R; r++) {
         int32_t t = tok[r];
         if (t < 0 || t >= c->vocab) return qs_fail(e, "token id %d out of range (vocabulary %d)", t, c->vocab);
         memcpy(s->x + (size_t)r * d, m->tok_embd + (size_t)t * d, (size_t)d * sizeof(float));
     }
-    for (int l = 0; l < c->n_layer; l++) {
+    for (int l = l0; l < c->n_layer; l++) {
         const qs_llm_layer *L = &m->L[l];
         size_t lbase = (size_t)l * s->batch * s->max_pos * kvd;
+        const qs_apply *const *lf = nx && nx->layer_fmt ? nx->layer_fmt + (size_t)l * QS_LLM_NLSITE : NULL;
+        const qs_apply *a_ai = lf ? lf[QS_SITE_ATTN_IN] : act, *a_ao = lf ? lf[QS_SITE_ATTN_OUT] : act;
+        const qs_apply *a_fi = lf ? lf[QS_SITE_FFN_IN] : act, *a_fd = lf ? lf[QS_SITE_FFN_DOWN_IN] : act;
+        const qs_apply *kvf = lf ? lf[QS_LLM_LSITE_KV] : kv_all;
         for (int r = 0; r < R; r++) rmsnorm(s->xn + (size_t)r * d, s->x + (size_t)r * d, L->attn_norm, d, c->eps);
         if (tap) tap(tap_ctx, l, QS_SITE_ATTN_IN, s->xn, R, d);
-        if (act && round_rows_par(act, scaled, resq, s->xn, R, d, s->tmp, e)) return -1;
+        if (a_ai && round_rows_par(a_ai, scaled, resq, s->xn, R, d, s->tmp, e)) return -1;
         if (R > QS_LLM_GEMV_ROWS && L->wk == L->wq + (size_t)d * d && L->wv == L->wk + (size_t)kvd * d) {
             /* Q, K, V weights are adjacent in the arena: one SGEMM of d + 2 kv_dim outputs, then split */
             const int W3 = d + 2 * kvd;
@@ -551,13 +610,13 @@ int qs_llm_forward(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_stat
                 }
             }
         if (tap) tap(tap_ctx, l, QS_SITE_ATTN_OUT, s->att, R, d);
-        if (act && round_rows_par(act, scaled, resq, s->att, R, d, s->tmp, e)) return -1;
+        if (a_ao && round_rows_par(a_ao, scaled, resq, s->att, R, d, s->tmp, e)) return -1;
         linear(s->xn, s->att, L->wo, R, d, d);
         for (size_t i = 0; i < (size_t)R * d; i++) s->x[i] += s->xn[i];
 
         for (int r = 0; r < R; r++) rmsnorm(s->xn + (size_t)r * d, s->x + (size_t)r * d, L->ffn_norm, d, c->eps);
         if (tap) tap(tap_ctx, l, QS_SITE_FFN_IN, s->xn, R, d);
-        if (act && round_rows_par(act, scaled, resq, s->xn, R, d, s->tmp, e)) return -1;
+        if (a_fi && round_rows_par(a_fi, scaled, resq, s->xn, R, d, s->tmp, e)) return -1;
         if (R > QS_LLM_GEMV_ROWS && L->w_up == L->w_gate + (size_t)F * d) {
             /* gate and up adjacent: one SGEMM of 2 ffn outputs, SwiGLU per row into h1 */
             float *y = fused_buf(s, (size_t)R * 2 * F, e);
@@ -574,7 +633,7 @@ int qs_llm_forward(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_stat
             qs_swiglu_row(s->h1, s->h2, (size_t)R * F);
         }
         if (tap) tap(tap_ctx, l, QS_SITE_FFN_DOWN_IN, s->h1, R, F);
-        if (act && round_rows_par(act, scaled, resq, s->h1, R, F, s->tmp, e)) return -1;
+        if (a_fd && round_rows_par(a_fd, scaled, resq, s->h1, R, F, s->tmp, e)) return -1;
         linear(s->xn, s->h1, L->w_down, R, F, d);
         for (size_t i = 0; i < (size_t)R * d; i++) s->x[i] += s->xn[i];
         if (tap) tap(tap_ctx, l, QS_SITE_RESID, s->x, R, d);

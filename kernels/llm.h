@@ -85,7 +85,14 @@ typedef struct qs_llm_numerics {
     qs_llm_resq resq;         /* Rollout-ResQ correction of the activation rounding (needs act) */
     const qs_apply *kv;       /* NULL: FP32 KV cache */
     int scaled;               /* plain casts get a per-row FP32 scale (qs_llm_fakeq_row) */
+    /* Per-layer numerics (sensitivity, mixed-precision plans): when non-NULL, site s of layer l
+    ** (the linear inputs QS_SITE_ATTN_IN .. QS_SITE_FFN_DOWN_IN, then QS_LLM_LSITE_KV for the K/V
+    ** cache rows) is rounded with layer_fmt[l * QS_LLM_NLSITE + s] (NULL = FP32) instead of act / kv;
+    ** `act` still rounds the final hidden state (the output projection's input). */
+    const qs_apply *const *layer_fmt;
 } qs_llm_numerics;
+#define QS_LLM_LSITE_KV 4     /* == QS_SITE_LINEAR_COUNT */
+#define QS_LLM_NLSITE 5
 
 /* Where activations are tapped (capture): the inputs of the linear layers, the KV-cache entries
 ** and the residual stream. */
@@ -118,6 +125,21 @@ void qs_llm_state_free(qs_llm_state *s);
 ** RMSNorm output (the input of the output projection) to hidden[(b*T + t)*dim].  tap may be NULL. */
 int qs_llm_forward(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_state *s, const int32_t *tok,
                    int B, int T, int pos0, float *hidden, qs_llm_tap_fn tap, void *tap_ctx, qs_err *e);
+
+/* The same from layer l0 on: x0 [B*T][dim] is the residual stream entering layer l0 (what a full
+** forward pass of the same tokens computes there; NULL when l0 = 0).  The KV cache of layers < l0 is
+** not written.  Bit-identical to qs_llm_forward when x0 is that pass's residual stream and layers
+** < l0 have the same weights and numerics. */
+int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_state *s, const int32_t *tok,
+                        int B, int T, int pos0, int l0, const float *x0, float *hidden, qs_llm_tap_fn tap,
+                        void *tap_ctx, qs_err *e);
+
+/* A view of src whose layers with layers[l] != 0 own a copy of their seven linear matrices rounded
+** with w (as qs_llm_quantize_weights rounds them); everything else, the output projection included,
+** aliases src.  Free with qs_llm_view_free (never qs_llm_free). */
+int qs_llm_view_quantize_layers(qs_llm_model *dst, const qs_llm_model *src, const uint8_t *layers, const qs_apply *w,
+                                int scaled, qs_err *e);
+void qs_llm_view_free(qs_llm_model *v);
 
 /* Logits of `rows` hidden rows: out[r*vocab + v] (the act format, if any, rounds the hidden rows
 ** first, since the output projection is a linear layer).  `scratch` holds rows*dim floats. */

@@ -42,6 +42,17 @@ INSERT INTO result(tensor_hash,kind,format,options,tool_version,data) VALUES
  ('k:msd','msd','mxfp4','{}','@VERSION@','{"ylabel":"effective bits","series":[{"name":"mxfp4","x":[1,2,3,4],"y":[3.1,4.0,4.6,5.0]}]}'),
  ('k:bad','msd','broken','{}','@VERSION@','{"nope":1}');
 EOF
+# stored `llm eval` results of the tiny GGUF model on a fixed text (the Model view)
+python3 - "$T/evtext.txt" <<'PY'
+import random, sys
+random.seed(7)
+w = "the a of and to in is was it that he she for with as his her on be at by had not but from they this".split()
+open(sys.argv[1], "w").write(" ".join(" ".join(random.choice(w) for _ in range(random.randint(5, 12))).capitalize() + "." for _ in range(70)) + "\n")
+PY
+"$QS" llm eval --model "$FIX/llm/tiny.gguf" --text "$T/evtext.txt" --ctx 64 --chunks 6 --config a=mxfp4 --config kv=fp8_e4m3 \
+  --config w=mxfp4 >/dev/null 2>&1 || echo "# llm eval failed"
+"$QS" llm sensitivity --model "$FIX/llm/tiny.gguf" --text "$T/evtext.txt" --ctx 64 --chunks 4 --format mxfp4 --kl-target 0.05 \
+  >/dev/null 2>&1 || echo "# llm sensitivity failed"
 
 COLS=100 ROWS=30
 start() {  # start [ENV...] : the workbench in a fresh tmux session of COLS x ROWS
@@ -175,6 +186,27 @@ keys 6
 golden kernels
 keys j
 golden kernels-msd-malformed
+keys 8 j
+wait_for "reference PPL"
+golden model
+keys s
+check "s sorts the configs by KL mean (smallest first)" 'wait_for "configs sorted by KL mean" && screen | grep -A3 "reference PPL" | sed -n "2p" | grep -q "kv=fp8_e4m3"'
+golden model-sort-kl
+keys S
+check "S reverses: largest KL first" 'wait_for "KL mean, descending" && screen | grep -A3 "reference PPL" | sed -n "2p" | grep -q "a=mxfp4"'
+keys s
+check "s again sorts by dPPL" 'wait_for "configs sorted by dPPL"'
+keys g v
+golden model-run-cdf
+keys e
+check "e exports the KL plot as a PNG" 'wait_for "exported <tmp>/qscope-kl-" || { screen | sed "s/^/# /"; false; }'
+check "the exported PNG decodes and carries provenance" 'png_ok "$(ls "$T"/qscope-kl-*.png | head -1)"'
+keys v s
+keys G
+wait_for "sensitivity to mxfp4"
+golden model-sensitivity
+check "the plan's BF16 cells are marked B and the note says so" 'screen | grep -q "B = kept in BF16 by the plan (mean KL <= 0.05)"'
+keys g
 keys '?'
 golden help
 
@@ -255,6 +287,8 @@ wait_for "bf16-vs-fp8"
 golden rl-80x24
 keys 6
 golden kernels-80x24
+keys 8 j
+golden model-80x24
 keys '?'
 golden help-80x24
 check "the hint bar of every 80-column screen fits whole: it still ends in its help key" \
@@ -272,6 +306,8 @@ wait_for "bf16-vs-fp8"
 golden rl-120x40
 keys 6
 golden kernels-120x40
+keys 8 j
+golden model-120x40
 keys Q
 
 # ---- TERM=vt100: ASCII glyphs, no colour
@@ -285,6 +321,10 @@ golden vt100-blocks
 keys Enter
 golden vt100-inspector
 check "the re-encoded block has the stored block RMSE (mxfp4, 1-D)" 'same_rmse vt100-inspector'
+keys 8 j
+golden vt100-model
+check "ASCII: the Model view writes +- and no other non-ASCII character" \
+  'screen | grep -q "+29.4+-90.6" && ! screen | LC_ALL=C grep -q "[^ -~]"'
 keys q q q q
 for _ in $(seq 50); do [ -s "$T/exit" ] && break; sleep 0.1; done
 check "q from the first view quits with exit status 0" '[ "$(cat "$T/exit" 2>/dev/null)" = 0 ]'
@@ -351,6 +391,8 @@ keys 5
 golden empty-rl
 keys 6
 golden empty-kernels
+keys 8
+golden empty-model
 keys Q
 fails "tui without a terminal is a usage error" 2 "$QS" tui </dev/null
 check "the message says a terminal is needed" 'grep -q "needs a terminal" "$T/err"'

@@ -1,0 +1,172 @@
+/*
+** Stored `llm sensitivity` results and their plans (llm_sens_store.h).
+*/
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llm_sens_store.h"
+#include "../kernels/qs_version.h"
+
+void qs_sensruns_free(qs_sensrun *runs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) { free(runs[i].kl); free(runs[i].dppl); free(runs[i].bf16); }
+    free(runs);
+}
+
+static double num(json_t *v) { return json_is_number(v) ? json_number_value(v) : NAN; }
+
+/* a [L][S] array of numbers into out (NaN where missing) */
+static void grid(json_t *a, int L, int S, double *out)
+{
+    for (int l = 0; l < L; l++)
+        for (int s = 0; s < S; s++) out[l * S + s] = num(json_array_get(json_array_get(a, (size_t)l), (size_t)s));
+}
+
+static char *canon_without(const char *opts, const char *k1, const char *k2)
+{
+    json_t *o = json_loads(opts ? opts : "", 0, NULL);
+    if (!o) return NULL;
+    json_object_del(o, k1);
+    json_object_del(o, k2);
+    char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(o);
+    return s;
+}
+
+static void read_plan(qs_db *db, qs_sensrun *r, const char *opts, qs_err *e)
+{
+    sqlite3_stmt *st = qs_db_prepare(db, "SELECT options, data FROM result WHERE kind = 'llm_plan' AND tensor_hash = ? AND "
+                                         "format = ? AND tool_version = ? ORDER BY id DESC", e);
+    if (!st) return;
+    sqlite3_bind_text(st, 1, r->model_hash, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, r->format, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 3, QS_VERSION, -1, SQLITE_STATIC);
+    char *want = canon_without(opts, "kl_target", "bits_budget");
+    while (want && !r->have_plan && sqlite3_step(st) == SQLITE_ROW) {
+        const char *po = (const char *)sqlite3_column_text(st, 0);
+        char *got = canon_without(po, "kl_target", "bits_budget");
+        json_t *pj = po ? json_loads(po, 0, NULL) : NULL;
+        json_t *d = got && !strcmp(got, want) ? json_loads((const char *)sqlite3_column_text(st, 1), 0, NULL) : NULL;
+        json_t *bf = json_object_get(d, "bf16");
+        if (d && json_is_array(bf) && (r->bf16 = calloc((size_t)r->layers * r->nsites, 1))) {
+            r->have_plan = 1;
+            for (int l = 0; l < r->layers; l++)
+                for (int s = 0; s < r->nsites; s++)
+                    r->bf16[l * r->nsites + s] = json_integer_value(json_array_get(json_array_get(bf, (size_t)l), (size_t)s)) != 0;
+            for (int i = 0; i < r->layers * r->nsites; i++) r->npromoted += r->bf16[i];
+            json_t *kt = json_object_get(pj, "kl_target"), *bb = json_object_get(pj, "bits_budget");
+            if (json_is_number(kt)) snprintf(r->target, sizeof r->target, "mean KL <= %g", json_number_value(kt));
+            else if (json_is_number(bb)) snprintf(r->target, sizeof r->target, "average bits <= %g", json_number_value(bb));
+            else snprintf(r->target, sizeof r->target, "stored plan");
+            r->plan_pred_kl = num(json_object_get(d, "predicted_kl"));
+            json_t *ba = json_object_get(d, "bits_avg");
+            r->plan_bits = json_is_object(ba) ? num(json_object_get(ba, "all")) : num(ba);
+            json_t *m = json_object_get(d, "measured");
+            r->plan_kl = num(json_object_get(m, "kl_mean"));
+            r->plan_dppl = num(json_object_get(m, "dppl_rel"));
+        }
+        json_decref(d);
+        json_decref(pj);
+        free(got);
+    }
+    free(want);
+    sqlite3_finalize(st);
+}
+
+int qs_sensruns_load(qs_db *db, qs_sensrun **runs, size_t *n, qs_err *e)
+{
+    *runs = NULL;
+    *n = 0;
+    sqlite3_stmt *st = qs_db_prepare(db, "SELECT tensor_hash, format, options, data FROM result WHERE kind = 'llm_sensitivity' "
+                                         "AND tool_version = ? ORDER BY id", e);
+    if (!st) return -1;
+    sqlite3_bind_text(st, 1, QS_VERSION, -1, SQLITE_STATIC);
+    qs_sensrun *R = NULL;
+    size_t nr = 0;
+    int rc = 0;
+    char **opts = NULL;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        json_t *d = json_loads((const char *)sqlite3_column_text(st, 3), 0, NULL);
+        json_t *sites = json_object_get(d, "sites");
+        int L = (int)json_integer_value(json_object_get(d, "layers")), S = (int)json_array_size(sites);
+        if (!d || L <= 0 || L > 4096 || S <= 0 || S > QS_SENS_MAX_SITES || !sqlite3_column_text(st, 0)) { json_decref(d); continue; }
+        qs_sensrun *NR = realloc(R, (nr + 1) * sizeof *NR);
+        char **NO = NR ? realloc(opts, (nr + 1) * sizeof *NO) : NULL;
+        if (NR) R = NR;
+        if (NO) opts = NO;
+        if (!NR || !NO) { json_decref(d); rc = qs_fail(e, "out of memory"); break; }
+        qs_sensrun *r = &R[nr];
+        memset(r, 0, sizeof *r);
+        opts[nr] = strdup(sqlite3_column_text(st, 2) ? (const char *)sqlite3_column_text(st, 2) : "{}");
+        nr++;
+        snprintf(r->model_hash, sizeof r->model_hash, "%s", (const char *)sqlite3_column_text(st, 0));
+        snprintf(r->format, sizeof r->format, "%s", sqlite3_column_text(st, 1) ? (const char *)sqlite3_column_text(st, 1) : "?");
+        const char *s;
+        json_t *mo = json_object_get(d, "model"), *tx = json_object_get(d, "text");
+        s = json_is_object(mo) ? json_string_value(json_object_get(mo, "name")) : json_string_value(mo);
+        snprintf(r->model, sizeof r->model, "%s", s ? s : r->model_hash);
+        s = json_is_object(tx) ? json_string_value(json_object_get(tx, "path")) : json_string_value(tx);
+        if (s && strrchr(s, '/')) s = strrchr(s, '/') + 1;
+        snprintf(r->text, sizeof r->text, "%s", s ? s : "?");
+        s = json_string_value(json_object_get(d, "score"));
+        snprintf(r->score, sizeof r->score, "%s", s ? s : "?");
+        r->ctx = (int)json_integer_value(json_object_get(d, "ctx"));
+        r->chunks = (int)json_integer_value(json_object_get(d, "chunks"));
+        r->layers = L;
+        r->nsites = S;
+        for (int k = 0; k < S; k++) {
+            s = json_string_value(json_array_get(sites, (size_t)k));
+            snprintf(r->sites[k], sizeof r->sites[k], "%s", s ? s : "?");
+        }
+        r->ref_ppl = num(json_object_get(json_object_get(d, "reference"), "ppl"));
+        r->kl = malloc((size_t)L * S * sizeof *r->kl);
+        r->dppl = malloc((size_t)L * S * sizeof *r->dppl);
+        if (!r->kl || !r->dppl) { json_decref(d); rc = qs_fail(e, "out of memory"); break; }
+        grid(json_object_get(d, "kl_mean"), L, S, r->kl);
+        grid(json_object_get(d, "dppl"), L, S, r->dppl);
+        json_decref(d);
+    }
+    sqlite3_finalize(st);
+    for (size_t i = 0; i < nr && !rc; i++) read_plan(db, &R[i], opts[i], e);
+    for (size_t i = 0; i < nr; i++) free(opts[i]);
+    free(opts);
+    if (rc) { qs_sensruns_free(R, nr); return -1; }
+    *runs = R;
+    *n = nr;
+    return 0;
+}
+
+qs_figure *qs_plot_sensitivity(const qs_sensrun *r)
+{
+    char title[300], xt[200] = "site:";
+    snprintf(title, sizeof title, "mean KL, one (layer, site) at %.40s: %.60s, %.60s, ctx %d", r->format, r->model, r->text, r->ctx);
+    for (int s = 0; s < r->nsites; s++)
+        snprintf(xt + strlen(xt), sizeof xt - strlen(xt), " %d %s", s, r->sites[s]);
+    size_t nc = (size_t)r->layers * r->nsites;
+    float *v = malloc(nc * sizeof *v);
+    if (!v) return NULL;
+    for (size_t i = 0; i < nc; i++) v[i] = r->kl[i] > 0 ? (float)r->kl[i] : NAN;   /* KL <= 0: nothing on a log scale */
+    /* the look of `plot sensitivity` (app/cmd_plot.c), plus the plan's cells */
+    qs_figure *f = qs_plot_block_heatmap(title, v, (uint64_t)r->layers, (uint64_t)r->nsites, 1, "mean KL to FP32, nats (log scale)",
+                                         xt, "layer", 400);
+    free(v);
+    if (f) f->x.integer = f->y.integer = 1;   /* sites and layers */
+    if (!f || !r->have_plan) return f;
+    /* dark text on the light (viridis: upper half) cells, grey on the dark ones */
+    double lo = INFINITY, hi = -INFINITY;
+    for (size_t i = 0; i < nc; i++)
+        if (r->kl[i] > 0) { lo = fmin(lo, log(r->kl[i])); hi = fmax(hi, log(r->kl[i])); }
+    for (int l = 0; l < r->layers; l++)
+        for (int s = 0; s < r->nsites; s++)
+            if (r->bf16[l * r->nsites + s]) {
+                double k = r->kl[l * r->nsites + s], t = k > 0 && hi > lo ? (log(k) - lo) / (hi - lo) : 0;
+                qs_annot *a = qs_fig_annotate(f, s + 0.5, l + 0.5, 0, "B");
+                if (a) { a->anchor = 1; a->color = t > 0.45 ? -2 : QS_COLOR_GREY; }
+            }
+    snprintf(f->note, sizeof f->note, "B = kept in BF16 by the plan (%s): %d cell%s; predicted KL %.3g, measured %.3g",
+             r->target, r->npromoted, r->npromoted == 1 ? "" : "s", r->plan_pred_kl, r->plan_kl);
+    return f;
+}

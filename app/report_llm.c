@@ -1,0 +1,171 @@
+/*
+** The report's "Model-level evaluation" sections: one per stored `llm eval` run (newest first, at
+** most QS_REPORT_MAX_EVALS), with the table of the run (reference PPL ± SE; per config PPL, ΔPPL
+** with its 95% interval, KL mean / median / p99 / max, same top token, RMS Δp), the scoring
+** convention, the weight-grid caveat where it applies, and the KL distribution plot.
+*/
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plot_render.h"
+#include "report_sections.h"
+#include "../analysis/llm_eval_store.h"
+#include "../analysis/llm_sens_store.h"
+#include "../store/json_out.h"
+
+static void g(char *b, size_t cap, double v, const char *fmt)
+{
+    if (isfinite(v)) snprintf(b, cap, fmt, v);
+    else snprintf(b, cap, "-");
+}
+
+/* The newest stored sensitivity table per (model, format): its most sensitive cells, the plan, the heatmap. */
+static int qs_report_llm_sens(qs_db *db, const char *dir, int plots, json_t *sections, qs_err *e)
+{
+    qs_sensrun *R = NULL;
+    size_t n = 0;
+    if (qs_sensruns_load(db, &R, &n, e)) return -1;
+    int rc = 0, shown = 0;
+    for (size_t k = n; k-- > 0 && shown < QS_REPORT_MAX_EVALS && !rc;) {
+        const qs_sensrun *r = &R[k];
+        int newer = 0;
+        for (size_t j = k + 1; j < n; j++) newer |= !strcmp(R[j].model_hash, r->model_hash) && !strcmp(R[j].format, r->format);
+        if (newer) continue;
+        shown++;
+        json_t *rows = json_array(), *notes = json_array(), *pl = json_array();
+        /* every (layer, site), largest KL first */
+        int N = r->layers * r->nsites, *ord = malloc((size_t)N * sizeof *ord);
+        if (!ord) { rc = qs_fail(e, "out of memory"); json_decref(rows); json_decref(notes); json_decref(pl); break; }
+        for (int i = 0; i < N; i++) {
+            int j = i;
+            while (j > 0 && !(r->kl[ord[j - 1]] >= r->kl[i])) { ord[j] = ord[j - 1]; j--; }
+            ord[j] = i;
+        }
+        int top = N < 12 ? N : 12;
+        for (int i = 0; i < top; i++) {
+            int c = ord[i];
+            char a[4][48];
+            snprintf(a[0], 48, "%d", c / r->nsites);
+            g(a[1], 48, r->kl[c], "%.4g");
+            if (isfinite(r->dppl[c])) snprintf(a[2], 48, "%+.2f", 100 * r->dppl[c]);
+            else snprintf(a[2], 48, "-");
+            snprintf(a[3], 48, "%.40s", r->have_plan ? (r->bf16[c] ? "BF16" : r->format) : "-");
+            json_array_append_new(rows, json_pack("[s,s,s,s,s]", a[0], r->sites[c % r->nsites], a[1], a[2], a[3]));
+            json_array_append_new(notes, json_null());
+        }
+        free(ord);
+        if (plots) {
+            qs_figure *fig = qs_plot_sensitivity(r);
+            if (!fig) rc = qs_fail(e, "out of memory");
+            else {
+                char file[64], path[4096], opts[256];
+                snprintf(file, sizeof file, "llm_sensitivity-%d.png", shown);
+                snprintf(path, sizeof path, "%s/%s", dir, file);
+                snprintf(opts, sizeof opts, "{\"ctx\":%d,\"chunks\":%d,\"format\":\"%.80s\"}", r->ctx, r->chunks, r->format);
+                qs_provenance pv = {"qscope report (Model-level sensitivity)", NULL, r->model_hash, r->format, opts};
+                qs_png_opts po = {0, 0, 0};
+                rc = qs_plot_png(fig, &po, &pv, path, e);
+                if (!rc) json_array_append_new(pl, json_pack("{s:s,s:s}", "title", fig->title, "file", file));
+                qs_fig_free(fig);
+            }
+        }
+        char id[32], title[300], intro[1200], plan[400] = "No plan is stored (`llm sensitivity --kl-target X` or `--bits-budget B` makes one).";
+        if (r->have_plan)
+            snprintf(plan, sizeof plan, "Plan (%s, greedy by KL per extra bit): %d (layer, site) pairs kept in BF16 (marked B in the "
+                     "heatmap), average bits %.3g; predicted KL %.4g (sum of isolated effects), measured by one evaluation %.4g, "
+                     "ΔPPL %+.2f %%.", r->target, r->npromoted, r->plan_bits, r->plan_pred_kl, r->plan_kl, 100 * r->plan_dppl);
+        snprintf(id, sizeof id, "llm_sens-%d", shown);
+        snprintf(title, sizeof title, "Model-level sensitivity: %.100s at %.60s", r->model, r->format);
+        snprintf(intro, sizeof intro,
+                 "`qscope llm sensitivity`: one (layer, site) at %.60s at a time, everything else FP32, on %.100s (ctx %d, %d "
+                 "chunks); mean KL to the FP32 reference and ΔPPL in %%. The %d most sensitive of %d layers x %d sites, largest "
+                 "KL first. %s",
+                 r->format, r->text, r->ctx, r->chunks, top, r->layers, r->nsites, plan);
+        if (!rc)
+            json_array_append_new(sections, json_pack("{s:s,s:s,s:s,s:[s,s,s,s,s],s:O,s:O,s:O}", "id", id, "title", title, "intro",
+                                                      intro, "columns", "layer", "site", "mean KL", "ΔPPL %", "plan", "rows", rows,
+                                                      "notes", notes, "plots", pl));
+        json_decref(rows); json_decref(notes); json_decref(pl);
+    }
+    qs_sensruns_free(R, n);
+    return rc;
+}
+
+int qs_report_llm_eval(qs_cli *cli, qs_db *db, const char *dir, int plots, json_t *sections, qs_err *e)
+{
+    (void)cli;
+    qs_evrun *R = NULL;
+    size_t n = 0;
+    if (qs_evruns_load(db, &R, &n, e)) return -1;
+    int rc = 0, shown = 0;
+    for (size_t k = n; k-- > 0 && shown < QS_REPORT_MAX_EVALS && !rc;) {
+        const qs_evrun *r = &R[k];
+        if (!r->ncfg && !r->have_ref) continue;
+        shown++;
+        json_t *rows = json_array(), *notes = json_array(), *pl = json_array();
+        char c[9][64], cav[300];
+        qs_evrun_caveat(r, cav, sizeof cav);
+        if (isfinite(r->ppl)) snprintf(c[0], 64, "%.4g ± %.2g", r->ppl, r->ppl_se);
+        else snprintf(c[0], 64, "-");
+        json_array_append_new(rows, json_pack("[s,s,s,s,s,s,s,s,s]", "reference (FP32)", c[0], "", "", "", "", "", "", ""));
+        json_array_append_new(notes, json_null());
+        for (int i = 0; i < r->ncfg; i++) {
+            const qs_evcfg *q = &r->cfg[i];
+            if (isfinite(q->ppl)) snprintf(c[0], 64, "%.4g ± %.2g", q->ppl, q->ppl_se);
+            else snprintf(c[0], 64, "-");
+            if (isfinite(q->dppl) && isfinite(q->dppl_lo) && isfinite(q->dppl_hi))
+                snprintf(c[1], 64, "%+.2f [%+.2f, %+.2f]", 100 * q->dppl, 100 * q->dppl_lo, 100 * q->dppl_hi);
+            else snprintf(c[1], 64, "-");
+            g(c[2], 64, q->kl_mean, "%.4g");
+            g(c[3], 64, q->kl_median, "%.4g");
+            g(c[4], 64, q->kl_p99, "%.4g");
+            g(c[5], 64, q->kl_max, "%.4g");
+            g(c[6], 64, 100 * q->top1, "%.2f");
+            g(c[7], 64, q->dp_rms, "%.4g");
+            json_array_append_new(rows, json_pack("[o,s,s,s,s,s,s,s,s]", qs_json_text(q->label), c[0], c[1], c[2], c[3], c[4],
+                                                  c[5], c[6], c[7]));
+            json_array_append_new(notes, q->has_w && cav[0] ? json_string(cav) : json_null());
+        }
+        if (plots && r->ncfg) {
+            int sel[64], ns = 0;
+            for (int i = 0; i < r->ncfg && ns < 64; i++) sel[ns++] = i;
+            qs_figure *fig = qs_plot_kl(r, sel, ns, 0);
+            if (!fig) rc = qs_fail(e, "out of memory");
+            else {
+                char file[64], path[4096], opts[256];
+                snprintf(file, sizeof file, "llm_eval_kl-%d.png", shown);
+                snprintf(path, sizeof path, "%s/%s", dir, file);
+                snprintf(opts, sizeof opts, "{\"ctx\":%d,\"chunks\":%d,\"score\":\"%s\"}", r->ctx, r->chunks, r->score);
+                qs_provenance pv = {"qscope report (Model-level evaluation)", NULL, r->model_hash, NULL, opts};
+                qs_png_opts po = {0, 0, 0};
+                rc = qs_plot_png(fig, &po, &pv, path, e);
+                if (!rc) json_array_append_new(pl, json_pack("{s:s,s:s}", "title", fig->title, "file", file));
+                qs_fig_free(fig);
+            }
+        }
+        char id[32], title[300], intro[2000];
+        snprintf(id, sizeof id, "llm_eval-%d", shown);
+        snprintf(title, sizeof title, "Model-level evaluation: %.100s on %.100s (ctx %d)", qs_evrun_model(r), r->text, r->ctx);
+        snprintf(intro, sizeof intro,
+                 "`qscope llm eval`: %.100s (hash %.32s) on %.100s, %d chunks of %d tokens, %zu scored tokens (%s). Each "
+                 "configuration against the FP32 reference on the same tokens: PPL ± its standard error; ΔPPL = "
+                 "PPL(config)/PPL(ref) − 1 in %% with its 95%% interval (delta method on the paired per-token differences); "
+                 "KL = KL(P_ref ‖ P_config) per token in nats (mean, median, 99th percentile, max); same top = tokens whose "
+                 "most likely next token agrees; RMS Δp of the actual next token's probability. Standard errors treat "
+                 "tokens as independent (docs/llm.md).%s%s",
+                 qs_evrun_model(r), r->model_hash, r->text, r->chunks, r->ctx, r->scored,
+                 strcmp(r->score, "all") ? "llama.cpp's convention: positions ctx/2 .. ctx−2 of each chunk predict the next token"
+                                         : "every position 0 .. ctx−2 of each chunk predicts the next token",
+                 cav[0] ? " Note: " : "", cav);
+        if (!rc)
+            json_array_append_new(sections, json_pack("{s:s,s:s,s:s,s:[s,s,s,s,s,s,s,s,s],s:O,s:O,s:O}", "id", id, "title", title,
+                                                      "intro", intro, "columns", "config", "PPL", "ΔPPL % [95% CI]", "KL mean",
+                                                      "KL median", "KL p99", "KL max", "same top %", "RMS Δp", "rows", rows,
+                                                      "notes", notes, "plots", pl));
+        json_decref(rows); json_decref(notes); json_decref(pl);
+    }
+    qs_evruns_free(R, n);
+    return rc ? rc : qs_report_llm_sens(db, dir, plots, sections, e);
+}

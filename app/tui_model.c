@@ -1,0 +1,251 @@
+/*
+** The Model view: stored `llm eval` runs (one per model, text, ctx, chunks and scoring), each a
+** line with the reference perplexity then one row per configuration (PPL, dPPL with its 95%
+** interval, KL mean/median/p99/max, same top token, RMS dp), sortable by KL or dPPL; below, the
+** KL distribution of the selected configuration (of every configuration of a run on its line) from
+** the stored log-spaced histogram, as a histogram or a CDF (v).  Stored `llm sensitivity` tables
+** follow, one line each; on one, the layers x sites heatmap of mean KL with the plan's BF16 cells.
+*/
+#include <curses.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tui.h"
+#include "../analysis/llm_eval_store.h"
+#include "../analysis/llm_sens_store.h"
+
+typedef struct mrow { int run, cfg; } mrow;   /* cfg -1: the run's line; cfg -2: sensitivity table `run` */
+
+void tui_model_free(tui *T)
+{
+    qs_evruns_free(T->ev, T->nev);
+    qs_sensruns_free(T->sens, T->nsens);
+    T->ev = NULL;
+    T->nev = 0;
+    T->sens = NULL;
+    T->nsens = 0;
+    T->ev_loaded = 0;
+}
+
+static void load(tui *T)
+{
+    if (T->ev_loaded) return;
+    tui_model_free(T);
+    qs_err e = {{0}};
+    if (qs_evruns_load(T->db, &T->ev, &T->nev, &e) || qs_sensruns_load(T->db, &T->sens, &T->nsens, &e)) tui_set_msg(T, 1, "%s", e.msg);
+    T->ev_loaded = 1;
+}
+
+static double sort_val(const qs_evcfg *c, int key) { return key == 1 ? c->kl_mean : c->dppl; }
+
+/* The rows in display order (runs as stored; configs sorted within each run).  *out malloc'd. */
+static int rows_of(tui *T, mrow **out)
+{
+    int n = (int)T->nsens;
+    for (size_t r = 0; r < T->nev; r++) n += 1 + T->ev[r].ncfg;
+    mrow *m = malloc((size_t)(n ? n : 1) * sizeof *m);
+    if (!m) return -1;
+    int k = 0;
+    for (size_t r = 0; r < T->nev; r++) {
+        m[k++] = (mrow){(int)r, -1};
+        int first = k;
+        for (int c = 0; c < T->ev[r].ncfg; c++) {
+            /* insertion sort (stable); NaN last */
+            int j = k++;
+            m[j] = (mrow){(int)r, c};
+            if (!T->msort) continue;
+            double v = sort_val(&T->ev[r].cfg[c], T->msort);
+            while (j > first) {
+                double u = sort_val(&T->ev[r].cfg[m[j - 1].cfg], T->msort);
+                int before = isnan(u) ? 0 : isnan(v) ? 1 : T->msort_desc ? u >= v : u <= v;
+                if (before) break;
+                m[j] = m[j - 1];
+                m[--j] = (mrow){(int)r, c};
+            }
+        }
+    }
+    for (size_t r = 0; r < T->nsens; r++) m[k++] = (mrow){(int)r, -2};
+    *out = m;
+    return n;
+}
+
+static void sens_line(const qs_sensrun *r, char *b, size_t cap)
+{
+    char plan[160] = "no plan stored";
+    if (r->have_plan)
+        snprintf(plan, sizeof plan, "plan (%s): %d in BF16, measured KL %.3g", r->target, r->npromoted, r->plan_kl);
+    snprintf(b, cap, " sensitivity to %s  %s  %s  ctx %d: %d layers x %d sites; %s", r->format, r->model, r->text, r->ctx, r->layers,
+             r->nsites, plan);
+}
+
+static void num(char *b, size_t cap, double v, const char *fmt)
+{
+    if (isfinite(v)) snprintf(b, cap, fmt, v);
+    else snprintf(b, cap, "-");
+}
+
+/* a KL value in 7 columns: 3 significant digits, or 2 in exponent form below 1e-3 */
+static void kl7(char *b, size_t cap, double v)
+{
+    if (!isfinite(v)) snprintf(b, cap, "-");
+    else if (v != 0 && fabs(v) < 1e-3) snprintf(b, cap, "%.1e", v);
+    else snprintf(b, cap, "%.3g", v);
+}
+
+static void run_line(tui *T, const qs_evrun *r, char *b, size_t cap)
+{
+    char ppl[64];
+    if (r->have_ref && isfinite(r->ppl)) snprintf(ppl, sizeof ppl, "reference PPL %.4g %s %.2g", r->ppl, T->ascii ? "+-" : "±", r->ppl_se);
+    else snprintf(ppl, sizeof ppl, "reference not stored");
+    snprintf(b, cap, " %s  %s  %s  ctx %d, %d chunk%s, %zu tokens scored (%s)", ppl, qs_evrun_model(r), r->text, r->ctx,
+             r->chunks, r->chunks == 1 ? "" : "s", r->scored, strcmp(r->score, "all") ? "second half" : "all positions");
+}
+
+void tui_draw_model(tui *T, int y0, int h)
+{
+    load(T);
+    if (!T->nev && !T->nsens) {
+        attron(A_BOLD);
+        tui_addstr_clip(y0 + 1, 2, "No stored model evaluations yet.", T->W - 4);
+        attroff(A_BOLD);
+        const char *b = "Press : and run `llm eval --model M --config a=mxfp4 --config kv=fp8_e4m3` (perplexity and KL "
+                        "divergence of a model on a text under each format, against its FP32 reference); every run is "
+                        "listed here with the KL distribution of each configuration.";
+        /* wrapped at spaces */
+        int y = y0 + 2, w = T->W - 4;
+        while (*b && w > 0 && y < y0 + h) {
+            int len = (int)strlen(b), cut = len;
+            if (len > w) { cut = w; while (cut > 0 && b[cut] != ' ') cut--; if (!cut) cut = w; }
+            mvaddnstr(y++, 2, b, cut);
+            b += cut;
+            while (*b == ' ') b++;
+        }
+        return;
+    }
+    mrow *m;
+    int n = rows_of(T, &m);
+    if (n < 0) return;
+    int wide = T->W >= 100;
+    /* list: at most half the height, the rest for the plot */
+    int list_h = h / 2 - 1;
+    if (list_h > n + 1) list_h = n + 1;
+    if (list_h < 3) list_h = 3;
+    int rows = list_h - 1;
+    tui_list *l = &T->lm;
+    if (l->cur >= n) l->cur = n - 1;
+    if (l->cur < 0) l->cur = 0;
+    if (l->cur < l->top) l->top = l->cur;
+    if (l->cur >= l->top + rows) l->top = l->cur - rows + 1;
+    if (l->top > n - rows) l->top = n - rows;
+    if (l->top < 0) l->top = 0;
+    const char *pm = T->ascii ? "+-" : "±";
+    int lw = T->W - (wide ? 70 : 62);
+    if (lw < 8) lw = 8;
+    char line[800];
+    attron(A_BOLD | A_UNDERLINE);
+    snprintf(line, sizeof line, "   %-*s %9s %11s %7s%s %7s %7s %5s %6s", lw, "CONFIG", "PPL", "dPPL%(95%)", "KL mean",
+             wide ? "  median" : "", "KL p99", "KL max", "top1%", "RMSdp");
+    move(y0, 0);
+    for (int x = 0; x < T->W; x++) addch(' ');
+    tui_addstr_clip(y0, 0, line, T->W);
+    attroff(A_BOLD | A_UNDERLINE);
+    T->click_list = l;
+    T->click_y0 = y0 + 1;
+    T->click_n = n;
+    for (int i = 0; i < rows && l->top + i < n; i++) {
+        const mrow *q = &m[l->top + i];
+        const qs_evrun *r = q->cfg == -2 ? NULL : &T->ev[q->run];
+        if (q->cfg == -2) sens_line(&T->sens[q->run], line, sizeof line);
+        else if (q->cfg < 0) run_line(T, r, line, sizeof line);
+        else {
+            const qs_evcfg *c = &r->cfg[q->cfg];
+            char a[8][32];
+            num(a[0], 32, c->ppl, "%.4g");
+            if (isfinite(c->dppl) && isfinite(c->dppl_hi))
+                snprintf(a[1], 32, "%+.*f%s%.*f", fabs(100 * c->dppl) < 10 ? 2 : 1, 100 * c->dppl, pm,
+                         fabs(50 * (c->dppl_hi - c->dppl_lo)) < 10 ? 2 : 1, 50 * (c->dppl_hi - c->dppl_lo));
+            else snprintf(a[1], 32, "-");
+            kl7(a[2], 32, c->kl_mean);
+            kl7(a[3], 32, c->kl_median);
+            kl7(a[4], 32, c->kl_p99);
+            kl7(a[5], 32, c->kl_max);
+            num(a[6], 32, 100 * c->top1, "%.1f");
+            num(a[7], 32, c->dp_rms, "%.4f");
+            if (strlen(a[1]) > 11) snprintf(a[1], 32, "%+.0f%s%.0f", 100 * c->dppl, pm, 50 * (c->dppl_hi - c->dppl_lo));
+            char med[40] = "";
+            if (wide) snprintf(med, sizeof med, " %7s", a[3]);
+            snprintf(line, sizeof line, "   %-*.*s%s %9s %11s %7s%s %7s %7s %5s %6s", lw - 1, lw - 1, c->label,
+                     c->has_w && qs_evrun_quantized_origin(r) ? "*" : " ", a[0], a[1], a[2], med, a[4], a[5], a[6], a[7]);
+        }
+        int y = y0 + 1 + i, sel = l->top + i == l->cur;
+        if (sel) { attron(T->color ? COLOR_PAIR(CP_SEL) : A_REVERSE); move(y, 0); for (int x = 0; x < T->W; x++) addch(' '); }
+        else if (q->cfg < 0) attron(A_BOLD);
+        tui_addstr_clip(y, 0, line, T->W);
+        if (sel) { mvaddch(y, 0, '>'); attroff(T->color ? COLOR_PAIR(CP_SEL) : A_REVERSE); }
+        else if (q->cfg < 0) attroff(A_BOLD);
+    }
+    /* the selected run's caveat, then its KL plot; or a sensitivity table's heatmap */
+    const mrow *q = &m[l->cur];
+    int py = y0 + list_h;
+    if (q->cfg == -2) {
+        const qs_sensrun *S = &T->sens[q->run];
+        free(m);
+        T->fig = qs_plot_sensitivity(S);
+        if (!T->fig) return;
+        snprintf(T->fig_hash, sizeof T->fig_hash, "%s", S->model_hash);
+        snprintf(T->fig_what, sizeof T->fig_what, "sensitivity-%s", S->format);
+        tui_draw_figure(T, T->fig, py, 0, y0 + h - py, T->W);
+        return;
+    }
+    const qs_evrun *r = &T->ev[q->run];
+    char cav[300];
+    qs_evrun_caveat(r, cav, sizeof cav);
+    if (cav[0]) {
+        snprintf(line, sizeof line, "* %s", cav);
+        attron(T->color ? COLOR_PAIR(CP_DIM) : A_DIM);
+        tui_addstr_clip(py++, 1, line, T->W - 2);
+        attroff(T->color ? COLOR_PAIR(CP_DIM) : A_DIM);
+    }
+    int sel[64], ns = 0;
+    if (q->cfg >= 0) sel[ns++] = q->cfg;
+    else
+        for (int i = l->cur + 1; i < n && m[i].cfg >= 0 && m[i].run == q->run && ns < 64; i++) sel[ns++] = m[i].cfg;
+    free(m);
+    if (!ns) { tui_addstr_clip(py + 1, 2, "This run has no configurations stored: only its reference.", T->W - 4); return; }
+    T->fig = qs_plot_kl(r, sel, ns, T->mcdf);
+    if (!T->fig) return;
+    snprintf(T->fig_hash, sizeof T->fig_hash, "%s", r->model_hash);
+    if (ns == 1) snprintf(T->fig_what, sizeof T->fig_what, "kl-%s", r->cfg[sel[0]].label);
+    else snprintf(T->fig_what, sizeof T->fig_what, "kl-%s", qs_evrun_model(r));
+    tui_draw_figure(T, T->fig, py, 0, y0 + h - py, T->W);
+}
+
+int tui_model_key(tui *T, tui_act a, int page)
+{
+    load(T);   /* keys typed with the view's key arrive before its first frame */
+    mrow *m;
+    int n = rows_of(T, &m);
+    if (n < 0) return 0;
+    free(m);
+    tui_list *l = &T->lm;
+    switch (a) {
+    case TA_DOWN: if (l->cur < n - 1) l->cur++; return 1;
+    case TA_UP: if (l->cur > 0) l->cur--; return 1;
+    case TA_PGDN: l->cur = l->cur + page < n ? l->cur + page : n - 1; return 1;
+    case TA_PGUP: l->cur = l->cur > page ? l->cur - page : 0; return 1;
+    case TA_HOME: l->cur = 0; return 1;
+    case TA_END: l->cur = n ? n - 1 : 0; return 1;
+    case TA_HIST_KIND: T->mcdf = !T->mcdf; return 1;
+    case TA_SORT:
+    case TA_SORT_REV: {
+        static const char *const names[] = {"as evaluated", "KL mean", "dPPL"};
+        if (a == TA_SORT) { T->msort = (T->msort + 1) % 3; T->msort_desc = 0; }
+        else T->msort_desc = !T->msort_desc;
+        tui_set_msg(T, 0, "configs sorted by %s%s", names[T->msort], T->msort && T->msort_desc ? ", descending" : "");
+        return 1;
+    }
+    default: return 0;
+    }
+}
