@@ -231,13 +231,11 @@ int qs_cmd_llm_sens(qs_cli *cli, int argc, char **argv)
     qs_sens_step *order = NULL;
     uint8_t *promoted = NULL;
     int computed = 0, pcomputed = 0;
+    if (qs_eval_read_text(o->text, &text, &tlen, thash, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
     if (qs_llm_load(o->model, &f, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
     if (o->ctx > f.m.c.ctx) { rc = qs_cli_usage(CMD, "--ctx %d exceeds the model context %d", o->ctx, f.m.c.ctx); goto done; }
     int ntok = 0;
-    if (qs_eval_text_ids(o->text, &f, &text, &tlen, thash, &ids, &ntok, &e)) {
-        rc = qs_cli_err(QS_EXIT_ERR, &e);
-        goto done;
-    }
+    if (qs_eval_text_ids(o->text, &f, text, tlen, &ids, &ntok, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
     int need = o->score_all ? o->ctx : 2 * o->ctx;
     if (ntok < need) {
         rc = qs_cli_error(QS_EXIT_USAGE, "%s: %d tokens is too short for --ctx %d (needs at least %d tokens%s)", o->text, ntok,
