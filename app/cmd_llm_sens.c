@@ -211,6 +211,13 @@ static void print_table(const sens_opts *o, json_t *d, int L)
     free(arg);
 }
 
+/* an average of bits, or "-" when the plan has no site of that kind (null) */
+static void print_bits(char *buf, size_t cap, json_t *v)
+{
+    if (json_is_number(v)) snprintf(buf, cap, "%.3f", json_number_value(v));
+    else snprintf(buf, cap, "-");
+}
+
 int qs_cmd_llm_sens(qs_cli *cli, int argc, char **argv)
 {
     sens_opts *o = calloc(1, sizeof *o);
@@ -441,9 +448,11 @@ int qs_cmd_llm_sens(qs_cli *cli, int argc, char **argv)
         }
         if (json_is_integer(st)) {
             json_t *m = json_object_get(plan, "measured"), *ba = json_object_get(plan, "bits_avg");
-            printf("plan: %lld promotions to BF16; average bits: weights %.3f, activations %.3f, all %.3f\n",
-                   (long long)json_integer_value(st), json_number_value(json_object_get(ba, "weights")),
-                   json_number_value(json_object_get(ba, "activations")), json_number_value(json_object_get(ba, "all")));
+            char bw[32], bav[32];
+            print_bits(bw, sizeof bw, json_object_get(ba, "weights"));
+            print_bits(bav, sizeof bav, json_object_get(ba, "activations"));
+            printf("plan: %lld promotions to BF16; average bits: weights %s, activations %s, all %.3f\n",
+                   (long long)json_integer_value(st), bw, bav, json_number_value(json_object_get(ba, "all")));
             printf("plan verified by one evaluation: predicted KL %.5f (sum of isolated effects), measured KL %.5f±%.5f, "
                    "dPPL %+.2f%%, same top %.2f%%\n", json_number_value(json_object_get(plan, "predicted_kl")),
                    json_number_value(json_object_get(m, "kl_mean")), json_number_value(json_object_get(m, "kl_se")),
