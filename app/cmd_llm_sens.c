@@ -347,6 +347,9 @@ int qs_cmd_llm_sens(qs_cli *cli, int argc, char **argv)
         double pred0, bits0;
         qs_sens_plan_order(&tab, &f.m.c, bits_fmt, bits_hi, order, &pred0, &bits0);
         int k = qs_sens_plan_choose(order, L * S, pred0, bits0, o->kl_target, o->bits_budget);
+        if (o->bits_budget >= 0 && o->bits_budget < bits0)
+            fprintf(stderr, "qscope: note: --bits-budget %g is below %s's own %g bits: nothing can be promoted\n", o->bits_budget,
+                    o->label, bits0);
         pkey = json_deep_copy(key);
         if (o->kl_target >= 0) json_object_set_new(pkey, "kl_target", json_real(o->kl_target));
         else json_object_set_new(pkey, "bits_budget", json_real(o->bits_budget));
