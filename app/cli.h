@@ -93,11 +93,12 @@ int qs_cmd_llm(qs_cli *, int, char **);
 int qs_cmd_llm_text(qs_cli *, int, char **);
 int qs_cmd_llm_eval(qs_cli *, int, char **);
 int qs_cmd_llm_sens(qs_cli *, int, char **);
-/* Read an evaluation text (xxh3-128 hash) and tokenize it as `llm eval` does: with BOS first when
-** the vocabulary adds it (app/cmd_llm_eval.c). */
+/* Read an evaluation text (bytes and their xxh3-128 hash), and tokenize it as `llm eval` does: with
+** BOS first when the vocabulary adds it (app/cmd_llm_eval.c). */
 struct qs_llm_file;
-int qs_eval_text_ids(const char *path, const struct qs_llm_file *f, char **text, size_t *tlen, char hash[33],
-                     int32_t **ids, int *ntok, qs_err *e);
+int qs_eval_read_text(const char *path, char **text, size_t *tlen, char hash[33], qs_err *e);
+int qs_eval_text_ids(const char *path, const struct qs_llm_file *f, const char *text, size_t tlen, int32_t **ids,
+                     int *ntok, qs_err *e);
 /* `llm bench`'s eval case (app/cmd_llm_eval.c): tokens/s of `llm eval` for the reference and cfg (a
 ** struct qs_eval_variant, or NULL) over synthetic ids, against OpenBLAS SGEMM measured in the same run. */
 struct qs_llm_model;

@@ -187,19 +187,23 @@ static int read_text(const char *path, char **buf, size_t *len, char hash[33], q
     return 0;
 }
 
-int qs_eval_text_ids(const char *path, const qs_llm_file *f, char **text, size_t *tlen, char hash[33], int32_t **ids,
-                     int *ntok, qs_err *e)
+int qs_eval_read_text(const char *path, char **text, size_t *tlen, char hash[33], qs_err *e)
+{
+    return read_text(path, text, tlen, hash, e);
+}
+
+int qs_eval_text_ids(const char *path, const qs_llm_file *f, const char *text, size_t tlen, int32_t **ids, int *ntok,
+                     qs_err *e)
 {
     *ids = NULL;
-    if (read_text(path, text, tlen, hash, e)) return -1;
     if (!f->v.n) return qs_fail(e, "the model has no vocabulary to tokenize the text");
-    int32_t *p = malloc((*tlen + 2) * sizeof(int32_t));
+    int32_t *p = malloc((tlen + 2) * sizeof(int32_t));
     if (!p) return qs_fail(e, "out of memory");
     /* as llama-perplexity tokenizes (add_special): a vocabulary that adds BOS gets it at the start of
     ** the text too, so chunk boundaries match; BOS then also replaces the first token of each chunk */
     const int add_bos = f->v.add_bos && f->v.bos >= 0;
     if (add_bos) p[0] = f->v.bos;
-    int n = qs_llm_tokenize(&f->v, *text, *tlen, p + add_bos, (int)(*tlen + 1 > (size_t)1 << 30 ? (size_t)1 << 30 : *tlen + 1), e);
+    int n = qs_llm_tokenize(&f->v, text, tlen, p + add_bos, (int)(tlen + 1 > (size_t)1 << 30 ? (size_t)1 << 30 : tlen + 1), e);
     if (n < 0) { free(p); qs_err_prefix(e, path); return -1; }
     *ids = p;
     *ntok = n + add_bos;
@@ -368,11 +372,12 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
     int64_t rids[MAX_CFG + 1] = {0};
     qs_eval_out out;
     memset(&out, 0, sizeof out);
+    if (read_text(o->text, &text, &tlen, thash, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
     if (qs_llm_load(o->model, &f, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
     if (o->ctx > f.m.c.ctx) { rc = qs_cli_usage(CMD, "--ctx %d exceeds the model context %d", o->ctx, f.m.c.ctx); goto done; }
     if (!f.v.n) { rc = qs_cli_error(QS_EXIT_ERR, "%s: the model has no vocabulary to tokenize the text", o->model); goto done; }
     int ntok = 0;
-    if (qs_eval_text_ids(o->text, &f, &text, &tlen, thash, &ids, &ntok, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
+    if (qs_eval_text_ids(o->text, &f, text, tlen, &ids, &ntok, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
     const int add_bos = f.v.add_bos && f.v.bos >= 0;
     if (o->save_ids) {   /* the text's ids, comma-separated: for cross-checks with other tools */
         FILE *fo = fopen(o->save_ids, "w");

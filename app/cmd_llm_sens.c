@@ -211,6 +211,13 @@ static void print_table(const sens_opts *o, json_t *d, int L)
     free(arg);
 }
 
+/* an average of bits, or "-" when the plan has no site of that kind (null) */
+static void print_bits(char *buf, size_t cap, json_t *v)
+{
+    if (json_is_number(v)) snprintf(buf, cap, "%.3f", json_number_value(v));
+    else snprintf(buf, cap, "-");
+}
+
 int qs_cmd_llm_sens(qs_cli *cli, int argc, char **argv)
 {
     sens_opts *o = calloc(1, sizeof *o);
@@ -231,13 +238,11 @@ int qs_cmd_llm_sens(qs_cli *cli, int argc, char **argv)
     qs_sens_step *order = NULL;
     uint8_t *promoted = NULL;
     int computed = 0, pcomputed = 0;
+    if (qs_eval_read_text(o->text, &text, &tlen, thash, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
     if (qs_llm_load(o->model, &f, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
     if (o->ctx > f.m.c.ctx) { rc = qs_cli_usage(CMD, "--ctx %d exceeds the model context %d", o->ctx, f.m.c.ctx); goto done; }
     int ntok = 0;
-    if (qs_eval_text_ids(o->text, &f, &text, &tlen, thash, &ids, &ntok, &e)) {
-        rc = qs_cli_err(QS_EXIT_ERR, &e);
-        goto done;
-    }
+    if (qs_eval_text_ids(o->text, &f, text, tlen, &ids, &ntok, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
     int need = o->score_all ? o->ctx : 2 * o->ctx;
     if (ntok < need) {
         rc = qs_cli_error(QS_EXIT_USAGE, "%s: %d tokens is too short for --ctx %d (needs at least %d tokens%s)", o->text, ntok,
@@ -342,6 +347,9 @@ int qs_cmd_llm_sens(qs_cli *cli, int argc, char **argv)
         double pred0, bits0;
         qs_sens_plan_order(&tab, &f.m.c, bits_fmt, bits_hi, order, &pred0, &bits0);
         int k = qs_sens_plan_choose(order, L * S, pred0, bits0, o->kl_target, o->bits_budget);
+        if (o->bits_budget >= 0 && o->bits_budget < bits0)
+            fprintf(stderr, "qscope: note: --bits-budget %g is below %s's own %g bits: nothing can be promoted\n", o->bits_budget,
+                    o->label, bits0);
         pkey = json_deep_copy(key);
         if (o->kl_target >= 0) json_object_set_new(pkey, "kl_target", json_real(o->kl_target));
         else json_object_set_new(pkey, "bits_budget", json_real(o->bits_budget));
@@ -443,9 +451,11 @@ int qs_cmd_llm_sens(qs_cli *cli, int argc, char **argv)
         }
         if (json_is_integer(st)) {
             json_t *m = json_object_get(plan, "measured"), *ba = json_object_get(plan, "bits_avg");
-            printf("plan: %lld promotions to BF16; average bits: weights %.3f, activations %.3f, all %.3f\n",
-                   (long long)json_integer_value(st), json_number_value(json_object_get(ba, "weights")),
-                   json_number_value(json_object_get(ba, "activations")), json_number_value(json_object_get(ba, "all")));
+            char bw[32], bav[32];
+            print_bits(bw, sizeof bw, json_object_get(ba, "weights"));
+            print_bits(bav, sizeof bav, json_object_get(ba, "activations"));
+            printf("plan: %lld promotions to BF16; average bits: weights %s, activations %s, all %.3f\n",
+                   (long long)json_integer_value(st), bw, bav, json_number_value(json_object_get(ba, "all")));
             printf("plan verified by one evaluation: predicted KL %.5f (sum of isolated effects), measured KL %.5f±%.5f, "
                    "dPPL %+.2f%%, same top %.2f%%\n", json_number_value(json_object_get(plan, "predicted_kl")),
                    json_number_value(json_object_get(m, "kl_mean")), json_number_value(json_object_get(m, "kl_se")),

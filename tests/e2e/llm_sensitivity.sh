@@ -63,7 +63,7 @@ fails "no --format" 2 "$QS" llm sensitivity --model "$TINY" --text "$T/text.txt"
 fails "unknown format" 2 "$QS" "${S[@]}" --format fp7
 fails "both targets" 2 "$QS" "${S[@]}" --kl-target 0.1 --bits-budget 5
 fails "negative target" 2 "$QS" "${S[@]}" --kl-target -1
-fails "missing text" 1 "$QS" llm sensitivity --model "$TINY" --text "$T/none.txt" --ctx 64 --format mxfp4
+fails "missing text" 1 "$QS" llm sensitivity --model "$TINY" --text "$T/none.txt" --format mxfp4
 check "missing text: one line naming the file" '[ "$(wc -l < "$T/err")" = 1 ] && grep -q "none.txt" "$T/err"'
 check "errors leave the database unchanged" '[ "$(dbdump)" = "$before" ]'
 echo "1..$_n"
