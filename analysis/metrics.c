@@ -652,7 +652,7 @@ static inline __attribute__((always_inline)) void elem(const kpar *P, float xv, 
     ** as the AVX-512 path's masked add does) */
     a->seu[L] += und ? e2 : 0.0;
     a->sec[L] += clp ? e2 : 0.0;
-    a->ser[L] += ok & !und & !clp ? e2 : 0.0;
+    a->ser[L] += (ok & !und & !clp) ? e2 : 0.0;
     if (bs) {
         bs->se2[L] += e2b;
         bs->nf += (uint64_t)xf;
