@@ -1,0 +1,145 @@
+#!/bin/sh
+# Peer benchmark for `qscope llm eval`: llama.cpp's `llama-perplexity` on the same GGUF, text and
+# context, side by side in one run (tokens/s of the whole command and perplexity, both tools).
+#
+#   tests/bench/llama_peer.sh LLAMA_SRC MODEL TEXT
+#
+# LLAMA_SRC is a llama.cpp source tree, an unpacked llama-cpp-python sdist (its vendor/llama.cpp)
+# or such an sdist (.tar.gz, unpacked into the build directory).  This script downloads nothing
+# and nothing of llama.cpp is ever committed; it is an optional part of `make bench`
+# (LLAMA_SRC=... make bench).  Environment:
+#   LLAMA_BUILD  build directory (default build/llama-peer, git-ignored); llama-perplexity is
+#                built there (cmake Release, GGML_NATIVE=ON, LLAMA_CURL=OFF, only that target,
+#                under nice) when it is missing
+#   QS_BIN       qscope binary (default build/qscope)
+#   CHUNKS       chunks of 512 tokens to evaluate (default 16; empty = the whole text)
+#   CTX          context (default 512)   THREADS  threads for llama.cpp (default 2)
+#   REPS         runs of each command, best (shortest) kept (default 3)
+#   QS_CONFIGS   extra qscope runs, space-separated --config specs (default "a=mxfp4"); each
+#                is timed as reference + that config, tokens/s counting both variants
+#
+# Both tools score llama.cpp's convention: non-overlapping chunks of CTX tokens, the second half
+# of each chunk (positions CTX/2 .. CTX-2).  Times are wall-clock of the whole command (model
+# load, tokenization, evaluation); tokens/s = variants x chunks x CTX / seconds.  llama.cpp's own
+# "prompt eval" rate (decode only) is printed as well.
+set -eu
+
+src=${1:?usage: $0 LLAMA_SRC MODEL TEXT}
+model=${2:?usage: $0 LLAMA_SRC MODEL TEXT}
+text=${3:?usage: $0 LLAMA_SRC MODEL TEXT}
+bld=${LLAMA_BUILD:-build/llama-peer}
+qs=${QS_BIN:-build/qscope}
+chunks=${CHUNKS-16}
+ctx=${CTX:-512}
+threads=${THREADS:-2}
+reps=${REPS:-3}
+configs=${QS_CONFIGS-a=mxfp4}
+
+[ -x "$qs" ] || { echo "$qs: not built (run make first)" >&2; exit 2; }
+[ -s "$model" ] || { echo "$model: no such model" >&2; exit 2; }
+[ -s "$text" ] || { echo "$text: no such text" >&2; exit 2; }
+mkdir -p "$bld"
+
+# Find the llama.cpp tree: itself, an unpacked sdist, or an sdist to unpack.
+if [ -f "$src" ]; then
+    case "$src" in
+    *.tar.gz | *.tgz) ;;
+    *) echo "$src: not a directory or a .tar.gz sdist" >&2; exit 2 ;;
+    esac
+    mkdir -p "$bld/src"
+    tar -xzf "$src" -C "$bld/src" || { echo "$src: cannot unpack" >&2; exit 2; }
+    src=$(find "$bld/src" -maxdepth 3 -type d -path '*/vendor/llama.cpp' | head -1)
+elif [ -d "$src/vendor/llama.cpp" ]; then
+    src=$src/vendor/llama.cpp
+fi
+if [ -z "$src" ] || [ ! -f "$src/tools/perplexity/perplexity.cpp" ]; then
+    echo "${1}: no llama.cpp sources (tools/perplexity/perplexity.cpp) found" >&2; exit 2
+fi
+
+bin=$(find "$bld" -name llama-perplexity -type f -perm -u+x 2>/dev/null | head -1)
+if [ -z "$bin" ]; then
+    echo "building llama-perplexity in $bld (a few minutes) ..." >&2
+    nice -n 10 cmake -S "$src" -B "$bld" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+        -DLLAMA_CURL=OFF -DFETCHCONTENT_FULLY_DISCONNECTED=ON >"$bld/cmake.log" 2>&1 \
+        || { tail -20 "$bld/cmake.log" >&2; exit 1; }
+    nice -n 10 cmake --build "$bld" --target llama-perplexity -j "$(nproc)" >"$bld/build.log" 2>&1 \
+        || { tail -40 "$bld/build.log" >&2; exit 1; }
+    bin=$(find "$bld" -name llama-perplexity -type f -perm -u+x | head -1)
+fi
+
+commit=$(git -C "$src" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+now() { date +%s.%N; }
+ck=""; [ -n "$chunks" ] && ck="--chunks $chunks"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/llama-peer.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+echo "machine: $(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo), $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "llama.cpp $commit ($bin); qscope $("$qs" --version 2>/dev/null | head -1)"
+echo "model $model; text $text; ctx $ctx; chunks ${chunks:-all}; best of $reps"
+
+# qscope: a fresh database each run (results are cached otherwise).  Prints "seconds ppl tokens".
+qs_run() {  # qs_run CONFIG-ARGS...
+    best=""
+    r=0
+    while [ "$r" -lt "$reps" ]; do
+        rm -f "$tmp/q.db"
+        t0=$(now)
+        # shellcheck disable=SC2086
+        OPENBLAS_VERBOSE=2 "$qs" --db "$tmp/q.db" llm eval --model "$model" --text "$text" --ctx "$ctx" $ck "$@" \
+            --json >"$tmp/q.json" 2>"$tmp/q.err" || { cat "$tmp/q.err" >&2; exit 1; }
+        t1=$(now)
+        s=$(echo "$t1 - $t0" | bc -l)
+        if [ -z "$best" ] || [ "$(echo "$s < $best" | bc -l)" = 1 ]; then best=$s; fi
+        r=$((r + 1))
+    done
+    ppl=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["reference"]["ppl"])' "$tmp/q.json")
+    nch=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["chunks"])' "$tmp/q.json")
+    # OPENBLAS_VERBOSE=2 makes OpenBLAS print "Core: NAME" at load (twice when qscope re-executes
+    # itself with OPENBLAS_CORETYPE set, app/blas_core.c): the last one is the core that ran.
+    core=$(sed -n 's/^Core: *//p' "$tmp/q.err" | tail -1)
+    echo "$best $ppl $nch ${core:-unknown}"
+}
+
+# llama-perplexity.  Prints "seconds ppl ppl_se chunks prompt_eval_tok_per_s".
+ll_run() {
+    best=""
+    r=0
+    while [ "$r" -lt "$reps" ]; do
+        t0=$(now)
+        # shellcheck disable=SC2086
+        "$bin" -m "$model" -f "$text" -c "$ctx" -t "$threads" $ck >"$tmp/l.out" 2>&1 \
+            || { tail -20 "$tmp/l.out" >&2; exit 1; }
+        t1=$(now)
+        s=$(echo "$t1 - $t0" | bc -l)
+        if [ -z "$best" ] || [ "$(echo "$s < $best" | bc -l)" = 1 ]; then best=$s; cp "$tmp/l.out" "$tmp/l.best"; fi
+        r=$((r + 1))
+    done
+    ppl=$(sed -n 's/^Final estimate: PPL = \([0-9.]*\) +\/- \([0-9.]*\).*/\1 \2/p' "$tmp/l.best")
+    nch=$(sed -n 's/.*calculating perplexity over \([0-9]*\) chunks.*/\1/p' "$tmp/l.best")
+    pe=$(sed -n 's/.*prompt eval time = .*, *\([0-9.]*\) tokens per second.*/\1/p' "$tmp/l.best")
+    [ -n "$ppl" ] || { echo "llama-perplexity printed no final estimate:" >&2; tail -20 "$tmp/l.best" >&2; exit 1; }
+    echo "$best $ppl $nch $pe"
+}
+
+printf '\n%-34s %9s %7s %10s %12s  %s\n' run seconds chunks "tok/s" perplexity note
+out=$(ll_run) || exit 1
+# shellcheck disable=SC2086
+set -- $out
+ltoks=$(echo "$4 * $ctx / $1" | bc -l)
+printf '%-34s %9.2f %7d %10.1f %12.4f  +/- %s; prompt eval %s tok/s (decode only)\n' \
+    "llama-perplexity -t $threads" "$1" "$4" "$ltoks" "$2" "$3" "$5"
+lppl=$2
+out=$(qs_run) || exit 1
+# shellcheck disable=SC2086
+set -- $out
+qtoks=$(echo "$3 * $ctx / $1" | bc -l)
+printf '%-34s %9.2f %7d %10.1f %12.4f  BLAS %s\n' "qscope llm eval (reference)" "$1" "$3" "$qtoks" "$2" "$4"
+printf '%-34s %9s %7s %10s %12s  qscope/llama.cpp tokens/s %.2f; ppl %+.3f%%\n' "" "" "" "" "" \
+    "$(echo "$qtoks / $ltoks" | bc -l)" "$(echo "($2 / $lppl - 1) * 100" | bc -l)"
+for c in $configs; do
+    out=$(qs_run --config "$c") || exit 1
+    # shellcheck disable=SC2086
+    set -- $out
+    printf '%-34s %9.2f %7d %10.1f %12s  2 variants x tokens / s; BLAS %s\n' "qscope llm eval + $c" "$1" "$3" \
+        "$(echo "2 * $3 * $ctx / $1" | bc -l)" "" "$4"
+done
