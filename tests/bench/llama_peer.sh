@@ -68,10 +68,14 @@ if [ -z "$bin" ]; then
 fi
 
 commit=$(git -C "$src" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
-now() { date +%s.%N; }
+# wall seconds and CPU seconds (user + system, all threads) of one command, into $tmp/t
+timer="/usr/bin/time -f %e_%U_%S -o"
 ck=""; [ -n "$chunks" ] && ck="--chunks $chunks"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/llama-peer.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
+[ -x /usr/bin/time ] || { echo "/usr/bin/time is needed (apt-get install time)" >&2; exit 2; }
+timer="$timer $tmp/t.raw"
+fix_t() { tr '_' ' ' <"$tmp/t.raw" | awk '{print $1, $2 + $3}' >"$tmp/t"; }
 
 echo "machine: $(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo), $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "llama.cpp $commit ($bin); qscope $("$qs" --version 2>/dev/null | head -1)"
@@ -83,13 +87,11 @@ qs_run() {  # qs_run CONFIG-ARGS...
     r=0
     while [ "$r" -lt "$reps" ]; do
         rm -f "$tmp/q.db"
-        t0=$(now)
         # shellcheck disable=SC2086
-        OPENBLAS_VERBOSE=2 "$qs" --db "$tmp/q.db" llm eval --model "$model" --text "$text" --ctx "$ctx" $ck "$@" \
+        OPENBLAS_VERBOSE=2 $timer "$qs" --db "$tmp/q.db" llm eval --model "$model" --text "$text" --ctx "$ctx" $ck "$@" \
             --json >"$tmp/q.json" 2>"$tmp/q.err" || { cat "$tmp/q.err" >&2; exit 1; }
-        t1=$(now)
-        s=$(echo "$t1 - $t0" | bc -l)
-        if [ -z "$best" ] || [ "$(echo "$s < $best" | bc -l)" = 1 ]; then best=$s; fi
+        fix_t; read -r s cpu <"$tmp/t"
+        if [ -z "$best" ] || [ "$(echo "$s < $best" | bc -l)" = 1 ]; then best=$s; bcpu=$cpu; fi
         r=$((r + 1))
     done
     ppl=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["reference"]["ppl"])' "$tmp/q.json")
@@ -97,7 +99,7 @@ qs_run() {  # qs_run CONFIG-ARGS...
     # OPENBLAS_VERBOSE=2 makes OpenBLAS print "Core: NAME" at load (twice when qscope re-executes
     # itself with OPENBLAS_CORETYPE set, app/blas_core.c): the last one is the core that ran.
     core=$(sed -n 's/^Core: *//p' "$tmp/q.err" | tail -1)
-    echo "$best $ppl $nch ${core:-unknown}"
+    echo "$best $ppl $nch ${core:-unknown} $bcpu"
 }
 
 # llama-perplexity.  Prints "seconds ppl ppl_se chunks prompt_eval_tok_per_s".
@@ -105,41 +107,40 @@ ll_run() {
     best=""
     r=0
     while [ "$r" -lt "$reps" ]; do
-        t0=$(now)
         # shellcheck disable=SC2086
-        "$bin" -m "$model" -f "$text" -c "$ctx" -t "$threads" $ck >"$tmp/l.out" 2>&1 \
+        $timer "$bin" -m "$model" -f "$text" -c "$ctx" -t "$threads" $ck >"$tmp/l.out" 2>&1 \
             || { tail -20 "$tmp/l.out" >&2; exit 1; }
-        t1=$(now)
-        s=$(echo "$t1 - $t0" | bc -l)
-        if [ -z "$best" ] || [ "$(echo "$s < $best" | bc -l)" = 1 ]; then best=$s; cp "$tmp/l.out" "$tmp/l.best"; fi
+        fix_t; read -r s cpu <"$tmp/t"
+        if [ -z "$best" ] || [ "$(echo "$s < $best" | bc -l)" = 1 ]; then best=$s; bcpu=$cpu; cp "$tmp/l.out" "$tmp/l.best"; fi
         r=$((r + 1))
     done
     ppl=$(sed -n 's/^Final estimate: PPL = \([0-9.]*\) +\/- \([0-9.]*\).*/\1 \2/p' "$tmp/l.best")
     nch=$(sed -n 's/.*calculating perplexity over \([0-9]*\) chunks.*/\1/p' "$tmp/l.best")
     pe=$(sed -n 's/.*prompt eval time = .*, *\([0-9.]*\) tokens per second.*/\1/p' "$tmp/l.best")
     [ -n "$ppl" ] || { echo "llama-perplexity printed no final estimate:" >&2; tail -20 "$tmp/l.best" >&2; exit 1; }
-    echo "$best $ppl $nch $pe"
+    echo "$best $ppl $nch $bcpu $pe"
 }
 
-printf '\n%-34s %9s %7s %10s %12s  %s\n' run seconds chunks "tok/s" perplexity note
+printf '\n%-32s %8s %8s %6s %8s %9s %11s  %s\n' run wall_s cpu_s chunks "tok/s" "tok/cpu_s" perplexity note
 out=$(ll_run) || exit 1
 # shellcheck disable=SC2086
 set -- $out
 ltoks=$(echo "$4 * $ctx / $1" | bc -l)
-printf '%-34s %9.2f %7d %10.1f %12.4f  +/- %s; prompt eval %s tok/s (decode only)\n' \
-    "llama-perplexity -t $threads" "$1" "$4" "$ltoks" "$2" "$3" "$5"
+printf '%-32s %8.2f %8.2f %6d %8.1f %9.1f %11.4f  +/- %s; prompt eval %s tok/s (decode only)\n' \
+    "llama-perplexity -t $threads" "$1" "$5" "$4" "$ltoks" "$(echo "$4 * $ctx / $5" | bc -l)" "$2" "$3" "$6"
 lppl=$2
 out=$(qs_run) || exit 1
 # shellcheck disable=SC2086
 set -- $out
 qtoks=$(echo "$3 * $ctx / $1" | bc -l)
-printf '%-34s %9.2f %7d %10.1f %12.4f  BLAS %s\n' "qscope llm eval (reference)" "$1" "$3" "$qtoks" "$2" "$4"
-printf '%-34s %9s %7s %10s %12s  qscope/llama.cpp tokens/s %.2f; ppl %+.3f%%\n' "" "" "" "" "" \
-    "$(echo "$qtoks / $ltoks" | bc -l)" "$(echo "($2 / $lppl - 1) * 100" | bc -l)"
+printf '%-32s %8.2f %8.2f %6d %8.1f %9.1f %11.4f  OpenBLAS core %s\n' "qscope llm eval (reference)" "$1" "$5" "$3" \
+    "$qtoks" "$(echo "$3 * $ctx / $5" | bc -l)" "$2" "$4"
+echo "qscope / llama.cpp: tokens/s x$(printf '%.2f' "$(echo "$qtoks / $ltoks" | bc -l)");" \
+    "perplexity $(printf '%+.3f' "$(echo "($2 / $lppl - 1) * 100" | bc -l)")%"
 for c in $configs; do
     out=$(qs_run --config "$c") || exit 1
     # shellcheck disable=SC2086
     set -- $out
-    printf '%-34s %9.2f %7d %10.1f %12s  2 variants x tokens / s; BLAS %s\n' "qscope llm eval + $c" "$1" "$3" \
-        "$(echo "2 * $3 * $ctx / $1" | bc -l)" "" "$4"
+    printf '%-32s %8.2f %8.2f %6d %8.1f %9.1f %11s  2 variants (reference + config); core %s\n' "qscope llm eval + $c" \
+        "$1" "$5" "$3" "$(echo "2 * $3 * $ctx / $1" | bc -l)" "$(echo "2 * $3 * $ctx / $5" | bc -l)" "" "$4"
 done
