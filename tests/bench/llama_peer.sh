@@ -16,7 +16,9 @@
 #   CTX          context (default 512)   THREADS  threads for llama.cpp (default 2)
 #   REPS         runs of each command, best (shortest) kept (default 3)
 #   QS_CONFIGS   extra qscope runs, space-separated --config specs (default "a=mxfp4"); each
-#                is timed as reference + that config, tokens/s counting both variants
+#                is timed as reference + that config, tokens/s counting both variants; the
+#                perplexity printed is the config's.  a=int8:gran=block:block=32,kv=fp16 mimics
+#                llama.cpp's CPU numerics (8-bit activations per 32-block, F16 KV cache)
 #
 # Both tools score llama.cpp's convention: non-overlapping chunks of CTX tokens, the second half
 # of each chunk (positions CTX/2 .. CTX-2).  Times are wall-clock of the whole command (model
@@ -78,7 +80,7 @@ timer="$timer $tmp/t.raw"
 fix_t() { tr '_' ' ' <"$tmp/t.raw" | awk '{print $1, $2 + $3}' >"$tmp/t"; }
 
 echo "machine: $(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo), $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "llama.cpp $commit ($bin); qscope $("$qs" --version 2>/dev/null | head -1)"
+echo "llama.cpp $commit ($bin); $("$qs" --version 2>/dev/null | head -1)"
 echo "model $model; text $text; ctx $ctx; chunks ${chunks:-all}; best of $reps"
 
 # qscope: a fresh database each run (results are cached otherwise).  Prints "seconds ppl tokens".
@@ -94,7 +96,8 @@ qs_run() {  # qs_run CONFIG-ARGS...
         if [ -z "$best" ] || [ "$(echo "$s < $best" | bc -l)" = 1 ]; then best=$s; bcpu=$cpu; fi
         r=$((r + 1))
     done
-    ppl=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["reference"]["ppl"])' "$tmp/q.json")
+    # the reference's perplexity, or the config's when one is given
+    ppl=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print((d["configs"] or [d["reference"]])[0]["ppl"])' "$tmp/q.json")
     nch=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["chunks"])' "$tmp/q.json")
     # OPENBLAS_VERBOSE=2 makes OpenBLAS print "Core: NAME" at load (twice when qscope re-executes
     # itself with OPENBLAS_CORETYPE set, app/blas_core.c): the last one is the core that ran.
@@ -114,9 +117,13 @@ ll_run() {
         if [ -z "$best" ] || [ "$(echo "$s < $best" | bc -l)" = 1 ]; then best=$s; bcpu=$cpu; cp "$tmp/l.out" "$tmp/l.best"; fi
         r=$((r + 1))
     done
-    ppl=$(sed -n 's/^Final estimate: PPL = \([0-9.]*\) +\/- \([0-9.]*\).*/\1 \2/p' "$tmp/l.best")
+    # its log lines may carry a time stamp prefix ("0.24.579.312 I Final estimate: ...")
+    ppl=$(sed -n 's/.*Final estimate: PPL = \([0-9.]*\) +\/- \([0-9.]*\).*/\1 \2/p' "$tmp/l.best")
     nch=$(sed -n 's/.*calculating perplexity over \([0-9]*\) chunks.*/\1/p' "$tmp/l.best")
-    pe=$(sed -n 's/.*prompt eval time = .*, *\([0-9.]*\) tokens per second.*/\1/p' "$tmp/l.best")
+    nseq=$(sed -n 's/.*calculating perplexity over .*n_seq=\([0-9]*\).*/\1/p' "$tmp/l.best")
+    # "S seconds per pass": the first batch of n_seq chunks, decode only (no load, no tokenizing)
+    sp=$(sed -n 's/.* \([0-9.]*\) seconds per pass.*/\1/p' "$tmp/l.best")
+    pe=$(echo "${nseq:-0} * $ctx / ${sp:-0}" | bc -l 2>/dev/null || echo "?")
     [ -n "$ppl" ] || { echo "llama-perplexity printed no final estimate:" >&2; tail -20 "$tmp/l.best" >&2; exit 1; }
     echo "$best $ppl $nch $bcpu $pe"
 }
@@ -126,7 +133,7 @@ out=$(ll_run) || exit 1
 # shellcheck disable=SC2086
 set -- $out
 ltoks=$(echo "$4 * $ctx / $1" | bc -l)
-printf '%-32s %8.2f %8.2f %6d %8.1f %9.1f %11.4f  +/- %s; prompt eval %s tok/s (decode only)\n' \
+printf '%-32s %8.2f %8.2f %6d %8.1f %9.1f %11.4f  +/- %s; first pass %.1f tok/s (decode only)\n' \
     "llama-perplexity -t $threads" "$1" "$5" "$4" "$ltoks" "$(echo "$4 * $ctx / $5" | bc -l)" "$2" "$3" "$6"
 lppl=$2
 out=$(qs_run) || exit 1
@@ -141,6 +148,6 @@ for c in $configs; do
     out=$(qs_run --config "$c") || exit 1
     # shellcheck disable=SC2086
     set -- $out
-    printf '%-32s %8.2f %8.2f %6d %8.1f %9.1f %11s  2 variants (reference + config); core %s\n' "qscope llm eval + $c" \
-        "$1" "$5" "$3" "$(echo "2 * $3 * $ctx / $1" | bc -l)" "$(echo "2 * $3 * $ctx / $5" | bc -l)" "" "$4"
+    printf '%-32s %8.2f %8.2f %6d %8.1f %9.1f %11.4f  2 variants (reference + config); core %s\n' "qscope llm eval + $c" \
+        "$1" "$5" "$3" "$(echo "2 * $3 * $ctx / $1" | bc -l)" "$(echo "2 * $3 * $ctx / $5" | bc -l)" "$2" "$4"
 done
