@@ -108,22 +108,23 @@ int qs_llm_eval_run(const qs_llm_model *ref, const qs_eval_variant *cfg, const i
             for (int r0 = 0; r0 < per; r0 += HEAD_ROWS) {
                 int nr = per - r0 < HEAD_ROWS ? per - r0 : HEAD_ROWS;
                 if (qs_llm_logits(m, nx, hid + (size_t)(first + r0) * d, nr, scr, lg, e)) goto fail;
+                /* the block's rows in parallel (bit-identical to one at a time), then the serial bookkeeping */
+                qs_tok_stat ts[HEAD_ROWS];
+                if (vi == 0 ? qs_ref_rows_make(lg, nr, V, tgt + r0, pref + (size_t)r0 * V, rr + r0, e)
+                            : qs_tok_stats_make(lg, nr, V, tgt + r0, pref + (size_t)r0 * V, rr + r0, ts, e))
+                    goto fail;
                 for (int i = 0; i < nr; i++) {
                     int r = r0 + i;
-                    const float *l = lg + (size_t)i * V;
                     size_t k = k0 + r;
                     if (vi == 0) {
-                        qs_ref_row_make(l, V, tgt[r], pref + (size_t)r * V, &rr[r]);
                         vo->nll[k] = rr[r].finite ? -rr[r].lp_tok : NAN;
                         if (!rr[r].finite) vo->nf.logit_rows++;
                     } else {
-                        qs_tok_stat ts;
-                        qs_tok_stat_make(l, V, tgt[r], pref + (size_t)r * V, &rr[r], &ts);
-                        if (!ts.finite && rr[r].finite) vo->nf.logit_rows++;
-                        vo->nll[k] = ts.finite ? -ts.lp_q : NAN;
-                        vo->kl[k] = ts.kl;
-                        vo->dp[k] = ts.dp;
-                        vo->same_top[k] = (uint8_t)ts.same_top;
+                        if (!ts[i].finite && rr[r].finite) vo->nf.logit_rows++;
+                        vo->nll[k] = ts[i].finite ? -ts[i].lp_q : NAN;
+                        vo->kl[k] = ts[i].kl;
+                        vo->dp[k] = ts[i].dp;
+                        vo->same_top[k] = (uint8_t)ts[i].same_top;
                     }
                 }
             }

@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "qs_err.h"
+
 /* The reference side of one row, kept between the reference pass and the configuration passes. */
 typedef struct qs_ref_row {
     double lse;        /* m + ln Z of the reference logits */
@@ -44,6 +46,13 @@ void qs_ref_row_make(const float *l, int V, int tok, float *p, qs_ref_row *r);
 
 /* A configuration's row against the stored reference probabilities p_ref and r. */
 void qs_tok_stat_make(const float *lq, int V, int tok, const float *p_ref, const qs_ref_row *r, qs_tok_stat *t);
+
+/* The same for rows consecutive rows (logits l[i*V..], next tokens tok[i], p/r/t indexed alike), on the
+** task pool with one thread per OpenBLAS thread; bit-identical to the serial loop.  -1 when a thread
+** cannot start its scratch (e set). */
+int qs_ref_rows_make(const float *l, int rows, int V, const int32_t *tok, float *p, qs_ref_row *r, qs_err *e);
+int qs_tok_stats_make(const float *lq, int rows, int V, const int32_t *tok, const float *p_ref, const qs_ref_row *r,
+                      qs_tok_stat *t, qs_err *e);
 
 /* ---------------------------------------------------------------- summaries */
 

@@ -36,6 +36,59 @@ static void test_kl_identical_is_zero(void **st)
     assert_true(fabs(r.psum - 1) < 1e-5);
 }
 
+/* The pooled block functions equal the serial per-row functions bit for bit, with 2 threads, for a
+** block with a non-finite row (the evaluation's head statistics run through them). */
+void openblas_set_num_threads(int);
+int openblas_get_num_threads(void);
+static void test_rows_parallel_equal_serial(void **st)
+{
+    (void)st;
+    enum { V = 3001, R = 13 };
+    float *l = malloc(sizeof(float) * V * R), *lq = malloc(sizeof(float) * V * R);
+    float *p1 = malloc(sizeof(float) * V * R), *p2 = malloc(sizeof(float) * V * R);
+    assert_non_null(l); assert_non_null(lq); assert_non_null(p1); assert_non_null(p2);
+    int32_t tok[R];
+    uint64_t s = 99;
+    for (int i = 0; i < V * R; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        l[i] = (float)((s >> 40) % 30000) / 1000.0f - 15;
+        lq[i] = l[i] + (float)((s >> 20) % 1000) / 4000.0f;
+    }
+    for (int r = 0; r < R; r++) tok[r] = (r * 977) % V;
+    l[5 * V + 7] = NAN;      /* a non-finite reference row */
+    lq[9 * V + 3] = INFINITY;  /* and a non-finite configuration row */
+    qs_ref_row r1[R], r2[R];
+    qs_tok_stat t1[R], t2[R];
+    memset(r2, 0x5a, sizeof r2); memset(t2, 0x5a, sizeof t2);
+    for (int r = 0; r < R; r++) qs_ref_row_make(l + (size_t)r * V, V, tok[r], p1 + (size_t)r * V, &r1[r]);
+    for (int r = 0; r < R; r++) qs_tok_stat_make(lq + (size_t)r * V, V, tok[r], p1 + (size_t)r * V, &r1[r], &t1[r]);
+    int old = openblas_get_num_threads();
+    openblas_set_num_threads(2);
+    qs_err e = {0};
+    assert_int_equal(qs_ref_rows_make(l, R, V, tok, p2, r2, &e), 0);
+    assert_int_equal(qs_tok_stats_make(lq, R, V, tok, p2, r2, t2, &e), 0);
+    openblas_set_num_threads(old);
+    assert_memory_equal(p1, p2, sizeof(float) * V * R);
+    for (int r = 0; r < R; r++) {
+        assert_memory_equal(&r1[r].lse, &r2[r].lse, sizeof(double));
+        assert_memory_equal(&r1[r].s_ref, &r2[r].s_ref, sizeof(double));
+        assert_memory_equal(&r1[r].psum, &r2[r].psum, sizeof(double));
+        assert_memory_equal(&r1[r].lp_tok, &r2[r].lp_tok, sizeof(double));
+        assert_int_equal(r1[r].top, r2[r].top);
+        assert_int_equal(r1[r].finite, r2[r].finite);
+        assert_memory_equal(&t1[r].kl, &t2[r].kl, sizeof(double));
+        assert_memory_equal(&t1[r].lp_q, &t2[r].lp_q, sizeof(double));
+        assert_memory_equal(&t1[r].dp, &t2[r].dp, sizeof(double));
+        assert_int_equal(t1[r].same_top, t2[r].same_top);
+        assert_int_equal(t1[r].finite, t2[r].finite);
+    }
+    assert_int_equal(r2[5].finite, 0);
+    assert_int_equal(t2[9].finite, 0);
+    assert_int_equal(t2[0].finite, 1);
+    assert_true(t2[0].kl > 0);
+    free(l); free(lq); free(p1); free(p2);
+}
+
 static void test_kl_hand_case(void **st)
 {
     (void)st;
@@ -338,6 +391,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kl_identical_is_zero),
         cmocka_unit_test(test_kl_hand_case),
+        cmocka_unit_test(test_rows_parallel_equal_serial),
         cmocka_unit_test(test_mean_se_quantiles),
         cmocka_unit_test(test_klhist),
         cmocka_unit_test(test_summary),
