@@ -69,7 +69,8 @@ if [ -z "$bin" ]; then
     bin=$(find "$bld" -name llama-perplexity -type f -perm -u+x | head -1)
 fi
 
-commit=$(git -C "$src" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+commit=$(git -C "$src" rev-parse --short=12 HEAD 2>/dev/null) \
+    || commit="from llama-cpp-python $(sed -n 's/^Version: //p' "$src/../../PKG-INFO" 2>/dev/null || true)"
 # wall seconds and CPU seconds (user + system, all threads) of one command, into $tmp/t
 timer="/usr/bin/time -f %e_%U_%S -o"
 ck=""; [ -n "$chunks" ] && ck="--chunks $chunks"
