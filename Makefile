@@ -100,12 +100,21 @@ fuzz: deps $(FUZZ_BIN)
 fuzz-smoke: $(FUZZ_BIN)
 	@bash tests/fuzz/run.sh smoke
 
-# qscope's hot paths, then the numpy peer on the same .npy file in the same run.
+# qscope's hot paths, then the numpy peer on the same .npy file in the same run; with LLAMA_SRC set,
+# llama.cpp's llama-perplexity against `llm eval` on the same model and text (tests/bench/llama_peer.sh).
+LLAMA_SRC ?=
+LLAMA_MODEL ?= data/models/SmolLM2-135M-Instruct.Q4_1.gguf
+LLAMA_TEXT ?= data/text/persuasion.txt
 bench: all
 	@mkdir -p $(BUILD)/bench
 	@$(BIN) gen gaussian --shape 4096x4096 --seed 1 -o $(BUILD)/bench/g.npy
 	$(BIN) bench --npy $(BUILD)/bench/g.npy
 	@/usr/bin/python3 tests/bench/numpy_peer.py $(BUILD)/bench/g.npy 5 || echo "(numpy peer unavailable)"
+	@if [ -z "$(LLAMA_SRC)" ]; then \
+	  echo "(llama.cpp peer skipped: LLAMA_SRC=llama.cpp-tree-or-llama-cpp-python-sdist make bench)"; \
+	elif [ ! -s $(LLAMA_MODEL) ] || [ ! -s $(LLAMA_TEXT) ]; then \
+	  echo "(llama.cpp peer skipped: $(LLAMA_MODEL) or $(LLAMA_TEXT) missing, run make data)"; \
+	else QS_BIN=$(BIN) sh tests/bench/llama_peer.sh "$(LLAMA_SRC)" $(LLAMA_MODEL) $(LLAMA_TEXT); fi
 
 # Default database with demo data, created once.
 QSCOPE_DB ?= qscope.db

@@ -583,7 +583,8 @@ int qs_llm_eval_bench(const qs_llm_model *ref, const qs_eval_variant *cfg, const
     for (size_t i = 0; i < n; i++) { s = s * 6364136223846793005ull + 1442695040888963407ull; ids[i] = (int32_t)((s >> 33) % ref->c.vocab); }
     const double params = (double)ref->arena_len, sg = sgemm_rate(ref, ctx);
     printf("\nllm eval case: ctx %d, %d chunks of synthetic ids, second-half scoring; FLOPs = 2 x %.4g parameters per "
-           "token; OpenBLAS SGEMM %dx%dx%d: %.1f GFLOP/s\n", ctx, chunks, params, ctx, ref->c.ffn, ref->c.dim, sg);
+           "token; OpenBLAS SGEMM %dx%dx%d: %.1f GFLOP/s (core %s, %d threads)\n", ctx, chunks, params, ctx, ref->c.ffn,
+           ref->c.dim, sg, openblas_get_corename(), openblas_get_num_threads());
     printf("%-44s %12s %10s %10s\n", "variants (each over every chunk)", "tokens/s", "GFLOP/s", "% SGEMM");
     int rc = 0;
     for (int pass = 0; pass < (cfg ? 2 : 1) && !rc; pass++) {
