@@ -563,17 +563,19 @@ int qs_plot_term(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e)
         if (cy >= t.py + t.ph) cy = t.py + t.ph - 1;
         if (a->point) {
             /* a point label goes right of its point, else left, above or below, wherever it covers
-            ** no other text or marker; without such a place it is left out (the PNG has it) */
+            ** no other text, marker or line of the data; without such a place it is left out (the
+            ** PNG has it) */
             char lab[256];
             tt_label(&t, a->text, lab, sizeof lab);
             int w = u8len(lab), px0 = (int)floor(x), py0 = cy, found = 0;
-            const int cand[6][2] = {{1, 0}, {-w - 1, 0}, {1, -1}, {1, 1}, {-w, -1}, {-w, 1}};
-            for (int k = 0; k < 6 && !found; k++) {
+            const int cand[10][2] = {{1, 0}, {-w - 1, 0}, {1, -1}, {1, 1}, {-w, -1}, {-w, 1},
+                                     {2, 0}, {-w - 2, 0}, {0, -2}, {0, 2}};
+            for (int k = 0; k < 10 && !found; k++) {
                 int x0 = px0 + cand[k][0], y0 = py0 + cand[k][1], clash = 0;
                 if (y0 < t.py || y0 >= t.py + t.ph || x0 < t.px || x0 + w > t.px + t.pw) continue;
                 for (int q = -1; q <= w && !clash; q++) {
                     tcell *c = tc_at(&t, x0 + q, y0);
-                    clash = c && c->g[0] && (q >= 0 && q < w ? 1 : c->fg == TT_NONE);
+                    clash = c && (q >= 0 && q < w ? c->g[0] || c->data : c->g[0] && c->fg == TT_NONE);
                 }
                 if (!clash) { cx = x0; cy = y0; found = 1; }
             }

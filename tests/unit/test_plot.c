@@ -908,6 +908,40 @@ static void test_long_multibyte_titles(void **st)
     qs_fig_free(f);
 }
 
+/* a point label in the terminal never covers the data: every line dot of the Pareto front drawn
+** without the labels is still there with them (the demo's gaussian formats at the Formats view's size) */
+static int braille_cells(const char *b)
+{
+    int n = 0;
+    for (const unsigned char *p = (const unsigned char *)b; *p; p++)
+        if (p[0] == 0xE2 && p[1] >= 0xA0 && p[1] <= 0xA3 && !(p[1] == 0xA0 && p[2] == 0x80)) n++;
+    return n;
+}
+
+static void test_term_point_labels_off_lines(void **st)
+{
+    (void)st;
+    const qs_pareto_pt p[] = {{"bf16", "float", 16, 9.231}, {"fp8_e4m3", "float", 8, 5.236}, {"fp8_e5m2", "float", 8, 4.242},
+                              {"hif8", "hifloat", 8, 5.235}, {"mxfp8_e4m3", "mx", 8.25, 5.091}, {"mxfp6_e2m3", "mx", 6.25, 5.140},
+                              {"mxfp4", "mx", 4.25, 3.122}, {"nvfp4", "nvfp4", 4.5, 3.395}, {"hif4", "hifloat", 4.5, 3.592},
+                              {"m2xfp4", "m2xfp", 4.5, 3.420}, {"int8:row", "int", 8, 6.486}, {"int4:b32", "int", 5, 3.366}};
+    const int size[][2] = {{120, 26}, {80, 12}, {100, 20}};
+    for (int k = 0; k < 3; k++) {
+        qs_figure *f = qs_plot_pareto("pareto", p, 12);
+        assert_non_null(f);
+        char *with = term(f, QS_TERM_BRAILLE, 0, size[k][0], size[k][1]);
+        size_t na = f->nannots;
+        f->nannots = 0;
+        char *without = term(f, QS_TERM_BRAILLE, 0, size[k][0], size[k][1]);
+        f->nannots = na;
+        assert_int_equal(braille_cells(with), braille_cells(without));
+        assert_non_null(strstr(with, "bf16"));   /* labels still placed where there is room */
+        free(with);
+        free(without);
+        qs_fig_free(f);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -931,6 +965,7 @@ int main(void)
         cmocka_unit_test(test_stored_yscale),
         cmocka_unit_test(test_many_series_distinct),
         cmocka_unit_test(test_long_multibyte_titles),
+        cmocka_unit_test(test_term_point_labels_off_lines),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     qs_plot_cairo_release();
