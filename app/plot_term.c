@@ -351,7 +351,9 @@ int qs_term_mode_parse(const char *s, qs_term_mode *m)
     return 0;
 }
 
-int qs_plot_term(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e)
+/* Render f into out; with out NULL only count the point labels left without room (*dropped).
+** note_row: keep a line for the note even when the figure has none (for those labels' names). */
+static int tt_render(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e, int note_row, int *dropped)
 {
     tcanvas t;
     memset(&t, 0, sizeof t);
@@ -381,7 +383,10 @@ int qs_plot_term(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e)
     m.legend_sample = 3;
     m.cells = 1;
     qs_layout L;
+    int blank_note = note_row && !f->note[0];
+    if (blank_note) snprintf(f->note, sizeof f->note, " ");
     qs_plot_layout(f, t.W, t.H, &m, &L);
+    if (blank_note) f->note[0] = 0;
     /* snap the data area to whole cells and re-lay the axes on it */
     t.px = (int)ceil(L.plot.x - 1e-9);
     t.py = (int)ceil(L.plot.y - 1e-9);
@@ -553,6 +558,8 @@ int qs_plot_term(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e)
     }
 
     /* annotations */
+    char unlabelled[160] = "";   /* point labels without a free place, named in the note */
+    size_t nul = 0;
     for (size_t i = 0; i < f->nannots; i++) {
         const qs_annot *a = &f->annots[i];
         double x, y;
@@ -568,18 +575,27 @@ int qs_plot_term(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e)
             char lab[256];
             tt_label(&t, a->text, lab, sizeof lab);
             int w = u8len(lab), px0 = (int)floor(x), py0 = cy, found = 0;
-            const int cand[10][2] = {{1, 0}, {-w - 1, 0}, {1, -1}, {1, 1}, {-w, -1}, {-w, 1},
-                                     {2, 0}, {-w - 2, 0}, {0, -2}, {0, 2}};
-            for (int k = 0; k < 10 && !found; k++) {
+            const int cand[8][2] = {{1, 0}, {-w - 1, 0}, {1, -1}, {1, 1}, {-w, -1}, {-w, 1}, {2, 0}, {-w - 2, 0}};
+            for (int k = 0; k < 8 && !found; k++) {
                 int x0 = px0 + cand[k][0], y0 = py0 + cand[k][1], clash = 0;
                 if (y0 < t.py || y0 >= t.py + t.ph || x0 < t.px || x0 + w > t.px + t.pw) continue;
+                if (k >= 6) {   /* one cell off: only across a line, never across another marker */
+                    tcell *g = tc_at(&t, px0 + (k == 6 ? 1 : -1), y0);
+                    if (g && g->g[0]) continue;
+                }
                 for (int q = -1; q <= w && !clash; q++) {
                     tcell *c = tc_at(&t, x0 + q, y0);
                     clash = c && (q >= 0 && q < w ? c->g[0] || c->data : c->g[0] && c->fg == TT_NONE);
                 }
                 if (!clash) { cx = x0; cy = y0; found = 1; }
             }
-            if (!found) continue;
+            if (!found) {
+                if (dropped) ++*dropped;
+                if (nul + w + 8 < sizeof unlabelled)
+                    nul += (size_t)snprintf(unlabelled + nul, sizeof unlabelled - nul, "%s%s", nul ? ", " : "", lab);
+                else if (nul + 5 < sizeof unlabelled && strcmp(unlabelled + nul - 3, "...")) nul += (size_t)snprintf(unlabelled + nul, sizeof unlabelled - nul, ", ...");
+                continue;
+            }
         }
         if (cx < 0) cx = 0;
         tt_put(&t, cx, cy, a->text, a->color == -2 ? TT_NONE : a->color, 0, 1);
@@ -595,11 +611,24 @@ int qs_plot_term(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e)
     if (L.leg_total > L.nleg && nl < sizeof note)
         nl += (size_t)snprintf(note + nl, sizeof note - nl, "%slegend: the first %d of %d series", nl ? "; " : "", L.nleg,
                                L.leg_total);
+    if (unlabelled[0] && nl < sizeof note)
+        nl += (size_t)snprintf(note + nl, sizeof note - nl, "%sno room for the labels of %s", nl ? "; " : "", unlabelled);
     if (f->skipped_y && nl < sizeof note)
         snprintf(note + nl, sizeof note - nl, "%s%llu points with y <= 0 not shown", nl ? "; " : "",
                  (unsigned long long)f->skipped_y);
-    if (note[0] && L.note_y > 0) tt_put(&t, 0, (int)floor(L.note_y), note, QS_COLOR_GREY, 0, 0);
+    if (note[0] && L.note_y > 0) {
+        if (u8len(note) > t.W && t.W > 4) {   /* a cut note ends in "..." rather than mid-word, silently */
+            int k = 0, keep = t.W - 3;
+            char *p = note;
+            for (; *p && k < keep; p++) if ((*(unsigned char *)p & 0xC0) != 0x80 && ++k > keep) break;
+            while ((*(unsigned char *)p & 0xC0) == 0x80) p++;
+            snprintf(p, sizeof note - (size_t)(p - note), "...");
+        }
+        tt_put(&t, 0, (int)floor(L.note_y), note, QS_COLOR_GREY, 0, 0);
+    }
     if (f->empty) tt_put_aligned(&t, t.px + t.pw / 2.0, t.py + t.ph / 2, "no data", TT_NONE, 0, 1);
+
+    if (!out) { free(lastrow); free(t.c); return 0; }
 
     /* emit */
     static const char *const ascii_ramp = " .:'";
@@ -650,4 +679,13 @@ int qs_plot_term(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e)
     free(t.c);
     if (ferror(out)) return qs_fail(e, "write error on the terminal output");
     return 0;
+}
+
+int qs_plot_term(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e)
+{
+    /* a point label without room is named in the note: make sure there is a line for it */
+    int dropped = 0, labels = 0;
+    for (size_t i = 0; i < f->nannots; i++) labels |= f->annots[i].point;
+    if (labels && !f->note[0] && tt_render(f, o, NULL, e, 0, &dropped)) return -1;
+    return tt_render(f, o, out, e, dropped > 0, NULL);
 }

@@ -925,17 +925,29 @@ static void test_term_point_labels_off_lines(void **st)
                               {"hif8", "hifloat", 8, 5.235}, {"mxfp8_e4m3", "mx", 8.25, 5.091}, {"mxfp6_e2m3", "mx", 6.25, 5.140},
                               {"mxfp4", "mx", 4.25, 3.122}, {"nvfp4", "nvfp4", 4.5, 3.395}, {"hif4", "hifloat", 4.5, 3.592},
                               {"m2xfp4", "m2xfp", 4.5, 3.420}, {"int8:row", "int", 8, 6.486}, {"int4:b32", "int", 5, 3.366}};
-    const int size[][2] = {{120, 26}, {80, 12}, {100, 20}};
-    for (int k = 0; k < 3; k++) {
+    int size[40][2] = {{120, 26}, {80, 12}};
+    for (int k = 2; k < 40; k++) { size[k][0] = 60 + 8 * (k % 8); size[k][1] = 12 + 3 * (k / 8); }
+    for (int k = 0; k < 40; k++) {
         qs_figure *f = qs_plot_pareto("pareto", p, 12);
         assert_non_null(f);
+        snprintf(f->note, sizeof f->note, "note");   /* the same layout with and without labels */
         char *with = term(f, QS_TERM_BRAILLE, 0, size[k][0], size[k][1]);
         size_t na = f->nannots;
         f->nannots = 0;
         char *without = term(f, QS_TERM_BRAILLE, 0, size[k][0], size[k][1]);
         f->nannots = na;
         assert_int_equal(braille_cells(with), braille_cells(without));
+        free(with);
+        f->note[0] = 0;
+        with = term(f, QS_TERM_BRAILLE, 0, size[k][0], size[k][1]);
         assert_non_null(strstr(with, "bf16"));   /* labels still placed where there is room */
+        if (k == 0)   /* a label without room is named in the note, never dropped silently */
+            for (int i = 0; i < 12; i++) assert_non_null(strstr(with, p[i].name));
+        int w = 0;   /* a long note is cut with "...", within the width */
+        for (const unsigned char *c = (const unsigned char *)with; *c; c++) {
+            if (*c == '\n') { assert_true(w <= size[k][0]); w = 0; }
+            else if ((*c & 0xC0) != 0x80) w++;
+        }
         free(with);
         free(without);
         qs_fig_free(f);
