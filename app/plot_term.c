@@ -24,6 +24,7 @@ typedef struct tcell {
     unsigned char data, ref;   /* dot bits (braille: 8, block: 2, ascii: 1) */
     short owner;        /* palette colour of the last data dot */
     char dglyph;        /* ASCII mode: glyph of the last data dot */
+    short sidx;         /* 1 + index of the series whose glyph g is (0: none) */
 } tcell;
 
 typedef struct tcanvas {
@@ -33,6 +34,7 @@ typedef struct tcanvas {
     int utf8;
     int dx, dy;         /* dots per cell */
     int px, py, pw, ph; /* data area in cells */
+    int *tried;         /* per series: how many of its glyphs were meant for the data area */
 } tcanvas;
 
 static tcell *tc_at(tcanvas *t, int x, int y)
@@ -229,10 +231,12 @@ static void tt_gly(const qs_figure *f, const qs_series *s, int utf8, char out[8]
 static void tt_glyph_at(tcanvas *t, const qs_figure *f, int cx, int cy, const qs_series *s, int force)
 {
     if (cx < t->px || cy < t->py || cx >= t->px + t->pw || cy >= t->py + t->ph) return;
+    if (t->tried) t->tried[s - f->series]++;
     tcell *c = tc_at(t, cx, cy);
     if (!c || (c->g[0] && !force)) return;
     tt_gly(f, s, t->utf8, c->g);
     c->fg = (short)s->color;
+    c->sidx = (short)(1 + (s - f->series));
 }
 
 
@@ -395,7 +399,8 @@ static int tt_render(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e, 
     if (t.pw < 4 || t.ph < 2) { free(t.c); return qs_fail(e, "terminal too small for this plot"); }
     L.plot = (qs_rect){t.px, t.py, t.pw, t.ph};
     lastrow = malloc((size_t)t.pw * sizeof *lastrow);
-    if (!lastrow) { free(t.c); return qs_fail(e, "out of memory"); }
+    int *glyph_tried = t.tried = calloc(f->nseries ? f->nseries : 1, sizeof *glyph_tried);
+    if (!lastrow || !glyph_tried) { free(lastrow); free(glyph_tried); free(t.c); return qs_fail(e, "out of memory"); }
 
     /* heatmap: one sample per cell */
     if (f->heat && f->heat->rows && f->heat->cols) {
@@ -492,6 +497,32 @@ static int tt_render(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e, 
             }
             di++;
         }
+
+    /* a series most of whose glyphs could not be drawn (others cover its points at this size) is
+    ** named in the note, so that no series disappears without a word */
+    char hidden[200] = "";
+    int nhidden = 0;
+    {
+        size_t ns = f->nseries;
+        int *vis = calloc(ns ? ns : 1, sizeof *vis);
+        if (vis) {
+            for (size_t i = 0; i < (size_t)t.W * (size_t)t.H; i++)
+                if (t.c[i].sidx > 0 && (size_t)t.c[i].sidx <= ns) vis[t.c[i].sidx - 1]++;
+            char first[160] = "";
+            size_t hl = 0;
+            for (size_t i = 0; i < ns; i++) {
+                const qs_series *s = &f->series[i];
+                if (s->kind == QS_SER_HLINE || s->kind == QS_SER_VLINE || 2 * vis[i] >= glyph_tried[i]) continue;
+                char gs[8];
+                tt_gly(f, s, t.utf8, gs);
+                if (!nhidden++) snprintf(first, sizeof first, "%s %s", gs, s->name);
+                if (hl + 12 < sizeof hidden) hl += (size_t)snprintf(hidden + hl, sizeof hidden - hl, "%s%s", hl ? ", " : "", gs);
+            }
+            if (nhidden == 1) snprintf(hidden, sizeof hidden, "%s", first);
+            free(vis);
+        }
+    }
+    if (dropped) *dropped += nhidden;
 
     /* axes */
     const char *V = t.utf8 ? "│" : "|", *Hh = t.utf8 ? "─" : "-", *corner = t.utf8 ? "└" : "+";
@@ -611,6 +642,9 @@ static int tt_render(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e, 
     if (L.leg_total > L.nleg && nl < sizeof note)
         nl += (size_t)snprintf(note + nl, sizeof note - nl, "%slegend: the first %d of %d series", nl ? "; " : "", L.nleg,
                                L.leg_total);
+    if (hidden[0] && nl < sizeof note)
+        nl += (size_t)snprintf(note + nl, sizeof note - nl, "%s%s mostly hidden by other series (same cells at this size)", nl ? "; " : "",
+                               hidden);
     if (unlabelled[0] && nl < sizeof note)
         nl += (size_t)snprintf(note + nl, sizeof note - nl, "%sno room for the labels of %s", nl ? "; " : "", unlabelled);
     if (f->skipped_y && nl < sizeof note)
@@ -628,7 +662,7 @@ static int tt_render(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e, 
     }
     if (f->empty) tt_put_aligned(&t, t.px + t.pw / 2.0, t.py + t.ph / 2, "no data", TT_NONE, 0, 1);
 
-    if (!out) { free(lastrow); free(t.c); return 0; }
+    if (!out) { free(lastrow); free(glyph_tried); free(t.c); return 0; }
 
     /* emit */
     static const char *const ascii_ramp = " .:'";
@@ -676,6 +710,7 @@ static int tt_render(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e, 
         fputc('\n', out);
     }
     free(lastrow);
+    free(glyph_tried);
     free(t.c);
     if (ferror(out)) return qs_fail(e, "write error on the terminal output");
     return 0;
@@ -683,8 +718,9 @@ static int tt_render(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e, 
 
 int qs_plot_term(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e)
 {
-    /* a point label without room is named in the note: make sure there is a line for it */
-    int dropped = 0, labels = 0;
+    /* a point label without room and a series hidden under others are named in the note: make
+    ** sure there is a line for it */
+    int dropped = 0, labels = f->nseries > 1;
     for (size_t i = 0; i < f->nannots; i++) labels |= f->annots[i].point;
     if (labels && !f->note[0] && tt_render(f, o, NULL, e, 0, &dropped)) return -1;
     return tt_render(f, o, out, e, dropped > 0, NULL);
