@@ -284,5 +284,8 @@ qs_figure *qs_plot_attn(const char *title, const char *ytitle, const qs_line_dat
 ** stored non-empty "title", else title, else (NULL) the kind's default.  NULL with *e set when the
 ** text is not in that form ("stored KIND data is not in ...") or memory ran out. */
 qs_figure *qs_plot_lines_json(const char *kind, const char *text, const char *title, qs_err *e);
+/* What keeps a stored JSON text out of that layout, in a few words ("not JSON", "no \"series\"
+** list", "\"series\" is not a list", "\"series\" is empty"); NULL when it is in it. */
+const char *qs_plot_lines_json_problem(const char *text);
 
 #endif

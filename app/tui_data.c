@@ -627,8 +627,9 @@ qs_figure *tui_kres_figure(tui *T, int64_t id, qs_err *e)
     sqlite3_finalize(st);
     if (!text) { qs_fail(e, "out of memory"); return NULL; }
     qs_figure *fig = qs_plot_lines_json(kind, text, title, e);
-    if (!fig && strcmp(e->msg, "out of memory"))   /* name the result */
-        qs_fail(e, "stored %s result %lld is not in the documented layout (docs/plots.md)", kind, (long long)id);
+    const char *why = fig ? NULL : qs_plot_lines_json_problem(text);
+    if (why)   /* name the result and what is wrong with it */
+        qs_fail(e, "stored %s result %lld is not in the documented layout (docs/plots.md): %s", kind, (long long)id, why);
     json_t *j = fig ? json_loads(text, 0, NULL) : NULL;
     const char *xl = json_string_value(json_object_get(j, "xlabel"));
     if (xl) snprintf(fig->x.title, sizeof fig->x.title, "%s", xl);
