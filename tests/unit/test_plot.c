@@ -977,6 +977,28 @@ static void test_term_hidden_series_named(void **st)
     qs_fig_free(f);
 }
 
+/* a line plot whose x are all whole numbers (ResQ variants 0..4, layers, steps) has no ticks
+** between them ("variant 0.5" is a label for nothing); fractional x keep their ticks */
+static void test_whole_x_integer_ticks(void **st)
+{
+    (void)st;
+    const double x[] = {0, 1, 2, 3, 4}, y[] = {0.17, 0.126, 0.126, 0.126, 0.126}, xf[] = {0, 0.5, 1, 1.5, 2};
+    for (int k = 0; k < 2; k++) {
+        qs_line_data d = {"mxfp4", 5, k ? xf : x, y};
+        qs_figure *f = qs_plot_lines("resq", "variant", QS_AX_LINEAR, "error", QS_AX_LINEAR, &d, 1);
+        assert_non_null(f);
+        qs_plot_resolve(f);
+        qs_layout L;
+        qs_measure m = px_measure();
+        qs_plot_layout(f, 1000, 600, &m, &L);
+        int frac = 0;
+        for (int i = 0; i < L.xt.n; i++) frac += L.xt.t[i].v != floor(L.xt.t[i].v);
+        if (k == 0) { assert_int_equal(frac, 0); assert_true(L.xt.n >= 5); }
+        else assert_true(frac > 0);
+        qs_fig_free(f);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1002,6 +1024,7 @@ int main(void)
         cmocka_unit_test(test_long_multibyte_titles),
         cmocka_unit_test(test_term_point_labels_off_lines),
         cmocka_unit_test(test_term_hidden_series_named),
+        cmocka_unit_test(test_whole_x_integer_ticks),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     qs_plot_cairo_release();
