@@ -64,6 +64,8 @@ qs_figure *qs_plot_lines_json(const char *kind, const char *text, const char *ti
         snprintf(t, sizeof t, "%s", !strcmp(kind, "resq") ? "Rollout-ResQ: layer error by correction" : kind);
         fig = qs_plot_lines(title ? title : t, xl ? xl : "", QS_AX_LINEAR, yl ? yl : "", QS_AX_LINEAR, ld, ns);
     }
+    /* the stored x-axis title wins over the builder's default (one name in every reader) */
+    if (fig && xl && *xl) snprintf(fig->x.title, sizeof fig->x.title, "%s", xl);
     /* a stored "yscale" wins; a reward is read on a linear axis whatever its range */
     const char *ys = json_string_value(json_object_get(j, "yscale"));
     if (fig && ys) {

@@ -999,6 +999,22 @@ static void test_whole_x_integer_ticks(void **st)
     }
 }
 
+/* the stored x-axis title is the one every reader shows (report, `plot attn`, workbench): the attn
+** figure said "tokens" in the report and "keys" in the workbench */
+static void test_lines_json_stored_xlabel(void **st)
+{
+    (void)st;
+    const char *kinds[] = {"attn", "msd", "trajectory", "resq"};
+    for (int k = 0; k < 4; k++) {
+        qs_err e = {{0}};
+        qs_figure *f = qs_plot_lines_json(kinds[k], "{\"xlabel\": \"sequence length (keys)\", \"ylabel\": \"err\","
+                                          " \"series\": [{\"name\": \"a\", \"x\": [256, 512], \"y\": [0.1, 0.2]}]}", NULL, &e);
+        assert_non_null(f);
+        assert_string_equal(f->x.title, "sequence length (keys)");
+        qs_fig_free(f);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1025,6 +1041,7 @@ int main(void)
         cmocka_unit_test(test_term_point_labels_off_lines),
         cmocka_unit_test(test_term_hidden_series_named),
         cmocka_unit_test(test_whole_x_integer_ticks),
+        cmocka_unit_test(test_lines_json_stored_xlabel),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     qs_plot_cairo_release();
