@@ -373,7 +373,11 @@ int qs_report_kernels(qs_cli *cli, qs_db *db, const char *dir, int plots, json_t
                 jfmt(a[1], 48, json_object_get(r, "bits_rms"), "%.2f");
                 json_t *b = json_object_get(r, "bits_bound");
                 jfmt(a[2], 48, b ? b : json_object_get(r, "bits_block_bound"), "%.2f");
-                json_array_append_new(rows, json_pack("[s,s,s,s,s]", jstr(r, "scheme"), jstr(r, "data"), a[0], a[1], a[2]));
+                /* rows of one scheme that differ by their scale rule (MXFP8 no-clip vs floor) say it */
+                char scheme[96];
+                const char *rule = json_string_value(json_object_get(r, "scale_rule"));
+                snprintf(scheme, sizeof scheme, rule ? "%s, scale %s" : "%s", jstr(r, "scheme"), rule);
+                json_array_append_new(rows, json_pack("[s,s,s,s,s]", scheme, jstr(r, "data"), a[0], a[1], a[2]));
                 json_array_append_new(notes, json_null());
             }
         } else if (k == 1) {

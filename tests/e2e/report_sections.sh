@@ -25,6 +25,9 @@ check "kernel sections with their plots" \
    grep -q '^## Kernel experiments: Rollout-ResQ' $T/r1/report.md && [ -s $T/r1/kernel_msd.png ] && [ -s $T/r1/kernel_attn.png ] && [ -s $T/r1/kernel_resq.png ]"
 check "MSD table: 15.98 max-error bits for two INT8 passes on Gaussian data" \
   "grep -q '^| int8 | gaussian | 2 | [0-9.]* | 15.98 |' $T/r1/report.md"
+check "MSD table: the two single-pass MXFP8 rows say their scale rule (they read alike)" \
+  "[ \$(grep -c '^| mxfp8_e4m3, scale [a-z]' $T/r1/report.md) -eq \$(grep -c '^| mxfp8_e4m3' $T/r1/report.md) ] && \
+   [ \$(grep '^| mxfp8_e4m3' $T/r1/report.md | cut -d'|' -f2-4 | sort | uniq -d | wc -l) -eq 0 ] && grep -q '^| mxfp8_e4m3' $T/r1/report.md"
 check "the markdown tables escape pipes in headers" "grep -q '\\\\|δ\\\\|' $T/r1/report.md"
 ok "HTML report embeds every plot" bash -c "$QS report -o $T/r2 --format html --formats mxfp4 --claims none >/dev/null && \
   [ \$(grep -o 'data:image/png;base64,' $T/r2/report.html | wc -l) -eq \$(ls $T/r2/*.png | wc -l) ]"
