@@ -16,6 +16,8 @@ ok "msd, attn and resq store kernel results" bash -c "$QS msd >/dev/null && $QS 
 ok "report with them" $QS report -o "$T/r1" --formats mxfp4 --claims none
 check "RL section: a row per run, the k3 plot" \
   "grep -q '^## RL runs' $T/r1/report.md && grep -q '^| sim/grpo/mxfp4/none/seed0 ' $T/r1/report.md && [ -s $T/r1/rl_k3.png ]"
+check "RL table: the logged steps with their range (the plot's x axis), as \`qscope runs\` says" \
+  "grep '^| sim/grpo/mxfp4/none/seed0 ' $T/r1/report.md | grep -Eq '\| [0-9]+ / 4 \(0\.\.29\) \|' && grep -q 'tokens / steps (range)' $T/r1/report.md"
 check "the k3 figure says which runs it draws: exact rollouts (k3 = 0) cannot be drawn on its log axis" \
   "grep -qF '![Rollout-trainer mismatch per step (KL estimator k3): 1 of 2 runs](rl_k3.png)' $T/r1/report.md"
 check "mismatch is zero for exact rollouts and not for MXFP4" \
