@@ -57,6 +57,7 @@ typedef struct tui_fmt {          /* one chosen format entry (with its options) 
 
 typedef struct tui_metrics {      /* a stored "metrics" result, or have = 0 */
     int have;
+    int no_blocks;                /* a block format stored without its per-block data (by `report`) */
     double bits, eff_bits, sqnr, max_rel, under, clip, rmse, nonfinite;
     char src[32];                 /* main error source, short (analysis/err_source.h) */
 } tui_metrics;

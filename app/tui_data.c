@@ -218,6 +218,12 @@ void tui_load_metrics(tui *T)
         if (!j) continue;
         tui_metrics *m = &T->met[i];
         m->have = 1;
+        if (T->fmts[i].a.f->block != 1) {   /* the Blocks view needs them: the background job adds them */
+            char *bd = NULL;
+            int64_t bid;
+            m->no_blocks = qs_result_get(T->db, t->hash, "blocks", T->fmts[i].a.f->name, T->fmts[i].opts, &bd, &bid, &e) || !bd;
+            free(bd);
+        }
         m->bits = jnum(j, "bits_per_elem");
         m->eff_bits = jnum(j, "eff_bits_energy");
         m->sqnr = jnum(j, "sqnr_db");

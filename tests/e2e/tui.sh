@@ -343,6 +343,17 @@ wait_for "analyzed exact" || echo "# analysis did not finish"
 check "the Pareto plot under the Formats table says bf16 is exact and not drawn" 'wait_for "not shown: exact on this data: bf16"'
 keys Q
 
+# ---- metrics stored without per-block data (`report` or `analyze` first, as a new user may): the
+# workbench still computes the blocks, so Enter -> Enter from a tensor lands on a Blocks map
+QSCOPE_DB="$T/noblk.db" "$QS" gen gaussian --shape 256x256 --seed 1 --name g >/dev/null 2>&1
+QSCOPE_DB="$T/noblk.db" "$QS" report -o "$T/noblk" --claims none >/dev/null 2>&1
+QSCOPE_DB="$T/noblk.db" start NO_COLOR=1
+keys Enter
+wait_for "analyzed g" || echo "# analysis did not finish"
+keys Enter
+check "Enter -> Enter after a report: the Blocks view has blocks, not 'No per-block results'" 'wait_for "blocks of [0-9]+ \(along rows\)"'
+keys Q
+
 # ---- an empty database: clear messages; not a terminal: an error
 export QSCOPE_DB="$T/empty.db"
 start NO_COLOR=1
