@@ -614,12 +614,16 @@ void tui_choose_formats(tui *T)
             if (i >= (int)nf) continue;
             const qs_format *f = qs_format_at((size_t)i);
             if (i == cur) wattron(w, A_REVERSE);
-            mvwprintw(w, 1 + r, 2, "[%c] %-12s %.*s", on[i] ? 'x' : ' ', f->name, getmaxx(w) - 22, f->summary);
+            int sw = getmaxx(w) - 21, sl = (int)strlen(f->summary);   /* a cut summary ends in "..." */
+            mvwprintw(w, 1 + r, 2, "[%c] %-12s %.*s%s", on[i] ? 'x' : ' ', f->name, sl > sw ? sw - 3 : sw, f->summary,
+                      sl > sw ? "..." : "");
             if (i == cur) wattroff(w, A_REVERSE);
         }
         int cnt = 0;
         for (size_t i = 0; i < nf; i++) cnt += on[i];
         mvwprintw(w, wh - 2, 2, "%d chosen (at most %d)   a: all  c: clear ", cnt, TUI_MAX_FMTS);
+        if ((int)nf > rows)   /* more formats than rows: say so, and where the list is */
+            wprintw(w, "  %d-%d of %zu, j/k scrolls", top + 1, top + rows, nf);
         wrefresh(w);
         int ch = wgetch(w);
         if (ch == 27 || ch == 'q' || tui_interrupted()) break;

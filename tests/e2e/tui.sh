@@ -255,6 +255,11 @@ wait_for "bf16-vs-fp8"
 golden rl-80x24
 keys 6
 golden kernels-80x24
+keys 2 f
+wait_for "formats to compare"
+check "the format chooser at 80x24 says it has more formats than rows" 'screen | grep -Eq "1-[0-9]+ of [0-9]+, j/k scrolls"'
+check "... and cut descriptions end in '...'" 'screen | grep -Eq "fp8_e4m3 +OCP FP8 E4M3FN: .*\\.\\.\\. *│"'
+keys Escape
 keys '?'
 golden help-80x24
 check "the hint bar of every 80-column screen fits whole: it still ends in its help key" \
