@@ -59,6 +59,10 @@ if command -v script >/dev/null; then
   check "NO_COLOR disables colour on a terminal" "NO_COLOR=1 script -qc '$QS ls' /dev/null | grep -vq \$'\\033\\['"
 fi
 
+# ls: a name longer than the NAME column widens it, so SHAPE stays under its header in every row
+$QS gen gaussian --shape 4x8 --name minilm-sample:encoder.layer.0.attention.self.query.weight >/dev/null 2>&1
+check "ls keeps its columns aligned past long names" "$QS ls | awk 'NR == 1 { c = index(\$0, \"SHAPE\") } NR > 1 { if (substr(\$0, c - 1, 1) != \" \" || substr(\$0, c, 1) == \" \") bad = 1 } END { exit bad }'"
+
 # --json on listing commands parses
 for c in "ls" "info" "show c1" "check"; do
   ok "$c --json is valid JSON" bash -c "$QS $c --json | python3 -c 'import json,sys; json.load(sys.stdin)'"
