@@ -12,14 +12,6 @@
 #include "../store/json_out.h"
 #include "../store/tensor.h"
 
-/* characters (not bytes) of a UTF-8 string: the columns a name takes */
-static int u8width(const char *s)
-{
-    int n = 0;
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) n += (*p & 0xC0) != 0x80;
-    return n;
-}
-
 static json_t *shape_array(const char *shape_json)
 {
     json_t *a = json_loads(shape_json ? shape_json : "[]", 0, NULL);
@@ -73,7 +65,7 @@ int qs_cmd_ls(qs_cli *cli, int argc, char **argv)
     int n = 0, rc, nw = 44;
     /* the NAME column as wide as the longest (escaped) name shown, so the columns stay aligned */
     while (!json && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        int w = u8width(qs_esc((const char *)sqlite3_column_text(st, 0)));
+        int w = qs_text_cols(qs_esc((const char *)sqlite3_column_text(st, 0)));
         if (w > nw) nw = w;
     }
     sqlite3_reset(st);
@@ -124,7 +116,7 @@ int qs_cmd_ls(qs_cli *cli, int argc, char **argv)
         qs_fmt_num(sqlite3_column_type(st, 7) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 7), 4, ku, sizeof ku);
         snprintf(of, sizeof of, "%.3g%%", 100.0 * sqlite3_column_double(st, 8));
         const char *en = qs_esc(name);
-        printf("%s%*s %-14s %-10s %10s %5s %11s %9s %9s%s%s%s\n", en, nw - u8width(en), "", shs, (const char *)sqlite3_column_text(st, 1),
+        printf("%s%*s %-14s %-10s %10s %5s %11s %9s %9s%s%s%s\n", en, nw - qs_text_cols(en), "", shs, (const char *)sqlite3_column_text(st, 1),
                sz, stor, am, ku, of, is_stale ? qs_c_warn(cli) : "", is_stale ? "  STALE" : "", is_stale ? qs_c_off(cli) : "");
     }
     sqlite3_finalize(st);
