@@ -294,8 +294,8 @@ qs_figure *qs_plot_block_heatmap(const char *title, const float *v, uint64_t row
     qs_axis_set(&f->y, QS_AX_LINEAR, ytitle ? ytitle : "row");
     f->y.invert = 1;
     if (R < rows || C < cols)
-        snprintf(f->note, sizeof f->note, "%llu x %llu blocks averaged into %zu x %zu cells", (unsigned long long)rows,
-                 (unsigned long long)cols, R, C);
+        snprintf(f->note, sizeof f->note, "%llu x %llu blocks: each cell shows the mean of the blocks it covers",
+                 (unsigned long long)rows, (unsigned long long)cols);   /* whatever the renderer's cell count */
     return f;
 }
 

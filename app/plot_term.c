@@ -417,7 +417,21 @@ static int tt_render(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e, 
                                                                                    qs_axis_fwd(&f->y, f->y.vlo)));
                 double fc = (vx - h->x0) / (h->x1 - h->x0) * (double)h->cols, fr = (vy - h->y0) / (h->y1 - h->y0) * (double)h->rows;
                 if (!(fc >= 0 && fr >= 0 && fc < (double)h->cols && fr < (double)h->rows)) continue;
-                double v = h->v[(size_t)fr * h->cols + (size_t)fc];
+                /* the mean of every heatmap cell this character covers (not one sample of them:
+                ** a bad row of blocks between two samples would not show) */
+                double span_c = (double)h->cols / t.pw * (f->x.vhi - f->x.vlo) / (h->x1 - h->x0);
+                double span_r = (double)h->rows / t.ph * (f->y.vhi - f->y.vlo) / (h->y1 - h->y0);
+                size_t c0 = (size_t)fmax(0, floor(fc - span_c / 2 + 0.5)), r0 = (size_t)fmax(0, floor(fr - span_r / 2 + 0.5));
+                size_t c1 = (size_t)fmax((double)c0 + 1, floor(fc + span_c / 2 + 0.5)), r1 = (size_t)fmax((double)r0 + 1, floor(fr + span_r / 2 + 0.5));
+                if (c1 > h->cols) c1 = h->cols;
+                if (r1 > h->rows) r1 = h->rows;
+                double v = 0, nv = 0;
+                for (size_t rr = r0; rr < r1; rr++)
+                    for (size_t cc = c0; cc < c1; cc++) {
+                        double hv = h->v[rr * h->cols + cc];
+                        if (isfinite(hv)) { v += hv; nv++; }
+                    }
+                v = nv > 0 ? v / nv : NAN;
                 double tv = qs_heat_t(h, v);
                 tcell *c = tc_at(&t, t.px + cx, t.py + cy);
                 if (!isfinite(tv)) continue;

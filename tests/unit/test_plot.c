@@ -1015,6 +1015,40 @@ static void test_lines_json_stored_xlabel(void **st)
     }
 }
 
+/* a block heatmap with more rows than the terminal has: each character cell is the mean of the
+** blocks it covers, so one bad row of blocks is never skipped by sampling (issue 16: 1024 block
+** rows shown in 22 lines read one of every 47) */
+static void test_term_heatmap_covers_every_row(void **st)
+{
+    (void)st;
+    enum { R = 1024, C = 32 };
+    float *v = malloc(R * C * sizeof *v);
+    assert_non_null(v);
+    for (int bad = 0; bad < 40; bad += 3) {
+        for (int i = 0; i < R * C; i++) v[i] = 1;
+        for (int c = 0; c < C; c++) v[(size_t)(500 + bad) * C + c] = 1e6f;   /* one row of bad blocks */
+        qs_figure *f = qs_plot_block_heatmap("h", v, R, C, 1, "block RMSE", "block", "row", 400);
+        assert_non_null(f);
+        char *b = term(f, QS_TERM_BRAILLE, 0, 80, 24);
+        int dark = 0;   /* data cells darker than the background (not the colour bar): the bad row */
+        for (char *line = strtok(b, "\n"); line; line = strtok(NULL, "\n")) {
+            char *p = strstr(line, "┤");
+            if (!p) p = strstr(line, "│");
+            if (!p) continue;
+            p += strlen("│");
+            char *end = strchr(p, ' ');
+            if (end) *end = 0;
+            for (const char *q = p; (q = strstr(q, "▒")) != NULL; q++) dark++;
+            for (const char *q = p; (q = strstr(q, "▓")) != NULL; q++) dark++;
+            for (const char *q = p; (q = strstr(q, "█")) != NULL; q++) dark++;
+        }
+        assert_true(dark >= C / 2);
+        free(b);
+        qs_fig_free(f);
+    }
+    free(v);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1042,6 +1076,7 @@ int main(void)
         cmocka_unit_test(test_term_hidden_series_named),
         cmocka_unit_test(test_whole_x_integer_ticks),
         cmocka_unit_test(test_lines_json_stored_xlabel),
+        cmocka_unit_test(test_term_heatmap_covers_every_row),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     qs_plot_cairo_release();
