@@ -484,8 +484,16 @@ void tui_draw_kernels(tui *T, int y0, int h)
     char line[600];
     head_on(T);
     fill_line(T, y0);
-    int ww = T->W - 40 > 20 ? T->W - 40 : 20;
-    snprintf(line, sizeof line, " %-8s %-6s %-*s %-20s", "RESULT", "KIND", ww, "WHAT", "CREATED");
+    /* WHAT as wide as its longest entry: on a narrow screen the KIND column goes first (WHAT starts
+    ** with the kind), then CREATED loses its year and seconds; only then is WHAT cut, with "..." */
+    int need = 4;
+    for (int i = 0; i < n; i++)
+        if ((int)strlen(T->kres[idx[i]].what) > need) need = (int)strlen(T->kres[idx[i]].what);
+    int showkind = T->W - 1 - 9 - 7 - 21 >= need, cw = T->W - 1 - 9 - (showkind ? 7 : 0) - 21 >= need ? 20 : 11;
+    int ww = T->W - 1 - 9 - (showkind ? 7 : 0) - (cw + 1);
+    if (ww < 20) ww = 20;
+    if (ww > need && showkind) ww = T->W - 40 > need ? T->W - 40 : need;
+    snprintf(line, sizeof line, " %-8s %s%-*s %-*s", "RESULT", showkind ? "KIND   " : "", ww, "WHAT", cw, "CREATED");
     tui_addstr_clip(y0, 0, line, T->W);
     head_off(T);
     int rows = list_h - 1;
@@ -495,7 +503,14 @@ void tui_draw_kernels(tui *T, int y0, int h)
     T->click_n = n;
     for (int r = 0; r < rows && T->lk.top + r < n; r++) {
         tui_kres *K = &T->kres[idx[T->lk.top + r]];
-        snprintf(line, sizeof line, " %-8lld %-6s %-*.*s %-20.20s", (long long)K->id, K->kind, ww, ww, K->what, K->created);
+        char what[300], when[24];
+        if ((int)strlen(K->what) > ww) snprintf(what, sizeof what, "%.*s...", ww - 3, K->what);
+        else snprintf(what, sizeof what, "%s", K->what);
+        /* 2026-12-01T16:14:56Z, or 12-01 16:14 when short */
+        if (cw < 20 && strlen(K->created) >= 16) snprintf(when, sizeof when, "%.5s %.5s", K->created + 5, K->created + 11);
+        else snprintf(when, sizeof when, "%.20s", K->created);
+        snprintf(line, sizeof line, " %-8lld %-*s%s%-*s %s", (long long)K->id, showkind ? 7 : 0, showkind ? K->kind : "", "", ww, what,
+                 when);
         if (T->lk.top + r == T->lk.cur) { sel_on(T); fill_line(T, y0 + 1 + r); }
         tui_addstr_clip(y0 + 1 + r, 0, line, T->W);
         if (T->lk.top + r == T->lk.cur) { mvaddch(y0 + 1 + r, 0, '>'); sel_off(T); }

@@ -52,7 +52,8 @@ start() {  # start [ENV...] : the workbench in a fresh tmux session of COLS x RO
     "cd '$T' && env $* LANG=C.UTF-8 LC_ALL=C.UTF-8 QSCOPE_DB='$QSCOPE_DB' QSCOPE_EXPORT_DIR='$T' '$QS' tui; echo \$? > '$T/exit'; sleep 600"
   wait_for "Tensors"
 }
-screen() { TM capture-pane -p -t w | sed -e "s|$T|<tmp>|g" -e 's/20[0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9:]*Z/<time>/g'; }
+screen() { TM capture-pane -p -t w | sed -e "s|$T|<tmp>|g" -e 's/20[0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9:]*Z/<time>/g' \
+  -e 's/[01][0-9]-[0-3][0-9] [0-2][0-9]:[0-5][0-9]/<time>/g'; }
 wait_for() {  # wait_for REGEX : until the screen shows it (30 s: sanitizer builds on a loaded machine are slow)
   for _ in $(seq 300); do screen | grep -qE -- "$1" && return 0; sleep 0.1; done
   return 1
@@ -357,6 +358,14 @@ keys Enter
 wait_for "analyzed g" || echo "# analysis did not finish"
 keys Enter
 check "Enter -> Enter after a report: the Blocks view has blocks, not 'No per-block results'" 'wait_for "blocks of [0-9]+ \(along rows\)"'
+keys Q
+
+# ---- the Kernels list at 80x24: a long WHAT is shown whole (KIND, which WHAT repeats, and the
+# year and seconds of CREATED give way first)
+QSCOPE_DB="$T/kx.db" "$QS" msd --M 16 --K 1024 --N 1024 --bits-samples 65536 >/dev/null 2>&1
+COLS=80 ROWS=24 QSCOPE_DB="$T/kx.db" start NO_COLOR=1
+keys 6
+check "80x24 Kernels list: the msd experiment's WHAT is whole" 'wait_for "msd: [0-9]+ recipes x [0-9]+ passes, GEMM 16x1024x1024 gaussian +<time> *$"'
 keys Q
 
 # ---- an empty database: clear messages; not a terminal: an error
