@@ -75,6 +75,7 @@ typedef struct tui_run {          /* an RL run */
     int64_t id;
     char *name, *label;
     int64_t tokens, steps, seqs;
+    double first, last;           /* the first and last logged step (steps counts the logged ones) */
 } tui_run;
 
 typedef struct tui_rlc {          /* a run's per-step diagnostics and counts (computed by the worker) */

@@ -417,7 +417,11 @@ void tui_rl_cache_take(tui *T, tui_rlc *c, int n)
     for (int i = 0; i < n; i++) {
         T->rlc[T->nrlc++] = c[i];
         for (size_t r = 0; r < T->nruns; r++)
-            if (T->runs[r].id == c[i].run) { T->runs[r].tokens = c[i].tokens; T->runs[r].steps = c[i].steps; T->runs[r].seqs = c[i].seqs; }
+            if (T->runs[r].id == c[i].run) {
+                T->runs[r].tokens = c[i].tokens; T->runs[r].steps = c[i].steps; T->runs[r].seqs = c[i].seqs;
+                T->runs[r].first = c[i].n ? c[i].x[0] : NAN;
+                T->runs[r].last = c[i].n ? c[i].x[c[i].n - 1] : NAN;
+            }
     }
     free(c);
 }

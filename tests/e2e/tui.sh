@@ -253,6 +253,7 @@ wait_for "relative error"
 golden histogram-80x24
 keys 5
 wait_for "bf16-vs-fp8"
+check "the RL list gives the logged steps with their range, as qscope runs does" 'wait_for "bf16-vs-fp8 .* 40 \(0\.\.39\) "'
 golden rl-80x24
 keys 6
 golden kernels-80x24
