@@ -341,21 +341,23 @@ void tui_draw_rl(tui *T, int y0, int h)
     if (list_h > nlist + 2) list_h = nlist + 2;
     if (list_h < 3) list_h = 3;
     char line[600];
-    /* run and label columns as wide as their longest entry, within the screen; SEQUENCES goes first
-    ** on a narrow one, then the label and the names are cut (names in the middle) */
-    int rnw = 3, rlw = 14, showseq = 1;
+    /* run and label columns as wide as their longest entry, within the screen; the steps' range
+    ** goes first on a narrow one, then SEQUENCES, then the label and the names are cut (names in
+    ** the middle) */
+    int rnw = 3, rlw = 14, showseq = 1, sw = 13;
     for (size_t i = 0; i < T->nruns; i++) {
         if ((int)strlen(T->runs[i].name) > rnw) rnw = (int)strlen(T->runs[i].name);
         if ((int)strlen(T->runs[i].label) > rlw) rlw = (int)strlen(T->runs[i].label);
     }
-    int avail = T->W - (1 + 1 + 1 + 10 + 1 + 13 + 1 + 9 + 1);
+    int avail = T->W - (1 + 1 + 1 + 10 + 1 + sw + 1 + 9 + 1);
+    if (avail < rnw + rlw) { sw = 7; avail += 6; }
     if (avail < rnw + 14) { showseq = 0; avail += 10; }
     if (rnw > avail - 14) rnw = avail - 14 > 8 ? avail - 14 : 8;
     if (rlw > avail - rnw) rlw = avail - rnw > 8 ? avail - rnw : 8;
     head_on(T);
     fill_line(T, y0);
     if (T->rl_pane == 0) {
-        snprintf(line, sizeof line, " %-*s %-*s %10s %13s %s", rnw, "RUN", rlw, "LABEL / SOURCE", "TOKENS", "STEPS (RANGE)",
+        snprintf(line, sizeof line, " %-*s %-*s %10s %*s %s", rnw, "RUN", rlw, "LABEL / SOURCE", "TOKENS", sw, sw > 7 ? "STEPS (RANGE)" : "STEPS",
                  showseq ? "SEQUENCES" : "");
         char tab[64];
         snprintf(tab, sizeof tab, "   [Tab: stored trajectories (%d)]", ntraj);
@@ -383,17 +385,17 @@ void tui_draw_rl(tui *T, int y0, int h)
                 tui_run *R = &T->runs[i];
                 char nm[300], sq[24] = "";
                 tui_cut_middle(R->name, peers, np, rnw, nm, sizeof nm);
-                if (R->tokens < 0) snprintf(line, sizeof line, " %-*.*s %-*.*s %10s %13s %9s", rnw, rnw, nm, rlw, rlw, qs_esc(R->label), "...", "...",
+                if (R->tokens < 0) snprintf(line, sizeof line, " %-*.*s %-*.*s %10s %*s %9s", rnw, rnw, nm, rlw, rlw, qs_esc(R->label), "...", sw, "...",
                                             showseq ? "..." : "");
                 else {
                     /* the logged steps and their range: 7 steps of a 60-step run logged every 10 */
                     char stp[48];
-                    if (R->steps > 1 && isfinite(R->first) && isfinite(R->last))
+                    if (sw > 7 && R->steps > 1 && isfinite(R->first) && isfinite(R->last))
                         snprintf(stp, sizeof stp, "%lld (%.0f..%.0f)", (long long)R->steps, R->first, R->last);
                     else snprintf(stp, sizeof stp, "%lld", (long long)R->steps);
                     if (showseq) snprintf(sq, sizeof sq, "%9lld", (long long)R->seqs);
-                    snprintf(line, sizeof line, " %-*.*s %-*.*s %10lld %13s %s", rnw, rnw, nm, rlw, rlw, qs_esc(R->label), (long long)R->tokens,
-                             stp, sq);
+                    snprintf(line, sizeof line, " %-*.*s %-*.*s %10lld %*s %s", rnw, rnw, nm, rlw, rlw, qs_esc(R->label), (long long)R->tokens,
+                             sw, stp, sq);
                 }
                 if (i == T->lr.cur) { sel_on(T); fill_line(T, y0 + 1 + r); }
                 tui_addstr_clip(y0 + 1 + r, 0, line, T->W);

@@ -253,7 +253,7 @@ wait_for "relative error"
 golden histogram-80x24
 keys 5
 wait_for "bf16-vs-fp8"
-check "the RL list gives the logged steps with their range, as qscope runs does" 'wait_for "bf16-vs-fp8 .* 40 \(0\.\.39\) "'
+check "at 80 columns the steps' range gives way before the label is cut" 'screen | grep -q "precision mismatch without training *2560 *40 *160"'
 golden rl-80x24
 keys 6
 golden kernels-80x24
@@ -276,6 +276,7 @@ wait_for "analyzed demo:gaussian-1d|stored"
 golden formats-120x40
 keys 5
 wait_for "bf16-vs-fp8"
+check "the RL list gives the logged steps with their range, as qscope runs does" 'wait_for "bf16-vs-fp8 .* 40 \(0\.\.39\) "'
 golden rl-120x40
 keys 6
 golden kernels-120x40
