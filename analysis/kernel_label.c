@@ -4,6 +4,7 @@
 ** column ("int8", "fp32") would misname it.
 */
 #include "kernel_exp.h"
+#include "plot.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -55,7 +56,8 @@ void qs_kx_label(const char *kind, const char *options, const char *data, char *
     size_t ns = json_is_array(ser) ? json_array_size(ser) : 0;
     const char *tensor = json_string_value(json_object_get(in, "tensor"));
     double lo = 0, hi = 0;
-    if (!json_is_array(ser)) ADD("%s: not in the plot layout", kind);
+    const char *why = qs_plot_lines_json_problem(data);
+    if (why) ADD("%s, malformed: %s", kind, why);
     else if (!strcmp(kind, "msd")) {
         /* passes: the largest x of any curve */
         size_t i;

@@ -280,9 +280,13 @@ qs_figure *qs_plot_trajectory(const char *title, const char *ytitle, const qs_li
 qs_figure *qs_plot_msd(const char *title, const qs_line_data *s, size_t n);
 qs_figure *qs_plot_attn(const char *title, const char *ytitle, const qs_line_data *s, size_t n);
 /* A figure from a stored result's JSON text in the shared line layout of docs/plots.md (kind
-** trajectory, msd or attn picks the builder; other kinds get their stored axis titles); its title the
+** trajectory, msd or attn picks the builder; every kind gets its stored x-axis title, other kinds
+** their stored y-axis title too); its title the
 ** stored non-empty "title", else title, else (NULL) the kind's default.  NULL with *e set when the
 ** text is not in that form ("stored KIND data is not in ...") or memory ran out. */
 qs_figure *qs_plot_lines_json(const char *kind, const char *text, const char *title, qs_err *e);
+/* What keeps a stored JSON text out of that layout, in a few words ("not JSON", "no \"series\"
+** list", "\"series\" is not a list", "\"series\" is empty"); NULL when it is in it. */
+const char *qs_plot_lines_json_problem(const char *text);
 
 #endif

@@ -11,13 +11,27 @@
 
 #include "plot.h"
 
+const char *qs_plot_lines_json_problem(const char *text)
+{
+    json_t *j = text ? json_loads(text, 0, NULL) : NULL, *ser = json_object_get(j, "series");
+    const char *why = !j ? "not JSON" : !ser ? "no \"series\" list" : !json_is_array(ser) ? "\"series\" is not a list"
+                    : !json_array_size(ser) ? "\"series\" is empty" : NULL;
+    json_decref(j);
+    return why;
+}
+
 qs_figure *qs_plot_lines_json(const char *kind, const char *text, const char *title, qs_err *e)
 {
+    const char *why = qs_plot_lines_json_problem(text);
+    if (why) {
+        qs_fail(e, "stored %s data is not in the documented layout (docs/plots.md): %s", kind, why);
+        return NULL;
+    }
     json_t *j = json_loads(text, 0, NULL), *ser = json_object_get(j, "series");
     size_t ns = json_array_size(ser);
-    if (!j || ns == 0) {
+    if (!j || ns == 0) {   /* checked above */
         json_decref(j);
-        qs_fail(e, "stored %s data is not in a form this qscope can plot", kind);
+        qs_fail(e, "out of memory");
         return NULL;
     }
     qs_line_data *ld = calloc(ns, sizeof *ld);
@@ -50,6 +64,8 @@ qs_figure *qs_plot_lines_json(const char *kind, const char *text, const char *ti
         snprintf(t, sizeof t, "%s", !strcmp(kind, "resq") ? "Rollout-ResQ: layer error by correction" : kind);
         fig = qs_plot_lines(title ? title : t, xl ? xl : "", QS_AX_LINEAR, yl ? yl : "", QS_AX_LINEAR, ld, ns);
     }
+    /* the stored x-axis title wins over the builder's default (one name in every reader) */
+    if (fig && xl && *xl) snprintf(fig->x.title, sizeof fig->x.title, "%s", xl);
     /* a stored "yscale" wins; a reward is read on a linear axis whatever its range */
     const char *ys = json_string_value(json_object_get(j, "yscale"));
     if (fig && ys) {

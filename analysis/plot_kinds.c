@@ -294,8 +294,8 @@ qs_figure *qs_plot_block_heatmap(const char *title, const float *v, uint64_t row
     qs_axis_set(&f->y, QS_AX_LINEAR, ytitle ? ytitle : "row");
     f->y.invert = 1;
     if (R < rows || C < cols)
-        snprintf(f->note, sizeof f->note, "%llu x %llu blocks averaged into %zu x %zu cells", (unsigned long long)rows,
-                 (unsigned long long)cols, R, C);
+        snprintf(f->note, sizeof f->note, "%llu x %llu blocks: each cell shows the mean of the blocks it covers",
+                 (unsigned long long)rows, (unsigned long long)cols);   /* whatever the renderer's cell count */
     return f;
 }
 
@@ -347,11 +347,15 @@ qs_figure *qs_plot_lines(const char *title, const char *xtitle, qs_ax_scale xs, 
     if (!f) return NULL;
     qs_axis_set(&f->x, xs, xtitle);
     qs_axis_set(&f->y, ys, ytitle);
+    int whole = 0;   /* every finite x a whole number (variants, layers, steps): no ticks between */
     for (size_t i = 0; i < n; i++) {
         qs_series *se = qs_fig_add(f, QS_SER_LINE, s[i].name, s[i].x, s[i].y, s[i].n);
         if (!se) { qs_fig_free(f); return NULL; }
         if (s[i].n > 40) se->marker = QS_MK_NONE;   /* dense: the dash pattern tells series apart */
+        for (size_t k = 0; k < s[i].n && whole >= 0; k++)
+            if (isfinite(s[i].x[k])) whole = s[i].x[k] == floor(s[i].x[k]) && fabs(s[i].x[k]) < 1e15 ? 1 : -1;
     }
+    if (whole > 0 && xs == QS_AX_LINEAR) f->x.integer = 1;
     return f;
 }
 

@@ -48,6 +48,8 @@ int qs_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(pr
 ** escapes '|' for Markdown table cells. */
 const char *qs_esc(const char *s);
 const char *qs_esc_md(const char *s);
+/* Terminal columns of printable UTF-8 text (one per character): for padding table columns. */
+int qs_text_cols(const char *s);
 /* Write s as one CSV field: escaped as qs_esc, quoted (with "" inside) when it holds , or ". */
 void qs_csv_field(FILE *f, const char *s);
 

@@ -74,6 +74,13 @@ static const char *esc_ring(const char *s, int flags)
 }
 
 const char *qs_esc(const char *s) { return esc_ring(s, 0); }
+
+int qs_text_cols(const char *s)
+{
+    int n = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) n += (*p & 0xC0) != 0x80;
+    return n;
+}
 const char *qs_esc_md(const char *s) { return esc_ring(s, QS_ESC_PIPE); }
 
 void qs_csv_field(FILE *f, const char *s)

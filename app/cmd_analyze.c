@@ -244,8 +244,17 @@ int qs_cmd_analyze(qs_cli *cli, int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     int tty = isatty(STDERR_FILENO), rc = QS_EXIT_OK;
     json_t *out = json_array();
+    /* TENSOR and FORMAT columns as wide as their longest entry, so the columns stay aligned */
+    int nw = 36, lw = 22;
+    for (size_t k = 0; k < nnames; k++)
+        if (qs_text_cols(qs_esc(names[k])) > nw) nw = qs_text_cols(qs_esc(names[k]));
+    for (int k = 0; k < na; k++) {
+        char label[128];
+        qs_quant_label(&apps[k], NULL, label, sizeof label);
+        if (qs_text_cols(label) > lw) lw = qs_text_cols(label);
+    }
     if (!json && !csv)
-        printf("%s%-36s %-22s %6s %8s %9s %10s %9s %9s  %-14s %6s%s\n", qs_c_head(cli), "TENSOR", "FORMAT", "BITS", "EFFBITS",
+        printf("%s%-*s %-*s %6s %8s %9s %10s %9s %9s  %-14s %6s%s\n", qs_c_head(cli), nw, "TENSOR", lw, "FORMAT", "BITS", "EFFBITS",
                "SQNR dB", "MAX REL", "UNDERFL", "CLIPPED", "MAIN ERROR", "", qs_c_off(cli));
     else if (csv)
         printf("tensor,hash,format,options,bits_per_elem,eff_bits_energy,eff_bits_sqnr,sqnr_db,mse,rmse,max_abs_err,"
@@ -289,7 +298,8 @@ int qs_cmd_analyze(qs_cli *cli, int argc, char **argv)
                 /* the main error source says why a format's numbers are -inf (values became NaN/Inf) */
                 qs_err_src es = qs_err_src_of(m);
                 char src[64];
-                printf("%-36s %-22s %6.3g %8.3f %9.2f %10.3g %8.3f%% %8.4f%%  %-14s %s%6s%s\n", qs_esc(t.name), label,
+                const char *en = qs_esc(t.name);
+                printf("%s%*s %-*s %6.3g %8.3f %9.2f %10.3g %8.3f%% %8.4f%%  %-14s %s%6s%s\n", en, nw - qs_text_cols(en), "", lw, label,
                        jnum(m, "bits_per_elem"), jnum(m, "eff_bits_energy"), jnum(m, "sqnr_db"), jnum(m, "max_rel_err"),
                        100 * jnum(m, "underflow_frac"), 100 * jnum(m, "clip_frac"), qs_err_src_short(&es, src, sizeof src),
                        qs_c_dim(cli), cached ? "cached" : "", qs_c_off(cli));

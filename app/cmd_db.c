@@ -82,7 +82,13 @@ int qs_cmd_info(qs_cli *cli, int argc, char **argv)
                (long long)nsrc, (long long)nel, a, b);
         printf("  %lld analysis results, %lld RL runs (%lld tokens)\n", (long long)nres, (long long)nruns, (long long)ntok);
         if (nt > 0) {
-            printf("%s  %-40s %-10s %-14s %10s %5s %10s %8s%s\n", qs_c_head(cli), "LARGEST TENSORS", "DTYPE", "SHAPE", "SIZE",
+            int nw = 40;   /* as wide as the longest name listed: the columns stay aligned */
+            while (st && sqlite3_step(st) == SQLITE_ROW) {
+                int w = qs_text_cols(qs_esc((const char *)sqlite3_column_text(st, 0)));
+                if (w > nw) nw = w;
+            }
+            if (st) sqlite3_reset(st);
+            printf("%s  %-*s %-10s %-14s %10s %5s %10s %8s%s\n", qs_c_head(cli), nw, "LARGEST TENSORS", "DTYPE", "SHAPE", "SIZE",
                    "DATA", "ABSMAX", "KURT", qs_c_off(cli));
             while (st && sqlite3_step(st) == SQLITE_ROW) {
                 json_t *sh = json_loads((const char *)sqlite3_column_text(st, 2), 0, NULL);
@@ -93,7 +99,8 @@ int qs_cmd_info(qs_cli *cli, int argc, char **argv)
                 char shs[128], sz[32];
                 qs_shape_str(shape, nd < QS_MAX_DIMS ? nd : QS_MAX_DIMS, shs, sizeof shs);
                 qs_fmt_bytes((double)sqlite3_column_int64(st, 3), sz, sizeof sz);
-                printf("  %-40s %-10s %-14s %10s %5s %10.4g %8.3g\n", qs_esc((const char *)sqlite3_column_text(st, 0)), sqlite3_column_text(st, 1),
+                const char *en = qs_esc((const char *)sqlite3_column_text(st, 0));
+                printf("  %s%*s %-10s %-14s %10s %5s %10.4g %8.3g\n", en, nw - qs_text_cols(en), "", sqlite3_column_text(st, 1),
                        shs, sz, sqlite3_column_text(st, 4), sqlite3_column_double(st, 5), sqlite3_column_double(st, 6));
             }
         } else {

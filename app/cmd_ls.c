@@ -62,9 +62,15 @@ int qs_cmd_ls(qs_cli *cli, int argc, char **argv)
     if (!st) { qs_db_close(db); return qs_cli_err(QS_EXIT_ERR, &e); }
     sqlite3_bind_text(st, 1, pat, -1, SQLITE_TRANSIENT);
     json_t *arr = json_array();
-    int n = 0, rc;
+    int n = 0, rc, nw = 44;
+    /* the NAME column as wide as the longest (escaped) name shown, so the columns stay aligned */
+    while (!json && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int w = qs_text_cols(qs_esc((const char *)sqlite3_column_text(st, 0)));
+        if (w > nw) nw = w;
+    }
+    sqlite3_reset(st);
     if (!json)
-        printf("%s%-44s %-14s %-10s %10s %5s %11s %9s %9s%s\n", qs_c_head(cli), "NAME", "SHAPE", "DTYPE", "SIZE",
+        printf("%s%-*s %-14s %-10s %10s %5s %11s %9s %9s%s\n", qs_c_head(cli), nw, "NAME", "SHAPE", "DTYPE", "SIZE",
                "DATA", "ABSMAX", "KURTOSIS", "OUTLIERS", qs_c_off(cli));
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         const char *name = (const char *)sqlite3_column_text(st, 0);
@@ -109,7 +115,8 @@ int qs_cmd_ls(qs_cli *cli, int argc, char **argv)
         qs_fmt_num(sqlite3_column_type(st, 6) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 6), 5, am, sizeof am);
         qs_fmt_num(sqlite3_column_type(st, 7) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 7), 4, ku, sizeof ku);
         snprintf(of, sizeof of, "%.3g%%", 100.0 * sqlite3_column_double(st, 8));
-        printf("%-44s %-14s %-10s %10s %5s %11s %9s %9s%s%s%s\n", qs_esc(name), shs, (const char *)sqlite3_column_text(st, 1),
+        const char *en = qs_esc(name);
+        printf("%s%*s %-14s %-10s %10s %5s %11s %9s %9s%s%s%s\n", en, nw - qs_text_cols(en), "", shs, (const char *)sqlite3_column_text(st, 1),
                sz, stor, am, ku, of, is_stale ? qs_c_warn(cli) : "", is_stale ? "  STALE" : "", is_stale ? qs_c_off(cli) : "");
     }
     sqlite3_finalize(st);

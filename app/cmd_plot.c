@@ -23,6 +23,7 @@
 
 #include "cli.h"
 #include "plot_render.h"
+#include "../store/json_out.h"
 #include "quant_opts.h"
 #include "value_hist.h"
 #include "../analysis/hist_json.h"
@@ -616,7 +617,8 @@ static int plot_tensor_kind(qs_cli *cli, plot_opts *po, const char *kind, const 
             json_t *j = po->no_store ? NULL : stored(db, T.t.hash, "metrics", &apps[i], NULL);
             json_t *eb = json_object_get(j, "eff_bits_energy");
             if (j && (json_is_number(eb) || json_is_null(eb))) {
-                pts[i].eff_bits = json_is_number(eb) ? json_number_value(eb) : INFINITY;
+                /* null: exact (+inf) or NaN/Inf outputs (-inf), told apart by "nonfinite_values" */
+                pts[i].eff_bits = qs_json_get_num(j, "eff_bits_energy");
                 json_t *bpe = json_object_get(j, "bits_per_elem");
                 if (json_is_number(bpe)) pts[i].bits = json_number_value(bpe);
                 json_decref(j);

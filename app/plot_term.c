@@ -24,6 +24,7 @@ typedef struct tcell {
     unsigned char data, ref;   /* dot bits (braille: 8, block: 2, ascii: 1) */
     short owner;        /* palette colour of the last data dot */
     char dglyph;        /* ASCII mode: glyph of the last data dot */
+    short sidx;         /* 1 + index of the series whose glyph g is (0: none) */
 } tcell;
 
 typedef struct tcanvas {
@@ -33,6 +34,7 @@ typedef struct tcanvas {
     int utf8;
     int dx, dy;         /* dots per cell */
     int px, py, pw, ph; /* data area in cells */
+    int *tried;         /* per series: how many of its glyphs were meant for the data area */
 } tcanvas;
 
 static tcell *tc_at(tcanvas *t, int x, int y)
@@ -229,10 +231,12 @@ static void tt_gly(const qs_figure *f, const qs_series *s, int utf8, char out[8]
 static void tt_glyph_at(tcanvas *t, const qs_figure *f, int cx, int cy, const qs_series *s, int force)
 {
     if (cx < t->px || cy < t->py || cx >= t->px + t->pw || cy >= t->py + t->ph) return;
+    if (t->tried) t->tried[s - f->series]++;
     tcell *c = tc_at(t, cx, cy);
     if (!c || (c->g[0] && !force)) return;
     tt_gly(f, s, t->utf8, c->g);
     c->fg = (short)s->color;
+    c->sidx = (short)(1 + (s - f->series));
 }
 
 
@@ -351,7 +355,9 @@ int qs_term_mode_parse(const char *s, qs_term_mode *m)
     return 0;
 }
 
-int qs_plot_term(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e)
+/* Render f into out; with out NULL only count the point labels left without room (*dropped).
+** note_row: keep a line for the note even when the figure has none (for those labels' names). */
+static int tt_render(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e, int note_row, int *dropped)
 {
     tcanvas t;
     memset(&t, 0, sizeof t);
@@ -381,7 +387,10 @@ int qs_plot_term(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e)
     m.legend_sample = 3;
     m.cells = 1;
     qs_layout L;
+    int blank_note = note_row && !f->note[0];
+    if (blank_note) snprintf(f->note, sizeof f->note, " ");
     qs_plot_layout(f, t.W, t.H, &m, &L);
+    if (blank_note) f->note[0] = 0;
     /* snap the data area to whole cells and re-lay the axes on it */
     t.px = (int)ceil(L.plot.x - 1e-9);
     t.py = (int)ceil(L.plot.y - 1e-9);
@@ -390,7 +399,8 @@ int qs_plot_term(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e)
     if (t.pw < 4 || t.ph < 2) { free(t.c); return qs_fail(e, "terminal too small for this plot"); }
     L.plot = (qs_rect){t.px, t.py, t.pw, t.ph};
     lastrow = malloc((size_t)t.pw * sizeof *lastrow);
-    if (!lastrow) { free(t.c); return qs_fail(e, "out of memory"); }
+    int *glyph_tried = t.tried = calloc(f->nseries ? f->nseries : 1, sizeof *glyph_tried);
+    if (!lastrow || !glyph_tried) { free(lastrow); free(glyph_tried); free(t.c); return qs_fail(e, "out of memory"); }
 
     /* heatmap: one sample per cell */
     if (f->heat && f->heat->rows && f->heat->cols) {
@@ -407,7 +417,21 @@ int qs_plot_term(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e)
                                                                                    qs_axis_fwd(&f->y, f->y.vlo)));
                 double fc = (vx - h->x0) / (h->x1 - h->x0) * (double)h->cols, fr = (vy - h->y0) / (h->y1 - h->y0) * (double)h->rows;
                 if (!(fc >= 0 && fr >= 0 && fc < (double)h->cols && fr < (double)h->rows)) continue;
-                double v = h->v[(size_t)fr * h->cols + (size_t)fc];
+                /* the mean of every heatmap cell this character covers (not one sample of them:
+                ** a bad row of blocks between two samples would not show) */
+                double span_c = (double)h->cols / t.pw * (f->x.vhi - f->x.vlo) / (h->x1 - h->x0);
+                double span_r = (double)h->rows / t.ph * (f->y.vhi - f->y.vlo) / (h->y1 - h->y0);
+                size_t c0 = (size_t)fmax(0, floor(fc - span_c / 2 + 0.5)), r0 = (size_t)fmax(0, floor(fr - span_r / 2 + 0.5));
+                size_t c1 = (size_t)fmax((double)c0 + 1, floor(fc + span_c / 2 + 0.5)), r1 = (size_t)fmax((double)r0 + 1, floor(fr + span_r / 2 + 0.5));
+                if (c1 > h->cols) c1 = h->cols;
+                if (r1 > h->rows) r1 = h->rows;
+                double v = 0, nv = 0;
+                for (size_t rr = r0; rr < r1; rr++)
+                    for (size_t cc = c0; cc < c1; cc++) {
+                        double hv = h->v[rr * h->cols + cc];
+                        if (isfinite(hv)) { v += hv; nv++; }
+                    }
+                v = nv > 0 ? v / nv : NAN;
                 double tv = qs_heat_t(h, v);
                 tcell *c = tc_at(&t, t.px + cx, t.py + cy);
                 if (!isfinite(tv)) continue;
@@ -488,6 +512,32 @@ int qs_plot_term(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e)
             di++;
         }
 
+    /* a series most of whose glyphs could not be drawn (others cover its points at this size) is
+    ** named in the note, so that no series disappears without a word */
+    char hidden[200] = "";
+    int nhidden = 0;
+    {
+        size_t ns = f->nseries;
+        int *vis = calloc(ns ? ns : 1, sizeof *vis);
+        if (vis) {
+            for (size_t i = 0; i < (size_t)t.W * (size_t)t.H; i++)
+                if (t.c[i].sidx > 0 && (size_t)t.c[i].sidx <= ns) vis[t.c[i].sidx - 1]++;
+            char first[160] = "";
+            size_t hl = 0;
+            for (size_t i = 0; i < ns; i++) {
+                const qs_series *s = &f->series[i];
+                if (s->kind == QS_SER_HLINE || s->kind == QS_SER_VLINE || 2 * vis[i] >= glyph_tried[i]) continue;
+                char gs[8];
+                tt_gly(f, s, t.utf8, gs);
+                if (!nhidden++) snprintf(first, sizeof first, "%s %s", gs, s->name);
+                if (hl + 12 < sizeof hidden) hl += (size_t)snprintf(hidden + hl, sizeof hidden - hl, "%s%s", hl ? ", " : "", gs);
+            }
+            if (nhidden == 1) snprintf(hidden, sizeof hidden, "%s", first);
+            free(vis);
+        }
+    }
+    if (dropped) *dropped += nhidden;
+
     /* axes */
     const char *V = t.utf8 ? "│" : "|", *Hh = t.utf8 ? "─" : "-", *corner = t.utf8 ? "└" : "+";
     const char *ytk = t.utf8 ? "┤" : "+", *xtk = t.utf8 ? "┬" : "+";
@@ -553,6 +603,8 @@ int qs_plot_term(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e)
     }
 
     /* annotations */
+    char unlabelled[160] = "";   /* point labels without a free place, named in the note */
+    size_t nul = 0;
     for (size_t i = 0; i < f->nannots; i++) {
         const qs_annot *a = &f->annots[i];
         double x, y;
@@ -563,21 +615,32 @@ int qs_plot_term(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e)
         if (cy >= t.py + t.ph) cy = t.py + t.ph - 1;
         if (a->point) {
             /* a point label goes right of its point, else left, above or below, wherever it covers
-            ** no other text or marker; without such a place it is left out (the PNG has it) */
+            ** no other text, marker or line of the data; without such a place it is left out (the
+            ** PNG has it) */
             char lab[256];
             tt_label(&t, a->text, lab, sizeof lab);
             int w = u8len(lab), px0 = (int)floor(x), py0 = cy, found = 0;
-            const int cand[6][2] = {{1, 0}, {-w - 1, 0}, {1, -1}, {1, 1}, {-w, -1}, {-w, 1}};
-            for (int k = 0; k < 6 && !found; k++) {
+            const int cand[8][2] = {{1, 0}, {-w - 1, 0}, {1, -1}, {1, 1}, {-w, -1}, {-w, 1}, {2, 0}, {-w - 2, 0}};
+            for (int k = 0; k < 8 && !found; k++) {
                 int x0 = px0 + cand[k][0], y0 = py0 + cand[k][1], clash = 0;
                 if (y0 < t.py || y0 >= t.py + t.ph || x0 < t.px || x0 + w > t.px + t.pw) continue;
+                if (k >= 6) {   /* one cell off: only across a line, never across another marker */
+                    tcell *g = tc_at(&t, px0 + (k == 6 ? 1 : -1), y0);
+                    if (g && g->g[0]) continue;
+                }
                 for (int q = -1; q <= w && !clash; q++) {
                     tcell *c = tc_at(&t, x0 + q, y0);
-                    clash = c && c->g[0] && (q >= 0 && q < w ? 1 : c->fg == TT_NONE);
+                    clash = c && (q >= 0 && q < w ? c->g[0] || c->data : c->g[0] && c->fg == TT_NONE);
                 }
                 if (!clash) { cx = x0; cy = y0; found = 1; }
             }
-            if (!found) continue;
+            if (!found) {
+                if (dropped) ++*dropped;
+                if (nul + w + 8 < sizeof unlabelled)
+                    nul += (size_t)snprintf(unlabelled + nul, sizeof unlabelled - nul, "%s%s", nul ? ", " : "", lab);
+                else if (nul + 5 < sizeof unlabelled && strcmp(unlabelled + nul - 3, "...")) nul += (size_t)snprintf(unlabelled + nul, sizeof unlabelled - nul, ", ...");
+                continue;
+            }
         }
         if (cx < 0) cx = 0;
         tt_put(&t, cx, cy, a->text, a->color == -2 ? TT_NONE : a->color, 0, 1);
@@ -593,11 +656,27 @@ int qs_plot_term(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e)
     if (L.leg_total > L.nleg && nl < sizeof note)
         nl += (size_t)snprintf(note + nl, sizeof note - nl, "%slegend: the first %d of %d series", nl ? "; " : "", L.nleg,
                                L.leg_total);
+    if (hidden[0] && nl < sizeof note)
+        nl += (size_t)snprintf(note + nl, sizeof note - nl, "%s%s mostly hidden by other series (same cells at this size)", nl ? "; " : "",
+                               hidden);
+    if (unlabelled[0] && nl < sizeof note)
+        nl += (size_t)snprintf(note + nl, sizeof note - nl, "%sno room for the labels of %s", nl ? "; " : "", unlabelled);
     if (f->skipped_y && nl < sizeof note)
         snprintf(note + nl, sizeof note - nl, "%s%llu points with y <= 0 not shown", nl ? "; " : "",
                  (unsigned long long)f->skipped_y);
-    if (note[0] && L.note_y > 0) tt_put(&t, 0, (int)floor(L.note_y), note, QS_COLOR_GREY, 0, 0);
+    if (note[0] && L.note_y > 0) {
+        if (u8len(note) > t.W && t.W > 4) {   /* a cut note ends in "..." rather than mid-word, silently */
+            int k = 0, keep = t.W - 3;
+            char *p = note;
+            for (; *p && k < keep; p++) if ((*(unsigned char *)p & 0xC0) != 0x80 && ++k > keep) break;
+            while ((*(unsigned char *)p & 0xC0) == 0x80) p++;
+            snprintf(p, sizeof note - (size_t)(p - note), "...");
+        }
+        tt_put(&t, 0, (int)floor(L.note_y), note, QS_COLOR_GREY, 0, 0);
+    }
     if (f->empty) tt_put_aligned(&t, t.px + t.pw / 2.0, t.py + t.ph / 2, "no data", TT_NONE, 0, 1);
+
+    if (!out) { free(lastrow); free(glyph_tried); free(t.c); return 0; }
 
     /* emit */
     static const char *const ascii_ramp = " .:'";
@@ -645,7 +724,18 @@ int qs_plot_term(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e)
         fputc('\n', out);
     }
     free(lastrow);
+    free(glyph_tried);
     free(t.c);
     if (ferror(out)) return qs_fail(e, "write error on the terminal output");
     return 0;
+}
+
+int qs_plot_term(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e)
+{
+    /* a point label without room and a series hidden under others are named in the note: make
+    ** sure there is a line for it */
+    int dropped = 0, labels = f->nseries > 1;
+    for (size_t i = 0; i < f->nannots; i++) labels |= f->annots[i].point;
+    if (labels && !f->note[0] && tt_render(f, o, NULL, e, 0, &dropped)) return -1;
+    return tt_render(f, o, out, e, dropped > 0, NULL);
 }

@@ -246,7 +246,11 @@ int qs_report_rl(qs_cli *cli, qs_db *db, const char *dir, int plots, json_t *sec
         fmtg(c[2], 32, nd ? essmin : NAN, "%.3f");
         fmtg(c[3], 32, nd ? wmax : NAN, "%.3g");
         fmtg(c[4], 32, lam, "%.3f");
-        snprintf(c[5], 32, "%llu / %zu", (unsigned long long)r.tokens, r.nrows);
+        /* the steps that have tokens, and their range: a run logged every 10 steps has 7 of 0..59 */
+        if (r.nrows > 1)
+            snprintf(c[5], 32, "%llu / %zu (%.0f..%.0f)", (unsigned long long)r.tokens, r.nrows, r.rows[0].v[QS_AIS_F_step],
+                     r.rows[r.nrows - 1].v[QS_AIS_F_step]);
+        else snprintf(c[5], 32, "%llu / %zu", (unsigned long long)r.tokens, r.nrows);
         json_array_append_new(rows, json_pack("[o,o,o,s,s,s,s,s,s]", qs_json_text(name), qs_json_text(label), qs_json_text(r.format), c[5],
                                               c[0], c[1], c[2], c[3], c[4]));
         json_array_append_new(notes, json_null());
@@ -319,7 +323,7 @@ int qs_report_rl(qs_cli *cli, qs_db *db, const char *dir, int plots, json_t *sec
                  total, total == 1 ? "" : "s", total > nrun ? " (the first ones shown; logged runs before simulated)" : "");
         json_array_append_new(sections, json_pack("{s:s,s:s,s:s,s:[s,s,s,s,s,s,s,s,s],s:O,s:O,s:O}", "id", "rl", "title",
                                                   "RL runs: rollout-training mismatch", "intro", intro, "columns", "run",
-                                                  "label", "rollout format", "tokens / steps", "|δ|", "k3", "ESS min",
+                                                  "label", "rollout format", "tokens / steps (range)", "|δ|", "k3", "ESS min",
                                                   "w max", "λ (AIS-R)", "rows", rows, "notes", notes, "plots", pl));
     }
     json_decref(rows); json_decref(notes); json_decref(pl);
@@ -373,7 +377,11 @@ int qs_report_kernels(qs_cli *cli, qs_db *db, const char *dir, int plots, json_t
                 jfmt(a[1], 48, json_object_get(r, "bits_rms"), "%.2f");
                 json_t *b = json_object_get(r, "bits_bound");
                 jfmt(a[2], 48, b ? b : json_object_get(r, "bits_block_bound"), "%.2f");
-                json_array_append_new(rows, json_pack("[s,s,s,s,s]", jstr(r, "scheme"), jstr(r, "data"), a[0], a[1], a[2]));
+                /* rows of one scheme that differ by their scale rule (MXFP8 no-clip vs floor) say it */
+                char scheme[96];
+                const char *rule = json_string_value(json_object_get(r, "scale_rule"));
+                snprintf(scheme, sizeof scheme, rule ? "%s, scale %s" : "%s", jstr(r, "scheme"), rule);
+                json_array_append_new(rows, json_pack("[s,s,s,s,s]", scheme, jstr(r, "data"), a[0], a[1], a[2]));
                 json_array_append_new(notes, json_null());
             }
         } else if (k == 1) {

@@ -236,7 +236,7 @@ static void maybe_analyze(tui *T, int force)
     qs_apply apps[TUI_MAX_FMTS];
     int n = 0;
     for (int i = 0; i < T->nfmts; i++)
-        if (force || !T->met[i].have) apps[n++] = T->fmts[i].a;
+        if (force || !T->met[i].have || T->met[i].no_blocks) apps[n++] = T->fmts[i].a;
     if (!n) return;
     if (tui_job_analyze(&T->job, t->name, apps, n, force)) {
         if (force) tui_set_msg(T, 1, "a job is running; wait for it or cancel it with Esc");

@@ -58,6 +58,7 @@ typedef struct tui_fmt {          /* one chosen format entry (with its options) 
 
 typedef struct tui_metrics {      /* a stored "metrics" result, or have = 0 */
     int have;
+    int no_blocks;                /* a block format stored without its per-block data (by `report`) */
     double bits, eff_bits, sqnr, max_rel, under, clip, rmse, nonfinite;
     char src[32];                 /* main error source, short (analysis/err_source.h) */
 } tui_metrics;
@@ -75,6 +76,7 @@ typedef struct tui_run {          /* an RL run */
     int64_t id;
     char *name, *label;
     int64_t tokens, steps, seqs;
+    double first, last;           /* the first and last logged step (steps counts the logged ones) */
 } tui_run;
 
 typedef struct tui_rlc {          /* a run's per-step diagnostics and counts (computed by the worker) */

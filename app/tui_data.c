@@ -218,6 +218,12 @@ void tui_load_metrics(tui *T)
         if (!j) continue;
         tui_metrics *m = &T->met[i];
         m->have = 1;
+        if (T->fmts[i].a.f->block != 1) {   /* the Blocks view needs them: the background job adds them */
+            char *bd = NULL;
+            int64_t bid;
+            m->no_blocks = qs_result_get(T->db, t->hash, "blocks", T->fmts[i].a.f->name, T->fmts[i].opts, &bd, &bid, &e) || !bd;
+            free(bd);
+        }
         m->bits = jnum(j, "bits_per_elem");
         m->eff_bits = jnum(j, "eff_bits_energy");
         m->sqnr = jnum(j, "sqnr_db");
@@ -411,7 +417,11 @@ void tui_rl_cache_take(tui *T, tui_rlc *c, int n)
     for (int i = 0; i < n; i++) {
         T->rlc[T->nrlc++] = c[i];
         for (size_t r = 0; r < T->nruns; r++)
-            if (T->runs[r].id == c[i].run) { T->runs[r].tokens = c[i].tokens; T->runs[r].steps = c[i].steps; T->runs[r].seqs = c[i].seqs; }
+            if (T->runs[r].id == c[i].run) {
+                T->runs[r].tokens = c[i].tokens; T->runs[r].steps = c[i].steps; T->runs[r].seqs = c[i].seqs;
+                T->runs[r].first = c[i].n ? c[i].x[0] : NAN;
+                T->runs[r].last = c[i].n ? c[i].x[c[i].n - 1] : NAN;
+            }
     }
     free(c);
 }
@@ -627,8 +637,9 @@ qs_figure *tui_kres_figure(tui *T, int64_t id, qs_err *e)
     sqlite3_finalize(st);
     if (!text) { qs_fail(e, "out of memory"); return NULL; }
     qs_figure *fig = qs_plot_lines_json(kind, text, title, e);
-    if (!fig && strcmp(e->msg, "out of memory"))   /* name the result */
-        qs_fail(e, "stored %s result %lld is not in the documented layout (docs/plots.md)", kind, (long long)id);
+    const char *why = fig ? NULL : qs_plot_lines_json_problem(text);
+    if (why)   /* name the result and what is wrong with it */
+        qs_fail(e, "stored %s result %lld is not in the documented layout (docs/plots.md): %s", kind, (long long)id, why);
     json_t *j = fig ? json_loads(text, 0, NULL) : NULL;
     const char *xl = json_string_value(json_object_get(j, "xlabel"));
     if (xl) snprintf(fig->x.title, sizeof fig->x.title, "%s", xl);

@@ -341,21 +341,23 @@ void tui_draw_rl(tui *T, int y0, int h)
     if (list_h > nlist + 2) list_h = nlist + 2;
     if (list_h < 3) list_h = 3;
     char line[600];
-    /* run and label columns as wide as their longest entry, within the screen; SEQUENCES goes first
-    ** on a narrow one, then the label and the names are cut (names in the middle) */
-    int rnw = 3, rlw = 14, showseq = 1;
+    /* run and label columns as wide as their longest entry, within the screen; the steps' range
+    ** goes first on a narrow one, then SEQUENCES, then the label and the names are cut (names in
+    ** the middle) */
+    int rnw = 3, rlw = 14, showseq = 1, sw = 13;
     for (size_t i = 0; i < T->nruns; i++) {
         if ((int)strlen(T->runs[i].name) > rnw) rnw = (int)strlen(T->runs[i].name);
         if ((int)strlen(T->runs[i].label) > rlw) rlw = (int)strlen(T->runs[i].label);
     }
-    int avail = T->W - (1 + 1 + 1 + 10 + 1 + 7 + 1 + 9 + 1);
+    int avail = T->W - (1 + 1 + 1 + 10 + 1 + sw + 1 + 9 + 1);
+    if (avail < rnw + rlw) { sw = 7; avail += 6; }
     if (avail < rnw + 14) { showseq = 0; avail += 10; }
     if (rnw > avail - 14) rnw = avail - 14 > 8 ? avail - 14 : 8;
     if (rlw > avail - rnw) rlw = avail - rnw > 8 ? avail - rnw : 8;
     head_on(T);
     fill_line(T, y0);
     if (T->rl_pane == 0) {
-        snprintf(line, sizeof line, " %-*s %-*s %10s %7s %s", rnw, "RUN", rlw, "LABEL / SOURCE", "TOKENS", "STEPS",
+        snprintf(line, sizeof line, " %-*s %-*s %10s %*s %s", rnw, "RUN", rlw, "LABEL / SOURCE", "TOKENS", sw, sw > 7 ? "STEPS (RANGE)" : "STEPS",
                  showseq ? "SEQUENCES" : "");
         char tab[64];
         snprintf(tab, sizeof tab, "   [Tab: stored trajectories (%d)]", ntraj);
@@ -383,12 +385,17 @@ void tui_draw_rl(tui *T, int y0, int h)
                 tui_run *R = &T->runs[i];
                 char nm[300], sq[24] = "";
                 tui_cut_middle(R->name, peers, np, rnw, nm, sizeof nm);
-                if (R->tokens < 0) snprintf(line, sizeof line, " %-*.*s %-*.*s %10s %7s %9s", rnw, rnw, nm, rlw, rlw, qs_esc(R->label), "...", "...",
+                if (R->tokens < 0) snprintf(line, sizeof line, " %-*.*s %-*.*s %10s %*s %9s", rnw, rnw, nm, rlw, rlw, qs_esc(R->label), "...", sw, "...",
                                             showseq ? "..." : "");
                 else {
+                    /* the logged steps and their range: 7 steps of a 60-step run logged every 10 */
+                    char stp[48];
+                    if (sw > 7 && R->steps > 1 && isfinite(R->first) && isfinite(R->last))
+                        snprintf(stp, sizeof stp, "%lld (%.0f..%.0f)", (long long)R->steps, R->first, R->last);
+                    else snprintf(stp, sizeof stp, "%lld", (long long)R->steps);
                     if (showseq) snprintf(sq, sizeof sq, "%9lld", (long long)R->seqs);
-                    snprintf(line, sizeof line, " %-*.*s %-*.*s %10lld %7lld %s", rnw, rnw, nm, rlw, rlw, qs_esc(R->label), (long long)R->tokens,
-                             (long long)R->steps, sq);
+                    snprintf(line, sizeof line, " %-*.*s %-*.*s %10lld %*s %s", rnw, rnw, nm, rlw, rlw, qs_esc(R->label), (long long)R->tokens,
+                             sw, stp, sq);
                 }
                 if (i == T->lr.cur) { sel_on(T); fill_line(T, y0 + 1 + r); }
                 tui_addstr_clip(y0 + 1 + r, 0, line, T->W);
@@ -484,8 +491,16 @@ void tui_draw_kernels(tui *T, int y0, int h)
     char line[600];
     head_on(T);
     fill_line(T, y0);
-    int ww = T->W - 40 > 20 ? T->W - 40 : 20;
-    snprintf(line, sizeof line, " %-8s %-6s %-*s %-20s", "RESULT", "KIND", ww, "WHAT", "CREATED");
+    /* WHAT as wide as its longest entry: on a narrow screen the KIND column goes first (WHAT starts
+    ** with the kind), then CREATED loses its year and seconds; only then is WHAT cut, with "..." */
+    int need = 4;
+    for (int i = 0; i < n; i++)
+        if ((int)strlen(T->kres[idx[i]].what) > need) need = (int)strlen(T->kres[idx[i]].what);
+    int showkind = T->W - 1 - 9 - 7 - 21 >= need, cw = T->W - 1 - 9 - (showkind ? 7 : 0) - 21 >= need ? 20 : 11;
+    int ww = T->W - 1 - 9 - (showkind ? 7 : 0) - (cw + 1);
+    if (ww < 20) ww = 20;
+    if (ww > need && showkind) ww = T->W - 40 > need ? T->W - 40 : need;
+    snprintf(line, sizeof line, " %-8s %s%-*s %-*s", "RESULT", showkind ? "KIND   " : "", ww, "WHAT", cw, "CREATED");
     tui_addstr_clip(y0, 0, line, T->W);
     head_off(T);
     int rows = list_h - 1;
@@ -495,7 +510,14 @@ void tui_draw_kernels(tui *T, int y0, int h)
     T->click_n = n;
     for (int r = 0; r < rows && T->lk.top + r < n; r++) {
         tui_kres *K = &T->kres[idx[T->lk.top + r]];
-        snprintf(line, sizeof line, " %-8lld %-6s %-*.*s %-20.20s", (long long)K->id, K->kind, ww, ww, K->what, K->created);
+        char what[300], when[24];
+        if ((int)strlen(K->what) > ww) snprintf(what, sizeof what, "%.*s...", ww - 3, K->what);
+        else snprintf(what, sizeof what, "%s", K->what);
+        /* 2026-12-01T16:14:56Z, or 12-01 16:14 when short */
+        if (cw < 20 && strlen(K->created) >= 16) snprintf(when, sizeof when, "%.5s %.5s", K->created + 5, K->created + 11);
+        else snprintf(when, sizeof when, "%.20s", K->created);
+        snprintf(line, sizeof line, " %-8lld %-*s%s%-*s %s", (long long)K->id, showkind ? 7 : 0, showkind ? K->kind : "", "", ww, what,
+                 when);
         if (T->lk.top + r == T->lk.cur) { sel_on(T); fill_line(T, y0 + 1 + r); }
         tui_addstr_clip(y0 + 1 + r, 0, line, T->W);
         if (T->lk.top + r == T->lk.cur) { mvaddch(y0 + 1 + r, 0, '>'); sel_off(T); }
@@ -614,12 +636,16 @@ void tui_choose_formats(tui *T)
             if (i >= (int)nf) continue;
             const qs_format *f = qs_format_at((size_t)i);
             if (i == cur) wattron(w, A_REVERSE);
-            mvwprintw(w, 1 + r, 2, "[%c] %-12s %.*s", on[i] ? 'x' : ' ', f->name, getmaxx(w) - 22, f->summary);
+            int sw = getmaxx(w) - 21, sl = (int)strlen(f->summary);   /* a cut summary ends in "..." */
+            mvwprintw(w, 1 + r, 2, "[%c] %-12s %.*s%s", on[i] ? 'x' : ' ', f->name, sl > sw ? sw - 3 : sw, f->summary,
+                      sl > sw ? "..." : "");
             if (i == cur) wattroff(w, A_REVERSE);
         }
         int cnt = 0;
         for (size_t i = 0; i < nf; i++) cnt += on[i];
         mvwprintw(w, wh - 2, 2, "%d chosen (at most %d)   a: all  c: clear ", cnt, TUI_MAX_FMTS);
+        if ((int)nf > rows)   /* more formats than rows: say so, and where the list is */
+            wprintw(w, "  %d-%d of %zu, j/k scrolls", top + 1, top + rows, nf);
         wrefresh(w);
         int ch = wgetch(w);
         if (ch == 27 || ch == 'q' || tui_interrupted()) break;

@@ -59,6 +59,12 @@ if command -v script >/dev/null; then
   check "NO_COLOR disables colour on a terminal" "NO_COLOR=1 script -qc '$QS ls' /dev/null | grep -vq \$'\\033\\['"
 fi
 
+# ls: a name longer than the NAME column widens it, so SHAPE stays under its header in every row
+$QS gen gaussian --shape 4x8 --name minilm-sample:encoder.layer.0.attention.self.query.weight >/dev/null 2>&1
+check "ls keeps its columns aligned past long names" "$QS ls | awk 'NR == 1 { c = index(\$0, \"SHAPE\") } NR > 1 { if (substr(\$0, c - 1, 1) != \" \" || substr(\$0, c, 1) == \" \") bad = 1 } END { exit bad }'"
+check "and info's list of the largest tensors" "$QS info | awk '/LARGEST TENSORS/ { c = index(\$0, \"DTYPE\"); on = 1; next } on && c { if (substr(\$0, c - 1, 1) != \" \" || substr(\$0, c, 3) != \"f32\") bad = 1 } END { exit bad || !c }'"
+check "so does the analyze table" "$QS analyze c1 minilm-sample:encoder.layer.0.attention.self.query.weight -f mxfp4 | awk 'NR == 1 { c = index(\$0, \"FORMAT\") } NR > 1 { if (substr(\$0, c - 1, 1) != \" \" || substr(\$0, c, 5) != \"mxfp4\") bad = 1 } END { exit bad || NR != 3 }'"
+
 # --json on listing commands parses
 for c in "ls" "info" "show c1" "check"; do
   ok "$c --json is valid JSON" bash -c "$QS $c --json | python3 -c 'import json,sys; json.load(sys.stdin)'"

@@ -45,7 +45,7 @@ keys Tab
 check "RL, Tab: the stored trajectory" 'wait_for "RESULT" && screen | grep -q "└"'
 keys 6
 check "Kernels: the msd, attn and resq results, one plotted" \
-  'wait_for " resq " && screen | grep -q " msd " && screen | grep -q " attn " && screen | grep -q "└"'
+  'wait_for " resq " && screen | grep -Eq " msd[: ]" && screen | grep -q " attn " && screen | grep -q "└"'   # at 80 columns WHAT names the kind
 view kernels
 check "... its many series leave the data area alone: the legend is cut short ('+N more')" \
   'grep -Eq "\+[0-9]+ more" "$T/kernels.txt"'

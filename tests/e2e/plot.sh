@@ -71,6 +71,15 @@ ok "terminal size options" bash -c "[ \$(LANG=C.UTF-8 $QS plot transfer -f fp4_e
 ok "heatmap in the terminal" bash -c "LANG=C.UTF-8 $QS plot block-heatmap act -f mxfp4 -o - | grep -qF -e ░ -e ▒ -e ▓ -e █"
 
 # errors
+# a stored result whose effective bits are -inf (NaN/Inf outputs) is not drawn as "exact" (stored
+# non-finite numbers are null plus their reason): the note is the same as for a fresh computation
+$QS gen gaussian --n 4096 --scale 1000 --seed 3 --name big >/dev/null 2>&1
+$QS analyze big -f fp8_e4m3,fp32,bf16 >/dev/null 2>&1
+ok "pareto from stored results" bash -c "$QS plot pareto big -f fp8_e4m3,fp32,bf16 -o - | tail -1 >'$T/st.txt'"
+ok "pareto computed afresh" bash -c "$QS plot pareto big -f fp8_e4m3,fp32,bf16 --fresh -o - | tail -1 >'$T/fr.txt'"
+check "stored: fp32 exact, fp8_e4m3 NaN/Inf" "grep -qx 'not shown: exact on this data: fp32; NaN/Inf outputs: fp8_e4m3' '$T/st.txt'"
+check "... as afresh" "cmp -s '$T/st.txt' '$T/fr.txt'"
+
 fails "unknown kind is a usage error" 2 $QS plot nonsense act -o "$T/x.png"
 fails "missing -o is a usage error" 2 $QS plot err-hist act
 fails "missing tensor is a usage error" 2 $QS plot err-hist -o "$T/x.png"

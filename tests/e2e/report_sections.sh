@@ -16,6 +16,8 @@ ok "msd, attn and resq store kernel results" bash -c "$QS msd >/dev/null && $QS 
 ok "report with them" $QS report -o "$T/r1" --formats mxfp4 --claims none
 check "RL section: a row per run, the k3 plot" \
   "grep -q '^## RL runs' $T/r1/report.md && grep -q '^| sim/grpo/mxfp4/none/seed0 ' $T/r1/report.md && [ -s $T/r1/rl_k3.png ]"
+check "RL table: the logged steps with their range (the plot's x axis), as \`qscope runs\` says" \
+  "grep '^| sim/grpo/mxfp4/none/seed0 ' $T/r1/report.md | grep -Eq '\| [0-9]+ / 4 \(0\.\.29\) \|' && grep -q 'tokens / steps (range)' $T/r1/report.md"
 check "the k3 figure says which runs it draws: exact rollouts (k3 = 0) cannot be drawn on its log axis" \
   "grep -qF '![Rollout-trainer mismatch per step (KL estimator k3): 1 of 2 runs](rl_k3.png)' $T/r1/report.md"
 check "mismatch is zero for exact rollouts and not for MXFP4" \
@@ -25,6 +27,9 @@ check "kernel sections with their plots" \
    grep -q '^## Kernel experiments: Rollout-ResQ' $T/r1/report.md && [ -s $T/r1/kernel_msd.png ] && [ -s $T/r1/kernel_attn.png ] && [ -s $T/r1/kernel_resq.png ]"
 check "MSD table: 15.98 max-error bits for two INT8 passes on Gaussian data" \
   "grep -q '^| int8 | gaussian | 2 | [0-9.]* | 15.98 |' $T/r1/report.md"
+check "MSD table: the two single-pass MXFP8 rows say their scale rule (they read alike)" \
+  "[ \$(grep -c '^| mxfp8_e4m3, scale [a-z]' $T/r1/report.md) -eq \$(grep -c '^| mxfp8_e4m3' $T/r1/report.md) ] && \
+   [ \$(grep '^| mxfp8_e4m3' $T/r1/report.md | cut -d'|' -f2-4 | sort | uniq -d | wc -l) -eq 0 ] && grep -q '^| mxfp8_e4m3' $T/r1/report.md"
 check "the markdown tables escape pipes in headers" "grep -q '\\\\|δ\\\\|' $T/r1/report.md"
 ok "HTML report embeds every plot" bash -c "$QS report -o $T/r2 --format html --formats mxfp4 --claims none >/dev/null && \
   [ \$(grep -o 'data:image/png;base64,' $T/r2/report.html | wc -l) -eq \$(ls $T/r2/*.png | wc -l) ]"

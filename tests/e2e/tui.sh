@@ -63,7 +63,8 @@ start() {  # start [ENV...] : the workbench in a fresh tmux session of COLS x RO
     "cd '$T' && env $* LANG=C.UTF-8 LC_ALL=C.UTF-8 QSCOPE_DB='$QSCOPE_DB' QSCOPE_EXPORT_DIR='$T' '$QS' tui; echo \$? > '$T/exit'; sleep 600"
   wait_for "Tensors"
 }
-screen() { TM capture-pane -p -t w | sed -e "s|$T|<tmp>|g" -e 's/20[0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9:]*Z/<time>/g'; }
+screen() { TM capture-pane -p -t w | sed -e "s|$T|<tmp>|g" -e 's/20[0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9:]*Z/<time>/g' \
+  -e 's/[01][0-9]-[0-3][0-9] [0-2][0-9]:[0-5][0-9]/<time>/g'; }
 wait_for() {  # wait_for REGEX : until the screen shows it (30 s: sanitizer builds on a loaded machine are slow)
   for _ in $(seq 300); do screen | grep -qE -- "$1" && return 0; sleep 0.1; done
   return 1
@@ -284,11 +285,17 @@ wait_for "relative error"
 golden histogram-80x24
 keys 5
 wait_for "bf16-vs-fp8"
+check "at 80 columns the steps' range gives way before the label is cut" 'screen | grep -q "precision mismatch without training *2560 *40 *160"'
 golden rl-80x24
 keys 6
 golden kernels-80x24
 keys 8 j
 golden model-80x24
+keys 2 f
+wait_for "formats to compare"
+check "the format chooser at 80x24 says it has more formats than rows" 'screen | grep -Eq "1-[0-9]+ of [0-9]+, j/k scrolls"'
+check "... and cut descriptions end in '...'" 'screen | grep -Eq "fp8_e4m3 +OCP FP8 E4M3FN: .*\\.\\.\\. *│"'
+keys Escape
 keys '?'
 golden help-80x24
 check "the hint bar of every 80-column screen fits whole: it still ends in its help key" \
@@ -303,6 +310,7 @@ wait_for "analyzed demo:gaussian-1d|stored"
 golden formats-120x40
 keys 5
 wait_for "bf16-vs-fp8"
+check "the RL list gives the logged steps with their range, as qscope runs does" 'wait_for "bf16-vs-fp8 .* 40 \(0\.\.39\) "'
 golden rl-120x40
 keys 6
 golden kernels-120x40
@@ -381,6 +389,25 @@ ROWS=40 QSCOPE_DB="$T/exact.db" start NO_COLOR=1   # room for the plot under 12 
 keys Enter
 wait_for "analyzed exact" || echo "# analysis did not finish"
 check "the Pareto plot under the Formats table says bf16 is exact and not drawn" 'wait_for "not shown: exact on this data: bf16"'
+keys Q
+
+# ---- metrics stored without per-block data (`report` or `analyze` first, as a new user may): the
+# workbench still computes the blocks, so Enter -> Enter from a tensor lands on a Blocks map
+QSCOPE_DB="$T/noblk.db" "$QS" gen gaussian --shape 256x256 --seed 1 --name g >/dev/null 2>&1
+QSCOPE_DB="$T/noblk.db" "$QS" report -o "$T/noblk" --claims none >/dev/null 2>&1
+QSCOPE_DB="$T/noblk.db" start NO_COLOR=1
+keys Enter
+wait_for "analyzed g" || echo "# analysis did not finish"
+keys Enter
+check "Enter -> Enter after a report: the Blocks view has blocks, not 'No per-block results'" 'wait_for "blocks of [0-9]+ \(along rows\)"'
+keys Q
+
+# ---- the Kernels list at 80x24: a long WHAT is shown whole (KIND, which WHAT repeats, and the
+# year and seconds of CREATED give way first)
+QSCOPE_DB="$T/kx.db" "$QS" msd --M 16 --K 1024 --N 1024 --bits-samples 65536 >/dev/null 2>&1
+COLS=80 ROWS=24 QSCOPE_DB="$T/kx.db" start NO_COLOR=1
+keys 6
+check "80x24 Kernels list: the msd experiment's WHAT is whole" 'wait_for "msd: [0-9]+ recipes x [0-9]+ passes, GEMM 16x1024x1024 gaussian +<time> *$"'
 keys Q
 
 # ---- an empty database: clear messages; not a terminal: an error

@@ -353,10 +353,15 @@ static void test_kx_label(void **st)
     assert_string_equal(b, "attn L=256..2048, KV fp8_e4m3, 2 kernels");
     qs_kx_label("resq", "{\"formats\": \"hif4,mxfp4\", \"input\": {\"m\": 256, \"d\": 2048, \"n\": 1024}}", md, b, sizeof b);
     assert_string_equal(b, "resq hif4,mxfp4, 256x2048 -> 1024");
+    /* a malformed result says what is wrong with it */
     qs_kx_label("msd", "{}", "{\"nope\": 1}", b, sizeof b);
-    assert_string_equal(b, "msd: not in the plot layout");
+    assert_string_equal(b, "msd, malformed: no \"series\" list");
     qs_kx_label("attn", NULL, "not json", b, sizeof b);
-    assert_string_equal(b, "attn: not in the plot layout");
+    assert_string_equal(b, "attn, malformed: not JSON");
+    qs_kx_label("resq", NULL, "{\"series\": {}}", b, sizeof b);
+    assert_string_equal(b, "resq, malformed: \"series\" is not a list");
+    qs_kx_label("msd", NULL, "{\"series\": []}", b, sizeof b);
+    assert_string_equal(b, "msd, malformed: \"series\" is empty");
 }
 
 int main(void)

@@ -908,6 +908,147 @@ static void test_long_multibyte_titles(void **st)
     qs_fig_free(f);
 }
 
+/* a point label in the terminal never covers the data: every line dot of the Pareto front drawn
+** without the labels is still there with them (the demo's gaussian formats at the Formats view's size) */
+static int braille_cells(const char *b)
+{
+    int n = 0;
+    for (const unsigned char *p = (const unsigned char *)b; *p; p++)
+        if (p[0] == 0xE2 && p[1] >= 0xA0 && p[1] <= 0xA3 && !(p[1] == 0xA0 && p[2] == 0x80)) n++;
+    return n;
+}
+
+static void test_term_point_labels_off_lines(void **st)
+{
+    (void)st;
+    const qs_pareto_pt p[] = {{"bf16", "float", 16, 9.231}, {"fp8_e4m3", "float", 8, 5.236}, {"fp8_e5m2", "float", 8, 4.242},
+                              {"hif8", "hifloat", 8, 5.235}, {"mxfp8_e4m3", "mx", 8.25, 5.091}, {"mxfp6_e2m3", "mx", 6.25, 5.140},
+                              {"mxfp4", "mx", 4.25, 3.122}, {"nvfp4", "nvfp4", 4.5, 3.395}, {"hif4", "hifloat", 4.5, 3.592},
+                              {"m2xfp4", "m2xfp", 4.5, 3.420}, {"int8:row", "int", 8, 6.486}, {"int4:b32", "int", 5, 3.366}};
+    int size[40][2] = {{120, 26}, {80, 12}};
+    for (int k = 2; k < 40; k++) { size[k][0] = 60 + 8 * (k % 8); size[k][1] = 12 + 3 * (k / 8); }
+    for (int k = 0; k < 40; k++) {
+        qs_figure *f = qs_plot_pareto("pareto", p, 12);
+        assert_non_null(f);
+        snprintf(f->note, sizeof f->note, "note");   /* the same layout with and without labels */
+        char *with = term(f, QS_TERM_BRAILLE, 0, size[k][0], size[k][1]);
+        size_t na = f->nannots;
+        f->nannots = 0;
+        char *without = term(f, QS_TERM_BRAILLE, 0, size[k][0], size[k][1]);
+        f->nannots = na;
+        assert_int_equal(braille_cells(with), braille_cells(without));
+        free(with);
+        f->note[0] = 0;
+        with = term(f, QS_TERM_BRAILLE, 0, size[k][0], size[k][1]);
+        if (k < 2) assert_non_null(strstr(with, "bf16"));   /* labels still placed where there is room */
+        if (k == 0)   /* a label without room is named in the note, never dropped silently */
+            for (int i = 0; i < 12; i++) assert_non_null(strstr(with, p[i].name));
+        int w = 0;   /* a long note is cut with "...", within the width */
+        for (const unsigned char *c = (const unsigned char *)with; *c; c++) {
+            if (*c == '\n') { assert_true(w <= size[k][0]); w = 0; }
+            else if ((*c & 0xC0) != 0x80) w++;
+        }
+        free(with);
+        free(without);
+        qs_fig_free(f);
+    }
+}
+
+/* issue 16: a series whose points all fall in the cells of another (two RL runs with nearly the same
+** values) is named in the note instead of disappearing under the other's glyphs */
+static void test_term_hidden_series_named(void **st)
+{
+    (void)st;
+    const double x[] = {0, 10, 20, 30, 40, 50, 59}, y[] = {0.02, 0.035, 0.05, 0.06, 0.065, 0.068, 0.07};
+    double y2[7], y3[7];
+    for (int i = 0; i < 7; i++) { y2[i] = y[i] * 1.001; y3[i] = 0; }
+    qs_figure *f = qs_fig_new("runs");
+    qs_fig_add(f, QS_SER_LINE, "exact", x, y3, 7);
+    qs_fig_add(f, QS_SER_LINE, "ais_r", x, y, 7);
+    qs_fig_add(f, QS_SER_LINE, "none", x, y2, 7);
+    char *b = term(f, QS_TERM_BRAILLE, 0, 100, 30);
+    assert_non_null(strstr(b, "▲ none mostly hidden by other series"));
+    assert_null(strstr(b, "ais_r mostly"));
+    free(b);
+    for (int i = 0; i < 7; i++) f->series[2].y[i] = y[i] * 0.5;   /* apart: no note */
+    b = term(f, QS_TERM_BRAILLE, 0, 100, 30);
+    assert_null(strstr(b, "hidden by other series"));
+    free(b);
+    qs_fig_free(f);
+}
+
+/* a line plot whose x are all whole numbers (ResQ variants 0..4, layers, steps) has no ticks
+** between them ("variant 0.5" is a label for nothing); fractional x keep their ticks */
+static void test_whole_x_integer_ticks(void **st)
+{
+    (void)st;
+    const double x[] = {0, 1, 2, 3, 4}, y[] = {0.17, 0.126, 0.126, 0.126, 0.126}, xf[] = {0, 0.5, 1, 1.5, 2};
+    for (int k = 0; k < 2; k++) {
+        qs_line_data d = {"mxfp4", 5, k ? xf : x, y};
+        qs_figure *f = qs_plot_lines("resq", "variant", QS_AX_LINEAR, "error", QS_AX_LINEAR, &d, 1);
+        assert_non_null(f);
+        qs_plot_resolve(f);
+        qs_layout L;
+        qs_measure m = px_measure();
+        qs_plot_layout(f, 1000, 600, &m, &L);
+        int frac = 0;
+        for (int i = 0; i < L.xt.n; i++) frac += L.xt.t[i].v != floor(L.xt.t[i].v);
+        if (k == 0) { assert_int_equal(frac, 0); assert_true(L.xt.n >= 5); }
+        else assert_true(frac > 0);
+        qs_fig_free(f);
+    }
+}
+
+/* the stored x-axis title is the one every reader shows (report, `plot attn`, workbench): the attn
+** figure said "tokens" in the report and "keys" in the workbench */
+static void test_lines_json_stored_xlabel(void **st)
+{
+    (void)st;
+    const char *kinds[] = {"attn", "msd", "trajectory", "resq"};
+    for (int k = 0; k < 4; k++) {
+        qs_err e = {{0}};
+        qs_figure *f = qs_plot_lines_json(kinds[k], "{\"xlabel\": \"sequence length (keys)\", \"ylabel\": \"err\","
+                                          " \"series\": [{\"name\": \"a\", \"x\": [256, 512], \"y\": [0.1, 0.2]}]}", NULL, &e);
+        assert_non_null(f);
+        assert_string_equal(f->x.title, "sequence length (keys)");
+        qs_fig_free(f);
+    }
+}
+
+/* a block heatmap with more rows than the terminal has: each character cell is the mean of the
+** blocks it covers, so one bad row of blocks is never skipped by sampling (issue 16: 1024 block
+** rows shown in 22 lines read one of every 47) */
+static void test_term_heatmap_covers_every_row(void **st)
+{
+    (void)st;
+    enum { R = 1024, C = 32 };
+    float *v = malloc(R * C * sizeof *v);
+    assert_non_null(v);
+    for (int bad = 0; bad < 40; bad += 3) {
+        for (int i = 0; i < R * C; i++) v[i] = 1;
+        for (int c = 0; c < C; c++) v[(size_t)(500 + bad) * C + c] = 1e6f;   /* one row of bad blocks */
+        qs_figure *f = qs_plot_block_heatmap("h", v, R, C, 1, "block RMSE", "block", "row", 400);
+        assert_non_null(f);
+        char *b = term(f, QS_TERM_BRAILLE, 0, 80, 24);
+        int dark = 0;   /* data cells darker than the background (not the colour bar): the bad row */
+        for (char *line = strtok(b, "\n"); line; line = strtok(NULL, "\n")) {
+            char *p = strstr(line, "┤");
+            if (!p) p = strstr(line, "│");
+            if (!p) continue;
+            p += strlen("│");
+            char *end = strchr(p, ' ');
+            if (end) *end = 0;
+            for (const char *q = p; (q = strstr(q, "▒")) != NULL; q++) dark++;
+            for (const char *q = p; (q = strstr(q, "▓")) != NULL; q++) dark++;
+            for (const char *q = p; (q = strstr(q, "█")) != NULL; q++) dark++;
+        }
+        assert_true(dark >= C / 2);
+        free(b);
+        qs_fig_free(f);
+    }
+    free(v);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -931,6 +1072,11 @@ int main(void)
         cmocka_unit_test(test_stored_yscale),
         cmocka_unit_test(test_many_series_distinct),
         cmocka_unit_test(test_long_multibyte_titles),
+        cmocka_unit_test(test_term_point_labels_off_lines),
+        cmocka_unit_test(test_term_hidden_series_named),
+        cmocka_unit_test(test_whole_x_integer_ticks),
+        cmocka_unit_test(test_lines_json_stored_xlabel),
+        cmocka_unit_test(test_term_heatmap_covers_every_row),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     qs_plot_cairo_release();
