@@ -421,8 +421,10 @@ static int tt_render(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e, 
                 ** a bad row of blocks between two samples would not show) */
                 double span_c = (double)h->cols / t.pw * (f->x.vhi - f->x.vlo) / (h->x1 - h->x0);
                 double span_r = (double)h->rows / t.ph * (f->y.vhi - f->y.vlo) / (h->y1 - h->y0);
-                size_t c0 = (size_t)fmax(0, floor(fc - span_c / 2 + 0.5)), r0 = (size_t)fmax(0, floor(fr - span_r / 2 + 0.5));
-                size_t c1 = (size_t)fmax((double)c0 + 1, floor(fc + span_c / 2 + 0.5)), r1 = (size_t)fmax((double)r0 + 1, floor(fr + span_r / 2 + 0.5));
+                /* the cells that the character's interval [f - span/2, f + span/2) meets; when a cell
+                ** is larger than a character (span < 1) that is the one cell under its centre */
+                size_t c0 = (size_t)floor(fmax(0, fc - span_c / 2)), r0 = (size_t)floor(fmax(0, fr - span_r / 2));
+                size_t c1 = (size_t)fmax((double)c0 + 1, ceil(fc + span_c / 2)), r1 = (size_t)fmax((double)r0 + 1, ceil(fr + span_r / 2));
                 if (c1 > h->cols) c1 = h->cols;
                 if (r1 > h->rows) r1 = h->rows;
                 double v = 0, nv = 0;
