@@ -17,6 +17,7 @@
 #include "../../kernels/format.h"
 #include "../../kernels/format_apply.h"
 #include "../../kernels/hifloat.h"
+#include "../../kernels/llm.h"
 #include "../../kernels/minifloat.h"
 #include "../../kernels/simd.h"
 
@@ -1296,6 +1297,15 @@ static void test_cast_scale(void **st)
                     if (memcmp(&y[i], &want[i], 4) && !(isnan(y[i]) && isnan(want[i])))
                         fail_msg("%s scale=%s axis %d: element %llu: %a vs qs_cast_scaled %a", names[k], qs_cscale_name(cs),
                                  axis, (unsigned long long)i, (double)y[i], (double)want[i]);
+                /* llm's per-token rounding of the same rows (kernels/llm.c) */
+                if (cs == QS_CSCALE_ROW)
+                    for (uint64_t r = 0; r < R; r++) {
+                        assert_int_equal(qs_llm_fakeq_row(&a, 1, x + r * C, (int)C, u, &e), 0);
+                        for (uint64_t i = 0; i < C; i++)
+                            if (memcmp(&y[r * C + i], &u[i], 4) && !(isnan(u[i]) && isnan(y[r * C + i])))
+                                fail_msg("%s row %llu: analyze/quant %a vs llm %a", names[k], (unsigned long long)r,
+                                         (double)y[r * C + i], (double)u[i]);
+                    }
                 /* scaled differs from the raw cast */
                 qs_apply raw = a;
                 raw.cscale = 0;
