@@ -551,6 +551,12 @@ struct job {
     float memQ;
     double *colS;
     float *colQ;
+    /* scaled casts (cscale): per scale, the cast's (s, inv) and the kernel's S = inv and saturation level */
+    int cscale;
+    float *cs, *ci, *cSf;
+    int32_t *cSE;
+    uint32_t *cSM, *cQb;
+    int cpow2, cse0;
     /* errors */
     atomic_int stop;
     int failed;
@@ -1789,6 +1795,20 @@ static void band_blocks(worker *w, size_t k, const float *xk, const float *qk, s
         }
 }
 
+/* Scaled casts: the index of run k's first scale (a band starts at row r0, column c0) and the stride
+** of the scales along the run (1 when the scale changes along it: per row on column runs, per column
+** on row runs). */
+static size_t cs_index(const job *j, uint64_t r0, uint64_t c0, size_t k)
+{
+    const plan *p = j->p;
+    uint64_t r = p->colruns ? r0 : r0 + k, c = p->colruns ? c0 + k : c0;
+    return j->cscale == QS_CSCALE_ROW ? (size_t)r : j->cscale == QS_CSCALE_COL ? (size_t)c : 0;
+}
+static size_t cs_stride(const job *j, int colruns)
+{
+    return (j->cscale == QS_CSCALE_ROW && colruns) || (j->cscale == QS_CSCALE_COL && !colruns);
+}
+
 static int do_band(worker *w, uint64_t b, bpart *sl, qs_err *e)
 {
     job *j = w->j;
@@ -1843,6 +1863,9 @@ static int do_band(worker *w, uint64_t b, bpart *sl, qs_err *e)
                 if (pf->mx) {   /* the fake-quantizer hands out each block's scale */
                     if (qs_mx_fakeq_scales(f, &o, xk, rlen, qk, w->bcode + k * bpr, w->pS + k * bpr, w->pQ + k * bpr, e))
                         return -1;
+                } else if (j->cscale) {   /* format_apply's scaled cast: the same (s, inv) by position */
+                    size_t k0 = cs_index(j, r0, c0, k), st = cs_stride(j, p->colruns);
+                    if (qs_cast_scaled_apply(f, &o, xk, rlen, j->cs + k0, j->ci + k0, st, qk, e)) return -1;
                 } else {
                     if (f->fakeq(f, &o, xk, rlen, qk, e)) return -1;
                     if (pf->fam == FAM_PROXY) block_reps(w, xk, rlen, blk ? blk : rlen, pf->finite_rep, w->reps + k * bpr);
@@ -1866,7 +1889,12 @@ static int do_band(worker *w, uint64_t b, bpart *sl, qs_err *e)
     for (size_t k = 0; k < nruns; k++) {
         const float *xk = xr + k * rlen, *qk = qr + k * rlen;
         if (rs) memset(rs, 0, sizeof *rs);
-        if (mem || !p->blockstats) {   /* one scale for the run: in-memory modes, element casts */
+        if (j->cscale) {   /* scaled casts: the ulp scale S = inv, per run or per element */
+            size_t k0 = cs_index(j, r0, c0, k);
+            kscale ks = {cs_stride(j, p->colruns), j->cSf + k0, j->cSE + k0, j->cSM + k0, j->cQb + k0, j->cpow2, j->cse0, 0,
+                         NULL, NULL, NULL};
+            kern_run(w, xk, qk, rlen, &ks, rs, va, vn);
+        } else if (mem || !p->blockstats) {   /* one scale for the run: in-memory modes, element casts */
             double S = 1.0;
             float Q = pf->cast_top;
             if (mem) {
@@ -2206,6 +2234,29 @@ int qs_analyze(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read rd, v
     j.pf = &pf;
     j.p = &p;
 
+    /* scaled casts: one more reading pass for the absmax of each scale's run (format_apply's scales) */
+    size_t ncs = 0;
+    if (a->cscale) {
+        if (pf.fam != FAM_CAST) { qs_fail(e, "format %s takes no scale=", a->f->name); goto fail; }
+        if (qs_cast_scales(a, rows, cols, rd, rctx, &j.cs, &j.ci, &ncs, e)) goto fail;
+        j.cscale = a->cscale;
+        if (!(j.cSf = calloc(ncs + 16, sizeof(float))) || !(j.cSE = calloc(ncs + 16, sizeof(int32_t))) ||
+            !(j.cSM = calloc(ncs + 16, sizeof(uint32_t))) || !(j.cQb = calloc(ncs + 16, sizeof(uint32_t))))
+            goto oom;
+        j.cpow2 = j.cse0 = 1;
+        for (size_t i = 0; i < ncs; i++) {
+            /* an unscaled run (s = 0) keeps S = 1 and the cast's top; else q = Q(x s) inv lives on the
+            ** grid times inv, and nothing clips: the run's absmax maps onto the target (<= max_finite), and
+            ** an absmax landing on max_finite * inv, a hair below x after fl32(inv), is rounding, not clipping */
+            double S = j.cs[i] != 0 ? (double)j.ci[i] : 1.0;
+            float top = j.cs[i] != 0 ? 0.0f : pf.cast_top;
+            scale_parts(san_S(S), &j.cSf[i], &j.cSE[i], &j.cSM[i]);
+            j.cQb[i] = san_Q(top);
+            j.cpow2 &= j.cSM[i] == 0 && S > 0;
+            j.cse0 &= j.cSE[i] == 0;
+        }
+    }
+
     /* outputs */
     qs_analysis *an = out;
     an->rows = rows;
@@ -2381,6 +2432,7 @@ int qs_analyze(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read rd, v
         m->bits_per_elem = f->elem_bits;
         if (n && p.nblocks) m->bits_per_elem += f->meta_bits * (double)p.nblocks / (double)n;
         if (n && !strcmp(f->family, "nvfp4")) m->bits_per_elem += 32.0 / (double)n;
+        if (n && ncs) m->bits_per_elem += 32.0 * (double)ncs / (double)n;   /* a scaled cast's FP32 scales */
 
         for (int k = 0; k < T; k++) {
             hwin_flush(w[k].wv, &w[k].hv);
@@ -2463,6 +2515,7 @@ done:
     free(j.slots);
     free(j.row_se2); free(j.row_nf); free(j.col_se2); free(j.col_nf);
     free(j.X); free(j.Y); free(j.colS); free(j.colQ);
+    free(j.cs); free(j.ci); free(j.cSf); free(j.cSE); free(j.cSM); free(j.cQb);
     if (sync_init) {
         pthread_cond_destroy(&j.cv);
         pthread_mutex_destroy(&j.read_mu);

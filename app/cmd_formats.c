@@ -180,7 +180,7 @@ int qs_cmd_explain(qs_cli *cli, int argc, char **argv)
     ** values in their order (it matters for block formats), and hand getopt "options -- values". */
     static const char *const kWithArg[] = {"-f", "--format", "--round", "--scale-rule", "--block", "--axis",
                                            "--gran", "--seed", "--nvfp4", "--m2x", "--nonfinite-block",
-                                           "--zero-block-scale"};
+                                           "--zero-block-scale", "--scale"};
     char **av = calloc((size_t)argc + 2, sizeof *av), **vals = calloc((size_t)argc + 1, sizeof *vals);
     if (!av || !vals) { free(av); free(vals); return qs_cli_error(QS_EXIT_ERR, "out of memory"); }
     int ac = 0, nv = 0;
@@ -209,6 +209,7 @@ int qs_cmd_explain(qs_cli *cli, int argc, char **argv)
         else { int u = qs_cli_usage("explain", "unknown option '%s'", argv[optind - 1]); free(av); return u; }
     }
     int rc = qs_quant_opts_done("explain", &a);
+    if (!rc && a.cscale) return qs_cli_usage("explain", "--scale scales tensors and value lists (analyze, quant), not single values");
     if (rc) { free(av); return rc; }
     rc = explain_run(cli, &a, table, argc - optind, argv + optind);
     free(av);

@@ -93,14 +93,25 @@ static int quant_stdin(qs_apply *a, int codes)
     if (a->gran == QS_GRAN_TENSOR) o.block = 0;
     float *y = malloc((n ? n : 1) * sizeof *y);
     if (!y) { free(x); return qs_cli_error(QS_EXIT_ERR, "out of memory"); }
+    /* a scaled cast: stdin is one run (tensor = row); the codes are those of x * s */
+    float cs = 0, ci = 0;
+    if (a->cscale == QS_CSCALE_COL) { free(x); free(y); return qs_cli_usage("quant", "scale=col needs a 2-D tensor (stdin is one row)"); }
+    if (a->cscale) {
+        float amax = 0;
+        for (size_t i = 0; i < n; i++) { float v = fabsf(x[i]); if (v > amax && v != INFINITY) amax = v; }
+        qs_cast_scale_of(a->f, amax, &cs, &ci);
+    }
     if (!codes) {
-        if (n && a->f->fakeq(a->f, &o, x, n, y, &e)) rc = qs_cli_err(QS_EXIT_ERR, &e);
+        if (n && (cs != 0 ? qs_cast_scaled_apply(a->f, &o, x, n, &cs, &ci, 0, y, &e) : a->f->fakeq(a->f, &o, x, n, y, &e)))
+            rc = qs_cli_err(QS_EXIT_ERR, &e);
         else for (size_t i = 0; i < n; i++) qs_print_value(stdout, y[i]);
     } else {
         size_t nb = qs_format_nblocks(a->f, &o, n), blk = qs_format_block(a->f, &o);
         uint32_t *c = malloc((n ? n : 1) * sizeof *c);
         uint8_t *meta = malloc(nb * (size_t)a->f->meta_bytes + 1);
         float ts = 1;
+        if (cs != 0)
+            for (size_t i = 0; i < n; i++) x[i] *= cs;
         if (!c || !meta) rc = qs_cli_error(QS_EXIT_ERR, "out of memory");
         else if (n && a->f->encode(a->f, &o, x, n, c, meta, &ts, &e)) rc = qs_cli_err(QS_EXIT_ERR, &e);
         else {
@@ -113,6 +124,7 @@ static int quant_stdin(qs_apply *a, int codes)
                     for (int k = 0; k < a->f->meta_bytes; k++) printf("%02x", meta[b * (size_t)a->f->meta_bytes + (size_t)k]);
                 }
                 if (!strcmp(a->f->family, "nvfp4")) printf(" %.9g", (double)ts);
+                if (a->cscale) printf(" %.9g", (double)(cs != 0 ? ci : 1.0f));   /* value = decode(code) * this */
                 printf("\n");
             }
         }

@@ -74,6 +74,9 @@ int qs_quant_opt(const char *cmd, int ch, const char *arg, qs_apply *a)
         a->o.zero_block_scale = QS_ZERO_BLOCK_SCALE(c);
         return 1;
     }
+    case 0x100F:
+        if (qs_cscale_parse(arg, &a->cscale)) { qs_cli_usage(cmd, "--scale is none, tensor, row or col (not '%s')", arg); return -1; }
+        return 1;
     }
     return 0;
 }
@@ -85,6 +88,9 @@ int qs_quant_opts_done(const char *cmd, qs_apply *a)
     if (a->f->block == 0 && a->gran == QS_GRAN_BLOCK && a->o.block == 0) a->gran = QS_GRAN_TENSOR;
     qs_err e = {{0}};
     if (qs_qopts_check(a->f, &a->o, &e)) return qs_cli_usage(cmd, "%s", e.msg);
+    if (a->cscale && !(qs_cast_scale_target(a->f) > 0))
+        return qs_cli_usage(cmd, "format %s takes no scale=%s: only element casts with a scale target (fp8_*, fp6_*, "
+                            "fp4_e2m1, fp16, hif8) are scaled", a->f->name, qs_cscale_name(a->cscale));
     return 0;
 }
 
@@ -107,6 +113,7 @@ char *qs_quant_opts_json(const qs_apply *a)
     if (a->o.flush_subnormal_blocks) json_object_set_new(o, "flush_subnormal_blocks", json_true());
     if (a->o.nan_block_te) json_object_set_new(o, "nonfinite_block", json_string("te"));
     if (a->o.zero_block_scale > 0) json_object_set_new(o, "zero_block_scale", json_integer(a->o.zero_block_scale - 1));
+    if (a->cscale) json_object_set_new(o, "scale", json_string(qs_cscale_name(a->cscale)));
     char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(o);
     return s;
@@ -170,5 +177,6 @@ void qs_quant_label(const qs_apply *a, const char *spec, char *buf, size_t cap)
     if (o->flush_subnormal_blocks) ADD(":flush-subnormal-blocks");
     if (o->nan_block_te) ADD(":nonfinite-block=te");
     if (o->zero_block_scale > 0) ADD(":zero-block-scale=%02x", o->zero_block_scale - 1);
+    if (a->cscale) ADD(":scale=%s", qs_cscale_name(a->cscale));
 #undef ADD
 }

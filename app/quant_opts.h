@@ -20,7 +20,7 @@
     {"nvfp4", required_argument, 0, 0x1008}, {"m2x", required_argument, 0, 0x1009}, \
     {"floor-log2f", no_argument, 0, 0x100A}, {"zero-positive", no_argument, 0, 0x100B}, \
     {"flush-subnormal-blocks", no_argument, 0, 0x100C}, {"nonfinite-block", required_argument, 0, 0x100D}, \
-    {"zero-block-scale", required_argument, 0, 0x100E}
+    {"zero-block-scale", required_argument, 0, 0x100E}, {"scale", required_argument, 0, 0x100F}
 
 /* Handle one option; returns 1 if it was a format option, 0 if not, -1 on a bad value (message
 ** printed as a usage error for command `cmd`). */
@@ -49,6 +49,9 @@ char *qs_quant_opts_json(const qs_apply *a);
     "                      (microxcaling mx_flush_fp32_subnorms)\n" \
     "  --nonfinite-block nan|te  MX block holding Inf: scale 0xFF, all NaN (default) or TE's\n" \
     "                      scale 0xFE, saturating (a NaN still gives 0xFF)\n" \
+    "  --scale none|tensor|row|col  element casts: one FP32 scale per tensor/row/column maps its\n" \
+    "                      absmax onto the format's scale target (hif8 15, others max_finite;\n" \
+    "                      docs/formats.md), Q(x*s)/s as `llm` does; default none (raw cast)\n" \
     "  --zero-block-scale HEX  MX: E8M0 scale code of an all-zero block (default 00, 7f under uos;\n" \
     "                      microxcaling INT8 01)\n"
 

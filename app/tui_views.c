@@ -718,12 +718,13 @@ void tui_format_options(tui *T)
     snprintf(title, sizeof title, "options of %s: Left/Right change, Enter applies, Esc cancels", T->fmts[fi].label);
     WINDOW *w = popup(T, 12, 76, title);
     if (!w) return;
-    const int nrow = 6;
+    const int nrow = 7;
     char err[200] = "";
     int done = 0;
     for (;;) {
-        const char *names[6] = {"rounding", "scale rule", "block size", "granularity", "block axis", "saturate (casts)"};
-        char vals[6][64];
+        const char *names[7] = {"rounding",   "scale rule", "block size",     "granularity",
+                                "block axis", "saturate (casts)", "scale (casts)"};
+        char vals[7][64];
         snprintf(vals[0], 64, "%s%s", qs_round_name(a.o.round == QS_RND_DEFAULT ? f->default_round : a.o.round),
                  a.o.round == QS_RND_DEFAULT ? " (default)" : "");
         snprintf(vals[1], 64, "%s", f->has_scale_rule ? qs_scale_rule_name(a.o.scale_rule) : "- (no E8M0 block scale)");
@@ -732,6 +733,7 @@ void tui_format_options(tui *T)
         snprintf(vals[3], 64, "%s", qs_gran_name(a.gran));
         snprintf(vals[4], 64, "%d (%s)", a.axis, a.axis ? "along rows, contiguous" : "down columns");
         snprintf(vals[5], 64, "%s", a.o.sat ? "yes" : "no");
+        snprintf(vals[6], 64, "%s", qs_cast_scale_target(f) > 0 ? qs_cscale_name(a.cscale) : "- (no scale target)");
         for (int r = 0; r < nrow; r++) {
             wmove(w, 2 + r, 1);
             for (int x = 1; x < getmaxx(w) - 1; x++) waddch(w, ' ');
@@ -784,6 +786,9 @@ void tui_format_options(tui *T)
         }
         case 4: a.axis = !a.axis; break;
         case 5: a.o.sat = !a.o.sat; break;
+        case 6:   /* the scaling default of llm/attn (docs/formats.md), for casts with a scale target */
+            if (qs_cast_scale_target(f) > 0) a.cscale = (a.cscale + d + 4) % 4;
+            break;
         }
         qs_err e = {{0}};
         if (qs_qopts_check(f, &a.o, &e)) snprintf(err, sizeof err, "not valid yet: %.150s", e.msg);

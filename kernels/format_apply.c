@@ -37,11 +37,61 @@ int qs_format_absmax(qs_fa_read rd, void *rctx, uint64_t n, float *amax, qs_err 
     return 0;
 }
 
-/* Quantize one run held in memory; index0 keeps stochastic rounding independent of chunking. */
-static int run_fakeq(const qs_apply *a, const qs_qopts *o, uint64_t index0, float *x, size_t n, float *y, qs_err *e)
+int qs_cast_scales(const qs_apply *a, uint64_t rows, uint64_t cols, qs_fa_read rd, void *rctx, float **s, float **inv,
+                   size_t *ns, qs_err *e)
+{
+    *s = *inv = NULL;
+    if (!(qs_cast_scale_target(a->f) > 0))
+        return qs_fail(e, "format %s takes no scale= (only element casts with a scale target, docs/formats.md)", a->f->name);
+    if (a->cscale == QS_CSCALE_COL && rows <= 1) return qs_fail(e, "scale=col needs a 2-D tensor");
+    uint64_t n = rows * cols;
+    size_t k = a->cscale == QS_CSCALE_ROW ? (size_t)rows : a->cscale == QS_CSCALE_COL ? (size_t)cols : 1;
+    float *am = calloc(k + 16, sizeof(float)), *buf = malloc(BAND_ELEMS * sizeof(float));
+    *s = calloc(k + 16, sizeof(float));
+    *inv = calloc(k + 16, sizeof(float));
+    if (!am || !buf || !*s || !*inv) { free(am); free(buf); free(*s); free(*inv); *s = *inv = NULL; return qs_fail(e, "out of memory"); }
+    for (uint64_t st = 0; st < n;) {
+        size_t m = n - st > BAND_ELEMS ? BAND_ELEMS : (size_t)(n - st);
+        if (rd(rctx, st, m, buf, e)) { free(am); free(buf); free(*s); free(*inv); *s = *inv = NULL; return -1; }
+        uint64_t r = st / cols, c = st % cols;
+        for (size_t i = 0; i < m; i++) {
+            size_t slot = a->cscale == QS_CSCALE_ROW ? (size_t)r : a->cscale == QS_CSCALE_COL ? (size_t)c : 0;
+            float v = fabsf(buf[i]);
+            if (v > am[slot] && v != INFINITY) am[slot] = v;   /* NaN compares false */
+            if (++c == cols) { c = 0; r++; }
+        }
+        st += m;
+    }
+    for (size_t i = 0; i < k; i++) qs_cast_scale_of(a->f, am[i], *s + i, *inv + i);
+    free(am);
+    free(buf);
+    *ns = k;
+    return 0;
+}
+
+/* The scales of a run starting at (r, c), a row (colrun 0) or a column: (s, inv, stride). */
+static void run_scales(const qs_apply *a, const float *s, const float *inv, uint64_t r, uint64_t c, int colrun,
+                       const float **rs, const float **ri, size_t *stride)
+{
+    size_t k = a->cscale == QS_CSCALE_ROW ? (size_t)r : a->cscale == QS_CSCALE_COL ? (size_t)c : 0;
+    *rs = s + k;
+    *ri = inv + k;
+    *stride = (a->cscale == QS_CSCALE_ROW && colrun) || (a->cscale == QS_CSCALE_COL && !colrun);
+}
+
+/* Quantize one run held in memory; index0 keeps stochastic rounding independent of chunking.  A scaled
+** cast needs the run's place (r, c) and direction. */
+static int run_fakeq(const qs_apply *a, const qs_qopts *o, uint64_t index0, float *x, size_t n, float *y, qs_err *e,
+                     const float *s, const float *inv, uint64_t r, uint64_t c, int colrun)
 {
     qs_qopts oo = *o;
     oo.index0 = o->index0 + index0;
+    if (s) {
+        const float *rs, *ri;
+        size_t stride;
+        run_scales(a, s, inv, r, c, colrun, &rs, &ri, &stride);
+        return qs_cast_scaled_apply(a->f, &oo, x, n, rs, ri, stride, y, e);
+    }
     return a->f->fakeq(a->f, &oo, x, n, y, e);
 }
 
@@ -65,7 +115,9 @@ int qs_format_apply(const qs_apply *a, uint64_t rows, uint64_t cols, qs_fa_read 
     if (whole) { cols = n; rows = n ? 1 : 0; }
     size_t blk = qs_format_block(a->f, &o);
     int rc = -1;
-    float *x = NULL, *y = NULL, *cx = NULL, *cy = NULL;
+    float *x = NULL, *y = NULL, *cx = NULL, *cy = NULL, *cs = NULL, *ci = NULL;
+    size_t ncs;
+    if (a->cscale && qs_cast_scales(a, rows, cols, rd, rctx, &cs, &ci, &ncs, e)) return -1;
     if (!col) {
         /* Rows are runs; long rows are cut at block boundaries (a whole row when blk == 0). */
         size_t piece = blk ? (BAND_ELEMS / blk) * blk : (size_t)cols;
@@ -85,7 +137,7 @@ int qs_format_apply(const qs_apply *a, uint64_t rows, uint64_t cols, qs_fa_read 
                 size_t k = nr * (size_t)cols;
                 if (rd(rctx, s, k, x, e)) goto out;
                 for (size_t i = 0; i < nr; i++)
-                    if (run_fakeq(a, &o, s + i * cols, x + i * cols, (size_t)cols, y + i * cols, e)) goto out;
+                    if (run_fakeq(a, &o, s + i * cols, x + i * cols, (size_t)cols, y + i * cols, e, cs, ci, r + i, 0, 0)) goto out;
                 if (wr(wctx, s, k, y, e)) goto out;
             }
         } else {
@@ -93,7 +145,7 @@ int qs_format_apply(const qs_apply *a, uint64_t rows, uint64_t cols, qs_fa_read 
                 for (uint64_t c = 0; c < cols; c += piece) {
                     size_t k = cols - c > piece ? piece : (size_t)(cols - c);
                     uint64_t s = r * cols + c;
-                    if (rd(rctx, s, k, x, e) || run_fakeq(a, &o, s, x, k, y, e) || wr(wctx, s, k, y, e)) goto out;
+                    if (rd(rctx, s, k, x, e) || run_fakeq(a, &o, s, x, k, y, e, cs, ci, r, c, 0) || wr(wctx, s, k, y, e)) goto out;
                 }
         }
     } else {
@@ -114,7 +166,7 @@ int qs_format_apply(const qs_apply *a, uint64_t rows, uint64_t cols, qs_fa_read 
             for (uint64_t c = 0; c < cols; c++) {
                 for (size_t i = 0; i < nr; i++) cx[i] = x[i * cols + c];
                 /* SR counter: column-major position keeps draws distinct and chunk-independent */
-                if (run_fakeq(a, &o, c * rows + r, cx, nr, cy, e)) goto out;
+                if (run_fakeq(a, &o, c * rows + r, cx, nr, cy, e, cs, ci, r, c, 1)) goto out;
                 for (size_t i = 0; i < nr; i++) y[i * cols + c] = cy[i];
             }
             if (wr(wctx, s, nr * (size_t)cols, y, e)) goto out;
@@ -122,6 +174,6 @@ int qs_format_apply(const qs_apply *a, uint64_t rows, uint64_t cols, qs_fa_read 
     }
     rc = 0;
 out:
-    free(x); free(y); free(cx); free(cy);
+    free(x); free(y); free(cx); free(cy); free(cs); free(ci);
     return rc;
 }

@@ -11,12 +11,15 @@
 ** NVFP4's per-tensor scale is the absmax of the whole tensor (a first pass) unless given.
 ** Work is streamed in bands of rows with bounded memory, except for a per-column or per-tensor
 ** run, which needs the whole run in memory.
+** A scaled element cast (cscale, cast_scale.h) first reads the tensor once for the absmax of each
+** scale's run (the tensor, each row or each column), then casts Q(x * s) * inv value by value.
 */
 #ifndef QS_FORMAT_APPLY_H
 #define QS_FORMAT_APPLY_H
 
 #include <stdint.h>
 
+#include "cast_scale.h"
 #include "format.h"
 
 typedef enum qs_gran { QS_GRAN_BLOCK = 0, QS_GRAN_TENSOR, QS_GRAN_ROW, QS_GRAN_COL } qs_gran;
@@ -26,6 +29,7 @@ typedef struct qs_apply {
     qs_qopts o;
     int axis;       /* 1: blocks along the last dimension (contiguous); 0: along the first */
     qs_gran gran;
+    int cscale;     /* qs_cscale: one FP32 scale per tensor/row/column of an element cast (0: none) */
 } qs_apply;
 
 typedef int (*qs_fa_read)(void *ctx, uint64_t start, size_t n, float *out, qs_err *e);
@@ -36,6 +40,12 @@ int qs_format_apply(const qs_apply *a, uint64_t rows, uint64_t cols, qs_fa_read 
 
 /* Absmax over the finite values (NaN and Inf ignored), used for per-tensor scales. */
 int qs_format_absmax(qs_fa_read rd, void *rctx, uint64_t n, float *amax, qs_err *e);
+
+/* The scales of a scaled cast (a->cscale != 0): n = 1, rows or cols pairs (s, inv) of
+** qs_cast_scale_of, allocated into *s and *inv (16 spare zeros at the end); fails when the format has
+** no scale target or scale=col is asked of a 1-D tensor. */
+int qs_cast_scales(const qs_apply *a, uint64_t rows, uint64_t cols, qs_fa_read rd, void *rctx, float **s, float **inv,
+                   size_t *n, qs_err *e);
 
 const char *qs_gran_name(qs_gran g);
 int qs_gran_parse(const char *s, qs_gran *g);

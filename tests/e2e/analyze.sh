@@ -99,3 +99,57 @@ assert n == len(want) == 18, (n, len(want))
 PY
 ok "report.csv has a row per tensor and format" bash -c "$QS report --claims none -o $T/repc --format csv --formats mxfp4,nvfp4 >/dev/null && [ \$(wc -l < $T/repc/report.csv) -eq 19 ]"
 fails "report with no matching tensor" 1 $QS report --claims none -o "$T/none" --tensors 'zzz*'
+
+# Scaled element casts (scale=tensor|row|col, docs/formats.md): the scaling default of llm/attn in
+# analyze and quant, on a database of their own.
+QC="$QS --db $T/cs.db"
+$QS gen gaussian --shape 64x512 --seed 11 -o "$T/g.npy" 2>/dev/null
+$QC import --copy "$T/g.npy" >/dev/null 2>&1
+ok "hif8:scale=row is its own result: cached apart from the raw cast, options and label" bash -c "
+  $QC analyze g -f hif8 --json > $T/cs0.json && $QC analyze g -f hif8:scale=row,hif8 --json > $T/cs1.json &&
+  python3 -c 'import json; a=json.load(open(\"$T/cs0.json\")); b=json.load(open(\"$T/cs1.json\"))
+assert [x[\"cached\"] for x in b]==[False,True], b
+assert \"scale\" not in a[0][\"options\"] and b[0][\"options\"][\"scale\"]==\"row\", (a, b)
+assert b[0][\"metrics\"][\"sum_e2\"] != b[1][\"metrics\"][\"sum_e2\"]' &&
+  $QC analyze g -f hif8:scale=row | grep -q '^g  *hif8:scale=row '"
+ok "quant --scale row is llm's per-row rounding: Q(x*s)/s, s = fl32(15/absmax), around the raw cast" bash -c "
+  $QS quant -f hif8 --scale row $T/g.npy -o $T/qr.npy 2>/dev/null && $PY - $T/g.npy $T/qr.npy '$QS' 15" <<'PY'
+import sys, subprocess, numpy as np
+x = np.load(sys.argv[1]); q = np.load(sys.argv[2]); target = float(sys.argv[4])
+amax = np.abs(x).max(axis=1).astype(np.float64)
+s = (target / amax).astype(np.float32)[:, None]; inv = (amax / target).astype(np.float32)[:, None]
+xs = (x * s).astype(np.float32)
+out = subprocess.run([sys.argv[3], "quant", "-f", "hif8"], input="\n".join("%.9g" % v for v in xs.ravel()),
+                     capture_output=True, text=True, check=True).stdout.split()
+want = (np.array(out, dtype=np.float32).reshape(x.shape) * inv).astype(np.float32)
+assert want.tobytes() == q.tobytes(), np.argwhere(want != q)[:5]
+PY
+ok "analyze hif8:scale=row measures that output (and 32 bits per row of scale)" bash -c "
+  $QC analyze g -f hif8:scale=row --json > $T/cs2.json && $PY - $T/g.npy $T/qr.npy $T/cs2.json" <<'PY'
+import sys, json, numpy as np
+x = np.load(sys.argv[1]).astype(np.float64); q = np.load(sys.argv[2]).astype(np.float64)
+m = json.load(open(sys.argv[3]))[0]["metrics"]
+e = q - x
+assert abs(m["sum_e2"] - (e * e).sum()) <= 1e-9 * (e * e).sum(), m["sum_e2"]
+assert abs(m["eff_bits_energy"] + 0.5 * np.log2((e * e).sum() / (x * x).sum())) < 1e-9
+assert m["bits_per_elem"] == 8 + 32 * 64 / (64 * 512), m["bits_per_elem"]
+PY
+ok "HiF8 absmax->15 beats absmax->2^15 (no mantissa at the top) on Gaussian rows" bash -c "
+  $PY - $T/g.npy $T/cs2.json '$QS'" <<'PY'
+import sys, json, subprocess, numpy as np
+x = np.load(sys.argv[1]); eff15 = json.load(open(sys.argv[2]))[0]["metrics"]["eff_bits_energy"]
+amax = np.abs(x).max(axis=1).astype(np.float64)
+s = (32768.0 / amax).astype(np.float32)[:, None]; inv = (amax / 32768.0).astype(np.float32)[:, None]
+out = subprocess.run([sys.argv[3], "quant", "-f", "hif8"], input="\n".join("%.9g" % v for v in (x * s).astype(np.float32).ravel()),
+                     capture_output=True, text=True, check=True).stdout.split()
+q = (np.array(out, dtype=np.float32).reshape(x.shape) * inv).astype(np.float64); xd = x.astype(np.float64)
+eff_top = -0.5 * np.log2(((q - xd) ** 2).sum() / (xd * xd).sum())
+print("# hif8 scale=row (absmax->15): %.3f effective bits; absmax->2^15: %.3f" % (eff15, eff_top))
+assert eff15 > eff_top + 1.5, (eff15, eff_top)
+PY
+ok "scale=col: one scale per column (bits 8 + 32/64)" bash -c "$QC analyze g -f fp8_e4m3:scale=col --json | python3 -c '
+import json,sys; m=json.load(sys.stdin)[0][\"metrics\"]; assert m[\"bits_per_elem\"]==8.5 and m[\"clip_frac\"]==0, m'"
+fails "scale= refused for mxfp4" 2 $QC analyze g -f mxfp4:scale=row
+check "the message names the format" "grep -q 'format mxfp4 takes no scale=row' $T/err"
+fails "scale= refused for bf16" 2 $QC analyze g -f bf16:scale=tensor
+fails "an unknown scale value" 2 $QC analyze g -f hif8:scale=block

@@ -13,9 +13,11 @@
 #include <jansson.h>
 
 #include "../../analysis/metrics.h"
+#include "../../kernels/cast_scale.h"
 #include "../../kernels/format.h"
 #include "../../kernels/format_apply.h"
 #include "../../kernels/hifloat.h"
+#include "../../kernels/llm.h"
 #include "../../kernels/minifloat.h"
 #include "../../kernels/simd.h"
 
@@ -1250,6 +1252,173 @@ static void test_errors(void **st)
     assert_non_null(strstr(e.msg, "does not support rounding"));
 }
 
+/* ---- scaled element casts (scale=tensor|row|col, kernels/cast_scale.h) ----------------------- */
+
+static float *apply_mem(const qs_apply *a, uint64_t rows, uint64_t cols, const float *x, qs_err *e, int *rc)
+{
+    float *y = malloc(rows * cols * sizeof(float));
+    src s = {x, rows * cols, UINT64_MAX, 0};
+    outbuf ob = {y};
+    *rc = qs_format_apply(a, rows, cols, rd_mem, &s, wr_mem, &ob, e);
+    return y;
+}
+
+/* format_apply's scaled cast is qs_cast_scaled (llm's per-token rounding) on each tensor/row/column,
+** bit for bit, whatever the run direction, and the analysis measures exactly that q. */
+static void test_cast_scale(void **st)
+{
+    (void)st;
+    const char *names[] = {"hif8", "fp8_e4m3", "fp6_e2m3"};
+    const uint64_t R = 37, C = 300, n = R * C;
+    for (size_t k = 0; k < 3; k++)
+        for (int cs = QS_CSCALE_TENSOR; cs <= QS_CSCALE_COL; cs++)
+            for (int axis = 0; axis <= 1; axis++) {
+                float *x = make_tensor(R, C, 900 + k);
+                for (uint64_t c = 0; c < C; c++) x[3 * C + c] = 0;   /* an all-zero row: cast unscaled */
+                x[5 * C + 7] = NAN;
+                x[6 * C + 9] = INFINITY;
+                qs_apply a = mk_apply(names[k]);
+                a.axis = axis;
+                a.cscale = cs;
+                qs_err e = {{0}};
+                int rc;
+                float *y = apply_mem(&a, R, C, x, &e, &rc);
+                if (rc) fail_msg("%s: %s", names[k], e.msg);
+                /* the reference: qs_cast_scaled on each scale's run */
+                float *want = malloc(n * sizeof(float)), *t = malloc(n * sizeof(float)), *u = malloc(n * sizeof(float));
+                uint64_t nrun = cs == QS_CSCALE_TENSOR ? 1 : cs == QS_CSCALE_ROW ? R : C;
+                uint64_t len = cs == QS_CSCALE_TENSOR ? n : cs == QS_CSCALE_ROW ? C : R;
+                for (uint64_t r = 0; r < nrun; r++) {
+                    for (uint64_t i = 0; i < len; i++) t[i] = x[cs == QS_CSCALE_COL ? i * C + r : r * len + i];
+                    assert_int_equal(qs_cast_scaled(a.f, &a.o, t, (size_t)len, u, &e), 0);
+                    for (uint64_t i = 0; i < len; i++) want[cs == QS_CSCALE_COL ? i * C + r : r * len + i] = u[i];
+                }
+                for (uint64_t i = 0; i < n; i++)
+                    if (memcmp(&y[i], &want[i], 4) && !(isnan(y[i]) && isnan(want[i])))
+                        fail_msg("%s scale=%s axis %d: element %llu: %a vs qs_cast_scaled %a", names[k], qs_cscale_name(cs),
+                                 axis, (unsigned long long)i, (double)y[i], (double)want[i]);
+                /* llm's per-token rounding of the same rows (kernels/llm.c) */
+                if (cs == QS_CSCALE_ROW)
+                    for (uint64_t r = 0; r < R; r++) {
+                        assert_int_equal(qs_llm_fakeq_row(&a, 1, x + r * C, (int)C, u, &e), 0);
+                        for (uint64_t i = 0; i < C; i++)
+                            if (memcmp(&y[r * C + i], &u[i], 4) && !(isnan(u[i]) && isnan(y[r * C + i])))
+                                fail_msg("%s row %llu: analyze/quant %a vs llm %a", names[k], (unsigned long long)r,
+                                         (double)y[r * C + i], (double)u[i]);
+                    }
+                /* scaled differs from the raw cast */
+                qs_apply raw = a;
+                raw.cscale = 0;
+                float *y0 = apply_mem(&raw, R, C, x, &e, &rc);
+                assert_int_equal(rc, 0);
+                assert_true(memcmp(y, y0, n * sizeof(float)) != 0);
+                /* the analysis: the same q (error energy), the scales' bits, 1 or 2 threads, scalar or AVX-512 */
+                qs_analysis an, an1, sc;
+                assert_int_equal(run(&a, R, C, x, 2, 0, &an, &e), 0);
+                double se2 = 0, sx2 = 0;
+                for (uint64_t i = 0; i < n; i++)
+                    if (isfinite(x[i])) { double d = (double)y[i] - x[i]; se2 += d * d; sx2 += (double)x[i] * x[i]; }
+                assert_close(an.m.sum_e2, se2, 1e-9);
+                assert_close(an.m.sum_x2, sx2, 1e-12);
+                assert_close(an.m.bits_per_elem, a.f->elem_bits + 32.0 * (double)nrun / (double)n, 1e-15);
+                assert_true(an.m.clip_frac == 0);
+                assert_int_equal(run(&a, R, C, x, 1, 0, &an1, &e), 0);
+                same_analysis(&an, &an1);
+                qs_simd_force(QS_SIMD_SCALAR);
+                rc = run(&a, R, C, x, 2, 0, &sc, &e);
+                qs_simd_force(-1);
+                assert_int_equal(rc, 0);
+                same_analysis(&an, &sc);
+                qs_analysis_free(&an);
+                qs_analysis_free(&an1);
+                qs_analysis_free(&sc);
+                free(x); free(y); free(y0); free(want); free(t); free(u);
+            }
+    /* one long row (pieces of a row): scale=row is one scale */
+    {
+        const uint64_t L = 300000;
+        float *x = make_tensor(1, L, 77);
+        qs_apply a = mk_apply("fp8_e4m3");
+        a.cscale = QS_CSCALE_ROW;
+        qs_err e = {{0}};
+        int rc;
+        float *y = apply_mem(&a, 1, L, x, &e, &rc), *want = malloc(L * sizeof(float));
+        assert_int_equal(rc, 0);
+        assert_int_equal(qs_cast_scaled(a.f, &a.o, x, (size_t)L, want, &e), 0);
+        assert_memory_equal(y, want, L * sizeof(float));
+        qs_analysis an, sc;
+        assert_int_equal(run(&a, 1, L, x, 2, 0, &an, &e), 0);
+        qs_simd_force(QS_SIMD_SCALAR);
+        rc = run(&a, 1, L, x, 2, 0, &sc, &e);
+        qs_simd_force(-1);
+        assert_int_equal(rc, 0);
+        same_analysis(&an, &sc);
+        double se2 = 0;
+        for (uint64_t i = 0; i < L; i++) { double d = (double)want[i] - x[i]; se2 += d * d; }
+        assert_close(an.m.sum_e2, se2, 1e-9);
+        qs_analysis_free(&an);
+        qs_analysis_free(&sc);
+        free(x); free(y); free(want);
+    }
+    /* refused: formats without a scale target, and scale=col on a 1-D tensor */
+    const char *no[] = {"mxfp4", "bf16", "int8", "nvfp4"};
+    float x[64] = {1, 2, 3};
+    for (size_t k = 0; k < 4; k++) {
+        qs_apply a = mk_apply(no[k]);
+        a.cscale = QS_CSCALE_ROW;
+        qs_err e = {{0}};
+        int rc;
+        float *y = apply_mem(&a, 2, 32, x, &e, &rc);
+        assert_int_not_equal(rc, 0);
+        assert_non_null(strstr(e.msg, no[k]));
+        free(y);
+        qs_analysis an;
+        assert_int_not_equal(run(&a, 2, 32, x, 1, 0, &an, &e), 0);
+    }
+    qs_apply a = mk_apply("hif8");
+    a.cscale = QS_CSCALE_COL;
+    qs_err e = {{0}};
+    int rc;
+    float *y = apply_mem(&a, 1, 64, x, &e, &rc);
+    assert_int_not_equal(rc, 0);
+    free(y);
+}
+
+/* Why HiF8's target is 15: on Gaussian rows, absmax -> 15 keeps the bulk in HiF8's 3-mantissa-bit
+** binades; absmax -> 2^15 (max_finite) puts it where 1 or 0 bits are left. */
+static void test_hif8_target(void **st)
+{
+    (void)st;
+    const uint64_t R = 64, C = 1024, n = R * C;
+    float *x = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float)), *t = malloc(C * sizeof(float));
+    rng_state = 4242;
+    for (uint64_t i = 0; i < n; i++) x[i] = (float)gauss();
+    qs_apply a = mk_apply("hif8");
+    a.cscale = QS_CSCALE_ROW;
+    qs_err e = {{0}};
+    qs_analysis an;
+    assert_int_equal(run(&a, R, C, x, 2, 0, &an, &e), 0);
+    double se2 = 0, sx2 = 0;
+    for (uint64_t r = 0; r < R; r++) {   /* the old recipe: s = fl32(2^15 / absmax) */
+        float amax = 0;
+        for (uint64_t c = 0; c < C; c++) amax = fmaxf(amax, fabsf(x[r * C + c]));
+        float s = (float)(32768.0 / amax), inv = (float)(amax / 32768.0);
+        for (uint64_t c = 0; c < C; c++) t[c] = x[r * C + c] * s;
+        assert_int_equal(a.f->fakeq(a.f, &a.o, t, (size_t)C, y + r * C, &e), 0);
+        for (uint64_t c = 0; c < C; c++) {
+            double d = (double)(y[r * C + c] * inv) - x[r * C + c];
+            se2 += d * d;
+            sx2 += (double)x[r * C + c] * x[r * C + c];
+        }
+    }
+    double eff15 = -0.5 * log2(se2 / sx2);
+    /* about 5.2 effective bits against about 3.3 (docs/formats.md) */
+    if (!(an.m.eff_bits_energy > eff15 + 1.5))
+        fail_msg("hif8 absmax->15: %.3f effective bits, absmax->2^15: %.3f", an.m.eff_bits_energy, eff15);
+    qs_analysis_free(&an);
+    free(x); free(y); free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1270,6 +1439,8 @@ int main(void)
         cmocka_unit_test(test_progress_and_cancel),
         cmocka_unit_test(test_log4_by_squaring),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_cast_scale),
+        cmocka_unit_test(test_hif8_target),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
