@@ -151,7 +151,10 @@ static int parse_opts(int argc, char **argv, eval_opts *o)
         }
     }
     if (optind < argc) return qs_cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
-    if (!o->model) return qs_cli_usage(CMD, "--model PATH.gguf is required");
+    if (!o->model) {
+        if (access(QS_LLM_DEFAULT_MODEL, R_OK) == 0) o->model = QS_LLM_DEFAULT_MODEL;
+        else return qs_cli_usage(CMD, "--model PATH is required (the default %s is missing: run `make data`)", QS_LLM_DEFAULT_MODEL);
+    }
     if (!o->text) {
         if (access(QS_EVAL_DEFAULT_TEXT, R_OK) == 0) o->text = QS_EVAL_DEFAULT_TEXT;
         else return qs_cli_usage(CMD, "--text FILE is required (the default %s is missing: run `make data`)", QS_EVAL_DEFAULT_TEXT);

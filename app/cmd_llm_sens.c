@@ -124,7 +124,10 @@ static int parse_opts(int argc, char **argv, sens_opts *o)
         }
     }
     if (optind < argc) return qs_cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
-    if (!o->model) return qs_cli_usage(CMD, "--model PATH is required");
+    if (!o->model) {
+        if (access(QS_LLM_DEFAULT_MODEL, R_OK) == 0) o->model = QS_LLM_DEFAULT_MODEL;
+        else return qs_cli_usage(CMD, "--model PATH is required (the default %s is missing: run `make data`)", QS_LLM_DEFAULT_MODEL);
+    }
     if (!o->fmt_spec) return qs_cli_usage(CMD, "--format F is required (e.g. mxfp4)");
     if (strchr(o->fmt_spec, ',')) return qs_cli_usage(CMD, "--format: one format");
     if (o->kl_target >= 0 && o->bits_budget >= 0) return qs_cli_usage(CMD, "give --kl-target or --bits-budget, not both");

@@ -21,6 +21,8 @@
 ** `make data` (`qscope llm text`, datasets/rdata.h).  Relative to the project root. */
 #define QS_LLM_DEFAULT_TEXT_NAME "persuasion"
 #define QS_LLM_DEFAULT_TEXT "data/text/" QS_LLM_DEFAULT_TEXT_NAME ".txt"
+/* The model `make data` fetches: `llm eval` and `llm sensitivity` use it when --model is not given. */
+#define QS_LLM_DEFAULT_MODEL "data/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 typedef struct qs_llm_vocab {
     int n;               /* number of tokens (0: the file has no vocabulary) */

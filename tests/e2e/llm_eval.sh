@@ -104,4 +104,15 @@ fails "resq without activations" 2 "$QS" llm eval --model "$TINY" --text "$T/tex
 fails "ctx beyond the model" 2 "$QS" llm eval --model "$TINY" --text "$T/text.txt" --ctx 4096
 fails "bad --score" 2 "$QS" llm eval --model "$TINY" --text "$T/text.txt" --score odd
 check "database unchanged by the failures" '[ "$(dbdump)" = "$before" ]'
+
+# --- the defaults of `make data`: data/models/SmolLM2-... and data/text/persuasion.txt under the working directory
+mkdir -p "$T/wd/data/models" "$T/wd/data/text"
+fails "no --model and no data/: usage error" 2 bash -c "cd '$T/wd' && '$QS' llm eval --ctx 64 --chunks 1"
+check "... which names the default model and make data" 'grep -q "SmolLM2-135M-Instruct.Q4_1.gguf is missing: run .make data." "$T/err"'
+ln -s "$TINY" "$T/wd/data/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+cp "$T/text.txt" "$T/wd/data/text/persuasion.txt"
+ok "llm eval with neither --model nor --text uses make data's model and text" \
+  bash -c "cd '$T/wd' && '$QS' llm eval --ctx 64 --chunks 1 --config kv=fp8_e4m3 --json > '$T/def.json'"
+check "... and its JSON names that model and text" \
+  "/usr/bin/python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); print(a[\"model\"][\"path\"], a[\"text\"])' '$T/def.json' | grep -q 'data/models/SmolLM2-135M-Instruct.Q4_1.gguf.*persuasion.txt'"
 echo "1..$_n"
