@@ -98,6 +98,9 @@ int qs_cmd_llm_sens(qs_cli *, int, char **);
 /* Read an evaluation text (bytes and their xxh3-128 hash), and tokenize it as `llm eval` does: with
 ** BOS first when the vocabulary adds it (app/cmd_llm_eval.c). */
 struct qs_llm_file;
+/* One format of `llm eval`/`llm sensitivity` (app/cmd_llm_eval.c): blocks along the input channels only. */
+struct qs_apply;
+int qs_llm_parse_fmt(const char *cmd, const char *spec, struct qs_apply *out);
 int qs_eval_read_text(const char *path, char **text, size_t *tlen, char hash[33], qs_err *e);
 int qs_eval_text_ids(const char *path, const struct qs_llm_file *f, const char *text, size_t tlen, int32_t **ids,
                      int *ntok, qs_err *e);

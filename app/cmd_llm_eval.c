@@ -16,6 +16,7 @@
 #include <xxhash.h>
 
 #include "cli.h"
+#include "../store/json_out.h"
 #include "quant_opts.h"
 #include "../analysis/llm_eval.h"
 #include "../analysis/results.h"
@@ -43,14 +44,15 @@ typedef struct eval_cfg {
     const qs_llm_model *m;
 } eval_cfg;
 
-static int parse_fmt(const char *spec, qs_apply *out)
+/* One format of an llm command (cli.h): blocks along the input channels only. */
+int qs_llm_parse_fmt(const char *cmd, const char *spec, qs_apply *out)
 {
     qs_apply base;
     memset(&base, 0, sizeof base);
     base.axis = 1;
-    if (qs_quant_parse_list(CMD, spec, &base, out, 1) != 1) return -1;
-    if (out->axis != 1) return qs_cli_usage(CMD, "%s: only blocks along the input channels (axis 1) make sense here", spec), -1;
-    if (out->gran == QS_GRAN_COL) return qs_cli_usage(CMD, "%s: per-column granularity is not supported here", spec), -1;
+    if (qs_quant_parse_list(cmd, spec, &base, out, 1) != 1) return -1;
+    if (out->axis != 1) return qs_cli_usage(cmd, "%s: only blocks along the input channels (axis 1) make sense here", spec), -1;
+    if (out->gran == QS_GRAN_COL) return qs_cli_usage(cmd, "%s: per-column granularity is not supported here", spec), -1;
     return 0;
 }
 
@@ -84,7 +86,7 @@ static int parse_config(const char *spec, eval_cfg *c)
             if (*has) { rc = qs_cli_usage(CMD, "--config '%s': %s given twice", spec, key); break; }
             if (strchr(val, ',')) { rc = qs_cli_usage(CMD, "--config: one format per key"); break; }
             if (!strcmp(val, "fp32")) continue;
-            if (parse_fmt(val, ap)) { rc = QS_EXIT_USAGE; break; }
+            if (qs_llm_parse_fmt(CMD, val, ap)) { rc = QS_EXIT_USAGE; break; }
             *has = 1;
             qs_quant_label(ap, val, lab, sizeof lab);
         }
@@ -251,42 +253,42 @@ static json_t *variant_json(const qs_eval_summary *s, const qs_eval_nonfinite *n
 {
     json_t *j = json_object();
     json_object_set_new(j, "scored", json_integer((json_int_t)s->n));
-    json_object_set_new(j, "ppl", num(s->ppl));
-    json_object_set_new(j, "ppl_se", num(s->ppl_se));
-    json_object_set_new(j, "nll_mean", num(s->nll_mean));
-    json_object_set_new(j, "nll_se", num(s->nll_se));
+    qs_json_set_num(j, "ppl", s->ppl);
+    qs_json_set_num(j, "ppl_se", s->ppl_se);
+    qs_json_set_num(j, "nll_mean", s->nll_mean);
+    qs_json_set_num(j, "nll_se", s->nll_se);
     json_object_set_new(j, "nonfinite", json_pack("{s:I,s:I,s:o}", "logit_rows", (json_int_t)nf->logit_rows, "activation_values",
                                                   (json_int_t)nf->act_values, "first_site", nf->first_layer < 0 ? json_null() :
                                                   json_pack("{s:i,s:s}", "layer", nf->first_layer, "site", qs_llm_site_name(nf->first_site))));
     json_object_set_new(j, "compute_seconds", json_real(secs));
     if (!is_cfg) return j;
-    json_object_set_new(j, "kl_mean", num(s->kl_mean));
-    json_object_set_new(j, "kl_se", num(s->kl_se));
+    qs_json_set_num(j, "kl_mean", s->kl_mean);
+    qs_json_set_num(j, "kl_se", s->kl_se);
     for (int q = 0; q < 11; q++) {
         char k[32];
         snprintf(k, sizeof k, "kl_%s", kQname[q]);
-        json_object_set_new(j, k, num(s->kl_q[q]));
+        qs_json_set_num(j, k, s->kl_q[q]);
     }
-    json_object_set_new(j, "top1_agree", num(s->top1));
-    json_object_set_new(j, "top1_agree_se", num(s->top1_se));
-    json_object_set_new(j, "dp_rms", num(s->dp_rms));
-    json_object_set_new(j, "dp_rms_se", num(s->dp_rms_se));
-    json_object_set_new(j, "dp_mean", num(s->dp_mean));
-    json_object_set_new(j, "dp_mean_se", num(s->dp_mean_se));
+    qs_json_set_num(j, "top1_agree", s->top1);
+    qs_json_set_num(j, "top1_agree_se", s->top1_se);
+    qs_json_set_num(j, "dp_rms", s->dp_rms);
+    qs_json_set_num(j, "dp_rms_se", s->dp_rms_se);
+    qs_json_set_num(j, "dp_mean", s->dp_mean);
+    qs_json_set_num(j, "dp_mean_se", s->dp_mean_se);
     for (int q = 0; q < 11; q++) {
         char k[32];
         snprintf(k, sizeof k, "dp_%s", kQname[q]);
-        json_object_set_new(j, k, num(s->dp_q[q]));
+        qs_json_set_num(j, k, s->dp_q[q]);
     }
-    json_object_set_new(j, "ln_ppl_ratio", num(s->lnratio_mean));
-    json_object_set_new(j, "ln_ppl_ratio_se", num(s->lnratio_se));
-    json_object_set_new(j, "ppl_ratio", num(s->ppl_ratio));
-    json_object_set_new(j, "ppl_ratio_se", num(s->ppl_ratio_se));
-    json_object_set_new(j, "dppl_rel", num(s->dppl_rel));
+    qs_json_set_num(j, "ln_ppl_ratio", s->lnratio_mean);
+    qs_json_set_num(j, "ln_ppl_ratio_se", s->lnratio_se);
+    qs_json_set_num(j, "ppl_ratio", s->ppl_ratio);
+    qs_json_set_num(j, "ppl_ratio_se", s->ppl_ratio_se);
+    qs_json_set_num(j, "dppl_rel", s->dppl_rel);
     json_object_set_new(j, "dppl_rel_ci95", json_pack("[o,o]", num(s->dppl_lo), num(s->dppl_hi)));
-    json_object_set_new(j, "ppl_diff", num(s->ppl_diff));
-    json_object_set_new(j, "ppl_diff_se", num(s->ppl_diff_se));
-    json_object_set_new(j, "cor_ln_ppl", num(s->cor_lnppl));
+    qs_json_set_num(j, "ppl_diff", s->ppl_diff);
+    qs_json_set_num(j, "ppl_diff_se", s->ppl_diff_se);
+    qs_json_set_num(j, "cor_ln_ppl", s->cor_lnppl);
     json_object_set_new(j, "kl_hist", hist_json(&s->hist));
     return j;
 }

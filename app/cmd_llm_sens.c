@@ -37,17 +37,6 @@ typedef struct sens_opts {
     char label[128];
 } sens_opts;
 
-static int parse_fmt(const char *spec, qs_apply *out)
-{
-    qs_apply base;
-    memset(&base, 0, sizeof base);
-    base.axis = 1;
-    if (qs_quant_parse_list(CMD, spec, &base, out, 1) != 1) return -1;
-    if (out->axis != 1) return qs_cli_usage(CMD, "%s: only blocks along the input channels (axis 1) make sense here", spec), -1;
-    if (out->gran == QS_GRAN_COL) return qs_cli_usage(CMD, "%s: per-column granularity is not supported here", spec), -1;
-    return 0;
-}
-
 static int parse_int(const char *opt, const char *s, int lo, int hi, int *out)
 {
     unsigned long long v;
@@ -131,7 +120,7 @@ static int parse_opts(int argc, char **argv, sens_opts *o)
     if (!o->fmt_spec) return qs_cli_usage(CMD, "--format F is required (e.g. mxfp4)");
     if (strchr(o->fmt_spec, ',')) return qs_cli_usage(CMD, "--format: one format");
     if (o->kl_target >= 0 && o->bits_budget >= 0) return qs_cli_usage(CMD, "give --kl-target or --bits-budget, not both");
-    if (parse_fmt(o->fmt_spec, &o->fmt) || parse_fmt("bf16", &o->hi)) return QS_EXIT_USAGE;
+    if (qs_llm_parse_fmt(CMD, o->fmt_spec, &o->fmt) || qs_llm_parse_fmt(CMD, "bf16", &o->hi)) return QS_EXIT_USAGE;
     qs_quant_label(&o->fmt, o->fmt_spec, o->label, sizeof o->label);
     if (!o->text) {
         if (access(QS_LLM_DEFAULT_TEXT, R_OK) == 0) o->text = QS_LLM_DEFAULT_TEXT;

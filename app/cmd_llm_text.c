@@ -18,27 +18,8 @@
 #include "cli.h"
 #include "../datasets/llm_load.h"
 #include "../datasets/rdata.h"
+#include "../store/container.h"
 
-typedef struct { const uint8_t *p; size_t n; } mapped;
-
-static int map_file(const char *path, mapped *m, qs_err *e)
-{
-    m->p = NULL; m->n = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return qs_fail(e, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size <= 0) {
-        close(fd);
-        return qs_fail(e, "%s: not a regular non-empty file", path);
-    }
-    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) return qs_fail(e, "%s: cannot map: %s", path, strerror(errno));
-    m->p = p; m->n = (size_t)st.st_size;
-    return 0;
-}
-
-static void unmap(mapped *m) { if (m->p) munmap((void *)m->p, m->n); }
 
 /* Write atomically: DIR/.NAME.txt.tmp then rename. */
 static int write_text(const char *dir, const char *name, const char *t, size_t n, char *path, size_t cap, qs_err *e)
@@ -86,12 +67,12 @@ int qs_cmd_llm_text(qs_cli *cli, int argc, char **argv)
     }
     if (strlen(dir) > 4000) return qs_cli_usage("llm text", "-o path too long");
     qs_err e = {{0}};
-    mapped mb = {0}, mx = {0};
+    qs_file_map mb = {0}, mx = {0};
     qs_rdb_entry *ent = NULL;
     size_t n = 0;
     int rc = QS_EXIT_ERR;
     json_t *arr = json_array();
-    if (map_file(rdx, &mx, &e) || map_file(rdb, &mb, &e)) goto out;
+    if (qs_file_map_open(rdx, &mx, &e) || qs_file_map_open(rdb, &mb, &e)) goto out;
     if (qs_rdx_parse(mx.p, mx.n, &ent, &n, &e)) { qs_err_prefix(&e, rdx); goto out; }
     if (!n) { qs_fail(&e, "%s: the index lists no objects", rdx); goto out; }
     if (mkdir(dir, 0777) && errno != EEXIST) { qs_fail(&e, "%s: cannot create directory: %s", dir, strerror(errno)); goto out; }
@@ -124,7 +105,7 @@ int qs_cmd_llm_text(qs_cli *cli, int argc, char **argv)
 out:
     json_decref(arr);
     free(ent);
-    unmap(&mb);
-    unmap(&mx);
+    qs_file_map_close(&mb);
+    qs_file_map_close(&mx);
     return rc ? qs_cli_err(rc, &e) : rc;
 }

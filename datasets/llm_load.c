@@ -429,18 +429,10 @@ fail:
 int qs_llm_load_gguf(const char *path, qs_llm_file *f, qs_err *e)
 {
     memset(f, 0, sizeof *f);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return qs_fail(e, "%s: cannot open: %m", path);
-    struct stat st;
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size <= 0) {
-        close(fd);
-        return qs_fail(e, "%s: not a regular non-empty file", path);
-    }
-    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) return qs_fail(e, "%s: cannot map: %m", path);
-    int rc = qs_llm_load_gguf_mem(p, (size_t)st.st_size, path, f, e);
-    munmap(p, (size_t)st.st_size);
+    qs_file_map m;
+    if (qs_file_map_open(path, &m, e)) return -1;
+    int rc = qs_llm_load_gguf_mem(m.p, m.n, path, f, e);
+    qs_file_map_close(&m);
     return rc;
 }
 

@@ -27,35 +27,16 @@
 static const char kGpt2Regex[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
-typedef struct { const uint8_t *p; size_t n; } mapped;
-
-static int map_file(const char *path, mapped *m, qs_err *e)
-{
-    m->p = NULL; m->n = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return qs_fail(e, "%s: cannot open: %m", path);
-    struct stat st;
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size <= 0) {
-        close(fd);
-        return qs_fail(e, "%s: not a regular non-empty file", path);
-    }
-    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) return qs_fail(e, "%s: cannot map: %m", path);
-    m->p = p; m->n = (size_t)st.st_size;
-    return 0;
-}
-static void unmap(mapped *m) { if (m->p) munmap((void *)m->p, m->n); m->p = NULL; }
 
 static json_t *load_json(const char *path, XXH3_state_t *h, uint64_t *size, qs_err *e)
 {
-    mapped m;
-    if (map_file(path, &m, e)) return NULL;
-    if (m.n > MAX_JSON) { unmap(&m); qs_fail(e, "%s: larger than %zu bytes", path, MAX_JSON); return NULL; }
+    qs_file_map m;
+    if (qs_file_map_open(path, &m, e)) return NULL;
+    if (m.n > MAX_JSON) { qs_file_map_close(&m); qs_fail(e, "%s: larger than %zu bytes", path, MAX_JSON); return NULL; }
     json_error_t je;
     json_t *j = json_loadb((const char *)m.p, m.n, JSON_REJECT_DUPLICATES, &je);
     if (h) { XXH3_128bits_update(h, m.p, m.n); *size += m.n; }
-    unmap(&m);
+    qs_file_map_close(&m);
     if (!j) { qs_fail(e, "%s: invalid JSON at line %d: %s", path, je.line, je.text); return NULL; }
     if (!json_is_object(j)) { json_decref(j); qs_fail(e, "%s: not a JSON object", path); return NULL; }
     return j;
@@ -300,7 +281,7 @@ int qs_llm_load_hf(const char *dir, qs_llm_file *f, qs_err *e)
     const char *culprit = dir;   /* the file named in an error */
     json_t *cj = NULL, *ij = NULL, *tj = NULL, *tcj = NULL;
     qs_llm_src src[MAX_SHARDS];
-    mapped mp[MAX_SHARDS];
+    qs_file_map mp[MAX_SHARDS];
     char *shard[MAX_SHARDS];
     int ns = 0, nsrc = 0;
     int rc = -1;
@@ -376,7 +357,7 @@ int qs_llm_load_hf(const char *dir, qs_llm_file *f, qs_err *e)
         src[i].path = sp;
         nsrc++;
         culprit = sp;
-        if (map_file(sp, &mp[i], e)) goto out_noprefix;
+        if (qs_file_map_open(sp, &mp[i], e)) goto out_noprefix;
         src[i].buf = mp[i].p;
         src[i].len = mp[i].n;
         XXH3_128bits_update(hs, mp[i].p, mp[i].n);
@@ -445,7 +426,7 @@ out_noprefix:
 done:
     for (int i = 0; i < nsrc; i++) {
         qs_container_free(&src[i].c);
-        unmap(&mp[i]);
+        qs_file_map_close(&mp[i]);
         free((char *)src[i].path);
     }
     XXH3_freeState(hs);

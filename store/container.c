@@ -3,10 +3,15 @@
 */
 #include "container.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 qs_tdesc *qs_container_add(qs_container *c, qs_err *e)
@@ -167,4 +172,31 @@ int qs_parse_any(const uint8_t *buf, size_t len, const char *filename, const qs_
     if (filename && (ends_with(filename, ".npy") || ends_with(filename, ".npz") || ends_with(filename, ".gguf")))
         return qs_fail(e, "wrong magic for a %s file (at byte 0)", strrchr(filename, '.'));
     return qs_fail(e, "not a recognised tensor file (.npy, .npz, .safetensors, .gguf) (at byte 0)");
+}
+
+int qs_file_map_open(const char *path, qs_file_map *m, qs_err *e)
+{
+    m->p = NULL;
+    m->n = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return qs_fail(e, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size <= 0) {
+        close(fd);
+        return qs_fail(e, "%s: not a regular non-empty file", path);
+    }
+    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int err = errno;
+    close(fd);
+    if (p == MAP_FAILED) return qs_fail(e, "%s: cannot map: %s", path, strerror(err));
+    m->p = p;
+    m->n = (size_t)st.st_size;
+    return 0;
+}
+
+void qs_file_map_close(qs_file_map *m)
+{
+    if (m->p) munmap((void *)m->p, m->n);
+    m->p = NULL;
+    m->n = 0;
 }

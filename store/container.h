@@ -79,6 +79,11 @@ qs_tdesc *qs_container_add(qs_container *c, qs_err *e);   /* zeroed slot, or NUL
 int qs_container_warn(qs_container *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void qs_container_free(qs_container *c);
 
+/* A whole regular, non-empty file mapped read-only (the model loaders and `llm text`); errors name the file. */
+typedef struct qs_file_map { const uint8_t *p; size_t n; } qs_file_map;
+int qs_file_map_open(const char *path, qs_file_map *m, qs_err *e);
+void qs_file_map_close(qs_file_map *m);
+
 /* How many bytes of s a message shows when it keeps at most max: never ends inside a UTF-8
 ** character.  QS_CLIP(s, max) gives the two arguments of a "%.*s". */
 int qs_clip_utf8(const char *s, int max);
