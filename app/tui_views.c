@@ -13,6 +13,13 @@
 #include "value_hist.h"
 #include "../analysis/plot.h"
 
+/* text wider than w columns is cut at its end, which then reads "..." (a cut with no mark misleads) */
+static void cut_end(const char *t, int w, char *out, size_t n)
+{
+    if ((int)strlen(t) > w) snprintf(out, n, "%.*s...", w > 3 ? w - 3 : 0, t);
+    else snprintf(out, n, "%s", t);
+}
+
 static void sel_on(tui *T) { attron(T->color ? COLOR_PAIR(CP_SEL) : A_REVERSE); }
 static void sel_off(tui *T) { attroff(T->color ? COLOR_PAIR(CP_SEL) : A_REVERSE); }
 static void head_on(tui *T) { attron(A_BOLD | A_UNDERLINE); (void)T; }
@@ -79,8 +86,7 @@ void tui_draw_tensors(tui *T, int y0, int h)
     snprintf(info, sizeof info, "%zu tensor%s%s%s%s, sorted by %s%s", T->nvis, T->nvis == 1 ? "" : "s",
              T->filter[0] ? " matching \"" : "", T->filter, T->filter[0] ? "\"" : "", keys[T->sort_key],
              T->sort_desc ? " (descending)" : "");
-    tui_addstr_clip(y0, 1, info, T->W - 2);
-    /* columns: NAME takes what is left; on a narrow terminal OUTLIERS, then DTYPE go first */
+    /* columns: NAME takes what is left; on a narrow terminal RESULTS, OUTLIERS, then DTYPE go first */
     int W = T->W, show_out = 1, show_dt = 1, show_res = 1;
     /* the SHAPE column is as wide as the widest shape: its free columns go to the names */
     int shw = 5;
@@ -93,6 +99,17 @@ void tui_draw_tensors(tui *T, int y0, int h)
     if (W - fixed < 24) { show_res = 0; fixed -= 8; }
     if (W - fixed < 24) { show_out = 0; fixed -= 9; }
     if (W - fixed < 24) { show_dt = 0; fixed -= 9; }
+    /* dropped columns are named, with the width that shows them, as the RL list's Tab hint: if it fits */
+    if (!show_res || !show_out || !show_dt) {
+        char note[128];
+        snprintf(note, sizeof note, "   [+%d column%s at %d+ cols:%s%s%s]", !show_res + !show_out + !show_dt,
+                 !show_res + !show_out + !show_dt == 1 ? "" : "s", shw + 1 + 9 + 10 + 11 + 9 + 9 + 8 + 2 + 24, show_dt ? "" : " DTYPE,",
+                 show_out ? "" : " OUTLIERS,", show_res ? "" : " RESULTS,");
+        note[strlen(note) - 2] = ']', note[strlen(note) - 1] = 0;   /* the last comma */
+        if ((int)(strlen(info) + strlen(note)) > W - 2) *strchr(note, ':') = ']', strchr(note, ']')[1] = 0;   /* without the names */
+        if (strlen(info) + strlen(note) <= sizeof info - 1 && (int)(strlen(info) + strlen(note)) <= W - 2) strcat(info, note);
+    }
+    tui_addstr_clip(y0, 1, info, T->W - 2);
     int nw = W - fixed;
     if (nw < 12) nw = 12;
     char line[1024];
@@ -459,7 +476,9 @@ void tui_draw_rl(tui *T, int y0, int h)
     for (int r = 0; r < rows && T->lk.top + r < n; r++) {
         tui_kres *K = &T->kres[idx[T->lk.top + r]];
         int ww = T->W - 50 > 20 ? T->W - 50 : 20;
-        snprintf(line, sizeof line, " %-8lld %-*.*s %-16.16s %-20.20s", (long long)K->id, ww, ww, K->what, K->format, K->created);
+        char what[300];
+        cut_end(K->what, ww, what, sizeof what);
+        snprintf(line, sizeof line, " %-8lld %-*.*s %-16.16s %-20.20s", (long long)K->id, ww, ww, what, K->format, K->created);
         if (T->lk.top + r == T->lk.cur) { sel_on(T); fill_line(T, y0 + 1 + r); }
         tui_addstr_clip(y0 + 1 + r, 0, line, T->W);
         if (T->lk.top + r == T->lk.cur) { mvaddch(y0 + 1 + r, 0, '>'); sel_off(T); }
@@ -511,8 +530,7 @@ void tui_draw_kernels(tui *T, int y0, int h)
     for (int r = 0; r < rows && T->lk.top + r < n; r++) {
         tui_kres *K = &T->kres[idx[T->lk.top + r]];
         char what[300], when[24];
-        if ((int)strlen(K->what) > ww) snprintf(what, sizeof what, "%.*s...", ww - 3, K->what);
-        else snprintf(what, sizeof what, "%s", K->what);
+        cut_end(K->what, ww, what, sizeof what);
         /* 2026-12-01T16:14:56Z, or 12-01 16:14 when short */
         if (cw < 20 && strlen(K->created) >= 16) snprintf(when, sizeof when, "%.5s %.5s", K->created + 5, K->created + 11);
         else snprintf(when, sizeof when, "%.20s", K->created);

@@ -257,6 +257,7 @@ keys 1 g
 # ---- resize: re-layout at once; too small: a message
 TM resize-window -t w -x 72 -y 20; sleep 0.5
 golden resized-72x20
+check "72 columns: the Tensors view still says how many columns it dropped" 'screen | grep -Eq "\[\+3 columns at [0-9]+\+ cols\]"'
 TM resize-window -t w -x 40 -y 10; sleep 0.5
 golden too-small
 TM resize-window -t w -x "$COLS" -y "$ROWS"; sleep 0.5
@@ -271,6 +272,7 @@ check "the terminal is restored (alternate screen off)" '[ "$(TM display -p -t w
 # middle, the legend stays off the data, hint bar and status line abbreviate by rule)
 COLS=80 ROWS=24 start NO_COLOR=1
 golden tensors-80x24
+check "80x24 Tensors: the dropped columns are named, with the width that shows them" 'screen | grep -Eq "\[\+2 columns at [0-9]+\+ cols: OUTLIERS, RESULTS\]"'
 keys / gaussian-w Enter Enter
 wait_for "^>bf16 +16\.000"
 golden formats-80x24
@@ -287,6 +289,9 @@ keys 5
 wait_for "bf16-vs-fp8"
 check "at 80 columns the steps' range gives way before the label is cut" 'screen | grep -q "precision mismatch without training *2560 *40 *160"'
 golden rl-80x24
+keys Tab
+check "80x24 stored trajectories: a cut WHAT ends in '...'" 'wait_for "^[> ][0-9]+ +[^ ].*\.\.\. +[a-z]"'
+keys Tab
 keys 6
 golden kernels-80x24
 keys 8 j
