@@ -90,6 +90,49 @@ static json_t *best_within(json_t *rows, double budget)
     return best;
 }
 
+/* The answer per bit budget, one for both writers: the most accurate format within each budget, a
+** bigger budget only when it buys more effective bits. Returns the number of answers. */
+typedef struct { double budget; json_t *best; } which_pick;
+static const double kWhichBudgets[] = {4.5, 6.25, 8.25, 16, 32};
+enum { kWhichMax = sizeof kWhichBudgets / sizeof *kWhichBudgets };
+
+static int which_format(json_t *rows, which_pick *out)
+{
+    int n = 0;
+    double prev = -INFINITY;
+    for (int bi = 0; bi < kWhichMax; bi++) {
+        json_t *best = best_within(rows, kWhichBudgets[bi]);
+        if (!best) continue;
+        double eb = jnum(json_object_get(best, "metrics"), "eff_bits_energy");
+        if (eb <= prev) continue;     /* a bigger budget that buys nothing is not worth a line */
+        prev = eb;
+        out[n].budget = kWhichBudgets[bi], out[n].best = best, n++;
+    }
+    return n;
+}
+
+/* "Which format: at ≤ 4.5 bits/element X (3.21 effective bits); ..." the same words in Markdown and HTML */
+static void which_format_line(FILE *f, json_t *rows, int html)
+{
+    which_pick p[kWhichMax];
+    int n = which_format(rows, p);
+    fprintf(f, html ? "<b>Which format:</b>" : "**Which format:**");
+    for (int i = 0; i < n; i++) {
+        char e1[24];
+        fmt_eff(jnum(json_object_get(p[i].best, "metrics"), "eff_bits_energy"), e1, sizeof e1);
+        const char *lab = json_string_value(json_object_get(p[i].best, "label"));
+        fprintf(f, "%s at ≤ %g bits/element ", i ? ";" : "", p[i].budget);
+        if (html) {
+            fprintf(f, "<b>");
+            qs_html_esc(f, lab);
+            fprintf(f, "</b>");
+        } else
+            fprintf(f, "**%s**", lab);
+        fprintf(f, " (%s effective bits)", e1);
+    }
+    fprintf(f, "%s%s", n ? "." : " no format kept the values finite.", html ? "" : "\n\n");
+}
+
 static const double kSummaryBudgets[3] = {4.5, 6.25, 8.25};
 
 /* One HTML cell per summary budget: the format and its effective bits, or a dash. */
@@ -124,33 +167,9 @@ static int write_md(FILE *f, json_t *doc, int html_links)
         fprintf(f, "## %s\n\n`%s`, shape %s, %s, hash `%s`\n\n", qs_esc_md(json_string_value(json_object_get(t, "name"))),
                 json_string_value(json_object_get(t, "dtype")), json_string_value(json_object_get(t, "shape_str")),
                 json_string_value(json_object_get(t, "stats_line")), json_string_value(json_object_get(t, "hash")));
-        /* The answer per bit budget: the most accurate format within each budget. */
-        static const double budgets[] = {4.5, 6.25, 8.25, 16, 32};
-        fprintf(f, "**Which format:**");
-        int said = 0;
-        double prev_eff = -INFINITY;
+        which_format_line(f, rows, 0);
         size_t k;
         json_t *r;
-        for (size_t bi = 0; bi < sizeof budgets / sizeof *budgets; bi++) {
-            json_t *best = NULL;
-            json_array_foreach(rows, k, r) {
-                json_t *m = json_object_get(r, "metrics");
-                double eb = jnum(m, "eff_bits_energy");
-                /* tolerance: per-tensor scales add a few millionths of a bit */
-                if (jnum(m, "bits_per_elem") > budgets[bi] + 0.01 || isnan(eb) || eb == -INFINITY) continue;
-                if (!best || eb > jnum(json_object_get(best, "metrics"), "eff_bits_energy")) best = r;
-            }
-            if (!best) continue;
-            double eb = jnum(json_object_get(best, "metrics"), "eff_bits_energy");
-            if (eb <= prev_eff) continue;     /* a bigger budget that buys nothing is not worth a line */
-            prev_eff = eb;
-            char e1[24];
-            fmt_eff(eb, e1, sizeof e1);
-            fprintf(f, "%s at ≤ %g bits/element **%s** (%s effective bits)", said ? ";" : "", budgets[bi],
-                    json_string_value(json_object_get(best, "label")), e1);
-            said = 1;
-        }
-        fprintf(f, "%s\n\n", said ? "." : " no format kept the values finite.");
         fprintf(f, "| rank | format | bits/elem | eff. bits | SQNR dB | max rel err | underflow | clipped | main error source | Pareto |\n");
         fprintf(f, "|---:|---|---:|---:|---:|---:|---:|---:|---|:-:|\n");
         json_array_foreach(rows, k, r) {
@@ -221,20 +240,9 @@ static int write_html(FILE *f, json_t *doc, const char *dir)
         fprintf(f, "</h2>\n<p><code>%s</code>, shape %s, ", json_string_value(json_object_get(t, "dtype")),
                 json_string_value(json_object_get(t, "shape_str")));
         qs_html_esc(f, json_string_value(json_object_get(t, "stats_line")));
-        fprintf(f, "</p>\n<p class=\"answer\">Which format:");
-        for (int b = 0; b < 3; b++) {
-            json_t *best = best_within(json_object_get(t, "results"), kSummaryBudgets[b]);
-            char e1[24] = "";
-            if (best) fmt_eff(jnum(json_object_get(best, "metrics"), "eff_bits_energy"), e1, sizeof e1);
-            fprintf(f, "%s at &le; %g bits ", b ? ";" : "", kSummaryBudgets[b]);
-            if (best) {
-                fprintf(f, "<b>");
-                qs_html_esc(f, json_string_value(json_object_get(best, "label")));
-                fprintf(f, "</b> (%s eff. bits)", e1);
-            } else
-                fprintf(f, "none");
-        }
-        fprintf(f, ".</p>\n<table><tr><th>rank</th><th>format</th><th>bits/elem</th><th>eff. bits</th><th>SQNR dB</th>"
+        fprintf(f, "</p>\n<p class=\"answer\">");
+        which_format_line(f, json_object_get(t, "results"), 1);
+        fprintf(f, "</p>\n<table><tr><th>rank</th><th>format</th><th>bits/elem</th><th>eff. bits</th><th>SQNR dB</th>"
                    "<th>max rel err</th><th>underflow</th><th>clipped</th><th>main error source</th></tr>\n");
         json_array_foreach(json_object_get(t, "results"), k, r) {
             json_t *m = json_object_get(r, "metrics");

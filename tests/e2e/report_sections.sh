@@ -65,8 +65,18 @@ s = s[:s.index('</table>')]
 rows = s.split('<tr><td>')[1:]
 assert len(rows) == 2 and all(r.count('eff. bits') == 3 for r in rows), rows
 assert '<b>mxfp4</b>' in rows[0] and '<b>mxfp6_e2m3</b>' in rows[0], rows[0]
-a = h.index('<p class=\"answer\">Which format: at &le; 4.5 bits <b>mxfp4</b>')
+a = h.index('<p class=\"answer\"><b>Which format:</b> at ≤ 4.5 bits/element <b>mxfp4</b>')
 assert a < first
+PY"
+ok "the same report in Markdown" bash -c "$QS report -o $T/r4m --formats mxfp4,mxfp6_e2m3,fp8_e4m3,bf16 --claims none --no-plots >/dev/null 2>&1 && \
+  $QS report -o $T/r4h --format html --formats mxfp4,mxfp6_e2m3,fp8_e4m3,bf16 --claims none --no-plots >/dev/null 2>&1"
+check "the 'which format' answer reads the same in Markdown and HTML (budgets, formats, words)" \
+  "python3 - $T/r4m/report.md $T/r4h/report.html <<'PY'
+import re, sys
+md = [re.sub(r'\*\*', '', l) for l in open(sys.argv[1]).read().splitlines() if l.startswith('**Which format:**')]
+ht = [re.sub(r'<[^>]+>', '', l) for l in re.findall(r'<p class=\"answer\">(.*?)</p>', open(sys.argv[2]).read())]
+assert len(md) == 2 and md == ht, (md, ht)
+assert all('≤ 16 bits/element bf16' in l for l in md), md
 PY"
 check "no progress lines when stderr is not a terminal" "! grep -q 'qscope report: tensor' $T/r4.err"
 if command -v script >/dev/null; then
