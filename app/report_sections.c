@@ -370,13 +370,17 @@ int qs_report_kernels(qs_cli *cli, qs_db *db, const char *dir, int plots, json_t
         if (k == 0) {
             title = "Kernel experiments: Multi-Scale Dequant";
             intro = "The newest `qscope msd` result: effective bits of the k-pass decompositions (RMS: -1/2 log2(Σe²/Σx²); "
-                    "max error: log2(M/max|e|) per row, or per block for MX).";
+                    "max error: log2(M/max|e|) per row, or per block for MX). The single-pass MXFP8 rows compare "
+                    "its two scale rules by RMS bits only (max error: n/a).";
             cols = json_pack("[s,s,s,s,s]", "scheme", "data", "passes", "RMS bits", "max-error bits");
             json_array_foreach(json_object_get(j, "effective_bits"), i, r) {
                 jfmt(a[0], 48, json_object_get(r, "passes"), "%.0f");
                 jfmt(a[1], 48, json_object_get(r, "bits_rms"), "%.2f");
                 json_t *b = json_object_get(r, "bits_bound");
-                jfmt(a[2], 48, b ? b : json_object_get(r, "bits_block_bound"), "%.2f");
+                if (!b) b = json_object_get(r, "bits_block_bound");
+                /* the single-pass MXFP8 rows compare scale rules by RMS bits alone: a bare "-" would read as a failure */
+                if (!b) snprintf(a[2], 48, "n/a (RMS only)");
+                else jfmt(a[2], 48, b, "%.2f");
                 /* rows of one scheme that differ by their scale rule (MXFP8 no-clip vs floor) say it */
                 char scheme[96];
                 const char *rule = json_string_value(json_object_get(r, "scale_rule"));

@@ -30,6 +30,9 @@ check "MSD table: 15.98 max-error bits for two INT8 passes on Gaussian data" \
 check "MSD table: the two single-pass MXFP8 rows say their scale rule (they read alike)" \
   "[ \$(grep -c '^| mxfp8_e4m3, scale [a-z]' $T/r1/report.md) -eq \$(grep -c '^| mxfp8_e4m3' $T/r1/report.md) ] && \
    [ \$(grep '^| mxfp8_e4m3' $T/r1/report.md | cut -d'|' -f2-4 | sort | uniq -d | wc -l) -eq 0 ] && grep -q '^| mxfp8_e4m3' $T/r1/report.md"
+check "MSD table: the single-pass MXFP8 rows say why they have no max-error bits (no bare '-')" \
+  "n=\$(grep -c '^| mxfp8_e4m3, scale' $T/r1/report.md) && [ \$n -gt 0 ] && [ \$(grep '^| mxfp8_e4m3, scale' $T/r1/report.md | grep -c '| n/a (RMS only) |\$') -eq \$n ] && \
+   grep -q 'MXFP8 rows compare its two scale rules by RMS bits only' $T/r1/report.md && ! grep '^| [a-z0-9]' $T/r1/report.md | grep -q '| - |'"
 check "the markdown tables escape pipes in headers" "grep -q '\\\\|δ\\\\|' $T/r1/report.md"
 ok "HTML report embeds every plot" bash -c "$QS report -o $T/r2 --format html --formats mxfp4 --claims none >/dev/null && \
   [ \$(grep -o 'data:image/png;base64,' $T/r2/report.html | wc -l) -eq \$(ls $T/r2/*.png | wc -l) ]"
