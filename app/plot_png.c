@@ -263,6 +263,52 @@ static void pd_frame_rect(const pd *d, double x, double y, double w, double h)
     d->b->close_path(d->b->ctx);
 }
 
+/* Lines and markers drawn on the same pixels as an earlier series (within tol px at every point) hide
+** it without a word: they are named in the note, "A = B = C" per group (the later ones are on top). */
+static int same_pixels(const qs_figure *f, const qs_layout *L, const qs_series *a, const qs_series *b, double tol)
+{
+    if (a->n != b->n || !a->n) return 0;
+    int any = 0;
+    for (size_t k = 0; k < a->n; k++) {
+        double ax = qs_layout_px(L, f, a->x[k]), ay = qs_layout_py(L, f, a->y[k]);
+        double bx = qs_layout_px(L, f, b->x[k]), by = qs_layout_py(L, f, b->y[k]);
+        int fa = isfinite(ax) && isfinite(ay), fb = isfinite(bx) && isfinite(by);
+        if (fa != fb) return 0;
+        if (!fa) continue;
+        if (fabs(ax - bx) > tol || fabs(ay - by) > tol) return 0;
+        any = 1;
+    }
+    return any;
+}
+
+static const char *sname(const qs_series *s) { return s->name && s->name[0] ? s->name : "a series without a label"; }
+
+static void coinciding_series(const qs_figure *f, const qs_layout *L, double tol, char *out, size_t cap)
+{
+    size_t ns = f->nseries, ol = 0;
+    out[0] = 0;
+    int *root = malloc((ns ? ns : 1) * sizeof *root);
+    if (!root) return;
+    for (size_t j = 0; j < ns; j++) {
+        const qs_series *b = &f->series[j];
+        root[j] = -1;
+        if (b->kind != QS_SER_LINE && b->kind != QS_SER_SCATTER) continue;
+        for (size_t i = 0; i < j && root[j] < 0; i++)
+            if (f->series[i].kind == b->kind && same_pixels(f, L, &f->series[i], b, tol)) root[j] = root[i] >= 0 ? root[i] : (int)i;
+    }
+    for (size_t r = 0; r < ns; r++) {
+        int first = 1;
+        for (size_t j = r + 1; j < ns; j++) {
+            if (root[j] != (int)r || ol + 8 >= cap) continue;
+            if (first) ol += (size_t)snprintf(out + ol, cap - ol, "%s%s", ol ? "; " : "", sname(&f->series[r]));
+            first = 0;
+            if (ol < cap) ol += (size_t)snprintf(out + ol, cap - ol, " = %s", sname(&f->series[j]));
+        }
+    }
+    if (ol >= cap) ol = cap - 1;
+    free(root);
+}
+
 void qs_plot_draw(qs_figure *f, const qs_rbackend *b, double W, double H, double scale, qs_layout *out)
 {
     pd d = {b, scale > 0 ? scale : 1};
@@ -274,6 +320,15 @@ void qs_plot_draw(qs_figure *f, const qs_rbackend *b, double W, double H, double
     m.ctx = &d;
     qs_layout L;
     qs_plot_layout(f, W, H, &m, &L);
+    char same[300];
+    double tol = 1.5 * s;   /* about a line's width: closer lines read as one */
+    coinciding_series(f, &L, tol, same, sizeof same);
+    if (same[0] && !(L.note_y > 0)) {   /* make a line for the note */
+        snprintf(f->note, sizeof f->note, " ");
+        qs_plot_layout(f, W, H, &m, &L);
+        f->note[0] = 0;
+        coinciding_series(f, &L, tol, same, sizeof same);
+    }
     if (out) *out = L;
     const double fs = m.font, ink = 0.13, mute = 0.35;
 
@@ -475,8 +530,23 @@ void qs_plot_draw(qs_figure *f, const qs_rbackend *b, double W, double H, double
         nl += (size_t)snprintf(note + nl, sizeof note - nl, "%slegend: the first %d of %d series", nl ? "; " : "", L.nleg,
                                L.leg_total);
     if (f->skipped_y && nl < sizeof note)
-        snprintf(note + nl, sizeof note - nl, "%s%llu points with y <= 0 not shown (log scale)", nl ? "; " : "",
-                 (unsigned long long)f->skipped_y);
+        nl += (size_t)snprintf(note + nl, sizeof note - nl, "%s%llu points with y <= 0 not shown (log scale)", nl ? "; " : "",
+                               (unsigned long long)f->skipped_y);
+    if (same[0] && nl < sizeof note) {
+        size_t n0 = nl;
+        snprintf(note + nl, sizeof note - nl, "%son top of each other (same points): %s", nl ? "; " : "", same);
+        /* too wide for the figure: cut at a name's end and count the series left unnamed */
+        int more = 0;
+        while (pd_text_w(&d, note, fs * 0.95, 0) > W - 2 * m.pad) {
+            char *cut = NULL, *mark = more ? strstr(note + n0, " (+") : NULL;
+            for (char *q = note + n0; (q = strstr(q, " = ")) != NULL; q++) cut = q;
+            if (!cut) break;
+            if (mark) *mark = 0;
+            more++;
+            for (const char *q = cut + 3; (q = strstr(q, "; ")) != NULL; q++) more++;   /* a group cut whole */
+            snprintf(cut, sizeof note - (size_t)(cut - note), " (+%d more)", more);
+        }
+    }
     if (note[0] && L.note_y > 0) {
         b->color(b->ctx, mute, mute, mute, 1);
         pd_text(&d, m.pad, L.note_y, note, fs * 0.95, 0, 0, 0);

@@ -881,6 +881,46 @@ static void test_exponent_markup(void **st)
     qs_fig_free(f);
 }
 
+/* PNG: series drawn on the same pixels as an earlier one are named in the note (issue 16: four
+** attention kernels on one line, the INT8 max-error curve on an RMS curve); a series 2 px apart is not */
+static char note_rec[2048];
+static void rt_text_all(void *c, double x, double y, const char *s, double size, int bold, int rotate)
+{
+    (void)c; (void)x; (void)y; (void)size; (void)bold; (void)rotate;
+    size_t l = strlen(note_rec);
+    snprintf(note_rec + l, sizeof note_rec - l, "%s\n", s);
+}
+
+static void test_png_notes_coinciding_series(void **st)
+{
+    (void)st;
+    qs_figure *f = qs_fig_new("coinciding");
+    const double x[] = {1, 2, 3}, a[] = {8, 16, 24}, b[] = {8, 16, 24.0001}, c[] = {7, 15, 23}, d[] = {8, 16.4, 24};
+    qs_fig_add(f, QS_SER_LINE, "A", x, a, 3);
+    qs_fig_add(f, QS_SER_LINE, "C", x, c, 3);
+    qs_fig_add(f, QS_SER_LINE, "B", x, b, 3);
+    qs_fig_add(f, QS_SER_LINE, "D", x, d, 3);   /* 0.4 of 17 units over ~400 px: ~9 px off at x = 2 */
+    memset(note_rec, 0, sizeof note_rec);
+    qs_rbackend bk = {.ctx = NULL, .color = rt_color, .line_style = rt_style, .move_to = rt_xy, .line_to = rt_xy,
+                      .close_path = rt_void, .stroke = rt_void, .fill = rt_void, .clip = rt_clip,
+                      .text_width = rt_w, .text = rt_text_all, .image = rt_image};
+    qs_layout L;
+    qs_plot_draw(f, &bk, 800, 500, 1, &L);
+    assert_true(L.note_y > 0);
+    assert_non_null(strstr(note_rec, "on top of each other (same points): A = B\n"));
+    assert_null(strstr(note_rec, "= D"));
+    assert_null(strstr(note_rec, "= C"));
+    qs_fig_free(f);
+    /* no coincidence, no note */
+    f = qs_fig_new("apart");
+    qs_fig_add(f, QS_SER_LINE, "A", x, a, 3);
+    qs_fig_add(f, QS_SER_LINE, "C", x, c, 3);
+    memset(note_rec, 0, sizeof note_rec);
+    qs_plot_draw(f, &bk, 800, 500, 1, &L);
+    assert_null(strstr(note_rec, "on top of each other"));
+    qs_fig_free(f);
+}
+
 /* Titles and notes longer than their fixed-size fields never end inside a UTF-8 character
 ** (cairo refuses such text and the whole plot would fail). */
 static void test_long_multibyte_titles(void **st)
@@ -1077,6 +1117,7 @@ int main(void)
         cmocka_unit_test(test_whole_x_integer_ticks),
         cmocka_unit_test(test_lines_json_stored_xlabel),
         cmocka_unit_test(test_term_heatmap_covers_every_row),
+        cmocka_unit_test(test_png_notes_coinciding_series),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     qs_plot_cairo_release();
