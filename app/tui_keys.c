@@ -195,50 +195,47 @@ int tui_help_lines_w(int w, char ***lines)
     return (int)m;
 }
 
+/* Entries go whole before any word is cut: a cut word ("f forma  o optio") reads as nonsense. The
+** bar lists its entries most important first, so they go from the end; "? help" stays, and the ways
+** out ("h back", "Q quit", "q close") go last. Only if "? help" alone is too wide is it cut. */
 void tui_fit_hints(const char *bar, int w, char *out, size_t cap)
 {
     enum { MAXE = 16 };
     const char *ent[MAXE];
-    int len[MAXE], keyl[MAXE], n = 0;
+    int len[MAXE], n = 0;
     for (const char *p = bar; *p && n < MAXE;) {
         const char *e = strstr(p, "  ");
         int l = e ? (int)(e - p) : (int)strlen(p);
-        const char *sp = memchr(p, ' ', (size_t)l);
-        ent[n] = p; len[n] = l; keyl[n] = sp ? (int)(sp - p) : l;
+        ent[n] = p; len[n] = l;
         n++;
         p += l;
         while (*p == ' ') p++;
     }
     int keep[MAXE];
     for (int i = 0; i < n; i++) keep[i] = 1;
-    for (int cut = 64;; cut--) {
+    for (;;) {
         int total = 0, shown = 0;
-        for (int i = 0; i < n; i++) {
-            if (!keep[i]) continue;
-            int d = len[i] - keyl[i] - 1;
-            total += (shown++ ? 2 : 0) + keyl[i] + (d > 0 ? 1 + (d < cut ? d : cut) : 0);
-        }
-        if (total <= w || shown == 0) {
-            size_t o = 0;
-            out[0] = 0;
-            for (int i = 0; i < n && o + 1 < cap; i++) {
-                if (!keep[i]) continue;
-                int d = len[i] - keyl[i] - 1, dl = d < cut ? d : cut;
-                o += (size_t)snprintf(out + o, cap - o, "%s%.*s%s%.*s", o ? "  " : "", keyl[i], ent[i], d > 0 ? " " : "",
-                                      d > 0 ? dl : 0, ent[i] + keyl[i] + 1);
-                if (o >= cap) { o = cap - 1; break; }
+        for (int i = 0; i < n; i++)
+            if (keep[i]) total += (shown++ ? 2 : 0) + len[i];
+        if (total <= w) break;
+        int j = -1;
+        for (int pass = 0; pass < 2 && j < 0; pass++)
+            for (int i = n - 1; i >= 0 && j < 0; i--) {
+                if (!keep[i] || !strncmp(ent[i], "? ", 2)) continue;
+                int out_key = !strncmp(ent[i], "h back", 6) || !strncmp(ent[i], "Q ", 2) || !strncmp(ent[i], "q close", 7);
+                if (pass || !out_key) j = i;
             }
-            return;
-        }
-        if (cut <= 4) {
-            /* drop the last entry that is not the help */
-            int j = n - 1;
-            while (j >= 0 && (!keep[j] || !strncmp(ent[j], "? ", 2))) j--;
-            if (j < 0) { snprintf(out, cap, "%.*s", w > 0 ? w : 0, bar); return; }
-            keep[j] = 0;
-            cut = 65;
-        }
+        if (j < 0) break;   /* only "? help" left */
+        keep[j] = 0;
     }
+    size_t o = 0;
+    out[0] = 0;
+    for (int i = 0; i < n && o + 1 < cap; i++) {
+        if (!keep[i]) continue;
+        o += (size_t)snprintf(out + o, cap - o, "%s%.*s", o ? "  " : "", len[i], ent[i]);
+        if (o >= cap) { o = cap - 1; break; }
+    }
+    if (w >= 0 && o > (size_t)w) out[w] = 0;
 }
 
 const char *tui_hint_bar(tui_view_id v)

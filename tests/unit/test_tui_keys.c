@@ -72,8 +72,27 @@ static void test_dispatch(void **state)
     for (int v = 0; v < TV_COUNT; v++) assert_non_null(tui_hint_bar((tui_view_id)v));
 }
 
-/* The hint bar fits any width by a rule: keys stay, descriptions are cut to one length, then entries
-** go from the end with "? help" kept; nothing is cut mid-key and the result never exceeds the width. */
+/* The hint bar fits any width by a rule: whole entries go, from the end, "? help" kept and the ways
+** out last; no word is ever cut ("f forma  o optio" read as nonsense); never wider than asked. */
+static int whole_entries(const char *out, const char *bar)
+{
+    char buf[300];
+    snprintf(buf, sizeof buf, "%s", out);
+    for (char *e = buf; *e;) {
+        char *end = strstr(e, "  ");
+        if (end) *end = 0;
+        /* an entry of the bar: preceded by the start or two spaces, followed by two spaces or the end */
+        int found = 0;
+        size_t l = strlen(e);
+        for (const char *q = bar; (q = strstr(q, e)) != NULL; q++)
+            if ((q == bar || (q >= bar + 2 && q[-1] == ' ' && q[-2] == ' ')) && (q[l] == 0 || !strncmp(q + l, "  ", 2))) found = 1;
+        if (!found) return 0;
+        if (!end) break;
+        e = end + 2;
+    }
+    return 1;
+}
+
 static void test_hints_fit(void **state)
 {
     (void)state;
@@ -82,14 +101,22 @@ static void test_hints_fit(void **state)
     tui_fit_hints(bar, 200, out, sizeof out);
     assert_string_equal(out, bar);
     tui_fit_hints(bar, 79, out, sizeof out);
-    assert_true(strlen(out) <= 79);
-    assert_string_equal(out, "Enter block  Tab histo  s/S sort  f forma  o optio  r recom  h back  ? help");
-    tui_fit_hints(bar, 40, out, sizeof out);
-    assert_true(strlen(out) <= 40 && strstr(out, "? help") && strncmp(out, "Enter blo", 9) == 0);
+    assert_string_equal(out, "Enter blocks  Tab histogram  s/S sort  f formats  o options  h back  ? help");
+    tui_fit_hints(bar, 44, out, sizeof out);
+    assert_string_equal(out, "Enter blocks  Tab histogram  h back  ? help");
+    tui_fit_hints(bar, 42, out, sizeof out);
+    assert_string_equal(out, "Enter blocks  h back  ? help");
+    tui_fit_hints(bar, 12, out, sizeof out);
+    assert_string_equal(out, "? help");
+    tui_fit_hints("j/k scroll  q close", 12, out, sizeof out);
+    assert_string_equal(out, "q close");
     for (int v = 0; v < TV_COUNT; v++)
         for (int w = 20; w <= 120; w++) {
-            tui_fit_hints(tui_hint_bar((tui_view_id)v), w, out, sizeof out);
+            const char *b = tui_hint_bar((tui_view_id)v);
+            tui_fit_hints(b, w, out, sizeof out);
             assert_true((int)strlen(out) <= w);
+            assert_true(whole_entries(out, b));
+            if (strstr(b, "? help")) assert_non_null(strstr(out, "? help"));
         }
 }
 
