@@ -133,6 +133,8 @@ run: deps
 install: $(BIN)
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/qscope
+	install -d $(DESTDIR)$(PREFIX)/share/qscope/sample
+	install -m 644 datasets/sample/* $(DESTDIR)$(PREFIX)/share/qscope/sample/
 
 clean:
 	rm -rf build

@@ -174,23 +174,32 @@ static const demo_item kDemo[] = {
 };
 
 /* The committed real-weight sample (datasets/sample, a few all-MiniLM-L6-v2 matrices): looked up in
-** $QSCOPE_SAMPLE_DIR only when that is set, else in ./datasets/sample, then next to the binary
-** (BUILD/qscope -> ../datasets/sample);
+** $QSCOPE_SAMPLE_DIR only when that is set, else in ./datasets/sample, then in datasets/sample of the
+** binary's directory and up to three levels above it (build/qscope, build/asan/qscope), then in
+** ../share/qscope/sample beside it (`make install`);
 ** embedded (--copy) so the demo database does not depend on where the repository lives. */
 #define DEMO_SAMPLE "all-MiniLM-L6-v2-sample.safetensors"
 static int demo_real_sample(qs_db *db, json_t *rep, qs_err *e)
 {
-    char path[4200], exe[4096];
+    enum { NDIRS = 7 };
+    char path[4200], exe[4096], up[NDIRS][4200];
     const char *env = getenv("QSCOPE_SAMPLE_DIR");
-    const char *dirs[3] = {env, env ? NULL : "datasets/sample", NULL};
+    const char *dirs[NDIRS] = {env, env ? NULL : "datasets/sample"};
     ssize_t n = env ? -1 : readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n > 0) {
         exe[n] = 0;
         char *sl = strrchr(exe, '/');
-        if (sl) { *sl = 0; sl = strrchr(exe, '/'); }
-        if (sl) { *sl = 0; strncat(exe, "/datasets/sample", sizeof exe - strlen(exe) - 1); dirs[2] = exe; }
+        if (sl) *sl = 0;   /* the binary's directory */
+        snprintf(up[6], sizeof up[6], "%s/../share/qscope/sample", exe);
+        dirs[6] = up[6];
+        for (int k = 2; k < 6; k++) {
+            snprintf(up[k], sizeof up[k], "%s/datasets/sample", exe);
+            dirs[k] = up[k];
+            if (!(sl = strrchr(exe, '/'))) break;
+            *sl = 0;
+        }
     }
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < NDIRS; i++) {
         if (!dirs[i]) continue;
         snprintf(path, sizeof path, "%s/%s", dirs[i], DEMO_SAMPLE);
         if (access(path, R_OK) != 0) continue;
