@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Reference tokenization with Hugging Face `tokenizers` for the GGUF BPE vocabulary (test vectors).
 
-  PYTHONPATH=/tmp/pyref python3 tests/llm/hf_tokenize.py MODEL.gguf OUT.json
-      (pip install --no-deps --target /tmp/pyref tokenizers)
+  PYTHONPATH=build/pyref python3 tests/llm/hf_tokenize.py MODEL.gguf OUT.json
+      (pip install --no-deps --target build/pyref tokenizers)
 
 Builds a byte-level BPE tokenizer from tokenizer.ggml.tokens / tokenizer.ggml.merges with the
 pre-tokenizer of SmolLM2's tokenizer.json (Digits(individual_digits) then ByteLevel with the GPT-2
