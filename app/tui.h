@@ -261,6 +261,7 @@ void tui_load_metrics(tui *T);
 void tui_cursor_best_format(tui *T);
 /* s in at most w columns, cut in the middle with "~" where it shares a prefix (or else a suffix)
 ** with one of the peers, so that two cut names never look the same when their difference fits */
+void tui_cut_end(const char *s, int w, char *out, size_t cap);   /* cut at the end with "..." (tui_cut.c) */
 void tui_cut_middle(const char *s, const char *const *peers, int npeers, int w, char *out, size_t cap);   /* Formats cursor on the best block format of the tensor */               /* of the current tensor, every chosen format */
 void tui_hist_cache_clear(tui *T);
 int tui_load_hist(tui *T, int fi, const char *which, qs_hist *h);   /* 0 ok */

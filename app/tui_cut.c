@@ -65,3 +65,19 @@ void tui_cut_middle(const char *s, const char *const *peers, int npeers, int w, 
     for (int i = 0; i < n; i++) free(ep[i]);
     free(es);
 }
+
+/* Text wider than w is cut at its end, which then reads "..." (a cut with no mark misleads); like
+** tui_cut_middle it cuts the escaped text, and never inside a UTF-8 character. */
+void tui_cut_end(const char *s, int w, char *out, size_t cap)
+{
+    char *es = qs_escape_dup(s, 0);
+    if (!es) { snprintf(out, cap, "?"); return; }
+    if ((int)strlen(es) > w) {
+        int k = w > 3 ? w - 3 : 0;
+        while (k > 0 && ((unsigned char)es[k] & 0xC0) == 0x80) k--;   /* back to a character's first byte */
+        snprintf(out, cap, "%.*s...", k, es);
+    } else {
+        snprintf(out, cap, "%s", es);
+    }
+    free(es);
+}

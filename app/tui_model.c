@@ -157,8 +157,12 @@ void tui_draw_model(tui *T, int y0, int h)
     for (int i = 0; i < rows && l->top + i < n; i++) {
         const mrow *q = &m[l->top + i];
         const qs_evrun *r = q->cfg == -2 ? NULL : &T->ev[q->run];
-        if (q->cfg == -2) sens_line(&T->sens[q->run], line, sizeof line);
-        else if (q->cfg < 0) run_line(T, r, line, sizeof line);
+        if (q->cfg < 0) {   /* a run's or a sensitivity table's summary: a long one says it was cut */
+            char full[sizeof line];
+            if (q->cfg == -2) sens_line(&T->sens[q->run], full, sizeof full);
+            else run_line(T, r, full, sizeof full);
+            tui_cut_end(full, T->W, line, sizeof line);
+        }
         else {
             const qs_evcfg *c = &r->cfg[q->cfg];
             char a[8][32];

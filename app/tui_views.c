@@ -13,12 +13,6 @@
 #include "value_hist.h"
 #include "../analysis/plot.h"
 
-/* text wider than w columns is cut at its end, which then reads "..." (a cut with no mark misleads) */
-static void cut_end(const char *t, int w, char *out, size_t n)
-{
-    if ((int)strlen(t) > w) snprintf(out, n, "%.*s...", w > 3 ? w - 3 : 0, t);
-    else snprintf(out, n, "%s", t);
-}
 
 static void sel_on(tui *T) { attron(T->color ? COLOR_PAIR(CP_SEL) : A_REVERSE); }
 static void sel_off(tui *T) { attroff(T->color ? COLOR_PAIR(CP_SEL) : A_REVERSE); }
@@ -477,7 +471,7 @@ void tui_draw_rl(tui *T, int y0, int h)
         tui_kres *K = &T->kres[idx[T->lk.top + r]];
         int ww = T->W - 50 > 20 ? T->W - 50 : 20;
         char what[300];
-        cut_end(K->what, ww, what, sizeof what);
+        tui_cut_end(K->what, ww, what, sizeof what);
         snprintf(line, sizeof line, " %-8lld %-*.*s %-16.16s %-20.20s", (long long)K->id, ww, ww, what, K->format, K->created);
         if (T->lk.top + r == T->lk.cur) { sel_on(T); fill_line(T, y0 + 1 + r); }
         tui_addstr_clip(y0 + 1 + r, 0, line, T->W);
@@ -530,7 +524,7 @@ void tui_draw_kernels(tui *T, int y0, int h)
     for (int r = 0; r < rows && T->lk.top + r < n; r++) {
         tui_kres *K = &T->kres[idx[T->lk.top + r]];
         char what[300], when[24];
-        cut_end(K->what, ww, what, sizeof what);
+        tui_cut_end(K->what, ww, what, sizeof what);
         /* 2026-12-01T16:14:56Z, or 12-01 16:14 when short */
         if (cw < 20 && strlen(K->created) >= 16) snprintf(when, sizeof when, "%.5s %.5s", K->created + 5, K->created + 11);
         else snprintf(when, sizeof when, "%.20s", K->created);
