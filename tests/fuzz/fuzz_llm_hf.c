@@ -45,7 +45,7 @@ static void put(const char *name, const uint8_t *p, size_t n, int present)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!dir[0]) {
-        snprintf(dir, sizeof dir, "%s", "/tmp/qscope-fuzz-hf-XXXXXX");
+        snprintf(dir, sizeof dir, "%s/qscope-fuzz-hf-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : P_tmpdir);   /* $TMPDIR, else the system's */
         CHECK(mkdtemp(dir));
         atexit(cleanup);
     }

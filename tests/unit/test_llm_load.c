@@ -271,7 +271,8 @@ static void write_hf(const char *dir, const char *pre)
 static void test_hf_dir(void **st)
 {
     (void)st;
-    char dir[] = "/tmp/qscope-test-hf-XXXXXX";
+    char dir[256];
+    snprintf(dir, sizeof dir, "%.200s/qscope-test-hf-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : P_tmpdir);
     assert_non_null(mkdtemp(dir));
     write_hf(dir, "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\p{L}+| ?\\\\p{N}\"},\"behavior\":\"Isolated\"}");
     qs_llm_file f;

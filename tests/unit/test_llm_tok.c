@@ -177,7 +177,8 @@ static void test_errors(void **st)
     json_t *j = json_load_file("fixtures/llm/tok_bpe.json", 0, &je);
     assert_non_null(j);
     json_object_set_new(j, "pre_tokenizer", json_null());
-    char tmp[] = "/tmp/qs-tok-XXXXXX";
+    char tmp[256];
+    snprintf(tmp, sizeof tmp, "%.200s/qs-tok-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : P_tmpdir);
     int fd = mkstemp(tmp);
     assert_true(fd >= 0);
     close(fd);
