@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../store/text_escape.h"
 
@@ -144,4 +145,20 @@ int qs_cli_tempdir(const char *tag, char *out, size_t cap)
     const char *t = getenv("TMPDIR");
     int n = snprintf(out, cap, "%s/qscope-%s-XXXXXX", t && *t ? t : "/tmp", tag);
     return n > 0 && (size_t)n < cap && mkdtemp(out) ? 0 : -1;
+}
+
+int qs_cli_parse_int(const char *cmd, const char *opt, const char *s, int lo, int hi, int *out)
+{
+    unsigned long long v;
+    if (qs_parse_u64(s, &v) || v < (unsigned long long)lo || v > (unsigned long long)hi)
+        return qs_cli_usage(cmd, "%s wants an integer in %d..%d, not '%s'", opt, lo, hi, s);
+    *out = (int)v;
+    return 0;
+}
+
+double qs_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }

@@ -28,13 +28,6 @@
 #define LLM_LABEL "precision mismatch without training"
 #define MAX_PROMPT 256
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* ---------------------------------------------------------------- options */
 
 typedef struct llm_opts {
@@ -65,15 +58,6 @@ static int parse_fmt(const char *cmd, const char *spec, qs_apply *out, int *has)
     if (out->axis != 1) return qs_cli_usage(cmd, "%s: only blocks along the input channels (axis 1) make sense here", spec), -1;
     if (out->gran == QS_GRAN_COL) return qs_cli_usage(cmd, "%s: per-column granularity is not supported here", spec), -1;
     *has = 1;
-    return 0;
-}
-
-static int parse_int(const char *cmd, const char *opt, const char *s, int lo, int hi, int *out)
-{
-    unsigned long long v;
-    if (qs_parse_u64(s, &v) || v < (unsigned long long)lo || v > (unsigned long long)hi)
-        return qs_cli_usage(cmd, "%s wants an integer in %d..%d, not '%s'", opt, lo, hi, s), -1;
-    *out = (int)v;
     return 0;
 }
 
@@ -121,9 +105,9 @@ static int parse_opts(const char *cmd, int argc, char **argv, llm_opts *o)
             else return qs_cli_usage(cmd, "--resq wants none, dense or 2:4, not '%s'", optarg);
             break;
         case 'u': o->scaled = 0; break;
-        case 'n': if (parse_int(cmd, "--tokens", optarg, 1, 4096, &o->tokens)) return QS_EXIT_USAGE; break;
-        case 'K': if (parse_int(cmd, "--seqs", optarg, 1, 256, &o->seqs)) return QS_EXIT_USAGE; break;
-        case 'P': if (parse_int(cmd, "--prompts", optarg, 1, 1000, &o->prompts)) return QS_EXIT_USAGE; break;
+        case 'n': if (qs_cli_parse_int(cmd, "--tokens", optarg, 1, 4096, &o->tokens)) return QS_EXIT_USAGE; break;
+        case 'K': if (qs_cli_parse_int(cmd, "--seqs", optarg, 1, 256, &o->seqs)) return QS_EXIT_USAGE; break;
+        case 'P': if (qs_cli_parse_int(cmd, "--prompts", optarg, 1, 1000, &o->prompts)) return QS_EXIT_USAGE; break;
         case 's': if (qs_parse_u64(optarg, &o->seed)) return qs_cli_usage(cmd, "bad --seed '%s'", optarg); break;
         case 'N': o->name = optarg; break;
         case 'p': o->prefix = optarg; break;
@@ -142,14 +126,14 @@ static int parse_opts(const char *cmd, int argc, char **argv, llm_opts *o)
             else return qs_cli_usage(cmd, "--task wants open or arith, not '%s'", optarg);
             break;
         case 'j': o->json = 1; break;
-        case 'R': if (parse_int(cmd, "--reps", optarg, 1, 100, &o->reps)) return QS_EXIT_USAGE; break;
-        case 'E': if (parse_int(cmd, "--eval-ctx", optarg, 0, 1 << 16, &o->eval_ctx)) return QS_EXIT_USAGE; break;
-        case 'G': if (parse_int(cmd, "--eval-chunks", optarg, 1, 1000, &o->eval_chunks)) return QS_EXIT_USAGE; break;
+        case 'R': if (qs_cli_parse_int(cmd, "--reps", optarg, 1, 100, &o->reps)) return QS_EXIT_USAGE; break;
+        case 'E': if (qs_cli_parse_int(cmd, "--eval-ctx", optarg, 0, 1 << 16, &o->eval_ctx)) return QS_EXIT_USAGE; break;
+        case 'G': if (qs_cli_parse_int(cmd, "--eval-chunks", optarg, 1, 1000, &o->eval_chunks)) return QS_EXIT_USAGE; break;
         case 0x2001:
             if (qs_parse_f64(optarg, &o->temp) || !(o->temp >= 0) || o->temp > 100) return qs_cli_usage(cmd, "--temp wants a number in 0..100, not '%s'", optarg);
             o->filtered = 1;
             break;
-        case 0x2002: if (parse_int(cmd, "--top-k", optarg, 0, 1 << 22, &o->top_k)) return QS_EXIT_USAGE; o->filtered = 1; break;
+        case 0x2002: if (qs_cli_parse_int(cmd, "--top-k", optarg, 0, 1 << 22, &o->top_k)) return QS_EXIT_USAGE; o->filtered = 1; break;
         case 0x2003:
             if (qs_parse_f64(optarg, &o->top_p) || !(o->top_p > 0) || o->top_p > 1) return qs_cli_usage(cmd, "--top-p wants a number in (0, 1], not '%s'", optarg);
             o->filtered = 1;
@@ -342,7 +326,7 @@ static int do_rollout(const qs_llm_model *m, const qs_llm_numerics *nx, const pr
     int rc = -1;
     if (!ro->tok || !ro->lp || !ro->ent || !ro->len || !hid || !scr || !lg || !in || (sp && !cs)) { qs_fail(e, "out of memory"); goto out; }
     if (!s) goto out;
-    double t0 = now_s();
+    double t0 = qs_now_s();
     for (int b = 0; b < B; b++) {
         memcpy(in + (size_t)b * p->n, p->ids, (size_t)p->n * sizeof(int32_t));
         memcpy(ro->tok + (size_t)b * L, p->ids, (size_t)p->n * sizeof(int32_t));
@@ -364,7 +348,7 @@ static int do_rollout(const qs_llm_model *m, const qs_llm_numerics *nx, const pr
         if (qs_llm_forward(m, nx, s, in, B, 1, p->n + t, scr, NULL, NULL, e)) goto out;
     }
     for (int b = 0; b < B; b++) if (ro->len[b] < 0) ro->len[b] = N;
-    *secs = now_s() - t0;
+    *secs = qs_now_s() - t0;
     rc = 0;
 out:
     qs_llm_state_free(s);
@@ -392,7 +376,7 @@ static int do_score(const qs_llm_model *m, const qs_llm_numerics *nx, const roll
     int rc = -1;
     if (!hid || !scr || !lg) { qs_fail(e, "out of memory"); goto out; }
     if (!s) goto out;
-    double t0 = now_s();
+    double t0 = qs_now_s();
     for (int b0 = 0; b0 < B; b0 += G) {
         int g = B - b0 < G ? B - b0 : G;
         if (qs_llm_forward(m, nx, s, ro->tok + (size_t)b0 * L, g, L, 0, hid, NULL, NULL, e)) goto out;
@@ -409,7 +393,7 @@ static int do_score(const qs_llm_model *m, const qs_llm_numerics *nx, const roll
                 }
             }
     }
-    *secs = now_s() - t0;
+    *secs = qs_now_s() - t0;
     rc = 0;
 out:
     qs_llm_state_free(s);
@@ -421,11 +405,11 @@ out:
 
 static int load_models(const llm_opts *o, qs_llm_file *f, qs_llm_model *roll, int need_roll, qs_err *e)
 {
-    double t0 = now_s();
+    double t0 = qs_now_s();
     if (qs_llm_load(o->model, f, e)) return -1;
     fprintf(stderr, "qscope: loaded %s (%s, %d layers, dim %d, %d/%d heads, ffn %d, vocab %d; %s) in %.1f s\n",
             o->model, f->name[0] ? f->name : f->arch, f->m.c.n_layer, f->m.c.dim, f->m.c.n_head, f->m.c.n_kv_head,
-            f->m.c.ffn, f->m.c.vocab, f->wtypes, now_s() - t0);
+            f->m.c.ffn, f->m.c.vocab, f->wtypes, qs_now_s() - t0);
     if (!need_roll) return 0;
     if (!o->has_w) { *roll = f->m; return 0; }   /* shares the reference weights */
     if (qs_llm_clone(roll, &f->m, e)) return -1;

@@ -28,13 +28,6 @@
 #define MAX_CFG 32
 #define CMD "llm eval"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 typedef struct eval_cfg {
     char label[256];
     qs_apply w, a, kv;
@@ -106,15 +99,6 @@ typedef struct eval_opts {
     int ncfg;
 } eval_opts;
 
-static int parse_int(const char *opt, const char *s, int lo, int hi, int *out)
-{
-    unsigned long long v;
-    if (qs_parse_u64(s, &v) || v < (unsigned long long)lo || v > (unsigned long long)hi)
-        return qs_cli_usage(CMD, "%s wants an integer in %d..%d, not '%s'", opt, lo, hi, s);
-    *out = (int)v;
-    return 0;
-}
-
 static int parse_opts(int argc, char **argv, eval_opts *o)
 {
     static const struct option lo[] = {
@@ -132,8 +116,8 @@ static int parse_opts(int argc, char **argv, eval_opts *o)
         switch (ch) {
         case 'm': o->model = optarg; break;
         case 't': o->text = optarg; break;
-        case 'c': if ((rc = parse_int("--ctx", optarg, 4, 1 << 16, &o->ctx))) return rc; break;
-        case 'k': if ((rc = parse_int("--chunks", optarg, 1, 1 << 20, &o->chunks))) return rc; break;
+        case 'c': if ((rc = qs_cli_parse_int(CMD, "--ctx", optarg, 4, 1 << 16, &o->ctx))) return rc; break;
+        case 'k': if ((rc = qs_cli_parse_int(CMD, "--chunks", optarg, 1, 1 << 20, &o->chunks))) return rc; break;
         case 'C':
             if (o->ncfg == MAX_CFG) return qs_cli_usage(CMD, "at most %d --config", MAX_CFG);
             if ((rc = parse_config(optarg, &o->cfg[o->ncfg]))) return rc;
@@ -354,7 +338,7 @@ static void print_table(const eval_opts *o, const qs_llm_file *f, json_t *ref, j
 static void progress(void *ctx, int c, int n)
 {
     double *t0 = ctx;
-    fprintf(stderr, "\rqscope: chunk %d/%d (%.1f s)", c, n, now_s() - *t0);
+    fprintf(stderr, "\rqscope: chunk %d/%d (%.1f s)", c, n, qs_now_s() - *t0);
     if (c == n) fputc('\n', stderr);
 }
 
@@ -364,7 +348,7 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
     if (!o) return qs_cli_error(QS_EXIT_ERR, "out of memory");
     int rc = parse_opts(argc, argv, o);
     if (rc) { free(o); return rc; }
-    const double t_start = now_s();
+    const double t_start = qs_now_s();
     qs_err e = {{0}};
     qs_llm_file f;
     memset(&f, 0, sizeof f);
@@ -452,12 +436,12 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
             var[i].m = c->m;
             var[i].nx = (qs_llm_numerics){c->has_a ? &c->a : NULL, c->resq, c->has_kv ? &c->kv : NULL, o->scaled, NULL};
         }
-        double t0 = now_s();
+        double t0 = qs_now_s();
         if (qs_llm_eval_run(&f.m, var, want, o->ncfg, ids, (size_t)ntok, &su, isatty(2) ? progress : NULL, &t0, &out, &e)) {
             rc = qs_cli_err(QS_EXIT_ERR, &e);
             goto done;
         }
-        compute = now_s() - t0;
+        compute = qs_now_s() - t0;
         /* summaries, stored in one transaction */
         if (qs_db_exec(db, "BEGIN IMMEDIATE", &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
         int bad = 0;
@@ -518,7 +502,7 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
             fprintf(stderr, "qscope: warning: %s: %lld non-finite logit rows (left out of the statistics), %lld non-finite "
                     "activation values%s\n", i ? o->cfg[i - 1].label : "reference", (long long)lr, (long long)av, where);
     }
-    double secs = now_s() - t_start;
+    double secs = qs_now_s() - t_start;
     if (o->json) {
         json_t *j = json_object();
         json_object_set_new(j, "model", json_pack("{s:s,s:s,s:s,s:s}", "path", o->model, "name", f.name, "hash", f.hash, "tensor_types", f.wtypes));
@@ -570,9 +554,9 @@ static double sgemm_rate(const qs_llm_model *m, int rows)
     for (size_t i = 0; i < (size_t)rows * K; i++) x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
     double best = 1e30;
     for (int r = 0; r < 6; r++) {
-        double t0 = now_s();
+        double t0 = qs_now_s();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, N, K, 1.0f, x, K, m->L[0].w_up, K, 0.0f, y, N);
-        double t = now_s() - t0;
+        double t = qs_now_s() - t0;
         if (r && t < best) best = t;   /* the first call warms up */
     }
     free(x); free(y);
@@ -596,13 +580,13 @@ int qs_llm_eval_bench(const qs_llm_model *ref, const qs_eval_variant *cfg, const
         qs_eval_setup su = {ctx, chunks, 0, -1};
         qs_eval_out out;
         int want = 1;
-        double t0 = now_s();
+        double t0 = qs_now_s();
         if (qs_llm_eval_run(ref, pass ? cfg : NULL, &want, pass, ids, n, &su, NULL, NULL, &out, e)) { rc = -1; break; }
         for (int v = 0; v < out.nvar && !rc; v++) {
             qs_eval_summary sm;
             rc = qs_eval_summarize(&out.var[0], v ? &out.var[v] : NULL, out.n, &sm, e);
         }
-        double t = now_s() - t0, tps = (double)(pass + 1) * n / t, gf = tps * 2 * params * 1e-9;
+        double t = qs_now_s() - t0, tps = (double)(pass + 1) * n / t, gf = tps * 2 * params * 1e-9;
         qs_eval_out_free(&out);
         char lab[200];
         snprintf(lab, sizeof lab, pass ? "reference + %s" : "reference fp32", label);

@@ -21,13 +21,6 @@
 
 #define CMD "llm sensitivity"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 typedef struct sens_opts {
     const char *model, *text, *fmt_spec;
     int ctx, chunks, score_all, json, force, scaled;
@@ -36,15 +29,6 @@ typedef struct sens_opts {
     qs_apply fmt, hi;
     char label[128];
 } sens_opts;
-
-static int parse_int(const char *opt, const char *s, int lo, int hi, int *out)
-{
-    unsigned long long v;
-    if (qs_parse_u64(s, &v) || v < (unsigned long long)lo || v > (unsigned long long)hi)
-        return qs_cli_usage(CMD, "%s wants an integer in %d..%d, not '%s'", opt, lo, hi, s);
-    *out = (int)v;
-    return 0;
-}
 
 static int parse_pos(const char *opt, const char *s, double *out)
 {
@@ -95,8 +79,8 @@ static int parse_opts(int argc, char **argv, sens_opts *o)
         case 'm': o->model = optarg; break;
         case 't': o->text = optarg; break;
         case 'f': o->fmt_spec = optarg; break;
-        case 'c': if ((rc = parse_int("--ctx", optarg, 4, 1 << 16, &o->ctx))) return rc; break;
-        case 'k': if ((rc = parse_int("--chunks", optarg, 1, 1 << 20, &o->chunks))) return rc; break;
+        case 'c': if ((rc = qs_cli_parse_int(CMD, "--ctx", optarg, 4, 1 << 16, &o->ctx))) return rc; break;
+        case 'k': if ((rc = qs_cli_parse_int(CMD, "--chunks", optarg, 1, 1 << 20, &o->chunks))) return rc; break;
         case 'S': if ((rc = parse_sites(optarg, o))) return rc; break;
         case 'K': if ((rc = parse_pos("--kl-target", optarg, &o->kl_target))) return rc; break;
         case 'B': if ((rc = parse_pos("--bits-budget", optarg, &o->bits_budget))) return rc; break;
@@ -216,7 +200,7 @@ int qs_cmd_llm_sens(qs_cli *cli, int argc, char **argv)
     if (!o) return qs_cli_error(QS_EXIT_ERR, "out of memory");
     int rc = parse_opts(argc, argv, o);
     if (rc) { free(o); return rc; }
-    const double t_start = now_s();
+    const double t_start = qs_now_s();
     qs_err e = {{0}};
     qs_llm_file f;
     memset(&f, 0, sizeof f);
@@ -265,13 +249,13 @@ int qs_cmd_llm_sens(qs_cli *cli, int argc, char **argv)
     }
     double compute = 0;
     if (!data) {
-        double t0 = now_s();
+        double t0 = qs_now_s();
         if (qs_sens_run(&f.m, &o->fmt, o->scaled, o->sites, S, ids, (size_t)ntok, &su, NULL, NULL, &tab, &e)) {
             free(ks); json_decref(sites);
             rc = qs_cli_err(QS_EXIT_ERR, &e);
             goto done;
         }
-        compute = now_s() - t0;
+        compute = qs_now_s() - t0;
         computed = 1;
         d = json_object();
         json_object_set_new(d, "model", json_pack("{s:s,s:s,s:s,s:s}", "path", o->model, "name", f.name, "hash", f.hash, "tensor_types", f.wtypes));
@@ -365,13 +349,13 @@ int qs_cmd_llm_sens(qs_cli *cli, int argc, char **argv)
                 json_array_append_new(bf, r);
             }
             qs_eval_summary sm;
-            double t0 = now_s();
+            double t0 = qs_now_s();
             if (qs_sens_verify(&f.m, &o->fmt, &o->hi, o->scaled, &tab, promoted, ids, (size_t)ntok, &su, &sm, &e)) {
                 json_decref(pr); json_decref(bf); free(pks);
                 rc = qs_cli_err(QS_EXIT_ERR, &e);
                 goto done;
             }
-            compute += now_s() - t0;
+            compute += qs_now_s() - t0;
             pcomputed = 1;
             json_t *meas = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:[o,o],s:o}", "kl_mean", num(sm.kl_mean), "kl_se", num(sm.kl_se),
                                      "kl_median", num(sm.kl_q[5]), "kl_p99", num(sm.kl_q[8]), "kl_max", num(sm.kl_q[10]), "ppl",
@@ -407,7 +391,7 @@ int qs_cmd_llm_sens(qs_cli *cli, int argc, char **argv)
     char note[320];
     snprintf(note, sizeof note, "the model's weights are already quantized (%s): the w site's result is relative to that grid; "
              "activation and KV-cache results are not affected", f.wtypes);
-    double secs = now_s() - t_start;
+    double secs = qs_now_s() - t_start;
     json_t *plan = json_object_get(d, "plan");
     if (o->json) {
         json_object_set_new(d, "cached", json_boolean(!computed && !pcomputed));
