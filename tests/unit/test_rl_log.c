@@ -259,7 +259,8 @@ static void write_file(const char *path, const char *text)
 static void test_import_transaction(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/qs_rl_XXXXXX";
+    char dir[64];   /* under $TMPDIR, else the system's P_tmpdir; short: paths are built in 128 bytes */
+    snprintf(dir, sizeof dir, "%s/qs_rl_XXXXXX", (getenv("TMPDIR") && strlen(getenv("TMPDIR")) <= 40) ? getenv("TMPDIR") : P_tmpdir);
     assert_non_null(mkdtemp(dir));
     char dbp[128], good[128], bad[128];
     snprintf(dbp, sizeof dbp, "%s/t.db", dir);

@@ -44,7 +44,7 @@ static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
     if (!f) return -1;
-    snprintf(f->dir, sizeof f->dir, "/tmp/qs_test_store_XXXXXX");
+    snprintf(f->dir, sizeof f->dir, "%s/qs_test_store_XXXXXX", (getenv("TMPDIR") && strlen(getenv("TMPDIR")) <= 30) ? getenv("TMPDIR") : P_tmpdir);
     if (!mkdtemp(f->dir)) { free(f); return -1; }
     char path[128];
     snprintf(path, sizeof path, "%s/t.db", f->dir);
