@@ -74,7 +74,7 @@ double qs_measure_bandwidth(int threads)
     return 8.0 * (double)n / best;   /* read + write */
 }
 
-static double measure_dequant(int threads)
+static double measure_dequant(void)   /* one thread */
 {
     size_t n = (size_t)8 << 20;
     signed char *q = malloc(n);
@@ -143,7 +143,7 @@ int qs_hw_profile(const char *name, int threads, qs_hw *hw)
     if (!strcmp(name, "cpu")) {
         double g = qs_measure_sgemm_gflops(1024, threads, 3) * 1e9;
         hw->p_bf16 = g; hw->p_low = g;   /* the INT8 GEMM is emulated on SGEMM: same rate */
-        hw->r_vec = measure_dequant(threads);
+        hw->r_vec = measure_dequant();
         hw->bw = qs_measure_bandwidth(threads);
         snprintf(hw->note, sizeof hw->note, "this CPU, measured now (%d thread%s): SGEMM %.1f GFLOP/s, dequant (1 thread) %.2f Gelem/s, copy %.1f GB/s",
                  threads, threads > 1 ? "s" : "", g / 1e9, hw->r_vec / 1e9, hw->bw / 1e9);

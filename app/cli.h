@@ -27,7 +27,6 @@ typedef struct qs_command {
     const char *summary;   /* one line for `qscope --help` */
     const char *help;      /* full text for `qscope help NAME` */
     int (*run)(qs_cli *cli, int argc, char **argv);  /* argv[0] is the command name */
-    int needs_db;
 } qs_command;
 
 extern const qs_command qs_commands[];

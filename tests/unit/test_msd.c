@@ -335,7 +335,7 @@ static void test_model(void **st)
     json_decref(l);
 }
 
-/* issue 16: a stored kernel experiment is named by what it covers, not by the one format of its row */
+/* a stored kernel experiment is named by what it covers, not by the one format of its row */
 static void test_kx_label(void **st)
 {
     (void)st;

@@ -691,7 +691,7 @@ static void test_terminal(void **st)
     qs_fig_free(f);
 }
 
-/* issue 16: on a log axis of less than two decades the labelled ticks span the data (no data more
+/* on a log axis of less than two decades the labelled ticks span the data (no data more
 ** than 30 % of the axis beyond the outermost label), as they also do over many decades */
 static void test_log_ticks_cover_data(void **st)
 {
@@ -718,7 +718,7 @@ static void test_log_ticks_cover_data(void **st)
         }
 }
 
-/* issue 16: a stored reward curve is drawn on a linear axis (it was symlog, like a mismatch); a
+/* a stored reward curve is drawn on a linear axis (not symlog, as a mismatch is); a
 ** stored "yscale" is honoured */
 static void test_stored_yscale(void **st)
 {
@@ -738,7 +738,7 @@ static void test_stored_yscale(void **st)
     assert_non_null(f = qs_plot_lines_json("trajectory", tr6, NULL, &e));
     assert_true(f->x.integer);
     qs_fig_free(f);
-    /* passes are whole numbers: no tick between them (issue 16) */
+    /* passes are whole numbers: no tick between them */
     const char *ms = "{\"ylabel\": \"effective bits\", \"series\": [{\"name\": \"int8\", \"x\": [1, 2, 3, 4], \"y\": [8, 16, 24, 31]}]}";
     assert_non_null(f = qs_plot_lines_json("msd", ms, NULL, &e));
     qs_plot_resolve(f);
@@ -754,7 +754,7 @@ static void test_stored_yscale(void **st)
     qs_fig_free(f);
 }
 
-/* issue 16: more series than colours or marker shapes stay distinguishable: in the PNG no two series
+/* more series than colours or marker shapes stay distinguishable: in the PNG no two series
 ** share colour and marker; in the terminal (no colour) each has its own legend glyph */
 static void test_many_series_distinct(void **st)
 {
@@ -815,7 +815,7 @@ static void test_many_series_distinct(void **st)
     qs_fig_free(f);
 }
 
-/* ---------------- exponent markup (issue 16) ---------------- */
+/* ---------------- exponent markup ---------------- */
 
 /* a backend that records the text it is asked to draw */
 typedef struct { char s[16][64]; double size[16]; int n; } rec_text;
@@ -879,7 +879,7 @@ static void test_exponent_markup(void **st)
     qs_fig_free(f);
 }
 
-/* PNG: series drawn on the same pixels as an earlier one are named in the note (issue 16: four
+/* PNG: series drawn on the same pixels as an earlier one are named in the note (e.g. four
 ** attention kernels on one line, the INT8 max-error curve on an RMS curve); a series 2 px apart is not */
 static char note_rec[2048];
 static void rt_text_all(void *c, double x, double y, const char *s, double size, int bold, int rotate)
@@ -992,7 +992,7 @@ static void test_term_point_labels_off_lines(void **st)
     }
 }
 
-/* issue 16: a series whose points all fall in the cells of another (two RL runs with nearly the same
+/* a series whose points all fall in the cells of another (two RL runs with nearly the same
 ** values) is named in the note instead of disappearing under the other's glyphs */
 static void test_term_hidden_series_named(void **st)
 {
@@ -1054,8 +1054,8 @@ static void test_lines_json_stored_xlabel(void **st)
 }
 
 /* a block heatmap with more rows than the terminal has: each character cell is the mean of the
-** blocks it covers, so one bad row of blocks is never skipped by sampling (issue 16: 1024 block
-** rows shown in 22 lines read one of every 47) */
+** blocks it covers, so one bad row of blocks is never skipped by sampling (sampling 1024 block
+** rows into 22 lines would read one of every 47) */
 static void test_term_heatmap_covers_every_row(void **st)
 {
     (void)st;
