@@ -520,21 +520,10 @@ void qs_plot_draw(qs_figure *f, const qs_rbackend *b, double W, double H, double
     }
 
     /* note and "no data" */
-    char note[400] = "";
-    size_t nl = 0;
-    if (f->note[0]) nl += (size_t)snprintf(note, sizeof note, "%s", f->note);
-    if (f->skipped_x && nl < sizeof note)
-        nl += (size_t)snprintf(note + nl, sizeof note - nl, "%s%llu points with x <= 0 not shown (log scale)", nl ? "; " : "",
-                               (unsigned long long)f->skipped_x);
-    if (L.leg_total > L.nleg && nl < sizeof note)
-        nl += (size_t)snprintf(note + nl, sizeof note - nl, "%slegend: the first %d of %d series", nl ? "; " : "", L.nleg,
-                               L.leg_total);
-    if (f->skipped_y && nl < sizeof note)
-        nl += (size_t)snprintf(note + nl, sizeof note - nl, "%s%llu points with y <= 0 not shown (log scale)", nl ? "; " : "",
-                               (unsigned long long)f->skipped_y);
-    if (same[0] && nl < sizeof note) {
-        size_t n0 = nl;
-        snprintf(note + nl, sizeof note - nl, "%son top of each other (same points): %s", nl ? "; " : "", same);
+    char note[400];
+    size_t n0;
+    qs_plot_note(f, &L, &(qs_note_parts){.log_words = " (log scale)", .same = same}, note, sizeof note, &n0);
+    if (n0 != SIZE_MAX) {
         /* too wide for the figure: cut at a name's end and count the series left unnamed */
         int more = 0;
         while (pd_text_w(&d, note, fs * 0.95, 0) > W - 2 * m.pad) {

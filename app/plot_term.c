@@ -649,23 +649,8 @@ static int tt_render(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e, 
     }
 
     /* note, "no data" */
-    char note[400] = "";
-    size_t nl = 0;
-    if (f->note[0]) nl += (size_t)snprintf(note, sizeof note, "%s", f->note);
-    if (f->skipped_x && nl < sizeof note)
-        nl += (size_t)snprintf(note + nl, sizeof note - nl, "%s%llu points with x <= 0 not shown", nl ? "; " : "",
-                               (unsigned long long)f->skipped_x);
-    if (L.leg_total > L.nleg && nl < sizeof note)
-        nl += (size_t)snprintf(note + nl, sizeof note - nl, "%slegend: the first %d of %d series", nl ? "; " : "", L.nleg,
-                               L.leg_total);
-    if (hidden[0] && nl < sizeof note)
-        nl += (size_t)snprintf(note + nl, sizeof note - nl, "%s%s mostly hidden by other series (same cells at this size)", nl ? "; " : "",
-                               hidden);
-    if (unlabelled[0] && nl < sizeof note)
-        nl += (size_t)snprintf(note + nl, sizeof note - nl, "%sno room for the labels of %s", nl ? "; " : "", unlabelled);
-    if (f->skipped_y && nl < sizeof note)
-        snprintf(note + nl, sizeof note - nl, "%s%llu points with y <= 0 not shown", nl ? "; " : "",
-                 (unsigned long long)f->skipped_y);
+    char note[400];
+    qs_plot_note(f, &L, &(qs_note_parts){.hidden = hidden, .unlabelled = unlabelled}, note, sizeof note, NULL);
     if (note[0] && L.note_y > 0) {
         if (u8len(note) > t.W && t.W > 4) {   /* a cut note ends in "..." rather than mid-word, silently */
             int k = 0, keep = t.W - 3;
