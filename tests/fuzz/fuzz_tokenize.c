@@ -9,6 +9,7 @@
 ** raw bytes).  Other modes: the text is "PRE_TOKENIZER_JSON\0TEXT", and any outcome but a crash, a
 ** leak or an id out of range is fine.
 */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
