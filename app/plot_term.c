@@ -357,6 +357,25 @@ int qs_term_mode_parse(const char *s, qs_term_mode *m)
 
 /* Render f into out; with out NULL only count the point labels left without room (*dropped).
 ** note_row: keep a line for the note even when the figure has none (for those labels' names). */
+/* A heatmap cell at colour-scale position tv in [0, 1]: a coloured block, else a shade ramp. */
+static void heat_cell(tcell *c, double tv, int color, int utf8)
+{
+    static const char *const ramp8[4] = {"░", "▒", "▓", "█"};
+    static const char ramp_a[] = ".:-=+*#%@";
+    if (color) {
+        double rgb[3];
+        qs_colormap_rgb(tv, rgb);
+        snprintf(c->g, sizeof c->g, "%s", utf8 ? "█" : "#");
+        c->fg = (short)(1000 + ansi256_rgb(rgb));
+    } else if (utf8) {
+        int k = (int)(tv * 4);
+        snprintf(c->g, sizeof c->g, "%s", ramp8[k > 3 ? 3 : k]);
+    } else {
+        int k = (int)(tv * 9);
+        snprintf(c->g, sizeof c->g, "%c", ramp_a[k > 8 ? 8 : k]);
+    }
+}
+
 static int tt_render(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e, int note_row, int *dropped)
 {
     tcanvas t;
@@ -405,8 +424,6 @@ static int tt_render(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e, 
     /* heatmap: one sample per cell */
     if (f->heat && f->heat->rows && f->heat->cols) {
         qs_heatmap *h = f->heat;
-        static const char *const ramp8[4] = {"░", "▒", "▓", "█"};
-        static const char ramp_a[] = ".:-=+*#%@";
         for (int cy = 0; cy < t.ph; cy++)
             for (int cx = 0; cx < t.pw; cx++) {
                 double vx = qs_axis_inv(&f->x, qs_axis_fwd(&f->x, f->x.vlo) + (cx + 0.5) / t.pw *
@@ -437,18 +454,7 @@ static int tt_render(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e, 
                 double tv = qs_heat_t(h, v);
                 tcell *c = tc_at(&t, t.px + cx, t.py + cy);
                 if (!isfinite(tv)) continue;
-                if (color) {
-                    double rgb[3];
-                    qs_colormap_rgb(tv, rgb);
-                    snprintf(c->g, sizeof c->g, "%s", t.utf8 ? "█" : "#");
-                    c->fg = (short)(1000 + ansi256_rgb(rgb));
-                } else if (t.utf8) {
-                    int k = (int)(tv * 4);
-                    snprintf(c->g, sizeof c->g, "%s", ramp8[k > 3 ? 3 : k]);
-                } else {
-                    int k = (int)(tv * 9);
-                    snprintf(c->g, sizeof c->g, "%c", ramp_a[k > 8 ? 8 : k]);
-                }
+                heat_cell(c, tv, color, t.utf8);
             }
         /* colour bar: a column of the ramp, high at the top */
         int bx = (int)lround(L.cbar.x);
@@ -457,18 +463,7 @@ static int tt_render(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e, 
             for (int k = 0; k < 2; k++) {
                 tcell *c = tc_at(&t, bx + k, t.py + cy);
                 if (!c) continue;
-                if (color) {
-                    double rgb[3];
-                    qs_colormap_rgb(tv, rgb);
-                    snprintf(c->g, sizeof c->g, "%s", t.utf8 ? "█" : "#");
-                    c->fg = (short)(1000 + ansi256_rgb(rgb));
-                } else if (t.utf8) {
-                    int q = (int)(tv * 4);
-                    snprintf(c->g, sizeof c->g, "%s", ramp8[q > 3 ? 3 : q]);
-                } else {
-                    int q = (int)(tv * 9);
-                    snprintf(c->g, sizeof c->g, "%c", ramp_a[q > 8 ? 8 : q]);
-                }
+                heat_cell(c, tv, color, t.utf8);
             }
         }
         qs_axis *ca = &h->cbar;
