@@ -92,6 +92,24 @@ static void check_container(const qs_container *c, const uint8_t *buf, size_t le
 
 typedef int (*tu_parse_fn)(const uint8_t *buf, size_t len, const qs_parse_opts *o, qs_container *c, qs_err *e);
 
+/* The file is refused: -1, one line carrying phrase and a byte position, nothing left allocated. */
+static void check_refused(tu_parse_fn parse, const char *path, const char *phrase)
+{
+    size_t len;
+    uint8_t *buf = slurp(path, &len);
+    qs_container c;
+    qs_err e = {{0}};
+    if (parse(buf, len, NULL, &c, &e) != -1) fail_msg("%s: parsed, expected an error", path);
+    if (!strstr(e.msg, phrase) || !strstr(e.msg, "(at byte "))
+        fail_msg("%s: message \"%s\" lacks \"%s\" or \"(at byte \"", path, e.msg, phrase);
+    assert_null(strchr(e.msg, '\n'));
+    assert_int_equal(c.n, 0);
+    assert_null(c.t);
+    assert_null(c.meta_json);
+    assert_null(c.warnings);
+    free(buf);
+}
+
 /* Overwrite each byte of each file with each of vals: the parser either succeeds with ranges inside
 ** the file or fails with a positioned message; never crashes (run under ASan/UBSan). */
 static void check_mutations(tu_parse_fn parse, const char *const *files, size_t nfiles, const uint8_t *vals,
