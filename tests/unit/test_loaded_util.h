@@ -1,0 +1,49 @@
+/*
+** Shared by the .npy and .npz reader tests: a fixture read and parsed in one step, and the check
+** of a refusal (one line with the phrase and a byte position, nothing left behind).
+*/
+#ifndef QS_TEST_LOADED_UTIL_H
+#define QS_TEST_LOADED_UTIL_H
+
+#include "test_util.h"
+
+#include "../../store/container.h"
+
+typedef struct loaded {
+    uint8_t     *buf;
+    size_t       len;
+    qs_container c;
+    qs_err       e;
+    int          rc;
+} loaded;
+
+static inline void load_with(loaded *l, const char *path, qs_dtype re,
+                             int (*parse)(const uint8_t *, size_t, const qs_parse_opts *, qs_container *, qs_err *))
+{
+    memset(l, 0, sizeof *l);
+    l->buf = tu_slurp(path, &l->len);
+    assert_non_null(l->buf);
+    qs_parse_opts o = {re};
+    l->rc = parse(l->buf, l->len, &o, &l->c, &l->e);
+}
+
+static inline void unload(loaded *l)
+{
+    qs_container_free(&l->c);
+    free(l->buf);
+}
+
+static inline void assert_err(const qs_err *e, const qs_container *c, const char *phrase)
+{
+    if (!strstr(e->msg, phrase)) fail_msg("error '%s' lacks '%s'", e->msg, phrase);
+    if (!strstr(e->msg, "(at byte ")) fail_msg("error '%s' lacks '(at byte '", e->msg);
+    assert_null(strchr(e->msg, '\n'));
+    /* a failed parse leaves nothing behind */
+    assert_int_equal(c->n, 0);
+    assert_null(c->t);
+    assert_int_equal(c->nwarn, 0);
+    assert_null(c->warnings);
+    assert_string_equal(c->kind, "");
+}
+
+#endif
