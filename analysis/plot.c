@@ -822,6 +822,13 @@ double qs_layout_py(const qs_layout *L, const qs_figure *f, double y)
     return L->plot.y + L->plot.h - (f->y.invert ? 1 - u : u) * L->plot.h;
 }
 
+int qs_layout_annot_pos(const qs_layout *L, const qs_figure *f, const qs_annot *a, double *x, double *y)
+{
+    if (a->frac) { *x = L->plot.x + a->x * L->plot.w; *y = L->plot.y + (1 - a->y) * L->plot.h; }
+    else { *x = qs_layout_px(L, f, a->x); *y = qs_layout_py(L, f, a->y); }
+    return isfinite(*x) && isfinite(*y) ? 0 : -1;
+}
+
 double qs_heat_t(const qs_heatmap *h, double v)
 {
     double t = qs_axis_fwd(&h->cbar, v);

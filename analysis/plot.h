@@ -224,6 +224,8 @@ void qs_layout_legend_pos(const qs_layout *L, int i, double *x, double *y);
 /* Data -> canvas coordinates for the laid-out figure (NaN when the value cannot be shown). */
 double qs_layout_px(const qs_layout *L, const qs_figure *f, double x);
 double qs_layout_py(const qs_layout *L, const qs_figure *f, double y);
+/* Canvas position of an annotation (data or fractional coordinates); -1 when it cannot be shown. */
+int qs_layout_annot_pos(const qs_layout *L, const qs_figure *f, const qs_annot *a, double *x, double *y);
 /* Colour-scale position t in [0, 1] of a heatmap value (NaN when not drawable). */
 double qs_heat_t(const qs_heatmap *h, double v);
 

@@ -483,9 +483,7 @@ void qs_plot_draw(qs_figure *f, const qs_rbackend *b, double W, double H, double
     for (size_t i = 0; i < f->nannots; i++) {
         const qs_annot *a = &f->annots[i];
         double x, y;
-        if (a->frac) { x = L.plot.x + a->x * L.plot.w; y = L.plot.y + (1 - a->y) * L.plot.h; }
-        else { x = qs_layout_px(&L, f, a->x); y = qs_layout_py(&L, f, a->y); }
-        if (!isfinite(x) || !isfinite(y)) continue;
+        if (qs_layout_annot_pos(&L, f, a, &x, &y)) continue;
         double tw = pd_text_w(&d, a->text, fs * 0.95, 0), th = m.line_h;
         double tx = x, ty = y;
         int al = a->anchor;

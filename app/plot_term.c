@@ -605,9 +605,7 @@ static int tt_render(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e, 
     for (size_t i = 0; i < f->nannots; i++) {
         const qs_annot *a = &f->annots[i];
         double x, y;
-        if (a->frac) { x = L.plot.x + a->x * L.plot.w; y = L.plot.y + (1 - a->y) * L.plot.h; }
-        else { x = qs_layout_px(&L, f, a->x); y = qs_layout_py(&L, f, a->y); }
-        if (!isfinite(x) || !isfinite(y)) continue;
+        if (qs_layout_annot_pos(&L, f, a, &x, &y)) continue;
         int cx = (int)floor(x) + (a->point ? 1 : 0), cy = (int)floor(y);
         if (cy >= t.py + t.ph) cy = t.py + t.ph - 1;
         if (a->point) {
