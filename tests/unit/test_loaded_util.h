@@ -46,4 +46,21 @@ static inline void assert_err(const qs_err *e, const qs_container *c, const char
     assert_string_equal(c->kind, "");
 }
 
+/* fixtures/bad/FILE is refused with phrase, at byte `at` when at >= 0. */
+static inline void check_bad_file(const char *file, const char *phrase, long at,
+                                  int (*parse)(const uint8_t *, size_t, const qs_parse_opts *, qs_container *, qs_err *))
+{
+    char path[256], pos[64];
+    snprintf(path, sizeof path, "fixtures/bad/%s", file);
+    loaded l;
+    load_with(&l, path, QS_DT_INVALID, parse);
+    if (l.rc == 0) fail_msg("%s parsed", path);
+    assert_err(&l.e, &l.c, phrase);
+    if (at >= 0) {
+        snprintf(pos, sizeof pos, "(at byte %ld)", at);
+        if (!strstr(l.e.msg, pos)) fail_msg("%s: '%s' lacks '%s'", file, l.e.msg, pos);
+    }
+    unload(&l);
+}
+
 #endif
