@@ -513,6 +513,42 @@ static void test_lines_json_stored_xlabel(void **st)
     }
 }
 
+/* The note under a figure: its parts in one order, "; " apart, cut at the buffer's end; same_at marks
+** where the coinciding series start (the PNG renderer shortens that part to fit). */
+static void test_note_parts(void **st)
+{
+    (void)st;
+    qs_figure *f = qs_fig_new("n");
+    snprintf(f->note, sizeof f->note, "%s", "own note");
+    f->skipped_x = 3;
+    f->skipped_y = 1;
+    qs_layout L;
+    memset(&L, 0, sizeof L);
+    L.nleg = 2;
+    L.leg_total = 5;
+    char out[400];
+    size_t at;
+    qs_plot_note(f, &L, &(qs_note_parts){.log_words = " (log scale)", .same = "a = b"}, out, sizeof out, &at);
+    assert_string_equal(out, "own note; 3 points with x <= 0 not shown (log scale); legend: the first 2 of 5 series; "
+                             "1 points with y <= 0 not shown (log scale); on top of each other (same points): a = b");
+    assert_string_equal(out + at, "; on top of each other (same points): a = b");
+    qs_plot_note(f, &L, &(qs_note_parts){.hidden = "s1", .unlabelled = "p, q"}, out, sizeof out, &at);
+    assert_string_equal(out, "own note; 3 points with x <= 0 not shown; legend: the first 2 of 5 series; s1 mostly hidden by "
+                             "other series (same cells at this size); no room for the labels of p, q; 1 points with y <= 0 "
+                             "not shown");
+    assert_true(at == SIZE_MAX);
+    char small[20];
+    qs_plot_note(f, &L, &(qs_note_parts){.same = "a = b"}, small, sizeof small, &at);
+    assert_string_equal(small, "own note; 3 points ");   /* cut, and nothing after the cut */
+    assert_true(at == SIZE_MAX);
+    f->note[0] = 0;
+    f->skipped_x = f->skipped_y = 0;
+    L.leg_total = 2;
+    qs_plot_note(f, &L, &(qs_note_parts){0}, out, sizeof out, NULL);
+    assert_string_equal(out, "");
+    qs_fig_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -531,6 +567,7 @@ int main(void)
         cmocka_unit_test(test_stored_yscale),
         cmocka_unit_test(test_whole_x_integer_ticks),
         cmocka_unit_test(test_lines_json_stored_xlabel),
+        cmocka_unit_test(test_note_parts),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     qs_plot_cairo_release();
