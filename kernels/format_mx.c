@@ -109,11 +109,18 @@ typedef struct mx_elem {
     double uos_qmax;   /* default UOS threshold (header) */
 } mx_elem;
 
-static const mx_elem kE4M3 = {&qs_mf_e4m3, 8, 3, -6, 448.0f, 464.0};
-static const mx_elem kE5M2 = {&qs_mf_e5m2, 15, 2, -14, 57344.0f, 61440.0};
-static const mx_elem kE3M2 = {&qs_mf_e3m2, 4, 2, -2, 28.0f, 30.01104854345604};
-static const mx_elem kE2M3 = {&qs_mf_e2m3, 2, 3, 0, 7.5f, 7.875};
-static const mx_elem kE2M1 = {&qs_mf_e2m1, 2, 1, 0, 6.0f, 7.25};
+/* A minifloat element from its layout (minifloat.h) and its default UOS threshold. */
+#define MX_ELEM(T, UOS) MX_ELEM_(&qs_mf_##T, UOS, QS_MF_LAYOUT_##T)
+#define MX_ELEM_(MF, UOS, ...) \
+    {MF, QS_MF_EMAX(__VA_ARGS__), MX_M(__VA_ARGS__), 1 - MX_B(__VA_ARGS__), (float)QS_MF_SMALL_MAX(__VA_ARGS__), UOS}
+#define MX_M(E, M, B, K) (M)
+#define MX_B(E, M, B, K) (B)
+
+static const mx_elem kE4M3 = MX_ELEM(e4m3, 464.0);
+static const mx_elem kE5M2 = MX_ELEM(e5m2, 61440.0);
+static const mx_elem kE3M2 = MX_ELEM(e3m2, 30.01104854345604);
+static const mx_elem kE2M3 = MX_ELEM(e2m3, 7.875);
+static const mx_elem kE2M1 = MX_ELEM(e2m1, 7.25);
 static const mx_elem kINT8 = {NULL, 0, 6, 0, 127.0f / 64.0f, 2.0};
 
 /* ---- options ---------------------------------------------------------------------------------- */
@@ -728,29 +735,31 @@ static void mx_meta_text(const qs_format *f, const qs_qopts *o, const uint8_t *m
                   qs_scale_rule_name(o->scale_rule));
 }
 
-#define MX_ENTRY(NAME, SUMMARY, BITS, EB, MB, BIAS, INF, MAXV, MINN, MINS, tag, ELEM, MF_)                \
+#define MX_ROW(NAME, SUMMARY, BITS, ROW, INF, MAXV, MINN, MINS, tag, ELEM, MF_)                                \
     {                                                                                                      \
         .name = NAME, .family = QS_FAM_MX, .elem = ELEM, .mf = MF_, .scale_kind = QS_SK_E8M0,             \
-        .scale_value = mx_scale_value, .meta_text = mx_meta_text, .summary = SUMMARY, .elem_bits = BITS, .ebits = EB, .mbits = MB,    \
-        .bias = BIAS, .block = 32, .meta_bytes = 1, .meta_bits = 8, .has_inf = INF, .has_nan = 1,        \
+        .scale_value = mx_scale_value, .meta_text = mx_meta_text, .summary = SUMMARY, .elem_bits = BITS,   \
+        ROW, .has_inf = INF, .has_nan = 1, .block = 32, .meta_bytes = 1, .meta_bits = 8,                    \
         .max_finite = (MAXV) * 0x1p127, .min_normal = (MINN) * 0x1p-127, .min_subnormal = (MINS) * 0x1p-127, \
         .default_round = QS_RND_RNE, .round_modes = MX_ROUND, .has_scale_rule = 1, .encode = tag##_enc,  \
         .decode = tag##_dec, .fakeq = tag##_fq, .code_value = cv_##tag, .ncodes = 1u << (BITS),          \
         .variants = MX_VARIANTS,                                                                           \
     }
+#define MX_INT8_ROW .ebits = 0, .mbits = 0, .bias = 0
+/* MX with minifloat elements of layout T: the ranges are the element's times 2^-127..2^127. */
+#define MX_FP(NAME, SUMMARY, T)                                                                            \
+    MX_ROW(NAME, SUMMARY, QS_MF_BITS(QS_MF_LAYOUT_##T), QS_MF_ROW(QS_MF_LAYOUT_##T),                       \
+           QS_MF_HAS_INF(QS_MF_LAYOUT_##T), QS_MF_SMALL_MAX(QS_MF_LAYOUT_##T), QS_MF_SMALL_MIN_NORMAL(QS_MF_LAYOUT_##T),                    \
+           QS_MF_SMALL_MIN_SUB(QS_MF_LAYOUT_##T), T, QS_ELEM_FLOAT, &qs_mf_##T)
 
 const qs_format qs_formats_mx[] = {
-    MX_ENTRY("mxfp8_e4m3", "OCP MXFP8: 32 x FP8 E4M3 + E8M0 scale, 8.25 bits", 8, 4, 3, 7, 0, 448.0, 0x1p-6,
-             0x1p-9, e4m3, QS_ELEM_FLOAT, &qs_mf_e4m3),
-    MX_ENTRY("mxfp8_e5m2", "OCP MXFP8: 32 x FP8 E5M2 + E8M0 scale, 8.25 bits", 8, 5, 2, 15, 1, 57344.0,
-             0x1p-14, 0x1p-16, e5m2, QS_ELEM_FLOAT, &qs_mf_e5m2),
-    MX_ENTRY("mxfp6_e3m2", "OCP MXFP6: 32 x FP6 E3M2 + E8M0 scale, 6.25 bits", 6, 3, 2, 3, 0, 28.0, 0.25,
-             0.0625, e3m2, QS_ELEM_FLOAT, &qs_mf_e3m2),
-    MX_ENTRY("mxfp6_e2m3", "OCP MXFP6: 32 x FP6 E2M3 + E8M0 scale, 6.25 bits", 6, 2, 3, 1, 0, 7.5, 1.0,
-             0.125, e2m3, QS_ELEM_FLOAT, &qs_mf_e2m3),
-    MX_ENTRY("mxfp4", "OCP MXFP4: 32 x FP4 E2M1 + E8M0 scale, 4.25 bits", 4, 2, 1, 1, 0, 6.0, 1.0, 0.5, e2m1, QS_ELEM_FLOAT, &qs_mf_e2m1),
-    MX_ENTRY("mxint8", "OCP MXINT8: 32 x INT8 (q/64, +-127) + E8M0 scale, 8.25 bits", 8, 0, 0, 0, 0,
-             127.0 / 64.0, 0.0, 1.0 / 64.0, int8, QS_ELEM_INT, NULL),
+    MX_FP("mxfp8_e4m3", "OCP MXFP8: 32 x FP8 E4M3 + E8M0 scale, 8.25 bits", e4m3),
+    MX_FP("mxfp8_e5m2", "OCP MXFP8: 32 x FP8 E5M2 + E8M0 scale, 8.25 bits", e5m2),
+    MX_FP("mxfp6_e3m2", "OCP MXFP6: 32 x FP6 E3M2 + E8M0 scale, 6.25 bits", e3m2),
+    MX_FP("mxfp6_e2m3", "OCP MXFP6: 32 x FP6 E2M3 + E8M0 scale, 6.25 bits", e2m3),
+    MX_FP("mxfp4", "OCP MXFP4: 32 x FP4 E2M1 + E8M0 scale, 4.25 bits", e2m1),
+    MX_ROW("mxint8", "OCP MXINT8: 32 x INT8 (q/64, +-127) + E8M0 scale, 8.25 bits", 8, MX_INT8_ROW, 0,
+           127.0 / 64.0, 0.0, 1.0 / 64.0, int8, QS_ELEM_INT, NULL),
 };
 const size_t qs_formats_mx_n = sizeof qs_formats_mx / sizeof qs_formats_mx[0];
 

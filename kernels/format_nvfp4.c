@@ -554,7 +554,7 @@ const qs_format qs_formats_nvfp4[] = {
         .meta_text = nv_meta_text,
         .summary = "NVIDIA NVFP4: 16 x FP4 E2M1 + UE4M3 block scale + FP32 tensor scale, 4.5 bits",
         .elem_bits = 4,
-        .ebits = 2, .mbits = 1, .bias = 1,
+        QS_MF_ROW(QS_MF_LAYOUT_e2m1),
         .block = 16,
         .meta_bytes = 1,
         .meta_bits = 8,
