@@ -16,9 +16,8 @@
 
 #include "format.h"
 
-extern const qs_format qs_formats_float[], qs_formats_int[], qs_formats_mx[], qs_formats_nvfp4[],
-                       qs_formats_m2xfp[], qs_formats_hifloat[];
-extern const size_t qs_formats_float_n, qs_formats_int_n, qs_formats_mx_n, qs_formats_nvfp4_n,
-                    qs_formats_m2xfp_n, qs_formats_hifloat_n;
+#define QS_FAM_DECL_(U, name) extern const qs_format qs_formats_##name[]; extern const size_t qs_formats_##name##_n;
+QS_FAMILY_LIST(QS_FAM_DECL_)
+#undef QS_FAM_DECL_
 
 #endif
