@@ -34,70 +34,16 @@ static void record_error(job *j, uint64_t band, const char *msg)
     pthread_mutex_unlock(&j->mu);
 }
 
-#if MET_X86
-__attribute__((target("avx512f")))
-static size_t add_f64_avx512(double *restrict d, const double *restrict s, size_t n)
+/* Hand a band partial, in band order and under the mutex, to the pass's results: folded from band 0
+** on, else kept (the partial of bands [b0, b1)). */
+static int take_band(job *j, const bpart *s)
 {
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm512_storeu_pd(d + i, _mm512_add_pd(_mm512_loadu_pd(d + i), _mm512_loadu_pd(s + i)));
-    return i;
-}
-
-__attribute__((target("avx512f")))
-static size_t add_u32_avx512(uint32_t *restrict d, const uint32_t *restrict s, size_t n)
-{
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_si512(d + i, _mm512_add_epi32(_mm512_loadu_si512(d + i), _mm512_loadu_si512(s + i)));
-    return i;
-}
-#endif
-
-/* d[i] += s[i]: element-wise, so any vector width gives the same bits (a band's column sums hold
-** one double per column: the scalar loop showed in profiles of wide tensors). */
-static void add_f64(double *restrict d, const double *restrict s, size_t n)
-{
-    size_t i = 0;
-#if MET_X86
-    if (qs_simd_level() >= QS_SIMD_AVX512) i = add_f64_avx512(d, s, n);
-#endif
-    for (; i < n; i++) d[i] += s[i];
-}
-
-static void add_u32(uint32_t *restrict d, const uint32_t *restrict s, size_t n)
-{
-    size_t i = 0;
-#if MET_X86
-    if (qs_simd_level() >= QS_SIMD_AVX512) i = add_u32_avx512(d, s, n);
-#endif
-    for (; i < n; i++) d[i] += s[i];
-}
-
-/* Merge one band partial into the totals (called in band order, under the mutex). */
-static void merge_part(job *j, const bpart *s)
-{
-    bpart *t = &j->tot;
-    t->sx2 += s->sx2;
-    t->se2 += s->se2;
-    t->se += s->se;
-    t->sxe += s->sxe;
-    t->srel += s->srel;
-    t->seu += s->seu;
-    t->sec += s->sec;
-    t->ser += s->ser;
-    t->maxae = s->maxae > t->maxae ? s->maxae : t->maxae;
-    t->maxrel = s->maxrel > t->maxrel ? s->maxrel : t->maxrel;
-    t->nfin += s->nfin;
-    t->nunder += s->nunder;
-    t->nclip += s->nclip;
-    t->nnonf += s->nnonf;
-    t->nelem += s->nelem;
-    if (j->p->colacc) {
-        add_f64(j->row_se2 + s->r0, s->row_se2, s->nr);
-        add_u32(j->row_nf + s->r0, s->row_nf, s->nr);
-        add_f64(j->col_se2 + s->c0, s->col_se2, s->nc);
-        add_u32(j->col_nf + s->c0, s->col_nf, s->nc);
+    qs_an_part *P = j->part;
+    if (!j->keep) {
+        met_fold_band(&P->tot, P->row_se2, P->row_nf, P->col_se2, P->col_nf, j->p->colacc, s);
+        return 0;
     }
+    return met_band_copy(&P->band[j->frontier - j->b0], s, j->p->colacc);
 }
 
 static void *worker_main(void *arg)
@@ -107,7 +53,7 @@ static void *worker_main(void *arg)
     for (;;) {
         if (atomic_load(&j->stop)) break;
         uint64_t b = atomic_fetch_add(&j->next, 1);
-        if (b >= j->p->nbands) break;
+        if (b >= j->b1) break;
         pthread_mutex_lock(&j->mu);
         while (!atomic_load(&j->stop) && b >= j->frontier + j->wsize) pthread_cond_wait(&j->cv, &j->mu);
         pthread_mutex_unlock(&j->mu);
@@ -120,10 +66,13 @@ static void *worker_main(void *arg)
         }
         pthread_mutex_lock(&j->mu);
         sl->ready = 1;
-        int moved = 0;
-        while (j->frontier < j->p->nbands && j->slots[j->frontier % j->wsize].ready) {
+        int moved = 0, oom = 0;
+        while (j->frontier < j->b1 && j->slots[j->frontier % j->wsize].ready) {
             bpart *s = &j->slots[j->frontier % j->wsize];
-            merge_part(j, s);
+            if (take_band(j, s)) {
+                oom = 1;
+                break;
+            }
             j->done_elems += s->nelem;
             s->ready = 0;
             j->frontier++;
@@ -132,6 +81,10 @@ static void *worker_main(void *arg)
         if (moved) pthread_cond_broadcast(&j->cv);
         uint64_t done = j->done_elems;
         pthread_mutex_unlock(&j->mu);
+        if (oom) {
+            record_error(j, b, "out of memory in the analysis");
+            break;
+        }
         if (w->id == 0 && j->progress && j->progress(j->pctx, j->pbase + done, j->ptotal)) {
             pthread_mutex_lock(&j->mu);
             j->cancelled = 1;
@@ -232,34 +185,58 @@ static int read_chunked(job *j, uint64_t n, float *dst, float *amax, uint64_t pb
     return 0;
 }
 
-int qs_analyze(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read rd, void *rctx, int read_threadsafe,
-               const qs_analyze_opts *opts, qs_analysis *out, qs_err *e)
+/* Options that do not depend on the tensor: checked, resolved into o. */
+static int resolve_opts(const qs_apply *a, qs_qopts *o, qs_err *e)
+{
+    *o = a->o;
+    if (qs_qopts_check(a->f, o, e)) return -1;
+    if (a->gran == QS_GRAN_ROW || a->gran == QS_GRAN_COL || a->gran == QS_GRAN_TENSOR) {
+        if (a->f->block != 0)
+            return qs_fail(e, "format %s has fixed blocks: granularity '%s' needs int8 or int4", a->f->name,
+                           qs_gran_name(a->gran));
+        o->block = 0;
+    }
+    return 0;
+}
+
+/* Elements of bands [b0, b1). */
+static uint64_t band_elems(const plan *p, uint64_t b0, uint64_t b1)
+{
+    if (b0 == 0 && b1 == p->nbands) return p->n;
+    uint64_t t = 0, r0, c0;
+    size_t nr, nc;
+    for (uint64_t b = b0; b < b1; b++) {
+        met_band_geom(p, b, &r0, &nr, &c0, &nc);
+        t += (uint64_t)nr * nc;
+    }
+    return t;
+}
+
+/* The pass over bands [b0, b1) (b1 = UINT64_MAX: to the last) into a new partial *out.  Everything
+** before the band pass (absmax, scaled casts' scales, the in-memory modes' scales) covers the whole
+** tensor, so every partial of one analysis starts from the same state. */
+static int run_pass(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read rd, void *rctx, int read_threadsafe,
+                    const qs_analyze_opts *opts, uint64_t b0, uint64_t b1, qs_an_part **out, qs_err *e)
 {
     qs_analyze_opts od;
     memset(&od, 0, sizeof od);
     if (opts) od = *opts;
-    memset(out, 0, sizeof *out);
+    *out = NULL;
     if (!a || !a->f) return qs_fail(e, "no format");
     if (cols && rows > UINT64_MAX / cols) return qs_fail(e, "tensor too large");
     uint64_t n = rows * cols;
     if (n && !rd) return qs_fail(e, "no read function");
     if (!(od.rel_floor >= 0) || isinf(od.rel_floor)) return qs_fail(e, "relative-error floor must be >= 0");
     double rel_floor = od.rel_floor > 0 ? od.rel_floor : QS_REL_FLOOR_DEFAULT;
-
-    qs_qopts o = a->o;
-    if (qs_qopts_check(a->f, &o, e)) return -1;
-    if (a->gran == QS_GRAN_ROW || a->gran == QS_GRAN_COL || a->gran == QS_GRAN_TENSOR) {
-        if (a->f->block != 0)
-            return qs_fail(e, "format %s has fixed blocks: granularity '%s' needs int8 or int4", a->f->name,
-                           qs_gran_name(a->gran));
-        o.block = 0;
-    }
+    qs_qopts o;
+    if (resolve_opts(a, &o, e)) return -1;
 
     job j;
     memset(&j, 0, sizeof j);
     prof pf;
     plan p;
     worker *w = NULL;
+    qs_an_part *P = NULL;
     int T = 0, rc = -1, sync_init = 0;
     j.rd = rd;
     j.rctx = rctx;
@@ -281,8 +258,12 @@ int qs_analyze(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read rd, v
     int memmode = 0;
     if (met_prof_init(&pf, a, &o, e)) return -1;
     if (met_plan_init(&p, &pf, a, rows, cols, e)) return -1;
+    if (b1 == UINT64_MAX) b1 = p.nbands;
+    if (b0 > b1 || b1 > p.nbands)
+        return qs_fail(e, "bands [%llu, %llu) outside the analysis' %llu bands", (unsigned long long)b0,
+                       (unsigned long long)b1, (unsigned long long)p.nbands);
     memmode = p.mode == PM_MEM_T || p.mode == PM_MEM_C;
-    j.ptotal = n * (uint64_t)(1 + prepass + memmode);
+    j.ptotal = n * (uint64_t)(prepass + memmode) + band_elems(&p, b0, b1);
     float amax = 0;
     if (prepass) {
         float *buf = malloc((n < BAND ? (size_t)n : BAND) * sizeof(float));
@@ -324,44 +305,63 @@ int qs_analyze(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read rd, v
         }
     }
 
-    /* outputs */
-    qs_analysis *an = out;
-    an->rows = rows;
-    an->cols = cols;
-    met_hist_set(&an->value, 0, HV_N, HV_LO, HV_HI);
-    met_hist_set(&an->abs_err, 0, HV_N, HV_LO, HV_HI);
-    met_hist_set(&an->rel_err, 0, HR_N, HR_LO, HR_HI);
-    met_hist_set(&an->ulp_err, 1, HU_N, -1, 1);
-    met_hist_set(&an->scale_code, 2, pf.byte_scale ? 256 : 0, 0, 256);
-    met_hist_set(&an->block_err, 0, p.nblocks ? HV_N : 0, HV_LO, HV_HI);
-    if (met_hist_alloc(&an->value) || met_hist_alloc(&an->abs_err) || met_hist_alloc(&an->rel_err) || met_hist_alloc(&an->ulp_err) ||
-        met_hist_alloc(&an->scale_code) || met_hist_alloc(&an->block_err))
-        goto oom;
-    an->nblocks = p.nblocks;
-    if (od.blocks && p.nblocks) {
-        size_t nb = (size_t)p.nblocks;
-        if (!(an->block_absmax = malloc(nb * sizeof(float))) || !(an->block_ratio = malloc(nb * sizeof(float))) ||
-            !(an->block_rmse = malloc(nb * sizeof(float))))
-            goto oom;
-        if (pf.byte_scale && !(an->block_scale_code = malloc(nb))) goto oom;
-        j.bk_absmax = an->block_absmax;
-        j.bk_ratio = an->block_ratio;
-        j.bk_rmse = an->block_rmse;
-        j.bk_code = an->block_scale_code;
+    /* the partial's outputs */
+    if (!(P = calloc(1, sizeof *P))) goto oom;
+    P->p = p;
+    P->rows = rows;
+    P->cols = cols;
+    P->n = n;
+    P->twod = p.twod;
+    P->novalue = j.novalue;
+    P->blocks = od.blocks && p.nblocks;
+    P->codes = P->blocks && pf.byte_scale;
+    P->rel_floor = rel_floor;
+    P->amax = amax;
+    P->b0 = P->b1 = b0;   /* b1 once the pass is through */
+    {
+        const qs_format *f = pf.f;
+        double bpe = f->elem_bits;
+        if (n && p.nblocks) bpe += f->meta_bits * (double)p.nblocks / (double)n;
+        if (n && !strcmp(f->family, "nvfp4")) bpe += 32.0 / (double)n;
+        if (n && ncs) bpe += 32.0 * (double)ncs / (double)n;   /* a scaled cast's FP32 scales */
+        P->bpe = bpe;
     }
-    if (p.colacc && n) {
-        if (!(j.row_se2 = calloc((size_t)rows, sizeof(double))) || !(j.row_nf = calloc((size_t)rows, sizeof(uint32_t))) ||
-            !(j.col_se2 = calloc((size_t)cols, sizeof(double))) || !(j.col_nf = calloc((size_t)cols, sizeof(uint32_t))))
-            goto oom;
+    if (met_hists_alloc(P->h, pf.byte_scale, p.nblocks != 0)) goto oom;
+    if (j.novalue) {
+        const qs_hist *vh = od.value_hist;
+        qs_hist *h = &P->h[H_VALUE];
+        memcpy(h->counts, vh->counts, (size_t)vh->nbins * sizeof *vh->counts);
+        h->zero = vh->zero;
+        h->under = vh->under;
+        h->over = vh->over;
+        h->nonfinite = vh->nonfinite;
     }
-    if (p.twod && n) {
-        if (!(an->row_rmse = malloc((size_t)rows * sizeof(float))) || !(an->col_rmse = malloc((size_t)cols * sizeof(float))))
+    if (P->blocks && p.blockstats) {
+        size_t nb = (size_t)met_band_nblocks(&p, b0, b1), nb1 = nb ? nb : 1;
+        P->nbk = nb;
+        if (!(P->bk_absmax = malloc(nb1 * sizeof(float))) || !(P->bk_ratio = malloc(nb1 * sizeof(float))) ||
+            !(P->bk_rmse = malloc(nb1 * sizeof(float))))
+            goto oom;
+        if (P->codes && !(P->bk_code = malloc(nb1))) goto oom;
+        j.bk_absmax = P->bk_absmax;
+        j.bk_ratio = P->bk_ratio;
+        j.bk_rmse = P->bk_rmse;
+        j.bk_code = P->bk_code;
+    }
+    j.b0 = b0;
+    j.b1 = b1;
+    j.keep = b0 > 0;
+    j.part = P;
+    if (j.keep && b1 > b0 && !(P->band = calloc((size_t)(b1 - b0), sizeof *P->band))) goto oom;
+    if (!j.keep && p.colacc && n) {
+        if (!(P->row_se2 = calloc((size_t)rows, sizeof(double))) || !(P->row_nf = calloc((size_t)rows, sizeof(uint32_t))) ||
+            !(P->col_se2 = calloc((size_t)cols, sizeof(double))) || !(P->col_nf = calloc((size_t)cols, sizeof(uint32_t))))
             goto oom;
     }
 
     /* threads and the window */
     T = od.threads < 1 ? 1 : od.threads > MAX_THREADS ? MAX_THREADS : od.threads;
-    if ((uint64_t)T > p.nbands) T = p.nbands ? (int)p.nbands : 1;
+    if ((uint64_t)T > b1 - b0) T = b1 > b0 ? (int)(b1 - b0) : 1;
     j.nthreads = T;
     j.wsize = 2 * (uint64_t)T;
     if (pthread_mutex_init(&j.mu, NULL)) { qs_fail(e, "cannot create a mutex"); goto fail; }
@@ -407,9 +407,10 @@ int qs_analyze(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read rd, v
             j.memQ = w[0].pQ[0];
         } else {
             float *cx = malloc((size_t)rows * sizeof(float)), *cy = malloc((size_t)rows * sizeof(float));
-            j.colS = malloc((size_t)cols * sizeof(double));
+            j.colS = P->colS = malloc((size_t)cols * sizeof(double));   /* the partial's */
             j.colQ = malloc((size_t)cols * sizeof(float));
-            if (!cx || !cy || !j.colS || !j.colQ) { free(cx); free(cy); goto oom; }
+            P->colam = malloc((size_t)cols * sizeof(float));
+            if (!cx || !cy || !j.colS || !j.colQ || !P->colam) { free(cx); free(cy); goto oom; }
             int bad = 0;
             for (uint64_t c = 0; c < cols && !bad; c++) {
                 for (uint64_t i = 0; i < rows; i++) cx[i] = j.X[i * cols + c];
@@ -425,15 +426,17 @@ int qs_analyze(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read rd, v
             for (uint64_t c = 0; c < cols; c++) {
                 j.colS[c] = w[0].pS[c];
                 j.colQ[c] = w[0].pQ[c];
+                P->colam[c] = w[0].reps[c];
             }
-            if (j.bk_absmax)
-                for (uint64_t c = 0; c < cols; c++) j.bk_absmax[c] = w[0].reps[c];
         }
+        P->memS = j.memS;
     }
 
     /* the band pass */
     j.pbase = n * (uint64_t)(prepass + memmode);
-    if (p.nbands) {
+    j.next = b0;
+    j.frontier = b0;
+    if (b1 > b0) {
         int started = 1;
         for (int t = 1; t < T; t++) {
             if (pthread_create(&w[t].th, NULL, worker_main, &w[t]) != 0) {
@@ -449,121 +452,24 @@ int qs_analyze(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read rd, v
             goto fail;
         }
         if (tick(&j, j.ptotal, e)) goto fail;   /* the last bands may have been merged by another thread */
-        if (j.frontier != p.nbands) { qs_fail(e, "internal error: %llu of %llu bands merged",
-                                              (unsigned long long)j.frontier, (unsigned long long)p.nbands); goto fail; }
+        if (j.frontier != b1) { qs_fail(e, "internal error: %llu of %llu bands merged",
+                                        (unsigned long long)(j.frontier - b0), (unsigned long long)(b1 - b0)); goto fail; }
     }
-
-    /* results */
-    {
-        const bpart *t = &j.tot;
-        qs_metrics *m = &an->m;
-        m->n = n;
-        m->n_finite = t->nfin;
-        m->rel_floor = rel_floor;
-        m->sum_x2 = t->sx2;
-        m->sum_e2 = t->se2;
-        if (t->nfin) {
-            double nf = (double)t->nfin;
-            m->mse = t->se2 / nf;
-            m->rmse = sqrt(m->mse);
-            if (t->se2 == 0) {
-                m->sqnr_db = m->eff_bits_energy = m->eff_bits_sqnr = INFINITY;
-            } else {
-                m->sqnr_db = 10.0 * log10(t->sx2 / t->se2);
-                m->eff_bits_energy = -0.5 * log2(t->se2 / t->sx2);
-                m->eff_bits_sqnr = (m->sqnr_db - 1.76) / 6.02;
-            }
-            m->max_abs_err = t->maxae;
-            m->max_rel_err = t->maxrel;
-            m->mean_rel_err = t->srel / nf;
-            m->mean_err = t->nnonf ? NAN : t->se / nf;
-            /* sum x q = sum x^2 + sum x e, sum q^2 = sum x^2 + 2 sum x e + sum e^2 (metrics.h) */
-            double sxq = t->sx2 + t->sxe, sq2 = (t->sx2 + 2.0 * t->sxe) + t->se2;
-            m->cosine = t->nnonf || !(t->sx2 > 0) || !(sq2 > 0) ? NAN : sxq / (sqrt(t->sx2) * sqrt(sq2));
-            m->underflow_frac = (double)t->nunder / nf;
-            m->clip_frac = (double)t->nclip / nf;
-            m->nonfinite_frac = (double)t->nnonf / nf;
-        } else {
-            m->mse = m->rmse = m->sqnr_db = m->eff_bits_energy = m->eff_bits_sqnr = NAN;
-            m->max_abs_err = m->max_rel_err = m->mean_rel_err = m->mean_err = m->cosine = NAN;
-        }
-        /* error energy by source (metrics.h): shares of the finite sum_e2, NaN when it is 0 */
-        m->sum_e2_under = t->seu;
-        m->sum_e2_clip = t->sec;
-        m->sum_e2_round = t->ser;
-        double fin = (t->seu + t->sec) + t->ser;
-        m->err_under = fin > 0 ? t->seu / fin : NAN;
-        m->err_clip = fin > 0 ? t->sec / fin : NAN;
-        m->err_round = fin > 0 ? t->ser / fin : NAN;
-        const qs_format *f = pf.f;
-        m->bits_per_elem = f->elem_bits;
-        if (n && p.nblocks) m->bits_per_elem += f->meta_bits * (double)p.nblocks / (double)n;
-        if (n && !strcmp(f->family, "nvfp4")) m->bits_per_elem += 32.0 / (double)n;
-        if (n && ncs) m->bits_per_elem += 32.0 * (double)ncs / (double)n;   /* a scaled cast's FP32 scales */
-
-        for (int k = 0; k < T; k++) {
-            met_hwin_flush(w[k].wv, &w[k].hv);
-            met_hwin_flush(w[k].wa, &w[k].ha);
-            met_hwin_flush(w[k].wr, &w[k].hr);
-            met_hwin_flush(w[k].wu, &w[k].hu);
-            if (!j.novalue) met_hist_add(&an->value, &w[k].hv);
-            met_hist_add(&an->abs_err, &w[k].ha);
-            met_hist_add(&an->rel_err, &w[k].hr);
-            met_hist_add(&an->ulp_err, &w[k].hu);
-            met_hist_add(&an->block_err, &w[k].hb);
-            met_hist_add(&an->scale_code, &w[k].hs);
-        }
-        /* special slots from the counters: every finite input is binned, zero or (errors) non-finite */
-        if (!j.novalue) {
-            an->value.nonfinite += n - t->nfin;
-            an->value.zero += t->nfin - met_hist_binned(&an->value);
-        }
-        qs_hist *eh[3] = {&an->abs_err, &an->rel_err, &an->ulp_err};
-        uint64_t binned = met_hist_binned(&an->abs_err);
-        for (int k = 0; k < 3; k++) {
-            eh[k]->zero += t->nfin - t->nnonf - binned;
-            eh[k]->nonfinite += t->nnonf;
-        }
-        if (j.novalue) {
-            const qs_hist *vh = od.value_hist;
-            memcpy(an->value.counts, vh->counts, (size_t)vh->nbins * sizeof *vh->counts);
-            an->value.zero = vh->zero;
-            an->value.under = vh->under;
-            an->value.over = vh->over;
-            an->value.nonfinite = vh->nonfinite;
-        }
-        if (memmode && n) {
-            /* one block per tensor or per column: statistics from the totals */
-            uint64_t nb = p.mode == PM_MEM_T ? 1 : cols;
-            for (uint64_t b = 0; b < nb; b++) {
-                double se2 = p.mode == PM_MEM_T ? t->se2 : j.col_se2[b];
-                uint64_t nf = p.mode == PM_MEM_T ? t->nfin : j.col_nf[b];
-                double S = p.mode == PM_MEM_T ? j.memS : j.colS[b];
-                float bam = p.mode == PM_MEM_T ? amax : w[0].reps[b];
-                double rmse = nf ? sqrt(se2 / (double)nf) : NAN;
-                qs_hist *h = &an->block_err;
-                if (rmse == 0) h->zero++;
-                else if (!(rmse <= DBL_MAX)) h->nonfinite++;
-                else {
-                    int i = log4bin(rmse) - 4 * HV_LO;
-                    if (i < 0) h->under++;
-                    else if (i >= h->nbins) h->over++;
-                    else h->counts[i]++;
-                }
-                if (j.bk_absmax) {
-                    j.bk_absmax[b] = bam;
-                    j.bk_rmse[b] = (float)rmse;
-                    j.bk_ratio[b] = S > 0 && S <= DBL_MAX ? (float)((double)bam / S) : NAN;
-                }
-            }
-        }
-        if (p.twod && n) {
-            for (uint64_t r = 0; r < rows; r++)
-                an->row_rmse[r] = j.row_nf[r] ? (float)sqrt(j.row_se2[r] / j.row_nf[r]) : NAN;
-            for (uint64_t c = 0; c < cols; c++)
-                an->col_rmse[c] = j.col_nf[c] ? (float)sqrt(j.col_se2[c] / j.col_nf[c]) : NAN;
-        }
+    P->b1 = b1;
+    for (int k = 0; k < T; k++) {
+        met_hwin_flush(w[k].wv, &w[k].hv);
+        met_hwin_flush(w[k].wa, &w[k].ha);
+        met_hwin_flush(w[k].wr, &w[k].hr);
+        met_hwin_flush(w[k].wu, &w[k].hu);
+        if (!j.novalue) met_hist_add(&P->h[H_VALUE], &w[k].hv);
+        met_hist_add(&P->h[H_ABS], &w[k].ha);
+        met_hist_add(&P->h[H_REL], &w[k].hr);
+        met_hist_add(&P->h[H_ULP], &w[k].hu);
+        met_hist_add(&P->h[H_BLOCK], &w[k].hb);
+        met_hist_add(&P->h[H_CODE], &w[k].hs);
     }
+    *out = P;
+    P = NULL;
     rc = 0;
     goto done;
 oom:
@@ -571,6 +477,7 @@ oom:
 fail:
     rc = -1;
 done:
+    qs_an_part_free(P);
     if (w) {
         for (int t = 0; t < T; t++) worker_free(&w[t]);
         free(w);
@@ -580,16 +487,214 @@ done:
             free(j.slots[s].row_se2); free(j.slots[s].row_nf); free(j.slots[s].col_se2); free(j.slots[s].col_nf);
         }
     free(j.slots);
-    free(j.row_se2); free(j.row_nf); free(j.col_se2); free(j.col_nf);
-    free(j.X); free(j.Y); free(j.colS); free(j.colQ);
+    free(j.X); free(j.Y); free(j.colQ);
     free(j.cs); free(j.ci); free(j.cSf); free(j.cSE); free(j.cSM); free(j.cQb);
     if (sync_init) {
         pthread_cond_destroy(&j.cv);
         pthread_mutex_destroy(&j.read_mu);
         pthread_mutex_destroy(&j.mu);
     }
-    if (rc) qs_analysis_free(out);
     return rc;
+}
+
+/* The metrics from the totals (their definitions: metrics.h). */
+static void finish_metrics(qs_metrics *m, const qs_an_part *P)
+{
+    const bpart *t = &P->tot;
+    m->n = P->n;
+    m->n_finite = t->nfin;
+    m->rel_floor = P->rel_floor;
+    m->sum_x2 = t->sx2;
+    m->sum_e2 = t->se2;
+    if (t->nfin) {
+        double nf = (double)t->nfin;
+        m->mse = t->se2 / nf;
+        m->rmse = sqrt(m->mse);
+        if (t->se2 == 0) {
+            m->sqnr_db = m->eff_bits_energy = m->eff_bits_sqnr = INFINITY;
+        } else {
+            m->sqnr_db = 10.0 * log10(t->sx2 / t->se2);
+            m->eff_bits_energy = -0.5 * log2(t->se2 / t->sx2);
+            m->eff_bits_sqnr = (m->sqnr_db - 1.76) / 6.02;
+        }
+        m->max_abs_err = t->maxae;
+        m->max_rel_err = t->maxrel;
+        m->mean_rel_err = t->srel / nf;
+        m->mean_err = t->nnonf ? NAN : t->se / nf;
+        /* sum x q = sum x^2 + sum x e, sum q^2 = sum x^2 + 2 sum x e + sum e^2 (metrics.h) */
+        double sxq = t->sx2 + t->sxe, sq2 = (t->sx2 + 2.0 * t->sxe) + t->se2;
+        m->cosine = t->nnonf || !(t->sx2 > 0) || !(sq2 > 0) ? NAN : sxq / (sqrt(t->sx2) * sqrt(sq2));
+        m->underflow_frac = (double)t->nunder / nf;
+        m->clip_frac = (double)t->nclip / nf;
+        m->nonfinite_frac = (double)t->nnonf / nf;
+    } else {
+        m->mse = m->rmse = m->sqnr_db = m->eff_bits_energy = m->eff_bits_sqnr = NAN;
+        m->max_abs_err = m->max_rel_err = m->mean_rel_err = m->mean_err = m->cosine = NAN;
+    }
+    /* error energy by source (metrics.h): shares of the finite sum_e2, NaN when it is 0 */
+    m->sum_e2_under = t->seu;
+    m->sum_e2_clip = t->sec;
+    m->sum_e2_round = t->ser;
+    double fin = (t->seu + t->sec) + t->ser;
+    m->err_under = fin > 0 ? t->seu / fin : NAN;
+    m->err_clip = fin > 0 ? t->sec / fin : NAN;
+    m->err_round = fin > 0 ? t->ser / fin : NAN;
+    m->bits_per_elem = P->bpe;
+}
+
+/* The per-block arrays in the tensor's block order: for row runs the partial's order already; for
+** column runs (axis 0) band by band, column by column there, into column by column. */
+static void blocks_out(const qs_an_part *P, qs_analysis *an)
+{
+    const plan *p = &P->p;
+    if (!p->colruns) {
+        memcpy(an->block_absmax, P->bk_absmax, (size_t)P->nbk * sizeof(float));
+        memcpy(an->block_ratio, P->bk_ratio, (size_t)P->nbk * sizeof(float));
+        memcpy(an->block_rmse, P->bk_rmse, (size_t)P->nbk * sizeof(float));
+        if (P->codes) memcpy(an->block_scale_code, P->bk_code, (size_t)P->nbk);
+        return;
+    }
+    for (uint64_t b = 0; b < p->nbands; b++) {
+        uint64_t r0, c0, s = met_band_block0(p, 0, b);
+        size_t nr, nc;
+        met_band_geom(p, b, &r0, &nr, &c0, &nc);
+        size_t bpr = (nr + p->blk - 1) / p->blk;
+        for (size_t k = 0; k < nc; k++) {
+            uint64_t g = (c0 + k) * p->nbc + r0 / p->blk, l = s + k * bpr;
+            memcpy(an->block_absmax + g, P->bk_absmax + l, bpr * sizeof(float));
+            memcpy(an->block_ratio + g, P->bk_ratio + l, bpr * sizeof(float));
+            memcpy(an->block_rmse + g, P->bk_rmse + l, bpr * sizeof(float));
+            if (P->codes) memcpy(an->block_scale_code + g, P->bk_code + l, bpr);
+        }
+    }
+}
+
+/* The result from a partial of every band.  steal: take its arrays where they are the result's. */
+static int finish(qs_an_part *P, int steal, qs_analysis *an, qs_err *e)
+{
+    memset(an, 0, sizeof *an);
+    const plan *p = &P->p;
+    if (P->b0 != 0 || P->b1 != p->nbands)
+        return qs_fail(e, "a partial analysis of bands [%llu, %llu) of %llu: every band is needed",
+                       (unsigned long long)P->b0, (unsigned long long)P->b1, (unsigned long long)p->nbands);
+    const uint64_t n = P->n, rows = P->rows, cols = P->cols;
+    an->rows = rows;
+    an->cols = cols;
+    qs_hist *H[NHIST] = {&an->value, &an->abs_err, &an->rel_err, &an->ulp_err, &an->scale_code, &an->block_err};
+    for (int k = 0; k < NHIST; k++) {
+        *H[k] = P->h[k];
+        if (steal) P->h[k].counts = NULL;
+        else if (H[k]->counts) {
+            H[k]->counts = NULL;
+            if (met_hist_alloc(H[k])) goto oom;
+            memcpy(H[k]->counts, P->h[k].counts, (size_t)P->h[k].nbins * sizeof(uint64_t));
+        }
+    }
+    an->nblocks = p->nblocks;
+    if (P->blocks) {
+        size_t nb = (size_t)p->nblocks;
+        if (steal && p->blockstats && !p->colruns) {
+            an->block_absmax = P->bk_absmax;
+            an->block_ratio = P->bk_ratio;
+            an->block_rmse = P->bk_rmse;
+            an->block_scale_code = P->bk_code;
+            P->bk_absmax = P->bk_ratio = P->bk_rmse = NULL;
+            P->bk_code = NULL;
+        } else {
+            if (!(an->block_absmax = malloc(nb * sizeof(float))) || !(an->block_ratio = malloc(nb * sizeof(float))) ||
+                !(an->block_rmse = malloc(nb * sizeof(float))))
+                goto oom;
+            if (P->codes && !(an->block_scale_code = malloc(nb))) goto oom;
+            if (p->blockstats) blocks_out(P, an);
+        }
+    }
+    if (p->twod && n) {
+        if (!(an->row_rmse = malloc((size_t)rows * sizeof(float))) || !(an->col_rmse = malloc((size_t)cols * sizeof(float))))
+            goto oom;
+    }
+    const bpart *t = &P->tot;
+    finish_metrics(&an->m, P);
+    /* special slots from the counters: every finite input is binned, zero or (errors) non-finite */
+    if (!P->novalue) {
+        an->value.nonfinite += n - t->nfin;
+        an->value.zero += t->nfin - met_hist_binned(&an->value);
+    }
+    qs_hist *eh[3] = {&an->abs_err, &an->rel_err, &an->ulp_err};
+    uint64_t binned = met_hist_binned(&an->abs_err);
+    for (int k = 0; k < 3; k++) {
+        eh[k]->zero += t->nfin - t->nnonf - binned;
+        eh[k]->nonfinite += t->nnonf;
+    }
+    if ((p->mode == PM_MEM_T || p->mode == PM_MEM_C) && n) {
+        /* one block per tensor or per column: statistics from the totals */
+        uint64_t nb = p->mode == PM_MEM_T ? 1 : cols;
+        for (uint64_t b = 0; b < nb; b++) {
+            double se2 = p->mode == PM_MEM_T ? t->se2 : P->col_se2[b];
+            uint64_t nf = p->mode == PM_MEM_T ? t->nfin : P->col_nf[b];
+            double S = p->mode == PM_MEM_T ? P->memS : P->colS[b];
+            float bam = p->mode == PM_MEM_T ? P->amax : P->colam[b];
+            double rmse = nf ? sqrt(se2 / (double)nf) : NAN;
+            qs_hist *h = &an->block_err;
+            if (rmse == 0) h->zero++;
+            else if (!(rmse <= DBL_MAX)) h->nonfinite++;
+            else {
+                int i = log4bin(rmse) - 4 * HV_LO;
+                if (i < 0) h->under++;
+                else if (i >= h->nbins) h->over++;
+                else h->counts[i]++;
+            }
+            if (an->block_absmax) {
+                an->block_absmax[b] = bam;
+                an->block_rmse[b] = (float)rmse;
+                an->block_ratio[b] = S > 0 && S <= DBL_MAX ? (float)((double)bam / S) : NAN;
+            }
+        }
+    }
+    if (p->twod && n) {
+        for (uint64_t r = 0; r < rows; r++)
+            an->row_rmse[r] = P->row_nf[r] ? (float)sqrt(P->row_se2[r] / P->row_nf[r]) : NAN;
+        for (uint64_t c = 0; c < cols; c++)
+            an->col_rmse[c] = P->col_nf[c] ? (float)sqrt(P->col_se2[c] / P->col_nf[c]) : NAN;
+    }
+    return 0;
+oom:
+    qs_analysis_free(an);
+    return qs_fail(e, "out of memory in the analysis");
+}
+
+int qs_analyze(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read rd, void *rctx, int read_threadsafe,
+               const qs_analyze_opts *opts, qs_analysis *out, qs_err *e)
+{
+    qs_an_part *P;
+    memset(out, 0, sizeof *out);
+    if (run_pass(a, rows, cols, rd, rctx, read_threadsafe, opts, 0, UINT64_MAX, &P, e)) return -1;
+    int rc = finish(P, 1, out, e);
+    qs_an_part_free(P);
+    return rc;
+}
+
+int qs_analyze_nbands(const qs_apply *a, uint64_t rows, uint64_t cols, uint64_t *nbands, qs_err *e)
+{
+    qs_qopts o;
+    prof pf;
+    plan p;
+    *nbands = 0;
+    if (!a || !a->f) return qs_fail(e, "no format");
+    if (cols && rows > UINT64_MAX / cols) return qs_fail(e, "tensor too large");
+    if (resolve_opts(a, &o, e) || met_prof_init(&pf, a, &o, e) || met_plan_init(&p, &pf, a, rows, cols, e)) return -1;
+    *nbands = p.nbands;
+    return 0;
+}
+
+int qs_analyze_part(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read rd, void *rctx, int read_threadsafe,
+                    const qs_analyze_opts *o, uint64_t b0, uint64_t b1, qs_an_part **out, qs_err *e)
+{
+    return run_pass(a, rows, cols, rd, rctx, read_threadsafe, o, b0, b1, out, e);
+}
+
+int qs_an_part_finish(const qs_an_part *p, qs_analysis *out, qs_err *e)
+{
+    return finish((qs_an_part *)p, 0, out, e);   /* steal = 0 leaves p as it is */
 }
 
 void qs_analysis_free(qs_analysis *an)

@@ -338,8 +338,8 @@ static void fold4(uint64_t *h, uint32_t *c, size_t nb)
     }
 }
 
-static void band_blocks(worker *w, size_t k, const float *xk, const float *qk, size_t rlen, uint64_t r0, uint64_t c0,
-                        size_t bpr, size_t spr, bstat *rs, double *va, uint32_t *vn)
+static void band_blocks(worker *w, uint64_t b, size_t k, const float *xk, const float *qk, size_t rlen, size_t bpr,
+                        size_t spr, bstat *rs, double *va, uint32_t *vn)
 {
     job *j = w->j;
     const plan *p = j->p;
@@ -359,7 +359,7 @@ static void band_blocks(worker *w, size_t k, const float *xk, const float *qk, s
     ks.pow2 = w->pow2;
     ks.se0 = w->se0;
     met_kern_run(w, xk, qk, rlen, &ks, rs, va, vn);
-    uint64_t gb = p->colruns ? (c0 + k) * p->nbc + r0 / blk : (r0 + k) * p->nbr + (blk ? c0 / blk : 0);
+    uint64_t gb = j->bk_absmax ? met_band_block0(p, j->b0, b) + k * bpr : 0;   /* in the job's block arrays */
     /* each block's RMSE (in place of its squared-error sum) and its block_err slot */
     size_t i = 0;
 #if MET_X86
@@ -499,7 +499,7 @@ int met_do_band(worker *w, uint64_t b, bpart *sl, qs_err *e)
             kscale ks = {0, &Sf, &SE, &SM, &Qb, SM == 0 && Ss > 0, SE == 0, 0, NULL, NULL, NULL};
             met_kern_run(w, xk, qk, rlen, &ks, rs, va, vn);
         } else
-            band_blocks(w, k, xk, qk, rlen, r0, c0, bpr, spr, rs, va, vn);
+            band_blocks(w, b, k, xk, qk, rlen, bpr, spr, rs, va, vn);
         if (rs) {
             ra[k] = lanesum(rs->se2);
             rn[k] = (uint32_t)rs->nf;

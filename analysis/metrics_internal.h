@@ -310,16 +310,17 @@ struct job {
     int nthreads;
     double F;                /* relative-error floor (absolute) */
     int novalue;             /* opts.value_hist given: the kernels skip the value histogram */
+    /* the bands of this pass, [b0, b1), and where their partials go: folded into tot and the row and
+    ** column sums (b0 = 0), else kept band by band in part->band (qs_an_part) */
+    uint64_t b0, b1;
+    int keep;
+    struct qs_an_part *part;
     /* window */
     bpart *slots;
     uint64_t wsize, frontier;
     _Atomic uint64_t next;
     uint64_t done_elems;
-    /* totals */
-    bpart tot;
-    double *row_se2, *col_se2;
-    uint32_t *row_nf, *col_nf;
-    /* per-block outputs (NULL when not requested) */
+    /* per-block outputs (NULL when not requested), band by band from band b0 (met_band_block0) */
     uint8_t *bk_code;
     float *bk_absmax, *bk_ratio, *bk_rmse;
     /* mem modes */
@@ -345,6 +346,45 @@ struct job {
     uint64_t pbase, ptotal;
     int cancelled;
 };
+
+/* ---- partial results (metrics_part.c; the interface in metrics.h) ---------------------------- */
+
+/* The results of bands [b0, b1) of one analysis.  From band 0 the band partials are folded, in band
+** order, into tot and the row / column sums exactly as a whole run folds them; from a later band they
+** are kept one by one (a sum of doubles cannot be regrouped without changing its bits) and folded
+** when merged behind a partial that starts at band 0.  Histograms and counts are exact integers,
+** maxima order-free: those are merged as they are. */
+enum { H_VALUE, H_ABS, H_REL, H_ULP, H_CODE, H_BLOCK, NHIST };
+struct qs_an_part {
+    /* the same in every partial of one analysis (merge checks) */
+    plan p;
+    uint64_t rows, cols, n;
+    int twod, novalue, blocks, codes;   /* 2-D; value histogram given; per-block arrays; their scale codes */
+    double rel_floor, bpe;   /* relative-error floor, bits per element */
+    float amax;
+    double memS;             /* in-memory modes: the tensor's scale, or per column colS and the */
+    double *colS;            /* columns' largest finite |x| (colam) */
+    float *colam;
+    /* bands */
+    uint64_t b0, b1;
+    bpart tot;               /* b0 = 0: bands [0, b1) folded */
+    double *row_se2, *col_se2;
+    uint32_t *row_nf, *col_nf;
+    bpart *band;             /* b0 > 0: the band partials, b1 - b0 of them */
+    qs_hist h[NHIST];        /* value, abs_err, rel_err, ulp_err, scale_code, block_err (without the
+                             ** special slots derived from the totals at the end) */
+    uint64_t nbk;            /* per-block arrays of the bands, band by band */
+    uint8_t *bk_code;
+    float *bk_absmax, *bk_ratio, *bk_rmse;
+};
+
+/* Fold one band partial into totals and row / column sums (bands in band order). */
+void met_fold_band(bpart *tot, double *row_se2, uint32_t *row_nf, double *col_se2, uint32_t *col_nf, int colacc,
+                   const bpart *s);
+/* A deep copy of a band partial (row / column sums included when colacc). */
+int met_band_copy(bpart *d, const bpart *s, int colacc);
+/* Allocate the histograms of an analysis (nbins 0: not computed). */
+int met_hists_alloc(qs_hist *h, int byte_scale, int blocky);
 
 /* ---- shared by both kernels ----------------------------------------------------------------- */
 
@@ -406,6 +446,8 @@ enum {
 int met_prof_init(prof *p, const qs_apply *a, const qs_qopts *o, qs_err *e);
 int met_plan_init(plan *p, const prof *pf, const qs_apply *a, uint64_t rows, uint64_t cols, qs_err *e);
 void met_band_geom(const plan *p, uint64_t b, uint64_t *r0, size_t *nr, uint64_t *c0, size_t *nc);
+uint64_t met_band_block0(const plan *p, uint64_t b0, uint64_t b);
+uint64_t met_band_nblocks(const plan *p, uint64_t b0, uint64_t b1);
 
 /* metrics_hist.c */
 void met_hwin_flush(hwin *W, hacc *h);

@@ -249,3 +249,33 @@ int met_plan_init(plan *p, const prof *pf, const qs_apply *a, uint64_t rows, uin
     p->colacc = p->twod || p->mode == PM_MEM_C;
     return 0;
 }
+
+/* Row runs: the tensor's index of band b's first block (nblocks past the last band). */
+static uint64_t row_block(const plan *p, uint64_t b)
+{
+    if (b >= p->nbands) return p->nblocks;
+    uint64_t r0, c0;
+    size_t nr, nc;
+    met_band_geom(p, b, &r0, &nr, &c0, &nc);
+    return r0 * p->nbr + (p->blk ? c0 / p->blk : 0);
+}
+
+/* Where band b's blocks start among those of bands b0.. stored band by band, run by run: for row
+** runs that is the tensor's block order (shifted); a band of column runs holds cols x band_rows / blk
+** blocks (every band but the last is full). */
+uint64_t met_band_block0(const plan *p, uint64_t b0, uint64_t b)
+{
+    if (p->colruns) return (b - b0) * p->cols * (p->band_rows / p->blk);
+    return row_block(p, b) - row_block(p, b0);
+}
+
+/* The blocks of bands [b0, b1) with per-block statistics in the band pass. */
+uint64_t met_band_nblocks(const plan *p, uint64_t b0, uint64_t b1)
+{
+    if (!p->blockstats || b1 <= b0) return 0;
+    if (!p->colruns) return row_block(p, b1) - row_block(p, b0);
+    uint64_t r0, c0;
+    size_t nr, nc;
+    met_band_geom(p, b1 - 1, &r0, &nr, &c0, &nc);
+    return met_band_block0(p, b0, b1 - 1) + p->cols * ((nr + p->blk - 1) / p->blk);
+}
