@@ -275,7 +275,7 @@ static int run_pass(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read 
         if (!(od.absmax >= 0) || !(od.absmax <= FLT_MAX)) return qs_fail(e, "absmax must be finite and >= 0");
         amax = (float)od.absmax;
     }
-    if (!strcmp(a->f->family, "nvfp4") && !(o.tensor_scale > 0)) o.tensor_scale = amax > 0 ? amax : 0;
+    if (a->f->has_tensor_scale && !(o.tensor_scale > 0)) o.tensor_scale = amax > 0 ? amax : 0;
     pf.o = o;
     j.F = rel_floor * (double)amax;
     pf.Ff = (float)j.F > 0 ? (float)j.F : u2f(1);
@@ -322,7 +322,7 @@ static int run_pass(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read 
         const qs_format *f = pf.f;
         double bpe = f->elem_bits;
         if (n && p.nblocks) bpe += f->meta_bits * (double)p.nblocks / (double)n;
-        if (n && !strcmp(f->family, "nvfp4")) bpe += 32.0 / (double)n;
+        if (n && f->has_tensor_scale) bpe += 32.0 / (double)n;
         if (n && ncs) bpe += 32.0 * (double)ncs / (double)n;   /* a scaled cast's FP32 scales */
         P->bpe = bpe;
     }

@@ -153,7 +153,7 @@ int met_proxy_scales(worker *w, size_t nb, qs_err *e)
     qs_qopts o = pf->o;
     o.block = 1;
     o.index0 = 0;
-    int mx = pf->mx, nv = !strcmp(f->family, "nvfp4");
+    int mx = pf->mx, nv = f->scale_kind == QS_SK_UE4M3;
     if (mx || nv) {   /* the scale rule directly (same codes and scales as encode + decode, tested) */
         if (nv && qs_nvfp4_block_scales(f, &o, o.tensor_scale != 0 ? o.tensor_scale : finite_max(w->reps, nb), w->reps,
                                         nb, w->bcode, w->pS, w->pQ, e))

@@ -85,7 +85,7 @@ static int prof_init1(prof *p, const qs_apply *a, const qs_qopts *o, qs_err *e)
     memset(p, 0, sizeof *p);
     p->f = f;
     p->o = *o;
-    const char *fam = f->family;
+    qs_family fam = f->family;
     if (f->block == 1) {
         p->fam = FAM_CAST;
         p->cast_top = (float)f->max_finite;
@@ -97,7 +97,7 @@ static int prof_init1(prof *p, const qs_apply *a, const qs_qopts *o, qs_err *e)
             return qs_fail(e, "format %s: unknown element grid", f->name);
         return 0;
     }
-    if (!strcmp(fam, "int")) {
+    if (fam == QS_FAM_INT) {
         p->fam = FAM_PROXY;
         p->finite_rep = 1;
         p->code_one = 1;
@@ -105,10 +105,10 @@ static int prof_init1(prof *p, const qs_apply *a, const qs_qopts *o, qs_err *e)
         grid_uniform(p, 1.0);
         return 0;
     }
-    if (!strcmp(fam, "mx") || !strcmp(fam, "nvfp4")) {
+    if (fam == QS_FAM_MX || fam == QS_FAM_NVFP4) {
         p->fam = FAM_PROXY;
         p->byte_scale = 1;
-        p->mx = !strcmp(fam, "mx");
+        p->mx = fam == QS_FAM_MX;
         if (!f->code_value) return qs_fail(e, "format %s: no code table", f->name);
         int one = -1, top = -1;
         float tv = 0;
@@ -126,14 +126,14 @@ static int prof_init1(prof *p, const qs_apply *a, const qs_qopts *o, qs_err *e)
             grid_uniform(p, (double)f->code_value(1));   /* MXINT8: 1/64 */
         return 0;
     }
-    if (!strcmp(fam, "hifloat") && f->block == QS_HIF4_UNIT && f->meta_bytes == QS_HIF4_META) {
+    if (fam == QS_FAM_HIFLOAT && f->block == QS_HIF4_UNIT && f->meta_bytes == QS_HIF4_META) {
         p->fam = FAM_HIF4;
         p->byte_scale = 1;
         p->seg = 4;
         grid_uniform(p, 0.25);
         return 0;
     }
-    if (!strcmp(fam, "m2xfp")) {
+    if (fam == QS_FAM_M2XFP) {
         p->fam = FAM_M2X;
         p->byte_scale = 1;
         p->seg = 8;
@@ -141,7 +141,7 @@ static int prof_init1(prof *p, const qs_apply *a, const qs_qopts *o, qs_err *e)
         grid_minifloat(p, 0, 2, 1);
         return 0;
     }
-    return qs_fail(e, "format %s: family '%s' is not supported by the analysis", f->name, fam);
+    return qs_fail(e, "format %s: family '%s' is not supported by the analysis", f->name, qs_family_name(fam));
 }
 
 /* ---- plan --------------------------------------------------------------------------------- */
@@ -168,14 +168,13 @@ int met_plan_init(plan *p, const prof *pf, const qs_apply *a, uint64_t rows, uin
     p->rows = rows;
     p->cols = cols;
     p->n = rows * cols;
-    const qs_format *f = pf->f;
-    int whole = a->gran == QS_GRAN_TENSOR;
-    int col = a->gran == QS_GRAN_COL || (a->gran == QS_GRAN_BLOCK && a->axis == 0);
-    size_t blk = qs_format_block(f, &pf->o);
+    qs_block_geom g;   /* where the blocks lie: the geometry format_apply uses */
+    qs_block_geom_of(a, rows, cols, &g);
+    size_t blk = g.blk;
     p->blk = blk;
-    if (whole) p->mode = PM_MEM_T;
-    else if (col && blk == 0) p->mode = PM_MEM_C;
-    else if (col) p->mode = PM_COLS;
+    if (g.whole) p->mode = PM_MEM_T;
+    else if (g.col && blk == 0) p->mode = PM_MEM_C;
+    else if (g.col) p->mode = PM_COLS;
     else {
         size_t piece = blk ? (BAND / blk) * blk : (size_t)cols;
         if (piece == 0) piece = blk;
@@ -230,17 +229,10 @@ int met_plan_init(plan *p, const prof *pf, const qs_apply *a, uint64_t rows, uin
     p->max_len = p->max_nr * p->max_nc;
     /* blocks */
     int blocky = pf->fam != FAM_CAST;
-    if (!blocky) p->nblocks = 0;
-    else if (p->mode == PM_MEM_T) p->nblocks = 1;
-    else if (p->mode == PM_MEM_C) p->nblocks = cols;
-    else if (p->colruns) {
-        p->nbc = (rows + blk - 1) / blk;
-        p->nblocks = cols * p->nbc;
-    } else {
-        p->nbr = blk ? (cols + blk - 1) / blk : 1;
-        p->nblocks = rows * p->nbr;
-    }
+    p->nblocks = blocky ? g.nblocks : 0;
     p->blockstats = blocky && p->mode != PM_MEM_T && p->mode != PM_MEM_C;
+    if (p->blockstats && p->colruns) p->nbc = g.per;
+    else if (p->blockstats) p->nbr = g.per;
     size_t rl = p->colruns ? p->max_nr : p->max_nc, nruns = p->colruns ? p->max_nc : p->max_nr;
     size_t bpr = p->blockstats && p->blk ? (rl + p->blk - 1) / p->blk : 1;
     p->max_blocks = nruns * bpr;
