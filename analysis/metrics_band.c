@@ -104,17 +104,6 @@ static void block_reps(const worker *w, const float *x, size_t n, size_t bl, int
     for (; b * bl < n; b++) out[b] = met_block_rep(w, x + b * bl, n - b * bl < bl ? n - b * bl : bl, finite);
 }
 
-/* Largest finite |x| (encode's tensor scale when none is given). */
-static float finite_max(const float *x, size_t n)
-{
-    uint32_t m = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t a = f2u(x[i]) & 0x7fffffffu;
-        if (a < 0x7f800000u && a > m) m = a;
-    }
-    return u2f(m);
-}
-
 /* Proxy: scale code / decoded scale / saturation level of nb blocks from their representatives
 ** (MX: already given by qs_mx_fakeq_scales with the band's fake-quantization). */
 #if MET_X86
@@ -155,9 +144,10 @@ int met_proxy_scales(worker *w, size_t nb, qs_err *e)
     o.index0 = 0;
     int mx = pf->mx, nv = f->scale_kind == QS_SK_UE4M3;
     if (mx || nv) {   /* the scale rule directly (same codes and scales as encode + decode, tested) */
-        if (nv && qs_nvfp4_block_scales(f, &o, o.tensor_scale != 0 ? o.tensor_scale : finite_max(w->reps, nb), w->reps,
-                                        nb, w->bcode, w->pS, w->pQ, e))
-            return -1;
+        if (nv) {   /* encode's tensor scale, when none is given: the largest finite |x| */
+            float ts = o.tensor_scale != 0 ? o.tensor_scale : qs_finite_absmax(w->reps, nb);
+            if (qs_nvfp4_block_scales(f, &o, ts, w->reps, nb, w->bcode, w->pS, w->pQ, e)) return -1;
+        }
         if (mx) {   /* S = 2^(code - 127): its exponent is the code's (NaN block: S = 1, nothing clips) */
             int se0 = w->se0;
             size_t i = 0;
