@@ -9,6 +9,7 @@
 **   metrics_kernel_avx512.c  the same kernel with AVX-512, bit-identical, one specialisation per flag set;
 **   metrics_band.c           one band: read, fake-quantize, block scales, kernels, the band partial;
 **   metrics.c                the driver: threads, merging band partials in band order, the results;
+**   metrics_part.c           partial results of a range of bands: folding, merging, their bytes;
 **   metrics_json.c           the stored JSON texts.
 */
 #ifndef QS_METRICS_INTERNAL_H

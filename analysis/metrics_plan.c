@@ -67,26 +67,14 @@ static int grid_table(prof *p)
     return 0;
 }
 
-static int prof_init1(prof *p, const qs_apply *a, const qs_qopts *o, qs_err *e);
-
-int met_prof_init(prof *p, const qs_apply *a, const qs_qopts *o, qs_err *e)
-{
-    if (prof_init1(p, a, o, e)) return -1;
-    for (int E = p->elo; E <= p->ehi; E++) {
-        p->isp[E - p->elo] = 1.0 / p->sp[E - p->elo];
-        p->isp32[E - p->elo] = (float)(32.0 * p->isp[E - p->elo]);
-    }
-    return 0;
-}
-
 static int prof_init1(prof *p, const qs_apply *a, const qs_qopts *o, qs_err *e)
 {
     const qs_format *f = a->f;
     memset(p, 0, sizeof *p);
     p->f = f;
     p->o = *o;
-    qs_family fam = f->family;
-    if (f->block == 1) {
+    const qs_scale_kind sk = f->scale_kind;   /* the row says how its block scales work */
+    if (sk == QS_SK_NONE) {
         p->fam = FAM_CAST;
         p->cast_top = (float)f->max_finite;
         if (f->ebits > 0)
@@ -97,7 +85,7 @@ static int prof_init1(prof *p, const qs_apply *a, const qs_qopts *o, qs_err *e)
             return qs_fail(e, "format %s: unknown element grid", f->name);
         return 0;
     }
-    if (fam == QS_FAM_INT) {
+    if (sk == QS_SK_FP32) {
         p->fam = FAM_PROXY;
         p->finite_rep = 1;
         p->code_one = 1;
@@ -105,10 +93,10 @@ static int prof_init1(prof *p, const qs_apply *a, const qs_qopts *o, qs_err *e)
         grid_uniform(p, 1.0);
         return 0;
     }
-    if (fam == QS_FAM_MX || fam == QS_FAM_NVFP4) {
+    if (sk == QS_SK_E8M0 || sk == QS_SK_UE4M3) {
         p->fam = FAM_PROXY;
         p->byte_scale = 1;
-        p->mx = fam == QS_FAM_MX;
+        p->mx = sk == QS_SK_E8M0;
         if (!f->code_value) return qs_fail(e, "format %s: no code table", f->name);
         int one = -1, top = -1;
         float tv = 0;
@@ -126,14 +114,14 @@ static int prof_init1(prof *p, const qs_apply *a, const qs_qopts *o, qs_err *e)
             grid_uniform(p, (double)f->code_value(1));   /* MXINT8: 1/64 */
         return 0;
     }
-    if (fam == QS_FAM_HIFLOAT && f->block == QS_HIF4_UNIT && f->meta_bytes == QS_HIF4_META) {
+    if (sk == QS_SK_HIF4 && f->block == QS_HIF4_UNIT && f->meta_bytes == QS_HIF4_META) {
         p->fam = FAM_HIF4;
         p->byte_scale = 1;
         p->seg = 4;
         grid_uniform(p, 0.25);
         return 0;
     }
-    if (fam == QS_FAM_M2XFP) {
+    if (sk == QS_SK_M2XFP) {
         p->fam = FAM_M2X;
         p->byte_scale = 1;
         p->seg = 8;
@@ -141,7 +129,18 @@ static int prof_init1(prof *p, const qs_apply *a, const qs_qopts *o, qs_err *e)
         grid_minifloat(p, 0, 2, 1);
         return 0;
     }
-    return qs_fail(e, "format %s: family '%s' is not supported by the analysis", f->name, qs_family_name(fam));
+    return qs_fail(e, "format %s: family '%s' is not supported by the analysis", f->name, qs_family_name(f->family));
+}
+
+/* The profile, with the grid's inverse spacings. */
+int met_prof_init(prof *p, const qs_apply *a, const qs_qopts *o, qs_err *e)
+{
+    if (prof_init1(p, a, o, e)) return -1;
+    for (int E = p->elo; E <= p->ehi; E++) {
+        p->isp[E - p->elo] = 1.0 / p->sp[E - p->elo];
+        p->isp32[E - p->elo] = (float)(32.0 * p->isp[E - p->elo]);
+    }
+    return 0;
 }
 
 /* ---- plan --------------------------------------------------------------------------------- */
