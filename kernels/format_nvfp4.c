@@ -157,17 +157,6 @@ static nv_blk nv_block(const nv_run *r, float bamax, int enc)
     return b;
 }
 
-/* Largest finite |x| of the whole call (NaN and Inf ignored). */
-static float finite_absmax_scalar(const float *x, size_t n)
-{
-    uint32_t m = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t a = f2u(x[i]) & 0x7fffffffu;
-        if (a < 0x7f800000u && a > m) m = a;
-    }
-    return u2f(m);
-}
-
 #if NV_X86
 __attribute__((target("avx2")))
 static uint32_t absmax_avx2(const float *x, size_t n)
@@ -197,7 +186,7 @@ static float finite_absmax(const float *x, size_t n, int simd)
     }
 #endif
     (void)simd;
-    return finite_absmax_scalar(x, n);
+    return qs_finite_absmax(x, n);
 }
 
 static inline double sr_u(const nv_run *r, size_t i)
