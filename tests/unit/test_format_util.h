@@ -1,6 +1,6 @@
 /*
-** Helpers shared by the block-format tests (test_format_mx.c, test_format_nvfp4.c,
-** test_format_m2xfp.c): a seeded generator, option shorthands, the encode/decode/fakeq agreement
+** Helpers shared by the format tests (test_format_mx.c, test_format_nvfp4.c, test_format_hif8.c,
+** test_format_hif4.c, test_format_m2xfp.c): a seeded generator, option shorthands, the encode/decode/fakeq agreement
 ** check, adversarial inputs and the scalar-against-SIMD comparisons.
 */
 #ifndef QS_TEST_FORMAT_UTIL_H
