@@ -180,10 +180,11 @@ static void draw_title(tui *T)
     if ((T->view == TV_BLOCKS || T->view == TV_INSPECT) && T->blk_fmt >= 0 && T->blk_fmt < T->nfmts)
         snprintf(buf + n, sizeof buf - (size_t)n, "  %s", T->fmts[T->blk_fmt].label);
     tui_addstr_clip(0, 0, buf, T->W);
-    const char *views = "1 Tensors 2 Formats 3 Hist 4 Blocks 5 RL 6 Kernels 7 Output 8 Model ";
+    char views[200];
+    tui_view_strip(0, views, sizeof views);
     int vw = (int)strlen(views);
     if (T->W - vw <= (int)strlen(buf) + 2) {   /* a long title: the short names */
-        views = "1 Tens 2 Fmt 3 Hist 4 Blk 5 RL 6 Kern 7 Out 8 Model ";
+        tui_view_strip(1, views, sizeof views);
         vw = (int)strlen(views);
     }
     if (T->W - vw > (int)strlen(buf) + 2) mvaddstr(0, T->W - vw, views);
@@ -443,7 +444,8 @@ int tui_handle_key(tui *T, int ch)
     }
     T->msg[0] = 0;   /* a message lasts until the next key */
     if (ch == 27 && T->job.busy) { tui_job_cancel(&T->job); tui_set_msg(T, 0, "cancelling..."); return 1; }
-    tui_act a = tui_key_action(T->view, ch);
+    const tui_binding *b = tui_key_binding(T->view, ch);
+    tui_act a = b ? b->act : TA_NONE;
     int page = T->H - 6 > 1 ? T->H - 6 : 1;
     switch (a) {
     case TA_NONE: return 0;
@@ -459,16 +461,9 @@ int tui_handle_key(tui *T, int ch)
     case TA_SEARCH: search(T, 1, 1); return 1;
     case TA_NEXT: search(T, 1, 0); return 1;
     case TA_PREV: search(T, -1, 0); return 1;
-    case TA_V_TENSORS: jump(T, TV_TENSORS); return 1;
-    case TA_V_FORMATS: jump(T, TV_FORMATS); return 1;
-    case TA_V_HIST: jump(T, TV_HIST); return 1;
-    case TA_V_BLOCKS: jump(T, TV_BLOCKS); return 1;
-    case TA_V_RL: jump(T, TV_RL); return 1;
-    case TA_V_KERNELS: jump(T, TV_KERNELS); return 1;
-    case TA_V_MODEL: jump(T, TV_MODEL); return 1;
-    case TA_V_OUTPUT:
-        if (!T->out) { tui_set_msg(T, 1, "no command has run yet: press : to run one"); return 1; }
-        jump(T, TV_OUTPUT);
+    case TA_VIEW:
+        if (b->to == TV_OUTPUT && !T->out) { tui_set_msg(T, 1, "no command has run yet: press : to run one"); return 1; }
+        jump(T, b->to);
         return 1;
     case TA_FORMATS: tui_choose_formats(T); return 1;
     case TA_OPTIONS: tui_format_options(T); return 1;

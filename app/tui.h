@@ -240,12 +240,35 @@ typedef enum tui_act {
     TA_NONE = 0, TA_UP, TA_DOWN, TA_LEFT, TA_RIGHT, TA_PGUP, TA_PGDN, TA_HOME, TA_END, TA_ENTER, TA_BACK, TA_TAB,
     TA_SEARCH, TA_NEXT, TA_PREV, TA_SORT, TA_SORT_REV, TA_FILTER, TA_FORMATS, TA_OPTIONS, TA_EXPORT, TA_RECOMPUTE,
     TA_CMDLINE, TA_HELP, TA_CLOSE, TA_QUIT, TA_HIST_KIND, TA_HIST_ALL, TA_LOGY, TA_WORST, TA_SECOND, TA_METRIC, TA_REDRAW,
-    TA_V_TENSORS, TA_V_FORMATS, TA_V_HIST, TA_V_BLOCKS, TA_V_RL, TA_V_KERNELS, TA_V_MODEL, TA_V_OUTPUT, TA_COUNT
+    TA_VIEW, TA_COUNT
 } tui_act;
+
+#define TUI_HINTS 6
+typedef struct tui_hint {         /* what the key-hint bar of some views says for a binding */
+    unsigned views;               /* bit per tui_view_id */
+    int rank;                     /* place in the bar, lower first (a narrow bar loses entries from the end) */
+    const char *text;             /* "KEY what" */
+} tui_hint;
+
+/* One row of the key table: the keys of an action, in all views (views 0) or in some. */
+typedef struct tui_binding {
+    tui_act act;
+    unsigned views;               /* bit per tui_view_id; 0 = every view */
+    int keys[5];                  /* 0-terminated */
+    const char *label;            /* how the keys are written in the help */
+    const char *help;
+    tui_view_id to;               /* TA_VIEW: the view the keys open */
+    const char *tab[2];           /* TA_VIEW: its name in the title's strip, and a shorter one */
+    tui_hint hint[TUI_HINTS];
+} tui_binding;
+
+const tui_binding *tui_key_binding(tui_view_id v, int ch);   /* NULL: not bound in v */
 tui_act tui_key_action(tui_view_id v, int ch);
+const tui_binding *tui_key_rows(size_t *n);  /* the whole table */
 int tui_help_lines(char ***lines);           /* the help text, generated from the key table */
 int tui_help_lines_w(int w, char ***lines);  /* the same wrapped at w columns (continuations indented) */
 const char *tui_hint_bar(tui_view_id v);     /* the key hints shown at the bottom of a view */
+void tui_view_strip(int shorter, char *out, size_t cap);   /* the title's "1 Tensors 2 Formats ..." */
 /* The hint bar in at most w columns: entries ("KEY what", two spaces apart) keep their keys and cut
 ** their descriptions to the longest common length that fits (at least 4 letters); then entries
 ** go from the end, "? help" last. */
