@@ -193,7 +193,7 @@ static int prof_init1(prof *p, const qs_apply *a, const qs_qopts *o, qs_err *e)
     memset(p, 0, sizeof *p);
     p->f = f;
     p->o = *o;
-    const char *fam = f->family;
+    qs_family fam = f->family;
     if (f->block == 1) {
         p->fam = FAM_CAST;
         p->cast_top = (float)f->max_finite;
@@ -205,7 +205,7 @@ static int prof_init1(prof *p, const qs_apply *a, const qs_qopts *o, qs_err *e)
             return qs_fail(e, "format %s: unknown element grid", f->name);
         return 0;
     }
-    if (!strcmp(fam, "int")) {
+    if (fam == QS_FAM_INT) {
         p->fam = FAM_PROXY;
         p->finite_rep = 1;
         p->code_one = 1;
@@ -213,10 +213,10 @@ static int prof_init1(prof *p, const qs_apply *a, const qs_qopts *o, qs_err *e)
         grid_uniform(p, 1.0);
         return 0;
     }
-    if (!strcmp(fam, "mx") || !strcmp(fam, "nvfp4")) {
+    if (fam == QS_FAM_MX || fam == QS_FAM_NVFP4) {
         p->fam = FAM_PROXY;
         p->byte_scale = 1;
-        p->mx = !strcmp(fam, "mx");
+        p->mx = fam == QS_FAM_MX;
         if (!f->code_value) return qs_fail(e, "format %s: no code table", f->name);
         int one = -1, top = -1;
         float tv = 0;
@@ -234,14 +234,14 @@ static int prof_init1(prof *p, const qs_apply *a, const qs_qopts *o, qs_err *e)
             grid_uniform(p, (double)f->code_value(1));   /* MXINT8: 1/64 */
         return 0;
     }
-    if (!strcmp(fam, "hifloat") && f->block == QS_HIF4_UNIT && f->meta_bytes == QS_HIF4_META) {
+    if (fam == QS_FAM_HIFLOAT && f->block == QS_HIF4_UNIT && f->meta_bytes == QS_HIF4_META) {
         p->fam = FAM_HIF4;
         p->byte_scale = 1;
         p->seg = 4;
         grid_uniform(p, 0.25);
         return 0;
     }
-    if (!strcmp(fam, "m2xfp")) {
+    if (fam == QS_FAM_M2XFP) {
         p->fam = FAM_M2X;
         p->byte_scale = 1;
         p->seg = 8;
@@ -249,7 +249,7 @@ static int prof_init1(prof *p, const qs_apply *a, const qs_qopts *o, qs_err *e)
         grid_minifloat(p, 0, 2, 1);
         return 0;
     }
-    return qs_fail(e, "format %s: family '%s' is not supported by the analysis", f->name, fam);
+    return qs_fail(e, "format %s: family '%s' is not supported by the analysis", f->name, qs_family_name(fam));
 }
 
 /* ---- plan --------------------------------------------------------------------------------- */
@@ -1546,7 +1546,7 @@ static int proxy_scales(worker *w, size_t nb, qs_err *e)
     qs_qopts o = pf->o;
     o.block = 1;
     o.index0 = 0;
-    int mx = pf->mx, nv = !strcmp(f->family, "nvfp4");
+    int mx = pf->mx, nv = f->scale_kind == QS_SK_UE4M3;
     if (mx || nv) {   /* the scale rule directly (same codes and scales as encode + decode, tested) */
         if (nv && qs_nvfp4_block_scales(f, &o, o.tensor_scale != 0 ? o.tensor_scale : finite_max(w->reps, nb), w->reps,
                                         nb, w->bcode, w->pS, w->pQ, e))
@@ -2227,7 +2227,7 @@ int qs_analyze(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read rd, v
         if (!(od.absmax >= 0) || !(od.absmax <= FLT_MAX)) return qs_fail(e, "absmax must be finite and >= 0");
         amax = (float)od.absmax;
     }
-    if (!strcmp(a->f->family, "nvfp4") && !(o.tensor_scale > 0)) o.tensor_scale = amax > 0 ? amax : 0;
+    if (a->f->has_tensor_scale && !(o.tensor_scale > 0)) o.tensor_scale = amax > 0 ? amax : 0;
     pf.o = o;
     j.F = rel_floor * (double)amax;
     pf.Ff = (float)j.F > 0 ? (float)j.F : u2f(1);
@@ -2431,7 +2431,7 @@ int qs_analyze(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read rd, v
         const qs_format *f = pf.f;
         m->bits_per_elem = f->elem_bits;
         if (n && p.nblocks) m->bits_per_elem += f->meta_bits * (double)p.nblocks / (double)n;
-        if (n && !strcmp(f->family, "nvfp4")) m->bits_per_elem += 32.0 / (double)n;
+        if (n && f->has_tensor_scale) m->bits_per_elem += 32.0 / (double)n;
         if (n && ncs) m->bits_per_elem += 32.0 * (double)ncs / (double)n;   /* a scaled cast's FP32 scales */
 
         for (int k = 0; k < T; k++) {

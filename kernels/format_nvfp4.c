@@ -55,6 +55,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "format_families.h"
@@ -521,13 +522,36 @@ static size_t nv_enc_vector(const nv_run *r, const float *x, size_t n, uint32_t 
 }
 
 static float nv_code_value(unsigned c) { return qs_mf_decode(&qs_mf_e2m1, c); }
+static double nv_scale_value(unsigned c) { return qs_mf_decode(&qs_mf_e4m3, c); }
+
+static void nv_meta_text(const qs_format *f, const qs_qopts *o, const uint8_t *m, float ts, double step, qs_num_fmt num,
+                         char *out, size_t cap)
+{
+    (void)f; (void)o;
+    static const qs_format ue4m3 = {.elem_bits = 8, .ebits = 4, .mbits = 3, .elem = QS_ELEM_FLOAT};
+    qs_code_field s[QS_MAX_FIELDS];
+    qs_format_code_fields(&ue4m3, m[0], s);
+    char v[32], w[32], st[32];
+    num(qs_mf_decode(&qs_mf_e4m3, m[0]), v, sizeof v);
+    num(ts, w, sizeof w);
+    num(step, st, sizeof st);
+    snprintf(out, cap, "UE4M3 block scale 0x%02x [%s %s %s] = %s; tensor amax %s; element step %s", m[0], s[0].bits,
+             s[1].bits, s[2].bits, v, w, st);
+}
 
 #define RM(r) (1u << (r))
 
 const qs_format qs_formats_nvfp4[] = {
     {
         .name = "nvfp4",
-        .family = "nvfp4",
+        .family = QS_FAM_NVFP4,
+        .elem = QS_ELEM_FLOAT,
+        .mf = &qs_mf_e2m1,
+        .scale_kind = QS_SK_UE4M3,
+        .has_tensor_scale = 1,
+        .fopts = QS_FOPT_NVFP4_ORDER,
+        .scale_value = nv_scale_value,
+        .meta_text = nv_meta_text,
         .summary = "NVIDIA NVFP4: 16 x FP4 E2M1 + UE4M3 block scale + FP32 tensor scale, 4.5 bits",
         .elem_bits = 4,
         .ebits = 2, .mbits = 1, .bias = 1,
