@@ -262,9 +262,10 @@ typedef struct tui_binding {
     tui_hint hint[TUI_HINTS];
 } tui_binding;
 
+const tui_binding *tui_key_table(size_t *n);   /* the rows, in dispatch order; *n of them */
+int tui_binding_has(const tui_binding *b, int ch);
 const tui_binding *tui_key_binding(tui_view_id v, int ch);   /* NULL: not bound in v */
 tui_act tui_key_action(tui_view_id v, int ch);
-const tui_binding *tui_key_rows(size_t *n);  /* the whole table */
 int tui_help_lines(char ***lines);           /* the help text, generated from the key table */
 int tui_help_lines_w(int w, char ***lines);  /* the same wrapped at w columns (continuations indented) */
 const char *tui_hint_bar(tui_view_id v);     /* the key hints shown at the bottom of a view */

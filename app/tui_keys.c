@@ -92,7 +92,13 @@ static const tui_binding kKeys[] = {
 };
 #define NKEYS (sizeof kKeys / sizeof *kKeys)
 
-static int binding_has(const tui_binding *b, int ch)
+const tui_binding *tui_key_table(size_t *n)
+{
+    *n = NKEYS;
+    return kKeys;
+}
+
+int tui_binding_has(const tui_binding *b, int ch)
 {
     for (int i = 0; i < 5 && b->keys[i]; i++)
         if (b->keys[i] == ch) return 1;
@@ -102,9 +108,9 @@ static int binding_has(const tui_binding *b, int ch)
 const tui_binding *tui_key_binding(tui_view_id v, int ch)
 {
     for (size_t i = 0; i < NKEYS; i++)
-        if (kKeys[i].views & V(v) && binding_has(&kKeys[i], ch)) return &kKeys[i];
+        if (kKeys[i].views & V(v) && tui_binding_has(&kKeys[i], ch)) return &kKeys[i];
     for (size_t i = 0; i < NKEYS; i++)
-        if (!kKeys[i].views && binding_has(&kKeys[i], ch)) return &kKeys[i];
+        if (!kKeys[i].views && tui_binding_has(&kKeys[i], ch)) return &kKeys[i];
     return NULL;
 }
 
@@ -112,12 +118,6 @@ tui_act tui_key_action(tui_view_id v, int ch)
 {
     const tui_binding *b = tui_key_binding(v, ch);
     return b ? b->act : TA_NONE;
-}
-
-const tui_binding *tui_key_rows(size_t *n)
-{
-    *n = NKEYS;
-    return kKeys;
 }
 
 static const char *kViewHelp[] = {
