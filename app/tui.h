@@ -3,15 +3,23 @@
 ** database.  Files, by concept:
 **
 **   tui.c          entry point, main loop, layout (title, status line, key-hint bar), the `:`
-**                  command line, prompts, mouse, resize, the too-small message
-**   tui_keys.c     the one key table: keys -> actions, and the help screen generated from it
+**                  command line, search, mouse, resize, the too-small message: the generic code,
+**                  which reaches the views only through their table
+**   tui_view.c/.h  the views as data: a table of operations (draw, key, rows, row_text, open,
+**                  close, ...) with one row per view, each view's own state
+**   tui_ui.c       the small generic API the views call: messages, the view stack, the prompt,
+**                  list cursors, shared drawing helpers
+**   tui_keys.c     the one key table: keys -> actions, with the help screen, each view's key-hint
+**                  bar and the title's view strip generated from it
 **   tui_data.c     everything read from the database (tensors, stored metrics, histograms, blocks,
 **                  RL runs and their per-step diagnostics, kernel results)
 **   tui_worker.c   the worker thread: analyses and `:` commands run there, with progress and
 **                  cancellation; the interface never waits for them
-**   tui_views.c    the list views: Tensors, Formats, Histogram, RL runs, Kernels, Output, Help
+**   tui_tensors.c, tui_formats.c, tui_hist.c, tui_rl.c, tui_kernels.c, tui_output.c, tui_help.c
+**                  one view each (Formats with a Pareto plot under the table)
 **   tui_model.c    the Model view: stored `llm eval` results and the KL distribution of a config
 **   tui_blocks.c   the Blocks view (block-error heatmap) and the Block inspector
+**   tui_popups.c   the two pop-ups: `f` choose formats, `o` format options
 **   tui_plot.c     drawing a plot-model figure into a window region (colours mapped to curses
 **                  pairs), and PNG export
 **   tui_args.c     splitting a `:` command line into words (fuzzed: tests/fuzz/fuzz_tui_args.c)
@@ -130,8 +138,6 @@ typedef struct tui_list {         /* cursor and scroll of a list */
     int cur, top;
 } tui_list;
 
-typedef struct tui_insp tui_insp;
-
 typedef struct tui {
     qs_cli *cli;
     qs_db *db;
@@ -148,7 +154,7 @@ typedef struct tui {
     size_t nvis;
     int sort_key, sort_desc;      /* 0 name, 1 size, 2 absmax, 3 kurtosis, 4 outliers */
     char filter[128], search[128];
-    tui_list lt, lf, lr, lk, lo, lh;
+    tui_list lt, lf;              /* the current tensor and the current format (row of the Formats view) */
     /* formats */
     tui_fmt fmts[TUI_MAX_FMTS];
     int nfmts;
@@ -158,39 +164,19 @@ typedef struct tui {
     int fsort_desc;
     int *forder;                  /* row order of the formats view */
     int fauto, fauto_for;         /* the cursor follows the best format of tensor fauto_for until moved */
-    /* histogram */
-    int hist_kind;                /* 0 rel_err, 1 abs_err, 2 ulp_err, 3 value */
-    int hist_liny;                /* linear counts instead of log */
-    int hist_one;                 /* only the format under the cursor */
     /* blocks */
     tui_blocks blk;
     int blk_for, blk_fmt;         /* tensor / format the blocks are loaded for */
-    int bcur;                     /* selected block */
-    int btop;                     /* first grid row shown */
-    tui_insp *insp;
-    int second_fmt;               /* inspector: the format shown side by side (-1 none) */
     /* RL / kernels */
     tui_run *runs;
     size_t nruns;
     tui_kres *kres;
     size_t nkres;
-    int rl_metric;                /* diagnostic plotted for the selected run */
-    int rl_pane;                  /* 0 runs list, 1 stored trajectories */
-    int rl_one;                   /* plot only the selected run */
     tui_rlc *rlc;
     int nrlc;                     /* per-run diagnostics computed so far (cleared when runs reload) */
     int runs_loaded;              /* the RL run list is read when the RL view is first shown */
     int rl_stopped;               /* the last RL computation was cancelled or failed: wait for r */
     int bench_rl_sync;            /* bench: compute RL diagnostics on the main thread (no worker) */
-    /* Model view: stored llm evaluations (loaded when shown; reloaded after a command) */
-    struct qs_evrun *ev;
-    size_t nev;
-    struct qs_sensrun *sens;      /* stored llm sensitivity tables (with their plans) */
-    size_t nsens;
-    int ev_loaded;
-    tui_list lm;
-    int msort, msort_desc;        /* 0 as run, 1 KL mean, 2 dPPL */
-    int mcdf;                     /* KL plot: CDF instead of the histogram */
     /* output of the last `:` command */
     char *out;
     size_t out_len;
@@ -199,8 +185,6 @@ typedef struct tui {
     qs_figure *fig;
     char fig_what[200];
     char fig_hash[48];            /* the figure's data hash when it is not the current tensor's (Model view) */
-    qs_figure *vh_fig;            /* value histogram of `qscope plot value-hist` for vh_key (tensor, format) */
-    char vh_key[300];
     /* status */
     char msg[400];
     int msg_err;
@@ -214,21 +198,22 @@ typedef struct tui {
     ** read yet, 1 present, -1 absent; cleared whenever the metrics are reloaded */
     qs_hist hc[TUI_MAX_FMTS][4];
     signed char hc_state[TUI_MAX_FMTS][4];
+    void *vstate[TV_COUNT];       /* each view's own state (tui_view.h) */
+    void (*redraw)(struct tui *T);   /* the whole screen (a prompt redraws after a resize) */
 } tui;
 
 /* tui.c */
 int tui_interrupted(void);                   /* SIGINT/SIGTERM/SIGHUP arrived: leave loops and quit */
-void tui_set_msg(tui *T, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-void tui_push(tui *T, tui_view_id v);
-void tui_pop(tui *T);
-int tui_prompt(tui *T, const char *label, char *buf, size_t cap);
 void tui_draw(tui *T);
 int tui_init_app(tui *T, qs_cli *cli, const char *db_path, const char *fmt_list, qs_err *e);
 void tui_free_app(tui *T);
 void tui_screen_setup(tui *T);               /* curses modes and colours, after initscr/newterm */
 int qs_bench_tui(qs_cli *cli, int argc, char **argv);   /* tui_bench.c */
 int tui_handle_key(tui *T, int ch);
-const char *tui_view_name(tui_view_id v);
+const char *tui_view_name(tui_view_id v);    /* tui_view.c */
+/* tui_popups.c: `f` and `o` */
+void tui_choose_formats(tui *T);
+void tui_format_options(tui *T);
 
 /* tui_args.c: split a `:` command line into words (blanks separate; '...' literal; "..." and bare
 ** words take \x as x); *out is NULL-terminated, malloc'd.  Returns the count, -1 out of memory. */
@@ -316,30 +301,6 @@ int tui_job_command(tui_job *j, char **argv);
 int tui_job_rl(tui_job *j, const int64_t *runs, int n);
 void tui_job_cancel(tui_job *j);
 
-/* tui_views.c */
-void tui_draw_tensors(tui *T, int y0, int h);
-void tui_draw_formats(tui *T, int y0, int h);
-void tui_draw_hist(tui *T, int y0, int h);
-void tui_draw_rl(tui *T, int y0, int h);
-void tui_draw_kernels(tui *T, int y0, int h);
-void tui_draw_output(tui *T, int y0, int h);
-void tui_draw_help(tui *T, int y0, int h);
-void tui_choose_formats(tui *T);
-void tui_format_options(tui *T);
-
-/* tui_blocks.c */
-void tui_draw_blocks(tui *T, int y0, int h);
-void tui_draw_inspect(tui *T, int y0, int h);
-int tui_blocks_key(tui *T, tui_act a);
-int tui_inspect_open(tui *T);
-int tui_inspect_key(tui *T, tui_act a);
-void tui_inspect_free(tui *T);
-
-/* tui_model.c */
-void tui_draw_model(tui *T, int y0, int h);
-int tui_model_key(tui *T, tui_act a, int page);
-void tui_model_free(tui *T);
-
 /* tui_plot.c */
 void tui_draw_figure(tui *T, qs_figure *f, int y0, int x0, int h, int w);
 int tui_export_png(tui *T, char *path, size_t cap);
@@ -348,7 +309,9 @@ enum { CP_HEAD = 1, CP_SEL, CP_STATUS, CP_HINT, CP_ERR, CP_BEST, CP_SIGN, CP_EXP
        CP_HEAT0 };    /* CP_HEAT0 .. CP_HEAT0+7: heat ramp */
 #define TUI_NHEAT 8
 
-/* Helpers */
+/* tui_ui.c */
+void tui_set_msg(tui *T, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int tui_prompt(tui *T, const char *label, char *buf, size_t cap);   /* 1 on Enter, 0 on Esc */
 void tui_fmt_num(double v, char *buf, size_t cap);      /* compact number, NaN as "-" */
 void tui_addstr_clip(int y, int x, const char *s, int w);
 
