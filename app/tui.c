@@ -10,10 +10,7 @@
 #include <curses.h>
 #include <errno.h>
 #include <locale.h>
-#include <math.h>
 #include <poll.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -395,10 +392,6 @@ void tui_free_app(tui *T)
     free(T->db_path);
 }
 
-/* SIGINT / SIGTERM / SIGHUP end the main loop, so the terminal is always restored. */
-static volatile sig_atomic_t g_signal;
-static void on_signal(int sig) { g_signal = sig; }
-int tui_interrupted(void) { return g_signal != 0; }
 
 /* Decide glyphs: braille and box characters only on a UTF-8 locale and a terminal that is not a
 ** plain vt100/vt220/linux console. */
@@ -457,21 +450,15 @@ int qs_cmd_tui(qs_cli *cli, int argc, char **argv)
     }
     if (!T.nt) tui_set_msg(&T, 0, "empty database: run `:demo` for the demo set, or `:import FILE`");
     nodelay(stdscr, TRUE);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    tui_catch_signals();
     int last_step = -1;
-    while (!T.quit && !g_signal) {
+    while (!T.quit && !tui_interrupted()) {
         tui_draw(&T);
         struct pollfd p[2] = {{STDIN_FILENO, POLLIN, 0}, {T.job.wake_fd[0], POLLIN, 0}};
         int busy = T.job.busy;
         int r = poll(p, 2, busy ? 100 : -1);
         if (r < 0 && errno != EINTR) break;
-        if (g_signal) break;
+        if (tui_interrupted()) break;
         if (p[1].revents & POLLIN) job_finished(&T);
         /* a finished format of a running analysis shows at once */
         pthread_mutex_lock(&T.job.mu);
@@ -487,9 +474,9 @@ int qs_cmd_tui(qs_cli *cli, int argc, char **argv)
     endwin();
     tui_job_stop(&T.job);
     tui_free_app(&T);
-    if (g_signal) {
+    if (tui_interrupted()) {
         fprintf(stderr, "qscope: interrupted\n");
-        return 128 + (int)g_signal;
+        return 128 + tui_interrupted();
     }
     return QS_EXIT_OK;
 }

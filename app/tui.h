@@ -203,7 +203,6 @@ typedef struct tui {
 } tui;
 
 /* tui.c */
-int tui_interrupted(void);                   /* SIGINT/SIGTERM/SIGHUP arrived: leave loops and quit */
 void tui_draw(tui *T);
 int tui_init_app(tui *T, qs_cli *cli, const char *db_path, const char *fmt_list, qs_err *e);
 void tui_free_app(tui *T);
@@ -310,6 +309,8 @@ enum { CP_HEAD = 1, CP_SEL, CP_STATUS, CP_HINT, CP_ERR, CP_BEST, CP_SIGN, CP_EXP
 #define TUI_NHEAT 8
 
 /* tui_ui.c */
+void tui_catch_signals(void);
+int tui_interrupted(void);                   /* the SIGINT/SIGTERM/SIGHUP that arrived (0 none): leave loops and quit */
 void tui_set_msg(tui *T, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int tui_prompt(tui *T, const char *label, char *buf, size_t cap);   /* 1 on Enter, 0 on Esc */
 void tui_fmt_num(double v, char *buf, size_t cap);      /* compact number, NaN as "-" */

@@ -4,6 +4,7 @@
 ** differs between views is read from their rows in the table.
 */
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,22 @@
 
 #include "cli.h"
 #include "tui_view.h"
+
+/* SIGINT / SIGTERM / SIGHUP end the main loop and any prompt, so the terminal is always restored. */
+static volatile sig_atomic_t g_signal;
+static void on_signal(int sig) { g_signal = sig; }
+int tui_interrupted(void) { return (int)g_signal; }
+
+void tui_catch_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
 
 void tui_set_msg(tui *T, int err, const char *fmt, ...)
 {
