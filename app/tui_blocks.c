@@ -793,11 +793,16 @@ static void inspect_changed(tui *T, int what)
 
 const tui_view_ops tui_view_blocks = {
     .name = "Blocks", .flags = TVF_TENSOR | TVF_BLOCK | TVF_METRICS, .parent = TV_FORMATS,
+    .about = {"each block of the selected format as one cell, shaded by log10 of its RMSE",
+              "(rows of the tensor down, blocks along the row across).  Enter: the inspector."},
     .state_size = sizeof(blocks_view), .init = blocks_init,
     .draw = blocks_draw, .key = blocks_key, .changed = blocks_changed,
 };
 
 const tui_view_ops tui_view_inspect = {
     .name = "Inspector", .flags = TVF_TENSOR | TVF_BLOCK, .state_size = sizeof(insp_view),
+    .about = {"every element of the block: input, code in binary with its fields (sign,",
+              "exponent or HiF8 dot, mantissa), decoded value and error; the block's scale",
+              "metadata; and the same elements in a second format side by side (b cycles)."},
     .draw = inspect_draw, .key = inspect_key, .close = inspect_free, .changed = inspect_changed, .done = inspect_free,
 };

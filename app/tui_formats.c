@@ -165,5 +165,9 @@ static tui_list *formats_cursor(tui *T) { return &T->lf; }
 
 const tui_view_ops tui_view_formats = {
     .name = "Formats", .flags = TVF_TENSOR | TVF_METRICS,
+    .about = {"the selected tensor under each chosen format: bits per element (with scales),",
+              "effective bits, SQNR, max relative error, underflow and clipped fractions; the",
+              "best value of each column is marked with *.  Missing results are computed in",
+              "the background (with per-block data, so Blocks works).  Enter: its blocks."},
     .draw = formats_draw, .key = formats_key, .rows = formats_rows, .row_text = formats_row_text, .cursor = formats_cursor,
 };

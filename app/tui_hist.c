@@ -98,5 +98,6 @@ static void hist_done(tui *T)
 
 const tui_view_ops tui_view_hist = {
     .name = "Histogram", .flags = TVF_TENSOR | TVF_METRICS, .state_size = sizeof(hist_view),
+    .about = {"error (or value) histograms of the chosen formats, overlaid."},
     .draw = hist_draw, .key = hist_key, .done = hist_done,
 };

@@ -92,5 +92,6 @@ static tui_list *kernels_cursor(tui *T) { return tui_state(T, TV_KERNELS); }
 
 const tui_view_ops tui_view_kernels = {
     .name = "Kernels", .state_size = sizeof(tui_list),
+    .about = {"stored MSD and attention experiment results, plotted."},
     .draw = kernels_draw, .key = kernels_key, .rows = kernels_rows, .row_text = kernels_row_text, .cursor = kernels_cursor,
 };

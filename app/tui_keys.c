@@ -8,14 +8,15 @@
 ** can give a key its own meaning (in the Blocks grid the arrows move between blocks).  A row's
 ** hints say what the bar of each view shows for it ("Enter formats" in Tensors, "Enter blocks" in
 ** Formats) and where: the bar lists its hints by rank, most important first.  Rows of TA_VIEW
-** open the view `to` and name it in the title's strip.
+** open the view `to` and name it in the title's strip.  The help's paragraph on each view comes
+** from the view's row in the view table (tui_view.c).
 */
 #include <curses.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "tui.h"
+#include "tui_view.h"
 
 #define V(x) (1u << (x))
 #define ALLV ((1u << TV_COUNT) - 1)
@@ -120,27 +121,6 @@ tui_act tui_key_action(tui_view_id v, int ch)
     return b ? b->act : TA_NONE;
 }
 
-static const char *kViewHelp[] = {
-    "Tensors    every tensor with shape, dtype, size, absmax, kurtosis (Gaussian = 3) and the",
-    "           fraction of outliers (|x - mean| > 6 std).  Enter: its formats.",
-    "Formats    the selected tensor under each chosen format: bits per element (with scales),",
-    "           effective bits, SQNR, max relative error, underflow and clipped fractions; the",
-    "           best value of each column is marked with *.  Missing results are computed in",
-    "           the background (with per-block data, so Blocks works).  Enter: its blocks.",
-    "Histogram  error (or value) histograms of the chosen formats, overlaid.",
-    "Blocks     each block of the selected format as one cell, shaded by log10 of its RMSE",
-    "           (rows of the tensor down, blocks along the row across).  Enter: the inspector.",
-    "Inspector  every element of the block: input, code in binary with its fields (sign,",
-    "           exponent or HiF8 dot, mantissa), decoded value and error; the block's scale",
-    "           metadata; and the same elements in a second format side by side (b cycles).",
-    "RL runs    imported RL logs: tokens, steps, sequences per run; per-step diagnostics of",
-    "           the selected run (m cycles: mean/p95/max |dlogp|, k3 KL, ...) and stored",
-    "           trajectory results (Tab).",
-    "Kernels    stored MSD and attention experiment results, plotted.",
-    "Model      stored `llm eval` runs: reference perplexity, then per config PPL, dPPL with",
-    "           its 95% interval, KL mean/median/p99/max, same top token, RMS dp (s sorts",
-    "           by KL or dPPL); the KL distribution of the selected config below (v: CDF).",
-};
 
 int tui_help_lines(char ***lines)
 {
@@ -153,7 +133,10 @@ int tui_help_lines(char ***lines)
     for (size_t i = 0; i < NKEYS; i++) ADD("  %-15s %s", kKeys[i].label, kKeys[i].help);
     ADD("%s", "");
     ADD("Views");
-    for (size_t i = 0; i < sizeof kViewHelp / sizeof *kViewHelp; i++) ADD("  %s", kViewHelp[i]);
+    for (int v = 0; v < TV_COUNT; v++) {   /* each view's paragraph, from its row in the view table */
+        const tui_view_ops *V = tui_view_of((tui_view_id)v);
+        for (int k = 0; k < TUI_ABOUT && V->about[k]; k++) ADD("  %-10s %s", k ? "" : V->name, V->about[k]);
+    }
     ADD("%s", "");
     ADD("Mouse: wheel scrolls, a click selects a row (off with --no-mouse).  NO_COLOR or a");
     ADD("terminal without colours: selection in reverse video, fields separated by spaces.");

@@ -279,5 +279,8 @@ static void model_changed(tui *T, int what)
 
 const tui_view_ops tui_view_model = {
     .name = "Model", .state_size = sizeof(model_view),
+    .about = {"stored `llm eval` runs: reference perplexity, then per config PPL, dPPL with",
+              "its 95% interval, KL mean/median/p99/max, same top token, RMS dp (s sorts",
+              "by KL or dPPL); the KL distribution of the selected config below (v: CDF)."},
     .draw = model_draw, .key = model_key, .changed = model_changed, .done = model_done,
 };

@@ -200,5 +200,8 @@ static tui_list *rl_cursor(tui *T) { return &((rl_view *)tui_state(T, TV_RL))->r
 
 const tui_view_ops tui_view_rl = {
     .name = "RL runs", .state_size = sizeof(rl_view),
+    .about = {"imported RL logs: tokens, steps, sequences per run; per-step diagnostics of",
+              "the selected run (m cycles: mean/p95/max |dlogp|, k3 KL, ...) and stored",
+              "trajectory results (Tab)."},
     .draw = rl_draw, .key = rl_key, .rows = rl_rows, .row_text = rl_row_text, .cursor = rl_cursor,
 };

@@ -122,5 +122,7 @@ static tui_list *tensors_cursor(tui *T) { return &T->lt; }
 
 const tui_view_ops tui_view_tensors = {
     .name = "Tensors", .flags = TVF_BROWSE,
+    .about = {"every tensor with shape, dtype, size, absmax, kurtosis (Gaussian = 3) and the",
+              "fraction of outliers (|x - mean| > 6 std).  Enter: its formats."},
     .draw = tensors_draw, .key = tensors_key, .rows = tensors_rows, .row_text = tensors_row_text, .cursor = tensors_cursor,
 };

@@ -27,8 +27,10 @@ enum {
 
 enum tui_change { TUI_CH_DB = 1, TUI_CH_FORMATS, TUI_CH_OPTIONS };   /* what changed (tui_views_changed) */
 
+#define TUI_ABOUT 6
 typedef struct tui_view_ops {
     const char *name;               /* in the title and the status line */
+    const char *about[TUI_ABOUT];   /* its paragraph in the help, in lines (optional) */
     unsigned flags;                 /* TVF_* */
     tui_view_id parent;             /* opened by its key: put over this view (0: over the first) */
     size_t state_size;              /* the view's own state, allocated zeroed */
