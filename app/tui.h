@@ -138,6 +138,10 @@ typedef struct tui_list {         /* cursor and scroll of a list */
     int cur, top;
 } tui_list;
 
+/* The application: the screen, the view stack, and what several views show (read by tui_data.c:
+** the tensors and the current one, the chosen formats with their results and the current one, the
+** blocks, the RL runs, the stored results, the last command's output).  What only one view keeps
+** is that view's own state (vstate, tui_view.h). */
 typedef struct tui {
     qs_cli *cli;
     qs_db *db;
