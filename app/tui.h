@@ -3,15 +3,23 @@
 ** database.  Files, by concept:
 **
 **   tui.c          entry point, main loop, layout (title, status line, key-hint bar), the `:`
-**                  command line, prompts, mouse, resize, the too-small message
-**   tui_keys.c     the one key table: keys -> actions, and the help screen generated from it
+**                  command line, search, mouse, resize, the too-small message: the generic code,
+**                  which reaches the views only through their table
+**   tui_view.c/.h  the views as data: a table of operations (draw, key, rows, row_text, open,
+**                  close, ...) with one row per view, each view's own state
+**   tui_ui.c       the small generic API the views call: messages, the view stack, the prompt,
+**                  list cursors, shared drawing helpers
+**   tui_keys.c     the one key table: keys -> actions, with the help screen, each view's key-hint
+**                  bar and the title's view strip generated from it
 **   tui_data.c     everything read from the database (tensors, stored metrics, histograms, blocks,
 **                  RL runs and their per-step diagnostics, kernel results)
 **   tui_worker.c   the worker thread: analyses and `:` commands run there, with progress and
 **                  cancellation; the interface never waits for them
-**   tui_views.c    the list views: Tensors, Formats, Histogram, RL runs, Kernels, Output, Help
+**   tui_tensors.c, tui_formats.c, tui_hist.c, tui_rl.c, tui_kernels.c, tui_output.c, tui_help.c
+**                  one view each (Formats with a Pareto plot under the table)
 **   tui_model.c    the Model view: stored `llm eval` results and the KL distribution of a config
 **   tui_blocks.c   the Blocks view (block-error heatmap) and the Block inspector
+**   tui_popups.c   the two pop-ups: `f` choose formats, `o` format options
 **   tui_plot.c     drawing a plot-model figure into a window region (colours mapped to curses
 **                  pairs), and PNG export
 **   tui_args.c     splitting a `:` command line into words (fuzzed: tests/fuzz/fuzz_tui_args.c)
@@ -130,8 +138,10 @@ typedef struct tui_list {         /* cursor and scroll of a list */
     int cur, top;
 } tui_list;
 
-typedef struct tui_insp tui_insp;
-
+/* The application: the screen, the view stack, and what several views show (read by tui_data.c:
+** the tensors and the current one, the chosen formats with their results and the current one, the
+** blocks, the RL runs, the stored results, the last command's output).  What only one view keeps
+** is that view's own state (vstate, tui_view.h). */
 typedef struct tui {
     qs_cli *cli;
     qs_db *db;
@@ -148,7 +158,7 @@ typedef struct tui {
     size_t nvis;
     int sort_key, sort_desc;      /* 0 name, 1 size, 2 absmax, 3 kurtosis, 4 outliers */
     char filter[128], search[128];
-    tui_list lt, lf, lr, lk, lo, lh;
+    tui_list lt, lf;              /* the current tensor and the current format (row of the Formats view) */
     /* formats */
     tui_fmt fmts[TUI_MAX_FMTS];
     int nfmts;
@@ -158,39 +168,19 @@ typedef struct tui {
     int fsort_desc;
     int *forder;                  /* row order of the formats view */
     int fauto, fauto_for;         /* the cursor follows the best format of tensor fauto_for until moved */
-    /* histogram */
-    int hist_kind;                /* 0 rel_err, 1 abs_err, 2 ulp_err, 3 value */
-    int hist_liny;                /* linear counts instead of log */
-    int hist_one;                 /* only the format under the cursor */
     /* blocks */
     tui_blocks blk;
     int blk_for, blk_fmt;         /* tensor / format the blocks are loaded for */
-    int bcur;                     /* selected block */
-    int btop;                     /* first grid row shown */
-    tui_insp *insp;
-    int second_fmt;               /* inspector: the format shown side by side (-1 none) */
     /* RL / kernels */
     tui_run *runs;
     size_t nruns;
     tui_kres *kres;
     size_t nkres;
-    int rl_metric;                /* diagnostic plotted for the selected run */
-    int rl_pane;                  /* 0 runs list, 1 stored trajectories */
-    int rl_one;                   /* plot only the selected run */
     tui_rlc *rlc;
     int nrlc;                     /* per-run diagnostics computed so far (cleared when runs reload) */
     int runs_loaded;              /* the RL run list is read when the RL view is first shown */
     int rl_stopped;               /* the last RL computation was cancelled or failed: wait for r */
     int bench_rl_sync;            /* bench: compute RL diagnostics on the main thread (no worker) */
-    /* Model view: stored llm evaluations (loaded when shown; reloaded after a command) */
-    struct qs_evrun *ev;
-    size_t nev;
-    struct qs_sensrun *sens;      /* stored llm sensitivity tables (with their plans) */
-    size_t nsens;
-    int ev_loaded;
-    tui_list lm;
-    int msort, msort_desc;        /* 0 as run, 1 KL mean, 2 dPPL */
-    int mcdf;                     /* KL plot: CDF instead of the histogram */
     /* output of the last `:` command */
     char *out;
     size_t out_len;
@@ -199,8 +189,6 @@ typedef struct tui {
     qs_figure *fig;
     char fig_what[200];
     char fig_hash[48];            /* the figure's data hash when it is not the current tensor's (Model view) */
-    qs_figure *vh_fig;            /* value histogram of `qscope plot value-hist` for vh_key (tensor, format) */
-    char vh_key[300];
     /* status */
     char msg[400];
     int msg_err;
@@ -214,21 +202,21 @@ typedef struct tui {
     ** read yet, 1 present, -1 absent; cleared whenever the metrics are reloaded */
     qs_hist hc[TUI_MAX_FMTS][4];
     signed char hc_state[TUI_MAX_FMTS][4];
+    void *vstate[TV_COUNT];       /* each view's own state (tui_view.h) */
+    void (*redraw)(struct tui *T);   /* the whole screen (a prompt redraws after a resize) */
 } tui;
 
 /* tui.c */
-int tui_interrupted(void);                   /* SIGINT/SIGTERM/SIGHUP arrived: leave loops and quit */
-void tui_set_msg(tui *T, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-void tui_push(tui *T, tui_view_id v);
-void tui_pop(tui *T);
-int tui_prompt(tui *T, const char *label, char *buf, size_t cap);
 void tui_draw(tui *T);
 int tui_init_app(tui *T, qs_cli *cli, const char *db_path, const char *fmt_list, qs_err *e);
 void tui_free_app(tui *T);
 void tui_screen_setup(tui *T);               /* curses modes and colours, after initscr/newterm */
 int qs_bench_tui(qs_cli *cli, int argc, char **argv);   /* tui_bench.c */
 int tui_handle_key(tui *T, int ch);
-const char *tui_view_name(tui_view_id v);
+const char *tui_view_name(tui_view_id v);    /* tui_view.c */
+/* tui_popups.c: `f` and `o` */
+void tui_choose_formats(tui *T);
+void tui_format_options(tui *T);
 
 /* tui_args.c: split a `:` command line into words (blanks separate; '...' literal; "..." and bare
 ** words take \x as x); *out is NULL-terminated, malloc'd.  Returns the count, -1 out of memory. */
@@ -240,22 +228,36 @@ typedef enum tui_act {
     TA_NONE = 0, TA_UP, TA_DOWN, TA_LEFT, TA_RIGHT, TA_PGUP, TA_PGDN, TA_HOME, TA_END, TA_ENTER, TA_BACK, TA_TAB,
     TA_SEARCH, TA_NEXT, TA_PREV, TA_SORT, TA_SORT_REV, TA_FILTER, TA_FORMATS, TA_OPTIONS, TA_EXPORT, TA_RECOMPUTE,
     TA_CMDLINE, TA_HELP, TA_CLOSE, TA_QUIT, TA_HIST_KIND, TA_HIST_ALL, TA_LOGY, TA_WORST, TA_SECOND, TA_METRIC, TA_REDRAW,
-    TA_V_TENSORS, TA_V_FORMATS, TA_V_HIST, TA_V_BLOCKS, TA_V_RL, TA_V_KERNELS, TA_V_MODEL, TA_V_OUTPUT, TA_COUNT
+    TA_VIEW, TA_COUNT
 } tui_act;
-/* One row of the key table. */
+
+#define TUI_HINTS 6
+typedef struct tui_hint {         /* what the key-hint bar of some views says for a binding */
+    unsigned views;               /* bit per tui_view_id */
+    int rank;                     /* place in the bar, lower first (a narrow bar loses entries from the end) */
+    const char *text;             /* "KEY what" */
+} tui_hint;
+
+/* One row of the key table: the keys of an action, in all views (views 0) or in some. */
 typedef struct tui_binding {
     tui_act act;
-    unsigned views;          /* bit per tui_view_id; 0 = every view */
-    int keys[5];             /* 0-terminated */
-    const char *label;       /* how the keys are written in the help */
+    unsigned views;               /* bit per tui_view_id; 0 = every view */
+    int keys[5];                  /* 0-terminated */
+    const char *label;            /* how the keys are written in the help */
     const char *help;
+    tui_view_id to;               /* TA_VIEW: the view the keys open */
+    const char *tab[2];           /* TA_VIEW: its name in the title's strip, and a shorter one */
+    tui_hint hint[TUI_HINTS];
 } tui_binding;
+
 const tui_binding *tui_key_table(size_t *n);   /* the rows, in dispatch order; *n of them */
 int tui_binding_has(const tui_binding *b, int ch);
+const tui_binding *tui_key_binding(tui_view_id v, int ch);   /* NULL: not bound in v */
 tui_act tui_key_action(tui_view_id v, int ch);
 int tui_help_lines(char ***lines);           /* the help text, generated from the key table */
 int tui_help_lines_w(int w, char ***lines);  /* the same wrapped at w columns (continuations indented) */
 const char *tui_hint_bar(tui_view_id v);     /* the key hints shown at the bottom of a view */
+void tui_view_strip(int shorter, char *out, size_t cap);   /* the title's "1 Tensors 2 Formats ..." */
 /* The hint bar in at most w columns: entries ("KEY what", two spaces apart) keep their keys and cut
 ** their descriptions to the longest common length that fits (at least 4 letters); then entries
 ** go from the end, "? help" last. */
@@ -302,30 +304,6 @@ int tui_job_command(tui_job *j, char **argv);
 int tui_job_rl(tui_job *j, const int64_t *runs, int n);
 void tui_job_cancel(tui_job *j);
 
-/* tui_views.c */
-void tui_draw_tensors(tui *T, int y0, int h);
-void tui_draw_formats(tui *T, int y0, int h);
-void tui_draw_hist(tui *T, int y0, int h);
-void tui_draw_rl(tui *T, int y0, int h);
-void tui_draw_kernels(tui *T, int y0, int h);
-void tui_draw_output(tui *T, int y0, int h);
-void tui_draw_help(tui *T, int y0, int h);
-void tui_choose_formats(tui *T);
-void tui_format_options(tui *T);
-
-/* tui_blocks.c */
-void tui_draw_blocks(tui *T, int y0, int h);
-void tui_draw_inspect(tui *T, int y0, int h);
-int tui_blocks_key(tui *T, tui_act a);
-int tui_inspect_open(tui *T);
-int tui_inspect_key(tui *T, tui_act a);
-void tui_inspect_free(tui *T);
-
-/* tui_model.c */
-void tui_draw_model(tui *T, int y0, int h);
-int tui_model_key(tui *T, tui_act a, int page);
-void tui_model_free(tui *T);
-
 /* tui_plot.c */
 void tui_draw_figure(tui *T, qs_figure *f, int y0, int x0, int h, int w);
 int tui_export_png(tui *T, char *path, size_t cap);
@@ -334,7 +312,11 @@ enum { CP_HEAD = 1, CP_SEL, CP_STATUS, CP_HINT, CP_ERR, CP_BEST, CP_SIGN, CP_EXP
        CP_HEAT0 };    /* CP_HEAT0 .. CP_HEAT0+7: heat ramp */
 #define TUI_NHEAT 8
 
-/* Helpers */
+/* tui_ui.c */
+void tui_catch_signals(void);
+int tui_interrupted(void);                   /* the SIGINT/SIGTERM/SIGHUP that arrived (0 none): leave loops and quit */
+void tui_set_msg(tui *T, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int tui_prompt(tui *T, const char *label, char *buf, size_t cap);   /* 1 on Enter, 0 on Esc */
 void tui_fmt_num(double v, char *buf, size_t cap);      /* compact number, NaN as "-" */
 void tui_addstr_clip(int y, int x, const char *s, int w);
 

@@ -17,8 +17,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tui.h"
+#include "tui_view.h"
 #include "../store/tensor.h"
+
+typedef struct blocks_view {
+    int cur;                      /* the selected block */
+    int top;                      /* first grid row shown */
+    int second;                   /* the Inspector's side-by-side format (-1 none) */
+} blocks_view;
+
+typedef struct tui_insp tui_insp;
+typedef struct insp_view { tui_insp *insp; } insp_view;   /* the block read and encoded, or NULL */
+
+static blocks_view *bv(tui *T) { return tui_state(T, TV_BLOCKS); }
+static insp_view *iv(tui *T) { return tui_state(T, TV_INSPECT); }
+static void inspect_free(tui *T);
+static int inspect_open(tui *T);
 
 static int addstr_wrap(int y, int x, const char *s, int w, const char *sep);
 
@@ -78,9 +92,9 @@ static int ensure_blocks(tui *T)
     if (T->view == TV_INSPECT && T->blk_fmt >= 0) fi = T->blk_fmt;
     if (T->blk_for != ti || T->blk_fmt != fi) {
         tui_load_blocks(T, ti, fi);
-        T->bcur = 0;
-        T->btop = 0;
-        tui_inspect_free(T);
+        bv(T)->cur = 0;
+        bv(T)->top = 0;
+        inspect_free(T);
     }
     return T->blk.have;
 }
@@ -88,7 +102,7 @@ static int ensure_blocks(tui *T)
 static void side_panel(tui *T, const qs_block_geom *g, int y, int x, int w)
 {
     tui_blocks *B = &T->blk;
-    uint64_t b = (uint64_t)T->bcur;
+    uint64_t b = (uint64_t)bv(T)->cur;
     char s[200], v1[32], v2[32];
     attron(A_BOLD);
     snprintf(s, sizeof s, "block %llu of %llu", (unsigned long long)b, (unsigned long long)B->nblocks);
@@ -140,7 +154,7 @@ static void side_panel(tui *T, const qs_block_geom *g, int y, int x, int w)
     tui_addstr_clip(y++, x, "  (blank: exact, ! NaN/Inf)", w);
 }
 
-void tui_draw_blocks(tui *T, int y0, int h)
+static void blocks_draw(tui *T, int y0, int h)
 {
     tui_tensor *t = tui_cur_tensor(T);
     if (!t) { tui_addstr_clip(y0 + 1, 2, "No tensor selected: go to the Tensors view (1) and pick one.", T->W - 4); return; }
@@ -175,22 +189,22 @@ void tui_draw_blocks(tui *T, int y0, int h)
              v.strip ? " (wrapped strip)" : v.swap ? " (block-rows down, columns across)" : " (rows down, blocks across)");
     tui_addstr_clip(y0, 1, s, T->W - 2);
     uint64_t cr, cc;
-    if (T->bcur < 0) T->bcur = 0;
-    if ((uint64_t)T->bcur >= B->nblocks) T->bcur = (int)(B->nblocks - 1);
-    vg_pos(&v, &g, (uint64_t)T->bcur, &cr, &cc);
+    if (bv(T)->cur < 0) bv(T)->cur = 0;
+    if ((uint64_t)bv(T)->cur >= B->nblocks) bv(T)->cur = (int)(B->nblocks - 1);
+    vg_pos(&v, &g, (uint64_t)bv(T)->cur, &cr, &cc);
     /* viewport: keep the cursor inside */
-    if ((int64_t)cr < T->btop) T->btop = (int)cr;
-    if ((int64_t)cr >= T->btop + gh) T->btop = (int)cr - gh + 1;
+    if ((int64_t)cr < bv(T)->top) bv(T)->top = (int)cr;
+    if ((int64_t)cr >= bv(T)->top + gh) bv(T)->top = (int)cr - gh + 1;
     int cwid = !v.strip && v.vc * 2 <= (uint64_t)gw ? 2 : 1;   /* two cells per block when they fit */
     gw /= cwid;
     uint64_t left = cc >= (uint64_t)gw ? cc - (uint64_t)gw + 1 : 0;
-    for (int r = 0; r < gh && (uint64_t)(T->btop + r) < v.vr; r++) {
+    for (int r = 0; r < gh && (uint64_t)(bv(T)->top + r) < v.vr; r++) {
         for (int c = 0; c < gw && left + (uint64_t)c < v.vc; c++) {
-            int64_t b = vg_block(&v, &g, (uint64_t)(T->btop + r), left + (uint64_t)c);
+            int64_t b = vg_block(&v, &g, (uint64_t)(bv(T)->top + r), left + (uint64_t)c);
             if (b < 0) break;
             double val = B->rmse[b];
             int k = heat_level(B, val);
-            int cur = b == T->bcur;
+            int cur = b == bv(T)->cur;
             if (cur) attron(A_REVERSE | A_BOLD);
             if (T->color && k >= 0) attron(COLOR_PAIR(CP_HEAT0 + k));
             int yy = y0 + 1 + r;
@@ -205,18 +219,18 @@ void tui_draw_blocks(tui *T, int y0, int h)
         }
     }
     if (v.vr > (uint64_t)gh || v.vc > (uint64_t)gw) {
-        snprintf(s, sizeof s, "showing grid rows %d-%llu of %llu, columns %llu-%llu of %llu", T->btop,
-                 (unsigned long long)((uint64_t)(T->btop + gh) < v.vr ? (uint64_t)(T->btop + gh - 1) : v.vr - 1),
+        snprintf(s, sizeof s, "showing grid rows %d-%llu of %llu, columns %llu-%llu of %llu", bv(T)->top,
+                 (unsigned long long)((uint64_t)(bv(T)->top + gh) < v.vr ? (uint64_t)(bv(T)->top + gh - 1) : v.vr - 1),
                  (unsigned long long)v.vr, (unsigned long long)left,
                  (unsigned long long)(left + (uint64_t)gw < v.vc ? left + (uint64_t)gw - 1 : v.vc - 1), (unsigned long long)v.vc);
         if ((int)strlen(s) > gw)   /* under a narrow grid: the short form, then rows only */
-            snprintf(s, sizeof s, "rows %d-%llu/%llu, cols %llu-%llu/%llu", T->btop,
-                     (unsigned long long)((uint64_t)(T->btop + gh) < v.vr ? (uint64_t)(T->btop + gh - 1) : v.vr - 1),
+            snprintf(s, sizeof s, "rows %d-%llu/%llu, cols %llu-%llu/%llu", bv(T)->top,
+                     (unsigned long long)((uint64_t)(bv(T)->top + gh) < v.vr ? (uint64_t)(bv(T)->top + gh - 1) : v.vr - 1),
                      (unsigned long long)v.vr, (unsigned long long)left,
                      (unsigned long long)(left + (uint64_t)gw < v.vc ? left + (uint64_t)gw - 1 : v.vc - 1), (unsigned long long)v.vc);
         if ((int)strlen(s) > gw)
-            snprintf(s, sizeof s, "rows %d-%llu of %llu", T->btop,
-                     (unsigned long long)((uint64_t)(T->btop + gh) < v.vr ? (uint64_t)(T->btop + gh - 1) : v.vr - 1),
+            snprintf(s, sizeof s, "rows %d-%llu of %llu", bv(T)->top,
+                     (unsigned long long)((uint64_t)(bv(T)->top + gh) < v.vr ? (uint64_t)(bv(T)->top + gh - 1) : v.vr - 1),
                      (unsigned long long)v.vr);
         tui_addstr_clip(y0 + h - 1, 1, s, gw);
     }
@@ -251,11 +265,12 @@ void tui_draw_blocks(tui *T, int y0, int h)
     snprintf(T->fig_what, sizeof T->fig_what, "blocks-%s-%s", tui_cur_tensor(T)->name, F->label);
 }
 
-int tui_blocks_key(tui *T, tui_act a)
+static int blocks_key(tui *T, tui_act a, int list_page)
 {
-    if (a == TA_ENTER) { if (ensure_blocks(T) && tui_inspect_open(T) == 0) tui_push(T, TV_INSPECT); return 1; }
+    (void)list_page;   /* a page of the grid: the screen's height */
+    if (a == TA_ENTER) { if (ensure_blocks(T) && inspect_open(T) == 0) tui_push(T, TV_INSPECT); return 1; }
     if (a == TA_SECOND) {
-        T->second_fmt = T->second_fmt + 1 >= T->nfmts ? -1 : T->second_fmt + 1;
+        bv(T)->second = bv(T)->second + 1 >= T->nfmts ? -1 : bv(T)->second + 1;
         return 1;
     }
     if (!T->blk.have) return 0;
@@ -265,7 +280,7 @@ int tui_blocks_key(tui *T, tui_act a)
     vgrid v;
     vgrid_of(T, &g, T->W - 32 - 3, &v);
     uint64_t r, c;
-    vg_pos(&v, &g, (uint64_t)T->bcur, &r, &c);
+    vg_pos(&v, &g, (uint64_t)bv(T)->cur, &r, &c);
     int64_t page = T->H - 6;
     int64_t nr = (int64_t)r, nc = (int64_t)c;
     switch (a) {
@@ -275,13 +290,13 @@ int tui_blocks_key(tui *T, tui_act a)
     case TA_RIGHT: nc++; break;
     case TA_PGDN: nr += page; break;
     case TA_PGUP: nr -= page; break;
-    case TA_HOME: T->bcur = 0; return 1;
-    case TA_END: T->bcur = (int)(B->nblocks - 1); return 1;
+    case TA_HOME: bv(T)->cur = 0; return 1;
+    case TA_END: bv(T)->cur = (int)(B->nblocks - 1); return 1;
     case TA_WORST: {
         uint64_t w = 0;
         for (uint64_t i = 1; i < B->nblocks; i++)
             if (B->rmse[i] > B->rmse[w] || (isnan(B->rmse[i]) && !isnan(B->rmse[w]))) w = i;
-        T->bcur = (int)w;
+        bv(T)->cur = (int)w;
         tui_set_msg(T, 0, "block %llu has the largest RMSE", (unsigned long long)w);
         return 1;
     }
@@ -296,7 +311,7 @@ int tui_blocks_key(tui *T, tui_act a)
     if (nc >= (int64_t)v.vc) nc = (int64_t)v.vc - 1;
     int64_t b = vg_block(&v, &g, (uint64_t)nr, (uint64_t)nc);
     if (b < 0) b = (int64_t)B->nblocks - 1;
-    T->bcur = (int)b;
+    bv(T)->cur = (int)b;
     return 1;
 }
 
@@ -334,15 +349,15 @@ static void side_free(side *s)
     memset(s, 0, sizeof *s);
 }
 
-void tui_inspect_free(tui *T)
+static void inspect_free(tui *T)
 {
-    if (!T->insp) return;
-    side_free(&T->insp->s[0]);
-    side_free(&T->insp->s[1]);
-    free(T->insp->idx);
-    free(T->insp->x);
-    free(T->insp);
-    T->insp = NULL;
+    if (!iv(T)->insp) return;
+    side_free(&iv(T)->insp->s[0]);
+    side_free(&iv(T)->insp->s[1]);
+    free(iv(T)->insp->idx);
+    free(iv(T)->insp->x);
+    free(iv(T)->insp);
+    iv(T)->insp = NULL;
 }
 
 /* Encode the shown elements with format entry F, block by block of F's own geometry. */
@@ -427,9 +442,9 @@ out:
     free(bi); free(bx); free(by); free(bc); free(bm); free(one);
 }
 
-int tui_inspect_open(tui *T)
+static int inspect_open(tui *T)
 {
-    tui_inspect_free(T);
+    inspect_free(T);
     int ti = tui_cur_tensor_index(T);
     if (ti < 0 || !T->blk.have) return -1;
     tui_tensor *t = &T->t[ti];
@@ -437,7 +452,7 @@ int tui_inspect_open(tui *T)
     if (!I) return -1;
     I->ti = ti;
     I->fi = T->blk_fmt;
-    I->b = (uint64_t)T->bcur;
+    I->b = (uint64_t)bv(T)->cur;
     I->absmax = t->absmax;
     qs_block_geom g;
     qs_block_geom_of(&T->fmts[I->fi].a, t->rows, t->cols, &g);
@@ -452,8 +467,8 @@ int tui_inspect_open(tui *T)
     if (!I->idx || !I->x || qs_tensor_get(T->db, t->name, &rec, &e) || !(rd = qs_treader_open(T->db, &rec, &e))) {
         tui_set_msg(T, 1, "cannot read %s: %s", t->name, e.msg[0] ? e.msg : "out of memory");
         qs_tensor_rec_free(&rec);
-        T->insp = I;
-        tui_inspect_free(T);
+        iv(T)->insp = I;
+        inspect_free(T);
         return -1;
     }
     uint64_t i0;
@@ -469,19 +484,19 @@ int tui_inspect_open(tui *T)
         if (!qs_format_absmax(qs_treader_read_cb, rd, t->numel, &am, &e)) I->absmax = am;
     }
     side_fill(T, I, &I->s[0], I->fi, rd);
-    if (T->second_fmt < 0 || T->second_fmt == I->fi || T->second_fmt >= T->nfmts) {
+    if (bv(T)->second < 0 || bv(T)->second == I->fi || bv(T)->second >= T->nfmts) {
         /* default partner: the next block format of the list, else the next format */
-        T->second_fmt = -1;
-        for (int k = 1; k < T->nfmts && T->second_fmt < 0; k++) {
+        bv(T)->second = -1;
+        for (int k = 1; k < T->nfmts && bv(T)->second < 0; k++) {
             int c = (I->fi + k) % T->nfmts;
-            if (T->fmts[c].a.f->block != 1) T->second_fmt = c;
+            if (T->fmts[c].a.f->block != 1) bv(T)->second = c;
         }
-        if (T->second_fmt < 0 && T->nfmts > 1) T->second_fmt = (I->fi + 1) % T->nfmts;
+        if (bv(T)->second < 0 && T->nfmts > 1) bv(T)->second = (I->fi + 1) % T->nfmts;
     }
-    if (T->second_fmt >= 0) side_fill(T, I, &I->s[1], T->second_fmt, rd);
+    if (bv(T)->second >= 0) side_fill(T, I, &I->s[1], bv(T)->second, rd);
     qs_treader_close(rd);
     qs_tensor_rec_free(&rec);
-    T->insp = I;
+    iv(T)->insp = I;
     return 0;
 }
 
@@ -564,11 +579,11 @@ static void block_summary(tui_insp *I, const side *S, char *out, size_t cap)
              nf ? "  N NaN/Inf!" : "");
 }
 
-void tui_draw_inspect(tui *T, int y0, int h)
+static void inspect_draw(tui *T, int y0, int h)
 {
-    tui_insp *I = T->insp;
+    tui_insp *I = iv(T)->insp;
     if (!I) {
-        if (ensure_blocks(T) && tui_inspect_open(T) == 0) I = T->insp;
+        if (ensure_blocks(T) && inspect_open(T) == 0) I = iv(T)->insp;
         if (!I) { tui_addstr_clip(y0 + 1, 2, "No block to inspect: choose one in the Blocks view (4).", T->W - 4); return; }
     }
     tui_tensor *t = &T->t[I->ti];
@@ -721,11 +736,11 @@ void tui_draw_inspect(tui *T, int y0, int h)
     }
 }
 
-int tui_inspect_key(tui *T, tui_act a)
+static int inspect_key(tui *T, tui_act a, int page)
 {
-    tui_insp *I = T->insp;
+    tui_insp *I = iv(T)->insp;
     if (!I) return 0;
-    int page = T->H - 12 > 1 ? T->H - 12 : 1;
+    page = T->H - 12 > 1 ? T->H - 12 : 1;   /* the element table's page */
     switch (a) {
     case TA_DOWN: I->cur++; break;
     case TA_UP: I->cur--; break;
@@ -734,25 +749,25 @@ int tui_inspect_key(tui *T, tui_act a)
     case TA_HOME: I->cur = 0; break;
     case TA_END: I->cur = (int)I->n - 1; break;
     case TA_LEFT: case TA_RIGHT: case TA_WORST: {
-        if (a == TA_WORST) tui_blocks_key(T, TA_WORST);
-        else if (a == TA_LEFT && T->bcur > 0) T->bcur--;
-        else if (a == TA_RIGHT && (uint64_t)T->bcur + 1 < T->blk.nblocks) T->bcur++;
+        if (a == TA_WORST) blocks_key(T, TA_WORST, 0);
+        else if (a == TA_LEFT && bv(T)->cur > 0) bv(T)->cur--;
+        else if (a == TA_RIGHT && (uint64_t)bv(T)->cur + 1 < T->blk.nblocks) bv(T)->cur++;
         int cur = I->cur;
-        tui_inspect_open(T);
-        if (T->insp && cur < (int)T->insp->n) T->insp->cur = cur;
+        inspect_open(T);
+        if (iv(T)->insp && cur < (int)iv(T)->insp->n) iv(T)->insp->cur = cur;
         return 1;
     }
     case TA_SECOND: {
-        int n = T->nfmts, s = T->second_fmt;
+        int n = T->nfmts, s = bv(T)->second;
         for (int k = 0; k < n; k++) {
             s = (s + 1) % n;
             if (s != I->fi) break;
         }
-        T->second_fmt = s;
+        bv(T)->second = s;
         int cur = I->cur;
-        tui_inspect_open(T);
-        if (T->insp) T->insp->cur = cur;
-        if (T->insp && T->second_fmt >= 0) tui_set_msg(T, 0, "side by side: %s", T->fmts[T->second_fmt].label);
+        inspect_open(T);
+        if (iv(T)->insp) iv(T)->insp->cur = cur;
+        if (iv(T)->insp && bv(T)->second >= 0) tui_set_msg(T, 0, "side by side: %s", T->fmts[bv(T)->second].label);
         return 1;
     }
     case TA_TAB: return 1;
@@ -762,3 +777,32 @@ int tui_inspect_key(tui *T, tui_act a)
     if (I->cur < 0) I->cur = 0;
     return 1;
 }
+
+static void blocks_init(tui *T) { bv(T)->second = -1; }
+
+static void blocks_changed(tui *T, int what)
+{
+    if (what == TUI_CH_FORMATS) bv(T)->second = -1;   /* indices into the new list */
+}
+
+static void inspect_changed(tui *T, int what)
+{
+    (void)what;
+    inspect_free(T);
+}
+
+const tui_view_ops tui_view_blocks = {
+    .name = "Blocks", .flags = TVF_TENSOR | TVF_BLOCK | TVF_METRICS, .parent = TV_FORMATS,
+    .about = {"each block of the selected format as one cell, shaded by log10 of its RMSE",
+              "(rows of the tensor down, blocks along the row across).  Enter: the inspector."},
+    .state_size = sizeof(blocks_view), .init = blocks_init,
+    .draw = blocks_draw, .key = blocks_key, .changed = blocks_changed,
+};
+
+const tui_view_ops tui_view_inspect = {
+    .name = "Inspector", .flags = TVF_TENSOR | TVF_BLOCK, .state_size = sizeof(insp_view),
+    .about = {"every element of the block: input, code in binary with its fields (sign,",
+              "exponent or HiF8 dot, mantissa), decoded value and error; the block's scale",
+              "metadata; and the same elements in a second format side by side (b cycles)."},
+    .draw = inspect_draw, .key = inspect_key, .close = inspect_free, .changed = inspect_changed, .done = inspect_free,
+};

@@ -1,70 +1,95 @@
 /*
 ** The workbench's one key table (after tig's request list and htop's key maps): every binding is
-** one row {action, views, keys, label, help}.  Key dispatch, the help screen and the key-hint bar
-** are all generated from it, so they cannot disagree.
+** one row {action, views, keys, label, help, hints}.  Key dispatch, the help screen, each view's
+** key-hint bar and the title's view strip are all generated from it, so they cannot disagree:
+** adding a key is adding a row.
 **
 ** A row whose views mask is 0 applies everywhere; view-specific rows are searched first, so a view
-** can give a key its own meaning (in the Blocks grid the arrows move between blocks).
+** can give a key its own meaning (in the Blocks grid the arrows move between blocks).  A row's
+** hints say what the bar of each view shows for it ("Enter formats" in Tensors, "Enter blocks" in
+** Formats) and where: the bar lists its hints by rank, most important first.  Rows of TA_VIEW
+** open the view `to` and name it in the title's strip.  The help's paragraph on each view comes
+** from the view's row in the view table (tui_view.c).
 */
 #include <curses.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "tui.h"
+#include "tui_view.h"
 
 #define V(x) (1u << (x))
+#define ALLV ((1u << TV_COUNT) - 1)
 #define ESC 27
 #define CTRL(c) ((c) & 0x1f)
 
 static const tui_binding kKeys[] = {
     /* moving */
-    {TA_DOWN, 0, {'j', KEY_DOWN, CTRL('n')}, "j Down", "move down"},
-    {TA_UP, 0, {'k', KEY_UP, CTRL('p')}, "k Up", "move up"},
-    {TA_PGDN, 0, {KEY_NPAGE, ' ', CTRL('f')}, "PgDn Space", "page down"},
-    {TA_PGUP, 0, {KEY_PPAGE, CTRL('b')}, "PgUp", "page up"},
-    {TA_HOME, 0, {'g', KEY_HOME}, "g Home", "first row"},
-    {TA_END, 0, {'G', KEY_END}, "G End", "last row"},
-    {TA_LEFT, V(TV_BLOCKS) | V(TV_INSPECT), {KEY_LEFT}, "Left", "Blocks, Inspector: previous block"},
-    {TA_RIGHT, V(TV_BLOCKS) | V(TV_INSPECT), {KEY_RIGHT, 'l'}, "Right l", "Blocks, Inspector: next block"},
-    {TA_ENTER, 0, {'\n', '\r', KEY_ENTER, KEY_RIGHT, 'l'}, "Enter Right l", "drill in (tensor -> formats -> blocks -> inspector)"},
-    {TA_BACK, 0, {'h', KEY_LEFT, ESC, KEY_BACKSPACE}, "h Left Esc", "back to the previous view (Esc also cancels a running job)"},
-    {TA_TAB, 0, {'\t'}, "Tab", "next pane / next view of the tensor (RL runs: runs <-> stored trajectories)"},
+    {TA_DOWN, 0, {'j', KEY_DOWN, CTRL('n')}, "j Down", "move down",
+     .hint = {{V(TV_HIST), 14, "j/k format"}, {V(TV_INSPECT), 5, "j/k element"}, {V(TV_RL), 5, "j/k run"},
+              {V(TV_KERNELS), 5, "j/k result"}, {V(TV_MODEL), 5, "j/k config"}, {V(TV_OUTPUT) | V(TV_HELP), 5, "j/k scroll"}}},
+    {TA_UP, 0, {'k', KEY_UP, CTRL('p')}, "k Up", "move up", .hint = {{0}}},
+    {TA_PGDN, 0, {KEY_NPAGE, ' ', CTRL('f')}, "PgDn Space", "page down", .hint = {{0}}},
+    {TA_PGUP, 0, {KEY_PPAGE, CTRL('b')}, "PgUp", "page up", .hint = {{0}}},
+    {TA_HOME, 0, {'g', KEY_HOME}, "g Home", "first row", .hint = {{0}}},
+    {TA_END, 0, {'G', KEY_END}, "G End", "last row", .hint = {{0}}},
+    {TA_LEFT, V(TV_BLOCKS) | V(TV_INSPECT), {KEY_LEFT}, "Left", "Blocks, Inspector: previous block",
+     .hint = {{V(TV_BLOCKS), 5, "arrows move"}, {V(TV_INSPECT), 20, "Left/Right block"}}},
+    {TA_RIGHT, V(TV_BLOCKS) | V(TV_INSPECT), {KEY_RIGHT, 'l'}, "Right l", "Blocks, Inspector: next block", .hint = {{0}}},
+    {TA_ENTER, 0, {'\n', '\r', KEY_ENTER, KEY_RIGHT, 'l'}, "Enter Right l", "drill in (tensor -> formats -> blocks -> inspector)",
+     .hint = {{V(TV_TENSORS), 10, "Enter formats"}, {V(TV_FORMATS), 10, "Enter blocks"}, {V(TV_BLOCKS), 10, "Enter inspect"}}},
+    {TA_BACK, 0, {'h', KEY_LEFT, ESC, KEY_BACKSPACE}, "h Left Esc", "back to the previous view (Esc also cancels a running job)",
+     .hint = {{V(TV_FORMATS) | V(TV_HIST) | V(TV_BLOCKS) | V(TV_INSPECT) | V(TV_KERNELS) | V(TV_OUTPUT), 85, "h back"}}},
+    {TA_TAB, 0, {'\t'}, "Tab", "next pane / next view of the tensor (RL runs: runs <-> stored trajectories)",
+     .hint = {{V(TV_FORMATS), 15, "Tab histogram"}, {V(TV_RL), 40, "Tab runs/stored"}}},
     /* finding */
-    {TA_SEARCH, 0, {'/'}, "/", "search (tensor names, formats, runs, output text)"},
-    {TA_NEXT, 0, {'n'}, "n", "next match"},
-    {TA_PREV, 0, {'N'}, "N", "previous match"},
-    {TA_FILTER, V(TV_TENSORS), {'F', '|'}, "F", "Tensors: filter by a substring of the name (empty clears)"},
-    {TA_SORT, V(TV_TENSORS) | V(TV_FORMATS) | V(TV_MODEL), {'s'}, "s", "sort by the next column"},
-    {TA_SORT_REV, V(TV_TENSORS) | V(TV_FORMATS) | V(TV_MODEL), {'S'}, "S", "reverse the sort order"},
+    {TA_SEARCH, 0, {'/'}, "/", "search (tensor names, formats, runs, output text)",
+     .hint = {{V(TV_TENSORS) | V(TV_OUTPUT), 20, "/ search"}}},
+    {TA_NEXT, 0, {'n'}, "n", "next match", .hint = {{0}}},
+    {TA_PREV, 0, {'N'}, "N", "previous match", .hint = {{0}}},
+    {TA_FILTER, V(TV_TENSORS), {'F', '|'}, "F", "Tensors: filter by a substring of the name (empty clears)",
+     .hint = {{V(TV_TENSORS), 30, "F filter"}}},
+    {TA_SORT, V(TV_TENSORS) | V(TV_FORMATS) | V(TV_MODEL), {'s'}, "s", "sort by the next column",
+     .hint = {{V(TV_TENSORS) | V(TV_FORMATS), 40, "s/S sort"}, {V(TV_MODEL), 40, "s/S sort KL/dPPL"}}},
+    {TA_SORT_REV, V(TV_TENSORS) | V(TV_FORMATS) | V(TV_MODEL), {'S'}, "S", "reverse the sort order", .hint = {{0}}},
     /* formats and analysis */
-    {TA_FORMATS, 0, {'f'}, "f", "choose the formats to compare"},
-    {TA_OPTIONS, 0, {'o'}, "o", "options of the selected format (rounding, scale rule, block size)"},
-    {TA_RECOMPUTE, 0, {'r'}, "r", "recompute the selected tensor's results (RL runs: the diagnostics), in the background"},
-    {TA_HIST_KIND, V(TV_HIST), {'v'}, "v", "Histogram: relative / absolute / ulp error, or values"},
-    {TA_HIST_KIND, V(TV_MODEL), {'v'}, "v", "Model: KL distribution as a histogram or a CDF"},
-    {TA_LOGY, V(TV_HIST), {'L'}, "L", "Histogram: log or linear counts"},
-    {TA_HIST_ALL, V(TV_HIST), {'a'}, "a", "Histogram: every format overlaid, or only the one under the cursor (j/k)"},
-    {TA_HIST_ALL, V(TV_RL), {'a'}, "a", "RL runs: every run overlaid (methods compared), or only the selected one"},
-    {TA_WORST, V(TV_BLOCKS) | V(TV_INSPECT), {'w'}, "w", "Blocks: jump to the block with the largest error"},
-    {TA_SECOND, V(TV_INSPECT) | V(TV_BLOCKS), {'b'}, "b", "Inspector: next format for the side-by-side column"},
-    {TA_METRIC, V(TV_RL), {'m'}, "m", "RL runs: next diagnostic to plot"},
+    {TA_FORMATS, 0, {'f'}, "f", "choose the formats to compare", .hint = {{V(TV_TENSORS) | V(TV_FORMATS), 50, "f formats"}}},
+    {TA_OPTIONS, 0, {'o'}, "o", "options of the selected format (rounding, scale rule, block size)",
+     .hint = {{V(TV_FORMATS), 55, "o options"}}},
+    {TA_RECOMPUTE, 0, {'r'}, "r", "recompute the selected tensor's results (RL runs: the diagnostics), in the background",
+     .hint = {{V(TV_FORMATS), 60, "r recompute"}}},
+    {TA_HIST_KIND, V(TV_HIST), {'v'}, "v", "Histogram: relative / absolute / ulp error, or values",
+     .hint = {{V(TV_HIST), 10, "v error/value"}}},
+    {TA_HIST_KIND, V(TV_MODEL), {'v'}, "v", "Model: KL distribution as a histogram or a CDF",
+     .hint = {{V(TV_MODEL), 45, "v hist/CDF"}}},
+    {TA_LOGY, V(TV_HIST), {'L'}, "L", "Histogram: log or linear counts", .hint = {{V(TV_HIST), 30, "L log/lin"}}},
+    {TA_HIST_ALL, V(TV_HIST), {'a'}, "a", "Histogram: every format overlaid, or only the one under the cursor (j/k)",
+     .hint = {{V(TV_HIST), 12, "a all/one"}}},
+    {TA_HIST_ALL, V(TV_RL), {'a'}, "a", "RL runs: every run overlaid (methods compared), or only the selected one",
+     .hint = {{V(TV_RL), 30, "a all/one run"}}},
+    {TA_WORST, V(TV_BLOCKS) | V(TV_INSPECT), {'w'}, "w", "Blocks: jump to the block with the largest error",
+     .hint = {{V(TV_BLOCKS) | V(TV_INSPECT), 45, "w worst"}}},
+    {TA_SECOND, V(TV_INSPECT) | V(TV_BLOCKS), {'b'}, "b", "Inspector: next format for the side-by-side column",
+     .hint = {{V(TV_INSPECT), 30, "b 2nd format"}}},
+    {TA_METRIC, V(TV_RL), {'m'}, "m", "RL runs: next diagnostic to plot", .hint = {{V(TV_RL), 20, "m diagnostic"}}},
     /* output */
-    {TA_EXPORT, 0, {'e'}, "e", "export the current plot to PNG (path shown in the status line)"},
-    {TA_CMDLINE, 0, {':'}, ":", "run any qscope command, e.g. `:analyze demo:* -f mxfp4` (output in the Output view)"},
+    {TA_EXPORT, 0, {'e'}, "e", "export the current plot to PNG (path shown in the status line)",
+     .hint = {{V(TV_HIST) | V(TV_MODEL), 65, "e export PNG"}, {V(TV_BLOCKS) | V(TV_RL) | V(TV_KERNELS), 65, "e export"}}},
+    {TA_CMDLINE, 0, {':'}, ":", "run any qscope command, e.g. `:analyze demo:* -f mxfp4` (output in the Output view)",
+     .hint = {{V(TV_TENSORS) | V(TV_MODEL), 70, ": command"}}},
     /* views */
-    {TA_V_TENSORS, 0, {'1'}, "1", "Tensors view"},
-    {TA_V_FORMATS, 0, {'2'}, "2", "Formats view"},
-    {TA_V_HIST, 0, {'3'}, "3", "Histogram view"},
-    {TA_V_BLOCKS, 0, {'4'}, "4", "Blocks view"},
-    {TA_V_RL, 0, {'5'}, "5", "RL runs view"},
-    {TA_V_KERNELS, 0, {'6'}, "6", "Kernels view (MSD and attention results)"},
-    {TA_V_OUTPUT, 0, {'7'}, "7", "Output of the last command"},
-    {TA_V_MODEL, 0, {'8'}, "8", "Model view (stored llm eval results: perplexity, KL)"},
-    {TA_HELP, 0, {'?', KEY_F(1)}, "? F1", "this help"},
-    {TA_REDRAW, 0, {CTRL('l')}, "Ctrl-L", "redraw the screen"},
-    {TA_CLOSE, 0, {'q'}, "q", "close the view (quits from the first view)"},
-    {TA_QUIT, 0, {'Q'}, "Q", "quit"},
+    {TA_VIEW, 0, {'1'}, "1", "Tensors view", .to = TV_TENSORS, .tab = {"Tensors", "Tens"}},
+    {TA_VIEW, 0, {'2'}, "2", "Formats view", .to = TV_FORMATS, .tab = {"Formats", "Fmt"}},
+    {TA_VIEW, 0, {'3'}, "3", "Histogram view", .to = TV_HIST, .tab = {"Hist", "Hist"}},
+    {TA_VIEW, 0, {'4'}, "4", "Blocks view", .to = TV_BLOCKS, .tab = {"Blocks", "Blk"}},
+    {TA_VIEW, 0, {'5'}, "5", "RL runs view", .to = TV_RL, .tab = {"RL", "RL"}},
+    {TA_VIEW, 0, {'6'}, "6", "Kernels view (MSD and attention results)", .to = TV_KERNELS, .tab = {"Kernels", "Kern"}},
+    {TA_VIEW, 0, {'7'}, "7", "Output of the last command", .to = TV_OUTPUT, .tab = {"Output", "Out"}},
+    {TA_VIEW, 0, {'8'}, "8", "Model view (stored llm eval results: perplexity, KL)", .to = TV_MODEL, .tab = {"Model", "Model"}},
+    {TA_HELP, 0, {'?', KEY_F(1)}, "? F1", "this help", .hint = {{ALLV & ~V(TV_HELP), 90, "? help"}}},
+    {TA_REDRAW, 0, {CTRL('l')}, "Ctrl-L", "redraw the screen", .hint = {{0}}},
+    {TA_CLOSE, 0, {'q'}, "q", "close the view (quits from the first view)", .hint = {{V(TV_HELP), 95, "q close"}}},
+    {TA_QUIT, 0, {'Q'}, "Q", "quit", .hint = {{V(TV_TENSORS), 95, "Q quit"}}},
 };
 #define NKEYS (sizeof kKeys / sizeof *kKeys)
 
@@ -81,36 +106,21 @@ int tui_binding_has(const tui_binding *b, int ch)
     return 0;
 }
 
-tui_act tui_key_action(tui_view_id v, int ch)
+const tui_binding *tui_key_binding(tui_view_id v, int ch)
 {
     for (size_t i = 0; i < NKEYS; i++)
-        if (kKeys[i].views & V(v) && tui_binding_has(&kKeys[i], ch)) return kKeys[i].act;
+        if (kKeys[i].views & V(v) && tui_binding_has(&kKeys[i], ch)) return &kKeys[i];
     for (size_t i = 0; i < NKEYS; i++)
-        if (!kKeys[i].views && tui_binding_has(&kKeys[i], ch)) return kKeys[i].act;
-    return TA_NONE;
+        if (!kKeys[i].views && tui_binding_has(&kKeys[i], ch)) return &kKeys[i];
+    return NULL;
 }
 
-static const char *kViewHelp[] = {
-    "Tensors    every tensor with shape, dtype, size, absmax, kurtosis (Gaussian = 3) and the",
-    "           fraction of outliers (|x - mean| > 6 std).  Enter: its formats.",
-    "Formats    the selected tensor under each chosen format: bits per element (with scales),",
-    "           effective bits, SQNR, max relative error, underflow and clipped fractions; the",
-    "           best value of each column is marked with *.  Missing results are computed in",
-    "           the background (with per-block data, so Blocks works).  Enter: its blocks.",
-    "Histogram  error (or value) histograms of the chosen formats, overlaid.",
-    "Blocks     each block of the selected format as one cell, shaded by log10 of its RMSE",
-    "           (rows of the tensor down, blocks along the row across).  Enter: the inspector.",
-    "Inspector  every element of the block: input, code in binary with its fields (sign,",
-    "           exponent or HiF8 dot, mantissa), decoded value and error; the block's scale",
-    "           metadata; and the same elements in a second format side by side (b cycles).",
-    "RL runs    imported RL logs: tokens, steps, sequences per run; per-step diagnostics of",
-    "           the selected run (m cycles: mean/p95/max |dlogp|, k3 KL, ...) and stored",
-    "           trajectory results (Tab).",
-    "Kernels    stored MSD and attention experiment results, plotted.",
-    "Model      stored `llm eval` runs: reference perplexity, then per config PPL, dPPL with",
-    "           its 95% interval, KL mean/median/p99/max, same top token, RMS dp (s sorts",
-    "           by KL or dPPL); the KL distribution of the selected config below (v: CDF).",
-};
+tui_act tui_key_action(tui_view_id v, int ch)
+{
+    const tui_binding *b = tui_key_binding(v, ch);
+    return b ? b->act : TA_NONE;
+}
+
 
 int tui_help_lines(char ***lines)
 {
@@ -123,7 +133,10 @@ int tui_help_lines(char ***lines)
     for (size_t i = 0; i < NKEYS; i++) ADD("  %-15s %s", kKeys[i].label, kKeys[i].help);
     ADD("%s", "");
     ADD("Views");
-    for (size_t i = 0; i < sizeof kViewHelp / sizeof *kViewHelp; i++) ADD("  %s", kViewHelp[i]);
+    for (int v = 0; v < TV_COUNT; v++) {   /* each view's paragraph, from its row in the view table */
+        const tui_view_ops *V = tui_view_of((tui_view_id)v);
+        for (int k = 0; k < TUI_ABOUT && V->about[k]; k++) ADD("  %-10s %s", k ? "" : V->name, V->about[k]);
+    }
     ADD("%s", "");
     ADD("Mouse: wheel scrolls, a click selects a row (off with --no-mouse).  NO_COLOR or a");
     ADD("terminal without colours: selection in reverse video, fields separated by spaces.");
@@ -236,19 +249,36 @@ void tui_fit_hints(const char *bar, int w, char *out, size_t cap)
     if (w >= 0 && o > (size_t)w) out[w] = 0;
 }
 
+/* A view's bar: the hints of the rows that name it, by rank (ties in table order). */
 const char *tui_hint_bar(tui_view_id v)
 {
-    switch (v) {
-    case TV_TENSORS: return "Enter formats  / search  F filter  s/S sort  f formats  : command  ? help  Q quit";
-    case TV_FORMATS: return "Enter blocks  Tab histogram  s/S sort  f formats  o options  r recompute  h back  ? help";
-    case TV_HIST: return "v error/value  a all/one  j/k format  L log/lin  e export PNG  h back  ? help";
-    case TV_BLOCKS: return "arrows move  Enter inspect  w worst  e export  h back  ? help";
-    case TV_INSPECT: return "j/k element  Left/Right block  b 2nd format  w worst  h back  ? help";
-    case TV_RL: return "j/k run  m diagnostic  a all/one run  Tab runs/stored  e export  ? help";
-    case TV_KERNELS: return "j/k result  e export  h back  ? help";
-    case TV_MODEL: return "j/k config  s/S sort KL/dPPL  v hist/CDF  e export PNG  : command  ? help";
-    case TV_OUTPUT: return "j/k scroll  / search  h back  ? help";
-    case TV_HELP: return "j/k scroll  q close";
-    default: return "";
+    static char bars[TV_COUNT][300];
+    static int made[TV_COUNT];
+    if ((unsigned)v >= TV_COUNT) return "";
+    if (made[v]) return bars[v];
+    size_t o = 0;
+    for (int last = -1;;) {   /* the next rank above the last one taken */
+        int rank = -1;
+        for (size_t i = 0; i < NKEYS; i++)
+            for (int h = 0; h < TUI_HINTS && kKeys[i].hint[h].text; h++)
+                if (kKeys[i].hint[h].views & V(v) && kKeys[i].hint[h].rank > last && (rank < 0 || kKeys[i].hint[h].rank < rank))
+                    rank = kKeys[i].hint[h].rank;
+        if (rank < 0) break;
+        for (size_t i = 0; i < NKEYS; i++)
+            for (int h = 0; h < TUI_HINTS && kKeys[i].hint[h].text; h++)
+                if (kKeys[i].hint[h].views & V(v) && kKeys[i].hint[h].rank == rank && o < sizeof bars[v])
+                    o += (size_t)snprintf(bars[v] + o, sizeof bars[v] - o, "%s%s", o ? "  " : "", kKeys[i].hint[h].text);
+        last = rank;
     }
+    made[v] = 1;
+    return bars[v];
+}
+
+/* "1 Tensors 2 Formats ... " from the rows that open a view, in table order. */
+void tui_view_strip(int shorter, char *out, size_t cap)
+{
+    size_t o = 0;
+    out[0] = 0;
+    for (size_t i = 0; i < NKEYS && o < cap; i++)
+        if (kKeys[i].act == TA_VIEW) o += (size_t)snprintf(out + o, cap - o, "%s %s ", kKeys[i].label, kKeys[i].tab[shorter != 0]);
 }

@@ -12,30 +12,45 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tui.h"
+#include "tui_view.h"
 #include "../analysis/llm_eval_store.h"
 #include "../analysis/llm_sens_store.h"
 
+typedef struct model_view {
+    struct qs_evrun *ev;          /* stored llm evaluations (read when shown; again after a command) */
+    size_t nev;
+    struct qs_sensrun *sens;      /* stored llm sensitivity tables (with their plans) */
+    size_t nsens;
+    int loaded;
+    tui_list l;
+    int sort, sort_desc;          /* 0 as run, 1 KL mean, 2 dPPL */
+    int cdf;                      /* KL plot: CDF instead of the histogram */
+} model_view;
+
+#define MV(T) ((model_view *)tui_state((T), TV_MODEL))
+
 typedef struct mrow { int run, cfg; } mrow;   /* cfg -1: the run's line; cfg -2: sensitivity table `run` */
 
-void tui_model_free(tui *T)
+static void model_done(tui *T)
 {
-    qs_evruns_free(T->ev, T->nev);
-    qs_sensruns_free(T->sens, T->nsens);
-    T->ev = NULL;
-    T->nev = 0;
-    T->sens = NULL;
-    T->nsens = 0;
-    T->ev_loaded = 0;
+    model_view *M = MV(T);
+    qs_evruns_free(M->ev, M->nev);
+    qs_sensruns_free(M->sens, M->nsens);
+    M->ev = NULL;
+    M->nev = 0;
+    M->sens = NULL;
+    M->nsens = 0;
+    M->loaded = 0;
 }
 
 static void load(tui *T)
 {
-    if (T->ev_loaded) return;
-    tui_model_free(T);
+    model_view *M = MV(T);
+    if (M->loaded) return;
+    model_done(T);
     qs_err e = {{0}};
-    if (qs_evruns_load(T->db, &T->ev, &T->nev, &e) || qs_sensruns_load(T->db, &T->sens, &T->nsens, &e)) tui_set_msg(T, 1, "%s", e.msg);
-    T->ev_loaded = 1;
+    if (qs_evruns_load(T->db, &M->ev, &M->nev, &e) || qs_sensruns_load(T->db, &M->sens, &M->nsens, &e)) tui_set_msg(T, 1, "%s", e.msg);
+    M->loaded = 1;
 }
 
 static double sort_val(const qs_evcfg *c, int key) { return key == 1 ? c->kl_mean : c->dppl; }
@@ -43,30 +58,31 @@ static double sort_val(const qs_evcfg *c, int key) { return key == 1 ? c->kl_mea
 /* The rows in display order (runs as stored; configs sorted within each run).  *out malloc'd. */
 static int rows_of(tui *T, mrow **out)
 {
-    int n = (int)T->nsens;
-    for (size_t r = 0; r < T->nev; r++) n += 1 + T->ev[r].ncfg;
+    model_view *M = MV(T);
+    int n = (int)M->nsens;
+    for (size_t r = 0; r < M->nev; r++) n += 1 + M->ev[r].ncfg;
     mrow *m = malloc((size_t)(n ? n : 1) * sizeof *m);
     if (!m) return -1;
     int k = 0;
-    for (size_t r = 0; r < T->nev; r++) {
+    for (size_t r = 0; r < M->nev; r++) {
         m[k++] = (mrow){(int)r, -1};
         int first = k;
-        for (int c = 0; c < T->ev[r].ncfg; c++) {
+        for (int c = 0; c < M->ev[r].ncfg; c++) {
             /* insertion sort (stable); NaN last */
             int j = k++;
             m[j] = (mrow){(int)r, c};
-            if (!T->msort) continue;
-            double v = sort_val(&T->ev[r].cfg[c], T->msort);
+            if (!M->sort) continue;
+            double v = sort_val(&M->ev[r].cfg[c], M->sort);
             while (j > first) {
-                double u = sort_val(&T->ev[r].cfg[m[j - 1].cfg], T->msort);
-                int before = isnan(u) ? 0 : isnan(v) ? 1 : T->msort_desc ? u >= v : u <= v;
+                double u = sort_val(&M->ev[r].cfg[m[j - 1].cfg], M->sort);
+                int before = isnan(u) ? 0 : isnan(v) ? 1 : M->sort_desc ? u >= v : u <= v;
                 if (before) break;
                 m[j] = m[j - 1];
                 m[--j] = (mrow){(int)r, c};
             }
         }
     }
-    for (size_t r = 0; r < T->nsens; r++) m[k++] = (mrow){(int)r, -2};
+    for (size_t r = 0; r < M->nsens; r++) m[k++] = (mrow){(int)r, -2};
     *out = m;
     return n;
 }
@@ -103,10 +119,11 @@ static void run_line(tui *T, const qs_evrun *r, char *b, size_t cap)
              r->chunks, r->chunks == 1 ? "" : "s", r->scored, strcmp(r->score, "all") ? "second half" : "all positions");
 }
 
-void tui_draw_model(tui *T, int y0, int h)
+static void model_draw(tui *T, int y0, int h)
 {
+    model_view *M = MV(T);
     load(T);
-    if (!T->nev && !T->nsens) {
+    if (!M->nev && !M->nsens) {
         attron(A_BOLD);
         tui_addstr_clip(y0 + 1, 2, "No stored model evaluations yet.", T->W - 4);
         attroff(A_BOLD);
@@ -133,7 +150,7 @@ void tui_draw_model(tui *T, int y0, int h)
     if (list_h > n + 1) list_h = n + 1;
     if (list_h < 3) list_h = 3;
     int rows = list_h - 1;
-    tui_list *l = &T->lm;
+    tui_list *l = &M->l;
     if (l->cur >= n) l->cur = n - 1;
     if (l->cur < 0) l->cur = 0;
     if (l->cur < l->top) l->top = l->cur;
@@ -156,10 +173,10 @@ void tui_draw_model(tui *T, int y0, int h)
     T->click_n = n;
     for (int i = 0; i < rows && l->top + i < n; i++) {
         const mrow *q = &m[l->top + i];
-        const qs_evrun *r = q->cfg == -2 ? NULL : &T->ev[q->run];
+        const qs_evrun *r = q->cfg == -2 ? NULL : &M->ev[q->run];
         if (q->cfg < 0) {   /* a run's or a sensitivity table's summary: a long one says it was cut */
             char full[sizeof line];
-            if (q->cfg == -2) sens_line(&T->sens[q->run], full, sizeof full);
+            if (q->cfg == -2) sens_line(&M->sens[q->run], full, sizeof full);
             else run_line(T, r, full, sizeof full);
             tui_cut_end(full, T->W, line, sizeof line);
         }
@@ -194,7 +211,7 @@ void tui_draw_model(tui *T, int y0, int h)
     const mrow *q = &m[l->cur];
     int py = y0 + list_h;
     if (q->cfg == -2) {
-        const qs_sensrun *S = &T->sens[q->run];
+        const qs_sensrun *S = &M->sens[q->run];
         free(m);
         T->fig = qs_plot_sensitivity(S);
         if (!T->fig) return;
@@ -203,7 +220,7 @@ void tui_draw_model(tui *T, int y0, int h)
         tui_draw_figure(T, T->fig, py, 0, y0 + h - py, T->W);
         return;
     }
-    const qs_evrun *r = &T->ev[q->run];
+    const qs_evrun *r = &M->ev[q->run];
     char cav[300];
     qs_evrun_caveat(r, cav, sizeof cav);
     if (cav[0]) {
@@ -218,7 +235,7 @@ void tui_draw_model(tui *T, int y0, int h)
         for (int i = l->cur + 1; i < n && m[i].cfg >= 0 && m[i].run == q->run && ns < 64; i++) sel[ns++] = m[i].cfg;
     free(m);
     if (!ns) { tui_addstr_clip(py + 1, 2, "This run has no configurations stored: only its reference.", T->W - 4); return; }
-    T->fig = qs_plot_kl(r, sel, ns, T->mcdf);
+    T->fig = qs_plot_kl(r, sel, ns, M->cdf);
     if (!T->fig) return;
     snprintf(T->fig_hash, sizeof T->fig_hash, "%s", r->model_hash);
     if (ns == 1) snprintf(T->fig_what, sizeof T->fig_what, "kl-%s", r->cfg[sel[0]].label);
@@ -226,14 +243,15 @@ void tui_draw_model(tui *T, int y0, int h)
     tui_draw_figure(T, T->fig, py, 0, y0 + h - py, T->W);
 }
 
-int tui_model_key(tui *T, tui_act a, int page)
+static int model_key(tui *T, tui_act a, int page)
 {
+    model_view *M = MV(T);
     load(T);   /* keys typed with the view's key arrive before its first frame */
     mrow *m;
     int n = rows_of(T, &m);
     if (n < 0) return 0;
     free(m);
-    tui_list *l = &T->lm;
+    tui_list *l = &M->l;
     switch (a) {
     case TA_DOWN: if (l->cur < n - 1) l->cur++; return 1;
     case TA_UP: if (l->cur > 0) l->cur--; return 1;
@@ -241,15 +259,28 @@ int tui_model_key(tui *T, tui_act a, int page)
     case TA_PGUP: l->cur = l->cur > page ? l->cur - page : 0; return 1;
     case TA_HOME: l->cur = 0; return 1;
     case TA_END: l->cur = n ? n - 1 : 0; return 1;
-    case TA_HIST_KIND: T->mcdf = !T->mcdf; return 1;
+    case TA_HIST_KIND: M->cdf = !M->cdf; return 1;
     case TA_SORT:
     case TA_SORT_REV: {
         static const char *const names[] = {"as evaluated", "KL mean", "dPPL"};
-        if (a == TA_SORT) { T->msort = (T->msort + 1) % 3; T->msort_desc = 0; }
-        else T->msort_desc = !T->msort_desc;
-        tui_set_msg(T, 0, "configs sorted by %s%s", names[T->msort], T->msort && T->msort_desc ? ", descending" : "");
+        if (a == TA_SORT) { M->sort = (M->sort + 1) % 3; M->sort_desc = 0; }
+        else M->sort_desc = !M->sort_desc;
+        tui_set_msg(T, 0, "configs sorted by %s%s", names[M->sort], M->sort && M->sort_desc ? ", descending" : "");
         return 1;
     }
     default: return 0;
     }
 }
+
+static void model_changed(tui *T, int what)
+{
+    if (what == TUI_CH_DB) MV(T)->loaded = 0;
+}
+
+const tui_view_ops tui_view_model = {
+    .name = "Model", .state_size = sizeof(model_view),
+    .about = {"stored `llm eval` runs: reference perplexity, then per config PPL, dPPL with",
+              "its 95% interval, KL mean/median/p99/max, same top token, RMS dp (s sorts",
+              "by KL or dPPL); the KL distribution of the selected config below (v: CDF)."},
+    .draw = model_draw, .key = model_key, .changed = model_changed, .done = model_done,
+};

@@ -1,12 +1,19 @@
 /*
 ** The workbench's key table (app/tui_keys.c): one binding per key per view, every action bound
-** and documented in the generated help, view-specific bindings before the global ones.
+** and documented in the generated help, view-specific bindings before the global ones; every
+** row names known views, every hint is true (its key does its row's action in its views), and the
+** hint bar of every golden screen is the one the table gives its view.
 */
+#include <dirent.h>
+
 #include "test_util.h"
 
 #include <curses.h>
 
 #include "../../app/tui.h"
+
+#define V(x) (1u << (x))
+#define ALLV ((1u << TV_COUNT) - 1)
 
 /* No key is bound twice among the global rows, nor twice among the rows of one view. */
 static void test_no_duplicate_keys(void **state)
@@ -158,6 +165,95 @@ static void test_help_wraps(void **state)
     free(A);
 }
 
+/* Rows and hints name only views that exist; a hint only views its row applies to, and there its
+** key does the row's action (no other row takes the key first); TA_VIEW rows open a view. */
+static void test_rows_name_known_views(void **state)
+{
+    (void)state;
+    size_t nkeys;
+    const tui_binding *keys = tui_key_table(&nkeys);
+    for (size_t i = 0; i < nkeys; i++) {
+        const tui_binding *b = &keys[i];
+        if (b->views & ~ALLV) { print_error("row %zu (%s) names an unknown view\n", i, b->label); fail(); }
+        if (b->act == TA_VIEW) {
+            assert_true((unsigned)b->to < TV_COUNT);
+            assert_non_null(b->tab[0]);
+            assert_non_null(b->tab[1]);
+        } else assert_null(b->tab[0]);
+        for (int h = 0; h < TUI_HINTS && b->hint[h].text; h++) {
+            unsigned hv = b->hint[h].views;
+            if (!hv || hv & ~ALLV || (b->views && hv & ~b->views)) {
+                print_error("hint '%s' of row %zu names a view its row does not apply to\n", b->hint[h].text, i);
+                fail();
+            }
+            for (int v = 0; v < TV_COUNT; v++)
+                if (hv & V(v) && tui_key_action((tui_view_id)v, b->keys[0]) != b->act) {
+                    print_error("hint '%s': its key does something else in view %d\n", b->hint[h].text, v);
+                    fail();
+                }
+        }
+    }
+    /* every view that can be opened by a key is named in the strip once */
+    char strip[200];
+    tui_view_strip(0, strip, sizeof strip);
+    assert_string_equal(strip, "1 Tensors 2 Formats 3 Hist 4 Blocks 5 RL 6 Kernels 7 Output 8 Model ");
+    tui_view_strip(1, strip, sizeof strip);
+    assert_string_equal(strip, "1 Tens 2 Fmt 3 Hist 4 Blk 5 RL 6 Kern 7 Out 8 Model ");
+    for (int v = 0; v < TV_COUNT; v++) assert_true(strlen(tui_hint_bar((tui_view_id)v)) > 0);
+}
+
+/* Every golden screen of tests/e2e/tui.sh ends in the hint bar the table gives the view its status
+** line names, fitted to the screen's width (COLS=100 unless the name says WxH). */
+static void test_golden_hint_bars(void **state)
+{
+    (void)state;
+    static const char *const names[TV_COUNT] = {"Tensors", "Formats", "Histogram", "Blocks", "Inspector",
+                                                "RL runs", "Kernels", "Model", "Output", "Help"};
+    const char *dir = "e2e/golden/tui";
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int checked = 0, seen[TV_COUNT] = {0};
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        size_t nl = strlen(de->d_name);
+        if (nl < 5 || strcmp(de->d_name + nl - 4, ".txt")) continue;
+        char path[512], line[1024], prev[1024] = "", last[1024] = "";
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        FILE *f = fopen(path, "r");
+        assert_non_null(f);
+        while (fgets(line, sizeof line, f)) {
+            line[strcspn(line, "\n")] = 0;
+            snprintf(prev, sizeof prev, "%s", last);
+            snprintf(last, sizeof last, "%s", line);
+        }
+        fclose(f);
+        int w = 100, h = 0;
+        const char *x = strrchr(de->d_name, '-');
+        if (x && sscanf(x, "-%dx%d.txt", &w, &h) != 2) w = 100;
+        int v = -1;
+        for (int k = 0; k < TV_COUNT; k++) {
+            size_t l = strlen(names[k]);
+            if (prev[0] == ' ' && !strncmp(prev + 1, names[k], l) && prev[1 + l] == ' ') v = k;
+        }
+        if (v < 0) {   /* only the too-small message has no status line */
+            assert_non_null(strstr(de->d_name, "too-small"));
+            continue;
+        }
+        char want[300];
+        tui_fit_hints(tui_hint_bar((tui_view_id)v), w - 1, want, sizeof want);
+        if (strcmp(last, want)) {
+            print_error("%s: the bar is '%s', the table gives %s '%s'\n", de->d_name, last, names[v], want);
+            fail();
+        }
+        seen[v] = 1;
+        checked++;
+    }
+    closedir(d);
+    assert_true(checked > 40);
+    for (int v = 0; v < TV_COUNT; v++)
+        if (!seen[v]) { print_error("no golden screen of the %s view\n", names[v]); fail(); }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -166,6 +262,8 @@ int main(void)
         cmocka_unit_test(test_dispatch),
         cmocka_unit_test(test_hints_fit),
         cmocka_unit_test(test_help_wraps),
+        cmocka_unit_test(test_rows_name_known_views),
+        cmocka_unit_test(test_golden_hint_bars),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
