@@ -15,6 +15,7 @@
 #include "../store/json_out.h"
 #include "../store/q_db.h"
 #include "../store/q_tensors.h"
+#include "../store/tensor_names.h"
 #include "../store/tensor_write.h"
 
 static int json_flag(int argc, char **argv, const char *cmd, int *json)
@@ -127,7 +128,8 @@ int qs_cmd_check(qs_cli *cli, int argc, char **argv)
     json_t *fill = json_object();   /* source path -> [id, ctime_ns, inode, dev] */
     char **names = NULL;
     size_t nnames = 0;
-    if (qs_tensor_names(db, &names, &nnames, &pe))
+    int any;
+    if (qs_tensor_names_glob(db, "*", &names, &nnames, &any, &pe))
         json_array_append_new(problems, json_pack("{s:s,s:s}", "what", "tensor", "message", pe.msg));
     for (size_t ni = 0; ni < nnames; ni++) {
         const char *name = names[ni];
@@ -168,7 +170,7 @@ int qs_cmd_check(qs_cli *cli, int argc, char **argv)
         qs_treader_close(r);
         qs_tensor_rec_free(&t);
     }
-    qs_names_free(names, nnames);
+    qs_tensor_names_free(names, nnames);
     if (json_object_size(fill)) {
         qs_err e = {{0}};
         const char *k;

@@ -101,41 +101,6 @@ int qs_tensor_largest(qs_db *db, int limit, qs_tensor_item **out, size_t *n, qs_
     return list(db, "*", "t.nbytes DESC, t.name", limit, 0, out, n, e);
 }
 
-void qs_names_free(char **names, size_t n)
-{
-    for (size_t i = 0; names && i < n; i++) free(names[i]);
-    free(names);
-}
-
-int qs_tensor_names(qs_db *db, char ***names, size_t *n, qs_err *e)
-{
-    *names = NULL;
-    *n = 0;
-    sqlite3_stmt *st = qs_db_prepare(db, "SELECT name FROM tensor ORDER BY name", e);
-    if (!st) return -1;
-    char **v = NULL;
-    size_t cap = 0, k = 0;
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (k == cap) {
-            cap = cap ? 2 * cap : 64;
-            char **nv = realloc(v, cap * sizeof *nv);
-            if (!nv) { rc = SQLITE_NOMEM; break; }
-            v = nv;
-        }
-        if (!(v[k] = dup_col(st, 0))) { rc = SQLITE_NOMEM; break; }
-        k++;
-    }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) {
-        qs_names_free(v, k);
-        return rc == SQLITE_NOMEM ? qs_fail(e, "out of memory") : qs_db_fail(db, e, "reading tensor names");
-    }
-    *names = v;
-    *n = k;
-    return 0;
-}
-
 int qs_tensor_count(qs_db *db, const char *glob, int64_t *n, qs_err *e)
 {
     *n = 0;

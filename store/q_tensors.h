@@ -39,9 +39,7 @@ int qs_tensor_list_stats(qs_db *db, const char *glob, qs_tensor_item **out, size
 int qs_tensor_largest(qs_db *db, int limit, qs_tensor_item **out, size_t *n, qs_err *e);
 void qs_tensor_items_free(qs_tensor_item *t, size_t n);
 
-/* Every tensor name, in order. */
-int qs_tensor_names(qs_db *db, char ***names, size_t *n, qs_err *e);
-void qs_names_free(char **names, size_t n);
+/* (Tensor names by glob: tensor_names.h.) */
 
 /* How many tensors have a name matching the GLOB pattern. */
 int qs_tensor_count(qs_db *db, const char *glob, int64_t *n, qs_err *e);

@@ -107,9 +107,6 @@ static void test_tensors_empty(void **state)
     assert_int_equal(qs_tensor_list(f->db, "*", QS_TENSORS_BY_NAME, &t, &n, &e), 0);
     assert_int_equal(n, 0);
     assert_null(t);
-    char **names = (char **)1;
-    assert_int_equal(qs_tensor_names(f->db, &names, &n, &e), 0);
-    assert_int_equal(n, 0);
     int64_t c = 5;
     assert_int_equal(qs_tensor_count(f->db, "*", &c, &e), 0);
     assert_int_equal(c, 0);
@@ -180,11 +177,6 @@ static void test_tensor_list(void **state)
     assert_string_equal(t[1].name, "b:mid");
     qs_tensor_items_free(t, n);
 
-    char **names;
-    assert_int_equal(qs_tensor_names(f->db, &names, &n, &e), 0);
-    assert_int_equal(n, 3);
-    assert_string_equal(names[2], "b:mid");
-    qs_names_free(names, n);
     int64_t c;
     assert_int_equal(qs_tensor_count(f->db, "a:*", &c, &e), 0);
     assert_int_equal(c, 2);
