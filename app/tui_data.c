@@ -420,7 +420,7 @@ int tui_load_runs(tui *T, qs_err *e)
     qs_run_item *ri;
     size_t nri;
     if (qs_run_names(T->db, QS_RUNS_BY_NAME, &ri, &nri, e)) return -1;
-    if (nri && !(T->runs = malloc(nri * sizeof *T->runs))) nri = 0;
+    if (nri && !(T->runs = malloc(nri * sizeof *T->runs))) { qs_run_items_free(ri, nri); return 0; }
     for (size_t i = 0; i < nri; i++) {
         tui_run *r = &T->runs[T->nruns++];
         r->id = ri[i].id;
@@ -555,7 +555,7 @@ int tui_load_kres(tui *T, qs_err *e)
     qs_kernel_item *ki;
     size_t nki;
     if (qs_kernel_list(T->db, &ki, &nki, e)) return -1;
-    if (nki && !(T->kres = malloc(nki * sizeof *T->kres))) nki = 0;
+    if (nki && !(T->kres = malloc(nki * sizeof *T->kres))) { qs_kernel_items_free(ki, nki); return 0; }
     for (size_t i = 0; i < nki; i++) {
         tui_kres *k = &T->kres[T->nkres++];
         k->id = ki[i].id;
