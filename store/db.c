@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sqlite3.h>
 
 static const char *const kMigrations[] = {
     /* 0 -> 1: the foundation */

@@ -8,10 +8,14 @@
 #ifndef QS_DB_H
 #define QS_DB_H
 
-#include <sqlite3.h>
 #include <stdint.h>
 
 #include "../kernels/qs_err.h"
+
+/* SQLite's handles, declared only: the code that writes SQL (store/, analysis/'s result stores)
+** includes <sqlite3.h> itself; the commands and the workbench ask the store's query functions. */
+typedef struct sqlite3 sqlite3;
+typedef struct sqlite3_stmt sqlite3_stmt;
 
 #define QS_SCHEMA_VERSION 4
 #define QS_BUSY_TIMEOUT_MS 60000
