@@ -315,6 +315,11 @@ static void test_kernel_list(void **state)
     assert_string_equal(k[2].format, "mxfp4");
     assert_string_equal(k[2].tensor_hash, "r1");
     qs_kernel_items_free(k, n);
+    sql(f->db, "DROP TABLE result_blob; DROP TABLE result");
+    k = (qs_kernel_item *)1;
+    assert_int_equal(qs_kernel_list(f->db, &k, &n, &e), -1);
+    assert_null(k);
+    assert_non_null(strstr(e.msg, "no such table"));
 }
 
 /* ---- RL runs ------------------------------------------------------------------------------- */
@@ -384,6 +389,18 @@ static void test_runs(void **state)
     assert_int_equal(ex, 1);
     assert_int_equal(qs_run_exists(f->db, "lo", &ex, &e), 0);
     assert_int_equal(ex, 0);
+
+    /* a run list that cannot be read fails whole, naming the database */
+    sql(f->db, "DROP TABLE rl_seq; DROP TABLE rl_token");
+    r = (qs_run_item *)1;
+    assert_int_equal(qs_run_list(f->db, "*", &r, &n, &e), -1);
+    assert_null(r);
+    assert_int_equal(n, 0);
+    assert_non_null(strstr(e.msg, "rl_token"));
+    assert_non_null(strstr(e.msg, "t.db"));
+    assert_int_equal(qs_run_names(f->db, QS_RUNS_BY_NAME, &r, &n, &e), 0);   /* names need no tokens */
+    assert_int_equal(n, 4);
+    qs_run_items_free(r, n);
 }
 
 static void test_rl_cursors(void **state)
@@ -486,6 +503,12 @@ static void test_db_counts_problems(void **state)
     assert_int_equal(qs_tensor_list_stats(f->db, "orphan", &t, &n, &e), 0);
     assert_int_equal(n, 1);
     qs_tensor_items_free(t, n);
+    /* a count that cannot be read is -1, the others still are */
+    sql(f->db, "DROP TABLE rl_seq; DROP TABLE rl_token");
+    qs_db_count(f->db, &c);
+    assert_int_equal(c.rl_tokens, -1);
+    assert_int_equal(c.rl_runs, 3);
+    assert_int_equal(c.tensors, 4);
 }
 
 static void test_bench_data(void **state)
