@@ -513,11 +513,6 @@ MX_FUNCS(e2m3, kE2M3)
 MX_FUNCS(e2m1, kE2M1)
 MX_FUNCS(int8, kINT8)
 
-static float cv_e4m3(unsigned c) { return qs_mf_decode(&qs_mf_e4m3, c); }
-static float cv_e5m2(unsigned c) { return qs_mf_decode(&qs_mf_e5m2, c); }
-static float cv_e3m2(unsigned c) { return qs_mf_decode(&qs_mf_e3m2, c); }
-static float cv_e2m3(unsigned c) { return qs_mf_decode(&qs_mf_e2m3, c); }
-static float cv_e2m1(unsigned c) { return qs_mf_decode(&qs_mf_e2m1, c); }
 static float cv_int8(unsigned c) { return int8_val((int8_t)(uint8_t)c); }
 
 #define RM(r) (1u << (r))
@@ -540,14 +535,14 @@ static void mx_meta_text(const qs_format *f, const qs_qopts *o, const uint8_t *m
                   qs_scale_rule_name(o->scale_rule));
 }
 
-#define MX_ROW(NAME, SUMMARY, BITS, ROW, INF, MAXV, MINN, MINS, tag, ELEM, MF_)                                \
+#define MX_ROW(NAME, SUMMARY, BITS, ROW, INF, MAXV, MINN, MINS, tag, CV, ELEM, MF_)                                \
     {                                                                                                      \
         .name = NAME, .family = QS_FAM_MX, .elem = ELEM, .mf = MF_, .scale_kind = QS_SK_E8M0,             \
         .scale_value = mx_scale_value, .meta_text = mx_meta_text, .summary = SUMMARY, .elem_bits = BITS,   \
         ROW, .has_inf = INF, .has_nan = 1, .block = 32, .meta_bytes = 1, .meta_bits = 8,                    \
         .max_finite = (MAXV) * 0x1p127, .min_normal = (MINN) * 0x1p-127, .min_subnormal = (MINS) * 0x1p-127, \
         .default_round = QS_RND_RNE, .round_modes = MX_ROUND, .has_scale_rule = 1, .encode = tag##_enc,  \
-        .decode = tag##_dec, .fakeq = tag##_fq, .code_value = cv_##tag, .ncodes = 1u << (BITS),          \
+        .decode = tag##_dec, .fakeq = tag##_fq, .code_value = CV, .ncodes = 1u << (BITS),          \
         .variants = MX_VARIANTS,                                                                           \
     }
 #define MX_INT8_ROW .ebits = 0, .mbits = 0, .bias = 0
@@ -555,7 +550,7 @@ static void mx_meta_text(const qs_format *f, const qs_qopts *o, const uint8_t *m
 #define MX_FP(NAME, SUMMARY, T)                                                                            \
     MX_ROW(NAME, SUMMARY, QS_MF_BITS(QS_MF_LAYOUT_##T), QS_MF_ROW(QS_MF_LAYOUT_##T),                       \
            QS_MF_HAS_INF(QS_MF_LAYOUT_##T), QS_MF_SMALL_MAX(QS_MF_LAYOUT_##T), QS_MF_SMALL_MIN_NORMAL(QS_MF_LAYOUT_##T),                    \
-           QS_MF_SMALL_MIN_SUB(QS_MF_LAYOUT_##T), T, QS_ELEM_FLOAT, &qs_mf_##T)
+           QS_MF_SMALL_MIN_SUB(QS_MF_LAYOUT_##T), T, qs_mf_value_##T, QS_ELEM_FLOAT, &qs_mf_##T)
 
 const qs_format qs_formats_mx[] = {
     MX_FP("mxfp8_e4m3", "OCP MXFP8: 32 x FP8 E4M3 + E8M0 scale, 8.25 bits", e4m3),
@@ -564,7 +559,7 @@ const qs_format qs_formats_mx[] = {
     MX_FP("mxfp6_e2m3", "OCP MXFP6: 32 x FP6 E2M3 + E8M0 scale, 6.25 bits", e2m3),
     MX_FP("mxfp4", "OCP MXFP4: 32 x FP4 E2M1 + E8M0 scale, 4.25 bits", e2m1),
     MX_ROW("mxint8", "OCP MXINT8: 32 x INT8 (q/64, +-127) + E8M0 scale, 8.25 bits", 8, MX_INT8_ROW, 0,
-           127.0 / 64.0, 0.0, 1.0 / 64.0, int8, QS_ELEM_INT, NULL),
+           127.0 / 64.0, 0.0, 1.0 / 64.0, int8, cv_int8, QS_ELEM_INT, NULL),
 };
 const size_t qs_formats_mx_n = sizeof qs_formats_mx / sizeof qs_formats_mx[0];
 

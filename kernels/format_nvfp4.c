@@ -396,7 +396,6 @@ static size_t nv_enc_vector(const nv_run *r, const float *x, size_t n, uint32_t 
     return 0;
 }
 
-static float nv_code_value(unsigned c) { return qs_mf_decode(&qs_mf_e2m1, c); }
 static double nv_scale_value(unsigned c) { return qs_mf_decode(&qs_mf_e4m3, c); }
 
 static void nv_meta_text(const qs_format *f, const qs_qopts *o, const uint8_t *m, float ts, double step, qs_num_fmt num,
@@ -443,7 +442,7 @@ const qs_format qs_formats_nvfp4[] = {
         .encode = nv_encode,
         .decode = nv_decode,
         .fakeq = nv_fakeq,
-        .code_value = nv_code_value,
+        .code_value = qs_mf_value_e2m1,
         .ncodes = 16,
     },
 };

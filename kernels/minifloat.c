@@ -162,6 +162,12 @@ float qs_mf_round(const qs_minifloat *f, float x, qs_round mode, double u, int s
     return qs_mf_decode(f, qs_mf_encode(f, x, mode, u, sat));
 }
 
+float qs_mf_value_e4m3(unsigned c) { return qs_mf_decode(&qs_mf_e4m3, c); }
+float qs_mf_value_e5m2(unsigned c) { return qs_mf_decode(&qs_mf_e5m2, c); }
+float qs_mf_value_e3m2(unsigned c) { return qs_mf_decode(&qs_mf_e3m2, c); }
+float qs_mf_value_e2m3(unsigned c) { return qs_mf_decode(&qs_mf_e2m3, c); }
+float qs_mf_value_e2m1(unsigned c) { return qs_mf_decode(&qs_mf_e2m1, c); }
+
 double qs_mf_max(const qs_minifloat *f) { return qs_mf_decode(f, max_code(f)); }
 double qs_mf_min_normal(const qs_minifloat *f) { return ldexp(1.0, 1 - f->bias); }
 double qs_mf_min_subnormal(const qs_minifloat *f) { return ldexp(1.0, 1 - f->bias - f->mbits); }

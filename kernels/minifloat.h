@@ -81,6 +81,13 @@ uint32_t qs_mf_encode(const qs_minifloat *f, float x, qs_round mode, double u, i
 /* Value of a code (NaN codes -> NaN, Inf codes -> ±Inf). */
 float qs_mf_decode(const qs_minifloat *f, uint32_t code);
 
+/* Code tables of the small element types, for qs_format.code_value (value of code c). */
+float qs_mf_value_e4m3(unsigned c);
+float qs_mf_value_e5m2(unsigned c);
+float qs_mf_value_e3m2(unsigned c);
+float qs_mf_value_e2m3(unsigned c);
+float qs_mf_value_e2m1(unsigned c);
+
 /* E8M0 scale type (OCP): code c in 0..254 is 2^(c-127), 0xFF is NaN; no zero, no sign.
 ** qs_e8m0_encode: float -> code with ml_dtypes' float8_e8m0fnu cast semantics (see minifloat.c). */
 uint8_t qs_e8m0_encode(float x, qs_round mode);

@@ -41,6 +41,9 @@ static void test_rows(void **st)
             assert_int_equal(1 + f->ebits + f->mbits, f->elem_bits);
         }
         assert_true(!f->has_tensor_scale || f->scale_kind == QS_SK_UE4M3);
+        assert_int_equal(f->has_scale_rule, f->scale_kind == QS_SK_E8M0);   /* --scale-rule: E8M0 blocks */
+        assert_true(!f->scale_value == (f->scale_kind == QS_SK_NONE || f->scale_kind == QS_SK_FP32));
+        assert_true(!f->meta_text == (f->scale_kind == QS_SK_NONE));
         assert_true((f->scale_kind == QS_SK_NONE) == (f->meta_bytes == 0));
         assert_true(f->elem != QS_ELEM_TAPERED || (f->code_label && f->field_legend && f->label_width > 0));
         assert_true(qs_format_is_minifloat_cast(f) == (f->family == QS_FAM_FLOAT));
