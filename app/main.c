@@ -551,6 +551,9 @@ int main(int argc, char **argv)
     if (qs_par_init(&argc, &argv, &pe)) return qs_cli_err(QS_EXIT_ERR, &pe);
     cli.argv = argv;
     /* under mpirun, a command that does not shard its work runs on rank 0 alone */
-    if (qs_par_rank() > 0 && !sharded_command(argc - i, argv + i)) return qs_par_exit(QS_EXIT_OK);
+    if (!sharded_command(argc - i, argv + i)) {
+        if (qs_par_rank() > 0) return qs_par_exit(QS_EXIT_OK);
+        qs_par_alone();
+    }
     return qs_par_exit(c->run(&cli, argc - i, argv + i));
 }

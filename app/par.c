@@ -164,6 +164,9 @@ int qs_par_init(int *argc, char ***argv, qs_err *e)
 }
 void qs_par_finalize(void) {}
 int qs_par_exit(int rc) { return rc; }
+void qs_par_barrier(void) {}
+int qs_par_quiet(void) { return 0; }
+void qs_par_alone(void) {}
 
 int qs_par_run(size_t n, const double *cost, qs_par_unit_fn fn, qs_par_collect_fn collect, void *ctx,
                const char *what, qs_err *e)
@@ -192,6 +195,7 @@ static struct {
     int (*Send)(const void *, int, MPI_Datatype, int, int, MPI_Comm);
     int (*Recv)(void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Status *);
     int (*Iprobe)(int, int, MPI_Comm, int *, MPI_Status *);
+    int (*Barrier)(MPI_Comm);
     int (*Error_string)(int, char *, int *);
     MPI_Comm world;
     MPI_Datatype byte;
@@ -245,7 +249,7 @@ int qs_par_init(int *argc, char ***argv, qs_err *e)
         return qs_fail(e, "launched by mpirun, but Open MPI's library cannot be loaded: %s", dlerror());
     int ok = SYM(Init_thread, "MPI_Init_thread") && SYM(Comm_rank, "MPI_Comm_rank") && SYM(Comm_size, "MPI_Comm_size") &&
              SYM(Comm_set_errhandler, "MPI_Comm_set_errhandler") && SYM(Finalize, "MPI_Finalize") &&
-             SYM(Abort, "MPI_Abort") && SYM(Send, "MPI_Send") && SYM(Recv, "MPI_Recv") && SYM(Iprobe, "MPI_Iprobe") &&
+             SYM(Abort, "MPI_Abort") && SYM(Send, "MPI_Send") && SYM(Recv, "MPI_Recv") && SYM(Iprobe, "MPI_Iprobe") && SYM(Barrier, "MPI_Barrier") &&
              SYM(Error_string, "MPI_Error_string");
     /* Open MPI's predefined handles are the addresses of these objects (mpi.h's MPI_COMM_WORLD etc.) */
     M.world = (MPI_Comm)dlsym(M.lib, "ompi_mpi_comm_world");
@@ -269,15 +273,26 @@ int qs_par_init(int *argc, char ***argv, qs_err *e)
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_term;
     sigaction(SIGTERM, &sa, NULL);
-    if (g_rank > 0) {   /* data and messages come from rank 0 alone: a failure reaches it as a message */
+    if (g_rank > 0) {   /* data comes from rank 0 alone */
         int fd = open("/dev/null", O_WRONLY);
         if (fd >= 0) {
             dup2(fd, STDOUT_FILENO);
-            dup2(fd, STDERR_FILENO);
             close(fd);
         }
     }
     return 0;
+}
+
+void qs_par_barrier(void)
+{
+    if (g_mpi && g_size > 1) mpi_check(M.Barrier(M.world), "barrier");
+}
+
+int qs_par_quiet(void) { return g_rank > 0 && g_collective_fail; }
+
+void qs_par_alone(void)
+{
+    if (g_rank == 0) g_size = 1;
 }
 
 void qs_par_finalize(void)

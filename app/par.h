@@ -23,6 +23,13 @@ void qs_par_finalize(void);
 ** in a qs_par_run every rank left with the same error, nor a usage error every rank sees alike),
 ** aborts the job so no rank waits for it.  Returns rc. */
 int qs_par_exit(int rc);
+/* Wait for every rank (nothing with one rank). */
+void qs_par_barrier(void);
+/* 1 on a rank > 0 whose last qs_par_run failed: rank 0 reports that error, the others keep quiet. */
+int qs_par_quiet(void);
+/* Rank 0 runs the command alone (one that does not shard; the other ranks have left): from here
+** it is a single process (qs_par_size() 1). */
+void qs_par_alone(void);
 
 /* Runs unit i = 0..n-1 (cost[i] = its size; largest first, deterministic assignment) on the ranks.
 ** fn computes one unit's result as bytes (malloc'd, handed over; may be NULL with length 0).  Rank 0
