@@ -20,7 +20,7 @@
 #include "../analysis/llm_eval_shard.h"
 #include "../analysis/llm_sens.h"
 #include "../analysis/results.h"
-#include "../datasets/llm_load.h"
+#include "../store/llm_load.h"
 
 #define CMD "llm sensitivity"
 

@@ -1,9 +1,8 @@
 /*
-** libFuzzer target for the LLM model loader (datasets/llm_load.c): hyper-parameters from the GGUF
+** libFuzzer target for the LLM model loader (store/llm_load.c): hyper-parameters from the GGUF
 ** metadata, the bounded walk for the vocabulary, tensor shape checks and dequantization.
 **
-** The loaders live in datasets/, which the fuzz library leaves out, so their sources are compiled into
-** this target.  On success the model must be self-consistent and a one-token forward pass must run
+** On success the model must be self-consistent and a one-token forward pass must run
 ** (finite hidden state is not required: weights are arbitrary); on failure the message must name
 ** the input and nothing may leak.
 */
@@ -11,10 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../datasets/llm_load.c"
-#include "../../datasets/llm_load_hf.c"
-#include "../../datasets/llm_tok.c"
-#include "../../datasets/llm_pretok.c"
+#include "../../kernels/llm.h"
+#include "../../store/llm_load.h"
 
 #define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)
 

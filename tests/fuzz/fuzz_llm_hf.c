@@ -1,11 +1,9 @@
 /*
-** libFuzzer target for the Hugging Face directory loader (datasets/llm_load_hf.c): config.json,
+** libFuzzer target for the Hugging Face directory loader (store/llm_load_hf.c): config.json,
 ** tokenizer.json and model.safetensors.  The input is the three files joined by the line
 ** "\n--8<--\n" (missing parts: no such file); they are written to a private directory, then loaded.
 ** On failure the message must be one line naming a path in that directory; on success the model must
 ** be self-consistent and a two-token forward pass must run.
-**
-** The loaders live in datasets/, which the fuzz library leaves out, so their source is compiled in.
 */
 #include <math.h>
 #include <stdio.h>
@@ -13,10 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../datasets/llm_load.c"
-#include "../../datasets/llm_load_hf.c"
-#include "../../datasets/llm_tok.c"
-#include "../../datasets/llm_pretok.c"
+#include "../../kernels/llm.h"
+#include "../../store/llm_load.h"
 
 #define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)
 

@@ -1,5 +1,5 @@
 /*
-** libFuzzer target for the tokenizer (datasets/llm_tok.c, llm_pretok.c) on arbitrary bytes,
+** libFuzzer target for the tokenizer (store/llm_tok.c, llm_pretok.c) on arbitrary bytes,
 ** invalid UTF-8 included, with the vocabulary of tests/fixtures/llm/tok_bpe.json (run from the
 ** project root, as tests/fuzz/run.sh does).
 **
@@ -12,10 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../datasets/llm_load.c"
-#include "../../datasets/llm_load_hf.c"
-#include "../../datasets/llm_tok.c"
-#include "../../datasets/llm_pretok.c"
+#include "../../kernels/llm.h"
+#include "../../store/llm_load.h"
 
 #define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)
 

@@ -1,9 +1,8 @@
 /*
-** Plots (issue 5): the model (ticks, ranges, log scales with zeros and negatives, label overlap),
+** Plots: the model (ticks, ranges, log scales with zeros and negatives, label overlap),
 ** the plot kinds, the PNG writer read back with libpng (size, pHYs, text chunks), pixel checks,
 ** golden images with a tolerance, and the terminal renderer.
 **
-** The renderers live in app/ (not in libqscope.a), so they are compiled into this test.
 ** Goldens: tests/fixtures/plots/NAME.png; regenerate with
 **   make build/tests/test_plot && (cd tests && QS_PLOT_REGEN=1 ../build/tests/test_plot)
 ** and look at them before committing.
@@ -14,8 +13,7 @@
 #include <png.h>
 
 #include "../../analysis/plot.h"
-#include "../../app/plot_png.c"
-#include "../../app/plot_term.c"
+#include "../../app/plot_render.h"
 
 /* ---------------- helpers ---------------- */
 

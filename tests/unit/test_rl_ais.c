@@ -1,6 +1,6 @@
 /*
 ** Tests of the AIS diagnostics and corrections (analysis/ais.c) and the GRPO simulation
-** (datasets/grpo_sim.c): hand-computed values on a three-token log, on-policy invariants, the
+** (analysis/grpo_sim.c): hand-computed values on a three-token log, on-policy invariants, the
 ** ESS/CV identity, the λ EMA, token-by-token correction weights, masking, and the simulation's
 ** determinism per seed.  (The independent numpy reference is checked end to end in tests/e2e/rl.sh.)
 */
@@ -9,7 +9,7 @@
 #include <math.h>
 
 #include "../../analysis/ais.h"
-#include "../../datasets/grpo_sim.h"
+#include "../../analysis/grpo_sim.h"
 
 static void near_(double a, double b, int line)
 {
