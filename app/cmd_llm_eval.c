@@ -322,9 +322,9 @@ static int store_variants(qs_db *db, const eval_opts *o, const qs_llm_file *f, j
         datas[i] = ds;
         if (bad) goto fail;
     }
-    if (!qs_db_exec(db, "COMMIT", e)) return 0;
+    if (!qs_db_commit(db, e)) return 0;
 fail:
-    qs_db_exec(db, "ROLLBACK", NULL);
+    qs_db_rollback(db);
     return -1;
 }
 
