@@ -74,9 +74,10 @@ before=$(dbdump "$T/np2.db")
   --config kv=fp8_e4m3 --config w=mxfp4 > "$T/kill.out" 2> "$T/kill.err" &
 mp=$!
 victim=
-for _ in $(seq 1 150); do   # rank 1: a process under mpirun whose environment says so
-  for p in $(ps -o pid= --ppid $mp) $(for c in $(ps -o pid= --ppid $mp); do ps -o pid= --ppid $c; done); do
-    tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && victim=$p
+for _ in $(seq 1 150); do   # rank 1 of this job: its command line names this test's database
+  for d in /proc/[0-9]*; do
+    tr '\0' ' ' < "$d/cmdline" 2>/dev/null | grep -qF -- "--db $T/np2.db llm eval" &&
+      tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && victim=${d#/proc/}
   done
   [ -n "$victim" ] && break
   sleep 0.1
