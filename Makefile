@@ -26,6 +26,14 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE -ffp-contract=off $(OPT) $(WARN) $(PKG_CFLAGS)
            -DQS_VERSION='"$(VERSION)"' -DQS_GIT_REV='"$(GIT_REV)"' -MMD -MP
 LDLIBS  += $(PKG_LIBS) -lpthread -lm
 
+# Open MPI: only its header at build time; app/par.c dlopens libmpi under mpirun (a plain run never loads it).
+MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null)
+MPI_LIBDIR := $(shell pkg-config --variable=libdir ompi-c 2>/dev/null)
+MPI_SONAME := $(shell objdump -p $(MPI_LIBDIR)/libmpi.so 2>/dev/null | awk '/SONAME/ {print $$2}')
+ifneq ($(MPI_SONAME),)
+$(BUILD)/obj/app/par.o: CFLAGS += $(MPI_CFLAGS) -DQS_HAVE_MPI -DQS_LIBMPI='"$(MPI_SONAME)"'
+endif
+
 LIB_SRC := $(wildcard kernels/*.c store/*.c analysis/*.c datasets/*.c)
 APP_SRC := $(filter-out app/main.c,$(wildcard app/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)

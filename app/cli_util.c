@@ -10,6 +10,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "par.h"
+#include "../store/db_readonly.h"
 #include "../store/text_escape.h"
 
 /* Messages carry names from files and users: escape the whole line. */
@@ -23,9 +25,11 @@ static void vput_escaped(FILE *f, const char *fmt, va_list ap)
 
 int qs_cli_error(int code, const char *fmt, ...)
 {
+    if (qs_par_quiet()) return code;
     va_list ap;
     va_start(ap, fmt);
     fputs("qscope: ", stderr);
+    if (qs_par_rank() > 0) fprintf(stderr, "rank %d: ", qs_par_rank());
     vput_escaped(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
@@ -50,8 +54,11 @@ int qs_cli_usage(const char *cmd, const char *fmt, ...)
 qs_db *qs_cli_open_db(qs_cli *cli)
 {
     qs_err e = {{0}};
-    qs_db *db = qs_db_open(cli->db_path, &e);
-    if (!db) qs_cli_err(QS_EXIT_ERR, &e);
+    /* under mpirun rank 0 alone writes: it opens (and migrates) first, the others then read only */
+    qs_db *db = NULL;
+    if (qs_par_rank() == 0 && !(db = qs_db_open(cli->db_path, &e))) return qs_cli_err(QS_EXIT_ERR, &e), NULL;
+    qs_par_barrier();
+    if (qs_par_rank() > 0 && !(db = qs_db_open_readonly(cli->db_path, &e))) qs_cli_err(QS_EXIT_ERR, &e);
     return db;
 }
 

@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "cmd_rl.h"
 #include "kernel_cli.h"
+#include "par.h"
 #include "quant_opts.h"
 #define DEFAULT_REPORT_FORMATS QS_DEFAULT_FORMATS_1 "\n                      " QS_DEFAULT_FORMATS_2
 #include "../kernels/qs_version.h"
@@ -476,6 +477,19 @@ static int help_command(const char *name)
     return QS_EXIT_OK;
 }
 
+/* The commands that split their work over the ranks of `mpirun -np N qscope ...` (app/par.h). */
+static int sharded_command(int argc, char **argv)
+{
+    static const char *const cmds[] = {"analyze", "report", "claims", "llm eval", "llm sensitivity", "sim grpo"};
+    for (size_t k = 0; k < sizeof cmds / sizeof *cmds; k++) {
+        const char *sp = strchr(cmds[k], ' ');
+        size_t l = sp ? (size_t)(sp - cmds[k]) : strlen(cmds[k]);
+        if (strncmp(argv[0], cmds[k], l) || argv[0][l]) continue;
+        if (!sp || (argc > 1 && !strcmp(argv[1], sp + 1))) return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     /* Past `ulimit -f` a write then fails with EFBIG, reported like any other, instead of a kill. */
@@ -532,5 +546,13 @@ int main(int argc, char **argv)
     if (!c) return unknown_command("unknown command", name);
     for (int k = i + 1; k < argc; k++)
         if (strcmp(argv[k], "--help") == 0 || strcmp(argv[k], "-h") == 0) return help_command(name);
-    return c->run(&cli, argc - i, argv + i);
+    qs_err pe = {{0}};
+    if (qs_par_init(&argc, &argv, &pe)) return qs_cli_err(QS_EXIT_ERR, &pe);
+    cli.argv = argv;
+    /* under mpirun, a command that does not shard its work runs on rank 0 alone */
+    if (!sharded_command(argc - i, argv + i)) {
+        if (qs_par_rank() > 0) return qs_par_exit(QS_EXIT_OK);
+        qs_par_alone();
+    }
+    return qs_par_exit(c->run(&cli, argc - i, argv + i));
 }
