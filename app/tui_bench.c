@@ -12,7 +12,7 @@
 **   first frame: open the database, load the tensor list and the format list, draw (min and
 **                median of repeated cold starts in one process)
 **   redraw:      one key (a cursor move or a toggle) and the redraw, per view
-** Targets (issue 6): first frame < 150 ms, redraw < 30 ms for stored results.  Opening the RL view
+** Targets: first frame < 150 ms, redraw < 30 ms for stored results.  Opening the RL view
 ** computes every run's diagnostics from its tokens (once); it is reported without a target.
 */
 #include <curses.h>

@@ -8,7 +8,7 @@
 **     scale = fl32(amax / qmax)              qmax = 127 (int8), 7 (int4); codes -qmax..qmax
 **     q     = clamp(round(x / scale), -qmax, qmax)
 **     y     = fl32(q * scale)               (clamped to ±FLT_MAX, see below)
-** Choices (issue 3 leaves them open):
+** Choices (the spec leaves them open):
 **   - x / scale is an exact division, not a multiply by a reciprocal (which rounds twice) nor a
 **     float32 division (whose rounding can land on a tie, e.g. 0.7f / fl32(1.4f/7) = 3.4999999
 **     becomes 3.5f).  It is computed in double: the exact quotient of two floats with |q| <= 128

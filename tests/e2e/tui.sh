@@ -129,7 +129,7 @@ golden histogram-values
 keys e
 check "e exports the histogram as a PNG (path in the status line)" 'wait_for "exported <tmp>/qscope-value-hist"'
 check "the exported PNG decodes and carries provenance" 'png_ok "$T"/qscope-value-hist-demo_gaussian-w-bf16.png'
-# a block format's value histogram is the CLI's (issue 16): Q(x) drawn, the grid labelled as one block's
+# a block format's value histogram is the CLI's: Q(x) drawn, the grid labelled as one block's
 nj=0
 for _ in $(seq 12); do screen | grep -q "on the grid of nvfp4" && break; keys j; nj=$((nj + 1)); done
 check "value histogram of nvfp4: Q(x) and the grid of one block, as qscope plot value-hist draws it" \
@@ -236,7 +236,7 @@ keys Enter
 wait_for "mxint8:rceil"
 wait_for "analyzed demo:uniform: 1 format computed and stored" || echo "# analysis did not finish"
 golden formats-rceil
-# a non-default option shows in the row's label (issue 16): saturation on bf16 reads bf16:sat
+# a non-default option shows in the row's label: saturation on bf16 reads bf16:sat
 keys k o
 wait_for "options of bf16"
 keys j j j j j Right Enter
@@ -387,7 +387,7 @@ keys Q
 for _ in $(seq 50); do [ -s "$T/exit" ] && break; sleep 0.1; done
 check "and quits cleanly after them" '[ "$(cat "$T/exit" 2>/dev/null)" = 0 ]'
 
-# ---- a tensor bf16 holds exactly (issue 16): the Pareto plot names the format it cannot place, as `plot pareto` does
+# ---- a tensor bf16 holds exactly: the Pareto plot names the format it cannot place, as `plot pareto` does
 /usr/bin/python3 -c "import numpy as np; np.save('$T/exact.npy', (np.arange(-64, 64, dtype=np.float32) / 8).reshape(8, 16))"
 QSCOPE_DB="$T/exact.db" "$QS" import --copy "$T/exact.npy" >/dev/null 2>&1
 ROWS=40 QSCOPE_DB="$T/exact.db" start NO_COLOR=1   # room for the plot under 12 rows
