@@ -550,6 +550,7 @@ int main(int argc, char **argv)
     qs_err pe = {{0}};
     if (qs_par_init(&argc, &argv, &pe)) return qs_cli_err(QS_EXIT_ERR, &pe);
     cli.argv = argv;
+    cli.color = qs_par_isatty(STDOUT_FILENO) && !(nc && *nc);
     /* under mpirun, a command that does not shard its work runs on rank 0 alone */
     if (!sharded_command(argc - i, argv + i)) {
         if (qs_par_rank() > 0) return qs_par_exit(QS_EXIT_OK);
