@@ -220,7 +220,7 @@ static struct {
 
 static int g_mpi;
 #define QS_PAR_EXIT_WAIT_S 10.0
-static volatile sig_atomic_t g_phase;   /* 0 outside a run, 1 computing, 2 storing */
+static volatile sig_atomic_t g_phase;   /* 0 outside a run, 1 computing, 2 storing, 3 leaving */
 
 enum { T_HDR = 7301, T_DATA, T_FINAL };
 enum { K_RESULT, K_FAIL, K_DONE };
@@ -253,7 +253,7 @@ static void on_term(int sig)
         static const char c[] = "qscope: the MPI job was stopped (a rank died, was killed or interrupted)\n";
         if (g_phase == 1) { if (write(STDERR_FILENO, a, sizeof a - 1) < 0) {} }
         else if (g_phase == 2) { if (write(STDERR_FILENO, b, sizeof b - 1) < 0) {} }
-        else if (write(STDERR_FILENO, c, sizeof c - 1) < 0) {}
+        else if (g_phase == 0 && write(STDERR_FILENO, c, sizeof c - 1) < 0) {}
     }
     _exit(1);
 }
@@ -332,6 +332,8 @@ int qs_par_hold_error(const char *msg)
 int qs_par_exit(int rc)
 {
     if (!g_mpi) return rc;
+    g_phase = 3;   /* the command is over: a stop from here on says nothing new */
+    fflush(NULL);
     if (g_world > 1) {
         /* Every rank meets here.  One that failed waits a while for the others: when they all come
         ** (the same error everywhere, or a failed run every rank left) the job ends normally.  When
