@@ -3,8 +3,6 @@
 */
 #include "analyze_key.h"
 
-#include <string.h>
-
 #include <jansson.h>
 
 char *qs_quant_opts_json(const qs_apply *a)
@@ -18,8 +16,8 @@ char *qs_quant_opts_json(const qs_apply *a)
         if (a->o.scale_rule == QS_SCALE_UOS && a->o.uos_qmax > 0) json_object_set_new(o, "uos_qmax", json_real(a->o.uos_qmax));
     }
     if (a->o.round == QS_RND_SR) json_object_set_new(o, "seed", json_integer((json_int_t)a->o.seed));
-    if (!strcmp(a->f->family, "nvfp4")) json_object_set_new(o, "nvfp4", json_string(a->o.nvfp4 ? "torchao" : "te"));
-    if (!strcmp(a->f->family, "m2xfp")) json_object_set_new(o, "m2x", json_string(a->o.m2x ? "es" : "em"));
+    if (a->f->fopts & QS_FOPT_NVFP4_ORDER) json_object_set_new(o, "nvfp4", json_string(a->o.nvfp4 ? "torchao" : "te"));
+    if (a->f->fopts & QS_FOPT_M2X_MODE) json_object_set_new(o, "m2x", json_string(a->o.m2x ? "es" : "em"));
     /* library variants: recorded only when set, so the default options' JSON never changes */
     if (a->o.floor_log2f) json_object_set_new(o, "floor_log2f", json_true());
     if (a->o.zero_positive) json_object_set_new(o, "zero_positive", json_true());

@@ -143,8 +143,8 @@ void qs_quant_label(const qs_apply *a, const char *spec, char *buf, size_t cap)
     if (a->gran != QS_GRAN_BLOCK && a->gran != QS_GRAN_TENSOR) ADD(":%s", qs_gran_name(a->gran));
     if (a->axis == 0) ADD(":axis0");
     if (o->sat) ADD(":sat");
-    if (o->nvfp4 == QS_NVFP4_TORCHAO && !strcmp(f->family, "nvfp4")) ADD(":torchao");
-    if (o->m2x == QS_M2X_ES && !strcmp(f->family, "m2xfp")) ADD(":es");
+    if (o->nvfp4 == QS_NVFP4_TORCHAO && (f->fopts & QS_FOPT_NVFP4_ORDER)) ADD(":torchao");
+    if (o->m2x == QS_M2X_ES && (f->fopts & QS_FOPT_M2X_MODE)) ADD(":es");
     if (o->floor_log2f) ADD(":floor-log2f");
     if (o->zero_positive) ADD(":zero-positive");
     if (o->flush_subnormal_blocks) ADD(":flush-subnormal-blocks");
