@@ -65,6 +65,34 @@ static void add_blob(qs_an_result *r, int k, void **data, size_t nbytes)
     *data = NULL;   /* now r's */
 }
 
+int qs_an_result_of(qs_analysis *an, const qs_apply *a, int blocks, uint64_t rows, uint64_t cols, qs_an_result *r,
+                    qs_err *e)
+{
+    memset(r, 0, sizeof *r);
+    r->metrics = qs_metrics_json(&an->m);
+    r->hist = qs_hists_json(an);
+    if (!r->metrics || !r->hist) goto oom;
+    if (blocks) {
+        json_t *bj = json_pack("{s:I,s:i,s:i,s:I,s:I}", "nblocks", (json_int_t)an->nblocks, "block",
+                               (int)qs_format_block(a->f, &a->o), "axis", a->axis, "rows", (json_int_t)rows, "cols",
+                               (json_int_t)cols);
+        r->blocks = bj ? json_dumps(bj, JSON_COMPACT) : NULL;
+        json_decref(bj);
+        if (!r->blocks) goto oom;
+        size_t nb = (size_t)an->nblocks;
+        add_blob(r, 0, (void **)&an->block_scale_code, nb);
+        add_blob(r, 1, (void **)&an->block_absmax, nb * 4);
+        add_blob(r, 2, (void **)&an->block_ratio, nb * 4);
+        add_blob(r, 3, (void **)&an->block_rmse, nb * 4);
+        add_blob(r, 4, (void **)&an->row_rmse, (size_t)an->rows * 4);
+        add_blob(r, 5, (void **)&an->col_rmse, (size_t)an->cols * 4);
+    }
+    return 0;
+oom:
+    qs_an_result_free(r);
+    return qs_fail(e, "out of memory");
+}
+
 int qs_analysis_compute(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, int blocks, int threads,
                         int (*prog)(void *, uint64_t, uint64_t), void *prog_ctx, qs_hist *vcache, qs_an_result *r,
                         qs_err *e)
@@ -98,30 +126,44 @@ int qs_analysis_compute(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, in
         if (!(vcache->counts = malloc((size_t)an.value.nbins * sizeof *vcache->counts))) memset(vcache, 0, sizeof *vcache);
         else memcpy(vcache->counts, an.value.counts, (size_t)an.value.nbins * sizeof *vcache->counts);
     }
-    r->metrics = qs_metrics_json(&an.m);
-    r->hist = qs_hists_json(&an);
-    if (!r->metrics || !r->hist) { qs_fail(e, "out of memory"); goto out; }
-    if (blocks) {
-        json_t *bj = json_pack("{s:I,s:i,s:i,s:I,s:I}", "nblocks", (json_int_t)an.nblocks, "block",
-                               (int)qs_format_block(a->f, &a->o), "axis", a->axis, "rows", (json_int_t)rows, "cols",
-                               (json_int_t)cols);
-        r->blocks = bj ? json_dumps(bj, JSON_COMPACT) : NULL;
-        json_decref(bj);
-        if (!r->blocks) { qs_fail(e, "out of memory"); goto out; }
-        size_t nb = (size_t)an.nblocks;
-        add_blob(r, 0, (void **)&an.block_scale_code, nb);
-        add_blob(r, 1, (void **)&an.block_absmax, nb * 4);
-        add_blob(r, 2, (void **)&an.block_ratio, nb * 4);
-        add_blob(r, 3, (void **)&an.block_rmse, nb * 4);
-        add_blob(r, 4, (void **)&an.row_rmse, (size_t)an.rows * 4);
-        add_blob(r, 5, (void **)&an.col_rmse, (size_t)an.cols * 4);
-    }
+    if (qs_an_result_of(&an, a, blocks, rows, cols, r, e)) goto out;
     rc = 0;
 out:
     qs_analysis_free(&an);
     qs_treader_close(rd);
     if (rc) qs_an_result_free(r);
     return rc;
+}
+
+int qs_analysis_nbands(const qs_tensor_rec *t, const qs_apply *a, uint64_t *nbands, qs_err *e)
+{
+    uint64_t rows, cols;
+    qs_tensor_matrix_view(t->shape, t->ndim, &rows, &cols);
+    return qs_analyze_nbands(a, rows, cols, nbands, e);
+}
+
+int qs_analysis_compute_part(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, int blocks, int threads, uint64_t b0,
+                             uint64_t b1, uint8_t **bytes, size_t *len, qs_err *e)
+{
+    qs_treader *rd = qs_treader_open(db, t, e);
+    if (!rd) return -1;
+    uint64_t rows, cols;
+    qs_tensor_matrix_view(t->shape, t->ndim, &rows, &cols);
+    qs_analyze_opts ao = {.threads = threads, .blocks = blocks};
+    /* without the stored absmax every part would read the whole tensor once more to find it */
+    qs_tensor_stats ts;
+    int have = 0;
+    if (qs_stats_load(db, t->id, &ts, &have, e) == 0 && have && isfinite(ts.absmax)) {
+        ao.absmax_known = 1;
+        ao.absmax = ts.absmax;
+    }
+    e->msg[0] = 0;
+    qs_an_part *p = NULL;
+    int rc = qs_analyze_part(a, rows, cols, qs_treader_read_cb, rd, 1, &ao, b0, b1, &p, e) || qs_treader_verify(rd, e) ||
+             qs_an_part_save(p, bytes, len, e);
+    qs_an_part_free(p);
+    qs_treader_close(rd);
+    return rc ? -1 : 0;
 }
 
 int qs_analysis_store(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, const qs_an_result *r, qs_err *e)

@@ -33,6 +33,15 @@ int qs_analysis_lookup(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, int
 int qs_analysis_compute(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, int blocks, int threads,
                         int (*prog)(void *, uint64_t, uint64_t), void *prog_ctx, qs_hist *vcache, qs_an_result *r,
                         qs_err *e);
+/* The stored form of a finished analysis of a rows x cols tensor (per-block arrays taken from an
+** when blocks, else left there). */
+int qs_an_result_of(qs_analysis *an, const qs_apply *a, int blocks, uint64_t rows, uint64_t cols, qs_an_result *r,
+                    qs_err *e);
+/* One tensor's analysis in parts, for a tensor too large for one process of a job: its bands
+** (metrics.h, qs_analyze_part), the part of bands [b0, b1) as bytes (qs_an_part_save). */
+int qs_analysis_nbands(const qs_tensor_rec *t, const qs_apply *a, uint64_t *nbands, qs_err *e);
+int qs_analysis_compute_part(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, int blocks, int threads, uint64_t b0,
+                             uint64_t b1, uint8_t **bytes, size_t *len, qs_err *e);
 /* Store r as t's result under a, in one transaction (nothing of it on failure). */
 int qs_analysis_store(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, const qs_an_result *r, qs_err *e);
 void qs_an_result_free(qs_an_result *r);

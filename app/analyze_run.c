@@ -49,23 +49,40 @@ int qs_analyze_one(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, int blo
 
 /* ---- the sweep ---- */
 
+/* A unit: one (tensor, format) pair, or under MPI, for a pair much larger than a rank's share,
+** the part r of k of its bands, [b0, b1). */
+typedef struct { size_t pair; uint64_t b0, b1; uint32_t r, k; } sweep_unit;
+
 typedef struct {
     const qs_sweep *s;
     qs_tensor_rec *t;
+    sweep_unit *u;
     qs_hist vcache;     /* the value histogram of tensor vc_t */
     size_t vc_t;
+    qs_an_part *acc;    /* rank 0: the parts of the pair being merged, in band order */
 } sweep_ctx;
 
-/* A unit's bytes: 'R' + the stored metrics JSON text with its NUL (reused), or 'C' + a packed
-** qs_an_result (computed). */
+static int bytes_of(char tag, const void *p, size_t n, uint8_t **out, size_t *out_len, qs_err *e)
+{
+    uint8_t *b = malloc(n + 1);
+    if (!b) return qs_fail(e, "out of memory");
+    b[0] = (uint8_t)tag;
+    if (n) memcpy(b + 1, p, n);
+    *out = b;
+    *out_len = n + 1;
+    return 0;
+}
+
+/* A unit's bytes: 'R' + the stored metrics JSON text with its NUL (reused; 'S' for the parts after
+** the first of a reused pair), 'C' + a packed qs_an_result (computed), 'P' + a saved partial. */
 static int unit_fn(size_t i, void *ctx, uint8_t **out, size_t *out_len, qs_err *e)
 {
     sweep_ctx *c = ctx;
     const qs_sweep *s = c->s;
-    size_t ti = i / (size_t)s->napps;
-    int k = (int)(i % (size_t)s->napps);
+    const sweep_unit *u = &c->u[i];
+    size_t ti = u->pair / (size_t)s->napps;
     const qs_tensor_rec *t = &c->t[ti];
-    const qs_apply *a = &s->apps[k];
+    const qs_apply *a = &s->apps[u->pair % (size_t)s->napps];
     if (c->vc_t != ti) {
         qs_value_cache_clear(&c->vcache);
         c->vc_t = ti;
@@ -75,15 +92,17 @@ static int unit_fn(size_t i, void *ctx, uint8_t **out, size_t *out_len, qs_err *
     char *data = NULL;
     if (!s->force && qs_analysis_lookup(s->db, t, a, s->blocks, &data, e)) return -1;
     if (data) {
-        size_t n = strlen(data) + 1;
-        uint8_t *b = malloc(n + 1);
-        if (!b) { free(data); return qs_fail(e, "out of memory"); }
-        b[0] = 'R';
-        memcpy(b + 1, data, n);
+        int rc = u->r == 0 ? bytes_of('R', data, strlen(data) + 1, out, out_len, e) : bytes_of('S', NULL, 0, out, out_len, e);
         free(data);
-        *out = b;
-        *out_len = n + 1;
-        return 0;
+        return rc;
+    }
+    uint8_t *p = NULL;
+    size_t n = 0;
+    if (u->k > 1) {
+        if (qs_analysis_compute_part(s->db, t, a, s->blocks, s->threads, u->b0, u->b1, &p, &n, e)) return -1;
+        int rc = bytes_of('P', p, n, out, out_len, e);
+        free(p);
+        return rc;
     }
     char label[600], fl[128];
     qs_quant_label(a, NULL, fl, sizeof fl);
@@ -94,47 +113,33 @@ static int unit_fn(size_t i, void *ctx, uint8_t **out, size_t *out_len, qs_err *
     int rc = qs_analysis_compute(s->db, t, a, s->blocks, s->threads, progress, &pc, &c->vcache, &r, e);
     if (pc.tty && pc.last >= 0) fprintf(stderr, "\r\033[K");
     if (rc) return -1;
-    uint8_t *p = NULL;
-    size_t n = 0;
     rc = qs_an_result_pack(&r, &p, &n, e);
     qs_an_result_free(&r);
     if (rc) return -1;
-    uint8_t *b = malloc(n + 1);
-    if (!b) { free(p); return qs_fail(e, "out of memory"); }
-    b[0] = 'C';
-    memcpy(b + 1, p, n);
+    rc = bytes_of('C', p, n, out, out_len, e);
     free(p);
-    *out = b;
-    *out_len = n + 1;
-    return 0;
+    return rc;
 }
 
-static int collect_fn(size_t i, const uint8_t *b, size_t len, void *ctx, qs_err *e)
+/* Rank 0, a pair done: store what was computed (r) unless reused (mj), then its row. */
+static int deliver(sweep_ctx *c, size_t pair, const char *mj, qs_an_result *r, qs_err *e)
 {
-    sweep_ctx *c = ctx;
     const qs_sweep *s = c->s;
-    size_t ti = i / (size_t)s->napps;
-    int k = (int)(i % (size_t)s->napps);
-    const qs_tensor_rec *t = &c->t[ti];
+    const qs_tensor_rec *t = &c->t[pair / (size_t)s->napps];
+    int k = (int)(pair % (size_t)s->napps);
     const qs_apply *a = &s->apps[k];
-    if (len < 2 || (b[0] != 'R' && b[0] != 'C') || (b[0] == 'R' && b[len - 1] != 0))
-        return qs_fail(e, "a rank's analysis result is malformed (%zu bytes)", len);
-    int cached = b[0] == 'R';
+    int cached = mj != NULL;
     char *stored = NULL;
-    const char *mj = (const char *)b + 1;
-    qs_an_result r;
-    memset(&r, 0, sizeof r);
     if (!cached) {
-        if (qs_an_result_unpack(b + 1, len - 1, &r, e)) return -1;
         /* two tensors of one content are one result: an earlier unit of this job stored it, as a
         ** single process would have found it stored */
-        if (qs_par_size() > 1 && !s->force && qs_analysis_lookup(s->db, t, a, s->blocks, &stored, e)) goto fail;
+        if (qs_par_size() > 1 && !s->force && qs_analysis_lookup(s->db, t, a, s->blocks, &stored, e)) return -1;
         if (stored) {
             cached = 1;
             mj = stored;
         } else {
-            if (qs_analysis_store(s->db, t, a, &r, e)) goto fail;
-            mj = r.metrics;
+            if (qs_analysis_store(s->db, t, a, r, e)) return -1;
+            mj = r->metrics;
         }
     }
     int rc = 0;
@@ -149,32 +154,113 @@ static int collect_fn(size_t i, const uint8_t *b, size_t len, void *ctx, qs_err 
         json_decref(m);
     }
     free(stored);
+    return rc;
+}
+
+static int collect_fn(size_t i, const uint8_t *b, size_t len, void *ctx, qs_err *e)
+{
+    sweep_ctx *c = ctx;
+    const sweep_unit *u = &c->u[i];
+    char tag = len ? (char)b[0] : 0;
+    if (!len || (tag == 'R' && b[len - 1] != 0) || (tag == 'S' && (u->r == 0 || c->acc)) || (tag == 'C' && u->k != 1) ||
+        (tag == 'P' && (u->k == 1 || (u->r == 0) != !c->acc)) || !strchr("RSCP", tag))
+        return qs_fail(e, "a rank's analysis result is malformed (%zu bytes)", len);
+    if (tag == 'S') return 0;
+    if (tag == 'R') return deliver(c, u->pair, (const char *)b + 1, NULL, e);
+    qs_an_result r;
+    memset(&r, 0, sizeof r);
+    if (tag == 'C') {
+        if (qs_an_result_unpack(b + 1, len - 1, &r, e)) return -1;
+    } else {
+        qs_an_part *p = NULL;
+        if (qs_an_part_load(b + 1, len - 1, &p, e)) return -1;
+        if (!c->acc) c->acc = p;
+        else {
+            int mrc = qs_an_part_merge(c->acc, p, e);
+            qs_an_part_free(p);
+            if (mrc) return -1;
+        }
+        if (u->r + 1 < u->k) return 0;
+        const qs_tensor_rec *t = &c->t[u->pair / (size_t)c->s->napps];
+        const qs_apply *a = &c->s->apps[u->pair % (size_t)c->s->napps];
+        uint64_t rows, cols;
+        qs_tensor_matrix_view(t->shape, t->ndim, &rows, &cols);
+        qs_analysis an;
+        memset(&an, 0, sizeof an);
+        int frc = qs_an_part_finish(c->acc, &an, e) || qs_an_result_of(&an, a, c->s->blocks, rows, cols, &r, e);
+        qs_analysis_free(&an);
+        qs_an_part_free(c->acc);
+        c->acc = NULL;
+        if (frc) return -1;
+    }
+    int rc = deliver(c, u->pair, NULL, &r, e);
     qs_an_result_free(&r);
     return rc;
-fail:
-    free(stored);
-    qs_an_result_free(&r);
-    return -1;
+}
+
+/* Under MPI a pair costing more than a quarter of a rank's share is cut into parts of bands, so
+** every rank gets work and the largest tensors do not decide the job's length.  The same tensors
+** give the same units on every rank. */
+static int plan_units(sweep_ctx *c, double **cost, size_t *nu, qs_err *e)
+{
+    const qs_sweep *s = c->s;
+    size_t np = s->nnames * (size_t)s->napps, n = 0, cap = np ? np : 1;
+    double total = 0, target = 0;
+    for (size_t i = 0; i < np; i++) total += (double)c->t[i / (size_t)s->napps].numel;
+    if (qs_par_size() > 1) target = total / (4.0 * qs_par_size());
+    c->u = malloc(cap * sizeof *c->u);
+    *cost = malloc(cap * sizeof **cost);
+    if (!c->u || !*cost) return qs_fail(e, "out of memory");
+    for (size_t i = 0; i < np; i++) {
+        const qs_tensor_rec *t = &c->t[i / (size_t)s->napps];
+        double ci = (double)t->numel;
+        uint64_t nb = 1, k = 1;
+        qs_err ignore;
+        if (target > 0 && ci > target && qs_analysis_nbands(t, &s->apps[i % (size_t)s->napps], &nb, &ignore) == 0 && nb > 1) {
+            k = (uint64_t)(ci / target + 0.999999);
+            if (k > nb) k = nb;
+        }
+        if (n + k > cap) {
+            while (n + k > cap) cap *= 2;
+            sweep_unit *nu2 = realloc(c->u, cap * sizeof *nu2);
+            if (nu2) c->u = nu2;
+            double *nc = nu2 ? realloc(*cost, cap * sizeof *nc) : NULL;
+            if (nc) *cost = nc;
+            if (!nu2 || !nc) return qs_fail(e, "out of memory");
+        }
+        for (uint64_t r = 0; r < k; r++) {
+            sweep_unit *u = &c->u[n];
+            u->pair = i;
+            u->r = (uint32_t)r;
+            u->k = (uint32_t)k;
+            u->b0 = k > 1 ? nb * r / k : 0;
+            u->b1 = k > 1 ? nb * (r + 1) / k : 0;
+            (*cost)[n++] = k > 1 ? ci * (double)(u->b1 - u->b0) / (double)nb : ci;
+        }
+    }
+    *nu = n;
+    return 0;
 }
 
 int qs_analyze_sweep(const qs_sweep *s, qs_err *e)
 {
-    size_t n = s->nnames * (size_t)s->napps;
     sweep_ctx c = {.s = s, .vc_t = (size_t)-1};
     c.t = calloc(s->nnames ? s->nnames : 1, sizeof *c.t);
-    double *cost = malloc((n ? n : 1) * sizeof *cost);
+    double *cost = NULL;
+    size_t loaded = 0, nu = 0;
     int rc = -1;
-    size_t loaded = 0;
-    if (!c.t || !cost) { qs_fail(e, "out of memory"); goto out; }
+    if (!c.t) { qs_fail(e, "out of memory"); goto out; }
     for (; loaded < s->nnames; loaded++)
         if (qs_tensor_get(s->db, s->names[loaded], &c.t[loaded], e)) goto out;
-    /* the cost of a pair is its tensor's size: every format reads and quantizes every value once */
-    for (size_t i = 0; i < n; i++) cost[i] = (double)c.t[i / (size_t)s->napps].numel;
-    rc = qs_par_run(n, cost, unit_fn, collect_fn, &c, qs_par_size() > 1 ? "analyze" : NULL, e);
+    /* the cost of a unit is the values it reads: every format reads and quantizes every value once */
+    if (plan_units(&c, &cost, &nu, e)) goto out;
+    rc = qs_par_run(nu, cost, unit_fn, collect_fn, &c, qs_par_size() > 1 ? "analyze" : NULL, e);
 out:
+    qs_an_part_free(c.acc);
     qs_value_cache_clear(&c.vcache);
     for (size_t k = 0; k < loaded; k++) qs_tensor_rec_free(&c.t[k]);
     free(c.t);
+    free(c.u);
     free(cost);
     return rc;
 }

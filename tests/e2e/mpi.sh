@@ -78,6 +78,15 @@ check "-np 2: nothing stored, not even the units that succeeded" "[ \"\$(dbdump 
 # kill -9 one rank in the middle of a long sweep: a clear error, no hang, the database unchanged
 "$QS" gen gaussian --shape 2048x1024 --seed 9 -o long.npy >/dev/null 2>&1
 "$QS" --db long.db import long.npy >/dev/null 2>&1
+# one tensor, more ranks than pairs: each pair is cut into parts of bands, merged on rank 0
+fresh1() { rm -f "$2" "$2-wal" "$2-shm"; sqlite3 "$1" ".backup '$2'"; }
+fresh1 long.db bs.db; fresh1 long.db bm.db
+ok "single process: one tensor, --blocks" "$QS" --db bs.db analyze long -f mxfp4,nvfp4,int8:gran=row --blocks
+cp "$T/out" bands.txt
+ok "-np 3: one tensor cut by bands" "${MPI[@]}" -np 3 "$QS" --db bm.db analyze long -f mxfp4,nvfp4,int8:gran=row --blocks
+check "-np 3, bands: the table of the single process" "cmp -s '$T/out' bands.txt"
+check "-np 3, bands: the same rows and blob bytes" "[ \"\$(rows bm.db)\" = \"\$(rows bs.db)\" ]"
+
 LONG=$(for k in $(seq 1 60); do printf 'mxfp4:round=sr:seed=%d,' $k; done)
 before=$(dbdump long.db)
 descendants() { local c; for c in $(pgrep -P "$1"); do echo "$c"; descendants "$c"; done; }
