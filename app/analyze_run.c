@@ -49,9 +49,9 @@ int qs_analyze_one(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, int blo
 
 /* ---- the sweep ---- */
 
-/* A unit: one (tensor, format) pair, or under MPI, for a pair much larger than a rank's share,
-** the part r of k of its bands, [b0, b1). */
-typedef struct { size_t pair; uint64_t b0, b1; uint32_t r, k; } sweep_unit;
+/* A unit: the pairs [pair, pair + npairs) (formats of one tensor), or, under MPI, for a pair much
+** larger than a rank's share, the part r of k of its bands, [b0, b1). */
+typedef struct { size_t pair, npairs; uint64_t b0, b1; uint32_t r, k; } sweep_unit;
 
 typedef struct {
     const qs_sweep *s;
@@ -75,14 +75,12 @@ static int bytes_of(char tag, const void *p, size_t n, uint8_t **out, size_t *ou
 
 /* A unit's bytes: 'R' + the stored metrics JSON text with its NUL (reused; 'S' for the parts after
 ** the first of a reused pair), 'C' + a packed qs_an_result (computed), 'P' + a saved partial. */
-static int unit_fn(size_t i, void *ctx, uint8_t **out, size_t *out_len, qs_err *e)
+static int pair_fn(sweep_ctx *c, const sweep_unit *u, size_t pair, uint8_t **out, size_t *out_len, qs_err *e)
 {
-    sweep_ctx *c = ctx;
     const qs_sweep *s = c->s;
-    const sweep_unit *u = &c->u[i];
-    size_t ti = u->pair / (size_t)s->napps;
+    size_t ti = pair / (size_t)s->napps;
     const qs_tensor_rec *t = &c->t[ti];
-    const qs_apply *a = &s->apps[u->pair % (size_t)s->napps];
+    const qs_apply *a = &s->apps[pair % (size_t)s->napps];
     if (c->vc_t != ti) {
         qs_value_cache_clear(&c->vcache);
         c->vc_t = ti;
@@ -157,16 +155,14 @@ static int deliver(sweep_ctx *c, size_t pair, const char *mj, qs_an_result *r, q
     return rc;
 }
 
-static int collect_fn(size_t i, const uint8_t *b, size_t len, void *ctx, qs_err *e)
+static int collect_pair(sweep_ctx *c, const sweep_unit *u, size_t pair, const uint8_t *b, size_t len, qs_err *e)
 {
-    sweep_ctx *c = ctx;
-    const sweep_unit *u = &c->u[i];
     char tag = len ? (char)b[0] : 0;
     if (!len || (tag == 'R' && b[len - 1] != 0) || (tag == 'S' && (u->r == 0 || c->acc)) || (tag == 'C' && u->k != 1) ||
         (tag == 'P' && (u->k == 1 || (u->r == 0) != !c->acc)) || !strchr("RSCP", tag))
         return qs_fail(e, "a rank's analysis result is malformed (%zu bytes)", len);
     if (tag == 'S') return 0;
-    if (tag == 'R') return deliver(c, u->pair, (const char *)b + 1, NULL, e);
+    if (tag == 'R') return deliver(c, pair, (const char *)b + 1, NULL, e);
     qs_an_result r;
     memset(&r, 0, sizeof r);
     if (tag == 'C') {
@@ -181,8 +177,8 @@ static int collect_fn(size_t i, const uint8_t *b, size_t len, void *ctx, qs_err 
             if (mrc) return -1;
         }
         if (u->r + 1 < u->k) return 0;
-        const qs_tensor_rec *t = &c->t[u->pair / (size_t)c->s->napps];
-        const qs_apply *a = &c->s->apps[u->pair % (size_t)c->s->napps];
+        const qs_tensor_rec *t = &c->t[pair / (size_t)c->s->napps];
+        const qs_apply *a = &c->s->apps[pair % (size_t)c->s->napps];
         uint64_t rows, cols;
         qs_tensor_matrix_view(t->shape, t->ndim, &rows, &cols);
         qs_analysis an;
@@ -193,49 +189,98 @@ static int collect_fn(size_t i, const uint8_t *b, size_t len, void *ctx, qs_err 
         c->acc = NULL;
         if (frc) return -1;
     }
-    int rc = deliver(c, u->pair, NULL, &r, e);
+    int rc = deliver(c, pair, NULL, &r, e);
     qs_an_result_free(&r);
     return rc;
 }
 
-/* Under MPI a pair costing more than a quarter of a rank's share is cut into parts of bands, so
-** every rank gets work and the largest tensors do not decide the job's length.  The same tensors
-** give the same units on every rank. */
+/* A unit's bytes: one pair's, or for several pairs each one's preceded by its length (u64). */
+static int unit_fn(size_t i, void *ctx, uint8_t **out, size_t *out_len, qs_err *e)
+{
+    sweep_ctx *c = ctx;
+    const sweep_unit *u = &c->u[i];
+    if (u->npairs == 1) return pair_fn(c, u, u->pair, out, out_len, e);
+    uint8_t *acc = NULL;
+    size_t n = 0;
+    for (size_t p = u->pair; p < u->pair + u->npairs; p++) {
+        uint8_t *b = NULL;
+        size_t bn = 0;
+        if (pair_fn(c, u, p, &b, &bn, e)) { free(acc); return -1; }
+        uint8_t *na = realloc(acc, n + 8 + bn);
+        if (!na) { free(b); free(acc); return qs_fail(e, "out of memory"); }
+        acc = na;
+        uint64_t l = bn;
+        memcpy(acc + n, &l, 8);
+        memcpy(acc + n + 8, b, bn);
+        n += 8 + bn;
+        free(b);
+    }
+    *out = acc;
+    *out_len = n;
+    return 0;
+}
+
+static int collect_fn(size_t i, const uint8_t *b, size_t len, void *ctx, qs_err *e)
+{
+    sweep_ctx *c = ctx;
+    const sweep_unit *u = &c->u[i];
+    if (u->npairs == 1) return collect_pair(c, u, u->pair, b, len, e);
+    size_t at = 0;
+    for (size_t p = u->pair; p < u->pair + u->npairs; p++) {
+        uint64_t l;
+        if (len - at < 8 || (memcpy(&l, b + at, 8), l > len - at - 8))
+            return qs_fail(e, "a rank's analysis result is malformed (%zu bytes)", len);
+        if (collect_pair(c, u, p, b + at + 8, (size_t)l, e)) return -1;
+        at += 8 + (size_t)l;
+    }
+    return at == len ? 0 : qs_fail(e, "a rank's analysis result is malformed (%zu bytes)", len);
+}
+
+/* Under MPI the units are a tensor's formats together when that costs at most a quarter of a
+** rank's share (each rank then reads a tensor once for all its formats), else its formats apart,
+** and a pair costing more than that share is cut into parts of its bands, so every rank gets work
+** and the largest tensors do not decide the job's length.  One rank: one pair per unit, as ever.
+** The same tensors give the same units on every rank. */
 static int plan_units(sweep_ctx *c, double **cost, size_t *nu, qs_err *e)
 {
     const qs_sweep *s = c->s;
-    size_t np = s->nnames * (size_t)s->napps, n = 0, cap = np ? np : 1;
+    size_t na = (size_t)s->napps, np = s->nnames * na, n = 0, cap = np ? np : 1;
     double total = 0, target = 0;
-    for (size_t i = 0; i < np; i++) total += (double)c->t[i / (size_t)s->napps].numel;
+    for (size_t ti = 0; ti < s->nnames; ti++) total += (double)c->t[ti].numel * (double)na;
     if (qs_par_size() > 1) target = total / (4.0 * qs_par_size());
     c->u = malloc(cap * sizeof *c->u);
     *cost = malloc(cap * sizeof **cost);
     if (!c->u || !*cost) return qs_fail(e, "out of memory");
-    for (size_t i = 0; i < np; i++) {
-        const qs_tensor_rec *t = &c->t[i / (size_t)s->napps];
-        double ci = (double)t->numel;
-        uint64_t nb = 1, k = 1;
-        qs_err ignore;
-        if (target > 0 && ci > target && qs_analysis_nbands(t, &s->apps[i % (size_t)s->napps], &nb, &ignore) == 0 && nb > 1) {
-            k = (uint64_t)(ci / target + 0.999999);
-            if (k > nb) k = nb;
-        }
-        if (n + k > cap) {
-            while (n + k > cap) cap *= 2;
-            sweep_unit *nu2 = realloc(c->u, cap * sizeof *nu2);
-            if (nu2) c->u = nu2;
-            double *nc = nu2 ? realloc(*cost, cap * sizeof *nc) : NULL;
-            if (nc) *cost = nc;
-            if (!nu2 || !nc) return qs_fail(e, "out of memory");
-        }
-        for (uint64_t r = 0; r < k; r++) {
-            sweep_unit *u = &c->u[n];
-            u->pair = i;
-            u->r = (uint32_t)r;
-            u->k = (uint32_t)k;
-            u->b0 = k > 1 ? nb * r / k : 0;
-            u->b1 = k > 1 ? nb * (r + 1) / k : 0;
-            (*cost)[n++] = k > 1 ? ci * (double)(u->b1 - u->b0) / (double)nb : ci;
+    for (size_t ti = 0; ti < s->nnames; ti++) {
+        double ci = (double)c->t[ti].numel;
+        int whole = target > 0 && ci * (double)na <= target;
+        for (size_t k = 0; k < na; k++) {
+            uint64_t nb = 1, parts = 1;
+            qs_err ignore;
+            if (whole && k > 0) break;
+            if (target > 0 && !whole && ci > target && qs_analysis_nbands(&c->t[ti], &s->apps[k], &nb, &ignore) == 0 &&
+                nb > 1) {
+                parts = (uint64_t)(ci / target + 0.999999);
+                if (parts > nb) parts = nb;
+            }
+            if (n + parts > cap) {
+                while (n + parts > cap) cap *= 2;
+                sweep_unit *nu2 = realloc(c->u, cap * sizeof *nu2);
+                if (nu2) c->u = nu2;
+                double *nc = nu2 ? realloc(*cost, cap * sizeof *nc) : NULL;
+                if (nc) *cost = nc;
+                if (!nu2 || !nc) return qs_fail(e, "out of memory");
+            }
+            for (uint64_t r = 0; r < parts; r++) {
+                sweep_unit *u = &c->u[n];
+                u->pair = ti * na + k;
+                u->npairs = whole ? na : 1;
+                u->r = (uint32_t)r;
+                u->k = (uint32_t)parts;
+                u->b0 = parts > 1 ? nb * r / parts : 0;
+                u->b1 = parts > 1 ? nb * (r + 1) / parts : 0;
+                (*cost)[n++] = whole ? ci * (double)na : parts > 1 ? ci * (double)(u->b1 - u->b0) / (double)nb : ci;
+            }
         }
     }
     *nu = n;

@@ -19,7 +19,9 @@ cd "$T"
 for s in 1 2 3 4; do "$QS" gen gaussian --shape $((64 * s))x$((96 * (5 - s))) --seed $s -o g$s.npy >/dev/null 2>&1; done
 "$QS" gen llm-act --shape 96x256 -o act.npy >/dev/null 2>&1
 cp g2.npy same.npy
-"$QS" --db base.db import g1.npy g2.npy g3.npy g4.npy act.npy same.npy >/dev/null 2>&1
+# and small ones: a rank takes all formats of such a tensor as one unit
+for s in 1 2 3 4 5 6; do "$QS" gen laplace --shape 16x$((32 * s)) --seed $s -o s$s.npy >/dev/null 2>&1; done
+"$QS" --db base.db import g1.npy g2.npy g3.npy g4.npy act.npy same.npy s?.npy >/dev/null 2>&1
 fresh() { rm -f "$1" "$1-wal" "$1-shm"; sqlite3 base.db ".backup '$1'"; }
 rows() {   # every stored result and array, ids included, without the creation time
   sqlite3 "$1" "SELECT id, tensor_hash, kind, format, options, tool_version, data FROM result ORDER BY id" | sha256sum
