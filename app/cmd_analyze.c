@@ -4,7 +4,8 @@
 **
 ** Each (tensor, format, options) result is cached by tensor hash, canonical options JSON and tool
 ** version; --force recomputes.  Each result is written in its own transaction, and Ctrl-C cancels
-** the computation in progress before anything of it is stored.
+** the computation in progress before anything of it is stored.  The sweep itself (and its sharding
+** over MPI ranks) is qs_analyze_sweep (analyze_run.h); this file parses and prints.
 */
 #include <getopt.h>
 #include <math.h>
