@@ -166,12 +166,11 @@ int qs_analysis_compute_part(qs_db *db, const qs_tensor_rec *t, const qs_apply *
     return rc ? -1 : 0;
 }
 
-int qs_analysis_store(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, const qs_an_result *r, qs_err *e)
+int qs_analysis_write(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, const qs_an_result *r, qs_err *e)
 {
     char *opts = qs_analysis_options_json(a, r->blocks != NULL);
     int64_t mid = 0, hid = 0, bid = 0;
-    e->msg[0] = 0;
-    int wrc = !opts || !r->metrics || !r->hist || qs_db_begin(db, e) ||
+    int wrc = !opts || !r->metrics || !r->hist ||
               qs_result_put(db, t->hash, "metrics", a->f->name, opts, r->metrics, &mid, e) ||
               qs_result_put(db, t->hash, "hist", a->f->name, opts, r->hist, &hid, e);
     if (!wrc && r->blocks) {
@@ -179,13 +178,19 @@ int qs_analysis_store(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, cons
         for (int i = 0; i < r->nblobs && !wrc; i++)
             wrc = qs_result_blob_put(db, bid, r->blob[i].name, r->blob[i].data, r->blob[i].nbytes, e);
     }
-    if (!wrc) wrc = qs_db_exec(db, "COMMIT", e);
+    free(opts);
+    return wrc ? -1 : 0;
+}
+
+int qs_analysis_store(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, const qs_an_result *r, qs_err *e)
+{
+    e->msg[0] = 0;
+    int wrc = qs_db_begin(db, e) || qs_analysis_write(db, t, a, r, e) || qs_db_exec(db, "COMMIT", e);
     if (wrc) {
         qs_err ignore;
         qs_db_exec(db, "ROLLBACK", &ignore);
         if (!e->msg[0]) qs_fail(e, "out of memory");
     }
-    free(opts);
     return wrc ? -1 : 0;
 }
 

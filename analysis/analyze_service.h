@@ -42,7 +42,9 @@ int qs_an_result_of(qs_analysis *an, const qs_apply *a, int blocks, uint64_t row
 int qs_analysis_nbands(const qs_tensor_rec *t, const qs_apply *a, uint64_t *nbands, qs_err *e);
 int qs_analysis_compute_part(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, int blocks, int threads, uint64_t b0,
                              uint64_t b1, uint8_t **bytes, size_t *len, qs_err *e);
-/* Store r as t's result under a, in one transaction (nothing of it on failure). */
+/* Store r as t's result under a, in one transaction (nothing of it on failure); _write inside the
+** caller's transaction. */
+int qs_analysis_write(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, const qs_an_result *r, qs_err *e);
 int qs_analysis_store(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, const qs_an_result *r, qs_err *e);
 void qs_an_result_free(qs_an_result *r);
 /* r as bytes (malloc'd) and back; unpack checks every length against the buffer. */

@@ -60,6 +60,7 @@ typedef struct {
     qs_hist vcache;     /* the value histogram of tensor vc_t */
     size_t vc_t;
     qs_an_part *acc;    /* rank 0: the parts of the pair being merged, in band order */
+    int in_tx;          /* rank 0: storing a unit's pairs in one transaction */
 } sweep_ctx;
 
 static int bytes_of(char tag, const void *p, size_t n, uint8_t **out, size_t *out_len, qs_err *e)
@@ -136,7 +137,7 @@ static int deliver(sweep_ctx *c, size_t pair, const char *mj, qs_an_result *r, q
             cached = 1;
             mj = stored;
         } else {
-            if (qs_analysis_store(s->db, t, a, r, e)) return -1;
+            if ((c->in_tx ? qs_analysis_write : qs_analysis_store)(s->db, t, a, r, e)) return -1;
             mj = r->metrics;
         }
     }
@@ -225,15 +226,27 @@ static int collect_fn(size_t i, const uint8_t *b, size_t len, void *ctx, qs_err 
     sweep_ctx *c = ctx;
     const sweep_unit *u = &c->u[i];
     if (u->npairs == 1) return collect_pair(c, u, u->pair, b, len, e);
+    /* one unit of work, one transaction: a tensor's formats are stored together */
     size_t at = 0;
-    for (size_t p = u->pair; p < u->pair + u->npairs; p++) {
-        uint64_t l;
+    int rc = qs_db_begin(c->s->db, e);
+    c->in_tx = !rc;
+    for (size_t p = u->pair; p < u->pair + u->npairs && !rc; p++) {
+        uint64_t l = 0;
         if (len - at < 8 || (memcpy(&l, b + at, 8), l > len - at - 8))
-            return qs_fail(e, "a rank's analysis result is malformed (%zu bytes)", len);
-        if (collect_pair(c, u, p, b + at + 8, (size_t)l, e)) return -1;
+            rc = qs_fail(e, "a rank's analysis result is malformed (%zu bytes)", len);
+        else rc = collect_pair(c, u, p, b + at + 8, (size_t)l, e);
         at += 8 + (size_t)l;
     }
-    return at == len ? 0 : qs_fail(e, "a rank's analysis result is malformed (%zu bytes)", len);
+    if (!rc && at != len) rc = qs_fail(e, "a rank's analysis result is malformed (%zu bytes)", len);
+    if (c->in_tx) {
+        c->in_tx = 0;
+        if (!rc) rc = qs_db_exec(c->s->db, "COMMIT", e);
+        if (rc) {
+            qs_err ignore;
+            qs_db_exec(c->s->db, "ROLLBACK", &ignore);
+        }
+    }
+    return rc;
 }
 
 /* Under MPI the units are a tensor's formats together when that costs at most a quarter of a
