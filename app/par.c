@@ -534,7 +534,7 @@ static int run_root(size_t n, const double *cost, const int *owner, qs_par_unit_
     }
     pthread_t th;
     int have_th = pthread_create(&th, NULL, receiver, &R) == 0;
-    if (!have_th) fail0(&R, "cannot start the thread that receives the ranks' results");
+    if (!have_th) fail0(&R, "cannot start the thread that receives the ranks' results");   /* drained below */
     /* rank 0's own units, largest first like the schedule */
     size_t *mine = malloc((n ? n : 1) * sizeof *mine), nm = 0;
     if (!mine) fail0(&R, "out of memory");
@@ -556,7 +556,7 @@ static int run_root(size_t n, const double *cost, const int *owner, qs_par_unit_
     }
     free(mine);
     if (have_th) pthread_join(th, NULL);
-    else send_final_all(&R, -1, R.err.msg);
+    else receiver(&R);   /* the workers' messages must still be taken: they stop at the FINAL it sends */
     progress_end(pg);
     int rc = 0;
     if (R.failed) {
