@@ -21,8 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 #include <fcntl.h>
+#include <unistd.h>
 
 #ifdef QS_HAVE_MPI
 #include <mpi.h>
@@ -266,7 +266,8 @@ int qs_par_init(int *argc, char ***argv, qs_err *e)
         return qs_fail(e, "launched by mpirun, but Open MPI's library cannot be loaded: %s", dlerror());
     int ok = SYM(Init_thread, "MPI_Init_thread") && SYM(Comm_rank, "MPI_Comm_rank") && SYM(Comm_size, "MPI_Comm_size") &&
              SYM(Comm_set_errhandler, "MPI_Comm_set_errhandler") && SYM(Finalize, "MPI_Finalize") &&
-             SYM(Abort, "MPI_Abort") && SYM(Send, "MPI_Send") && SYM(Recv, "MPI_Recv") && SYM(Iprobe, "MPI_Iprobe") && SYM(Barrier, "MPI_Barrier") && SYM(Ibarrier, "MPI_Ibarrier") && SYM(Test, "MPI_Test") &&
+             SYM(Abort, "MPI_Abort") && SYM(Send, "MPI_Send") && SYM(Recv, "MPI_Recv") && SYM(Iprobe, "MPI_Iprobe") &&
+             SYM(Barrier, "MPI_Barrier") && SYM(Ibarrier, "MPI_Ibarrier") && SYM(Test, "MPI_Test") &&
              SYM(Error_string, "MPI_Error_string");
     /* Open MPI's predefined handles are the addresses of these objects (mpi.h's MPI_COMM_WORLD etc.) */
     M.world = (MPI_Comm)dlsym(M.lib, "ompi_mpi_comm_world");
@@ -305,7 +306,6 @@ void qs_par_barrier(void)
 {
     if (g_mpi && g_size > 1) mpi_check(M.Barrier(M.world), "barrier");
 }
-
 
 void qs_par_alone(void)
 {
