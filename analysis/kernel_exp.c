@@ -28,8 +28,8 @@ int qs_kx_store(qs_db *db, const char *hash, const char *kind, const char *forma
     int rc = !o || !d ? qs_fail(e, "out of memory") : 0;
     if (!rc) rc = qs_db_begin(db, e);
     if (!rc) {
-        rc = qs_result_put(db, hash, kind, format, o, d, id, e) || qs_db_exec(db, "COMMIT", e);
-        if (rc) sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+        rc = qs_result_put(db, hash, kind, format, o, d, id, e) || qs_db_commit(db, e);
+        if (rc) qs_db_rollback(db);
     }
     free(o); free(d);
     return rc ? -1 : 0;

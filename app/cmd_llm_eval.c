@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sqlite3.h>
 #include <time.h>
 #include <unistd.h>
 #include <cblas.h>

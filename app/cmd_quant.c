@@ -223,8 +223,8 @@ static int quant_db(qs_cli *cli, qs_apply *a, const char *name, const char *outn
     r = NULL;
     if (qs_db_begin(db, &e) ||
         qs_import_f32(db, outname, t.shape, t.ndim, fill_mem, &mb, src, "quantized", meta, rep, &e) ||
-        qs_db_exec(db, "COMMIT", &e)) {
-        sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+        qs_db_commit(db, &e)) {
+        qs_db_rollback(db);
         qs_cli_err(1, &e);
         goto done;
     }

@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sqlite3.h>
 
 int qs_tensor_names_glob(qs_db *db, const char *pat, char ***names, size_t *n, int *found, qs_err *e)
 {

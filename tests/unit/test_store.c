@@ -18,6 +18,7 @@
 #include <ftw.h>
 #include <math.h>
 #include <pthread.h>
+#include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
