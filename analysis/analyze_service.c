@@ -185,10 +185,9 @@ int qs_analysis_write(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, cons
 int qs_analysis_store(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, const qs_an_result *r, qs_err *e)
 {
     e->msg[0] = 0;
-    int wrc = qs_db_begin(db, e) || qs_analysis_write(db, t, a, r, e) || qs_db_exec(db, "COMMIT", e);
+    int wrc = qs_db_begin(db, e) || qs_analysis_write(db, t, a, r, e) || qs_db_commit(db, e);
     if (wrc) {
-        qs_err ignore;
-        qs_db_exec(db, "ROLLBACK", &ignore);
+        qs_db_rollback(db);
         if (!e->msg[0]) qs_fail(e, "out of memory");
     }
     return wrc ? -1 : 0;

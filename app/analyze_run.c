@@ -240,11 +240,8 @@ static int collect_fn(size_t i, const uint8_t *b, size_t len, void *ctx, qs_err 
     if (!rc && at != len) rc = qs_fail(e, "a rank's analysis result is malformed (%zu bytes)", len);
     if (c->in_tx) {
         c->in_tx = 0;
-        if (!rc) rc = qs_db_exec(c->s->db, "COMMIT", e);
-        if (rc) {
-            qs_err ignore;
-            qs_db_exec(c->s->db, "ROLLBACK", &ignore);
-        }
+        if (!rc) rc = qs_db_commit(c->s->db, e);
+        if (rc) qs_db_rollback(c->s->db);
     }
     return rc;
 }
