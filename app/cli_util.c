@@ -168,10 +168,3 @@ int qs_cli_parse_int(const char *cmd, const char *opt, const char *s, int lo, in
     *out = (int)v;
     return 0;
 }
-
-double qs_now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}

@@ -18,7 +18,7 @@
 #include "cli.h"
 #include "importer.h"
 #include "quant_opts.h"
-#include "../datasets/llm_load.h"
+#include "../store/llm_load.h"
 #include "../analysis/llm_eval.h"
 #include "../kernels/llm.h"
 #include "../kernels/qs_version.h"

@@ -21,11 +21,11 @@
 #include "quant_opts.h"
 #include "../analysis/llm_eval.h"
 #include "../analysis/results.h"
-#include "../datasets/llm_load.h"
+#include "../store/llm_load.h"
 #include "../kernels/qs_version.h"
 
 /* The default evaluation text (written by `make data`), relative to the working directory. */
-#define QS_EVAL_DEFAULT_TEXT QS_LLM_DEFAULT_TEXT   /* datasets/llm_load.h */
+#define QS_EVAL_DEFAULT_TEXT QS_LLM_DEFAULT_TEXT   /* store/llm_load.h */
 #define MAX_CFG 32
 #define CMD "llm eval"
 

@@ -17,7 +17,7 @@
 #include "quant_opts.h"
 #include "../analysis/llm_sens.h"
 #include "../analysis/results.h"
-#include "../datasets/llm_load.h"
+#include "../store/llm_load.h"
 
 #define CMD "llm sensitivity"
 

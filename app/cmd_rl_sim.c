@@ -19,7 +19,7 @@
 #include "quant_opts.h"
 #include "../analysis/ais_store.h"
 #include "../analysis/results.h"
-#include "../datasets/grpo_sim.h"
+#include "../analysis/grpo_sim.h"
 #include "../kernels/qs_version.h"
 #include "../store/json_out.h"
 #include "../store/rl_log.h"
