@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <sqlite3.h>
 #include <zlib.h>
 
 #include "../../analysis/stats_store.h"
