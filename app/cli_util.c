@@ -25,11 +25,16 @@ static void vput_escaped(FILE *f, const char *fmt, va_list ap)
 
 int qs_cli_error(int code, const char *fmt, ...)
 {
-    if (qs_par_quiet()) return code;
     va_list ap;
+    if (qs_par_rank() > 0) {
+        char msg[1024];
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        if (qs_par_hold_error(msg)) return code;
+    }
     va_start(ap, fmt);
     fputs("qscope: ", stderr);
-    if (qs_par_rank() > 0) fprintf(stderr, "rank %d: ", qs_par_rank());
     vput_escaped(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
@@ -45,6 +50,7 @@ int qs_cli_usage(const char *cmd, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (qs_par_hold_error(msg)) return QS_EXIT_USAGE;
     /* one hint per line: a message that already points somewhere keeps its own */
     if (strstr(msg, "(see ")) fprintf(stderr, "qscope %s: %s\n", cmd, qs_esc(msg));
     else fprintf(stderr, "qscope %s: %s (see `qscope help %s`)\n", cmd, qs_esc(msg), cmd);

@@ -20,6 +20,7 @@
 #include <jansson.h>
 
 #include "analyze_run.h"
+#include "par.h"
 #include "cli.h"
 #include "quant_opts.h"
 #include "report_plots.h"
@@ -343,7 +344,7 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
     qs_apply apps[64];
     int na = qs_quant_parse_list("report", flist, &base, apps, 64);
     if (na < 0) return QS_EXIT_USAGE;
-    if (mkdir(dir, 0777) && errno != EEXIST) return qs_cli_error(QS_EXIT_ERR, "%s: %s", dir, strerror(errno));
+    if (qs_par_rank() == 0 && mkdir(dir, 0777) && errno != EEXIST) return qs_cli_error(QS_EXIT_ERR, "%s: %s", dir, strerror(errno));
     qs_db *db = qs_cli_open_db(cli);
     if (!db) return QS_EXIT_ERR;
     qs_err e = {{0}};
@@ -356,7 +357,7 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
     qs_tensor_item *tl;
     size_t ntl;
     if (qs_tensor_list_stats(db, pat, &tl, &ntl, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
-    int nt = 0, tty = isatty(STDERR_FILENO);
+    int nt = 0, tty = qs_par_isatty(STDERR_FILENO);
     /* the list first: analyses below write, and a write cannot start while this SELECT still reads
     ** (its snapshot would be stale once another process commits; see qs_db_begin).  Names are kept
     ** as bytes: a name that is not UTF-8 must not drop out of the report. */
@@ -382,8 +383,15 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
         ntodo++;
     }
     qs_tensor_items_free(tl, ntl);
+    /* under mpirun the analyses are spread over the ranks first (rank 0 stores them all), and the
+    ** report below finds every one stored; the other ranks' part ends there */
+    int worker = qs_par_rank() > 0;
+    if (rc == QS_EXIT_OK && qs_par_size() > 1) {
+        qs_sweep sw = {db, tnames, ntodo, apps, na, 0, 0, 2, tty, NULL, NULL, NULL};
+        if (qs_analyze_sweep(&sw, &e)) rc = qs_cli_err(QS_EXIT_ERR, &e);
+    }
     for (size_t ti = 0; ti < ntodo; ti++) {
-        if (rc != QS_EXIT_OK) break;
+        if (rc != QS_EXIT_OK || worker) break;
         qs_tensor_rec t;
         const char *name = tnames[ti], *line = tlines[ti];
         report_progress(tty, "tensor %zu of %zu: %s", ti + 1, ntodo, qs_esc(name));
@@ -436,7 +444,7 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
     for (size_t ti = 0; ti < ntodo; ti++) { free(tnames[ti]); free(tlines[ti]); }
     free(tnames);
     free(tlines);
-    if (rc != QS_EXIT_OK) goto out;
+    if (rc != QS_EXIT_OK || worker) goto out;
     if (nt == 0) {   /* a database of model evaluations only still has a report: their sections */
         static const char *const llm_kinds[] = {"llm_eval", "llm_sensitivity"};
         int64_t nllm = 0;   /* unreadable: none */

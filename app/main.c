@@ -123,7 +123,8 @@ const qs_command qs_commands[] = {
      "absolute/relative/ulp errors, scale codes, block errors), and stores them.  A stored result is\n"
      "reused when tensor content, format, options and qscope version are the same (--force\n"
      "recomputes).  Tensors are streamed with bounded memory on both cores; a progress bar shows on a\n"
-     "terminal; Ctrl-C stores nothing of the unfinished result.\n"
+     "terminal; Ctrl-C stores nothing of the unfinished result.  Under `mpirun -np N` the pairs are\n"
+     "spread over the ranks by size and rank 0 stores them once all are done (README, docs/scale.md).\n"
      "\n"
      "A format entry may carry its own options: -f mxfp4:scale-rule=rceil,mxfp4:block=16,nvfp4.\n"
      "Element casts take the scaling default of `llm` and `attn`: -f hif8:scale=row,fp8_e4m3:scale=tensor\n"
@@ -549,6 +550,7 @@ int main(int argc, char **argv)
     qs_err pe = {{0}};
     if (qs_par_init(&argc, &argv, &pe)) return qs_cli_err(QS_EXIT_ERR, &pe);
     cli.argv = argv;
+    cli.color = qs_par_isatty(STDOUT_FILENO) && !(nc && *nc);
     /* under mpirun, a command that does not shard its work runs on rank 0 alone */
     if (!sharded_command(argc - i, argv + i)) {
         if (qs_par_rank() > 0) return qs_par_exit(QS_EXIT_OK);

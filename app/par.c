@@ -21,8 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 #include <fcntl.h>
+#include <unistd.h>
 
 #ifdef QS_HAVE_MPI
 #include <mpi.h>
@@ -32,7 +32,7 @@
 #define QS_LIBMPI "libmpi.so"
 #endif
 
-static int g_rank, g_size = 1;
+static int g_rank, g_size = 1, g_world = 1;   /* g_size is 1 on a rank 0 running alone */
 
 int qs_par_rank(void) { return g_rank; }
 int qs_par_size(void) { return g_size; }
@@ -136,6 +136,20 @@ static void progress_end(progress *p)
     if (p->what && p->tty && p->done) fprintf(stderr, "\r\033[K");
 }
 
+/* Under mpirun a rank's stdout is a pseudo-terminal and its stderr a pipe, whatever the user's are:
+** the launcher's own descriptors (it is the parent of the ranks it starts on its node) tell. */
+int qs_par_isatty(int fd)
+{
+    if (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMIX_RANK")) return isatty(fd);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld/fd/%d", (long)getppid(), fd);
+    int pfd = open(path, O_WRONLY | O_NOCTTY);
+    if (pfd < 0) return 0;
+    int t = isatty(pfd);
+    close(pfd);
+    return t;
+}
+
 /* ---- one rank: units in order, each stored right away ---- */
 
 static int run_local(size_t n, const double *cost, qs_par_unit_fn fn, qs_par_collect_fn collect, void *ctx,
@@ -165,13 +179,13 @@ int qs_par_init(int *argc, char ***argv, qs_err *e)
 void qs_par_finalize(void) {}
 int qs_par_exit(int rc) { return rc; }
 void qs_par_barrier(void) {}
-int qs_par_quiet(void) { return 0; }
+int qs_par_hold_error(const char *msg) { (void)msg; return 0; }
 void qs_par_alone(void) {}
 
 int qs_par_run(size_t n, const double *cost, qs_par_unit_fn fn, qs_par_collect_fn collect, void *ctx,
                const char *what, qs_err *e)
 {
-    progress pg = {.what = what, .tty = isatty(STDERR_FILENO), .nranks = 1, .n = n, .last_t = -1};
+    progress pg = {.what = what, .tty = qs_par_isatty(STDERR_FILENO), .nranks = 1, .n = n, .last_t = -1};
     pthread_mutex_init(&pg.mu, NULL);
     for (size_t i = 0; cost && i < n; i++) pg.total += cost[i] >= 0 ? cost[i] : 0;
     int rc = run_local(n, cost, fn, collect, ctx, &pg, e);
@@ -196,14 +210,17 @@ static struct {
     int (*Recv)(void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Status *);
     int (*Iprobe)(int, int, MPI_Comm, int *, MPI_Status *);
     int (*Barrier)(MPI_Comm);
+    int (*Ibarrier)(MPI_Comm, MPI_Request *);
+    int (*Test)(MPI_Request *, int *, MPI_Status *);
     int (*Error_string)(int, char *, int *);
     MPI_Comm world;
     MPI_Datatype byte;
     MPI_Errhandler errors_return;
 } M;
 
-static int g_mpi, g_collective_fail;
-static volatile sig_atomic_t g_phase;   /* 0 outside a run, 1 computing, 2 storing */
+static int g_mpi;
+#define QS_PAR_EXIT_WAIT_S 10.0
+static volatile sig_atomic_t g_phase;   /* 0 outside a run, 1 computing, 2 storing, 3 leaving */
 
 enum { T_HDR = 7301, T_DATA, T_FINAL };
 enum { K_RESULT, K_FAIL, K_DONE };
@@ -236,7 +253,7 @@ static void on_term(int sig)
         static const char c[] = "qscope: the MPI job was stopped (a rank died, was killed or interrupted)\n";
         if (g_phase == 1) { if (write(STDERR_FILENO, a, sizeof a - 1) < 0) {} }
         else if (g_phase == 2) { if (write(STDERR_FILENO, b, sizeof b - 1) < 0) {} }
-        else if (write(STDERR_FILENO, c, sizeof c - 1) < 0) {}
+        else if (g_phase == 0 && write(STDERR_FILENO, c, sizeof c - 1) < 0) {}
     }
     _exit(1);
 }
@@ -249,7 +266,8 @@ int qs_par_init(int *argc, char ***argv, qs_err *e)
         return qs_fail(e, "launched by mpirun, but Open MPI's library cannot be loaded: %s", dlerror());
     int ok = SYM(Init_thread, "MPI_Init_thread") && SYM(Comm_rank, "MPI_Comm_rank") && SYM(Comm_size, "MPI_Comm_size") &&
              SYM(Comm_set_errhandler, "MPI_Comm_set_errhandler") && SYM(Finalize, "MPI_Finalize") &&
-             SYM(Abort, "MPI_Abort") && SYM(Send, "MPI_Send") && SYM(Recv, "MPI_Recv") && SYM(Iprobe, "MPI_Iprobe") && SYM(Barrier, "MPI_Barrier") &&
+             SYM(Abort, "MPI_Abort") && SYM(Send, "MPI_Send") && SYM(Recv, "MPI_Recv") && SYM(Iprobe, "MPI_Iprobe") &&
+             SYM(Barrier, "MPI_Barrier") && SYM(Ibarrier, "MPI_Ibarrier") && SYM(Test, "MPI_Test") &&
              SYM(Error_string, "MPI_Error_string");
     /* Open MPI's predefined handles are the addresses of these objects (mpi.h's MPI_COMM_WORLD etc.) */
     M.world = (MPI_Comm)dlsym(M.lib, "ompi_mpi_comm_world");
@@ -264,6 +282,7 @@ int qs_par_init(int *argc, char ***argv, qs_err *e)
     M.Comm_set_errhandler(M.world, M.errors_return);
     M.Comm_rank(M.world, &g_rank);
     M.Comm_size(M.world, &g_size);
+    g_world = g_size;
     if (provided < MPI_THREAD_SERIALIZED) {
         qs_fail(e, "the MPI library gives no MPI_THREAD_SERIALIZED support");
         M.Abort(M.world, 1);
@@ -288,8 +307,6 @@ void qs_par_barrier(void)
     if (g_mpi && g_size > 1) mpi_check(M.Barrier(M.world), "barrier");
 }
 
-int qs_par_quiet(void) { return g_rank > 0 && g_collective_fail; }
-
 void qs_par_alone(void)
 {
     if (g_rank == 0) g_size = 1;
@@ -302,14 +319,40 @@ void qs_par_finalize(void)
     M.Finalize();
 }
 
+/* The last error of a rank > 0, printed only if that rank must end the job on its own. */
+static char g_held[sizeof(((qs_err *)0)->msg) + 64];
+
+int qs_par_hold_error(const char *msg)
+{
+    if (!g_mpi || g_rank == 0) return 0;
+    snprintf(g_held, sizeof g_held, "%s", msg);
+    return 1;
+}
+
 int qs_par_exit(int rc)
 {
-    /* a rank that fails on its own (not in a run every rank left with the same error, nor a usage
-    ** error every rank saw alike) may leave others waiting for it: end the whole job */
-    if (g_mpi && g_size > 1 && rc != 0 && rc != 2 && !g_collective_fail) {
-        fflush(NULL);
-        M.Abort(M.world, rc);
-        _exit(rc);
+    if (!g_mpi) return rc;
+    g_phase = 3;   /* the command is over: a stop from here on says nothing new */
+    fflush(NULL);
+    if (g_world > 1) {
+        /* Every rank meets here.  One that failed waits a while for the others: when they all come
+        ** (the same error everywhere, or a failed run every rank left) the job ends normally.  When
+        ** they do not, some rank still waits for this one (inside a run): end the whole job. */
+        MPI_Request rq;
+        mpi_check(M.Ibarrier(M.world, &rq), "barrier");
+        double t0 = now_s();
+        for (int done = 0;;) {
+            mpi_check(M.Test(&rq, &done, MPI_STATUS_IGNORE), "barrier");
+            if (done) break;
+            if (rc != 0 && now_s() - t0 > QS_PAR_EXIT_WAIT_S) {
+                if (g_rank > 0 && g_held[0]) fprintf(stderr, "qscope: rank %d: %s\n", g_rank, g_held);
+                fflush(NULL);
+                M.Abort(M.world, rc);
+                _exit(rc);
+            }
+            struct timespec ts = {0, 2000000};
+            nanosleep(&ts, NULL);
+        }
     }
     qs_par_finalize();
     return rc;
@@ -491,7 +534,7 @@ static int run_root(size_t n, const double *cost, const int *owner, qs_par_unit_
     }
     pthread_t th;
     int have_th = pthread_create(&th, NULL, receiver, &R) == 0;
-    if (!have_th) fail0(&R, "cannot start the thread that receives the ranks' results");
+    if (!have_th) fail0(&R, "cannot start the thread that receives the ranks' results");   /* drained below */
     /* rank 0's own units, largest first like the schedule */
     size_t *mine = malloc((n ? n : 1) * sizeof *mine), nm = 0;
     if (!mine) fail0(&R, "out of memory");
@@ -513,7 +556,7 @@ static int run_root(size_t n, const double *cost, const int *owner, qs_par_unit_
     }
     free(mine);
     if (have_th) pthread_join(th, NULL);
-    else send_final_all(&R, -1, R.err.msg);
+    else receiver(&R);   /* the workers' messages must still be taken: they stop at the FINAL it sends */
     progress_end(pg);
     int rc = 0;
     if (R.failed) {
@@ -601,12 +644,11 @@ static int run_worker(size_t n, const double *cost, const int *owner, qs_par_uni
 int qs_par_run(size_t n, const double *cost, qs_par_unit_fn fn, qs_par_collect_fn collect, void *ctx,
                const char *what, qs_err *e)
 {
-    progress pg = {.what = g_rank == 0 ? what : NULL, .tty = g_rank == 0 && isatty(STDERR_FILENO), .nranks = g_size,
+    progress pg = {.what = g_rank == 0 ? what : NULL, .tty = g_rank == 0 && qs_par_isatty(STDERR_FILENO), .nranks = g_size,
                    .n = n, .last_t = -1};
     pthread_mutex_init(&pg.mu, NULL);
     for (size_t i = 0; cost && i < n; i++) pg.total += cost[i] >= 0 ? cost[i] : 0;
     int rc;
-    g_collective_fail = 0;
     if (g_size == 1 || !g_mpi) {
         rc = run_local(n, cost, fn, collect, ctx, &pg, e);
         progress_end(&pg);
@@ -623,7 +665,6 @@ int qs_par_run(size_t n, const double *cost, qs_par_unit_fn fn, qs_par_collect_f
         g_phase = 1;
         rc = g_rank == 0 ? run_root(n, c, owner, fn, collect, ctx, &pg, e) : run_worker(n, c, owner, fn, ctx, e);
         g_phase = 0;
-        g_collective_fail = rc != 0;
         free(owner);
         free(c);
     }

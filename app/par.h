@@ -19,14 +19,18 @@ int qs_par_init(int *argc, char ***argv, qs_err *e);
 int qs_par_rank(void);
 int qs_par_size(void);
 void qs_par_finalize(void);
-/* The end of a command with exit code rc: finalizes MPI, or, when this rank failed on its own (not
-** in a qs_par_run every rank left with the same error, nor a usage error every rank sees alike),
-** aborts the job so no rank waits for it.  Returns rc. */
+/* The end of a command with exit code rc: every rank meets there, then MPI is finalized.  A rank
+** that failed and is not joined by the others within seconds (they wait for it in a run) ends the
+** whole job instead, so nothing hangs.  Returns rc. */
 int qs_par_exit(int rc);
+/* isatty(fd) of the user's terminal: under mpirun, of the launcher's descriptor (the rank's own
+** stdout is always a pseudo-terminal there, its stderr a pipe). */
+int qs_par_isatty(int fd);
 /* Wait for every rank (nothing with one rank). */
 void qs_par_barrier(void);
-/* 1 on a rank > 0 whose last qs_par_run failed: rank 0 reports that error, the others keep quiet. */
-int qs_par_quiet(void);
+/* On a rank > 0 under MPI: keep msg (printed only if this rank must end the job alone: rank 0
+** prints the errors every rank shares) and return 1; else 0 (print it). */
+int qs_par_hold_error(const char *msg);
 /* Rank 0 runs the command alone (one that does not shard; the other ranks have left): from here
 ** it is a single process (qs_par_size() 1). */
 void qs_par_alone(void);

@@ -9,6 +9,7 @@
 
 #include <getopt.h>
 
+#include "../analysis/analyze_key.h"
 #include "../kernels/format_apply.h"
 
 /* long options for getopt_long; values >= 0x1000 are handled by qs_quant_opt() */
@@ -27,8 +28,6 @@
 int qs_quant_opt(const char *cmd, int ch, const char *arg, qs_apply *a);
 /* After parsing: a format must have been chosen; validates the combination. 0 ok, else exit code. */
 int qs_quant_opts_done(const char *cmd, qs_apply *a);
-/* Canonical JSON text of the options (for stored results and provenance); caller frees. */
-char *qs_quant_opts_json(const qs_apply *a);
 
 #define QS_QUANT_OPTS_HELP \
     "  -f, --format F      number format (see `qscope formats`)\n" \

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sqlite3.h>
+
 qs_db *qs_db_open_readonly(const char *path, qs_err *e)
 {
     qs_db *db = calloc(1, sizeof *db);
