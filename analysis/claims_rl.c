@@ -42,7 +42,7 @@ static void run_one(cfgset *s, int seed)
         c.fmt.axis = 1;
         c.fmt.gran = QS_GRAN_BLOCK;
         /* as `sim grpo --wscale auto`: plain FP8 casts get a per-row scale to the format's maximum */
-        c.wscale = c.fmt.f && c.fmt.f->block == 1 && strcmp(s->fmt, "hif8") ? QS_WSCALE_ROW : QS_WSCALE_NONE;
+        c.wscale = c.fmt.f && qs_format_is_minifloat_cast(c.fmt.f) ? QS_WSCALE_ROW : QS_WSCALE_NONE;
     }
     qs_grpo_step *st = calloc((size_t)c.steps, sizeof *st);
     qs_err e = {{0}};

@@ -199,6 +199,28 @@ int qs_analyze(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read rd, v
                const qs_analyze_opts *o, qs_analysis *out, qs_err *e);
 void qs_analysis_free(qs_analysis *an);
 
+/* Partial analyses, for sharding one tensor by bands (e.g. over MPI ranks).  The pass is cut into
+** bands that depend only on the shape and the format (qs_analyze_nbands); qs_analyze_part runs the
+** bands [b0, b1) into a partial, which goes to bytes and back (the same qscope build on both sides),
+** partials of consecutive ranges merge in band order, and a partial of every band finishes into the
+** result.  Any cut into ranges, any thread count and any SIMD level give the bytes of qs_analyze's
+** result: a partial from band 0 holds the sums folded band after band as qs_analyze folds them; a
+** later one keeps each band's sums (with its row and column sums: about 12 bytes per row and column
+** per band for 2-D tensors) until it is merged behind one from band 0.  Each partial reads what the
+** whole analysis reads before its bands (the absmax pre-pass unless opts.absmax is given, scaled
+** casts' scales; int8/int4 with one scale per tensor or column read the whole tensor), and its
+** progress counts those reads plus its own bands.  Per-block arrays (opts.blocks) hold its bands'
+** blocks.  A failed merge leaves acc good only for qs_an_part_free. */
+typedef struct qs_an_part qs_an_part;
+int qs_analyze_nbands(const qs_apply *a, uint64_t rows, uint64_t cols, uint64_t *nbands, qs_err *e);
+int qs_analyze_part(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read rd, void *rctx, int read_threadsafe,
+                    const qs_analyze_opts *o, uint64_t b0, uint64_t b1, qs_an_part **out, qs_err *e);
+int qs_an_part_save(const qs_an_part *p, uint8_t **bytes, size_t *len, qs_err *e);   /* *bytes: malloc'd */
+int qs_an_part_load(const uint8_t *bytes, size_t len, qs_an_part **out, qs_err *e);
+int qs_an_part_merge(qs_an_part *acc, const qs_an_part *next, qs_err *e);   /* next: the bands after acc's */
+int qs_an_part_finish(const qs_an_part *p, qs_analysis *out, qs_err *e);
+void qs_an_part_free(qs_an_part *p);
+
 /* JSON texts for the result store (caller frees): the "metrics" and "hist" kinds of results.h, compact,
 ** keys sorted; the energy shares are "err_energy": {"underflow", "clip", "rounding"}.  Finite numbers are JSON reals (n and n_finite integers), +-Inf the strings "inf" /
 ** "-inf", NaN null; a histogram that is not computed is null.  Histogram edges are the lo + (hi -

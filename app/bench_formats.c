@@ -107,7 +107,7 @@ int qs_bench_formats(qs_cli *cli, int quick, int json, const char *list)
             if (!strstr(pat, key)) continue;
         }
         qs_qopts o = {0};
-        if (!strcmp(f->family, "nvfp4")) {   /* one global scale for the whole tensor, as quant does */
+        if (f->has_tensor_scale) {   /* one global scale for the whole tensor, as quant does */
             float amax = 0;
             for (size_t k = 0; k < N; k++) if (fabsf(x[k]) > amax) amax = fabsf(x[k]);
             o.tensor_scale = amax;

@@ -125,7 +125,7 @@ int qs_cmd_attn(qs_cli *cli, int argc, char **argv)
         o.kv = ap.f;
         o.kv_o = ap.o;
         kvap = ap;
-        if (!strcmp(o.kv->family, "float")) o.kv_o.sat = 1;   /* plain casts saturate rather than overflow */
+        if (qs_format_is_minifloat_cast(o.kv)) o.kv_o.sat = 1;   /* plain casts saturate rather than overflow */
         kvap.o = o.kv_o;
         qs_err qe;
         if (qs_qopts_check(o.kv, &o.kv_o, &qe)) return qs_cli_usage("attn", "--kv %s: %s", kvname, qe.msg);

@@ -9,7 +9,6 @@
 
 #include "cli.h"
 #include "quant_opts.h"
-#include "../kernels/hifloat.h"
 #include "../kernels/minifloat.h"
 
 static double binades(const qs_format *f)
@@ -34,7 +33,7 @@ int qs_cmd_formats(qs_cli *cli, int argc, char **argv)
         double bpe = qs_format_bits_per_elem(f, &o);
         if (json) {
             json_array_append_new(arr, json_pack("{s:s,s:s,s:s,s:f,s:i,s:i,s:f,s:f,s:f,s:f,s:b,s:b,s:s,s:b}", "name", f->name,
-                                                 "family", f->family, "summary", f->summary, "bits_per_element", bpe,
+                                                 "family", qs_family_name(f->family), "summary", f->summary, "bits_per_element", bpe,
                                                  "element_bits", f->elem_bits, "block", f->block, "min_subnormal",
                                                  f->min_subnormal, "min_normal", f->min_normal, "max_finite", f->max_finite,
                                                  "binades", binades(f), "has_inf", f->has_inf, "has_nan", f->has_nan,
@@ -48,32 +47,12 @@ int qs_cmd_formats(qs_cli *cli, int argc, char **argv)
         qs_fmt_num(f->min_subnormal, 5, a, sizeof a);
         qs_fmt_num(f->min_normal, 5, b, sizeof b);
         qs_fmt_num(f->max_finite, 6, c, sizeof c);
-        printf("%-12s %-8s %6.3g %6s %12s %12s %12s %7.1f %-4s %-4s %-5s %s\n", f->name, f->family, bpe, blk, a, b, c,
+        printf("%-12s %-8s %6.3g %6s %12s %12s %12s %7.1f %-4s %-4s %-5s %s\n", f->name, qs_family_name(f->family), bpe, blk, a, b, c,
                binades(f), f->has_inf ? "yes" : "no", f->has_nan ? "yes" : "no", qs_round_name(f->default_round), f->summary);
     }
     if (json) { char *s = json_dumps(arr, JSON_INDENT(2)); puts(s); free(s); }
     json_decref(arr);
     return QS_EXIT_OK;
-}
-
-/* Binary of a code with '.'-separated fields: sign | exponent | mantissa (minifloats), or the
-** format's own field labelling (HiF8). */
-static void code_fields(const qs_format *f, uint32_t code, char *out, size_t cap)
-{
-    if (!strcmp(f->name, "hif8")) { qs_hif8_fields((uint8_t)code, out, cap); return; }
-    int nb = f->elem_bits;
-    char bits[40];
-    for (int i = 0; i < nb && i < 32; i++) bits[i] = (code >> (nb - 1 - i)) & 1 ? '1' : '0';
-    bits[nb < 32 ? nb : 32] = 0;
-    if (f->ebits + f->mbits + 1 == nb && f->ebits > 0) {
-        snprintf(out, cap, "%c %.*s %.*s  (sign | exponent %d bits, bias %d | mantissa %d bits)", bits[0], f->ebits, bits + 1,
-                 f->mbits, bits + 1 + f->ebits, f->ebits, f->bias, f->mbits);
-    } else if (f->ebits + f->mbits == nb && f->ebits > 0) {
-        snprintf(out, cap, "%.*s %.*s  (exponent %d bits, bias %d | mantissa %d bits)", f->ebits, bits, f->mbits, bits + f->ebits,
-                 f->ebits, f->bias, f->mbits);
-    } else {
-        snprintf(out, cap, "%s", bits);
-    }
 }
 
 /* Neighbouring grid values of q (element casts): by code table scan, or by stepping the code. */
@@ -94,7 +73,7 @@ static void neighbours(const qs_format *f, float q, uint32_t code, double *below
     /* wide IEEE formats: adjacent codes in magnitude */
     int nb = f->elem_bits;
     uint32_t sign = 1u << (nb - 1), mag = code & (sign - 1);
-    const qs_minifloat *mf = !strcmp(f->name, "fp16") ? &qs_mf_fp16 : !strcmp(f->name, "bf16") ? &qs_mf_bf16 : &qs_mf_fp32;
+    const qs_minifloat *mf = f->mf ? f->mf : &qs_mf_fp32;
     float up = qs_mf_decode(mf, (code & sign) | (mag + 1));
     float dn = mag ? qs_mf_decode(mf, (code & sign) | (mag - 1)) : -qs_mf_decode(mf, 1);
     if (code & sign) { *below = up; *above = dn; }
@@ -111,7 +90,7 @@ static void explain_element(const qs_format *f, const qs_qopts *o, float x)
         return;
     }
     char fields[200], a[32], b[32], c[32], d[32];
-    code_fields(f, code, fields, sizeof fields);
+    qs_format_code_text(f, code, fields, sizeof fields);
     double below, above;
     neighbours(f, q, code, &below, &above);
     qs_fmt_num(x, 9, a, sizeof a);
@@ -150,12 +129,12 @@ static void explain_block(const qs_format *f, const qs_qopts *o, const float *x,
             qs_fmt_num(qs_e8m0_decode(s), 6, sv, sizeof sv);
             printf("  (E8M0 scale %s = 2^%d, rule %s)", sv, s == 0xff ? 0 : (int)s - 127, qs_scale_rule_name(o->scale_rule));
         }
-        if (!strcmp(f->family, "nvfp4")) printf("  (UE4M3 block scale; tensor scale %.9g)", (double)ts);
+        if (f->scale_kind == QS_SK_UE4M3) printf("  (UE4M3 block scale; tensor scale %.9g)", (double)ts);
         printf("\n");
         size_t end = blk ? (b + 1) * blk : n;
         for (size_t i = blk ? b * blk : 0; i < end && i < n; i++) {
             char a[32], c[32], fields[200];
-            code_fields(f, codes[i], fields, sizeof fields);
+            qs_format_code_text(f, codes[i], fields, sizeof fields);
             qs_fmt_num(x[i], 9, a, sizeof a);
             qs_fmt_num(y[i], 9, c, sizeof c);
             double err = (double)y[i] - (double)x[i];
@@ -225,7 +204,7 @@ static int explain_run(qs_cli *cli, qs_apply *ap, int table, int nargs, char **a
         printf("%s%-6s %-28s %s%s\n", qs_c_head(cli), "CODE", "BITS", "VALUE", qs_c_off(cli));
         for (unsigned c = 0; c < f->ncodes; c++) {
             char fields[200], v[32];
-            code_fields(f, c, fields, sizeof fields);
+            qs_format_code_text(f, c, fields, sizeof fields);
             char *paren = strstr(fields, "  (");
             if (paren) *paren = 0;
             qs_fmt_num(f->code_value(c), 9, v, sizeof v);

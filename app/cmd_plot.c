@@ -612,7 +612,7 @@ static int plot_tensor_kind(qs_cli *cli, plot_opts *po, const char *kind, const 
         if (!pts) { qs_cli_error(1, "out of memory"); goto out; }
         for (int i = 0; i < n; i++) {
             pts[i].name = labels[i];
-            pts[i].family = apps[i].f->family;
+            pts[i].family = qs_family_name(apps[i].f->family);
             pts[i].bits = qs_format_bits_per_elem(apps[i].f, &apps[i].o);
             json_t *j = po->no_store ? NULL : stored(db, T.t.hash, "metrics", &apps[i], NULL);
             json_t *eb = json_object_get(j, "eff_bits_energy");

@@ -123,7 +123,7 @@ static int quant_stdin(qs_apply *a, int codes)
                     printf(" 0x");
                     for (int k = 0; k < a->f->meta_bytes; k++) printf("%02x", meta[b * (size_t)a->f->meta_bytes + (size_t)k]);
                 }
-                if (!strcmp(a->f->family, "nvfp4")) printf(" %.9g", (double)ts);
+                if (a->f->has_tensor_scale) printf(" %.9g", (double)ts);
                 if (a->cscale) printf(" %.9g", (double)(cs != 0 ? ci : 1.0f));   /* value = decode(code) * this */
                 printf("\n");
             }

@@ -29,7 +29,7 @@
 #include "../store/tensor.h"
 #include "../store/json_out.h"
 
-#define DEFAULT_FORMATS "bf16,fp8_e4m3,fp8_e5m2,hif8,mxfp8_e4m3,mxfp6_e2m3,mxfp4,nvfp4,hif4,m2xfp4,int8:gran=row,int4:block=32"
+#define DEFAULT_FORMATS QS_DEFAULT_FORMATS
 
 static double jnum(json_t *o, const char *k) { return qs_json_get_num(o, k); }
 

@@ -430,7 +430,7 @@ int qs_cmd_sim(qs_cli *cli, int argc, char **argv)
                 j->cfg.exact = fi < 0;
                 if (fi >= 0) {
                     j->cfg.fmt = fmts[fi];
-                    int elem = fmts[fi].f->block == 1 && strcmp(fmts[fi].f->family, "float") == 0;
+                    int elem = qs_format_is_minifloat_cast(fmts[fi].f);
                     j->cfg.wscale = !strcmp(wscale, "row") ? QS_WSCALE_ROW : !strcmp(wscale, "tensor") ? QS_WSCALE_TENSOR
                                   : !strcmp(wscale, "none") ? QS_WSCALE_NONE : elem ? QS_WSCALE_ROW : QS_WSCALE_NONE;
                 }

@@ -13,8 +13,7 @@
 #include "cmd_rl.h"
 #include "kernel_cli.h"
 #include "quant_opts.h"
-#define DEFAULT_REPORT_FORMATS "bf16,fp8_e4m3,fp8_e5m2,hif8,mxfp8_e4m3,mxfp6_e2m3,mxfp4,nvfp4,hif4,m2xfp4,\n" \
-    "                      int8:gran=row,int4:block=32"
+#define DEFAULT_REPORT_FORMATS QS_DEFAULT_FORMATS_1 "\n                      " QS_DEFAULT_FORMATS_2
 #include "../kernels/qs_version.h"
 
 const qs_command qs_commands[] = {

@@ -105,8 +105,8 @@ char *qs_quant_opts_json(const qs_apply *a)
         if (a->o.scale_rule == QS_SCALE_UOS && a->o.uos_qmax > 0) json_object_set_new(o, "uos_qmax", json_real(a->o.uos_qmax));
     }
     if (a->o.round == QS_RND_SR) json_object_set_new(o, "seed", json_integer((json_int_t)a->o.seed));
-    if (!strcmp(a->f->family, "nvfp4")) json_object_set_new(o, "nvfp4", json_string(a->o.nvfp4 ? "torchao" : "te"));
-    if (!strcmp(a->f->family, "m2xfp")) json_object_set_new(o, "m2x", json_string(a->o.m2x ? "es" : "em"));
+    if (a->f->fopts & QS_FOPT_NVFP4_ORDER) json_object_set_new(o, "nvfp4", json_string(a->o.nvfp4 ? "torchao" : "te"));
+    if (a->f->fopts & QS_FOPT_M2X_MODE) json_object_set_new(o, "m2x", json_string(a->o.m2x ? "es" : "em"));
     /* library variants: recorded only when set, so the default options' JSON never changes */
     if (a->o.floor_log2f) json_object_set_new(o, "floor_log2f", json_true());
     if (a->o.zero_positive) json_object_set_new(o, "zero_positive", json_true());
@@ -170,8 +170,8 @@ void qs_quant_label(const qs_apply *a, const char *spec, char *buf, size_t cap)
     if (a->gran != QS_GRAN_BLOCK && a->gran != QS_GRAN_TENSOR) ADD(":%s", qs_gran_name(a->gran));
     if (a->axis == 0) ADD(":axis0");
     if (o->sat) ADD(":sat");
-    if (o->nvfp4 == QS_NVFP4_TORCHAO && !strcmp(f->family, "nvfp4")) ADD(":torchao");
-    if (o->m2x == QS_M2X_ES && !strcmp(f->family, "m2xfp")) ADD(":es");
+    if (o->nvfp4 == QS_NVFP4_TORCHAO && (f->fopts & QS_FOPT_NVFP4_ORDER)) ADD(":torchao");
+    if (o->m2x == QS_M2X_ES && (f->fopts & QS_FOPT_M2X_MODE)) ADD(":es");
     if (o->floor_log2f) ADD(":floor-log2f");
     if (o->zero_positive) ADD(":zero-positive");
     if (o->flush_subnormal_blocks) ADD(":flush-subnormal-blocks");

@@ -54,7 +54,7 @@ int qs_report_plots(qs_cli *cli, qs_db *db, const qs_tensor_rec *t, const qs_app
         json_t *m = json_object_get(r, "metrics");
         double eb = jnum(m, "eff_bits_energy");   /* exact (inf) and NaN/Inf ones: named in the plot's note */
         const qs_format *f = qs_format_find(json_string_value(json_object_get(r, "format")));
-        pts[np++] = (qs_pareto_pt){json_string_value(json_object_get(r, "label")), f ? f->family : "", jnum(m, "bits_per_elem"), eb};
+        pts[np++] = (qs_pareto_pt){json_string_value(json_object_get(r, "label")), f ? qs_family_name(f->family) : "", jnum(m, "bits_per_elem"), eb};
     }
     snprintf(title, sizeof title, "%s: effective bits vs bits per element", t->name);
     qs_figure *fig = qs_plot_pareto(title, pts, np);

@@ -25,7 +25,7 @@
 
 #define MIN_W 60
 #define MIN_H 16
-#define TUI_DEFAULT_FORMATS "bf16,fp8_e4m3,fp8_e5m2,hif8,mxfp8_e4m3,mxfp6_e2m3,mxfp4,nvfp4,hif4,m2xfp4,int8:gran=row,int4:block=32"
+#define TUI_DEFAULT_FORMATS QS_DEFAULT_FORMATS
 
 static const char *const kViewNames[TV_COUNT] = {"Tensors", "Formats", "Histogram", "Blocks", "Inspector",
                                                   "RL runs", "Kernels", "Model", "Output", "Help"};

@@ -18,63 +18,9 @@
 #include <string.h>
 
 #include "tui.h"
-#include "../kernels/hifloat.h"
-#include "../kernels/minifloat.h"
 #include "../store/tensor.h"
 
-/* ------------------------------------------------------------ block geometry */
-
-typedef struct geom {
-    int whole, col;                /* one block; blocks run down columns */
-    size_t blk;                    /* block size (0: a whole row / column / tensor) */
-    uint64_t rows, cols, per;      /* per: blocks per run */
-    uint64_t nblocks;
-} geom;
-
 static int addstr_wrap(int y, int x, const char *s, int w, const char *sep);
-
-static void geom_of(const qs_apply *a, uint64_t rows, uint64_t cols, geom *g)
-{
-    memset(g, 0, sizeof *g);
-    qs_qopts o = a->o;
-    g->whole = a->gran == QS_GRAN_TENSOR;
-    g->col = a->gran == QS_GRAN_COL || (a->gran == QS_GRAN_BLOCK && a->axis == 0);
-    if (a->gran != QS_GRAN_BLOCK) o.block = 0;
-    g->blk = qs_format_block(a->f, &o);
-    g->rows = rows;
-    g->cols = cols;
-    if (g->whole) { g->per = 1; g->nblocks = 1; g->blk = 0; return; }
-    uint64_t runlen = g->col ? rows : cols, nruns = g->col ? cols : rows;
-    g->per = g->blk ? (runlen + g->blk - 1) / g->blk : 1;
-    g->nblocks = g->per * nruns;
-}
-
-/* Elements of block b (flat C-order indices, ascending in the run) and the SR counter of its first. */
-static size_t geom_elems(const geom *g, uint64_t b, uint64_t *idx, size_t cap, uint64_t *index0)
-{
-    size_t n = 0;
-    if (g->whole) {
-        for (uint64_t i = 0; i < g->rows * g->cols && n < cap; i++) idx[n++] = i;
-        *index0 = 0;
-        return n;
-    }
-    uint64_t run = b / g->per, k = b % g->per;
-    uint64_t runlen = g->col ? g->rows : g->cols;
-    uint64_t p0 = g->blk ? k * g->blk : 0, p1 = g->blk ? p0 + g->blk : runlen;
-    if (p1 > runlen) p1 = runlen;
-    for (uint64_t p = p0; p < p1 && n < cap; p++) idx[n++] = g->col ? p * g->cols + run : run * g->cols + p;
-    *index0 = g->col ? run * g->rows + p0 : run * g->cols + p0;
-    return n;
-}
-
-/* Block containing flat element i. */
-static uint64_t geom_block_of(const geom *g, uint64_t i)
-{
-    if (g->whole) return 0;
-    uint64_t r = i / g->cols, c = i % g->cols;
-    uint64_t run = g->col ? c : r, p = g->col ? r : c;
-    return run * g->per + (g->blk ? p / g->blk : 0);
-}
 
 /* ------------------------------------------------------------ Blocks view */
 
@@ -92,7 +38,7 @@ static int heat_level(const tui_blocks *b, double v)
 /* Display grid of the blocks: vr x vc cells; strip = 1-D blocks wrapped at vc. */
 typedef struct vgrid { uint64_t vr, vc; int strip, swap; } vgrid;
 
-static void vgrid_of(tui *T, const geom *g, int gw, vgrid *v)
+static void vgrid_of(tui *T, const qs_block_geom *g, int gw, vgrid *v)
 {
     (void)T;
     memset(v, 0, sizeof *v);
@@ -108,7 +54,7 @@ static void vgrid_of(tui *T, const geom *g, int gw, vgrid *v)
     else { v->vr = runs; v->vc = g->per; }
 }
 
-static void vg_pos(const vgrid *v, const geom *g, uint64_t b, uint64_t *r, uint64_t *c)
+static void vg_pos(const vgrid *v, const qs_block_geom *g, uint64_t b, uint64_t *r, uint64_t *c)
 {
     if (v->strip) { *r = b / v->vc; *c = b % v->vc; return; }
     uint64_t run = b / g->per, k = b % g->per;
@@ -116,7 +62,7 @@ static void vg_pos(const vgrid *v, const geom *g, uint64_t b, uint64_t *r, uint6
     else { *r = run; *c = k; }
 }
 
-static int64_t vg_block(const vgrid *v, const geom *g, uint64_t r, uint64_t c)
+static int64_t vg_block(const vgrid *v, const qs_block_geom *g, uint64_t r, uint64_t c)
 {
     uint64_t b;
     if (v->strip) b = r * v->vc + c;
@@ -139,7 +85,7 @@ static int ensure_blocks(tui *T)
     return T->blk.have;
 }
 
-static void side_panel(tui *T, const geom *g, int y, int x, int w)
+static void side_panel(tui *T, const qs_block_geom *g, int y, int x, int w)
 {
     tui_blocks *B = &T->blk;
     uint64_t b = (uint64_t)T->bcur;
@@ -149,10 +95,10 @@ static void side_panel(tui *T, const geom *g, int y, int x, int w)
     tui_addstr_clip(y++, x, s, w);
     attroff(A_BOLD);
     uint64_t idx[2], i0;
-    size_t n = geom_elems(g, b, idx, 1, &i0);
+    size_t n = qs_block_geom_elems(g, b, idx, 1, &i0);
     if (n) {
         uint64_t r = idx[0] / g->cols, c = idx[0] % g->cols;
-        size_t len = g->whole ? (size_t)(g->rows * g->cols) : g->blk ? g->blk : (size_t)(g->col ? g->rows : g->cols);
+        size_t len = g->blk ? g->blk : (size_t)g->runlen;
         if (g->whole) snprintf(s, sizeof s, "the whole tensor");
         else if (g->col) snprintf(s, sizeof s, "column %llu, rows %llu-%llu", (unsigned long long)c, (unsigned long long)r,
                                   (unsigned long long)(r + len - 1 < g->rows ? r + len - 1 : g->rows - 1));
@@ -166,10 +112,7 @@ static void side_panel(tui *T, const geom *g, int y, int x, int w)
     if (B->absmax) { tui_fmt_num(B->absmax[b], v1, sizeof v1); snprintf(s, sizeof s, "absmax    %s", v1); tui_addstr_clip(y++, x, s, w); }
     if (B->scale) {
         const qs_format *f = T->fmts[T->blk_fmt].a.f;
-        double sv = NAN;
-        if (f->has_scale_rule || !strcmp(f->family, "m2xfp")) sv = qs_e8m0_decode(B->scale[b]);
-        else if (!strcmp(f->family, "nvfp4")) sv = qs_mf_decode(&qs_mf_e4m3, B->scale[b]);
-        else if (!strcmp(f->name, "hif4")) sv = qs_hif4_e6m2_value(B->scale[b]);
+        double sv = qs_format_scale_value(f, B->scale[b]);
         tui_fmt_num(sv, v2, sizeof v2);
         snprintf(s, sizeof s, "scale     0x%02x = %s", B->scale[b], v2);
         tui_addstr_clip(y++, x, s, w);
@@ -216,8 +159,8 @@ void tui_draw_blocks(tui *T, int y0, int h)
     }
     tui_blocks *B = &T->blk;
     const tui_fmt *F = &T->fmts[T->blk_fmt];
-    geom g;
-    geom_of(&F->a, B->rows, B->cols, &g);
+    qs_block_geom g;
+    qs_block_geom_of(&F->a, B->rows, B->cols, &g);
     if (g.nblocks != B->nblocks) {
         tui_addstr_clip(y0 + 1, 2, "The stored block layout does not match the format's options; press r to recompute.", T->W - 4);
         return;
@@ -317,8 +260,8 @@ int tui_blocks_key(tui *T, tui_act a)
     }
     if (!T->blk.have) return 0;
     tui_blocks *B = &T->blk;
-    geom g;
-    geom_of(&T->fmts[T->blk_fmt].a, B->rows, B->cols, &g);
+    qs_block_geom g;
+    qs_block_geom_of(&T->fmts[T->blk_fmt].a, B->rows, B->cols, &g);
     vgrid v;
     vgrid_of(T, &g, T->W - 32 - 3, &v);
     uint64_t r, c;
@@ -402,14 +345,6 @@ void tui_inspect_free(tui *T)
     T->insp = NULL;
 }
 
-/* Code of the element step ("1" in element units) of a format, for the element scale. */
-static uint32_t one_code(const qs_format *f)
-{
-    if (f->ebits > 0 && f->ebits + f->mbits + 1 == f->elem_bits && strcmp(f->family, "hifloat"))
-        return (uint32_t)f->bias << f->mbits;
-    return 1;
-}
-
 /* Encode the shown elements with format entry F, block by block of F's own geometry. */
 static void side_fill(tui *T, tui_insp *I, side *S, int fi, qs_treader *rd)
 {
@@ -425,26 +360,26 @@ static void side_fill(tui *T, tui_insp *I, side *S, int fi, qs_treader *rd)
     S->blk = calloc(n, sizeof *S->blk);
     S->top = calloc(n, sizeof *S->top);
     if (!S->code || !S->y || !S->S || !S->meta || !S->blk || !S->top) { snprintf(S->err, sizeof S->err, "out of memory"); return; }
-    geom g;
-    geom_of(&F->a, t->rows, t->cols, &g);
+    qs_block_geom g;
+    qs_block_geom_of(&F->a, t->rows, t->cols, &g);
     qs_qopts o = F->a.o;
     if (F->a.gran != QS_GRAN_BLOCK) o.block = 0;
-    if (!strcmp(S->f->family, "nvfp4") && !(o.tensor_scale > 0)) o.tensor_scale = I->absmax > 0 ? (float)I->absmax : 0;
+    if (S->f->has_tensor_scale && !(o.tensor_scale > 0)) o.tensor_scale = I->absmax > 0 ? (float)I->absmax : 0;
     qs_err e = {{0}};
     if (qs_qopts_check(S->f, &o, &e)) { snprintf(S->err, sizeof S->err, "%s", e.msg); return; }
-    size_t cap = g.whole ? (size_t)(g.rows * g.cols) : g.blk ? g.blk : (size_t)(g.col ? g.rows : g.cols);
+    size_t cap = g.blk ? g.blk : (size_t)g.runlen;
     if (cap > (16u << 20)) { snprintf(S->err, sizeof S->err, "a %s block here has %zu values: too large to re-encode", S->f->name, cap); return; }
     uint64_t *bi = malloc(cap * sizeof *bi);
     float *bx = malloc(cap * sizeof *bx), *by = malloc(cap * sizeof *by), *one = malloc(cap * sizeof *one);
-    uint32_t *bc = malloc(cap * sizeof *bc), *oc = malloc(cap * sizeof *oc);
+    uint32_t *bc = malloc(cap * sizeof *bc);
     size_t nbm = qs_format_nblocks(S->f, &o, cap);
     uint8_t *bm = calloc((nbm ? nbm : 1) * mb, 1);
-    if (!bi || !bx || !by || !bc || !bm || !one || !oc) { snprintf(S->err, sizeof S->err, "out of memory"); goto out; }
+    if (!bi || !bx || !by || !bc || !bm || !one) { snprintf(S->err, sizeof S->err, "out of memory"); goto out; }
     for (size_t i = 0; i < n; i++) S->blk[i] = UINT64_MAX;
     for (size_t i = 0; i < n; i++) {
         if (S->blk[i] != UINT64_MAX) continue;
-        uint64_t b = geom_block_of(&g, I->idx[i]), i0;
-        size_t m = geom_elems(&g, b, bi, cap, &i0);
+        uint64_t b = qs_block_geom_block_of(&g, I->idx[i]), i0;
+        size_t m = qs_block_geom_elems(&g, b, bi, cap, &i0);
         /* read the block (contiguous runs in one call) */
         for (size_t k = 0; k < m;) {
             size_t run = 1;
@@ -461,24 +396,15 @@ static void side_fill(tui *T, tui_insp *I, side *S, int fi, qs_treader *rd)
             goto out;
         }
         S->ts = ts;
-        /* element scale: decode the "one step" code in every position with this block's metadata */
-        uint32_t oc1 = one_code(S->f);
-        for (size_t k = 0; k < m; k++) oc[k] = oc1;
-        if (S->f->decode(S->f, &oo, oc, bm, ts, m, one, &e)) for (size_t k = 0; k < m; k++) one[k] = NAN;
-        if (!strcmp(S->f->family, "m2xfp")) {   /* the top element of a sub-group decodes differently */
-            for (size_t k = 0; k < m; k++) {
-                uint8_t *mm = bm + (k / 32) * 2;
-                float X = qs_e8m0_decode(mm[0]);
-                one[k] = o.m2x == QS_M2X_ES ? X * (1 + ((mm[1] >> (2 * ((k % 32) / 8))) & 3) / 4.0f) : X;
-            }
-        }
+        /* element scale: the "one step" code in every position with this block's metadata */
+        qs_format_elem_steps(S->f, &oo, bm, ts, m, one);
         /* hand out to every shown element of this block (bi is ascending: binary search) */
         size_t bs = qs_format_block(S->f, &oo);
         float top = 0;
         for (size_t k = 0; k < m; k++)
             if (isfinite(by[k]) && fabsf(by[k]) > top) top = fabsf(by[k]);
         for (size_t j = 0; j < n; j++) {
-            if (S->blk[j] != UINT64_MAX || geom_block_of(&g, I->idx[j]) != b) continue;
+            if (S->blk[j] != UINT64_MAX || qs_block_geom_block_of(&g, I->idx[j]) != b) continue;
             size_t lo = 0, hi = m;
             while (lo < hi) {
                 size_t mid = lo + (hi - lo) / 2;
@@ -498,7 +424,7 @@ static void side_fill(tui *T, tui_insp *I, side *S, int fi, qs_treader *rd)
     }
     S->ok = 1;
 out:
-    free(bi); free(bx); free(by); free(bc); free(bm); free(one); free(oc);
+    free(bi); free(bx); free(by); free(bc); free(bm); free(one);
 }
 
 int tui_inspect_open(tui *T)
@@ -513,9 +439,9 @@ int tui_inspect_open(tui *T)
     I->fi = T->blk_fmt;
     I->b = (uint64_t)T->bcur;
     I->absmax = t->absmax;
-    geom g;
-    geom_of(&T->fmts[I->fi].a, t->rows, t->cols, &g);
-    size_t cap = g.whole ? (size_t)(g.rows * g.cols) : g.blk ? g.blk : (size_t)(g.col ? g.rows : g.cols);
+    qs_block_geom g;
+    qs_block_geom_of(&T->fmts[I->fi].a, t->rows, t->cols, &g);
+    size_t cap = g.blk ? g.blk : (size_t)g.runlen;
     if (cap > INSP_MAX) cap = INSP_MAX;
     I->idx = malloc(cap * sizeof *I->idx);
     I->x = malloc(cap * sizeof *I->x);
@@ -531,7 +457,7 @@ int tui_inspect_open(tui *T)
         return -1;
     }
     uint64_t i0;
-    I->n = geom_elems(&g, I->b, I->idx, cap, &i0);
+    I->n = qs_block_geom_elems(&g, I->b, I->idx, cap, &i0);
     for (size_t k = 0; k < I->n;) {   /* contiguous runs in one read each */
         size_t run = 1;
         while (k + run < I->n && I->idx[k + run] == I->idx[k] + run) run++;
@@ -561,111 +487,10 @@ int tui_inspect_open(tui *T)
 
 /* ---- drawing ---- */
 
-/* The ulp at x (metrics.h): S times the element grid's spacing in the binade of |x| / S for
-** minifloat elements (subnormal step below, top binade's step above); S itself for integer and
-** HiF4 elements (grid step 1); NaN where not defined (HiF8's tapered grid). */
-static double elem_ulp(const qs_format *f, float x, double S)
-{
-    if (!(S > 0) || !isfinite(S)) return NAN;
-    if (f->ebits > 0 && f->ebits + f->mbits + 1 == f->elem_bits && strcmp(f->family, "hifloat")) {
-        double t = fabs((double)x) / S;
-        int emin = 1 - f->bias;
-        int emax = (int)floor(log2(f->max_finite > 0 && f->block == 1 ? f->max_finite : 1e300));
-        int E = t > 0 ? (int)floor(log2(t)) : emin;
-        if (E < emin) E = emin;
-        if (f->block == 1 && E > emax) E = emax;
-        if (f->block != 1) {   /* block formats: max_finite is the scaled range; cap at the element's top binade */
-            int etop = (1 << f->ebits) - 1 - f->bias;
-            if (E > etop) E = etop;
-        }
-        return S * ldexp(1.0, E - f->mbits);
-    }
-    if (!strcmp(f->family, "int") || !strcmp(f->name, "mxint8") || !strcmp(f->name, "hif4")) return S;
-    return NAN;
-}
-
-typedef struct seg { char bits[40]; int kind; } seg;   /* kind 0 sign, 1 exponent/dot, 2 mantissa, 3 plain */
-
-static int code_segs(const qs_format *f, uint32_t code, seg *s)
-{
-    int nb = f->elem_bits;
-    char bits[40];
-    for (int i = 0; i < nb && i < 32; i++) bits[i] = (code >> (nb - 1 - i)) & 1 ? '1' : '0';
-    bits[nb < 32 ? nb : 32] = 0;
-    if (!strcmp(f->name, "hif8")) {
-        char lab[200];
-        qs_hif8_fields((uint8_t)code, lab, sizeof lab);
-        char *end = strstr(lab, "  ");
-        if (end) *end = 0;
-        int n = 0;
-        for (char *tok = strtok(lab, " "); tok && n < 4; tok = strtok(NULL, " ")) {
-            snprintf(s[n].bits, sizeof s[n].bits, "%s", tok);
-            s[n].kind = n == 0 ? 0 : 1;
-            n++;
-        }
-        if (n >= 3) s[n - 1].kind = 2;
-        return n;
-    }
-    if (!strcmp(f->name, "hif4")) {   /* S1P2: sign, then the 3-bit magnitude q (value q x step) */
-        snprintf(s[0].bits, sizeof s[0].bits, "%c", bits[0]);
-        s[0].kind = 0;
-        snprintf(s[1].bits, sizeof s[1].bits, "%s", bits + 1);
-        s[1].kind = 2;
-        return 2;
-    }
-    if (f->ebits > 0 && f->ebits + f->mbits + 1 == nb) {
-        snprintf(s[0].bits, sizeof s[0].bits, "%c", bits[0]);
-        s[0].kind = 0;
-        snprintf(s[1].bits, sizeof s[1].bits, "%.*s", f->ebits, bits + 1);
-        s[1].kind = 1;
-        if (f->mbits > 0) {
-            snprintf(s[2].bits, sizeof s[2].bits, "%.*s", f->mbits, bits + 1 + f->ebits);
-            s[2].kind = 2;
-            return 3;
-        }
-        return 2;
-    }
-    if (f->ebits > 0 && f->ebits + f->mbits == nb) {
-        snprintf(s[0].bits, sizeof s[0].bits, "%.*s", f->ebits, bits);
-        s[0].kind = 1;
-        if (f->mbits) { snprintf(s[1].bits, sizeof s[1].bits, "%s", bits + f->ebits); s[1].kind = 2; return 2; }
-        return 1;
-    }
-    if (!strcmp(f->family, "int") || !strcmp(f->name, "mxint8")) {   /* two's complement: sign bit, then the rest */
-        snprintf(s[0].bits, sizeof s[0].bits, "%c", bits[0]);
-        s[0].kind = 0;
-        snprintf(s[1].bits, sizeof s[1].bits, "%s", bits + 1);
-        s[1].kind = 3;
-        return 2;
-    }
-    snprintf(s[0].bits, sizeof s[0].bits, "%s", bits);
-    s[0].kind = 3;
-    return 1;
-}
-
-static int segs_width(const qs_format *f)
-{
-    seg s[4];
-    int n = code_segs(f, 0, s), w = n - 1;
-    for (int i = 0; i < n; i++) w += (int)strlen(s[i].bits);
-    if (!strcmp(f->name, "hif8")) w = 11;
-    return w;
-}
-
-static const char *field_legend(const qs_format *f)
-{
-    if (!strcmp(f->name, "hif8")) return "s d e m";
-    if (!strcmp(f->family, "int") || !strcmp(f->name, "mxint8")) return "s int";
-    if (!strcmp(f->name, "hif4")) return "s q";
-    if (f->ebits > 0 && f->ebits + f->mbits + 1 == f->elem_bits) return f->mbits ? "s e m" : "s e";
-    if (f->ebits > 0) return "e";
-    return "bits";
-}
-
 static int draw_segs(tui *T, int y, int x, const qs_format *f, uint32_t code, int sel)
 {
-    seg s[4];
-    int n = code_segs(f, code, s);
+    qs_code_field s[QS_MAX_FIELDS];
+    int n = qs_format_code_fields(f, code, s);
     int cx = x;
     static const int pairs[4] = {CP_SIGN, CP_EXP, CP_MANT, 0};
     for (int i = 0; i < n; i++) {
@@ -697,65 +522,8 @@ static int addstr_wrap(int y, int x, const char *s, int w, const char *sep)
 /* One line describing a block's metadata for a side. */
 static void meta_text(tui *T, const side *S, size_t j, char *out, size_t cap)
 {
-    const qs_format *f = S->f;
-    const uint8_t *m = S->meta + j * (size_t)(f->meta_bytes > 0 ? f->meta_bytes : 1);
-    const tui_fmt *F = &T->fmts[S->fi];
-    char v[32], w[32];
-    if (f->meta_bytes == 0) { snprintf(out, cap, "element cast: no block metadata"); return; }
-    if (f->has_scale_rule) {
-        char b8[9];
-        for (int i = 0; i < 8; i++) b8[i] = (m[0] >> (7 - i)) & 1 ? '1' : '0';
-        b8[8] = 0;
-        tui_fmt_num(qs_e8m0_decode(m[0]), v, sizeof v);
-        if (m[0] == 0xFF) snprintf(out, cap, "E8M0 scale 0xff %s = NaN (block holds NaN/Inf)", b8);
-        else snprintf(out, cap, "E8M0 scale 0x%02x [%s] = 2^%d = %s  (rule %s)", m[0], b8, (int)m[0] - 127, v,
-                      qs_scale_rule_name(F->a.o.scale_rule));
-        return;
-    }
-    if (!strcmp(f->family, "nvfp4")) {
-        seg s[4];
-        qs_format e4 = {.name = "ue4m3", .family = "float", .elem_bits = 8, .ebits = 4, .mbits = 3};
-        int n = code_segs(&e4, m[0], s);
-        (void)n;
-        tui_fmt_num(qs_mf_decode(&qs_mf_e4m3, m[0]), v, sizeof v);
-        tui_fmt_num(S->ts, w, sizeof w);
-        char st[32];
-        tui_fmt_num(S->S[j], st, sizeof st);
-        snprintf(out, cap, "UE4M3 block scale 0x%02x [%s %s %s] = %s; tensor amax %s; element step %s", m[0], s[0].bits, s[1].bits,
-                 s[2].bits, v, w, st);
-        return;
-    }
-    if (!strcmp(f->name, "hif4")) {
-        qs_hif4_meta hm;
-        qs_hif4_meta_load(m, &hm);
-        tui_fmt_num(qs_hif4_e6m2_value(hm.e6m2), v, sizeof v);
-        char g8[9], g16[17];
-        for (int i = 0; i < 8; i++) g8[i] = (hm.e1_8 >> i) & 1 ? '2' : '1';
-        for (int i = 0; i < 16; i++) g16[i] = (hm.e1_16 >> i) & 1 ? '2' : '1';
-        g8[8] = g16[16] = 0;
-        snprintf(out, cap, "E6M2 0x%02x = %s; x2 per 8: %s; per 4: %s", hm.e6m2, v, g8, g16);
-        return;
-    }
-    if (!strcmp(f->family, "m2xfp")) {
-        tui_fmt_num(qs_e8m0_decode(m[0]), v, sizeof v);
-        snprintf(out, cap, "E8M0 0x%02x = %s; sub-group fields %d %d %d %d (%s)", m[0], v, m[1] & 3, (m[1] >> 2) & 3,
-                 (m[1] >> 4) & 3, (m[1] >> 6) & 3, F->a.o.m2x == QS_M2X_ES ? "ratio m: x(1+m/4)" : "top element d+1");
-        return;
-    }
-    if (!strcmp(f->family, "int")) {
-        float s;
-        memcpy(&s, m, 4);
-        uint32_t u;
-        memcpy(&u, m, 4);
-        tui_fmt_num(s, v, sizeof v);
-        snprintf(out, cap, "FP32 scale 0x%08x = %s (absmax / %d)", u, v, f->elem_bits == 8 ? 127 : 7);
-        return;
-    }
-    snprintf(out, cap, "metadata 0x");
-    for (int i = 0; i < f->meta_bytes; i++) {
-        size_t k = strlen(out);
-        snprintf(out + k, cap - k, "%02x", m[i]);
-    }
+    const uint8_t *m = S->meta + j * (size_t)(S->f->meta_bytes > 0 ? S->f->meta_bytes : 1);
+    qs_format_meta_text(S->f, &T->fmts[S->fi].a.o, m, S->ts, S->S[j], tui_fmt_num, out, cap);
 }
 
 /* U: a non-zero input became zero; M: reduced to the largest magnitude of its block (clipped, or
@@ -804,8 +572,8 @@ void tui_draw_inspect(tui *T, int y0, int h)
         if (!I) { tui_addstr_clip(y0 + 1, 2, "No block to inspect: choose one in the Blocks view (4).", T->W - 4); return; }
     }
     tui_tensor *t = &T->t[I->ti];
-    geom g;
-    geom_of(&T->fmts[I->fi].a, t->rows, t->cols, &g);
+    qs_block_geom g;
+    qs_block_geom_of(&T->fmts[I->fi].a, t->rows, t->cols, &g);
     char s[600], a[32], b[32];
     uint64_t r0 = I->n ? I->idx[0] / t->cols : 0, c0 = I->n ? I->idx[0] % t->cols : 0;
     uint64_t r1 = I->n ? I->idx[I->n - 1] / t->cols : 0, c1 = I->n ? I->idx[I->n - 1] % t->cols : 0;
@@ -848,9 +616,9 @@ void tui_draw_inspect(tui *T, int y0, int h)
         side *S = &I->s[k];
         if (!S->f) continue;
         int x = left + k * sw;
-        int bw = segs_width(S->f);
-        if (bw < (int)strlen(field_legend(S->f))) bw = (int)strlen(field_legend(S->f));
-        snprintf(s, sizeof s, "%s%-*s %10s %10s %6s", k ? "|" : "", bw, field_legend(S->f), k ? "B: Q(x)" : "A: Q(x)", "error", "rel");
+        int bw = qs_format_code_fields_width(S->f);
+        if (bw < (int)strlen(qs_format_field_legend(S->f))) bw = (int)strlen(qs_format_field_legend(S->f));
+        snprintf(s, sizeof s, "%s%-*s %10s %10s %6s", k ? "|" : "", bw, qs_format_field_legend(S->f), k ? "B: Q(x)" : "A: Q(x)", "error", "rel");
         tui_addstr_clip(y, x - (k ? 1 : 0), s, sw);
     }
     attroff(A_BOLD | A_UNDERLINE);
@@ -875,8 +643,8 @@ void tui_draw_inspect(tui *T, int y0, int h)
             if (!S->ok) continue;
             int x = left + k * sw;
             if (k) mvaddch(yy, x - 1, T->ascii ? '|' : '|');
-            int bw = segs_width(S->f);
-            if (bw < (int)strlen(field_legend(S->f))) bw = (int)strlen(field_legend(S->f));
+            int bw = qs_format_code_fields_width(S->f);
+            if (bw < (int)strlen(qs_format_field_legend(S->f))) bw = (int)strlen(qs_format_field_legend(S->f));
             draw_segs(T, yy, x, S->f, S->code[i], sel);
             double err = (double)S->y[i] - (double)I->x[i];
             double rel = I->x[i] != 0 ? err / fabs((double)I->x[i]) : (err == 0 ? 0 : INFINITY);
@@ -920,14 +688,14 @@ void tui_draw_inspect(tui *T, int y0, int h)
             tui_fmt_num(el, c2, sizeof c2);
             double err = (double)S->y[i] - (double)I->x[i];
             tui_fmt_num(err, c3, sizeof c3);
-            seg sg[4];
-            int ns = code_segs(S->f, S->code[i], sg);
+            qs_code_field sg[QS_MAX_FIELDS];
+            int ns = qs_format_code_fields(S->f, S->code[i], sg);
             char bits[64] = "";
             for (int q = 0; q < ns; q++) { strcat(bits, q ? " " : ""); strcat(bits, sg[q].bits); }
-            double ulp = elem_ulp(S->f, I->x[i], step);
+            double ulp = qs_format_elem_ulp(S->f, I->x[i], step);
             char us[40] = "";
             if (isfinite(ulp) && ulp > 0) snprintf(us, sizeof us, ", %+.3f ulp", err / ulp);
-            if (S->f->meta_bytes > 0 || !strcmp(S->f->family, "int"))
+            if (S->f->meta_bytes > 0)
                 snprintf(s, sizeof s, "%c %-12s 0x%0*x [%s] = %s x %s = %.7g; error %s (%+.2f%%%s)", k ? 'B' : 'A',
                          T->fmts[S->fi].label, (S->f->elem_bits + 3) / 4, S->code[i], bits, c2, d1, (double)S->y[i], c3,
                          I->x[i] != 0 ? 100 * err / fabs((double)I->x[i]) : 0.0, us);
@@ -940,7 +708,7 @@ void tui_draw_inspect(tui *T, int y0, int h)
                 if (pass) us[0] = 0;
                 char v4[32];
                 snprintf(v4, sizeof v4, "%.4g", (double)S->y[i]);
-                if (S->f->meta_bytes > 0 || !strcmp(S->f->family, "int"))
+                if (S->f->meta_bytes > 0)
                     snprintf(s, sizeof s, "%c %s 0x%0*x [%s] = %s x %s = %s; err %s (%+.2f%%%s)", k ? 'B' : 'A',
                              T->fmts[S->fi].label, (S->f->elem_bits + 3) / 4, S->code[i], bits, c2, d1, v4, c3,
                              I->x[i] != 0 ? 100 * err / fabs((double)I->x[i]) : 0.0, us);

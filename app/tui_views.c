@@ -257,7 +257,7 @@ void tui_draw_formats(tui *T, int y0, int h)
         /* every result, as `qscope plot pareto` has them: exact and NaN/Inf ones are named in the note */
         for (int i = 0; i < T->nfmts; i++)
             if (T->met[i].have) {
-                pts[n++] = (qs_pareto_pt){T->fmts[i].label, T->fmts[i].a.f->family, T->met[i].bits, T->met[i].eff_bits};
+                pts[n++] = (qs_pareto_pt){T->fmts[i].label, qs_family_name(T->fmts[i].a.f->family), T->met[i].bits, T->met[i].eff_bits};
                 nfin += isfinite(T->met[i].eff_bits) && isfinite(T->met[i].bits);
             }
         if (n && nfin) {
@@ -687,7 +687,7 @@ void tui_choose_formats(tui *T)
             memset(&a, 0, sizeof a);
             a.axis = 1;
             a.f = qs_format_at(i);
-            if (!strcmp(a.f->family, "int")) a.gran = QS_GRAN_ROW;
+            if (a.f->block == 0) a.gran = QS_GRAN_ROW;   /* run-long blocks: one scale per row */
             memset(&nf2[n], 0, sizeof nf2[n]);
             if (tui_fmt_set(&nf2[n], &a) == 0) n++;
         }

@@ -6,6 +6,8 @@
 */
 #include "dtype.h"
 
+#include "minifloat.h"
+
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
@@ -28,42 +30,21 @@ float qs_f16_to_f32(uint16_t h)
 
 float qs_bf16_to_f32(uint16_t h) { return bits_to_f32((uint32_t)h << 16); }
 
-/* Minifloat with e exponent bits, m mantissa bits, bias b; `ieee` = top exponent is Inf/NaN. */
-static inline float minifloat(unsigned v, int ebits, int mbits, int bias)
+/* The 8-bit float types decode through the one minifloat decoder (minifloat.h); a file's NaN reads as
+** the canonical quiet NaN. */
+static inline float mf_value(const qs_minifloat *mf, unsigned v)
 {
-    unsigned man = v & ((1u << mbits) - 1);
-    unsigned exp = (v >> mbits) & ((1u << ebits) - 1);
-    float mag = exp == 0 ? ldexpf((float)man, 1 - bias - mbits)
-                         : ldexpf((float)((1u << mbits) | man), (int)exp - bias - mbits);
-    return (v >> (ebits + mbits)) & 1 ? -mag : mag;
+    float x = qs_mf_decode(mf, v);
+    return isnan(x) ? NAN : x;
 }
 
-float qs_e4m3_to_f32(uint8_t v)
-{
-    if ((v & 0x7f) == 0x7f) return NAN;            /* E4M3FN: only S.1111.111 is NaN, no Inf */
-    return minifloat(v, 4, 3, 7);
-}
+float qs_e4m3_to_f32(uint8_t v) { return mf_value(&qs_mf_e4m3, v); }
+float qs_e5m2_to_f32(uint8_t v) { return mf_value(&qs_mf_e5m2, v); }
+float qs_e8m0_to_f32(uint8_t v) { return qs_e8m0_decode(v); }
 
-float qs_e5m2_to_f32(uint8_t v)
-{
-    if (((v >> 2) & 0x1f) == 0x1f) {
-        if (v & 3) return NAN;
-        return (v & 0x80) ? -INFINITY : INFINITY;
-    }
-    return minifloat(v, 5, 2, 15);
-}
-
-float qs_e8m0_to_f32(uint8_t v)
-{
-    if (v == 0xff) return NAN;
-    return ldexpf(1.0f, (int)v - 127);              /* 2^-127 is a float32 subnormal: exact */
-}
-
-float qs_ue4m3_to_f32(uint8_t v)
-{
-    if (v == 0x7f) return 0.0f;                     /* ggml treats the NaN code as 0 ... */
-    return minifloat(v & 0x7f, 4, 3, 7);            /* ... but 0xFF, sign ignored, is 480 */
-}
+/* ggml reads the NaN code 0x7F as 0 and ignores the sign bit, so 0xFF is 480: E4M3 with every code finite. */
+static const qs_minifloat kUE4M3 = {"ue4m3", 4, 3, 7, QS_MF_FINITE};
+float qs_ue4m3_to_f32(uint8_t v) { return v == 0x7f ? 0.0f : qs_mf_decode(&kUE4M3, v & 0x7f); }
 
 /* E2M1 values, doubled so they fit int8 (ggml's kvalues_mxfp4 / kvalues_fp4). */
 static const int8_t kE2M1x2[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};

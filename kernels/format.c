@@ -21,6 +21,9 @@ static const struct { const qs_format *a; const size_t *n; } kFamilies[] = {
 };
 #define NFAM (sizeof kFamilies / sizeof kFamilies[0])
 
+static const char *const kFamName[QS_FAM_COUNT] = {"float", "hifloat", "mx", "nvfp4", "m2xfp", "int"};
+const char *qs_family_name(qs_family fam) { return (unsigned)fam < QS_FAM_COUNT ? kFamName[fam] : "?"; }
+
 size_t qs_format_count(void)
 {
     size_t n = 0;

@@ -83,7 +83,51 @@ enum {
     QS_VAR_ZERO_BLOCK_SCALE = 1u << 4,
 };
 
+/* Families: one family file each (format_families.h); the name is what outputs and stored results show. */
+typedef enum qs_family {
+    QS_FAM_FLOAT = 0,   /* plain minifloat casts */
+    QS_FAM_HIFLOAT,
+    QS_FAM_MX,
+    QS_FAM_NVFP4,
+    QS_FAM_M2XFP,
+    QS_FAM_INT,
+    QS_FAM_COUNT
+} qs_family;
+
+const char *qs_family_name(qs_family fam);   /* "float", "hifloat", "mx", "nvfp4", "m2xfp", "int" */
+
+/* What the block metadata holds. */
+typedef enum qs_scale_kind {
+    QS_SK_NONE = 0,   /* element cast: no metadata */
+    QS_SK_E8M0,       /* one E8M0 power of two per block (MX) */
+    QS_SK_UE4M3,      /* one UE4M3 per block, under the FP32 tensor scale (NVFP4) */
+    QS_SK_HIF4,       /* E6M2 + an E1 flag per 8 and per 4 elements (HiF4's three levels) */
+    QS_SK_M2XFP,      /* E8M0 + a 2-bit field per sub-group of 8 */
+    QS_SK_FP32,       /* one FP32 scale per block or run (int) */
+} qs_scale_kind;
+
+/* How an element code's bits split (what `formats explain` and the inspector show). */
+typedef enum qs_elem_kind {
+    QS_ELEM_FLOAT = 0,   /* sign, ebits exponent (bias), mbits mantissa */
+    QS_ELEM_UFLOAT,      /* no sign: ebits exponent, mbits mantissa (E8M0) */
+    QS_ELEM_INT,         /* two's complement integer times a step */
+    QS_ELEM_SIGN_MAG,    /* sign, then an unsigned magnitude times a step (HiF4's S1P2) */
+    QS_ELEM_TAPERED,     /* variable-width fields, labelled by the row's code_label (HiF8) */
+} qs_elem_kind;
+
+/* One field of a code as the inspector colours it. */
+typedef enum qs_field_kind { QS_FIELD_SIGN = 0, QS_FIELD_EXP, QS_FIELD_MANT, QS_FIELD_PLAIN } qs_field_kind;
+typedef struct qs_code_field { char bits[40]; qs_field_kind kind; } qs_code_field;
+#define QS_MAX_FIELDS 4
+
+/* qs_format.fopts: family options of qs_qopts the format reads (recorded in its options). */
+enum { QS_FOPT_NVFP4_ORDER = 1u << 0, QS_FOPT_M2X_MODE = 1u << 1 };
+
+/* Number formatting of the caller (the inspector's), for metadata texts. */
+typedef void (*qs_num_fmt)(double v, char *buf, size_t cap);
+
 struct qs_format;
+struct qs_minifloat;
 
 typedef int (*qs_encode_fn)(const struct qs_format *f, const qs_qopts *o, const float *x, size_t n,
                             uint32_t *codes, uint8_t *meta, float *tensor_scale, qs_err *e);
@@ -94,7 +138,7 @@ typedef int (*qs_fakeq_fn)(const struct qs_format *f, const qs_qopts *o, const f
 
 typedef struct qs_format {
     const char *name;        /* CLI name: "mxfp4", "fp8_e4m3", ... */
-    const char *family;      /* "float", "mx", "nvfp4", "hifloat", "m2xfp", "int" */
+    qs_family family;
     const char *summary;     /* one line */
     int elem_bits;           /* bits of one element code */
     int ebits, mbits, bias;  /* element minifloat layout (0,0,0 when not a minifloat; e8m0: 8,0,127) */
@@ -119,6 +163,27 @@ typedef struct qs_format {
     float (*code_value)(unsigned c);
     unsigned ncodes;
     unsigned variants;       /* QS_VAR_* bits: library-variant options this format implements */
+    /* The questions callers ask of a format, answered here instead of by its name. */
+    qs_elem_kind elem;       /* code layout of an element */
+    const struct qs_minifloat *mf;   /* the element minifloat (minifloat.h) when it is one, else NULL */
+    qs_scale_kind scale_kind;
+    int has_tensor_scale;    /* an FP32 number per tensor (NVFP4's global amax): applying it takes a first
+                             ** pass for the absmax, and it costs 32 bits per tensor */
+    unsigned fopts;          /* QS_FOPT_* */
+    /* Labelled fields of a code (QS_ELEM_TAPERED), as qs_hif8_fields; NULL for the other layouts. */
+    int (*code_label)(uint32_t code, char *buf, size_t cap);
+    int label_width;         /* widest split of code_label in columns (QS_ELEM_TAPERED) */
+    const char *field_legend;   /* names of code_label's fields (QS_ELEM_TAPERED) */
+    /* Value of a one-byte block-scale code as the analysis stores it (NaN for the NaN code); NULL:
+    ** the metadata has no one-byte scale. */
+    double (*scale_value)(unsigned code);
+    /* One line describing one block's metadata m (meta_bytes bytes): tensor_scale is encode's, step
+    ** the block's element step; numbers formatted by num. */
+    void (*meta_text)(const struct qs_format *f, const qs_qopts *o, const uint8_t *m, float tensor_scale, double step,
+                      qs_num_fmt num, char *out, size_t cap);
+    /* Element step (the decoded "one" code) of each of the n elements of a block with metadata m, where
+    ** it is not decode's value of qs_format_one_code (M2XFP's top elements); NULL otherwise. */
+    void (*elem_steps)(const struct qs_format *f, const qs_qopts *o, const uint8_t *m, size_t n, float *step);
 } qs_format;
 
 /* Registry access. */
@@ -139,6 +204,28 @@ int qs_nvfp4_block_scales(const qs_format *f, const qs_qopts *o, float tensor_sc
                           uint8_t *code, float *S, float *Q, qs_err *e);
 /* Bits per element including metadata at the effective block size. */
 double qs_format_bits_per_elem(const qs_format *f, const qs_qopts *o);
+
+/* The inspector's view of codes and metadata (format_inspect.c), every answer from the row. */
+int qs_format_code_fields(const qs_format *f, uint32_t code, qs_code_field out[QS_MAX_FIELDS]);  /* count */
+int qs_format_code_fields_width(const qs_format *f);   /* columns of the widest split, spaces included */
+const char *qs_format_field_legend(const qs_format *f);   /* "s e m", "s int", ... */
+void qs_format_code_text(const qs_format *f, uint32_t code, char *out, size_t cap);   /* `formats explain` */
+uint32_t qs_format_one_code(const qs_format *f);   /* the element code of the step ("1" in element units) */
+double qs_format_elem_ulp(const qs_format *f, float x, double S);   /* ulp at x in a block of step S */
+double qs_format_scale_value(const qs_format *f, unsigned code);    /* NaN when f has no one-byte scale */
+void qs_format_meta_text(const qs_format *f, const qs_qopts *o, const uint8_t *m, float tensor_scale, double step,
+                         qs_num_fmt num, char *out, size_t cap);
+/* Element steps of a block of n elements: decode of the one code with its metadata, or the row's
+** elem_steps; NaN where decode fails. */
+void qs_format_elem_steps(const qs_format *f, const qs_qopts *o, const uint8_t *m, float tensor_scale, size_t n,
+                          float *step);
+/* A plain minifloat element cast (the float family): casts that saturate with sat and take a row scale. */
+static inline int qs_format_is_minifloat_cast(const qs_format *f) { return f->family == QS_FAM_FLOAT && f->block == 1; }
+
+/* The default format list of report and the workbench (two halves, so help texts can wrap it). */
+#define QS_DEFAULT_FORMATS_1 "bf16,fp8_e4m3,fp8_e5m2,hif8,mxfp8_e4m3,mxfp6_e2m3,mxfp4,nvfp4,hif4,m2xfp4,"
+#define QS_DEFAULT_FORMATS_2 "int8:gran=row,int4:block=32"
+#define QS_DEFAULT_FORMATS QS_DEFAULT_FORMATS_1 QS_DEFAULT_FORMATS_2
 
 /* Names of options, for the CLI and stored results. */
 const char *qs_round_name(qs_round r);

@@ -18,6 +18,52 @@ int qs_gran_parse(const char *s, qs_gran *g)
     return -1;
 }
 
+void qs_block_geom_of(const qs_apply *a, uint64_t rows, uint64_t cols, qs_block_geom *g)
+{
+    memset(g, 0, sizeof *g);
+    qs_qopts o = a->o;
+    g->whole = a->gran == QS_GRAN_TENSOR;
+    g->col = a->gran == QS_GRAN_COL || (a->gran == QS_GRAN_BLOCK && a->axis == 0);
+    if (a->gran != QS_GRAN_BLOCK) o.block = 0;
+    g->blk = qs_format_block(a->f, &o);
+    g->rows = rows;
+    g->cols = cols;
+    if (g->whole) {
+        g->blk = 0;
+        g->runlen = rows * cols;
+        g->nruns = g->per = g->nblocks = 1;
+        return;
+    }
+    g->runlen = g->col ? rows : cols;
+    g->nruns = g->col ? cols : rows;
+    g->per = g->blk ? (g->runlen + g->blk - 1) / g->blk : 1;
+    g->nblocks = g->per * g->nruns;
+}
+
+size_t qs_block_geom_elems(const qs_block_geom *g, uint64_t b, uint64_t *idx, size_t cap, uint64_t *index0)
+{
+    size_t n = 0;
+    if (g->whole) {
+        for (uint64_t i = 0; i < g->rows * g->cols && n < cap; i++) idx[n++] = i;
+        *index0 = 0;
+        return n;
+    }
+    uint64_t run = b / g->per, k = b % g->per;
+    uint64_t p0 = g->blk ? k * g->blk : 0, p1 = g->blk ? p0 + g->blk : g->runlen;
+    if (p1 > g->runlen) p1 = g->runlen;
+    for (uint64_t p = p0; p < p1 && n < cap; p++) idx[n++] = g->col ? p * g->cols + run : run * g->cols + p;
+    *index0 = g->col ? run * g->rows + p0 : run * g->cols + p0;
+    return n;
+}
+
+uint64_t qs_block_geom_block_of(const qs_block_geom *g, uint64_t i)
+{
+    if (g->whole) return 0;
+    uint64_t r = i / g->cols, c = i % g->cols;
+    uint64_t run = g->col ? c : r, p = g->col ? r : c;
+    return run * g->per + (g->blk ? p / g->blk : 0);
+}
+
 int qs_format_absmax(qs_fa_read rd, void *rctx, uint64_t n, float *amax, qs_err *e)
 {
     float *buf = malloc(BAND_ELEMS * sizeof(float));
@@ -140,19 +186,21 @@ int qs_format_apply(const qs_apply *a, uint64_t rows, uint64_t cols, qs_fa_read 
     qs_qopts o = a->o;
     uint64_t n = rows * cols;
     if (qs_qopts_check(a->f, &o, e)) return -1;
-    if (strcmp(a->f->family, "nvfp4") == 0 && !(o.tensor_scale > 0)) {
+    if (a->f->has_tensor_scale && !(o.tensor_scale > 0)) {
         float amax;
         if (qs_format_absmax(rd, rctx, n, &amax, e)) return -1;
         o.tensor_scale = amax > 0 ? amax : 0;
     }
-    int whole = a->gran == QS_GRAN_TENSOR, col = a->gran == QS_GRAN_COL || (a->gran == QS_GRAN_BLOCK && a->axis == 0);
-    if (a->gran == QS_GRAN_ROW || a->gran == QS_GRAN_COL || whole) {
+    if (a->gran != QS_GRAN_BLOCK) {
         if (a->f->block != 0) return qs_fail(e, "format %s has fixed blocks: granularity '%s' needs int8 or int4",
                                              a->f->name, qs_gran_name(a->gran));
         o.block = 0;
     }
-    if (whole) { cols = n; rows = n ? 1 : 0; }
-    size_t blk = qs_format_block(a->f, &o);
+    qs_block_geom g;
+    qs_block_geom_of(a, rows, cols, &g);
+    int col = g.col;
+    if (g.whole) { cols = n; rows = n ? 1 : 0; }
+    size_t blk = g.blk;
     int rc = -1;
     float *x = NULL, *y = NULL, *cx = NULL, *cy = NULL, *cs = NULL, *ci = NULL, *camax = NULL;
     size_t ncs;

@@ -33,6 +33,24 @@ typedef struct qs_apply {
     int cscale;     /* qs_cscale: one FP32 scale per tensor/row/column of an element cast (0: none) */
 } qs_apply;
 
+/* Where the blocks of a format applied to a rows x cols tensor lie: runs are rows (or columns, col),
+** cut into blocks of blk values (0: one block per run); whole: one block, the whole tensor.  Block b
+** is block b % per of run b / per.  The one mapping apply, the analysis and the inspector share. */
+typedef struct qs_block_geom {
+    int whole, col;
+    size_t blk;
+    uint64_t rows, cols;
+    uint64_t runlen, nruns;   /* whole: one run of rows x cols values */
+    uint64_t per;             /* blocks per run */
+    uint64_t nblocks;
+} qs_block_geom;
+
+void qs_block_geom_of(const qs_apply *a, uint64_t rows, uint64_t cols, qs_block_geom *g);
+/* Flat C-order indices of block b's elements (at most cap, ascending in the run) and the SR counter
+** index of its first element; returns the count. */
+size_t qs_block_geom_elems(const qs_block_geom *g, uint64_t b, uint64_t *idx, size_t cap, uint64_t *index0);
+uint64_t qs_block_geom_block_of(const qs_block_geom *g, uint64_t i);   /* the block of flat element i */
+
 typedef int (*qs_fa_read)(void *ctx, uint64_t start, size_t n, float *out, qs_err *e);
 typedef int (*qs_fa_write)(void *ctx, uint64_t start, size_t n, const float *y, qs_err *e);
 

@@ -24,16 +24,6 @@
 #define RND_MODES ((1u << QS_RND_RNE) | (1u << QS_RND_TA) | (1u << QS_RND_RTZ) | (1u << QS_RND_SR))
 #define MF_MODES (RND_MODES | (1u << QS_RND_TZ))
 
-/* The element type of a descriptor, found by its layout (ebits, mbits, bias are unique here). */
-static const qs_minifloat *mf_of(const qs_format *f)
-{
-    static const qs_minifloat *const all[] = {&qs_mf_fp32, &qs_mf_bf16, &qs_mf_fp16, &qs_mf_e4m3,
-                                              &qs_mf_e5m2, &qs_mf_e3m2, &qs_mf_e2m3, &qs_mf_e2m1};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        if (all[i]->ebits == f->ebits && all[i]->mbits == f->mbits && all[i]->bias == f->bias) return all[i];
-    return NULL;
-}
-
 /* Effective rounding mode and saturation of a call (o may be NULL: the defaults). */
 static int resolve(const qs_format *f, const qs_qopts *o, qs_round *mode, int *sat, qs_err *e)
 {
@@ -65,7 +55,7 @@ static void clear_neg_zero(float *y, size_t n)
 static int mf_encode(const qs_format *f, const qs_qopts *o, const float *x, size_t n, uint32_t *codes,
                      uint8_t *meta, float *tensor_scale, qs_err *e)
 {
-    const qs_minifloat *mf = mf_of(f);
+    const qs_minifloat *mf = f->mf;
     qs_round mode;
     int sat;
     if (!mf) return qs_fail(e, "format %s: no element type", f->name);
@@ -83,7 +73,7 @@ static int mf_encode(const qs_format *f, const qs_qopts *o, const float *x, size
 static int mf_decode(const qs_format *f, const qs_qopts *o, const uint32_t *codes, const uint8_t *meta,
                      float tensor_scale, size_t n, float *y, qs_err *e)
 {
-    const qs_minifloat *mf = mf_of(f);
+    const qs_minifloat *mf = f->mf;
     if (!mf) return qs_fail(e, "format %s: no element type", f->name);
     uint32_t lim = f->elem_bits >= 32 ? 0xffffffffu : (1u << f->elem_bits) - 1;
     for (size_t i = 0; i < n; i++) {
@@ -95,7 +85,7 @@ static int mf_decode(const qs_format *f, const qs_qopts *o, const uint32_t *code
 
 static int mf_fakeq(const qs_format *f, const qs_qopts *o, const float *x, size_t n, float *y, qs_err *e)
 {
-    const qs_minifloat *mf = mf_of(f);
+    const qs_minifloat *mf = f->mf;
     qs_round mode;
     int sat;
     if (!mf) return qs_fail(e, "format %s: no element type", f->name);
@@ -225,8 +215,8 @@ static float cv_e2m1(unsigned c) { return qs_mf_decode(&qs_mf_e2m1, c); }
 static float cv_e8m0(unsigned c) { return qs_e8m0_decode((uint8_t)c); }
 
 /* Value-range fields are literals (checked against qs_mf_max/min_* in tests/unit/test_minifloat.c). */
-#define MF(NAME, SUMMARY, BITS, E, M, B, INF, NAN_, MAX, MINN, MINS, CV, NC)                        \
-    {.name = NAME, .family = "float", .summary = SUMMARY, .elem_bits = BITS, .ebits = E, .mbits = M, \
+#define MF(NAME, SUMMARY, BITS, E, M, B, INF, NAN_, MAX, MINN, MINS, CV, NC, MF_)                   \
+    {.name = NAME, .family = QS_FAM_FLOAT, .elem = QS_ELEM_FLOAT, .mf = &MF_, .summary = SUMMARY, .elem_bits = BITS, .ebits = E, .mbits = M, \
      .bias = B, .block = 1, .meta_bytes = 0, .meta_bits = 0, .has_inf = INF, .has_nan = NAN_,         \
      .max_finite = MAX, .min_normal = MINN, .min_subnormal = MINS, .default_round = QS_RND_RNE,      \
      .round_modes = MF_MODES, .has_scale_rule = 0, .encode = mf_encode, .decode = mf_decode,         \
@@ -234,21 +224,21 @@ static float cv_e8m0(unsigned c) { return qs_e8m0_decode((uint8_t)c); }
 
 const qs_format qs_formats_float[] = {
     MF("fp32", "IEEE binary32 (identity)", 32, 8, 23, 127, 1, 1,
-       0x1.fffffep+127, 0x1p-126, 0x1p-149, NULL, 0),
+       0x1.fffffep+127, 0x1p-126, 0x1p-149, NULL, 0, qs_mf_fp32),
     MF("bf16", "bfloat16 (E8M7, IEEE-like with Inf/NaN)", 16, 8, 7, 127, 1, 1,
-       0x1.fep+127, 0x1p-126, 0x1p-133, NULL, 0),
-    MF("fp16", "IEEE binary16 (E5M10)", 16, 5, 10, 15, 1, 1, 65504.0, 0x1p-14, 0x1p-24, NULL, 0),
+       0x1.fep+127, 0x1p-126, 0x1p-133, NULL, 0, qs_mf_bf16),
+    MF("fp16", "IEEE binary16 (E5M10)", 16, 5, 10, 15, 1, 1, 65504.0, 0x1p-14, 0x1p-24, NULL, 0, qs_mf_fp16),
     MF("fp8_e4m3", "OCP FP8 E4M3FN: no Inf, overflow -> NaN (--sat: 448)", 8, 4, 3, 7, 0, 1,
-       448.0, 0x1p-6, 0x1p-9, cv_e4m3, 256),
+       448.0, 0x1p-6, 0x1p-9, cv_e4m3, 256, qs_mf_e4m3),
     MF("fp8_e5m2", "OCP FP8 E5M2: IEEE-like, overflow -> Inf (--sat: 57344)", 8, 5, 2, 15, 1, 1,
-       57344.0, 0x1p-14, 0x1p-16, cv_e5m2, 256),
+       57344.0, 0x1p-14, 0x1p-16, cv_e5m2, 256, qs_mf_e5m2),
     MF("fp6_e3m2", "OCP FP6 E3M2: finite only, saturating", 6, 3, 2, 3, 0, 0,
-       28.0, 0.25, 0.0625, cv_e3m2, 64),
+       28.0, 0.25, 0.0625, cv_e3m2, 64, qs_mf_e3m2),
     MF("fp6_e2m3", "OCP FP6 E2M3: finite only, saturating", 6, 2, 3, 1, 0, 0,
-       7.5, 1.0, 0.125, cv_e2m3, 64),
+       7.5, 1.0, 0.125, cv_e2m3, 64, qs_mf_e2m3),
     MF("fp4_e2m1", "OCP FP4 E2M1: finite only, saturating", 4, 2, 1, 1, 0, 0,
-       6.0, 1.0, 0.5, cv_e2m1, 16),
-    {.name = "e8m0", .family = "float", .summary = "OCP E8M0 scale type: powers of two 2^-127..2^127, 0xFF NaN",
+       6.0, 1.0, 0.5, cv_e2m1, 16, qs_mf_e2m1),
+    {.name = "e8m0", .family = QS_FAM_FLOAT, .elem = QS_ELEM_UFLOAT, .summary = "OCP E8M0 scale type: powers of two 2^-127..2^127, 0xFF NaN",
      .elem_bits = 8, .ebits = 8, .mbits = 0, .bias = 127, .block = 1, .meta_bytes = 0, .meta_bits = 0,
      .has_inf = 0, .has_nan = 1, .max_finite = 0x1p+127, .min_normal = 0x1p-127, .min_subnormal = 0x1p-127,
      .default_round = QS_RND_RNE, .round_modes = RND_MODES, .has_scale_rule = 0, .encode = e8m0_encode,

@@ -777,10 +777,31 @@ static int hif4_fakeq(const qs_format *f, const qs_qopts *o, const float *x, siz
 
 #define RM(r) (1u << (r))
 
+static int hif8_label(uint32_t code, char *buf, size_t cap) { return qs_hif8_fields((uint8_t)code, buf, cap); }
+static double hif4_scale_value(unsigned c) { return qs_hif4_e6m2_value((uint8_t)c); }
+
+static void hif4_meta_text(const qs_format *f, const qs_qopts *o, const uint8_t *m, float ts, double step, qs_num_fmt num,
+                           char *out, size_t cap)
+{
+    (void)f; (void)o; (void)ts; (void)step;
+    qs_hif4_meta hm;
+    qs_hif4_meta_load(m, &hm);
+    char v[32], g8[9], g16[17];
+    num(qs_hif4_e6m2_value(hm.e6m2), v, sizeof v);
+    for (int i = 0; i < 8; i++) g8[i] = (hm.e1_8 >> i) & 1 ? '2' : '1';
+    for (int i = 0; i < 16; i++) g16[i] = (hm.e1_16 >> i) & 1 ? '2' : '1';
+    g8[8] = g16[16] = 0;
+    snprintf(out, cap, "E6M2 0x%02x = %s; x2 per 8: %s; per 4: %s", hm.e6m2, v, g8, g16);
+}
+
 const qs_format qs_formats_hifloat[] = {
     {
         .name = "hif8",
-        .family = "hifloat",
+        .family = QS_FAM_HIFLOAT,
+        .elem = QS_ELEM_TAPERED,
+        .code_label = hif8_label,
+        .label_width = 11,
+        .field_legend = "s d e m",
         .summary = "HiFloat8: tapered 8-bit float (dot-coded exponent width), 38 binades, TA",
         .elem_bits = 8,
         .block = 1,
@@ -800,7 +821,11 @@ const qs_format qs_formats_hifloat[] = {
     },
     {
         .name = "hif4",
-        .family = "hifloat",
+        .family = QS_FAM_HIFLOAT,
+        .elem = QS_ELEM_SIGN_MAG,
+        .scale_kind = QS_SK_HIF4,
+        .scale_value = hif4_scale_value,
+        .meta_text = hif4_meta_text,
         .summary = "HiFloat4: 64 S1P2 elements, E6M2 scale + 8x E1 + 16x E1 sub-scales, 4.5 bits",
         .elem_bits = 4,
         .ebits = 1, .mbits = 2, .bias = 1,       /* S1P2 = E1M2 (§2.3) */

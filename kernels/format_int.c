@@ -33,6 +33,7 @@
 */
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "format_families.h"
@@ -334,8 +335,21 @@ static int int_fakeq(const qs_format *f, const qs_qopts *o, const float *x, size
     return 0;
 }
 
+static void int_meta_text(const qs_format *f, const qs_qopts *o, const uint8_t *m, float ts, double step, qs_num_fmt num,
+                          char *out, size_t cap)
+{
+    (void)o; (void)ts; (void)step;
+    float s;
+    uint32_t u;
+    memcpy(&s, m, 4);
+    memcpy(&u, m, 4);
+    char v[32];
+    num(s, v, sizeof v);
+    snprintf(out, cap, "FP32 scale 0x%08x = %s (absmax / %d)", u, v, f->elem_bits == 8 ? 127 : 7);
+}
+
 #define INTF(NAME, SUMMARY, BITS)                                                                    \
-    {.name = NAME, .family = "int", .summary = SUMMARY, .elem_bits = BITS, .ebits = 0, .mbits = 0,   \
+    {.name = NAME, .family = QS_FAM_INT, .elem = QS_ELEM_INT, .scale_kind = QS_SK_FP32, .meta_text = int_meta_text, .summary = SUMMARY, .elem_bits = BITS, .ebits = 0, .mbits = 0,   \
      .bias = 0, .block = 0, .meta_bytes = 4, .meta_bits = 32, .has_inf = 0, .has_nan = 1,            \
      .max_finite = FLT_MAX, .min_normal = 0, .min_subnormal = FLT_TRUE_MIN,                          \
      .default_round = QS_RND_RNE,                                                                    \

@@ -47,6 +47,7 @@
 #include "format.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "format_families.h"
@@ -225,10 +226,41 @@ static int m2_fakeq(const qs_format *f, const qs_qopts *o, const float *x, size_
     return 0;
 }
 
+static double m2_scale_value(unsigned c) { return qs_e8m0_decode((uint8_t)c); }
+
+static void m2_meta_text(const qs_format *f, const qs_qopts *o, const uint8_t *m, float ts, double step, qs_num_fmt num,
+                         char *out, size_t cap)
+{
+    (void)f; (void)ts; (void)step;
+    char v[32];
+    num(qs_e8m0_decode(m[0]), v, sizeof v);
+    snprintf(out, cap, "E8M0 0x%02x = %s; sub-group fields %d %d %d %d (%s)", m[0], v, m[1] & 3, (m[1] >> 2) & 3,
+             (m[1] >> 4) & 3, (m[1] >> 6) & 3, o->m2x == QS_M2X_ES ? "ratio m: x(1+m/4)" : "top element d+1");
+}
+
+/* The step of every element is the group's power of two (em: the top element's extra E2M3 bits do
+** not change it), times the sub-group's ratio under es. */
+static void m2_elem_steps(const qs_format *f, const qs_qopts *o, const uint8_t *m, size_t n, float *step)
+{
+    (void)f;
+    for (size_t k = 0; k < n; k++) {
+        const uint8_t *mm = m + (k / M2_GROUP) * 2;
+        float X = qs_e8m0_decode(mm[0]);
+        step[k] = o->m2x == QS_M2X_ES ? X * (1 + ((mm[1] >> (2 * ((k % M2_GROUP) / M2_SUB))) & 3) / 4.0f) : X;
+    }
+}
+
 const qs_format qs_formats_m2xfp[] = {
     {
         .name = "m2xfp4",
-        .family = "m2xfp",
+        .family = QS_FAM_M2XFP,
+        .elem = QS_ELEM_FLOAT,
+        .mf = &qs_mf_e2m1,
+        .scale_kind = QS_SK_M2XFP,
+        .fopts = QS_FOPT_M2X_MODE,
+        .scale_value = m2_scale_value,
+        .meta_text = m2_meta_text,
+        .elem_steps = m2_elem_steps,
         .summary = "M2XFP: 32 x FP4 E2M1 + E8M0 exponent + 4 x 2-bit sub-group fields (em|es), 4.5 bits",
         .elem_bits = 4,
         .ebits = 2, .mbits = 1, .bias = 1,

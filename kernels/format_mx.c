@@ -84,6 +84,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "format_families.h"
@@ -712,9 +713,25 @@ static float cv_int8(unsigned c) { return int8_val((int8_t)(uint8_t)c); }
 #define MX_VARIANTS (QS_VAR_FLOOR_LOG2F | QS_VAR_ZERO_POSITIVE | QS_VAR_FLUSH_SUBNORMAL | QS_VAR_NONFINITE_TE | \
                      QS_VAR_ZERO_BLOCK_SCALE)
 
-#define MX_ENTRY(NAME, SUMMARY, BITS, EB, MB, BIAS, INF, MAXV, MINN, MINS, tag)                          \
+static double mx_scale_value(unsigned c) { return qs_e8m0_decode((uint8_t)c); }
+
+static void mx_meta_text(const qs_format *f, const qs_qopts *o, const uint8_t *m, float ts, double step, qs_num_fmt num,
+                         char *out, size_t cap)
+{
+    (void)f; (void)ts; (void)step;
+    char b8[9], v[32];
+    for (int i = 0; i < 8; i++) b8[i] = (m[0] >> (7 - i)) & 1 ? '1' : '0';
+    b8[8] = 0;
+    num(qs_e8m0_decode(m[0]), v, sizeof v);
+    if (m[0] == 0xFF) snprintf(out, cap, "E8M0 scale 0xff %s = NaN (block holds NaN/Inf)", b8);
+    else snprintf(out, cap, "E8M0 scale 0x%02x [%s] = 2^%d = %s  (rule %s)", m[0], b8, (int)m[0] - 127, v,
+                  qs_scale_rule_name(o->scale_rule));
+}
+
+#define MX_ENTRY(NAME, SUMMARY, BITS, EB, MB, BIAS, INF, MAXV, MINN, MINS, tag, ELEM, MF_)                \
     {                                                                                                      \
-        .name = NAME, .family = "mx", .summary = SUMMARY, .elem_bits = BITS, .ebits = EB, .mbits = MB,    \
+        .name = NAME, .family = QS_FAM_MX, .elem = ELEM, .mf = MF_, .scale_kind = QS_SK_E8M0,             \
+        .scale_value = mx_scale_value, .meta_text = mx_meta_text, .summary = SUMMARY, .elem_bits = BITS, .ebits = EB, .mbits = MB,    \
         .bias = BIAS, .block = 32, .meta_bytes = 1, .meta_bits = 8, .has_inf = INF, .has_nan = 1,        \
         .max_finite = (MAXV) * 0x1p127, .min_normal = (MINN) * 0x1p-127, .min_subnormal = (MINS) * 0x1p-127, \
         .default_round = QS_RND_RNE, .round_modes = MX_ROUND, .has_scale_rule = 1, .encode = tag##_enc,  \
@@ -724,16 +741,16 @@ static float cv_int8(unsigned c) { return int8_val((int8_t)(uint8_t)c); }
 
 const qs_format qs_formats_mx[] = {
     MX_ENTRY("mxfp8_e4m3", "OCP MXFP8: 32 x FP8 E4M3 + E8M0 scale, 8.25 bits", 8, 4, 3, 7, 0, 448.0, 0x1p-6,
-             0x1p-9, e4m3),
+             0x1p-9, e4m3, QS_ELEM_FLOAT, &qs_mf_e4m3),
     MX_ENTRY("mxfp8_e5m2", "OCP MXFP8: 32 x FP8 E5M2 + E8M0 scale, 8.25 bits", 8, 5, 2, 15, 1, 57344.0,
-             0x1p-14, 0x1p-16, e5m2),
+             0x1p-14, 0x1p-16, e5m2, QS_ELEM_FLOAT, &qs_mf_e5m2),
     MX_ENTRY("mxfp6_e3m2", "OCP MXFP6: 32 x FP6 E3M2 + E8M0 scale, 6.25 bits", 6, 3, 2, 3, 0, 28.0, 0.25,
-             0.0625, e3m2),
+             0.0625, e3m2, QS_ELEM_FLOAT, &qs_mf_e3m2),
     MX_ENTRY("mxfp6_e2m3", "OCP MXFP6: 32 x FP6 E2M3 + E8M0 scale, 6.25 bits", 6, 2, 3, 1, 0, 7.5, 1.0,
-             0.125, e2m3),
-    MX_ENTRY("mxfp4", "OCP MXFP4: 32 x FP4 E2M1 + E8M0 scale, 4.25 bits", 4, 2, 1, 1, 0, 6.0, 1.0, 0.5, e2m1),
+             0.125, e2m3, QS_ELEM_FLOAT, &qs_mf_e2m3),
+    MX_ENTRY("mxfp4", "OCP MXFP4: 32 x FP4 E2M1 + E8M0 scale, 4.25 bits", 4, 2, 1, 1, 0, 6.0, 1.0, 0.5, e2m1, QS_ELEM_FLOAT, &qs_mf_e2m1),
     MX_ENTRY("mxint8", "OCP MXINT8: 32 x INT8 (q/64, +-127) + E8M0 scale, 8.25 bits", 8, 0, 0, 0, 0,
-             127.0 / 64.0, 0.0, 1.0 / 64.0, int8),
+             127.0 / 64.0, 0.0, 1.0 / 64.0, int8, QS_ELEM_INT, NULL),
 };
 const size_t qs_formats_mx_n = sizeof qs_formats_mx / sizeof qs_formats_mx[0];
 

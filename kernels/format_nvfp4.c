@@ -55,6 +55,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "format_families.h"
@@ -167,17 +168,6 @@ static inline uint32_t absmax_bits(const float *x, size_t n)
     return m;
 }
 
-/* Largest finite |x| of the whole call (NaN and Inf ignored). */
-static float finite_absmax_scalar(const float *x, size_t n)
-{
-    uint32_t m = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t a = f2u(x[i]) & 0x7fffffffu;
-        if (a < 0x7f800000u && a > m) m = a;
-    }
-    return u2f(m);
-}
-
 #if NV_X86
 __attribute__((target("avx2")))
 static uint32_t absmax_avx2(const float *x, size_t n)
@@ -207,7 +197,7 @@ static float finite_absmax(const float *x, size_t n, int simd)
     }
 #endif
     (void)simd;
-    return finite_absmax_scalar(x, n);
+    return qs_finite_absmax(x, n);
 }
 
 static inline double sr_u(const nv_run *r, size_t i)
@@ -521,13 +511,36 @@ static size_t nv_enc_vector(const nv_run *r, const float *x, size_t n, uint32_t 
 }
 
 static float nv_code_value(unsigned c) { return qs_mf_decode(&qs_mf_e2m1, c); }
+static double nv_scale_value(unsigned c) { return qs_mf_decode(&qs_mf_e4m3, c); }
+
+static void nv_meta_text(const qs_format *f, const qs_qopts *o, const uint8_t *m, float ts, double step, qs_num_fmt num,
+                         char *out, size_t cap)
+{
+    (void)f; (void)o;
+    static const qs_format ue4m3 = {.elem_bits = 8, .ebits = 4, .mbits = 3, .elem = QS_ELEM_FLOAT};
+    qs_code_field s[QS_MAX_FIELDS];
+    qs_format_code_fields(&ue4m3, m[0], s);
+    char v[32], w[32], st[32];
+    num(qs_mf_decode(&qs_mf_e4m3, m[0]), v, sizeof v);
+    num(ts, w, sizeof w);
+    num(step, st, sizeof st);
+    snprintf(out, cap, "UE4M3 block scale 0x%02x [%s %s %s] = %s; tensor amax %s; element step %s", m[0], s[0].bits,
+             s[1].bits, s[2].bits, v, w, st);
+}
 
 #define RM(r) (1u << (r))
 
 const qs_format qs_formats_nvfp4[] = {
     {
         .name = "nvfp4",
-        .family = "nvfp4",
+        .family = QS_FAM_NVFP4,
+        .elem = QS_ELEM_FLOAT,
+        .mf = &qs_mf_e2m1,
+        .scale_kind = QS_SK_UE4M3,
+        .has_tensor_scale = 1,
+        .fopts = QS_FOPT_NVFP4_ORDER,
+        .scale_value = nv_scale_value,
+        .meta_text = nv_meta_text,
         .summary = "NVIDIA NVFP4: 16 x FP4 E2M1 + UE4M3 block scale + FP32 tensor scale, 4.5 bits",
         .elem_bits = 4,
         .ebits = 2, .mbits = 1, .bias = 1,

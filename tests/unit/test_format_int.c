@@ -50,7 +50,7 @@ static void test_descriptors(void **state)
     assert_int_equal(f4->elem_bits, 4);
     for (int k = 0; k < 2; k++) {
         const qs_format *f = k ? f4 : f8;
-        assert_string_equal(f->family, "int");
+        assert_int_equal(f->family, QS_FAM_INT);
         assert_int_equal(f->block, 0);
         assert_int_equal(f->meta_bytes, 4);
         assert_true(f->meta_bits == 32);

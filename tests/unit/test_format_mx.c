@@ -1152,7 +1152,7 @@ static void test_registry(void **st)
     for (int k = 0; k < NMX; k++) {
         const qs_format *f = fmt(kMX[k]);
         qs_qopts o = O();
-        assert_string_equal(f->family, "mx");
+        assert_int_equal(f->family, QS_FAM_MX);
         assert_int_equal(f->block, 32);
         assert_true(qs_format_bits_per_elem(f, &o) == bpe[k]);
         assert_true(f->has_scale_rule);

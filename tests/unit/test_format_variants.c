@@ -628,7 +628,7 @@ static void test_registry_and_check(void **st)
     assert_string_equal(qs_round_name((qs_round)-1), "?");
     for (size_t i = 0; i < qs_format_count(); i++) {
         const qs_format *f = qs_format_at(i);
-        int mx = !strcmp(f->family, "mx"), cast = !strcmp(f->family, "float") && strcmp(f->name, "e8m0");
+        int mx = f->family == QS_FAM_MX, cast = f->family == QS_FAM_FLOAT && strcmp(f->name, "e8m0");
         qs_err e;
         qs_qopts o = O();
         o.round = QS_RND_TZ;
@@ -683,7 +683,7 @@ static void test_variants_simd_and_agreement(void **st)
     qs_err e;
     for (size_t k = 0; k < N(names); k++) {
         const qs_format *f = fmt(names[k]);
-        int mx = !strcmp(f->family, "mx");
+        int mx = f->family == QS_FAM_MX;
         for (int v = 0; v < 7; v++) {
             qs_qopts o = O();
             switch (v) {

@@ -290,7 +290,7 @@ static int cmp_f(const void *a, const void *b)
 static int elem_grid(const qs_format *f, float *g)
 {
     int n = 0;
-    if (!strcmp(f->family, "int")) {
+    if (f->family == QS_FAM_INT) {
         int q = (1 << (f->elem_bits - 1)) - 1;
         for (int i = 0; i <= q; i++) g[n++] = (float)i;
         return n;
@@ -321,13 +321,13 @@ static double grid_step(const float *g, int n, double t)
 
 static int code_is_top(const qs_format *f, uint32_t c)
 {
-    if (!strcmp(f->family, "int")) {
+    if (f->family == QS_FAM_INT) {
         int q = (1 << (f->elem_bits - 1)) - 1;
         uint32_t mask = (1u << f->elem_bits) - 1;
         return c == (uint32_t)q || c == ((uint32_t)-q & mask);
     }
     if (!strcmp(f->name, "mxint8")) return c == 127 || c == 0x81;
-    if (!strcmp(f->name, "hif4") || !strcmp(f->family, "nvfp4")) return (c & 7) == 7;
+    if (!strcmp(f->name, "hif4") || f->family == QS_FAM_NVFP4) return (c & 7) == 7;
     /* MX FP elements: the magnitude code of the largest value */
     uint32_t sign = 1u << (f->elem_bits - 1), top = 0;
     float tv = 0;
@@ -363,7 +363,7 @@ static void ref_analyze(const qs_apply *a, uint64_t rows, uint64_t cols, const f
     uint64_t nruns = whole ? 1 : colr ? cols : rows, L = whole ? n : colr ? rows : cols;
     qs_qopts o = a->o;
     if (a->gran != QS_GRAN_BLOCK) o.block = 0;
-    if (!strcmp(f->family, "nvfp4") && !(o.tensor_scale > 0)) o.tensor_scale = amax;
+    if (f->family == QS_FAM_NVFP4 && !(o.tensor_scale > 0)) o.tensor_scale = amax;
     size_t B = qs_format_block(f, &o);
     if (B == 0) B = L;
     uint64_t bpr = cast ? 0 : (L + B - 1) / B;
@@ -394,7 +394,7 @@ static void ref_analyze(const qs_apply *a, uint64_t rows, uint64_t cols, const f
             uint32_t one = 0;
             for (unsigned k = 0; f->code_value && k < f->ncodes; k++)
                 if (f->code_value(k) == 1.0f) { one = k; break; }
-            if (!strcmp(f->family, "int")) one = 1;
+            if (f->family == QS_FAM_INT) one = 1;
             if (!strcmp(f->name, "hif4")) one = 4;
             for (uint64_t i = 0; i < L; i++) ones[i] = one;
             assert_int_equal(f->decode(f, &oo, ones, meta, ts, L, S, &e), 0);
@@ -896,7 +896,7 @@ static void test_invariants(void **st)
                            "int8", "int4", "m2xfp4", "mxfp6_e2m3"};
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
         qs_apply a = mk_apply(names[k]);
-        if (!strcmp(a.f->family, "int")) a.gran = QS_GRAN_ROW;
+        if (a.f->family == QS_FAM_INT) a.gran = QS_GRAN_ROW;
         a.o.sat = a.f->block == 1;   /* no overflow to NaN/Inf here (see test_nonfinite) */
         qs_analysis an;
         qs_err e = {{0}};
@@ -909,8 +909,8 @@ static void test_invariants(void **st)
         assert_close(m->eff_bits_energy, m->sqnr_db / (20 * log10(2.0)), 1e-12);
         assert_close(m->sqnr_db, 10 * log10(m->sum_x2 / ((double)m->n_finite * m->mse)), 1e-14);
         if (!(m->cosine > 0.5 && m->cosine <= 1.0)) fail_msg("%s: cosine %.17g", names[k], m->cosine);
-        assert_true(m->bits_per_elem == qs_format_bits_per_elem(a.f, &a.o) || !strcmp(a.f->family, "int") ||
-                    !strcmp(a.f->family, "nvfp4"));
+        assert_true(m->bits_per_elem == qs_format_bits_per_elem(a.f, &a.o) || a.f->family == QS_FAM_INT ||
+                    a.f->family == QS_FAM_NVFP4);
         assert_int_equal(hist_total(&an.value), 96 * 256);
         assert_int_equal(hist_total(&an.abs_err), m->n_finite);
         assert_int_equal(hist_total(&an.rel_err), m->n_finite);
