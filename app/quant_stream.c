@@ -186,7 +186,7 @@ int qs_quant_stream(const qs_apply *a, qs_treader *r, const uint64_t *shape, int
     pthread_mutex_init(&s.mu, NULL);
     pthread_cond_init(&s.cv, NULL);
     int rc = 0;
-    if (cut && !strcmp(a->f->family, "nvfp4") && !(a->o.tensor_scale > 0)) {
+    if (cut && a->f->has_tensor_scale && !(a->o.tensor_scale > 0)) {
         float amax;
         rc = run_pass(&s, 0, threads, &amax, e);
         s.a.o.tensor_scale = amax > 0 ? amax : 0;   /* as qs_format_apply sets it */
