@@ -2,7 +2,7 @@
 ** Streaming .npy writer (see npy_write.h).
 **
 ** Output goes through write(2) in chunks of QS_NPY_WRITE_CHUNK elements, so memory stays bounded
-** whatever the array size.  A file target is written as ".NAME.tmp-PID-N" in the same directory
+** whatever the array size.  A regular-file target is written as ".NAME.tmp-PID-N" in the same directory
 ** (same file system, so rename(2) is atomic), fsync'ed, then renamed over NAME; on any failure
 ** the temporary file is removed and NAME is left as it was.  A process killed mid-write can leave
 ** the hidden temporary file behind, never a truncated NAME.
@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "container.h"   /* QS_MAX_DIMS */
@@ -107,9 +108,16 @@ int qs_npy_writer_open(qs_npy_writer *w, const char *path, const uint64_t *shape
     char header[1024];
     size_t hsize = qs_npy_header_f32(shape, ndim, header, sizeof header);
     if (hsize == 0) return qs_fail(e, "%s: cannot build the .npy header", w->name);
+    struct stat st;
     if (w->to_stdout) {
         fflush(stdout);   /* anything printed through stdio must come before the array */
         w->fd = STDOUT_FILENO;
+        w->direct = 1;
+    } else if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        /* a device or FIFO (/dev/null, a pipe) is written in place: renaming over it would replace it */
+        if ((w->fd = open(path, O_WRONLY | O_CLOEXEC)) < 0)
+            return qs_fail(e, "%s: cannot open: %s", w->name, strerror(errno));
+        w->direct = 1;
     } else if ((w->fd = open_temp(path, w->tmp, sizeof w->tmp)) < 0) {
         return qs_fail(e, "%s: cannot create a temporary file in its directory: %s", w->name, strerror(errno));
     }
@@ -145,8 +153,13 @@ int qs_npy_writer_close(qs_npy_writer *w, qs_err *e)
     if (w->written != w->numel) {
         qs_fail(e, "%s: %llu of %llu elements written", w->name, (unsigned long long)w->written,
                 (unsigned long long)w->numel);
-    } else if (w->to_stdout) {
+    } else if (w->direct) {
         rc = 0;
+        if (!w->to_stdout) {
+            int cfd = w->fd;
+            w->fd = -1;
+            if (close(cfd) != 0) rc = qs_fail(e, "%s: write failed: %s", w->name, strerror(errno));
+        }
     } else if (fsync(w->fd) != 0 && errno != EINVAL && errno != ENOTSUP) {
         /* fsync before rename: otherwise a crash soon after could leave NAME renamed but empty. */
         qs_fail(e, "%s: write failed: %s", w->name, strerror(errno));
@@ -164,6 +177,11 @@ int qs_npy_writer_close(qs_npy_writer *w, qs_err *e)
 void qs_npy_writer_abort(qs_npy_writer *w)
 {
     if (w->to_stdout) return;
+    if (w->direct) {
+        if (w->fd >= 0) close(w->fd);
+        w->fd = -1;
+        return;
+    }
     if (w->fd >= 0) close(w->fd);
     w->fd = -1;
     if (w->tmp[0]) unlink(w->tmp);

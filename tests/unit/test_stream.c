@@ -7,6 +7,7 @@
 
 #include <fcntl.h>
 #include <math.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../../kernels/format_apply.h"
@@ -137,11 +138,42 @@ static void t_writer_and_fd_reader(void **s)
     rmdir(dir);
 }
 
+/* A path that is not a regular file (here a FIFO, as /dev/null would be) is written in place, never
+** replaced by the renamed temporary file. */
+static void t_writer_keeps_special_files(void **s)
+{
+    const char *t = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/qs_stream_XXXXXX", t && *t ? t : "/tmp");
+    assert_non_null(mkdtemp(dir));
+    char path[600];
+    snprintf(path, sizeof path, "%s/fifo", dir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    int rfd = open(path, O_RDWR | O_NONBLOCK);   /* a reader, so the writer's open does not block */
+    assert_true(rfd >= 0);
+    uint64_t shape[1] = {16};
+    float v[16] = {0};
+    qs_err e = {{0}};
+    qs_npy_writer w;
+    assert_int_equal(qs_npy_writer_open(&w, path, shape, 1, &e), 0);
+    assert_int_equal(qs_npy_writer_put(&w, v, 16, &e), 0);
+    assert_int_equal(qs_npy_writer_close(&w, &e), 0);
+    struct stat st;
+    assert_int_equal(lstat(path, &st), 0);
+    assert_true(S_ISFIFO(st.st_mode));
+    uint8_t got[256];
+    assert_int_equal(read(rfd, got, sizeof got), 128 + 64);   /* header and data came through it */
+    assert_memory_equal(got, "\x93NUMPY", 6);
+    close(rfd);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_int_runs_in_pieces),
         cmocka_unit_test(t_writer_and_fd_reader),
+        cmocka_unit_test(t_writer_keeps_special_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
