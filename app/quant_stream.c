@@ -21,6 +21,7 @@ typedef struct qstream {
     uint64_t urows, ucols, per_row, nunits;
     atomic_uint_fast64_t next;
     int pass;                      /* 0: absmax of the finite values, 1: quantize */
+    int direct;                    /* every run lies in one unit: fakeq straight from the read buffer */
     qs_npy_writer *w;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -86,7 +87,7 @@ static void *work(void *arg)
     worker *wk = arg;
     qstream *s = wk->s;
     qs_err e = {{0}};
-    float *buf = NULL;
+    float *buf = NULL, *y = NULL;   /* kept across units: no fresh pages to fault in per unit */
     for (;;) {
         uint64_t u = atomic_fetch_add(&s->next, 1);
         if (u >= s->nunits) break;
@@ -99,7 +100,11 @@ static void *work(void *arg)
         if (s->pass == 0) {
             /* qs_format_absmax's rule in pieces: the maximum does not depend on the order */
             size_t k = (size_t)(nr * nc);
-            if (!buf && !(buf = malloc((k ? k : 1) * sizeof *buf))) { qs_fail(&e, "out of memory"); fail_with(s, &e); break; }
+            if (!buf && !(buf = malloc((k > QS_QSTREAM_UNIT ? k : QS_QSTREAM_UNIT) * sizeof *buf))) {
+                qs_fail(&e, "out of memory");
+                fail_with(s, &e);
+                break;
+            }
             if (qs_treader_read_f32(s->r, base, k, buf, &e)) { fail_with(s, &e); break; }
             for (size_t i = 0; i < k; i++) {
                 float v = fabsf(buf[i]);
@@ -107,12 +112,33 @@ static void *work(void *arg)
             }
             continue;
         }
+        unit_io io = {s, base};
+        if (s->direct) {
+            /* qs_format_apply's row runs, without its per-call buffers: each row (or block-aligned
+            ** piece) is one fakeq at its place in the tensor */
+            size_t k = (size_t)(nr * nc);
+            if (!buf && (!(buf = malloc(QS_QSTREAM_UNIT * sizeof *buf)) || !(y = malloc(QS_QSTREAM_UNIT * sizeof *y)))) {
+                qs_fail(&e, "out of memory");
+                fail_with(s, &e);
+                break;
+            }
+            if (qs_treader_read_f32(s->r, base, k, buf, &e)) { fail_with(s, &e); break; }
+            qs_qopts o = s->a.o;
+            if (s->a.gran != QS_GRAN_BLOCK) o.block = 0;
+            int bad = 0;
+            for (uint64_t i = 0; i < nr && !bad; i++) {
+                o.index0 = s->a.o.index0 + base + i * nc;
+                bad = s->a.f->fakeq(s->a.f, &o, buf + i * nc, (size_t)nc, y + i * nc, &e);
+            }
+            if (bad || unit_write(&io, 0, k, y, &e)) { fail_with(s, &e); break; }
+            continue;
+        }
         qs_apply a = s->a;
         a.o.index0 += base;   /* stochastic rounding: the element's place in the whole tensor */
-        unit_io io = {s, base};
         if (qs_format_apply(&a, nr, nc, unit_read, &io, unit_write, &io, &e)) { fail_with(s, &e); break; }
     }
     free(buf);
+    free(y);
     return NULL;
 }
 
@@ -182,6 +208,8 @@ int qs_quant_stream(const qs_apply *a, qs_treader *r, const uint64_t *shape, int
         s.urows = per ? per : 1;
         s.nunits = (s.rows + s.urows - 1) / s.urows;
     }
+    s.direct = cut && !colrun && !a->cscale && (a->gran == QS_GRAN_BLOCK || a->f->block == 0) &&
+               (s.split ? s.ucols : s.urows * s.cols) <= QS_QSTREAM_UNIT;
     if ((uint64_t)threads > s.nunits) threads = s.nunits ? (int)s.nunits : 1;
     pthread_mutex_init(&s.mu, NULL);
     pthread_cond_init(&s.cv, NULL);
