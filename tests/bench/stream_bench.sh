@@ -13,7 +13,6 @@ REPS=${REPS:-3}
 BIG_ROWS=${BIG_ROWS:-32768} BIG_COLS=${BIG_COLS:-32768}
 D=$(mktemp -d "${DIR:-${TMPDIR:-/tmp}}/qs-stream-bench.XXXXXX")
 trap 'rm -rf "$D"' EXIT
-export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}   # idle here; its spinning threads would steal a core
 
 wall() {   # wall seconds of a command (stdout/stderr dropped)
   local t0 t1
