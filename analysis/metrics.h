@@ -13,7 +13,8 @@
 #include "../kernels/format_apply.h"
 
 /*
-** Definitions (implementation: analysis/metrics.c; tests: tests/unit/test_metrics.c).
+** Definitions (implementation: analysis/metrics*.c, where each metric is computed: the head of
+** metrics_kernel_ref.c; tests: tests/unit/test_metrics.c, test_metrics_part.c).
 **
 ** Values.  x is the input (float32), q its fake-quantization exactly as qs_format_apply computes it
 ** (same runs, blocks, SR counters, NVFP4 tensor scale), e = fl32(q - x), the float32 difference: exact

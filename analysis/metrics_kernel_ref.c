@@ -9,7 +9,7 @@
 **                  raw_log4f in metrics_internal.h); the AVX-512 kernel repeats each line;
 **   per run        met_kern_run below (lanes, the chunk's float32 relative-error sums);
 **   per band       metrics_band.c, met_do_band's "band partial" (lanesum: the lanes' fixed order);
-**   whole tensor   metrics.c: merge_part (bands in band order) and finish_metrics (mse, SQNR,
+**   whole tensor   metrics_part.c: met_fold_band (bands in band order); metrics.c: finish_metrics (mse, SQNR,
 **                  effective bits, cosine, fractions, shares, bits per element).
 ** A change to one metric: its line in elem(), its lines in the AVX-512 kernel, and its test in
 ** tests/unit/test_metrics.c (test_definitions pins each definition; the scalar and AVX-512 paths are

@@ -149,7 +149,18 @@ int qs_an_part_merge(qs_an_part *acc, const qs_an_part *next, qs_err *e)
                        (unsigned long long)acc->b1);
     const int colacc = acc->p.colacc;
     uint64_t nn = next->b1 - next->b0;
-    if (acc->b0 == 0) {   /* fold next's bands behind ours, in band order */
+    if (next->b0 == 0) {   /* acc holds no band: next's folded sums are the sums (0 + s = s, and a sum
+                           ** folded from 0 is never -0) */
+        bpart s = next->tot;
+        s.r0 = s.c0 = 0;
+        s.nr = (size_t)next->rows;
+        s.nc = (size_t)next->cols;
+        s.row_se2 = next->row_se2;
+        s.row_nf = next->row_nf;
+        s.col_se2 = next->col_se2;
+        s.col_nf = next->col_nf;
+        met_fold_band(&acc->tot, acc->row_se2, acc->row_nf, acc->col_se2, acc->col_nf, colacc && next->n, &s);
+    } else if (acc->b0 == 0) {   /* fold next's bands behind ours, in band order */
         for (uint64_t b = 0; b < nn; b++)
             met_fold_band(&acc->tot, acc->row_se2, acc->row_nf, acc->col_se2, acc->col_nf, colacc, &next->band[b]);
     } else {
@@ -351,8 +362,8 @@ static int plan_ok(const qs_an_part *P)
             return 0;
     } else if (p->band_rows == 0 || p->band_rows > P->rows || p->nbands != (P->rows + p->band_rows - 1) / p->band_rows)
         return 0;
-    if (p->blockstats) {
-        if (p->colruns && (p->blk == 0 || p->band_rows % p->blk || p->nbc != (P->rows + p->blk - 1) / p->blk ||
+    if (p->blockstats) {   /* column runs: whole blocks per band but in a single band */
+        if (p->colruns && (p->blk == 0 || (p->band_rows % p->blk && p->nbands > 1) || p->nbc != (P->rows + p->blk - 1) / p->blk ||
                            p->nblocks != P->cols * p->nbc))
             return 0;
         if (!p->colruns && p->nblocks != P->rows * p->nbr) return 0;

@@ -5,46 +5,7 @@
 */
 #include "test_util.h"
 
-#include <math.h>
-
-#include "../../analysis/metrics.h"
-#include "../../kernels/format.h"
-#include "../../kernels/format_apply.h"
-
-typedef struct src {
-    const float *x;
-    uint64_t n;
-} src;
-
-static int rd(void *ctx, uint64_t start, size_t n, float *out, qs_err *e)
-{
-    const src *s = ctx;
-    if (start + n > s->n) return qs_fail(e, "read past the end");
-    memcpy(out, s->x + start, n * sizeof(float));
-    return 0;
-}
-
-/* Gaussian with outlier columns, zeros, subnormals, a NaN and values beyond every format's range. */
-static float *make_tensor(uint64_t rows, uint64_t cols, uint64_t seed)
-{
-    uint64_t z = seed, n = rows * cols;
-    float *x = malloc(n * sizeof(float));
-    for (uint64_t i = 0; i < n; i++) {
-        z += 0x9e3779b97f4a7c15ull;
-        uint64_t h = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
-        h ^= h >> 31;
-        double u = ((double)(h >> 11) + 0.5) * 0x1p-53, v = (double)(h & 0x7ff) / 2048.0;
-        double g = sqrt(-2 * log(u)) * cos(6.283185307179586 * v) * 0.05;
-        if (i % cols % 37 == 5) g *= 40;
-        if (h % 1000 < 5) g = 0;
-        else if (h % 1000 < 8) g *= 1e-38;
-        x[i] = (float)g;
-    }
-    x[n / 3] = NAN;
-    x[n / 2] = 3e36f;
-    return x;
-}
+#include "metrics_test_util.h"
 
 /* The result's bytes: the stored JSON texts and every array. */
 static void same_result(const qs_analysis *a, const qs_analysis *b, const char *what)
@@ -53,27 +14,25 @@ static void same_result(const qs_analysis *a, const qs_analysis *b, const char *
     char *ha = qs_hists_json(a), *hb = qs_hists_json(b);
     if (strcmp(ja, jb) || strcmp(ha, hb)) fail_msg("%s: the stored texts differ\n%s\n%s", what, ja, jb);
     free(ja); free(jb); free(ha); free(hb);
-    if (memcmp(&a->m, &b->m, sizeof a->m)) fail_msg("%s: the metrics' bits differ", what);
-    assert_int_equal(a->nblocks, b->nblocks);
+    same_analysis(a, b);
     assert_true(!a->block_rmse == !b->block_rmse && !a->block_scale_code == !b->block_scale_code);
-    if (a->block_rmse) {
-        assert_memory_equal(a->block_rmse, b->block_rmse, a->nblocks * 4);
-        assert_memory_equal(a->block_absmax, b->block_absmax, a->nblocks * 4);
-        assert_memory_equal(a->block_ratio, b->block_ratio, a->nblocks * 4);
-    }
-    if (a->block_scale_code) assert_memory_equal(a->block_scale_code, b->block_scale_code, a->nblocks);
     assert_true(!a->row_rmse == !b->row_rmse);
-    if (a->row_rmse) {
-        assert_memory_equal(a->row_rmse, b->row_rmse, a->rows * 4);
-        assert_memory_equal(a->col_rmse, b->col_rmse, a->cols * 4);
-    }
+}
+
+/* with a NaN and a value beyond every format's range */
+static float *make_part_tensor(uint64_t rows, uint64_t cols, uint64_t seed)
+{
+    float *x = make_tensor(rows, cols, seed);
+    x[rows * cols / 3] = NAN;
+    x[rows * cols / 2] = 3e36f;
+    return x;
 }
 
 /* Bands [cut[i], cut[i + 1]) on threads 1, 3, 2, ..., each through bytes, merged and finished. */
 static void run_cut(const qs_apply *a, uint64_t rows, uint64_t cols, const float *x, const uint64_t *cut, int nparts,
                     qs_analysis *out)
 {
-    src s = {x, rows * cols};
+    src s = {x, rows * cols, UINT64_MAX, 0};
     qs_an_part *acc = NULL;
     for (int i = 0; i < nparts; i++) {
         qs_analyze_opts o;
@@ -84,7 +43,7 @@ static void run_cut(const qs_apply *a, uint64_t rows, uint64_t cols, const float
         qs_an_part *p, *q;
         uint8_t *b;
         size_t len;
-        if (qs_analyze_part(a, rows, cols, rd, &s, 1, &o, cut[i], cut[i + 1], &p, &e)) fail_msg("part: %s", e.msg);
+        if (qs_analyze_part(a, rows, cols, rd_mem, &s, 1, &o, cut[i], cut[i + 1], &p, &e)) fail_msg("part: %s", e.msg);
         assert_int_equal(qs_an_part_save(p, &b, &len, &e), 0);
         qs_an_part_free(p);
         assert_int_equal(qs_an_part_load(b, len, &q, &e), 0);
@@ -114,9 +73,10 @@ static void test_any_cut_is_the_whole(void **st)
         {"fp8_e4m3", 700, 1000, 1, QS_GRAN_BLOCK},    /* a plain cast */
         {"fp8_e4m3", 700, 1000, 0, QS_GRAN_BLOCK},
         {"int8", 300, 1000, 1, QS_GRAN_COL},          /* in memory, a scale per column */
+        {"mxfp4", 20, 1000, 0, QS_GRAN_BLOCK},        /* one band of fewer rows than a band takes */
     };
     for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
-        float *x = make_tensor(c[k].rows, c[k].cols, 900 + k);
+        float *x = make_part_tensor(c[k].rows, c[k].cols, 900 + k);
         qs_apply a;
         memset(&a, 0, sizeof a);
         a.f = qs_format_find(c[k].f);
@@ -126,19 +86,21 @@ static void test_any_cut_is_the_whole(void **st)
         qs_err e = {{0}};
         uint64_t nb;
         assert_int_equal(qs_analyze_nbands(&a, c[k].rows, c[k].cols, &nb, &e), 0);
-        assert_true(nb >= 3);
-        src s = {x, c[k].rows * c[k].cols};
+        src s = {x, c[k].rows * c[k].cols, UINT64_MAX, 0};
         qs_analyze_opts o;
         memset(&o, 0, sizeof o);
         o.threads = 2;
         o.blocks = 1;
         qs_analysis whole;
-        if (qs_analyze(&a, c[k].rows, c[k].cols, rd, &s, 1, &o, &whole, &e)) fail_msg("%s: %s", c[k].f, e.msg);
-        uint64_t cuts[][4] = {{0, nb}, {0, nb / 2, nb}, {0, 1, nb}, {0, nb / 3, 2 * nb / 3, nb}, {0, nb - 2, nb - 1, nb}};
-        int nparts[] = {1, 2, 2, 3, 3};
-        for (int t = 0; t < 5; t++) {
+        if (qs_analyze(&a, c[k].rows, c[k].cols, rd_mem, &s, 1, &o, &whole, &e)) fail_msg("%s: %s", c[k].f, e.msg);
+        uint64_t cuts[][4] = {{0, nb}, {0, 0, nb},   /* an empty range first */
+                              {0, nb / 2, nb}, {0, 1, nb}, {0, nb / 3, 2 * nb / 3, nb}, {0, nb - 2, nb - 1, nb}};
+        int nparts[] = {1, 2, 2, 2, 3, 3};
+        for (int t = 0; t < (nb >= 3 ? 6 : 2); t++) {
             qs_analysis an;
+            if (t == 5) qs_simd_force(QS_SIMD_SCALAR);   /* the portable path too */
             run_cut(&a, c[k].rows, c[k].cols, x, cuts[t], nparts[t], &an);
+            qs_simd_force(-1);
             char what[64];
             snprintf(what, sizeof what, "%s axis %d, cut %d", c[k].f, c[k].axis, t);
             same_result(&whole, &an, what);
@@ -153,8 +115,8 @@ static void test_misuse(void **st)
 {
     (void)st;
     const uint64_t R = 700, C = 1000;
-    float *x = make_tensor(R, C, 7);
-    src s = {x, R * C};
+    float *x = make_part_tensor(R, C, 7);
+    src s = {x, R * C, UINT64_MAX, 0};
     qs_apply a;
     memset(&a, 0, sizeof a);
     a.f = qs_format_find("mxfp4");
@@ -164,10 +126,10 @@ static void test_misuse(void **st)
     uint64_t nb;
     assert_int_equal(qs_analyze_nbands(&a, R, C, &nb, &e), 0);
     qs_an_part *p0, *p1, *p2;
-    assert_int_equal(qs_analyze_part(&a, R, C, rd, &s, 1, NULL, 0, 2, &p0, &e), 0);
-    assert_int_equal(qs_analyze_part(&a, R, C, rd, &s, 1, NULL, 2, 3, &p1, &e), 0);
-    assert_int_equal(qs_analyze_part(&a, R, C, rd, &s, 1, NULL, 3, nb, &p2, &e), 0);
-    assert_int_equal(qs_analyze_part(&a, R, C, rd, &s, 1, NULL, 2, nb + 1, &(qs_an_part *){NULL}, &e), -1);
+    assert_int_equal(qs_analyze_part(&a, R, C, rd_mem, &s, 1, NULL, 0, 2, &p0, &e), 0);
+    assert_int_equal(qs_analyze_part(&a, R, C, rd_mem, &s, 1, NULL, 2, 3, &p1, &e), 0);
+    assert_int_equal(qs_analyze_part(&a, R, C, rd_mem, &s, 1, NULL, 3, nb, &p2, &e), 0);
+    assert_int_equal(qs_analyze_part(&a, R, C, rd_mem, &s, 1, NULL, 2, nb + 1, &(qs_an_part *){NULL}, &e), -1);
     qs_analysis an;
     assert_int_equal(qs_an_part_finish(p0, &an, &e), -1);            /* bands missing */
     assert_non_null(strstr(e.msg, "every band"));
@@ -180,9 +142,9 @@ static void test_misuse(void **st)
     qs_apply b = a;
     b.f = qs_format_find("nvfp4");
     qs_an_part *q;
-    assert_int_equal(qs_analyze_part(&b, R, C, rd, &s, 1, NULL, 2, 3, &q, &e), 0);
+    assert_int_equal(qs_analyze_part(&b, R, C, rd_mem, &s, 1, NULL, 2, 3, &q, &e), 0);
     qs_an_part *p3;
-    assert_int_equal(qs_analyze_part(&a, R, C, rd, &s, 1, NULL, 0, 2, &p3, &e), 0);
+    assert_int_equal(qs_analyze_part(&a, R, C, rd_mem, &s, 1, NULL, 0, 2, &p3, &e), 0);
     assert_int_equal(qs_an_part_merge(p3, q, &e), -1);
     /* bytes: cut short anywhere, or with a foreign head, are refused */
     uint8_t *bytes;
