@@ -2,7 +2,7 @@
 ** Storage dtypes: how tensor elements are laid out in the files qscope imports.
 **
 ** This is the table of element encodings that *files* use (npy descr, safetensors dtype, ggml
-** type).  It is not the quantization-format registry (that lives in formats.h, issue 3): a
+** type).  It is not the quantization-format registry (that lives in format.h): a
 ** storage dtype only needs a name, a block geometry and a decoder to float32.
 **
 ** Shaped after ggml's type_traits: one descriptor per enum value, designated initialisers,

@@ -11,18 +11,14 @@
 
 #include "format_families.h"
 
-static const struct { const qs_format *a; const size_t *n; } kFamilies[] = {
-    {qs_formats_float, &qs_formats_float_n},
-    {qs_formats_hifloat, &qs_formats_hifloat_n},
-    {qs_formats_mx, &qs_formats_mx_n},
-    {qs_formats_nvfp4, &qs_formats_nvfp4_n},
-    {qs_formats_m2xfp, &qs_formats_m2xfp_n},
-    {qs_formats_int, &qs_formats_int_n},
+static const struct { const qs_format *a; const size_t *n; const char *name; } kFamilies[QS_FAM_COUNT] = {
+#define QS_FAM_ROW_(U, name) {qs_formats_##name, &qs_formats_##name##_n, #name},
+    QS_FAMILY_LIST(QS_FAM_ROW_)
+#undef QS_FAM_ROW_
 };
 #define NFAM (sizeof kFamilies / sizeof kFamilies[0])
 
-static const char *const kFamName[QS_FAM_COUNT] = {"float", "hifloat", "mx", "nvfp4", "m2xfp", "int"};
-const char *qs_family_name(qs_family fam) { return (unsigned)fam < QS_FAM_COUNT ? kFamName[fam] : "?"; }
+const char *qs_family_name(qs_family fam) { return (unsigned)fam < QS_FAM_COUNT ? kFamilies[fam].name : "?"; }
 
 size_t qs_format_count(void)
 {

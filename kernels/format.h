@@ -83,14 +83,15 @@ enum {
     QS_VAR_ZERO_BLOCK_SCALE = 1u << 4,
 };
 
-/* Families: one family file each (format_families.h); the name is what outputs and stored results show. */
+/* The families, in registry order, one line each: QS_FAM_<U>, the name outputs and stored results
+** show, and the family file's array qs_formats_<name>[] (format_families.h).  FLOAT is the plain
+** minifloat casts. */
+#define QS_FAMILY_LIST(X) X(FLOAT, float) X(HIFLOAT, hifloat) X(MX, mx) X(NVFP4, nvfp4) X(M2XFP, m2xfp) X(INT, int)
+
 typedef enum qs_family {
-    QS_FAM_FLOAT = 0,   /* plain minifloat casts */
-    QS_FAM_HIFLOAT,
-    QS_FAM_MX,
-    QS_FAM_NVFP4,
-    QS_FAM_M2XFP,
-    QS_FAM_INT,
+#define QS_FAM_ENUM_(U, name) QS_FAM_##U,
+    QS_FAMILY_LIST(QS_FAM_ENUM_)
+#undef QS_FAM_ENUM_
     QS_FAM_COUNT
 } qs_family;
 

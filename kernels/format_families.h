@@ -1,6 +1,7 @@
 /*
-** The descriptor arrays of each format family.  kernels/format.c concatenates them into the one
-** registry table (format.h); each family's file defines its array and its length:
+** The descriptor arrays of each format family, declared from QS_FAMILY_LIST (format.h).
+** kernels/format.c concatenates them into the one registry table; each family's file defines its
+** array and its length:
 **
 **   format_float.c  fp32 bf16 fp16 fp8_e4m3 fp8_e5m2 fp6_e3m2 fp6_e2m3 fp4_e2m1 e8m0 (plain casts)
 **   format_int.c    int8 int4 (symmetric absmax, FP32 scale per block)
@@ -16,9 +17,8 @@
 
 #include "format.h"
 
-extern const qs_format qs_formats_float[], qs_formats_int[], qs_formats_mx[], qs_formats_nvfp4[],
-                       qs_formats_m2xfp[], qs_formats_hifloat[];
-extern const size_t qs_formats_float_n, qs_formats_int_n, qs_formats_mx_n, qs_formats_nvfp4_n,
-                    qs_formats_m2xfp_n, qs_formats_hifloat_n;
+#define QS_FAM_DECL_(U, name) extern const qs_format qs_formats_##name[]; extern const size_t qs_formats_##name##_n;
+QS_FAMILY_LIST(QS_FAM_DECL_)
+#undef QS_FAM_DECL_
 
 #endif

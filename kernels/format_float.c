@@ -214,30 +214,26 @@ static float cv_e2m3(unsigned c) { return qs_mf_decode(&qs_mf_e2m3, c); }
 static float cv_e2m1(unsigned c) { return qs_mf_decode(&qs_mf_e2m1, c); }
 static float cv_e8m0(unsigned c) { return qs_e8m0_decode((uint8_t)c); }
 
-/* Value-range fields are literals (checked against qs_mf_max/min_* in tests/unit/test_minifloat.c). */
-#define MF(NAME, SUMMARY, BITS, E, M, B, INF, NAN_, MAX, MINN, MINS, CV, NC, MF_)                   \
-    {.name = NAME, .family = QS_FAM_FLOAT, .elem = QS_ELEM_FLOAT, .mf = &MF_, .summary = SUMMARY, .elem_bits = BITS, .ebits = E, .mbits = M, \
-     .bias = B, .block = 1, .meta_bytes = 0, .meta_bits = 0, .has_inf = INF, .has_nan = NAN_,         \
-     .max_finite = MAX, .min_normal = MINN, .min_subnormal = MINS, .default_round = QS_RND_RNE,      \
-     .round_modes = MF_MODES, .has_scale_rule = 0, .encode = mf_encode, .decode = mf_decode,         \
-     .fakeq = mf_fakeq, .code_value = CV, .ncodes = NC, .variants = QS_VAR_ZERO_POSITIVE}
+/* The element layout comes from minifloat.h; the value-range fields are literals (checked against
+** qs_mf_max/min_* in tests/unit/test_minifloat.c). */
+#define MF(NAME, SUMMARY, T, MAX, MINN, MINS, CV, NC)                                                  \
+    {.name = NAME, .family = QS_FAM_FLOAT, .elem = QS_ELEM_FLOAT, .mf = &qs_mf_##T, .summary = SUMMARY,  \
+     .elem_bits = QS_MF_BITS(QS_MF_LAYOUT_##T), QS_MF_ROW(QS_MF_LAYOUT_##T),                   \
+     .has_inf = QS_MF_HAS_INF(QS_MF_LAYOUT_##T), .has_nan = QS_MF_HAS_NAN(QS_MF_LAYOUT_##T), .block = 1, .meta_bytes = 0, \
+     .meta_bits = 0, .max_finite = MAX, .min_normal = MINN, .min_subnormal = MINS,                     \
+     .default_round = QS_RND_RNE, .round_modes = MF_MODES, .has_scale_rule = 0, .encode = mf_encode,    \
+     .decode = mf_decode, .fakeq = mf_fakeq, .code_value = CV, .ncodes = NC, .variants = QS_VAR_ZERO_POSITIVE}
 
 const qs_format qs_formats_float[] = {
-    MF("fp32", "IEEE binary32 (identity)", 32, 8, 23, 127, 1, 1,
-       0x1.fffffep+127, 0x1p-126, 0x1p-149, NULL, 0, qs_mf_fp32),
-    MF("bf16", "bfloat16 (E8M7, IEEE-like with Inf/NaN)", 16, 8, 7, 127, 1, 1,
-       0x1.fep+127, 0x1p-126, 0x1p-133, NULL, 0, qs_mf_bf16),
-    MF("fp16", "IEEE binary16 (E5M10)", 16, 5, 10, 15, 1, 1, 65504.0, 0x1p-14, 0x1p-24, NULL, 0, qs_mf_fp16),
-    MF("fp8_e4m3", "OCP FP8 E4M3FN: no Inf, overflow -> NaN (--sat: 448)", 8, 4, 3, 7, 0, 1,
-       448.0, 0x1p-6, 0x1p-9, cv_e4m3, 256, qs_mf_e4m3),
-    MF("fp8_e5m2", "OCP FP8 E5M2: IEEE-like, overflow -> Inf (--sat: 57344)", 8, 5, 2, 15, 1, 1,
-       57344.0, 0x1p-14, 0x1p-16, cv_e5m2, 256, qs_mf_e5m2),
-    MF("fp6_e3m2", "OCP FP6 E3M2: finite only, saturating", 6, 3, 2, 3, 0, 0,
-       28.0, 0.25, 0.0625, cv_e3m2, 64, qs_mf_e3m2),
-    MF("fp6_e2m3", "OCP FP6 E2M3: finite only, saturating", 6, 2, 3, 1, 0, 0,
-       7.5, 1.0, 0.125, cv_e2m3, 64, qs_mf_e2m3),
-    MF("fp4_e2m1", "OCP FP4 E2M1: finite only, saturating", 4, 2, 1, 1, 0, 0,
-       6.0, 1.0, 0.5, cv_e2m1, 16, qs_mf_e2m1),
+    MF("fp32", "IEEE binary32 (identity)", fp32, 0x1.fffffep+127, 0x1p-126, 0x1p-149, NULL, 0),
+    MF("bf16", "bfloat16 (E8M7, IEEE-like with Inf/NaN)", bf16, 0x1.fep+127, 0x1p-126, 0x1p-133, NULL, 0),
+    MF("fp16", "IEEE binary16 (E5M10)", fp16, 65504.0, 0x1p-14, 0x1p-24, NULL, 0),
+    MF("fp8_e4m3", "OCP FP8 E4M3FN: no Inf, overflow -> NaN (--sat: 448)", e4m3, 448.0, 0x1p-6, 0x1p-9, cv_e4m3, 256),
+    MF("fp8_e5m2", "OCP FP8 E5M2: IEEE-like, overflow -> Inf (--sat: 57344)", e5m2, 57344.0, 0x1p-14, 0x1p-16,
+       cv_e5m2, 256),
+    MF("fp6_e3m2", "OCP FP6 E3M2: finite only, saturating", e3m2, 28.0, 0.25, 0.0625, cv_e3m2, 64),
+    MF("fp6_e2m3", "OCP FP6 E2M3: finite only, saturating", e2m3, 7.5, 1.0, 0.125, cv_e2m3, 64),
+    MF("fp4_e2m1", "OCP FP4 E2M1: finite only, saturating", e2m1, 6.0, 1.0, 0.5, cv_e2m1, 16),
     {.name = "e8m0", .family = QS_FAM_FLOAT, .elem = QS_ELEM_UFLOAT, .summary = "OCP E8M0 scale type: powers of two 2^-127..2^127, 0xFF NaN",
      .elem_bits = 8, .ebits = 8, .mbits = 0, .bias = 127, .block = 1, .meta_bytes = 0, .meta_bits = 0,
      .has_inf = 0, .has_nan = 1, .max_finite = 0x1p+127, .min_normal = 0x1p-127, .min_subnormal = 0x1p-127,

@@ -263,7 +263,7 @@ const qs_format qs_formats_m2xfp[] = {
         .elem_steps = m2_elem_steps,
         .summary = "M2XFP: 32 x FP4 E2M1 + E8M0 exponent + 4 x 2-bit sub-group fields (em|es), 4.5 bits",
         .elem_bits = 4,
-        .ebits = 2, .mbits = 1, .bias = 1,
+        QS_MF_ROW(QS_MF_LAYOUT_e2m1),
         .block = M2_GROUP,
         .meta_bytes = 2,
         .meta_bits = 16,

@@ -74,10 +74,12 @@
 ** path, and other rounding modes qs_mf_round.  All three RNE paths round with
 ** t = (a + M) - M where M = 2^(max(e(a), emin) + 23 - mbits): the float32 addition performs RNE on
 ** the element's quantum at a's binade (subnormal targets included), then min(t, max) saturates.
+** The vector loops are format_simd.h's, shared with NVFP4; this file gives them the E8M0 scale of
+** a block (mx_vscale) and the portable code for the blocks they hand back.
 ** tests/unit/test_format_mx.c checks them against qs_mf_encode (fakeq == decode(encode)) and
 ** against each other on millions of values.  encode with RNE elements is vectorised the same way
-** (same blocks, same fallbacks; the value-to-code step is described at mx_ek below) and tested code
-** for code and byte for byte against the scalar encode at every level.
+** (same blocks, same fallbacks; the value-to-code step is described in format_simd.h) and tested
+** code for code and byte for byte against the scalar encode at every level.
 */
 #include "fbits.h"
 #include "format.h"
@@ -88,15 +90,11 @@
 #include <string.h>
 
 #include "format_families.h"
+#include "format_simd.h"
 #include "minifloat.h"
 #include "simd.h"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define MX_X86 1
-#else
-#define MX_X86 0
-#endif
+#define MX_X86 QS_FORMAT_SIMD
 
 
 /* Element type of an MX format.  mf == NULL is MXINT8. */
@@ -109,11 +107,18 @@ typedef struct mx_elem {
     double uos_qmax;   /* default UOS threshold (header) */
 } mx_elem;
 
-static const mx_elem kE4M3 = {&qs_mf_e4m3, 8, 3, -6, 448.0f, 464.0};
-static const mx_elem kE5M2 = {&qs_mf_e5m2, 15, 2, -14, 57344.0f, 61440.0};
-static const mx_elem kE3M2 = {&qs_mf_e3m2, 4, 2, -2, 28.0f, 30.01104854345604};
-static const mx_elem kE2M3 = {&qs_mf_e2m3, 2, 3, 0, 7.5f, 7.875};
-static const mx_elem kE2M1 = {&qs_mf_e2m1, 2, 1, 0, 6.0f, 7.25};
+/* A minifloat element from its layout (minifloat.h) and its default UOS threshold. */
+#define MX_ELEM(T, UOS) MX_ELEM_(&qs_mf_##T, UOS, QS_MF_LAYOUT_##T)
+#define MX_ELEM_(MF, UOS, ...) \
+    {MF, QS_MF_EMAX(__VA_ARGS__), MX_M(__VA_ARGS__), 1 - MX_B(__VA_ARGS__), (float)QS_MF_SMALL_MAX(__VA_ARGS__), UOS}
+#define MX_M(E, M, B, K) (M)
+#define MX_B(E, M, B, K) (B)
+
+static const mx_elem kE4M3 = MX_ELEM(e4m3, 464.0);
+static const mx_elem kE5M2 = MX_ELEM(e5m2, 61440.0);
+static const mx_elem kE3M2 = MX_ELEM(e3m2, 30.01104854345604);
+static const mx_elem kE2M3 = MX_ELEM(e2m3, 7.875);
+static const mx_elem kE2M1 = MX_ELEM(e2m1, 7.25);
 static const mx_elem kINT8 = {NULL, 0, 6, 0, 127.0f / 64.0f, 2.0};
 
 /* ---- options ---------------------------------------------------------------------------------- */
@@ -231,17 +236,6 @@ static unsigned mx_scale_code(const mx_run *r, uint32_t ab)
 static inline float scale_of(unsigned c) { return u2f(c == 0 ? 0x00400000u : c << 23); }
 static inline float inv_scale_of(unsigned c) { return u2f(c == 254 ? 0x00400000u : (254u - c) << 23); }
 
-/* Largest |x| of a run as float32 bits with the sign cleared (>= 0x7f800000: Inf or NaN present). */
-static inline uint32_t absmax_bits(const float *x, size_t n)
-{
-    uint32_t m = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t a = f2u(x[i]) & 0x7fffffffu;
-        m = a > m ? a : m;
-    }
-    return m;
-}
-
 /* ---- elements --------------------------------------------------------------------------------- */
 
 /* MXINT8: q = round(y * 64) by mode, clamped to ±127 (sign-magnitude, §1.5). */
@@ -279,7 +273,7 @@ static void mx_enc_block_scalar(const mx_run *r, const qs_format *f, const float
                                 uint32_t *codes, uint8_t *meta)
 {
     const mx_elem *el = r->el;
-    uint32_t ab = absmax_bits(x + i0, len);
+    uint32_t ab = qs_absmax_bits(x + i0, len);
     unsigned c = mx_scale_code(r, ab);
     *meta = (uint8_t)c;
     if (c == 0xFF) {
@@ -337,122 +331,57 @@ static int mx_decode(const mx_elem *el, const qs_format *f, const qs_qopts *o, c
 
 /* ---- vectorised fakeq (RNE elements) ---------------------------------------------------------- */
 
-/* Per-format constants of the (a + M) - M rounding (header). */
-typedef struct mx_vk {
-    uint32_t lowexp;   /* float32 exponent bits of 2^emin */
-    uint32_t shift;    /* (23 - mbits) << 23 */
-    float cap;         /* inputs are clamped to 2*max first (keeps M finite); the result min(t, max) */
-    float maxv;
-    int int8;          /* MXINT8: turn -0 into +0 */
-} mx_vk;
-
-static void mx_vk_init(const mx_elem *el, mx_vk *k)
+/* The element grid's constants of a run (format_simd.h). */
+static void mx_ek(const mx_run *r, const qs_format *f, qs_ek *k)
 {
-    k->lowexp = (uint32_t)(el->emin + 127) << 23;
-    k->shift = (uint32_t)(23 - el->mbits) << 23;
-    k->cap = 2.0f * el->maxv;
-    k->maxv = el->maxv;
-    k->int8 = el->mf == NULL;
+    const mx_elem *el = r->el;
+    qs_ek_init(k, el->emin, el->mbits, el->maxv, el->mf ? el->mf->bias : 0, f->elem_bits, el->mf == NULL, r->zero_pos);
 }
 
-/* RNE_sat of a >= 0 (finite) on the element grid: one lane of the vector kernels, in plain C. */
-static inline float mx_rne(const mx_vk *k, float a)
+/* What the shared vector loops (format_simd.h) need of a run. */
+typedef struct mx_vctx { const mx_run *r; const qs_ek *k; const qs_format *f; } mx_vctx;
+
+static inline int mx_vscale(const void *ctx, uint32_t ab, uint8_t *code, float *inv, float *X)
 {
-    float v = fminf(a, k->cap);
-    uint32_t ex = f2u(v) & 0x7f800000u;
-    float M = u2f((ex > k->lowexp ? ex : k->lowexp) + k->shift);
-    return fminf((v + M) - M, k->maxv);
+    const mx_run *r = ((const mx_vctx *)ctx)->r;
+    if (ab >= 0x7f800000u || mx_flushes(r, ab)) return 1;   /* NaN/Inf or flushed: the portable code */
+    unsigned c = mx_scale_code(r, ab);
+    *code = (uint8_t)c;
+    *inv = inv_scale_of(c);
+    *X = scale_of(c);
+    return 0;
 }
 
-static void mx_block_scalar(const mx_run *r, const mx_vk *k, const float *x, size_t i0, size_t len, float *y,
+static void mx_block_scalar(const mx_run *r, const qs_ek *k, const float *x, size_t i0, size_t len, float *y,
                             uint8_t *code);
 
-#if MX_X86
-/* Blocks with NaN/Inf or to be flushed are handed to mx_block_scalar (these kernels run RNE only,
-** so its SR index is never used); every other variant is in mx_scale_code or a pass in mx_fakeq. */
-__attribute__((target("avx2")))
-static void mx_blocks_avx2(const mx_run *r, const mx_vk *k, const float *x, size_t nblk, float *y, uint8_t *codes)
+static void mx_vrare_fakeq(const void *ctx, const float *x, float *y, uint8_t *code)
 {
-    const size_t B = r->block;
-    const __m256i absm = _mm256_set1_epi32(0x7fffffff), expm = _mm256_set1_epi32(0x7f800000);
-    const __m256i lowexp = _mm256_set1_epi32((int)k->lowexp), shift = _mm256_set1_epi32((int)k->shift);
-    const __m256 cap = _mm256_set1_ps(k->cap), maxv = _mm256_set1_ps(k->maxv);
-    const __m256 zero = _mm256_setzero_ps();
-    for (size_t b = 0; b < nblk; b++, x += B, y += B) {
-        __m256i m = _mm256_setzero_si256();
-        for (size_t j = 0; j < B; j += 8)
-            m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + j)), absm));
-        __m128i h = _mm_max_epu32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
-        h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0x4e));
-        h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0xb1));
-        uint32_t ab = (uint32_t)_mm_cvtsi128_si32(h);
-        if (ab >= 0x7f800000u || mx_flushes(r, ab)) {     /* rare blocks: the portable code */
-            mx_block_scalar(r, k, x, 0, B, y, codes ? codes + b : NULL);
-            continue;
-        }
-        unsigned c = mx_scale_code(r, ab);
-        if (codes) codes[b] = (uint8_t)c;
-        const __m256 X = _mm256_set1_ps(scale_of(c)), inv = _mm256_set1_ps(inv_scale_of(c));
-        for (size_t j = 0; j < B; j += 8) {
-            __m256i xb = _mm256_loadu_si256((const __m256i *)(x + j));
-            __m256i a = _mm256_and_si256(xb, absm);
-            __m256i s = _mm256_xor_si256(xb, a);
-            __m256 v = _mm256_min_ps(_mm256_mul_ps(_mm256_castsi256_ps(a), inv), cap);
-            __m256i e = _mm256_max_epi32(_mm256_and_si256(_mm256_castps_si256(v), expm), lowexp);
-            __m256 M = _mm256_castsi256_ps(_mm256_add_epi32(e, shift));
-            __m256 t = _mm256_min_ps(_mm256_sub_ps(_mm256_add_ps(v, M), M), maxv);
-            t = _mm256_mul_ps(t, X);
-            t = _mm256_castsi256_ps(_mm256_or_si256(_mm256_castps_si256(t), s));
-            if (k->int8) t = _mm256_add_ps(t, zero);          /* -0 + 0 = +0; exact otherwise */
-            _mm256_storeu_ps(y + j, t);
-        }
-    }
+    const mx_vctx *v = ctx;
+    mx_block_scalar(v->r, v->k, x, 0, v->r->block, y, code);
+}
+
+#if MX_X86
+__attribute__((target("avx2")))
+static void mx_blocks_avx2(const mx_vctx *v, const float *x, size_t nblk, float *y, uint8_t *codes)
+{
+    qs_vblk_fakeq_avx2(v->k, x, nblk, v->r->block, y, codes, mx_vscale, mx_vrare_fakeq, v);
 }
 
 __attribute__((target("avx512f")))
-static void mx_blocks_avx512(const mx_run *r, const mx_vk *k, const float *x, size_t nblk, float *y, uint8_t *codes)
+static void mx_blocks_avx512(const mx_vctx *v, const float *x, size_t nblk, float *y, uint8_t *codes)
 {
-    const size_t B = r->block;
-    const __m512i absm = _mm512_set1_epi32(0x7fffffff), expm = _mm512_set1_epi32(0x7f800000);
-    const __m512i lowexp = _mm512_set1_epi32((int)k->lowexp), shift = _mm512_set1_epi32((int)k->shift);
-    const __m512 cap = _mm512_set1_ps(k->cap), maxv = _mm512_set1_ps(k->maxv);
-    const __m512 zero = _mm512_setzero_ps();
-    for (size_t b = 0; b < nblk; b++, x += B, y += B) {
-        __m512i m = _mm512_setzero_si512();
-        for (size_t j = 0; j < B; j += 16)
-            m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_loadu_si512((const void *)(x + j)), absm));
-        uint32_t ab = (uint32_t)_mm512_reduce_max_epu32(m);
-        if (ab >= 0x7f800000u || mx_flushes(r, ab)) {     /* rare blocks: the portable code */
-            mx_block_scalar(r, k, x, 0, B, y, codes ? codes + b : NULL);
-            continue;
-        }
-        unsigned c = mx_scale_code(r, ab);
-        if (codes) codes[b] = (uint8_t)c;
-        const __m512 X = _mm512_set1_ps(scale_of(c)), inv = _mm512_set1_ps(inv_scale_of(c));
-        for (size_t j = 0; j < B; j += 16) {
-            __m512i xb = _mm512_loadu_si512((const void *)(x + j));
-            __m512i a = _mm512_and_si512(xb, absm);
-            __m512i s = _mm512_xor_si512(xb, a);
-            __m512 v = _mm512_min_ps(_mm512_mul_ps(_mm512_castsi512_ps(a), inv), cap);
-            __m512i e = _mm512_max_epi32(_mm512_and_si512(_mm512_castps_si512(v), expm), lowexp);
-            __m512 M = _mm512_castsi512_ps(_mm512_add_epi32(e, shift));
-            __m512 t = _mm512_min_ps(_mm512_sub_ps(_mm512_add_ps(v, M), M), maxv);
-            t = _mm512_mul_ps(t, X);
-            t = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(t), s));
-            if (k->int8) t = _mm512_add_ps(t, zero);
-            _mm512_storeu_ps(y + j, t);
-        }
-    }
+    qs_vblk_fakeq_avx512(v->k, x, nblk, v->r->block, y, codes, mx_vscale, mx_vrare_fakeq, v);
 }
 #endif
 
 /* fakeq of one block [i0, i0+len) on the portable path: RNE by the vector kernels' method in
 ** plain C (tested against qs_mf_encode through fakeq == decode(encode)), other modes qs_mf_round. */
-static void mx_block_scalar(const mx_run *r, const mx_vk *k, const float *x, size_t i0, size_t len, float *y,
+static void mx_block_scalar(const mx_run *r, const qs_ek *k, const float *x, size_t i0, size_t len, float *y,
                             uint8_t *code)
 {
     const mx_elem *el = r->el;
-    uint32_t ab = absmax_bits(x + i0, len);
+    uint32_t ab = qs_absmax_bits(x + i0, len);
     unsigned c = mx_scale_code(r, ab);
     if (code) *code = (uint8_t)c;
     if (c == 0xFF) {
@@ -467,7 +396,7 @@ static void mx_block_scalar(const mx_run *r, const mx_vk *k, const float *x, siz
     if (r->mode == QS_RND_RNE) {
         for (size_t i = i0; i < i0 + len; i++) {
             uint32_t b = f2u(x[i]);
-            float t = mx_rne(k, u2f(b & 0x7fffffffu) * inv) * X;
+            float t = qs_ek_rne(k, u2f(b & 0x7fffffffu) * inv) * X;
             t = u2f(f2u(t) | (b & 0x80000000u));
             y[i] = k->int8 ? t + 0.0f : t;
         }
@@ -487,17 +416,18 @@ static int mx_fakeq_codes(const mx_elem *el, const qs_format *f, const qs_qopts 
     mx_run r;
     if (mx_setup(f, el, o, &r, e)) return -1;
     size_t done = 0;
-    mx_vk k;
-    mx_vk_init(el, &k);
+    qs_ek k;
+    mx_ek(&r, f, &k);
 #if MX_X86
     if (r.mode == QS_RND_RNE && n >= r.block) {
         int lvl = qs_simd_level();
+        mx_vctx v = {&r, &k, f};
         if (lvl >= QS_SIMD_AVX512 && r.block % 16 == 0) {
             done = n / r.block * r.block;
-            mx_blocks_avx512(&r, &k, x, n / r.block, y, codes);
+            mx_blocks_avx512(&v, x, n / r.block, y, codes);
         } else if (lvl >= QS_SIMD_AVX2 && r.block % 8 == 0) {
             done = n / r.block * r.block;
-            mx_blocks_avx2(&r, &k, x, n / r.block, y, codes);
+            mx_blocks_avx2(&v, x, n / r.block, y, codes);
         }
     }
 #endif
@@ -517,147 +447,29 @@ static int mx_fakeq(const mx_elem *el, const qs_format *f, const qs_qopts *o, co
 
 /* ---- vectorised encode (RNE elements) --------------------------------------------------------
 **
-** The fakeq kernels' rounding t = min((v + M) - M, max) gives the element value (the same value
-** qs_mf_encode picks: fakeq == decode(encode) is tested), which is then turned into its code: a
-** target-subnormal magnitude is bits(t + C) - bits(C) with C = 2^(emin - mbits + 23) (t is a
-** multiple of C's ulp), a normal one its float32 bits shifted down by 23 - mbits with the exponent
-** re-biased; the sign of x goes on top (x * inv keeps it), or is dropped on zeros under
-** zero_positive.  MXINT8: q = t * 64 exactly, code (uint8)(±q).  Blocks holding NaN/Inf or to be
-** flushed, partial blocks and other rounding modes take mx_enc_block_scalar.  Tested code for code
-** and byte for byte against the scalar level (tests/unit/test_format_mx.c, test_format_variants.c).
+** format_simd.h's loop with the fakeq kernels' rounding and its value-to-code step (the element
+** value t is the one qs_mf_encode picks: fakeq == decode(encode) is tested); the sign of x is
+** dropped on zeros under zero_positive.  Blocks holding NaN/Inf or to be flushed, partial blocks
+** and other rounding modes take mx_enc_block_scalar.  Tested code for code and byte for byte
+** against the scalar level (tests/unit/test_format_mx.c, test_format_variants.c).
 */
-typedef struct mx_ek {
-    mx_vk v;
-    uint32_t minnorm, cbits, rebias;
-    int shiftm, signsh;   /* signsh: right shift taking bit 31 to the code's sign bit */
-    float c;
-    int zp;
-} mx_ek;
-
-static void mx_ek_init(const mx_run *r, const qs_format *f, mx_ek *k)
+static void mx_vrare_enc(const void *ctx, const float *x, size_t i0, uint32_t *codes, uint8_t *meta)
 {
-    const mx_elem *el = r->el;
-    mx_vk_init(el, &k->v);
-    int M = el->mbits;
-    k->shiftm = 23 - M;
-    k->minnorm = (uint32_t)(el->emin + 127) << 23;
-    k->c = u2f((uint32_t)(el->emin - M + 23 + 127) << 23);
-    k->cbits = f2u(k->c);
-    k->rebias = el->mf ? (uint32_t)(127 - el->mf->bias) << M : 0;
-    k->signsh = 31 - (f->elem_bits - 1);
-    k->zp = r->zero_pos;
+    const mx_vctx *v = ctx;
+    mx_enc_block_scalar(v->r, v->f, x, i0, v->r->block, codes, meta);
 }
 
 #if MX_X86
 __attribute__((target("avx2")))
-static void mx_enc_avx2(const mx_run *r, const mx_ek *k, const qs_format *f, const float *x, size_t nblk,
-                        uint32_t *codes, uint8_t *meta)
+static void mx_enc_avx2(const mx_vctx *v, const float *x, size_t nblk, uint32_t *codes, uint8_t *meta)
 {
-    const size_t B = r->block;
-    const __m256i absm = _mm256_set1_epi32(0x7fffffff), expm = _mm256_set1_epi32(0x7f800000);
-    const __m256i lowexp = _mm256_set1_epi32((int)k->v.lowexp), shift = _mm256_set1_epi32((int)k->v.shift);
-    const __m256 cap = _mm256_set1_ps(k->v.cap), maxv = _mm256_set1_ps(k->v.maxv);
-    const __m256i minnorm = _mm256_set1_epi32((int)k->minnorm), cbits = _mm256_set1_epi32((int)k->cbits);
-    const __m256i rebias = _mm256_set1_epi32((int)k->rebias), zero = _mm256_setzero_si256();
-    const __m256i byte = _mm256_set1_epi32(0xff);
-    const __m256 c = _mm256_set1_ps(k->c), s64 = _mm256_set1_ps(64.0f);
-    const __m128i sh = _mm_cvtsi32_si128(k->shiftm), ssh = _mm_cvtsi32_si128(k->signsh);
-    const int int8 = k->v.int8, zp = k->zp;
-    for (size_t b = 0; b < nblk; b++) {
-        const float *xb0 = x + b * B;
-        uint32_t *cb = codes + b * B;
-        __m256i m = _mm256_setzero_si256();
-        for (size_t j = 0; j < B; j += 8)
-            m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(xb0 + j)), absm));
-        __m128i h = _mm_max_epu32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
-        h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0x4e));
-        h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0xb1));
-        uint32_t ab = (uint32_t)_mm_cvtsi128_si32(h);
-        if (ab >= 0x7f800000u || mx_flushes(r, ab)) {      /* rare blocks: the portable code */
-            mx_enc_block_scalar(r, f, x, b * B, B, codes, meta + b);
-            continue;
-        }
-        unsigned sc = mx_scale_code(r, ab);
-        meta[b] = (uint8_t)sc;
-        const __m256 inv = _mm256_set1_ps(inv_scale_of(sc));
-        for (size_t j = 0; j < B; j += 8) {
-            __m256i xb = _mm256_loadu_si256((const __m256i *)(xb0 + j));
-            __m256i a = _mm256_and_si256(xb, absm);
-            __m256i s = _mm256_andnot_si256(absm, xb);
-            __m256 v = _mm256_min_ps(_mm256_mul_ps(_mm256_castsi256_ps(a), inv), cap);
-            __m256i e = _mm256_max_epi32(_mm256_and_si256(_mm256_castps_si256(v), expm), lowexp);
-            __m256 M = _mm256_castsi256_ps(_mm256_add_epi32(e, shift));
-            __m256 t = _mm256_min_ps(_mm256_sub_ps(_mm256_add_ps(v, M), M), maxv);
-            __m256i ti = _mm256_castps_si256(t), code;
-            if (int8) {
-                __m256i q = _mm256_cvttps_epi32(_mm256_mul_ps(t, s64));
-                __m256i neg = _mm256_srai_epi32(s, 31);                       /* all ones when x < 0 */
-                code = _mm256_and_si256(_mm256_sub_epi32(_mm256_xor_si256(q, neg), neg), byte);
-            } else {
-                __m256i sub = _mm256_sub_epi32(_mm256_castps_si256(_mm256_add_ps(t, c)), cbits);
-                __m256i nor = _mm256_sub_epi32(_mm256_srl_epi32(ti, sh), rebias);
-                code = _mm256_blendv_epi8(nor, sub, _mm256_cmpgt_epi32(minnorm, ti));
-                __m256i sg = _mm256_srl_epi32(s, ssh);
-                if (zp) sg = _mm256_andnot_si256(_mm256_cmpeq_epi32(code, zero), sg);
-                code = _mm256_or_si256(code, sg);
-            }
-            _mm256_storeu_si256((__m256i *)(cb + j), code);
-        }
-    }
+    qs_vblk_encode_avx2(v->k, x, nblk, v->r->block, codes, meta, mx_vscale, mx_vrare_enc, v);
 }
 
 __attribute__((target("avx512f")))
-static void mx_enc_avx512(const mx_run *r, const mx_ek *k, const qs_format *f, const float *x, size_t nblk,
-                          uint32_t *codes, uint8_t *meta)
+static void mx_enc_avx512(const mx_vctx *v, const float *x, size_t nblk, uint32_t *codes, uint8_t *meta)
 {
-    const size_t B = r->block;
-    const __m512i absm = _mm512_set1_epi32(0x7fffffff), expm = _mm512_set1_epi32(0x7f800000);
-    const __m512i lowexp = _mm512_set1_epi32((int)k->v.lowexp), shift = _mm512_set1_epi32((int)k->v.shift);
-    const __m512 cap = _mm512_set1_ps(k->v.cap), maxv = _mm512_set1_ps(k->v.maxv);
-    const __m512i minnorm = _mm512_set1_epi32((int)k->minnorm), cbits = _mm512_set1_epi32((int)k->cbits);
-    const __m512i rebias = _mm512_set1_epi32((int)k->rebias), zero = _mm512_setzero_si512();
-    const __m512i byte = _mm512_set1_epi32(0xff);
-    const __m512 c = _mm512_set1_ps(k->c), s64 = _mm512_set1_ps(64.0f);
-    const __m128i sh = _mm_cvtsi32_si128(k->shiftm), ssh = _mm_cvtsi32_si128(k->signsh);
-    const int int8 = k->v.int8, zp = k->zp;
-    for (size_t b = 0; b < nblk; b++) {
-        const float *xb0 = x + b * B;
-        uint32_t *cb = codes + b * B;
-        __m512i m = _mm512_setzero_si512();
-        for (size_t j = 0; j < B; j += 16)
-            m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_loadu_si512((const void *)(xb0 + j)), absm));
-        uint32_t ab = (uint32_t)_mm512_reduce_max_epu32(m);
-        if (ab >= 0x7f800000u || mx_flushes(r, ab)) {      /* rare blocks: the portable code */
-            mx_enc_block_scalar(r, f, x, b * B, B, codes, meta + b);
-            continue;
-        }
-        unsigned sc = mx_scale_code(r, ab);
-        meta[b] = (uint8_t)sc;
-        const __m512 inv = _mm512_set1_ps(inv_scale_of(sc));
-        for (size_t j = 0; j < B; j += 16) {
-            __m512i xb = _mm512_loadu_si512((const void *)(xb0 + j));
-            __m512i a = _mm512_and_si512(xb, absm);
-            __m512i s = _mm512_andnot_si512(absm, xb);
-            __m512 v = _mm512_min_ps(_mm512_mul_ps(_mm512_castsi512_ps(a), inv), cap);
-            __m512i e = _mm512_max_epi32(_mm512_and_si512(_mm512_castps_si512(v), expm), lowexp);
-            __m512 M = _mm512_castsi512_ps(_mm512_add_epi32(e, shift));
-            __m512 t = _mm512_min_ps(_mm512_sub_ps(_mm512_add_ps(v, M), M), maxv);
-            __m512i ti = _mm512_castps_si512(t), code;
-            if (int8) {
-                __m512i q = _mm512_cvttps_epi32(_mm512_mul_ps(t, s64));
-                __m512i neg = _mm512_srai_epi32(s, 31);
-                code = _mm512_and_si512(_mm512_sub_epi32(_mm512_xor_si512(q, neg), neg), byte);
-            } else {
-                __m512i sub = _mm512_sub_epi32(_mm512_castps_si512(_mm512_add_ps(t, c)), cbits);
-                code = _mm512_sub_epi32(_mm512_srl_epi32(ti, sh), rebias);
-                code = _mm512_mask_mov_epi32(code, _mm512_cmplt_epu32_mask(ti, minnorm), sub);
-                __m512i sg = _mm512_srl_epi32(s, ssh);
-                if (zp) sg = _mm512_mask_mov_epi32(sg, _mm512_cmpeq_epi32_mask(code, zero), zero);
-                code = _mm512_or_si512(code, sg);
-            }
-            _mm512_storeu_si512((void *)(cb + j), code);
-        }
-    }
+    qs_vblk_encode_avx512(v->k, x, nblk, v->r->block, codes, meta, mx_vscale, mx_vrare_enc, v);
 }
 #endif
 
@@ -668,15 +480,15 @@ static size_t mx_enc_vector(const mx_run *r, const qs_format *f, const float *x,
 #if MX_X86
     if (r->mode != QS_RND_RNE || n < r->block) return 0;
     int lvl = qs_simd_level();
-    mx_ek k;
+    qs_ek k;
+    mx_ek(r, f, &k);
+    mx_vctx v = {r, &k, f};
     if (lvl >= QS_SIMD_AVX512 && r->block % 16 == 0) {
-        mx_ek_init(r, f, &k);
-        mx_enc_avx512(r, &k, f, x, n / r->block, codes, meta);
+        mx_enc_avx512(&v, x, n / r->block, codes, meta);
         return n / r->block * r->block;
     }
     if (lvl >= QS_SIMD_AVX2 && r->block % 8 == 0) {
-        mx_ek_init(r, f, &k);
-        mx_enc_avx2(r, &k, f, x, n / r->block, codes, meta);
+        mx_enc_avx2(&v, x, n / r->block, codes, meta);
         return n / r->block * r->block;
     }
 #endif
@@ -728,29 +540,31 @@ static void mx_meta_text(const qs_format *f, const qs_qopts *o, const uint8_t *m
                   qs_scale_rule_name(o->scale_rule));
 }
 
-#define MX_ENTRY(NAME, SUMMARY, BITS, EB, MB, BIAS, INF, MAXV, MINN, MINS, tag, ELEM, MF_)                \
+#define MX_ROW(NAME, SUMMARY, BITS, ROW, INF, MAXV, MINN, MINS, tag, ELEM, MF_)                                \
     {                                                                                                      \
         .name = NAME, .family = QS_FAM_MX, .elem = ELEM, .mf = MF_, .scale_kind = QS_SK_E8M0,             \
-        .scale_value = mx_scale_value, .meta_text = mx_meta_text, .summary = SUMMARY, .elem_bits = BITS, .ebits = EB, .mbits = MB,    \
-        .bias = BIAS, .block = 32, .meta_bytes = 1, .meta_bits = 8, .has_inf = INF, .has_nan = 1,        \
+        .scale_value = mx_scale_value, .meta_text = mx_meta_text, .summary = SUMMARY, .elem_bits = BITS,   \
+        ROW, .has_inf = INF, .has_nan = 1, .block = 32, .meta_bytes = 1, .meta_bits = 8,                    \
         .max_finite = (MAXV) * 0x1p127, .min_normal = (MINN) * 0x1p-127, .min_subnormal = (MINS) * 0x1p-127, \
         .default_round = QS_RND_RNE, .round_modes = MX_ROUND, .has_scale_rule = 1, .encode = tag##_enc,  \
         .decode = tag##_dec, .fakeq = tag##_fq, .code_value = cv_##tag, .ncodes = 1u << (BITS),          \
         .variants = MX_VARIANTS,                                                                           \
     }
+#define MX_INT8_ROW .ebits = 0, .mbits = 0, .bias = 0
+/* MX with minifloat elements of layout T: the ranges are the element's times 2^-127..2^127. */
+#define MX_FP(NAME, SUMMARY, T)                                                                            \
+    MX_ROW(NAME, SUMMARY, QS_MF_BITS(QS_MF_LAYOUT_##T), QS_MF_ROW(QS_MF_LAYOUT_##T),                       \
+           QS_MF_HAS_INF(QS_MF_LAYOUT_##T), QS_MF_SMALL_MAX(QS_MF_LAYOUT_##T), QS_MF_SMALL_MIN_NORMAL(QS_MF_LAYOUT_##T),                    \
+           QS_MF_SMALL_MIN_SUB(QS_MF_LAYOUT_##T), T, QS_ELEM_FLOAT, &qs_mf_##T)
 
 const qs_format qs_formats_mx[] = {
-    MX_ENTRY("mxfp8_e4m3", "OCP MXFP8: 32 x FP8 E4M3 + E8M0 scale, 8.25 bits", 8, 4, 3, 7, 0, 448.0, 0x1p-6,
-             0x1p-9, e4m3, QS_ELEM_FLOAT, &qs_mf_e4m3),
-    MX_ENTRY("mxfp8_e5m2", "OCP MXFP8: 32 x FP8 E5M2 + E8M0 scale, 8.25 bits", 8, 5, 2, 15, 1, 57344.0,
-             0x1p-14, 0x1p-16, e5m2, QS_ELEM_FLOAT, &qs_mf_e5m2),
-    MX_ENTRY("mxfp6_e3m2", "OCP MXFP6: 32 x FP6 E3M2 + E8M0 scale, 6.25 bits", 6, 3, 2, 3, 0, 28.0, 0.25,
-             0.0625, e3m2, QS_ELEM_FLOAT, &qs_mf_e3m2),
-    MX_ENTRY("mxfp6_e2m3", "OCP MXFP6: 32 x FP6 E2M3 + E8M0 scale, 6.25 bits", 6, 2, 3, 1, 0, 7.5, 1.0,
-             0.125, e2m3, QS_ELEM_FLOAT, &qs_mf_e2m3),
-    MX_ENTRY("mxfp4", "OCP MXFP4: 32 x FP4 E2M1 + E8M0 scale, 4.25 bits", 4, 2, 1, 1, 0, 6.0, 1.0, 0.5, e2m1, QS_ELEM_FLOAT, &qs_mf_e2m1),
-    MX_ENTRY("mxint8", "OCP MXINT8: 32 x INT8 (q/64, +-127) + E8M0 scale, 8.25 bits", 8, 0, 0, 0, 0,
-             127.0 / 64.0, 0.0, 1.0 / 64.0, int8, QS_ELEM_INT, NULL),
+    MX_FP("mxfp8_e4m3", "OCP MXFP8: 32 x FP8 E4M3 + E8M0 scale, 8.25 bits", e4m3),
+    MX_FP("mxfp8_e5m2", "OCP MXFP8: 32 x FP8 E5M2 + E8M0 scale, 8.25 bits", e5m2),
+    MX_FP("mxfp6_e3m2", "OCP MXFP6: 32 x FP6 E3M2 + E8M0 scale, 6.25 bits", e3m2),
+    MX_FP("mxfp6_e2m3", "OCP MXFP6: 32 x FP6 E2M3 + E8M0 scale, 6.25 bits", e2m3),
+    MX_FP("mxfp4", "OCP MXFP4: 32 x FP4 E2M1 + E8M0 scale, 4.25 bits", e2m1),
+    MX_ROW("mxint8", "OCP MXINT8: 32 x INT8 (q/64, +-127) + E8M0 scale, 8.25 bits", 8, MX_INT8_ROW, 0,
+           127.0 / 64.0, 0.0, 1.0 / 64.0, int8, QS_ELEM_INT, NULL),
 };
 const size_t qs_formats_mx_n = sizeof qs_formats_mx / sizeof qs_formats_mx[0];
 

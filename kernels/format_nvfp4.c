@@ -47,7 +47,8 @@
 ** run vectorised, the per-block scale arithmetic is the scalar code below, and E2M1 rounding is
 ** t = (a + M) - M with M = 2^(max(e(a), 0) + 22), then min(t, 6) -- bit-identical to qs_mf_round
 ** (tested through fakeq == decode(encode), which uses qs_mf_encode, and path against path).
-** encode with RNE elements is vectorised the same way (nv_enc_avx2/avx512 below), tested code for
+** encode with RNE elements is vectorised the same way; both vector loops are format_simd.h's,
+** shared with MX, given this file's block scale (nv_vscale_fq / nv_vscale_enc).  Tested code for
 ** code and byte for byte against the scalar encode at every level.
 */
 #include "fbits.h"
@@ -59,15 +60,11 @@
 #include <string.h>
 
 #include "format_families.h"
+#include "format_simd.h"
 #include "minifloat.h"
 #include "simd.h"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define NV_X86 1
-#else
-#define NV_X86 0
-#endif
+#define NV_X86 QS_FORMAT_SIMD
 
 
 typedef struct nv_run {
@@ -78,6 +75,7 @@ typedef struct nv_run {
     float amax;                 /* global amax (the stored tensor scale) */
     float senc6, sdec;          /* te */
     float pts, rpts;            /* torchao */
+    qs_ek k;                    /* E2M1 grid (format_simd.h) */
 } nv_run;
 
 /* Per-block numbers: scale code, its value, element multiplier, dequantization multiplier. */
@@ -99,6 +97,7 @@ static int nv_opts(const qs_format *f, const qs_qopts *o, nv_run *r, qs_err *e)
     r->torchao = o->nvfp4 == QS_NVFP4_TORCHAO;
     r->seed = o->seed;
     r->index0 = o->index0;
+    qs_ek_of_mf(&r->k, &qs_mf_e2m1, 0);
     return 0;
 }
 
@@ -158,16 +157,6 @@ static nv_blk nv_block(const nv_run *r, float bamax, int enc)
     return b;
 }
 
-static inline uint32_t absmax_bits(const float *x, size_t n)
-{
-    uint32_t m = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t a = f2u(x[i]) & 0x7fffffffu;
-        m = a > m ? a : m;
-    }
-    return m;
-}
-
 #if NV_X86
 __attribute__((target("avx2")))
 static uint32_t absmax_avx2(const float *x, size_t n)
@@ -183,7 +172,7 @@ static uint32_t absmax_avx2(const float *x, size_t n)
     __m128i h = _mm_max_epu32(_mm256_castsi256_si128(m0), _mm256_extracti128_si256(m0, 1));
     h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0x4e));
     h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0xb1));
-    uint32_t m = (uint32_t)_mm_cvtsi128_si32(h), t = absmax_bits(x + i, n - i);
+    uint32_t m = (uint32_t)_mm_cvtsi128_si32(h), t = qs_absmax_bits(x + i, n - i);
     return t > m ? t : m;
 }
 #endif
@@ -209,7 +198,7 @@ static inline double sr_u(const nv_run *r, size_t i)
 static void nv_enc_block_scalar(const nv_run *r, const float *x, size_t i0, size_t len, uint32_t *codes,
                                 uint8_t *meta)
 {
-    uint32_t ab = absmax_bits(x + i0, len);
+    uint32_t ab = qs_absmax_bits(x + i0, len);
     if (ab >= 0x7f800000u) {
         *meta = 0x7F;
         memset(codes + i0, 0, len * sizeof *codes);
@@ -261,19 +250,10 @@ static int nv_decode(const qs_format *f, const qs_qopts *o, const uint32_t *code
     return 0;
 }
 
-/* E2M1 RNE_sat of a >= 0: one lane of the vector kernels in plain C (header). */
-static inline float e2m1_rne(float a)
-{
-    float v = fminf(a, 12.0f);                                   /* Inf -> 12 */
-    uint32_t ex = f2u(v) & 0x7f800000u;
-    float M = u2f((ex > (127u << 23) ? ex : 127u << 23) + (22u << 23));
-    return fminf((v + M) - M, 6.0f);
-}
-
 /* fakeq of one block on the portable path (RNE as the vector kernels, other modes qs_mf_round). */
 static void nv_block_scalar(const nv_run *r, const float *x, size_t i0, size_t len, float *y)
 {
-    uint32_t ab = absmax_bits(x + i0, len);
+    uint32_t ab = qs_absmax_bits(x + i0, len);
     if (ab >= 0x7f800000u) {
         for (size_t i = i0; i < i0 + len; i++) y[i] = NAN;
         return;
@@ -282,7 +262,7 @@ static void nv_block_scalar(const nv_run *r, const float *x, size_t i0, size_t l
     if (r->mode == QS_RND_RNE) {
         for (size_t i = i0; i < i0 + len; i++) {
             uint32_t b = f2u(x[i]);
-            float t = e2m1_rne(u2f(b & 0x7fffffffu) * k.inv) * k.dq;
+            float t = qs_ek_rne(&r->k, u2f(b & 0x7fffffffu) * k.inv) * k.dq;
             y[i] = u2f(f2u(t) | (b & 0x80000000u));
         }
         return;
@@ -291,74 +271,34 @@ static void nv_block_scalar(const nv_run *r, const float *x, size_t i0, size_t l
         y[i] = qs_mf_round(&qs_mf_e2m1, x[i] * k.inv, r->mode, sr_u(r, i), 1) * k.dq;
 }
 
+/* The shared vector loops' callbacks (format_simd.h): a block holding NaN/Inf decodes to NaN. */
+static inline int nv_vscale_fq(const void *ctx, uint32_t ab, uint8_t *code, float *inv, float *X)
+{
+    if (ab >= 0x7f800000u) return 1;
+    nv_blk k = nv_block(ctx, u2f(ab), 0);
+    *code = 0;
+    *inv = k.inv;
+    *X = k.dq;
+    return 0;
+}
+
+static void nv_vrare_fq(const void *ctx, const float *x, float *y, uint8_t *code)
+{
+    (void)x; (void)code;
+    for (size_t j = 0; j < ((const nv_run *)ctx)->block; j++) y[j] = NAN;
+}
+
 #if NV_X86
 __attribute__((target("avx2")))
 static void nv_blocks_avx2(const nv_run *r, const float *x, size_t nblk, float *y)
 {
-    const size_t B = r->block;
-    const __m256i absm = _mm256_set1_epi32(0x7fffffff), expm = _mm256_set1_epi32(0x7f800000);
-    const __m256i lowexp = _mm256_set1_epi32(127 << 23), shift = _mm256_set1_epi32(22 << 23);
-    const __m256 cap = _mm256_set1_ps(12.0f), six = _mm256_set1_ps(6.0f);
-    for (size_t b = 0; b < nblk; b++, x += B, y += B) {
-        __m256i m = _mm256_setzero_si256();
-        for (size_t j = 0; j < B; j += 8)
-            m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + j)), absm));
-        __m128i h = _mm_max_epu32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
-        h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0x4e));
-        h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0xb1));
-        uint32_t ab = (uint32_t)_mm_cvtsi128_si32(h);
-        if (ab >= 0x7f800000u) {
-            const __m256 nan = _mm256_set1_ps(NAN);
-            for (size_t j = 0; j < B; j += 8) _mm256_storeu_ps(y + j, nan);
-            continue;
-        }
-        nv_blk k = nv_block(r, u2f(ab), 0);
-        const __m256 inv = _mm256_set1_ps(k.inv), dq = _mm256_set1_ps(k.dq);
-        for (size_t j = 0; j < B; j += 8) {
-            __m256i xb = _mm256_loadu_si256((const __m256i *)(x + j));
-            __m256i a = _mm256_and_si256(xb, absm);
-            __m256i s = _mm256_xor_si256(xb, a);
-            __m256 v = _mm256_min_ps(_mm256_mul_ps(_mm256_castsi256_ps(a), inv), cap);   /* Inf -> 12 */
-            __m256i ex = _mm256_max_epi32(_mm256_and_si256(_mm256_castps_si256(v), expm), lowexp);
-            __m256 M = _mm256_castsi256_ps(_mm256_add_epi32(ex, shift));
-            __m256 t = _mm256_min_ps(_mm256_sub_ps(_mm256_add_ps(v, M), M), six);
-            t = _mm256_mul_ps(t, dq);
-            _mm256_storeu_ps(y + j, _mm256_castsi256_ps(_mm256_or_si256(_mm256_castps_si256(t), s)));
-        }
-    }
+    qs_vblk_fakeq_avx2(&r->k, x, nblk, r->block, y, NULL, nv_vscale_fq, nv_vrare_fq, r);
 }
 
 __attribute__((target("avx512f")))
 static void nv_blocks_avx512(const nv_run *r, const float *x, size_t nblk, float *y)
 {
-    const size_t B = r->block;
-    const __m512i absm = _mm512_set1_epi32(0x7fffffff), expm = _mm512_set1_epi32(0x7f800000);
-    const __m512i lowexp = _mm512_set1_epi32(127 << 23), shift = _mm512_set1_epi32(22 << 23);
-    const __m512 cap = _mm512_set1_ps(12.0f), six = _mm512_set1_ps(6.0f);
-    for (size_t b = 0; b < nblk; b++, x += B, y += B) {
-        __m512i m = _mm512_setzero_si512();
-        for (size_t j = 0; j < B; j += 16)
-            m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_loadu_si512((const void *)(x + j)), absm));
-        uint32_t ab = (uint32_t)_mm512_reduce_max_epu32(m);
-        if (ab >= 0x7f800000u) {
-            const __m512 nan = _mm512_set1_ps(NAN);
-            for (size_t j = 0; j < B; j += 16) _mm512_storeu_ps(y + j, nan);
-            continue;
-        }
-        nv_blk k = nv_block(r, u2f(ab), 0);
-        const __m512 inv = _mm512_set1_ps(k.inv), dq = _mm512_set1_ps(k.dq);
-        for (size_t j = 0; j < B; j += 16) {
-            __m512i xb = _mm512_loadu_si512((const void *)(x + j));
-            __m512i a = _mm512_and_si512(xb, absm);
-            __m512i s = _mm512_xor_si512(xb, a);
-            __m512 v = _mm512_min_ps(_mm512_mul_ps(_mm512_castsi512_ps(a), inv), cap);
-            __m512i ex = _mm512_max_epi32(_mm512_and_si512(_mm512_castps_si512(v), expm), lowexp);
-            __m512 M = _mm512_castsi512_ps(_mm512_add_epi32(ex, shift));
-            __m512 t = _mm512_min_ps(_mm512_sub_ps(_mm512_add_ps(v, M), M), six);
-            t = _mm512_mul_ps(t, dq);
-            _mm512_storeu_ps(y + j, _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(t), s)));
-        }
-    }
+    qs_vblk_fakeq_avx512(&r->k, x, nblk, r->block, y, NULL, nv_vscale_fq, nv_vrare_fq, r);
 }
 #endif
 
@@ -393,7 +333,7 @@ static int nv_fakeq(const qs_format *f, const qs_qopts *o, const float *x, size_
 ** bits(t + 2^22) - bits(2^22), otherwise (bits(t) >> 22) - 252; x's sign on bit 3 (qs_mf_encode
 ** keeps the sign of x * inv, which is x's: inv >= 0).  Blocks with NaN/Inf, partial blocks and other
 ** modes take nv_enc_block_scalar.  Tested code for code against the scalar level
-** (tests/unit/test_format_mx.c). */
+** (tests/unit/test_format_nvfp4.c). */
 
 /* E4M3 code of a value on the E4M3 grid in [0, 448]. */
 static inline uint8_t e4m3_code(float s)
@@ -410,86 +350,32 @@ static inline nv_blk nv_block_vec(const nv_run *r, float bamax)
     return k;
 }
 
+static inline int nv_vscale_enc(const void *ctx, uint32_t ab, uint8_t *code, float *inv, float *X)
+{
+    if (ab >= 0x7f800000u) return 1;
+    nv_blk k = nv_block_vec(ctx, u2f(ab));
+    *code = k.code;
+    *inv = k.inv;
+    *X = k.dq;
+    return 0;
+}
+
+static void nv_vrare_enc(const void *ctx, const float *x, size_t i0, uint32_t *codes, uint8_t *meta)
+{
+    nv_enc_block_scalar(ctx, x, i0, ((const nv_run *)ctx)->block, codes, meta);
+}
+
 #if NV_X86
 __attribute__((target("avx2")))
 static void nv_enc_avx2(const nv_run *r, const float *x, size_t nblk, uint32_t *codes, uint8_t *meta)
 {
-    const size_t B = r->block;
-    const __m256i absm = _mm256_set1_epi32(0x7fffffff), expm = _mm256_set1_epi32(0x7f800000);
-    const __m256i lowexp = _mm256_set1_epi32(127 << 23), shift = _mm256_set1_epi32(22 << 23);
-    const __m256 cap = _mm256_set1_ps(12.0f), six = _mm256_set1_ps(6.0f), one = _mm256_set1_ps(1.0f);
-    const __m256 c = _mm256_set1_ps(0x1p22f);
-    const __m256i cbits = _mm256_set1_epi32(0x4a800000), rebias = _mm256_set1_epi32(252);
-    for (size_t b = 0; b < nblk; b++) {
-        const float *xb0 = x + b * B;
-        uint32_t *cb = codes + b * B;
-        __m256i m = _mm256_setzero_si256();
-        for (size_t j = 0; j < B; j += 8)
-            m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(xb0 + j)), absm));
-        __m128i h = _mm_max_epu32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
-        h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0x4e));
-        h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0xb1));
-        uint32_t ab = (uint32_t)_mm_cvtsi128_si32(h);
-        if (ab >= 0x7f800000u) {
-            nv_enc_block_scalar(r, x, b * B, B, codes, meta + b);
-            continue;
-        }
-        nv_blk k = nv_block_vec(r, u2f(ab));
-        meta[b] = k.code;
-        const __m256 inv = _mm256_set1_ps(k.inv);
-        for (size_t j = 0; j < B; j += 8) {
-            __m256i xb = _mm256_loadu_si256((const __m256i *)(xb0 + j));
-            __m256i a = _mm256_and_si256(xb, absm);
-            __m256 v = _mm256_min_ps(_mm256_mul_ps(_mm256_castsi256_ps(a), inv), cap);   /* Inf -> 12 */
-            __m256i ex = _mm256_max_epi32(_mm256_and_si256(_mm256_castps_si256(v), expm), lowexp);
-            __m256 M = _mm256_castsi256_ps(_mm256_add_epi32(ex, shift));
-            __m256 t = _mm256_min_ps(_mm256_sub_ps(_mm256_add_ps(v, M), M), six);
-            __m256i sub = _mm256_sub_epi32(_mm256_castps_si256(_mm256_add_ps(t, c)), cbits);
-            __m256i nor = _mm256_sub_epi32(_mm256_srli_epi32(_mm256_castps_si256(t), 22), rebias);
-            __m256i code = _mm256_blendv_epi8(nor, sub, _mm256_castps_si256(_mm256_cmp_ps(t, one, _CMP_LT_OQ)));
-            code = _mm256_or_si256(code, _mm256_srli_epi32(_mm256_andnot_si256(absm, xb), 28));
-            _mm256_storeu_si256((__m256i *)(cb + j), code);
-        }
-    }
+    qs_vblk_encode_avx2(&r->k, x, nblk, r->block, codes, meta, nv_vscale_enc, nv_vrare_enc, r);
 }
 
 __attribute__((target("avx512f")))
 static void nv_enc_avx512(const nv_run *r, const float *x, size_t nblk, uint32_t *codes, uint8_t *meta)
 {
-    const size_t B = r->block;
-    const __m512i absm = _mm512_set1_epi32(0x7fffffff), expm = _mm512_set1_epi32(0x7f800000);
-    const __m512i lowexp = _mm512_set1_epi32(127 << 23), shift = _mm512_set1_epi32(22 << 23);
-    const __m512 cap = _mm512_set1_ps(12.0f), six = _mm512_set1_ps(6.0f), one = _mm512_set1_ps(1.0f);
-    const __m512 c = _mm512_set1_ps(0x1p22f);
-    const __m512i cbits = _mm512_set1_epi32(0x4a800000), rebias = _mm512_set1_epi32(252);
-    for (size_t b = 0; b < nblk; b++) {
-        const float *xb0 = x + b * B;
-        uint32_t *cb = codes + b * B;
-        __m512i m = _mm512_setzero_si512();
-        for (size_t j = 0; j < B; j += 16)
-            m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_loadu_si512((const void *)(xb0 + j)), absm));
-        uint32_t ab = (uint32_t)_mm512_reduce_max_epu32(m);
-        if (ab >= 0x7f800000u) {
-            nv_enc_block_scalar(r, x, b * B, B, codes, meta + b);
-            continue;
-        }
-        nv_blk k = nv_block_vec(r, u2f(ab));
-        meta[b] = k.code;
-        const __m512 inv = _mm512_set1_ps(k.inv);
-        for (size_t j = 0; j < B; j += 16) {
-            __m512i xb = _mm512_loadu_si512((const void *)(xb0 + j));
-            __m512i a = _mm512_and_si512(xb, absm);
-            __m512 v = _mm512_min_ps(_mm512_mul_ps(_mm512_castsi512_ps(a), inv), cap);
-            __m512i ex = _mm512_max_epi32(_mm512_and_si512(_mm512_castps_si512(v), expm), lowexp);
-            __m512 M = _mm512_castsi512_ps(_mm512_add_epi32(ex, shift));
-            __m512 t = _mm512_min_ps(_mm512_sub_ps(_mm512_add_ps(v, M), M), six);
-            __m512i sub = _mm512_sub_epi32(_mm512_castps_si512(_mm512_add_ps(t, c)), cbits);
-            __m512i code = _mm512_sub_epi32(_mm512_srli_epi32(_mm512_castps_si512(t), 22), rebias);
-            code = _mm512_mask_mov_epi32(code, _mm512_cmp_ps_mask(t, one, _CMP_LT_OQ), sub);
-            code = _mm512_or_si512(code, _mm512_srli_epi32(_mm512_andnot_si512(absm, xb), 28));
-            _mm512_storeu_si512((void *)(cb + j), code);
-        }
-    }
+    qs_vblk_encode_avx512(&r->k, x, nblk, r->block, codes, meta, nv_vscale_enc, nv_vrare_enc, r);
 }
 #endif
 
@@ -543,7 +429,7 @@ const qs_format qs_formats_nvfp4[] = {
         .meta_text = nv_meta_text,
         .summary = "NVIDIA NVFP4: 16 x FP4 E2M1 + UE4M3 block scale + FP32 tensor scale, 4.5 bits",
         .elem_bits = 4,
-        .ebits = 2, .mbits = 1, .bias = 1,
+        QS_MF_ROW(QS_MF_LAYOUT_e2m1),
         .block = 16,
         .meta_bytes = 1,
         .meta_bits = 8,

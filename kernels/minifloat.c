@@ -52,14 +52,14 @@
 #define QS_HAVE_X86 1
 #endif
 
-const qs_minifloat qs_mf_fp32 = {"fp32", 8, 23, 127, QS_MF_IEEE};
-const qs_minifloat qs_mf_fp16 = {"fp16", 5, 10, 15, QS_MF_IEEE};
-const qs_minifloat qs_mf_bf16 = {"bf16", 8, 7, 127, QS_MF_IEEE};
-const qs_minifloat qs_mf_e4m3 = {"e4m3", 4, 3, 7, QS_MF_FN};
-const qs_minifloat qs_mf_e5m2 = {"e5m2", 5, 2, 15, QS_MF_IEEE};
-const qs_minifloat qs_mf_e3m2 = {"e3m2", 3, 2, 3, QS_MF_FINITE};
-const qs_minifloat qs_mf_e2m3 = {"e2m3", 2, 3, 1, QS_MF_FINITE};
-const qs_minifloat qs_mf_e2m1 = {"e2m1", 2, 1, 1, QS_MF_FINITE};
+const qs_minifloat qs_mf_fp32 = {"fp32", QS_MF_LAYOUT_fp32};
+const qs_minifloat qs_mf_fp16 = {"fp16", QS_MF_LAYOUT_fp16};
+const qs_minifloat qs_mf_bf16 = {"bf16", QS_MF_LAYOUT_bf16};
+const qs_minifloat qs_mf_e4m3 = {"e4m3", QS_MF_LAYOUT_e4m3};
+const qs_minifloat qs_mf_e5m2 = {"e5m2", QS_MF_LAYOUT_e5m2};
+const qs_minifloat qs_mf_e3m2 = {"e3m2", QS_MF_LAYOUT_e3m2};
+const qs_minifloat qs_mf_e2m3 = {"e2m3", QS_MF_LAYOUT_e2m3};
+const qs_minifloat qs_mf_e2m1 = {"e2m1", QS_MF_LAYOUT_e2m1};
 
 
 static inline int is_fp32(const qs_minifloat *f) { return f->ebits == 8 && f->mbits == 23; }

@@ -31,6 +31,38 @@ typedef struct qs_minifloat {
     qs_mf_kind kind;
 } qs_minifloat;
 
+/* Element layouts, written once: ebits, mbits, bias, kind.  The qs_mf_* descriptors below, the
+** registry rows (QS_MF_ROW) and the MX element table are all made from these. */
+#define QS_MF_LAYOUT_fp32 8, 23, 127, QS_MF_IEEE
+#define QS_MF_LAYOUT_fp16 5, 10, 15, QS_MF_IEEE
+#define QS_MF_LAYOUT_bf16 8, 7, 127, QS_MF_IEEE
+#define QS_MF_LAYOUT_e4m3 4, 3, 7, QS_MF_FN
+#define QS_MF_LAYOUT_e5m2 5, 2, 15, QS_MF_IEEE
+#define QS_MF_LAYOUT_e3m2 3, 2, 3, QS_MF_FINITE
+#define QS_MF_LAYOUT_e2m3 2, 3, 1, QS_MF_FINITE
+#define QS_MF_LAYOUT_e2m1 2, 1, 1, QS_MF_FINITE
+
+/* Constant expressions of a layout (QS_MF_LAYOUT_x): the row fields, Inf and NaN, the exponent of the
+** top binade, and for layouts with emax < 32 the largest finite value and the smallest normal and
+** subnormal magnitudes. */
+#define QS_MF_ROW(...) QS_MF_ROW_(__VA_ARGS__)
+#define QS_MF_ROW_(E, M, B, K) .ebits = (E), .mbits = (M), .bias = (B)
+#define QS_MF_HAS_INF(...) QS_MF_HAS_INF_(__VA_ARGS__)
+#define QS_MF_HAS_INF_(E, M, B, K) ((K) == QS_MF_IEEE)
+#define QS_MF_HAS_NAN(...) QS_MF_HAS_NAN_(__VA_ARGS__)
+#define QS_MF_HAS_NAN_(E, M, B, K) ((K) != QS_MF_FINITE)
+#define QS_MF_EMAX(...) QS_MF_EMAX_(__VA_ARGS__)
+#define QS_MF_EMAX_(E, M, B, K) ((1 << (E)) - 1 - (B) - ((K) == QS_MF_IEEE))
+#define QS_MF_SMALL_MAX(...) QS_MF_SMALL_MAX_(__VA_ARGS__)
+#define QS_MF_SMALL_MAX_(E, M, B, K) \
+    ((double)(1u << QS_MF_EMAX_(E, M, B, K)) * (2.0 - ((K) == QS_MF_FN ? 2.0 : 1.0) / (1u << (M))))
+#define QS_MF_SMALL_MIN_NORMAL(...) QS_MF_SMALL_MIN_NORMAL_(__VA_ARGS__)
+#define QS_MF_SMALL_MIN_NORMAL_(E, M, B, K) (1.0 / (1u << ((B) - 1)))
+#define QS_MF_SMALL_MIN_SUB(...) QS_MF_SMALL_MIN_SUB_(__VA_ARGS__)
+#define QS_MF_SMALL_MIN_SUB_(E, M, B, K) (1.0 / (1u << ((B) - 1 + (M))))
+#define QS_MF_BITS(...) QS_MF_BITS_(__VA_ARGS__)
+#define QS_MF_BITS_(E, M, B, K) (1 + (E) + (M))
+
 extern const qs_minifloat qs_mf_fp32, qs_mf_fp16, qs_mf_bf16, qs_mf_e4m3, qs_mf_e5m2,
                           qs_mf_e3m2, qs_mf_e2m3, qs_mf_e2m1;
 
