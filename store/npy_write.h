@@ -35,7 +35,7 @@ int qs_npy_write_f32(const char *path, const uint64_t *shape, int ndim,
 typedef struct qs_npy_writer {
     int fd, to_stdout, direct;   /* direct: stdout, a device or a FIFO, written in place */
     const char *path, *name;
-    uint64_t numel, written;
+    uint64_t numel, written, flushed;   /* flushed: elements whose writeback was started */
     char tmp[4096];
 } qs_npy_writer;
 int qs_npy_writer_open(qs_npy_writer *w, const char *path, const uint64_t *shape, int ndim, qs_err *e);
