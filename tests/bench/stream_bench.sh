@@ -20,8 +20,9 @@ wall() {   # wall seconds of a command (stdout/stderr dropped)
   echo "$t1 - $t0" | bc -l
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-timed() {  # label cmd...: wall time and peak RSS via /usr/bin/time
+timed() {  # label cmd...: wall time and peak RSS via /usr/bin/time, after flushing earlier writes
   local l=$1; shift
+  sync
   /usr/bin/time -f "%e %M" -o "$D/t" "$@" >/dev/null 2>"$D/err" || { echo "FAILED: $*" >&2; cat "$D/err" >&2; exit 1; }
   read -r s kb < "$D/t"
   printf '| %s | %.2f | %.1f |\n' "$l" "$s" "$(echo "$kb / 1024" | bc -l)"
@@ -38,6 +39,7 @@ echo "|---|---|---|---|---|"
 for f in fp8_e4m3 mxfp4 hif8 nvfp4 hif4; do
   q=() c=()
   for r in $(seq "$REPS"); do
+    rm -f "$D/c.npy" "$D/q.npy"   # both write a new file (replacing one costs its own unlinking)
     c+=("$(wall cp "$D/a.npy" "$D/c.npy")")
     q+=("$(wall "$QS" quant -f "$f" "$D/a.npy" -o "$D/q.npy")")
   done
