@@ -1,8 +1,8 @@
 /*
 ** Import orchestration (see importer.h).
 **
-** The file is parsed as a whole first (an .npy from its header alone, other kinds through a
-** read-only mapping dropped after the parse), so a malformed file is rejected before anything is
+** The file is parsed as a whole first (an .npy or .safetensors from its header alone, other kinds
+** through a read-only mapping dropped after the parse), so a malformed file is rejected before anything is
 ** written.  Each tensor is then read in windows: hashed over its C-order bytes; an unchanged
 ** hash means the row, its statistics and any embedded data stay as they are.
 */
