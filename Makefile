@@ -1,7 +1,7 @@
 # qscope — build, test and run.  The two set-up commands are `make run` and `make test`.
 #
-# Layout: kernels/ (codecs, dtypes; libc+libm+OpenBLAS only) <- analysis/ <- app/;
-#         store/ (SQLite, importers) is used by analysis/ and app/; datasets/ holds generators.
+# Layout (docs/architecture.md): kernels/ (codecs, dtypes; libc+libm+OpenBLAS only) <- analysis/ <- app/;
+#         store/ (SQLite, importers, model loaders) is used by analysis/ and app/; datasets/ holds generators.
 # Objects go to $(BUILD)/obj; the sanitizer build uses BUILD=build/asan SAN=1.
 
 BUILD   ?= build
@@ -26,11 +26,21 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE -ffp-contract=off $(OPT) $(WARN) $(PKG_CFLAGS)
            -DQS_VERSION='"$(VERSION)"' -DQS_GIT_REV='"$(GIT_REV)"' -MMD -MP
 LDLIBS  += $(PKG_LIBS) -lpthread -lm
 
+# Open MPI: only its header at build time; app/par.c dlopens libmpi under mpirun (a plain run never loads it).
+MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null)
+MPI_LIBDIR := $(shell pkg-config --variable=libdir ompi-c 2>/dev/null)
+MPI_SONAME := $(shell objdump -p $(MPI_LIBDIR)/libmpi.so 2>/dev/null | awk '/SONAME/ {print $$2}')
+ifneq ($(MPI_SONAME),)
+$(BUILD)/obj/app/par.o: CFLAGS += $(MPI_CFLAGS) -DQS_HAVE_MPI -DQS_LIBMPI='"$(MPI_SONAME)"'
+endif
+
 LIB_SRC := $(wildcard kernels/*.c store/*.c analysis/*.c datasets/*.c)
-APP_SRC := $(wildcard app/*.c)
+APP_SRC := $(filter-out app/main.c,$(wildcard app/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 APP_OBJ := $(APP_SRC:%.c=$(BUILD)/obj/%.o)
+MAIN_OBJ := $(BUILD)/obj/app/main.o
 LIB     := $(BUILD)/libqscope.a
+APP_LIB := $(BUILD)/libqscope-app.a
 BIN     := $(BUILD)/qscope
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
@@ -56,19 +66,24 @@ $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BIN): $(APP_OBJ) $(LIB)
-	$(CC) $(CFLAGS) $(APP_OBJ) $(LIB) -o $@ $(LDFLAGS) $(LDLIBS)
+# app/ (every command but main.c) is a library too, so the unit tests and fuzz targets link it.
+$(APP_LIB): $(APP_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
 
-$(BUILD)/tests/%: tests/unit/%.c $(wildcard tests/unit/*.h) $(LIB)
+$(BIN): $(MAIN_OBJ) $(APP_LIB) $(LIB)
+	$(CC) $(CFLAGS) $(MAIN_OBJ) $(APP_LIB) $(LIB) -o $@ $(LDFLAGS) $(LDLIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c $(wildcard tests/unit/*.h) $(APP_LIB) $(LIB)
 	@mkdir -p $(dir $@)
 	@echo "LINK $@"
-	@$(CC) $(CFLAGS) $< $(LIB) -o $@ $(LDFLAGS) $(LDLIBS) -lcmocka
+	@$(CC) $(CFLAGS) $< $(APP_LIB) $(LIB) -o $@ $(LDFLAGS) $(LDLIBS) -lcmocka
 
 # libFuzzer targets: the library is compiled once with coverage + ASan + UBSan instrumentation,
 # each target links it with libFuzzer's main.
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -ffp-contract=off -g -O1 -fsanitize=address,undefined $(PKG_CFLAGS) -MMD -MP
-FUZZ_LIB_SRC := $(filter-out datasets/%,$(LIB_SRC))
-FUZZ_OBJ := $(FUZZ_LIB_SRC:%.c=build/fuzz/obj/%.o)
+FUZZ_OBJ := $(LIB_SRC:%.c=build/fuzz/obj/%.o)
+FUZZ_APP_OBJ := $(APP_SRC:%.c=build/fuzz/obj/%.o)
 build/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo "CC (fuzz) $<"
@@ -76,9 +91,13 @@ build/fuzz/obj/%.o: %.c
 build/fuzz/libqscope-fuzz.a: $(FUZZ_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
-build/fuzz/%: tests/fuzz/%.c build/fuzz/libqscope-fuzz.a
+build/fuzz/libqscope-app-fuzz.a: $(FUZZ_APP_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+build/fuzz/%: tests/fuzz/%.c build/fuzz/libqscope-app-fuzz.a build/fuzz/libqscope-fuzz.a
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer $< build/fuzz/libqscope-fuzz.a -o $@ $(PKG_LIBS) -lpthread -lm
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer $< build/fuzz/libqscope-app-fuzz.a build/fuzz/libqscope-fuzz.a \
+		-o $@ $(PKG_LIBS) -lpthread -lm
 
 # Everything the test runner needs, built.
 test-only: $(BIN) $(UNIT_BIN)
@@ -144,4 +163,4 @@ install: $(BIN)
 clean:
 	rm -rf build
 
--include $(LIB_OBJ:.o=.d) $(APP_OBJ:.o=.d) $(FUZZ_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(APP_OBJ:.o=.d) $(MAIN_OBJ:.o=.d) $(FUZZ_OBJ:.o=.d) $(FUZZ_APP_OBJ:.o=.d)

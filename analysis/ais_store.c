@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sqlite3.h>
 
 #include <jansson.h>
 #include <xxhash.h>
@@ -354,11 +355,11 @@ int qs_ais_store(qs_db *db, const qs_ais_result *r, const qs_ais_opts *o, qs_err
         free(op);
         if (prc) goto out;
     }
-    rc = qs_db_exec(db, "COMMIT", e);
+    rc = qs_db_commit(db, e);
 out:
     free(data);
     free(opts);
-    if (rc) sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+    if (rc) qs_db_rollback(db);
     return rc;
 }
 

@@ -1,6 +1,6 @@
 /*
 ** Claims about RL rollout-training mismatch (AIS): measured with the CPU GRPO simulation of
-** datasets/grpo_sim.h (spec ais-rl.md section 5), the same code as `qscope sim grpo`.
+** analysis/grpo_sim.h (spec ais-rl.md section 5), the same code as `qscope sim grpo`.
 */
 #include <math.h>
 #include <pthread.h>
@@ -10,7 +10,7 @@
 
 #include "claims.h"
 #include "ais.h"
-#include "../datasets/grpo_sim.h"
+#include "grpo_sim.h"
 
 #define APPEND(buf, ...) snprintf((buf) + strlen(buf), sizeof(buf) - strlen(buf), __VA_ARGS__)
 

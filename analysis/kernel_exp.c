@@ -28,8 +28,8 @@ int qs_kx_store(qs_db *db, const char *hash, const char *kind, const char *forma
     int rc = !o || !d ? qs_fail(e, "out of memory") : 0;
     if (!rc) rc = qs_db_begin(db, e);
     if (!rc) {
-        rc = qs_result_put(db, hash, kind, format, o, d, id, e) || qs_db_exec(db, "COMMIT", e);
-        if (rc) sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+        rc = qs_result_put(db, hash, kind, format, o, d, id, e) || qs_db_commit(db, e);
+        if (rc) qs_db_rollback(db);
     }
     free(o); free(d);
     return rc ? -1 : 0;
@@ -52,17 +52,6 @@ static void add_series(json_t *ser, const char *name, const double *x, const dou
     json_t *xs = json_array(), *ys = json_array();
     for (size_t i = 0; i < n; i++) { json_array_append_new(xs, qs_json_num(x[i])); json_array_append_new(ys, jnum(y[i])); }
     json_array_append_new(ser, json_pack("{s:s,s:o,s:o}", "name", name, "x", xs, "y", ys));
-}
-
-/* y_ref[m][n] = Σ_k x·w in double */
-static void gemm_ref(const float *x, const float *w, size_t M, size_t N, size_t K, double *y)
-{
-    double *xd = malloc(M * K * sizeof(double)), *wd = malloc(N * K * sizeof(double));
-    if (!xd || !wd) { free(xd); free(wd); for (size_t i = 0; i < M * N; i++) y[i] = NAN; return; }
-    for (size_t i = 0; i < M * K; i++) xd[i] = x[i];
-    for (size_t i = 0; i < N * K; i++) wd[i] = w[i];
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0, xd, (int)K, wd, (int)K, 0.0, y, (int)N);
-    free(xd); free(wd);
 }
 
 static void sgemm_nt(const float *x, const float *w, size_t M, size_t N, size_t K, float beta, float *y)
@@ -262,8 +251,8 @@ json_t *qs_kx_msd_run(const qs_kx_msd *o, json_t *opts, qs_err *e)
     for (size_t n = 0; n < N; n++)
         for (size_t k = 0; k < K; k++) Wd[n * K + k] = (float)Wq[n * K + k] * sig[n];
     if (qs_i8_pack_make(Wq, N, K, &wp, e)) goto out;
-    gemm_ref(xb, Wd, M, N, K, yq);   /* quantized model, FP64 (σ·Wq is exact in FP32) */
-    gemm_ref(xb, W, M, N, K, yu);    /* unquantized weights */
+    qs_gemm_ref(xb, Wd, M, N, K, yq);   /* quantized model, FP64 (σ·Wq is exact in FP32) */
+    qs_gemm_ref(xb, W, M, N, K, yu);    /* unquantized weights */
     qs_cmp cq, cu;
 #define ROW(name, note) do { qs_cmp_f(y, yq, M * N, &cq); qs_cmp_f(y, yu, M * N, &cu); \
         json_array_append_new(gemm, json_pack("{s:s,s:s,s:o,s:o,s:s}", "weights", wname, "method", name, "vs_quantized", \
@@ -343,7 +332,7 @@ json_t *qs_kx_msd_run(const qs_kx_msd *o, json_t *opts, qs_err *e)
         if (!Wm) { qs_fail(e, "out of memory"); goto out; }
         for (size_t n = 0; n < N; n++)
             if (o->mx->fakeq(o->mx, &o->mx_w, W + n * K, K, Wm + n * K, e)) { free(Wm); goto out; }
-        gemm_ref(xb, Wm, M, N, K, yq);
+        qs_gemm_ref(xb, Wm, M, N, K, yq);
         sgemm_nt(xb, Wm, M, N, K, 0, y);
         ROW("dequant + sgemm (bf16 activations)", "MXFP4 values are exact in BF16");
         qs_msd_mx c = {o->mx, o->mx_o1, o->mx_ores, o->mx_shift};
@@ -559,7 +548,7 @@ json_t *qs_kx_resq_run(const qs_kx_resq *o, json_t *opts, qs_err *e)
     if (o->x_in) memcpy(X, o->x_in, m * d * sizeof(float));
     else qs_gen_fill(&g, 0, m * d, X);
     qs_gen_matrix(QS_GEN_GAUSSIAN, o->seed + 1, n, d, 0.02, W);
-    gemm_ref(X, W, m, n, d, Yr);
+    qs_gemm_ref(X, W, m, n, d, Yr);
     char *save = NULL;
     for (char *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         const qs_format *f = qs_format_find(tok);
@@ -569,7 +558,7 @@ json_t *qs_kx_resq_run(const qs_kx_resq *o, json_t *opts, qs_err *e)
         a.f = f; a.axis = 1; a.gran = QS_GRAN_BLOCK;
         if (!f->block) a.gran = QS_GRAN_ROW;
         if (qs_fakeq_matrix(&a, W, n, d, Wq, e)) goto out;
-        gemm_ref(X, Wq, m, n, d, Yw);   /* isolates the activation error that ResQ targets */
+        qs_gemm_ref(X, Wq, m, n, d, Yw);   /* isolates the activation error that ResQ targets */
         double xs[QS_RESQ_COUNT], ys[QS_RESQ_COUNT];
         for (int sp = 0; sp < QS_RESQ_COUNT; sp++) {
             qs_resq_stats st;

@@ -6,16 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cblas.h>
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+#include "../kernels/qs_clock.h"
 
 double qs_measure_sgemm_gflops(int n, int threads, int reps)
 {
@@ -27,9 +21,9 @@ double qs_measure_sgemm_gflops(int n, int threads, int reps)
     openblas_set_num_threads(threads);
     double best = 1e30;
     for (int r = 0; r < reps; r++) {
-        double t0 = now();
+        double t0 = qs_now_s();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
-        double t = now() - t0;
+        double t = qs_now_s() - t0;
         best = t < best ? t : best;
     }
     openblas_set_num_threads(old);
@@ -57,7 +51,7 @@ double qs_measure_bandwidth(int threads)
     for (int r = 0; r < 5; r++) {
         pthread_t th[16];
         bwjob jb[16];
-        double t0 = now();
+        double t0 = qs_now_s();
         for (int i = 0; i < threads; i++) {
             size_t lo = n * (size_t)i / (size_t)threads, hi = n * (size_t)(i + 1) / (size_t)threads;
             jb[i] = (bwjob){a + lo, b + lo, hi - lo};
@@ -65,7 +59,7 @@ double qs_measure_bandwidth(int threads)
         }
         bw_main(&jb[0]);
         for (int i = 1; i < threads; i++) pthread_join(th[i], NULL);
-        double t = now() - t0;
+        double t = qs_now_s() - t0;
         best = t < best ? t : best;
     }
     volatile float sink = b[n / 3];
@@ -74,7 +68,7 @@ double qs_measure_bandwidth(int threads)
     return 8.0 * (double)n / best;   /* read + write */
 }
 
-static double measure_dequant(int threads)
+static double measure_dequant(void)   /* one thread */
 {
     size_t n = (size_t)8 << 20;
     signed char *q = malloc(n);
@@ -83,14 +77,14 @@ static double measure_dequant(int threads)
     for (size_t i = 0; i < n; i++) q[i] = (signed char)(i * 31);
     double best = 1e30;
     for (int r = 0; r < 3; r++) {
-        double t0 = now();
+        double t0 = qs_now_s();
         for (size_t i = 0; i < n; i++) {   /* int8 -> fp32 -> scale -> bf16 (truncating) */
             float v = (float)q[i] * 0.0123f;
             unsigned u;
             memcpy(&u, &v, 4);
             o[i] = (unsigned short)(u >> 16);
         }
-        double t = now() - t0;
+        double t = qs_now_s() - t0;
         best = t < best ? t : best;
     }
     volatile unsigned short sink = o[n / 2];
@@ -143,7 +137,7 @@ int qs_hw_profile(const char *name, int threads, qs_hw *hw)
     if (!strcmp(name, "cpu")) {
         double g = qs_measure_sgemm_gflops(1024, threads, 3) * 1e9;
         hw->p_bf16 = g; hw->p_low = g;   /* the INT8 GEMM is emulated on SGEMM: same rate */
-        hw->r_vec = measure_dequant(threads);
+        hw->r_vec = measure_dequant();
         hw->bw = qs_measure_bandwidth(threads);
         snprintf(hw->note, sizeof hw->note, "this CPU, measured now (%d thread%s): SGEMM %.1f GFLOP/s, dequant (1 thread) %.2f Gelem/s, copy %.1f GB/s",
                  threads, threads > 1 ? "s" : "", g / 1e9, hw->r_vec / 1e9, hw->bw / 1e9);

@@ -109,79 +109,132 @@ void qs_eval_out_free(qs_eval_out *o)
     memset(o, 0, sizeof *o);
 }
 
-int qs_llm_eval_run(const qs_llm_model *ref, const qs_eval_variant *cfg, const int *want, int ncfg,
-                    const int32_t *text, size_t ntext, const qs_eval_setup *s, qs_eval_progress prog, void *pctx,
-                    qs_eval_out *out, qs_err *e)
+/* Buffers of one chunk's evaluation, reused chunk after chunk. */
+struct qs_eval_work {
+    int ctx, per, first, V, d, nlayer;
+    float *pref;              /* the chunk's reference probabilities */
+    float *lg;                /* one block of logits */
+    float *hid, *scr;
+    qs_ref_row *rr;
+    int32_t *in;
+    float *resid;             /* the reference's residual stream entering each layer (reuse), or NULL */
+    qs_llm_state *st;
+};
+
+void qs_eval_work_free(qs_eval_work *w)
 {
-    memset(out, 0, sizeof *out);
-    const int ctx = s->ctx, first = qs_eval_first(s), per = ctx - 1 - first;
-    const int V = ref->c.vocab, d = ref->c.dim;
+    if (!w) return;
+    qs_llm_state_free(w->st);
+    free(w->pref); free(w->lg); free(w->hid); free(w->scr); free(w->rr); free(w->in); free(w->resid);
+    free(w);
+}
+
+qs_eval_work *qs_eval_work_new(const qs_llm_model *ref, const qs_eval_setup *s, int resid, qs_err *e)
+{
+    qs_eval_work *w = calloc(1, sizeof *w);
+    if (!w) { qs_fail(e, "out of memory"); return NULL; }
+    const int ctx = s->ctx, first = qs_eval_first(s), per = ctx - 1 - first, V = ref->c.vocab, d = ref->c.dim;
+    *w = (qs_eval_work){ctx, per, first, V, d, ref->c.n_layer, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    w->pref = malloc((size_t)per * V * sizeof(float));
+    w->lg = malloc((size_t)HEAD_ROWS * V * sizeof(float));
+    w->hid = malloc((size_t)ctx * d * sizeof(float));
+    w->scr = malloc((size_t)HEAD_ROWS * d * sizeof(float));
+    w->rr = malloc((size_t)per * sizeof *w->rr);
+    w->in = malloc((size_t)ctx * sizeof(int32_t));
+    if (!w->pref || !w->lg || !w->hid || !w->scr || !w->rr || !w->in) { qs_fail(e, "out of memory"); goto fail; }
+    if (resid && !(w->resid = malloc((size_t)ref->c.n_layer * ctx * d * sizeof(float)))) {
+        qs_fail(e, "out of memory for the residual streams of %d layers", ref->c.n_layer);
+        goto fail;
+    }
+    if (!(w->st = qs_llm_state_new(&ref->c, 1, ctx, ctx, e))) goto fail;
+    return w;
+fail:
+    qs_eval_work_free(w);
+    return NULL;
+}
+
+int qs_eval_check(const qs_llm_model *ref, const qs_eval_variant *cfg, const int *want, int ncfg, const int32_t *text,
+                  size_t ntext, const qs_eval_setup *s, int *resid, qs_err *e)
+{
+    const int ctx = s->ctx, per = ctx - 1 - qs_eval_first(s), V = ref->c.vocab;
     if (ctx < 2 || per < 1 || s->nchunks < 1 || (size_t)s->nchunks * ctx > ntext || ctx > ref->c.ctx)
         return qs_fail(e, "evaluation: %d chunks of %d tokens do not fit %zu tokens / model context %d", s->nchunks, ctx,
                        ntext, ref->c.ctx);
     for (size_t i = 0; i < (size_t)s->nchunks * ctx; i++)
         if (text[i] < 0 || text[i] >= V) return qs_fail(e, "token id %d out of range (vocabulary %d)", text[i], V);
-    const size_t n = qs_eval_ntok(s);
-    out->n = n;
-    out->nvar = 1 + ncfg;
-    out->var = calloc((size_t)out->nvar, sizeof *out->var);
-    float *pref = malloc((size_t)per * V * sizeof(float));       /* the chunk's reference probabilities */
-    float *lg = malloc((size_t)HEAD_ROWS * V * sizeof(float));   /* one block of logits */
-    float *hid = malloc((size_t)ctx * d * sizeof(float)), *scr = malloc((size_t)HEAD_ROWS * d * sizeof(float));
-    qs_ref_row *rr = malloc((size_t)per * sizeof *rr);
-    int32_t *in = malloc((size_t)ctx * sizeof(int32_t));
-    float *resid = NULL;      /* the reference's residual stream entering each layer (reuse) */
-    qs_llm_state *st = NULL;
-    int rc = -1;
-    if (!out->var || !pref || !lg || !hid || !scr || !rr || !in) { qs_fail(e, "out of memory"); goto fail; }
+    *resid = 0;
     for (int i = 0; i < ncfg; i++)
         if ((!want || want[i]) && cfg[i].from_layer) {
-            if (cfg[i].from_layer < 0 || cfg[i].from_layer >= ref->c.n_layer) {
-                qs_fail(e, "evaluation: start layer %d of %d", cfg[i].from_layer, ref->c.n_layer);
-                goto fail;
-            }
-            if (!resid && !(resid = malloc((size_t)ref->c.n_layer * ctx * d * sizeof(float)))) {
-                qs_fail(e, "out of memory for the residual streams of %d layers", ref->c.n_layer);
-                goto fail;
-            }
+            if (cfg[i].from_layer < 0 || cfg[i].from_layer >= ref->c.n_layer)
+                return qs_fail(e, "evaluation: start layer %d of %d", cfg[i].from_layer, ref->c.n_layer);
+            *resid = 1;
         }
+    return 0;
+}
+
+int qs_eval_chunk(qs_eval_work *w, const qs_llm_model *ref, const qs_eval_variant *cfg, const int32_t *text,
+                  const qs_eval_setup *s, int c, qs_eval_out *out, size_t k0, qs_err *e)
+{
+    const int ctx = w->ctx, first = w->first, per = w->per, V = w->V, d = w->d;
+    qs_eval_chunk_input(s, text, c, w->in);
+    const int32_t *tgt = text + (size_t)c * ctx + first + 1;
+    for (int vi = 0; vi < out->nvar; vi++) {
+        qs_eval_var_out *vo = &out->var[vi];
+        if (!vo->nll) continue;
+        const qs_llm_model *m = vi ? cfg[vi - 1].m : ref;
+        const qs_llm_numerics *nx = vi ? &cfg[vi - 1].nx : NULL;
+        nf_tap tc = {&vo->nf, vi ? NULL : w->resid, w->nlayer};
+        const int l0 = vi ? cfg[vi - 1].from_layer : 0;
+        if (l0 && !w->resid) return qs_fail(e, "evaluation: start layer %d without the reference's residual stream", l0);
+        double t0 = now_s();
+        if (qs_llm_forward_from(m, nx, w->st, w->in, 1, ctx, 0, l0, l0 ? w->resid + (size_t)l0 * ctx * d : NULL, w->hid,
+                                tap_nonfinite, &tc, e))
+            return -1;
+        double t1 = now_s();
+        for (int r0 = 0; r0 < per; r0 += HEAD_ROWS) {
+            int nr = per - r0 < HEAD_ROWS ? per - r0 : HEAD_ROWS;
+            if (qs_llm_logits(m, nx, w->hid + (size_t)(first + r0) * d, nr, w->scr, w->lg, e)) return -1;
+            row_job rj = {w->lg, V, r0, k0, tgt, w->pref, w->rr, vo, vi == 0};
+            if (qs_attn_pool(nr >= 8 ? qs_llm_threads() : 1, (size_t)nr, 1, row_task, &rj, e)) return -1;
+        }
+        for (int r = 0; r < per; r++)   /* rows left out: the reference's, or this config's own */
+            vo->nf.logit_rows += vi == 0 ? !w->rr[r].finite : (w->rr[r].finite && isnan(vo->nll[k0 + r]));
+        vo->fwd_seconds += t1 - t0;
+        vo->head_seconds += now_s() - t1;
+    }
+    return 0;
+}
+
+int qs_eval_out_alloc(qs_eval_out *out, size_t n, const int *want, int ncfg)
+{
+    memset(out, 0, sizeof *out);
+    out->n = n;
+    out->nvar = 1 + ncfg;
+    if (!(out->var = calloc((size_t)out->nvar, sizeof *out->var))) return -1;
     for (int i = 0; i < out->nvar; i++)
-        if ((i == 0 || !want || want[i - 1]) && var_alloc(&out->var[i], n, i > 0)) { qs_fail(e, "out of memory"); goto fail; }
-    if (!(st = qs_llm_state_new(&ref->c, 1, ctx, ctx, e))) goto fail;
+        if ((i == 0 || !want || want[i - 1]) && var_alloc(&out->var[i], n, i > 0)) { qs_eval_out_free(out); return -1; }
+    return 0;
+}
+
+int qs_llm_eval_run(const qs_llm_model *ref, const qs_eval_variant *cfg, const int *want, int ncfg,
+                    const int32_t *text, size_t ntext, const qs_eval_setup *s, qs_eval_progress prog, void *pctx,
+                    qs_eval_out *out, qs_err *e)
+{
+    memset(out, 0, sizeof *out);
+    int resid;
+    if (qs_eval_check(ref, cfg, want, ncfg, text, ntext, s, &resid, e)) return -1;
+    qs_eval_work *w = qs_eval_work_new(ref, s, resid, e);
+    if (!w) return -1;
+    int rc = -1;
+    if (qs_eval_out_alloc(out, qs_eval_ntok(s), want, ncfg)) { qs_fail(e, "out of memory"); goto fail; }
     for (int c = 0; c < s->nchunks; c++) {
-        qs_eval_chunk_input(s, text, c, in);
-        const int32_t *tgt = text + (size_t)c * ctx + first + 1;
-        const size_t k0 = (size_t)c * per;
-        for (int vi = 0; vi < out->nvar; vi++) {
-            qs_eval_var_out *vo = &out->var[vi];
-            if (!vo->nll) continue;
-            const qs_llm_model *m = vi ? cfg[vi - 1].m : ref;
-            const qs_llm_numerics *nx = vi ? &cfg[vi - 1].nx : NULL;
-            nf_tap tc = {&vo->nf, vi ? NULL : resid, ref->c.n_layer};
-            const int l0 = vi ? cfg[vi - 1].from_layer : 0;
-            double t0 = now_s();
-            if (qs_llm_forward_from(m, nx, st, in, 1, ctx, 0, l0, l0 ? resid + (size_t)l0 * ctx * d : NULL, hid,
-                                    tap_nonfinite, &tc, e))
-                goto fail;
-            double t1 = now_s();
-            for (int r0 = 0; r0 < per; r0 += HEAD_ROWS) {
-                int nr = per - r0 < HEAD_ROWS ? per - r0 : HEAD_ROWS;
-                if (qs_llm_logits(m, nx, hid + (size_t)(first + r0) * d, nr, scr, lg, e)) goto fail;
-                row_job rj = {lg, V, r0, k0, tgt, pref, rr, vo, vi == 0};
-                if (qs_attn_pool(nr >= 8 ? qs_llm_threads() : 1, (size_t)nr, 1, row_task, &rj, e)) goto fail;
-            }
-            for (int r = 0; r < per; r++)   /* rows left out: the reference's, or this config's own */
-                vo->nf.logit_rows += vi == 0 ? !rr[r].finite : (rr[r].finite && isnan(vo->nll[k0 + r]));
-            vo->fwd_seconds += t1 - t0;
-            vo->head_seconds += now_s() - t1;
-        }
+        if (qs_eval_chunk(w, ref, cfg, text, s, c, out, (size_t)c * w->per, e)) goto fail;
         if (prog) prog(pctx, c + 1, s->nchunks);
     }
     rc = 0;
 fail:
     if (rc) qs_eval_out_free(out);
-    qs_llm_state_free(st);
-    free(pref); free(lg); free(hid); free(scr); free(rr); free(in); free(resid);
+    qs_eval_work_free(w);
     return rc;
 }
 

@@ -75,6 +75,22 @@ int qs_llm_eval_run(const qs_llm_model *ref, const qs_eval_variant *cfg, const i
                     qs_eval_out *out, qs_err *e);
 void qs_eval_out_free(qs_eval_out *o);
 
+/* The pieces of qs_llm_eval_run, for callers that split the chunks (analysis/llm_eval_shard.h).
+** qs_eval_check validates the setup and ids; *resid = 1 when a wanted variant starts above layer 0. */
+int qs_eval_check(const qs_llm_model *ref, const qs_eval_variant *cfg, const int *want, int ncfg, const int32_t *text,
+                  size_t ntext, const qs_eval_setup *s, int *resid, qs_err *e);
+/* Outputs for n tokens of the reference and of the wanted configurations (want NULL: all). */
+int qs_eval_out_alloc(qs_eval_out *out, size_t n, const int *want, int ncfg);
+/* One chunk's buffers (with the reference's residual streams when resid). */
+typedef struct qs_eval_work qs_eval_work;
+qs_eval_work *qs_eval_work_new(const qs_llm_model *ref, const qs_eval_setup *s, int resid, qs_err *e);
+void qs_eval_work_free(qs_eval_work *w);
+/* Chunk c: the reference's pass, then every configuration whose outputs out->var[i + 1] are
+** allocated; per-token results at k0 .. k0 + per - 1 of out's arrays (out->var[0] must be allocated).
+** A token's results depend only on the chunk, never on which other variants run beside it. */
+int qs_eval_chunk(qs_eval_work *w, const qs_llm_model *ref, const qs_eval_variant *cfg, const int32_t *text,
+                  const qs_eval_setup *s, int c, qs_eval_out *out, size_t k0, qs_err *e);
+
 /* Summary of one variant (docs/llm.md defines each).  Tokens whose row (or the reference's) was
 ** not finite are left out; n counts the tokens used. */
 typedef struct qs_eval_summary {

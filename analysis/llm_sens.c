@@ -50,70 +50,109 @@ static void fill_layer_fmt(const qs_apply **lf, int nlayer, const qs_sens_table 
         }
 }
 
-int qs_sens_run(const qs_llm_model *ref, const qs_apply *fmt, int scaled, const int *sites, int nsite, const int32_t *text,
-                size_t ntext, const qs_eval_setup *su, qs_eval_progress prog, void *pctx, qs_sens_table *t, qs_err *e)
+void qs_sens_variants_free(qs_sens_variants *sv)
 {
-    memset(t, 0, sizeof *t);
+    for (int l = 0; sv->views && l < sv->nlayer; l++) if (sv->views[l].L) qs_llm_view_free(&sv->views[l]);
+    free(sv->views); free(sv->var); free(sv->lf);
+    memset(sv, 0, sizeof *sv);
+}
+
+int qs_sens_variants_make(const qs_llm_model *ref, const qs_apply *fmt, int scaled, const int *sites, int nsite,
+                          qs_sens_variants *sv, qs_err *e)
+{
+    memset(sv, 0, sizeof *sv);
     const int L = ref->c.n_layer, nv = L * nsite;
     if (nsite < 1 || nsite > QS_SENS_NSITE) return qs_fail(e, "sensitivity: %d sites", nsite);
-    t->nlayer = L;
-    t->nsite = nsite;
-    memcpy(t->site, sites, (size_t)nsite * sizeof *sites);
-    qs_eval_variant *var = calloc((size_t)nv, sizeof *var);
-    const qs_apply **lf = calloc((size_t)nv * L * QS_LLM_NLSITE, sizeof *lf);
-    qs_llm_model *views = calloc((size_t)L, sizeof *views);
+    sv->nlayer = L;
+    sv->nsite = nsite;
+    memcpy(sv->site, sites, (size_t)nsite * sizeof *sites);
+    sv->nvar = nv;
+    sv->var = calloc((size_t)nv, sizeof *sv->var);
+    sv->lf = calloc((size_t)nv * L * QS_LLM_NLSITE, sizeof *sv->lf);
+    sv->views = calloc((size_t)L, sizeof *sv->views);
     uint8_t *sel = calloc((size_t)nv, 1), *one = calloc((size_t)L, 1);
-    t->kl = calloc((size_t)nv, sizeof(double));
-    t->kl_se = calloc((size_t)nv, sizeof(double));
-    t->dppl = calloc((size_t)nv, sizeof(double));
-    t->top1 = calloc((size_t)nv, sizeof(double));
-    qs_eval_out out;
-    memset(&out, 0, sizeof out);
+    qs_sens_table t;   /* only its sites, for fill_layer_fmt */
+    memset(&t, 0, sizeof t);
+    t.nlayer = L;
+    t.nsite = nsite;
+    memcpy(t.site, sites, (size_t)nsite * sizeof *sites);
     int rc = -1;
-    if (!var || !lf || !views || !sel || !one || !t->kl || !t->kl_se || !t->dppl || !t->top1) { qs_fail(e, "out of memory"); goto done; }
+    if (!sv->var || !sv->lf || !sv->views || !sel || !one) { qs_fail(e, "out of memory"); goto done; }
     for (int l = 0; l < L; l++)
         for (int j = 0; j < nsite; j++) {
             int v = l * nsite + j;
-            qs_eval_variant *x = &var[v];
+            qs_eval_variant *x = &sv->var[v];
             x->m = ref;
             x->nx.scaled = scaled;
             x->from_layer = l;
             if (!fmt) continue;   /* FP32: the reference itself */
             if (sites[j] == QS_SENS_W) {
-                if (!views[l].L) {   /* that layer's matrices only, rounded once */
+                if (!sv->views[l].L) {   /* that layer's matrices only, rounded once */
                     memset(one, 0, (size_t)L);
                     one[l] = 1;
-                    if (qs_llm_view_quantize_layers(&views[l], ref, one, fmt, scaled, e)) goto done;
+                    if (qs_llm_view_quantize_layers(&sv->views[l], ref, one, fmt, scaled, e)) goto done;
                 }
-                x->m = &views[l];
+                x->m = &sv->views[l];
                 continue;
             }
             sel[v] = 1;
-            fill_layer_fmt(lf + (size_t)v * L * QS_LLM_NLSITE, L, t, sel, fmt, NULL, NULL);
+            fill_layer_fmt(sv->lf + (size_t)v * L * QS_LLM_NLSITE, L, &t, sel, fmt, NULL, NULL);
             sel[v] = 0;
-            x->nx.layer_fmt = lf + (size_t)v * L * QS_LLM_NLSITE;
+            x->nx.layer_fmt = sv->lf + (size_t)v * L * QS_LLM_NLSITE;
         }
-    if (qs_llm_eval_run(ref, var, NULL, nv, text, ntext, su, prog, pctx, &out, e)) goto done;
-    t->n = out.n;
+    rc = 0;
+done:
+    free(sel); free(one);
+    if (rc) qs_sens_variants_free(sv);
+    return rc;
+}
+
+int qs_sens_table_make(const qs_sens_variants *sv, const qs_eval_out *out, qs_sens_table *t, qs_err *e)
+{
+    memset(t, 0, sizeof *t);
+    const int nv = sv->nvar;
+    t->nlayer = sv->nlayer;
+    t->nsite = sv->nsite;
+    memcpy(t->site, sv->site, sizeof t->site);
+    t->kl = calloc((size_t)nv, sizeof(double));
+    t->kl_se = calloc((size_t)nv, sizeof(double));
+    t->dppl = calloc((size_t)nv, sizeof(double));
+    t->top1 = calloc((size_t)nv, sizeof(double));
+    if (!t->kl || !t->kl_se || !t->dppl || !t->top1) { qs_sens_table_free(t); return qs_fail(e, "out of memory"); }
+    if (out->nvar != nv + 1) { qs_sens_table_free(t); return qs_fail(e, "sensitivity: %d variants evaluated, %d planned", out->nvar - 1, nv); }
+    t->n = out->n;
     for (int v = 0; v < nv; v++) {
         qs_eval_summary s;
         if (v == 0) {
-            if (qs_eval_summarize(&out.var[0], NULL, out.n, &s, e)) goto done;
+            if (qs_eval_summarize(&out->var[0], NULL, out->n, &s, e)) goto fail;
             t->ref_ppl = s.ppl;
             t->ref_ppl_se = s.ppl_se;
         }
-        if (qs_eval_summarize(&out.var[0], &out.var[v + 1], out.n, &s, e)) goto done;
+        if (qs_eval_summarize(&out->var[0], &out->var[v + 1], out->n, &s, e)) goto fail;
         t->kl[v] = s.kl_mean;
         t->kl_se[v] = s.kl_se;
         t->dppl[v] = s.dppl_rel;
         t->top1[v] = s.top1;
     }
-    rc = 0;
-done:
-    qs_eval_out_free(&out);
-    for (int l = 0; views && l < L; l++) if (views[l].L) qs_llm_view_free(&views[l]);
-    free(views); free(var); free(lf); free(sel); free(one);
-    if (rc) qs_sens_table_free(t);
+    return 0;
+fail:
+    qs_sens_table_free(t);
+    return -1;
+}
+
+int qs_sens_run(const qs_llm_model *ref, const qs_apply *fmt, int scaled, const int *sites, int nsite, const int32_t *text,
+                size_t ntext, const qs_eval_setup *su, qs_eval_progress prog, void *pctx, qs_sens_table *t, qs_err *e)
+{
+    memset(t, 0, sizeof *t);
+    qs_sens_variants sv;
+    if (qs_sens_variants_make(ref, fmt, scaled, sites, nsite, &sv, e)) return -1;
+    qs_eval_out out;
+    int rc = -1;
+    if (!qs_llm_eval_run(ref, sv.var, NULL, sv.nvar, text, ntext, su, prog, pctx, &out, e)) {
+        rc = qs_sens_table_make(&sv, &out, t, e);
+        qs_eval_out_free(&out);
+    }
+    qs_sens_variants_free(&sv);
     return rc;
 }
 

@@ -24,7 +24,22 @@ typedef struct qs_sens_table {
     double *kl, *kl_se, *dppl, *top1;      /* [layer * nsite + j] */
 } qs_sens_table;
 
-/* fmt NULL = FP32 (every variant equals the reference). */
+/* The variants of the table: variant l * nsite + j has only site j of layer l at fmt (fmt NULL =
+** FP32: every variant equals the reference) and starts from the reference's residual stream entering
+** layer l.  Evaluate them with qs_llm_eval_run (or its units, analysis/llm_eval_shard.h), then
+** qs_sens_table_make summarizes the evaluation into the table. */
+typedef struct qs_sens_variants {
+    int nlayer, nsite, site[QS_SENS_NSITE], nvar;
+    qs_eval_variant *var;                  /* [nvar] */
+    const qs_apply **lf;                   /* per variant: its per-layer site formats */
+    qs_llm_model *views;                   /* per layer: its matrices at fmt (site w) */
+} qs_sens_variants;
+int qs_sens_variants_make(const qs_llm_model *ref, const qs_apply *fmt, int scaled, const int *sites, int nsite,
+                          qs_sens_variants *sv, qs_err *e);
+void qs_sens_variants_free(qs_sens_variants *sv);
+int qs_sens_table_make(const qs_sens_variants *sv, const qs_eval_out *out, qs_sens_table *t, qs_err *e);
+
+/* All of it in one process. */
 int qs_sens_run(const qs_llm_model *ref, const qs_apply *fmt, int scaled, const int *sites, int nsite, const int32_t *text,
                 size_t ntext, const qs_eval_setup *su, qs_eval_progress prog, void *pctx, qs_sens_table *t, qs_err *e);
 void qs_sens_table_free(qs_sens_table *t);

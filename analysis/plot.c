@@ -6,6 +6,7 @@
 #include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -821,6 +822,13 @@ double qs_layout_py(const qs_layout *L, const qs_figure *f, double y)
     return L->plot.y + L->plot.h - (f->y.invert ? 1 - u : u) * L->plot.h;
 }
 
+int qs_layout_annot_pos(const qs_layout *L, const qs_figure *f, const qs_annot *a, double *x, double *y)
+{
+    if (a->frac) { *x = L->plot.x + a->x * L->plot.w; *y = L->plot.y + (1 - a->y) * L->plot.h; }
+    else { *x = qs_layout_px(L, f, a->x); *y = qs_layout_py(L, f, a->y); }
+    return isfinite(*x) && isfinite(*y) ? 0 : -1;
+}
+
 double qs_heat_t(const qs_heatmap *h, double v)
 {
     double t = qs_axis_fwd(&h->cbar, v);
@@ -829,4 +837,41 @@ double qs_heat_t(const qs_heatmap *h, double v)
     if (!(b > a)) return 0.5;
     double u = (t - a) / (b - a);
     return u < 0 ? 0 : u > 1 ? 1 : u;
+}
+
+/* Appends one part, "; " after an earlier one; nl may exceed cap after a cut (then nothing more). */
+static size_t note_add(char *out, size_t cap, size_t nl, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static size_t note_add(char *out, size_t cap, size_t nl, const char *fmt, ...)
+{
+    if (nl >= cap) return nl;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(out + nl, cap - nl, fmt, ap);
+    va_end(ap);
+    return nl + (k > 0 ? (size_t)k : 0);
+}
+
+void qs_plot_note(const qs_figure *f, const qs_layout *L, const qs_note_parts *p, char *out, size_t cap,
+                  size_t *same_at)
+{
+    const char *lw = p->log_words ? p->log_words : "";
+    size_t nl = 0;
+    if (same_at) *same_at = SIZE_MAX;
+    if (!cap) return;
+    out[0] = 0;
+    if (f->note[0]) nl = note_add(out, cap, nl, "%s", f->note);
+    if (f->skipped_x)
+        nl = note_add(out, cap, nl, "%s%llu points with x <= 0 not shown%s", nl ? "; " : "", (unsigned long long)f->skipped_x, lw);
+    if (L->leg_total > L->nleg)
+        nl = note_add(out, cap, nl, "%slegend: the first %d of %d series", nl ? "; " : "", L->nleg, L->leg_total);
+    if (p->hidden && p->hidden[0])
+        nl = note_add(out, cap, nl, "%s%s mostly hidden by other series (same cells at this size)", nl ? "; " : "", p->hidden);
+    if (p->unlabelled && p->unlabelled[0])
+        nl = note_add(out, cap, nl, "%sno room for the labels of %s", nl ? "; " : "", p->unlabelled);
+    if (f->skipped_y)
+        nl = note_add(out, cap, nl, "%s%llu points with y <= 0 not shown%s", nl ? "; " : "", (unsigned long long)f->skipped_y, lw);
+    if (p->same && p->same[0] && nl < cap) {
+        if (same_at) *same_at = nl;
+        note_add(out, cap, nl, "%son top of each other (same points): %s", nl ? "; " : "", p->same);
+    }
 }

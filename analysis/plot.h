@@ -224,8 +224,23 @@ void qs_layout_legend_pos(const qs_layout *L, int i, double *x, double *y);
 /* Data -> canvas coordinates for the laid-out figure (NaN when the value cannot be shown). */
 double qs_layout_px(const qs_layout *L, const qs_figure *f, double x);
 double qs_layout_py(const qs_layout *L, const qs_figure *f, double y);
+/* Canvas position of an annotation (data or fractional coordinates); -1 when it cannot be shown. */
+int qs_layout_annot_pos(const qs_layout *L, const qs_figure *f, const qs_annot *a, double *x, double *y);
 /* Colour-scale position t in [0, 1] of a heatmap value (NaN when not drawable). */
 double qs_heat_t(const qs_heatmap *h, double v);
+
+/* What a renderer adds to the line under a figure ("" or NULL: nothing). */
+typedef struct qs_note_parts {
+    const char *log_words;   /* after "points with x <= 0 not shown", e.g. " (log scale)" */
+    const char *hidden;      /* series mostly hidden by others at this size (cells) */
+    const char *unlabelled;  /* point labels with no free place (cells) */
+    const char *same;        /* series drawn on the same points as another (pixels) */
+} qs_note_parts;
+/* The note under a figure, "; " apart: the figure's own note, points not shown on a log axis, series
+** beyond the legend, then the renderer's parts (hidden, unlabelled, y points, same), cut at cap.
+** *same_at (when not NULL) is where the `same` part starts, SIZE_MAX when it is not there. */
+void qs_plot_note(const qs_figure *f, const qs_layout *L, const qs_note_parts *p, char *out, size_t cap,
+                  size_t *same_at);
 
 /* ======== plot kinds (analysis/plot_kinds.c): data in, figure out ======== */
 

@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sqlite3.h>
 
 #include "../kernels/qs_version.h"
 

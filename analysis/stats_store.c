@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sqlite3.h>
 
 #include <jansson.h>
 

@@ -1,28 +1,37 @@
 /*
-** Running (or reusing) one analysis: shared by `analyze` and `report`.
+** Running (or reusing) analyses from the command line: one with a terminal progress bar, and a
+** sweep of tensors x formats over the ranks of an MPI job (app/par.h).  Shared by `analyze` and
+** `report`; the service itself is analysis/analyze_service.h.
 */
 #ifndef QS_ANALYZE_RUN_H
 #define QS_ANALYZE_RUN_H
 
+#include <signal.h>
+
 #include <jansson.h>
 
-#include "../analysis/metrics.h"
-#include "../store/tensor.h"
+#include "../analysis/analyze_service.h"
 
-/* Canonical options JSON of a result (format options + analysis switches); caller frees. */
-char *qs_analysis_options_json(const qs_apply *a, int blocks);
-
-/* Analyze tensor t under a (or reuse the stored result unless force); *metrics_out is the metrics
-** JSON object (caller decrefs); *cached tells which.  vcache (may be NULL) carries the tensor's value
-** histogram from one format to the next of a sweep: empty (counts NULL) it is filled by the first
-** analysis computed, then reused; the caller frees it (qs_value_cache_clear) between tensors. */
+/* qs_analyze_one_cb with a progress bar on stderr when show_progress. */
 int qs_analyze_one(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, int blocks, int force, int threads,
                    int show_progress, qs_hist *vcache, json_t **metrics_out, int *cached, qs_err *e);
-/* The same with the engine's progress callback (which may cancel: nothing is then stored) in place
-** of the terminal progress bar; metrics_out may be NULL.  The workbench's worker uses it. */
-int qs_analyze_one_cb(qs_db *db, const qs_tensor_rec *t, const qs_apply *a, int blocks, int force, int threads,
-                      int (*prog)(void *, uint64_t, uint64_t), void *prog_ctx, qs_hist *vcache, json_t **metrics_out,
-                      int *cached, qs_err *e);
-void qs_value_cache_clear(qs_hist *vcache);
+
+/* Every (tensor, format) pair of names x apps, unit ti * napps + k, each computed or reused as
+** qs_analyze_one does.  One rank: in order, each stored as soon as computed, with a progress bar per
+** analysis on a terminal (stop, when set, cancels the one in progress).  Under mpirun the pairs
+** are spread over the ranks by tensor size and rank 0 stores them all once every rank is done,
+** showing one progress line.  On rank 0, row (may be NULL) gets each pair in unit order with its
+** metrics object (borrowed) and whether it was reused. */
+typedef struct qs_sweep {
+    qs_db *db;
+    char **names;
+    size_t nnames;
+    const qs_apply *apps;
+    int napps, blocks, force, threads, tty;
+    volatile sig_atomic_t *stop;
+    int (*row)(void *ctx, const qs_tensor_rec *t, int k, json_t *metrics, int cached, qs_err *e);
+    void *row_ctx;
+} qs_sweep;
+int qs_analyze_sweep(const qs_sweep *s, qs_err *e);
 
 #endif

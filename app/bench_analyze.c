@@ -4,7 +4,7 @@
 ** A 64M-element (8192 x 8192, --quick: 1024 x 1024) weight-like tensor, analyzed under 10 formats;
 ** for each, the same run times format_apply alone (fake-quantize, read and write) and qs_analyze
 ** (fake-quantize plus every metric and histogram) with 1 and 2 threads, as one step of a sweep: the
-** tensor's value histogram comes from the sweep's first analysis (computed once, untimed).  Issue 4's target: the
+** tensor's value histogram comes from the sweep's first analysis (computed once, untimed).  The target: the
 ** metrics and histograms add at most 30% over fake-quantization alone.
 */
 #include <math.h>

@@ -9,6 +9,7 @@
 
 #include <stdio.h>
 
+#include "../kernels/qs_clock.h"   /* qs_now_s: timing a command */
 #include "../kernels/qs_err.h"
 #include "../store/db.h"
 
@@ -27,7 +28,6 @@ typedef struct qs_command {
     const char *summary;   /* one line for `qscope --help` */
     const char *help;      /* full text for `qscope help NAME` */
     int (*run)(qs_cli *cli, int argc, char **argv);  /* argv[0] is the command name */
-    int needs_db;
 } qs_command;
 
 extern const qs_command qs_commands[];
@@ -40,11 +40,9 @@ qs_db *qs_cli_open_db(qs_cli *cli);
 int qs_cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int qs_cli_err(int code, const qs_err *e);
 /* Usage error for a command: message + "see `qscope help CMD`"; returns 2. */
+int qs_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* An integer option in lo..hi; a usage error (QS_EXIT_USAGE, message printed) otherwise. */
 int qs_cli_parse_int(const char *cmd, const char *opt, const char *s, int lo, int hi, int *out);
-/* Monotonic seconds, for timing a command. */
-double qs_now_s(void);
-int qs_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Outside text (tensor, file and run names, log fields) made safe to print: control characters
 ** and invalid UTF-8 as visible escapes (store/text_escape.h).  The result lives in one of 8

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "par.h"
+#include "../store/db_readonly.h"
 #include "../store/text_escape.h"
 
 /* Messages carry names from files and users: escape the whole line. */
@@ -24,6 +26,13 @@ static void vput_escaped(FILE *f, const char *fmt, va_list ap)
 int qs_cli_error(int code, const char *fmt, ...)
 {
     va_list ap;
+    if (qs_par_rank() > 0) {
+        char msg[1024];
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        if (qs_par_hold_error(msg)) return code;
+    }
     va_start(ap, fmt);
     fputs("qscope: ", stderr);
     vput_escaped(stderr, fmt, ap);
@@ -41,6 +50,7 @@ int qs_cli_usage(const char *cmd, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (qs_par_hold_error(msg)) return QS_EXIT_USAGE;
     /* one hint per line: a message that already points somewhere keeps its own */
     if (strstr(msg, "(see ")) fprintf(stderr, "qscope %s: %s\n", cmd, qs_esc(msg));
     else fprintf(stderr, "qscope %s: %s (see `qscope help %s`)\n", cmd, qs_esc(msg), cmd);
@@ -50,8 +60,11 @@ int qs_cli_usage(const char *cmd, const char *fmt, ...)
 qs_db *qs_cli_open_db(qs_cli *cli)
 {
     qs_err e = {{0}};
-    qs_db *db = qs_db_open(cli->db_path, &e);
-    if (!db) qs_cli_err(QS_EXIT_ERR, &e);
+    /* under mpirun rank 0 alone writes: it opens (and migrates) first, the others then read only */
+    qs_db *db = NULL;
+    if (qs_par_rank() == 0 && !(db = qs_db_open(cli->db_path, &e))) return qs_cli_err(QS_EXIT_ERR, &e), NULL;
+    qs_par_barrier();
+    if (qs_par_rank() > 0 && !(db = qs_db_open_readonly(cli->db_path, &e))) qs_cli_err(QS_EXIT_ERR, &e);
     return db;
 }
 
@@ -154,11 +167,4 @@ int qs_cli_parse_int(const char *cmd, const char *opt, const char *s, int lo, in
         return qs_cli_usage(cmd, "%s wants an integer in %d..%d, not '%s'", opt, lo, hi, s);
     *out = (int)v;
     return 0;
-}
-
-double qs_now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }

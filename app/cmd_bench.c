@@ -174,7 +174,7 @@ int qs_cmd_bench(qs_cli *cli, int argc, char **argv)
                 qs_import_opts o = {.jobs = 2};
                 json_t *rep = json_array();
                 double t0 = qs_bench_now();
-                int rc = !db || qs_db_begin(db, &e) || qs_import_file(db, npy, &o, rep, &e) || qs_db_exec(db, "COMMIT", &e);
+                int rc = !db || qs_db_begin(db, &e) || qs_import_file(db, npy, &o, rep, &e) || qs_db_commit(db, &e);
                 t[r] = qs_bench_now() - t0;
                 if (!rc) nel = (uint64_t)json_integer_value(json_object_get(json_array_get(rep, 0), "numel"));
                 json_decref(rep);

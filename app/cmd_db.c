@@ -2,6 +2,7 @@
 ** Database-level commands: `info` (summary), `check` (integrity and references), `schema`.
 */
 #include <getopt.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -12,17 +13,10 @@
 #include "../kernels/qs_version.h"
 #include "../store/tensor.h"
 #include "../store/json_out.h"
+#include "../store/q_db.h"
+#include "../store/q_tensors.h"
+#include "../store/tensor_names.h"
 #include "../store/tensor_write.h"
-
-static int64_t scalar(qs_db *db, const char *sql)
-{
-    sqlite3_stmt *st = NULL;
-    int64_t v = -1;
-    if (sqlite3_prepare_v2(db->h, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-        v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
-}
 
 static int json_flag(int argc, char **argv, const char *cmd, int *json)
 {
@@ -40,20 +34,14 @@ int qs_cmd_info(qs_cli *cli, int argc, char **argv)
     if (json_flag(argc, argv, "info", &json)) return QS_EXIT_USAGE;
     qs_db *db = qs_cli_open_db(cli);
     if (!db) return QS_EXIT_ERR;
-    int64_t nsrc = scalar(db, "SELECT count(*) FROM source");
-    int64_t nt = scalar(db, "SELECT count(*) FROM tensor");
-    int64_t nel = scalar(db, "SELECT coalesce(sum(numel),0) FROM tensor");
-    int64_t bref = scalar(db, "SELECT coalesce(sum(nbytes),0) FROM tensor WHERE storage='ref'");
-    int64_t bblob = scalar(db, "SELECT coalesce(sum(nbytes),0) FROM tensor WHERE storage='blob'");
-    int64_t nres = scalar(db, "SELECT count(*) FROM result");
-    int64_t nruns = scalar(db, "SELECT count(*) FROM rl_run");
-    int64_t ntok = scalar(db, "SELECT count(*) FROM rl_token");
-    int64_t ver = scalar(db, "PRAGMA user_version");
-    int64_t fsize = scalar(db, "SELECT page_count*page_size FROM pragma_page_count, pragma_page_size");
-    sqlite3_stmt *st = NULL;
-    sqlite3_prepare_v2(db->h,
-        "SELECT t.name, t.dtype, t.shape, t.nbytes, t.storage, s.absmax, s.kurtosis FROM tensor t"
-        " LEFT JOIN tensor_stats s ON s.tensor_id=t.id ORDER BY t.nbytes DESC, t.name LIMIT 12", -1, &st, NULL);
+    qs_db_counts cnt;
+    qs_db_count(db, &cnt);
+    int64_t nsrc = cnt.sources, nt = cnt.tensors, nel = cnt.elements, bref = cnt.bytes_referenced, bblob = cnt.bytes_embedded;
+    int64_t nres = cnt.results, nruns = cnt.rl_runs, ntok = cnt.rl_tokens, ver = cnt.schema_version, fsize = cnt.file_bytes;
+    qs_tensor_item *big_t = NULL;   /* none when the list cannot be read: the counts still show */
+    size_t nbig = 0;
+    qs_err e = {{0}};
+    if (qs_tensor_largest(db, 12, &big_t, &nbig, &e)) nbig = 0;
     if (json) {
         json_t *o = json_pack("{s:o,s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "database", qs_json_text(db->path), "schema_version",
                               (json_int_t)ver, "qscope", QS_VERSION, "sources", (json_int_t)nsrc, "tensors", (json_int_t)nt,
@@ -61,11 +49,11 @@ int qs_cmd_info(qs_cli *cli, int argc, char **argv)
                               (json_int_t)bblob, "results", (json_int_t)nres, "rl_runs", (json_int_t)nruns,
                               "rl_tokens", (json_int_t)ntok, "file_bytes", (json_int_t)fsize);
         json_t *big = json_array();
-        while (st && sqlite3_step(st) == SQLITE_ROW)
-            json_array_append_new(big, json_pack("{s:o,s:s,s:o,s:I,s:s}", "name", qs_json_text((const char *)sqlite3_column_text(st, 0)), "dtype",
-                                                 sqlite3_column_text(st, 1), "shape",
-                                                 json_loads((const char *)sqlite3_column_text(st, 2), 0, NULL), "nbytes",
-                                                 (json_int_t)sqlite3_column_int64(st, 3), "storage", sqlite3_column_text(st, 4)));
+        for (size_t i = 0; i < nbig; i++)
+            json_array_append_new(big, json_pack("{s:o,s:s,s:o,s:I,s:s}", "name", qs_json_text(big_t[i].name), "dtype",
+                                                 big_t[i].dtype, "shape",
+                                                 json_loads(big_t[i].shape, 0, NULL), "nbytes",
+                                                 (json_int_t)big_t[i].nbytes, "storage", big_t[i].storage));
         json_object_set_new(o, "largest", big);
         char *s = json_dumps(o, JSON_INDENT(2));
         puts(s);
@@ -83,31 +71,32 @@ int qs_cmd_info(qs_cli *cli, int argc, char **argv)
         printf("  %lld analysis results, %lld RL runs (%lld tokens)\n", (long long)nres, (long long)nruns, (long long)ntok);
         if (nt > 0) {
             int nw = 40;   /* as wide as the longest name listed: the columns stay aligned */
-            while (st && sqlite3_step(st) == SQLITE_ROW) {
-                int w = qs_text_cols(qs_esc((const char *)sqlite3_column_text(st, 0)));
+            for (size_t i = 0; i < nbig; i++) {
+                int w = qs_text_cols(qs_esc(big_t[i].name));
                 if (w > nw) nw = w;
             }
-            if (st) sqlite3_reset(st);
             printf("%s  %-*s %-10s %-14s %10s %5s %10s %8s%s\n", qs_c_head(cli), nw, "LARGEST TENSORS", "DTYPE", "SHAPE", "SIZE",
                    "DATA", "ABSMAX", "KURT", qs_c_off(cli));
-            while (st && sqlite3_step(st) == SQLITE_ROW) {
-                json_t *sh = json_loads((const char *)sqlite3_column_text(st, 2), 0, NULL);
+            for (size_t i = 0; i < nbig; i++) {
+                json_t *sh = json_loads(big_t[i].shape, 0, NULL);
                 uint64_t shape[QS_MAX_DIMS];
                 int nd = (int)json_array_size(sh);
                 for (int k = 0; k < nd && k < QS_MAX_DIMS; k++) shape[k] = (uint64_t)json_integer_value(json_array_get(sh, (size_t)k));
                 json_decref(sh);
                 char shs[128], sz[32];
                 qs_shape_str(shape, nd < QS_MAX_DIMS ? nd : QS_MAX_DIMS, shs, sizeof shs);
-                qs_fmt_bytes((double)sqlite3_column_int64(st, 3), sz, sizeof sz);
-                const char *en = qs_esc((const char *)sqlite3_column_text(st, 0));
-                printf("  %s%*s %-10s %-14s %10s %5s %10.4g %8.3g\n", en, nw - qs_text_cols(en), "", sqlite3_column_text(st, 1),
-                       shs, sz, sqlite3_column_text(st, 4), sqlite3_column_double(st, 5), sqlite3_column_double(st, 6));
+                qs_fmt_bytes((double)big_t[i].nbytes, sz, sizeof sz);
+                const char *en = qs_esc(big_t[i].name);
+                /* no statistics prints as 0 */
+                printf("  %s%*s %-10s %-14s %10s %5s %10.4g %8.3g\n", en, nw - qs_text_cols(en), "", big_t[i].dtype,
+                       shs, sz, big_t[i].storage, isnan(big_t[i].absmax) ? 0 : big_t[i].absmax,
+                       isnan(big_t[i].kurtosis) ? 0 : big_t[i].kurtosis);
             }
         } else {
             printf("  (empty: `qscope demo` adds synthetic tensors, `qscope import FILE` real ones)\n");
         }
     }
-    sqlite3_finalize(st);
+    qs_tensor_items_free(big_t, nbig);
     qs_db_close(db);
     return QS_EXIT_OK;
 }
@@ -123,24 +112,27 @@ int qs_cmd_check(qs_cli *cli, int argc, char **argv)
     qs_db *db = qs_cli_open_db(cli);
     if (!db) return QS_EXIT_ERR;
     json_t *problems = json_array();
-    sqlite3_stmt *st = NULL;
-    sqlite3_prepare_v2(db->h, "PRAGMA integrity_check", -1, &st, NULL);
-    while (st && sqlite3_step(st) == SQLITE_ROW)
-        if (strcmp((const char *)sqlite3_column_text(st, 0), "ok") != 0)
-            json_array_append_new(problems, json_pack("{s:s,s:s}", "what", "integrity", "message", sqlite3_column_text(st, 0)));
-    sqlite3_finalize(st);
-    sqlite3_prepare_v2(db->h, "PRAGMA foreign_key_check", -1, &st, NULL);
-    while (st && sqlite3_step(st) == SQLITE_ROW)
-        json_array_append_new(problems, json_pack("{s:s,s:s}", "what", "foreign key", "message", sqlite3_column_text(st, 0)));
-    sqlite3_finalize(st);
+    qs_db_problem *dp;
+    size_t ndp;
+    qs_err pe = {{0}};
+    if (qs_db_problems(db, &dp, &ndp, &pe))
+        json_array_append_new(problems, json_pack("{s:s,s:s}", "what", "integrity", "message", pe.msg));
+    else
+        for (size_t i = 0; i < ndp; i++)
+            json_array_append_new(problems, json_pack("{s:s,s:s}", "what", dp[i].what, "message", dp[i].message));
+    qs_db_problems_free(dp, ndp);
     /* Every tensor: references must match their file; embedded data must have all its chunks;
     ** --deep re-hashes every tensor's bytes.  Sources imported before their identity was recorded
     ** (schema < 4) get it here when their file still matches. */
     int64_t checked = 0;
     json_t *fill = json_object();   /* source path -> [id, ctime_ns, inode, dev] */
-    sqlite3_prepare_v2(db->h, "SELECT name FROM tensor ORDER BY name", -1, &st, NULL);
-    while (st && sqlite3_step(st) == SQLITE_ROW) {
-        const char *name = (const char *)sqlite3_column_text(st, 0);
+    char **names = NULL;
+    size_t nnames = 0;
+    int any;
+    if (qs_tensor_names_glob(db, "*", &names, &nnames, &any, &pe))
+        json_array_append_new(problems, json_pack("{s:s,s:s}", "what", "tensor", "message", pe.msg));
+    for (size_t ni = 0; ni < nnames; ni++) {
+        const char *name = names[ni];
         qs_tensor_rec t;
         qs_err e = {{0}};
         checked++;
@@ -178,7 +170,7 @@ int qs_cmd_check(qs_cli *cli, int argc, char **argv)
         qs_treader_close(r);
         qs_tensor_rec_free(&t);
     }
-    sqlite3_finalize(st);
+    qs_tensor_names_free(names, nnames);
     if (json_object_size(fill)) {
         qs_err e = {{0}};
         const char *k;
@@ -189,9 +181,9 @@ int qs_cmd_check(qs_cli *cli, int argc, char **argv)
             bad = qs_source_set_identity(db, json_integer_value(json_array_get(v, 0)), json_integer_value(json_array_get(v, 1)),
                                          json_integer_value(json_array_get(v, 2)), json_integer_value(json_array_get(v, 3)), &e);
         }
-        if (!bad) bad = qs_db_exec(db, "COMMIT", &e);
+        if (!bad) bad = qs_db_commit(db, &e);
         if (bad) {
-            sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+            qs_db_rollback(db);
             json_array_append_new(problems, json_pack("{s:s,s:s}", "what", "source", "message", e.msg));
         }
     }

@@ -18,6 +18,7 @@
 #include "importer.h"
 #include "../datasets/gen.h"
 #include "../store/npy_write.h"
+#include "../store/q_tensors.h"
 
 static int fill_cb(void *ctx, uint64_t start, size_t n, float *out)
 {
@@ -143,8 +144,8 @@ int qs_cmd_gen(qs_cli *cli, int argc, char **argv)
     if (!db) return QS_EXIT_ERR;
     json_t *rep = json_array();
     int rc = QS_EXIT_OK;
-    if (qs_db_begin(db, &e) || gen_into_db(db, &g, name, rep, &e) || qs_db_exec(db, "COMMIT", &e)) {
-        sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+    if (qs_db_begin(db, &e) || gen_into_db(db, &g, name, rep, &e) || qs_db_commit(db, &e)) {
+        qs_db_rollback(db);
         rc = qs_cli_err(QS_EXIT_ERR, &e);
     } else if (json) {
         char *s = json_dumps(rep, JSON_INDENT(2));
@@ -263,9 +264,9 @@ int qs_cmd_demo(qs_cli *cli, int argc, char **argv)
     qs_db *db = qs_cli_open_db(cli);
     if (!db) return QS_EXIT_ERR;
     qs_err e = {{0}};
-    sqlite3_stmt *st = qs_db_prepare(db, "SELECT count(*) FROM tensor WHERE name GLOB 'demo:*'", &e);
-    int have = st && sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
-    sqlite3_finalize(st);
+    int64_t nhave = 0;   /* an unreadable count is none: the demo set is then written */
+    qs_tensor_count(db, "demo:*", &nhave, &e);
+    int have = (int)nhave;
     int rc = QS_EXIT_OK;
     if (have && !force) {
         fprintf(stderr, "qscope: %s already has the demo set (%d tensors); --force regenerates it\n", db->path, have);
@@ -287,8 +288,8 @@ int qs_cmd_demo(qs_cli *cli, int argc, char **argv)
         if (gen_into_db(db, &g, kDemo[i].name, rep, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); break; }
     }
     if (rc == QS_EXIT_OK && demo_real_sample(db, rep, &e)) rc = qs_cli_err(QS_EXIT_ERR, &e);
-    if (rc == QS_EXIT_OK && qs_db_exec(db, "COMMIT", &e)) rc = qs_cli_err(QS_EXIT_ERR, &e);
-    if (rc != QS_EXIT_OK) sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+    if (rc == QS_EXIT_OK && qs_db_commit(db, &e)) rc = qs_cli_err(QS_EXIT_ERR, &e);
+    if (rc != QS_EXIT_OK) qs_db_rollback(db);
     size_t n_tensors = json_array_size(rep);
     json_decref(rep);
     qs_db_close(db);

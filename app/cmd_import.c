@@ -194,25 +194,25 @@ int qs_cmd_import(qs_cli *cli, int argc, char **argv)
     qs_err e = {{0}};
     json_t *rep = json_array();
     int nbad = 0;
-    if (qs_db_exec(db, "BEGIN IMMEDIATE", &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto close; }
+    if (qs_db_begin(db, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto close; }
     for (size_t i = 0; i < files.n; i++) {
-        if (qs_db_exec(db, "SAVEPOINT file", &e)) break;
+        if (qs_db_savepoint(db, "file", &e)) break;
         if (qs_import_file(db, files.v[i], &o, rep, &e) == 0) {
-            qs_db_exec(db, "RELEASE file", &e);
+            qs_db_release(db, "file", &e);
             continue;
         }
         nbad++;
         qs_cli_err(QS_EXIT_ERR, &e);
-        qs_db_exec(db, "ROLLBACK TO file; RELEASE file", &e);
+        qs_db_rollback_to(db, "file");
         if (!keep_going) break;
     }
     if (nbad && !keep_going) {
         /* the error line already said what is wrong; README says nothing was stored */
-        qs_db_exec(db, "ROLLBACK", &e);
+        qs_db_rollback(db);
         rc = QS_EXIT_ERR;
         goto close;
     }
-    if (qs_db_exec(db, "COMMIT", &e)) {
+    if (qs_db_commit(db, &e)) {
         /* name the files being imported (disk full, file size limit at the final write) */
         char *what = NULL;
         if (files.n == 1) what = strdup(files.v[0]);
@@ -220,7 +220,7 @@ int qs_cmd_import(qs_cli *cli, int argc, char **argv)
         if (what) qs_err_prefix(&e, what);
         free(what);
         rc = qs_cli_err(QS_EXIT_ERR, &e);
-        qs_db_exec(db, "ROLLBACK", &e);
+        qs_db_rollback(db);
         goto close;
     }
     /* warnings of the files that were kept, now that they are */

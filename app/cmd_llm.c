@@ -18,12 +18,14 @@
 #include "cli.h"
 #include "importer.h"
 #include "quant_opts.h"
-#include "../datasets/llm_load.h"
+#include "../store/llm_load.h"
 #include "../analysis/llm_eval.h"
 #include "../kernels/llm.h"
 #include "../kernels/qs_version.h"
 #include "../store/npy_write.h"
 #include "../store/json_out.h"
+#include "../store/q_rl.h"
+#include "../store/rl_log.h"
 
 #define LLM_LABEL "precision mismatch without training"
 #define MAX_PROMPT 256
@@ -436,25 +438,6 @@ static json_t *numerics_json(const llm_opts *o)
 
 /* ---------------------------------------------------------------- score */
 
-/* The one writer of rl_run/rl_token rows for llm score (columns documented in docs/llm.md). */
-static int write_run(qs_db *db, const char *name, const char *source, const char *meta, int64_t *run_id, qs_err *e)
-{
-    sqlite3_stmt *st = qs_db_prepare(db, "INSERT INTO rl_run(name, label, source, metadata) VALUES(?,?,?,?)", e);
-    if (!st) return -1;
-    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, LLM_LABEL, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, source, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 4, meta, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) {
-        if ((rc & 0xff) == SQLITE_CONSTRAINT) return qs_fail(e, "a run named '%s' already exists (choose another --name)", name);
-        return qs_fail(e, "cannot insert run: %s", sqlite3_errmsg(db->h));
-    }
-    *run_id = sqlite3_last_insert_rowid(db->h);
-    return 0;
-}
-
 /* Reward of each sequence for a task prompt: 1 when the detokenized completion contains the answer as
 ** a whole number, else 0.  Advantage: reward minus the mean reward of the prompt's group (GRPO's
 ** group baseline, without the division by the group's standard deviation). */
@@ -484,8 +467,7 @@ static void task_rewards(const qs_llm_file *f, const prompt_t *p, const rollout 
 /* Token rows of a whole score run, kept in memory until the model work is done: the write
 ** transaction then lasts milliseconds, not the minutes of sampling, so other writers never wait
 ** long enough to time out. */
-typedef struct { int step, seq, pos, tok, task; double lr, lt, adv, reward, ent; } tokrow;
-typedef struct { tokrow *r; size_t n, cap; } tokbuf;
+typedef struct { qs_rl_row *r; size_t n, cap; } tokbuf;
 
 static int collect_tokens(tokbuf *tb, int step, const rollout *ro, const double *lpt, const double *reward,
                           const double *adv, qs_err *e)
@@ -500,44 +482,27 @@ static int collect_tokens(tokbuf *tb, int step, const rollout *ro, const double 
                                step, b, t, isfinite(lt) ? "the rollout" : "the reference");
             if (tb->n == tb->cap) {
                 size_t cap = tb->cap ? 2 * tb->cap : 4096;
-                tokrow *nr = realloc(tb->r, cap * sizeof *nr);
+                qs_rl_row *nr = realloc(tb->r, cap * sizeof *nr);
                 if (!nr) return qs_fail(e, "out of memory");
                 tb->r = nr;
                 tb->cap = cap;
             }
-            tb->r[tb->n++] = (tokrow){step, b, t, ro->tok[(size_t)b * L + ro->plen + t], reward != NULL, lr, lt,
-                                      adv ? adv[b] : 0, reward ? reward[b] : 0, ro->ent[i]};
+            /* one group per prompt; advantage and reward only for a task (NaN: absent) */
+            tb->r[tb->n++] = (qs_rl_row){step, b, t, ro->tok[(size_t)b * L + ro->plen + t], step, lr, lt,
+                                         reward ? (adv ? adv[b] : 0) : NAN, reward ? reward[b] : NAN, ro->ent[i], 1};
         }
     return 0;
 }
 
-static int write_tokens(qs_db *db, int64_t run, const tokbuf *tb, qs_err *e)
+/* The one writer of rl_run/rl_token rows for llm score (columns documented in docs/llm.md). */
+static int write_run(qs_db *db, const char *name, const char *source, const char *meta, const tokbuf *tb, int64_t *run_id,
+                     qs_err *e)
 {
-    sqlite3_stmt *st = qs_db_prepare(db, "INSERT INTO rl_token(run_id, step, seq, pos, token_id, lp_rollout, lp_train, "
-                                         "advantage, reward, grp, entropy, mask) VALUES(?,?,?,?,?,?,?,?,?,?,?,1)", e);
-    if (!st) return -1;
-    for (size_t k = 0; k < tb->n; k++) {
-        const tokrow *r = &tb->r[k];
-        sqlite3_reset(st);
-        sqlite3_bind_int64(st, 1, run);
-        sqlite3_bind_int(st, 2, r->step);
-        sqlite3_bind_int(st, 3, r->seq);
-        sqlite3_bind_int(st, 4, r->pos);
-        sqlite3_bind_int(st, 5, r->tok);
-        sqlite3_bind_double(st, 6, r->lr);
-        sqlite3_bind_double(st, 7, r->lt);
-        if (r->task) sqlite3_bind_double(st, 8, r->adv); else sqlite3_bind_null(st, 8);
-        if (r->task) sqlite3_bind_double(st, 9, r->reward); else sqlite3_bind_null(st, 9);
-        sqlite3_bind_int(st, 10, r->step);
-        sqlite3_bind_double(st, 11, r->ent);
-        if (sqlite3_step(st) != SQLITE_DONE) {
-            qs_fail(e, "cannot insert token: %s", sqlite3_errmsg(db->h));
-            sqlite3_finalize(st);
-            return -1;
-        }
-    }
-    sqlite3_finalize(st);
-    return 0;
+    if (qs_rl_run_create(db, name, LLM_LABEL, source, meta, 0, run_id, e)) return -1;
+    qs_rl_writer *w = qs_rl_writer_open(db, *run_id, e);
+    int rc = !w || qs_rl_writer_rows(w, tb->r, tb->n, e) ? -1 : 0;
+    qs_rl_writer_close(w);
+    return rc;
 }
 
 static int cmd_score(qs_cli *cli, int argc, char **argv)
@@ -581,10 +546,8 @@ static int cmd_score(qs_cli *cli, int argc, char **argv)
     tokbuf tb = {NULL, 0, 0};
     if (!lpt || !entt) { qs_fail(&e, "out of memory"); rc = QS_EXIT_ERR; goto dbdone; }
     {   /* refuse a taken name before the model work, not after it */
-        sqlite3_stmt *q = qs_db_prepare(db, "SELECT 1 FROM rl_run WHERE name=?", &e);
-        int taken = q && (sqlite3_bind_text(q, 1, runname, -1, SQLITE_STATIC), sqlite3_step(q) == SQLITE_ROW);
-        sqlite3_finalize(q);
-        if (!q) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto dbdone; }
+        int taken;
+        if (qs_run_exists(db, runname, &taken, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto dbdone; }
         if (taken) { rc = qs_cli_error(QS_EXIT_ERR, "a run named '%s' already exists (choose another --name)", runname); goto dbdone; }
     }
     json_t *meta = json_object();
@@ -661,14 +624,13 @@ static int cmd_score(qs_cli *cli, int argc, char **argv)
                                 "mean reward of the prompt's group"));
         }
         ms = json_dumps(meta, JSON_COMPACT);
-        bad = !ms || qs_db_begin(db, &e) || write_run(db, runname, o.model, ms, &run, &e) ||
-              write_tokens(db, run, &tb, &e) || qs_db_exec(db, "COMMIT", &e);
+        bad = !ms || qs_db_begin(db, &e) || write_run(db, runname, o.model, ms, &tb, &run, &e) || qs_db_commit(db, &e);
         free(ms);
     }
     json_decref(meta);
     if (bad) {
         if (!e.msg[0]) qs_fail(&e, "out of memory");
-        sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+        qs_db_rollback(db);
         rc = qs_cli_err(QS_EXIT_ERR, &e);
         goto dbdone;
     }
@@ -856,8 +818,8 @@ static int cmd_capture(qs_cli *cli, int argc, char **argv)
             free(src);
         }
     json_decref(ids);
-    if (rc == 0 && qs_db_exec(db, "COMMIT", &e)) rc = qs_cli_err(QS_EXIT_ERR, &e);
-    if (rc) sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+    if (rc == 0 && qs_db_commit(db, &e)) rc = qs_cli_err(QS_EXIT_ERR, &e);
+    if (rc) qs_db_rollback(db);
     else fprintf(stderr, "qscope: stored %zu activation tensors (%d tokens) under %s:*\n", json_array_size(rep), L, prefix);
 out:
     json_decref(rep);

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sqlite3.h>
 #include <time.h>
 #include <unistd.h>
 #include <cblas.h>
@@ -18,13 +19,16 @@
 #include "cli.h"
 #include "../store/json_out.h"
 #include "quant_opts.h"
+#include "llm_par.h"
+#include "par.h"
 #include "../analysis/llm_eval.h"
+#include "../analysis/llm_eval_shard.h"
 #include "../analysis/results.h"
-#include "../datasets/llm_load.h"
+#include "../store/llm_load.h"
 #include "../kernels/qs_version.h"
 
 /* The default evaluation text (written by `make data`), relative to the working directory. */
-#define QS_EVAL_DEFAULT_TEXT QS_LLM_DEFAULT_TEXT   /* datasets/llm_load.h */
+#define QS_EVAL_DEFAULT_TEXT QS_LLM_DEFAULT_TEXT   /* store/llm_load.h */
 #define MAX_CFG 32
 #define CMD "llm eval"
 
@@ -294,6 +298,37 @@ static int put_f32(qs_db *db, int64_t id, const char *name, const double *x, siz
     return rc;
 }
 
+/* Every computed variant's summary and per-token arrays, in one transaction; datas[i] becomes the
+** stored data of variant i. */
+static int store_variants(qs_db *db, const eval_opts *o, const qs_llm_file *f, json_t *const *keys, const int *want,
+                          const qs_eval_out *out, char **datas, qs_err *e)
+{
+    if (qs_db_begin(db, e)) return -1;
+    for (int i = 0; i <= o->ncfg; i++) {
+        if (i > 0 && !want[i - 1]) continue;
+        qs_eval_summary s;
+        if (qs_eval_summarize(&out->var[0], i ? &out->var[i] : NULL, out->n, &s, e)) goto fail;
+        json_t *d = variant_json(&s, &out->var[i].nf, i > 0, out->var[i].fwd_seconds + out->var[i].head_seconds);
+        /* names for the readers of stored results (workbench, plot kl, report): the key holds only hashes */
+        json_object_set_new(d, "run", json_pack("{s:s,s:s,s:s}", "model", f->name, "text", o->text, "tensor_types", f->wtypes));
+        char *ds = json_dumps(d, JSON_COMPACT), *ks = json_dumps(keys[i], JSON_COMPACT | JSON_SORT_KEYS);
+        json_decref(d);
+        int64_t id = 0;
+        int bad = !ds || !ks ? qs_fail(e, "out of memory") :
+                  qs_result_put(db, f->hash, "llm_eval", i ? o->cfg[i - 1].label : "reference", ks, ds, &id, e) ||
+                  put_f32(db, id, "nll", out->var[i].nll, out->n, e) ||
+                  (i && (put_f32(db, id, "kl", out->var[i].kl, out->n, e) || put_f32(db, id, "dp", out->var[i].dp, out->n, e)));
+        free(ks);
+        free(datas[i]);
+        datas[i] = ds;
+        if (bad) goto fail;
+    }
+    if (!qs_db_commit(db, e)) return 0;
+fail:
+    qs_db_rollback(db);
+    return -1;
+}
+
 /* ---------------------------------------------------------------- printing */
 
 /* "v±se" with 4 decimals, or 4 significant digits for values out of a table's range */
@@ -335,13 +370,6 @@ static void print_table(const eval_opts *o, const qs_llm_file *f, json_t *ref, j
 
 /* ---------------------------------------------------------------- command */
 
-static void progress(void *ctx, int c, int n)
-{
-    double *t0 = ctx;
-    fprintf(stderr, "\rqscope: chunk %d/%d (%.1f s)", c, n, qs_now_s() - *t0);
-    if (c == n) fputc('\n', stderr);
-}
-
 int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
 {
     eval_opts *o = calloc(1, sizeof *o);
@@ -359,8 +387,8 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
     json_t *ref_data = NULL, *cfg_arr = json_array(), *keys[MAX_CFG + 1] = {0};
     char *datas[MAX_CFG + 1] = {0};
     int64_t rids[MAX_CFG + 1] = {0};
-    qs_eval_out out;
-    memset(&out, 0, sizeof out);
+    qs_eval_shard sh;
+    memset(&sh, 0, sizeof sh);
     if (read_text(o->text, &text, &tlen, thash, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
     if (qs_llm_load(o->model, &f, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
     if (o->ctx > f.m.c.ctx) { rc = qs_cli_usage(CMD, "--ctx %d exceeds the model context %d", o->ctx, f.m.c.ctx); goto done; }
@@ -368,7 +396,7 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
     int ntok = 0;
     if (qs_eval_text_ids(o->text, &f, text, tlen, &ids, &ntok, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
     const int add_bos = f.v.add_bos && f.v.bos >= 0;
-    if (o->save_ids) {   /* the text's ids, comma-separated: for cross-checks with other tools */
+    if (o->save_ids && qs_par_rank() == 0) {   /* the text's ids, comma-separated: for cross-checks with other tools */
         FILE *fo = fopen(o->save_ids, "w");
         if (!fo) { rc = qs_cli_error(QS_EXIT_ERR, "%s: cannot write", o->save_ids); goto done; }
         for (int i = 0; i < ntok; i++) fprintf(fo, "%s%d", i ? "," : "", ids[i]);
@@ -436,40 +464,17 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
             var[i].m = c->m;
             var[i].nx = (qs_llm_numerics){c->has_a ? &c->a : NULL, c->resq, c->has_kv ? &c->kv : NULL, o->scaled, NULL};
         }
+        /* chunks x configurations on the ranks; rank 0 ends with every per-token result */
         double t0 = qs_now_s();
-        if (qs_llm_eval_run(&f.m, var, want, o->ncfg, ids, (size_t)ntok, &su, isatty(2) ? progress : NULL, &t0, &out, &e)) {
+        if (qs_eval_shard_init(&sh, &f.m, var, want, o->ncfg, ids, (size_t)ntok, &su, &e) ||
+            qs_llm_shard_run(&sh, CMD, &e)) {
             rc = qs_cli_err(QS_EXIT_ERR, &e);
             goto done;
         }
         compute = qs_now_s() - t0;
-        /* summaries, stored in one transaction */
-        if (qs_db_exec(db, "BEGIN IMMEDIATE", &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
-        int bad = 0;
-        for (int i = 0; i <= o->ncfg && !bad; i++) {
-            if (i > 0 && !want[i - 1]) continue;
-            qs_eval_summary s;
-            if (qs_eval_summarize(&out.var[0], i ? &out.var[i] : NULL, out.n, &s, &e)) { bad = 1; break; }
-            json_t *d = variant_json(&s, &out.var[i].nf, i > 0, out.var[i].fwd_seconds + out.var[i].head_seconds);
-            /* names for the readers of stored results (workbench, plot kl, report): the key holds only hashes */
-            json_object_set_new(d, "run", json_pack("{s:s,s:s,s:s}", "model", f.name, "text", o->text, "tensor_types", f.wtypes));
-            char *ds = json_dumps(d, JSON_COMPACT), *ks = json_dumps(keys[i], JSON_COMPACT | JSON_SORT_KEYS);
-            json_decref(d);
-            int64_t id = 0;
-            if (!ds || !ks || qs_result_put(db, f.hash, "llm_eval", i ? o->cfg[i - 1].label : "reference", ks, ds, &id, &e) ||
-                put_f32(db, id, "nll", out.var[i].nll, out.n, &e) ||
-                (i && (put_f32(db, id, "kl", out.var[i].kl, out.n, &e) || put_f32(db, id, "dp", out.var[i].dp, out.n, &e))))
-                bad = 1;
-            free(ks);
-            free(datas[i]);
-            datas[i] = ds;
-        }
-        if (!bad && qs_db_exec(db, "COMMIT", &e)) bad = 1;
-        if (bad) {
-            sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
-            rc = qs_cli_err(QS_EXIT_ERR, &e);
-            goto done;
-        }
+        if (qs_par_rank() == 0 && store_variants(db, o, &f, keys, want, &sh.out, datas, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
     }
+    if (qs_par_rank() > 0) goto done;   /* rank 0 stores and prints */
     /* assemble the answer from the stored (or just computed) data */
     ref_data = json_loads(datas[0], 0, NULL);
     if (!ref_data) { rc = qs_cli_error(QS_EXIT_ERR, "stored reference result is not JSON"); goto done; }
@@ -529,7 +534,7 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
                secs, compute);
     }
 done:
-    qs_eval_out_free(&out);
+    qs_eval_shard_free(&sh);
     for (int i = 0; i <= MAX_CFG; i++) { json_decref(keys[i]); free(datas[i]); }
     for (int i = 0; i < o->ncfg; i++) if (o->cfg[i].wm.arena) qs_llm_free(&o->cfg[i].wm);
     json_decref(ref_data);

@@ -15,9 +15,12 @@
 
 #include "cli.h"
 #include "quant_opts.h"
+#include "llm_par.h"
+#include "par.h"
+#include "../analysis/llm_eval_shard.h"
 #include "../analysis/llm_sens.h"
 #include "../analysis/results.h"
-#include "../datasets/llm_load.h"
+#include "../store/llm_load.h"
 
 #define CMD "llm sensitivity"
 
@@ -249,14 +252,28 @@ int qs_cmd_llm_sens(qs_cli *cli, int argc, char **argv)
     }
     double compute = 0;
     if (!data) {
+        /* chunks x (layer, site) variants on the ranks; rank 0 makes the table */
         double t0 = qs_now_s();
-        if (qs_sens_run(&f.m, &o->fmt, o->scaled, o->sites, S, ids, (size_t)ntok, &su, NULL, NULL, &tab, &e)) {
+        qs_sens_variants sv;
+        qs_eval_shard sh;
+        memset(&sh, 0, sizeof sh);
+        int bad = qs_sens_variants_make(&f.m, &o->fmt, o->scaled, o->sites, S, &sv, &e);
+        if (!bad) {
+            bad = qs_eval_shard_init(&sh, &f.m, sv.var, NULL, sv.nvar, ids, (size_t)ntok, &su, &e) ||
+                  qs_llm_shard_run(&sh, CMD, &e) || (qs_par_rank() == 0 && qs_sens_table_make(&sv, &sh.out, &tab, &e));
+            qs_eval_shard_free(&sh);
+            qs_sens_variants_free(&sv);
+        }
+        if (bad) {
             free(ks); json_decref(sites);
             rc = qs_cli_err(QS_EXIT_ERR, &e);
             goto done;
         }
         compute = qs_now_s() - t0;
         computed = 1;
+    }
+    if (qs_par_rank() > 0) { free(ks); json_decref(sites); goto done; }   /* rank 0 alone plans, stores and prints */
+    if (computed) {
         d = json_object();
         json_object_set_new(d, "model", json_pack("{s:s,s:s,s:s,s:s}", "path", o->model, "name", f.name, "hash", f.hash, "tensor_types", f.wtypes));
         json_object_set_new(d, "text", json_pack("{s:s,s:s,s:I}", "path", o->text, "hash", thash, "bytes", (json_int_t)tlen));

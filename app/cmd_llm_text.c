@@ -1,7 +1,7 @@
 /*
 ** `qscope llm text --rdb Rdata.rdb [--rdx Rdata.rdx] -o DIR`: write every character vector of an R
 ** lazy-load database (Jane Austen's novels from Debian's r-cran-janeaustenr) as DIR/NAME.txt, lines
-** joined into paragraphs (datasets/rdata.h).  `make data` runs it; the evaluation text defaults to
+** joined into paragraphs (store/rdata.h).  `make data` runs it; the evaluation text defaults to
 ** one of these files (QS_LLM_DEFAULT_TEXT).
 */
 #include <errno.h>
@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "../datasets/llm_load.h"
-#include "../datasets/rdata.h"
+#include "../store/llm_load.h"
+#include "../store/rdata.h"
 #include "../store/container.h"
 
 

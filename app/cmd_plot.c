@@ -33,6 +33,7 @@
 #include "../analysis/results.h"
 #include "../analysis/stats_store.h"
 #include "../store/container.h"
+#include "../store/q_results.h"
 #include "../store/tensor.h"
 
 #define MAX_FORMATS 64
@@ -443,12 +444,12 @@ static int plot_lines_kind(qs_cli *cli, plot_opts *po, const char *kind, qs_prov
     qs_db *db = qs_cli_open_db(cli);
     if (!db) return QS_EXIT_ERR;
     qs_err e = {{0}};
-    sqlite3_stmt *st = qs_db_prepare(db, "SELECT data FROM result WHERE kind=? ORDER BY id DESC LIMIT 1", &e);
-    if (!st) { qs_db_close(db); return qs_cli_err(QS_EXIT_ERR, &e); }
-    sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
-    char *data = NULL;
-    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0)) data = strdup((const char *)sqlite3_column_text(st, 0));
-    sqlite3_finalize(st);
+    qs_result_item ri;
+    int found;
+    if (qs_result_latest(db, kind, &ri, &found, &e)) { qs_db_close(db); return qs_cli_err(QS_EXIT_ERR, &e); }
+    char *data = ri.data;
+    ri.data = NULL;
+    qs_result_item_free(&ri);
     qs_db_close(db);
     if (!data)
         return qs_cli_error(QS_EXIT_ERR, "no %s data in this database yet (run `qscope %s` first)", kind,

@@ -212,8 +212,8 @@ static int quant_db(qs_cli *cli, qs_apply *a, const char *name, const char *outn
     if (asprintf(&src, "quant:%s", outname) < 0) { src = NULL; qs_cli_error(1, "out of memory"); goto done; }
     qs_import_opts io = {.copy = 1, .exact_name = outname, .jobs = 2, .source_path = src, .source_kind = "quantized",
                          .source_meta = meta};
-    if (qs_db_begin(db, &e) || qs_import_file(db, tmp, &io, rep, &e) || qs_db_exec(db, "COMMIT", &e)) {
-        sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+    if (qs_db_begin(db, &e) || qs_import_file(db, tmp, &io, rep, &e) || qs_db_commit(db, &e)) {
+        qs_db_rollback(db);
         qs_cli_err(1, &e);
         goto done;
     }

@@ -20,12 +20,15 @@
 #include <jansson.h>
 
 #include "analyze_run.h"
+#include "par.h"
 #include "cli.h"
 #include "quant_opts.h"
 #include "report_plots.h"
 #include "report_sections.h"
 #include "../analysis/err_source.h"
 #include "../kernels/qs_version.h"
+#include "../store/q_results.h"
+#include "../store/q_tensors.h"
 #include "../store/tensor.h"
 #include "../store/json_out.h"
 
@@ -341,7 +344,7 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
     qs_apply apps[64];
     int na = qs_quant_parse_list("report", flist, &base, apps, 64);
     if (na < 0) return QS_EXIT_USAGE;
-    if (mkdir(dir, 0777) && errno != EEXIST) return qs_cli_error(QS_EXIT_ERR, "%s: %s", dir, strerror(errno));
+    if (qs_par_rank() == 0 && mkdir(dir, 0777) && errno != EEXIST) return qs_cli_error(QS_EXIT_ERR, "%s: %s", dir, strerror(errno));
     qs_db *db = qs_cli_open_db(cli);
     if (!db) return QS_EXIT_ERR;
     qs_err e = {{0}};
@@ -351,22 +354,22 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
     strftime(created, sizeof created, "%Y-%m-%d %H:%M UTC", gmtime(&now));
     json_t *doc = json_pack("{s:s,s:s,s:[],s:[]}", "tool", "qscope " QS_VERSION, "created", created, "tensors", "sections");
     qs_json_set_text(doc, "database", db->path);
-    sqlite3_stmt *st = qs_db_prepare(db,
-        "SELECT t.name, s.mean, s.std, s.absmax, s.kurtosis, s.outlier_frac FROM tensor t LEFT JOIN tensor_stats s"
-        " ON s.tensor_id = t.id WHERE t.name GLOB ? ORDER BY t.name", &e);
-    if (!st) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
-    sqlite3_bind_text(st, 1, pat, -1, SQLITE_TRANSIENT);
-    int nt = 0, tty = isatty(STDERR_FILENO);
+    qs_tensor_item *tl;
+    size_t ntl;
+    if (qs_tensor_list_stats(db, pat, &tl, &ntl, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
+    int nt = 0, tty = qs_par_isatty(STDERR_FILENO);
     /* the list first: analyses below write, and a write cannot start while this SELECT still reads
     ** (its snapshot would be stale once another process commits; see qs_db_begin).  Names are kept
     ** as bytes: a name that is not UTF-8 must not drop out of the report. */
     char **tnames = NULL, **tlines = NULL;
     size_t ntodo = 0, captodo = 0;
-    while (sqlite3_step(st) == SQLITE_ROW) {
+    for (size_t li = 0; li < ntl; li++) {
         char line[256];
+        const qs_tensor_item *x = &tl[li];
+        /* no statistics prints as 0 */
         snprintf(line, sizeof line, "mean %.3g, std %.3g, absmax %.4g, kurtosis %.3g, outliers (6σ) %.3g%%",
-                 sqlite3_column_double(st, 1), sqlite3_column_double(st, 2), sqlite3_column_double(st, 3),
-                 sqlite3_column_double(st, 4), 100 * sqlite3_column_double(st, 5));
+                 isnan(x->mean) ? 0 : x->mean, isnan(x->std) ? 0 : x->std, isnan(x->absmax) ? 0 : x->absmax,
+                 isnan(x->kurtosis) ? 0 : x->kurtosis, 100 * (isnan(x->outlier_frac) ? 0 : x->outlier_frac));
         if (ntodo == captodo) {
             captodo = captodo ? 2 * captodo : 64;
             char **a = realloc(tnames, captodo * sizeof *a), **b = a ? realloc(tlines, captodo * sizeof *b) : NULL;
@@ -374,14 +377,21 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
             if (b) tlines = b;
             if (!a || !b) { rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); break; }
         }
-        tnames[ntodo] = strdup((const char *)sqlite3_column_text(st, 0));
+        tnames[ntodo] = strdup(x->name);
         tlines[ntodo] = strdup(line);
         if (!tnames[ntodo] || !tlines[ntodo]) { free(tnames[ntodo]); free(tlines[ntodo]); rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); break; }
         ntodo++;
     }
-    sqlite3_finalize(st);
+    qs_tensor_items_free(tl, ntl);
+    /* under mpirun the analyses are spread over the ranks first (rank 0 stores them all), and the
+    ** report below finds every one stored; the other ranks' part ends there */
+    int worker = qs_par_rank() > 0;
+    if (rc == QS_EXIT_OK && qs_par_size() > 1) {
+        qs_sweep sw = {db, tnames, ntodo, apps, na, 0, 0, 2, tty, NULL, NULL, NULL};
+        if (qs_analyze_sweep(&sw, &e)) rc = qs_cli_err(QS_EXIT_ERR, &e);
+    }
     for (size_t ti = 0; ti < ntodo; ti++) {
-        if (rc != QS_EXIT_OK) break;
+        if (rc != QS_EXIT_OK || worker) break;
         qs_tensor_rec t;
         const char *name = tnames[ti], *line = tlines[ti];
         report_progress(tty, "tensor %zu of %zu: %s", ti + 1, ntodo, qs_esc(name));
@@ -434,11 +444,11 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
     for (size_t ti = 0; ti < ntodo; ti++) { free(tnames[ti]); free(tlines[ti]); }
     free(tnames);
     free(tlines);
-    if (rc != QS_EXIT_OK) goto out;
+    if (rc != QS_EXIT_OK || worker) goto out;
     if (nt == 0) {   /* a database of model evaluations only still has a report: their sections */
-        sqlite3_stmt *q = qs_db_prepare(db, "SELECT count(*) FROM result WHERE kind IN ('llm_eval', 'llm_sensitivity')", &e);
-        int nllm = q && sqlite3_step(q) == SQLITE_ROW ? sqlite3_column_int(q, 0) : 0;
-        sqlite3_finalize(q);
+        static const char *const llm_kinds[] = {"llm_eval", "llm_sensitivity"};
+        int64_t nllm = 0;   /* unreadable: none */
+        qs_result_count(db, llm_kinds, 2, &nllm, &e);
         if (!nllm) { rc = qs_cli_error(QS_EXIT_ERR, "no tensor matches '%s'", pat); goto out; }
     }
     int want_plots = plots && strcmp(kind, "json") && strcmp(kind, "csv");

@@ -4,12 +4,14 @@
 #include "cmd_rl.h"
 
 #include <getopt.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
 
 #include "../store/json_out.h"
+#include "../store/q_rl.h"
 #include "../store/rl_log.h"
 
 int qs_cmd_import_log(qs_cli *cli, int argc, char **argv)
@@ -74,51 +76,47 @@ int qs_cmd_import_log(qs_cli *cli, int argc, char **argv)
     return rc;
 }
 
-static void put_num(FILE *f, sqlite3_stmt *st, int col)
+static void put_num(FILE *f, double v)
 {
-    if (sqlite3_column_type(st, col) != SQLITE_NULL) fprintf(f, "%.17g", sqlite3_column_double(st, col));
+    if (!isnan(v)) fprintf(f, "%.17g", v);   /* NaN: absent */
 }
 
 /* mmlog v1 CSV of a stored run, exact (%.17g) so that importing it again gives the same tokens */
 static int export_run(qs_db *db, const char *run, const char *out)
 {
     qs_err e = {{0}};
-    sqlite3_stmt *st = qs_db_prepare(db,
-        "SELECT t.step, t.seq, t.pos, t.token_id, t.lp_rollout, t.lp_train, t.advantage, t.reward, t.grp, t.entropy, t.mask, "
-        "s.seq_id, s.group_id FROM rl_run r JOIN rl_token t ON t.run_id = r.id "
-        "LEFT JOIN rl_seq s ON s.run_id = r.id AND s.step = t.step AND s.seq = t.seq "
-        "WHERE r.name = ? ORDER BY t.step, t.seq, t.pos", &e);
+    qs_rl_cursor *st = qs_rl_tokens_open(db, run, &e);
     if (!st) return qs_cli_err(QS_EXIT_ERR, &e);
-    sqlite3_bind_text(st, 1, run, -1, SQLITE_TRANSIENT);
     FILE *f = strcmp(out, "-") ? fopen(out, "w") : stdout;
-    if (!f) { sqlite3_finalize(st); return qs_cli_error(QS_EXIT_ERR, "%s: cannot create", out); }
+    if (!f) { qs_rl_cursor_close(st); return qs_cli_error(QS_EXIT_ERR, "%s: cannot create", out); }
     fprintf(f, "step,seq_id,group_id,tok_idx,lp_rollout,lp_train,adv,reward,entropy,mask,token_id\n");
     long long n = 0;
     int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *sid = (const char *)sqlite3_column_text(st, 11), *gid = (const char *)sqlite3_column_text(st, 12);
-        fprintf(f, "%lld,", (long long)sqlite3_column_int64(st, 0));
+    qs_rl_token tk;
+    while ((rc = qs_rl_tokens_next(st, &tk, &e)) == 1) {
+        const qs_rl_row *t = &tk.row;
+        const char *sid = tk.seq_id, *gid = tk.group_id;
+        fprintf(f, "%lld,", (long long)t->step);
         /* ids a CSV field cannot hold become the ordinal; control characters are escaped */
-        if (sid && !strpbrk(sid, ",\"\r\n")) fputs(qs_esc(sid), f); else fprintf(f, "%lld", (long long)sqlite3_column_int64(st, 1));
+        if (sid && !strpbrk(sid, ",\"\r\n")) fputs(qs_esc(sid), f); else fprintf(f, "%lld", (long long)t->seq);
         fputc(',', f);
         if (gid && !strpbrk(gid, ",\"\r\n")) fputs(qs_esc(gid), f);
-        else if (sqlite3_column_type(st, 8) != SQLITE_NULL) fprintf(f, "%lld", (long long)sqlite3_column_int64(st, 8));
-        fprintf(f, ",%lld,%.17g,%.17g,", (long long)sqlite3_column_int64(st, 2), sqlite3_column_double(st, 4),
-                sqlite3_column_double(st, 5));
-        put_num(f, st, 6);
+        else if (t->grp >= 0) fprintf(f, "%lld", (long long)t->grp);
+        fprintf(f, ",%lld,%.17g,%.17g,", (long long)t->pos, t->lp_rollout, t->lp_train);
+        put_num(f, t->adv);
         fputc(',', f);
-        put_num(f, st, 7);
+        put_num(f, t->reward);
         fputc(',', f);
-        put_num(f, st, 9);
-        fprintf(f, ",%d,", sqlite3_column_int(st, 10) != 0);
-        if (sqlite3_column_type(st, 3) != SQLITE_NULL) fprintf(f, "%lld", (long long)sqlite3_column_int64(st, 3));
+        put_num(f, t->entropy);
+        fprintf(f, ",%d,", t->mask != 0);
+        if (t->token_id >= 0) fprintf(f, "%lld", (long long)t->token_id);
         fputc('\n', f);
         n++;
     }
-    sqlite3_finalize(st);
+    qs_rl_cursor_close(st);
     int werr = ferror(f);
     if (f != stdout) werr |= fclose(f) != 0; else fflush(f);
-    if (rc != SQLITE_DONE) return qs_db_fail(db, &e, "rl_token read"), qs_cli_err(QS_EXIT_ERR, &e);
+    if (rc < 0) return qs_cli_err(QS_EXIT_ERR, &e);
     if (werr) return qs_cli_error(QS_EXIT_ERR, "%s: write error", out);
     if (!n) return qs_cli_error(QS_EXIT_ERR, "no run named '%s' with tokens (see `qscope runs`)", run);
     return QS_EXIT_OK;
@@ -160,31 +158,24 @@ int qs_cmd_runs(qs_cli *cli, int argc, char **argv)
             if (qs_rl_run_delete(db, argv[i], &found, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); break; }
             if (!found) { rc = qs_cli_error(QS_EXIT_ERR, "no run named '%s' (see `qscope runs`)", argv[i]); break; }
         }
-        if (rc == QS_EXIT_OK && qs_db_exec(db, "COMMIT", &e)) rc = qs_cli_err(QS_EXIT_ERR, &e);
-        if (rc != QS_EXIT_OK) sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+        if (rc == QS_EXIT_OK && qs_db_commit(db, &e)) rc = qs_cli_err(QS_EXIT_ERR, &e);
+        if (rc != QS_EXIT_OK) qs_db_rollback(db);
         qs_db_close(db);
         return rc;
     }
     const char *pat = optind < argc ? argv[optind] : "*";
     /* counts from rl_token itself, so runs written by any command are listed the same way */
-    sqlite3_stmt *st = qs_db_prepare(db,
-        "SELECT r.name, COALESCE(r.label,''), COALESCE(r.source,''), r.created_at, "
-        "(SELECT count(*) FROM rl_token t WHERE t.run_id=r.id), "
-        "(SELECT count(DISTINCT t.step) FROM rl_token t WHERE t.run_id=r.id), "
-        "(SELECT min(t.step) FROM rl_token t WHERE t.run_id=r.id), "
-        "(SELECT max(t.step) FROM rl_token t WHERE t.run_id=r.id), COALESCE(r.metadata,'{}') "
-        "FROM rl_run r WHERE r.name GLOB ? ORDER BY r.name", &e);
-    if (!st) { qs_db_close(db); return qs_cli_err(QS_EXIT_ERR, &e); }
-    sqlite3_bind_text(st, 1, pat, -1, SQLITE_TRANSIENT);
+    qs_run_item *runs;
+    size_t nruns;
+    if (qs_run_list(db, pat, &runs, &nruns, &e)) { qs_db_close(db); return qs_cli_err(QS_EXIT_ERR, &e); }
     json_t *out = json_array();
     if (!json) printf("%s%-40s %12s %7s %-13s %s%s\n", qs_c_head(cli), "RUN", "TOKENS", "STEPS", "STEP RANGE", "LABEL / SOURCE", qs_c_off(cli));
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        const char *name = (const char *)sqlite3_column_text(st, 0), *label = (const char *)sqlite3_column_text(st, 1),
-                   *src = (const char *)sqlite3_column_text(st, 2), *created = (const char *)sqlite3_column_text(st, 3);
-        long long ntok = sqlite3_column_int64(st, 4), nst = sqlite3_column_int64(st, 5);
-        long long s0 = sqlite3_column_int64(st, 6), s1 = sqlite3_column_int64(st, 7);
+    for (size_t i = 0; i < nruns; i++) {
+        const char *name = runs[i].name, *label = runs[i].label, *src = runs[i].source, *created = runs[i].created_at;
+        long long ntok = runs[i].tokens, nst = runs[i].steps;
+        long long s0 = runs[i].first_step, s1 = runs[i].last_step;
         if (json) {
-            json_t *m = json_loads((const char *)sqlite3_column_text(st, 8), 0, NULL);
+            json_t *m = json_loads(runs[i].metadata, 0, NULL);
             json_t *o = json_pack("{s:s,s:I,s:I,s:I,s:I,s:o}", "created_at", created, "tokens", (json_int_t)ntok, "steps",
                                   (json_int_t)nst, "first_step", (json_int_t)s0, "last_step", (json_int_t)s1,
                                   "metadata", m ? m : json_object());
@@ -198,7 +189,7 @@ int qs_cmd_runs(qs_cli *cli, int argc, char **argv)
             printf("%-40s %12lld %7lld %-13s %s\n", qs_esc(name), ntok, nst, range, qs_esc(*label ? label : src));
         }
     }
-    sqlite3_finalize(st);
+    qs_run_items_free(runs, nruns);
     if (json) {
         char *s = json_dumps(out, JSON_INDENT(2));
         if (s) puts(s);

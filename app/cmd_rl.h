@@ -1,5 +1,5 @@
 /*
-** RL commands (issue 8): import-log, runs, ais, sim.  Defined in app/cmd_rl*.c.
+** RL commands: import-log, runs, ais, sim.  Defined in app/cmd_rl*.c.
 */
 #ifndef QS_CMD_RL_H
 #define QS_CMD_RL_H

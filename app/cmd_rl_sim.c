@@ -6,11 +6,11 @@
 
 #include <getopt.h>
 #include <math.h>
-#include <pthread.h>
 #include <stddef.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sqlite3.h>
 
 #include <jansson.h>
 #include <xxhash.h>
@@ -18,87 +18,30 @@
 #include "quant_opts.h"
 #include "../analysis/ais_store.h"
 #include "../analysis/results.h"
-#include "../datasets/grpo_sim.h"
+#include "../analysis/grpo_sweep.h"
+#include "par.h"
+#include "../store/q_rl.h"
 #include "../kernels/qs_version.h"
 #include "../store/json_out.h"
 #include "../store/rl_log.h"
 
-/* simulation methods: a correction, plus the exact baseline and the fixed-λ ablation */
-enum { SM_EXACT = 0, SM_NONE, SM_TIS, SM_SEQ_TIS, SM_MIS, SM_SEQ_MIS, SM_GEO, SM_AIS, SM_AIS_FIXED, SM_COUNT };
-static const char *const kSimMethods[SM_COUNT] = {"exact", "none", "tis", "seq_tis", "icepop", "seq_mis", "geo_rs", "ais_r",
-                                                  "ais_r_fixed"};
-static const qs_ais_method kCorr[SM_COUNT] = {QS_CORR_NONE, QS_CORR_NONE, QS_CORR_TIS, QS_CORR_SEQ_TIS, QS_CORR_MIS,
-                                              QS_CORR_SEQ_MIS, QS_CORR_GEO, QS_CORR_AIS, QS_CORR_AIS};
-
-static int sim_method_parse(const char *s)
-{
-    for (int i = 0; i < SM_COUNT; i++) if (!strcmp(s, kSimMethods[i])) return i;
-    qs_ais_method m;
-    if (qs_ais_method_parse(s, &m) == 0)
-        for (int i = 1; i < SM_COUNT; i++) if (kCorr[i] == m) return i;
-    if (!strcmp(s, "ais_fixed")) return SM_AIS_FIXED;
-    return -1;
-}
-
-/* what the summary needs of each step (the full records are freed once a run is stored) */
-typedef struct cstep { double reward, greedy_pi, k3, ess_seq, lambda; } cstep;
-
-typedef struct job {
-    int fi, mi;                /* format index (-1: exact), method */
-    uint64_t seed;
-    qs_grpo_cfg cfg;
-    qs_grpo_step *steps;       /* during the run */
-    cstep *cs;                 /* after it */
-    char run[256];
-    int done;
-} job;
-
 typedef struct ctx {
     qs_db *db;
-    pthread_mutex_t mu;
-    job *jobs;
-    size_t njobs, next;
-    int failed;
-    qs_err err;
-    int log_every, store, replace;
-    const char *prefix;
+    qs_grpo_job *jobs;         /* every run: the first pass's, then the ais_r_fixed ones */
+    size_t njobs;
+    size_t *unit_job, *unit_start;   /* unit u holds jobs unit_job[unit_start[u] .. unit_start[u + 1]) */
+    int log_every, store, replace, threads;
     char *cfg_json;            /* shared settings (no seed/method/format) */
-    size_t finished;
-    int tty;
 } ctx;
 
-typedef struct logbuf { qs_rl_row *rows; size_t n, cap; int log_every, steps; } logbuf;
-
-static int log_step(void *p, int step, const qs_ais_batch *b, const int *token, qs_err *e)
-{
-    logbuf *L = p;
-    if (!L->log_every || (step % L->log_every != 0 && step != L->steps - 1)) return 0;
-    if (L->n + b->n > L->cap) {
-        size_t c = L->cap ? L->cap : 4096;
-        while (c < L->n + b->n) c *= 2;
-        qs_rl_row *r = realloc(L->rows, c * sizeof *r);
-        if (!r) return qs_fail(e, "out of memory");
-        L->rows = r;
-        L->cap = c;
-    }
-    for (size_t k = 0; k < b->n; k++) {
-        /* sequence ordinal within the step and position: tokens of a sequence are contiguous */
-        size_t k0 = k;
-        while (k0 > 0 && b->seq[k0 - 1] == b->seq[k]) k0--;
-        L->rows[L->n++] = (qs_rl_row){step, b->seq[k], (int64_t)(k - k0), token[k], b->grp[k], b->lp_r[k], b->lp_t[k],
-                                      b->adv[k], b->reward[k], b->entropy[k], 1};
-    }
-    return 0;
-}
-
-static char *run_metadata(const ctx *C, const job *j)
+static char *run_metadata(const ctx *C, const qs_grpo_job *j)
 {
     json_t *m = json_loads(C->cfg_json, 0, NULL);
     if (!m) return NULL;
     json_object_set_new(m, "schema", json_string("mmlog-v1"));
     json_object_set_new(m, "producer", json_string("qscope sim grpo"));
     json_object_set_new(m, "tool_version", json_string(QS_VERSION));
-    json_object_set_new(m, "method", json_string(kSimMethods[j->mi]));
+    json_object_set_new(m, "method", json_string(qs_sim_methods[j->mi]));
     json_object_set_new(m, "seed", json_integer((json_int_t)j->seed));
     if (j->fi >= 0) {
         char *fo = qs_quant_opts_json(&j->cfg.fmt);
@@ -109,175 +52,52 @@ static char *run_metadata(const ctx *C, const job *j)
     } else {
         json_object_set_new(m, "rollout_format", json_string("exact"));
     }
-    if (j->mi == SM_AIS_FIXED) json_object_set_new(m, "lambda_fixed", json_real(j->cfg.ais.lambda_fixed));
+    if (j->mi == QS_SM_AIS_FIXED) json_object_set_new(m, "lambda_fixed", json_real(j->cfg.ais.lambda_fixed));
     char *s = json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
     json_decref(m);
     return s;
 }
 
-static json_t *arr(const qs_grpo_step *st, int n, size_t off, int diag_field)
+/* the jobs of unit u (pointers into C->jobs, in job order) */
+static size_t unit_jobs(const ctx *C, size_t u, qs_grpo_job **out)
 {
-    json_t *a = json_array();
-    for (int i = 0; i < n; i++) {
-        double v = diag_field >= 0 ? st[i].diag.v[diag_field] : *(const double *)((const char *)&st[i] + off);
-        json_array_append_new(a, qs_json_num(v));
-    }
-    return a;
+    size_t n = 0;
+    for (size_t k = C->unit_start[u]; k < C->unit_start[u + 1]; k++) out[n++] = &C->jobs[C->unit_job[k]];
+    return n;
 }
 
-/* store one finished run: rl_run + logged tokens + an rl_sim result (one transaction) */
-static int store_run(ctx *C, job *j, logbuf *L, qs_err *e)
+/* a unit: the runs of one seed and one rollout format (or the exact run), on C->threads threads */
+static int unit_fn(size_t u, void *p, uint8_t **out, size_t *len, qs_err *e)
 {
-    char *meta = run_metadata(C, j);
-    if (!meta) return qs_fail(e, "out of memory");
-    XXH128_hash_t h = XXH3_128bits(meta, strlen(meta));
-    char hex[33];
-    snprintf(hex, sizeof hex, "%016llx%016llx", (unsigned long long)h.high64, (unsigned long long)h.low64);
-    int rc = -1;
-    int64_t id;
-    qs_rl_writer *w = NULL;
-    if (qs_db_begin(C->db, e)) { free(meta); return -1; }
-    if (qs_rl_run_create(C->db, j->run, "qscope sim grpo", "sim:grpo", meta, C->replace, &id, e)) goto out;
-    if (!(w = qs_rl_writer_open(C->db, id, e))) goto out;
-    if (L->n && qs_rl_writer_rows(w, L->rows, L->n, e)) goto out;
-    {
-        int n = j->cfg.steps;
-        const qs_grpo_step *s = j->steps;
-        json_t *d = json_object();
-        json_object_set_new(d, "run", json_string(j->run));
-        json_object_set_new(d, "method", json_string(kSimMethods[j->mi]));
-        json_object_set_new(d, "seed", json_integer((json_int_t)j->seed));
-        json_object_set_new(d, "reward", arr(s, n, offsetof(qs_grpo_step, reward), -1));
-        json_object_set_new(d, "greedy_pi", arr(s, n, offsetof(qs_grpo_step, greedy_pi), -1));
-        json_object_set_new(d, "greedy_mu", arr(s, n, offsetof(qs_grpo_step, greedy_mu), -1));
-        json_object_set_new(d, "entropy", arr(s, n, offsetof(qs_grpo_step, entropy), -1));
-        json_object_set_new(d, "weight_norm", arr(s, n, offsetof(qs_grpo_step, wnorm), -1));
-        json_object_set_new(d, "grad_norm", arr(s, n, offsetof(qs_grpo_step, gnorm), -1));
-        json_object_set_new(d, "clip_frac", arr(s, n, offsetof(qs_grpo_step, clipfrac), -1));
-        json_object_set_new(d, "quant_rel_rmse", arr(s, n, offsetof(qs_grpo_step, qerr), -1));
-        static const int diag[] = {QS_AIS_F_kl_k1, QS_AIS_F_kl_k3, QS_AIS_F_mean_abs_dlogp, QS_AIS_F_max_abs_dlogp,
-                                   QS_AIS_F_ess_tok, QS_AIS_F_ess_seq, QS_AIS_F_cv_w, QS_AIS_F_chi2_tok, QS_AIS_F_chi2_seq,
-                                   QS_AIS_F_frac_w_gt_c, QS_AIS_F_frac_w_lt_inv_c, QS_AIS_F_ais_R, QS_AIS_F_ais_S,
-                                   QS_AIS_F_ais_vamp, QS_AIS_F_ais_lambda_raw, QS_AIS_F_ais_lambda};
-        for (size_t k = 0; k < sizeof diag / sizeof diag[0]; k++)
-            json_object_set_new(d, qs_ais_field_names[diag[k]], arr(s, n, 0, diag[k]));
-        int corr = kCorr[j->mi];
-        json_object_set_new(d, "weight_mean", arr(s, n, 0, QS_AIS_W0 + QS_AIS_WN * corr));
-        json_object_set_new(d, "weight_frac_zero", arr(s, n, 0, QS_AIS_W0 + QS_AIS_WN * corr + 4));
-        char *data = json_dumps(d, JSON_COMPACT | JSON_REAL_PRECISION(17));
-        json_decref(d);
-        /* key: hash of the settings (the input); options: the settings plus the run name, so two runs of
-        ** the same settings under different names keep their own rows */
-        json_t *oj = json_loads(meta, 0, NULL);
-        if (oj) json_object_set_new(oj, "run", json_string(j->run));
-        char *opts = oj ? json_dumps(oj, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17)) : NULL;
-        json_decref(oj);
-        int prc = data && opts ? qs_result_put(C->db, hex, "rl_sim", j->fi >= 0 ? j->cfg.fmt.f->name : "exact", opts, data, NULL, e)
-                               : qs_fail(e, "out of memory");
-        free(opts);
-        free(data);
-        if (prc) goto out;
-    }
-    rc = qs_db_exec(C->db, "COMMIT", e);
-out:
-    qs_rl_writer_close(w);
-    if (rc) sqlite3_exec(C->db->h, "ROLLBACK", NULL, NULL, NULL);
-    free(meta);
+    ctx *C = p;
+    qs_grpo_job *J[QS_SM_COUNT];
+    size_t n = unit_jobs(C, u, J);
+    int rc = qs_grpo_jobs_run(J, n, C->threads, C->store, C->log_every, e);
+    if (!rc) rc = qs_grpo_jobs_pack(J, n, out, len, e);
+    for (size_t i = 0; i < n; i++) qs_grpo_job_free(J[i]);
     return rc;
 }
 
-static void *worker(void *arg)
+/* rank 0: a unit's runs back, stored in one transaction */
+static int collect_fn(size_t u, const uint8_t *b, size_t len, void *p, qs_err *e)
 {
-    ctx *C = arg;
-    for (;;) {
-        pthread_mutex_lock(&C->mu);
-        if (C->failed || C->next >= C->njobs) { pthread_mutex_unlock(&C->mu); break; }
-        job *j = &C->jobs[C->next++];
-        pthread_mutex_unlock(&C->mu);
-        qs_err e = {{0}};
-        logbuf L = {NULL, 0, 0, C->store ? C->log_every : 0, j->cfg.steps};
-        j->steps = calloc((size_t)j->cfg.steps, sizeof *j->steps);
-        j->cs = calloc((size_t)j->cfg.steps, sizeof *j->cs);
-        int rc = j->steps && j->cs ? qs_grpo_run(&j->cfg, j->steps, C->store ? log_step : NULL, &L, &e) : qs_fail(&e, "out of memory");
-        for (int i = 0; !rc && i < j->cfg.steps; i++) {
-            const qs_grpo_step *s = &j->steps[i];
-            j->cs[i] = (cstep){s->reward, s->greedy_pi, s->diag.v[QS_AIS_F_kl_k3], s->diag.v[QS_AIS_F_ess_seq],
-                               s->diag.v[QS_AIS_F_ais_lambda]};
+    ctx *C = p;
+    qs_grpo_job *J[QS_SM_COUNT];
+    size_t n = unit_jobs(C, u, J);
+    int rc = qs_grpo_jobs_unpack(J, n, b, len, e);
+    if (!rc && C->store) {
+        rc = qs_db_begin(C->db, e);
+        for (size_t i = 0; !rc && i < n; i++) {
+            char *meta = run_metadata(C, J[i]);
+            rc = meta ? qs_grpo_job_store(C->db, J[i], meta, C->replace, e) : qs_fail(e, "out of memory");
+            if (rc) qs_err_prefix(e, J[i]->run);
+            free(meta);
         }
-        pthread_mutex_lock(&C->mu);
-        if (!rc && C->store) rc = store_run(C, j, &L, &e);
-        free(j->steps);
-        j->steps = NULL;
-        if (rc && !C->failed) {
-            C->failed = 1;
-            C->err = e;
-            qs_err_prefix(&C->err, j->run);
-        }
-        j->done = !rc;
-        C->finished++;
-        if (C->tty) fprintf(stderr, "\r%zu/%zu runs", C->finished, C->njobs);
-        pthread_mutex_unlock(&C->mu);
-        free(L.rows);
+        if (!rc) rc = qs_db_commit(C->db, e);
+        if (rc) qs_db_rollback(C->db);
     }
-    return NULL;
-}
-
-static int run_jobs(ctx *C, job *jobs, size_t n, int threads)
-{
-    C->jobs = jobs;
-    C->njobs = n;
-    C->next = 0;
-    C->finished = 0;
-    pthread_t th[16];
-    int nt = 0;
-    for (int i = 0; i < threads; i++)
-        if (pthread_create(&th[nt], NULL, worker, C) == 0) nt++;
-    if (!nt) worker(C);
-    for (int i = 0; i < nt; i++) pthread_join(th[i], NULL);
-    if (C->tty) fprintf(stderr, "\n");
-    return C->failed ? -1 : 0;
-}
-
-/* ---- summary --------------------------------------------------------------------------------- */
-
-static double t975(int df)
-{
-    static const double t[] = {0, 12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-                               2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060,
-                               2.056, 2.052, 2.048, 2.045, 2.042};
-    return df < 1 ? NAN : df <= 30 ? t[df] : 1.96;
-}
-
-typedef struct agg { double v[64]; int n; } agg;
-static void agg_add(agg *a, double x) { if (a->n < 64) a->v[a->n++] = x; }
-static double agg_mean(const agg *a) { double s = 0; for (int i = 0; i < a->n; i++) s += a->v[i]; return a->n ? s / a->n : NAN; }
-static double agg_ci(const agg *a)
-{
-    if (a->n < 2) return NAN;
-    double m = agg_mean(a), ss = 0;
-    for (int i = 0; i < a->n; i++) ss += (a->v[i] - m) * (a->v[i] - m);
-    return t975(a->n - 1) * sqrt(ss / (a->n - 1)) / sqrt((double)a->n);
-}
-
-static double mean_range(const cstep *s, int a, int b, size_t off)
-{
-    double t = 0;
-    int n = 0;
-    for (int i = a; i < b; i++) {
-        double v = *(const double *)((const char *)&s[i] + off);
-        if (isfinite(v)) { t += v; n++; }
-    }
-    return n ? t / n : NAN;
-}
-
-/* collapse: the mean reward of the last 10 % of steps is below half the best 10-step moving average */
-static int collapsed(const cstep *s, int n)
-{
-    int w = n < 10 ? n : 10;
-    double best = -INFINITY;
-    for (int i = 0; i + w <= n; i++) best = fmax(best, mean_range(s, i, i + w, offsetof(cstep, reward)));
-    int tail = n / 10 > 0 ? n / 10 : 1;
-    return mean_range(s, n - tail, n, offsetof(cstep, reward)) < 0.5 * best && best > 0;
+    for (size_t i = 0; i < n; i++) qs_grpo_job_drop_log(J[i]);
+    return rc;
 }
 
 int qs_cmd_sim(qs_cli *cli, int argc, char **argv)
@@ -365,21 +185,21 @@ int qs_cmd_sim(qs_cli *cli, int argc, char **argv)
     char flabels[16][96];
     for (int i = 0; i < nf; i++) qs_quant_label(&fmts[i], NULL, flabels[i], sizeof flabels[i]);
     /* methods */
-    int meth[SM_COUNT], nm = 0;
+    int meth[QS_SM_COUNT], nm = 0;
     {
         char buf[512];
         snprintf(buf, sizeof buf, "%s", methods);
         for (char *sv, *t = strtok_r(buf, ",", &sv); t; t = strtok_r(NULL, ",", &sv)) {
-            int m = sim_method_parse(t);
-            if (m < 0) return qs_cli_usage("sim", "unknown method '%s' (%s, %s, %s, %s, %s, %s, %s, %s, %s)", t, kSimMethods[0],
-                                           kSimMethods[1], kSimMethods[2], kSimMethods[3], kSimMethods[4], kSimMethods[5],
-                                           kSimMethods[6], kSimMethods[7], kSimMethods[8]);
+            int m = qs_sim_method_parse(t);
+            if (m < 0) return qs_cli_usage("sim", "unknown method '%s' (%s, %s, %s, %s, %s, %s, %s, %s, %s)", t, qs_sim_methods[0],
+                                           qs_sim_methods[1], qs_sim_methods[2], qs_sim_methods[3], qs_sim_methods[4],
+                                           qs_sim_methods[5], qs_sim_methods[6], qs_sim_methods[7], qs_sim_methods[8]);
             for (int i = 0; i < nm; i++) if (meth[i] == m) m = -1;
             if (m >= 0) meth[nm++] = m;
         }
     }
     int want_fixed = 0, want_ais = 0;
-    for (int i = 0; i < nm; i++) { want_fixed |= meth[i] == SM_AIS_FIXED; want_ais |= meth[i] == SM_AIS; }
+    for (int i = 0; i < nm; i++) { want_fixed |= meth[i] == QS_SM_AIS_FIXED; want_ais |= meth[i] == QS_SM_AIS; }
     if (want_fixed && !want_ais) return qs_cli_usage("sim", "ais_r_fixed holds lambda at the mean of the ais_r run: list ais_r too");
 
     /* shared settings */
@@ -408,25 +228,24 @@ int qs_cmd_sim(qs_cli *cli, int argc, char **argv)
     C.log_every = log_every;
     C.store = store;
     C.replace = replace;
-    C.prefix = prefix;
-    C.tty = isatty(2) && !json;
-    pthread_mutex_init(&C.mu, NULL);
+    C.threads = jobs;
 
     /* jobs: exact once per seed; every (format, method) per seed; ais_r_fixed after ais_r */
-    size_t cap = (size_t)(nf * nm + 1) * nseeds, n1 = 0, n2 = 0;
-    job *J1 = calloc(cap, sizeof *J1), *J2 = calloc(cap, sizeof *J2);
+    size_t cap = (size_t)(nf * nm + 1) * nseeds, n1 = 0, n2 = 0, nunit = 0;
+    qs_grpo_job *J1 = calloc(cap, sizeof *J1), *J2 = calloc(cap, sizeof *J2);
+    double *cost = NULL;
     int rc = QS_EXIT_OK;
     if (!J1 || !J2 || !C.cfg_json) { rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); goto done; }
     for (unsigned long long s = 0; s < nseeds; s++)
         for (int mi = 0; mi < nm; mi++)
-            for (int fi = meth[mi] == SM_EXACT ? -1 : 0; fi < (meth[mi] == SM_EXACT ? 0 : nf); fi++) {
-                job *j = meth[mi] == SM_AIS_FIXED ? &J2[n2++] : &J1[n1++];
+            for (int fi = meth[mi] == QS_SM_EXACT ? -1 : 0; fi < (meth[mi] == QS_SM_EXACT ? 0 : nf); fi++) {
+                qs_grpo_job *j = meth[mi] == QS_SM_AIS_FIXED ? &J2[n2++] : &J1[n1++];
                 j->fi = fi;
                 j->mi = meth[mi];
                 j->seed = seed0 + s;
                 j->cfg = base;
                 j->cfg.seed = seed0 + s;
-                j->cfg.method = kCorr[meth[mi]];
+                j->cfg.method = qs_sim_method_corr(meth[mi]);
                 j->cfg.exact = fi < 0;
                 if (fi >= 0) {
                     j->cfg.fmt = fmts[fi];
@@ -435,7 +254,7 @@ int qs_cmd_sim(qs_cli *cli, int argc, char **argv)
                                   : !strcmp(wscale, "none") ? QS_WSCALE_NONE : elem ? QS_WSCALE_ROW : QS_WSCALE_NONE;
                 }
                 int len = snprintf(j->run, sizeof j->run, "%s/grpo/%s/%s/seed%llu", prefix, fi >= 0 ? flabels[fi] : "exact",
-                                   kSimMethods[meth[mi]], (unsigned long long)(seed0 + s));
+                                   qs_sim_methods[meth[mi]], (unsigned long long)(seed0 + s));
                 /* a cut name could give two runs one name: refuse instead */
                 if (len < 0 || (size_t)len >= sizeof j->run) {
                     rc = qs_cli_usage("sim grpo", "run name '%.60s...' is too long (%d bytes, at most %zu): shorten --name",
@@ -443,35 +262,44 @@ int qs_cmd_sim(qs_cli *cli, int argc, char **argv)
                     goto done;
                 }
             }
+    /* every run in one array, the first pass's then the ais_r_fixed ones (the summary's order) */
+    C.njobs = n1 + n2;
+    C.jobs = calloc(C.njobs, sizeof *C.jobs);
+    C.unit_job = calloc(C.njobs, sizeof *C.unit_job);
+    C.unit_start = calloc((size_t)(nf + 1) * nseeds + 1, sizeof *C.unit_start);
+    cost = calloc((size_t)(nf + 1) * nseeds, sizeof *cost);
+    if (!C.jobs || !C.unit_job || !C.unit_start || !cost) { rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); goto done; }
+    memcpy(C.jobs, J1, n1 * sizeof *J1);
+    memcpy(C.jobs + n1, J2, n2 * sizeof *J2);
+    /* units of work: per seed, the exact run, then each rollout format's runs (its ais_r_fixed needs its ais_r) */
+    for (unsigned long long s = 0, k = 0; s < nseeds; s++)
+        for (int fi = -1; fi < nf; fi++) {
+            size_t k0 = k;
+            for (size_t i = 0; i < C.njobs; i++)
+                if (C.jobs[i].seed == seed0 + s && C.jobs[i].fi == fi) C.unit_job[k++] = i;
+            if (k == k0) continue;
+            cost[nunit] = (double)(k - k0) * base.steps;
+            C.unit_start[++nunit] = k;
+        }
     if (store && !(C.db = qs_cli_open_db(cli))) { rc = QS_EXIT_ERR; goto done; }
     if (!replace && store) {
         /* refuse up front rather than after minutes of work */
         qs_err e = {{0}};
-        sqlite3_stmt *st = qs_db_prepare(C.db, "SELECT 1 FROM rl_run WHERE name=?", &e);
-        for (size_t i = 0; st && i < n1 + n2; i++) {
-            job *j = i < n1 ? &J1[i] : &J2[i - n1];
-            sqlite3_reset(st);
-            sqlite3_bind_text(st, 1, j->run, -1, SQLITE_TRANSIENT);
-            if (sqlite3_step(st) == SQLITE_ROW) {
-                sqlite3_finalize(st);
-                rc = qs_cli_error(QS_EXIT_ERR, "run '%s' exists already (use --name PREFIX or --replace)", j->run);
-                goto done;
-            }
+        for (size_t i = 0; i < C.njobs; i++) {
+            int taken = 0;
+            if (qs_run_exists(C.db, C.jobs[i].run, &taken, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
+            if (taken) { rc = qs_cli_error(QS_EXIT_ERR, "run '%s' exists already (use --name PREFIX or --replace)", C.jobs[i].run); goto done; }
         }
-        sqlite3_finalize(st);
     }
-    if (run_jobs(&C, J1, n1, jobs)) { rc = qs_cli_err(QS_EXIT_ERR, &C.err); goto done; }
-    for (size_t i = 0; i < n2; i++) {
-        /* λ of the matching ais_r run, averaged over its steps */
-        for (size_t k = 0; k < n1; k++)
-            if (J1[k].mi == SM_AIS && J1[k].fi == J2[i].fi && J1[k].seed == J2[i].seed)
-                J2[i].cfg.ais.lambda_fixed = mean_range(J1[k].cs, 0, base.steps, offsetof(cstep, lambda));
+    {
+        qs_err e = {{0}};
+        if (qs_par_run(nunit, cost, unit_fn, collect_fn, &C, "sim grpo", &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
     }
-    if (n2 && run_jobs(&C, J2, n2, jobs)) { rc = qs_cli_err(QS_EXIT_ERR, &C.err); goto done; }
+    if (qs_par_rank() > 0) goto done;   /* rank 0 summarizes and prints */
 
     /* summary per format x method over seeds */
     {
-        int S = base.steps, early = S * 15 / 100 > 0 ? S * 15 / 100 : 1, tail = S / 10 > 0 ? S / 10 : 1;
+        int S = base.steps;
         json_t *out = json_array();
         if (!json) {
             printf("%sGRPO simulation: P=%d T=%d V=%d D=%d, %d prompts x %d samples, %d steps, %s lr %g, %d epoch(s), "
@@ -484,64 +312,56 @@ int qs_cmd_sim(qs_cli *cli, int argc, char **argv)
         for (int fi = -1; fi < nf; fi++) {
             json_t *ser = json_array();
             for (int mi = 0; mi < nm; mi++) {
-                if ((meth[mi] == SM_EXACT) != (fi < 0)) continue;
-                agg fin = {{0}, 0}, ear = {{0}, 0}, auc = {{0}, 0}, gre = {{0}, 0}, col = {{0}, 0}, k3e = {{0}, 0},
-                    k3l = {{0}, 0}, esl = {{0}, 0}, lme = {{0}, 0}, lml = {{0}, 0};
+                if ((meth[mi] == QS_SM_EXACT) != (fi < 0)) continue;
+                const qs_grpo_job **cell = calloc(C.njobs, sizeof *cell);
                 double *curve = calloc((size_t)S, sizeof *curve);
-                int ncur = 0;
-                for (size_t k = 0; k < n1 + n2; k++) {
-                    job *j = k < n1 ? &J1[k] : &J2[k - n1];
-                    int jfi = meth[mi] == SM_EXACT ? -1 : fi;
+                int ncur = 0, ncell = 0;
+                for (size_t k = 0; cell && k < C.njobs; k++) {
+                    const qs_grpo_job *j = &C.jobs[k];
+                    int jfi = meth[mi] == QS_SM_EXACT ? -1 : fi;
                     if (j->mi != meth[mi] || j->fi != jfi) continue;
-                    const cstep *s = j->cs;
-                    agg_add(&fin, mean_range(s, S - tail, S, offsetof(cstep, reward)));
-                    agg_add(&ear, mean_range(s, 0, early, offsetof(cstep, reward)));
-                    agg_add(&auc, mean_range(s, 0, S, offsetof(cstep, reward)));
-                    agg_add(&gre, mean_range(s, S - tail, S, offsetof(cstep, greedy_pi)));
-                    agg_add(&col, collapsed(s, S));
-                    agg_add(&k3e, mean_range(s, 0, early, offsetof(cstep, k3)));
-                    agg_add(&k3l, mean_range(s, S - tail, S, offsetof(cstep, k3)));
-                    agg_add(&esl, mean_range(s, S - tail, S, offsetof(cstep, ess_seq)));
-                    agg_add(&lme, mean_range(s, 0, early, offsetof(cstep, lambda)));
-                    agg_add(&lml, mean_range(s, S - tail, S, offsetof(cstep, lambda)));
-                    if (curve) for (int i = 0; i < S; i++) curve[i] += s[i].reward;
+                    cell[ncell++] = j;
+                    if (curve) for (int i = 0; i < S; i++) curve[i] += j->cs[i].reward;
                     ncur++;
                 }
-                if (!fin.n) { free(curve); continue; }
+                qs_grpo_cell c;
+                qs_grpo_cell_summary(cell, ncell, S, &c);
+                free(cell);
+                if (!c.n) { free(curve); continue; }
                 const char *fl = fi >= 0 ? flabels[fi] : "exact";
-                int shows_lambda = meth[mi] == SM_AIS || meth[mi] == SM_AIS_FIXED;
+                int shows_lambda = meth[mi] == QS_SM_AIS || meth[mi] == QS_SM_AIS_FIXED;
                 if (json) {
                     json_array_append_new(out, json_pack("{s:s,s:s,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}",
-                        "format", fl, "method", kSimMethods[meth[mi]], "seeds", fin.n, "final_reward", agg_mean(&fin),
-                        "final_reward_ci95", isnan(agg_ci(&fin)) ? 0.0 : agg_ci(&fin), "early_reward", agg_mean(&ear),
-                        "early_reward_ci95", isnan(agg_ci(&ear)) ? 0.0 : agg_ci(&ear), "auc", agg_mean(&auc),
-                        "greedy_final", agg_mean(&gre), "collapse_rate", agg_mean(&col), "k3_early", agg_mean(&k3e),
-                        "k3_late", agg_mean(&k3l), "ess_seq_late", agg_mean(&esl), "lambda_early", agg_mean(&lme),
-                        "lambda_late", agg_mean(&lml)));
+                        "format", fl, "method", qs_sim_methods[meth[mi]], "seeds", c.n, "final_reward", c.final,
+                        "final_reward_ci95", isnan(c.final_ci) ? 0.0 : c.final_ci, "early_reward", c.early,
+                        "early_reward_ci95", isnan(c.early_ci) ? 0.0 : c.early_ci, "auc", c.auc,
+                        "greedy_final", c.greedy, "collapse_rate", c.collapse, "k3_early", c.k3_early,
+                        "k3_late", c.k3_late, "ess_seq_late", c.ess_late, "lambda_early", c.lam_early,
+                        "lambda_late", c.lam_late));
                 } else {
                     char a[40], b[40];
-                    snprintf(a, sizeof a, "%.3f+-%.3f", agg_mean(&fin), fin.n > 1 ? agg_ci(&fin) : 0.0);
-                    snprintf(b, sizeof b, "%.3f+-%.3f", agg_mean(&ear), ear.n > 1 ? agg_ci(&ear) : 0.0);
-                    printf("%-14s %-12s %15s %15s %8.3f %8.3f %8.2f %9.2e %9.2e %9.4f", fl, kSimMethods[meth[mi]], a, b,
-                           agg_mean(&auc), agg_mean(&gre), agg_mean(&col), agg_mean(&k3e), agg_mean(&k3l), agg_mean(&esl));
-                    if (shows_lambda) printf(" %8.3f %8.3f\n", agg_mean(&lme), agg_mean(&lml));
+                    snprintf(a, sizeof a, "%.3f+-%.3f", c.final, c.n > 1 ? c.final_ci : 0.0);
+                    snprintf(b, sizeof b, "%.3f+-%.3f", c.early, c.n > 1 ? c.early_ci : 0.0);
+                    printf("%-14s %-12s %15s %15s %8.3f %8.3f %8.2f %9.2e %9.2e %9.4f", fl, qs_sim_methods[meth[mi]], a, b,
+                           c.auc, c.greedy, c.collapse, c.k3_early, c.k3_late, c.ess_late);
+                    if (shows_lambda) printf(" %8.3f %8.3f\n", c.lam_early, c.lam_late);
                     else printf(" %8s %8s\n", "-", "-");
                 }
                 if (curve && ncur) {
                     json_t *xs = json_array(), *ys = json_array();
                     for (int i = 0; i < S; i++) { json_array_append_new(xs, json_integer(i)); json_array_append_new(ys, qs_json_num(curve[i] / ncur)); }
-                    json_array_append_new(ser, json_pack("{s:s,s:o,s:o}", "name", kSimMethods[meth[mi]], "x", xs, "y", ys));
+                    json_array_append_new(ser, json_pack("{s:s,s:o,s:o}", "name", qs_sim_methods[meth[mi]], "x", xs, "y", ys));
                 }
                 free(curve);
             }
             /* reward curves of this format (exact included for comparison) */
             if (fi >= 0) {
                 for (int mi = 0; mi < nm; mi++)
-                    if (meth[mi] == SM_EXACT) {
+                    if (meth[mi] == QS_SM_EXACT) {
                         double *curve = calloc((size_t)S, sizeof *curve);
                         int ncur = 0;
                         for (size_t k = 0; curve && k < n1; k++)
-                            if (J1[k].mi == SM_EXACT) { for (int i = 0; i < S; i++) curve[i] += J1[k].cs[i].reward; ncur++; }
+                            if (C.jobs[k].mi == QS_SM_EXACT) { for (int i = 0; i < S; i++) curve[i] += C.jobs[k].cs[i].reward; ncur++; }
                         if (curve && ncur) {
                             json_t *xs = json_array(), *ys = json_array();
                             for (int i = 0; i < S; i++) { json_array_append_new(xs, json_integer(i)); json_array_append_new(ys, qs_json_num(curve[i] / ncur)); }
@@ -589,12 +409,14 @@ int qs_cmd_sim(qs_cli *cli, int argc, char **argv)
         }
     }
 done:
-    for (size_t i = 0; J1 && i < n1; i++) { free(J1[i].steps); free(J1[i].cs); }
-    for (size_t i = 0; J2 && i < n2; i++) { free(J2[i].steps); free(J2[i].cs); }
+    for (size_t i = 0; C.jobs && i < C.njobs; i++) qs_grpo_job_free(&C.jobs[i]);
+    free(C.jobs);
+    free(C.unit_job);
+    free(C.unit_start);
+    free(cost);
     free(J1);
     free(J2);
     free(C.cfg_json);
-    pthread_mutex_destroy(&C.mu);
     qs_db_close(C.db);
     return rc;
 }

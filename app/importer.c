@@ -24,6 +24,7 @@
 #include "../store/tensor.h"
 #include "../store/npy_write.h"
 #include "../store/json_out.h"
+#include "../store/q_tensors.h"
 #include "../store/tensor_write.h"
 
 /* The file name without directory and tensor extension, whole (malloc'd; NULL on OOM). */
@@ -87,12 +88,7 @@ static int import_tensor(qs_db *db, int fd, const char *path, const qs_tdesc *d,
     if (o->copy && (!same || !old_blob)) {
         if (qs_tensor_embed(db, id, r, e)) goto out;
     } else if (!o->copy && old_blob) {
-        sqlite3_stmt *st = qs_db_prepare(db, "DELETE FROM tensor_chunk WHERE tensor_id=?", e);
-        if (!st) goto out;
-        sqlite3_bind_int64(st, 1, id);
-        int src = sqlite3_step(st);
-        sqlite3_finalize(st);
-        if (src != SQLITE_DONE) { qs_db_fail(db, e, "chunk delete"); goto out; }
+        if (qs_tensor_chunks_delete(db, id, e)) goto out;
     }
     int have_stats = 0;
     if (same) {
@@ -120,21 +116,12 @@ out:
 /* Remove the source row for spath, if any, with its tensors (file now holds none). */
 static int drop_source(qs_db *db, const char *spath, json_t *report, qs_err *e)
 {
-    sqlite3_stmt *st = qs_db_prepare(db, "SELECT id FROM source WHERE path=?", e);
-    if (!st) return -1;
-    sqlite3_bind_text(st, 1, spath, -1, SQLITE_TRANSIENT);
-    int src = sqlite3_step(st);
-    int64_t id = src == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
-    sqlite3_finalize(st);
-    if (src != SQLITE_ROW && src != SQLITE_DONE) return qs_db_fail(db, e, "source lookup");
+    int64_t id;
+    if (qs_source_id(db, spath, &id, e)) return -1;
     if (!id) return 0;
     int removed = 0;
     if (qs_source_prune(db, id, NULL, 0, &removed, e)) return -1;
-    if (!(st = qs_db_prepare(db, "DELETE FROM source WHERE id=?", e))) return -1;
-    sqlite3_bind_int64(st, 1, id);
-    src = sqlite3_step(st);
-    sqlite3_finalize(st);
-    if (src != SQLITE_DONE) return qs_db_fail(db, e, "source delete");
+    if (qs_source_delete(db, id, e)) return -1;
     if (removed && report)
         json_array_append_new(report, json_pack("{s:s,s:s,s:i}", "name", spath, "status", "removed", "count", removed));
     return 0;

@@ -30,8 +30,6 @@ typedef struct qs_import_opts {
 ** The caller holds the transaction.  Errors: "PATH: what is wrong (at byte N)". */
 int qs_import_file(qs_db *db, const char *path, const qs_import_opts *o, json_t *report, qs_err *e);
 
-#endif
-
 /* Store n generated or computed float32 values (shape[0..ndim)) as an embedded tensor `name`:
 ** written through a temporary .npy and imported like a file (same hashing and statistics).
 ** source_path/kind/meta describe where the values came from (e.g. "gen:NAME", "generated"). */
@@ -39,3 +37,5 @@ typedef int (*qs_fill_fn)(void *ctx, uint64_t start, size_t n, float *out);
 int qs_import_f32(qs_db *db, const char *name, const uint64_t *shape, int ndim, qs_fill_fn fill, void *ctx,
                   const char *source_path, const char *source_kind, const char *source_meta, json_t *report,
                   qs_err *e);
+
+#endif

@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "cmd_rl.h"
 #include "kernel_cli.h"
+#include "par.h"
 #include "quant_opts.h"
 #define DEFAULT_REPORT_FORMATS QS_DEFAULT_FORMATS_1 "\n                      " QS_DEFAULT_FORMATS_2
 #include "../kernels/qs_version.h"
@@ -39,7 +40,7 @@ const qs_command qs_commands[] = {
      "  --json         print the result as JSON\n"
      "\n"
      "A bad file gives `FILE: what is wrong (at byte N)` and leaves the database unchanged.",
-     qs_cmd_import, 1},
+     qs_cmd_import},
     {"ls", "[PATTERN] [--json] [--sort name|size|absmax|kurtosis]", "list tensors",
      "Lists tensors whose name matches the glob PATTERN (default: all) with shape, dtype, size,\n"
      "absmax, kurtosis, outlier fraction and where the data lives (ref = file, blob = database).\n"
@@ -47,7 +48,7 @@ const qs_command qs_commands[] = {
      "  --json         one JSON array\n"
      "  --sort KEY     name (default), size, absmax, kurtosis or outliers\n"
      "  --stale        also check every reference against its file and mark stale ones",
-     qs_cmd_ls, 1},
+     qs_cmd_ls},
     {"show", "TENSOR [--json]", "statistics of one tensor",
      "Prints a tensor's source, shape, dtype, size, hash and statistics: min, max, mean, std,\n"
      "absmax, exact percentiles, kurtosis (Pearson, Gaussian = 3), fraction of zeros, outlier\n"
@@ -55,10 +56,10 @@ const qs_command qs_commands[] = {
      "the per-row and per-column absmax and the largest channels.\n"
      "\n"
      "  --json         one JSON object",
-     qs_cmd_show, 1},
+     qs_cmd_show},
     {"rm", "TENSOR...", "remove tensors from the database",
      "Removes the named tensors (glob patterns allowed) and their embedded data and statistics.\n"
-     "Referenced files are never touched.", qs_cmd_rm, 1},
+     "Referenced files are never touched.", qs_cmd_rm},
     {"gen", "KIND [--n N | --shape RxC] [--seed S] [--name NAME | -o FILE.npy] [...]",
      "generate a synthetic tensor",
      "Generates a deterministic synthetic tensor (same seed, same bits) and either stores it in\n"
@@ -77,7 +78,7 @@ const qs_command qs_commands[] = {
      "  --name NAME    store in the database as NAME (replacing a generated tensor of that name)\n"
      "  -o FILE.npy    write a .npy file instead\n"
      "  --list         list the kinds",
-     qs_cmd_gen, 0},
+     qs_cmd_gen},
     {"quant", "-f FORMAT [options] [--codes] [IN -o OUT.npy | TENSOR [--name OUT]]",
      "fake-quantize numbers (stdin), a tensor file or a database tensor",
      "With no input, reads whitespace-separated numbers from stdin (decimal, hex floats such as\n"
@@ -97,11 +98,11 @@ const qs_command qs_commands[] = {
      "  -o OUT.npy          output file for a file input\n"
      "  --name OUT          name of the stored result for a database tensor\n"
      "  --json              print the stored result as JSON",
-     qs_cmd_quant, 0},
+     qs_cmd_quant},
     {"formats", "[--json]", "list the number formats",
      "Every format of the registry with bits per element (metadata included), block size, smallest\n"
      "subnormal, smallest normal and largest finite magnitude, binades (log2 of largest over smallest),\n"
-     "whether it has Inf and NaN, and its default rounding.", qs_cmd_formats, 0},
+     "whether it has Inf and NaN, and its default rounding.", qs_cmd_formats},
     {"explain", "-f FORMAT [options] VALUE... | --table", "show how values are encoded, bit by bit",
      "For an element format: each value's code in binary with its fields (sign, exponent/dot,\n"
      "mantissa), the decoded value, the neighbouring grid values below and above, and the rounding\n"
@@ -110,7 +111,7 @@ const qs_command qs_commands[] = {
      "at most 8 element bits with its value.\n"
      "\n"
      QS_QUANT_OPTS_HELP
-     "  --table             list every code", qs_cmd_explain, 0},
+     "  --table             list every code", qs_cmd_explain},
     {"analyze", "[TENSOR... | --all] -f F1,F2,... [format options] [--blocks] [--force] [--json | --csv]",
      "quantization error metrics of tensors under formats, stored and reused",
      "For every tensor (names or globs; --all for every tensor) and every format of the list, computes\n"
@@ -122,7 +123,8 @@ const qs_command qs_commands[] = {
      "absolute/relative/ulp errors, scale codes, block errors), and stores them.  A stored result is\n"
      "reused when tensor content, format, options and qscope version are the same (--force\n"
      "recomputes).  Tensors are streamed with bounded memory on both cores; a progress bar shows on a\n"
-     "terminal; Ctrl-C stores nothing of the unfinished result.\n"
+     "terminal; Ctrl-C stores nothing of the unfinished result.  Under `mpirun -np N` the pairs are\n"
+     "spread over the ranks by size and rank 0 stores them once all are done (README, docs/scale.md).\n"
      "\n"
      "A format entry may carry its own options: -f mxfp4:scale-rule=rceil,mxfp4:block=16,nvfp4.\n"
      "Element casts take the scaling default of `llm` and `attn`: -f hif8:scale=row,fp8_e4m3:scale=tensor\n"
@@ -134,7 +136,7 @@ const qs_command qs_commands[] = {
      "                      per-row/column RMSE of 2-D tensors (for the workbench and block plots)\n"
      "  --force             recompute even if a stored result exists\n"
      "  -j, --jobs N        threads (default 2)\n"
-     "  --json | --csv      machine output", qs_cmd_analyze, 1},
+     "  --json | --csv      machine output", qs_cmd_analyze},
     {"report", "[-o DIR] [--format md|html|json|csv] [--tensors PATTERN] [--formats LIST] [options]",
      "write a report: which format loses least on each tensor, and why",
      "For every tensor matching PATTERN (default all), analyzes it under every format of LIST (stored\n"
@@ -157,7 +159,7 @@ const qs_command qs_commands[] = {
      "  --no-plots          skip the PNG files\n"
      "  --claims MODE       quick (default: the reduced sizes of `claims --quick`), full or none\n"
      "\n"
-     "Format options (--round, --scale-rule, ...) apply to every format of the list.", qs_cmd_report, 1},
+     "Format options (--round, --scale-rule, ...) apply to every format of the list.", qs_cmd_report},
     {"claims", "[--quick] [--only PATTERN] [--plots DIR] [--save] [-v] [--json | --list]",
      "re-measure the source papers' reproducible headline numbers",
      "Runs one measurement per claim of the papers qscope is built on (HiFloat8, HiFloat4, OCP MX and\n"
@@ -175,23 +177,23 @@ const qs_command qs_commands[] = {
      "  --save         store the results in the database (result kind 'claim'), for `qscope report`\n"
      "  -v             print every claim's settings, not only for those that differ\n"
      "  --json         one JSON object\n"
-     "  --list         list the claims", qs_cmd_claims, 0},
+     "  --list         list the claims", qs_cmd_claims},
     {"info", "[--json]", "summary of the database",
      "Prints the database path, schema version, counts of sources, tensors, elements and bytes\n"
-     "(referenced and embedded), results and RL runs, and the largest tensors.", qs_cmd_info, 1},
+     "(referenced and embedded), results and RL runs, and the largest tensors.", qs_cmd_info},
     {"demo", "[--force]", "fill the database with the demo set (tensors, an RL run, kernel results)",
      "Generates a varied synthetic set (Gaussian, Laplace, Student-t, uniform, log-normal weights\n"
      "and LLM-like activations with outlier channels), embeds the all-MiniLM-L6-v2 sample of\n"
      "datasets/sample, and runs a short `sim grpo` (60 steps, MXFP4 rollouts, one seed) and small\n"
      "`msd`, `attn` and `resq` measurements, so that every view of the workbench has content (a few\n"
-     "seconds).  Does nothing if demo tensors already exist, unless --force.", qs_cmd_demo, 1},
+     "seconds).  Does nothing if demo tensors already exist, unless --force.", qs_cmd_demo},
     {"check", "[--deep] [--json]", "verify the database and every tensor reference",
      "Runs SQLite's integrity and foreign-key checks and checks every referenced file (present,\n"
      "same size, modification time, status-change time, inode and device) and every embedded\n"
      "tensor (all chunks present and of the right size).  --deep also re-hashes every tensor's\n"
-     "bytes against its stored hash.  Exit 1 if anything is wrong.", qs_cmd_check, 1},
+     "bytes against its stored hash.  Exit 1 if anything is wrong.", qs_cmd_check},
     {"schema", "", "print the database schema (SQL)",
-     "Prints the SQL of the current schema, for use with sqlite3.", qs_cmd_schema, 0},
+     "Prints the SQL of the current schema, for use with sqlite3.", qs_cmd_schema},
     {"bench", "[formats [-f LIST] | analyze | rl | kernels | tui] [--score] [--quick] [--json] [--npy FILE]", "measure throughput",
      "`qscope bench` times the store's hot paths on generated data, min and median of repeated\n"
      "runs: hashing, decode of each storage dtype to float32, statistics (1 and 2 threads), and an\n"
@@ -214,7 +216,7 @@ const qs_command qs_commands[] = {
      "\n"
      "`qscope bench tui` times the workbench on a generated 10,000-tensor database (--tensors N):\n"
      "first frame (open, load, draw) and redraw after a key in every view, headless.\n"
-     "--quick uses 1M values (smaller shapes for kernels).", qs_cmd_bench, 0},
+     "--quick uses 1M values (smaller shapes for kernels).", qs_cmd_bench},
     {"plot", "KIND [TENSOR] -o FILE.png|- [-f F1,F2] [--width W --height H --dpi D --title T --logx --logy]",
      "draw a result as a PNG (with provenance) or in the terminal",
      "Kinds:\n"
@@ -252,22 +254,22 @@ const qs_command qs_commands[] = {
      "  --fresh         ignore stored results\n"
      "Format options (--round, --scale-rule, --block, --axis, --gran, ...) apply to every format.\n"
      "Colour in the terminal only on a terminal with NO_COLOR unset; series differ by glyph too.",
-     qs_cmd_plot, 0},
+     qs_cmd_plot},
     {"import-log", "FILE... [--run NAME] [--label TEXT] [--replace] [--json]",
      "import RL per-token log-probs (mmlog v1 CSV or JSONL) as a run",
-     QS_IMPORT_LOG_HELP, qs_cmd_import_log, 1},
+     QS_IMPORT_LOG_HELP, qs_cmd_import_log},
     {"runs", "[PATTERN] [--json] | --rm RUN... | --export RUN [-o FILE.csv]", "list, remove or export stored RL runs",
      "Lists the RL runs (imported logs, simulations, scored models) with token and step counts.\n"
      "  --json         one JSON array with each run's metadata\n"
      "  --rm RUN...    delete runs and their tokens\n"
      "  --export RUN   write the run as an mmlog v1 CSV (exact values; original ids where known)\n"
-     "                 to stdout or -o FILE; import-log reads it back to the same tokens", qs_cmd_runs, 1},
+     "                 to stdout or -o FILE; import-log reads it back to the same tokens", qs_cmd_runs},
     {"ais", "RUN [--method M] [--json | --csv | --weights] [AIS-R and correction options]",
      "mismatch diagnostics, AIS-R mixing coefficient and IS corrections of an RL run, per step",
-     QS_AIS_HELP, qs_cmd_ais, 1},
+     QS_AIS_HELP, qs_cmd_ais},
     {"sim", "grpo [--formats LIST] [--methods LIST] [--seeds N] [options]",
      "CPU GRPO simulation with quantized rollouts, comparing IS corrections over seeds",
-     QS_SIM_HELP, qs_cmd_sim, 1},
+     QS_SIM_HELP, qs_cmd_sim},
     {"msd", "[--M M --K K --N N] [--dist D] [--outliers C] [--mx-rule R] [--model P,..] [--tensor T] [--json]",
      "Multi-Scale Dequant: effective bits, GEMM errors, the M/64516 bound, latency model",
      "Decomposes BF16 activations into k INT8 components (per-token absmax, round half away,\n"
@@ -296,7 +298,7 @@ const qs_command qs_commands[] = {
      "  --passes K           passes in the model (default 2)\n"
      "  --tensor T           activations from a stored 2-D tensor (rows = tokens)\n"
      "  --no-store           do not store the result\n"
-     "  --json               print the result JSON", qs_cmd_msd, 0},
+     "  --json               print the result JSON", qs_cmd_msd},
     {"attn", "[--L L,..] [--H H --Hkv H --d D --dv D] [--mla] [--causal] [--kv F] [--json]",
      "attention kernels: FP64 reference, FA2, split-KV, AMLA, MXFP4 UOS/PNQ, KV formats, MSD decode",
      "For each sequence length: FP64 reference; FlashAttention-2 (SGEMM tiles, online softmax) in\n"
@@ -327,7 +329,7 @@ const qs_command qs_commands[] = {
      "  --dist D --seed S    inputs (default gaussian, 0)\n"
      "  --q T --k T --v T    stored tensors instead: Q (H*Lq) x d, K (Hkv*L) x d, V (Hkv*L) x dv\n"
      "                       (leading dims flattened; --v not needed with --mla); keyed by their hashes\n"
-     "  --no-store --json", qs_cmd_attn, 0},
+     "  --no-store --json", qs_cmd_attn},
     {"resq", "[--m M --d D --n N] [-f hif4,mxfp4,nvfp4] [--outliers C] [--json]",
      "Rollout-ResQ: FP4 layer plus a sparse quantized-residual correction",
      "Y = Q(X)Q(W)^T + S(Q(X - Q(X)))Q(W)^T for each format with S = none, dense, 2:4, ch50 (half\n"
@@ -341,7 +343,7 @@ const qs_command qs_commands[] = {
      "  --outliers C         outlier channels (default d/256); --outlier-range LO,HI (20,100)\n"
      "  --block RxC          blk50 block (default 32x64)\n"
      "  --tensor T           activations from a stored tensor (rows = tokens; keyed by its hash)\n"
-     "  --seed S --no-store --json", qs_cmd_resq, 0},
+     "  --seed S --no-store --json", qs_cmd_resq},
     {"llm", "score|capture|generate|logits|bench|tokenize|eval|sensitivity --model PATH [options] | text --rdb FILE -o DIR",
      "run a real causal LM (SmolLM2 GGUF): mismatch runs, activations, throughput",
      "A Llama or Qwen2 model (SmolLM2-135M-Instruct GGUF from `make data`, or your own GGUF / Hugging\n"
@@ -396,7 +398,7 @@ const qs_command qs_commands[] = {
      "                      <|im_start|>assistant\\n, ...user\\n, ...system\\n\n"
      "  --seed S            sampling seed (default 0);  --name RUN  run name;  --prefix P  capture\n"
      "                      tensor prefix (default llm-act);  --json  score summary as JSON",
-     qs_cmd_llm, 0},
+     qs_cmd_llm},
     {"tui", "[--formats LIST] [--no-mouse] [--ascii]", "open the workbench (also: qscope with no command, on a terminal)",
      "The interactive workbench: tensors, formats compared, error histograms, block-error heatmaps and\n"
      "the block inspector (every element's code bit by bit, in two formats side by side), RL runs and\n"
@@ -406,8 +408,8 @@ const qs_command qs_commands[] = {
      "\n"
      "  --formats LIST  the formats to compare, as in analyze (default: the report's list)\n"
      "  --no-mouse      leave the mouse to the terminal (selecting text)\n"
-     "  --ascii         ASCII glyphs only (also on TERM=vt* or a non-UTF-8 locale)", qs_cmd_tui, 1},
-    {NULL, NULL, NULL, NULL, NULL, 0},
+     "  --ascii         ASCII glyphs only (also on TERM=vt* or a non-UTF-8 locale)", qs_cmd_tui},
+    {NULL, NULL, NULL, NULL, NULL},
 };
 
 const qs_command *qs_command_find(const char *name)
@@ -476,6 +478,19 @@ static int help_command(const char *name)
     return QS_EXIT_OK;
 }
 
+/* The commands that split their work over the ranks of `mpirun -np N qscope ...` (app/par.h). */
+static int sharded_command(int argc, char **argv)
+{
+    static const char *const cmds[] = {"analyze", "report", "claims", "llm eval", "llm sensitivity", "sim grpo"};
+    for (size_t k = 0; k < sizeof cmds / sizeof *cmds; k++) {
+        const char *sp = strchr(cmds[k], ' ');
+        size_t l = sp ? (size_t)(sp - cmds[k]) : strlen(cmds[k]);
+        if (strncmp(argv[0], cmds[k], l) || argv[0][l]) continue;
+        if (!sp || (argc > 1 && !strcmp(argv[1], sp + 1))) return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     /* Past `ulimit -f` a write then fails with EFBIG, reported like any other, instead of a kill. */
@@ -532,5 +547,14 @@ int main(int argc, char **argv)
     if (!c) return unknown_command("unknown command", name);
     for (int k = i + 1; k < argc; k++)
         if (strcmp(argv[k], "--help") == 0 || strcmp(argv[k], "-h") == 0) return help_command(name);
-    return c->run(&cli, argc - i, argv + i);
+    qs_err pe = {{0}};
+    if (qs_par_init(&argc, &argv, &pe)) return qs_cli_err(QS_EXIT_ERR, &pe);
+    cli.argv = argv;
+    cli.color = qs_par_isatty(STDOUT_FILENO) && !(nc && *nc);
+    /* under mpirun, a command that does not shard its work runs on rank 0 alone */
+    if (!sharded_command(argc - i, argv + i)) {
+        if (qs_par_rank() > 0) return qs_par_exit(QS_EXIT_OK);
+        qs_par_alone();
+    }
+    return qs_par_exit(c->run(&cli, argc - i, argv + i));
 }

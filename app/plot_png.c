@@ -483,9 +483,7 @@ void qs_plot_draw(qs_figure *f, const qs_rbackend *b, double W, double H, double
     for (size_t i = 0; i < f->nannots; i++) {
         const qs_annot *a = &f->annots[i];
         double x, y;
-        if (a->frac) { x = L.plot.x + a->x * L.plot.w; y = L.plot.y + (1 - a->y) * L.plot.h; }
-        else { x = qs_layout_px(&L, f, a->x); y = qs_layout_py(&L, f, a->y); }
-        if (!isfinite(x) || !isfinite(y)) continue;
+        if (qs_layout_annot_pos(&L, f, a, &x, &y)) continue;
         double tw = pd_text_w(&d, a->text, fs * 0.95, 0), th = m.line_h;
         double tx = x, ty = y;
         int al = a->anchor;
@@ -520,21 +518,10 @@ void qs_plot_draw(qs_figure *f, const qs_rbackend *b, double W, double H, double
     }
 
     /* note and "no data" */
-    char note[400] = "";
-    size_t nl = 0;
-    if (f->note[0]) nl += (size_t)snprintf(note, sizeof note, "%s", f->note);
-    if (f->skipped_x && nl < sizeof note)
-        nl += (size_t)snprintf(note + nl, sizeof note - nl, "%s%llu points with x <= 0 not shown (log scale)", nl ? "; " : "",
-                               (unsigned long long)f->skipped_x);
-    if (L.leg_total > L.nleg && nl < sizeof note)
-        nl += (size_t)snprintf(note + nl, sizeof note - nl, "%slegend: the first %d of %d series", nl ? "; " : "", L.nleg,
-                               L.leg_total);
-    if (f->skipped_y && nl < sizeof note)
-        nl += (size_t)snprintf(note + nl, sizeof note - nl, "%s%llu points with y <= 0 not shown (log scale)", nl ? "; " : "",
-                               (unsigned long long)f->skipped_y);
-    if (same[0] && nl < sizeof note) {
-        size_t n0 = nl;
-        snprintf(note + nl, sizeof note - nl, "%son top of each other (same points): %s", nl ? "; " : "", same);
+    char note[400];
+    size_t n0;
+    qs_plot_note(f, &L, &(qs_note_parts){.log_words = " (log scale)", .same = same}, note, sizeof note, &n0);
+    if (n0 != SIZE_MAX) {
         /* too wide for the figure: cut at a name's end and count the series left unnamed */
         int more = 0;
         while (pd_text_w(&d, note, fs * 0.95, 0) > W - 2 * m.pad) {

@@ -357,6 +357,25 @@ int qs_term_mode_parse(const char *s, qs_term_mode *m)
 
 /* Render f into out; with out NULL only count the point labels left without room (*dropped).
 ** note_row: keep a line for the note even when the figure has none (for those labels' names). */
+/* A heatmap cell at colour-scale position tv in [0, 1]: a coloured block, else a shade ramp. */
+static void heat_cell(tcell *c, double tv, int color, int utf8)
+{
+    static const char *const ramp8[4] = {"░", "▒", "▓", "█"};
+    static const char ramp_a[] = ".:-=+*#%@";
+    if (color) {
+        double rgb[3];
+        qs_colormap_rgb(tv, rgb);
+        snprintf(c->g, sizeof c->g, "%s", utf8 ? "█" : "#");
+        c->fg = (short)(1000 + ansi256_rgb(rgb));
+    } else if (utf8) {
+        int k = (int)(tv * 4);
+        snprintf(c->g, sizeof c->g, "%s", ramp8[k > 3 ? 3 : k]);
+    } else {
+        int k = (int)(tv * 9);
+        snprintf(c->g, sizeof c->g, "%c", ramp_a[k > 8 ? 8 : k]);
+    }
+}
+
 static int tt_render(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e, int note_row, int *dropped)
 {
     tcanvas t;
@@ -405,8 +424,6 @@ static int tt_render(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e, 
     /* heatmap: one sample per cell */
     if (f->heat && f->heat->rows && f->heat->cols) {
         qs_heatmap *h = f->heat;
-        static const char *const ramp8[4] = {"░", "▒", "▓", "█"};
-        static const char ramp_a[] = ".:-=+*#%@";
         for (int cy = 0; cy < t.ph; cy++)
             for (int cx = 0; cx < t.pw; cx++) {
                 double vx = qs_axis_inv(&f->x, qs_axis_fwd(&f->x, f->x.vlo) + (cx + 0.5) / t.pw *
@@ -437,18 +454,7 @@ static int tt_render(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e, 
                 double tv = qs_heat_t(h, v);
                 tcell *c = tc_at(&t, t.px + cx, t.py + cy);
                 if (!isfinite(tv)) continue;
-                if (color) {
-                    double rgb[3];
-                    qs_colormap_rgb(tv, rgb);
-                    snprintf(c->g, sizeof c->g, "%s", t.utf8 ? "█" : "#");
-                    c->fg = (short)(1000 + ansi256_rgb(rgb));
-                } else if (t.utf8) {
-                    int k = (int)(tv * 4);
-                    snprintf(c->g, sizeof c->g, "%s", ramp8[k > 3 ? 3 : k]);
-                } else {
-                    int k = (int)(tv * 9);
-                    snprintf(c->g, sizeof c->g, "%c", ramp_a[k > 8 ? 8 : k]);
-                }
+                heat_cell(c, tv, color, t.utf8);
             }
         /* colour bar: a column of the ramp, high at the top */
         int bx = (int)lround(L.cbar.x);
@@ -457,18 +463,7 @@ static int tt_render(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e, 
             for (int k = 0; k < 2; k++) {
                 tcell *c = tc_at(&t, bx + k, t.py + cy);
                 if (!c) continue;
-                if (color) {
-                    double rgb[3];
-                    qs_colormap_rgb(tv, rgb);
-                    snprintf(c->g, sizeof c->g, "%s", t.utf8 ? "█" : "#");
-                    c->fg = (short)(1000 + ansi256_rgb(rgb));
-                } else if (t.utf8) {
-                    int q = (int)(tv * 4);
-                    snprintf(c->g, sizeof c->g, "%s", ramp8[q > 3 ? 3 : q]);
-                } else {
-                    int q = (int)(tv * 9);
-                    snprintf(c->g, sizeof c->g, "%c", ramp_a[q > 8 ? 8 : q]);
-                }
+                heat_cell(c, tv, color, t.utf8);
             }
         }
         qs_axis *ca = &h->cbar;
@@ -610,9 +605,7 @@ static int tt_render(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e, 
     for (size_t i = 0; i < f->nannots; i++) {
         const qs_annot *a = &f->annots[i];
         double x, y;
-        if (a->frac) { x = L.plot.x + a->x * L.plot.w; y = L.plot.y + (1 - a->y) * L.plot.h; }
-        else { x = qs_layout_px(&L, f, a->x); y = qs_layout_py(&L, f, a->y); }
-        if (!isfinite(x) || !isfinite(y)) continue;
+        if (qs_layout_annot_pos(&L, f, a, &x, &y)) continue;
         int cx = (int)floor(x) + (a->point ? 1 : 0), cy = (int)floor(y);
         if (cy >= t.py + t.ph) cy = t.py + t.ph - 1;
         if (a->point) {
@@ -649,23 +642,8 @@ static int tt_render(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e, 
     }
 
     /* note, "no data" */
-    char note[400] = "";
-    size_t nl = 0;
-    if (f->note[0]) nl += (size_t)snprintf(note, sizeof note, "%s", f->note);
-    if (f->skipped_x && nl < sizeof note)
-        nl += (size_t)snprintf(note + nl, sizeof note - nl, "%s%llu points with x <= 0 not shown", nl ? "; " : "",
-                               (unsigned long long)f->skipped_x);
-    if (L.leg_total > L.nleg && nl < sizeof note)
-        nl += (size_t)snprintf(note + nl, sizeof note - nl, "%slegend: the first %d of %d series", nl ? "; " : "", L.nleg,
-                               L.leg_total);
-    if (hidden[0] && nl < sizeof note)
-        nl += (size_t)snprintf(note + nl, sizeof note - nl, "%s%s mostly hidden by other series (same cells at this size)", nl ? "; " : "",
-                               hidden);
-    if (unlabelled[0] && nl < sizeof note)
-        nl += (size_t)snprintf(note + nl, sizeof note - nl, "%sno room for the labels of %s", nl ? "; " : "", unlabelled);
-    if (f->skipped_y && nl < sizeof note)
-        snprintf(note + nl, sizeof note - nl, "%s%llu points with y <= 0 not shown", nl ? "; " : "",
-                 (unsigned long long)f->skipped_y);
+    char note[400];
+    qs_plot_note(f, &L, &(qs_note_parts){.hidden = hidden, .unlabelled = unlabelled}, note, sizeof note, NULL);
     if (note[0] && L.note_y > 0) {
         if (u8len(note) > t.W && t.W > 4) {   /* a cut note ends in "..." rather than mid-word, silently */
             int k = 0, keep = t.W - 3;

@@ -9,6 +9,7 @@
 
 #include <getopt.h>
 
+#include "../analysis/analyze_key.h"
 #include "../kernels/format_apply.h"
 
 /* long options for getopt_long; values >= 0x1000 are handled by qs_quant_opt() */
@@ -27,8 +28,6 @@
 int qs_quant_opt(const char *cmd, int ch, const char *arg, qs_apply *a);
 /* After parsing: a format must have been chosen; validates the combination. 0 ok, else exit code. */
 int qs_quant_opts_done(const char *cmd, qs_apply *a);
-/* Canonical JSON text of the options (for stored results and provenance); caller frees. */
-char *qs_quant_opts_json(const qs_apply *a);
 
 #define QS_QUANT_OPTS_HELP \
     "  -f, --format F      number format (see `qscope formats`)\n" \
@@ -55,8 +54,6 @@ char *qs_quant_opts_json(const qs_apply *a);
     "  --zero-block-scale HEX  MX: E8M0 scale code of an all-zero block (default 00, 7f under uos;\n" \
     "                      microxcaling INT8 01)\n"
 
-#endif
-
 /* Parse a format list "F1,F2:key=value:key,..." into apps[] (at most cap).  Each entry starts from
 ** `base` (the command-wide options) with its own format; per-format "key=value" (or a bare "key"
 ** for flags) use the long option names above, e.g. "mxfp4:scale-rule=rceil:block=16".
@@ -66,3 +63,5 @@ int qs_quant_parse_list(const char *cmd, const char *list, const qs_apply *base,
 ** plus each option that differs from the format's default ("fp8_e4m3:sat", "mxfp4:rceil:b16",
 ** "nvfp4:torchao"); the same options always give the same label. */
 void qs_quant_label(const qs_apply *a, const char *spec, char *buf, size_t cap);
+
+#endif

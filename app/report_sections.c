@@ -12,6 +12,8 @@
 #include "../analysis/ais_store.h"
 #include "../analysis/claims.h"
 #include "../store/json_out.h"
+#include "../store/q_results.h"
+#include "../store/q_rl.h"
 
 static const char b64chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
@@ -208,8 +210,9 @@ static int write_fig(qs_figure *fig, const char *dir, const char *file, const ch
 int qs_report_rl(qs_cli *cli, qs_db *db, const char *dir, int plots, json_t *sections, qs_err *e)
 {
     (void)cli;
-    sqlite3_stmt *st = qs_db_prepare(db, "SELECT name, coalesce(label, '') FROM rl_run ORDER BY name GLOB 'sim/*', name", e);
-    if (!st) return -1;
+    qs_run_item *runs;
+    size_t nruns;
+    if (qs_run_names(db, QS_RUNS_SIMS_LAST, &runs, &nruns, e)) return -1;
     qs_ais_opts ao;
     qs_ais_opts_default(&ao);
     json_t *rows = json_array(), *notes = json_array(), *pl = json_array();
@@ -221,10 +224,10 @@ int qs_report_rl(qs_cli *cli, qs_db *db, const char *dir, int plots, json_t *sec
     size_t tn[NT] = {0};
     int ntraj = 0, nrun = 0, total = 0, rc = 0;
     char hashes[NTRAJ * 34 + 1] = "";
-    while (sqlite3_step(st) == SQLITE_ROW) {
+    for (size_t ri = 0; ri < nruns; ri++) {
         total++;
         if (nrun >= QS_REPORT_MAX_RUNS) continue;
-        const char *name = (const char *)sqlite3_column_text(st, 0), *label = (const char *)sqlite3_column_text(st, 1);
+        const char *name = runs[ri].name, *label = runs[ri].label;
         qs_ais_result r;
         memset(&r, 0, sizeof r);
         if (qs_ais_run(db, name, &ao, &r, e)) { rc = -1; break; }
@@ -272,7 +275,7 @@ int qs_report_rl(qs_cli *cli, qs_db *db, const char *dir, int plots, json_t *sec
         qs_ais_result_free(&r);
         nrun++;
     }
-    sqlite3_finalize(st);
+    qs_run_items_free(runs, nruns);
     /* largest mean k3 first; runs whose k3 is zero throughout cannot be drawn on the log axis */
     int order[NT], ndraw = 0, nzero = 0;
     for (int i = 0; i < ntraj; i++) {
@@ -350,16 +353,12 @@ int qs_report_kernels(qs_cli *cli, qs_db *db, const char *dir, int plots, json_t
     (void)cli;
     static const char *const kinds[3] = {"msd", "attn", "resq"};
     for (int k = 0; k < 3; k++) {
-        sqlite3_stmt *st = qs_db_prepare(db, "SELECT data, tensor_hash, options FROM result WHERE kind=? ORDER BY id DESC LIMIT 1", e);
-        if (!st) return -1;
-        sqlite3_bind_text(st, 1, kinds[k], -1, SQLITE_STATIC);
-        char *data = NULL, *hash = NULL, *opts = NULL;
-        if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0)) {
-            data = strdup((const char *)sqlite3_column_text(st, 0));
-            hash = strdup((const char *)sqlite3_column_text(st, 1));
-            opts = strdup((const char *)sqlite3_column_text(st, 2));
-        }
-        sqlite3_finalize(st);
+        qs_result_item ri;
+        int found;
+        if (qs_result_latest(db, kinds[k], &ri, &found, e)) return -1;
+        char *data = ri.data, *hash = ri.tensor_hash, *opts = ri.options;   /* kept; the rest freed */
+        ri.data = ri.tensor_hash = ri.options = NULL;
+        qs_result_item_free(&ri);
         json_t *j = data ? json_loads(data, 0, NULL) : NULL;
         if (!j) { free(data); free(hash); free(opts); continue; }
         json_t *rows = json_array(), *notes = json_array(), *pl = json_array(), *r;

@@ -242,6 +242,16 @@ typedef enum tui_act {
     TA_CMDLINE, TA_HELP, TA_CLOSE, TA_QUIT, TA_HIST_KIND, TA_HIST_ALL, TA_LOGY, TA_WORST, TA_SECOND, TA_METRIC, TA_REDRAW,
     TA_V_TENSORS, TA_V_FORMATS, TA_V_HIST, TA_V_BLOCKS, TA_V_RL, TA_V_KERNELS, TA_V_MODEL, TA_V_OUTPUT, TA_COUNT
 } tui_act;
+/* One row of the key table. */
+typedef struct tui_binding {
+    tui_act act;
+    unsigned views;          /* bit per tui_view_id; 0 = every view */
+    int keys[5];             /* 0-terminated */
+    const char *label;       /* how the keys are written in the help */
+    const char *help;
+} tui_binding;
+const tui_binding *tui_key_table(size_t *n);   /* the rows, in dispatch order; *n of them */
+int tui_binding_has(const tui_binding *b, int ch);
 tui_act tui_key_action(tui_view_id v, int ch);
 int tui_help_lines(char ***lines);           /* the help text, generated from the key table */
 int tui_help_lines_w(int w, char ***lines);  /* the same wrapped at w columns (continuations indented) */

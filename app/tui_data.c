@@ -22,12 +22,12 @@
 #include "../analysis/results.h"
 #include "../kernels/qs_version.h"
 #include "../store/json_out.h"
+#include "../store/q_kernels.h"
+#include "../store/q_results.h"
+#include "../store/q_rl.h"
+#include "../store/q_tensors.h"
 
-static char *dupz(const unsigned char *s) { return strdup(s ? (const char *)s : ""); }
-static double coln(sqlite3_stmt *st, int i)
-{
-    return sqlite3_column_type(st, i) == SQLITE_NULL ? NAN : sqlite3_column_double(st, i);
-}
+static char *dupz(const char *s) { return strdup(s ? s : ""); }
 
 static void tensors_free(tui *T)
 {
@@ -42,27 +42,21 @@ static void tensors_free(tui *T)
 int tui_load_tensors(tui *T, qs_err *e)
 {
     tensors_free(T);
-    sqlite3_stmt *st = qs_db_prepare(T->db,
-        "SELECT t.id, t.name, t.hash, t.dtype, t.shape, t.numel, t.nbytes, s.absmax, s.kurtosis, s.outlier_frac "
-        "FROM tensor t LEFT JOIN tensor_stats s ON s.tensor_id = t.id ORDER BY t.name", e);
-    if (!st) return -1;
-    size_t cap = 0;
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (T->nt == cap) {
-            cap = cap ? 2 * cap : 256;
-            tui_tensor *nt = realloc(T->t, cap * sizeof *nt);
-            if (!nt) { sqlite3_finalize(st); return qs_fail(e, "out of memory"); }
-            T->t = nt;
-        }
+    qs_tensor_item *ts;
+    size_t nts;
+    if (qs_tensor_list_stats(T->db, "*", &ts, &nts, e)) return -1;
+    if (nts && !(T->t = malloc(nts * sizeof *T->t))) { qs_tensor_items_free(ts, nts); return qs_fail(e, "out of memory"); }
+    for (size_t ti = 0; ti < nts; ti++) {
+        qs_tensor_item *it = &ts[ti];
         tui_tensor *x = &T->t[T->nt++];
         memset(x, 0, sizeof *x);
-        x->id = sqlite3_column_int64(st, 0);
-        x->name = dupz(sqlite3_column_text(st, 1));
-        x->hash = dupz(sqlite3_column_text(st, 2));
-        x->dtype = dupz(sqlite3_column_text(st, 3));
+        x->id = it->id;
+        x->name = it->name;   /* taken over */
+        x->hash = it->hash;
+        x->dtype = it->dtype;
+        it->name = it->hash = it->dtype = NULL;
         /* shape JSON "[a,b]" -> "a x b" without a JSON parser on 10,000 rows */
-        const char *sj = (const char *)sqlite3_column_text(st, 4);
+        const char *sj = it->shape;
         uint64_t dims[8];
         int nd = 0;
         for (const char *p = sj ? sj : ""; *p && nd < 8; p++)
@@ -73,14 +67,13 @@ int tui_load_tensors(tui *T, qs_err *e)
             k += (size_t)snprintf(x->shape + k, sizeof x->shape - k, d ? "x%llu" : "%llu", (unsigned long long)dims[d]);
         if (!nd) snprintf(x->shape, sizeof x->shape, "scalar");
         qs_tensor_matrix_view(dims, nd, &x->rows, &x->cols);
-        x->numel = (uint64_t)sqlite3_column_int64(st, 5);
-        x->nbytes = (uint64_t)sqlite3_column_int64(st, 6);
-        x->absmax = coln(st, 7);
-        x->kurtosis = coln(st, 8);
-        x->outlier = coln(st, 9);
+        x->numel = (uint64_t)it->numel;
+        x->nbytes = (uint64_t)it->nbytes;
+        x->absmax = it->absmax;
+        x->kurtosis = it->kurtosis;
+        x->outlier = it->outlier_frac;
     }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) return qs_db_fail(T->db, e, "reading tensors");
+    qs_tensor_items_free(ts, nts);
     T->vis = malloc((T->nt ? T->nt : 1) * sizeof *T->vis);
     if (!T->vis) return qs_fail(e, "out of memory");
     tui_count_results(T);
@@ -88,31 +81,16 @@ int tui_load_tensors(tui *T, qs_err *e)
     return 0;
 }
 
-typedef struct hcount { char hash[40]; int n; } hcount;
+typedef qs_hash_count hcount;
 static int hc_cmp(const void *a, const void *b) { return strcmp(((const hcount *)a)->hash, ((const hcount *)b)->hash); }
 
 void tui_count_results(tui *T)
 {
     for (size_t i = 0; i < T->nt; i++) T->t[i].nresults = 0;
     qs_err e = {{0}};
-    sqlite3_stmt *st = qs_db_prepare(T->db,
-        "SELECT tensor_hash, count(*) FROM result WHERE kind = 'metrics' AND tool_version = ? GROUP BY tensor_hash", &e);
-    if (!st) return;
-    sqlite3_bind_text(st, 1, QS_VERSION, -1, SQLITE_STATIC);
     hcount *h = NULL;
-    size_t n = 0, cap = 0;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        if (n == cap) {
-            cap = cap ? 2 * cap : 256;
-            hcount *nh = realloc(h, cap * sizeof *nh);
-            if (!nh) break;
-            h = nh;
-        }
-        const char *hs = (const char *)sqlite3_column_text(st, 0);
-        snprintf(h[n].hash, sizeof h[n].hash, "%s", hs ? hs : "");
-        h[n++].n = sqlite3_column_int(st, 1);
-    }
-    sqlite3_finalize(st);
+    size_t n = 0;
+    if (qs_result_count_by_tensor(T->db, "metrics", QS_VERSION, &h, &n, &e)) return;
     if (n) {
         qsort(h, n, sizeof *h, hc_cmp);
         for (size_t i = 0; i < T->nt; i++) {
@@ -439,25 +417,20 @@ int tui_load_runs(tui *T, qs_err *e)
     runs_free(T);
     T->runs_loaded = 1;
     /* names only: the token counts read every token and come from the worker (tui_rl_compute) */
-    sqlite3_stmt *st = qs_db_prepare(T->db, "SELECT r.id, r.name, r.label, r.source FROM rl_run r ORDER BY r.name", e);
-    if (!st) return -1;
-    size_t cap = 0;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        if (T->nruns == cap) {
-            cap = cap ? 2 * cap : 16;
-            tui_run *n = realloc(T->runs, cap * sizeof *n);
-            if (!n) break;
-            T->runs = n;
-        }
+    qs_run_item *ri;
+    size_t nri;
+    if (qs_run_names(T->db, QS_RUNS_BY_NAME, &ri, &nri, e)) return -1;
+    if (nri && !(T->runs = malloc(nri * sizeof *T->runs))) { qs_run_items_free(ri, nri); return 0; }
+    for (size_t i = 0; i < nri; i++) {
         tui_run *r = &T->runs[T->nruns++];
-        r->id = sqlite3_column_int64(st, 0);
-        r->name = dupz(sqlite3_column_text(st, 1));
-        const char *lab = (const char *)sqlite3_column_text(st, 2), *src = (const char *)sqlite3_column_text(st, 3);
+        r->id = ri[i].id;
+        r->name = dupz(ri[i].name);
+        const char *lab = ri[i].label, *src = ri[i].source;
         if ((!lab || !*lab) && src && strrchr(src, '/')) src = strrchr(src, '/') + 1;   /* a path: its file name */
         r->label = strdup(lab && *lab ? lab : src ? src : "");
         r->tokens = r->steps = r->seqs = -1;
     }
-    sqlite3_finalize(st);
+    qs_run_items_free(ri, nri);
     return 0;
 }
 
@@ -513,19 +486,18 @@ int tui_rl_compute(qs_db *db, int64_t run, tui_rlc *out, qs_err *e)
     int nm = tui_rl_nmetrics();
     memset(out, 0, sizeof *out);
     out->run = run;
-    sqlite3_stmt *st = qs_db_prepare(db,
-        "SELECT step, seq, lp_train - lp_rollout, mask FROM rl_token WHERE run_id = ? ORDER BY step, seq, pos", e);
+    qs_rl_cursor *st = qs_rl_deltas_open(db, run, e);
     if (!st) return -1;
-    sqlite3_bind_int64(st, 1, run);
+    qs_rl_delta row;
     size_t cap = 0, ns = 0, capd = 1024, nd = 0;
     double *d = malloc(capd * sizeof *d);
     int64_t cur = 0, last_seq = -1;
     int have = 0, rc = d ? 0 : qs_fail(e, "out of memory");
     while (!rc) {
-        int r = sqlite3_step(st);
-        if (r != SQLITE_ROW && r != SQLITE_DONE) { rc = qs_db_fail(db, e, "reading rl_token"); break; }
-        int64_t stp = r == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
-        if (have && (r != SQLITE_ROW || stp != cur)) {
+        int r = qs_rl_deltas_next(st, &row, e);
+        if (r < 0) { rc = -1; break; }
+        int64_t stp = r ? row.step : 0;
+        if (have && (!r || stp != cur)) {
             if (nd) {   /* a step with unmasked tokens: one point */
                 if (ns == cap) {
                     cap = cap ? 2 * cap : 64;
@@ -547,23 +519,23 @@ int tui_rl_compute(qs_db *db, int64_t run, tui_rlc *out, qs_err *e)
             nd = 0;
             last_seq = -1;
         }
-        if (r != SQLITE_ROW) break;
+        if (!r) break;
         if (!have || stp != cur) out->steps++;
-        int64_t sq = sqlite3_column_int64(st, 1);
+        int64_t sq = row.seq;
         if (sq != last_seq) { out->seqs++; last_seq = sq; }
         out->tokens++;
         cur = stp;
         have = 1;
-        if (!sqlite3_column_int(st, 3)) continue;
+        if (!row.mask) continue;
         if (nd == capd) {
             double *nd2 = realloc(d, 2 * capd * sizeof *d);
             if (!nd2) { rc = qs_fail(e, "out of memory"); break; }
             d = nd2;
             capd *= 2;
         }
-        d[nd++] = sqlite3_column_double(st, 2);
+        d[nd++] = row.delta;
     }
-    sqlite3_finalize(st);
+    qs_rl_cursor_close(st);
     free(d);
     if (rc) { tui_rlc_free(out); return -1; }
     out->n = ns;
@@ -579,43 +551,29 @@ int tui_load_kres(tui *T, qs_err *e)
     T->kres = NULL;
     T->nkres = 0;
     /* what a row is about: the data's title (RL trajectories: "overview", "ess", ...), else the run
-    ** and set of its options, else what it plots (ylabel); malformed JSON gives NULL instead of
-    ** failing the query */
-    sqlite3_stmt *st = qs_db_prepare(T->db,
-        "SELECT id, kind, format, tensor_hash, created_at, "
-        "CASE WHEN json_valid(data) THEN json_extract(data, '$.title') END, "
-        "CASE WHEN json_valid(options) THEN json_extract(options, '$.run') END, "
-        "CASE WHEN json_valid(options) THEN json_extract(options, '$.set') END, "
-        "CASE WHEN json_valid(data) THEN json_extract(data, '$.ylabel') END, "
-        "CASE WHEN kind <> 'trajectory' THEN options END, CASE WHEN kind <> 'trajectory' THEN data END "
-        "FROM result WHERE kind IN ('trajectory','msd','attn','resq') ORDER BY kind, id DESC", e);
-    if (!st) return -1;
-    size_t cap = 0;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        if (T->nkres == cap) {
-            cap = cap ? 2 * cap : 16;
-            tui_kres *n = realloc(T->kres, cap * sizeof *n);
-            if (!n) break;
-            T->kres = n;
-        }
+    ** and set of its options, else what it plots (ylabel) */
+    qs_kernel_item *ki;
+    size_t nki;
+    if (qs_kernel_list(T->db, &ki, &nki, e)) return -1;
+    if (nki && !(T->kres = malloc(nki * sizeof *T->kres))) { qs_kernel_items_free(ki, nki); return 0; }
+    for (size_t i = 0; i < nki; i++) {
         tui_kres *k = &T->kres[T->nkres++];
-        k->id = sqlite3_column_int64(st, 0);
-        snprintf(k->kind, sizeof k->kind, "%s", sqlite3_column_text(st, 1) ? (const char *)sqlite3_column_text(st, 1) : "");
-        k->format = dupz(sqlite3_column_text(st, 2));
-        k->hash = dupz(sqlite3_column_text(st, 3));
-        k->created = dupz(sqlite3_column_text(st, 4));
-        const char *ti = (const char *)sqlite3_column_text(st, 5), *run = (const char *)sqlite3_column_text(st, 6),
-                   *set = (const char *)sqlite3_column_text(st, 7), *yl = (const char *)sqlite3_column_text(st, 8);
+        k->id = ki[i].id;
+        snprintf(k->kind, sizeof k->kind, "%s", ki[i].kind);
+        k->format = dupz(ki[i].format);
+        k->hash = dupz(ki[i].tensor_hash);
+        k->created = dupz(ki[i].created_at);
+        const char *ti = ki[i].title, *run = ki[i].run, *set = ki[i].set, *yl = ki[i].ylabel;
         char w[300];
         if (strcmp(k->kind, "trajectory"))   /* a kernel experiment covers many formats: name it by what it is */
-            qs_kx_label(k->kind, (const char *)sqlite3_column_text(st, 9), (const char *)sqlite3_column_text(st, 10), w, sizeof w);
+            qs_kx_label(k->kind, ki[i].options, ki[i].data, w, sizeof w);
         else if (ti && *ti) snprintf(w, sizeof w, "%s", ti);
         else if (run || set) snprintf(w, sizeof w, "%s%s%s", run ? run : "", run && set ? " / " : "", set ? set : "");
         else if (yl && *yl) snprintf(w, sizeof w, "%s", yl);
         else snprintf(w, sizeof w, "-");
         k->what = strdup(w);
     }
-    sqlite3_finalize(st);
+    qs_kernel_items_free(ki, nki);
     return 0;
 }
 
@@ -624,17 +582,17 @@ int tui_load_kres(tui *T, qs_err *e)
 ** stored x-axis title. */
 qs_figure *tui_kres_figure(tui *T, int64_t id, qs_err *e)
 {
-    sqlite3_stmt *st = qs_db_prepare(T->db, "SELECT kind, data, format FROM result WHERE id = ?", e);
-    if (!st) return NULL;
-    sqlite3_bind_int64(st, 1, id);
-    if (sqlite3_step(st) != SQLITE_ROW) { sqlite3_finalize(st); qs_fail(e, "result %lld is gone", (long long)id); return NULL; }
+    qs_result_item ri;
+    int found;
+    if (qs_result_by_id(T->db, id, &ri, &found, e)) return NULL;
+    if (!found) { qs_fail(e, "result %lld is gone", (long long)id); return NULL; }
     char kind[16], title[160];
-    snprintf(kind, sizeof kind, "%s", sqlite3_column_text(st, 0) ? (const char *)sqlite3_column_text(st, 0) : "");
-    snprintf(title, sizeof title, "%s  %s", kind, sqlite3_column_text(st, 2) ? (const char *)sqlite3_column_text(st, 2) : "");
+    snprintf(kind, sizeof kind, "%s", ri.kind ? ri.kind : "");
+    snprintf(title, sizeof title, "%s  %s", kind, ri.format ? ri.format : "");
     for (size_t i = 0; i < T->nkres; i++)   /* kernel experiments: the name of the list */
         if (T->kres[i].id == id && strcmp(kind, "trajectory")) snprintf(title, sizeof title, "%s", T->kres[i].what);
-    char *text = strdup(sqlite3_column_text(st, 1) ? (const char *)sqlite3_column_text(st, 1) : "");
-    sqlite3_finalize(st);
+    char *text = strdup(ri.data ? ri.data : "");
+    qs_result_item_free(&ri);
     if (!text) { qs_fail(e, "out of memory"); return NULL; }
     qs_figure *fig = qs_plot_lines_json(kind, text, title, e);
     const char *why = fig ? NULL : qs_plot_lines_json_problem(text);

@@ -17,14 +17,6 @@
 #define ESC 27
 #define CTRL(c) ((c) & 0x1f)
 
-typedef struct tui_binding {
-    tui_act act;
-    unsigned views;          /* bit per tui_view_id; 0 = every view */
-    int keys[5];             /* 0-terminated */
-    const char *label;       /* how the keys are written in the help */
-    const char *help;
-} tui_binding;
-
 static const tui_binding kKeys[] = {
     /* moving */
     {TA_DOWN, 0, {'j', KEY_DOWN, CTRL('n')}, "j Down", "move down"},
@@ -76,7 +68,13 @@ static const tui_binding kKeys[] = {
 };
 #define NKEYS (sizeof kKeys / sizeof *kKeys)
 
-static int binding_has(const tui_binding *b, int ch)
+const tui_binding *tui_key_table(size_t *n)
+{
+    *n = NKEYS;
+    return kKeys;
+}
+
+int tui_binding_has(const tui_binding *b, int ch)
 {
     for (int i = 0; i < 5 && b->keys[i]; i++)
         if (b->keys[i] == ch) return 1;
@@ -86,9 +84,9 @@ static int binding_has(const tui_binding *b, int ch)
 tui_act tui_key_action(tui_view_id v, int ch)
 {
     for (size_t i = 0; i < NKEYS; i++)
-        if (kKeys[i].views & V(v) && binding_has(&kKeys[i], ch)) return kKeys[i].act;
+        if (kKeys[i].views & V(v) && tui_binding_has(&kKeys[i], ch)) return kKeys[i].act;
     for (size_t i = 0; i < NKEYS; i++)
-        if (!kKeys[i].views && binding_has(&kKeys[i], ch)) return kKeys[i].act;
+        if (!kKeys[i].views && tui_binding_has(&kKeys[i], ch)) return kKeys[i].act;
     return TA_NONE;
 }
 

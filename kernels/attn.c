@@ -119,15 +119,21 @@ void qs_attn_combine(const qs_attn_shape *s, int splits, const float *Os, const 
 
 /* ---------------- FP64 reference ---------------- */
 
-int qs_attn_ref(const qs_attn_shape *s, int causal, double scale, const float *Q, const float *K, const float *V,
-                double *O, double *lse, qs_err *e)
+/* Turns row gi's masked scores (max m; -inf where masked) into the weights PV consumes, in place;
+** Vh is the head's V in double, o its output row (for a form that writes O itself). */
+typedef int (*attn_row_fn)(void *ctx, size_t gi, double *row, size_t Lk, double m, const double *Vh, double *o,
+                           qs_err *e);
+
+/* The FP64 attention the reference and the MX simulation share: per head, blocks of rb query rows,
+** S = scale·QKᵀ in double with the causal mask, fn on each row, then O = PV unless pv is 0. */
+static int attn_f64(const qs_attn_shape *s, int causal, double scale, size_t rb, const float *Q, const float *K,
+                    const float *V, double *O, int pv, attn_row_fn fn, void *ctx, const char *what, qs_err *e)
 {
-    if (qs_attn_shape_check(s, e)) return -1;
-    if (!(scale > 0)) scale = 1.0 / sqrt((double)s->d);
-    size_t d = s->d, dv = s->dv, Lk = s->Lk, Lq = s->Lq, RB = 64;
+    size_t d = s->d, dv = s->dv, Lk = s->Lk, Lq = s->Lq;
     double *Kd = malloc(Lk * d * sizeof(double)), *Vd = malloc(Lk * dv * sizeof(double));
-    double *Qb = malloc(RB * d * sizeof(double)), *S = malloc(RB * Lk * sizeof(double));
-    if (!Kd || !Vd || !Qb || !S) { free(Kd); free(Vd); free(Qb); free(S); return qs_fail(e, "out of memory (reference attention)"); }
+    double *Qb = malloc(rb * d * sizeof(double)), *S = malloc(rb * Lk * sizeof(double));
+    int rc = -1;
+    if (!Kd || !Vd || !Qb || !S) { qs_fail(e, "out of memory (%s)", what); goto out; }
     long off = (long)Lk - (long)Lq;
     size_t grp = s->H / s->Hkv;
     for (size_t h = 0; h < s->H; h++) {
@@ -136,8 +142,8 @@ int qs_attn_ref(const qs_attn_shape *s, int causal, double scale, const float *Q
             for (size_t i = 0; i < Lk * d; i++) Kd[i] = K[hk * Lk * d + i];
             for (size_t i = 0; i < Lk * dv; i++) Vd[i] = V[hk * Lk * dv + i];
         }
-        for (size_t i0 = 0; i0 < Lq; i0 += RB) {
-            size_t rows = Lq - i0 < RB ? Lq - i0 : RB;
+        for (size_t i0 = 0; i0 < Lq; i0 += rb) {
+            size_t rows = Lq - i0 < rb ? Lq - i0 : rb;
             for (size_t i = 0; i < rows * d; i++) Qb[i] = Q[(h * Lq + i0) * d + i];
             cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)Lk, (int)d, scale, Qb, (int)d, Kd, (int)d,
                         0.0, S, (int)Lk);
@@ -148,17 +154,36 @@ int qs_attn_ref(const qs_attn_shape *s, int causal, double scale, const float *Q
                     if ((long)j > lim) row[j] = -INFINITY;
                     m = row[j] > m ? row[j] : m;
                 }
-                double sum = 0;
-                for (size_t j = 0; j < Lk; j++) { row[j] = m == -INFINITY ? 0 : exp(row[j] - m); sum += row[j]; }
-                for (size_t j = 0; j < Lk; j++) row[j] = sum > 0 ? row[j] / sum : 0;
-                if (lse) lse[h * Lq + i0 + r] = sum > 0 ? m + log(sum) : -INFINITY;
+                size_t gi = h * Lq + i0 + r;
+                if (fn(ctx, gi, row, Lk, m, Vd, O + gi * dv, e)) goto out;
             }
-            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)dv, (int)Lk, 1.0, S, (int)Lk, Vd, (int)dv,
-                        0.0, O + (h * Lq + i0) * dv, (int)dv);
+            if (pv)
+                cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)dv, (int)Lk, 1.0, S, (int)Lk, Vd,
+                            (int)dv, 0.0, O + (h * Lq + i0) * dv, (int)dv);
         }
     }
+    rc = 0;
+out:
     free(Kd); free(Vd); free(Qb); free(S);
+    return rc;
+}
+
+/* The exact softmax, with the row's log-sum-exp to lse[gi] when lse is not NULL. */
+static int ref_row(void *ctx, size_t gi, double *row, size_t Lk, double m, const double *Vh, double *o, qs_err *e)
+{
+    double *lse = ctx, sum = 0;
+    for (size_t j = 0; j < Lk; j++) { row[j] = m == -INFINITY ? 0 : exp(row[j] - m); sum += row[j]; }
+    for (size_t j = 0; j < Lk; j++) row[j] = sum > 0 ? row[j] / sum : 0;
+    if (lse) lse[gi] = sum > 0 ? m + log(sum) : -INFINITY;
     return 0;
+}
+
+int qs_attn_ref(const qs_attn_shape *s, int causal, double scale, const float *Q, const float *K, const float *V,
+                double *O, double *lse, qs_err *e)
+{
+    if (qs_attn_shape_check(s, e)) return -1;
+    if (!(scale > 0)) scale = 1.0 / sqrt((double)s->d);
+    return attn_f64(s, causal, scale, 64, Q, K, V, O, 1, ref_row, lse, "reference attention", e);
 }
 
 /* ---------------- FlashAttention-2 ---------------- */
@@ -437,6 +462,57 @@ static int fq_rows(const qs_format *f, const qs_qopts *o, const float *x, size_t
     return 0;
 }
 
+typedef struct { const qs_attn_mx *mx; size_t dv; float *pf, *pq; } mx_ctx;
+
+/* P under the simulation's quantization of P (mx->pq), or the online PNQ form writing o itself. */
+static int mx_row(void *ctx, size_t gi, double *row, size_t Lk, double mxv, const double *Vh, double *o, qs_err *e)
+{
+    const mx_ctx *c = ctx;
+    const qs_attn_mx *mx = c->mx;
+    const qs_format *f = mx->f;
+    float *pf = c->pf, *pq = c->pq;
+    size_t dv = c->dv;
+    double sum = 0;
+    for (size_t j = 0; j < Lk; j++) { pf[j] = mxv == -INFINITY ? 0.0f : (float)exp(row[j] - mxv); sum += pf[j]; }
+    if (mx->pq == QS_PQ_NONE) {
+        for (size_t j = 0; j < Lk; j++) row[j] = sum > 0 ? pf[j] / sum : 0;
+    } else if (mx->pq == QS_PQ_NTQ) {   /* normalize, then quantize: weights need not sum to 1 */
+        for (size_t j = 0; j < Lk; j++) pf[j] = sum > 0 ? (float)(pf[j] / sum) : 0.0f;
+        if (f->fakeq(f, &mx->op, pf, Lk, pq, e)) return -1;
+        for (size_t j = 0; j < Lk; j++) row[j] = pq[j];
+    } else if (mx->tile) {              /* PNQ, online form: per key tile, running max */
+        double m = -INFINITY, l = 0;
+        for (size_t j = 0; j < dv; j++) o[j] = 0;
+        for (size_t j0 = 0; j0 < Lk; j0 += mx->tile) {
+            size_t n = Lk - j0 < mx->tile ? Lk - j0 : mx->tile;
+            double tm = -INFINITY;
+            for (size_t j = j0; j < j0 + n; j++) tm = row[j] > tm ? row[j] : tm;
+            double mn = tm > m ? tm : m;
+            if (mn == -INFINITY) continue;
+            double a = m == -INFINITY ? 0 : exp(m - mn);
+            for (size_t j = 0; j < n; j++) pf[j] = (float)exp(row[j0 + j] - mn);
+            if (f->fakeq(f, &mx->op, pf, n, pq, e)) return -1;
+            double ts = 0;
+            for (size_t j = 0; j < n; j++) ts += pq[j];
+            l = a * l + ts;
+            for (size_t k = 0; k < dv; k++) o[k] *= a;
+            for (size_t j = 0; j < n; j++)
+                if (pq[j] != 0)
+                    for (size_t k = 0; k < dv; k++) o[k] += pq[j] * Vh[(j0 + j) * dv + k];
+            m = mn;
+        }
+        if (l < 1.1754943508222875e-38) l = 1.1754943508222875e-38;
+        for (size_t k = 0; k < dv; k++) o[k] /= l;
+    } else {                            /* PNQ: quantize P̃, rowsum of what PV consumes */
+        if (f->fakeq(f, &mx->op, pf, Lk, pq, e)) return -1;
+        double qs = 0;
+        for (size_t j = 0; j < Lk; j++) qs += pq[j];
+        if (qs < 1.1754943508222875e-38) qs = 1.1754943508222875e-38;
+        for (size_t j = 0; j < Lk; j++) row[j] = pq[j] / qs;
+    }
+    return 0;
+}
+
 int qs_attn_mx_run(const qs_attn_shape *s, int causal, double scale, const qs_attn_mx *mx, const float *Q,
                    const float *K, const float *V, double *O, float *Qd, float *Kd, float *Vd, qs_err *e)
 {
@@ -445,15 +521,13 @@ int qs_attn_mx_run(const qs_attn_shape *s, int causal, double scale, const qs_at
     const qs_format *f = mx->f;
     if (qs_qopts_check(f, &mx->oqk, e) || qs_qopts_check(f, &mx->ov, e) || qs_qopts_check(f, &mx->op, e)) return -1;
     if (mx->tile && mx->pq != QS_PQ_PNQ) return qs_fail(e, "attention: the tiled (online) form is defined for PNQ only");
-    size_t d = s->d, dv = s->dv, Lk = s->Lk, Lq = s->Lq, RB = 32;
+    size_t d = s->d, dv = s->dv, Lk = s->Lk, Lq = s->Lq;
     size_t nq = s->H * Lq * d, nk = s->Hkv * Lk * d, nv = s->Hkv * Lk * dv;
     float *q = malloc(nq * sizeof(float)), *k = malloc(nk * sizeof(float)), *v = malloc(nv * sizeof(float));
     float *t1 = malloc((Lk * dv > Lk ? Lk * dv : Lk) * sizeof(float)), *t2 = malloc((Lk * dv > Lk ? Lk * dv : Lk) * sizeof(float));
-    double *Kh = malloc(Lk * d * sizeof(double)), *Vh = malloc(Lk * dv * sizeof(double));
-    double *Qb = malloc(RB * d * sizeof(double)), *S = malloc(RB * Lk * sizeof(double));
     float *pf = malloc(Lk * sizeof(float)), *pq = malloc(Lk * sizeof(float));
     int rc = -1;
-    if (!q || !k || !v || !t1 || !t2 || !Kh || !Vh || !Qb || !S || !pf || !pq) { qs_fail(e, "out of memory (MX attention)"); goto out; }
+    if (!q || !k || !v || !t1 || !t2 || !pf || !pq) { qs_fail(e, "out of memory (MX attention)"); goto out; }
     if (mx->quant_qkv) {
         if (fq_rows(f, &mx->oqk, Q, s->H * Lq, d, q, e) || fq_rows(f, &mx->oqk, K, s->Hkv * Lk, d, k, e)) goto out;
         for (size_t hk = 0; hk < s->Hkv; hk++) {   /* V: blocks along the key (sequence) dimension */
@@ -470,74 +544,11 @@ int qs_attn_mx_run(const qs_attn_shape *s, int causal, double scale, const qs_at
     if (Qd) memcpy(Qd, q, nq * sizeof(float));
     if (Kd) memcpy(Kd, k, nk * sizeof(float));
     if (Vd) memcpy(Vd, v, nv * sizeof(float));
-    long off = (long)Lk - (long)Lq;
-    size_t grp = s->H / s->Hkv;
-    for (size_t h = 0; h < s->H; h++) {
-        size_t hk = h / grp;
-        if (h % grp == 0) {
-            for (size_t i = 0; i < Lk * d; i++) Kh[i] = k[hk * Lk * d + i];
-            for (size_t i = 0; i < Lk * dv; i++) Vh[i] = v[hk * Lk * dv + i];
-        }
-        for (size_t i0 = 0; i0 < Lq; i0 += RB) {
-            size_t rows = Lq - i0 < RB ? Lq - i0 : RB;
-            for (size_t i = 0; i < rows * d; i++) Qb[i] = q[(h * Lq + i0) * d + i];
-            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)Lk, (int)d, scale, Qb, (int)d, Kh, (int)d,
-                        0.0, S, (int)Lk);
-            for (size_t r = 0; r < rows; r++) {
-                double *row = S + r * Lk, mxv = -INFINITY, sum = 0;
-                long lim = causal ? (long)(i0 + r) + off : (long)Lk - 1;
-                for (size_t j = 0; j < Lk; j++) {
-                    if ((long)j > lim) row[j] = -INFINITY;
-                    mxv = row[j] > mxv ? row[j] : mxv;
-                }
-                for (size_t j = 0; j < Lk; j++) { pf[j] = mxv == -INFINITY ? 0.0f : (float)exp(row[j] - mxv); sum += pf[j]; }
-                if (mx->pq == QS_PQ_NONE) {
-                    for (size_t j = 0; j < Lk; j++) row[j] = sum > 0 ? pf[j] / sum : 0;
-                } else if (mx->pq == QS_PQ_NTQ) {   /* normalize, then quantize: weights need not sum to 1 */
-                    for (size_t j = 0; j < Lk; j++) pf[j] = sum > 0 ? (float)(pf[j] / sum) : 0.0f;
-                    if (f->fakeq(f, &mx->op, pf, Lk, pq, e)) goto out;
-                    for (size_t j = 0; j < Lk; j++) row[j] = pq[j];
-                } else if (mx->tile) {              /* PNQ, online form: per key tile, running max */
-                    double m = -INFINITY, l = 0;
-                    double *o = O + (h * Lq + i0 + r) * dv;
-                    for (size_t j = 0; j < dv; j++) o[j] = 0;
-                    for (size_t j0 = 0; j0 < Lk; j0 += mx->tile) {
-                        size_t n = Lk - j0 < mx->tile ? Lk - j0 : mx->tile;
-                        double tm = -INFINITY;
-                        for (size_t j = j0; j < j0 + n; j++) tm = row[j] > tm ? row[j] : tm;
-                        double mn = tm > m ? tm : m;
-                        if (mn == -INFINITY) continue;
-                        double a = m == -INFINITY ? 0 : exp(m - mn);
-                        for (size_t j = 0; j < n; j++) pf[j] = (float)exp(row[j0 + j] - mn);
-                        if (f->fakeq(f, &mx->op, pf, n, pq, e)) goto out;
-                        double ts = 0;
-                        for (size_t j = 0; j < n; j++) ts += pq[j];
-                        l = a * l + ts;
-                        for (size_t c = 0; c < dv; c++) o[c] *= a;
-                        for (size_t j = 0; j < n; j++)
-                            if (pq[j] != 0)
-                                for (size_t c = 0; c < dv; c++) o[c] += pq[j] * Vh[(j0 + j) * dv + c];
-                        m = mn;
-                    }
-                    if (l < 1.1754943508222875e-38) l = 1.1754943508222875e-38;
-                    for (size_t c = 0; c < dv; c++) o[c] /= l;
-                    for (size_t j = 0; j < Lk; j++) row[j] = 0;   /* the dgemm below adds nothing */
-                } else {                            /* PNQ: quantize P̃, rowsum of what PV consumes */
-                    if (f->fakeq(f, &mx->op, pf, Lk, pq, e)) goto out;
-                    double qs = 0;
-                    for (size_t j = 0; j < Lk; j++) qs += pq[j];
-                    if (qs < 1.1754943508222875e-38) qs = 1.1754943508222875e-38;
-                    for (size_t j = 0; j < Lk; j++) row[j] = pq[j] / qs;
-                }
-            }
-            if (!(mx->pq == QS_PQ_PNQ && mx->tile))   /* the online form wrote its rows itself */
-                cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)dv, (int)Lk, 1.0, S, (int)Lk, Vh,
-                            (int)dv, 0.0, O + (h * Lq + i0) * dv, (int)dv);
-        }
-    }
-    rc = 0;
+    mx_ctx c = {mx, dv, pf, pq};
+    /* the online form writes its rows itself */
+    rc = attn_f64(s, causal, scale, 32, q, k, v, O, !(mx->pq == QS_PQ_PNQ && mx->tile), mx_row, &c, "MX attention", e);
 out:
-    free(q); free(k); free(v); free(t1); free(t2); free(Kh); free(Vh); free(Qb); free(S); free(pf); free(pq);
+    free(q); free(k); free(v); free(t1); free(t2); free(pf); free(pq);
     return rc;
 }
 

@@ -434,6 +434,17 @@ out:
     return rc;
 }
 
+int qs_gemm_ref(const float *x, const float *w, size_t M, size_t N, size_t K, double *y)
+{
+    double *xd = malloc(M * K * sizeof(double)), *wd = malloc(N * K * sizeof(double));
+    if (!xd || !wd) { free(xd); free(wd); for (size_t i = 0; i < M * N; i++) y[i] = NAN; return -1; }
+    for (size_t i = 0; i < M * K; i++) xd[i] = x[i];
+    for (size_t i = 0; i < N * K; i++) wd[i] = w[i];
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0, xd, (int)K, wd, (int)K, 0.0, y, (int)N);
+    free(xd); free(wd);
+    return 0;
+}
+
 double qs_eff_bits_rms(const float *x, const double *xr, size_t n)
 {
     double se = 0, sx = 0;

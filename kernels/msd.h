@@ -99,6 +99,10 @@ int qs_msd_decompose_mx(const qs_msd_mx *c, const float *x, size_t M, size_t K, 
 double qs_eff_bits_rms(const float *x, const double *xr, size_t n);
 double qs_eff_bits_bound(const float *x, const double *xr, size_t M, size_t K);
 
+/* The FP64 reference GEMM y[m][n] = Σ_k x[m][k]·w[n][k] (x M×K, w N×K, row-major).  Returns 0, or -1
+** out of memory with every y NaN. */
+int qs_gemm_ref(const float *x, const float *w, size_t M, size_t N, size_t K, double *y);
+
 /* BF16 rounding (RNE; Inf and NaN kept) of a float, as a float.  Branch-free so loops vectorise. */
 static inline float qs_bf16_round(float v)
 {

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sqlite3.h>
 
 static const char *const kMigrations[] = {
     /* 0 -> 1: the foundation */
@@ -163,7 +164,40 @@ int qs_db_begin(qs_db *db, qs_err *e)
         if (sqlite3_stmt_busy(s))
             return qs_fail(e, "%s: internal error: a write transaction was started while a read was still open (%s)",
                            db->path, sqlite3_sql(s) ? sqlite3_sql(s) : "blob");
+    /* SQLite has no nested transactions: an inner BEGIN would fail anyway, and an inner COMMIT
+    ** would end the outer one early.  Callers nest with a savepoint instead. */
+    if (!sqlite3_get_autocommit(db->h))
+        return qs_fail(e, "%s: internal error: a write transaction was started inside another", db->path);
     return qs_db_exec(db, "BEGIN IMMEDIATE", e);
+}
+
+int qs_db_commit(qs_db *db, qs_err *e) { return qs_db_exec(db, "COMMIT", e); }
+
+void qs_db_rollback(qs_db *db)
+{
+    /* the caller is already failing with its own message: SQLite's answer would only hide it */
+    if (!sqlite3_get_autocommit(db->h)) sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+}
+
+int qs_db_savepoint(qs_db *db, const char *name, qs_err *e)
+{
+    char sql[96];
+    snprintf(sql, sizeof sql, "SAVEPOINT \"%s\"", name);
+    return qs_db_exec(db, sql, e);
+}
+
+int qs_db_release(qs_db *db, const char *name, qs_err *e)
+{
+    char sql[96];
+    snprintf(sql, sizeof sql, "RELEASE \"%s\"", name);
+    return qs_db_exec(db, sql, e);
+}
+
+void qs_db_rollback_to(qs_db *db, const char *name)
+{
+    char sql[200];
+    snprintf(sql, sizeof sql, "ROLLBACK TO \"%s\"; RELEASE \"%s\"", name, name);
+    sqlite3_exec(db->h, sql, NULL, NULL, NULL);
 }
 
 int qs_db_exec(qs_db *db, const char *sql, qs_err *e)

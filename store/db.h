@@ -8,10 +8,14 @@
 #ifndef QS_DB_H
 #define QS_DB_H
 
-#include <sqlite3.h>
 #include <stdint.h>
 
 #include "../kernels/qs_err.h"
+
+/* SQLite's handles, declared only: the code that writes SQL (store/, analysis/'s result stores)
+** includes <sqlite3.h> itself; the commands and the workbench ask the store's query functions. */
+typedef struct sqlite3 sqlite3;
+typedef struct sqlite3_stmt sqlite3_stmt;
 
 #define QS_SCHEMA_VERSION 4
 #define QS_BUSY_TIMEOUT_MS 60000
@@ -32,7 +36,17 @@ int qs_db_exec(qs_db *db, const char *sql, qs_err *e);
 /* Start a write transaction (BEGIN IMMEDIATE, waiting up to the busy timeout for another
 ** writer).  Fails if a statement or blob handle of this connection is still reading: its
 ** snapshot could not be upgraded once another process commits.  Commands write through this. */
-int qs_db_begin(qs_db *db, qs_err *e);
+int qs_db_begin(qs_db *db, qs_err *e);   /* also refused inside another transaction */
+int qs_db_commit(qs_db *db, qs_err *e);
+/* Undo the open transaction, if any.  For error paths: SQLite's own answer is dropped, the
+** caller reports the error that made it roll back. */
+void qs_db_rollback(qs_db *db);
+
+/* A nested unit of work inside the transaction (name: a plain identifier).  rollback_to undoes
+** what was done since the savepoint and ends it; the transaction stays open. */
+int qs_db_savepoint(qs_db *db, const char *name, qs_err *e);
+int qs_db_release(qs_db *db, const char *name, qs_err *e);
+void qs_db_rollback_to(qs_db *db, const char *name);
 
 /* Prepare a statement; on failure writes the SQLite message. */
 sqlite3_stmt *qs_db_prepare(qs_db *db, const char *sql, qs_err *e);

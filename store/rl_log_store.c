@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sqlite3.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -418,7 +419,7 @@ int qs_rl_import(qs_db *db, const char *path, const qs_rl_import_opts *o, qs_rl_
     }
     sqlite3_finalize(w.multi); sqlite3_finalize(w.one); sqlite3_finalize(w.seq);
     w.multi = w.one = w.seq = NULL;
-    if (qs_db_exec(db, "COMMIT", e)) goto out;
+    if (qs_db_commit(db, e)) goto out;
     began = 0;
     rc = 0;
     res->run_id = w.run_id;
@@ -434,7 +435,7 @@ out:
     free(P.q);
     free(P.cur);
     sqlite3_finalize(w.multi); sqlite3_finalize(w.one); sqlite3_finalize(w.seq);
-    if (began) sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+    if (began) qs_db_rollback(db);
     pthread_mutex_destroy(&P.mu);
     pthread_cond_destroy(&P.cv);
     if (map) munmap(map, n);

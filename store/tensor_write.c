@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sqlite3.h>
 
 static int step_done(qs_db *db, sqlite3_stmt *st, const char *what, qs_err *e)
 {

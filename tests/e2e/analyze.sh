@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# analyze and report (issue 4): metrics against numpy, caching, --force, CSV/JSON, blocks, Ctrl-C,
+# analyze and report: metrics against numpy, caching, --force, CSV/JSON, blocks, Ctrl-C,
 # and a report on the demo database checked (files, PNGs, HTML images, numbers = analyze --json).
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3

@@ -66,7 +66,7 @@ check "stored mxfp4 result equals a recomputation" \
   "$PY -c \"import json; a=json.load(open('$T/a1.json'))[0]; b=json.load(open('$T/a2.json'))[0]; assert a['cached'] and a['metrics']==b['metrics']\""
 
 # llm score keeps its model work outside the write transaction: meanwhile another writer gets the
-# write lock within 1 s (the old code held it for the whole run)
+# write lock within 1 s (it does not hold the lock for the whole run)
 export QSCOPE_DB="$T/llm.db"
 $QS info >/dev/null 2>&1
 $QS llm score --model "$FIX/llm/tiny.gguf" --tokens 200 --seqs 12 --prompts 4 --name long >/dev/null 2>"$T/score.err" & spid=$!

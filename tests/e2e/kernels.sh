@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Kernel experiments end to end (issue 7): `qscope msd`, `attn`, `resq` print the reproduced figures,
+# Kernel experiments end to end: `qscope msd`, `attn`, `resq` print the reproduced figures,
 # store results of kinds msd / attn / resq keyed by the input spec (or a stored tensor's hash) that
 # `qscope plot msd|attn` draws; bad input fails with one line and leaves the database unchanged;
 # `bench --score --quick` runs its gates.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `qscope plot` end to end (issue 5): PNGs with provenance and DPI, terminal pictures, errors.
+# `qscope plot` end to end: PNGs with provenance and DPI, terminal pictures, errors.
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 
@@ -52,7 +52,7 @@ for k in "value-hist act -f fp8_e4m3" "value-hist g" "pareto act" "pareto act -f
   ok "plot $k" $QS plot $k -o "$T/k.png"
 done
 ok "per-format options in the list" $QS plot err-hist act -f 'mxfp4,mxfp4:scale-rule=rceil' -o "$T/d.png"
-# issue 16: every label carries the options that differ from the format's default, and only those
+# every label carries the options that differ from the format's default, and only those
 ok "err-hist with options" bash -c "LANG=C.UTF-8 $QS plot err-hist act -f 'fp8_e4m3:sat,nvfp4:nvfp4=torchao,mxfp4:block=32' -o - > '$T/lab.txt' && $QS plot err-hist act -f 'fp8_e4m3:sat,nvfp4:nvfp4=torchao,mxfp4:block=32' -o '$T/lab.png'"
 check "the legend names fp8_e4m3:sat and nvfp4:torchao" "grep -qF 'fp8_e4m3:sat' $T/lab.txt && grep -qF 'nvfp4:torchao' $T/lab.txt"
 check "qscope:formats carries the canonical labels (block=32 is mxfp4's default)" "pnginfo '$T/lab.png' > '$T/lab.info' && grep -qx 'qscope:formats=fp8_e4m3:sat,nvfp4:torchao,mxfp4' '$T/lab.info'"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The quant / formats / explain command-line contract (issue 3): stdin numbers in, %.9g values out.
+# The quant / formats / explain command-line contract: stdin numbers in, %.9g values out.
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 q() { local f=$1; shift; printf '%s\n' "$@" | $QS quant -f $f; }

@@ -10,7 +10,7 @@ check "no RL or kernel section then" "! grep -q 'RL runs' $T/r0/report.md && ! g
 check "main error source of mxfp4 on Gaussian data: rounding with its share, not underflow" \
   "grep '^| 1 | mxfp4 |' $T/r0/report.md | grep -Eq '\| rounding [0-9]+%' && ! grep '^| 1 | mxfp4 |' $T/r0/report.md | grep -q '| underflow |'"
 ok "report with per-format options" $QS report -o "$T/rl" --formats 'fp8_e4m3:sat,mxfp4:scale-rule=rceil,fp32' --claims none
-check "the plots' qscope:formats chunk carries the canonical labels (issue 16)" "grep -qa 'fp8_e4m3:sat,mxfp4:rceil,fp32' $T/rl/t000_pareto.png"
+check "the plots' qscope:formats chunk carries the canonical labels" "grep -qa 'fp8_e4m3:sat,mxfp4:rceil,fp32' $T/rl/t000_pareto.png"
 ok "a small simulation stores RL runs" $QS sim grpo --formats mxfp4 --methods exact,none --seeds 1 --steps 30 --log-every 10
 ok "msd, attn and resq store kernel results" bash -c "$QS msd >/dev/null && $QS attn --L 128,256 >/dev/null && $QS resq >/dev/null"
 ok "report with them" $QS report -o "$T/r1" --formats mxfp4 --claims none

@@ -1,9 +1,8 @@
 /*
-** libFuzzer target for the LLM model loader (datasets/llm_load.c): hyper-parameters from the GGUF
+** libFuzzer target for the LLM model loader (store/llm_load.c): hyper-parameters from the GGUF
 ** metadata, the bounded walk for the vocabulary, tensor shape checks and dequantization.
 **
-** The loaders live in datasets/, which the fuzz library leaves out, so their sources are compiled into
-** this target.  On success the model must be self-consistent and a one-token forward pass must run
+** On success the model must be self-consistent and a one-token forward pass must run
 ** (finite hidden state is not required: weights are arbitrary); on failure the message must name
 ** the input and nothing may leak.
 */
@@ -11,12 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../datasets/llm_load.c"
-#include "../../datasets/llm_load_hf.c"
-#include "../../datasets/llm_tok.c"
-#include "../../datasets/llm_pretok.c"
-
-#define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)
+#include "fuzz_llm.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -38,16 +32,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(n >= -1 && n <= 128);
         for (int i = 0; i < n; i++) CHECK(ids[i] >= 0 && ids[i] < f.v.n);
     }
-    if ((size_t)f.m.c.dim * f.m.c.vocab < (1u << 20) && f.m.c.n_layer <= 4) {
-        qs_llm_state *s = qs_llm_state_new(&f.m.c, 1, 2, 2, &e);
-        if (s) {
-            float *h = malloc((size_t)2 * f.m.c.dim * sizeof(float));
-            int32_t tok[2] = {0, f.m.c.vocab - 1};
-            if (h) CHECK(qs_llm_forward(&f.m, NULL, s, tok, 1, 2, 0, h, NULL, NULL, &e) == 0);
-            free(h);
-            qs_llm_state_free(s);
-        }
-    }
+    check_forward(&f.m);
     qs_llm_file_free(&f);
     return 0;
 }

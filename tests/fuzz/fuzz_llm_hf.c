@@ -1,11 +1,9 @@
 /*
-** libFuzzer target for the Hugging Face directory loader (datasets/llm_load_hf.c): config.json,
+** libFuzzer target for the Hugging Face directory loader (store/llm_load_hf.c): config.json,
 ** tokenizer.json and model.safetensors.  The input is the three files joined by the line
 ** "\n--8<--\n" (missing parts: no such file); they are written to a private directory, then loaded.
 ** On failure the message must be one line naming a path in that directory; on success the model must
 ** be self-consistent and a two-token forward pass must run.
-**
-** The loaders live in datasets/, which the fuzz library leaves out, so their source is compiled in.
 */
 #include <math.h>
 #include <stdio.h>
@@ -13,12 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../datasets/llm_load.c"
-#include "../../datasets/llm_load_hf.c"
-#include "../../datasets/llm_tok.c"
-#include "../../datasets/llm_pretok.c"
-
-#define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)
+#include "fuzz_llm.h"
 
 static char dir[64];
 
@@ -68,16 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(qs_llm_cfg_check(&f.m.c, &e) == 0);
     CHECK(f.v.n == 0 || f.v.n == f.m.c.vocab);
     for (int i = 0; i < f.v.nmerges && i < 64; i++) CHECK(f.v.mtext[f.v.moff[i]] || 1);
-    if ((size_t)f.m.c.dim * f.m.c.vocab < (1u << 20) && f.m.c.n_layer <= 4) {
-        qs_llm_state *s = qs_llm_state_new(&f.m.c, 1, 2, 2, &e);
-        if (s) {
-            float *h = malloc((size_t)2 * f.m.c.dim * sizeof(float));
-            int32_t tok[2] = {0, f.m.c.vocab - 1};
-            if (h) CHECK(qs_llm_forward(&f.m, NULL, s, tok, 1, 2, 0, h, NULL, NULL, &e) == 0);
-            free(h);
-            qs_llm_state_free(s);
-        }
-    }
+    check_forward(&f.m);
     qs_llm_file_free(&f);
     return 0;
 }

@@ -1,15 +1,13 @@
 /*
-** libFuzzer target for the R lazy-load database reader (datasets/rdata.c, `qscope llm text`).
+** libFuzzer target for the R lazy-load database reader (store/rdata.c, `qscope llm text`).
 ** Input: a 4-byte little-endian length L, L bytes of .rdx image, the rest an .rdb image.  Every
 ** object the index names is read; the .rdb is also read as one blob from offset 0.  On failure the
 ** message must be one line; on success the text must be NUL-terminated, with no NUL inside.
-**
-** datasets/ is left out of the fuzz library, so the reader's source is compiled in here.
 */
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../datasets/rdata.c"
+#include "../../store/rdata.h"
 
 #define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)
 

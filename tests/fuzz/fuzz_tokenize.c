@@ -1,5 +1,5 @@
 /*
-** libFuzzer target for the tokenizer (datasets/llm_tok.c, llm_pretok.c) on arbitrary bytes,
+** libFuzzer target for the tokenizer (store/llm_tok.c, llm_pretok.c) on arbitrary bytes,
 ** invalid UTF-8 included, with the vocabulary of tests/fixtures/llm/tok_bpe.json (run from the
 ** project root, as tests/fuzz/run.sh does).
 **
@@ -9,13 +9,12 @@
 ** raw bytes).  Other modes: the text is "PRE_TOKENIZER_JSON\0TEXT", and any outcome but a crash, a
 ** leak or an id out of range is fine.
 */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../datasets/llm_load.c"
-#include "../../datasets/llm_load_hf.c"
-#include "../../datasets/llm_tok.c"
-#include "../../datasets/llm_pretok.c"
+#include "../../kernels/llm.h"
+#include "../../store/llm_load.h"
 
 #define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)
 

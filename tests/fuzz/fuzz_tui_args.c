@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../app/tui_args.c"
+#include "../../app/tui.h"
 
 #define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)
 

@@ -71,5 +71,71 @@ static void check_container(const qs_container *c, const uint8_t *buf, size_t le
     json_error_t je;
     json_t *got = json_loads(c->meta_json, 0, &je);
     assert_non_null(got);
+    if (!json_equal(got, meta)) {
+        const char *k;
+        json_t *v;
+        json_object_foreach(got, k, v)
+            if (!json_equal(v, json_object_get(meta, k))) {
+                char *a = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+                fail_msg("meta '%s' = %s differs from the expected value", k, a);
+            }
+        fail_msg("meta_json %s differs from the expected metadata", c->meta_json);
+    }
+    const json_t *order = json_object_get(x, "meta_order");   /* keys stay in file order */
+    const char *k;
+    json_t *v;
+    size_t i = 0;
+    json_object_foreach(got, k, v) assert_string_equal(k, json_string_value(json_array_get(order, i++)));
+    assert_int_equal(i, json_array_size(order));
+    json_decref(got);
+}
+
+typedef int (*tu_parse_fn)(const uint8_t *buf, size_t len, const qs_parse_opts *o, qs_container *c, qs_err *e);
+
+/* The file is refused: -1, one line carrying phrase and a byte position, nothing left allocated. */
+static void check_refused(tu_parse_fn parse, const char *path, const char *phrase)
+{
+    size_t len;
+    uint8_t *buf = slurp(path, &len);
+    qs_container c;
+    qs_err e = {{0}};
+    if (parse(buf, len, NULL, &c, &e) != -1) fail_msg("%s: parsed, expected an error", path);
+    if (!strstr(e.msg, phrase) || !strstr(e.msg, "(at byte "))
+        fail_msg("%s: message \"%s\" lacks \"%s\" or \"(at byte \"", path, e.msg, phrase);
+    assert_null(strchr(e.msg, '\n'));
+    assert_int_equal(c.n, 0);
+    assert_null(c.t);
+    assert_null(c.meta_json);
+    assert_null(c.warnings);
+    free(buf);
+}
+
+/* Overwrite each byte of each file with each of vals: the parser either succeeds with ranges inside
+** the file or fails with a positioned message; never crashes (run under ASan/UBSan). */
+static void check_mutations(tu_parse_fn parse, const char *const *files, size_t nfiles, const uint8_t *vals,
+                            size_t nvals)
+{
+    for (size_t f = 0; f < nfiles; f++) {
+        size_t len;
+        uint8_t *buf = slurp(files[f], &len);
+        uint8_t *p = malloc(len);
+        for (size_t i = 0; i < len; i++)
+            for (size_t v = 0; v < nvals; v++) {
+                memcpy(p, buf, len);
+                p[i] = vals[v];
+                qs_container c;
+                qs_err e = {{0}};
+                if (parse(p, len, NULL, &c, &e) == 0) {
+                    for (size_t t = 0; t < c.n; t++)
+                        assert_true(c.t[t].offset <= len && c.t[t].nbytes <= len - c.t[t].offset);
+                    qs_container_free(&c);
+                } else if (!strstr(e.msg, "(at byte ")) {
+                    fail_msg("%s byte %zu = 0x%02x: \"%s\"", files[f], i, vals[v], e.msg);
+                }
+            }
+        free(p);
+        free(buf);
+    }
+}
 
 #endif

@@ -1,5 +1,5 @@
 /*
-** The Llama forward pass (kernels/llm.c) and the GGUF model loader (datasets/llm_load.c) on the
+** The Llama forward pass (kernels/llm.c) and the GGUF model loader (store/llm_load.c) on the
 ** committed tiny synthetic models (tests/llm/make_tiny_gguf.py), whose reference logits come from
 ** an independent PyTorch float64 implementation (tests/llm/torch_ref.py).
 */
@@ -8,7 +8,7 @@
 #include <jansson.h>
 #include <math.h>
 
-#include "../../datasets/llm_load.h"
+#include "../../store/llm_load.h"
 #include "../../kernels/format.h"
 #include "../../kernels/llm.h"
 #include "../../store/container.h"

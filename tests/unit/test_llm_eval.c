@@ -8,7 +8,7 @@
 #include <math.h>
 
 #include "../../analysis/llm_eval.h"
-#include "../../datasets/llm_load.h"
+#include "../../store/llm_load.h"
 #include "../../kernels/cast_scale.h"
 #include "../../kernels/format.h"
 #include "../../kernels/llm.h"

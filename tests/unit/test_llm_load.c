@@ -1,6 +1,6 @@
 /*
 ** The model-loading foundation of `llm eval`: rotate_half RoPE and Q/K/V biases in the forward pass
-** (kernels/llm.c), and the R lazy-load reader that yields the evaluation text (datasets/rdata.c).
+** (kernels/llm.c), and the R lazy-load reader that yields the evaluation text (store/rdata.c).
 ** The loaders themselves are checked against an independent float64 forward on generated models by
 ** tests/e2e/llm_models.sh (Python generators, nothing committed).
 */
@@ -12,8 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../datasets/llm_load.h"
-#include "../../datasets/rdata.h"
+#include "../../store/llm_load.h"
+#include "../../store/rdata.h"
 #include "../../kernels/llm.h"
 
 static uint64_t rs = 88172645463325252ull;

@@ -9,7 +9,7 @@
 #include <math.h>
 
 #include "../../analysis/llm_sens.h"
-#include "../../datasets/llm_load.h"
+#include "../../store/llm_load.h"
 #include "../../kernels/format.h"
 #include "../../kernels/llm.h"
 

@@ -1,5 +1,5 @@
 /*
-** The byte-level BPE tokenizer (datasets/llm_tok.c, llm_pretok.c) against Hugging Face `tokenizers`:
+** The byte-level BPE tokenizer (store/llm_tok.c, llm_pretok.c) against Hugging Face `tokenizers`:
 ** the cases of fixtures/llm/tok_cases.txt (non-ASCII scripts, emoji and ZWJ sequences, combining
 ** marks, digit runs, contractions, whitespace runs, added tokens) under every pre-tokenizer variant
 ** of fixtures/llm/tok_expected.json, with the small BPE model of fixtures/llm/tok_bpe.json whose
@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../datasets/llm_load.h"
+#include "../../store/llm_load.h"
 
 #define SMOLLM2 "../data/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 

@@ -335,7 +335,7 @@ static void test_model(void **st)
     json_decref(l);
 }
 
-/* issue 16: a stored kernel experiment is named by what it covers, not by the one format of its row */
+/* a stored kernel experiment is named by what it covers, not by the one format of its row */
 static void test_kx_label(void **st)
 {
     (void)st;
@@ -364,10 +364,30 @@ static void test_kx_label(void **st)
     assert_string_equal(b, "msd, malformed: \"series\" is empty");
 }
 
+/* The FP64 reference GEMM: y = x·wᵀ of FP32 inputs in double, against a plain loop. */
+static void test_gemm_ref(void **st)
+{
+    (void)st;
+    enum { M = 5, N = 7, K = 33 };
+    float x[M * K], w[N * K];
+    uint64_t r = 12345;
+    for (size_t i = 0; i < M * K; i++) { r = r * 6364136223846793005ull + 1442695040888963407ull; x[i] = (float)((int64_t)(r >> 40) - (1 << 23)) / 4096.0f; }
+    for (size_t i = 0; i < N * K; i++) { r = r * 6364136223846793005ull + 1442695040888963407ull; w[i] = (float)((int64_t)(r >> 40) - (1 << 23)) / 8192.0f; }
+    double y[M * N];
+    assert_int_equal(qs_gemm_ref(x, w, M, N, K, y), 0);
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double want = 0;
+            for (int k = 0; k < K; k++) want += (double)x[m * K + k] * (double)w[n * K + k];
+            assert_true(y[m * N + n] == want);   /* 24-bit by 23-bit products: every partial sum is exact in double */
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_half_away),
+        cmocka_unit_test(test_gemm_ref),
         cmocka_unit_test(test_bound_random_and_adversarial),
         cmocka_unit_test(test_exact_gemm),
         cmocka_unit_test(test_msd_gemm_bound),

@@ -3,7 +3,7 @@
 ** header versions and spellings, raw-word reinterpretation, and a corpus of malformed files.
 ** Fixtures come from tests/fixtures/make_npy_fixtures.py; the known values are repeated here.
 */
-#include "test_util.h"
+#include "test_loaded_util.h"
 
 #include <math.h>
 
@@ -11,28 +11,7 @@
 
 /* ---------------------------------------------------------------- helpers */
 
-typedef struct loaded {
-    uint8_t     *buf;
-    size_t       len;
-    qs_container c;
-    qs_err       e;
-    int          rc;
-} loaded;
-
-static void load(loaded *l, const char *path, qs_dtype re)
-{
-    memset(l, 0, sizeof *l);
-    l->buf = tu_slurp(path, &l->len);
-    assert_non_null(l->buf);
-    qs_parse_opts o = {re};
-    l->rc = qs_parse_npy(l->buf, l->len, &o, &l->c, &l->e);
-}
-
-static void unload(loaded *l)
-{
-    qs_container_free(&l->c);
-    free(l->buf);
-}
+static void load(loaded *l, const char *path, qs_dtype re) { load_with(l, path, re, qs_parse_npy); }
 
 /* Load a good file with a single tensor and decode it into a fresh float array. */
 static float *load_ok(loaded *l, const char *path, qs_dtype re, qs_dtype want)
@@ -64,19 +43,6 @@ static void assert_floats(const float *got, const float *want, size_t n)
         if (isnan(want[i])) { assert_true(isnan(got[i])); continue; }
         if (got[i] != want[i]) fail_msg("element %zu: got %.9g want %.9g", i, (double)got[i], (double)want[i]);
     }
-}
-
-static void assert_err(const qs_err *e, const qs_container *c, const char *phrase)
-{
-    if (!strstr(e->msg, phrase)) fail_msg("error '%s' lacks '%s'", e->msg, phrase);
-    if (!strstr(e->msg, "(at byte ")) fail_msg("error '%s' lacks '(at byte '", e->msg);
-    assert_null(strchr(e->msg, '\n'));
-    /* A failed parse leaves nothing behind. */
-    assert_int_equal(c->n, 0);
-    assert_null(c->t);
-    assert_int_equal(c->nwarn, 0);
-    assert_null(c->warnings);
-    assert_string_equal(c->kind, "");
 }
 
 static void check_ok(const char *path, qs_dtype re, qs_dtype want, int ndim, const uint64_t *shape,
@@ -308,19 +274,7 @@ static void test_bad_corpus(void **state)
         {"bad_npy_void_no_as.npy", "pass --as bf16", 20},
         {"bad_npy_py3_objarr.npy", "object arrays", -1},
     };
-    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
-        char path[256], at[64];
-        snprintf(path, sizeof path, "fixtures/bad/%s", k[i].file);
-        loaded l;
-        load(&l, path, QS_DT_INVALID);
-        if (l.rc == 0) fail_msg("%s parsed", path);
-        assert_err(&l.e, &l.c, k[i].phrase);
-        if (k[i].at >= 0) {
-            snprintf(at, sizeof at, "(at byte %ld)", k[i].at);
-            if (!strstr(l.e.msg, at)) fail_msg("%s: '%s' lacks '%s'", k[i].file, l.e.msg, at);
-        }
-        unload(&l);
-    }
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) check_bad_file(k[i].file, k[i].phrase, k[i].at, qs_parse_npy);
 }
 
 /* Every prefix of a good file must fail cleanly, and no single-byte change may crash. */

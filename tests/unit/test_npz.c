@@ -3,46 +3,13 @@
 ** their ZIP64 local extras), data descriptors, a ZIP64 end record, skipped members, decoded values,
 ** and a corpus of malformed archives.  Fixtures come from tests/fixtures/make_npy_fixtures.py.
 */
-#include "test_util.h"
+#include "test_loaded_util.h"
 
 #include <math.h>
 
 #include "../../store/container.h"
 
-typedef struct loaded {
-    uint8_t     *buf;
-    size_t       len;
-    qs_container c;
-    qs_err       e;
-    int          rc;
-} loaded;
-
-static void load(loaded *l, const char *path, qs_dtype re)
-{
-    memset(l, 0, sizeof *l);
-    l->buf = tu_slurp(path, &l->len);
-    assert_non_null(l->buf);
-    qs_parse_opts o = {re};
-    l->rc = qs_parse_npz(l->buf, l->len, &o, &l->c, &l->e);
-}
-
-static void unload(loaded *l)
-{
-    qs_container_free(&l->c);
-    free(l->buf);
-}
-
-static void assert_err(const qs_err *e, const qs_container *c, const char *phrase)
-{
-    if (!strstr(e->msg, phrase)) fail_msg("error '%s' lacks '%s'", e->msg, phrase);
-    if (!strstr(e->msg, "(at byte ")) fail_msg("error '%s' lacks '(at byte '", e->msg);
-    assert_null(strchr(e->msg, '\n'));
-    assert_int_equal(c->n, 0);
-    assert_null(c->t);
-    assert_int_equal(c->nwarn, 0);
-    assert_null(c->warnings);
-    assert_string_equal(c->kind, "");
-}
+static void load(loaded *l, const char *path, qs_dtype re) { load_with(l, path, re, qs_parse_npz); }
 
 /* Ranges a consumer will read must lie inside the file. */
 static void assert_ranges(const qs_container *c, size_t len)
@@ -260,19 +227,7 @@ static void test_bad_corpus(void **state)
         {"bad_npz_deflate_truncated.npz", "deflate stream is truncated in member 'z.npy'", 287},
         {"bad_npz_crc_deflated.npz", "CRC-32 mismatch (directory 123a9cf6, data 123a9cf7) in member 'y.npy'", 366},
     };
-    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
-        char path[256], at[64];
-        snprintf(path, sizeof path, "fixtures/bad/%s", k[i].file);
-        loaded l;
-        load(&l, path, QS_DT_INVALID);
-        if (l.rc == 0) fail_msg("%s parsed", path);
-        assert_err(&l.e, &l.c, k[i].phrase);
-        if (k[i].at >= 0) {
-            snprintf(at, sizeof at, "(at byte %ld)", k[i].at);
-            if (!strstr(l.e.msg, at)) fail_msg("%s: '%s' lacks '%s'", k[i].file, l.e.msg, at);
-        }
-        unload(&l);
-    }
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) check_bad_file(k[i].file, k[i].phrase, k[i].at, qs_parse_npz);
 }
 
 /* The member's npy header error points at the absolute byte of the offending descr. */

@@ -1,6 +1,6 @@
 /*
 ** Tests of the AIS diagnostics and corrections (analysis/ais.c) and the GRPO simulation
-** (datasets/grpo_sim.c): hand-computed values on a three-token log, on-policy invariants, the
+** (analysis/grpo_sim.c): hand-computed values on a three-token log, on-policy invariants, the
 ** ESS/CV identity, the λ EMA, token-by-token correction weights, masking, and the simulation's
 ** determinism per seed.  (The independent numpy reference is checked end to end in tests/e2e/rl.sh.)
 */
@@ -9,7 +9,7 @@
 #include <math.h>
 
 #include "../../analysis/ais.h"
-#include "../../datasets/grpo_sim.h"
+#include "../../analysis/grpo_sim.h"
 
 static void near_(double a, double b, int line)
 {
@@ -137,7 +137,7 @@ static void test_ess_unclamped(void **state)
     double R = v[QS_AIS_F_ais_R], S = v[QS_AIS_F_ais_S];
     NEAR(v[QS_AIS_F_ais_lambda_raw], S * R * (1 - 0.5 * (1 - ess)));
     NEAR(v[QS_AIS_F_rho_max], exp(20.0));            /* the weights themselves stay clamped */
-    /* token level: δ = 30 and 25, both clamped to 20 before the fix */
+    /* token level: δ = 30 and 25 stay distinct (clamping both to 20 would make them equal) */
     int64_t s2[2] = {0, 1};
     double r2[2] = {-40, -30}, t2[2] = {-10, -5};
     qs_ais_batch b2 = {2, 2, s2, r2, t2, NULL, NULL, NULL, NULL, NULL};

@@ -6,6 +6,7 @@
 #include "test_util.h"
 
 #include <math.h>
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include "../../store/db.h"

@@ -5,7 +5,7 @@
 */
 #include "test_util.h"
 
-#include "../../app/tui_cut.c"
+#include "../../app/tui.h"
 
 static void test_cut(void **state)
 {

@@ -4,20 +4,24 @@
 */
 #include "test_util.h"
 
-#include "../../app/tui_keys.c"
+#include <curses.h>
+
+#include "../../app/tui.h"
 
 /* No key is bound twice among the global rows, nor twice among the rows of one view. */
 static void test_no_duplicate_keys(void **state)
 {
     (void)state;
-    for (size_t i = 0; i < NKEYS; i++)
-        for (size_t j = i + 1; j < NKEYS; j++) {
-            int same_scope = kKeys[i].views == 0 ? kKeys[j].views == 0 : (kKeys[i].views & kKeys[j].views) != 0;
+    size_t nkeys;
+    const tui_binding *keys = tui_key_table(&nkeys);
+    for (size_t i = 0; i < nkeys; i++)
+        for (size_t j = i + 1; j < nkeys; j++) {
+            int same_scope = keys[i].views == 0 ? keys[j].views == 0 : (keys[i].views & keys[j].views) != 0;
             if (!same_scope) continue;
-            for (int a = 0; a < 5 && kKeys[i].keys[a]; a++)
-                if (binding_has(&kKeys[j], kKeys[i].keys[a])) {
-                    print_error("key %d bound by rows %zu (%s) and %zu (%s)\n", kKeys[i].keys[a], i, kKeys[i].help, j,
-                                kKeys[j].help);
+            for (int a = 0; a < 5 && keys[i].keys[a]; a++)
+                if (tui_binding_has(&keys[j], keys[i].keys[a])) {
+                    print_error("key %d bound by rows %zu (%s) and %zu (%s)\n", keys[i].keys[a], i, keys[i].help, j,
+                                keys[j].help);
                     fail();
                 }
         }
@@ -27,25 +31,27 @@ static void test_no_duplicate_keys(void **state)
 static void test_every_action_bound_and_documented(void **state)
 {
     (void)state;
+    size_t nkeys;
+    const tui_binding *keys = tui_key_table(&nkeys);
     char **L = NULL;
     int n = tui_help_lines(&L);
-    assert_true(n > (int)NKEYS / 2);
+    assert_true(n > (int)nkeys / 2);
     for (int a = TA_UP; a < TA_COUNT; a++) {
         int found = 0;
-        for (size_t i = 0; i < NKEYS; i++) {
-            if ((int)kKeys[i].act != a) continue;
+        for (size_t i = 0; i < nkeys; i++) {
+            if ((int)keys[i].act != a) continue;
             found = 1;
-            assert_non_null(kKeys[i].help);
-            assert_true(strlen(kKeys[i].label) > 0);
+            assert_non_null(keys[i].help);
+            assert_true(strlen(keys[i].label) > 0);
         }
         if (!found) { print_error("action %d has no key\n", a); fail(); }
     }
     /* each distinct help text is in the help screen */
-    for (size_t i = 0; i < NKEYS; i++) {
+    for (size_t i = 0; i < nkeys; i++) {
         int in = 0;
-        for (int k = 0; k < n && !in; k++) in = strstr(L[k], kKeys[i].help) != NULL;
+        for (int k = 0; k < n && !in; k++) in = strstr(L[k], keys[i].help) != NULL;
         if (!in) {
-            print_error("help misses '%s'\n", kKeys[i].help);
+            print_error("help misses '%s'\n", keys[i].help);
             fail();
         }
     }

@@ -18,7 +18,7 @@
 #include "../kernels/llm.h"
 
 /* The default evaluation text: Jane Austen's "Persuasion", kept aside (never tuned on), as written by
-** `make data` (`qscope llm text`, datasets/rdata.h).  Relative to the project root. */
+** `make data` (`qscope llm text`, store/rdata.h).  Relative to the project root. */
 #define QS_LLM_DEFAULT_TEXT_NAME "persuasion"
 #define QS_LLM_DEFAULT_TEXT "data/text/" QS_LLM_DEFAULT_TEXT_NAME ".txt"
 /* The model `make data` fetches: `llm eval` and `llm sensitivity` use it when --model is not given. */

@@ -7,7 +7,7 @@
 #define QS_LLM_LOAD_INTERNAL_H
 
 #include "llm_load.h"
-#include "../store/container.h"
+#include "container.h"
 
 typedef struct qs_llm_src {
     const uint8_t *buf;

@@ -20,7 +20,7 @@
 
 #include <stdint.h>
 
-#include "../analysis/ais.h"
+#include "ais.h"
 #include "../kernels/format_apply.h"
 
 enum { QS_WSCALE_NONE = 0, QS_WSCALE_TENSOR, QS_WSCALE_ROW };

@@ -13,8 +13,8 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "../store/container.h"
-#include "../store/tensor.h"
+#include "container.h"
+#include "tensor.h"
 #include "llm_load_internal.h"
 
 /* ---------------------------------------------------------------- vocabulary walk */

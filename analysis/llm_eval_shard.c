@@ -1,0 +1,184 @@
+/*
+** An evaluation cut into units whose results are bytes (see llm_eval_shard.h).
+**
+** A unit's bytes: a header {chunk, group, variants} and, per variant it holds (the reference in
+** group 0, then the group's configurations in order), {index, first non-finite layer and site,
+** non-finite counts, seconds} and its per-token arrays (nll; for a configuration also kl, dp and
+** same_top) of the chunk's scored tokens.
+*/
+#include "llm_eval_shard.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct unit_hdr { int32_t chunk, group, nvar, magic; } unit_hdr;
+typedef struct var_hdr {
+    int32_t index, first_layer, first_site, pad;
+    uint64_t logit_rows, act_values;
+    double fwd_seconds, head_seconds;
+} var_hdr;
+#define UNIT_MAGIC 0x51534556   /* "QSEV" */
+
+/* Forward-pass work per token of a layer and of the output projection (multiply-adds). */
+static double layer_work(const qs_llm_cfg *c, int ctx)
+{
+    double kv = (double)c->n_kv_head * c->head_dim;
+    return (double)c->dim * (2.0 * c->dim + 2 * kv + 3.0 * c->ffn) + (double)ctx * c->dim;
+}
+
+int qs_eval_shard_init(qs_eval_shard *sh, const qs_llm_model *ref, const qs_eval_variant *cfg, const int *want, int ncfg,
+                       const int32_t *text, size_t ntext, const qs_eval_setup *s, qs_err *e)
+{
+    memset(sh, 0, sizeof *sh);
+    int resid;
+    if (qs_eval_check(ref, cfg, want, ncfg, text, ntext, s, &resid, e)) return -1;
+    *sh = (qs_eval_shard){ref, cfg, ncfg, text, *s, resid, 0, 1, NULL, NULL, 0, NULL, {0, 0, NULL}, 0};
+    sh->group = malloc((size_t)(ncfg ? ncfg : 1) * sizeof *sh->group);
+    sh->vcost = malloc((size_t)(ncfg ? ncfg : 1) * sizeof *sh->vcost);
+    if (!sh->group || !sh->vcost) { qs_eval_shard_free(sh); return qs_fail(e, "out of memory"); }
+    const double lw = layer_work(&ref->c, s->ctx), hw = (double)ref->c.vocab * ref->c.dim;
+    sh->rcost = ref->c.n_layer * lw + hw;
+    for (int i = 0; i < ncfg; i++) {
+        sh->group[i] = !want || want[i] ? 0 : -1;
+        sh->nwant += sh->group[i] == 0;
+        sh->vcost[i] = (ref->c.n_layer - cfg[i].from_layer) * lw + hw;
+    }
+    return 0;
+}
+
+void qs_eval_shard_free(qs_eval_shard *sh)
+{
+    free(sh->group);
+    free(sh->vcost);
+    qs_eval_work_free(sh->w);
+    qs_eval_out_free(&sh->out);
+    memset(sh, 0, sizeof *sh);
+}
+
+void qs_eval_shard_groups(qs_eval_shard *sh, int ngroup)
+{
+    if (ngroup > sh->nwant) ngroup = sh->nwant;
+    if (ngroup < 1) ngroup = 1;
+    sh->ngroup = ngroup;
+    for (int i = 0, k = 0; i < sh->ncfg; i++)
+        if (sh->group[i] >= 0) sh->group[i] = k++ % ngroup;
+}
+
+size_t qs_eval_shard_units(const qs_eval_shard *sh) { return (size_t)sh->su.nchunks * sh->ngroup; }
+
+void qs_eval_shard_costs(const qs_eval_shard *sh, double *cost)
+{
+    for (int g = 0; g < sh->ngroup; g++) {
+        double c = sh->rcost;
+        for (int i = 0; i < sh->ncfg; i++) if (sh->group[i] == g) c += sh->vcost[i];
+        for (int k = 0; k < sh->su.nchunks; k++) cost[(size_t)k * sh->ngroup + g] = c;
+    }
+}
+
+static size_t per_chunk(const qs_eval_shard *sh) { return (size_t)(sh->su.ctx - 1 - qs_eval_first(&sh->su)); }
+
+static size_t var_bytes(size_t per, int is_cfg) { return sizeof(var_hdr) + per * (is_cfg ? 3 * sizeof(double) + 1 : sizeof(double)); }
+
+int qs_eval_shard_unit(qs_eval_shard *sh, size_t u, uint8_t **b, size_t *len, qs_err *e)
+{
+    *b = NULL;
+    *len = 0;
+    const int c = (int)(u / (size_t)sh->ngroup), g = (int)(u % (size_t)sh->ngroup);
+    if (c >= sh->su.nchunks) return qs_fail(e, "evaluation: unit %zu of %zu", u, qs_eval_shard_units(sh));
+    if (!sh->w && !(sh->w = qs_eval_work_new(sh->ref, &sh->su, sh->resid, e))) return -1;
+    const size_t per = per_chunk(sh);
+    /* this unit's variants: the reference always runs (its results are kept by group 0 only) */
+    int *want = calloc((size_t)(sh->ncfg ? sh->ncfg : 1), sizeof *want);
+    if (!want) return qs_fail(e, "out of memory");
+    for (int i = 0; i < sh->ncfg; i++) want[i] = sh->group[i] == g;
+    qs_eval_out o;
+    int rc = -1;
+    if (qs_eval_out_alloc(&o, per, want, sh->ncfg)) { free(want); return qs_fail(e, "out of memory"); }
+    if (qs_eval_chunk(sh->w, sh->ref, sh->cfg, sh->text, &sh->su, c, &o, 0, e)) goto out;
+    unit_hdr h = {c, g, g == 0, UNIT_MAGIC};
+    size_t n = sizeof h + (g == 0 ? var_bytes(per, 0) : 0);
+    for (int i = 0; i < sh->ncfg; i++) if (want[i]) { h.nvar++; n += var_bytes(per, 1); }
+    uint8_t *p = malloc(n);
+    if (!p) { qs_fail(e, "out of memory"); goto out; }
+    *b = p;
+    *len = n;
+    memcpy(p, &h, sizeof h);
+    p += sizeof h;
+    for (int v = g == 0 ? 0 : 1; v <= sh->ncfg; v++) {
+        if (v && !want[v - 1]) continue;
+        const qs_eval_var_out *vo = &o.var[v];
+        var_hdr vh = {v, vo->nf.first_layer, (int32_t)vo->nf.first_site, 0, vo->nf.logit_rows, vo->nf.act_values,
+                      vo->fwd_seconds, vo->head_seconds};
+        memcpy(p, &vh, sizeof vh);
+        p += sizeof vh;
+        memcpy(p, vo->nll, per * sizeof(double));
+        p += per * sizeof(double);
+        if (!v) continue;
+        memcpy(p, vo->kl, per * sizeof(double));
+        p += per * sizeof(double);
+        memcpy(p, vo->dp, per * sizeof(double));
+        p += per * sizeof(double);
+        memcpy(p, vo->same_top, per);
+        p += per;
+    }
+    rc = 0;
+out:
+    qs_eval_out_free(&o);
+    free(want);
+    return rc;
+}
+
+int qs_eval_shard_merge(qs_eval_shard *sh, size_t u, const uint8_t *b, size_t len, qs_err *e)
+{
+    const size_t per = per_chunk(sh);
+    const int c = (int)(u / (size_t)sh->ngroup), g = (int)(u % (size_t)sh->ngroup);
+    if (u != sh->merged) return qs_fail(e, "evaluation: unit %zu merged after %zu units", u, sh->merged);
+    if (!sh->out.var) {
+        int *want = calloc((size_t)(sh->ncfg ? sh->ncfg : 1), sizeof *want);
+        if (!want) return qs_fail(e, "out of memory");
+        for (int i = 0; i < sh->ncfg; i++) want[i] = sh->group[i] >= 0;
+        int bad = qs_eval_out_alloc(&sh->out, qs_eval_ntok(&sh->su), want, sh->ncfg);
+        free(want);
+        if (bad) return qs_fail(e, "out of memory");
+    }
+    unit_hdr h;
+    if (!b || len < sizeof h) return qs_fail(e, "evaluation: unit %zu: %zu bytes, no header", u, len);
+    memcpy(&h, b, sizeof h);
+    size_t want_len = sizeof h + (g == 0 ? var_bytes(per, 0) : 0);
+    int nvar = g == 0;
+    for (int i = 0; i < sh->ncfg; i++) if (sh->group[i] == g) { nvar++; want_len += var_bytes(per, 1); }
+    /* a rank that saw other cached results would send other variants: refuse rather than mix */
+    if (h.magic != UNIT_MAGIC || h.chunk != c || h.group != g || h.nvar != nvar || len != want_len)
+        return qs_fail(e, "evaluation: unit %zu (chunk %d, group %d) is not what this rank planned (the database changed "
+                          "during the run?)", u, c, g);
+    const uint8_t *p = b + sizeof h;
+    const size_t k0 = (size_t)c * per;
+    for (int v = g == 0 ? 0 : 1; v <= sh->ncfg; v++) {
+        if (v && sh->group[v - 1] != g) continue;
+        var_hdr vh;
+        memcpy(&vh, p, sizeof vh);
+        p += sizeof vh;
+        if (vh.index != v) return qs_fail(e, "evaluation: unit %zu holds variant %d where %d was planned", u, vh.index, v);
+        qs_eval_var_out *vo = &sh->out.var[v];
+        /* chunk order: the first non-finite site met is the single process's */
+        if (vo->nf.first_layer < 0 && vh.first_layer >= 0) {
+            vo->nf.first_layer = vh.first_layer;
+            vo->nf.first_site = (qs_llm_site)vh.first_site;
+        }
+        vo->nf.logit_rows += vh.logit_rows;
+        vo->nf.act_values += vh.act_values;
+        vo->fwd_seconds += vh.fwd_seconds;
+        vo->head_seconds += vh.head_seconds;
+        memcpy(vo->nll + k0, p, per * sizeof(double));
+        p += per * sizeof(double);
+        if (!v) continue;
+        memcpy(vo->kl + k0, p, per * sizeof(double));
+        p += per * sizeof(double);
+        memcpy(vo->dp + k0, p, per * sizeof(double));
+        p += per * sizeof(double);
+        memcpy(vo->same_top + k0, p, per);
+        p += per;
+    }
+    sh->merged++;
+    return 0;
+}
