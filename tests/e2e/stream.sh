@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Larger than memory: quant (file and --name), import (reference and --copy), show, analyze and
-# plot run on a 320 MiB tensor under `ulimit -v` of 128 MiB and give exactly the outputs of an
+# plot (histograms, block heatmap) run on a 320 MiB tensor under `ulimit -v` of 128 MiB and give exactly the outputs of an
 # unlimited run.  ulimit -v counts address space, mappings included, so this holds only because
 # tensors are read in windows (pread) and written in blocks: nothing maps or buffers the whole file.
 # OpenBLAS (linked, idle here) reserves buffers per thread at start-up; one thread keeps that small.
@@ -44,3 +44,5 @@ ok "analyze of the embedded copy under the limit" lim $QS --db "$T/lim.db" analy
 ok "plot err-hist (histograms of the values and errors) under the limit" \
   lim $QS --db "$T/lim.db" plot err-hist big -f nvfp4 -o "$T/p.png"
 check "a PNG" "[ \"\$(head -c 4 $T/p.png | tail -c 3)\" = PNG ]"
+ok "plot block-heatmap (per-block RMSE, one row of tiles held at a time) under the limit" \
+  lim $QS --db "$T/lim.db" plot block-heatmap big -f mxfp4 -o "$T/h.png"
