@@ -50,7 +50,7 @@ FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps test test-only asan fuzz fuzz-smoke bench run install clean demo-db data
+.PHONY: all deps test test-only asan fuzz fuzz-smoke bench bench-stream run install clean demo-db data
 all: $(BIN)
 
 deps:
@@ -134,6 +134,11 @@ bench: all
 	elif [ ! -s $(LLAMA_MODEL) ] || [ ! -s $(LLAMA_TEXT) ]; then \
 	  echo "(llama.cpp peer skipped: $(LLAMA_MODEL) or $(LLAMA_TEXT) missing, run make data)"; \
 	else QS_BIN=$(BIN) sh tests/bench/llama_peer.sh "$(LLAMA_SRC)" $(LLAMA_MODEL) $(LLAMA_TEXT); fi
+
+# Streaming: quant of a 64 MiB .npy against cp (median of 3 in one loop), then cp, quant, import and
+# analyze of a 4 GiB tensor with wall time and peak RSS (tests/bench/stream_bench.sh; DIR= for room).
+bench-stream: all
+	QS_BIN=$(BIN) bash tests/bench/stream_bench.sh
 
 # Default database with demo data, created once.
 QSCOPE_DB ?= qscope.db

@@ -112,9 +112,8 @@ static int worker_alloc(worker *w, const plan *p, const prof *pf)
 {
     size_t L = p->max_len ? p->max_len : 1, nb = p->max_blocks ? p->max_blocks : 1;
     size_t ns = p->max_segs ? p->max_segs : 1, mb = pf->f->meta_bytes > 0 ? (size_t)pf->f->meta_bytes : 1;
-    int mem = p->mode == PM_MEM_T || p->mode == PM_MEM_C;
     size_t run = p->colruns ? p->max_nr : p->max_nc;
-    if (!mem && !(w->x = malloc(L * sizeof(float)))) return -1;
+    if (!(w->x = malloc(L * sizeof(float)))) return -1;
     if (p->colruns && !(w->xt = malloc(L * sizeof(float)))) return -1;
     if (!(w->q = malloc(L * sizeof(float)))) return -1;
     if (pf->fam == FAM_HIF4 || pf->fam == FAM_M2X) {
@@ -168,7 +167,7 @@ static int read_chunked(job *j, uint64_t n, float *dst, float *amax, uint64_t pb
     float m = 0;
     for (uint64_t s = 0; s < n;) {
         size_t k = n - s > BAND ? BAND : (size_t)(n - s);
-        float *buf = dst + (dst == j->X ? s : 0);
+        float *buf = dst;
         e->msg[0] = 0;
         if (j->rd(j->rctx, s, k, buf, e)) {
             if (!e->msg[0]) qs_fail(e, "read failed at element %llu", (unsigned long long)s);
@@ -390,43 +389,50 @@ static int run_pass(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read 
         if (worker_alloc(&w[t], &p, &pf)) goto oom;
     }
 
-    /* in-memory modes: the whole tensor, fake-quantized first */
+    /* one-scale modes: the tensor's or each column's largest finite |x| in one reading pass (the
+    ** representative of the one block), then every band is quantized under it (int tensor_scale) */
     if (memmode && n) {
-        if (n > SIZE_MAX / sizeof(float)) { qs_fail(e, "tensor too large"); goto fail; }
-        j.X = malloc((size_t)n * sizeof(float));
-        j.Y = malloc((size_t)n * sizeof(float));
-        if (!j.X || !j.Y) goto oom;
-        float am2;
-        if (read_chunked(&j, n, j.X, &am2, n * (uint64_t)prepass, e)) goto fail;
-        const qs_format *f = pf.f;
+        float *buf = malloc((n < BAND ? (size_t)n : BAND) * sizeof(float));
+        if (!buf) goto oom;
+        if (p.mode == PM_MEM_C && !(j.colam = P->colam = calloc((size_t)cols, sizeof(float)))) { free(buf); goto oom; }
+        float m = 0;
+        for (uint64_t s = 0; s < n;) {
+            size_t k = n - s > BAND ? BAND : (size_t)(n - s);
+            e->msg[0] = 0;
+            if (j.rd(j.rctx, s, k, buf, e)) {
+                if (!e->msg[0]) qs_fail(e, "read failed at element %llu", (unsigned long long)s);
+                free(buf);
+                goto fail;
+            }
+            if (p.mode == PM_MEM_T) {
+                float r = met_block_rep(&w[0], buf, k, pf.finite_rep);
+                if (r > m) m = r;
+            } else {
+                uint64_t c = s % cols;
+                for (size_t i = 0; i < k; i++) {
+                    float v = fabsf(buf[i]);
+                    if (v > j.colam[c] && v != INFINITY) j.colam[c] = v;   /* finite_rep: NaN compares false */
+                    if (++c == cols) c = 0;
+                }
+            }
+            s += k;
+            if (tick(&j, n * (uint64_t)prepass + s, e)) { free(buf); goto fail; }
+        }
+        free(buf);
         if (p.mode == PM_MEM_T) {
-            if (f->fakeq(f, &o, j.X, (size_t)n, j.Y, e)) goto fail;
-            w[0].reps[0] = met_block_rep(&w[0], j.X, (size_t)n, pf.finite_rep);
+            w[0].reps[0] = j.memam = m;
             if (met_proxy_scales(&w[0], 1, e)) goto fail;
             j.memS = w[0].pS[0];
             j.memQ = w[0].pQ[0];
         } else {
-            float *cx = malloc((size_t)rows * sizeof(float)), *cy = malloc((size_t)rows * sizeof(float));
             j.colS = P->colS = malloc((size_t)cols * sizeof(double));   /* the partial's */
             j.colQ = malloc((size_t)cols * sizeof(float));
-            P->colam = malloc((size_t)cols * sizeof(float));
-            if (!cx || !cy || !j.colS || !j.colQ || !P->colam) { free(cx); free(cy); goto oom; }
-            int bad = 0;
-            for (uint64_t c = 0; c < cols && !bad; c++) {
-                for (uint64_t i = 0; i < rows; i++) cx[i] = j.X[i * cols + c];
-                qs_qopts oc = o;
-                oc.index0 += c * rows;
-                if (f->fakeq(f, &oc, cx, (size_t)rows, cy, e)) bad = 1;
-                for (uint64_t i = 0; i < rows; i++) j.Y[i * cols + c] = cy[i];
-                w[0].reps[c] = met_block_rep(&w[0], cx, (size_t)rows, pf.finite_rep);
-            }
-            free(cx);
-            free(cy);
-            if (bad || met_proxy_scales(&w[0], (size_t)cols, e)) goto fail;
+            if (!j.colS || !j.colQ) goto oom;
+            memcpy(w[0].reps, j.colam, (size_t)cols * sizeof(float));
+            if (met_proxy_scales(&w[0], (size_t)cols, e)) goto fail;
             for (uint64_t c = 0; c < cols; c++) {
                 j.colS[c] = w[0].pS[c];
                 j.colQ[c] = w[0].pQ[c];
-                P->colam[c] = w[0].reps[c];
             }
         }
         P->memS = j.memS;
@@ -487,7 +493,7 @@ done:
             free(j.slots[s].row_se2); free(j.slots[s].row_nf); free(j.slots[s].col_se2); free(j.slots[s].col_nf);
         }
     free(j.slots);
-    free(j.X); free(j.Y); free(j.colQ);
+    free(j.colQ);
     free(j.cs); free(j.ci); free(j.cSf); free(j.cSE); free(j.cSM); free(j.cQb);
     if (sync_init) {
         pthread_cond_destroy(&j.cv);

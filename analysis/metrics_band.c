@@ -403,8 +403,7 @@ int met_do_band(worker *w, uint64_t b, bpart *sl, qs_err *e)
     w->pow2 = w->se0 = 1;   /* seg_put clears them */
     int mem = p->mode == PM_MEM_T || p->mode == PM_MEM_C;
     const float *x;
-    if (mem) x = j->X + start;
-    else {
+    {
         if (j->serial) pthread_mutex_lock(&j->read_mu);
         int rc = j->rd(j->rctx, start, len, w->x, e);
         if (j->serial) pthread_mutex_unlock(&j->read_mu);
@@ -421,16 +420,22 @@ int met_do_band(worker *w, uint64_t b, bpart *sl, qs_err *e)
     if (p->colruns) {
         transpose(x, nr, nc, w->xt);
         xr = w->xt;
-        if (mem) transpose(j->Y + start, nr, nc, w->q);
-    } else if (mem)
-        qr = j->Y + start;
+    }
     /* blocks of each run */
     size_t blk = p->blk, bpr = 1, spr = 1;
     if (p->blockstats) {
         bpr = blk ? (rlen + blk - 1) / blk : 1;
         spr = pf->seg ? bpr * (blk / pf->seg) : bpr;
     }
-    if (!mem) {
+    if (mem) {
+        /* a piece of the tensor's (or a column's) one run, under the run's amax and at its place in it */
+        for (size_t k = 0; k < nruns; k++) {
+            qs_qopts o = pf->o;
+            o.index0 += p->colruns ? (c0 + k) * p->rows + r0 : (r0 + k) * p->cols + c0;
+            o.tensor_scale = p->mode == PM_MEM_C ? j->colam[c0 + k] : j->memam;
+            if (f->fakeq(f, &o, xr + k * rlen, rlen, qr + k * rlen, e)) return -1;
+        }
+    } else {
         for (size_t k = 0; k < nruns; k++) {
             uint64_t index0 = p->colruns ? (c0 + k) * p->rows + r0 : (r0 + k) * p->cols + c0;
             const float *xk = xr + k * rlen;

@@ -324,8 +324,8 @@ struct job {
     /* per-block outputs (NULL when not requested), band by band from band b0 (met_band_block0) */
     uint8_t *bk_code;
     float *bk_absmax, *bk_ratio, *bk_rmse;
-    /* mem modes */
-    float *X, *Y;
+    /* one-scale modes (PM_MEM_T/C): the run's largest finite |x|, quantized under in every band */
+    float memam, *colam;
     double memS;
     float memQ;
     double *colS;

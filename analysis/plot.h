@@ -275,6 +275,13 @@ size_t qs_pareto_front(const qs_pareto_pt *p, size_t n, size_t *idx);
 ** logc (non-positive values shown as no value). */
 qs_figure *qs_plot_block_heatmap(const char *title, const float *v, uint64_t rows, uint64_t cols, int logc,
                                  const char *what, const char *xtitle, const char *ytitle, size_t max_cells);
+/* The same from the cells' sums and counts, accumulated by the caller as qs_plot_block_heatmap does
+** (value v of grid cell (r, c) adds to cell (r * R / rows, c * C / cols) of the R x C = the sides
+** capped at max_cells, in row-major order, skipping non-finite and, when logc, non-positive values),
+** so a grid too large to hold is never held.  sum and cnt are overwritten. */
+qs_figure *qs_plot_block_heatmap_cells(const char *title, double *sum, const double *cnt, size_t R, size_t C,
+                                       uint64_t rows, uint64_t cols, int logc, const char *what, const char *xtitle,
+                                       const char *ytitle);
 
 /* Transfer curve of a format over [lo, hi] (n samples): identity, Q(x), and Q(x) - x.  Each x
 ** is quantized in a block together with `ref_amax` (block formats: the block scale follows

@@ -280,10 +280,21 @@ qs_figure *qs_plot_block_heatmap(const char *title, const float *v, uint64_t row
             cnt[rr * C + cc] += 1;
         }
     }
-    for (size_t i = 0; i < R * C; i++) h[i] = cnt[i] > 0 ? h[i] / cnt[i] : NAN;
+    qs_fig_free(f);
+    f = qs_plot_block_heatmap_cells(title, h, cnt, R, C, rows, cols, logc, what, xtitle, ytitle);
     free(cnt);
-    qs_heatmap *hm = qs_fig_heatmap(f, h, R, C);
     free(h);
+    return f;
+}
+
+qs_figure *qs_plot_block_heatmap_cells(const char *title, double *h, const double *cnt, size_t R, size_t C,
+                                       uint64_t rows, uint64_t cols, int logc, const char *what, const char *xtitle,
+                                       const char *ytitle)
+{
+    qs_figure *f = qs_fig_new(title ? title : "per-block error");
+    if (!f) return NULL;
+    for (size_t i = 0; i < R * C; i++) h[i] = cnt[i] > 0 ? h[i] / cnt[i] : NAN;
+    qs_heatmap *hm = qs_fig_heatmap(f, h, R, C);
     if (!hm) { qs_fig_free(f); return NULL; }
     hm->x0 = 0;
     hm->x1 = (double)cols;

@@ -82,6 +82,8 @@ static void hist_add_log2(qs_hist *h, double v)
     h->counts[b]++;
 }
 
+#define HEAT_CELLS 400   /* cells per side of the block heatmap */
+
 typedef struct fly {
     qs_treader *r;
     uint64_t rows, cols;
@@ -90,14 +92,34 @@ typedef struct fly {
     qs_hist rel, abs, val, qval;
     double sum_x2, sum_e2;
     uint64_t n_finite;
-    /* tiles for the heatmap: axis 1 -> rows x ceil(cols/B); axis 0 -> ceil(rows/B) x cols */
+    /* tiles for the heatmap: axis 1 -> rows x ceil(cols/B); axis 0 -> ceil(rows/B) x cols.  Only the
+    ** tile-row being filled is held (data come in C order); each finished one goes into the R x C
+    ** cells of the figure, as qs_plot_block_heatmap would add its block RMSEs */
     int axis;
-    uint64_t tb, trows, tcols;
+    uint64_t tb, trows, tcols, trow;
     double *t_e2;
     uint32_t *t_n;
+    size_t R, C;
+    double *cell_sum, *cell_cnt;
     float *xbuf;
     size_t xcap;
 } fly;
+
+/* Tile-row F->trow is complete: its block RMSEs into the cells, then the next one starts empty. */
+static void tiles_flush(fly *F)
+{
+    size_t rr = (size_t)(F->trow * F->R / F->trows);
+    for (uint64_t c = 0; c < F->tcols; c++) {
+        double x = F->t_n[c] ? (float)sqrt(F->t_e2[c] / F->t_n[c]) : NAN;   /* the float of a stored block RMSE */
+        if (!isfinite(x) || !(x > 0)) continue;
+        size_t cc = (size_t)(c * F->C / F->tcols);
+        F->cell_sum[rr * F->C + cc] += x;
+        F->cell_cnt[rr * F->C + cc] += 1;
+    }
+    memset(F->t_e2, 0, F->tcols * sizeof *F->t_e2);
+    memset(F->t_n, 0, F->tcols * sizeof *F->t_n);
+    F->trow++;
+}
 
 static int fly_write(void *ctx, uint64_t start, size_t n, const float *y, qs_err *e)
 {
@@ -127,7 +149,9 @@ static int fly_write(void *ctx, uint64_t start, size_t n, const float *y, qs_err
         }
         if (F->want_tiles) {
             uint64_t idx = start + i, r = idx / F->cols, c = idx % F->cols;
-            uint64_t t = F->axis ? r * F->tcols + c / F->tb : (r / F->tb) * F->tcols + c;
+            uint64_t tr = F->axis ? r : r / F->tb;
+            while (F->trow < tr) tiles_flush(F);
+            uint64_t t = F->axis ? c / F->tb : c;
             F->t_e2[t] += isfinite(err) ? err * err : INFINITY;
             F->t_n[t]++;
         }
@@ -138,7 +162,7 @@ static int fly_write(void *ctx, uint64_t start, size_t n, const float *y, qs_err
 static void fly_free(fly *F)
 {
     free(F->rel.counts); free(F->abs.counts); free(F->val.counts); free(F->qval.counts);
-    free(F->t_e2); free(F->t_n); free(F->xbuf);
+    free(F->t_e2); free(F->t_n); free(F->xbuf); free(F->cell_sum); free(F->cell_cnt);
 }
 
 typedef struct tensor_ctx {
@@ -201,10 +225,15 @@ static int fly_run(tensor_ctx *T, const qs_apply *a, fly *F, qs_err *e)
         F->tb = B >= 2 ? B : 32;
         F->trows = F->axis ? T->rows : (T->rows + F->tb - 1) / F->tb;
         F->tcols = F->axis ? (T->cols + F->tb - 1) / F->tb : T->cols;
-        if (F->trows * F->tcols > (1u << 28)) return qs_fail(e, "tensor too large for a block heatmap");
-        F->t_e2 = calloc(F->trows * F->tcols, sizeof *F->t_e2);
-        F->t_n = calloc(F->trows * F->tcols, sizeof *F->t_n);
-        if (!F->t_e2 || !F->t_n) return qs_fail(e, "out of memory");
+        F->R = F->trows > HEAT_CELLS ? HEAT_CELLS : (size_t)F->trows;
+        F->C = F->tcols > HEAT_CELLS ? HEAT_CELLS : (size_t)F->tcols;
+        if (!F->trows || !F->tcols) F->R = F->C = 0;
+        F->t_e2 = calloc(F->tcols ? F->tcols : 1, sizeof *F->t_e2);
+        F->t_n = calloc(F->tcols ? F->tcols : 1, sizeof *F->t_n);
+        size_t ncell = F->R * F->C;
+        F->cell_sum = calloc(ncell ? ncell : 1, sizeof *F->cell_sum);
+        F->cell_cnt = calloc(ncell ? ncell : 1, sizeof *F->cell_cnt);
+        if (!F->t_e2 || !F->t_n || !F->cell_sum || !F->cell_cnt) return qs_fail(e, "out of memory");
     }
     if (!a) {
         /* values only: read in chunks */
@@ -217,7 +246,9 @@ static int fly_run(tensor_ctx *T, const qs_apply *a, fly *F, qs_err *e)
         free(buf);
         return 0;
     }
-    return qs_format_apply(a, T->rows, T->cols, qs_treader_read_cb, T->r, fly_write, F, e);
+    if (qs_format_apply(a, T->rows, T->cols, qs_treader_read_cb, T->r, fly_write, F, e)) return -1;
+    if (F->want_tiles) while (F->trow < F->trows) tiles_flush(F);
+    return 0;
 }
 
 /* The value histogram: |x| and, under a format, |Q(x)| from one pass, with the format's grid for a
@@ -671,23 +702,22 @@ static int plot_tensor_kind(qs_cli *cli, plot_opts *po, const char *kind, const 
             json_decref(j);
             if (v) po->n_stored++;
         }
+        fly F = {0};
         if (!v) {
             po->n_computed++;
-            fly F = {0};
             F.want_tiles = 1;
             if (fly_run(&T, &apps[0], &F, &e)) { fly_free(&F); rc = qs_cli_err(1, &e); goto out; }
-            R = F.trows; C = F.tcols; B = F.tb; axis = F.axis;
-            v = malloc((size_t)(R * C) * sizeof *v);
-            if (v) for (uint64_t k = 0; k < R * C; k++) v[k] = F.t_n[k] ? (float)sqrt(F.t_e2[k] / F.t_n[k]) : NAN;
-            fly_free(&F);
+            B = F.tb; axis = F.axis;
         }
-        if (!v) { qs_cli_error(1, "out of memory"); goto out; }
         char xt[96], yt[96];
         snprintf(xt, sizeof xt, axis ? "block of %llu along the row" : "column", (unsigned long long)B);
         snprintf(yt, sizeof yt, axis ? "row" : "block of %llu down the column", (unsigned long long)B);
         snprintf(title, sizeof title, "per-block RMSE of %.*s under %.*s", QS_CLIP(T.t.name, 150), QS_CLIP(labels[0], 95));
-        fig = qs_plot_block_heatmap(title, v, R, C, 1, "block RMSE (log scale)", xt, yt, 400);
+        if (v) fig = qs_plot_block_heatmap(title, v, R, C, 1, "block RMSE (log scale)", xt, yt, HEAT_CELLS);
+        else fig = qs_plot_block_heatmap_cells(title, F.cell_sum, F.cell_cnt, F.R, F.C, F.trows, F.tcols, 1,
+                                               "block RMSE (log scale)", xt, yt);
         free(v);
+        fly_free(&F);
     }
     if (!fig) { rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); goto out; }
     rc = emit(cli, fig, po, pv);

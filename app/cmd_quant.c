@@ -11,7 +11,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,6 +19,7 @@
 #include "cli.h"
 #include "importer.h"
 #include "quant_opts.h"
+#include "quant_stream.h"
 #include "../kernels/qs_version.h"
 #include "../store/container.h"
 #include "../store/npy_write.h"
@@ -136,29 +136,15 @@ static int quant_stdin(qs_apply *a, int codes)
     return rc;
 }
 
-/* ---- tensors: a file or a database tensor, quantized into a buffer ---- */
-typedef struct { float *y; } membuf;
-static int write_mem(void *ctx, uint64_t start, size_t n, const float *y, qs_err *e)
-{
-    memcpy(((membuf *)ctx)->y + start, y, n * sizeof *y);
-    return 0;
-}
-static int fill_mem(void *ctx, uint64_t start, size_t n, float *out)
-{
-    memcpy(out, ((membuf *)ctx)->y + start, n * sizeof *out);
-    return 0;
-}
+/* ---- tensors: a file or a database tensor, streamed into an .npy ---- */
 
-static int quant_reader(qs_apply *a, qs_treader *r, const uint64_t *shape, int ndim, float **out, qs_err *e)
+/* Quantize r into the .npy at path ("-": stdout): on failure no file is left at path. */
+static int quant_to_npy(qs_apply *a, qs_treader *r, const uint64_t *shape, int ndim, const char *path, qs_err *e)
 {
-    uint64_t rows, cols, n = qs_treader_numel(r);
-    qs_tensor_matrix_view(shape, ndim, &rows, &cols);
-    if (n > SIZE_MAX / sizeof(float)) return qs_fail(e, "tensor too large");
-    membuf mb = {malloc((n ? n : 1) * sizeof(float))};
-    if (!mb.y) return qs_fail(e, "out of memory (%llu values)", (unsigned long long)n);
-    if (qs_format_apply(a, rows, cols, qs_treader_read_cb, r, write_mem, &mb, e)) { free(mb.y); return -1; }
-    *out = mb.y;
-    return 0;
+    qs_npy_writer w;
+    if (qs_npy_writer_open(&w, path, shape, ndim, e)) return -1;
+    if (qs_quant_stream(a, r, shape, ndim, &w, 0, e)) { qs_npy_writer_abort(&w); return -1; }
+    return qs_npy_writer_close(&w, e);
 }
 
 static int quant_file(qs_apply *a, const char *in, const char *out)
@@ -168,27 +154,25 @@ static int quant_file(qs_apply *a, const char *in, const char *out)
     if (fd < 0) return qs_cli_error(QS_EXIT_ERR, "%s: %s", in, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) || st.st_size == 0) { close(fd); return qs_cli_error(QS_EXIT_ERR, "%s: empty or unreadable file", in); }
-    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (map == MAP_FAILED) return qs_cli_error(QS_EXIT_ERR, "%s: mmap: %s", in, strerror(errno));
     qs_container c = {0};
     qs_parse_opts po = {0};
     int rc = QS_EXIT_ERR;
-    float *y = NULL;
     qs_treader *r = NULL;
-    if (qs_parse_any(map, (size_t)st.st_size, in, &po, &c, &e)) { qs_err_prefix(&e, in); qs_cli_err(1, &e); goto done; }
+    if (qs_parse_fd(fd, (uint64_t)st.st_size, in, &po, &c, &e)) { qs_err_prefix(&e, in); qs_cli_err(1, &e); goto done; }
     if (c.n != 1) { qs_cli_error(1, "%s: holds %zu tensors; quant takes a file with one (import it and name the tensor)", in, c.n); goto done; }
-    if (!(r = qs_treader_from_image(map, (size_t)st.st_size, &c.t[0], in, &e))) { qs_cli_err(1, &e); goto done; }
-    if (quant_reader(a, r, c.t[0].shape, c.t[0].ndim, &y, &e)) { qs_err_prefix(&e, in); qs_cli_err(1, &e); goto done; }
-    membuf mb = {y};
-    if (qs_npy_write_f32(out, c.t[0].shape, c.t[0].ndim, fill_mem, &mb, &e)) { qs_cli_err(1, &e); goto done; }
+    if (!(r = qs_treader_from_fd(fd, &c.t[0], in, &e))) { qs_cli_err(1, &e); goto done; }
+    if (quant_to_npy(a, r, c.t[0].shape, c.t[0].ndim, out, &e)) {
+        const char *on = strcmp(out, "-") ? out : "<stdout>";
+        if (strncmp(e.msg, in, strlen(in)) && strncmp(e.msg, on, strlen(on))) qs_err_prefix(&e, in);
+        qs_cli_err(1, &e);
+        goto done;
+    }
     if (strcmp(out, "-") != 0) fprintf(stderr, "qscope: wrote %s (%s)\n", qs_esc(out), a->f->name);
     rc = QS_EXIT_OK;
 done:
-    free(y);
     qs_treader_close(r);
     qs_container_free(&c);
-    munmap(map, (size_t)st.st_size);
+    close(fd);
     return rc;
 }
 
@@ -199,12 +183,22 @@ static int quant_db(qs_cli *cli, qs_apply *a, const char *name, const char *outn
     qs_err e = {{0}};
     qs_tensor_rec t;
     int rc = QS_EXIT_ERR;
-    float *y = NULL;
     char *opts = NULL, *meta = NULL, *defname = NULL, *src = NULL;
+    char tmp[1024] = "";
     json_t *rep = json_array();
     if (qs_tensor_get(db, name, &t, &e)) { qs_cli_err(1, &e); qs_db_close(db); json_decref(rep); return rc; }
+    /* the values go through a temporary .npy imported like a file (same hashing and statistics) */
+    const char *dir = getenv("TMPDIR");
+    snprintf(tmp, sizeof tmp, "%s/qscope-quant-%ld-XXXXXX.npy", dir && *dir ? dir : "/tmp", (long)getpid());
+    int tfd = mkstemps(tmp, 4);
+    if (tfd < 0) { qs_cli_error(1, "%s: %s", tmp, strerror(errno)); tmp[0] = 0; goto done; }
+    close(tfd);
     qs_treader *r = qs_treader_open(db, &t, &e);
-    if (!r || quant_reader(a, r, t.shape, t.ndim, &y, &e)) { qs_cli_err(1, &e); goto done; }
+    if (!r || quant_to_npy(a, r, t.shape, t.ndim, tmp, &e)) { qs_treader_close(r); qs_cli_err(1, &e); goto done; }
+    /* the bytes quantized must be those of t.hash, and the reader's snapshot must end before writing */
+    int bad = qs_treader_verify(r, &e);
+    qs_treader_close(r);
+    if (bad) { qs_cli_err(1, &e); goto done; }
     /* names and source paths whole: a cut one could merge two results into one row */
     if (!outname) {
         if (asprintf(&defname, "%s@%s", name, a->f->name) < 0) { defname = NULL; qs_cli_error(1, "out of memory"); goto done; }
@@ -216,14 +210,9 @@ static int quant_db(qs_cli *cli, qs_apply *a, const char *name, const char *outn
     meta = json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(m);
     if (asprintf(&src, "quant:%s", outname) < 0) { src = NULL; qs_cli_error(1, "out of memory"); goto done; }
-    membuf mb = {y};
-    /* the bytes quantized must be those of t.hash, and the reader's snapshot must end before writing */
-    if (qs_treader_verify(r, &e)) { qs_cli_err(1, &e); goto done; }
-    qs_treader_close(r);
-    r = NULL;
-    if (qs_db_begin(db, &e) ||
-        qs_import_f32(db, outname, t.shape, t.ndim, fill_mem, &mb, src, "quantized", meta, rep, &e) ||
-        qs_db_commit(db, &e)) {
+    qs_import_opts io = {.copy = 1, .exact_name = outname, .jobs = 2, .source_path = src, .source_kind = "quantized",
+                         .source_meta = meta};
+    if (qs_db_begin(db, &e) || qs_import_file(db, tmp, &io, rep, &e) || qs_db_commit(db, &e)) {
         qs_db_rollback(db);
         qs_cli_err(1, &e);
         goto done;
@@ -233,9 +222,9 @@ static int quant_db(qs_cli *cli, qs_apply *a, const char *name, const char *outn
                 opts, qs_esc(name));
     rc = QS_EXIT_OK;
 done:
-    qs_treader_close(r);
+    if (tmp[0]) unlink(tmp);
     qs_tensor_rec_free(&t);
-    free(y); free(opts); free(meta); free(defname); free(src);
+    free(opts); free(meta); free(defname); free(src);
     json_decref(rep);
     qs_db_close(db);
     return rc;

@@ -1,8 +1,9 @@
 /*
 ** Import orchestration (see importer.h).
 **
-** The file is mapped read-only and parsed as a whole first, so a malformed file is rejected
-** before anything is written.  Each tensor is then hashed over its C-order bytes; an unchanged
+** The file is parsed as a whole first (an .npy or .safetensors from its header alone, other kinds
+** through a read-only mapping dropped after the parse), so a malformed file is rejected before anything is
+** written.  Each tensor is then read in windows: hashed over its C-order bytes; an unchanged
 ** hash means the row, its statistics and any embedded data stay as they are.
 */
 #include "importer.h"
@@ -13,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -55,12 +55,12 @@ static void report_add(json_t *report, const char *name, const char *status, con
     json_array_append_new(report, o);
 }
 
-static int import_tensor(qs_db *db, const uint8_t *base, size_t len, const char *path, const qs_tdesc *d,
+static int import_tensor(qs_db *db, int fd, const char *path, const qs_tdesc *d,
                          const char *name, int64_t source_id, const qs_import_opts *o, json_t *report,
                          int64_t *out_id, qs_err *e)
 {
     int rc = -1;
-    qs_treader *r = qs_treader_from_image(base, len, d, path, e);
+    qs_treader *r = qs_treader_from_fd(fd, d, path, e);
     if (!r) return -1;
     char hash[33], old_hash[33] = "";
     int64_t id = 0, old_source = 0;
@@ -156,16 +156,13 @@ int qs_import_file(qs_db *db, const char *path, const qs_import_opts *o, json_t 
     if (!S_ISREG(st.st_mode)) { close(fd); return qs_fail(e, "%s: not a regular file", path); }
     size_t len = (size_t)st.st_size;
     if (len == 0) { close(fd); return qs_fail(e, "%s: empty file (at byte 0)", path); }
-    void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (map == MAP_FAILED) { close(fd); return qs_fail(e, "%s: mmap: %s", path, strerror(errno)); }
-    madvise(map, len, MADV_SEQUENTIAL);
 
     qs_container c = {0};
     qs_parse_opts po = {.reinterpret = o->reinterpret};
     int64_t *keep = NULL;
     char *stem = NULL;
     char real[PATH_MAX];
-    if (qs_parse_any(map, len, path, &po, &c, e)) { qs_err_prefix(e, path); goto out; }
+    if (qs_parse_fd(fd, len, path, &po, &c, e)) { qs_err_prefix(e, path); goto out; }
     if (o->exact_name && c.n != 1) { qs_fail(e, "%s: expected exactly one tensor", path); goto out; }
 
     const char *spath = o->source_path;
@@ -202,7 +199,7 @@ int qs_import_file(qs_db *db, const char *path, const qs_import_opts *o, json_t 
         else if (!d->name || !*d->name) name = strdup(prefix);
         else if (asprintf(&name, "%s:%s", prefix, d->name) < 0) name = NULL;
         if (!name) { qs_fail(e, "out of memory"); goto out; }
-        int bad = import_tensor(db, map, len, path, d, name, source_id, &eff, report, &keep[i], e);
+        int bad = import_tensor(db, fd, path, d, name, source_id, &eff, report, &keep[i], e);
         free(name);
         if (bad) goto out;
     }
@@ -236,7 +233,6 @@ out:
     free(keep);
     free(stem);
     qs_container_free(&c);
-    munmap(map, len);
     close(fd);
     return rc;
 }

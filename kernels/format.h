@@ -57,7 +57,8 @@ typedef struct qs_qopts {
     int block;               /* block size; 0 = the format's default */
     qs_nvfp4_order nvfp4;
     qs_m2x_mode m2x;
-    float tensor_scale;      /* NVFP4: global amax to use (> 0); 0 = the absmax of this call's values */
+    float tensor_scale;      /* NVFP4, and int8/int4 with one scale per run (no block size): the amax to
+                             ** use (> 0), so a long run can come in pieces; 0 = the absmax of this call's values */
     /* Library variants (docs/formats.md, "Library variants"); 0 is always the default behaviour.
     ** Which formats take which is in qs_format.variants (qs_qopts_check rejects the others). */
     int floor_log2f;         /* MX, scale rule floor: exponent floorf(log2f(amax)) from libm (ggml CPU,

@@ -141,6 +141,45 @@ static int run_fakeq(const qs_apply *a, const qs_qopts *o, uint64_t index0, floa
     return a->f->fakeq(a->f, &oo, x, n, y, e);
 }
 
+/* The amax of one run of n values from start, read through buf[0..cap) (qs_format_absmax's rule). */
+static int run_amax(qs_fa_read rd, void *rctx, uint64_t start, uint64_t n, float *buf, size_t cap, float *amax, qs_err *e)
+{
+    float m = 0;
+    for (uint64_t s = 0; s < n;) {
+        size_t k = n - s > cap ? cap : (size_t)(n - s);
+        if (rd(rctx, start + s, k, buf, e)) return -1;
+        for (size_t i = 0; i < k; i++) {
+            float v = fabsf(buf[i]);
+            if (v > m && v != INFINITY) m = v;
+        }
+        s += k;
+    }
+    *amax = m;
+    return 0;
+}
+
+/* Each column's amax (qs_format_absmax's rule) in one pass over the rows. */
+static int col_amax(qs_fa_read rd, void *rctx, uint64_t rows, uint64_t cols, float **out, qs_err *e)
+{
+    float *m = calloc(cols ? cols : 1, sizeof *m), *buf = malloc(BAND_ELEMS * sizeof *buf);
+    if (!m || !buf) { free(m); free(buf); return qs_fail(e, "out of memory"); }
+    uint64_t n = rows * cols;
+    for (uint64_t s = 0; s < n;) {
+        size_t k = n - s > BAND_ELEMS ? BAND_ELEMS : (size_t)(n - s);
+        if (rd(rctx, s, k, buf, e)) { free(m); free(buf); return -1; }
+        uint64_t c = s % cols;
+        for (size_t i = 0; i < k; i++) {
+            float v = fabsf(buf[i]);
+            if (v > m[c] && v != INFINITY) m[c] = v;
+            if (++c == cols) c = 0;
+        }
+        s += k;
+    }
+    free(buf);
+    *out = m;
+    return 0;
+}
+
 int qs_format_apply(const qs_apply *a, uint64_t rows, uint64_t cols, qs_fa_read rd, void *rctx,
                     qs_fa_write wr, void *wctx, qs_err *e)
 {
@@ -163,12 +202,13 @@ int qs_format_apply(const qs_apply *a, uint64_t rows, uint64_t cols, qs_fa_read 
     if (g.whole) { cols = n; rows = n ? 1 : 0; }
     size_t blk = g.blk;
     int rc = -1;
-    float *x = NULL, *y = NULL, *cx = NULL, *cy = NULL, *cs = NULL, *ci = NULL;
+    float *x = NULL, *y = NULL, *cx = NULL, *cy = NULL, *cs = NULL, *ci = NULL, *camax = NULL;
     size_t ncs;
     if (a->cscale && qs_cast_scales(a, rows, cols, rd, rctx, &cs, &ci, &ncs, e)) return -1;
     if (!col) {
-        /* Rows are runs; long rows are cut at block boundaries (a whole row when blk == 0). */
-        size_t piece = blk ? (BAND_ELEMS / blk) * blk : (size_t)cols;
+        /* Rows are runs; long rows are cut at block boundaries, or, one scale per row (blk == 0),
+        ** into pieces quantized under the row's amax found by a first pass over the row. */
+        size_t piece = blk ? (BAND_ELEMS / blk) * blk : (size_t)(cols > BAND_ELEMS ? BAND_ELEMS : cols);
         if (piece == 0) piece = blk;
         if (piece > cols) piece = (size_t)cols;
         size_t band_rows = piece == cols && cols ? (size_t)(BAND_ELEMS / cols) : 1;
@@ -189,17 +229,22 @@ int qs_format_apply(const qs_apply *a, uint64_t rows, uint64_t cols, qs_fa_read 
                 if (wr(wctx, s, k, y, e)) goto out;
             }
         } else {
-            for (uint64_t r = 0; r < rows; r++)
+            for (uint64_t r = 0; r < rows; r++) {
+                qs_qopts ro = o;
+                if (!blk && run_amax(rd, rctx, r * cols, cols, x, piece, &ro.tensor_scale, e)) goto out;
                 for (uint64_t c = 0; c < cols; c += piece) {
                     size_t k = cols - c > piece ? piece : (size_t)(cols - c);
                     uint64_t s = r * cols + c;
-                    if (rd(rctx, s, k, x, e) || run_fakeq(a, &o, s, x, k, y, e, cs, ci, r, c, 0) || wr(wctx, s, k, y, e)) goto out;
+                    if (rd(rctx, s, k, x, e) || run_fakeq(a, &ro, s, x, k, y, e, cs, ci, r, c, 0) || wr(wctx, s, k, y, e)) goto out;
                 }
+            }
         }
     } else {
-        /* Columns are runs: bands of `blk` rows (all rows for one scale per column). */
-        size_t band = blk ? blk : (size_t)rows;
+        /* Columns are runs: bands of `blk` rows; for one scale per column, bands of about BAND_ELEMS
+        ** values under each column's amax, found by a first pass. */
+        size_t band = blk ? blk : (size_t)(cols && BAND_ELEMS / cols ? BAND_ELEMS / cols : 1);
         if (band > rows) band = (size_t)rows;
+        if (!blk && band < rows && col_amax(rd, rctx, rows, cols, &camax, e)) goto out;
         if (band && cols > SIZE_MAX / sizeof(float) / band) { qs_fail(e, "tensor too large"); goto out; }
         size_t cells = band * (size_t)cols;
         x = malloc((cells ? cells : 1) * sizeof(float));
@@ -214,7 +259,9 @@ int qs_format_apply(const qs_apply *a, uint64_t rows, uint64_t cols, qs_fa_read 
             for (uint64_t c = 0; c < cols; c++) {
                 for (size_t i = 0; i < nr; i++) cx[i] = x[i * cols + c];
                 /* SR counter: column-major position keeps draws distinct and chunk-independent */
-                if (run_fakeq(a, &o, c * rows + r, cx, nr, cy, e, cs, ci, r, c, 1)) goto out;
+                qs_qopts co = o;
+                if (camax) co.tensor_scale = camax[c];
+                if (run_fakeq(a, &co, c * rows + r, cx, nr, cy, e, cs, ci, r, c, 1)) goto out;
                 for (size_t i = 0; i < nr; i++) y[i * cols + c] = cy[i];
             }
             if (wr(wctx, s, nr * (size_t)cols, y, e)) goto out;
@@ -222,6 +269,6 @@ int qs_format_apply(const qs_apply *a, uint64_t rows, uint64_t cols, qs_fa_read 
     }
     rc = 0;
 out:
-    free(x); free(y); free(cx); free(cy); free(cs); free(ci);
+    free(x); free(y); free(cx); free(cy); free(cs); free(ci); free(camax);
     return rc;
 }

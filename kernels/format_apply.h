@@ -9,8 +9,9 @@
 **     size can be a whole run (int8/int4);
 **   QS_GRAN_TENSOR: one block for the whole tensor.
 ** NVFP4's per-tensor scale is the absmax of the whole tensor (a first pass) unless given.
-** Work is streamed in bands of rows with bounded memory, except for a per-column or per-tensor
-** run, which needs the whole run in memory.
+** Work is streamed in bands of rows with bounded memory.  A run with one scale (int8/int4 per tensor,
+** row or column) longer than a band is read twice: first for its amax, then in pieces quantized
+** under that amax (qs_qopts.tensor_scale), so memory stays bounded there too.
 ** A scaled element cast (cscale, cast_scale.h) first reads the tensor once for the absmax of each
 ** scale's run (the tensor, each row or each column), then casts Q(x * s) * inv value by value.
 */

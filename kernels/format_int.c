@@ -56,6 +56,7 @@ typedef struct int_ctx {
     int sat, qmax;
     size_t block;      /* values per block; the whole run when the option and default are 0 */
     uint64_t seed, index0;
+    float amax;        /* > 0: the whole run's amax, given (o->tensor_scale) so a long run can come in pieces */
 } int_ctx;
 
 static int setup(const qs_format *f, const qs_qopts *o, size_t n, int_ctx *c, qs_err *e)
@@ -72,7 +73,15 @@ static int setup(const qs_format *f, const qs_qopts *o, size_t n, int_ctx *c, qs
     c->block = b > 0 ? (size_t)b : (n > 0 ? n : 1);
     c->seed = o ? o->seed : 0;
     c->index0 = o ? o->index0 : 0;
+    c->amax = b <= 0 && o && o->tensor_scale > 0 ? o->tensor_scale : 0;
     return 0;
+}
+
+static float scale_of(float amax, int qmax)
+{
+    float s = amax / (float)qmax;
+    if (s == 0.0f && amax > 0.0f) s = FLT_TRUE_MIN;
+    return s;
 }
 
 static float block_scale(const float *x, size_t n, int qmax)
@@ -82,9 +91,7 @@ static float block_scale(const float *x, size_t n, int qmax)
         float a = fabsf(x[i]);
         if (isfinite(a) && a > amax) amax = a;
     }
-    float s = amax / (float)qmax;
-    if (s == 0.0f && amax > 0.0f) s = FLT_TRUE_MIN;
-    return s;
+    return scale_of(amax, qmax);
 }
 
 /* Signed integer code of x (the NaN code -qmax-1 for non-finite values, see above). */
@@ -250,17 +257,17 @@ static void int_rne_avx512(const int_ctx *c, const float *x, size_t m, float s, 
 }
 #endif
 
-/* The block's scale: block_scale() with the amax pass vectorised when the level allows. */
-static float block_scale_fast(const float *x, size_t n, int qmax)
+/* The block's scale: block_scale() with the amax pass vectorised when the level allows, or the
+** scale of the run's given amax. */
+static float block_scale_fast(const int_ctx *c, const float *x, size_t n, int qmax)
 {
+    if (c->amax > 0) return scale_of(c->amax, qmax);
 #if INT_X86
     if (qs_simd_level() >= QS_SIMD_AVX2) {
         uint32_t ab = finite_amax_avx2(x, n);
         float amax;
         memcpy(&amax, &ab, 4);
-        float s = amax / (float)qmax;
-        if (s == 0.0f && amax > 0.0f) s = FLT_TRUE_MIN;
-        return s;
+        return scale_of(amax, qmax);
     }
 #endif
     return block_scale(x, n, qmax);
@@ -288,7 +295,7 @@ static int int_encode(const qs_format *f, const qs_qopts *o, const float *x, siz
     uint32_t mask = (1u << f->elem_bits) - 1;
     for (size_t b0 = 0, k = 0; b0 < n; b0 += c.block, k++) {
         size_t m = n - b0 < c.block ? n - b0 : c.block;
-        float s = block_scale_fast(x + b0, m, c.qmax);
+        float s = block_scale_fast(&c, x + b0, m, c.qmax);
         put_f32(meta + 4 * k, s);
         size_t v = int_rne_vec(&c, x + b0, m, s, b0, codes + b0, NULL, mask);
         for (size_t i = b0 + v; i < b0 + m; i++) codes[i] = (uint32_t)quant(&c, x[i], s, i) & mask;
@@ -321,7 +328,7 @@ static int int_fakeq(const qs_format *f, const qs_qopts *o, const float *x, size
     if (setup(f, o, n, &c, e)) return -1;
     for (size_t b0 = 0; b0 < n; b0 += c.block) {
         size_t m = n - b0 < c.block ? n - b0 : c.block;
-        float s = block_scale_fast(x + b0, m, c.qmax);
+        float s = block_scale_fast(&c, x + b0, m, c.qmax);
         size_t v = int_rne_vec(&c, x + b0, m, s, b0, NULL, y + b0, 0);
         for (size_t i = b0 + v; i < b0 + m; i++) y[i] = dequant(quant(&c, x[i], s, i), c.qmax, s);
     }

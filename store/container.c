@@ -174,6 +174,24 @@ int qs_parse_any(const uint8_t *buf, size_t len, const char *filename, const qs_
     return qs_fail(e, "not a recognised tensor file (.npy, .npz, .safetensors, .gguf) (at byte 0)");
 }
 
+int qs_parse_fd(int fd, uint64_t len, const char *filename, const qs_parse_opts *o, qs_container *c, qs_err *e)
+{
+    uint8_t magic[9];
+    ssize_t k;
+    do k = pread(fd, magic, sizeof magic, 0); while (k < 0 && errno == EINTR);
+    /* qs_parse_any's sniffing, on the first bytes */
+    if (k >= 6 && memcmp(magic, "\x93NUMPY", 6) == 0) return qs_parse_npy_fd(fd, len, o, c, e);
+    int other = k >= 4 && (!memcmp(magic, "PK\x03\x04", 4) || !memcmp(magic, "PK\x05\x06", 4) || !memcmp(magic, "GGUF", 4));
+    if (!other && ((filename && ends_with(filename, ".safetensors")) || (k >= 9 && magic[8] == '{')))
+        return qs_parse_safetensors_fd(fd, len, o, c, e);
+    if (len == 0) return qs_parse_any((const uint8_t *)"", 0, filename, o, c, e);
+    void *map = mmap(NULL, (size_t)len, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (map == MAP_FAILED) return qs_fail(e, "mmap: %s", strerror(errno));
+    int rc = qs_parse_any(map, (size_t)len, filename, o, c, e);
+    munmap(map, (size_t)len);
+    return rc;
+}
+
 int qs_file_map_open(const char *path, qs_file_map *m, qs_err *e)
 {
     m->p = NULL;

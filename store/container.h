@@ -68,6 +68,13 @@ int qs_parse_gguf(const uint8_t *buf, size_t len, const qs_parse_opts *o, qs_con
 int qs_parse_any(const uint8_t *buf, size_t len, const char *filename, const qs_parse_opts *o,
                  qs_container *c, qs_err *e);
 
+/* Parse the open file fd of len bytes: an .npy or a .safetensors reads only its header (so a file of
+** any size is parsed without mapping it); the other kinds are mapped for the parse and unmapped again.
+** The container never points into the file's bytes. */
+int qs_parse_npy_fd(int fd, uint64_t len, const qs_parse_opts *o, qs_container *c, qs_err *e);
+int qs_parse_safetensors_fd(int fd, uint64_t len, const qs_parse_opts *o, qs_container *c, qs_err *e);
+int qs_parse_fd(int fd, uint64_t len, const char *filename, const qs_parse_opts *o, qs_container *c, qs_err *e);
+
 /* Parse an .npy header that starts at buf (used by the npz parser on an inflated prefix).
 ** On success sets *data_off to the offset of the array bytes relative to buf, and fills the
 ** dtype/shape/fortran/numel/nbytes fields of *t (name untouched).  avail = bytes present. */

@@ -2,7 +2,7 @@
 ** Streaming .npy writer (see npy_write.h).
 **
 ** Output goes through write(2) in chunks of QS_NPY_WRITE_CHUNK elements, so memory stays bounded
-** whatever the array size.  A file target is written as ".NAME.tmp-PID-N" in the same directory
+** whatever the array size.  A regular-file target is written as ".NAME.tmp-PID-N" in the same directory
 ** (same file system, so rename(2) is atomic), fsync'ed, then renamed over NAME; on any failure
 ** the temporary file is removed and NAME is left as it was.  A process killed mid-write can leave
 ** the hidden temporary file behind, never a truncated NAME.
@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "container.h"   /* QS_MAX_DIMS */
@@ -22,6 +23,7 @@
 /* numpy's format.py constants: data aligned to ARRAY_ALIGN bytes; the header leaves room for the
 ** first axis to grow to GROWTH_AXIS_MAX_DIGITS digits. */
 #define ARRAY_ALIGN 64
+#define NPY_WRITEBACK ((uint64_t)8 << 20)   /* bytes between writeback starts */
 #define GROWTH_AXIS_MAX_DIGITS 21
 
 size_t qs_npy_header_f32(const uint64_t *shape, int ndim, char *buf, size_t cap)
@@ -86,95 +88,134 @@ static int open_temp(const char *path, char *tmp, size_t cap)
     return -1;
 }
 
-int qs_npy_write_f32(const char *path, const uint64_t *shape, int ndim,
-                     int (*fill)(void *ctx, uint64_t start, size_t n, float *out), void *ctx,
-                     qs_err *e)
+int qs_npy_writer_open(qs_npy_writer *w, const char *path, const uint64_t *shape, int ndim, qs_err *e)
 {
-    int to_stdout = strcmp(path, "-") == 0;
-    const char *name = to_stdout ? "<stdout>" : path;
+    memset(w, 0, sizeof *w);
+    w->fd = -1;
+    w->to_stdout = strcmp(path, "-") == 0;
+    w->path = path;
+    w->name = w->to_stdout ? "<stdout>" : path;
     if (!*path) return qs_fail(e, "empty output file name");
     if (ndim < 0 || ndim > QS_MAX_DIMS)
-        return qs_fail(e, "%s: cannot write a %d-dimensional array (at most %d dimensions)", name,
+        return qs_fail(e, "%s: cannot write a %d-dimensional array (at most %d dimensions)", w->name,
                        ndim, QS_MAX_DIMS);
     uint64_t numel = 1;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] != 0 && numel > UINT64_MAX / 4 / shape[i])
-            return qs_fail(e, "%s: array too large to write", name);
+            return qs_fail(e, "%s: array too large to write", w->name);
         numel *= shape[i];
     }
-
+    w->numel = numel;
     char header[1024];
     size_t hsize = qs_npy_header_f32(shape, ndim, header, sizeof header);
-    if (hsize == 0) return qs_fail(e, "%s: cannot build the .npy header", name);
-
-    size_t cap = numel < QS_NPY_WRITE_CHUNK ? (size_t)numel : QS_NPY_WRITE_CHUNK;
-    float *buf = malloc((cap ? cap : 1) * sizeof *buf);
-    if (!buf) return qs_fail(e, "%s: out of memory", name);
-
-    char tmp[4096];
-    int fd;
-    if (to_stdout) {
+    if (hsize == 0) return qs_fail(e, "%s: cannot build the .npy header", w->name);
+    struct stat st;
+    if (w->to_stdout) {
         fflush(stdout);   /* anything printed through stdio must come before the array */
-        fd = STDOUT_FILENO;
-    } else {
-        fd = open_temp(path, tmp, sizeof tmp);
-        if (fd < 0) {
-            int err = errno;
-            free(buf);
-            return qs_fail(e, "%s: cannot create a temporary file in its directory: %s", name, strerror(err));
-        }
+        w->fd = STDOUT_FILENO;
+        w->direct = 1;
+    } else if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        /* a device or FIFO (/dev/null, a pipe) is written in place: renaming over it would replace it */
+        if ((w->fd = open(path, O_WRONLY | O_CLOEXEC)) < 0)
+            return qs_fail(e, "%s: cannot open: %s", w->name, strerror(errno));
+        w->direct = 1;
+    } else if ((w->fd = open_temp(path, w->tmp, sizeof w->tmp)) < 0) {
+        return qs_fail(e, "%s: cannot create a temporary file in its directory: %s", w->name, strerror(errno));
     }
+    if (write_all(w->fd, header, hsize) != 0) {
+        qs_fail(e, "%s: write failed: %s", w->name, strerror(errno));
+        qs_npy_writer_abort(w);
+        return -1;
+    }
+    return 0;
+}
 
-    int rc = -1;
-    if (write_all(fd, header, hsize) != 0) {
-        qs_fail(e, "%s: write failed: %s", name, strerror(errno));
-        goto done;
-    }
-    for (uint64_t start = 0; start < numel;) {
-        size_t n = numel - start < cap ? (size_t)(numel - start) : cap;
-        if (fill(ctx, start, n, buf) != 0) {
-            qs_fail(e, "%s: producing the data failed (at element %llu)", name,
-                    (unsigned long long)start);
-            goto done;
-        }
+int qs_npy_writer_put(qs_npy_writer *w, const float *y, size_t n, qs_err *e)
+{
+    if (n > w->numel - w->written) return qs_fail(e, "%s: more data than the array holds", w->name);
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-        for (size_t i = 0; i < n; i++) {   /* '<f4' is little-endian */
-            uint32_t w;
-            memcpy(&w, &buf[i], 4);
-            w = __builtin_bswap32(w);
-            memcpy(&buf[i], &w, 4);
-        }
+    uint32_t le[1024];   /* '<f4' is little-endian */
+    for (size_t i = 0; i < n;) {
+        size_t k = n - i < 1024 ? n - i : 1024;
+        for (size_t j = 0; j < k; j++) { memcpy(&le[j], &y[i + j], 4); le[j] = __builtin_bswap32(le[j]); }
+        if (write_all(w->fd, le, k * 4) != 0) return qs_fail(e, "%s: write failed: %s", w->name, strerror(errno));
+        i += k;
+    }
+#else
+    if (write_all(w->fd, y, n * sizeof *y) != 0) return qs_fail(e, "%s: write failed: %s", w->name, strerror(errno));
 #endif
-        if (write_all(fd, buf, n * sizeof *buf) != 0) {
-            qs_fail(e, "%s: write failed: %s", name, strerror(errno));
-            goto done;
+    w->written += n;
+    /* start the disk writes behind us, so the fsync at close has little left to wait for */
+    if (!w->direct && (w->written - w->flushed) * 4 >= NPY_WRITEBACK) {
+        sync_file_range(w->fd, (off_t)(w->flushed * 4), (off_t)((w->written - w->flushed) * 4), SYNC_FILE_RANGE_WRITE);
+        w->flushed = w->written;
+    }
+    return 0;
+}
+
+int qs_npy_writer_close(qs_npy_writer *w, qs_err *e)
+{
+    int rc = -1;
+    if (w->written != w->numel) {
+        qs_fail(e, "%s: %llu of %llu elements written", w->name, (unsigned long long)w->written,
+                (unsigned long long)w->numel);
+    } else if (w->direct) {
+        rc = 0;
+        if (!w->to_stdout) {
+            int cfd = w->fd;
+            w->fd = -1;
+            if (close(cfd) != 0) rc = qs_fail(e, "%s: write failed: %s", w->name, strerror(errno));
         }
+    } else if (fsync(w->fd) != 0 && errno != EINVAL && errno != ENOTSUP) {
+        /* fsync before rename: otherwise a crash soon after could leave NAME renamed but empty. */
+        qs_fail(e, "%s: write failed: %s", w->name, strerror(errno));
+    } else {
+        int cfd = w->fd;
+        w->fd = -1;
+        if (close(cfd) != 0) qs_fail(e, "%s: write failed: %s", w->name, strerror(errno));
+        else if (rename(w->tmp, w->path) != 0) qs_fail(e, "%s: cannot replace it: %s", w->name, strerror(errno));
+        else rc = 0;
+    }
+    if (rc) qs_npy_writer_abort(w);
+    return rc;
+}
+
+void qs_npy_writer_abort(qs_npy_writer *w)
+{
+    if (w->to_stdout) return;
+    if (w->direct) {
+        if (w->fd >= 0) close(w->fd);
+        w->fd = -1;
+        return;
+    }
+    if (w->fd >= 0) close(w->fd);
+    w->fd = -1;
+    if (w->tmp[0]) unlink(w->tmp);
+    w->tmp[0] = 0;
+}
+
+int qs_npy_write_f32(const char *path, const uint64_t *shape, int ndim,
+                     int (*fill)(void *ctx, uint64_t start, size_t n, float *out), void *ctx,
+                     qs_err *e)
+{
+    qs_npy_writer w;
+    if (qs_npy_writer_open(&w, path, shape, ndim, e)) return -1;
+    size_t cap = w.numel < QS_NPY_WRITE_CHUNK ? (size_t)w.numel : QS_NPY_WRITE_CHUNK;
+    float *buf = malloc((cap ? cap : 1) * sizeof *buf);
+    if (!buf) { qs_npy_writer_abort(&w); return qs_fail(e, "%s: out of memory", w.name); }
+    for (uint64_t start = 0; start < w.numel;) {
+        size_t n = w.numel - start < cap ? (size_t)(w.numel - start) : cap;
+        if (fill(ctx, start, n, buf) != 0) {
+            qs_fail(e, "%s: producing the data failed (at element %llu)", w.name, (unsigned long long)start);
+            goto fail;
+        }
+        if (qs_npy_writer_put(&w, buf, n, e)) goto fail;
         start += n;
     }
-    if (!to_stdout) {
-        /* fsync before rename: otherwise a crash soon after could leave NAME renamed but empty. */
-        if (fsync(fd) != 0 && errno != EINVAL && errno != ENOTSUP) {
-            qs_fail(e, "%s: write failed: %s", name, strerror(errno));
-            goto done;
-        }
-        int cfd = fd;
-        fd = -1;
-        if (close(cfd) != 0) {
-            qs_fail(e, "%s: write failed: %s", name, strerror(errno));
-            goto done;
-        }
-        if (rename(tmp, path) != 0) {
-            qs_fail(e, "%s: cannot replace it: %s", name, strerror(errno));
-            goto done;
-        }
-    }
-    rc = 0;
-
-done:
-    if (!to_stdout) {
-        if (fd >= 0) close(fd);
-        if (rc != 0) unlink(tmp);
-    }
     free(buf);
-    return rc;
+    return qs_npy_writer_close(&w, e);
+fail:
+    free(buf);
+    qs_npy_writer_abort(&w);
+    return -1;
 }

@@ -9,9 +9,11 @@
 */
 #include "container.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define NPY_MAX_HEADER (64u << 20)   /* numpy itself refuses headers over 10 KB unless told */
 #define NPY_STR_MAX    128           /* keys and descrs are short; longer ones are kept truncated */
@@ -427,17 +429,19 @@ int qs_npy_header(const uint8_t *buf, size_t avail, const qs_parse_opts *o, qs_t
     return 0;
 }
 
-int qs_parse_npy(const uint8_t *buf, size_t len, const qs_parse_opts *o, qs_container *c, qs_err *e)
+/* buf[0..avail) holds the start of a file of len bytes, at least its whole header if it has one. */
+static int parse_npy_head(const uint8_t *buf, size_t avail, uint64_t len, const qs_parse_opts *o, qs_container *c,
+                          qs_err *e)
 {
     memset(c, 0, sizeof *c);
     qs_tdesc hd;
     uint64_t off;
     memset(&hd, 0, sizeof hd);
-    if (qs_npy_header(buf, len, o, &hd, &off, e)) return -1;
+    if (qs_npy_header(buf, avail, o, &hd, &off, e)) return -1;
     if (hd.nbytes > len - off) {
-        return qs_fail(e, "array data truncated: %llu bytes expected from byte %llu, only %llu present (at byte %zu)",
+        return qs_fail(e, "array data truncated: %llu bytes expected from byte %llu, only %llu present (at byte %llu)",
                        (unsigned long long)hd.nbytes, (unsigned long long)off,
-                       (unsigned long long)(len - off), len);
+                       (unsigned long long)(len - off), (unsigned long long)len);
     }
     qs_tdesc *t = qs_container_add(c, e);
     if (!t) goto fail;
@@ -456,4 +460,42 @@ int qs_parse_npy(const uint8_t *buf, size_t len, const qs_parse_opts *o, qs_cont
 fail:
     qs_container_free(c);
     return -1;
+}
+
+int qs_parse_npy(const uint8_t *buf, size_t len, const qs_parse_opts *o, qs_container *c, qs_err *e)
+{
+    return parse_npy_head(buf, len, len, o, c, e);
+}
+
+static size_t pread_full(int fd, uint8_t *buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = pread(fd, buf + got, n - got, (off_t)got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
+    return got;
+}
+
+int qs_parse_npy_fd(int fd, uint64_t len, const qs_parse_opts *o, qs_container *c, qs_err *e)
+{
+    memset(c, 0, sizeof *c);
+    uint8_t pre[12];
+    size_t want = len < sizeof pre ? (size_t)len : sizeof pre;
+    if (pread_full(fd, pre, want) != want) return qs_fail(e, "read: %s (at byte 0)", strerror(errno ? errno : EIO));
+    /* the header's claimed length only bounds what is read, never beyond the file or numpy's limit + 1 */
+    if (want >= 12) {
+        uint64_t hlen = pre[6] == 1 ? (uint64_t)(pre[8] | pre[9] << 8)
+                                    : (uint64_t)pre[8] | (uint64_t)pre[9] << 8 | (uint64_t)pre[10] << 16 | (uint64_t)pre[11] << 24;
+        if (hlen > NPY_MAX_HEADER) hlen = NPY_MAX_HEADER + 1;
+        want = 12 + hlen < len ? (size_t)(12 + hlen) : (size_t)len;
+    }
+    uint8_t *buf = malloc(want ? want : 1);
+    if (!buf) return qs_fail(e, "out of memory (at byte 0)");
+    int rc = pread_full(fd, buf, want) != want ? qs_fail(e, "read: %s (at byte 0)", strerror(errno ? errno : EIO))
+                                             : parse_npy_head(buf, want, len, o, c, e);
+    free(buf);
+    return rc;
 }

@@ -23,8 +23,10 @@
 #include "container.h"
 
 #include <jansson.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define ST_MAX_HEADER 100000000u   /* the reference parser's MAX_HEADER_SIZE */
 #define ST_MAX_SKIP_WARN 16        /* one warning per skipped tensor up to here, then one summary */
@@ -193,7 +195,9 @@ static int cmp_entry(const void *pa, const void *pb)
     return a->order < b->order ? -1 : a->order > b->order;
 }
 
-int qs_parse_safetensors(const uint8_t *buf, size_t len, const qs_parse_opts *o, qs_container *c, qs_err *e)
+/* buf holds the first min(len, 8 + header length) bytes of a file of len bytes: nothing past the
+** header is ever read, only checked against len. */
+static int parse_st(const uint8_t *buf, uint64_t len, const qs_parse_opts *o, qs_container *c, qs_err *e)
 {
     (void)o;   /* reinterpretation applies to npy words only */
     json_t *root = NULL;
@@ -204,7 +208,7 @@ int qs_parse_safetensors(const uint8_t *buf, size_t len, const qs_parse_opts *o,
     strcpy(c->kind, "safetensors");
 
     if (len < 8) {
-        qs_fail(e, "file too short for a safetensors header length (%zu bytes) (at byte 0)", len);
+        qs_fail(e, "file too short for a safetensors header length (%llu bytes) (at byte 0)", (unsigned long long)len);
         goto fail;
     }
     uint64_t n = rd64(buf);
@@ -213,8 +217,8 @@ int qs_parse_safetensors(const uint8_t *buf, size_t len, const qs_parse_opts *o,
         goto fail;
     }
     if (n > len - 8) {
-        qs_fail(e, "header length %llu runs past the end of the file (%zu bytes) (at byte 0)",
-                (unsigned long long)n, len);
+        qs_fail(e, "header length %llu runs past the end of the file (%llu bytes) (at byte 0)",
+                (unsigned long long)n, (unsigned long long)len);
         goto fail;
     }
     const char *hdr = (const char *)buf + 8;
@@ -330,4 +334,39 @@ fail:
     json_decref(root);
     qs_container_free(c);
     return -1;
+}
+
+int qs_parse_safetensors(const uint8_t *buf, size_t len, const qs_parse_opts *o, qs_container *c, qs_err *e)
+{
+    return parse_st(buf, len, o, c, e);
+}
+
+static size_t pread_full(int fd, uint8_t *buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = pread(fd, buf + got, n - got, (off_t)got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
+    return got;
+}
+
+int qs_parse_safetensors_fd(int fd, uint64_t len, const qs_parse_opts *o, qs_container *c, qs_err *e)
+{
+    memset(c, 0, sizeof *c);
+    uint8_t pre[8];
+    size_t want = len < 8 ? (size_t)len : 8;
+    if (pread_full(fd, pre, want) != want) return qs_fail(e, "read: %s (at byte 0)", strerror(errno ? errno : EIO));
+    if (want == 8) {
+        uint64_t n = rd64(pre);   /* read only when the file holds it, never more than the parser's limit */
+        if (n <= ST_MAX_HEADER && n <= len - 8) want = (size_t)(8 + n);
+    }
+    uint8_t *buf = malloc(want ? want : 1);
+    if (!buf) return qs_fail(e, "out of memory (at byte 0)");
+    int rc = pread_full(fd, buf, want) != want ? qs_fail(e, "read: %s (at byte 0)", strerror(errno ? errno : EIO))
+                                             : parse_st(buf, len, o, c, e);
+    free(buf);
+    return rc;
 }

@@ -33,7 +33,11 @@ struct qs_treader {
     /* reference: the open file and its identity when opened, re-checked by qs_treader_verify */
     int fd;
     struct stat ident;
-    /* memory source: mem points at the first data byte (storage order) */
+    /* file source: C-order bytes at [dbase, dbase+nbytes) of dfd (the file, or an inflated temporary),
+    ** read with pread in the caller's windows, so nothing is mapped whatever the tensor size */
+    int dfd;
+    uint64_t dbase;
+    /* memory source: mem points at the first data byte (storage order); column-major data and images */
     const uint8_t *mem;
     void *map;                      /* owned mapping, if any */
     size_t maplen;
@@ -166,6 +170,7 @@ static qs_treader *reader_new(qs_dtype dt, const uint64_t *shape, int ndim, int 
     r->fortran = fortran && ndim > 1;
     snprintf(r->path, sizeof r->path, "%s", path ? path : "?");
     r->fd = -1;
+    r->dfd = -1;
     if (!r->tr || qs_shape_numel(shape, ndim, &r->numel) || qs_dtype_nbytes(dt, r->numel, &r->nbytes)) {
         qs_fail(e, "%s: inconsistent dtype and shape", r->path);
         free(r);
@@ -247,6 +252,34 @@ static int mapped_read(const qs_treader *r, uint64_t off, size_t n, uint8_t *out
     return 0;
 }
 
+/* Bytes [off, off+n) of the C-order data in dfd.  A short read means the file shrank. */
+static int fd_read(const qs_treader *r, uint64_t off, size_t n, uint8_t *out, qs_err *e)
+{
+    file_hook(r);
+    off += r->dbase;
+    while (n) {
+        ssize_t k = pread(r->dfd, out, n, (off_t)off);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) return qs_fail(e, "%s: read: %s", r->path, strerror(errno));
+        if (k == 0) return shrunk(r, e);
+        out += k; off += (uint64_t)k; n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* Column-major data is gathered across the whole file: map it (address space, not memory). */
+static int map_data(qs_treader *r, qs_err *e)
+{
+    size_t len = (size_t)(r->dbase + r->nbytes);
+    if (len == 0) return 0;
+    void *m = mmap(NULL, len, PROT_READ, MAP_PRIVATE, r->dfd, 0);
+    if (m == MAP_FAILED) return qs_fail(e, "%s: mmap: %s", r->path, strerror(errno));
+    r->map = m;
+    r->maplen = len;
+    r->mem = (const uint8_t *)m + r->dbase;
+    return 0;
+}
+
 /* inflate() over a mapped source: 1 if the mapping faulted */
 static int guarded_inflate(const qs_treader *r, z_stream *s, int *zrc)
 {
@@ -259,9 +292,11 @@ static int guarded_inflate(const qs_treader *r, z_stream *s, int *zrc)
     return 0;
 }
 
-/* Inflate a raw deflate stream into an unlinked temporary file and map it.  The output must be
-** exactly `want` bytes; nothing is allocated from the claimed size. */
-static int inflate_to_map(qs_treader *r, const uint8_t *src, size_t srclen, uint64_t want, qs_err *e)
+/* Inflate a raw deflate stream into an unlinked temporary file, which becomes dfd.  The compressed
+** bytes are src[0..srclen) in memory, or (src NULL) [soff, soff+srclen) of sfd read in pieces.  The
+** output must be exactly `want` bytes; nothing is allocated from the claimed size. */
+static int inflate_to_tmp(qs_treader *r, const uint8_t *src, int sfd, uint64_t soff, uint64_t srclen, uint64_t want,
+                          qs_err *e)
 {
     const char *dir = getenv("TMPDIR");
     if (!dir || !*dir) dir = "/tmp";
@@ -276,21 +311,34 @@ static int inflate_to_map(qs_treader *r, const uint8_t *src, size_t srclen, uint
     z_stream s;
     memset(&s, 0, sizeof s);
     if (inflateInit2(&s, -15) != Z_OK) { close(fd); return qs_fail(e, "%s: zlib init failed", r->path); }
-    enum { OUT = 1 << 18 };
-    uint8_t *out = malloc(OUT);
+    enum { OUT = 1 << 18, IN = 1 << 16 };
+    uint8_t *out = malloc(OUT), *in = src ? NULL : malloc(IN);
     uint64_t total = 0;
-    int rc = Z_OK, ok = out != NULL;
-    size_t used = 0;
+    int rc = Z_OK, ok = out != NULL && (src || in);
+    if (!ok) qs_fail(e, "out of memory");
+    uint64_t used = 0;
     while (ok && rc != Z_STREAM_END) {
         if (s.avail_in == 0 && used < srclen) {
-            size_t take = srclen - used > (1u << 30) ? (1u << 30) : srclen - used;
-            s.next_in = (Bytef *)(src + used);
-            s.avail_in = (uInt)take;
-            used += take;
+            if (src) {
+                uint64_t take = srclen - used > (1u << 30) ? (1u << 30) : srclen - used;
+                s.next_in = (Bytef *)(src + used);
+                s.avail_in = (uInt)take;
+                used += take;
+            } else {
+                size_t take = srclen - used > IN ? IN : (size_t)(srclen - used);
+                file_hook(r);
+                ssize_t k;
+                do k = pread(sfd, in, take, (off_t)(soff + used)); while (k < 0 && errno == EINTR);
+                if (k < 0) { qs_fail(e, "%s: read: %s", r->path, strerror(errno)); ok = 0; break; }
+                if (k == 0) { shrunk(r, e); ok = 0; break; }
+                s.next_in = in;
+                s.avail_in = (uInt)k;
+                used += (uint64_t)k;
+            }
         }
         s.next_out = out;
         s.avail_out = OUT;
-        if (guarded_inflate(r, &s, &rc)) { shrunk(r, e); ok = 0; break; }
+        if (src ? guarded_inflate(r, &s, &rc) : (rc = inflate(&s, Z_NO_FLUSH), 0)) { shrunk(r, e); ok = 0; break; }
         if (rc != Z_OK && rc != Z_STREAM_END) {
             qs_fail(e, "%s: corrupt deflate data in member (%s)", r->path, s.msg ? s.msg : "truncated");
             ok = 0;
@@ -311,16 +359,27 @@ static int inflate_to_map(qs_treader *r, const uint8_t *src, size_t srclen, uint
     }
     inflateEnd(&s);
     free(out);
+    free(in);
     if (ok && total != want) ok = 0, qs_fail(e, "%s: deflated member has %llu bytes, expected %llu", r->path,
                                              (unsigned long long)total, (unsigned long long)want);
     if (!ok) { close(fd); return -1; }
-    if (want > 0) {
-        void *m = mmap(NULL, want, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED) { close(fd); return qs_fail(e, "%s: mmap: %s", r->path, strerror(errno)); }
-        r->map = m;
-        r->maplen = want;
+    r->dfd = fd;
+    return 0;
+}
+
+/* Data from file fd (not taken over): [off, off+nbytes) of the file, or of its deflate stream at
+** [comp_off, comp_off+comp_size) inflated to exactly `inflated` bytes. */
+static int attach_fd(qs_treader *r, int fd, int deflate, uint64_t off, uint64_t comp_off, uint64_t comp_size,
+                     uint64_t inflated, qs_err *e)
+{
+    if (deflate) {
+        if (inflate_to_tmp(r, NULL, fd, comp_off, comp_size, inflated, e)) return -1;
+    } else if ((r->dfd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+        return qs_fail(e, "%s: %s", r->path, strerror(errno));
     }
-    close(fd);
+    r->dbase = off;
+    if (r->fortran) return map_data(r, e);
+    posix_fadvise(r->dfd, 0, 0, POSIX_FADV_SEQUENTIAL);
     return 0;
 }
 
@@ -336,8 +395,9 @@ qs_treader *qs_treader_from_image(const uint8_t *base, size_t len, const qs_tdes
             qs_fail(e, "%s: member '%s' lies outside the file", path, d->name);
             goto fail;
         }
-        if (inflate_to_map(r, base + d->comp_offset, d->comp_size, d->inflated_size, e)) goto fail;
-        r->mem = (const uint8_t *)r->map + d->offset;
+        if (inflate_to_tmp(r, base + d->comp_offset, -1, 0, d->comp_size, d->inflated_size, e)) goto fail;
+        r->dbase = d->offset;
+        if (r->fortran && map_data(r, e)) goto fail;
     } else {
         if (d->offset > len || d->nbytes > len - d->offset) {
             qs_fail(e, "%s: tensor '%s' data lies outside the file (at byte %llu)", path, d->name,
@@ -346,6 +406,33 @@ qs_treader *qs_treader_from_image(const uint8_t *base, size_t len, const qs_tdes
         }
         r->mem = base + d->offset;
     }
+    return r;
+fail:
+    qs_treader_close(r);
+    return NULL;
+}
+
+qs_treader *qs_treader_from_fd(int fd, const qs_tdesc *d, const char *path, qs_err *e)
+{
+    qs_treader *r = reader_new(d->dtype, d->shape, d->ndim, d->fortran, path, e);
+    if (!r) return NULL;
+    pthread_once(&g_bus_once, bus_install);
+    struct stat st;
+    if (fstat(fd, &st)) { qs_fail(e, "%s: %s", path, strerror(errno)); goto fail; }
+    uint64_t len = (uint64_t)st.st_size;
+    if (r->nbytes != d->nbytes) { qs_fail(e, "%s: tensor '%s' size mismatch", path, d->name); goto fail; }
+    if (d->codec == QS_CODEC_DEFLATE) {
+        if (d->comp_offset > len || d->comp_size > len - d->comp_offset ||
+            d->offset > d->inflated_size || d->nbytes > d->inflated_size - d->offset) {
+            qs_fail(e, "%s: member '%s' lies outside the file", path, d->name);
+            goto fail;
+        }
+    } else if (d->offset > len || d->nbytes > len - d->offset) {
+        qs_fail(e, "%s: tensor '%s' data lies outside the file (at byte %llu)", path, d->name, (unsigned long long)d->offset);
+        goto fail;
+    }
+    if (attach_fd(r, fd, d->codec == QS_CODEC_DEFLATE, d->offset, d->comp_offset, d->comp_size, d->inflated_size, e))
+        goto fail;
     return r;
 fail:
     qs_treader_close(r);
@@ -445,30 +532,15 @@ qs_treader *qs_treader_open(qs_db *db, const qs_tensor_rec *t, qs_err *e)
     ident_diff(t, &st, diff, sizeof diff);
     if (diff[0]) { stale_changed(t, diff, "since it was imported", e); goto fail; }
     r->ident = st;
-    size_t len = (size_t)st.st_size;
-    const uint8_t *base = NULL;
-    if (len) {
-        void *m = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED) { qs_fail(e, "%s: mmap: %s", t->source_path, strerror(errno)); goto fail; }
-        base = m;
+    uint64_t len = (uint64_t)st.st_size;
+    int deflate = t->codec == QS_CODEC_DEFLATE;
+    if (deflate ? t->comp_offset > len || t->comp_size > len - t->comp_offset
+                : t->data_offset > len || t->nbytes > len - t->data_offset) {
+        qs_fail(e, "%s: stale reference for tensor '%s': %s outside the file", t->source_path, t->name,
+                deflate ? "member" : "data");
+        goto fail;
     }
-    if (t->codec == QS_CODEC_DEFLATE) {
-        int bad = t->comp_offset > len || t->comp_size > len - t->comp_offset;
-        if (bad) qs_fail(e, "%s: stale reference for tensor '%s': member outside the file", t->source_path, t->name);
-        else bad = inflate_to_map(r, base + t->comp_offset, t->comp_size, t->data_offset + t->nbytes, e);
-        if (len) munmap((void *)base, len);
-        if (bad) goto fail;
-        r->mem = (const uint8_t *)r->map + t->data_offset;
-    } else {
-        r->map = (void *)base;
-        r->maplen = len;
-        if (t->data_offset > len || t->nbytes > len - t->data_offset) {
-            qs_fail(e, "%s: stale reference for tensor '%s': data outside the file", t->source_path, t->name);
-            goto fail;
-        }
-        r->mem = base + t->data_offset;
-        madvise(r->map, r->maplen, MADV_SEQUENTIAL);
-    }
+    if (attach_fd(r, fd, deflate, t->data_offset, t->comp_offset, t->comp_size, t->data_offset + t->nbytes, e)) goto fail;
     return r;
 fail:
     qs_treader_close(r);
@@ -493,6 +565,7 @@ void qs_treader_close(qs_treader *r)
     if (!r) return;
     if (r->map && r->maplen) munmap(r->map, r->maplen);
     if (r->fd >= 0) close(r->fd);
+    if (r->dfd >= 0) close(r->dfd);
     if (r->blob) sqlite3_blob_close(r->blob);
     if (r->find) sqlite3_finalize(r->find);
     if (r->has_mu) pthread_mutex_destroy(&r->mu);
@@ -588,6 +661,7 @@ int qs_treader_read_bytes(qs_treader *r, uint64_t off, size_t n, uint8_t *out, q
         if (r->fortran && (off % es || n % es)) return qs_fail(e, "%s: unaligned read of column-major data", r->path);
         return mapped_read(r, off, n, out, e);
     }
+    if (r->dfd >= 0) return fd_read(r, off, n, out, e);
     pthread_mutex_lock(&r->mu);
     int rc = blob_read(r, off, n, out, e);
     pthread_mutex_unlock(&r->mu);
@@ -598,7 +672,8 @@ int qs_treader_read_f32(qs_treader *r, uint64_t start, size_t n, float *out, qs_
 {
     if (start > r->numel || n > r->numel - start) return qs_fail(e, "%s: read past the end of the tensor", r->path);
     const unsigned be = r->tr->block_elems, bb = r->tr->block_bytes;
-    if (r->dt == QS_DT_F32 && r->mem && !r->fortran) return mapped_read(r, start * 4, n * 4, (uint8_t *)out, e);
+    if (r->dt == QS_DT_F32 && !r->fortran && (r->mem || r->dfd >= 0))
+        return qs_treader_read_bytes(r, start * 4, n * 4, (uint8_t *)out, e);
     enum { PIECE_BLOCKS = 4096 };
     uint8_t *raw = malloc((size_t)PIECE_BLOCKS * bb);
     float *dec = be > 1 ? malloc((size_t)PIECE_BLOCKS * be * sizeof(float)) : NULL;

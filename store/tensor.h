@@ -1,8 +1,9 @@
 /*
 ** Tensors in the store: the record of one tensor, and a reader that gives its elements in
-** logical C order, decoded to float32, whether the bytes live in a referenced file (mmap), in
-** a deflated .npz member (inflated once into an unlinked temporary file, then mmapped) or in
-** the database (chunked blobs).
+** logical C order, decoded to float32, whether the bytes live in a referenced file (read with
+** pread in the caller's windows), in a deflated .npz member (inflated once into an unlinked
+** temporary file, then read likewise) or in the database (chunked blobs).  Only column-major
+** data, which every C-order window gathers from across the file, is mapped whole.
 */
 #ifndef QS_TENSOR_H
 #define QS_TENSOR_H
@@ -69,6 +70,10 @@ int qs_treader_verify(qs_treader *r, qs_err *e);
 ** before the tensor is in the database).  `file_base`/`file_len` must outlive the reader. */
 qs_treader *qs_treader_from_image(const uint8_t *file_base, size_t file_len, const qs_tdesc *d,
                                   const char *path, qs_err *e);
+
+/* Reader over a tensor described by a parser, in the open file fd (duplicated: the caller keeps
+** and closes its own), read like a reference; the caller checks the file's identity itself. */
+qs_treader *qs_treader_from_fd(int fd, const qs_tdesc *d, const char *path, qs_err *e);
 
 /* Elements [start, start+n) in C order, decoded to float32. */
 int qs_treader_read_f32(qs_treader *r, uint64_t start, size_t n, float *out, qs_err *e);
