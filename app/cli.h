@@ -113,7 +113,7 @@ struct qs_eval_variant;
 int qs_llm_eval_bench(const struct qs_llm_model *ref, const struct qs_eval_variant *cfg, const char *label, int ctx,
                       int chunks, qs_err *e);
 /* Re-execute with a working OpenBLAS core when it fell back to Prescott on an AVX2 CPU (app/blas_core.c). */
-void qs_blas_core_fix(char **argv);   /* `llm eval`, app/cmd_llm_eval.c */
+void qs_blas_core_fix(int argc, char **argv);   /* app/blas_core.c: before any BLAS call */
 int qs_cmd_tui(qs_cli *, int, char **);
 
 /* Print a value the way `quant` does: %.9g, and nan / inf / -inf. */

@@ -495,7 +495,7 @@ int main(int argc, char **argv)
 {
     /* Past `ulimit -f` a write then fails with EFBIG, reported like any other, instead of a kill. */
     signal(SIGXFSZ, SIG_IGN);
-    qs_blas_core_fix(argv);
+    qs_blas_core_fix(argc, argv);
     qs_cli cli = {0};
     cli.argc = argc;
     cli.argv = argv;
