@@ -63,7 +63,7 @@ same_as_one "sim grpo" sim grpo --formats mxfp4,nvfp4 --methods exact,none,ais_r
 check "sim grpo: 21 runs with their tokens" '[ "$(sqlite3 "$T/np3.db" "SELECT count(*) FROM rl_run")" = 21 ] && [ "$(sqlite3 "$T/np3.db" "SELECT count(DISTINCT run_id) FROM rl_token")" = 21 ]'
 
 # --- a rank killed mid-run: an error, a non-zero exit, the database as it was
-python3 - "$T/big.txt" 3000 <<'PY'
+python3 - "$T/big.txt" 12000 <<'PY'
 import random, sys
 random.seed(7)
 w = "the a of and to in is was it that he she for with as his her on be at by had not but from they this".split()
@@ -82,7 +82,12 @@ for _ in $(seq 1 150); do   # rank 1 of this job: its command line names this te
   [ -n "$victim" ] && break
   sleep 0.1
 done
-sleep 1.5
+# mid-run = rank 1 has spent 0.4 s of CPU past start-up (a fixed sleep raced a quiet machine)
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+for _ in $(seq 1 300); do
+  [ -n "$victim" ] && [ "$(cpu_ticks "$victim")" -ge 40 ] && break
+  sleep 0.05
+done
 [ -n "$victim" ] && kill -9 "$victim"
 wait $mp; krc=$?
 check "killed rank: found and killed mid-run" '[ -n "$victim" ]'
