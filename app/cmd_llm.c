@@ -17,6 +17,7 @@
 
 #include "cli.h"
 #include "importer.h"
+#include "llm_rollout.h"
 #include "quant_opts.h"
 #include "../store/llm_load.h"
 #include "../analysis/llm_eval.h"
@@ -28,7 +29,6 @@
 #include "../store/rl_log.h"
 
 #define LLM_LABEL "precision mismatch without training"
-#define MAX_PROMPT 256
 
 /* ---------------------------------------------------------------- options */
 
@@ -157,7 +157,6 @@ static int parse_opts(const char *cmd, int argc, char **argv, llm_opts *o)
 }
 
 /* Prompts: explicit ids, or chat-template openings found in the vocabulary by exact spelling. */
-typedef struct { int32_t ids[MAX_PROMPT]; int n; char label[64]; long answer; /* -1: no task */ } prompt_t;
 
 static int parse_ids(const char *s, const qs_llm_file *f, prompt_t *p, qs_err *e)
 {
@@ -242,165 +241,6 @@ static int get_prompts(const llm_opts *o, const qs_llm_file *f, prompt_t *ps, in
     }
     default_prompts(f, ps, want);
     return 0;
-}
-
-/* ---------------------------------------------------------------- sampling */
-
-static int sample(const float *logits, int vocab, double u, double *lp, double *ent)
-{
-    double mx = -INFINITY;
-    for (int i = 0; i < vocab; i++) if (logits[i] > mx) mx = logits[i];
-    double z = 0;
-    for (int i = 0; i < vocab; i++) z += exp(logits[i] - mx);
-    double t = u * z, acc = 0;
-    int pick = vocab - 1;
-    for (int i = 0; i < vocab; i++) {
-        acc += exp(logits[i] - mx);
-        if (acc > t) { pick = i; break; }
-    }
-    *lp = qs_llm_logprob(logits, vocab, pick, ent);
-    return pick;
-}
-
-/* generate's sampling filters: temperature (0 = greedy), then top-k, then top-p (nucleus) over the
-** top-k survivors renormalised, as Hugging Face's generate orders them.  lp/ent stay those of the
-** unfiltered temperature-1 distribution (the model's own probabilities). */
-typedef struct sampler { double temp, top_p; int top_k, greedy; } sampler;
-
-typedef struct { float z; int i; } cand;
-static int cand_desc(const void *a, const void *b)
-{
-    const cand *x = a, *y = b;
-    return x->z < y->z ? 1 : x->z > y->z ? -1 : (x->i > y->i) - (x->i < y->i);
-}
-
-static int sample_filtered(const float *logits, int vocab, double u, const sampler *sp, cand *c, double *lp, double *ent)
-{
-    int pick = 0;
-    for (int i = 1; i < vocab; i++) if (logits[i] > logits[pick]) pick = i;
-    if (!(sp->greedy || sp->temp == 0)) {
-        for (int i = 0; i < vocab; i++) { c[i].z = (float)(logits[i] / sp->temp); c[i].i = i; }
-        qsort(c, (size_t)vocab, sizeof *c, cand_desc);
-        int n = sp->top_k > 0 && sp->top_k < vocab ? sp->top_k : vocab;
-        double z = 0;
-        for (int k = 0; k < n; k++) z += exp((double)c[k].z - c[0].z);
-        if (sp->top_p < 1) {   /* smallest prefix whose probability reaches top_p */
-            double acc = 0;
-            int m = 0;
-            while (m < n) { acc += exp((double)c[m].z - c[0].z) / z; m++; if (acc >= sp->top_p) break; }
-            n = m;
-            z = 0;
-            for (int k = 0; k < n; k++) z += exp((double)c[k].z - c[0].z);
-        }
-        double t = u * z, acc = 0;
-        pick = c[n - 1].i;
-        for (int k = 0; k < n; k++) {
-            acc += exp((double)c[k].z - c[0].z);
-            if (acc > t) { pick = c[k].i; break; }
-        }
-    }
-    *lp = qs_llm_logprob(logits, vocab, pick, ent);
-    return pick;
-}
-
-typedef struct rollout {
-    int B, plen, N;
-    int32_t *tok;        /* [B][plen+N] */
-    double *lp, *ent;    /* [B][N] rollout log-prob and entropy of generated token */
-    int *len;            /* generated tokens kept per sequence (up to and including EOS) */
-} rollout;
-
-/* Sample N tokens for B copies of one prompt with model m / numerics nx. */
-static int do_rollout(const qs_llm_model *m, const qs_llm_numerics *nx, const prompt_t *p, int B, int N, int eos,
-                      uint64_t seed, uint64_t stream, const sampler *sp, rollout *ro, double *secs, qs_err *e)
-{
-    const int V = m->c.vocab, d = m->c.dim, L = p->n + N;
-    ro->B = B; ro->plen = p->n; ro->N = N;
-    ro->tok = malloc((size_t)B * L * sizeof(int32_t));
-    ro->lp = malloc((size_t)B * N * sizeof(double));
-    ro->ent = malloc((size_t)B * N * sizeof(double));
-    ro->len = calloc((size_t)B, sizeof(int));
-    float *hid = malloc((size_t)B * p->n * d * sizeof(float)), *scr = malloc((size_t)B * d * sizeof(float));
-    float *lg = malloc((size_t)B * V * sizeof(float));
-    int32_t *in = malloc((size_t)B * (p->n > 1 ? p->n : 1) * sizeof(int32_t));
-    cand *cs = sp ? malloc((size_t)V * sizeof *cs) : NULL;
-    qs_llm_state *s = qs_llm_state_new(&m->c, B, L, B * p->n > B ? B * p->n : B, e);
-    int rc = -1;
-    if (!ro->tok || !ro->lp || !ro->ent || !ro->len || !hid || !scr || !lg || !in || (sp && !cs)) { qs_fail(e, "out of memory"); goto out; }
-    if (!s) goto out;
-    double t0 = qs_now_s();
-    for (int b = 0; b < B; b++) {
-        memcpy(in + (size_t)b * p->n, p->ids, (size_t)p->n * sizeof(int32_t));
-        memcpy(ro->tok + (size_t)b * L, p->ids, (size_t)p->n * sizeof(int32_t));
-        ro->len[b] = -1;   /* still running */
-    }
-    if (qs_llm_forward(m, nx, s, in, B, p->n, 0, hid, NULL, NULL, e)) goto out;
-    for (int b = 0; b < B; b++) memcpy(scr + (size_t)b * d, hid + ((size_t)b * p->n + p->n - 1) * d, (size_t)d * sizeof(float));
-    for (int t = 0; t < N; t++) {
-        if (qs_llm_logits(m, nx, scr, B, hid, lg, e)) goto out;
-        for (int b = 0; b < B; b++) {
-            double u = qs_sr_uniform(seed, (stream * 256 + (uint64_t)b) * 65536 + (uint64_t)t);
-            int k = sp ? sample_filtered(lg + (size_t)b * V, V, u, sp, cs, &ro->lp[(size_t)b * N + t], &ro->ent[(size_t)b * N + t])
-                       : sample(lg + (size_t)b * V, V, u, &ro->lp[(size_t)b * N + t], &ro->ent[(size_t)b * N + t]);
-            ro->tok[(size_t)b * L + p->n + t] = k;
-            in[b] = k;
-            if (ro->len[b] < 0 && k == eos) ro->len[b] = t + 1;
-        }
-        if (t + 1 == N) break;
-        if (qs_llm_forward(m, nx, s, in, B, 1, p->n + t, scr, NULL, NULL, e)) goto out;
-    }
-    for (int b = 0; b < B; b++) if (ro->len[b] < 0) ro->len[b] = N;
-    *secs = qs_now_s() - t0;
-    rc = 0;
-out:
-    qs_llm_state_free(s);
-    free(hid); free(scr); free(lg); free(in); free(cs);
-    return rc;
-}
-
-static void rollout_free(rollout *ro)
-{
-    free(ro->tok); free(ro->lp); free(ro->ent); free(ro->len);
-    memset(ro, 0, sizeof *ro);
-}
-
-/* Teacher-forced log-probs of the generated tokens under model m (numerics nx): lp[b*N + t]. */
-static int do_score(const qs_llm_model *m, const qs_llm_numerics *nx, const rollout *ro, double *lp, double *ent,
-                    double *secs, qs_err *e)
-{
-    const int V = m->c.vocab, d = m->c.dim, B = ro->B, L = ro->plen + ro->N;
-    /* sequences in groups of about SCORE_ROWS positions, so memory stays bounded for long runs */
-    enum { SCORE_ROWS = 2048 };
-    const int G = L >= SCORE_ROWS ? 1 : (SCORE_ROWS / L < B ? SCORE_ROWS / L : B);
-    float *hid = malloc((size_t)G * L * d * sizeof(float));
-    float *scr = malloc((size_t)64 * d * sizeof(float)), *lg = malloc((size_t)64 * V * sizeof(float));
-    qs_llm_state *s = qs_llm_state_new(&m->c, G, L, G * L, e);
-    int rc = -1;
-    if (!hid || !scr || !lg) { qs_fail(e, "out of memory"); goto out; }
-    if (!s) goto out;
-    double t0 = qs_now_s();
-    for (int b0 = 0; b0 < B; b0 += G) {
-        int g = B - b0 < G ? B - b0 : G;
-        if (qs_llm_forward(m, nx, s, ro->tok + (size_t)b0 * L, g, L, 0, hid, NULL, NULL, e)) goto out;
-        /* the hidden row at position plen-1+t predicts generated token t */
-        for (int bb = 0; bb < g; bb++)
-            for (int t0r = 0; t0r < ro->N; t0r += 64) {
-                int n = ro->N - t0r < 64 ? ro->N - t0r : 64, b = b0 + bb;
-                const float *h = hid + ((size_t)bb * L + ro->plen - 1 + t0r) * d;
-                if (qs_llm_logits(m, nx, h, n, scr, lg, e)) goto out;
-                for (int i = 0; i < n; i++) {
-                    int t = t0r + i;
-                    lp[(size_t)b * ro->N + t] = qs_llm_logprob(lg + (size_t)i * V, V, ro->tok[(size_t)b * L + ro->plen + t],
-                                                               &ent[(size_t)b * ro->N + t]);
-                }
-            }
-    }
-    *secs = qs_now_s() - t0;
-    rc = 0;
-out:
-    qs_llm_state_free(s);
-    free(hid); free(scr); free(lg);
-    return rc;
 }
 
 /* ---------------------------------------------------------------- model set-up */
@@ -578,8 +418,8 @@ static int cmd_score(qs_cli *cli, int argc, char **argv)
     int bad = 0;
     for (int p = 0; !bad && p < np; p++) {
         double tr, ts;
-        if (do_rollout(&roll, &rnx, &ps[p], o.seqs, o.tokens, f.v.eos, o.seed, (uint64_t)p, NULL, &ro, &tr, &e) ||
-            do_score(&f.m, NULL, &ro, lpt, entt, &ts, &e)) {
+        if (llm_rollout(&roll, &rnx, &ps[p], o.seqs, o.tokens, f.v.eos, o.seed, (uint64_t)p, NULL, &ro, &tr, &e) ||
+            llm_score_tokens(&f.m, NULL, &ro, lpt, entt, &ts, &e)) {
             bad = 1;
             break;
         }
@@ -604,9 +444,9 @@ static int cmd_score(qs_cli *cli, int argc, char **argv)
                 ntok++;
             }
         }
-        rollout_free(&ro);
+        llm_rollout_free(&ro);
     }
-    rollout_free(&ro);
+    llm_rollout_free(&ro);
     if (!bad) {
         json_t *th = json_pack("{s:f,s:f,s:I}", "rollout_sample_tokens_per_s", ngen / (t_roll > 0 ? t_roll : 1e-9),
                                "reference_score_tokens_per_s", (double)o.seqs * np * (ps[0].n + o.tokens) / (t_score > 0 ? t_score : 1e-9),
@@ -760,7 +600,7 @@ static int cmd_capture(qs_cli *cli, int argc, char **argv)
     json_t *rep = json_array();
     if (!cc) { qs_llm_file_free(&f); return qs_cli_error(QS_EXIT_ERR, "out of memory"); }
     if (p.n + o.tokens > f.m.c.ctx) { rc = qs_cli_error(QS_EXIT_USAGE, "prompt + --tokens exceed the model context %d", f.m.c.ctx); goto out; }
-    if (do_rollout(&f.m, NULL, &p, 1, o.tokens, -1, o.seed, 0, NULL, &ro, &tr, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
+    if (llm_rollout(&f.m, NULL, &p, 1, o.tokens, -1, o.seed, 0, NULL, &ro, &tr, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
     const int L = p.n + o.tokens, d = f.m.c.dim;
     cc->n_layer = f.m.c.n_layer; cc->rows_total = L; cc->ok = 1;
     cc->cols[QS_SITE_ATTN_IN] = cc->cols[QS_SITE_ATTN_OUT] = cc->cols[QS_SITE_FFN_IN] = d;
@@ -829,7 +669,7 @@ out:
     for (int l = 0; l < cc->n_layer; l++)
         for (int si = 0; si < QS_SITE_COUNT; si++) free(cc->buf[l][si]);
     free(cc);
-    rollout_free(&ro);
+    llm_rollout_free(&ro);
     qs_llm_file_free(&f);
     return rc;
 }
@@ -855,7 +695,7 @@ static int cmd_generate(qs_cli *cli, int argc, char **argv)
     qs_llm_numerics nx = {o.has_a ? &o.a : NULL, o.resq, o.has_kv ? &o.kv : NULL, o.scaled, NULL};
     if (p.n + o.tokens > f.m.c.ctx) { rc = qs_cli_error(QS_EXIT_USAGE, "prompt + --tokens exceed the model context"); goto out; }
     sampler sp = {o.temp, o.top_p, o.top_k, o.greedy};
-    if (do_rollout(&roll, &nx, &p, o.seqs, o.tokens, f.v.eos, o.seed, 0, o.filtered ? &sp : NULL, &ro, &tr, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
+    if (llm_rollout(&roll, &nx, &p, o.seqs, o.tokens, f.v.eos, o.seed, 0, o.filtered ? &sp : NULL, &ro, &tr, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
     for (int b = 0; b < ro.B; b++) {
         char buf[512];
         double sum = 0;
@@ -872,7 +712,7 @@ static int cmd_generate(qs_cli *cli, int argc, char **argv)
                  o.temp, o.top_k, o.top_p);
     fprintf(stderr, "qscope: %.1f tokens/s (%d sequences in lockstep)\n", (double)ro.B * o.tokens / (tr > 0 ? tr : 1e-9), ro.B);
 out:
-    rollout_free(&ro);
+    llm_rollout_free(&ro);
     if (roll.arena && roll.arena != f.m.arena) qs_llm_free(&roll);
     qs_llm_file_free(&f);
     return rc;
@@ -945,8 +785,8 @@ static int cmd_bench(qs_cli *cli, int argc, char **argv)
         rollout w;
         memset(&w, 0, sizeof w);
         double tw;
-        int bad = do_rollout(&f.m, NULL, &p, o.seqs, 8, -1, o.seed, 1, NULL, &w, &tw, &e) || do_score(&f.m, NULL, &w, lp, en, &tw, &e);
-        rollout_free(&w);
+        int bad = llm_rollout(&f.m, NULL, &p, o.seqs, 8, -1, o.seed, 1, NULL, &w, &tw, &e) || llm_score_tokens(&f.m, NULL, &w, lp, en, &tw, &e);
+        llm_rollout_free(&w);
         if (bad) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
     }
     for (int pass = 0; pass < 2; pass++) {
@@ -957,15 +797,15 @@ static int cmd_bench(qs_cli *cli, int argc, char **argv)
             rollout ro;
             memset(&ro, 0, sizeof ro);
             double tr = 0, ts = 0;
-            if (do_rollout(m, n, &p, o.seqs, o.tokens, -1, o.seed, 0, NULL, &ro, &tr, &e) || do_score(m, n, &ro, lp, en, &ts, &e)) {
-                rollout_free(&ro);
+            if (llm_rollout(m, n, &p, o.seqs, o.tokens, -1, o.seed, 0, NULL, &ro, &tr, &e) || llm_score_tokens(m, n, &ro, lp, en, &ts, &e)) {
+                llm_rollout_free(&ro);
                 rc = qs_cli_err(QS_EXIT_ERR, &e);
                 goto out;
             }
             double vs = (double)o.seqs * o.tokens / tr, vc = (double)o.seqs * (p.n + o.tokens) / ts;
             if (vs > best_s) best_s = vs;
             if (vc > best_c) best_c = vc;
-            rollout_free(&ro);
+            llm_rollout_free(&ro);
         }
         char lab[160];
         if (pass) snprintf(lab, sizeof lab, "w=%s a=%s kv=%s%s", o.wspec, o.aspec, o.kvspec, o.resq ? " +resq" : "");
