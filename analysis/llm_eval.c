@@ -4,6 +4,7 @@
 #include "llm_eval.h"
 #include "../kernels/attn_internal.h"
 #include "../kernels/llm_rows.h"
+#include "../kernels/qs_clock.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -14,13 +15,6 @@ const double qs_eval_kl_qs[11] = {0, 0.001, 0.01, 0.05, 0.10, 0.50, 0.90, 0.95, 
 
 /* rows of logits computed at once: large enough for SGEMM, small enough to stay bounded */
 #define HEAD_ROWS 64
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 int qs_eval_first(const qs_eval_setup *s) { return s->score_all ? 0 : s->ctx / 2; }
 
@@ -186,11 +180,11 @@ int qs_eval_chunk(qs_eval_work *w, const qs_llm_model *ref, const qs_eval_varian
         nf_tap tc = {&vo->nf, vi ? NULL : w->resid, w->nlayer};
         const int l0 = vi ? cfg[vi - 1].from_layer : 0;
         if (l0 && !w->resid) return qs_fail(e, "evaluation: start layer %d without the reference's residual stream", l0);
-        double t0 = now_s();
+        double t0 = qs_now_s();
         if (qs_llm_forward_from(m, nx, w->st, w->in, 1, ctx, 0, l0, l0 ? w->resid + (size_t)l0 * ctx * d : NULL, w->hid,
                                 tap_nonfinite, &tc, e))
             return -1;
-        double t1 = now_s();
+        double t1 = qs_now_s();
         for (int r0 = 0; r0 < per; r0 += HEAD_ROWS) {
             int nr = per - r0 < HEAD_ROWS ? per - r0 : HEAD_ROWS;
             if (qs_llm_logits(m, nx, w->hid + (size_t)(first + r0) * d, nr, w->scr, w->lg, e)) return -1;
@@ -200,7 +194,7 @@ int qs_eval_chunk(qs_eval_work *w, const qs_llm_model *ref, const qs_eval_varian
         for (int r = 0; r < per; r++)   /* rows left out: the reference's, or this config's own */
             vo->nf.logit_rows += vi == 0 ? !w->rr[r].finite : (w->rr[r].finite && isnan(vo->nll[k0 + r]));
         vo->fwd_seconds += t1 - t0;
-        vo->head_seconds += now_s() - t1;
+        vo->head_seconds += qs_now_s() - t1;
     }
     return 0;
 }

@@ -60,7 +60,7 @@ int qs_bench_analyze(qs_cli *cli, int quick, int json)
         double best[3] = {INFINITY, INFINITY, INFINITY};
         for (int mode = 0; mode < 3; mode++)             /* fakeq only; analyze 1 thread; 2 threads */
             for (int r = 0; r < REPS; r++) {
-                double t0 = qs_bench_now();
+                double t0 = qs_now_s();
                 int rc;
                 if (mode == 0) rc = qs_format_apply(&apps[k], R, C, rd, &m, wr, &m, &e);
                 else {
@@ -69,7 +69,7 @@ int qs_bench_analyze(qs_cli *cli, int quick, int json)
                     rc = qs_analyze(&apps[k], R, C, rd, &m, 1, &ao, &an, &e);
                     if (!rc) qs_analysis_free(&an);
                 }
-                double t = qs_bench_now() - t0;
+                double t = qs_now_s() - t0;
                 if (rc) { bad = 1; fprintf(stderr, "qscope: bench analyze: %s\n", e.msg); }
                 if (t < best[mode]) best[mode] = t;
             }

@@ -59,7 +59,7 @@ static double time_op(const qs_format *f, const qs_qopts *o, const float *x, flo
         j[t] = (job){f, *o, x + s, y + s, codes + s, meta + bs * (size_t)f->meta_bytes, k, encode, 0};
         j[t].o.index0 = s;
     }
-    double t0 = qs_bench_now();
+    double t0 = qs_now_s();
     if (threads == 1) run_job(&j[0]);
     else {
         pthread_t th;
@@ -67,7 +67,7 @@ static double time_op(const qs_format *f, const qs_qopts *o, const float *x, flo
         run_job(&j[0]);
         pthread_join(th, NULL);
     }
-    double dt = qs_bench_now() - t0;
+    double dt = qs_now_s() - t0;
     *rc |= j[0].rc | j[1].rc;
     return dt;
 }
@@ -93,7 +93,7 @@ int qs_bench_formats(qs_cli *cli, int quick, int json, const char *list)
     double t[16];
     json_t *rows = json_array();
     /* memcpy bandwidth, the ceiling for any streaming kernel */
-    for (int r = 0; r < REPS; r++) { double t0 = qs_bench_now(); memcpy(y1, x, N * sizeof *x); t[r] = qs_bench_now() - t0; }
+    for (int r = 0; r < REPS; r++) { double t0 = qs_now_s(); memcpy(y1, x, N * sizeof *x); t[r] = qs_now_s() - t0; }
     qsort(t, (size_t)REPS, sizeof *t, qs_bench_cmp);
     double memcpy_best = (double)N / t[0] / 1e6;
     int bad = 0;

@@ -132,7 +132,7 @@ static int run_kernels(qs_cli *cli, int quick, int json)
         c.threads = th;
         for (int r = -1; r < reps && !bad; r++) {
             for (int k = 0; k < NK && !bad; k++) {
-                double t0 = qs_bench_now();
+                double t0 = qs_now_s();
                 int rc = 0;
                 switch (k) {
                 case SG: case S1:
@@ -156,7 +156,7 @@ static int run_kernels(qs_cli *cli, int quick, int json)
                 case M2: rc = qs_msd_gemm_i8(x, 16, Km, Wq, &wp, sig, Nm, 2, QS_I8GEMM_SGEMM, th, y2, ws, &e); break;
                 }
                 if (rc) { bad = 1; fprintf(stderr, "qscope: bench: %s\n", e.msg); }
-                if (r >= 0) t[k][r] = qs_bench_now() - t0;
+                if (r >= 0) t[k][r] = qs_now_s() - t0;
             }
         }
         if (bad) break;
@@ -389,14 +389,14 @@ static int run_score(qs_cli *cli, int quick, int json)
                 qs_i8_pack_free(&wp);   /* weight packing happens once per weight, outside the timed call */
                 if (qs_i8_pack_make(Wq, c->N, c->K, &wp, &e)) { fail = 1; break; }
             }
-            double t0 = qs_bench_now();
+            double t0 = qs_now_s();
             int rc = c->k == OP_FA ? qs_attn_fa2(&c->s, &cfg, Qp, Kp, Vp, oc, NULL, &e)
                      : c->k == OP_AMLA ? qs_attn_amla(&c->s, &cfg, Qp, Kp, Vp, oc, &e)
                                        : qs_msd_gemm_i8(in, c->M, c->K, Wq, &wp, sig, c->N, 2, QS_I8GEMM_SGEMM, th, oc, NULL, &e);
-            double t1 = qs_bench_now();
+            double t1 = qs_now_s();
             int rb = c->k == OP_MSD ? qs_msd_gemm_i8(in, c->M, c->K, Wq, NULL, sig, c->N, 2, QS_I8GEMM_INT, 1, ob, NULL, &e)
                                     : qs_attn_plain(&c->s, &cfg, Qp, Kp, Vp, ob, &e);
-            double t2 = qs_bench_now();
+            double t2 = qs_now_s();
             if (rc || rb) { fail = 1; break; }
             if (it >= 0) { tc[it] = t1 - t0; tb[it] = t2 - t1; }
         }

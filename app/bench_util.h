@@ -4,8 +4,6 @@
 
 #include "../kernels/qs_clock.h"
 
-static inline double qs_bench_now(void) { return qs_now_s(); }
-
 /* qsort comparator for doubles (timings are sorted to take min and median) */
 static inline int qs_bench_cmp(const void *a, const void *b)
 {

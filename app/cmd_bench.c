@@ -121,7 +121,7 @@ int qs_cmd_bench(qs_cli *cli, int argc, char **argv)
     int bad = 0;
 
     /* content hash over the f32 bytes */
-    for (int r = 0; r < REPS; r++) { double t0 = qs_bench_now(); volatile XXH128_hash_t h = XXH3_128bits(x, N * 4); (void)h; t[r] = qs_bench_now() - t0; }
+    for (int r = 0; r < REPS; r++) { double t0 = qs_now_s(); volatile XXH128_hash_t h = XXH3_128bits(x, N * 4); (void)h; t[r] = qs_now_s() - t0; }
     row(rows, "hash xxh3-128", (double)N * 4 / 1e9, "GB/s", summarize(t, REPS), NULL);
 
     /* decode of each element dtype to f32 (bytes made from the same data) */
@@ -132,7 +132,7 @@ int qs_cmd_bench(qs_cli *cli, int argc, char **argv)
         size_t nb = N / tr->block_elems;
         for (size_t i = 0; i < nb * tr->block_bytes; i++) raw[i] = (uint8_t)(((const uint8_t *)x)[i] ^ (i * 131));
         /* keep f16/bf16 finite-ish: random bytes are still a valid decode workload */
-        for (int r = 0; r < REPS; r++) { double t0 = qs_bench_now(); tr->decode(raw, y, nb); t[r] = qs_bench_now() - t0; }
+        for (int r = 0; r < REPS; r++) { double t0 = qs_now_s(); tr->decode(raw, y, nb); t[r] = qs_now_s() - t0; }
         char what[64];
         snprintf(what, sizeof what, "decode %s -> f32", tr->name);
         row(rows, what, (double)N / 1e6, "M elem/s", summarize(t, REPS), NULL);
@@ -144,9 +144,9 @@ int qs_cmd_bench(qs_cli *cli, int argc, char **argv)
     qs_err e = {{0}};
     for (int th = 1; th <= 2; th++) {
         for (int r = 0; r < REPS; r++) {
-            double t0 = qs_bench_now();
+            double t0 = qs_now_s();
             if (qs_tensor_stats_compute(mem_read, &ms, 1, N, N / 1024, 1024, th, th == 1 ? &s1 : &s2, &e)) bad = 1;
-            t[r] = qs_bench_now() - t0;
+            t[r] = qs_now_s() - t0;
         }
         char what[64];
         snprintf(what, sizeof what, "statistics (%d thread%s)", th, th > 1 ? "s" : "");
@@ -173,9 +173,9 @@ int qs_cmd_bench(qs_cli *cli, int argc, char **argv)
                 qs_db *db = qs_db_open(dbp, &e);
                 qs_import_opts o = {.jobs = 2};
                 json_t *rep = json_array();
-                double t0 = qs_bench_now();
+                double t0 = qs_now_s();
                 int rc = !db || qs_db_begin(db, &e) || qs_import_file(db, npy, &o, rep, &e) || qs_db_commit(db, &e);
-                t[r] = qs_bench_now() - t0;
+                t[r] = qs_now_s() - t0;
                 if (!rc) nel = (uint64_t)json_integer_value(json_object_get(json_array_get(rep, 0), "numel"));
                 json_decref(rep);
                 if (rc) { bad = 1; fprintf(stderr, "qscope: bench: %s\n", e.msg); }

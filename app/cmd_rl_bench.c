@@ -73,7 +73,7 @@ static int parse_only(const char *path, uint64_t *tokens, qs_err *e)
     if (!b || fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); fclose(f); return qs_fail(e, "%s: cannot read", path); }
     fclose(f);
     qs_rl_parse_info info;
-    double t0 = qs_bench_now();
+    double t0 = qs_now_s();
     int rc = qs_rl_parse(b, (size_t)n, NULL, &info, e);
     (void)t0;
     *tokens = info.tokens;
@@ -115,9 +115,9 @@ int qs_bench_rl(qs_cli *cli, int quick, int json)
         stat(files[f], &sb);
         for (int r = 0; r < reps; r++) {
             uint64_t nt;
-            double t0 = qs_bench_now();
+            double t0 = qs_now_s();
             if (parse_only(files[f], &nt, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); break; }
-            t[r] = qs_bench_now() - t0;
+            t[r] = qs_now_s() - t0;
         }
         if (rc) break;
         res[nr++] = (bres){f ? "parse JSONL (read + validate, no database)" : "parse CSV (read + validate, no database)",
@@ -132,9 +132,9 @@ int qs_bench_rl(qs_cli *cli, int quick, int json)
             qs_rl_import_opts o = {0};
             o.run = "bench";
             qs_rl_import_result ir;
-            double t0 = qs_bench_now();
+            double t0 = qs_now_s();
             int irc = qs_rl_import(db, files[f], &o, &ir, &e);
-            t[r] = qs_bench_now() - t0;
+            t[r] = qs_now_s() - t0;
             if (!irc && f == 1 && r == reps - 1) {
                 /* ais over the imported run (no storing: the computation and the read) */
                 double ta[9];
@@ -142,9 +142,9 @@ int qs_bench_rl(qs_cli *cli, int quick, int json)
                 qs_ais_opts_default(&ao);
                 for (int k = 0; k < reps && !irc; k++) {
                     qs_ais_result ar;
-                    double t1 = qs_bench_now();
+                    double t1 = qs_now_s();
                     irc = qs_ais_run(db, "bench", &ao, &ar, &e);
-                    ta[k] = qs_bench_now() - t1;
+                    ta[k] = qs_now_s() - t1;
                     if (!irc) qs_ais_result_free(&ar);
                 }
                 if (!irc) res[4] = (bres){"ais over the stored run (read, diagnostics of every step)", summarize(ta, reps, ntok), 0};

@@ -13,6 +13,7 @@
 ** When a rank dies, mpirun ends the whole job (SIGTERM to the others); rank 0 then says so in one line.
 */
 #include "par.h"
+#include "../kernels/qs_clock.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -107,20 +108,13 @@ typedef struct {
     pthread_mutex_t mu;
 } progress;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void progress_add(progress *p, double cost)
 {
     if (!p->what || !p->tty) return;
     pthread_mutex_lock(&p->mu);
     p->done++;
     p->done_cost += cost >= 0 ? cost : 0;
-    double t = now_s();
+    double t = qs_now_s();
     if (t - p->last_t >= 0.1 || p->done == p->n) {
         double f = p->total > 0 ? p->done_cost / p->total : (double)p->done / (double)(p->n ? p->n : 1);
         int w = 30, k = (int)(f * w);
@@ -340,11 +334,11 @@ int qs_par_exit(int rc)
         ** they do not, some rank still waits for this one (inside a run): end the whole job. */
         MPI_Request rq;
         mpi_check(M.Ibarrier(M.world, &rq), "barrier");
-        double t0 = now_s();
+        double t0 = qs_now_s();
         for (int done = 0;;) {
             mpi_check(M.Test(&rq, &done, MPI_STATUS_IGNORE), "barrier");
             if (done) break;
-            if (rc != 0 && now_s() - t0 > QS_PAR_EXIT_WAIT_S) {
+            if (rc != 0 && qs_now_s() - t0 > QS_PAR_EXIT_WAIT_S) {
                 if (g_rank > 0 && g_held[0]) fprintf(stderr, "qscope: rank %d: %s\n", g_rank, g_held);
                 fflush(NULL);
                 M.Abort(M.world, rc);

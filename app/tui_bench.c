@@ -102,10 +102,10 @@ static void dump(void)
 static void time_keys(tui *T, const int *keys, int nk, int n, double *t, bres *r)
 {
     for (int i = 0; i < n; i++) {
-        double t0 = qs_bench_now();
+        double t0 = qs_now_s();
         tui_handle_key(T, keys[i % nk]);
         tui_draw(T);
-        t[i] = qs_bench_now() - t0;
+        t[i] = qs_now_s() - t0;
     }
     stats(t, n, r);
     dump();
@@ -129,10 +129,10 @@ int qs_bench_tui(qs_cli *cli, int argc, char **argv)
     snprintf(path, sizeof path, "%s/bench.db", dir);
     qs_err e = {{0}};
     int rc = QS_EXIT_ERR;
-    double tb = qs_bench_now();
+    double tb = qs_now_s();
     if (!json) fprintf(stderr, "qscope: building a %llu-tensor database...\n", ntensors);
     if (build_db(path, (int)ntensors, &e)) { qs_cli_err(QS_EXIT_ERR, &e); goto cleanup; }
-    double build_s = qs_bench_now() - tb;
+    double build_s = qs_now_s() - tb;
     static tui T;
     memset(&T, 0, sizeof T);
     /* analyze the first tensor under the default formats, with per-block data */
@@ -175,7 +175,7 @@ int qs_bench_tui(qs_cli *cli, int argc, char **argv)
     /* first frame, cold in this process: open, load, draw */
     for (int i = 0; i < reps; i++) {
         memset(&T, 0, sizeof T);
-        double t0 = qs_bench_now();
+        double t0 = qs_now_s();
         int ok = tui_init_app(&T, cli, path, NULL, &e) == 0;
         if (ok) {
             pthread_mutex_init(&T.job.mu, NULL);
@@ -184,7 +184,7 @@ int qs_bench_tui(qs_cli *cli, int argc, char **argv)
             tui_screen_setup(&T);
             tui_draw(&T);
         }
-        t[i] = qs_bench_now() - t0;
+        t[i] = qs_now_s() - t0;
         if (ok) pthread_mutex_destroy(&T.job.mu);
         tui_free_app(&T);
         if (!ok) { qs_cli_err(QS_EXIT_ERR, &e); goto term; }

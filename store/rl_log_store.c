@@ -22,6 +22,7 @@
 #include <xxhash.h>
 
 #include "../kernels/qs_version.h"
+#include "../kernels/qs_clock.h"
 
 #define ROWS_PER_STMT 128
 #define NCOLS 12
@@ -290,13 +291,6 @@ int qs_rl_run_delete(qs_db *db, const char *name, int *found, qs_err *e)
     return 0;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void default_run_name(const char *path, char *out, size_t cap)
 {
     const char *b = strrchr(path, '/');
@@ -309,7 +303,7 @@ static void default_run_name(const char *path, char *out, size_t cap)
 int qs_rl_import(qs_db *db, const char *path, const qs_rl_import_opts *o, qs_rl_import_result *res, qs_err *e)
 {
     memset(res, 0, sizeof *res);
-    double t0 = now_s();
+    double t0 = qs_now_s();
     if (o->run) snprintf(res->run, sizeof res->run, "%s", o->run);
     else default_run_name(path, res->run, sizeof res->run);
     if (!res->run[0]) return qs_fail(e, "%s: empty run name", path);
@@ -440,6 +434,6 @@ out:
     pthread_cond_destroy(&P.cv);
     if (map) munmap(map, n);
     qs_rl_parse_info_free(&res->info);
-    res->seconds = now_s() - t0;
+    res->seconds = qs_now_s() - t0;
     return rc;
 }
