@@ -12,7 +12,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sqlite3.h>
 #include <unistd.h>
 
 #include <jansson.h>

@@ -10,7 +10,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sqlite3.h>
 #include <time.h>
 #include <unistd.h>
 #include <cblas.h>

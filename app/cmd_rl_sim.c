@@ -10,7 +10,6 @@
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sqlite3.h>
 
 #include <jansson.h>
 #include <xxhash.h>
