@@ -218,3 +218,15 @@ void qs_file_map_close(qs_file_map *m)
     m->p = NULL;
     m->n = 0;
 }
+
+size_t qs_pread_head(int fd, uint8_t *buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = pread(fd, buf + got, n - got, (off_t)got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
+    return got;
+}

@@ -73,6 +73,9 @@ int qs_parse_any(const uint8_t *buf, size_t len, const char *filename, const qs_
 ** The container never points into the file's bytes. */
 int qs_parse_npy_fd(int fd, uint64_t len, const qs_parse_opts *o, qs_container *c, qs_err *e);
 int qs_parse_safetensors_fd(int fd, uint64_t len, const qs_parse_opts *o, qs_container *c, qs_err *e);
+/* The first n bytes of fd (fewer at end of file or on an error, errno then set): for the parsers
+** that read a header through a descriptor instead of mapping the whole file. */
+size_t qs_pread_head(int fd, uint8_t *buf, size_t n);
 int qs_parse_fd(int fd, uint64_t len, const char *filename, const qs_parse_opts *o, qs_container *c, qs_err *e);
 
 /* Parse an .npy header that starts at buf (used by the npz parser on an inflated prefix).

@@ -467,24 +467,12 @@ int qs_parse_npy(const uint8_t *buf, size_t len, const qs_parse_opts *o, qs_cont
     return parse_npy_head(buf, len, len, o, c, e);
 }
 
-static size_t pread_full(int fd, uint8_t *buf, size_t n)
-{
-    size_t got = 0;
-    while (got < n) {
-        ssize_t k = pread(fd, buf + got, n - got, (off_t)got);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) break;
-        got += (size_t)k;
-    }
-    return got;
-}
-
 int qs_parse_npy_fd(int fd, uint64_t len, const qs_parse_opts *o, qs_container *c, qs_err *e)
 {
     memset(c, 0, sizeof *c);
     uint8_t pre[12];
     size_t want = len < sizeof pre ? (size_t)len : sizeof pre;
-    if (pread_full(fd, pre, want) != want) return qs_fail(e, "read: %s (at byte 0)", strerror(errno ? errno : EIO));
+    if (qs_pread_head(fd, pre, want) != want) return qs_fail(e, "read: %s (at byte 0)", strerror(errno ? errno : EIO));
     /* the header's claimed length only bounds what is read, never beyond the file or numpy's limit + 1 */
     if (want >= 12) {
         uint64_t hlen = pre[6] == 1 ? (uint64_t)(pre[8] | pre[9] << 8)
@@ -494,7 +482,7 @@ int qs_parse_npy_fd(int fd, uint64_t len, const qs_parse_opts *o, qs_container *
     }
     uint8_t *buf = malloc(want ? want : 1);
     if (!buf) return qs_fail(e, "out of memory (at byte 0)");
-    int rc = pread_full(fd, buf, want) != want ? qs_fail(e, "read: %s (at byte 0)", strerror(errno ? errno : EIO))
+    int rc = qs_pread_head(fd, buf, want) != want ? qs_fail(e, "read: %s (at byte 0)", strerror(errno ? errno : EIO))
                                              : parse_npy_head(buf, want, len, o, c, e);
     free(buf);
     return rc;

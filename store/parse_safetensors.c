@@ -341,31 +341,19 @@ int qs_parse_safetensors(const uint8_t *buf, size_t len, const qs_parse_opts *o,
     return parse_st(buf, len, o, c, e);
 }
 
-static size_t pread_full(int fd, uint8_t *buf, size_t n)
-{
-    size_t got = 0;
-    while (got < n) {
-        ssize_t k = pread(fd, buf + got, n - got, (off_t)got);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) break;
-        got += (size_t)k;
-    }
-    return got;
-}
-
 int qs_parse_safetensors_fd(int fd, uint64_t len, const qs_parse_opts *o, qs_container *c, qs_err *e)
 {
     memset(c, 0, sizeof *c);
     uint8_t pre[8];
     size_t want = len < 8 ? (size_t)len : 8;
-    if (pread_full(fd, pre, want) != want) return qs_fail(e, "read: %s (at byte 0)", strerror(errno ? errno : EIO));
+    if (qs_pread_head(fd, pre, want) != want) return qs_fail(e, "read: %s (at byte 0)", strerror(errno ? errno : EIO));
     if (want == 8) {
         uint64_t n = rd64(pre);   /* read only when the file holds it, never more than the parser's limit */
         if (n <= ST_MAX_HEADER && n <= len - 8) want = (size_t)(8 + n);
     }
     uint8_t *buf = malloc(want ? want : 1);
     if (!buf) return qs_fail(e, "out of memory (at byte 0)");
-    int rc = pread_full(fd, buf, want) != want ? qs_fail(e, "read: %s (at byte 0)", strerror(errno ? errno : EIO))
+    int rc = qs_pread_head(fd, buf, want) != want ? qs_fail(e, "read: %s (at byte 0)", strerror(errno ? errno : EIO))
                                              : parse_st(buf, len, o, c, e);
     free(buf);
     return rc;

@@ -8,6 +8,7 @@
 ** Every database lives in a mkdtemp directory under $TMPDIR (else P_tmpdir) that teardown removes.
 */
 #include "test_util.h"
+#include "test_store_util.h"   /* the fixture: a temporary directory with an open database */
 
 #include <ftw.h>
 #include <math.h>
@@ -23,47 +24,6 @@
 #include "../../store/q_results.h"
 #include "../../store/q_rl.h"
 #include "../../store/q_tensors.h"
-
-typedef struct fixture {
-    char dir[64];
-    qs_db *db;
-} fixture;
-
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb; (void)flag; (void)ftw;
-    return remove(p);
-}
-
-static int setup(void **state)
-{
-    fixture *f = calloc(1, sizeof *f);
-    if (!f) return -1;
-    const char *tmp = getenv("TMPDIR") && strlen(getenv("TMPDIR")) <= 30 ? getenv("TMPDIR") : P_tmpdir;
-    snprintf(f->dir, sizeof f->dir, "%s/qs_test_q_XXXXXX", tmp);
-    if (!mkdtemp(f->dir)) { free(f); return -1; }
-    char path[128];
-    snprintf(path, sizeof path, "%s/t.db", f->dir);
-    qs_err e = {{0}};
-    if (!(f->db = qs_db_open(path, &e))) {
-        fprintf(stderr, "# %s\n", e.msg);
-        nftw(f->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-        free(f);
-        return -1;
-    }
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    if (!f) return 0;
-    qs_db_close(f->db);
-    nftw(f->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-    free(f);
-    return 0;
-}
 
 static void sql(qs_db *db, const char *s)
 {
