@@ -53,12 +53,7 @@ typedef struct llm_opts {
 static int parse_fmt(const char *cmd, const char *spec, qs_apply *out, int *has)
 {
     if (!strcmp(spec, "fp32") || !strcmp(spec, "none")) { *has = 0; return 0; }
-    qs_apply base;
-    memset(&base, 0, sizeof base);
-    base.axis = 1;
-    if (qs_quant_parse_list(cmd, spec, &base, out, 1) != 1) return -1;
-    if (out->axis != 1) return qs_cli_usage(cmd, "%s: only blocks along the input channels (axis 1) make sense here", spec), -1;
-    if (out->gran == QS_GRAN_COL) return qs_cli_usage(cmd, "%s: per-column granularity is not supported here", spec), -1;
+    if (qs_llm_parse_fmt(cmd, spec, out)) return -1;
     *has = 1;
     return 0;
 }
