@@ -14,6 +14,7 @@
 ** (both bit-identical to fakeq, as tested in tests/unit/test_format_*.c).
 */
 #include "metrics_internal.h"
+#include "../kernels/simd.h"
 
 /* Segment i of the band: scale S (sanitised) and saturation level bits. */
 static inline void seg_put(worker *w, size_t i, double S, uint32_t Qb)
@@ -145,7 +146,7 @@ int met_proxy_scales(worker *w, size_t nb, qs_err *e)
     int mx = pf->mx, nv = f->scale_kind == QS_SK_UE4M3;
     if (mx || nv) {   /* the scale rule directly (same codes and scales as encode + decode, tested) */
         if (nv) {   /* encode's tensor scale, when none is given: the largest finite |x| */
-            float ts = o.tensor_scale != 0 ? o.tensor_scale : qs_finite_absmax(w->reps, nb);
+            float ts = o.tensor_scale != 0 ? o.tensor_scale : qs_finite_absmax_n(w->reps, nb);
             if (qs_nvfp4_block_scales(f, &o, ts, w->reps, nb, w->bcode, w->pS, w->pQ, e)) return -1;
         }
         if (mx) {   /* S = 2^(code - 127): its exponent is the code's (NaN block: S = 1, nothing clips) */

@@ -11,13 +11,6 @@
 
 #include "../kernels/simd.h"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define QS_QSTREAM_X86 1
-#else
-#define QS_QSTREAM_X86 0
-#endif
-
 #define MAX_THREADS 64
 
 typedef struct qstream {
@@ -90,48 +83,6 @@ static void unit_span(const qstream *s, uint64_t u, uint64_t *base, uint64_t *nr
 
 typedef struct worker { qstream *s; float amax; } worker;
 
-/* Largest finite |x| (NaN and Inf left out, as qs_format_absmax): the maximum of the magnitude bits
-** below Inf's, 8 lanes at a time where AVX2 is there. */
-#if QS_QSTREAM_X86
-__attribute__((target("avx2")))
-static uint32_t absmax_bits_avx2(const float *x, size_t n, size_t *done)
-{
-    const __m256i absm = _mm256_set1_epi32(0x7fffffff), below = _mm256_set1_epi32(0x7f7fffff);
-    __m256i m0 = _mm256_setzero_si256(), m1 = m0;
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m256i a0 = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i)), absm);
-        __m256i a1 = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i + 8)), absm);
-        m0 = _mm256_max_epu32(m0, _mm256_andnot_si256(_mm256_cmpgt_epi32(a0, below), a0));
-        m1 = _mm256_max_epu32(m1, _mm256_andnot_si256(_mm256_cmpgt_epi32(a1, below), a1));
-    }
-    m0 = _mm256_max_epu32(m0, m1);
-    __m128i h = _mm_max_epu32(_mm256_castsi256_si128(m0), _mm256_extracti128_si256(m0, 1));
-    h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0x4e));
-    h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0xb1));
-    *done = i;
-    return (uint32_t)_mm_cvtsi128_si32(h);
-}
-#endif
-
-static float finite_absmax(const float *x, size_t n)
-{
-    uint32_t m = 0;
-    size_t i = 0;
-#if QS_QSTREAM_X86
-    if (qs_simd_level() >= QS_SIMD_AVX2) m = absmax_bits_avx2(x, n, &i);
-#endif
-    for (; i < n; i++) {
-        uint32_t a;
-        memcpy(&a, x + i, 4);
-        a &= 0x7fffffffu;
-        if (a < 0x7f800000u && a > m) m = a;
-    }
-    float v;
-    memcpy(&v, &m, 4);
-    return v;
-}
-
 static void *work(void *arg)
 {
     worker *wk = arg;
@@ -156,7 +107,7 @@ static void *work(void *arg)
                 break;
             }
             if (qs_treader_read_f32(s->r, base, k, buf, &e)) { fail_with(s, &e); break; }
-            float m = finite_absmax(buf, k);
+            float m = qs_finite_absmax_n(buf, k);
             if (m > wk->amax) wk->amax = m;
             continue;
         }

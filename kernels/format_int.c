@@ -158,33 +158,6 @@ static size_t int_vec_n(const int_ctx *c, float s, size_t m)
 }
 
 #if INT_X86
-/* Largest finite |x| as float32 bits (NaN and ±Inf ignored), 8 lanes at a time; the tail in C. */
-__attribute__((target("avx2")))
-static uint32_t finite_amax_avx2(const float *x, size_t n)
-{
-    const __m256i absm = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
-    __m256i m0 = _mm256_setzero_si256(), m1 = m0;
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m256i a0 = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i)), absm);
-        __m256i a1 = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i + 8)), absm);
-        m0 = _mm256_max_epi32(m0, _mm256_andnot_si256(_mm256_cmpgt_epi32(a0, _mm256_sub_epi32(inf, _mm256_set1_epi32(1))), a0));
-        m1 = _mm256_max_epi32(m1, _mm256_andnot_si256(_mm256_cmpgt_epi32(a1, _mm256_sub_epi32(inf, _mm256_set1_epi32(1))), a1));
-    }
-    m0 = _mm256_max_epi32(m0, m1);
-    __m128i h = _mm_max_epi32(_mm256_castsi256_si128(m0), _mm256_extracti128_si256(m0, 1));
-    h = _mm_max_epi32(h, _mm_shuffle_epi32(h, 0x4e));
-    h = _mm_max_epi32(h, _mm_shuffle_epi32(h, 0xb1));
-    uint32_t m = (uint32_t)_mm_cvtsi128_si32(h);
-    for (; i < n; i++) {
-        uint32_t a;
-        memcpy(&a, x + i, 4);
-        a &= 0x7fffffffu;
-        if (a < 0x7f800000u && a > m) m = a;
-    }
-    return m;
-}
-
 /* RNE codes (y == NULL) or values (codes == NULL) of x[0..m), m a multiple of 8, scale s normal. */
 __attribute__((target("avx2")))
 static void int_rne_avx2(const int_ctx *c, const float *x, size_t m, float s, size_t i0, uint32_t *codes,
@@ -264,10 +237,7 @@ static float block_scale_fast(const int_ctx *c, const float *x, size_t n, int qm
     if (c->amax > 0) return scale_of(c->amax, qmax);
 #if INT_X86
     if (qs_simd_level() >= QS_SIMD_AVX2) {
-        uint32_t ab = finite_amax_avx2(x, n);
-        float amax;
-        memcpy(&amax, &ab, 4);
-        return scale_of(amax, qmax);
+        return scale_of(qs_finite_absmax_n(x, n), qmax);
     }
 #endif
     return block_scale(x, n, qmax);

@@ -157,38 +157,6 @@ static nv_blk nv_block(const nv_run *r, float bamax, int enc)
     return b;
 }
 
-#if NV_X86
-__attribute__((target("avx2")))
-static uint32_t absmax_avx2(const float *x, size_t n)
-{
-    const __m256i absm = _mm256_set1_epi32(0x7fffffff);
-    __m256i m0 = _mm256_setzero_si256(), m1 = m0;
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        m0 = _mm256_max_epu32(m0, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i)), absm));
-        m1 = _mm256_max_epu32(m1, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i + 8)), absm));
-    }
-    m0 = _mm256_max_epu32(m0, m1);
-    __m128i h = _mm_max_epu32(_mm256_castsi256_si128(m0), _mm256_extracti128_si256(m0, 1));
-    h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0x4e));
-    h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0xb1));
-    uint32_t m = (uint32_t)_mm_cvtsi128_si32(h), t = qs_absmax_bits(x + i, n - i);
-    return t > m ? t : m;
-}
-#endif
-
-static float finite_absmax(const float *x, size_t n, int simd)
-{
-#if NV_X86
-    if (simd) {
-        uint32_t m = absmax_avx2(x, n);          /* memory-bound: AVX2 is enough */
-        if (m < 0x7f800000u) return u2f(m);
-    }
-#endif
-    (void)simd;
-    return qs_finite_absmax(x, n);
-}
-
 static inline double sr_u(const nv_run *r, size_t i)
 {
     return r->mode == QS_RND_SR ? qs_sr_uniform(r->seed, r->index0 + i) : 0.0;
@@ -218,7 +186,7 @@ static int nv_encode(const qs_format *f, const qs_qopts *o, const float *x, size
     nv_run r;
     if (nv_opts(f, o, &r, e)) return -1;
     int lvl = NV_X86 ? qs_simd_level() : QS_SIMD_SCALAR;
-    float amax = o && o->tensor_scale != 0 ? o->tensor_scale : finite_absmax(x, n, lvl >= QS_SIMD_AVX2);
+    float amax = o && o->tensor_scale != 0 ? o->tensor_scale : qs_finite_absmax_n(x, n);
     if (nv_tensor(f, &r, amax, e)) return -1;
     size_t done = nv_enc_vector(&r, x, n, codes, meta, lvl);  /* whole blocks, RNE, when the level allows */
     for (size_t b = done / r.block, i0 = done; i0 < n; b++, i0 += r.block)
@@ -307,7 +275,7 @@ static int nv_fakeq(const qs_format *f, const qs_qopts *o, const float *x, size_
     nv_run r;
     if (nv_opts(f, o, &r, e)) return -1;
     int lvl = NV_X86 ? qs_simd_level() : QS_SIMD_SCALAR;
-    float amax = o && o->tensor_scale != 0 ? o->tensor_scale : finite_absmax(x, n, lvl >= QS_SIMD_AVX2);
+    float amax = o && o->tensor_scale != 0 ? o->tensor_scale : qs_finite_absmax_n(x, n);
     if (nv_tensor(f, &r, amax, e)) return -1;
     size_t done = 0;
 #if NV_X86

@@ -20,6 +20,8 @@ int qs_simd_cpu(void);              /* best level this CPU (and OS) supports */
 int qs_simd_level(void);            /* level in use: min(cpu, QS_SIMD or the forced level) */
 void qs_simd_force(int level);      /* tests: use at most `level`; -1 = back to QS_SIMD / the CPU */
 const char *qs_simd_name(int level);
+/* Largest finite |x| of x[0..n) (NaN and ±Inf ignored; 0 without any): the same bits on every level. */
+float qs_finite_absmax_n(const float *x, size_t n);
 
 /*
 ** y[i] = qs_mf_round(f, x[i], mode, u_i, sat) for i < n, with u_i = qs_sr_uniform(seed, index0 + i)
