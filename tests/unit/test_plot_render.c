@@ -84,7 +84,7 @@ static void test_png_readback(void **st)
 {
     (void)st;
     qs_figure *f = sample_lines();
-    qs_provenance p = {"qscope plot x -o 'a b.png'", "/tmp/q.db", "t=0123456789abcdef0123456789abcdef", "mxfp4,nvfp4",
+    qs_provenance p = {"qscope plot x -o 'a b.png'", "data/q.db", "t=0123456789abcdef0123456789abcdef", "mxfp4,nvfp4",
                        "{\"formats\":[]}"};
     qs_png_opts o = {640, 400, 150};
     qs_err e = {{0}};
