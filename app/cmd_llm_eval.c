@@ -153,7 +153,7 @@ static int parse_opts(int argc, char **argv, eval_opts *o)
 
 /* ---------------------------------------------------------------- text */
 
-static int read_text(const char *path, char **buf, size_t *len, char hash[33], qs_err *e)
+int qs_eval_read_text(const char *path, char **buf, size_t *len, char hash[33], qs_err *e)
 {
     FILE *f = fopen(path, "rb");
     if (!f) return qs_fail(e, "%s: cannot open", path);
@@ -177,11 +177,6 @@ static int read_text(const char *path, char **buf, size_t *len, char hash[33], q
     *buf = b;
     *len = n;
     return 0;
-}
-
-int qs_eval_read_text(const char *path, char **text, size_t *tlen, char hash[33], qs_err *e)
-{
-    return read_text(path, text, tlen, hash, e);
 }
 
 int qs_eval_text_ids(const char *path, const qs_llm_file *f, const char *text, size_t tlen, int32_t **ids, int *ntok,
@@ -388,7 +383,7 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
     int64_t rids[MAX_CFG + 1] = {0};
     qs_eval_shard sh;
     memset(&sh, 0, sizeof sh);
-    if (read_text(o->text, &text, &tlen, thash, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
+    if (qs_eval_read_text(o->text, &text, &tlen, thash, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
     if (qs_llm_load(o->model, &f, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
     if (o->ctx > f.m.c.ctx) { rc = qs_cli_usage(CMD, "--ctx %d exceeds the model context %d", o->ctx, f.m.c.ctx); goto done; }
     if (!f.v.n) { rc = qs_cli_error(QS_EXIT_ERR, "%s: the model has no vocabulary to tokenize the text", o->model); goto done; }
