@@ -23,6 +23,14 @@ fails() {  # fails DESC EXPECTED_RC CMD... : passes when CMD exits with EXPECTED
   if [ "$rc" -eq "$want" ]; then echo "ok $_n - $d"
   else echo "not ok $_n - $d (exit $rc, wanted $want)"; echo "# cmd: $*"; sed 's/^/#   /' "$T/out" "$T/err" | head -20; fi
 }
+refuses() {  # refuses DESC RC PATTERN CMD... : passes when CMD is refused cleanly: it exits RC (1 or 2,
+             # never a signal) and its stderr matches the extended regex PATTERN (the one-line message)
+  local d=$1 want=$2 pat=$3; shift 3
+  _n=$((_n + 1))
+  "$@" >"$T/out" 2>"$T/err"; local rc=$?
+  if [ "$rc" -eq "$want" ] && [ "$rc" -ge 1 ] && [ "$rc" -le 2 ] && grep -qE -- "$pat" "$T/err"; then echo "ok $_n - $d"
+  else echo "not ok $_n - $d (exit $rc, wanted $want with /$pat/)"; echo "# cmd: $*"; sed 's/^/#   /' "$T/out" "$T/err" | head -20; fi
+}
 check() {  # check DESC SHELL-EXPRESSION : passes when the expression is true
   local d=$1; shift
   _n=$((_n + 1))
