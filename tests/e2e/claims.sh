@@ -36,4 +36,4 @@ ok "report --format json: claims in sections" bash -c "$QS report -o $T/repj --f
   python3 -c 'import json; d=json.load(open(\"$T/repj/report.json\")); s=d[\"sections\"][0]; assert s[\"id\"]==\"claims\" and len(s[\"rows\"])>=7'"
 ok "report --claims none leaves it out" bash -c "$QS report -o $T/repn --formats mxfp4 --claims none >/dev/null && ! grep -q 'Paper claims' $T/repn/report.md"
 fails "report --claims with a bad mode" 2 $QS report -o "$T/repx" --claims sometimes
-echo "1..$_n"
+done_testing

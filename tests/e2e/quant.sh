@@ -121,3 +121,4 @@ assert \"flush_subnormal_blocks\" not in o and \"nonfinite_block\" not in o, o' 
 import json,sys
 o=json.load(sys.stdin)[\"metadata\"][\"options\"]
 assert set(o)=={\"format\",\"round\",\"block\",\"gran\",\"axis\",\"sat\",\"nvfp4\"}, o'"
+done_testing

@@ -109,3 +109,4 @@ done
 check "a concurrent truncate never kills analyze with a signal" "[ $crash = 0 ]"
 [ $hit = 1 ] || echo "# (the truncate did not land during a read in 3 tries; the hook tests above cover it)"
 ok "database consistent" bash -c "$QS check >/dev/null; sqlite3 $QSCOPE_DB 'PRAGMA integrity_check' | grep -qx ok"
+done_testing
