@@ -37,9 +37,9 @@ export QS_ROOT="$PWD"
 export NO_COLOR=1
 
 suites() {
-  local f
-  for f in "$UNIT_SRC"/test_*.c; do [ -e "$f" ] && basename "$f" .c; done
-  for f in "$E2E_DIR"/*.sh; do [ -e "$f" ] && [ "$(basename "$f")" != lib.sh ] && echo "e2e/$(basename "$f" .sh)"; done
+  local f n
+  for f in "$UNIT_SRC"/test_*.c; do [ -e "$f" ] && n=${f##*/} && echo "${n%.c}"; done
+  for f in "$E2E_DIR"/*.sh; do [ -e "$f" ] && n=${f##*/} && [ "$n" != lib.sh ] && echo "e2e/${n%.sh}"; done
   echo fuzz-smoke
 }
 usage() { echo "usage: tests/run.sh [--list] [SUITE...]  (suites: tests/run.sh --list)" >&2; exit 2; }
@@ -94,7 +94,7 @@ tap() {
     }' "$1"
 }
 
-# run NAME LOG RC : count one suite's results; a crash or a bad plan counts as a failure
+# count NAME LOG RC : count one suite's results; a crash or a bad plan counts as a failure
 count() {
   local name=$1 log=$2 rc=$3 p f s why
   { read -r p f s; why=$(cat); } < <(tap "$log")
