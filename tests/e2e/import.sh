@@ -71,7 +71,7 @@ cp "$T/d/sub/h.npy" "$T/evil.npy"
 ok "a tensor named like an SQL injection is just a name" $QS import --prefix "x'); DROP TABLE tensor;--" "$T/evil.npy"
 ok "...and is listed" bash -c "$QS ls --json | grep -q 'DROP TABLE'"
 ok "the tensor table still exists" sqlite3 "$QSCOPE_DB" "SELECT count(*) FROM tensor"
-fails "name collision with another file needs --prefix" 1 $QS import --prefix h "$T/evil.npy"
+refuses "name collision with another file needs --prefix" 1 "evil.npy: tensor name .h. is already used by another file" $QS import --prefix h "$T/evil.npy"
 
 # the committed GGUF and safetensors fixtures, end to end: every tensor's statistics match the
 # values the fixture script computed with its own (numpy) dequantizers
