@@ -105,13 +105,13 @@ test-only: $(BIN) $(UNIT_BIN)
 
 test: deps
 	@$(MAKE) --no-print-directory all $(UNIT_BIN) $(FUZZ_BIN)
-	@QS_BUILD=$(BUILD) QS_FUZZ_SMOKE=1 bash tests/run.sh
+	@QS_BUILD=$(BUILD) QS_FUZZ_SMOKE=1 QS_STRICT_SKIPS=1 bash tests/run.sh
 
 asan: deps
 	@$(MAKE) --no-print-directory BUILD=build/asan SAN=1 build/asan/qscope \
 		$(UNIT_SRC:tests/unit/%.c=build/asan/tests/%)
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-		QS_BUILD=build/asan bash tests/run.sh
+		QS_BUILD=build/asan QS_STRICT_SKIPS=1 bash tests/run.sh
 
 fuzz: deps $(FUZZ_BIN)
 	@bash tests/fuzz/run.sh $(FUZZ_SECONDS)

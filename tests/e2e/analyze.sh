@@ -153,3 +153,4 @@ fails "scale= refused for mxfp4" 2 $QC analyze g -f mxfp4:scale=row
 check "the message names the format" "grep -q 'format mxfp4 takes no scale=row' $T/err"
 fails "scale= refused for bf16" 2 $QC analyze g -f bf16:scale=tensor
 fails "an unknown scale value" 2 $QC analyze g -f hif8:scale=block
+done_testing

@@ -6,7 +6,7 @@ source "$(dirname "$0")/lib.sh"
 
 SOCK="qsdemo$$"
 TM() { tmux -L "$SOCK" -f /dev/null "$@"; }
-trap 'TM kill-server 2>/dev/null; rm -rf "$T"' EXIT
+at_exit 'TM kill-server 2>/dev/null'
 S() { sqlite3 "$QSCOPE_DB" "$1"; }
 
 ok "qscope demo" bash -c "cd $T && $QS demo 2> $T/demo.err"
@@ -19,10 +19,10 @@ check "stored msd, attn and resq results and a trajectory" \
 ok "a second demo leaves the database as it is" bash -c "$QS demo 2> $T/demo2.err && grep -q 'already has the demo set' $T/demo2.err"
 check "... one set of runs" "[ \$(S \"SELECT count(*) FROM rl_run WHERE name = 'sim/grpo/mxfp4/none/seed0'\") -eq 1 ]"
 
-command -v tmux >/dev/null || { echo "# SKIP the workbench part: tmux not installed"; exit 0; }
+command -v tmux >/dev/null || { skip "the workbench part" "tmux not installed"; done_testing; }
 TM new-session -d -s w -x 80 -y 24 \
   "cd '$T' && env NO_COLOR=1 LANG=C.UTF-8 LC_ALL=C.UTF-8 QSCOPE_DB='$QSCOPE_DB' '$QS' tui; sleep 600"
-screen() { TM capture-pane -p -t w; }
+screen() { TM capture-pane -p -t w >"$T/.screen" && cat "$T/.screen"; }   # whole: see tui.sh
 wait_for() { for _ in $(seq 300); do screen | grep -qE -- "$1" && return 0; sleep 0.1; done; return 1; }
 keys() { TM send-keys -t w "$@"; sleep 0.3; }
 view() { screen > "$T/$1.txt"; }
@@ -50,3 +50,4 @@ view kernels
 check "... its many series leave the data area alone: the legend is cut short ('+N more')" \
   'grep -Eq "\+[0-9]+ more" "$T/kernels.txt"'
 keys Q
+done_testing

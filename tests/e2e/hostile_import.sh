@@ -103,11 +103,11 @@ ok "an empty .npz imports without error" $QS import "$T/empty.npz"
 check "...with a warning" "grep -q 'empty.npz: warning: no tensor qscope can import; nothing stored' $T/err"
 ok "a GGUF of unknown tensor types only imports without error" $QS import "$T/q2k.gguf"
 check "...warning about the skipped tensor" "grep -q \"tensor 'blk.0.q2k' has ggml type 10 (Q2_K)\" $T/err"
-check "neither left a source row" "[ \$(rows source) = $srcs ] && ! sqlite3 $QSCOPE_DB 'SELECT path FROM source' | grep -q -e empty.npz -e q2k.gguf"
+check "neither left a source row" "[ \$(rows source) = $srcs ] && no_match 'empty\.npz|q2k\.gguf' sqlite3 $QSCOPE_DB 'SELECT path FROM source'"
 ok "an npz with a tensor imports" $QS import "$T/shrinks.npz"
 $PY -c "import numpy as np; np.savez('$T/shrinks.npz')"
 ok "...and re-imported once emptied" $QS import "$T/shrinks.npz"
-check "...its tensor and source row are gone" "! sqlite3 $QSCOPE_DB 'SELECT path FROM source' | grep -q shrinks && [ \$(sqlite3 $QSCOPE_DB \"SELECT count(*) FROM tensor WHERE name LIKE 'shrinks:%'\") = 0 ]"
+check "...its tensor and source row are gone" "no_match shrinks sqlite3 $QSCOPE_DB 'SELECT path FROM source' && [ \$(sqlite3 $QSCOPE_DB \"SELECT count(*) FROM tensor WHERE name LIKE 'shrinks:%'\") = 0 ]"
 check "...reported as removed" "grep -q '^removed *1 tensor' $T/out"
 
 # ---- the same cut elsewhere: quant's default output name and source path stay whole
@@ -162,7 +162,7 @@ if cc -shared -fPIC -o "$T/enospc.so" "$T/enospc.c" -ldl 2>"$T/cc.err"; then
   check "...names the files" "[ \$(wc -l < $T/err) = 1 ] && grep -q '^qscope: $T/mid.npy (and 1 more file): .*database or disk is full' $T/err"
   check "...and the database is unchanged" "[ \"\$(dbdump)\" = '$dump2' ]"
 else
-  echo "not ok - cannot build the ENOSPC shim: $(head -1 "$T/cc.err")"
+  check "the ENOSPC shim builds: $(head -1 "$T/cc.err")" false
 fi
 
 # ---- run names: whole (llm score), or refused when they cannot be (sim grpo's fixed-size names)
@@ -215,3 +215,4 @@ cp_=$(printf 'c%.0s' $(seq 1 300))
 ok "llm capture with a 300-byte --prefix" $QS llm capture --model "$FIX/llm/tiny.gguf" --tokens 4 --prefix "$cp_"
 check "every captured tensor has its own whole name" \
   "[ \$(sqlite3 $QSCOPE_DB \"SELECT count(*) FROM tensor WHERE name LIKE '$cp_:blk.%'\") -ge 2 ] && [ \$(sqlite3 $QSCOPE_DB \"SELECT count(*) FROM tensor WHERE name LIKE '$cp_:blk.%'\") = \$(grep -c \"^$cp_:blk\" $T/out) ]"
+done_testing

@@ -80,3 +80,4 @@ check "database unchanged by the failures" "[ \"$before\" = \"\$(dbdump)\" ]"
 ok "bench --score --quick" $QS bench --score --quick --json
 check "... gates pass and scores are in [0, ~1]" "jq -e '[.cases[] | .accuracy_pass and .score >= 0 and .score < 1.5] | all' $T/out >/dev/null"
 check "... three operators scored" "jq -e '.operators | length == 3' $T/out >/dev/null"
+done_testing

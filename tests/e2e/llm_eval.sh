@@ -82,7 +82,7 @@ if /usr/bin/python3 -c "import numpy" 2>/dev/null; then
   check "BOS: reference ppl = torch_ref.py --ppl with BOS replacement to 1e-5, and differs from no BOS" \
     '[ "$(jq_ "$T/bos.json" "abs(d[\"reference\"][\"ppl\"] / $bref - 1) < 1e-5 and d[\"reference\"][\"ppl\"] != json.load(open(\"$T/e1.json\"))[\"reference\"][\"ppl\"]")" = True ]'
 else
-  echo "ok $((_n += 1)) - # SKIP numpy unavailable for tests/llm/torch_ref.py"
+  skip "reference perplexity against tests/llm/torch_ref.py" "python3-numpy not installed"
 fi
 
 # --- the bench case (a measurement, not timed here: only its shape)
@@ -115,4 +115,4 @@ ok "llm eval with neither --model nor --text uses make data's model and text" \
   bash -c "cd '$T/wd' && '$QS' llm eval --ctx 64 --chunks 1 --config kv=fp8_e4m3 --json > '$T/def.json'"
 check "... and its JSON names that model and text" \
   "/usr/bin/python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); print(a[\"model\"][\"path\"], a[\"text\"])' '$T/def.json' | grep -q 'data/models/SmolLM2-135M-Instruct.Q4_1.gguf.*persuasion.txt'"
-echo "1..$_n"
+done_testing

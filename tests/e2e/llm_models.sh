@@ -5,7 +5,7 @@
 # committed); logits checked against the independent float64 forward tests/llm/torch_ref.py.
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
-if ! $PY -c "import numpy" 2>/dev/null; then echo "ok 1 - # SKIP python3-numpy not installed"; exit 0; fi
+$PY -c "import numpy" 2>/dev/null || skip_all "python3-numpy not installed"
 IDS=$(cat "$FIX/llm/tiny_ids.txt")
 for v in f32 f16 bf16 qwen2 qwen2-f32; do
   $PY "$ROOT/tests/llm/make_tiny_gguf.py" --variant $v "$T/$v.gguf"
@@ -54,3 +54,4 @@ check "no config: named" 'grep -q "empty/config.json: cannot open" "$T/err"'
 cp -r "$T/hf-qwen2" "$T/bad8"; sed -i 's/"rope_scaling": null/"use_sliding_window": true, "rope_scaling": null/' "$T/bad8/config.json"
 fails "sliding-window attention refused" 1 "$QS" llm logits --model "$T/bad8" --prompt-ids 1 -o "$T/x.npy"
 check "sliding window: config named" 'grep -q "bad8/config.json: sliding-window attention is not supported" "$T/err"'
+done_testing

@@ -66,4 +66,4 @@ fails "negative target" 2 "$QS" "${S[@]}" --kl-target -1
 fails "missing text" 1 "$QS" llm sensitivity --model "$TINY" --text "$T/none.txt" --format mxfp4
 check "missing text: one line naming the file" '[ "$(wc -l < "$T/err")" = 1 ] && grep -q "none.txt" "$T/err"'
 check "errors leave the database unchanged" '[ "$(dbdump)" = "$before" ]'
-echo "1..$_n"
+done_testing

@@ -43,4 +43,7 @@ if [ -n "$RDB" ]; then
   check "janeaustenr: Persuasion opens with its title and chapter 1" \
     '[ "$(head -n 1 "$T/austen/persuasion.txt")" = Persuasion ] && grep -q "^Sir Walter Elliot, of Kellynch Hall, in Somersetshire, was a man who" "$T/austen/persuasion.txt"'
   check "janeaustenr: 6 books, 4.0 MB" '[ "$(ls "$T/austen" | wc -l)" = 6 ] && [ "$(cat "$T/austen"/*.txt | wc -c)" -gt 3900000 ]'
+else
+  skip "janeaustenr: the six novels" "data: data/debs has no janeaustenr package (make data)"
 fi
+done_testing

@@ -130,3 +130,4 @@ ok "plot sensitivity: the heatmap with the plan's cells" bash -c "LANG=C.UTF-8 $
 check "the terminal picture marks the BF16 cells and says so" "grep -q 'B = kept in BF16 by the plan (mean KL <= 0.05)' $T/sens.txt && grep -q 'B' $T/sens.txt"
 check "the PNG's provenance names the model's hash and the format" \
   "pnginfo $T/sens.png > $T/sens.info && grep -qx 'qscope:tensor-hashes=$HASH' $T/sens.info && grep -qx 'qscope:formats=mxfp4' $T/sens.info"
+done_testing

@@ -4,13 +4,13 @@
 # and print its output; a rank killed mid-run stops the job with an error and stores nothing.
 # Only timings differ between two runs: "seconds" / "compute_seconds" and the "computed in" line.
 source "$(dirname "$0")/lib.sh"
-if ! command -v mpirun >/dev/null 2>&1; then echo "1..0 # SKIP mpirun not installed"; exit 0; fi
+command -v mpirun >/dev/null 2>&1 || skip_all "mpirun is not installed (Debian: openmpi-bin)"
 TINY="$FIX/llm/tiny.gguf"
 MPI=(mpirun --oversubscribe)
 # Open MPI's own allocations outlive MPI_Finalize (ompi_op_base_op_select, and MCA components that are
 # dlclose'd, so their frames have no name to suppress): LeakSanitizer stays off inside mpirun's ranks
 # of the sanitizer build (the plain runs here and the other scripts check qscope's own code for leaks).
-nm "$QS" 2>/dev/null | grep -q __asan_init && MPI+=(-x "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0")
+asan_build && MPI+=(-x "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0")
 [ "$(id -u)" = 0 ] && MPI+=(--allow-run-as-root)
 
 # every stored row by content: ids and creation times left out, REALs as 17 digits, timings masked
@@ -81,7 +81,7 @@ victim=
 for _ in $(seq 1 150); do   # rank 1 of this job: its command line names this test's database
   for d in /proc/[0-9]*; do
     tr '\0' ' ' < "$d/cmdline" 2>/dev/null | grep -qF -- "--db $T/np2.db llm eval" &&
-      tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && victim=${d#/proc/}
+      grep -qxz OMPI_COMM_WORLD_RANK=1 "$d/environ" 2>/dev/null && victim=${d#/proc/}
   done
   [ -n "$victim" ] && break
   sleep 0.1
@@ -98,4 +98,4 @@ check "killed rank: found and killed mid-run" '[ -n "$victim" ]'
 check "killed rank: non-zero exit" '[ "$krc" -ne 0 ]'
 check "killed rank: qscope says the job stopped" 'grep -q "^qscope: .*stopped" "$T/kill.err"'
 check "killed rank: nothing printed, the database unchanged" '[ ! -s "$T/kill.out" ] && [ "$(dbdump "$T/np2.db")" = "$before" ]'
-echo "1..$_n"
+done_testing

@@ -64,9 +64,9 @@ check "braille dots in the picture" "$PY -c \"import sys; t=open('$T/t.txt', enc
 check "the legend names both formats with distinct glyphs" "grep -qF '●─ mxfp4' $T/t.txt && grep -qF '■─ nvfp4' $T/t.txt"
 check "axis title and log tick labels" "grep -q 'relative error' $T/t.txt && grep -qF '2⁻' $T/t.txt"
 check "no colour escapes with NO_COLOR" "! grep -q \$'\\033' $T/t.txt"
-ok "--term ascii is plain ASCII" bash -c "$QS plot transfer -f fp4_e2m1 -o - --term ascii | LC_ALL=C grep -q '[^ -~]' && exit 1 || exit 0"
+check "--term ascii is plain ASCII" "no_match '[^ -~]' $QS plot transfer -f fp4_e2m1 -o - --term ascii"
 ok "--term block uses half blocks" bash -c "LANG=C.UTF-8 $QS plot transfer -f fp4_e2m1 -o - --term block | grep -qF -e ▀ -e ▄ -e █"
-ok "the C locale falls back to ASCII" bash -c "LANG=C LC_ALL=C $QS plot pareto act -f fp8_e4m3,mxfp4 -o - | LC_ALL=C grep -q '[^ -~]' && exit 1 || exit 0"
+check "the C locale falls back to ASCII" "no_match '[^ -~]' env LANG=C LC_ALL=C $QS plot pareto act -f fp8_e4m3,mxfp4 -o -"
 ok "terminal size options" bash -c "[ \$(LANG=C.UTF-8 $QS plot transfer -f fp4_e2m1 -o - --width 60 --height 16 | wc -l) -le 16 ]"
 ok "heatmap in the terminal" bash -c "LANG=C.UTF-8 $QS plot block-heatmap act -f mxfp4 -o - | grep -qF -e ░ -e ▒ -e ▓ -e █"
 
@@ -80,23 +80,24 @@ ok "pareto computed afresh" bash -c "$QS plot pareto big -f fp8_e4m3,fp32,bf16 -
 check "stored: fp32 exact, fp8_e4m3 NaN/Inf" "grep -qx 'not shown: exact on this data: fp32; NaN/Inf outputs: fp8_e4m3' '$T/st.txt'"
 check "... as afresh" "cmp -s '$T/st.txt' '$T/fr.txt'"
 
-fails "unknown kind is a usage error" 2 $QS plot nonsense act -o "$T/x.png"
-fails "missing -o is a usage error" 2 $QS plot err-hist act
-fails "missing tensor is a usage error" 2 $QS plot err-hist -o "$T/x.png"
-fails "unknown format is a usage error" 2 $QS plot err-hist act -f fp7 -o "$T/x.png"
-fails "unknown tensor is a runtime error" 1 $QS plot err-hist nope -o "$T/x.png"
+refuses "unknown kind is a usage error" 2 "unknown plot kind .nonsense." $QS plot nonsense act -o "$T/x.png"
+refuses "missing -o is a usage error" 2 "give -o FILE.png" $QS plot err-hist act
+refuses "missing tensor is a usage error" 2 "err-hist needs a tensor name" $QS plot err-hist -o "$T/x.png"
+refuses "unknown format is a usage error" 2 "unknown format .fp7." $QS plot err-hist act -f fp7 -o "$T/x.png"
+refuses "unknown tensor is a runtime error" 1 "no tensor named .nope." $QS plot err-hist nope -o "$T/x.png"
 check "the error names the tensor" "grep -q \"nope\" $T/err"
-fails "block-heatmap of a 1-D tensor" 1 $QS plot block-heatmap g -f mxfp4 -o "$T/x.png"
-fails "trajectory without data says so" 1 $QS plot trajectory -o "$T/x.png"
+refuses "block-heatmap of a 1-D tensor" 1 "needs a 2-D tensor" $QS plot block-heatmap g -f mxfp4 -o "$T/x.png"
+refuses "trajectory without data says so" 1 "no trajectory data" $QS plot trajectory -o "$T/x.png"
 check "... in words" "grep -q 'no trajectory data in this database yet' $T/err"
 sqlite3 "$QSCOPE_DB" "INSERT INTO result(tensor_hash, kind, format, options, tool_version, data) VALUES('-', 'trajectory', '-', '{}', 'test',
   '{\"ylabel\": \"KL(rollout || train)\", \"series\": [{\"name\": \"bf16\", \"x\": [0,1,2,3], \"y\": [0.001,0.002,-0.004,0.01]},
                                                   {\"name\": \"fp16\", \"x\": [0,1,2,3], \"y\": [0.0001,0.0003,0.0002,0.0001]}]}')"
 ok "stored trajectory data is drawn" $QS plot trajectory -o "$T/tr.png"
 ok "... and in the terminal" bash -c "LANG=C.UTF-8 $QS plot trajectory -o - | grep -qF 'fp16'"
-fails "msd without data" 1 $QS plot msd -o -
-fails "attn without data" 1 $QS plot attn -o -
-fails "an unwritable path is a runtime error" 1 $QS plot transfer -f fp4_e2m1 -o /nonexistent/dir/x.png
+refuses "msd without data" 1 "no msd data in this database" $QS plot msd -o -
+refuses "attn without data" 1 "no attn data in this database" $QS plot attn -o -
+refuses "an unwritable path is a runtime error" 1 "^qscope: /nonexistent/dir/x.png: " $QS plot transfer -f fp4_e2m1 -o /nonexistent/dir/x.png
 check "no partial files are left behind" "[ -z \"\$(ls $T | grep tmp)\" ]"
-fails "bad --dpi" 2 $QS plot transfer -f fp4_e2m1 --dpi 0 -o "$T/x.png"
-fails "bad --range" 2 $QS plot transfer -f fp4_e2m1 --range 3,1 -o "$T/x.png"
+refuses "bad --dpi" 2 "bad --dpi .0." $QS plot transfer -f fp4_e2m1 --dpi 0 -o "$T/x.png"
+refuses "bad --range" 2 "--range is LO,HI with LO < HI" $QS plot transfer -f fp4_e2m1 --range 3,1 -o "$T/x.png"
+done_testing

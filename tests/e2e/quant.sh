@@ -26,11 +26,11 @@ eq "mxfp4 FLOOR scale clamps the block max to 6·X" "1 2 3 6 6" q mxfp4 1 2 3 6 
 eq "empty input gives empty output" "" bash -c "printf '' | $QS quant -f mxfp4"
 ok "mxfp4: 33 values are two blocks (the last one alone: 1000 -> 6 x 2^7)" bash -c \
    "[ \"\$( (seq 1 32; echo 1000) | $QS quant -f mxfp4 | tail -1)\" = 768 ]"
-fails "a bad token is a runtime error" 1 bash -c "echo '1 two 3' | $QS quant -f fp16"
+refuses "a bad token is a runtime error" 1 "stdin: value 2 \('two'\) is not a number" bash -c "echo '1 two 3' | $QS quant -f fp16"
 check "the error names the token" "grep -q \"value 2 ('two')\" $T/err"
-fails "unknown format is a usage error" 2 $QS quant -f fp7
-fails "unsupported rounding is a usage error" 2 $QS quant -f mxfp4 --round hr
-fails "scale rule on a plain cast is a usage error" 2 $QS quant -f fp16 --scale-rule ceil
+refuses "unknown format is a usage error" 2 "unknown format .fp7." $QS quant -f fp7
+refuses "unsupported rounding is a usage error" 2 "does not support rounding .hr." $QS quant -f mxfp4 --round hr
+refuses "scale rule on a plain cast is a usage error" 2 "--scale-rule does not apply" $QS quant -f fp16 --scale-rule ceil
 ok "every registry format answers on stdin" bash -c "for f in \$($QS formats --json | python3 -c 'import json,sys; print(\" \".join(x[\"name\"] for x in json.load(sys.stdin)))'); do printf '0.1 -2 3.5 1e-3 7\n' | $QS quant -f \$f | wc -l | grep -qx 5 || { echo \$f; exit 1; }; done"
 
 # formats and explain
@@ -106,13 +106,13 @@ eq "T5: all-zero block scale 0x00 by default, 0x01 as microxcaling INT8" "0x00 0
 eq "--zero-block-scale 0x7f (MXAttention) under floor" "0x0 0x7f" bash -c "echo 0 | $QS quant -f mxfp4 --codes --zero-block-scale 0x7f"
 ok "explain takes the variant options" bash -c "$QS explain -f mxfp4 --zero-block-scale 7f 0 -0 | grep -q 'metadata 0x7f' && $QS explain -f mxfp4 --floor-log2f 0x1.fffffep+2 | grep -q 'metadata 0x80'"
 ok "help quant lists the variants" bash -c "$QS help quant | grep -q -- '--floor-log2f' && $QS help quant | grep -q -- '--nonfinite-block' && $QS help quant | grep -q 'tz'"
-fails "--floor-log2f on a plain cast is a usage error" 2 $QS quant -f fp16 --floor-log2f
-fails "--floor-log2f with another scale rule is a usage error" 2 $QS quant -f mxfp4 --floor-log2f --scale-rule rceil
-fails "--zero-positive on e8m0 (no zero) is a usage error" 2 $QS quant -f e8m0 --zero-positive
-fails "--round tz on nvfp4 is a usage error" 2 $QS quant -f nvfp4 --round tz
-fails "--zero-block-scale ff (NaN) is a usage error" 2 $QS quant -f mxfp4 --zero-block-scale ff
-fails "--nonfinite-block takes nan or te" 2 $QS quant -f mxfp4 --nonfinite-block zero
-fails "--flush-subnormal-blocks on int8 is a usage error" 2 $QS quant -f int8 --flush-subnormal-blocks
+refuses "--floor-log2f on a plain cast is a usage error" 2 "--floor-log2f does not apply" $QS quant -f fp16 --floor-log2f
+refuses "--floor-log2f with another scale rule is a usage error" 2 "--floor-log2f is the arithmetic of --scale-rule floor" $QS quant -f mxfp4 --floor-log2f --scale-rule rceil
+refuses "--zero-positive on e8m0 (no zero) is a usage error" 2 "--zero-positive does not apply" $QS quant -f e8m0 --zero-positive
+refuses "--round tz on nvfp4 is a usage error" 2 "does not support rounding .tz." $QS quant -f nvfp4 --round tz
+refuses "--zero-block-scale ff (NaN) is a usage error" 2 "--zero-block-scale takes an E8M0 code" $QS quant -f mxfp4 --zero-block-scale ff
+refuses "--nonfinite-block takes nan or te" 2 "--nonfinite-block is nan or te" $QS quant -f mxfp4 --nonfinite-block zero
+refuses "--flush-subnormal-blocks on int8 is a usage error" 2 "--flush-subnormal-blocks does not apply" $QS quant -f int8 --flush-subnormal-blocks
 ok "variants are recorded in the stored options; defaults add no keys" bash -c "$QS quant -f mxfp4 a --name a_ggml --round tz --zero-positive --floor-log2f --zero-block-scale 01 >/dev/null && $QS show a_ggml --json | python3 -c '
 import json,sys
 o=json.load(sys.stdin)[\"metadata\"][\"options\"]
@@ -121,3 +121,4 @@ assert \"flush_subnormal_blocks\" not in o and \"nonfinite_block\" not in o, o' 
 import json,sys
 o=json.load(sys.stdin)[\"metadata\"][\"options\"]
 assert set(o)=={\"format\",\"round\",\"block\",\"gran\",\"axis\",\"sat\",\"nvfp4\"}, o'"
+done_testing

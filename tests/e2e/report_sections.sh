@@ -85,4 +85,7 @@ check "no progress lines when stderr is not a terminal" "! grep -q 'qscope repor
 if command -v script >/dev/null; then
   ok "on a terminal the report shows which tensor it is on" bash -c "script -qec \"$QS report -o $T/r5 --formats mxfp4 --claims none --no-plots\" /dev/null > $T/r5.tty"
   check "... tensor 1 of 2, then 2 of 2" "grep -q 'qscope report: tensor 1 of 2: g' $T/r5.tty && grep -q 'qscope report: tensor 2 of 2: h' $T/r5.tty"
+else
+  skip "on a terminal the report shows which tensor it is on" "script (util-linux) not installed"
 fi
+done_testing

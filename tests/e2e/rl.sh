@@ -125,7 +125,7 @@ check "the export keeps the original sequence ids" "grep -q '^3,s3-2,g3-0,0,-30,
 fails "export of an unknown run" 1 $QS runs --export nosuchrun
 ok "runs --rm removes runs and their tokens" $QS runs --rm roundtrip
 ok "runs --rm removes a run and its tokens" $QS runs --rm smallj
-check "no tokens or sequences of it remain" "[ \$(sqlite3 $QSCOPE_DB \"SELECT count(*) FROM rl_seq\") = 78 ] && [ \$(sqlite3 $QSCOPE_DB \"SELECT count(*) FROM rl_token\") = 365 ] && ! $QS runs | grep -q smallj"
+check "no tokens or sequences of it remain" "[ \$(sqlite3 $QSCOPE_DB \"SELECT count(*) FROM rl_seq\") = 78 ] && [ \$(sqlite3 $QSCOPE_DB \"SELECT count(*) FROM rl_token\") = 365 ] && no_match smallj $QS runs"
 fails "runs --rm of an unknown run" 1 $QS runs --rm nosuchrun
 
 # ---- simulation ------------------------------------------------------------------------------
@@ -152,4 +152,4 @@ check "keeps its own rl_sim row with the same rewards" \
 fails "ais_r_fixed without ais_r is refused" 2 $QS sim grpo --methods ais_r_fixed --no-store
 fails "unknown format" 2 $QS sim grpo --formats nosuch --no-store
 fails "sim needs the grpo kind" 2 $QS sim ppo
-echo "1..$_n"
+done_testing

@@ -19,10 +19,10 @@ check "size and mtime are as imported" "[ \"\$(stat -c '%s %y' $T/w.npy)\" = \"\
 r0=$(results); d0=$(dbdump)
 fails "check reports the rewritten file" 1 $QS check
 check "check names the status-change time" "grep -q \"w.npy: stale reference for tensor 'w': .*status-change time\" $T/out"
-fails "analyze refuses it" 1 $QS analyze w -f int8
+refuses "analyze refuses it" 1 "w.npy: stale reference for tensor .w." $QS analyze w -f int8
 check "with a one-line stale-reference error" "[ \$(wc -l < $T/err) = 1 ] && grep -q 'stale reference' $T/err"
-fails "analyze --force refuses it too" 1 $QS analyze w -f mxfp4 --force
-fails "and the stored result of the old content is not handed out for it" 1 $QS analyze w -f mxfp4
+refuses "analyze --force refuses it too" 1 "w.npy: stale reference for tensor .w." $QS analyze w -f mxfp4 --force
+refuses "and the stored result of the old content is not handed out for it" 1 "w.npy: stale reference for tensor .w." $QS analyze w -f mxfp4
 check "(stale error)" "grep -q 'stale reference' $T/err"
 check "no result was stored under the old hash" "[ \$(results) = $r0 ] && [ \"\$(dbdump)\" = '$d0' ]"
 ok "show says the reference is stale" bash -c "$QS show w | grep -q 'STALE.*stale reference'"
@@ -75,7 +75,7 @@ check "with the stale-reference error" "grep -q \"big.npy: stale reference for t
 check "one line" "[ \$(wc -l < $T/err) = 1 ]"
 check "nothing stored" "[ \$(results) = $r0 ] && [ \"\$(dbdump)\" = '$d0' ]"
 check "the file was indeed truncated by the hook" "[ \$(stat -c %s $T/big.npy) = 0 ]"
-fails "afterwards the reference is stale" 1 $QS analyze big -f mxfp4
+refuses "afterwards the reference is stale" 1 "big.npy: stale reference for tensor .big." $QS analyze big -f mxfp4
 # a deflated .npz member: the shrink hits the inflation at open
 $PY -c "import numpy as np; np.savez_compressed('$T/z.npz', a=np.random.default_rng(5).standard_normal((512,512)).astype(np.float32))"
 ok "import a compressed .npz" $QS import "$T/z.npz"
@@ -109,3 +109,4 @@ done
 check "a concurrent truncate never kills analyze with a signal" "[ $crash = 0 ]"
 [ $hit = 1 ] || echo "# (the truncate did not land during a read in 3 tries; the hook tests above cover it)"
 ok "database consistent" bash -c "$QS check >/dev/null; sqlite3 $QSCOPE_DB 'PRAGMA integrity_check' | grep -qx ok"
+done_testing

@@ -12,9 +12,9 @@ lim() { (ulimit -v $LIMIT_KB && exec "$@"); }
 # AddressSanitizer reserves terabytes of address space for its shadow at start, so an instrumented
 # qscope cannot start under any `ulimit -v`: the sanitizer build runs the "limited" half unlimited
 # (what it still checks: the same outputs from two runs, with ASan watching the streaming code).
-if nm "$QS" 2>/dev/null | grep -q __asan_init; then
+if asan_build; then
   qs_lim() { "$@"; }
-  _n=$((_n + 1)); echo "ok $_n - qscope under ulimit -v # SKIP AddressSanitizer cannot start under a limit"
+  skip "qscope under ulimit -v" "asan: AddressSanitizer cannot start under a limit"
 else
   qs_lim() { lim "$@"; }
 fi
@@ -55,3 +55,4 @@ ok "plot err-hist (histograms of the values and errors) under the limit" \
 check "a PNG" "[ \"\$(head -c 4 $T/p.png | tail -c 3)\" = PNG ]"
 ok "plot block-heatmap (per-block RMSE, one row of tiles held at a time) under the limit" \
   qs_lim $QS --db "$T/lim.db" plot block-heatmap big -f mxfp4 -o "$T/h.png"
+done_testing

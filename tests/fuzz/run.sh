@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run every libFuzzer target.  `run.sh smoke`: each target over its committed seed corpus plus a
-# few thousand mutations (TAP lines for tests/run.sh).  `run.sh SECONDS`: each target for SECONDS,
+# few thousand mutations (TAP lines and plan for tests/run.sh).  `run.sh SECONDS`: each target for SECONDS,
 # growing a scratch corpus under build/fuzz/corpus (the committed seeds are never modified).
 set -u
 cd "$(dirname "$0")/../.."
@@ -23,4 +23,5 @@ for f in build/fuzz/fuzz_*; do
   fi
   if [ $rc -eq 0 ]; then echo "ok $n - $name"; else echo "not ok $n - $name (see build/fuzz/$name.log)"; tail -30 "build/fuzz/$name.log" | sed 's/^/# /'; fi
 done
-[ $n -gt 0 ] || { echo "not ok 1 - no fuzz targets built"; exit 1; }
+[ $n -gt 0 ] || { echo "not ok 1 - no fuzz targets built"; echo "1..1"; exit 1; }
+if [ "$mode" = smoke ]; then echo "1..$n"; fi   # the plan, for tests/run.sh

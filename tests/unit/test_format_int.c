@@ -372,7 +372,7 @@ static void fill_int_adversarial(float *x, size_t n, size_t B, int qmax)
 static void test_simd_identity(void **state)
 {
     (void)state;
-    if (qs_simd_cpu() == QS_SIMD_SCALAR) skip();
+    if (qs_simd_cpu() == QS_SIMD_SCALAR) tu_skip("cpu: no AVX2, so no SIMD path to compare");
     const size_t n = 200003;
     float *x = malloc(n * sizeof *x), *ys = malloc(n * sizeof *ys), *yv = malloc(n * sizeof *yv);
     uint32_t *cs = malloc(n * sizeof *cs), *cv = malloc(n * sizeof *cv);

@@ -757,7 +757,7 @@ static void test_registry(void **st)
 static void test_simd_bit_identity(void **st)
 {
     (void)st;
-    if (qs_simd_cpu() == QS_SIMD_SCALAR) skip();
+    if (qs_simd_cpu() == QS_SIMD_SCALAR) tu_skip("cpu: no AVX2, so no SIMD path to compare");
     const size_t n = 1u << 20;
     float *x = malloc(n * sizeof *x), *ys = malloc(n * sizeof *ys), *yv = malloc(n * sizeof *yv);
     const char *names[] = {"mxfp4", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3", "mxint8"};
@@ -779,7 +779,7 @@ static void test_simd_bit_identity(void **st)
 static void test_simd_encode_identity(void **st)
 {
     (void)st;
-    if (qs_simd_cpu() == QS_SIMD_SCALAR) skip();
+    if (qs_simd_cpu() == QS_SIMD_SCALAR) tu_skip("cpu: no AVX2, so no SIMD path to compare");
     const size_t n = (1u << 17) + 21;
     float *x = malloc((n + 32) * sizeof *x);                      /* fill_mixed writes up to 31 past n */
     uint32_t *cs = malloc(n * sizeof *cs), *cv = malloc(n * sizeof *cv);

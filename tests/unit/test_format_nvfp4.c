@@ -228,7 +228,7 @@ static void test_options_registry(void **st)
 static void test_simd_bit_identity(void **st)
 {
     (void)st;
-    if (qs_simd_cpu() == QS_SIMD_SCALAR) skip();
+    if (qs_simd_cpu() == QS_SIMD_SCALAR) tu_skip("cpu: no AVX2, so no SIMD path to compare");
     const size_t n = 1u << 20;
     float *x = malloc(n * sizeof *x), *ys = malloc(n * sizeof *ys), *yv = malloc(n * sizeof *yv);
     size_t total = 0;
@@ -249,7 +249,7 @@ static void test_simd_bit_identity(void **st)
 static void test_simd_encode_identity(void **st)
 {
     (void)st;
-    if (qs_simd_cpu() == QS_SIMD_SCALAR) skip();
+    if (qs_simd_cpu() == QS_SIMD_SCALAR) tu_skip("cpu: no AVX2, so no SIMD path to compare");
     const size_t n = (1u << 17) + 21;
     float *x = malloc((n + 32) * sizeof *x);                      /* fill_mixed writes up to 31 past n */
     uint32_t *cs = malloc(n * sizeof *cs), *cv = malloc(n * sizeof *cv);

@@ -215,21 +215,37 @@ static void test_progress_and_cancel(void **st)
 }
 
 /* The format's options are validated; block formats refuse per-row granularity, as format_apply. */
-/* The AVX-512 kernel takes the quarter of floor(4 log2 v) as the exponent of fl32(fl32(m^2)^2), m
-** the significand in [1, 2) (metrics.c, LOG4F): exact for every one of the 2^23 significands. */
-static void test_log4_by_squaring(void **st)
+/* The value histogram's quarter-octave bin of every one of the 2^23 significands in [1, 2), from the
+** engine itself: the AVX-512 kernel takes the quarter as the exponent of fl32(fl32(m^2)^2)
+** (metrics_kernel_avx512.c, log4f_raw), the portable one compares with thresholds (raw_log4f); both
+** must give floor(4 log2 m) exactly.  (On a CPU without AVX-512 both runs take the other paths.) */
+static void test_log4_bins_every_significand(void **st)
 {
     (void)st;
+    const uint64_t rows = 2048, cols = 4096;   /* 2^23 values */
+    float *x = malloc(rows * cols * sizeof *x);
+    uint64_t want[4] = {0};
     for (uint32_t f = 0; f < (1u << 23); f++) {
-        uint32_t b = 0x3f800000u | f, b4;
-        float m, m2, m4;
-        memcpy(&m, &b, 4);
-        m2 = m * m;
-        m4 = m2 * m2;
-        memcpy(&b4, &m4, 4);
-        int q = (int)(b4 >> 23) - 127;
-        if (q != log4bin_ref((double)m)) fail_msg("significand %#x: %d vs %d", f, q, log4bin_ref((double)m));
+        uint32_t b = 0x3f800000u | f;
+        memcpy(&x[f], &b, 4);
+        want[log4bin_ref((double)x[f])]++;
     }
+    qs_apply a = mk_apply("bf16");
+    for (int scalar = 0; scalar < 2; scalar++) {
+        qs_analysis an;
+        qs_err e = {{0}};
+        if (scalar) qs_simd_force(QS_SIMD_SCALAR);
+        int rc = run(&a, rows, cols, x, 2, 0, &an, &e);
+        qs_simd_force(-1);
+        if (rc) fail_msg("%s", e.msg);
+        for (int j = 0; j < 4; j++)   /* bin 4 (0 - HV_LO) + j holds [2^(j/4), 2^((j+1)/4)) */
+            if (an.value.counts[4 * 160 + j] != want[j])
+                fail_msg("%s path, quarter %d: %llu values, want %llu", scalar ? "portable" : qs_simd_name(qs_simd_level()), j,
+                         (unsigned long long)an.value.counts[4 * 160 + j], (unsigned long long)want[j]);
+        assert_int_equal(hist_total(&an.value), rows * cols);
+        qs_analysis_free(&an);
+    }
+    free(x);
 }
 
 static void test_errors(void **st)
@@ -423,7 +439,7 @@ int main(void)
         cmocka_unit_test(test_value_hist_reuse),
         cmocka_unit_test(test_read_failure),
         cmocka_unit_test(test_progress_and_cancel),
-        cmocka_unit_test(test_log4_by_squaring),
+        cmocka_unit_test(test_log4_bins_every_significand),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_cast_scale),
         cmocka_unit_test(test_hif8_target),
