@@ -99,7 +99,7 @@ static int collect_fn(size_t u, const uint8_t *b, size_t len, void *p, qs_err *e
     return rc;
 }
 
-int qs_cmd_sim(qs_cli *cli, int argc, char **argv)
+static int cmd_sim_grpo(qs_cli *cli, int argc, char **argv)
 {
     enum { O_FORMATS = 0x2200, O_METHODS, O_SEEDS, O_SEED0, O_STEPS, O_T, O_P, O_V, O_DIM, O_BATCH, O_GROUP, O_EPOCHS,
            O_LR, O_SGD, O_CLIP, O_INIT, O_FEAT, O_TEMP, O_WSCALE, O_LOGEVERY, O_NOSTORE, O_JSON, O_NAME, O_REPLACE, O_JOBS };
@@ -125,9 +125,6 @@ int qs_cmd_sim(qs_cli *cli, int argc, char **argv)
     unsigned long long nseeds = 10, seed0 = 0, u;
     int log_every = 50, store = 1, json = 0, replace = 0, jobs = 2, band = 0, ch;
     double x;
-    if (argc < 2 || strcmp(argv[1], "grpo") != 0) return qs_cli_usage("sim", "the only simulation is `sim grpo`");
-    argc--;
-    argv++;
     optind = 1;
     opterr = 0;
 #define U(lo_, hi_, field, what) \
@@ -419,3 +416,9 @@ done:
     qs_db_close(C.db);
     return rc;
 }
+
+/* The simulations of `qscope sim` (dispatch and usage errors from here; the help is QS_SIM_HELP). */
+const qs_subcommand qs_sim_subcommands[] = {
+    {"grpo", "the CPU GRPO experiment described above\n", cmd_sim_grpo, 1},
+    {NULL, NULL, NULL, 0},
+};
