@@ -218,32 +218,12 @@ int qs_ais_token_weights(const qs_ais_opts *o, qs_ais_method m, const qs_ais_bat
     return 0;
 }
 
-int qs_ais_step(const qs_ais_opts *o, const qs_ais_batch *b, qs_ais_row *row, qs_err *e)
+/* The token-level diagnostics of one step (N valid tokens; ws: room for N weights, left sorted). */
+static void token_stats(const qs_ais_opts *o, const qs_ais_batch *b, size_t N, double *ws, double *v)
 {
-    double *v = row->v;
-    for (int i = 0; i < QS_AIS_NFIELDS; i++) v[i] = NAN;
-    row->a_n = row->a_s1 = row->a_s2 = row->a_css = row->a_trunc = row->n_veto = 0;
-    row->a_min = INFINITY;
-    row->a_max = -INFINITY;
-    v[QS_AIS_F_step] = (double)b->step;
-    seqinfo *s;
-    size_t ns;
-    if (split_seqs(o, b, &s, &ns, e)) return -1;
-    size_t N = 0, masked = 0;
-    for (size_t k = 0; k < b->n; k++) { if (valid(b, k)) N++; else masked++; }
-    v[QS_AIS_F_n_tok] = (double)N;
-    v[QS_AIS_F_n_masked] = (double)masked;
-    size_t M = 0;
-    for (size_t i = 0; i < ns; i++) M += s[i].T > 0;
-    v[QS_AIS_F_n_seq] = (double)M;
-    if (!N) { free(s); return 0; }
-    double *ws = malloc(N * sizeof *ws);
-    if (!ws) { free(s); return qs_fail(e, "out of memory"); }
-
-    /* token pass */
     double C = o->C, rmaxd = -INFINITY, sabs = 0, mabs = 0, k1 = 0, k2 = 0, k3 = 0, sw = 0, sw2 = 0, wmin = INFINITY,
            wmax = -INFINITY, ngt = 0, nlt = 0, swc = 0, swc2 = 0;
-    double spr = 0, spt = 0, spr2 = 0, spt2 = 0, sprt = 0, pdmax = 0, pdsum = 0, sent = 0, nent = 0, sadv = 0, nadv = 0;
+    double spr = 0, spt = 0, spr2 = 0, spt2 = 0, sprt = 0, pdmax = 0, pdsum = 0, sent = 0, nent = 0;
     size_t j = 0;
     for (size_t k = 0; k < b->n; k++) {
         if (!valid(b, k)) continue;
@@ -320,7 +300,12 @@ int qs_ais_step(const qs_ais_opts *o, const qs_ais_batch *b, qs_ais_row *row, qs
     v[QS_AIS_F_probs_diff_mean] = pdsum / n;
     v[QS_AIS_F_entropy_mean] = nent ? sent / nent : NAN;
 
-    /* sequence pass */
+}
+
+/* The sequence-level diagnostics of one step (M sequences with tokens). */
+static void seq_stats(const qs_ais_opts *o, const qs_ais_batch *b, const seqinfo *s, size_t ns, size_t M, double *v)
+{
+    double C = o->C, sadv = 0, nadv = 0;
     double rmax = -INFINITY, sr2 = 0, sgt = 0, slt = 0, rppl = 0, tppl = 0, rlp = 0, tlp = 0, lpd = 0, lpda = 0,
            lpdmax = -INFINITY, lpdmin = INFINITY, pratio = 0, srew = 0, nrew = 0;
     for (size_t i = 0; i < ns; i++) {
@@ -394,7 +379,12 @@ int qs_ais_step(const qs_ais_opts *o, const qs_ais_batch *b, qs_ais_row *row, qs
     v[QS_AIS_F_reward_mean] = nrew ? srew / nrew : NAN;
     v[QS_AIS_F_adv_mean] = nadv ? sadv / nadv : NAN;
 
-    /* AIS-R (project reconstruction) */
+}
+
+/* AIS-R's R, D, S, Vamp and raw lambda (project reconstruction). */
+static int ais_r(const qs_ais_opts *o, const qs_ais_batch *b, const seqinfo *s, size_t ns, double *v, qs_err *e)
+{
+    double C = o->C;
     double R = v[QS_AIS_F_ess_tok], D = v[QS_AIS_F_mean_abs_dlogp], S = 1 - exp(-D / o->tau_s), Vamp;
     if (o->vamp_grad) {
         double s1w = 0, s2w = 0, s11 = 0, s21 = 0, na = 0;
@@ -407,7 +397,7 @@ int qs_ais_step(const qs_ais_opts *o, const qs_ais_batch *b, qs_ais_row *row, qs
                 if (w > C) w = C;
                 s1w += fabs(w * a); s2w += w * a * w * a; s11 += fabs(a); s21 += a * a; na++;
             }
-        if (!na) { free(ws); free(s); return qs_fail(e, "step %lld: gradient-level amplification needs advantages (adv) or rewards", (long long)b->step); }
+        if (!na) return qs_fail(e, "step %lld: gradient-level amplification needs advantages (adv) or rewards", (long long)b->step);
         double Ew = s2w > 0 ? s1w * s1w / (na * s2w) : 1, E1 = s21 > 0 ? s11 * s11 / (na * s21) : 1;
         Vamp = 1 - Ew / E1;
         Vamp = Vamp < 0 ? 0 : Vamp > 1 ? 1 : Vamp;
@@ -421,7 +411,14 @@ int qs_ais_step(const qs_ais_opts *o, const qs_ais_batch *b, qs_ais_row *row, qs
     v[QS_AIS_F_ais_vamp] = Vamp;
     v[QS_AIS_F_ais_lambda_raw] = S * R * (1 - o->kappa * Vamp);
 
-    /* weight summaries of the λ-independent methods (two passes: centred variance); AIS-R sums */
+    return 0;
+}
+
+/* Weight summaries of the lambda-independent methods (two passes: centred variance). */
+static void method_summaries(const qs_ais_opts *o, const qs_ais_batch *b, const seqinfo *s, size_t ns, size_t N, double *ws,
+                             double *v)
+{
+    double n = (double)N;
     for (int mth = 0; mth < QS_CORR_COUNT; mth++) {
         if (mth == QS_CORR_AIS) continue;
         double a = 0, a2 = 0, mn = INFINITY, mx = -INFINITY, z = 0, tr = 0;
@@ -442,6 +439,12 @@ int qs_ais_step(const qs_ais_opts *o, const qs_ais_batch *b, qs_ais_row *row, qs
         f[0] = mean; f[1] = sqrt(css / n); f[2] = mn; f[3] = mx; f[4] = z / n; f[5] = tr / n;
         f[6] = a2 > 0 ? a * a / (n * a2) : NAN;
     }
+}
+
+/* The AIS-R weights' sums, for lambda applied later (qs_ais_apply_lambda). */
+static void ais_sums(const qs_ais_opts *o, const qs_ais_batch *b, const seqinfo *s, size_t ns, qs_ais_row *row)
+{
+    double C = o->C;
     for (int pass = 0; pass < 2; pass++)
         for (size_t i = 0; i < ns; i++)
             for (size_t k = s[i].t0; k < s[i].t1; k++) {
@@ -455,9 +458,39 @@ int qs_ais_step(const qs_ais_opts *o, const qs_ais_batch *b, qs_ais_row *row, qs
                 if (x < row->a_min) row->a_min = x;
                 if (x > row->a_max) row->a_max = x;
             }
+}
+
+int qs_ais_step(const qs_ais_opts *o, const qs_ais_batch *b, qs_ais_row *row, qs_err *e)
+{
+    double *v = row->v;
+    for (int i = 0; i < QS_AIS_NFIELDS; i++) v[i] = NAN;
+    row->a_n = row->a_s1 = row->a_s2 = row->a_css = row->a_trunc = row->n_veto = 0;
+    row->a_min = INFINITY;
+    row->a_max = -INFINITY;
+    v[QS_AIS_F_step] = (double)b->step;
+    seqinfo *s;
+    size_t ns;
+    if (split_seqs(o, b, &s, &ns, e)) return -1;
+    size_t N = 0, masked = 0;
+    for (size_t k = 0; k < b->n; k++) { if (valid(b, k)) N++; else masked++; }
+    v[QS_AIS_F_n_tok] = (double)N;
+    v[QS_AIS_F_n_masked] = (double)masked;
+    size_t M = 0;
+    for (size_t i = 0; i < ns; i++) M += s[i].T > 0;
+    v[QS_AIS_F_n_seq] = (double)M;
+    if (!N) { free(s); return 0; }
+    double *ws = malloc(N * sizeof *ws);
+    if (!ws) { free(s); return qs_fail(e, "out of memory"); }
+    token_stats(o, b, N, ws, v);
+    seq_stats(o, b, s, ns, M, v);
+    int rc = ais_r(o, b, s, ns, v, e);
+    if (!rc) {
+        method_summaries(o, b, s, ns, N, ws, v);
+        ais_sums(o, b, s, ns, row);
+    }
     free(ws);
     free(s);
-    return 0;
+    return rc;
 }
 
 double qs_ais_lambda_next(const qs_ais_opts *o, double prev, double raw, int first)

@@ -22,16 +22,38 @@ typedef struct qs_cli {
     char **argv;
 } qs_cli;
 
+/* A subcommand (`llm eval`, `sim grpo`): its row in its command's table. */
+typedef struct qs_subcommand {
+    const char *name;
+    const char *help;      /* its paragraph in `qscope help CMD`; continuation lines indented 12 */
+    int (*run)(qs_cli *cli, int argc, char **argv);  /* argv[0] is the subcommand's name */
+    int sharded;           /* splits its work over the ranks of `mpirun -np N` (par.h) */
+} qs_subcommand;
+
 typedef struct qs_command {
     const char *name;
-    const char *args;      /* synopsis after the name */
+    const char *args;      /* synopsis after the name (after the subcommand, for one with subs) */
     const char *summary;   /* one line for `qscope --help` */
-    const char *help;      /* full text for `qscope help NAME` */
-    int (*run)(qs_cli *cli, int argc, char **argv);  /* argv[0] is the command name */
+    const char *help;      /* full text for `qscope help NAME` (before the subcommands' paragraphs) */
+    int (*run)(qs_cli *cli, int argc, char **argv);  /* argv[0] is the command name; NULL with subs */
+    const qs_subcommand *subs;   /* the subcommands (a NULL name ends them), or NULL */
+    const char *options;   /* with subs: the options, after the subcommands' paragraphs */
+    int sharded;           /* splits its work over the ranks of `mpirun -np N` (par.h) */
 } qs_command;
 
 extern const qs_command qs_commands[];
 const qs_command *qs_command_find(const char *name);
+/* The row of argv[1] in c's subcommands; NULL when c has none, argv[1] is missing or unknown. */
+const qs_subcommand *qs_subcommand_find(const qs_command *c, int argc, char **argv);
+/* Run the command (argv[0] is its name) through its run or its subcommand table; a missing or
+** unknown subcommand is a usage error naming the ones there are. */
+int qs_command_run(qs_cli *cli, const qs_command *c, int argc, char **argv);
+/* `qscope help NAME` of a command: synopsis, summary, help, subcommands, options. */
+void qs_command_help(FILE *f, const qs_command *c);
+/* Whether this command line shards its work over MPI ranks. */
+int qs_command_sharded(const qs_command *c, int argc, char **argv);
+
+extern const qs_subcommand qs_llm_subcommands[], qs_sim_subcommands[];
 
 /* Open the database named by the CLI, printing the error on failure. */
 qs_db *qs_cli_open_db(qs_cli *cli);
@@ -93,7 +115,6 @@ int qs_cmd_plot(qs_cli *, int, char **);
 int qs_cmd_analyze(qs_cli *, int, char **);
 int qs_cmd_report(qs_cli *, int, char **);
 int qs_cmd_claims(qs_cli *, int, char **);
-int qs_cmd_llm(qs_cli *, int, char **);
 int qs_cmd_llm_text(qs_cli *, int, char **);
 int qs_cmd_llm_eval(qs_cli *, int, char **);
 int qs_cmd_llm_sens(qs_cli *, int, char **);

@@ -225,11 +225,11 @@ static int demo_results(qs_cli *cli)
     static char *msd[] = {"msd", "--M", "16", "--K", "1024", "--N", "1024", "--bits-samples", "65536", NULL};
     static char *attn[] = {"attn", "--L", "256,512", "--H", "2", NULL};
     static char *resq[] = {"resq", "--m", "64", "--d", "512", "--n", "256", NULL};
-    static const struct { const char *what; int (*run)(qs_cli *, int, char **); char **argv; } k[] = {
-        {"a short GRPO simulation (sim grpo)", qs_cmd_sim, sim},
-        {"an MSD measurement (msd)", qs_cmd_msd, msd},
-        {"attention kernels (attn)", qs_cmd_attn, attn},
-        {"a Rollout-ResQ layer (resq)", qs_cmd_resq, resq},
+    static const struct { const char *what; char **argv; } k[] = {
+        {"a short GRPO simulation (sim grpo)", sim},
+        {"an MSD measurement (msd)", msd},
+        {"attention kernels (attn)", attn},
+        {"a Rollout-ResQ layer (resq)", resq},
     };
     fflush(stdout);
     int saved = dup(STDOUT_FILENO), null = open("/dev/null", O_WRONLY);
@@ -245,7 +245,7 @@ static int demo_results(qs_cli *cli)
         fprintf(stderr, "qscope: running %s\n", k[i].what);
         dup2(null, STDOUT_FILENO);
         optind = 0;   /* each command parses with getopt from the start */
-        rc = k[i].run(cli, argc, k[i].argv);
+        rc = qs_command_run(cli, qs_command_find(k[i].argv[0]), argc, k[i].argv);
         fflush(stdout);
         dup2(saved, STDOUT_FILENO);
     }

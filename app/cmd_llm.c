@@ -846,18 +846,52 @@ static int cmd_tokenize(qs_cli *cli, int argc, char **argv)
     return rc;
 }
 
-int qs_cmd_llm(qs_cli *cli, int argc, char **argv)
-{
-    if (argc < 2) return qs_cli_usage("llm", "choose a subcommand: score, capture, generate, logits, bench, tokenize, eval");
-    const char *sub = argv[1];
-    if (!strcmp(sub, "score")) return cmd_score(cli, argc - 1, argv + 1);
-    if (!strcmp(sub, "capture")) return cmd_capture(cli, argc - 1, argv + 1);
-    if (!strcmp(sub, "generate")) return cmd_generate(cli, argc - 1, argv + 1);
-    if (!strcmp(sub, "logits")) return cmd_logits(cli, argc - 1, argv + 1);
-    if (!strcmp(sub, "bench")) return cmd_bench(cli, argc - 1, argv + 1);
-    if (!strcmp(sub, "tokenize")) return cmd_tokenize(cli, argc - 1, argv + 1);
-    if (!strcmp(sub, "text")) return qs_cmd_llm_text(cli, argc - 1, argv + 1);
-    if (!strcmp(sub, "eval")) return qs_cmd_llm_eval(cli, argc - 1, argv + 1);
-    if (!strcmp(sub, "sensitivity")) return qs_cmd_llm_sens(cli, argc - 1, argv + 1);
-    return qs_cli_usage("llm", "unknown subcommand '%s' (score, capture, generate, logits, bench, tokenize, eval, sensitivity, text)", sub);
-}
+/* The subcommands of `qscope llm`: dispatch, `qscope help llm` and the usage errors come from here. */
+const qs_subcommand qs_llm_subcommands[] = {
+    {"score",
+     "sample --seqs continuations of --tokens tokens per prompt with the rollout numerics\n"
+     "            (temperature 1, no top-k/p, --seed), re-score them with the FP32 reference and store\n"
+     "            per-token (lp_rollout, lp_train) as an rl_run labelled 'precision mismatch without\n"
+     "            training' (step = prompt, seq = sample, pos = generated-token index)\n",
+     cmd_score, 0},
+    {"capture",
+     "store the inputs of every linear layer (attn_in, attn_out, ffn_in, ffn_down_in) of\n"
+     "            one sampled sequence as tensors PREFIX:blk.L.SITE (tokens x channels) with outlier\n"
+     "            channels in the metadata; --sites all adds k, v (cache entries) and resid\n",
+     cmd_capture, 0},
+    {"generate",
+     "print sampled text (detokenized from the GGUF vocabulary); --temp T (0 = greedy),\n"
+     "            --top-k K, --top-p P, --greedy\n",
+     cmd_generate, 0},
+    {"logits",
+     "write the logits of --prompt-ids to -o OUT.npy (cross-checks)\n",
+     cmd_logits, 0},
+    {"bench",
+     "tokens/s of batched sampling and teacher-forced scoring, reference vs rollout\n"
+     "            (best of --reps N, default 3), then the eval case: tokens/s and % of SGEMM\n"
+     "            (--eval-ctx N, default 512; --eval-chunks K, default 2; --eval-ctx 0 skips it)\n",
+     cmd_bench, 0},
+    {"tokenize",
+     "print the token ids of --prompt TEXT (byte-level BPE, UTF-8 text)\n",
+     cmd_tokenize, 0},
+    {"text",
+     "--rdb Rdata.rdb [--rdx Rdata.rdx] -o DIR [--json]: write each character vector of\n"
+     "            an R data package (Jane Austen's novels, r-cran-janeaustenr) as DIR/NAME.txt,\n"
+     "            lines joined into paragraphs; `make data` writes data/text/ (default evaluation\n"
+     "            text: data/text/persuasion.txt)\n",
+     qs_cmd_llm_text, 0},
+    {"eval",
+     "perplexity of --text FILE (default data/text/persuasion.txt) under the FP32 reference\n"
+     "            and each --config w=F,a=F,kv=F,resq=M: KL to the reference per token (mean, median,\n"
+     "            p90, p99, max), same top token, RMS dp, dPPL with a 95% interval; llama.cpp's chunks\n"
+     "            (--ctx N, default 512; --chunks K) and second-half scoring (--score half|all);\n"
+     "            stored per variant and reused (--force recomputes); --json; --save-ids FILE\n",
+     qs_cmd_llm_eval, 1},
+    {"sensitivity",
+     "--format F [--sites attn_in,attn_out,ffn_in,ffn_down_in,kv,w]: one (layer, site)\n"
+     "            at F at a time, all else FP32: mean KL and dPPL per layer x site (eval's chunks and\n"
+     "            scoring); a greedy BF16 plan by KL per extra bit for --kl-target X or --bits-budget B\n"
+     "            (average bits), verified by one eval of the combined plan; stored; --json; --force\n",
+     qs_cmd_llm_sens, 1},
+    {NULL, NULL, NULL, 0},
+};

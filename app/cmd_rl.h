@@ -119,6 +119,5 @@ int qs_rl_ais_opt(const char *cmd, int ch, const char *arg, qs_ais_opts *o, int 
 int qs_cmd_import_log(qs_cli *, int, char **);
 int qs_cmd_runs(qs_cli *, int, char **);
 int qs_cmd_ais(qs_cli *, int, char **);
-int qs_cmd_sim(qs_cli *, int, char **);
 
 #endif

@@ -309,6 +309,261 @@ static void coinciding_series(const qs_figure *f, const qs_layout *L, double tol
     free(root);
 }
 
+#define PD_INK 0.13    /* text, frame and ticks */
+#define PD_MUTE 0.35   /* the note and "no data" */
+
+/* The heatmap as an image in the data area (grey where a cell has no value). */
+static void pd_heatmap(pd *d, const qs_layout *L, qs_figure *f)
+{
+    const qs_rbackend *b = d->b;
+    qs_heatmap *h = f->heat;
+    uint8_t *rgb = malloc(h->rows * h->cols * 3);
+    if (rgb) {
+        for (size_t i = 0; i < h->rows * h->cols; i++) {
+            double t = qs_heat_t(h, h->v[i]), c[3] = {0.86, 0.86, 0.86};
+            if (isfinite(t)) qs_colormap_rgb(t, c);
+            for (int k = 0; k < 3; k++) rgb[3 * i + (size_t)k] = (uint8_t)lround(c[k] * 255);
+        }
+        double x0 = qs_layout_px(L, f, h->x0), x1 = qs_layout_px(L, f, h->x1);
+        double y0 = qs_layout_py(L, f, h->y0), y1 = qs_layout_py(L, f, h->y1);
+        b->clip(b->ctx, L->plot.x, L->plot.y, L->plot.w, L->plot.h);
+        b->image(b->ctx, fmin(x0, x1), fmin(y0, y1), fabs(x1 - x0), fabs(y1 - y0), rgb, (int)h->cols, (int)h->rows);
+        b->clip(b->ctx, 0, 0, 0, 0);
+        free(rgb);
+    }
+}
+
+/* The grid at the major ticks. */
+static void pd_grid(pd *d, const qs_layout *L, qs_figure *f)
+{
+    const qs_rbackend *b = d->b;
+    double s = d->s;
+    b->color(b->ctx, 0.90, 0.90, 0.90, 1);
+    b->line_style(b->ctx, 1 * s, NULL, 0);
+    for (int i = 0; i < L->xt.n; i++) {
+        double x = qs_layout_px(L, f, L->xt.t[i].v);
+        if (!isfinite(x)) continue;
+        b->move_to(b->ctx, x, L->plot.y); b->line_to(b->ctx, x, L->plot.y + L->plot.h);
+    }
+    for (int i = 0; i < L->yt.n; i++) {
+        double y = qs_layout_py(L, f, L->yt.t[i].v);
+        if (!isfinite(y)) continue;
+        b->move_to(b->ctx, L->plot.x, y); b->line_to(b->ctx, L->plot.x + L->plot.w, y);
+    }
+    b->stroke(b->ctx);
+}
+
+/* The series, clipped to the data area: faint reference lines behind, then data in order. */
+static void pd_all_series(pd *d, const qs_layout *L, qs_figure *f)
+{
+    const qs_rbackend *b = d->b;
+    b->clip(b->ctx, L->plot.x, L->plot.y, L->plot.w, L->plot.h);
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < f->nseries; i++) {
+            const qs_series *se = &f->series[i];
+            int ref = se->kind == QS_SER_HLINE || se->kind == QS_SER_VLINE;
+            if ((pass == 0) == (ref && se->faint)) pd_series(d, f, L, se);
+        }
+    b->clip(b->ctx, 0, 0, 0, 0);
+
+}
+
+/* The frame of the data area, its ticks and their labels. */
+static void pd_frame_ticks(pd *d, const qs_layout *L, const qs_measure *m, qs_figure *f)
+{
+    const qs_rbackend *b = d->b;
+    double s = d->s;
+    const double fs = m->font;
+    const double ink = PD_INK;
+    b->color(b->ctx, ink, ink, ink, 1);
+    b->line_style(b->ctx, 1 * s, NULL, 0);
+    pd_frame_rect(d, L->plot.x, L->plot.y, L->plot.w, L->plot.h);
+    b->stroke(b->ctx);
+    double yb = L->plot.y + L->plot.h;
+    for (int i = 0; i < L->xt.n; i++) {
+        double x = qs_layout_px(L, f, L->xt.t[i].v);
+        if (!isfinite(x)) continue;
+        b->move_to(b->ctx, x, yb); b->line_to(b->ctx, x, yb + 5 * s);
+    }
+    for (int i = 0; i < L->yt.n; i++) {
+        double y = qs_layout_py(L, f, L->yt.t[i].v);
+        if (!isfinite(y)) continue;
+        b->move_to(b->ctx, L->plot.x, y); b->line_to(b->ctx, L->plot.x - 5 * s, y);
+    }
+    b->stroke(b->ctx);
+    for (int i = 0; i < L->xt.n; i++) {
+        double x = qs_layout_px(L, f, L->xt.t[i].v);
+        if (isfinite(x)) pd_text(d, x, yb + m->tick_len + m->line_h / 2 + 1 * s, L->xt.t[i].label, fs, 0, 1, 0);
+    }
+    for (int i = 0; i < L->yt.n; i++) {
+        double y = qs_layout_py(L, f, L->yt.t[i].v);
+        if (isfinite(y)) pd_text(d, L->plot.x - m->tick_len - 3 * s, y, L->yt.t[i].label, fs, 0, 2, 0);
+    }
+
+}
+
+/* The titles; a long one shrinks (down to the tick-label size). */
+static void pd_titles(pd *d, const qs_layout *L, const qs_measure *m, qs_figure *f, double W)
+{
+    double s = d->s;
+    const double fs = m->font;
+    if (f->title[0]) {
+        /* a long title shrinks (down to the tick-label size) and is centred on the canvas if it
+        ** does not fit over the data area */
+        double tf = m->title_font, tw = pd_text_w(d, f->title, tf, 1);
+        while (tw > W - 2 * m->pad && tf > m->font) { tf -= 0.5 * s; tw = pd_text_w(d, f->title, tf, 1); }
+        double cx = L->plot.x + L->plot.w / 2;
+        if (cx - tw / 2 < m->pad || cx + tw / 2 > W - m->pad) cx = W / 2;
+        pd_text(d, cx, L->title_y, f->title, tf, 1, 1, 0);
+    }
+    if (f->x.title[0]) pd_text(d, L->plot.x + L->plot.w / 2, L->xtitle_y, f->x.title, fs, 0, 1, 0);
+    if (f->y.title[0]) pd_text(d, L->ytitle_x, L->plot.y + L->plot.h / 2, f->y.title, fs, 0, 1, 1);
+
+}
+
+/* The heatmap's colour bar with its ticks, labels and title. */
+static void pd_colorbar(pd *d, const qs_layout *L, const qs_measure *m, qs_figure *f, double W)
+{
+    const qs_rbackend *b = d->b;
+    double s = d->s;
+    const double fs = m->font;
+    const double ink = PD_INK;
+    uint8_t ramp[256 * 3];
+    for (int i = 0; i < 256; i++) {
+        double c[3];
+        qs_colormap_rgb((255 - i) / 255.0, c);
+        for (int k = 0; k < 3; k++) ramp[3 * i + k] = (uint8_t)lround(c[k] * 255);
+    }
+    b->image(b->ctx, L->cbar.x, L->cbar.y, L->cbar.w, L->cbar.h, ramp, 1, 256);
+    b->color(b->ctx, ink, ink, ink, 1);
+    b->line_style(b->ctx, 1 * s, NULL, 0);
+    pd_frame_rect(d, L->cbar.x, L->cbar.y, L->cbar.w, L->cbar.h);
+    qs_axis *ca = &f->heat->cbar;
+    double a0 = qs_axis_fwd(ca, ca->vlo), a1 = qs_axis_fwd(ca, ca->vhi);
+    for (int i = 0; i < L->ct.n; i++) {
+        double y = L->cbar.y + L->cbar.h - (qs_axis_fwd(ca, L->ct.t[i].v) - a0) / (a1 - a0) * L->cbar.h;
+        b->move_to(b->ctx, L->cbar.x + L->cbar.w, y); b->line_to(b->ctx, L->cbar.x + L->cbar.w + 4 * s, y);
+    }
+    b->stroke(b->ctx);
+    for (int i = 0; i < L->ct.n; i++) {
+        double y = L->cbar.y + L->cbar.h - (qs_axis_fwd(ca, L->ct.t[i].v) - a0) / (a1 - a0) * L->cbar.h;
+        pd_text(d, L->cbar.x + L->cbar.w + m->tick_len + 1 * s, y, L->ct.t[i].label, fs, 0, 0, 0);
+    }
+    if (ca->title[0]) pd_text(d, W - m->pad, L->cbar_title_y, ca->title, fs, 0, 2, 0);
+}
+
+/* The legend: a box (when beside the data), a sample and the name of each series. */
+static void pd_legend(pd *d, const qs_layout *L, const qs_measure *m, qs_figure *f)
+{
+    const qs_rbackend *b = d->b;
+    double s = d->s;
+    const double fs = m->font;
+    const double ink = PD_INK;
+    if (!L->legend_below) {
+        b->color(b->ctx, 1, 1, 1, 1);
+        pd_frame_rect(d, L->legend.x, L->legend.y, L->legend.w, L->legend.h);
+        b->fill(b->ctx);
+        b->color(b->ctx, 0.75, 0.75, 0.75, 1);
+        b->line_style(b->ctx, 1 * s, NULL, 0);
+        pd_frame_rect(d, L->legend.x, L->legend.y, L->legend.w, L->legend.h);
+        b->stroke(b->ctx);
+    }
+    for (int i = 0; i < L->nleg; i++) {
+        const qs_series *se = &f->series[L->leg[i]];
+        double x, y;
+        qs_layout_legend_pos(L, i, &x, &y);
+        double cy = y + L->leg_row / 2;
+        pd_sample(d, se, x, cy, m->legend_sample);
+        b->color(b->ctx, ink, ink, ink, 1);
+        pd_text(d, x + m->legend_sample + m->pad * 0.6, cy, se->name, fs, 0, 0, 0);
+    }
+}
+
+/* The annotations; point labels avoid each other and the markers. */
+static void pd_annotations(pd *d, const qs_layout *L, const qs_measure *m, qs_figure *f)
+{
+    const qs_rbackend *b = d->b;
+    double s = d->s;
+    const double fs = m->font;
+    const double ink = PD_INK;
+    box placed[256];
+    int np = 0;
+    for (size_t i = 0; i < f->nannots; i++) {
+        const qs_annot *a = &f->annots[i];
+        if (!a->point) continue;
+        double x = qs_layout_px(L, f, a->x), y = qs_layout_py(L, f, a->y);
+        if (isfinite(x) && isfinite(y) && np < 256) placed[np++] = (box){x - 5 * s, y - 5 * s, 10 * s, 10 * s};
+    }
+    for (size_t i = 0; i < f->nannots; i++) {
+        const qs_annot *a = &f->annots[i];
+        double x, y;
+        if (qs_layout_annot_pos(L, f, a, &x, &y)) continue;
+        double tw = pd_text_w(d, a->text, fs * 0.95, 0), th = m->line_h;
+        double tx = x, ty = y;
+        int al = a->anchor;
+        if (a->point) {
+            static const double cand[8][2] = {{1, -1}, {1, 1}, {-1, -1}, {-1, 1}, {0, -1.6}, {0, 1.6}, {1.6, 0}, {-1.6, 0}};
+            int best = 0;
+            for (int c = 0; c < 8; c++) {
+                double cx = x + cand[c][0] * 7 * s, cy = y + cand[c][1] * 0.75 * th;
+                double bx = cand[c][0] > 0 ? cx : cand[c][0] < 0 ? cx - tw : cx - tw / 2;
+                box bb = {bx, cy - th / 2, tw, th};
+                int hit = bb.x < L->plot.x || bb.x + bb.w > L->plot.x + L->plot.w || bb.y < L->plot.y ||
+                          bb.y + bb.h > L->plot.y + L->plot.h;
+                for (int k = 0; k < np && !hit; k++) hit = box_hit(bb, placed[k]);
+                if (!hit) { best = c; break; }
+                if (c == 7) best = 0;
+            }
+            tx = x + cand[best][0] * 7 * s;
+            ty = y + cand[best][1] * 0.75 * th;
+            al = cand[best][0] > 0 ? 0 : cand[best][0] < 0 ? 2 : 1;
+            double bx = al == 0 ? tx : al == 2 ? tx - tw : tx - tw / 2;
+            if (np < 256) placed[np++] = (box){bx, ty - th / 2, tw, th};
+        }
+        if (a->point) {   /* a light halo keeps the label readable over lines */
+            double bx = al == 0 ? tx : al == 2 ? tx - tw : tx - tw / 2;
+            b->color(b->ctx, 1, 1, 1, 0.8);
+            pd_frame_rect(d, bx - 1.5 * s, ty - th / 2 + 1 * s, tw + 3 * s, th - 2 * s);
+            b->fill(b->ctx);
+        }
+        if (a->color == -2) b->color(b->ctx, ink, ink, ink, 1);
+        else pd_rgb(d, a->color, 1);
+        pd_text(d, tx, ty, a->text, fs * 0.95, 0, al, 0);
+    }
+
+}
+
+/* The note (cut at a name's end when too wide, counting the series left unnamed) and "no data". */
+static void pd_note(pd *d, const qs_layout *L, const qs_measure *m, qs_figure *f, double W, const char *same)
+{
+    const qs_rbackend *b = d->b;
+    const double fs = m->font, mute = PD_MUTE;
+    char note[400];
+    size_t n0;
+    qs_plot_note(f, L, &(qs_note_parts){.log_words = " (log scale)", .same = same}, note, sizeof note, &n0);
+    if (n0 != SIZE_MAX) {
+        /* too wide for the figure: cut at a name's end and count the series left unnamed */
+        int more = 0;
+        while (pd_text_w(d, note, fs * 0.95, 0) > W - 2 * m->pad) {
+            char *cut = NULL, *mark = more ? strstr(note + n0, " (+") : NULL;
+            for (char *q = note + n0; (q = strstr(q, " = ")) != NULL; q++) cut = q;
+            if (!cut) break;
+            if (mark) *mark = 0;
+            more++;
+            for (const char *q = cut + 3; (q = strstr(q, "; ")) != NULL; q++) more++;   /* a group cut whole */
+            snprintf(cut, sizeof note - (size_t)(cut - note), " (+%d more)", more);
+        }
+    }
+    if (note[0] && L->note_y > 0) {
+        b->color(b->ctx, mute, mute, mute, 1);
+        pd_text(d, m->pad, L->note_y, note, fs * 0.95, 0, 0, 0);
+    }
+    if (f->empty) {
+        b->color(b->ctx, mute, mute, mute, 1);
+        pd_text(d, L->plot.x + L->plot.w / 2, L->plot.y + L->plot.h / 2, "no data", m->title_font, 0, 1, 0);
+    }
+}
+
 void qs_plot_draw(qs_figure *f, const qs_rbackend *b, double W, double H, double scale, qs_layout *out)
 {
     pd d = {b, scale > 0 ? scale : 1};
@@ -330,218 +585,21 @@ void qs_plot_draw(qs_figure *f, const qs_rbackend *b, double W, double H, double
         coinciding_series(f, &L, tol, same, sizeof same);
     }
     if (out) *out = L;
-    const double fs = m.font, ink = 0.13, mute = 0.35;
 
     /* background */
     b->clip(b->ctx, 0, 0, 0, 0);
     b->color(b->ctx, 1, 1, 1, 1);
     pd_frame_rect(&d, 0, 0, W, H);
     b->fill(b->ctx);
-
-    /* heatmap */
-    if (f->heat && f->heat->rows && f->heat->cols) {
-        qs_heatmap *h = f->heat;
-        uint8_t *rgb = malloc(h->rows * h->cols * 3);
-        if (rgb) {
-            for (size_t i = 0; i < h->rows * h->cols; i++) {
-                double t = qs_heat_t(h, h->v[i]), c[3] = {0.86, 0.86, 0.86};
-                if (isfinite(t)) qs_colormap_rgb(t, c);
-                for (int k = 0; k < 3; k++) rgb[3 * i + (size_t)k] = (uint8_t)lround(c[k] * 255);
-            }
-            double x0 = qs_layout_px(&L, f, h->x0), x1 = qs_layout_px(&L, f, h->x1);
-            double y0 = qs_layout_py(&L, f, h->y0), y1 = qs_layout_py(&L, f, h->y1);
-            b->clip(b->ctx, L.plot.x, L.plot.y, L.plot.w, L.plot.h);
-            b->image(b->ctx, fmin(x0, x1), fmin(y0, y1), fabs(x1 - x0), fabs(y1 - y0), rgb, (int)h->cols, (int)h->rows);
-            b->clip(b->ctx, 0, 0, 0, 0);
-            free(rgb);
-        }
-    }
-
-    /* grid at the major ticks */
-    if (!f->heat) {
-        b->color(b->ctx, 0.90, 0.90, 0.90, 1);
-        b->line_style(b->ctx, 1 * s, NULL, 0);
-        for (int i = 0; i < L.xt.n; i++) {
-            double x = qs_layout_px(&L, f, L.xt.t[i].v);
-            if (!isfinite(x)) continue;
-            b->move_to(b->ctx, x, L.plot.y); b->line_to(b->ctx, x, L.plot.y + L.plot.h);
-        }
-        for (int i = 0; i < L.yt.n; i++) {
-            double y = qs_layout_py(&L, f, L.yt.t[i].v);
-            if (!isfinite(y)) continue;
-            b->move_to(b->ctx, L.plot.x, y); b->line_to(b->ctx, L.plot.x + L.plot.w, y);
-        }
-        b->stroke(b->ctx);
-    }
-
-    /* series: reference lines behind, then data in order */
-    b->clip(b->ctx, L.plot.x, L.plot.y, L.plot.w, L.plot.h);
-    for (int pass = 0; pass < 2; pass++)
-        for (size_t i = 0; i < f->nseries; i++) {
-            const qs_series *se = &f->series[i];
-            int ref = se->kind == QS_SER_HLINE || se->kind == QS_SER_VLINE;
-            if ((pass == 0) == (ref && se->faint)) pd_series(&d, f, &L, se);
-        }
-    b->clip(b->ctx, 0, 0, 0, 0);
-
-    /* frame and ticks */
-    b->color(b->ctx, ink, ink, ink, 1);
-    b->line_style(b->ctx, 1 * s, NULL, 0);
-    pd_frame_rect(&d, L.plot.x, L.plot.y, L.plot.w, L.plot.h);
-    b->stroke(b->ctx);
-    double yb = L.plot.y + L.plot.h;
-    for (int i = 0; i < L.xt.n; i++) {
-        double x = qs_layout_px(&L, f, L.xt.t[i].v);
-        if (!isfinite(x)) continue;
-        b->move_to(b->ctx, x, yb); b->line_to(b->ctx, x, yb + 5 * s);
-    }
-    for (int i = 0; i < L.yt.n; i++) {
-        double y = qs_layout_py(&L, f, L.yt.t[i].v);
-        if (!isfinite(y)) continue;
-        b->move_to(b->ctx, L.plot.x, y); b->line_to(b->ctx, L.plot.x - 5 * s, y);
-    }
-    b->stroke(b->ctx);
-    for (int i = 0; i < L.xt.n; i++) {
-        double x = qs_layout_px(&L, f, L.xt.t[i].v);
-        if (isfinite(x)) pd_text(&d, x, yb + m.tick_len + m.line_h / 2 + 1 * s, L.xt.t[i].label, fs, 0, 1, 0);
-    }
-    for (int i = 0; i < L.yt.n; i++) {
-        double y = qs_layout_py(&L, f, L.yt.t[i].v);
-        if (isfinite(y)) pd_text(&d, L.plot.x - m.tick_len - 3 * s, y, L.yt.t[i].label, fs, 0, 2, 0);
-    }
-
-    /* titles */
-    if (f->title[0]) {
-        /* a long title shrinks (down to the tick-label size) and is centred on the canvas if it
-        ** does not fit over the data area */
-        double tf = m.title_font, tw = pd_text_w(&d, f->title, tf, 1);
-        while (tw > W - 2 * m.pad && tf > m.font) { tf -= 0.5 * s; tw = pd_text_w(&d, f->title, tf, 1); }
-        double cx = L.plot.x + L.plot.w / 2;
-        if (cx - tw / 2 < m.pad || cx + tw / 2 > W - m.pad) cx = W / 2;
-        pd_text(&d, cx, L.title_y, f->title, tf, 1, 1, 0);
-    }
-    if (f->x.title[0]) pd_text(&d, L.plot.x + L.plot.w / 2, L.xtitle_y, f->x.title, fs, 0, 1, 0);
-    if (f->y.title[0]) pd_text(&d, L.ytitle_x, L.plot.y + L.plot.h / 2, f->y.title, fs, 0, 1, 1);
-
-    /* colour bar */
-    if (f->heat && L.cbar.w > 0) {
-        uint8_t ramp[256 * 3];
-        for (int i = 0; i < 256; i++) {
-            double c[3];
-            qs_colormap_rgb((255 - i) / 255.0, c);
-            for (int k = 0; k < 3; k++) ramp[3 * i + k] = (uint8_t)lround(c[k] * 255);
-        }
-        b->image(b->ctx, L.cbar.x, L.cbar.y, L.cbar.w, L.cbar.h, ramp, 1, 256);
-        b->color(b->ctx, ink, ink, ink, 1);
-        b->line_style(b->ctx, 1 * s, NULL, 0);
-        pd_frame_rect(&d, L.cbar.x, L.cbar.y, L.cbar.w, L.cbar.h);
-        qs_axis *ca = &f->heat->cbar;
-        double a0 = qs_axis_fwd(ca, ca->vlo), a1 = qs_axis_fwd(ca, ca->vhi);
-        for (int i = 0; i < L.ct.n; i++) {
-            double y = L.cbar.y + L.cbar.h - (qs_axis_fwd(ca, L.ct.t[i].v) - a0) / (a1 - a0) * L.cbar.h;
-            b->move_to(b->ctx, L.cbar.x + L.cbar.w, y); b->line_to(b->ctx, L.cbar.x + L.cbar.w + 4 * s, y);
-        }
-        b->stroke(b->ctx);
-        for (int i = 0; i < L.ct.n; i++) {
-            double y = L.cbar.y + L.cbar.h - (qs_axis_fwd(ca, L.ct.t[i].v) - a0) / (a1 - a0) * L.cbar.h;
-            pd_text(&d, L.cbar.x + L.cbar.w + m.tick_len + 1 * s, y, L.ct.t[i].label, fs, 0, 0, 0);
-        }
-        if (ca->title[0]) pd_text(&d, W - m.pad, L.cbar_title_y, ca->title, fs, 0, 2, 0);
-    }
-
-    /* legend */
-    if (L.nleg && L.legend.w > 0) {
-        if (!L.legend_below) {
-            b->color(b->ctx, 1, 1, 1, 1);
-            pd_frame_rect(&d, L.legend.x, L.legend.y, L.legend.w, L.legend.h);
-            b->fill(b->ctx);
-            b->color(b->ctx, 0.75, 0.75, 0.75, 1);
-            b->line_style(b->ctx, 1 * s, NULL, 0);
-            pd_frame_rect(&d, L.legend.x, L.legend.y, L.legend.w, L.legend.h);
-            b->stroke(b->ctx);
-        }
-        for (int i = 0; i < L.nleg; i++) {
-            const qs_series *se = &f->series[L.leg[i]];
-            double x, y;
-            qs_layout_legend_pos(&L, i, &x, &y);
-            double cy = y + L.leg_row / 2;
-            pd_sample(&d, se, x, cy, m.legend_sample);
-            b->color(b->ctx, ink, ink, ink, 1);
-            pd_text(&d, x + m.legend_sample + m.pad * 0.6, cy, se->name, fs, 0, 0, 0);
-        }
-    }
-
-    /* annotations; point labels avoid each other and the markers */
-    box placed[256];
-    int np = 0;
-    for (size_t i = 0; i < f->nannots; i++) {
-        const qs_annot *a = &f->annots[i];
-        if (!a->point) continue;
-        double x = qs_layout_px(&L, f, a->x), y = qs_layout_py(&L, f, a->y);
-        if (isfinite(x) && isfinite(y) && np < 256) placed[np++] = (box){x - 5 * s, y - 5 * s, 10 * s, 10 * s};
-    }
-    for (size_t i = 0; i < f->nannots; i++) {
-        const qs_annot *a = &f->annots[i];
-        double x, y;
-        if (qs_layout_annot_pos(&L, f, a, &x, &y)) continue;
-        double tw = pd_text_w(&d, a->text, fs * 0.95, 0), th = m.line_h;
-        double tx = x, ty = y;
-        int al = a->anchor;
-        if (a->point) {
-            static const double cand[8][2] = {{1, -1}, {1, 1}, {-1, -1}, {-1, 1}, {0, -1.6}, {0, 1.6}, {1.6, 0}, {-1.6, 0}};
-            int best = 0;
-            for (int c = 0; c < 8; c++) {
-                double cx = x + cand[c][0] * 7 * s, cy = y + cand[c][1] * 0.75 * th;
-                double bx = cand[c][0] > 0 ? cx : cand[c][0] < 0 ? cx - tw : cx - tw / 2;
-                box bb = {bx, cy - th / 2, tw, th};
-                int hit = bb.x < L.plot.x || bb.x + bb.w > L.plot.x + L.plot.w || bb.y < L.plot.y ||
-                          bb.y + bb.h > L.plot.y + L.plot.h;
-                for (int k = 0; k < np && !hit; k++) hit = box_hit(bb, placed[k]);
-                if (!hit) { best = c; break; }
-                if (c == 7) best = 0;
-            }
-            tx = x + cand[best][0] * 7 * s;
-            ty = y + cand[best][1] * 0.75 * th;
-            al = cand[best][0] > 0 ? 0 : cand[best][0] < 0 ? 2 : 1;
-            double bx = al == 0 ? tx : al == 2 ? tx - tw : tx - tw / 2;
-            if (np < 256) placed[np++] = (box){bx, ty - th / 2, tw, th};
-        }
-        if (a->point) {   /* a light halo keeps the label readable over lines */
-            double bx = al == 0 ? tx : al == 2 ? tx - tw : tx - tw / 2;
-            b->color(b->ctx, 1, 1, 1, 0.8);
-            pd_frame_rect(&d, bx - 1.5 * s, ty - th / 2 + 1 * s, tw + 3 * s, th - 2 * s);
-            b->fill(b->ctx);
-        }
-        if (a->color == -2) b->color(b->ctx, ink, ink, ink, 1);
-        else pd_rgb(&d, a->color, 1);
-        pd_text(&d, tx, ty, a->text, fs * 0.95, 0, al, 0);
-    }
-
-    /* note and "no data" */
-    char note[400];
-    size_t n0;
-    qs_plot_note(f, &L, &(qs_note_parts){.log_words = " (log scale)", .same = same}, note, sizeof note, &n0);
-    if (n0 != SIZE_MAX) {
-        /* too wide for the figure: cut at a name's end and count the series left unnamed */
-        int more = 0;
-        while (pd_text_w(&d, note, fs * 0.95, 0) > W - 2 * m.pad) {
-            char *cut = NULL, *mark = more ? strstr(note + n0, " (+") : NULL;
-            for (char *q = note + n0; (q = strstr(q, " = ")) != NULL; q++) cut = q;
-            if (!cut) break;
-            if (mark) *mark = 0;
-            more++;
-            for (const char *q = cut + 3; (q = strstr(q, "; ")) != NULL; q++) more++;   /* a group cut whole */
-            snprintf(cut, sizeof note - (size_t)(cut - note), " (+%d more)", more);
-        }
-    }
-    if (note[0] && L.note_y > 0) {
-        b->color(b->ctx, mute, mute, mute, 1);
-        pd_text(&d, m.pad, L.note_y, note, fs * 0.95, 0, 0, 0);
-    }
-    if (f->empty) {
-        b->color(b->ctx, mute, mute, mute, 1);
-        pd_text(&d, L.plot.x + L.plot.w / 2, L.plot.y + L.plot.h / 2, "no data", m.title_font, 0, 1, 0);
-    }
+    if (f->heat && f->heat->rows && f->heat->cols) pd_heatmap(&d, &L, f);
+    if (!f->heat) pd_grid(&d, &L, f);
+    pd_all_series(&d, &L, f);
+    pd_frame_ticks(&d, &L, &m, f);
+    pd_titles(&d, &L, &m, f, W);
+    if (f->heat && L.cbar.w > 0) pd_colorbar(&d, &L, &m, f, W);
+    if (L.nleg && L.legend.w > 0) pd_legend(&d, &L, &m, f);
+    pd_annotations(&d, &L, &m, f);
+    pd_note(&d, &L, &m, f, W, same);
 }
 
 /* ======================= the cairo backend ======================= */

@@ -355,8 +355,6 @@ int qs_term_mode_parse(const char *s, qs_term_mode *m)
     return 0;
 }
 
-/* Render f into out; with out NULL only count the point labels left without room (*dropped).
-** note_row: keep a line for the note even when the figure has none (for those labels' names). */
 /* A heatmap cell at colour-scale position tv in [0, 1]: a coloured block, else a shade ramp. */
 static void heat_cell(tcell *c, double tv, int color, int utf8)
 {
@@ -376,6 +374,318 @@ static void heat_cell(tcell *c, double tv, int color, int utf8)
     }
 }
 
+/* The heatmap, the mean of the cells each character covers, and its colour bar with ticks. */
+static void tt_heatmap(tcanvas *t, const qs_layout *L, qs_figure *f, int color)
+{
+    qs_heatmap *h = f->heat;
+    for (int cy = 0; cy < t->ph; cy++)
+        for (int cx = 0; cx < t->pw; cx++) {
+            double vx = qs_axis_inv(&f->x, qs_axis_fwd(&f->x, f->x.vlo) + (cx + 0.5) / t->pw *
+                                               (qs_axis_fwd(&f->x, f->x.vhi) - qs_axis_fwd(&f->x, f->x.vlo)));
+            double u = (cy + 0.5) / t->ph;
+            if (!f->y.invert) u = 1 - u;
+            double vy = qs_axis_inv(&f->y, qs_axis_fwd(&f->y, f->y.vlo) + u * (qs_axis_fwd(&f->y, f->y.vhi) -
+                                                                               qs_axis_fwd(&f->y, f->y.vlo)));
+            double fc = (vx - h->x0) / (h->x1 - h->x0) * (double)h->cols, fr = (vy - h->y0) / (h->y1 - h->y0) * (double)h->rows;
+            if (!(fc >= 0 && fr >= 0 && fc < (double)h->cols && fr < (double)h->rows)) continue;
+            /* the mean of every heatmap cell this character covers (not one sample of them:
+            ** a bad row of blocks between two samples would not show) */
+            double span_c = (double)h->cols / t->pw * (f->x.vhi - f->x.vlo) / (h->x1 - h->x0);
+            double span_r = (double)h->rows / t->ph * (f->y.vhi - f->y.vlo) / (h->y1 - h->y0);
+            /* the cells that the character's interval [f - span/2, f + span/2) meets; when a cell
+            ** is larger than a character (span < 1) that is the one cell under its centre */
+            size_t c0 = (size_t)floor(fmax(0, fc - span_c / 2)), r0 = (size_t)floor(fmax(0, fr - span_r / 2));
+            size_t c1 = (size_t)fmax((double)c0 + 1, ceil(fc + span_c / 2)), r1 = (size_t)fmax((double)r0 + 1, ceil(fr + span_r / 2));
+            if (c1 > h->cols) c1 = h->cols;
+            if (r1 > h->rows) r1 = h->rows;
+            double v = 0, nv = 0;
+            for (size_t rr = r0; rr < r1; rr++)
+                for (size_t cc = c0; cc < c1; cc++) {
+                    double hv = h->v[rr * h->cols + cc];
+                    if (isfinite(hv)) { v += hv; nv++; }
+                }
+            v = nv > 0 ? v / nv : NAN;
+            double tv = qs_heat_t(h, v);
+            tcell *c = tc_at(t, t->px + cx, t->py + cy);
+            if (!isfinite(tv)) continue;
+            heat_cell(c, tv, color, t->utf8);
+        }
+    /* colour bar: a column of the ramp, high at the top */
+    int bx = (int)lround(L->cbar.x);
+    for (int cy = 0; cy < t->ph; cy++) {
+        double tv = 1 - (cy + 0.5) / t->ph;
+        for (int k = 0; k < 2; k++) {
+            tcell *c = tc_at(t, bx + k, t->py + cy);
+            if (!c) continue;
+            heat_cell(c, tv, color, t->utf8);
+        }
+    }
+    qs_axis *ca = &h->cbar;
+    double a0 = qs_axis_fwd(ca, ca->vlo), a1 = qs_axis_fwd(ca, ca->vhi);
+    int lastr = -2;
+    for (int i = L->ct.n - 1; i >= 0; i--) {
+        int r = t->py + (int)floor((1 - (qs_axis_fwd(ca, L->ct.t[i].v) - a0) / (a1 - a0)) * (t->ph - 1) + 0.5);
+        if (r == lastr) continue;
+        tt_put(t, bx + 3, r, L->ct.t[i].label, TT_NONE, 0, 1);
+        lastr = r;
+    }
+    if (ca->title[0]) tt_put_aligned(t, t->W, (int)floor(L->cbar_title_y), ca->title, TT_NONE, 0, 2);
+}
+
+/* The series, reference lines first (their own layer), then data with their glyphs; returns how
+** many carry glyphs (lines and steps) for the legend. */
+static int tt_all_series(tcanvas *t, const qs_layout *L, qs_figure *f, int *lastrow)
+{
+    int ndata = 0;   /* lines and histograms: several of them carry their glyphs */
+    for (size_t i = 0; i < f->nseries; i++)
+        if (f->series[i].kind == QS_SER_LINE || f->series[i].kind == QS_SER_STEP) ndata++;
+    int K = t->pw / 6 > 8 ? t->pw / 6 : 8, di = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < f->nseries; i++) {
+            const qs_series *s = &f->series[i];
+            int ref = s->kind == QS_SER_HLINE || s->kind == QS_SER_VLINE;
+            if ((pass == 0) != ref) continue;
+            tt_series(t, L, f, s, lastrow);
+            if (ref || s->kind == QS_SER_SCATTER) continue;
+            /* several lines: the series' glyph every K columns (phase by series), and at the
+            ** points of a line with markers and few points */
+            if (s->kind == QS_SER_LINE && s->marker != QS_MK_NONE && s->n * 3 <= (size_t)t->pw) {
+                for (size_t k = 0; k < s->n; k++) {
+                    double x = dot_x(t, L, f, s->x[k]), y = dot_y(t, L, f, s->y[k]);
+                    if (isfinite(x) && isfinite(y))
+                        tt_glyph_at(t, f, t->px + (int)(lround(x) / t->dx), t->py + (int)(lround(y) / t->dy), s, 0);
+                }
+            } else if (ndata > 1 && t->mode != QS_TERM_ASCII) {
+                int phase = 2 + di * K / (ndata > 0 ? ndata : 1);
+                for (int cx = phase % K; cx < t->pw; cx += K) {
+                    int c2 = cx;
+                    while (c2 < t->pw && c2 < cx + K / 2 && lastrow[c2] < 0) c2++;
+                    if (c2 < t->pw && lastrow[c2] >= 0) tt_glyph_at(t, f, t->px + c2, t->py + lastrow[c2], s, 0);
+                }
+            }
+            di++;
+        }
+
+    return ndata;
+}
+
+/* A series most of whose glyphs could not be drawn (others cover its points at this size) is
+** named in the note, so that no series disappears without a word: their glyphs into hidden;
+** returns how many. */
+static int tt_hidden_series(tcanvas *t, qs_figure *f, char *hidden, size_t cap)
+{
+    int nhidden = 0;
+    size_t ns = f->nseries;
+    int *vis = calloc(ns ? ns : 1, sizeof *vis);
+    if (!vis) return 0;
+    for (size_t i = 0; i < (size_t)t->W * (size_t)t->H; i++)
+        if (t->c[i].sidx > 0 && (size_t)t->c[i].sidx <= ns) vis[t->c[i].sidx - 1]++;
+    char first[160] = "";
+    size_t hl = 0;
+    for (size_t i = 0; i < ns; i++) {
+        const qs_series *s = &f->series[i];
+        if (s->kind == QS_SER_HLINE || s->kind == QS_SER_VLINE || 2 * vis[i] >= t->tried[i]) continue;
+        char gs[8];
+        tt_gly(f, s, t->utf8, gs);
+        if (!nhidden++) snprintf(first, sizeof first, "%s %s", gs, s->name);
+        if (hl + 12 < cap) hl += (size_t)snprintf(hidden + hl, cap - hl, "%s%s", hl ? ", " : "", gs);
+    }
+    if (nhidden == 1) snprintf(hidden, cap, "%s", first);
+    free(vis);
+    return nhidden;
+}
+
+/* The axes with their ticks and labels (x labels never overlap). */
+static void tt_axes(tcanvas *t, const qs_layout *L, qs_figure *f)
+{
+    const char *V = t->utf8 ? "│" : "|", *Hh = t->utf8 ? "─" : "-", *corner = t->utf8 ? "└" : "+";
+    const char *ytk = t->utf8 ? "┤" : "+", *xtk = t->utf8 ? "┬" : "+";
+    for (int y = t->py; y < t->py + t->ph; y++) tt_put(t, t->px - 1, y, V, TT_NONE, 0, 0);
+    for (int x = t->px; x < t->px + t->pw; x++) tt_put(t, x, t->py + t->ph, Hh, TT_NONE, 0, 0);
+    tt_put(t, t->px - 1, t->py + t->ph, corner, TT_NONE, 0, 0);
+    int lastr = -2;
+    for (int i = L->yt.n - 1; i >= 0; i--) {
+        double y = qs_layout_py(L, f, L->yt.t[i].v);
+        if (!isfinite(y)) continue;
+        int r = (int)floor(y);
+        if (r >= t->py + t->ph) r = t->py + t->ph - 1;
+        if (r < t->py || r == lastr) continue;
+        tt_put(t, t->px - 1, r, ytk, TT_NONE, 0, 0);
+        tt_put_aligned(t, t->px - 1, r, L->yt.t[i].label, TT_NONE, 0, 2);
+        lastr = r;
+    }
+    int lastend = -1;
+    for (int i = 0; i < L->xt.n; i++) {
+        double x = qs_layout_px(L, f, L->xt.t[i].v);
+        if (!isfinite(x)) continue;
+        int cx = (int)floor(x);
+        if (cx >= t->px + t->pw) cx = t->px + t->pw - 1;
+        char lab[256];
+        tt_label(t, L->xt.t[i].label, lab, sizeof lab);
+        int w = u8len(lab), x0 = cx - w / 2;
+        if (x0 + w > t->W) x0 = t->W - w;
+        if (x0 <= lastend) continue;   /* never overlap a label */
+        tt_put(t, cx, t->py + t->ph, xtk, TT_NONE, 0, 0);
+        tt_put(t, x0, t->py + t->ph + 1, lab, TT_NONE, 0, 0);
+        lastend = x0 + w;
+    }
+
+}
+
+/* Titles, then the legend: a sample with the series' glyph, then its name. */
+static void tt_titles_legend(tcanvas *t, const qs_layout *L, qs_figure *f, int ndata)
+{
+    const char *Hh = t->utf8 ? "─" : "-";
+    if (f->title[0]) tt_put_aligned(t, t->px + t->pw / 2.0, (int)floor(L->title_y), f->title, TT_NONE, 1, 1);
+    if (f->x.title[0]) tt_put_aligned(t, t->px + t->pw / 2.0, (int)floor(L->xtitle_y), f->x.title, TT_NONE, 0, 1);
+    if (f->y.title[0]) tt_put(t, 0, (int)floor(L->ytitle_y), f->y.title, TT_NONE, 0, 1);
+
+    /* legend: sample with the series' glyph, then the name */
+    for (int i = 0; i < L->nleg; i++) {
+        const qs_series *s = &f->series[L->leg[i]];
+        double lx, ly;
+        qs_layout_legend_pos(L, i, &lx, &ly);
+        int x = (int)lround(lx), y = (int)floor(ly);
+        char gs[8];
+        tt_gly(f, s, t->utf8, gs);
+        const char *gl = gs, *ga = gs;
+        const char *line = (s->kind == QS_SER_VLINE || s->kind == QS_SER_HLINE) ? (t->utf8 ? "┆" : ":")
+                           : s->kind == QS_SER_SCATTER ? " " : Hh;
+        tt_put(t, x, y, line, s->color, 0, 0);
+        tt_put(t, x + 2, y, line, s->color, 0, 0);
+        if (s->kind == QS_SER_VLINE || s->kind == QS_SER_HLINE) tt_put(t, x + 1, y, line, s->color, 0, 0);
+        else if (ndata > 1 || s->kind == QS_SER_SCATTER || s->marker != QS_MK_NONE) tt_put(t, x + 1, y, gl ? gl : ga, s->color, 0, 0);
+        else tt_put(t, x + 1, y, line, s->color, 0, 0);
+        tt_put(t, x + 4, y, s->name, TT_NONE, 0, 0);
+    }
+    if (L->leg_more > 0) {
+        char more[32];
+        double lx, ly;
+        snprintf(more, sizeof more, "+%d more", L->leg_more);
+        qs_layout_legend_pos(L, L->nleg, &lx, &ly);
+        tt_put(t, (int)lround(lx) + 4, (int)floor(ly), more, TT_NONE, 0, 1);
+    }
+
+}
+
+/* The annotations; point labels without a free place are left out and named in unlabelled.
+** Returns how many were left out. */
+static int tt_annotations(tcanvas *t, const qs_layout *L, qs_figure *f, char *unlabelled, size_t cap)
+{
+    size_t nul = 0;
+    int ndropped = 0;
+    for (size_t i = 0; i < f->nannots; i++) {
+        const qs_annot *a = &f->annots[i];
+        double x, y;
+        if (qs_layout_annot_pos(L, f, a, &x, &y)) continue;
+        int cx = (int)floor(x) + (a->point ? 1 : 0), cy = (int)floor(y);
+        if (cy >= t->py + t->ph) cy = t->py + t->ph - 1;
+        if (a->point) {
+            /* a point label goes right of its point, else left, above or below, wherever it covers
+            ** no other text, marker or line of the data; without such a place it is left out (the
+            ** PNG has it) */
+            char lab[256];
+            tt_label(t, a->text, lab, sizeof lab);
+            int w = u8len(lab), px0 = (int)floor(x), py0 = cy, found = 0;
+            const int cand[8][2] = {{1, 0}, {-w - 1, 0}, {1, -1}, {1, 1}, {-w, -1}, {-w, 1}, {2, 0}, {-w - 2, 0}};
+            for (int k = 0; k < 8 && !found; k++) {
+                int x0 = px0 + cand[k][0], y0 = py0 + cand[k][1], clash = 0;
+                if (y0 < t->py || y0 >= t->py + t->ph || x0 < t->px || x0 + w > t->px + t->pw) continue;
+                if (k >= 6) {   /* one cell off: only across a line, never across another marker */
+                    tcell *g = tc_at(t, px0 + (k == 6 ? 1 : -1), y0);
+                    if (g && g->g[0]) continue;
+                }
+                for (int q = -1; q <= w && !clash; q++) {
+                    tcell *c = tc_at(t, x0 + q, y0);
+                    clash = c && (q >= 0 && q < w ? c->g[0] || c->data : c->g[0] && c->fg == TT_NONE);
+                }
+                if (!clash) { cx = x0; cy = y0; found = 1; }
+            }
+            if (!found) {
+                ndropped++;
+                if (nul + w + 8 < cap)
+                    nul += (size_t)snprintf(unlabelled + nul, cap - nul, "%s%s", nul ? ", " : "", lab);
+                else if (nul + 5 < cap && strcmp(unlabelled + nul - 3, "...")) nul += (size_t)snprintf(unlabelled + nul, cap - nul, ", ...");
+                continue;
+            }
+        }
+        if (cx < 0) cx = 0;
+        tt_put(t, cx, cy, a->text, a->color == -2 ? TT_NONE : a->color, 0, 1);
+    }
+
+    return ndropped;
+}
+
+/* The note (cut with "..." when too long) and "no data". */
+static void tt_note(tcanvas *t, const qs_layout *L, qs_figure *f, const char *hidden, const char *unlabelled)
+{
+    char note[400];
+    qs_plot_note(f, L, &(qs_note_parts){.hidden = hidden, .unlabelled = unlabelled}, note, sizeof note, NULL);
+    if (note[0] && L->note_y > 0) {
+        if (u8len(note) > t->W && t->W > 4) {   /* a cut note ends in "..." rather than mid-word, silently */
+            int k = 0, keep = t->W - 3;
+            char *p = note;
+            for (; *p && k < keep; p++) if ((*(unsigned char *)p & 0xC0) != 0x80 && ++k > keep) break;
+            while ((*(unsigned char *)p & 0xC0) == 0x80) p++;
+            snprintf(p, sizeof note - (size_t)(p - note), "...");
+        }
+        tt_put(t, 0, (int)floor(L->note_y), note, QS_COLOR_GREY, 0, 0);
+    }
+    if (f->empty) tt_put_aligned(t, t->px + t->pw / 2.0, t->py + t->ph / 2, "no data", TT_NONE, 0, 1);
+
+}
+
+/* Write the canvas, one line per row, trailing blanks trimmed, SGR colours when asked. */
+static void tt_emit(tcanvas *t, FILE *out, int color)
+{
+    static const char *const ascii_ramp = " .:'";
+    for (int y = 0; y < t->H; y++) {
+        int cur = TT_NONE, curb = 0, last = t->W - 1;
+        while (last >= 0) {
+            tcell *c = tc_at(t, last, y);
+            if (c->g[0] && strcmp(c->g, " ")) break;
+            if (!c->g[0] && (c->data || c->ref)) break;
+            last--;
+        }
+        for (int x = 0; x <= last; x++) {
+            tcell *c = tc_at(t, x, y);
+            char g[8];
+            int fg = c->fg, bold = c->bold;
+            if (c->g[0]) snprintf(g, sizeof g, "%s", c->g);
+            else if (c->data || c->ref) {
+                unsigned char bits = c->data ? c->data : c->ref;
+                fg = c->data ? c->owner : QS_COLOR_GREY;
+                if (t->mode == QS_TERM_BRAILLE) {
+                    unsigned cp = 0x2800u + bits;
+                    g[0] = (char)(0xE0 | (cp >> 12));
+                    g[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+                    g[2] = (char)(0x80 | (cp & 0x3F));
+                    g[3] = 0;
+                } else if (t->mode == QS_TERM_BLOCK) {
+                    if (!c->data) snprintf(g, sizeof g, "%s", "┆");
+                    else snprintf(g, sizeof g, "%s", bits == 1 ? "▀" : bits == 2 ? "▄" : "█");
+                } else {
+                    if (c->data) snprintf(g, sizeof g, "%c", c->dglyph ? c->dglyph : '*');
+                    else snprintf(g, sizeof g, "%c", ascii_ramp[2]);
+                }
+            } else snprintf(g, sizeof g, " ");
+            if (color && (fg != cur || bold != curb)) {
+                fputs("\033[0m", out);
+                if (bold) fputs("\033[1m", out);
+                if (fg >= 1000) fprintf(out, "\033[38;5;%dm", fg - 1000);
+                else if (fg != TT_NONE) fprintf(out, "\033[38;5;%dm", ansi256(fg));
+                cur = fg;
+                curb = bold;
+            }
+            fputs(g, out);
+        }
+        if (color && (cur != TT_NONE || curb)) fputs("\033[0m", out);
+        fputc('\n', out);
+    }
+}
+
+/* Render f into out; with out NULL only count the point labels and series left without room
+** (*dropped).  note_row: keep a line for the note even when the figure has none (for their names). */
 static int tt_render(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e, int note_row, int *dropped)
 {
     tcanvas t;
@@ -421,292 +731,20 @@ static int tt_render(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e, 
     int *glyph_tried = t.tried = calloc(f->nseries ? f->nseries : 1, sizeof *glyph_tried);
     if (!lastrow || !glyph_tried) { free(lastrow); free(glyph_tried); free(t.c); return qs_fail(e, "out of memory"); }
 
-    /* heatmap: one sample per cell */
-    if (f->heat && f->heat->rows && f->heat->cols) {
-        qs_heatmap *h = f->heat;
-        for (int cy = 0; cy < t.ph; cy++)
-            for (int cx = 0; cx < t.pw; cx++) {
-                double vx = qs_axis_inv(&f->x, qs_axis_fwd(&f->x, f->x.vlo) + (cx + 0.5) / t.pw *
-                                                   (qs_axis_fwd(&f->x, f->x.vhi) - qs_axis_fwd(&f->x, f->x.vlo)));
-                double u = (cy + 0.5) / t.ph;
-                if (!f->y.invert) u = 1 - u;
-                double vy = qs_axis_inv(&f->y, qs_axis_fwd(&f->y, f->y.vlo) + u * (qs_axis_fwd(&f->y, f->y.vhi) -
-                                                                                   qs_axis_fwd(&f->y, f->y.vlo)));
-                double fc = (vx - h->x0) / (h->x1 - h->x0) * (double)h->cols, fr = (vy - h->y0) / (h->y1 - h->y0) * (double)h->rows;
-                if (!(fc >= 0 && fr >= 0 && fc < (double)h->cols && fr < (double)h->rows)) continue;
-                /* the mean of every heatmap cell this character covers (not one sample of them:
-                ** a bad row of blocks between two samples would not show) */
-                double span_c = (double)h->cols / t.pw * (f->x.vhi - f->x.vlo) / (h->x1 - h->x0);
-                double span_r = (double)h->rows / t.ph * (f->y.vhi - f->y.vlo) / (h->y1 - h->y0);
-                /* the cells that the character's interval [f - span/2, f + span/2) meets; when a cell
-                ** is larger than a character (span < 1) that is the one cell under its centre */
-                size_t c0 = (size_t)floor(fmax(0, fc - span_c / 2)), r0 = (size_t)floor(fmax(0, fr - span_r / 2));
-                size_t c1 = (size_t)fmax((double)c0 + 1, ceil(fc + span_c / 2)), r1 = (size_t)fmax((double)r0 + 1, ceil(fr + span_r / 2));
-                if (c1 > h->cols) c1 = h->cols;
-                if (r1 > h->rows) r1 = h->rows;
-                double v = 0, nv = 0;
-                for (size_t rr = r0; rr < r1; rr++)
-                    for (size_t cc = c0; cc < c1; cc++) {
-                        double hv = h->v[rr * h->cols + cc];
-                        if (isfinite(hv)) { v += hv; nv++; }
-                    }
-                v = nv > 0 ? v / nv : NAN;
-                double tv = qs_heat_t(h, v);
-                tcell *c = tc_at(&t, t.px + cx, t.py + cy);
-                if (!isfinite(tv)) continue;
-                heat_cell(c, tv, color, t.utf8);
-            }
-        /* colour bar: a column of the ramp, high at the top */
-        int bx = (int)lround(L.cbar.x);
-        for (int cy = 0; cy < t.ph; cy++) {
-            double tv = 1 - (cy + 0.5) / t.ph;
-            for (int k = 0; k < 2; k++) {
-                tcell *c = tc_at(&t, bx + k, t.py + cy);
-                if (!c) continue;
-                heat_cell(c, tv, color, t.utf8);
-            }
-        }
-        qs_axis *ca = &h->cbar;
-        double a0 = qs_axis_fwd(ca, ca->vlo), a1 = qs_axis_fwd(ca, ca->vhi);
-        int lastr = -2;
-        for (int i = L.ct.n - 1; i >= 0; i--) {
-            int r = t.py + (int)floor((1 - (qs_axis_fwd(ca, L.ct.t[i].v) - a0) / (a1 - a0)) * (t.ph - 1) + 0.5);
-            if (r == lastr) continue;
-            tt_put(&t, bx + 3, r, L.ct.t[i].label, TT_NONE, 0, 1);
-            lastr = r;
-        }
-        if (ca->title[0]) tt_put_aligned(&t, t.W, (int)floor(L.cbar_title_y), ca->title, TT_NONE, 0, 2);
-    }
-
-    /* series: reference lines first (their own layer), then data */
-    int ndata = 0;   /* lines and histograms: several of them carry their glyphs */
-    for (size_t i = 0; i < f->nseries; i++)
-        if (f->series[i].kind == QS_SER_LINE || f->series[i].kind == QS_SER_STEP) ndata++;
-    int K = t.pw / 6 > 8 ? t.pw / 6 : 8, di = 0;
-    for (int pass = 0; pass < 2; pass++)
-        for (size_t i = 0; i < f->nseries; i++) {
-            const qs_series *s = &f->series[i];
-            int ref = s->kind == QS_SER_HLINE || s->kind == QS_SER_VLINE;
-            if ((pass == 0) != ref) continue;
-            tt_series(&t, &L, f, s, lastrow);
-            if (ref || s->kind == QS_SER_SCATTER) continue;
-            /* several lines: the series' glyph every K columns (phase by series), and at the
-            ** points of a line with markers and few points */
-            if (s->kind == QS_SER_LINE && s->marker != QS_MK_NONE && s->n * 3 <= (size_t)t.pw) {
-                for (size_t k = 0; k < s->n; k++) {
-                    double x = dot_x(&t, &L, f, s->x[k]), y = dot_y(&t, &L, f, s->y[k]);
-                    if (isfinite(x) && isfinite(y))
-                        tt_glyph_at(&t, f, t.px + (int)(lround(x) / t.dx), t.py + (int)(lround(y) / t.dy), s, 0);
-                }
-            } else if (ndata > 1 && t.mode != QS_TERM_ASCII) {
-                int phase = 2 + di * K / (ndata > 0 ? ndata : 1);
-                for (int cx = phase % K; cx < t.pw; cx += K) {
-                    int c2 = cx;
-                    while (c2 < t.pw && c2 < cx + K / 2 && lastrow[c2] < 0) c2++;
-                    if (c2 < t.pw && lastrow[c2] >= 0) tt_glyph_at(&t, f, t.px + c2, t.py + lastrow[c2], s, 0);
-                }
-            }
-            di++;
-        }
-
-    /* a series most of whose glyphs could not be drawn (others cover its points at this size) is
-    ** named in the note, so that no series disappears without a word */
-    char hidden[200] = "";
-    int nhidden = 0;
-    {
-        size_t ns = f->nseries;
-        int *vis = calloc(ns ? ns : 1, sizeof *vis);
-        if (vis) {
-            for (size_t i = 0; i < (size_t)t.W * (size_t)t.H; i++)
-                if (t.c[i].sidx > 0 && (size_t)t.c[i].sidx <= ns) vis[t.c[i].sidx - 1]++;
-            char first[160] = "";
-            size_t hl = 0;
-            for (size_t i = 0; i < ns; i++) {
-                const qs_series *s = &f->series[i];
-                if (s->kind == QS_SER_HLINE || s->kind == QS_SER_VLINE || 2 * vis[i] >= glyph_tried[i]) continue;
-                char gs[8];
-                tt_gly(f, s, t.utf8, gs);
-                if (!nhidden++) snprintf(first, sizeof first, "%s %s", gs, s->name);
-                if (hl + 12 < sizeof hidden) hl += (size_t)snprintf(hidden + hl, sizeof hidden - hl, "%s%s", hl ? ", " : "", gs);
-            }
-            if (nhidden == 1) snprintf(hidden, sizeof hidden, "%s", first);
-            free(vis);
-        }
-    }
-    if (dropped) *dropped += nhidden;
-
-    /* axes */
-    const char *V = t.utf8 ? "│" : "|", *Hh = t.utf8 ? "─" : "-", *corner = t.utf8 ? "└" : "+";
-    const char *ytk = t.utf8 ? "┤" : "+", *xtk = t.utf8 ? "┬" : "+";
-    for (int y = t.py; y < t.py + t.ph; y++) tt_put(&t, t.px - 1, y, V, TT_NONE, 0, 0);
-    for (int x = t.px; x < t.px + t.pw; x++) tt_put(&t, x, t.py + t.ph, Hh, TT_NONE, 0, 0);
-    tt_put(&t, t.px - 1, t.py + t.ph, corner, TT_NONE, 0, 0);
-    int lastr = -2;
-    for (int i = L.yt.n - 1; i >= 0; i--) {
-        double y = qs_layout_py(&L, f, L.yt.t[i].v);
-        if (!isfinite(y)) continue;
-        int r = (int)floor(y);
-        if (r >= t.py + t.ph) r = t.py + t.ph - 1;
-        if (r < t.py || r == lastr) continue;
-        tt_put(&t, t.px - 1, r, ytk, TT_NONE, 0, 0);
-        tt_put_aligned(&t, t.px - 1, r, L.yt.t[i].label, TT_NONE, 0, 2);
-        lastr = r;
-    }
-    int lastend = -1;
-    for (int i = 0; i < L.xt.n; i++) {
-        double x = qs_layout_px(&L, f, L.xt.t[i].v);
-        if (!isfinite(x)) continue;
-        int cx = (int)floor(x);
-        if (cx >= t.px + t.pw) cx = t.px + t.pw - 1;
-        char lab[256];
-        tt_label(&t, L.xt.t[i].label, lab, sizeof lab);
-        int w = u8len(lab), x0 = cx - w / 2;
-        if (x0 + w > t.W) x0 = t.W - w;
-        if (x0 <= lastend) continue;   /* never overlap a label */
-        tt_put(&t, cx, t.py + t.ph, xtk, TT_NONE, 0, 0);
-        tt_put(&t, x0, t.py + t.ph + 1, lab, TT_NONE, 0, 0);
-        lastend = x0 + w;
-    }
-
-    /* titles */
-    if (f->title[0]) tt_put_aligned(&t, t.px + t.pw / 2.0, (int)floor(L.title_y), f->title, TT_NONE, 1, 1);
-    if (f->x.title[0]) tt_put_aligned(&t, t.px + t.pw / 2.0, (int)floor(L.xtitle_y), f->x.title, TT_NONE, 0, 1);
-    if (f->y.title[0]) tt_put(&t, 0, (int)floor(L.ytitle_y), f->y.title, TT_NONE, 0, 1);
-
-    /* legend: sample with the series' glyph, then the name */
-    for (int i = 0; i < L.nleg; i++) {
-        const qs_series *s = &f->series[L.leg[i]];
-        double lx, ly;
-        qs_layout_legend_pos(&L, i, &lx, &ly);
-        int x = (int)lround(lx), y = (int)floor(ly);
-        char gs[8];
-        tt_gly(f, s, t.utf8, gs);
-        const char *gl = gs, *ga = gs;
-        const char *line = (s->kind == QS_SER_VLINE || s->kind == QS_SER_HLINE) ? (t.utf8 ? "┆" : ":")
-                           : s->kind == QS_SER_SCATTER ? " " : Hh;
-        tt_put(&t, x, y, line, s->color, 0, 0);
-        tt_put(&t, x + 2, y, line, s->color, 0, 0);
-        if (s->kind == QS_SER_VLINE || s->kind == QS_SER_HLINE) tt_put(&t, x + 1, y, line, s->color, 0, 0);
-        else if (ndata > 1 || s->kind == QS_SER_SCATTER || s->marker != QS_MK_NONE) tt_put(&t, x + 1, y, gl ? gl : ga, s->color, 0, 0);
-        else tt_put(&t, x + 1, y, line, s->color, 0, 0);
-        tt_put(&t, x + 4, y, s->name, TT_NONE, 0, 0);
-    }
-    if (L.leg_more > 0) {
-        char more[32];
-        double lx, ly;
-        snprintf(more, sizeof more, "+%d more", L.leg_more);
-        qs_layout_legend_pos(&L, L.nleg, &lx, &ly);
-        tt_put(&t, (int)lround(lx) + 4, (int)floor(ly), more, TT_NONE, 0, 1);
-    }
-
-    /* annotations */
-    char unlabelled[160] = "";   /* point labels without a free place, named in the note */
-    size_t nul = 0;
-    for (size_t i = 0; i < f->nannots; i++) {
-        const qs_annot *a = &f->annots[i];
-        double x, y;
-        if (qs_layout_annot_pos(&L, f, a, &x, &y)) continue;
-        int cx = (int)floor(x) + (a->point ? 1 : 0), cy = (int)floor(y);
-        if (cy >= t.py + t.ph) cy = t.py + t.ph - 1;
-        if (a->point) {
-            /* a point label goes right of its point, else left, above or below, wherever it covers
-            ** no other text, marker or line of the data; without such a place it is left out (the
-            ** PNG has it) */
-            char lab[256];
-            tt_label(&t, a->text, lab, sizeof lab);
-            int w = u8len(lab), px0 = (int)floor(x), py0 = cy, found = 0;
-            const int cand[8][2] = {{1, 0}, {-w - 1, 0}, {1, -1}, {1, 1}, {-w, -1}, {-w, 1}, {2, 0}, {-w - 2, 0}};
-            for (int k = 0; k < 8 && !found; k++) {
-                int x0 = px0 + cand[k][0], y0 = py0 + cand[k][1], clash = 0;
-                if (y0 < t.py || y0 >= t.py + t.ph || x0 < t.px || x0 + w > t.px + t.pw) continue;
-                if (k >= 6) {   /* one cell off: only across a line, never across another marker */
-                    tcell *g = tc_at(&t, px0 + (k == 6 ? 1 : -1), y0);
-                    if (g && g->g[0]) continue;
-                }
-                for (int q = -1; q <= w && !clash; q++) {
-                    tcell *c = tc_at(&t, x0 + q, y0);
-                    clash = c && (q >= 0 && q < w ? c->g[0] || c->data : c->g[0] && c->fg == TT_NONE);
-                }
-                if (!clash) { cx = x0; cy = y0; found = 1; }
-            }
-            if (!found) {
-                if (dropped) ++*dropped;
-                if (nul + w + 8 < sizeof unlabelled)
-                    nul += (size_t)snprintf(unlabelled + nul, sizeof unlabelled - nul, "%s%s", nul ? ", " : "", lab);
-                else if (nul + 5 < sizeof unlabelled && strcmp(unlabelled + nul - 3, "...")) nul += (size_t)snprintf(unlabelled + nul, sizeof unlabelled - nul, ", ...");
-                continue;
-            }
-        }
-        if (cx < 0) cx = 0;
-        tt_put(&t, cx, cy, a->text, a->color == -2 ? TT_NONE : a->color, 0, 1);
-    }
-
-    /* note, "no data" */
-    char note[400];
-    qs_plot_note(f, &L, &(qs_note_parts){.hidden = hidden, .unlabelled = unlabelled}, note, sizeof note, NULL);
-    if (note[0] && L.note_y > 0) {
-        if (u8len(note) > t.W && t.W > 4) {   /* a cut note ends in "..." rather than mid-word, silently */
-            int k = 0, keep = t.W - 3;
-            char *p = note;
-            for (; *p && k < keep; p++) if ((*(unsigned char *)p & 0xC0) != 0x80 && ++k > keep) break;
-            while ((*(unsigned char *)p & 0xC0) == 0x80) p++;
-            snprintf(p, sizeof note - (size_t)(p - note), "...");
-        }
-        tt_put(&t, 0, (int)floor(L.note_y), note, QS_COLOR_GREY, 0, 0);
-    }
-    if (f->empty) tt_put_aligned(&t, t.px + t.pw / 2.0, t.py + t.ph / 2, "no data", TT_NONE, 0, 1);
-
-    if (!out) { free(lastrow); free(glyph_tried); free(t.c); return 0; }
-
-    /* emit */
-    static const char *const ascii_ramp = " .:'";
-    for (int y = 0; y < t.H; y++) {
-        int cur = TT_NONE, curb = 0, last = t.W - 1;
-        while (last >= 0) {
-            tcell *c = tc_at(&t, last, y);
-            if (c->g[0] && strcmp(c->g, " ")) break;
-            if (!c->g[0] && (c->data || c->ref)) break;
-            last--;
-        }
-        for (int x = 0; x <= last; x++) {
-            tcell *c = tc_at(&t, x, y);
-            char g[8];
-            int fg = c->fg, bold = c->bold;
-            if (c->g[0]) snprintf(g, sizeof g, "%s", c->g);
-            else if (c->data || c->ref) {
-                unsigned char bits = c->data ? c->data : c->ref;
-                fg = c->data ? c->owner : QS_COLOR_GREY;
-                if (t.mode == QS_TERM_BRAILLE) {
-                    unsigned cp = 0x2800u + bits;
-                    g[0] = (char)(0xE0 | (cp >> 12));
-                    g[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-                    g[2] = (char)(0x80 | (cp & 0x3F));
-                    g[3] = 0;
-                } else if (t.mode == QS_TERM_BLOCK) {
-                    if (!c->data) snprintf(g, sizeof g, "%s", "┆");
-                    else snprintf(g, sizeof g, "%s", bits == 1 ? "▀" : bits == 2 ? "▄" : "█");
-                } else {
-                    if (c->data) snprintf(g, sizeof g, "%c", c->dglyph ? c->dglyph : '*');
-                    else snprintf(g, sizeof g, "%c", ascii_ramp[2]);
-                }
-            } else snprintf(g, sizeof g, " ");
-            if (color && (fg != cur || bold != curb)) {
-                fputs("\033[0m", out);
-                if (bold) fputs("\033[1m", out);
-                if (fg >= 1000) fprintf(out, "\033[38;5;%dm", fg - 1000);
-                else if (fg != TT_NONE) fprintf(out, "\033[38;5;%dm", ansi256(fg));
-                cur = fg;
-                curb = bold;
-            }
-            fputs(g, out);
-        }
-        if (color && (cur != TT_NONE || curb)) fputs("\033[0m", out);
-        fputc('\n', out);
-    }
+    if (f->heat && f->heat->rows && f->heat->cols) tt_heatmap(&t, &L, f, color);
+    int ndata = tt_all_series(&t, &L, f, lastrow);
+    char hidden[200] = "", unlabelled[160] = "";   /* series hidden under others, point labels without room */
+    int nhidden = tt_hidden_series(&t, f, hidden, sizeof hidden);
+    tt_axes(&t, &L, f);
+    tt_titles_legend(&t, &L, f, ndata);
+    int nunlabelled = tt_annotations(&t, &L, f, unlabelled, sizeof unlabelled);
+    if (dropped) *dropped += nhidden + nunlabelled;
+    tt_note(&t, &L, f, hidden, unlabelled);
+    if (out) tt_emit(&t, out, color);
     free(lastrow);
     free(glyph_tried);
     free(t.c);
-    if (ferror(out)) return qs_fail(e, "write error on the terminal output");
+    if (out && ferror(out)) return qs_fail(e, "write error on the terminal output");
     return 0;
 }
 

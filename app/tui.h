@@ -44,8 +44,31 @@
 
 #define TUI_MAX_FMTS 32
 
+/*
+** The workbench's views, one line each (after tig's VIEW_INFO): the id, the row of operations the
+** view's file defines (tui_view_<name>), the digit key that opens it (0: none; reached by drilling in or
+** by its own key), its name in the title's view strip (and a shorter one), and the help line of
+** that key.  The enum, the view table (tui_view.c) and the keys that open views (tui_keys.c) are
+** generated from it; the title's strip lists keyed views in this order.  Adding a view is adding
+** its file and one line here.  The first view is the one the workbench opens on.
+*/
+#define TUI_VIEW_LIST(X, Y) \
+    X(TENSORS, tensors, 1, "Tensors", "Tens", "Tensors view") \
+    X(FORMATS, formats, 2, "Formats", "Fmt", "Formats view") \
+    X(HIST, hist, 3, "Hist", "Hist", "Histogram view") \
+    X(BLOCKS, blocks, 4, "Blocks", "Blk", "Blocks view") \
+    Y(INSPECT, inspect) \
+    X(RL, rl, 5, "RL", "RL", "RL runs view") \
+    X(KERNELS, kernels, 6, "Kernels", "Kern", "Kernels view (MSD and attention results)") \
+    X(OUTPUT, output, 7, "Output", "Out", "Output of the last command") \
+    X(MODEL, model, 8, "Model", "Model", "Model view (stored llm eval results: perplexity, KL)") \
+    Y(HELP, help)
+
 typedef enum tui_view_id {
-    TV_TENSORS = 0, TV_FORMATS, TV_HIST, TV_BLOCKS, TV_INSPECT, TV_RL, TV_KERNELS, TV_MODEL, TV_OUTPUT, TV_HELP, TV_COUNT
+#define TUI_VIEW_ENUM(id, ...) TV_##id,
+    TUI_VIEW_LIST(TUI_VIEW_ENUM, TUI_VIEW_ENUM)
+#undef TUI_VIEW_ENUM
+    TV_COUNT
 } tui_view_id;
 
 /* ---- data (tui_data.c) ---- */

@@ -111,6 +111,128 @@ static void time_keys(tui *T, const int *keys, int nk, int n, double *t, bres *r
     dump();
 }
 
+/* Analyze the first tensor of the database at path under the default formats, with per-block
+** data, so that the Formats, Histogram and Blocks views have results to show. */
+static int analyze_first(qs_cli *cli, const char *path, qs_err *e)
+{
+    static tui T;
+    memset(&T, 0, sizeof T);
+    int rc = tui_init_app(&T, cli, path, NULL, e);
+    qs_tensor_rec rec;
+    memset(&rec, 0, sizeof rec);
+    if (!rc) rc = qs_tensor_get(T.db, T.t[T.vis[0]].name, &rec, e);
+    for (int i = 0; !rc && i < T.nfmts; i++) {
+        int cached = 0;
+        rc = qs_analyze_one_cb(T.db, &rec, &T.fmts[i].a, 1, 0, 2, NULL, NULL, NULL, NULL, &cached, e);
+    }
+    qs_tensor_rec_free(&rec);
+    tui_free_app(&T);
+    return rc;
+}
+
+/* The first frame, cold in this process: open, load, draw; reps times. */
+static int time_first_frame(qs_cli *cli, const char *path, int reps, double *t, bres *r, qs_err *e)
+{
+    static tui T;
+    for (int i = 0; i < reps; i++) {
+        memset(&T, 0, sizeof T);
+        double t0 = qs_now_s();
+        int ok = tui_init_app(&T, cli, path, NULL, e) == 0;
+        if (ok) {
+            pthread_mutex_init(&T.job.mu, NULL);
+            T.bench = 1;
+            T.color = 1;
+            tui_screen_setup(&T);
+            tui_draw(&T);
+        }
+        t[i] = qs_now_s() - t0;
+        if (ok) pthread_mutex_destroy(&T.job.mu);
+        tui_free_app(&T);
+        if (!ok) return -1;
+    }
+    *r = (bres){"first frame (open + load + draw)", 0, 0, 0, 0, 150};
+    stats(t, reps, r);
+    return 0;
+}
+
+/* The redraw after keys in every view, in the order a user goes through them; the results into
+** R (returns how many). */
+static int time_views(tui *T, int keys_n, double *t, bres *R)
+{
+    int nr = 0;
+    static const int jk[] = {'j', 'j', 'j', 'k', 'k', 'k'};
+    static const int pg[] = {KEY_NPAGE, KEY_NPAGE, KEY_PPAGE, KEY_PPAGE};
+    static const int srt[] = {'s'};
+    static const int blk[] = {KEY_RIGHT, KEY_RIGHT, KEY_DOWN, KEY_LEFT, KEY_LEFT, KEY_UP};
+    static const int vv[] = {'v'};
+    R[nr] = (bres){"Tensors: j/k", 0, 0, 0, 0, 30};
+    time_keys(T, jk, 6, keys_n, t, &R[nr++]);
+    R[nr] = (bres){"Tensors: PgDn/PgUp", 0, 0, 0, 0, 30};
+    time_keys(T, pg, 4, keys_n, t, &R[nr++]);
+    R[nr] = (bres){"Tensors: s (re-sort all)", 0, 0, 0, 0, 30};
+    time_keys(T, srt, 1, keys_n / 5 > 5 ? keys_n / 5 : 5, t, &R[nr++]);
+    /* back to the analyzed tensor, sorted by name */
+    T->sort_key = 0;
+    T->sort_desc = 0;
+    tui_apply_view(T);
+    T->lt.cur = 0;
+    tui_handle_key(T, '2');
+    tui_draw(T);
+    R[nr] = (bres){"Formats (stored results + Pareto plot): j/k", 0, 0, 0, 0, 30};
+    time_keys(T, jk, 6, keys_n, t, &R[nr++]);
+    tui_handle_key(T, '3');
+    tui_draw(T);
+    R[nr] = (bres){"Histogram (12 formats overlaid): v", 0, 0, 0, 0, 30};
+    time_keys(T, vv, 1, keys_n / 5 > 5 ? keys_n / 5 : 5, t, &R[nr++]);
+    T->lf.cur = 6;   /* mxfp4 in the default list */
+    tui_handle_key(T, '4');
+    tui_draw(T);
+    R[nr] = (bres){"Blocks (heatmap): arrows", 0, 0, 0, 0, 30};
+    time_keys(T, blk, 6, keys_n, t, &R[nr++]);
+    tui_handle_key(T, '\n');
+    tui_draw(T);
+    R[nr] = (bres){"Inspector (two formats): j/k", 0, 0, 0, 0, 30};
+    time_keys(T, jk, 6, keys_n, t, &R[nr++]);
+    static const int lr[] = {KEY_RIGHT, KEY_LEFT};
+    R[nr] = (bres){"Inspector: next block (re-encode)", 0, 0, 0, 0, 30};
+    time_keys(T, lr, 2, keys_n / 5 > 5 ? keys_n / 5 : 5, t, &R[nr++]);
+    /* RL runs: the first visit computes each run's per-step diagnostic from its tokens; later
+    ** redraws use the kept series */
+    static const int five[] = {'5'}, em[] = {'m'};
+    R[nr] = (bres){"RL runs: open (reads 409,600 tokens once)", 0, 0, 0, 0, 0};
+    time_keys(T, five, 1, 1, t, &R[nr++]);
+    R[nr] = (bres){"RL runs: j/k (series kept)", 0, 0, 0, 0, 30};
+    time_keys(T, jk, 6, keys_n, t, &R[nr++]);
+    R[nr] = (bres){"RL runs: m (next diagnostic, kept)", 0, 0, 0, 0, 30};
+    time_keys(T, em, 1, keys_n / 5 > 5 ? keys_n / 5 : 5, t, &R[nr++]);
+    return nr;
+}
+
+static void print_results(int json, unsigned long long ntensors, double build_s, const bres *R, int nr)
+{
+    if (json) {
+        json_t *o = json_pack("{s:I,s:f,s:[]}", "tensors", (json_int_t)ntensors, "build_s", build_s, "results");
+        json_t *arr = json_object_get(o, "results");
+        for (int i = 0; i < nr; i++)
+            json_array_append_new(arr, json_pack("{s:s,s:f,s:f,s:f,s:i,s:f}", "what", R[i].what, "min_ms", R[i].min,
+                                                 "median_ms", R[i].med, "max_ms", R[i].max, "n", R[i].n,
+                                                 "target_ms", R[i].target));
+        char *s = json_dumps(o, JSON_INDENT(2));
+        puts(s);
+        free(s);
+        json_decref(o);
+    } else {
+        printf("qscope bench tui: %llu tensors (database built in %.1f s), headless 120 x 40 terminal\n", ntensors, build_s);
+        printf("%-46s %9s %9s %9s %6s %8s\n", "", "min ms", "median ms", "max ms", "n", "target");
+        for (int i = 0; i < nr; i++) {
+            if (R[i].target > 0)
+                printf("%-46s %9.2f %9.2f %9.2f %6d %5.0f ms %s\n", R[i].what, R[i].min, R[i].med, R[i].max, R[i].n,
+                       R[i].target, R[i].med < R[i].target ? "ok" : "SLOW");
+            else printf("%-46s %9.2f %9.2f %9.2f %6d %8s\n", R[i].what, R[i].min, R[i].med, R[i].max, R[i].n, "-");
+        }
+    }
+}
+
 int qs_bench_tui(qs_cli *cli, int argc, char **argv)
 {
     int quick = 0, json = 0;
@@ -133,26 +255,7 @@ int qs_bench_tui(qs_cli *cli, int argc, char **argv)
     if (!json) fprintf(stderr, "qscope: building a %llu-tensor database...\n", ntensors);
     if (build_db(path, (int)ntensors, &e)) { qs_cli_err(QS_EXIT_ERR, &e); goto cleanup; }
     double build_s = qs_now_s() - tb;
-    static tui T;
-    memset(&T, 0, sizeof T);
-    /* analyze the first tensor under the default formats, with per-block data */
-    if (tui_init_app(&T, cli, path, NULL, &e)) { qs_cli_err(QS_EXIT_ERR, &e); tui_free_app(&T); goto cleanup; }
-    {
-        qs_tensor_rec rec;
-        memset(&rec, 0, sizeof rec);
-        if (qs_tensor_get(T.db, T.t[T.vis[0]].name, &rec, &e)) { qs_cli_err(QS_EXIT_ERR, &e); tui_free_app(&T); goto cleanup; }
-        for (int i = 0; i < T.nfmts; i++) {
-            int cached = 0;
-            if (qs_analyze_one_cb(T.db, &rec, &T.fmts[i].a, 1, 0, 2, NULL, NULL, NULL, NULL, &cached, &e)) {
-                qs_cli_err(QS_EXIT_ERR, &e);
-                qs_tensor_rec_free(&rec);
-                tui_free_app(&T);
-                goto cleanup;
-            }
-        }
-        qs_tensor_rec_free(&rec);
-    }
-    tui_free_app(&T);
+    if (analyze_first(cli, path, &e)) { qs_cli_err(QS_EXIT_ERR, &e); goto cleanup; }
 
     setlocale(LC_ALL, "");
     setenv("COLUMNS", "120", 1);
@@ -172,25 +275,8 @@ int qs_bench_tui(qs_cli *cli, int argc, char **argv)
     const int reps = quick ? 5 : 15, keys_n = quick ? 60 : 300;
     double *t = malloc((size_t)(keys_n > reps ? keys_n : reps) * sizeof *t);
     if (!t) goto term;
-    /* first frame, cold in this process: open, load, draw */
-    for (int i = 0; i < reps; i++) {
-        memset(&T, 0, sizeof T);
-        double t0 = qs_now_s();
-        int ok = tui_init_app(&T, cli, path, NULL, &e) == 0;
-        if (ok) {
-            pthread_mutex_init(&T.job.mu, NULL);
-            T.bench = 1;
-            T.color = 1;
-            tui_screen_setup(&T);
-            tui_draw(&T);
-        }
-        t[i] = qs_now_s() - t0;
-        if (ok) pthread_mutex_destroy(&T.job.mu);
-        tui_free_app(&T);
-        if (!ok) { qs_cli_err(QS_EXIT_ERR, &e); goto term; }
-    }
-    R[nr] = (bres){"first frame (open + load + draw)", 0, 0, 0, 0, 150};
-    stats(t, reps, &R[nr++]);
+    if (time_first_frame(cli, path, reps, t, &R[nr++], &e)) { qs_cli_err(QS_EXIT_ERR, &e); goto term; }
+    static tui T;
     memset(&T, 0, sizeof T);
     if (tui_init_app(&T, cli, path, NULL, &e)) { qs_cli_err(QS_EXIT_ERR, &e); tui_free_app(&T); goto term; }
     pthread_mutex_init(&T.job.mu, NULL);
@@ -200,51 +286,7 @@ int qs_bench_tui(qs_cli *cli, int argc, char **argv)
     T.bench_rl_sync = 1;
     tui_screen_setup(&T);
     tui_draw(&T);
-    static const int jk[] = {'j', 'j', 'j', 'k', 'k', 'k'};
-    static const int pg[] = {KEY_NPAGE, KEY_NPAGE, KEY_PPAGE, KEY_PPAGE};
-    static const int srt[] = {'s'};
-    static const int blk[] = {KEY_RIGHT, KEY_RIGHT, KEY_DOWN, KEY_LEFT, KEY_LEFT, KEY_UP};
-    static const int vv[] = {'v'};
-    R[nr] = (bres){"Tensors: j/k", 0, 0, 0, 0, 30};
-    time_keys(&T, jk, 6, keys_n, t, &R[nr++]);
-    R[nr] = (bres){"Tensors: PgDn/PgUp", 0, 0, 0, 0, 30};
-    time_keys(&T, pg, 4, keys_n, t, &R[nr++]);
-    R[nr] = (bres){"Tensors: s (re-sort all)", 0, 0, 0, 0, 30};
-    time_keys(&T, srt, 1, keys_n / 5 > 5 ? keys_n / 5 : 5, t, &R[nr++]);
-    /* back to the analyzed tensor, sorted by name */
-    T.sort_key = 0;
-    T.sort_desc = 0;
-    tui_apply_view(&T);
-    T.lt.cur = 0;
-    tui_handle_key(&T, '2');
-    tui_draw(&T);
-    R[nr] = (bres){"Formats (stored results + Pareto plot): j/k", 0, 0, 0, 0, 30};
-    time_keys(&T, jk, 6, keys_n, t, &R[nr++]);
-    tui_handle_key(&T, '3');
-    tui_draw(&T);
-    R[nr] = (bres){"Histogram (12 formats overlaid): v", 0, 0, 0, 0, 30};
-    time_keys(&T, vv, 1, keys_n / 5 > 5 ? keys_n / 5 : 5, t, &R[nr++]);
-    T.lf.cur = 6;   /* mxfp4 in the default list */
-    tui_handle_key(&T, '4');
-    tui_draw(&T);
-    R[nr] = (bres){"Blocks (heatmap): arrows", 0, 0, 0, 0, 30};
-    time_keys(&T, blk, 6, keys_n, t, &R[nr++]);
-    tui_handle_key(&T, '\n');
-    tui_draw(&T);
-    R[nr] = (bres){"Inspector (two formats): j/k", 0, 0, 0, 0, 30};
-    time_keys(&T, jk, 6, keys_n, t, &R[nr++]);
-    static const int lr[] = {KEY_RIGHT, KEY_LEFT};
-    R[nr] = (bres){"Inspector: next block (re-encode)", 0, 0, 0, 0, 30};
-    time_keys(&T, lr, 2, keys_n / 5 > 5 ? keys_n / 5 : 5, t, &R[nr++]);
-    /* RL runs: the first visit computes each run's per-step diagnostic from its tokens; later
-    ** redraws use the kept series */
-    static const int five[] = {'5'}, em[] = {'m'};
-    R[nr] = (bres){"RL runs: open (reads 409,600 tokens once)", 0, 0, 0, 0, 0};
-    time_keys(&T, five, 1, 1, t, &R[nr++]);
-    R[nr] = (bres){"RL runs: j/k (series kept)", 0, 0, 0, 0, 30};
-    time_keys(&T, jk, 6, keys_n, t, &R[nr++]);
-    R[nr] = (bres){"RL runs: m (next diagnostic, kept)", 0, 0, 0, 0, 30};
-    time_keys(&T, em, 1, keys_n / 5 > 5 ? keys_n / 5 : 5, t, &R[nr++]);
+    nr += time_views(&T, keys_n, t, &R[nr]);
     pthread_mutex_destroy(&T.job.mu);
     tui_free_app(&T);
     rc = QS_EXIT_OK;
@@ -254,29 +296,7 @@ term:
     delscreen(sc);
     fclose(out);
     fclose(in);
-    if (rc == QS_EXIT_OK) {
-        if (json) {
-            json_t *o = json_pack("{s:I,s:f,s:[]}", "tensors", (json_int_t)ntensors, "build_s", build_s, "results");
-            json_t *arr = json_object_get(o, "results");
-            for (int i = 0; i < nr; i++)
-                json_array_append_new(arr, json_pack("{s:s,s:f,s:f,s:f,s:i,s:f}", "what", R[i].what, "min_ms", R[i].min,
-                                                     "median_ms", R[i].med, "max_ms", R[i].max, "n", R[i].n,
-                                                     "target_ms", R[i].target));
-            char *s = json_dumps(o, JSON_INDENT(2));
-            puts(s);
-            free(s);
-            json_decref(o);
-        } else {
-            printf("qscope bench tui: %llu tensors (database built in %.1f s), headless 120 x 40 terminal\n", ntensors, build_s);
-            printf("%-46s %9s %9s %9s %6s %8s\n", "", "min ms", "median ms", "max ms", "n", "target");
-            for (int i = 0; i < nr; i++) {
-                if (R[i].target > 0)
-                    printf("%-46s %9.2f %9.2f %9.2f %6d %5.0f ms %s\n", R[i].what, R[i].min, R[i].med, R[i].max, R[i].n,
-                           R[i].target, R[i].med < R[i].target ? "ok" : "SLOW");
-                else printf("%-46s %9.2f %9.2f %9.2f %6d %8s\n", R[i].what, R[i].min, R[i].med, R[i].max, R[i].n, "-");
-            }
-        }
-    }
+    if (rc == QS_EXIT_OK) print_results(json, ntensors, build_s, R, nr);
 cleanup:
     unlink(path);
     {

@@ -579,17 +579,13 @@ static void block_summary(tui_insp *I, const side *S, char *out, size_t cap)
              nf ? "  N NaN/Inf!" : "");
 }
 
-static void inspect_draw(tui *T, int y0, int h)
+/* The inspector's column layout: the index and input columns, then each format's side. */
+enum { INSP_IW = 6, INSP_XW = 11, INSP_LEFT = 1 + INSP_IW + 1 + INSP_XW + 1 };
+
+/* The title line: the tensor, the block, where it is and its RMSE. */
+static void inspect_title(tui *T, tui_insp *I, const tui_tensor *t, const qs_block_geom *g, int y0)
 {
-    tui_insp *I = iv(T)->insp;
-    if (!I) {
-        if (ensure_blocks(T) && inspect_open(T) == 0) I = iv(T)->insp;
-        if (!I) { tui_addstr_clip(y0 + 1, 2, "No block to inspect: choose one in the Blocks view (4).", T->W - 4); return; }
-    }
-    tui_tensor *t = &T->t[I->ti];
-    qs_block_geom g;
-    qs_block_geom_of(&T->fmts[I->fi].a, t->rows, t->cols, &g);
-    char s[600], a[32], b[32];
+    char s[600], a[32];
     uint64_t r0 = I->n ? I->idx[0] / t->cols : 0, c0 = I->n ? I->idx[0] % t->cols : 0;
     uint64_t r1 = I->n ? I->idx[I->n - 1] / t->cols : 0, c1 = I->n ? I->idx[I->n - 1] % t->cols : 0;
     tui_fmt_num(T->blk.have && I->b < T->blk.nblocks ? T->blk.rmse[I->b] : NAN, a, sizeof a);
@@ -598,17 +594,17 @@ static void inspect_draw(tui *T, int y0, int h)
     else if (c0 == c1) snprintf(where, sizeof where, "column %llu, rows %llu-%llu", (unsigned long long)c0, (unsigned long long)r0, (unsigned long long)r1);
     else snprintf(where, sizeof where, "rows %llu-%llu", (unsigned long long)r0, (unsigned long long)r1);
     snprintf(s, sizeof s, "%s  block %llu/%llu: %s, %zu values%s, RMSE %s", tui_cur_tensor(T) ? tui_cur_tensor(T)->name : "",
-             (unsigned long long)I->b, (unsigned long long)g.nblocks, where, I->n, I->n == INSP_MAX ? " (first 65536 shown)" : "", a);
+             (unsigned long long)I->b, (unsigned long long)g->nblocks, where, I->n, I->n == INSP_MAX ? " (first 65536 shown)" : "", a);
     attron(A_BOLD);
     tui_addstr_clip(y0, 1, s, T->W - 2);
     attroff(A_BOLD);
-    /* column layout */
-    int two = I->s[1].f != NULL;
-    int iw = 6, xw = 11;
-    int left = 1 + iw + 1 + xw + 1;
-    int sw = two ? (T->W - left - 1) / 2 : T->W - left - 1;
-    int y = y0 + 1;
-    /* each format: its label, the metadata of the selected element's block, and the block's error */
+}
+
+/* Each format: its label, the metadata of the selected element's block, and the block's error.
+** Returns the next free row. */
+static int inspect_formats(tui *T, tui_insp *I, int two, int y)
+{
+    char s[600];
     for (int k = 0; k < 1 + two; k++) {
         side *S = &I->s[k];
         attron(A_BOLD);
@@ -622,21 +618,140 @@ static void inspect_draw(tui *T, int y0, int h)
         block_summary(I, S, s, sizeof s);
         y += addstr_wrap(y, 16, s, T->W - 17, "  ");
     }
-    /* the first side's label for the input column */
+    return y;
+}
+
+/* The column headings, the first side's label over the input column. */
+static void inspect_heads(tui *T, tui_insp *I, const qs_block_geom *g, int two, int sw, int y)
+{
+    char s[600];
     attron(A_BOLD | A_UNDERLINE);
     move(y, 0);
     for (int x = 0; x < T->W; x++) addch(' ');
-    mvprintw(y, 1, "%*s %*s", iw, g.col ? "ROW" : "COL", xw, "INPUT x");
+    mvprintw(y, 1, "%*s %*s", INSP_IW, g->col ? "ROW" : "COL", INSP_XW, "INPUT x");
     for (int k = 0; k < 1 + two; k++) {
         side *S = &I->s[k];
         if (!S->f) continue;
-        int x = left + k * sw;
+        int x = INSP_LEFT + k * sw;
         int bw = qs_format_code_fields_width(S->f);
         if (bw < (int)strlen(qs_format_field_legend(S->f))) bw = (int)strlen(qs_format_field_legend(S->f));
         snprintf(s, sizeof s, "%s%-*s %10s %10s %6s", k ? "|" : "", bw, qs_format_field_legend(S->f), k ? "B: Q(x)" : "A: Q(x)", "error", "rel");
         tui_addstr_clip(y, x - (k ? 1 : 0), s, sw);
     }
     attroff(A_BOLD | A_UNDERLINE);
+}
+
+/* Element i on row yy: its index, input, and in each format its code fields, Q(x) and error. */
+static void inspect_row(tui *T, tui_insp *I, const tui_tensor *t, const qs_block_geom *g, int two, int sw, int i, int yy)
+{
+    const int iw = INSP_IW, xw = INSP_XW, left = INSP_LEFT;
+    int sel = i == I->cur;
+    char s[600], a[32], b[32];
+    if (sel) { attron(A_REVERSE); move(yy, 0); for (int x = 0; x < T->W; x++) addch(' '); }
+    uint64_t fl = I->idx[i];
+    snprintf(s, sizeof s, "%*llu", iw, (unsigned long long)(g->col ? fl / t->cols : fl % t->cols));
+    mvaddstr(yy, 1, s);
+    tui_fmt_num(I->x[i], a, sizeof a);
+    mvprintw(yy, 1 + iw + 1, "%*s", xw, a);
+    for (int k = 0; k < 1 + two; k++) {
+        side *S = &I->s[k];
+        if (!S->ok) continue;
+        int x = left + k * sw;
+        if (k) mvaddch(yy, x - 1, T->ascii ? '|' : '|');
+        int bw = qs_format_code_fields_width(S->f);
+        if (bw < (int)strlen(qs_format_field_legend(S->f))) bw = (int)strlen(qs_format_field_legend(S->f));
+        draw_segs(T, yy, x, S->f, S->code[i], sel);
+        double err = (double)S->y[i] - (double)I->x[i];
+        double rel = I->x[i] != 0 ? err / fabs((double)I->x[i]) : (err == 0 ? 0 : INFINITY);
+        tui_fmt_num(S->y[i], a, sizeof a);
+        tui_fmt_num(err, b, sizeof b);
+        char rl[24];
+        if (!isfinite(rel)) snprintf(rl, sizeof rl, "-");
+        else if (fabs(rel) >= 0.0995) snprintf(rl, sizeof rl, "%.0f%%", 100 * rel);
+        else snprintf(rl, sizeof rl, "%.1f%%", 100 * rel);
+        int big = isfinite(rel) && fabs(rel) > 0.25 && !sel;
+        snprintf(s, sizeof s, " %10s ", a);
+        tui_addstr_clip(yy, x + bw, s, sw - bw - 1);
+        if (big) attron(A_BOLD | (T->color ? COLOR_PAIR(CP_SIGN) : 0));
+        snprintf(s, sizeof s, "%10s %6s", b, rl);
+        tui_addstr_clip(yy, x + bw + 12, s, sw - bw - 12);
+        if (big) attroff(A_BOLD | (T->color ? COLOR_PAIR(CP_SIGN) : 0));
+        char flag = elem_flag(I, S, (size_t)i);
+        if (flag != ' ' && sw - (bw + 29) >= 2) mvaddch(yy, x + bw + 30, (chtype)flag);
+    }
+    if (sel) { mvaddch(yy, 0, '>'); attroff(A_REVERSE); }
+}
+
+/* The selected element's decoding spelled out, on the rows from yd. */
+static void inspect_detail(tui *T, tui_insp *I, int two, int yd)
+{
+    char s[600], a[32];
+    int i = I->cur;
+    tui_fmt_num(I->x[i], a, sizeof a);
+    snprintf(s, sizeof s, "element %d (flat index %llu): x = %.9g    value = element x scale (the step)", i,
+             (unsigned long long)I->idx[i], (double)I->x[i]);
+    if ((int)strlen(s) > T->W - 2)   /* narrow: the legend of the lines below goes first */
+        snprintf(s, sizeof s, "element %d (flat index %llu): x = %.9g", i, (unsigned long long)I->idx[i], (double)I->x[i]);
+    attron(A_BOLD);
+    tui_addstr_clip(yd, 1, s, T->W - 2);
+    attroff(A_BOLD);
+    for (int k = 0; k < 1 + two; k++) {
+        side *S = &I->s[k];
+        if (!S->ok) continue;
+        char d1[32], c2[32], c3[32];
+        tui_fmt_num(S->S[i], d1, sizeof d1);
+        double step = S->S[i];
+        double el = step != 0 && isfinite(step) ? S->y[i] / step : NAN;
+        tui_fmt_num(el, c2, sizeof c2);
+        double err = (double)S->y[i] - (double)I->x[i];
+        tui_fmt_num(err, c3, sizeof c3);
+        qs_code_field sg[QS_MAX_FIELDS];
+        int ns = qs_format_code_fields(S->f, S->code[i], sg);
+        char bits[64] = "";
+        for (int q = 0; q < ns; q++) { strcat(bits, q ? " " : ""); strcat(bits, sg[q].bits); }
+        double ulp = qs_format_elem_ulp(S->f, I->x[i], step);
+        char us[40] = "";
+        if (isfinite(ulp) && ulp > 0) snprintf(us, sizeof us, ", %+.3f ulp", err / ulp);
+        if (S->f->meta_bytes > 0)
+            snprintf(s, sizeof s, "%c %-12s 0x%0*x [%s] = %s x %s = %.7g; error %s (%+.2f%%%s)", k ? 'B' : 'A',
+                     T->fmts[S->fi].label, (S->f->elem_bits + 3) / 4, S->code[i], bits, c2, d1, (double)S->y[i], c3,
+                     I->x[i] != 0 ? 100 * err / fabs((double)I->x[i]) : 0.0, us);
+        else snprintf(s, sizeof s, "%c %-12s 0x%0*x [%s] = %.7g; error %s (%+.2f%%%s)", k ? 'B' : 'A', T->fmts[S->fi].label,
+                      (S->f->elem_bits + 3) / 4, S->code[i], bits, (double)S->y[i], c3,
+                      I->x[i] != 0 ? 100 * err / fabs((double)I->x[i]) : 0.0, us);
+        for (int pass = 0; pass < 2 && (int)strlen(s) > T->W - 2; pass++) {
+            /* narrow: the same line without padding, 4 digits and a shorter "error", then without
+            ** the ulp, so that it ends whole */
+            if (pass) us[0] = 0;
+            char v4[32];
+            snprintf(v4, sizeof v4, "%.4g", (double)S->y[i]);
+            if (S->f->meta_bytes > 0)
+                snprintf(s, sizeof s, "%c %s 0x%0*x [%s] = %s x %s = %s; err %s (%+.2f%%%s)", k ? 'B' : 'A',
+                         T->fmts[S->fi].label, (S->f->elem_bits + 3) / 4, S->code[i], bits, c2, d1, v4, c3,
+                         I->x[i] != 0 ? 100 * err / fabs((double)I->x[i]) : 0.0, us);
+            else snprintf(s, sizeof s, "%c %s 0x%0*x [%s] = %s; err %s (%+.2f%%%s)", k ? 'B' : 'A', T->fmts[S->fi].label,
+                          (S->f->elem_bits + 3) / 4, S->code[i], bits, v4, c3,
+                          I->x[i] != 0 ? 100 * err / fabs((double)I->x[i]) : 0.0, us);
+        }
+        tui_addstr_clip(yd + 1 + k, 1, s, T->W - 2);
+    }
+}
+
+static void inspect_draw(tui *T, int y0, int h)
+{
+    tui_insp *I = iv(T)->insp;
+    if (!I) {
+        if (ensure_blocks(T) && inspect_open(T) == 0) I = iv(T)->insp;
+        if (!I) { tui_addstr_clip(y0 + 1, 2, "No block to inspect: choose one in the Blocks view (4).", T->W - 4); return; }
+    }
+    tui_tensor *t = &T->t[I->ti];
+    qs_block_geom g;
+    qs_block_geom_of(&T->fmts[I->fi].a, t->rows, t->cols, &g);
+    inspect_title(T, I, t, &g, y0);
+    int two = I->s[1].f != NULL;
+    int sw = two ? (T->W - INSP_LEFT - 1) / 2 : T->W - INSP_LEFT - 1;
+    int y = inspect_formats(T, I, two, y0 + 1);
+    inspect_heads(T, I, &g, two, sw, y);
     y++;
     int detail = 3;
     int rows = y0 + h - y - detail;
@@ -644,96 +759,8 @@ static void inspect_draw(tui *T, int y0, int h)
     if (I->cur < I->top) I->top = I->cur;
     if (I->cur >= I->top + rows) I->top = I->cur - rows + 1;
     T->click_list = NULL;
-    for (int r = 0; r < rows && I->top + r < (int)I->n; r++) {
-        int i = I->top + r, sel = i == I->cur;
-        int yy = y + r;
-        if (sel) { attron(A_REVERSE); move(yy, 0); for (int x = 0; x < T->W; x++) addch(' '); }
-        uint64_t fl = I->idx[i];
-        snprintf(s, sizeof s, "%*llu", iw, (unsigned long long)(g.col ? fl / t->cols : fl % t->cols));
-        mvaddstr(yy, 1, s);
-        tui_fmt_num(I->x[i], a, sizeof a);
-        mvprintw(yy, 1 + iw + 1, "%*s", xw, a);
-        for (int k = 0; k < 1 + two; k++) {
-            side *S = &I->s[k];
-            if (!S->ok) continue;
-            int x = left + k * sw;
-            if (k) mvaddch(yy, x - 1, T->ascii ? '|' : '|');
-            int bw = qs_format_code_fields_width(S->f);
-            if (bw < (int)strlen(qs_format_field_legend(S->f))) bw = (int)strlen(qs_format_field_legend(S->f));
-            draw_segs(T, yy, x, S->f, S->code[i], sel);
-            double err = (double)S->y[i] - (double)I->x[i];
-            double rel = I->x[i] != 0 ? err / fabs((double)I->x[i]) : (err == 0 ? 0 : INFINITY);
-            tui_fmt_num(S->y[i], a, sizeof a);
-            tui_fmt_num(err, b, sizeof b);
-            char rl[24];
-            if (!isfinite(rel)) snprintf(rl, sizeof rl, "-");
-            else if (fabs(rel) >= 0.0995) snprintf(rl, sizeof rl, "%.0f%%", 100 * rel);
-            else snprintf(rl, sizeof rl, "%.1f%%", 100 * rel);
-            int big = isfinite(rel) && fabs(rel) > 0.25 && !sel;
-            snprintf(s, sizeof s, " %10s ", a);
-            tui_addstr_clip(yy, x + bw, s, sw - bw - 1);
-            if (big) attron(A_BOLD | (T->color ? COLOR_PAIR(CP_SIGN) : 0));
-            snprintf(s, sizeof s, "%10s %6s", b, rl);
-            tui_addstr_clip(yy, x + bw + 12, s, sw - bw - 12);
-            if (big) attroff(A_BOLD | (T->color ? COLOR_PAIR(CP_SIGN) : 0));
-            char flag = elem_flag(I, S, (size_t)i);
-            if (flag != ' ' && sw - (bw + 29) >= 2) mvaddch(yy, x + bw + 30, (chtype)flag);
-        }
-        if (sel) { mvaddch(yy, 0, '>'); attroff(A_REVERSE); }
-    }
-    /* detail of the selected element: the decoding spelled out */
-    int yd = y0 + h - detail;
-    if (I->n && I->cur < (int)I->n) {
-        int i = I->cur;
-        tui_fmt_num(I->x[i], a, sizeof a);
-        snprintf(s, sizeof s, "element %d (flat index %llu): x = %.9g    value = element x scale (the step)", i,
-                 (unsigned long long)I->idx[i], (double)I->x[i]);
-        if ((int)strlen(s) > T->W - 2)   /* narrow: the legend of the lines below goes first */
-            snprintf(s, sizeof s, "element %d (flat index %llu): x = %.9g", i, (unsigned long long)I->idx[i], (double)I->x[i]);
-        attron(A_BOLD);
-        tui_addstr_clip(yd, 1, s, T->W - 2);
-        attroff(A_BOLD);
-        for (int k = 0; k < 1 + two; k++) {
-            side *S = &I->s[k];
-            if (!S->ok) continue;
-            char d1[32], c2[32], c3[32];
-            tui_fmt_num(S->S[i], d1, sizeof d1);
-            double step = S->S[i];
-            double el = step != 0 && isfinite(step) ? S->y[i] / step : NAN;
-            tui_fmt_num(el, c2, sizeof c2);
-            double err = (double)S->y[i] - (double)I->x[i];
-            tui_fmt_num(err, c3, sizeof c3);
-            qs_code_field sg[QS_MAX_FIELDS];
-            int ns = qs_format_code_fields(S->f, S->code[i], sg);
-            char bits[64] = "";
-            for (int q = 0; q < ns; q++) { strcat(bits, q ? " " : ""); strcat(bits, sg[q].bits); }
-            double ulp = qs_format_elem_ulp(S->f, I->x[i], step);
-            char us[40] = "";
-            if (isfinite(ulp) && ulp > 0) snprintf(us, sizeof us, ", %+.3f ulp", err / ulp);
-            if (S->f->meta_bytes > 0)
-                snprintf(s, sizeof s, "%c %-12s 0x%0*x [%s] = %s x %s = %.7g; error %s (%+.2f%%%s)", k ? 'B' : 'A',
-                         T->fmts[S->fi].label, (S->f->elem_bits + 3) / 4, S->code[i], bits, c2, d1, (double)S->y[i], c3,
-                         I->x[i] != 0 ? 100 * err / fabs((double)I->x[i]) : 0.0, us);
-            else snprintf(s, sizeof s, "%c %-12s 0x%0*x [%s] = %.7g; error %s (%+.2f%%%s)", k ? 'B' : 'A', T->fmts[S->fi].label,
-                          (S->f->elem_bits + 3) / 4, S->code[i], bits, (double)S->y[i], c3,
-                          I->x[i] != 0 ? 100 * err / fabs((double)I->x[i]) : 0.0, us);
-            for (int pass = 0; pass < 2 && (int)strlen(s) > T->W - 2; pass++) {
-                /* narrow: the same line without padding, 4 digits and a shorter "error", then without
-                ** the ulp, so that it ends whole */
-                if (pass) us[0] = 0;
-                char v4[32];
-                snprintf(v4, sizeof v4, "%.4g", (double)S->y[i]);
-                if (S->f->meta_bytes > 0)
-                    snprintf(s, sizeof s, "%c %s 0x%0*x [%s] = %s x %s = %s; err %s (%+.2f%%%s)", k ? 'B' : 'A',
-                             T->fmts[S->fi].label, (S->f->elem_bits + 3) / 4, S->code[i], bits, c2, d1, v4, c3,
-                             I->x[i] != 0 ? 100 * err / fabs((double)I->x[i]) : 0.0, us);
-                else snprintf(s, sizeof s, "%c %s 0x%0*x [%s] = %s; err %s (%+.2f%%%s)", k ? 'B' : 'A', T->fmts[S->fi].label,
-                              (S->f->elem_bits + 3) / 4, S->code[i], bits, v4, c3,
-                              I->x[i] != 0 ? 100 * err / fabs((double)I->x[i]) : 0.0, us);
-            }
-            tui_addstr_clip(yd + 1 + k, 1, s, T->W - 2);
-        }
-    }
+    for (int r = 0; r < rows && I->top + r < (int)I->n; r++) inspect_row(T, I, t, &g, two, sw, I->top + r, y + r);
+    if (I->n && I->cur < (int)I->n) inspect_detail(T, I, two, y0 + h - detail);
 }
 
 static int inspect_key(tui *T, tui_act a, int page)

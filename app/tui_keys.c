@@ -78,14 +78,13 @@ static const tui_binding kKeys[] = {
     {TA_CMDLINE, 0, {':'}, ":", "run any qscope command, e.g. `:analyze demo:* -f mxfp4` (output in the Output view)",
      .hint = {{V(TV_TENSORS) | V(TV_MODEL), 70, ": command"}}},
     /* views */
-    {TA_VIEW, 0, {'1'}, "1", "Tensors view", .to = TV_TENSORS, .tab = {"Tensors", "Tens"}},
-    {TA_VIEW, 0, {'2'}, "2", "Formats view", .to = TV_FORMATS, .tab = {"Formats", "Fmt"}},
-    {TA_VIEW, 0, {'3'}, "3", "Histogram view", .to = TV_HIST, .tab = {"Hist", "Hist"}},
-    {TA_VIEW, 0, {'4'}, "4", "Blocks view", .to = TV_BLOCKS, .tab = {"Blocks", "Blk"}},
-    {TA_VIEW, 0, {'5'}, "5", "RL runs view", .to = TV_RL, .tab = {"RL", "RL"}},
-    {TA_VIEW, 0, {'6'}, "6", "Kernels view (MSD and attention results)", .to = TV_KERNELS, .tab = {"Kernels", "Kern"}},
-    {TA_VIEW, 0, {'7'}, "7", "Output of the last command", .to = TV_OUTPUT, .tab = {"Output", "Out"}},
-    {TA_VIEW, 0, {'8'}, "8", "Model view (stored llm eval results: perplexity, KL)", .to = TV_MODEL, .tab = {"Model", "Model"}},
+    /* views: one row per keyed view of TUI_VIEW_LIST (tui.h) */
+#define VIEW_KEY(id, name, key, tab_, tab_short, help_) \
+    {TA_VIEW, 0, {'0' + (key)}, #key, help_, .to = TV_##id, .tab = {tab_, tab_short}, .hint = {{0}}},
+#define VIEW_NO_KEY(id, name)
+    TUI_VIEW_LIST(VIEW_KEY, VIEW_NO_KEY)
+#undef VIEW_KEY
+#undef VIEW_NO_KEY
     {TA_HELP, 0, {'?', KEY_F(1)}, "? F1", "this help", .hint = {{ALLV & ~V(TV_HELP), 90, "? help"}}},
     {TA_REDRAW, 0, {CTRL('l')}, "Ctrl-L", "redraw the screen", .hint = {{0}}},
     {TA_CLOSE, 0, {'q'}, "q", "close the view (quits from the first view)", .hint = {{V(TV_HELP), 95, "q close"}}},

@@ -7,10 +7,9 @@
 #include "tui_view.h"
 
 static const tui_view_ops *const kViews[TV_COUNT] = {
-    [TV_TENSORS] = &tui_view_tensors, [TV_FORMATS] = &tui_view_formats, [TV_HIST] = &tui_view_hist,
-    [TV_BLOCKS] = &tui_view_blocks,   [TV_INSPECT] = &tui_view_inspect, [TV_RL] = &tui_view_rl,
-    [TV_KERNELS] = &tui_view_kernels, [TV_MODEL] = &tui_view_model,     [TV_OUTPUT] = &tui_view_output,
-    [TV_HELP] = &tui_view_help,
+#define TUI_VIEW_ROW(id, name, ...) [TV_##id] = &tui_view_##name,
+    TUI_VIEW_LIST(TUI_VIEW_ROW, TUI_VIEW_ROW)
+#undef TUI_VIEW_ROW
 };
 
 const tui_view_ops *tui_view_of(tui_view_id v) { return (unsigned)v < TV_COUNT ? kViews[v] : NULL; }

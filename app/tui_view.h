@@ -54,9 +54,10 @@ int tui_views_init(tui *T);         /* every view's state; -1 out of memory */
 void tui_views_free(tui *T);
 void tui_views_changed(tui *T, int what);
 
-/* The rows of the table, defined by the view files. */
-extern const tui_view_ops tui_view_tensors, tui_view_formats, tui_view_hist, tui_view_blocks, tui_view_inspect,
-    tui_view_rl, tui_view_kernels, tui_view_model, tui_view_output, tui_view_help;
+/* The rows of the table, defined by the view files (one per line of TUI_VIEW_LIST). */
+#define TUI_VIEW_EXTERN(id, name, ...) extern const tui_view_ops tui_view_##name;
+TUI_VIEW_LIST(TUI_VIEW_EXTERN, TUI_VIEW_EXTERN)
+#undef TUI_VIEW_EXTERN
 
 /* tui_ui.c: the generic API for views */
 void tui_push(tui *T, tui_view_id v);       /* show v over the current view */
