@@ -20,45 +20,35 @@ typedef struct rl_view {
     int one;                      /* plot only the selected run */
 } rl_view;
 
-static void rl_draw(tui *T, int y0, int h)
+/* The runs table's columns: run and label as wide as their longest entry, within the screen;
+** the steps' range goes first on a narrow one, then SEQUENCES, then the label and the names are
+** cut (names in the middle). */
+typedef struct rl_cols { int rnw, rlw, showseq, sw; } rl_cols;
+
+static rl_cols rl_columns(const tui *T)
 {
-    rl_view *S = tui_state(T, TV_RL);
-    if (!T->runs_loaded) {
-        qs_err le = {{0}};
-        if (tui_load_runs(T, &le)) tui_set_msg(T, 1, "%s", le.msg);
-    }
-    int ntraj = 0;
-    for (size_t i = 0; i < T->nkres; i++) ntraj += !strcmp(T->kres[i].kind, "trajectory");
-    if (!T->nruns && !ntraj) {
-        tui_empty_msg(T, y0 + 1, "No RL runs yet.",
-                  "Press : and run `sim grpo --seeds 1 --steps 60` for a short simulated run, or `import-log FILE` "
-                  "for a log of your own.  Each run is listed with its tokens, steps and sequences; the per-step "
-                  "mismatch diagnostics of the selected run (mean/p95/max |dlogp|, KL k3, IS weights; m cycles) are "
-                  "plotted below it, and stored trajectory results (methods compared) are listed under Tab.");
-        return;
-    }
-    int list_h = h / 3, nlist = S->pane == 0 ? (int)T->nruns : ntraj;
-    if (list_h > nlist + 2) list_h = nlist + 2;
-    if (list_h < 3) list_h = 3;
-    char line[600];
-    /* run and label columns as wide as their longest entry, within the screen; the steps' range
-    ** goes first on a narrow one, then SEQUENCES, then the label and the names are cut (names in
-    ** the middle) */
-    int rnw = 3, rlw = 14, showseq = 1, sw = 13;
+    rl_cols c = {3, 14, 1, 13};
     for (size_t i = 0; i < T->nruns; i++) {
-        if ((int)strlen(T->runs[i].name) > rnw) rnw = (int)strlen(T->runs[i].name);
-        if ((int)strlen(T->runs[i].label) > rlw) rlw = (int)strlen(T->runs[i].label);
+        if ((int)strlen(T->runs[i].name) > c.rnw) c.rnw = (int)strlen(T->runs[i].name);
+        if ((int)strlen(T->runs[i].label) > c.rlw) c.rlw = (int)strlen(T->runs[i].label);
     }
-    int avail = T->W - (1 + 1 + 1 + 10 + 1 + sw + 1 + 9 + 1);
-    if (avail < rnw + rlw) { sw = 7; avail += 6; }
-    if (avail < rnw + 14) { showseq = 0; avail += 10; }
-    if (rnw > avail - 14) rnw = avail - 14 > 8 ? avail - 14 : 8;
-    if (rlw > avail - rnw) rlw = avail - rnw > 8 ? avail - rnw : 8;
+    int avail = T->W - (1 + 1 + 1 + 10 + 1 + c.sw + 1 + 9 + 1);
+    if (avail < c.rnw + c.rlw) { c.sw = 7; avail += 6; }
+    if (avail < c.rnw + 14) { c.showseq = 0; avail += 10; }
+    if (c.rnw > avail - 14) c.rnw = avail - 14 > 8 ? avail - 14 : 8;
+    if (c.rlw > avail - c.rnw) c.rlw = avail - c.rnw > 8 ? avail - c.rnw : 8;
+    return c;
+}
+
+/* The heading of the pane shown: the runs' columns, or the stored trajectories'. */
+static void rl_heading(tui *T, const rl_view *S, const rl_cols *c, int ntraj, int y0)
+{
+    char line[600];
     tui_head_on(T);
     tui_fill_line(T, y0);
     if (S->pane == 0) {
-        snprintf(line, sizeof line, " %-*s %-*s %10s %*s %s", rnw, "RUN", rlw, "LABEL / SOURCE", "TOKENS", sw, sw > 7 ? "STEPS (RANGE)" : "STEPS",
-                 showseq ? "SEQUENCES" : "");
+        snprintf(line, sizeof line, " %-*s %-*s %10s %*s %s", c->rnw, "RUN", c->rlw, "LABEL / SOURCE", "TOKENS", c->sw,
+                 c->sw > 7 ? "STEPS (RANGE)" : "STEPS", c->showseq ? "SEQUENCES" : "");
         char tab[64];
         snprintf(tab, sizeof tab, "   [Tab: stored trajectories (%d)]", ntraj);
         if (strlen(line) + strlen(tab) <= (size_t)T->W) strcat(line, tab);
@@ -67,84 +57,88 @@ static void rl_draw(tui *T, int y0, int h)
                  "FORMAT", "CREATED", T->nruns);
     tui_addstr_clip(y0, 0, line, T->W);
     tui_head_off(T);
-    int rows = list_h - 1;
-    qs_err e = {{0}};
-    if (S->pane == 0) {
-        if (!T->nruns) {
-            tui_addstr_clip(y0 + 1, 2, "No RL runs yet: press : and run `sim grpo --seeds 1` or `import-log FILE`.", T->W - 4);
-        } else {
-            tui_scroll_into(&S->runs, (int)T->nruns, rows);
-            T->click_list = &S->runs;
-            T->click_y0 = y0 + 1;
-            T->click_n = (int)T->nruns;
-            const char *peers[256];
-            int np = 0;
-            for (int r = 0; r < rows && r < 256 && S->runs.top + r < (int)T->nruns; r++) peers[np++] = T->runs[S->runs.top + r].name;
-            for (int r = 0; r < rows && S->runs.top + r < (int)T->nruns; r++) {
-                int i = S->runs.top + r;
-                tui_run *R = &T->runs[i];
-                char nm[300], sq[24] = "";
-                tui_cut_middle(R->name, peers, np, rnw, nm, sizeof nm);
-                if (R->tokens < 0) snprintf(line, sizeof line, " %-*.*s %-*.*s %10s %*s %9s", rnw, rnw, nm, rlw, rlw, qs_esc(R->label), "...", sw, "...",
-                                            showseq ? "..." : "");
-                else {
-                    /* the logged steps and their range: 7 steps of a 60-step run logged every 10 */
-                    char stp[48];
-                    if (sw > 7 && R->steps > 1 && isfinite(R->first) && isfinite(R->last))
-                        snprintf(stp, sizeof stp, "%lld (%.0f..%.0f)", (long long)R->steps, R->first, R->last);
-                    else snprintf(stp, sizeof stp, "%lld", (long long)R->steps);
-                    if (showseq) snprintf(sq, sizeof sq, "%9lld", (long long)R->seqs);
-                    snprintf(line, sizeof line, " %-*.*s %-*.*s %10lld %*s %s", rnw, rnw, nm, rlw, rlw, qs_esc(R->label), (long long)R->tokens,
-                             sw, stp, sq);
-                }
-                if (i == S->runs.cur) { tui_sel_on(T); tui_fill_line(T, y0 + 1 + r); }
-                tui_addstr_clip(y0 + 1 + r, 0, line, T->W);
-                if (i == S->runs.cur) { mvaddch(y0 + 1 + r, 0, '>'); tui_sel_off(T); }
-            }
-            /* every run overlaid (methods compared), or only the selected one ('a'); the
-            ** diagnostics are computed by the worker the first time (they read every token) */
-            tui_run *R = &T->runs[S->runs.cur];
-            int64_t missing[64];
-            int nmiss = 0;
-            for (size_t i = 0; i < T->nruns && nmiss < 64; i++)
-                if (!tui_rl_get(T, T->runs[i].id)) missing[nmiss++] = T->runs[i].id;
-            if (nmiss && !T->job.busy && !T->bench_rl_sync && !T->rl_stopped) tui_job_rl(&T->job, missing, nmiss);
-            if (nmiss && T->bench_rl_sync) {   /* headless benchmark: compute here */
-                for (int i = 0; i < nmiss; i++) {
-                    tui_rlc *c = calloc(1, sizeof *c);
-                    if (c && !tui_rl_compute(T->db, missing[i], c, &e)) tui_rl_cache_take(T, c, 1);
-                    else free(c);
-                }
-            }
-            qs_line_data ld[8];
-            size_t nl = 0;
-            int first = S->one ? S->runs.cur : 0, last = S->one ? S->runs.cur + 1 : (int)T->nruns;
-            int pending = 0;
-            for (int i = first; i < last && nl < 8; i++) {
-                const tui_rlc *c = tui_rl_get(T, T->runs[i].id);
-                if (!c) { pending++; continue; }
-                if (c->n) ld[nl++] = (qs_line_data){T->runs[i].name, c->n, c->x, c->y[S->metric]};
-            }
-            if (pending && !nl) {
-                tui_addstr_clip(y0 + list_h + 1, 2, T->rl_stopped ? "The diagnostics were not computed (cancelled or failed): press r to compute them."
-                                                                  : "Computing the per-step diagnostics from the tokens in the background...", T->W - 4);
-            } else if (!nl) {
-                tui_addstr_clip(y0 + list_h + 1, 2, "No unmasked tokens in this run.", T->W - 4);
-            } else {
-                char title[300];
-                if (S->one) snprintf(title, sizeof title, "%s: %s per step", R->name, tui_rl_metric_name(S->metric));
-                else if (nl < T->nruns)   /* say what is left out: runs past the eighth, still computing, empty */
-                    snprintf(title, sizeof title, "%s per step, %zu of %zu runs (%s; a: the selected one)",
-                             tui_rl_metric_name(S->metric), nl, T->nruns, pending ? "others still computing" : "the first by name");
-                else snprintf(title, sizeof title, "%s per step, %zu run%s", tui_rl_metric_name(S->metric), nl, nl == 1 ? "" : "s");
-                T->fig = qs_plot_trajectory(title, tui_rl_metric_name(S->metric), ld, nl);
-                snprintf(T->fig_what, sizeof T->fig_what, "rl-%s-m%d", S->one ? R->name : "runs", S->metric);
-                tui_draw_figure(T, T->fig, y0 + list_h, 0, h - list_h, T->W);
-            }
+}
+
+/* The runs' rows, from the list's top. */
+static void rl_runs_rows(tui *T, rl_view *S, const rl_cols *c, int y0, int rows)
+{
+    char line[600];
+    const char *peers[256];
+    int np = 0;
+    for (int r = 0; r < rows && r < 256 && S->runs.top + r < (int)T->nruns; r++) peers[np++] = T->runs[S->runs.top + r].name;
+    for (int r = 0; r < rows && S->runs.top + r < (int)T->nruns; r++) {
+        int i = S->runs.top + r;
+        tui_run *R = &T->runs[i];
+        char nm[300], sq[24] = "";
+        tui_cut_middle(R->name, peers, np, c->rnw, nm, sizeof nm);
+        if (R->tokens < 0) snprintf(line, sizeof line, " %-*.*s %-*.*s %10s %*s %9s", c->rnw, c->rnw, nm, c->rlw, c->rlw, qs_esc(R->label), "...", c->sw, "...",
+                                    c->showseq ? "..." : "");
+        else {
+            /* the logged steps and their range: 7 steps of a 60-step run logged every 10 */
+            char stp[48];
+            if (c->sw > 7 && R->steps > 1 && isfinite(R->first) && isfinite(R->last))
+                snprintf(stp, sizeof stp, "%lld (%.0f..%.0f)", (long long)R->steps, R->first, R->last);
+            else snprintf(stp, sizeof stp, "%lld", (long long)R->steps);
+            if (c->showseq) snprintf(sq, sizeof sq, "%9lld", (long long)R->seqs);
+            snprintf(line, sizeof line, " %-*.*s %-*.*s %10lld %*s %s", c->rnw, c->rnw, nm, c->rlw, c->rlw, qs_esc(R->label), (long long)R->tokens,
+                     c->sw, stp, sq);
         }
-        return;
+        if (i == S->runs.cur) { tui_sel_on(T); tui_fill_line(T, y0 + 1 + r); }
+        tui_addstr_clip(y0 + 1 + r, 0, line, T->W);
+        if (i == S->runs.cur) { mvaddch(y0 + 1 + r, 0, '>'); tui_sel_off(T); }
     }
-    /* stored trajectory results */
+}
+
+/* Every run's per-step diagnostic overlaid (methods compared), or only the selected one ('a');
+** the diagnostics are computed by the worker the first time (they read every token). */
+static void rl_runs_plot(tui *T, rl_view *S, int y0, int h, int list_h)
+{
+    qs_err e = {{0}};
+    tui_run *R = &T->runs[S->runs.cur];
+    int64_t missing[64];
+    int nmiss = 0;
+    for (size_t i = 0; i < T->nruns && nmiss < 64; i++)
+        if (!tui_rl_get(T, T->runs[i].id)) missing[nmiss++] = T->runs[i].id;
+    if (nmiss && !T->job.busy && !T->bench_rl_sync && !T->rl_stopped) tui_job_rl(&T->job, missing, nmiss);
+    if (nmiss && T->bench_rl_sync) {   /* headless benchmark: compute here */
+        for (int i = 0; i < nmiss; i++) {
+            tui_rlc *c = calloc(1, sizeof *c);
+            if (c && !tui_rl_compute(T->db, missing[i], c, &e)) tui_rl_cache_take(T, c, 1);
+            else free(c);
+        }
+    }
+    qs_line_data ld[8];
+    size_t nl = 0;
+    int first = S->one ? S->runs.cur : 0, last = S->one ? S->runs.cur + 1 : (int)T->nruns;
+    int pending = 0;
+    for (int i = first; i < last && nl < 8; i++) {
+        const tui_rlc *c = tui_rl_get(T, T->runs[i].id);
+        if (!c) { pending++; continue; }
+        if (c->n) ld[nl++] = (qs_line_data){T->runs[i].name, c->n, c->x, c->y[S->metric]};
+    }
+    if (pending && !nl) {
+        tui_addstr_clip(y0 + list_h + 1, 2, T->rl_stopped ? "The diagnostics were not computed (cancelled or failed): press r to compute them."
+                                                          : "Computing the per-step diagnostics from the tokens in the background...", T->W - 4);
+    } else if (!nl) {
+        tui_addstr_clip(y0 + list_h + 1, 2, "No unmasked tokens in this run.", T->W - 4);
+    } else {
+        char title[300];
+        if (S->one) snprintf(title, sizeof title, "%s: %s per step", R->name, tui_rl_metric_name(S->metric));
+        else if (nl < T->nruns)   /* say what is left out: runs past the eighth, still computing, empty */
+            snprintf(title, sizeof title, "%s per step, %zu of %zu runs (%s; a: the selected one)",
+                     tui_rl_metric_name(S->metric), nl, T->nruns, pending ? "others still computing" : "the first by name");
+        else snprintf(title, sizeof title, "%s per step, %zu run%s", tui_rl_metric_name(S->metric), nl, nl == 1 ? "" : "s");
+        T->fig = qs_plot_trajectory(title, tui_rl_metric_name(S->metric), ld, nl);
+        snprintf(T->fig_what, sizeof T->fig_what, "rl-%s-m%d", S->one ? R->name : "runs", S->metric);
+        tui_draw_figure(T, T->fig, y0 + list_h, 0, h - list_h, T->W);
+    }
+}
+
+/* The stored trajectory results, and the selected one's plot. */
+static void rl_traj_pane(tui *T, rl_view *S, int y0, int h, int list_h, int rows)
+{
+    char line[600];
+    qs_err e = {{0}};
     int idx[4096], n = 0;
     for (size_t i = 0; i < T->nkres && n < 4096; i++)
         if (!strcmp(T->kres[i].kind, "trajectory")) idx[n++] = (int)i;
@@ -171,6 +165,42 @@ static void rl_draw(tui *T, int y0, int h)
     if (!T->fig) { tui_addstr_clip(y0 + list_h + 1, 2, e.msg, T->W - 4); return; }
     snprintf(T->fig_what, sizeof T->fig_what, "trajectory-%lld", (long long)K->id);
     tui_draw_figure(T, T->fig, y0 + list_h, 0, h - list_h, T->W);
+}
+
+static void rl_draw(tui *T, int y0, int h)
+{
+    rl_view *S = tui_state(T, TV_RL);
+    if (!T->runs_loaded) {
+        qs_err le = {{0}};
+        if (tui_load_runs(T, &le)) tui_set_msg(T, 1, "%s", le.msg);
+    }
+    int ntraj = 0;
+    for (size_t i = 0; i < T->nkres; i++) ntraj += !strcmp(T->kres[i].kind, "trajectory");
+    if (!T->nruns && !ntraj) {
+        tui_empty_msg(T, y0 + 1, "No RL runs yet.",
+                  "Press : and run `sim grpo --seeds 1 --steps 60` for a short simulated run, or `import-log FILE` "
+                  "for a log of your own.  Each run is listed with its tokens, steps and sequences; the per-step "
+                  "mismatch diagnostics of the selected run (mean/p95/max |dlogp|, KL k3, IS weights; m cycles) are "
+                  "plotted below it, and stored trajectory results (methods compared) are listed under Tab.");
+        return;
+    }
+    int list_h = h / 3, nlist = S->pane == 0 ? (int)T->nruns : ntraj;
+    if (list_h > nlist + 2) list_h = nlist + 2;
+    if (list_h < 3) list_h = 3;
+    rl_cols c = rl_columns(T);
+    rl_heading(T, S, &c, ntraj, y0);
+    int rows = list_h - 1;
+    if (S->pane != 0) { rl_traj_pane(T, S, y0, h, list_h, rows); return; }
+    if (!T->nruns) {
+        tui_addstr_clip(y0 + 1, 2, "No RL runs yet: press : and run `sim grpo --seeds 1` or `import-log FILE`.", T->W - 4);
+        return;
+    }
+    tui_scroll_into(&S->runs, (int)T->nruns, rows);
+    T->click_list = &S->runs;
+    T->click_y0 = y0 + 1;
+    T->click_n = (int)T->nruns;
+    rl_runs_rows(T, S, &c, y0, rows);
+    rl_runs_plot(T, S, y0, h, list_h);
 }
 
 static int rl_key(tui *T, tui_act a, int page)
