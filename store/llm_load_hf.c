@@ -268,6 +268,7 @@ int qs_llm_load_tokenizer(const char *path, qs_llm_file *f, qs_err *e)
     }
     int rc = vocab ? read_tokenizer(tj, vocab, &f->v, e) : qs_fail(e, "no vocabulary");
     if (!rc) rc = qs_llm__vocab_tables(&f->v, e);
+    if (!rc) rc = qs_llm_tok_prepare(&f->v, path, e);
     json_decref(tj);
     if (rc) { qs_llm_file_free(f); qs_err_prefix(e, path); }
     return rc;
@@ -380,7 +381,9 @@ int qs_llm_load_hf(const char *dir, qs_llm_file *f, qs_err *e)
     qs_llm__wtypes(src, nsrc, f->wtypes, sizeof f->wtypes);
     if (have_tok) {
         culprit = path;
-        if (read_tokenizer(tj, cfg.vocab, &f->v, e) || qs_llm__vocab_tables(&f->v, e)) goto out;
+        if (read_tokenizer(tj, cfg.vocab, &f->v, e) || qs_llm__vocab_tables(&f->v, e) ||
+            qs_llm_tok_prepare(&f->v, path, e))
+            goto out;
         culprit = dir;
     }
     f->v.bos = cfg_tok(cj, "bos_token_id", cfg.vocab);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../../store/llm_load.h"
+#include "../../store/llm_tok.h"
 
 #define SMOLLM2 "../data/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -60,6 +61,7 @@ static void test_hf_variants(void **st)
         json_t *want = json_object_get(var, "ids");
         f.v.pre_json = json_dumps(json_object_get(var, "pre_tokenizer"), JSON_COMPACT);
         f.v.ignore_merges = json_is_true(json_object_get(var, "ignore_merges"));
+        assert_int_equal(qs_llm_tok_prepare(&f.v, NULL, &e), 0);
         bad += compare(&f.v, cases, want, name);
         free(f.v.pre_json);
         /* the same pre-tokenizer from the GGUF tokenizer.ggml.pre family name */
@@ -70,6 +72,7 @@ static void test_hf_variants(void **st)
             f.v.pre_json = NULL;
             f.v.ignore_merges = 0;
             snprintf(f.v.pre, sizeof f.v.pre, "%s", fam);
+            assert_int_equal(qs_llm_tok_prepare(&f.v, NULL, &e), 0);
             bad += compare(&f.v, cases, want, label);
         }
         nvar++;
@@ -160,15 +163,19 @@ static void test_errors(void **st)
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         f.v.pre_json = (char *)bad[i].json;
+        assert_int_equal(qs_llm_tok_prepare(&f.v, "tok.json", &e), 0);
         assert_int_equal(qs_llm_tokenize(&f.v, "abc", 3, ids, 4096, &e), -1);
         if (!strstr(e.msg, bad[i].msg)) print_message("# %s -> %s\n", bad[i].json, e.msg);
         assert_non_null(strstr(e.msg, bad[i].msg));
+        assert_true(!strncmp(e.msg, "tok.json: ", 10));   /* the tokenizer's file, not the text, is at fault */
     }
     f.v.pre_json = NULL;
     snprintf(f.v.pre, sizeof f.v.pre, "chatglm-bpe");
+    assert_int_equal(qs_llm_tok_prepare(&f.v, NULL, &e), 0);
     assert_int_equal(qs_llm_tokenize(&f.v, "abc", 3, ids, 4096, &e), -1);
     assert_non_null(strstr(e.msg, "'chatglm-bpe' is not known"));
     f.v.pre_json = orig;
+    assert_int_equal(qs_llm_tok_prepare(&f.v, NULL, &e), 0);
     assert_int_equal(qs_llm_tokenize(&f.v, "abc def ghi jkl", 15, ids, 2, &e), -1);
     assert_non_null(strstr(e.msg, "more than 2 tokens"));
     qs_llm_file_free(&f);
@@ -247,6 +254,95 @@ static void test_large(void **st)
     qs_llm_file_free(&f);
 }
 
+/* A Split regex that rescans the rest of the text at every position is quadratic (the old code spun
+** ~6 minutes on this 1 MB; alarm() turns such a spin into a failure): it is refused by the work
+** bound, with a message naming the tokenizer's file, the pattern, the text and the byte offset. */
+static void test_regex_budget(void **st)
+{
+    (void)st;
+    qs_llm_file f;
+    qs_err e = {{0}};
+    assert_int_equal(qs_llm_load_tokenizer("fixtures/llm/tok_bpe.json", &f, &e), 0);
+    char *orig = f.v.pre_json;
+    f.v.pre_json = (char *)"{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":\"a(?=a*$)\"},"
+                           "\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\",\"use_regex\":false}]}";
+    assert_int_equal(qs_llm_tok_prepare(&f.v, "tok.json", &e), 0);
+    size_t len = 1u << 20;
+    char *text = malloc(len);
+    int32_t *out = malloc(len * sizeof *out);
+    assert_true(text && out);
+    memset(text, 'a', len);
+    alarm(60);
+    assert_int_equal(qs_llm_tokenize_named(&f.v, "big.txt", text, len, out, (int)len, &e), -1);
+    alarm(0);
+    print_message("# %s\n", e.msg);
+    assert_non_null(strstr(e.msg, "tok.json: pre-tokenizer regex /a(?=a*$)/ needs too much backtracking on big.txt (byte offset "));
+    assert_non_null(strstr(e.msg, "); refusing"));
+    /* the same pattern on a short text is fine, and so is an ordinary pattern on a long one */
+    assert_int_equal(qs_llm_tokenize(&f.v, "aaaa", 4, out, 16, &e), 4);
+    f.v.pre_json = orig;
+    assert_int_equal(qs_llm_tok_prepare(&f.v, "tok.json", &e), 0);
+    for (size_t k = 0; k < len; k++) text[k] = "ab 1,\n"[k % 6];
+    assert_true(qs_llm_tokenize(&f.v, text, len, out, (int)len, &e) > 0);
+    /* exponential backtracking on a few bytes: refused too, not PCRE2 error -47 */
+    f.v.pre_json = (char *)"{\"type\":\"Split\",\"pattern\":{\"Regex\":\"(a|aa)+$\"},\"behavior\":\"Isolated\",\"invert\":false}";
+    assert_int_equal(qs_llm_tok_prepare(&f.v, "tok.json", &e), 0);
+    memset(text, 'a', 200);
+    text[200] = 'b';
+    alarm(60);
+    assert_int_equal(qs_llm_tokenize(&f.v, text, 201, out, (int)len, &e), -1);
+    alarm(0);
+    assert_non_null(strstr(e.msg, "needs too much backtracking on the text (byte offset 0)"));
+    f.v.pre_json = orig;
+    free(text); free(out);
+    qs_llm_file_free(&f);
+}
+
+/* 50,000 added tokens sharing their first bytes and 1 MB of text made of those bytes: the old
+** linear scan (50,000 comparisons per byte, minutes) is killed by alarm(); the trie takes the
+** length of the match.  The matches are leftmost-longest and equal strings give the smallest id. */
+static void test_added_many(void **st)
+{
+    (void)st;
+    json_error_t je;
+    json_t *j = json_load_file("fixtures/llm/tok_bpe.json", 0, &je);
+    assert_non_null(j);
+    json_t *added = json_object_get(j, "added_tokens");
+    int base = 2000;
+    char w[32];
+    for (int i = 0; i < 50000; i++) {
+        snprintf(w, sizeof w, "<<%d>", i);
+        json_array_append_new(added, json_pack("{s:i,s:s,s:b}", "id", base + i, "content", w, "special", 0));
+    }
+    json_array_append_new(added, json_pack("{s:i,s:s,s:b}", "id", base + 50000, "content", "<<1>", "special", 0));
+    char tmp[256];
+    snprintf(tmp, sizeof tmp, "%.200s/qs-tok-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : P_tmpdir);
+    int fd = mkstemp(tmp);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(json_dump_file(j, tmp, JSON_COMPACT), 0);
+    json_decref(j);
+    qs_llm_file f;
+    qs_err e = {{0}};
+    assert_int_equal(qs_llm_load_tokenizer(tmp, &f, &e), 0);
+    unlink(tmp);
+    size_t len = 1u << 20;
+    char *text = malloc(len + 1);
+    int32_t *out = malloc(len * sizeof *out);
+    assert_true(text && out);
+    memset(text, '<', len);
+    memcpy(text + len - 16, "<<12>x<<1><<123>", 16);
+    alarm(60);
+    int n = qs_llm_tokenize(&f.v, text, len, out, (int)len, &e);
+    alarm(0);
+    assert_true(n > 3);
+    assert_int_equal(out[n - 1], base + 123);   /* longest: "<<123>", not "<<12" + ... */
+    assert_int_equal(out[n - 2], base + 1);     /* "<<1>" twice in the file: the smaller id */
+    assert_int_equal(out[n - 4], base + 12);
+    free(text); free(out);
+    qs_llm_file_free(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -255,6 +351,8 @@ int main(void)
         cmocka_unit_test(test_invalid_utf8),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_large),
+        cmocka_unit_test(test_regex_budget),
+        cmocka_unit_test(test_added_many),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
