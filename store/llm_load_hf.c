@@ -280,7 +280,7 @@ int qs_llm_load_hf(const char *dir, qs_llm_file *f, qs_err *e)
     f->v.bos = f->v.eos = -1;
     char path[4096];
     const char *culprit = dir;   /* the file named in an error */
-    json_t *cj = NULL, *ij = NULL, *tj = NULL, *tcj = NULL;
+    json_t *cj = NULL, *ij = NULL, *tj = NULL;
     qs_llm_src src[MAX_SHARDS];
     qs_file_map mp[MAX_SHARDS];
     char *shard[MAX_SHARDS];
@@ -388,29 +388,19 @@ int qs_llm_load_hf(const char *dir, qs_llm_file *f, qs_err *e)
     }
     f->v.bos = cfg_tok(cj, "bos_token_id", cfg.vocab);
     f->v.eos = cfg_tok(cj, "eos_token_id", cfg.vocab);
-    {   /* tokenizer_config.json (optional, not hashed: it does not change the numbers) */
+    {   /* tokenizer_config.json (optional, llm_tok_config.c): BOS/EOS by content, add_bos_token, else
+        ** the post-processor's template */
         char tp[4096];
         snprintf(tp, sizeof tp, "%s/tokenizer_config.json", dir);
         qs_err e2 = {{0}};
-        if (access(tp, F_OK) == 0) tcj = load_json(tp, NULL, NULL, &e2);
-    }
-    if ((f->v.bos < 0 || f->v.eos < 0) && f->v.n) {   /* tokenizer_config.json names them by content */
-        if (tcj) {
-            const char *keys[2] = {"bos_token", "eos_token"};
-            int *dst[2] = {&f->v.bos, &f->v.eos};
-            for (int i = 0; i < 2; i++) {
-                json_t *t = json_object_get(tcj, keys[i]);
-                const char *s = json_is_object(t) ? json_string_value(json_object_get(t, "content")) : json_string_value(t);
-                if (*dst[i] < 0 && s) *dst[i] = qs_llm_vocab_find(&f->v, s);
-            }
-        }
-    }
-    {   /* does the tokenizer prepend BOS? tokenizer_config's flag, else the post-processor's template */
-        json_t *ab = json_object_get(tcj, "add_bos_token");
+        qs_llm_tok_cfg tc = {-1, -1, -1};
+        if (access(tp, F_OK) == 0) qs_llm_tok_config_read(tp, &f->v, &tc, &e2);
+        if (f->v.bos < 0) f->v.bos = tc.bos;
+        if (f->v.eos < 0) f->v.eos = tc.eos;
         json_t *pp = json_object_get(tj, "post_processor");
         const char *ppt = json_string_value(json_object_get(pp, "type"));
         json_t *first = json_array_get(json_object_get(pp, "single"), 0);
-        if (json_is_boolean(ab)) f->v.add_bos = json_is_true(ab);
+        if (tc.add_bos >= 0) f->v.add_bos = tc.add_bos;
         else f->v.add_bos = ppt && !strcmp(ppt, "TemplateProcessing") && json_object_get(first, "SpecialToken") != NULL;
         if (f->v.bos < 0) f->v.add_bos = 0;
     }
@@ -433,6 +423,6 @@ done:
         free((char *)src[i].path);
     }
     XXH3_freeState(hs);
-    json_decref(cj); json_decref(ij); json_decref(tj); json_decref(tcj);
+    json_decref(cj); json_decref(ij); json_decref(tj);
     return rc;
 }

@@ -71,6 +71,14 @@ int qs_llm_tokenize_named(const qs_llm_vocab *v, const char *name, const char *t
 /* The same with name NULL. */
 int qs_llm_tokenize(const qs_llm_vocab *v, const char *text, size_t len, int32_t *out, int cap, qs_err *e);
 
+/* What tokenizer_config.json says (llm_tok_config.c): the ids of its bos_token and eos_token (by
+** content; -1 when absent or not in v) and add_bos_token (1, 0, or -1 when absent). */
+typedef struct { int bos, eos, add_bos; } qs_llm_tok_cfg;
+/* Parse a tokenizer_config.json image (at most 16 MB); errors (invalid JSON, not an object) leave c
+** all -1.  The _read form maps the file and names it in messages. */
+int qs_llm_tok_config_parse(const char *buf, size_t n, const qs_llm_vocab *v, qs_llm_tok_cfg *c, qs_err *e);
+int qs_llm_tok_config_read(const char *path, const qs_llm_vocab *v, qs_llm_tok_cfg *c, qs_err *e);
+
 /* Append the detokenized bytes of token id to out (at most cap-1 bytes, NUL-terminated); returns the
 ** number of bytes written.  Byte-level (GPT-2) spellings are mapped back to raw bytes; ids out of
 ** range give "<id>". */
