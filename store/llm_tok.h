@@ -71,6 +71,15 @@ int qs_llm_tokenize_named(const qs_llm_vocab *v, const char *name, const char *t
 /* The same with name NULL. */
 int qs_llm_tokenize(const qs_llm_vocab *v, const char *text, size_t len, int32_t *out, int cap, qs_err *e);
 
+/* A tokenizer.json image (llm_tok_json.c) -> v: ids 0..vocab-1 (vocab 0: as many as its ids need, at
+** most twice the tokens it defines), merges, added tokens (type 3 special, 4 other), the pre-tokenizer
+** (kept as JSON, compiled by qs_llm_tok_prepare naming source), the tables; *pp_bos: its
+** post-processor's template starts with a special token.  The file is scanned, not turned into a
+** JSON tree, and counted before anything is allocated: memory is a small multiple of its size.
+** Errors do not name the file (the caller adds it); v is then for qs_llm_vocab_free. */
+int qs_llm_tok_json_parse(const char *buf, size_t n, int vocab, const char *source, qs_llm_vocab *v, int *pp_bos,
+                          qs_err *e);
+
 /* What tokenizer_config.json says (llm_tok_config.c): the ids of its bos_token and eos_token (by
 ** content; -1 when absent or not in v) and add_bos_token (1, 0, or -1 when absent). */
 typedef struct { int bos, eos, add_bos; } qs_llm_tok_cfg;
