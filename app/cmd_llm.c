@@ -181,9 +181,9 @@ static int text_prompt(const char *text, int chat, const qs_llm_file *f, prompt_
     if (!buf) return qs_fail(e, "out of memory");
     if (chat) snprintf(buf, n, "%s<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n", sys, text);
     else snprintf(buf, n, "%s", text);
-    int k = qs_llm_tokenize(&f->v, buf, strlen(buf), p->ids, MAX_PROMPT, e);
+    int k = qs_llm_tokenize_named(&f->v, "--prompt", buf, strlen(buf), p->ids, MAX_PROMPT, e);
     free(buf);
-    if (k < 0) { qs_err_prefix(e, "--prompt"); return -1; }
+    if (k < 0) return -1;   /* the message names --prompt or the tokenizer's file */
     if (k == 0) return qs_fail(e, "--prompt gives no tokens");
     p->n = k;
     snprintf(p->label, sizeof p->label, "%s%.40s", chat ? "chat:" : "", text);

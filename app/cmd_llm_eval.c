@@ -190,8 +190,9 @@ int qs_eval_text_ids(const char *path, const qs_llm_file *f, const char *text, s
     ** the text too, so chunk boundaries match; BOS then also replaces the first token of each chunk */
     const int add_bos = f->v.add_bos && f->v.bos >= 0;
     if (add_bos) p[0] = f->v.bos;
-    int n = qs_llm_tokenize(&f->v, text, tlen, p + add_bos, (int)(tlen + 1 > (size_t)1 << 30 ? (size_t)1 << 30 : tlen + 1), e);
-    if (n < 0) { free(p); qs_err_prefix(e, path); return -1; }
+    int n = qs_llm_tokenize_named(&f->v, path, text, tlen, p + add_bos,
+                                  (int)(tlen + 1 > (size_t)1 << 30 ? (size_t)1 << 30 : tlen + 1), e);
+    if (n < 0) { free(p); return -1; }   /* the message names the text or the tokenizer's file */
     *ids = p;
     *ntok = n + add_bos;
     return 0;

@@ -16,12 +16,23 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <jansson.h>
 #include <pcre2.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 enum { B_REMOVED, B_ISOLATED, B_PREV, B_NEXT, B_CONTIG };
 enum { MAX_STEPS = 32, MAX_DEPTH = 16 };
+/* Regex work bounds, per piece of m bytes: PCRE2 may look at BYTES_PER_BYTE * m + BYTES_BASE bytes
+** in all (a pattern that rescans the rest of the text at every position, a(?=a*$), is quadratic:
+** refused rather than spinning) and spend STEPS_PER_BYTE * m + STEPS_BASE of PCRE2's match limit
+** (backtracking, counted by the interpreter and the JIT alike).  Each call starts with a window of
+** FIRST_WINDOW bytes and a limit of FIRST_LIMIT, doubled while short, so a call is charged at most
+** twice what it needed.  Sane patterns (GPT-2's, Qwen2's, Llama 3's) look a few bytes ahead.  Memory:
+** the interpreter's backtracking heap and depth, the JIT's stack. */
+enum { FIRST_LIMIT = 64, STEPS_PER_BYTE = 512, STEPS_BASE = 4096 };
+enum { FIRST_WINDOW = 64, BYTES_PER_BYTE = 1024, BYTES_BASE = 1 << 16 };
+enum { HEAP_LIMIT_KIB = 64 << 10, DEPTH_LIMIT = 1 << 20, JIT_STACK_MAX = 4 << 20 };
 
 /* GPT-2's pattern (ByteLevel with use_regex = true) */
 static const char kGpt2[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
@@ -32,16 +43,14 @@ static const char kLlama3[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}
                               "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 typedef struct { size_t a, b; int match; } span;
+typedef struct { uint64_t steps, bytes; } work;   /* what a piece may still spend */
 
+/* One compiled step: read-only once built, so one qs_pretok serves concurrent scans. */
 typedef struct {
     pcre2_code *re;            /* NULL: no split (ByteLevel with use_regex false) */
-    pcre2_match_data *md;
+    char *pat;                 /* the pattern as written, for messages */
     int behavior, invert;
     int byte_level, prefix_space;
-    span *m, *out;             /* scratch: find_matches list and the pieces kept */
-    size_t mcap, ocap;
-    char *buf;                 /* ByteLevel add_prefix_space copy */
-    size_t bcap;
 } step;
 
 struct qs_pretok {
@@ -49,15 +58,63 @@ struct qs_pretok {
     int n;
 };
 
+/* The scratch of one step during a scan. */
+typedef struct {
+    pcre2_match_data *md;
+    span *m, *out;             /* find_matches list and the pieces kept */
+    size_t mcap, ocap;
+    char *buf;                 /* ByteLevel add_prefix_space copy */
+    size_t bcap;
+} step_run;
+
+struct qs_pretok_scan {
+    const qs_pretok *p;
+    pcre2_match_context *mc;
+    pcre2_jit_stack *js;
+    step_run r[MAX_STEPS];
+    const char *name;          /* the text, for messages */
+};
+
 void qs_pretok_free(qs_pretok *p)
 {
     if (!p) return;
     for (int i = 0; i < p->n; i++) {
-        pcre2_match_data_free(p->s[i].md);
         pcre2_code_free(p->s[i].re);
-        free(p->s[i].m); free(p->s[i].out); free(p->s[i].buf);
+        free(p->s[i].pat);
     }
     free(p);
+}
+
+void qs_pretok_scan_free(qs_pretok_scan *sc)
+{
+    if (!sc) return;
+    for (int i = 0; i < MAX_STEPS; i++) {
+        pcre2_match_data_free(sc->r[i].md);
+        free(sc->r[i].m); free(sc->r[i].out); free(sc->r[i].buf);
+    }
+    pcre2_jit_stack_free(sc->js);
+    pcre2_match_context_free(sc->mc);
+    free(sc);
+}
+
+qs_pretok_scan *qs_pretok_scan_new(const qs_pretok *p, const char *name, qs_err *e)
+{
+    qs_pretok_scan *sc = calloc(1, sizeof *sc);
+    if (!sc) { qs_fail(e, "out of memory"); return NULL; }
+    sc->p = p;
+    sc->name = name ? name : "the text";
+    sc->mc = pcre2_match_context_create(NULL);
+    sc->js = pcre2_jit_stack_create(32 << 10, JIT_STACK_MAX, NULL);
+    int ok = sc->mc && sc->js;
+    if (ok) {
+        pcre2_jit_stack_assign(sc->mc, NULL, sc->js);
+        pcre2_set_heap_limit(sc->mc, HEAP_LIMIT_KIB);
+        pcre2_set_depth_limit(sc->mc, DEPTH_LIMIT);
+    }
+    for (int i = 0; ok && i < p->n; i++)
+        if (p->s[i].re && !(sc->r[i].md = pcre2_match_data_create_from_pattern(p->s[i].re, NULL))) ok = 0;
+    if (!ok) { qs_pretok_scan_free(sc); qs_fail(e, "out of memory"); return NULL; }
+    return sc;
 }
 
 /* tokenizers runs its regexes in Oniguruma, whose \s is the Unicode White_Space property; PCRE2's
@@ -105,9 +162,9 @@ static int add_step(qs_pretok *p, const char *pattern, int literal, int behavior
             pcre2_get_error_message(ec, msg, sizeof msg);
             return qs_fail(e, "pre-tokenizer pattern /%.60s/: %s", pattern, (char *)msg);
         }
-        pcre2_jit_compile(st->re, PCRE2_JIT_COMPLETE);   /* optional: the interpreter gives the same matches */
-        st->md = pcre2_match_data_create_from_pattern(st->re, NULL);
-        if (!st->md) { pcre2_code_free(st->re); return qs_fail(e, "out of memory"); }
+        pcre2_jit_compile(st->re, PCRE2_JIT_COMPLETE | PCRE2_JIT_PARTIAL_HARD);   /* optional: the interpreter gives the same matches */
+        st->pat = strdup(pattern);
+        if (!st->pat) { pcre2_code_free(st->re); st->re = NULL; return qs_fail(e, "out of memory"); }
     }
     p->n++;
     return 0;
@@ -228,38 +285,92 @@ static size_t char_len(const unsigned char *s, size_t n, size_t i)
     return k;
 }
 
-/* Pattern::find_matches over the whole piece: matches and the stretches between them, in order. */
-static int find_matches(step *st, const char *s, size_t n, size_t *cnt, qs_err *e)
+/* One pcre2_match(s, n, from) under the work bounds; the piece's allowances are in *w.  The subject
+** given to PCRE2 is cut after a window of the text (on a character boundary) with PCRE2_PARTIAL_HARD:
+** a match, or no match, that never looked at the cut is the one of the whole text (PCRE2 reports
+** PARTIAL when an attempt reached it, and the window doubles).  Returns pcre2_match's code; a limit
+** error means an allowance or PCRE2's memory ran out. */
+static int match_bounded(qs_pretok_scan *sc, const step *st, step_run *r, const char *s, size_t n, size_t from,
+                         work *w)
+{
+    size_t win = FIRST_WINDOW;
+    uint64_t lim = FIRST_LIMIT;
+    for (;;) {
+        size_t end = n;
+        if (n - from > win) {
+            end = from + win;
+            while (end > from && ((unsigned char)s[end] & 0xC0) == 0x80) end--;   /* not inside a character */
+            if (end == from)
+                for (end = from + win; end < n && ((unsigned char)s[end] & 0xC0) == 0x80;) end++;
+        }
+        if (end - from > w->bytes) return PCRE2_ERROR_MATCHLIMIT;
+        w->bytes -= end - from;
+        if (lim > w->steps) lim = w->steps;
+        pcre2_set_match_limit(sc->mc, (uint32_t)lim);
+        int rc = pcre2_match(st->re, (PCRE2_SPTR)s, end, from, end < n ? PCRE2_PARTIAL_HARD : 0, r->md, sc->mc);
+        if (rc == PCRE2_ERROR_MATCHLIMIT) {
+            if (lim == w->steps) return rc;
+            lim = lim > UINT32_MAX / 2 ? UINT32_MAX : 2 * lim;
+            continue;
+        }
+        w->steps -= lim;
+        lim = FIRST_LIMIT;
+        if (rc == PCRE2_ERROR_PARTIAL) { win = win > SIZE_MAX / 2 ? SIZE_MAX : 2 * win; continue; }
+        if (rc == PCRE2_ERROR_NOMATCH && end < n) { from = end; continue; }   /* no match starts before the cut */
+        return rc;
+    }
+}
+
+/* A regex error: the message names the pattern, the text and where.  Returns QS_PRETOK_REGEX. */
+static int regex_fail(const qs_pretok_scan *sc, const step *st, int rc, size_t at, qs_err *e)
+{
+    const char *why = rc == PCRE2_ERROR_MATCHLIMIT ? "needs too much backtracking"
+                      : rc == PCRE2_ERROR_HEAPLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT || rc == PCRE2_ERROR_JIT_STACKLIMIT
+                          ? "needs too much memory"
+                          : NULL;
+    if (why) qs_fail(e, "pre-tokenizer regex /%.60s/ %s on %s (byte offset %zu); refusing", st->pat, why, sc->name, at);
+    else qs_fail(e, "pre-tokenizer regex /%.60s/ failed on %s (byte offset %zu, PCRE2 error %d)", st->pat, sc->name, at, rc);
+    return QS_PRETOK_REGEX;
+}
+
+/* Pattern::find_matches over the whole piece (at = its offset in the text, for messages): matches and
+** the stretches between them, in order. */
+static int find_matches(qs_pretok_scan *sc, const step *st, step_run *r, const char *s, size_t n, size_t at,
+                        size_t *cnt, qs_err *e)
 {
     size_t k = 0, prev = 0, last_end = 0, last_match_end = 0;
+    work w = {(uint64_t)STEPS_PER_BYTE * n + STEPS_BASE, (uint64_t)BYTES_PER_BYTE * n + BYTES_BASE};
     int have_last = 0;
     while (last_end <= n) {
-        int rc = pcre2_match(st->re, (PCRE2_SPTR)s, n, last_end, 0, st->md, NULL);
+        int rc = match_bounded(sc, st, r, s, n, last_end, &w);
         if (rc == PCRE2_ERROR_NOMATCH) break;
-        if (rc < 0) return qs_fail(e, "pre-tokenizer regex failed (PCRE2 error %d)", rc);
-        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(st->md);
+        if (rc < 0) return regex_fail(sc, st, rc, at + last_end, e);
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(r->md);
         size_t ms = ov[0], me = ov[1];
-        if (me < ms) return qs_fail(e, "pre-tokenizer regex gave a match ending before its start");
+        if (me < ms) {
+            qs_fail(e, "pre-tokenizer regex /%.60s/ gave a match ending before its start", st->pat);
+            return QS_PRETOK_REGEX;
+        }
         if (ms == me && have_last && last_match_end == me) {   /* no empty match right after a match */
             last_end += char_len((const unsigned char *)s, n, last_end);
             continue;
         }
         last_end = me; last_match_end = me; have_last = 1;
-        if (grow(&st->m, &st->mcap, k + 2)) return qs_fail(e, "out of memory");
-        if (prev != ms) st->m[k++] = (span){prev, ms, 0};
-        st->m[k++] = (span){ms, me, 1};
+        if (grow(&r->m, &r->mcap, k + 2)) return qs_fail(e, "out of memory");
+        if (prev != ms) r->m[k++] = (span){prev, ms, 0};
+        r->m[k++] = (span){ms, me, 1};
         prev = me;
     }
-    if (grow(&st->m, &st->mcap, k + 1)) return qs_fail(e, "out of memory");
-    if (prev != n || n == 0) st->m[k++] = (span){prev, n, 0};
+    if (grow(&r->m, &r->mcap, k + 1)) return qs_fail(e, "out of memory");
+    if (prev != n || n == 0) r->m[k++] = (span){prev, n, 0};
     *cnt = k;
     return 0;
 }
 
-/* SplitDelimiterBehavior applied to st->m[0..k) -> st->out (offsets to keep). */
-static size_t apply_behavior(step *st, size_t k)
+/* SplitDelimiterBehavior applied to r->m[0..k) -> r->out (offsets to keep). */
+static size_t apply_behavior(const step *st, step_run *r, size_t k)
 {
-    span *m = st->m, *o = st->out;
+    span *m = r->m, *o = r->out;
     size_t no = 0;
     int prevm = 0;
     switch (st->behavior) {
@@ -295,33 +406,37 @@ static size_t apply_behavior(step *st, size_t k)
     return no;
 }
 
-static int run(qs_pretok *p, int k, const char *s, size_t n, qs_pretok_cb cb, void *ctx, qs_err *e)
+static int run(qs_pretok_scan *sc, int k, const char *s, size_t n, size_t at, qs_pretok_cb cb, void *ctx, qs_err *e)
 {
+    const qs_pretok *p = sc->p;
     if (!n) return 0;   /* empty pieces are dropped */
     if (k == p->n) return cb(ctx, s, n);
-    step *st = &p->s[k];
+    const step *st = &p->s[k];
+    step_run *r = &sc->r[k];
     if (st->prefix_space && s[0] != ' ') {   /* ByteLevel add_prefix_space */
-        if (n + 1 > st->bcap) {
-            char *b = realloc(st->buf, n + 1);
+        if (n + 1 > r->bcap) {
+            char *b = realloc(r->buf, n + 1);
             if (!b) return qs_fail(e, "out of memory");
-            st->buf = b; st->bcap = n + 1;
+            r->buf = b; r->bcap = n + 1;
         }
-        st->buf[0] = ' ';
-        memmove(st->buf + 1, s, n);   /* s may be this step's buffer's parent piece, never the buffer */
-        s = st->buf; n++;
+        r->buf[0] = ' ';
+        memmove(r->buf + 1, s, n);   /* s may be this step's buffer's parent piece, never the buffer */
+        s = r->buf; n++;
+        at = at ? at - 1 : 0;        /* the added space stands before the piece */
     }
-    if (!st->re) return run(p, k + 1, s, n, cb, ctx, e);
+    if (!st->re) return run(sc, k + 1, s, n, at, cb, ctx, e);
     size_t cnt = 0;
-    if (find_matches(st, s, n, &cnt, e)) return -1;
-    for (size_t i = 0; i < cnt; i++) st->m[i].match ^= st->invert;
-    if (grow(&st->out, &st->ocap, cnt)) return qs_fail(e, "out of memory");
-    size_t no = apply_behavior(st, cnt);
+    int rc = find_matches(sc, st, r, s, n, at, &cnt, e);
+    if (rc) return rc;
+    for (size_t i = 0; i < cnt; i++) r->m[i].match ^= st->invert;
+    if (grow(&r->out, &r->ocap, cnt)) return qs_fail(e, "out of memory");
+    size_t no = apply_behavior(st, r, cnt);
     for (size_t i = 0; i < no; i++)
-        if (run(p, k + 1, s + st->out[i].a, st->out[i].b - st->out[i].a, cb, ctx, e)) return -1;
+        if ((rc = run(sc, k + 1, s + r->out[i].a, r->out[i].b - r->out[i].a, at + r->out[i].a, cb, ctx, e))) return rc;
     return 0;
 }
 
-int qs_pretok_run(qs_pretok *p, const char *s, size_t n, qs_pretok_cb cb, void *ctx, qs_err *e)
+int qs_pretok_run(qs_pretok_scan *sc, const char *s, size_t n, size_t at, qs_pretok_cb cb, void *ctx, qs_err *e)
 {
-    return run(p, 0, s, n, cb, ctx, e);
+    return run(sc, 0, s, n, at, cb, ctx, e);
 }

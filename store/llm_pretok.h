@@ -11,19 +11,31 @@
 
 #include "../kernels/qs_err.h"
 
-typedef struct qs_pretok qs_pretok;
+typedef struct qs_pretok qs_pretok;             /* compiled; read-only once built */
+typedef struct qs_pretok_scan qs_pretok_scan;   /* the scratch of one tokenization */
 
 /* One piece of text the BPE model sees (raw UTF-8 bytes, before the byte-to-unicode mapping).
-** Returns 0, or -1 to stop. */
+** Returns 0, or -1 to stop (with e set). */
 typedef int (*qs_pretok_cb)(void *ctx, const char *s, size_t n);
+
+/* qs_pretok_run's code for a regex that failed on the text (too much backtracking, too much memory):
+** e names the pattern, the text and the byte offset. */
+#define QS_PRETOK_REGEX (-2)
 
 /* Compile a tokenizer.json "pre_tokenizer" (compact JSON).  Errors name the unsupported part. */
 qs_pretok *qs_pretok_from_json(const char *json, qs_err *e);
 /* The pre-tokenizer llama.cpp / tokenizers use for a tokenizer.ggml.pre family ("" = gpt2);
 ** *ignore_merges is set for the families whose BPE model has ignore_merges (Llama 3). */
 qs_pretok *qs_pretok_from_family(const char *family, int *ignore_merges, qs_err *e);
-/* Split s[0..n) (one stretch of text between added tokens) and call cb on each piece, in order. */
-int qs_pretok_run(qs_pretok *p, const char *s, size_t n, qs_pretok_cb cb, void *ctx, qs_err *e);
 void qs_pretok_free(qs_pretok *p);
+
+/* Scratch for splitting one text (name: the text in messages, NULL for "the text"). */
+qs_pretok_scan *qs_pretok_scan_new(const qs_pretok *p, const char *name, qs_err *e);
+void qs_pretok_scan_free(qs_pretok_scan *sc);
+/* Split s[0..n) (one stretch of text between added tokens, at byte offset `at` of the text) and call
+** cb on each piece, in order.  Regex work is bounded: a few hundred PCRE2 steps per byte, PCRE2's
+** heap, depth and JIT stack limits; past them the split stops with QS_PRETOK_REGEX.  Returns 0, -1
+** (cb's error, out of memory) or QS_PRETOK_REGEX. */
+int qs_pretok_run(qs_pretok_scan *sc, const char *s, size_t n, size_t at, qs_pretok_cb cb, void *ctx, qs_err *e);
 
 #endif

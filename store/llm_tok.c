@@ -5,13 +5,20 @@
 ** byte-to-unicode spelling, ranked merges (lowest rank first, leftmost among equals, with a heap as
 ** tokenizers' Word::merge_all), vocabulary ids.  Results are cached per piece.  Checked against
 ** `tokenizers` by tests/llm/make_tok_vectors.py (tests/fixtures/llm/tok_*.json).
+**
+** What does not depend on the text is built once, when the vocabulary is loaded (qs_llm_tok_prepare):
+** the compiled pre-tokenizer, so that a bad one is reported against tokenizer.json or the GGUF, and a
+** trie of the added tokens, so that matching them costs the length of the match, not the number of
+** added tokens.
 */
+#include "llm_tok.h"
+
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
 
-#include "llm_load.h"
 #include "llm_pretok.h"
 
 enum { CACHE_MAX_PIECE = 256 };
@@ -34,6 +41,7 @@ typedef struct {
     int32_t *out;
     int cap, n;
     qs_err *e;
+    const char *name, *source; /* the text and the tokenizer's file, for messages */
     size_t at;                 /* offset of the current stretch, for messages */
     char spell[256][3];        /* byte -> its UTF-8 spelling (1 or 2 bytes) + NUL */
     int byte_id[256];          /* byte -> id of that spelling, or -1 */
@@ -62,7 +70,7 @@ static int reserve(void **p, size_t *cap, size_t need, size_t el)
 
 static int emit(tk *t, int id)
 {
-    if (t->n == t->cap) return qs_fail(t->e, "text gives more than %d tokens", t->cap);
+    if (t->n == t->cap) return qs_fail(t->e, "%s gives more than %d tokens", t->name ? t->name : "text", t->cap);
     t->out[t->n++] = id;
     return 0;
 }
@@ -171,8 +179,9 @@ static int bpe(tk *t, const unsigned char *p, size_t n)
     for (int i = 0; i >= 0; i = t->sym[i].next) {
         int id = qs_llm_hash_find(v->text, v->off, v->vhash, v->vhcap, t->s + t->sym[i].a, t->sym[i].len);
         if (id < 0)   /* a merge whose result is not a token: tokenizers refuses such a file */
-            return qs_fail(t->e, "no vocabulary entry for the BPE symbol '%.*s' of the text near byte %zu",
-                           (int)t->sym[i].len, t->s + t->sym[i].a, t->at);
+            return qs_fail(t->e, "%s%sno vocabulary entry for the BPE symbol '%.*s' of %s near byte %zu",
+                           t->source ? t->source : "", t->source ? ": " : "", (int)t->sym[i].len, t->s + t->sym[i].a,
+                           t->name ? t->name : "the text", t->at);
         if (reserve((void **)&t->ids, &t->icap, t->ilen + 1, sizeof *t->ids)) return qs_fail(t->e, "out of memory");
         t->ids[t->ilen++] = id;
     }
@@ -221,35 +230,120 @@ static int piece(void *ctx, const char *s, size_t n)
     return 0;
 }
 
-/* Added tokens (control and user-defined), grouped by first byte, longest first within a group. */
-typedef struct { int *id; int start[257]; } added;
+/* ---------------------------------------------------------------- the prepared tokenizer */
 
-static int cmp_added(const void *a, const void *b, void *ctx)
+/* Added tokens (control and user-defined) in a trie: node 0 is the root, edges in one open-addressing
+** table keyed by (node, byte).  A node's id is the token ending there (the smallest id among equal
+** strings), or -1. */
+typedef struct { uint32_t node, child; uint8_t byte; } edge;
+
+struct qs_llm_tok {
+    char *source;              /* tokenizer.json, the .gguf, or NULL */
+    char *err;                 /* why this vocabulary cannot tokenize (names source), or NULL */
+    qs_pretok *pt;
+    int ignore_merges;
+    int32_t *term;             /* [nodes] */
+    uint32_t nodes;
+    edge *edges;               /* [ecap], child 0 = empty */
+    size_t ecap;
+    uint8_t first[256];        /* 1: some added token starts with this byte */
+};
+
+static size_t edge_slot(const qs_llm_tok *k, uint32_t node, uint8_t b)
 {
-    const qs_llm_vocab *v = ctx;
-    const unsigned char *x = (const unsigned char *)v->text + v->off[*(const int *)a];
-    const unsigned char *y = (const unsigned char *)v->text + v->off[*(const int *)b];
-    if (x[0] != y[0]) return x[0] < y[0] ? -1 : 1;
-    size_t lx = strlen((const char *)x), ly = strlen((const char *)y);
-    if (lx != ly) return lx > ly ? -1 : 1;
-    return *(const int *)a - *(const int *)b;
+    size_t i = (size_t)XXH3_64bits_withSeed(&b, 1, node) & (k->ecap - 1);
+    while (k->edges[i].child && (k->edges[i].node != node || k->edges[i].byte != b)) i = (i + 1) & (k->ecap - 1);
+    return i;
 }
 
-static int added_build(const qs_llm_vocab *v, added *a, qs_err *e)
+static int trie_build(const qs_llm_vocab *v, qs_llm_tok *k, qs_err *e)
 {
-    int k = 0;
-    a->id = malloc(((size_t)v->n + 1) * sizeof *a->id);
-    if (!a->id) return qs_fail(e, "out of memory");
+    size_t bytes = 0;
     for (int i = 0; v->type && i < v->n; i++)
-        if ((v->type[i] == 3 || v->type[i] == 4) && v->text[v->off[i]]) a->id[k++] = i;
-    qsort_r(a->id, (size_t)k, sizeof *a->id, cmp_added, (void *)v);
-    int j = 0;
-    for (int c = 0; c < 256; c++) {
-        a->start[c] = j;
-        while (j < k && (unsigned char)v->text[v->off[a->id[j]]] == c) j++;
+        if (v->type[i] == 3 || v->type[i] == 4) bytes += strlen(v->text + v->off[i]);
+    if (bytes >= UINT32_MAX / 2) return qs_fail(e, "added tokens too long");
+    k->ecap = 16;
+    while (k->ecap < 2 * bytes) k->ecap *= 2;
+    k->edges = calloc(k->ecap, sizeof *k->edges);
+    k->term = malloc((bytes + 1) * sizeof *k->term);
+    if (!k->edges || !k->term) return qs_fail(e, "out of memory");
+    k->nodes = 1;
+    k->term[0] = -1;
+    for (int i = 0; v->type && i < v->n; i++) {
+        if (v->type[i] != 3 && v->type[i] != 4) continue;
+        const unsigned char *w = (const unsigned char *)v->text + v->off[i];
+        if (!*w) continue;
+        k->first[w[0]] = 1;
+        uint32_t node = 0;
+        for (; *w; w++) {
+            size_t j = edge_slot(k, node, *w);
+            if (!k->edges[j].child) {
+                k->term[k->nodes] = -1;
+                k->edges[j] = (edge){node, k->nodes++, *w};
+            }
+            node = k->edges[j].child;
+        }
+        if (k->term[node] < 0) k->term[node] = i;
     }
-    a->start[256] = k;
     return 0;
+}
+
+/* The longest added token at s[0..n), or -1; *len its length. */
+static int added_at(const qs_llm_tok *k, const unsigned char *s, size_t n, size_t *len)
+{
+    if (!k->first[s[0]]) return -1;
+    int best = -1;
+    uint32_t node = 0;
+    for (size_t j = 0; j < n; j++) {
+        size_t i = edge_slot(k, node, s[j]);
+        if (!k->edges[i].child) break;
+        node = k->edges[i].child;
+        if (k->term[node] >= 0) { best = k->term[node]; *len = j + 1; }
+    }
+    return best;
+}
+
+static void tok_free(qs_llm_tok *k)
+{
+    if (!k) return;
+    qs_pretok_free(k->pt);
+    free(k->source); free(k->err); free(k->term); free(k->edges);
+    free(k);
+}
+
+static int tok_build(const qs_llm_vocab *v, const char *source, qs_llm_tok **out, qs_err *e)
+{
+    qs_llm_tok *k = calloc(1, sizeof *k);
+    if (!k || (source && !(k->source = strdup(source)))) { tok_free(k); return qs_fail(e, "out of memory"); }
+    if (v->n && v->byte_level && v->vhash) {
+        qs_err pe = {{0}};
+        k->ignore_merges = v->ignore_merges;
+        k->pt = v->pre_json ? qs_pretok_from_json(v->pre_json, &pe) : qs_pretok_from_family(v->pre, &k->ignore_merges, &pe);
+        if (v->pre_json) k->ignore_merges = v->ignore_merges;
+        if (!k->pt) {
+            size_t n = strlen(pe.msg) + (source ? strlen(source) : 0) + 3;
+            if (!(k->err = malloc(n))) { tok_free(k); return qs_fail(e, "out of memory"); }
+            snprintf(k->err, n, "%s%s%s", source ? source : "", source ? ": " : "", pe.msg);
+        }
+        if (trie_build(v, k, e)) { tok_free(k); return -1; }
+    }
+    *out = k;
+    return 0;
+}
+
+int qs_llm_tok_prepare(qs_llm_vocab *v, const char *source, qs_err *e)
+{
+    tok_free(v->tok);
+    v->tok = NULL;
+    return tok_build(v, source, &v->tok, e);
+}
+
+void qs_llm_vocab_free(qs_llm_vocab *v)
+{
+    free(v->text); free(v->off); free(v->type); free(v->mtext); free(v->moff);
+    free(v->vhash); free(v->mhash); free(v->special); free(v->pre_json); free(v->pre_regex);
+    tok_free(v->tok);
+    memset(v, 0, sizeof *v);
 }
 
 static void tk_free(tk *t)
@@ -257,46 +351,112 @@ static void tk_free(tk *t)
     free(t->ct); free(t->keys); free(t->ids); free(t->s); free(t->sym); free(t->heap); free(t->key);
 }
 
-int qs_llm_tokenize(const qs_llm_vocab *v, const char *text, size_t len, int32_t *out, int cap, qs_err *e)
+/* Added tokens, and the pre-tokenizer + BPE on each stretch between them. */
+static int tokenize(const qs_llm_tok *k, tk *t, const char *text, size_t len, qs_err *e)
 {
+    qs_pretok_scan *sc = qs_pretok_scan_new(k->pt, t->name, e);
+    if (!sc) return -1;
+    const unsigned char *s = (const unsigned char *)text;
+    size_t seg = 0, i = 0;
+    int rc = 0;
+    while (!rc && i <= len) {
+        size_t sl = 0;
+        int sp = i < len ? added_at(k, s + i, len - i, &sl) : -1;
+        if (sp < 0 && i < len) { i++; continue; }
+        t->at = seg;
+        if (i > seg) rc = qs_pretok_run(sc, text + seg, i - seg, seg, piece, t, e);
+        if (rc == QS_PRETOK_REGEX && k->source) qs_err_prefix(e, k->source);
+        if (rc || sp < 0) break;
+        rc = emit(t, sp);
+        i += sl;
+        seg = i;
+    }
+    qs_pretok_scan_free(sc);
+    return rc ? -1 : 0;
+}
+
+int qs_llm_tokenize_named(const qs_llm_vocab *v, const char *name, const char *text, size_t len, int32_t *out,
+                          int cap, qs_err *e)
+{
+    const char *src = v->tok ? v->tok->source : NULL;
     if (!v->n || !v->byte_level || !v->vhash)
-        return qs_fail(e, "the model has no byte-level BPE vocabulary (tokenizer.ggml.model gpt2); give token ids");
-    int ignore = v->ignore_merges;
-    qs_pretok *pt = v->pre_json ? qs_pretok_from_json(v->pre_json, e) : qs_pretok_from_family(v->pre, &ignore, e);
-    if (!pt) return -1;
-    if (v->pre_json) ignore = v->ignore_merges;
+        return qs_fail(e, "%s%sthe model has no byte-level BPE vocabulary (tokenizer.ggml.model gpt2); give token ids",
+                       src ? src : "", src ? ": " : "");
+    qs_llm_tok *own = NULL;
+    const qs_llm_tok *k = v->tok;
+    if (!k && tok_build(v, NULL, &own, e)) return -1;   /* a vocabulary nobody prepared */
+    if (!k) k = own;
+    if (k->err) { qs_fail(e, "%s", k->err); tok_free(own); return -1; }
     tk t;
     memset(&t, 0, sizeof t);
-    t.v = v; t.ignore_merges = ignore; t.out = out; t.cap = cap; t.e = e;
+    t.v = v; t.ignore_merges = k->ignore_merges; t.out = out; t.cap = cap; t.e = e;
+    t.name = name; t.source = k->source;
     for (unsigned b = 0; b < 256; b++) {
         unsigned cp = byte_cp(b);
         if (cp < 0x80) t.spell[b][0] = (char)cp;
         else { t.spell[b][0] = (char)(0xC0 | (cp >> 6)); t.spell[b][1] = (char)(0x80 | (cp & 0x3F)); }
         t.byte_id[b] = qs_llm_hash_find(v->text, v->off, v->vhash, v->vhcap, t.spell[b], strlen(t.spell[b]));
     }
-    added a = {0};
-    int rc = added_build(v, &a, e);
-    const unsigned char *s = (const unsigned char *)text;
-    size_t seg = 0, i = 0;
-    while (!rc && i <= len) {
-        int sp = -1;
-        size_t sl = 0;
-        if (i < len)
-            for (int k = a.start[s[i]]; k < a.start[s[i] + 1]; k++) {   /* longest first */
-                const char *w = v->text + v->off[a.id[k]];
-                size_t wl = strlen(w);
-                if (wl <= len - i && !memcmp(s + i, w, wl)) { sp = a.id[k]; sl = wl; break; }
-            }
-        if (sp < 0 && i < len) { i++; continue; }
-        t.at = seg;
-        if (i > seg) rc = qs_pretok_run(pt, text + seg, i - seg, piece, &t, e);
-        if (rc || sp < 0) break;
-        rc = emit(&t, sp);
-        i += sl;
-        seg = i;
-    }
-    free(a.id);
+    int rc = tokenize(k, &t, text, len, e);
     tk_free(&t);
-    qs_pretok_free(pt);
+    tok_free(own);
     return rc ? -1 : t.n;
+}
+
+int qs_llm_tokenize(const qs_llm_vocab *v, const char *text, size_t len, int32_t *out, int cap, qs_err *e)
+{
+    return qs_llm_tokenize_named(v, NULL, text, len, out, cap, e);
+}
+
+/* ---------------------------------------------------------------- lookups and detokenization */
+
+int qs_llm_vocab_find(const qs_llm_vocab *v, const char *s)
+{
+    if (v->vhash) return qs_llm_hash_find(v->text, v->off, v->vhash, v->vhcap, s, strlen(s));
+    for (int i = 0; i < v->n; i++)
+        if (strcmp(v->text + v->off[i], s) == 0) return i;
+    return -1;
+}
+
+/* GPT-2 bytes_to_unicode inverse: code point -> byte, -1 if the code point is not a byte spelling. */
+static int gpt2_byte(uint32_t cp)
+{
+    if ((cp >= 33 && cp <= 126) || (cp >= 161 && cp <= 172) || (cp >= 174 && cp <= 255)) return (int)cp;
+    if (cp >= 256 && cp < 256 + 68) {
+        int k = (int)cp - 256, n = 0;
+        for (int b = 0; b < 256; b++) {
+            if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255)) continue;
+            if (n++ == k) return b;
+        }
+    }
+    return -1;
+}
+
+size_t qs_llm_detok(const qs_llm_vocab *v, int id, char *out, size_t cap)
+{
+    if (!cap) return 0;
+    size_t o = 0;
+    if (id < 0 || id >= v->n) return (size_t)snprintf(out, cap, "<%d>", id) < cap ? strlen(out) : cap - 1;
+    const unsigned char *s = (const unsigned char *)v->text + v->off[id];
+    int control = v->type && v->type[id] == 3;
+    if (!v->byte_level || control) {
+        size_t n = strlen((const char *)s);
+        if (n > cap - 1) n = cap - 1;
+        memcpy(out, s, n);
+        out[n] = 0;
+        return n;
+    }
+    while (*s && o + 1 < cap) {   /* decode UTF-8 code points, map each back to its byte */
+        uint32_t cp;
+        int k;
+        if (*s < 0x80) { cp = *s; k = 1; }
+        else if ((*s & 0xE0) == 0xC0 && (s[1] & 0xC0) == 0x80) { cp = (uint32_t)(*s & 0x1F) << 6 | (s[1] & 0x3F); k = 2; }
+        else { out[o++] = (char)*s++; continue; }   /* not a byte spelling: copy as is */
+        int b = gpt2_byte(cp);
+        if (b < 0) { for (int i = 0; i < k && o + 1 < cap; i++) out[o++] = (char)s[i]; }
+        else out[o++] = (char)b;
+        s += k;
+    }
+    out[o] = 0;
+    return o;
 }

@@ -15,6 +15,7 @@
 
 #include "../../kernels/llm.h"
 #include "../../store/llm_load.h"
+#include "../../store/llm_tok.h"
 
 #define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)
 
@@ -49,6 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!size) return 0;
     qs_llm_vocab v = g_f.v;   /* shallow copy: only the pre-tokenizer fields change */
+    v.tok = NULL;             /* so the tokenizer compiles this input's pre-tokenizer */
     int mode = data[0];
     const char *text = (const char *)data + 1;
     size_t len = size - 1;
