@@ -52,6 +52,7 @@ size_t qs_escape_buf(const char *s, size_t n, int flags, char *out, size_t cap)
         unsigned cp;
         size_t k = utf8_seq(p + i, n - i, &cp);
         if (!k) { plen = (size_t)snprintf(tmp, sizeof tmp, "\\x%02x", p[i]); k = 1; }
+        else if ((cp == '\n' || cp == '\t') && (flags & QS_ESC_TEXT)) { piece = s + i; plen = 1; }
         else if (cp == '\n') { piece = "\\n"; plen = 2; }
         else if (cp == '\r') { piece = "\\r"; plen = 2; }
         else if (cp == '\t') { piece = "\\t"; plen = 2; }

@@ -15,6 +15,7 @@
 
 enum {
     QS_ESC_PIPE = 1,   /* also write '|' as "\|" (Markdown table cells) */
+    QS_ESC_TEXT = 2,   /* running text (a model's output): keep newline and tab as they are */
 };
 
 /* Escape s[0..n) into out (cap bytes, always NUL-terminated when cap > 0, truncated at a whole
