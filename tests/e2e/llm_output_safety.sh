@@ -130,3 +130,11 @@ $PY "$ROOT/tests/llm/make_tiny_hf.py" llama "$D/hf"$'\xfe' >/dev/null
 run hf_eval_json "$QS" llm eval --model "$D/hf"$'\xfe' --text "$D/t.txt" --ctx 32 --chunks 2 --json
 check "hf without _name_or_path: the directory's name, kept with its bytes" \
   '[ "$(jq_ "$T/hf_eval_json.out" "bytes.fromhex(d[\"model\"][\"name_bytes_hex\"]) == b\"hf\\xfe\"")" = True ]'
+
+# --- llm text: an output directory that is not UTF-8
+$PY "$ROOT/tests/llm/make_rdata.py" "$T/rd" >/dev/null
+run text_json "$QS" llm text --rdb "$T/rd/Rdata.rdb" -o "$D/txt" --json
+check "llm text --json: every text, its file path with its bytes" \
+  '[ "$(jq_ "$T/text_json.out" "len(d[\"texts\"]) == 2 and bytes.fromhex(d[\"texts\"][0][\"file_bytes_hex\"]) == (sys.argv[2] + \"/firstbook.txt\").encode(\"utf-8\", \"surrogateescape\")" "$D/txt")" = True ]'
+run text_table "$QS" llm text --rdb "$T/rd/Rdata.rdb" -o "$D/txt"
+check "llm text table: the path escaped" 'grep -qF "$T/m\\xff/txt/firstbook.txt" "$T/text_table.out"'
