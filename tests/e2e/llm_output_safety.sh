@@ -41,12 +41,13 @@ HOST=$'\e]0;pwned\a\e[2Jevil\u009b31m'                # what the hostile metadat
 SEEN='\x1b]0;pwned\x07\x1b[2Jevil\u009b31m'           # how the terminal must show it
 D=$T/$'m\xff'                                         # a directory whose name is not UTF-8
 mkdir -p "$D"
-$PY - "$ROOT" "$D/host.gguf" <<'PY'
+# mk_host.py ROOT OUT.gguf [NAME]: tiny.gguf's architecture with general.name NAME (default HOST)
+cat > "$T/mk_host.py" <<'PY'
 import sys
 sys.path.insert(0, sys.argv[1] + "/tests/llm")
 import gguf_io as g
 import make_tiny_gguf as m
-HOST = "\x1b]0;pwned\x07\x1b[2Jevil\u009b31m"
+HOST = sys.argv[3] if len(sys.argv) > 3 else "\x1b]0;pwned\x07\x1b[2Jevil\u009b31m"
 add = g.Writer.add_kv
 def add_kv(self, key, typ, val, elem=None):
     if key == "general.name":
@@ -63,6 +64,7 @@ def small(*a, **k):   # a tiny (tied) embedding: near-uniform sampling reaches e
 m.weights = small
 m.build(sys.argv[2], False, 11)
 PY
+$PY "$T/mk_host.py" "$ROOT" "$D/host.gguf"
 $PY - "$D/t.txt" <<'PY'
 import random, sys
 random.seed(7)
@@ -138,3 +140,15 @@ check "llm text --json: every text, its file path with its bytes" \
   '[ "$(jq_ "$T/text_json.out" "len(d[\"texts\"]) == 2 and bytes.fromhex(d[\"texts\"][0][\"file_bytes_hex\"]) == (sys.argv[2] + \"/firstbook.txt\").encode(\"utf-8\", \"surrogateescape\")" "$D/txt")" = True ]'
 run text_table "$QS" llm text --rdb "$T/rd/Rdata.rdb" -o "$D/txt"
 check "llm text table: the path escaped" 'grep -qF "$T/m\\xff/txt/firstbook.txt" "$T/text_table.out"'
+
+# --- a long name in a 3-byte script: the places that cut it for a title (60 or 100 bytes) cut between
+# characters, so no report section or plot that carries it is dropped as invalid UTF-8
+LONG=$($PY -c 'print("\u91cf" * 45)') LONG3=$($PY -c 'print("\u91cf" * 33)') LONG2=$($PY -c 'print("\u91cf" * 20)')
+$PY "$T/mk_host.py" "$ROOT" "$T/long.gguf" "$LONG"
+run long_eval_json "$QS" llm eval --model "$T/long.gguf" --text "$D/t.txt" --ctx 32 --chunks 2 --config a=mxfp4 --json
+check "long name: kept in --json (the loader's 127 bytes, escaped where they end mid-character)" \
+  '[ "$(jq_ "$T/long_eval_json.out" "d[\"model\"][\"name\"].startswith(\"\\u91cf\" * 42)")" = True ]'
+run long_sens_json "$QS" llm sensitivity --model "$T/long.gguf" --text "$D/t.txt" --ctx 32 --chunks 2 --format mxfp4 --sites w --json
+run long_report "$QS" report --format md --claims none -o "$T/longrep"
+check "long name: the report keeps both of its model sections, with their plots" \
+  'grep -q "^## Model-level evaluation: $LONG3 on t.txt" "$T/longrep/report.md" && grep -q "^## Model-level sensitivity: $LONG3 at mxfp4" "$T/longrep/report.md" && grep -qF "![Per-token KL(reference \|\| config): $LONG2, t.txt" "$T/longrep/report.md" && grep -qF "![mean KL, one (layer, site) at mxfp4: $LONG2, t.txt" "$T/longrep/report.md"'

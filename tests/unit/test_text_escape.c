@@ -51,6 +51,23 @@ static void test_running_text(void **st)
     assert_int_equal(n, 10);
 }
 
+/* Cuts for titles: never inside a character. */
+static void test_utf8_prefix(void **st)
+{
+    (void)st;
+    const char *cjk = "\xe9\x87\x8f\xe9\x87\x8f";   /* two 3-byte characters */
+    assert_int_equal(qs_utf8_prefix(cjk, 6), 6);
+    assert_int_equal(qs_utf8_prefix(cjk, 100), 6);
+    assert_int_equal(qs_utf8_prefix(cjk, 5), 3);
+    assert_int_equal(qs_utf8_prefix(cjk, 4), 3);
+    assert_int_equal(qs_utf8_prefix(cjk, 3), 3);
+    assert_int_equal(qs_utf8_prefix(cjk, 2), 0);
+    assert_int_equal(qs_utf8_prefix("ab\xc3\xa9", 3), 2);
+    assert_int_equal(qs_utf8_prefix("abc", 2), 2);
+    assert_int_equal(qs_utf8_prefix("a\x80\x80\x80\x80\x80", 4), 4);   /* stray continuation bytes: a plain cut */
+    assert_int_equal(qs_utf8_prefix("", 0), 0);
+}
+
 static void test_invalid_utf8_bytes(void **st)
 {
     (void)st;
@@ -121,7 +138,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plain_text_unchanged), cmocka_unit_test(test_controls_escaped),
         cmocka_unit_test(test_invalid_utf8_bytes),   cmocka_unit_test(test_truncation),
-        cmocka_unit_test(test_running_text),
+        cmocka_unit_test(test_running_text),         cmocka_unit_test(test_utf8_prefix),
         cmocka_unit_test(test_json_text),            cmocka_unit_test(test_json_nonfinite),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
