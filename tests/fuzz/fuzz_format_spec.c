@@ -24,7 +24,7 @@
 
 /* The commands print their errors on stderr: catch them in memory, one input at a time (sanitizer
 ** and libFuzzer reports do not go through this FILE). */
-static FILE *g_err;
+static FILE *g_err, *g_stderr;
 static char *g_buf;
 static size_t g_len;
 
@@ -32,6 +32,7 @@ static void catch_begin(void)
 {
     g_err = open_memstream(&g_buf, &g_len);
     CHECK(g_err != NULL);
+    g_stderr = stderr;
     stderr = g_err;
 }
 
@@ -39,6 +40,7 @@ static void catch_begin(void)
 static void catch_end(int failed)
 {
     fflush(g_err);
+    stderr = g_stderr;
     if (failed) {
         CHECK(g_len > 0 && g_buf[g_len - 1] == '\n' && memchr(g_buf, '\n', g_len) == g_buf + g_len - 1);
         CHECK(!strncmp(g_buf, "qscope", 6));
