@@ -152,3 +152,4 @@ run long_sens_json "$QS" llm sensitivity --model "$T/long.gguf" --text "$D/t.txt
 run long_report "$QS" report --format md --claims none -o "$T/longrep"
 check "long name: the report keeps both of its model sections, with their plots" \
   'grep -q "^## Model-level evaluation: $LONG3 on t.txt" "$T/longrep/report.md" && grep -q "^## Model-level sensitivity: $LONG3 at mxfp4" "$T/longrep/report.md" && grep -qF "![Per-token KL(reference \|\| config): $LONG2, t.txt" "$T/longrep/report.md" && grep -qF "![mean KL, one (layer, site) at mxfp4: $LONG2, t.txt" "$T/longrep/report.md"'
+echo "1..$_n"
