@@ -10,6 +10,7 @@
 
 #include "llm_eval_store.h"
 #include "../kernels/qs_version.h"
+#include "../store/text_escape.h"
 
 static double jd(json_t *o, const char *k)
 {
@@ -85,10 +86,13 @@ int qs_evruns_load(qs_db *db, qs_evrun **runs, size_t *n, qs_err *e)
         json_t *run = json_object_get(d, "run");   /* names, when the result carries them */
         if (json_is_object(run)) {
             const char *s;
-            if ((s = json_string_value(json_object_get(run, "model")))) snprintf(u->model, sizeof u->model, "%s", s);
+            /* cut, if at all, between characters: the names go on into titles and JSON */
+            if ((s = json_string_value(json_object_get(run, "model"))))
+                snprintf(u->model, sizeof u->model, "%.*s", (int)qs_utf8_prefix(s, sizeof u->model - 1), s);
             if ((s = json_string_value(json_object_get(run, "text")))) {   /* the file's name: paths differ between machines */
                 const char *b = strrchr(s, '/');
-                snprintf(u->text, sizeof u->text, "%s", b ? b + 1 : s);
+                s = b ? b + 1 : s;
+                snprintf(u->text, sizeof u->text, "%.*s", (int)qs_utf8_prefix(s, sizeof u->text - 1), s);
             }
             if ((s = json_string_value(json_object_get(run, "tensor_types")))) snprintf(u->wtypes, sizeof u->wtypes, "%s", s);
         }
@@ -183,7 +187,9 @@ const char *qs_evrun_model(const qs_evrun *r) { return r->model[0] ? r->model : 
 qs_figure *qs_plot_kl(const qs_evrun *r, const int *sel, int nsel, int cdf)
 {
     char title[256];
-    snprintf(title, sizeof title, "Per-token KL(reference || config)%s: %.60s, %.80s, ctx %d", cdf ? " CDF" : "", qs_evrun_model(r), r->text, r->ctx);
+    const char *mn = qs_evrun_model(r);
+    snprintf(title, sizeof title, "Per-token KL(reference || config)%s: %.*s, %.*s, ctx %d", cdf ? " CDF" : "",
+             (int)qs_utf8_prefix(mn, 60), mn, (int)qs_utf8_prefix(r->text, 80), r->text, r->ctx);
     qs_figure *f = qs_fig_new(title);
     if (!f) return NULL;
     qs_axis_set(&f->x, QS_AX_LOG10, "KL divergence per token (nats)");

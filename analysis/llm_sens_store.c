@@ -10,6 +10,7 @@
 
 #include "llm_sens_store.h"
 #include "../kernels/qs_version.h"
+#include "../store/text_escape.h"
 
 void qs_sensruns_free(qs_sensrun *runs, size_t n)
 {
@@ -108,10 +109,12 @@ int qs_sensruns_load(qs_db *db, qs_sensrun **runs, size_t *n, qs_err *e)
         const char *s;
         json_t *mo = json_object_get(d, "model"), *tx = json_object_get(d, "text");
         s = json_is_object(mo) ? json_string_value(json_object_get(mo, "name")) : json_string_value(mo);
-        snprintf(r->model, sizeof r->model, "%s", s ? s : r->model_hash);
+        if (!s) s = r->model_hash;   /* cut, if at all, between characters: the names go on into titles and JSON */
+        snprintf(r->model, sizeof r->model, "%.*s", (int)qs_utf8_prefix(s, sizeof r->model - 1), s);
         s = json_is_object(tx) ? json_string_value(json_object_get(tx, "path")) : json_string_value(tx);
         if (s && strrchr(s, '/')) s = strrchr(s, '/') + 1;
-        snprintf(r->text, sizeof r->text, "%s", s ? s : "?");
+        if (!s) s = "?";
+        snprintf(r->text, sizeof r->text, "%.*s", (int)qs_utf8_prefix(s, sizeof r->text - 1), s);
         s = json_string_value(json_object_get(d, "score"));
         snprintf(r->score, sizeof r->score, "%s", s ? s : "?");
         r->ctx = (int)json_integer_value(json_object_get(d, "ctx"));
@@ -143,7 +146,8 @@ int qs_sensruns_load(qs_db *db, qs_sensrun **runs, size_t *n, qs_err *e)
 qs_figure *qs_plot_sensitivity(const qs_sensrun *r)
 {
     char title[300], xt[200] = "site:";
-    snprintf(title, sizeof title, "mean KL, one (layer, site) at %.40s: %.60s, %.60s, ctx %d", r->format, r->model, r->text, r->ctx);
+    snprintf(title, sizeof title, "mean KL, one (layer, site) at %.*s: %.*s, %.*s, ctx %d", (int)qs_utf8_prefix(r->format, 40),
+             r->format, (int)qs_utf8_prefix(r->model, 60), r->model, (int)qs_utf8_prefix(r->text, 60), r->text, r->ctx);
     for (int s = 0; s < r->nsites; s++)
         snprintf(xt + strlen(xt), sizeof xt - strlen(xt), " %d %s", s, r->sites[s]);
     size_t nc = (size_t)r->layers * r->nsites;

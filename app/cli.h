@@ -72,6 +72,9 @@ int qs_cli_parse_int(const char *cmd, const char *opt, const char *s, int lo, in
 ** escapes '|' for Markdown table cells. */
 const char *qs_esc(const char *s);
 const char *qs_esc_md(const char *s);
+/* Write n bytes of running text from outside (a model's generated text) to f: newlines and tabs
+** as they are, every other control character and invalid UTF-8 escaped as qs_esc does. */
+void qs_put_text(FILE *f, const char *s, size_t n);
 /* Terminal columns of printable UTF-8 text (one per character): for padding table columns. */
 int qs_text_cols(const char *s);
 /* Write s as one CSV field: escaped as qs_esc, quoted (with "" inside) when it holds , or ". */
@@ -127,6 +130,14 @@ int qs_llm_parse_fmt(const char *cmd, const char *spec, struct qs_apply *out);
 int qs_eval_read_text(const char *path, char **text, size_t *tlen, char hash[33], qs_err *e);
 int qs_eval_text_ids(const char *path, const struct qs_llm_file *f, const char *text, size_t tlen, int32_t **ids,
                      int *ntok, qs_err *e);
+/* What `llm` commands record of their model and text (JSON output, stored results and runs): path,
+** name (the file's own, e.g. general.name), hash, tensor types; path, hash, bytes.  A path or name
+** that is not valid UTF-8 is kept escaped with its "*_bytes_hex" (store/json_out.h). */
+struct json_t;
+struct json_t *qs_llm_model_json(const char *path, const struct qs_llm_file *f);
+struct json_t *qs_llm_text_json(const char *path, const char *hash, size_t bytes);
+/* The model's name for a terminal line: its own name (else the architecture), escaped as qs_esc. */
+const char *qs_llm_title(const struct qs_llm_file *f);
 /* `llm bench`'s eval case (app/cmd_llm_eval.c): tokens/s of `llm eval` for the reference and cfg (a
 ** struct qs_eval_variant, or NULL) over synthetic ids, against OpenBLAS SGEMM measured in the same run. */
 struct qs_llm_model;

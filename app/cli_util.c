@@ -97,6 +97,16 @@ int qs_text_cols(const char *s)
 }
 const char *qs_esc_md(const char *s) { return esc_ring(s, QS_ESC_PIPE); }
 
+void qs_put_text(FILE *f, const char *s, size_t n)
+{
+    size_t need = qs_escape_buf(s, n, QS_ESC_TEXT, NULL, 0) + 1;
+    char *buf = malloc(need);
+    if (!buf) { fputs("?", f); return; }
+    qs_escape_buf(s, n, QS_ESC_TEXT, buf, need);
+    fputs(buf, f);
+    free(buf);
+}
+
 void qs_csv_field(FILE *f, const char *s)
 {
     const char *t = qs_esc(s);

@@ -111,7 +111,7 @@ int qs_cmd_analyze(qs_cli *cli, int argc, char **argv)
     }
     if (!flist) return qs_cli_usage("analyze", "give formats with -f F1,F2,... (see `qscope formats`)");
     if (json && csv) return qs_cli_usage("analyze", "--json and --csv are exclusive");
-    if (!all && optind == argc) return qs_cli_usage("analyze", "give tensor names (globs allowed) or --all");
+    if (!all && optind == argc) return qs_cli_usage("analyze", "give tensor names (or globs) or --all");
     qs_apply apps[64];
     int na = qs_quant_parse_list("analyze", flist, &base, apps, 64);
     if (na < 0) return QS_EXIT_USAGE;
@@ -125,7 +125,7 @@ int qs_cmd_analyze(qs_cli *cli, int argc, char **argv)
     for (int i = all ? argc : optind; all ? i == argc : i < argc; i++) {
         const char *pat = all ? "*" : argv[i];
         int found = 0;
-        if (qs_tensor_names_glob(db, pat, &names, &nnames, &found, &e)) {
+        if ((all ? qs_tensor_names_glob : qs_tensor_names_match)(db, pat, &names, &nnames, &found, &e)) {
             qs_tensor_names_free(names, nnames);
             qs_db_close(db);
             return qs_cli_err(QS_EXIT_ERR, &e);

@@ -245,7 +245,7 @@ static int load_models(const llm_opts *o, qs_llm_file *f, qs_llm_model *roll, in
     double t0 = qs_now_s();
     if (qs_llm_load(o->model, f, e)) return -1;
     fprintf(stderr, "qscope: loaded %s (%s, %d layers, dim %d, %d/%d heads, ffn %d, vocab %d; %s) in %.1f s\n",
-            o->model, f->name[0] ? f->name : f->arch, f->m.c.n_layer, f->m.c.dim, f->m.c.n_head, f->m.c.n_kv_head,
+            qs_esc(o->model), qs_llm_title(f), f->m.c.n_layer, f->m.c.dim, f->m.c.n_head, f->m.c.n_kv_head,
             f->m.c.ffn, f->m.c.vocab, f->wtypes, qs_now_s() - t0);
     if (!need_roll) return 0;
     if (!o->has_w) { *roll = f->m; return 0; }   /* shares the reference weights */
@@ -388,9 +388,11 @@ static int cmd_score(qs_cli *cli, int argc, char **argv)
     json_t *meta = json_object();
     json_object_set_new(meta, "generator", json_string("qscope llm score"));
     json_object_set_new(meta, "tool_version", json_string(QS_VERSION));
-    json_object_set_new(meta, "model", json_pack("{s:s,s:s,s:s,s:I,s:s,s:i,s:i}", "path", o.model, "name", f.name, "hash", f.hash,
-                                                 "size", (json_int_t)f.size, "tensor_types", f.wtypes, "layers", f.m.c.n_layer,
-                                                 "vocab", f.m.c.vocab));
+    json_t *mj = qs_llm_model_json(o.model, &f);
+    json_object_set_new(mj, "size", json_integer((json_int_t)f.size));
+    json_object_set_new(mj, "layers", json_integer(f.m.c.n_layer));
+    json_object_set_new(mj, "vocab", json_integer(f.m.c.vocab));
+    json_object_set_new(meta, "model", mj);
     json_object_set_new(meta, "reference", json_string("fp32 forward over the dequantized GGUF weights"));
     json_object_set_new(meta, "rollout", numerics_json(&o));
     json_object_set_new(meta, "sampling", json_pack("{s:f,s:s,s:I,s:i,s:i,s:i}", "temperature", 1.0, "filter", "none",
@@ -404,7 +406,9 @@ static int cmd_score(qs_cli *cli, int argc, char **argv)
     for (int i = 0; i < np; i++) {
         json_t *ids = json_array();
         for (int k = 0; k < ps[i].n; k++) json_array_append_new(ids, json_integer(ps[i].ids[k]));
-        json_t *pj = json_pack("{s:s,s:o}", "label", ps[i].label, "ids", ids);
+        json_t *pj = json_object();
+        qs_json_set_text(pj, "label", ps[i].label);   /* --prompt cut at 40 bytes: maybe mid-character */
+        json_object_set_new(pj, "ids", ids);
         if (ps[i].answer >= 0) json_object_set_new(pj, "answer", json_integer(ps[i].answer));
         json_array_append_new(jp, pj);
     }
@@ -632,7 +636,7 @@ static int cmd_capture(qs_cli *cli, int argc, char **argv)
             json_t *m = json_object();
             json_object_set_new(m, "generator", json_string("qscope llm capture"));
             json_object_set_new(m, "tool_version", json_string(QS_VERSION));
-            json_object_set_new(m, "model", json_pack("{s:s,s:s,s:s}", "path", o.model, "name", f.name, "hash", f.hash));
+            json_object_set_new(m, "model", qs_llm_model_json(o.model, &f));
             json_object_set_new(m, "layer", json_integer(l));
             json_object_set_new(m, "site", json_string(qs_llm_site_name((qs_llm_site)si)));
             json_object_set_new(m, "layout", json_string("tokens x channels (rows = positions 0..T-1 of one sequence)"));
@@ -655,7 +659,7 @@ static int cmd_capture(qs_cli *cli, int argc, char **argv)
     json_decref(ids);
     if (rc == 0 && qs_db_commit(db, &e)) rc = qs_cli_err(QS_EXIT_ERR, &e);
     if (rc) qs_db_rollback(db);
-    else fprintf(stderr, "qscope: stored %zu activation tensors (%d tokens) under %s:*\n", json_array_size(rep), L, prefix);
+    else fprintf(stderr, "qscope: stored %zu activation tensors (%d tokens) under %s:*\n", json_array_size(rep), L, qs_esc(prefix));
 out:
     json_decref(rep);
     if (db) qs_db_close(db);
@@ -692,14 +696,18 @@ static int cmd_generate(qs_cli *cli, int argc, char **argv)
     sampler sp = {o.temp, o.top_p, o.top_k, o.greedy};
     if (llm_rollout(&roll, &nx, &p, o.seqs, o.tokens, f.v.eos, o.seed, 0, o.filtered ? &sp : NULL, &ro, &tr, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
     for (int b = 0; b < ro.B; b++) {
-        char buf[512];
+        /* the whole sequence's bytes first: a character may span tokens, and escaping needs it whole */
+        char *txt = malloc((size_t)ro.len[b] * 512 + 1);
+        size_t n = 0;
         double sum = 0;
-        printf("--- sequence %d (prompt %s)\n", b, p.label);
+        if (!txt) { rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); goto out; }
+        printf("--- sequence %d (prompt %s)\n", b, qs_esc(p.label));
         for (int t = 0; t < ro.len[b]; t++) {
-            qs_llm_detok(&f.v, ro.tok[(size_t)b * (p.n + o.tokens) + p.n + t], buf, sizeof buf);
-            fputs(buf, stdout);
+            n += qs_llm_detok(&f.v, ro.tok[(size_t)b * (p.n + o.tokens) + p.n + t], txt + n, 512);
             sum += ro.lp[(size_t)b * o.tokens + t];
         }
+        qs_put_text(stdout, txt, n);
+        free(txt);
         printf("\n--- %d tokens, mean log-prob %.3f\n", ro.len[b], ro.len[b] ? sum / ro.len[b] : 0);
     }
     if (o.greedy || o.temp == 0) fprintf(stderr, "qscope: sampling: greedy (argmax)\n");
@@ -773,7 +781,7 @@ static int cmd_bench(qs_cli *cli, int argc, char **argv)
     const size_t nlp = (size_t)o.seqs * (o.tokens > 8 ? o.tokens : 8);
     double *lp = malloc(nlp * sizeof(double)), *en = malloc(nlp * sizeof(double));
     if (!lp || !en) { rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); goto out; }
-    printf("model %s: %.3g GFLOP/token at context %d; %d sequences x %d tokens, best of %d\n", f.name, qs_llm_flops_per_token(&f.m.c, o.tokens / 2) * 1e-9,
+    printf("model %s: %.3g GFLOP/token at context %d; %d sequences x %d tokens, best of %d\n", qs_llm_title(&f), qs_llm_flops_per_token(&f.m.c, o.tokens / 2) * 1e-9,
            o.tokens / 2, o.seqs, o.tokens, o.reps);
     printf("%-44s %14s %14s\n", "numerics", "sample tok/s", "score tok/s");
     {   /* warm-up (page faults of fresh buffers, OpenBLAS threads), not timed */

@@ -200,6 +200,27 @@ int qs_eval_text_ids(const char *path, const qs_llm_file *f, const char *text, s
 
 /* ---------------------------------------------------------------- results as JSON */
 
+json_t *qs_llm_model_json(const char *path, const qs_llm_file *f)
+{
+    json_t *j = json_object();
+    qs_json_set_text(j, "path", path);
+    qs_json_set_text(j, "name", f->name);   /* from the file's metadata: anything, cut at 127 bytes */
+    json_object_set_new(j, "hash", json_string(f->hash));
+    json_object_set_new(j, "tensor_types", json_string(f->wtypes));
+    return j;
+}
+
+json_t *qs_llm_text_json(const char *path, const char *hash, size_t bytes)
+{
+    json_t *j = json_object();
+    qs_json_set_text(j, "path", path);
+    json_object_set_new(j, "hash", json_string(hash));
+    json_object_set_new(j, "bytes", json_integer((json_int_t)bytes));
+    return j;
+}
+
+const char *qs_llm_title(const qs_llm_file *f) { return qs_esc(f->name[0] ? f->name : f->arch); }
+
 static json_t *apply_json(const qs_apply *a, int has)
 {
     if (!has) return json_string("fp32");
@@ -305,7 +326,11 @@ static int store_variants(qs_db *db, const eval_opts *o, const qs_llm_file *f, j
         if (qs_eval_summarize(&out->var[0], i ? &out->var[i] : NULL, out->n, &s, e)) goto fail;
         json_t *d = variant_json(&s, &out->var[i].nf, i > 0, out->var[i].fwd_seconds + out->var[i].head_seconds);
         /* names for the readers of stored results (workbench, plot kl, report): the key holds only hashes */
-        json_object_set_new(d, "run", json_pack("{s:s,s:s,s:s}", "model", f->name, "text", o->text, "tensor_types", f->wtypes));
+        json_t *run = json_object();
+        qs_json_set_text(run, "model", f->name);
+        qs_json_set_text(run, "text", o->text);
+        json_object_set_new(run, "tensor_types", json_string(f->wtypes));
+        json_object_set_new(d, "run", run);
         char *ds = json_dumps(d, JSON_COMPACT), *ks = json_dumps(keys[i], JSON_COMPACT | JSON_SORT_KEYS);
         json_decref(d);
         int64_t id = 0;
@@ -337,8 +362,8 @@ static const char *pm(char *buf, size_t cap, double v, double se)
 static void print_table(const eval_opts *o, const qs_llm_file *f, json_t *ref, json_t *cfgs, size_t ntok, size_t scored,
                         int nchunks, int bos)
 {
-    printf("model %s (%s; %s)\n", o->model, f->name[0] ? f->name : f->arch, f->wtypes);
-    printf("text %s: %zu tokens; ctx %d, %d chunks; scoring: %s; BOS %s\n", o->text, ntok, o->ctx, nchunks,
+    printf("model %s (%s; %s)\n", qs_esc(o->model), qs_llm_title(f), f->wtypes);
+    printf("text %s: %zu tokens; ctx %d, %d chunks; scoring: %s; BOS %s\n", qs_esc(o->text), ntok, o->ctx, nchunks,
            o->score_all ? "all positions 0..ctx-2 of each chunk (--score all)"
                         : "second half of each chunk, positions ctx/2..ctx-2 (llama.cpp)",
            bos >= 0 ? "replaces the first token of each chunk" : "not added (the vocabulary does not add BOS)");
@@ -505,8 +530,8 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
     double secs = qs_now_s() - t_start;
     if (o->json) {
         json_t *j = json_object();
-        json_object_set_new(j, "model", json_pack("{s:s,s:s,s:s,s:s}", "path", o->model, "name", f.name, "hash", f.hash, "tensor_types", f.wtypes));
-        json_object_set_new(j, "text", json_pack("{s:s,s:s,s:I}", "path", o->text, "hash", thash, "bytes", (json_int_t)tlen));
+        json_object_set_new(j, "model", qs_llm_model_json(o->model, &f));
+        json_object_set_new(j, "text", qs_llm_text_json(o->text, thash, tlen));
         json_object_set_new(j, "tokens", json_integer(ntok));
         json_object_set_new(j, "scored_tokens", json_integer((json_int_t)scored));
         json_object_set_new(j, "ctx", json_integer(o->ctx));

@@ -275,8 +275,8 @@ int qs_cmd_llm_sens(qs_cli *cli, int argc, char **argv)
     if (qs_par_rank() > 0) { free(ks); json_decref(sites); goto done; }   /* rank 0 alone plans, stores and prints */
     if (computed) {
         d = json_object();
-        json_object_set_new(d, "model", json_pack("{s:s,s:s,s:s,s:s}", "path", o->model, "name", f.name, "hash", f.hash, "tensor_types", f.wtypes));
-        json_object_set_new(d, "text", json_pack("{s:s,s:s,s:I}", "path", o->text, "hash", thash, "bytes", (json_int_t)tlen));
+        json_object_set_new(d, "model", qs_llm_model_json(o->model, &f));
+        json_object_set_new(d, "text", qs_llm_text_json(o->text, thash, tlen));
         json_object_set_new(d, "tokens", json_integer(ntok));
         json_object_set_new(d, "scored_tokens", json_integer((json_int_t)tab.n));
         json_object_set_new(d, "ctx", json_integer(o->ctx));
@@ -420,8 +420,8 @@ int qs_cmd_llm_sens(qs_cli *cli, int argc, char **argv)
         free(s);
     } else {
         json_t *ref = json_object_get(d, "reference");
-        printf("model %s (%s; %s)\n", o->model, f.name[0] ? f.name : f.arch, f.wtypes);
-        printf("text %s: %d tokens; ctx %d, %d chunks, %lld scored tokens; scoring: %s; reference PPL %.4f±%.4f\n", o->text,
+        printf("model %s (%s; %s)\n", qs_esc(o->model), qs_llm_title(&f), f.wtypes);
+        printf("text %s: %d tokens; ctx %d, %d chunks, %lld scored tokens; scoring: %s; reference PPL %.4f±%.4f\n", qs_esc(o->text),
                ntok, o->ctx, su.nchunks, (long long)json_integer_value(json_object_get(d, "scored_tokens")),
                o->score_all ? "all positions" : "second half of each chunk (llama.cpp)",
                json_number_value(json_object_get(ref, "ppl")), json_number_value(json_object_get(ref, "ppl_se")));

@@ -19,6 +19,7 @@
 #include "../store/llm_load.h"
 #include "../store/rdata.h"
 #include "../store/container.h"
+#include "../store/json_out.h"
 
 
 /* Write atomically: DIR/.NAME.txt.tmp then rename. */
@@ -90,12 +91,15 @@ int qs_cmd_llm_text(qs_cli *cli, int argc, char **argv)
         int w = write_text(dir, ent[i].name, t, tl, path, sizeof path, &e);
         free(t);
         if (w) goto out;
-        if (json) json_array_append_new(arr, json_pack("{s:s,s:I,s:I,s:s}", "name", ent[i].name, "lines", (json_int_t)nl,
-                                                       "bytes", (json_int_t)tl, "file", path));
-        else printf("%-20s %8zu %10zu  %s\n", ent[i].name, nl, tl, path);
+        if (json) {   /* names are checked (store/rdata.c); the path is the user's: maybe not UTF-8 */
+            json_t *o = json_pack("{s:s,s:I,s:I}", "name", ent[i].name, "lines", (json_int_t)nl, "bytes", (json_int_t)tl);
+            qs_json_set_text(o, "file", path);
+            json_array_append_new(arr, o);
+        } else printf("%-20s %8zu %10zu  %s\n", ent[i].name, nl, tl, qs_esc(path));
     }
     if (json) {
-        json_t *o = json_pack("{s:s,s:s,s:O}", "rdb", rdb, "default", QS_LLM_DEFAULT_TEXT_NAME, "texts", arr);
+        json_t *o = json_pack("{s:s,s:O}", "default", QS_LLM_DEFAULT_TEXT_NAME, "texts", arr);
+        qs_json_set_text(o, "rdb", rdb);
         char *js = json_dumps(o, JSON_COMPACT);
         if (js) printf("%s\n", js);
         free(js);

@@ -110,9 +110,10 @@ const qs_command qs_commands[] = {
      "  --table             list every code", qs_cmd_explain, NULL, NULL, 0},
     {"analyze", "[TENSOR... | --all] -f F1,F2,... [format options] [--blocks] [--force] [--json | --csv]",
      "quantization error metrics of tensors under formats, stored and reused",
-     "For every tensor (names or globs; --all for every tensor) and every format of the list, computes\n"
-     "MSE, RMSE, SQNR, effective bits by two definitions (-1/2 log2(sum e^2 / sum x^2) and\n"
-     "(SQNR - 1.76) / 6.02), max absolute error, max and mean relative error, bias, cosine similarity,\n"
+     "For every tensor (a name, or a glob when no tensor has that exact name; --all for every tensor)\n"
+     "and every format of the list, computes MSE, RMSE, SQNR, effective bits by two definitions\n"
+     "(-1/2 log2(sum e^2 / sum x^2) and (SQNR - 1.76) / 6.02), max absolute error, max and mean\n"
+     "relative error, bias, cosine similarity,\n"
      "underflow, clipping and NaN/Inf fractions, the shares of the error energy sum e^2 carried by\n"
      "underflow, clipping and rounding (the table's MAIN ERROR names the largest, or the share of\n"
      "values that became NaN/Inf), and bits per element, with histograms (values,\n"

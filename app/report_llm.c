@@ -14,6 +14,7 @@
 #include "../analysis/llm_eval_store.h"
 #include "../analysis/llm_sens_store.h"
 #include "../store/json_out.h"
+#include "../store/text_escape.h"
 
 static void g(char *b, size_t cap, double v, const char *fmt)
 {
@@ -77,12 +78,15 @@ static int qs_report_llm_sens(qs_db *db, const char *dir, int plots, json_t *sec
                      "heatmap), average bits %.3g; predicted KL %.4g (sum of isolated effects), measured by one evaluation %.4g, "
                      "ΔPPL %+.2f %%.", r->target, r->npromoted, r->plan_bits, r->plan_pred_kl, r->plan_kl, 100 * r->plan_dppl);
         snprintf(id, sizeof id, "llm_sens-%d", shown);
-        snprintf(title, sizeof title, "Model-level sensitivity: %.100s at %.60s", r->model, r->format);
+        /* names cut between characters: a title that is not UTF-8 would drop the section */
+        snprintf(title, sizeof title, "Model-level sensitivity: %.*s at %.*s", (int)qs_utf8_prefix(r->model, 100), r->model,
+                 (int)qs_utf8_prefix(r->format, 60), r->format);
         snprintf(intro, sizeof intro,
-                 "`qscope llm sensitivity`: one (layer, site) at %.60s at a time, everything else FP32, on %.100s (ctx %d, %d "
+                 "`qscope llm sensitivity`: one (layer, site) at %.*s at a time, everything else FP32, on %.*s (ctx %d, %d "
                  "chunks); mean KL to the FP32 reference and ΔPPL in %%. The %d most sensitive of %d layers x %d sites, largest "
                  "KL first. %s",
-                 r->format, r->text, r->ctx, r->chunks, top, r->layers, r->nsites, plan);
+                 (int)qs_utf8_prefix(r->format, 60), r->format, (int)qs_utf8_prefix(r->text, 100), r->text, r->ctx, r->chunks,
+                 top, r->layers, r->nsites, plan);
         if (!rc)
             json_array_append_new(sections, json_pack("{s:s,s:s,s:s,s:[s,s,s,s,s],s:O,s:O,s:O}", "id", id, "title", title, "intro",
                                                       intro, "columns", "layer", "site", "mean KL", "ΔPPL %", "plan", "rows", rows,
@@ -147,15 +151,17 @@ int qs_report_llm_eval(qs_cli *cli, qs_db *db, const char *dir, int plots, json_
         }
         char id[32], title[300], intro[2000];
         snprintf(id, sizeof id, "llm_eval-%d", shown);
-        snprintf(title, sizeof title, "Model-level evaluation: %.100s on %.100s (ctx %d)", qs_evrun_model(r), r->text, r->ctx);
+        const char *m = qs_evrun_model(r);
+        int ml = (int)qs_utf8_prefix(m, 100), tl = (int)qs_utf8_prefix(r->text, 100);
+        snprintf(title, sizeof title, "Model-level evaluation: %.*s on %.*s (ctx %d)", ml, m, tl, r->text, r->ctx);
         snprintf(intro, sizeof intro,
-                 "`qscope llm eval`: %.100s (hash %.32s) on %.100s, %d chunks of %d tokens, %zu scored tokens (%s). Each "
+                 "`qscope llm eval`: %.*s (hash %.32s) on %.*s, %d chunks of %d tokens, %zu scored tokens (%s). Each "
                  "configuration against the FP32 reference on the same tokens: PPL ± its standard error; ΔPPL = "
                  "PPL(config)/PPL(ref) − 1 in %% with its 95%% interval (delta method on the paired per-token differences); "
                  "KL = KL(P_ref ‖ P_config) per token in nats (mean, median, 99th percentile, max); same top = tokens whose "
                  "most likely next token agrees; RMS Δp of the actual next token's probability. Standard errors treat "
                  "tokens as independent (docs/llm.md).%s%s",
-                 qs_evrun_model(r), r->model_hash, r->text, r->chunks, r->ctx, r->scored,
+                 ml, m, r->model_hash, tl, r->text, r->chunks, r->ctx, r->scored,
                  strcmp(r->score, "all") ? "llama.cpp's convention: positions ctx/2 .. ctx−2 of each chunk predict the next token"
                                          : "every position 0 .. ctx−2 of each chunk predicts the next token",
                  cav[0] ? " Note: " : "", cav);

@@ -127,8 +127,9 @@ void qs_report_sections_md(FILE *f, json_t *sections)
     json_t *s, *row, *p;
     json_array_foreach(sections, i, s) {
         json_t *cols = json_object_get(s, "columns"), *notes = json_object_get(s, "notes");
-        fprintf(f, "## %s\n\n%s\n\n", json_string_value(json_object_get(s, "title")),
-                json_string_value(json_object_get(s, "intro")));
+        /* titles and intros name models, texts and runs from stored results */
+        fprintf(f, "## %s\n\n%s\n\n", qs_esc(json_string_value(json_object_get(s, "title"))),
+                qs_esc(json_string_value(json_object_get(s, "intro"))));
         size_t nc = json_array_size(cols);
         fprintf(f, "|");
         for (c = 0; c < nc; c++) md_cell(f, cell(cols, c));

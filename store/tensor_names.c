@@ -1,5 +1,5 @@
 /*
-** Tensor names by glob (see tensor_names.h).
+** Tensor names by name or glob (see tensor_names.h).
 */
 #include "tensor_names.h"
 
@@ -7,10 +7,10 @@
 #include <string.h>
 #include <sqlite3.h>
 
-int qs_tensor_names_glob(qs_db *db, const char *pat, char ***names, size_t *n, int *found, qs_err *e)
+static int collect(qs_db *db, const char *sql, const char *pat, char ***names, size_t *n, int *found, qs_err *e)
 {
     *found = 0;
-    sqlite3_stmt *st = qs_db_prepare(db, "SELECT name FROM tensor WHERE name GLOB ? ORDER BY name", e);
+    sqlite3_stmt *st = qs_db_prepare(db, sql, e);
     if (!st) return -1;
     sqlite3_bind_text(st, 1, pat, -1, SQLITE_TRANSIENT);
     int rc = 0, s;
@@ -30,6 +30,18 @@ int qs_tensor_names_glob(qs_db *db, const char *pat, char ***names, size_t *n, i
     if (!rc && s != SQLITE_DONE) rc = qs_db_fail(db, e, "tensor list");
     sqlite3_finalize(st);
     return rc;
+}
+
+int qs_tensor_names_glob(qs_db *db, const char *pat, char ***names, size_t *n, int *found, qs_err *e)
+{
+    return collect(db, "SELECT name FROM tensor WHERE name GLOB ?1 ORDER BY name", pat, names, n, found, e);
+}
+
+int qs_tensor_names_match(qs_db *db, const char *arg, char ***names, size_t *n, int *found, qs_err *e)
+{
+    /* a name that exists is that tensor alone: "w[0]" is not the pattern matching "w0" */
+    return collect(db, "SELECT name FROM tensor WHERE CASE WHEN EXISTS (SELECT 1 FROM tensor WHERE name = ?1)"
+                   " THEN name = ?1 ELSE name GLOB ?1 END ORDER BY name", arg, names, n, found, e);
 }
 
 void qs_tensor_names_free(char **names, size_t n)

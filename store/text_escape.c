@@ -40,6 +40,15 @@ int qs_utf8_valid(const char *s, size_t n)
     return 1;
 }
 
+size_t qs_utf8_prefix(const char *s, size_t max)
+{
+    size_t n = strnlen(s, max + 1);
+    if (n <= max) return n;
+    size_t i = max;   /* s[max] exists: back off over at most 3 continuation bytes to the character's start */
+    while (i > 0 && max - i < 3 && ((unsigned char)s[i] & 0xC0) == 0x80) i--;
+    return ((unsigned char)s[max] & 0xC0) == 0x80 && ((unsigned char)s[i] & 0xC0) == 0xC0 ? i : max;
+}
+
 size_t qs_escape_buf(const char *s, size_t n, int flags, char *out, size_t cap)
 {
     const unsigned char *p = (const unsigned char *)s;
@@ -52,6 +61,7 @@ size_t qs_escape_buf(const char *s, size_t n, int flags, char *out, size_t cap)
         unsigned cp;
         size_t k = utf8_seq(p + i, n - i, &cp);
         if (!k) { plen = (size_t)snprintf(tmp, sizeof tmp, "\\x%02x", p[i]); k = 1; }
+        else if ((cp == '\n' || cp == '\t') && (flags & QS_ESC_TEXT)) { piece = s + i; plen = 1; }
         else if (cp == '\n') { piece = "\\n"; plen = 2; }
         else if (cp == '\r') { piece = "\\r"; plen = 2; }
         else if (cp == '\t') { piece = "\\t"; plen = 2; }

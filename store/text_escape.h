@@ -15,6 +15,7 @@
 
 enum {
     QS_ESC_PIPE = 1,   /* also write '|' as "\|" (Markdown table cells) */
+    QS_ESC_TEXT = 2,   /* running text (a model's output): keep newline and tab as they are */
 };
 
 /* Escape s[0..n) into out (cap bytes, always NUL-terminated when cap > 0, truncated at a whole
@@ -24,6 +25,9 @@ size_t qs_escape_buf(const char *s, size_t n, int flags, char *out, size_t cap);
 char *qs_escape_dup(const char *s, int flags);
 /* 1 when s[0..n) is valid UTF-8 (no overlongs, surrogates or code points above U+10FFFF). */
 int qs_utf8_valid(const char *s, size_t n);
+/* The length of the longest prefix of s of at most max bytes that does not end inside a UTF-8
+** character: for "%.*s" cuts of outside text, which must stay valid UTF-8 (JSON, titles). */
+size_t qs_utf8_prefix(const char *s, size_t max);
 /* 1 when s needs no escaping (valid UTF-8 without control characters). */
 int qs_text_plain(const char *s, int flags);
 

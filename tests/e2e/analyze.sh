@@ -153,4 +153,12 @@ fails "scale= refused for mxfp4" 2 $QC analyze g -f mxfp4:scale=row
 check "the message names the format" "grep -q 'format mxfp4 takes no scale=row' $T/err"
 fails "scale= refused for bf16" 2 $QC analyze g -f bf16:scale=tensor
 fails "an unknown scale value" 2 $QC analyze g -f hif8:scale=block
+
+# --- a TENSOR argument is the tensor of that exact name first, a glob only when no tensor has it
+QN=("$QS" --db "$T/names.db")
+for n in 'w[0]' w0 w1; do "${QN[@]}" gen gaussian --n 64 --seed 3 --name "$n" >/dev/null 2>&1; done
+names() { "${QN[@]}" analyze "$@" -f mxfp4 --json | $PY -c 'import json,sys; print(" ".join(r["tensor"] for r in json.load(sys.stdin)))'; }
+check "an existing name is that tensor alone ('w[0]', not the pattern matching w0)" '[ "$(names "w[0]")" = "w[0]" ]'
+check "a name no tensor has is a glob" '[ "$(names "w[01]")" = "w0 w1" ] && [ "$(names "w*")" = "w0 w1 w[0]" ]'
+check "a name and a glob together: each tensor once" '[ "$(names "w[0]" "w?")" = "w[0] w0 w1" ]'
 done_testing

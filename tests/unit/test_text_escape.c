@@ -39,6 +39,35 @@ static void test_controls_escaped(void **st)
     check("a|b", QS_ESC_PIPE, "a\\|b");
 }
 
+/* Running text (a model's generated output): lines and tabs stay, everything else as for names. */
+static void test_running_text(void **st)
+{
+    (void)st;
+    check("one\ntwo\tthree", QS_ESC_TEXT, "one\ntwo\tthree");
+    check("a\r\x1b[2J\x1b]0;t\x07\xc2\x9b" "b\xff", QS_ESC_TEXT, "a\\r\\x1b[2J\\x1b]0;t\\x07\\u009bb\\xff");
+    assert_true(qs_text_plain("line\nline\t", QS_ESC_TEXT));
+    assert_false(qs_text_plain("line\nline", 0));
+    size_t n = qs_escape_buf("x\0\x7f\n", 4, QS_ESC_TEXT, NULL, 0);   /* NUL and DEL inside the bytes */
+    assert_int_equal(n, 10);
+}
+
+/* Cuts for titles: never inside a character. */
+static void test_utf8_prefix(void **st)
+{
+    (void)st;
+    const char *cjk = "\xe9\x87\x8f\xe9\x87\x8f";   /* two 3-byte characters */
+    assert_int_equal(qs_utf8_prefix(cjk, 6), 6);
+    assert_int_equal(qs_utf8_prefix(cjk, 100), 6);
+    assert_int_equal(qs_utf8_prefix(cjk, 5), 3);
+    assert_int_equal(qs_utf8_prefix(cjk, 4), 3);
+    assert_int_equal(qs_utf8_prefix(cjk, 3), 3);
+    assert_int_equal(qs_utf8_prefix(cjk, 2), 0);
+    assert_int_equal(qs_utf8_prefix("ab\xc3\xa9", 3), 2);
+    assert_int_equal(qs_utf8_prefix("abc", 2), 2);
+    assert_int_equal(qs_utf8_prefix("a\x80\x80\x80\x80\x80", 4), 4);   /* stray continuation bytes: a plain cut */
+    assert_int_equal(qs_utf8_prefix("", 0), 0);
+}
+
 static void test_invalid_utf8_bytes(void **st)
 {
     (void)st;
@@ -109,6 +138,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plain_text_unchanged), cmocka_unit_test(test_controls_escaped),
         cmocka_unit_test(test_invalid_utf8_bytes),   cmocka_unit_test(test_truncation),
+        cmocka_unit_test(test_running_text),         cmocka_unit_test(test_utf8_prefix),
         cmocka_unit_test(test_json_text),            cmocka_unit_test(test_json_nonfinite),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
