@@ -8,7 +8,7 @@
 # its *_bytes_hex (store/json_out.h).
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
-if ! $PY -c "import numpy" 2>/dev/null; then echo "ok 1 - # SKIP python3-numpy not installed"; exit 0; fi
+if ! $PY -c "import numpy" 2>/dev/null; then skip_all "python3-numpy not installed"; fi
 
 # clean FILE...: valid UTF-8 with no C0 control (except newline and tab), DEL or C1 character
 clean() {
