@@ -243,11 +243,13 @@ const qs_tdesc *qs_llm__find(const qs_llm_src *src, int nsrc, const char *name, 
     return NULL;
 }
 
-static int load_t(const qs_llm_src *src, int nsrc, const char *name, uint64_t rows, uint64_t cols, float *dst, qs_err *e)
+/* Every message names its file: the shard holding the tensor, else `where` (the model). */
+static int load_t(const qs_llm_src *src, int nsrc, const char *where, const char *name, uint64_t rows, uint64_t cols,
+                  float *dst, qs_err *e)
 {
     int k = 0;
     const qs_tdesc *d = qs_llm__find(src, nsrc, name, &k);
-    if (!d) return qs_fail(e, "missing tensor %s", name);
+    if (!d) return qs_fail(e, "%s: missing tensor %s", where, name);
     uint64_t want[2] = {rows, cols};
     int nd = rows ? 2 : 1;
     const uint64_t *ws = rows ? want : want + 1;
@@ -256,17 +258,19 @@ static int load_t(const qs_llm_src *src, int nsrc, const char *name, uint64_t ro
     if (!okshape) {
         char got[64];
         qs_shape_str(d->shape, d->ndim, got, sizeof got);
-        return rows ? qs_fail(e, "tensor %s has shape %s, expected %llux%llu", name, got, (unsigned long long)rows,
-                              (unsigned long long)cols)
-                    : qs_fail(e, "tensor %s has shape %s, expected %llu", name, got, (unsigned long long)cols);
+        return rows ? qs_fail(e, "%s: tensor %s has shape %s, expected %llux%llu", src[k].path, name, got,
+                              (unsigned long long)rows, (unsigned long long)cols)
+                    : qs_fail(e, "%s: tensor %s has shape %s, expected %llu", src[k].path, name, got,
+                              (unsigned long long)cols);
     }
-    qs_treader *r = qs_treader_from_image(src[k].buf, src[k].len, d, src[k].path, e);
+    qs_treader *r = qs_treader_from_image(src[k].buf, src[k].len, d, src[k].path, e);   /* its errors name the path */
     if (!r) return -1;
     int rc = qs_treader_read_f32(r, 0, (size_t)d->numel, dst, e);
     qs_treader_close(r);
     if (rc) return -1;
     for (uint64_t i = 0; i < d->numel; i++)
-        if (!(dst[i] - dst[i] == 0)) return qs_fail(e, "tensor %s holds NaN or Inf at element %llu", name, (unsigned long long)i);
+        if (!(dst[i] - dst[i] == 0))
+            return qs_fail(e, "%s: tensor %s holds NaN or Inf at element %llu", src[k].path, name, (unsigned long long)i);
     return 0;
 }
 
@@ -292,8 +296,8 @@ const char *qs_llm__tname(int scheme, int role, int layer, char *buf, size_t cap
     return buf;
 }
 
-int qs_llm__load_weights(qs_llm_model *m, const qs_llm_cfg *cfg, const qs_llm_src *src, int nsrc, int scheme,
-                         int tied, qs_err *e)
+int qs_llm__load_weights(qs_llm_model *m, const qs_llm_cfg *cfg, const qs_llm_src *src, int nsrc, const char *where,
+                         int scheme, int tied, qs_err *e)
 {
     char nm[96];
     uint64_t bytes = 0;
@@ -302,14 +306,14 @@ int qs_llm__load_weights(qs_llm_model *m, const qs_llm_cfg *cfg, const qs_llm_sr
     uint64_t params = (uint64_t)cfg->vocab * cfg->dim +
         (uint64_t)cfg->n_layer * ((uint64_t)cfg->dim * cfg->dim * 2 + 2ull * cfg->n_kv_head * cfg->head_dim * cfg->dim +
                                   3ull * cfg->ffn * cfg->dim);
-    if (params / 2 > bytes) return qs_fail(e, "the model claims %llu parameters, more than the file holds", (unsigned long long)params);
+    if (params / 2 > bytes) return qs_fail(e, "%s: the model claims %llu parameters, more than the file holds", where, (unsigned long long)params);
     /* biases: all layers or none, decided by layer 0 (Qwen2 has them, Llama not) */
     int bias = qs_llm__find(src, nsrc, qs_llm__tname(scheme, R_BQ, 0, nm, sizeof nm), NULL) != NULL;
-    if (qs_llm_alloc(m, cfg, tied, e) || (bias && qs_llm_alloc_bias(m, e))) return -1;
+    if (qs_llm_alloc(m, cfg, tied, e) || (bias && qs_llm_alloc_bias(m, e))) { qs_err_prefix(e, where); return -1; }
     uint64_t d = (uint64_t)cfg->dim, kvd = (uint64_t)cfg->n_kv_head * cfg->head_dim, F = (uint64_t)cfg->ffn;
-    if (load_t(src, nsrc, qs_llm__tname(scheme, R_EMB, 0, nm, sizeof nm), (uint64_t)cfg->vocab, d, m->tok_embd, e)) return -1;
-    if (!tied && load_t(src, nsrc, qs_llm__tname(scheme, R_OUT, 0, nm, sizeof nm), (uint64_t)cfg->vocab, d, m->output, e)) return -1;
-    if (load_t(src, nsrc, qs_llm__tname(scheme, R_OUTNORM, 0, nm, sizeof nm), 0, d, m->out_norm, e)) return -1;
+    if (load_t(src, nsrc, where, qs_llm__tname(scheme, R_EMB, 0, nm, sizeof nm), (uint64_t)cfg->vocab, d, m->tok_embd, e)) return -1;
+    if (!tied && load_t(src, nsrc, where, qs_llm__tname(scheme, R_OUT, 0, nm, sizeof nm), (uint64_t)cfg->vocab, d, m->output, e)) return -1;
+    if (load_t(src, nsrc, where, qs_llm__tname(scheme, R_OUTNORM, 0, nm, sizeof nm), 0, d, m->out_norm, e)) return -1;
     for (int l = 0; l < cfg->n_layer; l++) {
         qs_llm_layer *L = &m->L[l];
         struct { int role; uint64_t r, c; float *dst; } t[] = {
@@ -318,7 +322,7 @@ int qs_llm__load_weights(qs_llm_model *m, const qs_llm_cfg *cfg, const qs_llm_sr
             {R_DOWN, d, F, L->w_down}, {R_BQ, 0, d, L->bq}, {R_BK, 0, kvd, L->bk}, {R_BV, 0, kvd, L->bv}};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
             if (!t[i].dst) continue;   /* no biases */
-            if (load_t(src, nsrc, qs_llm__tname(scheme, t[i].role, l, nm, sizeof nm), t[i].r, t[i].c, t[i].dst, e)) return -1;
+            if (load_t(src, nsrc, where, qs_llm__tname(scheme, t[i].role, l, nm, sizeof nm), t[i].r, t[i].c, t[i].dst, e)) return -1;
         }
     }
     return 0;
@@ -393,7 +397,7 @@ int qs_llm_load_gguf_mem(const uint8_t *buf, size_t len, const char *name, qs_ll
     if (vkey != cfg.vocab) { qs_fail(e, "%s.vocab_size %d != token_embd rows %d", arch, vkey, cfg.vocab); goto fail; }
     if (qs_llm_cfg_check(&cfg, e)) goto fail;
     qs_llm_src src = {buf, len, c, name};
-    if (qs_llm__load_weights(&f->m, &cfg, &src, 1, 0, find_t(&c, "output.weight") == NULL, e)) goto fail;
+    if (qs_llm__load_weights(&f->m, &cfg, &src, 1, name, 0, find_t(&c, "output.weight") == NULL, e)) goto fail_named;
     qs_llm__wtypes(&src, 1, f->wtypes, sizeof f->wtypes);
     if (read_vocab(buf, len, &f->v, e) || qs_llm__vocab_tables(&f->v, e)) goto fail;
     if (f->v.n && f->v.n != cfg.vocab) {
@@ -419,10 +423,11 @@ int qs_llm_load_gguf_mem(const uint8_t *buf, size_t len, const char *name, qs_ll
     qs_container_free(&c);
     return 0;
 fail:
+    qs_err_prefix(e, name);
+fail_named:   /* the message names its file already */
     json_decref(meta);
     qs_container_free(&c);
     qs_llm_file_free(f);
-    qs_err_prefix(e, name);
     return -1;
 }
 

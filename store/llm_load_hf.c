@@ -74,6 +74,42 @@ static int cfg_tok(json_t *c, const char *key, int vocab)
     return (int)json_integer_value(j);
 }
 
+/* The index's weight_map is the truth about where each tensor lives: every tensor it maps must be in
+** that shard, and no tensor may be in two shards (otherwise which copy is loaded would depend on the
+** order of the shards).  Messages name the shard at fault. */
+static int check_weight_map(json_t *wm, char *const *shard, const qs_llm_src *src, int nsrc, qs_err *e)
+{
+    json_t *where = json_object();   /* tensor name -> shard index */
+    if (!where) return qs_fail(e, "out of memory");
+    int rc = -1;
+    for (int k = 0; k < nsrc; k++)
+        for (size_t i = 0; i < src[k].c.n; i++) {
+            const char *name = src[k].c.t[i].name;
+            json_t *had = json_object_get(where, name);
+            if (had) {
+                qs_fail(e, "%s: tensor '%.80s' is also in %s (a tensor may be in one shard only)", src[k].path, name,
+                        shard[json_integer_value(had)]);
+                goto done;
+            }
+            if (json_object_set_new_nocheck(where, name, json_integer(k))) { qs_fail(e, "out of memory"); goto done; }
+        }
+    const char *name;
+    json_t *val;
+    json_object_foreach(wm, name, val) {
+        int k = 0;
+        while (k < nsrc && strcmp(shard[k], json_string_value(val))) k++;
+        json_t *at = json_object_get(where, name);
+        if (k < nsrc && (!at || json_integer_value(at) != k)) {
+            qs_fail(e, "%s: holds no tensor '%.80s' (model.safetensors.index.json maps it there)", src[k].path, name);
+            goto done;
+        }
+    }
+    rc = 0;
+done:
+    json_decref(where);
+    return rc;
+}
+
 /* Shard file names must stay inside the directory. */
 static int shard_name_ok(const char *s)
 {
@@ -364,6 +400,7 @@ int qs_llm_load_hf(const char *dir, qs_llm_file *f, qs_err *e)
         total += mp[i].n;
         if (qs_parse_safetensors(mp[i].p, mp[i].n, NULL, &src[i].c, e)) goto out;
     }
+    if (ij && check_weight_map(json_object_get(ij, "weight_map"), shard, src, nsrc, e)) goto out_noprefix;
     culprit = dir;
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
     int have_tok = access(path, F_OK) == 0;
@@ -376,7 +413,7 @@ int qs_llm_load_hf(const char *dir, qs_llm_file *f, qs_err *e)
         qs_fail(e, "output-projection or MLP biases are not supported (Q/K/V biases are)");
         goto out;
     }
-    if (qs_llm__load_weights(&f->m, &cfg, src, nsrc, 1, tied, e)) goto out;
+    if (qs_llm__load_weights(&f->m, &cfg, src, nsrc, dir, 1, tied, e)) goto out_noprefix;
     qs_llm__wtypes(src, nsrc, f->wtypes, sizeof f->wtypes);
     if (have_tok) {
         culprit = path;

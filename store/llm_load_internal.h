@@ -17,9 +17,10 @@ typedef struct qs_llm_src {
 } qs_llm_src;
 
 const qs_tdesc *qs_llm__find(const qs_llm_src *src, int nsrc, const char *name, int *which);
-/* Allocate m for cfg and read every weight (biases when layer 0 has a Q bias); FP32, shapes checked. */
-int qs_llm__load_weights(qs_llm_model *m, const qs_llm_cfg *cfg, const qs_llm_src *src, int nsrc, int scheme,
-                         int tied, qs_err *e);
+/* Allocate m for cfg and read every weight (biases when layer 0 has a Q bias); FP32, shapes checked.
+** Messages name their file (the shard at fault, else `where`): callers add no prefix. */
+int qs_llm__load_weights(qs_llm_model *m, const qs_llm_cfg *cfg, const qs_llm_src *src, int nsrc, const char *where,
+                         int scheme, int tied, qs_err *e);
 void qs_llm__wtypes(const qs_llm_src *src, int nsrc, char *out, size_t cap);
 int qs_llm__vocab_tables(qs_llm_vocab *v, qs_err *e);
 
