@@ -9,6 +9,10 @@ llama    llama         BF16, untied (lm_head)     model.safetensors             
 llama-sh llama         F16, tied                  2 shards + index.json          merges as ["a", "b"], BOS/EOS from tokenizer_config.json
 qwen2    qwen2         F32, tied, Q/K/V biases    3 shards + index.json          vocab_size 336 > 320 tokens, Split regex pre-tokenizer
 
+micro-llama, micro-qwen2 (one shard) and micro-sh (two shards) are small fuzz seeds:
+  /usr/bin/python3 tests/llm/make_tiny_hf.py --fuzz-seed micro-llama tests/fuzz/corpus/llm_hf/micro-llama
+  /usr/bin/python3 tests/llm/make_tiny_hf.py --fuzz-index-seed micro-sh tests/fuzz/corpus/shard_index/micro-sh
+
 Same random weights as make_tiny_gguf.weights(), renamed to the Hugging Face spelling.  The safetensors
 files are written from the format description (8-byte little-endian header length, JSON header,
 data), not with the safetensors package.
@@ -76,6 +80,9 @@ VARIANTS = {
                         nl=1, dim=32, ffn=32),
     "micro-qwen2": dict(arch="qwen2", dtype="BF16", untied=False, shards=1, seed=35, merges="arr", vocab_size=320,
                         nl=1, dim=32, ffn=32),
+    # fuzz seed for tests/fuzz/fuzz_shard_index.c: two shards and an index
+    "micro-sh": dict(arch="qwen2", dtype="BF16", untied=False, shards=2, seed=36, merges="arr", vocab_size=320,
+                     nl=1, dim=32, ffn=32),
 }
 
 
@@ -154,9 +161,25 @@ def fuzz_seed(variant, path):
         f.write(b"\n--8<--\n".join(parts))
 
 
+def fuzz_index_seed(variant, path):
+    """One fuzz input for tests/fuzz/fuzz_shard_index.c: config.json, model.safetensors.index.json and
+    two shards joined by the separator line "\n--8<--\n"."""
+    import tempfile
+    names = ("config.json", "model.safetensors.index.json", "model-00001-of-00002.safetensors",
+             "model-00002-of-00002.safetensors")
+    with tempfile.TemporaryDirectory() as d:
+        build(variant, d)
+        parts = [open(os.path.join(d, n), "rb").read() for n in names]
+    with open(path, "wb") as f:
+        f.write(b"\n--8<--\n".join(parts))
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "--fuzz-seed":
         fuzz_seed(sys.argv[2], sys.argv[3])
+        sys.exit(0)
+    if len(sys.argv) == 4 and sys.argv[1] == "--fuzz-index-seed":
+        fuzz_index_seed(sys.argv[2], sys.argv[3])
         sys.exit(0)
     if len(sys.argv) != 3 or sys.argv[1] not in VARIANTS:
         print(__doc__)
