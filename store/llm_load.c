@@ -16,6 +16,7 @@
 #include "container.h"
 #include "tensor.h"
 #include "llm_load_internal.h"
+#include "llm_arch.h"
 
 /* ---------------------------------------------------------------- vocabulary walk */
 
@@ -196,32 +197,63 @@ int qs_llm__vocab_tables(qs_llm_vocab *v, qs_err *e)
     return 0;
 }
 
-/* ---------------------------------------------------------------- metadata */
+/* ---------------------------------------------------------------- hyper-parameters */
 
-static int meta_int(json_t *meta, const char *arch, const char *key, int required, int dflt, int *out, qs_err *e)
+int qs_llm__hparam(json_t *obj, qs_llm_scheme s, const char *arch, qs_llm_hparam h, double derived, void *out, qs_err *e)
 {
+    const qs_llm_hkey *hk = qs_llm_hparam_key(h);
     char k[128];
-    snprintf(k, sizeof k, "%s.%s", arch, key);
-    json_t *j = json_object_get(meta, k);
-    if (!j) {
-        if (required) return qs_fail(e, "missing metadata key %s", k);
-        *out = dflt;
+    if (s == QS_LLM_GGUF) snprintf(k, sizeof k, "%s.%s", arch, hk->key[s]);
+    else snprintf(k, sizeof k, "%s", hk->key[s]);
+    json_t *j = json_object_get(obj, k);
+    const char *what = s == QS_LLM_GGUF ? "metadata " : "";
+    const char *q = s == QS_LLM_GGUF ? "" : "\"";
+    if (!j || json_is_null(j)) {
+        if (hk->required[s]) return s == QS_LLM_GGUF ? qs_fail(e, "missing metadata key %s", k) : qs_fail(e, "missing key \"%s\"", k);
+        double v = hk->dflt[s] ? hk->dflt[s] : derived;
+        if (hk->real) *(float *)out = (float)v;
+        else *(int *)out = (int)v;
+        return 0;
+    }
+    if (hk->real) {
+        if (!json_is_number(j)) return qs_fail(e, "%s%s%s%s is not a number", what, q, k, q);
+        *(float *)out = (float)json_number_value(j);
         return 0;
     }
     if (!json_is_integer(j) || json_integer_value(j) <= 0 || json_integer_value(j) > (1 << 24))
-        return qs_fail(e, "metadata %s is not a positive integer", k);
-    *out = (int)json_integer_value(j);
+        return qs_fail(e, "%s%s%s%s is not a positive integer", what, q, k, q);
+    *(int *)out = (int)json_integer_value(j);
     return 0;
 }
 
-static int meta_real(json_t *meta, const char *arch, const char *key, double dflt, float *out, qs_err *e)
+int qs_llm__shape(json_t *obj, qs_llm_scheme s, const char *arch, qs_llm_cfg *cfg, qs_err *e)
 {
-    char k[128];
-    snprintf(k, sizeof k, "%s.%s", arch, key);
-    json_t *j = json_object_get(meta, k);
-    if (!j) { *out = (float)dflt; return 0; }
-    if (!json_is_number(j)) return qs_fail(e, "metadata %s is not a number", k);
-    *out = (float)json_number_value(j);
+    if (qs_llm__hparam(obj, s, arch, QS_H_N_LAYER, 0, &cfg->n_layer, e) ||
+        qs_llm__hparam(obj, s, arch, QS_H_DIM, 0, &cfg->dim, e) ||
+        qs_llm__hparam(obj, s, arch, QS_H_FFN, 0, &cfg->ffn, e) ||
+        qs_llm__hparam(obj, s, arch, QS_H_N_HEAD, 0, &cfg->n_head, e) ||
+        qs_llm__hparam(obj, s, arch, QS_H_N_KV_HEAD, cfg->n_head, &cfg->n_kv_head, e) ||
+        (s == QS_LLM_HF && qs_llm__hparam(obj, s, arch, QS_H_VOCAB, 0, &cfg->vocab, e)) ||
+        qs_llm__hparam(obj, s, arch, QS_H_CTX, 0, &cfg->ctx, e) ||
+        qs_llm__hparam(obj, s, arch, QS_H_EPS, 0, &cfg->eps, e) ||
+        qs_llm__hparam(obj, s, arch, QS_H_ROPE_BASE, 0, &cfg->rope_base, e))
+        return -1;
+    /* head_dim is its own key (Qwen3, Gemma: != dim / n_head); derived, it must divide dim exactly */
+    char hk[128];
+    snprintf(hk, sizeof hk, "%s%s%s", s == QS_LLM_GGUF ? arch : "", s == QS_LLM_GGUF ? "." : "",
+             qs_llm_hparam_key(QS_H_HEAD_DIM)->key[s]);
+    json_t *hj = json_object_get(obj, hk);
+    if (qs_llm__hparam(obj, s, arch, QS_H_HEAD_DIM, cfg->dim / cfg->n_head, &cfg->head_dim, e)) return -1;
+    if ((!hj || json_is_null(hj)) && (int64_t)cfg->n_head * cfg->head_dim != cfg->dim)
+        return qs_fail(e, "%d heads x %d head_dim != embedding length %d", cfg->n_head, cfg->head_dim, cfg->dim);
+    if (s == QS_LLM_GGUF) {   /* the forward pass has one head size for K and V, and full-width RoPE */
+        int vd, rd;
+        if (qs_llm__hparam(obj, s, arch, QS_H_VALUE_DIM, cfg->head_dim, &vd, e) ||
+            qs_llm__hparam(obj, s, arch, QS_H_ROPE_DIM, cfg->head_dim, &rd, e))
+            return -1;
+        if (vd != cfg->head_dim) return qs_fail(e, "value head size %d != key head size %d is not supported", vd, cfg->head_dim);
+        if (rd != cfg->head_dim) return qs_fail(e, "partial RoPE (%d of %d dims) is not supported", rd, cfg->head_dim);
+    }
     return 0;
 }
 
@@ -274,55 +306,48 @@ static int load_t(const qs_llm_src *src, int nsrc, const char *where, const char
     return 0;
 }
 
-/* Tensor names per role: GGUF (llama.cpp) and Hugging Face spellings; %d = layer. */
-enum { R_EMB, R_OUT, R_OUTNORM, R_ATTN_NORM, R_Q, R_K, R_V, R_O, R_FFN_NORM, R_GATE, R_UP, R_DOWN, R_BQ, R_BK, R_BV, R_COUNT };
-static const char *const kNames[2][R_COUNT] = {
-    {"token_embd.weight", "output.weight", "output_norm.weight", "blk.%d.attn_norm.weight", "blk.%d.attn_q.weight",
-     "blk.%d.attn_k.weight", "blk.%d.attn_v.weight", "blk.%d.attn_output.weight", "blk.%d.ffn_norm.weight",
-     "blk.%d.ffn_gate.weight", "blk.%d.ffn_up.weight", "blk.%d.ffn_down.weight", "blk.%d.attn_q.bias",
-     "blk.%d.attn_k.bias", "blk.%d.attn_v.bias"},
-    {"model.embed_tokens.weight", "lm_head.weight", "model.norm.weight", "model.layers.%d.input_layernorm.weight",
-     "model.layers.%d.self_attn.q_proj.weight", "model.layers.%d.self_attn.k_proj.weight",
-     "model.layers.%d.self_attn.v_proj.weight", "model.layers.%d.self_attn.o_proj.weight",
-     "model.layers.%d.post_attention_layernorm.weight", "model.layers.%d.mlp.gate_proj.weight",
-     "model.layers.%d.mlp.up_proj.weight", "model.layers.%d.mlp.down_proj.weight",
-     "model.layers.%d.self_attn.q_proj.bias", "model.layers.%d.self_attn.k_proj.bias",
-     "model.layers.%d.self_attn.v_proj.bias"},
-};
-
-const char *qs_llm__tname(int scheme, int role, int layer, char *buf, size_t cap)
+int qs_llm__load_weights(qs_llm_model *m, const qs_llm_cfg *cfg, const qs_llm_arch *arch, const qs_llm_src *src,
+                         int nsrc, const char *where, qs_llm_scheme scheme, int tie, qs_err *e)
 {
-    snprintf(buf, cap, kNames[scheme][role], layer);
-    return buf;
-}
-
-int qs_llm__load_weights(qs_llm_model *m, const qs_llm_cfg *cfg, const qs_llm_src *src, int nsrc, const char *where,
-                         int scheme, int tied, qs_err *e)
-{
+    char on[96];
+    int tied = tie || !qs_llm__find(src, nsrc, qs_llm_tensor_name(scheme, QS_T_OUT, 0, on, sizeof on), NULL);
+    if (tied && !(arch->flags & QS_ARCH_TIED)) return qs_fail(e, "%s: missing tensor %s", where, on);
     char nm[96];
     uint64_t bytes = 0;
     for (int k = 0; k < nsrc; k++) bytes += src[k].len;
     /* never allocate more than the files can back: every parameter needs >= 4 bits in a file */
     uint64_t params = (uint64_t)cfg->vocab * cfg->dim +
-        (uint64_t)cfg->n_layer * ((uint64_t)cfg->dim * cfg->dim * 2 + 2ull * cfg->n_kv_head * cfg->head_dim * cfg->dim +
+        (uint64_t)cfg->n_layer * (2ull * cfg->n_head * cfg->head_dim * cfg->dim + 2ull * cfg->n_kv_head * cfg->head_dim * cfg->dim +
                                   3ull * cfg->ffn * cfg->dim);
     if (params / 2 > bytes) return qs_fail(e, "%s: the model claims %llu parameters, more than the file holds", where, (unsigned long long)params);
+    /* tensors the forward pass cannot run: refused rather than ignored */
+    static const struct { qs_llm_tensor t; const char *what; } kNo[] = {
+        {QS_T_BO, "output-projection or MLP biases are not supported (Q/K/V biases are)"},
+        {QS_T_BDOWN, "output-projection or MLP biases are not supported (Q/K/V biases are)"},
+        {QS_T_Q_NORM, "QK-norm (per-head Q/K RMSNorm) is not supported"},
+        {QS_T_K_NORM, "QK-norm (per-head Q/K RMSNorm) is not supported"}};
+    for (size_t i = 0; i < sizeof kNo / sizeof kNo[0]; i++)
+        if (qs_llm__find(src, nsrc, qs_llm_tensor_name(scheme, kNo[i].t, 0, nm, sizeof nm), NULL))
+            return qs_fail(e, "%s: %s", where, kNo[i].what);
     /* biases: all layers or none, decided by layer 0 (Qwen2 has them, Llama not) */
-    int bias = qs_llm__find(src, nsrc, qs_llm__tname(scheme, R_BQ, 0, nm, sizeof nm), NULL) != NULL;
+    int bias = (arch->flags & QS_ARCH_QKV_BIAS) &&
+               qs_llm__find(src, nsrc, qs_llm_tensor_name(scheme, QS_T_BQ, 0, nm, sizeof nm), NULL) != NULL;
     if (qs_llm_alloc(m, cfg, tied, e) || (bias && qs_llm_alloc_bias(m, e))) { qs_err_prefix(e, where); return -1; }
     uint64_t d = (uint64_t)cfg->dim, kvd = (uint64_t)cfg->n_kv_head * cfg->head_dim, F = (uint64_t)cfg->ffn;
-    if (load_t(src, nsrc, where, qs_llm__tname(scheme, R_EMB, 0, nm, sizeof nm), (uint64_t)cfg->vocab, d, m->tok_embd, e)) return -1;
-    if (!tied && load_t(src, nsrc, where, qs_llm__tname(scheme, R_OUT, 0, nm, sizeof nm), (uint64_t)cfg->vocab, d, m->output, e)) return -1;
-    if (load_t(src, nsrc, where, qs_llm__tname(scheme, R_OUTNORM, 0, nm, sizeof nm), 0, d, m->out_norm, e)) return -1;
+    uint64_t qd = (uint64_t)cfg->n_head * cfg->head_dim;
+    if (load_t(src, nsrc, where, qs_llm_tensor_name(scheme, QS_T_EMB, 0, nm, sizeof nm), (uint64_t)cfg->vocab, d, m->tok_embd, e)) return -1;
+    if (!tied && load_t(src, nsrc, where, qs_llm_tensor_name(scheme, QS_T_OUT, 0, nm, sizeof nm), (uint64_t)cfg->vocab, d, m->output, e)) return -1;
+    if (load_t(src, nsrc, where, qs_llm_tensor_name(scheme, QS_T_OUT_NORM, 0, nm, sizeof nm), 0, d, m->out_norm, e)) return -1;
     for (int l = 0; l < cfg->n_layer; l++) {
         qs_llm_layer *L = &m->L[l];
-        struct { int role; uint64_t r, c; float *dst; } t[] = {
-            {R_ATTN_NORM, 0, d, L->attn_norm}, {R_Q, d, d, L->wq}, {R_K, kvd, d, L->wk}, {R_V, kvd, d, L->wv},
-            {R_O, d, d, L->wo}, {R_FFN_NORM, 0, d, L->ffn_norm}, {R_GATE, F, d, L->w_gate}, {R_UP, F, d, L->w_up},
-            {R_DOWN, d, F, L->w_down}, {R_BQ, 0, d, L->bq}, {R_BK, 0, kvd, L->bk}, {R_BV, 0, kvd, L->bv}};
+        struct { qs_llm_tensor role; uint64_t r, c; float *dst; } t[] = {
+            {QS_T_ATTN_NORM, 0, d, L->attn_norm}, {QS_T_Q, qd, d, L->wq}, {QS_T_K, kvd, d, L->wk},
+            {QS_T_V, kvd, d, L->wv}, {QS_T_O, d, qd, L->wo}, {QS_T_FFN_NORM, 0, d, L->ffn_norm},
+            {QS_T_GATE, F, d, L->w_gate}, {QS_T_UP, F, d, L->w_up}, {QS_T_DOWN, d, F, L->w_down},
+            {QS_T_BQ, 0, qd, L->bq}, {QS_T_BK, 0, kvd, L->bk}, {QS_T_BV, 0, kvd, L->bv}};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
             if (!t[i].dst) continue;   /* no biases */
-            if (load_t(src, nsrc, where, qs_llm__tname(scheme, t[i].role, l, nm, sizeof nm), t[i].r, t[i].c, t[i].dst, e)) return -1;
+            if (load_t(src, nsrc, where, qs_llm_tensor_name(scheme, t[i].role, l, nm, sizeof nm), t[i].r, t[i].c, t[i].dst, e)) return -1;
         }
     }
     return 0;
@@ -359,45 +384,37 @@ int qs_llm_load_gguf_mem(const uint8_t *buf, size_t len, const char *name, qs_ll
     if (!meta) { qs_fail(e, "unreadable metadata"); goto fail; }
     const char *arch = json_string_value(json_object_get(meta, "general.architecture"));
     if (!arch) { qs_fail(e, "no general.architecture key"); goto fail; }
-    if (strcmp(arch, "llama") != 0 && strcmp(arch, "qwen2") != 0) {
-        qs_fail(e, "architecture '%.40s' is not supported (llama, qwen2)", arch);
+    const qs_llm_arch *A = qs_llm_arch_gguf(arch);
+    if (!A) {
+        char list[256];
+        qs_fail(e, "architecture '%.40s' is not supported (%s)", arch, qs_llm_arch_list(QS_LLM_GGUF, list, sizeof list));
         goto fail;
     }
-    snprintf(f->arch, sizeof f->arch, "%s", arch);
+    snprintf(f->arch, sizeof f->arch, "%s", A->name);
     snprintf(f->format, sizeof f->format, "gguf");
     const char *gn = json_string_value(json_object_get(meta, "general.name"));
     snprintf(f->name, sizeof f->name, "%s", gn ? gn : "");
 
     qs_llm_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
-    int rope_dim;
-    if (meta_int(meta, arch, "block_count", 1, 0, &cfg.n_layer, e) ||
-        meta_int(meta, arch, "embedding_length", 1, 0, &cfg.dim, e) ||
-        meta_int(meta, arch, "feed_forward_length", 1, 0, &cfg.ffn, e) ||
-        meta_int(meta, arch, "attention.head_count", 1, 0, &cfg.n_head, e) ||
-        meta_int(meta, arch, "attention.head_count_kv", 0, cfg.n_head, &cfg.n_kv_head, e) ||
-        meta_int(meta, arch, "context_length", 0, 2048, &cfg.ctx, e) ||
-        meta_real(meta, arch, "rope.freq_base", 10000.0, &cfg.rope_base, e) ||
-        meta_real(meta, arch, "attention.layer_norm_rms_epsilon", 1e-5, &cfg.eps, e))
-        goto fail;
-    cfg.head_dim = cfg.dim / cfg.n_head;
-    cfg.rope_neox = strcmp(arch, "qwen2") == 0;   /* llama.cpp keeps Qwen2's Q/K rows: rotate_half RoPE */
+    if (qs_llm__shape(meta, QS_LLM_GGUF, arch, &cfg, e)) goto fail;
+    cfg.rope_neox = A->gguf_rope_neox;
     cfg.vocab = 1;   /* checked again below with the real vocabulary */
     if (qs_llm_cfg_check(&cfg, e)) goto fail;
-    if (meta_int(meta, arch, "rope.dimension_count", 0, cfg.head_dim, &rope_dim, e)) goto fail;
-    if (rope_dim != cfg.head_dim) { qs_fail(e, "partial RoPE (%d of %d dims) is not supported", rope_dim, cfg.head_dim); goto fail; }
-    const qs_tdesc *te = find_t(&c, "token_embd.weight");
+    char en[96];
+    qs_llm_tensor_name(QS_LLM_GGUF, QS_T_EMB, 0, en, sizeof en);
+    const qs_tdesc *te = find_t(&c, en);
     if (!te || te->ndim != 2 || te->shape[1] != (uint64_t)cfg.dim || te->shape[0] == 0 || te->shape[0] > (1u << 22)) {
-        qs_fail(e, "token_embd.weight missing or not [vocab x %d]", cfg.dim);
+        qs_fail(e, "%s missing or not [vocab x %d]", en, cfg.dim);
         goto fail;
     }
     cfg.vocab = (int)te->shape[0];
     int vkey;
-    if (meta_int(meta, arch, "vocab_size", 0, cfg.vocab, &vkey, e)) goto fail;
+    if (qs_llm__hparam(meta, QS_LLM_GGUF, arch, QS_H_VOCAB, cfg.vocab, &vkey, e)) goto fail;
     if (vkey != cfg.vocab) { qs_fail(e, "%s.vocab_size %d != token_embd rows %d", arch, vkey, cfg.vocab); goto fail; }
     if (qs_llm_cfg_check(&cfg, e)) goto fail;
     qs_llm_src src = {buf, len, c, name};
-    if (qs_llm__load_weights(&f->m, &cfg, &src, 1, name, 0, find_t(&c, "output.weight") == NULL, e)) goto fail_named;
+    if (qs_llm__load_weights(&f->m, &cfg, A, &src, 1, name, QS_LLM_GGUF, 0, e)) goto fail_named;
     qs_llm__wtypes(&src, 1, f->wtypes, sizeof f->wtypes);
     if (read_vocab(buf, len, &f->v, e) || qs_llm__vocab_tables(&f->v, e)) goto fail;
     if (f->v.n && f->v.n != cfg.vocab) {

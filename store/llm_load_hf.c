@@ -42,29 +42,6 @@ static json_t *load_json(const char *path, XXH3_state_t *h, uint64_t *size, qs_e
     return j;
 }
 
-static int cfg_int(json_t *c, const char *key, int required, int dflt, int *out, qs_err *e)
-{
-    json_t *j = json_object_get(c, key);
-    if (!j || json_is_null(j)) {
-        if (required) return qs_fail(e, "missing key \"%s\"", key);
-        *out = dflt;
-        return 0;
-    }
-    if (!json_is_integer(j) || json_integer_value(j) <= 0 || json_integer_value(j) > (1 << 24))
-        return qs_fail(e, "\"%s\" is not a positive integer", key);
-    *out = (int)json_integer_value(j);
-    return 0;
-}
-
-static int cfg_real(json_t *c, const char *key, double dflt, float *out, qs_err *e)
-{
-    json_t *j = json_object_get(c, key);
-    if (!j || json_is_null(j)) { *out = (float)dflt; return 0; }
-    if (!json_is_number(j)) return qs_fail(e, "\"%s\" is not a number", key);
-    *out = (float)json_number_value(j);
-    return 0;
-}
-
 /* A token id from config.json (an integer or a list whose first element is one), or -1. */
 static int cfg_tok(json_t *c, const char *key, int vocab)
 {
@@ -332,34 +309,27 @@ int qs_llm_load_hf(const char *dir, qs_llm_file *f, qs_err *e)
     culprit = path;
     const char *mtype = json_string_value(json_object_get(cj, "model_type"));
     const char *archs = json_string_value(json_array_get(json_object_get(cj, "architectures"), 0));
-    int qwen = (mtype && !strcmp(mtype, "qwen2")) || (archs && !strcmp(archs, "Qwen2ForCausalLM"));
-    int llama = (mtype && !strcmp(mtype, "llama")) || (archs && !strcmp(archs, "LlamaForCausalLM"));
-    if (!qwen && !llama) {
-        qs_fail(e, "architecture '%.40s' is not supported (LlamaForCausalLM, Qwen2ForCausalLM)",
-                archs ? archs : mtype ? mtype : "?");
+    const qs_llm_arch *A = qs_llm_arch_hf(archs, mtype);
+    if (!A) {
+        char list[256];
+        qs_fail(e, "architecture '%.40s' is not supported (%s)", archs ? archs : mtype ? mtype : "?",
+                qs_llm_arch_list(QS_LLM_HF, list, sizeof list));
         goto out;
     }
-    snprintf(f->arch, sizeof f->arch, "%s", qwen ? "qwen2" : "llama");
+    snprintf(f->arch, sizeof f->arch, "%s", A->name);
     snprintf(f->format, sizeof f->format, "safetensors");
     json_t *rs = json_object_get(cj, "rope_scaling");
     if (rs && !json_is_null(rs)) { qs_fail(e, "\"rope_scaling\" is not supported"); goto out; }
     if (json_is_true(json_object_get(cj, "use_sliding_window"))) { qs_fail(e, "sliding-window attention is not supported"); goto out; }
     const char *act = json_string_value(json_object_get(cj, "hidden_act"));
     if (act && strcmp(act, "silu")) { qs_fail(e, "hidden_act '%.20s' is not supported (silu)", act); goto out; }
+    if (json_is_true(json_object_get(cj, "mlp_bias"))) {
+        qs_fail(e, "output-projection or MLP biases are not supported (Q/K/V biases are)");
+        goto out;
+    }
     qs_llm_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
-    int hd;
-    if (cfg_int(cj, "num_hidden_layers", 1, 0, &cfg.n_layer, e) || cfg_int(cj, "hidden_size", 1, 0, &cfg.dim, e) ||
-        cfg_int(cj, "intermediate_size", 1, 0, &cfg.ffn, e) ||
-        cfg_int(cj, "num_attention_heads", 1, 0, &cfg.n_head, e) ||
-        cfg_int(cj, "num_key_value_heads", 0, cfg.n_head, &cfg.n_kv_head, e) ||
-        cfg_int(cj, "vocab_size", 1, 0, &cfg.vocab, e) ||
-        cfg_int(cj, "max_position_embeddings", 0, 2048, &cfg.ctx, e) ||
-        cfg_real(cj, "rms_norm_eps", 1e-6, &cfg.eps, e) || cfg_real(cj, "rope_theta", 10000.0, &cfg.rope_base, e))
-        goto out;
-    cfg.head_dim = cfg.dim / cfg.n_head;
-    if (cfg_int(cj, "head_dim", 0, cfg.head_dim, &hd, e)) goto out;
-    if (hd != cfg.head_dim) { qs_fail(e, "head_dim %d != hidden_size / num_attention_heads", hd); goto out; }
+    if (qs_llm__shape(cj, QS_LLM_HF, A->name, &cfg, e)) goto out;
     cfg.rope_neox = 1;
     if (qs_llm_cfg_check(&cfg, e)) goto out;
 
@@ -405,15 +375,8 @@ int qs_llm_load_hf(const char *dir, qs_llm_file *f, qs_err *e)
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
     int have_tok = access(path, F_OK) == 0;
     if (have_tok && !(tj = load_json(path, hs, &total, e))) goto out_noprefix;
-    json_t *tie = json_object_get(cj, "tie_word_embeddings");
-    int tied = json_is_true(tie) || !qs_llm__find(src, nsrc, "lm_head.weight", NULL);
-    if (json_is_true(json_object_get(cj, "mlp_bias")) ||
-        qs_llm__find(src, nsrc, "model.layers.0.self_attn.o_proj.bias", NULL) ||
-        qs_llm__find(src, nsrc, "model.layers.0.mlp.down_proj.bias", NULL)) {
-        qs_fail(e, "output-projection or MLP biases are not supported (Q/K/V biases are)");
-        goto out;
-    }
-    if (qs_llm__load_weights(&f->m, &cfg, src, nsrc, dir, 1, tied, e)) goto out_noprefix;
+    int tie = json_is_true(json_object_get(cj, "tie_word_embeddings"));
+    if (qs_llm__load_weights(&f->m, &cfg, A, src, nsrc, dir, QS_LLM_HF, tie, e)) goto out_noprefix;
     qs_llm__wtypes(src, nsrc, f->wtypes, sizeof f->wtypes);
     if (have_tok) {
         culprit = path;

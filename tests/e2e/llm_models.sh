@@ -7,13 +7,13 @@ source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 if ! $PY -c "import numpy" 2>/dev/null; then echo "ok 1 - # SKIP python3-numpy not installed"; exit 0; fi
 IDS=$(cat "$FIX/llm/tiny_ids.txt")
-for v in f32 f16 bf16 qwen2 qwen2-f32; do
+for v in f32 f16 bf16 qwen2 qwen2-f32 qwen2-hd24; do   # hd24: head_dim 24 != dim / heads (key_length)
   $PY "$ROOT/tests/llm/make_tiny_gguf.py" --variant $v "$T/$v.gguf"
   ok "gguf $v: logits" "$QS" llm logits --model "$T/$v.gguf" --prompt-ids "$IDS" -o "$T/$v.npy"
   ok "gguf $v: agrees with the float64 reference to 1e-4" $PY "$ROOT/tests/llm/torch_ref.py" "$T/$v.gguf" "$IDS" "$T/$v.npy" 1e-4
 done
 check "bf16 gguf: loaded as bf16 weights" '"$QS" llm logits --model "$T/bf16.gguf" --prompt-ids 1 -o "$T/x.npy" 2>&1 | grep -q "bf16 x16"'
-for v in llama llama-sh qwen2; do
+for v in llama llama-sh qwen2 llama-hd; do   # llama-hd: config.json head_dim 24 != hidden / heads
   $PY "$ROOT/tests/llm/make_tiny_hf.py" $v "$T/hf-$v"
   ok "hf $v: logits" "$QS" llm logits --model "$T/hf-$v" --prompt-ids "$IDS" -o "$T/hf-$v.npy"
   ok "hf $v: agrees with the float64 reference to 1e-4" $PY "$ROOT/tests/llm/torch_ref.py" "$T/hf-$v" "$IDS" "$T/hf-$v.npy" 1e-4
@@ -46,6 +46,14 @@ check "truncated: file named" 'grep -q "bad5/model.safetensors: " "$T/err"'
 cp -r "$T/hf-llama" "$T/bad6"; printf '{"model": {"type": "BPE", "vocab": {"a": 999}}}' > "$T/bad6/tokenizer.json"
 fails "tokenizer id outside the vocabulary" 1 "$QS" llm logits --model "$T/bad6" --prompt-ids 1 -o "$T/x.npy"
 check "tokenizer: named" 'grep -q "bad6/tokenizer.json: vocabulary entry" "$T/err"'
+$PY "$ROOT/tests/llm/make_tiny_gguf.py" --variant qwen2-hd24 "$T/vd.gguf"
+$PY - "$T/vd.gguf" <<'PY'
+import sys; p = sys.argv[1]; b = bytearray(open(p, "rb").read())
+k = b"qwen2.attention.value_length"; i = b.index(k) + len(k) + 4   # after the key and its u32 type
+b[i:i + 4] = (16).to_bytes(4, "little"); open(p, "wb").write(b)
+PY
+refuses "value head size != key head size refused" 1 "vd.gguf: value head size 16 != key head size 24" \
+  "$QS" llm logits --model "$T/vd.gguf" --prompt-ids 1 -o "$T/x.npy"
 cp -r "$T/hf-llama" "$T/bad7"; sed -i 's/"rope_scaling": null/"rope_scaling": {"type": "llama3"}/' "$T/bad7/config.json"
 fails "rope_scaling refused" 1 "$QS" llm logits --model "$T/bad7" --prompt-ids 1 -o "$T/x.npy"
 mkdir "$T/empty"
