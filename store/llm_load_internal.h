@@ -1,7 +1,7 @@
 /*
-** Shared by the model loaders (llm_load.c: GGUF, llm_load_hf.c: Hugging Face safetensors
-** directories): tensors found over one or several files (shards) and read through the store's
-** parsers and tensor reader, by role, in GGUF (scheme 0) or Hugging Face (scheme 1) spelling.
+** Shared by the model loaders (llm_load_gguf.c: GGUF, llm_load_hf.c: Hugging Face safetensors
+** directories), in llm_load_common.c: tensors found over one or several files (shards) and read
+** through the store's parsers and tensor reader, by role, in GGUF or Hugging Face spelling (llm_arch.h).
 */
 #ifndef QS_LLM_LOAD_INTERNAL_H
 #define QS_LLM_LOAD_INTERNAL_H
@@ -19,6 +19,8 @@ typedef struct qs_llm_src {
     const char *path;     /* for messages */
 } qs_llm_src;
 
+/* Tensor `name` in one container, or over the sources (which: the index of the source holding it). */
+const qs_tdesc *qs_llm__find_t(const qs_container *c, const char *name);
 const qs_tdesc *qs_llm__find(const qs_llm_src *src, int nsrc, const char *name, int *which);
 /* Allocate m for cfg and read every weight of architecture `arch` in spelling `scheme` (biases when the
 ** architecture allows them and layer 0 has a Q bias; the output matrix unless tie or absent); FP32, shapes
