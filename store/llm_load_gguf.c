@@ -4,6 +4,7 @@
 ** metadata summary) by a bounded walk of the key/value section.
 */
 #include "llm_load_internal.h"
+#include "gguf_kv.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -13,117 +14,79 @@
 
 /* ---------------------------------------------------------------- vocabulary walk */
 
-typedef struct { const uint8_t *b; size_t len, p; qs_err *e; } kvr;
-
-static int kv_need(kvr *r, uint64_t n)
+/* An array of n strings at r->pos (after its header): NUL-separated text + offsets. */
+static int read_strs(qs_gguf_rd *r, uint64_t n, const char *what, char **text, uint32_t **off)
 {
-    if (n > r->len - r->p) return qs_fail(r->e, "truncated key/value section (at byte %zu)", r->p);
-    return 0;
-}
-static int kv_u32(kvr *r, uint32_t *v) { if (kv_need(r, 4)) return -1; memcpy(v, r->b + r->p, 4); r->p += 4; return 0; }
-static int kv_u64(kvr *r, uint64_t *v) { if (kv_need(r, 8)) return -1; memcpy(v, r->b + r->p, 8); r->p += 8; return 0; }
-static int kv_str(kvr *r, const uint8_t **s, uint64_t *n)
-{
-    if (kv_u64(r, n) || kv_need(r, *n)) return -1;
-    *s = r->b + r->p;
-    r->p += (size_t)*n;
-    return 0;
-}
-
-static const uint8_t kScalarSize[13] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
-
-static int kv_skip(kvr *r, uint32_t type, int depth)
-{
-    if (type > 12) return qs_fail(r->e, "invalid value type %u (at byte %zu)", type, r->p);
-    if (type == 8) { const uint8_t *s; uint64_t n; return kv_str(r, &s, &n); }
-    if (type != 9) return kv_need(r, kScalarSize[type]) ? -1 : (r->p += kScalarSize[type], 0);
-    if (depth > 8) return qs_fail(r->e, "arrays nested too deep (at byte %zu)", r->p);
-    uint32_t et;
-    uint64_t n;
-    if (kv_u32(r, &et) || kv_u64(r, &n)) return -1;
-    if (et > 12) return qs_fail(r->e, "invalid array element type %u (at byte %zu)", et, r->p);
-    if (et != 8 && et != 9) {
-        if (n > (r->len - r->p) / kScalarSize[et]) return qs_fail(r->e, "array of %llu elements overruns the file (at byte %zu)", (unsigned long long)n, r->p);
-        r->p += (size_t)n * kScalarSize[et];
-        return 0;
-    }
-    for (uint64_t i = 0; i < n; i++)
-        if (kv_skip(r, et, depth + 1)) return -1;
-    return 0;
-}
-
-/* An array of n strings at r->p (after its header): NUL-separated text + offsets. */
-static int read_strs(kvr *r, uint64_t n, size_t at, char **text, uint32_t **off, qs_err *e)
-{
-    if (n > (r->len - r->p) / 8 || n > (1u << 24))
-        return qs_fail(e, "array of %llu strings overruns the file (at byte %zu)", (unsigned long long)n, at);
-    size_t start = r->p, total = 0;
+    if (n > (r->len - r->pos) / 8 || n > (1u << 24))
+        return qs_fail(r->e, "%s: array of %llu strings overruns the file (at byte %zu)", what, (unsigned long long)n, r->pos);
+    size_t start = r->pos, total = 0;
     for (uint64_t i = 0; i < n; i++) {   /* first pass: bounds and total size */
-        const uint8_t *s; uint64_t sl;
-        if (kv_str(r, &s, &sl)) return -1;
-        total += (size_t)sl + 1;
+        const uint8_t *s;
+        size_t sl;
+        if (qs_gguf_str(r, &s, &sl, what)) return -1;
+        total += sl + 1;
     }
-    if (total > UINT32_MAX) return qs_fail(e, "string array too large (at byte %zu)", at);
+    if (total > UINT32_MAX) return qs_fail(r->e, "%s: string array too large (at byte %zu)", what, start);
     *text = malloc(total ? total : 1);
     *off = malloc((size_t)(n ? n : 1) * sizeof **off);
-    if (!*text || !*off) return qs_fail(e, "out of memory for the vocabulary");
-    r->p = start;
+    if (!*text || !*off) return qs_fail(r->e, "out of memory for the vocabulary");
+    r->pos = start;
     size_t o = 0;
     for (uint64_t i = 0; i < n; i++) {
-        const uint8_t *s; uint64_t sl;
-        kv_str(r, &s, &sl);
+        const uint8_t *s;
+        size_t sl;
+        qs_gguf_str(r, &s, &sl, what);
         (*off)[i] = (uint32_t)o;
-        memcpy(*text + o, s, (size_t)sl);
+        memcpy(*text + o, s, sl);
         for (size_t j = 0; j < sl; j++) if (!(*text)[o + j]) (*text)[o + j] = '?';
-        o += (size_t)sl;
+        o += sl;
         (*text)[o++] = 0;
     }
     return 0;
 }
 
+/* tokenizer.ggml.tokens, .token_type and .merges, which the metadata JSON only summarises. */
+typedef struct vocab_ctx { qs_llm_vocab *v; uint64_t ntype; } vocab_ctx;
+
+static int vocab_kv(void *ctx, const char *key, uint32_t type, qs_gguf_rd *r, const char *what)
+{
+    qs_llm_vocab *v = ((vocab_ctx *)ctx)->v;
+    int is_tok = !strcmp(key, "tokenizer.ggml.tokens"), is_type = !strcmp(key, "tokenizer.ggml.token_type");
+    int is_merge = !strcmp(key, "tokenizer.ggml.merges");
+    if (!(is_tok || is_type || is_merge) || type != QS_GGUF_ARRAY) return 0;
+    uint32_t et;
+    uint64_t n;
+    if (qs_gguf_u32(r, &et, what) || qs_gguf_u64(r, &n, what)) return -1;
+    if (is_tok && et == QS_GGUF_STRING && !v->text) {
+        if (read_strs(r, n, what, &v->text, &v->off)) return -1;
+        v->n = (int)n;
+        return 1;
+    }
+    if (is_merge && et == QS_GGUF_STRING && !v->mtext) {
+        if (read_strs(r, n, what, &v->mtext, &v->moff)) return -1;
+        v->nmerges = (int)n;
+        return 1;
+    }
+    if (is_type && (et == QS_GGUF_I32 || et == QS_GGUF_U32) && !v->type) {
+        if (n > (r->len - r->pos) / 4) return qs_fail(r->e, "%s: array overruns the file (at byte %zu)", what, r->pos);
+        v->type = malloc((size_t)(n ? n : 1) * sizeof *v->type);
+        if (!v->type) return qs_fail(r->e, "out of memory");
+        memcpy(v->type, r->b + r->pos, (size_t)n * 4);
+        r->pos += (size_t)n * 4;
+        ((vocab_ctx *)ctx)->ntype = n;
+        return 1;
+    }
+    return 0;
+}
+
+/* The vocabulary from a file image qs_parse_gguf has accepted (the header is known good). */
 static int read_vocab(const uint8_t *buf, size_t len, qs_llm_vocab *v, qs_err *e)
 {
-    kvr r = {buf, len, 0, e};
-    uint32_t magic, ver;
-    uint64_t nt, nkv, ntype = 0;
-    if (kv_u32(&r, &magic) || kv_u32(&r, &ver) || kv_u64(&r, &nt) || kv_u64(&r, &nkv)) return -1;
-    for (uint64_t k = 0; k < nkv; k++) {
-        const uint8_t *key;
-        uint64_t kl;
-        uint32_t type;
-        if (kv_str(&r, &key, &kl) || kv_u32(&r, &type)) return -1;
-        int is_tok = kl == 21 && !memcmp(key, "tokenizer.ggml.tokens", 21);
-        int is_type = kl == 25 && !memcmp(key, "tokenizer.ggml.token_type", 25);
-        int is_merge = kl == 21 && !memcmp(key, "tokenizer.ggml.merges", 21);
-        if ((is_tok || is_type || is_merge) && type == 9) {
-            size_t at = r.p;
-            uint32_t et;
-            uint64_t n;
-            if (kv_u32(&r, &et) || kv_u64(&r, &n)) return -1;
-            if (is_tok && et == 8 && !v->text) {
-                if (read_strs(&r, n, at, &v->text, &v->off, e)) return -1;
-                v->n = (int)n;
-                continue;
-            }
-            if (is_merge && et == 8 && !v->mtext) {
-                if (read_strs(&r, n, at, &v->mtext, &v->moff, e)) return -1;
-                v->nmerges = (int)n;
-                continue;
-            }
-            if (is_type && (et == 5 || et == 4) && !v->type) {
-                if (n > (len - r.p) / 4) return qs_fail(e, "token_type array overruns the file (at byte %zu)", at);
-                v->type = malloc((size_t)(n ? n : 1) * sizeof *v->type);
-                if (!v->type) return qs_fail(e, "out of memory");
-                memcpy(v->type, buf + r.p, (size_t)n * 4);
-                r.p += (size_t)n * 4;
-                ntype = n;
-                continue;
-            }
-            r.p = at;
-        }
-        if (kv_skip(&r, type, 0)) return -1;
-    }
-    if (v->type && ntype != (uint64_t)v->n) { free(v->type); v->type = NULL; }
+    qs_gguf_rd r = {buf, len, 16, e};
+    uint64_t nkv;
+    vocab_ctx c = {v, 0};
+    if (qs_gguf_u64(&r, &nkv, "header") || qs_gguf_kv_walk(&r, nkv, vocab_kv, &c)) return -1;
+    if (v->type && c.ntype != (uint64_t)v->n) { free(v->type); v->type = NULL; }
     return 0;
 }
 
