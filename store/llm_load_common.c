@@ -117,13 +117,12 @@ int qs_llm__shape(json_t *obj, qs_llm_scheme s, const char *arch, qs_llm_cfg *cf
         qs_llm__hparam(obj, s, arch, QS_H_ROPE_BASE, 0, &cfg->rope_base, e))
         return -1;
     /* head_dim is its own key (Qwen3, Gemma: != dim / n_head); derived, it must divide dim exactly */
-    char hk[128];
-    snprintf(hk, sizeof hk, "%s%s%s", s == QS_LLM_GGUF ? arch : "", s == QS_LLM_GGUF ? "." : "",
-             qs_llm_hparam_key(QS_H_HEAD_DIM)->key[s]);
-    json_t *hj = json_object_get(obj, hk);
-    if (qs_llm__hparam(obj, s, arch, QS_H_HEAD_DIM, cfg->dim / cfg->n_head, &cfg->head_dim, e)) return -1;
-    if ((!hj || json_is_null(hj)) && (int64_t)cfg->n_head * cfg->head_dim != cfg->dim)
-        return qs_fail(e, "%d heads x %d head_dim != embedding length %d", cfg->n_head, cfg->head_dim, cfg->dim);
+    if (qs_llm__hparam(obj, s, arch, QS_H_HEAD_DIM, 0, &cfg->head_dim, e)) return -1;
+    if (!cfg->head_dim) {
+        cfg->head_dim = cfg->dim / cfg->n_head;
+        if ((int64_t)cfg->n_head * cfg->head_dim != cfg->dim)
+            return qs_fail(e, "%d heads x %d head_dim != embedding length %d", cfg->n_head, cfg->head_dim, cfg->dim);
+    }
     if (s == QS_LLM_GGUF) {   /* the forward pass has one head size for K and V, and full-width RoPE */
         int vd, rd;
         if (qs_llm__hparam(obj, s, arch, QS_H_VALUE_DIM, cfg->head_dim, &vd, e) ||
