@@ -2,7 +2,9 @@
 # Model loaders: full-precision GGUF (F32, F16, BF16; llama and qwen2) and Hugging Face safetensors
 # directories (single file and sharded, llama and qwen2 with Q/K/V biases and tied embeddings), all
 # generated here by tests/llm/make_tiny_gguf.py and make_tiny_hf.py (nothing downloaded, nothing
-# committed); logits checked against the independent float64 forward tests/llm/torch_ref.py.
+# committed); logits checked against the independent float64 forward tests/llm/torch_ref.py, also for a
+# head_dim other than dim / heads.  Then damaged directories, the index's weight_map, FIFOs in place of
+# files, and a file shrinking during the load.
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 if ! $PY -c "import numpy" 2>/dev/null; then echo "ok 1 - # SKIP python3-numpy not installed"; exit 0; fi
