@@ -23,7 +23,7 @@ typedef struct var_hdr {
 static double layer_work(const qs_llm_cfg *c, int ctx)
 {
     double kv = (double)c->n_kv_head * c->head_dim;
-    return (double)c->dim * (2.0 * c->dim + 2 * kv + 3.0 * c->ffn) + (double)ctx * c->dim;
+    return (double)c->dim * (2.0 * (double)qs_llm_q_dim(c) + 2 * kv + 3.0 * c->ffn) + (double)ctx * (double)qs_llm_q_dim(c);
 }
 
 int qs_eval_shard_init(qs_eval_shard *sh, const qs_llm_model *ref, const qs_eval_variant *cfg, const int *want, int ncfg,

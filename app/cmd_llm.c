@@ -602,7 +602,8 @@ static int cmd_capture(qs_cli *cli, int argc, char **argv)
     if (llm_rollout(&f.m, NULL, &p, 1, o.tokens, -1, o.seed, 0, NULL, &ro, &tr, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
     const int L = p.n + o.tokens, d = f.m.c.dim;
     cc->n_layer = f.m.c.n_layer; cc->rows_total = L; cc->ok = 1;
-    cc->cols[QS_SITE_ATTN_IN] = cc->cols[QS_SITE_ATTN_OUT] = cc->cols[QS_SITE_FFN_IN] = d;
+    cc->cols[QS_SITE_ATTN_IN] = cc->cols[QS_SITE_FFN_IN] = d;
+    cc->cols[QS_SITE_ATTN_OUT] = (int)qs_llm_q_dim(&f.m.c);   /* n_head x head_dim, may differ from dim */
     cc->cols[QS_SITE_FFN_DOWN_IN] = f.m.c.ffn;
     if (o.all_sites) {
         cc->cols[QS_SITE_K] = cc->cols[QS_SITE_V] = f.m.c.n_kv_head * f.m.c.head_dim;

@@ -23,6 +23,7 @@
 #include "../analysis/llm_eval.h"
 #include "../analysis/llm_eval_shard.h"
 #include "../analysis/results.h"
+#include "../store/container.h"
 #include "../store/llm_load.h"
 #include "../kernels/qs_version.h"
 
@@ -155,8 +156,10 @@ static int parse_opts(int argc, char **argv, eval_opts *o)
 
 int qs_eval_read_text(const char *path, char **buf, size_t *len, char hash[33], qs_err *e)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return qs_fail(e, "%s: cannot open", path);
+    int fd = qs_open_regular(path, e);   /* a FIFO would block the read */
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "rb");
+    if (fd >= 0 && !f) close(fd);
+    if (!f) return fd < 0 ? -1 : qs_fail(e, "%s: cannot open", path);
     size_t cap = 1 << 16, n = 0;
     char *b = malloc(cap);
     for (;;) {

@@ -28,9 +28,9 @@ int qs_llm_cfg_check(const qs_llm_cfg *c, qs_err *e)
     if (c->head_dim % 2) return qs_fail(e, "head dimension %d is odd (RoPE rotates pairs)", c->head_dim);
     if (c->n_head % c->n_kv_head)
         return qs_fail(e, "%d query heads are not a multiple of %d KV heads", c->n_head, c->n_kv_head);
-    if ((int64_t)c->n_head * c->head_dim != c->dim)
-        return qs_fail(e, "%d heads x %d head_dim != embedding length %d", c->n_head, c->head_dim, c->dim);
-    if (c->dim > 65536 || c->ffn > 1 << 18 || c->vocab > 1 << 22 || c->n_layer > 4096)
+    if (c->head_dim > 4096 || c->n_head > 4096)
+        return qs_fail(e, "model shape too large (%d heads of %d)", c->n_head, c->head_dim);
+    if (c->dim > 65536 || (int64_t)c->n_head * c->head_dim > 65536 || c->ffn > 1 << 18 || c->vocab > 1 << 22 || c->n_layer > 4096)
         return qs_fail(e, "model shape too large (dim %d, ffn %d, vocab %d, layers %d)", c->dim, c->ffn,
                        c->vocab, c->n_layer);
     if (!(c->eps > 0) || !(c->rope_base > 0))
@@ -40,15 +40,15 @@ int qs_llm_cfg_check(const qs_llm_cfg *c, qs_err *e)
 
 static size_t layer_floats(const qs_llm_cfg *c)
 {
-    size_t d = (size_t)c->dim, kv = (size_t)c->n_kv_head * c->head_dim, f = (size_t)c->ffn;
-    return d + d * d + kv * d * 2 + d * d + d + f * d * 3;
+    size_t d = (size_t)c->dim, kv = (size_t)c->n_kv_head * c->head_dim, f = (size_t)c->ffn, qd = qs_llm_q_dim(c);
+    return d + qd * d + kv * d * 2 + d * qd + d + f * d * 3;
 }
 
 int qs_llm_alloc(qs_llm_model *m, const qs_llm_cfg *c, int tied, qs_err *e)
 {
     memset(m, 0, sizeof *m);
     if (qs_llm_cfg_check(c, e)) return -1;
-    size_t d = (size_t)c->dim, kv = (size_t)c->n_kv_head * c->head_dim, f = (size_t)c->ffn;
+    size_t d = (size_t)c->dim, kv = (size_t)c->n_kv_head * c->head_dim, f = (size_t)c->ffn, qd = qs_llm_q_dim(c);
     size_t n = (size_t)c->vocab * d * (tied ? 1 : 2) + d + (size_t)c->n_layer * layer_floats(c);
     m->c = *c;
     m->arena = malloc(n * sizeof(float));
@@ -66,10 +66,10 @@ int qs_llm_alloc(qs_llm_model *m, const qs_llm_cfg *c, int tied, qs_err *e)
     for (int l = 0; l < c->n_layer; l++) {
         qs_llm_layer *L = &m->L[l];
         L->attn_norm = p; p += d;
-        L->wq = p; p += d * d;
+        L->wq = p; p += qd * d;
         L->wk = p; p += kv * d;
         L->wv = p; p += kv * d;
-        L->wo = p; p += d * d;
+        L->wo = p; p += d * qd;
         L->ffn_norm = p; p += d;
         L->w_gate = p; p += f * d;
         L->w_up = p; p += f * d;
@@ -80,15 +80,15 @@ int qs_llm_alloc(qs_llm_model *m, const qs_llm_cfg *c, int tied, qs_err *e)
 
 int qs_llm_alloc_bias(qs_llm_model *m, qs_err *e)
 {
-    size_t d = (size_t)m->c.dim, kv = (size_t)m->c.n_kv_head * m->c.head_dim;
-    size_t n = (size_t)m->c.n_layer * (d + 2 * kv);
+    size_t qd = qs_llm_q_dim(&m->c), kv = (size_t)m->c.n_kv_head * m->c.head_dim;
+    size_t n = (size_t)m->c.n_layer * (qd + 2 * kv);
     free(m->bias_arena);
     m->bias_arena = malloc(n * sizeof(float));
     if (!m->bias_arena) return qs_fail(e, "out of memory for %zu biases", n);
     m->bias_len = n;
     float *p = m->bias_arena;
     for (int l = 0; l < m->c.n_layer; l++) {
-        m->L[l].bq = p; p += d;
+        m->L[l].bq = p; p += qd;
         m->L[l].bk = p; p += kv;
         m->L[l].bv = p; p += kv;
     }
@@ -142,9 +142,9 @@ static int quant_matrix(const qs_apply *w, int scaled, float *p, size_t rows, si
 
 static int quant_layer(const qs_llm_cfg *c, qs_llm_layer *L, const qs_apply *w, int scaled, qs_err *e)
 {
-    size_t d = (size_t)c->dim, kv = (size_t)c->n_kv_head * c->head_dim, f = (size_t)c->ffn;
-    return quant_matrix(w, scaled, L->wq, d, d, e) || quant_matrix(w, scaled, L->wk, kv, d, e) ||
-                   quant_matrix(w, scaled, L->wv, kv, d, e) || quant_matrix(w, scaled, L->wo, d, d, e) ||
+    size_t d = (size_t)c->dim, kv = (size_t)c->n_kv_head * c->head_dim, f = (size_t)c->ffn, qd = qs_llm_q_dim(c);
+    return quant_matrix(w, scaled, L->wq, qd, d, e) || quant_matrix(w, scaled, L->wk, kv, d, e) ||
+                   quant_matrix(w, scaled, L->wv, kv, d, e) || quant_matrix(w, scaled, L->wo, d, qd, e) ||
                    quant_matrix(w, scaled, L->w_gate, f, d, e) || quant_matrix(w, scaled, L->w_up, f, d, e) ||
                    quant_matrix(w, scaled, L->w_down, d, f, e)
                ? -1 : 0;
@@ -162,8 +162,8 @@ int qs_llm_view_quantize_layers(qs_llm_model *dst, const qs_llm_model *src, cons
                                 int scaled, qs_err *e)
 {
     const qs_llm_cfg *c = &src->c;
-    size_t d = (size_t)c->dim, kv = (size_t)c->n_kv_head * c->head_dim, f = (size_t)c->ffn;
-    size_t per = 2 * d * d + 2 * kv * d + 3 * f * d, nsel = 0;
+    size_t d = (size_t)c->dim, kv = (size_t)c->n_kv_head * c->head_dim, f = (size_t)c->ffn, qd = qs_llm_q_dim(c);
+    size_t per = 2 * qd * d + 2 * kv * d + 3 * f * d, nsel = 0;
     for (int l = 0; l < c->n_layer; l++) nsel += layers[l] != 0;
     *dst = *src;
     dst->arena = NULL; dst->arena_len = 0;
@@ -180,7 +180,7 @@ int qs_llm_view_quantize_layers(qs_llm_model *dst, const qs_llm_model *src, cons
         if (!layers[l]) continue;
         qs_llm_layer *L = &dst->L[l];
         float **mat[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        const size_t len[7] = {d * d, kv * d, kv * d, d * d, f * d, f * d, d * f};
+        const size_t len[7] = {qd * d, kv * d, kv * d, d * qd, f * d, f * d, d * f};
         for (int i = 0; i < 7; i++) {
             memcpy(p, *mat[i], len[i] * sizeof(float));
             *mat[i] = p;
@@ -222,17 +222,18 @@ qs_llm_state *qs_llm_state_new(const qs_llm_cfg *c, int batch, int max_pos, int 
     if (!s) { qs_fail(e, "out of memory"); return NULL; }
     s->c = *c;
     s->batch = batch; s->max_pos = max_pos; s->max_rows = max_rows;
-    size_t kvd = (size_t)c->n_kv_head * c->head_dim, R = (size_t)max_rows, d = (size_t)c->dim;
+    size_t kvd = (size_t)c->n_kv_head * c->head_dim, R = (size_t)max_rows, d = (size_t)c->dim, qd = qs_llm_q_dim(c);
     size_t cache = (size_t)c->n_layer * batch * max_pos * kvd;
     size_t wide = (size_t)(c->ffn > c->dim ? c->ffn : c->dim);
+    if (qd > wide) wide = qd;
     s->kc = malloc(cache * sizeof(float));
     s->vc = malloc(cache * sizeof(float));
     s->x = malloc(R * d * sizeof(float));
     s->xn = malloc(R * wide * sizeof(float));
-    s->q = malloc(R * d * sizeof(float));
+    s->q = malloc(R * qd * sizeof(float));
     s->k = malloc(R * kvd * sizeof(float));
     s->v = malloc(R * kvd * sizeof(float));
-    s->att = malloc(R * d * sizeof(float));
+    s->att = malloc(R * qd * sizeof(float));
     s->h1 = malloc(R * (size_t)c->ffn * sizeof(float));
     s->h2 = malloc(R * (size_t)c->ffn * sizeof(float));
     s->sc = malloc((size_t)max_pos * sizeof(float));
@@ -461,13 +462,13 @@ static void att_task(void *ctx, size_t task, void *scratch)
     const att_job *j = ctx;
     qs_llm_state *s = j->s;
     const qs_llm_cfg *c = &s->c;
-    const int d = c->dim, hd = c->head_dim, kvd = c->n_kv_head * hd, T = j->T;
+    const int qd = c->n_head * c->head_dim, hd = c->head_dim, kvd = c->n_kv_head * hd, T = j->T;
     const int t0 = (int)(task % j->ntile) * ATT_TILE, h = (int)(task / j->ntile % c->n_head), b = (int)(task / j->ntile / c->n_head);
     const int kh = h / j->grp, nt = T - t0 < ATT_TILE ? T - t0 : ATT_TILE, n = j->pos0 + t0 + nt;   /* keys seen by the tile */
     const size_t lbase = (size_t)j->l * s->batch * s->max_pos * kvd;
     const float *kb = s->kc + lbase + (size_t)b * s->max_pos * kvd, *vb = s->vc + lbase + (size_t)b * s->max_pos * kvd;
     float *S = scratch;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nt, n, hd, j->alpha, s->q + ((size_t)b * T + t0) * d + (size_t)h * hd, d,
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nt, n, hd, j->alpha, s->q + ((size_t)b * T + t0) * qd + (size_t)h * hd, qd,
                 kb + (size_t)kh * hd, kvd, 0.0f, S, n);
     for (int i = 0; i < nt; i++) {
         float *row = S + (size_t)i * n;
@@ -476,7 +477,7 @@ static void att_task(void *ctx, size_t task, void *scratch)
         memset(row + nv, 0, (size_t)(n - nv) * sizeof(float));
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nt, hd, n, 1.0f, S, n, vb + (size_t)kh * hd, kvd, 0.0f,
-                s->att + ((size_t)b * T + t0) * d + (size_t)h * hd, d);
+                s->att + ((size_t)b * T + t0) * qd + (size_t)h * hd, qd);
 }
 
 static int attend_gemm(qs_llm_state *s, int l, int B, int T, int pos0, int grp, float scale, qs_err *e)
@@ -512,7 +513,7 @@ int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm
     if (B <= 0 || T <= 0 || B > s->batch || (int64_t)B * T > s->max_rows || pos0 < 0 || pos0 + T > s->max_pos)
         return qs_fail(e, "forward: %d sequences x %d positions from %d exceed the state (%d x %d, %d rows)", B,
                        T, pos0, s->batch, s->max_pos, s->max_rows);
-    const int d = c->dim, hd = c->head_dim, kvd = c->n_kv_head * hd, F = c->ffn, R = B * T;
+    const int d = c->dim, hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_kv_head * hd, F = c->ffn, R = B * T;
     const int grp = c->n_head / c->n_kv_head, half = hd / 2;
     const qs_apply *act = nx ? nx->act : NULL, *kv_all = nx ? nx->kv : NULL;
     const qs_llm_resq resq = nx ? nx->resq : QS_RESQ_NONE;
@@ -539,31 +540,31 @@ int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm
         for (int r = 0; r < R; r++) rmsnorm(s->xn + (size_t)r * d, s->x + (size_t)r * d, L->attn_norm, d, c->eps);
         if (tap) tap(tap_ctx, l, QS_SITE_ATTN_IN, s->xn, R, d);
         if (a_ai && round_rows_par(a_ai, scaled, resq, s->xn, R, d, s->tmp, e)) return -1;
-        if (R > QS_LLM_GEMV_ROWS && L->wk == L->wq + (size_t)d * d && L->wv == L->wk + (size_t)kvd * d) {
-            /* Q, K, V weights are adjacent in the arena: one SGEMM of d + 2 kv_dim outputs, then split */
-            const int W3 = d + 2 * kvd;
+        if (R > QS_LLM_GEMV_ROWS && L->wk == L->wq + (size_t)qd * d && L->wv == L->wk + (size_t)kvd * d) {
+            /* Q, K, V weights are adjacent in the arena: one SGEMM of q_dim + 2 kv_dim outputs, then split */
+            const int W3 = qd + 2 * kvd;
             float *y = fused_buf(s, (size_t)R * W3, e);
             if (!y) return -1;
             linear(y, s->xn, L->wq, R, d, W3);
             for (int r = 0; r < R; r++) {
                 const float *yr = y + (size_t)r * W3;
-                memcpy(s->q + (size_t)r * d, yr, (size_t)d * sizeof(float));
-                memcpy(s->k + (size_t)r * kvd, yr + d, (size_t)kvd * sizeof(float));
-                memcpy(s->v + (size_t)r * kvd, yr + d + kvd, (size_t)kvd * sizeof(float));
+                memcpy(s->q + (size_t)r * qd, yr, (size_t)qd * sizeof(float));
+                memcpy(s->k + (size_t)r * kvd, yr + qd, (size_t)kvd * sizeof(float));
+                memcpy(s->v + (size_t)r * kvd, yr + qd + kvd, (size_t)kvd * sizeof(float));
             }
         } else {
-            linear(s->q, s->xn, L->wq, R, d, d);
+            linear(s->q, s->xn, L->wq, R, d, qd);
             linear(s->k, s->xn, L->wk, R, d, kvd);
             linear(s->v, s->xn, L->wv, R, d, kvd);
         }
-        if (L->bq) add_bias(s->q, L->bq, R, d);   /* Qwen2: after the product, before RoPE */
+        if (L->bq) add_bias(s->q, L->bq, R, qd);   /* Qwen2: after the product, before RoPE */
         if (L->bk) add_bias(s->k, L->bk, R, kvd);
         if (L->bv) add_bias(s->v, L->bv, R, kvd);
         for (int b = 0; b < B; b++)
             for (int t = 0; t < T; t++) {
                 int r = b * T + t, p = pos0 + t;
                 const float *cs = s->rcos + (size_t)p * half, *sn = s->rsin + (size_t)p * half;
-                rope(s->q + (size_t)r * d, c->n_head, hd, cs, sn, c->rope_neox);
+                rope(s->q + (size_t)r * qd, c->n_head, hd, cs, sn, c->rope_neox);
                 rope(s->k + (size_t)r * kvd, c->n_kv_head, hd, cs, sn, c->rope_neox);
                 float *kdst = s->kc + lbase + ((size_t)b * s->max_pos + p) * kvd;
                 float *vdst = s->vc + lbase + ((size_t)b * s->max_pos + p) * kvd;
@@ -587,7 +588,7 @@ int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm
                 const float *kb = s->kc + lbase + (size_t)b * s->max_pos * kvd;
                 const float *vb = s->vc + lbase + (size_t)b * s->max_pos * kvd;
                 for (int h = 0; h < c->n_head; h++) {
-                    const float *q = s->q + (size_t)r * d + (size_t)h * hd;
+                    const float *q = s->q + (size_t)r * qd + (size_t)h * hd;
                     int kh = h / grp;
                     float mx = -INFINITY;
                     for (int j = 0; j < n; j++) {
@@ -600,7 +601,7 @@ int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm
                     double sum = 0;
                     for (int j = 0; j < n; j++) { s->sc[j] = expf(s->sc[j] - mx); sum += s->sc[j]; }
                     float inv = (float)(1.0 / sum);
-                    float *o = s->att + (size_t)r * d + (size_t)h * hd;
+                    float *o = s->att + (size_t)r * qd + (size_t)h * hd;
                     for (int i = 0; i < hd; i++) o[i] = 0;
                     for (int j = 0; j < n; j++) {
                         const float *vj = vb + (size_t)j * kvd + (size_t)kh * hd;
@@ -609,9 +610,9 @@ int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm
                     }
                 }
             }
-        if (tap) tap(tap_ctx, l, QS_SITE_ATTN_OUT, s->att, R, d);
-        if (a_ao && round_rows_par(a_ao, scaled, resq, s->att, R, d, s->tmp, e)) return -1;
-        linear(s->xn, s->att, L->wo, R, d, d);
+        if (tap) tap(tap_ctx, l, QS_SITE_ATTN_OUT, s->att, R, qd);
+        if (a_ao && round_rows_par(a_ao, scaled, resq, s->att, R, qd, s->tmp, e)) return -1;
+        linear(s->xn, s->att, L->wo, R, qd, d);
         for (size_t i = 0; i < (size_t)R * d; i++) s->x[i] += s->xn[i];
 
         for (int r = 0; r < R; r++) rmsnorm(s->xn + (size_t)r * d, s->x + (size_t)r * d, L->ffn_norm, d, c->eps);
@@ -678,6 +679,7 @@ double qs_llm_logprob(const float *logits, int vocab, int tok, double *entropy)
 double qs_llm_flops_per_token(const qs_llm_cfg *c, int ctx)
 {
     double d = c->dim, kv = (double)c->n_kv_head * c->head_dim, f = c->ffn;
-    double per_layer = 2 * (d * d * 2 + kv * d * 2 + 3 * f * d) + 4.0 * c->n_head * c->head_dim * ctx;
+    double qd = (double)c->n_head * c->head_dim;
+    double per_layer = 2 * (qd * d * 2 + kv * d * 2 + 3 * f * d) + 4.0 * qd * ctx;
     return c->n_layer * per_layer + 2 * d * c->vocab;
 }

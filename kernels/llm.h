@@ -39,7 +39,7 @@ typedef struct qs_llm_cfg {
 } qs_llm_cfg;
 
 typedef struct qs_llm_layer {
-    float *attn_norm, *wq, *wk, *wv, *wo, *ffn_norm, *w_gate, *w_up, *w_down;
+    float *attn_norm, *wq, *wk, *wv, *wo, *ffn_norm, *w_gate, *w_up, *w_down;   /* wq [q_dim][dim], wo [dim][q_dim] */
     float *bq, *bk, *bv;      /* Q/K/V projection biases (Qwen2), added after the products; NULL = none */
 } qs_llm_layer;
 
@@ -55,9 +55,12 @@ typedef struct qs_llm_model {
     size_t bias_len;          /* floats */
 } qs_llm_model;
 
-/* Check a configuration (positive sizes, head_dim even, n_head a multiple of n_kv_head, dim =
-** n_head * head_dim, sizes small enough that every product fits in size_t and int). */
+/* Check a configuration (positive sizes, head_dim even, n_head a multiple of n_kv_head, sizes small
+** enough that every product fits in size_t and int).  head_dim is free: n_head * head_dim (the width of
+** Q and of the attention output, qs_llm_q_dim) need not equal dim (Qwen3, Gemma). */
 int qs_llm_cfg_check(const qs_llm_cfg *c, qs_err *e);
+/* n_head * head_dim: rows of wq, columns of wo, width of the attention output. */
+static inline size_t qs_llm_q_dim(const qs_llm_cfg *c) { return (size_t)c->n_head * (size_t)c->head_dim; }
 
 /* Allocate an uninitialised model of this shape (one arena); tied: output aliases tok_embd. */
 int qs_llm_alloc(qs_llm_model *m, const qs_llm_cfg *c, int tied, qs_err *e);

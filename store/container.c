@@ -192,14 +192,33 @@ int qs_parse_fd(int fd, uint64_t len, const char *filename, const qs_parse_opts 
     return rc;
 }
 
+int qs_open_regular(const char *path, qs_err *e)
+{
+    /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) return qs_fail(e, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return qs_fail(e, "%s: not a regular file", path);
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+        int err = errno;
+        close(fd);
+        return qs_fail(e, "%s: cannot open: %s", path, strerror(err));
+    }
+    return fd;
+}
+
 int qs_file_map_open(const char *path, qs_file_map *m, qs_err *e)
 {
     m->p = NULL;
     m->n = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return qs_fail(e, "%s: cannot open: %s", path, strerror(errno));
+    int fd = qs_open_regular(path, e);
+    if (fd < 0) return -1;
     struct stat st;
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size <= 0) {
+    if (fstat(fd, &st) || st.st_size <= 0) {
         close(fd);
         return qs_fail(e, "%s: not a regular non-empty file", path);
     }

@@ -89,6 +89,10 @@ qs_tdesc *qs_container_add(qs_container *c, qs_err *e);   /* zeroed slot, or NUL
 int qs_container_warn(qs_container *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void qs_container_free(qs_container *c);
 
+/* Open path read-only, refusing anything but a regular file before a read could block (a FIFO, a
+** device): the descriptor (blocking again), or -1 with "PATH: ..." in e. */
+int qs_open_regular(const char *path, qs_err *e);
+
 /* A whole regular, non-empty file mapped read-only (the model loaders and `llm text`); errors name the file. */
 typedef struct qs_file_map { const uint8_t *p; size_t n; } qs_file_map;
 int qs_file_map_open(const char *path, qs_file_map *m, qs_err *e);

@@ -5,9 +5,9 @@
 ** Tensors are found and decoded through the store's GGUF parser (store/parse_gguf.c) and tensor
 ** reader (store/tensor.h), so every ggml block type the importer knows (Q4_0, Q4_1, Q8_0, Q4_K,
 ** Q6_K, MXFP4, F16, BF16, ...) is dequantized to FP32 the same way `qscope import` does.
-** Hyper-parameters come from the `llama.*` keys of the container metadata; the vocabulary
-** (`tokenizer.ggml.tokens`, too long for the metadata summary) is read by a bounded walk of the
-** key/value section here.  The vocabulary and the tokenizer are in llm_tok.h.
+** Architectures, tensor names and hyper-parameter keys come from the table of llm_arch.h.  Code:
+** llm_load.c (entry point), llm_load_gguf.c, llm_load_hf.c, llm_load_common.c (shared).  The
+** vocabulary and the tokenizer are in llm_tok.h.
 */
 #ifndef QS_LLM_LOAD_H
 #define QS_LLM_LOAD_H

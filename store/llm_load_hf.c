@@ -37,29 +37,6 @@ static json_t *load_json(const char *path, XXH3_state_t *h, uint64_t *size, qs_e
     return j;
 }
 
-static int cfg_int(json_t *c, const char *key, int required, int dflt, int *out, qs_err *e)
-{
-    json_t *j = json_object_get(c, key);
-    if (!j || json_is_null(j)) {
-        if (required) return qs_fail(e, "missing key \"%s\"", key);
-        *out = dflt;
-        return 0;
-    }
-    if (!json_is_integer(j) || json_integer_value(j) <= 0 || json_integer_value(j) > (1 << 24))
-        return qs_fail(e, "\"%s\" is not a positive integer", key);
-    *out = (int)json_integer_value(j);
-    return 0;
-}
-
-static int cfg_real(json_t *c, const char *key, double dflt, float *out, qs_err *e)
-{
-    json_t *j = json_object_get(c, key);
-    if (!j || json_is_null(j)) { *out = (float)dflt; return 0; }
-    if (!json_is_number(j)) return qs_fail(e, "\"%s\" is not a number", key);
-    *out = (float)json_number_value(j);
-    return 0;
-}
-
 /* A token id from config.json (an integer or a list whose first element is one), or -1. */
 static int cfg_tok(json_t *c, const char *key, int vocab)
 {
@@ -67,6 +44,42 @@ static int cfg_tok(json_t *c, const char *key, int vocab)
     if (json_is_array(j)) j = json_array_get(j, 0);
     if (!json_is_integer(j) || json_integer_value(j) < 0 || json_integer_value(j) >= vocab) return -1;
     return (int)json_integer_value(j);
+}
+
+/* The index's weight_map is the truth about where each tensor lives: every tensor it maps must be in
+** that shard, and no tensor may be in two shards (otherwise which copy is loaded would depend on the
+** order of the shards).  Messages name the shard at fault. */
+static int check_weight_map(json_t *wm, char *const *shard, const qs_llm_src *src, int nsrc, qs_err *e)
+{
+    json_t *where = json_object();   /* tensor name -> shard index */
+    if (!where) return qs_fail(e, "out of memory");
+    int rc = -1;
+    for (int k = 0; k < nsrc; k++)
+        for (size_t i = 0; i < src[k].c.n; i++) {
+            const char *name = src[k].c.t[i].name;
+            json_t *had = json_object_get(where, name);
+            if (had) {
+                qs_fail(e, "%s: tensor '%.80s' is also in %s (a tensor may be in one shard only)", src[k].path, name,
+                        shard[json_integer_value(had)]);
+                goto done;
+            }
+            if (json_object_set_new_nocheck(where, name, json_integer(k))) { qs_fail(e, "out of memory"); goto done; }
+        }
+    const char *name;
+    json_t *val;
+    json_object_foreach(wm, name, val) {
+        int k = 0;
+        while (k < nsrc && strcmp(shard[k], json_string_value(val))) k++;
+        json_t *at = json_object_get(where, name);
+        if (k < nsrc && (!at || json_integer_value(at) != k)) {
+            qs_fail(e, "%s: holds no tensor '%.80s' (model.safetensors.index.json maps it there)", src[k].path, name);
+            goto done;
+        }
+    }
+    rc = 0;
+done:
+    json_decref(where);
+    return rc;
 }
 
 /* Shard file names must stay inside the directory. */
@@ -122,34 +135,27 @@ int qs_llm_load_hf(const char *dir, qs_llm_file *f, qs_err *e)
     culprit = path;
     const char *mtype = json_string_value(json_object_get(cj, "model_type"));
     const char *archs = json_string_value(json_array_get(json_object_get(cj, "architectures"), 0));
-    int qwen = (mtype && !strcmp(mtype, "qwen2")) || (archs && !strcmp(archs, "Qwen2ForCausalLM"));
-    int llama = (mtype && !strcmp(mtype, "llama")) || (archs && !strcmp(archs, "LlamaForCausalLM"));
-    if (!qwen && !llama) {
-        qs_fail(e, "architecture '%.40s' is not supported (LlamaForCausalLM, Qwen2ForCausalLM)",
-                archs ? archs : mtype ? mtype : "?");
+    const qs_llm_arch *A = qs_llm_arch_hf(archs, mtype);
+    if (!A) {
+        char list[256];
+        qs_fail(e, "architecture '%.40s' is not supported (%s)", archs ? archs : mtype ? mtype : "?",
+                qs_llm_arch_list(QS_LLM_HF, list, sizeof list));
         goto out;
     }
-    snprintf(f->arch, sizeof f->arch, "%s", qwen ? "qwen2" : "llama");
+    snprintf(f->arch, sizeof f->arch, "%s", A->name);
     snprintf(f->format, sizeof f->format, "safetensors");
     json_t *rs = json_object_get(cj, "rope_scaling");
     if (rs && !json_is_null(rs)) { qs_fail(e, "\"rope_scaling\" is not supported"); goto out; }
     if (json_is_true(json_object_get(cj, "use_sliding_window"))) { qs_fail(e, "sliding-window attention is not supported"); goto out; }
     const char *act = json_string_value(json_object_get(cj, "hidden_act"));
     if (act && strcmp(act, "silu")) { qs_fail(e, "hidden_act '%.20s' is not supported (silu)", act); goto out; }
+    if (json_is_true(json_object_get(cj, "mlp_bias"))) {
+        qs_fail(e, "output-projection or MLP biases are not supported (Q/K/V biases are)");
+        goto out;
+    }
     qs_llm_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
-    int hd;
-    if (cfg_int(cj, "num_hidden_layers", 1, 0, &cfg.n_layer, e) || cfg_int(cj, "hidden_size", 1, 0, &cfg.dim, e) ||
-        cfg_int(cj, "intermediate_size", 1, 0, &cfg.ffn, e) ||
-        cfg_int(cj, "num_attention_heads", 1, 0, &cfg.n_head, e) ||
-        cfg_int(cj, "num_key_value_heads", 0, cfg.n_head, &cfg.n_kv_head, e) ||
-        cfg_int(cj, "vocab_size", 1, 0, &cfg.vocab, e) ||
-        cfg_int(cj, "max_position_embeddings", 0, 2048, &cfg.ctx, e) ||
-        cfg_real(cj, "rms_norm_eps", 1e-6, &cfg.eps, e) || cfg_real(cj, "rope_theta", 10000.0, &cfg.rope_base, e))
-        goto out;
-    cfg.head_dim = cfg.dim / cfg.n_head;
-    if (cfg_int(cj, "head_dim", 0, cfg.head_dim, &hd, e)) goto out;
-    if (hd != cfg.head_dim) { qs_fail(e, "head_dim %d != hidden_size / num_attention_heads", hd); goto out; }
+    if (qs_llm__shape(cj, QS_LLM_HF, A->name, &cfg, e)) goto out;
     cfg.rope_neox = 1;
     if (qs_llm_cfg_check(&cfg, e)) goto out;
 
@@ -190,18 +196,12 @@ int qs_llm_load_hf(const char *dir, qs_llm_file *f, qs_err *e)
         total += mp[i].n;
         if (qs_parse_safetensors(mp[i].p, mp[i].n, NULL, &src[i].c, e)) goto out;
     }
+    if (ij && check_weight_map(json_object_get(ij, "weight_map"), shard, src, nsrc, e)) goto out_noprefix;
     culprit = dir;
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
     int have_tok = access(path, F_OK) == 0, pp_bos = 0;
-    json_t *tie = json_object_get(cj, "tie_word_embeddings");
-    int tied = json_is_true(tie) || !qs_llm__find(src, nsrc, "lm_head.weight", NULL);
-    if (json_is_true(json_object_get(cj, "mlp_bias")) ||
-        qs_llm__find(src, nsrc, "model.layers.0.self_attn.o_proj.bias", NULL) ||
-        qs_llm__find(src, nsrc, "model.layers.0.mlp.down_proj.bias", NULL)) {
-        qs_fail(e, "output-projection or MLP biases are not supported (Q/K/V biases are)");
-        goto out;
-    }
-    if (qs_llm__load_weights(&f->m, &cfg, src, nsrc, 1, tied, e)) goto out;
+    int tie = json_is_true(json_object_get(cj, "tie_word_embeddings"));
+    if (qs_llm__load_weights(&f->m, &cfg, A, src, nsrc, dir, QS_LLM_HF, tie, e)) goto out_noprefix;
     qs_llm__wtypes(src, nsrc, f->wtypes, sizeof f->wtypes);
     /* after the weights, whose size bounds vocab_size; hashed after the shards, as always */
     if (have_tok && read_tokenizer(path, cfg.vocab, &f->v, &pp_bos, hs, &total, e)) goto out_noprefix;

@@ -1,5 +1,5 @@
 /*
-** libFuzzer target for the LLM model loader (store/llm_load.c): hyper-parameters from the GGUF
+** libFuzzer target for the LLM model loader (store/llm_load_gguf.c): hyper-parameters from the GGUF
 ** metadata, the bounded walk for the vocabulary, tensor shape checks and dequantization.
 **
 ** On success the model must be self-consistent and a one-token forward pass must run

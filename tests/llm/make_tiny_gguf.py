@@ -64,18 +64,19 @@ def vocab():
     return toks, types
 
 
-def weights(seed, nl=2, dim=64, ffn=96, nh=4, nkv=2, V=320, untied=False, bias=False):
-    """Random weights in PyTorch layout [out][in], keyed by role (GGUF spelling), as float32."""
+def weights(seed, nl=2, dim=64, ffn=96, nh=4, nkv=2, V=320, untied=False, bias=False, hd=None):
+    """Random weights in PyTorch layout [out][in], keyed by role (GGUF spelling), as float32.
+    hd: head size (default dim // nh; Qwen3 and Gemma have nh * hd != dim)."""
     rng = np.random.default_rng(seed)
-    hd = dim // nh
+    hd = hd or dim // nh
     W = {"token_embd.weight": rng.normal(0, 1.0, (V, dim))}
     for l in range(nl):
         p = "blk.%d." % l
         W[p + "attn_norm.weight"] = 1 + 0.1 * rng.normal(size=dim)
-        W[p + "attn_q.weight"] = rng.normal(0, dim ** -0.5, (dim, dim))
+        W[p + "attn_q.weight"] = rng.normal(0, dim ** -0.5, (nh * hd, dim))
         W[p + "attn_k.weight"] = rng.normal(0, dim ** -0.5, (nkv * hd, dim))
         W[p + "attn_v.weight"] = rng.normal(0, dim ** -0.5, (nkv * hd, dim))
-        W[p + "attn_output.weight"] = rng.normal(0, dim ** -0.5, (dim, dim))
+        W[p + "attn_output.weight"] = rng.normal(0, dim ** -0.5, (dim, nh * hd))
         fn = 1 + 0.1 * rng.normal(size=dim)
         fn[7] = 12.0  # one large norm gain: an outlier channel feeding the FFN
         W[p + "ffn_norm.weight"] = fn
@@ -88,18 +89,20 @@ def weights(seed, nl=2, dim=64, ffn=96, nh=4, nkv=2, V=320, untied=False, bias=F
     if bias:  # drawn last so the other weights do not depend on it; large enough to matter
         for l in range(nl):
             p = "blk.%d." % l
-            W[p + "attn_q.bias"] = rng.normal(0, 0.5, dim)
+            W[p + "attn_q.bias"] = rng.normal(0, 0.5, nh * hd)
             W[p + "attn_k.bias"] = rng.normal(0, 0.5, nkv * hd)
             W[p + "attn_v.bias"] = rng.normal(0, 0.5, nkv * hd)
     return {k: np.asarray(v, np.float32) for k, v in W.items()}
 
 
-def build(path, untied, seed, nl=2, dim=64, ffn=96, lin=None, arch="llama", emb=None, add_bos=False):
+def build(path, untied, seed, nl=2, dim=64, ffn=96, lin=None, arch="llama", emb=None, add_bos=False, hd=None):
     """Write a tiny GGUF.  lin/emb: ggml types of the linear weights / token embedding (default the
-    SmolLM2 mix Q4_1 / Q8_0, F16 linear when untied); arch "qwen2" adds Q/K/V biases (F32)."""
+    SmolLM2 mix Q4_1 / Q8_0, F16 linear when untied); arch "qwen2" adds Q/K/V biases (F32); hd: a head
+    size other than dim / heads, written as ARCH.attention.key_length / value_length."""
     nh, nkv, V = 4, 2, 320
-    hd = dim // nh
-    W = weights(seed, nl, dim, ffn, nh, nkv, V, untied, bias=arch == "qwen2")
+    W = weights(seed, nl, dim, ffn, nh, nkv, V, untied, bias=arch == "qwen2", hd=hd)
+    key_length = hd
+    hd = hd or dim // nh
     w = g.Writer()
     w.add_kv("general.architecture", g.T_STR, arch)
     w.add_kv("general.name", g.T_STR, "qscope tiny %s" % arch + (" untied" if untied else ""))
@@ -112,6 +115,9 @@ def build(path, untied, seed, nl=2, dim=64, ffn=96, lin=None, arch="llama", emb=
     w.add_kv(arch + ".rope.freq_base", g.T_F32, 10000.0)
     w.add_kv(arch + ".attention.layer_norm_rms_epsilon", g.T_F32, 1e-5)
     w.add_kv(arch + ".rope.dimension_count", g.T_U32, hd)
+    if key_length:
+        w.add_kv(arch + ".attention.key_length", g.T_U32, hd)
+        w.add_kv(arch + ".attention.value_length", g.T_U32, hd)
     w.add_kv(arch + ".vocab_size", g.T_U32, V)
     toks, types = vocab()
     w.add_kv("tokenizer.ggml.model", g.T_STR, "gpt2")
@@ -143,6 +149,8 @@ VARIANTS = {  # full-precision files users bring: --variant NAME OUT.gguf
     "bf16": dict(untied=True, seed=23, lin=g.GGML_BF16, emb=g.GGML_BF16),
     "qwen2": dict(untied=False, seed=24, lin=g.GGML_BF16, emb=g.GGML_BF16, arch="qwen2"),
     "qwen2-f32": dict(untied=True, seed=25, lin=g.GGML_F32, emb=g.GGML_F32, arch="qwen2"),
+    # 4 heads of 24 over dim 64: Q and the attention output are 96 wide (head_dim != dim / heads)
+    "qwen2-hd24": dict(untied=False, seed=26, lin=g.GGML_F32, emb=g.GGML_F32, arch="qwen2", hd=24),
 }
 
 

@@ -8,6 +8,11 @@ VARIANT  architecture  weights                    files                         
 llama    llama         BF16, untied (lm_head)     model.safetensors              merges as "a b" strings, pre-tokenizer Digits + ByteLevel
 llama-sh llama         F16, tied                  2 shards + index.json          merges as ["a", "b"], BOS/EOS from tokenizer_config.json
 qwen2    qwen2         F32, tied, Q/K/V biases    3 shards + index.json          vocab_size 336 > 320 tokens, Split regex pre-tokenizer
+llama-hd llama         F32, untied                model.safetensors              head_dim 24 != hidden_size / heads (16)
+
+micro-llama, micro-qwen2 (one shard) and micro-sh (two shards) are small fuzz seeds:
+  /usr/bin/python3 tests/llm/make_tiny_hf.py --fuzz-seed micro-llama tests/fuzz/corpus/llm_hf/micro-llama
+  /usr/bin/python3 tests/llm/make_tiny_hf.py --fuzz-index-seed micro-sh tests/fuzz/corpus/shard_index/micro-sh
 
 Same random weights as make_tiny_gguf.weights(), renamed to the Hugging Face spelling.  The safetensors
 files are written from the format description (8-byte little-endian header length, JSON header,
@@ -76,6 +81,11 @@ VARIANTS = {
                         nl=1, dim=32, ffn=32),
     "micro-qwen2": dict(arch="qwen2", dtype="BF16", untied=False, shards=1, seed=35, merges="arr", vocab_size=320,
                         nl=1, dim=32, ffn=32),
+    # fuzz seed for tests/fuzz/fuzz_shard_index.c: two shards and an index
+    # head_dim 24 with 4 heads over dim 64 (Q and attention output 96 wide), as Qwen3 / Gemma do
+    "llama-hd": dict(arch="llama", dtype="F32", untied=True, shards=1, seed=37, merges="str", vocab_size=320, hd=24),
+    "micro-sh": dict(arch="qwen2", dtype="BF16", untied=False, shards=2, seed=36, merges="arr", vocab_size=320,
+                     nl=1, dim=32, ffn=32),
 }
 
 
@@ -105,7 +115,7 @@ def build(variant, out):
     v = VARIANTS[variant]
     arch = v["arch"]
     nl, dim, ffn, nh, nkv = v.get("nl", 2), v.get("dim", 64), v.get("ffn", 96), 4, 2
-    W = t.weights(v["seed"], nl, dim, ffn, nh, nkv, 320, v["untied"], bias=arch == "qwen2")
+    W = t.weights(v["seed"], nl, dim, ffn, nh, nkv, 320, v["untied"], bias=arch == "qwen2", hd=v.get("hd"))
     if v["vocab_size"] > 320:  # padded embedding rows, as Qwen2 checkpoints have
         rng = np.random.default_rng(v["seed"] + 100)
         extra = rng.normal(0, 1.0, (v["vocab_size"] - 320, dim)).astype(np.float32)
@@ -121,6 +131,8 @@ def build(variant, out):
            "torch_dtype": {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}[v["dtype"]]}
     if variant == "llama":
         cfg.update(bos_token_id=1, eos_token_id=2)
+    if v.get("hd"):
+        cfg.update(head_dim=v["hd"])
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
     items = [(hf_name(n), a) for n, a in W.items()]
@@ -154,9 +166,25 @@ def fuzz_seed(variant, path):
         f.write(b"\n--8<--\n".join(parts))
 
 
+def fuzz_index_seed(variant, path):
+    """One fuzz input for tests/fuzz/fuzz_shard_index.c: config.json, model.safetensors.index.json and
+    two shards joined by the separator line "\n--8<--\n"."""
+    import tempfile
+    names = ("config.json", "model.safetensors.index.json", "model-00001-of-00002.safetensors",
+             "model-00002-of-00002.safetensors")
+    with tempfile.TemporaryDirectory() as d:
+        build(variant, d)
+        parts = [open(os.path.join(d, n), "rb").read() for n in names]
+    with open(path, "wb") as f:
+        f.write(b"\n--8<--\n".join(parts))
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "--fuzz-seed":
         fuzz_seed(sys.argv[2], sys.argv[3])
+        sys.exit(0)
+    if len(sys.argv) == 4 and sys.argv[1] == "--fuzz-index-seed":
+        fuzz_index_seed(sys.argv[2], sys.argv[3])
         sys.exit(0)
     if len(sys.argv) != 3 or sys.argv[1] not in VARIANTS:
         print(__doc__)

@@ -87,7 +87,7 @@ def load(path):
             T.update(read_safetensors(os.path.join(path, fn)))
         hp = dict(nl=c["num_hidden_layers"], dim=c["hidden_size"], nh=c["num_attention_heads"],
                   nkv=c.get("num_key_value_heads", c["num_attention_heads"]), base=c.get("rope_theta", 10000.0),
-                  eps=c.get("rms_norm_eps", 1e-6), neox=True)
+                  eps=c.get("rms_norm_eps", 1e-6), neox=True, hd=c.get("head_dim"))
 
         def get(n):
             if n.startswith("blk."):
@@ -105,14 +105,15 @@ def load(path):
     nh = kv[arch + ".attention.head_count"]
     hp = dict(nl=kv[arch + ".block_count"], dim=kv[arch + ".embedding_length"], nh=nh,
               nkv=kv.get(arch + ".attention.head_count_kv", nh), base=kv.get(arch + ".rope.freq_base", 10000.0),
-              eps=kv.get(arch + ".attention.layer_norm_rms_epsilon", 1e-5), neox=arch == "qwen2")
+              eps=kv.get(arch + ".attention.layer_norm_rms_epsilon", 1e-5), neox=arch == "qwen2",
+              hd=kv.get(arch + ".attention.key_length"))
     return hp, lambda n: r.tensor(n) if r.has(n) else None
 
 
 def forward(path, ids):
     hp, get = load(path)
     nl, dim, nh, nkv, base, eps, neox = (hp[k] for k in ("nl", "dim", "nh", "nkv", "base", "eps", "neox"))
-    hd = dim // nh
+    hd = hp.get("hd") or dim // nh
     half = hd // 2
     T = len(ids)
     if HAVE_TORCH:
@@ -168,7 +169,7 @@ def forward(path, ids):
         k = repeat(rope(lin(h, p + "attn_k").reshape(T, nkv, hd)), nh // nkv)
         v = repeat(lin(h, p + "attn_v").reshape(T, nkv, hd), nh // nkv)
         att = softmax(xp.einsum("thd,shd->hts", q, k) / math.sqrt(hd) + mask)
-        o = xp.einsum("hts,shd->thd", att, v).reshape(T, dim)
+        o = xp.einsum("hts,shd->thd", att, v).reshape(T, nh * hd)
         x = x + o @ W(p + "attn_output.weight").T
         h = rms(x, W(p + "ffn_norm.weight"))
         x = x + (silu(h @ W(p + "ffn_gate.weight").T) * (h @ W(p + "ffn_up.weight").T)) @ W(p + "ffn_down.weight").T

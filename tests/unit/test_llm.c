@@ -1,5 +1,5 @@
 /*
-** The Llama forward pass (kernels/llm.c) and the GGUF model loader (store/llm_load.c) on the
+** The Llama forward pass (kernels/llm.c) and the GGUF model loader (store/llm_load_gguf.c) on the
 ** committed tiny synthetic models (tests/llm/make_tiny_gguf.py), whose reference logits come from
 ** an independent PyTorch float64 implementation (tests/llm/torch_ref.py).
 */

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../../store/llm_arch.h"
 #include "../../store/llm_load.h"
 #include "../../store/rdata.h"
 #include "../../kernels/llm.h"
@@ -311,6 +312,64 @@ static void test_hf_dir(void **st)
     rmdir(dir);
 }
 
+/* The architecture table: names in both spellings, flags, tensor names and keys (store/llm_arch.c). */
+static void test_arch_table(void **st)
+{
+    (void)st;
+    const qs_llm_arch *l = qs_llm_arch_gguf("llama"), *q = qs_llm_arch_gguf("qwen2");
+    assert_non_null(l);
+    assert_non_null(q);
+    assert_null(qs_llm_arch_gguf("qwen3"));   /* QK-norm: not run by the forward pass */
+    assert_null(qs_llm_arch_gguf(NULL));
+    assert_int_equal(l->gguf_rope_neox, 0);   /* llama.cpp's converter permuted the Q/K rows */
+    assert_int_equal(q->gguf_rope_neox, 1);
+    assert_true(q->flags & QS_ARCH_QKV_BIAS);
+    assert_false(q->flags & QS_ARCH_QK_NORM);
+    assert_ptr_equal(qs_llm_arch_hf("Qwen2ForCausalLM", NULL), q);
+    assert_ptr_equal(qs_llm_arch_hf(NULL, "llama"), l);
+    assert_null(qs_llm_arch_hf("GemmaForCausalLM", "gemma"));
+    char b[96];
+    assert_string_equal(qs_llm_arch_list(QS_LLM_GGUF, b, sizeof b), "llama, qwen2");
+    assert_string_equal(qs_llm_tensor_name(QS_LLM_GGUF, QS_T_Q, 3, b, sizeof b), "blk.3.attn_q.weight");
+    assert_string_equal(qs_llm_tensor_name(QS_LLM_HF, QS_T_Q, 3, b, sizeof b), "model.layers.3.self_attn.q_proj.weight");
+    assert_string_equal(qs_llm_tensor_name(QS_LLM_HF, QS_T_OUT, 0, b, sizeof b), "lm_head.weight");
+    assert_string_equal(qs_llm_hparam_key(QS_H_HEAD_DIM)->key[QS_LLM_GGUF], "attention.key_length");
+    assert_string_equal(qs_llm_hparam_key(QS_H_HEAD_DIM)->key[QS_LLM_HF], "head_dim");
+}
+
+/* head_dim apart from dim / n_head (Qwen3, Gemma): the shape is accepted, Q and the attention output are
+** n_head * head_dim wide, and a forward pass runs with finite output. */
+static void test_head_dim_apart(void **st)
+{
+    (void)st;
+    qs_llm_cfg c = {.n_layer = 1, .dim = 32, .n_head = 4, .n_kv_head = 2, .head_dim = 12, .ffn = 40, .vocab = 20,
+                    .ctx = 16, .rope_base = 10000.0f, .eps = 1e-5f, .rope_neox = 1};
+    qs_err e = {{0}};
+    qs_llm_model m;
+    assert_int_equal(qs_llm_cfg_check(&c, &e), 0);
+    assert_int_equal(qs_llm_q_dim(&c), 48);
+    assert_int_equal(qs_llm_alloc(&m, &c, 1, &e), 0);
+    assert_int_equal(qs_llm_alloc_bias(&m, &e), 0);
+    assert_true(m.L[0].wk == m.L[0].wq + 48 * 32);   /* wq is [48 x 32] */
+    assert_true(m.L[0].wv == m.L[0].wk + 24 * 32);
+    assert_true(m.L[0].bk == m.L[0].bq + 48);
+    for (size_t i = 0; i < m.arena_len; i++) m.arena[i] = 0.3f * urand();
+    for (size_t i = 0; i < m.bias_len; i++) m.bias_arena[i] = 0.1f * urand();
+    int32_t tok[10] = {1, 5, 9, 3, 19, 0, 7, 7, 2, 11};
+    float h1[10 * 32], h2[10 * 32];
+    qs_llm_state *s = qs_llm_state_new(&c, 1, 10, 10, &e);
+    assert_non_null(s);
+    assert_int_equal(qs_llm_forward(&m, NULL, s, tok, 1, 10, 0, h1, NULL, NULL, &e), 0);   /* prefill: GEMM attention */
+    for (int t = 0; t < 10; t++)   /* one token at a time: the scalar attention path agrees */
+        assert_int_equal(qs_llm_forward(&m, NULL, s, tok + t, 1, 1, t, h2 + t * 32, NULL, NULL, &e), 0);
+    for (int i = 0; i < 10 * 32; i++) {
+        assert_true(isfinite(h1[i]));
+        assert_true(fabsf(h1[i] - h2[i]) < 1e-4f * (1 + fabsf(h1[i])));
+    }
+    qs_llm_state_free(s);
+    qs_llm_free(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -319,6 +378,8 @@ int main(void)
         cmocka_unit_test(test_rdb_text),
         cmocka_unit_test(test_rtext_join_latin1),
         cmocka_unit_test(test_hf_dir),
+        cmocka_unit_test(test_arch_table),
+        cmocka_unit_test(test_head_dim_apart),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

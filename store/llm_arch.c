@@ -1,0 +1,94 @@
+/*
+** The architecture, tensor-name and hyper-parameter tables of the LLM loaders (see llm_arch.h).
+*/
+#include "llm_arch.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Supported architectures.  A new row needs only what the forward pass already runs: RMSNorm, SwiGLU,
+** RoPE (either pairing), GQA, optional Q/K/V biases, tied or untied output. */
+static const qs_llm_arch kArch[] = {
+    {"llama", "LlamaForCausalLM", "llama", QS_ARCH_TIED | QS_ARCH_QKV_BIAS, 0},
+    {"qwen2", "Qwen2ForCausalLM", "qwen2", QS_ARCH_TIED | QS_ARCH_QKV_BIAS, 1},
+};
+#define NARCH (sizeof kArch / sizeof kArch[0])
+
+/* Tensor names per role: GGUF (llama.cpp LLM_TENSOR_NAMES) and Hugging Face (transformers) spellings.
+** Every supported architecture spells them alike. */
+static const char *const kTensor[QS_LLM_NSCHEME][QS_T_COUNT] = {
+    [QS_LLM_GGUF] = {
+        [QS_T_EMB] = "token_embd.weight", [QS_T_OUT] = "output.weight", [QS_T_OUT_NORM] = "output_norm.weight",
+        [QS_T_ATTN_NORM] = "blk.%d.attn_norm.weight", [QS_T_Q] = "blk.%d.attn_q.weight",
+        [QS_T_K] = "blk.%d.attn_k.weight", [QS_T_V] = "blk.%d.attn_v.weight",
+        [QS_T_O] = "blk.%d.attn_output.weight", [QS_T_FFN_NORM] = "blk.%d.ffn_norm.weight",
+        [QS_T_GATE] = "blk.%d.ffn_gate.weight", [QS_T_UP] = "blk.%d.ffn_up.weight",
+        [QS_T_DOWN] = "blk.%d.ffn_down.weight", [QS_T_BQ] = "blk.%d.attn_q.bias", [QS_T_BK] = "blk.%d.attn_k.bias",
+        [QS_T_BV] = "blk.%d.attn_v.bias", [QS_T_BO] = "blk.%d.attn_output.bias",
+        [QS_T_BDOWN] = "blk.%d.ffn_down.bias", [QS_T_Q_NORM] = "blk.%d.attn_q_norm.weight",
+        [QS_T_K_NORM] = "blk.%d.attn_k_norm.weight",
+    },
+    [QS_LLM_HF] = {
+        [QS_T_EMB] = "model.embed_tokens.weight", [QS_T_OUT] = "lm_head.weight", [QS_T_OUT_NORM] = "model.norm.weight",
+        [QS_T_ATTN_NORM] = "model.layers.%d.input_layernorm.weight",
+        [QS_T_Q] = "model.layers.%d.self_attn.q_proj.weight", [QS_T_K] = "model.layers.%d.self_attn.k_proj.weight",
+        [QS_T_V] = "model.layers.%d.self_attn.v_proj.weight", [QS_T_O] = "model.layers.%d.self_attn.o_proj.weight",
+        [QS_T_FFN_NORM] = "model.layers.%d.post_attention_layernorm.weight",
+        [QS_T_GATE] = "model.layers.%d.mlp.gate_proj.weight", [QS_T_UP] = "model.layers.%d.mlp.up_proj.weight",
+        [QS_T_DOWN] = "model.layers.%d.mlp.down_proj.weight", [QS_T_BQ] = "model.layers.%d.self_attn.q_proj.bias",
+        [QS_T_BK] = "model.layers.%d.self_attn.k_proj.bias", [QS_T_BV] = "model.layers.%d.self_attn.v_proj.bias",
+        [QS_T_BO] = "model.layers.%d.self_attn.o_proj.bias", [QS_T_BDOWN] = "model.layers.%d.mlp.down_proj.bias",
+        [QS_T_Q_NORM] = "model.layers.%d.self_attn.q_norm.weight",
+        [QS_T_K_NORM] = "model.layers.%d.self_attn.k_norm.weight",
+    },
+};
+
+/* Hyper-parameter keys: GGUF "ARCH.<key>" (llama.cpp LLM_KV_NAMES) and config.json.  A default of 0 is
+** derived by the loader (n_kv_head = n_head, head_dim = dim / n_head, vocab = embedding rows,
+** rope_dim = head_dim). */
+static const qs_llm_hkey kHparam[QS_H_COUNT] = {
+    [QS_H_N_LAYER] = {{"block_count", "num_hidden_layers"}, {1, 1}, {0, 0}, 0},
+    [QS_H_DIM] = {{"embedding_length", "hidden_size"}, {1, 1}, {0, 0}, 0},
+    [QS_H_FFN] = {{"feed_forward_length", "intermediate_size"}, {1, 1}, {0, 0}, 0},
+    [QS_H_N_HEAD] = {{"attention.head_count", "num_attention_heads"}, {1, 1}, {0, 0}, 0},
+    [QS_H_N_KV_HEAD] = {{"attention.head_count_kv", "num_key_value_heads"}, {0, 0}, {0, 0}, 0},
+    [QS_H_HEAD_DIM] = {{"attention.key_length", "head_dim"}, {0, 0}, {0, 0}, 0},
+    [QS_H_CTX] = {{"context_length", "max_position_embeddings"}, {0, 0}, {2048, 2048}, 0},
+    [QS_H_VOCAB] = {{"vocab_size", "vocab_size"}, {0, 1}, {0, 0}, 0},
+    [QS_H_ROPE_BASE] = {{"rope.freq_base", "rope_theta"}, {0, 0}, {10000.0, 10000.0}, 1},
+    [QS_H_EPS] = {{"attention.layer_norm_rms_epsilon", "rms_norm_eps"}, {0, 0}, {1e-5, 1e-6}, 1},
+    [QS_H_ROPE_DIM] = {{"rope.dimension_count", NULL}, {0, 0}, {0, 0}, 0},
+    [QS_H_VALUE_DIM] = {{"attention.value_length", NULL}, {0, 0}, {0, 0}, 0},
+};
+
+const qs_llm_arch *qs_llm_arch_gguf(const char *name)
+{
+    for (size_t i = 0; name && i < NARCH; i++)
+        if (!strcmp(kArch[i].name, name)) return &kArch[i];
+    return NULL;
+}
+
+const qs_llm_arch *qs_llm_arch_hf(const char *hf_class, const char *hf_type)
+{
+    for (size_t i = 0; i < NARCH; i++)
+        if ((hf_type && !strcmp(kArch[i].hf_type, hf_type)) || (hf_class && !strcmp(kArch[i].hf_class, hf_class)))
+            return &kArch[i];
+    return NULL;
+}
+
+const char *qs_llm_arch_list(qs_llm_scheme s, char *buf, size_t cap)
+{
+    size_t o = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < NARCH && o < cap; i++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%s", i ? ", " : "", s == QS_LLM_GGUF ? kArch[i].name : kArch[i].hf_class);
+    return buf;
+}
+
+const char *qs_llm_tensor_name(qs_llm_scheme s, qs_llm_tensor t, int layer, char *buf, size_t cap)
+{
+    snprintf(buf, cap, kTensor[s][t], layer);
+    return buf;
+}
+
+const qs_llm_hkey *qs_llm_hparam_key(qs_llm_hparam h) { return &kHparam[h]; }

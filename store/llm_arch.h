@@ -1,0 +1,71 @@
+/*
+** The architectures the LLM path loads, as data: one row per architecture (its GGUF and Hugging Face
+** names and its flags), the tensor names of every weight role in both spellings, and the hyper-parameter
+** keys with their defaults.  The loaders (llm_load_gguf.c, llm_load_hf.c) look everything up here, so
+** adding an architecture the forward pass (kernels/llm.c) can already run is one row of kArch
+** (llm_arch.c); see docs/llm.md.  Modelled on llama.cpp's LLM_ARCH_NAMES / LLM_TENSOR_NAMES /
+** LLM_KV_NAMES tables (src/llama-arch.cpp).
+*/
+#ifndef QS_LLM_ARCH_H
+#define QS_LLM_ARCH_H
+
+#include <stddef.h>
+
+/* How tensors and keys are spelled. */
+typedef enum { QS_LLM_GGUF, QS_LLM_HF, QS_LLM_NSCHEME } qs_llm_scheme;
+
+/* Weight roles; %d in a name is the layer. */
+typedef enum {
+    QS_T_EMB, QS_T_OUT, QS_T_OUT_NORM,
+    QS_T_ATTN_NORM, QS_T_Q, QS_T_K, QS_T_V, QS_T_O, QS_T_FFN_NORM, QS_T_GATE, QS_T_UP, QS_T_DOWN,
+    QS_T_BQ, QS_T_BK, QS_T_BV,
+    QS_T_BO, QS_T_BDOWN, QS_T_Q_NORM, QS_T_K_NORM,   /* refused when present: the forward pass has none */
+    QS_T_COUNT
+} qs_llm_tensor;
+
+/* Hyper-parameters (qs_llm_cfg fields and a few checks). */
+typedef enum {
+    QS_H_N_LAYER, QS_H_DIM, QS_H_FFN, QS_H_N_HEAD, QS_H_N_KV_HEAD, QS_H_HEAD_DIM, QS_H_CTX, QS_H_VOCAB,
+    QS_H_ROPE_BASE, QS_H_EPS, QS_H_ROPE_DIM, QS_H_VALUE_DIM,
+    QS_H_COUNT
+} qs_llm_hparam;
+
+typedef struct qs_llm_hkey {
+    const char *key[QS_LLM_NSCHEME];   /* GGUF: after "ARCH." (llama.cpp LLM_KV_NAMES); HF: config.json key;
+                                       ** NULL: not read in that scheme */
+    int required[QS_LLM_NSCHEME];      /* 1: missing is an error */
+    double dflt[QS_LLM_NSCHEME];       /* default when absent (0: derived, see the loaders) */
+    int real;                          /* a float (else a positive integer) */
+} qs_llm_hkey;
+
+/* Architecture flags. */
+enum {
+    QS_ARCH_QKV_BIAS = 1 << 0,   /* Q/K/V projection biases may be present (all layers or none, by layer 0) */
+    QS_ARCH_QK_NORM = 1 << 1,    /* per-head RMSNorm of Q and K before RoPE (Qwen3): no row has it yet, the
+                                 ** forward pass does not run it */
+    QS_ARCH_TIED = 1 << 2,       /* the output matrix may be absent (tied to the token embedding) */
+};
+
+typedef struct qs_llm_arch {
+    const char *name;            /* GGUF general.architecture and qs_llm_file.arch (llama.cpp LLM_ARCH_NAMES) */
+    const char *hf_class;        /* config.json architectures[0] */
+    const char *hf_type;         /* config.json model_type */
+    unsigned flags;              /* QS_ARCH_* */
+    int gguf_rope_neox;          /* RoPE pairing of its GGUF files: 0 adjacent pairs (llama.cpp's converter
+                                 ** permutes the Q/K rows), 1 rotate_half (rows kept as trained); Hugging
+                                 ** Face checkpoints are always rotate_half */
+} qs_llm_arch;
+
+/* The row named by GGUF general.architecture, or NULL. */
+const qs_llm_arch *qs_llm_arch_gguf(const char *name);
+/* The row of a config.json (architectures[0] or model_type, either may be NULL), or NULL. */
+const qs_llm_arch *qs_llm_arch_hf(const char *hf_class, const char *hf_type);
+/* "llama, qwen2" (scheme GGUF) or "LlamaForCausalLM, Qwen2ForCausalLM" (HF) into buf: for messages. */
+const char *qs_llm_arch_list(qs_llm_scheme s, char *buf, size_t cap);
+
+/* The name of tensor role t of layer `layer` in scheme s, written to buf. */
+const char *qs_llm_tensor_name(qs_llm_scheme s, qs_llm_tensor t, int layer, char *buf, size_t cap);
+/* The key of hyper-parameter h. */
+const qs_llm_hkey *qs_llm_hparam_key(qs_llm_hparam h);
+
+#endif

@@ -1,0 +1,181 @@
+/*
+** GGUF file -> FP32 model (see llm_load.h): metadata and tensor infos through the store's GGUF parser
+** (parse_gguf.c), the architecture and keys from llm_arch.h, the vocabulary (too long for the parser's
+** metadata summary) by a bounded walk of the key/value section.
+*/
+#include "llm_load_internal.h"
+#include "gguf_kv.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+/* ---------------------------------------------------------------- vocabulary walk */
+
+/* An array of n strings at r->pos (after its header): NUL-separated text + offsets. */
+static int read_strs(qs_gguf_rd *r, uint64_t n, const char *what, char **text, uint32_t **off)
+{
+    if (n > (r->len - r->pos) / 8 || n > (1u << 24))
+        return qs_fail(r->e, "%s: array of %llu strings overruns the file (at byte %zu)", what, (unsigned long long)n, r->pos);
+    size_t start = r->pos, total = 0;
+    for (uint64_t i = 0; i < n; i++) {   /* first pass: bounds and total size */
+        const uint8_t *s;
+        size_t sl;
+        if (qs_gguf_str(r, &s, &sl, what)) return -1;
+        total += sl + 1;
+    }
+    if (total > UINT32_MAX) return qs_fail(r->e, "%s: string array too large (at byte %zu)", what, start);
+    *text = malloc(total ? total : 1);
+    *off = malloc((size_t)(n ? n : 1) * sizeof **off);
+    if (!*text || !*off) return qs_fail(r->e, "out of memory for the vocabulary");
+    r->pos = start;
+    size_t o = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        const uint8_t *s;
+        size_t sl;
+        qs_gguf_str(r, &s, &sl, what);
+        (*off)[i] = (uint32_t)o;
+        memcpy(*text + o, s, sl);
+        for (size_t j = 0; j < sl; j++) if (!(*text)[o + j]) (*text)[o + j] = '?';
+        o += sl;
+        (*text)[o++] = 0;
+    }
+    return 0;
+}
+
+/* tokenizer.ggml.tokens, .token_type and .merges, which the metadata JSON only summarises. */
+typedef struct vocab_ctx { qs_llm_vocab *v; uint64_t ntype; } vocab_ctx;
+
+static int vocab_kv(void *ctx, const char *key, uint32_t type, qs_gguf_rd *r, const char *what)
+{
+    qs_llm_vocab *v = ((vocab_ctx *)ctx)->v;
+    int is_tok = !strcmp(key, "tokenizer.ggml.tokens"), is_type = !strcmp(key, "tokenizer.ggml.token_type");
+    int is_merge = !strcmp(key, "tokenizer.ggml.merges");
+    if (!(is_tok || is_type || is_merge) || type != QS_GGUF_ARRAY) return 0;
+    uint32_t et;
+    uint64_t n;
+    if (qs_gguf_u32(r, &et, what) || qs_gguf_u64(r, &n, what)) return -1;
+    if (is_tok && et == QS_GGUF_STRING && !v->text) {
+        if (read_strs(r, n, what, &v->text, &v->off)) return -1;
+        v->n = (int)n;
+        return 1;
+    }
+    if (is_merge && et == QS_GGUF_STRING && !v->mtext) {
+        if (read_strs(r, n, what, &v->mtext, &v->moff)) return -1;
+        v->nmerges = (int)n;
+        return 1;
+    }
+    if (is_type && (et == QS_GGUF_I32 || et == QS_GGUF_U32) && !v->type) {
+        if (n > (r->len - r->pos) / 4) return qs_fail(r->e, "%s: array overruns the file (at byte %zu)", what, r->pos);
+        v->type = malloc((size_t)(n ? n : 1) * sizeof *v->type);
+        if (!v->type) return qs_fail(r->e, "out of memory");
+        memcpy(v->type, r->b + r->pos, (size_t)n * 4);
+        r->pos += (size_t)n * 4;
+        ((vocab_ctx *)ctx)->ntype = n;
+        return 1;
+    }
+    return 0;
+}
+
+/* The vocabulary from a file image qs_parse_gguf has accepted (the header is known good). */
+static int read_vocab(const uint8_t *buf, size_t len, qs_llm_vocab *v, qs_err *e)
+{
+    qs_gguf_rd r = {buf, len, 16, e};
+    uint64_t nkv;
+    vocab_ctx c = {v, 0};
+    if (qs_gguf_u64(&r, &nkv, "header") || qs_gguf_kv_walk(&r, nkv, vocab_kv, &c)) return -1;
+    if (v->type && c.ntype != (uint64_t)v->n) { free(v->type); v->type = NULL; }
+    return 0;
+}
+
+int qs_llm_load_gguf_mem(const uint8_t *buf, size_t len, const char *name, qs_llm_file *f, qs_err *e)
+{
+    memset(f, 0, sizeof *f);
+    f->v.bos = f->v.eos = -1;
+    qs_container c;
+    memset(&c, 0, sizeof c);
+    json_t *meta = NULL;
+    if (len < 4 || memcmp(buf, "GGUF", 4)) { qs_fail(e, "not a GGUF file (no GGUF magic)"); goto fail; }
+    if (qs_parse_gguf(buf, len, NULL, &c, e)) goto fail;
+    json_error_t je;
+    meta = c.meta_json ? json_loads(c.meta_json, 0, &je) : json_object();
+    if (!meta) { qs_fail(e, "unreadable metadata"); goto fail; }
+    const char *arch = json_string_value(json_object_get(meta, "general.architecture"));
+    if (!arch) { qs_fail(e, "no general.architecture key"); goto fail; }
+    const qs_llm_arch *A = qs_llm_arch_gguf(arch);
+    if (!A) {
+        char list[256];
+        qs_fail(e, "architecture '%.40s' is not supported (%s)", arch, qs_llm_arch_list(QS_LLM_GGUF, list, sizeof list));
+        goto fail;
+    }
+    snprintf(f->arch, sizeof f->arch, "%s", A->name);
+    snprintf(f->format, sizeof f->format, "gguf");
+    const char *gn = json_string_value(json_object_get(meta, "general.name"));
+    snprintf(f->name, sizeof f->name, "%s", gn ? gn : "");
+
+    qs_llm_cfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    if (qs_llm__shape(meta, QS_LLM_GGUF, arch, &cfg, e)) goto fail;
+    cfg.rope_neox = A->gguf_rope_neox;
+    cfg.vocab = 1;   /* checked again below with the real vocabulary */
+    if (qs_llm_cfg_check(&cfg, e)) goto fail;
+    char en[96];
+    qs_llm_tensor_name(QS_LLM_GGUF, QS_T_EMB, 0, en, sizeof en);
+    const qs_tdesc *te = qs_llm__find_t(&c, en);
+    if (!te || te->ndim != 2 || te->shape[1] != (uint64_t)cfg.dim || te->shape[0] == 0 || te->shape[0] > (1u << 22)) {
+        qs_fail(e, "%s missing or not [vocab x %d]", en, cfg.dim);
+        goto fail;
+    }
+    cfg.vocab = (int)te->shape[0];
+    int vkey;
+    if (qs_llm__hparam(meta, QS_LLM_GGUF, arch, QS_H_VOCAB, cfg.vocab, &vkey, e)) goto fail;
+    if (vkey != cfg.vocab) { qs_fail(e, "%s.vocab_size %d != token_embd rows %d", arch, vkey, cfg.vocab); goto fail; }
+    if (qs_llm_cfg_check(&cfg, e)) goto fail;
+    qs_llm_src src = {buf, len, c, name};
+    if (qs_llm__load_weights(&f->m, &cfg, A, &src, 1, name, QS_LLM_GGUF, 0, e)) goto fail_named;
+    qs_llm__wtypes(&src, 1, f->wtypes, sizeof f->wtypes);
+    if (read_vocab(buf, len, &f->v, e) || qs_llm__vocab_tables(&f->v, e)) goto fail;
+    if (f->v.n && f->v.n != cfg.vocab) {
+        qs_fail(e, "vocabulary has %d tokens but token_embd has %d rows", f->v.n, cfg.vocab);
+        goto fail;
+    }
+    json_t *j;
+    if ((j = json_object_get(meta, "tokenizer.ggml.bos_token_id")) && json_is_integer(j) &&
+        json_integer_value(j) >= 0 && json_integer_value(j) < cfg.vocab)
+        f->v.bos = (int)json_integer_value(j);
+    if ((j = json_object_get(meta, "tokenizer.ggml.eos_token_id")) && json_is_integer(j) &&
+        json_integer_value(j) >= 0 && json_integer_value(j) < cfg.vocab)
+        f->v.eos = (int)json_integer_value(j);
+    f->v.add_bos = json_is_true(json_object_get(meta, "tokenizer.ggml.add_bos_token")) && f->v.bos >= 0;
+    const char *tm = json_string_value(json_object_get(meta, "tokenizer.ggml.model"));
+    f->v.byte_level = tm && strcmp(tm, "gpt2") == 0;
+    const char *pre = json_string_value(json_object_get(meta, "tokenizer.ggml.pre"));
+    snprintf(f->v.pre, sizeof f->v.pre, "%s", pre ? pre : "");
+    if (qs_llm_tok_prepare(&f->v, name, e)) goto fail;
+    XXH128_hash_t h = XXH3_128bits(buf, len);
+    snprintf(f->hash, sizeof f->hash, "%016llx%016llx", (unsigned long long)h.high64, (unsigned long long)h.low64);
+    f->size = len;
+    json_decref(meta);
+    qs_container_free(&c);
+    return 0;
+fail:
+    qs_err_prefix(e, name);
+fail_named:   /* the message names its file already */
+    json_decref(meta);
+    qs_container_free(&c);
+    qs_llm_file_free(f);
+    return -1;
+}
+
+int qs_llm_load_gguf(const char *path, qs_llm_file *f, qs_err *e)
+{
+    memset(f, 0, sizeof *f);
+    qs_file_map m;
+    if (qs_file_map_open(path, &m, e)) return -1;
+    int rc = qs_llm_load_gguf_mem(m.p, m.n, path, f, e);
+    qs_file_map_close(&m);
+    return rc;
+}
+
