@@ -15,7 +15,7 @@ static void usage(FILE *f)
     fprintf(f,
             "qscope %s — see where low-precision number formats lose precision\n"
             "\n"
-            "usage: qscope [--db PATH] COMMAND [ARGS]\n"
+            "usage: qscope [--db PATH] [--rank-timeout SECONDS] COMMAND [ARGS]\n"
             "       qscope help COMMAND | --help | --version\n"
             "\n"
             "commands:\n", QS_VERSION);
@@ -23,7 +23,10 @@ static void usage(FILE *f)
     fprintf(f,
             "\n"
             "The database is --db PATH, else $QSCOPE_DB, else ./qscope.db (created on first use).\n"
-            "Exit status: 0 success, 1 error, 2 usage error.  NO_COLOR disables colour.\n");
+            "Under `mpirun -np N`, a rank silent for --rank-timeout SECONDS (default %.0f; 0 = never),\n"
+            "e.g. a stopped process, ends the job with one line naming it; nothing of an unfinished\n"
+            "step is stored (docs/scale.md).\n"
+            "Exit status: 0 success, 1 error, 2 usage error.  NO_COLOR disables colour.\n", QS_PAR_TIMEOUT_DEFAULT);
 }
 
 /* Levenshtein distance, for "did you mean": command names are short */
@@ -69,6 +72,18 @@ static int help_command(const char *name)
     return QS_EXIT_OK;
 }
 
+/* --rank-timeout SECONDS: a whole number of seconds, 0 (never) to 10^6; a usage error otherwise. */
+static int rank_timeout(const char *v, double *s)
+{
+    char *end = NULL;
+    long n = v && *v >= '0' && *v <= '9' ? strtol(v, &end, 10) : -1;
+    if (!v || n < 0 || n > 1000000 || *end)
+        return qs_cli_error(QS_EXIT_USAGE, "--rank-timeout needs a whole number of seconds from 0 (none) to 1000000%s%s%s",
+                            v ? ", not '" : "", v ? v : "", v ? "'" : "");
+    *s = (double)n;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     /* Past `ulimit -f` a write then fails with EFBIG, reported like any other, instead of a kill. */
@@ -98,6 +113,11 @@ int main(int argc, char **argv)
             return QS_EXIT_OK;
         } else if (strcmp(a, "--no-color") == 0) {
             cli.color = 0;
+        } else if (strcmp(a, "--rank-timeout") == 0 || strncmp(a, "--rank-timeout=", 15) == 0) {
+            const char *v = a[14] == '=' ? a + 15 : ++i < argc ? argv[i] : NULL;
+            double s = 0;
+            if (rank_timeout(v, &s)) return QS_EXIT_USAGE;
+            qs_par_set_timeout(s);
         } else {
             return qs_cli_error(QS_EXIT_USAGE, "unknown option '%s' (see `qscope --help`)", a);
         }

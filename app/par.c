@@ -11,6 +11,12 @@
 ** messages (the only MPI caller meanwhile: MPI_THREAD_SERIALIZED) and keeps the progress line.
 ** Received results wait in memory, past QS_PAR_MEM bytes in an unlinked scratch file.
 ** When a rank dies, mpirun ends the whole job (SIGTERM to the others); rank 0 then says so in one line.
+** A rank that stalls without dying (SIGSTOP) is found by the watchdog: a thread on every rank that, on
+** a communicator of its own, sends rank 0 (rank 0: every rank) an empty message every few seconds and
+** ends the job with MPI_Abort when its peer has been silent for --rank-timeout seconds.  Beats come
+** from that thread, so a unit of any length keeps its rank alive; MPI_THREAD_MULTIPLE lets it call
+** MPI beside the other threads.  A rank whose process runs but whose main thread hangs (a hung
+** filesystem read) keeps beating: only mpirun's --timeout bounds that.
 */
 #include "par.h"
 #include "../kernels/qs_clock.h"
@@ -18,6 +24,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +41,9 @@
 #endif
 
 static int g_rank, g_size = 1, g_world = 1;   /* g_size is 1 on a rank 0 running alone */
+static double g_timeout = QS_PAR_TIMEOUT_DEFAULT;
+
+void qs_par_set_timeout(double seconds) { g_timeout = seconds; }
 
 int qs_par_rank(void) { return g_rank; }
 int qs_par_size(void) { return g_size; }
@@ -201,6 +211,8 @@ static struct {
     int (*Finalize)(void);
     int (*Abort)(MPI_Comm, int);
     int (*Send)(const void *, int, MPI_Datatype, int, int, MPI_Comm);
+    int (*Isend)(const void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
+    int (*Comm_dup)(MPI_Comm, MPI_Comm *);
     int (*Recv)(void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Status *);
     int (*Iprobe)(int, int, MPI_Comm, int *, MPI_Status *);
     int (*Barrier)(MPI_Comm);
@@ -214,7 +226,14 @@ static struct {
 
 static int g_mpi;
 #define QS_PAR_EXIT_WAIT_S 10.0
-static volatile sig_atomic_t g_phase;   /* 0 outside a run, 1 computing, 2 storing, 3 leaving */
+/* 0 outside a run, 1 computing, 2 storing, 3 leaving; read by the watchdog and the SIGTERM handler */
+static atomic_int g_phase;
+static atomic_int g_stored;   /* rank 0 has stored a run's results */
+static atomic_int g_quiet;    /* this rank has said why the job ends: a SIGTERM adds nothing */
+/* the watchdog's last turn and the last time it found this process had been stopped, in ms */
+static atomic_llong g_tick_ms, g_self_stop_ms;
+
+static long long now_ms(void) { return (long long)(qs_now_s() * 1000); }
 
 enum { T_HDR = 7301, T_DATA, T_FINAL };
 enum { K_RESULT, K_FAIL, K_DONE };
@@ -236,10 +255,22 @@ static void mpi_check(int rc, const char *what)
     _exit(1);
 }
 
+/* A gap in the watchdog's turns this long means the process was stopped: another rank can have found
+** it silent only after 0.8 timeouts (the last beat is at most a fifth of one old). */
+static long long stop_gap_ms(void) { return g_timeout / 2 > 0.5 ? (long long)(g_timeout * 500) : 500; }
+
+/* A stopped rank 0 that mpirun ends (SIGCONT, SIGTERM) was found silent by a rank that said so:
+** its watchdog has not turned since, or has just found the gap. */
+static int was_stopped(void)
+{
+    long long t = now_ms();
+    return g_tick_ms && (t - g_tick_ms > stop_gap_ms() || (g_self_stop_ms && t - g_self_stop_ms < 2000));
+}
+
 static void on_term(int sig)
 {
     (void)sig;
-    if (g_rank == 0) {
+    if (g_rank == 0 && !g_quiet && !was_stopped()) {
         static const char a[] = "qscope: the MPI job was stopped (a rank died, was killed or interrupted); "
                                 "nothing of it was stored\n";
         static const char b[] = "qscope: the MPI job was stopped (a rank died, was killed or interrupted) while "
@@ -252,6 +283,130 @@ static void on_term(int sig)
     _exit(1);
 }
 
+/* ---- the watchdog (see the top of this file) ---- */
+
+enum { T_BEAT = 7401, T_BYE };
+static struct {
+    MPI_Comm comm;            /* a duplicate of MPI_COMM_WORLD: beats never meet the runs' messages */
+    pthread_t th;
+    int on;
+    atomic_int stop;          /* set by qs_par_exit once every rank has arrived */
+} W;
+static atomic_int g_watch;    /* rank 0 judges the other ranks only while it waits for them */
+
+/* One line naming the silent rank, then the whole job ends (MPI_Abort kills every rank, a stopped one too). */
+static void silent(int peer, double s)
+{
+    g_quiet = 1;
+    if (g_rank == 0) {
+        int ph = g_phase;
+        const char *what = ph == 1 ? (g_stored ? "; the results of the step under way were not stored" : "; nothing of it was stored")
+                         : ph == 0 && !g_stored ? "; nothing of it was stored" : "";
+        fprintf(stderr, "qscope: rank %d was silent for %.0f s (--rank-timeout %g): the MPI job was stopped%s\n", peer, s,
+                g_timeout, what);
+    } else {
+        fprintf(stderr, "qscope: rank %d: rank 0 was silent for %.0f s (--rank-timeout %g): the MPI job was stopped\n",
+                g_rank, s, g_timeout);
+    }
+    fflush(NULL);
+    M.Abort(M.world, 1);
+    _exit(1);
+}
+
+/* Rank 0 beats to and hears every rank; every other rank beats to and hears rank 0.  At the end each
+** sends BYE (after its last beat: MPI keeps a sender's order) and leaves once its peers' BYEs came
+** and its own sends completed, so no message is left over at MPI_Finalize. */
+static void *watchdog(void *arg)
+{
+    (void)arg;
+    int lo = g_rank == 0 ? 1 : 0, hi = g_rank == 0 ? g_world : 1, npeer = hi - lo, byes = 0, bye_sent = 0;
+    double *heard = calloc((size_t)g_world, sizeof *heard);
+    MPI_Request *rq = calloc((size_t)g_world * 2, sizeof *rq);
+    char *pend = calloc((size_t)g_world * 2, 1), *gone = calloc((size_t)g_world, 1);   /* [2p] beat, [2p+1] bye */
+    if (!heard || !rq || !pend || !gone) {
+        fprintf(stderr, "qscope: rank %d: out of memory\n", g_rank);
+        M.Abort(M.world, 1);
+        _exit(1);
+    }
+    /* the beat: often enough that a few late ones never look like silence; a rank > 1 waits a little
+    ** longer for rank 0 so that rank 1 alone, as a rule, says rank 0 stalled */
+    double beat = g_timeout / 5 < 5 ? g_timeout / 5 : 5, t0 = qs_now_s(), last = -1e300;
+    double limit = g_timeout + (g_rank > 1 ? 2 : 0);
+    for (int p = lo; p < hi; p++) heard[p] = t0;
+    for (double prev = t0;;) {
+        double now = qs_now_s();
+        if (now - prev > 0.25) {   /* this process did not run (stopped itself): that time is nobody's silence */
+            if (now - prev > 1e-3 * (double)stop_gap_ms()) g_self_stop_ms = now_ms();
+            for (int p = lo; p < hi; p++) heard[p] += now - prev;
+        }
+        prev = now;
+        g_tick_ms = now_ms();
+        for (;;) {   /* everything that came: every message is a sign of life */
+            int flag = 0;
+            MPI_Status st;
+            mpi_check(M.Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, W.comm, &flag, &st), "probe");
+            if (!flag) break;
+            mpi_check(M.Recv(NULL, 0, M.byte, st.MPI_SOURCE, st.MPI_TAG, W.comm, MPI_STATUS_IGNORE), "receive");
+            heard[st.MPI_SOURCE] = now;
+            if (st.MPI_TAG == T_BYE && !gone[st.MPI_SOURCE]) {
+                gone[st.MPI_SOURCE] = 1;
+                byes++;
+            }
+        }
+        int busy = 0;
+        for (int k = 2 * lo; k < 2 * hi; k++) {
+            if (!pend[k]) continue;
+            int done = 0;
+            mpi_check(M.Test(&rq[k], &done, MPI_STATUS_IGNORE), "send");
+            pend[k] = !done;
+            busy |= pend[k];
+        }
+        if (!bye_sent && W.stop) {
+            for (int p = lo; p < hi; p++) {
+                mpi_check(M.Isend(NULL, 0, M.byte, p, T_BYE, W.comm, &rq[2 * p + 1]), "send");
+                pend[2 * p + 1] = busy = 1;
+            }
+            bye_sent = 1;
+        } else if (!bye_sent && now - last >= beat) {
+            for (int p = lo; p < hi; p++) {   /* one beat in flight per peer: a stopped one gets no pile */
+                if (pend[2 * p]) continue;
+                mpi_check(M.Isend(NULL, 0, M.byte, p, T_BEAT, W.comm, &rq[2 * p]), "send");
+                pend[2 * p] = 1;
+            }
+            last = now;
+        }
+        if (bye_sent && byes == npeer && !busy) break;
+        if (g_rank > 0 || g_watch)
+            for (int p = lo; p < hi; p++)
+                if (!gone[p] && now - heard[p] > limit) silent(p, now - heard[p]);
+        struct timespec ts = {0, 20000000};
+        nanosleep(&ts, NULL);
+    }
+    free(heard);
+    free(rq);
+    free(pend);
+    free(gone);
+    return NULL;
+}
+
+static int watchdog_start(qs_err *e)
+{
+    if (M.Comm_dup(M.world, &W.comm) != MPI_SUCCESS) return qs_fail(e, "MPI_Comm_dup failed");
+    M.Comm_set_errhandler(W.comm, M.errors_return);
+    if (pthread_create(&W.th, NULL, watchdog, NULL)) return qs_fail(e, "cannot start the MPI watchdog thread");
+    W.on = 1;
+    return 0;
+}
+
+/* Every rank has reached the end: the watchdogs say goodbye and stop. */
+static void watchdog_stop(void)
+{
+    if (!W.on) return;
+    W.stop = 1;
+    pthread_join(W.th, NULL);
+    W.on = 0;
+}
+
 int qs_par_init(int *argc, char ***argv, qs_err *e)
 {
     if (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMIX_RANK")) return 0;
@@ -262,23 +417,32 @@ int qs_par_init(int *argc, char ***argv, qs_err *e)
              SYM(Comm_set_errhandler, "MPI_Comm_set_errhandler") && SYM(Finalize, "MPI_Finalize") &&
              SYM(Abort, "MPI_Abort") && SYM(Send, "MPI_Send") && SYM(Recv, "MPI_Recv") && SYM(Iprobe, "MPI_Iprobe") &&
              SYM(Barrier, "MPI_Barrier") && SYM(Ibarrier, "MPI_Ibarrier") && SYM(Test, "MPI_Test") &&
-             SYM(Error_string, "MPI_Error_string");
+             SYM(Error_string, "MPI_Error_string") && SYM(Isend, "MPI_Isend") && SYM(Comm_dup, "MPI_Comm_dup");
     /* Open MPI's predefined handles are the addresses of these objects (mpi.h's MPI_COMM_WORLD etc.) */
     M.world = (MPI_Comm)dlsym(M.lib, "ompi_mpi_comm_world");
     M.byte = (MPI_Datatype)dlsym(M.lib, "ompi_mpi_byte");
     M.errors_return = (MPI_Errhandler)dlsym(M.lib, "ompi_mpi_errors_return");
     if (!ok || !M.world || !M.byte || !M.errors_return)
         return qs_fail(e, "%s is not an Open MPI library this qscope knows (missing symbols)", QS_LIBMPI);
-    int provided = 0;
-    if (M.Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
+    /* the watchdog calls MPI beside the receiver and the main thread */
+    int provided = 0, need = g_timeout > 0 ? MPI_THREAD_MULTIPLE : MPI_THREAD_SERIALIZED;
+    if (M.Init_thread(argc, argv, need, &provided) != MPI_SUCCESS)
         return qs_fail(e, "MPI_Init_thread failed");
     g_mpi = 1;
     M.Comm_set_errhandler(M.world, M.errors_return);
     M.Comm_rank(M.world, &g_rank);
     M.Comm_size(M.world, &g_size);
     g_world = g_size;
-    if (provided < MPI_THREAD_SERIALIZED) {
-        qs_fail(e, "the MPI library gives no MPI_THREAD_SERIALIZED support");
+    if (provided < need) {
+        if (need == MPI_THREAD_MULTIPLE)
+            qs_fail(e, "the MPI library gives no MPI_THREAD_MULTIPLE support, which --rank-timeout needs "
+                       "(--rank-timeout 0 runs without the watchdog)");
+        else
+            qs_fail(e, "the MPI library gives no MPI_THREAD_SERIALIZED support");
+        M.Abort(M.world, 1);
+        return -1;
+    }
+    if (g_world > 1 && g_timeout > 0 && watchdog_start(e)) {
         M.Abort(M.world, 1);
         return -1;
     }
@@ -298,7 +462,10 @@ int qs_par_init(int *argc, char ***argv, qs_err *e)
 
 void qs_par_barrier(void)
 {
-    if (g_mpi && g_size > 1) mpi_check(M.Barrier(M.world), "barrier");
+    if (!g_mpi || g_size <= 1) return;
+    g_watch = 1;
+    mpi_check(M.Barrier(M.world), "barrier");
+    g_watch = 0;
 }
 
 void qs_par_alone(void)
@@ -327,6 +494,7 @@ int qs_par_exit(int rc)
 {
     if (!g_mpi) return rc;
     g_phase = 3;   /* the command is over: a stop from here on says nothing new */
+    g_watch = 1;   /* rank 0 waits for every rank again */
     fflush(NULL);
     if (g_world > 1) {
         /* Every rank meets here.  One that failed waits a while for the others: when they all come
@@ -348,6 +516,7 @@ int qs_par_exit(int rc)
             nanosleep(&ts, NULL);
         }
     }
+    watchdog_stop();
     qs_par_finalize();
     return rc;
 }
@@ -520,6 +689,7 @@ static int run_root(size_t n, const double *cost, const int *owner, qs_par_unit_
                     void *ctx, progress *pg, qs_err *e)
 {
     run0 R = {.n = n, .cost = cost, .owner = owner, .pg = pg};
+    g_watch = 1;   /* every rank owes results until the receiver is done */
     pthread_mutex_init(&R.mu, NULL);
     R.res = calloc(n ? n : 1, sizeof *R.res);
     if (!R.res) {
@@ -551,6 +721,7 @@ static int run_root(size_t n, const double *cost, const int *owner, qs_par_unit_
     free(mine);
     if (have_th) pthread_join(th, NULL);
     else receiver(&R);   /* the workers' messages must still be taken: they stop at the FINAL it sends */
+    g_watch = 0;
     progress_end(pg);
     int rc = 0;
     if (R.failed) {
@@ -560,6 +731,7 @@ static int run_root(size_t n, const double *cost, const int *owner, qs_par_unit_
     } else {
         /* every rank succeeded: store, in unit order */
         g_phase = 2;
+        g_stored = 1;
         uint8_t *buf = NULL;
         size_t cap = 0;
         for (size_t i = 0; i < n && rc == 0; i++) {

@@ -14,6 +14,10 @@
 
 #include "../kernels/qs_err.h"
 
+/* --rank-timeout: under mpirun a rank silent for longer than this many seconds (a stopped process)
+** ends the job with one line naming it (0: never); set before qs_par_init. */
+#define QS_PAR_TIMEOUT_DEFAULT 300.0
+void qs_par_set_timeout(double seconds);
 /* Start MPI when launched by mpirun (else one rank, no MPI).  0, or -1 with e set (libmpi missing). */
 int qs_par_init(int *argc, char ***argv, qs_err *e);
 int qs_par_rank(void);
