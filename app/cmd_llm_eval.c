@@ -5,13 +5,16 @@
 ** evaluation").  Each variant's result is stored in the `result` table (kind "llm_eval") keyed by
 ** model hash, text hash, options and tool version, and reused unless --force.
 */
+#include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include <cblas.h>
 #include <xxhash.h>
 
@@ -153,25 +156,36 @@ static int parse_opts(int argc, char **argv, eval_opts *o)
 
 /* ---------------------------------------------------------------- text */
 
+/* The largest --text: its tokens take 4 bytes per byte of text at worst. */
+#define TEXT_MAX ((size_t)1 << 30)
+
+/* A regular file's size is checked before anything is read; a pipe is read up to the limit, one
+** byte past it meaning too large. */
 int qs_eval_read_text(const char *path, char **buf, size_t *len, char hash[33], qs_err *e)
 {
     FILE *f = fopen(path, "rb");
-    if (!f) return qs_fail(e, "%s: cannot open", path);
-    size_t cap = 1 << 16, n = 0;
+    if (!f) return qs_fail(e, "%s: cannot open (%s)", path, strerror(errno));
+    struct stat st = {0};
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && (uintmax_t)st.st_size > TEXT_MAX) {
+        fclose(f);
+        return qs_fail(e, "%s: %jd bytes, larger than the 1 GiB limit for a text", path, (intmax_t)st.st_size);
+    }
+    size_t cap = S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t)st.st_size + 1 : (size_t)1 << 16, n = 0;
     char *b = malloc(cap);
     for (;;) {
-        if (!b) { fclose(f); return qs_fail(e, "%s: out of memory", path); }
+        if (!b) { fclose(f); return qs_fail(e, "%s: out of memory (%zu bytes for the text)", path, cap); }
         n += fread(b + n, 1, cap - n, f);
         if (n < cap) break;
-        if (cap > ((size_t)1 << 30)) { free(b); fclose(f); return qs_fail(e, "%s: larger than 1 GiB", path); }
-        char *nb = realloc(b, cap * 2);
+        if (n > TEXT_MAX) { free(b); fclose(f); return qs_fail(e, "%s: larger than the 1 GiB limit for a text", path); }
+        size_t ncap = cap * 2 > TEXT_MAX + 1 ? TEXT_MAX + 1 : cap * 2;
+        char *nb = realloc(b, ncap);
         if (!nb) free(b);
         b = nb;
-        cap *= 2;
+        cap = ncap;
     }
     int bad = ferror(f);
     fclose(f);
-    if (bad) { free(b); return qs_fail(e, "%s: read error", path); }
+    if (bad) { free(b); return qs_fail(e, "%s: read error (%s)", path, strerror(errno)); }
     XXH128_hash_t h = XXH3_128bits(b, n);
     snprintf(hash, 33, "%016llx%016llx", (unsigned long long)h.high64, (unsigned long long)h.low64);
     *buf = b;
@@ -183,9 +197,9 @@ int qs_eval_text_ids(const char *path, const qs_llm_file *f, const char *text, s
                      qs_err *e)
 {
     *ids = NULL;
-    if (!f->v.n) return qs_fail(e, "the model has no vocabulary to tokenize the text");
+    if (!f->v.n) return qs_fail(e, "%s: the model has no vocabulary to tokenize the text", path);
     int32_t *p = malloc((tlen + 2) * sizeof(int32_t));
-    if (!p) return qs_fail(e, "out of memory");
+    if (!p) return qs_fail(e, "%s: out of memory (%zu bytes for the tokens of the text)", path, (tlen + 2) * sizeof(int32_t));
     /* as llama-perplexity tokenizes (add_special): a vocabulary that adds BOS gets it at the start of
     ** the text too, so chunk boundaries match; BOS then also replaces the first token of each chunk */
     const int add_bos = f->v.add_bos && f->v.bos >= 0;

@@ -55,4 +55,15 @@ check "llm eval at 128 MiB: 'not enough memory ... ulimit -v (... MiB)'" \
   'grep -Eq "^qscope: not enough memory: OpenBLAS needs a 128 MiB work buffer and .ulimit -v. \([0-9]+ MiB\)" "$T/err"'
 ok "llm eval at 512 MiB works" bash -c 'ulimit -v 524288 && exec "$0" llm eval --model "$1" --text "$2" --ctx 64 --chunks 2' \
   "$QS" "$TINY" "$T/text.txt"
+
+# --text over the 1 GiB limit: refused from its size before a byte is read (a sparse file costs no
+# disk), the file named; it used to read 2 GiB first (51 s here) and end in another error
+truncate -s 1300M "$T/big.txt"
+refuses "llm eval --text of 1.3 GiB: refused from its size, naming the file" 1 \
+  "^qscope: .*big\.txt: 1363148800 bytes, larger than the 1 GiB limit for a text$" \
+  timeout 10 "$QS" llm eval --model "$TINY" --text "$T/big.txt" --ctx 64
+refuses "llm sensitivity too" 1 "big\.txt: 1363148800 bytes, larger than the 1 GiB limit" \
+  timeout 10 "$QS" llm sensitivity --model "$TINY" --text "$T/big.txt" --ctx 64 --format mxfp4
+refuses "a missing --text: named, with the reason" 1 "no-such\.txt: cannot open \(No such file or directory\)" \
+  "$QS" llm eval --model "$TINY" --text "$T/no-such.txt" --ctx 64
 echo "1..$_n"
