@@ -20,6 +20,7 @@
 
 #include "cli.h"
 #include "../store/json_out.h"
+#include "../store/io_err.h"
 #include "quant_opts.h"
 #include "llm_par.h"
 #include "par.h"
@@ -406,10 +407,11 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
     const int add_bos = f.v.add_bos && f.v.bos >= 0;
     if (o->save_ids && qs_par_rank() == 0) {   /* the text's ids, comma-separated: for cross-checks with other tools */
         FILE *fo = fopen(o->save_ids, "w");
-        if (!fo) { rc = qs_cli_error(QS_EXIT_ERR, "%s: cannot write", o->save_ids); goto done; }
+        if (!fo) { qs_write_fail(&e, o->save_ids, errno); rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
         for (int i = 0; i < ntok; i++) fprintf(fo, "%s%d", i ? "," : "", ids[i]);
         fputc('\n', fo);
-        if (fclose(fo)) { rc = qs_cli_error(QS_EXIT_ERR, "%s: write error", o->save_ids); goto done; }
+        int werr = ferror(fo) ? errno : 0;
+        if (fclose(fo) || werr) { qs_write_fail(&e, o->save_ids, werr ? werr : errno); rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
     }
     /* llama.cpp wants two chunks for the second-half convention; all positions need one */
     int need = o->score_all ? o->ctx : 2 * o->ctx;
