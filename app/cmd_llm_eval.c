@@ -28,6 +28,7 @@
 #include "../analysis/llm_eval_shard.h"
 #include "../analysis/results.h"
 #include "../store/llm_load.h"
+#include "../kernels/blas_threads.h"
 #include "../kernels/qs_version.h"
 
 /* The default evaluation text (written by `make data`), relative to the working directory. */
@@ -588,7 +589,7 @@ int qs_llm_eval_bench(const qs_llm_model *ref, const qs_eval_variant *cfg, const
     const double params = (double)ref->arena_len, sg = sgemm_rate(ref, ctx);
     printf("\nllm eval case: ctx %d, %d chunks of synthetic ids, second-half scoring; FLOPs = 2 x %.4g parameters per "
            "token; OpenBLAS SGEMM %dx%dx%d: %.1f GFLOP/s (core %s, %d threads)\n", ctx, chunks, params, ctx, ref->c.ffn,
-           ref->c.dim, sg, openblas_get_corename(), openblas_get_num_threads());
+           ref->c.dim, sg, openblas_get_corename(), qs_blas_threads());
     printf("%-44s %12s %10s %10s\n", "variants (each over every chunk)", "tokens/s", "GFLOP/s", "% SGEMM");
     int rc = 0;
     for (int pass = 0; pass < (cfg ? 2 : 1) && !rc; pass++) {
