@@ -35,10 +35,10 @@ $(BUILD)/obj/app/par.o: CFLAGS += $(MPI_CFLAGS) -DQS_HAVE_MPI -DQS_LIBMPI='"$(MP
 endif
 
 LIB_SRC := $(wildcard kernels/*.c store/*.c analysis/*.c datasets/*.c)
-APP_SRC := $(filter-out app/main.c,$(wildcard app/*.c))
+APP_SRC := $(filter-out app/main.c app/blas_limit.c,$(wildcard app/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 APP_OBJ := $(APP_SRC:%.c=$(BUILD)/obj/%.o)
-MAIN_OBJ := $(BUILD)/obj/app/main.o
+MAIN_OBJ := $(BUILD)/obj/app/main.o $(BUILD)/obj/app/blas_limit.o
 LIB     := $(BUILD)/libqscope.a
 APP_LIB := $(BUILD)/libqscope-app.a
 BIN     := $(BUILD)/qscope

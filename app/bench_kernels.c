@@ -24,6 +24,7 @@
 
 #include "bench_util.h"
 #include "cli.h"
+#include "../kernels/blas_threads.h"
 #include "kernel_cli.h"
 #include "../analysis/kernel_exp.h"
 #include "../analysis/kernel_model.h"
@@ -60,8 +61,7 @@ static void fill(float *x, size_t n, uint64_t seed, double scale) { qs_gen_matri
 ** a row softmax, O = PV (one SGEMM); materialises L×L scores per head. */
 static int naive_attn(const qs_attn_shape *s, const float *Q, const float *K, const float *V, float *O, float *S, int th)
 {
-    int old = openblas_get_num_threads();
-    openblas_set_num_threads(th);
+    if (th == 1) qs_blas_serial_begin();   /* else the start-up count */
     float sc = (float)(1.0 / sqrt((double)s->d));
     for (size_t h = 0; h < s->H; h++) {
         size_t hk = h / (s->H / s->Hkv);
@@ -76,7 +76,7 @@ static int naive_attn(const qs_attn_shape *s, const float *Q, const float *K, co
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)s->Lq, (int)s->dv, (int)s->Lk, 1.0f, S, (int)s->Lk,
                     V + hk * s->Lk * s->dv, (int)s->dv, 0.0f, O + h * s->Lq * s->dv, (int)s->dv);
     }
-    openblas_set_num_threads(old);
+    if (th == 1) qs_blas_serial_end();
     return 0;
 }
 
@@ -127,7 +127,6 @@ static int run_kernels(qs_cli *cli, int quick, int json)
     for (int th = 1; th <= 2; th++) {
         enum { SG, FA, FB, AM, S1, MS, NV, MF, MA, S2, M2, NK };
         double t[NK][16];
-        int old = openblas_get_num_threads();
         qs_attn_cfg c = {0};
         c.threads = th;
         for (int r = -1; r < reps && !bad; r++) {
@@ -136,10 +135,10 @@ static int run_kernels(qs_cli *cli, int quick, int json)
                 int rc = 0;
                 switch (k) {
                 case SG: case S1:
-                    openblas_set_num_threads(th);
+                    if (th == 1) qs_blas_serial_begin();
                     if (k == SG) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)G, (int)G, (int)G, 1.0f, A, (int)G, B, (int)G, 0.0f, C, (int)G);
                     else cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)Mm, (int)Nm, (int)Km, 1.0f, x, (int)Km, W, (int)Km, 0.0f, y, (int)Nm);
-                    openblas_set_num_threads(old);
+                    if (th == 1) qs_blas_serial_end();
                     break;
                 case FA: c.p = QS_P_FP32; rc = qs_attn_fa2(&s, &c, Q, K, V, O, NULL, &e); break;
                 case FB: c.p = QS_P_BF16; rc = qs_attn_fa2(&s, &c, Q, K, V, O2, NULL, &e); break;
@@ -149,9 +148,9 @@ static int run_kernels(qs_cli *cli, int quick, int json)
                 case MF: c.p = QS_P_BF16; rc = qs_attn_fa2(&sm, &c, Qm, Km2, Vm, Om, NULL, &e); break;
                 case MA: c.p = QS_P_BF16; rc = qs_attn_amla(&sm, &c, Qm, Km2, Vm, Om, &e); break;
                 case S2:   /* decode shape: 16 tokens */
-                    openblas_set_num_threads(th);
+                    if (th == 1) qs_blas_serial_begin();
                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, 16, (int)Nm, (int)Km, 1.0f, x, (int)Km, W, (int)Km, 0.0f, y, (int)Nm);
-                    openblas_set_num_threads(old);
+                    if (th == 1) qs_blas_serial_end();
                     break;
                 case M2: rc = qs_msd_gemm_i8(x, 16, Km, Wq, &wp, sig, Nm, 2, QS_I8GEMM_SGEMM, th, y2, ws, &e); break;
                 }

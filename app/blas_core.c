@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "../kernels/blas_threads.h"
 
 char *openblas_get_corename(void);
 int blas_thread_shutdown_(void);
@@ -34,6 +35,7 @@ static int blas_free_command(int argc, char **argv)
 
 void qs_blas_core_fix(int argc, char **argv)
 {
+    qs_blas_threads();   /* OpenBLAS's thread count, read once here (kernels/blas_threads.h) */
     if (blas_free_command(argc, argv)) {
         /* OpenBLAS starts its worker threads when it loads, and they spin in sched_yield for a while
         ** (a third of a core during a 50 ms quant); stop them (a later BLAS call restarts them). */

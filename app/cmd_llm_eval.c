@@ -5,18 +5,22 @@
 ** evaluation").  Each variant's result is stored in the `result` table (kind "llm_eval") keyed by
 ** model hash, text hash, options and tool version, and reused unless --force.
 */
+#include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include <cblas.h>
 #include <xxhash.h>
 
 #include "cli.h"
 #include "../store/json_out.h"
+#include "../store/io_err.h"
 #include "quant_opts.h"
 #include "llm_par.h"
 #include "par.h"
@@ -25,6 +29,7 @@
 #include "../analysis/results.h"
 #include "../store/container.h"
 #include "../store/llm_load.h"
+#include "../kernels/blas_threads.h"
 #include "../kernels/qs_version.h"
 
 /* The default evaluation text (written by `make data`), relative to the working directory. */
@@ -154,27 +159,38 @@ static int parse_opts(int argc, char **argv, eval_opts *o)
 
 /* ---------------------------------------------------------------- text */
 
+/* The largest --text: its tokens take 4 bytes per byte of text at worst. */
+#define TEXT_MAX ((size_t)1 << 30)
+
+/* A regular file's size is checked before anything is read; a pipe is read up to the limit, one
+** byte past it meaning too large. */
 int qs_eval_read_text(const char *path, char **buf, size_t *len, char hash[33], qs_err *e)
 {
     int fd = qs_open_regular(path, e);   /* a FIFO would block the read */
     FILE *f = fd < 0 ? NULL : fdopen(fd, "rb");
     if (fd >= 0 && !f) close(fd);
-    if (!f) return fd < 0 ? -1 : qs_fail(e, "%s: cannot open", path);
-    size_t cap = 1 << 16, n = 0;
+    if (!f) return fd < 0 ? -1 : qs_fail(e, "%s: cannot open (%s)", path, strerror(errno));
+    struct stat st = {0};
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && (uintmax_t)st.st_size > TEXT_MAX) {
+        fclose(f);
+        return qs_fail(e, "%s: %jd bytes, larger than the 1 GiB limit for a text", path, (intmax_t)st.st_size);
+    }
+    size_t cap = S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t)st.st_size + 1 : (size_t)1 << 16, n = 0;
     char *b = malloc(cap);
     for (;;) {
-        if (!b) { fclose(f); return qs_fail(e, "%s: out of memory", path); }
+        if (!b) { fclose(f); return qs_fail(e, "%s: out of memory (%zu bytes for the text)", path, cap); }
         n += fread(b + n, 1, cap - n, f);
         if (n < cap) break;
-        if (cap > ((size_t)1 << 30)) { free(b); fclose(f); return qs_fail(e, "%s: larger than 1 GiB", path); }
-        char *nb = realloc(b, cap * 2);
+        if (n > TEXT_MAX) { free(b); fclose(f); return qs_fail(e, "%s: larger than the 1 GiB limit for a text", path); }
+        size_t ncap = cap * 2 > TEXT_MAX + 1 ? TEXT_MAX + 1 : cap * 2;
+        char *nb = realloc(b, ncap);
         if (!nb) free(b);
         b = nb;
-        cap *= 2;
+        cap = ncap;
     }
     int bad = ferror(f);
     fclose(f);
-    if (bad) { free(b); return qs_fail(e, "%s: read error", path); }
+    if (bad) { free(b); return qs_fail(e, "%s: read error (%s)", path, strerror(errno)); }
     XXH128_hash_t h = XXH3_128bits(b, n);
     snprintf(hash, 33, "%016llx%016llx", (unsigned long long)h.high64, (unsigned long long)h.low64);
     *buf = b;
@@ -186,9 +202,9 @@ int qs_eval_text_ids(const char *path, const qs_llm_file *f, const char *text, s
                      qs_err *e)
 {
     *ids = NULL;
-    if (!f->v.n) return qs_fail(e, "the model has no vocabulary to tokenize the text");
+    if (!f->v.n) return qs_fail(e, "%s: the model has no vocabulary to tokenize the text", path);
     int32_t *p = malloc((tlen + 2) * sizeof(int32_t));
-    if (!p) return qs_fail(e, "out of memory");
+    if (!p) return qs_fail(e, "%s: out of memory (%zu bytes for the tokens of the text)", path, (tlen + 2) * sizeof(int32_t));
     /* as llama-perplexity tokenizes (add_special): a vocabulary that adds BOS gets it at the start of
     ** the text too, so chunk boundaries match; BOS then also replaces the first token of each chunk */
     const int add_bos = f->v.add_bos && f->v.bos >= 0;
@@ -421,10 +437,11 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
     const int add_bos = f.v.add_bos && f.v.bos >= 0;
     if (o->save_ids && qs_par_rank() == 0) {   /* the text's ids, comma-separated: for cross-checks with other tools */
         FILE *fo = fopen(o->save_ids, "w");
-        if (!fo) { rc = qs_cli_error(QS_EXIT_ERR, "%s: cannot write", o->save_ids); goto done; }
+        if (!fo) { qs_write_fail(&e, o->save_ids, errno); rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
         for (int i = 0; i < ntok; i++) fprintf(fo, "%s%d", i ? "," : "", ids[i]);
         fputc('\n', fo);
-        if (fclose(fo)) { rc = qs_cli_error(QS_EXIT_ERR, "%s: write error", o->save_ids); goto done; }
+        int werr = ferror(fo) ? errno : 0;
+        if (fclose(fo) || werr) { qs_write_fail(&e, o->save_ids, werr ? werr : errno); rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
     }
     /* llama.cpp wants two chunks for the second-half convention; all positions need one */
     int need = o->score_all ? o->ctx : 2 * o->ctx;
@@ -601,7 +618,7 @@ int qs_llm_eval_bench(const qs_llm_model *ref, const qs_eval_variant *cfg, const
     const double params = (double)ref->arena_len, sg = sgemm_rate(ref, ctx);
     printf("\nllm eval case: ctx %d, %d chunks of synthetic ids, second-half scoring; FLOPs = 2 x %.4g parameters per "
            "token; OpenBLAS SGEMM %dx%dx%d: %.1f GFLOP/s (core %s, %d threads)\n", ctx, chunks, params, ctx, ref->c.ffn,
-           ref->c.dim, sg, openblas_get_corename(), openblas_get_num_threads());
+           ref->c.dim, sg, openblas_get_corename(), qs_blas_threads());
     printf("%-44s %12s %10s %10s\n", "variants (each over every chunk)", "tokens/s", "GFLOP/s", "% SGEMM");
     int rc = 0;
     for (int pass = 0; pass < (cfg ? 2 : 1) && !rc; pass++) {

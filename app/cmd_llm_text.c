@@ -19,6 +19,7 @@
 #include "../store/llm_load.h"
 #include "../store/rdata.h"
 #include "../store/container.h"
+#include "../store/io_err.h"
 #include "../store/json_out.h"
 
 
@@ -29,10 +30,11 @@ static int write_text(const char *dir, const char *name, const char *t, size_t n
     snprintf(path, cap, "%s/%s.txt", dir, name);
     snprintf(tmp, sizeof tmp, "%s/.%s.txt.tmp", dir, name);
     FILE *f = fopen(tmp, "wb");
-    if (!f) return qs_fail(e, "%s: cannot create: %s", tmp, strerror(errno));
-    int bad = fwrite(t, 1, n, f) != n;
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path)) { unlink(tmp); return qs_fail(e, "%s: cannot write: %s", path, strerror(errno)); }
+    if (!f) return qs_write_fail(e, tmp, errno);
+    int bad = fwrite(t, 1, n, f) != n, er = bad ? errno : 0;
+    if (fclose(f) != 0 && !bad) { bad = 1; er = errno; }
+    if (!bad && rename(tmp, path)) { bad = 1; er = errno; }
+    if (bad) { unlink(tmp); return qs_write_fail(e, path, er); }
     return 0;
 }
 

@@ -22,6 +22,7 @@
 #include "analyze_run.h"
 #include "par.h"
 #include "cli.h"
+#include "../store/io_err.h"
 #include "quant_opts.h"
 #include "report_plots.h"
 #include "report_sections.h"
@@ -470,13 +471,18 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
     snprintf(path, sizeof path, "%s/report.%s", dir, kind);
     if (tty) fputs("\r\033[K", stderr);
     FILE *f = fopen(path, "w");
-    if (!f) { rc = qs_cli_error(QS_EXIT_ERR, "%s: %s", path, strerror(errno)); goto out; }
+    if (!f) { qs_write_fail(&e, path, errno); rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
     int wrc;
     if (!strcmp(kind, "md")) wrc = write_md(f, doc, 0);
     else if (!strcmp(kind, "html")) wrc = write_html(f, doc, dir);
     else if (!strcmp(kind, "csv")) wrc = write_csv(f, doc);
     else wrc = json_dumpf(doc, f, JSON_INDENT(2));   /* full precision: same numbers as analyze --json */
-    if (fclose(f) || wrc) { rc = qs_cli_error(QS_EXIT_ERR, "%s: write failed", path); goto out; }
+    int werr = ferror(f) ? errno : 0;   /* the reason of a failed fwrite, before fclose may change it */
+    if (fclose(f) || wrc) {
+        qs_write_fail(&e, path, werr ? werr : errno);
+        rc = qs_cli_err(QS_EXIT_ERR, &e);
+        goto out;
+    }
     printf("%s\n", qs_esc(path));
     fprintf(stderr, "qscope: report on %d tensor(s) x %d format(s) written to %s\n", nt, na, qs_esc(path));
 out:

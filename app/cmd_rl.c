@@ -3,6 +3,7 @@
 */
 #include "cmd_rl.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include <jansson.h>
 
+#include "../store/io_err.h"
 #include "../store/json_out.h"
 #include "../store/q_rl.h"
 #include "../store/rl_log.h"
@@ -114,10 +116,10 @@ static int export_run(qs_db *db, const char *run, const char *out)
         n++;
     }
     qs_rl_cursor_close(st);
-    int werr = ferror(f);
-    if (f != stdout) werr |= fclose(f) != 0; else fflush(f);
+    int werr = ferror(f) ? (errno ? errno : EIO) : 0;
+    if (f != stdout) { if (fclose(f) != 0 && !werr) werr = errno ? errno : EIO; } else fflush(f);
     if (rc < 0) return qs_cli_err(QS_EXIT_ERR, &e);
-    if (werr) return qs_cli_error(QS_EXIT_ERR, "%s: write error", out);
+    if (werr) { qs_write_fail(&e, out, werr); return qs_cli_err(QS_EXIT_ERR, &e); }
     if (!n) return qs_cli_error(QS_EXIT_ERR, "no run named '%s' with tokens (see `qscope runs`)", run);
     return QS_EXIT_OK;
 }

@@ -3,6 +3,7 @@
 */
 #include "cmd_rl.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
@@ -14,6 +15,7 @@
 #include "plot_render.h"
 #include "../analysis/ais_store.h"
 #include "../analysis/plot.h"
+#include "../store/io_err.h"
 #include "../store/json_out.h"
 
 static int parse_band(const char *s, double *lo, double *hi)
@@ -73,7 +75,7 @@ static int print_weight(void *ctx, int64_t step, int64_t seq, int64_t pos, int m
     fprintf(W->f, "%lld,%lld,%lld,%d,%.17g", (long long)step, (long long)seq, (long long)pos, mask, delta);
     for (int m = 0; m < QS_CORR_COUNT; m++) fprintf(W->f, ",%.17g", w[m]);
     fputc('\n', W->f);
-    return ferror(W->f) ? qs_fail(e, "write error") : 0;
+    return ferror(W->f) ? qs_write_fail(e, "<stdout>", errno) : 0;
 }
 
 /* Draw one trajectory set of the result (the same JSON that is stored) to a PNG or the terminal. */

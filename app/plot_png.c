@@ -7,6 +7,7 @@
 ** of the data area (below it when narrow), text in DejaVu Sans at >= 12 px at 100 dpi.
 */
 #include "plot_render.h"
+#include "../store/io_err.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -788,7 +789,7 @@ int qs_png_write_rgb(const char *path, const uint8_t *rgb, int W, int H, double 
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid()) >= (int)sizeof tmp) return qs_fail(e, "%s: path too long", path);
     FILE *fp = fopen(tmp, "wb");
-    if (!fp) return qs_fail(e, "%s: %s", path, strerror(errno));
+    if (!fp) return qs_write_fail(e, path, errno);
     png_errctx ec = {e};
     png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &ec, png_err_fn, png_warn_fn);
     png_infop info = png ? png_create_info_struct(png) : NULL;
@@ -803,10 +804,12 @@ int qs_png_write_rgb(const char *path, const uint8_t *rgb, int W, int H, double 
         return qs_fail(e, "out of memory");
     }
     if (setjmp(png_jmpbuf(png))) {
+        int er = errno, werr = ferror(fp);   /* libpng's "Write Error" hides the OS reason */
         png_destroy_write_struct(&png, &info);
         free(rows);
         fclose(fp);
         unlink(tmp);
+        if (werr) return qs_write_fail(e, path, er);
         qs_err_prefix(e, path);
         return -1;
     }
@@ -843,10 +846,10 @@ int qs_png_write_rgb(const char *path, const uint8_t *rgb, int W, int H, double 
         int er = errno;
         fclose(fp);
         unlink(tmp);
-        return qs_fail(e, "%s: %s", path, strerror(er));
+        return qs_write_fail(e, path, er);
     }
-    if (fclose(fp) != 0) { int er = errno; unlink(tmp); return qs_fail(e, "%s: %s", path, strerror(er)); }
-    if (rename(tmp, path) != 0) { int er = errno; unlink(tmp); return qs_fail(e, "%s: %s", path, strerror(er)); }
+    if (fclose(fp) != 0) { int er = errno; unlink(tmp); return qs_write_fail(e, path, er); }
+    if (rename(tmp, path) != 0) { int er = errno; unlink(tmp); return qs_write_fail(e, path, er); }
     return 0;
 }
 

@@ -15,6 +15,7 @@
 
 #include "attn_internal.h"
 #include "msd.h"
+#include "blas_threads.h"
 
 #define LOG2E 1.4426950408889634
 #define LN2 0.6931471805599453
@@ -81,8 +82,7 @@ int qs_attn_pool(int threads, size_t ntasks, size_t scratch_bytes, void (*fn)(vo
     if ((size_t)threads > ntasks) threads = ntasks ? (int)ntasks : 1;
     pool_t p = {fn, ctx, ntasks, scratch_bytes, 0, 0};
     atomic_init(&p.next, 0);
-    int old = openblas_get_num_threads();
-    openblas_set_num_threads(1);
+    qs_blas_serial_begin();   /* our threads each call BLAS: one BLAS thread each */
     pthread_t th[64];
     int started = 0;
     for (int i = 1; i < threads; i++)
@@ -90,7 +90,7 @@ int qs_attn_pool(int threads, size_t ntasks, size_t scratch_bytes, void (*fn)(vo
         else break;
     pool_main(&p);
     for (int i = 1; i <= started; i++) pthread_join(th[i], NULL);
-    openblas_set_num_threads(old);
+    qs_blas_serial_end();
     return p.fail ? qs_fail(e, "attention: out of memory (per-thread scratch %zu bytes)", scratch_bytes) : 0;
 }
 

@@ -3,6 +3,7 @@
 */
 #include "llm_rows.h"
 #include "simd.h"
+#include "blas_threads.h"
 
 #include <cblas.h>
 #include <immintrin.h>
@@ -161,6 +162,6 @@ double qs_sumsq_row(const float *x, size_t n)
 
 int qs_llm_threads(void)
 {
-    int n = openblas_get_num_threads();
+    int n = qs_blas_threads();
     return n < 1 ? 1 : n > 64 ? 64 : n;
 }

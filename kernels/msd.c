@@ -1,5 +1,6 @@
 /* Multi-Scale Dequant kernels (see msd.h). */
 #include "msd.h"
+#include "blas_threads.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -257,9 +258,10 @@ static void i8_gemm_sgemm(const int8_t *A, size_t R, const qs_i8_pack *Bp, size_
                           float *Af, float *Cf, double *ua, int *nchunks)
 {
     size_t nu = nunits(K);
-    int old = openblas_get_num_threads(), th = threads > 0 ? threads : old;
+    /* threads splits our loops; BLAS keeps its start-up count (one thread when threads is 1) */
+    int th = threads > 0 ? threads : qs_blas_threads();
     convert_rows(A, R, K, Af, ua, th);
-    if (threads > 0) openblas_set_num_threads(threads);
+    if (th == 1) qs_blas_serial_begin();
     const double LIM = 16777216.0 * (1 - 1e-9);
     int chunks = 0;
     for (size_t u0 = 0; u0 < nu;) {
@@ -276,7 +278,7 @@ static void i8_gemm_sgemm(const int8_t *A, size_t R, const qs_i8_pack *Bp, size_
         u0 = u1;
     }
     if (K == 0) memset(C, 0, R * N * sizeof *C);
-    if (threads > 0) openblas_set_num_threads(old);
+    if (th == 1) qs_blas_serial_end();
     if (nchunks) *nchunks = chunks;
 }
 
@@ -350,7 +352,7 @@ int qs_msd_gemm_i8(const float *x, size_t M, size_t K, const int8_t *Wq, const q
     float *Cf = (float *)(C + R * N), *Af = Cf + R * N;
     float *amax = Af + R * K;
     int8_t *a = (int8_t *)(amax + M);
-    int th = threads > 0 ? threads : openblas_get_num_threads(), rc = -1;
+    int th = threads > 0 ? threads : qs_blas_threads(), rc = -1;
     qs_i8_pack own;
     memset(&own, 0, sizeof own);
     if (decompose_par(x, M, K, passes, a, amax, th, e)) goto out;

@@ -6,6 +6,7 @@
 ** README ("Database schema"); users are expected to query them with sqlite3.
 */
 #include "db.h"
+#include "io_err.h"
 #include "../kernels/qs_version.h"
 
 #include <errno.h>
@@ -13,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sqlite3.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 
 static const char *const kMigrations[] = {
     /* 0 -> 1: the foundation */
@@ -141,17 +144,41 @@ const char *qs_db_schema_sql(int version)
     return version >= 1 && version <= NMIG ? kMigrations[version - 1] : NULL;
 }
 
-/* SQLite says only "disk I/O error" when a write hits the file-size limit: add the OS reason. */
-static const char *os_reason(qs_db *db)
+/* SQLite says only "disk I/O error" or "database or disk is full": add the OS reason in the words of
+** every writer (io_err.h).  Its system errno is unreliable by the time the error is read (the
+** rollback's own probes of missing journals leave ENOENT), so the file-size limit is recognised from
+** the files themselves: one of them has reached it. */
+static int near_fsize_limit(const char *path)
 {
-    int xc = sqlite3_extended_errcode(db->h), se = sqlite3_system_errno(db->h);
-    if ((xc & 0xff) != SQLITE_IOERR && xc != SQLITE_FULL) return "";
-    return se == EFBIG ? " (file size limit reached, see ulimit -f)" : se == ENOSPC ? " (no space left on device)" : "";
+    struct rlimit r;
+    if (getrlimit(RLIMIT_FSIZE, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return 0;
+    static const char *const sfx[] = {"", "-wal", "-journal"};
+    char p[4096];
+    for (size_t i = 0; i < sizeof sfx / sizeof *sfx; i++) {
+        struct stat st;
+        snprintf(p, sizeof p, "%s%s", path, sfx[i]);
+        if (stat(p, &st) == 0 && (rlim_t)st.st_size + 65536 > r.rlim_cur) return 1;
+    }
+    return 0;
+}
+
+static const char *os_reason(qs_db *db, char *buf, size_t cap)
+{
+    int xc = sqlite3_extended_errcode(db->h), se = sqlite3_system_errno(db->h), err = 0;
+    if (xc == SQLITE_FULL) err = ENOSPC;   /* SQLite's unix layer: FULL is ENOSPC (or a short write) */
+    else if ((xc & 0xff) != SQLITE_IOERR) return "";
+    else if (se == EFBIG || near_fsize_limit(db->path)) err = EFBIG;
+    else if (se != 0 && se != ENOENT) err = se;
+    else return "";
+    char why[128];
+    snprintf(buf, cap, ": %s", qs_io_reason(err, why, sizeof why));
+    return buf;
 }
 
 int qs_db_fail(qs_db *db, qs_err *e, const char *what)
 {
-    return qs_fail(e, "%s: database error: %s (%s)%s", db->path, sqlite3_errmsg(db->h), what, os_reason(db));
+    char why[160];
+    return qs_fail(e, "%s: database error: %s (%s)%s", db->path, sqlite3_errmsg(db->h), what, os_reason(db, why, sizeof why));
 }
 
 int qs_db_begin(qs_db *db, qs_err *e)
@@ -204,7 +231,8 @@ int qs_db_exec(qs_db *db, const char *sql, qs_err *e)
 {
     char *msg = NULL;
     if (sqlite3_exec(db->h, sql, NULL, NULL, &msg) != SQLITE_OK) {
-        qs_fail(e, "%s: database error: %s%s", db->path, msg ? msg : sqlite3_errmsg(db->h), os_reason(db));
+        char why[160];
+        qs_fail(e, "%s: database error: %s%s", db->path, msg ? msg : sqlite3_errmsg(db->h), os_reason(db, why, sizeof why));
         sqlite3_free(msg);
         return -1;
     }

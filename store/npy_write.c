@@ -8,6 +8,7 @@
 ** the hidden temporary file behind, never a truncated NAME.
 */
 #include "npy_write.h"
+#include "io_err.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -123,7 +124,7 @@ int qs_npy_writer_open(qs_npy_writer *w, const char *path, const uint64_t *shape
         return qs_fail(e, "%s: cannot create a temporary file in its directory: %s", w->name, strerror(errno));
     }
     if (write_all(w->fd, header, hsize) != 0) {
-        qs_fail(e, "%s: write failed: %s", w->name, strerror(errno));
+        qs_write_fail(e, w->name, errno);
         qs_npy_writer_abort(w);
         return -1;
     }
@@ -138,11 +139,11 @@ int qs_npy_writer_put(qs_npy_writer *w, const float *y, size_t n, qs_err *e)
     for (size_t i = 0; i < n;) {
         size_t k = n - i < 1024 ? n - i : 1024;
         for (size_t j = 0; j < k; j++) { memcpy(&le[j], &y[i + j], 4); le[j] = __builtin_bswap32(le[j]); }
-        if (write_all(w->fd, le, k * 4) != 0) return qs_fail(e, "%s: write failed: %s", w->name, strerror(errno));
+        if (write_all(w->fd, le, k * 4) != 0) return qs_write_fail(e, w->name, errno);
         i += k;
     }
 #else
-    if (write_all(w->fd, y, n * sizeof *y) != 0) return qs_fail(e, "%s: write failed: %s", w->name, strerror(errno));
+    if (write_all(w->fd, y, n * sizeof *y) != 0) return qs_write_fail(e, w->name, errno);
 #endif
     w->written += n;
     /* start the disk writes behind us, so the fsync at close has little left to wait for */
@@ -164,15 +165,15 @@ int qs_npy_writer_close(qs_npy_writer *w, qs_err *e)
         if (!w->to_stdout) {
             int cfd = w->fd;
             w->fd = -1;
-            if (close(cfd) != 0) rc = qs_fail(e, "%s: write failed: %s", w->name, strerror(errno));
+            if (close(cfd) != 0) rc = qs_write_fail(e, w->name, errno);
         }
     } else if (fsync(w->fd) != 0 && errno != EINVAL && errno != ENOTSUP) {
         /* fsync before rename: otherwise a crash soon after could leave NAME renamed but empty. */
-        qs_fail(e, "%s: write failed: %s", w->name, strerror(errno));
+        qs_write_fail(e, w->name, errno);
     } else {
         int cfd = w->fd;
         w->fd = -1;
-        if (close(cfd) != 0) qs_fail(e, "%s: write failed: %s", w->name, strerror(errno));
+        if (close(cfd) != 0) qs_write_fail(e, w->name, errno);
         else if (rename(w->tmp, w->path) != 0) qs_fail(e, "%s: cannot replace it: %s", w->name, strerror(errno));
         else rc = 0;
     }

@@ -131,8 +131,9 @@ int qs_tensor_delete_glob(qs_db *db, const char *glob, int *removed, qs_err *e)
     if (!st) return -1;
     sqlite3_bind_text(st, 1, glob, -1, SQLITE_TRANSIENT);
     int rc = sqlite3_step(st);
+    if (rc != SQLITE_DONE) qs_db_fail(db, e, "tensor delete");
     sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) return qs_fail(e, "%s", sqlite3_errmsg(db->h));
+    if (rc != SQLITE_DONE) return -1;
     *removed = sqlite3_changes(db->h);
     return 0;
 }

@@ -2,6 +2,7 @@
 ** Stored tensors: records and the element reader (see tensor.h).
 */
 #include "tensor.h"
+#include "io_err.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -349,7 +350,13 @@ static int inflate_to_tmp(qs_treader *r, const uint8_t *src, int sfd, uint64_t s
         if (total > want) { qs_fail(e, "%s: deflated member is larger than declared", r->path); ok = 0; break; }
         for (size_t w = 0; w < got;) {
             ssize_t k = write(fd, out + w, got - w);
-            if (k <= 0) { qs_fail(e, "%s: writing temporary file: %s", r->path, strerror(errno)); ok = 0; break; }
+            if (k <= 0) {
+                char why[128];
+                qs_fail(e, "%s: cannot write its inflated copy (a temporary file): %s", r->path,
+                        qs_io_reason(k < 0 ? errno : ENOSPC, why, sizeof why));
+                ok = 0;
+                break;
+            }
             w += (size_t)k;
         }
         if (rc == Z_OK && got == 0 && s.avail_in == 0 && used >= srclen) {

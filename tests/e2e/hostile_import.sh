@@ -83,7 +83,7 @@ check "...one line naming the file and the limit" \
   "[ \$(wc -l < $T/err) = 1 ] && grep -q '^qscope: $T/big.npy: .*file size limit reached' $T/err"
 check "...and the database is unchanged" "[ \"\$(dbdump)\" = '$dump1' ]"
 fails "inflating a deflated member past ulimit -f fails with status 1" 1 bash -c "ulimit -f 256; exec $QS import $T/bigz.npz"
-check "...one line naming the file" "[ \$(wc -l < $T/err) = 1 ] && grep -q '^qscope: $T/bigz.npz: .*File too large' $T/err"
+check "...one line naming the file" "[ \$(wc -l < $T/err) = 1 ] && grep -q '^qscope: $T/bigz.npz: .*file size limit reached (ulimit -f is 256 KiB)' $T/err"
 
 # ---- nothing to import: no source row
 $PY - "$T" <<'PY'

@@ -3,9 +3,10 @@
 # plot (histograms, block heatmap) run on a 320 MiB tensor under `ulimit -v` of 128 MiB and give exactly the outputs of an
 # unlimited run.  ulimit -v counts address space, mappings included, so this holds only because
 # tensors are read in windows (pread) and written in blocks: nothing maps or buffers the whole file.
-# OpenBLAS (linked, idle here) reserves buffers per thread at start-up; one thread keeps that small.
+# OpenBLAS (linked, idle here) would map a 128 MiB buffer per worker thread at start-up; under the limit
+# qscope caps its threads itself (app/blas_limit.c), so nothing here sets OPENBLAS_NUM_THREADS.
 source "$(dirname "$0")/lib.sh"
-export OPENBLAS_NUM_THREADS=1
+unset OPENBLAS_NUM_THREADS GOTO_NUM_THREADS OMP_NUM_THREADS
 LIMIT_KB=131072                      # 128 MiB
 R=8192 C=10240                       # 83,886,080 f32 values: 320 MiB, 2.5x the limit
 lim() { (ulimit -v $LIMIT_KB && exec "$@"); }

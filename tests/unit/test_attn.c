@@ -8,9 +8,16 @@
 #include "test_util.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+
+#include <cblas.h>
 
 #include "../../analysis/kernel_exp.h"
 #include "../../kernels/attn.h"
+#include "../../kernels/attn_internal.h"
+#include "../../kernels/blas_threads.h"
 #include "../../kernels/msd.h"
 
 typedef struct { float *Q, *K, *V, *O; double *R, *lse; qs_attn_shape s; } prob;
@@ -318,6 +325,29 @@ static void test_cmp(void **st)
     assert_true(isinf(c.rel_l2));
 }
 
+/* Two task pools on two threads, overlapping and ending in the order they began: OpenBLAS's thread
+** count is the start-up one afterwards.  Each pool used to save the count, set 1 and restore what it
+** had saved -- the second saved the first's 1 and left BLAS on one thread for good. */
+static atomic_int a_in, b_in, a_done;
+static void wait_for(atomic_int *f) { while (!atomic_load(f)) sched_yield(); }
+static void task_a(void *c, size_t t, void *s) { (void)c; (void)t; (void)s; atomic_store(&a_in, 1); wait_for(&b_in); }
+static void task_b(void *c, size_t t, void *s) { (void)c; (void)t; (void)s; wait_for(&a_in); atomic_store(&b_in, 1); wait_for(&a_done); }
+static void *pool_a(void *e) { qs_attn_pool(1, 1, 16, task_a, NULL, e); atomic_store(&a_done, 1); return NULL; }
+static void *pool_b(void *e) { qs_attn_pool(1, 1, 16, task_b, NULL, e); return NULL; }
+static void test_pool_blas_threads(void **state)
+{
+    (void)state;
+    int start = qs_blas_threads();
+    if (start < 2) { skip(); return; }
+    qs_err e1 = {{0}}, e2 = {{0}};
+    pthread_t ta, tb;
+    assert_int_equal(pthread_create(&ta, NULL, pool_a, &e1), 0);
+    assert_int_equal(pthread_create(&tb, NULL, pool_b, &e2), 0);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    assert_int_equal(openblas_get_num_threads(), start);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -329,6 +359,7 @@ int main(void)
         cmocka_unit_test(test_pnq_rowsum_exact),
         cmocka_unit_test(test_random_shapes),
         cmocka_unit_test(test_cmp),
+        cmocka_unit_test(test_pool_blas_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
