@@ -788,11 +788,16 @@ static void hif4_seg_scales(const qs_format *f, const qs_qopts *o, const uint8_t
         qs_hif4_meta m;
         qs_hif4_meta_load(meta + u * QS_HIF4_META, &m);
         double val = qs_hif4_e6m2_value(m.e6m2);
+        float sd[3], qd[3];   /* the unit's three levels: flags 0, 1, 2 */
+        for (int d = 0; d < 3; d++) {
+            float s = (float)(val * (double)(1 << d) * 0.25);
+            sd[d] = m.e6m2 == 0xFF ? NAN : 4.0f * s;   /* the step of q = 4 (1.0) */
+            qd[d] = 7.0f * s;
+        }
         for (size_t k = 0; k < QS_HIF4_UNIT / 4; k++) {
             int d = ((m.e1_8 >> (k / 2)) & 1) + ((m.e1_16 >> k) & 1);
-            float s = (float)(val * (double)(1 << d) * 0.25);
-            S[u * (QS_HIF4_UNIT / 4) + k] = m.e6m2 == 0xFF ? NAN : 4.0f * s;   /* the step of q = 4 (1.0) */
-            Q[u * (QS_HIF4_UNIT / 4) + k] = 7.0f * s;
+            S[u * (QS_HIF4_UNIT / 4) + k] = sd[d];
+            Q[u * (QS_HIF4_UNIT / 4) + k] = qd[d];
         }
     }
 }
