@@ -101,7 +101,7 @@ static void *worker_main(void *arg)
 static void worker_free(worker *w)
 {
     free(w->x); free(w->xt); free(w->q); free(w->codes); free(w->meta);
-    free(w->reps); free(w->pcodes); free(w->pmeta); free(w->pS); free(w->pQ);
+    free(w->reps); free(w->sS); free(w->sQ); free(w->pS); free(w->pQ);
     free(w->bcode); free(w->bslot); free(w->bscale); free(w->bse2); free(w->bnf); free(w->bam);
     free(w->hv.c); free(w->ha.c); free(w->hr.c); free(w->hu.c); free(w->hb.c); free(w->hs.c);
     free(w->kSf); free(w->kSE); free(w->kSM); free(w->kQb); free(w->hb4); free(w->hs4);
@@ -116,12 +116,13 @@ static int worker_alloc(worker *w, const plan *p, const prof *pf)
     if (!(w->x = malloc(L * sizeof(float)))) return -1;
     if (p->colruns && !(w->xt = malloc(L * sizeof(float)))) return -1;
     if (!(w->q = malloc(L * sizeof(float)))) return -1;
-    if (pf->fam == FAM_HIF4 || pf->fam == FAM_M2X) {
-        size_t nbr = run / (p->blk ? p->blk : 1) + 1;
-        if (!(w->codes = malloc((run ? run : 1) * sizeof(uint32_t))) || !(w->meta = malloc(nbr * mb))) return -1;
+    if (pf->fam == FAM_CODED) {   /* a run's metadata, segment scales and (without fakeq_meta) codes */
+        size_t nbr = run / (p->blk ? p->blk : 1) + 1, nsr = nbr * (p->blk / pf->seg);
+        if (!(w->meta = malloc(nbr * mb)) || !(w->sS = malloc(nsr * sizeof(float))) || !(w->sQ = malloc(nsr * sizeof(float))))
+            return -1;
+        if (!pf->f->fakeq_meta && !(w->codes = malloc((run ? run : 1) * sizeof(uint32_t)))) return -1;
     }
-    if (!(w->reps = malloc(nb * sizeof(float))) || !(w->pcodes = malloc(nb * sizeof(uint32_t))) ||
-        !(w->pmeta = malloc(nb * mb)) || !(w->pS = malloc(nb * sizeof(float))) ||
+    if (!(w->reps = malloc(nb * sizeof(float))) || !(w->pS = malloc(nb * sizeof(float))) ||
         !(w->pQ = malloc(nb * sizeof(float))) || !(w->bcode = malloc(nb)) ||
         !(w->bscale = malloc(nb * sizeof(double))) || !(w->bse2 = malloc(nb * sizeof(double))) ||
         !(w->bslot = malloc(nb * sizeof(uint32_t))) ||
@@ -421,7 +422,7 @@ static int run_pass(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read 
         free(buf);
         if (p.mode == PM_MEM_T) {
             w[0].reps[0] = j.memam = m;
-            if (met_proxy_scales(&w[0], 1, e)) goto fail;
+            if (met_block_scales(&w[0], 1, e)) goto fail;
             j.memS = w[0].pS[0];
             j.memQ = w[0].pQ[0];
         } else {
@@ -429,7 +430,7 @@ static int run_pass(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read 
             j.colQ = malloc((size_t)cols * sizeof(float));
             if (!j.colS || !j.colQ) goto oom;
             memcpy(w[0].reps, j.colam, (size_t)cols * sizeof(float));
-            if (met_proxy_scales(&w[0], (size_t)cols, e)) goto fail;
+            if (met_block_scales(&w[0], (size_t)cols, e)) goto fail;
             for (uint64_t c = 0; c < cols; c++) {
                 j.colS[c] = w[0].pS[c];
                 j.colQ[c] = w[0].pQ[c];

@@ -102,14 +102,12 @@
 ** row_rmse / col_rmse: when rows > 1 (a 1-D tensor is passed as one row: NULL), over the finite
 ** inputs of the row / column.
 **
-** Block scales without a full encode: for int8/int4, MX and NVFP4 the block scale depends only on the
-** block's largest magnitude (int: largest finite |x|; MX/NVFP4: largest magnitude bits, NaN/Inf
-** making a NaN block).  MX and NVFP4 take code, S and the saturation level from the format's own
-** scale rule (qs_mx_fakeq_scales, along with q; qs_nvfp4_block_scales: what encode and decode give);
-** int8/int4 run encode on one representative value per block (block size 1) and decode the codes
-** "1.0" and "largest".
-** HiF4 takes q and its unit metadata from one pass (qs_hif4_fakeq_meta_run); M2XFP runs encode +
-** decode instead of fakeq (bit-identical to it).
+** Block scales without a full encode, from the format's row (kernels/format.h): for int8/int4, MX and
+** NVFP4 the block scale depends only on the block's largest magnitude (the row's amax_finite: largest
+** finite |x|, else largest magnitude bits, NaN/Inf making a NaN block); code, S and the saturation
+** level come from the row's fakeq_scales along with q (MX) or its block_scales (NVFP4, int8/int4),
+** what encode and decode give.  HiF4 and M2XFP give q and the metadata (fakeq_meta, else encode +
+** decode, bit-identical to fakeq) and the scales of each segment from the metadata (seg_scales).
 **
 ** Memory: per thread about 5 bands of ~1M values (input, transposed input, q, per-block arrays) and
 ** a window of 2 x threads band partials (with row/column sums when 2-D), plus O(nblocks + rows +

@@ -3,15 +3,16 @@
 ** kernels/format_apply.c does, find the block scales, run the kernel over each run and leave the
 ** band's partial sums (bpart) for the driver to merge in band order.
 **
-** Block scales without a full encode ("proxy"): for int8/int4, MX and NVFP4 the block scale is a
-** function of the block's largest magnitude alone (int: largest finite |x|; MX/NVFP4: largest
-** magnitude bits, NaN and Inf included, which make a NaN block).  MX and NVFP4 get the code, the
-** element scale S and the saturation level Qtop from their scale rule (qs_mx_fakeq_scales, along
-** with the fake-quantization; qs_nvfp4_block_scales); int8/int4 encode one representative per block
-** at block size 1 and decode the element codes "1.0" and "largest".  The tests check the codes
-** against a full encode for every scale rule and variant.  HiF4 and M2XFP scales depend on every
-** element: HiF4 takes q and the metadata from qs_hif4_fakeq_meta_run, M2XFP runs encode + decode
-** (both bit-identical to fakeq, as tested in tests/unit/test_format_*.c).
+** Every format-specific answer comes from the format's row (kernels/format.h), called per run or per
+** band of blocks, never per element.  Block scales without a full encode ("proxy"): when the block
+** scale is a function of the block's largest magnitude alone (int8/int4: largest finite |x|; MX,
+** NVFP4: largest magnitude bits, NaN and Inf included, which make a NaN block), the row's fakeq_scales
+** hands out each block's code, element scale S and saturation level Q along with the
+** fake-quantization (MX), or block_scales gives them from the block maxima (NVFP4, int).  The tests
+** check them against a full encode for every scale rule and variant.  Formats whose scales depend on
+** every element (HiF4, M2XFP) give their metadata (fakeq_meta, else encode + decode, both
+** bit-identical to fakeq as tested in tests/unit/test_format_*.c) and the scales of each segment of
+** values sharing one S from it (seg_scales).
 */
 #include "metrics_internal.h"
 #include "../kernels/simd.h"
@@ -105,90 +106,85 @@ static void block_reps(const worker *w, const float *x, size_t n, size_t bl, int
     for (; b * bl < n; b++) out[b] = met_block_rep(w, x + b * bl, n - b * bl < bl ? n - b * bl : bl, finite);
 }
 
-/* Proxy: scale code / decoded scale / saturation level of nb blocks from their representatives
-** (MX: already given by qs_mx_fakeq_scales with the band's fake-quantization). */
+/* Segments i0 .. i0 + n - 1 of the band: seg_put of each (san_S(S), san_Q(Q)), and the block scales
+** bscale (NULL: none) = S as a double. */
 #if MET_X86
-/* proxy_scales' loop for MX blocks, 16 at a time. */
+/* The same, 16 at a time, for groups whose S are all positive normal floats (their own bits) or ones
+** san_S makes 1 (NaN, Inf, negative non-zero); a group holding a zero or subnormal S is left to seg_put.
+** Returns how many were done. */
 __attribute__((target("avx512f,avx512dq")))
-static size_t mx_segs_avx512(worker *w, size_t nb, int *se0)
+static size_t scales_put_avx512(worker *w, size_t i0, const float *S, const float *Q, size_t n, double *bscale)
 {
-    const __m512i c255 = _mm512_set1_epi32(255), c127 = _mm512_set1_epi32(127), zero = _mm512_setzero_si512();
-    const __m512i absm = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000), ones = _mm512_set1_epi32(-1);
-    __mmask16 nz = 0;
+    const __m512i lo = _mm512_set1_epi32(0x00800000), inf = _mm512_set1_epi32(0x7f800000);
+    const __m512i negz = _mm512_set1_epi32((int)0x80000000u), absm = _mm512_set1_epi32(0x7fffffff);
+    const __m512i c127 = _mm512_set1_epi32(127), mant = _mm512_set1_epi32(0x7fffff), ones = _mm512_set1_epi32(-1);
+    __mmask16 nzm = 0, nze = 0;
     size_t i = 0;
-    for (; i + 16 <= nb; i += 16) {
-        __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(w->bcode + i)));
-        __mmask16 nan = _mm512_cmpeq_epi32_mask(c, c255);
-        __m512 S = _mm512_loadu_ps(w->pS + i);
-        _mm512_storeu_pd(w->bscale + i, _mm512_cvtps_pd(_mm512_castps512_ps256(S)));
-        _mm512_storeu_pd(w->bscale + i + 8, _mm512_cvtps_pd(_mm512_extractf32x8_ps(S, 1)));
-        _mm512_storeu_ps(w->kSf + i, _mm512_mask_mov_ps(S, nan, _mm512_set1_ps(1.0f)));
-        __m512i se = _mm512_maskz_mov_epi32((__mmask16)~nan, _mm512_sub_epi32(c, c127));
-        _mm512_storeu_si512(w->kSE + i, se);
-        _mm512_storeu_si512(w->kSM + i, zero);
-        __m512i qb = _mm512_and_si512(_mm512_loadu_si512(w->pQ + i), absm);
+    for (; i + 16 <= n; i += 16) {
+        __m512i b = _mm512_loadu_si512(S + i);
+        __mmask16 other = _mm512_cmplt_epu32_mask(b, lo) | _mm512_cmpeq_epi32_mask(b, negz);
+        if (other) break;
+        __mmask16 nrm = _mm512_cmpge_epu32_mask(b, lo) & _mm512_cmplt_epu32_mask(b, inf);
+        __m512 Sv = _mm512_castsi512_ps(b);
+        if (bscale) {
+            _mm512_storeu_pd(bscale + i, _mm512_cvtps_pd(_mm512_castps512_ps256(Sv)));
+            _mm512_storeu_pd(bscale + i + 8, _mm512_cvtps_pd(_mm512_extractf32x8_ps(Sv, 1)));
+        }
+        _mm512_storeu_ps(w->kSf + i0 + i, _mm512_mask_mov_ps(_mm512_set1_ps(1.0f), nrm, Sv));
+        __m512i se = _mm512_maskz_mov_epi32(nrm, _mm512_sub_epi32(_mm512_srli_epi32(b, 23), c127));
+        __m512i sm = _mm512_maskz_mov_epi32(nrm, _mm512_and_si512(b, mant));
+        _mm512_storeu_si512(w->kSE + i0 + i, se);
+        _mm512_storeu_si512(w->kSM + i0 + i, sm);
+        __m512i qb = _mm512_and_si512(_mm512_loadu_si512(Q + i), absm);
         __mmask16 ok = _mm512_cmplt_epu32_mask(qb, inf) & _mm512_test_epi32_mask(qb, qb);
-        _mm512_storeu_si512(w->kQb + i, _mm512_mask_mov_epi32(ones, ok, qb));
-        nz |= _mm512_test_epi32_mask(se, se);
+        _mm512_storeu_si512(w->kQb + i0 + i, _mm512_mask_mov_epi32(ones, ok, qb));
+        nzm |= _mm512_test_epi32_mask(sm, sm);
+        nze |= _mm512_test_epi32_mask(se, se);
     }
-    if (nz) *se0 = 0;
+    if (nzm) w->pow2 = 0;
+    if (nze) w->se0 = 0;
     return i;
 }
 #endif
+static void scales_put(worker *w, size_t i0, const float *S, const float *Q, size_t n, double *bscale)
+{
+    size_t i = 0;
+    while (i < n) {
+#if MET_X86
+        if (w->simd >= QS_SIMD_AVX512) i += scales_put_avx512(w, i0 + i, S + i, Q + i, n - i, bscale ? bscale + i : NULL);
+#endif
+        size_t end = i + 16 < n ? i + 16 : n;   /* one group (or the tail) by seg_put */
+        for (; i < end; i++) {
+            if (bscale) bscale[i] = S[i];
+            seg_put(w, i0 + i, san_S(S[i]), san_Q(Q[i]));
+        }
+    }
+}
 
-int met_proxy_scales(worker *w, size_t nb, qs_err *e)
+/* Proxy: code, S and Q of nb blocks from their representatives w->reps, by the row's block_scales (the
+** scale rule directly: the same codes and scales as encode + decode, tested). */
+static int block_scales(worker *w, size_t nb, qs_err *e)
 {
     const prof *pf = w->j->pf;
     const qs_format *f = pf->f;
     qs_qopts o = pf->o;
     o.block = 1;
     o.index0 = 0;
-    int mx = pf->mx, nv = f->scale_kind == QS_SK_UE4M3;
-    if (mx || nv) {   /* the scale rule directly (same codes and scales as encode + decode, tested) */
-        if (nv) {   /* encode's tensor scale, when none is given: the largest finite |x| */
-            float ts = o.tensor_scale != 0 ? o.tensor_scale : qs_finite_absmax_n(w->reps, nb);
-            if (qs_nvfp4_block_scales(f, &o, ts, w->reps, nb, w->bcode, w->pS, w->pQ, e)) return -1;
-        }
-        if (mx) {   /* S = 2^(code - 127): its exponent is the code's (NaN block: S = 1, nothing clips) */
-            int se0 = w->se0;
-            size_t i = 0;
-#if MET_X86
-            if (w->simd >= QS_SIMD_AVX512) i = mx_segs_avx512(w, nb, &se0);
-#endif
-            for (; i < nb; i++) {
-                unsigned c = w->bcode[i];
-                int nan = c == 0xFF;
-                w->bscale[i] = w->pS[i];
-                w->kSf[i] = nan ? 1.0f : w->pS[i];
-                w->kSE[i] = nan ? 0 : c == 0 ? -127 : (int32_t)c - 127;
-                w->kSM[i] = 0;
-                w->kQb[i] = san_Q(w->pQ[i]);
-                se0 &= w->kSE[i] == 0;
-            }
-            w->se0 = se0;
-            return 0;
-        }
-        for (size_t i = 0; i < nb; i++) {
-            w->bscale[i] = w->pS[i];
-            seg_put(w, i, san_S(w->pS[i]), san_Q(w->pQ[i]));
-        }
-        return 0;
-    }
-    float ts = 0;
-    if (f->encode(f, &o, w->reps, nb, w->pcodes, w->pmeta, &ts, e)) return -1;
-    for (size_t i = 0; i < nb; i++) w->pcodes[i] = pf->code_one;
-    if (f->decode(f, &o, w->pcodes, w->pmeta, ts, nb, w->pS, e)) return -1;
-    for (size_t i = 0; i < nb; i++) w->pcodes[i] = pf->code_top;
-    if (f->decode(f, &o, w->pcodes, w->pmeta, ts, nb, w->pQ, e)) return -1;
-    for (size_t i = 0; i < nb; i++) {
-        w->bscale[i] = w->pS[i];
-        seg_put(w, i, san_S(w->pS[i]), san_Q(w->pQ[i]));
-        if (pf->byte_scale) w->bcode[i] = w->pmeta[i * (size_t)f->meta_bytes];
-    }
+    if (!f->block_scales) return qs_fail(e, "format %s: its row gives no block scales from block maxima", f->name);
+    /* encode's tensor scale, when none is given: the largest finite |x| */
+    float ts = f->has_tensor_scale && o.tensor_scale == 0 ? qs_finite_absmax_n(w->reps, nb) : o.tensor_scale;
+    return f->block_scales(f, &o, ts, w->reps, nb, w->bcode, w->pS, w->pQ, e);
+}
+
+/* The same, then the segments (one per block) of the band from them. */
+int met_block_scales(worker *w, size_t nb, qs_err *e)
+{
+    if (block_scales(w, nb, e)) return -1;
+    scales_put(w, 0, w->pS, w->pQ, nb, w->bscale);
     return 0;
 }
 
-/* HiF4 / M2XFP: encode + decode one run, and the per-segment scales from the metadata. */
+/* Coded formats: the fake-quantization of one run with its metadata, and the per-segment scales from it. */
 static int coded_run(worker *w, const float *x, size_t len, uint64_t index0, float *q, size_t seg0, size_t blk0,
                      qs_err *e)
 {
@@ -196,50 +192,21 @@ static int coded_run(worker *w, const float *x, size_t len, uint64_t index0, flo
     const qs_format *f = pf->f;
     qs_qopts o = pf->o;
     o.index0 += index0;
-    if (pf->fam == FAM_HIF4) {   /* fakeq (= decode(encode), tested) with the metadata as encode's */
-        qs_hif4_fakeq_meta_run(w->simd, x, len, q, w->meta, o.round == QS_RND_RNE);
+    if (f->fakeq_meta) {   /* fakeq (= decode(encode), tested) with the metadata as encode's */
+        if (f->fakeq_meta(f, &o, x, len, q, w->meta, e)) return -1;
     } else {
         float ts = 0;
         if (f->encode(f, &o, x, len, w->codes, w->meta, &ts, e)) return -1;
         if (f->decode(f, &o, w->codes, w->meta, ts, len, q, e)) return -1;
     }
     size_t B = w->j->p->blk, nb = (len + B - 1) / B;
+    f->seg_scales(f, &o, w->meta, nb, w->sS, w->sQ);
     for (size_t b = 0; b < nb; b++) {
         const uint8_t *m = w->meta + b * (size_t)f->meta_bytes;
-        size_t ns = (B / pf->seg);
         w->bcode[blk0 + b] = m[0];
-        if (pf->fam == FAM_HIF4) {
-            qs_hif4_meta hm;
-            qs_hif4_meta_load(m, &hm);
-            double val = qs_hif4_e6m2_value(hm.e6m2);
-            w->bscale[blk0 + b] = hm.e6m2 == 0xFF ? NAN : val;
-            /* the unit's three element scales (micro-group flags 0, 1, 2), then each segment's */
-            size_t t = seg0 + b * ns;
-            for (int d = 0; d < 3; d++) {
-                float s = (float)(val * (double)(1 << d) * 0.25);
-                seg_put(w, t + (size_t)d, san_S(hm.e6m2 == 0xFF ? NAN : 4.0 * (double)s), san_Q(7.0f * s));
-            }
-            float sf[3] = {w->kSf[t], w->kSf[t + 1], w->kSf[t + 2]};
-            int32_t se[3] = {w->kSE[t], w->kSE[t + 1], w->kSE[t + 2]};
-            uint32_t sm[3] = {w->kSM[t], w->kSM[t + 1], w->kSM[t + 2]}, qb[3] = {w->kQb[t], w->kQb[t + 1], w->kQb[t + 2]};
-            for (size_t k = 0; k < ns; k++) {
-                size_t i = k * pf->seg;
-                int d = ((hm.e1_8 >> (i / 8)) & 1) + ((hm.e1_16 >> (i / 4)) & 1);
-                w->kSf[t + k] = sf[d];
-                w->kSE[t + k] = se[d];
-                w->kSM[t + k] = sm[d];
-                w->kQb[t + k] = qb[d];
-            }
-        } else {
-            float X = m[0] == 0 ? u2f(0x00400000u) : u2f((uint32_t)m[0] << 23);
-            w->bscale[blk0 + b] = m[0] == 0xFF ? NAN : (double)X;
-            for (size_t k = 0; k < ns; k++) {
-                unsigned fld = (m[1] >> (2 * k)) & 3u;
-                float cs = pf->m2x_es ? X * (1.0f + 0.25f * (float)fld) : X;
-                seg_put(w, seg0 + b * ns + k, san_S(m[0] == 0xFF ? NAN : (double)cs), san_Q(6.0f * cs));
-            }
-        }
+        w->bscale[blk0 + b] = pf->byte_scale ? f->scale_value(m[0]) : NAN;
     }
+    scales_put(w, seg0, w->sS, w->sQ, nb * (B / pf->seg), NULL);
     return 0;
 }
 
@@ -441,13 +408,13 @@ int met_do_band(worker *w, uint64_t b, bpart *sl, qs_err *e)
             uint64_t index0 = p->colruns ? (c0 + k) * p->rows + r0 : (r0 + k) * p->cols + c0;
             const float *xk = xr + k * rlen;
             float *qk = qr + k * rlen;
-            if (pf->fam == FAM_HIF4 || pf->fam == FAM_M2X) {
+            if (pf->fam == FAM_CODED) {
                 if (coded_run(w, xk, rlen, index0, qk, k * spr, k * bpr, e)) return -1;
             } else {
                 qs_qopts o = pf->o;
                 o.index0 += index0;
-                if (pf->mx) {   /* the fake-quantizer hands out each block's scale */
-                    if (qs_mx_fakeq_scales(f, &o, xk, rlen, qk, w->bcode + k * bpr, w->pS + k * bpr, w->pQ + k * bpr, e))
+                if (pf->fam == FAM_PROXY && f->fakeq_scales) {   /* the fake-quantizer hands out each block's scale */
+                    if (f->fakeq_scales(f, &o, xk, rlen, qk, w->bcode + k * bpr, w->pS + k * bpr, w->pQ + k * bpr, e))
                         return -1;
                 } else if (j->cscale) {   /* format_apply's scaled cast: the same (s, inv) by position */
                     size_t k0 = cs_index(j, r0, c0, k), st = cs_stride(j, p->colruns);
@@ -458,7 +425,10 @@ int met_do_band(worker *w, uint64_t b, bpart *sl, qs_err *e)
                 }
             }
         }
-        if (pf->fam == FAM_PROXY && met_proxy_scales(w, nruns * bpr, e)) return -1;
+        if (pf->fam == FAM_PROXY) {
+            if (!f->fakeq_scales && block_scales(w, nruns * bpr, e)) return -1;
+            scales_put(w, 0, w->pS, w->pQ, nruns * bpr, w->bscale);
+        }
     }
     /* kernels.  Rows and columns (2-D): each run's total in lanes by position (rs), and the
     ** element-wise sums of the other axis (va/vn), both in the band partial. */

@@ -33,7 +33,6 @@
 #include <string.h>
 
 #include "../kernels/fbits.h"
-#include "../kernels/hifloat.h"
 #include "../kernels/simd.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -63,10 +62,12 @@
 #define T2 0x6a09e667f3bcdull
 #define T3 0xae89f995ad3aeull
 
-enum { FAM_CAST, FAM_PROXY, FAM_HIF4, FAM_M2X };
+/* How a format's element scales are found, from what its row gives (kernels/format.h): element casts;
+** block scales from each block's largest magnitude (block_scales, or fakeq_scales on the way); scales of
+** segments from the metadata (seg_scales). */
+enum { FAM_CAST, FAM_PROXY, FAM_CODED };
 enum { PM_ROWS, PM_PIECES, PM_COLS, PM_MEM_T, PM_MEM_C };
 
-static inline uint64_t d2u(double d) { uint64_t u; memcpy(&u, &d, 8); return u; }
 
 /* floor(4 log2 a) for a > 0 finite (normal double). */
 static inline int log4bin(double a)
@@ -90,11 +91,8 @@ typedef struct prof {
     const qs_format *f;
     qs_qopts o;              /* resolved: block, NVFP4 tensor scale */
     int fam;
-    int byte_scale;          /* metadata starts with a one-byte scale code */
-    int mx;                  /* an MX format (scales from qs_mx_fakeq_scales) */
-    int finite_rep;          /* int: block representative = largest finite |x| */
-    int m2x_es;
-    uint32_t code_one, code_top;
+    int byte_scale;          /* metadata starts with a one-byte scale code (the row has scale_value) */
+    int finite_rep;          /* block representative = largest finite |x| (the row's amax_finite) */
     float cast_top;          /* casts: largest finite value */
     int elo, ehi;            /* element grid spacing sp[E - elo] for binades E, clamped */
     double sp[300], isp[300];   /* spacing and its inverse (powers of two) */
@@ -276,8 +274,7 @@ typedef struct worker {
     uint32_t *codes;
     uint8_t *meta;
     float *reps;             /* proxy: one representative per block */
-    uint32_t *pcodes;
-    uint8_t *pmeta;
+    float *sS, *sQ;          /* coded: a run's segment scales from seg_scales */
     float *pS, *pQ;
     float *kSf;              /* per segment of the band (seg_put): element scale, floor(log2 S), its */
     int32_t *kSE;            /* significand, saturation level bits (padded by 16 for the kernel's loads) */
@@ -472,7 +469,7 @@ void met_groups_avx512(int V, const kpar *P, const worker *w, const kscale *ks, 
 
 /* metrics_band.c */
 float met_block_rep(const worker *w, const float *x, size_t n, int finite);
-int met_proxy_scales(worker *w, size_t nb, qs_err *e);
+int met_block_scales(worker *w, size_t nb, qs_err *e);
 int met_do_band(worker *w, uint64_t b, bpart *sl, qs_err *e);
 
 #endif

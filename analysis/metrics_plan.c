@@ -1,6 +1,6 @@
 /*
 ** The analysis engine's plan (metrics_internal.h): the format's profile (element grid for the ulp
-** error, block-scale kind, saturation codes) and the cut of a rows x cols tensor into runs, blocks,
+** error and where the element scales come from, both from the format's row) and the cut of a rows x cols tensor into runs, blocks,
 ** scale segments and bands.  Band boundaries depend only on the shape and the format, never on the
 ** thread count: that is what makes the results bit-identical for any number of threads.
 **
@@ -23,15 +23,6 @@ static void grid_minifloat(prof *p, int elo, int ehi, int mbits)
     p->elo = elo;
     p->ehi = ehi;
     for (int E = elo; E <= ehi; E++) p->sp[E - elo] = ldexp(1.0, E - mbits);
-}
-
-static void grid_uniform(prof *p, double step)
-{
-    int ex;
-    frexp(step, &ex);
-    p->mb = 1 - ex;          /* step = 2^-mb (every uniform grid here has a power-of-two step) */
-    p->elo = p->ehi = 0;
-    p->sp[0] = step;
 }
 
 /* Grid from a code table (HiF8): spacing in binade E = next value after the smallest value >= 2^E,
@@ -73,8 +64,7 @@ static int prof_init1(prof *p, const qs_apply *a, const qs_qopts *o, qs_err *e)
     memset(p, 0, sizeof *p);
     p->f = f;
     p->o = *o;
-    const qs_scale_kind sk = f->scale_kind;   /* the row says how its block scales work */
-    if (sk == QS_SK_NONE) {
+    if (f->scale_kind == QS_SK_NONE) {   /* an element cast: its own grid, scale 1 */
         p->fam = FAM_CAST;
         p->cast_top = (float)f->max_finite;
         if (f->ebits > 0)
@@ -85,51 +75,25 @@ static int prof_init1(prof *p, const qs_apply *a, const qs_qopts *o, qs_err *e)
             return qs_fail(e, "format %s: unknown element grid", f->name);
         return 0;
     }
-    if (sk == QS_SK_FP32) {
+    /* a block format: the element grid in units of S and where S comes from, as its row says */
+    const qs_grid *g = &f->grid;
+    if (g->ehi < g->elo || g->ehi - g->elo >= 300) return qs_fail(e, "format %s: no element grid", f->name);
+    grid_minifloat(p, g->elo, g->ehi, g->mb);
+    p->byte_scale = f->scale_value != NULL;
+    if (f->seg_scales) {
+        size_t blk = qs_format_block(f, o);
+        if (f->scale_seg <= 0 || !blk || blk % (size_t)f->scale_seg)
+            return qs_fail(e, "format %s: scale segments of %d do not divide its block", f->name, f->scale_seg);
+        p->fam = FAM_CODED;
+        p->seg = (size_t)f->scale_seg;
+        return 0;
+    }
+    if (f->block_scales || f->fakeq_scales) {
         p->fam = FAM_PROXY;
-        p->finite_rep = 1;
-        p->code_one = 1;
-        p->code_top = (1u << (f->elem_bits - 1)) - 1;
-        grid_uniform(p, 1.0);
+        p->finite_rep = f->amax_finite;
         return 0;
     }
-    if (sk == QS_SK_E8M0 || sk == QS_SK_UE4M3) {
-        p->fam = FAM_PROXY;
-        p->byte_scale = 1;
-        p->mx = sk == QS_SK_E8M0;
-        if (!f->code_value) return qs_fail(e, "format %s: no code table", f->name);
-        int one = -1, top = -1;
-        float tv = 0;
-        for (unsigned c = 0; c < f->ncodes; c++) {
-            float v = f->code_value(c);
-            if (v == 1.0f && one < 0) one = (int)c;
-            if (v > tv && v <= FLT_MAX) { tv = v; top = (int)c; }
-        }
-        if (one < 0 || top < 0) return qs_fail(e, "format %s: no code for 1.0", f->name);
-        p->code_one = (uint32_t)one;
-        p->code_top = (uint32_t)top;
-        if (f->ebits > 0)
-            grid_minifloat(p, 1 - f->bias, ilog2d(tv), f->mbits);
-        else
-            grid_uniform(p, (double)f->code_value(1));   /* MXINT8: 1/64 */
-        return 0;
-    }
-    if (sk == QS_SK_HIF4 && f->block == QS_HIF4_UNIT && f->meta_bytes == QS_HIF4_META) {
-        p->fam = FAM_HIF4;
-        p->byte_scale = 1;
-        p->seg = 4;
-        grid_uniform(p, 0.25);
-        return 0;
-    }
-    if (sk == QS_SK_M2XFP) {
-        p->fam = FAM_M2X;
-        p->byte_scale = 1;
-        p->seg = 8;
-        p->m2x_es = o->m2x == QS_M2X_ES;
-        grid_minifloat(p, 0, 2, 1);
-        return 0;
-    }
-    return qs_fail(e, "format %s: family '%s' is not supported by the analysis", f->name, qs_family_name(f->family));
+    return qs_fail(e, "format %s: its row gives the analysis no block scales", f->name);
 }
 
 /* The profile, with the grid's inverse spacings. */

@@ -109,6 +109,8 @@ static void explain_element(const qs_format *f, const qs_qopts *o, float x)
                isfinite(ulp) && ulp > 0 ? err / ulp : NAN);
 }
 
+static void num6(double v, char *buf, size_t cap) { qs_fmt_num(v, 6, buf, cap); }
+
 static void explain_block(const qs_format *f, const qs_qopts *o, const float *x, size_t n)
 {
     size_t nb = qs_format_nblocks(f, o, n), blk = qs_format_block(f, o);
@@ -123,13 +125,14 @@ static void explain_block(const qs_format *f, const qs_qopts *o, const float *x,
     for (size_t b = 0; b < nb; b++) {
         printf("block %zu  metadata 0x", b);
         for (int k = 0; k < f->meta_bytes; k++) printf("%02x", meta[b * (size_t)f->meta_bytes + (size_t)k]);
-        if (f->has_scale_rule) {
-            uint8_t s = meta[b * (size_t)f->meta_bytes];
-            char sv[32];
-            qs_fmt_num(qs_e8m0_decode(s), 6, sv, sizeof sv);
-            printf("  (E8M0 scale %s = 2^%d, rule %s)", sv, s == 0xff ? 0 : (int)s - 127, qs_scale_rule_name(o->scale_rule));
+        if (f->meta_text) {   /* the row's own words for its metadata, as the inspector shows them */
+            const uint8_t *m = meta + b * (size_t)f->meta_bytes;
+            char t[256];
+            float step;
+            qs_format_elem_steps(f, o, m, ts, 1, &step);
+            qs_format_meta_text(f, o, m, ts, step, num6, t, sizeof t);
+            printf("  (%s)", t);
         }
-        if (f->scale_kind == QS_SK_UE4M3) printf("  (UE4M3 block scale; tensor scale %.9g)", (double)ts);
         printf("\n");
         size_t end = blk ? (b + 1) * blk : n;
         for (size_t i = blk ? b * blk : 0; i < end && i < n; i++) {

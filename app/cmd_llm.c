@@ -23,6 +23,7 @@
 #include "../analysis/llm_eval.h"
 #include "../kernels/llm.h"
 #include "../kernels/qs_version.h"
+#include "../kernels/sr.h"
 #include "../store/npy_write.h"
 #include "../store/json_out.h"
 #include "../store/q_rl.h"

@@ -5,6 +5,7 @@
 
 #include "llm_rollout.h"
 #include "../kernels/qs_clock.h"
+#include "../kernels/sr.h"
 
 static int sample(const float *logits, int vocab, double u, double *lp, double *ent)
 {

@@ -57,11 +57,11 @@ static int load_less(const slot_load *a, const slot_load *b)
     return a->load < b->load || (a->load == b->load && a->rank < b->rank);
 }
 
-static const double *g_sort_cost;
-static int by_cost_desc(const void *pa, const void *pb)
+static int by_cost_desc(const void *pa, const void *pb, void *ctx)
 {
+    const double *cost = ctx;
     size_t a = *(const size_t *)pa, b = *(const size_t *)pb;
-    double ca = g_sort_cost[a], cb = g_sort_cost[b];
+    double ca = cost[a], cb = cost[b];
     if (!(ca >= 0)) ca = 0;
     if (!(cb >= 0)) cb = 0;
     if (ca != cb) return ca > cb ? -1 : 1;
@@ -85,8 +85,7 @@ void qs_par_assign(size_t n, const double *cost, int nranks, int *owner)
         return;
     }
     for (size_t i = 0; i < n; i++) ord[i] = i;
-    g_sort_cost = cost;
-    qsort(ord, n, sizeof *ord, by_cost_desc);
+    qsort_r(ord, n, sizeof *ord, by_cost_desc, (void *)cost);
     for (int r = 0; r < nranks; r++) h[r] = (slot_load){0, r};   /* ascending: already a heap */
     for (size_t k = 0; k < n; k++) {
         size_t i = ord[k];
@@ -703,8 +702,7 @@ static int run_root(size_t n, const double *cost, const int *owner, qs_par_unit_
     size_t *mine = malloc((n ? n : 1) * sizeof *mine), nm = 0;
     if (!mine) fail0(&R, "out of memory");
     for (size_t i = 0; mine && i < n; i++) if (owner[i] == 0) mine[nm++] = i;
-    g_sort_cost = cost;
-    if (mine) qsort(mine, nm, sizeof *mine, by_cost_desc);
+    if (mine) qsort_r(mine, nm, sizeof *mine, by_cost_desc, (void *)cost);
     for (size_t k = 0; k < nm && !failed0(&R); k++) {
         size_t i = mine[k];
         uint8_t *b = NULL;
@@ -775,8 +773,7 @@ static int run_worker(size_t n, const double *cost, const int *owner, qs_par_uni
         stopped = 1;
     }
     for (size_t i = 0; mine && i < n; i++) if (owner[i] == g_rank) mine[nm++] = i;
-    g_sort_cost = cost;
-    if (mine) qsort(mine, nm, sizeof *mine, by_cost_desc);
+    if (mine) qsort_r(mine, nm, sizeof *mine, by_cost_desc, (void *)cost);
     for (size_t k = 0; k < nm && !stopped; k++) {
         int flag = 0;
         mpi_check(M.Iprobe(0, T_FINAL, M.world, &flag, MPI_STATUS_IGNORE), "probe");

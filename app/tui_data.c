@@ -103,24 +103,24 @@ void tui_count_results(tui *T)
     free(h);
 }
 
-static tui *g_sort;
 static int keycmp(double a, double b)
 {
     if (isnan(a) || isnan(b)) return isnan(a) - isnan(b);   /* missing values last */
     return a < b ? -1 : a > b;
 }
-static int tcmp(const void *pa, const void *pb)
+static int tcmp(const void *pa, const void *pb, void *ctx)
 {
-    const tui_tensor *a = &g_sort->t[*(const size_t *)pa], *b = &g_sort->t[*(const size_t *)pb];
+    const tui *T = ctx;
+    const tui_tensor *a = &T->t[*(const size_t *)pa], *b = &T->t[*(const size_t *)pb];
     int c = 0;
-    switch (g_sort->sort_key) {
+    switch (T->sort_key) {
     case 1: c = keycmp((double)a->nbytes, (double)b->nbytes); break;
     case 2: c = keycmp(a->absmax, b->absmax); break;
     case 3: c = keycmp(a->kurtosis, b->kurtosis); break;
     case 4: c = keycmp(a->outlier, b->outlier); break;
     default: break;
     }
-    if (g_sort->sort_desc) c = -c;
+    if (T->sort_desc) c = -c;
     if (!c) c = strcmp(a->name, b->name);
     return c;
 }
@@ -131,10 +131,7 @@ void tui_apply_view(tui *T)
     T->nvis = 0;
     for (size_t i = 0; i < T->nt; i++)
         if (!T->filter[0] || strcasestr(T->t[i].name, T->filter)) T->vis[T->nvis++] = i;
-    if (T->sort_key || T->sort_desc) {
-        g_sort = T;
-        qsort(T->vis, T->nvis, sizeof *T->vis, tcmp);
-    }
+    if (T->sort_key || T->sort_desc) qsort_r(T->vis, T->nvis, sizeof *T->vis, tcmp, T);
     T->lt.cur = 0;
     for (size_t i = 0; i < T->nvis; i++)
         if ((int)T->vis[i] == cur) T->lt.cur = (int)i;
@@ -239,7 +236,6 @@ void tui_cursor_best_format(tui *T)
 }
 
 /* Formats view order: as chosen, or by a column (missing results last). */
-static tui *g_fs;
 static double fkey(const tui_metrics *m, int col)
 {
     if (!m->have) return NAN;
@@ -252,11 +248,12 @@ static double fkey(const tui_metrics *m, int col)
     default: return m->clip;
     }
 }
-static int fcmp(const void *pa, const void *pb)
+static int fcmp(const void *pa, const void *pb, void *ctx)
 {
+    const tui *T = ctx;
     int a = *(const int *)pa, b = *(const int *)pb;
-    int c = keycmp(fkey(&g_fs->met[a], g_fs->fsort), fkey(&g_fs->met[b], g_fs->fsort));
-    if (g_fs->fsort_desc && !(isnan(fkey(&g_fs->met[a], g_fs->fsort)) || isnan(fkey(&g_fs->met[b], g_fs->fsort)))) c = -c;
+    int c = keycmp(fkey(&T->met[a], T->fsort), fkey(&T->met[b], T->fsort));
+    if (T->fsort_desc && !(isnan(fkey(&T->met[a], T->fsort)) || isnan(fkey(&T->met[b], T->fsort)))) c = -c;
     return c ? c : a - b;
 }
 void tui_sort_formats(tui *T)
@@ -264,7 +261,7 @@ void tui_sort_formats(tui *T)
     if (!T->forder) T->forder = malloc(TUI_MAX_FMTS * sizeof *T->forder);
     if (!T->forder) return;
     for (int i = 0; i < T->nfmts; i++) T->forder[i] = i;
-    if (T->fsort) { g_fs = T; qsort(T->forder, (size_t)T->nfmts, sizeof *T->forder, fcmp); }
+    if (T->fsort) qsort_r(T->forder, (size_t)T->nfmts, sizeof *T->forder, fcmp, T);
     else if (T->fsort_desc)
         for (int i = 0; i < T->nfmts / 2; i++) { int x = T->forder[i]; T->forder[i] = T->forder[T->nfmts - 1 - i]; T->forder[T->nfmts - 1 - i] = x; }
 }

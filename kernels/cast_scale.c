@@ -6,12 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-double qs_cast_scale_target(const qs_format *f)
-{
-    if (f->block != 1 || f->meta_bytes != 0 || !(f->max_finite < 1e30)) return 0;
-    if (!strcmp(f->name, "hif8")) return 15.0;   /* 1.875 * 2^3: the last binade with 3 mantissa bits */
-    return f->max_finite;
-}
+double qs_cast_scale_target(const qs_format *f) { return f->scale_target; }   /* the row's */
 
 static const char *const kCs[] = {"none", "tensor", "row", "col"};
 const char *qs_cscale_name(int c) { return (unsigned)c < 4 ? kCs[c] : "?"; }

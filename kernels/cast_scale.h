@@ -2,7 +2,8 @@
 ** The scaling default of an element cast (a format of block 1 without metadata: fp8_*, fp6_*,
 ** fp4_e2m1, fp16, hif8, ...) when it stands for a low-precision tensor in a model: one FP32 scale per
 ** run (a token's channels, a weight's output row), absmax -> the format's *scale target*, the usual
-** FP8 recipe.  The target is the largest magnitude that still has the format's full mantissa:
+** FP8 recipe.  The target, the row's scale_target (set in the family's file), is the largest magnitude
+** that still has the format's full mantissa:
 **   - uniform-precision minifloats (fp8_e4m3, fp8_e5m2, fp6_*, fp4_e2m1, fp16): max_finite;
 **   - hif8 (tapered): 15 = 1.875 * 2^3, the top of its 3-mantissa-bit binades (E in [-3, 3]); above,
 **     the mantissa shrinks to 2, 1 and 0 bits, and 2^15 (max_finite) has none, so scaling absmax there
@@ -25,7 +26,8 @@ typedef enum qs_cscale { QS_CSCALE_NONE = 0, QS_CSCALE_TENSOR, QS_CSCALE_ROW, QS
 const char *qs_cscale_name(int c);
 int qs_cscale_parse(const char *s, int *c);
 
-/* absmax target of f's per-run scale, or 0 when f is not scaled (not an element cast, or bf16-like). */
+/* absmax target of f's per-run scale (f->scale_target), or 0 when f is not scaled (not an element cast,
+** or bf16-like). */
 double qs_cast_scale_target(const qs_format *f);
 
 /* y = Q(x * s) / s with s = target / absmax(finite |x|) (x unchanged when all zero or f is not

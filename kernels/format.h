@@ -130,6 +130,11 @@ typedef void (*qs_num_fmt)(double v, char *buf, size_t cap);
 struct qs_format;
 struct qs_minifloat;
 
+/* An element grid in units of the element step: binades elo..ehi are spaced 2^(E - mb), and values
+** outside them take the nearest one's spacing (a uniform grid of step 2^-mb: elo = ehi = 0). */
+typedef struct qs_grid { int elo, ehi, mb; } qs_grid;
+#define QS_GRID(elo, ehi, mb) {(elo), (ehi), (mb)}
+
 typedef int (*qs_encode_fn)(const struct qs_format *f, const qs_qopts *o, const float *x, size_t n,
                             uint32_t *codes, uint8_t *meta, float *tensor_scale, qs_err *e);
 typedef int (*qs_decode_fn2)(const struct qs_format *f, const qs_qopts *o, const uint32_t *codes,
@@ -185,6 +190,29 @@ typedef struct qs_format {
     /* Element step (the decoded "one" code) of each of the n elements of a block with metadata m, where
     ** it is not decode's value of qs_format_one_code (M2XFP's top elements); NULL otherwise. */
     void (*elem_steps)(const struct qs_format *f, const qs_qopts *o, const uint8_t *m, size_t n, float *step);
+    /* Element casts: the absmax one FP32 scale per run maps onto (kernels/cast_scale.h), the largest
+    ** magnitude with the full mantissa; 0: never scaled (FP32-like ranges, block formats). */
+    double scale_target;
+    /* ---- What the analysis engine asks of a block format (analysis/metrics_*.c; element casts leave
+    ** these 0/NULL).  S is a segment's element step (decode of the element 1.0), Q its saturation level
+    ** (decode of the largest element); a NaN block has S = Q = NaN. */
+    qs_grid grid;            /* the element grid in units of S */
+    int scale_seg;           /* values sharing one S: 0 = the block; else a divisor of the block */
+    /* Block scales from each block's largest magnitude amax[i]: the one-byte scale code (formats with
+    ** scale_value), S and Q, as encode and decode give them; tensor_scale as encode's.  amax is the
+    ** largest finite |x| when amax_finite, else the largest magnitude bits (NaN or Inf in the block). */
+    int (*block_scales)(const struct qs_format *f, const qs_qopts *o, float tensor_scale, const float *amax, size_t n,
+                        uint8_t *code, float *S, float *Q, qs_err *e);
+    int amax_finite;
+    /* fakeq that also gives each block's code, S and Q (block_scales' answers, found on the way). */
+    int (*fakeq_scales)(const struct qs_format *f, const qs_qopts *o, const float *x, size_t n, float *y,
+                        uint8_t *code, float *S, float *Q, qs_err *e);
+    /* Formats whose scales depend on every element: S and Q of each scale_seg segment of n blocks from
+    ** their metadata (block / scale_seg segments per block, a final partial block included). */
+    void (*seg_scales)(const struct qs_format *f, const qs_qopts *o, const uint8_t *meta, size_t n, float *S, float *Q);
+    /* fakeq that also writes the metadata as encode does (NULL: the engine runs encode and decode). */
+    int (*fakeq_meta)(const struct qs_format *f, const qs_qopts *o, const float *x, size_t n, float *y, uint8_t *meta,
+                      qs_err *e);
 } qs_format;
 
 /* Registry access. */
@@ -196,13 +224,6 @@ const qs_format *qs_format_find(const char *name);
 size_t qs_format_block(const qs_format *f, const qs_qopts *o);
 size_t qs_format_nblocks(const qs_format *f, const qs_qopts *o, size_t n);
 
-/* MX fakeq (the same values as f->fakeq) that also gives each block's E8M0 code, the decoded element
-** 1.0 (S) and the decoded largest element (Q), as decode would: the analysis engine's block scales. */
-int qs_mx_fakeq_scales(const qs_format *f, const qs_qopts *o, const float *x, size_t n, float *y, uint8_t *code,
-                       float *S, float *Q, qs_err *e);
-/* NVFP4, likewise (UE4M3 code, element multiplier, 6 x it) under the FP32 tensor scale. */
-int qs_nvfp4_block_scales(const qs_format *f, const qs_qopts *o, float tensor_scale, const float *amax, size_t n,
-                          uint8_t *code, float *S, float *Q, qs_err *e);
 /* Bits per element including metadata at the effective block size. */
 double qs_format_bits_per_elem(const qs_format *f, const qs_qopts *o);
 
@@ -240,8 +261,5 @@ int qs_qopts_check(const qs_format *f, const qs_qopts *o, qs_err *e);
 /* Pack n codes of `bits` bits (1..32) LSB-first into out (ceil(n*bits/8) bytes), and back. */
 void qs_pack_codes(const uint32_t *codes, size_t n, int bits, uint8_t *out);
 void qs_unpack_codes(const uint8_t *in, size_t n, int bits, uint32_t *codes);
-
-/* Counter-based uniform in [0,1) for stochastic rounding: a pure function of (seed, index). */
-double qs_sr_uniform(uint64_t seed, uint64_t index);
 
 #endif

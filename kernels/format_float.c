@@ -20,6 +20,7 @@
 #include "format_families.h"
 #include "minifloat.h"
 #include "simd.h"
+#include "sr.h"
 
 #define RND_MODES ((1u << QS_RND_RNE) | (1u << QS_RND_TA) | (1u << QS_RND_RTZ) | (1u << QS_RND_SR))
 #define MF_MODES (RND_MODES | (1u << QS_RND_TZ))
@@ -210,14 +211,16 @@ static int e8m0_fakeq(const qs_format *f, const qs_qopts *o, const float *x, siz
 static float cv_e8m0(unsigned c) { return qs_e8m0_decode((uint8_t)c); }
 
 /* The element layout comes from minifloat.h; the value-range fields are literals (checked against
-** qs_mf_max/min_* in tests/unit/test_minifloat.c). */
+** qs_mf_max/min_* in tests/unit/test_minifloat.c).  Scale target (cast_scale.h): max_finite, every
+** binade having the full mantissa, except for FP32-like ranges (fp32, bf16), which are not scaled. */
 #define MF(NAME, SUMMARY, T, MAX, MINN, MINS, CV, NC)                                                  \
     {.name = NAME, .family = QS_FAM_FLOAT, .elem = QS_ELEM_FLOAT, .mf = &qs_mf_##T, .summary = SUMMARY,  \
      .elem_bits = QS_MF_BITS(QS_MF_LAYOUT_##T), QS_MF_ROW(QS_MF_LAYOUT_##T),                   \
      .has_inf = QS_MF_HAS_INF(QS_MF_LAYOUT_##T), .has_nan = QS_MF_HAS_NAN(QS_MF_LAYOUT_##T), .block = 1, .meta_bytes = 0, \
      .meta_bits = 0, .max_finite = MAX, .min_normal = MINN, .min_subnormal = MINS,                     \
      .default_round = QS_RND_RNE, .round_modes = MF_MODES, .has_scale_rule = 0, .encode = mf_encode,    \
-     .decode = mf_decode, .fakeq = mf_fakeq, .code_value = CV, .ncodes = NC, .variants = QS_VAR_ZERO_POSITIVE}
+     .decode = mf_decode, .fakeq = mf_fakeq, .code_value = CV, .ncodes = NC, .variants = QS_VAR_ZERO_POSITIVE, \
+     .scale_target = (MAX) < 1e30 ? (MAX) : 0}
 
 const qs_format qs_formats_float[] = {
     MF("fp32", "IEEE binary32 (identity)", fp32, 0x1.fffffep+127, 0x1p-126, 0x1p-149, NULL, 0),

@@ -63,6 +63,7 @@
 #include "format_families.h"
 #include "hifloat.h"
 #include "simd.h"
+#include "sr.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define HIF_X86 1
@@ -71,8 +72,6 @@
 #define HIF_X86 0
 #endif
 
-static inline uint64_t d2u(double d) { uint64_t u; memcpy(&u, &d, 8); return u; }
-static inline double u2d(uint64_t u) { double d; memcpy(&d, &u, 8); return d; }
 
 #define F32_INF    0x7f800000u
 #define F32_QNAN   0x7fc00000u
@@ -771,6 +770,38 @@ static int hif4_fakeq(const qs_format *f, const qs_qopts *o, const float *x, siz
     return 0;
 }
 
+/* The analysis engine's door: fakeq with encode's metadata, and the element step and saturation level
+** of each group of 4 from it (the unit's E6M2 times 2^(flags of the 8 and the 4) / 4, as decode uses). */
+static int hif4_fakeq_meta(const qs_format *f, const qs_qopts *o, const float *x, size_t n, float *y, uint8_t *meta,
+                           qs_err *e)
+{
+    (void)f;
+    if (hif4_check(o, e)) return -1;
+    qs_hif4_fakeq_meta_run(use_avx2(), x, n, y, meta, o->round == QS_RND_RNE);
+    return 0;
+}
+
+static void hif4_seg_scales(const qs_format *f, const qs_qopts *o, const uint8_t *meta, size_t n, float *S, float *Q)
+{
+    (void)f; (void)o;
+    for (size_t u = 0; u < n; u++) {
+        qs_hif4_meta m;
+        qs_hif4_meta_load(meta + u * QS_HIF4_META, &m);
+        double val = qs_hif4_e6m2_value(m.e6m2);
+        float sd[3], qd[3];   /* the unit's three levels: flags 0, 1, 2 */
+        for (int d = 0; d < 3; d++) {
+            float s = (float)(val * (double)(1 << d) * 0.25);
+            sd[d] = m.e6m2 == 0xFF ? NAN : 4.0f * s;   /* the step of q = 4 (1.0) */
+            qd[d] = 7.0f * s;
+        }
+        for (size_t k = 0; k < QS_HIF4_UNIT / 4; k++) {
+            int d = ((m.e1_8 >> (k / 2)) & 1) + ((m.e1_16 >> k) & 1);
+            S[u * (QS_HIF4_UNIT / 4) + k] = sd[d];
+            Q[u * (QS_HIF4_UNIT / 4) + k] = qd[d];
+        }
+    }
+}
+
 /* ================================================================================================
 ** Registry entries
 ** ============================================================================================== */
@@ -818,6 +849,7 @@ const qs_format qs_formats_hifloat[] = {
         .fakeq = hif8_fakeq,
         .code_value = hif8_code_value,
         .ncodes = 256,
+        .scale_target = 15.0,   /* 1.875 * 2^3: the last binade with 3 mantissa bits (cast_scale.h) */
     },
     {
         .name = "hif4",
@@ -842,6 +874,10 @@ const qs_format qs_formats_hifloat[] = {
         .encode = hif4_encode,
         .decode = hif4_decode,
         .fakeq = hif4_fakeq,
+        .grid = QS_GRID(0, 0, 2),           /* S1P2: q / 4, q = 0..7 */
+        .scale_seg = 4,
+        .seg_scales = hif4_seg_scales,
+        .fakeq_meta = hif4_fakeq_meta,
     },
 };
 const size_t qs_formats_hifloat_n = sizeof qs_formats_hifloat / sizeof qs_formats_hifloat[0];

@@ -39,6 +39,7 @@
 #include "format_families.h"
 #include "format.h"
 #include "simd.h"
+#include "sr.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -318,13 +319,29 @@ static void int_meta_text(const qs_format *f, const qs_qopts *o, const uint8_t *
     snprintf(out, cap, "FP32 scale 0x%08x = %s (absmax / %d)", u, v, f->elem_bits == 8 ? 127 : 7);
 }
 
+/* The analysis engine's block scales: what encode of each block's largest finite |x| alone gives
+** (its scale, block_scale()'s), decoded at the codes 1 and qmax (dequant()'s rule). */
+static int int_block_scales(const qs_format *f, const qs_qopts *o, float tensor_scale, const float *amax, size_t n,
+                            uint8_t *code, float *S, float *Q, qs_err *e)
+{
+    (void)o; (void)tensor_scale; (void)code; (void)e;
+    const int qmax = qmax_of(f);
+    for (size_t i = 0; i < n; i++) {
+        float s = block_scale(amax + i, 1, qmax);
+        S[i] = dequant(1, qmax, s);
+        Q[i] = dequant(qmax, qmax, s);
+    }
+    return 0;
+}
+
 #define INTF(NAME, SUMMARY, BITS)                                                                    \
     {.name = NAME, .family = QS_FAM_INT, .elem = QS_ELEM_INT, .scale_kind = QS_SK_FP32, .meta_text = int_meta_text, .summary = SUMMARY, .elem_bits = BITS, .ebits = 0, .mbits = 0,   \
      .bias = 0, .block = 0, .meta_bytes = 4, .meta_bits = 32, .has_inf = 0, .has_nan = 1,            \
      .max_finite = FLT_MAX, .min_normal = 0, .min_subnormal = FLT_TRUE_MIN,                          \
      .default_round = QS_RND_RNE,                                                                    \
      .round_modes = RND_MODES, .has_scale_rule = 0, .encode = int_encode, .decode = int_decode,      \
-     .fakeq = int_fakeq, .code_value = NULL, .ncodes = 0}
+     .fakeq = int_fakeq, .code_value = NULL, .ncodes = 0, .grid = QS_GRID(0, 0, 0),                  \
+     .block_scales = int_block_scales, .amax_finite = 1}
 
 const qs_format qs_formats_int[] = {
     INTF("int8", "symmetric absmax int8: codes -127..127 times an FP32 scale amax/127 per block", 8),

@@ -250,6 +250,24 @@ static void m2_elem_steps(const qs_format *f, const qs_qopts *o, const uint8_t *
     }
 }
 
+/* The analysis engine's segment scales: each sub-group's step (the power of two, times its ratio under
+** es) and 6 times it. */
+static void m2_seg_scales(const qs_format *f, const qs_qopts *o, const uint8_t *meta, size_t n, float *S, float *Q)
+{
+    (void)f;
+    const int es = o->m2x == QS_M2X_ES;
+    for (size_t g = 0; g < n; g++) {
+        const uint8_t *m = meta + 2 * g;
+        float X = m[0] == 0 ? u2f(0x00400000u) : u2f((uint32_t)m[0] << 23);
+        for (size_t k = 0; k < M2_GROUP / M2_SUB; k++) {
+            unsigned fld = (m[1] >> (2 * k)) & 3u;
+            float cs = es ? X * (1.0f + 0.25f * (float)fld) : X;
+            S[g * (M2_GROUP / M2_SUB) + k] = m[0] == 0xFF ? NAN : cs;
+            Q[g * (M2_GROUP / M2_SUB) + k] = 6.0f * cs;
+        }
+    }
+}
+
 const qs_format qs_formats_m2xfp[] = {
     {
         .name = "m2xfp4",
@@ -277,6 +295,9 @@ const qs_format qs_formats_m2xfp[] = {
         .encode = m2_encode,
         .decode = m2_decode,
         .fakeq = m2_fakeq,
+        .grid = QS_MF_GRID(QS_MF_LAYOUT_e2m1),
+        .scale_seg = M2_SUB,
+        .seg_scales = m2_seg_scales,
     },
 };
 const size_t qs_formats_m2xfp_n = sizeof qs_formats_m2xfp / sizeof qs_formats_m2xfp[0];

@@ -93,6 +93,7 @@
 #include "format_simd.h"
 #include "minifloat.h"
 #include "simd.h"
+#include "sr.h"
 
 #define MX_X86 QS_FORMAT_SIMD
 
@@ -535,7 +536,10 @@ static void mx_meta_text(const qs_format *f, const qs_qopts *o, const uint8_t *m
                   qs_scale_rule_name(o->scale_rule));
 }
 
-#define MX_ROW(NAME, SUMMARY, BITS, ROW, INF, MAXV, MINN, MINS, tag, CV, ELEM, MF_)                                \
+static int mx_fakeq_scales(const qs_format *f, const qs_qopts *o, const float *x, size_t n, float *y, uint8_t *code,
+                           float *S, float *Q, qs_err *e);
+
+#define MX_ROW(NAME, SUMMARY, BITS, ROW, INF, MAXV, MINN, MINS, tag, CV, ELEM, MF_, GRID)                                \
     {                                                                                                      \
         .name = NAME, .family = QS_FAM_MX, .elem = ELEM, .mf = MF_, .scale_kind = QS_SK_E8M0,             \
         .scale_value = mx_scale_value, .meta_text = mx_meta_text, .summary = SUMMARY, .elem_bits = BITS,   \
@@ -543,14 +547,15 @@ static void mx_meta_text(const qs_format *f, const qs_qopts *o, const uint8_t *m
         .max_finite = (MAXV) * 0x1p127, .min_normal = (MINN) * 0x1p-127, .min_subnormal = (MINS) * 0x1p-127, \
         .default_round = QS_RND_RNE, .round_modes = MX_ROUND, .has_scale_rule = 1, .encode = tag##_enc,  \
         .decode = tag##_dec, .fakeq = tag##_fq, .code_value = CV, .ncodes = 1u << (BITS),          \
-        .variants = MX_VARIANTS,                                                                           \
+        .variants = MX_VARIANTS, .grid = GRID, .fakeq_scales = mx_fakeq_scales,                           \
     }
 #define MX_INT8_ROW .ebits = 0, .mbits = 0, .bias = 0
 /* MX with minifloat elements of layout T: the ranges are the element's times 2^-127..2^127. */
 #define MX_FP(NAME, SUMMARY, T)                                                                            \
     MX_ROW(NAME, SUMMARY, QS_MF_BITS(QS_MF_LAYOUT_##T), QS_MF_ROW(QS_MF_LAYOUT_##T),                       \
            QS_MF_HAS_INF(QS_MF_LAYOUT_##T), QS_MF_SMALL_MAX(QS_MF_LAYOUT_##T), QS_MF_SMALL_MIN_NORMAL(QS_MF_LAYOUT_##T),                    \
-           QS_MF_SMALL_MIN_SUB(QS_MF_LAYOUT_##T), T, qs_mf_value_##T, QS_ELEM_FLOAT, &qs_mf_##T)
+           QS_MF_SMALL_MIN_SUB(QS_MF_LAYOUT_##T), T, qs_mf_value_##T, QS_ELEM_FLOAT, &qs_mf_##T,               \
+           QS_MF_GRID(QS_MF_LAYOUT_##T))
 
 const qs_format qs_formats_mx[] = {
     MX_FP("mxfp8_e4m3", "OCP MXFP8: 32 x FP8 E4M3 + E8M0 scale, 8.25 bits", e4m3),
@@ -559,7 +564,7 @@ const qs_format qs_formats_mx[] = {
     MX_FP("mxfp6_e2m3", "OCP MXFP6: 32 x FP6 E2M3 + E8M0 scale, 6.25 bits", e2m3),
     MX_FP("mxfp4", "OCP MXFP4: 32 x FP4 E2M1 + E8M0 scale, 4.25 bits", e2m1),
     MX_ROW("mxint8", "OCP MXINT8: 32 x INT8 (q/64, +-127) + E8M0 scale, 8.25 bits", 8, MX_INT8_ROW, 0,
-           127.0 / 64.0, 0.0, 1.0 / 64.0, int8, cv_int8, QS_ELEM_INT, NULL),
+           127.0 / 64.0, 0.0, 1.0 / 64.0, int8, cv_int8, QS_ELEM_INT, NULL, QS_GRID(0, 0, 6)),   /* q / 64 */
 };
 const size_t qs_formats_mx_n = sizeof qs_formats_mx / sizeof qs_formats_mx[0];
 
@@ -588,8 +593,8 @@ static size_t mx_block_scales_avx512(const mx_elem *el, const uint8_t *code, siz
 }
 #endif
 
-int qs_mx_fakeq_scales(const qs_format *f, const qs_qopts *o, const float *x, size_t n, float *y, uint8_t *code,
-                       float *S, float *Q, qs_err *e)
+static int mx_fakeq_scales(const qs_format *f, const qs_qopts *o, const float *x, size_t n, float *y, uint8_t *code,
+                           float *S, float *Q, qs_err *e)
 {
     size_t k = (size_t)(f - qs_formats_mx);
     if (f < qs_formats_mx || k >= qs_formats_mx_n) return qs_fail(e, "format %s is not an MX format", f->name);

@@ -63,6 +63,7 @@
 #include "format_simd.h"
 #include "minifloat.h"
 #include "simd.h"
+#include "sr.h"
 
 #define NV_X86 QS_FORMAT_SIMD
 
@@ -383,6 +384,9 @@ static void nv_meta_text(const qs_format *f, const qs_qopts *o, const uint8_t *m
 
 #define RM(r) (1u << (r))
 
+static int nv_block_scales(const qs_format *f, const qs_qopts *o, float tensor_scale, const float *amax, size_t n,
+                           uint8_t *code, float *S, float *Q, qs_err *e);
+
 const qs_format qs_formats_nvfp4[] = {
     {
         .name = "nvfp4",
@@ -412,6 +416,8 @@ const qs_format qs_formats_nvfp4[] = {
         .fakeq = nv_fakeq,
         .code_value = qs_mf_value_e2m1,
         .ncodes = 16,
+        .grid = QS_MF_GRID(QS_MF_LAYOUT_e2m1),
+        .block_scales = nv_block_scales,
     },
 };
 const size_t qs_formats_nvfp4_n = sizeof qs_formats_nvfp4 / sizeof qs_formats_nvfp4[0];
@@ -426,8 +432,8 @@ static unsigned e4m3_code_of(float s)
     return (unsigned)(s * 512.0f);                                                 /* k * 2^-9, exact */
 }
 
-int qs_nvfp4_block_scales(const qs_format *f, const qs_qopts *o, float tensor_scale, const float *amax, size_t n,
-                          uint8_t *code, float *S, float *Q, qs_err *e)
+static int nv_block_scales(const qs_format *f, const qs_qopts *o, float tensor_scale, const float *amax, size_t n,
+                           uint8_t *code, float *S, float *Q, qs_err *e)
 {
     nv_run r;
     if (nv_opts(f, o, &r, e) || nv_tensor(f, &r, tensor_scale, e)) return -1;

@@ -46,6 +46,7 @@
 #include <string.h>
 
 #include "simd.h"
+#include "sr.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>

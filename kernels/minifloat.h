@@ -15,9 +15,11 @@
 #ifndef QS_MINIFLOAT_H
 #define QS_MINIFLOAT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "format.h"
+#include "sr.h"
 
 typedef enum qs_mf_kind {
     QS_MF_IEEE,    /* top exponent field = Inf (mantissa 0) / NaN: fp32, fp16, bf16, e5m2 */
@@ -60,6 +62,8 @@ typedef struct qs_minifloat {
 #define QS_MF_SMALL_MIN_NORMAL_(E, M, B, K) (1.0 / (1u << ((B) - 1)))
 #define QS_MF_SMALL_MIN_SUB(...) QS_MF_SMALL_MIN_SUB_(__VA_ARGS__)
 #define QS_MF_SMALL_MIN_SUB_(E, M, B, K) (1.0 / (1u << ((B) - 1 + (M))))
+#define QS_MF_GRID(...) QS_MF_GRID_(__VA_ARGS__)   /* the row's grid: binades of the normals, top included */
+#define QS_MF_GRID_(E, M, B, K) QS_GRID(1 - (B), QS_MF_EMAX_(E, M, B, K), (M))
 #define QS_MF_BITS(...) QS_MF_BITS_(__VA_ARGS__)
 #define QS_MF_BITS_(E, M, B, K) (1 + (E) + (M))
 
@@ -92,5 +96,18 @@ float qs_mf_value_e2m1(unsigned c);
 ** qs_e8m0_encode: float -> code with ml_dtypes' float8_e8m0fnu cast semantics (see minifloat.c). */
 uint8_t qs_e8m0_encode(float x, qs_round mode);
 float qs_e8m0_decode(uint8_t c);
+
+/*
+** y[i] = qs_mf_round(f, x[i], mode, u_i, sat) for i < n, with u_i = qs_sr_uniform(seed, index0 + i)
+** (SR only).  RNE runs vectorised when the level allows; other modes run the scalar path.
+** x and y may be the same array.  The level is qs_simd_level() (simd.h).
+*/
+void qs_mf_round_n(const qs_minifloat *f, const float *x, size_t n, float *y, qs_round mode, int sat,
+                   uint64_t seed, uint64_t index0);
+
+/* codes[i] = qs_mf_encode(f, x[i], mode, u_i, sat), the same way (rounding vectorised for RNE, the
+** value-to-code step vectorised for every mode). */
+void qs_mf_encode_n(const qs_minifloat *f, const float *x, size_t n, uint32_t *codes, qs_round mode,
+                    int sat, uint64_t seed, uint64_t index0);
 
 #endif

@@ -23,17 +23,4 @@ const char *qs_simd_name(int level);
 /* Largest finite |x| of x[0..n) (NaN and ±Inf ignored; 0 without any): the same bits on every level. */
 float qs_finite_absmax_n(const float *x, size_t n);
 
-/*
-** y[i] = qs_mf_round(f, x[i], mode, u_i, sat) for i < n, with u_i = qs_sr_uniform(seed, index0 + i)
-** (SR only).  RNE runs vectorised when the level allows; other modes run the scalar path.
-** x and y may be the same array.  (Proposed for minifloat.h; kept here while that header is frozen.)
-*/
-void qs_mf_round_n(const qs_minifloat *f, const float *x, size_t n, float *y, qs_round mode, int sat,
-                   uint64_t seed, uint64_t index0);
-
-/* codes[i] = qs_mf_encode(f, x[i], mode, u_i, sat), the same way (rounding vectorised for RNE, the
-** value-to-code step vectorised for every mode). */
-void qs_mf_encode_n(const qs_minifloat *f, const float *x, size_t n, uint32_t *codes, qs_round mode,
-                    int sat, uint64_t seed, uint64_t index0);
-
 #endif

@@ -1,5 +1,5 @@
 /*
-** Counter-based uniform draws for stochastic rounding (format.h: qs_sr_uniform).
+** Counter-based uniform draws for stochastic rounding (sr.h).
 **
 ** SplitMix64 (Steele, Lea, Flood 2014; the finaliser of java.util.SplittableRandom): the seed is
 ** mixed into the start of a Weyl sequence and the index-th step is mixed again, so the draw is a
@@ -8,7 +8,7 @@
 ** k * 2^-53 in [0, 1), and "round up when u < fraction" rounds up with probability exactly equal to
 ** the fraction for every fraction with 53 or fewer bits (all of them, for float32 inputs).
 */
-#include "format.h"
+#include "sr.h"
 
 static inline uint64_t mix64(uint64_t z)
 {

@@ -47,6 +47,9 @@ assert f[\"max_finite\"]==448 and f[\"min_subnormal\"]==2**-9 and f[\"min_normal
 ok "explain shows the code, fields, neighbours and error" bash -c "$QS explain -f fp8_e4m3 0.3 | grep -q 'neighbours' && $QS explain -f fp8_e4m3 0.3 | grep -q '^code *0x'"
 eq "explain --table lists all 16 FP4 codes" "17" bash -c "$QS explain -f fp4_e2m1 --table | wc -l"
 ok "explain of a block format shows the scale" bash -c "$QS explain -f mxfp4 1 2 3 4 | grep -q 'E8M0 scale'"
+ok "explain describes every block format's metadata in the row's words" bash -c "
+  $QS explain -f hif4 1 2 3 4 | grep -q '^block 0 .*(E6M2 0x' && $QS explain -f int8 1 2 3 4 | grep -q 'FP32 scale' &&
+  $QS explain -f m2xfp4 1 2 | grep -q 'sub-group fields' && $QS explain -f nvfp4 1 2 | grep -q 'UE4M3 block scale 0x.*tensor amax 2'"
 ok "explain takes negative values" bash -c "$QS explain -f bf16 -1.5 | grep -q '^value *-1.5'"
 
 # files and database tensors

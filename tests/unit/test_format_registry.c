@@ -1,8 +1,8 @@
 /*
 ** The registry row's answers (kernels/format.h, format_inspect.c): families and their names, the
 ** element descriptor against the row's layout, the inspector's code fields, legends, element steps
-** and ulps, block-scale values and metadata texts of every family, and the one block geometry
-** (format_apply.h) that apply, the analysis and the inspector share.
+** and ulps, block-scale values and metadata texts of every family, the one block geometry
+** (format_apply.h) that apply, the analysis and the inspector share, and the analysis engine's door.
 */
 #include "test_util.h"
 
@@ -218,6 +218,49 @@ static void test_block_geom(void **st)
     assert_true(g.col && g.nblocks == 70 && g.blk == 0);
 }
 
+/* What the analysis engine and the scaled casts ask of a row (format.h): every block format answers
+** with a grid and one way to its scales, casts with none; the grid agrees with the code table; the
+** scale target is max_finite for uniform-precision casts. */
+static void test_engine_door(void **st)
+{
+    (void)st;
+    for (size_t i = 0; i < qs_format_count(); i++) {
+        const qs_format *f = qs_format_at(i);
+        const int cast = f->scale_kind == QS_SK_NONE;
+        const int ways = !!f->seg_scales + !!(f->block_scales || f->fakeq_scales);
+        if (cast) {
+            assert_int_equal(ways, 0);
+            assert_true(!f->fakeq_meta && !f->scale_seg && !f->amax_finite);
+            assert_true(f->scale_target == 0 || (f->scale_target > 0 && f->scale_target <= f->max_finite));
+            if (f->mf && f->max_finite < 1e30) assert_true(f->scale_target == f->max_finite);
+            continue;
+        }
+        assert_true(f->scale_target == 0);
+        if (ways != 1) fail_msg("%s: %d ways to its block scales", f->name, ways);
+        assert_true(f->grid.elo <= f->grid.ehi);
+        if (f->seg_scales) assert_true(f->scale_seg > 0 && f->block % f->scale_seg == 0);
+        else assert_int_equal(f->scale_seg, 0);
+        if (f->amax_finite) assert_non_null(f->block_scales);
+        if (!f->code_value) continue;
+        float top = 0;
+        for (unsigned c = 0; c < f->ncodes; c++) {
+            float v = f->code_value(c);
+            if (v > top && v <= 3.4e38f) top = v;
+        }
+        if (f->ebits > 0) {
+            assert_int_equal(f->grid.elo, 1 - f->bias);
+            assert_int_equal(f->grid.ehi, ilogb(top));
+            assert_int_equal(f->grid.mb, f->mbits);
+        } else {
+            assert_int_equal(f->grid.elo, 0);
+            assert_int_equal(f->grid.ehi, 0);
+            assert_true(ldexp(1.0, -f->grid.mb) == f->code_value(1));
+        }
+    }
+    assert_true(fmt("hif8")->scale_target == 15.0 && fmt("bf16")->scale_target == 0 && fmt("fp16")->scale_target == 65504.0);
+    assert_true(fmt("hif4")->grid.mb == 2 && fmt("m2xfp4")->grid.ehi == 2 && fmt("int8")->grid.mb == 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -226,6 +269,7 @@ int main(void)
         cmocka_unit_test(test_steps_ulps_scales),
         cmocka_unit_test(test_meta_text),
         cmocka_unit_test(test_block_geom),
+        cmocka_unit_test(test_engine_door),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

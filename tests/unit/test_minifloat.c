@@ -26,6 +26,7 @@
 #include "../../kernels/format_families.h"
 #include "../../kernels/minifloat.h"
 #include "../../kernels/simd.h"
+#include "../../kernels/sr.h"
 
 #define DIR "fixtures/formats/"
 
