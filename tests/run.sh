@@ -101,7 +101,9 @@ count() {
   if [ "$rc" -ne 0 ]; then why="exited $rc${why:+$'\n'}$why"; [ "$f" -eq 0 ] && f=1; fi
   if [ "$f" -gt 0 ]; then
     { echo "FAIL $name:${why:+ ${why//$'\n'/$'\n  '}}"
-      grep -E '^not ok|^#' "$log" | head -40; [ "$rc" -ne 0 ] && tail -20 "$log.err"; } >&2
+      # each failure with the diagnostic lines right after it (a suite's passing checks may print '#' lines too)
+      awk '/^not ok/ {n = 12; print; next} /^ok / {n = 0} n > 0 && /^#/ {print; n--}' "$log" | head -60
+      [ "$rc" -ne 0 ] && tail -20 "$log.err"; } >&2
   fi
   pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
   printf '%-34s %4d passed, %d failed, %d skipped\n' "$name" "$p" "$f" "$s"
