@@ -225,5 +225,5 @@ check "...in one line" "[ \$(wc -l < $T/err) -eq 1 ]"
 $QS gen gaussian --n 64 -o "$T/refd.npy" >/dev/null 2>&1 && $QS import --prefix refd "$T/refd.npy" >/dev/null 2>&1
 rm -f "$T/refd.npy" && mkfifo "$T/refd.npy"
 refuses "a referenced file replaced by a FIFO is a stale reference, not a hang" 1 "refd.npy: stale reference" \
-  timeout 10 $QS analyze refd -f int8
+  timeout 10 $QS quant -f int8 refd --name refd-q
 done_testing
