@@ -199,6 +199,85 @@ static void sim_free(sim *s)
     free(s->gA); free(s->gB);
 }
 
+/* GRPO advantages: (r - mean_g) / (std_g + eps), std with n - 1, per token (with its sequence's
+** reward); returns the sum of the rewards. */
+static double advantages(const qs_grpo_cfg *c, int T, const double *r, double *adv, double *rew)
+{
+    double rsum = 0;
+    for (int b = 0; b < c->B; b++) {
+        double m = 0, ss = 0;
+        for (int g = 0; g < c->G; g++) m += r[(size_t)b * c->G + g];
+        m /= c->G;
+        for (int g = 0; g < c->G; g++) ss += (r[(size_t)b * c->G + g] - m) * (r[(size_t)b * c->G + g] - m);
+        double sdv = sqrt(ss / (c->G - 1));
+        for (int g = 0; g < c->G; g++) {
+            size_t i = (size_t)b * c->G + g;
+            double a = (r[i] - m) / (sdv + c->ais.grpo_eps);
+            rsum += r[i];
+            for (int t = 0; t < T; t++) { adv[i * T + t] = a; rew[i * T + t] = r[i]; }
+        }
+    }
+    return rsum;
+}
+
+/* One PPO epoch's gradient of the clipped objective with respect to the logit tables (s->gA, s->gB,
+** zeroed by the caller); *nclip counts the clipped tokens. */
+static void ppo_grads(sim *s, size_t nseq, size_t ntok, const int *prm, const int *tok, const double *adv,
+                      const double *wt, const double *lpt, double *lp, double *nclip)
+{
+    const qs_grpo_cfg *c = s->c;
+    int T = s->T, V = s->V;
+    for (size_t i = 0; i < nseq; i++) {
+        int x = prm[i], prev = V;
+        for (int t = 0; t < T; t++) {
+            size_t k = i * T + t;
+            int y = tok[k];
+            double a = adv[k];
+            if (wt[k] != 0 && a != 0) {
+                logprobs(s, s->A, s->Bt, x, t, prev, 1, lp);
+                double ratio = exp(lp[y] - lpt[k]);
+                int clipped = (a > 0 && ratio > 1 + c->clip_eps) || (a < 0 && ratio < 1 - c->clip_eps);
+                if (clipped) (*nclip)++;
+                else {
+                    double coef = -wt[k] * a * ratio / (double)ntok;
+                    double *ga = &s->gA[((size_t)x * T + t) * V], *gb = &s->gB[((size_t)t * (V + 1) + prev) * V];
+                    for (int v = 0; v < V; v++) {
+                        double d = coef * ((v == y) - exp(lp[v]));
+                        ga[v] += d;
+                        gb[v] += d;
+                    }
+                }
+            }
+            prev = y;
+        }
+    }
+}
+
+/* The chain rule from the logit tables' gradients to the weights' (gW, gWb). */
+static void chain_rule(const sim *s, double *gW, double *gWb)
+{
+    int P = s->P, T = s->T, V = s->V, D = s->D;
+    size_t nw = (size_t)V * D;
+    memset(gW, 0, nw * sizeof *gW);
+    memset(gWb, 0, nw * sizeof *gWb);
+    for (int x = 0; x < P; x++)
+        for (int t = 0; t < T; t++) {
+            const double *f = &s->phi[((size_t)x * T + t) * D], *ga = &s->gA[((size_t)x * T + t) * V];
+            for (int v = 0; v < V; v++) {
+                if (ga[v] == 0) continue;
+                for (int j = 0; j < D; j++) gW[(size_t)v * D + j] += ga[v] * f[j];
+            }
+        }
+    for (int t = 0; t < T; t++)
+        for (int p = 0; p <= V; p++) {
+            const double *f = &s->psi[((size_t)t * (V + 1) + p) * D], *gb = &s->gB[((size_t)t * (V + 1) + p) * V];
+            for (int v = 0; v < V; v++) {
+                if (gb[v] == 0) continue;
+                for (int j = 0; j < D; j++) gWb[(size_t)v * D + j] += gb[v] * f[j];
+            }
+        }
+}
+
 int qs_grpo_run(const qs_grpo_cfg *c, qs_grpo_step *steps, qs_grpo_log_fn log, void *ctx, qs_err *e)
 {
     if (c->P < 1 || c->T < 1 || c->V < 2 || c->D < 1 || c->B < 1 || c->G < 2 || c->steps < 1 || c->epochs < 1 ||
@@ -291,21 +370,7 @@ int qs_grpo_run(const qs_grpo_cfg *c, qs_grpo_step *steps, qs_grpo_log_fn log, v
                 r[i] = (double)len / T;
             }
         }
-        /* GRPO advantages: (r - mean_g) / (std_g + eps), std with n - 1 */
-        double rsum = 0;
-        for (int b = 0; b < c->B; b++) {
-            double m = 0, ss = 0;
-            for (int g = 0; g < c->G; g++) m += r[(size_t)b * c->G + g];
-            m /= c->G;
-            for (int g = 0; g < c->G; g++) ss += (r[(size_t)b * c->G + g] - m) * (r[(size_t)b * c->G + g] - m);
-            double sdv = sqrt(ss / (c->G - 1));
-            for (int g = 0; g < c->G; g++) {
-                size_t i = (size_t)b * c->G + g;
-                double a = (r[i] - m) / (sdv + c->ais.grpo_eps);
-                rsum += r[i];
-                for (int t = 0; t < T; t++) { adv[i * T + t] = a; rew[i * T + t] = r[i]; }
-            }
-        }
+        double rsum = advantages(c, T, r, adv, rew);
         rec->reward = rsum / (double)nseq;
         rec->entropy = esum / (double)ntok;
         qs_ais_batch bt = {st, ntok, seq, lpr, lpt, NULL, adv, rew, ent, grp};
@@ -322,49 +387,8 @@ int qs_grpo_run(const qs_grpo_cfg *c, qs_grpo_step *steps, qs_grpo_log_fn log, v
             if (ep) tables(&s, s.W, s.Wb, s.A, s.Bt);      /* π_θ after the previous epoch */
             memset(s.gA, 0, nA * sizeof *s.gA);
             memset(s.gB, 0, nB * sizeof *s.gB);
-            for (size_t i = 0; i < nseq; i++) {
-                int x = prm[i], prev = V;
-                for (int t = 0; t < T; t++) {
-                    size_t k = i * T + t;
-                    int y = tok[k];
-                    double a = adv[k];
-                    if (wt[k] != 0 && a != 0) {
-                        logprobs(&s, s.A, s.Bt, x, t, prev, 1, lp);
-                        double ratio = exp(lp[y] - lpt[k]);
-                        int clipped = (a > 0 && ratio > 1 + c->clip_eps) || (a < 0 && ratio < 1 - c->clip_eps);
-                        if (clipped) nclip++;
-                        else {
-                            double coef = -wt[k] * a * ratio / (double)ntok;
-                            double *ga = &s.gA[((size_t)x * T + t) * V], *gb = &s.gB[((size_t)t * (V + 1) + prev) * V];
-                            for (int v = 0; v < V; v++) {
-                                double d = coef * ((v == y) - exp(lp[v]));
-                                ga[v] += d;
-                                gb[v] += d;
-                            }
-                        }
-                    }
-                    prev = y;
-                }
-            }
-            /* chain rule to the weights */
-            memset(gW, 0, nw * sizeof *gW);
-            memset(gWb, 0, nw * sizeof *gWb);
-            for (int x = 0; x < P; x++)
-                for (int t = 0; t < T; t++) {
-                    const double *f = &s.phi[((size_t)x * T + t) * D], *ga = &s.gA[((size_t)x * T + t) * V];
-                    for (int v = 0; v < V; v++) {
-                        if (ga[v] == 0) continue;
-                        for (int j = 0; j < D; j++) gW[(size_t)v * D + j] += ga[v] * f[j];
-                    }
-                }
-            for (int t = 0; t < T; t++)
-                for (int p = 0; p <= V; p++) {
-                    const double *f = &s.psi[((size_t)t * (V + 1) + p) * D], *gb = &s.gB[((size_t)t * (V + 1) + p) * V];
-                    for (int v = 0; v < V; v++) {
-                        if (gb[v] == 0) continue;
-                        for (int j = 0; j < D; j++) gWb[(size_t)v * D + j] += gb[v] * f[j];
-                    }
-                }
+            ppo_grads(&s, nseq, ntok, prm, tok, adv, wt, lpt, lp, &nclip);
+            chain_rule(&s, gW, gWb);
             if (ep == 0) {
                 double g2 = 0;
                 for (size_t k = 0; k < nw; k++) g2 += gW[k] * gW[k] + gWb[k] * gWb[k];

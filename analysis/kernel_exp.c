@@ -220,6 +220,48 @@ static void adversarial_rows(float *x, size_t R, size_t K, uint64_t seed)
     }
 }
 
+/* The bound check on the 2-pass GEMM: |y − y_ref| ≤ σ_n Σ|W| M_m/64516 + output rounding, per output. */
+static void gemm_bound(const float *xb, const int8_t *Wq, const float *sig, const double *yq, const float *y, size_t M,
+                       size_t N, size_t K, json_t *chk)
+{
+    size_t bad = 0;
+    double worst = 0;
+    for (size_t m = 0; m < M; m++) {
+        float am = 0;
+        for (size_t k = 0; k < K; k++) am = fmaxf(am, fabsf(xb[m * K + k]));
+        for (size_t n = 0; n < N; n++) {
+            double sw = 0;
+            for (size_t k = 0; k < K; k++) sw += abs(Wq[n * K + k]);
+            double bnd = sig[n] * sw * am / 64516.0 + fabs(yq[m * N + n]) * 1.2e-7 + 1e-30;
+            double err = fabs(y[m * N + n] - yq[m * N + n]);
+            worst = fmax(worst, err / bnd);
+            bad += err > bnd;
+        }
+    }
+    json_object_set_new(chk, "gemm_bound_violations", json_integer((json_int_t)bad));
+    qs_json_set_num(chk, "gemm_bound_max_ratio", worst);
+}
+
+/* The element-wise bound on the activations: on this run's rows and on adversarial rows. */
+static int act_bounds(const float *xb, size_t M, size_t K, uint64_t seed, json_t *chk, qs_err *e)
+{
+    double r1, r2;
+    size_t b1 = bound_check(xb, M, K, &r1, e);
+    size_t RA = 64, KA = K < 4096 ? K : 4096;
+    float *adv = malloc(RA * KA * sizeof(float));
+    if (!adv) return qs_fail(e, "out of memory");
+    adversarial_rows(adv, RA, KA, seed);
+    size_t b2 = bound_check(adv, RA, KA, &r2, e);
+    free(adv);
+    if (b1 == (size_t)-1 || b2 == (size_t)-1) return -1;
+    json_object_set_new(chk, "bound", json_string("|x - x^| <= M/64516 per element"));
+    json_object_set_new(chk, "bound_violations_random", json_integer((json_int_t)b1));
+    qs_json_set_num(chk, "bound_max_ratio_random", r1);
+    json_object_set_new(chk, "bound_violations_adversarial", json_integer((json_int_t)b2));
+    qs_json_set_num(chk, "bound_max_ratio_adversarial", r2);
+    return 0;
+}
+
 json_t *qs_kx_msd_run(const qs_kx_msd *o, json_t *opts, qs_err *e)
 {
     size_t M = o->M, K = o->K, N = o->N;
@@ -274,24 +316,7 @@ json_t *qs_kx_msd_run(const qs_kx_msd *o, json_t *opts, qs_err *e)
         char nm[64];
         snprintf(nm, sizeof nm, p == 1 ? "w8a8 (msd 1 pass)" : "msd %d-pass int8", p);
         ROW(nm, "one stacked INT8 GEMM, exact INT32 sums");
-        if (p == 2) {   /* bound check on the GEMM: |y − y_ref| ≤ σ_n Σ|W| M_m/64516 + output rounding */
-            size_t bad = 0;
-            double worst = 0;
-            for (size_t m = 0; m < M; m++) {
-                float am = 0;
-                for (size_t k = 0; k < K; k++) am = fmaxf(am, fabsf(xb[m * K + k]));
-                for (size_t n = 0; n < N; n++) {
-                    double sw = 0;
-                    for (size_t k = 0; k < K; k++) sw += abs(Wq[n * K + k]);
-                    double bnd = sig[n] * sw * am / 64516.0 + fabs(yq[m * N + n]) * 1.2e-7 + 1e-30;
-                    double err = fabs(y[m * N + n] - yq[m * N + n]);
-                    worst = fmax(worst, err / bnd);
-                    bad += err > bnd;
-                }
-            }
-            json_object_set_new(chk, "gemm_bound_violations", json_integer((json_int_t)bad));
-            qs_json_set_num(chk, "gemm_bound_max_ratio", worst);
-        }
+        if (p == 2) gemm_bound(xb, Wq, sig, yq, y, M, N, K, chk);
     }
     /* exactness of the SGEMM integer path against the int32 loop on this run's components */
     {
@@ -309,22 +334,7 @@ json_t *qs_kx_msd_run(const qs_kx_msd *o, json_t *opts, qs_err *e)
         if (!okx) goto out;
     }
     /* element-wise bound on the activations, random rows and adversarial rows */
-    {
-        double r1, r2;
-        size_t b1 = bound_check(xb, M, K, &r1, e);
-        size_t RA = 64, KA = K < 4096 ? K : 4096;
-        float *adv = malloc(RA * KA * sizeof(float));
-        if (!adv) { qs_fail(e, "out of memory"); goto out; }
-        adversarial_rows(adv, RA, KA, o->seed);
-        size_t b2 = bound_check(adv, RA, KA, &r2, e);
-        free(adv);
-        if (b1 == (size_t)-1 || b2 == (size_t)-1) goto out;
-        json_object_set_new(chk, "bound", json_string("|x - x^| <= M/64516 per element"));
-        json_object_set_new(chk, "bound_violations_random", json_integer((json_int_t)b1));
-        qs_json_set_num(chk, "bound_max_ratio_random", r1);
-        json_object_set_new(chk, "bound_violations_adversarial", json_integer((json_int_t)b2));
-        qs_json_set_num(chk, "bound_max_ratio_adversarial", r2);
-    }
+    if (act_bounds(xb, M, K, o->seed, chk, e)) goto out;
     /* MXFP4 weights: dequant baseline, single-pass MXFP4 / MXFP8 activations, two-pass MSD */
     {
         wname = o->mx->name;

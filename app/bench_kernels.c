@@ -86,6 +86,74 @@ static json_t *row(const char *what, double work, const char *unit, tm2 t, const
                      "best_rate", work / t.min, "median_rate", work / t.med, "note", note ? note : "");
 }
 
+/* The correctness checks of a kernels run: FA2 (FP32 P) against FP64 on head 0, AMLA against FA2, MSD
+** against the dequantized-FP32 SGEMM (W is overwritten with the dequantized weights, y with its
+** product).  *bad is set when one fails; NULL (after the message) when memory or the reference fail. */
+static json_t *kernel_checks(const float *Q, const float *K, const float *V, const float *O, const float *O2, size_t L,
+                             size_t d, size_t n, const float *x, float *W, const int8_t *Wq, const float *sig, float *y,
+                             const float *y2, size_t Mm, size_t Nm, size_t Km, int *bad)
+{
+    qs_err e = {{0}};
+    qs_cmp cm;
+    double *ref = malloc(n * sizeof(double)), *ym = malloc(Mm * Nm * sizeof(double));
+    if (!ref || !ym) { free(ref); free(ym); qs_cli_error(QS_EXIT_ERR, "out of memory"); return NULL; }
+    for (size_t i = 0; i < n; i++) ref[i] = O[i];
+    qs_cmp_f(O2, ref, n, &cm);
+    json_t *checks = json_object();
+    qs_json_set_num(checks, "amla_vs_fa2_rel_l2", cm.rel_l2);
+    {   /* FA2 (FP32 P) against the FP64 reference on head 0 */
+        qs_attn_shape s1 = {1, 1, L, L, d, d};
+        double *r1 = malloc(L * d * sizeof(double));
+        qs_cmp c1;
+        if (!r1 || qs_attn_ref(&s1, 0, 0, Q, K, V, r1, NULL, &e)) {
+            free(r1); free(ref); free(ym); json_decref(checks);
+            qs_cli_error(QS_EXIT_ERR, "bench: reference failed");
+            return NULL;
+        }
+        qs_cmp_f(O, r1, L * d, &c1);
+        free(r1);
+        qs_json_set_num(checks, "fa2_vs_fp64_rel_l2", c1.rel_l2);
+        qs_json_set_num(checks, "fa2_vs_fp64_max_abs", c1.max_abs);
+        if (!(c1.rel_l2 < 1e-5)) { *bad = 1; fprintf(stderr, "qscope: bench: FA2 disagrees with FP64 (rel L2 %.3g)\n", c1.rel_l2); }
+    }
+    if (!(cm.rel_l2 < 1e-2)) { *bad = 1; fprintf(stderr, "qscope: bench: AMLA and FA2 disagree (rel L2 %.3g)\n", cm.rel_l2); }
+    for (size_t i = 0; i < Nm * Km; i++) W[i] = (float)Wq[i] * sig[i / Km];
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)Mm, (int)Nm, (int)Km, 1.0f, x, (int)Km, W, (int)Km, 0.0f, y, (int)Nm);
+    for (size_t i = 0; i < Mm * Nm; i++) ym[i] = y[i];
+    qs_cmp_f(y2, ym, Mm * Nm, &cm);
+    qs_json_set_num(checks, "msd_vs_dequant_sgemm_rel_l2", cm.rel_l2);
+    if (!(cm.rel_l2 < 1e-3)) { *bad = 1; fprintf(stderr, "qscope: bench: MSD result looks wrong (rel L2 %.3g)\n", cm.rel_l2); }
+    free(ref); free(ym);
+    return checks;
+}
+
+/* The text report of a kernels run. */
+static void print_kernels(qs_cli *cli, const char *cpu, double load, json_t *rows, json_t *targets, json_t *checks, int reps)
+{
+    printf("%s%s%s  (%ld cores, load average %.2f at the end: other processes share the cores)\n", qs_c_bold(cli), cpu,
+           qs_c_off(cli), sysconf(_SC_NPROCESSORS_ONLN), load);
+    printf("OpenBLAS %s (core %s); FLOPs = 4*H*Lq*Lk*d (both matmuls)\n", openblas_get_config(), openblas_get_corename());
+    printf("%s%-46s %10s %10s  %-16s %s%s\n", qs_c_head(cli), "BENCHMARK", "BEST", "MEDIAN", "UNIT", "NOTE", qs_c_off(cli));
+    size_t i;
+    json_t *r;
+    json_array_foreach(rows, i, r)
+        printf("%-46s %10.1f %10.1f  %-16s %s\n", json_string_value(json_object_get(r, "benchmark")),
+               json_real_value(json_object_get(r, "best_rate")), json_real_value(json_object_get(r, "median_rate")),
+               json_string_value(json_object_get(r, "unit")), json_string_value(json_object_get(r, "note")));
+    printf("\n%sTARGETS%s\n", qs_c_bold(cli), qs_c_off(cli));
+    json_array_foreach(targets, i, r)
+        printf("  %-48s %8.3f  (ratio of minima %.3f; limit %.2f)  %s\n", json_string_value(json_object_get(r, "target")),
+               json_real_value(json_object_get(r, "value")), json_real_value(json_object_get(r, "ratio_of_minima")),
+               json_real_value(json_object_get(r, "limit")), json_is_true(json_object_get(r, "met")) ? "met" : "NOT MET");
+    printf("time ratios are the median of per-repetition ratios (the two kernels run back to back); FA2's\n"
+           "fraction is best FA2 rate / best SGEMM rate\n");
+    printf("checks: FA2 vs FP64 (head 0) rel L2 %.3g, max |diff| %.3g; AMLA vs FA2 rel L2 %.3g, MSD vs dequant SGEMM "
+           "rel L2 %.3g; %d runs each, min used\n",
+           json_real_value(json_object_get(checks, "fa2_vs_fp64_rel_l2")), json_real_value(json_object_get(checks, "fa2_vs_fp64_max_abs")),
+           json_real_value(json_object_get(checks, "amla_vs_fa2_rel_l2")),
+           json_real_value(json_object_get(checks, "msd_vs_dequant_sgemm_rel_l2")), reps);
+}
+
 static int run_kernels(qs_cli *cli, int quick, int json)
 {
     size_t L = quick ? 1024 : 4096, d = 128, H = 4;
@@ -209,32 +277,8 @@ static int run_kernels(qs_cli *cli, int quick, int json)
     }
     if (bad) return QS_EXIT_ERR;
     /* correctness in the same run: FA2 and AMLA against each other, MSD against dequant-fp32 SGEMM */
-    qs_cmp cm;
-    double *ref = malloc(n * sizeof(double)), *ym = malloc(Mm * Nm * sizeof(double));
-    if (!ref || !ym) return qs_cli_error(QS_EXIT_ERR, "out of memory");
-    for (size_t i = 0; i < n; i++) ref[i] = O[i];
-    qs_cmp_f(O2, ref, n, &cm);
-    json_t *checks = json_object();
-    qs_json_set_num(checks, "amla_vs_fa2_rel_l2", cm.rel_l2);
-    {   /* FA2 (FP32 P) against the FP64 reference on head 0 */
-        qs_attn_shape s1 = {1, 1, L, L, d, d};
-        double *r1 = malloc(L * d * sizeof(double));
-        qs_cmp c1;
-        if (!r1 || qs_attn_ref(&s1, 0, 0, Q, K, V, r1, NULL, &e)) { free(r1); return qs_cli_error(QS_EXIT_ERR, "bench: reference failed"); }
-        qs_cmp_f(O, r1, L * d, &c1);
-        free(r1);
-        qs_json_set_num(checks, "fa2_vs_fp64_rel_l2", c1.rel_l2);
-        qs_json_set_num(checks, "fa2_vs_fp64_max_abs", c1.max_abs);
-        if (!(c1.rel_l2 < 1e-5)) { bad = 1; fprintf(stderr, "qscope: bench: FA2 disagrees with FP64 (rel L2 %.3g)\n", c1.rel_l2); }
-    }
-    if (!(cm.rel_l2 < 1e-2)) { bad = 1; fprintf(stderr, "qscope: bench: AMLA and FA2 disagree (rel L2 %.3g)\n", cm.rel_l2); }
-    for (size_t i = 0; i < Nm * Km; i++) W[i] = (float)Wq[i] * sig[i / Km];
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)Mm, (int)Nm, (int)Km, 1.0f, x, (int)Km, W, (int)Km, 0.0f, y, (int)Nm);
-    for (size_t i = 0; i < Mm * Nm; i++) ym[i] = y[i];
-    qs_cmp_f(y2, ym, Mm * Nm, &cm);
-    qs_json_set_num(checks, "msd_vs_dequant_sgemm_rel_l2", cm.rel_l2);
-    if (!(cm.rel_l2 < 1e-3)) { bad = 1; fprintf(stderr, "qscope: bench: MSD result looks wrong (rel L2 %.3g)\n", cm.rel_l2); }
-    free(ref); free(ym);
+    json_t *checks = kernel_checks(Q, K, V, O, O2, L, d, n, x, W, Wq, sig, y, y2, Mm, Nm, Km, &bad);
+    if (!checks) return QS_EXIT_ERR;
     char cpu[256];
     cpu_name(cpu, sizeof cpu);
     double la[3] = {0, 0, 0};
@@ -247,28 +291,7 @@ static int run_kernels(qs_cli *cli, int quick, int json)
         puts(sj);
         free(sj);
     } else {
-        printf("%s%s%s  (%ld cores, load average %.2f at the end: other processes share the cores)\n", qs_c_bold(cli), cpu,
-               qs_c_off(cli), sysconf(_SC_NPROCESSORS_ONLN), la[0]);
-        printf("OpenBLAS %s (core %s); FLOPs = 4*H*Lq*Lk*d (both matmuls)\n", openblas_get_config(), openblas_get_corename());
-        printf("%s%-46s %10s %10s  %-16s %s%s\n", qs_c_head(cli), "BENCHMARK", "BEST", "MEDIAN", "UNIT", "NOTE", qs_c_off(cli));
-        size_t i;
-        json_t *r;
-        json_array_foreach(rows, i, r)
-            printf("%-46s %10.1f %10.1f  %-16s %s\n", json_string_value(json_object_get(r, "benchmark")),
-                   json_real_value(json_object_get(r, "best_rate")), json_real_value(json_object_get(r, "median_rate")),
-                   json_string_value(json_object_get(r, "unit")), json_string_value(json_object_get(r, "note")));
-        printf("\n%sTARGETS%s\n", qs_c_bold(cli), qs_c_off(cli));
-        json_array_foreach(targets, i, r)
-            printf("  %-48s %8.3f  (ratio of minima %.3f; limit %.2f)  %s\n", json_string_value(json_object_get(r, "target")),
-                   json_real_value(json_object_get(r, "value")), json_real_value(json_object_get(r, "ratio_of_minima")),
-                   json_real_value(json_object_get(r, "limit")), json_is_true(json_object_get(r, "met")) ? "met" : "NOT MET");
-        printf("time ratios are the median of per-repetition ratios (the two kernels run back to back); FA2's\n"
-               "fraction is best FA2 rate / best SGEMM rate\n");
-        printf("checks: FA2 vs FP64 (head 0) rel L2 %.3g, max |diff| %.3g; AMLA vs FA2 rel L2 %.3g, MSD vs dequant SGEMM "
-               "rel L2 %.3g; %d runs each, min used\n",
-               json_real_value(json_object_get(checks, "fa2_vs_fp64_rel_l2")), json_real_value(json_object_get(checks, "fa2_vs_fp64_max_abs")),
-               json_real_value(json_object_get(checks, "amla_vs_fa2_rel_l2")),
-               json_real_value(json_object_get(checks, "msd_vs_dequant_sgemm_rel_l2")), reps);
+        print_kernels(cli, cpu, la[0], rows, targets, checks, reps);
     }
     json_decref(out);
     free(Q); free(K); free(V); free(O); free(O2); free(A); free(B); free(C); free(x); free(W); free(sig); free(y);

@@ -28,6 +28,79 @@ static int parse_sz(const char *s, size_t lo, size_t hi, size_t *out)
     return 0;
 }
 
+/* --kv FORMAT[:key=value...] with the per-format options of `quant`: 0, or the usage exit code. */
+static int kv_format(const char *kvname, qs_kx_attn *o, qs_apply *kvap)
+{
+    if (strchr(kvname, ',')) return qs_cli_usage("attn", "--kv takes one format");
+    char fname[64];
+    snprintf(fname, sizeof fname, "%.*s", (int)strcspn(kvname, ":"), kvname);
+    if (!qs_format_find(fname)) return qs_cli_usage("attn", "unknown KV format '%s' (see `qscope formats`)", fname);
+    qs_apply base, ap;
+    memset(&base, 0, sizeof base);
+    base.axis = 1;
+    if (qs_quant_parse_list("attn", kvname, &base, &ap, 1) != 1) return QS_EXIT_USAGE;
+    o->kv = ap.f;
+    o->kv_o = ap.o;
+    *kvap = ap;
+    if (qs_format_is_minifloat_cast(o->kv)) o->kv_o.sat = 1;   /* plain casts saturate rather than overflow */
+    kvap->o = o->kv_o;
+    qs_err qe;
+    if (qs_qopts_check(o->kv, &o->kv_o, &qe)) return qs_cli_usage("attn", "--kv %s: %s", kvname, qe.msg);
+    return 0;
+}
+
+/* Stored inputs: Q is (H·Lq) x d, K is (Hkv·Lk) x d, V is (Hkv·Lk) x dv (leading dims flattened); they
+** set d, dv, Lq and the one length.  0 (the matrices in *qin, *kin, *vin, owned by the caller), or the
+** exit code after the message (nothing left allocated). */
+static int stored_inputs(qs_cli *cli, qs_kx_attn *o, const char *tq, const char *tk, const char *tv, size_t dv,
+                         char hq[33], char hk[33], char hv[33], float **qin, float **kin, float **vin)
+{
+    if (!tq || !tk || (!tv && !o->mla)) return qs_cli_usage("attn", "stored inputs need --q and --k, and --v unless --mla");
+    qs_db *db = qs_cli_open_db(cli);
+    if (!db) return QS_EXIT_ERR;
+    uint64_t rq, cq, rk, ck, rv = 0, cv = 0;
+    int rc = qs_kx_load_tensor(db, "attn", tq, 65536, &rq, &cq, hq, qin);
+    if (!rc) rc = qs_kx_load_tensor(db, "attn", tk, 65536, &rk, &ck, hk, kin);
+    if (!rc && tv) rc = qs_kx_load_tensor(db, "attn", tv, 65536, &rv, &cv, hv, vin);
+    qs_db_close(db);
+    if (!rc && (cq != ck || rq % o->s.H || rk % o->s.Hkv || (tv && (rv != rk || (dv && cv != dv)))))
+        rc = qs_cli_error(QS_EXIT_ERR, "attn: stored shapes do not fit: Q %llux%llu, K %llux%llu%s with H=%zu Hkv=%zu",
+                          (unsigned long long)rq, (unsigned long long)cq, (unsigned long long)rk, (unsigned long long)ck,
+                          tv ? " and V" : "", o->s.H, o->s.Hkv);
+    if (!rc) {
+        o->s.d = cq;
+        if (tv) o->s.dv = cv;
+        if (o->mla && o->s.dv > o->s.d) rc = qs_cli_usage("attn", "--mla needs dv <= d");
+    }
+    if (rc) {
+        free(*qin); free(*kin); free(*vin);
+        *qin = *kin = *vin = NULL;
+        return rc;
+    }
+    o->lq_fixed = rq / o->s.H;
+    o->Ls[0] = rk / o->s.Hkv;
+    o->nL = 1;
+    o->Qin = *qin; o->Kin = *kin; o->Vin = *vin;
+    return 0;
+}
+
+/* The text table of a run's rows. */
+static void print_table(qs_cli *cli, json_t *d, int stored, const char *hash)
+{
+    printf("%s%7s  %-44s %11s %11s %11s %11s %11s%s\n", qs_c_head(cli), "L", "KERNEL", "REL-L2 (S)", "MAX|D| (S)",
+           "COS (S)", "REL-L2 (U)", "COS (U)", qs_c_off(cli));
+    size_t i;
+    json_t *r;
+    json_array_foreach(json_object_get(d, "rows"), i, r) {
+        json_t *a = json_object_get(r, "vs_same_inputs"), *b = json_object_get(r, "vs_unquantized");
+        printf("%7lld  %-44s %11.4g %11.4g %11.8f %11.4g %11.8f\n", (long long)json_integer_value(json_object_get(r, "L")),
+               json_string_value(json_object_get(r, "kernel")), jd(a, "rel_l2"), jd(a, "max_abs"), jd(a, "cosine"),
+               jd(b, "rel_l2"), jd(b, "cosine"));
+    }
+    printf("(S) = against FP64 on the same (quantized) inputs, (U) = against FP64 on the unquantized inputs\n");
+    if (stored) printf("stored as result kind attn (input %s); `qscope plot attn -o FILE.png`\n", hash);
+}
+
 int qs_cmd_attn(qs_cli *cli, int argc, char **argv)
 {
     qs_kx_attn o;
@@ -40,7 +113,7 @@ int qs_cmd_attn(qs_cli *cli, int argc, char **argv)
     o.uos_qmax = 7.25;
     o.msd_passes = 2;
     size_t Ls[64] = {256, 512, 1024, 2048}, nL = 4, lq = 0, dv = 0;
-    int json = 0, store = 1, mla = 0, splits = 4, gH = 0, gG = 0, gd = 0;
+    int json = 0, store = 1, mla = 0, splits = 4, gH = 0, gG = 0, gd = 0, rc;
     const char *kvname = NULL, *tq = NULL, *tk = NULL, *tv = NULL;
     qs_apply kvap;         /* the KV format with its options (canonical JSON stored in the options) */
     memset(&kvap, 0, sizeof kvap);
@@ -113,49 +186,13 @@ int qs_cmd_attn(qs_cli *cli, int argc, char **argv)
     o.Ls = Ls;
     o.nL = nL;
     o.cfg.splits = splits;
-    if (kvname) {   /* FORMAT[:key=value...] with the per-format options of `quant` */
-        if (strchr(kvname, ',')) return qs_cli_usage("attn", "--kv takes one format");
-        char fname[64];
-        snprintf(fname, sizeof fname, "%.*s", (int)strcspn(kvname, ":"), kvname);
-        if (!qs_format_find(fname)) return qs_cli_usage("attn", "unknown KV format '%s' (see `qscope formats`)", fname);
-        qs_apply base, ap;
-        memset(&base, 0, sizeof base);
-        base.axis = 1;
-        if (qs_quant_parse_list("attn", kvname, &base, &ap, 1) != 1) return QS_EXIT_USAGE;
-        o.kv = ap.f;
-        o.kv_o = ap.o;
-        kvap = ap;
-        if (qs_format_is_minifloat_cast(o.kv)) o.kv_o.sat = 1;   /* plain casts saturate rather than overflow */
-        kvap.o = o.kv_o;
-        qs_err qe;
-        if (qs_qopts_check(o.kv, &o.kv_o, &qe)) return qs_cli_usage("attn", "--kv %s: %s", kvname, qe.msg);
-    }
-    /* stored inputs: Q is (H·Lq) x d, K is (Hkv·Lk) x d, V is (Hkv·Lk) x dv (leading dims flattened) */
+    if (kvname && (rc = kv_format(kvname, &o, &kvap))) return rc;
+    /* stored inputs instead of generated ones */
     float *qin = NULL, *kin = NULL, *vin = NULL;
     char hq[33] = "", hk[33] = "", hv[33] = "";
-    if (tq || tk || tv) {
-        if (!tq || !tk || (!tv && !o.mla)) return qs_cli_usage("attn", "stored inputs need --q and --k, and --v unless --mla");
-        qs_db *db = qs_cli_open_db(cli);
-        if (!db) return QS_EXIT_ERR;
-        uint64_t rq, cq, rk, ck, rv = 0, cv = 0;
-        int rc = qs_kx_load_tensor(db, "attn", tq, 65536, &rq, &cq, hq, &qin);
-        if (!rc) rc = qs_kx_load_tensor(db, "attn", tk, 65536, &rk, &ck, hk, &kin);
-        if (!rc && tv) rc = qs_kx_load_tensor(db, "attn", tv, 65536, &rv, &cv, hv, &vin);
-        qs_db_close(db);
-        if (!rc && (cq != ck || rq % o.s.H || rk % o.s.Hkv || (tv && (rv != rk || (dv && cv != dv)))))
-            rc = qs_cli_error(QS_EXIT_ERR, "attn: stored shapes do not fit: Q %llux%llu, K %llux%llu%s with H=%zu Hkv=%zu",
-                              (unsigned long long)rq, (unsigned long long)cq, (unsigned long long)rk, (unsigned long long)ck,
-                              tv ? " and V" : "", o.s.H, o.s.Hkv);
-        if (rc) { free(qin); free(kin); free(vin); return rc; }
-        o.s.d = cq;
-        if (tv) o.s.dv = cv;
-        if (o.mla && o.s.dv > o.s.d) { free(qin); free(kin); free(vin); return qs_cli_usage("attn", "--mla needs dv <= d"); }
-        lq = rq / o.s.H;
-        o.lq_fixed = lq;
-        Ls[0] = rk / o.s.Hkv;
-        nL = o.nL = 1;
-        o.Qin = qin; o.Kin = kin; o.Vin = vin;
-    }
+    if ((tq || tk || tv) && (rc = stored_inputs(cli, &o, tq, tk, tv, dv, hq, hk, hv, &qin, &kin, &vin))) return rc;
+    lq = o.lq_fixed;
+    nL = o.nL;
     json_t *Lj = json_array();
     for (size_t i = 0; i < nL; i++) json_array_append_new(Lj, json_integer((json_int_t)Ls[i]));
     json_t *spec = json_pack("{s:s,s:s,s:I,s:o,s:I,s:I,s:I,s:I,s:I,s:b,s:f}", "kind", "attn", "dist", qs_gen_name(o.dist), "seed",
@@ -187,7 +224,7 @@ int qs_cmd_attn(qs_cli *cli, int argc, char **argv)
     json_t *d = qs_kx_attn_run(&o, opts, &e);
     free(qin); free(kin); free(vin);
     if (!d) { json_decref(opts); return qs_cli_err(QS_EXIT_ERR, &e); }
-    int rc = QS_EXIT_OK;
+    rc = QS_EXIT_OK;
     if (store) {
         qs_db *db = qs_cli_open_db(cli);
         int64_t id;
@@ -200,18 +237,7 @@ int qs_cmd_attn(qs_cli *cli, int argc, char **argv)
         puts(s);
         free(s);
     } else {
-        printf("%s%7s  %-44s %11s %11s %11s %11s %11s%s\n", qs_c_head(cli), "L", "KERNEL", "REL-L2 (S)", "MAX|D| (S)",
-               "COS (S)", "REL-L2 (U)", "COS (U)", qs_c_off(cli));
-        size_t i;
-        json_t *r;
-        json_array_foreach(json_object_get(d, "rows"), i, r) {
-            json_t *a = json_object_get(r, "vs_same_inputs"), *b = json_object_get(r, "vs_unquantized");
-            printf("%7lld  %-44s %11.4g %11.4g %11.8f %11.4g %11.8f\n", (long long)json_integer_value(json_object_get(r, "L")),
-                   json_string_value(json_object_get(r, "kernel")), jd(a, "rel_l2"), jd(a, "max_abs"), jd(a, "cosine"),
-                   jd(b, "rel_l2"), jd(b, "cosine"));
-        }
-        printf("(S) = against FP64 on the same (quantized) inputs, (U) = against FP64 on the unquantized inputs\n");
-        if (store && rc == QS_EXIT_OK) printf("stored as result kind attn (input %s); `qscope plot attn -o FILE.png`\n", hash);
+        print_table(cli, d, store && rc == QS_EXIT_OK, hash);
     }
     json_decref(d);
     json_decref(opts);

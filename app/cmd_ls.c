@@ -12,6 +12,7 @@
 #include "../store/json_out.h"
 #include "../store/q_tensors.h"
 #include "../store/tensor.h"
+#include "../store/tensor_names.h"
 
 static json_t *shape_array(const char *shape_json)
 {
@@ -136,12 +137,20 @@ int qs_cmd_rm(qs_cli *cli, int argc, char **argv)
     if (!db) return QS_EXIT_ERR;
     qs_err e = {{0}};
     int rc = QS_EXIT_OK, total = 0;
+    char **names = NULL;
+    size_t nnames = 0;
     if (qs_db_begin(db, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
+    /* every argument resolved before anything goes: an exact name is that tensor alone ("w[0]" is
+    ** not the pattern matching "w0"), else the names matching it as a glob (as `analyze` does) */
     for (int i = 1; i < argc; i++) {
-        int k;
-        if (qs_tensor_delete_glob(db, argv[i], &k, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); break; }
-        if (k == 0) { rc = qs_cli_error(QS_EXIT_ERR, "no tensor matches '%s'", argv[i]); break; }
-        total += k;
+        int found = 0;
+        if (qs_tensor_names_match(db, argv[i], &names, &nnames, &found, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); break; }
+        if (!found) { rc = qs_cli_error(QS_EXIT_ERR, "no tensor matches '%s'", qs_esc(argv[i])); break; }
+    }
+    for (size_t k = 0; rc == QS_EXIT_OK && k < nnames; k++) {
+        int n;
+        if (qs_tensor_delete_name(db, names[k], &n, &e)) rc = qs_cli_err(QS_EXIT_ERR, &e);
+        else total += n;
     }
     /* Sources left without tensors go too, so `info` does not count ghosts. */
     if (rc == QS_EXIT_OK && qs_source_delete_empty(db, &e) == 0 && qs_db_commit(db, &e) == 0) {
@@ -151,6 +160,7 @@ int qs_cmd_rm(qs_cli *cli, int argc, char **argv)
         qs_db_rollback(db);
     }
 out:
+    qs_tensor_names_free(names, nnames);
     qs_db_close(db);
     return rc;
 }

@@ -150,8 +150,8 @@ static int quant_to_npy(qs_apply *a, qs_treader *r, const uint64_t *shape, int n
 static int quant_file(qs_apply *a, const char *in, const char *out)
 {
     qs_err e = {{0}};
-    int fd = open(in, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return qs_cli_error(QS_EXIT_ERR, "%s: %s", in, strerror(errno));
+    int fd = qs_open_regular(in, &e);   /* the file may have become a FIFO since the caller's stat */
+    if (fd < 0) return qs_cli_err(QS_EXIT_ERR, &e);
     struct stat st;
     if (fstat(fd, &st) || st.st_size == 0) { close(fd); return qs_cli_error(QS_EXIT_ERR, "%s: empty or unreadable file", in); }
     qs_container c = {0};

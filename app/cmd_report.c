@@ -305,6 +305,61 @@ static void report_progress(int tty, const char *fmt, ...)
     fflush(stderr);
 }
 
+/* The tensors to report on, copied out of the list (names and their statistics line) so that no
+** SELECT is still reading when the analyses write.  QS_EXIT_OK, or the exit code after the message
+** (the names copied so far stay in the arrays, *n counting them). */
+static int tensor_todo(const qs_tensor_item *tl, size_t ntl, char ***tnames_out, char ***tlines_out, size_t *n)
+{
+    char **tnames = NULL, **tlines = NULL;
+    size_t ntodo = 0, captodo = 0;
+    int rc = QS_EXIT_OK;
+    for (size_t li = 0; li < ntl; li++) {
+        char line[256];
+        const qs_tensor_item *x = &tl[li];
+        /* no statistics prints as 0 */
+        snprintf(line, sizeof line, "mean %.3g, std %.3g, absmax %.4g, kurtosis %.3g, outliers (6σ) %.3g%%",
+                 isnan(x->mean) ? 0 : x->mean, isnan(x->std) ? 0 : x->std, isnan(x->absmax) ? 0 : x->absmax,
+                 isnan(x->kurtosis) ? 0 : x->kurtosis, 100 * (isnan(x->outlier_frac) ? 0 : x->outlier_frac));
+        if (ntodo == captodo) {
+            captodo = captodo ? 2 * captodo : 64;
+            char **a = realloc(tnames, captodo * sizeof *a), **b = a ? realloc(tlines, captodo * sizeof *b) : NULL;
+            if (a) tnames = a;
+            if (b) tlines = b;
+            if (!a || !b) { rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); break; }
+        }
+        tnames[ntodo] = strdup(x->name);
+        tlines[ntodo] = strdup(line);
+        if (!tnames[ntodo] || !tlines[ntodo]) { free(tnames[ntodo]); free(tlines[ntodo]); rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); break; }
+        ntodo++;
+    }
+    *tnames_out = tnames;
+    *tlines_out = tlines;
+    *n = ntodo;
+    return rc;
+}
+
+/* One tensor's rows ranked by effective bits, the Pareto front marked and each row's main error
+** source named (takes rows). */
+static json_t *ranked(json_t *rows)
+{
+    size_t nr = json_array_size(rows);
+    json_t **v = calloc(nr ? nr : 1, sizeof *v);
+    for (size_t k = 0; k < nr; k++) v[k] = json_incref(json_array_get(rows, k));
+    qsort(v, nr, sizeof *v, by_effbits);
+    json_t *sorted = json_array();
+    for (size_t k = 0; k < nr; k++) json_array_append_new(sorted, v[k]);
+    free(v);
+    json_decref(rows);
+    mark_pareto(sorted);
+    size_t ri;
+    json_t *rr;
+    json_array_foreach(sorted, ri, rr) {
+        char src[256];
+        json_object_set_new(rr, "main_error_source", json_string(error_source(json_object_get(rr, "metrics"), src, sizeof src)));
+    }
+    return sorted;
+}
+
 int qs_cmd_report(qs_cli *cli, int argc, char **argv)
 {
     static const struct option lo[] = {QS_QUANT_LONGOPTS, {"output", required_argument, 0, 'o'},
@@ -363,26 +418,8 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
     ** (its snapshot would be stale once another process commits; see qs_db_begin).  Names are kept
     ** as bytes: a name that is not UTF-8 must not drop out of the report. */
     char **tnames = NULL, **tlines = NULL;
-    size_t ntodo = 0, captodo = 0;
-    for (size_t li = 0; li < ntl; li++) {
-        char line[256];
-        const qs_tensor_item *x = &tl[li];
-        /* no statistics prints as 0 */
-        snprintf(line, sizeof line, "mean %.3g, std %.3g, absmax %.4g, kurtosis %.3g, outliers (6σ) %.3g%%",
-                 isnan(x->mean) ? 0 : x->mean, isnan(x->std) ? 0 : x->std, isnan(x->absmax) ? 0 : x->absmax,
-                 isnan(x->kurtosis) ? 0 : x->kurtosis, 100 * (isnan(x->outlier_frac) ? 0 : x->outlier_frac));
-        if (ntodo == captodo) {
-            captodo = captodo ? 2 * captodo : 64;
-            char **a = realloc(tnames, captodo * sizeof *a), **b = a ? realloc(tlines, captodo * sizeof *b) : NULL;
-            if (a) tnames = a;
-            if (b) tlines = b;
-            if (!a || !b) { rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); break; }
-        }
-        tnames[ntodo] = strdup(x->name);
-        tlines[ntodo] = strdup(line);
-        if (!tnames[ntodo] || !tlines[ntodo]) { free(tnames[ntodo]); free(tlines[ntodo]); rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); break; }
-        ntodo++;
-    }
+    size_t ntodo = 0;
+    rc = tensor_todo(tl, ntl, &tnames, &tlines, &ntodo);
     qs_tensor_items_free(tl, ntl);
     /* under mpirun the analyses are spread over the ranks first (rank 0 stores them all), and the
     ** report below finds every one stored; the other ranks' part ends there */
@@ -415,22 +452,7 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
         }
         qs_value_cache_clear(&vcache);
         if (rc != QS_EXIT_OK) { json_decref(rows); qs_tensor_rec_free(&t); break; }
-        /* rank by effective bits, mark the front */
-        size_t nr = json_array_size(rows);
-        json_t **v = calloc(nr ? nr : 1, sizeof *v);
-        for (size_t k = 0; k < nr; k++) v[k] = json_incref(json_array_get(rows, k));
-        qsort(v, nr, sizeof *v, by_effbits);
-        json_t *sorted = json_array();
-        for (size_t k = 0; k < nr; k++) json_array_append_new(sorted, v[k]);
-        free(v);
-        json_decref(rows);
-        mark_pareto(sorted);
-        size_t ri;
-        json_t *rr;
-        json_array_foreach(sorted, ri, rr) {
-            char src[256];
-            json_object_set_new(rr, "main_error_source", json_string(error_source(json_object_get(rr, "metrics"), src, sizeof src)));
-        }
+        json_t *sorted = ranked(rows);
         json_t *tj = json_pack("{s:s,s:s,s:s,s:s,s:o,s:[]}", "hash", t.hash, "dtype", qs_dtype_get(t.dtype)->name,
                                "shape_str", shs, "stats_line", line, "results", sorted, "plots");
         qs_json_set_text(tj, "name", t.name);

@@ -54,8 +54,9 @@ const qs_command qs_commands[] = {
      "  --json         one JSON object",
      qs_cmd_show, NULL, NULL, 0},
     {"rm", "TENSOR...", "remove tensors from the database",
-     "Removes the named tensors (glob patterns allowed) and their embedded data and statistics.\n"
-     "Referenced files are never touched.", qs_cmd_rm, NULL, NULL, 0},
+     "Removes the named tensors and their embedded data and statistics.  Each TENSOR is the tensor\n"
+     "of that exact name when there is one, else a glob (so `rm 'w[0]'` removes `w[0]`, not `w0`);\n"
+     "all are resolved before anything is removed.  Referenced files are never touched.", qs_cmd_rm, NULL, NULL, 0},
     {"gen", "KIND [--n N | --shape RxC] [--seed S] [--name NAME | -o FILE.npy] [...]",
      "generate a synthetic tensor",
      "Generates a deterministic synthetic tensor (same seed, same bits) and either stores it in\n"

@@ -149,11 +149,10 @@ static int distinct_ids(const int64_t *ids, size_t n, const char *path, qs_err *
 int qs_import_file(qs_db *db, const char *path, const qs_import_opts *o, json_t *report, qs_err *e)
 {
     int rc = -1;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return qs_fail(e, "%s: %s", path, strerror(errno));
+    int fd = qs_open_regular(path, e);   /* a FIFO would block a plain open */
+    if (fd < 0) return -1;
     struct stat st;
     if (fstat(fd, &st)) { close(fd); return qs_fail(e, "%s: %s", path, strerror(errno)); }
-    if (!S_ISREG(st.st_mode)) { close(fd); return qs_fail(e, "%s: not a regular file", path); }
     size_t len = (size_t)st.st_size;
     if (len == 0) { close(fd); return qs_fail(e, "%s: empty file (at byte 0)", path); }
 

@@ -78,6 +78,66 @@ static int meta_kv(void *ctx, const char *key, uint32_t type, qs_gguf_rd *r, con
     return 1;
 }
 
+/* The header: magic, a version we read (2 or 3, little-endian), and tensor and key/value counts the
+** remaining bytes can hold. */
+static int gguf_header(qs_gguf_rd *r, uint64_t *ntens, uint64_t *nkv)
+{
+    if (r->len < 4 || memcmp(r->b, "GGUF", 4) != 0) {
+        qs_fail(r->e, "bad magic: not a GGUF file (at byte 0)");
+        return -1;
+    }
+    r->pos = 4;
+    uint32_t ver;
+    if (qs_gguf_u32(r, &ver, "header")) return -1;
+    if ((ver & 0xFFFF) == 0) {   /* ggml's own test: a big-endian writer's 3 reads as 0x03000000 */
+        qs_fail(r->e, "big-endian GGUF file (version field 0x%08x) is not supported (at byte 4)", ver);
+        return -1;
+    }
+    if (ver == 1) {
+        qs_fail(r->e, "GGUF version 1 (32-bit counts) is not supported (at byte 4)");
+        return -1;
+    }
+    if (ver != 2 && ver != 3) {
+        qs_fail(r->e, "unsupported GGUF version %u (at byte 4)", ver);
+        return -1;
+    }
+    if (qs_gguf_u64(r, ntens, "header") || qs_gguf_u64(r, nkv, "header")) return -1;
+    size_t left = r->len - r->pos;
+    if (*ntens > left / GGUF_MIN_TINFO) {
+        qs_fail(r->e, "tensor_count %llu is impossible: each tensor info needs at least %d bytes and only %zu remain "
+                "(at byte 8)", (unsigned long long)*ntens, GGUF_MIN_TINFO, left);
+        return -1;
+    }
+    if (*nkv > left / GGUF_MIN_KV) {
+        qs_fail(r->e, "metadata_kv_count %llu is impossible: each KV needs at least %d bytes and only %zu remain "
+                "(at byte 16)", (unsigned long long)*nkv, GGUF_MIN_KV, left);
+        return -1;
+    }
+    if (*nkv * GGUF_MIN_KV > left - *ntens * GGUF_MIN_TINFO) {   /* no overflow: each term <= left */
+        qs_fail(r->e, "tensor_count %llu and metadata_kv_count %llu are impossible together: they need at least "
+                "%llu bytes and only %zu remain (at byte 8)", (unsigned long long)*ntens, (unsigned long long)*nkv,
+                (unsigned long long)(*ntens * GGUF_MIN_TINFO + *nkv * GGUF_MIN_KV), left);
+        return -1;
+    }
+    return 0;
+}
+
+/* Tensor data starts at the end of the tensor infos (at byte end), rounded up to the alignment: each
+** tensor's relative offset made absolute, once its bytes are known to lie inside the file. */
+static int place_data(qs_container *c, uint64_t end, uint32_t align, size_t len, const size_t *info_at, qs_err *e)
+{
+    uint64_t data = (end + align - 1) / align * align;
+    for (size_t i = 0; i < c->n; i++) {
+        qs_tdesc *t = &c->t[i];
+        if (data > len || t->offset > len - data || t->nbytes > len - data - t->offset)
+            return qs_fail(e, "tensor '%.*s': data (%llu bytes at offset %llu of the data section, which starts at %llu) "
+                           "runs past the end of the file (%zu bytes) (at byte %zu)", QS_CLIP(t->name, 80), (unsigned long long)t->nbytes,
+                           (unsigned long long)t->offset, (unsigned long long)data, len, info_at[i]);
+        t->offset += data;
+    }
+    return 0;
+}
+
 int qs_parse_gguf(const uint8_t *buf, size_t len, const qs_parse_opts *o, qs_container *c, qs_err *e)
 {
     (void)o;   /* reinterpretation applies to npy words only */
@@ -90,44 +150,8 @@ int qs_parse_gguf(const uint8_t *buf, size_t len, const qs_parse_opts *o, qs_con
     memset(c, 0, sizeof *c);
     strcpy(c->kind, "gguf");
 
-    if (len < 4 || memcmp(buf, "GGUF", 4) != 0) {
-        qs_fail(e, "bad magic: not a GGUF file (at byte 0)");
-        goto fail;
-    }
-    r.pos = 4;
-    uint32_t ver;
     uint64_t ntens, nkv;
-    if (qs_gguf_u32(&r, &ver, "header")) goto fail;
-    if ((ver & 0xFFFF) == 0) {   /* ggml's own test: a big-endian writer's 3 reads as 0x03000000 */
-        qs_fail(e, "big-endian GGUF file (version field 0x%08x) is not supported (at byte 4)", ver);
-        goto fail;
-    }
-    if (ver == 1) {
-        qs_fail(e, "GGUF version 1 (32-bit counts) is not supported (at byte 4)");
-        goto fail;
-    }
-    if (ver != 2 && ver != 3) {
-        qs_fail(e, "unsupported GGUF version %u (at byte 4)", ver);
-        goto fail;
-    }
-    if (qs_gguf_u64(&r, &ntens, "header") || qs_gguf_u64(&r, &nkv, "header")) goto fail;
-    size_t left = len - r.pos;
-    if (ntens > left / GGUF_MIN_TINFO) {
-        qs_fail(e, "tensor_count %llu is impossible: each tensor info needs at least %d bytes and only %zu remain "
-                "(at byte 8)", (unsigned long long)ntens, GGUF_MIN_TINFO, left);
-        goto fail;
-    }
-    if (nkv > left / GGUF_MIN_KV) {
-        qs_fail(e, "metadata_kv_count %llu is impossible: each KV needs at least %d bytes and only %zu remain "
-                "(at byte 16)", (unsigned long long)nkv, GGUF_MIN_KV, left);
-        goto fail;
-    }
-    if (nkv * GGUF_MIN_KV > left - ntens * GGUF_MIN_TINFO) {   /* no overflow: each term <= left */
-        qs_fail(e, "tensor_count %llu and metadata_kv_count %llu are impossible together: they need at least "
-                "%llu bytes and only %zu remain (at byte 8)", (unsigned long long)ntens, (unsigned long long)nkv,
-                (unsigned long long)(ntens * GGUF_MIN_TINFO + nkv * GGUF_MIN_KV), left);
-        goto fail;
-    }
+    if (gguf_header(&r, &ntens, &nkv)) goto fail;
 
     if (!(meta = json_object()) || !(names = json_object())) { qs_fail(e, "out of memory"); goto fail; }
     meta_ctx mc = {meta, GGUF_DEFAULT_ALIGN};
@@ -220,18 +244,7 @@ int qs_parse_gguf(const uint8_t *buf, size_t len, const qs_parse_opts *o, qs_con
         qs_container_warn(c, "%llu more tensors of types qscope does not decode: skipped",
                           (unsigned long long)(nskip - GGUF_MAX_SKIP_WARN))) { qs_fail(e, "out of memory"); goto fail; }
 
-    /* Tensor data starts at the end of the tensor infos, rounded up to the alignment. */
-    uint64_t data = ((uint64_t)r.pos + align - 1) / align * align;
-    for (size_t i = 0; i < c->n; i++) {
-        qs_tdesc *t = &c->t[i];
-        if (data > len || t->offset > len - data || t->nbytes > len - data - t->offset) {
-            qs_fail(e, "tensor '%.*s': data (%llu bytes at offset %llu of the data section, which starts at %llu) "
-                    "runs past the end of the file (%zu bytes) (at byte %zu)", QS_CLIP(t->name, 80), (unsigned long long)t->nbytes,
-                    (unsigned long long)t->offset, (unsigned long long)data, len, info_at[i]);
-            goto fail;
-        }
-        t->offset += data;
-    }
+    if (place_data(c, (uint64_t)r.pos, align, len, info_at, e)) goto fail;
 
     if (nkv && !(c->meta_json = json_dumps(meta, JSON_COMPACT))) { qs_fail(e, "out of memory"); goto fail; }
     free(info_at);

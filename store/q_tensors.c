@@ -138,6 +138,19 @@ int qs_tensor_delete_glob(qs_db *db, const char *glob, int *removed, qs_err *e)
     return 0;
 }
 
+int qs_tensor_delete_name(qs_db *db, const char *name, int *removed, qs_err *e)
+{
+    *removed = 0;
+    sqlite3_stmt *st = qs_db_prepare(db, "DELETE FROM tensor WHERE name = ?", e);
+    if (!st) return -1;
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) return qs_fail(e, "%s", sqlite3_errmsg(db->h));
+    *removed = sqlite3_changes(db->h);
+    return 0;
+}
+
 int qs_tensor_chunks_delete(qs_db *db, int64_t tensor_id, qs_err *e)
 {
     return exec_id(db, "DELETE FROM tensor_chunk WHERE tensor_id=?", tensor_id, "chunk delete", e);

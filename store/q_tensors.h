@@ -47,6 +47,8 @@ int qs_tensor_count(qs_db *db, const char *glob, int64_t *n, qs_err *e);
 /* Writes; the caller holds the transaction. */
 /* Delete the tensors matching the GLOB pattern; *removed = how many. */
 int qs_tensor_delete_glob(qs_db *db, const char *glob, int *removed, qs_err *e);
+/* Delete the tensor of exactly that name (`rm` resolves its arguments with tensor_names.h first). */
+int qs_tensor_delete_name(qs_db *db, const char *name, int *removed, qs_err *e);
 /* Delete a tensor's embedded chunks (it becomes a reference again). */
 int qs_tensor_chunks_delete(qs_db *db, int64_t tensor_id, qs_err *e);
 /* The id of the source row of that path, 0 when there is none. */

@@ -4,6 +4,7 @@
 ** IMMEDIATE transaction that is rolled back on any error.
 */
 #include "rl_log.h"
+#include "container.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -308,10 +309,10 @@ int qs_rl_import(qs_db *db, const char *path, const qs_rl_import_opts *o, qs_rl_
     else default_run_name(path, res->run, sizeof res->run);
     if (!res->run[0]) return qs_fail(e, "%s: empty run name", path);
 
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return qs_fail(e, "%s: cannot open: %s", path, strerror(errno));
+    int fd = qs_open_regular(path, e);   /* a FIFO would block a plain open */
+    if (fd < 0) return -1;
     struct stat sb;
-    if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) { close(fd); return qs_fail(e, "%s: not a regular file", path); }
+    if (fstat(fd, &sb)) { close(fd); return qs_fail(e, "%s: not a regular file", path); }
     size_t n = (size_t)sb.st_size;
     const char *data = "";
     void *map = NULL;

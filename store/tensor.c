@@ -530,12 +530,14 @@ qs_treader *qs_treader_open(qs_db *db, const qs_tensor_rec *t, qs_err *e)
         return r;
     }
     pthread_once(&g_bus_once, bus_install);
-    int fd = open(t->source_path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO put in the file's place would otherwise block the open (it fails as changed) */
+    int fd = open(t->source_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) { stale_gone(t, errno, e); goto fail; }
     r->fd = fd;
     struct stat st;
     char diff[128];
     if (fstat(fd, &st)) { stale_gone(t, errno, e); goto fail; }
+    if (!S_ISREG(st.st_mode)) { stale_changed(t, "file type", "since it was imported", e); goto fail; }
     ident_diff(t, &st, diff, sizeof diff);
     if (diff[0]) { stale_changed(t, diff, "since it was imported", e); goto fail; }
     r->ident = st;

@@ -215,4 +215,15 @@ cp_=$(printf 'c%.0s' $(seq 1 300))
 ok "llm capture with a 300-byte --prefix" $QS llm capture --model "$FIX/llm/tiny.gguf" --tokens 4 --prefix "$cp_"
 check "every captured tensor has its own whole name" \
   "[ \$(sqlite3 $QSCOPE_DB \"SELECT count(*) FROM tensor WHERE name LIKE '$cp_:blk.%'\") -ge 2 ] && [ \$(sqlite3 $QSCOPE_DB \"SELECT count(*) FROM tensor WHERE name LIKE '$cp_:blk.%'\") = \$(grep -c \"^$cp_:blk\" $T/out) ]"
+# ---- a FIFO (or one put in place of a referenced file) is refused at once, never waited on
+mkfifo "$T/fifo.npy" "$T/fifo.csv"
+h0=$(dbdump)
+refuses "import of a FIFO is refused, not blocked on" 1 "fifo.npy: not a regular file" timeout 10 $QS import "$T/fifo.npy"
+check "...in one line, database unchanged" "[ \$(wc -l < $T/err) -eq 1 ] && [ \"\$(dbdump)\" = \"$h0\" ]"
+refuses "import-log of a FIFO is refused, not blocked on" 1 "fifo.csv: not a regular file" timeout 10 $QS import-log "$T/fifo.csv"
+check "...in one line" "[ \$(wc -l < $T/err) -eq 1 ]"
+$QS gen gaussian --n 64 -o "$T/refd.npy" >/dev/null 2>&1 && $QS import --prefix refd "$T/refd.npy" >/dev/null 2>&1
+rm -f "$T/refd.npy" && mkfifo "$T/refd.npy"
+refuses "a referenced file replaced by a FIFO is a stale reference, not a hang" 1 "refd.npy: stale reference" \
+  timeout 10 $QS quant -f int8 refd --name refd-q
 done_testing

@@ -66,6 +66,18 @@ ok "embedded copy survives its file going away" bash -c "rm $T/d/w.npy && $QS ls
 ok "rm removes tensors" $QS rm w2
 ok "check is clean again (after removing the broken refs)" bash -c "$QS rm w wf >/dev/null; $QS check"
 
+# rm takes the exact name first, a glob only when no tensor has that name
+QR=("$QS" --db "$T/rm.db")
+for n in 'w[0]' w0 w1; do "${QR[@]}" gen gaussian --n 64 --name "$n" >/dev/null 2>&1; done
+rmnames() { "${QR[@]}" ls --json | python3 -c 'import json,sys; print(" ".join(t["name"] for t in json.load(sys.stdin)))'; }
+ok "rm 'w[0]' succeeds" "${QR[@]}" rm 'w[0]'
+check "...and removes w[0] alone (not the w0 its glob would match)" '[ "$(rmnames)" = "w0 w1" ]'
+ok "rm of a name no tensor has is a glob" "${QR[@]}" rm 'w[01]'
+check "...removing what it matches" '[ -z "$(rmnames)" ]'
+for n in w0 w1; do "${QR[@]}" gen gaussian --n 64 --name "$n" >/dev/null 2>&1; done
+ok "rm of a glob and a name it covers: each resolved first, each removed once" "${QR[@]}" rm 'w*' w0
+check "...counted once" "grep -qx 'removed 2 tensor(s)' $T/out && [ -z \"\$(rmnames)\" ]"
+
 # names are data, not SQL
 cp "$T/d/sub/h.npy" "$T/evil.npy"
 ok "a tensor named like an SQL injection is just a name" $QS import --prefix "x'); DROP TABLE tensor;--" "$T/evil.npy"
