@@ -360,6 +360,22 @@ static json_t *ranked(json_t *rows)
     return sorted;
 }
 
+/* The report document written to path in its kind (md, html, csv, json); errors in the writers'
+** one wording. */
+static int write_report(const char *path, const char *kind, const char *dir, json_t *doc, qs_err *e)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) return qs_write_fail(e, path, errno);
+    int wrc;
+    if (!strcmp(kind, "md")) wrc = write_md(f, doc, 0);
+    else if (!strcmp(kind, "html")) wrc = write_html(f, doc, dir);
+    else if (!strcmp(kind, "csv")) wrc = write_csv(f, doc);
+    else wrc = json_dumpf(doc, f, JSON_INDENT(2));   /* full precision: same numbers as analyze --json */
+    int werr = ferror(f) ? errno : 0;   /* the reason of a failed fwrite, before fclose may change it */
+    if (fclose(f) || wrc) return qs_write_fail(e, path, werr ? werr : errno);
+    return 0;
+}
+
 int qs_cmd_report(qs_cli *cli, int argc, char **argv)
 {
     static const struct option lo[] = {QS_QUANT_LONGOPTS, {"output", required_argument, 0, 'o'},
@@ -492,19 +508,7 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
     char path[4096];
     snprintf(path, sizeof path, "%s/report.%s", dir, kind);
     if (tty) fputs("\r\033[K", stderr);
-    FILE *f = fopen(path, "w");
-    if (!f) { qs_write_fail(&e, path, errno); rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
-    int wrc;
-    if (!strcmp(kind, "md")) wrc = write_md(f, doc, 0);
-    else if (!strcmp(kind, "html")) wrc = write_html(f, doc, dir);
-    else if (!strcmp(kind, "csv")) wrc = write_csv(f, doc);
-    else wrc = json_dumpf(doc, f, JSON_INDENT(2));   /* full precision: same numbers as analyze --json */
-    int werr = ferror(f) ? errno : 0;   /* the reason of a failed fwrite, before fclose may change it */
-    if (fclose(f) || wrc) {
-        qs_write_fail(&e, path, werr ? werr : errno);
-        rc = qs_cli_err(QS_EXIT_ERR, &e);
-        goto out;
-    }
+    if (write_report(path, kind, dir, doc, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
     printf("%s\n", qs_esc(path));
     fprintf(stderr, "qscope: report on %d tensor(s) x %d format(s) written to %s\n", nt, na, qs_esc(path));
 out:
