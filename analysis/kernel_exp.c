@@ -3,6 +3,7 @@
 #include "kernel_exp.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +13,7 @@
 #include "results.h"
 #include "../kernels/msd.h"
 #include "../store/json_out.h"
+#include "../store/tensor.h"
 
 char *qs_kx_canon(json_t *j) { return json_dumps(j, JSON_SORT_KEYS | JSON_COMPACT | JSON_REAL_PRECISION(17)); }
 
@@ -595,4 +597,33 @@ out:
     free(X); free(W); free(Wq); free(Y); free(Yr); free(Yw); free(list);
     json_decref(rows); json_decref(ser);
     return out;
+}
+
+/* Read a stored tensor as a rows x cols float matrix (rows = product of the leading dims) for a
+** kernel experiment (cmd names it in messages); hash = its content hash.  Every element must be
+** finite. */
+int qs_kx_load_tensor(qs_db *db, const char *cmd, const char *name, uint64_t max_cols, uint64_t *rows, uint64_t *cols,
+                      char hash[33], float **x, qs_err *e)
+{
+    qs_tensor_rec t;
+    *x = NULL;
+    if (qs_tensor_get(db, name, &t, e)) return -1;
+    qs_tensor_matrix_view(t.shape, t.ndim, rows, cols);
+    if (*cols > max_cols || *rows * *cols > (1u << 26)) {
+        qs_tensor_rec_free(&t);
+        return qs_fail(e, "%s: %llux%llu is too large for %s (at most %llu columns and 2^26 values)", name,
+                       (unsigned long long)*rows, (unsigned long long)*cols, cmd, (unsigned long long)max_cols);
+    }
+    float *buf = malloc(*rows * *cols * sizeof(float) + 4);
+    qs_treader *r = buf ? qs_treader_open(db, &t, e) : NULL;
+    int rc = !r || qs_treader_read_f32(r, 0, *rows * *cols, buf, e) || qs_treader_verify(r, e);
+    qs_treader_close(r);
+    if (!buf) qs_fail(e, "out of memory");
+    for (uint64_t i = 0; !rc && i < *rows * *cols; i++)
+        if (!isfinite(buf[i])) { rc = 1; qs_fail(e, "%s: element %llu is not finite", name, (unsigned long long)i); }
+    snprintf(hash, 33, "%s", t.hash);
+    qs_tensor_rec_free(&t);
+    if (rc) { free(buf); return -1; }
+    *x = buf;
+    return 0;
 }

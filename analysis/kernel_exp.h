@@ -80,4 +80,10 @@ int qs_kx_store(qs_db *db, const char *hash, const char *kind, const char *forma
 ** `format` column names one format of the many an experiment covers; this names the experiment. */
 void qs_kx_label(const char *kind, const char *options, const char *data, char *buf, size_t cap);
 
+/* A stored tensor as a rows x cols float matrix for a kernel experiment (at most max_cols columns
+** and 2^26 values, every element finite); hash = its content hash.  cmd names the command in
+** messages. */
+int qs_kx_load_tensor(qs_db *db, const char *cmd, const char *name, uint64_t max_cols, uint64_t *rows, uint64_t *cols,
+                      char hash[33], float **x, qs_err *e);
+
 #endif

@@ -59,10 +59,12 @@ static int stored_inputs(qs_cli *cli, qs_kx_attn *o, const char *tq, const char 
     qs_db *db = qs_cli_open_db(cli);
     if (!db) return QS_EXIT_ERR;
     uint64_t rq, cq, rk, ck, rv = 0, cv = 0;
-    int rc = qs_kx_load_tensor(db, "attn", tq, 65536, &rq, &cq, hq, qin);
-    if (!rc) rc = qs_kx_load_tensor(db, "attn", tk, 65536, &rk, &ck, hk, kin);
-    if (!rc && tv) rc = qs_kx_load_tensor(db, "attn", tv, 65536, &rv, &cv, hv, vin);
+    qs_err le = {{0}};
+    int rc = qs_kx_load_tensor(db, "attn", tq, 65536, &rq, &cq, hq, qin, &le);
+    if (!rc) rc = qs_kx_load_tensor(db, "attn", tk, 65536, &rk, &ck, hk, kin, &le);
+    if (!rc && tv) rc = qs_kx_load_tensor(db, "attn", tv, 65536, &rv, &cv, hv, vin, &le);
     qs_db_close(db);
+    if (rc) rc = qs_cli_err(QS_EXIT_ERR, &le);
     if (!rc && (cq != ck || rq % o->s.H || rk % o->s.Hkv || (tv && (rv != rk || (dv && cv != dv)))))
         rc = qs_cli_error(QS_EXIT_ERR, "attn: stored shapes do not fit: Q %llux%llu, K %llux%llu%s with H=%zu Hkv=%zu",
                           (unsigned long long)rq, (unsigned long long)cq, (unsigned long long)rk, (unsigned long long)ck,

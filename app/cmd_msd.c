@@ -106,34 +106,6 @@ static void print_msd(qs_cli *cli, json_t *d, json_t *models)
     }
 }
 
-/* Read a stored tensor as a rows x cols float matrix (rows = product of the leading dims); hash =
-** its content hash.  Returns 0 or the exit code after printing the error. */
-int qs_kx_load_tensor(qs_db *db, const char *cmd, const char *name, uint64_t max_cols, uint64_t *rows, uint64_t *cols,
-                      char hash[33], float **x)
-{
-    qs_tensor_rec t;
-    qs_err e = {{0}};
-    *x = NULL;
-    if (qs_tensor_get(db, name, &t, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
-    qs_tensor_matrix_view(t.shape, t.ndim, rows, cols);
-    if (*cols > max_cols || *rows * *cols > (1u << 26)) {
-        qs_tensor_rec_free(&t);
-        return qs_cli_error(QS_EXIT_ERR, "%s: %llux%llu is too large for %s (at most %llu columns and 2^26 values)", name,
-                            (unsigned long long)*rows, (unsigned long long)*cols, cmd, (unsigned long long)max_cols);
-    }
-    float *buf = malloc(*rows * *cols * sizeof(float) + 4);
-    qs_treader *r = buf ? qs_treader_open(db, &t, &e) : NULL;
-    int rc = !r || qs_treader_read_f32(r, 0, *rows * *cols, buf, &e) || qs_treader_verify(r, &e);
-    qs_treader_close(r);
-    if (!buf) snprintf(e.msg, sizeof e.msg, "out of memory");
-    for (uint64_t i = 0; !rc && i < *rows * *cols; i++)
-        if (!isfinite(buf[i])) { rc = 1; snprintf(e.msg, sizeof e.msg, "%s: element %llu is not finite", name, (unsigned long long)i); }
-    snprintf(hash, 33, "%s", t.hash);
-    qs_tensor_rec_free(&t);
-    if (rc) { free(buf); return qs_cli_err(QS_EXIT_ERR, &e); }
-    *x = buf;
-    return 0;
-}
 
 int qs_cmd_msd(qs_cli *cli, int argc, char **argv)
 {
@@ -228,8 +200,11 @@ int qs_cmd_msd(qs_cli *cli, int argc, char **argv)
         db = qs_cli_open_db(cli);
         if (!db) return QS_EXIT_ERR;
         uint64_t rows, cols;
-        int rc = qs_kx_load_tensor(db, "msd", tensor, QS_KX_MAX_K, &rows, &cols, hash, &xin);
-        if (rc) { qs_db_close(db); return rc; }
+        qs_err le = {{0}};
+        if (qs_kx_load_tensor(db, "msd", tensor, QS_KX_MAX_K, &rows, &cols, hash, &xin, &le)) {
+            qs_db_close(db);
+            return qs_cli_err(QS_EXIT_ERR, &le);
+        }
         o.M = rows; o.K = cols; o.x_in = xin;
         spec = json_pack("{s:o,s:s}", "tensor", qs_json_text(tensor), "hash", hash);
     } else {

@@ -87,9 +87,10 @@ int qs_cmd_resq(qs_cli *cli, int argc, char **argv)
         qs_db *db = qs_cli_open_db(cli);
         if (!db) return QS_EXIT_ERR;
         uint64_t rows, cols;
-        int rc = qs_kx_load_tensor(db, "resq", tensor, 1u << 20, &rows, &cols, hash, &xin);
+        qs_err le = {{0}};
+        int rc = qs_kx_load_tensor(db, "resq", tensor, 1u << 20, &rows, &cols, hash, &xin, &le);
         qs_db_close(db);
-        if (rc) return rc;
+        if (rc) return qs_cli_err(QS_EXIT_ERR, &le);
         o.m = rows; o.d = cols; o.x_in = xin;
         spec = json_pack("{s:o,s:s,s:I,s:I}", "tensor", qs_json_text(tensor), "hash", hash, "n", (json_int_t)o.n, "seed", (json_int_t)o.seed);
     } else {

@@ -12,8 +12,5 @@ int qs_cmd_msd(qs_cli *cli, int argc, char **argv);
 int qs_cmd_attn(qs_cli *cli, int argc, char **argv);
 int qs_cmd_resq(qs_cli *cli, int argc, char **argv);
 int qs_bench_kernels(qs_cli *cli, int quick, int json, int score);
-/* A stored tensor as a rows x cols float matrix (app/cmd_msd.c); 0 or an exit code (error printed). */
-int qs_kx_load_tensor(qs_db *db, const char *cmd, const char *name, uint64_t max_cols, uint64_t *rows, uint64_t *cols,
-                      char hash[33], float **x);
 
 #endif

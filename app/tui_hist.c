@@ -11,7 +11,7 @@
 
 #include "cli.h"
 #include "tui_view.h"
-#include "value_hist.h"
+#include "../analysis/plot_fly.h"
 #include "../analysis/plot.h"
 
 typedef struct hist_view {
