@@ -12,12 +12,6 @@
 #include "../kernels/qs_version.h"
 #include "../store/text_escape.h"
 
-static double jd(json_t *o, const char *k)
-{
-    json_t *v = json_object_get(o, k);
-    return json_is_number(v) ? json_number_value(v) : NAN;
-}
-
 static void read_hist(json_t *h, qs_klhist *out)
 {
     memset(out, 0, sizeof *out);
@@ -79,7 +73,7 @@ int qs_evruns_load(qs_db *db, qs_evrun **runs, size_t *n, qs_err *e)
             u->chunks = (int)json_integer_value(json_object_get(o, "chunks"));
             snprintf(u->score, sizeof u->score, "%s", json_string_value(json_object_get(o, "score")) ? json_string_value(json_object_get(o, "score")) : "?");
             snprintf(u->text, sizeof u->text, "text %.12s", json_string_value(json_object_get(o, "text")) ? json_string_value(json_object_get(o, "text")) : "?");
-            u->ppl = u->ppl_se = NAN;
+            for (int i = 0; i < QS_EVS_N; i++) u->ref[i] = NAN;
         }
         free(key);
         qs_evrun *u = &R[r];
@@ -98,8 +92,7 @@ int qs_evruns_load(qs_db *db, qs_evrun **runs, size_t *n, qs_err *e)
         }
         if (!strcmp(fmt, "reference")) {
             u->have_ref = 1;
-            u->ppl = jd(d, "ppl");
-            u->ppl_se = jd(d, "ppl_se");
+            qs_evstats_get(d, u->ref);
             u->scored = (size_t)json_integer_value(json_object_get(d, "scored"));
         } else {
             qs_evcfg *NC = realloc(u->cfg, (size_t)(u->ncfg + 1) * sizeof *NC);
@@ -112,18 +105,7 @@ int qs_evruns_load(qs_db *db, qs_evrun **runs, size_t *n, qs_err *e)
             json_t *w = json_object_get(nx, "weights");
             c->has_w = w && !(json_is_string(w) && !strcmp(json_string_value(w), "fp32"));
             c->scored = (size_t)json_integer_value(json_object_get(d, "scored"));
-            c->ppl = jd(d, "ppl");
-            c->ppl_se = jd(d, "ppl_se");
-            c->dppl = jd(d, "dppl_rel");
-            json_t *ci = json_object_get(d, "dppl_rel_ci95");
-            c->dppl_lo = json_is_number(json_array_get(ci, 0)) ? json_number_value(json_array_get(ci, 0)) : NAN;
-            c->dppl_hi = json_is_number(json_array_get(ci, 1)) ? json_number_value(json_array_get(ci, 1)) : NAN;
-            c->kl_mean = jd(d, "kl_mean");
-            c->kl_median = jd(d, "kl_median");
-            c->kl_p99 = jd(d, "kl_p99");
-            c->kl_max = jd(d, "kl_max");
-            c->top1 = jd(d, "top1_agree");
-            c->dp_rms = jd(d, "dp_rms");
+            qs_evstats_get(d, c->v);
             read_hist(json_object_get(d, "kl_hist"), &c->hist);
         }
         json_decref(o);
