@@ -93,17 +93,25 @@ double qs_evstat_value(const qs_eval_summary *s, int id)
     return v;
 }
 
+static void put(json_t *j, const qs_eval_summary *s, int i)
+{
+    const qs_evstat *r = &qs_evstats[i];
+    if (r->elem == 1)   /* an interval: [lo, hi] of this row and the next, null when not finite */
+        json_object_set_new(j, r->key, json_pack("[o,o]", qs_json_num(qs_evstat_value(s, i)), qs_json_num(qs_evstat_value(s, i + 1))));
+    else if (!r->elem)
+        qs_json_set_num(j, r->key, qs_evstat_value(s, i));
+}
+
 void qs_evstats_put(json_t *j, const qs_eval_summary *s, int ref)
 {
-    for (int i = 1; i < QS_EVS_N; i++) {
-        const qs_evstat *r = &qs_evstats[i];
-        if (!(r->flags & QS_EVS_REF) != !ref) continue;
-        if (r->elem == 1)   /* an interval: [lo, hi] of this row and the next, null when not finite */
-            json_object_set_new(j, r->key, json_pack("[o,o]", qs_json_num(qs_evstat_value(s, i)),
-                                                     qs_json_num(qs_evstat_value(s, i + 1))));
-        else if (!r->elem)
-            qs_json_set_num(j, r->key, qs_evstat_value(s, i));
-    }
+    for (int i = 1; i < QS_EVS_N; i++)
+        if (!(qs_evstats[i].flags & QS_EVS_REF) == !ref) put(j, s, i);
+}
+
+void qs_evstats_put_ids(json_t *j, const qs_eval_summary *s, const int *ids, int n)
+{
+    for (int k = 0; k < n; k++)
+        if (ids[k] > 0 && ids[k] < QS_EVS_N) put(j, s, ids[k]);
 }
 
 void qs_evstats_get(json_t *d, double v[QS_EVS_N])

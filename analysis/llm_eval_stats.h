@@ -76,6 +76,8 @@ extern const qs_evstat qs_evstats[QS_EVS_N];
 double qs_evstat_value(const qs_eval_summary *s, int id);
 /* Put every statistic flagged (ref: the QS_EVS_REF ones; else the others) into j, in table order. */
 void qs_evstats_put(json_t *j, const qs_eval_summary *s, int ref);
+/* Put statistics ids[0..n) into j in that order (an interval by its first half). */
+void qs_evstats_put_ids(json_t *j, const qs_eval_summary *s, const int *ids, int n);
 /* Read every statistic of stored data d into v (NAN when absent or null). */
 void qs_evstats_get(json_t *d, double v[QS_EVS_N]);
 /* The statistic shown as column col (from 1) of view, or 0 past the last column. */
