@@ -9,6 +9,7 @@
 #include <sqlite3.h>
 
 #include "llm_sens_store.h"
+#include "llm_eval_stats.h"
 #include "llm_results.h"
 #include "../kernels/qs_version.h"
 #include "../store/text_escape.h"
@@ -68,8 +69,8 @@ static void read_plan(qs_db *db, qs_sensrun *r, const char *opts, qs_err *e)
             json_t *ba = json_object_get(d, "bits_avg");
             r->plan_bits = json_is_object(ba) ? num(json_object_get(ba, "all")) : num(ba);
             json_t *m = json_object_get(d, "measured");
-            r->plan_kl = num(json_object_get(m, "kl_mean"));
-            r->plan_dppl = num(json_object_get(m, "dppl_rel"));
+            r->plan_kl = num(json_object_get(m, qs_evstats[QS_EVS_KL_MEAN].key));   /* written from that table */
+            r->plan_dppl = num(json_object_get(m, qs_evstats[QS_EVS_DPPL].key));
         }
         json_decref(d);
         json_decref(pj);

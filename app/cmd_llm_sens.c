@@ -419,7 +419,9 @@ static void print_text(const sens_run *r, const char *note, double secs)
                json_is_integer(st) && i + 1 == (size_t)json_integer_value(st) ? "   <- plan" : "");
     }
     if (json_is_integer(st)) {
-        json_t *m = json_object_get(plan, "measured"), *ba = json_object_get(plan, "bits_avg");
+        json_t *ba = json_object_get(plan, "bits_avg");
+        double m[QS_EVS_N];   /* the measured statistics (kMeasured) */
+        qs_evstats_get(json_object_get(plan, "measured"), m);
         char bw[32], bav[32];
         print_bits(bw, sizeof bw, json_object_get(ba, "weights"));
         print_bits(bav, sizeof bav, json_object_get(ba, "activations"));
@@ -427,8 +429,7 @@ static void print_text(const sens_run *r, const char *note, double secs)
                (long long)json_integer_value(st), bw, bav, json_number_value(json_object_get(ba, "all")));
         printf("plan verified by one evaluation: predicted KL %.5f (sum of isolated effects), measured KL %.5f±%.5f, "
                "dPPL %+.2f%%, same top %.2f%%\n", json_number_value(json_object_get(plan, "predicted_kl")),
-               json_number_value(json_object_get(m, "kl_mean")), json_number_value(json_object_get(m, "kl_se")),
-               100 * json_number_value(json_object_get(m, "dppl_rel")), 100 * json_number_value(json_object_get(m, "top1_agree")));
+               m[QS_EVS_KL_MEAN], m[QS_EVS_KL_SE], 100 * m[QS_EVS_DPPL], 100 * m[QS_EVS_TOP1]);
         printf("(isolated effects are not additive: predicted and measured KL differ)\n");
     } else
         printf("(give --kl-target X or --bits-budget B for a plan verified by one evaluation)\n");
