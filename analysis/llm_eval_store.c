@@ -6,17 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sqlite3.h>
 
 #include "llm_eval_store.h"
+#include "llm_results.h"
 #include "../kernels/qs_version.h"
 #include "../store/text_escape.h"
-
-static double jd(json_t *o, const char *k)
-{
-    json_t *v = json_object_get(o, k);
-    return json_is_number(v) ? json_number_value(v) : NAN;
-}
 
 static void read_hist(json_t *h, qs_klhist *out)
 {
@@ -36,106 +30,104 @@ void qs_evruns_free(qs_evrun *runs, size_t n)
     free(runs);
 }
 
+/* The runs read so far, and the grouping key of each (model hash and options without the numerics). */
+typedef struct evload {
+    qs_evrun *R;
+    char **keys;
+    size_t nr, cap;
+} evload;
+
+/* The run of key, a new one (from its options o) when there is none yet; NULL when out of memory. */
+static qs_evrun *run_of(evload *L, char *key, const char *hash, json_t *o)
+{
+    size_t r = 0;
+    while (r < L->nr && strcmp(L->keys[r], key)) r++;
+    if (r < L->nr) { free(key); return &L->R[r]; }
+    if (L->nr == L->cap) {
+        L->cap = L->cap ? 2 * L->cap : 8;
+        qs_evrun *NR = realloc(L->R, L->cap * sizeof *NR);
+        char **NK = NR ? realloc(L->keys, L->cap * sizeof *NK) : NULL;
+        if (NR) L->R = NR;
+        if (NK) L->keys = NK;
+        if (!NR || !NK) { free(key); return NULL; }
+    }
+    qs_evrun *u = &L->R[L->nr];
+    memset(u, 0, sizeof *u);
+    L->keys[L->nr++] = key;
+    snprintf(u->model_hash, sizeof u->model_hash, "%s", hash);
+    u->ctx = (int)json_integer_value(json_object_get(o, "ctx"));
+    u->chunks = (int)json_integer_value(json_object_get(o, "chunks"));
+    snprintf(u->score, sizeof u->score, "%s", json_string_value(json_object_get(o, "score")) ? json_string_value(json_object_get(o, "score")) : "?");
+    snprintf(u->text, sizeof u->text, "text %.12s", json_string_value(json_object_get(o, "text")) ? json_string_value(json_object_get(o, "text")) : "?");
+    for (int i = 0; i < QS_EVS_N; i++) u->ref[i] = NAN;
+    return u;
+}
+
+/* names, when the result carries them */
+static void read_names(qs_evrun *u, json_t *run)
+{
+    if (!json_is_object(run)) return;
+    const char *s;
+    /* cut, if at all, between characters: the names go on into titles and JSON */
+    if ((s = json_string_value(json_object_get(run, "model"))))
+        snprintf(u->model, sizeof u->model, "%.*s", (int)qs_utf8_prefix(s, sizeof u->model - 1), s);
+    if ((s = json_string_value(json_object_get(run, "text")))) {   /* the file's name: paths differ between machines */
+        const char *b = strrchr(s, '/');
+        s = b ? b + 1 : s;
+        snprintf(u->text, sizeof u->text, "%.*s", (int)qs_utf8_prefix(s, sizeof u->text - 1), s);
+    }
+    if ((s = json_string_value(json_object_get(run, "tensor_types")))) snprintf(u->wtypes, sizeof u->wtypes, "%s", s);
+}
+
+/* One stored variant into its run: the reference's statistics, or one more configuration. */
+static int add_row(void *ctx, const qs_llm_result_row *row, qs_err *e)
+{
+    evload *L = ctx;
+    json_t *o = row->opts, *d = row->data;
+    if (!o || !row->format) return 0;   /* not ours to judge here */
+    json_t *nx = json_incref(json_object_get(o, "numerics"));
+    json_object_del(o, "numerics");
+    char *ks = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS), *key = NULL;
+    if (ks && asprintf(&key, "%s %s", row->hash, ks) < 0) key = NULL;
+    free(ks);
+    qs_evrun *u = key ? run_of(L, key, row->hash, o) : NULL;
+    int rc = 0;
+    if (!u) { rc = qs_fail(e, "out of memory"); goto done; }
+    read_names(u, json_object_get(d, "run"));
+    if (!strcmp(row->format, "reference")) {
+        u->have_ref = 1;
+        qs_evstats_get(d, u->ref);
+        u->scored = (size_t)json_integer_value(json_object_get(d, "scored"));
+        goto done;
+    }
+    qs_evcfg *NC = realloc(u->cfg, (size_t)(u->ncfg + 1) * sizeof *NC);
+    if (!NC) { rc = qs_fail(e, "out of memory"); goto done; }
+    u->cfg = NC;
+    qs_evcfg *c = &u->cfg[u->ncfg++];
+    memset(c, 0, sizeof *c);
+    c->id = row->id;
+    snprintf(c->label, sizeof c->label, "%s", row->format);
+    json_t *w = json_object_get(nx, "weights");
+    c->has_w = w && !(json_is_string(w) && !strcmp(json_string_value(w), "fp32"));
+    c->scored = (size_t)json_integer_value(json_object_get(d, "scored"));
+    qs_evstats_get(d, c->v);
+    read_hist(json_object_get(d, "kl_hist"), &c->hist);
+done:
+    json_decref(nx);
+    return rc;
+}
+
 int qs_evruns_load(qs_db *db, qs_evrun **runs, size_t *n, qs_err *e)
 {
     *runs = NULL;
     *n = 0;
-    sqlite3_stmt *st = qs_db_prepare(db, "SELECT id, tensor_hash, format, options, data FROM result WHERE kind = 'llm_eval' "
-                                         "AND tool_version = ? ORDER BY id", e);
-    if (!st) return -1;
-    sqlite3_bind_text(st, 1, QS_VERSION, -1, SQLITE_STATIC);
-    qs_evrun *R = NULL;
-    char **keys = NULL;
-    size_t nr = 0, cap = 0;
-    int rc = 0;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        const char *hash = (const char *)sqlite3_column_text(st, 1), *fmt = (const char *)sqlite3_column_text(st, 2);
-        json_t *o = json_loads((const char *)sqlite3_column_text(st, 3), 0, NULL);
-        json_t *d = json_loads((const char *)sqlite3_column_text(st, 4), 0, NULL);
-        if (!o || !d || !hash || !fmt) { json_decref(o); json_decref(d); continue; }   /* not ours to judge here */
-        json_t *nx = json_incref(json_object_get(o, "numerics"));
-        json_object_del(o, "numerics");
-        char *ks = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS), *key = NULL;
-        if (ks && asprintf(&key, "%s %s", hash, ks) < 0) key = NULL;
-        free(ks);
-        size_t r = 0;
-        while (r < nr && key && strcmp(keys[r], key)) r++;
-        if (!key) { rc = qs_fail(e, "out of memory"); json_decref(o); json_decref(d); json_decref(nx); break; }
-        if (r == nr) {
-            if (nr == cap) {
-                cap = cap ? 2 * cap : 8;
-                qs_evrun *NR = realloc(R, cap * sizeof *NR);
-                char **NK = NR ? realloc(keys, cap * sizeof *NK) : NULL;
-                if (NR) R = NR;
-                if (NK) keys = NK;
-                if (!NR || !NK) { rc = qs_fail(e, "out of memory"); free(key); json_decref(o); json_decref(d); json_decref(nx); break; }
-            }
-            memset(&R[nr], 0, sizeof R[nr]);
-            keys[nr] = key;
-            key = NULL;
-            qs_evrun *u = &R[nr++];
-            snprintf(u->model_hash, sizeof u->model_hash, "%s", hash);
-            u->ctx = (int)json_integer_value(json_object_get(o, "ctx"));
-            u->chunks = (int)json_integer_value(json_object_get(o, "chunks"));
-            snprintf(u->score, sizeof u->score, "%s", json_string_value(json_object_get(o, "score")) ? json_string_value(json_object_get(o, "score")) : "?");
-            snprintf(u->text, sizeof u->text, "text %.12s", json_string_value(json_object_get(o, "text")) ? json_string_value(json_object_get(o, "text")) : "?");
-            u->ppl = u->ppl_se = NAN;
-        }
-        free(key);
-        qs_evrun *u = &R[r];
-        json_t *run = json_object_get(d, "run");   /* names, when the result carries them */
-        if (json_is_object(run)) {
-            const char *s;
-            /* cut, if at all, between characters: the names go on into titles and JSON */
-            if ((s = json_string_value(json_object_get(run, "model"))))
-                snprintf(u->model, sizeof u->model, "%.*s", (int)qs_utf8_prefix(s, sizeof u->model - 1), s);
-            if ((s = json_string_value(json_object_get(run, "text")))) {   /* the file's name: paths differ between machines */
-                const char *b = strrchr(s, '/');
-                s = b ? b + 1 : s;
-                snprintf(u->text, sizeof u->text, "%.*s", (int)qs_utf8_prefix(s, sizeof u->text - 1), s);
-            }
-            if ((s = json_string_value(json_object_get(run, "tensor_types")))) snprintf(u->wtypes, sizeof u->wtypes, "%s", s);
-        }
-        if (!strcmp(fmt, "reference")) {
-            u->have_ref = 1;
-            u->ppl = jd(d, "ppl");
-            u->ppl_se = jd(d, "ppl_se");
-            u->scored = (size_t)json_integer_value(json_object_get(d, "scored"));
-        } else {
-            qs_evcfg *NC = realloc(u->cfg, (size_t)(u->ncfg + 1) * sizeof *NC);
-            if (!NC) { rc = qs_fail(e, "out of memory"); json_decref(o); json_decref(d); json_decref(nx); break; }
-            u->cfg = NC;
-            qs_evcfg *c = &u->cfg[u->ncfg++];
-            memset(c, 0, sizeof *c);
-            c->id = sqlite3_column_int64(st, 0);
-            snprintf(c->label, sizeof c->label, "%s", fmt);
-            json_t *w = json_object_get(nx, "weights");
-            c->has_w = w && !(json_is_string(w) && !strcmp(json_string_value(w), "fp32"));
-            c->scored = (size_t)json_integer_value(json_object_get(d, "scored"));
-            c->ppl = jd(d, "ppl");
-            c->ppl_se = jd(d, "ppl_se");
-            c->dppl = jd(d, "dppl_rel");
-            json_t *ci = json_object_get(d, "dppl_rel_ci95");
-            c->dppl_lo = json_is_number(json_array_get(ci, 0)) ? json_number_value(json_array_get(ci, 0)) : NAN;
-            c->dppl_hi = json_is_number(json_array_get(ci, 1)) ? json_number_value(json_array_get(ci, 1)) : NAN;
-            c->kl_mean = jd(d, "kl_mean");
-            c->kl_median = jd(d, "kl_median");
-            c->kl_p99 = jd(d, "kl_p99");
-            c->kl_max = jd(d, "kl_max");
-            c->top1 = jd(d, "top1_agree");
-            c->dp_rms = jd(d, "dp_rms");
-            read_hist(json_object_get(d, "kl_hist"), &c->hist);
-        }
-        json_decref(o);
-        json_decref(d);
-        json_decref(nx);
-    }
-    sqlite3_finalize(st);
-    for (size_t i = 0; i < nr; i++) free(keys[i]);
-    free(keys);
-    if (rc) { qs_evruns_free(R, nr); return -1; }
-    *runs = R;
-    *n = nr;
+    evload L = {NULL, NULL, 0, 0};
+    int rc = qs_llm_results_each(db, "llm_eval", add_row, &L, e);
+    for (size_t i = 0; i < L.nr; i++) free(L.keys[i]);
+    free(L.keys);
+    if (rc) { qs_evruns_free(L.R, L.nr); return -1; }
+    *runs = L.R;
+    *n = L.nr;
     return 0;
 }
 

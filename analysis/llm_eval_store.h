@@ -11,6 +11,7 @@
 
 #include "../kernels/llm_stats.h"
 #include "../store/db.h"
+#include "llm_eval_stats.h"
 #include "plot.h"
 
 typedef struct qs_evcfg {
@@ -18,8 +19,7 @@ typedef struct qs_evcfg {
     char label[96];
     int has_w;                           /* the config rounds the weights */
     size_t scored;
-    double ppl, ppl_se, dppl, dppl_lo, dppl_hi;   /* dppl: PPL(Q)/PPL(ref) - 1 and its 95% interval */
-    double kl_mean, kl_median, kl_p99, kl_max, top1, dp_rms;
+    double v[QS_EVS_N];                  /* its statistics (llm_eval_stats.h), NAN when not stored */
     qs_klhist hist;
 } qs_evcfg;
 
@@ -28,7 +28,7 @@ typedef struct qs_evrun {
     int ctx, chunks;
     size_t scored;
     int have_ref;
-    double ppl, ppl_se;                  /* the FP32 reference */
+    double ref[QS_EVS_N];                /* the FP32 reference's statistics (NAN without a reference) */
     qs_evcfg *cfg;
     int ncfg;
 } qs_evrun;

@@ -9,6 +9,8 @@
 #include <sqlite3.h>
 
 #include "llm_sens_store.h"
+#include "llm_eval_stats.h"
+#include "llm_results.h"
 #include "../kernels/qs_version.h"
 #include "../store/text_escape.h"
 
@@ -67,8 +69,8 @@ static void read_plan(qs_db *db, qs_sensrun *r, const char *opts, qs_err *e)
             json_t *ba = json_object_get(d, "bits_avg");
             r->plan_bits = json_is_object(ba) ? num(json_object_get(ba, "all")) : num(ba);
             json_t *m = json_object_get(d, "measured");
-            r->plan_kl = num(json_object_get(m, "kl_mean"));
-            r->plan_dppl = num(json_object_get(m, "dppl_rel"));
+            r->plan_kl = num(json_object_get(m, qs_evstats[QS_EVS_KL_MEAN].key));   /* written from that table */
+            r->plan_dppl = num(json_object_get(m, qs_evstats[QS_EVS_DPPL].key));
         }
         json_decref(d);
         json_decref(pj);
@@ -78,68 +80,76 @@ static void read_plan(qs_db *db, qs_sensrun *r, const char *opts, qs_err *e)
     sqlite3_finalize(st);
 }
 
+/* The tables read so far, with each one's options (to find its plans). */
+typedef struct sensload {
+    qs_sensrun *R;
+    char **opts;
+    size_t nr;
+} sensload;
+
+/* The names and shape of a stored table. */
+static void read_meta(qs_sensrun *r, json_t *d, json_t *sites)
+{
+    const char *s;
+    json_t *mo = json_object_get(d, "model"), *tx = json_object_get(d, "text");
+    s = json_is_object(mo) ? json_string_value(json_object_get(mo, "name")) : json_string_value(mo);
+    if (!s) s = r->model_hash;   /* cut, if at all, between characters: the names go on into titles and JSON */
+    snprintf(r->model, sizeof r->model, "%.*s", (int)qs_utf8_prefix(s, sizeof r->model - 1), s);
+    s = json_is_object(tx) ? json_string_value(json_object_get(tx, "path")) : json_string_value(tx);
+    if (s && strrchr(s, '/')) s = strrchr(s, '/') + 1;
+    if (!s) s = "?";
+    snprintf(r->text, sizeof r->text, "%.*s", (int)qs_utf8_prefix(s, sizeof r->text - 1), s);
+    s = json_string_value(json_object_get(d, "score"));
+    snprintf(r->score, sizeof r->score, "%s", s ? s : "?");
+    r->ctx = (int)json_integer_value(json_object_get(d, "ctx"));
+    r->chunks = (int)json_integer_value(json_object_get(d, "chunks"));
+    for (int k = 0; k < r->nsites; k++) {
+        s = json_string_value(json_array_get(sites, (size_t)k));
+        snprintf(r->sites[k], sizeof r->sites[k], "%s", s ? s : "?");
+    }
+}
+
+static int add_table(void *ctx, const qs_llm_result_row *row, qs_err *e)
+{
+    sensload *SL = ctx;
+    json_t *d = row->data, *sites = json_object_get(d, "sites");
+    int L = (int)json_integer_value(json_object_get(d, "layers")), S = (int)json_array_size(sites);
+    if (L <= 0 || L > 4096 || S <= 0 || S > QS_SENS_MAX_SITES) return 0;
+    qs_sensrun *NR = realloc(SL->R, (SL->nr + 1) * sizeof *NR);
+    char **NO = NR ? realloc(SL->opts, (SL->nr + 1) * sizeof *NO) : NULL;
+    if (NR) SL->R = NR;
+    if (NO) SL->opts = NO;
+    if (!NR || !NO) return qs_fail(e, "out of memory");
+    qs_sensrun *r = &SL->R[SL->nr];
+    memset(r, 0, sizeof *r);
+    SL->opts[SL->nr] = strdup(row->options ? row->options : "{}");
+    SL->nr++;
+    snprintf(r->model_hash, sizeof r->model_hash, "%s", row->hash);
+    snprintf(r->format, sizeof r->format, "%s", row->format ? row->format : "?");
+    r->layers = L;
+    r->nsites = S;
+    read_meta(r, d, sites);
+    r->ref_ppl = num(json_object_get(json_object_get(d, "reference"), "ppl"));
+    r->kl = malloc((size_t)L * S * sizeof *r->kl);
+    r->dppl = malloc((size_t)L * S * sizeof *r->dppl);
+    if (!r->kl || !r->dppl) return qs_fail(e, "out of memory");
+    grid(json_object_get(d, "kl_mean"), L, S, r->kl);
+    grid(json_object_get(d, "dppl"), L, S, r->dppl);
+    return 0;
+}
+
 int qs_sensruns_load(qs_db *db, qs_sensrun **runs, size_t *n, qs_err *e)
 {
     *runs = NULL;
     *n = 0;
-    sqlite3_stmt *st = qs_db_prepare(db, "SELECT tensor_hash, format, options, data FROM result WHERE kind = 'llm_sensitivity' "
-                                         "AND tool_version = ? ORDER BY id", e);
-    if (!st) return -1;
-    sqlite3_bind_text(st, 1, QS_VERSION, -1, SQLITE_STATIC);
-    qs_sensrun *R = NULL;
-    size_t nr = 0;
-    int rc = 0;
-    char **opts = NULL;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        json_t *d = json_loads((const char *)sqlite3_column_text(st, 3), 0, NULL);
-        json_t *sites = json_object_get(d, "sites");
-        int L = (int)json_integer_value(json_object_get(d, "layers")), S = (int)json_array_size(sites);
-        if (!d || L <= 0 || L > 4096 || S <= 0 || S > QS_SENS_MAX_SITES || !sqlite3_column_text(st, 0)) { json_decref(d); continue; }
-        qs_sensrun *NR = realloc(R, (nr + 1) * sizeof *NR);
-        char **NO = NR ? realloc(opts, (nr + 1) * sizeof *NO) : NULL;
-        if (NR) R = NR;
-        if (NO) opts = NO;
-        if (!NR || !NO) { json_decref(d); rc = qs_fail(e, "out of memory"); break; }
-        qs_sensrun *r = &R[nr];
-        memset(r, 0, sizeof *r);
-        opts[nr] = strdup(sqlite3_column_text(st, 2) ? (const char *)sqlite3_column_text(st, 2) : "{}");
-        nr++;
-        snprintf(r->model_hash, sizeof r->model_hash, "%s", (const char *)sqlite3_column_text(st, 0));
-        snprintf(r->format, sizeof r->format, "%s", sqlite3_column_text(st, 1) ? (const char *)sqlite3_column_text(st, 1) : "?");
-        const char *s;
-        json_t *mo = json_object_get(d, "model"), *tx = json_object_get(d, "text");
-        s = json_is_object(mo) ? json_string_value(json_object_get(mo, "name")) : json_string_value(mo);
-        if (!s) s = r->model_hash;   /* cut, if at all, between characters: the names go on into titles and JSON */
-        snprintf(r->model, sizeof r->model, "%.*s", (int)qs_utf8_prefix(s, sizeof r->model - 1), s);
-        s = json_is_object(tx) ? json_string_value(json_object_get(tx, "path")) : json_string_value(tx);
-        if (s && strrchr(s, '/')) s = strrchr(s, '/') + 1;
-        if (!s) s = "?";
-        snprintf(r->text, sizeof r->text, "%.*s", (int)qs_utf8_prefix(s, sizeof r->text - 1), s);
-        s = json_string_value(json_object_get(d, "score"));
-        snprintf(r->score, sizeof r->score, "%s", s ? s : "?");
-        r->ctx = (int)json_integer_value(json_object_get(d, "ctx"));
-        r->chunks = (int)json_integer_value(json_object_get(d, "chunks"));
-        r->layers = L;
-        r->nsites = S;
-        for (int k = 0; k < S; k++) {
-            s = json_string_value(json_array_get(sites, (size_t)k));
-            snprintf(r->sites[k], sizeof r->sites[k], "%s", s ? s : "?");
-        }
-        r->ref_ppl = num(json_object_get(json_object_get(d, "reference"), "ppl"));
-        r->kl = malloc((size_t)L * S * sizeof *r->kl);
-        r->dppl = malloc((size_t)L * S * sizeof *r->dppl);
-        if (!r->kl || !r->dppl) { json_decref(d); rc = qs_fail(e, "out of memory"); break; }
-        grid(json_object_get(d, "kl_mean"), L, S, r->kl);
-        grid(json_object_get(d, "dppl"), L, S, r->dppl);
-        json_decref(d);
-    }
-    sqlite3_finalize(st);
-    for (size_t i = 0; i < nr && !rc; i++) read_plan(db, &R[i], opts[i], e);
-    for (size_t i = 0; i < nr; i++) free(opts[i]);
-    free(opts);
-    if (rc) { qs_sensruns_free(R, nr); return -1; }
-    *runs = R;
-    *n = nr;
+    sensload SL = {NULL, NULL, 0};
+    int rc = qs_llm_results_each(db, "llm_sensitivity", add_table, &SL, e);
+    for (size_t i = 0; i < SL.nr && !rc; i++) read_plan(db, &SL.R[i], SL.opts[i], e);
+    for (size_t i = 0; i < SL.nr; i++) free(SL.opts[i]);
+    free(SL.opts);
+    if (rc) { qs_sensruns_free(SL.R, SL.nr); return -1; }
+    *runs = SL.R;
+    *n = SL.nr;
     return 0;
 }
 

@@ -341,6 +341,187 @@ static int write_run(qs_db *db, const char *name, const char *source, const char
     return rc;
 }
 
+/* What a score run adds up over its prompts. */
+typedef struct score_sums {
+    double t_roll, t_score, d, ad, k3, reward, er, et;
+    long ntok, ngen;
+} score_sums;
+
+/* The run's name: --name, else model, formats and seed, whole (a cut name could give two runs one name). */
+static char *score_run_name(const llm_opts *o)
+{
+    char *runname = NULL;
+    const char *base = strrchr(o->model, '/') ? strrchr(o->model, '/') + 1 : o->model;
+    int blen = (int)strcspn(base, ".");
+    if (o->name) return strdup(o->name);
+    if (asprintf(&runname, "llm:%.*s:w=%s:a=%s:kv=%s%s:seed=%llu", blen, base, o->wspec, o->aspec, o->kvspec,
+                 o->resq ? (o->resq == QS_RESQ_DENSE ? ":resq=dense" : ":resq=2:4") : "", o->seed) < 0)
+        return NULL;
+    return runname;
+}
+
+/* The run's metadata before the model work: model, numerics, sampling, columns, prompts. */
+static json_t *score_meta(const llm_opts *o, const qs_llm_file *f, const prompt_t *ps, int np)
+{
+    json_t *meta = json_object();
+    json_object_set_new(meta, "generator", json_string("qscope llm score"));
+    json_object_set_new(meta, "tool_version", json_string(QS_VERSION));
+    json_t *mj = qs_llm_model_json(o->model, f);
+    json_object_set_new(mj, "size", json_integer((json_int_t)f->size));
+    json_object_set_new(mj, "layers", json_integer(f->m.c.n_layer));
+    json_object_set_new(mj, "vocab", json_integer(f->m.c.vocab));
+    json_object_set_new(meta, "model", mj);
+    json_object_set_new(meta, "reference", json_string("fp32 forward over the dequantized GGUF weights"));
+    json_object_set_new(meta, "rollout", numerics_json(o));
+    json_object_set_new(meta, "sampling", json_pack("{s:f,s:s,s:I,s:i,s:i,s:i}", "temperature", 1.0, "filter", "none",
+                                                    "seed", (json_int_t)o->seed, "tokens", o->tokens, "seqs_per_prompt", o->seqs,
+                                                    "prompts", np));
+    json_object_set_new(meta, "columns", json_string("step = prompt index (= grp), seq = sample index within the prompt, "
+                        "pos = index of the generated token (0 = first), lp_rollout/lp_train = natural-log probability "
+                        "of token_id under the rollout/reference numerics, entropy = rollout entropy (nats), "
+                        "reward/advantage per sequence with --task arith (else NULL), mask 1"));
+    json_t *jp = json_array();
+    for (int i = 0; i < np; i++) {
+        json_t *ids = json_array();
+        for (int k = 0; k < ps[i].n; k++) json_array_append_new(ids, json_integer(ps[i].ids[k]));
+        json_t *pj = json_object();
+        qs_json_set_text(pj, "label", ps[i].label);   /* --prompt cut at 40 bytes: maybe mid-character */
+        json_object_set_new(pj, "ids", ids);
+        if (ps[i].answer >= 0) json_object_set_new(pj, "answer", json_integer(ps[i].answer));
+        json_array_append_new(jp, pj);
+    }
+    json_object_set_new(meta, "prompt_ids", jp);
+    return meta;
+}
+
+/* Every prompt: sample with the rollout numerics, score with the reference, keep the token rows. */
+static int score_prompts(const llm_opts *o, const qs_llm_file *f, const qs_llm_model *roll, const prompt_t *ps, int np,
+                         double *lpt, double *entt, tokbuf *tb, score_sums *s, qs_err *e)
+{
+    qs_llm_numerics rnx = {o->has_a ? &o->a : NULL, o->resq, o->has_kv ? &o->kv : NULL, o->scaled, NULL};
+    rollout ro;
+    memset(&ro, 0, sizeof ro);
+    int bad = 0;
+    for (int p = 0; !bad && p < np; p++) {
+        double tr, ts;
+        if (llm_rollout(roll, &rnx, &ps[p], o->seqs, o->tokens, f->v.eos, o->seed, (uint64_t)p, NULL, &ro, &tr, e) ||
+            llm_score_tokens(&f->m, NULL, &ro, lpt, entt, &ts, e)) {
+            bad = 1;
+            break;
+        }
+        double rw[256], av[256];
+        int task = ps[p].answer >= 0;
+        if (task) {
+            task_rewards(f, &ps[p], &ro, rw, av);
+            for (int b = 0; b < ro.B; b++) s->reward += rw[b];
+        }
+        if (collect_tokens(tb, p, &ro, lpt, task ? rw : NULL, task ? av : NULL, e)) {
+            bad = 1;
+            break;
+        }
+        s->t_roll += tr;
+        s->t_score += ts;
+        for (int b = 0; b < ro.B; b++) {
+            s->ngen += ro.N;
+            for (int t = 0; t < ro.len[b]; t++) {
+                double dl = lpt[(size_t)b * ro.N + t] - ro.lp[(size_t)b * ro.N + t];
+                s->d += dl; s->ad += fabs(dl); s->k3 += expm1(dl) - dl;
+                s->er += ro.ent[(size_t)b * ro.N + t]; s->et += entt[(size_t)b * ro.N + t];
+                s->ntok++;
+            }
+        }
+        llm_rollout_free(&ro);
+    }
+    llm_rollout_free(&ro);
+    return bad ? -1 : 0;
+}
+
+/* The metadata known after the model work: throughput, summary, task. */
+static void score_meta_finish(json_t *meta, const llm_opts *o, const prompt_t *ps, int np, const score_sums *s)
+{
+    const long n = s->ntok;
+    json_t *th = json_pack("{s:f,s:f,s:I}", "rollout_sample_tokens_per_s", s->ngen / (s->t_roll > 0 ? s->t_roll : 1e-9),
+                           "reference_score_tokens_per_s", (double)o->seqs * np * (ps[0].n + o->tokens) / (s->t_score > 0 ? s->t_score : 1e-9),
+                           "tokens_stored", (json_int_t)n);
+    json_object_set_new(meta, "throughput", th);
+    json_object_set_new(meta, "summary", json_pack("{s:f,s:f,s:f}", "mean_delta", n ? s->d / n : 0,
+                                                   "mean_abs_delta", n ? s->ad / n : 0, "mean_k3", n ? s->k3 / n : 0));
+    /* the trainer's entropy has no rl_token column: its mean is kept here */
+    qs_json_set_num(json_object_get(meta, "summary"), "mean_entropy_rollout", n ? s->er / n : 0);
+    qs_json_set_num(json_object_get(meta, "summary"), "mean_entropy_train", n ? s->et / n : 0);
+    if (o->arith) {
+        qs_json_set_num(json_object_get(meta, "summary"), "mean_reward", s->reward / ((double)np * o->seqs));
+        json_object_set_new(meta, "task", json_string("arith: chat prompt 'What is A + B?' (A, B in 1..9 from the seed); "
+                            "reward 1 if the completion contains A+B as a whole number, else 0; advantage = reward - "
+                            "mean reward of the prompt's group"));
+    }
+}
+
+static void score_print(const llm_opts *o, const char *runname, int64_t run, const prompt_t *ps, int np, const score_sums *s)
+{
+    const long n = s->ntok;
+    const double rollr = s->ngen / (s->t_roll > 0 ? s->t_roll : 1e-9);
+    const double scorer = (double)o->seqs * np * (ps[0].n + o->tokens) / (s->t_score > 0 ? s->t_score : 1e-9);
+    if (o->json) {
+        json_t *out = json_object();
+        qs_json_set_text(out, "run", runname);
+        json_object_set_new(out, "run_id", json_integer((json_int_t)run));
+        json_object_set_new(out, "tokens", json_integer((json_int_t)n));
+        qs_json_add_nums(out, "mean_delta", n ? s->d / n : 0.0, "mean_abs_delta", n ? s->ad / n : 0.0,
+                         "mean_k3", n ? s->k3 / n : 0.0, "rollout_tokens_per_s", rollr, "score_tokens_per_s", scorer,
+                         (char *)NULL);
+        if (out && o->arith) qs_json_set_num(out, "mean_reward", s->reward / ((double)np * o->seqs));
+        char *txt = out ? json_dumps(out, JSON_COMPACT) : NULL;
+        if (txt) printf("%s\n", txt);
+        free(txt);
+        json_decref(out);
+    } else {
+        printf("run %s (id %lld): %ld tokens, %d prompts x %d sequences\n", qs_esc(runname), (long long)run, n, np, o->seqs);
+        printf("  delta = lp_train - lp_rollout: mean %.4g, mean |delta| %.4g, mean k3 %.4g (nats/token)\n",
+               n ? s->d / n : 0, n ? s->ad / n : 0, n ? s->k3 / n : 0);
+        if (o->arith) printf("  task arith: mean reward %.3f\n", s->reward / ((double)np * o->seqs));
+        printf("  rollout sampling %.1f tokens/s, reference scoring %.1f tokens/s\n", rollr, scorer);
+    }
+}
+
+/* The model work, then the run written in one short transaction. */
+static int score_run(qs_db *db, const llm_opts *o, const qs_llm_file *f, const qs_llm_model *roll, const prompt_t *ps, int np,
+                     const char *runname)
+{
+    qs_err e = {{0}};
+    int rc = 0;
+    double *lpt = malloc((size_t)o->seqs * o->tokens * sizeof(double)), *entt = malloc((size_t)o->seqs * o->tokens * sizeof(double));
+    score_sums s = {0};
+    int64_t run = 0;
+    tokbuf tb = {NULL, 0, 0};
+    if (!lpt || !entt) { rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); goto done; }
+    {   /* refuse a taken name before the model work, not after it */
+        int taken;
+        if (qs_run_exists(db, runname, &taken, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
+        if (taken) { rc = qs_cli_error(QS_EXIT_ERR, "a run named '%s' already exists (choose another --name)", runname); goto done; }
+    }
+    json_t *meta = score_meta(o, f, ps, np);
+    int bad = score_prompts(o, f, roll, ps, np, lpt, entt, &tb, &s, &e);
+    if (!bad) {
+        score_meta_finish(meta, o, ps, np, &s);
+        char *ms = json_dumps(meta, JSON_COMPACT);
+        bad = !ms || qs_db_begin(db, &e) || write_run(db, runname, o->model, ms, &tb, &run, &e) || qs_db_commit(db, &e);
+        free(ms);
+    }
+    json_decref(meta);
+    if (bad) {
+        if (!e.msg[0]) qs_fail(&e, "out of memory");
+        qs_db_rollback(db);
+        rc = qs_cli_err(QS_EXIT_ERR, &e);
+        goto done;
+    }
+    score_print(o, runname, run, ps, np, &s);
+done:
+    free(tb.r);
+    free(lpt); free(entt);
+    return rc;
+}
+
 static int cmd_score(qs_cli *cli, int argc, char **argv)
 {
     llm_opts o;
@@ -360,145 +541,10 @@ static int cmd_score(qs_cli *cli, int argc, char **argv)
     if (get_prompts(&o, &f, ps, np, &e)) { rc = qs_cli_err(QS_EXIT_USAGE, &e); goto done; }
     for (int i = 0; i < np; i++)
         if (ps[i].n + o.tokens > f.m.c.ctx) { rc = qs_cli_error(QS_EXIT_USAGE, "prompt + --tokens exceed the model context %d", f.m.c.ctx); goto done; }
-
-    qs_llm_numerics rnx = {o.has_a ? &o.a : NULL, o.resq, o.has_kv ? &o.kv : NULL, o.scaled, NULL};
-    /* whole, never cut: a cut name (the seed comes last) could give two runs one name */
-    const char *base = strrchr(o.model, '/') ? strrchr(o.model, '/') + 1 : o.model;
-    int blen = (int)strcspn(base, ".");
-    if (o.name) runname = strdup(o.name);
-    else if (asprintf(&runname, "llm:%.*s:w=%s:a=%s:kv=%s%s:seed=%llu", blen, base, o.wspec, o.aspec, o.kvspec,
-                      o.resq ? (o.resq == QS_RESQ_DENSE ? ":resq=dense" : ":resq=2:4") : "", o.seed) < 0)
-        runname = NULL;
-    if (!runname) { rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); goto done; }
-
+    if (!(runname = score_run_name(&o))) { rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); goto done; }
     qs_db *db = qs_cli_open_db(cli);
     if (!db) { rc = QS_EXIT_ERR; goto done; }
-    rollout ro;
-    memset(&ro, 0, sizeof ro);
-    double *lpt = malloc((size_t)o.seqs * o.tokens * sizeof(double)), *entt = malloc((size_t)o.seqs * o.tokens * sizeof(double));
-    double t_roll = 0, t_score = 0, sum_d = 0, sum_ad = 0, sum_k3 = 0, sum_reward = 0, sum_er = 0, sum_et = 0;
-    long ntok = 0, ngen = 0;
-    int64_t run = 0;
-    tokbuf tb = {NULL, 0, 0};
-    if (!lpt || !entt) { qs_fail(&e, "out of memory"); rc = QS_EXIT_ERR; goto dbdone; }
-    {   /* refuse a taken name before the model work, not after it */
-        int taken;
-        if (qs_run_exists(db, runname, &taken, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto dbdone; }
-        if (taken) { rc = qs_cli_error(QS_EXIT_ERR, "a run named '%s' already exists (choose another --name)", runname); goto dbdone; }
-    }
-    json_t *meta = json_object();
-    json_object_set_new(meta, "generator", json_string("qscope llm score"));
-    json_object_set_new(meta, "tool_version", json_string(QS_VERSION));
-    json_t *mj = qs_llm_model_json(o.model, &f);
-    json_object_set_new(mj, "size", json_integer((json_int_t)f.size));
-    json_object_set_new(mj, "layers", json_integer(f.m.c.n_layer));
-    json_object_set_new(mj, "vocab", json_integer(f.m.c.vocab));
-    json_object_set_new(meta, "model", mj);
-    json_object_set_new(meta, "reference", json_string("fp32 forward over the dequantized GGUF weights"));
-    json_object_set_new(meta, "rollout", numerics_json(&o));
-    json_object_set_new(meta, "sampling", json_pack("{s:f,s:s,s:I,s:i,s:i,s:i}", "temperature", 1.0, "filter", "none",
-                                                    "seed", (json_int_t)o.seed, "tokens", o.tokens, "seqs_per_prompt", o.seqs,
-                                                    "prompts", np));
-    json_object_set_new(meta, "columns", json_string("step = prompt index (= grp), seq = sample index within the prompt, "
-                        "pos = index of the generated token (0 = first), lp_rollout/lp_train = natural-log probability "
-                        "of token_id under the rollout/reference numerics, entropy = rollout entropy (nats), "
-                        "reward/advantage per sequence with --task arith (else NULL), mask 1"));
-    json_t *jp = json_array();
-    for (int i = 0; i < np; i++) {
-        json_t *ids = json_array();
-        for (int k = 0; k < ps[i].n; k++) json_array_append_new(ids, json_integer(ps[i].ids[k]));
-        json_t *pj = json_object();
-        qs_json_set_text(pj, "label", ps[i].label);   /* --prompt cut at 40 bytes: maybe mid-character */
-        json_object_set_new(pj, "ids", ids);
-        if (ps[i].answer >= 0) json_object_set_new(pj, "answer", json_integer(ps[i].answer));
-        json_array_append_new(jp, pj);
-    }
-    json_object_set_new(meta, "prompt_ids", jp);
-    char *ms;
-    int bad = 0;
-    for (int p = 0; !bad && p < np; p++) {
-        double tr, ts;
-        if (llm_rollout(&roll, &rnx, &ps[p], o.seqs, o.tokens, f.v.eos, o.seed, (uint64_t)p, NULL, &ro, &tr, &e) ||
-            llm_score_tokens(&f.m, NULL, &ro, lpt, entt, &ts, &e)) {
-            bad = 1;
-            break;
-        }
-        double rw[256], av[256];
-        int task = ps[p].answer >= 0;
-        if (task) {
-            task_rewards(&f, &ps[p], &ro, rw, av);
-            for (int b = 0; b < ro.B; b++) sum_reward += rw[b];
-        }
-        if (collect_tokens(&tb, p, &ro, lpt, task ? rw : NULL, task ? av : NULL, &e)) {
-            bad = 1;
-            break;
-        }
-        t_roll += tr;
-        t_score += ts;
-        for (int b = 0; b < ro.B; b++) {
-            ngen += ro.N;
-            for (int t = 0; t < ro.len[b]; t++) {
-                double dl = lpt[(size_t)b * ro.N + t] - ro.lp[(size_t)b * ro.N + t];
-                sum_d += dl; sum_ad += fabs(dl); sum_k3 += expm1(dl) - dl;
-                sum_er += ro.ent[(size_t)b * ro.N + t]; sum_et += entt[(size_t)b * ro.N + t];
-                ntok++;
-            }
-        }
-        llm_rollout_free(&ro);
-    }
-    llm_rollout_free(&ro);
-    if (!bad) {
-        json_t *th = json_pack("{s:f,s:f,s:I}", "rollout_sample_tokens_per_s", ngen / (t_roll > 0 ? t_roll : 1e-9),
-                               "reference_score_tokens_per_s", (double)o.seqs * np * (ps[0].n + o.tokens) / (t_score > 0 ? t_score : 1e-9),
-                               "tokens_stored", (json_int_t)ntok);
-        json_object_set_new(meta, "throughput", th);
-        json_object_set_new(meta, "summary", json_pack("{s:f,s:f,s:f}", "mean_delta", ntok ? sum_d / ntok : 0,
-                                                       "mean_abs_delta", ntok ? sum_ad / ntok : 0, "mean_k3", ntok ? sum_k3 / ntok : 0));
-        /* the trainer's entropy has no rl_token column: its mean is kept here */
-        qs_json_set_num(json_object_get(meta, "summary"), "mean_entropy_rollout", ntok ? sum_er / ntok : 0);
-        qs_json_set_num(json_object_get(meta, "summary"), "mean_entropy_train", ntok ? sum_et / ntok : 0);
-        if (o.arith) {
-            qs_json_set_num(json_object_get(meta, "summary"), "mean_reward", sum_reward / ((double)np * o.seqs));
-            json_object_set_new(meta, "task", json_string("arith: chat prompt 'What is A + B?' (A, B in 1..9 from the seed); "
-                                "reward 1 if the completion contains A+B as a whole number, else 0; advantage = reward - "
-                                "mean reward of the prompt's group"));
-        }
-        ms = json_dumps(meta, JSON_COMPACT);
-        bad = !ms || qs_db_begin(db, &e) || write_run(db, runname, o.model, ms, &tb, &run, &e) || qs_db_commit(db, &e);
-        free(ms);
-    }
-    json_decref(meta);
-    if (bad) {
-        if (!e.msg[0]) qs_fail(&e, "out of memory");
-        qs_db_rollback(db);
-        rc = qs_cli_err(QS_EXIT_ERR, &e);
-        goto dbdone;
-    }
-    if (o.json) {
-        json_t *out = json_object();
-        qs_json_set_text(out, "run", runname);
-        json_object_set_new(out, "run_id", json_integer((json_int_t)run));
-        json_object_set_new(out, "tokens", json_integer((json_int_t)ntok));
-        qs_json_add_nums(out, "mean_delta", ntok ? sum_d / ntok : 0.0, "mean_abs_delta", ntok ? sum_ad / ntok : 0.0,
-                         "mean_k3", ntok ? sum_k3 / ntok : 0.0, "rollout_tokens_per_s", ngen / (t_roll > 0 ? t_roll : 1e-9),
-                         "score_tokens_per_s", (double)o.seqs * np * (ps[0].n + o.tokens) / (t_score > 0 ? t_score : 1e-9),
-                         (char *)NULL);
-        if (out && o.arith) qs_json_set_num(out, "mean_reward", sum_reward / ((double)np * o.seqs));
-        char *txt = out ? json_dumps(out, JSON_COMPACT) : NULL;
-        if (txt) printf("%s\n", txt);
-        free(txt);
-        json_decref(out);
-    } else {
-        printf("run %s (id %lld): %ld tokens, %d prompts x %d sequences\n", qs_esc(runname), (long long)run, ntok, np, o.seqs);
-        printf("  delta = lp_train - lp_rollout: mean %.4g, mean |delta| %.4g, mean k3 %.4g (nats/token)\n",
-               ntok ? sum_d / ntok : 0, ntok ? sum_ad / ntok : 0, ntok ? sum_k3 / ntok : 0);
-        if (o.arith) printf("  task arith: mean reward %.3f\n", sum_reward / ((double)np * o.seqs));
-        printf("  rollout sampling %.1f tokens/s, reference scoring %.1f tokens/s\n", ngen / (t_roll > 0 ? t_roll : 1e-9),
-               (double)o.seqs * np * (ps[0].n + o.tokens) / (t_score > 0 ? t_score : 1e-9));
-    }
-dbdone:
-    free(tb.r);
-    free(lpt); free(entt);
+    rc = score_run(db, &o, &f, &roll, ps, np, runname);
     qs_db_close(db);
 done:
     if (roll.arena && roll.arena != f.m.arena) qs_llm_free(&roll);

@@ -24,9 +24,10 @@
 #include "quant_opts.h"
 #include "llm_par.h"
 #include "par.h"
+#include "llm_text_run.h"
 #include "../analysis/llm_eval.h"
-#include "../analysis/llm_eval_shard.h"
-#include "../analysis/results.h"
+#include "../analysis/llm_eval_service.h"
+#include "../analysis/llm_eval_stats.h"
 #include "../store/container.h"
 #include "../store/llm_load.h"
 #include "../kernels/blas_threads.h"
@@ -37,14 +38,6 @@
 #define MAX_CFG 32
 #define CMD "llm eval"
 
-typedef struct eval_cfg {
-    char label[256];
-    qs_apply w, a, kv;
-    int has_w, has_a, has_kv;
-    qs_llm_resq resq;
-    qs_llm_model wm;          /* rounded weights (has_w) */
-    const qs_llm_model *m;
-} eval_cfg;
 
 /* One format of an llm command (cli.h): blocks along the input channels only. */
 int qs_llm_parse_fmt(const char *cmd, const char *spec, qs_apply *out)
@@ -59,7 +52,7 @@ int qs_llm_parse_fmt(const char *cmd, const char *spec, qs_apply *out)
 }
 
 /* SPEC = w=F,a=F,kv=F,resq=MODE (any subset, each at most once); F as in `analyze -f`. */
-static int parse_config(const char *spec, eval_cfg *c)
+static int parse_config(const char *spec, qs_eval_cfg *c)
 {
     memset(c, 0, sizeof *c);
     char *dup = strdup(spec), *save = NULL;
@@ -104,7 +97,7 @@ static int parse_config(const char *spec, eval_cfg *c)
 typedef struct eval_opts {
     const char *model, *text, *save_ids;
     int ctx, chunks, score_all, json, force, scaled;
-    eval_cfg cfg[MAX_CFG];
+    qs_eval_cfg cfg[MAX_CFG];
     int ncfg;
 } eval_opts;
 
@@ -240,171 +233,85 @@ json_t *qs_llm_text_json(const char *path, const char *hash, size_t bytes)
 
 const char *qs_llm_title(const qs_llm_file *f) { return qs_esc(f->name[0] ? f->name : f->arch); }
 
-static json_t *apply_json(const qs_apply *a, int has)
-{
-    if (!has) return json_string("fp32");
-    char *s = qs_quant_opts_json(a);
-    json_t *v = s ? json_loads(s, 0, NULL) : NULL;
-    free(s);
-    return v ? v : json_string(a->f->name);
-}
-
-/* The numerics of a variant (part of the cache key). */
-static json_t *numerics_json(const eval_cfg *c, int scaled)
-{
-    if (!c) return json_pack("{s:s}", "reference", "fp32");
-    return json_pack("{s:o,s:o,s:o,s:s,s:b}", "weights", apply_json(&c->w, c->has_w), "activations", apply_json(&c->a, c->has_a),
-                     "kv_cache", apply_json(&c->kv, c->has_kv), "resq",
-                     c->resq == QS_RESQ_DENSE ? "dense" : c->resq == QS_RESQ_24 ? "2:4" : "none", "scaled_casts", scaled);
-}
-
-static const char *const kQname[11] = {"min", "p0_1", "p1", "p5", "p10", "median", "p90", "p95", "p99", "p99_9", "max"};
-
-static json_t *hist_json(const qs_klhist *h)
-{
-    json_t *ed = json_array(), *ct = json_array();
-    for (int k = 0; k <= QS_KLHIST_BINS; k++) json_array_append_new(ed, json_real(qs_klhist_edge(k)));
-    for (int k = 0; k < QS_KLHIST_BINS; k++) json_array_append_new(ct, json_integer((json_int_t)h->counts[k]));
-    return json_pack("{s:s,s:o,s:o,s:I,s:I,s:I,s:I}", "scale", "log2", "edges", ed, "counts", ct, "zero", (json_int_t)h->zero,
-                     "under", (json_int_t)h->under, "over", (json_int_t)h->over, "nonfinite", (json_int_t)h->nonfinite);
-}
-
-static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
-
-/* Stored data of one variant: its summary, non-finite counts and timing. */
-static json_t *variant_json(const qs_eval_summary *s, const qs_eval_nonfinite *nf, int is_cfg, double secs)
-{
-    json_t *j = json_object();
-    json_object_set_new(j, "scored", json_integer((json_int_t)s->n));
-    qs_json_set_num(j, "ppl", s->ppl);
-    qs_json_set_num(j, "ppl_se", s->ppl_se);
-    qs_json_set_num(j, "nll_mean", s->nll_mean);
-    qs_json_set_num(j, "nll_se", s->nll_se);
-    json_object_set_new(j, "nonfinite", json_pack("{s:I,s:I,s:o}", "logit_rows", (json_int_t)nf->logit_rows, "activation_values",
-                                                  (json_int_t)nf->act_values, "first_site", nf->first_layer < 0 ? json_null() :
-                                                  json_pack("{s:i,s:s}", "layer", nf->first_layer, "site", qs_llm_site_name(nf->first_site))));
-    json_object_set_new(j, "compute_seconds", json_real(secs));
-    if (!is_cfg) return j;
-    qs_json_set_num(j, "kl_mean", s->kl_mean);
-    qs_json_set_num(j, "kl_se", s->kl_se);
-    for (int q = 0; q < 11; q++) {
-        char k[32];
-        snprintf(k, sizeof k, "kl_%s", kQname[q]);
-        qs_json_set_num(j, k, s->kl_q[q]);
-    }
-    qs_json_set_num(j, "top1_agree", s->top1);
-    qs_json_set_num(j, "top1_agree_se", s->top1_se);
-    qs_json_set_num(j, "dp_rms", s->dp_rms);
-    qs_json_set_num(j, "dp_rms_se", s->dp_rms_se);
-    qs_json_set_num(j, "dp_mean", s->dp_mean);
-    qs_json_set_num(j, "dp_mean_se", s->dp_mean_se);
-    for (int q = 0; q < 11; q++) {
-        char k[32];
-        snprintf(k, sizeof k, "dp_%s", kQname[q]);
-        qs_json_set_num(j, k, s->dp_q[q]);
-    }
-    qs_json_set_num(j, "ln_ppl_ratio", s->lnratio_mean);
-    qs_json_set_num(j, "ln_ppl_ratio_se", s->lnratio_se);
-    qs_json_set_num(j, "ppl_ratio", s->ppl_ratio);
-    qs_json_set_num(j, "ppl_ratio_se", s->ppl_ratio_se);
-    qs_json_set_num(j, "dppl_rel", s->dppl_rel);
-    json_object_set_new(j, "dppl_rel_ci95", json_pack("[o,o]", num(s->dppl_lo), num(s->dppl_hi)));
-    qs_json_set_num(j, "ppl_diff", s->ppl_diff);
-    qs_json_set_num(j, "ppl_diff_se", s->ppl_diff_se);
-    qs_json_set_num(j, "cor_ln_ppl", s->cor_lnppl);
-    json_object_set_new(j, "kl_hist", hist_json(&s->hist));
-    return j;
-}
-
-static double jd(json_t *o, const char *k)
-{
-    json_t *v = json_object_get(o, k);
-    return json_is_number(v) ? json_number_value(v) : NAN;
-}
-
-/* Store per-token arrays (float32) beside a result: what later views (sensitivity, plots) read. */
-static int put_f32(qs_db *db, int64_t id, const char *name, const double *x, size_t n, qs_err *e)
-{
-    float *f = malloc((n ? n : 1) * sizeof(float));
-    if (!f) return qs_fail(e, "out of memory");
-    for (size_t i = 0; i < n; i++) f[i] = (float)x[i];
-    int rc = qs_result_blob_put(db, id, name, f, n * sizeof(float), e);
-    free(f);
-    return rc;
-}
-
-/* Every computed variant's summary and per-token arrays, in one transaction; datas[i] becomes the
-** stored data of variant i. */
-static int store_variants(qs_db *db, const eval_opts *o, const qs_llm_file *f, json_t *const *keys, const int *want,
-                          const qs_eval_out *out, char **datas, qs_err *e)
-{
-    if (qs_db_begin(db, e)) return -1;
-    for (int i = 0; i <= o->ncfg; i++) {
-        if (i > 0 && !want[i - 1]) continue;
-        qs_eval_summary s;
-        if (qs_eval_summarize(&out->var[0], i ? &out->var[i] : NULL, out->n, &s, e)) goto fail;
-        json_t *d = variant_json(&s, &out->var[i].nf, i > 0, out->var[i].fwd_seconds + out->var[i].head_seconds);
-        /* names for the readers of stored results (workbench, plot kl, report): the key holds only hashes */
-        json_t *run = json_object();
-        qs_json_set_text(run, "model", f->name);
-        qs_json_set_text(run, "text", o->text);
-        json_object_set_new(run, "tensor_types", json_string(f->wtypes));
-        json_object_set_new(d, "run", run);
-        char *ds = json_dumps(d, JSON_COMPACT), *ks = json_dumps(keys[i], JSON_COMPACT | JSON_SORT_KEYS);
-        json_decref(d);
-        int64_t id = 0;
-        int bad = !ds || !ks ? qs_fail(e, "out of memory") :
-                  qs_result_put(db, f->hash, "llm_eval", i ? o->cfg[i - 1].label : "reference", ks, ds, &id, e) ||
-                  put_f32(db, id, "nll", out->var[i].nll, out->n, e) ||
-                  (i && (put_f32(db, id, "kl", out->var[i].kl, out->n, e) || put_f32(db, id, "dp", out->var[i].dp, out->n, e)));
-        free(ks);
-        free(datas[i]);
-        datas[i] = ds;
-        if (bad) goto fail;
-    }
-    if (!qs_db_commit(db, e)) return 0;
-fail:
-    qs_db_rollback(db);
-    return -1;
-}
+/* ---------------------------------------------------------------- printing */
 
 /* ---------------------------------------------------------------- printing */
 
-/* "v±se" with 4 decimals, or 4 significant digits for values out of a table's range */
-static const char *pm(char *buf, size_t cap, double v, double se)
+/* The columns of the table (analysis/llm_eval_stats.h), from the stored data d: a reference row
+** has only the reference's statistics. */
+static void print_cells(json_t *d, int ref)
 {
-    if (fabs(v) < 1e5) snprintf(buf, cap, "%.4f±%.4f", v, se);
-    else snprintf(buf, cap, "%.4g±%.2g", v, se);
-    return buf;
+    double v[QS_EVS_N];
+    qs_evstats_get(d, v);
+    for (int k = 1, id; (id = qs_evstat_column(QS_EVV_CLI, k)); k++) {
+        if (ref && !(qs_evstats[id].flags & QS_EVS_REF)) break;
+        char cell[96];
+        qs_evstat_cell(QS_EVV_CLI, id, v, 0, cell, sizeof cell);
+        printf(" %*s", qs_evstats[id].view[QS_EVV_CLI].width, cell);
+    }
+    printf("\n");
 }
 
-static void print_table(const eval_opts *o, const qs_llm_file *f, json_t *ref, json_t *cfgs, size_t ntok, size_t scored,
-                        int nchunks, int bos)
+static void print_table(const eval_opts *o, const qs_llm_text_run *t, const qs_eval_result *res)
 {
-    printf("model %s (%s; %s)\n", qs_esc(o->model), qs_llm_title(f), f->wtypes);
-    printf("text %s: %zu tokens; ctx %d, %d chunks; scoring: %s; BOS %s\n", qs_esc(o->text), ntok, o->ctx, nchunks,
+    printf("model %s (%s; %s)\n", qs_esc(o->model), qs_llm_title(&t->f), t->f.wtypes);
+    printf("text %s: %d tokens; ctx %d, %d chunks; scoring: %s; BOS %s\n", qs_esc(o->text), t->ntok, o->ctx, t->su.nchunks,
            o->score_all ? "all positions 0..ctx-2 of each chunk (--score all)"
                         : "second half of each chunk, positions ctx/2..ctx-2 (llama.cpp)",
-           bos >= 0 ? "replaces the first token of each chunk" : "not added (the vocabulary does not add BOS)");
-    printf("%zu scored tokens; errors are standard errors of per-token means (tokens treated as independent)\n\n", scored);
-    printf("%-28s %18s %26s %18s %9s %9s %9s %9s %16s %16s %7s\n", "config", "PPL", "dPPL [95% CI]", "KL mean", "median",
-           "p90", "p99", "max", "same top", "RMS dp", "cor");
-    char b1[64];
-    printf("%-28s %18s\n", "reference fp32", pm(b1, sizeof b1, jd(ref, "ppl"), jd(ref, "ppl_se")));
-    for (size_t i = 0; i < json_array_size(cfgs); i++) {
-        json_t *c = json_array_get(cfgs, i);
-        json_t *ci = json_object_get(c, "dppl_rel_ci95");
-        char dppl[64], lab[64];
-        snprintf(dppl, sizeof dppl, "%+.2f%% [%+.2f, %+.2f]", 100 * jd(c, "dppl_rel"),
-                 100 * json_number_value(json_array_get(ci, 0)), 100 * json_number_value(json_array_get(ci, 1)));
-        snprintf(lab, sizeof lab, "%.28s", json_string_value(json_object_get(c, "label")));
-        printf("%-28s %18s %26s %9.5f±%-8.5f %9.5f %9.5f %9.5f %9.4f %7.3f%%±%-6.3f %7.4f±%-7.4f %7.4f\n", lab,
-               pm(b1, sizeof b1, jd(c, "ppl"), jd(c, "ppl_se")), dppl, jd(c, "kl_mean"), jd(c, "kl_se"), jd(c, "kl_median"), jd(c, "kl_p90"),
-               jd(c, "kl_p99"), jd(c, "kl_max"), 100 * jd(c, "top1_agree"), 100 * jd(c, "top1_agree_se"), jd(c, "dp_rms"),
-               jd(c, "dp_rms_se"), jd(c, "cor_ln_ppl"));
+           t->su.bos >= 0 ? "replaces the first token of each chunk" : "not added (the vocabulary does not add BOS)");
+    printf("%zu scored tokens; errors are standard errors of per-token means (tokens treated as independent)\n\n",
+           qs_eval_ntok(&t->su));
+    printf("%-28s", "config");
+    for (int k = 1, id; (id = qs_evstat_column(QS_EVV_CLI, k)); k++)
+        printf(" %*s", qs_evstats[id].view[QS_EVV_CLI].width, qs_evstats[id].view[QS_EVV_CLI].head);
+    printf("\n%-28s", "reference fp32");
+    print_cells(res->ref, 1);
+    for (size_t i = 0; i < json_array_size(res->cfgs); i++) {
+        json_t *c = json_array_get(res->cfgs, i);
+        printf("%-28.28s", json_string_value(json_object_get(c, "label")));
+        print_cells(c, 0);
     }
     printf("\nKL = KL(P_ref || P_config) per token (nats); dPPL = PPL(config)/PPL(ref) - 1 (delta method); "
            "dp = p_config - p_ref of the actual next token; cor = Cor(ln p_config, ln p_ref) per token\n");
+}
+
+/* Non-finite values are never silent. */
+static void warn_nonfinite(const eval_opts *o, const qs_eval_result *res)
+{
+    for (size_t i = 0; i <= (size_t)o->ncfg; i++) {
+        json_t *v = i ? json_array_get(res->cfgs, i - 1) : res->ref, *nf = json_object_get(v, "nonfinite");
+        json_int_t lr = json_integer_value(json_object_get(nf, "logit_rows")), av = json_integer_value(json_object_get(nf, "activation_values"));
+        json_t *fs = json_object_get(nf, "first_site");
+        char where[96] = "";
+        if (json_is_object(fs))
+            snprintf(where, sizeof where, ", first at layer %lld %s", (long long)json_integer_value(json_object_get(fs, "layer")),
+                     json_string_value(json_object_get(fs, "site")));
+        if (lr || av)
+            fprintf(stderr, "qscope: warning: %s: %lld non-finite logit rows (left out of the statistics), %lld non-finite "
+                    "activation values%s\n", i ? o->cfg[i - 1].label : "reference", (long long)lr, (long long)av, where);
+    }
+}
+
+static void print_json(const eval_opts *o, const qs_llm_text_run *t, const qs_eval_result *res, const char *note, double secs)
+{
+    json_t *j = json_object();
+    json_object_set_new(j, "model", qs_llm_model_json(o->model, &t->f));
+    json_object_set_new(j, "text", qs_llm_text_json(o->text, t->thash, t->tlen));
+    json_object_set_new(j, "tokens", json_integer(t->ntok));
+    json_object_set_new(j, "scored_tokens", json_integer((json_int_t)qs_eval_ntok(&t->su)));
+    json_object_set_new(j, "ctx", json_integer(o->ctx));
+    json_object_set_new(j, "chunks", json_integer(t->su.nchunks));
+    json_object_set_new(j, "score", json_string(o->score_all ? "all" : "half"));
+    json_object_set_new(j, "bos", t->su.bos >= 0 ? json_integer(t->su.bos) : json_null());
+    json_object_set_new(j, "reference", json_incref(res->ref));
+    json_object_set_new(j, "configs", json_incref(res->cfgs));
+    if (note) json_object_set_new(j, "note", json_string(note));
+    json_object_set_new(j, "compute_seconds", json_real(res->compute_seconds));
+    json_object_set_new(j, "seconds", json_real(secs));
+    char *s = json_dumps(j, JSON_COMPACT);
+    if (s) printf("%s\n", s);
+    free(s);
+    json_decref(j);
 }
 
 /* ---------------------------------------------------------------- command */
@@ -416,173 +323,37 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
     int rc = parse_opts(argc, argv, o);
     if (rc) { free(o); return rc; }
     const double t_start = qs_now_s();
-    qs_err e = {{0}};
-    qs_llm_file f;
-    memset(&f, 0, sizeof f);
-    char *text = NULL, thash[33];
-    size_t tlen = 0;
-    int32_t *ids = NULL;
+    qs_llm_text_run t;
     qs_db *db = NULL;
-    json_t *ref_data = NULL, *cfg_arr = json_array(), *keys[MAX_CFG + 1] = {0};
-    char *datas[MAX_CFG + 1] = {0};
-    int64_t rids[MAX_CFG + 1] = {0};
-    qs_eval_shard sh;
-    memset(&sh, 0, sizeof sh);
-    if (qs_eval_read_text(o->text, &text, &tlen, thash, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
-    if (qs_llm_load(o->model, &f, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
-    if (o->ctx > f.m.c.ctx) { rc = qs_cli_usage(CMD, "--ctx %d exceeds the model context %d", o->ctx, f.m.c.ctx); goto done; }
-    if (!f.v.n) { rc = qs_cli_error(QS_EXIT_ERR, "%s: the model has no vocabulary to tokenize the text", o->model); goto done; }
-    int ntok = 0;
-    if (qs_eval_text_ids(o->text, &f, text, tlen, &ids, &ntok, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
-    const int add_bos = f.v.add_bos && f.v.bos >= 0;
-    if (o->save_ids && qs_par_rank() == 0) {   /* the text's ids, comma-separated: for cross-checks with other tools */
-        FILE *fo = fopen(o->save_ids, "w");
-        if (!fo) { qs_write_fail(&e, o->save_ids, errno); rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
-        for (int i = 0; i < ntok; i++) fprintf(fo, "%s%d", i ? "," : "", ids[i]);
-        fputc('\n', fo);
-        int werr = ferror(fo) ? errno : 0;
-        if (fclose(fo) || werr) { qs_write_fail(&e, o->save_ids, werr ? werr : errno); rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
-    }
-    /* llama.cpp wants two chunks for the second-half convention; all positions need one */
-    int need = o->score_all ? o->ctx : 2 * o->ctx;
-    if (ntok < need) {
-        rc = qs_cli_error(QS_EXIT_USAGE, "%s: %d tokens is too short for --ctx %d (needs at least %d tokens%s)", o->text, ntok,
-                          o->ctx, need, o->score_all ? "" : "; --score all needs one chunk");
-        goto done;
-    }
-    qs_eval_setup su = {o->ctx, ntok / o->ctx, o->score_all, add_bos ? f.v.bos : -1};
-    if (o->chunks && o->chunks < su.nchunks) su.nchunks = o->chunks;
-    const size_t scored = qs_eval_ntok(&su);
-
-    /* cache keys: one result per variant */
+    qs_eval_result res = {0};
+    qs_err e = {{0}};
+    if ((rc = qs_llm_text_run_open(&t, CMD, o->model, o->text, o->ctx, o->chunks, o->score_all, o->save_ids))) goto done;
     if (!(db = qs_cli_open_db(cli))) { rc = QS_EXIT_ERR; goto done; }
-    int want[MAX_CFG], nwant = 0, need_ref = o->force;
-    for (int i = 0; i <= o->ncfg; i++) {
-        json_t *k = json_pack("{s:s,s:i,s:i,s:s,s:i,s:o}", "text", thash, "ctx", o->ctx, "chunks", su.nchunks, "score",
-                              o->score_all ? "all" : "half", "bos", su.bos, "numerics",
-                              numerics_json(i ? &o->cfg[i - 1] : NULL, o->scaled));
-        keys[i] = k;
-        char *ks = json_dumps(k, JSON_COMPACT | JSON_SORT_KEYS);
-        if (!ks) { rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); goto done; }
-        if (!o->force && qs_result_get(db, f.hash, "llm_eval", i ? o->cfg[i - 1].label : "reference", ks, &datas[i], &rids[i], &e)) {
-            free(ks);
-            rc = qs_cli_err(QS_EXIT_ERR, &e);
-            goto done;
-        }
-        free(ks);
-        if (i == 0) need_ref |= !datas[0];
-        else { want[i - 1] = !datas[i]; nwant += want[i - 1]; }
-    }
-    if (nwant) need_ref = 1;
-    double compute = 0;
-    if (need_ref) {
-        /* the configurations' weights, rounded once */
-        qs_eval_variant var[MAX_CFG];
-        memset(var, 0, sizeof var);
-        for (int i = 0; i < o->ncfg; i++) {
-            eval_cfg *c = &o->cfg[i];
-            c->m = &f.m;
-            if (want[i] || o->force) want[i] = 1;
-            if (c->has_w && want[i]) {
-                /* configurations with the same weight format share one rounded copy */
-                char *wj = qs_quant_opts_json(&c->w);
-                for (int k = 0; k < i && wj; k++) {
-                    char *kj = o->cfg[k].has_w && o->cfg[k].wm.arena ? qs_quant_opts_json(&o->cfg[k].w) : NULL;
-                    if (kj && !strcmp(kj, wj)) c->m = &o->cfg[k].wm;
-                    free(kj);
-                    if (c->m != &f.m) break;
-                }
-                free(wj);
-                if (c->m == &f.m) {
-                    if (qs_llm_clone(&c->wm, &f.m, &e) || qs_llm_quantize_weights(&c->wm, &c->w, o->scaled, &e)) {
-                        rc = qs_cli_err(QS_EXIT_ERR, &e);
-                        goto done;
-                    }
-                    c->m = &c->wm;
-                }
-            }
-            var[i].m = c->m;
-            var[i].nx = (qs_llm_numerics){c->has_a ? &c->a : NULL, c->resq, c->has_kv ? &c->kv : NULL, o->scaled, NULL};
-        }
-        /* chunks x configurations on the ranks; rank 0 ends with every per-token result */
-        double t0 = qs_now_s();
-        if (qs_eval_shard_init(&sh, &f.m, var, want, o->ncfg, ids, (size_t)ntok, &su, &e) ||
-            qs_llm_shard_run(&sh, CMD, &e)) {
-            rc = qs_cli_err(QS_EXIT_ERR, &e);
-            goto done;
-        }
-        compute = qs_now_s() - t0;
-        if (qs_par_rank() == 0 && store_variants(db, o, &f, keys, want, &sh.out, datas, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
-    }
+    qs_eval_request rq = {o->text, t.thash, &t.f, t.ids, (size_t)t.ntok, t.su, o->scaled, o->force, o->cfg, o->ncfg,
+                          qs_llm_shard_run, CMD, qs_par_rank()};
+    if (qs_eval_service(db, &rq, &res, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
     if (qs_par_rank() > 0) goto done;   /* rank 0 stores and prints */
-    /* assemble the answer from the stored (or just computed) data */
-    ref_data = json_loads(datas[0], 0, NULL);
-    if (!ref_data) { rc = qs_cli_error(QS_EXIT_ERR, "stored reference result is not JSON"); goto done; }
-    json_object_set_new(ref_data, "cached", json_boolean(!need_ref));
-    for (int i = 0; i < o->ncfg; i++) {
-        json_t *c = json_loads(datas[i + 1], 0, NULL);
-        if (!c) { rc = qs_cli_error(QS_EXIT_ERR, "stored result of %s is not JSON", o->cfg[i].label); goto done; }
-        json_t *obj = json_pack("{s:s,s:O}", "label", o->cfg[i].label, "numerics", json_object_get(keys[i + 1], "numerics"));
-        json_object_update(obj, c);
-        json_decref(c);
-        json_object_set_new(obj, "cached", json_boolean(!(need_ref && want[i])));
-        json_array_append_new(cfg_arr, obj);
-    }
     int weight_note = 0;
     for (int i = 0; i < o->ncfg; i++) weight_note |= o->cfg[i].has_w;
-    weight_note = weight_note && (strstr(f.wtypes, "q4") || strstr(f.wtypes, "q5") || strstr(f.wtypes, "q8") || strstr(f.wtypes, "q6"));
+    const char *wt = t.f.wtypes;
+    weight_note = weight_note && (strstr(wt, "q4") || strstr(wt, "q5") || strstr(wt, "q8") || strstr(wt, "q6"));
     char wnote[320];
     snprintf(wnote, sizeof wnote, "the model's weights are already quantized (%s): a weight format's result is relative to that "
-             "grid; activation and KV-cache results are not affected", f.wtypes);
-    /* non-finite values are never silent */
-    for (size_t i = 0; i <= (size_t)o->ncfg; i++) {
-        json_t *v = i ? json_array_get(cfg_arr, i - 1) : ref_data, *nf = json_object_get(v, "nonfinite");
-        json_int_t lr = json_integer_value(json_object_get(nf, "logit_rows")), av = json_integer_value(json_object_get(nf, "activation_values"));
-        json_t *fs = json_object_get(nf, "first_site");
-        char where[96] = "";
-        if (json_is_object(fs))
-            snprintf(where, sizeof where, ", first at layer %lld %s", (long long)json_integer_value(json_object_get(fs, "layer")),
-                     json_string_value(json_object_get(fs, "site")));
-        if (lr || av)
-            fprintf(stderr, "qscope: warning: %s: %lld non-finite logit rows (left out of the statistics), %lld non-finite "
-                    "activation values%s\n", i ? o->cfg[i - 1].label : "reference", (long long)lr, (long long)av, where);
-    }
+             "grid; activation and KV-cache results are not affected", wt);
+    warn_nonfinite(o, &res);
     double secs = qs_now_s() - t_start;
-    if (o->json) {
-        json_t *j = json_object();
-        json_object_set_new(j, "model", qs_llm_model_json(o->model, &f));
-        json_object_set_new(j, "text", qs_llm_text_json(o->text, thash, tlen));
-        json_object_set_new(j, "tokens", json_integer(ntok));
-        json_object_set_new(j, "scored_tokens", json_integer((json_int_t)scored));
-        json_object_set_new(j, "ctx", json_integer(o->ctx));
-        json_object_set_new(j, "chunks", json_integer(su.nchunks));
-        json_object_set_new(j, "score", json_string(o->score_all ? "all" : "half"));
-        json_object_set_new(j, "bos", su.bos >= 0 ? json_integer(su.bos) : json_null());
-        json_object_set_new(j, "reference", json_incref(ref_data));
-        json_object_set_new(j, "configs", json_incref(cfg_arr));
-        if (weight_note) json_object_set_new(j, "note", json_string(wnote));
-        json_object_set_new(j, "compute_seconds", json_real(compute));
-        json_object_set_new(j, "seconds", json_real(secs));
-        char *s = json_dumps(j, JSON_COMPACT);
-        if (s) printf("%s\n", s);
-        free(s);
-        json_decref(j);
-    } else {
-        print_table(o, &f, ref_data, cfg_arr, (size_t)ntok, scored, su.nchunks, su.bos);
+    if (o->json) print_json(o, &t, &res, weight_note ? wnote : NULL, secs);
+    else {
+        print_table(o, &t, &res);
         if (weight_note) printf("note: %s\n", wnote);
-        printf("%s in %.1f s (%.1f s computing)\n", need_ref ? "computed" : "all results reused from the database (--force recomputes)",
-               secs, compute);
+        printf("%s in %.1f s (%.1f s computing)\n", res.computed ? "computed" : "all results reused from the database (--force recomputes)",
+               secs, res.compute_seconds);
     }
 done:
-    qs_eval_shard_free(&sh);
-    for (int i = 0; i <= MAX_CFG; i++) { json_decref(keys[i]); free(datas[i]); }
-    for (int i = 0; i < o->ncfg; i++) if (o->cfg[i].wm.arena) qs_llm_free(&o->cfg[i].wm);
-    json_decref(ref_data);
-    json_decref(cfg_arr);
+    qs_eval_result_free(&res);
+    qs_eval_cfgs_free(o->cfg, o->ncfg);
     if (db) qs_db_close(db);
-    qs_llm_file_free(&f);
-    free(ids);
-    free(text);
+    qs_llm_text_run_free(&t);
     free(o);
     return rc;
 }

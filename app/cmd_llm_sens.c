@@ -17,7 +17,9 @@
 #include "quant_opts.h"
 #include "llm_par.h"
 #include "par.h"
+#include "llm_text_run.h"
 #include "../analysis/llm_eval_shard.h"
+#include "../analysis/llm_eval_stats.h"
 #include "../analysis/llm_sens.h"
 #include "../analysis/results.h"
 #include "../store/llm_load.h"
@@ -197,279 +199,309 @@ static void print_bits(char *buf, size_t cap, json_t *v)
     else snprintf(buf, cap, "-");
 }
 
-int qs_cmd_llm_sens(qs_cli *cli, int argc, char **argv)
-{
-    sens_opts *o = calloc(1, sizeof *o);
-    if (!o) return qs_cli_error(QS_EXIT_ERR, "out of memory");
-    int rc = parse_opts(argc, argv, o);
-    if (rc) { free(o); return rc; }
-    const double t_start = qs_now_s();
-    qs_err e = {{0}};
-    qs_llm_file f;
-    memset(&f, 0, sizeof f);
-    char *text = NULL, thash[33], *data = NULL, *pdata = NULL;
-    size_t tlen = 0;
-    int32_t *ids = NULL;
-    qs_db *db = NULL;
-    json_t *key = NULL, *d = NULL, *pkey = NULL, *pd = NULL;
+/* One run of the command: its inputs, the table's cache key and stored data, and what was computed. */
+typedef struct sens_run {
+    sens_opts *o;
+    qs_llm_text_run t;
+    qs_db *db;
+    json_t *key, *sites, *d;      /* d: the table's stored data, then the answer */
+    char *ks, *data;
     qs_sens_table tab;
-    memset(&tab, 0, sizeof tab);
-    qs_sens_step *order = NULL;
-    uint8_t *promoted = NULL;
-    int computed = 0, pcomputed = 0;
-    if (qs_eval_read_text(o->text, &text, &tlen, thash, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
-    if (qs_llm_load(o->model, &f, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
-    if (o->ctx > f.m.c.ctx) { rc = qs_cli_usage(CMD, "--ctx %d exceeds the model context %d", o->ctx, f.m.c.ctx); goto done; }
-    int ntok = 0;
-    if (qs_eval_text_ids(o->text, &f, text, tlen, &ids, &ntok, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
-    int need = o->score_all ? o->ctx : 2 * o->ctx;
-    if (ntok < need) {
-        rc = qs_cli_error(QS_EXIT_USAGE, "%s: %d tokens is too short for --ctx %d (needs at least %d tokens%s)", o->text, ntok,
-                          o->ctx, need, o->score_all ? "" : "; --score all needs one chunk");
-        goto done;
-    }
-    const int add_bos = f.v.add_bos && f.v.bos >= 0;
-    qs_eval_setup su = {o->ctx, ntok / o->ctx, o->score_all, add_bos ? f.v.bos : -1};
-    if (o->chunks && o->chunks < su.nchunks) su.nchunks = o->chunks;
-    const int L = f.m.c.n_layer, S = o->nsite;
-    const double bits_fmt = qs_format_bits_per_elem(o->fmt.f, &o->fmt.o), bits_hi = 16;
+    int L, S, computed, pcomputed;
+    double compute, bits_fmt, bits_hi;
+} sens_run;
 
-    if (!(db = qs_cli_open_db(cli))) { rc = QS_EXIT_ERR; goto done; }
+/* The cache key of the table: text, chunking, format, sites, casts. */
+static int table_key(sens_run *r)
+{
+    const sens_opts *o = r->o;
     char *fj = qs_quant_opts_json(&o->fmt);
     json_t *fo = fj ? json_loads(fj, 0, NULL) : NULL;
     free(fj);
-    json_t *sites = json_array();
-    for (int j = 0; j < S; j++) json_array_append_new(sites, json_string(qs_sens_site_name(o->sites[j])));
-    key = json_pack("{s:s,s:i,s:i,s:s,s:i,s:o,s:O,s:b}", "text", thash, "ctx", o->ctx, "chunks", su.nchunks, "score",
-                    o->score_all ? "all" : "half", "bos", su.bos, "format", fo ? fo : json_string(o->label), "sites", sites,
-                    "scaled_casts", o->scaled);
-    char *ks = key ? json_dumps(key, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-    if (!ks) { json_decref(sites); rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); goto done; }
-    if (!o->force && qs_result_get(db, f.hash, "llm_sensitivity", o->label, ks, &data, NULL, &e)) {
-        free(ks); json_decref(sites);
+    r->sites = json_array();
+    for (int j = 0; j < r->S; j++) json_array_append_new(r->sites, json_string(qs_sens_site_name(o->sites[j])));
+    r->key = json_pack("{s:s,s:i,s:i,s:s,s:i,s:o,s:O,s:b}", "text", r->t.thash, "ctx", o->ctx, "chunks", r->t.su.nchunks, "score",
+                       o->score_all ? "all" : "half", "bos", r->t.su.bos, "format", fo ? fo : json_string(o->label), "sites",
+                       r->sites, "scaled_casts", o->scaled);
+    r->ks = r->key ? json_dumps(r->key, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    return r->ks ? 0 : qs_cli_error(QS_EXIT_ERR, "out of memory");
+}
+
+/* Chunks x (layer, site) variants on the ranks; rank 0 makes the table. */
+static int compute_table(sens_run *r)
+{
+    qs_err e = {{0}};
+    double t0 = qs_now_s();
+    qs_sens_variants sv;
+    qs_eval_shard sh;
+    memset(&sh, 0, sizeof sh);
+    int bad = qs_sens_variants_make(&r->t.f.m, &r->o->fmt, r->o->scaled, r->o->sites, r->S, &sv, &e);
+    if (!bad) {
+        bad = qs_eval_shard_init(&sh, &r->t.f.m, sv.var, NULL, sv.nvar, r->t.ids, (size_t)r->t.ntok, &r->t.su, &e) ||
+              qs_llm_shard_run(&sh, CMD, &e) || (qs_par_rank() == 0 && qs_sens_table_make(&sv, &sh.out, &r->tab, &e));
+        qs_eval_shard_free(&sh);
+        qs_sens_variants_free(&sv);
+    }
+    if (bad) return qs_cli_err(QS_EXIT_ERR, &e);
+    r->compute = qs_now_s() - t0;
+    r->computed = 1;
+    return 0;
+}
+
+/* The stored data of a computed table: the measurements and the whole greedy ranking (independent of
+** any target). */
+static json_t *table_data(sens_run *r)
+{
+    const sens_opts *o = r->o;
+    const int L = r->L, S = r->S;
+    const qs_llm_model *m = &r->t.f.m;
+    json_t *d = json_object();
+    json_object_set_new(d, "model", qs_llm_model_json(o->model, &r->t.f));
+    json_object_set_new(d, "text", qs_llm_text_json(o->text, r->t.thash, r->t.tlen));
+    json_object_set_new(d, "tokens", json_integer(r->t.ntok));
+    json_object_set_new(d, "scored_tokens", json_integer((json_int_t)r->tab.n));
+    json_object_set_new(d, "ctx", json_integer(o->ctx));
+    json_object_set_new(d, "chunks", json_integer(r->t.su.nchunks));
+    json_object_set_new(d, "score", json_string(o->score_all ? "all" : "half"));
+    json_object_set_new(d, "format", json_string(o->label));
+    json_object_set_new(d, "sites", json_incref(r->sites));
+    json_object_set_new(d, "layers", json_integer(L));
+    json_object_set_new(d, "reference", json_pack("{s:o,s:o}", "ppl", num(r->tab.ref_ppl), "ppl_se", num(r->tab.ref_ppl_se)));
+    json_object_set_new(d, "kl_mean", matrix(r->tab.kl, L, S));
+    json_object_set_new(d, "kl_se", matrix(r->tab.kl_se, L, S));
+    json_object_set_new(d, "dppl", matrix(r->tab.dppl, L, S));
+    json_object_set_new(d, "top1_agree", matrix(r->tab.top1, L, S));
+    double elems = 0;
+    json_t *sp = json_array();
+    for (int j = 0; j < S; j++) {
+        double n = qs_sens_site_elems(&m->c, o->sites[j]);
+        elems += n * L;
+        json_array_append_new(sp, json_pack("{s:s,s:s,s:f,s:f}", "site", qs_sens_site_name(o->sites[j]), "unit",
+                                            o->sites[j] == QS_SENS_W ? "parameters" : "per_token", "elements", n,
+                                            "bits_per_elem", r->bits_fmt));
+    }
+    json_object_set_new(d, "bits_fp32", json_real(32 * elems));
+    json_object_set_new(d, "bits_format", json_real(r->bits_fmt));
+    json_object_set_new(d, "bits_bf16", json_real(r->bits_hi));
+    json_object_set_new(d, "site_params", sp);
+    qs_sens_step *order = calloc((size_t)L * S, sizeof *order);
+    if (!order) { json_decref(d); return NULL; }
+    double pred0, bits0;
+    qs_sens_plan_order(&r->tab, &m->c, r->bits_fmt, r->bits_hi, order, &pred0, &bits0);
+    json_t *oa = json_array();
+    for (int k = 0; k < L * S; k++)
+        json_array_append_new(oa, json_pack("{s:i,s:s,s:o,s:f,s:o,s:o,s:f}", "layer", order[k].layer, "site",
+                                            qs_sens_site_name(o->sites[order[k].j]), "kl", num(order[k].kl), "extra_bits",
+                                            order[k].extra_bits, "kl_per_bit", num(order[k].kl_per_bit), "predicted_kl",
+                                            num(order[k].predicted_kl), "bits_avg", order[k].bits_avg));
+    json_object_set_new(d, "plan", json_pack("{s:o,s:o,s:f}", "order", oa, "predicted_kl_format", num(pred0), "bits_avg_format", bits0));
+    free(order);
+    return d;
+}
+
+static int store_table(sens_run *r)
+{
+    qs_err e = {{0}};
+    json_t *d = table_data(r);
+    qs_sens_table_free(&r->tab);
+    r->data = d ? json_dumps(d, JSON_COMPACT) : NULL;
+    json_decref(d);
+    if (!r->data) return qs_cli_error(QS_EXIT_ERR, "out of memory");
+    if (qs_result_put(r->db, r->t.f.hash, "llm_sensitivity", r->o->label, r->ks, r->data, NULL, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
+    return 0;
+}
+
+/* The statistics of the plan's verifying evaluation (rows of analysis/llm_eval_stats.h). */
+static const int kMeasured[] = {QS_EVS_KL_MEAN, QS_EVS_KL_SE, QS_EVS_KL_MEDIAN, QS_EVS_KL_P99, QS_EVS_KL_MAX,
+                                QS_EVS_PPL, QS_EVS_DPPL, QS_EVS_DPPL_LO, QS_EVS_TOP1};
+
+/* A plan's stored data: the first k steps of the ranking promoted to BF16, verified by one evaluation. */
+static json_t *plan_data(sens_run *r, const qs_sens_step *order, int k, double pred0, uint8_t *promoted, qs_err *e)
+{
+    const sens_opts *o = r->o;
+    const int L = r->L, S = r->S;
+    json_t *pr = json_array(), *bf = json_array();
+    for (int i = 0; i < k; i++) {
+        promoted[order[i].layer * S + order[i].j] = 1;
+        json_array_append_new(pr, json_pack("{s:i,s:s}", "layer", order[i].layer, "site", qs_sens_site_name(o->sites[order[i].j])));
+    }
+    for (int l = 0; l < L; l++) {
+        json_t *row = json_array();
+        for (int j = 0; j < S; j++) json_array_append_new(row, json_integer(promoted[l * S + j]));
+        json_array_append_new(bf, row);
+    }
+    qs_eval_summary sm;
+    double t0 = qs_now_s();
+    if (qs_sens_verify(&r->t.f.m, &o->fmt, &o->hi, o->scaled, &r->tab, promoted, r->t.ids, (size_t)r->t.ntok, &r->t.su, &sm, e)) {
+        json_decref(pr); json_decref(bf);
+        return NULL;
+    }
+    r->compute += qs_now_s() - t0;
+    r->pcomputed = 1;
+    json_t *meas = json_object();
+    qs_evstats_put_ids(meas, &sm, kMeasured, (int)(sizeof kMeasured / sizeof *kMeasured));
+    return json_pack("{s:o,s:i,s:o,s:o,s:o,s:o,s:o}", "target",
+                     o->kl_target >= 0 ? json_pack("{s:f}", "kl", o->kl_target) : json_pack("{s:f}", "bits", o->bits_budget),
+                     "steps", k, "promoted", pr, "bf16", bf, "predicted_kl", num(k ? order[k - 1].predicted_kl : pred0),
+                     "bits_avg", bits_json(qs_sens_plan_bits(&r->tab, &r->t.f.m.c, promoted, r->bits_fmt, r->bits_hi)),
+                     "measured", meas);
+}
+
+/* The plan for --kl-target or --bits-budget (stored as kind "llm_plan"), merged into r->d's plan. */
+static int make_plan(sens_run *r)
+{
+    const sens_opts *o = r->o;
+    const int n = r->L * r->S;
+    qs_err e = {{0}};
+    qs_sens_step *order = calloc((size_t)n, sizeof *order);
+    uint8_t *promoted = calloc((size_t)n, 1);
+    json_t *pkey = NULL, *pd = NULL;
+    char *pks = NULL, *pdata = NULL;
+    int rc = 0;
+    if (!order || !promoted) { rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); goto done; }
+    double pred0, bits0;
+    qs_sens_plan_order(&r->tab, &r->t.f.m.c, r->bits_fmt, r->bits_hi, order, &pred0, &bits0);
+    int k = qs_sens_plan_choose(order, n, pred0, bits0, o->kl_target, o->bits_budget);
+    if (o->bits_budget >= 0 && o->bits_budget < bits0)
+        fprintf(stderr, "qscope: note: --bits-budget %g is below %s's own %g bits: nothing can be promoted\n", o->bits_budget,
+                o->label, bits0);
+    pkey = json_deep_copy(r->key);
+    if (o->kl_target >= 0) json_object_set_new(pkey, "kl_target", json_real(o->kl_target));
+    else json_object_set_new(pkey, "bits_budget", json_real(o->bits_budget));
+    if (!(pks = json_dumps(pkey, JSON_COMPACT | JSON_SORT_KEYS))) { rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); goto done; }
+    if (!o->force && !r->computed && qs_result_get(r->db, r->t.f.hash, "llm_plan", o->label, pks, &pdata, NULL, &e)) {
         rc = qs_cli_err(QS_EXIT_ERR, &e);
         goto done;
     }
-    double compute = 0;
-    if (!data) {
-        /* chunks x (layer, site) variants on the ranks; rank 0 makes the table */
-        double t0 = qs_now_s();
-        qs_sens_variants sv;
-        qs_eval_shard sh;
-        memset(&sh, 0, sizeof sh);
-        int bad = qs_sens_variants_make(&f.m, &o->fmt, o->scaled, o->sites, S, &sv, &e);
-        if (!bad) {
-            bad = qs_eval_shard_init(&sh, &f.m, sv.var, NULL, sv.nvar, ids, (size_t)ntok, &su, &e) ||
-                  qs_llm_shard_run(&sh, CMD, &e) || (qs_par_rank() == 0 && qs_sens_table_make(&sv, &sh.out, &tab, &e));
-            qs_eval_shard_free(&sh);
-            qs_sens_variants_free(&sv);
-        }
-        if (bad) {
-            free(ks); json_decref(sites);
-            rc = qs_cli_err(QS_EXIT_ERR, &e);
+    if (!pdata) {
+        if (!(pd = plan_data(r, order, k, pred0, promoted, &e))) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
+        pdata = json_dumps(pd, JSON_COMPACT);
+        if (!pdata || qs_result_put(r->db, r->t.f.hash, "llm_plan", o->label, pks, pdata, NULL, &e)) {
+            rc = pdata ? qs_cli_err(QS_EXIT_ERR, &e) : qs_cli_error(QS_EXIT_ERR, "out of memory");
             goto done;
         }
-        compute = qs_now_s() - t0;
-        computed = 1;
+        json_decref(pd);
     }
-    if (qs_par_rank() > 0) { free(ks); json_decref(sites); goto done; }   /* rank 0 alone plans, stores and prints */
-    if (computed) {
-        d = json_object();
-        json_object_set_new(d, "model", qs_llm_model_json(o->model, &f));
-        json_object_set_new(d, "text", qs_llm_text_json(o->text, thash, tlen));
-        json_object_set_new(d, "tokens", json_integer(ntok));
-        json_object_set_new(d, "scored_tokens", json_integer((json_int_t)tab.n));
-        json_object_set_new(d, "ctx", json_integer(o->ctx));
-        json_object_set_new(d, "chunks", json_integer(su.nchunks));
-        json_object_set_new(d, "score", json_string(o->score_all ? "all" : "half"));
-        json_object_set_new(d, "format", json_string(o->label));
-        json_object_set_new(d, "sites", json_incref(sites));
-        json_object_set_new(d, "layers", json_integer(L));
-        json_object_set_new(d, "reference", json_pack("{s:o,s:o}", "ppl", num(tab.ref_ppl), "ppl_se", num(tab.ref_ppl_se)));
-        json_object_set_new(d, "kl_mean", matrix(tab.kl, L, S));
-        json_object_set_new(d, "kl_se", matrix(tab.kl_se, L, S));
-        json_object_set_new(d, "dppl", matrix(tab.dppl, L, S));
-        json_object_set_new(d, "top1_agree", matrix(tab.top1, L, S));
-        double elems = 0;
-        json_t *sp = json_array();
-        for (int j = 0; j < S; j++) {
-            double n = qs_sens_site_elems(&f.m.c, o->sites[j]);
-            elems += n * L;
-            json_array_append_new(sp, json_pack("{s:s,s:s,s:f,s:f}", "site", qs_sens_site_name(o->sites[j]), "unit",
-                                                o->sites[j] == QS_SENS_W ? "parameters" : "per_token", "elements", n,
-                                                "bits_per_elem", bits_fmt));
-        }
-        json_object_set_new(d, "bits_fp32", json_real(32 * elems));
-        json_object_set_new(d, "bits_format", json_real(bits_fmt));
-        json_object_set_new(d, "bits_bf16", json_real(bits_hi));
-        json_object_set_new(d, "site_params", sp);
-        /* the whole greedy ranking (independent of any target) */
-        order = calloc((size_t)L * S, sizeof *order);
-        if (!order) { free(ks); json_decref(sites); rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); goto done; }
-        double pred0, bits0;
-        qs_sens_plan_order(&tab, &f.m.c, bits_fmt, bits_hi, order, &pred0, &bits0);
-        json_t *oa = json_array();
-        for (int k = 0; k < L * S; k++)
-            json_array_append_new(oa, json_pack("{s:i,s:s,s:o,s:f,s:o,s:o,s:f}", "layer", order[k].layer, "site",
-                                                qs_sens_site_name(o->sites[order[k].j]), "kl", num(order[k].kl), "extra_bits",
-                                                order[k].extra_bits, "kl_per_bit", num(order[k].kl_per_bit), "predicted_kl",
-                                                num(order[k].predicted_kl), "bits_avg", order[k].bits_avg));
-        json_object_set_new(d, "plan", json_pack("{s:o,s:o,s:f}", "order", oa, "predicted_kl_format", num(pred0), "bits_avg_format", bits0));
-        free(order);
-        order = NULL;
-        qs_sens_table_free(&tab);
-        data = json_dumps(d, JSON_COMPACT);
-        if (!data || qs_result_put(db, f.hash, "llm_sensitivity", o->label, ks, data, NULL, &e)) {
-            free(ks); json_decref(sites);
-            rc = data ? qs_cli_err(QS_EXIT_ERR, &e) : qs_cli_error(QS_EXIT_ERR, "out of memory");
-            goto done;
-        }
-        json_decref(d);
+    if (!(pd = json_loads(pdata, 0, NULL))) { rc = qs_cli_error(QS_EXIT_ERR, "stored plan is not JSON"); goto done; }
+    json_object_update(json_object_get(r->d, "plan"), pd);
+done:
+    json_decref(pkey); json_decref(pd);
+    free(pks); free(pdata);
+    free(order); free(promoted);
+    return rc;
+}
+
+static void print_text(const sens_run *r, const char *note, double secs)
+{
+    const sens_opts *o = r->o;
+    json_t *d = r->d, *plan = json_object_get(d, "plan"), *ref = json_object_get(d, "reference");
+    printf("model %s (%s; %s)\n", qs_esc(o->model), qs_llm_title(&r->t.f), r->t.f.wtypes);
+    printf("text %s: %d tokens; ctx %d, %d chunks, %lld scored tokens; scoring: %s; reference PPL %.4f±%.4f\n", qs_esc(o->text),
+           r->t.ntok, o->ctx, r->t.su.nchunks, (long long)json_integer_value(json_object_get(d, "scored_tokens")),
+           o->score_all ? "all positions" : "second half of each chunk (llama.cpp)",
+           json_number_value(json_object_get(ref, "ppl")), json_number_value(json_object_get(ref, "ppl_se")));
+    print_table(o, d, r->L);
+    json_t *ord = json_object_get(plan, "order");
+    printf("\nplan (greedy by KL per extra bit, BF16 = %g bits, %s = %g bits/elem): top of the ranking\n", r->bits_hi, o->label,
+           r->bits_fmt);
+    printf("%4s %6s %12s %10s %14s %14s %10s\n", "step", "layer", "site", "KL", "extra bits", "predicted KL", "avg bits");
+    printf("%4d %6s %12s %10s %14s %14.5f %10.3f\n", 0, "", "(all at format)", "", "",
+           json_number_value(json_object_get(plan, "predicted_kl_format")), json_number_value(json_object_get(plan, "bits_avg_format")));
+    size_t show = json_array_size(ord) < 10 ? json_array_size(ord) : 10;
+    json_t *st = json_object_get(plan, "steps");
+    if (json_is_integer(st) && (size_t)json_integer_value(st) > show) show = (size_t)json_integer_value(st);
+    for (size_t i = 0; i < show; i++) {
+        json_t *x = json_array_get(ord, i);
+        printf("%4zu %6lld %12s %10.5f %14.0f %14.5f %10.3f%s\n", i + 1, (long long)json_integer_value(json_object_get(x, "layer")),
+               json_string_value(json_object_get(x, "site")), json_number_value(json_object_get(x, "kl")),
+               json_number_value(json_object_get(x, "extra_bits")), json_number_value(json_object_get(x, "predicted_kl")),
+               json_number_value(json_object_get(x, "bits_avg")),
+               json_is_integer(st) && i + 1 == (size_t)json_integer_value(st) ? "   <- plan" : "");
     }
-    free(ks);
-    json_decref(sites);
-    if (!(d = json_loads(data, 0, NULL)) || table_from_json(d, &tab, o, L)) {
-        rc = qs_cli_error(QS_EXIT_ERR, "stored sensitivity result is not a %d x %d table", L, S);
-        goto done;
+    if (json_is_integer(st)) {
+        json_t *ba = json_object_get(plan, "bits_avg");
+        double m[QS_EVS_N];   /* the measured statistics (kMeasured) */
+        qs_evstats_get(json_object_get(plan, "measured"), m);
+        char bw[32], bav[32];
+        print_bits(bw, sizeof bw, json_object_get(ba, "weights"));
+        print_bits(bav, sizeof bav, json_object_get(ba, "activations"));
+        printf("plan: %lld promotions to BF16; average bits: weights %s, activations %s, all %.3f\n",
+               (long long)json_integer_value(st), bw, bav, json_number_value(json_object_get(ba, "all")));
+        printf("plan verified by one evaluation: predicted KL %.5f (sum of isolated effects), measured KL %.5f±%.5f, "
+               "dPPL %+.2f%%, same top %.2f%%\n", json_number_value(json_object_get(plan, "predicted_kl")),
+               m[QS_EVS_KL_MEAN], m[QS_EVS_KL_SE], 100 * m[QS_EVS_DPPL], 100 * m[QS_EVS_TOP1]);
+        printf("(isolated effects are not additive: predicted and measured KL differ)\n");
+    } else
+        printf("(give --kl-target X or --bits-budget B for a plan verified by one evaluation)\n");
+    if (note) printf("note: %s\n", note);
+    printf("%s in %.1f s (%.1f s computing)\n", r->computed || r->pcomputed ? "computed" : "all results reused from the database (--force recomputes)",
+           secs, r->compute);
+}
+
+/* The table and plan, computed or reused; rank 0 then has the answer in r->d. */
+static int sens_answer(qs_cli *cli, sens_run *r)
+{
+    const sens_opts *o = r->o;
+    qs_err e = {{0}};
+    int rc;
+    if (!(r->db = qs_cli_open_db(cli))) return QS_EXIT_ERR;
+    if ((rc = table_key(r))) return rc;
+    if (!o->force && qs_result_get(r->db, r->t.f.hash, "llm_sensitivity", o->label, r->ks, &r->data, NULL, &e))
+        return qs_cli_err(QS_EXIT_ERR, &e);
+    if (!r->data && (rc = compute_table(r))) return rc;
+    if (qs_par_rank() > 0) return 0;   /* rank 0 alone plans, stores and prints */
+    if (r->computed && (rc = store_table(r))) return rc;
+    if (!(r->d = json_loads(r->data, 0, NULL)) || table_from_json(r->d, &r->tab, o, r->L))
+        return qs_cli_error(QS_EXIT_ERR, "stored sensitivity result is not a %d x %d table", r->L, r->S);
+    if ((o->kl_target >= 0 || o->bits_budget >= 0) && (rc = make_plan(r))) return rc;
+    uint8_t *none = calloc((size_t)r->L * r->S, 1);
+    if (none) {
+        json_object_set_new(json_object_get(r->d, "plan"), "bits_avg_format_split",
+                            bits_json(qs_sens_plan_bits(&r->tab, &r->t.f.m.c, none, r->bits_fmt, r->bits_hi)));
+        free(none);
     }
-    /* the plan for a target, verified by one evaluation */
-    if (o->kl_target >= 0 || o->bits_budget >= 0) {
-        order = calloc((size_t)L * S, sizeof *order);
-        promoted = calloc((size_t)L * S, 1);
-        if (!order || !promoted) { rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); goto done; }
-        double pred0, bits0;
-        qs_sens_plan_order(&tab, &f.m.c, bits_fmt, bits_hi, order, &pred0, &bits0);
-        int k = qs_sens_plan_choose(order, L * S, pred0, bits0, o->kl_target, o->bits_budget);
-        if (o->bits_budget >= 0 && o->bits_budget < bits0)
-            fprintf(stderr, "qscope: note: --bits-budget %g is below %s's own %g bits: nothing can be promoted\n", o->bits_budget,
-                    o->label, bits0);
-        pkey = json_deep_copy(key);
-        if (o->kl_target >= 0) json_object_set_new(pkey, "kl_target", json_real(o->kl_target));
-        else json_object_set_new(pkey, "bits_budget", json_real(o->bits_budget));
-        char *pks = json_dumps(pkey, JSON_COMPACT | JSON_SORT_KEYS);
-        if (!pks) { rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); goto done; }
-        if (!o->force && !computed && qs_result_get(db, f.hash, "llm_plan", o->label, pks, &pdata, NULL, &e)) {
-            free(pks);
-            rc = qs_cli_err(QS_EXIT_ERR, &e);
-            goto done;
-        }
-        if (!pdata) {
-            json_t *pr = json_array();
-            for (int i = 0; i < k; i++) {
-                promoted[order[i].layer * S + order[i].j] = 1;
-                json_array_append_new(pr, json_pack("{s:i,s:s}", "layer", order[i].layer, "site", qs_sens_site_name(o->sites[order[i].j])));
-            }
-            json_t *bf = json_array();
-            for (int l = 0; l < L; l++) {
-                json_t *r = json_array();
-                for (int j = 0; j < S; j++) json_array_append_new(r, json_integer(promoted[l * S + j]));
-                json_array_append_new(bf, r);
-            }
-            qs_eval_summary sm;
-            double t0 = qs_now_s();
-            if (qs_sens_verify(&f.m, &o->fmt, &o->hi, o->scaled, &tab, promoted, ids, (size_t)ntok, &su, &sm, &e)) {
-                json_decref(pr); json_decref(bf); free(pks);
-                rc = qs_cli_err(QS_EXIT_ERR, &e);
-                goto done;
-            }
-            compute += qs_now_s() - t0;
-            pcomputed = 1;
-            json_t *meas = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:[o,o],s:o}", "kl_mean", num(sm.kl_mean), "kl_se", num(sm.kl_se),
-                                     "kl_median", num(sm.kl_q[5]), "kl_p99", num(sm.kl_q[8]), "kl_max", num(sm.kl_q[10]), "ppl",
-                                     num(sm.ppl), "dppl_rel", num(sm.dppl_rel), "dppl_rel_ci95", num(sm.dppl_lo), num(sm.dppl_hi),
-                                     "top1_agree", num(sm.top1));
-            pd = json_pack("{s:o,s:i,s:o,s:o,s:o,s:o,s:o}", "target",
-                           o->kl_target >= 0 ? json_pack("{s:f}", "kl", o->kl_target) : json_pack("{s:f}", "bits", o->bits_budget),
-                           "steps", k, "promoted", pr, "bf16", bf, "predicted_kl", num(k ? order[k - 1].predicted_kl : pred0),
-                           "bits_avg", bits_json(qs_sens_plan_bits(&tab, &f.m.c, promoted, bits_fmt, bits_hi)), "measured", meas);
-            pdata = json_dumps(pd, JSON_COMPACT);
-            if (!pdata || qs_result_put(db, f.hash, "llm_plan", o->label, pks, pdata, NULL, &e)) {
-                free(pks);
-                rc = pdata ? qs_cli_err(QS_EXIT_ERR, &e) : qs_cli_error(QS_EXIT_ERR, "out of memory");
-                goto done;
-            }
-            json_decref(pd);
-        }
-        free(pks);
-        if (!(pd = json_loads(pdata, 0, NULL))) { rc = qs_cli_error(QS_EXIT_ERR, "stored plan is not JSON"); goto done; }
-        json_object_update(json_object_get(d, "plan"), pd);
-    }
-    {
-        uint8_t *none = calloc((size_t)L * S, 1);
-        if (none) {
-            json_object_set_new(json_object_get(d, "plan"), "bits_avg_format_split",
-                                bits_json(qs_sens_plan_bits(&tab, &f.m.c, none, bits_fmt, bits_hi)));
-            free(none);
-        }
-    }
+    return 0;
+}
+
+int qs_cmd_llm_sens(qs_cli *cli, int argc, char **argv)
+{
+    sens_run r;
+    memset(&r, 0, sizeof r);
+    if (!(r.o = calloc(1, sizeof *r.o))) return qs_cli_error(QS_EXIT_ERR, "out of memory");
+    const sens_opts *o = r.o;
+    int rc = parse_opts(argc, argv, r.o);
+    if (rc) { free(r.o); return rc; }
+    const double t_start = qs_now_s();
+    if ((rc = qs_llm_text_run_open(&r.t, CMD, o->model, o->text, o->ctx, o->chunks, o->score_all, NULL))) goto done;
+    r.L = r.t.f.m.c.n_layer;
+    r.S = o->nsite;
+    r.bits_fmt = qs_format_bits_per_elem(o->fmt.f, &o->fmt.o);
+    r.bits_hi = 16;
+    if ((rc = sens_answer(cli, &r)) || qs_par_rank() > 0) goto done;
     int wsite = 0;
-    for (int j = 0; j < S; j++) wsite |= o->sites[j] == QS_SENS_W;
-    int wnote = wsite && (strstr(f.wtypes, "q4") || strstr(f.wtypes, "q5") || strstr(f.wtypes, "q8") || strstr(f.wtypes, "q6"));
+    for (int j = 0; j < r.S; j++) wsite |= o->sites[j] == QS_SENS_W;
+    const char *wt = r.t.f.wtypes;
+    int wnote = wsite && (strstr(wt, "q4") || strstr(wt, "q5") || strstr(wt, "q8") || strstr(wt, "q6"));
     char note[320];
     snprintf(note, sizeof note, "the model's weights are already quantized (%s): the w site's result is relative to that grid; "
-             "activation and KV-cache results are not affected", f.wtypes);
+             "activation and KV-cache results are not affected", wt);
     double secs = qs_now_s() - t_start;
-    json_t *plan = json_object_get(d, "plan");
     if (o->json) {
-        json_object_set_new(d, "cached", json_boolean(!computed && !pcomputed));
-        if (wnote) json_object_set_new(d, "note", json_string(note));
-        json_object_set_new(d, "compute_seconds", json_real(compute));
-        json_object_set_new(d, "seconds", json_real(secs));
-        char *s = json_dumps(d, JSON_COMPACT);
+        json_object_set_new(r.d, "cached", json_boolean(!r.computed && !r.pcomputed));
+        if (wnote) json_object_set_new(r.d, "note", json_string(note));
+        json_object_set_new(r.d, "compute_seconds", json_real(r.compute));
+        json_object_set_new(r.d, "seconds", json_real(secs));
+        char *s = json_dumps(r.d, JSON_COMPACT);
         if (s) printf("%s\n", s);
         free(s);
-    } else {
-        json_t *ref = json_object_get(d, "reference");
-        printf("model %s (%s; %s)\n", qs_esc(o->model), qs_llm_title(&f), f.wtypes);
-        printf("text %s: %d tokens; ctx %d, %d chunks, %lld scored tokens; scoring: %s; reference PPL %.4f±%.4f\n", qs_esc(o->text),
-               ntok, o->ctx, su.nchunks, (long long)json_integer_value(json_object_get(d, "scored_tokens")),
-               o->score_all ? "all positions" : "second half of each chunk (llama.cpp)",
-               json_number_value(json_object_get(ref, "ppl")), json_number_value(json_object_get(ref, "ppl_se")));
-        print_table(o, d, L);
-        json_t *ord = json_object_get(plan, "order");
-        printf("\nplan (greedy by KL per extra bit, BF16 = %g bits, %s = %g bits/elem): top of the ranking\n", bits_hi, o->label, bits_fmt);
-        printf("%4s %6s %12s %10s %14s %14s %10s\n", "step", "layer", "site", "KL", "extra bits", "predicted KL", "avg bits");
-        printf("%4d %6s %12s %10s %14s %14.5f %10.3f\n", 0, "", "(all at format)", "", "",
-               json_number_value(json_object_get(plan, "predicted_kl_format")), json_number_value(json_object_get(plan, "bits_avg_format")));
-        size_t show = json_array_size(ord) < 10 ? json_array_size(ord) : 10;
-        json_t *st = json_object_get(plan, "steps");
-        if (json_is_integer(st) && (size_t)json_integer_value(st) > show) show = (size_t)json_integer_value(st);
-        for (size_t i = 0; i < show; i++) {
-            json_t *x = json_array_get(ord, i);
-            printf("%4zu %6lld %12s %10.5f %14.0f %14.5f %10.3f%s\n", i + 1, (long long)json_integer_value(json_object_get(x, "layer")),
-                   json_string_value(json_object_get(x, "site")), json_number_value(json_object_get(x, "kl")),
-                   json_number_value(json_object_get(x, "extra_bits")), json_number_value(json_object_get(x, "predicted_kl")),
-                   json_number_value(json_object_get(x, "bits_avg")),
-                   json_is_integer(st) && i + 1 == (size_t)json_integer_value(st) ? "   <- plan" : "");
-        }
-        if (json_is_integer(st)) {
-            json_t *m = json_object_get(plan, "measured"), *ba = json_object_get(plan, "bits_avg");
-            char bw[32], bav[32];
-            print_bits(bw, sizeof bw, json_object_get(ba, "weights"));
-            print_bits(bav, sizeof bav, json_object_get(ba, "activations"));
-            printf("plan: %lld promotions to BF16; average bits: weights %s, activations %s, all %.3f\n",
-                   (long long)json_integer_value(st), bw, bav, json_number_value(json_object_get(ba, "all")));
-            printf("plan verified by one evaluation: predicted KL %.5f (sum of isolated effects), measured KL %.5f±%.5f, "
-                   "dPPL %+.2f%%, same top %.2f%%\n", json_number_value(json_object_get(plan, "predicted_kl")),
-                   json_number_value(json_object_get(m, "kl_mean")), json_number_value(json_object_get(m, "kl_se")),
-                   100 * json_number_value(json_object_get(m, "dppl_rel")), 100 * json_number_value(json_object_get(m, "top1_agree")));
-            printf("(isolated effects are not additive: predicted and measured KL differ)\n");
-        } else
-            printf("(give --kl-target X or --bits-budget B for a plan verified by one evaluation)\n");
-        if (wnote) printf("note: %s\n", note);
-        printf("%s in %.1f s (%.1f s computing)\n", computed || pcomputed ? "computed" : "all results reused from the database (--force recomputes)",
-               secs, compute);
-    }
+    } else
+        print_text(&r, wnote ? note : NULL, secs);
 done:
-    qs_sens_table_free(&tab);
-    free(order);
-    free(promoted);
-    json_decref(key); json_decref(d); json_decref(pkey); json_decref(pd);
-    free(data); free(pdata);
-    if (db) qs_db_close(db);
-    qs_llm_file_free(&f);
-    free(ids);
-    free(text);
-    free(o);
+    qs_sens_table_free(&r.tab);
+    json_decref(r.key); json_decref(r.sites); json_decref(r.d);
+    free(r.ks); free(r.data);
+    if (r.db) qs_db_close(r.db);
+    qs_llm_text_run_free(&r.t);
+    free(r.o);
     return rc;
 }

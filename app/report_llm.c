@@ -97,6 +97,27 @@ static int qs_report_llm_sens(qs_db *db, const char *dir, int plots, json_t *sec
     return rc;
 }
 
+/* The evaluation table's columns: the report's of analysis/llm_eval_stats.h. */
+static json_t *table_columns(void)
+{
+    json_t *c = json_pack("[s]", "config");
+    for (int k = 1, id; (id = qs_evstat_column(QS_EVV_REPORT, k)); k++)
+        json_array_append_new(c, json_string(qs_evstats[id].view[QS_EVV_REPORT].head));
+    return c;
+}
+
+/* One row: the reference's (ref) has only the reference's statistics, the rest empty. */
+static json_t *table_row(const char *label, const double *v, int ref)
+{
+    json_t *row = json_pack("[o]", ref ? json_string(label) : qs_json_text(label));
+    for (int k = 1, id; (id = qs_evstat_column(QS_EVV_REPORT, k)); k++) {
+        char cell[96] = "";
+        if (!ref || (qs_evstats[id].flags & QS_EVS_REF)) qs_evstat_cell(QS_EVV_REPORT, id, v, 0, cell, sizeof cell);
+        json_array_append_new(row, json_string(cell));
+    }
+    return row;
+}
+
 int qs_report_llm_eval(qs_cli *cli, qs_db *db, const char *dir, int plots, json_t *sections, qs_err *e)
 {
     (void)cli;
@@ -109,27 +130,13 @@ int qs_report_llm_eval(qs_cli *cli, qs_db *db, const char *dir, int plots, json_
         if (!r->ncfg && !r->have_ref) continue;
         shown++;
         json_t *rows = json_array(), *notes = json_array(), *pl = json_array();
-        char c[9][64], cav[300];
+        char cav[300];
         qs_evrun_caveat(r, cav, sizeof cav);
-        if (isfinite(r->ppl)) snprintf(c[0], 64, "%.4g ± %.2g", r->ppl, r->ppl_se);
-        else snprintf(c[0], 64, "-");
-        json_array_append_new(rows, json_pack("[s,s,s,s,s,s,s,s,s]", "reference (FP32)", c[0], "", "", "", "", "", "", ""));
+        json_array_append_new(rows, table_row("reference (FP32)", r->ref, 1));
         json_array_append_new(notes, json_null());
         for (int i = 0; i < r->ncfg; i++) {
             const qs_evcfg *q = &r->cfg[i];
-            if (isfinite(q->ppl)) snprintf(c[0], 64, "%.4g ± %.2g", q->ppl, q->ppl_se);
-            else snprintf(c[0], 64, "-");
-            if (isfinite(q->dppl) && isfinite(q->dppl_lo) && isfinite(q->dppl_hi))
-                snprintf(c[1], 64, "%+.2f [%+.2f, %+.2f]", 100 * q->dppl, 100 * q->dppl_lo, 100 * q->dppl_hi);
-            else snprintf(c[1], 64, "-");
-            g(c[2], 64, q->kl_mean, "%.4g");
-            g(c[3], 64, q->kl_median, "%.4g");
-            g(c[4], 64, q->kl_p99, "%.4g");
-            g(c[5], 64, q->kl_max, "%.4g");
-            g(c[6], 64, 100 * q->top1, "%.2f");
-            g(c[7], 64, q->dp_rms, "%.4g");
-            json_array_append_new(rows, json_pack("[o,s,s,s,s,s,s,s,s]", qs_json_text(q->label), c[0], c[1], c[2], c[3], c[4],
-                                                  c[5], c[6], c[7]));
+            json_array_append_new(rows, table_row(q->label, q->v, 0));
             json_array_append_new(notes, q->has_w && cav[0] ? json_string(cav) : json_null());
         }
         if (plots && r->ncfg) {
@@ -166,10 +173,8 @@ int qs_report_llm_eval(qs_cli *cli, qs_db *db, const char *dir, int plots, json_
                                          : "every position 0 .. ctx−2 of each chunk predicts the next token",
                  cav[0] ? " Note: " : "", cav);
         if (!rc)
-            json_array_append_new(sections, json_pack("{s:s,s:s,s:s,s:[s,s,s,s,s,s,s,s,s],s:O,s:O,s:O}", "id", id, "title", title,
-                                                      "intro", intro, "columns", "config", "PPL", "ΔPPL % [95% CI]", "KL mean",
-                                                      "KL median", "KL p99", "KL max", "same top %", "RMS Δp", "rows", rows,
-                                                      "notes", notes, "plots", pl));
+            json_array_append_new(sections, json_pack("{s:s,s:s,s:s,s:o,s:O,s:O,s:O}", "id", id, "title", title, "intro", intro,
+                                                      "columns", table_columns(), "rows", rows, "notes", notes, "plots", pl));
         json_decref(rows); json_decref(notes); json_decref(pl);
     }
     qs_evruns_free(R, n);

@@ -23,7 +23,7 @@ typedef struct model_view {
     size_t nsens;
     int loaded;
     tui_list l;
-    int sort, sort_desc;          /* 0 as run, 1 KL mean, 2 dPPL */
+    int sort, sort_desc;          /* 0 as run, else a sort key of llm_eval_stats.h (KL mean, dPPL) */
     int cdf;                      /* KL plot: CDF instead of the histogram */
 } model_view;
 
@@ -53,7 +53,8 @@ static void load(tui *T)
     M->loaded = 1;
 }
 
-static double sort_val(const qs_evcfg *c, int key) { return key == 1 ? c->kl_mean : c->dppl; }
+/* the value of sort key `key` (the table's sort rows of llm_eval_stats.h) */
+static double sort_val(const qs_evcfg *c, int key) { return c->v[qs_evstat_sort_key(key)]; }
 
 /* The rows in display order (runs as stored; configs sorted within each run).  *out malloc'd. */
 static int rows_of(tui *T, mrow **out)
@@ -96,24 +97,11 @@ static void sens_line(const qs_sensrun *r, char *b, size_t cap)
              r->nsites, plan);
 }
 
-static void num(char *b, size_t cap, double v, const char *fmt)
-{
-    if (isfinite(v)) snprintf(b, cap, fmt, v);
-    else snprintf(b, cap, "-");
-}
-
-/* a KL value in 7 columns: 3 significant digits, or 2 in exponent form below 1e-3 */
-static void kl7(char *b, size_t cap, double v)
-{
-    if (!isfinite(v)) snprintf(b, cap, "-");
-    else if (v != 0 && fabs(v) < 1e-3) snprintf(b, cap, "%.1e", v);
-    else snprintf(b, cap, "%.3g", v);
-}
-
 static void run_line(tui *T, const qs_evrun *r, char *b, size_t cap)
 {
     char ppl[64];
-    if (r->have_ref && isfinite(r->ppl)) snprintf(ppl, sizeof ppl, "reference PPL %.4g %s %.2g", r->ppl, T->ascii ? "+-" : "±", r->ppl_se);
+    if (r->have_ref && isfinite(r->ref[QS_EVS_PPL]))
+        snprintf(ppl, sizeof ppl, "reference PPL %.4g %s %.2g", r->ref[QS_EVS_PPL], T->ascii ? "+-" : "±", r->ref[QS_EVS_PPL_SE]);
     else snprintf(ppl, sizeof ppl, "reference not stored");
     snprintf(b, cap, " %s  %s  %s  ctx %d, %d chunk%s, %zu tokens scored (%s)", ppl, qs_evrun_model(r), r->text, r->ctx,
              r->chunks, r->chunks == 1 ? "" : "s", r->scored, strcmp(r->score, "all") ? "second half" : "all positions");
@@ -157,13 +145,15 @@ static void model_draw(tui *T, int y0, int h)
     if (l->cur >= l->top + rows) l->top = l->cur - rows + 1;
     if (l->top > n - rows) l->top = n - rows;
     if (l->top < 0) l->top = 0;
-    const char *pm = T->ascii ? "+-" : "±";
     int lw = T->W - (wide ? 70 : 62);
     if (lw < 8) lw = 8;
     char line[800];
     attron(A_BOLD | A_UNDERLINE);
-    snprintf(line, sizeof line, "   %-*s %9s %11s %7s%s %7s %7s %5s %6s", lw, "CONFIG", "PPL", "dPPL%(95%)", "KL mean",
-             wide ? "  median" : "", "KL p99", "KL max", "top1%", "RMSdp");
+    size_t k = (size_t)snprintf(line, sizeof line, "   %-*s", lw, "CONFIG");
+    for (int col = 1, id; (id = qs_evstat_column(QS_EVV_TUI, col)) && k < sizeof line; col++)
+        if (wide || !qs_evstats[id].view[QS_EVV_TUI].wide_only)
+            k += (size_t)snprintf(line + k, sizeof line - k, " %*s", qs_evstats[id].view[QS_EVV_TUI].width,
+                                  qs_evstats[id].view[QS_EVV_TUI].head);
     move(y0, 0);
     for (int x = 0; x < T->W; x++) addch(' ');
     tui_addstr_clip(y0, 0, line, T->W);
@@ -182,23 +172,14 @@ static void model_draw(tui *T, int y0, int h)
         }
         else {
             const qs_evcfg *c = &r->cfg[q->cfg];
-            char a[8][32];
-            num(a[0], 32, c->ppl, "%.4g");
-            if (isfinite(c->dppl) && isfinite(c->dppl_hi))
-                snprintf(a[1], 32, "%+.*f%s%.*f", fabs(100 * c->dppl) < 10 ? 2 : 1, 100 * c->dppl, pm,
-                         fabs(50 * (c->dppl_hi - c->dppl_lo)) < 10 ? 2 : 1, 50 * (c->dppl_hi - c->dppl_lo));
-            else snprintf(a[1], 32, "-");
-            kl7(a[2], 32, c->kl_mean);
-            kl7(a[3], 32, c->kl_median);
-            kl7(a[4], 32, c->kl_p99);
-            kl7(a[5], 32, c->kl_max);
-            num(a[6], 32, 100 * c->top1, "%.1f");
-            num(a[7], 32, c->dp_rms, "%.4f");
-            if (strlen(a[1]) > 11) snprintf(a[1], 32, "%+.0f%s%.0f", 100 * c->dppl, pm, 50 * (c->dppl_hi - c->dppl_lo));
-            char med[40] = "";
-            if (wide) snprintf(med, sizeof med, " %7s", a[3]);
-            snprintf(line, sizeof line, "   %-*.*s%s %9s %11s %7s%s %7s %7s %5s %6s", lw - 1, lw - 1, c->label,
-                     c->has_w && qs_evrun_quantized_origin(r) ? "*" : " ", a[0], a[1], a[2], med, a[4], a[5], a[6], a[7]);
+            size_t at = (size_t)snprintf(line, sizeof line, "   %-*.*s%s", lw - 1, lw - 1, c->label,
+                                        c->has_w && qs_evrun_quantized_origin(r) ? "*" : " ");
+            for (int col = 1, id; (id = qs_evstat_column(QS_EVV_TUI, col)) && at < sizeof line; col++) {
+                if (!wide && qs_evstats[id].view[QS_EVV_TUI].wide_only) continue;
+                char cell[48];
+                qs_evstat_cell(QS_EVV_TUI, id, c->v, T->ascii, cell, sizeof cell);
+                at += (size_t)snprintf(line + at, sizeof line - at, " %*s", qs_evstats[id].view[QS_EVV_TUI].width, cell);
+            }
         }
         int y = y0 + 1 + i, sel = l->top + i == l->cur;
         if (sel) { attron(T->color ? COLOR_PAIR(CP_SEL) : A_REVERSE); move(y, 0); for (int x = 0; x < T->W; x++) addch(' '); }
@@ -262,10 +243,10 @@ static int model_key(tui *T, tui_act a, int page)
     case TA_HIST_KIND: M->cdf = !M->cdf; return 1;
     case TA_SORT:
     case TA_SORT_REV: {
-        static const char *const names[] = {"as evaluated", "KL mean", "dPPL"};
-        if (a == TA_SORT) { M->sort = (M->sort + 1) % 3; M->sort_desc = 0; }
+        if (a == TA_SORT) { M->sort = qs_evstat_sort_key(M->sort + 1) ? M->sort + 1 : 0; M->sort_desc = 0; }
         else M->sort_desc = !M->sort_desc;
-        tui_set_msg(T, 0, "configs sorted by %s%s", names[M->sort], M->sort && M->sort_desc ? ", descending" : "");
+        tui_set_msg(T, 0, "configs sorted by %s%s", M->sort ? qs_evstats[qs_evstat_sort_key(M->sort)].label : "as evaluated",
+                    M->sort && M->sort_desc ? ", descending" : "");
         return 1;
     }
     default: return 0;
