@@ -364,7 +364,6 @@ static int run_pass(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read 
     /* threads and the window */
     T = od.threads < 1 ? 1 : od.threads > MAX_THREADS ? MAX_THREADS : od.threads;
     if ((uint64_t)T > b1 - b0) T = b1 > b0 ? (int)(b1 - b0) : 1;
-    j.nthreads = T;
     j.wsize = 2 * (uint64_t)T;
     if (pthread_mutex_init(&j.mu, NULL)) { qs_fail(e, "cannot create a mutex"); goto fail; }
     if (pthread_mutex_init(&j.read_mu, NULL)) { pthread_mutex_destroy(&j.mu); qs_fail(e, "cannot create a mutex"); goto fail; }

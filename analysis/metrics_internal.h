@@ -306,7 +306,6 @@ struct job {
     int serial;
     pthread_mutex_t read_mu, mu;
     pthread_cond_t cv;
-    int nthreads;
     double F;                /* relative-error floor (absolute) */
     int novalue;             /* opts.value_hist given: the kernels skip the value histogram */
     /* the bands of this pass, [b0, b1), and where their partials go: folded into tot and the row and
