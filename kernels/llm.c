@@ -307,7 +307,7 @@ static int round_rows(const qs_apply *a, int scaled, qs_llm_resq resq, float *x,
     return 0;
 }
 
-/* The same over many rows: blocks of rows on the task pool (rows are independent). */
+/* The same over many rows: blocks of rows on the thread pool (rows are independent). */
 typedef struct rr_job {
     const qs_apply *a;
     int scaled, rows, cols;
@@ -443,7 +443,7 @@ static void add_bias(float *y, const float *b, int rows, int n)
 ** S = Q_tile K^T / sqrt(hd) over the keys the tile can see (one sgemm), causal mask and max-subtracted
 ** softmax per row (llm_rows.h, vectorised), O_tile = P V (one sgemm).  Masked entries are exact zeros in P.
 ** Tasks (sequence, head, tile) write disjoint parts of the output and run on the thread pool
-** (the thread pool, one thread per core, OpenBLAS single-threaded meanwhile). */
+** (one thread per core, OpenBLAS single-threaded meanwhile). */
 #define ATT_GEMM_MIN 8
 #define ATT_TILE 128
 typedef struct att_job {
