@@ -3,7 +3,6 @@
 ** analysis/grpo_sim.h (spec ais-rl.md section 5), the same code as `qscope sim grpo`.
 */
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +10,7 @@
 #include "claims.h"
 #include "ais.h"
 #include "grpo_sim.h"
+#include "../kernels/pool.h"
 
 #define APPEND(buf, ...) snprintf((buf) + strlen(buf), sizeof(buf) - strlen(buf), __VA_ARGS__)
 
@@ -25,8 +25,7 @@ typedef struct cfgset {
 
 typedef struct job {
     cfgset *sets;
-    int nsets, next;         /* next run index: set * seeds + seed */
-    pthread_mutex_t mu;
+    int nsets;
 } job;
 
 static void run_one(cfgset *s, int seed)
@@ -60,17 +59,13 @@ static void run_one(cfgset *s, int seed)
     free(st);
 }
 
-static void *worker(void *arg)
+/* Run i of the pool: set i / seeds, seed i % seeds. */
+static void run_task(void *arg, size_t i, int slot)
 {
+    (void)slot;
     job *j = arg;
-    for (;;) {
-        pthread_mutex_lock(&j->mu);
-        int i = j->next++;
-        pthread_mutex_unlock(&j->mu);
-        int per = j->sets[0].seeds;
-        if (i >= j->nsets * per) return NULL;
-        run_one(&j->sets[i / per], i % per);
-    }
+    int per = j->sets[0].seeds;
+    run_one(&j->sets[i / (size_t)per], (int)(i % (size_t)per));
 }
 
 /* Two-sided 95 % Student-t quantiles for n - 1 degrees of freedom, n = 2..16. */
@@ -105,11 +100,8 @@ static int ais_sim(int quick, qs_claim_out *o, qs_err *e)
     int ns = (int)(sizeof sets / sizeof sets[0]);
     if (quick) ns = 4;
     for (int i = 0; i < ns; i++) { sets[i].seeds = seeds; sets[i].steps = steps; }
-    job j = {sets, ns, 0, PTHREAD_MUTEX_INITIALIZER};
-    pthread_t th;
-    int have = pthread_create(&th, NULL, worker, &j) == 0;
-    worker(&j);
-    if (have) pthread_join(th, NULL);
+    job j = {sets, ns};
+    qs_pool_for(2, (size_t)ns * (size_t)seeds, run_task, &j);
     for (int i = 0; i < ns; i++)
         if (sets[i].failed) return qs_fail(e, "simulation: %s", sets[i].err.msg);
     double m[6], ci[6];

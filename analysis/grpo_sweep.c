@@ -13,6 +13,7 @@
 #include <xxhash.h>
 
 #include "results.h"
+#include "../kernels/pool.h"
 #include "../store/json_out.h"
 
 const char *const qs_sim_methods[QS_SM_COUNT] = {"exact", "none", "tis", "seq_tis", "icepop", "seq_mis", "geo_rs", "ais_r",
@@ -127,51 +128,44 @@ static int run_one(qs_grpo_job *j, int store, int log_every, qs_err *e)
     return rc;
 }
 
-typedef struct pool {
+typedef struct sweep {
     pthread_mutex_t mu;
     qs_grpo_job **jobs;
-    size_t n, next;
     int store, log_every, failed;
     qs_err err;
-} pool;
+} sweep;
 
-static void *worker(void *arg)
+/* One run on the pool; after a failure the runs not yet started are skipped. */
+static void run_task(void *arg, size_t i, int slot)
 {
-    pool *P = arg;
-    for (;;) {
-        pthread_mutex_lock(&P->mu);
-        if (P->failed || P->next >= P->n) { pthread_mutex_unlock(&P->mu); break; }
-        qs_grpo_job *j = P->jobs[P->next++];
-        pthread_mutex_unlock(&P->mu);
-        qs_err e = {{0}};
-        int rc = run_one(j, P->store, P->log_every, &e);
-        pthread_mutex_lock(&P->mu);
-        if (rc && !P->failed) {
-            P->failed = 1;
-            P->err = e;
-            qs_err_prefix(&P->err, j->run);
-        }
-        pthread_mutex_unlock(&P->mu);
+    (void)slot;
+    sweep *P = arg;
+    pthread_mutex_lock(&P->mu);
+    int stop = P->failed;
+    pthread_mutex_unlock(&P->mu);
+    if (stop) return;
+    qs_grpo_job *j = P->jobs[i];
+    qs_err e = {{0}};
+    int rc = run_one(j, P->store, P->log_every, &e);
+    pthread_mutex_lock(&P->mu);
+    if (rc && !P->failed) {
+        P->failed = 1;
+        P->err = e;
+        qs_err_prefix(&P->err, j->run);
     }
-    return NULL;
+    pthread_mutex_unlock(&P->mu);
 }
 
 static int run_pool(qs_grpo_job **jobs, size_t n, int threads, int store, int log_every, qs_err *e)
 {
     if (!n) return 0;
-    pool P;
+    sweep P;
     memset(&P, 0, sizeof P);
     pthread_mutex_init(&P.mu, NULL);
     P.jobs = jobs;
-    P.n = n;
     P.store = store;
     P.log_every = log_every;
-    pthread_t th[16];
-    int nt = 0;
-    for (int i = 0; i < threads && i < 16 && (size_t)i < n; i++)
-        if (pthread_create(&th[nt], NULL, worker, &P) == 0) nt++;
-    if (!nt) worker(&P);
-    for (int i = 0; i < nt; i++) pthread_join(th[i], NULL);
+    qs_pool_for(threads < 1 ? 1 : threads > 16 ? 16 : threads, n, run_task, &P);
     pthread_mutex_destroy(&P.mu);
     if (P.failed) *e = P.err;
     return P.failed ? -1 : 0;

@@ -2,7 +2,6 @@
 #include "kernel_model.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +9,7 @@
 #include <cblas.h>
 
 #include "../kernels/blas_threads.h"
+#include "../kernels/pool.h"
 #include "../kernels/qs_clock.h"
 
 double qs_measure_sgemm_gflops(int n, int threads, int reps)
@@ -31,12 +31,13 @@ double qs_measure_sgemm_gflops(int n, int threads, int reps)
     return 2.0 * n * (double)n * n / best / 1e9;
 }
 
-typedef struct { float *src, *dst; size_t n; } bwjob;
-static void *bw_main(void *p)
+typedef struct { float *src, *dst; size_t n, parts; } bwjob;
+static void bw_task(void *p, size_t i, int slot)
 {
+    (void)slot;
     bwjob *j = p;
-    for (size_t i = 0; i < j->n; i++) j->dst[i] = j->src[i] * 1.0001f + 0.5f;   /* triad-like */
-    return NULL;
+    size_t lo = j->n * i / j->parts, hi = j->n * (i + 1) / j->parts;
+    for (size_t k = lo; k < hi; k++) j->dst[k] = j->src[k] * 1.0001f + 0.5f;   /* triad-like */
 }
 
 double qs_measure_bandwidth(int threads)
@@ -49,16 +50,9 @@ double qs_measure_bandwidth(int threads)
     if (threads > 16) threads = 16;
     double best = 1e30;
     for (int r = 0; r < 5; r++) {
-        pthread_t th[16];
-        bwjob jb[16];
+        bwjob jb = {a, b, n, (size_t)threads};
         double t0 = qs_now_s();
-        for (int i = 0; i < threads; i++) {
-            size_t lo = n * (size_t)i / (size_t)threads, hi = n * (size_t)(i + 1) / (size_t)threads;
-            jb[i] = (bwjob){a + lo, b + lo, hi - lo};
-            if (i) pthread_create(&th[i], NULL, bw_main, &jb[i]);
-        }
-        bw_main(&jb[0]);
-        for (int i = 1; i < threads; i++) pthread_join(th[i], NULL);
+        qs_pool_for(threads, (size_t)threads, bw_task, &jb);   /* one range per thread of the pool */
         double t = qs_now_s() - t0;
         best = t < best ? t : best;
     }

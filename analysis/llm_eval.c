@@ -2,8 +2,8 @@
 ** Fixed-text model evaluation, chunk by chunk (see llm_eval.h).
 */
 #include "llm_eval.h"
-#include "../kernels/attn_internal.h"
 #include "../kernels/llm_rows.h"
+#include "../kernels/pool.h"
 #include "../kernels/qs_clock.h"
 
 #include <math.h>
@@ -60,9 +60,9 @@ typedef struct row_job {
     int is_ref;
 } row_job;
 
-static void row_task(void *ctx, size_t task, void *scratch)
+static void row_task(void *ctx, size_t task, int slot)
 {
-    (void)scratch;
+    (void)slot;
     const row_job *j = ctx;
     const int r = j->r0 + (int)task, V = j->V;
     const float *l = j->lg + task * (size_t)V;
@@ -189,7 +189,7 @@ int qs_eval_chunk(qs_eval_work *w, const qs_llm_model *ref, const qs_eval_varian
             int nr = per - r0 < HEAD_ROWS ? per - r0 : HEAD_ROWS;
             if (qs_llm_logits(m, nx, w->hid + (size_t)(first + r0) * d, nr, w->scr, w->lg, e)) return -1;
             row_job rj = {w->lg, V, r0, k0, tgt, w->pref, w->rr, vo, vi == 0};
-            if (qs_attn_pool(nr >= 8 ? qs_llm_threads() : 1, (size_t)nr, 1, row_task, &rj, e)) return -1;
+            qs_pool_for(nr >= 8 ? qs_llm_threads() : 1, (size_t)nr, row_task, &rj);
         }
         for (int r = 0; r < per; r++)   /* rows left out: the reference's, or this config's own */
             vo->nf.logit_rows += vi == 0 ? !w->rr[r].finite : (w->rr[r].finite && isnan(vo->nll[k0 + r]));

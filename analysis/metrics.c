@@ -2,11 +2,12 @@
 ** The analysis engine's driver (interface, definitions and conventions in metrics.h; the engine's
 ** files are listed in metrics_internal.h): one streaming pass that fake-quantizes a tensor exactly as
 ** kernels/format_apply.c does and accumulates error metrics, histograms and per-block / per-row /
-** per-column statistics, on `threads` threads, bit-identical for any thread count.
+** per-column statistics, on `threads` threads of the pool, bit-identical for any thread count.
 **
 ** Work is cut into bands whose boundaries depend only on the shape and the format, never on the
-** thread count (metrics_plan.c).  Threads claim bands in any order; each band's partial sums (double,
-** LANES independent accumulators combined in a fixed order) go to a window of slots and are merged
+** thread count (metrics_plan.c).  Bands are pool tasks, handed out in order to whichever thread is
+** free; each band's partial sums (double, LANES independent accumulators combined in a fixed order)
+** go to a window of slots and are merged
 ** strictly in band order by whichever thread completes the band at the frontier.  Histograms,
 ** counts and maxima are order-independent and are summed per thread at the end.  Per-block arrays
 ** are written in place (every block belongs to exactly one band).  FP contraction is off, so the
@@ -18,6 +19,7 @@
 ** counters (bit-sliced adder trees; values outside the window directly).
 */
 #include "metrics_internal.h"
+#include "../kernels/pool.h"
 
 #include <stdio.h>
 
@@ -46,54 +48,55 @@ static int take_band(job *j, const bpart *s)
     return met_band_copy(&P->band[j->frontier - j->b0], s, j->p->colacc);
 }
 
-static void *worker_main(void *arg)
+/* One band on the pool (kernels/pool.h), with the state of the pool slot running it.  Bands go out in
+** increasing order, so a band waiting for the window only waits for lower bands being worked on. */
+typedef struct { job *j; worker *w; } band_ctx;
+
+static void band_task(void *ctx, size_t t, int slot)
 {
-    worker *w = arg;
-    job *j = w->j;
-    for (;;) {
-        if (atomic_load(&j->stop)) break;
-        uint64_t b = atomic_fetch_add(&j->next, 1);
-        if (b >= j->b1) break;
-        pthread_mutex_lock(&j->mu);
-        while (!atomic_load(&j->stop) && b >= j->frontier + j->wsize) pthread_cond_wait(&j->cv, &j->mu);
-        pthread_mutex_unlock(&j->mu);
-        if (atomic_load(&j->stop)) break;
-        bpart *sl = &j->slots[b % j->wsize];
-        w->err.msg[0] = 0;
-        if (met_do_band(w, b, sl, &w->err)) {
-            record_error(j, b, w->err.msg);
-            break;
-        }
-        pthread_mutex_lock(&j->mu);
-        sl->ready = 1;
-        int moved = 0, oom = 0;
-        while (j->frontier < j->b1 && j->slots[j->frontier % j->wsize].ready) {
-            bpart *s = &j->slots[j->frontier % j->wsize];
-            if (take_band(j, s)) {
-                oom = 1;
-                break;
-            }
-            j->done_elems += s->nelem;
-            s->ready = 0;
-            j->frontier++;
-            moved = 1;
-        }
-        if (moved) pthread_cond_broadcast(&j->cv);
-        uint64_t done = j->done_elems;
-        pthread_mutex_unlock(&j->mu);
-        if (oom) {
-            record_error(j, b, "out of memory in the analysis");
-            break;
-        }
-        if (w->id == 0 && j->progress && j->progress(j->pctx, j->pbase + done, j->ptotal)) {
-            pthread_mutex_lock(&j->mu);
-            j->cancelled = 1;
-            pthread_mutex_unlock(&j->mu);
-            record_error(j, 0, "cancelled");
-            break;
-        }
+    band_ctx *bc = ctx;
+    job *j = bc->j;
+    worker *w = &bc->w[slot];
+    uint64_t b = j->b0 + t;
+    if (atomic_load(&j->stop)) return;
+    pthread_mutex_lock(&j->mu);
+    while (!atomic_load(&j->stop) && b >= j->frontier + j->wsize) pthread_cond_wait(&j->cv, &j->mu);
+    pthread_mutex_unlock(&j->mu);
+    if (atomic_load(&j->stop)) return;
+    bpart *sl = &j->slots[b % j->wsize];
+    w->err.msg[0] = 0;
+    if (met_do_band(w, b, sl, &w->err)) {
+        record_error(j, b, w->err.msg);
+        return;
     }
-    return NULL;
+    pthread_mutex_lock(&j->mu);
+    sl->ready = 1;
+    int moved = 0, oom = 0;
+    while (j->frontier < j->b1 && j->slots[j->frontier % j->wsize].ready) {
+        bpart *s = &j->slots[j->frontier % j->wsize];
+        if (take_band(j, s)) {
+            oom = 1;
+            break;
+        }
+        j->done_elems += s->nelem;
+        s->ready = 0;
+        j->frontier++;
+        moved = 1;
+    }
+    if (moved) pthread_cond_broadcast(&j->cv);
+    uint64_t done = j->done_elems;
+    pthread_mutex_unlock(&j->mu);
+    if (oom) {
+        record_error(j, b, "out of memory in the analysis");
+        return;
+    }
+    /* progress and cancellation on the calling thread (slot 0) only */
+    if (slot == 0 && j->progress && j->progress(j->pctx, j->pbase + done, j->ptotal)) {
+        pthread_mutex_lock(&j->mu);
+        j->cancelled = 1;
+        pthread_mutex_unlock(&j->mu);
+        record_error(j, 0, "cancelled");
+    }
 }
 
 /* ---- entry point ---------------------------------------------------------------------------- */
@@ -362,7 +365,6 @@ static int run_pass(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read 
     /* threads and the window */
     T = od.threads < 1 ? 1 : od.threads > MAX_THREADS ? MAX_THREADS : od.threads;
     if ((uint64_t)T > b1 - b0) T = b1 > b0 ? (int)(b1 - b0) : 1;
-    j.nthreads = T;
     j.wsize = 2 * (uint64_t)T;
     if (pthread_mutex_init(&j.mu, NULL)) { qs_fail(e, "cannot create a mutex"); goto fail; }
     if (pthread_mutex_init(&j.read_mu, NULL)) { pthread_mutex_destroy(&j.mu); qs_fail(e, "cannot create a mutex"); goto fail; }
@@ -385,7 +387,6 @@ static int run_pass(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read 
     if (!(w = calloc((size_t)T, sizeof *w))) goto oom;
     for (int t = 0; t < T; t++) {
         w[t].j = &j;
-        w[t].id = t;
         w[t].simd = MET_X86 ? qs_simd_level() : QS_SIMD_SCALAR;
         if (worker_alloc(&w[t], &p, &pf)) goto oom;
     }
@@ -441,19 +442,10 @@ static int run_pass(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read 
 
     /* the band pass */
     j.pbase = n * (uint64_t)(prepass + memmode);
-    j.next = b0;
     j.frontier = b0;
     if (b1 > b0) {
-        int started = 1;
-        for (int t = 1; t < T; t++) {
-            if (pthread_create(&w[t].th, NULL, worker_main, &w[t]) != 0) {
-                record_error(&j, 0, "cannot create a worker thread");
-                break;
-            }
-            started++;
-        }
-        if (!atomic_load(&j.stop)) worker_main(&w[0]);
-        for (int t = 1; t < started; t++) pthread_join(w[t].th, NULL);
+        band_ctx bc = {&j, w};
+        qs_pool_for(T, (size_t)(b1 - b0), band_task, &bc);
         if (j.failed) {
             memcpy(e->msg, j.err.msg, sizeof e->msg);
             goto fail;

@@ -267,9 +267,8 @@ typedef struct bpart {       /* one band's partial results, merged in band order
 
 typedef struct job job;
 
-typedef struct worker {
+typedef struct worker {     /* one per pool slot (kernels/pool.h) */
     job *j;
-    int id;
     float *x, *xt, *q;       /* band input, transposed input, fake-quantized (run layout) */
     uint32_t *codes;
     uint8_t *meta;
@@ -294,7 +293,6 @@ typedef struct worker {
     hacc hv, ha, hr, hu, hb, hs;
     uint32_t *hb4, *hs4;     /* block_err and scale-code counts of the band, 4 interleaved copies */
     qs_err err;
-    pthread_t th;
 } worker;
 
 struct job {
@@ -305,7 +303,6 @@ struct job {
     int serial;
     pthread_mutex_t read_mu, mu;
     pthread_cond_t cv;
-    int nthreads;
     double F;                /* relative-error floor (absolute) */
     int novalue;             /* opts.value_hist given: the kernels skip the value histogram */
     /* the bands of this pass, [b0, b1), and where their partials go: folded into tot and the row and
@@ -316,7 +313,6 @@ struct job {
     /* window */
     bpart *slots;
     uint64_t wsize, frontier;
-    _Atomic uint64_t next;
     uint64_t done_elems;
     /* per-block outputs (NULL when not requested), band by band from band b0 (met_band_block0) */
     uint8_t *bk_code;

@@ -45,6 +45,7 @@
 #endif
 
 #include "tensor_stats.h"
+#include "../kernels/pool.h"
 
 #include <float.h>
 #include <math.h>
@@ -57,7 +58,7 @@
 #define LANES 8                            /* independent accumulators per inner loop */
 #define NBIN 65536                         /* 16-bit radix histograms */
 #define MAX_AXES ((uint64_t)64 << 20)      /* rows + cols above this: no matrix view */
-#define MAX_THREADS 256
+#define MAX_THREADS QS_POOL_MAX
 #define NRANK (2 * QS_NPCT)                /* order statistics the percentiles need */
 #define NO_SLOT 0xff
 
@@ -77,16 +78,14 @@ typedef struct part {
 
 typedef struct job job;
 
-typedef struct worker {
+typedef struct worker {       /* one per pool slot */
     job *j;
-    int id;
     float *buf;                 /* one chunk */
     uint64_t *hist;             /* pass 1: NBIN counts of key >> 16 */
     float *colacc;              /* pass 1, cols <= STATS_CHUNK: this thread's column absmax */
     uint64_t *low;              /* pass 2: nsel * NBIN counts of key & 0xffff */
     uint64_t nout;              /* pass 2: outliers */
     qs_err err;                 /* the reader's message */
-    pthread_t th;
 } worker;
 
 struct job {
@@ -96,6 +95,7 @@ struct job {
     pthread_mutex_t read_mu;
     uint64_t numel, nchunks;
     int nthreads, pass;
+    worker *w;                  /* nthreads of them, indexed by pool slot */
     /* matrix view (rows == 0: none) */
     uint64_t rows, cols;
     _Atomic uint32_t *rowmax, *colmax;   /* float bits of nonnegative values: order-preserving */
@@ -452,55 +452,40 @@ static void pass2_chunk(worker *w, size_t len)
     if (j->nsel) chunk_hist_lo(w->buf, len, j->slot, w->low);
 }
 
-/* Chunks are dealt round-robin: worker t takes t, t+T, t+2T, ... in increasing order. */
-static void *worker_main(void *arg)
+/* One chunk on the pool (kernels/pool.h): chunks go out in increasing order, so the merge window
+** of submit_part only ever waits for lower chunks that are being worked on. */
+static void chunk_task(void *ctx, size_t c, int slot)
 {
-    worker *w = arg;
-    job *j = w->j;
-    for (uint64_t c = (uint64_t)w->id; c < j->nchunks; c += (uint64_t)j->nthreads) {
-        if (atomic_load_explicit(&j->stop, memory_order_relaxed)) break;
-        uint64_t start = c * STATS_CHUNK;
-        size_t len = (size_t)(j->numel - start < STATS_CHUNK ? j->numel - start : STATS_CHUNK);
-        w->err.msg[0] = 0;
-        if (j->serial) pthread_mutex_lock(&j->read_mu);
-        int rc = j->read(j->ctx, start, len, w->buf, &w->err);
-        if (j->serial) pthread_mutex_unlock(&j->read_mu);
-        if (rc != 0) {
-            record_error(j, c, &w->err);
-            break;
-        }
-        if (j->pass == 1)
-            pass1_chunk(w, c, start, len);
-        else
-            pass2_chunk(w, len);
+    job *j = ctx;
+    worker *w = &j->w[slot];
+    if (atomic_load_explicit(&j->stop, memory_order_relaxed)) return;
+    uint64_t start = (uint64_t)c * STATS_CHUNK;
+    size_t len = (size_t)(j->numel - start < STATS_CHUNK ? j->numel - start : STATS_CHUNK);
+    w->err.msg[0] = 0;
+    if (j->serial) pthread_mutex_lock(&j->read_mu);
+    int rc = j->read(j->ctx, start, len, w->buf, &w->err);
+    if (j->serial) pthread_mutex_unlock(&j->read_mu);
+    if (rc != 0) {
+        record_error(j, c, &w->err);
+        return;
     }
-    return NULL;
+    if (j->pass == 1)
+        pass1_chunk(w, c, start, len);
+    else
+        pass2_chunk(w, len);
 }
 
-/* Run one pass on nthreads workers (worker 0 on the calling thread). */
-static int run_pass(job *j, worker *w, int pass, qs_err *e)
+/* Run one pass on up to nthreads pool threads (slot 0 is the calling thread). */
+static int run_pass(job *j, int pass, qs_err *e)
 {
-    int started = 1, rc = 0;
     j->pass = pass;
     atomic_store(&j->stop, 0);
-    for (int t = 1; t < j->nthreads; t++) {
-        if (pthread_create(&w[t].th, NULL, worker_main, &w[t]) != 0) {
-            pthread_mutex_lock(&j->mu);
-            atomic_store(&j->stop, 1);
-            pthread_cond_broadcast(&j->cv);
-            pthread_mutex_unlock(&j->mu);
-            rc = qs_fail(e, "cannot create a worker thread");
-            break;
-        }
-        started++;
-    }
-    if (rc == 0) worker_main(&w[0]);
-    for (int t = 1; t < started; t++) pthread_join(w[t].th, NULL);
-    if (rc == 0 && j->failed) {
+    qs_pool_for(j->nthreads, (size_t)j->nchunks, chunk_task, j);
+    if (j->failed) {
         memcpy(e->msg, j->err.msg, sizeof e->msg);
-        rc = -1;
+        return -1;
     }
-    return rc;
+    return 0;
 }
 
 /* ---- order statistics ------------------------------------------------------------------- */
@@ -639,6 +624,7 @@ int qs_tensor_stats_compute(qs_read_fn read, void *ctx, int read_threadsafe, uin
     size_t buflen = numel < STATS_CHUNK ? (size_t)numel : STATS_CHUNK;
     int col_local = j.rows && j.cols <= STATS_CHUNK;
     w = calloc((size_t)T, sizeof *w);
+    j.w = w;
     j.win = calloc((size_t)j.wsize, sizeof *j.win);
     j.ready = calloc((size_t)j.wsize, 1);
     hist = calloc(NBIN, sizeof *hist);
@@ -652,7 +638,6 @@ int qs_tensor_stats_compute(qs_read_fn read, void *ctx, int read_threadsafe, uin
     }
     for (int t = 0; t < T; t++) {
         w[t].j = &j;
-        w[t].id = t;
         w[t].buf = malloc((buflen ? buflen : 1) * sizeof(float));
         w[t].hist = calloc(NBIN, sizeof(uint64_t));
         if (!w[t].buf || !w[t].hist) goto oom;
@@ -660,7 +645,7 @@ int qs_tensor_stats_compute(qs_read_fn read, void *ctx, int read_threadsafe, uin
     }
 
     /* Pass 1. */
-    if (numel && run_pass(&j, w, 1, e) != 0) goto done;
+    if (numel && run_pass(&j, 1, e) != 0) goto done;
     if (j.frontier != j.nchunks) {
         rc = qs_fail(e, "internal error: %llu of %llu chunks merged",
                      (unsigned long long)j.frontier, (unsigned long long)j.nchunks);
@@ -716,7 +701,7 @@ int qs_tensor_stats_compute(qs_read_fn read, void *ctx, int read_threadsafe, uin
         /* Pass 2. */
         for (int t = 0; t < T; t++)
             if (!(w[t].low = calloc((size_t)j.nsel * NBIN, sizeof(uint64_t)))) goto oom;
-        if (run_pass(&j, w, 2, e) != 0) goto done;
+        if (run_pass(&j, 2, e) != 0) goto done;
         uint64_t nout = 0;
         for (int t = 0; t < T; t++) {
             nout += w[t].nout;

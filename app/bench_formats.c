@@ -8,7 +8,6 @@
 ** for bit, and encode+decode must equal fakeq.
 */
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -20,6 +19,7 @@
 #include "../datasets/gen.h"
 #include "../kernels/format.h"
 #include "../kernels/format_apply.h"
+#include "../kernels/pool.h"
 
 
 typedef struct {
@@ -34,14 +34,14 @@ typedef struct {
     int rc;
 } job;
 
-static void *run_job(void *p)
+static void run_job(void *p, size_t half, int slot)
 {
-    job *j = p;
+    (void)slot;
+    job *j = (job *)p + half;
     qs_err e = {{0}};
     float ts;
     j->rc = j->encode ? j->f->encode(j->f, &j->o, j->x, j->n, j->codes, j->meta, &ts, &e)
                       : j->f->fakeq(j->f, &j->o, j->x, j->n, j->y, &e);
-    return NULL;
 }
 
 /* Time one operation with `threads` threads splitting the input at a block boundary. */
@@ -60,13 +60,8 @@ static double time_op(const qs_format *f, const qs_qopts *o, const float *x, flo
         j[t].o.index0 = s;
     }
     double t0 = qs_now_s();
-    if (threads == 1) run_job(&j[0]);
-    else {
-        pthread_t th;
-        pthread_create(&th, NULL, run_job, &j[1]);
-        run_job(&j[0]);
-        pthread_join(th, NULL);
-    }
+    if (threads == 1) run_job(j, 0, 0);
+    else qs_pool_for(2, 2, run_job, j);   /* the halves on two threads of the pool */
     double dt = qs_now_s() - t0;
     *rc |= j[0].rc | j[1].rc;
     return dt;

@@ -4,14 +4,14 @@
 #include "quant_stream.h"
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "../kernels/pool.h"
 #include "../kernels/simd.h"
 
-#define MAX_THREADS 64
+
+typedef struct slot_st { float *buf, *y; float amax; } slot_st;   /* one pool slot's */
 
 typedef struct qstream {
     qs_apply a;
@@ -20,7 +20,6 @@ typedef struct qstream {
     /* unit u: rows [u*urows, ...) whole, or (split) columns [(u%per_row)*ucols, ...) of row u/per_row */
     int split;
     uint64_t urows, ucols, per_row, nunits;
-    atomic_uint_fast64_t next;
     int pass;                      /* 0: absmax of the finite values, 1: quantize */
     int direct;                    /* every run lies in one unit: fakeq straight from the read buffer */
     qs_npy_writer *w;
@@ -29,6 +28,7 @@ typedef struct qstream {
     uint64_t done;                 /* elements appended to w */
     int failed;
     qs_err err;
+    slot_st slot[QS_POOL_MAX];
 } qstream;
 
 typedef struct unit_io { qstream *s; uint64_t base; } unit_io;
@@ -81,85 +81,72 @@ static void unit_span(const qstream *s, uint64_t u, uint64_t *base, uint64_t *nr
     }
 }
 
-typedef struct worker { qstream *s; float amax; } worker;
-
-static void *work(void *arg)
+/* One unit on the pool: slot st keeps its buffers across units (no fresh pages to fault in per unit). */
+static void unit_task(void *ctx, size_t u, int slot)
 {
-    worker *wk = arg;
-    qstream *s = wk->s;
+    qstream *s = ctx;
+    slot_st *st = &s->slot[slot];
     qs_err e = {{0}};
-    float *buf = NULL, *y = NULL;   /* kept across units: no fresh pages to fault in per unit */
-    for (;;) {
-        uint64_t u = atomic_fetch_add(&s->next, 1);
-        if (u >= s->nunits) break;
-        pthread_mutex_lock(&s->mu);
-        int stop = s->failed;
-        pthread_mutex_unlock(&s->mu);
-        if (stop) break;
-        uint64_t base, nr, nc;
-        unit_span(s, u, &base, &nr, &nc);
-        if (s->pass == 0) {
-            /* qs_format_absmax's rule in pieces: the maximum does not depend on the order */
-            size_t k = (size_t)(nr * nc);
-            if (!buf && !(buf = malloc((k > QS_QSTREAM_UNIT ? k : QS_QSTREAM_UNIT) * sizeof *buf))) {
-                qs_fail(&e, "out of memory");
-                fail_with(s, &e);
-                break;
-            }
-            if (qs_treader_read_f32(s->r, base, k, buf, &e)) { fail_with(s, &e); break; }
-            float m = qs_finite_absmax_n(buf, k);
-            if (m > wk->amax) wk->amax = m;
-            continue;
+    pthread_mutex_lock(&s->mu);
+    int stop = s->failed;
+    pthread_mutex_unlock(&s->mu);
+    if (stop) return;
+    uint64_t base, nr, nc;
+    unit_span(s, u, &base, &nr, &nc);
+    if (s->pass == 0) {
+        /* qs_format_absmax's rule in pieces: the maximum does not depend on the order */
+        size_t k = (size_t)(nr * nc);
+        if (!st->buf && !(st->buf = malloc((k > QS_QSTREAM_UNIT ? k : QS_QSTREAM_UNIT) * sizeof *st->buf))) {
+            qs_fail(&e, "out of memory");
+            fail_with(s, &e);
+            return;
         }
-        unit_io io = {s, base};
-        if (s->direct) {
-            /* qs_format_apply's row runs, without its per-call buffers: each row (or block-aligned
-            ** piece) is one fakeq at its place in the tensor */
-            size_t k = (size_t)(nr * nc);
-            if (!buf && (!(buf = malloc(QS_QSTREAM_UNIT * sizeof *buf)) || !(y = malloc(QS_QSTREAM_UNIT * sizeof *y)))) {
-                qs_fail(&e, "out of memory");
-                fail_with(s, &e);
-                break;
-            }
-            if (qs_treader_read_f32(s->r, base, k, buf, &e)) { fail_with(s, &e); break; }
-            qs_qopts o = s->a.o;
-            if (s->a.gran != QS_GRAN_BLOCK) o.block = 0;
-            int bad = 0;
-            for (uint64_t i = 0; i < nr && !bad; i++) {
-                o.index0 = s->a.o.index0 + base + i * nc;
-                bad = s->a.f->fakeq(s->a.f, &o, buf + i * nc, (size_t)nc, y + i * nc, &e);
-            }
-            if (bad || unit_write(&io, 0, k, y, &e)) { fail_with(s, &e); break; }
-            continue;
-        }
-        qs_apply a = s->a;
-        a.o.index0 += base;   /* stochastic rounding: the element's place in the whole tensor */
-        if (qs_format_apply(&a, nr, nc, unit_read, &io, unit_write, &io, &e)) { fail_with(s, &e); break; }
+        if (qs_treader_read_f32(s->r, base, k, st->buf, &e)) { fail_with(s, &e); return; }
+        float m = qs_finite_absmax_n(st->buf, k);
+        if (m > st->amax) st->amax = m;
+        return;
     }
-    free(buf);
-    free(y);
-    return NULL;
+    unit_io io = {s, base};
+    if (s->direct) {
+        /* qs_format_apply's row runs, without its per-call buffers: each row (or block-aligned
+        ** piece) is one fakeq at its place in the tensor */
+        size_t k = (size_t)(nr * nc);
+        if (!st->buf && (!(st->buf = malloc(QS_QSTREAM_UNIT * sizeof *st->buf)) ||
+                         !(st->y = malloc(QS_QSTREAM_UNIT * sizeof *st->y)))) {
+            qs_fail(&e, "out of memory");
+            fail_with(s, &e);
+            return;
+        }
+        float *buf = st->buf, *y = st->y;
+        if (qs_treader_read_f32(s->r, base, k, buf, &e)) { fail_with(s, &e); return; }
+        qs_qopts o = s->a.o;
+        if (s->a.gran != QS_GRAN_BLOCK) o.block = 0;
+        int bad = 0;
+        for (uint64_t i = 0; i < nr && !bad; i++) {
+            o.index0 = s->a.o.index0 + base + i * nc;
+            bad = s->a.f->fakeq(s->a.f, &o, buf + i * nc, (size_t)nc, y + i * nc, &e);
+        }
+        if (bad || unit_write(&io, 0, k, y, &e)) fail_with(s, &e);
+        return;
+    }
+    qs_apply a = s->a;
+    a.o.index0 += base;   /* stochastic rounding: the element's place in the whole tensor */
+    if (qs_format_apply(&a, nr, nc, unit_read, &io, unit_write, &io, &e)) fail_with(s, &e);
 }
 
 static int run_pass(qstream *s, int pass, int threads, float *amax, qs_err *e)
 {
     s->pass = pass;
-    atomic_store(&s->next, 0);
-    worker wk[MAX_THREADS];
-    pthread_t tid[MAX_THREADS];
-    int started = 0;
-    for (int i = 0; i < threads; i++) {
-        wk[i] = (worker){s, 0};
-        if (i > 0 && pthread_create(&tid[i], NULL, work, &wk[i]) != 0) break;
-        started = i + 1;
+    memset(s->slot, 0, sizeof s->slot);
+    int w = qs_pool_width(threads, s->nunits);
+    qs_pool_for(w, s->nunits, unit_task, s);
+    if (amax) *amax = 0;
+    for (int i = 0; i < w; i++) {
+        if (amax && s->slot[i].amax > *amax) *amax = s->slot[i].amax;
+        free(s->slot[i].buf);
+        free(s->slot[i].y);
     }
-    work(&wk[0]);
-    for (int i = 1; i < started; i++) pthread_join(tid[i], NULL);
     if (s->failed) { *e = s->err; return -1; }
-    if (amax) {
-        *amax = 0;
-        for (int i = 0; i < started; i++) if (wk[i].amax > *amax) *amax = wk[i].amax;
-    }
     return 0;
 }
 
@@ -174,11 +161,8 @@ int qs_quant_stream(const qs_apply *a, qs_treader *r, const uint64_t *shape, int
     qs_tensor_matrix_view(shape, ndim, &s.rows, &s.cols);
     s.n = s.rows * s.cols;
     if (qs_qopts_check(a->f, &a->o, e)) return -1;
-    if (threads <= 0) {
-        long c = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = c > 0 ? (int)c : 1;
-    }
-    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    if (threads <= 0) threads = qs_pool_cpus();
+    if (threads > QS_POOL_MAX) threads = QS_POOL_MAX;
 
     /* Which cuts leave every run, block and scale as they are in one call over the whole tensor. */
     qs_round rnd = a->o.round == QS_RND_DEFAULT ? a->f->default_round : a->o.round;

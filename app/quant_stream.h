@@ -4,8 +4,8 @@
 **
 ** The tensor is cut into units of about QS_QSTREAM_UNIT values (1 MiB of float32, so a thread's
 ** buffers stay in its cache): bands of whole rows, or, for rows longer than that, block-aligned
-** pieces of one row.  Worker threads take units in order, read them through the reader's windows,
-** fake-quantize each row or piece (with qs_format_apply where a run needs more than that) and
+** pieces of one row.  Pool threads (kernels/pool.h) take units in order, read them through the
+** reader's windows, fake-quantize each row or piece (with qs_format_apply where a run needs more than that) and
 ** append the result to the writer in element order, so memory is a few MB per thread whatever the
 ** tensor size and the output is written in large sequential blocks.  The result is bit for bit that of one
 ** qs_format_apply over the whole tensor: stochastic rounding keeps its global element counter,

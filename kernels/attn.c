@@ -1,13 +1,11 @@
-/* Attention kernels: FP64 reference, FlashAttention-2 on SGEMM tiles, plain C baseline, the MSD
-** decode path, MX attention simulation, error statistics (see attn.h). */
+/* Attention kernels: FP64 reference, plain C baseline, the MSD decode path, MX attention simulation,
+** error statistics (see attn.h; FlashAttention-2 and AMLA share the tiled runner of attn_flash.c). */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("tree-vectorize")
 #endif
 #include "attn.h"
 
 #include <math.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,73 +47,6 @@ double qs_attn_flops(const qs_attn_shape *s, int causal)
     return 2.0 * s->H * pairs * (double)(s->d + s->dv);
 }
 
-
-/* ---------------- task pool ---------------- */
-
-typedef struct {
-    void (*fn)(void *, size_t, void *);
-    void *ctx;
-    size_t ntasks, scratch;
-    atomic_size_t next;
-    int fail;
-} pool_t;
-
-static void *pool_main(void *arg)
-{
-    pool_t *p = arg;
-    void *scr = malloc(p->scratch ? p->scratch : 1);
-    if (!scr) { p->fail = 1; return NULL; }
-    for (;;) {
-        size_t t = atomic_fetch_add(&p->next, 1);
-        if (t >= p->ntasks) break;
-        p->fn(p->ctx, t, scr);
-    }
-    free(scr);
-    return NULL;
-}
-
-int qs_attn_pool(int threads, size_t ntasks, size_t scratch_bytes, void (*fn)(void *, size_t, void *), void *ctx,
-                 qs_err *e)
-{
-    if (threads < 1) threads = 1;
-    if (threads > 64) threads = 64;
-    if ((size_t)threads > ntasks) threads = ntasks ? (int)ntasks : 1;
-    pool_t p = {fn, ctx, ntasks, scratch_bytes, 0, 0};
-    atomic_init(&p.next, 0);
-    qs_blas_serial_begin();   /* our threads each call BLAS: one BLAS thread each */
-    pthread_t th[64];
-    int started = 0;
-    for (int i = 1; i < threads; i++)
-        if (pthread_create(&th[i], NULL, pool_main, &p) == 0) started++;
-        else break;
-    pool_main(&p);
-    for (int i = 1; i <= started; i++) pthread_join(th[i], NULL);
-    qs_blas_serial_end();
-    return p.fail ? qs_fail(e, "attention: out of memory (per-thread scratch %zu bytes)", scratch_bytes) : 0;
-}
-
-void qs_attn_combine(const qs_attn_shape *s, int splits, const float *Os, const float *lses, float *O, float *lse)
-{
-    size_t rows = s->H * s->Lq, dv = s->dv;
-    for (size_t r = 0; r < rows; r++) {
-        double mx = -INFINITY;
-        for (int k = 0; k < splits; k++) mx = fmax(mx, (double)lses[(size_t)k * rows + r]);
-        float *o = O + r * dv;
-        for (size_t j = 0; j < dv; j++) o[j] = 0;
-        if (mx == -INFINITY) { if (lse) lse[r] = -INFINITY; continue; }
-        double sum = 0;
-        for (int k = 0; k < splits; k++) sum += exp((double)lses[(size_t)k * rows + r] - mx);
-        double L = mx + log(sum);
-        if (lse) lse[r] = (float)L;
-        for (int k = 0; k < splits; k++) {
-            double lk = lses[(size_t)k * rows + r];
-            if (lk == -INFINITY) continue;
-            float w = (float)exp(lk - L);
-            const float *os = Os + ((size_t)k * rows + r) * dv;
-            for (size_t j = 0; j < dv; j++) o[j] += w * os[j];
-        }
-    }
-}
 
 /* ---------------- FP64 reference ---------------- */
 
@@ -184,99 +115,6 @@ int qs_attn_ref(const qs_attn_shape *s, int causal, double scale, const float *Q
     if (qs_attn_shape_check(s, e)) return -1;
     if (!(scale > 0)) scale = 1.0 / sqrt((double)s->d);
     return attn_f64(s, causal, scale, 64, Q, K, V, O, 1, ref_row, lse, "reference attention", e);
-}
-
-/* ---------------- FlashAttention-2 ---------------- */
-
-/* One Q tile against keys [kb, ke).  The query rows of all heads sharing KV head g are one
-** contiguous matrix of grp·Lq rows (Q is [H][Lq][d]), so decode with many query heads per KV head
-** (GQA, the MQA form of MLA) still gets tall SGEMM tiles; row gr of the group is query position
-** gr % Lq.  O (rows × dv) is left unnormalised, with m (log2 units) and l per row. */
-static void fa2_tile(const qs_fa_ctx *x, float *S, float *m, float *l, size_t g, size_t r0, size_t rows, size_t kb,
-                     size_t ke, float *O)
-{
-    const qs_attn_shape *s = x->s;
-    size_t d = s->d, dv = s->dv, Lk = s->Lk, Lq = s->Lq, bc = x->bc, grp = s->H / s->Hkv;
-    const float *q = x->Q + (g * grp * Lq + r0) * d, *Kh = x->K + g * Lk * d, *Vh = x->V + g * Lk * dv;
-    long off = (long)Lk - (long)Lq;
-    qs_pdtype pd = x->c->p;
-    for (size_t r = 0; r < rows; r++) { m[r] = -INFINITY; l[r] = 0; }
-    memset(O, 0, rows * dv * sizeof(float));
-    if (x->c->causal) {
-        size_t imax = 0;
-        for (size_t r = 0; r < rows; r++) imax = (r0 + r) % Lq > imax ? (r0 + r) % Lq : imax;
-        long last = (long)imax + off + 1;
-        if (last < (long)ke) ke = last < (long)kb ? kb : (size_t)last;
-    }
-    for (size_t j0 = kb; j0 < ke; j0 += bc) {
-        size_t n = ke - j0 < bc ? ke - j0 : bc;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)n, (int)d, x->alpha2, q, (int)d,
-                    Kh + j0 * d, (int)d, 0.0f, S, (int)n);
-        for (size_t r = 0; r < rows; r++) {
-            float *row = S + r * n;
-            if (x->c->causal) {
-                long lim = (long)((r0 + r) % Lq) + off;
-                for (size_t jj = 0; jj < n; jj++)
-                    if ((long)(j0 + jj) > lim) row[jj] = -INFINITY;
-            }
-            float mx = qs_row_max(row, n);
-            float mnew = mx > m[r] ? mx : m[r];
-            if (mnew == -INFINITY) { memset(row, 0, n * sizeof(float)); continue; }
-            float alpha = m[r] == -INFINITY ? 0.0f : qs_exp2f_fast(m[r] - mnew);
-            float sum = qs_row_exp2_sum(row, n, mnew, pd);
-            l[r] = alpha * l[r] + sum;
-            m[r] = mnew;
-            if (alpha != 1.0f) qs_row_scale(O + r * dv, dv, alpha);
-        }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)dv, (int)n, 1.0f, S, (int)n,
-                    Vh + j0 * dv, (int)dv, 1.0f, O, (int)dv);
-    }
-}
-
-static void fa2_task(void *ctx, size_t t, void *scr)
-{
-    const qs_fa_ctx *x = ctx;
-    const qs_attn_shape *s = x->s;
-    size_t split = t % (size_t)x->splits, qb = (t / (size_t)x->splits) % x->nqb, g = t / ((size_t)x->splits * x->nqb);
-    size_t grows = (s->H / s->Hkv) * s->Lq, r0 = qb * x->br, rows = grows - r0 < x->br ? grows - r0 : x->br;
-    size_t kb = split * x->kspan, ke = kb + x->kspan < s->Lk ? kb + x->kspan : s->Lk;
-    float *S = scr, *m = S + x->br * x->bc, *l = m + x->br;
-    size_t rowsall = s->H * s->Lq;
-    float *O = x->O + ((size_t)split * rowsall + g * grows + r0) * s->dv;
-    float *lse = x->lse ? x->lse + (size_t)split * rowsall + g * grows + r0 : NULL;
-    fa2_tile(x, S, m, l, g, r0, rows, kb, ke, O);
-    for (size_t r = 0; r < rows; r++) {
-        float inv = l[r] > 0 ? 1.0f / l[r] : 0.0f;
-        float *o = O + r * s->dv;
-        for (size_t j = 0; j < s->dv; j++) o[j] *= inv;
-        if (lse) lse[r] = l[r] > 0 ? (float)(((double)m[r] + log2((double)l[r])) * LN2) : -INFINITY;
-    }
-}
-
-int qs_attn_fa2(const qs_attn_shape *s, const qs_attn_cfg *c, const float *Q, const float *K, const float *V, float *O,
-                float *lse, qs_err *e)
-{
-    if (qs_attn_shape_check(s, e)) return -1;
-    qs_fa_ctx x = {s, c, Q, K, V, (float)(qs_attn_scale(s, c) * LOG2E), c->br ? c->br : 128, c->bc ? c->bc : 256, 0,
-                   c->splits > 1 ? c->splits : 1, 0, O, lse};
-    if (x.br > 4096 || x.bc > 8192) return qs_fail(e, "attention: tile %zux%zu too large", x.br, x.bc);
-    if ((size_t)x.splits > s->Lk) x.splits = (int)s->Lk;
-    x.nqb = ((s->H / s->Hkv) * s->Lq + x.br - 1) / x.br;
-    x.kspan = (s->Lk + (size_t)x.splits - 1) / (size_t)x.splits;
-    float *Os = NULL, *ls = NULL;
-    size_t rows = s->H * s->Lq;
-    if (x.splits > 1) {
-        Os = malloc((size_t)x.splits * rows * s->dv * sizeof(float));
-        ls = malloc((size_t)x.splits * rows * sizeof(float));
-        if (!Os || !ls) { free(Os); free(ls); return qs_fail(e, "out of memory (split-KV buffers)"); }
-        x.O = Os;
-        x.lse = ls;
-    }
-    size_t scratch = (x.br * x.bc + 2 * x.br) * sizeof(float);
-    int rc = qs_attn_pool(c->threads, s->Hkv * x.nqb * (size_t)x.splits, scratch, fa2_task, &x, e);
-    if (!rc && x.splits > 1) qs_attn_combine(s, x.splits, Os, ls, O, lse);
-    free(Os); free(ls);
-    return rc;
 }
 
 /* ---------------- plain C baseline ---------------- */

@@ -10,7 +10,8 @@
 **                     matmuls of a tile are OpenBLAS SGEMM calls, online softmax with exp2 and a
 **                     pre-multiplied log2(e), one normalisation at the end; split-KV (flash-decoding)
 **                     combine of `splits` key ranges through their LSE; P optionally rounded to
-**                     BF16/FP16 before PV (as on GPUs); pthreads over (head, Q tile)
+**                     BF16/FP16 before PV (as on GPUs); tasks (KV head, Q tile, split) on the thread
+**                     pool (pool.h); one runner with AMLA (attn_flash.c)
 **   qs_attn_amla      the same tiling with AMLA's rescale: a power-of-two factor applied by adding
 **                     an integer to the FP32 bits of O plus the 1.5·ε compensation (spec §B.2)
 **   qs_attn_plain     plain C online-softmax attention, one key at a time (no BLAS), P rounded like

@@ -5,12 +5,12 @@
 #include "attn_internal.h"
 #include "cast_scale.h"
 #include "llm_rows.h"
+#include "pool.h"
 #include "simd.h"
 
 #include <cblas.h>
 #include <immintrin.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -308,7 +308,7 @@ static int round_rows(const qs_apply *a, int scaled, qs_llm_resq resq, float *x,
     return 0;
 }
 
-/* The same over many rows: blocks of rows on the task pool (rows are independent). */
+/* The same over many rows: blocks of rows on the thread pool (rows are independent). */
 typedef struct rr_job {
     const qs_apply *a;
     int scaled, rows, cols;
@@ -334,7 +334,7 @@ static int round_rows_par(const qs_apply *a, int scaled, qs_llm_resq resq, float
     if (rows < 4 * RR_BLOCK || qs_llm_threads() < 2) return round_rows(a, scaled, resq, x, rows, cols, tmp, e);
     rr_job j = {a, scaled, rows, cols, resq, x, 0, {{0}}};
     atomic_init(&j.fail, 0);
-    if (qs_attn_pool(qs_llm_threads(), (size_t)(rows + RR_BLOCK - 1) / RR_BLOCK, 3 * (size_t)cols * sizeof(float), rr_task, &j, e))
+    if (qs_attn_tasks(qs_llm_threads(), (size_t)(rows + RR_BLOCK - 1) / RR_BLOCK, 3 * (size_t)cols * sizeof(float), rr_task, &j, e))
         return -1;
     if (atomic_load(&j.fail)) { *e = j.err; return -1; }
     return 0;
@@ -371,19 +371,19 @@ __attribute__((target("avx2,fma"))) static void few_rows_avx2(float *y, const fl
     }
 }
 
-typedef struct { float *y; const float *x, *W; int R, in, out, o0, o1; } few_job;
-static void *few_rows_job(void *p)
+typedef struct { float *y; const float *x, *W; int R, in, out, nhalf; } few_job;
+static void few_rows_job(void *p, size_t half, int slot)
 {
+    (void)slot;
     few_job *j = p;
     /* rows o0..o1 of W and columns o0..o1 of y (y keeps its full row stride `out`) */
-    const int n = j->o1 - j->o0;
+    const int o0 = half ? j->out / 2 : 0, o1 = j->nhalf == 1 ? j->out : half ? j->out : j->out / 2, n = o1 - o0;
     float tmp[QS_LLM_GEMV_ROWS * 64];
     for (int c = 0; c < n; c += 64) {
         int m = n - c < 64 ? n - c : 64;
-        few_rows_avx2(tmp, j->x, j->W + (size_t)(j->o0 + c) * j->in, j->R, j->in, m);
-        for (int r = 0; r < j->R; r++) memcpy(j->y + (size_t)r * j->out + j->o0 + c, tmp + (size_t)r * m, (size_t)m * sizeof(float));
+        few_rows_avx2(tmp, j->x, j->W + (size_t)(o0 + c) * j->in, j->R, j->in, m);
+        for (int r = 0; r < j->R; r++) memcpy(j->y + (size_t)r * j->out + o0 + c, tmp + (size_t)r * m, (size_t)m * sizeof(float));
     }
-    return NULL;
 }
 
 /* QS_LLM_THREADS=2 splits the few-row kernel over two threads (each streams half of W).  Off by
@@ -398,15 +398,11 @@ static int few_threads(void)
 static void linear(float *y, const float *x, const float *W, int R, int in, int out)
 {
     if (R >= 2 && R <= QS_LLM_GEMV_ROWS && qs_simd_level() >= QS_SIMD_AVX2) {
-        few_job a = {y, x, W, R, in, out, 0, out / 2}, b = {y, x, W, R, in, out, out / 2, out};
-        pthread_t th;
-        if (few_threads() > 1 && (size_t)in * out >= ((size_t)1 << 18) && pthread_create(&th, NULL, few_rows_job, &b) == 0) {
-            few_rows_job(&a);     /* two cores, each streaming half of W */
-            pthread_join(th, NULL);
-        } else {
-            a.o1 = out;
-            few_rows_job(&a);
-        }
+        /* two halves on two cores, each streaming half of W; else one call over all of W */
+        int two = few_threads() > 1 && (size_t)in * out >= ((size_t)1 << 18);
+        few_job j = {y, x, W, R, in, out, two ? 2 : 1};
+        if (two) qs_pool_for(2, 2, few_rows_job, &j);
+        else few_rows_job(&j, 0, 0);
         return;
     }
     if (R <= QS_LLM_GEMV_ROWS) {
@@ -447,7 +443,7 @@ static void add_bias(float *y, const float *b, int rows, int n)
 /* Prefill attention on SGEMM tiles: for each sequence, query head and tile of ATT_TILE query rows,
 ** S = Q_tile K^T / sqrt(hd) over the keys the tile can see (one sgemm), causal mask and max-subtracted
 ** softmax per row (llm_rows.h, vectorised), O_tile = P V (one sgemm).  Masked entries are exact zeros in P.
-** Tasks (sequence, head, tile) write disjoint parts of the output and run on the attention task pool
+** Tasks (sequence, head, tile) write disjoint parts of the output and run on the thread pool
 ** (one thread per core, OpenBLAS single-threaded meanwhile). */
 #define ATT_GEMM_MIN 8
 #define ATT_TILE 128
@@ -484,7 +480,7 @@ static int attend_gemm(qs_llm_state *s, int l, int B, int T, int pos0, int grp, 
 {
     att_job j = {s, l, T, pos0, grp, (T + ATT_TILE - 1) / ATT_TILE, scale};
     size_t ntasks = (size_t)B * s->c.n_head * j.ntile;
-    return qs_attn_pool(qs_llm_threads(), ntasks, (size_t)ATT_TILE * (pos0 + T) * sizeof(float), att_task, &j, e);
+    return qs_attn_tasks(qs_llm_threads(), ntasks, (size_t)ATT_TILE * (pos0 + T) * sizeof(float), att_task, &j, e);
 }
 
 static float *fused_buf(qs_llm_state *s, size_t n, qs_err *e)

@@ -1,9 +1,9 @@
 /* Multi-Scale Dequant kernels (see msd.h). */
 #include "msd.h"
 #include "blas_threads.h"
+#include "pool.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,30 +21,22 @@ float qs_fp16_round(float v)
     return copysignf(rintf(a / ulp) * ulp, v);
 }
 
-/* ---------------- a tiny parallel-for (rows split across threads) ---------------- */
+/* ---------------- a tiny parallel-for (rows cut into `threads` ranges, on the pool) ---------------- */
 
-typedef struct { void (*fn)(void *, size_t, size_t); void *ctx; size_t lo, hi; } pf_job;
-static void *pf_main(void *p)
+typedef struct { void (*fn)(void *, size_t, size_t); void *ctx; size_t n, parts; } pf_job;
+static void pf_task(void *p, size_t i, int slot)
 {
+    (void)slot;
     pf_job *j = p;
-    j->fn(j->ctx, j->lo, j->hi);
-    return NULL;
+    j->fn(j->ctx, j->n * i / j->parts, j->n * (i + 1) / j->parts);
 }
 
 static void par_for(int threads, size_t n, void (*fn)(void *, size_t, size_t), void *ctx)
 {
     if (threads > 8) threads = 8;
     if (threads < 2 || n < 64) { fn(ctx, 0, n); return; }
-    pthread_t th[8];
-    pf_job jb[8];
-    int started[8] = {0};
-    for (int i = 0; i < threads; i++) jb[i] = (pf_job){fn, ctx, n * (size_t)i / (size_t)threads, n * (size_t)(i + 1) / (size_t)threads};
-    for (int i = 1; i < threads; i++) started[i] = pthread_create(&th[i], NULL, pf_main, &jb[i]) == 0;
-    fn(ctx, jb[0].lo, jb[0].hi);
-    for (int i = 1; i < threads; i++) {
-        if (started[i]) pthread_join(th[i], NULL);
-        else fn(ctx, jb[i].lo, jb[i].hi);
-    }
+    pf_job j = {fn, ctx, n, (size_t)threads};
+    qs_pool_for(threads, (size_t)threads, pf_task, &j);
 }
 
 /* round half away from zero for |t| < 2^31 (here ≤ 127), exactly (no t + 0.5 rounding trap) */

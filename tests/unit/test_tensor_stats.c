@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "../../analysis/tensor_stats.h"
+#include "../../kernels/pool.h"
 
 /* STATS_CHUNK of tensor_stats.c: sizes below are chosen around its multiples. */
 #define CHUNK ((uint64_t)1 << 20)
@@ -576,6 +577,38 @@ static void test_serialised_reads(void **state)
     free(x);
 }
 
+/* Statistics asked for 2 threads from inside a pool task run inline on one thread: the chunks (more
+** than the merge window of 8) must still be merged in order, with the same bits as one thread. */
+typedef struct { const float *x; uint64_t n; qs_tensor_stats s[2]; int rc[2]; } nest_job;
+
+static void nest_task(void *ctx, size_t t, int slot)
+{
+    (void)slot;
+    nest_job *j = ctx;
+    arr_reader r;
+    reader_init(&r, j->x, j->n);
+    qs_err e = {{0}};
+    j->rc[t] = qs_tensor_stats_compute(arr_read, &r, 1, j->n, 0, 0, 2, &j->s[t], &e);
+}
+
+static void test_nested_in_pool(void **state)
+{
+    uint64_t n = 11 * CHUNK + 5;
+    float *x = gauss_data(n, 29, 0.5, 2.0);
+    qs_tensor_stats a;
+    qs_err e = {{0}};
+    arr_reader r;
+    reader_init(&r, x, n);
+    assert_int_equal(qs_tensor_stats_compute(arr_read, &r, 1, n, 0, 0, 1, &a, &e), 0);
+    nest_job j = {x, n, {{0}}, {-1, -1}};
+    qs_pool_for(2, 2, nest_task, &j);
+    for (int t = 0; t < 2; t++) {
+        assert_int_equal(j.rc[t], 0);
+        assert_memory_equal(&a, &j.s[t], sizeof a);
+    }
+    free(x);
+}
+
 static void test_read_failure(void **state)
 {
     uint64_t n = 3 * CHUNK + 10;
@@ -624,6 +657,7 @@ int main(void)
         cmocka_unit_test(test_matrix_limits),
         cmocka_unit_test(test_serialised_reads),
         cmocka_unit_test(test_read_failure),
+        cmocka_unit_test(test_nested_in_pool),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
