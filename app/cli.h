@@ -12,6 +12,7 @@
 #include "../kernels/qs_clock.h"   /* qs_now_s: timing a command */
 #include "../kernels/qs_err.h"
 #include "../store/db.h"
+#include "../store/text_escape.h"
 
 enum { QS_EXIT_OK = 0, QS_EXIT_ERR = 1, QS_EXIT_USAGE = 2 };
 
@@ -66,12 +67,7 @@ int qs_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(pr
 /* An integer option in lo..hi; a usage error (QS_EXIT_USAGE, message printed) otherwise. */
 int qs_cli_parse_int(const char *cmd, const char *opt, const char *s, int lo, int hi, int *out);
 
-/* Outside text (tensor, file and run names, log fields) made safe to print: control characters
-** and invalid UTF-8 as visible escapes (store/text_escape.h).  The result lives in one of 8
-** per-thread buffers reused in turn, so up to 8 may be used in one printf.  qs_esc_md also
-** escapes '|' for Markdown table cells. */
-const char *qs_esc(const char *s);
-const char *qs_esc_md(const char *s);
+/* qs_esc, qs_esc_md: outside text made safe to print (store/text_escape.h). */
 /* Write n bytes of running text from outside (a model's generated text) to f: newlines and tabs
 ** as they are, every other control character and invalid UTF-8 escaped as qs_esc does. */
 void qs_put_text(FILE *f, const char *s, size_t n);
@@ -127,15 +123,6 @@ struct qs_llm_file;
 /* One format of `llm eval`/`llm sensitivity` (app/cmd_llm_eval.c): blocks along the input channels only. */
 struct qs_apply;
 int qs_llm_parse_fmt(const char *cmd, const char *spec, struct qs_apply *out);
-int qs_eval_read_text(const char *path, char **text, size_t *tlen, char hash[33], qs_err *e);
-int qs_eval_text_ids(const char *path, const struct qs_llm_file *f, const char *text, size_t tlen, int32_t **ids,
-                     int *ntok, qs_err *e);
-/* What `llm` commands record of their model and text (JSON output, stored results and runs): path,
-** name (the file's own, e.g. general.name), hash, tensor types; path, hash, bytes.  A path or name
-** that is not valid UTF-8 is kept escaped with its "*_bytes_hex" (store/json_out.h). */
-struct json_t;
-struct json_t *qs_llm_model_json(const char *path, const struct qs_llm_file *f);
-struct json_t *qs_llm_text_json(const char *path, const char *hash, size_t bytes);
 /* The model's name for a terminal line: its own name (else the architecture), escaped as qs_esc. */
 const char *qs_llm_title(const struct qs_llm_file *f);
 /* `llm bench`'s eval case (app/cmd_llm_eval.c): tokens/s of `llm eval` for the reference and cfg (a

@@ -68,26 +68,6 @@ qs_db *qs_cli_open_db(qs_cli *cli)
     return db;
 }
 
-static const char *esc_ring(const char *s, int flags)
-{
-    static _Thread_local char *buf[8];
-    static _Thread_local size_t cap[8];
-    static _Thread_local unsigned next;
-    if (!s) return "";
-    if (qs_text_plain(s, flags)) return s;
-    unsigned k = next++ % 8;
-    size_t n = strlen(s), need = qs_escape_buf(s, n, flags, NULL, 0) + 1;
-    if (need > cap[k]) {
-        char *p = realloc(buf[k], need);
-        if (!p) return "?";
-        buf[k] = p;
-        cap[k] = need;
-    }
-    qs_escape_buf(s, n, flags, buf[k], cap[k]);
-    return buf[k];
-}
-
-const char *qs_esc(const char *s) { return esc_ring(s, 0); }
 
 int qs_text_cols(const char *s)
 {
@@ -95,7 +75,6 @@ int qs_text_cols(const char *s)
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) n += (*p & 0xC0) != 0x80;
     return n;
 }
-const char *qs_esc_md(const char *s) { return esc_ring(s, QS_ESC_PIPE); }
 
 void qs_put_text(FILE *f, const char *s, size_t n)
 {

@@ -20,6 +20,7 @@
 #include "llm_rollout.h"
 #include "quant_opts.h"
 #include "../store/llm_load.h"
+#include "../analysis/llm_text.h"
 #include "../analysis/llm_eval.h"
 #include "../kernels/llm.h"
 #include "../kernels/qs_version.h"

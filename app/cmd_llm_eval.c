@@ -25,6 +25,7 @@
 #include "llm_par.h"
 #include "par.h"
 #include "llm_text_run.h"
+#include "../analysis/llm_text.h"
 #include "../analysis/llm_eval.h"
 #include "../analysis/llm_eval_service.h"
 #include "../analysis/llm_eval_stats.h"
@@ -148,87 +149,6 @@ static int parse_opts(int argc, char **argv, eval_opts *o)
         else return qs_cli_usage(CMD, "--text FILE is required (the default %s is missing: run `make data`)", QS_EVAL_DEFAULT_TEXT);
     }
     return 0;
-}
-
-/* ---------------------------------------------------------------- text */
-
-/* The largest --text: its tokens take 4 bytes per byte of text at worst. */
-#define TEXT_MAX ((size_t)1 << 30)
-
-/* A regular file's size is checked before anything is read; a pipe is read up to the limit, one
-** byte past it meaning too large. */
-int qs_eval_read_text(const char *path, char **buf, size_t *len, char hash[33], qs_err *e)
-{
-    int fd = qs_open_regular(path, e);   /* a FIFO would block the read */
-    FILE *f = fd < 0 ? NULL : fdopen(fd, "rb");
-    if (fd >= 0 && !f) close(fd);
-    if (!f) return fd < 0 ? -1 : qs_fail(e, "%s: cannot open (%s)", path, strerror(errno));
-    struct stat st = {0};
-    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && (uintmax_t)st.st_size > TEXT_MAX) {
-        fclose(f);
-        return qs_fail(e, "%s: %jd bytes, larger than the 1 GiB limit for a text", path, (intmax_t)st.st_size);
-    }
-    size_t cap = S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t)st.st_size + 1 : (size_t)1 << 16, n = 0;
-    char *b = malloc(cap);
-    for (;;) {
-        if (!b) { fclose(f); return qs_fail(e, "%s: out of memory (%zu bytes for the text)", path, cap); }
-        n += fread(b + n, 1, cap - n, f);
-        if (n < cap) break;
-        if (n > TEXT_MAX) { free(b); fclose(f); return qs_fail(e, "%s: larger than the 1 GiB limit for a text", path); }
-        size_t ncap = cap * 2 > TEXT_MAX + 1 ? TEXT_MAX + 1 : cap * 2;
-        char *nb = realloc(b, ncap);
-        if (!nb) free(b);
-        b = nb;
-        cap = ncap;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) { free(b); return qs_fail(e, "%s: read error (%s)", path, strerror(errno)); }
-    XXH128_hash_t h = XXH3_128bits(b, n);
-    snprintf(hash, 33, "%016llx%016llx", (unsigned long long)h.high64, (unsigned long long)h.low64);
-    *buf = b;
-    *len = n;
-    return 0;
-}
-
-int qs_eval_text_ids(const char *path, const qs_llm_file *f, const char *text, size_t tlen, int32_t **ids, int *ntok,
-                     qs_err *e)
-{
-    *ids = NULL;
-    if (!f->v.n) return qs_fail(e, "%s: the model has no vocabulary to tokenize the text", path);
-    int32_t *p = malloc((tlen + 2) * sizeof(int32_t));
-    if (!p) return qs_fail(e, "%s: out of memory (%zu bytes for the tokens of the text)", path, (tlen + 2) * sizeof(int32_t));
-    /* as llama-perplexity tokenizes (add_special): a vocabulary that adds BOS gets it at the start of
-    ** the text too, so chunk boundaries match; BOS then also replaces the first token of each chunk */
-    const int add_bos = f->v.add_bos && f->v.bos >= 0;
-    if (add_bos) p[0] = f->v.bos;
-    int n = qs_llm_tokenize_named(&f->v, path, text, tlen, p + add_bos,
-                                  (int)(tlen + 1 > (size_t)1 << 30 ? (size_t)1 << 30 : tlen + 1), e);
-    if (n < 0) { free(p); return -1; }   /* the message names the text or the tokenizer's file */
-    *ids = p;
-    *ntok = n + add_bos;
-    return 0;
-}
-
-/* ---------------------------------------------------------------- results as JSON */
-
-json_t *qs_llm_model_json(const char *path, const qs_llm_file *f)
-{
-    json_t *j = json_object();
-    qs_json_set_text(j, "path", path);
-    qs_json_set_text(j, "name", f->name);   /* from the file's metadata: anything, cut at 127 bytes */
-    json_object_set_new(j, "hash", json_string(f->hash));
-    json_object_set_new(j, "tensor_types", json_string(f->wtypes));
-    return j;
-}
-
-json_t *qs_llm_text_json(const char *path, const char *hash, size_t bytes)
-{
-    json_t *j = json_object();
-    qs_json_set_text(j, "path", path);
-    json_object_set_new(j, "hash", json_string(hash));
-    json_object_set_new(j, "bytes", json_integer((json_int_t)bytes));
-    return j;
 }
 
 const char *qs_llm_title(const qs_llm_file *f) { return qs_esc(f->name[0] ? f->name : f->arch); }

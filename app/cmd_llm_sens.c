@@ -18,6 +18,7 @@
 #include "llm_par.h"
 #include "par.h"
 #include "llm_text_run.h"
+#include "../analysis/llm_text.h"
 #include "../analysis/llm_eval_shard.h"
 #include "../analysis/llm_eval_stats.h"
 #include "../analysis/llm_sens.h"

@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "../store/text_escape.h"
 #include "../analysis/stats_store.h"
 #include "../analysis/tensor_stats.h"
 #include "../store/container.h"

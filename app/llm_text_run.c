@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "../analysis/llm_text.h"
 #include "par.h"
 #include "../store/io_err.h"
 

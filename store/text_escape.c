@@ -93,3 +93,26 @@ int qs_text_plain(const char *s, int flags)
     size_t n = strlen(s);
     return qs_escape_buf(s, n, flags, NULL, 0) == n;   /* every escape is longer than its input */
 }
+
+/* qs_esc and qs_esc_md: escaped copies in 8 per-thread buffers used in turn. */
+static const char *esc_ring(const char *s, int flags)
+{
+    static _Thread_local char *buf[8];
+    static _Thread_local size_t cap[8];
+    static _Thread_local unsigned next;
+    if (!s) return "";
+    if (qs_text_plain(s, flags)) return s;
+    unsigned k = next++ % 8;
+    size_t n = strlen(s), need = qs_escape_buf(s, n, flags, NULL, 0) + 1;
+    if (need > cap[k]) {
+        char *p = realloc(buf[k], need);
+        if (!p) return "?";
+        buf[k] = p;
+        cap[k] = need;
+    }
+    qs_escape_buf(s, n, flags, buf[k], cap[k]);
+    return buf[k];
+}
+
+const char *qs_esc(const char *s) { return esc_ring(s, 0); }
+const char *qs_esc_md(const char *s) { return esc_ring(s, QS_ESC_PIPE); }

@@ -31,4 +31,10 @@ size_t qs_utf8_prefix(const char *s, size_t max);
 /* 1 when s needs no escaping (valid UTF-8 without control characters). */
 int qs_text_plain(const char *s, int flags);
 
+/* Outside text (tensor, file and run names, log fields) made safe to print: control characters
+** and invalid UTF-8 as visible escapes.  The result lives in one of 8 per-thread buffers reused in
+** turn, so up to 8 may be used in one printf.  qs_esc_md also escapes '|' for Markdown table cells. */
+const char *qs_esc(const char *s);
+const char *qs_esc_md(const char *s);
+
 #endif

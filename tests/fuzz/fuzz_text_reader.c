@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../app/cli.h"
+#include "../../analysis/llm_text.h"
 #include "../../store/llm_load.h"
 
 #define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)
