@@ -1,6 +1,7 @@
 # qscope — build, test and run.  The two set-up commands are `make run` and `make test`.
 #
-# Layout (docs/architecture.md): kernels/ (codecs, dtypes; libc+libm+OpenBLAS only) <- analysis/ <- app/;
+# Layout (docs/architecture.md): kernels/ (codecs, dtypes; libc+libm+OpenBLAS only) <- analysis/ <- app/
+#         (app/cli: commands, app/tui: the workbench, app/render: PNG and terminal renderers);
 #         store/ (SQLite, importers, model loaders) is used by analysis/ and app/; datasets/ holds generators.
 # Objects go to $(BUILD)/obj; the sanitizer build uses BUILD=build/asan SAN=1.
 
@@ -26,19 +27,19 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE -ffp-contract=off $(OPT) $(WARN) $(PKG_CFLAGS)
            -DQS_VERSION='"$(VERSION)"' -DQS_GIT_REV='"$(GIT_REV)"' -MMD -MP
 LDLIBS  += $(PKG_LIBS) -lpthread -lm
 
-# Open MPI: only its header at build time; app/par.c dlopens libmpi under mpirun (a plain run never loads it).
+# Open MPI: only its header at build time; app/cli/par.c dlopens libmpi under mpirun (a plain run never loads it).
 MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null)
 MPI_LIBDIR := $(shell pkg-config --variable=libdir ompi-c 2>/dev/null)
 MPI_SONAME := $(shell objdump -p $(MPI_LIBDIR)/libmpi.so 2>/dev/null | awk '/SONAME/ {print $$2}')
 ifneq ($(MPI_SONAME),)
-$(BUILD)/obj/app/par.o: CFLAGS += $(MPI_CFLAGS) -DQS_HAVE_MPI -DQS_LIBMPI='"$(MPI_SONAME)"'
+$(BUILD)/obj/app/cli/par.o: CFLAGS += $(MPI_CFLAGS) -DQS_HAVE_MPI -DQS_LIBMPI='"$(MPI_SONAME)"'
 endif
 
 LIB_SRC := $(wildcard kernels/*.c store/*.c analysis/*.c datasets/*.c)
-APP_SRC := $(filter-out app/main.c app/blas_limit.c,$(wildcard app/*.c))
+APP_SRC := $(filter-out app/cli/main.c app/cli/blas_limit.c,$(wildcard app/*/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 APP_OBJ := $(APP_SRC:%.c=$(BUILD)/obj/%.o)
-MAIN_OBJ := $(BUILD)/obj/app/main.o $(BUILD)/obj/app/blas_limit.o
+MAIN_OBJ := $(BUILD)/obj/app/cli/main.o $(BUILD)/obj/app/cli/blas_limit.o
 LIB     := $(BUILD)/libqscope.a
 APP_LIB := $(BUILD)/libqscope-app.a
 BIN     := $(BUILD)/qscope
@@ -66,7 +67,7 @@ $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-# app/ (every command but main.c) is a library too, so the unit tests and fuzz targets link it.
+# app/ (all but main.c and blas_limit.c) is a library too, so the unit tests and fuzz targets link it.
 $(APP_LIB): $(APP_OBJ)
 	@rm -f $@
 	ar rcs $@ $^

@@ -3,7 +3,7 @@
 ** (with blocks) "blocks" results of analysis/results.h, keyed by analyze_key.h.
 **
 ** A computation is a value (qs_an_result) between reading and storing, so it can be made on one
-** process and stored by another (an MPI rank computes, rank 0 stores: app/par.h); packed, it is the
+** process and stored by another (an MPI rank computes, rank 0 stores: app/cli/par.h); packed, it is the
 ** bytes that travel.  Storing it writes exactly what computing and storing in one step writes.
 */
 #ifndef QS_ANALYZE_SERVICE_H

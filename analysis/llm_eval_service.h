@@ -29,7 +29,7 @@ typedef struct qs_eval_cfg {
     const qs_llm_model *m;
 } qs_eval_cfg;
 
-/* Runs every unit of a shard on this process's ranks (app/llm_par.h's qs_llm_shard_run). */
+/* Runs every unit of a shard on this process's ranks (app/cli/llm_par.h's qs_llm_shard_run). */
 typedef int (*qs_eval_runner)(qs_eval_shard *sh, const char *what, qs_err *e);
 
 typedef struct qs_eval_request {

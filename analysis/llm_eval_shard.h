@@ -1,6 +1,6 @@
 /*
 ** An evaluation (analysis/llm_eval.h) cut into units of work whose results are bytes, for
-** `llm eval` and `llm sensitivity` under `mpirun` (app/par.h): unit u is chunk u / ngroup with the
+** `llm eval` and `llm sensitivity` under `mpirun` (app/cli/par.h): unit u is chunk u / ngroup with the
 ** configurations of group u % ngroup (every unit runs its chunk's reference pass, since each
 ** configuration is measured against it).  Merging every unit's bytes in unit order rebuilds the
 ** per-token arrays of qs_llm_eval_run bit for bit — a token's results depend only on its chunk —

@@ -164,7 +164,7 @@ qs_figure *qs_plot_sensitivity(const qs_sensrun *r)
     float *v = malloc(nc * sizeof *v);
     if (!v) return NULL;
     for (size_t i = 0; i < nc; i++) v[i] = r->kl[i] > 0 ? (float)r->kl[i] : NAN;   /* KL <= 0: nothing on a log scale */
-    /* the look of `plot sensitivity` (app/cmd_plot.c), plus the plan's cells */
+    /* the look of `plot sensitivity` (app/cli/cmd_plot.c), plus the plan's cells */
     qs_figure *f = qs_plot_block_heatmap(title, v, (uint64_t)r->layers, (uint64_t)r->nsites, 1, "mean KL to FP32, nats (log scale)",
                                          xt, "layer", 400);
     free(v);

@@ -1,6 +1,6 @@
 /*
 ** The plot model: figures, axes, series, legends, annotations and heatmaps, with no knowledge of
-** any output.  Renderers (app/plot_png.c through cairo, app/plot_term.c in character cells) ask
+** any output.  Renderers (app/render/plot_png.c through cairo, app/render/plot_term.c in character cells) ask
 ** the model for a layout in their own units (pixels or cells) and draw what it says.
 **
 **   qs_figure  title, size hints, one x and one y axis, series, annotations, an optional heatmap

@@ -33,7 +33,7 @@
 **                {"target", "steps", "promoted": [{layer, site}], "bf16": [L][S] 0/1, "predicted_kl", "bits_avg",
 **                "measured": the `llm eval` summary of the combined plan (kl_mean, kl_se, kl_median,
 **                kl_p99, kl_max, ppl, dppl_rel, dppl_rel_ci95, top1_agree)}
-** Options JSON is canonical (sorted keys, see app/quant_opts.c) so equal options compare equal.
+** Options JSON is canonical (sorted keys, see app/cli/quant_opts.c) so equal options compare equal.
 */
 #ifndef QS_RESULTS_H
 #define QS_RESULTS_H

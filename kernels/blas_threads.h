@@ -1,6 +1,6 @@
 /*
 ** OpenBLAS's thread count: chosen once, when the library loads (OPENBLAS_NUM_THREADS or the cores,
-** capped under `ulimit -v` by app/blas_limit.c), and never raised by qscope.  Code that calls BLAS
+** capped under `ulimit -v` by app/cli/blas_limit.c), and never raised by qscope.  Code that calls BLAS
 ** from several threads of its own (the attention task pool), or that measures one thread, runs in a
 ** serial section instead of setting and restoring the count around each call: sections nest and may
 ** overlap across threads, and the last one to end puts back the start-up count, never a value read

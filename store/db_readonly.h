@@ -1,6 +1,6 @@
 /*
 ** A read-only connection to an existing qscope database, for the ranks > 0 of an MPI job: they read
-** tensors and stored results while rank 0 alone writes (app/par.h).
+** tensors and stored results while rank 0 alone writes (app/cli/par.h).
 */
 #ifndef QS_DB_READONLY_H
 #define QS_DB_READONLY_H

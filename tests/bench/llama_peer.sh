@@ -101,7 +101,7 @@ qs_run() {  # qs_run CONFIG-ARGS...
     ppl=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print((d["configs"] or [d["reference"]])[0]["ppl"])' "$tmp/q.json")
     nch=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["chunks"])' "$tmp/q.json")
     # OPENBLAS_VERBOSE=2 makes OpenBLAS print "Core: NAME" at load (twice when qscope re-executes
-    # itself with OPENBLAS_CORETYPE set, app/blas_core.c): the last one is the core that ran.
+    # itself with OPENBLAS_CORETYPE set, app/cli/blas_core.c): the last one is the core that ran.
     core=$(sed -n 's/^Core: *//p' "$tmp/q.err" | tail -1)
     echo "$best $ppl $nch ${core:-unknown} $bcpu"
 }

@@ -16,7 +16,7 @@ Options:
     --qscope BIN   qscope binary for the bit-exactness check (default build/qscope next to this
                    tree); `--qscope none` skips the check
 
-Input: what app/bench_formats.c feeds qscope -- Gaussian values, seed 1, scale 0.02, and every
+Input: what app/cli/bench_formats.c feeds qscope -- Gaussian values, seed 1, scale 0.02, and every
 997th value (index 0, 997, 1994, ...) multiplied by 50.  The generator is qscope's own
 (datasets/gen.c: counter-based SplitMix64 uniforms, Box-Muller cosine branch, computed in float64
 and rounded to float32) rewritten with numpy, so both programs cast the same distribution; numpy's

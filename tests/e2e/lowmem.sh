@@ -3,7 +3,7 @@
 # analyze, quant, llm eval, attn, msd) either works or says in one line that memory is short and
 # exits 1 -- never a hang, never a signal.  OpenBLAS maps a 128 MiB buffer per computing thread and
 # retried a failed mmap forever (even `qscope --version` hung at 100-190 MiB; lower, a failed
-# pthread_create in OpenBLAS raised SIGINT).  app/blas_limit.c caps its threads and guards the buffer.
+# pthread_create in OpenBLAS raised SIGINT).  app/cli/blas_limit.c caps its threads and guards the buffer.
 source "$(dirname "$0")/lib.sh"
 asan_build && skip_all "asan: AddressSanitizer cannot start under ulimit -v"
 unset OPENBLAS_NUM_THREADS GOTO_NUM_THREADS OMP_NUM_THREADS QS_BLAS_THREADS_CAPPED

@@ -4,7 +4,7 @@
 # unlimited run.  ulimit -v counts address space, mappings included, so this holds only because
 # tensors are read in windows (pread) and written in blocks: nothing maps or buffers the whole file.
 # OpenBLAS (linked, idle here) would map a 128 MiB buffer per worker thread at start-up; under the limit
-# qscope caps its threads itself (app/blas_limit.c), so nothing here sets OPENBLAS_NUM_THREADS.
+# qscope caps its threads itself (app/cli/blas_limit.c), so nothing here sets OPENBLAS_NUM_THREADS.
 source "$(dirname "$0")/lib.sh"
 unset OPENBLAS_NUM_THREADS GOTO_NUM_THREADS OMP_NUM_THREADS
 LIMIT_KB=131072                      # 128 MiB

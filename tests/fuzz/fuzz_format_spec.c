@@ -1,7 +1,7 @@
 /*
 ** libFuzzer target for the format-spec parsers: `-f fp8_e4m3:scale=row,mxfp4:block=16` lists
-** (app/quant_opts.c, qs_quant_parse_list), one format of an `llm` command (qs_llm_parse_fmt) and
-** `llm eval --config w=F,a=F,kv=F,resq=MODE` strings (app/cmd_llm_eval.c, driven through the command
+** (app/cli/quant_opts.c, qs_quant_parse_list), one format of an `llm` command (qs_llm_parse_fmt) and
+** `llm eval --config w=F,a=F,kv=F,resq=MODE` strings (app/cli/cmd_llm_eval.c, driven through the command
 ** itself with a text file that does not exist, so a good spec ends at "cannot open").
 **
 ** Input: one mode byte (mode % 3 picks the parser), then the spec up to the first NUL; in the --config
@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../app/cli.h"
-#include "../../app/quant_opts.h"
+#include "../../app/cli/cli.h"
+#include "../../app/cli/quant_opts.h"
 #include "../../store/text_escape.h"
 
 #define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)

@@ -1,5 +1,5 @@
 /*
-** libFuzzer target for the `--text` reader of `llm eval` and `llm sensitivity` (app/cmd_llm_eval.c):
+** libFuzzer target for the `--text` reader of `llm eval` and `llm sensitivity` (analysis/llm_text.c):
 ** qs_eval_read_text on a file holding the input, then qs_eval_text_ids with the vocabulary of
 ** tests/fixtures/llm/tok_bpe.json (run from the project root, as tests/fuzz/run.sh does) under the
 ** smollm pre-tokenizer, with and without BOS.

@@ -1,5 +1,5 @@
 /*
-** libFuzzer target for the workbench's `:` command-line splitter (app/tui_args.c).
+** libFuzzer target for the workbench's `:` command-line splitter (app/tui/tui_args.c).
 **
 ** Any input: the words are NUL-terminated, non-empty unless quoted, no longer than the input, and
 ** the array is NULL-terminated with the returned count.  Round trip: the words quoted back with
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../app/tui.h"
+#include "../../app/tui/tui.h"
 
 #define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)
 

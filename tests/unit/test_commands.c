@@ -1,5 +1,5 @@
 /*
-** The command table (app/commands.c): dispatch, help and usage errors are generated from it, so
+** The command table (app/cli/commands.c): dispatch, help and usage errors are generated from it, so
 ** these checks hold for every row, including one added later.
 */
 #include "test_util.h"
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../app/cli.h"
+#include "../../app/cli/cli.h"
 
 static char *help_of(const qs_command *c)
 {

@@ -1,12 +1,12 @@
 /*
-** The MPI layer without mpirun (app/par.h): one rank, units computed and collected in order, a failure
+** The MPI layer without mpirun (app/cli/par.h): one rank, units computed and collected in order, a failure
 ** stops at once; and the schedule every rank computes alike: longest first, to the least loaded rank.
 */
 #include "test_util.h"
 
 #include <math.h>
 
-#include "../../app/par.h"
+#include "../../app/cli/par.h"
 
 typedef struct { char log[256]; size_t fail_at; } trace;
 

@@ -9,7 +9,7 @@
 #include <png.h>
 
 #include "../../analysis/plot.h"
-#include "../../app/plot_render.h"
+#include "../../app/render/plot_render.h"
 
 /* ---------------- helpers ---------------- */
 

@@ -1,5 +1,5 @@
 /*
-** The plot renderers (app/plot_png.c, plot_term.c): the PNG writer read back with libpng (size, pHYs,
+** The plot renderers (app/render/plot_png.c, plot_term.c): the PNG writer read back with libpng (size, pHYs,
 ** text chunks), pixel checks, golden images with a tolerance, the terminal renderer, and what both
 ** do with many series, exponents, long titles, point labels and notes.
 **
@@ -13,7 +13,7 @@
 #include <png.h>
 
 #include "../../analysis/plot.h"
-#include "../../app/plot_render.h"
+#include "../../app/render/plot_render.h"
 
 /* ---------------- PNG ---------------- */
 

@@ -149,7 +149,7 @@ static inline void hash_image(const uint8_t *buf, size_t len, const qs_tdesc *d,
     qs_treader_close(r);
 }
 
-/* Import a tensor by reference (what app/importer.c does, without a parser). */
+/* Import a tensor by reference (what analysis/importer.c does, without a parser). */
 static inline int64_t put_ref(fixture *f, const char *path, const char *kind, const qs_tdesc *d,
                        const char *name, char hash[33])
 {

@@ -1,11 +1,11 @@
 /*
-** Names cut in the middle (app/tui_cut.c): exactly as wide as asked, the start and the end kept, two
+** Names cut in the middle (app/tui/tui_cut.c): exactly as wide as asked, the start and the end kept, two
 ** names stay different after the cut whenever one cut can show where they differ, and a list of
 ** them reads differently row by row once the differences can show.
 */
 #include "test_util.h"
 
-#include "../../app/tui.h"
+#include "../../app/tui/tui.h"
 
 static void test_cut(void **state)
 {

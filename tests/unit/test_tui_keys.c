@@ -1,5 +1,5 @@
 /*
-** The workbench's key table (app/tui_keys.c): one binding per key per view, every action bound
+** The workbench's key table (app/tui/tui_keys.c): one binding per key per view, every action bound
 ** and documented in the generated help, view-specific bindings before the global ones; every
 ** row names known views, every hint is true (its key does its row's action in its views), and the
 ** hint bar of every golden screen is the one the table gives its view.
@@ -10,7 +10,7 @@
 
 #include <curses.h>
 
-#include "../../app/tui_view.h"
+#include "../../app/tui/tui_view.h"
 
 #define V(x) (1u << (x))
 #define ALLV ((1u << TV_COUNT) - 1)

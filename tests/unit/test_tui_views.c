@@ -1,11 +1,11 @@
 /*
-** The workbench's view table (app/tui_view.c): every view has a row with its operations (a name,
+** The workbench's view table (app/tui/tui_view.c): every view has a row with its operations (a name,
 ** draw, key; search all or none), known flags and parent, a state of its own that is allocated,
 ** told of changes and freed; every view a key row names is in the table.
 */
 #include "test_util.h"
 
-#include "../../app/tui_view.h"
+#include "../../app/tui/tui_view.h"
 
 #define TVF_ALL (TVF_TENSOR | TVF_BLOCK | TVF_METRICS | TVF_BROWSE | TVF_TEXT)
 

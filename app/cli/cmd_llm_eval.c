@@ -1,0 +1,333 @@
+/*
+** `qscope llm eval`: perplexity of a model on a fixed text under its FP32 reference and under
+** low-precision configurations, with per-token KL divergence, top-1 agreement and Delta p against
+** the reference (llama.cpp's llama-perplexity --kl-divergence quantities; docs/llm.md "Model
+** evaluation").  Each variant's result is stored in the `result` table (kind "llm_eval") keyed by
+** model hash, text hash, options and tool version, and reused unless --force.
+*/
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <cblas.h>
+#include <xxhash.h>
+
+#include "cli.h"
+#include "../../store/json_out.h"
+#include "../../store/io_err.h"
+#include "quant_opts.h"
+#include "llm_par.h"
+#include "par.h"
+#include "llm_text_run.h"
+#include "../../analysis/llm_text.h"
+#include "../../analysis/llm_eval.h"
+#include "../../analysis/llm_eval_service.h"
+#include "../../analysis/llm_eval_stats.h"
+#include "../../store/container.h"
+#include "../../store/llm_load.h"
+#include "../../kernels/blas_threads.h"
+#include "../../kernels/qs_version.h"
+
+/* The default evaluation text (written by `make data`), relative to the working directory. */
+#define QS_EVAL_DEFAULT_TEXT QS_LLM_DEFAULT_TEXT   /* store/llm_load.h */
+#define MAX_CFG 32
+#define CMD "llm eval"
+
+
+/* One format of an llm command (cli.h): blocks along the input channels only. */
+int qs_llm_parse_fmt(const char *cmd, const char *spec, qs_apply *out)
+{
+    qs_apply base;
+    memset(&base, 0, sizeof base);
+    base.axis = 1;
+    if (qs_quant_parse_list(cmd, spec, &base, out, 1) != 1) return -1;
+    if (out->axis != 1) return qs_cli_usage(cmd, "%s: only blocks along the input channels (axis 1) make sense here", spec), -1;
+    if (out->gran == QS_GRAN_COL) return qs_cli_usage(cmd, "%s: per-column granularity is not supported here", spec), -1;
+    return 0;
+}
+
+/* SPEC = w=F,a=F,kv=F,resq=MODE (any subset, each at most once); F as in `analyze -f`. */
+static int parse_config(const char *spec, qs_eval_cfg *c)
+{
+    memset(c, 0, sizeof *c);
+    char *dup = strdup(spec), *save = NULL;
+    if (!dup) return qs_cli_error(QS_EXIT_ERR, "out of memory");
+    size_t k = 0;
+    int rc = 0;
+    for (char *it = strtok_r(dup, ",", &save); it && !rc; it = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(it, '=');
+        if (!eq || eq == it || !eq[1]) { rc = qs_cli_usage(CMD, "--config: '%s' is not KEY=VALUE (keys w, a, kv, resq)", it); break; }
+        *eq = 0;
+        const char *key = it, *val = eq + 1;
+        char lab[96] = "";
+        int *has = NULL;
+        qs_apply *ap = NULL;
+        if (!strcmp(key, "w")) { has = &c->has_w; ap = &c->w; }
+        else if (!strcmp(key, "a")) { has = &c->has_a; ap = &c->a; }
+        else if (!strcmp(key, "kv")) { has = &c->has_kv; ap = &c->kv; }
+        else if (!strcmp(key, "resq")) {
+            if (c->resq) { rc = qs_cli_usage(CMD, "--config '%s': resq given twice", spec); break; }
+            if (!strcmp(val, "dense")) c->resq = QS_RESQ_DENSE;
+            else if (!strcmp(val, "2:4")) c->resq = QS_RESQ_24;
+            else if (strcmp(val, "none")) { rc = qs_cli_usage(CMD, "--config: resq is dense, 2:4 or none, not '%s'", val); break; }
+            snprintf(lab, sizeof lab, "%s", val);
+        } else { rc = qs_cli_usage(CMD, "--config: unknown key '%s' (w, a, kv, resq)", key); break; }
+        if (has) {
+            if (*has) { rc = qs_cli_usage(CMD, "--config '%s': %s given twice", spec, key); break; }
+            if (strchr(val, ',')) { rc = qs_cli_usage(CMD, "--config: one format per key"); break; }
+            if (!strcmp(val, "fp32")) continue;
+            if (qs_llm_parse_fmt(CMD, val, ap)) { rc = QS_EXIT_USAGE; break; }
+            *has = 1;
+            qs_quant_label(ap, val, lab, sizeof lab);
+        }
+        if (lab[0] && k < sizeof c->label) k += (size_t)snprintf(c->label + k, sizeof c->label - k, "%s%s=%s", k ? "," : "", key, lab);
+    }
+    free(dup);
+    if (rc) return rc;
+    if (c->resq && !c->has_a) return qs_cli_usage(CMD, "--config '%s': resq corrects activation rounding: give a=F", spec);
+    if (!c->label[0]) snprintf(c->label, sizeof c->label, "fp32");
+    return 0;
+}
+
+typedef struct eval_opts {
+    const char *model, *text, *save_ids;
+    int ctx, chunks, score_all, json, force, scaled;
+    qs_eval_cfg cfg[MAX_CFG];
+    int ncfg;
+} eval_opts;
+
+static int parse_opts(int argc, char **argv, eval_opts *o)
+{
+    static const struct option lo[] = {
+        {"model", required_argument, 0, 'm'}, {"text", required_argument, 0, 't'}, {"ctx", required_argument, 0, 'c'},
+        {"chunks", required_argument, 0, 'k'}, {"config", required_argument, 0, 'C'}, {"score", required_argument, 0, 's'},
+        {"json", no_argument, 0, 'j'}, {"force", no_argument, 0, 'F'}, {"unscaled-casts", no_argument, 0, 'u'},
+        {"save-ids", required_argument, 0, 'I'}, {0, 0, 0, 0}};
+    memset(o, 0, sizeof *o);
+    o->ctx = 512;
+    o->scaled = 1;
+    optind = 1;
+    opterr = 0;
+    int ch, rc;
+    while ((ch = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
+        switch (ch) {
+        case 'm': o->model = optarg; break;
+        case 't': o->text = optarg; break;
+        case 'c': if ((rc = qs_cli_parse_int(CMD, "--ctx", optarg, 4, 1 << 16, &o->ctx))) return rc; break;
+        case 'k': if ((rc = qs_cli_parse_int(CMD, "--chunks", optarg, 1, 1 << 20, &o->chunks))) return rc; break;
+        case 'C':
+            if (o->ncfg == MAX_CFG) return qs_cli_usage(CMD, "at most %d --config", MAX_CFG);
+            if ((rc = parse_config(optarg, &o->cfg[o->ncfg]))) return rc;
+            o->ncfg++;
+            break;
+        case 's':
+            if (!strcmp(optarg, "half")) o->score_all = 0;
+            else if (!strcmp(optarg, "all")) o->score_all = 1;
+            else return qs_cli_usage(CMD, "--score is half or all, not '%s'", optarg);
+            break;
+        case 'j': o->json = 1; break;
+        case 'F': o->force = 1; break;
+        case 'u': o->scaled = 0; break;
+        case 'I': o->save_ids = optarg; break;
+        case ':': return qs_cli_usage(CMD, "option %s needs a value", argv[optind - 1]);
+        default: return qs_cli_usage(CMD, "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) return qs_cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
+    if (!o->model) {
+        if (access(QS_LLM_DEFAULT_MODEL, R_OK) == 0) o->model = QS_LLM_DEFAULT_MODEL;
+        else return qs_cli_usage(CMD, "--model PATH is required (the default %s is missing: run `make data`)", QS_LLM_DEFAULT_MODEL);
+    }
+    if (!o->text) {
+        if (access(QS_EVAL_DEFAULT_TEXT, R_OK) == 0) o->text = QS_EVAL_DEFAULT_TEXT;
+        else return qs_cli_usage(CMD, "--text FILE is required (the default %s is missing: run `make data`)", QS_EVAL_DEFAULT_TEXT);
+    }
+    return 0;
+}
+
+const char *qs_llm_title(const qs_llm_file *f) { return qs_esc(f->name[0] ? f->name : f->arch); }
+
+/* ---------------------------------------------------------------- printing */
+
+/* ---------------------------------------------------------------- printing */
+
+/* The columns of the table (analysis/llm_eval_stats.h), from the stored data d: a reference row
+** has only the reference's statistics. */
+static void print_cells(json_t *d, int ref)
+{
+    double v[QS_EVS_N];
+    qs_evstats_get(d, v);
+    for (int k = 1, id; (id = qs_evstat_column(QS_EVV_CLI, k)); k++) {
+        if (ref && !(qs_evstats[id].flags & QS_EVS_REF)) break;
+        char cell[96];
+        qs_evstat_cell(QS_EVV_CLI, id, v, 0, cell, sizeof cell);
+        printf(" %*s", qs_evstats[id].view[QS_EVV_CLI].width, cell);
+    }
+    printf("\n");
+}
+
+static void print_table(const eval_opts *o, const qs_llm_text_run *t, const qs_eval_result *res)
+{
+    printf("model %s (%s; %s)\n", qs_esc(o->model), qs_llm_title(&t->f), t->f.wtypes);
+    printf("text %s: %d tokens; ctx %d, %d chunks; scoring: %s; BOS %s\n", qs_esc(o->text), t->ntok, o->ctx, t->su.nchunks,
+           o->score_all ? "all positions 0..ctx-2 of each chunk (--score all)"
+                        : "second half of each chunk, positions ctx/2..ctx-2 (llama.cpp)",
+           t->su.bos >= 0 ? "replaces the first token of each chunk" : "not added (the vocabulary does not add BOS)");
+    printf("%zu scored tokens; errors are standard errors of per-token means (tokens treated as independent)\n\n",
+           qs_eval_ntok(&t->su));
+    printf("%-28s", "config");
+    for (int k = 1, id; (id = qs_evstat_column(QS_EVV_CLI, k)); k++)
+        printf(" %*s", qs_evstats[id].view[QS_EVV_CLI].width, qs_evstats[id].view[QS_EVV_CLI].head);
+    printf("\n%-28s", "reference fp32");
+    print_cells(res->ref, 1);
+    for (size_t i = 0; i < json_array_size(res->cfgs); i++) {
+        json_t *c = json_array_get(res->cfgs, i);
+        printf("%-28.28s", json_string_value(json_object_get(c, "label")));
+        print_cells(c, 0);
+    }
+    printf("\nKL = KL(P_ref || P_config) per token (nats); dPPL = PPL(config)/PPL(ref) - 1 (delta method); "
+           "dp = p_config - p_ref of the actual next token; cor = Cor(ln p_config, ln p_ref) per token\n");
+}
+
+/* Non-finite values are never silent. */
+static void warn_nonfinite(const eval_opts *o, const qs_eval_result *res)
+{
+    for (size_t i = 0; i <= (size_t)o->ncfg; i++) {
+        json_t *v = i ? json_array_get(res->cfgs, i - 1) : res->ref, *nf = json_object_get(v, "nonfinite");
+        json_int_t lr = json_integer_value(json_object_get(nf, "logit_rows")), av = json_integer_value(json_object_get(nf, "activation_values"));
+        json_t *fs = json_object_get(nf, "first_site");
+        char where[96] = "";
+        if (json_is_object(fs))
+            snprintf(where, sizeof where, ", first at layer %lld %s", (long long)json_integer_value(json_object_get(fs, "layer")),
+                     json_string_value(json_object_get(fs, "site")));
+        if (lr || av)
+            fprintf(stderr, "qscope: warning: %s: %lld non-finite logit rows (left out of the statistics), %lld non-finite "
+                    "activation values%s\n", i ? o->cfg[i - 1].label : "reference", (long long)lr, (long long)av, where);
+    }
+}
+
+static void print_json(const eval_opts *o, const qs_llm_text_run *t, const qs_eval_result *res, const char *note, double secs)
+{
+    json_t *j = json_object();
+    json_object_set_new(j, "model", qs_llm_model_json(o->model, &t->f));
+    json_object_set_new(j, "text", qs_llm_text_json(o->text, t->thash, t->tlen));
+    json_object_set_new(j, "tokens", json_integer(t->ntok));
+    json_object_set_new(j, "scored_tokens", json_integer((json_int_t)qs_eval_ntok(&t->su)));
+    json_object_set_new(j, "ctx", json_integer(o->ctx));
+    json_object_set_new(j, "chunks", json_integer(t->su.nchunks));
+    json_object_set_new(j, "score", json_string(o->score_all ? "all" : "half"));
+    json_object_set_new(j, "bos", t->su.bos >= 0 ? json_integer(t->su.bos) : json_null());
+    json_object_set_new(j, "reference", json_incref(res->ref));
+    json_object_set_new(j, "configs", json_incref(res->cfgs));
+    if (note) json_object_set_new(j, "note", json_string(note));
+    json_object_set_new(j, "compute_seconds", json_real(res->compute_seconds));
+    json_object_set_new(j, "seconds", json_real(secs));
+    char *s = json_dumps(j, JSON_COMPACT);
+    if (s) printf("%s\n", s);
+    free(s);
+    json_decref(j);
+}
+
+/* ---------------------------------------------------------------- command */
+
+int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
+{
+    eval_opts *o = calloc(1, sizeof *o);
+    if (!o) return qs_cli_error(QS_EXIT_ERR, "out of memory");
+    int rc = parse_opts(argc, argv, o);
+    if (rc) { free(o); return rc; }
+    const double t_start = qs_now_s();
+    qs_llm_text_run t;
+    qs_db *db = NULL;
+    qs_eval_result res = {0};
+    qs_err e = {{0}};
+    if ((rc = qs_llm_text_run_open(&t, CMD, o->model, o->text, o->ctx, o->chunks, o->score_all, o->save_ids))) goto done;
+    if (!(db = qs_cli_open_db(cli))) { rc = QS_EXIT_ERR; goto done; }
+    qs_eval_request rq = {o->text, t.thash, &t.f, t.ids, (size_t)t.ntok, t.su, o->scaled, o->force, o->cfg, o->ncfg,
+                          qs_llm_shard_run, CMD, qs_par_rank()};
+    if (qs_eval_service(db, &rq, &res, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
+    if (qs_par_rank() > 0) goto done;   /* rank 0 stores and prints */
+    int weight_note = 0;
+    for (int i = 0; i < o->ncfg; i++) weight_note |= o->cfg[i].has_w;
+    const char *wt = t.f.wtypes;
+    weight_note = weight_note && (strstr(wt, "q4") || strstr(wt, "q5") || strstr(wt, "q8") || strstr(wt, "q6"));
+    char wnote[320];
+    snprintf(wnote, sizeof wnote, "the model's weights are already quantized (%s): a weight format's result is relative to that "
+             "grid; activation and KV-cache results are not affected", wt);
+    warn_nonfinite(o, &res);
+    double secs = qs_now_s() - t_start;
+    if (o->json) print_json(o, &t, &res, weight_note ? wnote : NULL, secs);
+    else {
+        print_table(o, &t, &res);
+        if (weight_note) printf("note: %s\n", wnote);
+        printf("%s in %.1f s (%.1f s computing)\n", res.computed ? "computed" : "all results reused from the database (--force recomputes)",
+               secs, res.compute_seconds);
+    }
+done:
+    qs_eval_result_free(&res);
+    qs_eval_cfgs_free(o->cfg, o->ncfg);
+    if (db) qs_db_close(db);
+    qs_llm_text_run_free(&t);
+    free(o);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- bench case */
+
+/* Best-of-5 OpenBLAS SGEMM rate (GFLOP/s) of the model's dominant product at ctx rows:
+** x[ctx][dim] . W_up[ffn][dim]^T, with the library's default threads (both cores). */
+static double sgemm_rate(const qs_llm_model *m, int rows)
+{
+    const int K = m->c.dim, N = m->c.ffn;
+    float *x = malloc((size_t)rows * K * sizeof(float)), *y = malloc((size_t)rows * N * sizeof(float));
+    if (!x || !y) { free(x); free(y); return 0; }
+    for (size_t i = 0; i < (size_t)rows * K; i++) x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+    double best = 1e30;
+    for (int r = 0; r < 6; r++) {
+        double t0 = qs_now_s();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, N, K, 1.0f, x, K, m->L[0].w_up, K, 0.0f, y, N);
+        double t = qs_now_s() - t0;
+        if (r && t < best) best = t;   /* the first call warms up */
+    }
+    free(x); free(y);
+    return 2.0 * rows * N * K / best * 1e-9;
+}
+
+int qs_llm_eval_bench(const qs_llm_model *ref, const qs_eval_variant *cfg, const char *label, int ctx, int chunks, qs_err *e)
+{
+    const size_t n = (size_t)ctx * chunks;
+    int32_t *ids = malloc(n * sizeof(int32_t));
+    if (!ids) return qs_fail(e, "out of memory");
+    uint64_t s = 1;
+    for (size_t i = 0; i < n; i++) { s = s * 6364136223846793005ull + 1442695040888963407ull; ids[i] = (int32_t)((s >> 33) % ref->c.vocab); }
+    const double params = (double)ref->arena_len, sg = sgemm_rate(ref, ctx);
+    printf("\nllm eval case: ctx %d, %d chunks of synthetic ids, second-half scoring; FLOPs = 2 x %.4g parameters per "
+           "token; OpenBLAS SGEMM %dx%dx%d: %.1f GFLOP/s (core %s, %d threads)\n", ctx, chunks, params, ctx, ref->c.ffn,
+           ref->c.dim, sg, openblas_get_corename(), qs_blas_threads());
+    printf("%-44s %12s %10s %10s\n", "variants (each over every chunk)", "tokens/s", "GFLOP/s", "% SGEMM");
+    int rc = 0;
+    for (int pass = 0; pass < (cfg ? 2 : 1) && !rc; pass++) {
+        qs_eval_setup su = {ctx, chunks, 0, -1};
+        qs_eval_out out;
+        int want = 1;
+        double t0 = qs_now_s();
+        if (qs_llm_eval_run(ref, pass ? cfg : NULL, &want, pass, ids, n, &su, NULL, NULL, &out, e)) { rc = -1; break; }
+        for (int v = 0; v < out.nvar && !rc; v++) {
+            qs_eval_summary sm;
+            rc = qs_eval_summarize(&out.var[0], v ? &out.var[v] : NULL, out.n, &sm, e);
+        }
+        double t = qs_now_s() - t0, tps = (double)(pass + 1) * n / t, gf = tps * 2 * params * 1e-9;
+        qs_eval_out_free(&out);
+        char lab[200];
+        snprintf(lab, sizeof lab, pass ? "reference + %s" : "reference fp32", label);
+        if (!rc) printf("%-44s %12.1f %10.1f %9.0f%%\n", lab, tps, gf, sg > 0 ? 100 * gf / sg : 0);
+    }
+    free(ids);
+    return rc;
+}

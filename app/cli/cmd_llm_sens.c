@@ -1,0 +1,508 @@
+/*
+** `qscope llm sensitivity`: per-(layer, site) sensitivity of a model to one format — mean KL to the
+** FP32 reference and Delta PPL with only that site of that layer rounded — and a greedy
+** mixed-precision plan (which sites to keep in BF16), verified by one evaluation of the combined
+** plan (docs/llm.md "llm sensitivity").  Stored as result kinds "llm_sensitivity" and "llm_plan"
+** (analysis/results.h) and reused unless --force.
+*/
+#include <getopt.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "quant_opts.h"
+#include "llm_par.h"
+#include "par.h"
+#include "llm_text_run.h"
+#include "../../analysis/llm_text.h"
+#include "../../analysis/llm_eval_shard.h"
+#include "../../analysis/llm_eval_stats.h"
+#include "../../analysis/llm_sens.h"
+#include "../../analysis/results.h"
+#include "../../store/llm_load.h"
+
+#define CMD "llm sensitivity"
+
+typedef struct sens_opts {
+    const char *model, *text, *fmt_spec;
+    int ctx, chunks, score_all, json, force, scaled;
+    int sites[QS_SENS_NSITE], nsite;
+    double kl_target, bits_budget;   /* < 0: not given */
+    qs_apply fmt, hi;
+    char label[128];
+} sens_opts;
+
+static int parse_pos(const char *opt, const char *s, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || !(v >= 0) || !isfinite(v)) return qs_cli_usage(CMD, "%s wants a number >= 0, not '%s'", opt, s);
+    *out = v;
+    return 0;
+}
+
+static int parse_sites(const char *list, sens_opts *o)
+{
+    char *dup = strdup(list), *save = NULL;
+    if (!dup) return qs_cli_error(QS_EXIT_ERR, "out of memory");
+    o->nsite = 0;
+    int rc = 0;
+    for (char *it = strtok_r(dup, ",", &save); it; it = strtok_r(NULL, ",", &save)) {
+        int s = qs_sens_site_parse(it);
+        if (s < 0) { rc = qs_cli_usage(CMD, "--sites: unknown site '%s' (attn_in, attn_out, ffn_in, ffn_down_in, kv, w)", it); break; }
+        for (int i = 0; i < o->nsite; i++)
+            if (o->sites[i] == s) { rc = qs_cli_usage(CMD, "--sites: '%s' given twice", it); break; }
+        if (rc) break;
+        o->sites[o->nsite++] = s;
+    }
+    free(dup);
+    if (!rc && !o->nsite) rc = qs_cli_usage(CMD, "--sites: no site given");
+    return rc;
+}
+
+static int parse_opts(int argc, char **argv, sens_opts *o)
+{
+    static const struct option lo[] = {
+        {"model", required_argument, 0, 'm'}, {"text", required_argument, 0, 't'}, {"ctx", required_argument, 0, 'c'},
+        {"chunks", required_argument, 0, 'k'}, {"format", required_argument, 0, 'f'}, {"sites", required_argument, 0, 'S'},
+        {"score", required_argument, 0, 's'}, {"kl-target", required_argument, 0, 'K'}, {"bits-budget", required_argument, 0, 'B'},
+        {"json", no_argument, 0, 'j'}, {"force", no_argument, 0, 'F'}, {"unscaled-casts", no_argument, 0, 'u'}, {0, 0, 0, 0}};
+    memset(o, 0, sizeof *o);
+    o->ctx = 512;
+    o->scaled = 1;
+    o->kl_target = o->bits_budget = -1;
+    for (int i = 0; i < QS_SENS_NSITE; i++) o->sites[i] = i;
+    o->nsite = QS_SENS_NSITE;
+    optind = 1;
+    opterr = 0;
+    int ch, rc;
+    while ((ch = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
+        switch (ch) {
+        case 'm': o->model = optarg; break;
+        case 't': o->text = optarg; break;
+        case 'f': o->fmt_spec = optarg; break;
+        case 'c': if ((rc = qs_cli_parse_int(CMD, "--ctx", optarg, 4, 1 << 16, &o->ctx))) return rc; break;
+        case 'k': if ((rc = qs_cli_parse_int(CMD, "--chunks", optarg, 1, 1 << 20, &o->chunks))) return rc; break;
+        case 'S': if ((rc = parse_sites(optarg, o))) return rc; break;
+        case 'K': if ((rc = parse_pos("--kl-target", optarg, &o->kl_target))) return rc; break;
+        case 'B': if ((rc = parse_pos("--bits-budget", optarg, &o->bits_budget))) return rc; break;
+        case 's':
+            if (!strcmp(optarg, "half")) o->score_all = 0;
+            else if (!strcmp(optarg, "all")) o->score_all = 1;
+            else return qs_cli_usage(CMD, "--score is half or all, not '%s'", optarg);
+            break;
+        case 'j': o->json = 1; break;
+        case 'F': o->force = 1; break;
+        case 'u': o->scaled = 0; break;
+        case ':': return qs_cli_usage(CMD, "option %s needs a value", argv[optind - 1]);
+        default: return qs_cli_usage(CMD, "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) return qs_cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
+    if (!o->model) {
+        if (access(QS_LLM_DEFAULT_MODEL, R_OK) == 0) o->model = QS_LLM_DEFAULT_MODEL;
+        else return qs_cli_usage(CMD, "--model PATH is required (the default %s is missing: run `make data`)", QS_LLM_DEFAULT_MODEL);
+    }
+    if (!o->fmt_spec) return qs_cli_usage(CMD, "--format F is required (e.g. mxfp4)");
+    if (strchr(o->fmt_spec, ',')) return qs_cli_usage(CMD, "--format: one format");
+    if (o->kl_target >= 0 && o->bits_budget >= 0) return qs_cli_usage(CMD, "give --kl-target or --bits-budget, not both");
+    if (qs_llm_parse_fmt(CMD, o->fmt_spec, &o->fmt) || qs_llm_parse_fmt(CMD, "bf16", &o->hi)) return QS_EXIT_USAGE;
+    qs_quant_label(&o->fmt, o->fmt_spec, o->label, sizeof o->label);
+    if (!o->text) {
+        if (access(QS_LLM_DEFAULT_TEXT, R_OK) == 0) o->text = QS_LLM_DEFAULT_TEXT;
+        else return qs_cli_usage(CMD, "--text FILE is required (the default %s is missing: run `make data`)", QS_LLM_DEFAULT_TEXT);
+    }
+    return 0;
+}
+
+static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+static json_t *matrix(const double *x, int L, int S)
+{
+    json_t *a = json_array();
+    for (int l = 0; l < L; l++) {
+        json_t *r = json_array();
+        for (int j = 0; j < S; j++) json_array_append_new(r, num(x[l * S + j]));
+        json_array_append_new(a, r);
+    }
+    return a;
+}
+
+/* kl_mean [L][S] of a stored result back into a table (the plan is computed from the stored data). */
+static int table_from_json(json_t *d, qs_sens_table *t, const sens_opts *o, int L)
+{
+    memset(t, 0, sizeof *t);
+    json_t *kl = json_object_get(d, "kl_mean");
+    if (!json_is_array(kl) || (int)json_array_size(kl) != L) return -1;
+    t->nlayer = L;
+    t->nsite = o->nsite;
+    memcpy(t->site, o->sites, sizeof o->sites);
+    t->kl = calloc((size_t)L * o->nsite, sizeof(double));
+    if (!t->kl) return -1;
+    for (int l = 0; l < L; l++) {
+        json_t *r = json_array_get(kl, (size_t)l);
+        if ((int)json_array_size(r) != o->nsite) return -1;
+        for (int j = 0; j < o->nsite; j++) {
+            json_t *v = json_array_get(r, (size_t)j);
+            t->kl[l * o->nsite + j] = json_is_number(v) ? json_number_value(v) : NAN;
+        }
+    }
+    return 0;
+}
+
+static json_t *bits_json(qs_sens_bits b)
+{
+    return json_pack("{s:o,s:o,s:o}", "weights", num(b.weights), "activations", num(b.activations), "all", num(b.all));
+}
+
+static void print_table(const sens_opts *o, json_t *d, int L)
+{
+    json_t *kl = json_object_get(d, "kl_mean"), *dp = json_object_get(d, "dppl");
+    int S = o->nsite;
+    double *mx = calloc((size_t)S, sizeof(double));
+    int *arg = calloc((size_t)S, sizeof(int));
+    if (!mx || !arg) { free(mx); free(arg); return; }
+    for (int j = 0; j < S; j++) { mx[j] = -INFINITY; arg[j] = -1; }
+    for (int l = 0; l < L; l++)
+        for (int j = 0; j < S; j++) {
+            double v = json_number_value(json_array_get(json_array_get(kl, (size_t)l), (size_t)j));
+            if (v > mx[j]) { mx[j] = v; arg[j] = l; }
+        }
+    printf("mean KL (nats) with one site of one layer at %s, all else FP32 (* = the largest of its site)\n", o->label);
+    printf("%5s", "layer");
+    for (int j = 0; j < S; j++) printf(" %12s", qs_sens_site_name(o->sites[j]));
+    printf("   |  dPPL %%:");
+    for (int j = 0; j < S; j++) printf(" %11s", qs_sens_site_name(o->sites[j]));
+    printf("\n");
+    for (int l = 0; l < L; l++) {
+        printf("%5d", l);
+        for (int j = 0; j < S; j++) {
+            double v = json_number_value(json_array_get(json_array_get(kl, (size_t)l), (size_t)j));
+            printf(" %11.5f%c", v, arg[j] == l ? '*' : ' ');
+        }
+        printf("   |         ");
+        for (int j = 0; j < S; j++)
+            printf(" %+10.2f%%", 100 * json_number_value(json_array_get(json_array_get(dp, (size_t)l), (size_t)j)));
+        printf("\n");
+    }
+    free(mx);
+    free(arg);
+}
+
+/* an average of bits, or "-" when the plan has no site of that kind (null) */
+static void print_bits(char *buf, size_t cap, json_t *v)
+{
+    if (json_is_number(v)) snprintf(buf, cap, "%.3f", json_number_value(v));
+    else snprintf(buf, cap, "-");
+}
+
+/* One run of the command: its inputs, the table's cache key and stored data, and what was computed. */
+typedef struct sens_run {
+    sens_opts *o;
+    qs_llm_text_run t;
+    qs_db *db;
+    json_t *key, *sites, *d;      /* d: the table's stored data, then the answer */
+    char *ks, *data;
+    qs_sens_table tab;
+    int L, S, computed, pcomputed;
+    double compute, bits_fmt, bits_hi;
+} sens_run;
+
+/* The cache key of the table: text, chunking, format, sites, casts. */
+static int table_key(sens_run *r)
+{
+    const sens_opts *o = r->o;
+    char *fj = qs_quant_opts_json(&o->fmt);
+    json_t *fo = fj ? json_loads(fj, 0, NULL) : NULL;
+    free(fj);
+    r->sites = json_array();
+    for (int j = 0; j < r->S; j++) json_array_append_new(r->sites, json_string(qs_sens_site_name(o->sites[j])));
+    r->key = json_pack("{s:s,s:i,s:i,s:s,s:i,s:o,s:O,s:b}", "text", r->t.thash, "ctx", o->ctx, "chunks", r->t.su.nchunks, "score",
+                       o->score_all ? "all" : "half", "bos", r->t.su.bos, "format", fo ? fo : json_string(o->label), "sites",
+                       r->sites, "scaled_casts", o->scaled);
+    r->ks = r->key ? json_dumps(r->key, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    return r->ks ? 0 : qs_cli_error(QS_EXIT_ERR, "out of memory");
+}
+
+/* Chunks x (layer, site) variants on the ranks; rank 0 makes the table. */
+static int compute_table(sens_run *r)
+{
+    qs_err e = {{0}};
+    double t0 = qs_now_s();
+    qs_sens_variants sv;
+    qs_eval_shard sh;
+    memset(&sh, 0, sizeof sh);
+    int bad = qs_sens_variants_make(&r->t.f.m, &r->o->fmt, r->o->scaled, r->o->sites, r->S, &sv, &e);
+    if (!bad) {
+        bad = qs_eval_shard_init(&sh, &r->t.f.m, sv.var, NULL, sv.nvar, r->t.ids, (size_t)r->t.ntok, &r->t.su, &e) ||
+              qs_llm_shard_run(&sh, CMD, &e) || (qs_par_rank() == 0 && qs_sens_table_make(&sv, &sh.out, &r->tab, &e));
+        qs_eval_shard_free(&sh);
+        qs_sens_variants_free(&sv);
+    }
+    if (bad) return qs_cli_err(QS_EXIT_ERR, &e);
+    r->compute = qs_now_s() - t0;
+    r->computed = 1;
+    return 0;
+}
+
+/* The stored data of a computed table: the measurements and the whole greedy ranking (independent of
+** any target). */
+static json_t *table_data(sens_run *r)
+{
+    const sens_opts *o = r->o;
+    const int L = r->L, S = r->S;
+    const qs_llm_model *m = &r->t.f.m;
+    json_t *d = json_object();
+    json_object_set_new(d, "model", qs_llm_model_json(o->model, &r->t.f));
+    json_object_set_new(d, "text", qs_llm_text_json(o->text, r->t.thash, r->t.tlen));
+    json_object_set_new(d, "tokens", json_integer(r->t.ntok));
+    json_object_set_new(d, "scored_tokens", json_integer((json_int_t)r->tab.n));
+    json_object_set_new(d, "ctx", json_integer(o->ctx));
+    json_object_set_new(d, "chunks", json_integer(r->t.su.nchunks));
+    json_object_set_new(d, "score", json_string(o->score_all ? "all" : "half"));
+    json_object_set_new(d, "format", json_string(o->label));
+    json_object_set_new(d, "sites", json_incref(r->sites));
+    json_object_set_new(d, "layers", json_integer(L));
+    json_object_set_new(d, "reference", json_pack("{s:o,s:o}", "ppl", num(r->tab.ref_ppl), "ppl_se", num(r->tab.ref_ppl_se)));
+    json_object_set_new(d, "kl_mean", matrix(r->tab.kl, L, S));
+    json_object_set_new(d, "kl_se", matrix(r->tab.kl_se, L, S));
+    json_object_set_new(d, "dppl", matrix(r->tab.dppl, L, S));
+    json_object_set_new(d, "top1_agree", matrix(r->tab.top1, L, S));
+    double elems = 0;
+    json_t *sp = json_array();
+    for (int j = 0; j < S; j++) {
+        double n = qs_sens_site_elems(&m->c, o->sites[j]);
+        elems += n * L;
+        json_array_append_new(sp, json_pack("{s:s,s:s,s:f,s:f}", "site", qs_sens_site_name(o->sites[j]), "unit",
+                                            o->sites[j] == QS_SENS_W ? "parameters" : "per_token", "elements", n,
+                                            "bits_per_elem", r->bits_fmt));
+    }
+    json_object_set_new(d, "bits_fp32", json_real(32 * elems));
+    json_object_set_new(d, "bits_format", json_real(r->bits_fmt));
+    json_object_set_new(d, "bits_bf16", json_real(r->bits_hi));
+    json_object_set_new(d, "site_params", sp);
+    qs_sens_step *order = calloc((size_t)L * S, sizeof *order);
+    if (!order) { json_decref(d); return NULL; }
+    double pred0, bits0;
+    qs_sens_plan_order(&r->tab, &m->c, r->bits_fmt, r->bits_hi, order, &pred0, &bits0);
+    json_t *oa = json_array();
+    for (int k = 0; k < L * S; k++)
+        json_array_append_new(oa, json_pack("{s:i,s:s,s:o,s:f,s:o,s:o,s:f}", "layer", order[k].layer, "site",
+                                            qs_sens_site_name(o->sites[order[k].j]), "kl", num(order[k].kl), "extra_bits",
+                                            order[k].extra_bits, "kl_per_bit", num(order[k].kl_per_bit), "predicted_kl",
+                                            num(order[k].predicted_kl), "bits_avg", order[k].bits_avg));
+    json_object_set_new(d, "plan", json_pack("{s:o,s:o,s:f}", "order", oa, "predicted_kl_format", num(pred0), "bits_avg_format", bits0));
+    free(order);
+    return d;
+}
+
+static int store_table(sens_run *r)
+{
+    qs_err e = {{0}};
+    json_t *d = table_data(r);
+    qs_sens_table_free(&r->tab);
+    r->data = d ? json_dumps(d, JSON_COMPACT) : NULL;
+    json_decref(d);
+    if (!r->data) return qs_cli_error(QS_EXIT_ERR, "out of memory");
+    if (qs_result_put(r->db, r->t.f.hash, "llm_sensitivity", r->o->label, r->ks, r->data, NULL, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
+    return 0;
+}
+
+/* The statistics of the plan's verifying evaluation (rows of analysis/llm_eval_stats.h). */
+static const int kMeasured[] = {QS_EVS_KL_MEAN, QS_EVS_KL_SE, QS_EVS_KL_MEDIAN, QS_EVS_KL_P99, QS_EVS_KL_MAX,
+                                QS_EVS_PPL, QS_EVS_DPPL, QS_EVS_DPPL_LO, QS_EVS_TOP1};
+
+/* A plan's stored data: the first k steps of the ranking promoted to BF16, verified by one evaluation. */
+static json_t *plan_data(sens_run *r, const qs_sens_step *order, int k, double pred0, uint8_t *promoted, qs_err *e)
+{
+    const sens_opts *o = r->o;
+    const int L = r->L, S = r->S;
+    json_t *pr = json_array(), *bf = json_array();
+    for (int i = 0; i < k; i++) {
+        promoted[order[i].layer * S + order[i].j] = 1;
+        json_array_append_new(pr, json_pack("{s:i,s:s}", "layer", order[i].layer, "site", qs_sens_site_name(o->sites[order[i].j])));
+    }
+    for (int l = 0; l < L; l++) {
+        json_t *row = json_array();
+        for (int j = 0; j < S; j++) json_array_append_new(row, json_integer(promoted[l * S + j]));
+        json_array_append_new(bf, row);
+    }
+    qs_eval_summary sm;
+    double t0 = qs_now_s();
+    if (qs_sens_verify(&r->t.f.m, &o->fmt, &o->hi, o->scaled, &r->tab, promoted, r->t.ids, (size_t)r->t.ntok, &r->t.su, &sm, e)) {
+        json_decref(pr); json_decref(bf);
+        return NULL;
+    }
+    r->compute += qs_now_s() - t0;
+    r->pcomputed = 1;
+    json_t *meas = json_object();
+    qs_evstats_put_ids(meas, &sm, kMeasured, (int)(sizeof kMeasured / sizeof *kMeasured));
+    return json_pack("{s:o,s:i,s:o,s:o,s:o,s:o,s:o}", "target",
+                     o->kl_target >= 0 ? json_pack("{s:f}", "kl", o->kl_target) : json_pack("{s:f}", "bits", o->bits_budget),
+                     "steps", k, "promoted", pr, "bf16", bf, "predicted_kl", num(k ? order[k - 1].predicted_kl : pred0),
+                     "bits_avg", bits_json(qs_sens_plan_bits(&r->tab, &r->t.f.m.c, promoted, r->bits_fmt, r->bits_hi)),
+                     "measured", meas);
+}
+
+/* The plan for --kl-target or --bits-budget (stored as kind "llm_plan"), merged into r->d's plan. */
+static int make_plan(sens_run *r)
+{
+    const sens_opts *o = r->o;
+    const int n = r->L * r->S;
+    qs_err e = {{0}};
+    qs_sens_step *order = calloc((size_t)n, sizeof *order);
+    uint8_t *promoted = calloc((size_t)n, 1);
+    json_t *pkey = NULL, *pd = NULL;
+    char *pks = NULL, *pdata = NULL;
+    int rc = 0;
+    if (!order || !promoted) { rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); goto done; }
+    double pred0, bits0;
+    qs_sens_plan_order(&r->tab, &r->t.f.m.c, r->bits_fmt, r->bits_hi, order, &pred0, &bits0);
+    int k = qs_sens_plan_choose(order, n, pred0, bits0, o->kl_target, o->bits_budget);
+    if (o->bits_budget >= 0 && o->bits_budget < bits0)
+        fprintf(stderr, "qscope: note: --bits-budget %g is below %s's own %g bits: nothing can be promoted\n", o->bits_budget,
+                o->label, bits0);
+    pkey = json_deep_copy(r->key);
+    if (o->kl_target >= 0) json_object_set_new(pkey, "kl_target", json_real(o->kl_target));
+    else json_object_set_new(pkey, "bits_budget", json_real(o->bits_budget));
+    if (!(pks = json_dumps(pkey, JSON_COMPACT | JSON_SORT_KEYS))) { rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); goto done; }
+    if (!o->force && !r->computed && qs_result_get(r->db, r->t.f.hash, "llm_plan", o->label, pks, &pdata, NULL, &e)) {
+        rc = qs_cli_err(QS_EXIT_ERR, &e);
+        goto done;
+    }
+    if (!pdata) {
+        if (!(pd = plan_data(r, order, k, pred0, promoted, &e))) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
+        pdata = json_dumps(pd, JSON_COMPACT);
+        if (!pdata || qs_result_put(r->db, r->t.f.hash, "llm_plan", o->label, pks, pdata, NULL, &e)) {
+            rc = pdata ? qs_cli_err(QS_EXIT_ERR, &e) : qs_cli_error(QS_EXIT_ERR, "out of memory");
+            goto done;
+        }
+        json_decref(pd);
+    }
+    if (!(pd = json_loads(pdata, 0, NULL))) { rc = qs_cli_error(QS_EXIT_ERR, "stored plan is not JSON"); goto done; }
+    json_object_update(json_object_get(r->d, "plan"), pd);
+done:
+    json_decref(pkey); json_decref(pd);
+    free(pks); free(pdata);
+    free(order); free(promoted);
+    return rc;
+}
+
+static void print_text(const sens_run *r, const char *note, double secs)
+{
+    const sens_opts *o = r->o;
+    json_t *d = r->d, *plan = json_object_get(d, "plan"), *ref = json_object_get(d, "reference");
+    printf("model %s (%s; %s)\n", qs_esc(o->model), qs_llm_title(&r->t.f), r->t.f.wtypes);
+    printf("text %s: %d tokens; ctx %d, %d chunks, %lld scored tokens; scoring: %s; reference PPL %.4f±%.4f\n", qs_esc(o->text),
+           r->t.ntok, o->ctx, r->t.su.nchunks, (long long)json_integer_value(json_object_get(d, "scored_tokens")),
+           o->score_all ? "all positions" : "second half of each chunk (llama.cpp)",
+           json_number_value(json_object_get(ref, "ppl")), json_number_value(json_object_get(ref, "ppl_se")));
+    print_table(o, d, r->L);
+    json_t *ord = json_object_get(plan, "order");
+    printf("\nplan (greedy by KL per extra bit, BF16 = %g bits, %s = %g bits/elem): top of the ranking\n", r->bits_hi, o->label,
+           r->bits_fmt);
+    printf("%4s %6s %12s %10s %14s %14s %10s\n", "step", "layer", "site", "KL", "extra bits", "predicted KL", "avg bits");
+    printf("%4d %6s %12s %10s %14s %14.5f %10.3f\n", 0, "", "(all at format)", "", "",
+           json_number_value(json_object_get(plan, "predicted_kl_format")), json_number_value(json_object_get(plan, "bits_avg_format")));
+    size_t show = json_array_size(ord) < 10 ? json_array_size(ord) : 10;
+    json_t *st = json_object_get(plan, "steps");
+    if (json_is_integer(st) && (size_t)json_integer_value(st) > show) show = (size_t)json_integer_value(st);
+    for (size_t i = 0; i < show; i++) {
+        json_t *x = json_array_get(ord, i);
+        printf("%4zu %6lld %12s %10.5f %14.0f %14.5f %10.3f%s\n", i + 1, (long long)json_integer_value(json_object_get(x, "layer")),
+               json_string_value(json_object_get(x, "site")), json_number_value(json_object_get(x, "kl")),
+               json_number_value(json_object_get(x, "extra_bits")), json_number_value(json_object_get(x, "predicted_kl")),
+               json_number_value(json_object_get(x, "bits_avg")),
+               json_is_integer(st) && i + 1 == (size_t)json_integer_value(st) ? "   <- plan" : "");
+    }
+    if (json_is_integer(st)) {
+        json_t *ba = json_object_get(plan, "bits_avg");
+        double m[QS_EVS_N];   /* the measured statistics (kMeasured) */
+        qs_evstats_get(json_object_get(plan, "measured"), m);
+        char bw[32], bav[32];
+        print_bits(bw, sizeof bw, json_object_get(ba, "weights"));
+        print_bits(bav, sizeof bav, json_object_get(ba, "activations"));
+        printf("plan: %lld promotions to BF16; average bits: weights %s, activations %s, all %.3f\n",
+               (long long)json_integer_value(st), bw, bav, json_number_value(json_object_get(ba, "all")));
+        printf("plan verified by one evaluation: predicted KL %.5f (sum of isolated effects), measured KL %.5f±%.5f, "
+               "dPPL %+.2f%%, same top %.2f%%\n", json_number_value(json_object_get(plan, "predicted_kl")),
+               m[QS_EVS_KL_MEAN], m[QS_EVS_KL_SE], 100 * m[QS_EVS_DPPL], 100 * m[QS_EVS_TOP1]);
+        printf("(isolated effects are not additive: predicted and measured KL differ)\n");
+    } else
+        printf("(give --kl-target X or --bits-budget B for a plan verified by one evaluation)\n");
+    if (note) printf("note: %s\n", note);
+    printf("%s in %.1f s (%.1f s computing)\n", r->computed || r->pcomputed ? "computed" : "all results reused from the database (--force recomputes)",
+           secs, r->compute);
+}
+
+/* The table and plan, computed or reused; rank 0 then has the answer in r->d. */
+static int sens_answer(qs_cli *cli, sens_run *r)
+{
+    const sens_opts *o = r->o;
+    qs_err e = {{0}};
+    int rc;
+    if (!(r->db = qs_cli_open_db(cli))) return QS_EXIT_ERR;
+    if ((rc = table_key(r))) return rc;
+    if (!o->force && qs_result_get(r->db, r->t.f.hash, "llm_sensitivity", o->label, r->ks, &r->data, NULL, &e))
+        return qs_cli_err(QS_EXIT_ERR, &e);
+    if (!r->data && (rc = compute_table(r))) return rc;
+    if (qs_par_rank() > 0) return 0;   /* rank 0 alone plans, stores and prints */
+    if (r->computed && (rc = store_table(r))) return rc;
+    if (!(r->d = json_loads(r->data, 0, NULL)) || table_from_json(r->d, &r->tab, o, r->L))
+        return qs_cli_error(QS_EXIT_ERR, "stored sensitivity result is not a %d x %d table", r->L, r->S);
+    if ((o->kl_target >= 0 || o->bits_budget >= 0) && (rc = make_plan(r))) return rc;
+    uint8_t *none = calloc((size_t)r->L * r->S, 1);
+    if (none) {
+        json_object_set_new(json_object_get(r->d, "plan"), "bits_avg_format_split",
+                            bits_json(qs_sens_plan_bits(&r->tab, &r->t.f.m.c, none, r->bits_fmt, r->bits_hi)));
+        free(none);
+    }
+    return 0;
+}
+
+int qs_cmd_llm_sens(qs_cli *cli, int argc, char **argv)
+{
+    sens_run r;
+    memset(&r, 0, sizeof r);
+    if (!(r.o = calloc(1, sizeof *r.o))) return qs_cli_error(QS_EXIT_ERR, "out of memory");
+    const sens_opts *o = r.o;
+    int rc = parse_opts(argc, argv, r.o);
+    if (rc) { free(r.o); return rc; }
+    const double t_start = qs_now_s();
+    if ((rc = qs_llm_text_run_open(&r.t, CMD, o->model, o->text, o->ctx, o->chunks, o->score_all, NULL))) goto done;
+    r.L = r.t.f.m.c.n_layer;
+    r.S = o->nsite;
+    r.bits_fmt = qs_format_bits_per_elem(o->fmt.f, &o->fmt.o);
+    r.bits_hi = 16;
+    if ((rc = sens_answer(cli, &r)) || qs_par_rank() > 0) goto done;
+    int wsite = 0;
+    for (int j = 0; j < r.S; j++) wsite |= o->sites[j] == QS_SENS_W;
+    const char *wt = r.t.f.wtypes;
+    int wnote = wsite && (strstr(wt, "q4") || strstr(wt, "q5") || strstr(wt, "q8") || strstr(wt, "q6"));
+    char note[320];
+    snprintf(note, sizeof note, "the model's weights are already quantized (%s): the w site's result is relative to that grid; "
+             "activation and KV-cache results are not affected", wt);
+    double secs = qs_now_s() - t_start;
+    if (o->json) {
+        json_object_set_new(r.d, "cached", json_boolean(!r.computed && !r.pcomputed));
+        if (wnote) json_object_set_new(r.d, "note", json_string(note));
+        json_object_set_new(r.d, "compute_seconds", json_real(r.compute));
+        json_object_set_new(r.d, "seconds", json_real(secs));
+        char *s = json_dumps(r.d, JSON_COMPACT);
+        if (s) printf("%s\n", s);
+        free(s);
+    } else
+        print_text(&r, wnote ? note : NULL, secs);
+done:
+    qs_sens_table_free(&r.tab);
+    json_decref(r.key); json_decref(r.sites); json_decref(r.d);
+    free(r.ks); free(r.data);
+    if (r.db) qs_db_close(r.db);
+    qs_llm_text_run_free(&r.t);
+    free(r.o);
+    return rc;
+}

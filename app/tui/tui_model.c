@@ -1,0 +1,267 @@
+/*
+** The Model view: stored `llm eval` runs (one per model, text, ctx, chunks and scoring), each a
+** line with the reference perplexity then one row per configuration (PPL, dPPL with its 95%
+** interval, KL mean/median/p99/max, same top token, RMS dp), sortable by KL or dPPL; below, the
+** KL distribution of the selected configuration (of every configuration of a run on its line) from
+** the stored log-spaced histogram, as a histogram or a CDF (v).  Stored `llm sensitivity` tables
+** follow, one line each; on one, the layers x sites heatmap of mean KL with the plan's BF16 cells.
+*/
+#include <curses.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tui_view.h"
+#include "../../analysis/llm_eval_store.h"
+#include "../../analysis/llm_sens_store.h"
+
+typedef struct model_view {
+    struct qs_evrun *ev;          /* stored llm evaluations (read when shown; again after a command) */
+    size_t nev;
+    struct qs_sensrun *sens;      /* stored llm sensitivity tables (with their plans) */
+    size_t nsens;
+    int loaded;
+    tui_list l;
+    int sort, sort_desc;          /* 0 as run, else a sort key of llm_eval_stats.h (KL mean, dPPL) */
+    int cdf;                      /* KL plot: CDF instead of the histogram */
+} model_view;
+
+#define MV(T) ((model_view *)tui_state((T), TV_MODEL))
+
+typedef struct mrow { int run, cfg; } mrow;   /* cfg -1: the run's line; cfg -2: sensitivity table `run` */
+
+static void model_done(tui *T)
+{
+    model_view *M = MV(T);
+    qs_evruns_free(M->ev, M->nev);
+    qs_sensruns_free(M->sens, M->nsens);
+    M->ev = NULL;
+    M->nev = 0;
+    M->sens = NULL;
+    M->nsens = 0;
+    M->loaded = 0;
+}
+
+static void load(tui *T)
+{
+    model_view *M = MV(T);
+    if (M->loaded) return;
+    model_done(T);
+    qs_err e = {{0}};
+    if (qs_evruns_load(T->db, &M->ev, &M->nev, &e) || qs_sensruns_load(T->db, &M->sens, &M->nsens, &e)) tui_set_msg(T, 1, "%s", e.msg);
+    M->loaded = 1;
+}
+
+/* the value of sort key `key` (the table's sort rows of llm_eval_stats.h) */
+static double sort_val(const qs_evcfg *c, int key) { return c->v[qs_evstat_sort_key(key)]; }
+
+/* The rows in display order (runs as stored; configs sorted within each run).  *out malloc'd. */
+static int rows_of(tui *T, mrow **out)
+{
+    model_view *M = MV(T);
+    int n = (int)M->nsens;
+    for (size_t r = 0; r < M->nev; r++) n += 1 + M->ev[r].ncfg;
+    mrow *m = malloc((size_t)(n ? n : 1) * sizeof *m);
+    if (!m) return -1;
+    int k = 0;
+    for (size_t r = 0; r < M->nev; r++) {
+        m[k++] = (mrow){(int)r, -1};
+        int first = k;
+        for (int c = 0; c < M->ev[r].ncfg; c++) {
+            /* insertion sort (stable); NaN last */
+            int j = k++;
+            m[j] = (mrow){(int)r, c};
+            if (!M->sort) continue;
+            double v = sort_val(&M->ev[r].cfg[c], M->sort);
+            while (j > first) {
+                double u = sort_val(&M->ev[r].cfg[m[j - 1].cfg], M->sort);
+                int before = isnan(u) ? 0 : isnan(v) ? 1 : M->sort_desc ? u >= v : u <= v;
+                if (before) break;
+                m[j] = m[j - 1];
+                m[--j] = (mrow){(int)r, c};
+            }
+        }
+    }
+    for (size_t r = 0; r < M->nsens; r++) m[k++] = (mrow){(int)r, -2};
+    *out = m;
+    return n;
+}
+
+static void sens_line(const qs_sensrun *r, char *b, size_t cap)
+{
+    char plan[160] = "no plan stored";
+    if (r->have_plan)
+        snprintf(plan, sizeof plan, "plan (%s): %d in BF16, measured KL %.3g", r->target, r->npromoted, r->plan_kl);
+    snprintf(b, cap, " sensitivity to %s  %s  %s  ctx %d: %d layers x %d sites; %s", r->format, r->model, r->text, r->ctx, r->layers,
+             r->nsites, plan);
+}
+
+static void run_line(tui *T, const qs_evrun *r, char *b, size_t cap)
+{
+    char ppl[64];
+    if (r->have_ref && isfinite(r->ref[QS_EVS_PPL]))
+        snprintf(ppl, sizeof ppl, "reference PPL %.4g %s %.2g", r->ref[QS_EVS_PPL], T->ascii ? "+-" : "±", r->ref[QS_EVS_PPL_SE]);
+    else snprintf(ppl, sizeof ppl, "reference not stored");
+    snprintf(b, cap, " %s  %s  %s  ctx %d, %d chunk%s, %zu tokens scored (%s)", ppl, qs_evrun_model(r), r->text, r->ctx,
+             r->chunks, r->chunks == 1 ? "" : "s", r->scored, strcmp(r->score, "all") ? "second half" : "all positions");
+}
+
+static void model_draw(tui *T, int y0, int h)
+{
+    model_view *M = MV(T);
+    load(T);
+    if (!M->nev && !M->nsens) {
+        attron(A_BOLD);
+        tui_addstr_clip(y0 + 1, 2, "No stored model evaluations yet.", T->W - 4);
+        attroff(A_BOLD);
+        const char *b = "Press : and run `llm eval --model M --config a=mxfp4 --config kv=fp8_e4m3` (perplexity and KL "
+                        "divergence of a model on a text under each format, against its FP32 reference); every run is "
+                        "listed here with the KL distribution of each configuration.";
+        /* wrapped at spaces */
+        int y = y0 + 2, w = T->W - 4;
+        while (*b && w > 0 && y < y0 + h) {
+            int len = (int)strlen(b), cut = len;
+            if (len > w) { cut = w; while (cut > 0 && b[cut] != ' ') cut--; if (!cut) cut = w; }
+            mvaddnstr(y++, 2, b, cut);
+            b += cut;
+            while (*b == ' ') b++;
+        }
+        return;
+    }
+    mrow *m;
+    int n = rows_of(T, &m);
+    if (n < 0) return;
+    int wide = T->W >= 100;
+    /* list: at most half the height, the rest for the plot */
+    int list_h = h / 2 - 1;
+    if (list_h > n + 1) list_h = n + 1;
+    if (list_h < 3) list_h = 3;
+    int rows = list_h - 1;
+    tui_list *l = &M->l;
+    if (l->cur >= n) l->cur = n - 1;
+    if (l->cur < 0) l->cur = 0;
+    if (l->cur < l->top) l->top = l->cur;
+    if (l->cur >= l->top + rows) l->top = l->cur - rows + 1;
+    if (l->top > n - rows) l->top = n - rows;
+    if (l->top < 0) l->top = 0;
+    int lw = T->W - (wide ? 70 : 62);
+    if (lw < 8) lw = 8;
+    char line[800];
+    attron(A_BOLD | A_UNDERLINE);
+    size_t k = (size_t)snprintf(line, sizeof line, "   %-*s", lw, "CONFIG");
+    for (int col = 1, id; (id = qs_evstat_column(QS_EVV_TUI, col)) && k < sizeof line; col++)
+        if (wide || !qs_evstats[id].view[QS_EVV_TUI].wide_only)
+            k += (size_t)snprintf(line + k, sizeof line - k, " %*s", qs_evstats[id].view[QS_EVV_TUI].width,
+                                  qs_evstats[id].view[QS_EVV_TUI].head);
+    move(y0, 0);
+    for (int x = 0; x < T->W; x++) addch(' ');
+    tui_addstr_clip(y0, 0, line, T->W);
+    attroff(A_BOLD | A_UNDERLINE);
+    T->click_list = l;
+    T->click_y0 = y0 + 1;
+    T->click_n = n;
+    for (int i = 0; i < rows && l->top + i < n; i++) {
+        const mrow *q = &m[l->top + i];
+        const qs_evrun *r = q->cfg == -2 ? NULL : &M->ev[q->run];
+        if (q->cfg < 0) {   /* a run's or a sensitivity table's summary: a long one says it was cut */
+            char full[sizeof line];
+            if (q->cfg == -2) sens_line(&M->sens[q->run], full, sizeof full);
+            else run_line(T, r, full, sizeof full);
+            tui_cut_end(full, T->W, line, sizeof line);
+        }
+        else {
+            const qs_evcfg *c = &r->cfg[q->cfg];
+            size_t at = (size_t)snprintf(line, sizeof line, "   %-*.*s%s", lw - 1, lw - 1, c->label,
+                                        c->has_w && qs_evrun_quantized_origin(r) ? "*" : " ");
+            for (int col = 1, id; (id = qs_evstat_column(QS_EVV_TUI, col)) && at < sizeof line; col++) {
+                if (!wide && qs_evstats[id].view[QS_EVV_TUI].wide_only) continue;
+                char cell[48];
+                qs_evstat_cell(QS_EVV_TUI, id, c->v, T->ascii, cell, sizeof cell);
+                at += (size_t)snprintf(line + at, sizeof line - at, " %*s", qs_evstats[id].view[QS_EVV_TUI].width, cell);
+            }
+        }
+        int y = y0 + 1 + i, sel = l->top + i == l->cur;
+        if (sel) { attron(T->color ? COLOR_PAIR(CP_SEL) : A_REVERSE); move(y, 0); for (int x = 0; x < T->W; x++) addch(' '); }
+        else if (q->cfg < 0) attron(A_BOLD);
+        tui_addstr_clip(y, 0, line, T->W);
+        if (sel) { mvaddch(y, 0, '>'); attroff(T->color ? COLOR_PAIR(CP_SEL) : A_REVERSE); }
+        else if (q->cfg < 0) attroff(A_BOLD);
+    }
+    /* the selected run's caveat, then its KL plot; or a sensitivity table's heatmap */
+    const mrow *q = &m[l->cur];
+    int py = y0 + list_h;
+    if (q->cfg == -2) {
+        const qs_sensrun *S = &M->sens[q->run];
+        free(m);
+        T->fig = qs_plot_sensitivity(S);
+        if (!T->fig) return;
+        snprintf(T->fig_hash, sizeof T->fig_hash, "%s", S->model_hash);
+        snprintf(T->fig_what, sizeof T->fig_what, "sensitivity-%s", S->format);
+        tui_draw_figure(T, T->fig, py, 0, y0 + h - py, T->W);
+        return;
+    }
+    const qs_evrun *r = &M->ev[q->run];
+    char cav[300];
+    qs_evrun_caveat(r, cav, sizeof cav);
+    if (cav[0]) {
+        snprintf(line, sizeof line, "* %s", cav);
+        attron(T->color ? COLOR_PAIR(CP_DIM) : A_DIM);
+        tui_addstr_clip(py++, 1, line, T->W - 2);
+        attroff(T->color ? COLOR_PAIR(CP_DIM) : A_DIM);
+    }
+    int sel[64], ns = 0;
+    if (q->cfg >= 0) sel[ns++] = q->cfg;
+    else
+        for (int i = l->cur + 1; i < n && m[i].cfg >= 0 && m[i].run == q->run && ns < 64; i++) sel[ns++] = m[i].cfg;
+    free(m);
+    if (!ns) { tui_addstr_clip(py + 1, 2, "This run has no configurations stored: only its reference.", T->W - 4); return; }
+    T->fig = qs_plot_kl(r, sel, ns, M->cdf);
+    if (!T->fig) return;
+    snprintf(T->fig_hash, sizeof T->fig_hash, "%s", r->model_hash);
+    if (ns == 1) snprintf(T->fig_what, sizeof T->fig_what, "kl-%s", r->cfg[sel[0]].label);
+    else snprintf(T->fig_what, sizeof T->fig_what, "kl-%s", qs_evrun_model(r));
+    tui_draw_figure(T, T->fig, py, 0, y0 + h - py, T->W);
+}
+
+static int model_key(tui *T, tui_act a, int page)
+{
+    model_view *M = MV(T);
+    load(T);   /* keys typed with the view's key arrive before its first frame */
+    mrow *m;
+    int n = rows_of(T, &m);
+    if (n < 0) return 0;
+    free(m);
+    tui_list *l = &M->l;
+    switch (a) {
+    case TA_DOWN: if (l->cur < n - 1) l->cur++; return 1;
+    case TA_UP: if (l->cur > 0) l->cur--; return 1;
+    case TA_PGDN: l->cur = l->cur + page < n ? l->cur + page : n - 1; return 1;
+    case TA_PGUP: l->cur = l->cur > page ? l->cur - page : 0; return 1;
+    case TA_HOME: l->cur = 0; return 1;
+    case TA_END: l->cur = n ? n - 1 : 0; return 1;
+    case TA_HIST_KIND: M->cdf = !M->cdf; return 1;
+    case TA_SORT:
+    case TA_SORT_REV: {
+        if (a == TA_SORT) { M->sort = qs_evstat_sort_key(M->sort + 1) ? M->sort + 1 : 0; M->sort_desc = 0; }
+        else M->sort_desc = !M->sort_desc;
+        tui_set_msg(T, 0, "configs sorted by %s%s", M->sort ? qs_evstats[qs_evstat_sort_key(M->sort)].label : "as evaluated",
+                    M->sort && M->sort_desc ? ", descending" : "");
+        return 1;
+    }
+    default: return 0;
+    }
+}
+
+static void model_changed(tui *T, int what)
+{
+    if (what == TUI_CH_DB) MV(T)->loaded = 0;
+}
+
+const tui_view_ops tui_view_model = {
+    .name = "Model", .state_size = sizeof(model_view),
+    .about = {"stored `llm eval` runs: reference perplexity, then per config PPL, dPPL with",
+              "its 95% interval, KL mean/median/p99/max, same top token, RMS dp (s sorts",
+              "by KL or dPPL); the KL distribution of the selected config below (v: CDF)."},
+    .draw = model_draw, .key = model_key, .changed = model_changed, .done = model_done,
+};
