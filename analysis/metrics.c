@@ -215,123 +215,181 @@ static uint64_t band_elems(const plan *p, uint64_t b0, uint64_t b1)
     return t;
 }
 
-/* The pass over bands [b0, b1) (b1 = UINT64_MAX: to the last) into a new partial *out.  Everything
-** before the band pass (absmax, scaled casts' scales, the in-memory modes' scales) covers the whole
-** tensor, so every partial of one analysis starts from the same state. */
-static int run_pass(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read rd, void *rctx, int read_threadsafe,
-                    const qs_analyze_opts *opts, uint64_t b0, uint64_t b1, qs_an_part **out, qs_err *e)
-{
+/* ---- the pass, step by step (run_pass) ----------------------------------------------------------- */
+
+/* The state of one pass, shared by its steps: the job the pool threads work on, the format profile
+** and band plan the job points to, one worker per pool slot and the partial being filled.  It stays
+** at one address for the whole pass (the job and the workers point into it); pass_free releases it. */
+typedef struct {
+    const qs_apply *a;
     qs_analyze_opts od;
-    memset(&od, 0, sizeof od);
-    if (opts) od = *opts;
-    *out = NULL;
+    uint64_t rows, cols, n;
+    uint64_t b0, b1;         /* the bands of this pass */
+    double rel_floor;
+    qs_qopts o;
+    prof pf;
+    plan p;
+    job j;
+    int prepass;             /* one reading pass for the tensor's absmax (not given) */
+    int memmode;             /* one reading pass for the one-scale modes' scales */
+    float amax;
+    size_t ncs;              /* scaled casts: the number of scales */
+    int T, sync_init;
+    worker *w;               /* T of them */
+    qs_an_part *P;
+} pass;
+
+static int no_memory(qs_err *e)
+{
+    return qs_fail(e, "out of memory in the analysis");
+}
+
+/* A given value histogram must be this tensor's, in the engine's binning (it replaces the kernels'). */
+static int check_value_hist(const qs_hist *vh, uint64_t n, qs_err *e)
+{
+    uint64_t tot = vh->zero + vh->under + vh->over + vh->nonfinite;
+    for (int i = 0; vh->counts && i < vh->nbins; i++) tot += vh->counts[i];
+    if (vh->kind != 0 || vh->nbins != HV_N || vh->lo != HV_LO || vh->hi != HV_HI || !vh->counts || tot != n)
+        return qs_fail(e, "the given value histogram is not this tensor's (%llu values for %llu)",
+                       (unsigned long long)tot, (unsigned long long)n);
+    return 0;
+}
+
+/* The arguments and options checked; the format's profile, the band plan and the bands [b0, b1)
+** (b1 = UINT64_MAX: to the last).  Nothing is allocated yet. */
+static int pass_begin(pass *s, const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read rd, void *rctx,
+                      int read_threadsafe, const qs_analyze_opts *opts, uint64_t b0, uint64_t b1, qs_err *e)
+{
+    const qs_analyze_opts *od = &s->od;
+    job *j = &s->j;
+    if (opts) s->od = *opts;
     if (!a || !a->f) return qs_fail(e, "no format");
     if (cols && rows > UINT64_MAX / cols) return qs_fail(e, "tensor too large");
     uint64_t n = rows * cols;
     if (n && !rd) return qs_fail(e, "no read function");
-    if (!(od.rel_floor >= 0) || isinf(od.rel_floor)) return qs_fail(e, "relative-error floor must be >= 0");
-    double rel_floor = od.rel_floor > 0 ? od.rel_floor : QS_REL_FLOOR_DEFAULT;
-    qs_qopts o;
-    if (resolve_opts(a, &o, e)) return -1;
-
-    job j;
-    memset(&j, 0, sizeof j);
-    prof pf;
-    plan p;
-    worker *w = NULL;
-    qs_an_part *P = NULL;
-    int T = 0, rc = -1, sync_init = 0;
-    j.rd = rd;
-    j.rctx = rctx;
-    j.serial = !read_threadsafe;
-    j.progress = od.progress;
-    if (od.value_hist) {
-        const qs_hist *vh = od.value_hist;
-        uint64_t tot = vh->zero + vh->under + vh->over + vh->nonfinite;
-        for (int i = 0; vh->counts && i < vh->nbins; i++) tot += vh->counts[i];
-        if (vh->kind != 0 || vh->nbins != HV_N || vh->lo != HV_LO || vh->hi != HV_HI || !vh->counts || tot != n)
-            return qs_fail(e, "the given value histogram is not this tensor's (%llu values for %llu)",
-                           (unsigned long long)tot, (unsigned long long)n);
-        j.novalue = 1;
+    if (!(od->rel_floor >= 0) || isinf(od->rel_floor)) return qs_fail(e, "relative-error floor must be >= 0");
+    s->rel_floor = od->rel_floor > 0 ? od->rel_floor : QS_REL_FLOOR_DEFAULT;
+    if (resolve_opts(a, &s->o, e)) return -1;
+    j->rd = rd;
+    j->rctx = rctx;
+    j->serial = !read_threadsafe;
+    j->progress = od->progress;
+    if (od->value_hist) {
+        if (check_value_hist(od->value_hist, n, e)) return -1;
+        j->novalue = 1;
     }
-    j.pctx = od.progress_ctx;
-
-    /* absmax: given, or one reading pass */
-    int prepass = !od.absmax_known && n > 0;
-    int memmode = 0;
-    if (met_prof_init(&pf, a, &o, e)) return -1;
-    if (met_plan_init(&p, &pf, a, rows, cols, e)) return -1;
-    if (b1 == UINT64_MAX) b1 = p.nbands;
-    if (b0 > b1 || b1 > p.nbands)
+    j->pctx = od->progress_ctx;
+    s->prepass = !od->absmax_known && n > 0;
+    if (met_prof_init(&s->pf, a, &s->o, e)) return -1;
+    if (met_plan_init(&s->p, &s->pf, a, rows, cols, e)) return -1;
+    if (b1 == UINT64_MAX) b1 = s->p.nbands;
+    if (b0 > b1 || b1 > s->p.nbands)
         return qs_fail(e, "bands [%llu, %llu) outside the analysis' %llu bands", (unsigned long long)b0,
-                       (unsigned long long)b1, (unsigned long long)p.nbands);
-    memmode = p.mode == PM_MEM_T || p.mode == PM_MEM_C;
-    j.ptotal = n * (uint64_t)(prepass + memmode) + band_elems(&p, b0, b1);
+                       (unsigned long long)b1, (unsigned long long)s->p.nbands);
+    s->memmode = s->p.mode == PM_MEM_T || s->p.mode == PM_MEM_C;
+    j->ptotal = n * (uint64_t)(s->prepass + s->memmode) + band_elems(&s->p, b0, b1);
+    s->a = a;
+    s->rows = rows;
+    s->cols = cols;
+    s->n = n;
+    s->b0 = b0;
+    s->b1 = b1;
+    return 0;
+}
+
+/* The tensor's absmax, given or from one reading pass (it covers the whole tensor, so every partial
+** of one analysis starts from the same state), and what hangs on it: the tensor scale of formats that
+** have one and the absolute relative-error floor. */
+static int pass_absmax(pass *s, qs_err *e)
+{
+    job *j = &s->j;
+    uint64_t n = s->n;
     float amax = 0;
-    if (prepass) {
+    if (s->prepass) {
         float *buf = malloc((n < BAND ? (size_t)n : BAND) * sizeof(float));
         if (!buf) return qs_fail(e, "out of memory");
-        int r = read_chunked(&j, n, buf, &amax, 0, e);
+        int r = read_chunked(j, n, buf, &amax, 0, e);
         free(buf);
         if (r) return -1;
-    } else if (od.absmax_known) {
-        if (!(od.absmax >= 0) || !(od.absmax <= FLT_MAX)) return qs_fail(e, "absmax must be finite and >= 0");
-        amax = (float)od.absmax;
+    } else if (s->od.absmax_known) {
+        if (!(s->od.absmax >= 0) || !(s->od.absmax <= FLT_MAX)) return qs_fail(e, "absmax must be finite and >= 0");
+        amax = (float)s->od.absmax;
     }
-    if (a->f->has_tensor_scale && !(o.tensor_scale > 0)) o.tensor_scale = amax > 0 ? amax : 0;
-    pf.o = o;
-    j.F = rel_floor * (double)amax;
-    pf.Ff = (float)j.F > 0 ? (float)j.F : u2f(1);
-    j.pf = &pf;
-    j.p = &p;
+    if (s->a->f->has_tensor_scale && !(s->o.tensor_scale > 0)) s->o.tensor_scale = amax > 0 ? amax : 0;
+    s->pf.o = s->o;
+    j->F = s->rel_floor * (double)amax;
+    s->pf.Ff = (float)j->F > 0 ? (float)j->F : u2f(1);
+    j->pf = &s->pf;
+    j->p = &s->p;
+    s->amax = amax;
+    return 0;
+}
 
-    /* scaled casts: one more reading pass for the absmax of each scale's run (format_apply's scales) */
+/* Scaled casts: one more reading pass for the absmax of each scale's run (format_apply's scales),
+** then each scale in the kernel's terms. */
+static int pass_cast_scales(pass *s, qs_err *e)
+{
+    const qs_apply *a = s->a;
+    job *j = &s->j;
+    if (!a->cscale) return 0;
+    if (s->pf.fam != FAM_CAST) return qs_fail(e, "format %s takes no scale=", a->f->name);
     size_t ncs = 0;
-    if (a->cscale) {
-        if (pf.fam != FAM_CAST) { qs_fail(e, "format %s takes no scale=", a->f->name); goto fail; }
-        if (qs_cast_scales(a, rows, cols, rd, rctx, &j.cs, &j.ci, &ncs, e)) goto fail;
-        j.cscale = a->cscale;
-        if (!(j.cSf = calloc(ncs + 16, sizeof(float))) || !(j.cSE = calloc(ncs + 16, sizeof(int32_t))) ||
-            !(j.cSM = calloc(ncs + 16, sizeof(uint32_t))) || !(j.cQb = calloc(ncs + 16, sizeof(uint32_t))))
-            goto oom;
-        j.cpow2 = j.cse0 = 1;
-        for (size_t i = 0; i < ncs; i++) {
-            /* an unscaled run (s = 0) keeps S = 1 and the cast's top; else q = Q(x s) inv lives on the
-            ** grid times inv, and nothing clips: the run's absmax maps onto the target (<= max_finite), and
-            ** an absmax landing on max_finite * inv, a hair below x after fl32(inv), is rounding, not clipping */
-            double S = j.cs[i] != 0 ? (double)j.ci[i] : 1.0;
-            float top = j.cs[i] != 0 ? 0.0f : pf.cast_top;
-            scale_parts(san_S(S), &j.cSf[i], &j.cSE[i], &j.cSM[i]);
-            j.cQb[i] = san_Q(top);
-            j.cpow2 &= j.cSM[i] == 0 && S > 0;
-            j.cse0 &= j.cSE[i] == 0;
-        }
+    if (qs_cast_scales(a, s->rows, s->cols, j->rd, j->rctx, &j->cs, &j->ci, &ncs, e)) return -1;
+    s->ncs = ncs;
+    j->cscale = a->cscale;
+    if (!(j->cSf = calloc(ncs + 16, sizeof(float))) || !(j->cSE = calloc(ncs + 16, sizeof(int32_t))) ||
+        !(j->cSM = calloc(ncs + 16, sizeof(uint32_t))) || !(j->cQb = calloc(ncs + 16, sizeof(uint32_t))))
+        return no_memory(e);
+    j->cpow2 = j->cse0 = 1;
+    for (size_t i = 0; i < ncs; i++) {
+        /* an unscaled run (s = 0) keeps S = 1 and the cast's top; else q = Q(x s) inv lives on the
+        ** grid times inv, and nothing clips: the run's absmax maps onto the target (<= max_finite), and
+        ** an absmax landing on max_finite * inv, a hair below x after fl32(inv), is rounding, not clipping */
+        double S = j->cs[i] != 0 ? (double)j->ci[i] : 1.0;
+        float top = j->cs[i] != 0 ? 0.0f : s->pf.cast_top;
+        scale_parts(san_S(S), &j->cSf[i], &j->cSE[i], &j->cSM[i]);
+        j->cQb[i] = san_Q(top);
+        j->cpow2 &= j->cSM[i] == 0 && S > 0;
+        j->cse0 &= j->cSE[i] == 0;
     }
+    return 0;
+}
 
-    /* the partial's outputs */
-    if (!(P = calloc(1, sizeof *P))) goto oom;
-    P->p = p;
-    P->rows = rows;
-    P->cols = cols;
+/* Bits per element: the elements', each block's metadata, a tensor scale and a scaled cast's FP32
+** scales, spread over the n elements. */
+static double bits_per_elem(const qs_format *f, uint64_t n, uint64_t nblocks, size_t ncs)
+{
+    double bpe = f->elem_bits;
+    if (n && nblocks) bpe += f->meta_bits * (double)nblocks / (double)n;
+    if (n && f->has_tensor_scale) bpe += 32.0 / (double)n;
+    if (n && ncs) bpe += 32.0 * (double)ncs / (double)n;
+    return bpe;
+}
+
+/* The partial's outputs: its header, histograms (a given value histogram taken as it is), the
+** per-block arrays of its bands and, from band 0, the row and column sums the bands fold into. */
+static int pass_part(pass *s, qs_err *e)
+{
+    const plan *p = &s->p;
+    job *j = &s->j;
+    uint64_t n = s->n, b0 = s->b0, b1 = s->b1;
+    qs_an_part *P = s->P = calloc(1, sizeof *P);
+    if (!P) return no_memory(e);
+    P->p = *p;
+    P->rows = s->rows;
+    P->cols = s->cols;
     P->n = n;
-    P->twod = p.twod;
-    P->novalue = j.novalue;
-    P->blocks = od.blocks && p.nblocks;
-    P->codes = P->blocks && pf.byte_scale;
-    P->rel_floor = rel_floor;
-    P->amax = amax;
+    P->twod = p->twod;
+    P->novalue = j->novalue;
+    P->blocks = s->od.blocks && p->nblocks;
+    P->codes = P->blocks && s->pf.byte_scale;
+    P->rel_floor = s->rel_floor;
+    P->amax = s->amax;
     P->b0 = P->b1 = b0;   /* b1 once the pass is through */
-    {
-        const qs_format *f = pf.f;
-        double bpe = f->elem_bits;
-        if (n && p.nblocks) bpe += f->meta_bits * (double)p.nblocks / (double)n;
-        if (n && f->has_tensor_scale) bpe += 32.0 / (double)n;
-        if (n && ncs) bpe += 32.0 * (double)ncs / (double)n;   /* a scaled cast's FP32 scales */
-        P->bpe = bpe;
-    }
-    if (met_hists_alloc(P->h, pf.byte_scale, p.nblocks != 0)) goto oom;
-    if (j.novalue) {
-        const qs_hist *vh = od.value_hist;
+    P->bpe = bits_per_elem(s->pf.f, n, p->nblocks, s->ncs);
+    if (met_hists_alloc(P->h, s->pf.byte_scale, p->nblocks != 0)) return no_memory(e);
+    if (j->novalue) {
+        const qs_hist *vh = s->od.value_hist;
         qs_hist *h = &P->h[H_VALUE];
         memcpy(h->counts, vh->counts, (size_t)vh->nbins * sizeof *vh->counts);
         h->zero = vh->zero;
@@ -339,160 +397,226 @@ static int run_pass(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read 
         h->over = vh->over;
         h->nonfinite = vh->nonfinite;
     }
-    if (P->blocks && p.blockstats) {
-        size_t nb = (size_t)met_band_nblocks(&p, b0, b1), nb1 = nb ? nb : 1;
+    if (P->blocks && p->blockstats) {
+        size_t nb = (size_t)met_band_nblocks(p, b0, b1), nb1 = nb ? nb : 1;
         P->nbk = nb;
         if (!(P->bk_absmax = malloc(nb1 * sizeof(float))) || !(P->bk_ratio = malloc(nb1 * sizeof(float))) ||
             !(P->bk_rmse = malloc(nb1 * sizeof(float))))
-            goto oom;
-        if (P->codes && !(P->bk_code = malloc(nb1))) goto oom;
-        j.bk_absmax = P->bk_absmax;
-        j.bk_ratio = P->bk_ratio;
-        j.bk_rmse = P->bk_rmse;
-        j.bk_code = P->bk_code;
+            return no_memory(e);
+        if (P->codes && !(P->bk_code = malloc(nb1))) return no_memory(e);
+        j->bk_absmax = P->bk_absmax;
+        j->bk_ratio = P->bk_ratio;
+        j->bk_rmse = P->bk_rmse;
+        j->bk_code = P->bk_code;
     }
-    j.b0 = b0;
-    j.b1 = b1;
-    j.keep = b0 > 0;
-    j.part = P;
-    if (j.keep && b1 > b0 && !(P->band = calloc((size_t)(b1 - b0), sizeof *P->band))) goto oom;
-    if (!j.keep && p.colacc && n) {
-        if (!(P->row_se2 = calloc((size_t)rows, sizeof(double))) || !(P->row_nf = calloc((size_t)rows, sizeof(uint32_t))) ||
-            !(P->col_se2 = calloc((size_t)cols, sizeof(double))) || !(P->col_nf = calloc((size_t)cols, sizeof(uint32_t))))
-            goto oom;
+    j->b0 = b0;
+    j->b1 = b1;
+    j->keep = b0 > 0;
+    j->part = P;
+    if (j->keep && b1 > b0 && !(P->band = calloc((size_t)(b1 - b0), sizeof *P->band))) return no_memory(e);
+    if (!j->keep && p->colacc && n) {
+        size_t nr = (size_t)s->rows, nc = (size_t)s->cols;
+        if (!(P->row_se2 = calloc(nr, sizeof(double))) || !(P->row_nf = calloc(nr, sizeof(uint32_t))) ||
+            !(P->col_se2 = calloc(nc, sizeof(double))) || !(P->col_nf = calloc(nc, sizeof(uint32_t))))
+            return no_memory(e);
     }
+    return 0;
+}
 
-    /* threads and the window */
-    T = od.threads < 1 ? 1 : od.threads > MAX_THREADS ? MAX_THREADS : od.threads;
-    if ((uint64_t)T > b1 - b0) T = b1 > b0 ? (int)(b1 - b0) : 1;
-    j.wsize = 2 * (uint64_t)T;
-    if (pthread_mutex_init(&j.mu, NULL)) { qs_fail(e, "cannot create a mutex"); goto fail; }
-    if (pthread_mutex_init(&j.read_mu, NULL)) { pthread_mutex_destroy(&j.mu); qs_fail(e, "cannot create a mutex"); goto fail; }
-    if (pthread_cond_init(&j.cv, NULL)) {
-        pthread_mutex_destroy(&j.mu);
-        pthread_mutex_destroy(&j.read_mu);
-        qs_fail(e, "cannot create a condition variable");
-        goto fail;
+/* Threads (no more than bands), the merge window of 2 T band slots with its locks, and a worker per
+** pool slot. */
+static int pass_workers(pass *s, qs_err *e)
+{
+    const plan *p = &s->p;
+    job *j = &s->j;
+    int T = s->od.threads < 1 ? 1 : s->od.threads > MAX_THREADS ? MAX_THREADS : s->od.threads;
+    if ((uint64_t)T > s->b1 - s->b0) T = s->b1 > s->b0 ? (int)(s->b1 - s->b0) : 1;
+    s->T = T;
+    j->wsize = 2 * (uint64_t)T;
+    if (pthread_mutex_init(&j->mu, NULL)) return qs_fail(e, "cannot create a mutex");
+    if (pthread_mutex_init(&j->read_mu, NULL)) {
+        pthread_mutex_destroy(&j->mu);
+        return qs_fail(e, "cannot create a mutex");
     }
-    sync_init = 1;
-    if (!(j.slots = calloc((size_t)j.wsize, sizeof *j.slots))) goto oom;
-    if (p.colacc)
-        for (uint64_t s = 0; s < j.wsize; s++) {
-            bpart *sl = &j.slots[s];
-            size_t nr = p.max_nr ? p.max_nr : 1, nc = p.max_nc ? p.max_nc : 1;
+    if (pthread_cond_init(&j->cv, NULL)) {
+        pthread_mutex_destroy(&j->mu);
+        pthread_mutex_destroy(&j->read_mu);
+        return qs_fail(e, "cannot create a condition variable");
+    }
+    s->sync_init = 1;
+    if (!(j->slots = calloc((size_t)j->wsize, sizeof *j->slots))) return no_memory(e);
+    if (p->colacc)
+        for (uint64_t k = 0; k < j->wsize; k++) {
+            bpart *sl = &j->slots[k];
+            size_t nr = p->max_nr ? p->max_nr : 1, nc = p->max_nc ? p->max_nc : 1;
             if (!(sl->row_se2 = malloc(nr * sizeof(double))) || !(sl->row_nf = malloc(nr * sizeof(uint32_t))) ||
                 !(sl->col_se2 = malloc(nc * sizeof(double))) || !(sl->col_nf = malloc(nc * sizeof(uint32_t))))
-                goto oom;
+                return no_memory(e);
         }
-    if (!(w = calloc((size_t)T, sizeof *w))) goto oom;
+    worker *w = s->w = calloc((size_t)T, sizeof *w);
+    if (!w) return no_memory(e);
     for (int t = 0; t < T; t++) {
-        w[t].j = &j;
+        w[t].j = j;
         w[t].simd = MET_X86 ? qs_simd_level() : QS_SIMD_SCALAR;
-        if (worker_alloc(&w[t], &p, &pf)) goto oom;
+        if (worker_alloc(&w[t], p, &s->pf)) return no_memory(e);
     }
+    return 0;
+}
 
-    /* one-scale modes: the tensor's or each column's largest finite |x| in one reading pass (the
-    ** representative of the one block), then every band is quantized under it (int tensor_scale) */
-    if (memmode && n) {
-        float *buf = malloc((n < BAND ? (size_t)n : BAND) * sizeof(float));
-        if (!buf) goto oom;
-        if (p.mode == PM_MEM_C && !(j.colam = P->colam = calloc((size_t)cols, sizeof(float)))) { free(buf); goto oom; }
-        float m = 0;
-        for (uint64_t s = 0; s < n;) {
-            size_t k = n - s > BAND ? BAND : (size_t)(n - s);
-            e->msg[0] = 0;
-            if (j.rd(j.rctx, s, k, buf, e)) {
-                if (!e->msg[0]) qs_fail(e, "read failed at element %llu", (unsigned long long)s);
-                free(buf);
-                goto fail;
-            }
-            if (p.mode == PM_MEM_T) {
-                float r = met_block_rep(&w[0], buf, k, pf.finite_rep);
-                if (r > m) m = r;
-            } else {
-                uint64_t c = s % cols;
-                for (size_t i = 0; i < k; i++) {
-                    float v = fabsf(buf[i]);
-                    if (v > j.colam[c] && v != INFINITY) j.colam[c] = v;   /* finite_rep: NaN compares false */
-                    if (++c == cols) c = 0;
-                }
-            }
-            s += k;
-            if (tick(&j, n * (uint64_t)prepass + s, e)) { free(buf); goto fail; }
+/* The one-scale modes' reading pass: into *m the tensor's largest finite |x| (the representative of
+** its one block, PM_MEM_T), or each column's into j->colam (PM_MEM_C; NaN compares false). */
+static int mem_read(pass *s, float *buf, float *m, qs_err *e)
+{
+    job *j = &s->j;
+    uint64_t n = s->n, cols = s->cols;
+    float *colam = j->colam, mx = 0;
+    for (uint64_t i0 = 0; i0 < n;) {
+        size_t k = n - i0 > BAND ? BAND : (size_t)(n - i0);
+        e->msg[0] = 0;
+        if (j->rd(j->rctx, i0, k, buf, e)) {
+            if (!e->msg[0]) qs_fail(e, "read failed at element %llu", (unsigned long long)i0);
+            return -1;
         }
-        free(buf);
-        if (p.mode == PM_MEM_T) {
-            w[0].reps[0] = j.memam = m;
-            if (met_block_scales(&w[0], 1, e)) goto fail;
-            j.memS = w[0].pS[0];
-            j.memQ = w[0].pQ[0];
+        if (s->p.mode == PM_MEM_T) {
+            float r = met_block_rep(&s->w[0], buf, k, s->pf.finite_rep);
+            if (r > mx) mx = r;
         } else {
-            j.colS = P->colS = malloc((size_t)cols * sizeof(double));   /* the partial's */
-            j.colQ = malloc((size_t)cols * sizeof(float));
-            if (!j.colS || !j.colQ) goto oom;
-            memcpy(w[0].reps, j.colam, (size_t)cols * sizeof(float));
-            if (met_block_scales(&w[0], (size_t)cols, e)) goto fail;
-            for (uint64_t c = 0; c < cols; c++) {
-                j.colS[c] = w[0].pS[c];
-                j.colQ[c] = w[0].pQ[c];
+            uint64_t c = i0 % cols;
+            for (size_t i = 0; i < k; i++) {
+                float v = fabsf(buf[i]);
+                if (v > colam[c] && v != INFINITY) colam[c] = v;
+                if (++c == cols) c = 0;
             }
         }
-        P->memS = j.memS;
+        i0 += k;
+        if (tick(j, n * (uint64_t)s->prepass + i0, e)) return -1;
     }
+    *m = mx;
+    return 0;
+}
 
-    /* the band pass */
-    j.pbase = n * (uint64_t)(prepass + memmode);
-    j.frontier = b0;
+/* One-scale modes: the tensor's or each column's largest finite |x| in one reading pass, then its
+** scale, under which every band is quantized (int tensor_scale / gran col). */
+static int pass_mem_scales(pass *s, qs_err *e)
+{
+    job *j = &s->j;
+    worker *w0 = &s->w[0];
+    qs_an_part *P = s->P;
+    uint64_t n = s->n, cols = s->cols;
+    if (!s->memmode || !n) return 0;
+    float *buf = malloc((n < BAND ? (size_t)n : BAND) * sizeof(float));
+    if (!buf) return no_memory(e);
+    if (s->p.mode == PM_MEM_C && !(j->colam = P->colam = calloc((size_t)cols, sizeof(float)))) {
+        free(buf);
+        return no_memory(e);
+    }
+    float m;
+    int r = mem_read(s, buf, &m, e);
+    free(buf);
+    if (r) return -1;
+    if (s->p.mode == PM_MEM_T) {
+        w0->reps[0] = j->memam = m;
+        if (met_block_scales(w0, 1, e)) return -1;
+        j->memS = w0->pS[0];
+        j->memQ = w0->pQ[0];
+    } else {
+        j->colS = P->colS = malloc((size_t)cols * sizeof(double));   /* the partial's */
+        j->colQ = malloc((size_t)cols * sizeof(float));
+        if (!j->colS || !j->colQ) return no_memory(e);
+        memcpy(w0->reps, j->colam, (size_t)cols * sizeof(float));
+        if (met_block_scales(w0, (size_t)cols, e)) return -1;
+        for (uint64_t c = 0; c < cols; c++) {
+            j->colS[c] = w0->pS[c];
+            j->colQ[c] = w0->pQ[c];
+        }
+    }
+    P->memS = j->memS;
+    return 0;
+}
+
+/* The band pass on the pool: every band of [b0, b1) quantized and merged in band order. */
+static int pass_bands(pass *s, qs_err *e)
+{
+    job *j = &s->j;
+    uint64_t b0 = s->b0, b1 = s->b1;
+    j->pbase = s->n * (uint64_t)(s->prepass + s->memmode);
+    j->frontier = b0;
     if (b1 > b0) {
-        band_ctx bc = {&j, w};
-        qs_pool_for(T, (size_t)(b1 - b0), band_task, &bc);
-        if (j.failed) {
-            memcpy(e->msg, j.err.msg, sizeof e->msg);
-            goto fail;
+        band_ctx bc = {j, s->w};
+        qs_pool_for(s->T, (size_t)(b1 - b0), band_task, &bc);
+        if (j->failed) {
+            memcpy(e->msg, j->err.msg, sizeof e->msg);
+            return -1;
         }
-        if (tick(&j, j.ptotal, e)) goto fail;   /* the last bands may have been merged by another thread */
-        if (j.frontier != b1) { qs_fail(e, "internal error: %llu of %llu bands merged",
-                                        (unsigned long long)(j.frontier - b0), (unsigned long long)(b1 - b0)); goto fail; }
+        if (tick(j, j->ptotal, e)) return -1;   /* the last bands may have been merged by another thread */
+        if (j->frontier != b1)
+            return qs_fail(e, "internal error: %llu of %llu bands merged", (unsigned long long)(j->frontier - b0),
+                           (unsigned long long)(b1 - b0));
     }
-    P->b1 = b1;
-    for (int k = 0; k < T; k++) {
-        met_hwin_flush(w[k].wv, &w[k].hv);
-        met_hwin_flush(w[k].wa, &w[k].ha);
-        met_hwin_flush(w[k].wr, &w[k].hr);
-        met_hwin_flush(w[k].wu, &w[k].hu);
-        if (!j.novalue) met_hist_add(&P->h[H_VALUE], &w[k].hv);
-        met_hist_add(&P->h[H_ABS], &w[k].ha);
-        met_hist_add(&P->h[H_REL], &w[k].hr);
-        met_hist_add(&P->h[H_ULP], &w[k].hu);
-        met_hist_add(&P->h[H_BLOCK], &w[k].hb);
-        met_hist_add(&P->h[H_CODE], &w[k].hs);
+    s->P->b1 = b1;
+    return 0;
+}
+
+/* Every worker's histograms into the partial's (counts: the order does not matter). */
+static void pass_hists(pass *s)
+{
+    qs_an_part *P = s->P;
+    for (int k = 0; k < s->T; k++) {
+        worker *w = &s->w[k];
+        met_hwin_flush(w->wv, &w->hv);
+        met_hwin_flush(w->wa, &w->ha);
+        met_hwin_flush(w->wr, &w->hr);
+        met_hwin_flush(w->wu, &w->hu);
+        if (!s->j.novalue) met_hist_add(&P->h[H_VALUE], &w->hv);
+        met_hist_add(&P->h[H_ABS], &w->ha);
+        met_hist_add(&P->h[H_REL], &w->hr);
+        met_hist_add(&P->h[H_ULP], &w->hu);
+        met_hist_add(&P->h[H_BLOCK], &w->hb);
+        met_hist_add(&P->h[H_CODE], &w->hs);
     }
-    *out = P;
-    P = NULL;
-    rc = 0;
-    goto done;
-oom:
-    qs_fail(e, "out of memory in the analysis");
-fail:
-    rc = -1;
-done:
-    qs_an_part_free(P);
-    if (w) {
-        for (int t = 0; t < T; t++) worker_free(&w[t]);
-        free(w);
+}
+
+static void pass_free(pass *s)
+{
+    job *j = &s->j;
+    qs_an_part_free(s->P);
+    if (s->w) {
+        for (int t = 0; t < s->T; t++) worker_free(&s->w[t]);
+        free(s->w);
     }
-    if (j.slots)
-        for (uint64_t s = 0; s < j.wsize; s++) {
-            free(j.slots[s].row_se2); free(j.slots[s].row_nf); free(j.slots[s].col_se2); free(j.slots[s].col_nf);
+    if (j->slots)
+        for (uint64_t k = 0; k < j->wsize; k++) {
+            free(j->slots[k].row_se2); free(j->slots[k].row_nf); free(j->slots[k].col_se2); free(j->slots[k].col_nf);
         }
-    free(j.slots);
-    free(j.colQ);
-    free(j.cs); free(j.ci); free(j.cSf); free(j.cSE); free(j.cSM); free(j.cQb);
-    if (sync_init) {
-        pthread_cond_destroy(&j.cv);
-        pthread_mutex_destroy(&j.read_mu);
-        pthread_mutex_destroy(&j.mu);
+    free(j->slots);
+    free(j->colQ);
+    free(j->cs); free(j->ci); free(j->cSf); free(j->cSE); free(j->cSM); free(j->cQb);
+    if (s->sync_init) {
+        pthread_cond_destroy(&j->cv);
+        pthread_mutex_destroy(&j->read_mu);
+        pthread_mutex_destroy(&j->mu);
     }
+}
+
+/* The pass over bands [b0, b1) (b1 = UINT64_MAX: to the last) into a new partial *out.  Everything
+** before the band pass (absmax, scaled casts' scales, the in-memory modes' scales) covers the whole
+** tensor, so every partial of one analysis starts from the same state. */
+static int run_pass(const qs_apply *a, uint64_t rows, uint64_t cols, qs_an_read rd, void *rctx, int read_threadsafe,
+                    const qs_analyze_opts *opts, uint64_t b0, uint64_t b1, qs_an_part **out, qs_err *e)
+{
+    pass s;
+    memset(&s, 0, sizeof s);
+    *out = NULL;
+    int rc = -1;
+    if (!pass_begin(&s, a, rows, cols, rd, rctx, read_threadsafe, opts, b0, b1, e) && !pass_absmax(&s, e) &&
+        !pass_cast_scales(&s, e) && !pass_part(&s, e) && !pass_workers(&s, e) && !pass_mem_scales(&s, e) &&
+        !pass_bands(&s, e)) {
+        pass_hists(&s);
+        *out = s.P;
+        s.P = NULL;
+        rc = 0;
+    }
+    pass_free(&s);
     return rc;
 }
 

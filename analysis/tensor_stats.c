@@ -108,13 +108,16 @@ struct job {
     part total;
     /* pass 2 */
     double mean, thr;           /* outlier if |x - mean| > thr; thr < 0: do not count */
-    const uint8_t *slot;        /* NBIN entries: bucket -> low-histogram slot, or NO_SLOT */
+    uint8_t *slot;              /* NBIN entries: bucket -> low-histogram slot, or NO_SLOT */
     int nsel;
     /* first error (lowest chunk index that failed), under mu */
     atomic_int stop;
     int failed;
     uint64_t err_chunk;
     qs_err err;
+    /* the entry point's own (the pool threads do not use them) */
+    uint64_t *hist;             /* NBIN: pass 1's top-16 histogram, all threads' */
+    uint64_t *vh;               /* NBIN: the matrix view's scratch for medians */
 };
 
 /* ---- keys ------------------------------------------------------------------------------ */
@@ -570,7 +573,219 @@ static void top_columns(const _Atomic uint32_t *v, uint64_t n, qs_tensor_stats *
     st->ntop = k;
 }
 
-/* ---- entry point ------------------------------------------------------------------------ */
+/* ---- entry point, step by step ---------------------------------------------------------- */
+
+static int no_memory(qs_err *e)
+{
+    return qs_fail(e, "out of memory computing tensor statistics");
+}
+
+/* The matrix view must cover the elements exactly; one too large to keep its absmax vectors is
+** skipped (*rows = 0), not an error. */
+static int check_view(uint64_t numel, uint64_t *rows, uint64_t cols, qs_err *e)
+{
+    if (!*rows) return 0;
+    if (cols == 0 ? numel != 0 : (*rows > UINT64_MAX / cols || *rows * cols != numel))
+        return qs_fail(e, "matrix view %llux%llu does not match %llu elements",
+                       (unsigned long long)*rows, (unsigned long long)cols,
+                       (unsigned long long)numel);
+    if (*rows > MAX_AXES || cols > MAX_AXES || *rows + cols > MAX_AXES) *rows = 0;
+    return 0;
+}
+
+/* The job's parameters (threads: no more than chunks) and its locks.  Nothing to free on failure. */
+static int job_init(job *j, qs_read_fn read, void *ctx, int read_threadsafe, uint64_t numel,
+                    uint64_t rows, uint64_t cols, int nthreads, qs_err *e)
+{
+    j->read = read;
+    j->ctx = ctx;
+    j->serial = !read_threadsafe;
+    j->numel = numel;
+    j->nchunks = numel / STATS_CHUNK + (numel % STATS_CHUNK != 0);
+    j->rows = rows;
+    j->cols = rows ? cols : 0;
+    int T = nthreads < 1 ? 1 : nthreads > MAX_THREADS ? MAX_THREADS : nthreads;
+    if ((uint64_t)T > j->nchunks) T = j->nchunks ? (int)j->nchunks : 1;
+    j->nthreads = T;
+    j->wsize = 4 * (uint64_t)T;
+    j->total.mn = INFINITY;
+    j->total.mx = -INFINITY;
+
+    if (pthread_mutex_init(&j->mu, NULL) != 0) return qs_fail(e, "cannot create a mutex");
+    if (pthread_mutex_init(&j->read_mu, NULL) != 0) {
+        pthread_mutex_destroy(&j->mu);
+        return qs_fail(e, "cannot create a mutex");
+    }
+    if (pthread_cond_init(&j->cv, NULL) != 0) {
+        pthread_mutex_destroy(&j->read_mu);
+        pthread_mutex_destroy(&j->mu);
+        return qs_fail(e, "cannot create a condition variable");
+    }
+    return 0;
+}
+
+/* The buffers of both passes but pass 2's low histograms (their number is known after pass 1). */
+static int job_alloc(job *j, qs_err *e)
+{
+    int T = j->nthreads;
+    size_t buflen = j->numel < STATS_CHUNK ? (size_t)j->numel : STATS_CHUNK;
+    int col_local = j->rows && j->cols <= STATS_CHUNK;
+    worker *w = j->w = calloc((size_t)T, sizeof *w);
+    j->win = calloc((size_t)j->wsize, sizeof *j->win);
+    j->ready = calloc((size_t)j->wsize, 1);
+    j->hist = calloc(NBIN, sizeof *j->hist);
+    j->vh = calloc(NBIN, sizeof *j->vh);
+    j->slot = malloc(NBIN);
+    if (!w || !j->win || !j->ready || !j->hist || !j->vh || !j->slot) return no_memory(e);
+    if (j->rows) {
+        j->rowmax = calloc((size_t)j->rows, sizeof *j->rowmax);
+        j->colmax = calloc(j->cols ? (size_t)j->cols : 1, sizeof *j->colmax);
+        if (!j->rowmax || !j->colmax) return no_memory(e);
+    }
+    for (int t = 0; t < T; t++) {
+        w[t].j = j;
+        w[t].buf = malloc((buflen ? buflen : 1) * sizeof(float));
+        w[t].hist = calloc(NBIN, sizeof(uint64_t));
+        if (!w[t].buf || !w[t].hist) return no_memory(e);
+        if (col_local && j->cols && !(w[t].colacc = calloc((size_t)j->cols, sizeof(float)))) return no_memory(e);
+    }
+    return 0;
+}
+
+static void job_free(job *j)
+{
+    if (j->w)
+        for (int t = 0; t < j->nthreads; t++) {
+            free(j->w[t].buf);
+            free(j->w[t].hist);
+            free(j->w[t].colacc);
+            free(j->w[t].low);
+        }
+    free(j->w);
+    free(j->win);
+    free(j->ready);
+    free(j->rowmax);
+    free(j->colmax);
+    free(j->hist);
+    free(j->vh);
+    free(j->slot);
+    pthread_cond_destroy(&j->cv);
+    pthread_mutex_destroy(&j->read_mu);
+    pthread_mutex_destroy(&j->mu);
+}
+
+/* Pass 1 over every chunk, merged in chunk order into j->total; the threads' top-16 histograms
+** summed into j->hist. */
+static int pass1(job *j, qs_err *e)
+{
+    if (j->numel && run_pass(j, 1, e) != 0) return -1;
+    if (j->frontier != j->nchunks)
+        return qs_fail(e, "internal error: %llu of %llu chunks merged",
+                       (unsigned long long)j->frontier, (unsigned long long)j->nchunks);
+    for (int t = 0; t < j->nthreads; t++)
+        for (size_t b = 0; b < NBIN; b++) j->hist[b] += j->w[t].hist[b];
+    return 0;
+}
+
+/* Counts and moments from the merged pass-1 partial (the conventions for n_finite = 0 and for
+** constant data are in the header comment). */
+static void moments(const part *p, uint64_t numel, qs_tensor_stats *st)
+{
+    uint64_t nf = p->nf;
+    st->n = numel;
+    st->n_finite = nf;
+    st->n_nan = p->nnan;
+    st->n_inf = p->ninf;
+    st->n_zero = p->nzero;
+    if (nf == 0) {
+        st->min = st->max = st->mean = st->absmax = NAN;
+        for (int k = 0; k < QS_NPCT; k++) st->pct[k] = NAN;
+        return;
+    }
+    st->min = p->mn;
+    st->max = p->mx;
+    st->absmax = p->amax;
+    st->mean = p->mean;
+    st->zero_frac = (double)p->nzero / (double)nf;
+    if (nf >= 2 && p->mn != p->mx && p->m2 > 0) {
+        double n = (double)nf;
+        st->std = sqrt(p->m2 / n);
+        st->kurtosis = n * p->m4 / (p->m2 * p->m2);
+    }
+}
+
+/* The order statistics the percentiles need: for each percentile two neighbouring ranks and the
+** weight between them, and for each rank its top-16 bucket and its rank inside that bucket. */
+typedef struct {
+    double t[QS_NPCT];
+    uint64_t rank[NRANK];
+    uint32_t bucket[NRANK];
+} ranks;
+
+/* The ranks from n_finite, their buckets from the top-16 histogram, and a low-histogram slot for
+** each bucket that holds one (j->slot, j->nsel). */
+static void pick_ranks(job *j, uint64_t nf, ranks *r)
+{
+    memset(j->slot, NO_SLOT, NBIN);
+    for (int k = 0; k < QS_NPCT; k++) {
+        double pos = (double)(nf - 1) * (qs_stat_pcts[k] / 100.0);
+        double fl = floor(pos);
+        r->t[k] = pos - fl;
+        r->rank[2 * k] = (uint64_t)fl;
+        r->rank[2 * k + 1] = (uint64_t)fl + 1 < nf ? (uint64_t)fl + 1 : nf - 1;
+    }
+    for (int i = 0; i < NRANK; i++) {
+        uint64_t rk = r->rank[i];
+        r->bucket[i] = hist_find(j->hist, FINITE_BIN_LO, FINITE_BIN_HI, &rk);
+        r->rank[i] = rk;   /* now the rank inside the bucket */
+        if (j->slot[r->bucket[i]] == NO_SLOT) j->slot[r->bucket[i]] = (uint8_t)j->nsel++;
+    }
+}
+
+/* Pass 2 (n_finite > 0): the outlier count about the mean, and the low histograms of the ranks'
+** buckets, all threads' summed into w[0].low, whence the exact percentiles. */
+static int percentiles(job *j, qs_tensor_stats *st, qs_err *e)
+{
+    uint64_t nf = st->n_finite;
+    worker *w = j->w;
+    ranks r;
+    pick_ranks(j, nf, &r);
+    j->mean = st->mean;
+    j->thr = st->std > 0 ? 6.0 * st->std : -1.0;
+
+    for (int t = 0; t < j->nthreads; t++)
+        if (!(w[t].low = calloc((size_t)j->nsel * NBIN, sizeof(uint64_t)))) return no_memory(e);
+    if (run_pass(j, 2, e) != 0) return -1;
+    uint64_t nout = 0;
+    for (int t = 0; t < j->nthreads; t++) {
+        nout += w[t].nout;
+        if (t > 0)
+            for (size_t b = 0; b < (size_t)j->nsel * NBIN; b++) w[0].low[b] += w[t].low[b];
+    }
+    st->outlier_frac = (double)nout / (double)nf;
+    double os[NRANK];
+    for (int i = 0; i < NRANK; i++) {
+        uint64_t rk = r.rank[i];
+        const uint64_t *lh = w[0].low + (size_t)j->slot[r.bucket[i]] * NBIN;
+        unsigned lo = hist_find(lh, 0, NBIN - 1, &rk);
+        os[i] = key2f(r.bucket[i] << 16 | lo);
+    }
+    for (int k = 0; k < QS_NPCT; k++) st->pct[k] = lerp_np(os[2 * k], os[2 * k + 1], r.t[k]);
+    return 0;
+}
+
+/* The matrix view: the threads' local column absmax merged, then both vectors summarised. */
+static void matrix_view(job *j, qs_tensor_stats *st)
+{
+    for (int t = 0; t < j->nthreads; t++)
+        if (j->w[t].colacc)
+            for (uint64_t c = 0; c < j->cols; c++) atomic_maxf(&j->colmax[c], j->w[t].colacc[c]);
+    st->rows = j->rows;
+    st->cols = j->cols;
+    axis_summary(j->rowmax, j->rows, j->vh, &st->row_absmax);
+    axis_summary(j->colmax, j->cols, j->vh, &st->col_absmax);
+    top_columns(j->colmax, j->cols, st);
+}
 
 int qs_tensor_stats_compute(qs_read_fn read, void *ctx, int read_threadsafe, uint64_t numel,
                             uint64_t rows, uint64_t cols, int nthreads, qs_tensor_stats *out,
@@ -578,184 +793,23 @@ int qs_tensor_stats_compute(qs_read_fn read, void *ctx, int read_threadsafe, uin
 {
     qs_tensor_stats st;
     job j;
-    worker *w = NULL;
-    uint64_t *hist = NULL, *vh = NULL;
-    uint8_t *slot = NULL;
-    int rc = -1, T = 0, mu_init = 0;
-
     memset(&st, 0, sizeof st);   /* also zeroes padding: results are memcmp-comparable */
     memset(&j, 0, sizeof j);
     memset(out, 0, sizeof *out);
     if (!read && numel) return qs_fail(e, "no read function");
-    if (rows) {
-        if (cols == 0 ? numel != 0 : (rows > UINT64_MAX / cols || rows * cols != numel))
-            return qs_fail(e, "matrix view %llux%llu does not match %llu elements",
-                           (unsigned long long)rows, (unsigned long long)cols,
-                           (unsigned long long)numel);
-        if (rows > MAX_AXES || cols > MAX_AXES || rows + cols > MAX_AXES) rows = cols = 0;
-    }
+    if (check_view(numel, &rows, cols, e)) return -1;
+    if (job_init(&j, read, ctx, read_threadsafe, numel, rows, cols, nthreads, e)) return -1;
 
-    j.read = read;
-    j.ctx = ctx;
-    j.serial = !read_threadsafe;
-    j.numel = numel;
-    j.nchunks = numel / STATS_CHUNK + (numel % STATS_CHUNK != 0);
-    j.rows = rows;
-    j.cols = rows ? cols : 0;
-    T = nthreads < 1 ? 1 : nthreads > MAX_THREADS ? MAX_THREADS : nthreads;
-    if ((uint64_t)T > j.nchunks) T = j.nchunks ? (int)j.nchunks : 1;
-    j.nthreads = T;
-    j.wsize = 4 * (uint64_t)T;
-    j.total.mn = INFINITY;
-    j.total.mx = -INFINITY;
-
-    if (pthread_mutex_init(&j.mu, NULL) != 0) return qs_fail(e, "cannot create a mutex");
-    if (pthread_mutex_init(&j.read_mu, NULL) != 0) {
-        pthread_mutex_destroy(&j.mu);
-        return qs_fail(e, "cannot create a mutex");
+    int rc = job_alloc(&j, e);
+    if (rc == 0) rc = pass1(&j, e);
+    if (rc == 0) {
+        moments(&j.total, numel, &st);
+        if (st.n_finite) rc = percentiles(&j, &st, e);
     }
-    if (pthread_cond_init(&j.cv, NULL) != 0) {
-        pthread_mutex_destroy(&j.read_mu);
-        pthread_mutex_destroy(&j.mu);
-        return qs_fail(e, "cannot create a condition variable");
+    if (rc == 0) {
+        if (j.rows) matrix_view(&j, &st);
+        memcpy(out, &st, sizeof st);   /* not `*out = st`: padding must be copied too */
     }
-    mu_init = 1;
-
-    size_t buflen = numel < STATS_CHUNK ? (size_t)numel : STATS_CHUNK;
-    int col_local = j.rows && j.cols <= STATS_CHUNK;
-    w = calloc((size_t)T, sizeof *w);
-    j.w = w;
-    j.win = calloc((size_t)j.wsize, sizeof *j.win);
-    j.ready = calloc((size_t)j.wsize, 1);
-    hist = calloc(NBIN, sizeof *hist);
-    vh = calloc(NBIN, sizeof *vh);
-    slot = malloc(NBIN);
-    if (!w || !j.win || !j.ready || !hist || !vh || !slot) goto oom;
-    if (j.rows) {
-        j.rowmax = calloc((size_t)j.rows, sizeof *j.rowmax);
-        j.colmax = calloc(j.cols ? (size_t)j.cols : 1, sizeof *j.colmax);
-        if (!j.rowmax || !j.colmax) goto oom;
-    }
-    for (int t = 0; t < T; t++) {
-        w[t].j = &j;
-        w[t].buf = malloc((buflen ? buflen : 1) * sizeof(float));
-        w[t].hist = calloc(NBIN, sizeof(uint64_t));
-        if (!w[t].buf || !w[t].hist) goto oom;
-        if (col_local && j.cols && !(w[t].colacc = calloc((size_t)j.cols, sizeof(float)))) goto oom;
-    }
-
-    /* Pass 1. */
-    if (numel && run_pass(&j, 1, e) != 0) goto done;
-    if (j.frontier != j.nchunks) {
-        rc = qs_fail(e, "internal error: %llu of %llu chunks merged",
-                     (unsigned long long)j.frontier, (unsigned long long)j.nchunks);
-        goto done;
-    }
-    const part *p = &j.total;
-    st.n = numel;
-    st.n_finite = p->nf;
-    st.n_nan = p->nnan;
-    st.n_inf = p->ninf;
-    st.n_zero = p->nzero;
-    for (int t = 0; t < T; t++)
-        for (size_t b = 0; b < NBIN; b++) hist[b] += w[t].hist[b];
-
-    uint64_t nf = p->nf;
-    double ranks_t[QS_NPCT];
-    uint64_t rank_of[NRANK];
-    if (nf == 0) {
-        st.min = st.max = st.mean = st.absmax = NAN;
-        for (int k = 0; k < QS_NPCT; k++) st.pct[k] = NAN;
-    } else {
-        st.min = p->mn;
-        st.max = p->mx;
-        st.absmax = p->amax;
-        st.mean = p->mean;
-        st.zero_frac = (double)p->nzero / (double)nf;
-        if (nf >= 2 && p->mn != p->mx && p->m2 > 0) {
-            double n = (double)nf;
-            st.std = sqrt(p->m2 / n);
-            st.kurtosis = n * p->m4 / (p->m2 * p->m2);
-        }
-
-        /* Which order statistics, and which top-16 buckets hold them. */
-        memset(slot, NO_SLOT, NBIN);
-        uint32_t bucket_of[NRANK];
-        for (int k = 0; k < QS_NPCT; k++) {
-            double pos = (double)(nf - 1) * (qs_stat_pcts[k] / 100.0);
-            double fl = floor(pos);
-            ranks_t[k] = pos - fl;
-            rank_of[2 * k] = (uint64_t)fl;
-            rank_of[2 * k + 1] = (uint64_t)fl + 1 < nf ? (uint64_t)fl + 1 : nf - 1;
-        }
-        for (int r = 0; r < NRANK; r++) {
-            uint64_t rk = rank_of[r];
-            bucket_of[r] = hist_find(hist, FINITE_BIN_LO, FINITE_BIN_HI, &rk);
-            rank_of[r] = rk;   /* now the rank inside the bucket */
-            if (slot[bucket_of[r]] == NO_SLOT) slot[bucket_of[r]] = (uint8_t)j.nsel++;
-        }
-        j.slot = slot;
-        j.mean = st.mean;
-        j.thr = st.std > 0 ? 6.0 * st.std : -1.0;
-
-        /* Pass 2. */
-        for (int t = 0; t < T; t++)
-            if (!(w[t].low = calloc((size_t)j.nsel * NBIN, sizeof(uint64_t)))) goto oom;
-        if (run_pass(&j, 2, e) != 0) goto done;
-        uint64_t nout = 0;
-        for (int t = 0; t < T; t++) {
-            nout += w[t].nout;
-            if (t > 0)
-                for (size_t b = 0; b < (size_t)j.nsel * NBIN; b++) w[0].low[b] += w[t].low[b];
-        }
-        st.outlier_frac = (double)nout / (double)nf;
-        double os[NRANK];
-        for (int r = 0; r < NRANK; r++) {
-            uint64_t rk = rank_of[r];
-            const uint64_t *lh = w[0].low + (size_t)slot[bucket_of[r]] * NBIN;
-            unsigned lo = hist_find(lh, 0, NBIN - 1, &rk);
-            os[r] = key2f(bucket_of[r] << 16 | lo);
-        }
-        for (int k = 0; k < QS_NPCT; k++) st.pct[k] = lerp_np(os[2 * k], os[2 * k + 1], ranks_t[k]);
-    }
-
-    /* Matrix view. */
-    if (j.rows) {
-        for (int t = 0; t < T; t++)
-            if (w[t].colacc)
-                for (uint64_t c = 0; c < j.cols; c++) atomic_maxf(&j.colmax[c], w[t].colacc[c]);
-        st.rows = j.rows;
-        st.cols = j.cols;
-        axis_summary(j.rowmax, j.rows, vh, &st.row_absmax);
-        axis_summary(j.colmax, j.cols, vh, &st.col_absmax);
-        top_columns(j.colmax, j.cols, &st);
-    }
-    memcpy(out, &st, sizeof st);   /* not `*out = st`: padding must be copied too */
-    rc = 0;
-    goto done;
-
-oom:
-    rc = qs_fail(e, "out of memory computing tensor statistics");
-done:
-    if (w)
-        for (int t = 0; t < T; t++) {
-            free(w[t].buf);
-            free(w[t].hist);
-            free(w[t].colacc);
-            free(w[t].low);
-        }
-    free(w);
-    free(j.win);
-    free(j.ready);
-    free(j.rowmax);
-    free(j.colmax);
-    free(hist);
-    free(vh);
-    free(slot);
-    if (mu_init) {
-        pthread_cond_destroy(&j.cv);
-        pthread_mutex_destroy(&j.read_mu);
-        pthread_mutex_destroy(&j.mu);
-    }
+    job_free(&j);
     return rc;
 }
