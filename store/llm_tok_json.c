@@ -298,10 +298,11 @@ static int scan_parts(js *j, parts *pt)
     return j->p == j->end ? 0 : jfail(j, "end of file expected");
 }
 
-/* A scanner over one part (already checked by scan_parts). */
+/* A scanner over one part (already checked by scan_parts); an absent part (NULL) scans nothing
+** (NULL + 0 is undefined behaviour). */
 static js sub(const js *j, range r)
 {
-    return (js){j->b, r.p, r.p + r.n, 0, 0, j->e};
+    return (js){j->b, r.p, r.p ? r.p + r.n : r.p, 0, 0, j->e};
 }
 
 /* A small part through jansson (NULL when absent or null). */
