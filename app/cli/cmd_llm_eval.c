@@ -126,11 +126,7 @@ static int parse_opts(int argc, char **argv, eval_opts *o)
             if ((rc = parse_config(optarg, &o->cfg[o->ncfg]))) return rc;
             o->ncfg++;
             break;
-        case 's':
-            if (!strcmp(optarg, "half")) o->score_all = 0;
-            else if (!strcmp(optarg, "all")) o->score_all = 1;
-            else return qs_cli_usage(CMD, "--score is half or all, not '%s'", optarg);
-            break;
+        case 's': if ((rc = qs_llm_parse_score(CMD, optarg, &o->score_all))) return rc; break;
         case 'j': o->json = 1; break;
         case 'F': o->force = 1; break;
         case 'u': o->scaled = 0; break;

@@ -90,11 +90,7 @@ static int parse_opts(int argc, char **argv, sens_opts *o)
         case 'S': if ((rc = parse_sites(optarg, o))) return rc; break;
         case 'K': if ((rc = parse_pos("--kl-target", optarg, &o->kl_target))) return rc; break;
         case 'B': if ((rc = parse_pos("--bits-budget", optarg, &o->bits_budget))) return rc; break;
-        case 's':
-            if (!strcmp(optarg, "half")) o->score_all = 0;
-            else if (!strcmp(optarg, "all")) o->score_all = 1;
-            else return qs_cli_usage(CMD, "--score is half or all, not '%s'", optarg);
-            break;
+        case 's': if ((rc = qs_llm_parse_score(CMD, optarg, &o->score_all))) return rc; break;
         case 'j': o->json = 1; break;
         case 'F': o->force = 1; break;
         case 'u': o->scaled = 0; break;

@@ -56,3 +56,11 @@ void qs_llm_text_run_free(qs_llm_text_run *r)
     free(r->text);
     memset(r, 0, sizeof *r);
 }
+
+int qs_llm_parse_score(const char *cmd, const char *s, int *score_all)
+{
+    if (!strcmp(s, "half")) *score_all = 0;
+    else if (!strcmp(s, "all")) *score_all = 1;
+    else return qs_cli_usage(cmd, "--score is half or all, not '%s'", s);
+    return 0;
+}

@@ -28,4 +28,7 @@ int qs_llm_text_run_open(qs_llm_text_run *r, const char *cmd, const char *model,
                          int score_all, const char *save_ids);
 void qs_llm_text_run_free(qs_llm_text_run *r);
 
+/* --score half|all of eval and sensitivity: 0 or the usage error's exit status (message printed). */
+int qs_llm_parse_score(const char *cmd, const char *s, int *score_all);
+
 #endif
