@@ -42,7 +42,7 @@ cmp_db() { db_dump base > "$OUT/base/$1.dump"; db_dump new > "$OUT/new/$1.dump"
 # renorm: re-judge every DIFF line of the summary on normalized outputs (norm.py); writes summary2.txt
 renorm() { local d; d=$(dirname "${BASH_SOURCE[0]}"); : > "$OUT/summary2.txt"
   while read -r label rest; do
-    if [ "${rest#same}" != "$rest" ]; then echo "$label $rest" >> "$OUT/summary2.txt"; continue; fi
+    case "$rest" in same|"same ("*) echo "$label $rest" >> "$OUT/summary2.txt"; continue;; esac
     local r="same-after-norm" ext
     for ext in out err rc dump; do [ -f "$OUT/base/$label.$ext" ] || continue
       cmp -s <(python3 "$d/norm.py" "$OUT/base" "$OUT/base/$label.$ext") <(python3 "$d/norm.py" "$OUT/new" "$OUT/new/$label.$ext") || r="STILL-DIFF($ext)"; done
