@@ -10,6 +10,7 @@
 
 #include "../../kernels/llm.h"
 #include "../../kernels/llm_train.h"
+#include "../../store/llm_load.h"
 
 static uint64_t rng_state;
 static double urand(void)   /* uniform in [-1, 1) */
@@ -154,8 +155,9 @@ static double ref_loss(const ref *r, const int32_t *tokens, int B, int T, double
 {
     const qs_llm_cfg *c = &r->m->c;
     const int d = c->dim, V = c->vocab;
-    double *x = malloc((size_t)T * d * sizeof *x), hn[64], lg[64], total = 0;
-    assert_true(d <= 64 && V <= 64 && T <= 64);
+    double *x = malloc((size_t)T * d * sizeof *x), *hn = malloc((size_t)d * sizeof *hn);
+    double *lg = malloc((size_t)V * sizeof *lg), total = 0;
+    assert_true(T <= 64);   /* ref_layer's attention row */
     for (int b = 0; b < B; b++) {
         const int32_t *tk = tokens + (size_t)b * (T + 1);
         for (int t = 0; t < T; t++)
@@ -172,7 +174,7 @@ static double ref_loss(const ref *r, const int32_t *tokens, int B, int T, double
             total -= l;
         }
     }
-    free(x);
+    free(x); free(hn); free(lg);
     return total / (B * T);
 }
 
@@ -254,13 +256,9 @@ static double fd(const ref *r, const tens *t, size_t i, const int32_t *tok)
 /* Build the case, check reference and training loss against the inference pass, then the gradient
 ** of every tensor against central differences on 4 random coordinates each (plus, for the lookup,
 ** 4 in rows of tokens the batch reads). */
-static void check_case(const tcase *tc, uint64_t seed)
+static void check_model(const qs_llm_model *mp, const int32_t *tok, const char *label)
 {
-    rng_state = seed;
-    qs_llm_model m;
-    build(&m, tc);
-    int32_t tok[B * (T + 1)];
-    make_tokens(tok, m.c.vocab);
+    const qs_llm_model m = *mp;
     ref r;
     ref_init(&r, &m);
     double lp_inf[B * T], lp_ref[B * T];
@@ -299,14 +297,46 @@ static void check_case(const tcase *tc, uint64_t seed)
                          num, rel);
         }
     }
-    print_message("# head_dim %d, %s, %s, %s: loss %.6f, worst relative gradient error %.2e (%s)\n", tc->head_dim,
-                  tc->tied ? "tied" : "untied", tc->bias ? "qkv bias" : "no bias", tc->neox ? "rotate_half" : "adjacent",
-                  loss, worst, wname);
+    print_message("# %s: loss %.6f, worst relative gradient error %.2e (%s)\n", label, loss, worst, wname);
     qs_llm_grads_free(&g);
     qs_llm_train_state_free(s);
     free(r.w); free(r.b);
+}
+
+static void check_case(const tcase *tc, uint64_t seed)
+{
+    rng_state = seed;
+    qs_llm_model m;
+    build(&m, tc);
+    int32_t tok[B * (T + 1)];
+    make_tokens(tok, m.c.vocab);
+    char label[128];
+    snprintf(label, sizeof label, "head_dim %d, %s, %s, %s", tc->head_dim, tc->tied ? "tied" : "untied",
+             tc->bias ? "qkv bias" : "no bias", tc->neox ? "rotate_half" : "adjacent");
+    check_model(&m, tok, label);
     qs_llm_free(&m);
 }
+
+/* The committed GGUF fixtures (their logits are checked against PyTorch in test_llm), on the
+** fixture's token ids. */
+static void check_fixture(const char *path)
+{
+    qs_llm_file f;
+    qs_err e = {{0}};
+    assert_int_equal(qs_llm_load_gguf(path, &f, &e), 0);
+    FILE *fp = fopen("fixtures/llm/tiny_ids.txt", "r");
+    assert_non_null(fp);
+    int32_t tok[B * (T + 1)];
+    int n = 0, v;
+    while (n < B * (T + 1) && fscanf(fp, "%d,", &v) == 1) tok[n++] = v;
+    fclose(fp);
+    assert_int_equal(n, B * (T + 1));
+    rng_state = 0x6789abcULL;
+    check_model(&f.m, tok, path);
+    qs_llm_file_free(&f);
+}
+static void test_grad_fixture_tied(void **st) { (void)st; check_fixture("fixtures/llm/tiny.gguf"); }
+static void test_grad_fixture_untied(void **st) { (void)st; check_fixture("fixtures/llm/tiny_untied.gguf"); }
 
 static void test_grad_tied_adjacent(void **st) { (void)st; check_case(&(tcase){8, 1, 0, 0}, 0x1234567ULL); }
 static void test_grad_untied_bias_neox(void **st) { (void)st; check_case(&(tcase){12, 0, 1, 1}, 0x2345678ULL); }
@@ -370,6 +400,8 @@ int main(void)
         cmocka_unit_test(test_grad_untied_bias_neox),
         cmocka_unit_test(test_grad_tied_bias_adjacent),
         cmocka_unit_test(test_grad_untied_neox),
+        cmocka_unit_test(test_grad_fixture_tied),
+        cmocka_unit_test(test_grad_fixture_untied),
         cmocka_unit_test(test_accumulate_and_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
