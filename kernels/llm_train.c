@@ -1,0 +1,407 @@
+/*
+** Training forward with saved activations and the backward pass of the Llama model (see llm_train.h).
+** The forward mirrors qs_llm_forward without numerics (same float operations except that every
+** product is one SGEMM), so its loss matches the inference pass to FP32 rounding.
+*/
+#include "llm_train.h"
+#include "llm_rows.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct qs_llm_train_state {
+    qs_llm_cfg c;
+    int batch, T;
+    float *buf;
+    /* saved per layer, each [n_layer][capacity]: */
+    float *x_in, *rms1, *xn1, *q, *k, *v, *P, *att, *x_mid, *rms2, *xn2, *g, *u, *h;
+    float *x_fin, *rmsf, *hn, *logits;                    /* final norm and head */
+    float *dx, *dxn, *dq, *dk, *dv, *datt, *dh, *dg, *du;  /* backward scratch */
+    float *dp, *rcos, *rsin;                                /* [T], [T][head_dim/2] x 2 */
+};
+
+/* Per-layer capacity of each saved array (floats), in the order of the struct. */
+static void layer_sizes(const qs_llm_cfg *c, size_t R, size_t BHTT, size_t n[14])
+{
+    size_t d = (size_t)c->dim, qd = qs_llm_q_dim(c), kvd = (size_t)c->n_kv_head * c->head_dim, F = (size_t)c->ffn;
+    const size_t v[14] = {R * d, R, R * d, R * qd, R * kvd, R * kvd, BHTT, R * qd, R * d, R, R * d, R * F, R * F, R * F};
+    memcpy(n, v, sizeof v);
+}
+
+size_t qs_llm_train_state_floats(const qs_llm_cfg *c, int batch, int T)
+{
+    qs_err e = {{0}};
+    if (qs_llm_cfg_check(c, &e) || batch <= 0 || T <= 0 || batch > 1 << 16 || T > 1 << 16) return 0;
+    size_t R = (size_t)batch * T, d = (size_t)c->dim, qd = qs_llm_q_dim(c);
+    size_t kvd = (size_t)c->n_kv_head * c->head_dim, F = (size_t)c->ffn;
+    double est = (double)batch * T * ((double)T * c->n_head + 4.0 * d + 2.0 * qd + 2.0 * kvd + 3.0 * F + c->vocab + 8);
+    if (est * c->n_layer > 1e12) return 0;   /* keeps every size_t product below exact */
+    size_t n[14], per = 0;
+    layer_sizes(c, R, (size_t)batch * c->n_head * T * T, n);
+    for (int i = 0; i < 14; i++) per += n[i];
+    return (size_t)c->n_layer * per + R * (2 * d + (size_t)c->vocab + 1) + R * (2 * d + 2 * qd + 2 * kvd + 3 * F) +
+           (size_t)T * ((size_t)c->head_dim + 1);
+}
+
+qs_llm_train_state *qs_llm_train_state_new(const qs_llm_cfg *c, int batch, int T, qs_err *e)
+{
+    size_t total = qs_llm_train_state_floats(c, batch, T);
+    if (!total) {
+        if (!qs_llm_cfg_check(c, e)) qs_fail(e, "bad training batch (%d sequences x %d positions)", batch, T);
+        return NULL;
+    }
+    qs_llm_train_state *s = calloc(1, sizeof *s);
+    if (s) s->buf = malloc(total * sizeof(float));
+    if (!s || !s->buf) {
+        free(s);
+        qs_fail(e, "out of memory for the activations of %d x %d positions (%zu floats)", batch, T, total);
+        return NULL;
+    }
+    s->c = *c; s->batch = batch; s->T = T;
+    size_t R = (size_t)batch * T, d = (size_t)c->dim, qd = qs_llm_q_dim(c);
+    size_t kvd = (size_t)c->n_kv_head * c->head_dim, F = (size_t)c->ffn, n[14];
+    layer_sizes(c, R, (size_t)batch * c->n_head * T * T, n);
+    float **saved[14] = {&s->x_in, &s->rms1, &s->xn1, &s->q, &s->k, &s->v, &s->P, &s->att, &s->x_mid, &s->rms2,
+                         &s->xn2, &s->g, &s->u, &s->h};
+    float *p = s->buf;
+    for (int i = 0; i < 14; i++) { *saved[i] = p; p += (size_t)c->n_layer * n[i]; }
+    s->x_fin = p; p += R * d;
+    s->rmsf = p; p += R;
+    s->hn = p; p += R * d;
+    s->logits = p; p += R * (size_t)c->vocab;
+    float **scr[9] = {&s->dx, &s->dxn, &s->dq, &s->dk, &s->dv, &s->datt, &s->dh, &s->dg, &s->du};
+    const size_t sn[9] = {R * d, R * d, R * qd, R * kvd, R * kvd, R * qd, R * F, R * F, R * F};
+    for (int i = 0; i < 9; i++) { *scr[i] = p; p += sn[i]; }
+    s->dp = p; p += (size_t)T;
+    int half = c->head_dim / 2;
+    s->rcos = p; p += (size_t)T * half;
+    s->rsin = p;
+    for (int t = 0; t < T; t++)   /* the same angles as qs_llm_state_new */
+        for (int i = 0; i < half; i++) {
+            double a = t * pow((double)c->rope_base, -2.0 * i / c->head_dim);
+            s->rcos[(size_t)t * half + i] = (float)cos(a);
+            s->rsin[(size_t)t * half + i] = (float)sin(a);
+        }
+    return s;
+}
+
+void qs_llm_train_state_free(qs_llm_train_state *s)
+{
+    if (!s) return;
+    free(s->buf);
+    free(s);
+}
+
+int qs_llm_grads_new(qs_llm_grads *g, const qs_llm_model *m, qs_err *e)
+{
+    if (qs_llm_alloc(g, &m->c, m->output == m->tok_embd, e)) return -1;
+    if (m->L[0].bq && qs_llm_alloc_bias(g, e)) { qs_llm_free(g); return -1; }
+    qs_llm_grads_zero(g);
+    return 0;
+}
+
+void qs_llm_grads_zero(qs_llm_grads *g)
+{
+    memset(g->arena, 0, g->arena_len * sizeof(float));
+    if (g->bias_arena) memset(g->bias_arena, 0, g->bias_len * sizeof(float));
+}
+
+void qs_llm_grads_free(qs_llm_grads *g) { qs_llm_free(g); }
+
+/* ---------------------------------------------------------------- pieces */
+
+/* y[R][out] = x[R][in] . W[out][in]^T */
+static void linear(float *y, const float *x, const float *W, int R, int in, int out)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, out, in, 1.0f, x, in, W, in, 0.0f, y, out);
+}
+/* dx[R][in] (+)= dy[R][out] . W[out][in] */
+static void linear_dx(float *dx, const float *dy, const float *W, int R, int in, int out, float beta)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, in, out, 1.0f, dy, out, W, in, beta, dx, in);
+}
+/* dW[out][in] += dy[R][out]^T . x[R][in] */
+static void linear_dw(float *dW, const float *dy, const float *x, int R, int in, int out)
+{
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, R, 1.0f, dy, out, x, in, 1.0f, dW, in);
+}
+
+/* RMSNorm of each row, as llm.c computes it; keeps 1/rms per row. */
+static void rmsnorm_rows(float *out, float *rinv, const float *x, const float *w, int R, int n, float eps)
+{
+    for (int r = 0; r < R; r++) {
+        const float *xr = x + (size_t)r * n;
+        float *o = out + (size_t)r * n;
+        double ss = qs_sumsq_row(xr, (size_t)n);
+        float ri = (float)(1.0 / sqrt(ss / n + eps));
+        rinv[r] = ri;
+        for (int i = 0; i < n; i++) o[i] = xr[i] * ri * w[i];
+    }
+}
+
+/* y = x * r * w with r = (mean x^2 + eps)^-1/2:  dx += r (w dy) - r^3 x sum(w dy x) / n,  dw += dy x r. */
+static void rmsnorm_back(float *dx, float *dw, const float *dy, const float *x, const float *rinv, const float *w,
+                         int R, int n)
+{
+    for (int r = 0; r < R; r++) {
+        const float *xr = x + (size_t)r * n, *dyr = dy + (size_t)r * n;
+        float *dxr = dx + (size_t)r * n, ri = rinv[r];
+        double sw = 0;
+        for (int i = 0; i < n; i++) sw += (double)w[i] * dyr[i] * xr[i];
+        float k = (float)((double)ri * ri * ri * sw / n);
+        for (int i = 0; i < n; i++) {
+            dxr[i] += ri * w[i] * dyr[i] - k * xr[i];
+            dw[i] += dyr[i] * xr[i] * ri;
+        }
+    }
+}
+
+/* Rotate (dir = +1) or rotate back (dir = -1: the transpose, which is the gradient) every head of a row. */
+static void rope_row(float *v, int nheads, int hd, const float *cs, const float *sn, int neox, float dir)
+{
+    int half = hd / 2, off = neox ? half : 1;
+    for (int h = 0; h < nheads; h++) {
+        float *p = v + (size_t)h * hd;
+        for (int i = 0; i < half; i++) {
+            int ia = neox ? i : 2 * i;
+            float a = p[ia], b = p[ia + off], s = dir * sn[i];
+            p[ia] = a * cs[i] - b * s;
+            p[ia + off] = a * s + b * cs[i];
+        }
+    }
+}
+
+static void add_bias(float *y, const float *b, int rows, int n)
+{
+    for (int r = 0; r < rows; r++)
+        for (int i = 0; i < n; i++) y[(size_t)r * n + i] += b[i];
+}
+
+static void bias_grad(float *db, const float *dy, int rows, int n)
+{
+    for (int r = 0; r < rows; r++)
+        for (int i = 0; i < n; i++) db[i] += dy[(size_t)r * n + i];
+}
+
+typedef struct lay {   /* one layer's slices of the saved arrays */
+    float *x_in, *rms1, *xn1, *q, *k, *v, *P, *att, *x_mid, *rms2, *xn2, *g, *u, *h, *x_out;
+} lay;
+
+static lay layer_of(const qs_llm_train_state *s, int l)
+{
+    const qs_llm_cfg *c = &s->c;
+    size_t n[14];
+    layer_sizes(c, (size_t)s->batch * s->T, (size_t)s->batch * c->n_head * s->T * s->T, n);
+    size_t L = (size_t)l;
+    lay y = {s->x_in + L * n[0], s->rms1 + L * n[1], s->xn1 + L * n[2], s->q + L * n[3], s->k + L * n[4],
+             s->v + L * n[5], s->P + L * n[6], s->att + L * n[7], s->x_mid + L * n[8], s->rms2 + L * n[9],
+             s->xn2 + L * n[10], s->g + L * n[11], s->u + L * n[12], s->h + L * n[13], NULL};
+    y.x_out = l + 1 < c->n_layer ? s->x_in + (L + 1) * n[0] : s->x_fin;
+    return y;
+}
+
+/* ---------------------------------------------------------------- attention */
+
+/* Causal grouped-query attention of B sequences of T positions; keeps the probabilities P[b][h][t][j]. */
+static void attn_fwd(const qs_llm_cfg *c, const lay *a, int B, int T)
+{
+    const int hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_kv_head * hd, grp = c->n_head / c->n_kv_head;
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < c->n_head; h++)
+            for (int t = 0; t < T; t++) {
+                const int r = b * T + t, kh = h / grp;
+                const float *q = a->q + (size_t)r * qd + (size_t)h * hd;
+                float *p = a->P + (((size_t)b * c->n_head + h) * T + t) * T, mx = -INFINITY;
+                for (int j = 0; j <= t; j++) {
+                    const float *kj = a->k + (size_t)(b * T + j) * kvd + (size_t)kh * hd;
+                    float dot = 0;
+                    for (int i = 0; i < hd; i++) dot += q[i] * kj[i];
+                    p[j] = dot * scale;
+                    if (p[j] > mx) mx = p[j];
+                }
+                double sum = 0;
+                for (int j = 0; j <= t; j++) { p[j] = expf(p[j] - mx); sum += p[j]; }
+                float inv = (float)(1.0 / sum);
+                for (int j = 0; j <= t; j++) p[j] *= inv;
+                for (int j = t + 1; j < T; j++) p[j] = 0;
+                float *o = a->att + (size_t)r * qd + (size_t)h * hd;
+                for (int i = 0; i < hd; i++) o[i] = 0;
+                for (int j = 0; j <= t; j++) {
+                    const float *vj = a->v + (size_t)(b * T + j) * kvd + (size_t)kh * hd;
+                    for (int i = 0; i < hd; i++) o[i] += p[j] * vj[i];
+                }
+            }
+}
+
+/* From datt: dq (set), dk and dv (set).  ds_j = P_j (dP_j - sum_k P_k dP_k), dP_j = dO . v_j. */
+static void attn_back(const qs_llm_cfg *c, const lay *a, qs_llm_train_state *s, int B, int T)
+{
+    const int hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_kv_head * hd, grp = c->n_head / c->n_kv_head;
+    const float scale = 1.0f / sqrtf((float)hd);
+    const size_t R = (size_t)B * T;
+    memset(s->dq, 0, R * qd * sizeof(float));
+    memset(s->dk, 0, R * kvd * sizeof(float));
+    memset(s->dv, 0, R * kvd * sizeof(float));
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < c->n_head; h++)
+            for (int t = 0; t < T; t++) {
+                const int r = b * T + t, kh = h / grp;
+                const float *p = a->P + (((size_t)b * c->n_head + h) * T + t) * T;
+                const float *dO = s->datt + (size_t)r * qd + (size_t)h * hd, *q = a->q + (size_t)r * qd + (size_t)h * hd;
+                float *dq = s->dq + (size_t)r * qd + (size_t)h * hd;
+                double pd = 0;
+                for (int j = 0; j <= t; j++) {
+                    const size_t o = (size_t)(b * T + j) * kvd + (size_t)kh * hd;
+                    float dot = 0;
+                    for (int i = 0; i < hd; i++) {
+                        dot += dO[i] * a->v[o + i];
+                        s->dv[o + i] += p[j] * dO[i];
+                    }
+                    s->dp[j] = dot;
+                    pd += (double)p[j] * dot;
+                }
+                for (int j = 0; j <= t; j++) {
+                    const size_t o = (size_t)(b * T + j) * kvd + (size_t)kh * hd;
+                    float ds = p[j] * (s->dp[j] - (float)pd) * scale;
+                    for (int i = 0; i < hd; i++) {
+                        dq[i] += ds * a->k[o + i];
+                        s->dk[o + i] += ds * q[i];
+                    }
+                }
+            }
+}
+
+/* ---------------------------------------------------------------- layers */
+
+static void layer_fwd(const qs_llm_model *m, qs_llm_train_state *s, int l, int B, int T)
+{
+    const qs_llm_cfg *c = &m->c;
+    const qs_llm_layer *L = &m->L[l];
+    const int d = c->dim, hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_kv_head * hd, F = c->ffn, R = B * T;
+    const int half = hd / 2;
+    lay a = layer_of(s, l);
+    rmsnorm_rows(a.xn1, a.rms1, a.x_in, L->attn_norm, R, d, c->eps);
+    linear(a.q, a.xn1, L->wq, R, d, qd);
+    linear(a.k, a.xn1, L->wk, R, d, kvd);
+    linear(a.v, a.xn1, L->wv, R, d, kvd);
+    if (L->bq) add_bias(a.q, L->bq, R, qd);
+    if (L->bk) add_bias(a.k, L->bk, R, kvd);
+    if (L->bv) add_bias(a.v, L->bv, R, kvd);
+    for (int r = 0; r < R; r++) {
+        const float *cs = s->rcos + (size_t)(r % T) * half, *sn = s->rsin + (size_t)(r % T) * half;
+        rope_row(a.q + (size_t)r * qd, c->n_head, hd, cs, sn, c->rope_neox, 1.0f);
+        rope_row(a.k + (size_t)r * kvd, c->n_kv_head, hd, cs, sn, c->rope_neox, 1.0f);
+    }
+    attn_fwd(c, &a, B, T);
+    linear(s->dxn, a.att, L->wo, R, qd, d);
+    for (size_t i = 0; i < (size_t)R * d; i++) a.x_mid[i] = a.x_in[i] + s->dxn[i];
+    rmsnorm_rows(a.xn2, a.rms2, a.x_mid, L->ffn_norm, R, d, c->eps);
+    linear(a.g, a.xn2, L->w_gate, R, d, F);
+    linear(a.u, a.xn2, L->w_up, R, d, F);
+    for (size_t i = 0; i < (size_t)R * F; i++) a.h[i] = a.g[i] / (1.0f + expf(-a.g[i])) * a.u[i];
+    linear(s->dxn, a.h, L->w_down, R, F, d);
+    for (size_t i = 0; i < (size_t)R * d; i++) a.x_out[i] = a.x_mid[i] + s->dxn[i];
+}
+
+/* s->dx holds dLoss/d(layer output); on return dLoss/d(layer input).  Weight gradients add into G. */
+static void layer_back(const qs_llm_model *m, qs_llm_train_state *s, int l, int B, int T, qs_llm_layer *G)
+{
+    const qs_llm_cfg *c = &m->c;
+    const qs_llm_layer *L = &m->L[l];
+    const int d = c->dim, hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_kv_head * hd, F = c->ffn, R = B * T;
+    const int half = hd / 2;
+    lay a = layer_of(s, l);
+    /* FFN: x_out = x_mid + W_down (silu(W_gate xn2) * W_up xn2) */
+    linear_dx(s->dh, s->dx, L->w_down, R, F, d, 0.0f);
+    linear_dw(G->w_down, s->dx, a.h, R, F, d);
+    for (size_t i = 0; i < (size_t)R * F; i++) {
+        float gi = a.g[i], sg = 1.0f / (1.0f + expf(-gi));
+        s->du[i] = s->dh[i] * gi * sg;
+        s->dg[i] = s->dh[i] * a.u[i] * sg * (1.0f + gi * (1.0f - sg));
+    }
+    linear_dw(G->w_gate, s->dg, a.xn2, R, d, F);
+    linear_dw(G->w_up, s->du, a.xn2, R, d, F);
+    linear_dx(s->dxn, s->dg, L->w_gate, R, d, F, 0.0f);
+    linear_dx(s->dxn, s->du, L->w_up, R, d, F, 1.0f);
+    rmsnorm_back(s->dx, G->ffn_norm, s->dxn, a.x_mid, a.rms2, L->ffn_norm, R, d);
+    /* attention: x_mid = x_in + W_o attn(rope(W_q xn1 + bq), rope(W_k xn1 + bk), W_v xn1 + bv) */
+    linear_dx(s->datt, s->dx, L->wo, R, qd, d, 0.0f);
+    linear_dw(G->wo, s->dx, a.att, R, qd, d);
+    attn_back(c, &a, s, B, T);
+    for (int r = 0; r < R; r++) {
+        const float *cs = s->rcos + (size_t)(r % T) * half, *sn = s->rsin + (size_t)(r % T) * half;
+        rope_row(s->dq + (size_t)r * qd, c->n_head, hd, cs, sn, c->rope_neox, -1.0f);
+        rope_row(s->dk + (size_t)r * kvd, c->n_kv_head, hd, cs, sn, c->rope_neox, -1.0f);
+    }
+    if (G->bq) {
+        bias_grad(G->bq, s->dq, R, qd);
+        bias_grad(G->bk, s->dk, R, kvd);
+        bias_grad(G->bv, s->dv, R, kvd);
+    }
+    linear_dw(G->wq, s->dq, a.xn1, R, d, qd);
+    linear_dw(G->wk, s->dk, a.xn1, R, d, kvd);
+    linear_dw(G->wv, s->dv, a.xn1, R, d, kvd);
+    linear_dx(s->dxn, s->dq, L->wq, R, d, qd, 0.0f);
+    linear_dx(s->dxn, s->dk, L->wk, R, d, kvd, 1.0f);
+    linear_dx(s->dxn, s->dv, L->wv, R, d, kvd, 1.0f);
+    rmsnorm_back(s->dx, G->attn_norm, s->dxn, a.x_in, a.rms1, L->attn_norm, R, d);
+}
+
+/* ---------------------------------------------------------------- loss */
+
+/* Final norm, logits, mean cross-entropy; with want_grad the logits become dLoss/dlogits. */
+static double head_loss(const qs_llm_model *m, qs_llm_train_state *s, const int32_t *tokens, int B, int T, int want_grad)
+{
+    const int d = m->c.dim, V = m->c.vocab, R = B * T;
+    rmsnorm_rows(s->hn, s->rmsf, s->x_fin, m->out_norm, R, d, m->c.eps);
+    linear(s->logits, s->hn, m->output, R, d, V);
+    double total = 0;
+    for (int r = 0; r < R; r++) {
+        float *lg = s->logits + (size_t)r * V;
+        int tgt = tokens[(r / T) * (T + 1) + r % T + 1];
+        total -= qs_llm_logprob(lg, V, tgt, NULL);
+        if (!want_grad) continue;
+        float mx = -INFINITY;
+        for (int v = 0; v < V; v++) if (lg[v] > mx) mx = lg[v];
+        double z = 0;
+        for (int v = 0; v < V; v++) z += exp((double)lg[v] - mx);
+        for (int v = 0; v < V; v++) lg[v] = (float)((exp((double)lg[v] - mx) / z - (v == tgt)) / R);
+    }
+    return total / R;
+}
+
+int qs_llm_loss_grad(const qs_llm_model *m, qs_llm_train_state *s, const int32_t *tokens, int batch, int T,
+                     double *loss, qs_llm_grads *g, qs_err *e)
+{
+    const qs_llm_cfg *c = &m->c;
+    if (memcmp(c, &s->c, sizeof *c))
+        return qs_fail(e, "training state was made for another model shape");
+    if (batch <= 0 || T <= 0 || batch > s->batch || T > s->T)
+        return qs_fail(e, "training batch %d x %d does not fit the state (%d x %d)", batch, T, s->batch, s->T);
+    if (g && (memcmp(&g->c, c, sizeof *c) || (g->output == g->tok_embd) != (m->output == m->tok_embd) ||
+              !g->L[0].bq != !m->L[0].bq))
+        return qs_fail(e, "gradients are shaped for another model (shape, tied output or biases differ)");
+    for (size_t i = 0; i < (size_t)batch * (T + 1); i++)
+        if (tokens[i] < 0 || tokens[i] >= c->vocab)
+            return qs_fail(e, "token id %d out of range (vocabulary %d)", tokens[i], c->vocab);
+    const int d = c->dim, R = batch * T;
+    float *x0 = s->x_in;
+    for (int r = 0; r < R; r++)
+        memcpy(x0 + (size_t)r * d, m->tok_embd + (size_t)tokens[(r / T) * (T + 1) + r % T] * d, (size_t)d * sizeof(float));
+    for (int l = 0; l < c->n_layer; l++) layer_fwd(m, s, l, batch, T);
+    *loss = head_loss(m, s, tokens, batch, T, g != NULL);
+    if (!g) return 0;
+    linear_dw(g->output, s->logits, s->hn, R, d, c->vocab);
+    linear_dx(s->dxn, s->logits, m->output, R, d, c->vocab, 0.0f);
+    memset(s->dx, 0, (size_t)R * d * sizeof(float));
+    rmsnorm_back(s->dx, g->out_norm, s->dxn, s->x_fin, s->rmsf, m->out_norm, R, d);
+    for (int l = c->n_layer - 1; l >= 0; l--) layer_back(m, s, l, batch, T, &g->L[l]);
+    for (int r = 0; r < R; r++) {
+        float *ge = g->tok_embd + (size_t)tokens[(r / T) * (T + 1) + r % T] * d;
+        for (int i = 0; i < d; i++) ge[i] += s->dx[(size_t)r * d + i];
+    }
+    return 0;
+}

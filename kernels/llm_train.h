@@ -1,0 +1,52 @@
+/*
+** Training forward and backward pass of the Llama-architecture model of llm.h, in FP32 (issue 26,
+** first part: the verified gradient; no optimizer yet).  The forward pass is the one of
+** qs_llm_forward without numerics (same RMSNorm, RoPE styles, grouped-query causal attention, SwiGLU,
+** Q/K/V biases, tied or separate output projection) but keeps what the backward pass needs; the loss
+** is the mean cross-entropy of every next token.  Matrix products go through OpenBLAS (cblas_sgemm);
+** attention is plain O(T^2) loops per head.
+**
+** Memory (floats), R = batch * T rows, q = n_head * head_dim, kv = n_kv_head * head_dim, H = n_head:
+**   weights  P = vocab*dim*(tied ? 1 : 2) + dim + n_layer*(2*dim + 2*q*dim + 2*kv*dim + 3*ffn*dim)
+**              (+ n_layer*(q + 2*kv) with Q/K/V biases)
+**   grads    P (the same layout: qs_llm_grads_new)
+**   state    n_layer * (R*(4*dim + 2*q + 2*kv + 3*ffn + 2) + batch*H*T*T)      saved activations
+**            + R*(2*dim + vocab + 1)                                            final norm, logits
+**            + R*(2*dim + 2*q + 2*kv + 3*ffn) + T*head_dim                      backward scratch, RoPE
+**   (qs_llm_train_state_floats gives the state's exact count).
+*/
+#ifndef QS_LLM_TRAIN_H
+#define QS_LLM_TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "llm.h"
+#include "qs_err.h"
+
+/* Gradients have the model's layout: a qs_llm_model of the same shape (tied iff the model is, so
+** the gradients of the lookup and of the output projection add up in one array; Q/K/V bias arrays
+** iff the model has them). */
+typedef qs_llm_model qs_llm_grads;
+
+/* Allocate zeroed gradients shaped like m. */
+int qs_llm_grads_new(qs_llm_grads *g, const qs_llm_model *m, qs_err *e);
+void qs_llm_grads_zero(qs_llm_grads *g);
+void qs_llm_grads_free(qs_llm_grads *g);
+
+typedef struct qs_llm_train_state qs_llm_train_state;
+
+/* Saved activations and scratch for `batch` sequences of T positions (positions 0 .. T-1). */
+qs_llm_train_state *qs_llm_train_state_new(const qs_llm_cfg *c, int batch, int T, qs_err *e);
+void qs_llm_train_state_free(qs_llm_train_state *s);
+/* Floats the state of this size holds (the header's formula); 0 when the size is bad. */
+size_t qs_llm_train_state_floats(const qs_llm_cfg *c, int batch, int T);
+
+/* Forward `batch` sequences tokens[b*(T+1) + t] (t = 0 .. T-1 are inputs, t+1 the targets), write the
+** mean over batch*T positions of -log p(next token) to *loss and, when g is not NULL, ADD its gradient
+** with respect to every weight of m to g (zero g first to get the gradient of this batch alone).
+** batch and T must not exceed the state's.  The model must have the shape the state was made for. */
+int qs_llm_loss_grad(const qs_llm_model *m, qs_llm_train_state *s, const int32_t *tokens, int batch, int T,
+                     double *loss, qs_llm_grads *g, qs_err *e);
+
+#endif
