@@ -53,7 +53,8 @@ int qs_llm_loss_grad(const qs_llm_model *m, qs_llm_train_state *s, const int32_t
 /* Run every linear layer's three GEMMs under the low-precision recipe r (llm_recipe.h; copied, so r
 ** need not outlive the call); NULL restores the FP32 path, bit for bit.  Attention products, norms,
 ** activations and (unless r->head) the output projection stay FP32 (docs/train.md, "Recipes").
-** Allocates two scratch operands of max(batch*T, dim) * max(dim, q, ffn, vocab) floats each. */
+** Allocates two scratch operands of max(batch*T, dim) * max(dim, q, ffn, vocab) floats each.  On failure
+** the state is left without a recipe (the FP32 path). */
 int qs_llm_train_state_set_recipe(qs_llm_train_state *s, const qs_llm_recipe *r, qs_err *e);
 
 #endif
