@@ -1,6 +1,7 @@
 /* Low-precision training recipes: operand slots, presets, the per-operand quantization (llm_recipe.h). */
 #include "llm_recipe.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -65,6 +66,33 @@ void qs_llm_rht16(float *x, size_t rows, size_t cols, int axis, uint64_t seed, i
 
 /* ---------------------------------------------------------------- operands */
 
+int qs_llm_fakeq_tiles16(const qs_apply *a0, float *x, size_t rows, size_t cols, qs_err *e)
+{
+    if (a0->f->block == 1 || a0->cscale || a0->gran != QS_GRAN_BLOCK)
+        return qs_fail(e, "format %s: 16x16 tiles need a block format", a0->f->name);
+    qs_apply a = *a0;
+    a.axis = 1;
+    if (a.f->has_tensor_scale && !(a.o.tensor_scale > 0)) {   /* as qs_format_apply: finite absmax */
+        float m = 0;
+        for (size_t i = 0; i < rows * cols; i++) {
+            float v = fabsf(x[i]);
+            if (v > m && v != INFINITY) m = v;
+        }
+        a.o.tensor_scale = m;
+    }
+    float buf[256];
+    for (size_t r0 = 0; r0 < rows; r0 += 16)
+        for (size_t c0 = 0; c0 < cols; c0 += 16) {
+            size_t h = rows - r0 < 16 ? rows - r0 : 16, w = cols - c0 < 16 ? cols - c0 : 16;
+            for (size_t i = 0; i < h; i++) memcpy(buf + i * w, x + (r0 + i) * cols + c0, w * sizeof(float));
+            a.o.block = (int)(h * w);
+            a.o.index0 = a0->o.index0 + r0 * cols + c0 * 16;   /* distinct SR counters per tile */
+            if (qs_fakeq_matrix(&a, buf, 1, h * w, buf, e)) return -1;
+            for (size_t i = 0; i < h; i++) memcpy(x + (r0 + i) * cols + c0, buf + i * w, w * sizeof(float));
+        }
+    return 0;
+}
+
 int qs_llm_recipe_operand(const qs_llm_recipe *r, int op, const float *x, size_t rows, size_t cols, uint64_t call,
                           float *y, qs_err *e)
 {
@@ -81,6 +109,7 @@ int qs_llm_recipe_operand(const qs_llm_recipe *r, int op, const float *x, size_t
         a.o.seed = mix(cs + (uint64_t)op + 1);   /* the two operands of a GEMM draw apart */
         a.o.index0 = 0;
     }
+    if (sl->tile2d) return qs_llm_fakeq_tiles16(&a, y, rows, cols, e);
     return qs_fakeq_matrix(&a, y, rows, cols, y, e);
 }
 
@@ -98,6 +127,9 @@ int qs_llm_recipe_check(const qs_llm_recipe *r, qs_err *e)
         qs_err sub = {{0}};
         if (qs_qopts_check(sl->a.f, &o, &sub))
             return qs_fail(e, "recipe %s: %s (%s): %.400s", r->name, op_names[i], sl->a.f->name, sub.msg);
+        if (sl->tile2d && (sl->a.f->block == 1 || sl->a.cscale || sl->a.gran != QS_GRAN_BLOCK))
+            return qs_fail(e, "recipe %s: %s: 16x16 tiles need a block format (%s is not)", r->name, op_names[i],
+                           sl->a.f->name);
         if (sl->a.cscale && !(qs_cast_scale_target(sl->a.f) > 0))
             return qs_fail(e, "recipe %s: %s: format %s takes no scale=", r->name, op_names[i], sl->a.f->name);
     }
@@ -151,8 +183,9 @@ int qs_llm_recipe_preset(const char *name, qs_llm_recipe *r, qs_err *e)
         if (!rc) rc = slot(r, QS_OP_WGRAD_DY, "fp8_e5m2", QS_CSCALE_TENSOR, QS_SCALE_FLOOR, 0, 0, e);
     } else if (!strcmp(name, "mxfp8")) rc = all(r, "mxfp8_e4m3", 0, QS_SCALE_RCEIL, e);   /* TE MXFP8BlockScaling */
     else if (!strcmp(name, "mxfp4")) rc = all(r, "mxfp4", 0, QS_SCALE_FLOOR, e);          /* OCP / microxcaling */
-    else if (!strcmp(name, "nvfp4")) {   /* TE NVFP4BlockScaling (weights 1x16: documented deviation) */
+    else if (!strcmp(name, "nvfp4") || !strcmp(name, "nvfp4-1d")) {   /* TE NVFP4BlockScaling */
         rc = all(r, "nvfp4", 0, QS_SCALE_FLOOR, e);
+        r->op[QS_OP_FWD_W].tile2d = r->op[QS_OP_DGRAD_W].tile2d = !strcmp(name, "nvfp4");   /* 16x16 weights */
         if (!rc) rc = slot(r, QS_OP_DGRAD_DY, "nvfp4", 0, QS_SCALE_FLOOR, 1, 0, e);
         if (!rc) rc = slot(r, QS_OP_WGRAD_DY, "nvfp4", 0, QS_SCALE_FLOOR, 1, 1, e);
         if (!rc) rc = slot(r, QS_OP_WGRAD_X, "nvfp4", 0, QS_SCALE_FLOOR, 0, 1, e);

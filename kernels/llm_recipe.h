@@ -32,6 +32,8 @@ typedef struct qs_llm_slot {
     qs_apply a;      /* format and options; the block axis is set by the slot (granularity BLOCK) */
     int sr;          /* stochastic rounding with a per-call seed (the format must support QS_RND_SR) */
     int rht;         /* 16-point random Hadamard transform along the reduction dimension */
+    int tile2d;      /* block formats: one scale per 16x16 tile (TE's NVFP4 weights) instead of 1-D blocks;
+                     ** the same quantized matrix whichever the axis, so fwd.w and dgrad.w agree */
 } qs_llm_slot;
 
 typedef struct qs_llm_recipe {
@@ -46,8 +48,8 @@ int qs_llm_operand_parse(const char *s, int *op);
 /* The block axis (qs_apply.axis) of the slot: 1 along columns, 0 along rows. */
 int qs_llm_operand_axis(int op);
 
-/* Presets: fp32, bf16, fp8-hybrid, mxfp8, mxfp4, nvfp4, hif4, hif8 (docs/train.md, "Recipes"). */
-#define QS_LLM_RECIPE_PRESETS "fp32, bf16, fp8-hybrid, mxfp8, mxfp4, nvfp4, hif4, hif8"
+/* Presets: QS_LLM_RECIPE_PRESETS (docs/train.md, "Recipes"); nvfp4-1d is nvfp4 with 1x16 weight blocks. */
+#define QS_LLM_RECIPE_PRESETS "fp32, bf16, fp8-hybrid, mxfp8, mxfp4, nvfp4, nvfp4-1d, hif4, hif8"
 int qs_llm_recipe_preset(const char *name, qs_llm_recipe *r, qs_err *e);
 
 /* Every slot's options valid for its format, SR supported where asked, RHT on both or neither operand
@@ -65,6 +67,11 @@ int qs_llm_recipe_operand(const qs_llm_recipe *r, int op, const float *x, size_t
 ** Sylvester Hadamard matrix, D 16 random signs of seed shared by every block (as TE).  inverse
 ** applies Mᵀ = D · H16.  A final partial block (length not a multiple of 16) is left unchanged. */
 void qs_llm_rht16(float *x, size_t rows, size_t cols, int axis, uint64_t seed, int inverse);
+
+/* In place: x (rows x cols) fake-quantized with one block per 16x16 tile (edge tiles smaller), each tile
+** a run of the registry's format with block = the tile's size; a per-tensor scale (NVFP4) is the absmax of
+** the whole matrix. */
+int qs_llm_fakeq_tiles16(const qs_apply *a, float *x, size_t rows, size_t cols, qs_err *e);
 
 /* The per-call seed both operands of one GEMM share. */
 uint64_t qs_llm_recipe_call_seed(uint64_t seed, uint64_t call);

@@ -149,6 +149,46 @@ static void test_operand_is_registry_fakeq(void **st)
     check_operand("hif4", QS_OP_DGRAD_W, 0);
 }
 
+/* nvfp4's weights: one scale per 16x16 tile (tile = a registry run of block 256 under the matrix's
+** absmax), the same matrix for fwd.w and dgrad.w, unlike 1x16 blocks along either axis. */
+static void test_nvfp4_tiles(void **st)
+{
+    (void)st;
+    enum { R = 40, C = 48 };   /* edge tiles of 8 rows */
+    float x[R * C], yf[R * C], yd[R * C], one[R * C], tile[256], tq[256];
+    fill(x, R * C, 0, 1);
+    for (int i = 0; i < R * C; i += 53) x[i] *= 30;
+    qs_llm_recipe r;
+    qs_err e = {{0}};
+    assert_int_equal(qs_llm_recipe_preset("nvfp4", &r, &e), 0);
+    assert_true(r.op[QS_OP_FWD_W].tile2d && r.op[QS_OP_DGRAD_W].tile2d && !r.op[QS_OP_FWD_X].tile2d);
+    assert_int_equal(qs_llm_recipe_operand(&r, QS_OP_FWD_W, x, R, C, 3, yf, &e), 0);
+    assert_int_equal(qs_llm_recipe_operand(&r, QS_OP_DGRAD_W, x, R, C, 4, yd, &e), 0);
+    assert_memory_equal(yf, yd, sizeof yf);
+    float amax = 0;
+    for (int i = 0; i < R * C; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+    const int t0[3][2] = {{0, 0}, {16, 32}, {32, 16}};   /* the last: an 8 x 16 edge tile */
+    for (int k = 0; k < 3; k++) {
+        int r0 = t0[k][0], c0 = t0[k][1], h = R - r0 < 16 ? R - r0 : 16, n = 0;
+        for (int i = 0; i < h; i++)
+            for (int j = 0; j < 16; j++) tile[n++] = x[(r0 + i) * C + c0 + j];
+        qs_apply a = r.op[QS_OP_FWD_W].a;
+        a.o.block = n;
+        a.o.tensor_scale = amax;
+        assert_int_equal(qs_fakeq_matrix(&a, tile, 1, n, tq, &e), 0);
+        for (int i = 0, m = 0; i < h; i++)
+            for (int j = 0; j < 16; j++, m++) assert_memory_equal(&yf[(r0 + i) * C + c0 + j], &tq[m], sizeof(float));
+    }
+    assert_int_equal(qs_llm_recipe_preset("nvfp4-1d", &r, &e), 0);
+    assert_int_equal(qs_llm_recipe_operand(&r, QS_OP_FWD_W, x, R, C, 3, one, &e), 0);
+    assert_true(memcmp(one, yf, sizeof yf) != 0);
+    r.op[QS_OP_FWD_X].tile2d = 1;
+    assert_int_equal(qs_llm_recipe_check(&r, &e), 0);
+    assert_int_equal(qs_llm_recipe_preset("fp8-hybrid", &r, &e), 0);
+    r.op[QS_OP_FWD_W].tile2d = 1;   /* an element cast has no blocks */
+    assert_int_equal(qs_llm_recipe_check(&r, &e), -1);
+}
+
 /* fwd.w alone: the pass's loss equals the FP32 pass on a model whose layer weights were quantized
 ** (blocks along the input dimension); the output projection stays FP32 (r.head = 0). */
 static void test_forward_weights_wired(void **st)
@@ -226,8 +266,8 @@ static void test_presets_close_or_finite(void **st)
     /* 8-bit presets: loss within 1.5 %, gradient norm within 5 %, direction cosine > 0.97 (elementwise
     ** the gradient moves by about the operands' relative precision: ~1 % for bf16, ~17 % for FP8); 4-bit
     ** presets: finite, and visibly different */
-    const char *names[] = {"bf16", "fp8-hybrid", "mxfp8", "hif8", "mxfp4", "nvfp4", "hif4"};
-    for (int k = 0; k < 7; k++) {
+    const char *names[] = {"bf16", "fp8-hybrid", "mxfp8", "hif8", "mxfp4", "nvfp4", "nvfp4-1d", "hif4"};
+    for (int k = 0; k < 8; k++) {
         qs_llm_recipe r;
         qs_err e = {{0}};
         assert_int_equal(qs_llm_recipe_preset(names[k], &r, &e), 0);
@@ -331,6 +371,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fp32_recipe_bitwise),
         cmocka_unit_test(test_operand_is_registry_fakeq),
+        cmocka_unit_test(test_nvfp4_tiles),
         cmocka_unit_test(test_forward_weights_wired),
         cmocka_unit_test(test_backward_slots_and_head),
         cmocka_unit_test(test_presets_close_or_finite),
