@@ -20,6 +20,14 @@ struct qs_llm_train_state {
     float *x_fin, *rmsf, *hn, *logits;                    /* final norm and head */
     float *dx, *dxn, *dq, *dk, *dv, *datt, *dh, *dg, *du;  /* backward scratch */
     float *dp, *rcos, *rsin;                                /* [T], [T][head_dim/2] x 2 */
+    /* low-precision recipe (NULL rc: the FP32 path) */
+    qs_llm_recipe rc_copy;
+    const qs_llm_recipe *rc;
+    float *qa, *qb;            /* the two quantized operands of one GEMM */
+    uint64_t calls;            /* GEMM calls so far: SR seeds and RHT signs */
+    int in_head;               /* the GEMM is the output projection (quantized iff rc->head) */
+    int failed;
+    qs_err qerr;
 };
 
 /* Per-layer capacity of each saved array (floats), in the order of the struct. */
@@ -90,6 +98,8 @@ qs_llm_train_state *qs_llm_train_state_new(const qs_llm_cfg *c, int batch, int T
 void qs_llm_train_state_free(qs_llm_train_state *s)
 {
     if (!s) return;
+    free(s->qa);
+    free(s->qb);
     free(s->buf);
     free(s);
 }
@@ -112,23 +122,69 @@ void qs_llm_grads_free(qs_llm_grads *g) { qs_llm_free(g); }
 
 /* ---------------------------------------------------------------- pieces */
 
-/* y[R][out] = x[R][in] . W[out][in]^T */
-static void linear(float *y, const float *x, const float *W, int R, int in, int out)
+int qs_llm_train_state_set_recipe(qs_llm_train_state *s, const qs_llm_recipe *r, qs_err *e)
 {
+    free(s->qa);
+    free(s->qb);
+    s->qa = s->qb = NULL;
+    s->rc = NULL;
+    s->calls = 0;
+    if (!r) return 0;
+    if (qs_llm_recipe_check(r, e)) return -1;
+    const qs_llm_cfg *c = &s->c;
+    size_t R = (size_t)s->batch * s->T, w = (size_t)c->dim, q = qs_llm_q_dim(c);
+    size_t big = (size_t)c->vocab > w ? (size_t)c->vocab : w;
+    if (q > big) big = q;
+    if ((size_t)c->ffn > big) big = (size_t)c->ffn;
+    size_t n = (R > w ? R : w) * big;   /* an activation (R x big) or a weight (big x dim, or dim x big) */
+    s->qa = malloc(n * sizeof(float));
+    s->qb = malloc(n * sizeof(float));
+    if (!s->qa || !s->qb) {
+        free(s->qa); free(s->qb); s->qa = s->qb = NULL;
+        return qs_fail(e, "out of memory for the quantized operands (%zu floats)", 2 * n);
+    }
+    s->rc_copy = *r;
+    s->rc = &s->rc_copy;
+    return 0;
+}
+
+/* Operands a (ra x ca) and b (rb x cb) of one GEMM as the recipe wants them: the originals when both
+** slots are off (the FP32 path, bit for bit), else quantized copies in the state's scratch. */
+static void operands(qs_llm_train_state *s, int opa, const float **a, size_t ra, size_t ca, int opb, const float **b,
+                     size_t rb, size_t cb)
+{
+    const qs_llm_recipe *r = s->rc;
+    if (!r || (s->in_head && !r->head) || s->failed || (!r->op[opa].on && !r->op[opb].on)) return;
+    uint64_t call = s->calls++;
+    if (qs_llm_recipe_operand(r, opa, *a, ra, ca, call, s->qa, &s->qerr) ||
+        qs_llm_recipe_operand(r, opb, *b, rb, cb, call, s->qb, &s->qerr)) {
+        s->failed = 1;
+        return;
+    }
+    *a = s->qa;
+    *b = s->qb;
+}
+
+/* y[R][out] = x[R][in] . W[out][in]^T */
+static void linear(qs_llm_train_state *s, float *y, const float *x, const float *W, int R, int in, int out)
+{
+    operands(s, QS_OP_FWD_X, &x, R, in, QS_OP_FWD_W, &W, out, in);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, out, in, 1.0f, x, in, W, in, 0.0f, y, out);
 }
 /* dx[R][in] (+)= dy[R][out] . W[out][in] */
-static void linear_dx(float *dx, const float *dy, const float *W, int R, int in, int out, float beta)
+static void linear_dx(qs_llm_train_state *s, float *dx, const float *dy, const float *W, int R, int in, int out,
+                      float beta)
 {
+    operands(s, QS_OP_DGRAD_DY, &dy, R, out, QS_OP_DGRAD_W, &W, out, in);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, in, out, 1.0f, dy, out, W, in, beta, dx, in);
 }
 /* dW[out][in] += dy[R][out]^T . x[R][in] */
-static void linear_dw(float *dW, const float *dy, const float *x, int R, int in, int out)
+static void linear_dw(qs_llm_train_state *s, float *dW, const float *dy, const float *x, int R, int in, int out)
 {
+    operands(s, QS_OP_WGRAD_DY, &dy, R, out, QS_OP_WGRAD_X, &x, R, in);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, R, 1.0f, dy, out, x, in, 1.0f, dW, in);
 }
 
-/* RMSNorm of each row, as llm.c computes it; keeps 1/rms per row. */
 static void rmsnorm_rows(float *out, float *rinv, const float *x, const float *w, int R, int n, float eps)
 {
     for (int r = 0; r < R; r++) {
@@ -284,9 +340,9 @@ static void layer_fwd(const qs_llm_model *m, qs_llm_train_state *s, int l, int B
     const int half = hd / 2;
     lay a = layer_of(s, l);
     rmsnorm_rows(a.xn1, a.rms1, a.x_in, L->attn_norm, R, d, c->eps);
-    linear(a.q, a.xn1, L->wq, R, d, qd);
-    linear(a.k, a.xn1, L->wk, R, d, kvd);
-    linear(a.v, a.xn1, L->wv, R, d, kvd);
+    linear(s, a.q, a.xn1, L->wq, R, d, qd);
+    linear(s, a.k, a.xn1, L->wk, R, d, kvd);
+    linear(s, a.v, a.xn1, L->wv, R, d, kvd);
     if (L->bq) add_bias(a.q, L->bq, R, qd);
     if (L->bk) add_bias(a.k, L->bk, R, kvd);
     if (L->bv) add_bias(a.v, L->bv, R, kvd);
@@ -296,13 +352,13 @@ static void layer_fwd(const qs_llm_model *m, qs_llm_train_state *s, int l, int B
         rope_row(a.k + (size_t)r * kvd, c->n_kv_head, hd, cs, sn, c->rope_neox, 1.0f);
     }
     attn_fwd(c, &a, B, T);
-    linear(s->dxn, a.att, L->wo, R, qd, d);
+    linear(s, s->dxn, a.att, L->wo, R, qd, d);
     for (size_t i = 0; i < (size_t)R * d; i++) a.x_mid[i] = a.x_in[i] + s->dxn[i];
     rmsnorm_rows(a.xn2, a.rms2, a.x_mid, L->ffn_norm, R, d, c->eps);
-    linear(a.g, a.xn2, L->w_gate, R, d, F);
-    linear(a.u, a.xn2, L->w_up, R, d, F);
+    linear(s, a.g, a.xn2, L->w_gate, R, d, F);
+    linear(s, a.u, a.xn2, L->w_up, R, d, F);
     for (size_t i = 0; i < (size_t)R * F; i++) a.h[i] = a.g[i] / (1.0f + expf(-a.g[i])) * a.u[i];
-    linear(s->dxn, a.h, L->w_down, R, F, d);
+    linear(s, s->dxn, a.h, L->w_down, R, F, d);
     for (size_t i = 0; i < (size_t)R * d; i++) a.x_out[i] = a.x_mid[i] + s->dxn[i];
 }
 
@@ -315,21 +371,21 @@ static void layer_back(const qs_llm_model *m, qs_llm_train_state *s, int l, int 
     const int half = hd / 2;
     lay a = layer_of(s, l);
     /* FFN: x_out = x_mid + W_down (silu(W_gate xn2) * W_up xn2) */
-    linear_dx(s->dh, s->dx, L->w_down, R, F, d, 0.0f);
-    linear_dw(G->w_down, s->dx, a.h, R, F, d);
+    linear_dx(s, s->dh, s->dx, L->w_down, R, F, d, 0.0f);
+    linear_dw(s, G->w_down, s->dx, a.h, R, F, d);
     for (size_t i = 0; i < (size_t)R * F; i++) {
         float gi = a.g[i], sg = 1.0f / (1.0f + expf(-gi));
         s->du[i] = s->dh[i] * gi * sg;
         s->dg[i] = s->dh[i] * a.u[i] * sg * (1.0f + gi * (1.0f - sg));
     }
-    linear_dw(G->w_gate, s->dg, a.xn2, R, d, F);
-    linear_dw(G->w_up, s->du, a.xn2, R, d, F);
-    linear_dx(s->dxn, s->dg, L->w_gate, R, d, F, 0.0f);
-    linear_dx(s->dxn, s->du, L->w_up, R, d, F, 1.0f);
+    linear_dw(s, G->w_gate, s->dg, a.xn2, R, d, F);
+    linear_dw(s, G->w_up, s->du, a.xn2, R, d, F);
+    linear_dx(s, s->dxn, s->dg, L->w_gate, R, d, F, 0.0f);
+    linear_dx(s, s->dxn, s->du, L->w_up, R, d, F, 1.0f);
     rmsnorm_back(s->dx, G->ffn_norm, s->dxn, a.x_mid, a.rms2, L->ffn_norm, R, d);
     /* attention: x_mid = x_in + W_o attn(rope(W_q xn1 + bq), rope(W_k xn1 + bk), W_v xn1 + bv) */
-    linear_dx(s->datt, s->dx, L->wo, R, qd, d, 0.0f);
-    linear_dw(G->wo, s->dx, a.att, R, qd, d);
+    linear_dx(s, s->datt, s->dx, L->wo, R, qd, d, 0.0f);
+    linear_dw(s, G->wo, s->dx, a.att, R, qd, d);
     attn_back(c, &a, s, B, T);
     for (int r = 0; r < R; r++) {
         const float *cs = s->rcos + (size_t)(r % T) * half, *sn = s->rsin + (size_t)(r % T) * half;
@@ -341,12 +397,12 @@ static void layer_back(const qs_llm_model *m, qs_llm_train_state *s, int l, int 
         bias_grad(G->bk, s->dk, R, kvd);
         bias_grad(G->bv, s->dv, R, kvd);
     }
-    linear_dw(G->wq, s->dq, a.xn1, R, d, qd);
-    linear_dw(G->wk, s->dk, a.xn1, R, d, kvd);
-    linear_dw(G->wv, s->dv, a.xn1, R, d, kvd);
-    linear_dx(s->dxn, s->dq, L->wq, R, d, qd, 0.0f);
-    linear_dx(s->dxn, s->dk, L->wk, R, d, kvd, 1.0f);
-    linear_dx(s->dxn, s->dv, L->wv, R, d, kvd, 1.0f);
+    linear_dw(s, G->wq, s->dq, a.xn1, R, d, qd);
+    linear_dw(s, G->wk, s->dk, a.xn1, R, d, kvd);
+    linear_dw(s, G->wv, s->dv, a.xn1, R, d, kvd);
+    linear_dx(s, s->dxn, s->dq, L->wq, R, d, qd, 0.0f);
+    linear_dx(s, s->dxn, s->dk, L->wk, R, d, kvd, 1.0f);
+    linear_dx(s, s->dxn, s->dv, L->wv, R, d, kvd, 1.0f);
     rmsnorm_back(s->dx, G->attn_norm, s->dxn, a.x_in, a.rms1, L->attn_norm, R, d);
 }
 
@@ -357,7 +413,9 @@ static double head_loss(const qs_llm_model *m, qs_llm_train_state *s, const int3
 {
     const int d = m->c.dim, V = m->c.vocab, R = B * T;
     rmsnorm_rows(s->hn, s->rmsf, s->x_fin, m->out_norm, R, d, m->c.eps);
-    linear(s->logits, s->hn, m->output, R, d, V);
+    s->in_head = 1;
+    linear(s, s->logits, s->hn, m->output, R, d, V);
+    s->in_head = 0;
     double total = 0;
     for (int r = 0; r < R; r++) {
         float *lg = s->logits + (size_t)r * V;
@@ -371,6 +429,14 @@ static double head_loss(const qs_llm_model *m, qs_llm_train_state *s, const int3
         for (int v = 0; v < V; v++) lg[v] = (float)((exp((double)lg[v] - mx) / z - (v == tgt)) / R);
     }
     return total / R;
+}
+
+/* A quantization failure met in a GEMM (the pass ran on, unquantized, after it) fails the call. */
+static int quant_status(qs_llm_train_state *s, qs_err *e)
+{
+    if (!s->failed) return 0;
+    s->failed = 0;
+    return qs_fail(e, "training recipe %s: %.500s", s->rc->name, s->qerr.msg);
 }
 
 int qs_llm_loss_grad(const qs_llm_model *m, qs_llm_train_state *s, const int32_t *tokens, int batch, int T,
@@ -388,14 +454,17 @@ int qs_llm_loss_grad(const qs_llm_model *m, qs_llm_train_state *s, const int32_t
         if (tokens[i] < 0 || tokens[i] >= c->vocab)
             return qs_fail(e, "token id %d out of range (vocabulary %d)", tokens[i], c->vocab);
     const int d = c->dim, R = batch * T;
+    s->failed = 0;
     float *x0 = s->x_in;
     for (int r = 0; r < R; r++)
         memcpy(x0 + (size_t)r * d, m->tok_embd + (size_t)tokens[(r / T) * (T + 1) + r % T] * d, (size_t)d * sizeof(float));
     for (int l = 0; l < c->n_layer; l++) layer_fwd(m, s, l, batch, T);
     *loss = head_loss(m, s, tokens, batch, T, g != NULL);
-    if (!g) return 0;
-    linear_dw(g->output, s->logits, s->hn, R, d, c->vocab);
-    linear_dx(s->dxn, s->logits, m->output, R, d, c->vocab, 0.0f);
+    if (!g) return quant_status(s, e);
+    s->in_head = 1;
+    linear_dw(s, g->output, s->logits, s->hn, R, d, c->vocab);
+    linear_dx(s, s->dxn, s->logits, m->output, R, d, c->vocab, 0.0f);
+    s->in_head = 0;
     memset(s->dx, 0, (size_t)R * d * sizeof(float));
     rmsnorm_back(s->dx, g->out_norm, s->dxn, s->x_fin, s->rmsf, m->out_norm, R, d);
     for (int l = c->n_layer - 1; l >= 0; l--) layer_back(m, s, l, batch, T, &g->L[l]);
@@ -403,5 +472,5 @@ int qs_llm_loss_grad(const qs_llm_model *m, qs_llm_train_state *s, const int32_t
         float *ge = g->tok_embd + (size_t)tokens[(r / T) * (T + 1) + r % T] * d;
         for (int i = 0; i < d; i++) ge[i] += s->dx[(size_t)r * d + i];
     }
-    return 0;
+    return quant_status(s, e);
 }

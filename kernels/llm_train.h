@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "llm.h"
+#include "llm_recipe.h"
 #include "qs_err.h"
 
 /* Gradients have the model's layout: a qs_llm_model of the same shape (tied iff the model is, so
@@ -48,5 +49,12 @@ size_t qs_llm_train_state_floats(const qs_llm_cfg *c, int batch, int T);
 ** batch and T must not exceed the state's.  The model must have the shape the state was made for. */
 int qs_llm_loss_grad(const qs_llm_model *m, qs_llm_train_state *s, const int32_t *tokens, int batch, int T,
                      double *loss, qs_llm_grads *g, qs_err *e);
+
+/* Run every linear layer's three GEMMs under the low-precision recipe r (llm_recipe.h; copied, so r
+** need not outlive the call); NULL restores the FP32 path, bit for bit.  Attention products, norms,
+** activations and (unless r->head) the output projection stay FP32 (docs/train.md, "Recipes").
+** Allocates two scratch operands of max(batch*T, dim) * max(dim, q, ffn, vocab) floats each.  On failure
+** the state is left without a recipe (the FP32 path). */
+int qs_llm_train_state_set_recipe(qs_llm_train_state *s, const qs_llm_recipe *r, qs_err *e);
 
 #endif

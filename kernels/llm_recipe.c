@@ -1,0 +1,197 @@
+/* Low-precision training recipes: operand slots, presets, the per-operand quantization (llm_recipe.h). */
+#include "llm_recipe.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cast_scale.h"
+#include "resq.h"
+#include "sr.h"
+
+static const char *const op_names[QS_OP_COUNT] = {"fwd.x", "fwd.w", "dgrad.dy", "dgrad.w", "wgrad.dy", "wgrad.x"};
+/* The reduction dimension of each operand: columns (axis 1) or rows (axis 0). */
+static const int op_axis[QS_OP_COUNT] = {1, 1, 1, 0, 0, 0};
+
+const char *qs_llm_operand_name(int op) { return (unsigned)op < QS_OP_COUNT ? op_names[op] : "?"; }
+int qs_llm_operand_axis(int op) { return (unsigned)op < QS_OP_COUNT ? op_axis[op] : 1; }
+
+int qs_llm_operand_parse(const char *s, int *op)
+{
+    for (int i = 0; i < QS_OP_COUNT; i++)
+        if (!strcmp(s, op_names[i])) { *op = i; return 0; }
+    return -1;
+}
+
+/* splitmix64 finaliser: decorrelates the per-call seeds. */
+static uint64_t mix(uint64_t z)
+{
+    z += 0x9E3779B97F4A7C15ULL;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+uint64_t qs_llm_recipe_call_seed(uint64_t seed, uint64_t call) { return mix(seed ^ mix(call)); }
+
+/* ---------------------------------------------------------------- RHT */
+
+/* In-place normalised 16-point Walsh-Hadamard transform of v[0], v[st], ..., v[15 st] (H16 is symmetric
+** and H16 · H16 = I after the 1/4 scaling, an exact power of two). */
+static void wht16(float *v, size_t st)
+{
+    for (size_t h = 1; h < 16; h *= 2)
+        for (size_t i = 0; i < 16; i += 2 * h)
+            for (size_t j = i; j < i + h; j++) {
+                float a = v[j * st], b = v[(j + h) * st];
+                v[j * st] = a + b;
+                v[(j + h) * st] = a - b;
+            }
+    for (size_t i = 0; i < 16; i++) v[i * st] *= 0.25f;
+}
+
+void qs_llm_rht16(float *x, size_t rows, size_t cols, int axis, uint64_t seed, int inverse)
+{
+    float sg[16];
+    for (int i = 0; i < 16; i++) sg[i] = qs_sr_uniform(seed, (uint64_t)i) < 0.5 ? -1.0f : 1.0f;
+    size_t len = axis ? cols : rows, nrun = axis ? rows : cols, st = axis ? 1 : cols, rs = axis ? cols : 1;
+    for (size_t r = 0; r < nrun; r++)
+        for (size_t b = 0; b + 16 <= len; b += 16) {
+            float *v = x + r * rs + b * st;
+            if (!inverse) for (int i = 0; i < 16; i++) v[i * st] *= sg[i];   /* M = H16 · D: D first */
+            wht16(v, st);
+            if (inverse) for (int i = 0; i < 16; i++) v[i * st] *= sg[i];
+        }
+}
+
+/* ---------------------------------------------------------------- operands */
+
+int qs_llm_fakeq_tiles16(const qs_apply *a0, float *x, size_t rows, size_t cols, qs_err *e)
+{
+    if (a0->f->block == 1 || a0->cscale || a0->gran != QS_GRAN_BLOCK)
+        return qs_fail(e, "format %s: 16x16 tiles need a block format", a0->f->name);
+    qs_apply a = *a0;
+    a.axis = 1;
+    if (a.f->has_tensor_scale && !(a.o.tensor_scale > 0)) {   /* as qs_format_apply: finite absmax */
+        float m = 0;
+        for (size_t i = 0; i < rows * cols; i++) {
+            float v = fabsf(x[i]);
+            if (v > m && v != INFINITY) m = v;
+        }
+        a.o.tensor_scale = m;
+    }
+    float buf[256];
+    for (size_t r0 = 0; r0 < rows; r0 += 16)
+        for (size_t c0 = 0; c0 < cols; c0 += 16) {
+            size_t h = rows - r0 < 16 ? rows - r0 : 16, w = cols - c0 < 16 ? cols - c0 : 16;
+            for (size_t i = 0; i < h; i++) memcpy(buf + i * w, x + (r0 + i) * cols + c0, w * sizeof(float));
+            a.o.block = (int)(h * w);
+            a.o.index0 = a0->o.index0 + r0 * cols + c0 * 16;   /* distinct SR counters per tile */
+            if (qs_fakeq_matrix(&a, buf, 1, h * w, buf, e)) return -1;
+            for (size_t i = 0; i < h; i++) memcpy(x + (r0 + i) * cols + c0, buf + i * w, w * sizeof(float));
+        }
+    return 0;
+}
+
+int qs_llm_recipe_operand(const qs_llm_recipe *r, int op, const float *x, size_t rows, size_t cols, uint64_t call,
+                          float *y, qs_err *e)
+{
+    if ((unsigned)op >= QS_OP_COUNT) return qs_fail(e, "no training operand %d", op);
+    const qs_llm_slot *sl = &r->op[op];
+    uint64_t cs = qs_llm_recipe_call_seed(r->seed, call);
+    if (y != x) memcpy(y, x, rows * cols * sizeof(float));
+    if (sl->on && sl->rht) qs_llm_rht16(y, rows, cols, op_axis[op], cs, 0);
+    if (!sl->on) return 0;
+    qs_apply a = sl->a;
+    if (a.gran == QS_GRAN_BLOCK) a.axis = op_axis[op];
+    if (sl->sr) {
+        a.o.round = QS_RND_SR;
+        a.o.seed = mix(cs + (uint64_t)op + 1);   /* the two operands of a GEMM draw apart */
+        a.o.index0 = 0;
+    }
+    if (sl->tile2d) return qs_llm_fakeq_tiles16(&a, y, rows, cols, e);
+    return qs_fakeq_matrix(&a, y, rows, cols, y, e);
+}
+
+int qs_llm_recipe_check(const qs_llm_recipe *r, qs_err *e)
+{
+    for (int i = 0; i < QS_OP_COUNT; i++) {
+        const qs_llm_slot *sl = &r->op[i];
+        if (!sl->on) {
+            if (sl->rht) return qs_fail(e, "recipe %s: %s has a Hadamard transform but no format", r->name, op_names[i]);
+            continue;
+        }
+        if (!sl->a.f) return qs_fail(e, "recipe %s: %s has no format", r->name, op_names[i]);
+        qs_qopts o = sl->a.o;
+        if (sl->sr) o.round = QS_RND_SR;
+        qs_err sub = {{0}};
+        if (qs_qopts_check(sl->a.f, &o, &sub))
+            return qs_fail(e, "recipe %s: %s (%s): %.400s", r->name, op_names[i], sl->a.f->name, sub.msg);
+        if (sl->tile2d && (sl->a.f->block == 1 || sl->a.cscale || sl->a.gran != QS_GRAN_BLOCK))
+            return qs_fail(e, "recipe %s: %s: 16x16 tiles need a block format (%s is not)", r->name, op_names[i],
+                           sl->a.f->name);
+        if (sl->a.cscale && !(qs_cast_scale_target(sl->a.f) > 0))
+            return qs_fail(e, "recipe %s: %s: format %s takes no scale=", r->name, op_names[i], sl->a.f->name);
+    }
+    if (r->op[QS_OP_FWD_X].rht || r->op[QS_OP_FWD_W].rht)
+        return qs_fail(e, "recipe %s: a Hadamard transform on the forward operands is not supported", r->name);
+    for (int g = QS_OP_DGRAD_DY; g <= QS_OP_WGRAD_DY; g += 2)
+        if (!r->op[g].rht != !r->op[g + 1].rht)
+            return qs_fail(e, "recipe %s: the Hadamard transform must be on both %s and %s (the same signs keep the "
+                           "product)", r->name, op_names[g], op_names[g + 1]);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- presets */
+
+static int slot(qs_llm_recipe *r, int op, const char *fmt, int cscale, qs_scale_rule rule, int sr, int rht, qs_err *e)
+{
+    const qs_format *f = qs_format_find(fmt);
+    if (!f) return qs_fail(e, "recipe %s: format %s is not in the registry", r->name, fmt);
+    qs_llm_slot *sl = &r->op[op];
+    memset(sl, 0, sizeof *sl);
+    sl->on = 1;
+    sl->a.f = f;
+    sl->a.gran = QS_GRAN_BLOCK;
+    sl->a.axis = op_axis[op];
+    sl->a.cscale = cscale;
+    sl->a.o.scale_rule = rule;
+    sl->a.o.sat = cscale != 0;   /* scaled FP8 casts saturate (TE's satfinite) */
+    sl->sr = sr;
+    sl->rht = rht;
+    return 0;
+}
+
+static int all(qs_llm_recipe *r, const char *fmt, int cscale, qs_scale_rule rule, qs_err *e)
+{
+    for (int i = 0; i < QS_OP_COUNT; i++)
+        if (slot(r, i, fmt, cscale, rule, 0, 0, e)) return -1;
+    return 0;
+}
+
+int qs_llm_recipe_preset(const char *name, qs_llm_recipe *r, qs_err *e)
+{
+    memset(r, 0, sizeof *r);
+    snprintf(r->name, sizeof r->name, "%s", name);
+    r->seed = 0x5EEDULL;
+    int rc;
+    if (!strcmp(name, "fp32")) rc = 0;
+    else if (!strcmp(name, "bf16")) rc = all(r, "bf16", 0, QS_SCALE_FLOOR, e);
+    else if (!strcmp(name, "fp8-hybrid")) {   /* TE Float8CurrentScaling, HYBRID: E4M3 forward, E5M2 gradients */
+        rc = all(r, "fp8_e4m3", QS_CSCALE_TENSOR, QS_SCALE_FLOOR, e);
+        if (!rc) rc = slot(r, QS_OP_DGRAD_DY, "fp8_e5m2", QS_CSCALE_TENSOR, QS_SCALE_FLOOR, 0, 0, e);
+        if (!rc) rc = slot(r, QS_OP_WGRAD_DY, "fp8_e5m2", QS_CSCALE_TENSOR, QS_SCALE_FLOOR, 0, 0, e);
+    } else if (!strcmp(name, "mxfp8")) rc = all(r, "mxfp8_e4m3", 0, QS_SCALE_RCEIL, e);   /* TE MXFP8BlockScaling */
+    else if (!strcmp(name, "mxfp4")) rc = all(r, "mxfp4", 0, QS_SCALE_FLOOR, e);          /* OCP / microxcaling */
+    else if (!strcmp(name, "nvfp4") || !strcmp(name, "nvfp4-1d")) {   /* TE NVFP4BlockScaling */
+        rc = all(r, "nvfp4", 0, QS_SCALE_FLOOR, e);
+        r->op[QS_OP_FWD_W].tile2d = r->op[QS_OP_DGRAD_W].tile2d = !strcmp(name, "nvfp4");   /* 16x16 weights */
+        if (!rc) rc = slot(r, QS_OP_DGRAD_DY, "nvfp4", 0, QS_SCALE_FLOOR, 1, 0, e);
+        if (!rc) rc = slot(r, QS_OP_WGRAD_DY, "nvfp4", 0, QS_SCALE_FLOOR, 1, 1, e);
+        if (!rc) rc = slot(r, QS_OP_WGRAD_X, "nvfp4", 0, QS_SCALE_FLOOR, 0, 1, e);
+    } else if (!strcmp(name, "hif4")) rc = all(r, "hif4", 0, QS_SCALE_FLOOR, e);
+    else if (!strcmp(name, "hif8")) rc = all(r, "hif8", QS_CSCALE_TENSOR, QS_SCALE_FLOOR, e);
+    else return qs_fail(e, "unknown training recipe '%s' (known: %s)", name, QS_LLM_RECIPE_PRESETS);
+    if (rc) return -1;
+    return qs_llm_recipe_check(r, e);
+}

@@ -1,0 +1,79 @@
+/*
+** Low-precision training recipes (issue 26, item 3): which registry format each of the six operands
+** of a linear layer's three GEMMs goes through.
+**   forward          Y  = X · Wᵀ    fwd.x   (tokens x in)  blocks along columns (reduction over in)
+**                                   fwd.w   (out x in)     blocks along columns (reduction over in)
+**   input gradient   dX = dY · W    dgrad.dy (tokens x out) blocks along columns (reduction over out)
+**                                   dgrad.w  (out x in)     blocks along ROWS    (reduction over out)
+**   weight gradient  dW = dYᵀ · X   wgrad.dy (tokens x out) blocks along ROWS    (reduction over tokens)
+**                                   wgrad.x  (tokens x in)  blocks along ROWS    (reduction over tokens)
+** Every operand is quantized from the high-precision tensor (no double quantization), by the
+** registry's fake quantization (qs_format_apply); a slot may ask for stochastic rounding (a fresh
+** counter-based seed per GEMM call) and for a 16-point random Hadamard transform along the reduction
+** dimension (applied to BOTH operands of that GEMM with the same signs, so the product is unchanged in
+** exact arithmetic).  kernels/llm_train.c runs the recipe (qs_llm_train_state_set_recipe); docs/train.md
+** lists the presets, their sources and what stays FP32.
+*/
+#ifndef QS_LLM_RECIPE_H
+#define QS_LLM_RECIPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "format_apply.h"
+#include "qs_err.h"
+
+typedef enum qs_llm_operand {
+    QS_OP_FWD_X = 0, QS_OP_FWD_W, QS_OP_DGRAD_DY, QS_OP_DGRAD_W, QS_OP_WGRAD_DY, QS_OP_WGRAD_X, QS_OP_COUNT
+} qs_llm_operand;
+
+typedef struct qs_llm_slot {
+    int on;          /* 0: the operand stays FP32 */
+    qs_apply a;      /* format and options; the block axis is set by the slot (granularity BLOCK) */
+    int sr;          /* stochastic rounding with a per-call seed (the format must support QS_RND_SR) */
+    int rht;         /* 16-point random Hadamard transform along the reduction dimension */
+    int tile2d;      /* block formats: one scale per 16x16 tile (TE's NVFP4 weights) instead of 1-D blocks;
+                     ** the same quantized matrix whichever the axis, so fwd.w and dgrad.w agree */
+} qs_llm_slot;
+
+typedef struct qs_llm_recipe {
+    char name[32];
+    qs_llm_slot op[QS_OP_COUNT];
+    uint64_t seed;   /* of the SR draws and the RHT signs */
+    int head;        /* 1: the output projection (logits) is quantized too; 0: it stays FP32 */
+} qs_llm_recipe;
+
+const char *qs_llm_operand_name(int op);          /* "fwd.x", ... "wgrad.x" */
+int qs_llm_operand_parse(const char *s, int *op);
+/* The block axis (qs_apply.axis) of the slot: 1 along columns, 0 along rows. */
+int qs_llm_operand_axis(int op);
+
+/* Presets: QS_LLM_RECIPE_PRESETS (docs/train.md, "Recipes"); nvfp4-1d is nvfp4 with 1x16 weight blocks. */
+#define QS_LLM_RECIPE_PRESETS "fp32, bf16, fp8-hybrid, mxfp8, mxfp4, nvfp4, nvfp4-1d, hif4, hif8"
+int qs_llm_recipe_preset(const char *name, qs_llm_recipe *r, qs_err *e);
+
+/* Every slot's options valid for its format, SR supported where asked, RHT on both or neither operand
+** of a GEMM (only dgrad and wgrad may use it: the forward's W would need it too). */
+int qs_llm_recipe_check(const qs_llm_recipe *r, qs_err *e);
+
+/* y (rows x cols) = the slot's quantization of x along the slot's axis; call numbers the GEMM call
+** (SR seed and RHT signs derive from r->seed and call).  With RHT, y is the transformed operand
+** quantized.  y may equal x.  An `off` slot copies x. */
+int qs_llm_recipe_operand(const qs_llm_recipe *r, int op, const float *x, size_t rows, size_t cols, uint64_t call,
+                          float *y, qs_err *e);
+
+/* In place: x (rows x cols) times the block-diagonal orthogonal M = diag(H16 · D) along axis (1: within
+** each row, blocks of 16 columns; 0: down each column, blocks of 16 rows), H16 the normalised
+** Sylvester Hadamard matrix, D 16 random signs of seed shared by every block (as TE).  inverse
+** applies Mᵀ = D · H16.  A final partial block (length not a multiple of 16) is left unchanged. */
+void qs_llm_rht16(float *x, size_t rows, size_t cols, int axis, uint64_t seed, int inverse);
+
+/* In place: x (rows x cols) fake-quantized with one block per 16x16 tile (edge tiles smaller), each tile
+** a run of the registry's format with block = the tile's size; a per-tensor scale (NVFP4) is the absmax of
+** the whole matrix. */
+int qs_llm_fakeq_tiles16(const qs_apply *a, float *x, size_t rows, size_t cols, qs_err *e);
+
+/* The per-call seed both operands of one GEMM share. */
+uint64_t qs_llm_recipe_call_seed(uint64_t seed, uint64_t call);
+
+#endif
