@@ -5,17 +5,20 @@
 ** kernels/llm_adamw.h; the writer store/llm_save_hf.h.  No recipes and no database storage yet.
 */
 #include <dirent.h>
+#include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "../../analysis/llm_text.h"
 #include "../../analysis/train_loop.h"
+#include "../../kernels/llm_train.h"
 #include "../../store/llm_load.h"
 #include "../../store/llm_save_hf.h"
 
@@ -146,6 +149,21 @@ static int read_tokens(const char *const *paths, int n, const qs_llm_file *tok, 
     return 0;
 }
 
+/* Bytes a run needs: weights, gradients and two AdamW moments (4 P floats) plus the training state.
+** Refused beyond the machine's physical memory, before anything that large is allocated. */
+static int check_memory(const qs_llm_cfg *c, int tied, int bias, const qs_train_opts *t, qs_err *e)
+{
+    double d = c->dim, q = (double)c->n_head * c->head_dim, kv = (double)c->n_kv_head * c->head_dim;
+    double P = (double)c->vocab * d * (tied ? 1 : 2) + d +
+               c->n_layer * (2 * d + 2 * q * d + 2 * kv * d + 3.0 * c->ffn * d + (bias ? q + 2 * kv : 0));
+    double need = 4.0 * (4 * P + (double)qs_llm_train_state_floats(c, t->batch, t->T));
+    double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    if (have > 0 && need > have)
+        return qs_fail(e, "training this model (%.3g parameters, batch %d, ctx %d) needs %.3g GB, more than the "
+                          "machine's %.3g GB", P, t->batch, t->T, need / 1e9, have / 1e9);
+    return 0;
+}
+
 /* The model to train: --init, or a new one of the options' shape (tied embeddings, rotate_half RoPE). */
 static int make_model(const opts *o, int vocab, qs_llm_file *init, qs_llm_model *m, qs_err *e)
 {
@@ -161,7 +179,7 @@ static int make_model(const opts *o, int vocab, qs_llm_file *init, qs_llm_model 
                     .n_kv_head = o->kv_heads ? o->kv_heads : heads, .head_dim = dim / heads,
                     .ffn = o->ffn ? o->ffn : 4 * dim, .vocab = vocab, .ctx = o->t.T, .rope_base = 10000.0f,
                     .eps = 1e-5f, .rope_neox = 1};
-    if (qs_llm_alloc(m, &c, 1, e)) return -1;
+    if (qs_llm_cfg_check(&c, e) || check_memory(&c, 1, 0, &o->t, e) || qs_llm_alloc(m, &c, 1, e)) return -1;
     qs_train_init(m, o->t.seed);
     return 0;
 }
@@ -215,6 +233,11 @@ int qs_cmd_train(qs_cli *cli, int argc, char **argv)
                           .lr = 1e-3, .min_frac = 0.1, .clip = 1.0, .adam = {0.9, 0.95, 1e-8, 0.1}, .seed = 0};
     int rc = parse(argc, argv, &o);
     if (rc) return rc;
+    if (o.out) {   /* a bad --out is found before the training, not after */
+        struct stat st;
+        if (mkdir(o.out, 0777) && errno != EEXIST) return qs_cli_error(QS_EXIT_ERR, "%s: cannot create: %s", o.out, strerror(errno));
+        if (stat(o.out, &st) || !S_ISDIR(st.st_mode)) return qs_cli_error(QS_EXIT_ERR, "%s: not a directory", o.out);
+    }
     const char *val_path = o.val_text ? o.val_text : QS_LLM_DEFAULT_TEXT;
     if (!o.ntext && (rc = default_texts(&o))) return rc;
     qs_err e = {{0}};
@@ -243,6 +266,7 @@ int qs_cmd_train(qs_cli *cli, int argc, char **argv)
         goto out;
     }
     if (o.t.T > m.c.ctx) { rc = qs_cli_usage(CMD, "--ctx %d exceeds the model's context %d", o.t.T, m.c.ctx); goto out; }
+    if (o.init && check_memory(&m.c, m.output == m.tok_embd, m.bias_arena != NULL, &o.t, &e)) goto out;
     if (read_tokens(o.text, o.ntext, tok, &train, &ntrain, &e) || read_tokens(&val_path, 1, tok, &val, &nval, &e))
         goto out;
     if (!(rec = calloc((size_t)o.t.steps, sizeof *rec))) { qs_fail(&e, "out of memory"); goto out; }

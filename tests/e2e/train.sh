@@ -76,5 +76,7 @@ refuses "--dim not a multiple of --heads" 1 "multiple of --heads" $QS train "${T
 refuses "a text shorter than ctx+1 tokens" 1 "fewer than ctx" $QS train "${TR[@]}" --val-text "$FIX/llm/tiny_ids.txt" --ctx 4000
 refuses "--init with a shape option" 2 "--init takes the model's shape" $QS train --init "$TG" --layers 2 --text "$T/train.txt" --val-text "$T/val.txt"
 refuses "no text and no make data" 2 "make data" bash -c "cd $T && $QS train"
+refuses "a model larger than the machine's memory, before allocating it" 1 "needs .* GB, more than" $QS train "${TR[@]}" --layers 256 --dim 8192
+refuses "--out naming a file, before training" 1 "passwd: not a directory" $QS train "${TR[@]}" --steps 100000 --out /etc/passwd
 refuses "--lr 0" 2 "--lr" $QS train "${TR[@]}" --lr 0
 done_testing
