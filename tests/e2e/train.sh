@@ -54,6 +54,11 @@ else
 fi
 ok "llm eval loads the checkpoint" $QS llm eval --model "$T/ck" --text "$T/val.txt" --ctx 32 --chunks 2 --json
 ok "llm generate loads the checkpoint" $QS llm generate --model "$T/ck" --prompt "The quick" --tokens 16 --greedy --seqs 1 --prompts 1
+ok "--tokenizer a checkpoint directory, --init a checkpoint" $QS train "${TR[@]}" --steps 2 --tokenizer "$T/ck" --out "$T/ck2"
+check "its tokenizer.json is copied" "cmp -s $T/ck/tokenizer.json $T/ck2/tokenizer.json"
+ok "--init continues from the checkpoint (bytes)" $QS train --init "$T/ck" --text "$T/train.txt" --val-text "$T/val.txt" --ctx 32 --steps 2 --val-seqs 8 --json
+check "--init starts from the trained model's validation loss" \
+  "$PY -c 'import json,sys; a=json.load(open(sys.argv[1]))[\"final_val_loss\"]; b=json.load(open(sys.argv[2]))[\"initial_val_loss\"]; print(a,b); sys.exit(abs(a-b)>1e-9)' $T/run1.json $T/out"
 
 # --init of a llama GGUF (adjacent-pair RoPE): a step at lr 1e-30 leaves the weights; the checkpoint
 # (rotate_half rows) must give the GGUF's logits
