@@ -1,8 +1,8 @@
 /*
 ** `qscope train`: train a small Llama-architecture model in FP32 (issue 26, second part) from scratch
 ** or from --init MODEL, on byte-level or a model's tokens, and write a Hugging Face checkpoint that
-** `llm eval/generate/logits --model DIR` load.  The loop is analysis/train_loop.h; the optimizer
-** kernels/llm_adamw.h; the writer store/llm_save_hf.h.  No recipes and no database storage yet.
+** `llm eval/generate/logits --model DIR` load.  The work is analysis/train_service.h (loop:
+** train_loop.h; optimizer: kernels/llm_adamw.h; writer: store/llm_save_hf.h).  No recipes and no database storage yet.
 */
 #include <dirent.h>
 #include <errno.h>
@@ -16,11 +16,8 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "../../analysis/llm_text.h"
-#include "../../analysis/train_loop.h"
-#include "../../kernels/llm_train.h"
+#include "../../analysis/train_service.h"
 #include "../../store/llm_load.h"
-#include "../../store/llm_save_hf.h"
 
 #define CMD "train"
 #define MAX_TEXTS 256
@@ -122,68 +119,6 @@ static int default_texts(opts *o)
     return 0;
 }
 
-/* Append the tokens of each file to *ids (bytes when tok is NULL). */
-static int read_tokens(const char *const *paths, int n, const qs_llm_file *tok, int32_t **ids, size_t *nids, qs_err *e)
-{
-    for (int i = 0; i < n; i++) {
-        char *text = NULL, hash[33];
-        size_t tlen = 0;
-        int32_t *t = NULL;
-        int nt = 0;
-        if (qs_eval_read_text(paths[i], &text, &tlen, hash, e)) return -1;
-        if (tok) {
-            if (qs_eval_text_ids(paths[i], tok, text, tlen, &t, &nt, e)) { free(text); return -1; }
-        } else {
-            t = malloc((tlen ? tlen : 1) * sizeof *t);
-            for (size_t k = 0; t && k < tlen; k++) t[k] = (unsigned char)text[k];
-            nt = (int)tlen;
-        }
-        free(text);
-        int32_t *grown = t ? realloc(*ids, (*nids + (size_t)nt + 1) * sizeof **ids) : NULL;
-        if (!grown) { free(t); return qs_fail(e, "out of memory for the tokens of %s", paths[i]); }
-        memcpy(grown + *nids, t, (size_t)nt * sizeof *t);
-        *ids = grown;
-        *nids += (size_t)nt;
-        free(t);
-    }
-    return 0;
-}
-
-/* Bytes a run needs: weights, gradients and two AdamW moments (4 P floats) plus the training state.
-** Refused beyond the machine's physical memory, before anything that large is allocated. */
-static int check_memory(const qs_llm_cfg *c, int tied, int bias, const qs_train_opts *t, qs_err *e)
-{
-    double d = c->dim, q = (double)c->n_head * c->head_dim, kv = (double)c->n_kv_head * c->head_dim;
-    double P = (double)c->vocab * d * (tied ? 1 : 2) + d +
-               c->n_layer * (2 * d + 2 * q * d + 2 * kv * d + 3.0 * c->ffn * d + (bias ? q + 2 * kv : 0));
-    double need = 4.0 * (4 * P + (double)qs_llm_train_state_floats(c, t->batch, t->T));
-    double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    if (have > 0 && need > have)
-        return qs_fail(e, "training this model (%.3g parameters, batch %d, ctx %d) needs %.3g GB, more than the "
-                          "machine's %.3g GB", P, t->batch, t->T, need / 1e9, have / 1e9);
-    return 0;
-}
-
-/* The model to train: --init, or a new one of the options' shape (tied embeddings, rotate_half RoPE). */
-static int make_model(const opts *o, int vocab, qs_llm_file *init, qs_llm_model *m, qs_err *e)
-{
-    if (o->init) {
-        if (qs_llm_load(o->init, init, e)) return -1;
-        *m = init->m;
-        memset(&init->m, 0, sizeof init->m);
-        return 0;
-    }
-    int heads = o->heads ? o->heads : 4, dim = o->dim ? o->dim : 64;
-    if (dim % heads) return qs_fail(e, "--dim %d is not a multiple of --heads %d", dim, heads);
-    qs_llm_cfg c = {.n_layer = o->layers ? o->layers : 2, .dim = dim, .n_head = heads,
-                    .n_kv_head = o->kv_heads ? o->kv_heads : heads, .head_dim = dim / heads,
-                    .ffn = o->ffn ? o->ffn : 4 * dim, .vocab = vocab, .ctx = o->t.T, .rope_base = 10000.0f,
-                    .eps = 1e-5f, .rope_neox = 1};
-    if (qs_llm_cfg_check(&c, e) || check_memory(&c, 1, 0, &o->t, e) || qs_llm_alloc(m, &c, 1, e)) return -1;
-    qs_train_init(m, o->t.seed);
-    return 0;
-}
-
 static int progress(void *ctx, const qs_train_rec *r)
 {
     const opts *o = ctx;
@@ -197,10 +132,10 @@ static int progress(void *ctx, const qs_train_rec *r)
 
 static json_t *num(double x) { return isfinite(x) ? json_real(x) : json_null(); }
 
-static void print_json(const opts *o, const qs_llm_model *m, size_t ntrain, size_t nval, double val0,
-                       const qs_train_rec *rec)
+static void print_json(const opts *o, const qs_train_result *res)
 {
-    const qs_llm_cfg *c = &m->c;
+    const qs_llm_cfg *c = &res->m.c;
+    const qs_train_rec *rec = res->rec;
     json_t *steps = json_array();
     for (int i = 0; i < o->t.steps; i++) {
         json_t *r = json_pack("{s:i,s:o,s:o,s:o,s:o}", "step", rec[i].step, "train_loss", num(rec[i].train_loss),
@@ -212,16 +147,24 @@ static void print_json(const opts *o, const qs_llm_model *m, size_t ntrain, size
                           "s:o,s:o,s:o,s:s?}",
                           "model", "layers", c->n_layer, "dim", c->dim, "heads", c->n_head, "kv_heads", c->n_kv_head,
                           "head_dim", c->head_dim, "ffn", c->ffn, "vocab", c->vocab, "ctx", c->ctx, "tokenizer",
-                          o->tokenizer ? o->tokenizer : o->init && c->vocab != 256 ? o->init : "bytes",
-                          "train_tokens", (json_int_t)ntrain, "val_tokens", (json_int_t)nval, "options", "batch",
+                          res->bytes ? "bytes" : o->tokenizer ? o->tokenizer : o->init, "train_tokens",
+                          (json_int_t)res->ntrain, "val_tokens", (json_int_t)res->nval, "options", "batch",
                           o->t.batch, "steps", o->t.steps, "accum", o->t.accum, "warmup", o->t.warmup, "lr", o->t.lr,
                           "min_lr", o->t.min_frac, "wd", o->t.adam.wd, "clip", o->t.clip, "seed", (json_int_t)o->t.seed,
-                          "initial_val_loss", num(val0), "final_val_loss", num(rec[o->t.steps - 1].val_loss), "steps",
+                          "initial_val_loss", num(res->val0), "final_val_loss", num(rec[o->t.steps - 1].val_loss), "steps",
                           steps, "out", o->out);
     char *s = json_dumps(j, JSON_INDENT(1));
     if (s) puts(s);
     free(s);
     json_decref(j);
+}
+
+static void start(void *ctx, const qs_llm_cfg *c, size_t ntrain, size_t nval)
+{
+    const opts *o = ctx;
+    if (!o->json)
+        printf("train: %d layers, dim %d, %d/%d heads, ffn %d, vocab %d, ctx %d; %zu training tokens, %zu validation\n",
+               c->n_layer, c->dim, c->n_head, c->n_kv_head, c->ffn, c->vocab, o->t.T, ntrain, nval);
 }
 
 int qs_cmd_train(qs_cli *cli, int argc, char **argv)
@@ -238,60 +181,17 @@ int qs_cmd_train(qs_cli *cli, int argc, char **argv)
         if (mkdir(o.out, 0777) && errno != EEXIST) return qs_cli_error(QS_EXIT_ERR, "%s: cannot create: %s", o.out, strerror(errno));
         if (stat(o.out, &st) || !S_ISDIR(st.st_mode)) return qs_cli_error(QS_EXIT_ERR, "%s: not a directory", o.out);
     }
-    const char *val_path = o.val_text ? o.val_text : QS_LLM_DEFAULT_TEXT;
     if (!o.ntext && (rc = default_texts(&o))) return rc;
+    qs_train_job j = {.tokenizer = o.tokenizer, .init = o.init, .out = o.out, .text = o.text, .ntext = o.ntext,
+                      .val_text = o.val_text ? o.val_text : QS_LLM_DEFAULT_TEXT, .layers = o.layers, .dim = o.dim,
+                      .heads = o.heads, .kv_heads = o.kv_heads, .ffn = o.ffn, .t = o.t, .start = start,
+                      .step = progress, .ctx = &o};
+    qs_train_result r;
     qs_err e = {{0}};
-    qs_llm_file tokf, initf;
-    memset(&tokf, 0, sizeof tokf);
-    memset(&initf, 0, sizeof initf);
-    qs_llm_model m;
-    memset(&m, 0, sizeof m);
-    int32_t *train = NULL, *val = NULL;
-    size_t ntrain = 0, nval = 0;
-    qs_train_rec *rec = NULL;
-    const qs_llm_file *tok = NULL;
-    rc = QS_EXIT_ERR;
-    if (o.tokenizer) {
-        if (qs_llm_load(o.tokenizer, &tokf, &e)) goto out;
-        if (tokf.v.n <= 0) { qs_fail(&e, "%s: the model has no vocabulary", o.tokenizer); goto out; }
-        tok = &tokf;
-    }
-    if (make_model(&o, tok ? tokf.m.c.vocab : 256, &initf, &m, &e)) goto out;
-    if (o.init && !tok && m.c.vocab != 256) {
-        if (initf.v.n <= 0) { qs_fail(&e, "%s: vocabulary of %d but no tokenizer (give --tokenizer)", o.init, m.c.vocab); goto out; }
-        tok = &initf;
-    }
-    if (tok && tok->m.c.vocab && tok->m.c.vocab != m.c.vocab) {
-        qs_fail(&e, "%s: vocabulary of %d tokens, the model has %d", o.tokenizer, tok->m.c.vocab, m.c.vocab);
-        goto out;
-    }
-    if (o.t.T > m.c.ctx) { rc = qs_cli_usage(CMD, "--ctx %d exceeds the model's context %d", o.t.T, m.c.ctx); goto out; }
-    if (o.init && check_memory(&m.c, m.output == m.tok_embd, m.bias_arena != NULL, &o.t, &e)) goto out;
-    if (read_tokens(o.text, o.ntext, tok, &train, &ntrain, &e) || read_tokens(&val_path, 1, tok, &val, &nval, &e))
-        goto out;
-    if (!(rec = calloc((size_t)o.t.steps, sizeof *rec))) { qs_fail(&e, "out of memory"); goto out; }
-    double val0 = NAN;
-    if (!o.json)
-        printf("train: %d layers, dim %d, %d/%d heads, ffn %d, vocab %d, ctx %d; %zu training tokens, %zu validation\n",
-               m.c.n_layer, m.c.dim, m.c.n_head, m.c.n_kv_head, m.c.ffn, m.c.vocab, o.t.T, ntrain, nval);
-    if (qs_train_run(&m, train, ntrain, val, nval, &o.t, &val0, rec, progress, &o, &e)) goto out;
-    if (o.out) {
-        /* tokenizer.json: copied from a Hugging Face directory, written for bytes, else none */
-        const char *src = o.tokenizer ? o.tokenizer : o.init;
-        char tj[4200];
-        snprintf(tj, sizeof tj, "%s/tokenizer.json", src ? src : ".");
-        qs_llm_save_tok st = {tok && access(tj, F_OK) == 0 ? src : NULL, !tok, tok ? tok->v.bos : -1, tok ? tok->v.eos : -1};
-        if (qs_llm_save_hf(o.out, &m, &st, &e)) goto out;
-    }
-    if (o.json) print_json(&o, &m, ntrain, nval, val0, rec);
-    else printf("validation loss %.4f -> %.4f%s%s\n", val0, rec[o.t.steps - 1].val_loss, o.out ? "; checkpoint " : "",
+    if (qs_train_job_run(&j, &r, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
+    if (o.json) print_json(&o, &r);
+    else printf("validation loss %.4f -> %.4f%s%s\n", r.val0, r.rec[o.t.steps - 1].val_loss, o.out ? "; checkpoint " : "",
                 o.out ? o.out : "");
-    rc = QS_EXIT_OK;
-out:
-    if (rc == QS_EXIT_ERR) qs_cli_err(rc, &e);
-    free(rec); free(train); free(val);
-    qs_llm_free(&m);
-    qs_llm_file_free(&tokf);
-    qs_llm_file_free(&initf);
-    return rc;
+    qs_train_result_free(&r);
+    return QS_EXIT_OK;
 }
