@@ -83,5 +83,10 @@ refuses "--init with a shape option" 2 "--init takes the model's shape" $QS trai
 refuses "no text and no make data" 2 "make data" bash -c "cd $T && $QS train"
 refuses "a model larger than the machine's memory, before allocating it" 1 "needs .* GB, more than" $QS train "${TR[@]}" --layers 256 --dim 8192
 refuses "--out naming a file, before training" 1 "passwd: not a directory" $QS train "${TR[@]}" --steps 100000 --out /etc/passwd
+mkdir -p "$T/md/data/text"
+cp "$T/train.txt" "$T/md/data/text/a.txt"; head -c 3000 "$T/train.txt" > "$T/md/data/text/b.txt"; cp "$T/val.txt" "$T/md/data/text/persuasion.txt"
+ok "defaults: make data's texts, persuasion.txt held out" bash -c "cd $T/md && $QS train --ctx 16 --steps 1 --json"
+check "training tokens: a.txt + b.txt; validation: persuasion.txt" \
+  "$PY -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(not (j[\"train_tokens\"]==$(cat "$T/train.txt" | wc -c)+3000 and j[\"val_tokens\"]==$(cat "$T/val.txt" | wc -c)))' $T/out"
 refuses "--lr 0" 2 "--lr" $QS train "${TR[@]}" --lr 0
 done_testing
