@@ -117,6 +117,7 @@ int qs_cmd_claims(qs_cli *, int, char **);
 int qs_cmd_llm_text(qs_cli *, int, char **);
 int qs_cmd_llm_eval(qs_cli *, int, char **);
 int qs_cmd_llm_sens(qs_cli *, int, char **);
+int qs_cmd_train(qs_cli *, int, char **);
 /* Read an evaluation text (bytes and their xxh3-128 hash), and tokenize it as `llm eval` does: with
 ** BOS first when the vocabulary adds it (app/cli/cmd_llm_eval.c). */
 struct qs_llm_file;

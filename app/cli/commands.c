@@ -367,6 +367,31 @@ const qs_command qs_commands[] = {
      "                      <|im_start|>assistant\\n, ...user\\n, ...system\\n\n"
      "  --seed S            sampling seed (default 0);  --name RUN  run name;  --prefix P  capture\n"
      "                      tensor prefix (default llm-act);  --json  score summary as JSON", 0},
+    {"train", "[--text FILE...] [--val-text FILE] [--tokenizer MODEL | --init MODEL] [shape] [options] [--out DIR]",
+     "train a small Llama-architecture model in FP32 (AdamW) and write a checkpoint",
+     "Trains from scratch (llm.c-style init) or from --init MODEL on byte-level tokens or the tokens of\n"
+     "--tokenizer MODEL, with AdamW (decay on matrices only), linear warm-up then cosine learning rate,\n"
+     "global gradient-norm clipping and gradient accumulation; FP32 only (no recipes, nothing stored in\n"
+     "the database yet).  Same options and --seed: bit-identical losses.  See docs/train.md.\n"
+     "\n"
+     "  --text FILE...      training text (default: make data's data/text/*.txt except persuasion.txt)\n"
+     "  --val-text FILE     held-out text for the validation loss (default data/text/persuasion.txt)\n"
+     "  --tokenizer MODEL   tokenize with this model's vocabulary (GGUF or HF directory); default: bytes\n"
+     "                      (vocab 256, token = byte), or --init's vocabulary\n"
+     "  --init MODEL        continue from a model (GGUF or HF directory; its shape is kept)\n"
+     "  --layers N --dim D --heads H --kv-heads K --ffn F   shape of a new model (default 2, 64, 4,\n"
+     "                      = heads, 4*dim; head_dim = dim/heads; tied embeddings)\n"
+     "  --ctx T             sequence length (default 64; a new model's context)\n"
+     "  --batch B           sequences per micro-batch (default 8);  --accum N  micro-batches per step (1)\n"
+     "  --steps N           optimizer steps (default 200)\n"
+     "  --lr X              peak learning rate (default 1e-3);  --warmup N  warm-up steps (default 20)\n"
+     "  --min-lr F          final learning rate as a fraction of --lr (default 0.1)\n"
+     "  --wd X              AdamW weight decay (default 0.1);  --clip X  gradient-norm clip (default 1, 0 = off)\n"
+     "  --eval-every N      validation loss every N steps (default 50; 0 = first and last only)\n"
+     "  --val-seqs K        validation windows of ctx+1 tokens, evenly spaced (default 16)\n"
+     "  --seed S            init and batch seed (default 0)\n"
+     "  --out DIR           write a Hugging Face checkpoint (config.json, model.safetensors, tokenizer.json)\n"
+     "  --json              the run as JSON, with a `steps` list of per-step records", qs_cmd_train, NULL, NULL, 0},
     {"tui", "[--formats LIST] [--no-mouse] [--ascii]", "open the workbench (also: qscope with no command, on a terminal)",
      "The interactive workbench: tensors, formats compared, error histograms, block-error heatmaps and\n"
      "the block inspector (every element's code bit by bit, in two formats side by side), RL runs and\n"

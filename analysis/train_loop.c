@@ -1,0 +1,166 @@
+/*
+** The FP32 training loop (see train_loop.h).
+*/
+#include "train_loop.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kernels/llm_train.h"
+#include "../kernels/qs_clock.h"
+
+/* splitmix64 finaliser: a counter-based generator, so every draw depends on (seed, counter) only. */
+static uint64_t mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+static uint64_t draw(uint64_t seed, uint64_t stream, uint64_t i) { return mix(mix(seed ^ mix(stream)) + i); }
+
+static double unit(uint64_t r) { return ((double)(r >> 11) + 0.5) / 9007199254740992.0; }   /* (0, 1) */
+
+static void fill_normal(float *p, size_t n, double sd, uint64_t seed, uint64_t stream)
+{
+    for (size_t i = 0; i < n; i++) {
+        double u1 = unit(draw(seed, stream, 2 * i)), u2 = unit(draw(seed, stream, 2 * i + 1));
+        p[i] = (float)(sd * sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+    }
+}
+
+static void fill_ones(float *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) p[i] = 1.0f;
+}
+
+void qs_train_init(qs_llm_model *m, uint64_t seed)
+{
+    const qs_llm_cfg *c = &m->c;
+    size_t d = (size_t)c->dim, q = qs_llm_q_dim(c), kv = (size_t)c->n_kv_head * (size_t)c->head_dim,
+           f = (size_t)c->ffn, V = (size_t)c->vocab;
+    double sd = 0.02, sdo = 0.02 / sqrt(2.0 * c->n_layer);
+    uint64_t s = 1;   /* one stream per tensor */
+    fill_normal(m->tok_embd, V * d, sd, seed, s++);
+    if (m->output != m->tok_embd) fill_normal(m->output, V * d, sd, seed, s++);
+    fill_ones(m->out_norm, d);
+    for (int l = 0; l < c->n_layer; l++) {
+        qs_llm_layer *L = &m->L[l];
+        fill_ones(L->attn_norm, d);
+        fill_ones(L->ffn_norm, d);
+        fill_normal(L->wq, q * d, sd, seed, s++);
+        fill_normal(L->wk, kv * d, sd, seed, s++);
+        fill_normal(L->wv, kv * d, sd, seed, s++);
+        fill_normal(L->wo, d * q, sdo, seed, s++);
+        fill_normal(L->w_gate, f * d, sd, seed, s++);
+        fill_normal(L->w_up, f * d, sd, seed, s++);
+        fill_normal(L->w_down, d * f, sdo, seed, s++);
+        if (L->bq) { memset(L->bq, 0, q * sizeof(float)); memset(L->bk, 0, kv * sizeof(float)); memset(L->bv, 0, kv * sizeof(float)); }
+    }
+}
+
+static int check_opts(const qs_train_opts *o, size_t ntrain, size_t nval, qs_err *e)
+{
+    if (o->batch < 1 || o->T < 1 || o->steps < 1 || o->accum < 1 || o->warmup < 0 || o->eval_every < 0 || o->val_seqs < 1)
+        return qs_fail(e, "training options out of range (batch %d, ctx %d, steps %d, accum %d, warmup %d)", o->batch,
+                       o->T, o->steps, o->accum, o->warmup);
+    if (!(o->lr > 0) || !(o->min_frac >= 0 && o->min_frac <= 1) || !(o->adam.wd >= 0) || isnan(o->clip))
+        return qs_fail(e, "learning rate %g, min fraction %g or weight decay %g out of range", o->lr, o->min_frac, o->adam.wd);
+    if (ntrain < (size_t)o->T + 1) return qs_fail(e, "training text has %zu tokens, fewer than ctx+1 = %d", ntrain, o->T + 1);
+    if (nval < (size_t)o->T + 1) return qs_fail(e, "validation text has %zu tokens, fewer than ctx+1 = %d", nval, o->T + 1);
+    return 0;
+}
+
+/* Copy window k of the validation windows (evenly spaced over val) into dst. */
+static void val_window(const int32_t *val, size_t nval, int T, int nw, int k, int32_t *dst)
+{
+    size_t span = nval - (size_t)T - 1, off = nw > 1 ? span * (size_t)k / (size_t)(nw - 1) : 0;
+    memcpy(dst, val + off, ((size_t)T + 1) * sizeof *dst);
+}
+
+static int val_loss(const qs_llm_model *m, qs_llm_train_state *s, int32_t *buf, const int32_t *val, size_t nval,
+                    const qs_train_opts *o, double *loss, qs_err *e)
+{
+    double sum = 0;
+    for (int k0 = 0; k0 < o->val_seqs; k0 += o->batch) {
+        int B = o->val_seqs - k0 < o->batch ? o->val_seqs - k0 : o->batch;
+        for (int b = 0; b < B; b++) val_window(val, nval, o->T, o->val_seqs, k0 + b, buf + (size_t)b * (o->T + 1));
+        double l;
+        if (qs_llm_loss_grad(m, s, buf, B, o->T, &l, NULL, e)) return -1;
+        sum += l * B;
+    }
+    *loss = sum / o->val_seqs;
+    return 0;
+}
+
+int qs_train_val_loss(const qs_llm_model *m, const int32_t *val, size_t nval, const qs_train_opts *o, double *loss,
+                      qs_err *e)
+{
+    if (check_opts(o, nval, nval, e)) return -1;
+    qs_llm_train_state *s = qs_llm_train_state_new(&m->c, o->batch, o->T, e);
+    int32_t *buf = malloc((size_t)o->batch * ((size_t)o->T + 1) * sizeof *buf);
+    int rc = !s || !buf ? (s ? qs_fail(e, "out of memory") : -1) : val_loss(m, s, buf, val, nval, o, loss, e);
+    free(buf);
+    qs_llm_train_state_free(s);
+    return rc;
+}
+
+/* The windows of micro-batch mb: batch random offsets in 0 .. ntrain-T-1. */
+static void train_batch(const int32_t *train, size_t ntrain, const qs_train_opts *o, uint64_t mb, int32_t *dst)
+{
+    uint64_t span = ntrain - (uint64_t)o->T;
+    for (int b = 0; b < o->batch; b++) {
+        uint64_t off = draw(o->seed, 0, mb * (uint64_t)o->batch + (uint64_t)b) % span;
+        memcpy(dst + (size_t)b * (o->T + 1), train + off, ((size_t)o->T + 1) * sizeof *dst);
+    }
+}
+
+int qs_train_run(qs_llm_model *m, const int32_t *train, size_t ntrain, const int32_t *val, size_t nval,
+                 const qs_train_opts *o, double *val0, qs_train_rec *rec, qs_train_cb cb, void *ctx, qs_err *e)
+{
+    if (check_opts(o, ntrain, nval, e)) return -1;
+    if (o->T > m->c.ctx) return qs_fail(e, "ctx %d exceeds the model's context %d", o->T, m->c.ctx);
+    int rc = -1;
+    qs_llm_grads g;
+    memset(&g, 0, sizeof g);
+    qs_adamw opt;
+    memset(&opt, 0, sizeof opt);
+    qs_llm_train_state *s = qs_llm_train_state_new(&m->c, o->batch, o->T, e);
+    int32_t *buf = malloc((size_t)o->batch * ((size_t)o->T + 1) * sizeof *buf);
+    if (!s) goto out;
+    if (!buf) { qs_fail(e, "out of memory"); goto out; }
+    if (qs_llm_grads_new(&g, m, e) || qs_adamw_new(&opt, m, e)) goto out;
+    if (val_loss(m, s, buf, val, nval, o, val0, e)) goto out;
+    for (int st = 0; st < o->steps; st++) {
+        double t0 = qs_now_s(), lsum = 0;
+        qs_llm_grads_zero(&g);
+        for (int a = 0; a < o->accum; a++) {
+            train_batch(train, ntrain, o, (uint64_t)st * (uint64_t)o->accum + (uint64_t)a, buf);
+            double l;
+            if (qs_llm_loss_grad(m, s, buf, o->batch, o->T, &l, &g, e)) goto out;
+            lsum += l;
+        }
+        /* the gradient of the mean loss over the accum micro-batches is g / accum */
+        double norm = qs_llm_grads_norm(&g) / o->accum, scale = 1.0 / o->accum;
+        if (!isfinite(norm)) { qs_fail(e, "step %d: the gradient is not finite (lower --lr?)", st + 1); goto out; }
+        if (o->clip > 0 && norm > o->clip) scale *= o->clip / norm;
+        double lr = qs_lr_schedule(st, o->steps, o->warmup, o->lr, o->min_frac);
+        if (qs_adamw_step(&opt, m, &g, scale, lr, &o->adam, e)) goto out;
+        double dt = qs_now_s() - t0;
+        qs_train_rec *r = &rec[st];
+        *r = (qs_train_rec){st + 1, lsum / o->accum, NAN, norm, lr,
+                            dt > 0 ? (double)o->accum * o->batch * o->T / dt : 0};
+        if ((o->eval_every > 0 && (st + 1) % o->eval_every == 0) || st + 1 == o->steps)
+            if (val_loss(m, s, buf, val, nval, o, &r->val_loss, e)) goto out;
+        if (cb && cb(ctx, r)) goto out;
+    }
+    rc = 0;
+out:
+    qs_adamw_free(&opt);
+    qs_llm_grads_free(&g);
+    qs_llm_train_state_free(s);
+    free(buf);
+    return rc;
+}

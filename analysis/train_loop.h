@@ -1,0 +1,53 @@
+/*
+** The FP32 training loop of `qscope train` (issue 26, second part): a model from scratch (llm.c-style
+** init) or loaded, deterministic batches from a token array, AdamW with warm-up + cosine schedule,
+** global gradient-norm clipping, gradient accumulation, and validation loss on fixed held-out batches.
+** Same inputs and seed give bit-identical losses and weights (one thread of loops; OpenBLAS sgemm
+** is deterministic for a fixed thread count and shape).
+*/
+#ifndef QS_TRAIN_LOOP_H
+#define QS_TRAIN_LOOP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../kernels/llm.h"
+#include "../kernels/llm_adamw.h"
+#include "../kernels/qs_err.h"
+
+typedef struct qs_train_opts {
+    int batch, T, steps, accum, warmup, eval_every, val_seqs;
+    double lr, min_frac, clip;     /* clip <= 0: no clipping */
+    qs_adamw_opts adam;
+    uint64_t seed;
+} qs_train_opts;
+
+typedef struct qs_train_rec {
+    int step;                      /* 1 .. steps */
+    double train_loss;             /* mean over the step's accum micro-batches */
+    double val_loss;               /* after the step; NAN when not measured at this step */
+    double grad_norm;              /* before clipping, of the mean gradient */
+    double lr, tok_s;
+} qs_train_rec;
+
+/* Weights of a model of shape c from seed: matrices ~ N(0, 0.02), the output projections of each
+** block (wo, w_down) scaled by 1/sqrt(2 n_layer) (GPT-2 / llm.c), RMSNorm weights 1.  Each value
+** depends on (seed, its index) only. */
+void qs_train_init(qs_llm_model *m, uint64_t seed);
+
+/* Mean next-token loss over the fixed validation windows of val (val_seqs windows of T+1 tokens,
+** evenly spaced). */
+int qs_train_val_loss(const qs_llm_model *m, const int32_t *val, size_t nval, const qs_train_opts *o, double *loss,
+                      qs_err *e);
+
+/* Called after every step; a non-zero return stops the run (then qs_train_run returns -1 with e set
+** by the callback). */
+typedef int (*qs_train_cb)(void *ctx, const qs_train_rec *r);
+
+/* Train m for o->steps steps on windows of train (ntrain > T tokens) and measure the validation loss
+** before the first step (*val0) and every eval_every steps and after the last.  rec holds o->steps
+** records.  Errors: bad options (named), a text shorter than T+1 tokens, out of memory. */
+int qs_train_run(qs_llm_model *m, const int32_t *train, size_t ntrain, const int32_t *val, size_t nval,
+                 const qs_train_opts *o, double *val0, qs_train_rec *rec, qs_train_cb cb, void *ctx, qs_err *e);
+
+#endif

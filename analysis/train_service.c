@@ -1,0 +1,138 @@
+/*
+** `qscope train`'s service (see train_service.h).
+*/
+#include "train_service.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "llm_text.h"
+#include "../kernels/llm_train.h"
+#include "../store/llm_load.h"
+#include "../store/llm_save_hf.h"
+
+/* Append the tokens of each file to *ids (bytes when tok is NULL). */
+static int read_tokens(const char *const *paths, int n, const qs_llm_file *tok, int32_t **ids, size_t *nids, qs_err *e)
+{
+    for (int i = 0; i < n; i++) {
+        char *text = NULL, hash[33];
+        size_t tlen = 0;
+        int32_t *t = NULL;
+        int nt = 0;
+        if (qs_eval_read_text(paths[i], &text, &tlen, hash, e)) return -1;
+        if (tok) {
+            if (qs_eval_text_ids(paths[i], tok, text, tlen, &t, &nt, e)) { free(text); return -1; }
+        } else {
+            t = malloc((tlen ? tlen : 1) * sizeof *t);
+            for (size_t k = 0; t && k < tlen; k++) t[k] = (unsigned char)text[k];
+            nt = (int)tlen;
+        }
+        free(text);
+        int32_t *grown = t ? realloc(*ids, (*nids + (size_t)nt + 1) * sizeof **ids) : NULL;
+        if (!grown) { free(t); return qs_fail(e, "out of memory for the tokens of %s", paths[i]); }
+        memcpy(grown + *nids, t, (size_t)nt * sizeof *t);
+        *ids = grown;
+        *nids += (size_t)nt;
+        free(t);
+    }
+    return 0;
+}
+
+/* Bytes a run needs: weights, gradients and two AdamW moments (4 P floats) plus the training state.
+** Refused beyond the machine's physical memory, before anything that large is allocated. */
+static int check_memory(const qs_llm_cfg *c, int tied, int bias, const qs_train_opts *t, qs_err *e)
+{
+    double d = c->dim, q = (double)c->n_head * c->head_dim, kv = (double)c->n_kv_head * c->head_dim;
+    double P = (double)c->vocab * d * (tied ? 1 : 2) + d +
+               c->n_layer * (2 * d + 2 * q * d + 2 * kv * d + 3.0 * c->ffn * d + (bias ? q + 2 * kv : 0));
+    double need = 4.0 * (4 * P + (double)qs_llm_train_state_floats(c, t->batch, t->T));
+    double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    if (have > 0 && need > have)
+        return qs_fail(e, "training this model (%.3g parameters, batch %d, ctx %d) needs %.3g GB, more than the "
+                          "machine's %.3g GB", P, t->batch, t->T, need / 1e9, have / 1e9);
+    return 0;
+}
+
+/* The model to train: --init, or a new one of the job's shape (tied embeddings, rotate_half RoPE). */
+static int make_model(const qs_train_job *j, int vocab, qs_llm_file *init, qs_llm_model *m, qs_err *e)
+{
+    if (j->init) {
+        if (qs_llm_load(j->init, init, e)) return -1;
+        *m = init->m;
+        memset(&init->m, 0, sizeof init->m);
+        return 0;
+    }
+    int heads = j->heads ? j->heads : 4, dim = j->dim ? j->dim : 64;
+    if (dim % heads) return qs_fail(e, "--dim %d is not a multiple of --heads %d", dim, heads);
+    qs_llm_cfg c = {.n_layer = j->layers ? j->layers : 2, .dim = dim, .n_head = heads,
+                    .n_kv_head = j->kv_heads ? j->kv_heads : heads, .head_dim = dim / heads,
+                    .ffn = j->ffn ? j->ffn : 4 * dim, .vocab = vocab, .ctx = j->t.T, .rope_base = 10000.0f,
+                    .eps = 1e-5f, .rope_neox = 1};
+    if (qs_llm_cfg_check(&c, e) || check_memory(&c, 1, 0, &j->t, e) || qs_llm_alloc(m, &c, 1, e)) return -1;
+    qs_train_init(m, j->t.seed);
+    return 0;
+}
+
+/* tokenizer.json of the checkpoint: copied from a Hugging Face directory, written for bytes, else none. */
+static int save(const qs_train_job *j, const qs_llm_model *m, const qs_llm_file *tok, qs_err *e)
+{
+    const char *src = j->tokenizer ? j->tokenizer : j->init;
+    char tj[4200];
+    snprintf(tj, sizeof tj, "%.4000s/tokenizer.json", src ? src : ".");
+    qs_llm_save_tok st = {tok && access(tj, F_OK) == 0 ? src : NULL, !tok, tok ? tok->v.bos : -1, tok ? tok->v.eos : -1};
+    return qs_llm_save_hf(j->out, m, &st, e);
+}
+
+int qs_train_job_run(const qs_train_job *j, qs_train_result *r, qs_err *e)
+{
+    memset(r, 0, sizeof *r);
+    r->val0 = NAN;
+    qs_llm_file tokf, initf;
+    memset(&tokf, 0, sizeof tokf);
+    memset(&initf, 0, sizeof initf);
+    int32_t *train = NULL, *val = NULL;
+    const qs_llm_file *tok = NULL;
+    int rc = -1;
+    if (j->tokenizer) {
+        if (qs_llm_load(j->tokenizer, &tokf, e)) goto out;
+        if (tokf.v.n <= 0) { qs_fail(e, "%s: the model has no vocabulary", j->tokenizer); goto out; }
+        tok = &tokf;
+    }
+    if (make_model(j, tok ? tokf.m.c.vocab : 256, &initf, &r->m, e)) goto out;
+    const qs_llm_cfg *c = &r->m.c;
+    if (j->init && !tok && c->vocab != 256) {
+        if (initf.v.n <= 0) { qs_fail(e, "%s: vocabulary of %d but no tokenizer (give --tokenizer)", j->init, c->vocab); goto out; }
+        tok = &initf;
+    }
+    if (tok == &tokf && tokf.m.c.vocab != c->vocab) {
+        qs_fail(e, "%s: vocabulary of %d tokens, the model has %d", j->tokenizer, tok->m.c.vocab, c->vocab);
+        goto out;
+    }
+    r->bytes = !tok;
+    if (j->t.T > c->ctx) { qs_fail(e, "--ctx %d exceeds the model's context %d", j->t.T, c->ctx); goto out; }
+    if (j->init && check_memory(c, r->m.output == r->m.tok_embd, r->m.bias_arena != NULL, &j->t, e)) goto out;
+    if (read_tokens(j->text, j->ntext, tok, &train, &r->ntrain, e) ||
+        read_tokens(&j->val_text, 1, tok, &val, &r->nval, e))
+        goto out;
+    if (!(r->rec = calloc((size_t)j->t.steps, sizeof *r->rec))) { qs_fail(e, "out of memory"); goto out; }
+    if (j->start) j->start(j->ctx, c, r->ntrain, r->nval);
+    if (qs_train_run(&r->m, train, r->ntrain, val, r->nval, &j->t, &r->val0, r->rec, j->step, j->ctx, e)) goto out;
+    if (j->out && save(j, &r->m, tok, e)) goto out;
+    rc = 0;
+out:
+    free(train);
+    free(val);
+    qs_llm_file_free(&tokf);
+    qs_llm_file_free(&initf);
+    if (rc) qs_train_result_free(r);
+    return rc;
+}
+
+void qs_train_result_free(qs_train_result *r)
+{
+    qs_llm_free(&r->m);
+    free(r->rec);
+    memset(r, 0, sizeof *r);
+}

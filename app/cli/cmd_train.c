@@ -1,0 +1,197 @@
+/*
+** `qscope train`: train a small Llama-architecture model in FP32 (issue 26, second part) from scratch
+** or from --init MODEL, on byte-level or a model's tokens, and write a Hugging Face checkpoint that
+** `llm eval/generate/logits --model DIR` load.  The work is analysis/train_service.h (loop:
+** train_loop.h; optimizer: kernels/llm_adamw.h; writer: store/llm_save_hf.h).  No recipes and no database storage yet.
+*/
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "../../analysis/train_service.h"
+#include "../../store/llm_load.h"
+
+#define CMD "train"
+#define MAX_TEXTS 256
+#define DEFAULT_TEXT_DIR "data/text"
+
+typedef struct opts {
+    const char *tokenizer, *init, *out, *val_text, *text[MAX_TEXTS];
+    int ntext, json, layers, dim, heads, kv_heads, ffn;
+    qs_train_opts t;
+    char dflt[MAX_TEXTS][300];   /* default training texts */
+} opts;
+
+static int parse_pos_f64(const char *opt, const char *s, double lo, double hi, double *out)
+{
+    if (qs_parse_f64(s, out) || !(*out >= lo && *out <= hi))
+        return qs_cli_usage(CMD, "%s wants a number in %g..%g, not '%s'", opt, lo, hi, s);
+    return 0;
+}
+
+static int parse(int argc, char **argv, opts *o)
+{
+    static const struct option lo[] = {
+        {"tokenizer", 1, 0, 'k'}, {"init", 1, 0, 'i'}, {"out", 1, 0, 'o'}, {"text", 1, 0, 'x'}, {"val-text", 1, 0, 'v'},
+        {"layers", 1, 0, 'L'}, {"dim", 1, 0, 'd'}, {"heads", 1, 0, 'H'}, {"kv-heads", 1, 0, 'K'}, {"ffn", 1, 0, 'f'},
+        {"ctx", 1, 0, 'c'}, {"batch", 1, 0, 'b'}, {"steps", 1, 0, 'n'}, {"lr", 1, 0, 'l'}, {"warmup", 1, 0, 'w'},
+        {"min-lr", 1, 0, 'm'}, {"wd", 1, 0, 'W'}, {"clip", 1, 0, 'C'}, {"accum", 1, 0, 'a'}, {"eval-every", 1, 0, 'e'},
+        {"val-seqs", 1, 0, 'V'}, {"seed", 1, 0, 's'}, {"json", 0, 0, 'j'}, {0, 0, 0, 0}};
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
+        int rc = 0;
+        switch (c) {
+        case 'k': o->tokenizer = optarg; break;
+        case 'i': o->init = optarg; break;
+        case 'o': o->out = optarg; break;
+        case 'v': o->val_text = optarg; break;
+        case 'x':
+            if (o->ntext == MAX_TEXTS) return qs_cli_usage(CMD, "more than %d --text files", MAX_TEXTS);
+            o->text[o->ntext++] = optarg;
+            while (optind < argc && argv[optind][0] != '-' && o->ntext < MAX_TEXTS) o->text[o->ntext++] = argv[optind++];
+            break;
+        case 'L': rc = qs_cli_parse_int(CMD, "--layers", optarg, 1, 256, &o->layers); break;
+        case 'd': rc = qs_cli_parse_int(CMD, "--dim", optarg, 2, 65536, &o->dim); break;
+        case 'H': rc = qs_cli_parse_int(CMD, "--heads", optarg, 1, 4096, &o->heads); break;
+        case 'K': rc = qs_cli_parse_int(CMD, "--kv-heads", optarg, 1, 4096, &o->kv_heads); break;
+        case 'f': rc = qs_cli_parse_int(CMD, "--ffn", optarg, 1, 1 << 18, &o->ffn); break;
+        case 'c': rc = qs_cli_parse_int(CMD, "--ctx", optarg, 1, 1 << 16, &o->t.T); break;
+        case 'b': rc = qs_cli_parse_int(CMD, "--batch", optarg, 1, 1 << 16, &o->t.batch); break;
+        case 'n': rc = qs_cli_parse_int(CMD, "--steps", optarg, 1, 1 << 24, &o->t.steps); break;
+        case 'w': rc = qs_cli_parse_int(CMD, "--warmup", optarg, 0, 1 << 24, &o->t.warmup); break;
+        case 'a': rc = qs_cli_parse_int(CMD, "--accum", optarg, 1, 1 << 16, &o->t.accum); break;
+        case 'e': rc = qs_cli_parse_int(CMD, "--eval-every", optarg, 0, 1 << 24, &o->t.eval_every); break;
+        case 'V': rc = qs_cli_parse_int(CMD, "--val-seqs", optarg, 1, 1 << 16, &o->t.val_seqs); break;
+        case 'l': rc = parse_pos_f64("--lr", optarg, 1e-30, 10, &o->t.lr); break;
+        case 'm': rc = parse_pos_f64("--min-lr", optarg, 0, 1, &o->t.min_frac); break;
+        case 'W': rc = parse_pos_f64("--wd", optarg, 0, 10, &o->t.adam.wd); break;
+        case 'C': rc = parse_pos_f64("--clip", optarg, 0, 1e30, &o->t.clip); break;
+        case 's':
+            if (qs_parse_u64(optarg, (unsigned long long *)&o->t.seed)) return qs_cli_usage(CMD, "bad --seed '%s'", optarg);
+            break;
+        case 'j': o->json = 1; break;
+        case ':': return qs_cli_usage(CMD, "option %s needs a value", argv[optind - 1]);
+        default: return qs_cli_usage(CMD, "unknown option '%s'", argv[optind - 1]);
+        }
+        if (rc) return rc;
+    }
+    if (optind < argc) return qs_cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
+    if (o->init && (o->layers || o->dim || o->heads || o->kv_heads || o->ffn))
+        return qs_cli_usage(CMD, "--init takes the model's shape; drop --layers/--dim/--heads/--kv-heads/--ffn");
+    return 0;
+}
+
+/* Default training texts: make data's data/text/ *.txt, except the evaluation text. */
+static int default_texts(opts *o)
+{
+    DIR *d = opendir(DEFAULT_TEXT_DIR);
+    if (d) {
+        struct dirent *de;
+        while ((de = readdir(d)) && o->ntext < MAX_TEXTS) {
+            size_t l = strlen(de->d_name);
+            if (l < 5 || l > 250 || strcmp(de->d_name + l - 4, ".txt") || de->d_name[0] == '.' ||
+                !strcmp(de->d_name, QS_LLM_DEFAULT_TEXT_NAME ".txt"))
+                continue;
+            snprintf(o->dflt[o->ntext], sizeof o->dflt[0], "%s/%s", DEFAULT_TEXT_DIR, de->d_name);
+            o->ntext++;
+        }
+        closedir(d);
+    }
+    /* readdir order is the file system's: sort for a reproducible token stream */
+    for (int i = 1; i < o->ntext; i++)
+        for (int j = i; j > 0 && strcmp(o->dflt[j - 1], o->dflt[j]) > 0; j--) {
+            char tmp[300];
+            memcpy(tmp, o->dflt[j], sizeof tmp); memcpy(o->dflt[j], o->dflt[j - 1], sizeof tmp); memcpy(o->dflt[j - 1], tmp, sizeof tmp);
+        }
+    for (int i = 0; i < o->ntext; i++) o->text[i] = o->dflt[i];
+    if (!o->ntext || (!o->val_text && access(QS_LLM_DEFAULT_TEXT, F_OK)))
+        return qs_cli_usage(CMD, "no --text/--val-text given and %s/*.txt is not there (run `make data`)", DEFAULT_TEXT_DIR);
+    return 0;
+}
+
+static int progress(void *ctx, const qs_train_rec *r)
+{
+    const opts *o = ctx;
+    if (!o->json && !isnan(r->val_loss))
+        printf("step %6d  train %.4f  val %.4f  |g| %.3g  lr %.3g  %.0f tok/s\n", r->step, r->train_loss, r->val_loss,
+               r->grad_norm, r->lr, r->tok_s);
+    else if (!o->json && isatty(2) && (r->step == 1 || r->step % 10 == 0))   /* a heartbeat on a terminal */
+        fprintf(stderr, "step %d/%d  train %.4f\n", r->step, o->t.steps, r->train_loss);
+    return 0;
+}
+
+static json_t *num(double x) { return isfinite(x) ? json_real(x) : json_null(); }
+
+static void print_json(const opts *o, const qs_train_result *res)
+{
+    const qs_llm_cfg *c = &res->m.c;
+    const qs_train_rec *rec = res->rec;
+    json_t *steps = json_array();
+    for (int i = 0; i < o->t.steps; i++) {
+        json_t *r = json_pack("{s:i,s:o,s:o,s:o,s:o}", "step", rec[i].step, "train_loss", num(rec[i].train_loss),
+                              "grad_norm", num(rec[i].grad_norm), "lr", num(rec[i].lr), "tok_s", num(rec[i].tok_s));
+        if (!isnan(rec[i].val_loss)) json_object_set_new(r, "val_loss", num(rec[i].val_loss));
+        json_array_append_new(steps, r);
+    }
+    json_t *j = json_pack("{s:{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i},s:s,s:I,s:I,s:{s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:I},"
+                          "s:o,s:o,s:o,s:s?}",
+                          "model", "layers", c->n_layer, "dim", c->dim, "heads", c->n_head, "kv_heads", c->n_kv_head,
+                          "head_dim", c->head_dim, "ffn", c->ffn, "vocab", c->vocab, "ctx", c->ctx, "tokenizer",
+                          res->bytes ? "bytes" : o->tokenizer ? o->tokenizer : o->init, "train_tokens",
+                          (json_int_t)res->ntrain, "val_tokens", (json_int_t)res->nval, "options", "batch",
+                          o->t.batch, "steps", o->t.steps, "accum", o->t.accum, "warmup", o->t.warmup, "lr", o->t.lr,
+                          "min_lr", o->t.min_frac, "wd", o->t.adam.wd, "clip", o->t.clip, "seed", (json_int_t)o->t.seed,
+                          "initial_val_loss", num(res->val0), "final_val_loss", num(rec[o->t.steps - 1].val_loss), "steps",
+                          steps, "out", o->out);
+    char *s = json_dumps(j, JSON_INDENT(1));
+    if (s) puts(s);
+    free(s);
+    json_decref(j);
+}
+
+static void start(void *ctx, const qs_llm_cfg *c, size_t ntrain, size_t nval)
+{
+    const opts *o = ctx;
+    if (!o->json)
+        printf("train: %d layers, dim %d, %d/%d heads, ffn %d, vocab %d, ctx %d; %zu training tokens, %zu validation\n",
+               c->n_layer, c->dim, c->n_head, c->n_kv_head, c->ffn, c->vocab, o->t.T, ntrain, nval);
+}
+
+int qs_cmd_train(qs_cli *cli, int argc, char **argv)
+{
+    (void)cli;
+    opts o;
+    memset(&o, 0, sizeof o);
+    o.t = (qs_train_opts){.batch = 8, .T = 64, .steps = 200, .accum = 1, .warmup = 20, .eval_every = 50, .val_seqs = 16,
+                          .lr = 1e-3, .min_frac = 0.1, .clip = 1.0, .adam = {0.9, 0.95, 1e-8, 0.1}, .seed = 0};
+    int rc = parse(argc, argv, &o);
+    if (rc) return rc;
+    if (o.out) {   /* a bad --out is found before the training, not after */
+        struct stat st;
+        if (mkdir(o.out, 0777) && errno != EEXIST) return qs_cli_error(QS_EXIT_ERR, "%s: cannot create: %s", o.out, strerror(errno));
+        if (stat(o.out, &st) || !S_ISDIR(st.st_mode)) return qs_cli_error(QS_EXIT_ERR, "%s: not a directory", o.out);
+    }
+    if (!o.ntext && (rc = default_texts(&o))) return rc;
+    qs_train_job j = {.tokenizer = o.tokenizer, .init = o.init, .out = o.out, .text = o.text, .ntext = o.ntext,
+                      .val_text = o.val_text ? o.val_text : QS_LLM_DEFAULT_TEXT, .layers = o.layers, .dim = o.dim,
+                      .heads = o.heads, .kv_heads = o.kv_heads, .ffn = o.ffn, .t = o.t, .start = start,
+                      .step = progress, .ctx = &o};
+    qs_train_result r;
+    qs_err e = {{0}};
+    if (qs_train_job_run(&j, &r, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
+    if (o.json) print_json(&o, &r);
+    else printf("validation loss %.4f -> %.4f%s%s\n", r.val0, r.rec[o.t.steps - 1].val_loss, o.out ? "; checkpoint " : "",
+                o.out ? o.out : "");
+    qs_train_result_free(&r);
+    return QS_EXIT_OK;
+}

@@ -1,0 +1,124 @@
+/*
+** AdamW, learning-rate schedule and gradient norm (see llm_adamw.h).
+*/
+#include "llm_adamw.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int add_span(qs_adamw *o, int cap, const float *base, const float *p, size_t n, int bias, int decay)
+{
+    if (!p || !n || o->nspan == cap) return 0;
+    o->span[o->nspan++] = (qs_adamw_span){(size_t)(p - base), n, bias, decay};
+    return 0;
+}
+
+/* The tensors of m as spans of its arenas, in the order of the arena. */
+static int build_spans(qs_adamw *o, const qs_llm_model *m)
+{
+    const qs_llm_cfg *c = &m->c;
+    size_t d = (size_t)c->dim, q = qs_llm_q_dim(c), kv = (size_t)c->n_kv_head * (size_t)c->head_dim,
+           f = (size_t)c->ffn, V = (size_t)c->vocab;
+    int cap = 3 + 12 * c->n_layer;
+    if (!(o->span = calloc((size_t)cap, sizeof *o->span))) return -1;
+    add_span(o, cap, m->arena, m->tok_embd, V * d, 0, 1);
+    if (m->output != m->tok_embd) add_span(o, cap, m->arena, m->output, V * d, 0, 1);
+    add_span(o, cap, m->arena, m->out_norm, d, 0, 0);
+    for (int l = 0; l < c->n_layer; l++) {
+        const qs_llm_layer *L = &m->L[l];
+        add_span(o, cap, m->arena, L->attn_norm, d, 0, 0);
+        add_span(o, cap, m->arena, L->wq, q * d, 0, 1);
+        add_span(o, cap, m->arena, L->wk, kv * d, 0, 1);
+        add_span(o, cap, m->arena, L->wv, kv * d, 0, 1);
+        add_span(o, cap, m->arena, L->wo, d * q, 0, 1);
+        add_span(o, cap, m->arena, L->ffn_norm, d, 0, 0);
+        add_span(o, cap, m->arena, L->w_gate, f * d, 0, 1);
+        add_span(o, cap, m->arena, L->w_up, f * d, 0, 1);
+        add_span(o, cap, m->arena, L->w_down, d * f, 0, 1);
+        if (m->bias_arena) {
+            add_span(o, cap, m->bias_arena, L->bq, q, 1, 0);
+            add_span(o, cap, m->bias_arena, L->bk, kv, 1, 0);
+            add_span(o, cap, m->bias_arena, L->bv, kv, 1, 0);
+        }
+    }
+    return 0;
+}
+
+int qs_adamw_new(qs_adamw *o, const qs_llm_model *m, qs_err *e)
+{
+    memset(o, 0, sizeof *o);
+    o->arena_len = m->arena_len;
+    o->bias_len = m->bias_arena ? m->bias_len : 0;
+    size_t n = o->arena_len + o->bias_len;
+    o->m = calloc(n, sizeof(float));
+    o->v = calloc(n, sizeof(float));
+    if (!o->m || !o->v || build_spans(o, m)) {
+        qs_adamw_free(o);
+        return qs_fail(e, "out of memory for the optimizer state (%zu floats)", 2 * n);
+    }
+    return 0;
+}
+
+void qs_adamw_free(qs_adamw *o)
+{
+    free(o->m); free(o->v); free(o->span);
+    memset(o, 0, sizeof *o);
+}
+
+void qs_adamw_update(float *restrict w, const float *restrict g, float *restrict m, float *restrict v, size_t n,
+                     float gscale, float lr, float b1, float b2, float bc1, float bc2, float eps, float wd)
+{
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i] * gscale;
+        float mi = b1 * m[i] + (1.0f - b1) * gi;
+        float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        float mh = mi / bc1, vh = vi / bc2;
+        w[i] -= lr * (mh / (sqrtf(vh) + eps) + wd * w[i]);
+    }
+}
+
+int qs_adamw_step(qs_adamw *o, qs_llm_model *m, const qs_llm_grads *g, double gscale, double lr,
+                  const qs_adamw_opts *opt, qs_err *e)
+{
+    if (m->arena_len != o->arena_len || g->arena_len != o->arena_len ||
+        (m->bias_arena ? m->bias_len : 0) != o->bias_len || (g->bias_arena ? g->bias_len : 0) != o->bias_len)
+        return qs_fail(e, "AdamW: the model or its gradients do not have the optimizer's shape");
+    o->t++;
+    float bc1 = (float)(1.0 - pow(opt->beta1, (double)o->t)), bc2 = (float)(1.0 - pow(opt->beta2, (double)o->t));
+    for (int k = 0; k < o->nspan; k++) {
+        const qs_adamw_span *s = &o->span[k];
+        float *w = (s->bias ? m->bias_arena : m->arena) + s->off;
+        const float *gg = (s->bias ? g->bias_arena : g->arena) + s->off;
+        size_t mo = (s->bias ? o->arena_len : 0) + s->off;
+        qs_adamw_update(w, gg, o->m + mo, o->v + mo, s->n, (float)gscale, (float)lr, (float)opt->beta1,
+                        (float)opt->beta2, bc1, bc2, (float)opt->eps, s->decay ? (float)opt->wd : 0.0f);
+    }
+    return 0;
+}
+
+static double sumsq(const float *p, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)p[i] * (double)p[i];
+    return s;
+}
+
+double qs_llm_grads_norm(const qs_llm_grads *g)
+{
+    double s = sumsq(g->arena, g->arena_len);   /* tied: the shared embedding is there once */
+    if (g->bias_arena) s += sumsq(g->bias_arena, g->bias_len);
+    return sqrt(s);
+}
+
+double qs_lr_schedule(int s, int steps, int warmup, double lr, double min_frac)
+{
+    if (s < warmup) return lr * (double)(s + 1) / (double)warmup;
+    double lo = lr * min_frac;
+    if (steps - 1 <= warmup) return lr;
+    double r = (double)(s - warmup) / (double)(steps - 1 - warmup);
+    if (r > 1) r = 1;
+    return lo + 0.5 * (1.0 + cos(M_PI * r)) * (lr - lo);
+}

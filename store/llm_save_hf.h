@@ -1,0 +1,25 @@
+/*
+** Writing a model of kernels/llm.h as a Hugging Face checkpoint directory that store/llm_load_hf.c
+** (`qscope llm eval/generate/logits --model DIR`) loads back: config.json (LlamaForCausalLM), and
+** model.safetensors (u64 header length, JSON header padded to 8 bytes, F32 data; the tensor names of
+** llm_arch.c's Hugging Face scheme).  A model with adjacent-pair RoPE (one loaded from a llama GGUF)
+** gets its Q/K rows (and biases) permuted back into Hugging Face's rotate_half order, the inverse of
+** llama.cpp's converter.
+*/
+#ifndef QS_LLM_SAVE_HF_H
+#define QS_LLM_SAVE_HF_H
+
+#include "../kernels/llm.h"
+#include "../kernels/qs_err.h"
+
+typedef struct qs_llm_save_tok {
+    const char *copy_dir;    /* a Hugging Face directory whose tokenizer.json (and tokenizer_config.json) to copy, or NULL */
+    int byte_level;          /* write a byte-level tokenizer.json: token id = byte value (vocab 256) */
+    int bos, eos;            /* config.json bos/eos_token_id, -1: none */
+} qs_llm_save_tok;
+
+/* Write the checkpoint into dir (created if missing; existing files of these names are replaced).
+** Errors name the file. */
+int qs_llm_save_hf(const char *dir, const qs_llm_model *m, const qs_llm_save_tok *tok, qs_err *e);
+
+#endif
