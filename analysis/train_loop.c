@@ -127,10 +127,14 @@ int qs_train_run(qs_llm_model *m, const int32_t *train, size_t ntrain, const int
     memset(&g, 0, sizeof g);
     qs_adamw opt;
     memset(&opt, 0, sizeof opt);
-    qs_llm_train_state *s = qs_llm_train_state_new(&m->c, o->batch, o->T, e);
+    qs_llm_train_state *s = qs_llm_train_state_new(&m->c, o->batch, o->T, e), *ts = s;
     int32_t *buf = malloc((size_t)o->batch * ((size_t)o->T + 1) * sizeof *buf);
     if (!s) goto out;
     if (!buf) { qs_fail(e, "out of memory"); goto out; }
+    if (o->recipe) {   /* s (FP32) measures validation, ts runs the recipe */
+        if (!(ts = qs_llm_train_state_new(&m->c, o->batch, o->T, e))) goto out;
+        if (qs_llm_train_state_set_recipe(ts, o->recipe, e)) goto out;
+    }
     if (qs_llm_grads_new(&g, m, e) || qs_adamw_new(&opt, m, e)) goto out;
     if (val_loss(m, s, buf, val, nval, o, val0, e)) goto out;
     for (int st = 0; st < o->steps; st++) {
@@ -139,7 +143,7 @@ int qs_train_run(qs_llm_model *m, const int32_t *train, size_t ntrain, const int
         for (int a = 0; a < o->accum; a++) {
             train_batch(train, ntrain, o, (uint64_t)st * (uint64_t)o->accum + (uint64_t)a, buf);
             double l;
-            if (qs_llm_loss_grad(m, s, buf, o->batch, o->T, &l, &g, e)) goto out;
+            if (qs_llm_loss_grad(m, ts, buf, o->batch, o->T, &l, &g, e)) goto out;
             lsum += l;
         }
         /* the gradient of the mean loss over the accum micro-batches is g / accum */
@@ -160,6 +164,7 @@ int qs_train_run(qs_llm_model *m, const int32_t *train, size_t ntrain, const int
 out:
     qs_adamw_free(&opt);
     qs_llm_grads_free(&g);
+    if (ts != s) qs_llm_train_state_free(ts);
     qs_llm_train_state_free(s);
     free(buf);
     return rc;

@@ -13,6 +13,7 @@
 
 #include "../kernels/llm.h"
 #include "../kernels/llm_adamw.h"
+#include "../kernels/llm_recipe.h"
 #include "../kernels/qs_err.h"
 
 typedef struct qs_train_opts {
@@ -20,6 +21,7 @@ typedef struct qs_train_opts {
     double lr, min_frac, clip;     /* clip <= 0: no clipping */
     qs_adamw_opts adam;
     uint64_t seed;
+    const qs_llm_recipe *recipe;   /* the training micro-batches' GEMMs; NULL: FP32.  Validation stays FP32 */
 } qs_train_opts;
 
 typedef struct qs_train_rec {
@@ -46,7 +48,9 @@ typedef int (*qs_train_cb)(void *ctx, const qs_train_rec *r);
 
 /* Train m for o->steps steps on windows of train (ntrain > T tokens) and measure the validation loss
 ** before the first step (*val0) and every eval_every steps and after the last.  rec holds o->steps
-** records.  Errors: bad options (named), a text shorter than T+1 tokens, out of memory. */
+** records.  With o->recipe the training micro-batches run under it (a state of their own, so its SR
+** call counter runs on across the run) and the validation loss stays FP32, as the papers compare.
+** Errors: bad options (named), a text shorter than T+1 tokens, out of memory. */
 int qs_train_run(qs_llm_model *m, const int32_t *train, size_t ntrain, const int32_t *val, size_t nval,
                  const qs_train_opts *o, double *val0, qs_train_rec *rec, qs_train_cb cb, void *ctx, qs_err *e);
 

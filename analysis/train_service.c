@@ -47,7 +47,10 @@ static int check_memory(const qs_llm_cfg *c, int tied, int bias, const qs_train_
     double d = c->dim, q = (double)c->n_head * c->head_dim, kv = (double)c->n_kv_head * c->head_dim;
     double P = (double)c->vocab * d * (tied ? 1 : 2) + d +
                c->n_layer * (2 * d + 2 * q * d + 2 * kv * d + 3.0 * c->ffn * d + (bias ? q + 2 * kv : 0));
-    double need = 4.0 * (4 * P + (double)qs_llm_train_state_floats(c, t->batch, t->T));
+    /* a recipe: a second state for the training micro-batches, plus its two quantized operands */
+    double R = (double)t->batch * t->T, big = fmax(fmax(c->vocab, d), fmax(q, c->ffn));
+    double need = 4.0 * (4 * P + (double)qs_llm_train_state_floats(c, t->batch, t->T) * (t->recipe ? 2 : 1) +
+                         (t->recipe ? 2 * fmax(R, d) * big : 0));
     double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     if (have > 0 && need > have)
         return qs_fail(e, "training this model (%.3g parameters, batch %d, ctx %d) needs %.3g GB, more than the "

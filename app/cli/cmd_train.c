@@ -2,7 +2,8 @@
 ** `qscope train`: train a small Llama-architecture model in FP32 (issue 26, second part) from scratch
 ** or from --init MODEL, on byte-level or a model's tokens, and write a Hugging Face checkpoint that
 ** `llm eval/generate/logits --model DIR` load.  The work is analysis/train_service.h (loop:
-** train_loop.h; optimizer: kernels/llm_adamw.h; writer: store/llm_save_hf.h).  No recipes and no database storage yet.
+** train_loop.h; optimizer: kernels/llm_adamw.h; writer: store/llm_save_hf.h).  --recipe NAME and --op
+** OPERAND=FORMAT pick the GEMMs' low-precision recipe (kernels/llm_recipe.h).  No database storage yet.
 */
 #include <dirent.h>
 #include <errno.h>
@@ -16,17 +17,22 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "quant_opts.h"
 #include "../../analysis/train_service.h"
 #include "../../store/llm_load.h"
 
 #define CMD "train"
 #define MAX_TEXTS 256
 #define DEFAULT_TEXT_DIR "data/text"
+#define MAX_OPS 64
 
 typedef struct opts {
     const char *tokenizer, *init, *out, *val_text, *text[MAX_TEXTS];
     int ntext, json, layers, dim, heads, kv_heads, ffn;
     qs_train_opts t;
+    const char *recipe_name, *ops[MAX_OPS];   /* --recipe, --op in order */
+    int nops;
+    qs_llm_recipe recipe;
     char dflt[MAX_TEXTS][300];   /* default training texts */
 } opts;
 
@@ -44,7 +50,8 @@ static int parse(int argc, char **argv, opts *o)
         {"layers", 1, 0, 'L'}, {"dim", 1, 0, 'd'}, {"heads", 1, 0, 'H'}, {"kv-heads", 1, 0, 'K'}, {"ffn", 1, 0, 'f'},
         {"ctx", 1, 0, 'c'}, {"batch", 1, 0, 'b'}, {"steps", 1, 0, 'n'}, {"lr", 1, 0, 'l'}, {"warmup", 1, 0, 'w'},
         {"min-lr", 1, 0, 'm'}, {"wd", 1, 0, 'W'}, {"clip", 1, 0, 'C'}, {"accum", 1, 0, 'a'}, {"eval-every", 1, 0, 'e'},
-        {"val-seqs", 1, 0, 'V'}, {"seed", 1, 0, 's'}, {"json", 0, 0, 'j'}, {0, 0, 0, 0}};
+        {"val-seqs", 1, 0, 'V'}, {"seed", 1, 0, 's'}, {"json", 0, 0, 'j'}, {"recipe", 1, 0, 'R'}, {"op", 1, 0, 'O'},
+        {0, 0, 0, 0}};
     int c;
     optind = 1;
     opterr = 0;
@@ -80,6 +87,14 @@ static int parse(int argc, char **argv, opts *o)
             if (qs_parse_u64(optarg, (unsigned long long *)&o->t.seed)) return qs_cli_usage(CMD, "bad --seed '%s'", optarg);
             break;
         case 'j': o->json = 1; break;
+        case 'R':
+            if (o->recipe_name) return qs_cli_usage(CMD, "--recipe given twice");
+            o->recipe_name = optarg;
+            break;
+        case 'O':
+            if (o->nops == MAX_OPS) return qs_cli_usage(CMD, "more than %d --op settings", MAX_OPS);
+            o->ops[o->nops++] = optarg;
+            break;
         case ':': return qs_cli_usage(CMD, "option %s needs a value", argv[optind - 1]);
         default: return qs_cli_usage(CMD, "unknown option '%s'", argv[optind - 1]);
         }
@@ -89,6 +104,64 @@ static int parse(int argc, char **argv, opts *o)
     if (o->init && (o->layers || o->dim || o->heads || o->kv_heads || o->ffn))
         return qs_cli_usage(CMD, "--init takes the model's shape; drop --layers/--dim/--heads/--kv-heads/--ffn");
     return 0;
+}
+
+/* --op OPERAND=FORMAT[:options]: the operand's slot takes the format (blocks along the reduction
+** dimension, which the recipe sets); ":round=sr" becomes the slot's per-call stochastic rounding. */
+static int apply_op(const char *spec, qs_llm_recipe *r)
+{
+    const char *eq = strchr(spec, '=');
+    char name[32];
+    int op;
+    if (!eq || (size_t)(eq - spec) >= sizeof name)
+        return qs_cli_usage(CMD, "--op '%s' is not OPERAND=FORMAT (operands fwd.x, fwd.w, dgrad.dy, dgrad.w, wgrad.dy, "
+                                 "wgrad.x)", spec);
+    memcpy(name, spec, (size_t)(eq - spec));
+    name[eq - spec] = 0;
+    if (qs_llm_operand_parse(name, &op))
+        return qs_cli_usage(CMD, "--op '%s': unknown operand '%s' (fwd.x, fwd.w, dgrad.dy, dgrad.w, wgrad.dy, wgrad.x)",
+                            spec, name);
+    qs_apply a;
+    if (!eq[1] || strchr(eq + 1, ',')) return qs_cli_usage(CMD, "--op '%s': give one format after '='", spec);
+    if (qs_llm_parse_fmt(CMD, eq + 1, &a)) return QS_EXIT_USAGE;
+    qs_llm_slot *sl = &r->op[op];
+    memset(sl, 0, sizeof *sl);
+    sl->on = 1;
+    sl->a = a;
+    sl->a.axis = qs_llm_operand_axis(op);
+    if (a.o.round == QS_RND_SR) { sl->sr = 1; sl->a.o.round = QS_RND_DEFAULT; }
+    return 0;
+}
+
+/* The recipe of --recipe (default fp32) with every --op on top, checked; t.recipe stays NULL without either. */
+static int make_recipe(opts *o)
+{
+    if (!o->recipe_name && !o->nops) return 0;
+    qs_err e = {{0}};
+    if (qs_llm_recipe_preset(o->recipe_name ? o->recipe_name : "fp32", &o->recipe, &e))
+        return qs_cli_usage(CMD, "--recipe: %s", e.msg);
+    for (int i = 0; i < o->nops; i++) {
+        int rc = apply_op(o->ops[i], &o->recipe);
+        if (rc) return rc;
+    }
+    if (o->nops) {
+        size_t k = strlen(o->recipe.name);
+        snprintf(o->recipe.name + k, sizeof o->recipe.name - k, "%s", "+op");
+    }
+    if (qs_llm_recipe_check(&o->recipe, &e)) return qs_cli_usage(CMD, "--op: %s", e.msg);
+    o->t.recipe = &o->recipe;
+    return 0;
+}
+
+/* The label of a slot: "fp32" when off, else the format's label plus the recipe's own flags. */
+static void slot_label(const qs_llm_slot *sl, char *buf, size_t cap)
+{
+    if (!sl->on) { snprintf(buf, cap, "fp32"); return; }
+    qs_apply a = sl->a;
+    a.axis = 1;   /* the axis is the operand's, not an option */
+    qs_quant_label(&a, a.f->name, buf, cap);
+    size_t k = strlen(buf);
+    if (k < cap) snprintf(buf + k, cap - k, "%s%s%s", sl->sr ? ":sr" : "", sl->rht ? ":rht" : "", sl->tile2d ? ":tile16" : "");
 }
 
 /* Default training texts: make data's data/text/ *.txt, except the evaluation text. */
@@ -153,6 +226,16 @@ static void print_json(const opts *o, const qs_train_result *res)
                           "min_lr", o->t.min_frac, "wd", o->t.adam.wd, "clip", o->t.clip, "seed", (json_int_t)o->t.seed,
                           "initial_val_loss", num(res->val0), "final_val_loss", num(rec[o->t.steps - 1].val_loss), "steps",
                           steps, "out", o->out);
+    json_t *rj = json_object(), *ops = json_object();
+    json_object_set_new(rj, "name", json_string(o->t.recipe ? o->recipe.name : "fp32"));
+    for (int i = 0; i < QS_OP_COUNT; i++) {
+        char lab[160] = "fp32";
+        if (o->t.recipe) slot_label(&o->recipe.op[i], lab, sizeof lab);
+        json_object_set_new(ops, qs_llm_operand_name(i), json_string(lab));
+    }
+    json_object_set_new(rj, "operands", ops);
+    json_object_set_new(rj, "validation", json_string("fp32"));
+    json_object_set_new(j, "recipe", rj);
     char *s = json_dumps(j, JSON_INDENT(1));
     if (s) puts(s);
     free(s);
@@ -162,6 +245,15 @@ static void print_json(const opts *o, const qs_train_result *res)
 static void start(void *ctx, const qs_llm_cfg *c, size_t ntrain, size_t nval)
 {
     const opts *o = ctx;
+    if (!o->json && o->t.recipe) {
+        printf("train: recipe %s (", o->recipe.name);
+        for (int i = 0; i < QS_OP_COUNT; i++) {
+            char lab[160];
+            slot_label(&o->recipe.op[i], lab, sizeof lab);
+            printf("%s%s=%s", i ? " " : "", qs_llm_operand_name(i), lab);
+        }
+        printf("; validation fp32)\n");
+    }
     if (!o->json)
         printf("train: %d layers, dim %d, %d/%d heads, ffn %d, vocab %d, ctx %d; %zu training tokens, %zu validation\n",
                c->n_layer, c->dim, c->n_head, c->n_kv_head, c->ffn, c->vocab, o->t.T, ntrain, nval);
@@ -175,7 +267,7 @@ int qs_cmd_train(qs_cli *cli, int argc, char **argv)
     o.t = (qs_train_opts){.batch = 8, .T = 64, .steps = 200, .accum = 1, .warmup = 20, .eval_every = 50, .val_seqs = 16,
                           .lr = 1e-3, .min_frac = 0.1, .clip = 1.0, .adam = {0.9, 0.95, 1e-8, 0.1}, .seed = 0};
     int rc = parse(argc, argv, &o);
-    if (rc) return rc;
+    if (rc || (rc = make_recipe(&o))) return rc;
     if (o.out) {   /* a bad --out is found before the training, not after */
         struct stat st;
         if (mkdir(o.out, 0777) && errno != EEXIST) return qs_cli_error(QS_EXIT_ERR, "%s: cannot create: %s", o.out, strerror(errno));

@@ -368,10 +368,11 @@ const qs_command qs_commands[] = {
      "  --seed S            sampling seed (default 0);  --name RUN  run name;  --prefix P  capture\n"
      "                      tensor prefix (default llm-act);  --json  score summary as JSON", 0},
     {"train", "[--text FILE...] [--val-text FILE] [--tokenizer MODEL | --init MODEL] [shape] [options] [--out DIR]",
-     "train a small Llama-architecture model in FP32 (AdamW) and write a checkpoint",
+     "train a small Llama-architecture model (FP32 or a low-precision recipe; AdamW) and write a checkpoint",
      "Trains from scratch (llm.c-style init) or from --init MODEL on byte-level tokens or the tokens of\n"
      "--tokenizer MODEL, with AdamW (decay on matrices only), linear warm-up then cosine learning rate,\n"
-     "global gradient-norm clipping and gradient accumulation; FP32 only (no recipes, nothing stored in\n"
+     "global gradient-norm clipping and gradient accumulation; FP32 unless --recipe/--op put the linear\n"
+     "layers' GEMM operands through low-precision formats (validation stays FP32; nothing is stored in\n"
      "the database yet).  Same options and --seed: bit-identical losses.  See docs/train.md.\n"
      "\n"
      "  --text FILE...      training text (default: make data's data/text/*.txt except persuasion.txt)\n"
@@ -390,6 +391,11 @@ const qs_command qs_commands[] = {
      "  --eval-every N      validation loss every N steps (default 50; 0 = first and last only)\n"
      "  --val-seqs K        validation windows of ctx+1 tokens, evenly spaced (default 16)\n"
      "  --seed S            init and batch seed (default 0)\n"
+     "  --recipe NAME       low-precision training recipe: fp32, bf16, fp8-hybrid, mxfp8, mxfp4, nvfp4,\n"
+     "                      nvfp4-1d, hif4, hif8 (docs/train.md, \"Recipes\"); validation stays FP32\n"
+     "  --op OPERAND=FMT    (repeatable) one GEMM operand's format on top of --recipe (default fp32);\n"
+     "                      OPERAND fwd.x fwd.w dgrad.dy dgrad.w wgrad.dy wgrad.x, FMT as in analyze -f,\n"
+     "                      e.g. fwd.x=mxfp4, dgrad.dy=hif8:scale=tensor; :round=sr rounds stochastically\n"
      "  --out DIR           write a Hugging Face checkpoint (config.json, model.safetensors, tokenizer.json)\n"
      "  --json              the run as JSON, with a `steps` list of per-step records", qs_cmd_train, NULL, NULL, 0},
     {"tui", "[--formats LIST] [--no-mouse] [--ascii]", "open the workbench (also: qscope with no command, on a terminal)",

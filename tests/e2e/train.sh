@@ -89,4 +89,32 @@ ok "defaults: make data's texts, persuasion.txt held out" bash -c "cd $T/md && $
 check "training tokens: a.txt + b.txt; validation: persuasion.txt" \
   "$PY -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(not (j[\"train_tokens\"]==$(cat "$T/train.txt" | wc -c)+3000 and j[\"val_tokens\"]==$(cat "$T/val.txt" | wc -c)))' $T/out"
 refuses "--lr 0" 2 "--lr" $QS train "${TR[@]}" --lr 0
+# --recipe / --op (issue 26, item 3): a 1-layer dim-32 model, 20 steps; validation stays FP32
+RC=(--text "$T/train.txt" --val-text "$T/val.txt" --layers 1 --dim 32 --heads 2 --ctx 16 --batch 4 --steps 20
+    --lr 3e-3 --warmup 2 --eval-every 10 --val-seqs 4 --seed 7 --json)
+ok "no recipe" $QS train "${RC[@]}"
+cp "$T/out" "$T/r_none.json"
+ok "--recipe fp32" $QS train "${RC[@]}" --recipe fp32
+cp "$T/out" "$T/r_fp32.json"
+check "--recipe fp32: the losses of no recipe, bit for bit" "$PY -c '$LOSSES; sys.exit(f(sys.argv[1]) != f(sys.argv[2]))' $T/r_none.json $T/r_fp32.json"
+check "--recipe fp32 is recorded" "$PY -c 'import json,sys; r=json.load(open(sys.argv[1]))[\"recipe\"]; sys.exit(not (r[\"name\"]==\"fp32\" and set(r[\"operands\"].values())=={\"fp32\"} and r[\"validation\"]==\"fp32\"))' $T/r_fp32.json"
+ok "--recipe mxfp8" $QS train "${RC[@]}" --recipe mxfp8
+cp "$T/out" "$T/r_mx8.json"
+FALLS='import json,sys,math; j=json.load(open(sys.argv[1])); a,b=j["initial_val_loss"],j["final_val_loss"]; print(a,b); sys.exit(not (math.isfinite(b) and b < 0.9*a and all(math.isfinite(r["train_loss"]) for r in j["steps"])))'
+check "--recipe mxfp8: the validation loss falls and is finite" "$PY -c '$FALLS' $T/r_mx8.json"
+check "--recipe mxfp8: other losses than fp32" "$PY -c '$LOSSES; sys.exit(f(sys.argv[1]) == f(sys.argv[2]))' $T/r_fp32.json $T/r_mx8.json"
+check "validation stays FP32: the initial validation loss of mxfp8 is fp32's, bit for bit" "$PY -c 'import json,sys; a,b=(json.load(open(p))[\"initial_val_loss\"] for p in sys.argv[1:]); sys.exit(a != b)' $T/r_fp32.json $T/r_mx8.json"
+check "--recipe mxfp8 is recorded with its formats" "$PY -c 'import json,sys; r=json.load(open(sys.argv[1]))[\"recipe\"]; sys.exit(not (r[\"name\"]==\"mxfp8\" and r[\"operands\"][\"dgrad.w\"].startswith(\"mxfp8_e4m3\")))' $T/r_mx8.json"
+ok "--recipe nvfp4" $QS train "${RC[@]}" --recipe nvfp4
+cp "$T/out" "$T/r_nv4.json"
+check "--recipe nvfp4: finite, falls; SR, RHT and tiles recorded" "$PY -c '$FALLS' $T/r_nv4.json && $PY -c 'import json,sys; o=json.load(open(sys.argv[1]))[\"recipe\"][\"operands\"]; sys.exit(not (o[\"wgrad.dy\"]==\"nvfp4:sr:rht\" and o[\"fwd.w\"]==\"nvfp4:tile16\"))' $T/r_nv4.json"
+ok "--op fwd.x=mxfp4" $QS train "${RC[@]}" --op fwd.x=mxfp4
+cp "$T/out" "$T/r_op.json"
+check "--op fwd.x=mxfp4: only fwd.x quantized, other losses than fp32" "$PY -c '$LOSSES; sys.exit(f(sys.argv[1]) == f(sys.argv[2]))' $T/r_fp32.json $T/r_op.json && $PY -c 'import json,sys; r=json.load(open(sys.argv[1]))[\"recipe\"]; o=r[\"operands\"]; sys.exit(not (r[\"name\"]==\"fp32+op\" and o[\"fwd.x\"]==\"mxfp4\" and o[\"fwd.w\"]==\"fp32\"))' $T/r_op.json"
+ok "the text output names the recipe on its first line" bash -c "$QS train ${RC[*]/--json/} --recipe mxfp8 --op dgrad.dy=hif8:scale=tensor --steps 1 | head -1 | grep -q '^train: recipe mxfp8+op (.*dgrad.dy=hif8:scale=tensor'"
+refuses "an unknown --recipe" 2 "unknown training recipe 'mxfp5'" $QS train "${RC[@]}" --recipe mxfp5
+refuses "an unknown --op operand" 2 "unknown operand 'fwd.y'" $QS train "${RC[@]}" --op fwd.y=mxfp4
+refuses "an --op without a format" 2 "--op 'fwd.x' is not OPERAND=FORMAT" $QS train "${RC[@]}" --op fwd.x
+refuses "an --op with an unknown format" 2 "unknown format 'mxfp5'" $QS train "${RC[@]}" --op fwd.x=mxfp5
+refuses "an --op with options its format refuses" 2 "bf16 takes no scale=" $QS train "${RC[@]}" --op wgrad.x=bf16:scale=tensor
 done_testing
