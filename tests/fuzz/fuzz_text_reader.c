@@ -28,7 +28,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argc; (void)argv;
     qs_err e = {{0}};
     CHECK(qs_llm_load_tokenizer("tests/fixtures/llm/tok_bpe.json", &g_f, &e) == 0);
-    snprintf(g_path, sizeof g_path, "/tmp/qscope-fuzz-text-XXXXXX");
+    const char *td = getenv("TMPDIR");   /* the system's temporary directory unless TMPDIR names one */
+    snprintf(g_path, sizeof g_path, "%s/qscope-fuzz-text-XXXXXX", td && *td ? td : P_tmpdir);
     int fd = mkstemp(g_path);
     CHECK(fd >= 0);
     close(fd);

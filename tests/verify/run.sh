@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Base-vs-new bit-identity check (issue 25): builds nothing; compares two built qscope binaries.
-#   BASE_BIN=/tmp/qs-base/build/qscope NEW_BIN=$PWD/build/qscope bash tests/verify/run.sh /tmp/vout
-# (the base built from `git archive REV | tar -x -C /tmp/qs-base && make -C /tmp/qs-base all`).
+#   BASE_BIN=$BASE/build/qscope NEW_BIN=$PWD/build/qscope bash tests/verify/run.sh OUTDIR
+# (the base built in a scratch directory BASE: `git archive REV | tar -x -C $BASE && make -C $BASE all`).
 # Writes OUT/{data,an-j1,an-j2,an-scalar,others,others-scalar}/summary2.txt: one line per
 # comparison, "same", "same-after-norm" (only paths and timings differ, norm.py) or a difference.
 set -u
