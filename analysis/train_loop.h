@@ -30,6 +30,9 @@ typedef struct qs_train_rec {
     double val_loss;               /* after the step; NAN when not measured at this step */
     double grad_norm;              /* before clipping, of the mean gradient */
     double lr, tok_s;
+    /* Under a recipe: the step's operand statistics, (n_layer + 1) x QS_OP_COUNT (row n_layer: the
+    ** output head), valid during the callback only; NULL without a recipe. */
+    const qs_llm_opstat *opstat;
 } qs_train_rec;
 
 /* Weights of a model of shape c from seed: matrices ~ N(0, 0.02), the output projections of each

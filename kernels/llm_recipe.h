@@ -43,6 +43,13 @@ typedef struct qs_llm_recipe {
     int head;        /* 1: the output projection (logits) is quantized too; 0: it stays FP32 */
 } qs_llm_recipe;
 
+/* What quantizing operands did, as counts (the training pass adds them per (layer, operand) over a
+** step): values quantized, non-zero inputs that became 0, finite inputs beyond the format's range
+** (saturated or made Inf), non-finite outputs. */
+typedef struct qs_llm_opstat {
+    uint64_t n, underflow, clipped, nonfinite;
+} qs_llm_opstat;
+
 const char *qs_llm_operand_name(int op);          /* "fwd.x", ... "wgrad.x" */
 int qs_llm_operand_parse(const char *s, int *op);
 /* The block axis (qs_apply.axis) of the slot: 1 along columns, 0 along rows. */

@@ -134,6 +134,47 @@ static const char *const kMigrations[] = {
     "ALTER TABLE source ADD COLUMN ctime_ns INTEGER;\n"
     "ALTER TABLE source ADD COLUMN inode INTEGER;\n"
     "ALTER TABLE source ADD COLUMN dev INTEGER;\n",
+    /* 4 -> 5: training runs of `qscope train` (issue 26; store/train_store.h).  Steps are committed
+    ** as they finish, so a stopped run keeps every completed step. */
+    "CREATE TABLE train_run(\n"
+    "  id           INTEGER PRIMARY KEY,\n"
+    "  name         TEXT NOT NULL UNIQUE,\n"
+    "  recipe       TEXT NOT NULL,         -- preset name ('fp32', 'hif4', ...; '+op' when --op changed it)\n"
+    "  seed         INTEGER NOT NULL,\n"
+    "  sweep        TEXT,                  -- the sweep the run belongs to (its seeds share it), or NULL\n"
+    "  status       TEXT NOT NULL CHECK (status IN ('running','done','stopped','failed')),\n"
+    "  steps        INTEGER NOT NULL,      -- planned\n"
+    "  steps_done   INTEGER NOT NULL DEFAULT 0,\n"
+    "  val0         REAL,                  -- validation loss before the first step\n"
+    "  val_final    REAL,                  -- after the last completed step\n"
+    "  model        TEXT NOT NULL,         -- JSON: layers, dim, heads, kv_heads, head_dim, ffn, vocab, ctx, tokenizer, params\n"
+    "  options      TEXT NOT NULL,         -- JSON: batch, accum, lr, ..., recipe operands, texts\n"
+    "  data_hash    TEXT NOT NULL,         -- xxh3-128 of the training and validation token streams (hex)\n"
+    "  tool_version TEXT NOT NULL,\n"
+    "  checkpoint   TEXT,                  -- --out directory, or NULL\n"
+    "  error        TEXT,                  -- why a failed/stopped run ended\n"
+    "  created_at   TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now')),\n"
+    "  finished_at  TEXT\n"
+    ");\n"
+    "CREATE TABLE train_step(\n"
+    "  run_id     INTEGER NOT NULL REFERENCES train_run(id) ON DELETE CASCADE,\n"
+    "  step       INTEGER NOT NULL,        -- 1 .. steps\n"
+    "  train_loss REAL, val_loss REAL,     -- val_loss NULL where not measured\n"
+    "  grad_norm  REAL, lr REAL, tok_s REAL,\n"
+    "  PRIMARY KEY (run_id, step)\n"
+    ") WITHOUT ROWID;\n"
+    /* per (step, layer, operand) of a recipe run: fractions of the operand's values */
+    "CREATE TABLE train_opstat(\n"
+    "  run_id    INTEGER NOT NULL REFERENCES train_run(id) ON DELETE CASCADE,\n"
+    "  step      INTEGER NOT NULL,\n"
+    "  layer     INTEGER NOT NULL,         -- 0 .. layers-1; layers = the output head\n"
+    "  operand   TEXT NOT NULL,            -- fwd.x fwd.w dgrad.dy dgrad.w wgrad.dy wgrad.x\n"
+    "  n         INTEGER NOT NULL,         -- values quantized in the step\n"
+    "  underflow REAL NOT NULL,            -- non-zero inputs that became 0\n"
+    "  clipped   REAL NOT NULL,            -- finite inputs beyond the format's range (saturated or made Inf)\n"
+    "  nonfinite REAL NOT NULL,            -- NaN/Inf outputs\n"
+    "  PRIMARY KEY (run_id, step, layer, operand)\n"
+    ") WITHOUT ROWID;\n",
 };
 
 #define NMIG ((int)(sizeof kMigrations / sizeof kMigrations[0]))
