@@ -83,14 +83,21 @@ static void val_window(const int32_t *val, size_t nval, int T, int nw, int k, in
 static int val_loss(const qs_llm_model *m, qs_llm_train_state *s, int32_t *buf, const int32_t *val, size_t nval,
                     const qs_train_opts *o, double *loss, qs_err *e)
 {
-    double sum = 0;
-    for (int k0 = 0; k0 < o->val_seqs; k0 += o->batch) {
-        int B = o->val_seqs - k0 < o->batch ? o->val_seqs - k0 : o->batch;
+    /* batch g's summed loss in slot g (zero on the ranks that did not compute it), added in batch order */
+    const qs_train_par *p = o->par;
+    int nb = (o->val_seqs + o->batch - 1) / o->batch, rank = p ? p->rank : 0, size = p ? p->size : 1;
+    double *part = calloc((size_t)nb, sizeof *part), sum = 0;
+    if (!part) return qs_fail(e, "out of memory");
+    for (int g = rank; g < nb; g += size) {
+        int k0 = g * o->batch, B = o->val_seqs - k0 < o->batch ? o->val_seqs - k0 : o->batch;
         for (int b = 0; b < B; b++) val_window(val, nval, o->T, o->val_seqs, k0 + b, buf + (size_t)b * (o->T + 1));
         double l;
-        if (qs_llm_loss_grad(m, s, buf, B, o->T, &l, NULL, e)) return -1;
-        sum += l * B;
+        if (qs_llm_loss_grad(m, s, buf, B, o->T, &l, NULL, e)) { free(part); return -1; }
+        part[g] = l * B;
     }
+    if (p && p->size > 1 && p->sum_f64(p->ctx, part, (size_t)nb, e)) { free(part); return -1; }
+    for (int g = 0; g < nb; g++) sum += part[g];
+    free(part);
     *loss = sum / o->val_seqs;
     return 0;
 }
@@ -107,14 +114,26 @@ int qs_train_val_loss(const qs_llm_model *m, const int32_t *val, size_t nval, co
     return rc;
 }
 
-/* The windows of micro-batch mb: batch random offsets in 0 .. ntrain-T-1. */
-static void train_batch(const int32_t *train, size_t ntrain, const qs_train_opts *o, uint64_t mb, int32_t *dst)
+/* n windows of ctx+1 tokens from window w of the run on: random offsets in 0 .. ntrain-T-1, each a
+** function of (seed, w) only, so micro-batch mb of the serial loop is windows mb*batch .. +batch-1. */
+static void train_windows(const int32_t *train, size_t ntrain, const qs_train_opts *o, uint64_t w, int n, int32_t *dst)
 {
     uint64_t span = ntrain - (uint64_t)o->T;
-    for (int b = 0; b < o->batch; b++) {
-        uint64_t off = draw(o->seed, 0, mb * (uint64_t)o->batch + (uint64_t)b) % span;
+    for (int b = 0; b < n; b++) {
+        uint64_t off = draw(o->seed, 0, w + (uint64_t)b) % span;
         memcpy(dst + (size_t)b * (o->T + 1), train + off, ((size_t)o->T + 1) * sizeof *dst);
     }
+}
+
+/* A step's accum*batch windows as size*k chunks of cw <= batch windows, k the fewest (see qs_train_par;
+** one rank: k = accum, cw = batch, the micro-batches). */
+static int split(const qs_train_opts *o, int size, int *k, int *cw, qs_err *e)
+{
+    long w = (long)o->accum * o->batch;
+    if (size < 1 || w % size)
+        return qs_fail(e, "--batch x --accum (%ld windows a step) is not a multiple of the %d ranks", w, size);
+    for (long kk = 1;; kk++)
+        if ((w / size) % kk == 0 && w / size / kk <= o->batch) { *k = (int)kk; *cw = (int)(w / size / kk); return 0; }
 }
 
 int qs_train_run(qs_llm_model *m, const int32_t *train, size_t ntrain, const int32_t *val, size_t nval,
@@ -122,15 +141,17 @@ int qs_train_run(qs_llm_model *m, const int32_t *train, size_t ntrain, const int
 {
     if (check_opts(o, ntrain, nval, e)) return -1;
     if (o->T > m->c.ctx) return qs_fail(e, "ctx %d exceeds the model's context %d", o->T, m->c.ctx);
-    int rc = -1;
+    int rc = -1, size = o->par ? o->par->size : 1, rank = o->par ? o->par->rank : 0, k = 1, cw = 1;
+    if (split(o, size, &k, &cw, e)) return -1;
     qs_llm_grads g;
     memset(&g, 0, sizeof g);
     qs_adamw opt;
     memset(&opt, 0, sizeof opt);
     qs_llm_train_state *s = qs_llm_train_state_new(&m->c, o->batch, o->T, e), *ts = s;
     int32_t *buf = malloc((size_t)o->batch * ((size_t)o->T + 1) * sizeof *buf);
+    double *cl = calloc((size_t)size * (size_t)k, sizeof *cl);   /* the step's chunk losses, in chunk order */
     if (!s) goto out;
-    if (!buf) { qs_fail(e, "out of memory"); goto out; }
+    if (!buf || !cl) { qs_fail(e, "out of memory"); goto out; }
     if (o->recipe) {   /* s (FP32) measures validation, ts runs the recipe */
         if (!(ts = qs_llm_train_state_new(&m->c, o->batch, o->T, e))) goto out;
         if (qs_llm_train_state_set_recipe(ts, o->recipe, e)) goto out;
@@ -140,21 +161,26 @@ int qs_train_run(qs_llm_model *m, const int32_t *train, size_t ntrain, const int
     for (int st = 0; st < o->steps; st++) {
         double t0 = qs_now_s(), lsum = 0;
         qs_llm_grads_zero(&g);
-        for (int a = 0; a < o->accum; a++) {
-            train_batch(train, ntrain, o, (uint64_t)st * (uint64_t)o->accum + (uint64_t)a, buf);
-            double l;
-            if (qs_llm_loss_grad(m, ts, buf, o->batch, o->T, &l, &g, e)) goto out;
-            lsum += l;
+        memset(cl, 0, (size_t)size * (size_t)k * sizeof *cl);
+        for (int c = rank * k; c < (rank + 1) * k; c++) {
+            train_windows(train, ntrain, o, (uint64_t)st * (uint64_t)o->accum * (uint64_t)o->batch + (uint64_t)c * (uint64_t)cw,
+                          cw, buf);
+            if (qs_llm_loss_grad(m, ts, buf, cw, o->T, &cl[c], &g, e)) goto out;
         }
-        /* the gradient of the mean loss over the accum micro-batches is g / accum */
-        double norm = qs_llm_grads_norm(&g) / o->accum, scale = 1.0 / o->accum;
+        if (size > 1 && (o->par->sum_f32(o->par->ctx, g.arena, g.arena_len, e) ||
+                         (g.bias_arena && o->par->sum_f32(o->par->ctx, g.bias_arena, g.bias_len, e)) ||
+                         o->par->sum_f64(o->par->ctx, cl, (size_t)size * (size_t)k, e)))
+            goto out;
+        for (int c = 0; c < size * k; c++) lsum += cl[c];
+        /* the gradient of the mean loss over the step's size*k equal chunks is g / (size*k) */
+        double norm = qs_llm_grads_norm(&g) / (size * k), scale = 1.0 / (size * k);
         if (!isfinite(norm)) { qs_fail(e, "step %d: the gradient is not finite (lower --lr?)", st + 1); goto out; }
         if (o->clip > 0 && norm > o->clip) scale *= o->clip / norm;
         double lr = qs_lr_schedule(st, o->steps, o->warmup, o->lr, o->min_frac);
         if (qs_adamw_step(&opt, m, &g, scale, lr, &o->adam, e)) goto out;
         double dt = qs_now_s() - t0;
         qs_train_rec *r = &rec[st];
-        *r = (qs_train_rec){st + 1, lsum / o->accum, NAN, norm, lr,
+        *r = (qs_train_rec){st + 1, lsum / (size * k), NAN, norm, lr,
                             dt > 0 ? (double)o->accum * o->batch * o->T / dt : 0, NULL};
         if ((o->eval_every > 0 && (st + 1) % o->eval_every == 0) || st + 1 == o->steps)
             if (val_loss(m, s, buf, val, nval, o, &r->val_loss, e)) goto out;
@@ -167,5 +193,6 @@ out:
     if (ts != s) qs_llm_train_state_free(ts);
     qs_llm_train_state_free(s);
     free(buf);
+    free(cl);
     return rc;
 }

@@ -16,12 +16,28 @@
 #include "../kernels/llm_recipe.h"
 #include "../kernels/qs_err.h"
 
+/* Data-parallel training of one run over ranks (the app provides it; analysis/ knows no MPI).  Each
+** step's accum*batch windows are cut into size*k equal chunks of at most batch windows (k the fewest
+** that fit; size must divide accum*batch); rank r computes chunks r*k .. r*k+k-1 into its own zeroed
+** gradient, sum_f32 adds the ranks' gradients element-wise and sum_f64 the per-chunk losses, and every
+** rank then takes the same AdamW step.  Both sums must leave the same bits on every rank.  The
+** validation batches are shared out likewise (batch g on rank g mod size) and their losses summed in
+** batch order, so the validation loss of given weights is the serial run's bit for bit.  With size 1
+** the loop is the serial one exactly. */
+typedef struct qs_train_par {
+    int rank, size;
+    int (*sum_f32)(void *ctx, float *x, size_t n, qs_err *e);
+    int (*sum_f64)(void *ctx, double *x, size_t n, qs_err *e);
+    void *ctx;
+} qs_train_par;
+
 typedef struct qs_train_opts {
     int batch, T, steps, accum, warmup, eval_every, val_seqs;
     double lr, min_frac, clip;     /* clip <= 0: no clipping */
     qs_adamw_opts adam;
     uint64_t seed;
     const qs_llm_recipe *recipe;   /* the training micro-batches' GEMMs; NULL: FP32.  Validation stays FP32 */
+    const qs_train_par *par;       /* data-parallel over ranks; NULL: this process alone */
 } qs_train_opts;
 
 typedef struct qs_train_rec {

@@ -17,7 +17,9 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "par.h"
 #include "quant_opts.h"
+#include "train_par.h"
 #include "../../analysis/train_service.h"
 #include "../../store/llm_load.h"
 
@@ -236,6 +238,7 @@ static void print_json(const opts *o, const qs_train_result *res)
     json_object_set_new(rj, "operands", ops);
     json_object_set_new(rj, "validation", json_string("fp32"));
     json_object_set_new(j, "recipe", rj);
+    json_object_set_new(j, "ranks", json_integer(o->t.par ? o->t.par->size : 1));
     char *s = json_dumps(j, JSON_INDENT(1));
     if (s) puts(s);
     free(s);
@@ -255,8 +258,9 @@ static void start(void *ctx, const qs_llm_cfg *c, size_t ntrain, size_t nval)
         printf("; validation fp32)\n");
     }
     if (!o->json)
-        printf("train: %d layers, dim %d, %d/%d heads, ffn %d, vocab %d, ctx %d; %zu training tokens, %zu validation\n",
-               c->n_layer, c->dim, c->n_head, c->n_kv_head, c->ffn, c->vocab, o->t.T, ntrain, nval);
+        printf("train: %d layers, dim %d, %d/%d heads, ffn %d, vocab %d, ctx %d; %zu training tokens, %zu validation%s\n",
+               c->n_layer, c->dim, c->n_head, c->n_kv_head, c->ffn, c->vocab, o->t.T, ntrain, nval,
+               o->t.par ? "; data-parallel over the MPI ranks" : "");
 }
 
 int qs_cmd_train(qs_cli *cli, int argc, char **argv)
@@ -268,6 +272,12 @@ int qs_cmd_train(qs_cli *cli, int argc, char **argv)
                           .lr = 1e-3, .min_frac = 0.1, .clip = 1.0, .adam = {0.9, 0.95, 1e-8, 0.1}, .seed = 0};
     int rc = parse(argc, argv, &o);
     if (rc || (rc = make_recipe(&o))) return rc;
+    qs_train_par par;
+    o.t.par = qs_train_par_mpi(&par);   /* under mpirun: one run, data-parallel; rank 0 prints and writes */
+    if (o.t.par && ((long)o.t.batch * o.t.accum) % o.t.par->size)
+        return qs_cli_usage(CMD, "--batch x --accum (%ld windows a step) is not a multiple of the %d MPI ranks",
+                            (long)o.t.batch * o.t.accum, o.t.par->size);
+    if (o.t.par && qs_par_rank() > 0) o.out = NULL;
     if (o.out) {   /* a bad --out is found before the training, not after */
         struct stat st;
         if (mkdir(o.out, 0777) && errno != EEXIST) return qs_cli_error(QS_EXIT_ERR, "%s: cannot create: %s", o.out, strerror(errno));
@@ -280,7 +290,10 @@ int qs_cmd_train(qs_cli *cli, int argc, char **argv)
                       .step = progress, .ctx = &o};
     qs_train_result r;
     qs_err e = {{0}};
-    if (qs_train_job_run(&j, &r, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
+    qs_par_training(1);
+    rc = qs_train_job_run(&j, &r, &e);
+    qs_par_training(0);
+    if (rc) return qs_cli_err(QS_EXIT_ERR, &e);
     if (o.json) print_json(&o, &r);
     else printf("validation loss %.4f -> %.4f%s%s\n", r.val0, r.rec[o.t.steps - 1].val_loss, o.out ? "; checkpoint " : "",
                 o.out ? o.out : "");

@@ -397,7 +397,7 @@ const qs_command qs_commands[] = {
      "                      OPERAND fwd.x fwd.w dgrad.dy dgrad.w wgrad.dy wgrad.x, FMT as in analyze -f,\n"
      "                      e.g. fwd.x=mxfp4, dgrad.dy=hif8:scale=tensor; :round=sr rounds stochastically\n"
      "  --out DIR           write a Hugging Face checkpoint (config.json, model.safetensors, tokenizer.json)\n"
-     "  --json              the run as JSON, with a `steps` list of per-step records", qs_cmd_train, NULL, NULL, 0},
+     "  --json              the run as JSON, with a `steps` list of per-step records", qs_cmd_train, NULL, NULL, 1},
     {"tui", "[--formats LIST] [--no-mouse] [--ascii]", "open the workbench (also: qscope with no command, on a terminal)",
      "The interactive workbench: tensors, formats compared, error histograms, block-error heatmaps and\n"
      "the block inspector (every element's code bit by bit, in two formats side by side), RL runs and\n"

@@ -184,6 +184,9 @@ int qs_par_exit(int rc) { return rc; }
 void qs_par_barrier(void) {}
 int qs_par_hold_error(const char *msg) { (void)msg; return 0; }
 void qs_par_alone(void) {}
+int qs_par_sum_f32(float *x, size_t n, qs_err *e) { (void)x; (void)n; (void)e; return 0; }
+int qs_par_sum_f64(double *x, size_t n, qs_err *e) { (void)x; (void)n; (void)e; return 0; }
+void qs_par_training(int on) { (void)on; }
 
 int qs_par_run(size_t n, const double *cost, qs_par_unit_fn fn, qs_par_collect_fn collect, void *ctx,
                const char *what, qs_err *e)
@@ -218,6 +221,9 @@ static struct {
     int (*Ibarrier)(MPI_Comm, MPI_Request *);
     int (*Test)(MPI_Request *, int *, MPI_Status *);
     int (*Error_string)(int, char *, int *);
+    int (*Alltoallv)(const void *, const int *, const int *, MPI_Datatype, void *, const int *, const int *, MPI_Datatype,
+                     MPI_Comm);
+    int (*Allgatherv)(const void *, int, MPI_Datatype, void *, const int *, const int *, MPI_Datatype, MPI_Comm);
     MPI_Comm world;
     MPI_Datatype byte;
     MPI_Errhandler errors_return;
@@ -225,7 +231,7 @@ static struct {
 
 static int g_mpi;
 #define QS_PAR_EXIT_WAIT_S 10.0
-/* 0 outside a run, 1 computing, 2 storing, 3 leaving; read by the watchdog and the SIGTERM handler */
+/* 0 outside a run, 1 computing, 2 storing, 3 leaving, 4 training (qs_par_training); read by the watchdog and the SIGTERM handler */
 static atomic_int g_phase;
 static atomic_int g_stored;   /* rank 0 has stored a run's results */
 static atomic_int g_quiet;    /* this rank has said why the job ends: a SIGTERM adds nothing */
@@ -275,7 +281,10 @@ static void on_term(int sig)
         static const char b[] = "qscope: the MPI job was stopped (a rank died, was killed or interrupted) while "
                                 "its results were being stored; the unit being written was rolled back\n";
         static const char c[] = "qscope: the MPI job was stopped (a rank died, was killed or interrupted)\n";
+        static const char d[] = "qscope: the MPI job was stopped (a rank died, was killed or interrupted); the training "
+                                "run stopped and nothing more of it was stored\n";
         if (g_phase == 1) { if (write(STDERR_FILENO, a, sizeof a - 1) < 0) {} }
+        else if (g_phase == 4) { if (write(STDERR_FILENO, d, sizeof d - 1) < 0) {} }
         else if (g_phase == 2) { if (write(STDERR_FILENO, b, sizeof b - 1) < 0) {} }
         else if (g_phase == 0 && write(STDERR_FILENO, c, sizeof c - 1) < 0) {}
     }
@@ -300,6 +309,7 @@ static void silent(int peer, double s)
     if (g_rank == 0) {
         int ph = g_phase;
         const char *what = ph == 1 ? (g_stored ? "; the results of the step under way were not stored" : "; nothing of it was stored")
+                         : ph == 4 ? "; the training run stopped and nothing more of it was stored"
                          : ph == 0 && !g_stored ? "; nothing of it was stored" : "";
         fprintf(stderr, "qscope: rank %d was silent for %.0f s (--rank-timeout %g): the MPI job was stopped%s\n", peer, s,
                 g_timeout, what);
@@ -416,7 +426,8 @@ int qs_par_init(int *argc, char ***argv, qs_err *e)
              SYM(Comm_set_errhandler, "MPI_Comm_set_errhandler") && SYM(Finalize, "MPI_Finalize") &&
              SYM(Abort, "MPI_Abort") && SYM(Send, "MPI_Send") && SYM(Recv, "MPI_Recv") && SYM(Iprobe, "MPI_Iprobe") &&
              SYM(Barrier, "MPI_Barrier") && SYM(Ibarrier, "MPI_Ibarrier") && SYM(Test, "MPI_Test") &&
-             SYM(Error_string, "MPI_Error_string") && SYM(Isend, "MPI_Isend") && SYM(Comm_dup, "MPI_Comm_dup");
+             SYM(Error_string, "MPI_Error_string") && SYM(Isend, "MPI_Isend") && SYM(Comm_dup, "MPI_Comm_dup") &&
+             SYM(Alltoallv, "MPI_Alltoallv") && SYM(Allgatherv, "MPI_Allgatherv");
     /* Open MPI's predefined handles are the addresses of these objects (mpi.h's MPI_COMM_WORLD etc.) */
     M.world = (MPI_Comm)dlsym(M.lib, "ompi_mpi_comm_world");
     M.byte = (MPI_Datatype)dlsym(M.lib, "ompi_mpi_byte");
@@ -518,6 +529,68 @@ int qs_par_exit(int rc)
     watchdog_stop();
     qs_par_finalize();
     return rc;
+}
+
+/* ---- sums in a fixed order (see par.h) ---- */
+
+#define SUM_SEG ((size_t)1 << 22)   /* elements per collective: bounds the scratch and MPI's int counts */
+
+static void add_f32(void *d, const void *s, size_t n)
+{
+    float *a = d;
+    const float *b = s;
+    for (size_t i = 0; i < n; i++) a[i] += b[i];
+}
+
+static void add_f64(void *d, const void *s, size_t n)
+{
+    double *a = d;
+    const double *b = s;
+    for (size_t i = 0; i < n; i++) a[i] += b[i];
+}
+
+static int sum_fixed(void *x, size_t n, size_t es, void (*add)(void *, const void *, size_t), qs_err *e)
+{
+    if (!g_mpi || g_size <= 1 || n == 0) return 0;
+    const int N = g_size;
+    size_t seg = n < SUM_SEG ? n : SUM_SEG, most = seg / (size_t)N + 1;
+    char *tmp = malloc(most * (size_t)N * es);
+    int *cnt = malloc(4 * (size_t)N * sizeof *cnt), *dsp = cnt + N, *rcnt = dsp + N, *rdsp = rcnt + N;
+    if (!tmp || !cnt) {
+        free(tmp);
+        free(cnt);
+        return qs_fail(e, "out of memory for the gradients' sum");
+    }
+    g_watch = 1;
+    for (size_t off = 0; off < n; off += seg) {
+        size_t len = n - off < seg ? n - off : seg;
+        char *base = (char *)x + off * es;
+        for (int p = 0; p < N; p++) {   /* part p of the segment: [len*p/N, len*(p+1)/N) */
+            size_t lo = len * (size_t)p / (size_t)N, hi = len * (size_t)(p + 1) / (size_t)N;
+            cnt[p] = (int)((hi - lo) * es);
+            dsp[p] = (int)(lo * es);
+        }
+        size_t mine = (size_t)cnt[g_rank] / es;
+        for (int q = 0; q < N; q++) {
+            rcnt[q] = (int)(mine * es);
+            rdsp[q] = (int)((size_t)q * mine * es);
+        }
+        mpi_check(M.Alltoallv(base, cnt, dsp, M.byte, tmp, rcnt, rdsp, M.byte, M.world), "all-to-all");
+        for (int q = 1; q < N; q++) add(tmp, tmp + (size_t)q * mine * es, mine);   /* rank order */
+        mpi_check(M.Allgatherv(tmp, (int)(mine * es), M.byte, base, cnt, dsp, M.byte, M.world), "all-gather");
+    }
+    g_watch = 0;
+    free(tmp);
+    free(cnt);
+    return 0;
+}
+
+int qs_par_sum_f32(float *x, size_t n, qs_err *e) { return sum_fixed(x, n, sizeof *x, add_f32, e); }
+int qs_par_sum_f64(double *x, size_t n, qs_err *e) { return sum_fixed(x, n, sizeof *x, add_f64, e); }
+
+void qs_par_training(int on)
+{
+    if (g_mpi) g_phase = on ? 4 : 0;
 }
 
 static void send_bytes(const void *b, size_t len, int dest, int tag)

@@ -51,6 +51,18 @@ typedef int (*qs_par_collect_fn)(size_t i, const uint8_t *b, size_t len, void *c
 int qs_par_run(size_t n, const double *cost, qs_par_unit_fn fn, qs_par_collect_fn collect, void *ctx,
                const char *what, qs_err *e);
 
+/* Data-parallel training (analysis/train_loop.h's qs_train_par): x[0..n) summed element-wise over the
+** ranks in place, every rank calling with the same n.  The order is fixed: the vector is cut into
+** segments of 4M elements and each segment into size parts; part p is summed on rank p as
+** ((x_0 + x_1) + x_2) + ... in rank order (MPI_Alltoallv) and sent back to every rank (MPI_Allgatherv),
+** so every rank holds the same bits and a rerun on as many ranks gives them again.  Rank 0 judges the
+** others' silence (--rank-timeout) meanwhile.  Nothing to do on one rank.  0, or -1 with e set. */
+int qs_par_sum_f32(float *x, size_t n, qs_err *e);
+int qs_par_sum_f64(double *x, size_t n, qs_err *e);
+/* A training run under way on the ranks (1) or over (0): a rank that dies or stalls then ends the job
+** with "the training run stopped; nothing more of it was stored" (its completed steps stay). */
+void qs_par_training(int on);
+
 /* The rank each unit runs on under qs_par_run's assignment (owner[i] for i < n): a greedy
 ** longest-processing-time schedule, ties to the lower unit index and the lower rank. */
 void qs_par_assign(size_t n, const double *cost, int nranks, int *owner);
