@@ -239,6 +239,12 @@ static void print_json(const opts *o, const qs_train_result *res)
     json_object_set_new(rj, "validation", json_string("fp32"));
     json_object_set_new(j, "recipe", rj);
     json_object_set_new(j, "ranks", json_integer(o->t.par ? o->t.par->size : 1));
+    if (o->t.par) {   /* rank 0's time in the data-parallel exchange (docs/scale.md) */
+        double w, x;
+        qs_train_par_seconds(&w, &x);
+        json_object_set_new(j, "grad_wait_s", json_real(w));
+        json_object_set_new(j, "grad_sum_s", json_real(x));
+    }
     char *s = json_dumps(j, JSON_INDENT(1));
     if (s) puts(s);
     free(s);

@@ -230,6 +230,10 @@ static struct {
 } M;
 
 static int g_mpi;
+/* The sums' scratch, kept from step to step (a fresh 16 MB buffer each step costs its page faults). */
+static char *g_sum_tmp;
+static size_t g_sum_cap;
+
 #define QS_PAR_EXIT_WAIT_S 10.0
 /* 0 outside a run, 1 computing, 2 storing, 3 leaving, 4 training (qs_par_training); read by the watchdog and the SIGTERM handler */
 static atomic_int g_phase;
@@ -485,6 +489,9 @@ void qs_par_alone(void)
 
 void qs_par_finalize(void)
 {
+    free(g_sum_tmp);
+    g_sum_tmp = NULL;
+    g_sum_cap = 0;
     if (!g_mpi) return;
     g_mpi = 0;
     M.Finalize();
@@ -553,14 +560,17 @@ static int sum_fixed(void *x, size_t n, size_t es, void (*add)(void *, const voi
 {
     if (!g_mpi || g_size <= 1 || n == 0) return 0;
     const int N = g_size;
-    size_t seg = n < SUM_SEG ? n : SUM_SEG, most = seg / (size_t)N + 1;
-    char *tmp = malloc(most * (size_t)N * es);
-    int *cnt = malloc(4 * (size_t)N * sizeof *cnt), *dsp = cnt + N, *rcnt = dsp + N, *rdsp = rcnt + N;
-    if (!tmp || !cnt) {
-        free(tmp);
-        free(cnt);
-        return qs_fail(e, "out of memory for the gradients' sum");
+    size_t seg = n < SUM_SEG ? n : SUM_SEG, need = (seg / (size_t)N + 1) * (size_t)N * es;
+    if (need > g_sum_cap) {
+        free(g_sum_tmp);
+        g_sum_cap = 0;
+        if (!(g_sum_tmp = malloc(need))) return qs_fail(e, "out of memory for the gradients' sum");
+        g_sum_cap = need;
     }
+    char *tmp = g_sum_tmp;
+    int *cnt = malloc(4 * (size_t)N * sizeof *cnt);
+    if (!cnt) return qs_fail(e, "out of memory for the gradients' sum");
+    int *dsp = cnt + N, *rcnt = dsp + N, *rdsp = rcnt + N;
     g_watch = 1;
     for (size_t off = 0; off < n; off += seg) {
         size_t len = n - off < seg ? n - off : seg;
@@ -580,7 +590,6 @@ static int sum_fixed(void *x, size_t n, size_t es, void (*add)(void *, const voi
         mpi_check(M.Allgatherv(tmp, (int)(mine * es), M.byte, base, cnt, dsp, M.byte, M.world), "all-gather");
     }
     g_watch = 0;
-    free(tmp);
     free(cnt);
     return 0;
 }
