@@ -33,17 +33,14 @@ static void bind_opt_text(sqlite3_stmt *st, int i, const char *s)
     if (s) sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT); else sqlite3_bind_null(st, i);
 }
 
-int qs_train_run_begin(qs_db *db, const qs_train_run_meta *m, int64_t *id, qs_err *e)
+/* Insert the run row under name: 0, 1 when the name is taken, -1 on error. */
+static int insert_run(qs_db *db, const qs_train_run_meta *m, const char *name, int64_t *id, qs_err *e)
 {
-    if (!m->name || !*m->name || !m->recipe || !m->model_json || !m->options_json || !m->data_hash)
-        return qs_fail(e, "training run: name, recipe, model, options and data hash are required");
-    if (m->steps < 0) return qs_fail(e, "training run %s: %d steps", m->name, m->steps);
-    if (qs_db_begin(db, e)) return -1;
     sqlite3_stmt *st = qs_db_prepare(db, "INSERT INTO train_run(name, recipe, seed, sweep, status, steps, model, options, "
                                          "data_hash, tool_version, checkpoint) VALUES(?,?,?,?,'running',?,?,?,?,?,?) "
                                          "RETURNING id", e);
-    if (!st) { qs_db_rollback(db); return -1; }
-    sqlite3_bind_text(st, 1, m->name, -1, SQLITE_TRANSIENT);
+    if (!st) return -1;
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, 2, m->recipe, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(st, 3, (sqlite3_int64)m->seed);   /* read back as uint64_t: the bits survive */
     bind_opt_text(st, 4, m->sweep);
@@ -56,13 +53,42 @@ int qs_train_run_begin(qs_db *db, const qs_train_run_meta *m, int64_t *id, qs_er
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) *id = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
-    if (rc != SQLITE_ROW) {
-        if ((rc & 0xff) == SQLITE_CONSTRAINT) qs_fail(e, "a training run named '%s' exists already", m->name);
-        else qs_db_fail(db, e, "train_run insert");
-        qs_db_rollback(db);
-        return -1;
+    if (rc == SQLITE_ROW) return 0;
+    if (rc == SQLITE_CONSTRAINT_UNIQUE) return 1;
+    return qs_db_fail(db, e, "train_run insert");
+}
+
+static int check_meta(const qs_train_run_meta *m, qs_err *e)
+{
+    if (!m->name || !*m->name || !m->recipe || !m->model_json || !m->options_json || !m->data_hash)
+        return qs_fail(e, "training run: name, recipe, model, options and data hash are required");
+    if (m->steps < 0) return qs_fail(e, "training run %s: %d steps", m->name, m->steps);
+    return 0;
+}
+
+int qs_train_run_begin(qs_db *db, const qs_train_run_meta *m, int64_t *id, qs_err *e)
+{
+    if (check_meta(m, e) || qs_db_begin(db, e)) return -1;
+    int rc = insert_run(db, m, m->name, id, e);
+    if (rc == 1) qs_fail(e, "a training run named '%s' exists already", m->name);
+    if (rc || qs_db_commit(db, e)) { qs_db_rollback(db); return -1; }
+    return 0;
+}
+
+int qs_train_run_begin_unique(qs_db *db, const qs_train_run_meta *m, char *name, size_t cap, int64_t *id, qs_err *e)
+{
+    if (check_meta(m, e)) return -1;
+    if ((size_t)snprintf(name, cap, "%s", m->name) >= cap) return qs_fail(e, "training run name '%s' is too long", m->name);
+    if (qs_db_begin(db, e)) return -1;
+    int rc = 1;
+    for (int k = 2; rc == 1; k++) {
+        if ((rc = insert_run(db, m, name, id, e)) != 1) break;
+        if (k > 1000000 || (size_t)snprintf(name, cap, "%s-%d", m->name, k) >= cap) {
+            rc = qs_fail(e, "training run name '%s': no free name", m->name);
+            break;
+        }
     }
-    if (qs_db_commit(db, e)) { qs_db_rollback(db); return -1; }
+    if (rc || qs_db_commit(db, e)) { qs_db_rollback(db); return -1; }
     return 0;
 }
 

@@ -85,6 +85,21 @@ static void test_name_taken(void **state)
     m.name = "";
     assert_int_equal(qs_train_run_begin(f->db, &m, &id, &e), -1);
     assert_int_equal(q_int(f->db, "SELECT count(*) FROM train_run", 0), 2);
+    /* _begin_unique: the first free name of r, r-2, r-3 ... (r2 is not r-2) */
+    char name[16];
+    m.name = "r";
+    if (qs_train_run_begin_unique(f->db, &m, name, sizeof name, &id, &e)) fail_msg("%s", e.msg);
+    assert_string_equal(name, "r-2");
+    if (qs_train_run_begin_unique(f->db, &m, name, sizeof name, &id, &e)) fail_msg("%s", e.msg);
+    assert_string_equal(name, "r-3");
+    m.name = "fresh";
+    if (qs_train_run_begin_unique(f->db, &m, name, sizeof name, &id, &e)) fail_msg("%s", e.msg);
+    assert_string_equal(name, "fresh");
+    assert_int_equal(q_int(f->db, "SELECT count(*) FROM train_run WHERE id=?1 AND name='fresh'", id), 1);
+    m.name = "a-name-longer-than-16";
+    assert_int_equal(qs_train_run_begin_unique(f->db, &m, name, sizeof name, &id, &e), -1);
+    assert_msg(&e, "too long");
+    assert_int_equal(q_int(f->db, "SELECT count(*) FROM train_run", 0), 5);
 }
 
 /* Each step is committed as it is stored: a run whose process ends without _end keeps them. */
