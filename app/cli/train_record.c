@@ -57,10 +57,7 @@ static char *options_json(const qs_trec *t, const qs_train_data *d)
     if (!j) return NULL;
     qs_json_add_nums(j, "lr", o->lr, "min_lr", o->min_frac, "wd", o->adam.wd, "clip", o->clip, "beta1", o->adam.beta1,
                      "beta2", o->adam.beta2, "eps", o->adam.eps, (const char *)NULL);
-    /* the seed as text too: a JSON integer above 2^53 loses bits in most readers */
-    char seed[32];
-    snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
-    json_object_set_new(j, "seed", json_string(seed));
+    json_object_set_new(j, "seed", json_integer((json_int_t)o->seed));   /* as train --json has it */
     json_t *rj = json_object(), *ops = json_object(), *texts = json_array();
     json_object_set_new(rj, "name", json_string(t->recipe));
     for (int i = 0; i < QS_OP_COUNT; i++) json_object_set_new(ops, qs_llm_operand_name(i), json_string(t->op_label[i]));
