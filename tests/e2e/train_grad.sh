@@ -32,7 +32,8 @@ sys.exit(not (worst[0] <= 1e-2 and kinds == set(g)))'
 
 # --- the gradient against float64 finite differences
 ok "--steps 0 --grad-out --batch-out" $QS train "${B[@]}" --grad-out "$T/g.safetensors" --batch-out "$T/b.npy" --out "$T/ck"
-check "the loss of the cross-check's micro-batch is printed" 'grep -q "^cross-check micro-batch: loss 2\.9197987" "$T/out"'
+check "the loss of the cross-check's micro-batch is printed: the vectors' float64 loss to 1e-6 relative" \
+  "awk '/^cross-check micro-batch: loss /{ok = \$4 > 2.919796 && \$4 < 2.919802} END{exit !ok}' '$T/out'"
 check "the batch is the committed one (int32, 4 x 17), byte for byte" "cmp -s '$T/b.npy' '$F/batch.npy'"
 check "--steps 0 --out: the checkpoint is the input model, byte for byte" \
   "cmp -s '$T/ck/model.safetensors' '$F/model/model.safetensors' && cmp -s '$T/ck/config.json' '$F/model/config.json'"
@@ -64,7 +65,7 @@ ok "--steps 0 --json" $QS train "${B[@]}" --grad-out "$T/g2.safetensors" --json
 cp "$T/out" "$T/s0.json"
 np_check "--steps 0 --json: no steps, final = initial validation loss, the micro-batch's loss" "import json, sys
 j = json.load(open(sys.argv[1])); print(j['grad_loss'])
-sys.exit(not (j['steps'] == [] and j['final_val_loss'] == j['initial_val_loss'] and abs(j['grad_loss'] - 2.919798739) < 1e-6))" "$T/s0.json"
+sys.exit(not (j['steps'] == [] and j['final_val_loss'] == j['initial_val_loss'] and abs(j['grad_loss'] - 2.919798739) < 3e-6))" "$T/s0.json"
 check "the gradient is reproducible, byte for byte" "cmp -s '$T/g.safetensors' '$T/g2.safetensors'"
 
 # --- a llama GGUF (adjacent-pair RoPE): the gradient's Q/K rows are permuted as the checkpoint's, so
