@@ -67,6 +67,21 @@ np_check "--steps 0 --json: no steps, final = initial validation loss, the micro
 j = json.load(open(sys.argv[1])); print(j['grad_loss'])
 sys.exit(not (j['steps'] == [] and j['final_val_loss'] == j['initial_val_loss'] and abs(j['grad_loss'] - 2.919798739) < 3e-6))" "$T/s0.json"
 check "the gradient is reproducible, byte for byte" "cmp -s '$T/g.safetensors' '$T/g2.safetensors'"
+# the micro-batch is step 1's: its loss is step 1's training loss, bit for bit (under an SR recipe too:
+# the pass's SR call counter starts where the run's does)
+S1='import json, sys; j = json.load(open(sys.argv[1])); print(j["grad_loss"], j["steps"][0]["train_loss"]); sys.exit(j["grad_loss"] != j["steps"][0]["train_loss"])'
+ok "--steps 1 --grad-out --json" $QS train "${B[@]}" --steps 1 --grad-out "$T/g1.safetensors" --json
+cp "$T/out" "$T/s1.json"
+check "the cross-check's loss is step 1's training loss, bit for bit" "$PY -c '$S1' '$T/s1.json'"
+ok "--recipe nvfp4 --steps 1 --grad-out --json" $QS train "${B[@]}" --recipe nvfp4 --steps 1 --grad-out "$T/g1n.safetensors" --json
+cp "$T/out" "$T/s1n.json"
+check "nvfp4: the cross-check's loss is step 1's, bit for bit" "$PY -c '$S1' '$T/s1n.json'"
+NORM="$ST"'
+g, j = st(sys.argv[1]), json.load(open(sys.argv[2]))
+n = float(np.sqrt(sum(float((t.astype(np.float64) ** 2).sum()) for t in g.values()))); m = j["steps"][0]["grad_norm"]
+print(n, m); sys.exit(not abs(n - m) <= 1e-9 * m)'
+np_check "the gradient's norm is step 1's gradient norm (1e-9)" "$NORM" "$T/g1.safetensors" "$T/s1.json"
+np_check "nvfp4 (SR on the gradients, RHT): the gradient's norm is step 1's (1e-9)" "$NORM" "$T/g1n.safetensors" "$T/s1n.json"
 
 # --- a llama GGUF (adjacent-pair RoPE): the gradient's Q/K rows are permuted as the checkpoint's, so
 # it equals the gradient of the checkpoint (rotate_half) on the same batch
