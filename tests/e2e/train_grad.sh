@@ -153,6 +153,7 @@ sys.exit(not (np.array_equal(a, w) and np.array_equal(b, w) and np.array_equal(x
 
 # --- refusals
 refuses "--operand-out without a recipe" 2 "--operand-out needs a recipe" $QS train "${B[@]}" --operand-out "$T/o3"
+refuses "--operand-out with a recipe that quantizes nothing" 1 "quantizes no GEMM of layer 0" $QS train "${B[@]}" --recipe fp32 --operand-out "$T/o4"
 refuses "--steps -1" 2 "--steps" $QS train "${B[@]}" --steps -1
 refuses "--grad-out into a missing directory" 1 "nodir/g.safetensors: cannot create" $QS train "${B[@]}" --grad-out "$T/nodir/g.safetensors"
 refuses "--operand-out naming a file" 1 "not a directory" $QS train "${B[@]}" --recipe mxfp4 --operand-out "$F/text.txt"
