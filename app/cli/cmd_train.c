@@ -216,6 +216,7 @@ static void print_json(const opts *o, const qs_train_result *res)
 {
     const qs_llm_cfg *c = &res->m.c;
     const qs_train_rec *rec = res->rec;
+    double fin = o->t.steps ? rec[o->t.steps - 1].val_loss : res->val0;   /* --steps 0: no update */
     json_t *steps = json_array();
     for (int i = 0; i < o->t.steps; i++) {
         json_t *r = json_pack("{s:i,s:o,s:o,s:o,s:o}", "step", rec[i].step, "train_loss", num(rec[i].train_loss),
@@ -231,7 +232,7 @@ static void print_json(const opts *o, const qs_train_result *res)
                           (json_int_t)res->ntrain, "val_tokens", (json_int_t)res->nval, "options", "batch",
                           o->t.batch, "steps", o->t.steps, "accum", o->t.accum, "warmup", o->t.warmup, "lr", o->t.lr,
                           "min_lr", o->t.min_frac, "wd", o->t.adam.wd, "clip", o->t.clip, "seed", (json_int_t)o->t.seed,
-                          "initial_val_loss", num(res->val0), "final_val_loss", num(o->t.steps ? rec[o->t.steps - 1].val_loss : res->val0), "steps",
+                          "initial_val_loss", num(res->val0), "final_val_loss", num(fin), "steps",
                           steps, "out", o->out);
     json_t *rj = json_object(), *ops = json_object();
     json_object_set_new(rj, "name", json_string(o->t.recipe ? o->recipe.name : "fp32"));
