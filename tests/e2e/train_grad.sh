@@ -57,10 +57,11 @@ np_check "make_fd_vectors.py: self-check against llm logits, and the committed v
 subprocess.run([sys.argv[1], sys.argv[2] + '/make_fd_vectors.py', sys.argv[2] + '/model', sys.argv[2] + '/batch.npy',
                 sys.argv[3], '--qscope', sys.argv[4]], check=True)
 a, b = json.load(open(sys.argv[2] + '/fd_vectors.json')), json.load(open(sys.argv[3]))
-d = max(abs(x['fd'] - y['fd']) / max(abs(x['fd']), 1e-9) for x, y in zip(a['vectors'], b['vectors']))
-print('loss', a['loss'], b['loss'], 'max fd difference', d)
+# a float64 difference quotient carries ~1e-12 of rounding (another BLAS may sum in another order)
+d = max(abs(x['fd'] - y['fd']) / (1e-6 * abs(x['fd']) + 1e-10) for x, y in zip(a['vectors'], b['vectors']))
+print('loss', a['loss'], b['loss'], 'fd differences / (1e-6 |fd| + 1e-10):', d)
 sys.exit(not (abs(a['loss'] - b['loss']) <= 1e-12 and [(x['tensor'], x['index']) for x in a['vectors']] ==
-              [(x['tensor'], x['index']) for x in b['vectors']] and d <= 1e-6))" "$PY" "$F" "$T/fd.json" "$QS"
+              [(x['tensor'], x['index']) for x in b['vectors']] and d <= 1))" "$PY" "$F" "$T/fd.json" "$QS"
 ok "--steps 0 --json" $QS train "${B[@]}" --grad-out "$T/g2.safetensors" --json
 cp "$T/out" "$T/s0.json"
 np_check "--steps 0 --json: no steps, final = initial validation loss, the micro-batch's loss" "import json, sys
