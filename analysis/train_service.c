@@ -92,6 +92,7 @@ int qs_train_job_run(const qs_train_job *j, qs_train_result *r, qs_err *e)
 {
     memset(r, 0, sizeof *r);
     r->val0 = NAN;
+    r->grad_loss = NAN;
     qs_llm_file tokf, initf;
     memset(&tokf, 0, sizeof tokf);
     memset(&initf, 0, sizeof initf);
@@ -119,7 +120,13 @@ int qs_train_job_run(const qs_train_job *j, qs_train_result *r, qs_err *e)
     if (read_tokens(j->text, j->ntext, tok, &train, &r->ntrain, e) ||
         read_tokens(&j->val_text, 1, tok, &val, &r->nval, e))
         goto out;
-    if (!(r->rec = calloc((size_t)j->t.steps, sizeof *r->rec))) { qs_fail(e, "out of memory"); goto out; }
+    if ((j->grad.grad_out || j->grad.batch_out || j->grad.operand_out) &&
+        qs_train_grad_run(&r->m, train, r->ntrain, &j->t, &j->grad, &r->grad_loss, e))
+        goto out;
+    if (!(r->rec = calloc(j->t.steps ? (size_t)j->t.steps : 1, sizeof *r->rec))) {   /* --steps 0: no records */
+        qs_fail(e, "out of memory");
+        goto out;
+    }
     if (j->start) j->start(j->ctx, c, r->ntrain, r->nval);
     if (qs_train_run(&r->m, train, r->ntrain, val, r->nval, &j->t, &r->val0, r->rec, j->step, j->ctx, e)) goto out;
     if (j->out && save(j, &r->m, tok, e)) goto out;

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 
+#include "train_grad.h"
 #include "train_loop.h"
 
 typedef struct qs_train_job {
@@ -19,6 +20,7 @@ typedef struct qs_train_job {
     const char *val_text;         /* held-out text */
     int layers, dim, heads, kv_heads, ffn;   /* a new model's shape; 0: 2, 64, 4, = heads, 4*dim */
     qs_train_opts t;              /* t.T is also a new model's context */
+    qs_train_grad_req grad;       /* cross-check files of the initial model (train_grad.h), all NULL: none */
     /* called once the model and the tokens are ready, before the first step (may be NULL) */
     void (*start)(void *ctx, const qs_llm_cfg *c, size_t ntrain, size_t nval);
     qs_train_cb step;             /* after every step (may be NULL) */
@@ -31,6 +33,7 @@ typedef struct qs_train_result {
     double val0;                  /* validation loss before the first step */
     qs_train_rec *rec;            /* t.steps records */
     int bytes;                    /* 1: byte-level tokens */
+    double grad_loss;             /* the loss of the cross-check's micro-batch; NAN without grad files */
 } qs_train_result;
 
 /* Run the job; *r is filled on success (free with qs_train_result_free).  Errors name the file or the

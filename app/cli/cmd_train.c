@@ -33,6 +33,7 @@ typedef struct opts {
     const char *recipe_name, *ops[MAX_OPS];   /* --recipe, --op in order */
     int nops;
     qs_llm_recipe recipe;
+    qs_train_grad_req grad;   /* --grad-out, --batch-out, --operand-out (analysis/train_grad.h) */
     char dflt[MAX_TEXTS][300];   /* default training texts */
 } opts;
 
@@ -51,7 +52,7 @@ static int parse(int argc, char **argv, opts *o)
         {"ctx", 1, 0, 'c'}, {"batch", 1, 0, 'b'}, {"steps", 1, 0, 'n'}, {"lr", 1, 0, 'l'}, {"warmup", 1, 0, 'w'},
         {"min-lr", 1, 0, 'm'}, {"wd", 1, 0, 'W'}, {"clip", 1, 0, 'C'}, {"accum", 1, 0, 'a'}, {"eval-every", 1, 0, 'e'},
         {"val-seqs", 1, 0, 'V'}, {"seed", 1, 0, 's'}, {"json", 0, 0, 'j'}, {"recipe", 1, 0, 'R'}, {"op", 1, 0, 'O'},
-        {0, 0, 0, 0}};
+        {"grad-out", 1, 0, 'G'}, {"batch-out", 1, 0, 'B'}, {"operand-out", 1, 0, 'P'}, {0, 0, 0, 0}};
     int c;
     optind = 1;
     opterr = 0;
@@ -74,7 +75,7 @@ static int parse(int argc, char **argv, opts *o)
         case 'f': rc = qs_cli_parse_int(CMD, "--ffn", optarg, 1, 1 << 18, &o->ffn); break;
         case 'c': rc = qs_cli_parse_int(CMD, "--ctx", optarg, 1, 1 << 16, &o->t.T); break;
         case 'b': rc = qs_cli_parse_int(CMD, "--batch", optarg, 1, 1 << 16, &o->t.batch); break;
-        case 'n': rc = qs_cli_parse_int(CMD, "--steps", optarg, 1, 1 << 24, &o->t.steps); break;
+        case 'n': rc = qs_cli_parse_int(CMD, "--steps", optarg, 0, 1 << 24, &o->t.steps); break;
         case 'w': rc = qs_cli_parse_int(CMD, "--warmup", optarg, 0, 1 << 24, &o->t.warmup); break;
         case 'a': rc = qs_cli_parse_int(CMD, "--accum", optarg, 1, 1 << 16, &o->t.accum); break;
         case 'e': rc = qs_cli_parse_int(CMD, "--eval-every", optarg, 0, 1 << 24, &o->t.eval_every); break;
@@ -87,6 +88,9 @@ static int parse(int argc, char **argv, opts *o)
             if (qs_parse_u64(optarg, (unsigned long long *)&o->t.seed)) return qs_cli_usage(CMD, "bad --seed '%s'", optarg);
             break;
         case 'j': o->json = 1; break;
+        case 'G': o->grad.grad_out = optarg; break;
+        case 'B': o->grad.batch_out = optarg; break;
+        case 'P': o->grad.operand_out = optarg; break;
         case 'R':
             if (o->recipe_name) return qs_cli_usage(CMD, "--recipe given twice");
             o->recipe_name = optarg;
@@ -101,6 +105,8 @@ static int parse(int argc, char **argv, opts *o)
         if (rc) return rc;
     }
     if (optind < argc) return qs_cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
+    if (o->grad.operand_out && !o->recipe_name && !o->nops)
+        return qs_cli_usage(CMD, "--operand-out needs a recipe (--recipe or --op)");
     if (o->init && (o->layers || o->dim || o->heads || o->kv_heads || o->ffn))
         return qs_cli_usage(CMD, "--init takes the model's shape; drop --layers/--dim/--heads/--kv-heads/--ffn");
     return 0;
@@ -123,6 +129,7 @@ static int apply_op(const char *spec, qs_llm_recipe *r)
                             spec, name);
     qs_apply a;
     if (!eq[1] || strchr(eq + 1, ',')) return qs_cli_usage(CMD, "--op '%s': give one format after '='", spec);
+    if (!strcmp(eq + 1, "none")) { memset(&r->op[op], 0, sizeof r->op[op]); return 0; }   /* the slot off: FP32 */
     if (qs_llm_parse_fmt(CMD, eq + 1, &a)) return QS_EXIT_USAGE;
     qs_llm_slot *sl = &r->op[op];
     memset(sl, 0, sizeof *sl);
@@ -209,6 +216,7 @@ static void print_json(const opts *o, const qs_train_result *res)
 {
     const qs_llm_cfg *c = &res->m.c;
     const qs_train_rec *rec = res->rec;
+    double fin = o->t.steps ? rec[o->t.steps - 1].val_loss : res->val0;   /* --steps 0: no update */
     json_t *steps = json_array();
     for (int i = 0; i < o->t.steps; i++) {
         json_t *r = json_pack("{s:i,s:o,s:o,s:o,s:o}", "step", rec[i].step, "train_loss", num(rec[i].train_loss),
@@ -224,7 +232,7 @@ static void print_json(const opts *o, const qs_train_result *res)
                           (json_int_t)res->ntrain, "val_tokens", (json_int_t)res->nval, "options", "batch",
                           o->t.batch, "steps", o->t.steps, "accum", o->t.accum, "warmup", o->t.warmup, "lr", o->t.lr,
                           "min_lr", o->t.min_frac, "wd", o->t.adam.wd, "clip", o->t.clip, "seed", (json_int_t)o->t.seed,
-                          "initial_val_loss", num(res->val0), "final_val_loss", num(rec[o->t.steps - 1].val_loss), "steps",
+                          "initial_val_loss", num(res->val0), "final_val_loss", num(fin), "steps",
                           steps, "out", o->out);
     json_t *rj = json_object(), *ops = json_object();
     json_object_set_new(rj, "name", json_string(o->t.recipe ? o->recipe.name : "fp32"));
@@ -236,6 +244,7 @@ static void print_json(const opts *o, const qs_train_result *res)
     json_object_set_new(rj, "operands", ops);
     json_object_set_new(rj, "validation", json_string("fp32"));
     json_object_set_new(j, "recipe", rj);
+    if (!isnan(res->grad_loss)) json_object_set_new(j, "grad_loss", json_real(res->grad_loss));
     char *s = json_dumps(j, JSON_INDENT(1));
     if (s) puts(s);
     free(s);
@@ -276,14 +285,17 @@ int qs_cmd_train(qs_cli *cli, int argc, char **argv)
     if (!o.ntext && (rc = default_texts(&o))) return rc;
     qs_train_job j = {.tokenizer = o.tokenizer, .init = o.init, .out = o.out, .text = o.text, .ntext = o.ntext,
                       .val_text = o.val_text ? o.val_text : QS_LLM_DEFAULT_TEXT, .layers = o.layers, .dim = o.dim,
-                      .heads = o.heads, .kv_heads = o.kv_heads, .ffn = o.ffn, .t = o.t, .start = start,
+                      .heads = o.heads, .kv_heads = o.kv_heads, .ffn = o.ffn, .t = o.t, .grad = o.grad, .start = start,
                       .step = progress, .ctx = &o};
     qs_train_result r;
     qs_err e = {{0}};
     if (qs_train_job_run(&j, &r, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
     if (o.json) print_json(&o, &r);
-    else printf("validation loss %.4f -> %.4f%s%s\n", r.val0, r.rec[o.t.steps - 1].val_loss, o.out ? "; checkpoint " : "",
-                o.out ? o.out : "");
+    else {
+        if (!isnan(r.grad_loss)) printf("cross-check micro-batch: loss %.9g\n", r.grad_loss);
+        printf("validation loss %.4f -> %.4f%s%s\n", r.val0, o.t.steps ? r.rec[o.t.steps - 1].val_loss : r.val0,
+               o.out ? "; checkpoint " : "", o.out ? o.out : "");
+    }
     qs_train_result_free(&r);
     return QS_EXIT_OK;
 }
