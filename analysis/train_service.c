@@ -129,6 +129,7 @@ int qs_train_job_run(const qs_train_job *j, qs_train_result *r, qs_err *e)
 {
     memset(r, 0, sizeof *r);
     r->val0 = NAN;
+    r->grad_loss = NAN;
     qs_llm_file tokf, initf;
     memset(&tokf, 0, sizeof tokf);
     memset(&initf, 0, sizeof initf);
@@ -168,7 +169,13 @@ int qs_train_job_run(const qs_train_job *j, qs_train_result *r, qs_err *e)
         goto out;
     }
     r->bad_input = 0;
-    if (!(r->rec = calloc((size_t)j->t.steps, sizeof *r->rec))) { qs_fail(e, "out of memory"); goto out; }
+    if ((j->grad.grad_out || j->grad.batch_out || j->grad.operand_out) &&
+        qs_train_grad_run(&r->m, train, r->ntrain, &j->t, &j->grad, &r->grad_loss, e))
+        goto out;
+    if (!(r->rec = calloc(j->t.steps ? (size_t)j->t.steps : 1, sizeof *r->rec))) {   /* --steps 0: no records */
+        qs_fail(e, "out of memory");
+        goto out;
+    }
     if (j->start) j->start(j->ctx, c, r->ntrain, r->nval);
     if (j->ready) {
         qs_train_data d = {&r->m, r->ntrain, r->nval, r->bytes, {0}};

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stddef.h>
 
+#include "train_grad.h"
 #include "train_loop.h"
 
 /* What a run trains on, once the model and the tokens are ready (the job's ready hook). */
@@ -28,6 +29,7 @@ typedef struct qs_train_job {
     const char *val_text;         /* held-out text */
     int layers, dim, heads, kv_heads, ffn;   /* a new model's shape; 0: 2, 64, 4, = heads, 4*dim */
     qs_train_opts t;              /* t.T is also a new model's context */
+    qs_train_grad_req grad;       /* cross-check files of the initial model (train_grad.h), all NULL: none */
     /* called once the model and the tokens are ready, before the first step (may be NULL) */
     void (*start)(void *ctx, const qs_llm_cfg *c, size_t ntrain, size_t nval);
     qs_train_cb step;             /* after every step (may be NULL) */
@@ -49,6 +51,7 @@ typedef struct qs_train_result {
     int stopped;                  /* 1: *job.stop ended the run early */
     int bad_input;                /* after an error: 1 when the input is at fault (shape, ctx, a text shorter
                                   ** than ctx+1 tokens): a usage error, found before the ready hook */
+    double grad_loss;             /* the loss of the cross-check's micro-batch; NAN without grad files */
 } qs_train_result;
 
 /* Run the job; *r is filled on success (free with qs_train_result_free).  Errors name the file or the

@@ -36,6 +36,7 @@ typedef struct opts {
     const char *recipe_name, *ops[MAX_OPS];   /* --recipe, --op in order */
     int nops;
     qs_llm_recipe recipe;
+    qs_train_grad_req grad;   /* --grad-out, --batch-out, --operand-out (analysis/train_grad.h) */
     char dflt[MAX_TEXTS][300];   /* default training texts */
     int csv, no_store;
     const char *name;            /* --name */
@@ -58,7 +59,8 @@ static int parse(qs_cli *cli, int argc, char **argv, opts *o)
         {"ctx", 1, 0, 'c'}, {"batch", 1, 0, 'b'}, {"steps", 1, 0, 'n'}, {"lr", 1, 0, 'l'}, {"warmup", 1, 0, 'w'},
         {"min-lr", 1, 0, 'm'}, {"wd", 1, 0, 'W'}, {"clip", 1, 0, 'C'}, {"accum", 1, 0, 'a'}, {"eval-every", 1, 0, 'e'},
         {"val-seqs", 1, 0, 'V'}, {"seed", 1, 0, 's'}, {"json", 0, 0, 'j'}, {"recipe", 1, 0, 'R'}, {"op", 1, 0, 'O'},
-        {"name", 1, 0, 'N'}, {"db", 1, 0, 'B'}, {"no-store", 0, 0, 'X'}, {"csv", 0, 0, 'S'}, {0, 0, 0, 0}};
+        {"grad-out", 1, 0, 'G'}, {"batch-out", 1, 0, 'B'}, {"operand-out", 1, 0, 'P'}, {"name", 1, 0, 'N'},
+        {"db", 1, 0, 'D'}, {"no-store", 0, 0, 'X'}, {"csv", 0, 0, 'S'}, {0, 0, 0, 0}};
     int c;
     optind = 1;
     opterr = 0;
@@ -81,7 +83,7 @@ static int parse(qs_cli *cli, int argc, char **argv, opts *o)
         case 'f': rc = qs_cli_parse_int(CMD, "--ffn", optarg, 1, 1 << 18, &o->ffn); break;
         case 'c': rc = qs_cli_parse_int(CMD, "--ctx", optarg, 1, 1 << 16, &o->t.T); break;
         case 'b': rc = qs_cli_parse_int(CMD, "--batch", optarg, 1, 1 << 16, &o->t.batch); break;
-        case 'n': rc = qs_cli_parse_int(CMD, "--steps", optarg, 1, 1 << 24, &o->t.steps); break;
+        case 'n': rc = qs_cli_parse_int(CMD, "--steps", optarg, 0, 1 << 24, &o->t.steps); break;
         case 'w': rc = qs_cli_parse_int(CMD, "--warmup", optarg, 0, 1 << 24, &o->t.warmup); break;
         case 'a': rc = qs_cli_parse_int(CMD, "--accum", optarg, 1, 1 << 16, &o->t.accum); break;
         case 'e': rc = qs_cli_parse_int(CMD, "--eval-every", optarg, 0, 1 << 24, &o->t.eval_every); break;
@@ -96,11 +98,14 @@ static int parse(qs_cli *cli, int argc, char **argv, opts *o)
         case 'j': o->json = 1; break;
         case 'S': o->csv = 1; break;
         case 'X': o->no_store = 1; break;
-        case 'B': cli->db_path = optarg; break;   /* as the global --db */
+        case 'D': cli->db_path = optarg; break;   /* as the global --db */
         case 'N':
             if (!*optarg) return qs_cli_usage(CMD, "--name wants a name");
             o->name = optarg;
             break;
+        case 'G': o->grad.grad_out = optarg; break;
+        case 'B': o->grad.batch_out = optarg; break;
+        case 'P': o->grad.operand_out = optarg; break;
         case 'R':
             if (o->recipe_name) return qs_cli_usage(CMD, "--recipe given twice");
             o->recipe_name = optarg;
@@ -117,6 +122,8 @@ static int parse(qs_cli *cli, int argc, char **argv, opts *o)
     if (optind < argc) return qs_cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
     if (o->json && o->csv) return qs_cli_usage(CMD, "--json and --csv: give one");
     if (o->name && o->no_store) return qs_cli_usage(CMD, "--name names the stored run; drop it with --no-store");
+    if (o->grad.operand_out && !o->recipe_name && !o->nops)
+        return qs_cli_usage(CMD, "--operand-out needs a recipe (--recipe or --op)");
     if (o->init && (o->layers || o->dim || o->heads || o->kv_heads || o->ffn))
         return qs_cli_usage(CMD, "--init takes the model's shape; drop --layers/--dim/--heads/--kv-heads/--ffn");
     return 0;
@@ -139,6 +146,7 @@ static int apply_op(const char *spec, qs_llm_recipe *r)
                             spec, name);
     qs_apply a;
     if (!eq[1] || strchr(eq + 1, ',')) return qs_cli_usage(CMD, "--op '%s': give one format after '='", spec);
+    if (!strcmp(eq + 1, "none")) { memset(&r->op[op], 0, sizeof r->op[op]); return 0; }   /* the slot off: FP32 */
     if (qs_llm_parse_fmt(CMD, eq + 1, &a)) return QS_EXIT_USAGE;
     qs_llm_slot *sl = &r->op[op];
     memset(sl, 0, sizeof *sl);
@@ -235,6 +243,7 @@ static void print_json(const opts *o, const qs_train_result *res)
 {
     const qs_llm_cfg *c = &res->m.c;
     const qs_train_rec *rec = res->rec;
+    double fin = o->t.steps ? final_val(res) : res->val0;   /* --steps 0: no update */
     json_t *steps = json_array();
     for (int i = 0; i < res->steps_done; i++) {
         json_t *r = json_pack("{s:i,s:o,s:o,s:o,s:o}", "step", rec[i].step, "train_loss", num(rec[i].train_loss),
@@ -250,7 +259,7 @@ static void print_json(const opts *o, const qs_train_result *res)
                           (json_int_t)res->ntrain, "val_tokens", (json_int_t)res->nval, "options", "batch",
                           o->t.batch, "steps", o->t.steps, "accum", o->t.accum, "warmup", o->t.warmup, "lr", o->t.lr,
                           "min_lr", o->t.min_frac, "wd", o->t.adam.wd, "clip", o->t.clip, "seed", (json_int_t)o->t.seed,
-                          "initial_val_loss", num(res->val0), "final_val_loss", num(final_val(res)), "steps",
+                          "initial_val_loss", num(res->val0), "final_val_loss", num(fin), "steps",
                           steps, "out", o->out);
     json_t *rj = json_object(), *ops = json_object();
     json_object_set_new(rj, "name", json_string(o->t.recipe ? o->recipe.name : "fp32"));
@@ -265,6 +274,7 @@ static void print_json(const opts *o, const qs_train_result *res)
     json_object_set_new(j, "status", json_string(res->stopped ? "stopped" : "done"));
     json_object_set_new(j, "steps_done", json_integer(res->steps_done));
     if (o->rec.run[0]) qs_json_set_text(j, "run", o->rec.run);
+    if (!isnan(res->grad_loss)) json_object_set_new(j, "grad_loss", json_real(res->grad_loss));
     char *s = json_dumps(j, JSON_INDENT(1));
     if (s) puts(s);
     free(s);
@@ -307,7 +317,7 @@ int qs_cmd_train(qs_cli *cli, int argc, char **argv)
     if (!o.ntext && (rc = default_texts(&o))) return rc;
     qs_train_job j = {.tokenizer = o.tokenizer, .init = o.init, .out = o.out, .text = o.text, .ntext = o.ntext,
                       .val_text = o.val_text ? o.val_text : QS_LLM_DEFAULT_TEXT, .layers = o.layers, .dim = o.dim,
-                      .heads = o.heads, .kv_heads = o.kv_heads, .ffn = o.ffn, .t = o.t, .start = start,
+                      .heads = o.heads, .kv_heads = o.kv_heads, .ffn = o.ffn, .t = o.t, .grad = o.grad, .start = start,
                       .step = progress, .ctx = &o, .ready = ready, .stop = &qs_trec_stop};
     qs_train_result r;
     qs_err e = {{0}};
@@ -325,9 +335,11 @@ int qs_cmd_train(qs_cli *cli, int argc, char **argv)
     rc = qs_trec_end(t, ok, &r, &e);
     if (!ok) return r.bad_input ? QS_EXIT_USAGE : rc;
     if (o.json) print_json(&o, &r);
-    else if (!o.csv && !r.stopped)
-        printf("validation loss %.4f -> %.4f%s%s%s%s\n", r.val0, final_val(&r), o.out ? "; checkpoint " : "",
-               o.out ? o.out : "", t->run[0] ? "; run " : "", t->run[0] ? qs_esc(t->run) : "");
+    else if (!o.csv && !r.stopped) {
+        if (!isnan(r.grad_loss)) printf("cross-check micro-batch: loss %.9g\n", r.grad_loss);
+        printf("validation loss %.4f -> %.4f%s%s%s%s\n", r.val0, o.t.steps ? final_val(&r) : r.val0,
+               o.out ? "; checkpoint " : "", o.out ? o.out : "", t->run[0] ? "; run " : "", t->run[0] ? qs_esc(t->run) : "");
+    }
     qs_train_result_free(&r);
     return rc;
 }
