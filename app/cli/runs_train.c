@@ -11,7 +11,7 @@
 #include "train_record.h"
 #include "../../store/io_err.h"
 #include "../../store/json_out.h"
-#include "../../store/train_store_tmp.h"
+#include "../../store/train_store.h"
 
 static json_t *item_json(const qs_train_run_item *r)
 {
@@ -42,7 +42,7 @@ int qs_runs_train_list(qs_cli *cli, qs_db *db, const char *pat, json_t *arr)
     qs_err e = {{0}};
     qs_train_run_item *r;
     size_t n;
-    if (qs_train_tmp_list(db, pat, &r, &n, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
+    if (qs_train_run_list(db, pat, &r, &n, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
     if (!arr && n)
         printf("\n%straining runs%s\n%s%-32s %-14s %6s %-8s %13s %-17s %s%s\n", qs_c_bold(cli), qs_c_off(cli),
                qs_c_head(cli), "RUN", "RECIPE", "SEED", "STATUS", "STEPS", "VAL0 -> FINAL", "CREATED", qs_c_off(cli));
@@ -56,7 +56,7 @@ int qs_runs_train_list(qs_cli *cli, qs_db *db, const char *pat, json_t *arr)
         printf("%-32s %-14s %6llu %-8s %13s %-17s %s\n", qs_esc(r[i].name), qs_esc(r[i].recipe),
                (unsigned long long)r[i].seed, r[i].status, steps, val, r[i].created_at);
     }
-    qs_train_tmp_items_free(r, n);
+    qs_train_run_items_free(r, n);
     return QS_EXIT_OK;
 }
 
@@ -72,7 +72,7 @@ int qs_runs_train_exists(qs_db *db, const char *name)
 {
     qs_err e = {{0}};
     qs_train_run_item it;
-    int found = qs_train_tmp_get(db, name, &it, &e);
+    int found = qs_train_run_get(db, name, &it, &e);
     if (found < 0) { qs_cli_err(QS_EXIT_ERR, &e); return -1; }
     if (found) clear_item(&it);
     return found;
@@ -82,14 +82,14 @@ int qs_runs_train_export(qs_db *db, const char *name, const char *out)
 {
     qs_err e = {{0}};
     qs_train_run_item it;
-    int found = qs_train_tmp_get(db, name, &it, &e);
+    int found = qs_train_run_get(db, name, &it, &e);
     if (found < 0) return qs_cli_err(QS_EXIT_ERR, &e);
     if (!found) return qs_cli_error(QS_EXIT_ERR, "no run named '%s' (see `qscope runs`)", qs_esc(name));
     int64_t id = it.id;
     clear_item(&it);
     qs_train_step_row *s;
     size_t n;
-    if (qs_train_tmp_steps(db, id, &s, &n, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
+    if (qs_train_run_steps(db, id, &s, &n, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
     FILE *f = strcmp(out, "-") ? fopen(out, "w") : stdout;
     if (!f) { free(s); return qs_cli_error(QS_EXIT_ERR, "%s: cannot create: %s", out, strerror(errno)); }
     qs_train_csv_header(f);
