@@ -152,7 +152,11 @@ int qs_train_job_run(const qs_train_job *j, qs_train_result *r, qs_err *e)
         goto out;
     }
     r->bytes = !tok;
-    if (j->t.T > c->ctx) { r->bad_input = 1; qs_fail(e, "--ctx %d exceeds the model's context %d", j->t.T, c->ctx); goto out; }
+    if (j->t.T > c->ctx) {
+        r->bad_input = 1;
+        qs_fail(e, "--ctx %d exceeds the model's context %d", j->t.T, c->ctx);
+        goto out;
+    }
     if (j->init && check_memory(c, r->m.output == r->m.tok_embd, r->m.bias_arena != NULL, &j->t, e)) goto out;
     if (read_tokens(j->text, j->ntext, tok, &train, &r->ntrain, e) ||
         read_tokens(&j->val_text, 1, tok, &val, &r->nval, e))

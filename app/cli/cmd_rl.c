@@ -165,7 +165,10 @@ int qs_cmd_runs(qs_cli *cli, int argc, char **argv)
         const char **tn = calloc((size_t)(argc - optind), sizeof *tn);
         size_t ntn = 0;
         int *is_train = calloc((size_t)(argc - optind), sizeof *is_train);
-        if (!tn || !is_train) { free(tn); free(is_train); qs_db_close(db); return qs_cli_error(QS_EXIT_ERR, "out of memory"); }
+        if (!tn || !is_train) {
+            free(tn); free(is_train); qs_db_close(db);
+            return qs_cli_error(QS_EXIT_ERR, "out of memory");
+        }
         for (int i = optind; i < argc && rc == QS_EXIT_OK; i++) {
             int t = qs_runs_train_exists(db, argv[i]);
             if (t < 0) rc = QS_EXIT_ERR;

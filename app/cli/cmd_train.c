@@ -338,7 +338,8 @@ int qs_cmd_train(qs_cli *cli, int argc, char **argv)
     else if (!o.csv && !r.stopped) {
         if (!isnan(r.grad_loss)) printf("cross-check micro-batch: loss %.9g\n", r.grad_loss);
         printf("validation loss %.4f -> %.4f%s%s%s%s\n", r.val0, o.t.steps ? final_val(&r) : r.val0,
-               o.out ? "; checkpoint " : "", o.out ? o.out : "", t->run[0] ? "; run " : "", t->run[0] ? qs_esc(t->run) : "");
+               o.out ? "; checkpoint " : "", o.out ? o.out : "", t->run[0] ? "; run " : "",
+               t->run[0] ? qs_esc(t->run) : "");
     }
     qs_train_result_free(&r);
     return rc;

@@ -88,7 +88,8 @@ int qs_trec_ready(qs_trec *t, const qs_train_data *d, qs_err *e)
     if (!(t->db = qs_db_open(t->cli->db_path, e))) goto out;
     qs_train_run_meta m = {base, t->recipe, t->job->t.seed, NULL, t->job->t.steps, mj, oj, d->hash, t->job->out};
     /* --name is the user's: taken is an error; the default name takes the next free suffix */
-    rc = t->name ? qs_train_run_begin(t->db, &m, &t->id, e) : qs_train_run_begin_unique(t->db, &m, t->run, sizeof t->run, &t->id, e);
+    rc = t->name ? qs_train_run_begin(t->db, &m, &t->id, e)
+                 : qs_train_run_begin_unique(t->db, &m, t->run, sizeof t->run, &t->id, e);
     if (!rc && t->name) snprintf(t->run, sizeof t->run, "%s", t->name);
 out:
     free(mj);

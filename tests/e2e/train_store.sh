@@ -73,6 +73,15 @@ ok "train --db FILE (after the command) stores there" $QS train "${A[@]}" --step
 check "... the run is in that database, not the default one" \
   "[ \"\$(sqlite3 $T/other.db 'SELECT count(*) FROM train_run')\" = 1 ] && [ \"\$(dbdump)\" = '$H' ]"
 
+# A run that fails after it began (here: the database refuses step 3, as a full disk would) ends
+# 'failed' with the error's line, keeping the steps before.
+sq "CREATE TRIGGER boom BEFORE INSERT ON train_step WHEN NEW.step = 3 BEGIN SELECT RAISE(ABORT, 'no room for step 3'); END;"
+refuses "a failure during the run: exit 1 with the error" 1 "no room for step 3" $QS train "${A[@]}" --name failing
+check "... status failed, the error stored, steps 1-2 kept" \
+  "[ \"\$(sq \"SELECT status, steps_done, error LIKE '%no room for step 3%', finished_at IS NOT NULL FROM train_run WHERE name='failing'\")\" = 'failed|2|1|1' ]"
+check "... and says so" "grep -q 'run failing failed after 2 steps (stored)' $T/err"
+sq "DROP TRIGGER boom;"
+
 # --csv: the steps as CSV instead of the text
 ok "train --csv" $QS train "${A[@]}" --csv --name csvrun
 cp "$T/out" "$T/csv.out"
