@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "par.h"
 #include "../../store/json_out.h"
 
 volatile sig_atomic_t qs_trec_stop;
@@ -77,7 +78,9 @@ int qs_trec_ready(qs_trec *t, const qs_train_data *d, qs_err *e)
 {
     t->n_layer = d->m->c.n_layer;
     if (t->csv) qs_train_csv_header(stdout);
-    if (!t->store) { install_handlers(); return 0; }
+    /* under mpirun every rank would run the same training: rank 0 alone stores it (the ranks' own
+    ** work, a sweep, is for the MPI layer to hand out) */
+    if (!t->store || qs_par_rank() != 0) { install_handlers(); return 0; }
     char base[512];
     if (t->name) snprintf(base, sizeof base, "%s", t->name);
     else snprintf(base, sizeof base, "train/%s/s%llu", t->recipe, (unsigned long long)t->job->t.seed);
