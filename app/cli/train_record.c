@@ -80,7 +80,8 @@ int qs_trec_ready(qs_trec *t, const qs_train_data *d, qs_err *e)
     if (t->csv) qs_train_csv_header(stdout);
     /* under mpirun every rank would run the same training: rank 0 alone stores it (the ranks' own
     ** work, a sweep, is for the MPI layer to hand out) */
-    if (!t->store || qs_par_rank() != 0) { install_handlers(); return 0; }
+    install_handlers();   /* before the row exists: no window where a Ctrl-C leaves it 'running' with nothing */
+    if (!t->store || qs_par_rank() != 0) return 0;
     char base[512];
     if (t->name) snprintf(base, sizeof base, "%s", t->name);
     else snprintf(base, sizeof base, "train/%s/s%llu", t->recipe, (unsigned long long)t->job->t.seed);
@@ -98,7 +99,6 @@ out:
     free(mj);
     free(oj);
     if (rc) { qs_db_close(t->db); t->db = NULL; return -1; }
-    install_handlers();
     return 0;
 }
 
