@@ -63,7 +63,7 @@ void qs_train_init(qs_llm_model *m, uint64_t seed)
 
 static int check_opts(const qs_train_opts *o, size_t ntrain, size_t nval, qs_err *e)
 {
-    if (o->batch < 1 || o->T < 1 || o->steps < 1 || o->accum < 1 || o->warmup < 0 || o->eval_every < 0 || o->val_seqs < 1)
+    if (o->batch < 1 || o->T < 1 || o->steps < 0 || o->accum < 1 || o->warmup < 0 || o->eval_every < 0 || o->val_seqs < 1)
         return qs_fail(e, "training options out of range (batch %d, ctx %d, steps %d, accum %d, warmup %d)", o->batch,
                        o->T, o->steps, o->accum, o->warmup);
     if (!(o->lr > 0) || !(o->min_frac >= 0 && o->min_frac <= 1) || !(o->adam.wd >= 0) || isnan(o->clip))
@@ -123,6 +123,11 @@ static void train_windows(const int32_t *train, size_t ntrain, const qs_train_op
         uint64_t off = draw(o->seed, 0, w + (uint64_t)b) % span;
         memcpy(dst + (size_t)b * (o->T + 1), train + off, ((size_t)o->T + 1) * sizeof *dst);
     }
+}
+
+void qs_train_batch(const int32_t *train, size_t ntrain, const qs_train_opts *o, uint64_t mb, int32_t *dst)
+{
+    train_windows(train, ntrain, o, mb * (uint64_t)o->batch, o->batch, dst);
 }
 
 /* A step's accum*batch windows as size*k chunks of cw <= batch windows, k the fewest (see qs_train_par;
