@@ -43,8 +43,15 @@ cp "$T/out" s.json
 ok "-np 1: batch 8" "${MPI[@]}" -np 1 "$QS" train "${TR[@]}" --batch 8
 cp "$T/out" p1.json
 check "-np 1: the serial run bit for bit" "same s.json p1.json 0"
-ok "-np 2: batch 8, a checkpoint" "${MPI[@]}" -np 2 "$QS" train "${TR[@]}" --batch 8 --out "$T/ck2"
+ok "-np 2: batch 8, a checkpoint" "${MPI[@]}" -np 2 "$QS" train "${TR[@]}" --batch 8 --out "$T/ck2" --name dp2
 cp "$T/out" p2.json
+check "-np 2: one run stored (by rank 0), done, its 30 steps' losses those printed bit for bit" \
+  "$PY -c 'import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+runs = db.execute(\"SELECT id, status FROM train_run WHERE name LIKE ?\", (\"dp2%\",)).fetchall()
+a = [r[0] for r in db.execute(\"SELECT train_loss FROM train_step WHERE run_id = ? ORDER BY step\", (runs[0][0],))]
+b = [r[\"train_loss\"] for r in json.load(open(sys.argv[2]))[\"steps\"]]
+sys.exit(len(runs) != 1 or runs[0][1] != \"done\" or len(a) != 30 or a != b)' '$QSCOPE_DB' p2.json"
 check "-np 2: one JSON document (rank 0 prints alone), ranks 2" \
   "$PY -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))[\"ranks\"] != 2)' p2.json"
 check "-np 2: the serial run's losses to 2e-6 relative, gradient norms to 1e-3, val0 bit for bit" "same s.json p2.json 2e-6 1e-3"
@@ -89,13 +96,13 @@ cleanup() {
   done
 }
 at_exit cleanup
-# disrupt SIGNAL RANK: a long -np 2 run, RANK sent SIGNAL once it has computed for 0.3 s
+# disrupt SIGNAL RANK NAME: a long -np 2 run, RANK sent SIGNAL once it has computed for 0.3 s
 disrupt() {
   local sig=$1 r=$2 job start v
   rm -rf ckk
   start=$(date +%s)
   timeout 60 "${MPI[@]:2}" -np 2 "$QS" --rank-timeout 3 train "${TR[@]}" --batch 8 --steps 100000 --out "$T/ckk" \
-    >dis.out 2>dis.err &
+    --name "$3" >dis.out 2>dis.err &
   job=$!
   v=$(rank_pid $job "$r")
   for _ in $(seq 200); do [ -n "$v" ] && [ "$(cpu_ticks "$v")" -ge 30 ] && break; sleep 0.05; done
@@ -104,14 +111,16 @@ disrupt() {
   secs=$(($(date +%s) - start))
   victim=$v
 }
-disrupt KILL 1
+disrupt KILL 1 killed
 check "kill -9 of rank 1: found and killed" "[ -n '$victim' ]"
 check "kill -9 of rank 1: the job ends, non-zero (mpirun's exit $drc after $secs s)" \
   "[ $drc -ne 0 ] && [ $drc -ne 124 ] && [ $secs -lt 40 ]"
 check "kill -9 of rank 1: one line from qscope" \
   "[ \$(grep -c '^qscope:' dis.err) = 1 ] && grep -qx 'qscope: the MPI job was stopped (a rank died, was killed or interrupted); the training run stopped and nothing more of it was stored' dis.err"
 check "kill -9 of rank 1: no JSON printed, no checkpoint" "[ ! -s dis.out ] && [ ! -e ckk/model.safetensors ]"
-disrupt STOP 1
+check "kill -9 of rank 1: the stored run keeps its completed steps, as many as steps_done" \
+  "sqlite3 '$QSCOPE_DB' \"SELECT steps_done, (SELECT count(*) FROM train_step WHERE run_id = id), status FROM train_run WHERE name = 'killed'\" | grep -qE '^([1-9][0-9]*)\\|\\1\\|running$'"
+disrupt STOP 1 stopped
 check "SIGSTOP of rank 1: exit 1 by itself (exit $drc after $secs s)" "[ -n '$victim' ] && [ $drc -eq 1 ] && [ $secs -lt 40 ]"
 check "SIGSTOP of rank 1: one line naming rank 1" \
   "[ \$(grep -c '^qscope:' dis.err) = 1 ] && grep -qE '^qscope: rank 1 was silent for [0-9]+ s \(--rank-timeout 3\): the MPI job was stopped; the training run stopped and nothing more of it was stored$' dis.err"
