@@ -121,8 +121,12 @@ int qs_llm_recipe_operand_stat(const qs_llm_recipe *r, int op, const float *x, s
     }
     qs_apply a;
     slot_apply(sl, op, cs, &a);
-    int rc = sl->tile2d ? qs_llm_fakeq_tiles16(&a, y, rows, cols, e) : qs_fakeq_matrix(&a, y, rows, cols, y, e);
-    if (!rc && st) rc = qs_llm_opstat_add(&a, sl->tile2d, in, y, rows, cols, st, e);
+    int rc = 1;
+    if (st && !sl->tile2d && in != y) rc = qs_llm_opstat_quantize(&a, in, y, rows, cols, st, e);   /* HiF4: one pass */
+    if (rc == 1) {
+        rc = sl->tile2d ? qs_llm_fakeq_tiles16(&a, y, rows, cols, e) : qs_fakeq_matrix(&a, y, rows, cols, y, e);
+        if (!rc && st) rc = qs_llm_opstat_add(&a, sl->tile2d, in, y, rows, cols, st, e);
+    }
     free(own);
     return rc;
 }

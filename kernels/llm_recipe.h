@@ -84,9 +84,16 @@ int qs_llm_recipe_operand_stat(const qs_llm_recipe *r, int op, const float *x, s
 /* Add to st the counts of x (rows x cols, the values the format saw) quantized into y by a (with the
 ** slot's 16x16 tiles when tile2d).  One pass over x and y, plus one over x for the block maxima of
 ** block formats (and, for formats whose scales depend on every element, HiF4 and M2XFP, a second run
-** of the codec for the metadata; under 16x16 tiles these count no clips). */
+** of the codec for the metadata, which qs_llm_opstat_quantize saves; under 16x16 tiles these count no
+** clips). */
 int qs_llm_opstat_add(const qs_apply *a, int tile2d, const float *x, const float *y, size_t rows, size_t cols,
                       qs_llm_opstat *st, qs_err *e);
+/* Formats whose scales depend on every element and whose row gives the metadata with fakeq
+** (fakeq_meta, seg_scales: HiF4): y (not x) = the registry's quantization of x (rows x cols, blocks along
+** a->axis), run by run as qs_format_apply cuts the runs, with the counts added to st, in one codec
+** pass.  1 (nothing done) when a does not qualify, 0 when done, -1 on error. */
+int qs_llm_opstat_quantize(const qs_apply *a, const float *x, float *y, size_t rows, size_t cols, qs_llm_opstat *st,
+                           qs_err *e);
 
 /* In place: x (rows x cols) times the block-diagonal orthogonal M = diag(H16 · D) along axis (1: within
 ** each row, blocks of 16 columns; 0: down each column, blocks of 16 rows), H16 the normalised

@@ -358,6 +358,10 @@ static qs_llm_opstat opstat_of(qs_llm_recipe *r, int op, const float *x, size_t 
     int rc = qs_llm_recipe_operand_stat(r, op, x, rows, cols, 3, y, NULL, &st, &e);
     if (rc) print_error("%s\n", e.msg);
     assert_int_equal(rc, 0);
+    float *y0 = malloc(rows * cols * sizeof *y0);   /* counting leaves the operand as it was */
+    assert_int_equal(qs_llm_recipe_operand(r, op, x, rows, cols, 3, y0, &e), 0);
+    assert_memory_equal(y, y0, rows * cols * sizeof *y);
+    free(y0);
     uint64_t under = 0, nonf = 0;
     for (size_t i = 0; i < rows * cols; i++) {
         under += x[i] != 0 && isfinite(x[i]) && y[i] == 0;
