@@ -3,7 +3,8 @@
 ** all-FP32 recipe is the FP32 pass bit for bit; an operand is the registry's fake quantization along
 ** its GEMM's reduction axis; a forward-weight recipe equals the FP32 pass on pre-quantized weights;
 ** 8-bit presets stay close to FP32, 4-bit ones differ but stay finite; stochastic rounding is
-** reproducible and unbiased on average; the Hadamard transform is orthogonal.
+** reproducible and unbiased on average; the Hadamard transform is orthogonal; the operand counts
+** (underflow, clipped, non-finite) on crafted operands and in the training state.
 */
 #include "test_util.h"
 

@@ -1,7 +1,8 @@
 /*
 ** The training loop (analysis/train_loop.c): llm.c-style init statistics and determinism, gradient
 ** accumulation equal to the larger batch it splits (same windows), clipping scale, and a loss that
-** falls on a periodic token stream.
+** falls on a periodic token stream; the records' operand counts under a recipe, and a non-finite
+** loss or gradient stopping the run at the first site.
 */
 #include "test_util.h"
 
