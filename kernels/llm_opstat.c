@@ -86,19 +86,22 @@ static int cast_counts(const qs_apply *a, const float *x, const float *y, size_t
     mio io = {x};
     if (a->cscale && qs_cast_scales(a, rows, cols, m_rd, &io, &s, &inv, &ns, e)) return -1;
 #define THR(j) thr_bits(ns && inv[j] > 0 ? lim * inv[j] : lim)
-    if (ns <= 1) flat_counts(x, y, rows * cols, THR(0), 1, c);
-    else if (ns == rows && (ns != cols || a->cscale == QS_CSCALE_ROW))
+    if (a->cscale != QS_CSCALE_ROW && a->cscale != QS_CSCALE_COL) flat_counts(x, y, rows * cols, THR(0), 1, c);
+    else if (a->cscale == QS_CSCALE_ROW)
         for (size_t r = 0; r < rows; r++) flat_counts(x + r * cols, y + r * cols, cols, THR(r), 1, c);
     else {   /* one scale per column: the clips apart */
-        flat_counts(x, y, rows * cols, UINT32_MAX, 1, c);
+        flat_counts(x, y, rows * cols, UINT32_MAX, 0, c);
         uint32_t *T = malloc(cols * sizeof *T);
         if (!T) { free(s); free(inv); return qs_fail(e, "out of memory for operand statistics"); }
         for (size_t j = 0; j < cols; j++) T[j] = THR(j);
         uint64_t k = 0;
         for (size_t r = 0; r < rows; r++)
-            for (size_t j = 0; j < cols; j++) k += mag(x[r * cols + j]) > T[j];   /* NaN and Inf: above */
+            for (size_t j = 0; j < cols; j++) {
+                uint32_t v = mag(x[r * cols + j]);
+                k += (v < INF_BITS) & ((v > T[j]) | (mag(y[r * cols + j]) >= INF_BITS));
+            }
         free(T);
-        c[3] += k - c[2];   /* every non-finite input was counted once per column: not a clip */
+        c[3] += k;
     }
 #undef THR
     free(s);

@@ -480,6 +480,17 @@ static void test_opstat_fp8(void **st)
     assert_int_equal(s.underflow, 1);
     assert_int_equal(s.clipped, 0);
     assert_int_equal(s.nonfinite, 1);
+    /* one scale per row or per column: still nothing clips; underflows and NaN as the registry has them */
+    for (int g = QS_CSCALE_ROW; g <= QS_CSCALE_COL; g++) {
+        set_slot(&r, QS_OP_FWD_X, "fp8_e4m3", g, 1);
+        s = opstat_of(&r, QS_OP_FWD_X, y, 2, C);
+        assert_int_equal(s.clipped, 0);
+        assert_int_equal(s.nonfinite, 1);
+    }
+    set_slot(&r, QS_OP_FWD_X, "fp8_e4m3", QS_CSCALE_COL, 0);
+    y[C + 7] = 2000;   /* the NaN becomes column 7's absmax: scaled to 448, not clipped */
+    s = opstat_of(&r, QS_OP_FWD_X, y, 2, C);
+    assert_int_equal(s.clipped + s.nonfinite, 0);
 }
 
 /* hif4 (units of 64): 1000 gives SF = BF16(1000 * 73/512) = 142, E6M2 128, so the top groups' step
