@@ -497,7 +497,8 @@ int qs_llm_loss_grad(const qs_llm_model *m, qs_llm_train_state *s, const int32_t
     for (int l = 0; l < c->n_layer; l++) {
         s->layer = l;
         layer_fwd(m, s, l, batch, T);
-        check_at(s, layer_of(s, l).x_out, (size_t)R * d, "layer %d fwd: the residual stream after the layer", l);
+        if (s->check)
+            check_at(s, layer_of(s, l).x_out, (size_t)R * d, "layer %d fwd: the residual stream after the layer", l);
     }
     s->layer = c->n_layer;
     *loss = head_loss(m, s, tokens, batch, T, g != NULL);
@@ -558,10 +559,10 @@ static void check_at(qs_llm_train_state *s, const float *p, size_t n, const char
 static const char *const w_name[7] = {"wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down"};
 static const char *const x_what[7] = {"attn_norm output", "attn_norm output", "attn_norm output", "attention output",
                                       "ffn_norm output", "ffn_norm output", "SwiGLU output"};
-static const char *const dy_what[7] = {"query gradient of the attention backward", "key gradient of the attention backward",
-                                       "value gradient of the attention backward", "gradient after the ffn_norm backward",
-                                       "gate gradient of the SwiGLU backward", "up gradient of the SwiGLU backward",
-                                       "gradient of the layer output"};
+static const char *const dy_what[7] = {
+    "query gradient of the attention backward", "key gradient of the attention backward",
+    "value gradient of the attention backward", "gradient after the ffn_norm backward",
+    "gate gradient of the SwiGLU backward", "up gradient of the SwiGLU backward", "gradient of the layer output"};
 
 static int w_index(const qs_llm_layer *L, const float *p)
 {

@@ -53,8 +53,9 @@ int qs_llm_loss_grad(const qs_llm_model *m, qs_llm_train_state *s, const int32_t
 /* Run every linear layer's three GEMMs under the low-precision recipe r (llm_recipe.h; copied, so r
 ** need not outlive the call); NULL restores the FP32 path, bit for bit.  Attention products, norms,
 ** activations and (unless r->head) the output projection stay FP32 (docs/train.md, "Recipes").
-** Allocates two scratch operands of max(batch*T, dim) * max(dim, q, ffn, vocab) floats each.  On failure
-** the state is left without a recipe (the FP32 path). */
+** Allocates two scratch operands of max(batch*T, dim) * max(dim, q, ffn, vocab) floats each (a third
+** when a slot has a Hadamard transform: the transformed input its counts need) and the operand counts.
+** On failure the state is left without a recipe (the FP32 path). */
 int qs_llm_train_state_set_recipe(qs_llm_train_state *s, const qs_llm_recipe *r, qs_err *e);
 
 /* Under a recipe: what quantizing the operands did since the last reset (or set_recipe), as counts
