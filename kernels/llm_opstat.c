@@ -246,7 +246,8 @@ int qs_llm_opstat_quantize(const qs_apply *a, const float *x, float *y, size_t r
                            qs_err *e)
 {
     const qs_format *f = a->f;
-    if (!f->fakeq_meta || !f->seg_scales || a->gran != QS_GRAN_BLOCK || a->cscale || x == y) return 1;
+    if (!f->fakeq_meta || !f->seg_scales || a->gran != QS_GRAN_BLOCK || a->cscale || a->o.round == QS_RND_SR || x == y)
+        return 1;   /* SR counters per run would need qs_format_apply's bookkeeping */
     if (qs_qopts_check(f, &a->o, e)) return -1;
     bgrid g = grid_of(a, 0, rows, cols);
     uint64_t c[4] = {0, 0, 0, 0};
