@@ -145,4 +145,13 @@ ok "runs --rm NAME removes a training run" $QS runs --rm $RUN
 check "... its row and its steps (cascade), not the others'" \
   "[ \"\$(sq \"SELECT count(*) FROM train_run WHERE name='$RUN'\")\" = 0 ] && [ \"\$(sq 'SELECT count(*) FROM train_step WHERE run_id NOT IN (SELECT id FROM train_run)')\" = 0 ] && [ \"\$(sq \"SELECT steps_done FROM train_run WHERE name='$RUN-2'\")\" = 6 ]"
 
+# Under a recipe every step stores its operands' statistics: per (layer, operand) of the 1-layer
+# model, 6 rows a step (the head stays FP32, so no head rows), fractions within 0..1, and mxfp4's
+# small values do underflow somewhere (a sum that fails when the counts are not wired through)
+ok "a --recipe mxfp4 run" $QS train "${A[@]}" --steps 3 --recipe mxfp4 --name opst
+check "... 3 steps x 1 layer x 6 operands of statistics" \
+  "[ \"\$(sq \"SELECT count(*), count(DISTINCT operand), max(layer), min(n) > 0 FROM train_opstat JOIN train_run r ON r.id = run_id WHERE r.name='opst'\")\" = '18|6|0|1' ]"
+check "... fractions in 0..1, some underflow, nothing non-finite" \
+  "[ \"\$(sq \"SELECT min(underflow) >= 0, max(underflow) <= 1, sum(underflow) > 0, max(clipped) <= 1, sum(nonfinite) FROM train_opstat JOIN train_run r ON r.id = run_id WHERE r.name='opst'\")\" = '1|1|1|1|0.0' ]"
+
 done_testing
