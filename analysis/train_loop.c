@@ -4,6 +4,7 @@
 #include "train_loop.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -141,6 +142,38 @@ static int split(const qs_train_opts *o, int size, int *k, int *cw, qs_err *e)
         if ((w / size) % kk == 0 && w / size / kk <= o->batch) { *k = (int)kk; *cw = (int)(w / size / kk); return 0; }
 }
 
+/* The step's micro-batches again, from the first, with per-site checks, until one names the site where
+** values first became non-finite (kernels/llm_train.h, qs_llm_nonfinite_site); fails the run with it. */
+static int nonfinite_stop(const qs_llm_model *m, qs_llm_train_state *ts, const int32_t *train, size_t ntrain,
+                          const qs_train_opts *o, int st, int upto, const uint64_t *calls, int32_t *buf,
+                          const char *what, qs_err *e)
+{
+    char site[200] = "";
+    for (int a = 0; a <= upto; a++) {
+        qs_train_batch(train, ntrain, o, (uint64_t)st * (uint64_t)o->accum + (uint64_t)a, buf);
+        int f = qs_llm_nonfinite_site(m, ts, buf, o->batch, o->T, calls[a], site, sizeof site, e);
+        if (f < 0) return -1;
+        if (f) break;
+    }
+    if (!site[0]) snprintf(site, sizeof site, "no single site (a re-run of the step stayed finite)");
+    return qs_fail(e, "step %d: %s is not finite: non-finite values first in %s (lower --lr?)", st + 1, what, site);
+}
+
+/* The ranks' operand statistics (counts) summed into out, through doubles (exact below 2^53). */
+static int sum_opstats(const qs_train_par *p, const qs_llm_opstat *mine, qs_llm_opstat *out, double *d, size_t n, qs_err *e)
+{
+    for (size_t i = 0; i < n; i++) {
+        d[4 * i] = mine ? (double)mine[i].n : 0;
+        d[4 * i + 1] = mine ? (double)mine[i].underflow : 0;
+        d[4 * i + 2] = mine ? (double)mine[i].clipped : 0;
+        d[4 * i + 3] = mine ? (double)mine[i].nonfinite : 0;
+    }
+    if (p->sum_f64(p->ctx, d, 4 * n, e)) return -1;
+    for (size_t i = 0; i < n; i++)
+        out[i] = (qs_llm_opstat){(uint64_t)d[4 * i], (uint64_t)d[4 * i + 1], (uint64_t)d[4 * i + 2], (uint64_t)d[4 * i + 3]};
+    return 0;
+}
+
 int qs_train_run(qs_llm_model *m, const int32_t *train, size_t ntrain, const int32_t *val, size_t nval,
                  const qs_train_opts *o, double *val0, qs_train_rec *rec, qs_train_cb cb, void *ctx, qs_err *e)
 {
@@ -155,8 +188,16 @@ int qs_train_run(qs_llm_model *m, const int32_t *train, size_t ntrain, const int
     qs_llm_train_state *s = qs_llm_train_state_new(&m->c, o->batch, o->T, e), *ts = s;
     int32_t *buf = malloc((size_t)o->batch * ((size_t)o->T + 1) * sizeof *buf);
     double *cl = calloc((size_t)size * (size_t)k, sizeof *cl);   /* the step's chunk losses, in chunk order */
+    uint64_t *calls = malloc((size_t)size * (size_t)k * sizeof *calls);   /* each chunk's first GEMM call */
+    qs_llm_opstat *ops = NULL;   /* the ranks' operand statistics summed (data-parallel under a recipe) */
+    double *opd = NULL;
+    size_t nops = o->recipe && size > 1 ? ((size_t)m->c.n_layer + 1) * QS_OP_COUNT : 0;
     if (!s) goto out;
-    if (!buf || !cl) { qs_fail(e, "out of memory"); goto out; }
+    if (!buf || !cl || !calls) { qs_fail(e, "out of memory"); goto out; }
+    if (nops && (!(ops = calloc(nops, sizeof *ops)) || !(opd = calloc(nops * 4, sizeof *opd)))) {
+        qs_fail(e, "out of memory");
+        goto out;
+    }
     if (o->recipe) {   /* s (FP32) measures validation, ts runs the recipe */
         if (!(ts = qs_llm_train_state_new(&m->c, o->batch, o->T, e))) goto out;
         if (qs_llm_train_state_set_recipe(ts, o->recipe, e)) goto out;
@@ -166,27 +207,41 @@ int qs_train_run(qs_llm_model *m, const int32_t *train, size_t ntrain, const int
     for (int st = 0; st < o->steps; st++) {
         double t0 = qs_now_s(), lsum = 0;
         qs_llm_grads_zero(&g);
+        qs_llm_train_state_opstats_reset(ts);
         memset(cl, 0, (size_t)size * (size_t)k * sizeof *cl);
         for (int c = rank * k; c < (rank + 1) * k; c++) {
             train_windows(train, ntrain, o, (uint64_t)st * (uint64_t)o->accum * (uint64_t)o->batch + (uint64_t)c * (uint64_t)cw,
                           cw, buf);
+            calls[c] = qs_llm_train_state_calls(ts);
             if (qs_llm_loss_grad(m, ts, buf, cw, o->T, &cl[c], &g, e)) goto out;
+            /* alone, a non-finite loss stops here (the chunks are the micro-batches); under MPI every
+            ** rank must reach the sum first */
+            if (size == 1 && !isfinite(cl[c])) { nonfinite_stop(m, ts, train, ntrain, o, st, c, calls, buf, "the loss", e); goto out; }
         }
         if (size > 1 && (o->par->sum_f32(o->par->ctx, g.arena, g.arena_len, e) ||
                          (g.bias_arena && o->par->sum_f32(o->par->ctx, g.bias_arena, g.bias_len, e)) ||
-                         o->par->sum_f64(o->par->ctx, cl, (size_t)size * (size_t)k, e)))
+                         o->par->sum_f64(o->par->ctx, cl, (size_t)size * (size_t)k, e) ||
+                         (nops && sum_opstats(o->par, qs_llm_train_state_opstats(ts), ops, opd, nops, e))))
             goto out;
         for (int c = 0; c < size * k; c++) lsum += cl[c];
         /* the gradient of the mean loss over the step's size*k equal chunks is g / (size*k) */
         double norm = qs_llm_grads_norm(&g) / (size * k), scale = 1.0 / (size * k);
-        if (!isfinite(norm)) { qs_fail(e, "step %d: the gradient is not finite (lower --lr?)", st + 1); goto out; }
+        if (size > 1 && !(isfinite(lsum) && isfinite(norm))) {   /* the same on every rank */
+            qs_fail(e, "step %d: the %s is not finite (lower --lr?; run it without mpirun to find where values first "
+                       "became non-finite)", st + 1, isfinite(lsum) ? "gradient" : "loss");
+            goto out;
+        }
+        if (!isfinite(norm)) {
+            nonfinite_stop(m, ts, train, ntrain, o, st, o->accum - 1, calls, buf, "the gradient", e);
+            goto out;
+        }
         if (o->clip > 0 && norm > o->clip) scale *= o->clip / norm;
         double lr = qs_lr_schedule(st, o->steps, o->warmup, o->lr, o->min_frac);
         if (qs_adamw_step(&opt, m, &g, scale, lr, &o->adam, e)) goto out;
         double dt = qs_now_s() - t0;
         qs_train_rec *r = &rec[st];
         *r = (qs_train_rec){st + 1, lsum / (size * k), NAN, norm, lr,
-                            dt > 0 ? (double)o->accum * o->batch * o->T / dt : 0, NULL};
+                            dt > 0 ? (double)o->accum * o->batch * o->T / dt : 0, nops ? ops : qs_llm_train_state_opstats(ts)};
         if ((o->eval_every > 0 && (st + 1) % o->eval_every == 0) || st + 1 == o->steps)
             if (val_loss(m, s, buf, val, nval, o, &r->val_loss, e)) goto out;
         if (cb && cb(ctx, r)) goto out;
@@ -199,5 +254,8 @@ out:
     qs_llm_train_state_free(s);
     free(buf);
     free(cl);
+    free(calls);
+    free(ops);
+    free(opd);
     return rc;
 }

@@ -69,6 +69,12 @@ ok "-np 2: batch 4, accum 2" "${MPI[@]}" -np 2 "$QS" train "${TR[@]}" --batch 4 
 cp "$T/out" pa.json
 check "-np 2, accum 2: step 1's train loss bit for bit, the run as above" \
   "$PY -c 'import json,sys; f=lambda p: json.load(open(p))[\"steps\"][0][\"train_loss\"]; sys.exit(f(sys.argv[1]) != f(sys.argv[2]))' sa.json pa.json && same sa.json pa.json 2e-6 1e-3"
+# under a recipe the stored operand statistics are every rank's: step 1's rows as the serial run's
+ok "serial: mxfp4, batch 4, accum 2" "$QS" train "${TR[@]}" --batch 4 --accum 2 --steps 2 --recipe mxfp4 --name ops1
+ok "-np 2: mxfp4, batch 4, accum 2" "${MPI[@]}" -np 2 "$QS" train "${TR[@]}" --batch 4 --accum 2 --steps 2 --recipe mxfp4 --name ops2
+OPS="SELECT layer, operand, n, underflow, clipped, nonfinite FROM train_opstat JOIN train_run ON id = run_id WHERE step = 1 AND name = '%s' ORDER BY layer, operand"
+check "-np 2 under a recipe: step 1's operand statistics (counts of both ranks) equal the serial run's" \
+  "a=\$(sqlite3 '$QSCOPE_DB' \"\$(printf \"$OPS\" ops1)\") && [ -n \"\$a\" ] && [ \"\$a\" = \"\$(sqlite3 '$QSCOPE_DB' \"\$(printf \"$OPS\" ops2)\")\" ]"
 check "-np 2: a different --seed gives other losses" \
   "${MPI[*]} -np 2 '$QS' train ${TR[*]} --batch 8 --seed 8 >p2s.json 2>/dev/null && ! same p2.json p2s.json 1e-3"
 
