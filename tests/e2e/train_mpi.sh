@@ -82,6 +82,13 @@ refuses "-np 3, batch 8: the windows do not divide over the ranks" 2 \
   'qscope train: --batch x --accum \(8 windows a step\) is not a multiple of the 3 MPI ranks' \
   "${MPI[@]}" -np 3 "$QS" train "${TR[@]}" --batch 8
 
+# a loss that turns NaN under the ranks (tests/e2e/train_nonfinite.sh's case): every rank stops at the
+# same step after the sum; one line, exit 1
+refuses "-np 2, --lr 10 under unscaled fp8 forward inputs: the loss is not finite, one line" 1 \
+  '^qscope: step [0-9]+: the loss is not finite \(lower --lr\?; run it without mpirun to find where values first became non-finite\)$' \
+  "${MPI[@]}" -np 2 "$QS" train "${TR[@]}" --batch 4 --steps 20 --lr 10 --clip 0 --warmup 0 --op fwd.x=fp8_e4m3
+check "the non-finite stop: one line from qscope" "[ \$(grep -c '^qscope' $T/err) -eq 1 ]"
+
 # a rank killed or stopped mid-run: one line from qscope, no checkpoint, nothing printed
 descendants() { local c; for c in $(pgrep -P "$1"); do echo "$c"; descendants "$c"; done; }
 rank_pid() {   # rank_pid JOB RANK: the pid of that rank of the mpirun started as JOB, once it runs
