@@ -74,6 +74,24 @@ static char *options_json(const qs_trec *t, const qs_train_data *d)
     return s;
 }
 
+/* The run's row in memory (qs_trec.cap): what qs_train_run_begin would store. */
+static int capture_ready(qs_trec *t, const qs_train_data *d, qs_err *e)
+{
+    qs_train_capture *c = t->cap;
+    c->model_json = model_json(t, d);
+    c->options_json = options_json(t, d);
+    c->recipe = strdup(t->recipe);
+    c->checkpoint = t->job->out ? strdup(t->job->out) : NULL;
+    memcpy(c->data_hash, d->hash, sizeof c->data_hash);
+    c->seed = t->job->t.seed;
+    c->steps = t->job->t.steps;
+    c->val0 = NAN;
+    t->ops = calloc((size_t)(t->n_layer + 1) * QS_OP_COUNT, sizeof *t->ops);
+    if (!c->model_json || !c->options_json || !c->recipe || !t->ops || (t->job->out && !c->checkpoint))
+        return qs_fail(e, "out of memory");
+    return 0;
+}
+
 int qs_trec_ready(qs_trec *t, const qs_train_data *d, qs_err *e)
 {
     t->n_layer = d->m->c.n_layer;
@@ -84,6 +102,7 @@ int qs_trec_ready(qs_trec *t, const qs_train_data *d, qs_err *e)
     ** a data-parallel run: a rank that stopped alone would leave the others waiting in the gradients' sum,
     ** so there SIGTERM keeps the MPI layer's handler (one line, the job ends; completed steps stay) */
     if (qs_par_size() <= 1) install_handlers();
+    if (t->cap) return capture_ready(t, d, e);
     if (!t->store || qs_par_rank() != 0) return 0;
     char base[512];
     if (t->name) snprintf(base, sizeof base, "%s", t->name);
@@ -124,6 +143,7 @@ int qs_trec_step(qs_trec *t, const qs_train_rec *r)
 {
     qs_train_step_row row = {r->step, r->train_loss, r->val_loss, r->grad_norm, r->lr, r->tok_s};
     if (t->csv) { qs_train_csv_row(stdout, &row); fflush(stdout); }
+    if (t->cap) return qs_train_capture_step(t->cap, &row, t->ops, opstat_rows(t, r->opstat), t->e);
     if (!t->db) return 0;
     if (!t->val0_stored) {   /* the job measured it before the first step */
         if (qs_train_run_val0(t->db, t->id, t->res->val0, t->e)) return -1;
@@ -147,6 +167,12 @@ int qs_trec_end(qs_trec *t, int ok, const qs_train_result *res, const qs_err *er
             code = qs_cli_err(QS_EXIT_ERR, &e);
         else if (qs_train_run_end(t->db, t->id, status, ok ? (*why ? why : NULL) : err->msg, &e))
             code = qs_cli_err(QS_EXIT_ERR, &e);
+    }
+    if (t->cap) {   /* the end as qs_train_run_end would store it */
+        t->cap->val0 = res->val0;
+        snprintf(t->cap->status, sizeof t->cap->status, "%s", status);
+        const char *w = ok ? (*why ? why : NULL) : err->msg;
+        if (w && !(t->cap->why = strdup(w))) code = qs_cli_error(QS_EXIT_ERR, "out of memory");
     }
     if (ok && res->stopped)
         fprintf(stderr, "qscope: train: %s; %d of %d steps kept%s%s%s%s\n", why, res->steps_done, t->job->t.steps,

@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "cli.h"
+#include "train_capture.h"
 #include "../../analysis/train_service.h"
 #include "../../store/train_store.h"
 
@@ -25,6 +26,8 @@ typedef struct qs_trec {
     const char *tokenizer;                /* "bytes" or the model path */
     const qs_train_result *res;           /* where the job puts val0 */
     qs_err *e;                            /* the job's error, for the step callback's */
+    qs_train_capture *cap;                /* not NULL: record the run here, not in the database
+                                          ** (a sweep's run on an MPI rank; train_capture.h) */
     /* the recording */
     qs_db *db;
     int64_t id;
