@@ -22,6 +22,12 @@ typedef struct qs_train_opts {
     qs_adamw_opts adam;
     uint64_t seed;
     const qs_llm_recipe *recipe;   /* the training micro-batches' GEMMs; NULL: FP32.  Validation stays FP32 */
+    /* Resuming (train_ckpt.h): steps already taken, so the run goes on at step start_step + 1 with the
+    ** same batches and schedule; the optimizer state to use and update (NULL: a zeroed one of the
+    ** loop's own; a caller that checkpoints passes its own); the recipe's GEMM call counter then. */
+    int start_step;
+    qs_adamw *opt;
+    uint64_t sr_calls;
 } qs_train_opts;
 
 typedef struct qs_train_rec {
@@ -33,6 +39,7 @@ typedef struct qs_train_rec {
     /* Under a recipe: the step's operand statistics, (n_layer + 1) x QS_OP_COUNT (row n_layer: the
     ** output head), valid during the callback only; NULL without a recipe. */
     const qs_llm_opstat *opstat;
+    uint64_t sr_calls;             /* the recipe's GEMM call counter after the step (0 without a recipe) */
 } qs_train_rec;
 
 /* Weights of a model of shape c from seed: matrices ~ N(0, 0.02), the output projections of each
@@ -49,9 +56,10 @@ int qs_train_val_loss(const qs_llm_model *m, const int32_t *val, size_t nval, co
 ** by the callback). */
 typedef int (*qs_train_cb)(void *ctx, const qs_train_rec *r);
 
-/* Train m for o->steps steps on windows of train (ntrain > T tokens) and measure the validation loss
-** before the first step (*val0) and every eval_every steps and after the last.  rec holds o->steps
-** records.  With o->recipe the training micro-batches run under it (a state of their own, so its SR
+/* Train m for steps o->start_step+1 .. o->steps on windows of train (ntrain > T tokens) and measure
+** the validation loss before the first step (*val0; NAN when resuming) and every eval_every steps and
+** after the last.  rec holds o->steps
+** records (those before start_step untouched).  With o->recipe the training micro-batches run under it (a state of their own, so its SR
 ** call counter runs on across the run) and the validation loss stays FP32, as the papers compare.
 ** Errors: bad options (named), a text shorter than T+1 tokens, out of memory. */
 int qs_train_run(qs_llm_model *m, const int32_t *train, size_t ntrain, const int32_t *val, size_t nval,

@@ -9,11 +9,21 @@
 #include <stddef.h>
 
 #include "train_loop.h"
+#include "../store/train_ckpt.h"
 
 typedef struct qs_train_job {
     const char *tokenizer;        /* a model whose vocabulary tokenizes the texts; NULL: bytes (or init's) */
     const char *init;             /* continue from this model; NULL: a new one of the shape below */
-    const char *out;              /* checkpoint directory, or NULL */
+    const char *out;              /* checkpoint directory, or NULL (qs_train_out_check it first) */
+    int ckpt_every;               /* with out: a checkpoint after every N-th step too (0: the last only) */
+    /* continue the checkpoint in this directory, whose trainer_state.json is resume_state (the caller
+    ** made t and the fields above from it); init and the shape are then not used */
+    const char *resume;
+    const qs_train_state *resume_state;
+    const char *recipe_preset;    /* the recipe as given (--recipe, --op), recorded in trainer_state.json */
+    const char *const *ops;
+    int nops;
+    const char *run_name;         /* the database run, recorded in trainer_state.json (NULL: none) */
     const char *const *text;      /* training texts */
     int ntext;
     const char *val_text;         /* held-out text */
@@ -31,10 +41,19 @@ typedef struct qs_train_result {
     double val0;                  /* validation loss before the first step */
     qs_train_rec *rec;            /* t.steps records */
     int bytes;                    /* 1: byte-level tokens */
+    int start_step;               /* steps taken before this run (resumed), else 0 */
+    char data_hash[33];           /* qs_train_data_hash of the token streams */
+    int usage;                    /* on failure: 1 when the input is at fault (exit 2), 0 otherwise */
 } qs_train_result;
 
+/* A new model's shape (the job's options and defaults) checked before anything is read: sizes that
+** do not divide (dim by heads, heads by KV heads), an odd head dimension.  Errors name the option. */
+int qs_train_shape_check(const qs_train_job *j, qs_err *e);
+
 /* Run the job; *r is filled on success (free with qs_train_result_free).  Errors name the file or the
-** option at fault. */
+** option at fault; r->usage says whether the input was (a text shorter than one window of ctx+1
+** tokens).  With out, a checkpoint (train_ckpt.h) is written atomically every ckpt_every steps and
+** after the last; nothing is written before the first. */
 int qs_train_job_run(const qs_train_job *j, qs_train_result *r, qs_err *e);
 void qs_train_result_free(qs_train_result *r);
 

@@ -474,3 +474,6 @@ int qs_llm_loss_grad(const qs_llm_model *m, qs_llm_train_state *s, const int32_t
     }
     return quant_status(s, e);
 }
+
+uint64_t qs_llm_train_state_calls(const qs_llm_train_state *s) { return s->calls; }
+void qs_llm_train_state_set_calls(qs_llm_train_state *s, uint64_t calls) { s->calls = calls; }

@@ -56,5 +56,9 @@ int qs_llm_loss_grad(const qs_llm_model *m, qs_llm_train_state *s, const int32_t
 ** Allocates two scratch operands of max(batch*T, dim) * max(dim, q, ffn, vocab) floats each.  On failure
 ** the state is left without a recipe (the FP32 path). */
 int qs_llm_train_state_set_recipe(qs_llm_train_state *s, const qs_llm_recipe *r, qs_err *e);
+/* The recipe's GEMM call counter (it seeds SR and the RHT signs; set_recipe restarts it at 0), and
+** setting it, so a resumed run draws what the uninterrupted one would have. */
+uint64_t qs_llm_train_state_calls(const qs_llm_train_state *s);
+void qs_llm_train_state_set_calls(qs_llm_train_state *s, uint64_t calls);
 
 #endif

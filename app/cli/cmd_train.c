@@ -3,7 +3,9 @@
 ** or from --init MODEL, on byte-level or a model's tokens, and write a Hugging Face checkpoint that
 ** `llm eval/generate/logits --model DIR` load.  The work is analysis/train_service.h (loop:
 ** train_loop.h; optimizer: kernels/llm_adamw.h; writer: store/llm_save_hf.h).  --recipe NAME and --op
-** OPERAND=FORMAT pick the GEMMs' low-precision recipe (kernels/llm_recipe.h).  No database storage yet.
+** OPERAND=FORMAT pick the GEMMs' low-precision recipe (kernels/llm_recipe.h).  --out DIR with
+** --checkpoint-every N writes checkpoints that survive a kill and --resume DIR continues one
+** (store/train_ckpt.h).  No database storage yet.
 */
 #include <dirent.h>
 #include <errno.h>
@@ -27,8 +29,10 @@
 #define MAX_OPS 64
 
 typedef struct opts {
-    const char *tokenizer, *init, *out, *val_text, *text[MAX_TEXTS];
-    int ntext, json, layers, dim, heads, kv_heads, ffn;
+    const char *tokenizer, *init, *out, *val_text, *text[MAX_TEXTS], *resume;
+    int ntext, json, layers, dim, heads, kv_heads, ffn, ckpt_every;
+    unsigned char given[128];    /* options given on the command line, by getopt letter */
+    qs_train_state st;           /* --resume: the checkpoint's trainer_state.json */
     qs_train_opts t;
     const char *recipe_name, *ops[MAX_OPS];   /* --recipe, --op in order */
     int nops;
@@ -51,12 +55,13 @@ static int parse(int argc, char **argv, opts *o)
         {"ctx", 1, 0, 'c'}, {"batch", 1, 0, 'b'}, {"steps", 1, 0, 'n'}, {"lr", 1, 0, 'l'}, {"warmup", 1, 0, 'w'},
         {"min-lr", 1, 0, 'm'}, {"wd", 1, 0, 'W'}, {"clip", 1, 0, 'C'}, {"accum", 1, 0, 'a'}, {"eval-every", 1, 0, 'e'},
         {"val-seqs", 1, 0, 'V'}, {"seed", 1, 0, 's'}, {"json", 0, 0, 'j'}, {"recipe", 1, 0, 'R'}, {"op", 1, 0, 'O'},
-        {0, 0, 0, 0}};
+        {"checkpoint-every", 1, 0, 'P'}, {"resume", 1, 0, 'r'}, {0, 0, 0, 0}};
     int c;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
         int rc = 0;
+        if (c > 0 && c < 128) o->given[c] = 1;
         switch (c) {
         case 'k': o->tokenizer = optarg; break;
         case 'i': o->init = optarg; break;
@@ -87,6 +92,8 @@ static int parse(int argc, char **argv, opts *o)
             if (qs_parse_u64(optarg, (unsigned long long *)&o->t.seed)) return qs_cli_usage(CMD, "bad --seed '%s'", optarg);
             break;
         case 'j': o->json = 1; break;
+        case 'P': rc = qs_cli_parse_int(CMD, "--checkpoint-every", optarg, 0, 1 << 24, &o->ckpt_every); break;
+        case 'r': o->resume = optarg; break;
         case 'R':
             if (o->recipe_name) return qs_cli_usage(CMD, "--recipe given twice");
             o->recipe_name = optarg;
@@ -103,6 +110,83 @@ static int parse(int argc, char **argv, opts *o)
     if (optind < argc) return qs_cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
     if (o->init && (o->layers || o->dim || o->heads || o->kv_heads || o->ffn))
         return qs_cli_usage(CMD, "--init takes the model's shape; drop --layers/--dim/--heads/--kv-heads/--ffn");
+    if (o->resume && o->init) return qs_cli_usage(CMD, "--resume takes the model from its checkpoint; drop --init");
+    if (o->ckpt_every && !o->out && !o->resume) return qs_cli_usage(CMD, "--checkpoint-every needs --out DIR");
+    return 0;
+}
+
+/* Paths a and b name the same file (both resolve to one path), or are equal strings. */
+static int same_path(const char *a, const char *b)
+{
+    if (!a || !b) return a == b;
+    char *ra = realpath(a, NULL), *rb = realpath(b, NULL);
+    int same = !strcmp(ra ? ra : a, rb ? rb : b);
+    free(ra);
+    free(rb);
+    return same;
+}
+
+#define KEEP_MSG "a resumed run may change only --steps, --eval-every, --checkpoint-every, --out and --json"
+
+/* The first option given on the command line that differs from the checkpoint's, as "--x V (checkpoint W)". */
+static int conflict(const opts *o, const qs_train_state *s, char *buf, size_t cap)
+{
+    const unsigned char *g = o->given;
+#define INT_OPT(ch, name, cli, ck) if (g[ch] && (long long)(cli) != (long long)(ck)) \
+        return snprintf(buf, cap, "%s %lld (the checkpoint's: %lld)", name, (long long)(cli), (long long)(ck)), 1
+#define NUM_OPT(ch, name, cli, ck) if (g[ch] && (cli) != (ck)) \
+        return snprintf(buf, cap, "%s %.17g (the checkpoint's: %.17g)", name, (cli), (ck)), 1
+    INT_OPT('L', "--layers", o->layers, s->layers); INT_OPT('d', "--dim", o->dim, s->dim);
+    INT_OPT('H', "--heads", o->heads, s->heads); INT_OPT('K', "--kv-heads", o->kv_heads, s->kv_heads);
+    INT_OPT('f', "--ffn", o->ffn, s->ffn); INT_OPT('c', "--ctx", o->t.T, s->ctx);
+    INT_OPT('b', "--batch", o->t.batch, s->batch); INT_OPT('a', "--accum", o->t.accum, s->accum);
+    INT_OPT('w', "--warmup", o->t.warmup, s->warmup); INT_OPT('V', "--val-seqs", o->t.val_seqs, s->val_seqs);
+    NUM_OPT('l', "--lr", o->t.lr, s->lr); NUM_OPT('m', "--min-lr", o->t.min_frac, s->min_frac);
+    NUM_OPT('W', "--wd", o->t.adam.wd, s->wd); NUM_OPT('C', "--clip", o->t.clip, s->clip);
+#undef INT_OPT
+#undef NUM_OPT
+    if (g['s'] && o->t.seed != s->seed) return snprintf(buf, cap, "--seed (the checkpoint's: %llu)", (unsigned long long)s->seed), 1;
+    if (g['k'] && !same_path(o->tokenizer, s->tokenizer)) return snprintf(buf, cap, "--tokenizer %s", o->tokenizer), 1;
+    if (g['v'] && !same_path(o->val_text, s->val_text)) return snprintf(buf, cap, "--val-text %s", o->val_text), 1;
+    int same = o->ntext == s->ntext;
+    for (int i = 0; same && i < o->ntext; i++) same = same_path(o->text[i], s->text[i]);
+    if (g['x'] && !same) return snprintf(buf, cap, "--text (the checkpoint's: %d files, first %s)", s->ntext, s->text[0]), 1;
+    if (g['R'] && (!s->recipe || strcmp(o->recipe_name, s->recipe)))
+        return snprintf(buf, cap, "--recipe %s (the checkpoint's: %s)", o->recipe_name, s->recipe ? s->recipe : "none"), 1;
+    same = o->nops == s->nops;
+    for (int i = 0; same && i < o->nops; i++) same = !strcmp(o->ops[i], s->op[i]);
+    if (g['O'] && !same) return snprintf(buf, cap, "--op (the checkpoint's: %d --op settings)", s->nops), 1;
+    return 0;
+}
+
+/* --resume DIR: the run's options come from its trainer_state.json; options given too must agree
+** with them, except --steps (a new end: the schedule of the remaining steps is that of a run of that
+** many steps), --eval-every, --checkpoint-every, --out (default DIR) and --json. */
+static int apply_resume(opts *o)
+{
+    qs_err e = {{0}};
+    qs_train_state *s = &o->st;
+    if (qs_train_state_read(o->resume, s, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
+    char why[600];
+    if (conflict(o, s, why, sizeof why)) return qs_cli_usage(CMD, "--resume %s: %s; " KEEP_MSG, o->resume, why);
+    if (!o->given['n']) o->t.steps = s->steps;
+    if (o->t.steps <= s->step)
+        return qs_cli_usage(CMD, "--resume %s: the checkpoint is at step %d; give --steps above it to go on", o->resume,
+                            s->step);
+    o->t.T = s->ctx; o->t.batch = s->batch; o->t.accum = s->accum; o->t.warmup = s->warmup;
+    o->t.val_seqs = s->val_seqs; o->t.lr = s->lr; o->t.min_frac = s->min_frac; o->t.clip = s->clip;
+    o->t.adam = (qs_adamw_opts){s->beta1, s->beta2, s->eps, s->wd};
+    o->t.seed = s->seed;
+    if (!o->given['e']) o->t.eval_every = s->eval_every;
+    if (!o->given['P']) o->ckpt_every = s->ckpt_every;
+    if (!o->out) o->out = o->resume;
+    o->tokenizer = s->tokenizer;
+    o->ntext = s->ntext;
+    for (int i = 0; i < s->ntext; i++) o->text[i] = s->text[i];
+    o->val_text = s->val_text;
+    o->recipe_name = s->recipe;
+    o->nops = s->nops;
+    for (int i = 0; i < s->nops; i++) o->ops[i] = s->op[i];
     return 0;
 }
 
@@ -210,7 +294,7 @@ static void print_json(const opts *o, const qs_train_result *res)
     const qs_llm_cfg *c = &res->m.c;
     const qs_train_rec *rec = res->rec;
     json_t *steps = json_array();
-    for (int i = 0; i < o->t.steps; i++) {
+    for (int i = res->start_step; i < o->t.steps; i++) {
         json_t *r = json_pack("{s:i,s:o,s:o,s:o,s:o}", "step", rec[i].step, "train_loss", num(rec[i].train_loss),
                               "grad_norm", num(rec[i].grad_norm), "lr", num(rec[i].lr), "tok_s", num(rec[i].tok_s));
         if (!isnan(rec[i].val_loss)) json_object_set_new(r, "val_loss", num(rec[i].val_loss));
@@ -236,6 +320,9 @@ static void print_json(const opts *o, const qs_train_result *res)
     json_object_set_new(rj, "operands", ops);
     json_object_set_new(rj, "validation", json_string("fp32"));
     json_object_set_new(j, "recipe", rj);
+    json_object_set_new(json_object_get(j, "options"), "checkpoint_every", json_integer(o->ckpt_every));
+    json_object_set_new(j, "resumed_from", json_integer(res->start_step));
+    json_object_set_new(j, "data_hash", json_string(res->data_hash));
     char *s = json_dumps(j, JSON_INDENT(1));
     if (s) puts(s);
     free(s);
@@ -254,9 +341,38 @@ static void start(void *ctx, const qs_llm_cfg *c, size_t ntrain, size_t nval)
         }
         printf("; validation fp32)\n");
     }
+    if (!o->json && o->resume)
+        printf("train: resuming %s at step %d of %d\n", o->resume, o->st.step, o->t.steps);
     if (!o->json)
         printf("train: %d layers, dim %d, %d/%d heads, ffn %d, vocab %d, ctx %d; %zu training tokens, %zu validation\n",
                c->n_layer, c->dim, c->n_head, c->n_kv_head, c->ffn, c->vocab, o->t.T, ntrain, nval);
+}
+
+/* Everything after the options: the recipe, the shape, --out and the texts checked, then the run. */
+static int run(opts *o)
+{
+    int rc = make_recipe(o);
+    if (rc) return rc;
+    qs_err e = {{0}};
+    qs_train_job j = {.tokenizer = o->tokenizer, .init = o->init, .out = o->out, .ckpt_every = o->ckpt_every,
+                      .resume = o->resume, .resume_state = o->resume ? &o->st : NULL, .recipe_preset = o->recipe_name,
+                      .ops = o->ops, .nops = o->nops, .text = o->text, .ntext = o->ntext,
+                      .val_text = o->val_text ? o->val_text : QS_LLM_DEFAULT_TEXT, .layers = o->layers, .dim = o->dim,
+                      .heads = o->heads, .kv_heads = o->kv_heads, .ffn = o->ffn, .t = o->t, .start = start,
+                      .step = progress, .ctx = o};
+    if (qs_train_shape_check(&j, &e)) return qs_cli_usage(CMD, "%s", e.msg);
+    /* a bad --out is found before the training, and nothing is created before the first checkpoint */
+    if (o->out && qs_train_out_check(o->out, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
+    if (!o->ntext && (rc = default_texts(o))) return rc;
+    j.text = o->text;
+    j.ntext = o->ntext;
+    qs_train_result r;
+    if (qs_train_job_run(&j, &r, &e)) return qs_cli_err(r.usage ? QS_EXIT_USAGE : QS_EXIT_ERR, &e);
+    if (o->json) print_json(o, &r);
+    else printf("validation loss %.4f -> %.4f%s%s\n", r.val0, r.rec[o->t.steps - 1].val_loss, o->out ? "; checkpoint " : "",
+                o->out ? o->out : "");
+    qs_train_result_free(&r);
+    return QS_EXIT_OK;
 }
 
 int qs_cmd_train(qs_cli *cli, int argc, char **argv)
@@ -267,23 +383,8 @@ int qs_cmd_train(qs_cli *cli, int argc, char **argv)
     o.t = (qs_train_opts){.batch = 8, .T = 64, .steps = 200, .accum = 1, .warmup = 20, .eval_every = 50, .val_seqs = 16,
                           .lr = 1e-3, .min_frac = 0.1, .clip = 1.0, .adam = {0.9, 0.95, 1e-8, 0.1}, .seed = 0};
     int rc = parse(argc, argv, &o);
-    if (rc || (rc = make_recipe(&o))) return rc;
-    if (o.out) {   /* a bad --out is found before the training, not after */
-        struct stat st;
-        if (mkdir(o.out, 0777) && errno != EEXIST) return qs_cli_error(QS_EXIT_ERR, "%s: cannot create: %s", o.out, strerror(errno));
-        if (stat(o.out, &st) || !S_ISDIR(st.st_mode)) return qs_cli_error(QS_EXIT_ERR, "%s: not a directory", o.out);
-    }
-    if (!o.ntext && (rc = default_texts(&o))) return rc;
-    qs_train_job j = {.tokenizer = o.tokenizer, .init = o.init, .out = o.out, .text = o.text, .ntext = o.ntext,
-                      .val_text = o.val_text ? o.val_text : QS_LLM_DEFAULT_TEXT, .layers = o.layers, .dim = o.dim,
-                      .heads = o.heads, .kv_heads = o.kv_heads, .ffn = o.ffn, .t = o.t, .start = start,
-                      .step = progress, .ctx = &o};
-    qs_train_result r;
-    qs_err e = {{0}};
-    if (qs_train_job_run(&j, &r, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
-    if (o.json) print_json(&o, &r);
-    else printf("validation loss %.4f -> %.4f%s%s\n", r.val0, r.rec[o.t.steps - 1].val_loss, o.out ? "; checkpoint " : "",
-                o.out ? o.out : "");
-    qs_train_result_free(&r);
-    return QS_EXIT_OK;
+    if (!rc && o.resume) rc = apply_resume(&o);
+    if (!rc) rc = run(&o);
+    qs_train_state_free(&o.st);
+    return rc;
 }
