@@ -232,7 +232,11 @@ int qs_train_job_run(const qs_train_job *j, qs_train_result *r, qs_err *e)
         goto out;
     }
     r->bytes = !x.tok;
-    if (j->t.T > c->ctx) { qs_fail(e, "--ctx %d exceeds the model's context %d", j->t.T, c->ctx); goto out; }
+    if (j->t.T > c->ctx) {
+        r->usage = 1;
+        qs_fail(e, "--ctx %d exceeds the context %d of %s", j->t.T, c->ctx, j->resume ? j->resume : j->init);
+        goto out;
+    }
     if ((j->init || j->resume) && check_memory(c, r->m.output == r->m.tok_embd, r->m.bias_arena != NULL, &j->t, e)) goto out;
     if (read_tokens(j->text, j->ntext, x.tok, &train, &r->ntrain, e) ||
         read_tokens(&j->val_text, 1, x.tok, &val, &r->nval, e) || check_lengths(j, r, e))

@@ -57,12 +57,19 @@ int qs_train_state_write(const char *path, const qs_train_state *s, qs_err *e)
 
 /* ---- reading: each getter names the field it refuses ---- */
 
-typedef struct rd { const char *path; qs_err *e; } rd;
+typedef struct rd { const char *path; qs_err *e; char key[96]; } rd;
+
+/* "sect.key", or "key" at the top level, for messages. */
+static const char *kname(rd *r, const char *sect, const char *key)
+{
+    snprintf(r->key, sizeof r->key, "%s%s%s", sect ? sect : "", sect ? "." : "", key);
+    return r->key;
+}
 
 static json_t *field(rd *r, json_t *o, const char *sect, const char *key)
 {
     json_t *v = o ? json_object_get(o, key) : NULL;
-    if (!v) qs_fail(r->e, "%s: %s%s%s missing", r->path, sect ? sect : "", sect ? "." : "", key);
+    if (!v) qs_fail(r->e, "%s: %s missing", r->path, kname(r, sect, key));
     return v;
 }
 
@@ -71,7 +78,7 @@ static int get_int(rd *r, json_t *o, const char *sect, const char *key, long lon
     json_t *v = field(r, o, sect, key);
     if (!v) return -1;
     if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
-        return qs_fail(r->e, "%s: %s.%s is not an integer in %lld..%lld", r->path, sect ? sect : "", key, lo, hi);
+        return qs_fail(r->e, "%s: %s is not an integer in %lld..%lld", r->path, kname(r, sect, key), lo, hi);
     *out = json_integer_value(v);
     return 0;
 }
@@ -89,7 +96,7 @@ static int get_num(rd *r, json_t *o, const char *sect, const char *key, double *
     json_t *v = field(r, o, sect, key);
     if (!v) return -1;
     if (!json_is_number(v) || !isfinite(json_number_value(v)))
-        return qs_fail(r->e, "%s: %s.%s is not a finite number", r->path, sect, key);
+        return qs_fail(r->e, "%s: %s is not a finite number", r->path, kname(r, sect, key));
     *out = json_number_value(v);
     return 0;
 }
@@ -102,7 +109,7 @@ static int get_u64(rd *r, json_t *o, const char *sect, const char *key, uint64_t
     char *end = NULL;
     if (s && *s >= '0' && *s <= '9') *out = strtoull(s, &end, 10);
     if (!s || !end || *end || strlen(s) > 20)
-        return qs_fail(r->e, "%s: %s%s%s is not a decimal string", r->path, sect ? sect : "", sect ? "." : "", key);
+        return qs_fail(r->e, "%s: %s is not a decimal string", r->path, kname(r, sect, key));
     return 0;
 }
 
@@ -113,7 +120,7 @@ static int get_str(rd *r, json_t *o, const char *sect, const char *key, int null
     if (!v) return -1;
     if (nullable && json_is_null(v)) { *out = NULL; return 0; }
     if (!json_is_string(v) || json_string_length(v) > 4000)
-        return qs_fail(r->e, "%s: %s.%s is not a string%s", r->path, sect ? sect : "", key, nullable ? " or null" : "");
+        return qs_fail(r->e, "%s: %s is not a string%s", r->path, kname(r, sect, key), nullable ? " or null" : "");
     if (!(*out = strdup(json_string_value(v)))) return qs_fail(r->e, "out of memory");
     return 0;
 }
@@ -222,7 +229,7 @@ int qs_train_state_read(const char *dir, qs_train_state *s, qs_err *e)
     json_error_t je;
     json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
     if (!j) return qs_fail(e, "%s: %s", path, je.text);
-    rd r = {path, e};
+    rd r = {path, e, ""};
     int rc = json_is_object(j) ? read_all(&r, j, s) : qs_fail(e, "%s: not a JSON object", path);
     json_decref(j);
     if (rc) qs_train_state_free(s);
