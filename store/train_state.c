@@ -12,8 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "../kernels/qs_version.h"
+#include "container.h"
 
 #define FORMAT_NAME "qscope trainer_state"
 #define FORMAT_VERSION 1
@@ -226,9 +229,18 @@ int qs_train_state_read(const char *dir, qs_train_state *s, qs_err *e)
     s->val0 = NAN;
     char path[4200];
     snprintf(path, sizeof path, "%.4000s/%s", dir, QS_TRAIN_STATE_FILE);
+    /* a regular file of sane size (a FIFO would block, a huge file is no state of ours) */
+    int fd = qs_open_regular(path, e);
+    if (fd < 0) return -1;
+    struct stat st;
+    if (fstat(fd, &st) || st.st_size > (1 << 24)) {
+        close(fd);
+        return qs_fail(e, "%s: larger than 16 MiB, not a trainer state", path);
+    }
     json_error_t je;
-    json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-    if (!j) return qs_fail(e, "%s: %s", path, je.text);
+    json_t *j = json_loadfd(fd, JSON_REJECT_DUPLICATES, &je);
+    close(fd);
+    if (!j) return qs_fail(e, "%s: %s (line %d)", path, je.text, je.line);
     rd r = {path, e, ""};
     int rc = json_is_object(j) ? read_all(&r, j, s) : qs_fail(e, "%s: not a JSON object", path);
     json_decref(j);

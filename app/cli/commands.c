@@ -367,13 +367,15 @@ const qs_command qs_commands[] = {
      "                      <|im_start|>assistant\\n, ...user\\n, ...system\\n\n"
      "  --seed S            sampling seed (default 0);  --name RUN  run name;  --prefix P  capture\n"
      "                      tensor prefix (default llm-act);  --json  score summary as JSON", 0},
-    {"train", "[--text FILE...] [--val-text FILE] [--tokenizer MODEL | --init MODEL] [shape] [options] [--out DIR]",
+    {"train", "[--text FILE...] [--val-text FILE] [--tokenizer MODEL | --init MODEL] [shape] [options] [--out DIR] | --resume DIR",
      "train a small Llama-architecture model (FP32 or a low-precision recipe; AdamW) and write a checkpoint",
      "Trains from scratch (llm.c-style init) or from --init MODEL on byte-level tokens or the tokens of\n"
      "--tokenizer MODEL, with AdamW (decay on matrices only), linear warm-up then cosine learning rate,\n"
      "global gradient-norm clipping and gradient accumulation; FP32 unless --recipe/--op put the linear\n"
      "layers' GEMM operands through low-precision formats (validation stays FP32; nothing is stored in\n"
-     "the database yet).  Same options and --seed: bit-identical losses.  See docs/train.md.\n"
+     "the database yet).  Same options and --seed: bit-identical losses.  Bad input (sizes that do not\n"
+     "divide, a text shorter than ctx+1 tokens, an unknown format or operand) exits 2 and writes nothing.\n"
+     "See docs/train.md.\n"
      "\n"
      "  --text FILE...      training text (default: make data's data/text/*.txt except persuasion.txt)\n"
      "  --val-text FILE     held-out text for the validation loss (default data/text/persuasion.txt)\n"
@@ -397,6 +399,12 @@ const qs_command qs_commands[] = {
      "                      OPERAND fwd.x fwd.w dgrad.dy dgrad.w wgrad.dy wgrad.x, FMT as in analyze -f,\n"
      "                      e.g. fwd.x=mxfp4, dgrad.dy=hif8:scale=tensor; :round=sr rounds stochastically\n"
      "  --out DIR           write a Hugging Face checkpoint (config.json, model.safetensors, tokenizer.json)\n"
+     "                      plus optimizer.safetensors (AdamW moments) and trainer_state.json, atomically\n"
+     "                      (a kill leaves the last whole checkpoint); DIR new, empty or a checkpoint\n"
+     "  --checkpoint-every N  with --out: a checkpoint after every N-th step too (default: the last only)\n"
+     "  --resume DIR        continue the run of checkpoint DIR bit for bit (model, moments, step, data order,\n"
+     "                      schedule, SR counter; options from its trainer_state.json, writing to DIR); only\n"
+     "                      --steps (a new end), --eval-every, --checkpoint-every, --out and --json may change\n"
      "  --json              the run as JSON, with a `steps` list of per-step records", qs_cmd_train, NULL, NULL, 0},
     {"tui", "[--formats LIST] [--no-mouse] [--ascii]", "open the workbench (also: qscope with no command, on a terminal)",
      "The interactive workbench: tensors, formats compared, error histograms, block-error heatmaps and\n"
