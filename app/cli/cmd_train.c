@@ -8,14 +8,12 @@
 ** (store/train_ckpt.h).  No database storage yet.
 */
 #include <dirent.h>
-#include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -126,6 +124,16 @@ static int same_path(const char *a, const char *b)
     return same;
 }
 
+/* x with the fewest digits that read back as x ("0.003", not "0.0030000000000000001"). */
+static const char *shortest(double x, char *buf, size_t cap)
+{
+    for (int p = 1; p <= 17; p++) {
+        snprintf(buf, cap, "%.*g", p, x);
+        if (strtod(buf, NULL) == x) break;
+    }
+    return buf;
+}
+
 #define KEEP_MSG "a resumed run may change only --steps, --eval-every, --checkpoint-every, --out and --json"
 
 /* The first option given on the command line that differs from the checkpoint's, as "--x V (checkpoint W)". */
@@ -134,8 +142,10 @@ static int conflict(const opts *o, const qs_train_state *s, char *buf, size_t ca
     const unsigned char *g = o->given;
 #define INT_OPT(ch, name, cli, ck) if (g[ch] && (long long)(cli) != (long long)(ck)) \
         return snprintf(buf, cap, "%s %lld (the checkpoint's: %lld)", name, (long long)(cli), (long long)(ck)), 1
+    char x1[32], x2[32];
 #define NUM_OPT(ch, name, cli, ck) if (g[ch] && (cli) != (ck)) \
-        return snprintf(buf, cap, "%s %.17g (the checkpoint's: %.17g)", name, (cli), (ck)), 1
+        return snprintf(buf, cap, "%s %s (the checkpoint's: %s)", name, shortest(cli, x1, sizeof x1), \
+                        shortest(ck, x2, sizeof x2)), 1
     INT_OPT('L', "--layers", o->layers, s->layers); INT_OPT('d', "--dim", o->dim, s->dim);
     INT_OPT('H', "--heads", o->heads, s->heads); INT_OPT('K', "--kv-heads", o->kv_heads, s->kv_heads);
     INT_OPT('f', "--ffn", o->ffn, s->ffn); INT_OPT('c', "--ctx", o->t.T, s->ctx);
