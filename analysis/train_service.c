@@ -134,7 +134,8 @@ static void fill_state(run_ctx *x)
     qs_train_state *s = &x->st;
     *s = (qs_train_state){.steps = t->steps, .layers = m->c.n_layer, .dim = m->c.dim, .heads = m->c.n_head,
                           .kv_heads = m->c.n_kv_head, .head_dim = m->c.head_dim, .ffn = m->c.ffn, .vocab = m->c.vocab,
-                          .tied = m->output == m->tok_embd, .bias = m->bias_arena != NULL, .batch = t->batch,
+                          .tied = m->output == m->tok_embd, .bias = m->bias_arena != NULL,
+                          .rope_adjacent = !m->c.rope_neox, .batch = t->batch,
                           .ctx = t->T, .accum = t->accum, .warmup = t->warmup, .eval_every = t->eval_every,
                           .val_seqs = t->val_seqs, .ckpt_every = j->ckpt_every, .lr = t->lr, .min_frac = t->min_frac,
                           .clip = t->clip, .beta1 = t->adam.beta1, .beta2 = t->adam.beta2, .eps = t->adam.eps,
@@ -198,6 +199,7 @@ static int prepare(run_ctx *x, qs_train_opts *t, qs_err *e)
         return qs_fail(e, "%s/%s: the texts' tokens are not the checkpoint's (data hash %s, now %s): a text changed",
                        j->resume, QS_TRAIN_STATE_FILE, s->data_hash, x->r->data_hash);
     if (qs_train_ckpt_read_opt(j->resume, &x->r->m, &x->opt, e)) return -1;
+    if (s->rope_adjacent && qs_train_ckpt_adjacent(&x->r->m, &x->opt, e)) return -1;
     x->opt.t = s->adam_t;
     t->start_step = s->step;
     t->sr_calls = s->sr_calls;

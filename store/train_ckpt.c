@@ -142,6 +142,48 @@ out:
     return rc;
 }
 
+/* HF row h*hd + j*hd/2 + i goes back to row h*hd + 2i + j (the inverse of llm_save_hf.c's write). */
+static void unpermute(const qs_llm_hf_tensor *t, int head_dim, float *tmp)
+{
+    size_t rows = t->rows ? t->rows : t->cols, w = t->rows ? t->cols : 1, hd = (size_t)head_dim, half = hd / 2;
+    float *p = (float *)t->p;
+    memcpy(tmp, p, rows * w * sizeof *p);
+    for (size_t r = 0; r < rows; r++) {
+        size_t h = r / hd, k = r % hd, j = k / half, i = k % half;
+        memcpy(p + (h * hd + 2 * i + j) * w, tmp + r * w, w * sizeof *p);
+    }
+}
+
+static void adjacent_one(qs_llm_model *m, float *tmp, qs_llm_hf_tensor *t, int cap)
+{
+    int n = qs_llm_hf_tensors(m, t, cap);   /* with rope_neox 0: Q/K tensors carry perm */
+    for (int i = 0; i < n; i++)
+        if (t[i].perm) unpermute(&t[i], m->c.head_dim, tmp);
+}
+
+int qs_train_ckpt_adjacent(qs_llm_model *m, qs_adamw *opt, qs_err *e)
+{
+    size_t big = qs_llm_q_dim(&m->c) * (size_t)m->c.dim;   /* the largest permuted tensor: wq */
+    int cap = 3 + 12 * m->c.n_layer, rc = -1;
+    float *tmp = malloc(big * sizeof *tmp);
+    qs_llm_hf_tensor *t = calloc((size_t)cap, sizeof *t);
+    qs_llm_model sm = {0}, sv = {0};
+    m->c.rope_neox = 0;   /* before the shadows copy it */
+    if (!tmp || !t) qs_fail(e, "out of memory");
+    else if (!shadow(m, opt->m, opt->arena_len, &sm, e) && !shadow(m, opt->v, opt->arena_len, &sv, e)) {
+        adjacent_one(m, tmp, t, cap);
+        adjacent_one(&sm, tmp, t, cap);
+        adjacent_one(&sv, tmp, t, cap);
+        rc = 0;
+    }
+    if (rc) m->c.rope_neox = 1;
+    free(sm.L);
+    free(sv.L);
+    free(tmp);
+    free(t);
+    return rc;
+}
+
 /* Flush a written file (a kill needs no flush; a power cut after the rename would). */
 static int sync_path(const char *path, qs_err *e)
 {

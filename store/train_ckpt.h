@@ -29,6 +29,7 @@ typedef struct qs_train_state {
     long adam_t;                     /* AdamW steps taken (qs_adamw.t) */
     uint64_t sr_calls;               /* the recipe's GEMM call counter after `step` (SR seeds, RHT signs) */
     int layers, dim, heads, kv_heads, head_dim, ffn, vocab, tied, bias;   /* the model's shape */
+    int rope_adjacent;               /* 1: the run's model has adjacent-pair RoPE (a llama GGUF's order) */
     int batch, ctx, accum, warmup, eval_every, val_seqs, ckpt_every;
     double lr, min_frac, clip, beta1, beta2, eps, wd;
     uint64_t seed;
@@ -61,6 +62,11 @@ int qs_train_ckpt_write(const char *dir, const qs_llm_model *m, const qs_llm_sav
 /* Fill opt's moments (opt made by qs_adamw_new for m) from DIR/optimizer.safetensors: every tensor of m
 ** with ".m" and ".v", F32, of its shape, and nothing else.  opt->t is left alone.  Errors name the file. */
 int qs_train_ckpt_read_opt(const char *dir, const qs_llm_model *m, qs_adamw *opt, qs_err *e);
+
+/* Put a model loaded from a checkpoint (rotate_half order) and its moments back into adjacent-pair RoPE
+** order (Q/K rows permuted as llama.cpp's converter does; cfg.rope_neox 0), the order the run had when
+** it came from a llama GGUF, so that it resumes bit for bit. */
+int qs_train_ckpt_adjacent(qs_llm_model *m, qs_adamw *opt, qs_err *e);
 
 /* May dir receive checkpoints?  Yes when it is missing and its parent is a writable directory, or when
 ** it is a directory holding nothing but checkpoint files.  Creates nothing. */

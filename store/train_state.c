@@ -36,13 +36,14 @@ int qs_train_state_write(const char *path, const qs_train_state *s, qs_err *e)
     for (int i = 0; i < s->ntext; i++) json_array_append_new(texts, json_string(s->text[i]));
     json_t *j = json_pack(
         "{s:s,s:i,s:s,s:i,s:i,s:I,s:o,"
-        "s:{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:b,s:b},"
+        "s:{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:b,s:b,s:s},"
         "s:{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:o},"
         "s:{s:o,s:o},s:{s:o,s:o,s:o,s:o,s:I,s:I,s:s},s:o,s:o}",
         "format", FORMAT_NAME, "version", FORMAT_VERSION, "tool_version", QS_VERSION " (" QS_GIT_REV ")", "step",
         s->step, "steps", s->steps, "adam_t", (json_int_t)s->adam_t, "sr_calls", u64_str(s->sr_calls),
         "model", "layers", s->layers, "dim", s->dim, "heads", s->heads, "kv_heads", s->kv_heads, "head_dim",
-        s->head_dim, "ffn", s->ffn, "vocab", s->vocab, "tied", s->tied, "bias", s->bias,
+        s->head_dim, "ffn", s->ffn, "vocab", s->vocab, "tied", s->tied, "bias", s->bias, "rope",
+        s->rope_adjacent ? "adjacent" : "rotate_half",
         "options", "batch", s->batch, "ctx", s->ctx, "accum", s->accum, "warmup", s->warmup, "eval_every",
         s->eval_every, "val_seqs", s->val_seqs, "checkpoint_every", s->ckpt_every, "lr", s->lr, "min_lr",
         s->min_frac, "clip", s->clip, "beta1", s->beta1, "beta2", s->beta2, "eps", s->eps, "wd", s->wd, "seed",
@@ -152,6 +153,10 @@ static int read_model(rd *r, json_t *m, qs_train_state *s)
     if (!json_is_boolean(t) || !json_is_boolean(b)) return qs_fail(r->e, "%s: model.tied/bias are not booleans", r->path);
     s->tied = json_is_true(t);
     s->bias = json_is_true(b);
+    const char *rope = json_string_value(json_object_get(m, "rope"));
+    if (!rope || (strcmp(rope, "adjacent") && strcmp(rope, "rotate_half")))
+        return qs_fail(r->e, "%s: model.rope is not \"adjacent\" or \"rotate_half\"", r->path);
+    s->rope_adjacent = !strcmp(rope, "adjacent");
     return get_i(r, m, S, "layers", 1, 4096, &s->layers) || get_i(r, m, S, "dim", 1, 65536, &s->dim) ||
                    get_i(r, m, S, "heads", 1, 4096, &s->heads) || get_i(r, m, S, "kv_heads", 1, 4096, &s->kv_heads) ||
                    get_i(r, m, S, "head_dim", 1, 4096, &s->head_dim) || get_i(r, m, S, "ffn", 1, 1 << 18, &s->ffn) ||

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # qscope train --checkpoint-every / --resume (issue 26, "Bad input and faults"): a 20-step run killed
 # after its step-10 checkpoint and resumed gives the uninterrupted run's losses and final weights bit
-# for bit (FP32, and nvfp4 with stochastic rounding, whose call counter must resume too); a kill at
+# for bit (FP32, nvfp4 with stochastic rounding, whose call counter must resume too, and a llama GGUF
+# whose adjacent-pair RoPE rows the checkpoint stores in rotate_half order); a kill at
 # each point of a checkpoint's write (QSCOPE_TEST_CKPT_KILL) and at random moments (kill -9) leaves a
 # complete checkpoint that llm eval loads and --resume finishes; resume refusals; bad input exits 2
 # with one line and creates no --out directory.
@@ -52,6 +53,16 @@ check "the checkpoint left is the one of step 5" "[ \"\$(step_of $T/npart)\" = 5
 ok "--resume the nvfp4 run (its recipe from trainer_state.json)" $QS train --resume "$T/npart" --json
 cp "$T/out" "$T/nres.json"
 check "nvfp4 resumed: steps 6..20 bit for bit, final weights byte for byte" "$PY -c '$SAME' $T/nfull.json $T/nres.json 5 && same_files $T/nfull $T/npart"
+
+# --- a llama GGUF (adjacent-pair RoPE): its checkpoint is rotate_half; the resumed run permutes back ---
+GG=(--init "$FIX/llm/tiny.gguf" --text "$T/train.txt" --val-text "$T/val.txt" --ctx 16 --batch 2 --steps 6 --val-seqs 2
+    --checkpoint-every 3 --json)
+ok "--init tiny.gguf, uninterrupted" $QS train "${GG[@]}" --out "$T/gfull"
+cp "$T/out" "$T/gfull.json"
+killed "--init tiny.gguf, killed before the step-6 checkpoint is swapped in" env QSCOPE_TEST_CKPT_KILL=swap@2 $QS train "${GG[@]}" --out "$T/gpart"
+ok "--resume it" $QS train --resume "$T/gpart" --json
+cp "$T/out" "$T/gres.json"
+check "GGUF resumed: steps 4..6 bit for bit, final weights and moments byte for byte" "$PY -c '$SAME' $T/gfull.json $T/gres.json 3 && same_files $T/gfull $T/gpart"
 
 # --- a kill after the swap, before the old checkpoint is removed ----------------------------------
 killed "killed right after the step-10 checkpoint is swapped in" env QSCOPE_TEST_CKPT_KILL=old@2 $QS train "${RC[@]}" --out "$T/opart"
