@@ -158,8 +158,8 @@ int qs_train_run(qs_llm_model *m, const int32_t *train, size_t ntrain, const int
         double dt = qs_now_s() - t0;
         qs_train_rec *r = &rec[st];
         *r = (qs_train_rec){st + 1, lsum / o->accum, NAN, norm, lr,
-                            dt > 0 ? (double)o->accum * o->batch * o->T / dt : 0, NULL, 0};
-        r->sr_calls = o->recipe ? qs_llm_train_state_calls(ts) : 0;
+                            dt > 0 ? (double)o->accum * o->batch * o->T / dt : 0, NULL};
+        if (o->sr_calls_out) *o->sr_calls_out = o->recipe ? qs_llm_train_state_calls(ts) : 0;
         if ((o->eval_every > 0 && (st + 1) % o->eval_every == 0) || st + 1 == o->steps)
             if (val_loss(m, s, buf, val, nval, o, &r->val_loss, e)) goto out;
         if (cb && cb(ctx, r)) goto out;

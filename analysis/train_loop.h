@@ -24,10 +24,11 @@ typedef struct qs_train_opts {
     const qs_llm_recipe *recipe;   /* the training micro-batches' GEMMs; NULL: FP32.  Validation stays FP32 */
     /* Resuming (train_ckpt.h): steps already taken, so the run goes on at step start_step + 1 with the
     ** same batches and schedule; the optimizer state to use and update (NULL: a zeroed one of the
-    ** loop's own; a caller that checkpoints passes its own); the recipe's GEMM call counter then. */
+    ** loop's own; a caller that checkpoints passes its own); the recipe's GEMM call counter then, and
+    ** where to put it after every step (before the callback; may be NULL). */
     int start_step;
     qs_adamw *opt;
-    uint64_t sr_calls;
+    uint64_t sr_calls, *sr_calls_out;
 } qs_train_opts;
 
 typedef struct qs_train_rec {
@@ -39,7 +40,6 @@ typedef struct qs_train_rec {
     /* Under a recipe: the step's operand statistics, (n_layer + 1) x QS_OP_COUNT (row n_layer: the
     ** output head), valid during the callback only; NULL without a recipe. */
     const qs_llm_opstat *opstat;
-    uint64_t sr_calls;             /* the recipe's GEMM call counter after the step (0 without a recipe) */
 } qs_train_rec;
 
 /* Weights of a model of shape c from seed: matrices ~ N(0, 0.02), the output projections of each

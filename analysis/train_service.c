@@ -112,6 +112,7 @@ typedef struct run_ctx {
     qs_train_state st;
     char *abs[QS_TRAIN_MAX_TEXTS + 3];
     int nabs, filled;
+    uint64_t calls;               /* the recipe's call counter after the last step */
     qs_err *e;
 } run_ctx;
 
@@ -165,7 +166,7 @@ static int on_step(void *ctx, const qs_train_rec *rec)
         x->filled = 1;
         x->st.step = rec->step;
         x->st.adam_t = x->opt.t;
-        x->st.sr_calls = rec->sr_calls;
+        x->st.sr_calls = x->calls;
         if (qs_train_ckpt_write(j->out, &x->r->m, &st, &x->opt, &x->st, x->e)) return -1;
     }
     return j->step ? j->step(j->ctx, rec) : 0;
@@ -194,6 +195,7 @@ static int prepare(run_ctx *x, qs_train_opts *t, qs_err *e)
     if (qs_adamw_new(&x->opt, &x->r->m, e)) return -1;
     *t = j->t;
     t->opt = &x->opt;
+    t->sr_calls_out = &x->calls;
     if (!s) return 0;
     if (strcmp(s->data_hash, x->r->data_hash))
         return qs_fail(e, "%s/%s: the texts' tokens are not the checkpoint's (data hash %s, now %s): a text changed",
