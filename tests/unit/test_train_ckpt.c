@@ -1,5 +1,8 @@
 /*
-** Training checkpoints (store/train_ckpt.c, store/train_state.c): the model, AdamW's moments and
+** Training checkpoints (store/train_ckpt.c, store/train_state.c) and the loop's resumption
+** (analysis/train_loop.c: start_step, opt, sr_calls): a run stopped after step 3 and continued from
+** there with its moments and call counter gives the uninterrupted run bit for bit (nvfp4, with SR).
+** The model, AdamW's moments and
 ** trainer_state.json round-trip bit for bit (tied and untied heads, with Q/K/V biases); a second
 ** checkpoint replaces the first whole and leaves no temporary directory; damaged or missing files are
 ** refused naming the file (and the field); --out's check refuses a directory with other files.
@@ -286,6 +289,59 @@ static void test_refusals(void **st)
     qs_llm_free(&m2);
 }
 
+static int stop_at_3(void *ctx, const qs_train_rec *r)
+{
+    (void)ctx;
+    return r->step == 3;
+}
+
+static void test_loop_resume(void **st)
+{
+    (void)st;
+    qs_err e = {{0}};
+    int32_t tok[3000];
+    for (int i = 0; i < 3000; i++) tok[i] = (int32_t)((i * 7 + i / 13) % 256);
+    qs_llm_recipe rec;
+    assert_int_equal(qs_llm_recipe_preset("nvfp4", &rec, &e), 0);
+    qs_llm_model a, b;
+    make_model(&a, 1, 0, 11);
+    make_model(&b, 1, 0, 11);
+    qs_adamw oa, ob;
+    assert_int_equal(qs_adamw_new(&oa, &a, &e), 0);
+    assert_int_equal(qs_adamw_new(&ob, &b, &e), 0);
+    uint64_t ca = 0, cb = 0;
+    qs_train_opts o = {.batch = 2, .T = 8, .steps = 6, .accum = 2, .warmup = 2, .eval_every = 2, .val_seqs = 2,
+                       .lr = 3e-3, .min_frac = 0.1, .clip = 1, .adam = {0.9, 0.95, 1e-8, 0.1}, .seed = 5,
+                       .recipe = &rec, .opt = &oa, .sr_calls_out = &ca};
+    qs_train_rec ra[6], rb[6];
+    double v0;
+    assert_int_equal(qs_train_run(&a, tok, 2500, tok + 2500, 500, &o, &v0, ra, NULL, NULL, &e), 0);
+    o.opt = &ob;
+    o.sr_calls_out = &cb;
+    assert_int_equal(qs_train_run(&b, tok, 2500, tok + 2500, 500, &o, &v0, rb, stop_at_3, NULL, &e), -1);
+    assert_true(cb > 0);
+    assert_int_equal(ob.t, 3);
+    o.start_step = 3;
+    o.sr_calls = cb;
+    assert_int_equal(qs_train_run(&b, tok, 2500, tok + 2500, 500, &o, &v0, rb, NULL, NULL, &e), 0);
+    assert_true(isnan(v0));   /* not measured when resuming */
+    for (int i = 3; i < 6; i++) {
+        assert_int_equal(rb[i].step, i + 1);
+        assert_true(ra[i].train_loss == rb[i].train_loss && ra[i].grad_norm == rb[i].grad_norm && ra[i].lr == rb[i].lr);
+    }
+    assert_true(ra[5].val_loss == rb[5].val_loss);
+    assert_true(ca == cb);
+    assert_true(!memcmp(a.arena, b.arena, a.arena_len * sizeof(float)));
+    assert_true(!memcmp(oa.m, ob.m, oa.arena_len * sizeof(float)) && !memcmp(oa.v, ob.v, oa.arena_len * sizeof(float)));
+    /* a start at or beyond the end is refused */
+    o.start_step = 6;
+    assert_int_equal(qs_train_run(&b, tok, 2500, tok + 2500, 500, &o, &v0, rb, NULL, NULL, &e), -1);
+    qs_adamw_free(&oa);
+    qs_adamw_free(&ob);
+    qs_llm_free(&a);
+    qs_llm_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -293,6 +349,7 @@ int main(void)
         cmocka_unit_test(test_roundtrip_untied_bias),
         cmocka_unit_test(test_replace),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_loop_resume),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
