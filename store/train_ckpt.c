@@ -279,6 +279,14 @@ fail:
 int qs_train_out_check(const char *dir, qs_err *e)
 {
     struct stat st;
+    /* the checkpoint is swapped in by renaming a sibling: DIR must be named, not ".", ".." or "/" */
+    char base[4200];
+    snprintf(base, sizeof base, "%s", dir);
+    for (size_t l = strlen(base); l > 1 && base[l - 1] == '/';) base[--l] = 0;
+    const char *b = strrchr(base, '/') ? strrchr(base, '/') + 1 : base;
+    if (!*b || !strcmp(b, ".") || !strcmp(b, ".."))
+        return qs_fail(e, "%s: give the checkpoint directory by its name", dir);
+    if (!lstat(dir, &st) && S_ISLNK(st.st_mode)) return qs_fail(e, "%s: a symbolic link; give the directory itself", dir);
     if (stat(dir, &st)) {
         if (errno != ENOENT) return qs_fail(e, "%s: %s", dir, strerror(errno));
         char par[4200];

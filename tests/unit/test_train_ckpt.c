@@ -5,7 +5,8 @@
 ** The model, AdamW's moments and
 ** trainer_state.json round-trip bit for bit (tied and untied heads, with Q/K/V biases); a second
 ** checkpoint replaces the first whole and leaves no temporary directory; damaged or missing files are
-** refused naming the file (and the field); --out's check refuses a directory with other files.
+** refused naming the file (and the field); --out's check refuses a directory with other files, a
+** symbolic link and an unnamed directory (".", "/").
 */
 #include "test_util.h"
 
@@ -279,6 +280,12 @@ static void test_refusals(void **st)
     assert_non_null(strstr(e.msg, "not a directory"));
     path(q, sizeof q, "no/such", NULL);
     assert_int_equal(qs_train_out_check(q, &e), -1);
+    assert_int_equal(qs_train_out_check(".", &e), -1);   /* swapped by renaming a sibling: needs a name */
+    assert_int_equal(qs_train_out_check("/", &e), -1);
+    path(q, sizeof q, "link", NULL);
+    assert_int_equal(symlink(dir2, q), 0);   /* a symbolic link: swapping it would not replace the directory */
+    assert_int_equal(qs_train_out_check(q, &e), -1);
+    assert_non_null(strstr(e.msg, "symbolic link"));
     path(q, sizeof q, "fresh", NULL);
     assert_int_equal(qs_train_out_check(q, &e), 0);
     struct stat sb;
