@@ -230,6 +230,7 @@ static int swap_in(const char *tmp, const char *dir, qs_err *e)
     return 0;
 }
 
+
 static void parent_of(const char *dir, char *out, size_t cap)
 {
     snprintf(out, cap, "%s", dir);
@@ -241,6 +242,29 @@ static void parent_of(const char *dir, char *out, size_t cap)
     else *s = 0;
 }
 
+/* Temporary directories a killed writer left beside dir (DIR.tmp-XXXXXX; never the only whole
+** checkpoint, which is DIR): removed when they hold checkpoint files only (remove_ckpt_dir leaves
+** anything else, and then the directory, alone).  DIR.old-PID of the fallback swap is kept. */
+static void remove_stale(const char *dir)
+{
+    char par[4200], base[4200], p[8500];
+    parent_of(dir, par, sizeof par);
+    snprintf(base, sizeof base, "%s", dir);
+    for (size_t l = strlen(base); l > 1 && base[l - 1] == '/';) base[--l] = 0;
+    const char *b = strrchr(base, '/') ? strrchr(base, '/') + 1 : base;
+    size_t bl = strlen(b);
+    DIR *d = opendir(par);
+    if (!d) return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        const char *n = de->d_name;
+        if (strncmp(n, b, bl) || strncmp(n + bl, ".tmp-", 5) || strlen(n + bl) != 11) continue;   /* mkdtemp's 6 */
+        snprintf(p, sizeof p, "%s/%s", par, n);
+        remove_ckpt_dir(p);
+    }
+    closedir(d);
+}
+
 int qs_train_ckpt_write(const char *dir, const qs_llm_model *m, const qs_llm_save_tok *tok, const qs_adamw *opt,
                         const qs_train_state *s, qs_err *e)
 {
@@ -248,6 +272,7 @@ int qs_train_ckpt_write(const char *dir, const qs_llm_model *m, const qs_llm_sav
     if (strlen(dir) > 3800) return qs_fail(e, "%s: path too long", dir);
     snprintf(tmp, sizeof tmp, "%s", dir);
     for (size_t l = strlen(tmp); l > 1 && tmp[l - 1] == '/';) tmp[--l] = 0;
+    remove_stale(dir);
     strcat(tmp, ".tmp-XXXXXX");
     if (!mkdtemp(tmp)) return qs_fail(e, "%s: cannot create: %s", tmp, strerror(errno));
     mode_t um = umask(0);

@@ -37,8 +37,10 @@ check "trainer_state.json: step 20, AdamW's t 20, the options and the data hash"
 killed "killed before the step-15 checkpoint is swapped in" env QSCOPE_TEST_CKPT_KILL=swap@3 $QS train "${RC[@]}" --out "$T/part"
 check "the checkpoint left is the one of step 10" "[ \"\$(step_of $T/part)\" = 10 ]"
 ok "llm eval loads it" $QS llm eval --model "$T/part" --text "$T/val.txt" --ctx 16 --chunks 2 --json
+check "the kill left the unfinished part.tmp-XXXXXX" "ls -d $T/part.tmp-?????? >/dev/null"
 ok "--resume finishes the run" $QS train --resume "$T/part" --json
 cp "$T/out" "$T/res.json"
+check "the next checkpoint removed the stale part.tmp-XXXXXX" "! ls -d $T/part.* 2>/dev/null"
 check "resumed: steps 11..20 have the uninterrupted run's losses, norms and lr, bit for bit" "$PY -c '$SAME' $T/full.json $T/res.json 10"
 check "resumed: final weights and moments equal the uninterrupted run's, byte for byte" "same_files $T/full $T/part"
 check "resumed: the JSON says where it resumed and keeps the initial validation loss" \
