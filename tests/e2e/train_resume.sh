@@ -80,7 +80,7 @@ for k in 2 7 13; do   # kill after k/10 s (a checkpoint takes some 30 ms, mostly
   D="$T/kill$k"
   $QS train "${LONG[@]}" --out "$D" >/dev/null 2>&1 &
   pid=$!
-  for _ in $(seq 200); do [ -e "$D/trainer_state.json" ] && break; sleep 0.02; done
+  for _ in $(seq 400); do [ -e "$D/trainer_state.json" ] && break; sleep 0.025; done   # the first checkpoint
   sleep "$((k / 10)).$((k % 10))"
   kill -9 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
   s=$(step_of "$D")
