@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "llm_text.h"
 #include "../kernels/llm_train.h"
@@ -74,7 +75,8 @@ int qs_train_shape_check(const qs_train_job *j, qs_err *e)
     job_cfg(j, 256, &c);
     if (c.dim % c.n_head) return qs_fail(e, "--dim %d is not a multiple of --heads %d", c.dim, c.n_head);
     if (c.n_head % c.n_kv_head)
-        return qs_fail(e, "--heads %d is not a multiple of --kv-heads %d (grouped-query attention)", c.n_head, c.n_kv_head);
+        return qs_fail(e, "--heads %d, --kv-heads %d: %d query heads are not a multiple of %d KV heads", c.n_head,
+                       c.n_kv_head, c.n_head, c.n_kv_head);
     if (c.head_dim % 2)
         return qs_fail(e, "head dimension --dim/--heads = %d is odd (RoPE rotates pairs)", c.head_dim);
     return qs_llm_cfg_check(&c, e);
@@ -82,7 +84,7 @@ int qs_train_shape_check(const qs_train_job *j, qs_err *e)
 
 /* The model to train: --init, the checkpoint of --resume, or a new one of the job's shape (tied
 ** embeddings, rotate_half RoPE). */
-static int make_model(const qs_train_job *j, int vocab, qs_llm_file *init, qs_llm_model *m, qs_err *e)
+static int make_model(const qs_train_job *j, int vocab, qs_llm_file *init, qs_llm_model *m, int *bad, qs_err *e)
 {
     if (j->init || j->resume) {
         if (qs_llm_load(j->resume ? j->resume : j->init, init, e)) return -1;
@@ -98,9 +100,29 @@ static int make_model(const qs_train_job *j, int vocab, qs_llm_file *init, qs_ll
     }
     qs_llm_cfg c;
     job_cfg(j, vocab, &c);
-    if (qs_train_shape_check(j, e) || check_memory(&c, 1, 0, &j->t, e) || qs_llm_alloc(m, &c, 1, e)) return -1;
+    *bad = 1;   /* the shape's errors are the input's */
+    if (qs_train_shape_check(j, e)) return -1;
+    *bad = 0;
+    if (check_memory(&c, 1, 0, &j->t, e) || qs_llm_alloc(m, &c, 1, e)) return -1;
     qs_train_init(m, j->t.seed);
     return 0;
+}
+
+void qs_train_data_hash(const int32_t *train, size_t ntrain, const int32_t *val, size_t nval, char hex[33])
+{
+    XXH3_state_t *h = XXH3_createState();
+    XXH128_hash_t d = {0, 0};
+    if (h) {
+        uint64_t n[2] = {ntrain, nval};
+        XXH3_128bits_reset(h);
+        XXH3_128bits_update(h, &n[0], sizeof n[0]);
+        XXH3_128bits_update(h, train, ntrain * sizeof *train);
+        XXH3_128bits_update(h, &n[1], sizeof n[1]);
+        XXH3_128bits_update(h, val, nval * sizeof *val);
+        d = XXH3_128bits_digest(h);
+        XXH3_freeState(h);
+    }
+    snprintf(hex, 33, "%016llx%016llx", (unsigned long long)d.high64, (unsigned long long)d.low64);
 }
 
 /* What a checkpoint of this run records (strings borrowed from the job, or realpath's in abs[]). */
@@ -111,7 +133,7 @@ typedef struct run_ctx {
     qs_adamw opt;
     qs_train_state st;
     char *abs[QS_TRAIN_MAX_TEXTS + 3];
-    int nabs, filled;
+    int nabs, filled, stopping;
     uint64_t calls;               /* the recipe's call counter after the last step */
     qs_err *e;
 } run_ctx;
@@ -142,7 +164,8 @@ static void fill_state(run_ctx *x)
                           .clip = t->clip, .beta1 = t->adam.beta1, .beta2 = t->adam.beta2, .eps = t->adam.eps,
                           .wd = t->adam.wd, .seed = t->seed, .recipe = (char *)j->recipe_preset,
                           .nops = j->nops, .ntext = j->ntext, .ntrain = x->r->ntrain, .nval = x->r->nval,
-                          .val0 = old ? old->val0 : x->r->val0, .run_name = (char *)j->run_name};
+                          .val0 = old ? old->val0 : x->r->val0,
+                          .run_name = j->run_name && *j->run_name ? (char *)j->run_name : NULL};
     for (int i = 0; i < j->nops; i++) s->op[i] = (char *)j->ops[i];
     for (int i = 0; i < j->ntext; i++) s->text[i] = abs_path(x, j->text[i]);
     s->val_text = abs_path(x, j->val_text);
@@ -151,39 +174,52 @@ static void fill_state(run_ctx *x)
     memcpy(s->data_hash, x->r->data_hash, sizeof s->data_hash);
 }
 
-/* After every step: the checkpoint when one is due, then the caller's callback. */
+/* The checkpoint of the model as it is after `step` steps. */
+static int checkpoint(run_ctx *x, int step)
+{
+    const qs_train_job *j = x->j;
+    const char *src = j->tokenizer ? j->tokenizer : j->init;
+    char tj[4200];
+    snprintf(tj, sizeof tj, "%.4000s/tokenizer.json", src ? src : ".");
+    const qs_llm_file *tok = x->tok;
+    qs_llm_save_tok st = {tok && access(tj, F_OK) == 0 ? src : NULL, !tok, tok ? tok->v.bos : -1, tok ? tok->v.eos : -1};
+    if (!x->filled) fill_state(x);   /* at the first checkpoint: val0 is measured and the run named by then */
+    x->filled = 1;
+    x->st.step = step;
+    x->st.adam_t = x->opt.t;
+    x->st.sr_calls = x->calls;
+    return qs_train_ckpt_write(j->out, &x->r->m, &st, &x->opt, &x->st, x->e);
+}
+
+/* After every step: the job's callback (which stores the step), the count of completed steps, the
+** checkpoint when one is due (so a checkpoint's step is never beyond the stored steps), and the stop
+** flag (a stopped run's last step gets its checkpoint too). */
 static int on_step(void *ctx, const qs_train_rec *rec)
 {
     run_ctx *x = ctx;
     const qs_train_job *j = x->j;
-    if (j->out && (rec->step == j->t.steps || (j->ckpt_every > 0 && rec->step % j->ckpt_every == 0))) {
-        const char *src = j->tokenizer ? j->tokenizer : j->init;
-        char tj[4200];
-        snprintf(tj, sizeof tj, "%.4000s/tokenizer.json", src ? src : ".");
-        const qs_llm_file *tok = x->tok;
-        qs_llm_save_tok st = {tok && access(tj, F_OK) == 0 ? src : NULL, !tok, tok ? tok->v.bos : -1, tok ? tok->v.eos : -1};
-        if (!x->filled) fill_state(x);   /* at the first checkpoint: val0 is measured by then */
-        x->filled = 1;
-        x->st.step = rec->step;
-        x->st.adam_t = x->opt.t;
-        x->st.sr_calls = x->calls;
-        if (qs_train_ckpt_write(j->out, &x->r->m, &st, &x->opt, &x->st, x->e)) return -1;
-    }
-    return j->step ? j->step(j->ctx, rec) : 0;
+    int stop = j->stop && *j->stop && rec->step < j->t.steps;
+    if (j->step && j->step(j->ctx, rec)) return 1;
+    x->r->steps_done = rec->step;
+    if (j->out && (rec->step == j->t.steps || stop || (j->ckpt_every > 0 && rec->step % j->ckpt_every == 0)) &&
+        checkpoint(x, rec->step))
+        return 1;
+    if (stop) { x->stopping = 1; return 1; }
+    return 0;
 }
 
 /* Texts too short for one window of ctx+1 tokens are bad input (exit 2), named. */
 static int check_lengths(const qs_train_job *j, qs_train_result *r, qs_err *e)
 {
     size_t need = (size_t)j->t.T + 1;
-    r->usage = 1;
+    r->bad_input = 1;
     if (r->ntrain < need)
-        return qs_fail(e, "%s%s: %zu tokens of training text, fewer than one window of ctx+1 = %zu", j->text[0],
+        return qs_fail(e, "%s%s: training text has %zu tokens, fewer than ctx+1 = %zu (one window)", j->text[0],
                        j->ntext > 1 ? " (and the other --text files)" : "", r->ntrain, need);
     if (r->nval < need)
-        return qs_fail(e, "%s: %zu tokens of validation text, fewer than one window of ctx+1 = %zu", j->val_text, r->nval,
-                       need);
-    r->usage = 0;
+        return qs_fail(e, "%s: validation text has %zu tokens, fewer than ctx+1 = %zu (one window)", j->val_text,
+                       r->nval, need);
+    r->bad_input = 0;
     return 0;
 }
 
@@ -213,6 +249,7 @@ int qs_train_job_run(const qs_train_job *j, qs_train_result *r, qs_err *e)
 {
     memset(r, 0, sizeof *r);
     r->val0 = NAN;
+    r->grad_loss = NAN;
     qs_llm_file tokf, initf;
     memset(&tokf, 0, sizeof tokf);
     memset(&initf, 0, sizeof initf);
@@ -225,7 +262,7 @@ int qs_train_job_run(const qs_train_job *j, qs_train_result *r, qs_err *e)
         if (tokf.v.n <= 0) { qs_fail(e, "%s: the model has no vocabulary", j->tokenizer); goto out; }
         x.tok = &tokf;
     }
-    if (make_model(j, x.tok ? tokf.m.c.vocab : 256, &initf, &r->m, e)) goto out;
+    if (make_model(j, x.tok ? tokf.m.c.vocab : 256, &initf, &r->m, &r->bad_input, e)) goto out;
     const qs_llm_cfg *c = &r->m.c;
     if (j->init && !x.tok && c->vocab != 256) {
         if (initf.v.n <= 0) { qs_fail(e, "%s: vocabulary of %d but no tokenizer (give --tokenizer)", j->init, c->vocab); goto out; }
@@ -237,21 +274,37 @@ int qs_train_job_run(const qs_train_job *j, qs_train_result *r, qs_err *e)
     }
     r->bytes = !x.tok;
     if (j->t.T > c->ctx) {
-        r->usage = 1;
+        r->bad_input = 1;
         qs_fail(e, "--ctx %d exceeds the context %d of %s", j->t.T, c->ctx, j->resume ? j->resume : j->init);
         goto out;
     }
     if ((j->init || j->resume) && check_memory(c, r->m.output == r->m.tok_embd, r->m.bias_arena != NULL, &j->t, e)) goto out;
+    /* the lengths as the loop checks them, but before the ready hook stores anything */
     if (read_tokens(j->text, j->ntext, x.tok, &train, &r->ntrain, e) ||
         read_tokens(&j->val_text, 1, x.tok, &val, &r->nval, e) || check_lengths(j, r, e))
         goto out;
     qs_train_data_hash(train, r->ntrain, val, r->nval, r->data_hash);
     qs_train_opts t;
-    if (!(r->rec = calloc((size_t)j->t.steps, sizeof *r->rec))) { qs_fail(e, "out of memory"); goto out; }
     if (prepare(&x, &t, e)) goto out;
+    if ((j->grad.grad_out || j->grad.batch_out || j->grad.operand_out) &&
+        qs_train_grad_run(&r->m, train, r->ntrain, &j->t, &j->grad, &r->grad_loss, e))
+        goto out;
+    if (!(r->rec = calloc(j->t.steps ? (size_t)j->t.steps : 1, sizeof *r->rec))) {   /* --steps 0: no records */
+        qs_fail(e, "out of memory");
+        goto out;
+    }
     if (j->start) j->start(j->ctx, c, r->ntrain, r->nval);
-    if (qs_train_run(&r->m, train, r->ntrain, val, r->nval, &t, &r->val0, r->rec, on_step, &x, e)) goto out;
-    if (j->resume_state) r->val0 = j->resume_state->val0;
+    if (j->ready) {
+        qs_train_data d = {&r->m, r->ntrain, r->nval, r->bytes, {0}};
+        memcpy(d.hash, r->data_hash, sizeof d.hash);
+        if (j->ready(j->ctx, &d, e)) goto out;
+    }
+    r->steps_done = t.start_step;
+    if (j->resume_state) r->val0 = j->resume_state->val0;   /* the run's, measured before its step 1 */
+    if (qs_train_run(&r->m, train, r->ntrain, val, r->nval, &t, &r->val0, r->rec, on_step, &x, e) && !x.stopping)
+        goto out;
+    r->stopped = x.stopping;
+    if (j->out && !j->t.steps && checkpoint(&x, 0)) goto out;   /* --steps 0: the model as it is */
     rc = 0;
 out:
     for (int i = 0; i < x.nabs; i++) free(x.abs[i]);
@@ -260,10 +313,14 @@ out:
     free(val);
     qs_llm_file_free(&tokf);
     qs_llm_file_free(&initf);
-    if (rc) {
-        int u = r->usage;
+    if (rc) {   /* the caller still learns how far the run came */
+        double v0 = r->val0;
+        int done = r->steps_done, bad = r->bad_input, start = r->start_step;
         qs_train_result_free(r);
-        r->usage = u;
+        r->val0 = v0;
+        r->steps_done = done;
+        r->bad_input = bad;
+        r->start_step = start;
     }
     return rc;
 }

@@ -62,8 +62,8 @@ static int write_tensor(FILE *fp, const wt *t, int head_dim)
     return 0;
 }
 
-int qs_llm_save_safetensors(const char *path, const qs_llm_model *const *ms, const char *const *suffix, int k,
-                            qs_err *e)
+int qs_llm_save_safetensors_n(const char *path, const qs_llm_model *const *ms, const char *const *suffix, int k,
+                              qs_err *e)
 {
     wt *t = k > 0 ? calloc((size_t)k * MAXT, sizeof *t) : NULL;
     json_t *h = json_object();
@@ -105,6 +105,12 @@ out:
     json_decref(h);
     free(t);
     return rc;
+}
+
+int qs_llm_save_safetensors(const char *path, const qs_llm_model *m, qs_err *e)
+{
+    const char *none = "";
+    return qs_llm_save_safetensors_n(path, &m, &none, 1, e);
 }
 
 static int write_config(const char *path, const qs_llm_model *m, const qs_llm_save_tok *tok, qs_err *e)
@@ -183,8 +189,7 @@ int qs_llm_save_hf(const char *dir, const qs_llm_model *m, const qs_llm_save_tok
     snprintf(p, sizeof p, "%s/config.json", dir);
     if (write_config(p, m, tok, e)) return -1;
     snprintf(p, sizeof p, "%s/model.safetensors", dir);
-    const char *none = "";
-    if (qs_llm_save_safetensors(p, &m, &none, 1, e)) return -1;
+    if (qs_llm_save_safetensors(p, m, e)) return -1;
     snprintf(p, sizeof p, "%s/tokenizer.json", dir);
     if (tok && tok->byte_level) return write_byte_tokenizer(p, e);
     if (tok && tok->copy_dir) {

@@ -28,11 +28,16 @@ int qs_llm_hf_tensors(const qs_llm_model *m, qs_llm_hf_tensor *t, int cap);
 
 /* Write model.safetensors-style F32 tensors of k models of one shape into one file: model i's tensors
 ** are named as qs_llm_hf_tensors names them plus suffix[i] (e.g. "" or ".m").  Errors name the file. */
-int qs_llm_save_safetensors(const char *path, const qs_llm_model *const *ms, const char *const *suffix, int k,
-                            qs_err *e);
+int qs_llm_save_safetensors_n(const char *path, const qs_llm_model *const *ms, const char *const *suffix, int k,
+                              qs_err *e);
 
 /* Write the checkpoint into dir (created if missing; existing files of these names are replaced).
 ** Errors name the file. */
 int qs_llm_save_hf(const char *dir, const qs_llm_model *m, const qs_llm_save_tok *tok, qs_err *e);
+
+/* Only model.safetensors's content, to path: every tensor of m under its Hugging Face name (F32; a tied
+** embedding once; adjacent-pair Q/K rows permuted as above).  `train --grad-out` writes gradients, which
+** have the model's layout, with it. */
+int qs_llm_save_safetensors(const char *path, const qs_llm_model *m, qs_err *e);
 
 #endif

@@ -19,7 +19,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include "container.h"
 
@@ -80,7 +79,7 @@ static int write_opt(const char *path, const qs_llm_model *m, const qs_adamw *op
     if (shadow(m, opt->v, opt->arena_len, &sv, e)) { free(sm.L); return -1; }
     const qs_llm_model *ms[2] = {&sm, &sv};
     const char *suf[2] = {".m", ".v"};
-    int rc = qs_llm_save_safetensors(path, ms, suf, 2, e);
+    int rc = qs_llm_save_safetensors_n(path, ms, suf, 2, e);
     free(sm.L);
     free(sv.L);
     return rc;
@@ -331,20 +330,4 @@ int qs_train_out_check(const char *dir, qs_err *e)
                             "checkpoint's)", dir, de->d_name);
     closedir(d);
     return rc;
-}
-
-void qs_train_data_hash(const int32_t *train, size_t ntrain, const int32_t *val, size_t nval, char out[33])
-{
-    XXH3_state_t *h = XXH3_createState();
-    uint64_t n1 = ntrain, n2 = nval;
-    XXH128_hash_t v = {0, 0};
-    if (h && XXH3_128bits_reset(h) == XXH_OK) {
-        XXH3_128bits_update(h, &n1, sizeof n1);
-        XXH3_128bits_update(h, train, ntrain * sizeof *train);
-        XXH3_128bits_update(h, &n2, sizeof n2);
-        XXH3_128bits_update(h, val, nval * sizeof *val);
-        v = XXH3_128bits_digest(h);
-    }
-    XXH3_freeState(h);
-    snprintf(out, 33, "%016llx%016llx", (unsigned long long)v.high64, (unsigned long long)v.low64);
 }

@@ -42,7 +42,7 @@ typedef struct qs_train_state {
     char *tokenizer;                 /* the model whose vocabulary tokenized the texts; NULL: bytes */
     char *init;                      /* --init of the first run; NULL: a new model */
     uint64_t ntrain, nval;           /* tokens */
-    char data_hash[33];              /* qs_train_data_hash of the token streams */
+    char data_hash[33];              /* qs_train_data_hash (analysis/train_service.h) of the token streams */
     double val0;                     /* validation loss before step 1; NAN: not known */
     char *run_name;                  /* the database run the checkpoint belongs to; NULL: none */
     char tool_version[64];
@@ -72,8 +72,5 @@ int qs_train_ckpt_adjacent(qs_llm_model *m, qs_adamw *opt, qs_err *e);
 ** it is a directory holding nothing but checkpoint files.  Creates nothing. */
 int qs_train_out_check(const char *dir, qs_err *e);
 
-/* XXH3-128 (hex) of the token streams: ntrain as u64, the training tokens (int32), nval, the validation
-** tokens, all in the machine's byte order. */
-void qs_train_data_hash(const int32_t *train, size_t ntrain, const int32_t *val, size_t nval, char out[33]);
 
 #endif

@@ -210,7 +210,7 @@ static int read_all(rd *r, json_t *j, qs_train_state *s)
     long long t;
     char *tv = NULL;
     json_t *rec = json_object_get(j, "recipe"), *v0 = json_object_get(j, "val0");
-    if (get_i(r, j, NULL, "step", 1, 1 << 24, &s->step) || get_i(r, j, NULL, "steps", 1, 1 << 24, &s->steps) ||
+    if (get_i(r, j, NULL, "step", 0, 1 << 24, &s->step) || get_i(r, j, NULL, "steps", 0, 1 << 24, &s->steps) ||
         get_int(r, j, NULL, "adam_t", 0, INT64_MAX, &t) || get_u64(r, j, NULL, "sr_calls", &s->sr_calls) ||
         read_model(r, field(r, j, NULL, "model"), s) || read_options(r, field(r, j, NULL, "options"), s) ||
         !field(r, j, NULL, "recipe") || get_str(r, rec, "recipe", "preset", 1, &s->recipe) ||

@@ -3,9 +3,9 @@
 ** or from --init MODEL, on byte-level or a model's tokens, and write a Hugging Face checkpoint that
 ** `llm eval/generate/logits --model DIR` load.  The work is analysis/train_service.h (loop:
 ** train_loop.h; optimizer: kernels/llm_adamw.h; writer: store/llm_save_hf.h).  --recipe NAME and --op
-** OPERAND=FORMAT pick the GEMMs' low-precision recipe (kernels/llm_recipe.h).  --out DIR with
-** --checkpoint-every N writes checkpoints that survive a kill and --resume DIR continues one
-** (store/train_ckpt.h).  No database storage yet.
+** OPERAND=FORMAT pick the GEMMs' low-precision recipe (kernels/llm_recipe.h).  Every run is stored in
+** the database unless --no-store (train_record.h).  --out DIR with --checkpoint-every N writes
+** checkpoints that survive a kill and --resume DIR continues one (store/train_ckpt.h).
 */
 #include <dirent.h>
 #include <getopt.h>
@@ -18,7 +18,9 @@
 
 #include "cli.h"
 #include "quant_opts.h"
+#include "train_record.h"
 #include "../../analysis/train_service.h"
+#include "../../store/json_out.h"
 #include "../../store/llm_load.h"
 
 #define CMD "train"
@@ -35,7 +37,12 @@ typedef struct opts {
     const char *recipe_name, *ops[MAX_OPS];   /* --recipe, --op in order */
     int nops;
     qs_llm_recipe recipe;
+    qs_train_grad_req grad;   /* --grad-out, --batch-out, --operand-out (analysis/train_grad.h) */
     char dflt[MAX_TEXTS][300];   /* default training texts */
+    int csv, no_store;
+    const char *name;            /* --name */
+    char labels[QS_OP_COUNT][160];
+    qs_trec rec;                 /* the recording (train_record.h) */
 } opts;
 
 static int parse_pos_f64(const char *opt, const char *s, double lo, double hi, double *out)
@@ -45,7 +52,7 @@ static int parse_pos_f64(const char *opt, const char *s, double lo, double hi, d
     return 0;
 }
 
-static int parse(int argc, char **argv, opts *o)
+static int parse(qs_cli *cli, int argc, char **argv, opts *o)
 {
     static const struct option lo[] = {
         {"tokenizer", 1, 0, 'k'}, {"init", 1, 0, 'i'}, {"out", 1, 0, 'o'}, {"text", 1, 0, 'x'}, {"val-text", 1, 0, 'v'},
@@ -53,7 +60,9 @@ static int parse(int argc, char **argv, opts *o)
         {"ctx", 1, 0, 'c'}, {"batch", 1, 0, 'b'}, {"steps", 1, 0, 'n'}, {"lr", 1, 0, 'l'}, {"warmup", 1, 0, 'w'},
         {"min-lr", 1, 0, 'm'}, {"wd", 1, 0, 'W'}, {"clip", 1, 0, 'C'}, {"accum", 1, 0, 'a'}, {"eval-every", 1, 0, 'e'},
         {"val-seqs", 1, 0, 'V'}, {"seed", 1, 0, 's'}, {"json", 0, 0, 'j'}, {"recipe", 1, 0, 'R'}, {"op", 1, 0, 'O'},
-        {"checkpoint-every", 1, 0, 'P'}, {"resume", 1, 0, 'r'}, {0, 0, 0, 0}};
+        {"grad-out", 1, 0, 'G'}, {"batch-out", 1, 0, 'B'}, {"operand-out", 1, 0, 'P'}, {"name", 1, 0, 'N'},
+        {"db", 1, 0, 'D'}, {"no-store", 0, 0, 'X'}, {"csv", 0, 0, 'S'},
+        {"checkpoint-every", 1, 0, 'E'}, {"resume", 1, 0, 'r'}, {0, 0, 0, 0}};
     int c;
     optind = 1;
     opterr = 0;
@@ -77,7 +86,7 @@ static int parse(int argc, char **argv, opts *o)
         case 'f': rc = qs_cli_parse_int(CMD, "--ffn", optarg, 1, 1 << 18, &o->ffn); break;
         case 'c': rc = qs_cli_parse_int(CMD, "--ctx", optarg, 1, 1 << 16, &o->t.T); break;
         case 'b': rc = qs_cli_parse_int(CMD, "--batch", optarg, 1, 1 << 16, &o->t.batch); break;
-        case 'n': rc = qs_cli_parse_int(CMD, "--steps", optarg, 1, 1 << 24, &o->t.steps); break;
+        case 'n': rc = qs_cli_parse_int(CMD, "--steps", optarg, 0, 1 << 24, &o->t.steps); break;
         case 'w': rc = qs_cli_parse_int(CMD, "--warmup", optarg, 0, 1 << 24, &o->t.warmup); break;
         case 'a': rc = qs_cli_parse_int(CMD, "--accum", optarg, 1, 1 << 16, &o->t.accum); break;
         case 'e': rc = qs_cli_parse_int(CMD, "--eval-every", optarg, 0, 1 << 24, &o->t.eval_every); break;
@@ -90,8 +99,18 @@ static int parse(int argc, char **argv, opts *o)
             if (qs_parse_u64(optarg, (unsigned long long *)&o->t.seed)) return qs_cli_usage(CMD, "bad --seed '%s'", optarg);
             break;
         case 'j': o->json = 1; break;
-        case 'P': rc = qs_cli_parse_int(CMD, "--checkpoint-every", optarg, 0, 1 << 24, &o->ckpt_every); break;
+        case 'E': rc = qs_cli_parse_int(CMD, "--checkpoint-every", optarg, 0, 1 << 24, &o->ckpt_every); break;
         case 'r': o->resume = optarg; break;
+        case 'S': o->csv = 1; break;
+        case 'X': o->no_store = 1; break;
+        case 'D': cli->db_path = optarg; break;   /* as the global --db */
+        case 'N':
+            if (!*optarg) return qs_cli_usage(CMD, "--name wants a name");
+            o->name = optarg;
+            break;
+        case 'G': o->grad.grad_out = optarg; break;
+        case 'B': o->grad.batch_out = optarg; break;
+        case 'P': o->grad.operand_out = optarg; break;
         case 'R':
             if (o->recipe_name) return qs_cli_usage(CMD, "--recipe given twice");
             o->recipe_name = optarg;
@@ -106,6 +125,10 @@ static int parse(int argc, char **argv, opts *o)
         if (rc) return rc;
     }
     if (optind < argc) return qs_cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
+    if (o->json && o->csv) return qs_cli_usage(CMD, "--json and --csv: give one");
+    if (o->name && o->no_store) return qs_cli_usage(CMD, "--name names the stored run; drop it with --no-store");
+    if (o->grad.operand_out && !o->recipe_name && !o->nops)
+        return qs_cli_usage(CMD, "--operand-out needs a recipe (--recipe or --op)");
     if (o->init && (o->layers || o->dim || o->heads || o->kv_heads || o->ffn))
         return qs_cli_usage(CMD, "--init takes the model's shape; drop --layers/--dim/--heads/--kv-heads/--ffn");
     if (o->resume && o->init) return qs_cli_usage(CMD, "--resume takes the model from its checkpoint; drop --init");
@@ -200,6 +223,7 @@ static int apply_resume(opts *o)
     return 0;
 }
 
+
 /* --op OPERAND=FORMAT[:options]: the operand's slot takes the format (blocks along the reduction
 ** dimension, which the recipe sets); ":round=sr" becomes the slot's per-call stochastic rounding. */
 static int apply_op(const char *spec, qs_llm_recipe *r)
@@ -217,6 +241,7 @@ static int apply_op(const char *spec, qs_llm_recipe *r)
                             spec, name);
     qs_apply a;
     if (!eq[1] || strchr(eq + 1, ',')) return qs_cli_usage(CMD, "--op '%s': give one format after '='", spec);
+    if (!strcmp(eq + 1, "none")) { memset(&r->op[op], 0, sizeof r->op[op]); return 0; }   /* the slot off: FP32 */
     if (qs_llm_parse_fmt(CMD, eq + 1, &a)) return QS_EXIT_USAGE;
     qs_llm_slot *sl = &r->op[op];
     memset(sl, 0, sizeof *sl);
@@ -288,7 +313,9 @@ static int default_texts(opts *o)
 
 static int progress(void *ctx, const qs_train_rec *r)
 {
-    const opts *o = ctx;
+    opts *o = ctx;
+    if (qs_trec_step(&o->rec, r)) return 1;
+    if (o->csv) return 0;
     if (!o->json && !isnan(r->val_loss))
         printf("step %6d  train %.4f  val %.4f  |g| %.3g  lr %.3g  %.0f tok/s\n", r->step, r->train_loss, r->val_loss,
                r->grad_norm, r->lr, r->tok_s);
@@ -299,12 +326,21 @@ static int progress(void *ctx, const qs_train_rec *r)
 
 static json_t *num(double x) { return isfinite(x) ? json_real(x) : json_null(); }
 
+/* The last measured validation loss (a stopped run's last step may not have measured it). */
+static double final_val(const qs_train_result *res)
+{
+    for (int i = res->steps_done - 1; i >= res->start_step; i--)
+        if (!isnan(res->rec[i].val_loss)) return res->rec[i].val_loss;
+    return NAN;
+}
+
 static void print_json(const opts *o, const qs_train_result *res)
 {
     const qs_llm_cfg *c = &res->m.c;
     const qs_train_rec *rec = res->rec;
+    double fin = o->t.steps ? final_val(res) : res->val0;   /* --steps 0: no update */
     json_t *steps = json_array();
-    for (int i = res->start_step; i < o->t.steps; i++) {
+    for (int i = res->start_step; i < res->steps_done; i++) {
         json_t *r = json_pack("{s:i,s:o,s:o,s:o,s:o}", "step", rec[i].step, "train_loss", num(rec[i].train_loss),
                               "grad_norm", num(rec[i].grad_norm), "lr", num(rec[i].lr), "tok_s", num(rec[i].tok_s));
         if (!isnan(rec[i].val_loss)) json_object_set_new(r, "val_loss", num(rec[i].val_loss));
@@ -318,7 +354,7 @@ static void print_json(const opts *o, const qs_train_result *res)
                           (json_int_t)res->ntrain, "val_tokens", (json_int_t)res->nval, "options", "batch",
                           o->t.batch, "steps", o->t.steps, "accum", o->t.accum, "warmup", o->t.warmup, "lr", o->t.lr,
                           "min_lr", o->t.min_frac, "wd", o->t.adam.wd, "clip", o->t.clip, "seed", (json_int_t)o->t.seed,
-                          "initial_val_loss", num(res->val0), "final_val_loss", num(rec[o->t.steps - 1].val_loss), "steps",
+                          "initial_val_loss", num(res->val0), "final_val_loss", num(fin), "steps",
                           steps, "out", o->out);
     json_t *rj = json_object(), *ops = json_object();
     json_object_set_new(rj, "name", json_string(o->t.recipe ? o->recipe.name : "fp32"));
@@ -330,9 +366,13 @@ static void print_json(const opts *o, const qs_train_result *res)
     json_object_set_new(rj, "operands", ops);
     json_object_set_new(rj, "validation", json_string("fp32"));
     json_object_set_new(j, "recipe", rj);
+    json_object_set_new(j, "status", json_string(res->stopped ? "stopped" : "done"));
     json_object_set_new(json_object_get(j, "options"), "checkpoint_every", json_integer(o->ckpt_every));
     json_object_set_new(j, "resumed_from", json_integer(res->start_step));
     json_object_set_new(j, "data_hash", json_string(res->data_hash));
+    json_object_set_new(j, "steps_done", json_integer(res->steps_done));
+    if (o->rec.run[0]) qs_json_set_text(j, "run", o->rec.run);
+    if (!isnan(res->grad_loss)) json_object_set_new(j, "grad_loss", json_real(res->grad_loss));
     char *s = json_dumps(j, JSON_INDENT(1));
     if (s) puts(s);
     free(s);
@@ -342,6 +382,7 @@ static void print_json(const opts *o, const qs_train_result *res)
 static void start(void *ctx, const qs_llm_cfg *c, size_t ntrain, size_t nval)
 {
     const opts *o = ctx;
+    if (o->csv) return;
     if (!o->json && o->t.recipe) {
         printf("train: recipe %s (", o->recipe.name);
         for (int i = 0; i < QS_OP_COUNT; i++) {
@@ -358,18 +399,21 @@ static void start(void *ctx, const qs_llm_cfg *c, size_t ntrain, size_t nval)
                c->n_layer, c->dim, c->n_head, c->n_kv_head, c->ffn, c->vocab, o->t.T, ntrain, nval);
 }
 
-/* Everything after the options: the recipe, the shape, --out and the texts checked, then the run. */
-static int run(opts *o)
+static int ready(void *ctx, const qs_train_data *d, qs_err *e) { return qs_trec_ready(&((opts *)ctx)->rec, d, e); }
+
+/* Everything after the options: the recipe, the shape, --out and the texts checked, then the run and
+** its recording. */
+static int run(qs_cli *cli, opts *o)
 {
     int rc = make_recipe(o);
     if (rc) return rc;
     qs_err e = {{0}};
     qs_train_job j = {.tokenizer = o->tokenizer, .init = o->init, .out = o->out, .ckpt_every = o->ckpt_every,
                       .resume = o->resume, .resume_state = o->resume ? &o->st : NULL, .recipe_preset = o->recipe_name,
-                      .ops = o->ops, .nops = o->nops, .text = o->text, .ntext = o->ntext,
+                      .ops = o->ops, .nops = o->nops, .run_name = o->rec.run, .text = o->text, .ntext = o->ntext,
                       .val_text = o->val_text ? o->val_text : QS_LLM_DEFAULT_TEXT, .layers = o->layers, .dim = o->dim,
-                      .heads = o->heads, .kv_heads = o->kv_heads, .ffn = o->ffn, .t = o->t, .start = start,
-                      .step = progress, .ctx = o};
+                      .heads = o->heads, .kv_heads = o->kv_heads, .ffn = o->ffn, .t = o->t, .grad = o->grad,
+                      .start = start, .step = progress, .ctx = o, .ready = ready, .stop = &qs_trec_stop};
     if (qs_train_shape_check(&j, &e)) return qs_cli_usage(CMD, "%s", e.msg);
     /* a bad --out is found before the training, and nothing is created before the first checkpoint */
     if (o->out && qs_train_out_check(o->out, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
@@ -377,24 +421,39 @@ static int run(opts *o)
     j.text = o->text;
     j.ntext = o->ntext;
     qs_train_result r;
-    if (qs_train_job_run(&j, &r, &e)) return qs_cli_err(r.usage ? QS_EXIT_USAGE : QS_EXIT_ERR, &e);
+    qs_trec *t = &o->rec;
+    *t = (qs_trec){.cli = cli, .name = o->name, .store = !o->no_store, .csv = o->csv, .job = &j,
+                   .recipe = o->t.recipe ? o->recipe.name : "fp32", .tokenizer = o->tokenizer ? o->tokenizer : o->init,
+                   .res = &r, .e = &e};
+    for (int i = 0; i < QS_OP_COUNT; i++) {
+        snprintf(o->labels[i], sizeof o->labels[i], "fp32");
+        if (o->t.recipe) slot_label(&o->recipe.op[i], o->labels[i], sizeof o->labels[i]);
+        t->op_label[i] = o->labels[i];
+    }
+    int ok = qs_train_job_run(&j, &r, &e) == 0;
+    if (!ok) qs_cli_err(r.bad_input ? QS_EXIT_USAGE : QS_EXIT_ERR, &e);
+    rc = qs_trec_end(t, ok, &r, &e);
+    if (!ok) return r.bad_input ? QS_EXIT_USAGE : rc;
     if (o->json) print_json(o, &r);
-    else printf("validation loss %.4f -> %.4f%s%s\n", r.val0, r.rec[o->t.steps - 1].val_loss, o->out ? "; checkpoint " : "",
-                o->out ? o->out : "");
+    else if (!o->csv && !r.stopped) {
+        if (!isnan(r.grad_loss)) printf("cross-check micro-batch: loss %.9g\n", r.grad_loss);
+        printf("validation loss %.4f -> %.4f%s%s%s%s\n", r.val0, o->t.steps ? final_val(&r) : r.val0,
+               o->out ? "; checkpoint " : "", o->out ? o->out : "", t->run[0] ? "; run " : "",
+               t->run[0] ? qs_esc(t->run) : "");
+    }
     qs_train_result_free(&r);
-    return QS_EXIT_OK;
+    return rc;
 }
 
 int qs_cmd_train(qs_cli *cli, int argc, char **argv)
 {
-    (void)cli;
     opts o;
     memset(&o, 0, sizeof o);
     o.t = (qs_train_opts){.batch = 8, .T = 64, .steps = 200, .accum = 1, .warmup = 20, .eval_every = 50, .val_seqs = 16,
                           .lr = 1e-3, .min_frac = 0.1, .clip = 1.0, .adam = {0.9, 0.95, 1e-8, 0.1}, .seed = 0};
-    int rc = parse(argc, argv, &o);
+    int rc = parse(cli, argc, argv, &o);
     if (!rc && o.resume) rc = apply_resume(&o);
-    if (!rc) rc = run(&o);
+    if (!rc) rc = run(cli, &o);
     qs_train_state_free(&o.st);
     return rc;
 }

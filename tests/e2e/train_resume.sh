@@ -134,11 +134,11 @@ NO="$T/never"
 B=(--layers 1 --ctx 16 --batch 4 --steps 5 --val-seqs 4 --out "$NO")
 G=(--text "$T/train.txt" --val-text "$T/val.txt")
 refuses "--dim not a multiple of --heads" 2 "--dim 66 is not a multiple of --heads 4" $QS train "${B[@]}" "${G[@]}" --dim 66 --heads 4
-refuses "--heads not a multiple of --kv-heads" 2 "--heads 4 is not a multiple of --kv-heads 3" $QS train "${B[@]}" "${G[@]}" --dim 32 --heads 4 --kv-heads 3
+refuses "--heads not a multiple of --kv-heads" 2 "--kv-heads 3: 4 query heads are not a multiple of 3 KV heads" $QS train "${B[@]}" "${G[@]}" --dim 32 --heads 4 --kv-heads 3
 refuses "an odd head dimension" 2 "= 9 is odd \(RoPE" $QS train "${B[@]}" "${G[@]}" --dim 36 --heads 4
-refuses "a training text shorter than one window" 2 "short.txt: 9 tokens of training text, fewer than one window of ctx\+1 = 17" \
+refuses "a training text shorter than one window" 2 "short.txt: training text has 9 tokens, fewer than ctx\+1 = 17 \(one window\)" \
   $QS train "${B[@]}" --dim 32 --heads 2 --text "$T/short.txt" --val-text "$T/val.txt"
-refuses "a validation text shorter than one window" 2 "short.txt: 9 tokens of validation text" $QS train "${B[@]}" --dim 32 --heads 2 --text "$T/train.txt" --val-text "$T/short.txt"
+refuses "a validation text shorter than one window" 2 "short.txt: validation text has 9 tokens" $QS train "${B[@]}" --dim 32 --heads 2 --text "$T/train.txt" --val-text "$T/short.txt"
 refuses "a recipe naming an unknown format" 2 "unknown format 'fp5'" $QS train "${B[@]}" "${G[@]}" --dim 32 --heads 2 --op fwd.x=fp5
 refuses "a recipe naming an unknown operand" 2 "unknown operand 'fwd.q'" $QS train "${B[@]}" "${G[@]}" --dim 32 --heads 2 --op fwd.q=mxfp4
 refuses "an unknown recipe" 2 "unknown training recipe 'mxfp5'" $QS train "${B[@]}" "${G[@]}" --dim 32 --heads 2 --recipe mxfp5
