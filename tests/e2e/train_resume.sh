@@ -4,7 +4,8 @@
 # for bit (FP32, nvfp4 with stochastic rounding, whose call counter must resume too, and a llama GGUF
 # whose adjacent-pair RoPE rows the checkpoint stores in rotate_half order); a kill at
 # each point of a checkpoint's write (QSCOPE_TEST_CKPT_KILL) and at random moments (kill -9) leaves a
-# complete checkpoint that llm eval loads and --resume finishes; resume refusals; bad input exits 2
+# complete checkpoint that llm eval loads and --resume finishes, and so does Ctrl-C (the checkpoint of
+# the step it stopped after); resume refusals; bad input exits 2
 # with one line and creates no --out directory.
 source "$(dirname "$0")/lib.sh"
 
@@ -93,6 +94,19 @@ for k in 2 7 13; do   # kill after k/10 s (a checkpoint takes some 30 ms, mostly
   fi
   check "kill -9 #$k: final weights and moments equal the uninterrupted run's" "same_files $T/lfull $D"
 done
+
+# --- Ctrl-C: the run stops after the step in progress and writes that step's checkpoint -------------
+# (no periodic checkpoint: the only one is the stop's; --csv prints each step as it completes)
+D="$T/int"
+$QS train "${LONG[@]}" --checkpoint-every 0 --csv --out "$D" >"$T/int.csv" 2>"$T/int.err" &
+pid=$!
+for _ in $(seq 400); do grep -q '^2,' "$T/int.csv" && break; sleep 0.025; done
+kill -INT "$pid"; wait "$pid"; rc=$?
+s=$(step_of "$D")
+check "SIGINT: exit 130 and the checkpoint of the step it stopped after (step ${s:-none})" \
+  "[ $rc = 130 ] && [ -n \"$s\" ] && grep -q 'stopped by SIGINT after step $s' $T/int.err"
+ok "SIGINT: --resume finishes the run" $QS train --resume "$D" --json
+check "SIGINT: final weights and moments equal the uninterrupted run's" "same_files $T/lfull $D"
 
 # --- --steps extends a finished run ----------------------------------------------------------------
 cp -r "$T/full" "$T/ext"
