@@ -82,7 +82,8 @@ static int run_points(qs_db *db, const qs_train_run_item *r, int val, run_pts *p
         if (isfinite(y)) { p->step[p->n] = s[i].step; p->v[p->n++] = y; }
     }
     free(s);
-    p->last = val && isfinite(r->val_final) ? r->val_final : p->n ? p->v[p->n - 1] : NAN;
+    /* val0 is no final value: a run without a measured step has none */
+    p->last = val && isfinite(r->val_final) ? r->val_final : p->n && p->step[p->n - 1] > 0 ? p->v[p->n - 1] : NAN;
     return 0;
 }
 
@@ -194,11 +195,12 @@ qs_figure *qs_plot_loss(const char *title, const qs_loss_curve *c, size_t n, int
     int bands = 0;
     for (size_t i = 0; i < n; i++) {
         int col = (int)(i % QS_PALETTE_N);
+        if (c[i].band != QS_BAND_NONE) {   /* first: the mean is drawn over its band */
+            bands |= c[i].band == QS_BAND_T95 ? 2 : 1;
+            if (add_curve(f, NULL, c[i].x, c[i].lo, c[i].n, col, QS_DASH_DOTTED, 0.8) ||
+                add_curve(f, NULL, c[i].x, c[i].hi, c[i].n, col, QS_DASH_DOTTED, 0.8)) goto oom;
+        }
         if (add_curve(f, c[i].label, c[i].x, c[i].mean, c[i].n, col, (qs_dash)(i / QS_PALETTE_N % QS_DASH_COUNT), 0)) goto oom;
-        if (c[i].band == QS_BAND_NONE) continue;
-        bands |= c[i].band == QS_BAND_T95 ? 2 : 1;
-        if (add_curve(f, NULL, c[i].x, c[i].lo, c[i].n, col, QS_DASH_DOTTED, 0.8) ||
-            add_curve(f, NULL, c[i].x, c[i].hi, c[i].n, col, QS_DASH_DOTTED, 0.8)) goto oom;
     }
     if (bands)
         snprintf(f->note, sizeof f->note, "lines: mean over seeds; dotted: its band (%s)",

@@ -103,8 +103,11 @@ static void test_groups(void **state)
     qs_figure *L = qs_plot_loss(NULL, c, nc, 1, 0);
     assert_non_null(L);
     assert_int_equal(L->nseries, 3 + 2 + 2);
+    assert_null(L->series[0].name);   /* the band first, the mean over it */
     assert_null(L->series[1].name);
     assert_int_equal(L->series[1].dash, QS_DASH_DOTTED);
+    assert_string_equal(L->series[2].name, "a (3 seeds, 95% t-interval)");
+    assert_int_equal(L->series[2].dash, QS_DASH_SOLID);
     assert_non_null(strstr(L->note, "95% t-interval"));
     qs_fig_free(L);
     qs_loss_curves_free(c, nc);
