@@ -54,6 +54,8 @@ typedef struct plot_opts {
     const char *model;          /* kl: model name substring or hash prefix */
     const char *cfgs[MAX_FORMATS];
     int ncfgs, cdf, ctx;
+    const char *baseline;       /* loss: --baseline */
+    int lossk;                  /* loss: 1 --val, 2 --train (3 both: refused) */
 } plot_opts;
 
 /* ---------------- stored results ---------------- */
@@ -365,6 +367,27 @@ static int plot_sensitivity(qs_cli *cli, plot_opts *po, prov_buf *pb, qs_provena
     return rc;
 }
 
+/* `plot loss`: the runs matching the patterns (plot_loss.c), with the gap panel under a baseline.
+** Frees the provenance buffers. */
+static int plot_loss(qs_cli *cli, plot_opts *po, char *const *globs, int nglobs, int formats, prov_buf *pb)
+{
+    if (formats) { prov_free(pb); return qs_cli_usage("plot", "loss takes run patterns, not formats"); }
+    char dbabs[PATH_MAX];
+    qs_provenance pv = {pb->command, realpath(cli->db_path, dbabs) ? dbabs : cli->db_path, NULL, NULL, NULL};
+    qs_figure *fig = NULL, *gap = NULL;
+    char *runs = NULL;
+    int rc = qs_plot_loss_figs(cli, globs, nglobs, po->baseline, po->lossk != 2, po->logy, &fig, &gap, &runs);
+    if (rc == QS_EXIT_OK) {
+        pv.formats = runs;   /* qscope:formats holds the runs drawn */
+        rc = emit2(cli, fig, gap, po, &pv);
+    }
+    qs_fig_free(fig);
+    qs_fig_free(gap);
+    free(runs);
+    prov_free(pb);
+    return rc;
+}
+
 static int plot_tensor_kind(qs_cli *cli, plot_opts *po, const char *kind, const char *name, qs_apply *apps, int n,
                             char labels[][96], prov_buf *pb, qs_provenance *pv)
 {
@@ -521,8 +544,7 @@ int qs_cmd_plot(qs_cli *cli, int argc, char **argv)
                                        {"model", required_argument, 0, O_MODEL}, {"config", required_argument, 0, O_CONFIG},
                                        {"cdf", no_argument, 0, O_CDF}, {"ctx", required_argument, 0, O_CTX},
                                        {"baseline", required_argument, 0, O_BASE}, {"val", no_argument, 0, O_VAL},
-                                       {"train", no_argument, 0, O_TRAIN},
-                                       {0, 0, 0, 0}};
+                                       {"train", no_argument, 0, O_TRAIN}, {0, 0, 0, 0}};
     /* the command line as typed, before getopt permutes argv */
     prov_buf pb = {0};
     pb.command = join_argv(cli->argc, cli->argv);
@@ -532,8 +554,7 @@ int qs_cmd_plot(qs_cli *cli, int argc, char **argv)
     memset(&base, 0, sizeof base);
     base.axis = 1;
     char flist[4096] = "";
-    const char *baseline = NULL;
-    int ch, lossv = 0, losst = 0;
+    int ch;
     unsigned long long u;
     optind = 1;
     opterr = 0;
@@ -586,9 +607,8 @@ int qs_cmd_plot(qs_cli *cli, int argc, char **argv)
             po.cfgs[po.ncfgs++] = optarg;
             break;
         case O_CDF: po.cdf = 1; break;
-        case O_BASE: baseline = optarg; break;
-        case O_VAL: lossv = 1; break;
-        case O_TRAIN: losst = 1; break;
+        case O_BASE: po.baseline = optarg; break;
+        case O_VAL: case O_TRAIN: po.lossk |= ch == O_VAL ? 1 : 2; break;
         case O_CTX:
             if (qs_parse_u64(optarg, &u) || u == 0 || u > 1 << 20) return free(pb.command), qs_cli_usage("plot", "bad --ctx '%s'", optarg);
             po.ctx = (int)u;
@@ -604,32 +624,16 @@ int qs_cmd_plot(qs_cli *cli, int argc, char **argv)
     for (int i = 0; i < 11; i++) if (!strcmp(kind, kinds[i])) ki = i;
     if (ki != 9 && (po.model || po.ncfgs || po.cdf || po.ctx))
         return free(pb.command), qs_cli_usage("plot", "--model, --config, --ctx and --cdf are for `plot kl`");
-    if (ki != 10 && (baseline || lossv || losst))
+    if (ki != 10 && (po.baseline || po.lossk))
         return free(pb.command), qs_cli_usage("plot", "--baseline, --val and --train are for `plot loss`");
-    if (lossv && losst) return free(pb.command), qs_cli_usage("plot", "--val and --train exclude each other");
+    if (po.lossk == 3) return free(pb.command), qs_cli_usage("plot", "--val and --train exclude each other");
     if (ki < 0) return free(pb.command), qs_cli_usage("plot", "unknown plot kind '%s'", kind);
     if (!po.out) return free(pb.command), qs_cli_usage("plot", "give -o FILE.png, or -o - for the terminal");
     if (strcmp(po.out, "-") != 0) {
         qs_err fe = {{0}};
         if (qs_plot_font_ok(&fe)) { free(pb.command); return qs_cli_err(QS_EXIT_ERR, &fe); }
     }
-    if (ki == 10) {   /* loss: every argument a run pattern */
-        if (flist[0]) return free(pb.command), qs_cli_usage("plot", "loss takes run patterns, not formats");
-        char dbabs_l[PATH_MAX];
-        qs_provenance pvl = {pb.command, realpath(cli->db_path, dbabs_l) ? dbabs_l : cli->db_path, NULL, NULL, NULL};
-        qs_figure *fig = NULL, *gap = NULL;
-        char *runs = NULL;
-        int rc = qs_plot_loss_figs(cli, argv + optind, argc - optind, baseline, !losst, po.logy, &fig, &gap, &runs);
-        if (rc == QS_EXIT_OK) {
-            pvl.formats = runs;   /* qscope:formats holds the runs drawn */
-            rc = emit2(cli, fig, gap, &po, &pvl);
-        }
-        qs_fig_free(fig);
-        qs_fig_free(gap);
-        free(runs);
-        free(pb.command);
-        return rc;
-    }
+    if (ki == 10) return plot_loss(cli, &po, argv + optind, argc - optind, flist[0] != 0, &pb);   /* every argument a run */
     const char *tensor = optind < argc ? argv[optind++] : NULL;
     if (optind < argc) return free(pb.command), qs_cli_usage("plot", "unexpected argument '%s'", argv[optind]);
 
