@@ -63,7 +63,7 @@ void qs_train_init(qs_llm_model *m, uint64_t seed)
 
 static int check_opts(const qs_train_opts *o, size_t ntrain, size_t nval, qs_err *e)
 {
-    if (o->batch < 1 || o->T < 1 || o->steps < 1 || o->accum < 1 || o->warmup < 0 || o->eval_every < 0 || o->val_seqs < 1)
+    if (o->batch < 1 || o->T < 1 || o->steps < 0 || o->accum < 1 || o->warmup < 0 || o->eval_every < 0 || o->val_seqs < 1)
         return qs_fail(e, "training options out of range (batch %d, ctx %d, steps %d, accum %d, warmup %d)", o->batch,
                        o->T, o->steps, o->accum, o->warmup);
     if (!(o->lr > 0) || !(o->min_frac >= 0 && o->min_frac <= 1) || !(o->adam.wd >= 0) || isnan(o->clip))
@@ -108,7 +108,7 @@ int qs_train_val_loss(const qs_llm_model *m, const int32_t *val, size_t nval, co
 }
 
 /* The windows of micro-batch mb: batch random offsets in 0 .. ntrain-T-1. */
-static void train_batch(const int32_t *train, size_t ntrain, const qs_train_opts *o, uint64_t mb, int32_t *dst)
+void qs_train_batch(const int32_t *train, size_t ntrain, const qs_train_opts *o, uint64_t mb, int32_t *dst)
 {
     uint64_t span = ntrain - (uint64_t)o->T;
     for (int b = 0; b < o->batch; b++) {
@@ -141,7 +141,7 @@ int qs_train_run(qs_llm_model *m, const int32_t *train, size_t ntrain, const int
         double t0 = qs_now_s(), lsum = 0;
         qs_llm_grads_zero(&g);
         for (int a = 0; a < o->accum; a++) {
-            train_batch(train, ntrain, o, (uint64_t)st * (uint64_t)o->accum + (uint64_t)a, buf);
+            qs_train_batch(train, ntrain, o, (uint64_t)st * (uint64_t)o->accum + (uint64_t)a, buf);
             double l;
             if (qs_llm_loss_grad(m, ts, buf, o->batch, o->T, &l, &g, e)) goto out;
             lsum += l;

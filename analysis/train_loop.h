@@ -45,13 +45,17 @@ void qs_train_init(qs_llm_model *m, uint64_t seed);
 int qs_train_val_loss(const qs_llm_model *m, const int32_t *val, size_t nval, const qs_train_opts *o, double *loss,
                       qs_err *e);
 
+/* The o->batch windows of T+1 tokens of micro-batch mb (step s's micro-batch a is mb = s*accum + a) into
+** dst; ntrain > T.  They depend on (o->seed, mb) only. */
+void qs_train_batch(const int32_t *train, size_t ntrain, const qs_train_opts *o, uint64_t mb, int32_t *dst);
+
 /* Called after every step; a non-zero return stops the run (then qs_train_run returns -1 with e set
 ** by the callback). */
 typedef int (*qs_train_cb)(void *ctx, const qs_train_rec *r);
 
-/* Train m for o->steps steps on windows of train (ntrain > T tokens) and measure the validation loss
-** before the first step (*val0) and every eval_every steps and after the last.  rec holds o->steps
-** records.  With o->recipe the training micro-batches run under it (a state of their own, so its SR
+/* Train m for o->steps steps (0: no update) on windows of train (ntrain > T tokens) and measure the
+** validation loss before the first step (*val0) and every eval_every steps and after the last.  rec
+** holds o->steps records.  With o->recipe the training micro-batches run under it (a state of their own, so its SR
 ** call counter runs on across the run) and the validation loss stays FP32, as the papers compare.
 ** Errors: bad options (named), a text shorter than T+1 tokens, out of memory. */
 int qs_train_run(qs_llm_model *m, const int32_t *train, size_t ntrain, const int32_t *val, size_t nval,

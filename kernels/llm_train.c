@@ -28,6 +28,8 @@ struct qs_llm_train_state {
     int in_head;               /* the GEMM is the output projection (quantized iff rc->head) */
     int failed;
     qs_err qerr;
+    qs_llm_operand_tap tap;    /* sees every quantized operand (cross-checks), or NULL */
+    void *tap_ctx;
 };
 
 /* Per-layer capacity of each saved array (floats), in the order of the struct. */
@@ -148,10 +150,17 @@ int qs_llm_train_state_set_recipe(qs_llm_train_state *s, const qs_llm_recipe *r,
     return 0;
 }
 
+void qs_llm_train_state_set_tap(qs_llm_train_state *s, qs_llm_operand_tap tap, void *ctx)
+{
+    s->tap = tap;
+    s->tap_ctx = ctx;
+}
+
 /* Operands a (ra x ca) and b (rb x cb) of one GEMM as the recipe wants them: the originals when both
-** slots are off (the FP32 path, bit for bit), else quantized copies in the state's scratch. */
-static void operands(qs_llm_train_state *s, int opa, const float **a, size_t ra, size_t ca, int opb, const float **b,
-                     size_t rb, size_t cb)
+** slots are off (the FP32 path, bit for bit), else quantized copies in the state's scratch.  key: the
+** GEMM's weight (forward, input gradient) or weight gradient (weight gradient), for the tap. */
+static void operands(qs_llm_train_state *s, const void *key, int opa, const float **a, size_t ra, size_t ca, int opb,
+                     const float **b, size_t rb, size_t cb)
 {
     const qs_llm_recipe *r = s->rc;
     if (!r || (s->in_head && !r->head) || s->failed || (!r->op[opa].on && !r->op[opb].on)) return;
@@ -161,6 +170,10 @@ static void operands(qs_llm_train_state *s, int opa, const float **a, size_t ra,
         s->failed = 1;
         return;
     }
+    if (s->tap) {
+        s->tap(s->tap_ctx, key, opa, *a, s->qa, ra, ca);
+        s->tap(s->tap_ctx, key, opb, *b, s->qb, rb, cb);
+    }
     *a = s->qa;
     *b = s->qb;
 }
@@ -168,20 +181,20 @@ static void operands(qs_llm_train_state *s, int opa, const float **a, size_t ra,
 /* y[R][out] = x[R][in] . W[out][in]^T */
 static void linear(qs_llm_train_state *s, float *y, const float *x, const float *W, int R, int in, int out)
 {
-    operands(s, QS_OP_FWD_X, &x, R, in, QS_OP_FWD_W, &W, out, in);
+    operands(s, W, QS_OP_FWD_X, &x, R, in, QS_OP_FWD_W, &W, out, in);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, out, in, 1.0f, x, in, W, in, 0.0f, y, out);
 }
 /* dx[R][in] (+)= dy[R][out] . W[out][in] */
 static void linear_dx(qs_llm_train_state *s, float *dx, const float *dy, const float *W, int R, int in, int out,
                       float beta)
 {
-    operands(s, QS_OP_DGRAD_DY, &dy, R, out, QS_OP_DGRAD_W, &W, out, in);
+    operands(s, W, QS_OP_DGRAD_DY, &dy, R, out, QS_OP_DGRAD_W, &W, out, in);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, in, out, 1.0f, dy, out, W, in, beta, dx, in);
 }
 /* dW[out][in] += dy[R][out]^T . x[R][in] */
 static void linear_dw(qs_llm_train_state *s, float *dW, const float *dy, const float *x, int R, int in, int out)
 {
-    operands(s, QS_OP_WGRAD_DY, &dy, R, out, QS_OP_WGRAD_X, &x, R, in);
+    operands(s, dW, QS_OP_WGRAD_DY, &dy, R, out, QS_OP_WGRAD_X, &x, R, in);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, R, 1.0f, dy, out, x, in, 1.0f, dW, in);
 }
 

@@ -57,4 +57,13 @@ int qs_llm_loss_grad(const qs_llm_model *m, qs_llm_train_state *s, const int32_t
 ** the state is left without a recipe (the FP32 path). */
 int qs_llm_train_state_set_recipe(qs_llm_train_state *s, const qs_llm_recipe *r, qs_err *e);
 
+/* Cross-checks (`qscope train --operand-out`): under a recipe, tap(ctx, key, op, src, q, rows, cols) sees
+** both operands of every GEMM the recipe quantizes, before the product: src the FP32 operand, q what the
+** GEMM multiplies (an off slot's q is a copy of src), rows x cols row-major; key identifies the linear
+** layer: its weight array (forward and input-gradient GEMMs) or its gradient array in the grads passed
+** to qs_llm_loss_grad (weight-gradient GEMM).  NULL removes the tap. */
+typedef void (*qs_llm_operand_tap)(void *ctx, const void *key, int op, const float *src, const float *q, size_t rows,
+                                   size_t cols);
+void qs_llm_train_state_set_tap(qs_llm_train_state *s, qs_llm_operand_tap tap, void *ctx);
+
 #endif

@@ -62,7 +62,7 @@ static int write_tensor(FILE *fp, const wt *t, int head_dim)
     return 0;
 }
 
-static int write_safetensors(const char *path, const qs_llm_model *m, qs_err *e)
+int qs_llm_save_safetensors(const char *path, const qs_llm_model *m, qs_err *e)
 {
     wt *t = calloc(MAXT, sizeof *t);
     json_t *h = json_object();
@@ -175,7 +175,7 @@ int qs_llm_save_hf(const char *dir, const qs_llm_model *m, const qs_llm_save_tok
     snprintf(p, sizeof p, "%s/config.json", dir);
     if (write_config(p, m, tok, e)) return -1;
     snprintf(p, sizeof p, "%s/model.safetensors", dir);
-    if (write_safetensors(p, m, e)) return -1;
+    if (qs_llm_save_safetensors(p, m, e)) return -1;
     snprintf(p, sizeof p, "%s/tokenizer.json", dir);
     if (tok && tok->byte_level) return write_byte_tokenizer(p, e);
     if (tok && tok->copy_dir) {

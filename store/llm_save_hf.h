@@ -22,4 +22,9 @@ typedef struct qs_llm_save_tok {
 ** Errors name the file. */
 int qs_llm_save_hf(const char *dir, const qs_llm_model *m, const qs_llm_save_tok *tok, qs_err *e);
 
+/* Only model.safetensors's content, to path: every tensor of m under its Hugging Face name (F32; a tied
+** embedding once; adjacent-pair Q/K rows permuted as above).  `train --grad-out` writes gradients, which
+** have the model's layout, with it. */
+int qs_llm_save_safetensors(const char *path, const qs_llm_model *m, qs_err *e);
+
 #endif

@@ -45,6 +45,9 @@ typedef struct qs_train_opstat_row {
 
 /* A new run; *id its row.  A name already taken is an error naming it. */
 int qs_train_run_begin(qs_db *db, const qs_train_run_meta *m, int64_t *id, qs_err *e);
+/* qs_train_run_begin under the first free name of m->name, m->name-2, m->name-3, ... (one
+** transaction); the name taken is written to name (cap bytes; too long a name is an error). */
+int qs_train_run_begin_unique(qs_db *db, const qs_train_run_meta *m, char *name, size_t cap, int64_t *id, qs_err *e);
 /* Set val0 (the validation loss before the first step). */
 int qs_train_run_val0(qs_db *db, int64_t id, double val0, qs_err *e);
 /* One completed step and its operand statistics (nops may be 0), in one transaction; updates

@@ -103,12 +103,18 @@ static void blas_limit_preinit(int argc, char **argv, char **envp)
 __attribute__((section(".preinit_array"), used)) static void (*const preinit)(int, char **, char **) =
     blas_limit_preinit;
 
+static void resolve_once(void)
+{
+    real_alloc = (void *(*)(int))dlsym(RTLD_NEXT, "blas_memory_alloc");
+    real_free = (void (*)(void *))dlsym(RTLD_NEXT, "blas_memory_free");
+}
+
+/* OpenBLAS's threads call in concurrently: a lazy lookup without a once-guard let one thread see
+** real_alloc set and real_free still NULL, and exit with the message below (seen once in 100 runs). */
 static int resolve(void)
 {
-    if (!real_alloc) {
-        real_alloc = (void *(*)(int))dlsym(RTLD_NEXT, "blas_memory_alloc");
-        real_free = (void (*)(void *))dlsym(RTLD_NEXT, "blas_memory_free");
-    }
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, resolve_once);
     if (real_alloc && real_free) return 0;
     static const char msg[] = "qscope: OpenBLAS's blas_memory_alloc not found\n";
     if (write(STDERR_FILENO, msg, sizeof msg - 1) < 0) _exit(1);

@@ -3,7 +3,8 @@
 ** or from --init MODEL, on byte-level or a model's tokens, and write a Hugging Face checkpoint that
 ** `llm eval/generate/logits --model DIR` load.  The work is analysis/train_service.h (loop:
 ** train_loop.h; optimizer: kernels/llm_adamw.h; writer: store/llm_save_hf.h).  --recipe NAME and --op
-** OPERAND=FORMAT pick the GEMMs' low-precision recipe (kernels/llm_recipe.h).  No database storage yet.
+** OPERAND=FORMAT pick the GEMMs' low-precision recipe (kernels/llm_recipe.h).  Every run is stored in
+** the database unless --no-store (train_record.h).
 */
 #include <dirent.h>
 #include <errno.h>
@@ -18,7 +19,9 @@
 
 #include "cli.h"
 #include "quant_opts.h"
+#include "train_record.h"
 #include "../../analysis/train_service.h"
+#include "../../store/json_out.h"
 #include "../../store/llm_load.h"
 
 #define CMD "train"
@@ -33,7 +36,12 @@ typedef struct opts {
     const char *recipe_name, *ops[MAX_OPS];   /* --recipe, --op in order */
     int nops;
     qs_llm_recipe recipe;
+    qs_train_grad_req grad;   /* --grad-out, --batch-out, --operand-out (analysis/train_grad.h) */
     char dflt[MAX_TEXTS][300];   /* default training texts */
+    int csv, no_store;
+    const char *name;            /* --name */
+    char labels[QS_OP_COUNT][160];
+    qs_trec rec;                 /* the recording (train_record.h) */
 } opts;
 
 static int parse_pos_f64(const char *opt, const char *s, double lo, double hi, double *out)
@@ -43,7 +51,7 @@ static int parse_pos_f64(const char *opt, const char *s, double lo, double hi, d
     return 0;
 }
 
-static int parse(int argc, char **argv, opts *o)
+static int parse(qs_cli *cli, int argc, char **argv, opts *o)
 {
     static const struct option lo[] = {
         {"tokenizer", 1, 0, 'k'}, {"init", 1, 0, 'i'}, {"out", 1, 0, 'o'}, {"text", 1, 0, 'x'}, {"val-text", 1, 0, 'v'},
@@ -51,7 +59,8 @@ static int parse(int argc, char **argv, opts *o)
         {"ctx", 1, 0, 'c'}, {"batch", 1, 0, 'b'}, {"steps", 1, 0, 'n'}, {"lr", 1, 0, 'l'}, {"warmup", 1, 0, 'w'},
         {"min-lr", 1, 0, 'm'}, {"wd", 1, 0, 'W'}, {"clip", 1, 0, 'C'}, {"accum", 1, 0, 'a'}, {"eval-every", 1, 0, 'e'},
         {"val-seqs", 1, 0, 'V'}, {"seed", 1, 0, 's'}, {"json", 0, 0, 'j'}, {"recipe", 1, 0, 'R'}, {"op", 1, 0, 'O'},
-        {0, 0, 0, 0}};
+        {"grad-out", 1, 0, 'G'}, {"batch-out", 1, 0, 'B'}, {"operand-out", 1, 0, 'P'}, {"name", 1, 0, 'N'},
+        {"db", 1, 0, 'D'}, {"no-store", 0, 0, 'X'}, {"csv", 0, 0, 'S'}, {0, 0, 0, 0}};
     int c;
     optind = 1;
     opterr = 0;
@@ -74,7 +83,7 @@ static int parse(int argc, char **argv, opts *o)
         case 'f': rc = qs_cli_parse_int(CMD, "--ffn", optarg, 1, 1 << 18, &o->ffn); break;
         case 'c': rc = qs_cli_parse_int(CMD, "--ctx", optarg, 1, 1 << 16, &o->t.T); break;
         case 'b': rc = qs_cli_parse_int(CMD, "--batch", optarg, 1, 1 << 16, &o->t.batch); break;
-        case 'n': rc = qs_cli_parse_int(CMD, "--steps", optarg, 1, 1 << 24, &o->t.steps); break;
+        case 'n': rc = qs_cli_parse_int(CMD, "--steps", optarg, 0, 1 << 24, &o->t.steps); break;
         case 'w': rc = qs_cli_parse_int(CMD, "--warmup", optarg, 0, 1 << 24, &o->t.warmup); break;
         case 'a': rc = qs_cli_parse_int(CMD, "--accum", optarg, 1, 1 << 16, &o->t.accum); break;
         case 'e': rc = qs_cli_parse_int(CMD, "--eval-every", optarg, 0, 1 << 24, &o->t.eval_every); break;
@@ -87,6 +96,16 @@ static int parse(int argc, char **argv, opts *o)
             if (qs_parse_u64(optarg, (unsigned long long *)&o->t.seed)) return qs_cli_usage(CMD, "bad --seed '%s'", optarg);
             break;
         case 'j': o->json = 1; break;
+        case 'S': o->csv = 1; break;
+        case 'X': o->no_store = 1; break;
+        case 'D': cli->db_path = optarg; break;   /* as the global --db */
+        case 'N':
+            if (!*optarg) return qs_cli_usage(CMD, "--name wants a name");
+            o->name = optarg;
+            break;
+        case 'G': o->grad.grad_out = optarg; break;
+        case 'B': o->grad.batch_out = optarg; break;
+        case 'P': o->grad.operand_out = optarg; break;
         case 'R':
             if (o->recipe_name) return qs_cli_usage(CMD, "--recipe given twice");
             o->recipe_name = optarg;
@@ -101,6 +120,10 @@ static int parse(int argc, char **argv, opts *o)
         if (rc) return rc;
     }
     if (optind < argc) return qs_cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
+    if (o->json && o->csv) return qs_cli_usage(CMD, "--json and --csv: give one");
+    if (o->name && o->no_store) return qs_cli_usage(CMD, "--name names the stored run; drop it with --no-store");
+    if (o->grad.operand_out && !o->recipe_name && !o->nops)
+        return qs_cli_usage(CMD, "--operand-out needs a recipe (--recipe or --op)");
     if (o->init && (o->layers || o->dim || o->heads || o->kv_heads || o->ffn))
         return qs_cli_usage(CMD, "--init takes the model's shape; drop --layers/--dim/--heads/--kv-heads/--ffn");
     return 0;
@@ -123,6 +146,7 @@ static int apply_op(const char *spec, qs_llm_recipe *r)
                             spec, name);
     qs_apply a;
     if (!eq[1] || strchr(eq + 1, ',')) return qs_cli_usage(CMD, "--op '%s': give one format after '='", spec);
+    if (!strcmp(eq + 1, "none")) { memset(&r->op[op], 0, sizeof r->op[op]); return 0; }   /* the slot off: FP32 */
     if (qs_llm_parse_fmt(CMD, eq + 1, &a)) return QS_EXIT_USAGE;
     qs_llm_slot *sl = &r->op[op];
     memset(sl, 0, sizeof *sl);
@@ -194,7 +218,9 @@ static int default_texts(opts *o)
 
 static int progress(void *ctx, const qs_train_rec *r)
 {
-    const opts *o = ctx;
+    opts *o = ctx;
+    if (qs_trec_step(&o->rec, r)) return 1;
+    if (o->csv) return 0;
     if (!o->json && !isnan(r->val_loss))
         printf("step %6d  train %.4f  val %.4f  |g| %.3g  lr %.3g  %.0f tok/s\n", r->step, r->train_loss, r->val_loss,
                r->grad_norm, r->lr, r->tok_s);
@@ -205,12 +231,21 @@ static int progress(void *ctx, const qs_train_rec *r)
 
 static json_t *num(double x) { return isfinite(x) ? json_real(x) : json_null(); }
 
+/* The last measured validation loss (a stopped run's last step may not have measured it). */
+static double final_val(const qs_train_result *res)
+{
+    for (int i = res->steps_done - 1; i >= 0; i--)
+        if (!isnan(res->rec[i].val_loss)) return res->rec[i].val_loss;
+    return NAN;
+}
+
 static void print_json(const opts *o, const qs_train_result *res)
 {
     const qs_llm_cfg *c = &res->m.c;
     const qs_train_rec *rec = res->rec;
+    double fin = o->t.steps ? final_val(res) : res->val0;   /* --steps 0: no update */
     json_t *steps = json_array();
-    for (int i = 0; i < o->t.steps; i++) {
+    for (int i = 0; i < res->steps_done; i++) {
         json_t *r = json_pack("{s:i,s:o,s:o,s:o,s:o}", "step", rec[i].step, "train_loss", num(rec[i].train_loss),
                               "grad_norm", num(rec[i].grad_norm), "lr", num(rec[i].lr), "tok_s", num(rec[i].tok_s));
         if (!isnan(rec[i].val_loss)) json_object_set_new(r, "val_loss", num(rec[i].val_loss));
@@ -224,7 +259,7 @@ static void print_json(const opts *o, const qs_train_result *res)
                           (json_int_t)res->ntrain, "val_tokens", (json_int_t)res->nval, "options", "batch",
                           o->t.batch, "steps", o->t.steps, "accum", o->t.accum, "warmup", o->t.warmup, "lr", o->t.lr,
                           "min_lr", o->t.min_frac, "wd", o->t.adam.wd, "clip", o->t.clip, "seed", (json_int_t)o->t.seed,
-                          "initial_val_loss", num(res->val0), "final_val_loss", num(rec[o->t.steps - 1].val_loss), "steps",
+                          "initial_val_loss", num(res->val0), "final_val_loss", num(fin), "steps",
                           steps, "out", o->out);
     json_t *rj = json_object(), *ops = json_object();
     json_object_set_new(rj, "name", json_string(o->t.recipe ? o->recipe.name : "fp32"));
@@ -236,6 +271,10 @@ static void print_json(const opts *o, const qs_train_result *res)
     json_object_set_new(rj, "operands", ops);
     json_object_set_new(rj, "validation", json_string("fp32"));
     json_object_set_new(j, "recipe", rj);
+    json_object_set_new(j, "status", json_string(res->stopped ? "stopped" : "done"));
+    json_object_set_new(j, "steps_done", json_integer(res->steps_done));
+    if (o->rec.run[0]) qs_json_set_text(j, "run", o->rec.run);
+    if (!isnan(res->grad_loss)) json_object_set_new(j, "grad_loss", json_real(res->grad_loss));
     char *s = json_dumps(j, JSON_INDENT(1));
     if (s) puts(s);
     free(s);
@@ -245,6 +284,7 @@ static void print_json(const opts *o, const qs_train_result *res)
 static void start(void *ctx, const qs_llm_cfg *c, size_t ntrain, size_t nval)
 {
     const opts *o = ctx;
+    if (o->csv) return;
     if (!o->json && o->t.recipe) {
         printf("train: recipe %s (", o->recipe.name);
         for (int i = 0; i < QS_OP_COUNT; i++) {
@@ -259,14 +299,15 @@ static void start(void *ctx, const qs_llm_cfg *c, size_t ntrain, size_t nval)
                c->n_layer, c->dim, c->n_head, c->n_kv_head, c->ffn, c->vocab, o->t.T, ntrain, nval);
 }
 
+static int ready(void *ctx, const qs_train_data *d, qs_err *e) { return qs_trec_ready(&((opts *)ctx)->rec, d, e); }
+
 int qs_cmd_train(qs_cli *cli, int argc, char **argv)
 {
-    (void)cli;
     opts o;
     memset(&o, 0, sizeof o);
     o.t = (qs_train_opts){.batch = 8, .T = 64, .steps = 200, .accum = 1, .warmup = 20, .eval_every = 50, .val_seqs = 16,
                           .lr = 1e-3, .min_frac = 0.1, .clip = 1.0, .adam = {0.9, 0.95, 1e-8, 0.1}, .seed = 0};
-    int rc = parse(argc, argv, &o);
+    int rc = parse(cli, argc, argv, &o);
     if (rc || (rc = make_recipe(&o))) return rc;
     if (o.out) {   /* a bad --out is found before the training, not after */
         struct stat st;
@@ -276,14 +317,30 @@ int qs_cmd_train(qs_cli *cli, int argc, char **argv)
     if (!o.ntext && (rc = default_texts(&o))) return rc;
     qs_train_job j = {.tokenizer = o.tokenizer, .init = o.init, .out = o.out, .text = o.text, .ntext = o.ntext,
                       .val_text = o.val_text ? o.val_text : QS_LLM_DEFAULT_TEXT, .layers = o.layers, .dim = o.dim,
-                      .heads = o.heads, .kv_heads = o.kv_heads, .ffn = o.ffn, .t = o.t, .start = start,
-                      .step = progress, .ctx = &o};
+                      .heads = o.heads, .kv_heads = o.kv_heads, .ffn = o.ffn, .t = o.t, .grad = o.grad, .start = start,
+                      .step = progress, .ctx = &o, .ready = ready, .stop = &qs_trec_stop};
     qs_train_result r;
     qs_err e = {{0}};
-    if (qs_train_job_run(&j, &r, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
+    qs_trec *t = &o.rec;
+    *t = (qs_trec){.cli = cli, .name = o.name, .store = !o.no_store, .csv = o.csv, .job = &j,
+                   .recipe = o.t.recipe ? o.recipe.name : "fp32", .tokenizer = o.tokenizer ? o.tokenizer : o.init,
+                   .res = &r, .e = &e};
+    for (int i = 0; i < QS_OP_COUNT; i++) {
+        snprintf(o.labels[i], sizeof o.labels[i], "fp32");
+        if (o.t.recipe) slot_label(&o.recipe.op[i], o.labels[i], sizeof o.labels[i]);
+        t->op_label[i] = o.labels[i];
+    }
+    int ok = qs_train_job_run(&j, &r, &e) == 0;
+    if (!ok) qs_cli_err(r.bad_input ? QS_EXIT_USAGE : QS_EXIT_ERR, &e);
+    rc = qs_trec_end(t, ok, &r, &e);
+    if (!ok) return r.bad_input ? QS_EXIT_USAGE : rc;
     if (o.json) print_json(&o, &r);
-    else printf("validation loss %.4f -> %.4f%s%s\n", r.val0, r.rec[o.t.steps - 1].val_loss, o.out ? "; checkpoint " : "",
-                o.out ? o.out : "");
+    else if (!o.csv && !r.stopped) {
+        if (!isnan(r.grad_loss)) printf("cross-check micro-batch: loss %.9g\n", r.grad_loss);
+        printf("validation loss %.4f -> %.4f%s%s%s%s\n", r.val0, o.t.steps ? final_val(&r) : r.val0,
+               o.out ? "; checkpoint " : "", o.out ? o.out : "", t->run[0] ? "; run " : "",
+               t->run[0] ? qs_esc(t->run) : "");
+    }
     qs_train_result_free(&r);
-    return QS_EXIT_OK;
+    return rc;
 }

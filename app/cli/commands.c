@@ -263,12 +263,18 @@ const qs_command qs_commands[] = {
     {"import-log", "FILE... [--run NAME] [--label TEXT] [--replace] [--json]",
      "import RL per-token log-probs (mmlog v1 CSV or JSONL) as a run",
      QS_IMPORT_LOG_HELP, qs_cmd_import_log, NULL, NULL, 0},
-    {"runs", "[PATTERN] [--json] | --rm RUN... | --export RUN [-o FILE.csv]", "list, remove or export stored RL runs",
-     "Lists the RL runs (imported logs, simulations, scored models) with token and step counts.\n"
-     "  --json         one JSON array with each run's metadata\n"
-     "  --rm RUN...    delete runs and their tokens\n"
-     "  --export RUN   write the run as an mmlog v1 CSV (exact values; original ids where known)\n"
-     "                 to stdout or -o FILE; import-log reads it back to the same tokens", qs_cmd_runs, NULL, NULL, 0},
+    {"runs", "[PATTERN] [--json] | --rm RUN... | --export RUN [-o FILE.csv]", "list, remove or export stored RL and training runs",
+     "Lists the RL runs (imported logs, simulations, scored models) with token and step counts, then,\n"
+     "under \"training runs\", the runs of `qscope train` (recipe, seed, status running/done/stopped/\n"
+     "failed, steps done/planned, validation loss before the first step -> after the last measured).\n"
+     "PATTERN (a glob) filters both.\n"
+     "  --json         one JSON object: {\"rl_runs\": [...], \"train_runs\": [...]}, each run with its\n"
+     "                 metadata (a training run with its model and options)\n"
+     "  --rm RUN...    delete runs (RL runs with their tokens, training runs with their steps), all or none\n"
+     "  --export RUN   an RL run as an mmlog v1 CSV (exact values; original ids where known), which\n"
+     "                 import-log reads back to the same tokens; a training run as its steps' CSV\n"
+     "                 (step,train_loss,val_loss,grad_norm,lr,tok_s, as train --csv); to stdout or -o FILE",
+     qs_cmd_runs, NULL, NULL, 0},
     {"ais", "RUN [--method M] [--json | --csv | --weights] [AIS-R and correction options]",
      "mismatch diagnostics, AIS-R mixing coefficient and IS corrections of an RL run, per step",
      QS_AIS_HELP, qs_cmd_ais, NULL, NULL, 0},
@@ -374,13 +380,17 @@ const qs_command qs_commands[] = {
      "                      <|im_start|>assistant\\n, ...user\\n, ...system\\n\n"
      "  --seed S            sampling seed (default 0);  --name RUN  run name;  --prefix P  capture\n"
      "                      tensor prefix (default llm-act);  --json  score summary as JSON", 0},
-    {"train", "[--text FILE...] [--val-text FILE] [--tokenizer MODEL | --init MODEL] [shape] [options] [--out DIR]",
+    {"train", "[--text FILE...] [--val-text FILE] [--tokenizer MODEL | --init MODEL] [shape] [options] [--out DIR] [--name NAME | --no-store]",
      "train a small Llama-architecture model (FP32 or a low-precision recipe; AdamW) and write a checkpoint",
      "Trains from scratch (llm.c-style init) or from --init MODEL on byte-level tokens or the tokens of\n"
      "--tokenizer MODEL, with AdamW (decay on matrices only), linear warm-up then cosine learning rate,\n"
      "global gradient-norm clipping and gradient accumulation; FP32 unless --recipe/--op put the linear\n"
-     "layers' GEMM operands through low-precision formats (validation stays FP32; nothing is stored in\n"
-     "the database yet).  Same options and --seed: bit-identical losses.  See docs/train.md.\n"
+     "layers' GEMM operands through low-precision formats (validation stays FP32).  Same options and\n"
+     "--seed: bit-identical losses.  Every run is stored in the database (see `qscope runs`): its model,\n"
+     "options and data hash once the input is checked (bad input stores nothing), then each step as it\n"
+     "completes.  Ctrl-C (or SIGTERM) stops after the step in progress: status stopped, the --out\n"
+     "checkpoint of that step, exit 130 (143); a killed run stays 'running' with its completed steps.\n"
+     "See docs/train.md.\n"
      "\n"
      "  --text FILE...      training text (default: make data's data/text/*.txt except persuasion.txt)\n"
      "  --val-text FILE     held-out text for the validation loss (default data/text/persuasion.txt)\n"
@@ -391,7 +401,7 @@ const qs_command qs_commands[] = {
      "                      = heads, 4*dim; head_dim = dim/heads; tied embeddings)\n"
      "  --ctx T             sequence length (default 64; a new model's context)\n"
      "  --batch B           sequences per micro-batch (default 8);  --accum N  micro-batches per step (1)\n"
-     "  --steps N           optimizer steps (default 200)\n"
+     "  --steps N           optimizer steps (default 200; 0: none, the model is only evaluated)\n"
      "  --lr X              peak learning rate (default 1e-3);  --warmup N  warm-up steps (default 20)\n"
      "  --min-lr F          final learning rate as a fraction of --lr (default 0.1)\n"
      "  --wd X              AdamW weight decay (default 0.1);  --clip X  gradient-norm clip (default 1, 0 = off)\n"
@@ -402,9 +412,21 @@ const qs_command qs_commands[] = {
      "                      nvfp4-1d, hif4, hif8 (docs/train.md, \"Recipes\"); validation stays FP32\n"
      "  --op OPERAND=FMT    (repeatable) one GEMM operand's format on top of --recipe (default fp32);\n"
      "                      OPERAND fwd.x fwd.w dgrad.dy dgrad.w wgrad.dy wgrad.x, FMT as in analyze -f,\n"
-     "                      e.g. fwd.x=mxfp4, dgrad.dy=hif8:scale=tensor; :round=sr rounds stochastically\n"
+     "                      e.g. fwd.x=mxfp4, dgrad.dy=hif8:scale=tensor; :round=sr rounds stochastically;\n"
+     "                      FMT none turns the slot off (FP32)\n"
      "  --out DIR           write a Hugging Face checkpoint (config.json, model.safetensors, tokenizer.json)\n"
-     "  --json              the run as JSON, with a `steps` list of per-step records", qs_cmd_train, NULL, NULL, 0},
+     "  --grad-out G.safetensors  the gradient of the mean loss of the first micro-batch (the windows step\n"
+     "                      1 trains on first) at the initial weights, under the recipe, F32 with Hugging\n"
+     "                      Face names (cross-check against finite differences; --steps 0: no training)\n"
+     "  --batch-out B.npy   that micro-batch's token ids, int32, batch x (ctx+1)\n"
+     "  --operand-out DIR   (with a recipe) layer 0's q_proj GEMM operands of that pass: OP.src.npy (FP32)\n"
+     "                      and OP.q.npy (quantized), to compare with `qscope quant` (docs/train.md)\n"
+     "  --json              the run as JSON, with a `steps` list of per-step records\n"
+     "  --csv               the per-step records as CSV (step,train_loss,val_loss,grad_norm,lr,tok_s;\n"
+     "                      val_loss empty where not measured) instead of the text\n"
+     "  --name NAME         the stored run's name (default train/RECIPE/sSEED, then -2, -3 ... when taken)\n"
+     "  --db FILE           the database (as the global --db)\n"
+     "  --no-store          store nothing", qs_cmd_train, NULL, NULL, 0},
     {"tui", "[--formats LIST] [--no-mouse] [--ascii]", "open the workbench (also: qscope with no command, on a terminal)",
      "The interactive workbench: tensors, formats compared, error histograms, block-error heatmaps and\n"
      "the block inspector (every element's code bit by bit, in two formats side by side), RL runs and\n"
