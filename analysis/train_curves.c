@@ -18,12 +18,14 @@ double qs_t95(int df)
     return df < 1 ? NAN : df <= 30 ? t[df] : 1.96;
 }
 
-/* The options JSON without its seed, canonical; a text that is not JSON stays as it is. */
+/* The options JSON without the seed and the checkpoint directory (each seed of a sweep writes its
+** own), canonical; a text that is not JSON stays as it is. */
 static char *options_key(const char *opts)
 {
     json_t *j = json_loads(opts ? opts : "", 0, NULL);
     if (!json_is_object(j)) { json_decref(j); return strdup(opts ? opts : ""); }
     json_object_del(j, "seed");
+    json_object_del(j, "out");
     char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(j);
     return s;

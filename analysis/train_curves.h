@@ -32,7 +32,8 @@ int qs_loss_curves(qs_db *db, const qs_train_run_item *runs, size_t n, int val, 
                    qs_err *e);
 void qs_loss_curves_free(qs_loss_curve *c, size_t n);
 
-/* Whether two runs belong to one curve: same recipe, model and options apart from the seed. */
+/* Whether two runs belong to one curve: same recipe, model and options apart from the seed and the
+** checkpoint directory (`out`). */
 int qs_train_same_config(const qs_train_run_item *a, const qs_train_run_item *b);
 
 /* The two-sided 95% Student-t quantile for df degrees of freedom (1.96 beyond 30). */

@@ -20,14 +20,14 @@ static void sql(qs_db *db, const char *s)
     if (qs_db_exec(db, s, &e)) fail_msg("%s", e.msg);
 }
 
-/* a1..a3: recipe a, seeds 1..3 (one with the options' keys in another order), losses 3, 4, 8 at
+/* a1..a3: recipe a, seeds 1..3 (one with the options' keys in another order and a checkpoint), losses 3, 4, 8 at
 ** step 2 (validation at step 2 only); b1, b2: recipe b, two seeds; c: recipe a with another batch. */
 static void runs(qs_db *db)
 {
     sql(db, "INSERT INTO train_run(id, name, recipe, seed, status, steps, steps_done, val0, val_final, model, options, "
             "data_hash, tool_version) VALUES "
             "(1, 'a1', 'a', 1, 'done', 2, 2, 10, 3, '{\"layers\":1}', '{\"batch\":4,\"seed\":1}', 'h', 'v'),"
-            "(2, 'a2', 'a', 2, 'done', 2, 2, 10, 4, '{\"layers\":1}', '{\"seed\":2,\"batch\":4}', 'h', 'v'),"
+            "(2, 'a2', 'a', 2, 'done', 2, 2, 10, 4, '{\"layers\":1}', '{\"seed\":2,\"batch\":4,\"out\":\"ck2\"}', 'h', 'v'),"
             "(3, 'a3', 'a', 3, 'done', 2, 2, 10, 8, '{\"layers\":1}', '{\"batch\":4,\"seed\":3}', 'h', 'v'),"
             "(4, 'b1', 'b', 1, 'done', 2, 2, 10, 2, '{\"layers\":1}', '{\"batch\":4,\"seed\":1}', 'h', 'v'),"
             "(5, 'b2', 'b', 2, 'done', 2, 2, 10, 4, '{\"layers\":1}', '{\"batch\":4,\"seed\":2}', 'h', 'v'),"
@@ -56,7 +56,7 @@ static void test_groups(void **state)
     size_t n;
     assert_int_equal(qs_train_run_list(f->db, NULL, &r, &n, &e), 0);
     assert_int_equal(n, 6);
-    assert_true(qs_train_same_config(&r[0], &r[1]));    /* options in another order, another seed */
+    assert_true(qs_train_same_config(&r[0], &r[1]));    /* options in another order, another seed and checkpoint */
     assert_false(qs_train_same_config(&r[0], &r[3]));   /* another recipe */
     assert_false(qs_train_same_config(&r[0], &r[5]));   /* another batch */
     qs_loss_curve *c;
