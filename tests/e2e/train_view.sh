@@ -61,12 +61,12 @@ before=$(dbdump)
 # ---- plot loss: PNGs
 ok "plot loss with a baseline writes a PNG" $QS plot loss -o "$T/l.png" --baseline bf16
 ok "the PNG parses: chunks, CRCs, pixel data" pnginfo "$T/l.png"
-check "two panels: 1000 x (600 + 300)" "pnginfo '$T/l.png' | grep -qx 'size=1000x900'"
+check "two panels: 1000 x (600 + 300)" "pnginfo '$T/l.png' > '$T/info' && grep -qx 'size=1000x900' '$T/info'"
 check "qscope:formats names the runs drawn" \
-  "pnginfo '$T/l.png' | grep -qx 'qscope:formats=bf16-s1,bf16-s2,bf16-s3,hif4-s1,hif4-s2,hif4-s3,mxfp4-s1,mxfp4-s2,solo-fp32'"
+  "pnginfo '$T/l.png' > '$T/info' && grep -qx 'qscope:formats=bf16-s1,bf16-s2,bf16-s3,hif4-s1,hif4-s2,hif4-s3,mxfp4-s1,mxfp4-s2,solo-fp32' '$T/info'"
 ok "plot loss without a baseline" $QS plot loss 'hif4-*' 'bf16-*' -o "$T/m.png" --width 640 --height 400
-check "one panel of the size asked" "pnginfo '$T/m.png' | grep -qx 'size=640x400'"
-check "only the runs matching the patterns" "pnginfo '$T/m.png' | grep -qx 'qscope:formats=bf16-s1,bf16-s2,bf16-s3,hif4-s1,hif4-s2,hif4-s3'"
+check "one panel of the size asked" "pnginfo '$T/m.png' > '$T/info' && grep -qx 'size=640x400' '$T/info'"
+check "only the runs matching the patterns" "pnginfo '$T/m.png' > '$T/info' && grep -qx 'qscope:formats=bf16-s1,bf16-s2,bf16-s3,hif4-s1,hif4-s2,hif4-s3' '$T/info'"
 
 # ---- plot loss: the terminal
 ok "plot loss in the terminal" $QS plot loss -o - --term ascii --width 110 --height 30
