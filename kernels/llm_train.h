@@ -72,7 +72,8 @@ void qs_llm_train_state_set_tap(qs_llm_train_state *s, qs_llm_operand_tap tap, v
 const qs_llm_opstat *qs_llm_train_state_opstats(const qs_llm_train_state *s);
 void qs_llm_train_state_opstats_reset(qs_llm_train_state *s);
 
-/* The recipe's GEMM call counter (SR seeds, RHT signs): read before a call to re-run it identically. */
+/* The recipe's GEMM call counter (SR seeds, RHT signs; set_recipe restarts it at 0): read before a call
+** to re-run it identically, and set by a resumed run so it draws what the uninterrupted one would have. */
 uint64_t qs_llm_train_state_calls(const qs_llm_train_state *s);
 void qs_llm_train_state_set_calls(qs_llm_train_state *s, uint64_t calls);
 

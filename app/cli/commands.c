@@ -215,7 +215,7 @@ const qs_command qs_commands[] = {
      "`qscope bench tui` times the workbench on a generated 10,000-tensor database (--tensors N):\n"
      "first frame (open, load, draw) and redraw after a key in every view, headless.\n"
      "--quick uses 1M values (smaller shapes for kernels).", qs_cmd_bench, NULL, NULL, 0},
-    {"plot", "KIND [TENSOR] -o FILE.png|- [-f F1,F2] [--width W --height H --dpi D --title T --logx --logy]",
+    {"plot", "KIND [TENSOR|RUN...] -o FILE.png|- [-f F1,F2] [--width W --height H --dpi D --title T --logx --logy]",
      "draw a result as a PNG (with provenance) or in the terminal",
      "Kinds:\n"
      "  err-hist TENSOR       histogram of the relative error |Q(x)-x|/|x| of each format (-f, default\n"
@@ -232,6 +232,11 @@ const qs_command qs_commands[] = {
      "  kl                    per-token KL to the FP32 reference of a stored `llm eval` (newest run;\n"
      "                        --model NAME|HASH, --ctx N, --config LABEL (repeatable; default all),\n"
      "                        --cdf for the cumulative fraction instead of the log-x histogram)\n"
+     "  loss [RUN_GLOB...]    validation loss of stored training runs against the step (--train: the\n"
+     "                        training loss); runs of one recipe, model and options apart from the seed\n"
+     "                        as one mean curve with a dotted band (min..max of 2 seeds, the 95%\n"
+     "                        t-interval of the mean with 3 or more); --baseline RECIPE_OR_RUN adds a\n"
+     "                        panel of (loss - baseline) / baseline in % per step (docs/train.md)\n"
      "  trajectory, msd, attn results of later analyses (an error until the database has them)\n"
      "\n"
      "Stored results of `qscope analyze` are used when present for the same tensor hash, format and\n"
@@ -249,6 +254,8 @@ const qs_command qs_commands[] = {
      "  --range LO,HI   transfer: input range;  --samples N  transfer: number of samples\n"
      "  --amax X        transfer, value-hist: absmax of the block (block formats)\n"
      "  --abs           err-hist: absolute instead of relative error\n"
+     "  --baseline B    loss: the gap to run B, or to the runs of recipe B (of the first run's model)\n"
+     "  --val, --train  loss: the validation loss (default) or the training loss\n"
      "  --fresh         ignore stored results\n"
      "Format options (--round, --scale-rule, --block, --axis, --gran, ...) apply to every format.\n"
      "Colour in the terminal only on a terminal with NO_COLOR unset; series differ by glyph too.",
@@ -373,7 +380,7 @@ const qs_command qs_commands[] = {
      "                      <|im_start|>assistant\\n, ...user\\n, ...system\\n\n"
      "  --seed S            sampling seed (default 0);  --name RUN  run name;  --prefix P  capture\n"
      "                      tensor prefix (default llm-act);  --json  score summary as JSON", 0},
-    {"train", "[--text FILE...] [--val-text FILE] [--tokenizer MODEL | --init MODEL] [shape] [options] [--out DIR] [--name NAME | --no-store]",
+    {"train", "[--text FILE...] [--val-text FILE] [--tokenizer MODEL | --init MODEL] [shape] [options] [--out DIR] [--name NAME | --no-store] | --resume DIR",
      "train a small Llama-architecture model (FP32 or a low-precision recipe; AdamW) and write a checkpoint",
      "Trains from scratch (llm.c-style init) or from --init MODEL on byte-level tokens or the tokens of\n"
      "--tokenizer MODEL, with AdamW (decay on matrices only), linear warm-up then cosine learning rate,\n"
@@ -383,6 +390,9 @@ const qs_command qs_commands[] = {
      "options and data hash once the input is checked (bad input stores nothing), then each step as it\n"
      "completes.  Ctrl-C (or SIGTERM) stops after the step in progress: status stopped, the --out\n"
      "checkpoint of that step, exit 130 (143); a killed run stays 'running' with its completed steps.\n"
+     "Bad input (sizes that do not divide, a text shorter than ctx+1 tokens, an unknown format or\n"
+     "operand) exits 2 and writes nothing.  --out checkpoints hold the optimizer state and are written\n"
+     "atomically, so a killed run leaves the last one whole and --resume goes on from it bit for bit.\n"
      "Under `mpirun -np N` the run is data-parallel: each step's batch x accum windows (a multiple of N)\n"
      "are split over the ranks, gradients summed in rank order (reruns bit-identical; -np 1 is the\n"
      "serial run bit for bit, -np 2 equals it up to summation order), rank 0 prints, stores and writes;\n"
@@ -412,6 +422,12 @@ const qs_command qs_commands[] = {
      "                      e.g. fwd.x=mxfp4, dgrad.dy=hif8:scale=tensor; :round=sr rounds stochastically;\n"
      "                      FMT none turns the slot off (FP32)\n"
      "  --out DIR           write a Hugging Face checkpoint (config.json, model.safetensors, tokenizer.json)\n"
+     "                      plus optimizer.safetensors (AdamW moments) and trainer_state.json, atomically\n"
+     "                      (a kill leaves the last whole checkpoint); DIR new, empty or a checkpoint\n"
+     "  --checkpoint-every N  with --out: a checkpoint after every N-th step too (default: the last only)\n"
+     "  --resume DIR        continue the run of checkpoint DIR bit for bit (model, moments, step, data order,\n"
+     "                      schedule, SR counter; options from its trainer_state.json, writing to DIR); only\n"
+     "                      --steps (a new end), --eval-every, --checkpoint-every, --out and --json may change\n"
      "  --grad-out G.safetensors  the gradient of the mean loss of the first micro-batch (the windows step\n"
      "                      1 trains on first) at the initial weights, under the recipe, F32 with Hugging\n"
      "                      Face names (cross-check against finite differences; --steps 0: no training)\n"
