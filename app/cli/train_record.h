@@ -18,7 +18,7 @@ typedef struct qs_trec {
     /* set by the command */
     qs_cli *cli;
     const char *name;                     /* --name, or NULL: train/RECIPE/sSEED (then -2, -3 ...) */
-    int store, csv;                       /* store: write the database; csv: print CSV rows */
+    int store, csv, json;                 /* store: write the database; csv: print CSV rows; json: --json */
     const qs_train_job *job;
     const char *recipe;                   /* recipe name ("fp32" without one) */
     const char *op_label[QS_OP_COUNT];    /* each operand's format label */
