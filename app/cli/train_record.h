@@ -36,8 +36,9 @@ typedef struct qs_trec {
 /* The stop flag the signal handlers set (the signal's number) and the job polls. */
 extern volatile sig_atomic_t qs_trec_stop;
 
-/* For the job's ready hook: opens the database, creates the run row, prints the CSV header, and
-** installs the SIGINT/SIGTERM handlers. */
+/* For the job's ready hook: opens the database, creates the run row (with --resume: re-opens the
+** checkpoint's stored run, qs_train_run_reopen, else creates one and says so), prints the CSV header,
+** and installs the SIGINT/SIGTERM handlers. */
 int qs_trec_ready(qs_trec *t, const qs_train_data *d, qs_err *e);
 /* A completed step: its CSV row, and its row (with val0 at the first) and operand statistics. */
 int qs_trec_step(qs_trec *t, const qs_train_rec *r);
