@@ -188,6 +188,8 @@ static int conflict(const opts *o, const qs_train_state *s, char *buf, size_t ca
     if (g['x'] && !same) return snprintf(buf, cap, "--text (the checkpoint's: %d files, first %s)", s->ntext, s->text[0]), 1;
     if (g['R'] && (!s->recipe || strcmp(o->recipe_name, s->recipe)))
         return snprintf(buf, cap, "--recipe %s (the checkpoint's: %s)", o->recipe_name, s->recipe ? s->recipe : "none"), 1;
+    if (g['N'] && s->run_name && strcmp(o->name, s->run_name))   /* --name names only a run not stored yet */
+        return snprintf(buf, cap, "--name %s (the checkpoint's run: %s)", o->name, s->run_name), 1;
     same = o->nops == s->nops;
     for (int i = 0; same && i < o->nops; i++) same = !strcmp(o->ops[i], s->op[i]);
     if (g['O'] && !same) return snprintf(buf, cap, "--op (the checkpoint's: %d --op settings)", s->nops), 1;
@@ -441,7 +443,7 @@ static int run(qs_cli *cli, opts *o)
     j.ntext = o->ntext;
     qs_train_result r;
     qs_trec *t = &o->rec;
-    *t = (qs_trec){.cli = cli, .name = o->name, .store = !o->no_store, .csv = o->csv, .job = &j,
+    *t = (qs_trec){.cli = cli, .name = o->name, .store = !o->no_store, .csv = o->csv, .json = o->json, .job = &j,
                    .recipe = o->t.recipe ? o->recipe.name : "fp32", .tokenizer = o->tokenizer ? o->tokenizer : o->init,
                    .res = &r, .e = &e};
     for (int i = 0; i < QS_OP_COUNT; i++) {

@@ -162,4 +162,82 @@ check "no refusal created the --out directory" "[ ! -e $NO ] && ! ls -d $NO.tmp-
 mkdir "$T/mine"; printf 'keep me' > "$T/mine/notes.txt"
 refuses "--out holding other files is refused before training" 1 "mine: holds notes.txt" $QS train "${B[@]}" "${G[@]}" --dim 32 --heads 2 --out "$T/mine"
 check "and its files are untouched" "[ \"\$(cat $T/mine/notes.txt)\" = 'keep me' ] && [ \"\$(ls $T/mine)\" = notes.txt ]"
+# --- the database: --resume continues the same stored run ------------------------------------------
+# (a database of its own; every stored step's loss compared with an uninterrupted run's, exactly)
+DBR="$T/resume.db"
+rq() { sqlite3 "$DBR" "$@"; }
+same_rows() {   # same_rows RUN REF [TO] : RUN's stored steps and operand statistics up to step TO equal REF's (SQL =, all bits)
+  local a="(SELECT id FROM train_run WHERE name='$1')" b="(SELECT id FROM train_run WHERE name='$2')" to=${3:-1000000000}
+  [ "$(rq "SELECT (SELECT count(*) FROM train_step WHERE run_id=$a AND step <= $to) = (SELECT count(*) FROM train_step WHERE run_id=$b AND step <= $to)
+    AND (SELECT count(*) FROM train_step WHERE run_id=$b AND step <= $to) > 0
+    AND (SELECT count(*) FROM train_opstat WHERE run_id=$a AND step <= $to) = (SELECT count(*) FROM train_opstat WHERE run_id=$b AND step <= $to)
+    AND NOT EXISTS (SELECT 1 FROM train_step x WHERE x.run_id=$a AND x.step <= $to AND NOT EXISTS (SELECT 1 FROM train_step y
+      WHERE y.run_id=$b AND y.step=x.step AND y.train_loss=x.train_loss AND y.val_loss IS x.val_loss AND y.grad_norm=x.grad_norm AND y.lr=x.lr))
+    AND NOT EXISTS (SELECT 1 FROM train_opstat x WHERE x.run_id=$a AND x.step <= $to AND NOT EXISTS (SELECT 1 FROM train_opstat y
+      WHERE y.run_id=$b AND y.step=x.step AND y.layer=x.layer AND y.operand=x.operand AND y.n=x.n AND y.underflow=x.underflow
+      AND y.clipped=x.clipped AND y.nonfinite=x.nonfinite))")" = 1 ]
+}
+one_run() {   # one_run RUN STEPS : RUN is done, STEPS of STEPS stored, val_final its last step's, no error
+  [ "$(rq "SELECT count(*), status, steps, steps_done, error IS NULL, finished_at IS NOT NULL,
+          val_final = (SELECT val_loss FROM train_step WHERE run_id=r.id AND step=$2),
+          (SELECT count(*) FROM train_step WHERE run_id=r.id), (SELECT max(step) FROM train_step WHERE run_id=r.id)
+          FROM train_run r WHERE name='$1'")" = "1|done|$2|$2|1|1|1|$2|$2" ]
+}
+MX=("${RC[@]}" --recipe mxfp4 --db "$DBR")
+ok "stored: an uninterrupted mxfp4 run" $QS train "${MX[@]}" --name dfull --out "$T/dfull"
+killed "stored: the same run killed after step 15 is stored, before its checkpoint is swapped in" \
+  env QSCOPE_TEST_CKPT_KILL=swap@3 $QS train "${MX[@]}" --name dpart --out "$T/dpart"
+check "... the database has steps 1..15 and their operand statistics, the checkpoint is of step 10" \
+  "[ \"\$(rq \"SELECT status, steps_done, (SELECT max(step) FROM train_opstat WHERE run_id=id) FROM train_run WHERE name='dpart'\")\" = 'running|15|15' ] && [ \"\$(step_of $T/dpart)\" = 10 ]"
+ok "stored: --resume it" $QS train --resume "$T/dpart" --db "$DBR" --json
+check "... continues run dpart: no new run, its JSON names it" \
+  "[ \"\$(rq 'SELECT group_concat(name) FROM (SELECT name FROM train_run ORDER BY name)')\" = dfull,dpart ] && grep -q '\"run\": \"dpart\"' $T/out"
+check "... one run, done, 20 of 20 steps, val_final of step 20" "one_run dpart 20"
+check "... steps 11..15 recomputed: every step's losses, norm, lr and operand statistics equal the uninterrupted run's" \
+  "same_rows dpart dfull"
+
+LONG2=("${LONG[@]}" --steps 40 --db "$DBR")
+ok "stored: an uninterrupted 40-step run" $QS train "${LONG2[@]}" --checkpoint-every 0 --name lref
+$QS train "${LONG2[@]}" --checkpoint-every 3 --name k9 --out "$T/k9" >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 400); do [ "$(rq "SELECT steps_done > 13 FROM train_run WHERE name='k9'" 2>/dev/null)" = 1 ] && break; sleep 0.025; done
+kill -9 "$pid" 2>/dev/null; { wait "$pid"; } 2>/dev/null
+k9s=$(rq "SELECT steps_done FROM train_run WHERE name='k9'")
+check "kill -9 mid-run (checkpoint every 3 steps): $k9s steps stored, the checkpoint of step $(step_of "$T/k9")" \
+  "[ -n \"$k9s\" ] && [ \"$k9s\" -lt 40 ] && [ \"\$(step_of $T/k9)\" -le \"$k9s\" ]"
+ok "kill -9: --resume" $QS train --resume "$T/k9" --db "$DBR"
+check "... one run k9, done, 40 of 40, every step equal to the uninterrupted run's" "one_run k9 40 && same_rows k9 lref"
+
+$QS train "${LONG2[@]}" --checkpoint-every 0 --csv --name cc --out "$T/cc" >"$T/cc.csv" 2>/dev/null &
+pid=$!
+for _ in $(seq 400); do grep -q '^5,' "$T/cc.csv" && break; sleep 0.025; done
+kill -INT "$pid"; wait "$pid"; rc=$?
+check "Ctrl-C: exit 130, run cc stopped at the checkpoint's step" \
+  "[ $rc = 130 ] && [ \"\$(rq \"SELECT status || steps_done FROM train_run WHERE name='cc'\")\" = stopped\$(step_of $T/cc) ]"
+ok "Ctrl-C: --resume" $QS train --resume "$T/cc" --db "$DBR" --csv
+check "... one run cc, done, 40 of 40, every step equal to the uninterrupted run's" "one_run cc 40 && same_rows cc lref"
+
+cp -r "$T/dfull" "$T/dext"
+ok "--resume a finished stored run with --steps 30" $QS train --resume "$T/dext" --db "$DBR" --steps 30
+check "... extends the same run: dfull done with 30 of 30 steps (also in its options), no new run" \
+  "one_run dfull 30 && [ \"\$(rq \"SELECT json_extract(options, '\$.steps') FROM train_run WHERE name='dfull'\")\" = 30 ] && [ \"\$(rq 'SELECT count(*) FROM train_run')\" = 5 ]"
+check "... its steps 1..20 as they were" "same_rows dfull dpart 20"
+check "... and the text output names the run" "grep -q 'run dfull\$' $T/out"
+
+refuses "--resume with --name other than the checkpoint's run" 2 "--name x \(the checkpoint's run: dfull\)" \
+  $QS train --resume "$T/dext" --db "$DBR" --steps 40 --name x
+H=$(dbdump "$DBR")
+cp -r "$T/dext" "$T/dnew"
+ok "--resume into a database without the run" $QS train --resume "$T/dnew" --db "$T/fresh.db" --steps 32
+check "... says so in one line on stdout and stores a new run of steps 31..32" \
+  "[ \$(grep -c 'the checkpoint.s run dfull is not in .*fresh.db; the resumed steps are stored as the new run dfull\$' $T/out) = 1 ] && [ \"\$(sqlite3 $T/fresh.db \"SELECT name, status, steps, steps_done, (SELECT min(step) FROM train_step) FROM train_run\")\" = 'dfull|done|32|2|31' ]"
+check "... the first database unchanged" "[ \"\$(dbdump $DBR)\" = '$H' ]"
+ok "a --no-store run" $QS train "${RC[@]}" --no-store --steps 10 --out "$T/ns"
+ok "--resume it with --name" $QS train --resume "$T/ns" --db "$DBR" --steps 12 --name nsrun --json
+check "... a new run nsrun of steps 11..12, said on stderr with --json" \
+  "grep -q 'not stored (--no-store); the resumed steps are stored as the new run nsrun\$' $T/err && [ \"\$(rq \"SELECT status, steps_done FROM train_run WHERE name='nsrun'\")\" = 'done|2' ]"
+rq "UPDATE train_run SET data_hash='0' WHERE name='dpart'"
+ok "--resume when the run of that name holds other tokens" $QS train --resume "$T/dpart" --db "$DBR" --steps 22
+check "... leaves it alone and stores the new run dpart-2" \
+  "grep -q 'the run dpart in .* is not the checkpoint.s .*stored as the new run dpart-2\$' $T/out && [ \"\$(rq \"SELECT steps_done FROM train_run WHERE name='dpart'\")\" = 20 ] && [ \"\$(rq \"SELECT steps_done FROM train_run WHERE name='dpart-2'\")\" = 2 ]"
 done_testing
