@@ -88,6 +88,8 @@ int qs_train_capture_pack(const qs_train_capture *c, uint8_t **out, size_t *len,
     put(&w, &c->seed, sizeof c->seed);
     put(&w, &c->steps, sizeof c->steps);
     put(&w, &c->val0, sizeof c->val0);
+    put(&w, &c->seconds, sizeof c->seconds);
+    put(&w, &c->rank, sizeof c->rank);
     put(&w, &ns, sizeof ns);
     put(&w, &no, sizeof no);
     put(&w, c->step, ns * sizeof *c->step);
@@ -144,6 +146,8 @@ int qs_train_capture_unpack(const uint8_t *b, size_t len, qs_train_capture *c, q
     get(&r, &c->seed, sizeof c->seed);
     get(&r, &c->steps, sizeof c->steps);
     get(&r, &c->val0, sizeof c->val0);
+    get(&r, &c->seconds, sizeof c->seconds);
+    get(&r, &c->rank, sizeof c->rank);
     get(&r, &ns, sizeof ns);
     get(&r, &no, sizeof no);
     c->step = get_arr(&r, ns, sizeof *c->step);

@@ -20,6 +20,8 @@ typedef struct qs_train_capture {
     uint64_t seed;
     int steps;                        /* planned */
     double val0;                      /* NAN: not measured */
+    double seconds;                   /* the run's wall-clock time on its rank (not stored) */
+    int rank;                         /* the rank that trained it (not stored) */
     qs_train_step_row *step;          /* nstep completed steps */
     size_t nstep, cap_step;
     qs_train_opstat_row *ops;         /* their operand statistics; step k's are ops[op_at[k] .. op_at[k+1]) */

@@ -53,7 +53,11 @@ static int sweep_unit(size_t i, void *ctx, uint8_t **out, size_t *len, qs_err *e
 {
     const sweep_ctx *s = ctx;
     qs_train_capture c = {0};
-    int rc = s->run(i, s->ctx, &c, e) || qs_train_capture_pack(&c, out, len, e) ? -1 : 0;
+    double t0 = qs_now_s();
+    int rc = s->run(i, s->ctx, &c, e);
+    c.seconds = qs_now_s() - t0;
+    c.rank = qs_par_rank();
+    rc = rc || qs_train_capture_pack(&c, out, len, e) ? -1 : 0;
     qs_train_capture_free(&c);
     return rc;
 }
