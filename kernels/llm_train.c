@@ -5,6 +5,7 @@
 */
 #include "llm_train.h"
 #include "llm_rows.h"
+#include "qs_clock.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -28,6 +29,7 @@ struct qs_llm_train_state {
     int in_head;               /* the GEMM is the output projection (quantized iff rc->head) */
     int failed;
     qs_err qerr;
+    double tm[QS_LT_COUNT], total;   /* seconds per part, and in qs_llm_loss_grad (bench train) */
 };
 
 /* Per-layer capacity of each saved array (floats), in the order of the struct. */
@@ -165,24 +167,57 @@ static void operands(qs_llm_train_state *s, int opa, const float **a, size_t ra,
     *b = s->qb;
 }
 
+/* Adds the seconds since t0 to part; returns now. */
+static double tick(qs_llm_train_state *s, int part, double t0)
+{
+    double t = qs_now_s();
+    s->tm[part] += t - t0;
+    return t;
+}
+
+void qs_llm_train_state_times(const qs_llm_train_state *s, double t[QS_LT_COUNT])
+{
+    double other = 0;
+    for (int i = 0; i < QS_LT_COUNT; i++) {
+        t[i] = s->tm[i];
+        if (i != QS_LT_ROWS) other += t[i];
+    }
+    t[QS_LT_ROWS] = s->total > other ? s->total - other : 0;   /* the rest of the pass */
+}
+
+void qs_llm_train_state_times_reset(qs_llm_train_state *s)
+{
+    memset(s->tm, 0, sizeof s->tm);
+    s->total = 0;
+}
+
 /* y[R][out] = x[R][in] . W[out][in]^T */
 static void linear(qs_llm_train_state *s, float *y, const float *x, const float *W, int R, int in, int out)
 {
+    double t0 = qs_now_s();
     operands(s, QS_OP_FWD_X, &x, R, in, QS_OP_FWD_W, &W, out, in);
+    t0 = tick(s, QS_LT_QUANT, t0);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, out, in, 1.0f, x, in, W, in, 0.0f, y, out);
+    tick(s, QS_LT_FWD_GEMM, t0);
 }
 /* dx[R][in] (+)= dy[R][out] . W[out][in] */
 static void linear_dx(qs_llm_train_state *s, float *dx, const float *dy, const float *W, int R, int in, int out,
                       float beta)
 {
+    double t0 = qs_now_s();
     operands(s, QS_OP_DGRAD_DY, &dy, R, out, QS_OP_DGRAD_W, &W, out, in);
+    t0 = tick(s, QS_LT_QUANT, t0);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, in, out, 1.0f, dy, out, W, in, beta, dx, in);
+    tick(s, QS_LT_BWD_GEMM, t0);
 }
 /* dW[out][in] += dy[R][out]^T . x[R][in] */
 static void linear_dw(qs_llm_train_state *s, float *dW, const float *dy, const float *x, int R, int in, int out)
 {
+    double t0 = qs_now_s();
     operands(s, QS_OP_WGRAD_DY, &dy, R, out, QS_OP_WGRAD_X, &x, R, in);
+    t0 = tick(s, QS_LT_QUANT, t0);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, R, 1.0f, dy, out, x, in, 1.0f, dW, in);
+    tick(s, QS_LT_BWD_GEMM, t0);
 }
 
 static void rmsnorm_rows(float *out, float *rinv, const float *x, const float *w, int R, int n, float eps)
@@ -351,7 +386,9 @@ static void layer_fwd(const qs_llm_model *m, qs_llm_train_state *s, int l, int B
         rope_row(a.q + (size_t)r * qd, c->n_head, hd, cs, sn, c->rope_neox, 1.0f);
         rope_row(a.k + (size_t)r * kvd, c->n_kv_head, hd, cs, sn, c->rope_neox, 1.0f);
     }
+    double t0 = qs_now_s();
     attn_fwd(c, &a, B, T);
+    tick(s, QS_LT_ATTN, t0);
     linear(s, s->dxn, a.att, L->wo, R, qd, d);
     for (size_t i = 0; i < (size_t)R * d; i++) a.x_mid[i] = a.x_in[i] + s->dxn[i];
     rmsnorm_rows(a.xn2, a.rms2, a.x_mid, L->ffn_norm, R, d, c->eps);
@@ -386,7 +423,9 @@ static void layer_back(const qs_llm_model *m, qs_llm_train_state *s, int l, int 
     /* attention: x_mid = x_in + W_o attn(rope(W_q xn1 + bq), rope(W_k xn1 + bk), W_v xn1 + bv) */
     linear_dx(s, s->datt, s->dx, L->wo, R, qd, d, 0.0f);
     linear_dw(s, G->wo, s->dx, a.att, R, qd, d);
+    double t0 = qs_now_s();
     attn_back(c, &a, s, B, T);
+    tick(s, QS_LT_ATTN, t0);
     for (int r = 0; r < R; r++) {
         const float *cs = s->rcos + (size_t)(r % T) * half, *sn = s->rsin + (size_t)(r % T) * half;
         rope_row(s->dq + (size_t)r * qd, c->n_head, hd, cs, sn, c->rope_neox, -1.0f);
@@ -416,7 +455,7 @@ static double head_loss(const qs_llm_model *m, qs_llm_train_state *s, const int3
     s->in_head = 1;
     linear(s, s->logits, s->hn, m->output, R, d, V);
     s->in_head = 0;
-    double total = 0;
+    double total = 0, t0 = qs_now_s();
     for (int r = 0; r < R; r++) {
         float *lg = s->logits + (size_t)r * V;
         int tgt = tokens[(r / T) * (T + 1) + r % T + 1];
@@ -428,6 +467,7 @@ static double head_loss(const qs_llm_model *m, qs_llm_train_state *s, const int3
         for (int v = 0; v < V; v++) z += exp((double)lg[v] - mx);
         for (int v = 0; v < V; v++) lg[v] = (float)((exp((double)lg[v] - mx) / z - (v == tgt)) / R);
     }
+    tick(s, QS_LT_HEAD, t0);
     return total / R;
 }
 
@@ -454,13 +494,17 @@ int qs_llm_loss_grad(const qs_llm_model *m, qs_llm_train_state *s, const int32_t
         if (tokens[i] < 0 || tokens[i] >= c->vocab)
             return qs_fail(e, "token id %d out of range (vocabulary %d)", tokens[i], c->vocab);
     const int d = c->dim, R = batch * T;
+    const double t0 = qs_now_s();
     s->failed = 0;
     float *x0 = s->x_in;
     for (int r = 0; r < R; r++)
         memcpy(x0 + (size_t)r * d, m->tok_embd + (size_t)tokens[(r / T) * (T + 1) + r % T] * d, (size_t)d * sizeof(float));
     for (int l = 0; l < c->n_layer; l++) layer_fwd(m, s, l, batch, T);
     *loss = head_loss(m, s, tokens, batch, T, g != NULL);
-    if (!g) return quant_status(s, e);
+    if (!g) {
+        s->total += qs_now_s() - t0;
+        return quant_status(s, e);
+    }
     s->in_head = 1;
     linear_dw(s, g->output, s->logits, s->hn, R, d, c->vocab);
     linear_dx(s, s->dxn, s->logits, m->output, R, d, c->vocab, 0.0f);
@@ -472,5 +516,6 @@ int qs_llm_loss_grad(const qs_llm_model *m, qs_llm_train_state *s, const int32_t
         float *ge = g->tok_embd + (size_t)tokens[(r / T) * (T + 1) + r % T] * d;
         for (int i = 0; i < d; i++) ge[i] += s->dx[(size_t)r * d + i];
     }
+    s->total += qs_now_s() - t0;
     return quant_status(s, e);
 }

@@ -57,4 +57,12 @@ int qs_llm_loss_grad(const qs_llm_model *m, qs_llm_train_state *s, const int32_t
 ** the state is left without a recipe (the FP32 path). */
 int qs_llm_train_state_set_recipe(qs_llm_train_state *s, const qs_llm_recipe *r, qs_err *e);
 
+/* Wall seconds qs_llm_loss_grad spent in each part since the state was made (or the last reset), for
+** `qscope bench train`; a clock read per part, never part of a result.  Forward and backward GEMMs
+** exclude their operands' quantization (QS_LT_QUANT); ROWS is the norms, RoPE, SwiGLU, residuals and
+** embedding; HEAD the softmax cross-entropy over the vocabulary (its GEMMs count as GEMMs). */
+enum { QS_LT_FWD_GEMM, QS_LT_BWD_GEMM, QS_LT_QUANT, QS_LT_ATTN, QS_LT_ROWS, QS_LT_HEAD, QS_LT_COUNT };
+void qs_llm_train_state_times(const qs_llm_train_state *s, double t[QS_LT_COUNT]);
+void qs_llm_train_state_times_reset(qs_llm_train_state *s);
+
 #endif
