@@ -5,6 +5,7 @@
 */
 #include "llm_train.h"
 #include "llm_rows.h"
+#include "llm_train_attn.h"
 #include "qs_clock.h"
 
 #include <cblas.h>
@@ -20,7 +21,7 @@ struct qs_llm_train_state {
     float *x_in, *rms1, *xn1, *q, *k, *v, *P, *att, *x_mid, *rms2, *xn2, *g, *u, *h;
     float *x_fin, *rmsf, *hn, *logits;                    /* final norm and head */
     float *dx, *dxn, *dq, *dk, *dv, *datt, *dh, *dg, *du;  /* backward scratch */
-    float *dp, *rcos, *rsin;                                /* [T], [T][head_dim/2] x 2 */
+    float *rcos, *rsin;                                     /* [T][head_dim/2] x 2 */
     /* low-precision recipe (NULL rc: the FP32 path) */
     qs_llm_recipe rc_copy;
     const qs_llm_recipe *rc;
@@ -52,7 +53,7 @@ size_t qs_llm_train_state_floats(const qs_llm_cfg *c, int batch, int T)
     layer_sizes(c, R, (size_t)batch * c->n_head * T * T, n);
     for (int i = 0; i < 14; i++) per += n[i];
     return (size_t)c->n_layer * per + R * (2 * d + (size_t)c->vocab + 1) + R * (2 * d + 2 * qd + 2 * kvd + 3 * F) +
-           (size_t)T * ((size_t)c->head_dim + 1);
+           (size_t)T * (size_t)c->head_dim;
 }
 
 qs_llm_train_state *qs_llm_train_state_new(const qs_llm_cfg *c, int batch, int T, qs_err *e)
@@ -84,7 +85,6 @@ qs_llm_train_state *qs_llm_train_state_new(const qs_llm_cfg *c, int batch, int T
     float **scr[9] = {&s->dx, &s->dxn, &s->dq, &s->dk, &s->dv, &s->datt, &s->dh, &s->dg, &s->du};
     const size_t sn[9] = {R * d, R * d, R * qd, R * kvd, R * kvd, R * qd, R * F, R * F, R * F};
     for (int i = 0; i < 9; i++) { *scr[i] = p; p += sn[i]; }
-    s->dp = p; p += (size_t)T;
     int half = c->head_dim / 2;
     s->rcos = p; p += (size_t)T * half;
     s->rsin = p;
@@ -295,74 +295,11 @@ static lay layer_of(const qs_llm_train_state *s, int l)
 
 /* ---------------------------------------------------------------- attention */
 
-/* Causal grouped-query attention of B sequences of T positions; keeps the probabilities P[b][h][t][j]. */
-static void attn_fwd(const qs_llm_cfg *c, const lay *a, int B, int T)
+static qs_lt_attn attn_of(const qs_llm_cfg *c, const lay *a, const qs_llm_train_state *s, int B, int T)
 {
-    const int hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_kv_head * hd, grp = c->n_head / c->n_kv_head;
-    const float scale = 1.0f / sqrtf((float)hd);
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < c->n_head; h++)
-            for (int t = 0; t < T; t++) {
-                const int r = b * T + t, kh = h / grp;
-                const float *q = a->q + (size_t)r * qd + (size_t)h * hd;
-                float *p = a->P + (((size_t)b * c->n_head + h) * T + t) * T, mx = -INFINITY;
-                for (int j = 0; j <= t; j++) {
-                    const float *kj = a->k + (size_t)(b * T + j) * kvd + (size_t)kh * hd;
-                    float dot = 0;
-                    for (int i = 0; i < hd; i++) dot += q[i] * kj[i];
-                    p[j] = dot * scale;
-                    if (p[j] > mx) mx = p[j];
-                }
-                double sum = 0;
-                for (int j = 0; j <= t; j++) { p[j] = expf(p[j] - mx); sum += p[j]; }
-                float inv = (float)(1.0 / sum);
-                for (int j = 0; j <= t; j++) p[j] *= inv;
-                for (int j = t + 1; j < T; j++) p[j] = 0;
-                float *o = a->att + (size_t)r * qd + (size_t)h * hd;
-                for (int i = 0; i < hd; i++) o[i] = 0;
-                for (int j = 0; j <= t; j++) {
-                    const float *vj = a->v + (size_t)(b * T + j) * kvd + (size_t)kh * hd;
-                    for (int i = 0; i < hd; i++) o[i] += p[j] * vj[i];
-                }
-            }
-}
-
-/* From datt: dq (set), dk and dv (set).  ds_j = P_j (dP_j - sum_k P_k dP_k), dP_j = dO . v_j. */
-static void attn_back(const qs_llm_cfg *c, const lay *a, qs_llm_train_state *s, int B, int T)
-{
-    const int hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_kv_head * hd, grp = c->n_head / c->n_kv_head;
-    const float scale = 1.0f / sqrtf((float)hd);
-    const size_t R = (size_t)B * T;
-    memset(s->dq, 0, R * qd * sizeof(float));
-    memset(s->dk, 0, R * kvd * sizeof(float));
-    memset(s->dv, 0, R * kvd * sizeof(float));
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < c->n_head; h++)
-            for (int t = 0; t < T; t++) {
-                const int r = b * T + t, kh = h / grp;
-                const float *p = a->P + (((size_t)b * c->n_head + h) * T + t) * T;
-                const float *dO = s->datt + (size_t)r * qd + (size_t)h * hd, *q = a->q + (size_t)r * qd + (size_t)h * hd;
-                float *dq = s->dq + (size_t)r * qd + (size_t)h * hd;
-                double pd = 0;
-                for (int j = 0; j <= t; j++) {
-                    const size_t o = (size_t)(b * T + j) * kvd + (size_t)kh * hd;
-                    float dot = 0;
-                    for (int i = 0; i < hd; i++) {
-                        dot += dO[i] * a->v[o + i];
-                        s->dv[o + i] += p[j] * dO[i];
-                    }
-                    s->dp[j] = dot;
-                    pd += (double)p[j] * dot;
-                }
-                for (int j = 0; j <= t; j++) {
-                    const size_t o = (size_t)(b * T + j) * kvd + (size_t)kh * hd;
-                    float ds = p[j] * (s->dp[j] - (float)pd) * scale;
-                    for (int i = 0; i < hd; i++) {
-                        dq[i] += ds * a->k[o + i];
-                        s->dk[o + i] += ds * q[i];
-                    }
-                }
-            }
+    qs_lt_attn x = {B, T, c->n_head, c->n_kv_head, c->head_dim, a->q, a->k, a->v, a->P, a->att,
+                    s->datt, s->dq, s->dk, s->dv};
+    return x;
 }
 
 /* ---------------------------------------------------------------- layers */
@@ -387,7 +324,8 @@ static void layer_fwd(const qs_llm_model *m, qs_llm_train_state *s, int l, int B
         rope_row(a.k + (size_t)r * kvd, c->n_kv_head, hd, cs, sn, c->rope_neox, 1.0f);
     }
     double t0 = qs_now_s();
-    attn_fwd(c, &a, B, T);
+    qs_lt_attn at = attn_of(c, &a, s, B, T);
+    qs_llm_train_attn_fwd(&at, qs_llm_threads());
     tick(s, QS_LT_ATTN, t0);
     linear(s, s->dxn, a.att, L->wo, R, qd, d);
     for (size_t i = 0; i < (size_t)R * d; i++) a.x_mid[i] = a.x_in[i] + s->dxn[i];
@@ -400,7 +338,7 @@ static void layer_fwd(const qs_llm_model *m, qs_llm_train_state *s, int l, int B
 }
 
 /* s->dx holds dLoss/d(layer output); on return dLoss/d(layer input).  Weight gradients add into G. */
-static void layer_back(const qs_llm_model *m, qs_llm_train_state *s, int l, int B, int T, qs_llm_layer *G)
+static int layer_back(const qs_llm_model *m, qs_llm_train_state *s, int l, int B, int T, qs_llm_layer *G, qs_err *e)
 {
     const qs_llm_cfg *c = &m->c;
     const qs_llm_layer *L = &m->L[l];
@@ -424,7 +362,8 @@ static void layer_back(const qs_llm_model *m, qs_llm_train_state *s, int l, int 
     linear_dx(s, s->datt, s->dx, L->wo, R, qd, d, 0.0f);
     linear_dw(s, G->wo, s->dx, a.att, R, qd, d);
     double t0 = qs_now_s();
-    attn_back(c, &a, s, B, T);
+    qs_lt_attn at = attn_of(c, &a, s, B, T);
+    if (qs_llm_train_attn_back(&at, qs_llm_threads(), e)) return -1;
     tick(s, QS_LT_ATTN, t0);
     for (int r = 0; r < R; r++) {
         const float *cs = s->rcos + (size_t)(r % T) * half, *sn = s->rsin + (size_t)(r % T) * half;
@@ -443,6 +382,7 @@ static void layer_back(const qs_llm_model *m, qs_llm_train_state *s, int l, int 
     linear_dx(s, s->dxn, s->dk, L->wk, R, d, kvd, 1.0f);
     linear_dx(s, s->dxn, s->dv, L->wv, R, d, kvd, 1.0f);
     rmsnorm_back(s->dx, G->attn_norm, s->dxn, a.x_in, a.rms1, L->attn_norm, R, d);
+    return 0;
 }
 
 /* ---------------------------------------------------------------- loss */
@@ -511,7 +451,8 @@ int qs_llm_loss_grad(const qs_llm_model *m, qs_llm_train_state *s, const int32_t
     s->in_head = 0;
     memset(s->dx, 0, (size_t)R * d * sizeof(float));
     rmsnorm_back(s->dx, g->out_norm, s->dxn, s->x_fin, s->rmsf, m->out_norm, R, d);
-    for (int l = c->n_layer - 1; l >= 0; l--) layer_back(m, s, l, batch, T, &g->L[l]);
+    for (int l = c->n_layer - 1; l >= 0; l--)
+        if (layer_back(m, s, l, batch, T, &g->L[l], e)) return -1;
     for (int r = 0; r < R; r++) {
         float *ge = g->tok_embd + (size_t)tokens[(r / T) * (T + 1) + r % T] * d;
         for (int i = 0; i < d; i++) ge[i] += s->dx[(size_t)r * d + i];

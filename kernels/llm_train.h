@@ -4,7 +4,7 @@
 ** qs_llm_forward without numerics (same RMSNorm, RoPE styles, grouped-query causal attention, SwiGLU,
 ** Q/K/V biases, tied or separate output projection) but keeps what the backward pass needs; the loss
 ** is the mean cross-entropy of every next token.  Matrix products go through OpenBLAS (cblas_sgemm);
-** attention is plain O(T^2) loops per head.
+** attention is SGEMMs per (sequence, head) on the thread pool (llm_train_attn.h).
 **
 ** Memory (floats), R = batch * T rows, q = n_head * head_dim, kv = n_kv_head * head_dim, H = n_head:
 **   weights  P = vocab*dim*(tied ? 1 : 2) + dim + n_layer*(2*dim + 2*q*dim + 2*kv*dim + 3*ffn*dim)
