@@ -3,9 +3,12 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cast_scale.h"
+#include "llm_fakeq_par.h"
+#include "llm_rows.h"
 #include "resq.h"
 #include "sr.h"
 
@@ -50,17 +53,44 @@ static void wht16(float *v, size_t st)
     for (size_t i = 0; i < 16; i++) v[i * st] *= 0.25f;
 }
 
+/* Axis 0: 16 consecutive rows at a time, each butterfly a pass along the rows (contiguous, so the loops
+** vectorise); per element the same operations in the same order as wht16, so the same bits. */
+static void rht16_rows(float *x, size_t cols, const float sg[16], int inverse)
+{
+    if (!inverse)
+        for (size_t i = 0; i < 16; i++)
+            for (size_t c = 0; c < cols; c++) x[i * cols + c] *= sg[i];
+    for (size_t h = 1; h < 16; h *= 2)
+        for (size_t i = 0; i < 16; i += 2 * h)
+            for (size_t j = i; j < i + h; j++) {
+                float *a = x + j * cols, *b = x + (j + h) * cols;
+                for (size_t c = 0; c < cols; c++) {
+                    float u = a[c], v = b[c];
+                    a[c] = u + v;
+                    b[c] = u - v;
+                }
+            }
+    for (size_t i = 0; i < 16; i++)
+        for (size_t c = 0; c < cols; c++) x[i * cols + c] *= 0.25f;
+    if (inverse)
+        for (size_t i = 0; i < 16; i++)
+            for (size_t c = 0; c < cols; c++) x[i * cols + c] *= sg[i];
+}
+
 void qs_llm_rht16(float *x, size_t rows, size_t cols, int axis, uint64_t seed, int inverse)
 {
     float sg[16];
     for (int i = 0; i < 16; i++) sg[i] = qs_sr_uniform(seed, (uint64_t)i) < 0.5 ? -1.0f : 1.0f;
-    size_t len = axis ? cols : rows, nrun = axis ? rows : cols, st = axis ? 1 : cols, rs = axis ? cols : 1;
-    for (size_t r = 0; r < nrun; r++)
-        for (size_t b = 0; b + 16 <= len; b += 16) {
-            float *v = x + r * rs + b * st;
-            if (!inverse) for (int i = 0; i < 16; i++) v[i * st] *= sg[i];   /* M = H16 · D: D first */
-            wht16(v, st);
-            if (inverse) for (int i = 0; i < 16; i++) v[i * st] *= sg[i];
+    if (!axis) {
+        for (size_t b = 0; b + 16 <= rows; b += 16) rht16_rows(x + b * cols, cols, sg, inverse);
+        return;
+    }
+    for (size_t r = 0; r < rows; r++)
+        for (size_t b = 0; b + 16 <= cols; b += 16) {
+            float *v = x + r * cols + b;
+            if (!inverse) for (int i = 0; i < 16; i++) v[i] *= sg[i];   /* M = H16 · D: D first */
+            wht16(v, 1);
+            if (inverse) for (int i = 0; i < 16; i++) v[i] *= sg[i];
         }
 }
 
@@ -79,6 +109,24 @@ int qs_llm_fakeq_tiles16(const qs_apply *a0, float *x, size_t rows, size_t cols,
             if (v > m && v != INFINITY) m = v;
         }
         a.o.tensor_scale = m;
+    }
+    if (rows % 16 == 0 && cols % 16 == 0 && rows * cols >= 4096 && a.o.round != QS_RND_SR) {
+        /* whole tiles, no counters: gathered as rows of 256 (one block each), quantized in parallel */
+        size_t nt = rows / 16 * (cols / 16);
+        float *t = malloc(rows * cols * sizeof *t);
+        if (!t) return qs_fail(e, "out of memory for the 16x16 tiles (%zu floats)", rows * cols);
+        for (size_t k = 0; k < nt; k++) {
+            size_t r0 = k / (cols / 16) * 16, c0 = k % (cols / 16) * 16;
+            for (size_t i = 0; i < 16; i++) memcpy(t + k * 256 + i * 16, x + (r0 + i) * cols + c0, 16 * sizeof(float));
+        }
+        a.o.block = 256;
+        int rc = qs_llm_fakeq_par(&a, t, t, nt, 256, 0, 0, qs_llm_threads(), e);
+        for (size_t k = 0; !rc && k < nt; k++) {
+            size_t r0 = k / (cols / 16) * 16, c0 = k % (cols / 16) * 16;
+            for (size_t i = 0; i < 16; i++) memcpy(x + (r0 + i) * cols + c0, t + k * 256 + i * 16, 16 * sizeof(float));
+        }
+        free(t);
+        return rc;
     }
     float buf[256];
     for (size_t r0 = 0; r0 < rows; r0 += 16)
@@ -99,9 +147,10 @@ int qs_llm_recipe_operand(const qs_llm_recipe *r, int op, const float *x, size_t
     if ((unsigned)op >= QS_OP_COUNT) return qs_fail(e, "no training operand %d", op);
     const qs_llm_slot *sl = &r->op[op];
     uint64_t cs = qs_llm_recipe_call_seed(r->seed, call);
-    if (y != x) memcpy(y, x, rows * cols * sizeof(float));
-    if (sl->on && sl->rht) qs_llm_rht16(y, rows, cols, op_axis[op], cs, 0);
-    if (!sl->on) return 0;
+    if (!sl->on) {
+        if (y != x) memcpy(y, x, rows * cols * sizeof(float));
+        return 0;
+    }
     qs_apply a = sl->a;
     if (a.gran == QS_GRAN_BLOCK) a.axis = op_axis[op];
     if (sl->sr) {
@@ -109,8 +158,10 @@ int qs_llm_recipe_operand(const qs_llm_recipe *r, int op, const float *x, size_t
         a.o.seed = mix(cs + (uint64_t)op + 1);   /* the two operands of a GEMM draw apart */
         a.o.index0 = 0;
     }
-    if (sl->tile2d) return qs_llm_fakeq_tiles16(&a, y, rows, cols, e);
-    return qs_fakeq_matrix(&a, y, rows, cols, y, e);
+    if (!sl->tile2d) return qs_llm_fakeq_par(&a, x, y, rows, cols, sl->rht, cs, qs_llm_threads(), e);
+    if (y != x) memcpy(y, x, rows * cols * sizeof(float));
+    if (sl->rht) qs_llm_rht16(y, rows, cols, op_axis[op], cs, 0);
+    return qs_llm_fakeq_tiles16(&a, y, rows, cols, e);
 }
 
 int qs_llm_recipe_check(const qs_llm_recipe *r, qs_err *e)

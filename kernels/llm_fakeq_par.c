@@ -1,0 +1,139 @@
+/* Parallel in-memory fake quantization of training operands (see llm_fakeq_par.h). */
+#include "llm_fakeq_par.h"
+#include "llm_recipe.h"
+#include "pool.h"
+#include "resq.h"
+#include "simd.h"
+
+#include <immintrin.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MIN_PAR ((size_t)1 << 14)   /* smaller operands take the plain path */
+#define PANEL 64                     /* columns per axis-0 task */
+#define ROWS_MIN 16                  /* rows per axis-1 task, at least */
+
+/* 8 x 8 block: d[c][r] = s[r][c] (unpack, shuffle, permute). */
+__attribute__((target("avx2"))) static void tr8(const float *s, size_t ls, float *d, size_t ld)
+{
+    __m256 r[8], t[8], u[8];
+    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(s + i * ls);
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int i = 0; i < 4; i++) {
+        _mm256_storeu_ps(d + i * ld, _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
+        _mm256_storeu_ps(d + (i + 4) * ld, _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
+    }
+}
+
+/* d (nc x nr, leading dimension ld) = the nr x nc block of s (leading dimension ls) transposed. */
+static void transpose(const float *s, size_t ls, float *d, size_t ld, size_t nr, size_t nc, int avx)
+{
+    size_t r8 = avx ? nr / 8 * 8 : 0, c8 = avx ? nc / 8 * 8 : 0;
+    for (size_t r = 0; r < r8; r += 8)
+        for (size_t c = 0; c < c8; c += 8) tr8(s + r * ls + c, ls, d + c * ld + r, ld);
+    for (size_t r = 0; r < nr; r++)
+        for (size_t c = r < r8 ? c8 : 0; c < nc; c++) d[c * ld + r] = s[r * ls + c];
+}
+
+typedef struct {
+    qs_apply a;   /* axis 1, tensor scale resolved */
+    const float *x;
+    float *y;
+    size_t rows, cols, per;   /* per: rows (axis 1) or columns (axis 0) per task */
+    int axis, rht;
+    uint64_t seed;
+    int *rc;
+    qs_err *err;
+} job;
+
+static void task_rows(void *ctx, size_t t, int slot)
+{
+    (void)slot;
+    job *j = ctx;
+    size_t r0 = t * j->per, nr = j->rows - r0 < j->per ? j->rows - r0 : j->per;
+    qs_apply a = j->a;
+    a.o.index0 += r0 * j->cols;   /* these rows' SR counters in the whole matrix */
+    const float *x = j->x + r0 * j->cols;
+    float *y = j->y + r0 * j->cols;
+    if (j->rht) {   /* along the rows: each row on its own */
+        if (y != x) memcpy(y, x, nr * j->cols * sizeof *y);
+        qs_llm_rht16(y, nr, j->cols, 1, j->seed, 0);
+        x = y;
+    }
+    j->rc[t] = qs_fakeq_matrix(&a, x, nr, j->cols, y, &j->err[t]);
+}
+
+static void task_panel(void *ctx, size_t t, int slot)
+{
+    (void)slot;
+    job *j = ctx;
+    size_t c0 = t * j->per, nc = j->cols - c0 < j->per ? j->cols - c0 : j->per, R = j->rows;
+    float *p = malloc(nc * R * sizeof *p);
+    if (!p) {
+        j->rc[t] = qs_fail(&j->err[t], "out of memory for an operand panel (%zu floats)", nc * R);
+        return;
+    }
+    int avx = qs_simd_level() >= QS_SIMD_AVX2;
+    transpose(j->x + c0, j->cols, p, R, R, nc, avx);   /* p[c][r]: column c0 + c as a row */
+    if (j->rht) qs_llm_rht16(p, nc, R, 1, j->seed, 0);   /* blocks of 16 down each column, as axis 0 */
+    qs_apply a = j->a;
+    a.o.index0 += c0 * R;   /* axis 0 numbers element (r, c) c * rows + r */
+    j->rc[t] = qs_fakeq_matrix(&a, p, nc, R, p, &j->err[t]);
+    if (!j->rc[t]) transpose(p, R, j->y + c0, j->cols, nc, R, avx);
+    free(p);
+}
+
+int qs_llm_fakeq_par(const qs_apply *a0, const float *x, float *y, size_t rows, size_t cols, int rht, uint64_t seed,
+                     int threads, qs_err *e)
+{
+    if (a0->cscale || a0->gran != QS_GRAN_BLOCK || rows * cols < MIN_PAR || rows < 2 || cols < 2) {
+        if (y != x) memcpy(y, x, rows * cols * sizeof *y);
+        if (rht) qs_llm_rht16(y, rows, cols, a0->axis, seed, 0);
+        return qs_fakeq_matrix(a0, y, rows, cols, y, e);
+    }
+    job j = {*a0, x, y, rows, cols, 0, a0->axis, rht, seed, NULL, NULL};
+    if (qs_qopts_check(j.a.f, &j.a.o, e)) return -1;
+    if (j.a.f->has_tensor_scale && !(j.a.o.tensor_scale > 0)) {   /* qs_format_apply's rule, whole matrix */
+        if (rht) {   /* the scale is the transformed matrix's: transform first */
+            if (y != x) memcpy(y, x, rows * cols * sizeof *y);
+            qs_llm_rht16(y, rows, cols, a0->axis, seed, 0);
+            j.x = y;
+            j.rht = rht = 0;
+        }
+        float m = qs_finite_absmax_n(j.x, rows * cols);
+        if (m > 0) j.a.o.tensor_scale = m;
+    }
+    if (j.axis == 0 && qs_format_block(j.a.f, &j.a.o) == 1 && j.a.o.round != QS_RND_SR && !rht)
+        j.axis = 1;   /* elementwise without counters: the blocks' direction does not matter */
+    j.a.axis = 1;
+    int w = qs_pool_width(threads, j.axis ? rows / ROWS_MIN + 1 : cols / PANEL + 1);
+    size_t n;
+    if (j.axis) {
+        size_t want = w > 1 ? 4 * (size_t)w : 1;
+        j.per = (rows + want - 1) / want;
+        if (j.per < ROWS_MIN) j.per = ROWS_MIN;
+        n = (rows + j.per - 1) / j.per;
+    } else {
+        j.per = PANEL;
+        n = (cols + PANEL - 1) / PANEL;
+    }
+    j.rc = calloc(n, sizeof *j.rc);
+    j.err = calloc(n, sizeof *j.err);
+    if (!j.rc || !j.err) { free(j.rc); free(j.err); return qs_fail(e, "out of memory"); }
+    qs_pool_for(n > 1 ? w : 1, n, j.axis ? task_rows : task_panel, &j);
+    int rc = 0;
+    for (size_t t = 0; t < n && !rc; t++)
+        if (j.rc[t]) { *e = j.err[t]; rc = -1; }
+    free(j.rc);
+    free(j.err);
+    return rc;
+}
