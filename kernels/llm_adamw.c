@@ -2,6 +2,8 @@
 ** AdamW, learning-rate schedule and gradient norm (see llm_adamw.h).
 */
 #include "llm_adamw.h"
+#include "llm_rows.h"
+#include "pool.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -80,6 +82,36 @@ void qs_adamw_update(float *restrict w, const float *restrict g, float *restrict
     }
 }
 
+#define CHUNK ((size_t)1 << 15)   /* elements per pool task (the update is elementwise: any cut gives the same bits) */
+
+typedef struct {
+    qs_adamw *o;
+    qs_llm_model *m;
+    const qs_llm_grads *g;
+    const qs_adamw_opts *opt;
+    float gscale, lr, bc1, bc2;
+} step_job;
+
+static void step_task(void *ctx, size_t t, int slot)
+{
+    (void)slot;
+    const step_job *j = ctx;
+    const qs_adamw *o = j->o;
+    size_t off = t * CHUNK;   /* the task's chunk: CHUNK elements of the spans laid end to end */
+    for (int k = 0; k < o->nspan; k++) {
+        const qs_adamw_span *s = &o->span[k];
+        size_t nch = (s->n + CHUNK - 1) / CHUNK * CHUNK;
+        if (off >= nch) { off -= nch; continue; }
+        size_t n = s->n - off < CHUNK ? s->n - off : CHUNK, at = s->off + off;
+        float *w = (s->bias ? j->m->bias_arena : j->m->arena) + at;
+        const float *gg = (s->bias ? j->g->bias_arena : j->g->arena) + at;
+        size_t mo = (s->bias ? o->arena_len : 0) + at;
+        qs_adamw_update(w, gg, o->m + mo, o->v + mo, n, j->gscale, j->lr, (float)j->opt->beta1, (float)j->opt->beta2,
+                        j->bc1, j->bc2, (float)j->opt->eps, s->decay ? (float)j->opt->wd : 0.0f);
+        return;
+    }
+}
+
 int qs_adamw_step(qs_adamw *o, qs_llm_model *m, const qs_llm_grads *g, double gscale, double lr,
                   const qs_adamw_opts *opt, qs_err *e)
 {
@@ -88,21 +120,36 @@ int qs_adamw_step(qs_adamw *o, qs_llm_model *m, const qs_llm_grads *g, double gs
         return qs_fail(e, "AdamW: the model or its gradients do not have the optimizer's shape");
     o->t++;
     float bc1 = (float)(1.0 - pow(opt->beta1, (double)o->t)), bc2 = (float)(1.0 - pow(opt->beta2, (double)o->t));
-    for (int k = 0; k < o->nspan; k++) {
-        const qs_adamw_span *s = &o->span[k];
-        float *w = (s->bias ? m->bias_arena : m->arena) + s->off;
-        const float *gg = (s->bias ? g->bias_arena : g->arena) + s->off;
-        size_t mo = (s->bias ? o->arena_len : 0) + s->off;
-        qs_adamw_update(w, gg, o->m + mo, o->v + mo, s->n, (float)gscale, (float)lr, (float)opt->beta1,
-                        (float)opt->beta2, bc1, bc2, (float)opt->eps, s->decay ? (float)opt->wd : 0.0f);
-    }
+    step_job j = {o, m, g, opt, (float)gscale, (float)lr, bc1, bc2};
+    size_t ntask = 0;
+    for (int k = 0; k < o->nspan; k++) ntask += (o->span[k].n + CHUNK - 1) / CHUNK;
+    qs_pool_for(qs_pool_width(qs_llm_threads(), ntask), ntask, step_task, &j);
     return 0;
 }
 
+#define NPART 256
+
+typedef struct { const float *p; size_t n, per; double part[NPART]; } sq_job;
+
+static void sumsq_task(void *ctx, size_t t, int slot)
+{
+    (void)slot;
+    sq_job *j = ctx;
+    size_t i0 = t * j->per, i1 = i0 + j->per < j->n ? i0 + j->per : j->n;
+    double s = 0;
+    for (size_t i = i0; i < i1; i++) s += (double)j->p[i] * (double)j->p[i];
+    j->part[t] = s;
+}
+
+/* Sum of squares in at most NPART chunks (cut by n alone) on the pool, the chunks' sums added in order. */
 static double sumsq(const float *p, size_t n)
 {
+    sq_job j = {p, n, CHUNK, {0}};
+    if (n > CHUNK * NPART) j.per = (n + NPART - 1) / NPART;
+    size_t nt = (n + j.per - 1) / j.per;
+    qs_pool_for(qs_pool_width(qs_llm_threads(), nt), nt, sumsq_task, &j);
     double s = 0;
-    for (size_t i = 0; i < n; i++) s += (double)p[i] * (double)p[i];
+    for (size_t t = 0; t < nt; t++) s += j.part[t];
     return s;
 }
 

@@ -6,6 +6,7 @@
 #include "llm_train.h"
 #include "llm_rows.h"
 #include "llm_train_attn.h"
+#include "llm_train_rows.h"
 #include "qs_clock.h"
 
 #include <cblas.h>
@@ -220,50 +221,6 @@ static void linear_dw(qs_llm_train_state *s, float *dW, const float *dy, const f
     tick(s, QS_LT_BWD_GEMM, t0);
 }
 
-static void rmsnorm_rows(float *out, float *rinv, const float *x, const float *w, int R, int n, float eps)
-{
-    for (int r = 0; r < R; r++) {
-        const float *xr = x + (size_t)r * n;
-        float *o = out + (size_t)r * n;
-        double ss = qs_sumsq_row(xr, (size_t)n);
-        float ri = (float)(1.0 / sqrt(ss / n + eps));
-        rinv[r] = ri;
-        for (int i = 0; i < n; i++) o[i] = xr[i] * ri * w[i];
-    }
-}
-
-/* y = x * r * w with r = (mean x^2 + eps)^-1/2:  dx += r (w dy) - r^3 x sum(w dy x) / n,  dw += dy x r. */
-static void rmsnorm_back(float *dx, float *dw, const float *dy, const float *x, const float *rinv, const float *w,
-                         int R, int n)
-{
-    for (int r = 0; r < R; r++) {
-        const float *xr = x + (size_t)r * n, *dyr = dy + (size_t)r * n;
-        float *dxr = dx + (size_t)r * n, ri = rinv[r];
-        double sw = 0;
-        for (int i = 0; i < n; i++) sw += (double)w[i] * dyr[i] * xr[i];
-        float k = (float)((double)ri * ri * ri * sw / n);
-        for (int i = 0; i < n; i++) {
-            dxr[i] += ri * w[i] * dyr[i] - k * xr[i];
-            dw[i] += dyr[i] * xr[i] * ri;
-        }
-    }
-}
-
-/* Rotate (dir = +1) or rotate back (dir = -1: the transpose, which is the gradient) every head of a row. */
-static void rope_row(float *v, int nheads, int hd, const float *cs, const float *sn, int neox, float dir)
-{
-    int half = hd / 2, off = neox ? half : 1;
-    for (int h = 0; h < nheads; h++) {
-        float *p = v + (size_t)h * hd;
-        for (int i = 0; i < half; i++) {
-            int ia = neox ? i : 2 * i;
-            float a = p[ia], b = p[ia + off], s = dir * sn[i];
-            p[ia] = a * cs[i] - b * s;
-            p[ia + off] = a * s + b * cs[i];
-        }
-    }
-}
-
 static void add_bias(float *y, const float *b, int rows, int n)
 {
     for (int r = 0; r < rows; r++)
@@ -309,32 +266,28 @@ static void layer_fwd(const qs_llm_model *m, qs_llm_train_state *s, int l, int B
     const qs_llm_cfg *c = &m->c;
     const qs_llm_layer *L = &m->L[l];
     const int d = c->dim, hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_kv_head * hd, F = c->ffn, R = B * T;
-    const int half = hd / 2;
     lay a = layer_of(s, l);
-    rmsnorm_rows(a.xn1, a.rms1, a.x_in, L->attn_norm, R, d, c->eps);
+    qs_lt_rmsnorm(a.xn1, a.rms1, a.x_in, L->attn_norm, R, d, c->eps);
     linear(s, a.q, a.xn1, L->wq, R, d, qd);
     linear(s, a.k, a.xn1, L->wk, R, d, kvd);
     linear(s, a.v, a.xn1, L->wv, R, d, kvd);
     if (L->bq) add_bias(a.q, L->bq, R, qd);
     if (L->bk) add_bias(a.k, L->bk, R, kvd);
     if (L->bv) add_bias(a.v, L->bv, R, kvd);
-    for (int r = 0; r < R; r++) {
-        const float *cs = s->rcos + (size_t)(r % T) * half, *sn = s->rsin + (size_t)(r % T) * half;
-        rope_row(a.q + (size_t)r * qd, c->n_head, hd, cs, sn, c->rope_neox, 1.0f);
-        rope_row(a.k + (size_t)r * kvd, c->n_kv_head, hd, cs, sn, c->rope_neox, 1.0f);
-    }
+    qs_lt_rope(a.q, R, T, c->n_head, hd, s->rcos, s->rsin, c->rope_neox, 1.0f);
+    qs_lt_rope(a.k, R, T, c->n_kv_head, hd, s->rcos, s->rsin, c->rope_neox, 1.0f);
     double t0 = qs_now_s();
     qs_lt_attn at = attn_of(c, &a, s, B, T);
     qs_llm_train_attn_fwd(&at, qs_llm_threads());
     tick(s, QS_LT_ATTN, t0);
     linear(s, s->dxn, a.att, L->wo, R, qd, d);
-    for (size_t i = 0; i < (size_t)R * d; i++) a.x_mid[i] = a.x_in[i] + s->dxn[i];
-    rmsnorm_rows(a.xn2, a.rms2, a.x_mid, L->ffn_norm, R, d, c->eps);
+    qs_lt_add(a.x_mid, a.x_in, s->dxn, (size_t)R * d);
+    qs_lt_rmsnorm(a.xn2, a.rms2, a.x_mid, L->ffn_norm, R, d, c->eps);
     linear(s, a.g, a.xn2, L->w_gate, R, d, F);
     linear(s, a.u, a.xn2, L->w_up, R, d, F);
-    for (size_t i = 0; i < (size_t)R * F; i++) a.h[i] = a.g[i] / (1.0f + expf(-a.g[i])) * a.u[i];
+    qs_lt_swiglu(a.h, a.g, a.u, (size_t)R * F);
     linear(s, s->dxn, a.h, L->w_down, R, F, d);
-    for (size_t i = 0; i < (size_t)R * d; i++) a.x_out[i] = a.x_mid[i] + s->dxn[i];
+    qs_lt_add(a.x_out, a.x_mid, s->dxn, (size_t)R * d);
 }
 
 /* s->dx holds dLoss/d(layer output); on return dLoss/d(layer input).  Weight gradients add into G. */
@@ -343,21 +296,16 @@ static int layer_back(const qs_llm_model *m, qs_llm_train_state *s, int l, int B
     const qs_llm_cfg *c = &m->c;
     const qs_llm_layer *L = &m->L[l];
     const int d = c->dim, hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_kv_head * hd, F = c->ffn, R = B * T;
-    const int half = hd / 2;
     lay a = layer_of(s, l);
     /* FFN: x_out = x_mid + W_down (silu(W_gate xn2) * W_up xn2) */
     linear_dx(s, s->dh, s->dx, L->w_down, R, F, d, 0.0f);
     linear_dw(s, G->w_down, s->dx, a.h, R, F, d);
-    for (size_t i = 0; i < (size_t)R * F; i++) {
-        float gi = a.g[i], sg = 1.0f / (1.0f + expf(-gi));
-        s->du[i] = s->dh[i] * gi * sg;
-        s->dg[i] = s->dh[i] * a.u[i] * sg * (1.0f + gi * (1.0f - sg));
-    }
+    qs_lt_swiglu_back(s->dg, s->du, s->dh, a.g, a.u, (size_t)R * F);
     linear_dw(s, G->w_gate, s->dg, a.xn2, R, d, F);
     linear_dw(s, G->w_up, s->du, a.xn2, R, d, F);
     linear_dx(s, s->dxn, s->dg, L->w_gate, R, d, F, 0.0f);
     linear_dx(s, s->dxn, s->du, L->w_up, R, d, F, 1.0f);
-    rmsnorm_back(s->dx, G->ffn_norm, s->dxn, a.x_mid, a.rms2, L->ffn_norm, R, d);
+    qs_lt_rmsnorm_back(s->dx, G->ffn_norm, s->dxn, a.x_mid, a.rms2, L->ffn_norm, R, d);
     /* attention: x_mid = x_in + W_o attn(rope(W_q xn1 + bq), rope(W_k xn1 + bk), W_v xn1 + bv) */
     linear_dx(s, s->datt, s->dx, L->wo, R, qd, d, 0.0f);
     linear_dw(s, G->wo, s->dx, a.att, R, qd, d);
@@ -365,11 +313,8 @@ static int layer_back(const qs_llm_model *m, qs_llm_train_state *s, int l, int B
     qs_lt_attn at = attn_of(c, &a, s, B, T);
     if (qs_llm_train_attn_back(&at, qs_llm_threads(), e)) return -1;
     tick(s, QS_LT_ATTN, t0);
-    for (int r = 0; r < R; r++) {
-        const float *cs = s->rcos + (size_t)(r % T) * half, *sn = s->rsin + (size_t)(r % T) * half;
-        rope_row(s->dq + (size_t)r * qd, c->n_head, hd, cs, sn, c->rope_neox, -1.0f);
-        rope_row(s->dk + (size_t)r * kvd, c->n_kv_head, hd, cs, sn, c->rope_neox, -1.0f);
-    }
+    qs_lt_rope(s->dq, R, T, c->n_head, hd, s->rcos, s->rsin, c->rope_neox, -1.0f);
+    qs_lt_rope(s->dk, R, T, c->n_kv_head, hd, s->rcos, s->rsin, c->rope_neox, -1.0f);
     if (G->bq) {
         bias_grad(G->bq, s->dq, R, qd);
         bias_grad(G->bk, s->dk, R, kvd);
@@ -381,7 +326,7 @@ static int layer_back(const qs_llm_model *m, qs_llm_train_state *s, int l, int B
     linear_dx(s, s->dxn, s->dq, L->wq, R, d, qd, 0.0f);
     linear_dx(s, s->dxn, s->dk, L->wk, R, d, kvd, 1.0f);
     linear_dx(s, s->dxn, s->dv, L->wv, R, d, kvd, 1.0f);
-    rmsnorm_back(s->dx, G->attn_norm, s->dxn, a.x_in, a.rms1, L->attn_norm, R, d);
+    qs_lt_rmsnorm_back(s->dx, G->attn_norm, s->dxn, a.x_in, a.rms1, L->attn_norm, R, d);
     return 0;
 }
 
@@ -391,22 +336,11 @@ static int layer_back(const qs_llm_model *m, qs_llm_train_state *s, int l, int B
 static double head_loss(const qs_llm_model *m, qs_llm_train_state *s, const int32_t *tokens, int B, int T, int want_grad)
 {
     const int d = m->c.dim, V = m->c.vocab, R = B * T;
-    rmsnorm_rows(s->hn, s->rmsf, s->x_fin, m->out_norm, R, d, m->c.eps);
+    qs_lt_rmsnorm(s->hn, s->rmsf, s->x_fin, m->out_norm, R, d, m->c.eps);
     s->in_head = 1;
     linear(s, s->logits, s->hn, m->output, R, d, V);
     s->in_head = 0;
-    double total = 0, t0 = qs_now_s();
-    for (int r = 0; r < R; r++) {
-        float *lg = s->logits + (size_t)r * V;
-        int tgt = tokens[(r / T) * (T + 1) + r % T + 1];
-        total -= qs_llm_logprob(lg, V, tgt, NULL);
-        if (!want_grad) continue;
-        float mx = -INFINITY;
-        for (int v = 0; v < V; v++) if (lg[v] > mx) mx = lg[v];
-        double z = 0;
-        for (int v = 0; v < V; v++) z += exp((double)lg[v] - mx);
-        for (int v = 0; v < V; v++) lg[v] = (float)((exp((double)lg[v] - mx) / z - (v == tgt)) / R);
-    }
+    double t0 = qs_now_s(), total = qs_lt_xent(s->logits, tokens, B, T, V, want_grad);
     tick(s, QS_LT_HEAD, t0);
     return total / R;
 }
@@ -450,7 +384,7 @@ int qs_llm_loss_grad(const qs_llm_model *m, qs_llm_train_state *s, const int32_t
     linear_dx(s, s->dxn, s->logits, m->output, R, d, c->vocab, 0.0f);
     s->in_head = 0;
     memset(s->dx, 0, (size_t)R * d * sizeof(float));
-    rmsnorm_back(s->dx, g->out_norm, s->dxn, s->x_fin, s->rmsf, m->out_norm, R, d);
+    qs_lt_rmsnorm_back(s->dx, g->out_norm, s->dxn, s->x_fin, s->rmsf, m->out_norm, R, d);
     for (int l = c->n_layer - 1; l >= 0; l--)
         if (layer_back(m, s, l, batch, T, &g->L[l], e)) return -1;
     for (int r = 0; r < R; r++) {
