@@ -12,6 +12,7 @@
 #define MIN_PAR ((size_t)1 << 14)   /* smaller operands take the plain path */
 #define PANEL 64                     /* columns per axis-0 task */
 #define ROWS_MIN 16                  /* rows per axis-1 task, at least */
+#define BAND ((size_t)1 << 20)       /* qs_format_apply's band: longer runs are cut there */
 
 /* 8 x 8 block: d[c][r] = s[r][c] (unpack, shuffle, permute). */
 __attribute__((target("avx2"))) static void tr8(const float *s, size_t ls, float *d, size_t ld)
@@ -55,21 +56,34 @@ typedef struct {
     qs_err *err;
 } job;
 
+/* One run of n values (blocks from its start, SR counters from index0): qs_format_apply's own call for
+** a run it holds in memory (no scaled cast here; a run of at most BAND values is never cut). */
+static int run(const qs_apply *a, uint64_t index0, const float *x, size_t n, float *y, qs_err *e)
+{
+    qs_qopts o = a->o;
+    o.index0 += index0;
+    return a->f->fakeq(a->f, &o, x, n, y, e);
+}
+
 static void task_rows(void *ctx, size_t t, int slot)
 {
     (void)slot;
     job *j = ctx;
-    size_t r0 = t * j->per, nr = j->rows - r0 < j->per ? j->rows - r0 : j->per;
-    qs_apply a = j->a;
-    a.o.index0 += r0 * j->cols;   /* these rows' SR counters in the whole matrix */
-    const float *x = j->x + r0 * j->cols;
-    float *y = j->y + r0 * j->cols;
-    if (j->rht) {   /* along the rows: each row on its own */
-        if (y != x) memcpy(y, x, nr * j->cols * sizeof *y);
-        qs_llm_rht16(y, nr, j->cols, 1, j->seed, 0);
-        x = y;
+    size_t r0 = t * j->per, nr = j->rows - r0 < j->per ? j->rows - r0 : j->per, C = j->cols;
+    const float *x = j->x + r0 * C;
+    float *y = j->y + r0 * C;
+    if (j->rht || x == y || C > BAND) {   /* through qs_format_apply's band buffers */
+        qs_apply a = j->a;
+        a.o.index0 += r0 * C;   /* these rows' SR counters in the whole matrix */
+        if (j->rht) {           /* along the rows: each row on its own */
+            if (y != x) memcpy(y, x, nr * C * sizeof *y);
+            qs_llm_rht16(y, nr, C, 1, j->seed, 0);
+        }
+        j->rc[t] = qs_fakeq_matrix(&a, j->rht ? y : x, nr, C, y, &j->err[t]);
+        return;
     }
-    j->rc[t] = qs_fakeq_matrix(&a, x, nr, j->cols, y, &j->err[t]);
+    for (size_t r = 0; r < nr && !j->rc[t]; r++)
+        j->rc[t] = run(&j->a, (r0 + r) * C, x + r * C, C, y + r * C, &j->err[t]);
 }
 
 static void task_panel(void *ctx, size_t t, int slot)
@@ -77,18 +91,23 @@ static void task_panel(void *ctx, size_t t, int slot)
     (void)slot;
     job *j = ctx;
     size_t c0 = t * j->per, nc = j->cols - c0 < j->per ? j->cols - c0 : j->per, R = j->rows;
-    float *p = malloc(nc * R * sizeof *p);
+    size_t ld = R <= BAND ? R + 16 : R;   /* padded rows: no 4 KiB strides in the transposes */
+    float *p = malloc(2 * nc * ld * sizeof *p), *q = p + nc * ld;
     if (!p) {
-        j->rc[t] = qs_fail(&j->err[t], "out of memory for an operand panel (%zu floats)", nc * R);
+        j->rc[t] = qs_fail(&j->err[t], "out of memory for an operand panel (%zu floats)", 2 * nc * ld);
         return;
     }
     int avx = qs_simd_level() >= QS_SIMD_AVX2;
-    transpose(j->x + c0, j->cols, p, R, R, nc, avx);   /* p[c][r]: column c0 + c as a row */
-    if (j->rht) qs_llm_rht16(p, nc, R, 1, j->seed, 0);   /* blocks of 16 down each column, as axis 0 */
-    qs_apply a = j->a;
-    a.o.index0 += c0 * R;   /* axis 0 numbers element (r, c) c * rows + r */
-    j->rc[t] = qs_fakeq_matrix(&a, p, nc, R, p, &j->err[t]);
-    if (!j->rc[t]) transpose(p, R, j->y + c0, j->cols, nc, R, avx);
+    transpose(j->x + c0, j->cols, p, ld, R, nc, avx);   /* p[c]: column c0 + c as a row */
+    if (j->rht)   /* blocks of 16 down each column, as axis 0 */
+        for (size_t c = 0; c < nc; c++) qs_llm_rht16(p + c * ld, 1, R, 1, j->seed, 0);
+    if (ld == R) {
+        qs_apply a = j->a;
+        a.o.index0 += c0 * R;
+        j->rc[t] = qs_fakeq_matrix(&a, p, nc, R, q, &j->err[t]);
+    } else   /* axis 0 numbers element (r, c) c * rows + r */
+        for (size_t c = 0; c < nc && !j->rc[t]; c++) j->rc[t] = run(&j->a, (c0 + c) * R, p + c * ld, R, q + c * ld, &j->err[t]);
+    if (!j->rc[t]) transpose(q, ld, j->y + c0, j->cols, nc, R, avx);
     free(p);
 }
 

@@ -5,7 +5,7 @@
 ** A model of the given shape (default: 4 layers, dim 256, 4 heads, ffn 4*dim, ctx 128, batch 8, byte
 ** vocabulary, tied embeddings) is initialised as `qscope train` does; each recipe times N optimizer
 ** steps (zero the gradients, forward and backward, gradient norm, AdamW) after one warm-up step, from
-** the same weights.  In the same run, with the same OpenBLAS threads, cblas_sgemm times the model's own
+** the same weights, the recipes' steps interleaved (a shared machine's load changes slow them alike).  In the same run, with the same OpenBLAS threads, cblas_sgemm times the model's own
 ** GEMMs (every linear layer's forward, input-gradient and weight-gradient product of one step, in the
 ** step's order) and a large square product.  Model FLOPs are 6 x parameters x tokens (llm.c, the
 ** papers); "of SGEMM" is that rate over the square SGEMM's.  Timings are the median step (and the
@@ -100,59 +100,96 @@ typedef struct {
     int deterministic;   /* fp32 only: two passes on the same weights gave the same loss bits; -1 not checked */
 } rec_t;
 
-/* Time o->steps optimizer steps of recipe `name` (NULL: fp32) from the weights of seed 1. */
-static int time_recipe(const bopts *o, const char *name, const int32_t *tok, rec_t *out, qs_err *e)
+/* One recipe's run: the model (weights of seed 1), its gradients, AdamW and training state. */
+typedef struct {
+    const char *name;
+    qs_llm_model m;
+    qs_llm_grads g;
+    qs_adamw opt;
+    qs_llm_train_state *s;
+    double *ts, opt_t, loss;
+} run_t;
+
+static void run_free(run_t *r)
 {
-    qs_llm_model m = {0};
-    qs_llm_grads g = {0};
-    qs_adamw opt = {0};
-    qs_llm_train_state *s = NULL;
+    free(r->ts);
+    qs_llm_train_state_free(r->s);
+    qs_adamw_free(&r->opt);
+    if (r->g.arena) qs_llm_grads_free(&r->g);
+    if (r->m.arena) qs_llm_free(&r->m);
+    memset(r, 0, sizeof *r);
+}
+
+static int run_new(const bopts *o, const char *name, run_t *r, qs_err *e)
+{
+    memset(r, 0, sizeof *r);
+    r->name = name;
     qs_llm_recipe rc;
-    double *ts = calloc((size_t)o->steps, sizeof *ts);
-    int rc_ = -1;
-    memset(out, 0, sizeof *out);
-    out->deterministic = -1;
-    if (!ts || qs_llm_alloc(&m, &o->c, 1, e)) goto done;
-    qs_train_init(&m, 1);
-    if (qs_llm_grads_new(&g, &m, e) || qs_adamw_new(&opt, &m, e)) goto done;
-    if (!(s = qs_llm_train_state_new(&o->c, o->batch, o->c.ctx, e))) goto done;
-    if (strcmp(name, "fp32") && (qs_llm_recipe_preset(name, &rc, e) || qs_llm_train_state_set_recipe(s, &rc, e)))
-        goto done;
-    const qs_adamw_opts ao = {0.9, 0.95, 1e-8, 0.1};
-    double loss = 0, opt_t = 0, loss2 = 0;
-    if (!strcmp(name, "fp32")) {   /* the same pass twice: the same bits */
-        if (qs_llm_loss_grad(&m, s, tok, o->batch, o->c.ctx, &loss, &g, e) ||
-            qs_llm_loss_grad(&m, s, tok, o->batch, o->c.ctx, &loss2, &g, e)) goto done;
-        out->deterministic = !memcmp(&loss, &loss2, sizeof loss);
+    if (!(r->ts = calloc((size_t)o->steps, sizeof *r->ts))) return qs_fail(e, "out of memory");
+    if (qs_llm_alloc(&r->m, &o->c, 1, e)) return -1;
+    qs_train_init(&r->m, 1);
+    if (qs_llm_grads_new(&r->g, &r->m, e) || qs_adamw_new(&r->opt, &r->m, e)) return -1;
+    if (!(r->s = qs_llm_train_state_new(&o->c, o->batch, o->c.ctx, e))) return -1;
+    if (strcmp(name, "fp32") && (qs_llm_recipe_preset(name, &rc, e) || qs_llm_train_state_set_recipe(r->s, &rc, e)))
+        return -1;
+    return 0;
+}
+
+/* One optimizer step as `qscope train` takes it; st >= 0 is timed into ts[st]. */
+static int run_step(const bopts *o, run_t *r, const int32_t *tok, int st, qs_err *e)
+{
+    static const qs_adamw_opts ao = {0.9, 0.95, 1e-8, 0.1};
+    double t0 = qs_now_s();
+    qs_llm_grads_zero(&r->g);
+    double tz = qs_now_s();
+    if (qs_llm_loss_grad(&r->m, r->s, tok, o->batch, o->c.ctx, &r->loss, &r->g, e)) return -1;
+    double t1 = qs_now_s(), gn = qs_llm_grads_norm(&r->g);
+    if (qs_adamw_step(&r->opt, &r->m, &r->g, gn > 1 ? 1 / gn : 1, 1e-3, &ao, e)) return -1;
+    double t2 = qs_now_s();
+    if (st >= 0) {
+        r->ts[st] = t2 - t0;
+        r->opt_t += (tz - t0) + (t2 - t1);   /* zeroing, norm and AdamW */
     }
-    for (int st = -1; st < o->steps; st++) {   /* step -1: warm-up, untimed */
-        if (st == 0) qs_llm_train_state_times_reset(s);
-        double t0 = qs_now_s();
-        qs_llm_grads_zero(&g);
-        double tz = qs_now_s();
-        if (qs_llm_loss_grad(&m, s, tok, o->batch, o->c.ctx, &loss, &g, e)) goto done;
-        double t1 = qs_now_s(), gn = qs_llm_grads_norm(&g);
-        if (qs_adamw_step(&opt, &m, &g, gn > 1 ? 1 / gn : 1, 1e-3, &ao, e)) goto done;
-        double t2 = qs_now_s();
-        if (st >= 0) {
-            ts[st] = t2 - t0;
-            opt_t += (tz - t0) + (t2 - t1);   /* zeroing, norm and AdamW */
+    return 0;
+}
+
+/* Every recipe's steps, interleaved (round k times step k of each recipe, so that a machine whose load
+** changes during the run slows every recipe alike), after one untimed warm-up step each. */
+static int time_recipes(const bopts *o, char **names, int nr, const int32_t *tok, rec_t *out, qs_err *e)
+{
+    run_t *runs = calloc((size_t)nr, sizeof *runs);
+    int rc = -1;
+    if (!runs) return qs_fail(e, "out of memory");
+    for (int i = 0; i < nr; i++) {
+        memset(&out[i], 0, sizeof out[i]);
+        out[i].deterministic = -1;
+        if (run_new(o, names[i], &runs[i], e)) goto done;
+        if (!strcmp(names[i], "fp32")) {   /* the same pass twice on the same weights: the same bits */
+            double l1, l2;
+            if (qs_llm_loss_grad(&runs[i].m, runs[i].s, tok, o->batch, o->c.ctx, &l1, &runs[i].g, e) ||
+                qs_llm_loss_grad(&runs[i].m, runs[i].s, tok, o->batch, o->c.ctx, &l2, &runs[i].g, e)) goto done;
+            out[i].deterministic = !memcmp(&l1, &l2, sizeof l1);
         }
     }
-    qs_llm_train_state_times(s, out->part);
-    for (int i = 0; i < QS_LT_COUNT; i++) out->part[i] /= o->steps;
-    out->opt = opt_t / o->steps;
-    out->loss = loss;
-    out->step_med = median(ts, o->steps);
-    out->step_min = ts[0];
-    rc_ = 0;
+    for (int st = -1; st < o->steps; st++)
+        for (int i = 0; i < nr; i++) {
+            if (st == 0) qs_llm_train_state_times_reset(runs[i].s);
+            if (run_step(o, &runs[i], tok, st, e)) goto done;
+        }
+    for (int i = 0; i < nr; i++) {
+        rec_t *r = &out[i];
+        qs_llm_train_state_times(runs[i].s, r->part);
+        for (int k = 0; k < QS_LT_COUNT; k++) r->part[k] /= o->steps;
+        r->opt = runs[i].opt_t / o->steps;
+        r->loss = runs[i].loss;
+        r->step_med = median(runs[i].ts, o->steps);
+        r->step_min = runs[i].ts[0];
+    }
+    rc = 0;
 done:
-    free(ts);
-    qs_llm_train_state_free(s);
-    qs_adamw_free(&opt);
-    if (g.arena) qs_llm_grads_free(&g);
-    if (m.arena) qs_llm_free(&m);
-    return rc_;
+    for (int i = 0; i < nr; i++) run_free(&runs[i]);
+    free(runs);
+    return rc;
 }
 
 static int parse(int argc, char **argv, bopts *o)
@@ -201,23 +238,24 @@ static void print_text(qs_cli *cli, json_t *out)
     printf("SGEMM %lld^3: %.1f GFLOP/s;  the model's GEMMs (one step's shapes): %.1f GFLOP/s\n",
            (long long)json_integer_value(json_object_get(out, "square_n")), json_real_value(json_object_get(out, "sgemm_square_gflops")),
            json_real_value(json_object_get(out, "sgemm_model_gflops")));
-    printf("%s%-8s %8s %8s %9s %8s %7s %7s   %s%s\n", qs_c_head(cli), "RECIPE", "STEP ms", "BEST ms", "tok/s", "GFLOP/s",
-           "SGEMM", "x fp32", "fwd/bwd GEMM, quant, attn, rows, head, optimizer (ms)", qs_c_off(cli));
+    printf("%s%-8s %8s %8s %9s %8s %6s %6s %6s %6s  %s%s\n", qs_c_head(cli), "RECIPE", "STEP ms", "BEST ms", "tok/s",
+           "GFLOP/s", "SGEMM", "best", "xfp32", "best", "fwd/bwd GEMM, quant, attn, rows, head, optimizer (ms)", qs_c_off(cli));
     size_t i;
     json_t *r;
     json_array_foreach(json_object_get(out, "recipes"), i, r) {
         json_t *p = json_object_get(r, "parts_ms");
-        printf("%-8s %8.1f %8.1f %9.0f %8.1f %6.0f%% %7.2f   %.1f/%.1f, %.1f, %.1f, %.1f, %.1f, %.1f\n",
+        printf("%-8s %8.1f %8.1f %9.0f %8.1f %5.0f%% %5.0f%% %6.2f %6.2f  %.1f/%.1f, %.1f, %.1f, %.1f, %.1f, %.1f\n",
                json_string_value(json_object_get(r, "recipe")), json_real_value(json_object_get(r, "step_ms")),
                json_real_value(json_object_get(r, "best_ms")), json_real_value(json_object_get(r, "tokens_per_s")),
                json_real_value(json_object_get(r, "model_gflops")), 100 * json_real_value(json_object_get(r, "of_sgemm")),
-               json_real_value(json_object_get(r, "vs_fp32")), json_real_value(json_object_get(p, "fwd_gemm")),
+               100 * json_real_value(json_object_get(r, "best_of_sgemm")), json_real_value(json_object_get(r, "vs_fp32")),
+               json_real_value(json_object_get(r, "best_vs_fp32")), json_real_value(json_object_get(p, "fwd_gemm")),
                json_real_value(json_object_get(p, "bwd_gemm")), json_real_value(json_object_get(p, "quant")),
                json_real_value(json_object_get(p, "attention")), json_real_value(json_object_get(p, "rows")),
                json_real_value(json_object_get(p, "head")), json_real_value(json_object_get(p, "optimizer")));
     }
-    printf("model FLOPs = 6 x parameters x tokens; SGEMM = the square product's rate; median step of %lld "
-           "(BEST: fastest)\n", (long long)json_integer_value(json_object_get(out, "steps")));
+    printf("model FLOPs = 6 x parameters x tokens; SGEMM: of the square product's rate; median step of %lld, recipes "
+           "interleaved (best: the fastest step)\n", (long long)json_integer_value(json_object_get(out, "steps")));
 }
 
 int qs_bench_train(qs_cli *cli, int argc, char **argv)
@@ -248,30 +286,39 @@ int qs_bench_train(qs_cli *cli, int argc, char **argv)
     json_object_set_new(out, "sgemm_model_gflops", json_real(gf_model / t_model / 1e9));
     double params = 0, fp32_step = NAN;
     int bad = 0;
-    char list[1024];
+    char list[1024], *names[64];
+    int nr = 0;
     snprintf(list, sizeof list, "%s", o.recipes);
-    for (char *sv, *name = strtok_r(list, ",", &sv); name; name = strtok_r(NULL, ",", &sv)) {
-        rec_t r;
-        qs_err e = {{0}};
-        if (time_recipe(&o, name, tok, &r, &e)) {
-            json_decref(out); json_decref(recs); free(tok);
-            return qs_cli_error(strstr(e.msg, "unknown training recipe") ? QS_EXIT_USAGE : QS_EXIT_ERR, "bench train: %s", e.msg);
-        }
-        if (!params) {
-            qs_llm_model m = {0};
-            if (!qs_llm_alloc(&m, &o.c, 1, &e)) { params = n_params(&m); qs_llm_free(&m); }
-        }
-        if (!strcmp(name, "fp32")) fp32_step = r.step_med;
-        if (r.deterministic == 0 || !isfinite(r.loss)) bad = 1;
+    for (char *sv, *name = strtok_r(list, ",", &sv); name && nr < 64; name = strtok_r(NULL, ",", &sv)) names[nr++] = name;
+    rec_t recs_t[64];
+    qs_err e = {{0}};
+    if (time_recipes(&o, names, nr, tok, recs_t, &e)) {
+        json_decref(out); json_decref(recs); free(tok);
+        return qs_cli_error(strstr(e.msg, "unknown training recipe") ? QS_EXIT_USAGE : QS_EXIT_ERR, "bench train: %s", e.msg);
+    }
+    double t_sq2 = time_square(o.square, o.quick ? 3 : 5);   /* again after the recipes: the better of the two */
+    if (t_sq2 < t_sq) t_sq = t_sq2;
+    sq_gflops = 2.0 * o.square * o.square * o.square / t_sq / 1e9;
+    json_object_set_new(out, "sgemm_square_gflops", json_real(sq_gflops));
+    qs_llm_model pm = {0};
+    if (!qs_llm_alloc(&pm, &o.c, 1, &e)) { params = n_params(&pm); qs_llm_free(&pm); }
+    double fp32_best = NAN;
+    for (int i = 0; i < nr; i++)
+        if (!strcmp(names[i], "fp32")) { fp32_step = recs_t[i].step_med; fp32_best = recs_t[i].step_min; }
+    for (int i = 0; i < nr; i++) {
+        const rec_t *r = &recs_t[i];
+        if (r->deterministic == 0 || !isfinite(r->loss)) bad = 1;
         double fl = 6.0 * params * R;
         json_t *p = json_object();
-        for (int i = 0; i < QS_LT_COUNT; i++) json_object_set_new(p, part_names[i], json_real(1e3 * r.part[i]));
-        json_object_set_new(p, "optimizer", json_real(1e3 * r.opt));
-        json_t *j = json_pack("{s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:o}", "recipe", name, "step_ms", 1e3 * r.step_med, "best_ms",
-                              1e3 * r.step_min, "tokens_per_s", R / r.step_med, "model_gflops", fl / r.step_med / 1e9,
-                              "of_sgemm", fl / r.step_med / 1e9 / sq_gflops, "loss", r.loss, "parts_ms", p);
-        json_object_set_new(j, "vs_fp32", isnan(fp32_step) ? json_null() : json_real(r.step_med / fp32_step));
-        if (r.deterministic >= 0) json_object_set_new(j, "rerun_identical", json_boolean(r.deterministic));
+        for (int k = 0; k < QS_LT_COUNT; k++) json_object_set_new(p, part_names[k], json_real(1e3 * r->part[k]));
+        json_object_set_new(p, "optimizer", json_real(1e3 * r->opt));
+        json_t *j = json_pack("{s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:o}", "recipe", names[i], "step_ms", 1e3 * r->step_med,
+                              "best_ms", 1e3 * r->step_min, "tokens_per_s", R / r->step_med, "model_gflops",
+                              fl / r->step_med / 1e9, "of_sgemm", fl / r->step_med / 1e9 / sq_gflops, "best_of_sgemm",
+                              fl / r->step_min / 1e9 / sq_gflops, "loss", r->loss, "parts_ms", p);
+        json_object_set_new(j, "vs_fp32", isnan(fp32_step) ? json_null() : json_real(r->step_med / fp32_step));
+        json_object_set_new(j, "best_vs_fp32", isnan(fp32_best) ? json_null() : json_real(r->step_min / fp32_best));
+        if (r->deterministic >= 0) json_object_set_new(j, "rerun_identical", json_boolean(r->deterministic));
         json_array_append_new(recs, j);
     }
     json_object_set_new(out, "params", json_real(params));
