@@ -25,6 +25,15 @@
 #include "../../kernels/llm_adamw.h"
 #include "../../kernels/llm_train.h"
 
+/* Seconds of CPU time of the whole process (every thread): on a loaded machine, with one thread,
+** closer to the work done than wall time (waiting for a core does not count; spinning would). */
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 typedef struct {
     qs_llm_cfg c;
     int batch, steps, quick, json, square;
@@ -78,7 +87,7 @@ static double time_model_gemms(const qs_llm_cfg *c, int R, int reps, double *flo
     return best;
 }
 
-static double time_square(int n, int reps)
+static double time_square(int n, int reps, double *cpu_best)
 {
     size_t N = (size_t)n * n;
     float *a = malloc(N * 4), *b = malloc(N * 4), *y = malloc(N * 4);
@@ -86,17 +95,18 @@ static double time_square(int n, int reps)
     if (!a || !b || !y) { free(a); free(b); free(y); return NAN; }
     for (size_t i = 0; i < N; i++) { a[i] = (float)((i * 7919 % 1000) - 500) * 1e-3f; b[i] = a[(i * 31) % N]; }
     for (int r = 0; r < reps; r++) {
-        double t0 = qs_now_s();
+        double t0 = qs_now_s(), c0 = cpu_s();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, y, n);
-        double t = qs_now_s() - t0;
+        double t = qs_now_s() - t0, c = cpu_s() - c0;
         if (t < best) best = t;
+        if (c < *cpu_best) *cpu_best = c;
     }
     free(a); free(b); free(y);
     return best;
 }
 
 typedef struct {
-    double step_med, step_min, opt, part[QS_LT_COUNT], loss;
+    double step_med, step_min, cpu_med, opt, part[QS_LT_COUNT], loss;
     int deterministic;   /* fp32 only: two passes on the same weights gave the same loss bits; -1 not checked */
 } rec_t;
 
@@ -107,12 +117,13 @@ typedef struct {
     qs_llm_grads g;
     qs_adamw opt;
     qs_llm_train_state *s;
-    double *ts, opt_t, loss;
+    double *ts, *cs, opt_t, loss;
 } run_t;
 
 static void run_free(run_t *r)
 {
     free(r->ts);
+    free(r->cs);
     qs_llm_train_state_free(r->s);
     qs_adamw_free(&r->opt);
     if (r->g.arena) qs_llm_grads_free(&r->g);
@@ -125,7 +136,8 @@ static int run_new(const bopts *o, const char *name, run_t *r, qs_err *e)
     memset(r, 0, sizeof *r);
     r->name = name;
     qs_llm_recipe rc;
-    if (!(r->ts = calloc((size_t)o->steps, sizeof *r->ts))) return qs_fail(e, "out of memory");
+    if (!(r->ts = calloc((size_t)o->steps, sizeof *r->ts)) || !(r->cs = calloc((size_t)o->steps, sizeof *r->cs)))
+        return qs_fail(e, "out of memory");
     if (qs_llm_alloc(&r->m, &o->c, 1, e)) return -1;
     qs_train_init(&r->m, 1);
     if (qs_llm_grads_new(&r->g, &r->m, e) || qs_adamw_new(&r->opt, &r->m, e)) return -1;
@@ -139,7 +151,7 @@ static int run_new(const bopts *o, const char *name, run_t *r, qs_err *e)
 static int run_step(const bopts *o, run_t *r, const int32_t *tok, int st, qs_err *e)
 {
     static const qs_adamw_opts ao = {0.9, 0.95, 1e-8, 0.1};
-    double t0 = qs_now_s();
+    double t0 = qs_now_s(), c0 = cpu_s();
     qs_llm_grads_zero(&r->g);
     double tz = qs_now_s();
     if (qs_llm_loss_grad(&r->m, r->s, tok, o->batch, o->c.ctx, &r->loss, &r->g, e)) return -1;
@@ -148,6 +160,7 @@ static int run_step(const bopts *o, run_t *r, const int32_t *tok, int st, qs_err
     double t2 = qs_now_s();
     if (st >= 0) {
         r->ts[st] = t2 - t0;
+        r->cs[st] = cpu_s() - c0;
         r->opt_t += (tz - t0) + (t2 - t1);   /* zeroing, norm and AdamW */
     }
     return 0;
@@ -184,6 +197,7 @@ static int time_recipes(const bopts *o, char **names, int nr, const int32_t *tok
         r->loss = runs[i].loss;
         r->step_med = median(runs[i].ts, o->steps);
         r->step_min = runs[i].ts[0];
+        r->cpu_med = median(runs[i].cs, o->steps);
     }
     rc = 0;
 done:
@@ -238,24 +252,28 @@ static void print_text(qs_cli *cli, json_t *out)
     printf("SGEMM %lld^3: %.1f GFLOP/s;  the model's GEMMs (one step's shapes): %.1f GFLOP/s\n",
            (long long)json_integer_value(json_object_get(out, "square_n")), json_real_value(json_object_get(out, "sgemm_square_gflops")),
            json_real_value(json_object_get(out, "sgemm_model_gflops")));
-    printf("%s%-8s %8s %8s %9s %8s %6s %6s %6s %6s  %s%s\n", qs_c_head(cli), "RECIPE", "STEP ms", "BEST ms", "tok/s",
-           "GFLOP/s", "SGEMM", "best", "xfp32", "best", "fwd/bwd GEMM, quant, attn, rows, head, optimizer (ms)", qs_c_off(cli));
+    printf("%s%-8s %8s %8s %9s %8s %6s %6s %6s %6s %8s %6s  %s%s\n", qs_c_head(cli), "RECIPE", "STEP ms", "BEST ms",
+           "tok/s", "GFLOP/s", "SGEMM", "best", "xfp32", "best", "CPU ms", "SGEMM",
+           "fwd/bwd GEMM, quant, attn, rows, head, optimizer (ms)", qs_c_off(cli));
     size_t i;
     json_t *r;
     json_array_foreach(json_object_get(out, "recipes"), i, r) {
         json_t *p = json_object_get(r, "parts_ms");
-        printf("%-8s %8.1f %8.1f %9.0f %8.1f %5.0f%% %5.0f%% %6.2f %6.2f  %.1f/%.1f, %.1f, %.1f, %.1f, %.1f, %.1f\n",
+        printf("%-8s %8.1f %8.1f %9.0f %8.1f %5.0f%% %5.0f%% %6.2f %6.2f %8.1f %5.0f%%  %.1f/%.1f, %.1f, %.1f, %.1f, %.1f, %.1f\n",
                json_string_value(json_object_get(r, "recipe")), json_real_value(json_object_get(r, "step_ms")),
                json_real_value(json_object_get(r, "best_ms")), json_real_value(json_object_get(r, "tokens_per_s")),
                json_real_value(json_object_get(r, "model_gflops")), 100 * json_real_value(json_object_get(r, "of_sgemm")),
                100 * json_real_value(json_object_get(r, "best_of_sgemm")), json_real_value(json_object_get(r, "vs_fp32")),
-               json_real_value(json_object_get(r, "best_vs_fp32")), json_real_value(json_object_get(p, "fwd_gemm")),
+               json_real_value(json_object_get(r, "best_vs_fp32")), json_real_value(json_object_get(r, "cpu_ms")),
+               100 * json_real_value(json_object_get(r, "cpu_of_sgemm")), json_real_value(json_object_get(p, "fwd_gemm")),
                json_real_value(json_object_get(p, "bwd_gemm")), json_real_value(json_object_get(p, "quant")),
                json_real_value(json_object_get(p, "attention")), json_real_value(json_object_get(p, "rows")),
                json_real_value(json_object_get(p, "head")), json_real_value(json_object_get(p, "optimizer")));
     }
     printf("model FLOPs = 6 x parameters x tokens; SGEMM: of the square product's rate; median step of %lld, recipes "
-           "interleaved (best: the fastest step)\n", (long long)json_integer_value(json_object_get(out, "steps")));
+           "interleaved (best: the fastest step); CPU ms: process CPU time per step (all threads, OpenBLAS's spinning "
+           "included), its SGEMM %% against the square product's FLOPs per CPU-second\n",
+           (long long)json_integer_value(json_object_get(out, "steps")));
 }
 
 int qs_bench_train(qs_cli *cli, int argc, char **argv)
@@ -272,7 +290,7 @@ int qs_bench_train(qs_cli *cli, int argc, char **argv)
         tok[i] = (int32_t)(z >> 56);
     }
     double gf_model, t_model = time_model_gemms(&o.c, R, o.quick ? 3 : 5, &gf_model);
-    double t_sq = time_square(o.square, o.quick ? 3 : 5);
+    double cpu_sq = INFINITY, t_sq = time_square(o.square, o.quick ? 3 : 5, &cpu_sq);
     double sq_gflops = 2.0 * o.square * o.square * o.square / t_sq / 1e9;
     json_t *out = json_object(), *recs = json_array();
     json_object_set_new(out, "shape", json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "layers", o.c.n_layer, "dim", o.c.dim,
@@ -296,10 +314,12 @@ int qs_bench_train(qs_cli *cli, int argc, char **argv)
         json_decref(out); json_decref(recs); free(tok);
         return qs_cli_error(strstr(e.msg, "unknown training recipe") ? QS_EXIT_USAGE : QS_EXIT_ERR, "bench train: %s", e.msg);
     }
-    double t_sq2 = time_square(o.square, o.quick ? 3 : 5);   /* again after the recipes: the better of the two */
+    double t_sq2 = time_square(o.square, o.quick ? 3 : 5, &cpu_sq);   /* again after the recipes: the better of the two */
     if (t_sq2 < t_sq) t_sq = t_sq2;
     sq_gflops = 2.0 * o.square * o.square * o.square / t_sq / 1e9;
     json_object_set_new(out, "sgemm_square_gflops", json_real(sq_gflops));
+    double sq_cpu_gflops = 2.0 * o.square * o.square * o.square / cpu_sq / 1e9;   /* per CPU-second */
+    json_object_set_new(out, "sgemm_square_gflops_per_cpu_s", json_real(sq_cpu_gflops));
     qs_llm_model pm = {0};
     if (!qs_llm_alloc(&pm, &o.c, 1, &e)) { params = n_params(&pm); qs_llm_free(&pm); }
     double fp32_best = NAN;
@@ -318,6 +338,8 @@ int qs_bench_train(qs_cli *cli, int argc, char **argv)
                               fl / r->step_min / 1e9 / sq_gflops, "loss", r->loss, "parts_ms", p);
         json_object_set_new(j, "vs_fp32", isnan(fp32_step) ? json_null() : json_real(r->step_med / fp32_step));
         json_object_set_new(j, "best_vs_fp32", isnan(fp32_best) ? json_null() : json_real(r->step_min / fp32_best));
+        json_object_set_new(j, "cpu_ms", json_real(1e3 * r->cpu_med));
+        json_object_set_new(j, "cpu_of_sgemm", json_real(fl / r->cpu_med / 1e9 / sq_cpu_gflops));
         if (r->deterministic >= 0) json_object_set_new(j, "rerun_identical", json_boolean(r->deterministic));
         json_array_append_new(recs, j);
     }

@@ -17,7 +17,7 @@ assert r["mxfp4"]["parts_ms"]["quant"] > 0 and r["nvfp4"]["parts_ms"]["quant"] >
 P = 256 * 32 + 32 + (2 * 32 + 4 * 32 * 32 + 3 * 128 * 32)   # tied embedding, one layer, ffn 4*dim
 assert d["params"] == P, d["params"]
 for x in r.values():
-    assert math.isfinite(x["loss"]) and x["step_ms"] > 0 and x["best_ms"] <= x["step_ms"]
+    assert math.isfinite(x["loss"]) and x["step_ms"] > 0 and x["best_ms"] <= x["step_ms"] and x["cpu_ms"] > 0
     flops = 6 * P * 2 * 16 / (x["step_ms"] / 1e3) / 1e9
     assert abs(x["model_gflops"] - flops) <= 1e-6 * flops, (x["model_gflops"], flops)
     assert abs(x["of_sgemm"] - x["model_gflops"] / d["sgemm_square_gflops"]) < 1e-9
