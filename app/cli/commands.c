@@ -192,7 +192,7 @@ const qs_command qs_commands[] = {
      "bytes against its stored hash.  Exit 1 if anything is wrong.", qs_cmd_check, NULL, NULL, 0},
     {"schema", "", "print the database schema (SQL)",
      "Prints the SQL of the current schema, for use with sqlite3.", qs_cmd_schema, NULL, NULL, 0},
-    {"bench", "[formats [-f LIST] | analyze | rl | kernels | tui] [--score] [--quick] [--json] [--npy FILE]", "measure throughput",
+    {"bench", "[formats [-f LIST] | analyze | rl | kernels | train [shape] [--recipes LIST] [--steps N] | tui] [--score] [--quick] [--json] [--npy FILE]", "measure throughput",
      "`qscope bench` times the store's hot paths on generated data, min and median of repeated\n"
      "runs: hashing, decode of each storage dtype to float32, statistics (1 and 2 threads), and an\n"
      "end-to-end import of a .npy file (--npy FILE to use yours).\n"
@@ -211,6 +211,12 @@ const qs_command qs_commands[] = {
      "d=128), AMLA and the MSD two-pass INT8 GEMM, one thread then two, against the issue targets.\n"
      "`qscope bench --score` prints a CANN-Bench-style scorecard: per-dtype precision gates against\n"
      "FP64 and the hardware-anchored score against a plain C baseline and this machine's roofline.\n"
+     "\n"
+     "`qscope bench train` times training steps per recipe (--recipes LIST, default fp32, bf16, mxfp8,\n"
+     "mxfp4, nvfp4, hif4; --steps N, default 10) of a model of --layers --dim --heads --kv-heads --ffn\n"
+     "--ctx --batch (default 4, 256, 4, = heads, 4*dim, 128, 8; byte vocabulary) against OpenBLAS SGEMM\n"
+     "in the same run: step ms, tokens/s, 6 x parameters x tokens FLOP/s, fraction of SGEMM, ratio to\n"
+     "fp32 and a per-part breakdown (docs/train.md, \"Speed\").\n"
      "\n"
      "`qscope bench tui` times the workbench on a generated 10,000-tensor database (--tensors N):\n"
      "first frame (open, load, draw) and redraw after a key in every view, headless.\n"
