@@ -9,6 +9,7 @@
 #include <math.h>
 
 #include "../../app/cli/train_capture.h"
+#include "../../app/cli/train_par.h"
 
 static void fill(qs_train_capture *c)
 {
@@ -97,8 +98,43 @@ static void test_store(void **state)
     qs_train_capture_free(&a);
 }
 
+/* A sweep's runs through qs_train_sweep_ranks on one rank (no mpirun): each run's record reaches
+** store in run order, through its bytes; a failing run stops the sweep with its message. */
+typedef struct { char log[128]; size_t fail_at; } sweep_log;
+
+static int run_fn(size_t i, void *ctx, qs_train_capture *c, qs_err *e)
+{
+    sweep_log *l = ctx;
+    snprintf(l->log + strlen(l->log), sizeof l->log - strlen(l->log), "r%zu ", i);
+    if (i == l->fail_at) return qs_fail(e, "run %zu failed", i);
+    fill(c);
+    c->seed = 100 + i;
+    return 0;
+}
+
+static int store_fn(size_t i, const qs_train_capture *c, void *ctx, qs_err *e)
+{
+    sweep_log *l = ctx;
+    if (c->seed != 100 + i || c->nstep != 2 || strcmp(c->recipe, "mxfp4")) return qs_fail(e, "run %zu: not its record", i);
+    snprintf(l->log + strlen(l->log), sizeof l->log - strlen(l->log), "s%zu ", i);
+    return 0;
+}
+
+static void test_sweep_one_rank(void **st)
+{
+    (void)st;
+    sweep_log l = {"", 99};
+    qs_err e = {{0}};
+    assert_int_equal(qs_train_sweep_ranks(3, run_fn, store_fn, &l, NULL, &e), 0);
+    assert_string_equal(l.log, "r0 s0 r1 s1 r2 s2 ");
+    sweep_log f = {"", 1};
+    assert_int_equal(qs_train_sweep_ranks(3, run_fn, store_fn, &f, NULL, &e), -1);
+    assert_string_equal(f.log, "r0 s0 r1 ");
+    assert_string_equal(e.msg, "run 1 failed");
+}
+
 int main(void)
 {
-    const struct CMUnitTest t[] = {cmocka_unit_test(test_round_trip), cmocka_unit_test_setup_teardown(test_store, setup, teardown)};
+    const struct CMUnitTest t[] = {cmocka_unit_test(test_round_trip), cmocka_unit_test(test_sweep_one_rank), cmocka_unit_test_setup_teardown(test_store, setup, teardown)};
     return cmocka_run_group_tests(t, NULL, NULL);
 }
