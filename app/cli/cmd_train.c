@@ -3,11 +3,14 @@
 ** or from --init MODEL, on byte-level or a model's tokens, and write a Hugging Face checkpoint that
 ** `llm eval/generate/logits --model DIR` load.  The work is analysis/train_service.h (loop:
 ** train_loop.h; optimizer: kernels/llm_adamw.h; writer: store/llm_save_hf.h).  --recipe NAME and --op
-** OPERAND=FORMAT pick the GEMMs' low-precision recipe (kernels/llm_recipe.h).  No database storage yet.
+** OPERAND=FORMAT pick the GEMMs' low-precision recipe (kernels/llm_recipe.h).  --sweep SPEC runs one
+** run per (recipe, seed) of analysis/train_sweep.h, one after the other, each through the same path as
+** a single run (train_one).
 */
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -18,17 +21,21 @@
 
 #include "cli.h"
 #include "quant_opts.h"
+#include "train_cli.h"
 #include "../../analysis/train_service.h"
+#include "../../analysis/train_sweep.h"
 #include "../../store/llm_load.h"
 
 #define CMD "train"
 #define MAX_TEXTS 256
-#define DEFAULT_TEXT_DIR "data/text"
+#define DEFAULT_TEXT_DIR QS_TRAIN_TEXT_DIR
 #define MAX_OPS 64
 
 typedef struct opts {
-    const char *tokenizer, *init, *out, *val_text, *text[MAX_TEXTS];
+    const char *tokenizer, *init, *out, *val_text, *text[MAX_TEXTS], *sweep;
     int ntext, json, layers, dim, heads, kv_heads, ffn;
+    int in_sweep;                /* a run of a sweep: no per-step lines, no per-run JSON */
+    const char *run_name, *sweep_name;   /* a sweep's run: its stored name and the sweep's */
     qs_train_opts t;
     const char *recipe_name, *ops[MAX_OPS];   /* --recipe, --op in order */
     int nops;
@@ -52,7 +59,8 @@ static int parse(int argc, char **argv, opts *o)
         {"ctx", 1, 0, 'c'}, {"batch", 1, 0, 'b'}, {"steps", 1, 0, 'n'}, {"lr", 1, 0, 'l'}, {"warmup", 1, 0, 'w'},
         {"min-lr", 1, 0, 'm'}, {"wd", 1, 0, 'W'}, {"clip", 1, 0, 'C'}, {"accum", 1, 0, 'a'}, {"eval-every", 1, 0, 'e'},
         {"val-seqs", 1, 0, 'V'}, {"seed", 1, 0, 's'}, {"json", 0, 0, 'j'}, {"recipe", 1, 0, 'R'}, {"op", 1, 0, 'O'},
-        {"grad-out", 1, 0, 'G'}, {"batch-out", 1, 0, 'B'}, {"operand-out", 1, 0, 'P'}, {0, 0, 0, 0}};
+        {"grad-out", 1, 0, 'G'}, {"batch-out", 1, 0, 'B'}, {"operand-out", 1, 0, 'P'}, {"sweep", 1, 0, 'S'},
+        {0, 0, 0, 0}};
     int c;
     optind = 1;
     opterr = 0;
@@ -95,6 +103,7 @@ static int parse(int argc, char **argv, opts *o)
             if (o->recipe_name) return qs_cli_usage(CMD, "--recipe given twice");
             o->recipe_name = optarg;
             break;
+        case 'S': o->sweep = optarg; break;
         case 'O':
             if (o->nops == MAX_OPS) return qs_cli_usage(CMD, "more than %d --op settings", MAX_OPS);
             o->ops[o->nops++] = optarg;
@@ -109,7 +118,25 @@ static int parse(int argc, char **argv, opts *o)
         return qs_cli_usage(CMD, "--operand-out needs a recipe (--recipe or --op)");
     if (o->init && (o->layers || o->dim || o->heads || o->kv_heads || o->ffn))
         return qs_cli_usage(CMD, "--init takes the model's shape; drop --layers/--dim/--heads/--kv-heads/--ffn");
+    if (o->sweep && (o->recipe_name || o->nops || o->out || o->init || o->grad.grad_out || o->grad.batch_out ||
+                     o->grad.operand_out))
+        return qs_cli_usage(CMD, "--sweep sets the recipe and seed of each run; drop --recipe/--op/--out/--init and "
+                                 "the cross-check outputs");
     return 0;
+}
+
+/* A new model's shape: the options given, the default model (train_sweep.h) for the rest. */
+static void fill_shape(opts *o)
+{
+    qs_train_shape d;
+    qs_train_opts t;
+    qs_train_defaults(&d, &t);
+    if (o->init) return;
+    if (!o->layers) o->layers = d.layers;
+    if (!o->dim) o->dim = d.dim;
+    if (!o->heads) o->heads = d.heads;
+    if (!o->kv_heads) o->kv_heads = o->heads;
+    if (!o->ffn) o->ffn = 4 * o->dim;
 }
 
 /* --op OPERAND=FORMAT[:options]: the operand's slot takes the format (blocks along the reduction
@@ -171,28 +198,10 @@ static void slot_label(const qs_llm_slot *sl, char *buf, size_t cap)
     if (k < cap) snprintf(buf + k, cap - k, "%s%s%s", sl->sr ? ":sr" : "", sl->rht ? ":rht" : "", sl->tile2d ? ":tile16" : "");
 }
 
-/* Default training texts: make data's data/text/ *.txt, except the evaluation text. */
+/* Default training texts: make data's data/text/ *.txt, except the evaluation text (train_sweep.h). */
 static int default_texts(opts *o)
 {
-    DIR *d = opendir(DEFAULT_TEXT_DIR);
-    if (d) {
-        struct dirent *de;
-        while ((de = readdir(d)) && o->ntext < MAX_TEXTS) {
-            size_t l = strlen(de->d_name);
-            if (l < 5 || l > 250 || strcmp(de->d_name + l - 4, ".txt") || de->d_name[0] == '.' ||
-                !strcmp(de->d_name, QS_LLM_DEFAULT_TEXT_NAME ".txt"))
-                continue;
-            snprintf(o->dflt[o->ntext], sizeof o->dflt[0], "%s/%s", DEFAULT_TEXT_DIR, de->d_name);
-            o->ntext++;
-        }
-        closedir(d);
-    }
-    /* readdir order is the file system's: sort for a reproducible token stream */
-    for (int i = 1; i < o->ntext; i++)
-        for (int j = i; j > 0 && strcmp(o->dflt[j - 1], o->dflt[j]) > 0; j--) {
-            char tmp[300];
-            memcpy(tmp, o->dflt[j], sizeof tmp); memcpy(o->dflt[j], o->dflt[j - 1], sizeof tmp); memcpy(o->dflt[j - 1], tmp, sizeof tmp);
-        }
+    qs_train_default_texts(o->dflt, MAX_TEXTS, &o->ntext);
     for (int i = 0; i < o->ntext; i++) o->text[i] = o->dflt[i];
     if (!o->ntext || (!o->val_text && access(QS_LLM_DEFAULT_TEXT, F_OK)))
         return qs_cli_usage(CMD, "no --text/--val-text given and %s/*.txt is not there (run `make data`)", DEFAULT_TEXT_DIR);
@@ -202,7 +211,7 @@ static int default_texts(opts *o)
 static int progress(void *ctx, const qs_train_rec *r)
 {
     const opts *o = ctx;
-    if (!o->json && !isnan(r->val_loss))
+    if (!o->json && !o->in_sweep && !isnan(r->val_loss))
         printf("step %6d  train %.4f  val %.4f  |g| %.3g  lr %.3g  %.0f tok/s\n", r->step, r->train_loss, r->val_loss,
                r->grad_norm, r->lr, r->tok_s);
     else if (!o->json && isatty(2) && (r->step == 1 || r->step % 10 == 0))   /* a heartbeat on a terminal */
@@ -254,6 +263,7 @@ static void print_json(const opts *o, const qs_train_result *res)
 static void start(void *ctx, const qs_llm_cfg *c, size_t ntrain, size_t nval)
 {
     const opts *o = ctx;
+    if (o->in_sweep) return;
     if (!o->json && o->t.recipe) {
         printf("train: recipe %s (", o->recipe.name);
         for (int i = 0; i < QS_OP_COUNT; i++) {
@@ -268,28 +278,124 @@ static void start(void *ctx, const qs_llm_cfg *c, size_t ntrain, size_t nval)
                c->n_layer, c->dim, c->n_head, c->n_kv_head, c->ffn, c->vocab, o->t.T, ntrain, nval);
 }
 
+/* One run of the options (recipe and seed as set): the model, the tokens, the steps, the checkpoint. */
+static int train_one(opts *o, qs_train_result *r, qs_err *e)
+{
+    qs_train_job j = {.tokenizer = o->tokenizer, .init = o->init, .out = o->out, .text = o->text, .ntext = o->ntext,
+                      .val_text = o->val_text ? o->val_text : QS_LLM_DEFAULT_TEXT, .layers = o->layers, .dim = o->dim,
+                      .heads = o->heads, .kv_heads = o->kv_heads, .ffn = o->ffn, .t = o->t, .grad = o->grad, .start = start,
+                      .step = progress, .ctx = o};
+    return qs_train_job_run(&j, r, e);
+}
+
+/* The sweep's runs in order, one line each on out; the runs as JSON with --json.  A run that fails
+** stops the sweep (the runs before it are kept). */
+static int run_sweep(opts *o, const qs_train_sweep *sw, FILE *out, qs_err *e)
+{
+    char key[8192], name[64];
+    qs_train_shape sh = {o->layers, o->dim, o->heads, o->kv_heads, o->ffn};
+    qs_train_config_key(&sh, &o->t, o->tokenizer, o->text, o->ntext, o->val_text ? o->val_text : QS_LLM_DEFAULT_TEXT,
+                        key, sizeof key);
+    qs_train_sweep_name(key, name, sizeof name);
+    o->in_sweep = 1;
+    o->sweep_name = name;
+    size_t n = qs_train_sweep_count(sw);
+    if (!o->json)
+        fprintf(out, "sweep %s: %zu runs (%d recipes x %d seeds), %d layers, dim %d, ctx %d, batch %d, %d steps\n", name,
+                n, sw->nrecipe, sw->nseed, o->layers, o->dim, o->t.T, o->t.batch, o->t.steps);
+    json_t *runs = json_array();
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        const char *rec;
+        uint64_t seed;
+        char run[160];
+        qs_train_sweep_at(sw, i, &rec, &seed);
+        qs_train_sweep_run_name(name, rec, seed, run, sizeof run);
+        o->recipe_name = rec;
+        o->nops = 0;
+        o->t.seed = seed;
+        o->run_name = run;
+        qs_err pe = {{0}};
+        if (qs_llm_recipe_preset(rec, &o->recipe, &pe) || qs_llm_recipe_check(&o->recipe, &pe)) {
+            rc = qs_fail(e, "sweep run %s: %s", run, pe.msg);
+            break;
+        }
+        o->t.recipe = &o->recipe;
+        double t0 = qs_now_s();
+        qs_train_result r;
+        if (train_one(o, &r, e)) {
+            char msg[sizeof e->msg];
+            snprintf(msg, sizeof msg, "%s", e->msg);
+            rc = qs_fail(e, "sweep run %s: %s", run, msg);
+            break;
+        }
+        double dt = qs_now_s() - t0, vf = o->t.steps ? r.rec[o->t.steps - 1].val_loss : r.val0;
+        if (!o->json)
+            fprintf(out, "%-32s %-10s seed %-4" PRIu64 " validation %.4f -> %.4f  %.0f s\n", run, rec, seed, r.val0, vf, dt);
+        json_array_append_new(runs, json_pack("{s:s,s:s,s:I,s:o,s:o,s:f}", "name", run, "recipe", rec, "seed",
+                                              (json_int_t)seed, "initial_val_loss", num(r.val0), "final_val_loss",
+                                              num(vf), "seconds", dt));
+        fflush(out);
+        qs_train_result_free(&r);
+    }
+    if (!rc && o->json) {
+        json_t *j = json_pack("{s:s,s:o}", "sweep", name, "runs", runs);
+        char *txt = json_dumps(j, JSON_INDENT(1));
+        if (txt) puts(txt);
+        free(txt);
+        json_decref(j);
+    } else
+        json_decref(runs);
+    return rc;
+}
+
+/* Options as without any: the default model and budget (train_sweep.h). */
+static void defaults(opts *o)
+{
+    memset(o, 0, sizeof *o);
+    qs_train_shape d;
+    qs_train_defaults(&d, &o->t);
+}
+
+int qs_train_sweep_default(qs_cli *cli, FILE *out, qs_err *e)
+{
+    (void)cli;
+    opts *o = malloc(sizeof *o);
+    if (!o) return qs_fail(e, "out of memory");
+    defaults(o);
+    fill_shape(o);
+    qs_train_sweep sw;
+    int rc = qs_train_sweep_parse("default", &sw, e);
+    if (!rc) {
+        qs_train_default_texts(o->dflt, MAX_TEXTS, &o->ntext);
+        for (int i = 0; i < o->ntext; i++) o->text[i] = o->dflt[i];
+        if (!o->ntext) rc = qs_fail(e, "%s/*.txt is not there (run `make data`)", DEFAULT_TEXT_DIR);
+    }
+    if (!rc) rc = run_sweep(o, &sw, out, e);
+    free(o);
+    return rc;
+}
+
 int qs_cmd_train(qs_cli *cli, int argc, char **argv)
 {
     (void)cli;
     opts o;
-    memset(&o, 0, sizeof o);
-    o.t = (qs_train_opts){.batch = 8, .T = 64, .steps = 200, .accum = 1, .warmup = 20, .eval_every = 50, .val_seqs = 16,
-                          .lr = 1e-3, .min_frac = 0.1, .clip = 1.0, .adam = {0.9, 0.95, 1e-8, 0.1}, .seed = 0};
+    defaults(&o);
     int rc = parse(argc, argv, &o);
     if (rc || (rc = make_recipe(&o))) return rc;
+    fill_shape(&o);
+    qs_train_sweep sw;
+    qs_err e = {{0}};
+    if (o.sweep && qs_train_sweep_parse(o.sweep, &sw, &e)) return qs_cli_usage(CMD, "%s", e.msg);
     if (o.out) {   /* a bad --out is found before the training, not after */
         struct stat st;
         if (mkdir(o.out, 0777) && errno != EEXIST) return qs_cli_error(QS_EXIT_ERR, "%s: cannot create: %s", o.out, strerror(errno));
         if (stat(o.out, &st) || !S_ISDIR(st.st_mode)) return qs_cli_error(QS_EXIT_ERR, "%s: not a directory", o.out);
     }
     if (!o.ntext && (rc = default_texts(&o))) return rc;
-    qs_train_job j = {.tokenizer = o.tokenizer, .init = o.init, .out = o.out, .text = o.text, .ntext = o.ntext,
-                      .val_text = o.val_text ? o.val_text : QS_LLM_DEFAULT_TEXT, .layers = o.layers, .dim = o.dim,
-                      .heads = o.heads, .kv_heads = o.kv_heads, .ffn = o.ffn, .t = o.t, .grad = o.grad, .start = start,
-                      .step = progress, .ctx = &o};
+    if (o.sweep) return run_sweep(&o, &sw, stdout, &e) ? qs_cli_err(QS_EXIT_ERR, &e) : QS_EXIT_OK;
     qs_train_result r;
-    qs_err e = {{0}};
-    if (qs_train_job_run(&j, &r, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
+    if (train_one(&o, &r, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
     if (o.json) print_json(&o, &r);
     else {
         if (!isnan(r.grad_loss)) printf("cross-check micro-batch: loss %.9g\n", r.grad_loss);
