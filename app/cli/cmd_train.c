@@ -59,7 +59,7 @@ static int parse(int argc, char **argv, opts *o)
         {"ctx", 1, 0, 'c'}, {"batch", 1, 0, 'b'}, {"steps", 1, 0, 'n'}, {"lr", 1, 0, 'l'}, {"warmup", 1, 0, 'w'},
         {"min-lr", 1, 0, 'm'}, {"wd", 1, 0, 'W'}, {"clip", 1, 0, 'C'}, {"accum", 1, 0, 'a'}, {"eval-every", 1, 0, 'e'},
         {"val-seqs", 1, 0, 'V'}, {"seed", 1, 0, 's'}, {"json", 0, 0, 'j'}, {"recipe", 1, 0, 'R'}, {"op", 1, 0, 'O'},
-        {"grad-out", 1, 0, 'G'}, {"batch-out", 1, 0, 'B'}, {"operand-out", 1, 0, 'P'}, {"sweep", 1, 0, 'S'},
+        {"grad-out", 1, 0, 'G'}, {"batch-out", 1, 0, 'B'}, {"operand-out", 1, 0, 'P'}, {"sweep", 1, 0, 'Z'},
         {0, 0, 0, 0}};
     int c;
     optind = 1;
@@ -103,7 +103,7 @@ static int parse(int argc, char **argv, opts *o)
             if (o->recipe_name) return qs_cli_usage(CMD, "--recipe given twice");
             o->recipe_name = optarg;
             break;
-        case 'S': o->sweep = optarg; break;
+        case 'Z': o->sweep = optarg; break;
         case 'O':
             if (o->nops == MAX_OPS) return qs_cli_usage(CMD, "more than %d --op settings", MAX_OPS);
             o->ops[o->nops++] = optarg;
