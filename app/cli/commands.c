@@ -164,8 +164,11 @@ const qs_command qs_commands[] = {
      "NVFP4, MXAttention, Multi-Scale Dequant, AMLA, Rollout-ResQ, AIS), with fixed seeds and stated\n"
      "settings, and prints the claim, the paper, the paper's figure, the measured figure and a verdict:\n"
      "reproduced (within the stated tolerance), differs (the detail line gives the settings and the\n"
-     "most likely reason), not on CPU, or model (the figure of a model the project reconstructs, not a\n"
-     "measurement).  Where the spec marks a recipe as the project's reconstruction,\n"
+     "most likely reason), not on CPU, model (the figure of a model the project reconstructs, not a\n"
+     "measurement), or inconclusive (a 95 % interval that neither meets nor misses the figure, or too\n"
+     "few runs).  hif4.pretrain reads the stored default training sweep (`train --sweep default`) and\n"
+     "runs it first when runs are missing (~25-30 min; --quick trains a reduced sweep in memory\n"
+     "instead).  Where the spec marks a recipe as the project's reconstruction,\n"
      "the detail says so.  docs/claims.md describes every measurement.\n"
      "\n"
      "  --quick        reduced sizes (same seeds), under a minute; exits 1 when a claim marked\n"
@@ -404,7 +407,12 @@ const qs_command qs_commands[] = {
      "  --batch-out B.npy   that micro-batch's token ids, int32, batch x (ctx+1)\n"
      "  --operand-out DIR   (with a recipe) layer 0's q_proj GEMM operands of that pass: OP.src.npy (FP32)\n"
      "                      and OP.q.npy (quantized), to compare with `qscope quant` (docs/train.md)\n"
-     "  --json              the run as JSON, with a `steps` list of per-step records", qs_cmd_train, NULL, NULL, 0},
+     "  --json              the run as JSON, with a `steps` list of per-step records\n"
+     "  --sweep SPEC        one run per recipe and seed, one after another, with the other options:\n"
+     "                      'default' (recipes bf16,hif4,mxfp4,nvfp4,mxfp8 x seeds 1,2,3) or\n"
+     "                      recipes=A,B,...,seeds=1,2,...; runs are named SWEEP-RECIPE-sSEED, SWEEP\n"
+     "                      'default' for the default configuration, else sweep-HASH of it; one line\n"
+     "                      per run (--json: the sweep's runs); the claim hif4.pretrain reads it", qs_cmd_train, NULL, NULL, 0},
     {"tui", "[--formats LIST] [--no-mouse] [--ascii]", "open the workbench (also: qscope with no command, on a terminal)",
      "The interactive workbench: tensors, formats compared, error histograms, block-error heatmaps and\n"
      "the block inspector (every element's code bit by bit, in two formats side by side), RL runs and\n"
