@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "llm_text.h"
 #include "../kernels/llm_train.h"
@@ -59,7 +60,7 @@ static int check_memory(const qs_llm_cfg *c, int tied, int bias, const qs_train_
 }
 
 /* The model to train: --init, or a new one of the job's shape (tied embeddings, rotate_half RoPE). */
-static int make_model(const qs_train_job *j, int vocab, qs_llm_file *init, qs_llm_model *m, qs_err *e)
+static int make_model(const qs_train_job *j, int vocab, qs_llm_file *init, qs_llm_model *m, int *bad, qs_err *e)
 {
     if (j->init) {
         if (qs_llm_load(j->init, init, e)) return -1;
@@ -68,12 +69,15 @@ static int make_model(const qs_train_job *j, int vocab, qs_llm_file *init, qs_ll
         return 0;
     }
     int heads = j->heads ? j->heads : 4, dim = j->dim ? j->dim : 64;
+    *bad = 1;   /* the shape's errors are the input's */
     if (dim % heads) return qs_fail(e, "--dim %d is not a multiple of --heads %d", dim, heads);
     qs_llm_cfg c = {.n_layer = j->layers ? j->layers : 2, .dim = dim, .n_head = heads,
                     .n_kv_head = j->kv_heads ? j->kv_heads : heads, .head_dim = dim / heads,
                     .ffn = j->ffn ? j->ffn : 4 * dim, .vocab = vocab, .ctx = j->t.T, .rope_base = 10000.0f,
                     .eps = 1e-5f, .rope_neox = 1};
-    if (qs_llm_cfg_check(&c, e) || check_memory(&c, 1, 0, &j->t, e) || qs_llm_alloc(m, &c, 1, e)) return -1;
+    if (qs_llm_cfg_check(&c, e)) return -1;
+    *bad = 0;
+    if (check_memory(&c, 1, 0, &j->t, e) || qs_llm_alloc(m, &c, 1, e)) return -1;
     qs_train_init(m, j->t.seed);
     return 0;
 }
@@ -86,6 +90,39 @@ static int save(const qs_train_job *j, const qs_llm_model *m, const qs_llm_file 
     snprintf(tj, sizeof tj, "%.4000s/tokenizer.json", src ? src : ".");
     qs_llm_save_tok st = {tok && access(tj, F_OK) == 0 ? src : NULL, !tok, tok ? tok->v.bos : -1, tok ? tok->v.eos : -1};
     return qs_llm_save_hf(j->out, m, &st, e);
+}
+
+void qs_train_data_hash(const int32_t *train, size_t ntrain, const int32_t *val, size_t nval, char hex[33])
+{
+    XXH3_state_t *h = XXH3_createState();
+    XXH128_hash_t d = {0, 0};
+    if (h) {
+        uint64_t n[2] = {ntrain, nval};
+        XXH3_128bits_reset(h);
+        XXH3_128bits_update(h, &n[0], sizeof n[0]);
+        XXH3_128bits_update(h, train, ntrain * sizeof *train);
+        XXH3_128bits_update(h, &n[1], sizeof n[1]);
+        XXH3_128bits_update(h, val, nval * sizeof *val);
+        d = XXH3_128bits_digest(h);
+        XXH3_freeState(h);
+    }
+    snprintf(hex, 33, "%016llx%016llx", (unsigned long long)d.high64, (unsigned long long)d.low64);
+}
+
+/* The loop's step callback: the job's, then the count of completed steps and the stop flag. */
+typedef struct step_ctx {
+    const qs_train_job *j;
+    qs_train_result *r;
+    int stopping;
+} step_ctx;
+
+static int on_step(void *ctx, const qs_train_rec *rec)
+{
+    step_ctx *c = ctx;
+    if (c->j->step && c->j->step(c->j->ctx, rec)) return 1;
+    c->r->steps_done = rec->step;
+    if (c->j->stop && *c->j->stop && rec->step < c->j->t.steps) { c->stopping = 1; return 1; }
+    return 0;
 }
 
 int qs_train_job_run(const qs_train_job *j, qs_train_result *r, qs_err *e)
@@ -104,7 +141,7 @@ int qs_train_job_run(const qs_train_job *j, qs_train_result *r, qs_err *e)
         if (tokf.v.n <= 0) { qs_fail(e, "%s: the model has no vocabulary", j->tokenizer); goto out; }
         tok = &tokf;
     }
-    if (make_model(j, tok ? tokf.m.c.vocab : 256, &initf, &r->m, e)) goto out;
+    if (make_model(j, tok ? tokf.m.c.vocab : 256, &initf, &r->m, &r->bad_input, e)) goto out;
     const qs_llm_cfg *c = &r->m.c;
     if (j->init && !tok && c->vocab != 256) {
         if (initf.v.n <= 0) { qs_fail(e, "%s: vocabulary of %d but no tokenizer (give --tokenizer)", j->init, c->vocab); goto out; }
@@ -115,11 +152,27 @@ int qs_train_job_run(const qs_train_job *j, qs_train_result *r, qs_err *e)
         goto out;
     }
     r->bytes = !tok;
-    if (j->t.T > c->ctx) { qs_fail(e, "--ctx %d exceeds the model's context %d", j->t.T, c->ctx); goto out; }
+    if (j->t.T > c->ctx) {
+        r->bad_input = 1;
+        qs_fail(e, "--ctx %d exceeds the model's context %d", j->t.T, c->ctx);
+        goto out;
+    }
     if (j->init && check_memory(c, r->m.output == r->m.tok_embd, r->m.bias_arena != NULL, &j->t, e)) goto out;
     if (read_tokens(j->text, j->ntext, tok, &train, &r->ntrain, e) ||
         read_tokens(&j->val_text, 1, tok, &val, &r->nval, e))
         goto out;
+    /* as the loop checks, but before the ready hook stores anything */
+    r->bad_input = 1;
+    if (r->ntrain < (size_t)j->t.T + 1) {
+        qs_fail(e, "%s%s: training text has %zu tokens, fewer than ctx+1 = %d", j->text[0], j->ntext > 1 ? " ..." : "",
+                r->ntrain, j->t.T + 1);
+        goto out;
+    }
+    if (r->nval < (size_t)j->t.T + 1) {
+        qs_fail(e, "%s: validation text has %zu tokens, fewer than ctx+1 = %d", j->val_text, r->nval, j->t.T + 1);
+        goto out;
+    }
+    r->bad_input = 0;
     if ((j->grad.grad_out || j->grad.batch_out || j->grad.operand_out) &&
         qs_train_grad_run(&r->m, train, r->ntrain, &j->t, &j->grad, &r->grad_loss, e))
         goto out;
@@ -128,15 +181,30 @@ int qs_train_job_run(const qs_train_job *j, qs_train_result *r, qs_err *e)
         goto out;
     }
     if (j->start) j->start(j->ctx, c, r->ntrain, r->nval);
-    if (qs_train_run(&r->m, train, r->ntrain, val, r->nval, &j->t, &r->val0, r->rec, j->step, j->ctx, e)) goto out;
-    if (j->out && save(j, &r->m, tok, e)) goto out;
+    if (j->ready) {
+        qs_train_data d = {&r->m, r->ntrain, r->nval, r->bytes, {0}};
+        qs_train_data_hash(train, r->ntrain, val, r->nval, d.hash);
+        if (j->ready(j->ctx, &d, e)) goto out;
+    }
+    step_ctx sc = {j, r, 0};
+    if (qs_train_run(&r->m, train, r->ntrain, val, r->nval, &j->t, &r->val0, r->rec, on_step, &sc, e) && !sc.stopping)
+        goto out;
+    r->stopped = sc.stopping;
+    if (j->out && save(j, &r->m, tok, e)) goto out;   /* a stopped run: the weights of its last completed step */
     rc = 0;
 out:
     free(train);
     free(val);
     qs_llm_file_free(&tokf);
     qs_llm_file_free(&initf);
-    if (rc) qs_train_result_free(r);
+    if (rc) {   /* the caller still learns how far the run came */
+        double v0 = r->val0;
+        int done = r->steps_done, bad = r->bad_input;
+        qs_train_result_free(r);
+        r->val0 = v0;
+        r->steps_done = done;
+        r->bad_input = bad;
+    }
     return rc;
 }
 

@@ -6,10 +6,19 @@
 #ifndef QS_TRAIN_SERVICE_H
 #define QS_TRAIN_SERVICE_H
 
+#include <signal.h>
 #include <stddef.h>
 
 #include "train_grad.h"
 #include "train_loop.h"
+
+/* What a run trains on, once the model and the tokens are ready (the job's ready hook). */
+typedef struct qs_train_data {
+    const qs_llm_model *m;        /* the model before the first step */
+    size_t ntrain, nval;          /* tokens */
+    int bytes;                    /* 1: byte-level tokens */
+    char hash[33];                /* hex XXH3-128 of both token streams (qs_train_data_hash) */
+} qs_train_data;
 
 typedef struct qs_train_job {
     const char *tokenizer;        /* a model whose vocabulary tokenizes the texts; NULL: bytes (or init's) */
@@ -25,6 +34,11 @@ typedef struct qs_train_job {
     void (*start)(void *ctx, const qs_llm_cfg *c, size_t ntrain, size_t nval);
     qs_train_cb step;             /* after every step (may be NULL) */
     void *ctx;
+    /* after start, before the first step (may be NULL); non-zero fails the job with *e as it set it */
+    int (*ready)(void *ctx, const qs_train_data *d, qs_err *e);
+    /* when not NULL and set (a signal handler's flag), the run stops after the step in progress, once
+    ** its step callback returned: the job then succeeds with r->stopped and the checkpoint of that step */
+    const volatile sig_atomic_t *stop;
 } qs_train_job;
 
 typedef struct qs_train_result {
@@ -33,12 +47,20 @@ typedef struct qs_train_result {
     double val0;                  /* validation loss before the first step */
     qs_train_rec *rec;            /* t.steps records */
     int bytes;                    /* 1: byte-level tokens */
+    int steps_done;               /* completed steps (records rec[0 .. steps_done-1]) */
+    int stopped;                  /* 1: *job.stop ended the run early */
+    int bad_input;                /* after an error: 1 when the input is at fault (shape, ctx, a text shorter
+                                  ** than ctx+1 tokens): a usage error, found before the ready hook */
     double grad_loss;             /* the loss of the cross-check's micro-batch; NAN without grad files */
 } qs_train_result;
 
 /* Run the job; *r is filled on success (free with qs_train_result_free).  Errors name the file or the
-** option at fault. */
+** option at fault; after an error r->val0 (NAN when not measured), r->steps_done and r->bad_input
+** are still set. */
 int qs_train_job_run(const qs_train_job *j, qs_train_result *r, qs_err *e);
+/* XXH3-128 (hex) of the training then the validation tokens (int32, host order), each stream
+** preceded by its length as a uint64, so where one ends is part of the hash. */
+void qs_train_data_hash(const int32_t *train, size_t ntrain, const int32_t *val, size_t nval, char hex[33]);
 void qs_train_result_free(qs_train_result *r);
 
 #endif

@@ -121,7 +121,8 @@ static int put_opstats(qs_db *db, int64_t id, int step, const qs_train_opstat_ro
         const qs_train_opstat_row *o = &ops[i];
         if (o->operand < 0 || o->operand >= QS_OP_COUNT || o->layer < 0) {
             sqlite3_finalize(st);
-            return qs_fail(e, "step %d: operand statistics of layer %d, operand %d: no such slot", step, o->layer, o->operand);
+            return qs_fail(e, "step %d: operand statistics of layer %d, operand %d: no such slot", step, o->layer,
+                           o->operand);
         }
         sqlite3_bind_int64(st, 1, id);
         sqlite3_bind_int(st, 2, step);
@@ -163,7 +164,8 @@ int qs_train_run_step(qs_db *db, int64_t id, const qs_train_step_row *r, const q
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE) {
         if (rc == SQLITE_CONSTRAINT_FOREIGNKEY) qs_fail(e, "%s: no training run with id %lld", db->path, (long long)id);
-        else if ((rc & 0xff) == SQLITE_CONSTRAINT) qs_fail(e, "%s: training run %lld has step %d already", db->path, (long long)id, r->step);
+        else if (rc == SQLITE_CONSTRAINT_PRIMARYKEY)
+            qs_fail(e, "%s: training run %lld has step %d already", db->path, (long long)id, r->step);
         else qs_db_fail(db, e, "train_step insert");
         goto fail;
     }

@@ -1,5 +1,6 @@
 /*
-** `qscope import-log` and `qscope runs`: RL per-token logs in, and the list of stored runs.
+** `qscope import-log` and `qscope runs`: RL per-token logs in, and the list of stored runs (RL runs,
+** then the training runs of `qscope train`, runs_train.h).
 */
 #include "cmd_rl.h"
 
@@ -15,6 +16,8 @@
 #include "../../store/json_out.h"
 #include "../../store/q_rl.h"
 #include "../../store/rl_log.h"
+#include "../../store/train_store.h"
+#include "runs_train.h"
 
 int qs_cmd_import_log(qs_cli *cli, int argc, char **argv)
 {
@@ -145,8 +148,12 @@ int qs_cmd_runs(qs_cli *cli, int argc, char **argv)
     if (exp && (rm || json || optind < argc)) return qs_cli_usage("runs", "--export RUN takes no other arguments but -o FILE");
     qs_db *db = qs_cli_open_db(cli);
     if (!db) return QS_EXIT_ERR;
-    if (exp) {
-        int rc = export_run(db, exp, outfile);
+    if (exp) {   /* an RL run of that name, else a training run's steps */
+        qs_err xe = {{0}};
+        int rl = 0, rc;
+        if (qs_run_exists(db, exp, &rl, &xe)) rc = qs_cli_err(QS_EXIT_ERR, &xe);
+        else if (rl || qs_runs_train_exists(db, exp) == 0) rc = export_run(db, exp, outfile);
+        else rc = qs_runs_train_export(db, exp, outfile);
         qs_db_close(db);
         return rc;
     }
@@ -154,12 +161,34 @@ int qs_cmd_runs(qs_cli *cli, int argc, char **argv)
     int rc = QS_EXIT_OK;
     if (rm) {
         if (optind >= argc) { qs_db_close(db); return qs_cli_usage("runs", "--rm needs run names"); }
-        if (qs_db_begin(db, &e)) { qs_db_close(db); return qs_cli_err(QS_EXIT_ERR, &e); }
-        for (int i = optind; i < argc; i++) {
+        /* the names' training runs, known before the transaction (a read inside it would hold a snapshot) */
+        const char **tn = calloc((size_t)(argc - optind), sizeof *tn);
+        size_t ntn = 0;
+        int *is_train = calloc((size_t)(argc - optind), sizeof *is_train);
+        if (!tn || !is_train) {
+            free(tn); free(is_train); qs_db_close(db);
+            return qs_cli_error(QS_EXIT_ERR, "out of memory");
+        }
+        for (int i = optind; i < argc && rc == QS_EXIT_OK; i++) {
+            int t = qs_runs_train_exists(db, argv[i]);
+            if (t < 0) rc = QS_EXIT_ERR;
+            else if ((is_train[i - optind] = t)) tn[ntn++] = argv[i];
+        }
+        if (rc != QS_EXIT_OK || qs_db_begin(db, &e)) {
+            free(tn); free(is_train); qs_db_close(db);
+            return rc != QS_EXIT_OK ? rc : qs_cli_err(QS_EXIT_ERR, &e);
+        }
+        for (int i = optind; i < argc; i++) {   /* a name removes its RL run and its training run */
             int found;
             if (qs_rl_run_delete(db, argv[i], &found, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); break; }
-            if (!found) { rc = qs_cli_error(QS_EXIT_ERR, "no run named '%s' (see `qscope runs`)", argv[i]); break; }
+            if (!found && !is_train[i - optind]) {
+                rc = qs_cli_error(QS_EXIT_ERR, "no run named '%s' (see `qscope runs`)", qs_esc(argv[i]));
+                break;
+            }
         }
+        if (rc == QS_EXIT_OK && ntn && qs_train_run_remove(db, tn, ntn, &e)) rc = qs_cli_err(QS_EXIT_ERR, &e);
+        free(tn);
+        free(is_train);
         if (rc == QS_EXIT_OK && qs_db_commit(db, &e)) rc = qs_cli_err(QS_EXIT_ERR, &e);
         if (rc != QS_EXIT_OK) qs_db_rollback(db);
         qs_db_close(db);
@@ -192,12 +221,18 @@ int qs_cmd_runs(qs_cli *cli, int argc, char **argv)
         }
     }
     qs_run_items_free(runs, nruns);
-    if (json) {
-        char *s = json_dumps(out, JSON_INDENT(2));
+    json_t *train = json_array();
+    rc = qs_runs_train_list(cli, db, pat, json ? train : NULL);
+    if (json && rc == QS_EXIT_OK) {   /* the RL runs and the training runs under their own keys */
+        json_t *all = json_pack("{s:o,s:o}", "rl_runs", out, "train_runs", train);
+        char *s = json_dumps(all, JSON_INDENT(2));
         if (s) puts(s);
         free(s);
+        json_decref(all);
+    } else {
+        json_decref(out);
+        json_decref(train);
     }
-    json_decref(out);
     qs_db_close(db);
     return rc;
 }

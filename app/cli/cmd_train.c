@@ -3,9 +3,10 @@
 ** or from --init MODEL, on byte-level or a model's tokens, and write a Hugging Face checkpoint that
 ** `llm eval/generate/logits --model DIR` load.  The work is analysis/train_service.h (loop:
 ** train_loop.h; optimizer: kernels/llm_adamw.h; writer: store/llm_save_hf.h).  --recipe NAME and --op
-** OPERAND=FORMAT pick the GEMMs' low-precision recipe (kernels/llm_recipe.h).  --sweep SPEC runs one
-** run per (recipe, seed) of analysis/train_sweep.h, one after the other, each through the same path as
-** a single run (train_one).
+** OPERAND=FORMAT pick the GEMMs' low-precision recipe (kernels/llm_recipe.h).  Every run is stored in
+** the database unless --no-store (train_record.h).  --sweep SPEC runs
+** one run per (recipe, seed) of analysis/train_sweep.h, one after the other, each through the same
+** path as a single run (train_one).
 */
 #include <dirent.h>
 #include <errno.h>
@@ -20,10 +21,13 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "par.h"
 #include "quant_opts.h"
 #include "train_cli.h"
+#include "train_record.h"
 #include "../../analysis/train_service.h"
 #include "../../analysis/train_sweep.h"
+#include "../../store/json_out.h"
 #include "../../store/llm_load.h"
 
 #define CMD "train"
@@ -35,13 +39,16 @@ typedef struct opts {
     const char *tokenizer, *init, *out, *val_text, *text[MAX_TEXTS], *sweep;
     int ntext, json, layers, dim, heads, kv_heads, ffn;
     int in_sweep;                /* a run of a sweep: no per-step lines, no per-run JSON */
-    const char *run_name, *sweep_name;   /* a sweep's run: its stored name and the sweep's */
     qs_train_opts t;
     const char *recipe_name, *ops[MAX_OPS];   /* --recipe, --op in order */
     int nops;
     qs_llm_recipe recipe;
     qs_train_grad_req grad;   /* --grad-out, --batch-out, --operand-out (analysis/train_grad.h) */
     char dflt[MAX_TEXTS][300];   /* default training texts */
+    int csv, no_store;
+    const char *name;            /* --name */
+    char labels[QS_OP_COUNT][160];
+    qs_trec rec;                 /* the recording (train_record.h) */
 } opts;
 
 static int parse_pos_f64(const char *opt, const char *s, double lo, double hi, double *out)
@@ -51,7 +58,7 @@ static int parse_pos_f64(const char *opt, const char *s, double lo, double hi, d
     return 0;
 }
 
-static int parse(int argc, char **argv, opts *o)
+static int parse(qs_cli *cli, int argc, char **argv, opts *o)
 {
     static const struct option lo[] = {
         {"tokenizer", 1, 0, 'k'}, {"init", 1, 0, 'i'}, {"out", 1, 0, 'o'}, {"text", 1, 0, 'x'}, {"val-text", 1, 0, 'v'},
@@ -59,7 +66,8 @@ static int parse(int argc, char **argv, opts *o)
         {"ctx", 1, 0, 'c'}, {"batch", 1, 0, 'b'}, {"steps", 1, 0, 'n'}, {"lr", 1, 0, 'l'}, {"warmup", 1, 0, 'w'},
         {"min-lr", 1, 0, 'm'}, {"wd", 1, 0, 'W'}, {"clip", 1, 0, 'C'}, {"accum", 1, 0, 'a'}, {"eval-every", 1, 0, 'e'},
         {"val-seqs", 1, 0, 'V'}, {"seed", 1, 0, 's'}, {"json", 0, 0, 'j'}, {"recipe", 1, 0, 'R'}, {"op", 1, 0, 'O'},
-        {"grad-out", 1, 0, 'G'}, {"batch-out", 1, 0, 'B'}, {"operand-out", 1, 0, 'P'}, {"sweep", 1, 0, 'Z'},
+        {"grad-out", 1, 0, 'G'}, {"batch-out", 1, 0, 'B'}, {"operand-out", 1, 0, 'P'}, {"name", 1, 0, 'N'},
+        {"db", 1, 0, 'D'}, {"no-store", 0, 0, 'X'}, {"csv", 0, 0, 'S'}, {"sweep", 1, 0, 'Z'},
         {0, 0, 0, 0}};
     int c;
     optind = 1;
@@ -96,6 +104,13 @@ static int parse(int argc, char **argv, opts *o)
             if (qs_parse_u64(optarg, (unsigned long long *)&o->t.seed)) return qs_cli_usage(CMD, "bad --seed '%s'", optarg);
             break;
         case 'j': o->json = 1; break;
+        case 'S': o->csv = 1; break;
+        case 'X': o->no_store = 1; break;
+        case 'D': cli->db_path = optarg; break;   /* as the global --db */
+        case 'N':
+            if (!*optarg) return qs_cli_usage(CMD, "--name wants a name");
+            o->name = optarg;
+            break;
         case 'G': o->grad.grad_out = optarg; break;
         case 'B': o->grad.batch_out = optarg; break;
         case 'P': o->grad.operand_out = optarg; break;
@@ -114,14 +129,16 @@ static int parse(int argc, char **argv, opts *o)
         if (rc) return rc;
     }
     if (optind < argc) return qs_cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
+    if (o->json && o->csv) return qs_cli_usage(CMD, "--json and --csv: give one");
+    if (o->name && o->no_store) return qs_cli_usage(CMD, "--name names the stored run; drop it with --no-store");
     if (o->grad.operand_out && !o->recipe_name && !o->nops)
         return qs_cli_usage(CMD, "--operand-out needs a recipe (--recipe or --op)");
     if (o->init && (o->layers || o->dim || o->heads || o->kv_heads || o->ffn))
         return qs_cli_usage(CMD, "--init takes the model's shape; drop --layers/--dim/--heads/--kv-heads/--ffn");
-    if (o->sweep && (o->recipe_name || o->nops || o->out || o->init || o->grad.grad_out || o->grad.batch_out ||
-                     o->grad.operand_out))
-        return qs_cli_usage(CMD, "--sweep sets the recipe and seed of each run; drop --recipe/--op/--out/--init and "
-                                 "the cross-check outputs");
+    if (o->sweep && (o->recipe_name || o->nops || o->out || o->init || o->name || o->csv || o->grad.grad_out ||
+                     o->grad.batch_out || o->grad.operand_out))
+        return qs_cli_usage(CMD, "--sweep sets the recipe, seed and name of each run; drop --recipe/--op/--out/--init/"
+                                 "--name/--csv and the cross-check outputs");
     return 0;
 }
 
@@ -210,7 +227,9 @@ static int default_texts(opts *o)
 
 static int progress(void *ctx, const qs_train_rec *r)
 {
-    const opts *o = ctx;
+    opts *o = ctx;
+    if (qs_trec_step(&o->rec, r)) return 1;
+    if (o->csv) return 0;
     if (!o->json && !o->in_sweep && !isnan(r->val_loss))
         printf("step %6d  train %.4f  val %.4f  |g| %.3g  lr %.3g  %.0f tok/s\n", r->step, r->train_loss, r->val_loss,
                r->grad_norm, r->lr, r->tok_s);
@@ -221,13 +240,21 @@ static int progress(void *ctx, const qs_train_rec *r)
 
 static json_t *num(double x) { return isfinite(x) ? json_real(x) : json_null(); }
 
+/* The last measured validation loss (a stopped run's last step may not have measured it). */
+static double final_val(const qs_train_result *res)
+{
+    for (int i = res->steps_done - 1; i >= 0; i--)
+        if (!isnan(res->rec[i].val_loss)) return res->rec[i].val_loss;
+    return NAN;
+}
+
 static void print_json(const opts *o, const qs_train_result *res)
 {
     const qs_llm_cfg *c = &res->m.c;
     const qs_train_rec *rec = res->rec;
-    double fin = o->t.steps ? rec[o->t.steps - 1].val_loss : res->val0;   /* --steps 0: no update */
+    double fin = o->t.steps ? final_val(res) : res->val0;   /* --steps 0: no update */
     json_t *steps = json_array();
-    for (int i = 0; i < o->t.steps; i++) {
+    for (int i = 0; i < res->steps_done; i++) {
         json_t *r = json_pack("{s:i,s:o,s:o,s:o,s:o}", "step", rec[i].step, "train_loss", num(rec[i].train_loss),
                               "grad_norm", num(rec[i].grad_norm), "lr", num(rec[i].lr), "tok_s", num(rec[i].tok_s));
         if (!isnan(rec[i].val_loss)) json_object_set_new(r, "val_loss", num(rec[i].val_loss));
@@ -253,6 +280,9 @@ static void print_json(const opts *o, const qs_train_result *res)
     json_object_set_new(rj, "operands", ops);
     json_object_set_new(rj, "validation", json_string("fp32"));
     json_object_set_new(j, "recipe", rj);
+    json_object_set_new(j, "status", json_string(res->stopped ? "stopped" : "done"));
+    json_object_set_new(j, "steps_done", json_integer(res->steps_done));
+    if (o->rec.run[0]) qs_json_set_text(j, "run", o->rec.run);
     if (!isnan(res->grad_loss)) json_object_set_new(j, "grad_loss", json_real(res->grad_loss));
     char *s = json_dumps(j, JSON_INDENT(1));
     if (s) puts(s);
@@ -263,7 +293,7 @@ static void print_json(const opts *o, const qs_train_result *res)
 static void start(void *ctx, const qs_llm_cfg *c, size_t ntrain, size_t nval)
 {
     const opts *o = ctx;
-    if (o->in_sweep) return;
+    if (o->csv || o->in_sweep) return;
     if (!o->json && o->t.recipe) {
         printf("train: recipe %s (", o->recipe.name);
         for (int i = 0; i < QS_OP_COUNT; i++) {
@@ -278,19 +308,57 @@ static void start(void *ctx, const qs_llm_cfg *c, size_t ntrain, size_t nval)
                c->n_layer, c->dim, c->n_head, c->n_kv_head, c->ffn, c->vocab, o->t.T, ntrain, nval);
 }
 
-/* One run of the options (recipe and seed as set): the model, the tokens, the steps, the checkpoint. */
-static int train_one(opts *o, qs_train_result *r, qs_err *e)
+
+static int ready(void *ctx, const qs_train_data *d, qs_err *e) { return qs_trec_ready(&((opts *)ctx)->rec, d, e); }
+
+/* One run of the options (recipe and seed as set): the model, the tokens, the steps, the checkpoint;
+** stored (train_record.h) under name (NULL: the default name) in sweep (NULL: none) unless --no-store.
+** Returns the exit code (0; 128 + the signal when stopped; 1 or 2 after printing the error); *ok: r
+** holds the run (free it). */
+static int train_one(qs_cli *cli, opts *o, const char *name, const char *sweep, qs_train_result *r, int *ok)
 {
     qs_train_job j = {.tokenizer = o->tokenizer, .init = o->init, .out = o->out, .text = o->text, .ntext = o->ntext,
                       .val_text = o->val_text ? o->val_text : QS_LLM_DEFAULT_TEXT, .layers = o->layers, .dim = o->dim,
-                      .heads = o->heads, .kv_heads = o->kv_heads, .ffn = o->ffn, .t = o->t, .grad = o->grad, .start = start,
-                      .step = progress, .ctx = o};
-    return qs_train_job_run(&j, r, e);
+                      .heads = o->heads, .kv_heads = o->kv_heads, .ffn = o->ffn, .t = o->t, .grad = o->grad,
+                      .start = start, .step = progress, .ctx = o, .ready = ready, .stop = &qs_trec_stop};
+    qs_err e = {{0}};
+    qs_trec *t = &o->rec;
+    *t = (qs_trec){.cli = cli, .name = name, .sweep = sweep, .store = !o->no_store, .csv = o->csv, .job = &j,
+                   .recipe = o->t.recipe ? o->recipe.name : "fp32", .tokenizer = o->tokenizer ? o->tokenizer : o->init,
+                   .res = r, .e = &e};
+    for (int i = 0; i < QS_OP_COUNT; i++) {
+        snprintf(o->labels[i], sizeof o->labels[i], "fp32");
+        if (o->t.recipe) slot_label(&o->recipe.op[i], o->labels[i], sizeof o->labels[i]);
+        t->op_label[i] = o->labels[i];
+    }
+    *ok = qs_train_job_run(&j, r, &e) == 0;
+    if (!*ok) qs_cli_err(r->bad_input ? QS_EXIT_USAGE : QS_EXIT_ERR, &e);
+    int rc = qs_trec_end(t, *ok, r, &e);
+    return !*ok && r->bad_input ? QS_EXIT_USAGE : rc;
 }
 
-/* The sweep's runs in order, one line each on out; the runs as JSON with --json.  A run that fails
-** stops the sweep (the runs before it are kept). */
-static int run_sweep(opts *o, const qs_train_sweep *sw, FILE *out, qs_err *e)
+/* A sweep run stored already: 1 done (*vf its final validation loss), 0 to run (a stored run that
+** did not finish is removed first, so the name is free), -1 error. */
+static int stored_run(qs_cli *cli, const char *run, double *v0, double *vf, qs_err *e)
+{
+    qs_db *db = qs_db_open(cli->db_path, e);
+    if (!db) return -1;
+    qs_train_run_item it;
+    int found = qs_train_run_get(db, run, &it, e), rc = found < 0 ? -1 : 0;
+    if (found > 0) {
+        if (!strcmp(it.status, "done")) { rc = 1; *v0 = it.val0; *vf = it.val_final; }
+        else if (qs_train_run_remove(db, &run, 1, e)) rc = -1;
+        qs_train_run_item *heap = malloc(sizeof *heap);   /* the list's free takes an array of its own */
+        if (heap) { *heap = it; qs_train_run_items_free(heap, 1); }
+    }
+    qs_db_close(db);
+    return rc;
+}
+
+/* The sweep's runs in order, one line each on out (--json: the runs at the end).  Runs stored and
+** done already are reported, not run again.  A run that fails or is stopped stops the sweep (the
+** runs before it are kept); returns its exit code, with e saying which run. */
+static int run_sweep(qs_cli *cli, opts *o, const qs_train_sweep *sw, FILE *out, qs_err *e)
 {
     char key[8192], name[64];
     qs_train_shape sh = {o->layers, o->dim, o->heads, o->kv_heads, o->ffn};
@@ -298,7 +366,6 @@ static int run_sweep(opts *o, const qs_train_sweep *sw, FILE *out, qs_err *e)
                         key, sizeof key);
     qs_train_sweep_name(key, name, sizeof name);
     o->in_sweep = 1;
-    o->sweep_name = name;
     size_t n = qs_train_sweep_count(sw);
     if (!o->json)
         fprintf(out, "sweep %s: %zu runs (%d recipes x %d seeds), %d layers, dim %d, ctx %d, batch %d, %d steps\n", name,
@@ -314,29 +381,35 @@ static int run_sweep(opts *o, const qs_train_sweep *sw, FILE *out, qs_err *e)
         o->recipe_name = rec;
         o->nops = 0;
         o->t.seed = seed;
-        o->run_name = run;
         qs_err pe = {{0}};
         if (qs_llm_recipe_preset(rec, &o->recipe, &pe) || qs_llm_recipe_check(&o->recipe, &pe)) {
-            rc = qs_fail(e, "sweep run %s: %s", run, pe.msg);
+            rc = qs_cli_error(QS_EXIT_ERR, "sweep run %s: %s", run, pe.msg);
+            qs_fail(e, "sweep run %s: %s", run, pe.msg);
             break;
         }
         o->t.recipe = &o->recipe;
-        double t0 = qs_now_s();
-        qs_train_result r;
-        if (train_one(o, &r, e)) {
-            char msg[sizeof e->msg];
-            snprintf(msg, sizeof msg, "%s", e->msg);
-            rc = qs_fail(e, "sweep run %s: %s", run, msg);
-            break;
+        double t0 = qs_now_s(), v0 = NAN, vf = NAN;
+        int st = o->no_store || qs_par_rank() ? 0 : stored_run(cli, run, &v0, &vf, e), ok = 0;
+        if (st < 0) { rc = qs_cli_err(QS_EXIT_ERR, e); break; }
+        if (!st) {
+            qs_train_result r;
+            rc = train_one(cli, o, o->no_store ? NULL : run, name, &r, &ok);
+            if (ok) {
+                v0 = r.val0;
+                vf = r.stopped ? NAN : o->t.steps ? r.rec[o->t.steps - 1].val_loss : r.val0;
+                qs_train_result_free(&r);
+            }
+            if (rc) { qs_fail(e, "sweep run %s ended with exit code %d", run, rc); break; }
         }
-        double dt = qs_now_s() - t0, vf = o->t.steps ? r.rec[o->t.steps - 1].val_loss : r.val0;
+        double dt = qs_now_s() - t0;
         if (!o->json)
-            fprintf(out, "%-32s %-10s seed %-4" PRIu64 " validation %.4f -> %.4f  %.0f s\n", run, rec, seed, r.val0, vf, dt);
-        json_array_append_new(runs, json_pack("{s:s,s:s,s:I,s:o,s:o,s:f}", "name", run, "recipe", rec, "seed",
-                                              (json_int_t)seed, "initial_val_loss", num(r.val0), "final_val_loss",
-                                              num(vf), "seconds", dt));
+            fprintf(out, "%-32s %-10s seed %-4" PRIu64 " validation %.4f -> %.4f  %s%.0f s\n", run, rec, seed, v0, vf,
+                    st ? "stored, " : "", st ? 0.0 : dt);
+        json_t *jr = json_pack("{s:s,s:s,s:I,s:o,s:o,s:b}", "name", run, "recipe", rec, "seed", (json_int_t)seed,
+                               "initial_val_loss", num(v0), "final_val_loss", num(vf), "stored_before", st);
+        if (!st) json_object_set_new(jr, "seconds", json_real(dt));
+        json_array_append_new(runs, jr);
         fflush(out);
-        qs_train_result_free(&r);
     }
     if (!rc && o->json) {
         json_t *j = json_pack("{s:s,s:o}", "sweep", name, "runs", runs);
@@ -359,7 +432,6 @@ static void defaults(opts *o)
 
 int qs_train_sweep_default(qs_cli *cli, FILE *out, qs_err *e)
 {
-    (void)cli;
     opts *o = malloc(sizeof *o);
     if (!o) return qs_fail(e, "out of memory");
     defaults(o);
@@ -371,17 +443,16 @@ int qs_train_sweep_default(qs_cli *cli, FILE *out, qs_err *e)
         for (int i = 0; i < o->ntext; i++) o->text[i] = o->dflt[i];
         if (!o->ntext) rc = qs_fail(e, "%s/*.txt is not there (run `make data`)", DEFAULT_TEXT_DIR);
     }
-    if (!rc) rc = run_sweep(o, &sw, out, e);
+    if (!rc && run_sweep(cli, o, &sw, out, e)) rc = -1;
     free(o);
     return rc;
 }
 
 int qs_cmd_train(qs_cli *cli, int argc, char **argv)
 {
-    (void)cli;
     opts o;
     defaults(&o);
-    int rc = parse(argc, argv, &o);
+    int rc = parse(cli, argc, argv, &o);
     if (rc || (rc = make_recipe(&o))) return rc;
     fill_shape(&o);
     qs_train_sweep sw;
@@ -393,15 +464,19 @@ int qs_cmd_train(qs_cli *cli, int argc, char **argv)
         if (stat(o.out, &st) || !S_ISDIR(st.st_mode)) return qs_cli_error(QS_EXIT_ERR, "%s: not a directory", o.out);
     }
     if (!o.ntext && (rc = default_texts(&o))) return rc;
-    if (o.sweep) return run_sweep(&o, &sw, stdout, &e) ? qs_cli_err(QS_EXIT_ERR, &e) : QS_EXIT_OK;
+    if (o.sweep) return run_sweep(cli, &o, &sw, stdout, &e);
     qs_train_result r;
-    if (train_one(&o, &r, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
+    int ok;
+    rc = train_one(cli, &o, o.name, NULL, &r, &ok);
+    if (!ok) return rc;
+    qs_trec *t = &o.rec;
     if (o.json) print_json(&o, &r);
-    else {
+    else if (!o.csv && !r.stopped) {
         if (!isnan(r.grad_loss)) printf("cross-check micro-batch: loss %.9g\n", r.grad_loss);
-        printf("validation loss %.4f -> %.4f%s%s\n", r.val0, o.t.steps ? r.rec[o.t.steps - 1].val_loss : r.val0,
-               o.out ? "; checkpoint " : "", o.out ? o.out : "");
+        printf("validation loss %.4f -> %.4f%s%s%s%s\n", r.val0, o.t.steps ? final_val(&r) : r.val0,
+               o.out ? "; checkpoint " : "", o.out ? o.out : "", t->run[0] ? "; run " : "",
+               t->run[0] ? qs_esc(t->run) : "");
     }
     qs_train_result_free(&r);
-    return QS_EXIT_OK;
+    return rc;
 }

@@ -259,12 +259,18 @@ const qs_command qs_commands[] = {
     {"import-log", "FILE... [--run NAME] [--label TEXT] [--replace] [--json]",
      "import RL per-token log-probs (mmlog v1 CSV or JSONL) as a run",
      QS_IMPORT_LOG_HELP, qs_cmd_import_log, NULL, NULL, 0},
-    {"runs", "[PATTERN] [--json] | --rm RUN... | --export RUN [-o FILE.csv]", "list, remove or export stored RL runs",
-     "Lists the RL runs (imported logs, simulations, scored models) with token and step counts.\n"
-     "  --json         one JSON array with each run's metadata\n"
-     "  --rm RUN...    delete runs and their tokens\n"
-     "  --export RUN   write the run as an mmlog v1 CSV (exact values; original ids where known)\n"
-     "                 to stdout or -o FILE; import-log reads it back to the same tokens", qs_cmd_runs, NULL, NULL, 0},
+    {"runs", "[PATTERN] [--json] | --rm RUN... | --export RUN [-o FILE.csv]", "list, remove or export stored RL and training runs",
+     "Lists the RL runs (imported logs, simulations, scored models) with token and step counts, then,\n"
+     "under \"training runs\", the runs of `qscope train` (recipe, seed, status running/done/stopped/\n"
+     "failed, steps done/planned, validation loss before the first step -> after the last measured).\n"
+     "PATTERN (a glob) filters both.\n"
+     "  --json         one JSON object: {\"rl_runs\": [...], \"train_runs\": [...]}, each run with its\n"
+     "                 metadata (a training run with its model and options)\n"
+     "  --rm RUN...    delete runs (RL runs with their tokens, training runs with their steps), all or none\n"
+     "  --export RUN   an RL run as an mmlog v1 CSV (exact values; original ids where known), which\n"
+     "                 import-log reads back to the same tokens; a training run as its steps' CSV\n"
+     "                 (step,train_loss,val_loss,grad_norm,lr,tok_s, as train --csv); to stdout or -o FILE",
+     qs_cmd_runs, NULL, NULL, 0},
     {"ais", "RUN [--method M] [--json | --csv | --weights] [AIS-R and correction options]",
      "mismatch diagnostics, AIS-R mixing coefficient and IS corrections of an RL run, per step",
      QS_AIS_HELP, qs_cmd_ais, NULL, NULL, 0},
@@ -370,13 +376,17 @@ const qs_command qs_commands[] = {
      "                      <|im_start|>assistant\\n, ...user\\n, ...system\\n\n"
      "  --seed S            sampling seed (default 0);  --name RUN  run name;  --prefix P  capture\n"
      "                      tensor prefix (default llm-act);  --json  score summary as JSON", 0},
-    {"train", "[--text FILE...] [--val-text FILE] [--tokenizer MODEL | --init MODEL] [shape] [options] [--out DIR]",
+    {"train", "[--text FILE...] [--val-text FILE] [--tokenizer MODEL | --init MODEL] [shape] [options] [--out DIR] [--name NAME | --no-store]",
      "train a small Llama-architecture model (FP32 or a low-precision recipe; AdamW) and write a checkpoint",
      "Trains from scratch (llm.c-style init) or from --init MODEL on byte-level tokens or the tokens of\n"
      "--tokenizer MODEL, with AdamW (decay on matrices only), linear warm-up then cosine learning rate,\n"
      "global gradient-norm clipping and gradient accumulation; FP32 unless --recipe/--op put the linear\n"
-     "layers' GEMM operands through low-precision formats (validation stays FP32; nothing is stored in\n"
-     "the database yet).  Same options and --seed: bit-identical losses.  See docs/train.md.\n"
+     "layers' GEMM operands through low-precision formats (validation stays FP32).  Same options and\n"
+     "--seed: bit-identical losses.  Every run is stored in the database (see `qscope runs`): its model,\n"
+     "options and data hash once the input is checked (bad input stores nothing), then each step as it\n"
+     "completes.  Ctrl-C (or SIGTERM) stops after the step in progress: status stopped, the --out\n"
+     "checkpoint of that step, exit 130 (143); a killed run stays 'running' with its completed steps.\n"
+     "See docs/train.md.\n"
      "\n"
      "  --text FILE...      training text (default: make data's data/text/*.txt except persuasion.txt)\n"
      "  --val-text FILE     held-out text for the validation loss (default data/text/persuasion.txt)\n"
@@ -408,11 +418,17 @@ const qs_command qs_commands[] = {
      "  --operand-out DIR   (with a recipe) layer 0's q_proj GEMM operands of that pass: OP.src.npy (FP32)\n"
      "                      and OP.q.npy (quantized), to compare with `qscope quant` (docs/train.md)\n"
      "  --json              the run as JSON, with a `steps` list of per-step records\n"
+     "  --csv               the per-step records as CSV (step,train_loss,val_loss,grad_norm,lr,tok_s;\n"
+     "                      val_loss empty where not measured) instead of the text\n"
+     "  --name NAME         the stored run's name (default train/RECIPE/sSEED, then -2, -3 ... when taken)\n"
+     "  --db FILE           the database (as the global --db)\n"
+     "  --no-store          store nothing\n"
      "  --sweep SPEC        one run per recipe and seed, one after another, with the other options:\n"
      "                      'default' (recipes bf16,hif4,mxfp4,nvfp4,mxfp8 x seeds 1,2,3) or\n"
      "                      recipes=A,B,...,seeds=1,2,...; runs are named SWEEP-RECIPE-sSEED, SWEEP\n"
      "                      'default' for the default configuration, else sweep-HASH of it; one line\n"
-     "                      per run (--json: the sweep's runs); the claim hif4.pretrain reads it", qs_cmd_train, NULL, NULL, 0},
+     "                      per run (--json: the sweep's runs); stored runs already done are not run\n"
+     "                      again; the claim hif4.pretrain reads the sweep 'default'", qs_cmd_train, NULL, NULL, 0},
     {"tui", "[--formats LIST] [--no-mouse] [--ascii]", "open the workbench (also: qscope with no command, on a terminal)",
      "The interactive workbench: tensors, formats compared, error histograms, block-error heatmaps and\n"
      "the block inspector (every element's code bit by bit, in two formats side by side), RL runs and\n"

@@ -104,7 +104,7 @@ safe runs
 check "runs: one line per run" "[ \$(tail -n +2 '$T/runs.out' | wc -l) -eq 2 ]"
 "$QS" runs --json >"$T/runs.json" 2>/dev/null
 check "runs --json lists both runs" "$PY -c '
-import json,sys; d=json.load(open(sys.argv[1])); assert len(d) == 2, d
+import json,sys; d=json.load(open(sys.argv[1]))[\"rl_runs\"]; assert len(d) == 2, d
 assert [bytes.fromhex(x[\"run_bytes_hex\"]) for x in d if \"run_bytes_hex\" in x] == [b\"bad\\xff\\xfe\"]' '$T/runs.json'"
 run export "$QS" runs --export "$N1" -o -
 safe export

@@ -136,7 +136,7 @@ ok "sim grpo again with one thread and no store" bash -c "$QS $SIM --json --no-s
 check "the simulation is deterministic per seed (same summary, 1 or 2 threads)" "cmp -s $T/s1.json $T/s2.json"
 ok "sim with another seed differs" bash -c "$QS $SIM --json --no-store --seed0 5 > $T/s3.json && ! cmp -s $T/s1.json $T/s3.json"
 fails "the same run names are refused without --replace" 1 $QS $SIM
-check "every run stored" "[ \$($QS runs 'sim/grpo/*' --json | $PY -c 'import json,sys; print(len(json.load(sys.stdin)))') = 10 ]"
+check "every run stored" "[ \$($QS runs 'sim/grpo/*' --json | $PY -c 'import json,sys; print(len(json.load(sys.stdin)[\"rl_runs\"]))') = 10 ]"
 check "exact runs have lp_train == lp_rollout on every token" \
   "[ \$(sqlite3 $QSCOPE_DB \"SELECT count(*) FROM rl_token t JOIN rl_run r ON r.id=t.run_id WHERE r.name LIKE 'sim/grpo/exact/%' AND lp_train<>lp_rollout\") = 0 ]"
 check "quantized runs do differ" \

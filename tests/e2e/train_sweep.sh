@@ -21,6 +21,22 @@ assert all(x[\"name\"]==\"%s-%s-s%d\"%(s,x[\"recipe\"],x[\"seed\"]) for x in r)
 assert all(x[\"final_val_loss\"] < x[\"initial_val_loss\"] for x in r)
 assert r[0][\"initial_val_loss\"]==r[1][\"initial_val_loss\"] and r[0][\"initial_val_loss\"]!=r[2][\"initial_val_loss\"]
 ' $T/s1.json"
+S=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["sweep"])' $T/s1.json)
+sq() { sqlite3 "$QSCOPE_DB" "$1"; }
+check "stored: four done runs of the sweep, their final validation loss as printed" "[ \"\$(sq \"SELECT count(*) FROM train_run WHERE sweep='$S' AND status='done'\")\" = 4 ] && $PY -c '
+import json,sys; r={x[\"name\"]:x[\"final_val_loss\"] for x in json.load(open(sys.argv[1]))[\"runs\"]}
+rows=[l.split(\"|\") for l in sys.argv[2].split()]; assert len(rows)==4 and all(abs(r[n]-float(v))<=1e-12*abs(r[n]) for n,v in rows), (r,rows)' $T/s1.json \"\$(sq \"SELECT name, val_final FROM train_run WHERE sweep='$S'\")\""
+ok "the same sweep again" $QS train "${SW[@]}" --sweep recipes=bf16,hif4,seeds=1,2 --json
+check "every run reported as stored, nothing run or stored again" "$PY -c '
+import json,sys; a=json.load(open(sys.argv[1]))[\"runs\"]; b=json.load(open(sys.argv[2]))[\"runs\"]
+assert all(x[\"stored_before\"] for x in b) and [x[\"final_val_loss\"] for x in a]==[x[\"final_val_loss\"] for x in b], b' $T/s1.json $T/out && [ \"\$(sq 'SELECT count(*) FROM train_run')\" = 4 ]"
+sq "UPDATE train_run SET status='running', steps_done=1 WHERE name='$S-hif4-s1'"
+ok "a sweep with a run left unfinished (killed)" $QS train "${SW[@]}" --sweep recipes=bf16,hif4,seeds=1,2 --json
+check "that run is trained again (same loss), the others are not" "$PY -c '
+import json,sys; b=json.load(open(sys.argv[1]))[\"runs\"]; a=json.load(open(sys.argv[2]))[\"runs\"]
+assert [x[\"stored_before\"] for x in b]==[True,False,True,True] and [x[\"final_val_loss\"] for x in a]==[x[\"final_val_loss\"] for x in b], b' $T/out $T/s1.json && [ \"\$(sq \"SELECT count(*) FROM train_run WHERE status='done'\")\" = 4 ]"
+ok "--no-store: a sweep that stores nothing" $QS train "${SW[@]}" --sweep recipes=mxfp8,seeds=1 --no-store
+check "nothing stored" "[ \"\$(sq 'SELECT count(*) FROM train_run')\" = 4 ]"
 ok "a run of the sweep equals the single run of that recipe and seed" $QS train "${SW[@]}" --recipe hif4 --seed 2 --json
 check "same final validation loss" "$PY -c '
 import json,sys; a=json.load(open(sys.argv[1]))[\"runs\"][3]; b=json.load(open(sys.argv[2])); assert a[\"final_val_loss\"]==b[\"final_val_loss\"], (a,b)' $T/s1.json $T/out"
@@ -37,8 +53,9 @@ refuses "an unknown recipe in --sweep" 2 "unknown training recipe 'mxfp5'" $QS t
 refuses "an unknown key" 2 "unknown key 'runs'" $QS train "${SW[@]}" --sweep runs=3
 refuses "a bad seed" 2 "seed 'x' is not a whole number" $QS train "${SW[@]}" --sweep seeds=1,x
 refuses "a repeated seed" 2 "seed 1 given twice" $QS train "${SW[@]}" --sweep seeds=1,1
-refuses "--sweep with --recipe" 2 "--sweep sets the recipe and seed" $QS train "${SW[@]}" --sweep default --recipe hif4
-refuses "--sweep with --out" 2 "--sweep sets the recipe and seed" $QS train "${SW[@]}" --sweep default --out "$T/ck"
+refuses "--sweep with --recipe" 2 "--sweep sets the recipe, seed and name" $QS train "${SW[@]}" --sweep default --recipe hif4
+refuses "--sweep with --name" 2 "--sweep sets the recipe, seed and name" $QS train "${SW[@]}" --sweep default --name x
+refuses "--sweep with --out" 2 "--sweep sets the recipe, seed and name" $QS train "${SW[@]}" --sweep default --out "$T/ck"
 
 # the claim, --quick: a reduced sweep trained in memory on make data's texts
 if [ -f "$ROOT/data/text/persuasion.txt" ] && [ -f "$ROOT/data/text/emma.txt" ]; then
