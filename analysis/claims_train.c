@@ -206,8 +206,9 @@ static void decide(const table *t, int quick, qs_claim_out *o)
     }
     APPEND(o->detail, "; hif4 - mxfp4: %+.3f %% (95 %% CI %+.3f .. %+.3f). ", 100 * ord.mean, 100 * ord.lo, 100 * ord.hi);
     if (g[R_HIF4].n < MIN_SEEDS || ord.n < MIN_SEEDS) {
-        APPEND(o->detail, "Not enough runs: hif4 has %d seeds paired with bf16 and %d with mxfp4, the claim needs %d. ",
-               g[R_HIF4].n, ord.n, MIN_SEEDS);
+        APPEND(o->detail, "Not enough runs: hif4 has %d seeds paired with bf16 and %d with mxfp4, the claim needs %d%s. ",
+               g[R_HIF4].n, ord.n, MIN_SEEDS,
+               quick ? "" : " (`qscope train --sweep default` or `qscope claims --only hif4.pretrain` makes them)");
         o->verdict = QS_VERDICT_INCONCLUSIVE;
         return;
     }
