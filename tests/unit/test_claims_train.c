@@ -233,6 +233,19 @@ static void test_claim_inconclusive(void **state)
     assert_non_null(strstr(o.detail, "undecided (the interval straddles 1 %)"));
 }
 
+static void test_claim_context_missing(void **state)
+{
+    fixture *f = *state;
+    const double g[] = {0.002, 0.003, 0.004}, m[] = {0.010, 0.012, 0.014};
+    sweep(f->db, g, m);
+    sql(f->db, "DELETE FROM train_run WHERE recipe = 'mxfp8' AND seed > 1");
+    g_sweep_calls = 0;
+    qs_claim_out o = measure(f->db);
+    assert_int_equal(o.verdict, QS_VERDICT_REPRODUCED);   /* mxfp8 is context: no training for it */
+    assert_int_equal(g_sweep_calls, 0);
+    assert_non_null(strstr(o.measured, "mxfp8 -0.10 % (n = 1)"));
+}
+
 static void test_claim_missing_seed(void **state)
 {
     fixture *f = *state;
@@ -294,6 +307,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_claim_differs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_claim_inconclusive, setup, teardown),
         cmocka_unit_test_setup_teardown(test_claim_missing_seed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_claim_context_missing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_claim_ignores, setup, teardown),
         cmocka_unit_test(test_claim_unbound),
     };
