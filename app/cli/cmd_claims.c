@@ -155,7 +155,7 @@ static int claim_done(size_t i, const uint8_t *b, size_t len, void *ctx, qs_err 
         snprintf(paper, sizeof paper, "%s", c->paper);
         char *sp = strstr(paper, " (");
         if (sp) *sp = 0;
-        printf("%-15s %-20s %s%-11s%s %-21s %s\n", c->id, paper, col, qs_verdict_name(o.verdict),
+        printf("%-15s %-20s %s%-12s%s %-21s %s\n", c->id, paper, col, qs_verdict_name(o.verdict),
                o.verdict == QS_VERDICT_REPRODUCED ? "" : qs_c_off(cli), c->figure, o.measured);
         if (R->verbose || o.verdict != QS_VERDICT_REPRODUCED) {
             fputs(qs_c_dim(cli), stdout);
@@ -207,7 +207,7 @@ int qs_cmd_claims(qs_cli *cli, int argc, char **argv)
     claims_run R = {cli, json, quick, verbose, 0, plots, db, json_array(), list};
     int rc = QS_EXIT_OK;
     if (!json)
-        printf("%s%-15s %-20s %-11s %-21s %s%s\n", qs_c_head(cli), "CLAIM", "PAPER", "VERDICT", "PAPER'S FIGURE",
+        printf("%s%-15s %-20s %-12s %-21s %s%s\n", qs_c_head(cli), "CLAIM", "PAPER", "VERDICT", "PAPER'S FIGURE",
                "MEASURED", qs_c_off(cli));
     /* under mpirun the claims are spread over the ranks (the measurements have no size: one each) */
     qs_err e = {{0}};
