@@ -4,6 +4,7 @@
 #include "train_loop.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -117,6 +118,23 @@ void qs_train_batch(const int32_t *train, size_t ntrain, const qs_train_opts *o,
     }
 }
 
+/* The step's micro-batches again, from the first, with per-site checks, until one names the site where
+** values first became non-finite (kernels/llm_train.h, qs_llm_nonfinite_site); fails the run with it. */
+static int nonfinite_stop(const qs_llm_model *m, qs_llm_train_state *ts, const int32_t *train, size_t ntrain,
+                          const qs_train_opts *o, int st, int upto, const uint64_t *calls, int32_t *buf,
+                          const char *what, qs_err *e)
+{
+    char site[200] = "";
+    for (int a = 0; a <= upto; a++) {
+        qs_train_batch(train, ntrain, o, (uint64_t)st * (uint64_t)o->accum + (uint64_t)a, buf);
+        int f = qs_llm_nonfinite_site(m, ts, buf, o->batch, o->T, calls[a], site, sizeof site, e);
+        if (f < 0) return -1;
+        if (f) break;
+    }
+    if (!site[0]) snprintf(site, sizeof site, "no single site (a re-run of the step stayed finite)");
+    return qs_fail(e, "step %d: %s is not finite: non-finite values first in %s (lower --lr?)", st + 1, what, site);
+}
+
 int qs_train_run(qs_llm_model *m, const int32_t *train, size_t ntrain, const int32_t *val, size_t nval,
                  const qs_train_opts *o, double *val0, qs_train_rec *rec, qs_train_cb cb, void *ctx, qs_err *e)
 {
@@ -129,8 +147,9 @@ int qs_train_run(qs_llm_model *m, const int32_t *train, size_t ntrain, const int
     memset(&opt, 0, sizeof opt);
     qs_llm_train_state *s = qs_llm_train_state_new(&m->c, o->batch, o->T, e), *ts = s;
     int32_t *buf = malloc((size_t)o->batch * ((size_t)o->T + 1) * sizeof *buf);
+    uint64_t *calls = malloc((size_t)o->accum * sizeof *calls);   /* each micro-batch's first GEMM call */
     if (!s) goto out;
-    if (!buf) { qs_fail(e, "out of memory"); goto out; }
+    if (!buf || !calls) { qs_fail(e, "out of memory"); goto out; }
     if (o->recipe) {   /* s (FP32) measures validation, ts runs the recipe */
         if (!(ts = qs_llm_train_state_new(&m->c, o->batch, o->T, e))) goto out;
         if (qs_llm_train_state_set_recipe(ts, o->recipe, e)) goto out;
@@ -140,22 +159,28 @@ int qs_train_run(qs_llm_model *m, const int32_t *train, size_t ntrain, const int
     for (int st = 0; st < o->steps; st++) {
         double t0 = qs_now_s(), lsum = 0;
         qs_llm_grads_zero(&g);
+        qs_llm_train_state_opstats_reset(ts);
         for (int a = 0; a < o->accum; a++) {
             qs_train_batch(train, ntrain, o, (uint64_t)st * (uint64_t)o->accum + (uint64_t)a, buf);
             double l;
+            calls[a] = qs_llm_train_state_calls(ts);
             if (qs_llm_loss_grad(m, ts, buf, o->batch, o->T, &l, &g, e)) goto out;
+            if (!isfinite(l)) { nonfinite_stop(m, ts, train, ntrain, o, st, a, calls, buf, "the loss", e); goto out; }
             lsum += l;
         }
         /* the gradient of the mean loss over the accum micro-batches is g / accum */
         double norm = qs_llm_grads_norm(&g) / o->accum, scale = 1.0 / o->accum;
-        if (!isfinite(norm)) { qs_fail(e, "step %d: the gradient is not finite (lower --lr?)", st + 1); goto out; }
+        if (!isfinite(norm)) {
+            nonfinite_stop(m, ts, train, ntrain, o, st, o->accum - 1, calls, buf, "the gradient", e);
+            goto out;
+        }
         if (o->clip > 0 && norm > o->clip) scale *= o->clip / norm;
         double lr = qs_lr_schedule(st, o->steps, o->warmup, o->lr, o->min_frac);
         if (qs_adamw_step(&opt, m, &g, scale, lr, &o->adam, e)) goto out;
         double dt = qs_now_s() - t0;
         qs_train_rec *r = &rec[st];
         *r = (qs_train_rec){st + 1, lsum / o->accum, NAN, norm, lr,
-                            dt > 0 ? (double)o->accum * o->batch * o->T / dt : 0, NULL};
+                            dt > 0 ? (double)o->accum * o->batch * o->T / dt : 0, qs_llm_train_state_opstats(ts)};
         if ((o->eval_every > 0 && (st + 1) % o->eval_every == 0) || st + 1 == o->steps)
             if (val_loss(m, s, buf, val, nval, o, &r->val_loss, e)) goto out;
         if (cb && cb(ctx, r)) goto out;
@@ -167,5 +192,6 @@ out:
     if (ts != s) qs_llm_train_state_free(ts);
     qs_llm_train_state_free(s);
     free(buf);
+    free(calls);
     return rc;
 }

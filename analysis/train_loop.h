@@ -53,11 +53,14 @@ void qs_train_batch(const int32_t *train, size_t ntrain, const qs_train_opts *o,
 ** by the callback). */
 typedef int (*qs_train_cb)(void *ctx, const qs_train_rec *r);
 
-/* Train m for o->steps steps (0: no update) on windows of train (ntrain > T tokens) and measure the
-** validation loss before the first step (*val0) and every eval_every steps and after the last.  rec
-** holds o->steps records.  With o->recipe the training micro-batches run under it (a state of their own, so its SR
-** call counter runs on across the run) and the validation loss stays FP32, as the papers compare.
-** Errors: bad options (named), a text shorter than T+1 tokens, out of memory. */
+/* Train m for o->steps steps (0: no update) on windows of train (ntrain > T tokens) and measure the validation loss
+** before the first step (*val0) and every eval_every steps and after the last.  rec holds o->steps
+** records.  With o->recipe the training micro-batches run under it (a state of their own, so its SR
+** call counter runs on across the run) and the validation loss stays FP32, as the papers compare;
+** the operand counts are reset before each step and summed over its micro-batches (rec->opstat).
+** Errors: bad options (named), a text shorter than T+1 tokens, out of memory, and a micro-batch loss or
+** gradient norm that is NaN/Inf: the step is re-run with per-site checks and the message names the
+** first site that produced a non-finite value (qs_llm_nonfinite_site, docs/train.md). */
 int qs_train_run(qs_llm_model *m, const int32_t *train, size_t ntrain, const int32_t *val, size_t nval,
                  const qs_train_opts *o, double *val0, qs_train_rec *rec, qs_train_cb cb, void *ctx, qs_err *e);
 

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cast_scale.h"
@@ -66,6 +67,8 @@ void qs_llm_rht16(float *x, size_t rows, size_t cols, int axis, uint64_t seed, i
 
 /* ---------------------------------------------------------------- operands */
 
+static void slot_apply(const qs_llm_slot *sl, int op, uint64_t cs, qs_apply *a);
+
 int qs_llm_fakeq_tiles16(const qs_apply *a0, float *x, size_t rows, size_t cols, qs_err *e)
 {
     if (a0->f->block == 1 || a0->cscale || a0->gran != QS_GRAN_BLOCK)
@@ -96,21 +99,48 @@ int qs_llm_fakeq_tiles16(const qs_apply *a0, float *x, size_t rows, size_t cols,
 int qs_llm_recipe_operand(const qs_llm_recipe *r, int op, const float *x, size_t rows, size_t cols, uint64_t call,
                           float *y, qs_err *e)
 {
+    return qs_llm_recipe_operand_stat(r, op, x, rows, cols, call, y, NULL, NULL, e);
+}
+
+int qs_llm_recipe_operand_stat(const qs_llm_recipe *r, int op, const float *x, size_t rows, size_t cols,
+                               uint64_t call, float *y, float *tmp, qs_llm_opstat *st, qs_err *e)
+{
     if ((unsigned)op >= QS_OP_COUNT) return qs_fail(e, "no training operand %d", op);
     const qs_llm_slot *sl = &r->op[op];
     uint64_t cs = qs_llm_recipe_call_seed(r->seed, call);
+    const float *in = x;   /* what the format sees */
+    float *own = NULL;
     if (y != x) memcpy(y, x, rows * cols * sizeof(float));
     if (sl->on && sl->rht) qs_llm_rht16(y, rows, cols, op_axis[op], cs, 0);
     if (!sl->on) return 0;
-    qs_apply a = sl->a;
-    if (a.gran == QS_GRAN_BLOCK) a.axis = op_axis[op];
-    if (sl->sr) {
-        a.o.round = QS_RND_SR;
-        a.o.seed = mix(cs + (uint64_t)op + 1);   /* the two operands of a GEMM draw apart */
-        a.o.index0 = 0;
+    if (st && (sl->rht || y == x)) {
+        if (!tmp && !(tmp = own = malloc(rows * cols * sizeof(float))))
+            return qs_fail(e, "out of memory for operand statistics");
+        memcpy(tmp, y, rows * cols * sizeof(float));
+        in = tmp;
     }
-    if (sl->tile2d) return qs_llm_fakeq_tiles16(&a, y, rows, cols, e);
-    return qs_fakeq_matrix(&a, y, rows, cols, y, e);
+    qs_apply a;
+    slot_apply(sl, op, cs, &a);
+    int rc = 1;
+    if (st && !sl->tile2d && in != y) rc = qs_llm_opstat_quantize(&a, in, y, rows, cols, st, e);   /* HiF4: one pass */
+    if (rc == 1) {
+        rc = sl->tile2d ? qs_llm_fakeq_tiles16(&a, y, rows, cols, e) : qs_fakeq_matrix(&a, y, rows, cols, y, e);
+        if (!rc && st) rc = qs_llm_opstat_add(&a, sl->tile2d, in, y, rows, cols, st, e);
+    }
+    free(own);
+    return rc;
+}
+
+/* The slot's format along the operand's axis (SR seed from the call's). */
+static void slot_apply(const qs_llm_slot *sl, int op, uint64_t cs, qs_apply *a)
+{
+    *a = sl->a;
+    if (a->gran == QS_GRAN_BLOCK) a->axis = op_axis[op];
+    if (sl->sr) {
+        a->o.round = QS_RND_SR;
+        a->o.seed = mix(cs + (uint64_t)op + 1);   /* the two operands of a GEMM draw apart */
+        a->o.index0 = 0;
+    }
 }
 
 int qs_llm_recipe_check(const qs_llm_recipe *r, qs_err *e)

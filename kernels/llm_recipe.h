@@ -44,8 +44,15 @@ typedef struct qs_llm_recipe {
 } qs_llm_recipe;
 
 /* What quantizing operands did, as counts (the training pass adds them per (layer, operand) over a
-** step): values quantized, non-zero inputs that became 0, finite inputs beyond the format's range
-** (saturated or made Inf), non-finite outputs. */
+** step; qs_llm_opstat_add, kernels/llm_opstat.c, has the exact rules):
+**   n          values quantized (an off slot quantizes none);
+**   underflow  non-zero finite inputs whose quantized value is +-0;
+**   clipped    finite inputs beyond the format's range at their scale: |x| > Q + g/2, Q the saturation
+**              level of x's block (tile, segment; a cast's max_finite times 1/s), g the element grid's
+**              spacing below Q, i.e. no rounding maps x to Q; plus finite inputs an element cast made
+**              NaN/Inf (overflow without saturation, also counted as nonfinite);
+**   nonfinite  NaN/Inf outputs (NaN/Inf inputs, NaN blocks, overflow).
+** With a Hadamard transform the inputs are the transformed values the format saw. */
 typedef struct qs_llm_opstat {
     uint64_t n, underflow, clipped, nonfinite;
 } qs_llm_opstat;
@@ -68,6 +75,25 @@ int qs_llm_recipe_check(const qs_llm_recipe *r, qs_err *e);
 ** quantized.  y may equal x.  An `off` slot copies x. */
 int qs_llm_recipe_operand(const qs_llm_recipe *r, int op, const float *x, size_t rows, size_t cols, uint64_t call,
                           float *y, qs_err *e);
+/* The same, adding what the quantization did to *st (when st is not NULL; nothing for an off slot).
+** Counting needs the input the format saw next to y: with RHT, or when y == x, a copy goes to tmp
+** (rows x cols floats; NULL: allocated for the call). */
+int qs_llm_recipe_operand_stat(const qs_llm_recipe *r, int op, const float *x, size_t rows, size_t cols,
+                               uint64_t call, float *y, float *tmp, qs_llm_opstat *st, qs_err *e);
+
+/* Add to st the counts of x (rows x cols, the values the format saw) quantized into y by a (with the
+** slot's 16x16 tiles when tile2d).  One pass over x and y, plus one over x for the block maxima of
+** block formats (and, for formats whose scales depend on every element, HiF4 and M2XFP, a second run
+** of the codec for the metadata, which qs_llm_opstat_quantize saves; under 16x16 tiles these count no
+** clips). */
+int qs_llm_opstat_add(const qs_apply *a, int tile2d, const float *x, const float *y, size_t rows, size_t cols,
+                      qs_llm_opstat *st, qs_err *e);
+/* Formats whose scales depend on every element and whose row gives the metadata with fakeq
+** (fakeq_meta, seg_scales: HiF4): y (not x) = the registry's quantization of x (rows x cols, blocks along
+** a->axis), run by run as qs_format_apply cuts the runs, with the counts added to st, in one codec
+** pass.  1 (nothing done) when a does not qualify, 0 when done, -1 on error. */
+int qs_llm_opstat_quantize(const qs_apply *a, const float *x, float *y, size_t rows, size_t cols, qs_llm_opstat *st,
+                           qs_err *e);
 
 /* In place: x (rows x cols) times the block-diagonal orthogonal M = diag(H16 · D) along axis (1: within
 ** each row, blocks of 16 columns; 0: down each column, blocks of 16 rows), H16 the normalised

@@ -8,6 +8,8 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +32,14 @@ struct qs_llm_train_state {
     qs_err qerr;
     qs_llm_operand_tap tap;    /* sees every quantized operand (cross-checks), or NULL */
     void *tap_ctx;
+    qs_llm_opstat *opst;       /* (n_layer + 1) x QS_OP_COUNT counts under a recipe; row n_layer: the head */
+    float *qt;                 /* an RHT operand's transformed input, for its counts (recipes with RHT) */
+    int layer;                 /* the layer whose GEMMs run (n_layer: the head) */
+    /* per-site checks (qs_llm_nonfinite_site): the running call's model and gradients, the first site */
+    const qs_llm_model *cm;
+    const qs_llm_grads *cg;
+    int check;
+    char site[200];
 };
 
 /* Per-layer capacity of each saved array (floats), in the order of the struct. */
@@ -102,6 +112,8 @@ void qs_llm_train_state_free(qs_llm_train_state *s)
     if (!s) return;
     free(s->qa);
     free(s->qb);
+    free(s->qt);
+    free(s->opst);
     free(s->buf);
     free(s);
 }
@@ -128,7 +140,10 @@ int qs_llm_train_state_set_recipe(qs_llm_train_state *s, const qs_llm_recipe *r,
 {
     free(s->qa);
     free(s->qb);
-    s->qa = s->qb = NULL;
+    free(s->qt);
+    free(s->opst);
+    s->qa = s->qb = s->qt = NULL;
+    s->opst = NULL;
     s->rc = NULL;
     s->calls = 0;
     if (!r) return 0;
@@ -139,11 +154,17 @@ int qs_llm_train_state_set_recipe(qs_llm_train_state *s, const qs_llm_recipe *r,
     if (q > big) big = q;
     if ((size_t)c->ffn > big) big = (size_t)c->ffn;
     size_t n = (R > w ? R : w) * big;   /* an activation (R x big) or a weight (big x dim, or dim x big) */
+    int rht = 0;
+    for (int i = 0; i < QS_OP_COUNT; i++) rht |= r->op[i].on && r->op[i].rht;
     s->qa = malloc(n * sizeof(float));
     s->qb = malloc(n * sizeof(float));
-    if (!s->qa || !s->qb) {
-        free(s->qa); free(s->qb); s->qa = s->qb = NULL;
-        return qs_fail(e, "out of memory for the quantized operands (%zu floats)", 2 * n);
+    s->qt = rht ? malloc(n * sizeof(float)) : NULL;
+    s->opst = calloc(((size_t)c->n_layer + 1) * QS_OP_COUNT, sizeof *s->opst);
+    if (!s->qa || !s->qb || (rht && !s->qt) || !s->opst) {
+        free(s->qa); free(s->qb); free(s->qt); free(s->opst);
+        s->qa = s->qb = s->qt = NULL;
+        s->opst = NULL;
+        return qs_fail(e, "out of memory for the quantized operands (%zu floats)", (2 + rht) * n);
     }
     s->rc_copy = *r;
     s->rc = &s->rc_copy;
@@ -165,8 +186,9 @@ static void operands(qs_llm_train_state *s, const void *key, int opa, const floa
     const qs_llm_recipe *r = s->rc;
     if (!r || (s->in_head && !r->head) || s->failed || (!r->op[opa].on && !r->op[opb].on)) return;
     uint64_t call = s->calls++;
-    if (qs_llm_recipe_operand(r, opa, *a, ra, ca, call, s->qa, &s->qerr) ||
-        qs_llm_recipe_operand(r, opb, *b, rb, cb, call, s->qb, &s->qerr)) {
+    qs_llm_opstat *st = s->opst + (size_t)s->layer * QS_OP_COUNT;
+    if (qs_llm_recipe_operand_stat(r, opa, *a, ra, ca, call, s->qa, s->qt, st + opa, &s->qerr) ||
+        qs_llm_recipe_operand_stat(r, opb, *b, rb, cb, call, s->qb, s->qt, st + opb, &s->qerr)) {
         s->failed = 1;
         return;
     }
@@ -178,24 +200,35 @@ static void operands(qs_llm_train_state *s, const void *key, int opa, const floa
     *b = s->qb;
 }
 
+static void check_gemm(qs_llm_train_state *s, int kind, const float *a0, const float *a, size_t na, const float *b0,
+                       const float *b, size_t nb, const float *w, const float *y, size_t ny);
+static void check_at(qs_llm_train_state *s, const float *p, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /* y[R][out] = x[R][in] . W[out][in]^T */
 static void linear(qs_llm_train_state *s, float *y, const float *x, const float *W, int R, int in, int out)
 {
+    const float *x0 = x, *W0 = W;
     operands(s, W, QS_OP_FWD_X, &x, R, in, QS_OP_FWD_W, &W, out, in);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, out, in, 1.0f, x, in, W, in, 0.0f, y, out);
+    if (s->check) check_gemm(s, 0, x0, x, (size_t)R * in, W0, W, (size_t)out * in, W0, y, (size_t)R * out);
 }
 /* dx[R][in] (+)= dy[R][out] . W[out][in] */
 static void linear_dx(qs_llm_train_state *s, float *dx, const float *dy, const float *W, int R, int in, int out,
                       float beta)
 {
+    const float *dy0 = dy, *W0 = W;
     operands(s, W, QS_OP_DGRAD_DY, &dy, R, out, QS_OP_DGRAD_W, &W, out, in);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, in, out, 1.0f, dy, out, W, in, beta, dx, in);
+    if (s->check) check_gemm(s, 1, dy0, dy, (size_t)R * out, W0, W, (size_t)out * in, W0, dx, (size_t)R * in);
 }
 /* dW[out][in] += dy[R][out]^T . x[R][in] */
 static void linear_dw(qs_llm_train_state *s, float *dW, const float *dy, const float *x, int R, int in, int out)
 {
+    const float *dy0 = dy, *x0 = x;
     operands(s, dW, QS_OP_WGRAD_DY, &dy, R, out, QS_OP_WGRAD_X, &x, R, in);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, R, 1.0f, dy, out, x, in, 1.0f, dW, in);
+    if (s->check) check_gemm(s, 2, dy0, dy, (size_t)R * out, x0, x, (size_t)R * in, dW, dW, (size_t)out * in);
 }
 
 static void rmsnorm_rows(float *out, float *rinv, const float *x, const float *w, int R, int n, float eps)
@@ -468,11 +501,21 @@ int qs_llm_loss_grad(const qs_llm_model *m, qs_llm_train_state *s, const int32_t
             return qs_fail(e, "token id %d out of range (vocabulary %d)", tokens[i], c->vocab);
     const int d = c->dim, R = batch * T;
     s->failed = 0;
+    s->cm = m;
+    s->cg = g;
     float *x0 = s->x_in;
     for (int r = 0; r < R; r++)
         memcpy(x0 + (size_t)r * d, m->tok_embd + (size_t)tokens[(r / T) * (T + 1) + r % T] * d, (size_t)d * sizeof(float));
-    for (int l = 0; l < c->n_layer; l++) layer_fwd(m, s, l, batch, T);
+    check_at(s, x0, (size_t)R * d, "the embedding rows of the batch");
+    for (int l = 0; l < c->n_layer; l++) {
+        s->layer = l;
+        layer_fwd(m, s, l, batch, T);
+        if (s->check)
+            check_at(s, layer_of(s, l).x_out, (size_t)R * d, "layer %d fwd: the residual stream after the layer", l);
+    }
+    s->layer = c->n_layer;
     *loss = head_loss(m, s, tokens, batch, T, g != NULL);
+    if (s->check && !isfinite(*loss) && !s->site[0]) snprintf(s->site, sizeof s->site, "the loss (of finite logits)");
     if (!g) return quant_status(s, e);
     s->in_head = 1;
     linear_dw(s, g->output, s->logits, s->hn, R, d, c->vocab);
@@ -480,10 +523,119 @@ int qs_llm_loss_grad(const qs_llm_model *m, qs_llm_train_state *s, const int32_t
     s->in_head = 0;
     memset(s->dx, 0, (size_t)R * d * sizeof(float));
     rmsnorm_back(s->dx, g->out_norm, s->dxn, s->x_fin, s->rmsf, m->out_norm, R, d);
-    for (int l = c->n_layer - 1; l >= 0; l--) layer_back(m, s, l, batch, T, &g->L[l]);
+    check_at(s, s->dx, (size_t)R * d, "head bwd: the gradient after the final norm");
+    for (int l = c->n_layer - 1; l >= 0; l--) {
+        s->layer = l;
+        layer_back(m, s, l, batch, T, &g->L[l]);
+        check_at(s, s->dx, (size_t)R * d, "layer %d bwd: the gradient of the layer input", l);
+    }
     for (int r = 0; r < R; r++) {
         float *ge = g->tok_embd + (size_t)tokens[(r / T) * (T + 1) + r % T] * d;
         for (int i = 0; i < d; i++) ge[i] += s->dx[(size_t)r * d + i];
     }
+    check_at(s, g->arena, g->arena_len, "the gradients (norm weights or embedding)");
     return quant_status(s, e);
+}
+
+/* ---------------------------------------------------------------- operand statistics */
+
+const qs_llm_opstat *qs_llm_train_state_opstats(const qs_llm_train_state *s) { return s->opst; }
+
+void qs_llm_train_state_opstats_reset(qs_llm_train_state *s)
+{
+    if (s->opst) memset(s->opst, 0, ((size_t)s->c.n_layer + 1) * QS_OP_COUNT * sizeof *s->opst);
+}
+
+uint64_t qs_llm_train_state_calls(const qs_llm_train_state *s) { return s->calls; }
+void qs_llm_train_state_set_calls(qs_llm_train_state *s, uint64_t calls) { s->calls = calls; }
+
+/* ---------------------------------------------------------------- non-finite sites */
+
+static int all_finite(const float *p, size_t n)
+{
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) bad |= !(fabsf(p[i]) < INFINITY);
+    return !bad;
+}
+
+/* In check mode, the first site whose values are not all finite. */
+static void check_at(qs_llm_train_state *s, const float *p, size_t n, const char *fmt, ...)
+{
+    if (!s->check || s->site[0] || all_finite(p, n)) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->site, sizeof s->site, fmt, ap);
+    va_end(ap);
+}
+
+/* What a layer's linear weights are called, and what feeds their GEMMs (X forward, dY backward). */
+static const char *const w_name[7] = {"wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down"};
+static const char *const x_what[7] = {"attn_norm output", "attn_norm output", "attn_norm output", "attention output",
+                                      "ffn_norm output", "ffn_norm output", "SwiGLU output"};
+static const char *const dy_what[7] = {
+    "query gradient of the attention backward", "key gradient of the attention backward",
+    "value gradient of the attention backward", "gradient after the ffn_norm backward",
+    "gate gradient of the SwiGLU backward", "up gradient of the SwiGLU backward", "gradient of the layer output"};
+
+static int w_index(const qs_llm_layer *L, const float *p)
+{
+    const float *w[7] = {L->wq, L->wk, L->wv, L->wo, L->w_gate, L->w_up, L->w_down};
+    for (int i = 0; i < 7; i++) if (p == w[i]) return i;
+    return -1;
+}
+
+/* The GEMM of kind 0 (forward Y = X·Wᵀ), 1 (dX = dY·W) or 2 (dW += dYᵀ·X): a0/b0 its FP32 operands,
+** a/b as it multiplied them (quantized, or the same), w the weight (kind 2: its gradient), y the output. */
+static void check_gemm(qs_llm_train_state *s, int kind, const float *a0, const float *a, size_t na, const float *b0,
+                       const float *b, size_t nb, const float *w, const float *y, size_t ny)
+{
+    if (s->site[0]) return;
+    int head = s->layer >= s->c.n_layer, k = -1;
+    if (!head) k = w_index(kind == 2 ? &s->cg->L[s->layer] : &s->cm->L[s->layer], w);
+    const char *wn = head ? "output" : k >= 0 ? w_name[k] : "?";
+    const char *xw = head ? "final norm output" : k >= 0 ? x_what[k] : "input";
+    const char *dw = head ? "logits gradient" : k >= 0 ? dy_what[k] : "gradient";
+    char where[48];
+    if (head) snprintf(where, sizeof where, "head");
+    else snprintf(where, sizeof where, "layer %d", s->layer);
+    static const char *const kn[3] = {"fwd", "bwd dgrad", "bwd wgrad"};
+    static const int opa[3] = {QS_OP_FWD_X, QS_OP_DGRAD_DY, QS_OP_WGRAD_DY}, opb[3] = {QS_OP_FWD_W, QS_OP_DGRAD_W,
+                                                                                        QS_OP_WGRAD_X};
+    char ad[80], bd[80], msg[120];
+    snprintf(ad, sizeof ad, "input %s (the %s)", kind == 0 ? "X" : "dY", kind == 0 ? xw : dw);
+    if (kind == 2) snprintf(bd, sizeof bd, "input X (the %s)", xw);
+    else snprintf(bd, sizeof bd, "weights");
+    if (!all_finite(a0, na)) snprintf(msg, sizeof msg, "its %s", ad);
+    else if (!all_finite(b0, nb)) snprintf(msg, sizeof msg, "its %s", bd);
+    else if (a != a0 && !all_finite(a, na))
+        snprintf(msg, sizeof msg, "its %s operand after quantization", qs_llm_operand_name(opa[kind]));
+    else if (b != b0 && !all_finite(b, nb))
+        snprintf(msg, sizeof msg, "its %s operand after quantization", qs_llm_operand_name(opb[kind]));
+    else if (!all_finite(y, ny)) snprintf(msg, sizeof msg, "its output");
+    else return;
+    snprintf(s->site, sizeof s->site, "%s %s %s GEMM: %s", where, kn[kind], wn, msg);
+}
+
+int qs_llm_nonfinite_site(const qs_llm_model *m, qs_llm_train_state *s, const int32_t *tokens, int batch, int T,
+                          uint64_t calls, char *site, size_t cap, qs_err *e)
+{
+    qs_llm_grads g;
+    if (qs_llm_grads_new(&g, m, e)) return -1;
+    size_t nst = ((size_t)s->c.n_layer + 1) * QS_OP_COUNT;
+    qs_llm_opstat *keep = s->opst ? malloc(nst * sizeof *keep) : NULL;
+    if (s->opst && !keep) { qs_llm_grads_free(&g); return qs_fail(e, "out of memory"); }
+    if (keep) memcpy(keep, s->opst, nst * sizeof *keep);
+    uint64_t calls_after = s->calls;
+    s->calls = calls;
+    s->check = 1;
+    s->site[0] = 0;
+    double loss;
+    int rc = qs_llm_loss_grad(m, s, tokens, batch, T, &loss, &g, e);
+    s->check = 0;
+    s->calls = calls_after;
+    if (keep) { memcpy(s->opst, keep, nst * sizeof *keep); free(keep); }
+    qs_llm_grads_free(&g);
+    if (rc) return -1;
+    snprintf(site, cap, "%s", s->site);
+    return s->site[0] != 0;
 }

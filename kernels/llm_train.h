@@ -53,8 +53,9 @@ int qs_llm_loss_grad(const qs_llm_model *m, qs_llm_train_state *s, const int32_t
 /* Run every linear layer's three GEMMs under the low-precision recipe r (llm_recipe.h; copied, so r
 ** need not outlive the call); NULL restores the FP32 path, bit for bit.  Attention products, norms,
 ** activations and (unless r->head) the output projection stay FP32 (docs/train.md, "Recipes").
-** Allocates two scratch operands of max(batch*T, dim) * max(dim, q, ffn, vocab) floats each.  On failure
-** the state is left without a recipe (the FP32 path). */
+** Allocates two scratch operands of max(batch*T, dim) * max(dim, q, ffn, vocab) floats each (a third
+** when a slot has a Hadamard transform: the transformed input its counts need) and the operand counts.
+** On failure the state is left without a recipe (the FP32 path). */
 int qs_llm_train_state_set_recipe(qs_llm_train_state *s, const qs_llm_recipe *r, qs_err *e);
 
 /* Cross-checks (`qscope train --operand-out`): under a recipe, tap(ctx, key, op, src, q, rows, cols) sees
@@ -65,5 +66,24 @@ int qs_llm_train_state_set_recipe(qs_llm_train_state *s, const qs_llm_recipe *r,
 typedef void (*qs_llm_operand_tap)(void *ctx, const void *key, int op, const float *src, const float *q, size_t rows,
                                    size_t cols);
 void qs_llm_train_state_set_tap(qs_llm_train_state *s, qs_llm_operand_tap tap, void *ctx);
+/* Under a recipe: what quantizing the operands did since the last reset (or set_recipe), as counts
+** per (layer, operand), (n_layer + 1) x QS_OP_COUNT, row n_layer the output head (zero unless
+** recipe.head); NULL without a recipe.  The counts add over qs_llm_loss_grad calls. */
+const qs_llm_opstat *qs_llm_train_state_opstats(const qs_llm_train_state *s);
+void qs_llm_train_state_opstats_reset(qs_llm_train_state *s);
+
+/* The recipe's GEMM call counter (SR seeds, RHT signs): read before a call to re-run it identically. */
+uint64_t qs_llm_train_state_calls(const qs_llm_train_state *s);
+void qs_llm_train_state_set_calls(qs_llm_train_state *s, uint64_t calls);
+
+/* Where a pass first produced a non-finite value: re-runs qs_llm_loss_grad on the batch (into gradients
+** of its own; the recipe's call counter set to `calls`, as before the failed call, and restored after;
+** the operand statistics kept) with a check after every GEMM (its FP32 operands, its quantized
+** operands, its output, in that order), every layer's residual output and input gradient, the loss and
+** the gradients, and writes the first failing one to site, e.g. "layer 1 fwd w_up GEMM: its weights",
+** "layer 3 bwd dgrad wo GEMM: its output".  Returns 1 when a site was found, 0 when the re-run stayed
+** finite, -1 on error.  The ordinary pass checks nothing (the hot path stays as fast). */
+int qs_llm_nonfinite_site(const qs_llm_model *m, qs_llm_train_state *s, const int32_t *tokens, int batch, int T,
+                          uint64_t calls, char *site, size_t cap, qs_err *e);
 
 #endif

@@ -24,6 +24,7 @@
 #include "cli.h"
 #include "../render/plot_render.h"
 #include "../../store/json_out.h"
+#include "plot_loss.h"
 #include "quant_opts.h"
 #include "../../analysis/plot_fly.h"
 #include "../../analysis/hist_json.h"
@@ -53,6 +54,8 @@ typedef struct plot_opts {
     const char *model;          /* kl: model name substring or hash prefix */
     const char *cfgs[MAX_FORMATS];
     int ncfgs, cdf, ctx;
+    const char *baseline;       /* loss: --baseline */
+    int lossk;                  /* loss: 1 --val, 2 --train (3 both: refused) */
 } plot_opts;
 
 /* ---------------- stored results ---------------- */
@@ -118,7 +121,28 @@ static int apply_axis_opts(qs_figure *f, const plot_opts *po)
     return 0;
 }
 
-static int emit(qs_cli *cli, qs_figure *f, plot_opts *po, const qs_provenance *pv)
+/* Two panels in one PNG: f over the full height, f2 (the loss gap) under it at half of it. */
+static int png_two(qs_figure *f, qs_figure *f2, const plot_opts *po, const qs_provenance *pv, qs_err *e)
+{
+    double dpi = po->dpi > 0 ? po->dpi : 100;
+    int W = po->width ? po->width : (int)lround(10 * dpi), H = po->height ? po->height : (int)lround(6 * dpi);
+    int H2 = H / 2 > 0 ? H / 2 : 1;
+    uint8_t *a = NULL, *b = NULL, *all = NULL;
+    int rc = -1;
+    if (qs_plot_rgb(f, W, H, dpi, &a, NULL, e) || qs_plot_rgb(f2, W, H2, dpi, &b, NULL, e)) goto out;
+    if (!(all = malloc((size_t)W * (size_t)(H + H2) * 3))) { qs_fail(e, "out of memory"); goto out; }
+    memcpy(all, a, (size_t)W * (size_t)H * 3);
+    memcpy(all + (size_t)W * (size_t)H * 3, b, (size_t)W * (size_t)H2 * 3);
+    rc = qs_png_write_rgb(po->out, all, W, H + H2, dpi, pv, e);
+out:
+    free(a); free(b); free(all);
+    return rc;
+}
+
+static int emit2(qs_cli *cli, qs_figure *f, qs_figure *f2, plot_opts *po, const qs_provenance *pv);
+static int emit(qs_cli *cli, qs_figure *f, plot_opts *po, const qs_provenance *pv) { return emit2(cli, f, NULL, po, pv); }
+
+static int emit2(qs_cli *cli, qs_figure *f, qs_figure *f2, plot_opts *po, const qs_provenance *pv)
 {
     qs_err e = {{0}};
     int rc = apply_axis_opts(f, po);
@@ -139,10 +163,14 @@ static int emit(qs_cli *cli, qs_figure *f, plot_opts *po, const qs_provenance *p
         if (po->width) to.cols = po->width;
         if (po->height) to.rows = po->height;
         if (qs_plot_term(f, &to, stdout, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
+        if (f2) {
+            to.rows = to.rows / 2 > 12 ? to.rows / 2 : 12;
+            if (qs_plot_term(f2, &to, stdout, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
+        }
         return QS_EXIT_OK;
     }
     qs_png_opts o = {po->width, po->height, po->dpi};
-    rc = qs_plot_png(f, &o, pv, po->out, &e);
+    rc = f2 ? png_two(f, f2, po, pv, &e) : qs_plot_png(f, &o, pv, po->out, &e);
     qs_plot_cairo_release();
     if (rc) return qs_cli_err(QS_EXIT_ERR, &e);
     if (po->n_stored + po->n_computed)
@@ -339,6 +367,27 @@ static int plot_sensitivity(qs_cli *cli, plot_opts *po, prov_buf *pb, qs_provena
     return rc;
 }
 
+/* `plot loss`: the runs matching the patterns (plot_loss.c), with the gap panel under a baseline.
+** Frees the provenance buffers. */
+static int plot_loss(qs_cli *cli, plot_opts *po, char *const *globs, int nglobs, int formats, prov_buf *pb)
+{
+    if (formats) { prov_free(pb); return qs_cli_usage("plot", "loss takes run patterns, not formats"); }
+    char dbabs[PATH_MAX];
+    qs_provenance pv = {pb->command, realpath(cli->db_path, dbabs) ? dbabs : cli->db_path, NULL, NULL, NULL};
+    qs_figure *fig = NULL, *gap = NULL;
+    char *runs = NULL;
+    int rc = qs_plot_loss_figs(cli, globs, nglobs, po->baseline, po->lossk != 2, po->logy, &fig, &gap, &runs);
+    if (rc == QS_EXIT_OK) {
+        pv.formats = runs;   /* qscope:formats holds the runs drawn */
+        rc = emit2(cli, fig, gap, po, &pv);
+    }
+    qs_fig_free(fig);
+    qs_fig_free(gap);
+    free(runs);
+    prov_free(pb);
+    return rc;
+}
+
 static int plot_tensor_kind(qs_cli *cli, plot_opts *po, const char *kind, const char *name, qs_apply *apps, int n,
                             char labels[][96], prov_buf *pb, qs_provenance *pv)
 {
@@ -483,7 +532,7 @@ out:
 int qs_cmd_plot(qs_cli *cli, int argc, char **argv)
 {
     enum { O_W = 0x2001, O_H, O_DPI, O_TITLE, O_LOGX, O_LOGY, O_XS, O_YS, O_TERM, O_RANGE, O_AMAX, O_ABS, O_FRESH, O_N,
-           O_MODEL, O_CONFIG, O_CDF, O_CTX };
+           O_MODEL, O_CONFIG, O_CDF, O_CTX, O_BASE, O_VAL, O_TRAIN };
     static const struct option lo[] = {QS_QUANT_LONGOPTS, {"output", required_argument, 0, 'o'},
                                        {"width", required_argument, 0, O_W}, {"height", required_argument, 0, O_H},
                                        {"dpi", required_argument, 0, O_DPI}, {"title", required_argument, 0, O_TITLE},
@@ -494,7 +543,8 @@ int qs_cmd_plot(qs_cli *cli, int argc, char **argv)
                                        {"fresh", no_argument, 0, O_FRESH}, {"samples", required_argument, 0, O_N},
                                        {"model", required_argument, 0, O_MODEL}, {"config", required_argument, 0, O_CONFIG},
                                        {"cdf", no_argument, 0, O_CDF}, {"ctx", required_argument, 0, O_CTX},
-                                       {0, 0, 0, 0}};
+                                       {"baseline", required_argument, 0, O_BASE}, {"val", no_argument, 0, O_VAL},
+                                       {"train", no_argument, 0, O_TRAIN}, {0, 0, 0, 0}};
     /* the command line as typed, before getopt permutes argv */
     prov_buf pb = {0};
     pb.command = join_argv(cli->argc, cli->argv);
@@ -557,6 +607,8 @@ int qs_cmd_plot(qs_cli *cli, int argc, char **argv)
             po.cfgs[po.ncfgs++] = optarg;
             break;
         case O_CDF: po.cdf = 1; break;
+        case O_BASE: po.baseline = optarg; break;
+        case O_VAL: case O_TRAIN: po.lossk |= ch == O_VAL ? 1 : 2; break;
         case O_CTX:
             if (qs_parse_u64(optarg, &u) || u == 0 || u > 1 << 20) return free(pb.command), qs_cli_usage("plot", "bad --ctx '%s'", optarg);
             po.ctx = (int)u;
@@ -564,20 +616,24 @@ int qs_cmd_plot(qs_cli *cli, int argc, char **argv)
         default: return free(pb.command), qs_cli_usage("plot", "unknown option '%s'", argv[optind - 1]);
         }
     }
-    if (optind >= argc) return free(pb.command), qs_cli_usage("plot", "give a KIND (err-hist, value-hist, pareto, block-heatmap, transfer, trajectory, msd, attn, sensitivity, kl)");
+    if (optind >= argc) return free(pb.command), qs_cli_usage("plot", "give a KIND (err-hist, value-hist, pareto, block-heatmap, transfer, trajectory, msd, attn, sensitivity, kl, loss)");
     const char *kind = argv[optind++];
     static const char *const kinds[] = {"err-hist", "value-hist", "pareto", "block-heatmap", "transfer", "trajectory", "msd", "attn",
-                                        "sensitivity", "kl"};
+                                        "sensitivity", "kl", "loss"};
     int ki = -1;
-    for (int i = 0; i < 10; i++) if (!strcmp(kind, kinds[i])) ki = i;
+    for (int i = 0; i < 11; i++) if (!strcmp(kind, kinds[i])) ki = i;
     if (ki != 9 && (po.model || po.ncfgs || po.cdf || po.ctx))
         return free(pb.command), qs_cli_usage("plot", "--model, --config, --ctx and --cdf are for `plot kl`");
+    if (ki != 10 && (po.baseline || po.lossk))
+        return free(pb.command), qs_cli_usage("plot", "--baseline, --val and --train are for `plot loss`");
+    if (po.lossk == 3) return free(pb.command), qs_cli_usage("plot", "--val and --train exclude each other");
     if (ki < 0) return free(pb.command), qs_cli_usage("plot", "unknown plot kind '%s'", kind);
     if (!po.out) return free(pb.command), qs_cli_usage("plot", "give -o FILE.png, or -o - for the terminal");
     if (strcmp(po.out, "-") != 0) {
         qs_err fe = {{0}};
         if (qs_plot_font_ok(&fe)) { free(pb.command); return qs_cli_err(QS_EXIT_ERR, &fe); }
     }
+    if (ki == 10) return plot_loss(cli, &po, argv + optind, argc - optind, flist[0] != 0, &pb);   /* every argument a run */
     const char *tensor = optind < argc ? argv[optind++] : NULL;
     if (optind < argc) return free(pb.command), qs_cli_usage("plot", "unexpected argument '%s'", argv[optind]);
 

@@ -26,6 +26,7 @@
 #include "quant_opts.h"
 #include "report_plots.h"
 #include "report_sections.h"
+#include "../../store/train_store.h"
 #include "../../analysis/err_source.h"
 #include "../../kernels/qs_version.h"
 #include "../../store/q_results.h"
@@ -484,17 +485,22 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
     free(tnames);
     free(tlines);
     if (rc != QS_EXIT_OK || worker) goto out;
-    if (nt == 0) {   /* a database of model evaluations only still has a report: their sections */
+    if (nt == 0) {   /* a database of model evaluations or training runs only still has a report: their sections */
         static const char *const llm_kinds[] = {"llm_eval", "llm_sensitivity"};
         int64_t nllm = 0;   /* unreadable: none */
         qs_result_count(db, llm_kinds, 2, &nllm, &e);
+        qs_train_run_item *tr = NULL;
+        size_t ntr = 0;
+        if (!qs_train_run_list(db, NULL, &tr, &ntr, &e)) nllm += (int64_t)ntr;
+        qs_train_run_items_free(tr, ntr);
         if (!nllm) { rc = qs_cli_error(QS_EXIT_ERR, "no tensor matches '%s'", pat); goto out; }
     }
     int want_plots = plots && strcmp(kind, "json") && strcmp(kind, "csv");
     report_progress(tty, "RL runs and kernel results");
     if (qs_report_rl(cli, db, dir, want_plots, json_object_get(doc, "sections"), &e) ||
         qs_report_kernels(cli, db, dir, want_plots, json_object_get(doc, "sections"), &e) ||
-        qs_report_llm_eval(cli, db, dir, want_plots, json_object_get(doc, "sections"), &e)) {
+        qs_report_llm_eval(cli, db, dir, want_plots, json_object_get(doc, "sections"), &e) ||
+        qs_report_train(cli, db, dir, want_plots, json_object_get(doc, "sections"), &e)) {
         rc = qs_cli_err(QS_EXIT_ERR, &e);
         goto out;
     }

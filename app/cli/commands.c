@@ -218,7 +218,7 @@ const qs_command qs_commands[] = {
      "`qscope bench tui` times the workbench on a generated 10,000-tensor database (--tensors N):\n"
      "first frame (open, load, draw) and redraw after a key in every view, headless.\n"
      "--quick uses 1M values (smaller shapes for kernels).", qs_cmd_bench, NULL, NULL, 0},
-    {"plot", "KIND [TENSOR] -o FILE.png|- [-f F1,F2] [--width W --height H --dpi D --title T --logx --logy]",
+    {"plot", "KIND [TENSOR|RUN...] -o FILE.png|- [-f F1,F2] [--width W --height H --dpi D --title T --logx --logy]",
      "draw a result as a PNG (with provenance) or in the terminal",
      "Kinds:\n"
      "  err-hist TENSOR       histogram of the relative error |Q(x)-x|/|x| of each format (-f, default\n"
@@ -235,6 +235,11 @@ const qs_command qs_commands[] = {
      "  kl                    per-token KL to the FP32 reference of a stored `llm eval` (newest run;\n"
      "                        --model NAME|HASH, --ctx N, --config LABEL (repeatable; default all),\n"
      "                        --cdf for the cumulative fraction instead of the log-x histogram)\n"
+     "  loss [RUN_GLOB...]    validation loss of stored training runs against the step (--train: the\n"
+     "                        training loss); runs of one recipe, model and options apart from the seed\n"
+     "                        as one mean curve with a dotted band (min..max of 2 seeds, the 95%\n"
+     "                        t-interval of the mean with 3 or more); --baseline RECIPE_OR_RUN adds a\n"
+     "                        panel of (loss - baseline) / baseline in % per step (docs/train.md)\n"
      "  trajectory, msd, attn results of later analyses (an error until the database has them)\n"
      "\n"
      "Stored results of `qscope analyze` are used when present for the same tensor hash, format and\n"
@@ -252,6 +257,8 @@ const qs_command qs_commands[] = {
      "  --range LO,HI   transfer: input range;  --samples N  transfer: number of samples\n"
      "  --amax X        transfer, value-hist: absmax of the block (block formats)\n"
      "  --abs           err-hist: absolute instead of relative error\n"
+     "  --baseline B    loss: the gap to run B, or to the runs of recipe B (of the first run's model)\n"
+     "  --val, --train  loss: the validation loss (default) or the training loss\n"
      "  --fresh         ignore stored results\n"
      "Format options (--round, --scale-rule, --block, --axis, --gran, ...) apply to every format.\n"
      "Colour in the terminal only on a terminal with NO_COLOR unset; series differ by glyph too.",

@@ -32,6 +32,10 @@ int qs_report_kernels(qs_cli *cli, qs_db *db, const char *dir, int plots, json_t
 #define QS_REPORT_MAX_EVALS 8
 int qs_report_llm_eval(qs_cli *cli, qs_db *db, const char *dir, int plots, json_t *sections, qs_err *e);
 
+/* Training runs (report_train.c): one row per recipe, model and options (seeds as a mean with its
+** band, the gap to BF16 or FP32), and the validation-loss plots.  Nothing without training runs. */
+int qs_report_train(qs_cli *cli, qs_db *db, const char *dir, int plots, json_t *sections, qs_err *e);
+
 /* Renderers of every section. */
 void qs_report_sections_md(FILE *f, json_t *sections);
 int qs_report_sections_html(FILE *f, json_t *sections, const char *dir);

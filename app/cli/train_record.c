@@ -149,8 +149,7 @@ int qs_trec_end(qs_trec *t, int ok, const qs_train_result *res, const qs_err *er
         fprintf(stderr, "qscope: train: %s; %d of %d steps kept%s%s%s%s\n", why, res->steps_done, t->job->t.steps,
                 t->db ? " in run " : "", t->db ? qs_esc(t->run) : "", t->job->out ? ", checkpoint " : "",
                 t->job->out ? qs_esc(t->job->out) : "");
-    else if (!ok && t->db)
-        fprintf(stderr, "qscope: train: run %s failed after %d steps (stored)\n", qs_esc(t->run), res->steps_done);
+    /* a failed run: its error is the one line on stderr; `qscope runs` shows it as failed, with the error */
     restore_handlers();
     qs_db_close(t->db);
     t->db = NULL;

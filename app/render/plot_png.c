@@ -293,9 +293,10 @@ static void coinciding_series(const qs_figure *f, const qs_layout *L, double tol
     for (size_t j = 0; j < ns; j++) {
         const qs_series *b = &f->series[j];
         root[j] = -1;
-        if (b->kind != QS_SER_LINE && b->kind != QS_SER_SCATTER) continue;
+        /* lines not in the legend (a band's bounds) may lie on anything: nothing to name */
+        if ((b->kind != QS_SER_LINE && b->kind != QS_SER_SCATTER) || !b->name) continue;
         for (size_t i = 0; i < j && root[j] < 0; i++)
-            if (f->series[i].kind == b->kind && same_pixels(f, L, &f->series[i], b, tol)) root[j] = root[i] >= 0 ? root[i] : (int)i;
+            if (f->series[i].kind == b->kind && f->series[i].name && same_pixels(f, L, &f->series[i], b, tol)) root[j] = root[i] >= 0 ? root[i] : (int)i;
     }
     for (size_t r = 0; r < ns; r++) {
         int first = 1;

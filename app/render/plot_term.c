@@ -212,13 +212,15 @@ static qs_marker tt_mark(const qs_figure *f, const qs_series *s)
 }
 
 /* the glyph of a series: its marker's, or — with more data series than marker shapes, which would
-** repeat — a letter per series (A..Z, a..z), so that every series stays distinguishable without colour */
+** repeat — a letter per series (A..Z, a..z), so that every series stays distinguishable without colour;
+** a line not in the legend (a band's bounds) is plain dots */
 static void tt_gly(const qs_figure *f, const qs_series *s, int utf8, char out[8])
 {
     int n = 0, k = -1;
+    if (!s->name && s->kind == QS_SER_LINE) { snprintf(out, 8, "."); return; }   /* not in the legend: a plain dot */
     for (size_t i = 0; i < f->nseries; i++) {
         const qs_series *o = &f->series[i];
-        if (o->kind == QS_SER_HLINE || o->kind == QS_SER_VLINE) continue;
+        if (o->kind == QS_SER_HLINE || o->kind == QS_SER_VLINE || (!o->name && o->kind == QS_SER_LINE)) continue;
         if (o == s) k = n;
         n++;
     }
@@ -447,6 +449,7 @@ static int tt_all_series(tcanvas *t, const qs_layout *L, qs_figure *f, int *last
             if ((pass == 0) != ref) continue;
             tt_series(t, L, f, s, lastrow);
             if (ref || s->kind == QS_SER_SCATTER) continue;
+            if (!s->name) { di++; continue; }   /* no legend entry (a band's bounds): no glyph it would not explain */
             /* several lines: the series' glyph every K columns (phase by series), and at the
             ** points of a line with markers and few points */
             if (s->kind == QS_SER_LINE && s->marker != QS_MK_NONE && s->n * 3 <= (size_t)t->pw) {

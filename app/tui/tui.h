@@ -18,6 +18,7 @@
 **   tui_tensors.c, tui_formats.c, tui_hist.c, tui_rl.c, tui_kernels.c, tui_output.c, tui_help.c
 **                  one view each (Formats with a Pareto plot under the table)
 **   tui_model.c    the Model view: stored `llm eval` results and the KL distribution of a config
+**   tui_train.c    the Training view: stored training runs, their loss curves and operand statistics
 **   tui_blocks.c   the Blocks view (block-error heatmap) and the Block inspector
 **   tui_popups.c   the two pop-ups: `f` choose formats, `o` format options
 **   tui_plot.c     drawing a plot-model figure into a window region (colours mapped to curses
@@ -62,6 +63,7 @@
     X(KERNELS, kernels, 6, "Kernels", "Kern", "Kernels view (MSD and attention results)") \
     X(OUTPUT, output, 7, "Output", "Out", "Output of the last command") \
     X(MODEL, model, 8, "Model", "Model", "Model view (stored llm eval results: perplexity, KL)") \
+    X(TRAIN, train, 9, "Training", "Train", "Training view (stored training runs: loss curves, operand statistics)") \
     Y(HELP, help)
 
 typedef enum tui_view_id {

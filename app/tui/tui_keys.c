@@ -26,7 +26,7 @@
 static const tui_binding kKeys[] = {
     /* moving */
     {TA_DOWN, 0, {'j', KEY_DOWN, CTRL('n')}, "j Down", "move down",
-     .hint = {{V(TV_HIST), 14, "j/k format"}, {V(TV_INSPECT), 5, "j/k element"}, {V(TV_RL), 5, "j/k run"},
+     .hint = {{V(TV_HIST), 14, "j/k format"}, {V(TV_INSPECT), 5, "j/k element"}, {V(TV_RL) | V(TV_TRAIN), 5, "j/k run"},
               {V(TV_KERNELS), 5, "j/k result"}, {V(TV_MODEL), 5, "j/k config"}, {V(TV_OUTPUT) | V(TV_HELP), 5, "j/k scroll"}}},
     {TA_UP, 0, {'k', KEY_UP, CTRL('p')}, "k Up", "move up", .hint = {{0}}},
     {TA_PGDN, 0, {KEY_NPAGE, ' ', CTRL('f')}, "PgDn Space", "page down", .hint = {{0}}},
@@ -72,9 +72,13 @@ static const tui_binding kKeys[] = {
     {TA_SECOND, V(TV_INSPECT) | V(TV_BLOCKS), {'b'}, "b", "Inspector: next format for the side-by-side column",
      .hint = {{V(TV_INSPECT), 30, "b 2nd format"}}},
     {TA_METRIC, V(TV_RL), {'m'}, "m", "RL runs: next diagnostic to plot", .hint = {{V(TV_RL), 20, "m diagnostic"}}},
+    {TA_HIST_ALL, V(TV_TRAIN), {'a'}, "a", "Training: every run's validation loss (seeds as a mean with its band), or the selected run's",
+     .hint = {{V(TV_TRAIN), 30, "a all/one run"}}},
+    {TA_METRIC, V(TV_TRAIN), {'m'}, "m", "Training: operand statistics of the next step that has them (then the run's mean)",
+     .hint = {{V(TV_TRAIN), 20, "m step"}}},
     /* output */
     {TA_EXPORT, 0, {'e'}, "e", "export the current plot to PNG (path shown in the status line)",
-     .hint = {{V(TV_HIST) | V(TV_MODEL), 65, "e export PNG"}, {V(TV_BLOCKS) | V(TV_RL) | V(TV_KERNELS), 65, "e export"}}},
+     .hint = {{V(TV_HIST) | V(TV_MODEL), 65, "e export PNG"}, {V(TV_BLOCKS) | V(TV_RL) | V(TV_KERNELS) | V(TV_TRAIN), 65, "e export"}}},
     {TA_CMDLINE, 0, {':'}, ":", "run any qscope command, e.g. `:analyze demo:* -f mxfp4` (output in the Output view)",
      .hint = {{V(TV_TENSORS) | V(TV_MODEL), 70, ": command"}}},
     /* views */

@@ -79,7 +79,7 @@ sq "CREATE TRIGGER boom BEFORE INSERT ON train_step WHEN NEW.step = 3 BEGIN SELE
 refuses "a failure during the run: exit 1 with the error" 1 "no room for step 3" $QS train "${A[@]}" --name failing
 check "... status failed, the error stored, steps 1-2 kept" \
   "[ \"\$(sq \"SELECT status, steps_done, error LIKE '%no room for step 3%', finished_at IS NOT NULL FROM train_run WHERE name='failing'\")\" = 'failed|2|1|1' ]"
-check "... and says so" "grep -q 'run failing failed after 2 steps (stored)' $T/err"
+check "... in one line on stderr (the run's state is in \`qscope runs\`)" "[ \$(wc -l < $T/err) -eq 1 ]"
 sq "DROP TRIGGER boom;"
 
 # --csv: the steps as CSV instead of the text
@@ -144,5 +144,14 @@ check "... the database unchanged" "[ \"\$(dbdump)\" = '$H' ]"
 ok "runs --rm NAME removes a training run" $QS runs --rm $RUN
 check "... its row and its steps (cascade), not the others'" \
   "[ \"\$(sq \"SELECT count(*) FROM train_run WHERE name='$RUN'\")\" = 0 ] && [ \"\$(sq 'SELECT count(*) FROM train_step WHERE run_id NOT IN (SELECT id FROM train_run)')\" = 0 ] && [ \"\$(sq \"SELECT steps_done FROM train_run WHERE name='$RUN-2'\")\" = 6 ]"
+
+# Under a recipe every step stores its operands' statistics: per (layer, operand) of the 1-layer
+# model, 6 rows a step (the head stays FP32, so no head rows), fractions within 0..1, and mxfp4's
+# small values do underflow somewhere (a sum that fails when the counts are not wired through)
+ok "a --recipe mxfp4 run" $QS train "${A[@]}" --steps 3 --recipe mxfp4 --name opst
+check "... 3 steps x 1 layer x 6 operands of statistics" \
+  "[ \"\$(sq \"SELECT count(*), count(DISTINCT operand), max(layer), min(n) > 0 FROM train_opstat JOIN train_run r ON r.id = run_id WHERE r.name='opst'\")\" = '18|6|0|1' ]"
+check "... fractions in 0..1, some underflow, nothing non-finite" \
+  "[ \"\$(sq \"SELECT min(underflow) >= 0, max(underflow) <= 1, sum(underflow) > 0, max(clipped) <= 1, sum(nonfinite) FROM train_opstat JOIN train_run r ON r.id = run_id WHERE r.name='opst'\")\" = '1|1|1|1|0.0' ]"
 
 done_testing

@@ -3,7 +3,8 @@
 ** all-FP32 recipe is the FP32 pass bit for bit; an operand is the registry's fake quantization along
 ** its GEMM's reduction axis; a forward-weight recipe equals the FP32 pass on pre-quantized weights;
 ** 8-bit presets stay close to FP32, 4-bit ones differ but stay finite; stochastic rounding is
-** reproducible and unbiased on average; the Hadamard transform is orthogonal.
+** reproducible and unbiased on average; the Hadamard transform is orthogonal; the operand counts
+** (underflow, clipped, non-finite) on crafted operands and in the training state.
 */
 #include "test_util.h"
 
@@ -346,6 +347,245 @@ static void test_rht_orthogonal(void **st)
     assert_memory_equal(y + 32 * C, x + 32 * C, 8 * C * sizeof(float));
 }
 
+/* ---------------------------------------------------------------- operand statistics */
+
+/* The counts of quantizing x (rows x cols) under slot op of preset (after set), checked against the
+** registry's output where that is the definition (underflow, non-finite). */
+static qs_llm_opstat opstat_of(qs_llm_recipe *r, int op, const float *x, size_t rows, size_t cols)
+{
+    qs_err e = {{0}};
+    qs_llm_opstat st = {0};
+    float *y = malloc(rows * cols * sizeof *y);
+    int rc = qs_llm_recipe_operand_stat(r, op, x, rows, cols, 3, y, NULL, &st, &e);
+    if (rc) print_error("%s\n", e.msg);
+    assert_int_equal(rc, 0);
+    float *y0 = malloc(rows * cols * sizeof *y0);   /* counting leaves the operand as it was */
+    assert_int_equal(qs_llm_recipe_operand(r, op, x, rows, cols, 3, y0, &e), 0);
+    assert_memory_equal(y, y0, rows * cols * sizeof *y);
+    free(y0);
+    uint64_t under = 0, nonf = 0;
+    for (size_t i = 0; i < rows * cols; i++) {
+        under += x[i] != 0 && isfinite(x[i]) && y[i] == 0;
+        nonf += !isfinite(y[i]);
+    }
+    if (r->op[op].on && !r->op[op].rht) {
+        assert_int_equal(st.underflow, under);
+        assert_int_equal(st.nonfinite, nonf);
+    }
+    free(y);
+    return st;
+}
+
+static void set_slot(qs_llm_recipe *r, int op, const char *fmt, int cscale, int sat)
+{
+    qs_err e = {{0}};
+    assert_int_equal(qs_llm_recipe_preset("fp32", r, &e), 0);
+    r->op[op].on = 1;
+    r->op[op].a.f = qs_format_find(fmt);
+    assert_non_null(r->op[op].a.f);
+    r->op[op].a.gran = QS_GRAN_BLOCK;
+    r->op[op].a.cscale = cscale;
+    r->op[op].a.o.sat = sat;
+}
+
+/* mxfp4 (floor rule, blocks of 32 along rows): in a block of amax 7.5 the scale is 1, Q = 6, and
+** |x| > 7 clips (7.5, 7.2; not 6.9), values below 0.25 become 0; a NaN makes its block NaN (no clip
+** there even for 100); a block of amax 4.9 (Q = 6) clips nothing. */
+static void test_opstat_mxfp4(void **st)
+{
+    (void)st;
+    enum { R = 2, C = 64 };
+    float x[R * C];
+    for (int i = 0; i < R * C; i++) x[i] = 1.0f;
+    x[0] = 7.5f; x[1] = -7.2f; x[2] = 6.9f; x[3] = 0.01f; x[4] = -0.02f; x[5] = 0.1f;
+    x[40] = NAN; x[41] = 100.0f; x[42] = 1e-6f;
+    x[C + 3] = 0; x[C + 40] = 4.9f; x[C + 41] = 4.4f;
+    qs_llm_recipe r;
+    set_slot(&r, QS_OP_FWD_X, "mxfp4", 0, 0);
+    qs_llm_opstat s = opstat_of(&r, QS_OP_FWD_X, x, R, C);
+    assert_int_equal(s.n, R * C);
+    assert_int_equal(s.underflow, 3);
+    assert_int_equal(s.clipped, 2);
+    assert_int_equal(s.nonfinite, 32);
+    /* the same matrix transposed, under a row-blocked slot: the same blocks, the same counts */
+    float xt[R * C];
+    for (int i = 0; i < R; i++) for (int j = 0; j < C; j++) xt[j * R + i] = x[i * C + j];
+    set_slot(&r, QS_OP_WGRAD_X, "mxfp4", 0, 0);
+    qs_llm_opstat t = opstat_of(&r, QS_OP_WGRAD_X, xt, C, R);
+    assert_memory_equal(&s, &t, sizeof s);
+    /* an off slot counts nothing */
+    r.op[QS_OP_WGRAD_X].on = 0;
+    t = opstat_of(&r, QS_OP_WGRAD_X, xt, C, R);
+    assert_int_equal(t.n + t.underflow + t.clipped + t.nonfinite, 0);
+}
+
+/* nvfp4: a block of amax 600 has the element step 100 (tensor absmax 600), so |x| < 25 becomes 0;
+** its block scale never lets a value clip. */
+static void test_opstat_nvfp4(void **st)
+{
+    (void)st;
+    enum { R = 4, C = 32 };
+    float x[R * C];
+    fill(x, R * C, 1, 0.5);
+    for (int i = 4; i < 16; i++) x[i] = 40;   /* -> 50: the block's other values stay */
+    x[0] = 600; x[1] = 10; x[2] = -3; x[3] = 20;
+    qs_llm_recipe r;
+    set_slot(&r, QS_OP_FWD_X, "nvfp4", 0, 0);
+    qs_llm_opstat s = opstat_of(&r, QS_OP_FWD_X, x, R, C);
+    assert_int_equal(s.n, R * C);
+    assert_int_equal(s.underflow, 3);
+    assert_int_equal(s.clipped, 0);
+    assert_int_equal(s.nonfinite, 0);
+    /* 16x16 tiles (the preset's weights): a tile of amax 600 takes its neighbours' small values to 0 */
+    qs_err e = {{0}};
+    assert_int_equal(qs_llm_recipe_preset("nvfp4", &r, &e), 0);
+    enum { R2 = 16, C2 = 32 };
+    float w[R2 * C2];
+    fill(w, R2 * C2, 1, 0.5);
+    w[5 * C2 + 3] = 600;   /* tile 0 */
+    s = opstat_of(&r, QS_OP_FWD_W, w, R2, C2);
+    assert_int_equal(s.n, R2 * C2);
+    assert_int_equal(s.underflow, 255);   /* every other value of tile 0 is below 25 */
+    assert_int_equal(s.clipped + s.nonfinite, 0);
+}
+
+/* fp8_e4m3 without a scale: 500 and -1000 lie beyond 448 + 16 (the half-way point to the next
+** value), 460 and 449 round to 448 and are not clipped; without saturation the clipped values become
+** NaN (non-finite too), with it 448; 1e-4 is below half of 2^-9 and becomes 0; NaN stays NaN. */
+static void test_opstat_fp8(void **st)
+{
+    (void)st;
+    float x[8] = {500, 460, 449, -1000, 1e-4f, NAN, 1, 0};
+    qs_llm_recipe r;
+    set_slot(&r, QS_OP_DGRAD_DY, "fp8_e4m3", 0, 0);
+    qs_llm_opstat s = opstat_of(&r, QS_OP_DGRAD_DY, x, 2, 4);
+    assert_int_equal(s.n, 8);
+    assert_int_equal(s.underflow, 1);
+    assert_int_equal(s.clipped, 2);
+    assert_int_equal(s.nonfinite, 3);
+    set_slot(&r, QS_OP_DGRAD_DY, "fp8_e4m3", 0, 1);
+    s = opstat_of(&r, QS_OP_DGRAD_DY, x, 2, 4);
+    assert_int_equal(s.clipped, 2);
+    assert_int_equal(s.nonfinite, 1);
+    /* scale=tensor (fp8-hybrid's fwd.x): absmax -> 448, so nothing clips (not even the absmax,
+    ** whatever fl32 does to x * s), and 1e-5 * 448/1000 is below the smallest subnormal's half */
+    enum { C = 64 };
+    float y[2 * C];
+    fill(y, 2 * C, 0.5, 0.4);
+    y[0] = 1000; y[1] = -999.9f; y[2] = 1e-5f; y[C + 7] = NAN;
+    qs_err e = {{0}};
+    assert_int_equal(qs_llm_recipe_preset("fp8-hybrid", &r, &e), 0);
+    s = opstat_of(&r, QS_OP_FWD_X, y, 2, C);
+    assert_int_equal(s.n, 2 * C);
+    assert_int_equal(s.underflow, 1);
+    assert_int_equal(s.clipped, 0);
+    assert_int_equal(s.nonfinite, 1);
+    /* one scale per row or per column: still nothing clips; underflows and NaN as the registry has them */
+    for (int g = QS_CSCALE_ROW; g <= QS_CSCALE_COL; g++) {
+        set_slot(&r, QS_OP_FWD_X, "fp8_e4m3", g, 1);
+        s = opstat_of(&r, QS_OP_FWD_X, y, 2, C);
+        assert_int_equal(s.clipped, 0);
+        assert_int_equal(s.nonfinite, 1);
+    }
+    set_slot(&r, QS_OP_FWD_X, "fp8_e4m3", QS_CSCALE_COL, 0);
+    y[C + 7] = 2000;   /* the NaN becomes column 7's absmax: scaled to 448, not clipped */
+    s = opstat_of(&r, QS_OP_FWD_X, y, 2, C);
+    assert_int_equal(s.clipped + s.nonfinite, 0);
+}
+
+/* hif4 (units of 64): 1000 gives SF = BF16(1000 * 73/512) = 142, E6M2 128, so the top groups' step
+** is 128 and Q = 896: 1000 lies beyond 896 + 64 and clips (HiF4's scale can round down by up to an
+** eighth); 1e-6 next to it becomes 0; groups of 100s take the lowest level (step 32, Q 224) and
+** neither clip nor underflow; a NaN makes its unit NaN. */
+static void test_opstat_hif4(void **st)
+{
+    (void)st;
+    enum { R = 2, C = 64 };
+    float x[R * C];
+    fill(x, R * C, 100, 10);
+    x[0] = 1000; x[1] = 1e-6f; x[2] = -2e-6f;
+    x[C + 5] = NAN;
+    qs_llm_recipe r;
+    qs_err e = {{0}};
+    assert_int_equal(qs_llm_recipe_preset("hif4", &r, &e), 0);
+    qs_llm_opstat s = opstat_of(&r, QS_OP_FWD_X, x, R, C);
+    assert_int_equal(s.n, R * C);
+    assert_int_equal(s.underflow, 2);
+    assert_int_equal(s.clipped, 1);
+    assert_int_equal(s.nonfinite, 64);
+    /* the same down the columns (a row-blocked slot) */
+    float xt[R * C];
+    for (int i = 0; i < R; i++) for (int j = 0; j < C; j++) xt[j * R + i] = x[i * C + j];
+    qs_llm_opstat t = opstat_of(&r, QS_OP_WGRAD_X, xt, C, R);
+    assert_memory_equal(&s, &t, sizeof s);
+}
+
+/* The training state's counts: per (layer, operand) the values of every GEMM operand of a pass, the
+** head as row n_layer when recipe.head (else zero); they add over calls and reset to zero. */
+static void expect_counts(const qs_llm_opstat *o, int head, uint64_t times)
+{
+    const uint64_t R = B * T, q = 32, kv = 16;
+    const uint64_t in[7] = {D, D, D, q, D, D, F}, out[7] = {q, kv, kv, D, F, F, D};
+    uint64_t sin = 0, sout = 0, sio = 0;
+    for (int i = 0; i < 7; i++) { sin += in[i]; sout += out[i]; sio += in[i] * out[i]; }
+    const uint64_t per[QS_OP_COUNT] = {R * sin, sio, R * sout, sio, R * sout, R * sin};
+    const uint64_t hd[QS_OP_COUNT] = {R * D, (uint64_t)V * D, R * V, (uint64_t)V * D, R * V, R * D};
+    for (int l = 0; l <= 2; l++)
+        for (int op = 0; op < QS_OP_COUNT; op++) {
+            uint64_t want = l < 2 ? per[op] : head ? hd[op] : 0;
+            assert_int_equal(o[l * QS_OP_COUNT + op].n, times * want);
+        }
+}
+
+static void test_opstat_state(void **st)
+{
+    (void)st;
+    qs_llm_model m = {0};
+    build(&m);
+    int32_t tok[B * (T + 1)];
+    make_tokens(tok);
+    qs_err e = {{0}};
+    qs_llm_train_state *s = qs_llm_train_state_new(&m.c, B, T, &e);
+    assert_non_null(s);
+    assert_null(qs_llm_train_state_opstats(s));   /* no recipe, no counts */
+    qs_llm_recipe r;
+    assert_int_equal(qs_llm_recipe_preset("mxfp4", &r, &e), 0);
+    r.head = 1;
+    assert_int_equal(qs_llm_train_state_set_recipe(s, &r, &e), 0);
+    qs_llm_grads g = {0};
+    assert_int_equal(qs_llm_grads_new(&g, &m, &e), 0);
+    double loss;
+    assert_int_equal(qs_llm_loss_grad(&m, s, tok, B, T, &loss, &g, &e), 0);
+    const qs_llm_opstat *o = qs_llm_train_state_opstats(s);
+    assert_non_null(o);
+    expect_counts(o, 1, 1);
+    uint64_t under = 0;
+    for (int i = 0; i < 3 * QS_OP_COUNT; i++) under += o[i].underflow;
+    assert_true(under > 0);   /* mxfp4 takes some gradients to 0 */
+    assert_int_equal(qs_llm_loss_grad(&m, s, tok, B, T, &loss, &g, &e), 0);
+    expect_counts(o, 1, 2);
+    qs_llm_train_state_opstats_reset(s);
+    expect_counts(o, 1, 0);
+    for (int i = 0; i < 3 * QS_OP_COUNT; i++) assert_int_equal(o[i].underflow + o[i].clipped + o[i].nonfinite, 0);
+    /* nvfp4 (RHT on the wgrad operands, the head FP32): the same values, the head row zero */
+    assert_int_equal(qs_llm_recipe_preset("nvfp4", &r, &e), 0);
+    assert_int_equal(qs_llm_train_state_set_recipe(s, &r, &e), 0);
+    o = qs_llm_train_state_opstats(s);
+    assert_int_equal(qs_llm_loss_grad(&m, s, tok, B, T, &loss, NULL, &e), 0);   /* forward only */
+    for (int l = 0; l < 2; l++) {
+        assert_true(o[l * QS_OP_COUNT + QS_OP_FWD_X].n > 0);
+        assert_int_equal(o[l * QS_OP_COUNT + QS_OP_WGRAD_X].n, 0);
+    }
+    qs_llm_train_state_opstats_reset(s);
+    assert_int_equal(qs_llm_loss_grad(&m, s, tok, B, T, &loss, &g, &e), 0);
+    expect_counts(o, 0, 1);
+    assert_int_equal(qs_llm_train_state_set_recipe(s, NULL, &e), 0);
+    assert_null(qs_llm_train_state_opstats(s));
+    qs_llm_grads_free(&g);
+    qs_llm_train_state_free(s);
+    qs_llm_free(&m);
+}
+
 static void test_refusals(void **st)
 {
     (void)st;
@@ -378,6 +618,11 @@ int main(void)
         cmocka_unit_test(test_stochastic_rounding),
         cmocka_unit_test(test_rht_orthogonal),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_opstat_mxfp4),
+        cmocka_unit_test(test_opstat_nvfp4),
+        cmocka_unit_test(test_opstat_fp8),
+        cmocka_unit_test(test_opstat_hif4),
+        cmocka_unit_test(test_opstat_state),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,8 @@
 /*
 ** The training loop (analysis/train_loop.c): llm.c-style init statistics and determinism, gradient
 ** accumulation equal to the larger batch it splits (same windows), clipping scale, and a loss that
-** falls on a periodic token stream.
+** falls on a periodic token stream; the records' operand counts under a recipe, and a non-finite
+** loss or gradient stopping the run at the first site.
 */
 #include "test_util.h"
 
@@ -133,12 +134,103 @@ static void test_learns_and_refuses(void **st)
     free(tok);
 }
 
+/* Under a recipe every record points at the step's operand counts, (layers + 1) x 6: the values of every
+** GEMM operand of the step's accum micro-batches; without a recipe none. */
+typedef struct { int calls; uint64_t n[3 * QS_OP_COUNT]; int null; } seen;
+static int on_step(void *ctx, const qs_train_rec *r)
+{
+    seen *v = ctx;
+    v->calls++;
+    v->null = r->opstat == NULL;
+    for (int i = 0; !v->null && i < 3 * QS_OP_COUNT; i++) v->n[i] = r->opstat[i].n;
+    return 0;
+}
+
+static void test_opstat_records(void **st)
+{
+    (void)st;
+    qs_err e = {{0}};
+    int32_t *tok = stream(2000);
+    qs_llm_model m;
+    assert_int_equal(qs_llm_alloc(&m, &kCfg, 1, &e), 0);
+    qs_train_init(&m, 1);
+    qs_llm_recipe rc;
+    assert_int_equal(qs_llm_recipe_preset("mxfp8", &rc, &e), 0);
+    qs_train_opts o = opts(2, 2, 2);
+    o.recipe = &rc;
+    qs_train_rec r[2];
+    double v0;
+    seen v = {0};
+    assert_int_equal(qs_train_run(&m, tok, 2000, tok, 500, &o, &v0, r, on_step, &v, &e), 0);
+    assert_int_equal(v.calls, 2);
+    assert_false(v.null);
+    /* per layer: X (R x in) and W (out x in) of Q, K, V, O, gate, up, down; dY is R x out */
+    const uint64_t R = 2 * 2 * 12, d = 32, q = 32, kv = 16, F = 64;   /* accum x batch x T rows */
+    const uint64_t in[7] = {d, d, d, q, d, d, F}, out[7] = {q, kv, kv, d, F, F, d};
+    uint64_t sin = 0, sout = 0, sio = 0;
+    for (int i = 0; i < 7; i++) { sin += in[i]; sout += out[i]; sio += in[i] * out[i]; }
+    const uint64_t want[QS_OP_COUNT] = {R * sin, 2 * sio, R * sout, 2 * sio, R * sout, R * sin};
+    for (int l = 0; l < 3; l++)
+        for (int op = 0; op < QS_OP_COUNT; op++) assert_int_equal(v.n[l * QS_OP_COUNT + op], l < 2 ? want[op] : 0);
+    o.recipe = NULL;
+    v = (seen){0};
+    assert_int_equal(qs_train_run(&m, tok, 2000, tok, 500, &o, &v0, r, on_step, &v, &e), 0);
+    assert_true(v.calls == 2 && v.null);
+    qs_llm_free(&m);
+    free(tok);
+}
+
+/* A run whose loss or gradient turns non-finite stops at that step naming the first site. */
+static void expect_site(qs_llm_model *m, const qs_llm_recipe *rc, const char *want)
+{
+    qs_err e = {{0}};
+    int32_t *tok = stream(2000);
+    qs_train_opts o = opts(2, 2, 3);
+    o.recipe = rc;
+    qs_train_rec r[3];
+    double v0;
+    assert_int_equal(qs_train_run(m, tok, 2000, tok, 500, &o, &v0, r, NULL, NULL, &e), -1);
+    print_message("# %s\n", e.msg);
+    assert_non_null(strstr(e.msg, want));
+    free(tok);
+}
+
+static void test_nonfinite_site(void **st)
+{
+    (void)st;
+    qs_err e = {{0}};
+    qs_llm_model m;
+    assert_int_equal(qs_llm_alloc(&m, &kCfg, 1, &e), 0);
+    /* a NaN weight of layer 1's up projection: layer 0 stays finite, layer 1's gate GEMM too */
+    qs_train_init(&m, 1);
+    m.L[1].w_up[37] = NAN;
+    expect_site(&m, NULL, "step 1: the loss is not finite: non-finite values first in layer 1 fwd w_up GEMM: its weights");
+    /* FP8 E4M3 forward inputs without saturation: a huge ffn_norm weight of layer 1 overflows the
+    ** w_gate GEMM's input to NaN (the attention's inputs before it stay in range) */
+    qs_llm_recipe rc;
+    assert_int_equal(qs_llm_recipe_preset("fp32", &rc, &e), 0);
+    rc.op[QS_OP_FWD_X] = (qs_llm_slot){.on = 1, .a = {.f = qs_format_find("fp8_e4m3"), .gran = QS_GRAN_BLOCK}};
+    qs_train_init(&m, 1);
+    m.L[1].ffn_norm[3] = 1e6f;
+    expect_site(&m, &rc, "step 1: the loss is not finite: non-finite values first in layer 1 fwd w_gate GEMM: its fwd.x operand after quantization");
+    /* the same on the weight-gradient input only: the forward and the loss stay finite, the backward of
+    ** layer 1 meets the SwiGLU output (~1e4) as the w_down wgrad's X first */
+    assert_int_equal(qs_llm_recipe_preset("fp32", &rc, &e), 0);
+    rc.op[QS_OP_WGRAD_X] = (qs_llm_slot){.on = 1, .a = {.f = qs_format_find("fp8_e4m3"), .gran = QS_GRAN_BLOCK}};
+    qs_train_init(&m, 1);
+    for (int i = 0; i < 32; i++) m.L[1].ffn_norm[i] = 1e3f;
+    expect_site(&m, &rc, "step 1: the gradient is not finite: non-finite values first in layer 1 bwd wgrad w_down GEMM: its wgrad.x operand after quantization");
+    qs_llm_free(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_init),
         cmocka_unit_test(test_accum_equals_batch),
         cmocka_unit_test(test_learns_and_refuses),
+        cmocka_unit_test(test_opstat_records),
+        cmocka_unit_test(test_nonfinite_site),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
