@@ -175,7 +175,8 @@ static int quick_table(table *t, qs_err *e)
 
 static void gap_text(char *buf, size_t cap, const qs_gap_ci *g)
 {
-    if (g->n < 2) snprintf(buf, cap, "%+.2f %% (n = %d)", 100 * g->mean, g->n);
+    if (g->n == 0) snprintf(buf, cap, "no runs");
+    else if (g->n < 2) snprintf(buf, cap, "%+.2f %% (n = %d)", 100 * g->mean, g->n);
     else snprintf(buf, cap, "%+.2f %% [%+.2f, %+.2f]", 100 * g->mean, 100 * g->lo, 100 * g->hi);
 }
 
@@ -198,9 +199,14 @@ static void decide(const table *t, int quick, qs_claim_out *o)
         gap_text(tx, sizeof tx, &g[r]);
         APPEND(o->measured, "%s%s %s", r > 1 ? "; " : "", kRecipe[r], tx);
     }
+    APPEND(o->detail, " bf16 final loss by seed:");
+    for (int i = 0; i < t->nseed; i++)
+        if (isfinite(t->val[R_BF16][i])) APPEND(o->detail, " %.4f (seed %" PRIu64 ")", t->val[R_BF16][i], t->seed[i]);
     for (int r = 1; r < NREC; r++) {
-        APPEND(o->detail, "%s %s: gap %+.3f %% (95 %% CI %+.3f .. %+.3f, %d seeds)", r > 1 ? ";" : "", kRecipe[r],
-               100 * g[r].mean, 100 * g[r].lo, 100 * g[r].hi, g[r].n);
+        if (g[r].n < 2) APPEND(o->detail, "; %s: %d seed%s, no interval", kRecipe[r], g[r].n, g[r].n == 1 ? "" : "s");
+        else
+            APPEND(o->detail, "; %s: gap %+.3f %% (95 %% CI %+.3f .. %+.3f, %d seeds)", kRecipe[r], 100 * g[r].mean,
+                   100 * g[r].lo, 100 * g[r].hi, g[r].n);
     }
     APPEND(o->detail, "; hif4 - mxfp4: %+.3f %% (95 %% CI %+.3f .. %+.3f). ", 100 * ord.mean, 100 * ord.lo, 100 * ord.hi);
     if (g[R_HIF4].n < MIN_SEEDS || ord.n < MIN_SEEDS) {
@@ -256,8 +262,8 @@ static int pretrain(int quick, qs_claim_out *o, qs_err *e)
         APPEND(o->detail, " No database to read the stored sweep from (`qscope claims` opens one).");
     APPEND(o->detail, " ");
     decide(&tab, quick, o);
-    APPEND(o->detail, " The paper: 1B-30B models, 50B tokens, training loss, HiF4 with stabilisation (RHT of block 64) "
-                      "not in qscope's preset; a small model can show whether the formats train and how they rank, "
+    APPEND(o->detail, " The paper: 1B-30B models, 50B tokens, training loss, HiF4 stabilised (RHT-64; not in the "
+                      "preset). A small model shows whether the formats train and how they rank against seed noise, "
                       "not the paper's gap at scale (docs/train.md).");
     return 0;
 }
