@@ -64,9 +64,10 @@ void qs_train_init(qs_llm_model *m, uint64_t seed)
 
 static int check_opts(const qs_train_opts *o, size_t ntrain, size_t nval, qs_err *e)
 {
-    if (o->batch < 1 || o->T < 1 || o->steps < 0 || o->accum < 1 || o->warmup < 0 || o->eval_every < 0 || o->val_seqs < 1)
-        return qs_fail(e, "training options out of range (batch %d, ctx %d, steps %d, accum %d, warmup %d)", o->batch,
-                       o->T, o->steps, o->accum, o->warmup);
+    if (o->batch < 1 || o->T < 1 || o->steps < 0 || o->accum < 1 || o->warmup < 0 || o->eval_every < 0 || o->val_seqs < 1 ||
+        o->start_step < 0 || o->start_step > o->steps)
+        return qs_fail(e, "training options out of range (batch %d, ctx %d, steps %d, accum %d, warmup %d, start %d)",
+                       o->batch, o->T, o->steps, o->accum, o->warmup, o->start_step);
     if (!(o->lr > 0) || !(o->min_frac >= 0 && o->min_frac <= 1) || !(o->adam.wd >= 0) || isnan(o->clip))
         return qs_fail(e, "learning rate %g, min fraction %g or weight decay %g out of range", o->lr, o->min_frac, o->adam.wd);
     if (ntrain < (size_t)o->T + 1) return qs_fail(e, "training text has %zu tokens, fewer than ctx+1 = %d", ntrain, o->T + 1);
@@ -143,8 +144,8 @@ int qs_train_run(qs_llm_model *m, const int32_t *train, size_t ntrain, const int
     int rc = -1;
     qs_llm_grads g;
     memset(&g, 0, sizeof g);
-    qs_adamw opt;
-    memset(&opt, 0, sizeof opt);
+    qs_adamw own, *opt = o->opt ? o->opt : &own;
+    memset(&own, 0, sizeof own);
     qs_llm_train_state *s = qs_llm_train_state_new(&m->c, o->batch, o->T, e), *ts = s;
     int32_t *buf = malloc((size_t)o->batch * ((size_t)o->T + 1) * sizeof *buf);
     uint64_t *calls = malloc((size_t)o->accum * sizeof *calls);   /* each micro-batch's first GEMM call */
@@ -153,10 +154,11 @@ int qs_train_run(qs_llm_model *m, const int32_t *train, size_t ntrain, const int
     if (o->recipe) {   /* s (FP32) measures validation, ts runs the recipe */
         if (!(ts = qs_llm_train_state_new(&m->c, o->batch, o->T, e))) goto out;
         if (qs_llm_train_state_set_recipe(ts, o->recipe, e)) goto out;
+        qs_llm_train_state_set_calls(ts, o->sr_calls);
     }
-    if (qs_llm_grads_new(&g, m, e) || qs_adamw_new(&opt, m, e)) goto out;
-    if (val_loss(m, s, buf, val, nval, o, val0, e)) goto out;
-    for (int st = 0; st < o->steps; st++) {
+    if (qs_llm_grads_new(&g, m, e) || (!o->opt && qs_adamw_new(&own, m, e))) goto out;
+    if (!o->start_step && val_loss(m, s, buf, val, nval, o, val0, e)) goto out;   /* resuming: *val0 untouched */
+    for (int st = o->start_step; st < o->steps; st++) {
         double t0 = qs_now_s(), lsum = 0;
         qs_llm_grads_zero(&g);
         qs_llm_train_state_opstats_reset(ts);
@@ -176,18 +178,19 @@ int qs_train_run(qs_llm_model *m, const int32_t *train, size_t ntrain, const int
         }
         if (o->clip > 0 && norm > o->clip) scale *= o->clip / norm;
         double lr = qs_lr_schedule(st, o->steps, o->warmup, o->lr, o->min_frac);
-        if (qs_adamw_step(&opt, m, &g, scale, lr, &o->adam, e)) goto out;
+        if (qs_adamw_step(opt, m, &g, scale, lr, &o->adam, e)) goto out;
         double dt = qs_now_s() - t0;
         qs_train_rec *r = &rec[st];
         *r = (qs_train_rec){st + 1, lsum / o->accum, NAN, norm, lr,
                             dt > 0 ? (double)o->accum * o->batch * o->T / dt : 0, qs_llm_train_state_opstats(ts)};
+        if (o->sr_calls_out) *o->sr_calls_out = o->recipe ? qs_llm_train_state_calls(ts) : 0;
         if ((o->eval_every > 0 && (st + 1) % o->eval_every == 0) || st + 1 == o->steps)
             if (val_loss(m, s, buf, val, nval, o, &r->val_loss, e)) goto out;
         if (cb && cb(ctx, r)) goto out;
     }
     rc = 0;
 out:
-    qs_adamw_free(&opt);
+    qs_adamw_free(&own);
     qs_llm_grads_free(&g);
     if (ts != s) qs_llm_train_state_free(ts);
     qs_llm_train_state_free(s);

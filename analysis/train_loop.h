@@ -22,6 +22,13 @@ typedef struct qs_train_opts {
     qs_adamw_opts adam;
     uint64_t seed;
     const qs_llm_recipe *recipe;   /* the training micro-batches' GEMMs; NULL: FP32.  Validation stays FP32 */
+    /* Resuming (train_ckpt.h): steps already taken, so the run goes on at step start_step + 1 with the
+    ** same batches and schedule; the optimizer state to use and update (NULL: a zeroed one of the
+    ** loop's own; a caller that checkpoints passes its own); the recipe's GEMM call counter then, and
+    ** where to put it after every step (before the callback; may be NULL). */
+    int start_step;
+    qs_adamw *opt;
+    uint64_t sr_calls, *sr_calls_out;
 } qs_train_opts;
 
 typedef struct qs_train_rec {
@@ -53,9 +60,10 @@ void qs_train_batch(const int32_t *train, size_t ntrain, const qs_train_opts *o,
 ** by the callback). */
 typedef int (*qs_train_cb)(void *ctx, const qs_train_rec *r);
 
-/* Train m for o->steps steps (0: no update) on windows of train (ntrain > T tokens) and measure the validation loss
-** before the first step (*val0) and every eval_every steps and after the last.  rec holds o->steps
-** records.  With o->recipe the training micro-batches run under it (a state of their own, so its SR
+/* Train m for steps o->start_step+1 .. o->steps (o->steps 0: no update) on windows of train (ntrain > T
+** tokens) and measure the validation loss before the first step (*val0; untouched when resuming) and every
+** eval_every steps and after the last.  rec holds o->steps records (those before start_step untouched).
+** With o->recipe the training micro-batches run under it (a state of their own, so its SR
 ** call counter runs on across the run) and the validation loss stays FP32, as the papers compare;
 ** the operand counts are reset before each step and summed over its micro-batches (rec->opstat).
 ** Errors: bad options (named), a text shorter than T+1 tokens, out of memory, and a micro-batch loss or

@@ -2,6 +2,11 @@
 ** AdamW, learning-rate schedule and gradient norm (see llm_adamw.h).
 */
 #include "llm_adamw.h"
+#include "llm_rows.h"
+#include "pool.h"
+#include "simd.h"
+
+#include <immintrin.h>
 
 #include <math.h>
 #include <stdlib.h>
@@ -66,10 +71,35 @@ void qs_adamw_free(qs_adamw *o)
     memset(o, 0, sizeof *o);
 }
 
+/* 8 lanes of the loop below, the same operations in the same order (no FMA; sqrt and division are
+** correctly rounded in both): the same bits. */
+__attribute__((target("avx2"))) static size_t update_avx2(float *restrict w, const float *restrict g,
+                                                          float *restrict m, float *restrict v, size_t n, float gscale,
+                                                          float lr, float b1, float b2, float bc1, float bc2, float eps,
+                                                          float wd)
+{
+    const __m256 vgs = _mm256_set1_ps(gscale), vb1 = _mm256_set1_ps(b1), vb2 = _mm256_set1_ps(b2);
+    const __m256 c1 = _mm256_set1_ps(1.0f - b1), c2 = _mm256_set1_ps(1.0f - b2), vbc1 = _mm256_set1_ps(bc1);
+    const __m256 vbc2 = _mm256_set1_ps(bc2), veps = _mm256_set1_ps(eps), vlr = _mm256_set1_ps(lr), vwd = _mm256_set1_ps(wd);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 gi = _mm256_mul_ps(_mm256_loadu_ps(g + i), vgs);
+        __m256 mi = _mm256_add_ps(_mm256_mul_ps(vb1, _mm256_loadu_ps(m + i)), _mm256_mul_ps(c1, gi));
+        __m256 vi = _mm256_add_ps(_mm256_mul_ps(vb2, _mm256_loadu_ps(v + i)), _mm256_mul_ps(_mm256_mul_ps(c2, gi), gi));
+        _mm256_storeu_ps(m + i, mi);
+        _mm256_storeu_ps(v + i, vi);
+        __m256 mh = _mm256_div_ps(mi, vbc1), vh = _mm256_div_ps(vi, vbc2), wi = _mm256_loadu_ps(w + i);
+        __m256 upd = _mm256_add_ps(_mm256_div_ps(mh, _mm256_add_ps(_mm256_sqrt_ps(vh), veps)), _mm256_mul_ps(vwd, wi));
+        _mm256_storeu_ps(w + i, _mm256_sub_ps(wi, _mm256_mul_ps(vlr, upd)));
+    }
+    return i;
+}
+
 void qs_adamw_update(float *restrict w, const float *restrict g, float *restrict m, float *restrict v, size_t n,
                      float gscale, float lr, float b1, float b2, float bc1, float bc2, float eps, float wd)
 {
-    for (size_t i = 0; i < n; i++) {
+    size_t i0 = qs_simd_level() >= QS_SIMD_AVX2 ? update_avx2(w, g, m, v, n, gscale, lr, b1, b2, bc1, bc2, eps, wd) : 0;
+    for (size_t i = i0; i < n; i++) {
         float gi = g[i] * gscale;
         float mi = b1 * m[i] + (1.0f - b1) * gi;
         float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
@@ -77,6 +107,36 @@ void qs_adamw_update(float *restrict w, const float *restrict g, float *restrict
         v[i] = vi;
         float mh = mi / bc1, vh = vi / bc2;
         w[i] -= lr * (mh / (sqrtf(vh) + eps) + wd * w[i]);
+    }
+}
+
+#define CHUNK ((size_t)1 << 15)   /* elements per pool task (the update is elementwise: any cut gives the same bits) */
+
+typedef struct {
+    qs_adamw *o;
+    qs_llm_model *m;
+    const qs_llm_grads *g;
+    const qs_adamw_opts *opt;
+    float gscale, lr, bc1, bc2;
+} step_job;
+
+static void step_task(void *ctx, size_t t, int slot)
+{
+    (void)slot;
+    const step_job *j = ctx;
+    const qs_adamw *o = j->o;
+    size_t off = t * CHUNK;   /* the task's chunk: CHUNK elements of the spans laid end to end */
+    for (int k = 0; k < o->nspan; k++) {
+        const qs_adamw_span *s = &o->span[k];
+        size_t nch = (s->n + CHUNK - 1) / CHUNK * CHUNK;
+        if (off >= nch) { off -= nch; continue; }
+        size_t n = s->n - off < CHUNK ? s->n - off : CHUNK, at = s->off + off;
+        float *w = (s->bias ? j->m->bias_arena : j->m->arena) + at;
+        const float *gg = (s->bias ? j->g->bias_arena : j->g->arena) + at;
+        size_t mo = (s->bias ? o->arena_len : 0) + at;
+        qs_adamw_update(w, gg, o->m + mo, o->v + mo, n, j->gscale, j->lr, (float)j->opt->beta1, (float)j->opt->beta2,
+                        j->bc1, j->bc2, (float)j->opt->eps, s->decay ? (float)j->opt->wd : 0.0f);
+        return;
     }
 }
 
@@ -88,21 +148,36 @@ int qs_adamw_step(qs_adamw *o, qs_llm_model *m, const qs_llm_grads *g, double gs
         return qs_fail(e, "AdamW: the model or its gradients do not have the optimizer's shape");
     o->t++;
     float bc1 = (float)(1.0 - pow(opt->beta1, (double)o->t)), bc2 = (float)(1.0 - pow(opt->beta2, (double)o->t));
-    for (int k = 0; k < o->nspan; k++) {
-        const qs_adamw_span *s = &o->span[k];
-        float *w = (s->bias ? m->bias_arena : m->arena) + s->off;
-        const float *gg = (s->bias ? g->bias_arena : g->arena) + s->off;
-        size_t mo = (s->bias ? o->arena_len : 0) + s->off;
-        qs_adamw_update(w, gg, o->m + mo, o->v + mo, s->n, (float)gscale, (float)lr, (float)opt->beta1,
-                        (float)opt->beta2, bc1, bc2, (float)opt->eps, s->decay ? (float)opt->wd : 0.0f);
-    }
+    step_job j = {o, m, g, opt, (float)gscale, (float)lr, bc1, bc2};
+    size_t ntask = 0;
+    for (int k = 0; k < o->nspan; k++) ntask += (o->span[k].n + CHUNK - 1) / CHUNK;
+    qs_pool_for(qs_pool_width(qs_llm_threads(), ntask), ntask, step_task, &j);
     return 0;
 }
 
+#define NPART 256
+
+typedef struct { const float *p; size_t n, per; double part[NPART]; } sq_job;
+
+static void sumsq_task(void *ctx, size_t t, int slot)
+{
+    (void)slot;
+    sq_job *j = ctx;
+    size_t i0 = t * j->per, i1 = i0 + j->per < j->n ? i0 + j->per : j->n;
+    double s = 0;
+    for (size_t i = i0; i < i1; i++) s += (double)j->p[i] * (double)j->p[i];
+    j->part[t] = s;
+}
+
+/* Sum of squares in at most NPART chunks (cut by n alone) on the pool, the chunks' sums added in order. */
 static double sumsq(const float *p, size_t n)
 {
+    sq_job j = {p, n, CHUNK, {0}};
+    if (n > CHUNK * NPART) j.per = (n + NPART - 1) / NPART;
+    size_t nt = (n + j.per - 1) / j.per;
+    qs_pool_for(qs_pool_width(qs_llm_threads(), nt), nt, sumsq_task, &j);
     double s = 0;
-    for (size_t i = 0; i < n; i++) s += (double)p[i] * (double)p[i];
+    for (size_t t = 0; t < nt; t++) s += j.part[t];
     return s;
 }
 

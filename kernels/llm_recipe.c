@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "cast_scale.h"
+#include "llm_fakeq_par.h"
+#include "llm_rows.h"
 #include "resq.h"
 #include "sr.h"
 
@@ -51,17 +53,44 @@ static void wht16(float *v, size_t st)
     for (size_t i = 0; i < 16; i++) v[i * st] *= 0.25f;
 }
 
+/* Axis 0: 16 consecutive rows at a time, each butterfly a pass along the rows (contiguous, so the loops
+** vectorise); per element the same operations in the same order as wht16, so the same bits. */
+static void rht16_rows(float *x, size_t cols, const float sg[16], int inverse)
+{
+    if (!inverse)
+        for (size_t i = 0; i < 16; i++)
+            for (size_t c = 0; c < cols; c++) x[i * cols + c] *= sg[i];
+    for (size_t h = 1; h < 16; h *= 2)
+        for (size_t i = 0; i < 16; i += 2 * h)
+            for (size_t j = i; j < i + h; j++) {
+                float *a = x + j * cols, *b = x + (j + h) * cols;
+                for (size_t c = 0; c < cols; c++) {
+                    float u = a[c], v = b[c];
+                    a[c] = u + v;
+                    b[c] = u - v;
+                }
+            }
+    for (size_t i = 0; i < 16; i++)
+        for (size_t c = 0; c < cols; c++) x[i * cols + c] *= 0.25f;
+    if (inverse)
+        for (size_t i = 0; i < 16; i++)
+            for (size_t c = 0; c < cols; c++) x[i * cols + c] *= sg[i];
+}
+
 void qs_llm_rht16(float *x, size_t rows, size_t cols, int axis, uint64_t seed, int inverse)
 {
     float sg[16];
     for (int i = 0; i < 16; i++) sg[i] = qs_sr_uniform(seed, (uint64_t)i) < 0.5 ? -1.0f : 1.0f;
-    size_t len = axis ? cols : rows, nrun = axis ? rows : cols, st = axis ? 1 : cols, rs = axis ? cols : 1;
-    for (size_t r = 0; r < nrun; r++)
-        for (size_t b = 0; b + 16 <= len; b += 16) {
-            float *v = x + r * rs + b * st;
-            if (!inverse) for (int i = 0; i < 16; i++) v[i * st] *= sg[i];   /* M = H16 · D: D first */
-            wht16(v, st);
-            if (inverse) for (int i = 0; i < 16; i++) v[i * st] *= sg[i];
+    if (!axis) {
+        for (size_t b = 0; b + 16 <= rows; b += 16) rht16_rows(x + b * cols, cols, sg, inverse);
+        return;
+    }
+    for (size_t r = 0; r < rows; r++)
+        for (size_t b = 0; b + 16 <= cols; b += 16) {
+            float *v = x + r * cols + b;
+            if (!inverse) for (int i = 0; i < 16; i++) v[i] *= sg[i];   /* M = H16 · D: D first */
+            wht16(v, 1);
+            if (inverse) for (int i = 0; i < 16; i++) v[i] *= sg[i];
         }
 }
 
@@ -82,6 +111,24 @@ int qs_llm_fakeq_tiles16(const qs_apply *a0, float *x, size_t rows, size_t cols,
             if (v > m && v != INFINITY) m = v;
         }
         a.o.tensor_scale = m;
+    }
+    if (rows % 16 == 0 && cols % 16 == 0 && rows * cols >= 4096 && a.o.round != QS_RND_SR) {
+        /* whole tiles, no counters: gathered as rows of 256 (one block each), quantized in parallel */
+        size_t nt = rows / 16 * (cols / 16);
+        float *t = malloc(rows * cols * sizeof *t);
+        if (!t) return qs_fail(e, "out of memory for the 16x16 tiles (%zu floats)", rows * cols);
+        for (size_t k = 0; k < nt; k++) {
+            size_t r0 = k / (cols / 16) * 16, c0 = k % (cols / 16) * 16;
+            for (size_t i = 0; i < 16; i++) memcpy(t + k * 256 + i * 16, x + (r0 + i) * cols + c0, 16 * sizeof(float));
+        }
+        a.o.block = 256;
+        int rc = qs_llm_fakeq_par(&a, t, t, nt, 256, 0, 0, qs_llm_threads(), e);
+        for (size_t k = 0; !rc && k < nt; k++) {
+            size_t r0 = k / (cols / 16) * 16, c0 = k % (cols / 16) * 16;
+            for (size_t i = 0; i < 16; i++) memcpy(x + (r0 + i) * cols + c0, t + k * 256 + i * 16, 16 * sizeof(float));
+        }
+        free(t);
+        return rc;
     }
     float buf[256];
     for (size_t r0 = 0; r0 < rows; r0 += 16)
@@ -108,24 +155,38 @@ int qs_llm_recipe_operand_stat(const qs_llm_recipe *r, int op, const float *x, s
     if ((unsigned)op >= QS_OP_COUNT) return qs_fail(e, "no training operand %d", op);
     const qs_llm_slot *sl = &r->op[op];
     uint64_t cs = qs_llm_recipe_call_seed(r->seed, call);
-    const float *in = x;   /* what the format sees */
-    float *own = NULL;
-    if (y != x) memcpy(y, x, rows * cols * sizeof(float));
-    if (sl->on && sl->rht) qs_llm_rht16(y, rows, cols, op_axis[op], cs, 0);
-    if (!sl->on) return 0;
-    if (st && (sl->rht || y == x)) {
-        if (!tmp && !(tmp = own = malloc(rows * cols * sizeof(float))))
-            return qs_fail(e, "out of memory for operand statistics");
-        memcpy(tmp, y, rows * cols * sizeof(float));
-        in = tmp;
+    if (!sl->on) {
+        if (y != x) memcpy(y, x, rows * cols * sizeof(float));
+        return 0;
     }
     qs_apply a;
     slot_apply(sl, op, cs, &a);
+    if (!st) {   /* the hot path: copy, RHT and quantization in one pass on the pool */
+        if (!sl->tile2d) return qs_llm_fakeq_par(&a, x, y, rows, cols, sl->rht, cs, qs_llm_threads(), e);
+        if (y != x) memcpy(y, x, rows * cols * sizeof(float));
+        if (sl->rht) qs_llm_rht16(y, rows, cols, op_axis[op], cs, 0);
+        return qs_llm_fakeq_tiles16(&a, y, rows, cols, e);
+    }
+    /* with statistics: what the format sees (after the RHT) must outlive the quantization */
+    const float *in = x;
+    float *own = NULL;
+    if (sl->rht || y == x) {
+        if (!tmp && !(tmp = own = malloc(rows * cols * sizeof(float))))
+            return qs_fail(e, "out of memory for operand statistics");
+        memcpy(tmp, x, rows * cols * sizeof(float));
+        if (sl->rht) qs_llm_rht16(tmp, rows, cols, op_axis[op], cs, 0);
+        in = tmp;
+    }
     int rc = 1;
-    if (st && !sl->tile2d && in != y) rc = qs_llm_opstat_quantize(&a, in, y, rows, cols, st, e);   /* HiF4: one pass */
+    if (!sl->tile2d) rc = qs_llm_opstat_quantize(&a, in, y, rows, cols, st, e);   /* HiF4: one pass */
     if (rc == 1) {
-        rc = sl->tile2d ? qs_llm_fakeq_tiles16(&a, y, rows, cols, e) : qs_fakeq_matrix(&a, y, rows, cols, y, e);
-        if (!rc && st) rc = qs_llm_opstat_add(&a, sl->tile2d, in, y, rows, cols, st, e);
+        if (sl->tile2d) {
+            memcpy(y, in, rows * cols * sizeof(float));
+            rc = qs_llm_fakeq_tiles16(&a, y, rows, cols, e);
+        } else {
+            rc = qs_llm_fakeq_par(&a, in, y, rows, cols, 0, cs, qs_llm_threads(), e);
+        }
+        if (!rc) rc = qs_llm_opstat_add(&a, sl->tile2d, in, y, rows, cols, st, e);
     }
     free(own);
     return rc;

@@ -5,6 +5,9 @@
 */
 #include "llm_train.h"
 #include "llm_rows.h"
+#include "llm_train_attn.h"
+#include "llm_train_rows.h"
+#include "qs_clock.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -21,7 +24,7 @@ struct qs_llm_train_state {
     float *x_in, *rms1, *xn1, *q, *k, *v, *P, *att, *x_mid, *rms2, *xn2, *g, *u, *h;
     float *x_fin, *rmsf, *hn, *logits;                    /* final norm and head */
     float *dx, *dxn, *dq, *dk, *dv, *datt, *dh, *dg, *du;  /* backward scratch */
-    float *dp, *rcos, *rsin;                                /* [T], [T][head_dim/2] x 2 */
+    float *rcos, *rsin;                                     /* [T][head_dim/2] x 2 */
     /* low-precision recipe (NULL rc: the FP32 path) */
     qs_llm_recipe rc_copy;
     const qs_llm_recipe *rc;
@@ -40,6 +43,7 @@ struct qs_llm_train_state {
     const qs_llm_grads *cg;
     int check;
     char site[200];
+    double tm[QS_LT_COUNT], total;   /* seconds per part, and in qs_llm_loss_grad (bench train) */
 };
 
 /* Per-layer capacity of each saved array (floats), in the order of the struct. */
@@ -62,7 +66,7 @@ size_t qs_llm_train_state_floats(const qs_llm_cfg *c, int batch, int T)
     layer_sizes(c, R, (size_t)batch * c->n_head * T * T, n);
     for (int i = 0; i < 14; i++) per += n[i];
     return (size_t)c->n_layer * per + R * (2 * d + (size_t)c->vocab + 1) + R * (2 * d + 2 * qd + 2 * kvd + 3 * F) +
-           (size_t)T * ((size_t)c->head_dim + 1);
+           (size_t)T * (size_t)c->head_dim;
 }
 
 qs_llm_train_state *qs_llm_train_state_new(const qs_llm_cfg *c, int batch, int T, qs_err *e)
@@ -94,7 +98,6 @@ qs_llm_train_state *qs_llm_train_state_new(const qs_llm_cfg *c, int batch, int T
     float **scr[9] = {&s->dx, &s->dxn, &s->dq, &s->dk, &s->dv, &s->datt, &s->dh, &s->dg, &s->du};
     const size_t sn[9] = {R * d, R * d, R * qd, R * kvd, R * kvd, R * qd, R * F, R * F, R * F};
     for (int i = 0; i < 9; i++) { *scr[i] = p; p += sn[i]; }
-    s->dp = p; p += (size_t)T;
     int half = c->head_dim / 2;
     s->rcos = p; p += (size_t)T * half;
     s->rsin = p;
@@ -204,13 +207,39 @@ static void check_gemm(qs_llm_train_state *s, int kind, const float *a0, const f
                        const float *b, size_t nb, const float *w, const float *y, size_t ny);
 static void check_at(qs_llm_train_state *s, const float *p, size_t n, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* Adds the seconds since t0 to part; returns now. */
+static double tick(qs_llm_train_state *s, int part, double t0)
+{
+    double t = qs_now_s();
+    s->tm[part] += t - t0;
+    return t;
+}
+
+void qs_llm_train_state_times(const qs_llm_train_state *s, double t[QS_LT_COUNT])
+{
+    double other = 0;
+    for (int i = 0; i < QS_LT_COUNT; i++) {
+        t[i] = s->tm[i];
+        if (i != QS_LT_ROWS) other += t[i];
+    }
+    t[QS_LT_ROWS] = s->total > other ? s->total - other : 0;   /* the rest of the pass */
+}
+
+void qs_llm_train_state_times_reset(qs_llm_train_state *s)
+{
+    memset(s->tm, 0, sizeof s->tm);
+    s->total = 0;
+}
 
 /* y[R][out] = x[R][in] . W[out][in]^T */
 static void linear(qs_llm_train_state *s, float *y, const float *x, const float *W, int R, int in, int out)
 {
     const float *x0 = x, *W0 = W;
+    double t0 = qs_now_s();
     operands(s, W, QS_OP_FWD_X, &x, R, in, QS_OP_FWD_W, &W, out, in);
+    t0 = tick(s, QS_LT_QUANT, t0);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, out, in, 1.0f, x, in, W, in, 0.0f, y, out);
+    tick(s, QS_LT_FWD_GEMM, t0);
     if (s->check) check_gemm(s, 0, x0, x, (size_t)R * in, W0, W, (size_t)out * in, W0, y, (size_t)R * out);
 }
 /* dx[R][in] (+)= dy[R][out] . W[out][in] */
@@ -218,61 +247,23 @@ static void linear_dx(qs_llm_train_state *s, float *dx, const float *dy, const f
                       float beta)
 {
     const float *dy0 = dy, *W0 = W;
+    double t0 = qs_now_s();
     operands(s, W, QS_OP_DGRAD_DY, &dy, R, out, QS_OP_DGRAD_W, &W, out, in);
+    t0 = tick(s, QS_LT_QUANT, t0);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, in, out, 1.0f, dy, out, W, in, beta, dx, in);
+    tick(s, QS_LT_BWD_GEMM, t0);
     if (s->check) check_gemm(s, 1, dy0, dy, (size_t)R * out, W0, W, (size_t)out * in, W0, dx, (size_t)R * in);
 }
 /* dW[out][in] += dy[R][out]^T . x[R][in] */
 static void linear_dw(qs_llm_train_state *s, float *dW, const float *dy, const float *x, int R, int in, int out)
 {
     const float *dy0 = dy, *x0 = x;
+    double t0 = qs_now_s();
     operands(s, dW, QS_OP_WGRAD_DY, &dy, R, out, QS_OP_WGRAD_X, &x, R, in);
+    t0 = tick(s, QS_LT_QUANT, t0);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, R, 1.0f, dy, out, x, in, 1.0f, dW, in);
+    tick(s, QS_LT_BWD_GEMM, t0);
     if (s->check) check_gemm(s, 2, dy0, dy, (size_t)R * out, x0, x, (size_t)R * in, dW, dW, (size_t)out * in);
-}
-
-static void rmsnorm_rows(float *out, float *rinv, const float *x, const float *w, int R, int n, float eps)
-{
-    for (int r = 0; r < R; r++) {
-        const float *xr = x + (size_t)r * n;
-        float *o = out + (size_t)r * n;
-        double ss = qs_sumsq_row(xr, (size_t)n);
-        float ri = (float)(1.0 / sqrt(ss / n + eps));
-        rinv[r] = ri;
-        for (int i = 0; i < n; i++) o[i] = xr[i] * ri * w[i];
-    }
-}
-
-/* y = x * r * w with r = (mean x^2 + eps)^-1/2:  dx += r (w dy) - r^3 x sum(w dy x) / n,  dw += dy x r. */
-static void rmsnorm_back(float *dx, float *dw, const float *dy, const float *x, const float *rinv, const float *w,
-                         int R, int n)
-{
-    for (int r = 0; r < R; r++) {
-        const float *xr = x + (size_t)r * n, *dyr = dy + (size_t)r * n;
-        float *dxr = dx + (size_t)r * n, ri = rinv[r];
-        double sw = 0;
-        for (int i = 0; i < n; i++) sw += (double)w[i] * dyr[i] * xr[i];
-        float k = (float)((double)ri * ri * ri * sw / n);
-        for (int i = 0; i < n; i++) {
-            dxr[i] += ri * w[i] * dyr[i] - k * xr[i];
-            dw[i] += dyr[i] * xr[i] * ri;
-        }
-    }
-}
-
-/* Rotate (dir = +1) or rotate back (dir = -1: the transpose, which is the gradient) every head of a row. */
-static void rope_row(float *v, int nheads, int hd, const float *cs, const float *sn, int neox, float dir)
-{
-    int half = hd / 2, off = neox ? half : 1;
-    for (int h = 0; h < nheads; h++) {
-        float *p = v + (size_t)h * hd;
-        for (int i = 0; i < half; i++) {
-            int ia = neox ? i : 2 * i;
-            float a = p[ia], b = p[ia + off], s = dir * sn[i];
-            p[ia] = a * cs[i] - b * s;
-            p[ia + off] = a * s + b * cs[i];
-        }
-    }
 }
 
 static void add_bias(float *y, const float *b, int rows, int n)
@@ -306,74 +297,11 @@ static lay layer_of(const qs_llm_train_state *s, int l)
 
 /* ---------------------------------------------------------------- attention */
 
-/* Causal grouped-query attention of B sequences of T positions; keeps the probabilities P[b][h][t][j]. */
-static void attn_fwd(const qs_llm_cfg *c, const lay *a, int B, int T)
+static qs_lt_attn attn_of(const qs_llm_cfg *c, const lay *a, const qs_llm_train_state *s, int B, int T)
 {
-    const int hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_kv_head * hd, grp = c->n_head / c->n_kv_head;
-    const float scale = 1.0f / sqrtf((float)hd);
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < c->n_head; h++)
-            for (int t = 0; t < T; t++) {
-                const int r = b * T + t, kh = h / grp;
-                const float *q = a->q + (size_t)r * qd + (size_t)h * hd;
-                float *p = a->P + (((size_t)b * c->n_head + h) * T + t) * T, mx = -INFINITY;
-                for (int j = 0; j <= t; j++) {
-                    const float *kj = a->k + (size_t)(b * T + j) * kvd + (size_t)kh * hd;
-                    float dot = 0;
-                    for (int i = 0; i < hd; i++) dot += q[i] * kj[i];
-                    p[j] = dot * scale;
-                    if (p[j] > mx) mx = p[j];
-                }
-                double sum = 0;
-                for (int j = 0; j <= t; j++) { p[j] = expf(p[j] - mx); sum += p[j]; }
-                float inv = (float)(1.0 / sum);
-                for (int j = 0; j <= t; j++) p[j] *= inv;
-                for (int j = t + 1; j < T; j++) p[j] = 0;
-                float *o = a->att + (size_t)r * qd + (size_t)h * hd;
-                for (int i = 0; i < hd; i++) o[i] = 0;
-                for (int j = 0; j <= t; j++) {
-                    const float *vj = a->v + (size_t)(b * T + j) * kvd + (size_t)kh * hd;
-                    for (int i = 0; i < hd; i++) o[i] += p[j] * vj[i];
-                }
-            }
-}
-
-/* From datt: dq (set), dk and dv (set).  ds_j = P_j (dP_j - sum_k P_k dP_k), dP_j = dO . v_j. */
-static void attn_back(const qs_llm_cfg *c, const lay *a, qs_llm_train_state *s, int B, int T)
-{
-    const int hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_kv_head * hd, grp = c->n_head / c->n_kv_head;
-    const float scale = 1.0f / sqrtf((float)hd);
-    const size_t R = (size_t)B * T;
-    memset(s->dq, 0, R * qd * sizeof(float));
-    memset(s->dk, 0, R * kvd * sizeof(float));
-    memset(s->dv, 0, R * kvd * sizeof(float));
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < c->n_head; h++)
-            for (int t = 0; t < T; t++) {
-                const int r = b * T + t, kh = h / grp;
-                const float *p = a->P + (((size_t)b * c->n_head + h) * T + t) * T;
-                const float *dO = s->datt + (size_t)r * qd + (size_t)h * hd, *q = a->q + (size_t)r * qd + (size_t)h * hd;
-                float *dq = s->dq + (size_t)r * qd + (size_t)h * hd;
-                double pd = 0;
-                for (int j = 0; j <= t; j++) {
-                    const size_t o = (size_t)(b * T + j) * kvd + (size_t)kh * hd;
-                    float dot = 0;
-                    for (int i = 0; i < hd; i++) {
-                        dot += dO[i] * a->v[o + i];
-                        s->dv[o + i] += p[j] * dO[i];
-                    }
-                    s->dp[j] = dot;
-                    pd += (double)p[j] * dot;
-                }
-                for (int j = 0; j <= t; j++) {
-                    const size_t o = (size_t)(b * T + j) * kvd + (size_t)kh * hd;
-                    float ds = p[j] * (s->dp[j] - (float)pd) * scale;
-                    for (int i = 0; i < hd; i++) {
-                        dq[i] += ds * a->k[o + i];
-                        s->dk[o + i] += ds * q[i];
-                    }
-                }
-            }
+    qs_lt_attn x = {B, T, c->n_head, c->n_kv_head, c->head_dim, a->q, a->k, a->v, a->P, a->att,
+                    s->datt, s->dq, s->dk, s->dv};
+    return x;
 }
 
 /* ---------------------------------------------------------------- layers */
@@ -383,61 +311,55 @@ static void layer_fwd(const qs_llm_model *m, qs_llm_train_state *s, int l, int B
     const qs_llm_cfg *c = &m->c;
     const qs_llm_layer *L = &m->L[l];
     const int d = c->dim, hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_kv_head * hd, F = c->ffn, R = B * T;
-    const int half = hd / 2;
     lay a = layer_of(s, l);
-    rmsnorm_rows(a.xn1, a.rms1, a.x_in, L->attn_norm, R, d, c->eps);
+    qs_lt_rmsnorm(a.xn1, a.rms1, a.x_in, L->attn_norm, R, d, c->eps);
     linear(s, a.q, a.xn1, L->wq, R, d, qd);
     linear(s, a.k, a.xn1, L->wk, R, d, kvd);
     linear(s, a.v, a.xn1, L->wv, R, d, kvd);
     if (L->bq) add_bias(a.q, L->bq, R, qd);
     if (L->bk) add_bias(a.k, L->bk, R, kvd);
     if (L->bv) add_bias(a.v, L->bv, R, kvd);
-    for (int r = 0; r < R; r++) {
-        const float *cs = s->rcos + (size_t)(r % T) * half, *sn = s->rsin + (size_t)(r % T) * half;
-        rope_row(a.q + (size_t)r * qd, c->n_head, hd, cs, sn, c->rope_neox, 1.0f);
-        rope_row(a.k + (size_t)r * kvd, c->n_kv_head, hd, cs, sn, c->rope_neox, 1.0f);
-    }
-    attn_fwd(c, &a, B, T);
+    qs_lt_rope(a.q, R, T, c->n_head, hd, s->rcos, s->rsin, c->rope_neox, 1.0f);
+    qs_lt_rope(a.k, R, T, c->n_kv_head, hd, s->rcos, s->rsin, c->rope_neox, 1.0f);
+    double t0 = qs_now_s();
+    qs_lt_attn at = attn_of(c, &a, s, B, T);
+    qs_llm_train_attn_fwd(&at, qs_llm_threads());
+    tick(s, QS_LT_ATTN, t0);
     linear(s, s->dxn, a.att, L->wo, R, qd, d);
-    for (size_t i = 0; i < (size_t)R * d; i++) a.x_mid[i] = a.x_in[i] + s->dxn[i];
-    rmsnorm_rows(a.xn2, a.rms2, a.x_mid, L->ffn_norm, R, d, c->eps);
+    qs_lt_add(a.x_mid, a.x_in, s->dxn, (size_t)R * d);
+    qs_lt_rmsnorm(a.xn2, a.rms2, a.x_mid, L->ffn_norm, R, d, c->eps);
     linear(s, a.g, a.xn2, L->w_gate, R, d, F);
     linear(s, a.u, a.xn2, L->w_up, R, d, F);
-    for (size_t i = 0; i < (size_t)R * F; i++) a.h[i] = a.g[i] / (1.0f + expf(-a.g[i])) * a.u[i];
+    qs_lt_swiglu(a.h, a.g, a.u, (size_t)R * F);
     linear(s, s->dxn, a.h, L->w_down, R, F, d);
-    for (size_t i = 0; i < (size_t)R * d; i++) a.x_out[i] = a.x_mid[i] + s->dxn[i];
+    qs_lt_add(a.x_out, a.x_mid, s->dxn, (size_t)R * d);
 }
 
 /* s->dx holds dLoss/d(layer output); on return dLoss/d(layer input).  Weight gradients add into G. */
-static void layer_back(const qs_llm_model *m, qs_llm_train_state *s, int l, int B, int T, qs_llm_layer *G)
+static int layer_back(const qs_llm_model *m, qs_llm_train_state *s, int l, int B, int T, qs_llm_layer *G, qs_err *e)
 {
     const qs_llm_cfg *c = &m->c;
     const qs_llm_layer *L = &m->L[l];
     const int d = c->dim, hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_kv_head * hd, F = c->ffn, R = B * T;
-    const int half = hd / 2;
     lay a = layer_of(s, l);
     /* FFN: x_out = x_mid + W_down (silu(W_gate xn2) * W_up xn2) */
     linear_dx(s, s->dh, s->dx, L->w_down, R, F, d, 0.0f);
     linear_dw(s, G->w_down, s->dx, a.h, R, F, d);
-    for (size_t i = 0; i < (size_t)R * F; i++) {
-        float gi = a.g[i], sg = 1.0f / (1.0f + expf(-gi));
-        s->du[i] = s->dh[i] * gi * sg;
-        s->dg[i] = s->dh[i] * a.u[i] * sg * (1.0f + gi * (1.0f - sg));
-    }
+    qs_lt_swiglu_back(s->dg, s->du, s->dh, a.g, a.u, (size_t)R * F);
     linear_dw(s, G->w_gate, s->dg, a.xn2, R, d, F);
     linear_dw(s, G->w_up, s->du, a.xn2, R, d, F);
     linear_dx(s, s->dxn, s->dg, L->w_gate, R, d, F, 0.0f);
     linear_dx(s, s->dxn, s->du, L->w_up, R, d, F, 1.0f);
-    rmsnorm_back(s->dx, G->ffn_norm, s->dxn, a.x_mid, a.rms2, L->ffn_norm, R, d);
+    qs_lt_rmsnorm_back(s->dx, G->ffn_norm, s->dxn, a.x_mid, a.rms2, L->ffn_norm, R, d);
     /* attention: x_mid = x_in + W_o attn(rope(W_q xn1 + bq), rope(W_k xn1 + bk), W_v xn1 + bv) */
     linear_dx(s, s->datt, s->dx, L->wo, R, qd, d, 0.0f);
     linear_dw(s, G->wo, s->dx, a.att, R, qd, d);
-    attn_back(c, &a, s, B, T);
-    for (int r = 0; r < R; r++) {
-        const float *cs = s->rcos + (size_t)(r % T) * half, *sn = s->rsin + (size_t)(r % T) * half;
-        rope_row(s->dq + (size_t)r * qd, c->n_head, hd, cs, sn, c->rope_neox, -1.0f);
-        rope_row(s->dk + (size_t)r * kvd, c->n_kv_head, hd, cs, sn, c->rope_neox, -1.0f);
-    }
+    double t0 = qs_now_s();
+    qs_lt_attn at = attn_of(c, &a, s, B, T);
+    if (qs_llm_train_attn_back(&at, qs_llm_threads(), e)) return -1;
+    tick(s, QS_LT_ATTN, t0);
+    qs_lt_rope(s->dq, R, T, c->n_head, hd, s->rcos, s->rsin, c->rope_neox, -1.0f);
+    qs_lt_rope(s->dk, R, T, c->n_kv_head, hd, s->rcos, s->rsin, c->rope_neox, -1.0f);
     if (G->bq) {
         bias_grad(G->bq, s->dq, R, qd);
         bias_grad(G->bk, s->dk, R, kvd);
@@ -449,7 +371,8 @@ static void layer_back(const qs_llm_model *m, qs_llm_train_state *s, int l, int 
     linear_dx(s, s->dxn, s->dq, L->wq, R, d, qd, 0.0f);
     linear_dx(s, s->dxn, s->dk, L->wk, R, d, kvd, 1.0f);
     linear_dx(s, s->dxn, s->dv, L->wv, R, d, kvd, 1.0f);
-    rmsnorm_back(s->dx, G->attn_norm, s->dxn, a.x_in, a.rms1, L->attn_norm, R, d);
+    qs_lt_rmsnorm_back(s->dx, G->attn_norm, s->dxn, a.x_in, a.rms1, L->attn_norm, R, d);
+    return 0;
 }
 
 /* ---------------------------------------------------------------- loss */
@@ -458,22 +381,12 @@ static void layer_back(const qs_llm_model *m, qs_llm_train_state *s, int l, int 
 static double head_loss(const qs_llm_model *m, qs_llm_train_state *s, const int32_t *tokens, int B, int T, int want_grad)
 {
     const int d = m->c.dim, V = m->c.vocab, R = B * T;
-    rmsnorm_rows(s->hn, s->rmsf, s->x_fin, m->out_norm, R, d, m->c.eps);
+    qs_lt_rmsnorm(s->hn, s->rmsf, s->x_fin, m->out_norm, R, d, m->c.eps);
     s->in_head = 1;
     linear(s, s->logits, s->hn, m->output, R, d, V);
     s->in_head = 0;
-    double total = 0;
-    for (int r = 0; r < R; r++) {
-        float *lg = s->logits + (size_t)r * V;
-        int tgt = tokens[(r / T) * (T + 1) + r % T + 1];
-        total -= qs_llm_logprob(lg, V, tgt, NULL);
-        if (!want_grad) continue;
-        float mx = -INFINITY;
-        for (int v = 0; v < V; v++) if (lg[v] > mx) mx = lg[v];
-        double z = 0;
-        for (int v = 0; v < V; v++) z += exp((double)lg[v] - mx);
-        for (int v = 0; v < V; v++) lg[v] = (float)((exp((double)lg[v] - mx) / z - (v == tgt)) / R);
-    }
+    double t0 = qs_now_s(), total = qs_lt_xent(s->logits, tokens, B, T, V, want_grad);
+    tick(s, QS_LT_HEAD, t0);
     return total / R;
 }
 
@@ -500,6 +413,7 @@ int qs_llm_loss_grad(const qs_llm_model *m, qs_llm_train_state *s, const int32_t
         if (tokens[i] < 0 || tokens[i] >= c->vocab)
             return qs_fail(e, "token id %d out of range (vocabulary %d)", tokens[i], c->vocab);
     const int d = c->dim, R = batch * T;
+    const double t0 = qs_now_s();
     s->failed = 0;
     s->cm = m;
     s->cg = g;
@@ -516,17 +430,20 @@ int qs_llm_loss_grad(const qs_llm_model *m, qs_llm_train_state *s, const int32_t
     s->layer = c->n_layer;
     *loss = head_loss(m, s, tokens, batch, T, g != NULL);
     if (s->check && !isfinite(*loss) && !s->site[0]) snprintf(s->site, sizeof s->site, "the loss (of finite logits)");
-    if (!g) return quant_status(s, e);
+    if (!g) {
+        s->total += qs_now_s() - t0;
+        return quant_status(s, e);
+    }
     s->in_head = 1;
     linear_dw(s, g->output, s->logits, s->hn, R, d, c->vocab);
     linear_dx(s, s->dxn, s->logits, m->output, R, d, c->vocab, 0.0f);
     s->in_head = 0;
     memset(s->dx, 0, (size_t)R * d * sizeof(float));
-    rmsnorm_back(s->dx, g->out_norm, s->dxn, s->x_fin, s->rmsf, m->out_norm, R, d);
+    qs_lt_rmsnorm_back(s->dx, g->out_norm, s->dxn, s->x_fin, s->rmsf, m->out_norm, R, d);
     check_at(s, s->dx, (size_t)R * d, "head bwd: the gradient after the final norm");
     for (int l = c->n_layer - 1; l >= 0; l--) {
         s->layer = l;
-        layer_back(m, s, l, batch, T, &g->L[l]);
+        if (layer_back(m, s, l, batch, T, &g->L[l], e)) return -1;
         check_at(s, s->dx, (size_t)R * d, "layer %d bwd: the gradient of the layer input", l);
     }
     for (int r = 0; r < R; r++) {
@@ -534,6 +451,7 @@ int qs_llm_loss_grad(const qs_llm_model *m, qs_llm_train_state *s, const int32_t
         for (int i = 0; i < d; i++) ge[i] += s->dx[(size_t)r * d + i];
     }
     check_at(s, g->arena, g->arena_len, "the gradients (norm weights or embedding)");
+    s->total += qs_now_s() - t0;
     return quant_status(s, e);
 }
 

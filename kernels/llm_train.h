@@ -4,7 +4,7 @@
 ** qs_llm_forward without numerics (same RMSNorm, RoPE styles, grouped-query causal attention, SwiGLU,
 ** Q/K/V biases, tied or separate output projection) but keeps what the backward pass needs; the loss
 ** is the mean cross-entropy of every next token.  Matrix products go through OpenBLAS (cblas_sgemm);
-** attention is plain O(T^2) loops per head.
+** attention is SGEMMs per (sequence, head) on the thread pool (llm_train_attn.h).
 **
 ** Memory (floats), R = batch * T rows, q = n_head * head_dim, kv = n_kv_head * head_dim, H = n_head:
 **   weights  P = vocab*dim*(tied ? 1 : 2) + dim + n_layer*(2*dim + 2*q*dim + 2*kv*dim + 3*ffn*dim)
@@ -72,7 +72,8 @@ void qs_llm_train_state_set_tap(qs_llm_train_state *s, qs_llm_operand_tap tap, v
 const qs_llm_opstat *qs_llm_train_state_opstats(const qs_llm_train_state *s);
 void qs_llm_train_state_opstats_reset(qs_llm_train_state *s);
 
-/* The recipe's GEMM call counter (SR seeds, RHT signs): read before a call to re-run it identically. */
+/* The recipe's GEMM call counter (SR seeds, RHT signs; set_recipe restarts it at 0): read before a call
+** to re-run it identically, and set by a resumed run so it draws what the uninterrupted one would have. */
 uint64_t qs_llm_train_state_calls(const qs_llm_train_state *s);
 void qs_llm_train_state_set_calls(qs_llm_train_state *s, uint64_t calls);
 
@@ -85,5 +86,13 @@ void qs_llm_train_state_set_calls(qs_llm_train_state *s, uint64_t calls);
 ** finite, -1 on error.  The ordinary pass checks nothing (the hot path stays as fast). */
 int qs_llm_nonfinite_site(const qs_llm_model *m, qs_llm_train_state *s, const int32_t *tokens, int batch, int T,
                           uint64_t calls, char *site, size_t cap, qs_err *e);
+
+/* Wall seconds qs_llm_loss_grad spent in each part since the state was made (or the last reset), for
+** `qscope bench train`; a clock read per part, never part of a result.  Forward and backward GEMMs
+** exclude their operands' quantization (QS_LT_QUANT); ROWS is the norms, RoPE, SwiGLU, residuals and
+** embedding; HEAD the softmax cross-entropy over the vocabulary (its GEMMs count as GEMMs). */
+enum { QS_LT_FWD_GEMM, QS_LT_BWD_GEMM, QS_LT_QUANT, QS_LT_ATTN, QS_LT_ROWS, QS_LT_HEAD, QS_LT_COUNT };
+void qs_llm_train_state_times(const qs_llm_train_state *s, double t[QS_LT_COUNT]);
+void qs_llm_train_state_times_reset(qs_llm_train_state *s);
 
 #endif

@@ -1,6 +1,6 @@
 /*
 ** The one thread pool: every data-parallel site of qscope (attention, AMLA, the Llama forward,
-** MSD, the metrics engine, tensor statistics, quant streaming, model evaluation, the simulations)
+** the training pass, MSD, the metrics engine, tensor statistics, quant streaming, model evaluation, the simulations)
 ** runs its tasks here (docs/architecture.md, "Threads").
 **
 ** qs_pool_for(threads, n, fn, ctx) calls fn(ctx, task, slot) once for every task in [0, n) and

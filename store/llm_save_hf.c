@@ -14,9 +14,9 @@
 
 enum { MAXT = 3 + 12 * 4096 };
 
-typedef struct { char name[96]; const float *p; size_t rows, cols; int perm; } wt;   /* perm: Q/K rows to undo */
+typedef qs_llm_hf_tensor wt;
 
-static int collect(const qs_llm_model *m, wt *t, int cap)
+int qs_llm_hf_tensors(const qs_llm_model *m, qs_llm_hf_tensor *t, int cap)
 {
     const qs_llm_cfg *c = &m->c;
     size_t d = (size_t)c->dim, q = qs_llm_q_dim(c), kv = (size_t)c->n_kv_head * (size_t)c->head_dim,
@@ -62,15 +62,23 @@ static int write_tensor(FILE *fp, const wt *t, int head_dim)
     return 0;
 }
 
-int qs_llm_save_safetensors(const char *path, const qs_llm_model *m, qs_err *e)
+int qs_llm_save_safetensors_n(const char *path, const qs_llm_model *const *ms, const char *const *suffix, int k,
+                              qs_err *e)
 {
-    wt *t = calloc(MAXT, sizeof *t);
+    wt *t = k > 0 ? calloc((size_t)k * MAXT, sizeof *t) : NULL;
     json_t *h = json_object();
     char *hs = NULL;
     FILE *fp = NULL;
-    int rc = -1;
+    int rc = -1, n = 0;
     if (!t || !h) { qs_fail(e, "out of memory"); goto out; }
-    int n = collect(m, t, MAXT);
+    for (int i = 0; i < k; i++) {
+        int n0 = n;
+        n += qs_llm_hf_tensors(ms[i], t + n, MAXT);
+        for (int j = n0; j < n; j++) {
+            size_t l = strlen(t[j].name);
+            snprintf(t[j].name + l, sizeof t[j].name - l, "%s", suffix[i]);
+        }
+    }
     size_t off = 0;
     json_object_set_new(h, "__metadata__", json_pack("{s:s}", "format", "pt"));
     for (int i = 0; i < n; i++) {
@@ -86,7 +94,7 @@ int qs_llm_save_safetensors(const char *path, const qs_llm_model *m, qs_err *e)
     uint64_t hlen = hl + pad;
     if (!(fp = fopen(path, "wb"))) { qs_fail(e, "%s: cannot create: %s", path, strerror(errno)); goto out; }
     int bad = fwrite(&hlen, 8, 1, fp) != 1 || fwrite(hs, 1, hl, fp) != hl || fwrite("        ", 1, pad, fp) != pad;
-    for (int i = 0; i < n && !bad; i++) bad = write_tensor(fp, &t[i], m->c.head_dim);
+    for (int i = 0; i < n && !bad; i++) bad = write_tensor(fp, &t[i], ms[0]->c.head_dim);
     int cl = fclose(fp);
     fp = NULL;
     if (bad || cl) { qs_fail(e, "%s: write failed: %s", path, strerror(errno)); goto out; }
@@ -97,6 +105,12 @@ out:
     json_decref(h);
     free(t);
     return rc;
+}
+
+int qs_llm_save_safetensors(const char *path, const qs_llm_model *m, qs_err *e)
+{
+    const char *none = "";
+    return qs_llm_save_safetensors_n(path, &m, &none, 1, e);
 }
 
 static int write_config(const char *path, const qs_llm_model *m, const qs_llm_save_tok *tok, qs_err *e)

@@ -220,3 +220,65 @@ int qs_train_run_remove(qs_db *db, const char *const *names, size_t n, qs_err *e
     if (remove_all(db, names, n, e) || qs_db_commit(db, e)) { qs_db_rollback(db); return -1; }
     return 0;
 }
+
+/* The run r->name if it is the checkpoint's: 1 (*id set), 0 no such name, 2 not the checkpoint's. */
+static int reopen_find(qs_db *db, const qs_train_reopen *r, int64_t *id, qs_err *e)
+{
+    sqlite3_stmt *st = qs_db_prepare(db, "SELECT id, data_hash = ?2, (SELECT count(*) FROM train_step s WHERE "
+                                         "s.run_id = train_run.id AND s.step BETWEEN 1 AND ?3) FROM train_run "
+                                         "WHERE name = ?1", e);
+    if (!st) return -1;
+    sqlite3_bind_text(st, 1, r->name, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, r->data_hash, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int(st, 3, r->from_step);
+    int rc = sqlite3_step(st), found = 0;
+    if (rc == SQLITE_ROW) {
+        *id = sqlite3_column_int64(st, 0);
+        found = sqlite3_column_int(st, 1) == 1 && sqlite3_column_int(st, 2) == r->from_step ? 1 : 2;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return qs_db_fail(db, e, "train_run lookup");
+    return found;
+}
+
+/* Delete run id's rows of `table` beyond step from. */
+static int drop_beyond(qs_db *db, const char *sql, int64_t id, int from, qs_err *e)
+{
+    sqlite3_stmt *st = qs_db_prepare(db, sql, e);
+    if (!st) return -1;
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_int(st, 2, from);
+    return run_done(db, st, "train_run reopen", e);
+}
+
+int qs_train_run_reopen(qs_db *db, const qs_train_reopen *r, int64_t *id, qs_err *e)
+{
+    if (!r->name || !*r->name || !r->data_hash) return qs_fail(e, "training run reopen: name and data hash are required");
+    if (r->from_step < 0 || r->steps <= r->from_step)
+        return qs_fail(e, "training run %s: cannot continue from step %d to %d", r->name, r->from_step, r->steps);
+    if (qs_db_begin(db, e)) return -1;
+    int64_t rid = 0;
+    int rc = reopen_find(db, r, &rid, e);
+    if (rc != 1) {   /* absent or another run: nothing changes */
+        qs_db_rollback(db);
+        return rc;
+    }
+    sqlite3_stmt *st;
+    if (drop_beyond(db, "DELETE FROM train_opstat WHERE run_id=?1 AND step>?2", rid, r->from_step, e) ||
+        drop_beyond(db, "DELETE FROM train_step WHERE run_id=?1 AND step>?2", rid, r->from_step, e) ||
+        !(st = qs_db_prepare(db, "UPDATE train_run SET status='running', error=NULL, finished_at=NULL, steps=?2, "
+                                 "options=json_set(options, '$.steps', ?2), checkpoint=coalesce(?3, checkpoint), "
+                                 "steps_done=(SELECT count(*) FROM train_step WHERE run_id=?1), "
+                                 "val_final=(SELECT val_loss FROM train_step WHERE run_id=?1 AND val_loss IS NOT NULL "
+                                 "ORDER BY step DESC LIMIT 1) WHERE id=?1", e)))
+        goto fail;
+    sqlite3_bind_int64(st, 1, rid);
+    sqlite3_bind_int(st, 2, r->steps);
+    bind_opt_text(st, 3, r->checkpoint);
+    if (update_run(db, st, rid, "train_run reopen", e) || qs_db_commit(db, e)) goto fail;
+    *id = rid;
+    return 1;
+fail:
+    qs_db_rollback(db);
+    return -1;
+}

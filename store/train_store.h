@@ -57,6 +57,23 @@ int qs_train_run_step(qs_db *db, int64_t id, const qs_train_step_row *r, const q
 /* status: "done", "stopped" or "failed"; why NULL or the reason (the error's one line). */
 int qs_train_run_end(qs_db *db, int64_t id, const char *status, const char *why, qs_err *e);
 
+/* What --resume knows of the stored run it continues (from the checkpoint's trainer_state.json). */
+typedef struct qs_train_reopen {
+    const char *name;           /* the run's name (trainer_state.json run_name) */
+    const char *data_hash;      /* the checkpoint's token hash: the stored run must have it */
+    int from_step;              /* the checkpoint's step: steps 1 .. from_step must be stored */
+    int steps;                  /* planned (a --steps that extends the run) */
+    const char *checkpoint;     /* the directory the resumed run checkpoints into; NULL: keep */
+} qs_train_reopen;
+
+/* Continue the stored run r->name, in one transaction: its steps and operand statistics beyond
+** r->from_step (stored before a kill let their checkpoint be written) are deleted, status back to
+** 'running', error and finished_at cleared, steps = r->steps (also in the options JSON), steps_done
+** and val_final recounted from the steps kept.  1 reopened (*id its row), 0 no run of that name,
+** 2 a run of that name that is not the checkpoint's (another data hash, or steps 1 .. from_step not
+** all stored), -1 error; the database is unchanged unless 1. */
+int qs_train_run_reopen(qs_db *db, const qs_train_reopen *r, int64_t *id, qs_err *e);
+
 typedef struct qs_train_run_item {
     int64_t id;
     char *name, *recipe, *sweep /* "" when none */, *status, *model, *options, *data_hash, *tool_version;

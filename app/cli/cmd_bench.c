@@ -22,6 +22,7 @@ int qs_bench_formats(qs_cli *cli, int quick, int json, const char *list);
 int qs_bench_analyze(qs_cli *cli, int quick, int json);
 int qs_bench_rl(qs_cli *cli, int quick, int json);   /* app/cli/cmd_rl_bench.c */
 int qs_bench_kernels(qs_cli *cli, int quick, int json, int score);   /* app/cli/bench_kernels.c */
+int qs_bench_train(qs_cli *cli, int argc, char **argv);               /* app/cli/bench_train.c */
 #include "../../analysis/importer.h"
 #include "../../analysis/tensor_stats.h"
 #include "../../datasets/gen.h"
@@ -89,6 +90,7 @@ int qs_cmd_bench(qs_cli *cli, int argc, char **argv)
     int quick = 0, json = 0;
     const char *user_npy = NULL, *flist = NULL;
     if (argc > 1 && !strcmp(argv[1], "tui")) return qs_bench_tui(cli, argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "train")) return qs_bench_train(cli, argc - 1, argv + 1);
     int formats = argc > 1 && !strcmp(argv[1], "formats"), analyze = argc > 1 && !strcmp(argv[1], "analyze");
     int rl = argc > 1 && !strcmp(argv[1], "rl");
     int kernels = argc > 1 && !strcmp(argv[1], "kernels"), score = 0;

@@ -4,12 +4,12 @@
 ** `llm eval/generate/logits --model DIR` load.  The work is analysis/train_service.h (loop:
 ** train_loop.h; optimizer: kernels/llm_adamw.h; writer: store/llm_save_hf.h).  --recipe NAME and --op
 ** OPERAND=FORMAT pick the GEMMs' low-precision recipe (kernels/llm_recipe.h).  Every run is stored in
-** the database unless --no-store (train_record.h).  --sweep SPEC runs
-** one run per (recipe, seed) of analysis/train_sweep.h, one after the other, each through the same
-** path as a single run (train_one).
+** the database unless --no-store (train_record.h).  --out DIR with --checkpoint-every N writes
+** checkpoints that survive a kill and --resume DIR continues one (store/train_ckpt.h).  --sweep SPEC
+** runs one run per (recipe, seed) of analysis/train_sweep.h, one after the other, each through the
+** same path as a single run (run_job).
 */
 #include <dirent.h>
-#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -36,9 +35,11 @@
 #define MAX_OPS 64
 
 typedef struct opts {
-    const char *tokenizer, *init, *out, *val_text, *text[MAX_TEXTS], *sweep;
-    int ntext, json, layers, dim, heads, kv_heads, ffn;
-    int in_sweep;                /* a run of a sweep: no per-step lines, no per-run JSON */
+    const char *tokenizer, *init, *out, *val_text, *text[MAX_TEXTS], *resume, *sweep;
+    int in_sweep;                /* a run of a sweep: no per-step lines, no per-run output */
+    int ntext, json, layers, dim, heads, kv_heads, ffn, ckpt_every;
+    unsigned char given[128];    /* options given on the command line, by getopt letter */
+    qs_train_state st;           /* --resume: the checkpoint's trainer_state.json */
     qs_train_opts t;
     const char *recipe_name, *ops[MAX_OPS];   /* --recipe, --op in order */
     int nops;
@@ -67,13 +68,14 @@ static int parse(qs_cli *cli, int argc, char **argv, opts *o)
         {"min-lr", 1, 0, 'm'}, {"wd", 1, 0, 'W'}, {"clip", 1, 0, 'C'}, {"accum", 1, 0, 'a'}, {"eval-every", 1, 0, 'e'},
         {"val-seqs", 1, 0, 'V'}, {"seed", 1, 0, 's'}, {"json", 0, 0, 'j'}, {"recipe", 1, 0, 'R'}, {"op", 1, 0, 'O'},
         {"grad-out", 1, 0, 'G'}, {"batch-out", 1, 0, 'B'}, {"operand-out", 1, 0, 'P'}, {"name", 1, 0, 'N'},
-        {"db", 1, 0, 'D'}, {"no-store", 0, 0, 'X'}, {"csv", 0, 0, 'S'}, {"sweep", 1, 0, 'Z'},
-        {0, 0, 0, 0}};
+        {"db", 1, 0, 'D'}, {"no-store", 0, 0, 'X'}, {"csv", 0, 0, 'S'},
+        {"checkpoint-every", 1, 0, 'E'}, {"resume", 1, 0, 'r'}, {"sweep", 1, 0, 'Z'}, {0, 0, 0, 0}};
     int c;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
         int rc = 0;
+        if (c > 0 && c < 128) o->given[c] = 1;
         switch (c) {
         case 'k': o->tokenizer = optarg; break;
         case 'i': o->init = optarg; break;
@@ -104,6 +106,9 @@ static int parse(qs_cli *cli, int argc, char **argv, opts *o)
             if (qs_parse_u64(optarg, (unsigned long long *)&o->t.seed)) return qs_cli_usage(CMD, "bad --seed '%s'", optarg);
             break;
         case 'j': o->json = 1; break;
+        case 'E': rc = qs_cli_parse_int(CMD, "--checkpoint-every", optarg, 0, 1 << 24, &o->ckpt_every); break;
+        case 'r': o->resume = optarg; break;
+        case 'Z': o->sweep = optarg; break;
         case 'S': o->csv = 1; break;
         case 'X': o->no_store = 1; break;
         case 'D': cli->db_path = optarg; break;   /* as the global --db */
@@ -118,7 +123,6 @@ static int parse(qs_cli *cli, int argc, char **argv, opts *o)
             if (o->recipe_name) return qs_cli_usage(CMD, "--recipe given twice");
             o->recipe_name = optarg;
             break;
-        case 'Z': o->sweep = optarg; break;
         case 'O':
             if (o->nops == MAX_OPS) return qs_cli_usage(CMD, "more than %d --op settings", MAX_OPS);
             o->ops[o->nops++] = optarg;
@@ -135,13 +139,14 @@ static int parse(qs_cli *cli, int argc, char **argv, opts *o)
         return qs_cli_usage(CMD, "--operand-out needs a recipe (--recipe or --op)");
     if (o->init && (o->layers || o->dim || o->heads || o->kv_heads || o->ffn))
         return qs_cli_usage(CMD, "--init takes the model's shape; drop --layers/--dim/--heads/--kv-heads/--ffn");
-    if (o->sweep && (o->recipe_name || o->nops || o->out || o->init || o->name || o->csv || o->grad.grad_out ||
-                     o->grad.batch_out || o->grad.operand_out))
+    if (o->resume && o->init) return qs_cli_usage(CMD, "--resume takes the model from its checkpoint; drop --init");
+    if (o->ckpt_every && !o->out && !o->resume) return qs_cli_usage(CMD, "--checkpoint-every needs --out DIR");
+    if (o->sweep && (o->recipe_name || o->nops || o->out || o->init || o->name || o->csv || o->resume || o->ckpt_every ||
+                     o->grad.grad_out || o->grad.batch_out || o->grad.operand_out))
         return qs_cli_usage(CMD, "--sweep sets the recipe, seed and name of each run; drop --recipe/--op/--out/--init/"
-                                 "--name/--csv and the cross-check outputs");
+                                 "--name/--csv/--resume/--checkpoint-every and the cross-check outputs");
     return 0;
 }
-
 /* A new model's shape: the options given, the default model (train_sweep.h) for the rest. */
 static void fill_shape(opts *o)
 {
@@ -155,6 +160,98 @@ static void fill_shape(opts *o)
     if (!o->kv_heads) o->kv_heads = o->heads;
     if (!o->ffn) o->ffn = 4 * o->dim;
 }
+
+
+
+/* Paths a and b name the same file (both resolve to one path), or are equal strings. */
+static int same_path(const char *a, const char *b)
+{
+    if (!a || !b) return a == b;
+    char *ra = realpath(a, NULL), *rb = realpath(b, NULL);
+    int same = !strcmp(ra ? ra : a, rb ? rb : b);
+    free(ra);
+    free(rb);
+    return same;
+}
+
+/* x with the fewest digits that read back as x ("0.003", not "0.0030000000000000001"). */
+static const char *shortest(double x, char *buf, size_t cap)
+{
+    for (int p = 1; p <= 17; p++) {
+        snprintf(buf, cap, "%.*g", p, x);
+        if (strtod(buf, NULL) == x) break;
+    }
+    return buf;
+}
+
+#define KEEP_MSG "a resumed run may change only --steps, --eval-every, --checkpoint-every, --out and --json"
+
+/* The first option given on the command line that differs from the checkpoint's, as "--x V (checkpoint W)". */
+static int conflict(const opts *o, const qs_train_state *s, char *buf, size_t cap)
+{
+    const unsigned char *g = o->given;
+#define INT_OPT(ch, name, cli, ck) if (g[ch] && (long long)(cli) != (long long)(ck)) \
+        return snprintf(buf, cap, "%s %lld (the checkpoint's: %lld)", name, (long long)(cli), (long long)(ck)), 1
+    char x1[32], x2[32];
+#define NUM_OPT(ch, name, cli, ck) if (g[ch] && (cli) != (ck)) \
+        return snprintf(buf, cap, "%s %s (the checkpoint's: %s)", name, shortest(cli, x1, sizeof x1), \
+                        shortest(ck, x2, sizeof x2)), 1
+    INT_OPT('L', "--layers", o->layers, s->layers); INT_OPT('d', "--dim", o->dim, s->dim);
+    INT_OPT('H', "--heads", o->heads, s->heads); INT_OPT('K', "--kv-heads", o->kv_heads, s->kv_heads);
+    INT_OPT('f', "--ffn", o->ffn, s->ffn); INT_OPT('c', "--ctx", o->t.T, s->ctx);
+    INT_OPT('b', "--batch", o->t.batch, s->batch); INT_OPT('a', "--accum", o->t.accum, s->accum);
+    INT_OPT('w', "--warmup", o->t.warmup, s->warmup); INT_OPT('V', "--val-seqs", o->t.val_seqs, s->val_seqs);
+    NUM_OPT('l', "--lr", o->t.lr, s->lr); NUM_OPT('m', "--min-lr", o->t.min_frac, s->min_frac);
+    NUM_OPT('W', "--wd", o->t.adam.wd, s->wd); NUM_OPT('C', "--clip", o->t.clip, s->clip);
+#undef INT_OPT
+#undef NUM_OPT
+    if (g['s'] && o->t.seed != s->seed) return snprintf(buf, cap, "--seed (the checkpoint's: %llu)", (unsigned long long)s->seed), 1;
+    if (g['k'] && !same_path(o->tokenizer, s->tokenizer)) return snprintf(buf, cap, "--tokenizer %s", o->tokenizer), 1;
+    if (g['v'] && !same_path(o->val_text, s->val_text)) return snprintf(buf, cap, "--val-text %s", o->val_text), 1;
+    int same = o->ntext == s->ntext;
+    for (int i = 0; same && i < o->ntext; i++) same = same_path(o->text[i], s->text[i]);
+    if (g['x'] && !same) return snprintf(buf, cap, "--text (the checkpoint's: %d files, first %s)", s->ntext, s->text[0]), 1;
+    if (g['R'] && (!s->recipe || strcmp(o->recipe_name, s->recipe)))
+        return snprintf(buf, cap, "--recipe %s (the checkpoint's: %s)", o->recipe_name, s->recipe ? s->recipe : "none"), 1;
+    if (g['N'] && s->run_name && strcmp(o->name, s->run_name))   /* --name names only a run not stored yet */
+        return snprintf(buf, cap, "--name %s (the checkpoint's run: %s)", o->name, s->run_name), 1;
+    same = o->nops == s->nops;
+    for (int i = 0; same && i < o->nops; i++) same = !strcmp(o->ops[i], s->op[i]);
+    if (g['O'] && !same) return snprintf(buf, cap, "--op (the checkpoint's: %d --op settings)", s->nops), 1;
+    return 0;
+}
+
+/* --resume DIR: the run's options come from its trainer_state.json; options given too must agree
+** with them, except --steps (a new end: the schedule of the remaining steps is that of a run of that
+** many steps), --eval-every, --checkpoint-every, --out (default DIR) and --json. */
+static int apply_resume(opts *o)
+{
+    qs_err e = {{0}};
+    qs_train_state *s = &o->st;
+    if (qs_train_state_read(o->resume, s, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
+    char why[600];
+    if (conflict(o, s, why, sizeof why)) return qs_cli_usage(CMD, "--resume %s: %s; " KEEP_MSG, o->resume, why);
+    if (!o->given['n']) o->t.steps = s->steps;
+    if (o->t.steps <= s->step)
+        return qs_cli_usage(CMD, "--resume %s: the checkpoint is at step %d; give --steps above it to go on", o->resume,
+                            s->step);
+    o->t.T = s->ctx; o->t.batch = s->batch; o->t.accum = s->accum; o->t.warmup = s->warmup;
+    o->t.val_seqs = s->val_seqs; o->t.lr = s->lr; o->t.min_frac = s->min_frac; o->t.clip = s->clip;
+    o->t.adam = (qs_adamw_opts){s->beta1, s->beta2, s->eps, s->wd};
+    o->t.seed = s->seed;
+    if (!o->given['e']) o->t.eval_every = s->eval_every;
+    if (!o->given['P']) o->ckpt_every = s->ckpt_every;
+    if (!o->out) o->out = o->resume;
+    o->tokenizer = s->tokenizer;
+    o->ntext = s->ntext;
+    for (int i = 0; i < s->ntext; i++) o->text[i] = s->text[i];
+    o->val_text = s->val_text;
+    o->recipe_name = s->recipe;
+    o->nops = s->nops;
+    for (int i = 0; i < s->nops; i++) o->ops[i] = s->op[i];
+    return 0;
+}
+
 
 /* --op OPERAND=FORMAT[:options]: the operand's slot takes the format (blocks along the reduction
 ** dimension, which the recipe sets); ":round=sr" becomes the slot's per-call stochastic rounding. */
@@ -243,7 +340,7 @@ static json_t *num(double x) { return isfinite(x) ? json_real(x) : json_null(); 
 /* The last measured validation loss (a stopped run's last step may not have measured it). */
 static double final_val(const qs_train_result *res)
 {
-    for (int i = res->steps_done - 1; i >= 0; i--)
+    for (int i = res->steps_done - 1; i >= res->start_step; i--)
         if (!isnan(res->rec[i].val_loss)) return res->rec[i].val_loss;
     return NAN;
 }
@@ -254,7 +351,7 @@ static void print_json(const opts *o, const qs_train_result *res)
     const qs_train_rec *rec = res->rec;
     double fin = o->t.steps ? final_val(res) : res->val0;   /* --steps 0: no update */
     json_t *steps = json_array();
-    for (int i = 0; i < res->steps_done; i++) {
+    for (int i = res->start_step; i < res->steps_done; i++) {
         json_t *r = json_pack("{s:i,s:o,s:o,s:o,s:o}", "step", rec[i].step, "train_loss", num(rec[i].train_loss),
                               "grad_norm", num(rec[i].grad_norm), "lr", num(rec[i].lr), "tok_s", num(rec[i].tok_s));
         if (!isnan(rec[i].val_loss)) json_object_set_new(r, "val_loss", num(rec[i].val_loss));
@@ -281,6 +378,9 @@ static void print_json(const opts *o, const qs_train_result *res)
     json_object_set_new(rj, "validation", json_string("fp32"));
     json_object_set_new(j, "recipe", rj);
     json_object_set_new(j, "status", json_string(res->stopped ? "stopped" : "done"));
+    json_object_set_new(json_object_get(j, "options"), "checkpoint_every", json_integer(o->ckpt_every));
+    json_object_set_new(j, "resumed_from", json_integer(res->start_step));
+    json_object_set_new(j, "data_hash", json_string(res->data_hash));
     json_object_set_new(j, "steps_done", json_integer(res->steps_done));
     if (o->rec.run[0]) qs_json_set_text(j, "run", o->rec.run);
     if (!isnan(res->grad_loss)) json_object_set_new(j, "grad_loss", json_real(res->grad_loss));
@@ -303,29 +403,40 @@ static void start(void *ctx, const qs_llm_cfg *c, size_t ntrain, size_t nval)
         }
         printf("; validation fp32)\n");
     }
+    if (!o->json && o->resume)
+        printf("train: resuming %s at step %d of %d\n", o->resume, o->st.step, o->t.steps);
     if (!o->json)
         printf("train: %d layers, dim %d, %d/%d heads, ffn %d, vocab %d, ctx %d; %zu training tokens, %zu validation\n",
                c->n_layer, c->dim, c->n_head, c->n_kv_head, c->ffn, c->vocab, o->t.T, ntrain, nval);
 }
 
-
 static int ready(void *ctx, const qs_train_data *d, qs_err *e) { return qs_trec_ready(&((opts *)ctx)->rec, d, e); }
 
-/* One run of the options (recipe and seed as set): the model, the tokens, the steps, the checkpoint;
-** stored (train_record.h) under name (NULL: the default name) in sweep (NULL: none) unless --no-store.
-** Returns the exit code (0; 128 + the signal when stopped; 1 or 2 after printing the error); *ok: r
-** holds the run (free it). */
-static int train_one(qs_cli *cli, opts *o, const char *name, const char *sweep, qs_train_result *r, int *ok)
+/* Everything after the options: the recipe, the shape, --out and the texts checked, then the run and
+** its recording, stored under o->name in sweep (NULL: none) unless --no-store.  Returns the exit code;
+** *ok: r holds the run (free it). */
+static int run_job(qs_cli *cli, opts *o, const char *sweep, qs_train_result *r, int *ok)
 {
-    qs_train_job j = {.tokenizer = o->tokenizer, .init = o->init, .out = o->out, .text = o->text, .ntext = o->ntext,
+    *ok = 0;
+    int rc = make_recipe(o);
+    if (rc) return rc;
+    qs_err e = {{0}};
+    qs_train_job j = {.tokenizer = o->tokenizer, .init = o->init, .out = o->out, .ckpt_every = o->ckpt_every,
+                      .resume = o->resume, .resume_state = o->resume ? &o->st : NULL, .recipe_preset = o->recipe_name,
+                      .ops = o->ops, .nops = o->nops, .run_name = o->rec.run, .text = o->text, .ntext = o->ntext,
                       .val_text = o->val_text ? o->val_text : QS_LLM_DEFAULT_TEXT, .layers = o->layers, .dim = o->dim,
                       .heads = o->heads, .kv_heads = o->kv_heads, .ffn = o->ffn, .t = o->t, .grad = o->grad,
                       .start = start, .step = progress, .ctx = o, .ready = ready, .stop = &qs_trec_stop};
-    qs_err e = {{0}};
+    if (qs_train_shape_check(&j, &e)) return qs_cli_usage(CMD, "%s", e.msg);
+    /* a bad --out is found before the training, and nothing is created before the first checkpoint */
+    if (o->out && qs_train_out_check(o->out, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
+    if (!o->ntext && (rc = default_texts(o))) return rc;
+    j.text = o->text;
+    j.ntext = o->ntext;
     qs_trec *t = &o->rec;
-    *t = (qs_trec){.cli = cli, .name = name, .sweep = sweep, .store = !o->no_store, .csv = o->csv, .job = &j,
-                   .recipe = o->t.recipe ? o->recipe.name : "fp32", .tokenizer = o->tokenizer ? o->tokenizer : o->init,
-                   .res = r, .e = &e};
+    *t = (qs_trec){.cli = cli, .name = o->name, .sweep = sweep, .store = !o->no_store, .csv = o->csv, .json = o->json,
+                   .job = &j, .recipe = o->t.recipe ? o->recipe.name : "fp32",
+                   .tokenizer = o->tokenizer ? o->tokenizer : o->init, .res = r, .e = &e};
     for (int i = 0; i < QS_OP_COUNT; i++) {
         snprintf(o->labels[i], sizeof o->labels[i], "fp32");
         if (o->t.recipe) slot_label(&o->recipe.op[i], o->labels[i], sizeof o->labels[i]);
@@ -333,8 +444,26 @@ static int train_one(qs_cli *cli, opts *o, const char *name, const char *sweep, 
     }
     *ok = qs_train_job_run(&j, r, &e) == 0;
     if (!*ok) qs_cli_err(r->bad_input ? QS_EXIT_USAGE : QS_EXIT_ERR, &e);
-    int rc = qs_trec_end(t, *ok, r, &e);
+    rc = qs_trec_end(t, *ok, r, &e);
     return !*ok && r->bad_input ? QS_EXIT_USAGE : rc;
+}
+
+/* One run, printed. */
+static int run(qs_cli *cli, opts *o)
+{
+    qs_train_result r;
+    int ok, rc = run_job(cli, o, NULL, &r, &ok);
+    if (!ok) return rc;
+    qs_trec *t = &o->rec;
+    if (o->json) print_json(o, &r);
+    else if (!o->csv && !r.stopped) {
+        if (!isnan(r.grad_loss)) printf("cross-check micro-batch: loss %.9g\n", r.grad_loss);
+        printf("validation loss %.4f -> %.4f%s%s%s%s\n", r.val0, o->t.steps ? final_val(&r) : r.val0,
+               o->out ? "; checkpoint " : "", o->out ? o->out : "", t->run[0] ? "; run " : "",
+               t->run[0] ? qs_esc(t->run) : "");
+    }
+    qs_train_result_free(&r);
+    return rc;
 }
 
 /* A sweep run stored already: 1 done (*vf its final validation loss), 0 to run (a stored run that
@@ -381,19 +510,14 @@ static int run_sweep(qs_cli *cli, opts *o, const qs_train_sweep *sw, FILE *out, 
         o->recipe_name = rec;
         o->nops = 0;
         o->t.seed = seed;
-        qs_err pe = {{0}};
-        if (qs_llm_recipe_preset(rec, &o->recipe, &pe) || qs_llm_recipe_check(&o->recipe, &pe)) {
-            rc = qs_cli_error(QS_EXIT_ERR, "sweep run %s: %s", run, pe.msg);
-            qs_fail(e, "sweep run %s: %s", run, pe.msg);
-            break;
-        }
-        o->t.recipe = &o->recipe;
+        o->t.recipe = NULL;   /* run_job makes it from recipe_name */
+        o->name = o->no_store ? NULL : run;
         double t0 = qs_now_s(), v0 = NAN, vf = NAN;
         int st = o->no_store || qs_par_rank() ? 0 : stored_run(cli, run, &v0, &vf, e), ok = 0;
         if (st < 0) { rc = qs_cli_err(QS_EXIT_ERR, e); break; }
         if (!st) {
             qs_train_result r;
-            rc = train_one(cli, o, o->no_store ? NULL : run, name, &r, &ok);
+            rc = run_job(cli, o, name, &r, &ok);
             if (ok) {
                 v0 = r.val0;
                 vf = r.stopped ? NAN : o->t.steps ? r.rec[o->t.steps - 1].val_loss : r.val0;
@@ -453,30 +577,13 @@ int qs_cmd_train(qs_cli *cli, int argc, char **argv)
     opts o;
     defaults(&o);
     int rc = parse(cli, argc, argv, &o);
-    if (rc || (rc = make_recipe(&o))) return rc;
-    fill_shape(&o);
+    if (!rc && o.resume) rc = apply_resume(&o);
+    if (!rc && !o.resume) fill_shape(&o);
     qs_train_sweep sw;
     qs_err e = {{0}};
-    if (o.sweep && qs_train_sweep_parse(o.sweep, &sw, &e)) return qs_cli_usage(CMD, "%s", e.msg);
-    if (o.out) {   /* a bad --out is found before the training, not after */
-        struct stat st;
-        if (mkdir(o.out, 0777) && errno != EEXIST) return qs_cli_error(QS_EXIT_ERR, "%s: cannot create: %s", o.out, strerror(errno));
-        if (stat(o.out, &st) || !S_ISDIR(st.st_mode)) return qs_cli_error(QS_EXIT_ERR, "%s: not a directory", o.out);
-    }
-    if (!o.ntext && (rc = default_texts(&o))) return rc;
-    if (o.sweep) return run_sweep(cli, &o, &sw, stdout, &e);
-    qs_train_result r;
-    int ok;
-    rc = train_one(cli, &o, o.name, NULL, &r, &ok);
-    if (!ok) return rc;
-    qs_trec *t = &o.rec;
-    if (o.json) print_json(&o, &r);
-    else if (!o.csv && !r.stopped) {
-        if (!isnan(r.grad_loss)) printf("cross-check micro-batch: loss %.9g\n", r.grad_loss);
-        printf("validation loss %.4f -> %.4f%s%s%s%s\n", r.val0, o.t.steps ? final_val(&r) : r.val0,
-               o.out ? "; checkpoint " : "", o.out ? o.out : "", t->run[0] ? "; run " : "",
-               t->run[0] ? qs_esc(t->run) : "");
-    }
-    qs_train_result_free(&r);
+    if (!rc && o.sweep && qs_train_sweep_parse(o.sweep, &sw, &e)) rc = qs_cli_usage(CMD, "%s", e.msg);
+    if (!rc && o.sweep && !o.ntext) rc = default_texts(&o);
+    if (!rc) rc = o.sweep ? run_sweep(cli, &o, &sw, stdout, &e) : run(cli, &o);
+    qs_train_state_free(&o.st);
     return rc;
 }

@@ -74,6 +74,27 @@ static char *options_json(const qs_trec *t, const qs_train_data *d)
     return s;
 }
 
+/* --resume: continue the checkpoint's stored run.  1 continued (t->id, t->run set), 0 a new run is to
+** be stored (why says why, for the line that tells the user), -1 error. */
+static int reopen(qs_trec *t, const qs_train_data *d, char *why, size_t cap, qs_err *e)
+{
+    const qs_train_state *s = t->job->resume_state;
+    if (!s) return 0;
+    if (!s->run_name) { snprintf(why, cap, "the checkpoint's run was not stored (--no-store)"); return 0; }
+    qs_train_reopen r = {s->run_name, d->hash, s->step, t->job->t.steps, t->job->out};
+    int rc = qs_train_run_reopen(t->db, &r, &t->id, e);
+    if (rc == 1) {
+        snprintf(t->run, sizeof t->run, "%s", s->run_name);
+        t->val0_stored = 1;   /* the run has it from its step 1 */
+        return 1;
+    }
+    if (rc == 0) snprintf(why, cap, "the checkpoint's run %s is not in %s", qs_esc(s->run_name), qs_esc(t->cli->db_path));
+    else if (rc == 2)
+        snprintf(why, cap, "the run %s in %s is not the checkpoint's (other tokens, or steps 1..%d not all stored)",
+                 qs_esc(s->run_name), qs_esc(t->cli->db_path), s->step);
+    return rc == -1 ? -1 : 0;
+}
+
 int qs_trec_ready(qs_trec *t, const qs_train_data *d, qs_err *e)
 {
     t->n_layer = d->m->c.n_layer;
@@ -82,19 +103,26 @@ int qs_trec_ready(qs_trec *t, const qs_train_data *d, qs_err *e)
     ** work, a sweep, is for the MPI layer to hand out) */
     install_handlers();   /* before the row exists: no window where a Ctrl-C leaves it 'running' with nothing */
     if (!t->store || qs_par_rank() != 0) return 0;
-    char base[512];
+    const qs_train_state *s = t->job->resume_state;
+    char base[512], why[1200] = "";
     if (t->name) snprintf(base, sizeof base, "%s", t->name);
+    else if (s && s->run_name) snprintf(base, sizeof base, "%s", s->run_name);
     else snprintf(base, sizeof base, "train/%s/s%llu", t->recipe, (unsigned long long)t->job->t.seed);
     char *mj = model_json(t, d), *oj = options_json(t, d);
     t->ops = calloc((size_t)(t->n_layer + 1) * QS_OP_COUNT, sizeof *t->ops);
     int rc = -1;
     if (!mj || !oj || !t->ops) { qs_fail(e, "out of memory"); goto out; }
     if (!(t->db = qs_db_open(t->cli->db_path, e))) goto out;
+    if ((rc = reopen(t, d, why, sizeof why, e))) { rc = rc == 1 ? 0 : -1; goto out; }
     qs_train_run_meta m = {base, t->recipe, t->job->t.seed, t->sweep, t->job->t.steps, mj, oj, d->hash, t->job->out};
     /* --name is the user's: taken is an error; the default name takes the next free suffix */
     rc = t->name ? qs_train_run_begin(t->db, &m, &t->id, e)
                  : qs_train_run_begin_unique(t->db, &m, t->run, sizeof t->run, &t->id, e);
     if (!rc && t->name) snprintf(t->run, sizeof t->run, "%s", t->name);
+    /* one line: on stdout, unless --json or --csv own it */
+    if (!rc && *why)
+        fprintf(t->json || t->csv ? stderr : stdout, "train: %s; the resumed steps are stored as the new run %s\n", why,
+                qs_esc(t->run));
 out:
     free(mj);
     free(oj);

@@ -19,7 +19,7 @@ typedef struct qs_trec {
     qs_cli *cli;
     const char *name;                     /* --name, or NULL: train/RECIPE/sSEED (then -2, -3 ...) */
     const char *sweep;                    /* the sweep the run belongs to (train_run.sweep), or NULL */
-    int store, csv;                       /* store: write the database; csv: print CSV rows */
+    int store, csv, json;                 /* store: write the database; csv: print CSV rows; json: --json */
     const qs_train_job *job;
     const char *recipe;                   /* recipe name ("fp32" without one) */
     const char *op_label[QS_OP_COUNT];    /* each operand's format label */
@@ -37,8 +37,9 @@ typedef struct qs_trec {
 /* The stop flag the signal handlers set (the signal's number) and the job polls. */
 extern volatile sig_atomic_t qs_trec_stop;
 
-/* For the job's ready hook: opens the database, creates the run row, prints the CSV header, and
-** installs the SIGINT/SIGTERM handlers. */
+/* For the job's ready hook: opens the database, creates the run row (with --resume: re-opens the
+** checkpoint's stored run, qs_train_run_reopen, else creates one and says so), prints the CSV header,
+** and installs the SIGINT/SIGTERM handlers. */
 int qs_trec_ready(qs_trec *t, const qs_train_data *d, qs_err *e);
 /* A completed step: its CSV row, and its row (with val0 at the first) and operand statistics. */
 int qs_trec_step(qs_trec *t, const qs_train_rec *r);

@@ -77,8 +77,8 @@ fi
 refuses "--layers 0 is a usage error" 2 "--layers" $QS train "${TR[@]}" --layers 0
 refuses "a missing --text file is refused, naming it" 1 "nothere.txt" $QS train "${TR[@]}" --text "$T/nothere.txt"
 refuses "a directory as --val-text is refused" 1 "$T" $QS train "${TR[@]}" --val-text "$T"
-refuses "--dim not a multiple of --heads" 2 "multiple of --heads" $QS train "${TR[@]}" --dim 66
-refuses "a text shorter than ctx+1 tokens" 2 "fewer than ctx" $QS train "${TR[@]}" --val-text "$FIX/llm/tiny_ids.txt" --ctx 4000
+refuses "--dim not a multiple of --heads (bad input: exit 2)" 2 "multiple of --heads" $QS train "${TR[@]}" --dim 66
+refuses "a text shorter than ctx+1 tokens (bad input: exit 2, naming it)" 2 "tiny_ids.txt: validation text has .* tokens, fewer than ctx\+1 = 4001 \(one window\)" $QS train "${TR[@]}" --val-text "$FIX/llm/tiny_ids.txt" --ctx 4000
 refuses "--init with a shape option" 2 "--init takes the model's shape" $QS train --init "$TG" --layers 2 --text "$T/train.txt" --val-text "$T/val.txt"
 refuses "no text and no make data" 2 "make data" bash -c "cd $T && $QS train"
 refuses "a model larger than the machine's memory, before allocating it" 1 "needs .* GB, more than" $QS train "${TR[@]}" --layers 256 --dim 8192

@@ -371,7 +371,7 @@ static void test_accumulate_and_refusals(void **st)
     const qs_llm_cfg *c = &m.c;
     size_t R = B * T, d = 32, q = qs_llm_q_dim(c), kv = 2 * 12, F = 48, V = 64, H = 4;
     size_t want = 2 * (R * (4 * d + 2 * q + 2 * kv + 3 * F + 2) + B * H * T * T) + R * (2 * d + V + 1) +
-                  R * (2 * d + 2 * q + 2 * kv + 3 * F) + T * (12 + 1);
+                  R * (2 * d + 2 * q + 2 * kv + 3 * F) + T * 12;
     assert_int_equal(qs_llm_train_state_floats(c, B, T), want);
     assert_int_equal(qs_llm_train_state_floats(c, 0, T), 0);
 

@@ -1,7 +1,8 @@
 /*
 ** Unit tests for the write half of store/train_store.h (store/train_store.c): a run's row, its steps
 ** and operand statistics, its end; a name taken refused; each step committed on its own (it survives
-** a connection closed without _end); removal with its cascade, all or nothing; bad ids refused.
+** a connection closed without _end); removal with its cascade, all or nothing; bad ids refused;
+** reopening a run for --resume (steps beyond the checkpoint dropped in the same transaction).
 */
 #include "test_store_util.h"
 
@@ -180,6 +181,60 @@ static void test_bad_id(void **state)
     step_ok(db, id, 2, NAN, NULL, 0);
 }
 
+/* --resume reopens the stored run: steps and operand statistics beyond the checkpoint's step go, the
+** run is 'running' again with the new plan; an absent run, another run of that name, and bad
+** arguments change nothing. */
+static void test_reopen(void **state)
+{
+    fixture *f = *state;
+    qs_db *db = f->db;
+    qs_err e = {{0}};
+    qs_train_opstat_row op = {0, QS_OP_FWD_X, 8, 0.5, 0, 0};
+    int64_t id = begin_ok(db, "run"), other = begin_ok(db, "other"), got = -1;
+    for (int s = 1; s <= 3; s++) step_ok(db, id, s, s == 1 ? 4.5 : s == 3 ? 3.5 : NAN, &op, 1);
+    step_ok(db, other, 1, 9.0, &op, 1);
+    if (qs_train_run_end(db, id, "stopped", "stopped by SIGINT after step 3", &e)) fail_msg("%s", e.msg);
+    char *before = q_text(db, "SELECT group_concat(name || status || steps || steps_done, ';') FROM train_run");
+    /* absent, another data hash, steps not all stored: 0 or 2 and nothing changed */
+    qs_train_reopen r = {"nope", "00ff", 2, 5, NULL};
+    assert_int_equal(qs_train_run_reopen(db, &r, &got, &e), 0);
+    r = (qs_train_reopen){"run", "beef", 2, 5, NULL};
+    assert_int_equal(qs_train_run_reopen(db, &r, &got, &e), 2);
+    r = (qs_train_reopen){"run", "00ff", 4, 5, NULL};   /* the checkpoint is beyond the stored steps */
+    assert_int_equal(qs_train_run_reopen(db, &r, &got, &e), 2);
+    r = (qs_train_reopen){"run", "00ff", 2, 2, NULL};   /* nothing to run */
+    assert_int_equal(qs_train_run_reopen(db, &r, &got, &e), -1);
+    assert_msg(&e, "cannot continue from step 2 to 2");
+    char *after = q_text(db, "SELECT group_concat(name || status || steps || steps_done, ';') FROM train_run");
+    assert_string_equal(before, after);
+    free(before);
+    free(after);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM train_step", 0), 4);
+    assert_int_equal(got, -1);
+    /* the checkpoint of step 1 of run (3 steps stored), resumed to 6 steps */
+    r = (qs_train_reopen){"run", "00ff", 1, 6, "new/ckpt"};
+    assert_int_equal(qs_train_run_reopen(db, &r, &got, &e), 1);
+    assert_int_equal(got, id);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM train_run WHERE id=?1 AND status='running' AND steps=6 AND "
+                               "steps_done=1 AND val_final=4.5 AND error IS NULL AND finished_at IS NULL AND "
+                               "checkpoint='new/ckpt' AND json_extract(options, '$.steps')=6 AND "
+                               "json_extract(options, '$.batch')=2", id), 1);
+    assert_int_equal(q_int(db, "SELECT count(*) || max(step) FROM train_step WHERE run_id=?1", id), 11);
+    assert_int_equal(q_int(db, "SELECT count(*) || max(step) FROM train_opstat WHERE run_id=?1", id), 11);
+    /* the other run is untouched; the steps dropped can be stored again, and the run ends as usual */
+    assert_int_equal(q_int(db, "SELECT count(*) FROM train_step WHERE run_id=?1", other), 1);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM train_opstat WHERE run_id=?1", other), 1);
+    for (int s = 2; s <= 6; s++) step_ok(db, id, s, s == 6 ? 2.5 : NAN, &op, 1);
+    if (qs_train_run_end(db, id, "done", NULL, &e)) fail_msg("%s", e.msg);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM train_run WHERE id=?1 AND status='done' AND steps_done=6 AND "
+                               "val_final=2.5 AND checkpoint='new/ckpt'", id), 1);
+    /* a reopen that keeps every step (a finished run extended) keeps the checkpoint when none is given */
+    r = (qs_train_reopen){"run", "00ff", 6, 8, NULL};
+    assert_int_equal(qs_train_run_reopen(db, &r, &got, &e), 1);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM train_run WHERE id=?1 AND status='running' AND steps=8 AND "
+                               "steps_done=6 AND val_final=2.5 AND checkpoint='new/ckpt'", id), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -188,6 +243,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_steps_survive_close, setup, teardown),
         cmocka_unit_test_setup_teardown(test_remove_cascades, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_id, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reopen, setup, teardown),
     };
     return cmocka_run_group_tests_name("train_store", tests, NULL, NULL);
 }

@@ -1,0 +1,160 @@
+/* Parallel in-memory fake quantization of training operands (see llm_fakeq_par.h). */
+#include "llm_fakeq_par.h"
+#include "llm_recipe.h"
+#include "pool.h"
+#include "resq.h"
+#include "simd.h"
+
+#include <immintrin.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MIN_PAR ((size_t)1 << 14)   /* smaller operands take the plain path */
+#define PANEL 64                     /* columns per axis-0 task */
+#define ROWS_MIN 16                  /* rows per axis-1 task, at least */
+#define BAND ((size_t)1 << 20)       /* qs_format_apply's band: longer runs are cut there */
+
+/* 8 x 8 block: d[c][r] = s[r][c] (unpack, shuffle, permute; written out so that it stays in registers). */
+__attribute__((target("avx2"))) static void tr8(const float *s, size_t ls, float *d, size_t ld)
+{
+    __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + ls), r2 = _mm256_loadu_ps(s + 2 * ls);
+    __m256 r3 = _mm256_loadu_ps(s + 3 * ls), r4 = _mm256_loadu_ps(s + 4 * ls), r5 = _mm256_loadu_ps(s + 5 * ls);
+    __m256 r6 = _mm256_loadu_ps(s + 6 * ls), r7 = _mm256_loadu_ps(s + 7 * ls);
+    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3);
+    __m256 t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+    __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0)), u1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0)), u3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0)), u5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0)), u7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+    _mm256_storeu_ps(d, _mm256_permute2f128_ps(u0, u4, 0x20));
+    _mm256_storeu_ps(d + ld, _mm256_permute2f128_ps(u1, u5, 0x20));
+    _mm256_storeu_ps(d + 2 * ld, _mm256_permute2f128_ps(u2, u6, 0x20));
+    _mm256_storeu_ps(d + 3 * ld, _mm256_permute2f128_ps(u3, u7, 0x20));
+    _mm256_storeu_ps(d + 4 * ld, _mm256_permute2f128_ps(u0, u4, 0x31));
+    _mm256_storeu_ps(d + 5 * ld, _mm256_permute2f128_ps(u1, u5, 0x31));
+    _mm256_storeu_ps(d + 6 * ld, _mm256_permute2f128_ps(u2, u6, 0x31));
+    _mm256_storeu_ps(d + 7 * ld, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+
+/* d (nc x nr, leading dimension ld) = the nr x nc block of s (leading dimension ls) transposed. */
+static void transpose(const float *s, size_t ls, float *d, size_t ld, size_t nr, size_t nc, int avx)
+{
+    size_t r8 = avx ? nr / 8 * 8 : 0, c8 = avx ? nc / 8 * 8 : 0;
+    for (size_t r = 0; r < r8; r += 8)
+        for (size_t c = 0; c < c8; c += 8) tr8(s + r * ls + c, ls, d + c * ld + r, ld);
+    for (size_t r = 0; r < nr; r++)
+        for (size_t c = r < r8 ? c8 : 0; c < nc; c++) d[c * ld + r] = s[r * ls + c];
+}
+
+typedef struct {
+    qs_apply a;   /* axis 1, tensor scale resolved */
+    const float *x;
+    float *y;
+    size_t rows, cols, per;   /* per: rows (axis 1) or columns (axis 0) per task */
+    int axis, rht;
+    uint64_t seed;
+    int *rc;
+    qs_err *err;
+} job;
+
+/* One run of n values (blocks from its start, SR counters from index0): qs_format_apply's own call for
+** a run it holds in memory (no scaled cast here; a run of at most BAND values is never cut). */
+static int run(const qs_apply *a, uint64_t index0, const float *x, size_t n, float *y, qs_err *e)
+{
+    qs_qopts o = a->o;
+    o.index0 += index0;
+    return a->f->fakeq(a->f, &o, x, n, y, e);
+}
+
+static void task_rows(void *ctx, size_t t, int slot)
+{
+    (void)slot;
+    job *j = ctx;
+    size_t r0 = t * j->per, nr = j->rows - r0 < j->per ? j->rows - r0 : j->per, C = j->cols;
+    const float *x = j->x + r0 * C;
+    float *y = j->y + r0 * C;
+    if (j->rht || x == y || C > BAND) {   /* through qs_format_apply's band buffers */
+        qs_apply a = j->a;
+        a.o.index0 += r0 * C;   /* these rows' SR counters in the whole matrix */
+        if (j->rht) {           /* along the rows: each row on its own */
+            if (y != x) memcpy(y, x, nr * C * sizeof *y);
+            qs_llm_rht16(y, nr, C, 1, j->seed, 0);
+        }
+        j->rc[t] = qs_fakeq_matrix(&a, j->rht ? y : x, nr, C, y, &j->err[t]);
+        return;
+    }
+    for (size_t r = 0; r < nr && !j->rc[t]; r++)
+        j->rc[t] = run(&j->a, (r0 + r) * C, x + r * C, C, y + r * C, &j->err[t]);
+}
+
+static void task_panel(void *ctx, size_t t, int slot)
+{
+    (void)slot;
+    job *j = ctx;
+    size_t c0 = t * j->per, nc = j->cols - c0 < j->per ? j->cols - c0 : j->per, R = j->rows;
+    size_t ld = R <= BAND ? R + 16 : R;   /* padded rows: no 4 KiB strides in the transposes */
+    float *p = malloc(2 * nc * ld * sizeof *p), *q = p + nc * ld;
+    if (!p) {
+        j->rc[t] = qs_fail(&j->err[t], "out of memory for an operand panel (%zu floats)", 2 * nc * ld);
+        return;
+    }
+    int avx = qs_simd_level() >= QS_SIMD_AVX2;
+    transpose(j->x + c0, j->cols, p, ld, R, nc, avx);   /* p[c]: column c0 + c as a row */
+    if (j->rht)   /* blocks of 16 down each column, as axis 0 */
+        for (size_t c = 0; c < nc; c++) qs_llm_rht16(p + c * ld, 1, R, 1, j->seed, 0);
+    if (ld == R) {
+        qs_apply a = j->a;
+        a.o.index0 += c0 * R;
+        j->rc[t] = qs_fakeq_matrix(&a, p, nc, R, q, &j->err[t]);
+    } else   /* axis 0 numbers element (r, c) c * rows + r */
+        for (size_t c = 0; c < nc && !j->rc[t]; c++) j->rc[t] = run(&j->a, (c0 + c) * R, p + c * ld, R, q + c * ld, &j->err[t]);
+    if (!j->rc[t]) transpose(q, ld, j->y + c0, j->cols, nc, R, avx);
+    free(p);
+}
+
+int qs_llm_fakeq_par(const qs_apply *a0, const float *x, float *y, size_t rows, size_t cols, int rht, uint64_t seed,
+                     int threads, qs_err *e)
+{
+    if (a0->cscale || a0->gran != QS_GRAN_BLOCK || rows * cols < MIN_PAR || rows < 2 || cols < 2) {
+        if (y != x) memcpy(y, x, rows * cols * sizeof *y);
+        if (rht) qs_llm_rht16(y, rows, cols, a0->axis, seed, 0);
+        return qs_fakeq_matrix(a0, y, rows, cols, y, e);
+    }
+    job j = {*a0, x, y, rows, cols, 0, a0->axis, rht, seed, NULL, NULL};
+    if (qs_qopts_check(j.a.f, &j.a.o, e)) return -1;
+    if (j.a.f->has_tensor_scale && !(j.a.o.tensor_scale > 0)) {   /* qs_format_apply's rule, whole matrix */
+        if (rht) {   /* the scale is the transformed matrix's: transform first */
+            if (y != x) memcpy(y, x, rows * cols * sizeof *y);
+            qs_llm_rht16(y, rows, cols, a0->axis, seed, 0);
+            j.x = y;
+            j.rht = rht = 0;
+        }
+        float m = qs_finite_absmax_n(j.x, rows * cols);
+        if (m > 0) j.a.o.tensor_scale = m;
+    }
+    if (j.axis == 0 && qs_format_block(j.a.f, &j.a.o) == 1 && j.a.o.round != QS_RND_SR && !rht)
+        j.axis = 1;   /* elementwise without counters: the blocks' direction does not matter */
+    j.a.axis = 1;
+    int w = qs_pool_width(threads, j.axis ? rows / ROWS_MIN + 1 : cols / PANEL + 1);
+    size_t n;
+    if (j.axis) {
+        size_t want = w > 1 ? 4 * (size_t)w : 1;
+        j.per = (rows + want - 1) / want;
+        if (j.per < ROWS_MIN) j.per = ROWS_MIN;
+        n = (rows + j.per - 1) / j.per;
+    } else {
+        j.per = PANEL;
+        n = (cols + PANEL - 1) / PANEL;
+    }
+    j.rc = calloc(n, sizeof *j.rc);
+    j.err = calloc(n, sizeof *j.err);
+    if (!j.rc || !j.err) { free(j.rc); free(j.err); return qs_fail(e, "out of memory"); }
+    qs_pool_for(n > 1 ? w : 1, n, j.axis ? task_rows : task_panel, &j);
+    int rc = 0;
+    for (size_t t = 0; t < n && !rc; t++)
+        if (j.rc[t]) { *e = j.err[t]; rc = -1; }
+    free(j.rc);
+    free(j.err);
+    return rc;
+}

@@ -1,0 +1,27 @@
+/*
+** One training operand fake-quantized on the thread pool (llm_recipe.c): the same bits as copying
+** x, applying the 16-point RHT along the block axis when asked (qs_llm_rht16) and qs_fakeq_matrix
+** (resq.h) in place, faster.
+**   axis 1 (blocks along rows): contiguous row ranges in parallel, read from x and written to y in one
+**     pass, each range's stochastic-rounding counters offset to its place (index0);
+**   axis 0 (blocks down columns): panels of 64 columns, each transposed into a per-task buffer that
+**     stays in cache, quantized as rows (one run per column: the same blocks, and the same
+**     column-major SR counters as qs_format_apply's axis 0), and transposed back.
+** A per-tensor scale (NVFP4) is the absmax of the whole matrix, found first.  Scaled casts (cscale),
+** other granularities and small operands take the plain path.
+*/
+#ifndef QS_LLM_FAKEQ_PAR_H
+#define QS_LLM_FAKEQ_PAR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "format_apply.h"
+#include "qs_err.h"
+
+/* y (rows x cols) = fake quantization of x under a (block axis a->axis), after the RHT of seed
+** rht_seed when rht; y may equal x.  threads as qs_pool_for. */
+int qs_llm_fakeq_par(const qs_apply *a, const float *x, float *y, size_t rows, size_t cols, int rht, uint64_t rht_seed,
+                     int threads, qs_err *e);
+
+#endif
