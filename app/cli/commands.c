@@ -167,7 +167,7 @@ const qs_command qs_commands[] = {
      "most likely reason), not on CPU, model (the figure of a model the project reconstructs, not a\n"
      "measurement), or inconclusive (a 95 % interval that neither meets nor misses the figure, or too\n"
      "few runs).  hif4.pretrain reads the stored default training sweep (`train --sweep default`) and\n"
-     "runs it first when runs are missing (~25-30 min; --quick trains a reduced sweep in memory\n"
+     "runs it first when runs are missing (~12 min; --quick trains a reduced sweep in memory\n"
      "instead).  Where the spec marks a recipe as the project's reconstruction,\n"
      "the detail says so.  docs/claims.md describes every measurement.\n"
      "\n"
