@@ -477,8 +477,7 @@ static int stored_run(qs_cli *cli, const char *run, double *v0, double *vf, qs_e
     if (found > 0) {
         if (!strcmp(it.status, "done")) { rc = 1; *v0 = it.val0; *vf = it.val_final; }
         else if (qs_train_run_remove(db, &run, 1, e)) rc = -1;
-        qs_train_run_item *heap = malloc(sizeof *heap);   /* the list's free takes an array of its own */
-        if (heap) { *heap = it; qs_train_run_items_free(heap, 1); }
+        qs_train_run_item_clear(&it);
     }
     qs_db_close(db);
     return rc;
