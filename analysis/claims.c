@@ -9,6 +9,7 @@ static const group kGroups[] = {
     {qs_claims_formats, &qs_claims_formats_n},
     {qs_claims_kernels, &qs_claims_kernels_n},
     {qs_claims_rl, &qs_claims_rl_n},
+    {qs_claims_train, &qs_claims_train_n},
 };
 
 #define NGROUPS (sizeof kGroups / sizeof kGroups[0])
@@ -36,6 +37,7 @@ const char *qs_verdict_name(qs_verdict v)
     case QS_VERDICT_DIFFERS: return "differs";
     case QS_VERDICT_NOT_CPU: return "not on CPU";
     case QS_VERDICT_MODEL: return "model";
+    case QS_VERDICT_INCONCLUSIVE: return "inconclusive";
     }
     return "?";
 }

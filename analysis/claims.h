@@ -23,6 +23,8 @@ typedef enum qs_verdict {
     QS_VERDICT_NOT_CPU,      /* cannot be measured on a CPU (detail says why) */
     QS_VERDICT_MODEL,        /* the figure of a model the project reconstructs: it checks the model's
                              ** arithmetic, not the paper (nothing is measured, so it cannot reproduce) */
+    QS_VERDICT_INCONCLUSIVE, /* a statistical claim whose 95 % interval straddles the tolerance, or too few
+                             ** runs to form one: neither reproduced nor contradicted */
 } qs_verdict;
 
 typedef struct qs_claim_out {
@@ -48,7 +50,7 @@ typedef struct qs_claim {
 /* Every claim, in table order. */
 size_t qs_claim_count(void);
 const qs_claim *qs_claim_at(size_t i);
-const char *qs_verdict_name(qs_verdict v);   /* "reproduced", "differs", "not on CPU", "model" */
+const char *qs_verdict_name(qs_verdict v);   /* "reproduced", "differs", "not on CPU", "model", "inconclusive" */
 
 /* The groups (claims_*.c). */
 extern const qs_claim qs_claims_formats[];
@@ -57,5 +59,7 @@ extern const qs_claim qs_claims_kernels[];
 extern const size_t qs_claims_kernels_n;
 extern const qs_claim qs_claims_rl[];
 extern const size_t qs_claims_rl_n;
+extern const qs_claim qs_claims_train[];
+extern const size_t qs_claims_train_n;
 
 #endif

@@ -13,14 +13,17 @@
 
 #include "../kernels/llm_recipe.h"
 
+void qs_train_run_item_clear(qs_train_run_item *x)
+{
+    free(x->name); free(x->recipe); free(x->sweep); free(x->status); free(x->model); free(x->options);
+    free(x->data_hash); free(x->tool_version); free(x->checkpoint); free(x->error); free(x->created_at);
+    free(x->finished_at);
+    memset(x, 0, sizeof *x);
+}
+
 void qs_train_run_items_free(qs_train_run_item *r, size_t n)
 {
-    for (size_t i = 0; r && i < n; i++) {
-        qs_train_run_item *x = &r[i];
-        free(x->name); free(x->recipe); free(x->sweep); free(x->status); free(x->model); free(x->options);
-        free(x->data_hash); free(x->tool_version); free(x->checkpoint); free(x->error); free(x->created_at);
-        free(x->finished_at);
-    }
+    for (size_t i = 0; r && i < n; i++) qs_train_run_item_clear(&r[i]);
     free(r);
 }
 

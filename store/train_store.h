@@ -86,7 +86,9 @@ typedef struct qs_train_run_item {
 /* Runs whose name matches the GLOB pattern (NULL: all), by name. */
 int qs_train_run_list(qs_db *db, const char *glob, qs_train_run_item **out, size_t *n, qs_err *e);
 void qs_train_run_items_free(qs_train_run_item *r, size_t n);
-/* One run by name; 1 found, 0 not there, -1 error. */
+/* The strings of one item (from qs_train_run_get), which is zeroed. */
+void qs_train_run_item_clear(qs_train_run_item *x);
+/* One run by name; 1 found, 0 not there, -1 error (free with qs_train_run_item_clear when found). */
 int qs_train_run_get(qs_db *db, const char *name, qs_train_run_item *out, qs_err *e);
 
 /* The steps of run id in step order (malloc'd, *n of them). */

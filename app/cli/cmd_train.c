@@ -5,10 +5,13 @@
 ** train_loop.h; optimizer: kernels/llm_adamw.h; writer: store/llm_save_hf.h).  --recipe NAME and --op
 ** OPERAND=FORMAT pick the GEMMs' low-precision recipe (kernels/llm_recipe.h).  Every run is stored in
 ** the database unless --no-store (train_record.h).  --out DIR with --checkpoint-every N writes
-** checkpoints that survive a kill and --resume DIR continues one (store/train_ckpt.h).
+** checkpoints that survive a kill and --resume DIR continues one (store/train_ckpt.h).  --sweep SPEC
+** runs one run per (recipe, seed) of analysis/train_sweep.h, one after the other, each through the
+** same path as a single run (run_job).
 */
 #include <dirent.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -20,18 +23,22 @@
 #include "par.h"
 #include "quant_opts.h"
 #include "train_par.h"
+#include "train_cli.h"
 #include "train_record.h"
 #include "../../analysis/train_service.h"
+#include "../../analysis/train_sweep.h"
 #include "../../store/json_out.h"
 #include "../../store/llm_load.h"
 
 #define CMD "train"
 #define MAX_TEXTS 256
-#define DEFAULT_TEXT_DIR "data/text"
+#define DEFAULT_TEXT_DIR QS_TRAIN_TEXT_DIR
 #define MAX_OPS 64
 
 typedef struct opts {
-    const char *tokenizer, *init, *out, *val_text, *text[MAX_TEXTS], *resume;
+    const char *tokenizer, *init, *out, *val_text, *text[MAX_TEXTS], *resume, *sweep;
+    int in_sweep;                /* a run of a sweep: no per-step lines, no per-run output */
+    qs_train_capture *cap;       /* a sweep's run on an MPI rank: recorded here, stored by rank 0 */
     int ntext, json, layers, dim, heads, kv_heads, ffn, ckpt_every;
     unsigned char given[128];    /* options given on the command line, by getopt letter */
     qs_train_state st;           /* --resume: the checkpoint's trainer_state.json */
@@ -64,7 +71,7 @@ static int parse(qs_cli *cli, int argc, char **argv, opts *o)
         {"val-seqs", 1, 0, 'V'}, {"seed", 1, 0, 's'}, {"json", 0, 0, 'j'}, {"recipe", 1, 0, 'R'}, {"op", 1, 0, 'O'},
         {"grad-out", 1, 0, 'G'}, {"batch-out", 1, 0, 'B'}, {"operand-out", 1, 0, 'P'}, {"name", 1, 0, 'N'},
         {"db", 1, 0, 'D'}, {"no-store", 0, 0, 'X'}, {"csv", 0, 0, 'S'},
-        {"checkpoint-every", 1, 0, 'E'}, {"resume", 1, 0, 'r'}, {0, 0, 0, 0}};
+        {"checkpoint-every", 1, 0, 'E'}, {"resume", 1, 0, 'r'}, {"sweep", 1, 0, 'Z'}, {0, 0, 0, 0}};
     int c;
     optind = 1;
     opterr = 0;
@@ -103,6 +110,7 @@ static int parse(qs_cli *cli, int argc, char **argv, opts *o)
         case 'j': o->json = 1; break;
         case 'E': rc = qs_cli_parse_int(CMD, "--checkpoint-every", optarg, 0, 1 << 24, &o->ckpt_every); break;
         case 'r': o->resume = optarg; break;
+        case 'Z': o->sweep = optarg; break;
         case 'S': o->csv = 1; break;
         case 'X': o->no_store = 1; break;
         case 'D': cli->db_path = optarg; break;   /* as the global --db */
@@ -135,8 +143,27 @@ static int parse(qs_cli *cli, int argc, char **argv, opts *o)
         return qs_cli_usage(CMD, "--init takes the model's shape; drop --layers/--dim/--heads/--kv-heads/--ffn");
     if (o->resume && o->init) return qs_cli_usage(CMD, "--resume takes the model from its checkpoint; drop --init");
     if (o->ckpt_every && !o->out && !o->resume) return qs_cli_usage(CMD, "--checkpoint-every needs --out DIR");
+    if (o->sweep && (o->recipe_name || o->nops || o->out || o->init || o->name || o->csv || o->resume || o->ckpt_every ||
+                     o->grad.grad_out || o->grad.batch_out || o->grad.operand_out))
+        return qs_cli_usage(CMD, "--sweep sets the recipe, seed and name of each run; drop --recipe/--op/--out/--init/"
+                                 "--name/--csv/--resume/--checkpoint-every and the cross-check outputs");
     return 0;
 }
+/* A new model's shape: the options given, the default model (train_sweep.h) for the rest. */
+static void fill_shape(opts *o)
+{
+    qs_train_shape d;
+    qs_train_opts t;
+    qs_train_defaults(&d, &t);
+    if (o->init) return;
+    if (!o->layers) o->layers = d.layers;
+    if (!o->dim) o->dim = d.dim;
+    if (!o->heads) o->heads = d.heads;
+    if (!o->kv_heads) o->kv_heads = o->heads;
+    if (!o->ffn) o->ffn = 4 * o->dim;
+}
+
+
 
 /* Paths a and b name the same file (both resolve to one path), or are equal strings. */
 static int same_path(const char *a, const char *b)
@@ -287,28 +314,10 @@ static void slot_label(const qs_llm_slot *sl, char *buf, size_t cap)
     if (k < cap) snprintf(buf + k, cap - k, "%s%s%s", sl->sr ? ":sr" : "", sl->rht ? ":rht" : "", sl->tile2d ? ":tile16" : "");
 }
 
-/* Default training texts: make data's data/text/ *.txt, except the evaluation text. */
+/* Default training texts: make data's data/text/ *.txt, except the evaluation text (train_sweep.h). */
 static int default_texts(opts *o)
 {
-    DIR *d = opendir(DEFAULT_TEXT_DIR);
-    if (d) {
-        struct dirent *de;
-        while ((de = readdir(d)) && o->ntext < MAX_TEXTS) {
-            size_t l = strlen(de->d_name);
-            if (l < 5 || l > 250 || strcmp(de->d_name + l - 4, ".txt") || de->d_name[0] == '.' ||
-                !strcmp(de->d_name, QS_LLM_DEFAULT_TEXT_NAME ".txt"))
-                continue;
-            snprintf(o->dflt[o->ntext], sizeof o->dflt[0], "%s/%s", DEFAULT_TEXT_DIR, de->d_name);
-            o->ntext++;
-        }
-        closedir(d);
-    }
-    /* readdir order is the file system's: sort for a reproducible token stream */
-    for (int i = 1; i < o->ntext; i++)
-        for (int j = i; j > 0 && strcmp(o->dflt[j - 1], o->dflt[j]) > 0; j--) {
-            char tmp[300];
-            memcpy(tmp, o->dflt[j], sizeof tmp); memcpy(o->dflt[j], o->dflt[j - 1], sizeof tmp); memcpy(o->dflt[j - 1], tmp, sizeof tmp);
-        }
+    qs_train_default_texts(o->dflt, MAX_TEXTS, &o->ntext);
     for (int i = 0; i < o->ntext; i++) o->text[i] = o->dflt[i];
     if (!o->ntext || (!o->val_text && access(QS_LLM_DEFAULT_TEXT, F_OK)))
         return qs_cli_usage(CMD, "no --text/--val-text given and %s/*.txt is not there (run `make data`)", DEFAULT_TEXT_DIR);
@@ -320,7 +329,7 @@ static int progress(void *ctx, const qs_train_rec *r)
     opts *o = ctx;
     if (qs_trec_step(&o->rec, r)) return 1;
     if (o->csv) return 0;
-    if (!o->json && !isnan(r->val_loss))
+    if (!o->json && !o->in_sweep && !isnan(r->val_loss))
         printf("step %6d  train %.4f  val %.4f  |g| %.3g  lr %.3g  %.0f tok/s\n", r->step, r->train_loss, r->val_loss,
                r->grad_norm, r->lr, r->tok_s);
     else if (!o->json && isatty(2) && (r->step == 1 || r->step % 10 == 0))   /* a heartbeat on a terminal */
@@ -393,7 +402,7 @@ static void print_json(const opts *o, const qs_train_result *res)
 static void start(void *ctx, const qs_llm_cfg *c, size_t ntrain, size_t nval)
 {
     const opts *o = ctx;
-    if (o->csv) return;
+    if (o->csv || o->in_sweep) return;
     if (!o->json && o->t.recipe) {
         printf("train: recipe %s (", o->recipe.name);
         for (int i = 0; i < QS_OP_COUNT; i++) {
@@ -414,13 +423,16 @@ static void start(void *ctx, const qs_llm_cfg *c, size_t ntrain, size_t nval)
 static int ready(void *ctx, const qs_train_data *d, qs_err *e) { return qs_trec_ready(&((opts *)ctx)->rec, d, e); }
 
 /* Everything after the options: the recipe, the shape, --out and the texts checked, then the run and
-** its recording. */
-static int run(qs_cli *cli, opts *o)
+** its recording, stored under o->name in sweep (NULL: none) unless --no-store.  Returns the exit code;
+** *ok: r holds the run (free it). */
+static int run_job(qs_cli *cli, opts *o, const char *sweep, qs_train_result *r, int *ok)
 {
+    *ok = 0;
     int rc = make_recipe(o);
     if (rc) return rc;
-    qs_train_par par;
-    o->t.par = qs_train_par_mpi(&par);   /* under mpirun: one run, data-parallel; rank 0 prints and writes */
+    static qs_train_par par;   /* print_json reads it after the run */
+    /* under mpirun: one run data-parallel (rank 0 prints and writes); a sweep's runs are whole on a rank */
+    o->t.par = o->in_sweep ? NULL : qs_train_par_mpi(&par);
     if (o->t.par && ((long)o->t.batch * o->t.accum) % o->t.par->size)
         return qs_cli_usage(CMD, "--batch x --accum (%ld windows a step) is not a multiple of the %d MPI ranks",
                             (long)o->t.batch * o->t.accum, o->t.par->size);
@@ -441,22 +453,30 @@ static int run(qs_cli *cli, opts *o)
     if (!o->ntext && (rc = default_texts(o))) return rc;
     j.text = o->text;
     j.ntext = o->ntext;
-    qs_train_result r;
     qs_trec *t = &o->rec;
-    *t = (qs_trec){.cli = cli, .name = o->name, .store = !o->no_store, .csv = o->csv, .json = o->json, .job = &j,
-                   .recipe = o->t.recipe ? o->recipe.name : "fp32", .tokenizer = o->tokenizer ? o->tokenizer : o->init,
-                   .res = &r, .e = &e};
+    *t = (qs_trec){.cli = cli, .name = o->name, .sweep = sweep, .store = !o->no_store, .csv = o->csv, .json = o->json,
+                   .job = &j, .recipe = o->t.recipe ? o->recipe.name : "fp32",
+                   .tokenizer = o->tokenizer ? o->tokenizer : o->init, .res = r, .e = &e, .cap = o->cap};
     for (int i = 0; i < QS_OP_COUNT; i++) {
         snprintf(o->labels[i], sizeof o->labels[i], "fp32");
         if (o->t.recipe) slot_label(&o->recipe.op[i], o->labels[i], sizeof o->labels[i]);
         t->op_label[i] = o->labels[i];
     }
-    qs_par_training(1);
-    int ok = qs_train_job_run(&j, &r, &e) == 0;
+    qs_par_training(o->t.par != NULL);
+    *ok = qs_train_job_run(&j, r, &e) == 0;
     qs_par_training(0);
-    if (!ok) qs_cli_err(r.bad_input ? QS_EXIT_USAGE : QS_EXIT_ERR, &e);
-    rc = qs_trec_end(t, ok, &r, &e);
-    if (!ok) return r.bad_input ? QS_EXIT_USAGE : rc;
+    if (!*ok) qs_cli_err(r->bad_input ? QS_EXIT_USAGE : QS_EXIT_ERR, &e);
+    rc = qs_trec_end(t, *ok, r, &e);
+    return !*ok && r->bad_input ? QS_EXIT_USAGE : rc;
+}
+
+/* One run, printed. */
+static int run(qs_cli *cli, opts *o)
+{
+    qs_train_result r;
+    int ok, rc = run_job(cli, o, NULL, &r, &ok);
+    if (!ok) return rc;
+    qs_trec *t = &o->rec;
     if (o->json) print_json(o, &r);
     else if (!o->csv && !r.stopped) {
         if (!isnan(r.grad_loss)) printf("cross-check micro-batch: loss %.9g\n", r.grad_loss);
@@ -468,15 +488,233 @@ static int run(qs_cli *cli, opts *o)
     return rc;
 }
 
+/* A sweep run stored already: 1 done (*vf its final validation loss), 0 to run (a stored run that
+** did not finish is removed first, so the name is free), -1 error. */
+static int stored_run(qs_cli *cli, const char *run, double *v0, double *vf, qs_err *e)
+{
+    qs_db *db = qs_db_open(cli->db_path, e);
+    if (!db) return -1;
+    qs_train_run_item it;
+    int found = qs_train_run_get(db, run, &it, e), rc = found < 0 ? -1 : 0;
+    if (found > 0) {
+        if (!strcmp(it.status, "done")) { rc = 1; *v0 = it.val0; *vf = it.val_final; }
+        else if (qs_train_run_remove(db, &run, 1, e)) rc = -1;
+        qs_train_run_item_clear(&it);
+    }
+    qs_db_close(db);
+    return rc;
+}
+
+/* ---- a sweep over the MPI ranks (train_par.h): whole runs on every rank, rank 0 stores and prints ---- */
+
+typedef struct {
+    qs_cli *cli;
+    opts *o;
+    const qs_train_sweep *sw;
+    const char *name;
+    size_t *todo;   /* the sweep's runs to train (not stored and done already), as run indices */
+    FILE *out;
+    json_t *runs;
+    qs_db *db;
+} sweep_ranks;
+
+/* On any rank: run i of the list trained whole into c (nothing stored here). */
+static int sweep_rank_run(size_t i, void *ctx, qs_train_capture *c, qs_err *e)
+{
+    sweep_ranks *x = ctx;
+    opts *o = x->o;
+    const char *rec;
+    uint64_t seed;
+    char run[160];
+    qs_train_sweep_at(x->sw, x->todo[i], &rec, &seed);
+    qs_train_sweep_run_name(x->name, rec, seed, run, sizeof run);
+    o->recipe_name = rec;
+    o->nops = 0;
+    o->t.seed = seed;
+    o->t.recipe = NULL;
+    o->name = o->no_store ? NULL : run;
+    qs_train_result r;
+    int ok = 0;
+    o->cap = c;
+    int rc = run_job(x->cli, o, x->name, &r, &ok);
+    o->cap = NULL;
+    if (ok) qs_train_result_free(&r);
+    return rc ? qs_fail(e, "sweep run %s: %s", run, c->why ? c->why : "failed") : 0;
+}
+
+/* On rank 0, in run order once every rank has finished: store the run and print its line. */
+static int sweep_rank_store(size_t i, const qs_train_capture *c, void *ctx, qs_err *e)
+{
+    sweep_ranks *x = ctx;
+    const char *rec;
+    uint64_t seed;
+    char run[160];
+    qs_train_sweep_at(x->sw, x->todo[i], &rec, &seed);
+    qs_train_sweep_run_name(x->name, rec, seed, run, sizeof run);
+    if (!x->o->no_store) {
+        if (!x->db && !(x->db = qs_db_open(x->cli->db_path, e))) return -1;
+        if (qs_train_capture_store(x->db, run, x->name, c, e)) return -1;
+    }
+    double vf = c->nstep ? c->step[c->nstep - 1].val_loss : c->val0;
+    if (!x->o->json)
+        fprintf(x->out, "%-32s %-10s seed %-4" PRIu64 " validation %.4f -> %.4f  %.0f s on rank %d\n", run, rec, seed,
+                c->val0, vf, c->seconds, c->rank);
+    json_t *jr = json_pack("{s:s,s:s,s:I,s:o,s:o,s:b,s:f,s:i}", "name", run, "recipe", rec, "seed", (json_int_t)seed,
+                           "initial_val_loss", num(c->val0), "final_val_loss", num(vf), "stored_before", 0, "seconds",
+                           c->seconds, "rank", c->rank);
+    json_array_append_new(x->runs, jr);
+    return 0;
+}
+
+/* The sweep under mpirun: rank 0 finds the runs stored and done already (reported, not run again) and
+** every rank learns them through the ranks' sum; the rest go to the ranks whole and are stored, in run
+** order, once every rank has finished (docs/scale.md, "A sweep's runs over the ranks"). */
+static int run_sweep_ranks(qs_cli *cli, opts *o, const qs_train_sweep *sw, const char *name, FILE *out, json_t *runs,
+                           qs_err *e)
+{
+    size_t n = qs_train_sweep_count(sw), nt = 0;
+    double *flag = calloc(n ? n : 1, sizeof *flag), *v = calloc(2 * (n ? n : 1), sizeof *v);   /* 1 done, -1 error */
+    size_t *todo = malloc((n ? n : 1) * sizeof *todo);
+    int rc = 0;
+    if (!flag || !v || !todo) { free(flag); free(v); free(todo); return qs_cli_error(QS_EXIT_ERR, "out of memory"); }
+    for (size_t i = 0; i < n && qs_par_rank() == 0 && !o->no_store; i++) {
+        const char *rec;
+        uint64_t seed;
+        char run[160];
+        qs_train_sweep_at(sw, i, &rec, &seed);
+        qs_train_sweep_run_name(name, rec, seed, run, sizeof run);
+        int st = stored_run(cli, run, &v[2 * i], &v[2 * i + 1], e);
+        flag[i] = st;
+        if (st < 0) break;
+        if (st && !o->json)
+            fprintf(out, "%-32s %-10s seed %-4" PRIu64 " validation %.4f -> %.4f  stored, 0 s\n", run, rec, seed, v[2 * i],
+                    v[2 * i + 1]);
+        if (st)
+            json_array_append_new(runs, json_pack("{s:s,s:s,s:I,s:o,s:o,s:b}", "name", run, "recipe", rec, "seed",
+                                                  (json_int_t)seed, "initial_val_loss", num(v[2 * i]), "final_val_loss",
+                                                  num(v[2 * i + 1]), "stored_before", 1));
+    }
+    qs_err se = {{0}};
+    if (qs_par_sum_f64(flag, n, &se)) { free(flag); free(v); free(todo); return qs_cli_err(QS_EXIT_ERR, &se); }
+    for (size_t i = 0; i < n; i++) {
+        if (flag[i] < 0) rc = -1;
+        else if (flag[i] == 0) todo[nt++] = i;
+    }
+    if (rc) {   /* rank 0 could not read the database: every rank stops */
+        free(flag); free(v); free(todo);
+        return qs_par_rank() == 0 ? qs_cli_err(QS_EXIT_ERR, e) : qs_cli_error(QS_EXIT_ERR, "the database could not be read");
+    }
+    fflush(out);
+    sweep_ranks x = {cli, o, sw, name, todo, out, runs, NULL};
+    if (qs_train_sweep_ranks(nt, sweep_rank_run, sweep_rank_store, &x, "train --sweep", e)) rc = qs_cli_err(QS_EXIT_ERR, e);
+    qs_db_close(x.db);
+    free(flag);
+    free(v);
+    free(todo);
+    return rc;
+}
+
+/* The sweep's runs in order, one line each on out (--json: the runs at the end).  Runs stored and
+** done already are reported, not run again.  A run that fails or is stopped stops the sweep (the
+** runs before it are kept); returns its exit code, with e saying which run. */
+static int run_sweep(qs_cli *cli, opts *o, const qs_train_sweep *sw, FILE *out, qs_err *e)
+{
+    char key[8192], name[64];
+    qs_train_shape sh = {o->layers, o->dim, o->heads, o->kv_heads, o->ffn};
+    qs_train_config_key(&sh, &o->t, o->tokenizer, o->text, o->ntext, o->val_text ? o->val_text : QS_LLM_DEFAULT_TEXT,
+                        key, sizeof key);
+    qs_train_sweep_name(key, name, sizeof name);
+    o->in_sweep = 1;
+    size_t n = qs_train_sweep_count(sw);
+    if (!o->json)
+        fprintf(out, "sweep %s: %zu runs (%d recipes x %d seeds), %d layers, dim %d, ctx %d, batch %d, %d steps\n", name,
+                n, sw->nrecipe, sw->nseed, o->layers, o->dim, o->t.T, o->t.batch, o->t.steps);
+    json_t *runs = json_array();
+    int rc = 0;
+    if (qs_par_size() > 1) rc = run_sweep_ranks(cli, o, sw, name, out, runs, e);
+    for (size_t i = 0; i < n && !rc && qs_par_size() == 1; i++) {
+        const char *rec;
+        uint64_t seed;
+        char run[160];
+        qs_train_sweep_at(sw, i, &rec, &seed);
+        qs_train_sweep_run_name(name, rec, seed, run, sizeof run);
+        o->recipe_name = rec;
+        o->nops = 0;
+        o->t.seed = seed;
+        o->t.recipe = NULL;   /* run_job makes it from recipe_name */
+        o->name = o->no_store ? NULL : run;
+        double t0 = qs_now_s(), v0 = NAN, vf = NAN;
+        int st = o->no_store || qs_par_rank() ? 0 : stored_run(cli, run, &v0, &vf, e), ok = 0;
+        if (st < 0) { rc = qs_cli_err(QS_EXIT_ERR, e); break; }
+        if (!st) {
+            qs_train_result r;
+            rc = run_job(cli, o, name, &r, &ok);
+            if (ok) {
+                v0 = r.val0;
+                vf = r.stopped ? NAN : o->t.steps ? r.rec[o->t.steps - 1].val_loss : r.val0;
+                qs_train_result_free(&r);
+            }
+            if (rc) { qs_fail(e, "sweep run %s ended with exit code %d", run, rc); break; }
+        }
+        double dt = qs_now_s() - t0;
+        if (!o->json)
+            fprintf(out, "%-32s %-10s seed %-4" PRIu64 " validation %.4f -> %.4f  %s%.0f s\n", run, rec, seed, v0, vf,
+                    st ? "stored, " : "", st ? 0.0 : dt);
+        json_t *jr = json_pack("{s:s,s:s,s:I,s:o,s:o,s:b}", "name", run, "recipe", rec, "seed", (json_int_t)seed,
+                               "initial_val_loss", num(v0), "final_val_loss", num(vf), "stored_before", st);
+        if (!st) json_object_set_new(jr, "seconds", json_real(dt));
+        json_array_append_new(runs, jr);
+        fflush(out);
+    }
+    if (!rc && o->json) {
+        json_t *j = json_pack("{s:s,s:o}", "sweep", name, "runs", runs);
+        char *txt = json_dumps(j, JSON_INDENT(1));
+        if (txt) puts(txt);
+        free(txt);
+        json_decref(j);
+    } else
+        json_decref(runs);
+    return rc;
+}
+
+/* Options as without any: the default model and budget (train_sweep.h). */
+static void defaults(opts *o)
+{
+    memset(o, 0, sizeof *o);
+    qs_train_shape d;
+    qs_train_defaults(&d, &o->t);
+}
+
+int qs_train_sweep_default(qs_cli *cli, FILE *out, qs_err *e)
+{
+    opts *o = malloc(sizeof *o);
+    if (!o) return qs_fail(e, "out of memory");
+    defaults(o);
+    fill_shape(o);
+    qs_train_sweep sw;
+    int rc = qs_train_sweep_parse("default", &sw, e);
+    if (!rc) {
+        qs_train_default_texts(o->dflt, MAX_TEXTS, &o->ntext);
+        for (int i = 0; i < o->ntext; i++) o->text[i] = o->dflt[i];
+        if (!o->ntext) rc = qs_fail(e, "%s/*.txt is not there (run `make data`)", DEFAULT_TEXT_DIR);
+    }
+    if (!rc && run_sweep(cli, o, &sw, out, e)) rc = -1;
+    free(o);
+    return rc;
+}
+
 int qs_cmd_train(qs_cli *cli, int argc, char **argv)
 {
     opts o;
-    memset(&o, 0, sizeof o);
-    o.t = (qs_train_opts){.batch = 8, .T = 64, .steps = 200, .accum = 1, .warmup = 20, .eval_every = 50, .val_seqs = 16,
-                          .lr = 1e-3, .min_frac = 0.1, .clip = 1.0, .adam = {0.9, 0.95, 1e-8, 0.1}, .seed = 0};
+    defaults(&o);
     int rc = parse(cli, argc, argv, &o);
     if (!rc && o.resume) rc = apply_resume(&o);
-    if (!rc) rc = run(cli, &o);
+    if (!rc && !o.resume) fill_shape(&o);
+    qs_train_sweep sw;
+    qs_err e = {{0}};
+    if (!rc && o.sweep && qs_train_sweep_parse(o.sweep, &sw, &e)) rc = qs_cli_usage(CMD, "%s", e.msg);
+    if (!rc && o.sweep && !o.ntext) rc = default_texts(&o);
+    if (!rc) rc = o.sweep ? run_sweep(cli, &o, &sw, stdout, &e) : run(cli, &o);
     qs_train_state_free(&o.st);
     return rc;
 }

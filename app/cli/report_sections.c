@@ -11,6 +11,8 @@
 #include "../../analysis/ais.h"
 #include "../../analysis/ais_store.h"
 #include "../../analysis/claims.h"
+#include "../../analysis/claims_train.h"
+#include "../../store/db_readonly.h"
 #include "../../store/json_out.h"
 #include "../../store/q_results.h"
 #include "../../store/q_rl.h"
@@ -66,9 +68,23 @@ void qs_html_esc(FILE *f, const char *s)
     }
 }
 
+static int report_claims(const char *dir, int plots, int full, json_t *sections, qs_err *e);
+
 int qs_report_claims(qs_cli *cli, const char *dir, int plots, int full, json_t *sections, qs_err *e)
 {
-    (void)cli;
+    /* full: the pre-training claim reads the stored default sweep (a report does not train it) */
+    qs_err oe = {{0}};   /* no database: the claim says it has no runs */
+    qs_db *tdb = full ? qs_db_open_readonly(cli->db_path, &oe) : NULL;
+    qs_claims_train_env env = {tdb, NULL, NULL};
+    if (tdb) qs_claims_train_bind(&env);
+    int rc = report_claims(dir, plots, full, sections, e);
+    qs_claims_train_bind(NULL);
+    if (tdb) qs_db_close(tdb);
+    return rc;
+}
+
+static int report_claims(const char *dir, int plots, int full, json_t *sections, qs_err *e)
+{
     json_t *rows = json_array(), *notes = json_array(), *pl = json_array();
     for (size_t k = 0; k < qs_claim_count(); k++) {
         const qs_claim *c = qs_claim_at(k);

@@ -60,21 +60,13 @@ int qs_runs_train_list(qs_cli *cli, qs_db *db, const char *pat, json_t *arr)
     return QS_EXIT_OK;
 }
 
-static void clear_item(qs_train_run_item *it)
-{
-    char *txt[] = {it->name, it->recipe, it->sweep, it->status, it->model, it->options, it->data_hash,
-                   it->tool_version, it->checkpoint, it->error, it->created_at, it->finished_at};
-    for (size_t k = 0; k < sizeof txt / sizeof *txt; k++) free(txt[k]);
-    memset(it, 0, sizeof *it);
-}
-
 int qs_runs_train_exists(qs_db *db, const char *name)
 {
     qs_err e = {{0}};
     qs_train_run_item it;
     int found = qs_train_run_get(db, name, &it, &e);
     if (found < 0) { qs_cli_err(QS_EXIT_ERR, &e); return -1; }
-    if (found) clear_item(&it);
+    if (found) qs_train_run_item_clear(&it);
     return found;
 }
 
@@ -86,7 +78,7 @@ int qs_runs_train_export(qs_db *db, const char *name, const char *out)
     if (found < 0) return qs_cli_err(QS_EXIT_ERR, &e);
     if (!found) return qs_cli_error(QS_EXIT_ERR, "no run named '%s' (see `qscope runs`)", qs_esc(name));
     int64_t id = it.id;
-    clear_item(&it);
+    qs_train_run_item_clear(&it);
     qs_train_step_row *s;
     size_t n;
     if (qs_train_run_steps(db, id, &s, &n, &e)) return qs_cli_err(QS_EXIT_ERR, &e);

@@ -136,7 +136,7 @@ int qs_trec_ready(qs_trec *t, const qs_train_data *d, qs_err *e)
     if (!mj || !oj || !t->ops) { qs_fail(e, "out of memory"); goto out; }
     if (!(t->db = qs_db_open(t->cli->db_path, e))) goto out;
     if ((rc = reopen(t, d, why, sizeof why, e))) { rc = rc == 1 ? 0 : -1; goto out; }
-    qs_train_run_meta m = {base, t->recipe, t->job->t.seed, NULL, t->job->t.steps, mj, oj, d->hash, t->job->out};
+    qs_train_run_meta m = {base, t->recipe, t->job->t.seed, t->sweep, t->job->t.steps, mj, oj, d->hash, t->job->out};
     /* --name is the user's: taken is an error; the default name takes the next free suffix */
     rc = t->name ? qs_train_run_begin(t->db, &m, &t->id, e)
                  : qs_train_run_begin_unique(t->db, &m, t->run, sizeof t->run, &t->id, e);

@@ -19,6 +19,7 @@ typedef struct qs_trec {
     /* set by the command */
     qs_cli *cli;
     const char *name;                     /* --name, or NULL: train/RECIPE/sSEED (then -2, -3 ...) */
+    const char *sweep;                    /* the sweep the run belongs to (train_run.sweep), or NULL */
     int store, csv, json;                 /* store: write the database; csv: print CSV rows; json: --json */
     const qs_train_job *job;
     const char *recipe;                   /* recipe name ("fp32" without one) */

@@ -89,6 +89,25 @@ refuses "-np 2, --lr 10 under unscaled fp8 forward inputs: the loss is not finit
   "${MPI[@]}" -np 2 "$QS" train "${TR[@]}" --batch 4 --steps 20 --lr 10 --clip 0 --warmup 0 --op fwd.x=fp8_e4m3
 check "the non-finite stop: one line from qscope" "[ \$(grep -c '^qscope' $T/err) -eq 1 ]"
 
+# --sweep under mpirun: whole runs on the ranks, rank 0 stores them; the rows of the serial sweep
+SW=(--text "$T/train.txt" --val-text "$T/val.txt" --layers 1 --dim 32 --heads 2 --ctx 16 --batch 4 --steps 6
+    --eval-every 3 --val-seqs 4 --sweep recipes=fp32,mxfp4,seeds=1,2)
+ROWS='import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+for r in db.execute("SELECT name, status, sweep, recipe, seed, steps_done, val0, val_final, model, options, data_hash FROM train_run ORDER BY name"): print(r)
+for r in db.execute("SELECT name, step, train_loss, val_loss, grad_norm, lr FROM train_step JOIN train_run ON id = run_id ORDER BY name, step"): print(r)
+for r in db.execute("SELECT name, step, layer, operand, n, underflow, clipped, nonfinite FROM train_opstat JOIN train_run ON id = run_id ORDER BY name, step, layer, operand"): print(r)'
+ok "serial sweep: 2 recipes x 2 seeds" "$QS" --db "$T/sw1.db" train "${SW[@]}"
+ok "-np 2 sweep: 2 recipes x 2 seeds" "${MPI[@]}" -np 2 "$QS" --db "$T/sw2.db" train "${SW[@]}" --json
+cp "$T/out" sw2.json
+check "-np 2 sweep: 4 runs done, their rows (runs, every step, operand statistics) the serial sweep's bit for bit" \
+  "$PY -c '$ROWS' sw1.db >sw1.rows && $PY -c '$ROWS' sw2.db >sw2.rows && [ \$(grep -c \"'done'\" sw2.rows) = 4 ] && cmp -s sw1.rows sw2.rows"
+check "-np 2 sweep: runs on both ranks, in run order, one JSON document from rank 0" \
+  "$PY -c 'import json,sys; r=json.load(open(sys.argv[1]))[\"runs\"]; sys.exit(sorted(x[\"rank\"] for x in r) != [0,0,1,1] or [x[\"name\"].split(\"-\",2)[2] for x in r] != [\"fp32-s1\",\"mxfp4-s1\",\"fp32-s2\",\"mxfp4-s2\"])' sw2.json"
+before=$(dbdump "$T/sw2.db")
+ok "-np 2 sweep again: the stored runs are not run again" "${MPI[@]}" -np 2 "$QS" --db "$T/sw2.db" train "${SW[@]}"
+check "... four 'stored' lines, the database unchanged" "[ \$(grep -c 'stored, 0 s' '$T/out') = 4 ] && [ \"\$(dbdump '$T/sw2.db')\" = '$before' ]"
+
 # a rank killed or stopped mid-run: one line from qscope, no checkpoint, nothing printed
 descendants() { local c; for c in $(pgrep -P "$1"); do echo "$c"; descendants "$c"; done; }
 rank_pid() {   # rank_pid JOB RANK: the pid of that rank of the mpirun started as JOB, once it runs
@@ -138,4 +157,18 @@ check "SIGSTOP of rank 1: exit 1 by itself (exit $drc after $secs s)" "[ -n '$vi
 check "SIGSTOP of rank 1: one line naming rank 1" \
   "[ \$(grep -c '^qscope:' dis.err) = 1 ] && grep -qE '^qscope: rank 1 was silent for [0-9]+ s \(--rank-timeout 3\): the MPI job was stopped; the training run stopped and nothing more of it was stored$' dis.err"
 check "SIGSTOP of rank 1: no JSON printed, no checkpoint" "[ ! -s dis.out ] && [ ! -e ckk/model.safetensors ]"
+
+# a rank killed during a sweep: one line, and nothing of the sweep stored
+rm -f swk.db*
+"$QS" --db "$T/swk.db" runs >/dev/null 2>&1
+before=$(dbdump "$T/swk.db")
+timeout 60 "${MPI[@]:2}" -np 2 "$QS" --db "$T/swk.db" train "${SW[@]}" --steps 100000 >swk.out 2>swk.err &
+job=$!
+v=$(rank_pid $job 1)
+for _ in $(seq 200); do [ -n "$v" ] && [ "$(cpu_ticks "$v")" -ge 30 ] && break; sleep 0.05; done
+[ -n "$v" ] && kill -9 "$v"
+wait $job; krc=$?
+check "kill -9 of rank 1 in a sweep: non-zero (exit $krc), one line from qscope" \
+  "[ -n '$v' ] && [ $krc -ne 0 ] && [ $krc -ne 124 ] && [ \$(grep -c '^qscope:' swk.err) = 1 ] && grep -q '^qscope: the MPI job was stopped' swk.err"
+check "kill -9 of rank 1 in a sweep: nothing stored" "[ \"\$(dbdump '$T/swk.db')\" = '$before' ]"
 done_testing

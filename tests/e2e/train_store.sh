@@ -39,7 +39,7 @@ p=256*32+32+1*(2*32+2*32*32+2*32*32+3*64*32)
 sys.exit(not (m[\"layers\"]==1 and m[\"dim\"]==32 and m[\"heads\"]==2 and m[\"ffn\"]==64 and m[\"vocab\"]==256 and m[\"ctx\"]==16 and m[\"params\"]==p and m[\"tokenizer\"]==\"bytes\"))' \"\$(sq 'SELECT model FROM train_run')\""
 check "options JSON: training options, recipe and its operands, the texts" "$PY -c '
 import json,sys; o=json.loads(sys.argv[1]); t=sys.argv[2]
-sys.exit(not (o[\"batch\"]==4 and o[\"steps\"]==6 and o[\"eval_every\"]==3 and o[\"seed\"]==7 and o[\"lr\"]==1e-3 and o[\"recipe\"][\"name\"]==\"fp32\" and o[\"recipe\"][\"operands\"][\"wgrad.dy\"]==\"fp32\" and o[\"texts\"]==[t+\"/train.txt\"] and o[\"val_text\"]==t+\"/val.txt\"))' \"\$(sq 'SELECT options FROM train_run')\" $T"
+sys.exit(not (o[\"batch\"]==4 and o[\"steps\"]==6 and o[\"eval_every\"]==3 and o[\"seed\"]==7 and o[\"lr\"]==3e-3 and o[\"recipe\"][\"name\"]==\"fp32\" and o[\"recipe\"][\"operands\"][\"wgrad.dy\"]==\"fp32\" and o[\"texts\"]==[t+\"/train.txt\"] and o[\"val_text\"]==t+\"/val.txt\"))' \"\$(sq 'SELECT options FROM train_run')\" $T"
 VER=$($QS --version | awk '{print $2}')
 check "data hash (32 hex digits) and tool version" \
   "sq \"SELECT data_hash, tool_version FROM train_run\" | grep -qxE '[0-9a-f]{32}\\|$VER'"
