@@ -161,7 +161,8 @@ static int nonfinite_stop(const qs_llm_model *m, qs_llm_train_state *ts, const i
 }
 
 /* The ranks' operand statistics (counts) summed into out, through doubles (exact below 2^53). */
-static int sum_opstats(const qs_train_par *p, const qs_llm_opstat *mine, qs_llm_opstat *out, double *d, size_t n, qs_err *e)
+static int sum_opstats(const qs_train_par *p, const qs_llm_opstat *mine, qs_llm_opstat *out, double *d, size_t n,
+                       qs_err *e)
 {
     for (size_t i = 0; i < n; i++) {
         d[4 * i] = mine ? (double)mine[i].n : 0;
@@ -171,7 +172,8 @@ static int sum_opstats(const qs_train_par *p, const qs_llm_opstat *mine, qs_llm_
     }
     if (p->sum_f64(p->ctx, d, 4 * n, e)) return -1;
     for (size_t i = 0; i < n; i++)
-        out[i] = (qs_llm_opstat){(uint64_t)d[4 * i], (uint64_t)d[4 * i + 1], (uint64_t)d[4 * i + 2], (uint64_t)d[4 * i + 3]};
+        out[i] = (qs_llm_opstat){(uint64_t)d[4 * i], (uint64_t)d[4 * i + 1], (uint64_t)d[4 * i + 2],
+                                 (uint64_t)d[4 * i + 3]};
     return 0;
 }
 
@@ -212,13 +214,16 @@ int qs_train_run(qs_llm_model *m, const int32_t *train, size_t ntrain, const int
         qs_llm_train_state_opstats_reset(ts);
         memset(cl, 0, (size_t)size * (size_t)k * sizeof *cl);
         for (int c = rank * k; c < (rank + 1) * k; c++) {
-            train_windows(train, ntrain, o, (uint64_t)st * (uint64_t)o->accum * (uint64_t)o->batch + (uint64_t)c * (uint64_t)cw,
-                          cw, buf);
+            uint64_t w0 = (uint64_t)st * (uint64_t)o->accum * (uint64_t)o->batch + (uint64_t)c * (uint64_t)cw;
+            train_windows(train, ntrain, o, w0, cw, buf);
             calls[c] = qs_llm_train_state_calls(ts);
             if (qs_llm_loss_grad(m, ts, buf, cw, o->T, &cl[c], &g, e)) goto out;
             /* alone, a non-finite loss stops here (the chunks are the micro-batches); under MPI every
             ** rank must reach the sum first */
-            if (size == 1 && !isfinite(cl[c])) { nonfinite_stop(m, ts, train, ntrain, o, st, c, calls, buf, "the loss", e); goto out; }
+            if (size == 1 && !isfinite(cl[c])) {
+                nonfinite_stop(m, ts, train, ntrain, o, st, c, calls, buf, "the loss", e);
+                goto out;
+            }
         }
         if (size > 1 && (o->par->sum_f32(o->par->ctx, g.arena, g.arena_len, e) ||
                          (g.bias_arena && o->par->sum_f32(o->par->ctx, g.bias_arena, g.bias_len, e)) ||
@@ -243,7 +248,8 @@ int qs_train_run(qs_llm_model *m, const int32_t *train, size_t ntrain, const int
         double dt = qs_now_s() - t0;
         qs_train_rec *r = &rec[st];
         *r = (qs_train_rec){st + 1, lsum / (size * k), NAN, norm, lr,
-                            dt > 0 ? (double)o->accum * o->batch * o->T / dt : 0, nops ? ops : qs_llm_train_state_opstats(ts)};
+                            dt > 0 ? (double)o->accum * o->batch * o->T / dt : 0,
+                            nops ? ops : qs_llm_train_state_opstats(ts)};
         if (o->sr_calls_out) *o->sr_calls_out = o->recipe ? qs_llm_train_state_calls(ts) : 0;
         if ((o->eval_every > 0 && (st + 1) % o->eval_every == 0) || st + 1 == o->steps)
             if (val_loss(m, s, buf, val, nval, o, &r->val_loss, e)) goto out;

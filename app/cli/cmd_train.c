@@ -415,7 +415,8 @@ static void start(void *ctx, const qs_llm_cfg *c, size_t ntrain, size_t nval)
     if (!o->json && o->resume)
         printf("train: resuming %s at step %d of %d\n", o->resume, o->st.step, o->t.steps);
     if (!o->json)
-        printf("train: %d layers, dim %d, %d/%d heads, ffn %d, vocab %d, ctx %d; %zu training tokens, %zu validation%s\n",
+        printf("train: %d layers, dim %d, %d/%d heads, ffn %d, vocab %d, ctx %d; %zu training tokens, "
+               "%zu validation%s\n",
                c->n_layer, c->dim, c->n_head, c->n_kv_head, c->ffn, c->vocab, o->t.T, ntrain, nval,
                o->t.par ? "; data-parallel over the MPI ranks" : "");
 }
@@ -587,8 +588,8 @@ static int run_sweep_ranks(qs_cli *cli, opts *o, const qs_train_sweep *sw, const
         flag[i] = st;
         if (st < 0) break;
         if (st && !o->json)
-            fprintf(out, "%-32s %-10s seed %-4" PRIu64 " validation %.4f -> %.4f  stored, 0 s\n", run, rec, seed, v[2 * i],
-                    v[2 * i + 1]);
+            fprintf(out, "%-32s %-10s seed %-4" PRIu64 " validation %.4f -> %.4f  stored, 0 s\n", run, rec, seed,
+                    v[2 * i], v[2 * i + 1]);
         if (st)
             json_array_append_new(runs, json_pack("{s:s,s:s,s:I,s:o,s:o,s:b}", "name", run, "recipe", rec, "seed",
                                                   (json_int_t)seed, "initial_val_loss", num(v[2 * i]), "final_val_loss",
