@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -324,10 +325,27 @@ static int default_texts(opts *o)
     return 0;
 }
 
+/* QSCOPE_TEST_STEP_DELAY_MS=N: sleep N ms after each step, so that the tests' signals and kills land
+** mid-run however fast the machine trains (a test hook, as QSCOPE_TEST_CKPT_KILL; results unchanged). */
+static void test_step_delay(void)
+{
+    static long ms = -1;
+    if (ms < 0) {
+        const char *v = getenv("QSCOPE_TEST_STEP_DELAY_MS");
+        ms = v ? strtol(v, NULL, 10) : 0;
+        if (ms < 0 || ms > 10000) ms = 0;
+    }
+    if (ms) {
+        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
 static int progress(void *ctx, const qs_train_rec *r)
 {
     opts *o = ctx;
     if (qs_trec_step(&o->rec, r)) return 1;
+    test_step_delay();
     if (o->csv) return 0;
     if (!o->json && !o->in_sweep && !isnan(r->val_loss))
         printf("step %6d  train %.4f  val %.4f  |g| %.3g  lr %.3g  %.0f tok/s\n", r->step, r->train_loss, r->val_loss,

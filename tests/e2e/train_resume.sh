@@ -74,12 +74,14 @@ ok "--resume it" $QS train --resume "$T/opart" --json
 check "resumed after the swap: final weights byte for byte" "same_files $T/full $T/opart"
 
 # --- kill -9 at random moments of a run that checkpoints every step ---------------------------------
+# (the killed and interrupted runs sleep 15 ms after each step, QSCOPE_TEST_STEP_DELAY_MS, so that a fast
+# machine does not finish them before the signal)
 LONG=(--text "$T/train.txt" --val-text "$T/val.txt" --layers 1 --dim 32 --heads 2 --ctx 16 --batch 4 --steps 80
       --lr 3e-3 --warmup 3 --eval-every 40 --val-seqs 4 --seed 3 --checkpoint-every 1)
 ok "the 80-step run, uninterrupted" $QS train "${LONG[@]}" --out "$T/lfull"
 for k in 2 7 13; do   # kill after k/10 s (a checkpoint takes some 30 ms, mostly its fsyncs)
   D="$T/kill$k"
-  $QS train "${LONG[@]}" --out "$D" >/dev/null 2>&1 &
+  QSCOPE_TEST_STEP_DELAY_MS=15 $QS train "${LONG[@]}" --out "$D" >/dev/null 2>&1 &
   pid=$!
   for _ in $(seq 400); do [ -e "$D/trainer_state.json" ] && break; sleep 0.025; done   # the first checkpoint
   sleep "$((k / 10)).$((k % 10))"
@@ -98,7 +100,7 @@ done
 # --- Ctrl-C: the run stops after the step in progress and writes that step's checkpoint -------------
 # (no periodic checkpoint: the only one is the stop's; --csv prints each step as it completes)
 D="$T/int"
-$QS train "${LONG[@]}" --checkpoint-every 0 --csv --out "$D" >"$T/int.csv" 2>"$T/int.err" &
+QSCOPE_TEST_STEP_DELAY_MS=15 $QS train "${LONG[@]}" --checkpoint-every 0 --csv --out "$D" >"$T/int.csv" 2>"$T/int.err" &
 pid=$!
 for _ in $(seq 400); do grep -q '^2,' "$T/int.csv" && break; sleep 0.025; done
 kill -INT "$pid"; wait "$pid"; rc=$?
@@ -198,7 +200,7 @@ check "... steps 11..15 recomputed: every step's losses, norm, lr and operand st
 
 LONG2=("${LONG[@]}" --steps 40 --db "$DBR")
 ok "stored: an uninterrupted 40-step run" $QS train "${LONG2[@]}" --checkpoint-every 0 --name lref
-$QS train "${LONG2[@]}" --checkpoint-every 3 --name k9 --out "$T/k9" >/dev/null 2>&1 &
+QSCOPE_TEST_STEP_DELAY_MS=15 $QS train "${LONG2[@]}" --checkpoint-every 3 --name k9 --out "$T/k9" >/dev/null 2>&1 &
 pid=$!
 for _ in $(seq 400); do [ "$(rq "SELECT steps_done > 13 FROM train_run WHERE name='k9'" 2>/dev/null)" = 1 ] && break; sleep 0.025; done
 kill -9 "$pid" 2>/dev/null; { wait "$pid"; } 2>/dev/null
@@ -208,7 +210,7 @@ check "kill -9 mid-run (checkpoint every 3 steps): $k9s steps stored, the checkp
 ok "kill -9: --resume" $QS train --resume "$T/k9" --db "$DBR"
 check "... one run k9, done, 40 of 40, every step equal to the uninterrupted run's" "one_run k9 40 && same_rows k9 lref"
 
-$QS train "${LONG2[@]}" --checkpoint-every 0 --csv --name cc --out "$T/cc" >"$T/cc.csv" 2>/dev/null &
+QSCOPE_TEST_STEP_DELAY_MS=15 $QS train "${LONG2[@]}" --checkpoint-every 0 --csv --name cc --out "$T/cc" >"$T/cc.csv" 2>/dev/null &
 pid=$!
 for _ in $(seq 400); do grep -q '^5,' "$T/cc.csv" && break; sleep 0.025; done
 kill -INT "$pid"; wait "$pid"; rc=$?
