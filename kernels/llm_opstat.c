@@ -192,12 +192,14 @@ out:
 }
 
 /* HiF4 / M2XFP (scales from every element): each run's metadata (fakeq_meta, else encode), then each
-** segment's Q.  With y, the run's quantized values go there (fakeq_meta only): the registry's
+** segment's Q.  With y, the run's quantized values go there (fakeq_meta only), and with flat the run's
+** flat_counts while it is in cache (their clip count stays 0: no threshold, no cast): the registry's
 ** quantization run by run, as qs_format_apply cuts the runs (rows, or columns for the row axis).
-** Columns are gathered and written back 16 at a time (a cache line of each row, not one float of it). */
-#define SEG_PANEL 16
+** Columns are gathered and written back 64 at a time (whole cache lines of each row, not one float of
+** it), in steps of 8 rows. */
+#define SEG_PANEL 64
 static int seg_clips(const qs_apply *a, const bgrid *g, const float *x, size_t rows, size_t cols, uint64_t *clip,
-                     float *y, qs_err *e)
+                     float *y, uint64_t *flat, qs_err *e)
 {
     const qs_format *f = a->f;
     int col = g->bw == 1 && g->bh > 1;
@@ -217,10 +219,11 @@ static int seg_clips(const qs_apply *a, const bgrid *g, const float *x, size_t r
     uint64_t k = 0;
     for (size_t run0 = 0; run0 < nrun; run0 += P) {
         size_t np = nrun - run0 < P ? nrun - run0 : P;
-        if (col)   /* buf[c * len + i] = x[i][run0 + c] */
-            for (size_t i = 0; i < len; i++) {
-                const float *xr = x + i * cols + run0;
-                for (size_t c = 0; c < np; c++) buf[c * len + i] = xr[c];
+        if (col)   /* buf[c * len + i] = x[i][run0 + c], 8 rows at a time */
+            for (size_t i0 = 0; i0 < len; i0 += 8) {
+                size_t i1 = len - i0 < 8 ? len : i0 + 8;
+                for (size_t c = 0; c < np; c++)
+                    for (size_t i = i0; i < i1; i++) buf[c * len + i] = x[i * cols + run0 + c];
             }
         for (size_t c = 0; c < np; c++) {
             const float *in = col ? buf + c * len : x + (run0 + c) * cols;
@@ -238,11 +241,13 @@ static int seg_clips(const qs_apply *a, const bgrid *g, const float *x, size_t r
                 }
             }
             k += kr;
+            if (flat) flat_counts(in, out, len, UINT32_MAX, 0, flat);   /* while the run is in cache */
         }
         if (y && col)
-            for (size_t i = 0; i < len; i++) {
-                float *yr = y + i * cols + run0;
-                for (size_t c = 0; c < np; c++) yr[c] = yq[c * len + i];
+            for (size_t i0 = 0; i0 < len; i0 += 8) {
+                size_t i1 = len - i0 < 8 ? len : i0 + 8;
+                for (size_t i = i0; i < i1; i++)
+                    for (size_t c = 0; c < np; c++) y[i * cols + run0 + c] = yq[c * len + i];
             }
         else if (y) memcpy(y + run0 * cols, yq, len * sizeof *yq);
     }
@@ -262,8 +267,7 @@ int qs_llm_opstat_quantize(const qs_apply *a, const float *x, float *y, size_t r
     if (qs_qopts_check(f, &a->o, e)) return -1;
     bgrid g = grid_of(a, 0, rows, cols);
     uint64_t c[4] = {0, 0, 0, 0};
-    if (seg_clips(a, &g, x, rows, cols, &c[3], y, e)) return -1;
-    flat_counts(x, y, rows * cols, UINT32_MAX, 0, c);
+    if (seg_clips(a, &g, x, rows, cols, &c[3], y, c, e)) return -1;   /* with the flat counts */
     st->n += rows * cols;
     st->underflow += c[0];
     st->nonfinite += c[1];
@@ -319,7 +323,7 @@ int qs_llm_opstat_add(const qs_apply *a, int tile2d, const float *x, const float
         flat_counts(x, y, n, UINT32_MAX, 0, c);
         bgrid g = grid_of(a, tile2d, rows, cols);
         if (f->block_scales || f->fakeq_scales) rc = block_counts(a, tile2d, &g, x, rows, cols, c[2] != 0, &c[3], e);
-        else if (f->seg_scales && !tile2d) rc = seg_clips(a, &g, x, rows, cols, &c[3], NULL, e);
+        else if (f->seg_scales && !tile2d) rc = seg_clips(a, &g, x, rows, cols, &c[3], NULL, NULL, e);
     }
     if (rc) return -1;
     st->n += n;
