@@ -837,7 +837,7 @@ static void test_e8m0_simd(void **state)
 static void test_sr_arrays(void **state)
 {
     (void)state;
-    const size_t n = (1u << 17) + 11;
+    const size_t n = (1u << 16) + 11;
     float *x = malloc(n * sizeof *x), *y0 = malloc(n * sizeof *y0), *y1 = malloc(n * sizeof *y1);
     const uint64_t seeds[] = {0, 7, 0xfedcba9876543210ULL};
     const uint64_t starts[] = {0, 3, UINT64_MAX - 5000};
