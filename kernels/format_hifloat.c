@@ -1,9 +1,9 @@
 /*
 ** HiFloat formats of the registry: hif8 (HiFloat8) and hif4 (HiFloat4), after
 ** spec/formats-hifloat.md (cited as §n below).  Encode, decode and fake-quantize agree bit for bit.
-** hif8 TA encode / fake-quantize and hif4 fake-quantize have AVX2 paths, chosen at run time
-** (qs_simd_level(); QS_SIMD=scalar forces the portable path), tested bit-identical to the scalar
-** ones.  Inputs are float32, so the spec's SR2 rule for FP16/BF16 sources (§1.6) does not arise.
+** hif8 TA encode / fake-quantize and hif4 fake-quantize have AVX2 paths (hif4 also AVX-512), chosen
+** at run time (qs_simd_level(); QS_SIMD=scalar forces the portable path), tested bit-identical to the
+** scalar ones.  Inputs are float32, so the spec's SR2 rule for FP16/BF16 sources (§1.6) does not arise.
 **
 ** hif8 (§1).  Codes are the §1.1 words; decode is the §1.2 table (0x80 NaN, 0x6F/0xEF ±Inf,
 ** 0x00 the only zero).  Rounding, exact on the float32 input:
@@ -330,6 +330,8 @@ static int use_avx2(void)
 }
 
 /* simd = 1 asks for AVX2; the CPU is asked too, so a test may pass 1 anywhere. */
+static int hif_level(void) { return HIF_X86 ? qs_simd_level() : QS_SIMD_SCALAR; }
+
 static int avx2_ok(int simd)
 {
 #if HIF_X86
@@ -673,6 +675,59 @@ __attribute__((target("avx2"))) static void hif4_unit_avx2(const float *v, int r
 }
 #endif
 
+#if HIF_X86
+/* The same unit with each group of 8 in one __m512d (the AVX2 kernel's two halves at once): the same
+** double operations on every lane, so the same bits; a group's E1_8 is one mask test. */
+__attribute__((target("avx512f"))) static void hif4_unit_avx512(const float *v, int rne, float *y, qs_hif4_meta *m)
+{
+    const __m256i absm = _mm256_set1_epi32(0x7fffffff);
+    __m256i g[8], vm = _mm256_setzero_si256();
+    for (int j = 0; j < 8; j++) {
+        __m256i a = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(v + 8 * j)), absm);
+        a = _mm256_max_epu32(a, _mm256_shuffle_epi32(a, 0xB1));
+        a = _mm256_max_epu32(a, _mm256_shuffle_epi32(a, 0x4E));
+        g[j] = a;
+        vm = _mm256_max_epu32(vm, a);
+    }
+    vm = _mm256_max_epu32(vm, _mm256_permute2x128_si256(vm, vm, 1));
+    uint32_t vmax = (uint32_t)_mm256_cvtsi256_si32(vm);
+    if (vmax > F32_INF) {
+        for (int i = 0; i < QS_HIF4_UNIT; i++) y[i] = u2f(F32_QNAN);
+        if (m) *m = (qs_hif4_meta){0xFF, 0, 0};
+        return;
+    }
+    uint8_t c = hif4_scale(vmax);
+    unsigned e8 = 0, e16 = 0;
+    double rec = qs_hif4_e6m2_rec(c), val = qs_hif4_e6m2_value(c);
+    const __m512d vrec = _mm512_set1_pd(rec), two = _mm512_set1_pd(2.0), four = _mm512_set1_pd(4.0);
+    const __m512d r4 = _mm512_set1_pd(rec * 4), s4 = _mm512_set1_pd(val * 0.25);
+    const __m512d r2 = _mm512_set1_pd(rec * 4 * 0.5), s8 = _mm512_set1_pd(val * 0.25 * 2.0);
+    const __m512d seven = _mm512_set1_pd(7.0), add = _mm512_set1_pd(rne ? 0x1p52 : 0.5);
+    const __m512d half = _mm512_set1_pd(0.5), dbl = _mm512_set1_pd(2.0);
+    for (int j = 0; j < 8; j++) {
+        __m512d p = _mm512_mul_pd(_mm512_cvtps_pd(_mm256_castsi256_ps(g[j])), vrec);
+        int f8 = _mm512_cmp_pd_mask(p, four, _CMP_GE_OQ) != 0;        /* E1_8: either V16 * REC >= 4 */
+        e8 |= (unsigned)f8 << j;
+        __m512d thr = f8 ? four : two, rf = f8 ? r2 : r4, sf = f8 ? s8 : s4;
+        __mmask8 b = _mm512_cmp_pd_mask(p, thr, _CMP_GE_OQ);              /* E1_16 of both halves */
+        e16 |= (unsigned)((b & 1) | ((b >> 4) & 1) << 1) << (2 * j);
+        __m512d r = _mm512_mask_blend_pd(b, rf, _mm512_mul_pd(rf, half));
+        __m512d sc = _mm512_mask_blend_pd(b, sf, _mm512_mul_pd(sf, dbl));
+        __m256i x8 = _mm256_loadu_si256((const __m256i *)(v + 8 * j));
+        __m256 ax = _mm256_castsi256_ps(_mm256_and_si256(x8, absm));
+        __m512d t = _mm512_min_pd(_mm512_mul_pd(_mm512_cvtps_pd(ax), r), seven);
+        t = _mm512_add_pd(t, add);
+        if (rne) t = _mm512_sub_pd(t, add);
+        __m256i q = _mm512_cvttpd_epi32(t);
+        __m256 r8 = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_cvtepi32_pd(q), sc));   /* exact */
+        __m256i neg = _mm256_andnot_si256(_mm256_cmpeq_epi32(_mm256_castps_si256(ax), _mm256_setzero_si256()),
+                                          _mm256_andnot_si256(absm, x8));
+        _mm256_storeu_si256((__m256i *)(y + 8 * j), _mm256_or_si256(_mm256_castps_si256(r8), neg));
+    }
+    if (m) *m = (qs_hif4_meta){c, (uint8_t)e8, (uint16_t)e16};
+}
+#endif
+
 static int hif4_check(const qs_qopts *o, qs_err *e)
 {
     if (o->block != 0 && o->block != QS_HIF4_UNIT)
@@ -739,6 +794,9 @@ void qs_hif4_fakeq_run(int simd, const float *x, size_t n, float *y, int rne)
 void qs_hif4_fakeq_meta_run(int simd, const float *x, size_t n, float *y, uint8_t *meta, int rne)
 {
     int avx2 = avx2_ok(simd);
+#if HIF_X86
+    int avx512 = simd >= QS_SIMD_AVX512 && qs_simd_cpu() >= QS_SIMD_AVX512;
+#endif
     float pad[QS_HIF4_UNIT], out[QS_HIF4_UNIT];
     qs_hif4_meta m;
     for (size_t i0 = 0; i0 < n; i0 += QS_HIF4_UNIT) {
@@ -752,7 +810,8 @@ void qs_hif4_fakeq_meta_run(int simd, const float *x, size_t n, float *y, uint8_
             w = out;
         }
 #if HIF_X86
-        if (avx2) hif4_unit_avx2(v, rne, w, &m);
+        if (avx512) hif4_unit_avx512(v, rne, w, &m);
+        else if (avx2) hif4_unit_avx2(v, rne, w, &m);
         else
 #endif
             hif4_unit_scalar(v, rne, &m, NULL, w);
@@ -766,7 +825,7 @@ static int hif4_fakeq(const qs_format *f, const qs_qopts *o, const float *x, siz
                       qs_err *e)
 {
     if (hif4_check(o, e)) return -1;
-    qs_hif4_fakeq_run(use_avx2(), x, n, y, o->round == QS_RND_RNE);
+    qs_hif4_fakeq_run(hif_level(), x, n, y, o->round == QS_RND_RNE);
     return 0;
 }
 
@@ -777,7 +836,7 @@ static int hif4_fakeq_meta(const qs_format *f, const qs_qopts *o, const float *x
 {
     (void)f;
     if (hif4_check(o, e)) return -1;
-    qs_hif4_fakeq_meta_run(use_avx2(), x, n, y, meta, o->round == QS_RND_RNE);
+    qs_hif4_fakeq_meta_run(hif_level(), x, n, y, meta, o->round == QS_RND_RNE);
     return 0;
 }
 

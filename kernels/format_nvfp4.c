@@ -42,7 +42,9 @@
 **   - [Choice] Registry value range is in units of the per-tensor scale amax/2688: max 6*448 = 2688,
 **     smallest normal 1 * 2^-6, smallest subnormal 0.5 * 2^-9.
 **
-** Speed.  fakeq with RNE elements has a portable path and AVX2 and AVX-512 paths (block a multiple
+** Speed.  fakeq with SR elements scales whole runs of blocks and rounds them with qs_mf_round_n's
+** vectorised SR (nv_sr_fakeq; the bits of qs_mf_round with the same draws: tested at every level).
+** fakeq with RNE elements has a portable path and AVX2 and AVX-512 paths (block a multiple
 ** of 8 / 16), chosen by qs_simd_level() (QS_SIMD=scalar forces the portable path): the amax passes
 ** run vectorised, the per-block scale arithmetic is the scalar code below, and E2M1 rounding is
 ** t = (a + M) - M with M = 2^(max(e(a), 0) + 22), then min(t, 6) -- bit-identical to qs_mf_round
@@ -271,6 +273,39 @@ static void nv_blocks_avx512(const nv_run *r, const float *x, size_t nblk, float
 }
 #endif
 
+/* SR fakeq of whole and partial blocks, 64 blocks at a time: y = x * inv per block, then one
+** qs_mf_round_n over the run (its vectorised SR: the bits of qs_mf_round with the same draws,
+** element i drawing index0 + i as in nv_block_scalar), then y *= dq; NaN/Inf blocks -> NaN.
+** x and y may be the same array (each block's maximum is taken before it is overwritten). */
+static void nv_sr_fakeq(const nv_run *r, const float *x, size_t n, float *y)
+{
+    float dq[64];
+    for (size_t c0 = 0; c0 < n;) {
+        size_t nb = 0, i0 = c0;
+        for (size_t len; nb < 64 && i0 < n; nb++, i0 += len) {
+            len = n - i0 < r->block ? n - i0 : r->block;
+            uint32_t ab = qs_absmax_bits(x + i0, len);
+            if (ab >= 0x7f800000u) {
+                dq[nb] = NAN;
+                memset(y + i0, 0, len * sizeof *y);
+                continue;
+            }
+            nv_blk k = nv_block(r, u2f(ab), 0);
+            dq[nb] = k.dq;
+            for (size_t i = i0; i < i0 + len; i++) y[i] = x[i] * k.inv;
+        }
+        qs_mf_round_n(&qs_mf_e2m1, y + c0, i0 - c0, y + c0, QS_RND_SR, 1, r->seed, r->index0 + c0);
+        for (size_t b = 0, j0 = c0; b < nb; b++, j0 += r->block) {
+            size_t len = n - j0 < r->block ? n - j0 : r->block;
+            if (isnan(dq[b]))
+                for (size_t i = j0; i < j0 + len; i++) y[i] = NAN;
+            else
+                for (size_t i = j0; i < j0 + len; i++) y[i] *= dq[b];
+        }
+        c0 = i0;
+    }
+}
+
 static int nv_fakeq(const qs_format *f, const qs_qopts *o, const float *x, size_t n, float *y, qs_err *e)
 {
     nv_run r;
@@ -278,6 +313,10 @@ static int nv_fakeq(const qs_format *f, const qs_qopts *o, const float *x, size_
     int lvl = NV_X86 ? qs_simd_level() : QS_SIMD_SCALAR;
     float amax = o && o->tensor_scale != 0 ? o->tensor_scale : qs_finite_absmax_n(x, n);
     if (nv_tensor(f, &r, amax, e)) return -1;
+    if (r.mode == QS_RND_SR) {
+        nv_sr_fakeq(&r, x, n, y);
+        return 0;
+    }
     size_t done = 0;
 #if NV_X86
     if (r.mode == QS_RND_RNE && n >= r.block) {

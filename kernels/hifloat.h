@@ -67,7 +67,9 @@ double qs_hif4_e6m2_rec(uint8_t c);
 void qs_hif4_quant_unit(const float v[QS_HIF4_UNIT], int rne, qs_hif4_meta *m,
                         uint8_t nib[QS_HIF4_UNIT]);
 
-/* Fake-quantize a run (units of 64, the last one zero-padded) with the path forced as above. */
+/* Fake-quantize a run (units of 64, the last one zero-padded) with the path forced: simd = a level of
+** simd.h, 0 the portable scalar code, 1 AVX2, 2 AVX-512 (each only when the CPU has it, else the next
+** lower one), so 1 is the AVX2 code as above. */
 void qs_hif4_fakeq_run(int simd, const float *x, size_t n, float *y, int rne);
 
 /* The same, and each unit's metadata as encode writes it (meta NULL: none). */

@@ -192,16 +192,21 @@ out:
 }
 
 /* HiF4 / M2XFP (scales from every element): each run's metadata (fakeq_meta, else encode), then each
-** segment's Q.  With y, the run's quantized values go there (fakeq_meta only): the registry's
-** quantization run by run, as qs_format_apply cuts the runs (rows, or columns for the row axis). */
+** segment's Q.  With y, the run's quantized values go there (fakeq_meta only), and with flat the run's
+** flat_counts while it is in cache (their clip count stays 0: no threshold, no cast): the registry's
+** quantization run by run, as qs_format_apply cuts the runs (rows, or columns for the row axis).
+** Columns are gathered and written back 64 at a time (whole cache lines of each row, not one float of
+** it), in steps of 8 rows. */
+#define SEG_PANEL 64
 static int seg_clips(const qs_apply *a, const bgrid *g, const float *x, size_t rows, size_t cols, uint64_t *clip,
-                     float *y, qs_err *e)
+                     float *y, uint64_t *flat, qs_err *e)
 {
     const qs_format *f = a->f;
     int col = g->bw == 1 && g->bh > 1;
     size_t len = col ? rows : cols, nrun = col ? cols : rows, B = qs_format_block(f, &a->o);
     size_t nb = (len + B - 1) / B, seg = f->scale_seg ? (size_t)f->scale_seg : B, nseg = nb * (B / seg);
-    float *buf = malloc(len * sizeof *buf), *yq = malloc(len * sizeof *yq), *S = malloc(nseg * sizeof *S),
+    size_t P = col ? SEG_PANEL : 1;
+    float *buf = malloc(len * P * sizeof *buf), *yq = malloc(len * P * sizeof *yq), *S = malloc(nseg * sizeof *S),
           *Q = malloc(nseg * sizeof *Q);
     uint8_t *meta = malloc(nb * (size_t)f->meta_bytes);
     uint32_t *codes = f->fakeq_meta ? NULL : malloc(len * sizeof *codes);
@@ -212,28 +217,39 @@ static int seg_clips(const qs_apply *a, const bgrid *g, const float *x, size_t r
     }
     const double half = ldexp(0.5, f->grid.ehi - f->grid.mb);
     uint64_t k = 0;
-    for (size_t run = 0; run < nrun; run++) {
-        const float *in = x + run * cols;
-        if (col) {
-            for (size_t i = 0; i < len; i++) buf[i] = x[i * cols + run];
-            in = buf;
-        }
-        float ts;
-        if (f->fakeq_meta ? f->fakeq_meta(f, &a->o, in, len, yq, meta, e)
-                          : f->encode(f, &a->o, in, len, codes, meta, &ts, e)) goto out;
-        f->seg_scales(f, &a->o, meta, nb, S, Q);
-        uint32_t kr = 0;
-        for (size_t s0 = 0, i0 = 0; i0 < len; s0++, i0 += seg) {
-            double t = (double)Q[s0] + half * S[s0];
-            uint32_t tb = isfinite(t) ? thr_bits(t) : UINT32_MAX;
-            for (size_t i = i0; i < i0 + seg && i < len; i++) {
-                uint32_t v = mag(in[i]);
-                kr += (v < INF_BITS) & (v > tb);
+    for (size_t run0 = 0; run0 < nrun; run0 += P) {
+        size_t np = nrun - run0 < P ? nrun - run0 : P;
+        if (col)   /* buf[c * len + i] = x[i][run0 + c], 8 rows at a time */
+            for (size_t i0 = 0; i0 < len; i0 += 8) {
+                size_t i1 = len - i0 < 8 ? len : i0 + 8;
+                for (size_t c = 0; c < np; c++)
+                    for (size_t i = i0; i < i1; i++) buf[c * len + i] = x[i * cols + run0 + c];
             }
+        for (size_t c = 0; c < np; c++) {
+            const float *in = col ? buf + c * len : x + (run0 + c) * cols;
+            float *out = yq + c * len, ts;
+            if (f->fakeq_meta ? f->fakeq_meta(f, &a->o, in, len, out, meta, e)
+                              : f->encode(f, &a->o, in, len, codes, meta, &ts, e)) goto out;
+            f->seg_scales(f, &a->o, meta, nb, S, Q);
+            uint32_t kr = 0;
+            for (size_t s0 = 0, i0 = 0; i0 < len; s0++, i0 += seg) {
+                double t = (double)Q[s0] + half * S[s0];
+                uint32_t tb = isfinite(t) ? thr_bits(t) : UINT32_MAX;
+                for (size_t i = i0; i < i0 + seg && i < len; i++) {
+                    uint32_t v = mag(in[i]);
+                    kr += (v < INF_BITS) & (v > tb);
+                }
+            }
+            k += kr;
+            if (flat) flat_counts(in, out, len, UINT32_MAX, 0, flat);   /* while the run is in cache */
         }
-        k += kr;
-        if (y && col) for (size_t i = 0; i < len; i++) y[i * cols + run] = yq[i];
-        else if (y) memcpy(y + run * cols, yq, len * sizeof *yq);
+        if (y && col)
+            for (size_t i0 = 0; i0 < len; i0 += 8) {
+                size_t i1 = len - i0 < 8 ? len : i0 + 8;
+                for (size_t i = i0; i < i1; i++)
+                    for (size_t c = 0; c < np; c++) y[i * cols + run0 + c] = yq[c * len + i];
+            }
+        else if (y) memcpy(y + run0 * cols, yq, len * sizeof *yq);
     }
     *clip += k;
     rc = 0;
@@ -251,8 +267,7 @@ int qs_llm_opstat_quantize(const qs_apply *a, const float *x, float *y, size_t r
     if (qs_qopts_check(f, &a->o, e)) return -1;
     bgrid g = grid_of(a, 0, rows, cols);
     uint64_t c[4] = {0, 0, 0, 0};
-    if (seg_clips(a, &g, x, rows, cols, &c[3], y, e)) return -1;
-    flat_counts(x, y, rows * cols, UINT32_MAX, 0, c);
+    if (seg_clips(a, &g, x, rows, cols, &c[3], y, c, e)) return -1;   /* with the flat counts */
     st->n += rows * cols;
     st->underflow += c[0];
     st->nonfinite += c[1];
@@ -308,7 +323,7 @@ int qs_llm_opstat_add(const qs_apply *a, int tile2d, const float *x, const float
         flat_counts(x, y, n, UINT32_MAX, 0, c);
         bgrid g = grid_of(a, tile2d, rows, cols);
         if (f->block_scales || f->fakeq_scales) rc = block_counts(a, tile2d, &g, x, rows, cols, c[2] != 0, &c[3], e);
-        else if (f->seg_scales && !tile2d) rc = seg_clips(a, &g, x, rows, cols, &c[3], NULL, e);
+        else if (f->seg_scales && !tile2d) rc = seg_clips(a, &g, x, rows, cols, &c[3], NULL, NULL, e);
     }
     if (rc) return -1;
     st->n += n;

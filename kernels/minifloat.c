@@ -404,6 +404,154 @@ static void fp32_ident(const float *x, size_t n, void *out, int sat)
     }
 }
 
+/* ---- stochastic rounding on arrays ----
+** The scalar SR of round_mag on the integers, without the double comparison: with U = z >> 11 the
+** draw's 53 bits (u = U * 2^-53, sr.c), "u < rem * 2^-shift" is U < rem << (53 - shift) when
+** shift <= 53, and U < ceil(rem * 2^-(shift - 53)) = ((rem - 1) >> (shift - 53)) + 1 beyond (rem > 0
+** there: rem = sig).  The draw is sr.c's SplitMix64 with the seed's mix taken once per call.  The
+** code is then decoded as qs_mf_decode does, and zero, overflow, Inf and NaN take the RNE kernels'
+** values (rne_consts), so every bit equals qs_mf_round(f, x, QS_RND_SR, qs_sr_uniform(...), sat):
+** tested on random and edge inputs at every level (tests/unit/test_minifloat.c). */
+typedef struct sr_consts {
+    rne_consts r;
+    uint32_t eminb, maxc, rebias, cbits;   /* biased float32 exponent of 2^emin; codes; decode */
+    int m, shiftm;
+    uint64_t smix;                         /* the seed's mix (sr.c) */
+} sr_consts;
+
+static inline uint64_t sr_mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+#define SR_GAMMA 0x9e3779b97f4a7c15ULL
+
+static void sr_setup(const qs_minifloat *f, int sat, uint64_t seed, sr_consts *k)
+{
+    rne_setup(f, sat, &k->r);
+    k->eminb = (uint32_t)(1 - f->bias + 127);
+    k->maxc = max_code(f);
+    k->m = f->mbits;
+    k->shiftm = 23 - f->mbits;
+    k->rebias = (uint32_t)(127 - f->bias) << 23;
+    k->cbits = f2u(k->r.c);
+    k->smix = sr_mix64(seed ^ 0x5851f42d4c957f2dULL);
+}
+
+/* One element: float32 bits b, the draw's 53 bits U. */
+static inline uint32_t sr_one(const sr_consts *k, uint32_t b, uint64_t U)
+{
+    uint32_t a = b & 0x7fffffffu, s = b ^ a;
+    uint32_t E = a < 0x00800000u ? 1u : a >> 23;
+    uint32_t sig = a < 0x00800000u ? a : (a & 0x7fffffu) | 0x800000u;
+    uint32_t EP = E > k->eminb ? E : k->eminb;
+    uint32_t shift = (uint32_t)k->shiftm + EP - E;
+    uint32_t fl = shift >= 32 ? 0 : sig >> shift;
+    uint32_t rem = sig - (shift >= 32 ? 0 : fl << shift);
+    uint64_t T = shift <= 53 ? (uint64_t)rem << (53 - shift)
+                             : (shift - 53 >= 64 ? 0 : (uint64_t)(rem - 1) >> (shift - 53)) + 1;
+    uint32_t mc = ((EP - k->eminb) << k->m) + fl + (U < T);
+    uint32_t r;
+    if (mc > k->maxc) r = k->r.ovf;
+    else if (mc < (1u << k->m)) r = f2u(u2f(k->cbits + mc) - k->r.c);   /* m * 2^(emin - M), exact */
+    else r = (mc << k->shiftm) + k->rebias;
+    if (a == 0) r = 0;
+    if (a >= 0x7f800000u) r = a == 0x7f800000u ? k->r.ovf : k->r.nanv;
+    return r ^ s;
+}
+
+static size_t sr_portable(const sr_consts *k, const float *x, size_t n, float *y, uint64_t index0)
+{
+    uint64_t w = k->smix + (index0 + 1) * SR_GAMMA;
+    for (size_t i = 0; i < n; i++, w += SR_GAMMA) y[i] = u2f(sr_one(k, f2u(x[i]), sr_mix64(w) >> 11));
+    return n;
+}
+
+#ifdef QS_HAVE_X86
+/* Low 64 bits of a * C per lane (AVX2 has no 64-bit multiply): three 32 x 32 -> 64 products. */
+__attribute__((target("avx2"), always_inline))
+static inline __m256i sr_mul64(__m256i a, __m256i clo, __m256i chi)
+{
+    __m256i lo = _mm256_mul_epu32(a, clo);
+    __m256i mid = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(a, 32), clo), _mm256_mul_epu32(a, chi));
+    return _mm256_add_epi64(lo, _mm256_slli_epi64(mid, 32));
+}
+
+__attribute__((target("avx2"), always_inline))
+static inline __m256i sr_mix64_avx2(__m256i z)
+{
+    const __m256i c1l = _mm256_set1_epi64x(0x1ce4e5b9), c1h = _mm256_set1_epi64x(0xbf58476d);
+    const __m256i c2l = _mm256_set1_epi64x(0x133111eb), c2h = _mm256_set1_epi64x(0x94d049bb);
+    z = sr_mul64(_mm256_xor_si256(z, _mm256_srli_epi64(z, 30)), c1l, c1h);
+    z = sr_mul64(_mm256_xor_si256(z, _mm256_srli_epi64(z, 27)), c2l, c2h);
+    return _mm256_xor_si256(z, _mm256_srli_epi64(z, 31));
+}
+
+/* The up decisions of 4 lanes (64-bit): rem, shift widened from 32 bits; U the draws. */
+__attribute__((target("avx2"), always_inline))
+static inline __m256i sr_up4(__m128i rem32, __m128i shift32, __m256i U)
+{
+    const __m256i c53 = _mm256_set1_epi64x(53), one = _mm256_set1_epi64x(1);
+    __m256i rem = _mm256_cvtepu32_epi64(rem32), sh = _mm256_cvtepu32_epi64(shift32);
+    __m256i t1 = _mm256_sllv_epi64(rem, _mm256_sub_epi64(c53, sh));    /* count < 0 -> huge -> 0 */
+    __m256i t2 = _mm256_add_epi64(_mm256_srlv_epi64(_mm256_sub_epi64(rem, one), _mm256_sub_epi64(sh, c53)), one);
+    __m256i T = _mm256_blendv_epi8(t1, t2, _mm256_cmpgt_epi64(sh, c53));
+    return _mm256_cmpgt_epi64(T, U);                                   /* both < 2^63 */
+}
+
+__attribute__((target("avx2")))
+static size_t sr_avx2(const sr_consts *k, const float *x, size_t n, float *y, uint64_t index0)
+{
+    const __m256i absm = _mm256_set1_epi32(0x7fffffff), minf = _mm256_set1_epi32(0x00800000);
+    const __m256i mant = _mm256_set1_epi32(0x7fffff), one = _mm256_set1_epi32(1);
+    const __m256i eminb = _mm256_set1_epi32((int)k->eminb), shiftm = _mm256_set1_epi32(k->shiftm);
+    const __m256i maxc = _mm256_set1_epi32((int)k->maxc), sub1 = _mm256_set1_epi32((int)(1u << k->m));
+    const __m256i rebias = _mm256_set1_epi32((int)k->rebias), cbits = _mm256_set1_epi32((int)k->cbits);
+    const __m256i ovf = _mm256_set1_epi32((int)k->r.ovf), nanv = _mm256_set1_epi32((int)k->r.nanv);
+    const __m256i inf = _mm256_set1_epi32(0x7f800000), zero = _mm256_setzero_si256();
+    const __m256i pack = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    const __m256 c = _mm256_set1_ps(k->r.c);
+    const __m128i msh = _mm_cvtsi32_si128(k->m), ssh = _mm_cvtsi32_si128(k->shiftm);
+    const uint64_t g = SR_GAMMA;
+    __m256i w0 = _mm256_add_epi64(_mm256_set1_epi64x((long long)(k->smix + (index0 + 1) * g)),
+                                  _mm256_setr_epi64x(0, (long long)g, (long long)(2 * g), (long long)(3 * g)));
+    const __m256i g4 = _mm256_set1_epi64x((long long)(4 * g)), g8 = _mm256_set1_epi64x((long long)(8 * g));
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8, w0 = _mm256_add_epi64(w0, g8)) {
+        __m256i b = _mm256_castps_si256(_mm256_loadu_ps(x + i));
+        __m256i a = _mm256_and_si256(b, absm);
+        __m256i s = _mm256_xor_si256(b, a);
+        __m256i isub = _mm256_cmpgt_epi32(minf, a);
+        __m256i E = _mm256_blendv_epi8(_mm256_srli_epi32(a, 23), one, isub);
+        __m256i sig = _mm256_blendv_epi8(_mm256_or_si256(_mm256_and_si256(a, mant), minf), a, isub);
+        __m256i EP = _mm256_max_epi32(E, eminb);
+        __m256i shift = _mm256_add_epi32(shiftm, _mm256_sub_epi32(EP, E));
+        __m256i fl = _mm256_srlv_epi32(sig, shift);                     /* count >= 32 -> 0 */
+        __m256i rem = _mm256_sub_epi32(sig, _mm256_sllv_epi32(fl, shift));
+        __m256i U0 = _mm256_srli_epi64(sr_mix64_avx2(w0), 11);
+        __m256i U1 = _mm256_srli_epi64(sr_mix64_avx2(_mm256_add_epi64(w0, g4)), 11);
+        __m256i up0 = sr_up4(_mm256_castsi256_si128(rem), _mm256_castsi256_si128(shift), U0);
+        __m256i up1 = sr_up4(_mm256_extracti128_si256(rem, 1), _mm256_extracti128_si256(shift, 1), U1);
+        up0 = _mm256_permutevar8x32_epi32(up0, pack);
+        up1 = _mm256_permutevar8x32_epi32(up1, pack);
+        __m256i up = _mm256_permute2x128_si256(up0, up1, 0x20);       /* -1 where rounding up */
+        __m256i mc = _mm256_sub_epi32(_mm256_add_epi32(_mm256_sll_epi32(_mm256_sub_epi32(EP, eminb), msh), fl), up);
+        __m256i sv = _mm256_castps_si256(_mm256_sub_ps(_mm256_castsi256_ps(_mm256_add_epi32(cbits, mc)), c));
+        __m256i nv = _mm256_add_epi32(_mm256_sll_epi32(mc, ssh), rebias);
+        __m256i r = _mm256_blendv_epi8(nv, sv, _mm256_cmpgt_epi32(sub1, mc));
+        /* mc, a are in [0, 2^31): signed compares are exact */
+        r = _mm256_blendv_epi8(r, ovf, _mm256_cmpgt_epi32(mc, maxc));
+        r = _mm256_blendv_epi8(r, zero, _mm256_cmpeq_epi32(a, zero));
+        r = _mm256_blendv_epi8(r, ovf, _mm256_cmpeq_epi32(a, inf));
+        r = _mm256_blendv_epi8(r, nanv, _mm256_cmpgt_epi32(a, inf));
+        _mm256_storeu_ps(y + i, _mm256_castsi256_ps(_mm256_xor_si256(r, s)));
+    }
+    return i;
+}
+#endif
+
 void qs_mf_encode_n(const qs_minifloat *f, const float *x, size_t n, uint32_t *codes, qs_round mode,
                     int sat, uint64_t seed, uint64_t index0)
 {
@@ -448,7 +596,12 @@ void qs_mf_round_n(const qs_minifloat *f, const float *x, size_t n, float *y, qs
         (void)lvl;
     }
     if (mode == QS_RND_SR) {
-        for (; i < n; i++) y[i] = qs_mf_round(f, x[i], mode, qs_sr_uniform(seed, index0 + i), sat);
+        sr_consts k;
+        sr_setup(f, sat, seed, &k);
+#ifdef QS_HAVE_X86
+        if (qs_simd_level() >= QS_SIMD_AVX2) i = sr_avx2(&k, x, n, y, index0);
+#endif
+        sr_portable(&k, x + i, n - i, y + i, index0 + i);
     } else {
         for (; i < n; i++) y[i] = qs_mf_round(f, x[i], mode, 0.0, sat);
     }

@@ -99,7 +99,8 @@ float qs_e8m0_decode(uint8_t c);
 
 /*
 ** y[i] = qs_mf_round(f, x[i], mode, u_i, sat) for i < n, with u_i = qs_sr_uniform(seed, index0 + i)
-** (SR only).  RNE runs vectorised when the level allows; other modes run the scalar path.
+** (SR only).  RNE and SR run vectorised when the level allows (SR: AVX2 and up; the portable SR loop
+** is integer code with the same bits); other modes run the scalar path.
 ** x and y may be the same array.  The level is qs_simd_level() (simd.h).
 */
 void qs_mf_round_n(const qs_minifloat *f, const float *x, size_t n, float *y, qs_round mode, int sat,

@@ -2,6 +2,7 @@
 ** `qscope bench formats`: fake-quantize and encode throughput of every format (or -f LIST), one
 ** and two threads, on 16M float32 values, next to memcpy bandwidth measured in the same run.
 **
+** NAME:sr in -f LIST times that format with stochastic rounding (seed 1; element i draws counter i).
 ** Input: Gaussian values (seed 1) scaled by 0.02 — a weight-like tensor — with 0.1% of values
 ** multiplied by 50 so that block scales vary.  Each figure is min and median of repeated runs.
 ** Correctness is checked in the same run: the 2-thread result must equal the 1-thread result bit
@@ -92,16 +93,24 @@ int qs_bench_formats(qs_cli *cli, int quick, int json, const char *list)
     qsort(t, (size_t)REPS, sizeof *t, qs_bench_cmp);
     double memcpy_best = (double)N / t[0] / 1e6;
     int bad = 0;
-    for (size_t i = 0, nf = qs_format_count(); i < nf; i++) {
-        const qs_format *f = qs_format_at(i);
-        if (list) {
+    for (size_t i = 0, nf = qs_format_count(); i < 2 * nf; i++) {
+        const qs_format *f = qs_format_at(i / 2);
+        int sr = (int)(i % 2);            /* NAME:sr in the list: stochastic rounding (seed 1) */
+        char name[64];
+        snprintf(name, sizeof name, "%s%s", f->name, sr ? ":sr" : "");
+        if (sr && !(f->round_modes & (1u << QS_RND_SR))) continue;
+        if (list || sr) {
             char pat[512];
-            snprintf(pat, sizeof pat, ",%s,", list);
-            char key[64];
-            snprintf(key, sizeof key, ",%s,", f->name);
+            snprintf(pat, sizeof pat, ",%s,", list ? list : "");
+            char key[80];
+            snprintf(key, sizeof key, ",%s,", name);
             if (!strstr(pat, key)) continue;
         }
         qs_qopts o = {0};
+        if (sr) {
+            o.round = QS_RND_SR;
+            o.seed = 1;
+        }
         if (f->has_tensor_scale) {   /* one global scale for the whole tensor, as quant does */
             float amax = 0;
             for (size_t k = 0; k < N; k++) if (fabsf(x[k]) > amax) amax = fabsf(x[k]);
@@ -126,7 +135,7 @@ int qs_bench_formats(qs_cli *cli, int quick, int json, const char *list)
         int enc_ok = f->encode(f, &o, x, N, codes, meta, &ts, &e) == 0 && f->decode(f, &o, codes, meta, ts, N, y3, &e) == 0 &&
                      memcmp(y1, y3, N * sizeof *y1) == 0;
         if (rc || !same || !enc_ok) bad = 1;
-        json_array_append_new(rows, json_pack("{s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:b,s:b}", "format", f->name,
+        json_array_append_new(rows, json_pack("{s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:b,s:b}", "format", name,
             "fakeq_1t_best", res[0][0][0], "fakeq_1t_median", res[0][0][1], "fakeq_2t_best", res[0][1][0],
             "fakeq_2t_median", res[0][1][1], "encode_1t_best", res[1][0][0], "encode_1t_median", res[1][0][1],
             "encode_2t_best", res[1][1][0], "encode_2t_median", res[1][1][1], "threads_identical", same,

@@ -494,6 +494,59 @@ static void test_hif4_en_dtypes_e1m2(void **st)
     free(in); free(codes);
 }
 
+/* Randomized: every vector level of qs_hif4_fakeq_meta_run (AVX2, AVX-512 where the CPU has them)
+** against the registry's encode + decode (the scalar code), values and metadata bytes: units of one
+** magnitude, of spread magnitudes, float32 subnormals, zeros of both signs, exact element ties at the
+** unit's scale, NaN and ±Inf units, huge values, and a partial final unit; TA and RNE. */
+static void test_hif4_levels_random(void **st)
+{
+    (void)st;
+    const size_t n = 64 * 2000 + 37, nb = (n + 63) / 64;
+    const qs_format *f = qs_format_find("hif4");
+    float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y), *yd = malloc(n * sizeof *yd);
+    uint32_t *codes = malloc(n * sizeof *codes);
+    uint8_t *me = malloc(nb * QS_HIF4_META), *mv = malloc(nb * QS_HIF4_META);
+    uint64_t r = 987654321;
+#define RND() (r = r * 6364136223846793005ull + 1442695040888963407ull, r >> 11)
+    for (size_t u = 0; u < nb; u++) {
+        int kind = (int)(RND() % 8), bin = (int)(RND() % 120) - 60;
+        for (size_t i = 64 * u; i < 64 * u + 64 && i < n; i++) {
+            double g = (double)RND() * 0x1p-53 - 0.5;
+            switch (kind) {
+            case 0: x[i] = (float)ldexp(g, bin); break;
+            case 1: x[i] = (float)ldexp(g, (int)(RND() % 60) - 30); break;
+            case 2: { uint32_t b = (uint32_t)RND() & 0x807fffffu; memcpy(&x[i], &b, 4); break; }
+            case 3: x[i] = (RND() & 1) ? -0.0f : 0.0f; break;
+            case 4: x[i] = (float)ldexp((double)(RND() % 32) * 0.25, bin); break;   /* quarters: ties */
+            case 5: x[i] = (float)ldexp(g, 100 + (int)(RND() % 27)); break;          /* up to FLT_MAX */
+            default: { uint32_t b = (uint32_t)RND() % 0x7f800000u | (uint32_t)(RND() & 1) << 31; memcpy(&x[i], &b, 4); }
+            }
+        }
+        size_t j = 64 * u + RND() % 64;
+        if (j < n && RND() % 16 == 0) x[j] = (RND() & 1) ? NAN : ((RND() & 1) ? INFINITY : -INFINITY);
+    }
+#undef RND
+    for (int rne = 0; rne < 2; rne++) {
+        qs_qopts o;
+        memset(&o, 0, sizeof o);
+        o.round = rne ? QS_RND_RNE : QS_RND_TA;
+        qs_err e = {{0}};
+        float ts;
+        assert_int_equal(f->encode(f, &o, x, n, codes, me, &ts, &e), 0);
+        assert_int_equal(f->decode(f, &o, codes, me, ts, n, yd, &e), 0);
+        for (int lvl = QS_SIMD_SCALAR; lvl <= QS_SIMD_AVX512; lvl++) {
+            memset(mv, 0xAB, nb * QS_HIF4_META);
+            qs_hif4_fakeq_meta_run(lvl, x, n, y, mv, rne);
+            assert_memory_equal(mv, me, nb * QS_HIF4_META);
+            for (size_t i = 0; i < n; i++)
+                if (memcmp(&y[i], &yd[i], 4) && !(isnan(y[i]) && isnan(yd[i])))
+                    fail_msg("hif4 level %d rne %d at %zu: x=%a fakeq %a, decode(encode) %a", lvl, rne, i, x[i], y[i], yd[i]);
+            assert_memory_equal(y, yd, n * sizeof *y);   /* NaN bits too */
+        }
+    }
+    free(x); free(y); free(yd); free(codes); free(me); free(mv);
+}
+
 int main(void)
 {
     rng_state = 0x243F6A8885A308D3ull;
@@ -504,6 +557,7 @@ int main(void)
         cmocka_unit_test(test_hif4_properties),
         cmocka_unit_test(test_hif4_options),
         cmocka_unit_test(test_hif4_fakeq_meta),
+        cmocka_unit_test(test_hif4_levels_random),
         cmocka_unit_test(test_hif4_en_dtypes_e1m2),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

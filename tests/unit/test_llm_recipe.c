@@ -518,6 +518,20 @@ static void test_opstat_hif4(void **st)
     for (int i = 0; i < R; i++) for (int j = 0; j < C; j++) xt[j * R + i] = x[i * C + j];
     qs_llm_opstat t = opstat_of(&r, QS_OP_WGRAD_X, xt, C, R);
     assert_memory_equal(&s, &t, sizeof s);
+    /* wider: 37 rows of 64 against the 37 columns of the transpose (gathered 16 at a time: two whole
+    ** panels and a partial one); opstat_of holds both operands to the plain quantization's bits */
+    enum { R2 = 37 };
+    float *w = malloc(R2 * C * sizeof *w), *wt = malloc(R2 * C * sizeof *wt);
+    fill(w, R2 * C, 100, 11);
+    w[5] = 1000; w[20 * C + 3] = 1e-6f; w[36 * C + 63] = NAN; w[17 * C + 9] = -3000;
+    s = opstat_of(&r, QS_OP_FWD_X, w, R2, C);
+    for (int i = 0; i < R2; i++) for (int j = 0; j < C; j++) wt[j * R2 + i] = w[i * C + j];
+    t = opstat_of(&r, QS_OP_WGRAD_X, wt, C, R2);
+    assert_memory_equal(&s, &t, sizeof s);
+    assert_int_equal(s.clipped, 1);   /* -3000 (1000 shares its group with values near 100: no clip) */
+    assert_int_equal(s.underflow, 8);
+    assert_int_equal(s.nonfinite, 64);
+    free(w); free(wt);
 }
 
 /* The training state's counts: per (layer, operand) the values of every GEMM operand of a pass, the

@@ -43,6 +43,7 @@ static int same_value(float a, float b)
 static const qs_minifloat *const kMf[] = {&qs_mf_bf16, &qs_mf_fp16, &qs_mf_e4m3, &qs_mf_e5m2,
                                           &qs_mf_e3m2, &qs_mf_e2m3, &qs_mf_e2m1};
 #define NMF (sizeof kMf / sizeof kMf[0])
+#define N_(a) (sizeof (a) / sizeof (a)[0])
 static const qs_round kModes[] = {QS_RND_RNE, QS_RND_TA, QS_RND_RTZ, QS_RND_SR};
 
 static const qs_format *find_float(const char *name)
@@ -829,6 +830,64 @@ static void test_e8m0_simd(void **state)
     free(x); free(ys); free(yv); free(cs); free(cv);
 }
 
+/* SR on arrays (qs_mf_round_n's integer and AVX2 kernels) against qs_mf_round with the draw of
+** qs_sr_uniform, element by element: every element format, sat 0 and 1, every level, random bits,
+** float32 subnormals, values straddling the grid and the overflow edge, ±0, ±Inf, NaN payloads,
+** tails and in place, counters near 2^64 (the Weyl sequence wraps). */
+static void test_sr_arrays(void **state)
+{
+    (void)state;
+    const size_t n = (1u << 16) + 11;
+    float *x = malloc(n * sizeof *x), *y0 = malloc(n * sizeof *y0), *y1 = malloc(n * sizeof *y1);
+    const uint64_t seeds[] = {0, 7, 0xfedcba9876543210ULL};
+    const uint64_t starts[] = {0, 3, UINT64_MAX - 5000};
+    size_t total = 0;
+    for (size_t k = 0; k < NMF; k++) {
+        ref_tab t;
+        ref_init(&t, kMf[k]);
+        size_t na;
+        float *adv = adversarial(&t, &na);
+        double mx = qs_mf_max(t.f);
+        for (size_t i = 0; i < n; i++) {
+            uint32_t r = rnd32();
+            switch (i % 5) {
+            case 0: x[i] = adv[(size_t)r % na]; break;
+            case 1: x[i] = u2f(r); break;
+            case 2: x[i] = u2f((r & 0x807fffffu) | (uint32_t)(127 - 40 + (r >> 8) % 60) << 23); break;
+            case 3: x[i] = (float)(mx * (0.5 + (r >> 8) * 0x1p-23)) * ((r & 1) ? -1.0f : 1.0f); break;
+            default: x[i] = u2f(r & 0x807fffffu); break;
+            }
+        }
+        x[1] = INFINITY; x[2] = -INFINITY; x[3] = NAN; x[4] = -NAN; x[6] = u2f(0xff800001u);
+        x[7] = 0.0f; x[8] = -0.0f; x[9] = (float)mx; x[10] = -(float)mx; x[11] = FLT_MAX; x[12] = -FLT_MIN;
+        for (int sat = 0; sat < 2; sat++)
+            for (size_t si = 0; si < N_(seeds); si++) {
+                uint64_t seed = seeds[si], i0 = starts[si];
+                for (size_t i = 0; i < n; i++) y0[i] = qs_mf_round(t.f, x[i], QS_RND_SR, qs_sr_uniform(seed, i0 + i), sat);
+                for (int lvl = QS_SIMD_SCALAR; lvl <= qs_simd_cpu(); lvl++) {
+                    qs_simd_force(lvl);
+                    qs_mf_round_n(t.f, x, n, y1, QS_RND_SR, sat, seed, i0);
+                    for (size_t i = 0; i < n; i++)
+                        if (!same_value(y0[i], y1[i]) || (!isnan(y0[i]) && f2u(y0[i]) != f2u(y1[i])))
+                            fail_msg("%s SR sat %d %s seed %llu: x=%a (0x%08x) scalar 0x%08x array 0x%08x", t.f->name,
+                                     sat, qs_simd_name(lvl), (unsigned long long)seed, x[i], f2u(x[i]), f2u(y0[i]),
+                                     f2u(y1[i]));
+                    for (size_t len = 0; len < 40; len++) {                   /* tails, in place, offsets */
+                        memcpy(y1, x + 100 + len, len * sizeof *y1);
+                        qs_mf_round_n(t.f, y1, len, y1, QS_RND_SR, sat, seed, i0 + 100 + len);
+                        assert_memory_equal(y1, y0 + 100 + len, len * sizeof *y1);
+                    }
+                    total += n;
+                }
+            }
+        qs_simd_force(-1);
+        free(adv);
+        ref_free(&t);
+    }
+    print_message("# SR arrays: %zu values compared\n", total);
+    free(x); free(y0); free(y1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -847,6 +906,7 @@ int main(void)
         cmocka_unit_test(test_simd_identity),
         cmocka_unit_test(test_fp32_arrays),
         cmocka_unit_test(test_e8m0_simd),
+        cmocka_unit_test(test_sr_arrays),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
