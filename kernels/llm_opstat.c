@@ -13,7 +13,9 @@
 ** (overflow without saturation) is clipped too.  Blocks holding a NaN/Inf input, and HiF4/M2XFP under
 ** 16x16 tiles, count no clips.
 */
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("tree-vectorize")
+#endif
 #include "llm_recipe.h"
 
 #include <math.h>
