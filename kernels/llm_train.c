@@ -454,8 +454,10 @@ static void layer_back(const qs_llm_model *m, qs_llm_train_state *s, int l, int 
 
 /* ---------------------------------------------------------------- loss */
 
-/* Final norm, logits, mean cross-entropy; with want_grad the logits become dLoss/dlogits. */
-static double head_loss(const qs_llm_model *m, qs_llm_train_state *s, const int32_t *tokens, int B, int T, int want_grad)
+/* Final norm, logits and the loss: the mean cross-entropy, or with weights -sum_r wt[r] log p_r; lp (when not
+** NULL) gets every position's log p(target).  With want_grad the logits become dLoss/dlogits. */
+static double head_loss(const qs_llm_model *m, qs_llm_train_state *s, const int32_t *tokens, int B, int T,
+                        const double *wt, double *lp, int want_grad)
 {
     const int d = m->c.dim, V = m->c.vocab, R = B * T;
     rmsnorm_rows(s->hn, s->rmsf, s->x_fin, m->out_norm, R, d, m->c.eps);
@@ -466,15 +468,21 @@ static double head_loss(const qs_llm_model *m, qs_llm_train_state *s, const int3
     for (int r = 0; r < R; r++) {
         float *lg = s->logits + (size_t)r * V;
         int tgt = tokens[(r / T) * (T + 1) + r % T + 1];
-        total -= qs_llm_logprob(lg, V, tgt, NULL);
+        double l = qs_llm_logprob(lg, V, tgt, NULL);
+        if (lp) lp[r] = l;
+        total -= wt ? wt[r] * l : l;
         if (!want_grad) continue;
+        if (wt && wt[r] == 0) { memset(lg, 0, (size_t)V * sizeof *lg); continue; }   /* masked: no gradient */
         float mx = -INFINITY;
         for (int v = 0; v < V; v++) if (lg[v] > mx) mx = lg[v];
         double z = 0;
         for (int v = 0; v < V; v++) z += exp((double)lg[v] - mx);
-        for (int v = 0; v < V; v++) lg[v] = (float)((exp((double)lg[v] - mx) / z - (v == tgt)) / R);
+        if (wt)
+            for (int v = 0; v < V; v++) lg[v] = (float)((exp((double)lg[v] - mx) / z - (v == tgt)) * wt[r]);
+        else
+            for (int v = 0; v < V; v++) lg[v] = (float)((exp((double)lg[v] - mx) / z - (v == tgt)) / R);
     }
-    return total / R;
+    return wt ? total : total / R;
 }
 
 /* A quantization failure met in a GEMM (the pass ran on, unquantized, after it) fails the call. */
@@ -487,6 +495,12 @@ static int quant_status(qs_llm_train_state *s, qs_err *e)
 
 int qs_llm_loss_grad(const qs_llm_model *m, qs_llm_train_state *s, const int32_t *tokens, int batch, int T,
                      double *loss, qs_llm_grads *g, qs_err *e)
+{
+    return qs_llm_loss_grad_w(m, s, tokens, batch, T, NULL, NULL, loss, g, e);
+}
+
+int qs_llm_loss_grad_w(const qs_llm_model *m, qs_llm_train_state *s, const int32_t *tokens, int batch, int T,
+                       const double *wt, double *lp, double *loss, qs_llm_grads *g, qs_err *e)
 {
     const qs_llm_cfg *c = &m->c;
     if (memcmp(c, &s->c, sizeof *c))
@@ -514,7 +528,7 @@ int qs_llm_loss_grad(const qs_llm_model *m, qs_llm_train_state *s, const int32_t
             check_at(s, layer_of(s, l).x_out, (size_t)R * d, "layer %d fwd: the residual stream after the layer", l);
     }
     s->layer = c->n_layer;
-    *loss = head_loss(m, s, tokens, batch, T, g != NULL);
+    *loss = head_loss(m, s, tokens, batch, T, wt, lp, g != NULL);
     if (s->check && !isfinite(*loss) && !s->site[0]) snprintf(s->site, sizeof s->site, "the loss (of finite logits)");
     if (!g) return quant_status(s, e);
     s->in_head = 1;
