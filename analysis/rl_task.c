@@ -17,7 +17,7 @@ int qs_rl_task_find(const char *name)
 
 const char *qs_rl_task_name(qs_rl_task t) { return t >= 0 && t < QS_RL_TASK_COUNT ? kNames[t] : "?"; }
 
-int qs_rl_task_answer_len(qs_rl_task t) { return t == QS_RL_TASK_ADD ? 5 : 2; }
+int qs_rl_task_answer_len(qs_rl_task t) { return t == QS_RL_TASK_ADD ? 3 : 2; }
 
 /* An integer in lo..hi from (seed, index, which): counter-based, the same on every machine. */
 static long draw(uint64_t seed, uint64_t index, int which, long lo, long hi)
@@ -29,7 +29,7 @@ static long draw(uint64_t seed, uint64_t index, int which, long lo, long hi)
 
 static void operands(qs_rl_task t, uint64_t seed, uint64_t index, long *a, long *b)
 {
-    long lo = t == QS_RL_TASK_ADD ? 100 : 1, hi = t == QS_RL_TASK_ADD ? 9999 : 9;
+    long lo = t == QS_RL_TASK_ADD ? 10 : 1, hi = t == QS_RL_TASK_ADD ? 99 : 9;
     *a = draw(seed, index, 0, lo, hi);
     *b = draw(seed, index, 1, lo, hi);
 }

@@ -3,7 +3,8 @@
 ** answer, the reward of a completion, and solved examples as text for pre-training the default policy.
 **
 **   arith   "A+B=" with A, B in 1..9 (the spirit of `llm score --task arith`), answers of 1-2 digits
-**   add     "A+B=" with A, B in 100..9999 (3-4 digits, carries), answers of 3-5 digits
+**   add     "A+B=" with A, B in 10..99 (2 digits, carries), answers of 2-3 digits (3-4 digit operands
+**           were tried first: the 2-layer default policy learns none of them in 5 minutes)
 **
 ** A solved example is the line "A+B=C\n"; a prompt is "\n" followed by "A+B=" (so it starts a line,
 ** as every example after the first does in the pre-training text), and a completion ends at its
