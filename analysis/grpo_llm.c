@@ -34,6 +34,7 @@ typedef struct samples {
     int *plen, *len;
     double *lp, *ent;          /* [n][max_new] */
     char (*answer)[QS_RL_TASK_ANSWER_MAX];   /* [B] */
+    char (*prompt)[QS_RL_TASK_PROMPT_MAX];   /* [B] */
 } samples;
 
 static int byte_level(const qs_grpo_llm_cfg *c) { return !c->vocab || c->vocab->n <= 0; }
@@ -82,7 +83,7 @@ static int grpo_sample(const qs_llm_model *roll, const qs_llm_numerics *nx, cons
     const int N = c->max_new, eol = eol_token(c);
     sampler sp = {c->temp, 1, 0, 0};
     for (int b = 0; b < c->B; b++) {
-        char text[QS_RL_TASK_PROMPT_MAX];
+        char *text = S->prompt[b];
         prompt_t p;
         memset(&p, 0, sizeof p);
         qs_rl_task_prompt(c->task, c->seed, (uint64_t)st * c->B + b, text, S->answer[b]);
@@ -132,7 +133,7 @@ typedef struct work {
 
 static void work_free(work *W)
 {
-    free(W->S.tok); free(W->S.plen); free(W->S.len); free(W->S.lp); free(W->S.ent); free(W->S.answer);
+    free(W->S.tok); free(W->S.plen); free(W->S.len); free(W->S.lp); free(W->S.ent); free(W->S.answer); free(W->S.prompt);
     if (W->has_roll) qs_llm_free(&W->roll);
     if (W->has_init) qs_llm_free(&W->init);
     qs_llm_train_state_free(W->ts);
@@ -157,6 +158,7 @@ static int work_new(work *W, const qs_llm_model *m, const qs_grpo_llm_cfg *c, qs
     W->S.lp = malloc(ntok * sizeof(double));
     W->S.ent = malloc(ntok * sizeof(double));
     W->S.answer = malloc((size_t)c->B * sizeof *W->S.answer);
+    W->S.prompt = malloc((size_t)c->B * sizeof *W->S.prompt);
     W->btok = malloc((size_t)n * (Tcap + 1) * sizeof(int32_t));
     W->lp = malloc((size_t)n * Tcap * sizeof(double));
     W->lp0 = malloc((size_t)n * Tcap * sizeof(double));
@@ -169,7 +171,7 @@ static int work_new(work *W, const qs_llm_model *m, const qs_grpo_llm_cfg *c, qs
     W->rows = malloc(ntok * sizeof(qs_rl_row));
     W->r = malloc((size_t)n * sizeof(double));
     W->aseq = malloc((size_t)n * sizeof(double));
-    if (!W->S.tok || !W->S.plen || !W->S.len || !W->S.lp || !W->S.ent || !W->S.answer || !W->btok || !W->lp ||
+    if (!W->S.tok || !W->S.plen || !W->S.len || !W->S.lp || !W->S.ent || !W->S.answer || !W->S.prompt || !W->btok || !W->lp ||
         !W->lp0 || !W->coef || !W->seq || !W->grp || !W->lpr || !W->lpt || !W->adv || !W->rew || !W->ent || !W->w ||
         !W->rows || !W->r || !W->aseq)
         return qs_fail(e, "out of memory");
@@ -332,12 +334,27 @@ static int grpo_step(work *W, qs_llm_model *m, const qs_grpo_llm_cfg *c, int st,
     return 0;
 }
 
+int qs_grpo_llm_check(const qs_llm_model *m, const qs_grpo_llm_cfg *c, qs_err *e)
+{
+    if (c->B < 1 || c->G < 2 || c->max_new < 1 || c->steps < 0)
+        return qs_fail(e, "GRPO needs prompts >= 1, a group of >= 2 samples and max_new >= 1");
+    for (int b = 0; b < c->B; b++) {   /* the first step's prompts (the task's prompts differ by a few bytes) */
+        char text[QS_RL_TASK_PROMPT_MAX], ans[QS_RL_TASK_ANSWER_MAX];
+        prompt_t p;
+        qs_rl_task_prompt(c->task, c->seed, (uint64_t)b, text, ans);
+        if (tokenize(c, text, &p, e)) return -1;
+        if (p.n + c->max_new + 2 > m->c.ctx)
+            return qs_fail(e, "a prompt of %d tokens + --max-new %d (+2 for longer prompts) exceed the model's context of "
+                              "%d tokens", p.n, c->max_new, m->c.ctx);
+    }
+    return 0;
+}
+
 int qs_grpo_llm_run(qs_llm_model *m, const qs_grpo_llm_cfg *c, qs_grpo_llm_cb cb, void *ctx,
                     const volatile sig_atomic_t *stop, int *steps_done, qs_err *e)
 {
     *steps_done = 0;
-    if (c->B < 1 || c->G < 2 || c->max_new < 1 || c->steps < 0)
-        return qs_fail(e, "GRPO needs prompts >= 1, a group of >= 2 samples and max_new >= 1");
+    if (qs_grpo_llm_check(m, c, e)) return -1;
     work W;
     int rc = work_new(&W, m, c, e);
     double lam = 0;
@@ -345,7 +362,7 @@ int qs_grpo_llm_run(qs_llm_model *m, const qs_grpo_llm_cfg *c, qs_grpo_llm_cb cb
         qs_grpo_llm_step rec;
         size_t nrows = 0;
         rc = grpo_step(&W, m, c, st, &lam, &rec, &nrows, e);
-        if (!rc && cb) rc = cb(ctx, &rec, W.rows, nrows, e);
+        if (!rc && cb) rc = cb(ctx, &rec, W.rows, nrows, (const char(*)[QS_RL_TASK_PROMPT_MAX])W.S.prompt, e);
         if (!rc) (*steps_done)++;
     }
     work_free(&W);

@@ -58,9 +58,14 @@ typedef struct qs_grpo_llm_step {
     double sample_s, train_s;          /* wall time */
 } qs_grpo_llm_step;
 
-/* After every step (its update done): the record and the step's tokens as mmlog rows (reward and
-** advantage per token, grp = step*B + prompt).  Non-zero stops the run with that error. */
-typedef int (*qs_grpo_llm_cb)(void *ctx, const qs_grpo_llm_step *rec, const qs_rl_row *rows, size_t n, qs_err *e);
+/* After every step (its update done): the record, the step's tokens as mmlog rows (reward and
+** advantage per token, seq = b*G + g, grp = step*B + b) and the B prompts' texts.  Non-zero stops the
+** run with that error. */
+typedef int (*qs_grpo_llm_cb)(void *ctx, const qs_grpo_llm_step *rec, const qs_rl_row *rows, size_t n,
+                              const char (*prompts)[QS_RL_TASK_PROMPT_MAX], qs_err *e);
+
+/* The settings fit the model: a group of >= 2, the first step's prompts + max_new (+2) within its context. */
+int qs_grpo_llm_check(const qs_llm_model *m, const qs_grpo_llm_cfg *c, qs_err *e);
 
 /* Train m in place for c->steps steps (fewer when *stop becomes set: the run ends after the step in
 ** progress, *steps_done says how many).  Errors: a model context shorter than prompt + max_new, a

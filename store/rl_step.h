@@ -21,4 +21,8 @@ enum { QS_RL_STEP_COLS(X) QS_RL_STEP_NCOL };
 ** transaction. */
 int qs_rl_step_put(qs_db *db, int64_t run_id, int64_t step, const double v[QS_RL_STEP_NCOL], qs_err *e);
 
+/* The ids of one sequence of a step (rl_seq), e.g. seq_id "3:17" and the group's "3:2:7+5=". */
+int qs_rl_seq_put(qs_db *db, int64_t run_id, int64_t step, int64_t seq, const char *seq_id, const char *group_id,
+                  qs_err *e);
+
 #endif

@@ -148,7 +148,23 @@ static json_t *step_json(const qs_grpo_llm_step *r)
     return j;
 }
 
-static int on_step(void *p, const qs_grpo_llm_step *r, const qs_rl_row *rows, size_t n, qs_err *e)
+/* Each sequence's ids in rl_seq: "STEP:SEQ", and the group's "STEP:PROMPT:TEXT" with the prompt's text
+** (without its leading newline), so the exact sequence can be rebuilt from the database. */
+static int put_seqs(run_ctx *C, int step, const char (*prompts)[QS_RL_TASK_PROMPT_MAX], qs_err *e)
+{
+    const qs_grpo_llm_cfg *c = &C->o->c;
+    for (int i = 0; i < c->B * c->G; i++) {
+        char sid[48], gid[96];
+        const char *pt = prompts[i / c->G];
+        snprintf(sid, sizeof sid, "%d:%d", step, i);
+        snprintf(gid, sizeof gid, "%d:%d:%s", step, i / c->G, pt[0] == '\n' ? pt + 1 : pt);
+        if (qs_rl_seq_put(C->db, C->run_id, step, i, sid, gid, e)) return -1;
+    }
+    return 0;
+}
+
+static int on_step(void *p, const qs_grpo_llm_step *r, const qs_rl_row *rows, size_t n,
+                   const char (*prompts)[QS_RL_TASK_PROMPT_MAX], qs_err *e)
 {
     run_ctx *C = p;
     if (r->step == 0) C->r_first = r->reward;
@@ -161,6 +177,7 @@ static int on_step(void *p, const qs_grpo_llm_step *r, const qs_rl_row *rows, si
         qs_rl_writer *w = qs_rl_writer_open(C->db, C->run_id, e);
         int rc = w ? qs_rl_writer_rows(w, rows, n, e) : -1;
         if (w) qs_rl_writer_close(w);
+        if (!rc) rc = put_seqs(C, r->step, prompts, e);
         if (!rc) rc = qs_rl_step_put(C->db, C->run_id, r->step, v, e);
         if (!rc) rc = qs_db_commit(C->db, e);
         if (rc) { qs_db_rollback(C->db); return -1; }
@@ -283,6 +300,12 @@ static int cmd_grpo(qs_cli *cli, int argc, char **argv)
     qs_llm_file f;
     if (qs_llm_load(model, &f, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out_db; }
     o.c.vocab = &f.v;
+    if (qs_grpo_llm_check(&f.m, &o.c, &e)) {
+        qs_err_prefix(&e, model);
+        rc = qs_cli_err(QS_EXIT_ERR, &e);
+        qs_llm_file_free(&f);
+        goto out_db;
+    }
     run_ctx C = {&o, db, 0, o.json ? json_array() : NULL, NAN, NAN};
     if (db) {
         char *meta = metadata(&o, &f, model, o.model ? NULL : polset);

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# qscope rl grpo (issue 27): GRPO on a tiny byte-level model trained here on the arith task's text; the
+# run is stored as an rl_run with rl_step rows, `qscope ais` and `plot trajectory` work on it, rewards
+# are in [0,1], the trainer's (and the FP32 rollout's) log-prob of a logged token equals `llm logits`
+# of the same checkpoint to 1e-5, reruns are bit-identical, quantized rollouts disagree with the
+# trainer, Ctrl-C keeps the completed steps, and bad options are refused with nothing stored.
+source "$(dirname "$0")/lib.sh"
+
+PY=/usr/bin/python3
+$PY -c "
+import random
+r = random.Random(5)
+for name, n in (('train', 6000), ('val', 300)):
+    open('$T/' + name + '.txt', 'w').write(''.join('%d+%d=%d\n' % (a, b, a + b) for a, b in ((r.randint(1, 9), r.randint(1, 9)) for _ in range(n))))
+"
+ok "a 1-layer byte-level model of the task's text" $QS train --text "$T/train.txt" --val-text "$T/val.txt" --layers 1 \
+  --dim 32 --heads 2 --ctx 32 --batch 8 --steps 60 --eval-every 0 --no-store --out "$T/m0"
+G=(--model "$T/m0" --prompts 4 --group 4 --max-new 6 --steps 3 --seed 3)
+RUN=rl/grpo/arith/fp32/fp32/none/s3
+
+ok "rl grpo: 3 steps, --out the policy" $QS rl grpo "${G[@]}" --out "$T/pol" --json
+cp "$T/out" "$T/g1.json"
+check "the JSON has 3 step records with rewards in [0,1]" \
+  "$PY -c 'import json,sys; j=json.load(open(sys.argv[1])); s=j[\"step_records\"]; sys.exit(not (len(s)==3 and j[\"run\"]==\"$RUN\" and all(0<=r[\"reward\"]<=1 for r in s)))' $T/g1.json"
+check "stored: tokens of steps 0-2, one rl_step row per step" \
+  "[ \"\$(sqlite3 $QSCOPE_DB \"SELECT COUNT(DISTINCT t.step) || ',' || (SELECT COUNT(*) FROM rl_step s JOIN rl_run r ON r.id=s.run_id WHERE r.name='$RUN') FROM rl_token t JOIN rl_run r ON r.id=t.run_id WHERE r.name='$RUN'\")\" = 3,3 ]"
+check "rewards in [0,1], masks 1, advantages and entropies finite, log-probs <= 0" \
+  "[ \"\$(sqlite3 $QSCOPE_DB \"SELECT COUNT(*) FROM rl_token t JOIN rl_run r ON r.id=t.run_id WHERE r.name='$RUN' AND NOT (reward BETWEEN 0 AND 1 AND mask=1 AND advantage IS NOT NULL AND entropy >= 0 AND lp_rollout <= 0 AND lp_train <= 0)\")\" = 0 ]"
+check "a sequence per prompt sample: 16 per step, group ids name the prompt" \
+  "[ \"\$(sqlite3 $QSCOPE_DB \"SELECT COUNT(*) FROM rl_seq s JOIN rl_run r ON r.id=s.run_id WHERE r.name='$RUN' AND s.step=1 AND s.group_id GLOB '1:[0-3]:[1-9]+[1-9]='\")\" = 16 ]"
+ok "qscope ais works on the run" $QS ais "$RUN"
+check "ais: one row per step" "[ \$(grep -cE '^ +[0-2] ' $T/out) -ge 3 ]"
+ok "plot trajectory draws it" $QS plot trajectory -o "$T/traj.png"
+ok "runs lists it" $QS runs 'rl/*'
+check "runs: 3 steps" "grep -q 'rl/grpo/arith/fp32/fp32/none/s3' $T/out"
+
+ok "the same run again under another name" $QS rl grpo "${G[@]}" --name again --quiet
+TOK="SELECT t.step, seq, pos, token_id, lp_rollout, lp_train, advantage, reward, grp, entropy FROM rl_token t JOIN rl_run r ON r.id=t.run_id WHERE r.name"
+check "reruns are bit-identical" \
+  "[ \"\$(sqlite3 $QSCOPE_DB \"$TOK='$RUN' ORDER BY 1,2,3\" | sha256sum)\" = \"\$(sqlite3 $QSCOPE_DB \"$TOK='again/arith/fp32/fp32/none/s3' ORDER BY 1,2,3\" | sha256sum)\" ]"
+ok "another seed" $QS rl grpo "${G[@]}" --seed 4 --steps 1 --quiet
+check "another seed samples other tokens" \
+  "[ \"\$(sqlite3 $QSCOPE_DB \"$TOK='$RUN' AND t.step=0 ORDER BY 1,2,3\" | sha256sum)\" != \"\$(sqlite3 $QSCOPE_DB \"$TOK='rl/grpo/arith/fp32/fp32/none/s4' ORDER BY 1,2,3\" | sha256sum)\" ]"
+
+# the trainer's log-prob of a logged token = llm logits of the checkpoint on the same sequence (fp32)
+ok "one step of the written policy" $QS rl grpo --model "$T/pol" --prompts 2 --group 2 --max-new 6 --steps 1 --name lp --quiet
+sqlite3 $QSCOPE_DB "SELECT s.group_id FROM rl_seq s JOIN rl_run r ON r.id=s.run_id WHERE r.name='lp/arith/fp32/fp32/none/s0' AND s.seq=0" > "$T/prompt.txt"
+sqlite3 -separator ' ' $QSCOPE_DB "SELECT token_id, lp_train, lp_rollout FROM rl_token t JOIN rl_run r ON r.id=t.run_id WHERE r.name='lp/arith/fp32/fp32/none/s0' AND seq=0 ORDER BY pos" > "$T/lp.txt"
+IDS=$($PY -c "
+import sys
+p = open('$T/prompt.txt').read().rstrip('\n').split(':', 2)[2]
+ids = [10] + [ord(c) for c in p] + [int(l.split()[0]) for l in open('$T/lp.txt')]
+print(','.join(map(str, ids)))")
+ok "llm logits of the policy on prompt + response" $QS llm logits --model "$T/pol" --prompt-ids "$IDS" -o "$T/l.npy"
+if $PY -c "import numpy" 2>/dev/null; then
+  check "lp_train (and the FP32 rollout's lp) = log-softmax of llm logits, to 1e-5" "$PY -c '
+import sys, numpy as np
+ids = [int(x) for x in sys.argv[3].split(\",\")]
+rows = [l.split() for l in open(sys.argv[2])]
+l = np.load(sys.argv[1]).astype(np.float64).reshape(len(ids), -1)
+plen = len(ids) - len(rows)
+worst = 0
+for k, (tok, lt, lr) in enumerate(rows):
+    z = l[plen - 1 + k]
+    lp = z[int(tok)] - (np.log(np.exp(z - z.max()).sum()) + z.max())
+    worst = max(worst, abs(lp - float(lt)), abs(lp - float(lr)))
+print(\"worst\", worst)
+sys.exit(not worst < 1e-5)' $T/l.npy $T/lp.txt $IDS"
+else
+  skip "lp_train = log-softmax of llm logits" "python3-numpy not installed"
+fi
+
+ok "quantized rollouts, bf16 trainer, TIS" $QS rl grpo "${G[@]}" --steps 2 --rollout w=mxfp4,a=mxfp4 --trainer bf16 --correction tis --quiet
+Q=rl/grpo/arith/w=mxfp4,a=mxfp4/bf16/tis/s3
+check "the rollout and the trainer disagree (mean |delta| > 1e-4)" \
+  "[ \"\$(sqlite3 $QSCOPE_DB \"SELECT AVG(ABS(lp_train - lp_rollout)) > 1e-4 FROM rl_token t JOIN rl_run r ON r.id=t.run_id WHERE r.name='$Q'\")\" = 1 ]"
+check "TIS weights recorded: mean weight in (0, 2]" \
+  "[ \"\$(sqlite3 $QSCOPE_DB \"SELECT MIN(weight_mean) > 0 AND MAX(weight_mean) <= 2 AND MIN(mismatch_k3) > 0 FROM rl_step s JOIN rl_run r ON r.id=s.run_id WHERE r.name='$Q'\")\" = 1 ]"
+ok "the default rollout of a bf16 trainer is its forward precision" $QS rl grpo "${G[@]}" --steps 1 --trainer bf16 --json --no-store
+check "rollout label" "grep -q '\"rollout\": \"bf16\"' $T/out"
+
+# Ctrl-C after a completed step: the run keeps its completed steps (tokens and rl_step rows agree)
+$QS rl grpo "${G[@]}" --steps 100000 --name int --quiet > /dev/null 2>"$T/int.err" &
+PID=$!
+for i in $(seq 200); do
+  n=$(sqlite3 $QSCOPE_DB "SELECT COUNT(*) FROM rl_step s JOIN rl_run r ON r.id=s.run_id WHERE r.name='int/arith/fp32/fp32/none/s3'" 2>/dev/null || echo 0)
+  [ "${n:-0}" -ge 2 ] && break
+  sleep 0.1
+done
+kill -INT $PID
+wait $PID; rc=$?
+check "Ctrl-C: exit 130" "[ $rc = 130 ]"
+check "Ctrl-C: completed steps kept, tokens and step rows agree" \
+  "[ \"\$(sqlite3 $QSCOPE_DB \"SELECT COUNT(*) >= 2 AND COUNT(*) = (SELECT COUNT(DISTINCT step) FROM rl_token t JOIN rl_run r ON r.id=t.run_id WHERE r.name='int/arith/fp32/fp32/none/s3') FROM rl_step s JOIN rl_run r ON r.id=s.run_id WHERE r.name='int/arith/fp32/fp32/none/s3'\")\" = 1 ]"
+
+H=$(dbdump)
+refuses "unknown task" 2 "--task: unknown task 'sort'" $QS rl grpo "${G[@]}" --task sort
+refuses "unknown correction" 2 "--correction: unknown method" $QS rl grpo "${G[@]}" --correction bogus
+refuses "unknown rollout format" 2 "bogus" $QS rl grpo "${G[@]}" --rollout w=bogus
+refuses "a rollout key that does not exist" 2 "--rollout: unknown key 'x'" $QS rl grpo "${G[@]}" --rollout x=mxfp4
+refuses "unknown trainer recipe" 2 "--trainer" $QS rl grpo "${G[@]}" --trainer fp5
+refuses "a group of one" 2 "--group" $QS rl grpo "${G[@]}" --group 1
+refuses "a run of that name exists" 1 "exists" $QS rl grpo "${G[@]}"
+refuses "a missing model" 1 "nope" $QS rl grpo "${G[@]}" --model "$T/nope" --name other
+refuses "a context too short for prompt + --max-new" 1 "context" $QS rl grpo "${G[@]}" --max-new 40 --name ctx
+check "refusals stored nothing" "[ \"\$(dbdump)\" = \"$H\" ]"
+refuses "no subcommand" 2 "choose a subcommand" $QS rl
+done_testing
