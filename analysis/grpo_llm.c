@@ -19,7 +19,7 @@ void qs_grpo_llm_cfg_default(qs_grpo_llm_cfg *c)
     c->max_new = 8;
     c->steps = 40;
     c->temp = 1;
-    c->lr = 3e-4;
+    c->lr = 1e-4;
     c->clip = 1;
     c->roll.scaled = 1;
     c->method = QS_CORR_NONE;

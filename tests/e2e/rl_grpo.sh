@@ -93,6 +93,16 @@ check "Ctrl-C: exit 130" "[ $rc = 130 ]"
 check "Ctrl-C: completed steps kept, tokens and step rows agree" \
   "[ \"\$(sqlite3 $QSCOPE_DB \"SELECT COUNT(*) >= 2 AND COUNT(*) = (SELECT COUNT(DISTINCT step) FROM rl_token t JOIN rl_run r ON r.id=t.run_id WHERE r.name='int/arith/fp32/fp32/none/s3') FROM rl_step s JOIN rl_run r ON r.id=s.run_id WHERE r.name='int/arith/fp32/fp32/none/s3'\")\" = 1 ]"
 
+# the default policy: pre-trained once into the cache, then reused
+export QSCOPE_CACHE="$T/cache"
+ok "no --model: the default arith policy is pre-trained" $QS rl grpo --steps 2 --name def
+check "it said so and wrote the checkpoint" "grep -q 'pre-training the default arith policy' $T/err && ls $T/cache/policies/arith-*/config.json >/dev/null"
+ok "a second run reuses it" $QS rl grpo --steps 1 --name def2
+check "no pre-training the second time, one policy in the cache" \
+  "! grep -q 'pre-training' $T/err && [ \$(ls -d $T/cache/policies/*/ | wc -l) = 1 ]"
+check "the default policy's metadata names its pre-training" \
+  "sqlite3 $QSCOPE_DB \"SELECT metadata FROM rl_run WHERE name='def2/arith/fp32/fp32/none/s0'\" | grep -q 'default_policy.*steps=300'"
+
 H=$(dbdump)
 refuses "unknown task" 2 "--task: unknown task 'sort'" $QS rl grpo "${G[@]}" --task sort
 refuses "unknown correction" 2 "--correction: unknown method" $QS rl grpo "${G[@]}" --correction bogus
