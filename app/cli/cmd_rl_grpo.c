@@ -61,7 +61,6 @@ static int parse(int argc, char **argv, gopts *o)
     o->trainer_name = "fp32";
     o->correction = "none";
     int band = 0, ch, rc = 0;
-    double x;
     optind = 1;
     opterr = 0;
     while (!rc && (ch = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
@@ -101,7 +100,6 @@ static int parse(int argc, char **argv, gopts *o)
         }
         }
     }
-    (void)x;
     if (rc) return rc;
     if (optind < argc) return qs_cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
     if (qs_ais_method_parse(o->correction, &o->c.method))
@@ -121,7 +119,6 @@ static int parse(int argc, char **argv, gopts *o)
     }
     o->c.roll = (qs_grpo_numerics){o->roll.w, o->roll.a, o->roll.kv, o->roll.has_w, o->roll.has_a, o->roll.has_kv,
                                    o->roll.resq, 1};
-    if (o->out && !o->model && 0) return QS_EXIT_USAGE;
     return 0;
 }
 
@@ -268,11 +265,7 @@ static int cmd_grpo(qs_cli *cli, int argc, char **argv)
     if (rc) return rc;
     char run[512];
     if (run_name(&o, run, sizeof run)) return qs_cli_usage(CMD, "--name: the run name is too long");
-    if (o.out) {
-        qs_err e = {{0}};
-        if (o.model && !strcmp(o.out, o.model)) return qs_cli_usage(CMD, "--out must not be the --model directory");
-        (void)e;
-    }
+    if (o.out && o.model && !strcmp(o.out, o.model)) return qs_cli_usage(CMD, "--out must not be the --model directory");
     qs_db *db = NULL;
     qs_err e = {{0}};
     if (!o.no_store) {

@@ -34,6 +34,10 @@ ok "plot trajectory draws it" $QS plot trajectory -o "$T/traj.png"
 ok "runs lists it" $QS runs 'rl/*'
 check "runs: 3 steps" "grep -q 'rl/grpo/arith/fp32/fp32/none/s3' $T/out"
 
+ok "runs --rm removes a run" $QS runs --rm "$RUN"
+check "with its rl_step and rl_seq rows" \
+  "[ \"\$(sqlite3 $QSCOPE_DB 'SELECT (SELECT COUNT(*) FROM rl_step) + (SELECT COUNT(*) FROM rl_seq)')\" = 0 ]"
+ok "the same run again" $QS rl grpo "${G[@]}" --quiet
 ok "the same run again under another name" $QS rl grpo "${G[@]}" --name again --quiet
 TOK="SELECT t.step, seq, pos, token_id, lp_rollout, lp_train, advantage, reward, grp, entropy FROM rl_token t JOIN rl_run r ON r.id=t.run_id WHERE r.name"
 check "reruns are bit-identical" \
