@@ -14,12 +14,12 @@ void qs_grpo_llm_cfg_default(qs_grpo_llm_cfg *c)
 {
     memset(c, 0, sizeof *c);
     c->task = QS_RL_TASK_ARITH;
-    c->B = 8;
+    c->B = 32;
     c->G = 8;
     c->max_new = 8;
-    c->steps = 40;
+    c->steps = 600;
     c->temp = 1;
-    c->lr = 1e-4;
+    c->lr = 2e-4;
     c->clip = 1;
     c->roll.scaled = 1;
     c->method = QS_CORR_NONE;

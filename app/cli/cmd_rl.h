@@ -140,8 +140,8 @@ int qs_rl_ais_opt(const char *cmd, int ch, const char *arg, qs_ais_opts *o, int 
     "  --model PATH        a model qscope loads (GGUF or Hugging Face directory); default: the task's\n" \
     "                      default policy (pre-trained once, cached)\n" \
     "  --task T            arith (default) or add\n" \
-    "  --prompts B (8)  --group G (8)  --max-new T (8)  --steps N (40)  --temp X (1)  --seed S (0)\n" \
-    "  --lr X              AdamW learning rate (1e-4; betas 0.9, 0.999, no weight decay)\n" \
+    "  --prompts B (32)  --group G (8)  --max-new T (8)  --steps N (600)  --temp X (1)  --seed S (0)\n" \
+    "  --lr X              AdamW learning rate (2e-4; betas 0.9, 0.999, no weight decay)\n" \
     "  --clip X            gradient-norm clip (1; 0 = off)\n" \
     "  --kl-coef X         weight of the k3 KL to the initial policy in the loss (0)\n" \
     "  --rollout SPEC      rollout numerics w=F,a=F,kv=F,resq=none|dense|2:4 as `llm eval --config`\n" \
