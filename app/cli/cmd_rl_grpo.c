@@ -344,7 +344,45 @@ out_db:
     return rc;
 }
 
+/* `rl text`: a task's solved examples, the text the default policy is pre-trained on (another seed). */
+static int cmd_text(qs_cli *cli, int argc, char **argv)
+{
+    (void)cli;
+    static const struct option lo[] = {{"task", 1, 0, G_TASK}, {"lines", 1, 0, G_STEPS}, {"seed", 1, 0, G_SEED}, {0, 0, 0, 0}};
+    int task = QS_RL_TASK_ARITH, lines = 1000, ch;
+    unsigned long long seed = 0;
+    optind = 1;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
+        switch (ch) {
+        case G_TASK:
+            if ((task = qs_rl_task_find(optarg)) < 0)
+                return qs_cli_usage("rl text", "--task: unknown task '%s' (%s)", optarg, QS_RL_TASK_NAMES);
+            break;
+        case G_STEPS: if (qs_cli_parse_int("rl text", "--lines", optarg, 0, 1 << 24, &lines)) return QS_EXIT_USAGE; break;
+        case G_SEED: if (qs_parse_u64(optarg, &seed)) return qs_cli_usage("rl text", "bad --seed '%s'", optarg); break;
+        case ':': return qs_cli_usage("rl text", "option %s needs a value", argv[optind - 1]);
+        default: return qs_cli_usage("rl text", "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) return qs_cli_usage("rl text", "unexpected argument '%s'", argv[optind]);
+    char buf[64 * 1024];
+    for (int i = 0; i < lines; i += 1000) {   /* blocks of 1000 lines of problems i .. i+999 */
+        int n = lines - i < 1000 ? lines - i : 1000;
+        char one[QS_RL_TASK_PROMPT_MAX], ans[QS_RL_TASK_ANSWER_MAX];
+        size_t o = 0;
+        for (int k = 0; k < n; k++) {
+            qs_rl_task_prompt((qs_rl_task)task, seed, (uint64_t)(i + k), one, ans);
+            o += (size_t)snprintf(buf + o, sizeof buf - o, "%s%s\n", one + 1, ans);
+        }
+        if (fwrite(buf, 1, o, stdout) != o) return qs_cli_error(QS_EXIT_ERR, "stdout: write failed");
+    }
+    return fflush(stdout) ? qs_cli_error(QS_EXIT_ERR, "stdout: write failed") : 0;
+}
+
 const qs_subcommand qs_rl_subcommands[] = {
     {"grpo", "GRPO on a transformer: quantized rollouts, a trainer in any recipe, IS corrections; stored\n"
              "            as an rl_run plus per-step metrics\n", cmd_grpo, 0},
+    {"text", "[--task T] [--lines N (1000)] [--seed S (0)]: the task's solved examples (\"7+5=12\" lines) on\n"
+             "            stdout, e.g. for `qscope train --text` to pre-train a policy of your own\n", cmd_text, 0},
     {NULL, NULL, NULL, 0}};

@@ -7,12 +7,13 @@
 source "$(dirname "$0")/lib.sh"
 
 PY=/usr/bin/python3
-$PY -c "
-import random
-r = random.Random(5)
-for name, n in (('train', 6000), ('val', 300)):
-    open('$T/' + name + '.txt', 'w').write(''.join('%d+%d=%d\n' % (a, b, a + b) for a, b in ((r.randint(1, 9), r.randint(1, 9)) for _ in range(n))))
-"
+ok "rl text: the task's solved examples" $QS rl text --lines 6000 --seed 5
+cp "$T/out" "$T/train.txt"
+check "6000 lines A+B=C, all correct" \
+  "[ \$(wc -l < $T/train.txt) = 6000 ] && awk -F'[+=]' '{ if (\$1 + \$2 != \$3 || \$1 < 1 || \$1 > 9 || \$2 < 1 || \$2 > 9) bad = 1 } END { exit bad }' $T/train.txt"
+$QS rl text --lines 300 --seed 6 > "$T/val.txt"
+ok "rl text --task add: 2-digit operands" $QS rl text --task add --lines 500
+check "add: operands in 10..99, sums right" "awk -F'[+=]' '{ if (\$1 + \$2 != \$3 || \$1 < 10 || \$1 > 99 || \$2 < 10 || \$2 > 99) bad = 1 } END { exit bad || NR != 500 }' $T/out"
 ok "a 1-layer byte-level model of the task's text" $QS train --text "$T/train.txt" --val-text "$T/val.txt" --layers 1 \
   --dim 32 --heads 2 --ctx 32 --batch 8 --steps 60 --eval-every 0 --no-store --out "$T/m0"
 G=(--model "$T/m0" --prompts 4 --group 4 --max-new 6 --steps 3 --seed 3)
@@ -118,5 +119,6 @@ refuses "a run of that name exists" 1 "exists" $QS rl grpo "${G[@]}"
 refuses "a missing model" 1 "nope" $QS rl grpo "${G[@]}" --model "$T/nope" --name other
 refuses "a context too short for prompt + --max-new" 1 "context" $QS rl grpo "${G[@]}" --max-new 40 --name ctx
 check "refusals stored nothing" "[ \"\$(dbdump)\" = \"$H\" ]"
+refuses "rl text: unknown task" 2 "unknown task" $QS rl text --task sort
 refuses "no subcommand" 2 "choose a subcommand" $QS rl
 done_testing
