@@ -1,6 +1,7 @@
 /* The default GRPO policy: pre-trained once on the task's text, cached (grpo_policy.h). */
 #include "grpo_policy.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -69,11 +70,19 @@ static int write_text(const char *path, qs_rl_task t, uint64_t seed, size_t line
     return ok ? 0 : qs_fail(e, "%s: cannot write: %s", path, strerror(errno));
 }
 
-static void rm_tree2(const char *dir)
+/* Remove a directory of plain files we wrote (the texts, a checkpoint that lost a race). */
+static void rm_flat_dir(const char *dir)
 {
-    char p[1100];
-    const char *files[] = {"train.txt", "val.txt"};
-    for (int i = 0; i < 2; i++) { snprintf(p, sizeof p, "%s/%s", dir, files[i]); unlink(p); }
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *de;
+    char p[1400];
+    while ((de = readdir(d)))
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+            snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+            unlink(p);
+        }
+    closedir(d);
     rmdir(dir);
 }
 
@@ -85,7 +94,7 @@ static int pretrain(qs_rl_task t, const char *dir, int quiet, qs_grpo_policy *p,
     snprintf(tr, sizeof tr, "%s/train.txt", tdir);
     snprintf(va, sizeof va, "%s/val.txt", tdir);
     if (mkdirs(tdir, e) || write_text(tr, t, TEXT_SEED, TEXT_LINES, e) || write_text(va, t, TEXT_SEED + 1, VAL_LINES, e)) {
-        rm_tree2(tdir);
+        rm_flat_dir(tdir);
         return -1;
     }
     const char *texts[1] = {tr};
@@ -108,14 +117,17 @@ static int pretrain(qs_rl_task t, const char *dir, int quiet, qs_grpo_policy *p,
     qs_train_result r;
     memset(&r, 0, sizeof r);
     int rc = qs_train_job_run(&j, &r, e);
-    rm_tree2(tdir);
+    rm_flat_dir(tdir);
     if (rc) { qs_train_result_free(&r); return -1; }
     p->secs = qs_now_s() - t0;
     p->steps = j.t.steps;
     p->val_loss = r.steps_done > 0 ? r.rec[r.steps_done - 1].val_loss : NAN;
     qs_train_result_free(&r);
     if (rename(ckpt, dir)) {
-        if (access(dir, F_OK) == 0) return 0;   /* another process put it there first: theirs is the same */
+        if (access(dir, F_OK) == 0) {   /* another process put it there first: theirs is the same */
+            rm_flat_dir(ckpt);
+            return 0;
+        }
         return qs_fail(e, "%s: cannot rename %s to it: %s", dir, ckpt, strerror(errno));
     }
     p->trained = 1;

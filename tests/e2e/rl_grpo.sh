@@ -107,6 +107,11 @@ check "no pre-training the second time, one policy in the cache" \
   "! grep -q 'pre-training' $T/err && [ \$(ls -d $T/cache/policies/*/ | wc -l) = 1 ]"
 check "the default policy's metadata names its pre-training" \
   "sqlite3 $QSCOPE_DB \"SELECT metadata FROM rl_run WHERE name='def2/arith/fp32/fp32/none/s0'\" | grep -q 'default_policy.*steps=300'"
+# two first runs at once: both pre-train, one checkpoint wins the rename, nothing else is left behind
+QSCOPE_CACHE="$T/race" $QS rl grpo --steps 1 --no-store --quiet > /dev/null 2>&1 & P1=$!
+QSCOPE_CACHE="$T/race" $QS rl grpo --steps 1 --no-store --quiet > /dev/null 2>&1 & P2=$!
+wait $P1; r1=$?; wait $P2; r2=$?
+check "two concurrent first runs both succeed and leave one policy" "[ $r1 = 0 ] && [ $r2 = 0 ] && [ \"\$(ls $T/race/policies | wc -l)\" = 1 ]"
 ok "a default run of 100 steps (32 x 8 samples)" $QS rl grpo --steps 100 --no-store --json
 check "it raises the mean reward: last 30 steps >= first 30 + 0.04" \
   "$PY -c 'import json,sys; r=[s[\"reward\"] for s in json.load(open(sys.argv[1]))[\"step_records\"]]; a,b=sum(r[:30])/30,sum(r[-30:])/30; print(a,b); sys.exit(not b>=a+0.04)' $T/out"
