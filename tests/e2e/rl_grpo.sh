@@ -81,6 +81,13 @@ check "the rollout and the trainer disagree (mean |delta| > 1e-4)" \
   "[ \"\$(sqlite3 $QSCOPE_DB \"SELECT AVG(ABS(lp_train - lp_rollout)) > 1e-4 FROM rl_token t JOIN rl_run r ON r.id=t.run_id WHERE r.name='$Q'\")\" = 1 ]"
 check "TIS weights recorded: mean weight in (0, 2]" \
   "[ \"\$(sqlite3 $QSCOPE_DB \"SELECT MIN(weight_mean) > 0 AND MAX(weight_mean) <= 2 AND MIN(mismatch_k3) > 0 FROM rl_step s JOIN rl_run r ON r.id=s.run_id WHERE r.name='$Q'\")\" = 1 ]"
+ok "qscope ais on the quantized run" $QS ais "$Q" --json
+sqlite3 -separator ' ' $QSCOPE_DB "SELECT mismatch_k3, lambda FROM rl_step s JOIN rl_run r ON r.id=s.run_id WHERE r.name='$Q' ORDER BY step" > "$T/steps.txt"
+check "ais's k3 and AIS-R lambda of each step equal the run's own (1e-9)" "$PY -c '
+import json, sys
+a = json.load(open(sys.argv[1]))[\"steps\"]
+s = [list(map(float, l.split())) for l in open(sys.argv[2])]
+sys.exit(not (len(a) == len(s) == 2 and all(abs(x[\"kl_k3\"] - k) <= 1e-9 * (1 + k) and abs(x[\"ais_lambda\"] - l) <= 1e-9 for x, (k, l) in zip(a, s))))' $T/out $T/steps.txt"
 ok "the default rollout of a bf16 trainer is its forward precision" $QS rl grpo "${G[@]}" --steps 1 --trainer bf16 --json --no-store
 check "rollout label" "grep -q '\"rollout\": \"bf16\"' $T/out"
 
