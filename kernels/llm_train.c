@@ -377,17 +377,19 @@ static int layer_back(const qs_llm_model *m, qs_llm_train_state *s, int l, int B
 
 /* ---------------------------------------------------------------- loss */
 
-/* Final norm, logits, mean cross-entropy; with want_grad the logits become dLoss/dlogits. */
-static double head_loss(const qs_llm_model *m, qs_llm_train_state *s, const int32_t *tokens, int B, int T, int want_grad)
+/* Final norm, logits and the loss: the mean cross-entropy, or with weights -sum_r wt[r] log p_r; lp (when not
+** NULL) gets every position's log p(target).  With want_grad the logits become dLoss/dlogits. */
+static double head_loss(const qs_llm_model *m, qs_llm_train_state *s, const int32_t *tokens, int B, int T,
+                        const double *wt, double *lp, int want_grad)
 {
     const int d = m->c.dim, V = m->c.vocab, R = B * T;
     qs_lt_rmsnorm(s->hn, s->rmsf, s->x_fin, m->out_norm, R, d, m->c.eps);
     s->in_head = 1;
     linear(s, s->logits, s->hn, m->output, R, d, V);
     s->in_head = 0;
-    double t0 = qs_now_s(), total = qs_lt_xent(s->logits, tokens, B, T, V, want_grad);
+    double t0 = qs_now_s(), total = qs_lt_xent(s->logits, tokens, B, T, V, want_grad, wt, lp);
     tick(s, QS_LT_HEAD, t0);
-    return total / R;
+    return wt ? total : total / R;
 }
 
 /* A quantization failure met in a GEMM (the pass ran on, unquantized, after it) fails the call. */
@@ -400,6 +402,12 @@ static int quant_status(qs_llm_train_state *s, qs_err *e)
 
 int qs_llm_loss_grad(const qs_llm_model *m, qs_llm_train_state *s, const int32_t *tokens, int batch, int T,
                      double *loss, qs_llm_grads *g, qs_err *e)
+{
+    return qs_llm_loss_grad_w(m, s, tokens, batch, T, NULL, NULL, loss, g, e);
+}
+
+int qs_llm_loss_grad_w(const qs_llm_model *m, qs_llm_train_state *s, const int32_t *tokens, int batch, int T,
+                       const double *wt, double *lp, double *loss, qs_llm_grads *g, qs_err *e)
 {
     const qs_llm_cfg *c = &m->c;
     if (memcmp(c, &s->c, sizeof *c))
@@ -428,7 +436,7 @@ int qs_llm_loss_grad(const qs_llm_model *m, qs_llm_train_state *s, const int32_t
             check_at(s, layer_of(s, l).x_out, (size_t)R * d, "layer %d fwd: the residual stream after the layer", l);
     }
     s->layer = c->n_layer;
-    *loss = head_loss(m, s, tokens, batch, T, g != NULL);
+    *loss = head_loss(m, s, tokens, batch, T, wt, lp, g != NULL);
     if (s->check && !isfinite(*loss) && !s->site[0]) snprintf(s->site, sizeof s->site, "the loss (of finite logits)");
     if (!g) {
         s->total += qs_now_s() - t0;

@@ -50,6 +50,13 @@ size_t qs_llm_train_state_floats(const qs_llm_cfg *c, int batch, int T);
 int qs_llm_loss_grad(const qs_llm_model *m, qs_llm_train_state *s, const int32_t *tokens, int batch, int T,
                      double *loss, qs_llm_grads *g, qs_err *e);
 
+/* The same with per-position weights (GRPO's policy gradient, analysis/grpo_llm.h): the loss is
+** -sum_r wt[r] log p(target_r) over the batch*T positions r = b*T + t (wt NULL: wt[r] = 1/(batch*T), i.e.
+** qs_llm_loss_grad, bit for bit); a position of weight 0 adds nothing to the gradient (a mask).  lp, when
+** not NULL, gets every position's log p(target_r) (double, of the FP32 logits as qs_llm_logprob). */
+int qs_llm_loss_grad_w(const qs_llm_model *m, qs_llm_train_state *s, const int32_t *tokens, int batch, int T,
+                       const double *wt, double *lp, double *loss, qs_llm_grads *g, qs_err *e);
+
 /* Run every linear layer's three GEMMs under the low-precision recipe r (llm_recipe.h; copied, so r
 ** need not outlive the call); NULL restores the FP32 path, bit for bit.  Attention products, norms,
 ** activations and (unless r->head) the output projection stay FP32 (docs/train.md, "Recipes").

@@ -192,7 +192,14 @@ void qs_lt_add(float *y, const float *a, const float *b, size_t n)
 
 #define XCHUNKS 64   /* fixed partial sums, added in order */
 
-typedef struct { float *lg; const int32_t *tok; int T, V, R, grad; double part[XCHUNKS]; } xent_ctx;
+typedef struct {
+    float *lg;
+    const int32_t *tok;
+    int T, V, R, grad;
+    const double *wt;   /* per-row weights, or NULL: the mean */
+    double *lp;         /* per-row log p(target), or NULL */
+    double part[XCHUNKS];
+} xent_ctx;
 
 static void xent_chunk(void *c, size_t ch, size_t ch1)
 {
@@ -207,18 +214,24 @@ static void xent_chunk(void *c, size_t ch, size_t ch1)
             for (int v = 0; v < k->V; v++) mx = lg[v] > mx ? lg[v] : mx;
             float lt = lg[tgt];
             double z = qs_exp_row(lg, (size_t)k->V, mx, k->grad ? lg : NULL);   /* lg = e^(lg - mx) with grad */
-            sum += ((double)lt - mx) - log(z);
+            double l = ((double)lt - mx) - log(z);
+            if (k->lp) k->lp[r] = l;
+            sum += k->wt ? k->wt[r] * l : l;
             if (!k->grad) continue;
+            if (k->wt && k->wt[r] == 0) { memset(lg, 0, (size_t)k->V * sizeof *lg); continue; }   /* masked */
             double iz = 1.0 / z;
-            for (int v = 0; v < k->V; v++) lg[v] = (float)(((double)lg[v] * iz - (v == tgt)) / k->R);
+            if (k->wt)
+                for (int v = 0; v < k->V; v++) lg[v] = (float)(((double)lg[v] * iz - (v == tgt)) * k->wt[r]);
+            else
+                for (int v = 0; v < k->V; v++) lg[v] = (float)(((double)lg[v] * iz - (v == tgt)) / k->R);
         }
         k->part[ch] = sum;
     }
 }
 
-double qs_lt_xent(float *logits, const int32_t *tokens, int B, int T, int V, int grad)
+double qs_lt_xent(float *logits, const int32_t *tokens, int B, int T, int V, int grad, const double *wt, double *lp)
 {
-    xent_ctx k = {logits, tokens, T, V, B * T, grad, {0}};
+    xent_ctx k = {logits, tokens, T, V, B * T, grad, wt, lp, {0}};
     par(XCHUNKS, 1, xent_chunk, &k);
     double total = 0;
     for (int c = 0; c < XCHUNKS; c++) total -= k.part[c];

@@ -24,8 +24,9 @@ void qs_lt_swiglu(float *h, const float *g, const float *u, size_t n);
 void qs_lt_swiglu_back(float *dg, float *du, const float *dh, const float *g, const float *u, size_t n);
 /* y = a + b over n values (y may be a or b). */
 void qs_lt_add(float *y, const float *a, const float *b, size_t n);
-/* Sum over the B*T rows of logits of -log p(target); with grad, the rows become d(mean loss)/d(logits).
-** Targets are tokens[b*(T+1) + t + 1]. */
-double qs_lt_xent(float *logits, const int32_t *tokens, int B, int T, int V, int grad);
+/* Sum over the B*T rows of logits of -log p(target) (times wt[r] when wt is not NULL); lp (when not NULL)
+** gets each row's log p(target).  With grad, the rows become d(mean loss)/d(logits), or with wt
+** d(-sum wt log p)/d(logits) (a row of weight 0 becomes 0).  Targets are tokens[b*(T+1) + t + 1]. */
+double qs_lt_xent(float *logits, const int32_t *tokens, int B, int T, int V, int grad, const double *wt, double *lp);
 
 #endif

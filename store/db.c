@@ -175,6 +175,23 @@ static const char *const kMigrations[] = {
     "  nonfinite REAL NOT NULL,            -- NaN/Inf outputs\n"
     "  PRIMARY KEY (run_id, step, layer, operand)\n"
     ") WITHOUT ROWID;\n",
+    /* 5 -> 6: per-step metrics of `qscope rl grpo` (issue 27; store/rl_step.h), committed with the step's
+    ** rl_token rows, so a stopped run keeps every completed step. */
+    "CREATE TABLE rl_step(\n"
+    "  run_id      INTEGER NOT NULL REFERENCES rl_run(id) ON DELETE CASCADE,\n"
+    "  step        INTEGER NOT NULL,       -- 0 .. steps-1 (= rl_token.step)\n"
+    "  reward      REAL,                   -- mean reward of the step's samples (before its update)\n"
+    "  reward_std  REAL,\n"
+    "  resp_len    REAL,                   -- mean response tokens\n"
+    "  entropy     REAL,                   -- mean rollout entropy per response token (nats)\n"
+    "  kl_init     REAL,                   -- mean k3 KL of the trainer to the initial policy per token\n"
+    "  mismatch_k3 REAL,                   -- mean k3 of rollout vs trainer (qscope ais kl_k3)\n"
+    "  weight_mean REAL, weight_zero REAL, -- the correction's per-token weights: mean, share zero\n"
+    "  lambda      REAL,                   -- AIS-R lambda as used\n"
+    "  loss        REAL, grad_norm REAL,   -- the policy-gradient loss and its gradient norm (before clipping)\n"
+    "  sample_s    REAL, train_s REAL,     -- wall time of sampling and of scoring + update\n"
+    "  PRIMARY KEY (run_id, step)\n"
+    ") WITHOUT ROWID;\n",
 };
 
 #define NMIG ((int)(sizeof kMigrations / sizeof kMigrations[0]))

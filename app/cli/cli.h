@@ -124,6 +124,10 @@ struct qs_llm_file;
 /* One format of `llm eval`/`llm sensitivity` (app/cli/cmd_llm_eval.c): blocks along the input channels only. */
 struct qs_apply;
 int qs_llm_parse_fmt(const char *cmd, const char *spec, struct qs_apply *out);
+/* A configuration w=F,a=F,kv=F,resq=MODE as `llm eval --config` takes it (also `rl grpo --rollout`); usage
+** errors name cmd and opt.  Returns 0 or the exit code (analysis/llm_eval_service.h's qs_eval_cfg). */
+struct qs_eval_cfg;
+int qs_llm_parse_config(const char *cmd, const char *opt, const char *spec, struct qs_eval_cfg *c);
 /* The model's name for a terminal line: its own name (else the architecture), escaped as qs_esc. */
 const char *qs_llm_title(const struct qs_llm_file *f);
 /* `llm bench`'s eval case (app/cli/cmd_llm_eval.c): tokens/s of `llm eval` for the reference and cfg (a

@@ -52,8 +52,8 @@ int qs_llm_parse_fmt(const char *cmd, const char *spec, qs_apply *out)
     return 0;
 }
 
-/* SPEC = w=F,a=F,kv=F,resq=MODE (any subset, each at most once); F as in `analyze -f`. */
-static int parse_config(const char *spec, qs_eval_cfg *c)
+/* SPEC = w=F,a=F,kv=F,resq=MODE (any subset, each at most once); F as in `analyze -f` (cli.h). */
+int qs_llm_parse_config(const char *cmd, const char *opt, const char *spec, qs_eval_cfg *c)
 {
     memset(c, 0, sizeof *c);
     char *dup = strdup(spec), *save = NULL;
@@ -62,7 +62,7 @@ static int parse_config(const char *spec, qs_eval_cfg *c)
     int rc = 0;
     for (char *it = strtok_r(dup, ",", &save); it && !rc; it = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(it, '=');
-        if (!eq || eq == it || !eq[1]) { rc = qs_cli_usage(CMD, "--config: '%s' is not KEY=VALUE (keys w, a, kv, resq)", it); break; }
+        if (!eq || eq == it || !eq[1]) { rc = qs_cli_usage(cmd, "%s: '%s' is not KEY=VALUE (keys w, a, kv, resq)", opt, it); break; }
         *eq = 0;
         const char *key = it, *val = eq + 1;
         char lab[96] = "";
@@ -72,17 +72,17 @@ static int parse_config(const char *spec, qs_eval_cfg *c)
         else if (!strcmp(key, "a")) { has = &c->has_a; ap = &c->a; }
         else if (!strcmp(key, "kv")) { has = &c->has_kv; ap = &c->kv; }
         else if (!strcmp(key, "resq")) {
-            if (c->resq) { rc = qs_cli_usage(CMD, "--config '%s': resq given twice", spec); break; }
+            if (c->resq) { rc = qs_cli_usage(cmd, "%s '%s': resq given twice", opt, spec); break; }
             if (!strcmp(val, "dense")) c->resq = QS_RESQ_DENSE;
             else if (!strcmp(val, "2:4")) c->resq = QS_RESQ_24;
-            else if (strcmp(val, "none")) { rc = qs_cli_usage(CMD, "--config: resq is dense, 2:4 or none, not '%s'", val); break; }
+            else if (strcmp(val, "none")) { rc = qs_cli_usage(cmd, "%s: resq is dense, 2:4 or none, not '%s'", opt, val); break; }
             snprintf(lab, sizeof lab, "%s", val);
-        } else { rc = qs_cli_usage(CMD, "--config: unknown key '%s' (w, a, kv, resq)", key); break; }
+        } else { rc = qs_cli_usage(cmd, "%s: unknown key '%s' (w, a, kv, resq)", opt, key); break; }
         if (has) {
-            if (*has) { rc = qs_cli_usage(CMD, "--config '%s': %s given twice", spec, key); break; }
-            if (strchr(val, ',')) { rc = qs_cli_usage(CMD, "--config: one format per key"); break; }
+            if (*has) { rc = qs_cli_usage(cmd, "%s '%s': %s given twice", opt, spec, key); break; }
+            if (strchr(val, ',')) { rc = qs_cli_usage(cmd, "%s: one format per key", opt); break; }
             if (!strcmp(val, "fp32")) continue;
-            if (qs_llm_parse_fmt(CMD, val, ap)) { rc = QS_EXIT_USAGE; break; }
+            if (qs_llm_parse_fmt(cmd, val, ap)) { rc = QS_EXIT_USAGE; break; }
             *has = 1;
             qs_quant_label(ap, val, lab, sizeof lab);
         }
@@ -90,7 +90,7 @@ static int parse_config(const char *spec, qs_eval_cfg *c)
     }
     free(dup);
     if (rc) return rc;
-    if (c->resq && !c->has_a) return qs_cli_usage(CMD, "--config '%s': resq corrects activation rounding: give a=F", spec);
+    if (c->resq && !c->has_a) return qs_cli_usage(cmd, "%s '%s': resq corrects activation rounding: give a=F", opt, spec);
     if (!c->label[0]) snprintf(c->label, sizeof c->label, "fp32");
     return 0;
 }
@@ -123,7 +123,7 @@ static int parse_opts(int argc, char **argv, eval_opts *o)
         case 'k': if ((rc = qs_cli_parse_int(CMD, "--chunks", optarg, 1, 1 << 20, &o->chunks))) return rc; break;
         case 'C':
             if (o->ncfg == MAX_CFG) return qs_cli_usage(CMD, "at most %d --config", MAX_CFG);
-            if ((rc = parse_config(optarg, &o->cfg[o->ncfg]))) return rc;
+            if ((rc = qs_llm_parse_config(CMD, "--config", optarg, &o->cfg[o->ncfg]))) return rc;
             o->ncfg++;
             break;
         case 's': if ((rc = qs_llm_parse_score(CMD, optarg, &o->score_all))) return rc; break;

@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "../../analysis/ais.h"
+#include "../../kernels/llm_recipe.h"
 
 #define QS_IMPORT_LOG_HELP \
     "Reads per-token RL logs in the mmlog v1 schema (docs/rl.md): CSV with one row per token and a\n" \
@@ -115,6 +116,45 @@ int qs_rl_ais_opt(const char *cmd, int ch, const char *arg, qs_ais_opts *o, int 
     "  --no-store          compute and print only      -j, --jobs N  threads (2)\n" \
     "  --json              the summary as JSON\n" \
     QS_AIS_OPTS_HELP
+
+#define QS_RL_HELP \
+    "Reinforcement learning on a real transformer (issue 27; docs/rl.md, \"GRPO on a transformer\").\n" \
+    "`rl grpo` runs GRPO: per step --prompts B problems of a task with a verifiable reward (arith: A+B with\n" \
+    "A, B in 1..9; add: 2-digit operands with carries; reward 1 for the exact answer before the first\n" \
+    "newline, else 0) x --group G samples of up to --max-new tokens from the ROLLOUT policy (the weights\n" \
+    "under --rollout numerics), group-normalised advantages, the TRAINER's log-probs of the same tokens\n" \
+    "recomputed teacher-forced by the training forward under --trainer, per-token correction weights w\n" \
+    "(--correction, as `qscope ais` computes them; stop-gradient) and one AdamW step on\n" \
+    "-(1/N) sum A w log pi over the N response tokens (+ --kl-coef times the k3 KL to the initial\n" \
+    "policy, which is reported always).  With no --model the default policy is used: a 2-layer byte-level\n" \
+    "model pre-trained once on the task's solved examples (a few seconds to a minute) and kept in\n" \
+    "$QSCOPE_CACHE, else $XDG_CACHE_HOME/qscope, else ~/.cache/qscope (policies/TASK-HASH).\n" \
+    "Each run is stored as the rl_run PREFIX/TASK/ROLLOUT/TRAINER/CORRECTION/sSEED (its response tokens\n" \
+    "with lp_rollout, lp_train, advantage, reward, group, entropy: `qscope ais RUN` and the RL view work\n" \
+    "on it) plus one rl_step row per step (reward, response length, entropy, KL to the initial policy,\n" \
+    "mismatch k3, weights, lambda, loss, gradient norm, times), each step committed as it completes:\n" \
+    "Ctrl-C stops after the step in progress and keeps the completed ones (exit 130).  Same settings\n" \
+    "and seed: the same bits.  AIS-R is the project's reconstruction (docs/rl.md)."
+
+#define QS_RL_OPTS \
+    "  --model PATH        a model qscope loads (GGUF or Hugging Face directory); default: the task's\n" \
+    "                      default policy (pre-trained once, cached)\n" \
+    "  --task T            arith (default) or add\n" \
+    "  --prompts B (32)  --group G (8)  --max-new T (8)  --steps N (600)  --temp X (1)  --seed S (0)\n" \
+    "  --lr X              AdamW learning rate (2e-4; betas 0.9, 0.999, no weight decay)\n" \
+    "  --clip X            gradient-norm clip (1; 0 = off)\n" \
+    "  --kl-coef X         weight of the k3 KL to the initial policy in the loss (0)\n" \
+    "  --rollout SPEC      rollout numerics w=F,a=F,kv=F,resq=none|dense|2:4 as `llm eval --config`\n" \
+    "                      (default: the trainer's forward formats, fwd.w and fwd.x; fp32 for fp32)\n" \
+    "  --trainer RECIPE    the trainer's recipe, forward and backward (default fp32; docs/train.md):\n" \
+    "                      " QS_LLM_RECIPE_PRESETS "\n" \
+    "  --correction M      none (default), tis, icepop, seq_mis, geo_rs, ais_r (also seq_tis)\n" \
+    "  --name PREFIX       run-name prefix (rl/grpo)   --replace  overwrite a run of the same name\n" \
+    "  --out DIR           write the trained policy as a Hugging Face checkpoint\n" \
+    "  --no-store          store nothing   --json  the run and its step records as JSON   --quiet\n" \
+    "\n" QS_AIS_OPTS_HELP
+
+extern const qs_subcommand qs_rl_subcommands[];
 
 int qs_cmd_import_log(qs_cli *, int, char **);
 int qs_cmd_runs(qs_cli *, int, char **);

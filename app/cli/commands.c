@@ -291,6 +291,9 @@ const qs_command qs_commands[] = {
     {"sim", "[--formats LIST] [--methods LIST] [--seeds N] [options]",
      "CPU GRPO simulation with quantized rollouts, comparing IS corrections over seeds",
      QS_SIM_HELP, NULL, qs_sim_subcommands, NULL, 0},
+    {"rl", "[--model PATH] [--task T] [--rollout SPEC] [--trainer RECIPE] [--correction M] [options]",
+     "GRPO on a real transformer with quantized rollouts and a trainer in any recipe",
+     QS_RL_HELP, NULL, qs_rl_subcommands, QS_RL_OPTS, 0},
     {"msd", "[--M M --K K --N N] [--dist D] [--outliers C] [--mx-rule R] [--model P,..] [--tensor T] [--json]",
      "Multi-Scale Dequant: effective bits, GEMM errors, the M/64516 bound, latency model",
      "Decomposes BF16 activations into k INT8 components (per-token absmax, round half away,\n"

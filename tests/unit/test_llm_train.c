@@ -393,6 +393,82 @@ static void test_accumulate_and_refusals(void **st)
     qs_llm_free(&m);
 }
 
+/* The per-position weighted loss (GRPO's policy gradient): -sum_r w_r log p_r with some weights 0 (masked)
+** and some negative (negative advantages); its log-probs equal the inference pass's, its loss the weighted
+** sum of them, its gradient central differences of the weighted float64 reference; NULL weights are
+** qs_llm_loss_grad's loss bit for bit. */
+static double ref_wloss(const ref *r, const int32_t *tok, const double *w)
+{
+    double lp[B * T], s = 0;
+    ref_loss(r, tok, B, T, lp);
+    for (int i = 0; i < B * T; i++) s -= w[i] * lp[i];
+    return s;
+}
+
+static void test_weighted_loss(void **st)
+{
+    (void)st;
+    rng_state = 0x789abcdULL;
+    qs_llm_model m;
+    build(&m, &(tcase){8, 0, 1, 1});
+    int32_t tok[B * (T + 1)];
+    make_tokens(tok, m.c.vocab);
+    double w[B * T];
+    for (int i = 0; i < B * T; i++) w[i] = i % 5 == 0 ? 0 : urand() * 0.3;
+    qs_err e = {{0}};
+    qs_llm_train_state *s = qs_llm_train_state_new(&m.c, B, T, &e);
+    assert_non_null(s);
+    qs_llm_grads g;
+    assert_int_equal(qs_llm_grads_new(&g, &m, &e), 0);
+    double lp[B * T], lp_inf[B * T], loss = 0, l0 = 0, l1 = 0;
+    infer_loss(&m, tok, lp_inf);
+    assert_int_equal(qs_llm_loss_grad_w(&m, s, tok, B, T, w, lp, &loss, &g, &e), 0);
+    double want = 0;
+    for (int i = 0; i < B * T; i++) {
+        assert_true(fabs(lp[i] - lp_inf[i]) <= 1e-5 * (1 + fabs(lp_inf[i])));
+        want -= w[i] * lp[i];
+    }
+    assert_true(fabs(loss - want) <= 1e-12 * (1 + fabs(want)));
+    assert_int_equal(qs_llm_loss_grad(&m, s, tok, B, T, &l0, NULL, &e), 0);
+    assert_int_equal(qs_llm_loss_grad_w(&m, s, tok, B, T, NULL, NULL, &l1, NULL, &e), 0);
+    assert_true(l0 == l1);
+
+    ref r;
+    ref_init(&r, &m);
+    tens t[64];
+    int nt = tensors(&m, &g, t);
+    double worst = 0;
+    for (int k = 0; k < nt; k++) {
+        double gmax = 0;
+        for (size_t i = 0; i < t[k].n; i++) gmax = fmax(gmax, fabs(t[k].g[i]));
+        assert_true(gmax > 0);
+        for (int c = 0; c < 6; c++) {
+            size_t i = (size_t)((urand() + 1.0) * 0.5 * (double)t[k].n) % t[k].n;
+            double *pw = t[k].bias ? RB(&r, t[k].p) : RW(&r, t[k].p), v = pw[i], h = 1e-3;
+            pw[i] = v + h;
+            double lpl = ref_wloss(&r, tok, w);
+            pw[i] = v - h;
+            double lmi = ref_wloss(&r, tok, w);
+            pw[i] = v;
+            double num = (lpl - lmi) / (2 * h), ana = t[k].g[i];
+            double rel = fabs(ana - num) / fmax(fabs(num), 1e-3 * gmax + 1e-12);
+            worst = fmax(worst, rel);
+            if (rel > 1e-2) fail_msg("weighted %s[%zu]: analytic %.8g, finite difference %.8g", t[k].name, i, ana, num);
+        }
+    }
+    print_message("# weighted loss %.6f, worst relative gradient error %.2e\n", loss, worst);
+    /* all weights 0: no gradient at all */
+    for (int i = 0; i < B * T; i++) w[i] = 0;
+    qs_llm_grads_zero(&g);
+    assert_int_equal(qs_llm_loss_grad_w(&m, s, tok, B, T, w, lp, &loss, &g, &e), 0);
+    assert_true(loss == 0);
+    for (size_t i = 0; i < g.arena_len; i++) assert_true(g.arena[i] == 0);
+    free(r.w); free(r.b);
+    qs_llm_grads_free(&g);
+    qs_llm_train_state_free(s);
+    qs_llm_free(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -403,6 +479,7 @@ int main(void)
         cmocka_unit_test(test_grad_fixture_tied),
         cmocka_unit_test(test_grad_fixture_untied),
         cmocka_unit_test(test_accumulate_and_refusals),
+        cmocka_unit_test(test_weighted_loss),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

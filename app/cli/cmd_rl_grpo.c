@@ -1,0 +1,388 @@
+/*
+** `qscope rl grpo`: GRPO on a real transformer (analysis/grpo_llm.h) with quantized rollouts and a trainer
+** in any recipe; the default policy is pre-trained once on the task's text (analysis/grpo_policy.h).
+** Each run is an rl_run (its response tokens, so `qscope ais` works on it) plus rl_step rows, one
+** transaction per completed step.
+*/
+#include <getopt.h>
+#include <jansson.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "cmd_rl.h"
+#include "../../analysis/grpo_llm.h"
+#include "../../analysis/grpo_policy.h"
+#include "../../analysis/llm_eval_service.h"
+#include "../../kernels/qs_version.h"
+#include "../../store/json_out.h"
+#include "../../store/llm_load.h"
+#include "../../store/llm_save_hf.h"
+#include "../../store/q_rl.h"
+#include "../../store/rl_log.h"
+#include "../../store/rl_step.h"
+
+#define CMD "rl grpo"
+
+typedef struct gopts {
+    const char *model, *name, *out, *rollout_spec, *trainer_name, *correction;
+    qs_grpo_llm_cfg c;
+    qs_eval_cfg roll;
+    qs_llm_recipe recipe;
+    int replace, no_store, json, quiet;
+} gopts;
+
+enum { G_MODEL = 0x3001, G_TASK, G_PROMPTS, G_GROUP, G_MAXNEW, G_TEMP, G_STEPS, G_SEED, G_NAME, G_LR, G_KL, G_ROLL,
+       G_TRAINER, G_CORR, G_OUT, G_REPLACE, G_NOSTORE, G_JSON, G_CLIP, G_QUIET };
+
+static int parse_pos(const char *opt, const char *s, double lo, double hi, double *out)
+{
+    if (qs_parse_f64(s, out) || !(*out >= lo) || !(*out <= hi)) return qs_cli_usage(CMD, "%s wants a number in %g..%g, not '%s'", opt, lo, hi, s);
+    return 0;
+}
+
+static int parse(int argc, char **argv, gopts *o)
+{
+    static const struct option lo[] = {
+        {"model", 1, 0, G_MODEL}, {"task", 1, 0, G_TASK}, {"prompts", 1, 0, G_PROMPTS}, {"group", 1, 0, G_GROUP},
+        {"max-new", 1, 0, G_MAXNEW}, {"temp", 1, 0, G_TEMP}, {"steps", 1, 0, G_STEPS}, {"seed", 1, 0, G_SEED},
+        {"name", 1, 0, G_NAME}, {"lr", 1, 0, G_LR}, {"kl-coef", 1, 0, G_KL}, {"rollout", 1, 0, G_ROLL},
+        {"trainer", 1, 0, G_TRAINER}, {"correction", 1, 0, G_CORR}, {"out", 1, 0, G_OUT}, {"replace", 0, 0, G_REPLACE},
+        {"no-store", 0, 0, G_NOSTORE}, {"json", 0, 0, G_JSON}, {"clip", 1, 0, G_CLIP}, {"quiet", 0, 0, G_QUIET},
+        AIS_LONGOPTS, {0, 0, 0, 0}};
+    memset(o, 0, sizeof *o);
+    qs_grpo_llm_cfg_default(&o->c);
+    o->name = "rl/grpo";
+    o->trainer_name = "fp32";
+    o->correction = "none";
+    int band = 0, ch, rc = 0;
+    optind = 1;
+    opterr = 0;
+    while (!rc && (ch = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
+        switch (ch) {
+        case G_MODEL: o->model = optarg; break;
+        case G_TASK: {
+            int t = qs_rl_task_find(optarg);
+            if (t < 0) return qs_cli_usage(CMD, "--task: unknown task '%s' (%s)", optarg, QS_RL_TASK_NAMES);
+            o->c.task = (qs_rl_task)t;
+            break;
+        }
+        case G_PROMPTS: rc = qs_cli_parse_int(CMD, "--prompts", optarg, 1, 256, &o->c.B); break;
+        case G_GROUP: rc = qs_cli_parse_int(CMD, "--group", optarg, 2, 256, &o->c.G); break;
+        case G_MAXNEW: rc = qs_cli_parse_int(CMD, "--max-new", optarg, 1, 256, &o->c.max_new); break;
+        case G_STEPS: rc = qs_cli_parse_int(CMD, "--steps", optarg, 0, 1 << 20, &o->c.steps); break;
+        case G_TEMP: rc = parse_pos("--temp", optarg, 1e-3, 100, &o->c.temp); break;
+        case G_LR: rc = parse_pos("--lr", optarg, 0, 10, &o->c.lr); break;
+        case G_KL: rc = parse_pos("--kl-coef", optarg, 0, 1e6, &o->c.kl_coef); break;
+        case G_CLIP: rc = parse_pos("--clip", optarg, 0, 1e30, &o->c.clip); break;
+        case G_SEED:
+            if (qs_parse_u64(optarg, (unsigned long long *)&o->c.seed)) return qs_cli_usage(CMD, "bad --seed '%s'", optarg);
+            break;
+        case G_NAME: o->name = optarg; break;
+        case G_ROLL: o->rollout_spec = optarg; break;
+        case G_TRAINER: o->trainer_name = optarg; break;
+        case G_CORR: o->correction = optarg; break;
+        case G_OUT: o->out = optarg; break;
+        case G_REPLACE: o->replace = 1; break;
+        case G_NOSTORE: o->no_store = 1; break;
+        case G_JSON: o->json = 1; break;
+        case G_QUIET: o->quiet = 1; break;
+        case ':': return qs_cli_usage(CMD, "option %s needs a value", argv[optind - 1]);
+        case '?': return qs_cli_usage(CMD, "unknown option '%s'", argv[optind - 1]);
+        default: {
+            int k = qs_rl_ais_opt(CMD, ch, optarg, &o->c.ais, &band);
+            if (k < 0) return QS_EXIT_USAGE;
+        }
+        }
+    }
+    if (rc) return rc;
+    if (optind < argc) return qs_cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
+    if (qs_ais_method_parse(o->correction, &o->c.method))
+        return qs_cli_usage(CMD, "--correction: unknown method '%s' (none, tis, icepop, seq_mis, geo_rs, ais_r)", o->correction);
+    qs_err e = {{0}};
+    if (qs_llm_recipe_preset(o->trainer_name, &o->recipe, &e))
+        return qs_cli_usage(CMD, "--trainer: %s (presets: %s)", e.msg, QS_LLM_RECIPE_PRESETS);
+    if (strcmp(o->trainer_name, "fp32")) o->c.trainer = &o->recipe;
+    if (o->rollout_spec) {
+        if ((rc = qs_llm_parse_config(CMD, "--rollout", o->rollout_spec, &o->roll))) return rc;
+    } else {   /* the trainer's own forward precision: its fwd.w and fwd.x formats */
+        memset(&o->roll, 0, sizeof o->roll);
+        const qs_llm_slot *w = &o->recipe.op[QS_OP_FWD_W], *a = &o->recipe.op[QS_OP_FWD_X];
+        if (w->on) { o->roll.w = w->a; o->roll.has_w = 1; }
+        if (a->on) { o->roll.a = a->a; o->roll.has_a = 1; }
+        snprintf(o->roll.label, sizeof o->roll.label, "%s", o->c.trainer ? o->trainer_name : "fp32");
+    }
+    o->c.roll = (qs_grpo_numerics){o->roll.w, o->roll.a, o->roll.kv, o->roll.has_w, o->roll.has_a, o->roll.has_kv,
+                                   o->roll.resq, 1};
+    return 0;
+}
+
+/* ---------------------------------------------------------------- storage */
+
+static volatile sig_atomic_t g_stop;
+static void on_signal(int sig) { g_stop = sig; }
+
+typedef struct run_ctx {
+    const gopts *o;
+    qs_db *db;
+    int64_t run_id;
+    json_t *steps;        /* --json: the step records */
+    double r_first, r_last;
+} run_ctx;
+
+static json_t *step_json(const qs_grpo_llm_step *r)
+{
+    json_t *j = json_pack("{s:i}", "step", r->step);
+    qs_json_add_nums(j, "reward", r->reward, "reward_std", r->reward_std, "resp_len", r->resp_len, "entropy", r->entropy,
+                     "kl_init", r->kl_init, "mismatch_k3", r->mismatch_k3, "weight_mean", r->weight_mean,
+                     "weight_zero", r->weight_zero, "lambda", r->lambda, "loss", r->loss, "grad_norm", r->grad_norm,
+                     "sample_s", r->sample_s, "train_s", r->train_s, (const char *)NULL);
+    return j;
+}
+
+/* Each sequence's ids in rl_seq: "STEP:SEQ", and the group's "STEP:PROMPT:TEXT" with the prompt's text
+** (without its leading newline), so the exact sequence can be rebuilt from the database. */
+static int put_seqs(run_ctx *C, int step, const char (*prompts)[QS_RL_TASK_PROMPT_MAX], qs_err *e)
+{
+    const qs_grpo_llm_cfg *c = &C->o->c;
+    for (int i = 0; i < c->B * c->G; i++) {
+        char sid[48], gid[96];
+        const char *pt = prompts[i / c->G];
+        snprintf(sid, sizeof sid, "%d:%d", step, i);
+        snprintf(gid, sizeof gid, "%d:%d:%s", step, i / c->G, pt[0] == '\n' ? pt + 1 : pt);
+        if (qs_rl_seq_put(C->db, C->run_id, step, i, sid, gid, e)) return -1;
+    }
+    return 0;
+}
+
+static int on_step(void *p, const qs_grpo_llm_step *r, const qs_rl_row *rows, size_t n,
+                   const char (*prompts)[QS_RL_TASK_PROMPT_MAX], qs_err *e)
+{
+    run_ctx *C = p;
+    if (r->step == 0) C->r_first = r->reward;
+    C->r_last = r->reward;
+    if (C->db) {
+        const double v[QS_RL_STEP_NCOL] = {r->reward, r->reward_std, r->resp_len, r->entropy, r->kl_init, r->mismatch_k3,
+                                           r->weight_mean, r->weight_zero, r->lambda, r->loss, r->grad_norm, r->sample_s,
+                                           r->train_s};
+        if (qs_db_begin(C->db, e)) return -1;
+        qs_rl_writer *w = qs_rl_writer_open(C->db, C->run_id, e);
+        int rc = w ? qs_rl_writer_rows(w, rows, n, e) : -1;
+        if (w) qs_rl_writer_close(w);
+        if (!rc) rc = put_seqs(C, r->step, prompts, e);
+        if (!rc) rc = qs_rl_step_put(C->db, C->run_id, r->step, v, e);
+        if (!rc) rc = qs_db_commit(C->db, e);
+        if (rc) { qs_db_rollback(C->db); return -1; }
+    }
+    if (C->o->json) json_array_append_new(C->steps, step_json(r));
+    else if (!C->o->quiet) {
+        if (r->step == 0) printf("%5s  %7s  %6s  %7s  %9s  %9s  %7s  %8s  %6s\n", "step", "reward", "len", "entropy",
+                                 "kl_init", "k3", "w_mean", "loss", "s");
+        printf("%5d  %7.4f  %6.2f  %7.4f  %9.3g  %9.3g  %7.4f  %8.4f  %6.2f\n", r->step, r->reward, r->resp_len,
+               r->entropy, r->kl_init, r->mismatch_k3, r->weight_mean, r->loss, r->sample_s + r->train_s);
+        fflush(stdout);
+    }
+    return 0;
+}
+
+static char *metadata(const gopts *o, const qs_llm_file *f, const char *model, const char *policy_set)
+{
+    json_t *m = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:I}", "schema", "mmlog-v1", "producer",
+                          "qscope rl grpo", "tool_version", QS_VERSION, "task", qs_rl_task_name(o->c.task), "rollout_format",
+                          o->roll.label, "trainer", o->trainer_name, "correction", qs_ais_method_name(o->c.method),
+                          "prompts", o->c.B, "group", o->c.G, "max_new", o->c.max_new, "steps", o->c.steps, "seed",
+                          (json_int_t)o->c.seed);
+    if (!m) return NULL;
+    qs_json_add_nums(m, "temp", o->c.temp, "lr", o->c.lr, "clip", o->c.clip, "kl_coef", o->c.kl_coef, (const char *)NULL);
+    qs_json_set_text(m, "model", model);
+    qs_json_set_text(m, "model_hash", f->hash);
+    if (policy_set) qs_json_set_text(m, "default_policy", policy_set);
+    char *aj = qs_ais_opts_json(&o->c.ais);
+    json_object_set_new(m, "ais_options", aj ? json_loads(aj, 0, NULL) : json_null());
+    free(aj);
+    json_object_set_new(m, "columns", json_string("lp_rollout = the sampled token's log-prob under the rollout numerics, "
+                                                   "lp_train = under the trainer's recipe (teacher-forced, before the "
+                                                   "step's update), entropy = rollout entropy, reward/advantage per sequence"));
+    char *s = json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
+    json_decref(m);
+    return s;
+}
+
+/* Write the trained policy as a checkpoint `llm logits --model DIR` loads (the tokenizer of the model's
+** directory, or a byte-level one). */
+static int save_policy(const char *dir, const char *model, const qs_llm_file *f, qs_err *e)
+{
+    char tj[1200];
+    snprintf(tj, sizeof tj, "%s/tokenizer.json", model);
+    struct stat sb;
+    int hf = stat(model, &sb) == 0 && S_ISDIR(sb.st_mode) && access(tj, F_OK) == 0;
+    qs_llm_save_tok tok = {hf ? model : NULL, !hf && f->m.c.vocab == 256, f->v.bos, f->v.eos};
+    return qs_llm_save_hf(dir, &f->m, &tok, e);
+}
+
+/* ---------------------------------------------------------------- the command */
+
+static int run_name(const gopts *o, char *buf, size_t cap)
+{
+    return snprintf(buf, cap, "%s/%s/%s/%s/%s/s%llu", o->name, qs_rl_task_name(o->c.task), o->roll.label, o->trainer_name,
+                    qs_ais_method_name(o->c.method), (unsigned long long)o->c.seed) >= (int)cap;
+}
+
+static void print_end(const gopts *o, const run_ctx *C, const char *run, const char *model, const qs_grpo_policy *pol,
+                      int done, int stored)
+{
+    if (o->json) {
+        json_t *j = json_pack("{s:i,s:i,s:b}", "steps_done", done, "steps", o->c.steps, "stored", stored);
+        qs_json_set_text(j, "run", run);
+        qs_json_set_text(j, "model", model);
+        qs_json_set_text(j, "task", qs_rl_task_name(o->c.task));
+        qs_json_set_text(j, "rollout", o->roll.label);
+        qs_json_set_text(j, "trainer", o->trainer_name);
+        qs_json_set_text(j, "correction", qs_ais_method_name(o->c.method));
+        if (pol) qs_json_add_nums(j, "pretrain_s", pol->trained ? pol->secs : NAN, (const char *)NULL);
+        qs_json_add_nums(j, "reward_first", done ? C->r_first : NAN, "reward_last", done ? C->r_last : NAN, (const char *)NULL);
+        json_object_set_new(j, "step_records", json_incref(C->steps));
+        char *s = json_dumps(j, JSON_INDENT(1) | JSON_REAL_PRECISION(17));
+        if (s) puts(s);
+        free(s);
+        json_decref(j);
+        return;
+    }
+    if (!o->quiet && done)
+        printf("rl grpo: %d step%s, reward %.4f (step 0) -> %.4f (step %d)%s%s\n", done, done == 1 ? "" : "s", C->r_first,
+               C->r_last, done - 1, stored ? "; stored as run " : "", stored ? qs_esc(run) : "");
+}
+
+static int cmd_grpo(qs_cli *cli, int argc, char **argv)
+{
+    gopts o;
+    int rc = parse(argc, argv, &o);
+    if (rc) return rc;
+    char run[512];
+    if (run_name(&o, run, sizeof run)) return qs_cli_usage(CMD, "--name: the run name is too long");
+    if (o.out && o.model && !strcmp(o.out, o.model)) return qs_cli_usage(CMD, "--out must not be the --model directory");
+    qs_db *db = NULL;
+    qs_err e = {{0}};
+    if (!o.no_store) {
+        if (!(db = qs_cli_open_db(cli))) return QS_EXIT_ERR;
+        int exists = 0;
+        if (qs_run_exists(db, run, &exists, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out_db; }
+        if (exists && !o.replace) {
+            rc = qs_cli_error(QS_EXIT_ERR, "run '%s' exists (--replace to overwrite, --name for another prefix)", qs_esc(run));
+            goto out_db;
+        }
+    }
+    /* the policy: --model, or the default one (pre-trained once) */
+    qs_grpo_policy pol;
+    memset(&pol, 0, sizeof pol);
+    char polset[512] = "";
+    const char *model = o.model;
+    if (!model) {
+        if (qs_grpo_policy_get(o.c.task, o.quiet || o.json, &pol, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out_db; }
+        if (pol.trained && !o.quiet)
+            fprintf(stderr, "qscope: default policy pre-trained in %.1f s (%d steps, validation loss %.4f)\n", pol.secs,
+                    pol.steps, pol.val_loss);
+        model = pol.dir;
+        qs_grpo_policy_settings(o.c.task, polset, sizeof polset);
+    }
+    qs_llm_file f;
+    if (qs_llm_load(model, &f, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out_db; }
+    o.c.vocab = &f.v;
+    if (qs_grpo_llm_check(&f.m, &o.c, &e)) {
+        qs_err_prefix(&e, model);
+        rc = qs_cli_err(QS_EXIT_ERR, &e);
+        qs_llm_file_free(&f);
+        goto out_db;
+    }
+    run_ctx C = {&o, db, 0, o.json ? json_array() : NULL, NAN, NAN};
+    if (db) {
+        char *meta = metadata(&o, &f, model, o.model ? NULL : polset);
+        rc = meta ? qs_db_begin(db, &e) : qs_fail(&e, "out of memory");
+        if (!rc) rc = qs_rl_run_create(db, run, "qscope rl grpo", model, meta, o.replace, &C.run_id, &e);
+        if (!rc) rc = qs_db_commit(db, &e);
+        else qs_db_rollback(db);
+        free(meta);
+        if (rc) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out_f; }
+    }
+    if (!o.quiet && !o.json)
+        printf("rl grpo: %s, task %s, %d prompts x %d samples, %d new tokens, rollout %s, trainer %s, correction %s\n",
+               qs_esc(model), qs_rl_task_name(o.c.task), o.c.B, o.c.G, o.c.max_new, o.roll.label, o.trainer_name,
+               qs_ais_method_name(o.c.method));
+    g_stop = 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    int done = 0;
+    rc = qs_grpo_llm_run(&f.m, &o.c, on_step, &C, &g_stop, &done, &e);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    if (rc) {
+        rc = qs_cli_err(QS_EXIT_ERR, &e);
+        if (done) fprintf(stderr, "qscope: %d completed step%s kept in run %s\n", done, done == 1 ? "" : "s", qs_esc(run));
+        goto out_f;
+    }
+    if (o.out && save_policy(o.out, model, &f, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out_f; }
+    print_end(&o, &C, run, model, o.model ? NULL : &pol, done, db != NULL);
+    if (g_stop) {
+        fprintf(stderr, "qscope: stopped after %d step%s (kept)\n", done, done == 1 ? "" : "s");
+        rc = 128 + (int)g_stop;
+    }
+out_f:
+    json_decref(C.steps);
+    qs_llm_file_free(&f);
+out_db:
+    qs_db_close(db);
+    return rc;
+}
+
+/* `rl text`: a task's solved examples, the text the default policy is pre-trained on (another seed). */
+static int cmd_text(qs_cli *cli, int argc, char **argv)
+{
+    (void)cli;
+    static const struct option lo[] = {{"task", 1, 0, G_TASK}, {"lines", 1, 0, G_STEPS}, {"seed", 1, 0, G_SEED}, {0, 0, 0, 0}};
+    int task = QS_RL_TASK_ARITH, lines = 1000, ch;
+    unsigned long long seed = 0;
+    optind = 1;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
+        switch (ch) {
+        case G_TASK:
+            if ((task = qs_rl_task_find(optarg)) < 0)
+                return qs_cli_usage("rl text", "--task: unknown task '%s' (%s)", optarg, QS_RL_TASK_NAMES);
+            break;
+        case G_STEPS: if (qs_cli_parse_int("rl text", "--lines", optarg, 0, 1 << 24, &lines)) return QS_EXIT_USAGE; break;
+        case G_SEED: if (qs_parse_u64(optarg, &seed)) return qs_cli_usage("rl text", "bad --seed '%s'", optarg); break;
+        case ':': return qs_cli_usage("rl text", "option %s needs a value", argv[optind - 1]);
+        default: return qs_cli_usage("rl text", "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) return qs_cli_usage("rl text", "unexpected argument '%s'", argv[optind]);
+    char buf[64 * 1024];
+    for (int i = 0; i < lines; i += 1000) {   /* blocks of 1000 lines of problems i .. i+999 */
+        int n = lines - i < 1000 ? lines - i : 1000;
+        char one[QS_RL_TASK_PROMPT_MAX], ans[QS_RL_TASK_ANSWER_MAX];
+        size_t o = 0;
+        for (int k = 0; k < n; k++) {
+            qs_rl_task_prompt((qs_rl_task)task, seed, (uint64_t)(i + k), one, ans);
+            o += (size_t)snprintf(buf + o, sizeof buf - o, "%s%s\n", one + 1, ans);
+        }
+        if (fwrite(buf, 1, o, stdout) != o) return qs_cli_error(QS_EXIT_ERR, "stdout: write failed");
+    }
+    return fflush(stdout) ? qs_cli_error(QS_EXIT_ERR, "stdout: write failed") : 0;
+}
+
+const qs_subcommand qs_rl_subcommands[] = {
+    {"grpo", "GRPO on a transformer: quantized rollouts, a trainer in any recipe, IS corrections; stored\n"
+             "            as an rl_run plus per-step metrics\n", cmd_grpo, 0},
+    {"text", "[--task T] [--lines N (1000)] [--seed S (0)]: the task's solved examples (\"7+5=12\" lines) on\n"
+             "            stdout, e.g. for `qscope train --text` to pre-train a policy of your own\n", cmd_text, 0},
+    {NULL, NULL, NULL, 0}};

@@ -1,0 +1,40 @@
+/* Per-step metrics of trained RL runs (rl_step.h). */
+#include "rl_step.h"
+
+#include <math.h>
+#include <sqlite3.h>
+
+#define X(c) ", " #c
+#define Q(c) ",?"
+int qs_rl_step_put(qs_db *db, int64_t run_id, int64_t step, const double v[QS_RL_STEP_NCOL], qs_err *e)
+{
+    sqlite3_stmt *st = qs_db_prepare(db, "INSERT OR REPLACE INTO rl_step(run_id, step" QS_RL_STEP_COLS(X)
+                                         ") VALUES(?,?" QS_RL_STEP_COLS(Q) ")", e);
+    if (!st) return -1;
+    sqlite3_bind_int64(st, 1, run_id);
+    sqlite3_bind_int64(st, 2, step);
+    for (int i = 0; i < QS_RL_STEP_NCOL; i++) {
+        if (isfinite(v[i])) sqlite3_bind_double(st, 3 + i, v[i]);
+        else sqlite3_bind_null(st, 3 + i);
+    }
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : qs_db_fail(db, e, "rl_step insert");
+}
+
+int qs_rl_seq_put(qs_db *db, int64_t run_id, int64_t step, int64_t seq, const char *seq_id, const char *group_id,
+                  qs_err *e)
+{
+    sqlite3_stmt *st = qs_db_prepare(db, "INSERT OR REPLACE INTO rl_seq(run_id, step, seq, seq_id, group_id) "
+                                         "VALUES(?,?,?,?,?)", e);
+    if (!st) return -1;
+    sqlite3_bind_int64(st, 1, run_id);
+    sqlite3_bind_int64(st, 2, step);
+    sqlite3_bind_int64(st, 3, seq);
+    sqlite3_bind_text(st, 4, seq_id, -1, SQLITE_STATIC);
+    if (group_id) sqlite3_bind_text(st, 5, group_id, -1, SQLITE_STATIC);
+    else sqlite3_bind_null(st, 5);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : qs_db_fail(db, e, "rl_seq insert");
+}

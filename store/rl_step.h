@@ -1,0 +1,28 @@
+/*
+** Per-step metrics of an RL run trained by qscope (`rl grpo`, table rl_step of schema 6): one row per
+** completed step, next to the step's rl_token rows.
+*/
+#ifndef QS_RL_STEP_H
+#define QS_RL_STEP_H
+
+#include <stdint.h>
+
+#include "../kernels/qs_err.h"
+#include "db.h"
+
+/* The value columns of rl_step, in order. */
+#define QS_RL_STEP_COLS(X) X(reward) X(reward_std) X(resp_len) X(entropy) X(kl_init) X(mismatch_k3) \
+    X(weight_mean) X(weight_zero) X(lambda) X(loss) X(grad_norm) X(sample_s) X(train_s)
+#define X(c) QS_RL_STEP_##c,
+enum { QS_RL_STEP_COLS(X) QS_RL_STEP_NCOL };
+#undef X
+
+/* Insert (or replace) the row of (run, step); NaN values are stored as NULL.  The caller owns the
+** transaction. */
+int qs_rl_step_put(qs_db *db, int64_t run_id, int64_t step, const double v[QS_RL_STEP_NCOL], qs_err *e);
+
+/* The ids of one sequence of a step (rl_seq), e.g. seq_id "3:17" and the group's "3:2:7+5=". */
+int qs_rl_seq_put(qs_db *db, int64_t run_id, int64_t step, int64_t seq, const char *seq_id, const char *group_id,
+                  qs_err *e);
+
+#endif
