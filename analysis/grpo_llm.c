@@ -145,7 +145,7 @@ static void work_free(work *W)
     free(W->rows); free(W->r); free(W->aseq);
 }
 
-static int work_new(work *W, const qs_llm_model *m, const qs_grpo_llm_cfg *c, qs_err *e)
+static int work_new(work *W, const qs_llm_model *m, const qs_llm_model *init, const qs_grpo_llm_cfg *c, qs_err *e)
 {
     memset(W, 0, sizeof *W);
     const int n = c->B * c->G, N = c->max_new, L = QS_RL_TASK_PROMPT_MAX + N, Tcap = L - 1;
@@ -175,7 +175,7 @@ static int work_new(work *W, const qs_llm_model *m, const qs_grpo_llm_cfg *c, qs
         !W->lp0 || !W->coef || !W->seq || !W->grp || !W->lpr || !W->lpt || !W->adv || !W->rew || !W->ent || !W->w ||
         !W->rows || !W->r || !W->aseq)
         return qs_fail(e, "out of memory");
-    if (qs_llm_clone(&W->init, m, e)) return -1;
+    if (qs_llm_clone(&W->init, init ? init : m, e)) return -1;
     W->has_init = 1;
     if (c->roll.has_w) {
         if (qs_llm_clone(&W->roll, m, e)) return -1;
@@ -353,17 +353,48 @@ int qs_grpo_llm_check(const qs_llm_model *m, const qs_grpo_llm_cfg *c, qs_err *e
 int qs_grpo_llm_run(qs_llm_model *m, const qs_grpo_llm_cfg *c, qs_grpo_llm_cb cb, void *ctx,
                     const volatile sig_atomic_t *stop, int *steps_done, qs_err *e)
 {
+    return qs_grpo_llm_run_from(m, NULL, c, NULL, cb, NULL, ctx, stop, steps_done, e);
+}
+
+/* Put the run where `from` left it: moments, AdamW's step count, the call counters. */
+static int restore(work *W, const qs_grpo_llm_state *from, qs_err *e)
+{
+    const qs_adamw *o = from->opt;
+    if (o) {
+        if (o->arena_len != W->opt.arena_len || o->bias_len != W->opt.bias_len)
+            return qs_fail(e, "the optimizer state does not have the model's shape");
+        memcpy(W->opt.m, o->m, (o->arena_len + o->bias_len) * sizeof(float));
+        memcpy(W->opt.v, o->v, (o->arena_len + o->bias_len) * sizeof(float));
+        W->opt.t = o->t;
+    }
+    qs_llm_train_state_set_calls(W->ts, from->calls);
+    qs_llm_train_state_set_calls(W->ts0, from->calls0);
+    return 0;
+}
+
+int qs_grpo_llm_run_from(qs_llm_model *m, const qs_llm_model *init, const qs_grpo_llm_cfg *c,
+                         const qs_grpo_llm_state *from, qs_grpo_llm_cb cb, qs_grpo_llm_ckpt_cb ckpt, void *ctx,
+                         const volatile sig_atomic_t *stop, int *steps_done, qs_err *e)
+{
     *steps_done = 0;
     if (qs_grpo_llm_check(m, c, e)) return -1;
     work W;
-    int rc = work_new(&W, m, c, e);
-    double lam = 0;
-    for (int st = 0; !rc && st < c->steps && !(stop && *stop); st++) {
+    int rc = work_new(&W, m, init, c, e);
+    if (!rc && from) rc = restore(&W, from, e);
+    double lam = from ? from->lambda : 0;
+    qs_grpo_llm_state s = {0, lam, 0, 0, &W.opt, 0};
+    for (int st = from ? from->step : 0; !rc && st < c->steps && !(stop && *stop); st++) {
         qs_grpo_llm_step rec;
         size_t nrows = 0;
         rc = grpo_step(&W, m, c, st, &lam, &rec, &nrows, e);
         if (!rc && cb) rc = cb(ctx, &rec, W.rows, nrows, (const char(*)[QS_RL_TASK_PROMPT_MAX])W.S.prompt, e);
         if (!rc) (*steps_done)++;
+        s = (qs_grpo_llm_state){st + 1, lam, qs_llm_train_state_calls(W.ts), qs_llm_train_state_calls(W.ts0), &W.opt, 0};
+        if (!rc && ckpt) rc = ckpt(ctx, m, &s, e);
+    }
+    if (!rc && ckpt && *steps_done) {   /* after the loop: a stop that came after the last call is seen */
+        s.final = 1;
+        rc = ckpt(ctx, m, &s, e);
     }
     work_free(&W);
     return rc;

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "ais.h"
+#include "../kernels/llm_adamw.h"
 #include "rl_task.h"
 #include "../kernels/llm.h"
 #include "../kernels/llm_recipe.h"
@@ -72,5 +73,26 @@ int qs_grpo_llm_check(const qs_llm_model *m, const qs_grpo_llm_cfg *c, qs_err *e
 ** non-finite log-prob or loss, out of memory. */
 int qs_grpo_llm_run(qs_llm_model *m, const qs_grpo_llm_cfg *c, qs_grpo_llm_cb cb, void *ctx,
                     const volatile sig_atomic_t *stop, int *steps_done, qs_err *e);
+
+/* Where a run stands between two steps: with the model's weights, everything a resumed run needs to
+** continue bit for bit (the sampling streams are a pure function of the seed and the step). */
+typedef struct qs_grpo_llm_state {
+    int step;                          /* steps completed: the next step's index */
+    double lambda;                     /* the AIS lambda after it */
+    uint64_t calls, calls0;            /* the trainer's and the initial policy's GEMM call counters */
+    const qs_adamw *opt;               /* AdamW's moments and step count (qs_grpo_llm_run_from: NULL is zero) */
+    int final;                         /* 1: the run ends here (its last step, or stopped) */
+} qs_grpo_llm_state;
+
+/* After every completed step (its callback done), final 0, and once more with final 1 when the run
+** ends after a completed step (a stop may come after the first call): the state to checkpoint.
+** Non-zero stops the run. */
+typedef int (*qs_grpo_llm_ckpt_cb)(void *ctx, const qs_llm_model *m, const qs_grpo_llm_state *s, qs_err *e);
+
+/* qs_grpo_llm_run from state `from` (NULL: step 0) with the initial policy `init` (NULL: m as given;
+** the KL reference), steps from->step .. c->steps-1, ckpt called after each. */
+int qs_grpo_llm_run_from(qs_llm_model *m, const qs_llm_model *init, const qs_grpo_llm_cfg *c,
+                         const qs_grpo_llm_state *from, qs_grpo_llm_cb cb, qs_grpo_llm_ckpt_cb ckpt, void *ctx,
+                         const volatile sig_atomic_t *stop, int *steps_done, qs_err *e);
 
 #endif

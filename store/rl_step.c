@@ -38,3 +38,37 @@ int qs_rl_seq_put(qs_db *db, int64_t run_id, int64_t step, int64_t seq, const ch
     sqlite3_finalize(st);
     return rc == SQLITE_DONE ? 0 : qs_db_fail(db, e, "rl_seq insert");
 }
+
+static int drop_from(qs_db *db, const char *sql, int64_t id, int64_t from, qs_err *e)
+{
+    sqlite3_stmt *st = qs_db_prepare(db, sql, e);
+    if (!st) return -1;
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_int64(st, 2, from);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : qs_db_fail(db, e, "rl run reopen");
+}
+
+int qs_rl_run_reopen(qs_db *db, const char *name, int64_t from, int64_t *id, qs_err *e)
+{
+    if (qs_db_begin(db, e)) return -1;
+    sqlite3_stmt *st = qs_db_prepare(db, "SELECT id FROM rl_run WHERE name=?", e);
+    if (!st) { qs_db_rollback(db); return -1; }
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) *id = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW) {
+        if (rc != SQLITE_DONE) qs_db_fail(db, e, "rl run lookup");
+        qs_db_rollback(db);
+        return rc == SQLITE_DONE ? 0 : -1;
+    }
+    if (drop_from(db, "DELETE FROM rl_token WHERE run_id=?1 AND step>=?2", *id, from, e) ||
+        drop_from(db, "DELETE FROM rl_seq WHERE run_id=?1 AND step>=?2", *id, from, e) ||
+        drop_from(db, "DELETE FROM rl_step WHERE run_id=?1 AND step>=?2", *id, from, e) || qs_db_commit(db, e)) {
+        qs_db_rollback(db);
+        return -1;
+    }
+    return 1;
+}

@@ -25,4 +25,9 @@ int qs_rl_step_put(qs_db *db, int64_t run_id, int64_t step, const double v[QS_RL
 int qs_rl_seq_put(qs_db *db, int64_t run_id, int64_t step, int64_t seq, const char *seq_id, const char *group_id,
                   qs_err *e);
 
+/* Re-open run `name` for `rl grpo --resume`: in one transaction, its rl_token, rl_seq and rl_step rows of
+** steps >= from deleted (the resumed run recomputes them).  Returns 1 and *id, 0 when there is no such
+** run (nothing changes), -1 on error. */
+int qs_rl_run_reopen(qs_db *db, const char *name, int64_t from, int64_t *id, qs_err *e);
+
 #endif

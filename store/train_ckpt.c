@@ -24,7 +24,7 @@
 
 /* The files a checkpoint directory may hold (anything else: not ours, never replaced). */
 static const char *const CKPT_FILES[] = {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
-                                         QS_TRAIN_OPT_FILE, QS_TRAIN_STATE_FILE};
+                                         QS_TRAIN_OPT_FILE, QS_TRAIN_STATE_FILE, QS_GRPO_STATE_FILE};
 
 static int is_ckpt_file(const char *name)
 {
@@ -264,8 +264,16 @@ static void remove_stale(const char *dir)
     closedir(d);
 }
 
+static int write_train_state(const char *path, const void *s, qs_err *e) { return qs_train_state_write(path, s, e); }
+
 int qs_train_ckpt_write(const char *dir, const qs_llm_model *m, const qs_llm_save_tok *tok, const qs_adamw *opt,
                         const qs_train_state *s, qs_err *e)
+{
+    return qs_ckpt_write(dir, m, tok, opt, QS_TRAIN_STATE_FILE, write_train_state, s, e);
+}
+
+int qs_ckpt_write(const char *dir, const qs_llm_model *m, const qs_llm_save_tok *tok, const qs_adamw *opt,
+                  const char *state_file, qs_ckpt_state_fn write_state, const void *s, qs_err *e)
 {
     char tmp[4200], p[4300], par[4200];
     if (strlen(dir) > 3800) return qs_fail(e, "%s: path too long", dir);
@@ -281,8 +289,8 @@ int qs_train_ckpt_write(const char *dir, const qs_llm_model *m, const qs_llm_sav
     test_kill("files");
     snprintf(p, sizeof p, "%s/%s", tmp, QS_TRAIN_OPT_FILE);
     if (write_opt(p, m, opt, e)) goto fail;
-    snprintf(p, sizeof p, "%s/%s", tmp, QS_TRAIN_STATE_FILE);
-    if (qs_train_state_write(p, s, e)) goto fail;
+    snprintf(p, sizeof p, "%s/%s", tmp, state_file);
+    if (write_state(p, s, e)) goto fail;
     for (size_t i = 0; i < sizeof CKPT_FILES / sizeof *CKPT_FILES; i++) {
         snprintf(p, sizeof p, "%s/%s", tmp, CKPT_FILES[i]);
         if (access(p, F_OK) == 0 && sync_path(p, e)) goto fail;

@@ -21,6 +21,7 @@
 
 #define QS_TRAIN_STATE_FILE "trainer_state.json"
 #define QS_TRAIN_OPT_FILE "optimizer.safetensors"
+#define QS_GRPO_STATE_FILE "grpo_state.json"   /* `rl grpo`'s state in place of trainer_state.json */
 #define QS_TRAIN_MAX_OPS 64
 #define QS_TRAIN_MAX_TEXTS 256
 
@@ -58,6 +59,11 @@ int qs_train_state_write(const char *path, const qs_train_state *s, qs_err *e);
 ** into dir.  dir must be missing or a directory holding only checkpoint files (qs_train_out_check). */
 int qs_train_ckpt_write(const char *dir, const qs_llm_model *m, const qs_llm_save_tok *tok, const qs_adamw *opt,
                         const qs_train_state *s, qs_err *e);
+
+/* The same with another state file: DIR/state_file written by write(path, state). */
+typedef int (*qs_ckpt_state_fn)(const char *path, const void *state, qs_err *e);
+int qs_ckpt_write(const char *dir, const qs_llm_model *m, const qs_llm_save_tok *tok, const qs_adamw *opt,
+                  const char *state_file, qs_ckpt_state_fn write, const void *state, qs_err *e);
 
 /* Fill opt's moments (opt made by qs_adamw_new for m) from DIR/optimizer.safetensors: every tensor of m
 ** with ".m" and ".v", F32, of its shape, and nothing else.  opt->t is left alone.  Errors name the file. */

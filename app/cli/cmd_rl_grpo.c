@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -25,25 +26,57 @@
 #include "../../store/llm_save_hf.h"
 #include "../../store/q_rl.h"
 #include "../../store/rl_log.h"
+#include "../../store/grpo_state.h"
 #include "../../store/rl_step.h"
+#include "../../store/train_ckpt.h"
 
 #define CMD "rl grpo"
 
 typedef struct gopts {
-    const char *model, *name, *out, *rollout_spec, *trainer_name, *correction;
+    const char *model, *name, *out, *rollout_spec, *trainer_name, *correction, *resume;
     qs_grpo_llm_cfg c;
     qs_eval_cfg roll;
     qs_llm_recipe recipe;
-    int replace, no_store, json, quiet;
+    int replace, no_store, json, quiet, ckpt_every;   /* ckpt_every 0: not given */
+    char *args[QS_GRPO_STATE_MAX_ARGS];   /* the settings given, "--key=value" (--resume checks them) */
+    int nargs;
 } gopts;
 
 enum { G_MODEL = 0x3001, G_TASK, G_PROMPTS, G_GROUP, G_MAXNEW, G_TEMP, G_STEPS, G_SEED, G_NAME, G_LR, G_KL, G_ROLL,
-       G_TRAINER, G_CORR, G_OUT, G_REPLACE, G_NOSTORE, G_JSON, G_CLIP, G_QUIET };
+       G_TRAINER, G_CORR, G_OUT, G_REPLACE, G_NOSTORE, G_JSON, G_CLIP, G_QUIET, G_RESUME, G_CKPT };
 
 static int parse_pos(const char *opt, const char *s, double lo, double hi, double *out)
 {
     if (qs_parse_f64(s, out) || !(*out >= lo) || !(*out <= hi)) return qs_cli_usage(CMD, "%s wants a number in %g..%g, not '%s'", opt, lo, hi, s);
     return 0;
+}
+
+static void gopts_free(gopts *o)
+{
+    for (int i = 0; i < o->nargs; i++) free(o->args[i]);
+    o->nargs = 0;
+}
+
+/* Record a setting as "--key=value" (what a checkpoint stores and --resume parses again). */
+static int record(gopts *o, const struct option *lo, int ch, const char *val)
+{
+    const struct option *p = lo;
+    while (p->name && p->val != ch) p++;
+    if (!p->name) return 0;
+    if (o->nargs == QS_GRPO_STATE_MAX_ARGS) return qs_cli_usage(CMD, "too many options");
+    size_t n = strlen(p->name) + (val ? strlen(val) : 0) + 4;
+    char *a = malloc(n);
+    if (!a) return qs_cli_error(QS_EXIT_ERR, "out of memory");
+    snprintf(a, n, "--%s%s%s", p->name, val ? "=" : "", val ? val : "");
+    o->args[o->nargs++] = a;
+    return 0;
+}
+
+/* The options that are no setting of the run (a resumed run may give them anew). */
+static int not_setting(int ch)
+{
+    return ch == G_MODEL || ch == G_OUT || ch == G_REPLACE || ch == G_NOSTORE || ch == G_JSON || ch == G_QUIET ||
+           ch == G_RESUME || ch == G_CKPT || ch == ':' || ch == '?';
 }
 
 static int parse(int argc, char **argv, gopts *o)
@@ -54,7 +87,7 @@ static int parse(int argc, char **argv, gopts *o)
         {"name", 1, 0, G_NAME}, {"lr", 1, 0, G_LR}, {"kl-coef", 1, 0, G_KL}, {"rollout", 1, 0, G_ROLL},
         {"trainer", 1, 0, G_TRAINER}, {"correction", 1, 0, G_CORR}, {"out", 1, 0, G_OUT}, {"replace", 0, 0, G_REPLACE},
         {"no-store", 0, 0, G_NOSTORE}, {"json", 0, 0, G_JSON}, {"clip", 1, 0, G_CLIP}, {"quiet", 0, 0, G_QUIET},
-        AIS_LONGOPTS, {0, 0, 0, 0}};
+        {"resume", 1, 0, G_RESUME}, {"checkpoint-every", 1, 0, G_CKPT}, AIS_LONGOPTS, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     qs_grpo_llm_cfg_default(&o->c);
     o->name = "rl/grpo";
@@ -64,6 +97,7 @@ static int parse(int argc, char **argv, gopts *o)
     optind = 1;
     opterr = 0;
     while (!rc && (ch = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
+        if (!not_setting(ch) && (rc = record(o, lo, ch, optarg))) return rc;
         switch (ch) {
         case G_MODEL: o->model = optarg; break;
         case G_TASK: {
@@ -88,6 +122,8 @@ static int parse(int argc, char **argv, gopts *o)
         case G_TRAINER: o->trainer_name = optarg; break;
         case G_CORR: o->correction = optarg; break;
         case G_OUT: o->out = optarg; break;
+        case G_RESUME: o->resume = optarg; break;
+        case G_CKPT: rc = qs_cli_parse_int(CMD, "--checkpoint-every", optarg, 1, 1 << 20, &o->ckpt_every); break;
         case G_REPLACE: o->replace = 1; break;
         case G_NOSTORE: o->no_store = 1; break;
         case G_JSON: o->json = 1; break;
@@ -133,6 +169,10 @@ typedef struct run_ctx {
     int64_t run_id;
     json_t *steps;        /* --json: the step records */
     double r_first, r_last;
+    int seen;             /* steps run by this process */
+    int written;          /* the step of the last checkpoint written (-1: none) */
+    qs_llm_save_tok tok;  /* --out: the checkpoints' tokenizer */
+    qs_grpo_ckpt_state st;   /* --out: the checkpoint's state but for where the run stands */
 } run_ctx;
 
 static json_t *step_json(const qs_grpo_llm_step *r)
@@ -164,7 +204,7 @@ static int on_step(void *p, const qs_grpo_llm_step *r, const qs_rl_row *rows, si
                    const char (*prompts)[QS_RL_TASK_PROMPT_MAX], qs_err *e)
 {
     run_ctx *C = p;
-    if (r->step == 0) C->r_first = r->reward;
+    if (!C->seen++) C->r_first = r->reward;
     C->r_last = r->reward;
     if (C->db) {
         const double v[QS_RL_STEP_NCOL] = {r->reward, r->reward_std, r->resp_len, r->entropy, r->kl_init, r->mismatch_k3,
@@ -181,7 +221,7 @@ static int on_step(void *p, const qs_grpo_llm_step *r, const qs_rl_row *rows, si
     }
     if (C->o->json) json_array_append_new(C->steps, step_json(r));
     else if (!C->o->quiet) {
-        if (r->step == 0) printf("%5s  %7s  %6s  %7s  %9s  %9s  %7s  %8s  %6s\n", "step", "reward", "len", "entropy",
+        if (C->seen == 1) printf("%5s  %7s  %6s  %7s  %9s  %9s  %7s  %8s  %6s\n", "step", "reward", "len", "entropy",
                                  "kl_init", "k3", "w_mean", "loss", "s");
         printf("%5d  %7.4f  %6.2f  %7.4f  %9.3g  %9.3g  %7.4f  %8.4f  %6.2f\n", r->step, r->reward, r->resp_len,
                r->entropy, r->kl_init, r->mismatch_k3, r->weight_mean, r->loss, r->sample_s + r->train_s);
@@ -190,7 +230,7 @@ static int on_step(void *p, const qs_grpo_llm_step *r, const qs_rl_row *rows, si
     return 0;
 }
 
-static char *metadata(const gopts *o, const qs_llm_file *f, const char *model, const char *policy_set)
+static char *metadata(const gopts *o, const char *hash, const char *model, const char *policy_set)
 {
     json_t *m = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:I}", "schema", "mmlog-v1", "producer",
                           "qscope rl grpo", "tool_version", QS_VERSION, "task", qs_rl_task_name(o->c.task), "rollout_format",
@@ -200,7 +240,7 @@ static char *metadata(const gopts *o, const qs_llm_file *f, const char *model, c
     if (!m) return NULL;
     qs_json_add_nums(m, "temp", o->c.temp, "lr", o->c.lr, "clip", o->c.clip, "kl_coef", o->c.kl_coef, (const char *)NULL);
     qs_json_set_text(m, "model", model);
-    qs_json_set_text(m, "model_hash", f->hash);
+    qs_json_set_text(m, "model_hash", hash);
     if (policy_set) qs_json_set_text(m, "default_policy", policy_set);
     char *aj = qs_ais_opts_json(&o->c.ais);
     json_object_set_new(m, "ais_options", aj ? json_loads(aj, 0, NULL) : json_null());
@@ -213,16 +253,48 @@ static char *metadata(const gopts *o, const qs_llm_file *f, const char *model, c
     return s;
 }
 
-/* Write the trained policy as a checkpoint `llm logits --model DIR` loads (the tokenizer of the model's
-** directory, or a byte-level one). */
-static int save_policy(const char *dir, const char *model, const qs_llm_file *f, qs_err *e)
+/* The tokenizer of the policy checkpoints `llm logits --model DIR` loads: the model directory's, or a
+** byte-level one. */
+static qs_llm_save_tok policy_tok(const char *model, const qs_llm_file *f)
 {
     char tj[1200];
     snprintf(tj, sizeof tj, "%s/tokenizer.json", model);
     struct stat sb;
     int hf = stat(model, &sb) == 0 && S_ISDIR(sb.st_mode) && access(tj, F_OK) == 0;
-    qs_llm_save_tok tok = {hf ? model : NULL, !hf && f->m.c.vocab == 256, f->v.bos, f->v.eos};
-    return qs_llm_save_hf(dir, &f->m, &tok, e);
+    return (qs_llm_save_tok){hf ? model : NULL, !hf && f->m.c.vocab == 256, f->v.bos, f->v.eos};
+}
+
+/* QSCOPE_TEST_STEP_DELAY_MS=N: sleep N ms after each step, so that the tests' signals and kills land
+** mid-run however fast the steps are (a test hook, as cmd_train.c's; results unchanged). */
+static void test_step_delay(void)
+{
+    const char *v = getenv("QSCOPE_TEST_STEP_DELAY_MS");
+    long ms = v ? strtol(v, NULL, 10) : 0;
+    if (ms > 0 && ms <= 10000) {
+        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* After each step: the checkpoint into --out every --checkpoint-every steps, at the last step and when
+** the run ends, stopped or not (after the step's rows are committed, so a checkpoint never runs ahead of the
+** database; rows beyond it are recomputed by --resume). */
+static int on_ckpt(void *p, const qs_llm_model *m, const qs_grpo_llm_state *s, qs_err *e)
+{
+    run_ctx *C = p;
+    int rc = 0;
+    if (C->o->out && s->step != C->written && (s->step % C->st.ckpt_every == 0 || s->final)) {
+        C->written = s->step;
+        qs_grpo_ckpt_state st = C->st;
+        st.step = s->step;
+        st.adam_t = s->opt->t;
+        st.lambda = s->lambda;
+        st.calls = s->calls;
+        st.calls0 = s->calls0;
+        rc = qs_ckpt_write(C->o->out, m, &C->tok, s->opt, QS_GRPO_STATE_FILE, qs_grpo_state_write, &st, e);
+    }
+    if (!s->final) test_step_delay();
+    return rc;
 }
 
 /* ---------------------------------------------------------------- the command */
@@ -258,30 +330,162 @@ static void print_end(const gopts *o, const run_ctx *C, const char *run, const c
                C->r_last, done - 1, stored ? "; stored as run " : "", stored ? qs_esc(run) : "");
 }
 
+/* --resume DIR: the run's options are the checkpoint's, and what the command line gives must agree with
+** them (exit 2 otherwise); o is parsed again from both. */
+static int resume_opts(gopts *o, const qs_grpo_ckpt_state *rs, int argc, char **argv)
+{
+    const char *dir = o->resume, *model = o->model;
+    int json = o->json, quiet = o->quiet, every = o->ckpt_every;
+    if (o->replace || o->no_store) return qs_cli_usage(CMD, "--resume continues its run: no --replace or --no-store");
+    if (o->out && strcmp(o->out, dir)) return qs_cli_usage(CMD, "--resume writes its checkpoints into %s: no other --out", dir);
+    if (model) {
+        char *a = realpath(model, NULL);
+        int same = a && rs->model && !strcmp(a, rs->model);
+        free(a);
+        if (!same) return qs_cli_usage(CMD, "--model %s is not the model of the run in %s", model, dir);
+    }
+    char **v1 = calloc((size_t)rs->nargs + 1, sizeof *v1), **v2 = calloc((size_t)(rs->nargs + argc), sizeof *v2);
+    gopts o1;
+    int rc = !v1 || !v2 ? qs_cli_error(QS_EXIT_ERR, "out of memory") : 0;
+    if (!rc) {
+        v1[0] = v2[0] = argv[0];
+        for (int i = 0; i < rs->nargs; i++) v1[1 + i] = v2[1 + i] = rs->args[i];
+        for (int i = 1; i < argc; i++) v2[rs->nargs + i] = argv[i];
+        gopts_free(o);
+        rc = parse(1 + rs->nargs, v1, &o1);
+        if (!rc) rc = parse(rs->nargs + argc, v2, o);
+        if (rc) gopts_free(&o1);
+    }
+    if (!rc) {
+        char r1[512], r2[512];
+        char *m1 = metadata(&o1, "", "", NULL), *m2 = metadata(o, "", "", NULL);
+        run_name(&o1, r1, sizeof r1);
+        run_name(o, r2, sizeof r2);
+        if (!m1 || !m2) rc = qs_cli_error(QS_EXIT_ERR, "out of memory");
+        else if (strcmp(r1, r2) || strcmp(m1, m2) || o->c.steps != rs->steps)
+            rc = qs_cli_usage(CMD, "the options conflict with the run in %s (%s/%s): give none or the same", dir,
+                              qs_esc(dir), QS_GRPO_STATE_FILE);
+        free(m1);
+        free(m2);
+        gopts_free(&o1);
+    }
+    free(v1);
+    free(v2);
+    o->resume = o->out = dir;
+    o->model = rs->model;
+    o->json = json;
+    o->quiet = quiet;
+    o->ckpt_every = every ? every : rs->ckpt_every;
+    o->no_store = rs->run_name == NULL;
+    return rc;
+}
+
+/* The database side of a run: a new rl_run, or (--resume) the stored one with the rows of the steps
+** after the checkpoint deleted. */
+static int open_run(const gopts *o, const qs_grpo_ckpt_state *rs, const char *run, const qs_llm_file *f0,
+                    const char *model, const char *polset, run_ctx *C, qs_err *e)
+{
+    if (o->resume) {
+        int k = qs_rl_run_reopen(C->db, run, rs->step, &C->run_id, e);
+        if (!k) qs_fail(e, "%s: run %s of the checkpoint is not in the database", o->resume, qs_esc(run));
+        return k == 1 ? 0 : -1;
+    }
+    char *meta = metadata(o, f0->hash, model, polset);
+    int rc = meta ? qs_db_begin(C->db, e) : qs_fail(e, "out of memory");
+    if (!rc) rc = qs_rl_run_create(C->db, run, "qscope rl grpo", model, meta, o->replace, &C->run_id, e);
+    if (!rc) rc = qs_db_commit(C->db, e);
+    else qs_db_rollback(C->db);
+    free(meta);
+    return rc;
+}
+
+/* --out: the checkpoint's fixed part, and (a new run) its step-0 checkpoint, so that a run killed before
+** its first checkpoint can be resumed too. */
+static int ckpt_begin(const gopts *o, const char *run, const char *model, const qs_llm_file *f0, const qs_llm_file *f,
+                      run_ctx *C, qs_err *e)
+{
+    qs_grpo_ckpt_state *st = &C->st;
+    memset(st, 0, sizeof *st);
+    if (!o->out) return 0;
+    st->steps = o->c.steps;
+    for (int i = 0; i < o->nargs; i++) st->args[i] = o->args[i];
+    st->nargs = o->nargs;
+    st->model = o->model ? realpath(o->model, NULL) : NULL;
+    st->init_dir = realpath(model, NULL);
+    snprintf(st->init_hash, sizeof st->init_hash, "%s", f0->hash);
+    st->run_name = C->db ? (char *)run : NULL;
+    st->ckpt_every = o->ckpt_every ? o->ckpt_every : 10;
+    C->tok = policy_tok(model, f0);
+    if (!st->init_dir || (o->model && !st->model)) return qs_fail(e, "%s: cannot resolve its path", model);
+    if (o->resume) return 0;
+    qs_adamw z;
+    if (qs_adamw_new(&z, &f->m, e)) return -1;
+    int rc = qs_ckpt_write(o->out, &f->m, &C->tok, &z, QS_GRPO_STATE_FILE, qs_grpo_state_write, st, e);
+    qs_adamw_free(&z);
+    return rc;
+}
+
+/* The policy to train: the checkpoint's weights and moments (--resume), else the initial policy's. */
+static int load_policy(const gopts *o, const qs_grpo_ckpt_state *rs, const char *model, qs_llm_file *f0,
+                       qs_llm_file *f, qs_adamw *opt, int *has_opt, qs_err *e)
+{
+    if (qs_llm_load(model, f0, e)) return -1;
+    if (o->resume && strcmp(f0->hash, rs->init_hash)) {
+        qs_llm_file_free(f0);
+        return qs_fail(e, "%s: the initial policy of the run in %s has changed (hash %s, the checkpoint's %s)", model,
+                       o->resume, f0->hash, rs->init_hash);
+    }
+    if (qs_llm_load(o->resume ? o->resume : model, f, e)) { qs_llm_file_free(f0); return -1; }
+    if (!o->resume) return 0;
+    int rc = f->m.arena_len != f0->m.arena_len || f->m.bias_len != f0->m.bias_len
+                 ? qs_fail(e, "%s: the checkpoint's model does not have the initial policy's shape", o->resume)
+                 : qs_adamw_new(opt, &f->m, e);
+    if (!rc) {
+        *has_opt = 1;
+        rc = qs_train_ckpt_read_opt(o->resume, &f->m, opt, e);
+        opt->t = rs->adam_t;
+        if (!rc && !f0->m.c.rope_neox) rc = qs_train_ckpt_adjacent(&f->m, opt, e);
+    }
+    if (rc) { qs_llm_file_free(f); qs_llm_file_free(f0); }
+    return rc;
+}
+
 static int cmd_grpo(qs_cli *cli, int argc, char **argv)
 {
     gopts o;
-    int rc = parse(argc, argv, &o);
-    if (rc) return rc;
-    char run[512];
-    if (run_name(&o, run, sizeof run)) return qs_cli_usage(CMD, "--name: the run name is too long");
-    if (o.out && o.model && !strcmp(o.out, o.model)) return qs_cli_usage(CMD, "--out must not be the --model directory");
-    qs_db *db = NULL;
+    qs_grpo_ckpt_state rs;
+    memset(&rs, 0, sizeof rs);
     qs_err e = {{0}};
+    int rc = parse(argc, argv, &o);
+    if (!rc && o.resume) {
+        if (qs_grpo_state_read(o.resume, &rs, &e)) { gopts_free(&o); return qs_cli_err(QS_EXIT_ERR, &e); }
+        rc = resume_opts(&o, &rs, argc, argv);
+    }
+    if (rc) { gopts_free(&o); qs_grpo_state_free(&rs); return rc; }
+    char run[512];
+    if (run_name(&o, run, sizeof run)) { rc = qs_cli_usage(CMD, "--name: the run name is too long"); goto out_o; }
+    if (o.resume && rs.run_name && strcmp(run, rs.run_name)) {
+        rc = qs_cli_error(QS_EXIT_ERR, "%s/%s: run_name %s is not the run of its options", o.resume, QS_GRPO_STATE_FILE,
+                          qs_esc(rs.run_name));
+        goto out_o;
+    }
+    if (o.out && o.model && !strcmp(o.out, o.model)) { rc = qs_cli_usage(CMD, "--out must not be the --model directory"); goto out_o; }
+    if (o.out && !o.resume && qs_train_out_check(o.out, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out_o; }
+    qs_db *db = NULL;
     if (!o.no_store) {
-        if (!(db = qs_cli_open_db(cli))) return QS_EXIT_ERR;
+        if (!(db = qs_cli_open_db(cli))) { rc = QS_EXIT_ERR; goto out_o; }
         int exists = 0;
-        if (qs_run_exists(db, run, &exists, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out_db; }
+        if (!o.resume && qs_run_exists(db, run, &exists, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out_db; }
         if (exists && !o.replace) {
             rc = qs_cli_error(QS_EXIT_ERR, "run '%s' exists (--replace to overwrite, --name for another prefix)", qs_esc(run));
             goto out_db;
         }
     }
-    /* the policy: --model, or the default one (pre-trained once) */
+    /* the policy: --model, or the default one (pre-trained once); resumed: the checkpoint's initial one */
     qs_grpo_policy pol;
     memset(&pol, 0, sizeof pol);
     char polset[512] = "";
-    const char *model = o.model;
+    const char *model = o.resume ? rs.init_dir : o.model;
     if (!model) {
         if (qs_grpo_policy_get(o.c.task, o.quiet || o.json, &pol, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out_db; }
         if (pol.trained && !o.quiet)
@@ -290,29 +494,25 @@ static int cmd_grpo(qs_cli *cli, int argc, char **argv)
         model = pol.dir;
         qs_grpo_policy_settings(o.c.task, polset, sizeof polset);
     }
-    qs_llm_file f;
-    if (qs_llm_load(model, &f, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out_db; }
-    o.c.vocab = &f.v;
+    qs_llm_file f0, f;
+    qs_adamw opt;
+    int has_opt = 0;
+    if (load_policy(&o, &rs, model, &f0, &f, &opt, &has_opt, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out_db; }
+    o.c.vocab = &f0.v;
+    run_ctx C = {&o, db, 0, o.json ? json_array() : NULL, NAN, NAN, 0, -1, {0}, {0}};
     if (qs_grpo_llm_check(&f.m, &o.c, &e)) {
         qs_err_prefix(&e, model);
         rc = qs_cli_err(QS_EXIT_ERR, &e);
-        qs_llm_file_free(&f);
-        goto out_db;
+        goto out_f;
     }
-    run_ctx C = {&o, db, 0, o.json ? json_array() : NULL, NAN, NAN};
-    if (db) {
-        char *meta = metadata(&o, &f, model, o.model ? NULL : polset);
-        rc = meta ? qs_db_begin(db, &e) : qs_fail(&e, "out of memory");
-        if (!rc) rc = qs_rl_run_create(db, run, "qscope rl grpo", model, meta, o.replace, &C.run_id, &e);
-        if (!rc) rc = qs_db_commit(db, &e);
-        else qs_db_rollback(db);
-        free(meta);
-        if (rc) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out_f; }
+    if ((db && open_run(&o, &rs, run, &f0, model, polset, &C, &e)) || ckpt_begin(&o, run, model, &f0, &f, &C, &e)) {
+        rc = qs_cli_err(QS_EXIT_ERR, &e);
+        goto out_f;
     }
     if (!o.quiet && !o.json)
-        printf("rl grpo: %s, task %s, %d prompts x %d samples, %d new tokens, rollout %s, trainer %s, correction %s\n",
+        printf("rl grpo: %s, task %s, %d prompts x %d samples, %d new tokens, rollout %s, trainer %s, correction %s%s\n",
                qs_esc(model), qs_rl_task_name(o.c.task), o.c.B, o.c.G, o.c.max_new, o.roll.label, o.trainer_name,
-               qs_ais_method_name(o.c.method));
+               qs_ais_method_name(o.c.method), o.resume ? "; resumed" : "");
     g_stop = 0;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -322,7 +522,8 @@ static int cmd_grpo(qs_cli *cli, int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     int done = 0;
-    rc = qs_grpo_llm_run(&f.m, &o.c, on_step, &C, &g_stop, &done, &e);
+    qs_grpo_llm_state from = {rs.step, rs.lambda, rs.calls, rs.calls0, has_opt ? &opt : NULL, 0};
+    rc = qs_grpo_llm_run_from(&f.m, &f0.m, &o.c, o.resume ? &from : NULL, on_step, on_ckpt, &C, &g_stop, &done, &e);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     if (rc) {
@@ -330,17 +531,24 @@ static int cmd_grpo(qs_cli *cli, int argc, char **argv)
         if (done) fprintf(stderr, "qscope: %d completed step%s kept in run %s\n", done, done == 1 ? "" : "s", qs_esc(run));
         goto out_f;
     }
-    if (o.out && save_policy(o.out, model, &f, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out_f; }
-    print_end(&o, &C, run, model, o.model ? NULL : &pol, done, db != NULL);
+    print_end(&o, &C, run, model, o.model || o.resume ? NULL : &pol, done, db != NULL);
     if (g_stop) {
-        fprintf(stderr, "qscope: stopped after %d step%s (kept)\n", done, done == 1 ? "" : "s");
+        fprintf(stderr, "qscope: stopped after %d step%s (kept%s)\n", done, done == 1 ? "" : "s",
+                o.out ? "; continue with --resume" : "");
         rc = 128 + (int)g_stop;
     }
 out_f:
+    free(C.st.model);
+    free(C.st.init_dir);
     json_decref(C.steps);
+    if (has_opt) qs_adamw_free(&opt);
     qs_llm_file_free(&f);
+    qs_llm_file_free(&f0);
 out_db:
     qs_db_close(db);
+out_o:
+    gopts_free(&o);
+    qs_grpo_state_free(&rs);
     return rc;
 }
 
