@@ -133,8 +133,9 @@ int qs_rl_ais_opt(const char *cmd, int ch, const char *arg, qs_ais_opts *o, int 
     "with lp_rollout, lp_train, advantage, reward, group, entropy: `qscope ais RUN` and the RL view work\n" \
     "on it) plus one rl_step row per step (reward, response length, entropy, KL to the initial policy,\n" \
     "mismatch k3, weights, lambda, loss, gradient norm, times), each step committed as it completes:\n" \
-    "Ctrl-C stops after the step in progress and keeps the completed ones (exit 130).  Same settings\n" \
-    "and seed: the same bits.  AIS-R is the project's reconstruction (docs/rl.md)."
+    "Ctrl-C stops after the step in progress and keeps the completed ones (exit 130); with --out, a\n" \
+    "killed or stopped run continues with --resume DIR.  Same settings and seed: the same bits.\n" \
+    "AIS-R is the project's reconstruction (docs/rl.md)."
 
 #define QS_RL_OPTS \
     "  --model PATH        a model qscope loads (GGUF or Hugging Face directory); default: the task's\n" \
@@ -150,7 +151,12 @@ int qs_rl_ais_opt(const char *cmd, int ch, const char *arg, qs_ais_opts *o, int 
     "                      " QS_LLM_RECIPE_PRESETS "\n" \
     "  --correction M      none (default), tis, icepop, seq_mis, geo_rs, ais_r (also seq_tis)\n" \
     "  --name PREFIX       run-name prefix (rl/grpo)   --replace  overwrite a run of the same name\n" \
-    "  --out DIR           write the trained policy as a Hugging Face checkpoint\n" \
+    "  --out DIR           checkpoints of the policy: a Hugging Face model directory plus AdamW's moments\n" \
+    "                      and grpo_state.json, written atomically at step 0, every --checkpoint-every\n" \
+    "                      steps (10) and when the run ends or is stopped\n" \
+    "  --resume DIR        continue the run of checkpoint DIR (killed or stopped): its options, its stored\n" \
+    "                      run (rows of steps after the checkpoint are recomputed, bit for bit); options\n" \
+    "                      given again must agree (exit 2)\n" \
     "  --no-store          store nothing   --json  the run and its step records as JSON   --quiet\n" \
     "\n" QS_AIS_OPTS_HELP
 
