@@ -32,7 +32,7 @@ waitsteps() { for i in $(seq 300); do [ "$(nsteps $1)" -ge $2 ] && return; sleep
 QSCOPE_TEST_STEP_DELAY_MS=400 $QS rl grpo "${G[@]}" --name kill --out "$T/ck" --checkpoint-every 3 --quiet >/dev/null 2>&1 &
 PID=$!
 waitsteps kill 5
-kill -KILL $PID; wait $PID
+kill -KILL $PID; wait $PID 2>/dev/null
 k=$(nsteps kill)
 check "killed mid-run: steps beyond the checkpoint of step 3 are stored ($k)" "[ $k -ge 4 ] && [ $k -lt 8 ] && grep -q '\"step\": 3' $T/ck/grpo_state.json"
 check "the checkpoint is a policy llm logits loads, with its moments and state" \
@@ -73,4 +73,6 @@ rm "$T/bad/grpo_state.json"
 refuses "no state file" 1 "bad/grpo_state.json" $QS rl grpo --resume "$T/bad"
 refuses "--out into a directory of other files" 1 "not a checkpoint file" $QS rl grpo "${G[@]}" --name o --out "$T"
 check "refusals left the database unchanged" "[ \"\$(dbdump)\" = \"$H\" ]"
+ok "runs --rm removes the resumed run" $QS runs --rm "int$RUN"
+refuses "a checkpoint whose run is no longer stored" 1 "not in the database" $QS rl grpo --resume "$T/ci"
 done_testing
