@@ -533,8 +533,8 @@ static int cmd_grpo(qs_cli *cli, int argc, char **argv)
     }
     print_end(&o, &C, run, model, o.model || o.resume ? NULL : &pol, done, db != NULL);
     if (g_stop) {
-        fprintf(stderr, "qscope: stopped after %d step%s (kept%s)\n", done, done == 1 ? "" : "s",
-                o.out ? "; continue with --resume" : "");
+        fprintf(stderr, "qscope: stopped after %d step%s (%s%s%s)\n", done, done == 1 ? "" : "s",
+                db ? "kept" : "nothing stored", o.out ? "; continue with --resume " : "", o.out ? qs_esc(o.out) : "");
         rc = 128 + (int)g_stop;
     }
 out_f:
