@@ -64,6 +64,13 @@ static int sample_filtered(const float *logits, int vocab, double u, const sampl
 }
 
 
+size_t llm_sample_scratch(int vocab) { return (size_t)vocab * sizeof(cand); }
+
+int llm_sample_token(const float *logits, int vocab, double u, const sampler *sp, void *scratch, double *lp, double *ent)
+{
+    return sp ? sample_filtered(logits, vocab, u, sp, scratch, lp, ent) : sample(logits, vocab, u, lp, ent);
+}
+
 /* Sample N tokens for B copies of one prompt with model m / numerics nx. */
 int llm_rollout(const qs_llm_model *m, const qs_llm_numerics *nx, const prompt_t *p, int B, int N, int eos,
                       uint64_t seed, uint64_t stream, const sampler *sp, rollout *ro, double *secs, qs_err *e)
