@@ -4,6 +4,8 @@
 
 #include "llm_rollout.h"
 #include "../kernels/llm_decode.h"
+#include "../kernels/llm_rows.h"
+#include "../kernels/pool.h"
 #include "../kernels/qs_clock.h"
 #include "../kernels/sr.h"
 
@@ -34,7 +36,8 @@ typedef struct work {
     float *hid, *hl, *lg;
     int32_t *tok;
     int *slot, *pos, *idx;
-    void *cand;
+    char *cand;              /* sampler scratch per pool slot */
+    int threads;
 } work;
 
 static void work_free(work *w)
@@ -50,6 +53,22 @@ static void take(rollout_batch *rb, const float *lg, int V, int i, int t, int eo
     int k = llm_sample_token(lg, V, draw(seed, i, rb->group, t), sp, cand, &rb->lp[at], &rb->ent[at]);
     rb->tok[at] = k;
     if (k == eos) rb->len[i] = t + 1;
+}
+
+/* Sampling on the pool: row r of the logits -> token t of sequence idx[r] (rows are independent). */
+typedef struct take_job {
+    rollout_batch *rb;
+    const work *w;
+    const sampler *sp;
+    int V, t, eos;
+    uint64_t seed;
+} take_job;
+
+static void take_task(void *ctx, size_t r, int slot)
+{
+    const take_job *j = ctx;
+    void *cand = j->w->cand ? j->w->cand + (size_t)slot * llm_sample_scratch(j->V) : NULL;
+    take(j->rb, j->w->lg + r * (size_t)j->V, j->V, j->w->idx[r], j->t, j->eos, j->seed, j->sp, cand);
 }
 
 /* Prompts [p0, p1) in one call (prompt p in slot p*G), then their first tokens, KV copied to the G slots. */
@@ -94,7 +113,8 @@ static int decode(const qs_llm_model *m, const qs_llm_numerics *nx, int eos, uin
             qs_llm_dec_logits(m, nx, w->dec, w->hid, R, w->lg, rb->uf, e))
             return -1;
         rb->rows += R;
-        for (int r = 0; r < R; r++) take(rb, w->lg + (size_t)r * V, V, w->idx[r], t, eos, seed, sp, w->cand);
+        take_job tj = {rb, w, sp, V, t, eos, seed};
+        qs_pool_for(w->threads, (size_t)R, take_task, &tj);
     }
     return 0;
 }
@@ -122,7 +142,8 @@ int llm_rollout_batch(const qs_llm_model *m, const qs_llm_numerics *nx, const pr
     w.slot = malloc((size_t)cap * sizeof(int));
     w.pos = malloc((size_t)cap * sizeof(int));
     w.idx = malloc((size_t)S * sizeof(int));
-    w.cand = sp ? malloc(llm_sample_scratch(V)) : NULL;
+    w.threads = qs_llm_threads();
+    w.cand = sp ? malloc((size_t)w.threads * llm_sample_scratch(V)) : NULL;
     int rc = -1;
     if (!rb->tok || !rb->lp || !rb->ent || !rb->len || !rb->plen || !rb->uf || !w.hid || !w.hl || !w.lg || !w.tok ||
         !w.slot || !w.pos || !w.idx || (sp && !w.cand)) {
