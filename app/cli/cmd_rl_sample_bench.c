@@ -95,7 +95,9 @@ typedef struct sres { const char *cfg; double tok_s, gflops, frac, secs; long to
 /* The configs on one model: rows of results, the SGEMM reference first. */
 static int bench_model(const char *name, const qs_llm_model *m, int quick, int json, json_t *out, qs_err *e)
 {
-    const int max_new = quick ? 16 : 64, reps = quick ? 1 : 2, S = NPROMPT * GROUP;
+    const int max_new = quick ? 16 : 64, S = NPROMPT * GROUP;
+    /* best of two, or one when a run is long (a 135M model: about a minute on a shared 2-core machine) */
+    const int reps = quick || layer_flops(&m->c) * S * max_new > 1e12 ? 1 : 2;
     prompt_t pr[NPROMPT];
     memset(pr, 0, sizeof pr);
     for (int p = 0; p < NPROMPT; p++) {   /* 16 .. 30 tokens: each sequence at its own position */
