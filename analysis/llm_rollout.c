@@ -11,15 +11,22 @@ static int sample(const float *logits, int vocab, double u, double *lp, double *
 {
     double mx = -INFINITY;
     for (int i = 0; i < vocab; i++) if (logits[i] > mx) mx = logits[i];
-    double z = 0;
-    for (int i = 0; i < vocab; i++) z += exp(logits[i] - mx);
+    /* z and the entropy in one pass, the terms of qs_llm_logprob in its order (so the same bits) */
+    double z = 0, ez = 0;
+    for (int i = 0; i < vocab; i++) {
+        double d = logits[i] - mx, p = exp(d);
+        z += p;
+        ez += p * d;
+    }
     double t = u * z, acc = 0;
     int pick = vocab - 1;
     for (int i = 0; i < vocab; i++) {
         acc += exp(logits[i] - mx);
         if (acc > t) { pick = i; break; }
     }
-    *lp = qs_llm_logprob(logits, vocab, pick, ent);
+    double lz = log(z);
+    *ent = lz - ez / z;
+    *lp = (logits[pick] - mx) - lz;
     return pick;
 }
 

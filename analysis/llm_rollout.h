@@ -60,6 +60,9 @@ typedef struct rollout_batch {
     long rows;               /* rows forwarded (prefill + decoding) */
 } rollout_batch;
 
+/* m: the rollout policy, its weights already rounded (qs_llm_quantize_weights) when the rollout config
+** has a weight format; nx: its activation / KV / ResQ numerics (NULL = FP32); eos < 0: none; sp NULL =
+** plain sampling at temperature 1.  Vary seed per GRPO step.  On error *out is empty. */
 int llm_rollout_batch(const qs_llm_model *m, const qs_llm_numerics *nx, const prompt_t *prompts, int nprompt, int group,
                       int max_new, int eos, uint64_t seed, const sampler *sp, rollout_batch *out, qs_err *e);
 void llm_rollout_batch_free(rollout_batch *rb);

@@ -263,6 +263,22 @@ static void test_filtered_sampler(void **st)
     qs_llm_file_free(&f);
 }
 
+/* The fused sampler's log-prob and entropy are qs_llm_logprob's, bit for bit. */
+static void test_sampler_bits(void **st)
+{
+    (void)st;
+    enum { V = 1000 };
+    float lg[V];
+    for (int i = 0; i < V; i++) lg[i] = (float)(3 * sin(i * 0.37) + (i % 7 == 0 ? 4 : 0));
+    for (int k = 0; k < 20; k++) {
+        double lp, ent, ent2;
+        int tok = llm_sample_token(lg, V, (k + 0.5) / 20, NULL, NULL, &lp, &ent);
+        double lp2 = qs_llm_logprob(lg, V, tok, &ent2);
+        assert_memory_equal(&lp, &lp2, sizeof lp);
+        assert_memory_equal(&ent, &ent2, sizeof ent);
+    }
+}
+
 static void test_refusals(void **st)
 {
     (void)st;
@@ -292,6 +308,7 @@ int main(void)
         cmocka_unit_test(test_equal_to_single_paths),
         cmocka_unit_test(test_underflow_recount),
         cmocka_unit_test(test_filtered_sampler),
+        cmocka_unit_test(test_sampler_bits),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
