@@ -122,6 +122,17 @@ __attribute__((target("avx2,fma"))) static float dot_avx2(const float *a, const 
     return r;
 }
 
+/* o[0..hd) = sum_t p[t] v[t*ld + i], keys in order (hd a multiple of 8): the scalar loop below, 8 lanes. */
+__attribute__((target("avx2,fma"))) static void pv_avx2(float *o, const float *p, const float *v, int ld, int n, int hd)
+{
+    for (int i = 0; i < hd; i += 8) {
+        __m256 a = _mm256_setzero_ps();
+        for (int t = 0; t < n; t++)   /* multiply, then add: the scalar loop's bits */
+            a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_set1_ps(p[t]), _mm256_loadu_ps(v + (size_t)t * ld + i)));
+        _mm256_storeu_ps(o + i, a);
+    }
+}
+
 static float dot_scalar(const float *a, const float *b, int n)
 {
     float r = 0;
@@ -155,8 +166,9 @@ static void att_row(void *ctx, size_t task, int tslot)
         }
         qs_softmax_row(S, (size_t)n);
         float *o = d->att + (size_t)r * qd + (size_t)h * hd;
+        if (avx && hd % 8 == 0) { pv_avx2(o, S, vb + (size_t)kh * hd, kvd, n, hd); continue; }
         memset(o, 0, (size_t)hd * sizeof(float));
-        for (int t = 0; t < n; t++) {   /* elementwise over the head: vectorised, same order for every row */
+        for (int t = 0; t < n; t++) {   /* elementwise over the head, the same order for every row */
             const float *vt = vb + (size_t)t * kvd + (size_t)kh * hd, p = S[t];
             for (int i = 0; i < hd; i++) o[i] += p * vt[i];
         }
