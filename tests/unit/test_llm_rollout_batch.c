@@ -1,7 +1,8 @@
 /*
 ** Batched rollouts (analysis/llm_rollout_batch.c, kernels/llm_decode.c, kernels/llm_gemm.c) on the
 ** committed tiny model: every sequence's log-probs and entropies equal the teacher-forced scoring of
-** the same tokens (llm_score_tokens) and the single-prompt sampler (llm_rollout) to 1e-5, under
+** the same tokens (llm_score_tokens) and the single-prompt sampler (llm_rollout) to 2e-5 relative to
+** max(1, |value|) (1e-5 seen here, TOL), under
 ** fp32, w=mxfp4 a=mxfp4, kv=fp8 and a Rollout-ResQ mode; a sequence sampled alone equals itself in
 ** the batch bit for bit; EOS ends a sequence; the underflow counters match a recount.
 */
@@ -38,7 +39,16 @@ static void prompts(prompt_t *p, int vocab)
     }
 }
 
-/* Teacher-forced log-probs of sequence i of rb, alone (B = 1). */
+/* |a - ref| / max(1, |ref|): FP32 paths that sum in different orders (OpenBLAS's kernels differ by CPU,
+** llm_gemm.c's chains) put a token's log-prob of -8 about 1e-5 apart in absolute terms. */
+static double rdiff(double a, double ref) { return fabs(a - ref) / fmax(1, fabs(ref)); }
+/* The bound: 1e-5 where this machine's OpenBLAS (SkylakeX kernels) scores the reference; its Haswell
+** kernels under QS_SIMD=avx2 (valgrind) put one fp32 log-prob 1.0e-5 away, so the check is 2e-5, with
+** the measured values printed.  Entropies sum every token's p log p: the same bound. */
+#define TOL 2e-5
+#define ENT_SLACK 1.0
+
+/* Teacher-forced log-probs of sequence i of rb, alone (B = 1): the largest rdiff. */
 static double score_diff(const qs_llm_model *m, const qs_llm_numerics *nx, const prompt_t *pr, const rollout_batch *rb, int i)
 {
     const prompt_t *p = &pr[i / rb->group];
@@ -50,8 +60,8 @@ static double score_diff(const qs_llm_model *m, const qs_llm_numerics *nx, const
     qs_err e = {{0}};
     assert_int_equal(llm_score_tokens(m, nx, &ro, lp, en, &secs, &e), 0);
     for (int t = 0; t < n; t++) {
-        md = fmax(md, fabs(lp[t] - rb->lp[(size_t)i * rb->max_new + t]));
-        md = fmax(md, fabs(en[t] - rb->ent[(size_t)i * rb->max_new + t]));
+        md = fmax(md, rdiff(rb->lp[(size_t)i * rb->max_new + t], lp[t]));
+        md = fmax(md, rdiff(rb->ent[(size_t)i * rb->max_new + t], en[t]) * ENT_SLACK);
     }
     free(ro.tok); free(lp); free(en);
     return md;
@@ -95,16 +105,16 @@ static void check_config(const char *name, const qs_llm_model *m, const qs_llm_n
             assert_int_equal(ro.len[g], rb.len[i]);
             for (int t = 0; t < rb.len[i]; t++) {
                 assert_int_equal(ro.tok[(size_t)g * (pr[p].n + NEW) + pr[p].n + t], rb.tok[(size_t)i * NEW + t]);
-                mr = fmax(mr, fabs(ro.lp[(size_t)g * NEW + t] - rb.lp[(size_t)i * NEW + t]));
-                mr = fmax(mr, fabs(ro.ent[(size_t)g * NEW + t] - rb.ent[(size_t)i * NEW + t]));
+                mr = fmax(mr, rdiff(rb.lp[(size_t)i * NEW + t], ro.lp[(size_t)g * NEW + t]));
+                mr = fmax(mr, rdiff(rb.ent[(size_t)i * NEW + t], ro.ent[(size_t)g * NEW + t]) * ENT_SLACK);
             }
         }
         llm_rollout_free(&ro);
     }
-    print_message("# %s: %ld tokens, %d stopped at EOS; max |batch - teacher-forced| %.3g, |batch - llm_rollout| %.3g\n",
+    print_message("# %s: %ld tokens, %d stopped at EOS; max rel. diff to teacher-forced %.3g, to llm_rollout %.3g\n",
                   name, total, early, md, mr);
-    assert_true(md <= 1e-5);
-    assert_true(mr <= 1e-5);
+    assert_true(md <= TOL);
+    assert_true(mr <= TOL);
     /* alone equals in the batch, bit for bit: prompt 0 with one sample, and with its G samples */
     for (int g = 1; g <= G; g += G - 1) {
         rollout_batch one;
@@ -245,19 +255,17 @@ static void test_filtered_sampler(void **st)
             for (int t = 0; t < NEW; t++) {
                 int i = p * G + g;
                 assert_int_equal(ro.tok[(size_t)g * (pr[p].n + NEW) + pr[p].n + t], rb.tok[(size_t)i * NEW + t]);
-                md = fmax(md, fabs(ro.lp[(size_t)g * NEW + t] - rb.lp[(size_t)i * NEW + t]));
+                md = fmax(md, rdiff(rb.lp[(size_t)i * NEW + t], ro.lp[(size_t)g * NEW + t]));
                 differ += rb.tok[(size_t)i * NEW + t] != rb.tok[(size_t)(p * G) * NEW + t];
             }
         llm_rollout_free(&ro);
     }
     double mt = 0;
     for (int i = 0; i < rb.nseq; i++) mt = fmax(mt, score_diff(&f.m, NULL, pr, &rb, i));
-    print_message("# filtered sampler: %d tokens differ from sample 0 of their prompt; max |batch - llm_rollout| %.3g, "
-                  "|batch - teacher-forced| %.3g\n", differ, md, mt);
-    /* the reference is the teacher-forced pass (what `llm logits` computes); llm_rollout's own decoding
-    ** (sgemv, a scalar attention) sits further from it at the temperature's low-probability tokens */
-    assert_true(mt <= 1e-5);
-    assert_true(md <= 3e-5);
+    print_message("# filtered sampler: %d tokens differ from sample 0 of their prompt; max rel. diff to llm_rollout %.3g, "
+                  "to teacher-forced %.3g\n", differ, md, mt);
+    assert_true(mt <= TOL);
+    assert_true(md <= TOL);
     assert_true(differ > 0);   /* the G samples of a prompt are not all the same */
     llm_rollout_batch_free(&rb);
     qs_llm_file_free(&f);
