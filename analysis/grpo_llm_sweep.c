@@ -114,10 +114,34 @@ static int preset(const char *name, qs_rl_sweep *s)
     return 1;
 }
 
+/* "PRESET;seeds=LIST": the preset's runs of those seeds (a piece of it, under the preset's name). */
+static int preset_seeds(const char *spec, qs_rl_sweep *s, qs_err *e)
+{
+    const char *semi = strchr(spec, ';');
+    char name[32];
+    if (!semi || (size_t)(semi - spec) >= sizeof name) return 0;
+    memcpy(name, spec, (size_t)(semi - spec));
+    name[semi - spec] = 0;
+    if (!preset(name, s)) return 0;
+    list l;
+    uint64_t sd[MAXL];
+    if (strncmp(semi + 1, "seeds=", 6)) return qs_fail(e, "--sweep: after preset %s only ;seeds=LIST", name);
+    if (split(&l, "seeds", semi + 7, semi + strlen(semi), ",|", e) || seeds(&l, sd, e)) return -1;
+    size_t k = 0;
+    for (size_t i = 0; i < s->n; i++)
+        for (int j = 0; j < l.n; j++)
+            if (s->run[i].seed == sd[j]) { s->run[k++] = s->run[i]; break; }
+    s->n = k;
+    return 1;
+}
+
 int qs_rl_sweep_parse(const char *spec, qs_rl_sweep *s, qs_err *e)
 {
     s->n = 0;
     if (preset(spec, s)) return 0;
+    int ps = preset_seeds(spec, s, e);
+    if (ps) return ps < 0 ? -1 : 0;
+    s->n = 0;
     if (!strchr(spec, '='))
         return qs_fail(e, "--sweep: unknown preset '%s' (%s; or rollouts=..;trainers=..;corrections=..;seeds=..)", spec,
                        QS_RL_SWEEP_PRESETS);

@@ -27,7 +27,7 @@ typedef struct qs_rl_sweep {
     size_t n;
 } qs_rl_sweep;
 
-/* A preset name, or "KEY=LIST;KEY=LIST..." with keys rollouts (items separated by '|', each a --rollout
+/* A preset name (optionally ";seeds=LIST": only those of its runs, e.g. to run a preset in pieces), or "KEY=LIST;KEY=LIST..." with keys rollouts (items separated by '|', each a --rollout
 ** spec or "default"), trainers, corrections and seeds (items separated by ',' or '|').  A missing key
 ** takes: rollouts default, trainers fp32, corrections none, seeds 1,2,3.  Runs are seed-major, then
 ** rollout, trainer, correction.  Names are checked by the caller (recipes, formats, methods); here the

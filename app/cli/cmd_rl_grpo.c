@@ -54,7 +54,7 @@ static int parse(int argc, char **argv, gopts *o)
     memset(o, 0, sizeof *o);
     qs_grpo_llm_cfg_default(&o->c);
     o->name = "rl/grpo";
-    int band = 0, ch, rc = 0;
+    int band = 0, ch, rc = 0, seed_set = 0;
     optind = 1;
     opterr = 0;
     while (!rc && (ch = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
@@ -76,6 +76,7 @@ static int parse(int argc, char **argv, gopts *o)
         case G_CLIP: rc = parse_pos("--clip", optarg, 0, 1e30, &o->c.clip); break;
         case G_SEED:
             if (qs_parse_u64(optarg, (unsigned long long *)&o->c.seed)) return qs_cli_usage(CMD, "bad --seed '%s'", optarg);
+            seed_set = 1;
             break;
         case G_NAME: o->name = optarg; o->name_set = 1; break;
         case G_SWEEP: o->sweep = optarg; break;
@@ -98,9 +99,9 @@ static int parse(int argc, char **argv, gopts *o)
     if (rc) return rc;
     if (optind < argc) return qs_cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
     if (o->sweep && (o->rollout_spec || o->out || o->replace || o->no_store || o->json || o->trainer_name != NULL ||
-                     o->correction != NULL))
+                     o->correction != NULL || seed_set))
         return qs_cli_usage(CMD, "--sweep sets rollouts, trainers, corrections and seeds itself and stores whole runs: "
-                                 "drop --rollout, --trainer, --correction, --out, --replace, --no-store and --json");
+                                 "drop --rollout, --trainer, --correction, --seed, --out, --replace, --no-store and --json");
     if (!o->trainer_name) o->trainer_name = "fp32";
     if (!o->correction) o->correction = "none";
     return o->sweep ? 0 : qs_rl_grpo_settle(o);

@@ -61,6 +61,7 @@ refuses "a duplicate item" 2 "'tis' twice in corrections" "$QS" --db s1.db rl gr
 refuses "a bad rollout spec, before any run" 2 "unknown format 'nofmt'" "$QS" --db s1.db rl grpo "${G[@]}" --sweep 'rollouts=w=nofmt'
 refuses "an unknown trainer, before any run" 2 "trainer" "$QS" --db s1.db rl grpo "${G[@]}" --sweep 'trainers=fp7'
 refuses "--sweep with --rollout" 2 "drop --rollout" "$QS" --db s1.db rl grpo "${G[@]}" --sweep ais --rollout w=mxfp4
+refuses "--sweep with --seed (the spec sets the seeds)" 2 "drop .*--seed" "$QS" --db s1.db rl grpo "${G[@]}" --sweep ais --seed 4
 check "the refusals stored nothing" "rows s1.db rl/ | grep -v \"^('rl/[^']*', 'qscope rl grpo'\" | cmp -s - s1.tok"
 
 command -v mpirun >/dev/null 2>&1 || { skip "-np 2" "mpirun is not installed"; done_testing; }

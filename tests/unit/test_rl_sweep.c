@@ -30,6 +30,13 @@ static void test_presets(void **st)
     assert_int_equal(qs_rl_sweep_parse("resq", &S, &e), 0);
     assert_int_equal(S.n, 21);
     assert_string_equal(S.run[3].rollout, "w=hif4,a=hif4,resq=2:4");
+    assert_int_equal(qs_rl_sweep_parse("hif4-rl;seeds=3,9", &S, &e), 0);   /* a piece: the preset's seed 3 */
+    assert_string_equal(S.name, "hif4-rl");
+    assert_int_equal(S.n, 7);
+    assert_int_equal(S.run[0].seed, 3);
+    assert_string_equal(S.run[6].rollout, "w=mxfp4,a=mxfp4");
+    assert_int_equal(qs_rl_sweep_parse("ais;trainers=bf16", &S, &e), -1);
+    assert_non_null(strstr(e.msg, "only ;seeds=LIST"));
 }
 
 static void test_spec(void **st)
