@@ -11,15 +11,22 @@ static int sample(const float *logits, int vocab, double u, double *lp, double *
 {
     double mx = -INFINITY;
     for (int i = 0; i < vocab; i++) if (logits[i] > mx) mx = logits[i];
-    double z = 0;
-    for (int i = 0; i < vocab; i++) z += exp(logits[i] - mx);
+    /* z and the entropy in one pass, the terms of qs_llm_logprob in its order (so the same bits) */
+    double z = 0, ez = 0;
+    for (int i = 0; i < vocab; i++) {
+        double d = logits[i] - mx, p = exp(d);
+        z += p;
+        ez += p * d;
+    }
     double t = u * z, acc = 0;
     int pick = vocab - 1;
     for (int i = 0; i < vocab; i++) {
         acc += exp(logits[i] - mx);
         if (acc > t) { pick = i; break; }
     }
-    *lp = qs_llm_logprob(logits, vocab, pick, ent);
+    double lz = log(z);
+    *ent = lz - ez / z;
+    *lp = (logits[pick] - mx) - lz;
     return pick;
 }
 
@@ -63,6 +70,13 @@ static int sample_filtered(const float *logits, int vocab, double u, const sampl
     return pick;
 }
 
+
+size_t llm_sample_scratch(int vocab) { return (size_t)vocab * sizeof(cand); }
+
+int llm_sample_token(const float *logits, int vocab, double u, const sampler *sp, void *scratch, double *lp, double *ent)
+{
+    return sp ? sample_filtered(logits, vocab, u, sp, scratch, lp, ent) : sample(logits, vocab, u, lp, ent);
+}
 
 /* Sample N tokens for B copies of one prompt with model m / numerics nx. */
 int llm_rollout(const qs_llm_model *m, const qs_llm_numerics *nx, const prompt_t *p, int B, int N, int eos,

@@ -4,6 +4,7 @@
 #include "llm.h"
 #include "attn_internal.h"
 #include "cast_scale.h"
+#include "llm_internal.h"
 #include "llm_rows.h"
 #include "pool.h"
 #include "simd.h"
@@ -679,3 +680,14 @@ double qs_llm_flops_per_token(const qs_llm_cfg *c, int ctx)
     double per_layer = 2 * (qd * d * 2 + kv * d * 2 + 3 * f * d) + 4.0 * qd * ctx;
     return c->n_layer * per_layer + 2 * d * c->vocab;
 }
+
+/* ---------------------------------------------------------------- shared with llm_decode.c */
+
+void qs_llm_rmsnorm_row(float *out, const float *x, const float *w, int n, float eps) { rmsnorm(out, x, w, n, eps); }
+
+int qs_llm_round_rows(const qs_apply *a, int scaled, qs_llm_resq resq, float *x, int rows, int cols, float *tmp, qs_err *e)
+{
+    return round_rows_par(a, scaled, resq, x, rows, cols, tmp, e);
+}
+
+void qs_llm_rope_row(float *v, int nheads, int hd, const float *cs, const float *sn, int neox) { rope(v, nheads, hd, cs, sn, neox); }

@@ -72,3 +72,16 @@ int qs_rl_run_reopen(qs_db *db, const char *name, int64_t from, int64_t *id, qs_
     }
     return 1;
 }
+
+int qs_rl_step_count(qs_db *db, const char *run, int64_t *n, qs_err *e)
+{
+    *n = -1;
+    sqlite3_stmt *st = qs_db_prepare(db, "SELECT (SELECT count(*) FROM rl_step s WHERE s.run_id = r.id) FROM rl_run r "
+                                         "WHERE r.name = ?", e);
+    if (!st) return -1;
+    sqlite3_bind_text(st, 1, run, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) *n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : qs_db_fail(db, e, "rl_step count");
+}

@@ -30,4 +30,7 @@ int qs_rl_seq_put(qs_db *db, int64_t run_id, int64_t step, int64_t seq, const ch
 ** run (nothing changes), -1 on error. */
 int qs_rl_run_reopen(qs_db *db, const char *name, int64_t from, int64_t *id, qs_err *e);
 
+/* The rl_step rows of the run named run (-1: no such run); a sweep skips a run stored whole. */
+int qs_rl_step_count(qs_db *db, const char *run, int64_t *n, qs_err *e);
+
 #endif

@@ -21,6 +21,7 @@
 int qs_bench_formats(qs_cli *cli, int quick, int json, const char *list);
 int qs_bench_analyze(qs_cli *cli, int quick, int json);
 int qs_bench_rl(qs_cli *cli, int quick, int json);   /* app/cli/cmd_rl_bench.c */
+int qs_bench_rl_sample(qs_cli *cli, int quick, int json, const char *model);   /* app/cli/cmd_rl_sample_bench.c */
 int qs_bench_kernels(qs_cli *cli, int quick, int json, int score);   /* app/cli/bench_kernels.c */
 int qs_bench_train(qs_cli *cli, int argc, char **argv);               /* app/cli/bench_train.c */
 #include "../../analysis/importer.h"
@@ -88,7 +89,8 @@ static int fill_gauss(void *ctx, uint64_t start, size_t n, float *out)
 int qs_cmd_bench(qs_cli *cli, int argc, char **argv)
 {
     int quick = 0, json = 0;
-    const char *user_npy = NULL, *flist = NULL;
+    const char *user_npy = NULL, *flist = NULL, *model = NULL;
+    int sample = 0;
     if (argc > 1 && !strcmp(argv[1], "tui")) return qs_bench_tui(cli, argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "train")) return qs_bench_train(cli, argc - 1, argv + 1);
     int formats = argc > 1 && !strcmp(argv[1], "formats"), analyze = argc > 1 && !strcmp(argv[1], "analyze");
@@ -97,6 +99,8 @@ int qs_cmd_bench(qs_cli *cli, int argc, char **argv)
     for (int i = 1 + formats + analyze + rl + kernels; i < argc; i++) {
         if (!formats && !analyze && !strcmp(argv[i], "--score")) { score = 1; continue; }
         if (formats && !strcmp(argv[i], "-f") && i + 1 < argc) { flist = argv[++i]; continue; }
+        if (rl && !strcmp(argv[i], "--sample")) { sample = 1; continue; }
+        if (rl && !strcmp(argv[i], "--model") && i + 1 < argc) { model = argv[++i]; continue; }
         if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--json")) json = 1;
         else if (!strcmp(argv[i], "--npy") && i + 1 < argc) user_npy = argv[++i];
@@ -104,6 +108,7 @@ int qs_cmd_bench(qs_cli *cli, int argc, char **argv)
     }
     if (formats) return qs_bench_formats(cli, quick, json, flist);
     if (analyze) return qs_bench_analyze(cli, quick, json);
+    if (rl && (sample || model)) return qs_bench_rl_sample(cli, quick, json, model);
     if (rl) return qs_bench_rl(cli, quick, json);
     if (kernels || score) return qs_bench_kernels(cli, quick, json, score);
     const size_t N = quick ? (1u << 20) : (1u << 24);

@@ -158,6 +158,13 @@ int qs_rl_ais_opt(const char *cmd, int ch, const char *arg, qs_ais_opts *o, int 
     "                      run (rows of steps after the checkpoint are recomputed, bit for bit); options\n" \
     "                      given again must agree (exit 2)\n" \
     "  --no-store          store nothing   --json  the run and its step records as JSON   --quiet\n" \
+    "  --sweep SPEC        many runs (mpirun -np N: whole runs over the ranks, rank 0 stores them; runs\n" \
+    "                      stored whole are skipped, so a re-run fills in): a preset (hif4-rl, ais, resq;\n" \
+    "                      3 seeds; 'hif4-rl;seeds=1' a piece of one) or a product such as\n" \
+    "                      'rollouts=default|w=mxfp4,a=mxfp4;trainers=fp32,bf16;corrections=none,tis;\n" \
+    "                      seeds=1,2,3' (rollouts separated by |, the others by , or |).  Runs are named\n" \
+    "                      rl/SWEEP/TASK/ROLLOUT/TRAINER/CORRECTION/sSEED; SWEEP (the preset, or\n" \
+    "                      sweep-HASH of the spec) is also rl_run.metadata's \"sweep\" (docs/rl.md)\n" \
     "\n" QS_AIS_OPTS_HELP
 
 extern const qs_subcommand qs_rl_subcommands[];

@@ -17,6 +17,8 @@
 
 #include "cli.h"
 #include "cmd_rl.h"
+#include "par.h"
+#include "rl_grpo_cli.h"
 #include "../../analysis/grpo_llm.h"
 #include "../../analysis/grpo_policy.h"
 #include "../../analysis/llm_eval_service.h"
@@ -32,18 +34,9 @@
 
 #define CMD "rl grpo"
 
-typedef struct gopts {
-    const char *model, *name, *out, *rollout_spec, *trainer_name, *correction, *resume;
-    qs_grpo_llm_cfg c;
-    qs_eval_cfg roll;
-    qs_llm_recipe recipe;
-    int replace, no_store, json, quiet, ckpt_every;   /* ckpt_every 0: not given */
-    char *args[QS_GRPO_STATE_MAX_ARGS];   /* the settings given, "--key=value" (--resume checks them) */
-    int nargs;
-} gopts;
 
 enum { G_MODEL = 0x3001, G_TASK, G_PROMPTS, G_GROUP, G_MAXNEW, G_TEMP, G_STEPS, G_SEED, G_NAME, G_LR, G_KL, G_ROLL,
-       G_TRAINER, G_CORR, G_OUT, G_REPLACE, G_NOSTORE, G_JSON, G_CLIP, G_QUIET, G_RESUME, G_CKPT };
+       G_TRAINER, G_CORR, G_OUT, G_REPLACE, G_NOSTORE, G_JSON, G_CLIP, G_QUIET, G_SWEEP, G_RESUME, G_CKPT };
 
 static int parse_pos(const char *opt, const char *s, double lo, double hi, double *out)
 {
@@ -76,7 +69,7 @@ static int record(gopts *o, const struct option *lo, int ch, const char *val)
 static int not_setting(int ch)
 {
     return ch == G_MODEL || ch == G_OUT || ch == G_REPLACE || ch == G_NOSTORE || ch == G_JSON || ch == G_QUIET ||
-           ch == G_RESUME || ch == G_CKPT || ch == ':' || ch == '?';
+           ch == G_RESUME || ch == G_CKPT || ch == G_SWEEP || ch == ':' || ch == '?';
 }
 
 static int parse(int argc, char **argv, gopts *o)
@@ -87,13 +80,12 @@ static int parse(int argc, char **argv, gopts *o)
         {"name", 1, 0, G_NAME}, {"lr", 1, 0, G_LR}, {"kl-coef", 1, 0, G_KL}, {"rollout", 1, 0, G_ROLL},
         {"trainer", 1, 0, G_TRAINER}, {"correction", 1, 0, G_CORR}, {"out", 1, 0, G_OUT}, {"replace", 0, 0, G_REPLACE},
         {"no-store", 0, 0, G_NOSTORE}, {"json", 0, 0, G_JSON}, {"clip", 1, 0, G_CLIP}, {"quiet", 0, 0, G_QUIET},
-        {"resume", 1, 0, G_RESUME}, {"checkpoint-every", 1, 0, G_CKPT}, AIS_LONGOPTS, {0, 0, 0, 0}};
+        {"sweep", 1, 0, G_SWEEP}, {"resume", 1, 0, G_RESUME}, {"checkpoint-every", 1, 0, G_CKPT},
+        AIS_LONGOPTS, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     qs_grpo_llm_cfg_default(&o->c);
     o->name = "rl/grpo";
-    o->trainer_name = "fp32";
-    o->correction = "none";
-    int band = 0, ch, rc = 0;
+    int band = 0, ch, rc = 0, seed_set = 0;
     optind = 1;
     opterr = 0;
     while (!rc && (ch = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
@@ -116,8 +108,10 @@ static int parse(int argc, char **argv, gopts *o)
         case G_CLIP: rc = parse_pos("--clip", optarg, 0, 1e30, &o->c.clip); break;
         case G_SEED:
             if (qs_parse_u64(optarg, (unsigned long long *)&o->c.seed)) return qs_cli_usage(CMD, "bad --seed '%s'", optarg);
+            seed_set = 1;
             break;
-        case G_NAME: o->name = optarg; break;
+        case G_NAME: o->name = optarg; o->name_set = 1; break;
+        case G_SWEEP: o->sweep = optarg; break;
         case G_ROLL: o->rollout_spec = optarg; break;
         case G_TRAINER: o->trainer_name = optarg; break;
         case G_CORR: o->correction = optarg; break;
@@ -138,9 +132,24 @@ static int parse(int argc, char **argv, gopts *o)
     }
     if (rc) return rc;
     if (optind < argc) return qs_cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
+    if (o->sweep && (o->rollout_spec || o->out || o->replace || o->no_store || o->json || o->trainer_name != NULL ||
+                     o->correction != NULL || seed_set))
+        return qs_cli_usage(CMD, "--sweep sets rollouts, trainers, corrections and seeds itself and stores whole runs: "
+                                 "drop --rollout, --trainer, --correction, --seed, --out, --replace, --no-store and --json");
+    if (o->sweep && (o->resume || o->ckpt_every))
+        return qs_cli_usage(CMD, "--sweep re-runs what is not stored whole: no --resume or --checkpoint-every");
+    if (!o->trainer_name) o->trainer_name = "fp32";
+    if (!o->correction) o->correction = "none";
+    return o->sweep ? 0 : qs_rl_grpo_settle(o);
+}
+
+int qs_rl_grpo_settle(gopts *o)
+{
+    int rc;
     if (qs_ais_method_parse(o->correction, &o->c.method))
         return qs_cli_usage(CMD, "--correction: unknown method '%s' (none, tis, icepop, seq_mis, geo_rs, ais_r)", o->correction);
     qs_err e = {{0}};
+    o->c.trainer = NULL;
     if (qs_llm_recipe_preset(o->trainer_name, &o->recipe, &e))
         return qs_cli_usage(CMD, "--trainer: %s (presets: %s)", e.msg, QS_LLM_RECIPE_PRESETS);
     if (strcmp(o->trainer_name, "fp32")) o->c.trainer = &o->recipe;
@@ -187,17 +196,32 @@ static json_t *step_json(const qs_grpo_llm_step *r)
 
 /* Each sequence's ids in rl_seq: "STEP:SEQ", and the group's "STEP:PROMPT:TEXT" with the prompt's text
 ** (without its leading newline), so the exact sequence can be rebuilt from the database. */
-static int put_seqs(run_ctx *C, int step, const char (*prompts)[QS_RL_TASK_PROMPT_MAX], qs_err *e)
+static int put_seqs(qs_db *db, int64_t run_id, const gopts *o, int step, const char (*prompts)[QS_RL_TASK_PROMPT_MAX],
+                    qs_err *e)
 {
-    const qs_grpo_llm_cfg *c = &C->o->c;
+    const qs_grpo_llm_cfg *c = &o->c;
     for (int i = 0; i < c->B * c->G; i++) {
         char sid[48], gid[96];
         const char *pt = prompts[i / c->G];
         snprintf(sid, sizeof sid, "%d:%d", step, i);
         snprintf(gid, sizeof gid, "%d:%d:%s", step, i / c->G, pt[0] == '\n' ? pt + 1 : pt);
-        if (qs_rl_seq_put(C->db, C->run_id, step, i, sid, gid, e)) return -1;
+        if (qs_rl_seq_put(db, run_id, step, i, sid, gid, e)) return -1;
     }
     return 0;
+}
+
+int qs_rl_grpo_put_step(qs_db *db, int64_t run_id, const gopts *o, const qs_grpo_llm_step *r, const qs_rl_row *rows,
+                        size_t n, const char (*prompts)[QS_RL_TASK_PROMPT_MAX], qs_err *e)
+{
+    const double v[QS_RL_STEP_NCOL] = {r->reward, r->reward_std, r->resp_len, r->entropy, r->kl_init, r->mismatch_k3,
+                                       r->weight_mean, r->weight_zero, r->lambda, r->loss, r->grad_norm, r->sample_s,
+                                       r->train_s};
+    qs_rl_writer *w = qs_rl_writer_open(db, run_id, e);
+    int rc = w ? qs_rl_writer_rows(w, rows, n, e) : -1;
+    if (w) qs_rl_writer_close(w);
+    if (!rc) rc = put_seqs(db, run_id, o, r->step, prompts, e);
+    if (!rc) rc = qs_rl_step_put(db, run_id, r->step, v, e);
+    return rc;
 }
 
 static int on_step(void *p, const qs_grpo_llm_step *r, const qs_rl_row *rows, size_t n,
@@ -207,17 +231,11 @@ static int on_step(void *p, const qs_grpo_llm_step *r, const qs_rl_row *rows, si
     if (!C->seen++) C->r_first = r->reward;
     C->r_last = r->reward;
     if (C->db) {
-        const double v[QS_RL_STEP_NCOL] = {r->reward, r->reward_std, r->resp_len, r->entropy, r->kl_init, r->mismatch_k3,
-                                           r->weight_mean, r->weight_zero, r->lambda, r->loss, r->grad_norm, r->sample_s,
-                                           r->train_s};
         if (qs_db_begin(C->db, e)) return -1;
-        qs_rl_writer *w = qs_rl_writer_open(C->db, C->run_id, e);
-        int rc = w ? qs_rl_writer_rows(w, rows, n, e) : -1;
-        if (w) qs_rl_writer_close(w);
-        if (!rc) rc = put_seqs(C, r->step, prompts, e);
-        if (!rc) rc = qs_rl_step_put(C->db, C->run_id, r->step, v, e);
-        if (!rc) rc = qs_db_commit(C->db, e);
-        if (rc) { qs_db_rollback(C->db); return -1; }
+        if (qs_rl_grpo_put_step(C->db, C->run_id, C->o, r, rows, n, prompts, e) || qs_db_commit(C->db, e)) {
+            qs_db_rollback(C->db);
+            return -1;
+        }
     }
     if (C->o->json) json_array_append_new(C->steps, step_json(r));
     else if (!C->o->quiet) {
@@ -230,7 +248,8 @@ static int on_step(void *p, const qs_grpo_llm_step *r, const qs_rl_row *rows, si
     return 0;
 }
 
-static char *metadata(const gopts *o, const char *hash, const char *model, const char *policy_set)
+char *qs_rl_grpo_metadata(const gopts *o, const qs_llm_file *f, const char *model, const char *policy_set,
+                          const char *sweep)
 {
     json_t *m = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:I}", "schema", "mmlog-v1", "producer",
                           "qscope rl grpo", "tool_version", QS_VERSION, "task", qs_rl_task_name(o->c.task), "rollout_format",
@@ -240,8 +259,9 @@ static char *metadata(const gopts *o, const char *hash, const char *model, const
     if (!m) return NULL;
     qs_json_add_nums(m, "temp", o->c.temp, "lr", o->c.lr, "clip", o->c.clip, "kl_coef", o->c.kl_coef, (const char *)NULL);
     qs_json_set_text(m, "model", model);
-    qs_json_set_text(m, "model_hash", hash);
+    qs_json_set_text(m, "model_hash", f->hash);
     if (policy_set) qs_json_set_text(m, "default_policy", policy_set);
+    if (sweep) qs_json_set_text(m, "sweep", sweep);
     char *aj = qs_ais_opts_json(&o->c.ais);
     json_object_set_new(m, "ais_options", aj ? json_loads(aj, 0, NULL) : json_null());
     free(aj);
@@ -299,7 +319,7 @@ static int on_ckpt(void *p, const qs_llm_model *m, const qs_grpo_llm_state *s, q
 
 /* ---------------------------------------------------------------- the command */
 
-static int run_name(const gopts *o, char *buf, size_t cap)
+int qs_rl_grpo_run_name(const gopts *o, char *buf, size_t cap)
 {
     return snprintf(buf, cap, "%s/%s/%s/%s/%s/s%llu", o->name, qs_rl_task_name(o->c.task), o->roll.label, o->trainer_name,
                     qs_ais_method_name(o->c.method), (unsigned long long)o->c.seed) >= (int)cap;
@@ -358,9 +378,10 @@ static int resume_opts(gopts *o, const qs_grpo_ckpt_state *rs, int argc, char **
     }
     if (!rc) {
         char r1[512], r2[512];
-        char *m1 = metadata(&o1, "", "", NULL), *m2 = metadata(o, "", "", NULL);
-        run_name(&o1, r1, sizeof r1);
-        run_name(o, r2, sizeof r2);
+        static qs_llm_file nof;   /* no model: the settings alone */
+        char *m1 = qs_rl_grpo_metadata(&o1, &nof, "", NULL, NULL), *m2 = qs_rl_grpo_metadata(o, &nof, "", NULL, NULL);
+        qs_rl_grpo_run_name(&o1, r1, sizeof r1);
+        qs_rl_grpo_run_name(o, r2, sizeof r2);
         if (!m1 || !m2) rc = qs_cli_error(QS_EXIT_ERR, "out of memory");
         else if (strcmp(r1, r2) || strcmp(m1, m2) || o->c.steps != rs->steps)
             rc = qs_cli_usage(CMD, "the options conflict with the run in %s (%s/%s): give none or the same", dir,
@@ -390,7 +411,7 @@ static int open_run(const gopts *o, const qs_grpo_ckpt_state *rs, const char *ru
         if (!k) qs_fail(e, "%s: run %s of the checkpoint is not in the database", o->resume, qs_esc(run));
         return k == 1 ? 0 : -1;
     }
-    char *meta = metadata(o, f0->hash, model, polset);
+    char *meta = qs_rl_grpo_metadata(o, f0, model, o->model ? NULL : polset, NULL);
     int rc = meta ? qs_db_begin(C->db, e) : qs_fail(e, "out of memory");
     if (!rc) rc = qs_rl_run_create(C->db, run, "qscope rl grpo", model, meta, o->replace, &C->run_id, e);
     if (!rc) rc = qs_db_commit(C->db, e);
@@ -461,9 +482,14 @@ static int cmd_grpo(qs_cli *cli, int argc, char **argv)
         if (qs_grpo_state_read(o.resume, &rs, &e)) { gopts_free(&o); return qs_cli_err(QS_EXIT_ERR, &e); }
         rc = resume_opts(&o, &rs, argc, argv);
     }
-    if (rc) { gopts_free(&o); qs_grpo_state_free(&rs); return rc; }
+    if (!rc && o.sweep) rc = qs_rl_grpo_sweep(cli, &o);
+    if (rc || o.sweep) { gopts_free(&o); qs_grpo_state_free(&rs); return rc; }
+    if (qs_par_size() > 1) {   /* one run is not sharded: rank 0 runs it alone */
+        if (qs_par_rank() > 0) { gopts_free(&o); qs_grpo_state_free(&rs); return 0; }
+        qs_par_alone();
+    }
     char run[512];
-    if (run_name(&o, run, sizeof run)) { rc = qs_cli_usage(CMD, "--name: the run name is too long"); goto out_o; }
+    if (qs_rl_grpo_run_name(&o, run, sizeof run)) { rc = qs_cli_usage(CMD, "--name: the run name is too long"); goto out_o; }
     if (o.resume && rs.run_name && strcmp(run, rs.run_name)) {
         rc = qs_cli_error(QS_EXIT_ERR, "%s/%s: run_name %s is not the run of its options", o.resume, QS_GRPO_STATE_FILE,
                           qs_esc(rs.run_name));
@@ -590,7 +616,7 @@ static int cmd_text(qs_cli *cli, int argc, char **argv)
 
 const qs_subcommand qs_rl_subcommands[] = {
     {"grpo", "GRPO on a transformer: quantized rollouts, a trainer in any recipe, IS corrections; stored\n"
-             "            as an rl_run plus per-step metrics\n", cmd_grpo, 0},
+             "            as an rl_run plus per-step metrics; --sweep SPEC: many runs, over MPI ranks\n", cmd_grpo, 1},
     {"text", "[--task T] [--lines N (1000)] [--seed S (0)]: the task's solved examples (\"7+5=12\" lines) on\n"
              "            stdout, e.g. for `qscope train --text` to pre-train a policy of your own\n", cmd_text, 0},
     {NULL, NULL, NULL, 0}};

@@ -195,7 +195,7 @@ const qs_command qs_commands[] = {
      "bytes against its stored hash.  Exit 1 if anything is wrong.", qs_cmd_check, NULL, NULL, 0},
     {"schema", "", "print the database schema (SQL)",
      "Prints the SQL of the current schema, for use with sqlite3.", qs_cmd_schema, NULL, NULL, 0},
-    {"bench", "[formats [-f LIST] | analyze | rl | kernels | train [shape] [--recipes LIST] [--steps N] | tui] [--score] [--quick] [--json] [--npy FILE]", "measure throughput",
+    {"bench", "[formats [-f LIST] | analyze | rl [--sample [--model PATH]] | kernels | train [shape] [--recipes LIST] [--steps N] | tui] [--score] [--quick] [--json] [--npy FILE]", "measure throughput",
      "`qscope bench` times the store's hot paths on generated data, min and median of repeated\n"
      "runs: hashing, decode of each storage dtype to float32, statistics (1 and 2 threads), and an\n"
      "end-to-end import of a .npy file (--npy FILE to use yours).\n"
@@ -210,6 +210,10 @@ const qs_command qs_commands[] = {
      "\n"
      "`qscope bench rl` times the RL log path on a generated 4M-token log: parse only, import-log of\n"
      "CSV and JSONL into a fresh database, and ais over the stored run (tokens/s).\n"
+     "`qscope bench rl --sample` times the batched sampler of GRPO rollouts: 64 sequences (8 prompts\n"
+     "x 8 samples) decoding together on the SmolLM2 model of `make data` (or --model PATH) and a small\n"
+     "synthetic model, fp32 and rollout configs (mxfp4, ResQ, hif4, kv=fp8): tokens/s and GEMM\n"
+     "FLOP/s against OpenBLAS SGEMM over the same matrices in the same run (--quick: 16 new tokens).\n"
      "\n"
      "`qscope bench kernels` times OpenBLAS SGEMM and, in the same run, FlashAttention-2 (L=4096,\n"
      "d=128), AMLA and the MSD two-pass INT8 GEMM, one thread then two, against the issue targets.\n"
