@@ -63,6 +63,7 @@ refuses "another seed" 2 "conflict with the run in" $QS rl grpo --resume "$T/ci"
 refuses "another model" 2 "is not the model of the run" $QS rl grpo --resume "$T/ci" --model "$T/ci"
 refuses "--replace with --resume" 2 "no --replace" $QS rl grpo --resume "$T/ci" --replace
 refuses "another --out" 2 "no other --out" $QS rl grpo --resume "$T/ci" --out "$T/x"
+refuses "--resume with --sweep" 2 "no --resume" $QS rl grpo --sweep ais --resume "$T/ci"
 echo '{"format": "qscope grpo_state", "version": 1, "step": 2' > "$T/bad/grpo_state.json"
 refuses "a truncated state file" 1 "bad/grpo_state.json" $QS rl grpo --resume "$T/bad"
 sed 's/"step": 8/"step": 99/' "$T/ci/grpo_state.json" > "$T/bad/grpo_state.json"
