@@ -34,7 +34,7 @@ void qs_claims_grpo_bind(qs_db *db) { g_db = db; }
 
 /* Final reward and AIS-R lambda (first tenth of the steps, last K) per configuration and seed (NAN: no run). */
 typedef struct cell {
-    char key[64];                    /* "base", "full:hif4", "roll:hif4", "resq:mxfp4", "roll:hif4:tis" */
+    char key[64];                    /* "base", "full:hif4", "roll:hif4@bf16", "roll:mxfp4@fp32:tis" (run_key) */
     double r[MAX_SEEDS], lam0[MAX_SEEDS], lam1[MAX_SEEDS];
 } cell;
 
@@ -52,20 +52,30 @@ static const char *fp4_of(const char *s)
     return NULL;
 }
 
-/* The configuration key of a run, or 0 when it is none of the claims' configurations. */
+/* The configuration key of a run, or 0 when it is none of the claims' configurations:
+**   "base"                 no FP4 anywhere, no ResQ, no correction;
+**   "full:F"               FP4 rollout and the trainer preset of the same format F;
+**   "roll:F@T"             FP4 rollout with the high-precision trainer T (bf16, fp32);
+**   "resq-M:F@T"           the same with Rollout-ResQ mode M (dense, 24 for 2:4);
+** then ":C" for a correction C other than none, by its canonical name (tis, mis, seq_mis, geo, ais). */
 static int run_key(const char *roll, const char *trainer, const char *corr, char *key, size_t cap)
 {
     const char *rf = fp4_of(roll), *tf = fp4_of(trainer);
     const char *rq = strstr(roll, "resq=");
-    int resq = rq && strncmp(rq + 5, "none", 4) && strncmp(rq + 5, "off", 3);
-    int none = !strcmp(corr, "none");
+    char mode[16] = "";
+    if (rq && strncmp(rq + 5, "none", 4) && strncmp(rq + 5, "off", 3))
+        snprintf(mode, sizeof mode, "%s", !strncmp(rq + 5, "2:4", 3) ? "24" : !strncmp(rq + 5, "dense", 5) ? "dense" : "?");
+    qs_ais_method m;
+    if (qs_ais_method_parse(corr, &m) || !strcmp(mode, "?")) return 0;
     if (!rf && !tf) {
-        if (!none || resq) return 0;
+        if (m != QS_CORR_NONE || mode[0]) return 0;
         snprintf(key, cap, "base");
-    } else if (rf && tf && !strcmp(rf, tf) && !resq) snprintf(key, cap, "full:%s", rf);
-    else if (rf && !tf) snprintf(key, cap, "%s:%s", resq ? "resq" : "roll", rf);
-    else return 0;
-    if (!none) snprintf(key + strlen(key), cap - strlen(key), ":%s", corr);
+    } else if (rf && tf && !strcmp(rf, tf) && !mode[0]) snprintf(key, cap, "full:%s", rf);
+    else if (rf && !tf && (!strcmp(trainer, "bf16") || !strcmp(trainer, "fp32"))) {
+        if (mode[0]) snprintf(key, cap, "resq-%s:%s@%s", mode, rf, trainer);
+        else snprintf(key, cap, "roll:%s@%s", rf, trainer);
+    } else return 0;
+    if (m != QS_CORR_NONE) snprintf(key + strlen(key), cap - strlen(key), ":%s", qs_ais_method_name(m));
     return 1;
 }
 
@@ -126,12 +136,13 @@ static const char *jstr(json_t *o, const char *k)
 }
 
 /* One stored run: its configuration from the metadata, its steps from rl_step. */
-static int read_run(qs_db *db, rtab *t, int64_t id, json_t *m, qs_err *e)
+static int read_run(qs_db *db, rtab *t, int64_t id, json_t *m, const char *only, qs_err *e)
 {
     const char *roll = jstr(m, "rollout_format"), *tr = jstr(m, "trainer"), *corr = jstr(m, "correction");
     json_t *js = json_object_get(m, "seed"), *jn = json_object_get(m, "steps");
     char key[64];
-    if (!roll || !tr || !corr || !json_is_integer(js) || !json_is_integer(jn) || !run_key(roll, tr, corr, key, sizeof key))
+    if (!roll || !tr || !corr || !json_is_integer(js) || !json_is_integer(jn) || !run_key(roll, tr, corr, key, sizeof key) ||
+        (only && strcmp(key, only)))
         return 0;
     json_int_t steps = json_integer_value(jn);
     if (steps < 1 || steps > 1000000) return 0;
@@ -159,10 +170,9 @@ done:
     return rc;
 }
 
-/* Every run of the sweep (rl_run.metadata "sweep" = name). */
-static int read_sweep(qs_db *db, const char *name, rtab *t, qs_err *e)
+/* Every run of the sweep (rl_run.metadata "sweep" = name), or only those of configuration only. */
+static int read_sweep(qs_db *db, const char *name, const char *only, rtab *t, qs_err *e)
 {
-    tab_init(t);
     sqlite3_stmt *st = qs_db_prepare(db, "SELECT id, metadata FROM rl_run ORDER BY id", e);
     if (!st) return -1;
     int r, rc = 0;
@@ -170,7 +180,7 @@ static int read_sweep(qs_db *db, const char *name, rtab *t, qs_err *e)
         const char *txt = (const char *)sqlite3_column_text(st, 1);
         json_t *m = txt ? json_loads(txt, 0, NULL) : NULL;
         const char *sw = m ? jstr(m, "sweep") : NULL;
-        if (sw && !strcmp(sw, name)) rc = read_run(db, t, sqlite3_column_int64(st, 0), m, e);
+        if (sw && !strcmp(sw, name)) rc = read_run(db, t, sqlite3_column_int64(st, 0), m, only, e);
         json_decref(m);
     }
     if (!rc && r != SQLITE_DONE) rc = qs_db_fail(db, e, "reading rl_run");
@@ -263,19 +273,28 @@ static int quick_cb(void *ctx, const qs_grpo_llm_step *rec, const qs_rl_row *row
 /* One quick run of the configuration key under seed: a fresh copy of the tiny policy, 6 steps of 2 x 4. */
 static int quick_run(const qs_llm_model *m0, rtab *t, const char *key, uint64_t seed, qs_err *e)
 {
-    char fmt[16] = "", corr[16] = "none";
-    int full = !strncmp(key, "full:", 5), resq = !strncmp(key, "resq:", 5), roll = !strncmp(key, "roll:", 5);
-    if (full || resq || roll) sscanf(key + 5, "%15[^:]:%15s", fmt, corr);
+    /* the key (run_key): KIND[:FMT[@TRAINER]][:CORRECTION] */
+    char kind[16] = "", fmt[16] = "", trn[16] = "bf16", corr[16] = "none";
+    const char *p = key + strcspn(key, ":");
+    snprintf(kind, sizeof kind, "%.*s", (int)(p - key), key);
+    if (*p && strcmp(kind, "base")) {
+        size_t n = strcspn(++p, "@:");
+        snprintf(fmt, sizeof fmt, "%.*s", (int)n, p);
+        p += n;
+        if (*p == '@') { n = strcspn(++p, ":"); snprintf(trn, sizeof trn, "%.*s", (int)n, p); p += n; }
+    }
+    if (*p == ':') snprintf(corr, sizeof corr, "%s", p + 1);
+    int full = !strcmp(kind, "full");
     qs_grpo_llm_cfg c;
     qs_grpo_llm_cfg_default(&c);
     c.B = 2, c.G = 4, c.max_new = 4, c.steps = 6, c.lr = 1e-3, c.seed = seed;
     qs_llm_recipe tr, rr;
-    if (qs_llm_recipe_preset(full ? fmt : "bf16", &tr, e)) return -1;
-    if (qs_llm_recipe_preset(fmt[0] ? fmt : "bf16", &rr, e)) return -1;
+    if (qs_llm_recipe_preset(full ? fmt : trn, &tr, e)) return -1;
+    if (qs_llm_recipe_preset(fmt[0] ? fmt : trn, &rr, e)) return -1;
     c.trainer = &tr;
     c.roll.w = rr.op[QS_OP_FWD_W].a, c.roll.has_w = rr.op[QS_OP_FWD_W].on;
     c.roll.a = rr.op[QS_OP_FWD_X].a, c.roll.has_a = rr.op[QS_OP_FWD_X].on;
-    c.roll.resq = resq ? QS_RESQ_DENSE : QS_RESQ_NONE;
+    c.roll.resq = !strcmp(kind, "resq-dense") ? QS_RESQ_DENSE : !strcmp(kind, "resq-24") ? QS_RESQ_24 : QS_RESQ_NONE;
     if (qs_ais_method_parse(corr, &c.method)) return qs_fail(e, "unknown correction '%s'", corr);
     qs_llm_model m;
     if (qs_llm_clone(&m, m0, e)) return -1;
@@ -301,12 +320,12 @@ static int load(int quick, const char *sweep, const char *const *keys, int nk, r
         for (uint64_t s = 1; !rc && s <= MIN_SEEDS; s++)
             for (int k = 0; !rc && k < nk; k++) rc = quick_run(&m, t, keys[k], s, e);
         qs_llm_free(&m);
-        APPEND(o->detail, "QUICK: a random 1-layer byte-level policy, 6 steps of 2 prompts x 4 samples of arith, "
-                          "seeds 1-3, trained now and not stored: it exercises the pipeline, not the measurement. ");
+        APPEND(o->detail, "QUICK: a random 1-layer policy, 6 steps of 2 x 4 arith samples, seeds 1-3, in memory: "
+                          "the pipeline, not the measurement. ");
         return rc;
     }
     if (g_db) {
-        if (read_sweep(g_db, sweep, t, e)) return -1;
+        if (read_sweep(g_db, sweep, NULL, t, e)) return -1;
         APPEND(o->detail, "Runs: the stored sweep '%s' (%d complete run%s of its configurations", sweep, t->runs,
                t->runs == 1 ? "" : "s");
         if (t->partial) APPEND(o->detail, ", %d incomplete ignored", t->partial);
@@ -317,7 +336,8 @@ static int load(int quick, const char *sweep, const char *const *keys, int nk, r
 }
 
 /* Seeds with a run of every key; fewer than MIN_SEEDS: the verdict says what to run. */
-static int enough(rtab *t, const char *sweep, const char *const *keys, int nk, qs_claim_out *o)
+/* per_seed: the runs the sweep makes per seed (docs/rl.md, "Sweeps"). */
+static int enough(rtab *t, const char *sweep, int per_seed, const char *const *keys, int nk, qs_claim_out *o)
 {
     int n = 0;
     for (int i = 0; i < t->nseed; i++) {
@@ -334,13 +354,13 @@ static int enough(rtab *t, const char *sweep, const char *const *keys, int nk, q
     APPEND(o->detail, "Not enough runs: %d seed%s with every configuration (", n, n == 1 ? "" : "s");
     for (int k = 0; k < nk; k++) APPEND(o->detail, "%s%s", k ? ", " : "", keys[k]);
     APPEND(o->detail, "), the claim needs %d: run `qscope rl grpo --sweep %s` (about %d min on 2 cores at ~%d min per "
-                      "default run). ", MIN_SEEDS, sweep, nk * MIN_SEEDS * RUN_MIN, RUN_MIN);
+                      "default run). ", MIN_SEEDS, sweep, per_seed * MIN_SEEDS * RUN_MIN, RUN_MIN);
     return 0;
 }
 
 static void reward_line(qs_claim_out *o, rtab *t, const char *const *keys, int nk)
 {
-    APPEND(o->detail, "Final reward (mean of the last min(50, steps/4) steps) by configuration:");
+    APPEND(o->detail, "Final reward (last min(50, steps/4) steps):");
     for (int k = 0; k < nk; k++) {
         ci95 c = diff(t, keys[k], NULL);
         APPEND(o->detail, " %s %.3f", keys[k], c.mean);
@@ -350,7 +370,7 @@ static void reward_line(qs_claim_out *o, rtab *t, const char *const *keys, int n
 
 /* ---------------------------------------------------------------- the claims */
 
-static const char *const kMis[] = {"base", "full:hif4", "roll:hif4", "full:mxfp4", "roll:mxfp4"};
+static const char *const kMis[] = {"base", "full:hif4", "roll:hif4@bf16", "full:mxfp4", "roll:mxfp4@bf16"};
 
 static int rl_mismatch(int quick, qs_claim_out *o, qs_err *e)
 {
@@ -358,18 +378,19 @@ static int rl_mismatch(int quick, qs_claim_out *o, qs_err *e)
     if (!t) return qs_fail(e, "out of memory");
     APPEND(o->detail, "GRPO on the default policy (qscope rl grpo defaults): base = bf16 rollout and trainer, full = "
                       "FP4 rollout and FP4 trainer (recipe of the format), roll = FP4 rollout (w, a) with the bf16 "
-                      "trainer, no correction. Claim: roll - full < 0 (restoring the trainer's precision hurts). ");
+                      "trainer (verdict; the fp32 trainer as context), no correction. Claim: roll - full < 0 (restoring the trainer's precision hurts). ");
     int rc = load(quick, "hif4-rl", kMis, 5, t, o, e);
-    if (rc || !enough(t, "hif4-rl", kMis, 5, o)) { free(t); return rc; }
+    if (rc || !enough(t, "hif4-rl", 7, kMis, 5, o)) { free(t); return rc; }
     reward_line(o, t, kMis, 5);
     int below = 1, above = 0;
     o->measured[0] = 0;
     for (int f = 0; f < 2; f++) {
         const char *fmt = f ? "mxfp4" : "hif4";
-        char kr[32], kf[32], tx[160];
-        snprintf(kr, sizeof kr, "roll:%s", fmt);
+        char kr[32], kf[32], k32[32], tx[160];
+        snprintf(kr, sizeof kr, "roll:%s@bf16", fmt);
+        snprintf(k32, sizeof k32, "roll:%s@fp32", fmt);
         snprintf(kf, sizeof kf, "full:%s", fmt);
-        ci95 d = diff(t, kr, kf), g = diff(t, kf, "base");
+        ci95 d = diff(t, kr, kf), g = diff(t, kf, "base"), d32 = diff(t, k32, kf);
         if (!f) o->value = d.mean;
         below &= d.n >= MIN_SEEDS && d.hi < 0;
         above |= d.n >= MIN_SEEDS && d.lo > 0;
@@ -377,7 +398,12 @@ static int rl_mismatch(int quick, qs_claim_out *o, qs_err *e)
         APPEND(o->measured, "%s%s roll-full %+.3f", f ? "; " : "", fmt, d.mean);
         APPEND(o->detail, "%s: roll - full %s; ", fmt, tx + strlen(fmt) + 1);
         ci_text(tx, sizeof tx, "full - base", g);
-        APPEND(o->detail, "%s. ", tx);
+        APPEND(o->detail, "%s", tx);
+        if (d32.n) {   /* the fp32 trainer (the preset's second high-precision trainer): context */
+            ci_text(tx, sizeof tx, "; with the fp32 trainer, roll - full", d32);
+            APPEND(o->detail, "%s", tx);
+        }
+        APPEND(o->detail, ". ");
     }
     o->verdict = below ? QS_VERDICT_REPRODUCED : above ? QS_VERDICT_DIFFERS : QS_VERDICT_INCONCLUSIVE;
     APPEND(o->detail, "%s", below   ? "Supported: for both formats the FP4 trainer beats the bf16 one under an FP4 rollout."
@@ -400,26 +426,30 @@ static int rl_underflow(int quick, qs_claim_out *o, qs_err *e)
     return 0;
 }
 
-static const char *const kResq[] = {"base", "roll:hif4", "resq:hif4", "roll:mxfp4", "resq:mxfp4"};
+static const char *const kResq[] = {"base", "roll:hif4@fp32", "resq-24:hif4@fp32", "resq-dense:hif4@fp32",
+                                    "roll:mxfp4@fp32", "resq-24:mxfp4@fp32", "resq-dense:mxfp4@fp32"};
+
+#define NRESQ 7
 
 static int rl_resq(int quick, qs_claim_out *o, qs_err *e)
 {
     rtab *t = malloc(sizeof *t);
     if (!t) return qs_fail(e, "out of memory");
-    APPEND(o->detail, "base = bf16 rollout and trainer; roll = FP4 rollout (w, a) with the bf16 trainer; resq = the "
-                      "same with Rollout-ResQ (dense). Gap = base - roll, gain = resq - roll, share closed = mean gain "
-                      "/ mean gap. ");
-    int rc = load(quick, "resq", kResq, 5, t, o, e);
-    if (rc || !enough(t, "resq", kResq, 5, o)) { free(t); return rc; }
-    reward_line(o, t, kResq, 5);
+    APPEND(o->detail, "fp32 trainer; base = bf16 rollout; roll = FP4 rollout (w, a); resq-24 / resq-dense = the same "
+                      "with Rollout-ResQ 2:4 (the paper's sparse residual: the verdict) / dense. Gap = base - roll, "
+                      "gain = resq - roll, share closed = mean gain / mean gap. ");
+    int rc = load(quick, "resq", kResq, NRESQ, t, o, e);
+    if (rc || !enough(t, "resq", 7, kResq, NRESQ, o)) { free(t); return rc; }
+    reward_line(o, t, kResq, NRESQ);
     int ok = 1, bad = 0;
     o->measured[0] = 0;
     for (int f = 0; f < 2; f++) {
         const char *fmt = f ? "mxfp4" : "hif4";
-        char kr[32], kq[32], tx[160];
-        snprintf(kr, sizeof kr, "roll:%s", fmt);
-        snprintf(kq, sizeof kq, "resq:%s", fmt);
-        ci95 gap = diff(t, "base", kr), gain = diff(t, kq, kr);
+        char kr[32], kq[32], kd[32], tx[160];
+        snprintf(kr, sizeof kr, "roll:%s@fp32", fmt);
+        snprintf(kq, sizeof kq, "resq-24:%s@fp32", fmt);
+        snprintf(kd, sizeof kd, "resq-dense:%s@fp32", fmt);
+        ci95 gap = diff(t, "base", kr), gain = diff(t, kq, kr), dense = diff(t, kd, kr);
         double share = gap.mean != 0 ? gain.mean / gap.mean : NAN;
         if (!f) o->value = share;
         ok &= gap.lo > 0 && gain.lo > 0;
@@ -432,7 +462,9 @@ static int rl_resq(int quick, qs_claim_out *o, qs_err *e)
         APPEND(o->detail, "%s, share closed ", tx);
         if (isfinite(share)) APPEND(o->detail, "%.0f %%", 100 * share);
         else APPEND(o->detail, "undefined");
-        APPEND(o->detail, "%s. ", gap.lo > 0 ? "" : " (no resolved gap to close)");
+        APPEND(o->detail, "%s", gap.lo > 0 ? "" : " (no resolved gap to close)");
+        ci_text(tx, sizeof tx, "; dense gain", dense);
+        APPEND(o->detail, "%s. ", tx);
     }
     o->verdict = ok ? QS_VERDICT_REPRODUCED : bad ? QS_VERDICT_DIFFERS : QS_VERDICT_INCONCLUSIVE;
     APPEND(o->detail, "%s", ok    ? "Supported: for both formats FP4 rollouts lose reward and ResQ wins part of it back."
@@ -442,8 +474,9 @@ static int rl_resq(int quick, qs_claim_out *o, qs_err *e)
     return 0;
 }
 
-static const char *const kAis[] = {"base", "roll:hif4", "roll:hif4:tis", "roll:hif4:icepop", "roll:hif4:seq_mis",
-                                   "roll:hif4:geo_rs", "roll:hif4:ais_r"};
+#define ROLL "roll:mxfp4@fp32"   /* the `ais` preset's rollout and trainer */
+static const char *const kAis[] = {"base", ROLL, ROLL ":tis", ROLL ":mis", ROLL ":seq_mis", ROLL ":geo", ROLL ":ais"};
+#define CORR(k) (kAis[k] + strlen(ROLL) + 1)
 #define NAIS 7
 #define HARM 0.02   /* absolute reward: less harm than this is "no degradation" */
 
@@ -452,12 +485,15 @@ static int rl_ais(int quick, int c4, qs_claim_out *o, qs_err *e)
 {
     rtab *t = malloc(sizeof *t);
     if (!t) return qs_fail(e, "out of memory");
-    APPEND(o->detail, "base = bf16 rollout and trainer; roll = HiF4 rollout (w, a) with the bf16 trainer, uncorrected "
-                      "or with a correction (:tis, ...). ");
+    APPEND(o->detail, "roll = MXFP4 rollout (w, a) with the fp32 trainer, uncorrected or corrected (tis, mis = icepop, "
+                      "seq_mis, geo = geo_rs, ais = ais_r); base = exact rollout (bf16), from the sweep 'ais' or else "
+                      "'resq' (its base run: fp32 trainer, same seeds and defaults). ");
     int rc = load(quick, "ais", kAis, NAIS, t, o, e);
-    if (rc || !enough(t, "ais", kAis, NAIS, o)) { free(t); return rc; }
+    if (!rc && !quick && g_db && !find_cell(t, "base", 0)) rc = read_sweep(g_db, "resq", "base", t, e);
+    if (!rc && !find_cell(t, "base", 0)) APPEND(o->detail, "No base run (`qscope rl grpo --sweep resq` makes it). ");
+    if (rc || !enough(t, "ais", 6, kAis, NAIS, o)) { free(t); return rc; }
     reward_line(o, t, kAis, NAIS);
-    ci95 deg = diff(t, "roll:hif4", "base");
+    ci95 deg = diff(t, ROLL, "base");
     char tx[160];
     ci_text(tx, sizeof tx, "degradation (roll - base)", deg);
     APPEND(o->detail, "%s. ", tx);
@@ -465,22 +501,22 @@ static int rl_ais(int quick, int c4, qs_claim_out *o, qs_err *e)
     if (!c4) {
         int rec = 0, best = 1;
         for (int k = 2; k < NAIS; k++) {
-            ci95 r = diff(t, kAis[k], "roll:hif4");
+            ci95 r = diff(t, kAis[k], ROLL);
             rec |= r.lo > 0;
-            if (k == 2 || r.mean > diff(t, kAis[best], "roll:hif4").mean) best = k;
-            ci_text(tx, sizeof tx, kAis[k] + 10, r);
+            if (k == 2 || r.mean > diff(t, kAis[best], ROLL).mean) best = k;
+            ci_text(tx, sizeof tx, CORR(k), r);
             APPEND(o->detail, "recovery %s; ", tx);
         }
         o->value = deg.mean;
-        snprintf(o->measured, sizeof o->measured, "roll-base %+.3f; best %s %+.3f", deg.mean, kAis[best] + 10,
-                 diff(t, kAis[best], "roll:hif4").mean);
+        snprintf(o->measured, sizeof o->measured, "roll-base %+.3f; best %s %+.3f", deg.mean, CORR(best),
+                 diff(t, kAis[best], ROLL).mean);
         o->verdict = harm && rec ? QS_VERDICT_REPRODUCED : noharm ? QS_VERDICT_DIFFERS : QS_VERDICT_INCONCLUSIVE;
         APPEND(o->detail, "%s", harm && rec ? "Supported: uncorrected FP4 rollouts lose reward and a correction recovers."
                                 : noharm    ? "Not supported at this scale: uncorrected FP4 rollouts lose less than 0.02 "
                                               "reward (the whole interval), as in `sim grpo` (docs/rl.md)."
                                             : "Inconclusive: harm without a resolved recovery, or an undecided harm.");
     } else {
-        cell *c = find_cell(t, "roll:hif4:ais_r", 0);
+        cell *c = find_cell(t, ROLL ":ais", 0);
         ci95 dl = paired(c->lam1, c->lam0, t->nseed), l0 = paired(c->lam0, NULL, t->nseed);
         o->value = dl.mean;
         snprintf(o->measured, sizeof o->measured, "lambda early %.3f, late-early %+.3f; roll-base %+.3f", l0.mean, dl.mean, deg.mean);
@@ -500,7 +536,7 @@ static int rl_ais(int quick, int c4, qs_claim_out *o, qs_err *e)
 static int quick_verdict(int quick, int rc, qs_claim_out *o)
 {
     if (!rc && quick && o->verdict != QS_VERDICT_INCONCLUSIVE) {
-        APPEND(o->detail, " QUICK: the arithmetic says %s; a random policy decides nothing, so inconclusive.",
+        APPEND(o->detail, " QUICK: the arithmetic says %s; a random policy decides nothing.",
                qs_verdict_name(o->verdict));
         o->verdict = QS_VERDICT_INCONCLUSIVE;
     }

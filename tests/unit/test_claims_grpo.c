@@ -80,6 +80,8 @@ static void test_mismatch_supported(void **state)
     run(f->db, "other", "w=hif4,a=hif4", "bf16", "none", 1, 0.9, 0, 0, 10);
     run(f->db, "hif4-rl", "w=hif4,a=hif4", "bf16", "none", 4, 0.9, 0, 0, 9);
     run(f->db, "hif4-rl", "w=hif4,a=hif4", "bf16", "tis", 1, 0.9, 0, 0, 10);
+    for (int s = 1; s <= 3; s++)   /* the fp32 trainer: context, not mixed with the bf16 one */
+        run(f->db, "hif4-rl", "w=hif4,a=hif4", "fp32", "none", s, 0.1 * s, 0, 0, 10);
     qs_claim_out o;
     measure(f->db, "hif4.rl-mismatch", &o);
     assert_int_equal(o.verdict, QS_VERDICT_REPRODUCED);
@@ -88,6 +90,7 @@ static void test_mismatch_supported(void **state)
     assert_non_null(strstr(o.detail, "hif4: roll - full -0.120 [-0.170, -0.070] (3 seeds)"));
     assert_non_null(strstr(o.detail, "mxfp4: roll - full -0.060 [-0.085, -0.035] (3 seeds)"));
     assert_non_null(strstr(o.detail, "1 incomplete ignored"));
+    assert_non_null(strstr(o.detail, "with the fp32 trainer, roll - full -0.200 [-0.448, +0.048] (3 seeds)"));
 }
 
 static void test_mismatch_differs(void **state)
@@ -126,11 +129,13 @@ static void test_resq(void **state)
     fixture *f = *state;
     const double roll[3] = {0.30, 0.28, 0.32}, resq[3] = {0.40, 0.39, 0.41};
     for (int s = 1; s <= 3; s++) {
-        run(f->db, "resq", "bf16", "bf16", "none", s, 0.5, 0, 0, 10);
-        run(f->db, "resq", "w=hif4,a=hif4", "bf16", "none", s, roll[s - 1], 0, 0, 10);
-        run(f->db, "resq", "w=hif4,a=hif4,resq=dense", "bf16", "none", s, resq[s - 1], 0, 0, 10);
-        run(f->db, "resq", "w=mxfp4,a=mxfp4", "bf16", "none", s, 0.30, 0, 0, 10);
-        run(f->db, "resq", "w=mxfp4,a=mxfp4,resq=dense", "bf16", "none", s, 0.2 + 0.01 * s, 0, 0, 10);
+        run(f->db, "resq", "w=bf16,a=bf16", "fp32", "none", s, 0.5, 0, 0, 10);
+        run(f->db, "resq", "w=hif4,a=hif4,resq=none", "fp32", "none", s, roll[s - 1], 0, 0, 10);
+        run(f->db, "resq", "w=hif4,a=hif4,resq=2:4", "fp32", "none", s, resq[s - 1], 0, 0, 10);
+        run(f->db, "resq", "w=hif4,a=hif4,resq=dense", "fp32", "none", s, 0.5, 0, 0, 10);
+        run(f->db, "resq", "w=mxfp4,a=mxfp4,resq=none", "fp32", "none", s, 0.30, 0, 0, 10);
+        run(f->db, "resq", "w=mxfp4,a=mxfp4,resq=2:4", "fp32", "none", s, 0.2 + 0.01 * s, 0, 0, 10);
+        run(f->db, "resq", "w=mxfp4,a=mxfp4,resq=dense", "fp32", "none", s, 0.5, 0, 0, 10);
     }
     qs_claim_out o;
     measure(f->db, "resq.rl-gap", &o);
@@ -139,18 +144,22 @@ static void test_resq(void **state)
     assert_non_null(strstr(o.measured, "hif4 50 % closed"));
     assert_non_null(strstr(o.measured, "mxfp4 -40 % closed"));
     assert_int_equal(o.verdict, QS_VERDICT_DIFFERS);
+    assert_non_null(strstr(o.detail, "dense gain +0.200"));   /* context, not the verdict */
 }
 
+/* The `ais` preset (MXFP4 rollout, fp32 trainer; corrections by canonical name or alias); the base run
+** from the sweep 'resq' (the `ais` preset has none). */
 static void ais_runs(qs_db *db, double roll, double tis, double lam1)
 {
-    static const char *const corr[] = {"icepop", "seq_mis", "geo_rs"};
+    static const char *const corr[] = {"icepop", "seq_mis", "geo"};
     for (int s = 1; s <= 3; s++) {
         double j = 0.005 * (s - 2);   /* seed noise */
-        run(db, "ais", "bf16", "bf16", "none", s, 0.5 + j, 0, 0, 10);
-        run(db, "ais", "w=hif4,a=hif4", "bf16", "none", s, roll + 2 * j, 0, 0, 10);
-        run(db, "ais", "w=hif4,a=hif4", "bf16", "tis", s, tis + j, 0, 0, 10);
-        for (int k = 0; k < 3; k++) run(db, "ais", "w=hif4,a=hif4", "bf16", corr[k], s, roll, 0, 0, 10);
-        run(db, "ais", "w=hif4,a=hif4", "bf16", "ais_r", s, roll + j, 0.1, lam1 + j, 10);
+        run(db, "resq", "w=bf16,a=bf16", "fp32", "none", s, 0.5 + j, 0, 0, 10);
+        run(db, "ais", "w=mxfp4,a=mxfp4", "fp32", "none", s, roll + 2 * j, 0, 0, 10);
+        run(db, "ais", "w=mxfp4,a=mxfp4", "fp32", "tis", s, tis + j, 0, 0, 10);
+        for (int k = 0; k < 3; k++) run(db, "ais", "w=mxfp4,a=mxfp4", "fp32", corr[k], s, roll, 0, 0, 10);
+        run(db, "ais", "w=mxfp4,a=mxfp4", "fp32", "ais", s, roll + j, 0.1, lam1 + j, 10);
+        run(db, "resq", "w=mxfp4,a=mxfp4,resq=none", "fp32", "none", s, 0.9, 0, 0, 10);   /* another sweep's */
     }
 }
 
