@@ -10,6 +10,7 @@ static const group kGroups[] = {
     {qs_claims_kernels, &qs_claims_kernels_n},
     {qs_claims_rl, &qs_claims_rl_n},
     {qs_claims_train, &qs_claims_train_n},
+    {qs_claims_grpo, &qs_claims_grpo_n},
 };
 
 #define NGROUPS (sizeof kGroups / sizeof kGroups[0])

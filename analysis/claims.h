@@ -61,5 +61,7 @@ extern const qs_claim qs_claims_rl[];
 extern const size_t qs_claims_rl_n;
 extern const qs_claim qs_claims_train[];
 extern const size_t qs_claims_train_n;
+extern const qs_claim qs_claims_grpo[];
+extern const size_t qs_claims_grpo_n;
 
 #endif

@@ -17,6 +17,7 @@
 #include "train_cli.h"
 #include "../render/plot_render.h"
 #include "../../analysis/claims.h"
+#include "../../analysis/claims_grpo.h"
 #include "../../analysis/claims_train.h"
 #include "../../analysis/plot_pack.h"
 #include "../../analysis/results.h"
@@ -168,6 +169,13 @@ static int claim_done(size_t i, const uint8_t *b, size_t len, void *ctx, qs_err 
     return 0;
 }
 
+static int is_grpo_claim(const qs_claim *c)
+{
+    for (size_t i = 0; i < qs_claims_grpo_n; i++)
+        if (c == &qs_claims_grpo[i]) return 1;
+    return 0;
+}
+
 int qs_cmd_claims(qs_cli *cli, int argc, char **argv)
 {
     int json = 0, quick = 0, save = 0, verbose = 0;
@@ -204,6 +212,13 @@ int qs_cmd_claims(qs_cli *cli, int argc, char **argv)
             qs_claims_train_env env = {db ? db : tdb, qs_par_size() == 1 ? run_default_sweep : NULL, cli};
             qs_claims_train_bind(&env);
         }
+    /* the RL claims on a transformer read the stored `rl grpo` sweeps (they never train them) */
+    for (size_t k = 0; k < matched && !quick; k++)
+        if (is_grpo_claim(list[k])) {
+            if (!db && !tdb && !(tdb = qs_cli_open_db(cli))) { free(list); qs_claims_train_bind(NULL); return QS_EXIT_ERR; }
+            qs_claims_grpo_bind(db ? db : tdb);
+            break;
+        }
     claims_run R = {cli, json, quick, verbose, 0, plots, db, json_array(), list};
     int rc = QS_EXIT_OK;
     if (!json)
@@ -230,6 +245,7 @@ int qs_cmd_claims(qs_cli *cli, int argc, char **argv)
     json_decref(R.rows);
     free(list);
     qs_claims_train_bind(NULL);
+    qs_claims_grpo_bind(NULL);
     if (tdb) qs_db_close(tdb);
     if (db) qs_db_close(db);
     return rc;

@@ -11,6 +11,7 @@
 #include "../../analysis/ais.h"
 #include "../../analysis/ais_store.h"
 #include "../../analysis/claims.h"
+#include "../../analysis/claims_grpo.h"
 #include "../../analysis/claims_train.h"
 #include "../../store/db_readonly.h"
 #include "../../store/json_out.h"
@@ -77,8 +78,10 @@ int qs_report_claims(qs_cli *cli, const char *dir, int plots, int full, json_t *
     qs_db *tdb = full ? qs_db_open_readonly(cli->db_path, &oe) : NULL;
     qs_claims_train_env env = {tdb, NULL, NULL};
     if (tdb) qs_claims_train_bind(&env);
+    qs_claims_grpo_bind(tdb);   /* and the RL claims the stored rl grpo sweeps */
     int rc = report_claims(dir, plots, full, sections, e);
     qs_claims_train_bind(NULL);
+    qs_claims_grpo_bind(NULL);
     if (tdb) qs_db_close(tdb);
     return rc;
 }

@@ -80,7 +80,7 @@ static void test_sharded(void **state)
             if (qs_command_sharded(c, 2, argv)) strcat(strcat(strcat(strcat(got, c->name), " "), s->name), ";");
         }
     }
-    assert_string_equal(got, "analyze;report;claims;sim grpo;llm eval;llm sensitivity;");
+    assert_string_equal(got, "analyze;report;claims;sim grpo;rl grpo;llm eval;llm sensitivity;train;");
 }
 
 int main(void)
