@@ -167,7 +167,11 @@ int qs_llm_recipe_operand_stat(const qs_llm_recipe *r, int op, const float *x, s
         if (sl->rht) qs_llm_rht16(y, rows, cols, op_axis[op], cs, 0);
         return qs_llm_fakeq_tiles16(&a, y, rows, cols, e);
     }
-    /* with statistics: what the format sees (after the RHT) must outlive the quantization */
+    if (!sl->tile2d) {   /* statistics counted by the quantizer's tasks (amax block formats) */
+        int rc = qs_llm_fakeq_par_stat(&a, x, y, rows, cols, sl->rht, cs, qs_llm_threads(), st, e);
+        if (rc != 1) return rc;
+    }
+    /* else what the format sees (after the RHT) must outlive the quantization */
     const float *in = x;
     float *own = NULL;
     if (sl->rht || y == x) {
