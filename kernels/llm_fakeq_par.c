@@ -13,6 +13,7 @@
 #define PANEL 64                     /* columns per axis-0 task */
 #define ROWS_MIN 16                  /* rows per axis-1 task, at least */
 #define BAND ((size_t)1 << 20)       /* qs_format_apply's band: longer runs are cut there */
+#define CHUNK ((size_t)1 << 13)      /* values per row group counted together (axis 1) */
 
 /* 8 x 8 block: d[c][r] = s[r][c] (unpack, shuffle, permute; written out so that it stays in registers). */
 __attribute__((target("avx2"))) static void tr8(const float *s, size_t ls, float *d, size_t ld)
@@ -56,6 +57,8 @@ typedef struct {
     uint64_t seed;
     int *rc;
     qs_err *err;
+    uint64_t (*cnt)[4];   /* with statistics: each task's counts (qs_llm_opstat_runs), else NULL */
+    float ts;             /* the matrix's finite absmax, for them */
 } job;
 
 /* One run of n values (blocks from its start, SR counters from index0): qs_format_apply's own call for
@@ -84,8 +87,14 @@ static void task_rows(void *ctx, size_t t, int slot)
         j->rc[t] = qs_fakeq_matrix(&a, j->rht ? y : x, nr, C, y, &j->err[t]);
         return;
     }
-    for (size_t r = 0; r < nr && !j->rc[t]; r++)
-        j->rc[t] = run(&j->a, (r0 + r) * C, x + r * C, C, y + r * C, &j->err[t]);
+    size_t k = j->cnt && C < CHUNK ? CHUNK / C : 1;   /* rows counted together, still in cache */
+    for (size_t r = 0; r < nr && !j->rc[t]; r += k) {
+        size_t nk = nr - r < k ? nr - r : k;
+        for (size_t i = r; i < r + nk && !j->rc[t]; i++)
+            j->rc[t] = run(&j->a, (r0 + i) * C, x + i * C, C, y + i * C, &j->err[t]);
+        if (j->cnt && !j->rc[t])
+            j->rc[t] = qs_llm_opstat_runs(&j->a, x + r * C, y + r * C, nk, C, C, j->ts, j->cnt[t], &j->err[t]);
+    }
 }
 
 static void task_panel(void *ctx, size_t t, int slot)
@@ -109,19 +118,24 @@ static void task_panel(void *ctx, size_t t, int slot)
         j->rc[t] = qs_fakeq_matrix(&a, p, nc, R, q, &j->err[t]);
     } else   /* axis 0 numbers element (r, c) c * rows + r */
         for (size_t c = 0; c < nc && !j->rc[t]; c++) j->rc[t] = run(&j->a, (c0 + c) * R, p + c * ld, R, q + c * ld, &j->err[t]);
+    if (j->cnt && !j->rc[t])   /* the panel's columns as runs, after the RHT, while in cache */
+        j->rc[t] = qs_llm_opstat_runs(&j->a, p, q, nc, R, ld, j->ts, j->cnt[t], &j->err[t]);
     if (!j->rc[t]) transpose(q, ld, j->y + c0, j->cols, nc, R, avx);
     free(p);
 }
 
-int qs_llm_fakeq_par(const qs_apply *a0, const float *x, float *y, size_t rows, size_t cols, int rht, uint64_t seed,
-                     int threads, qs_err *e)
+static int par(const qs_apply *a0, const float *x, float *y, size_t rows, size_t cols, int rht, uint64_t seed,
+               int threads, qs_llm_opstat *st, qs_err *e)
 {
+    if (st && (a0->cscale || a0->gran != QS_GRAN_BLOCK || rows * cols < MIN_PAR || rows < 2 || cols < 2 || x == y ||
+               (a0->axis ? rht || cols > BAND : rows > BAND) || !qs_llm_opstat_run_block(a0, rows, cols)))
+        return 1;   /* counted apart (qs_llm_opstat_add) */
     if (a0->cscale || a0->gran != QS_GRAN_BLOCK || rows * cols < MIN_PAR || rows < 2 || cols < 2) {
         if (y != x) memcpy(y, x, rows * cols * sizeof *y);
         if (rht) qs_llm_rht16(y, rows, cols, a0->axis, seed, 0);
         return qs_fakeq_matrix(a0, y, rows, cols, y, e);
     }
-    job j = {*a0, x, y, rows, cols, 0, a0->axis, rht, seed, NULL, NULL};
+    job j = {*a0, x, y, rows, cols, 0, a0->axis, rht, seed, NULL, NULL, NULL, 0};
     if (qs_qopts_check(j.a.f, &j.a.o, e)) return -1;
     if (j.a.f->has_tensor_scale && !(j.a.o.tensor_scale > 0)) {   /* qs_format_apply's rule, whole matrix */
         if (rht) {   /* the scale is the transformed matrix's: transform first */
@@ -132,6 +146,7 @@ int qs_llm_fakeq_par(const qs_apply *a0, const float *x, float *y, size_t rows, 
         }
         float m = qs_finite_absmax_n(j.x, rows * cols);
         if (m > 0) j.a.o.tensor_scale = m;
+        j.ts = m;
     }
     if (j.axis == 0 && qs_format_block(j.a.f, &j.a.o) == 1 && j.a.o.round != QS_RND_SR && !rht)
         j.axis = 1;   /* elementwise without counters: the blocks' direction does not matter */
@@ -149,12 +164,35 @@ int qs_llm_fakeq_par(const qs_apply *a0, const float *x, float *y, size_t rows, 
     }
     j.rc = calloc(n, sizeof *j.rc);
     j.err = calloc(n, sizeof *j.err);
-    if (!j.rc || !j.err) { free(j.rc); free(j.err); return qs_fail(e, "out of memory"); }
+    j.cnt = st ? calloc(n, sizeof *j.cnt) : NULL;
+    if (!j.rc || !j.err || (st && !j.cnt)) { free(j.rc); free(j.err); free(j.cnt); return qs_fail(e, "out of memory"); }
     qs_pool_for(n > 1 ? w : 1, n, j.axis ? task_rows : task_panel, &j);
     int rc = 0;
     for (size_t t = 0; t < n && !rc; t++)
         if (j.rc[t]) { *e = j.err[t]; rc = -1; }
+    if (st && !rc) {   /* the tasks' counts, in task order */
+        uint64_t c[4] = {0, 0, 0, 0};
+        for (size_t t = 0; t < n; t++)
+            for (int i = 0; i < 4; i++) c[i] += j.cnt[t][i];
+        st->n += rows * cols;
+        st->underflow += c[0];
+        st->nonfinite += c[1];
+        st->clipped += c[3];
+    }
     free(j.rc);
     free(j.err);
+    free(j.cnt);
     return rc;
+}
+
+int qs_llm_fakeq_par(const qs_apply *a, const float *x, float *y, size_t rows, size_t cols, int rht, uint64_t seed,
+                     int threads, qs_err *e)
+{
+    return par(a, x, y, rows, cols, rht, seed, threads, NULL, e);
+}
+
+int qs_llm_fakeq_par_stat(const qs_apply *a, const float *x, float *y, size_t rows, size_t cols, int rht,
+                          uint64_t seed, int threads, qs_llm_opstat *st, qs_err *e)
+{
+    return par(a, x, y, rows, cols, rht, seed, threads, st, e);
 }

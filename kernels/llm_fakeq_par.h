@@ -17,11 +17,20 @@
 #include <stdint.h>
 
 #include "format_apply.h"
+#include "llm_recipe.h"
 #include "qs_err.h"
 
 /* y (rows x cols) = fake quantization of x under a (block axis a->axis), after the RHT of seed
 ** rht_seed when rht; y may equal x.  threads as qs_pool_for. */
 int qs_llm_fakeq_par(const qs_apply *a, const float *x, float *y, size_t rows, size_t cols, int rht, uint64_t rht_seed,
                      int threads, qs_err *e);
+
+/* The same, with the statistics of qs_llm_opstat_add (tile2d 0) added to *st, counted by each task
+** while its rows or panel are in cache (the values the format saw: after the RHT), the tasks' counts
+** summed in task order: the same counts, without another pass over the operand.  Amax-determined
+** block formats on the pool only (operands the parallel path takes, blocks along the runs, an RHT
+** only along columns, y != x); 1 (nothing done, y untouched) otherwise. */
+int qs_llm_fakeq_par_stat(const qs_apply *a, const float *x, float *y, size_t rows, size_t cols, int rht,
+                          uint64_t seed, int threads, qs_llm_opstat *st, qs_err *e);
 
 #endif

@@ -277,6 +277,46 @@ int qs_llm_opstat_quantize(const qs_apply *a, const float *x, float *y, size_t r
     return 0;
 }
 
+size_t qs_llm_opstat_run_block(const qs_apply *a, size_t rows, size_t cols)
+{
+    const qs_format *f = a->f;
+    if (f->block == 1 || !(f->block_scales || f->fakeq_scales) || a->gran != QS_GRAN_BLOCK || a->cscale) return 0;
+    size_t B = (size_t)qs_format_block(f, &a->o);
+    bgrid g = grid_of(a, 0, rows, cols);
+    if (!B || (a->axis ? g.bh != 1 || g.bw != B : g.bw != 1 || g.bh != B)) return 0;
+    return B;
+}
+
+int qs_llm_opstat_runs(const qs_apply *a, const float *x, const float *y, size_t nrun, size_t n, size_t ld, float ts,
+                       uint64_t c[4], qs_err *e)
+{
+    size_t B = (size_t)qs_format_block(a->f, &a->o);
+    bgrid g = {1, B, nrun, (n + B - 1) / B}, g1 = {1, B, 1, (n + B - 1) / B};
+    uint32_t *A = malloc(g.nbr * g.nbc * sizeof *A);
+    if (!A) return qs_fail(e, "out of memory for operand statistics");
+    for (size_t r = 0; r < nrun; r++) {   /* the flat counts and block maxima while the runs are in cache */
+        flat_counts(x + r * ld, y + r * ld, n, UINT32_MAX, 0, c);
+        block_amax(&g1, x + r * ld, 1, n, A + r * g.nbc);
+    }
+    int some = 0;
+    if (amax_thresholds(a, 0, &g, A, ts, &some, e)) { free(A); return -1; }
+    uint64_t k = 0;
+    for (size_t r = 0; some && r < nrun; r++) {
+        const uint32_t *Tr = A + r * g.nbc;
+        const float *xr = x + r * ld;
+        uint32_t kr = 0;
+        for (size_t j = 0; j < g.nbc; j++) {
+            if (Tr[j] == UINT32_MAX) continue;
+            size_t c1 = (j + 1) * B < n ? (j + 1) * B : n;
+            for (size_t i = j * B; i < c1; i++) kr += mag(xr[i]) > Tr[j];
+        }
+        k += kr;
+    }
+    free(A);
+    c[3] += k;
+    return 0;
+}
+
 /* Clips of an amax-determined block format: the block maxima, their thresholds, then (only when a
 ** block's maximum lies above its threshold) a pass over x. */
 static int block_counts(const qs_apply *a, int tile2d, const bgrid *g, const float *x, size_t rows, size_t cols,

@@ -98,8 +98,12 @@ void qs_llm_rht16(float *x, size_t rows, size_t cols, int axis, uint64_t seed, i
 
 static void slot_apply(const qs_llm_slot *sl, int op, uint64_t cs, qs_apply *a);
 
-int qs_llm_fakeq_tiles16(const qs_apply *a0, float *x, size_t rows, size_t cols, qs_err *e)
+/* With st: counted too (qs_llm_fakeq_par_stat on the tiles as rows of 256), when whole tiles allow it,
+** else 1 with x untouched. */
+static int tiles16(const qs_apply *a0, float *x, size_t rows, size_t cols, qs_llm_opstat *st, qs_err *e)
 {
+    int whole = rows % 16 == 0 && cols % 16 == 0 && rows * cols >= 4096 && a0->o.round != QS_RND_SR;
+    if (st && (!whole || a0->f->block == 1 || a0->cscale || a0->gran != QS_GRAN_BLOCK)) return 1;
     if (a0->f->block == 1 || a0->cscale || a0->gran != QS_GRAN_BLOCK)
         return qs_fail(e, "format %s: 16x16 tiles need a block format", a0->f->name);
     qs_apply a = *a0;
@@ -112,20 +116,21 @@ int qs_llm_fakeq_tiles16(const qs_apply *a0, float *x, size_t rows, size_t cols,
         }
         a.o.tensor_scale = m;
     }
-    if (rows % 16 == 0 && cols % 16 == 0 && rows * cols >= 4096 && a.o.round != QS_RND_SR) {
+    if (whole) {
         /* whole tiles, no counters: gathered as rows of 256 (one block each), quantized in parallel */
         size_t nt = rows / 16 * (cols / 16);
-        float *t = malloc(rows * cols * sizeof *t);
+        float *t = malloc((st ? 2 : 1) * rows * cols * sizeof *t), *q = st ? t + rows * cols : t;
         if (!t) return qs_fail(e, "out of memory for the 16x16 tiles (%zu floats)", rows * cols);
         for (size_t k = 0; k < nt; k++) {
             size_t r0 = k / (cols / 16) * 16, c0 = k % (cols / 16) * 16;
             for (size_t i = 0; i < 16; i++) memcpy(t + k * 256 + i * 16, x + (r0 + i) * cols + c0, 16 * sizeof(float));
         }
         a.o.block = 256;
-        int rc = qs_llm_fakeq_par(&a, t, t, nt, 256, 0, 0, qs_llm_threads(), e);
+        int rc = st ? qs_llm_fakeq_par_stat(&a, t, q, nt, 256, 0, 0, qs_llm_threads(), st, e)
+                    : qs_llm_fakeq_par(&a, t, t, nt, 256, 0, 0, qs_llm_threads(), e);
         for (size_t k = 0; !rc && k < nt; k++) {
             size_t r0 = k / (cols / 16) * 16, c0 = k % (cols / 16) * 16;
-            for (size_t i = 0; i < 16; i++) memcpy(x + (r0 + i) * cols + c0, t + k * 256 + i * 16, 16 * sizeof(float));
+            for (size_t i = 0; i < 16; i++) memcpy(x + (r0 + i) * cols + c0, q + k * 256 + i * 16, 16 * sizeof(float));
         }
         free(t);
         return rc;
@@ -141,6 +146,11 @@ int qs_llm_fakeq_tiles16(const qs_apply *a0, float *x, size_t rows, size_t cols,
             for (size_t i = 0; i < h; i++) memcpy(x + (r0 + i) * cols + c0, buf + i * w, w * sizeof(float));
         }
     return 0;
+}
+
+int qs_llm_fakeq_tiles16(const qs_apply *a, float *x, size_t rows, size_t cols, qs_err *e)
+{
+    return tiles16(a, x, rows, cols, NULL, e);
 }
 
 int qs_llm_recipe_operand(const qs_llm_recipe *r, int op, const float *x, size_t rows, size_t cols, uint64_t call,
@@ -167,7 +177,15 @@ int qs_llm_recipe_operand_stat(const qs_llm_recipe *r, int op, const float *x, s
         if (sl->rht) qs_llm_rht16(y, rows, cols, op_axis[op], cs, 0);
         return qs_llm_fakeq_tiles16(&a, y, rows, cols, e);
     }
-    /* with statistics: what the format sees (after the RHT) must outlive the quantization */
+    if (!sl->tile2d) {   /* statistics counted by the quantizer's tasks (amax block formats) */
+        int rc = qs_llm_fakeq_par_stat(&a, x, y, rows, cols, sl->rht, cs, qs_llm_threads(), st, e);
+        if (rc != 1) return rc;
+    } else if (!sl->rht) {   /* whole 16x16 tiles: counted as their rows of 256 */
+        if (y != x) memcpy(y, x, rows * cols * sizeof(float));
+        int rc = tiles16(&a, y, rows, cols, st, e);
+        if (rc != 1) return rc;
+    }
+    /* else what the format sees (after the RHT) must outlive the quantization */
     const float *in = x;
     float *own = NULL;
     if (sl->rht || y == x) {

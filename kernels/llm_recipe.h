@@ -95,6 +95,16 @@ int qs_llm_opstat_add(const qs_apply *a, int tile2d, const float *x, const float
 int qs_llm_opstat_quantize(const qs_apply *a, const float *x, float *y, size_t rows, size_t cols, qs_llm_opstat *st,
                            qs_err *e);
 
+/* Fused counting (llm_fakeq_par.c counts each task's runs while they are in cache): the block length
+** when a (rows x cols, blocks along a->axis) is an amax-determined block format whose statistics
+** blocks are the quantizer's runs cut into blocks from their starts, else 0. */
+size_t qs_llm_opstat_run_block(const qs_apply *a, size_t rows, size_t cols);
+/* c[0..3] += underflows, non-finite outputs, non-finite inputs, clips of nrun runs of n values (x the
+** values the format saw, y their quantization, both with leading dimension ld), blocks from each run's
+** start, as qs_llm_opstat_add counts them; ts: the matrix's finite absmax (a tensor scale's). */
+int qs_llm_opstat_runs(const qs_apply *a, const float *x, const float *y, size_t nrun, size_t n, size_t ld, float ts,
+                       uint64_t c[4], qs_err *e);
+
 /* In place: x (rows x cols) times the block-diagonal orthogonal M = diag(H16 · D) along axis (1: within
 ** each row, blocks of 16 columns; 0: down each column, blocks of 16 rows), H16 the normalised
 ** Sylvester Hadamard matrix, D 16 random signs of seed shared by every block (as TE).  inverse

@@ -38,6 +38,13 @@ struct qs_llm_train_state {
     qs_llm_opstat *opst;       /* (n_layer + 1) x QS_OP_COUNT counts under a recipe; row n_layer: the head */
     float *qt;                 /* an RHT operand's transformed input, for its counts (recipes with RHT) */
     int layer;                 /* the layer whose GEMMs run (n_layer: the head) */
+    /* a shared operand (the Q, K, V projections' input, the gate and up projections'): qa / qb still hold
+    ** the quantization of sh_src (sh_op, rows x cols) and sh_st what counting it added; share: the next
+    ** GEMM's caller says its FP32 input is unchanged since the previous GEMM's */
+    const float *sh_src[2];
+    size_t sh_rows[2], sh_cols[2];
+    int sh_op[2], share;
+    qs_llm_opstat sh_st[2];
     /* per-site checks (qs_llm_nonfinite_site): the running call's model and gradients, the first site */
     const qs_llm_model *cm;
     const qs_llm_grads *cg;
@@ -149,6 +156,7 @@ int qs_llm_train_state_set_recipe(qs_llm_train_state *s, const qs_llm_recipe *r,
     s->opst = NULL;
     s->rc = NULL;
     s->calls = 0;
+    s->sh_src[0] = s->sh_src[1] = NULL;
     if (!r) return 0;
     if (qs_llm_recipe_check(r, e)) return -1;
     const qs_llm_cfg *c = &s->c;
@@ -180,6 +188,34 @@ void qs_llm_train_state_set_tap(qs_llm_train_state *s, qs_llm_operand_tap tap, v
     s->tap_ctx = ctx;
 }
 
+/* One operand into q (qa: i 0, qb: 1), or, when the caller shares it and q still holds the same slot's
+** quantization of the same matrix, kept as it is: a slot without stochastic rounding and without a
+** Hadamard transform draws nothing from the call's seed, so quantizing again would give the same bits.
+** Either way the operand's counts add to *st once per GEMM, as if it had been quantized again. */
+static int operand(qs_llm_train_state *s, int i, int share, int op, const float *x, size_t rows, size_t cols,
+                   uint64_t call, float *q, qs_llm_opstat *st)
+{
+    const qs_llm_slot *sl = &s->rc->op[op];
+    if (share && sl->on && !sl->sr && !sl->rht && s->sh_src[i] == x && s->sh_op[i] == op && s->sh_rows[i] == rows &&
+        s->sh_cols[i] == cols) {
+        st->n += s->sh_st[i].n;
+        st->underflow += s->sh_st[i].underflow;
+        st->clipped += s->sh_st[i].clipped;
+        st->nonfinite += s->sh_st[i].nonfinite;
+        return 0;
+    }
+    s->sh_src[i] = NULL;
+    qs_llm_opstat before = *st;
+    if (qs_llm_recipe_operand_stat(s->rc, op, x, rows, cols, call, q, s->qt, st, &s->qerr)) return -1;
+    s->sh_st[i] = (qs_llm_opstat){st->n - before.n, st->underflow - before.underflow, st->clipped - before.clipped,
+                                  st->nonfinite - before.nonfinite};
+    s->sh_src[i] = x;
+    s->sh_op[i] = op;
+    s->sh_rows[i] = rows;
+    s->sh_cols[i] = cols;
+    return 0;
+}
+
 /* Operands a (ra x ca) and b (rb x cb) of one GEMM as the recipe wants them: the originals when both
 ** slots are off (the FP32 path, bit for bit), else quantized copies in the state's scratch.  key: the
 ** GEMM's weight (forward, input gradient) or weight gradient (weight gradient), for the tap. */
@@ -187,11 +223,14 @@ static void operands(qs_llm_train_state *s, const void *key, int opa, const floa
                      const float **b, size_t rb, size_t cb)
 {
     const qs_llm_recipe *r = s->rc;
+    int share = s->share;
+    s->share = 0;
     if (!r || (s->in_head && !r->head) || s->failed || (!r->op[opa].on && !r->op[opb].on)) return;
     uint64_t call = s->calls++;
     qs_llm_opstat *st = s->opst + (size_t)s->layer * QS_OP_COUNT;
-    if (qs_llm_recipe_operand_stat(r, opa, *a, ra, ca, call, s->qa, s->qt, st + opa, &s->qerr) ||
-        qs_llm_recipe_operand_stat(r, opb, *b, rb, cb, call, s->qb, s->qt, st + opb, &s->qerr)) {
+    if (operand(s, 0, share, opa, *a, ra, ca, call, s->qa, st + opa) ||
+        operand(s, 1, share, opb, *b, rb, cb, call, s->qb, st + opb)) {
+        s->sh_src[0] = s->sh_src[1] = NULL;
         s->failed = 1;
         return;
     }
@@ -314,7 +353,9 @@ static void layer_fwd(const qs_llm_model *m, qs_llm_train_state *s, int l, int B
     lay a = layer_of(s, l);
     qs_lt_rmsnorm(a.xn1, a.rms1, a.x_in, L->attn_norm, R, d, c->eps);
     linear(s, a.q, a.xn1, L->wq, R, d, qd);
+    s->share = 1;   /* xn1 as the Q projection's (the next GEMMs' inputs are unchanged since) */
     linear(s, a.k, a.xn1, L->wk, R, d, kvd);
+    s->share = 1;
     linear(s, a.v, a.xn1, L->wv, R, d, kvd);
     if (L->bq) add_bias(a.q, L->bq, R, qd);
     if (L->bk) add_bias(a.k, L->bk, R, kvd);
@@ -329,6 +370,7 @@ static void layer_fwd(const qs_llm_model *m, qs_llm_train_state *s, int l, int B
     qs_lt_add(a.x_mid, a.x_in, s->dxn, (size_t)R * d);
     qs_lt_rmsnorm(a.xn2, a.rms2, a.x_mid, L->ffn_norm, R, d, c->eps);
     linear(s, a.g, a.xn2, L->w_gate, R, d, F);
+    s->share = 1;
     linear(s, a.u, a.xn2, L->w_up, R, d, F);
     qs_lt_swiglu(a.h, a.g, a.u, (size_t)R * F);
     linear(s, s->dxn, a.h, L->w_down, R, F, d);
@@ -347,6 +389,7 @@ static int layer_back(const qs_llm_model *m, qs_llm_train_state *s, int l, int B
     linear_dw(s, G->w_down, s->dx, a.h, R, F, d);
     qs_lt_swiglu_back(s->dg, s->du, s->dh, a.g, a.u, (size_t)R * F);
     linear_dw(s, G->w_gate, s->dg, a.xn2, R, d, F);
+    s->share = 1;
     linear_dw(s, G->w_up, s->du, a.xn2, R, d, F);
     linear_dx(s, s->dxn, s->dg, L->w_gate, R, d, F, 0.0f);
     linear_dx(s, s->dxn, s->du, L->w_up, R, d, F, 1.0f);
@@ -366,7 +409,9 @@ static int layer_back(const qs_llm_model *m, qs_llm_train_state *s, int l, int B
         bias_grad(G->bv, s->dv, R, kvd);
     }
     linear_dw(s, G->wq, s->dq, a.xn1, R, d, qd);
+    s->share = 1;
     linear_dw(s, G->wk, s->dk, a.xn1, R, d, kvd);
+    s->share = 1;
     linear_dw(s, G->wv, s->dv, a.xn1, R, d, kvd);
     linear_dx(s, s->dxn, s->dq, L->wq, R, d, qd, 0.0f);
     linear_dx(s, s->dxn, s->dk, L->wk, R, d, kvd, 1.0f);
@@ -423,6 +468,8 @@ int qs_llm_loss_grad_w(const qs_llm_model *m, qs_llm_train_state *s, const int32
     const int d = c->dim, R = batch * T;
     const double t0 = qs_now_s();
     s->failed = 0;
+    s->share = 0;
+    s->sh_src[0] = s->sh_src[1] = NULL;   /* the scratch holds nothing of this pass yet */
     s->cm = m;
     s->cg = g;
     float *x0 = s->x_in;

@@ -149,11 +149,115 @@ static void test_sr_counters(void **st)
     free(x); free(y1); free(y2); free(ref);
 }
 
+/* Fused statistics: qs_llm_fakeq_par_stat's quantization and counts (each task's, summed) equal the plain
+** quantization of the transformed input and qs_llm_opstat_add's counts, on random shapes (edges, small
+** operands that fall back), formats (MX FP/INT, NVFP4, int8 blocks, and ones it declines: HiF4, BF16),
+** axes, RHT, SR, one or two threads, with zeros, tiny values, outliers and some NaN/Inf; and the
+** recipe's operands with statistics (16x16 tiles, RHT) against the unfused path. */
+static uint64_t rs = 0x1234567ULL;
+static uint64_t rnd(uint64_t n)
+{
+    rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17;
+    return rs % n;
+}
+static void fill_rough(float *x, size_t n, uint64_t seed, int specials)
+{
+    fill(x, n, seed);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t k = rnd(1000);
+        if (k < 20) x[i] = 0;
+        else if (k < 60) x[i] *= 1e-6f;
+        else if (k < 63) x[i] *= 3e3f;
+        else if (specials && k == 63) x[i] = rnd(2) ? NAN : -INFINITY;
+    }
+}
+static void opstat_equal(const qs_llm_opstat *a, const qs_llm_opstat *b, const char *what)
+{
+    if (a->n != b->n || a->underflow != b->underflow || a->clipped != b->clipped || a->nonfinite != b->nonfinite)
+        fail_msg("%s: counts n %llu/%llu under %llu/%llu clip %llu/%llu nonfinite %llu/%llu", what,
+                 (unsigned long long)a->n, (unsigned long long)b->n, (unsigned long long)a->underflow,
+                 (unsigned long long)b->underflow, (unsigned long long)a->clipped, (unsigned long long)b->clipped,
+                 (unsigned long long)a->nonfinite, (unsigned long long)b->nonfinite);
+}
+
+static void test_fused_counts(void **st)
+{
+    (void)st;
+    static const char *const fmts[] = {"mxfp4", "nvfp4", "mxfp8_e4m3", "mxfp6_e2m3", "mxint8", "int8", "hif4", "bf16"};
+    int fused = 0;
+    for (int it = 0; it < 160; it++) {
+        size_t R = 2 + rnd(700), C = 2 + rnd(700);
+        if (it % 4 == 0) { R = 16 * (1 + rnd(40)); C = 32 * (1 + rnd(30)); }
+        size_t n = R * C;
+        float *x = malloc(n * 4), *t = malloc(n * 4), *y1 = malloc(n * 4), *y2 = malloc(n * 4);
+        fill_rough(x, n, 100 + (uint64_t)it, it % 5 == 0);
+        qs_apply a;
+        memset(&a, 0, sizeof a);
+        a.f = qs_format_find(fmts[rnd(sizeof fmts / sizeof *fmts)]);
+        assert_non_null(a.f);
+        a.gran = QS_GRAN_BLOCK;
+        a.axis = (int)rnd(2);
+        if (rnd(3) == 0) { a.o.round = QS_RND_SR; a.o.seed = rnd(1u << 30); }
+        int rht = rnd(3) == 0, threads = 1 + (int)rnd(2);
+        uint64_t seed = rnd(1u << 30);
+        qs_err e = {{0}};
+        qs_llm_opstat s1 = {0, 0, 0, 0}, s2 = {0, 0, 0, 0};
+        char what[160];
+        snprintf(what, sizeof what, "%s %zux%zu axis %d rht %d sr %d threads %d", a.f->name, R, C, a.axis, rht,
+                 a.o.round == QS_RND_SR, threads);
+        if (qs_qopts_check(a.f, &a.o, &e)) { a.o.round = QS_RND_DEFAULT; e.msg[0] = 0; }   /* no SR there */
+        int rc = qs_llm_fakeq_par_stat(&a, x, y1, R, C, rht, seed, threads, &s1, &e);
+        if (rc < 0) fail_msg("%s: %s", what, e.msg);
+        memcpy(t, x, n * 4);
+        if (rht) rht_ref(t, R, C, a.axis, seed);
+        assert_int_equal(qs_llm_fakeq_par(&a, t, y2, R, C, 0, seed, threads, &e), 0);
+        assert_int_equal(qs_llm_opstat_add(&a, 0, t, y2, R, C, &s2, &e), 0);
+        if (rc == 0) {
+            fused++;
+            if (memcmp(y1, y2, n * 4)) fail_msg("%s: values differ", what);
+            opstat_equal(&s1, &s2, what);
+        } else
+            assert_int_equal(s1.n, 0);
+        free(x); free(t); free(y1); free(y2);
+    }
+    assert_true(fused >= 40);
+    /* the recipes' operands with statistics (fused where it can), against copy + RHT + quantize + count */
+    static const char *const presets[] = {"mxfp4", "nvfp4", "nvfp4-1d", "mxfp8", "hif4"};
+    static const size_t shapes[][2] = {{256, 1024}, {1030, 72}, {128, 256}};
+    for (size_t p = 0; p < sizeof presets / sizeof *presets; p++)
+        for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++) {
+            size_t R = shapes[k][0], C = shapes[k][1], n = R * C;
+            float *x = malloc(n * 4), *t = malloc(n * 4), *y1 = malloc(n * 4), *y2 = malloc(n * 4);
+            fill_rough(x, n, 7 + k, 0);
+            qs_llm_recipe r;
+            qs_err e = {{0}};
+            assert_int_equal(qs_llm_recipe_preset(presets[p], &r, &e), 0);
+            for (int op = 0; op < QS_OP_COUNT; op++) {
+                const qs_llm_slot *sl = &r.op[op];
+                if (sl->sr) continue;   /* its seed rule is private; SR is covered above */
+                qs_llm_opstat s1 = {0, 0, 0, 0}, s2 = {0, 0, 0, 0};
+                assert_int_equal(qs_llm_recipe_operand_stat(&r, op, x, R, C, 3, y1, NULL, &s1, &e), 0);
+                memcpy(t, x, n * 4);
+                qs_apply a = sl->a;
+                a.axis = qs_llm_operand_axis(op);
+                if (sl->rht) rht_ref(t, R, C, a.axis, qs_llm_recipe_call_seed(r.seed, 3));
+                reference(&r, op, x, R, C, 3, y2);
+                assert_int_equal(qs_llm_opstat_add(&a, sl->tile2d, t, y2, R, C, &s2, &e), 0);
+                char what[120];
+                snprintf(what, sizeof what, "%s %s %zux%zu", presets[p], qs_llm_operand_name(op), R, C);
+                if (memcmp(y1, y2, n * 4)) fail_msg("%s: values differ", what);
+                opstat_equal(&s1, &s2, what);
+            }
+            free(x); free(t); free(y1); free(y2);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_presets_bit_identical),
         cmocka_unit_test(test_sr_counters),
+        cmocka_unit_test(test_fused_counts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

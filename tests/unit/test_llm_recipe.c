@@ -600,6 +600,67 @@ static void test_opstat_state(void **st)
     qs_llm_free(&m);
 }
 
+/* A GEMM's operand shared with the previous GEMM (the Q, K, V projections' input, gate and up's, in the
+** forward and in the weight gradients) is kept quantized rather than quantized again: every GEMM's
+** quantized operand must still be the fresh quantization of its FP32 source for that call (the tap
+** sees both), and the counts must add once per GEMM as before.  Two passes with the weights changed in
+** between (the same buffers, new values), every preset with 4- or 8-bit operands, SR and RHT. */
+typedef struct { qs_llm_train_state *s; const qs_llm_recipe *r; qs_llm_opstat sum[QS_OP_COUNT]; int bad, seen; } tapck;
+static void fresh_tap(void *ctx, const void *key, int op, const float *src, const float *q, size_t rows, size_t cols)
+{
+    (void)key;
+    tapck *k = ctx;
+    float *y = malloc(rows * cols * sizeof *y);
+    qs_err e = {{0}};
+    uint64_t call = qs_llm_train_state_calls(k->s) - 1;
+    if (!y || qs_llm_recipe_operand_stat(k->r, op, src, rows, cols, call, y, NULL, &k->sum[op], &e) ||
+        memcmp(y, q, rows * cols * sizeof *y))
+        k->bad++;
+    k->seen++;
+    free(y);
+}
+
+static void test_shared_operands_fresh(void **st)
+{
+    (void)st;
+    static const char *const names[] = {"mxfp4", "nvfp4", "nvfp4-1d", "hif4", "mxfp8", "fp8-hybrid", "hif8"};
+    for (size_t p = 0; p < sizeof names / sizeof *names; p++) {
+        qs_llm_model m = {0};
+        build(&m);
+        int32_t tok[B * (T + 1)];
+        make_tokens(tok);
+        qs_err e = {{0}};
+        qs_llm_recipe r;
+        assert_int_equal(qs_llm_recipe_preset(names[p], &r, &e), 0);
+        qs_llm_train_state *s = qs_llm_train_state_new(&m.c, B, T, &e);
+        assert_non_null(s);
+        assert_int_equal(qs_llm_train_state_set_recipe(s, &r, &e), 0);
+        tapck k = {s, &r, {{0}}, 0, 0};
+        qs_llm_train_state_set_tap(s, fresh_tap, &k);
+        qs_llm_grads g = {0};
+        assert_int_equal(qs_llm_grads_new(&g, &m, &e), 0);
+        double loss;
+        for (int pass = 0; pass < 2; pass++) {
+            assert_int_equal(qs_llm_loss_grad(&m, s, tok, B, T, &loss, &g, &e), 0);
+            for (size_t i = 0; i < m.arena_len; i++) m.arena[i] *= 1.0f + 0.01f * (float)urand();
+        }
+        assert_int_equal(k.bad, 0);
+        assert_int_equal(k.seen, 2 * 2 * 2 * 7 * 3);   /* passes x layers x 7 GEMMs x 3, two operands each */
+        const qs_llm_opstat *o = qs_llm_train_state_opstats(s);
+        for (int op = 0; op < QS_OP_COUNT; op++) {
+            qs_llm_opstat t = {0, 0, 0, 0};
+            for (int l = 0; l <= 2; l++) {
+                t.n += o[l * QS_OP_COUNT + op].n; t.underflow += o[l * QS_OP_COUNT + op].underflow;
+                t.clipped += o[l * QS_OP_COUNT + op].clipped; t.nonfinite += o[l * QS_OP_COUNT + op].nonfinite;
+            }
+            assert_memory_equal(&t, &k.sum[op], sizeof t);
+        }
+        qs_llm_grads_free(&g);
+        qs_llm_train_state_free(s);
+        qs_llm_free(&m);
+    }
+}
+
 static void test_refusals(void **st)
 {
     (void)st;
@@ -637,6 +698,7 @@ int main(void)
         cmocka_unit_test(test_opstat_fp8),
         cmocka_unit_test(test_opstat_hif4),
         cmocka_unit_test(test_opstat_state),
+        cmocka_unit_test(test_shared_operands_fresh),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
