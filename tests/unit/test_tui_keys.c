@@ -196,9 +196,9 @@ static void test_rows_name_known_views(void **state)
     /* every view that can be opened by a key is named in the strip once */
     char strip[200];
     tui_view_strip(0, strip, sizeof strip);
-    assert_string_equal(strip, "1 Tensors 2 Formats 3 Hist 4 Blocks 5 RL 6 Kernels 7 Output 8 Model ");
+    assert_string_equal(strip, "1 Tensors 2 Formats 3 Hist 4 Blocks 5 RL 6 Kernels 7 Output 8 Model 9 Training ");
     tui_view_strip(1, strip, sizeof strip);
-    assert_string_equal(strip, "1 Tens 2 Fmt 3 Hist 4 Blk 5 RL 6 Kern 7 Out 8 Model ");
+    assert_string_equal(strip, "1 Tens 2 Fmt 3 Hist 4 Blk 5 RL 6 Kern 7 Out 8 Model 9 Train ");
     for (int v = 0; v < TV_COUNT; v++) assert_true(strlen(tui_hint_bar((tui_view_id)v)) > 0);
 }
 
