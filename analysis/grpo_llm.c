@@ -7,6 +7,7 @@
 
 #include "llm_rollout.h"
 #include "../kernels/llm_adamw.h"
+#include "../kernels/llm_decode.h"
 #include "../kernels/llm_train.h"
 #include "../kernels/qs_clock.h"
 
@@ -35,6 +36,7 @@ typedef struct samples {
     double *lp, *ent;          /* [n][max_new] */
     char (*answer)[QS_RL_TASK_ANSWER_MAX];   /* [B] */
     char (*prompt)[QS_RL_TASK_PROMPT_MAX];   /* [B] */
+    uint64_t *uf;              /* [QS_LLM_UF_LEN(n_layer)] the rollout's underflow counters */
 } samples;
 
 static int byte_level(const qs_grpo_llm_cfg *c) { return !c->vocab || c->vocab->n <= 0; }
@@ -75,41 +77,45 @@ static size_t detok(const qs_grpo_llm_cfg *c, const int32_t *t, int n, char *out
     return o;
 }
 
-/* Sampling: the only place that calls the decoder, so a batched one replaces one function.  Prompt b of
-** step st is problem st*B + b of the seed; its G samples come from stream st*B + b. */
+/* Sampling: the only place that calls the decoder.  All B*G sequences of step st decode together;
+** prompt b is problem st*B + b of the seed, its G samples draw from stream st*B + b (the counters of
+** llm_rollout one prompt at a time, so the tokens are those of the unbatched sampler). */
 static int grpo_sample(const qs_llm_model *roll, const qs_llm_numerics *nx, const qs_grpo_llm_cfg *c, int st,
                        samples *S, qs_err *e)
 {
     const int N = c->max_new, eol = eol_token(c);
     sampler sp = {c->temp, 1, 0, 0};
+    prompt_t *p = calloc((size_t)c->B, sizeof *p);
+    if (!p) return qs_fail(e, "out of memory for %d prompts", c->B);
     for (int b = 0; b < c->B; b++) {
-        char *text = S->prompt[b];
-        prompt_t p;
-        memset(&p, 0, sizeof p);
-        qs_rl_task_prompt(c->task, c->seed, (uint64_t)st * c->B + b, text, S->answer[b]);
-        if (tokenize(c, text, &p, e)) return -1;
-        if (p.n + N > S->L || p.n + N > roll->c.ctx)
-            return qs_fail(e, "a prompt of %d tokens + --max-new %d exceed the model's context of %d tokens", p.n, N,
-                           roll->c.ctx);
-        rollout ro;
-        double secs;
-        memset(&ro, 0, sizeof ro);
-        if (llm_rollout(roll, nx, &p, c->G, N, eol, c->seed, (uint64_t)st * c->B + b, c->temp == 1 ? NULL : &sp, &ro,
-                        &secs, e)) {
-            llm_rollout_free(&ro);
+        qs_rl_task_prompt(c->task, c->seed, (uint64_t)st * c->B + b, S->prompt[b], S->answer[b]);
+        if (tokenize(c, S->prompt[b], &p[b], e)) { free(p); return -1; }
+        if (p[b].n + N > S->L || p[b].n + N > roll->c.ctx) {
+            qs_fail(e, "a prompt of %d tokens + --max-new %d exceed the model's context of %d tokens", p[b].n, N,
+                    roll->c.ctx);
+            free(p);
             return -1;
         }
-        for (int g = 0; g < c->G; g++) {
-            int i = b * c->G + g;
-            memcpy(S->tok + (size_t)i * S->L, ro.tok + (size_t)g * (p.n + N), (size_t)(p.n + N) * sizeof(int32_t));
-            S->plen[i] = p.n;
-            S->len[i] = ro.len[g];
-            memcpy(S->lp + (size_t)i * N, ro.lp + (size_t)g * N, (size_t)N * sizeof(double));
-            memcpy(S->ent + (size_t)i * N, ro.ent + (size_t)g * N, (size_t)N * sizeof(double));
-        }
-        llm_rollout_free(&ro);
     }
-    return 0;
+    rollout_batch rb;
+    int rc = llm_rollout_batch_at(roll, nx, p, c->B, c->G, N, eol, c->seed, (uint64_t)st * c->B,
+                                  c->temp == 1 ? NULL : &sp, &rb, e);
+    if (!rc) {
+        for (int i = 0; i < S->n; i++) {
+            int32_t *dst = S->tok + (size_t)i * S->L;
+            const prompt_t *pi = &p[i / c->G];
+            memcpy(dst, pi->ids, (size_t)pi->n * sizeof(int32_t));
+            memcpy(dst + pi->n, rb.tok + (size_t)i * N, (size_t)N * sizeof(int32_t));
+            S->plen[i] = pi->n;
+            S->len[i] = rb.len[i];
+            memcpy(S->lp + (size_t)i * N, rb.lp + (size_t)i * N, (size_t)N * sizeof(double));
+            memcpy(S->ent + (size_t)i * N, rb.ent + (size_t)i * N, (size_t)N * sizeof(double));
+        }
+        memcpy(S->uf, rb.uf, QS_LLM_UF_LEN(roll->c.n_layer) * sizeof(uint64_t));
+    }
+    llm_rollout_batch_free(&rb);
+    free(p);
+    return rc;
 }
 
 /* Everything a run allocates once. */
@@ -133,7 +139,7 @@ typedef struct work {
 
 static void work_free(work *W)
 {
-    free(W->S.tok); free(W->S.plen); free(W->S.len); free(W->S.lp); free(W->S.ent); free(W->S.answer); free(W->S.prompt);
+    free(W->S.tok); free(W->S.plen); free(W->S.len); free(W->S.lp); free(W->S.ent); free(W->S.answer); free(W->S.prompt); free(W->S.uf);
     if (W->has_roll) qs_llm_free(&W->roll);
     if (W->has_init) qs_llm_free(&W->init);
     qs_llm_train_state_free(W->ts);
@@ -159,6 +165,7 @@ static int work_new(work *W, const qs_llm_model *m, const qs_llm_model *init, co
     W->S.ent = malloc(ntok * sizeof(double));
     W->S.answer = malloc((size_t)c->B * sizeof *W->S.answer);
     W->S.prompt = malloc((size_t)c->B * sizeof *W->S.prompt);
+    W->S.uf = calloc(QS_LLM_UF_LEN(m->c.n_layer), sizeof(uint64_t));
     W->btok = malloc((size_t)n * (Tcap + 1) * sizeof(int32_t));
     W->lp = malloc((size_t)n * Tcap * sizeof(double));
     W->lp0 = malloc((size_t)n * Tcap * sizeof(double));
@@ -171,7 +178,8 @@ static int work_new(work *W, const qs_llm_model *m, const qs_llm_model *init, co
     W->rows = malloc(ntok * sizeof(qs_rl_row));
     W->r = malloc((size_t)n * sizeof(double));
     W->aseq = malloc((size_t)n * sizeof(double));
-    if (!W->S.tok || !W->S.plen || !W->S.len || !W->S.lp || !W->S.ent || !W->S.answer || !W->S.prompt || !W->btok || !W->lp ||
+    if (!W->S.tok || !W->S.plen || !W->S.len || !W->S.lp || !W->S.ent || !W->S.answer || !W->S.prompt || !W->S.uf ||
+        !W->btok || !W->lp ||
         !W->lp0 || !W->coef || !W->seq || !W->grp || !W->lpr || !W->lpt || !W->adv || !W->rew || !W->ent || !W->w ||
         !W->rows || !W->r || !W->aseq)
         return qs_fail(e, "out of memory");
@@ -276,6 +284,8 @@ static int grpo_step(work *W, qs_llm_model *m, const qs_grpo_llm_cfg *c, int st,
                           c->roll.scaled, NULL};
     if (grpo_sample(roll, &nx, c, st, S, e)) return -1;
     rec->sample_s = qs_now_s() - t0;
+    rec->uf = S->uf;
+    rec->uf_layers = m->c.n_layer;
     double t1 = qs_now_s(), lsum = 0;
     for (int i = 0; i < n; i++) {
         char txt[256];

@@ -57,6 +57,10 @@ typedef struct qs_grpo_llm_step {
     double mismatch_k3, weight_mean, weight_zero, lambda;   /* rollout vs trainer; the correction's weights */
     double loss, grad_norm;            /* the step's loss and its gradient norm (before clipping) */
     double sample_s, train_s;          /* wall time */
+    /* the rollout's activation-rounding underflow over the step (llm_rollout.h): QS_LLM_UF_LEN(uf_layers)
+    ** counters, at QS_LLM_UF(l, site) the non-zero values rounded and at +1 those that became 0 */
+    const uint64_t *uf;
+    int uf_layers;
 } qs_grpo_llm_step;
 
 /* After every step (its update done): the record, the step's tokens as mmlog rows (reward and

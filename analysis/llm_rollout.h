@@ -48,6 +48,7 @@ int llm_sample_token(const float *logits, int vocab, double u, const sampler *sp
 ** thread count, and a sequence sampled alone equals itself in any batch, bit for bit. */
 typedef struct rollout_batch {
     int nseq, group, max_new, n_layer;
+    uint64_t stream0;        /* llm_rollout's stream of prompt 0 (llm_rollout_batch_at) */
     int32_t *tok;            /* [nseq][max_new] generated tokens (EOS included; unused tail 0) */
     double *lp, *ent;        /* [nseq][max_new] log-prob and entropy of each generated token */
     int *len;                /* [nseq] tokens generated (through EOS) */
@@ -65,6 +66,11 @@ typedef struct rollout_batch {
 ** plain sampling at temperature 1.  Vary seed per GRPO step.  On error *out is empty. */
 int llm_rollout_batch(const qs_llm_model *m, const qs_llm_numerics *nx, const prompt_t *prompts, int nprompt, int group,
                       int max_new, int eos, uint64_t seed, const sampler *sp, rollout_batch *out, qs_err *e);
+/* The same with prompt p drawing from stream stream0 + p: GRPO step st passes stream0 = st * P, so
+** its draws are those of llm_rollout(stream = st * P + p) one prompt at a time. */
+int llm_rollout_batch_at(const qs_llm_model *m, const qs_llm_numerics *nx, const prompt_t *prompts, int nprompt,
+                         int group, int max_new, int eos, uint64_t seed, uint64_t stream0, const sampler *sp,
+                         rollout_batch *out, qs_err *e);
 void llm_rollout_batch_free(rollout_batch *rb);
 /* Fraction of the non-zero values rounded at (layer, site) that became 0 (site QS_SITE_ATTN_IN ..
 ** QS_SITE_FFN_DOWN_IN, QS_LLM_LSITE_KV; layer n_layer: the output projection's input, site 0); -1

@@ -12,9 +12,9 @@
 /* prefill at most this many prompt rows per call (or one whole prompt, or the batch, if larger) */
 #define PREFILL_ROWS 512
 
-static double draw(uint64_t seed, int i, int group, int t)
+static double draw(uint64_t seed, uint64_t stream0, int i, int group, int t)
 {
-    return qs_sr_uniform(seed, ((uint64_t)(i / group) * 256 + (uint64_t)(i % group)) * 65536 + (uint64_t)t);
+    return qs_sr_uniform(seed, ((stream0 + (uint64_t)(i / group)) * 256 + (uint64_t)(i % group)) * 65536 + (uint64_t)t);
 }
 
 static int check_args(const prompt_t *prompts, int nprompt, int group, int max_new, int *maxp, qs_err *e)
@@ -50,7 +50,7 @@ static void work_free(work *w)
 static void take(rollout_batch *rb, const float *lg, int V, int i, int t, int eos, uint64_t seed, const sampler *sp, void *cand)
 {
     size_t at = (size_t)i * rb->max_new + t;
-    int k = llm_sample_token(lg, V, draw(seed, i, rb->group, t), sp, cand, &rb->lp[at], &rb->ent[at]);
+    int k = llm_sample_token(lg, V, draw(seed, rb->stream0, i, rb->group, t), sp, cand, &rb->lp[at], &rb->ent[at]);
     rb->tok[at] = k;
     if (k == eos) rb->len[i] = t + 1;
 }
@@ -122,7 +122,15 @@ static int decode(const qs_llm_model *m, const qs_llm_numerics *nx, int eos, uin
 int llm_rollout_batch(const qs_llm_model *m, const qs_llm_numerics *nx, const prompt_t *prompts, int nprompt, int group,
                       int max_new, int eos, uint64_t seed, const sampler *sp, rollout_batch *rb, qs_err *e)
 {
+    return llm_rollout_batch_at(m, nx, prompts, nprompt, group, max_new, eos, seed, 0, sp, rb, e);
+}
+
+int llm_rollout_batch_at(const qs_llm_model *m, const qs_llm_numerics *nx, const prompt_t *prompts, int nprompt,
+                         int group, int max_new, int eos, uint64_t seed, uint64_t stream0, const sampler *sp,
+                         rollout_batch *rb, qs_err *e)
+{
     memset(rb, 0, sizeof *rb);
+    rb->stream0 = stream0;
     int maxp = 0;
     if (check_args(prompts, nprompt, group, max_new, &maxp, e)) return -1;
     const int S = nprompt * group, d = m->c.dim, V = m->c.vocab;

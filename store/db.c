@@ -192,6 +192,17 @@ static const char *const kMigrations[] = {
     "  sample_s    REAL, train_s REAL,     -- wall time of sampling and of scoring + update\n"
     "  PRIMARY KEY (run_id, step)\n"
     ") WITHOUT ROWID;\n",
+    /* 6 -> 7: the rollout's activation-rounding underflow per step of `qscope rl grpo` (issue 27;
+    ** store/rl_step.h), committed with the step; only (layer, site)s that rounded something. */
+    "CREATE TABLE rl_underflow(\n"
+    "  run_id    INTEGER NOT NULL REFERENCES rl_run(id) ON DELETE CASCADE,\n"
+    "  step      INTEGER NOT NULL,         -- = rl_step.step\n"
+    "  layer     INTEGER NOT NULL,         -- 0 .. layers-1; layers = the output projection (site head_in)\n"
+    "  site      TEXT NOT NULL,            -- attn_in attn_out ffn_in ffn_down_in kv head_in\n"
+    "  n         INTEGER NOT NULL,         -- non-zero values rounded by the step's rollout (prefill + decoding)\n"
+    "  underflow REAL NOT NULL,            -- the share of them that became 0\n"
+    "  PRIMARY KEY (run_id, step, layer, site)\n"
+    ") WITHOUT ROWID;\n",
 };
 
 #define NMIG ((int)(sizeof kMigrations / sizeof kMigrations[0]))

@@ -17,7 +17,7 @@
 typedef struct sqlite3 sqlite3;
 typedef struct sqlite3_stmt sqlite3_stmt;
 
-#define QS_SCHEMA_VERSION 6
+#define QS_SCHEMA_VERSION 7
 #define QS_BUSY_TIMEOUT_MS 60000
 #define QS_CHUNK_BYTES (1u << 20)   /* embedded tensor data is stored in rows of this many bytes */
 

@@ -1,5 +1,5 @@
 /*
-** Per-step metrics of an RL run trained by qscope (`rl grpo`, table rl_step of schema 6): one row per
+** Per-step metrics of an RL run trained by qscope (`rl grpo`, table rl_step of schema 6, rl_underflow of schema 7): one row per
 ** completed step, next to the step's rl_token rows.
 */
 #ifndef QS_RL_STEP_H
@@ -25,10 +25,16 @@ int qs_rl_step_put(qs_db *db, int64_t run_id, int64_t step, const double v[QS_RL
 int qs_rl_seq_put(qs_db *db, int64_t run_id, int64_t step, int64_t seq, const char *seq_id, const char *group_id,
                   qs_err *e);
 
-/* Re-open run `name` for `rl grpo --resume`: in one transaction, its rl_token, rl_seq and rl_step rows of
+/* Re-open run `name` for `rl grpo --resume`: in one transaction, its rl_token, rl_seq, rl_step and rl_underflow rows of
 ** steps >= from deleted (the resumed run recomputes them).  Returns 1 and *id, 0 when there is no such
 ** run (nothing changes), -1 on error. */
 int qs_rl_run_reopen(qs_db *db, const char *name, int64_t from, int64_t *id, qs_err *e);
+/* The rl_underflow rows of (run, step) from a rollout's underflow counters (kernels/llm_decode.h:
+** QS_LLM_UF_LEN(n_layer) values): one row per (layer, site) that rounded a non-zero value, site named
+** attn_in attn_out ffn_in ffn_down_in kv, and layer n_layer "head_in" (the output projection's input).
+** uf NULL or nothing rounded: no rows.  The caller owns the transaction. */
+int qs_rl_underflow_put(qs_db *db, int64_t run_id, int64_t step, const uint64_t *uf, int n_layer, qs_err *e);
+const char *qs_rl_underflow_site(int layer, int n_layer, int site);
 
 /* The rl_step rows of the run named run (-1: no such run); a sweep skips a run stored whole. */
 int qs_rl_step_count(qs_db *db, const char *run, int64_t *n, qs_err *e);

@@ -221,6 +221,7 @@ int qs_rl_grpo_put_step(qs_db *db, int64_t run_id, const gopts *o, const qs_grpo
     if (w) qs_rl_writer_close(w);
     if (!rc) rc = put_seqs(db, run_id, o, r->step, prompts, e);
     if (!rc) rc = qs_rl_step_put(db, run_id, r->step, v, e);
+    if (!rc) rc = qs_rl_underflow_put(db, run_id, r->step, r->uf, r->uf_layers, e);
     return rc;
 }
 

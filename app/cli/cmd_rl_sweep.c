@@ -17,6 +17,7 @@
 #include "../../kernels/blas_threads.h"
 #include "../../kernels/qs_clock.h"
 #include "../../store/rl_log.h"
+#include "../../kernels/llm_decode.h"
 #include "../../store/rl_step.h"
 
 #define CMD "rl grpo"
@@ -70,8 +71,10 @@ static int on_step(void *p, const qs_grpo_llm_step *r, const qs_rl_row *rows, si
                    const char (*prompts)[QS_RL_TASK_PROMPT_MAX], qs_err *e)
 {
     wbuf *w = p;
-    uint64_t nn = n;
-    put(w, r, sizeof *r);
+    uint64_t nn = n, nu = r->uf ? QS_LLM_UF_LEN(r->uf_layers) : 0;
+    put(w, r, sizeof *r);   /* its uf pointer is meaningless elsewhere: the counters follow */
+    put(w, &nu, sizeof nu);
+    put(w, r->uf, nu * sizeof *r->uf);
     put(w, &nn, sizeof nn);
     put(w, rows, n * sizeof *rows);
     put(w, prompts, (size_t)((const int *)w->b)[0] * QS_RL_TASK_PROMPT_MAX);   /* B, the record's first int */
@@ -153,8 +156,11 @@ static int collect(size_t k, const uint8_t *b, size_t len, void *ctx, qs_err *e)
     double r0 = 0, r1 = 0;
     while (!rc && r.off < r.len) {
         qs_grpo_llm_step st;
-        uint64_t n = 0;
+        uint64_t n = 0, nu = 0;
         if ((p = take(&r, sizeof st))) memcpy(&st, p, sizeof st);
+        if ((p = take(&r, sizeof nu))) memcpy(&nu, p, sizeof nu);
+        if (!r.bad && nu && (st.uf_layers < 0 || st.uf_layers > 1 << 16 || nu != QS_LLM_UF_LEN(st.uf_layers))) r.bad = 1;
+        const void *ufp = take(&r, r.bad ? 0 : nu * sizeof(uint64_t));
         if ((p = take(&r, sizeof n))) memcpy(&n, p, sizeof n);
         if (!r.bad && n > (r.len - r.off) / sizeof(qs_rl_row)) r.bad = 1;
         const void *rows = take(&r, r.bad ? 0 : n * sizeof(qs_rl_row));
@@ -163,14 +169,18 @@ static int collect(size_t k, const uint8_t *b, size_t len, void *ctx, qs_err *e)
         /* copies: the bytes need not be aligned for the rows */
         qs_rl_row *rw = malloc(n ? n * sizeof *rw : 1);
         char (*pp)[QS_RL_TASK_PROMPT_MAX] = malloc((size_t)B * QS_RL_TASK_PROMPT_MAX);
-        if (!rw || !pp) rc = qs_fail(e, "out of memory");
+        uint64_t *uf = malloc(nu ? nu * sizeof *uf : 1);
+        if (!rw || !pp || !uf) rc = qs_fail(e, "out of memory");
         else {
             memcpy(rw, rows, n * sizeof *rw);
             memcpy(pp, pr, (size_t)B * QS_RL_TASK_PROMPT_MAX);
+            if (nu) memcpy(uf, ufp, nu * sizeof *uf);
+            st.uf = nu ? uf : NULL;
             rc = qs_rl_grpo_put_step(x->db, id, &o, &st, rw, n, (const char (*)[QS_RL_TASK_PROMPT_MAX])pp, e);
         }
         free(rw);
         free(pp);
+        free(uf);
         if (nstep++ == 0) r0 = st.reward;
         r1 = st.reward;
     }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `qscope claims` for the RL claims on a transformer: --quick gives each a verdict (a tiny in-memory
 # run), the full run on a database without the sweeps says "not measured" and names the sweep to run,
-# and a stored sweep is read (runs inserted by SQL, the arithmetic is tests/unit/test_claims_grpo.c).
+# and a stored sweep is read (runs inserted by SQL, the arithmetic is tests/unit/test_claims_grpo.c),
+# rl_underflow rows included.
 source "$(dirname "$0")/lib.sh"
 
 for id in hif4.rl-mismatch rl.underflow-source resq.rl-gap ais.llm-c2 ais.llm-c4; do
@@ -33,4 +34,10 @@ PY
 check "a stored sweep is read: roll - full = -0.1 for both formats, supported" \
   "$QS claims --only hif4.rl-mismatch --json | python3 -c 'import json,sys; c=json.load(sys.stdin)[\"claims\"][0]; \
    assert c[\"verdict\"]==\"reproduced\" and abs(c[\"value\"]+0.1)<1e-9, c'"
+ok "the underflow claim without rl_underflow rows" $QS claims --only rl.underflow-source --json
+check "not measured, names the sweep" "grep -q 'not measured' $T/out && grep -q 'rl grpo --sweep hif4-rl' $T/out"
+sqlite3 "$QSCOPE_DB" "INSERT INTO rl_underflow(run_id, step, layer, site, n, underflow) SELECT id, 0, 1, 'ffn_down_in', 50, 0.3 FROM rl_run WHERE metadata LIKE '%w=hif4,a=hif4%'; INSERT INTO rl_underflow(run_id, step, layer, site, n, underflow) SELECT id, 0, 0, 'attn_in', 50, 0.01 FROM rl_run WHERE metadata LIKE '%w=hif4,a=hif4%'"
+check "stored rl_underflow rows are read: hif4 30 % at layer 1 ffn_down_in, inconclusive" \
+  "$QS claims --only rl.underflow-source --json | python3 -c 'import json,sys; c=json.load(sys.stdin)[\"claims\"][0]; \
+   assert c[\"verdict\"]==\"inconclusive\" and c[\"measured\"]==\"hif4 30.00 % at L1 ffn_down_in\" and abs(c[\"value\"]-0.3)<1e-12, c'"
 done_testing

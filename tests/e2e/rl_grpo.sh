@@ -36,6 +36,8 @@ ok "runs lists it" $QS runs 'rl/*'
 check "runs: 3 steps" "grep -q 'rl/grpo/arith/fp32/fp32/none/s3' $T/out"
 
 ok "runs --rm removes a run" $QS runs --rm "$RUN"
+check "an FP32 rollout rounds nothing: no rl_underflow rows" \
+  "[ \"\$(sqlite3 $QSCOPE_DB 'SELECT COUNT(*) FROM rl_underflow')\" = 0 ]"
 check "with its rl_step and rl_seq rows" \
   "[ \"\$(sqlite3 $QSCOPE_DB 'SELECT (SELECT COUNT(*) FROM rl_step) + (SELECT COUNT(*) FROM rl_seq)')\" = 0 ]"
 ok "the same run again" $QS rl grpo "${G[@]}" --quiet
@@ -81,6 +83,16 @@ check "the rollout and the trainer disagree (mean |delta| > 1e-4)" \
   "[ \"\$(sqlite3 $QSCOPE_DB \"SELECT AVG(ABS(lp_train - lp_rollout)) > 1e-4 FROM rl_token t JOIN rl_run r ON r.id=t.run_id WHERE r.name='$Q'\")\" = 1 ]"
 check "TIS weights recorded: mean weight in (0, 2]" \
   "[ \"\$(sqlite3 $QSCOPE_DB \"SELECT MIN(weight_mean) > 0 AND MAX(weight_mean) <= 2 AND MIN(mismatch_k3) > 0 FROM rl_step s JOIN rl_run r ON r.id=s.run_id WHERE r.name='$Q'\")\" = 1 ]"
+UF="SELECT COUNT(*) || ',' || COUNT(DISTINCT step) || ',' || COUNT(DISTINCT layer || site) || ',' || SUM(n > 0 AND underflow BETWEEN 0 AND 1) || ',' || SUM(layer = 1 AND site = 'head_in') FROM rl_underflow u JOIN rl_run r ON r.id=u.run_id WHERE r.name"
+check "rl_underflow: 2 steps x 5 (layer, site)s (4 linear inputs, the head's), fractions in 0..1, n > 0" \
+  "[ \"\$(sqlite3 $QSCOPE_DB \"$UF='$Q'\")\" = 10,2,5,10,2 ]"
+check "some activations of the mxfp4 rollout underflow" \
+  "[ \"\$(sqlite3 $QSCOPE_DB \"SELECT MAX(underflow) > 0 FROM rl_underflow u JOIN rl_run r ON r.id=u.run_id WHERE r.name='$Q'\")\" = 1 ]"
+ok "a kv format adds the K/V rows' site" $QS rl grpo "${G[@]}" --steps 1 --rollout a=mxfp4,kv=fp8_e4m3 --name kvuf --quiet
+check "rl_underflow: site kv of layer 0" \
+  "[ \"\$(sqlite3 $QSCOPE_DB \"SELECT COUNT(*) FROM rl_underflow u JOIN rl_run r ON r.id=u.run_id WHERE r.name GLOB 'kvuf/*' AND layer=0 AND site='kv' AND n > 0\")\" = 1 ]"
+ok "--replace reruns the quantized run" $QS rl grpo "${G[@]}" --steps 2 --rollout w=mxfp4,a=mxfp4 --trainer bf16 --correction tis --replace --quiet
+check "its rl_underflow rows replaced, not added" "[ \"\$(sqlite3 $QSCOPE_DB \"$UF='$Q'\")\" = 10,2,5,10,2 ]"
 ok "qscope ais on the quantized run" $QS ais "$Q" --json
 sqlite3 -separator ' ' $QSCOPE_DB "SELECT mismatch_k3, lambda FROM rl_step s JOIN rl_run r ON r.id=s.run_id WHERE r.name='$Q' ORDER BY step" > "$T/steps.txt"
 check "ais's k3 and AIS-R lambda of each step equal the run's own (1e-9)" "$PY -c '
@@ -90,6 +102,8 @@ s = [list(map(float, l.split())) for l in open(sys.argv[2])]
 sys.exit(not (len(a) == len(s) == 2 and all(abs(x[\"kl_k3\"] - k) <= 1e-9 * (1 + k) and abs(x[\"ais_lambda\"] - l) <= 1e-9 for x, (k, l) in zip(a, s))))' $T/out $T/steps.txt"
 ok "the default rollout of a bf16 trainer is its forward precision" $QS rl grpo "${G[@]}" --steps 1 --trainer bf16 --json --no-store
 check "rollout label" "grep -q '\"rollout\": \"bf16\"' $T/out"
+ok "runs --rm the quantized runs" $QS runs --rm "$Q" "$(sqlite3 $QSCOPE_DB "SELECT name FROM rl_run WHERE name GLOB 'kvuf/*'")"
+check "their rl_underflow rows go with them" "[ \"\$(sqlite3 $QSCOPE_DB 'SELECT COUNT(*) FROM rl_underflow')\" = 0 ]"
 
 # Ctrl-C after a completed step: the run keeps its completed steps (tokens and rl_step rows agree)
 $QS rl grpo "${G[@]}" --steps 100000 --name int --quiet > /dev/null 2>"$T/int.err" &

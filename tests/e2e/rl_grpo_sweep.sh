@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `qscope rl grpo --sweep SPEC` (issue 27, item 5): a sweep of GRPO runs, serially or under mpirun with
 # whole runs on the ranks, stored by rank 0 with the rows of the same runs alone (rl_run, rl_token,
-# rl_seq, rl_step bit for bit but for ids, creation times and wall times); the sweep's name in each
+# rl_seq, rl_step, rl_underflow bit for bit but for ids, creation times and wall times); the sweep's name in each
 # run's metadata; runs stored whole are skipped on a re-run; a killed rank ends the job with one line
 # and stores nothing more; bad specs are refused with nothing stored.  See docs/rl.md, "Sweeps".
 source "$(dirname "$0")/lib.sh"
@@ -22,7 +22,8 @@ q = lambda s: db.execute(s, (pre + "%",))
 for r in q("SELECT name, label, source, metadata FROM rl_run WHERE name LIKE ? ORDER BY name"): print(r)
 for r in q("SELECT name, t.step, seq, pos, token_id, lp_rollout, lp_train, advantage, reward, grp, entropy, mask FROM rl_token t JOIN rl_run r ON r.id = t.run_id WHERE name LIKE ? ORDER BY name, t.step, seq, pos"): print(r)
 for r in q("SELECT name, s.step, seq, seq_id, group_id FROM rl_seq s JOIN rl_run r ON r.id = s.run_id WHERE name LIKE ? ORDER BY name, s.step, seq"): print(r)
-for r in q("SELECT name, s.step, reward, reward_std, resp_len, entropy, kl_init, mismatch_k3, weight_mean, weight_zero, lambda, loss, grad_norm FROM rl_step s JOIN rl_run r ON r.id = s.run_id WHERE name LIKE ? ORDER BY name, s.step"): print(r)'
+for r in q("SELECT name, s.step, reward, reward_std, resp_len, entropy, kl_init, mismatch_k3, weight_mean, weight_zero, lambda, loss, grad_norm FROM rl_step s JOIN rl_run r ON r.id = s.run_id WHERE name LIKE ? ORDER BY name, s.step"): print(r)
+for r in q("SELECT name, u.step, layer, site, n, underflow FROM rl_underflow u JOIN rl_run r ON r.id = u.run_id WHERE name LIKE ? ORDER BY name, u.step, layer, site"): print(r)'
 rows() { $PY -c "$ROWS" "$@"; }
 
 ok "serial sweep: 2 rollouts x 2 corrections x 2 seeds" "$QS" --db s1.db rl grpo "${G[@]}" --sweep "$SPEC"
@@ -31,6 +32,8 @@ SW=$(sed -n 's/^rl grpo --sweep \(sweep-[0-9a-f]*\):.*runs stored as.*/\1/p' s1.
 check "the sweep is named sweep-XXXXXXXX" "[ -n '$SW' ]"
 check "8 runs stored under rl/SWEEP, 2 rl_step rows each, metadata sweep = the name" \
   "[ \"\$(sqlite3 s1.db \"SELECT count(*), sum((SELECT count(*) FROM rl_step WHERE run_id = id) = 2), sum(json_extract(metadata, '\$.sweep') = '$SW') FROM rl_run WHERE name LIKE 'rl/$SW/arith/%'\")\" = '8|8|8' ]"
+check "the 4 mxfp4-rollout runs store rl_underflow rows (2 steps x 5 sites), the fp32 ones none" \
+  "[ \"\$(sqlite3 s1.db \"SELECT count(*), count(DISTINCT run_id), sum(run_id IN (SELECT id FROM rl_run WHERE name GLOB '*mxfp4*')) FROM rl_underflow\")\" = '40|4|40' ]"
 check "runs in order seed-major: the first is the default rollout, none, seed 1" \
   "sed -n 2p s1.out | grep -q '^rl/$SW/arith/fp32/fp32/none/s1 '"
 

@@ -3,7 +3,8 @@
 ** fresh database (rl_run metadata with the sweep name, rl_step rewards and lambdas) give known final
 ** rewards (the mean of the last K steps), known paired differences and 95 % t-intervals and the
 ** verdicts of docs/claims.md; a missing seed gives "not enough runs" and the sweep to run; incomplete
-** runs and runs of another sweep are ignored; no database gives "not measured".
+** runs and runs of another sweep are ignored; no database gives "not measured"; rl_underflow rows of the
+** sweep's FP4-rollout runs give the underflow claim's means and verdict.
 */
 #include "test_util.h"
 #include "test_store_util.h"
@@ -190,6 +191,54 @@ static void test_ais_no_harm(void **state)
     assert_non_null(strstr(o.detail, "no harm"));
 }
 
+/* One rl_underflow row of the run just made (g_id). */
+static void uf(qs_db *db, int step, int layer, const char *site, double frac)
+{
+    char q[256];
+    snprintf(q, sizeof q, "INSERT INTO rl_underflow(run_id, step, layer, site, n, underflow) VALUES(%d, %d, %d, '%s', 100, %.17g)",
+             g_id, step, layer, site, frac);
+    sql(db, q);
+}
+
+/* Underflow of the FP4-rollout runs of 'hif4-rl': the mean over steps per run, then over runs; bf16
+** rollouts and other sweeps are not read; substantial underflow is inconclusive (dominance unmeasured). */
+static void test_underflow_measured(void **state)
+{
+    fixture *f = *state;
+    run(f->db, "hif4-rl", "w=hif4,a=hif4", "bf16", "none", 1, 0.4, 0, 0, 10);
+    uf(f->db, 0, 0, "ffn_down_in", 0.10), uf(f->db, 1, 0, "ffn_down_in", 0.20), uf(f->db, 0, 0, "attn_in", 0.01);
+    run(f->db, "hif4-rl", "hif4", "hif4", "none", 2, 0.4, 0, 0, 10);
+    uf(f->db, 0, 0, "ffn_down_in", 0.25), uf(f->db, 0, 0, "attn_in", 0.03);
+    run(f->db, "hif4-rl", "w=mxfp4,a=mxfp4", "bf16", "none", 1, 0.4, 0, 0, 10);
+    uf(f->db, 0, 1, "head_in", 0.05), uf(f->db, 0, 0, "kv", 0.02);
+    run(f->db, "hif4-rl", "bf16", "bf16", "none", 1, 0.5, 0, 0, 10);   /* not FP4: not read */
+    uf(f->db, 0, 0, "attn_out", 0.9);
+    run(f->db, "other", "w=hif4,a=hif4", "bf16", "none", 1, 0.4, 0, 0, 10);   /* another sweep */
+    uf(f->db, 0, 0, "attn_out", 0.9);
+    qs_claim_out o;
+    measure(f->db, "rl.underflow-source", &o);
+    assert_int_equal(o.verdict, QS_VERDICT_INCONCLUSIVE);
+    near(o.value, 0.2, 1e-12);   /* hif4 L0 ffn_down_in: (0.15 + 0.25) / 2 */
+    assert_string_equal(o.measured, "hif4 20.00 % at L0 ffn_down_in; mxfp4 5.00 % at L1 head_in");
+    assert_non_null(strstr(o.detail, "3 runs"));
+    assert_non_null(strstr(o.detail, "attn_in 2.000 %"));
+    assert_non_null(strstr(o.detail, "by layer L0 11.000 %"));
+    assert_non_null(strstr(o.detail, "substantial"));
+    assert_null(strstr(o.detail, "attn_out"));
+}
+
+static void test_underflow_negligible(void **state)
+{
+    fixture *f = *state;
+    run(f->db, "hif4-rl", "w=hif4,a=hif4", "bf16", "none", 1, 0.4, 0, 0, 10);
+    uf(f->db, 0, 0, "ffn_down_in", 5e-4), uf(f->db, 0, 0, "attn_in", 0);
+    qs_claim_out o;
+    measure(f->db, "rl.underflow-source", &o);
+    assert_int_equal(o.verdict, QS_VERDICT_DIFFERS);
+    assert_string_equal(o.measured, "hif4 0.05 % at L0 ffn_down_in");
+    assert_non_null(strstr(o.detail, "Not supported"));
+}
+
 static void test_not_measured(void **state)
 {
     fixture *f = *state;
@@ -214,6 +263,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_resq, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ais_harm_and_recovery, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ais_no_harm, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_underflow_measured, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_underflow_negligible, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_measured, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -271,6 +271,39 @@ static void test_filtered_sampler(void **st)
     qs_llm_file_free(&f);
 }
 
+/* llm_rollout_batch_at(stream0) draws prompt p from llm_rollout's stream stream0 + p (GRPO step st:
+** stream0 = st * P): the same tokens as one prompt at a time, other tokens than stream0 = 0. */
+static void test_stream_base(void **st)
+{
+    (void)st;
+    qs_llm_file f;
+    qs_err e = {{0}};
+    assert_int_equal(qs_llm_load_gguf("fixtures/llm/tiny.gguf", &f, &e), 0);
+    prompt_t pr[P];
+    prompts(pr, f.m.c.vocab);
+    const uint64_t s0 = 7 * P;
+    rollout_batch rb, rb0;
+    assert_int_equal(llm_rollout_batch_at(&f.m, NULL, pr, P, G, NEW, -1, SEED, s0, NULL, &rb, &e), 0);
+    assert_int_equal(llm_rollout_batch(&f.m, NULL, pr, P, G, NEW, -1, SEED, NULL, &rb0, &e), 0);
+    int other = 0;
+    for (int p = 0; p < P; p++) {
+        rollout ro;
+        double secs;
+        assert_int_equal(llm_rollout(&f.m, NULL, &pr[p], G, NEW, -1, SEED, s0 + (uint64_t)p, NULL, &ro, &secs, &e), 0);
+        for (int g = 0; g < G; g++)
+            for (int t = 0; t < NEW; t++) {
+                size_t at = (size_t)(p * G + g) * NEW + t;
+                assert_int_equal(ro.tok[(size_t)g * (pr[p].n + NEW) + pr[p].n + t], rb.tok[at]);
+                other += rb.tok[at] != rb0.tok[at];
+            }
+        llm_rollout_free(&ro);
+    }
+    assert_true(other > 0);
+    llm_rollout_batch_free(&rb);
+    llm_rollout_batch_free(&rb0);
+    qs_llm_file_free(&f);
+}
+
 /* The fused sampler's log-prob and entropy are qs_llm_logprob's, bit for bit. */
 static void test_sampler_bits(void **st)
 {
@@ -316,6 +349,7 @@ int main(void)
         cmocka_unit_test(test_equal_to_single_paths),
         cmocka_unit_test(test_underflow_recount),
         cmocka_unit_test(test_filtered_sampler),
+        cmocka_unit_test(test_stream_base),
         cmocka_unit_test(test_sampler_bits),
         cmocka_unit_test(test_refusals),
     };
