@@ -19,11 +19,12 @@ check "it learns after step 3 (rewards vary, the policy moves), so the resumed s
 STEP="SELECT s.step, reward, reward_std, resp_len, entropy, kl_init, mismatch_k3, weight_mean, weight_zero, lambda, loss, grad_norm FROM rl_step s JOIN rl_run r ON r.id=s.run_id WHERE r.name"
 TOK="SELECT t.step, seq, pos, token_id, lp_rollout, lp_train, advantage, reward, grp, entropy, mask FROM rl_token t JOIN rl_run r ON r.id=t.run_id WHERE r.name"
 SEQ="SELECT s.step, seq, seq_id, group_id FROM rl_seq s JOIN rl_run r ON r.id=s.run_id WHERE r.name"
+UF="SELECT u.step, layer, site, n, underflow FROM rl_underflow u JOIN rl_run r ON r.id=u.run_id WHERE r.name"
 same() {   # same PREFIX: the run's rows equal the reference run's
-  for q in "$STEP" "$TOK" "$SEQ"; do
+  for q in "$STEP" "$TOK" "$SEQ" "$UF"; do
     [ "$(sqlite3 $QSCOPE_DB "$q='$1$RUN' ORDER BY 1,2,3" | sha256sum)" = "$(sqlite3 $QSCOPE_DB "$q='ref$RUN' ORDER BY 1,2,3" | sha256sum)" ] || return 1
   done
-  [ "$(sqlite3 $QSCOPE_DB "$STEP='$1$RUN'" | wc -l)" = 8 ]
+  [ "$(sqlite3 $QSCOPE_DB "$STEP='$1$RUN'" | wc -l)" = 8 ] && [ "$(sqlite3 $QSCOPE_DB "$UF='$1$RUN'" | wc -l)" -gt 0 ]
 }
 nsteps() { sqlite3 $QSCOPE_DB "SELECT COUNT(*) FROM rl_step s JOIN rl_run r ON r.id=s.run_id WHERE r.name='$1$RUN'" 2>/dev/null || echo 0; }
 waitsteps() { for i in $(seq 300); do [ "$(nsteps $1)" -ge $2 ] && return; sleep 0.1; done; }
