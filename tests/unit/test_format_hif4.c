@@ -519,7 +519,7 @@ static void test_hif4_levels_random(void **st)
             case 3: x[i] = (RND() & 1) ? -0.0f : 0.0f; break;
             case 4: x[i] = (float)ldexp((double)(RND() % 32) * 0.25, bin); break;   /* quarters: ties */
             case 5: x[i] = (float)ldexp(g, 100 + (int)(RND() % 27)); break;          /* up to FLT_MAX */
-            default: { uint32_t b = (uint32_t)RND() % 0x7f800000u | (uint32_t)(RND() & 1) << 31; memcpy(&x[i], &b, 4); }
+            default: { uint32_t b = (uint32_t)RND() % 0x7f800000u; b |= (uint32_t)(RND() & 1) << 31; memcpy(&x[i], &b, 4); }
             }
         }
         size_t j = 64 * u + RND() % 64;
