@@ -8,11 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "../kernels/qs_version.h"
-#include "container.h"
 #include "train_ckpt.h"
 
 #define FORMAT_NAME "qscope grpo_state"
@@ -121,18 +118,9 @@ int qs_grpo_state_read(const char *dir, qs_grpo_ckpt_state *s, qs_err *e)
     memset(s, 0, sizeof *s);
     char path[4200];
     snprintf(path, sizeof path, "%.4000s/%s", dir, QS_GRPO_STATE_FILE);
-    int fd = qs_open_regular(path, e);
-    if (fd < 0) return -1;
-    struct stat st;
-    if (fstat(fd, &st) || st.st_size > (1 << 20)) {
-        close(fd);
-        return qs_fail(e, "%s: larger than 1 MiB, not a grpo state", path);
-    }
-    json_error_t je;
-    json_t *j = json_loadfd(fd, JSON_REJECT_DUPLICATES, &je);
-    close(fd);
-    if (!j) return qs_fail(e, "%s: %s (line %d)", path, je.text, je.line);
-    int rc = json_is_object(j) ? read_all(path, j, s, e) : qs_fail(e, "%s: not a JSON object", path);
+    json_t *j = qs_ckpt_state_load(path, 1, "grpo state", e);
+    if (!j) return -1;
+    int rc = read_all(path, j, s, e);
     json_decref(j);
     if (rc) qs_grpo_state_free(s);
     return rc;

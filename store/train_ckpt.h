@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "../kernels/llm_adamw.h"
 #include "../kernels/qs_err.h"
 #include "llm_save_hf.h"
@@ -50,6 +52,10 @@ typedef struct qs_train_state {
 } qs_train_state;
 
 /* Read DIR/trainer_state.json; every field is checked (type and range).  Errors name the file. */
+/* The JSON object of a checkpoint's state file (trainer_state.json, grpo_state.json): a regular file (a
+** FIFO would block) of at most max_mib MiB, else "PATH: larger than N MiB, not a WHAT", parsed with
+** duplicate keys refused, and an object.  NULL with e set. */
+json_t *qs_ckpt_state_load(const char *path, int max_mib, const char *what, qs_err *e);
 int qs_train_state_read(const char *dir, qs_train_state *s, qs_err *e);
 void qs_train_state_free(qs_train_state *s);
 /* Write s as JSON to path (used by qs_train_ckpt_write, into its temporary directory). */

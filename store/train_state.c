@@ -228,26 +228,35 @@ static int read_all(rd *r, json_t *j, qs_train_state *s)
     return 0;
 }
 
+json_t *qs_ckpt_state_load(const char *path, int max_mib, const char *what, qs_err *e)
+{
+    /* a regular file of sane size (a FIFO would block, a huge file is no state of ours) */
+    int fd = qs_open_regular(path, e);
+    if (fd < 0) return NULL;
+    struct stat st;
+    if (fstat(fd, &st) || st.st_size > ((off_t)max_mib << 20)) {
+        close(fd);
+        qs_fail(e, "%s: larger than %d MiB, not a %s", path, max_mib, what);
+        return NULL;
+    }
+    json_error_t je;
+    json_t *j = json_loadfd(fd, JSON_REJECT_DUPLICATES, &je);
+    close(fd);
+    if (!j) { qs_fail(e, "%s: %s (line %d)", path, je.text, je.line); return NULL; }
+    if (!json_is_object(j)) { json_decref(j); qs_fail(e, "%s: not a JSON object", path); return NULL; }
+    return j;
+}
+
 int qs_train_state_read(const char *dir, qs_train_state *s, qs_err *e)
 {
     memset(s, 0, sizeof *s);
     s->val0 = NAN;
     char path[4200];
     snprintf(path, sizeof path, "%.4000s/%s", dir, QS_TRAIN_STATE_FILE);
-    /* a regular file of sane size (a FIFO would block, a huge file is no state of ours) */
-    int fd = qs_open_regular(path, e);
-    if (fd < 0) return -1;
-    struct stat st;
-    if (fstat(fd, &st) || st.st_size > (1 << 24)) {
-        close(fd);
-        return qs_fail(e, "%s: larger than 16 MiB, not a trainer state", path);
-    }
-    json_error_t je;
-    json_t *j = json_loadfd(fd, JSON_REJECT_DUPLICATES, &je);
-    close(fd);
-    if (!j) return qs_fail(e, "%s: %s (line %d)", path, je.text, je.line);
+    json_t *j = qs_ckpt_state_load(path, 16, "trainer state", e);
+    if (!j) return -1;
     rd r = {path, e, ""};
-    int rc = json_is_object(j) ? read_all(&r, j, s) : qs_fail(e, "%s: not a JSON object", path);
+    int rc = read_all(&r, j, s);
     json_decref(j);
     if (rc) qs_train_state_free(s);
     return rc;
