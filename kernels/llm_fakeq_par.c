@@ -1,5 +1,6 @@
 /* Parallel in-memory fake quantization of training operands (see llm_fakeq_par.h). */
 #include "llm_fakeq_par.h"
+#include "llm_fakeq_fast.h"
 #include "llm_recipe.h"
 #include "pool.h"
 #include "resq.h"
@@ -54,6 +55,7 @@ typedef struct {
     float *y;
     size_t rows, cols, per;   /* per: rows (axis 1) or columns (axis 0) per task */
     int axis, rht;
+    int fast;     /* a family's fused kernel takes every task (llm_fakeq_fast.h) */
     uint64_t seed;
     int *rc;
     qs_err *err;
@@ -75,6 +77,12 @@ static void task_rows(void *ctx, size_t t, int slot)
     (void)slot;
     job *j = ctx;
     size_t r0 = t * j->per, nr = j->rows - r0 < j->per ? j->rows - r0 : j->per, C = j->cols;
+    if (j->fast) {
+        qs_fq_task ft = {&j->a, 1, j->x, j->y, j->rows, C, r0, r0 + nr, 0, C, j->rht, j->seed,
+                         j->cnt ? j->cnt[t] : NULL, j->ts};
+        j->rc[t] = qs_llm_fakeq_fast(&ft, &j->err[t]);
+        return;
+    }
     const float *x = j->x + r0 * C;
     float *y = j->y + r0 * C;
     if (j->rht || x == y || C > BAND) {   /* through qs_format_apply's band buffers */
@@ -102,6 +110,12 @@ static void task_panel(void *ctx, size_t t, int slot)
     (void)slot;
     job *j = ctx;
     size_t c0 = t * j->per, nc = j->cols - c0 < j->per ? j->cols - c0 : j->per, R = j->rows;
+    if (j->fast) {
+        qs_fq_task ft = {&j->a, 0, j->x, j->y, R, j->cols, 0, R, c0, c0 + nc, j->rht, j->seed,
+                         j->cnt ? j->cnt[t] : NULL, j->ts};
+        j->rc[t] = qs_llm_fakeq_fast(&ft, &j->err[t]);
+        return;
+    }
     size_t ld = R <= BAND ? R + 16 : R;   /* padded rows: no 4 KiB strides in the transposes */
     float *p = malloc(2 * nc * ld * sizeof *p), *q = p + nc * ld;
     if (!p) {
@@ -127,15 +141,17 @@ static void task_panel(void *ctx, size_t t, int slot)
 static int par(const qs_apply *a0, const float *x, float *y, size_t rows, size_t cols, int rht, uint64_t seed,
                int threads, qs_llm_opstat *st, qs_err *e)
 {
-    if (st && (a0->cscale || a0->gran != QS_GRAN_BLOCK || rows * cols < MIN_PAR || rows < 2 || cols < 2 || x == y ||
+    int fast = a0->gran == QS_GRAN_BLOCK && !a0->cscale && rows && cols &&
+               qs_llm_fakeq_fast_ok(a0, a0->axis, rht, st != NULL);
+    if (st && !fast && (a0->cscale || a0->gran != QS_GRAN_BLOCK || rows * cols < MIN_PAR || rows < 2 || cols < 2 || x == y ||
                (a0->axis ? rht || cols > BAND : rows > BAND) || !qs_llm_opstat_run_block(a0, rows, cols)))
         return 1;   /* counted apart (qs_llm_opstat_add) */
-    if (a0->cscale || a0->gran != QS_GRAN_BLOCK || rows * cols < MIN_PAR || rows < 2 || cols < 2) {
+    if (!fast && (a0->cscale || a0->gran != QS_GRAN_BLOCK || rows * cols < MIN_PAR || rows < 2 || cols < 2)) {
         if (y != x) memcpy(y, x, rows * cols * sizeof *y);
         if (rht) qs_llm_rht16(y, rows, cols, a0->axis, seed, 0);
         return qs_fakeq_matrix(a0, y, rows, cols, y, e);
     }
-    job j = {*a0, x, y, rows, cols, 0, a0->axis, rht, seed, NULL, NULL, NULL, 0};
+    job j = {*a0, x, y, rows, cols, 0, a0->axis, rht, fast, seed, NULL, NULL, NULL, 0};
     if (qs_qopts_check(j.a.f, &j.a.o, e)) return -1;
     if (j.a.f->has_tensor_scale && !(j.a.o.tensor_scale > 0)) {   /* qs_format_apply's rule, whole matrix */
         if (rht) {   /* the scale is the transformed matrix's: transform first */
@@ -148,7 +164,7 @@ static int par(const qs_apply *a0, const float *x, float *y, size_t rows, size_t
         if (m > 0) j.a.o.tensor_scale = m;
         j.ts = m;
     }
-    if (j.axis == 0 && qs_format_block(j.a.f, &j.a.o) == 1 && j.a.o.round != QS_RND_SR && !rht)
+    if (!fast && j.axis == 0 && qs_format_block(j.a.f, &j.a.o) == 1 && j.a.o.round != QS_RND_SR && !rht)
         j.axis = 1;   /* elementwise without counters: the blocks' direction does not matter */
     j.a.axis = 1;
     int w = qs_pool_width(threads, j.axis ? rows / ROWS_MIN + 1 : cols / PANEL + 1);
