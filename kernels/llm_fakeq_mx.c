@@ -204,35 +204,54 @@ QS_AVX512_INLINE __m512i codes16(const mxk *m, __m512i am, __mmask16 nan)
     return _mm512_mask_mov_epi32(c, nan, _mm512_set1_epi32(0xFF));
 }
 
-/* One block row [r0, r0 + nr) of the 16 columns at c (lanes l), y may equal x. */
-QS_AVX512_INLINE void col_block(const mxk *m, const float *x, float *y, size_t C, size_t nr, __mmask16 l, vcnt *cnt)
+/* One block row (nr rows) of up to 64 columns (vector j's lanes in l[j]), y may equal x.  The block
+** maxima's pass fetches the next block row (next, or NULL) ahead: its rows are strided, which the
+** hardware prefetchers do not follow. */
+QS_AVX512_INLINE void col_block(const mxk *m, const float *x, float *y, size_t C, size_t nr, const __mmask16 *l,
+                                const float *next, vcnt *cnt)
 {
-    const __m512i absm = _mm512_set1_epi32(0x7fffffff);
-    __m512i am = _mm512_setzero_si512();
-    for (size_t i = 0; i < nr; i++)
-        am = _mm512_max_epu32(am, _mm512_and_si512(_mm512_maskz_loadu_epi32(l, x + i * C), absm));
-    __mmask16 nan = _mm512_cmpge_epu32_mask(am, _mm512_set1_epi32((int)INF_BITS));
-    __m512i c = codes16(m, am, nan);
-    __m512i c254 = _mm512_set1_epi32(254), half = _mm512_set1_epi32(0x00400000);
-    __m512 inv = _mm512_castsi512_ps(_mm512_mask_mov_epi32(_mm512_slli_epi32(_mm512_sub_epi32(c254, c), 23),
-                                                           _mm512_cmpge_epu32_mask(c, c254), half));
-    __m512 X = _mm512_castsi512_ps(_mm512_mask_mov_epi32(_mm512_slli_epi32(c, 23),
-                                                         _mm512_cmpeq_epi32_mask(c, _mm512_setzero_si512()), half));
-    __m512i thr = cnt ? _mm512_i32gather_epi32(c, (const void *)m->thr, 4) : _mm512_setzero_si512();
+    const __m512i absm = _mm512_set1_epi32(0x7fffffff), c254 = _mm512_set1_epi32(254);
+    const __m512i half = _mm512_set1_epi32(0x00400000);
+    __m512i am[4], thr[4];
+    __m512 inv[4], X[4];
+    __mmask16 nan[4];
+    for (int j = 0; j < 4; j++) am[j] = _mm512_setzero_si512();
     for (size_t i = 0; i < nr; i++) {
-        __m512 t = elem16(&m->k, _mm512_maskz_loadu_epi32(l, x + i * C), inv, X, nan, l, thr, cnt);
-        _mm512_mask_storeu_ps(y + i * C, l, t);
+        for (int j = 0; j < 4; j++)
+            am[j] = _mm512_max_epu32(am[j], _mm512_and_si512(_mm512_maskz_loadu_epi32(l[j], x + i * C + 16 * j), absm));
+        if (next)
+            for (int j = 0; j < 4; j++) _mm_prefetch((const char *)(next + i * C + 16 * j), _MM_HINT_T0);
     }
+    for (int j = 0; j < 4; j++) {
+        nan[j] = _mm512_cmpge_epu32_mask(am[j], _mm512_set1_epi32((int)INF_BITS));
+        __m512i c = codes16(m, am[j], nan[j]);
+        inv[j] = _mm512_castsi512_ps(_mm512_mask_mov_epi32(_mm512_slli_epi32(_mm512_sub_epi32(c254, c), 23),
+                                                           _mm512_cmpge_epu32_mask(c, c254), half));
+        X[j] = _mm512_castsi512_ps(_mm512_mask_mov_epi32(_mm512_slli_epi32(c, 23),
+                                                         _mm512_cmpeq_epi32_mask(c, _mm512_setzero_si512()), half));
+        thr[j] = cnt ? _mm512_i32gather_epi32(c, (const void *)m->thr, 4) : _mm512_setzero_si512();
+    }
+    for (size_t i = 0; i < nr; i++)
+        for (int j = 0; j < 4; j++) {
+            const float *xi = x + i * C + 16 * j;
+            __m512 t = elem16(&m->k, _mm512_maskz_loadu_epi32(l[j], xi), inv[j], X[j], nan[j], l[j], thr[j], cnt);
+            _mm512_mask_storeu_ps(y + i * C + 16 * j, l[j], t);
+        }
 }
 
 QS_AVX512_INLINE void cols_do(const mxk *m, const qs_fq_task *t, vcnt *cnt)
 {
     size_t C = t->cols, R = t->rows, B = m->B, pend = 0;
-    for (size_t r0 = 0; r0 < R; r0 += B) {
-        size_t nr = R - r0 < B ? R - r0 : B;
-        for (size_t c = t->c0; c < t->c1; c += 16)
-            col_block(m, t->x + r0 * C + c, t->y + r0 * C + c, C, nr, lanes(t->c1 - c), cnt);
-        if (cnt && (pend += nr * (t->c1 - t->c0)) >= FLUSH) { flush(cnt, t->cnt); pend = 0; }
+    for (size_t c0 = t->c0; c0 < t->c1; c0 += 64) {
+        __mmask16 l[4];
+        for (int j = 0; j < 4; j++) l[j] = c0 + 16 * j < t->c1 ? lanes(t->c1 - c0 - 16 * j) : 0;
+        size_t w = t->c1 - c0 < 64 ? t->c1 - c0 : 64;
+        for (size_t r0 = 0; r0 < R; r0 += B) {
+            size_t nr = R - r0 < B ? R - r0 : B;
+            const float *next = r0 + B < R ? t->x + (r0 + B) * C + c0 : NULL;
+            col_block(m, t->x + r0 * C + c0, t->y + r0 * C + c0, C, nr, l, next, cnt);
+            if (cnt && (pend += nr * w) >= FLUSH) { flush(cnt, t->cnt); pend = 0; }
+        }
     }
 }
 
