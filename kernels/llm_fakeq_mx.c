@@ -1,7 +1,8 @@
 /*
 ** The fused training-operand kernel of the MX family (llm_fakeq_fast.h): every MX element type
 ** (mxfp8_e4m3/e5m2, mxfp6, mxfp4, mxint8) with RNE elements, scale rule floor or rceil, blocks of a
-** multiple of 16 values, no library variant and no RHT, on AVX-512 (other operands: the generic path).
+** multiple of 16 values, no library variant and no RHT, on AVX-512 (16 lanes) or AVX2 (8 lanes, the
+** same steps); other operands, and the scalar level, take the generic path.
 **
 ** Axis 1 (blocks along each row): per block its largest magnitude (a vector max, reduced), the scale
 ** code, then each 16-value vector rounded and stored.  Axis 0 (blocks of B rows down each column,
@@ -41,6 +42,7 @@ typedef struct mxk {
     float rmul;          /* rceil: fl32(1 / max element) */
     size_t B;
     uint32_t thr[256];   /* clip threshold bits by scale code (0xFF, NaN blocks: none) */
+    uint32_t thr2[256];  /* the same with none = 0x7fffffff (AVX2's signed compares) */
 } mxk;
 
 static inline float scale_of(unsigned c) { return u2f(c == 0 ? 0x00400000u : c << 23); }
@@ -67,6 +69,7 @@ static void mxk_init(mxk *m, const qs_apply *a, int counting)
     if (counting) {
         for (unsigned c = 0; c < 255; c++) m->thr[c] = thr_of(f, m->k.maxv, c);
         m->thr[255] = UINT32_MAX;
+        for (unsigned c = 0; c < 256; c++) m->thr2[c] = m->thr[c] > 0x7fffffffu ? 0x7fffffffu : m->thr[c];
     }
 }
 
@@ -89,7 +92,7 @@ int qs_fq_mx_ok(const qs_apply *a, int axis, int rht, int counting)
     (void)axis; (void)counting;
     const qs_format *f = a->f;
     const qs_qopts *o = &a->o;
-    if (!QS_FORMAT_SIMD || qs_simd_level() < QS_SIMD_AVX512) return 0;
+    if (!QS_FORMAT_SIMD || qs_simd_level() < QS_SIMD_AVX2) return 0;
     if (!f || f->family != QS_FAM_MX || rht || a->gran != QS_GRAN_BLOCK || a->cscale) return 0;
     if (o->round != QS_RND_DEFAULT && o->round != QS_RND_RNE) return 0;
     if (o->scale_rule != QS_SCALE_FLOOR && o->scale_rule != QS_SCALE_RCEIL) return 0;
@@ -262,6 +265,173 @@ __attribute__((target("avx512f"))) static void cols_avx512(const mxk *m, const q
     cols_do(m, t, &c);
     flush(&c, t->cnt);
 }
+/* ---- AVX2: the same steps in 8 lanes.  Magnitudes lie below 2^31, so signed compares order them;
+** "no clip" is 0x7fffffff there (thr2). */
+typedef struct vcnt2 { __m256i u, nfo, nfi, cl; } vcnt2;
+
+QS_AVX2_INLINE __m256i lanes2(size_t n)
+{
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n >= 8 ? 8 : (int)n), iota);
+}
+
+QS_AVX2_INLINE __m256 elem8(const qs_ek *k, __m256i xb, __m256 inv, __m256 X, __m256i nan, __m256i m, __m256i thr,
+                            vcnt2 *cnt)
+{
+    const __m256i absm = _mm256_set1_epi32(0x7fffffff), expm = _mm256_set1_epi32(0x7f800000);
+    const __m256i lowexp = _mm256_set1_epi32((int)k->lowexp), shift = _mm256_set1_epi32((int)k->shift);
+    const __m256 cap = _mm256_set1_ps(k->cap), maxv = _mm256_set1_ps(k->maxv);
+    __m256i a = _mm256_and_si256(xb, absm);
+    __m256i s = _mm256_xor_si256(xb, a);
+    __m256 v = _mm256_min_ps(_mm256_mul_ps(_mm256_castsi256_ps(a), inv), cap);
+    __m256i e = _mm256_max_epi32(_mm256_and_si256(_mm256_castps_si256(v), expm), lowexp);
+    __m256 M = _mm256_castsi256_ps(_mm256_add_epi32(e, shift));
+    __m256 t = _mm256_min_ps(_mm256_sub_ps(_mm256_add_ps(v, M), M), maxv);
+    t = _mm256_mul_ps(t, X);
+    t = _mm256_castsi256_ps(_mm256_or_si256(_mm256_castps_si256(t), s));
+    if (k->int8) t = _mm256_add_ps(t, _mm256_setzero_ps());   /* -0 + 0 = +0 */
+    t = _mm256_blendv_ps(t, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000)), _mm256_castsi256_ps(nan));
+    if (cnt) {   /* compare masks are -1: subtracting counts */
+        const __m256i infm1 = _mm256_set1_epi32((int)INF_BITS - 1), zero = _mm256_setzero_si256();
+        __m256i b = _mm256_and_si256(_mm256_castps_si256(t), absm);
+        __m256i fin = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)INF_BITS), a);
+        __m256i u = _mm256_and_si256(_mm256_and_si256(_mm256_cmpeq_epi32(b, zero), _mm256_cmpgt_epi32(a, zero)), fin);
+        cnt->u = _mm256_sub_epi32(cnt->u, _mm256_and_si256(u, m));
+        cnt->nfo = _mm256_sub_epi32(cnt->nfo, _mm256_and_si256(_mm256_cmpgt_epi32(b, infm1), m));
+        cnt->nfi = _mm256_sub_epi32(cnt->nfi, _mm256_and_si256(_mm256_cmpgt_epi32(a, infm1), m));
+        cnt->cl = _mm256_sub_epi32(cnt->cl, _mm256_and_si256(_mm256_cmpgt_epi32(a, thr), m));
+    }
+    return t;
+}
+
+QS_AVX2_INLINE uint32_t hsum8(__m256i v)
+{
+    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
+    return (uint32_t)_mm_cvtsi128_si32(h);
+}
+
+__attribute__((target("avx2"))) static void flush2(vcnt2 *c, uint64_t *out)
+{
+    out[0] += hsum8(c->u);
+    out[1] += hsum8(c->nfo);
+    out[2] += hsum8(c->nfi);
+    out[3] += hsum8(c->cl);
+    c->u = c->nfo = c->nfi = c->cl = _mm256_setzero_si256();
+}
+
+QS_AVX2_INLINE void row_block2(const mxk *m, const float *x, float *y, size_t len, vcnt2 *cnt)
+{
+    const __m256i absm = _mm256_set1_epi32(0x7fffffff);
+    __m256i am = _mm256_setzero_si256();
+    for (size_t i = 0; i < len; i += 8)
+        am = _mm256_max_epu32(am, _mm256_and_si256(_mm256_maskload_epi32((const int *)(x + i), lanes2(len - i)), absm));
+    __m128i h = _mm_max_epu32(_mm256_castsi256_si128(am), _mm256_extracti128_si256(am, 1));
+    h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0x4e));
+    h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0xb1));
+    uint32_t ab = (uint32_t)_mm_cvtsi128_si32(h);
+    unsigned c = ab >= INF_BITS ? 0xFFu : code_of(m, ab);
+    __m256i nan = _mm256_set1_epi32(c == 0xFF ? -1 : 0);
+    __m256 inv = _mm256_set1_ps(u2f(c >= 254 ? 0x00400000u : (254u - c) << 23)), X = _mm256_set1_ps(scale_of(c));
+    __m256i thr = _mm256_set1_epi32(cnt ? (int)m->thr2[c] : 0);
+    for (size_t i = 0; i < len; i += 8) {
+        __m256i l = lanes2(len - i);
+        __m256 t = elem8(&m->k, _mm256_maskload_epi32((const int *)(x + i), l), inv, X, nan, l, thr, cnt);
+        _mm256_maskstore_ps(y + i, l, t);
+    }
+}
+
+QS_AVX2_INLINE void rows_do2(const mxk *m, const qs_fq_task *t, vcnt2 *cnt)
+{
+    size_t C = t->cols, B = m->B, pend = 0;
+    for (size_t r = t->r0; r < t->r1; r++) {
+        const float *x = t->x + r * C;
+        float *y = t->y + r * C;
+        for (size_t j = 0; j < C; j += B) row_block2(m, x + j, y + j, C - j < B ? C - j : B, cnt);
+        if (cnt && (pend += C) >= FLUSH) { flush2(cnt, t->cnt); pend = 0; }
+    }
+}
+
+/* Per-lane scale codes (codes16 in 8 lanes). */
+QS_AVX2_INLINE __m256i codes8(const mxk *m, __m256i am, __m256i nan)
+{
+    __m256i c;
+    if (!m->rceil)
+        c = _mm256_max_epi32(_mm256_sub_epi32(_mm256_srli_epi32(am, 23), _mm256_set1_epi32(m->emax)),
+                             _mm256_setzero_si256());
+    else {
+        __m256i d = _mm256_castps_si256(_mm256_mul_ps(_mm256_castsi256_ps(am), _mm256_set1_ps(m->rmul)));
+        __m256i one = _mm256_set1_epi32(1);
+        __m256i exact = _mm256_cmpeq_epi32(_mm256_and_si256(d, _mm256_set1_epi32(0x7fffff)), _mm256_setzero_si256());
+        __m256i cn = _mm256_add_epi32(_mm256_srli_epi32(d, 23), _mm256_andnot_si256(exact, one));
+        __m256i sub = _mm256_cmpgt_epi32(_mm256_set1_epi32(0x00800000), d);
+        __m256i cs = _mm256_and_si256(_mm256_cmpgt_epi32(d, _mm256_set1_epi32(0x00400000)), one);
+        c = _mm256_min_epi32(_mm256_blendv_epi8(cn, cs, sub), _mm256_set1_epi32(254));
+    }
+    return _mm256_blendv_epi8(c, _mm256_set1_epi32(0xFF), nan);
+}
+
+/* One block row (nr rows) of up to 32 columns (vector j's lanes in l[j]), as col_block. */
+QS_AVX2_INLINE void col_block2(const mxk *m, const float *x, float *y, size_t C, size_t nr, const __m256i *l,
+                               const float *next, vcnt2 *cnt)
+{
+    const __m256i absm = _mm256_set1_epi32(0x7fffffff), c253 = _mm256_set1_epi32(253);
+    const __m256i half = _mm256_set1_epi32(0x00400000);
+    __m256i am[4], thr[4], nan[4];
+    __m256 inv[4], X[4];
+    for (int j = 0; j < 4; j++) am[j] = _mm256_setzero_si256();
+    for (size_t i = 0; i < nr; i++) {
+        for (int j = 0; j < 4; j++)
+            am[j] = _mm256_max_epu32(am[j], _mm256_and_si256(_mm256_maskload_epi32((const int *)(x + i * C + 8 * j), l[j]), absm));
+        if (next)
+            for (int j = 0; j < 2; j++) _mm_prefetch((const char *)(next + i * C + 16 * j), _MM_HINT_T0);
+    }
+    for (int j = 0; j < 4; j++) {
+        nan[j] = _mm256_cmpgt_epi32(am[j], _mm256_set1_epi32((int)INF_BITS - 1));
+        __m256i c = codes8(m, am[j], nan[j]);
+        inv[j] = _mm256_castsi256_ps(_mm256_blendv_epi8(_mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(254), c), 23),
+                                                        half, _mm256_cmpgt_epi32(c, c253)));
+        X[j] = _mm256_castsi256_ps(_mm256_blendv_epi8(_mm256_slli_epi32(c, 23), half,
+                                                      _mm256_cmpeq_epi32(c, _mm256_setzero_si256())));
+        thr[j] = cnt ? _mm256_i32gather_epi32((const int *)m->thr2, c, 4) : _mm256_setzero_si256();
+    }
+    for (size_t i = 0; i < nr; i++)
+        for (int j = 0; j < 4; j++) {
+            const float *xi = x + i * C + 8 * j;
+            __m256 t = elem8(&m->k, _mm256_maskload_epi32((const int *)xi, l[j]), inv[j], X[j], nan[j], l[j], thr[j], cnt);
+            _mm256_maskstore_ps(y + i * C + 8 * j, l[j], t);
+        }
+}
+
+QS_AVX2_INLINE void cols_do2(const mxk *m, const qs_fq_task *t, vcnt2 *cnt)
+{
+    size_t C = t->cols, R = t->rows, B = m->B, pend = 0;
+    for (size_t c0 = t->c0; c0 < t->c1; c0 += 32) {
+        __m256i l[4];
+        for (int j = 0; j < 4; j++) l[j] = c0 + 8 * j < t->c1 ? lanes2(t->c1 - c0 - 8 * j) : _mm256_setzero_si256();
+        size_t w = t->c1 - c0 < 32 ? t->c1 - c0 : 32;
+        for (size_t r0 = 0; r0 < R; r0 += B) {
+            size_t nr = R - r0 < B ? R - r0 : B;
+            const float *next = r0 + B < R ? t->x + (r0 + B) * C + c0 : NULL;
+            col_block2(m, t->x + r0 * C + c0, t->y + r0 * C + c0, C, nr, l, next, cnt);
+            if (cnt && (pend += nr * w) >= FLUSH) { flush2(cnt, t->cnt); pend = 0; }
+        }
+    }
+}
+
+__attribute__((target("avx2"))) static void task_avx2(const mxk *m, const qs_fq_task *t)
+{
+    vcnt2 c = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+    if (t->axis) {
+        if (t->cnt) rows_do2(m, t, &c);
+        else rows_do2(m, t, NULL);
+    } else {
+        if (t->cnt) cols_do2(m, t, &c);
+        else cols_do2(m, t, NULL);
+    }
+    if (t->cnt) flush2(&c, t->cnt);
+}
 #endif
 
 int qs_fq_mx(const qs_fq_task *t, qs_err *e)
@@ -271,7 +441,8 @@ int qs_fq_mx(const qs_fq_task *t, qs_err *e)
 #if QS_FORMAT_SIMD
     mxk m;
     mxk_init(&m, t->a, t->cnt != NULL);
-    if (t->axis) rows_avx512(&m, t);
+    if (qs_simd_level() < QS_SIMD_AVX512) task_avx2(&m, t);
+    else if (t->axis) rows_avx512(&m, t);
     else cols_avx512(&m, t);
     return 0;
 #else

@@ -2,7 +2,7 @@
 ** The MX family's fused operand kernel (kernels/llm_fakeq_mx.c) gives the generic path's bits and
 ** counts: qs_llm_fakeq_par(_stat) with the kernel against the same calls under QS_FAKEQ_FAST=0 plus
 ** qs_llm_opstat_add, for every MX element type, scale rules floor and rceil, blocks of 16, 32, 48 and
-** 64, both axes, one and two threads, in place or not, on shapes with edges (1 row, 1 column, not
+** 64, both axes, at AVX-512 and AVX2 (two kernels), one and two threads, in place or not, on shapes with edges (1 row, 1 column, not
 ** multiples of 16/32/64) and values with zeros, whole-zero blocks, FP32 subnormals, values near FLT_MAX,
 ** NaN, +-Inf and rounding ties; and through qs_llm_recipe_operand_stat for the mxfp4 and mxfp8 presets.
 */
@@ -31,8 +31,9 @@ static void fast_on(int on)
 }
 
 /* Values with every edge: scales that vary by block, zeros, subnormals, huge, ties, and (specials) NaN/Inf;
-** then whole runs (along either axis) of zeros, of subnormals and of grid values (ties). */
-static void fill(float *x, size_t R, size_t C, int specials)
+** then whole runs (along either axis) of zeros, of subnormals, of grid values (ties), and of values
+** near tiny (the element's max x 2^-127, where rceil's code is 0 or 1). */
+static void fill(float *x, size_t R, size_t C, int specials, double tiny)
 {
     size_t n = R * C;
     for (size_t i = 0; i < n; i++) {
@@ -46,13 +47,18 @@ static void fill(float *x, size_t R, size_t C, int specials)
         else if (specials && k < 203) v = k == 200 ? NAN : k == 201 ? INFINITY : -INFINITY;
         x[i] = v;
     }
-    for (int j = 0; j < 6; j++) {   /* runs of 40 down a column or along a row */
+    for (int j = 0; j < 10; j++) {   /* runs of 40 down a column or along a row */
         size_t r = rnd(R), c = rnd(C);
-        int kind = (int)rnd(3), down = (int)rnd(2);
+        int kind = (int)rnd(4), down = (int)rnd(2);
+        double sc = tiny * (0.5 + 0.75 * uni());
         for (size_t i = 0; i < 40; i++) {
             size_t rr = down ? r + i : r, cc = down ? c : c + i;
             if (rr >= R || cc >= C) break;
-            x[rr * C + cc] = kind == 0 ? 0.0f : kind == 1 ? (float)(uni() * 1e-40) : (float)(((int)rnd(57) - 28) * 0.25);
+            float *v = &x[rr * C + cc];
+            if (kind == 0) *v = 0.0f;
+            else if (kind == 1) *v = (float)(uni() * 1e-40);
+            else if (kind == 2) *v = (float)(((int)rnd(57) - 28) * 0.25);
+            else *v = (float)((uni() * 2 - 1) * sc);   /* amax near tiny: rceil's subnormal rule */
         }
     }
 }
@@ -72,9 +78,9 @@ static void bits_equal(const float *a, const float *b, size_t n, const char *wha
         if (memcmp(a + i, b + i, 4)) fail_msg("%s: value %zu: %a (fast) vs %a (generic)", what, i, (double)a[i], (double)b[i]);
 }
 
-static int have_avx512(void)
+static int have_avx2(void)
 {
-    return qs_simd_level() >= QS_SIMD_AVX512;
+    return qs_simd_level() >= QS_SIMD_AVX2;
 }
 
 /* One operand: the generic path's bits and counts, then the kernel's at 1 and 2 threads, in place or not. */
@@ -108,10 +114,8 @@ static void one_case(const qs_apply *a, const float *x, size_t R, size_t C, cons
     free(y);
 }
 
-static void test_shapes_formats(void **st)
+static void shapes_formats(void)
 {
-    (void)st;
-    if (!have_avx512()) tu_skip("cpu: no AVX-512, the MX kernel takes nothing");
     static const char *const fmts[] = {"mxfp4", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3", "mxint8"};
     static const size_t edges[][2] = {{1, 1}, {1, 37}, {37, 1}, {1, 1000}, {1000, 1}, {33, 17}, {64, 64},
                                       {65, 129}, {32, 16}, {200, 328}, {31, 95}, {97, 200}};
@@ -119,11 +123,11 @@ static void test_shapes_formats(void **st)
     for (size_t it = 0; it < ne + 70; it++) {
         size_t R = it < ne ? edges[it][0] : 1 + rnd(300), C = it < ne ? edges[it][1] : 1 + rnd(300);
         float *x = malloc(R * C * 4);
-        fill(x, R, C, it % 3 != 1);
         qs_apply a;
         memset(&a, 0, sizeof a);
         a.f = qs_format_find(fmts[it % 6]);
         assert_non_null(a.f);
+        fill(x, R, C, it % 3 != 1, ldexp(a.f->max_finite, -254));
         a.gran = QS_GRAN_BLOCK;
         a.o.scale_rule = rnd(2) ? QS_SCALE_RCEIL : QS_SCALE_FLOOR;
         static const int blocks[] = {0, 0, 16, 48, 64, 32};
@@ -140,18 +144,29 @@ static void test_shapes_formats(void **st)
     }
 }
 
-/* The mxfp4 and mxfp8 presets' operands with statistics, out of place and in place (fresh copies). */
-static void test_recipes(void **st)
+/* At each vector level the CPU has (AVX-512 and AVX2 are two kernels). */
+static void test_shapes_formats(void **st)
 {
     (void)st;
-    if (!have_avx512()) tu_skip("cpu: no AVX-512, the MX kernel takes nothing");
+    if (!have_avx2()) tu_skip("cpu: no AVX2, the MX kernel takes nothing");
+    for (int lvl = qs_simd_cpu(); lvl >= QS_SIMD_AVX2; lvl--) {
+        qs_simd_force(lvl);
+        print_message("# %s\n", qs_simd_name(qs_simd_level()));
+        shapes_formats();
+    }
+    qs_simd_force(-1);
+}
+
+/* The mxfp4 and mxfp8 presets' operands with statistics, out of place and in place (fresh copies). */
+static void recipes(void)
+{
     static const char *const presets[] = {"mxfp4", "mxfp8"};
     static const size_t shapes[][2] = {{256, 1024}, {1030, 72}, {33, 65}, {1, 40}, {129, 1}};
     for (size_t p = 0; p < 2; p++)
         for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++) {
             size_t R = shapes[k][0], C = shapes[k][1], n = R * C;
             float *x = malloc(n * 4), *y1 = malloc(n * 4), *y2 = malloc(n * 4);
-            fill(x, R, C, k != 0);
+            fill(x, R, C, k != 0, p ? 448 * 0x1p-127 : 6 * 0x1p-127);
             qs_llm_recipe r;
             qs_err e = {{0}};
             assert_int_equal(qs_llm_recipe_preset(presets[p], &r, &e), 0);
@@ -176,8 +191,19 @@ static void test_recipes(void **st)
         }
 }
 
+static void test_recipes(void **st)
+{
+    (void)st;
+    if (!have_avx2()) tu_skip("cpu: no AVX2, the MX kernel takes nothing");
+    for (int lvl = qs_simd_cpu(); lvl >= QS_SIMD_AVX2; lvl--) {
+        qs_simd_force(lvl);
+        recipes();
+    }
+    qs_simd_force(-1);
+}
+
 /* What the kernel declines (the generic path runs): other rounding, rules, variants, blocks, RHT, and
-** every operand below AVX-512. */
+** every operand below AVX2. */
 static void test_declines(void **st)
 {
     (void)st;
@@ -186,7 +212,7 @@ static void test_declines(void **st)
     a.f = qs_format_find("mxfp4");
     a.gran = QS_GRAN_BLOCK;
     int base = qs_fq_mx_ok(&a, 1, 0, 1);
-    assert_int_equal(base, have_avx512());
+    assert_int_equal(base, have_avx2());
     assert_false(qs_fq_mx_ok(&a, 1, 1, 1));   /* RHT */
     qs_apply b = a;
     b.o.round = QS_RND_SR;
@@ -202,7 +228,7 @@ static void test_declines(void **st)
     b = a; b.o.block = 40; assert_false(qs_fq_mx_ok(&b, 0, 0, 0));
     b = a; b.f = qs_format_find("nvfp4"); assert_false(qs_fq_mx_ok(&b, 0, 0, 0));
     b = a; b.cscale = QS_CSCALE_TENSOR; assert_false(qs_fq_mx_ok(&b, 0, 0, 0));
-    qs_simd_force(QS_SIMD_AVX2);
+    qs_simd_force(QS_SIMD_SCALAR);
     assert_false(qs_fq_mx_ok(&a, 1, 0, 1));
     qs_simd_force(-1);
 }
