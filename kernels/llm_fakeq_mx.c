@@ -383,15 +383,16 @@ QS_AVX2_INLINE void col_block2(const mxk *m, const float *x, float *y, size_t C,
     for (int j = 0; j < 4; j++) am[j] = _mm256_setzero_si256();
     for (size_t i = 0; i < nr; i++) {
         for (int j = 0; j < 4; j++)
-            am[j] = _mm256_max_epu32(am[j], _mm256_and_si256(_mm256_maskload_epi32((const int *)(x + i * C + 8 * j), l[j]), absm));
+            am[j] = _mm256_max_epu32(am[j],
+                                     _mm256_and_si256(_mm256_maskload_epi32((const int *)(x + i * C + 8 * j), l[j]), absm));
         if (next)
             for (int j = 0; j < 2; j++) _mm_prefetch((const char *)(next + i * C + 16 * j), _MM_HINT_T0);
     }
     for (int j = 0; j < 4; j++) {
         nan[j] = _mm256_cmpgt_epi32(am[j], _mm256_set1_epi32((int)INF_BITS - 1));
         __m256i c = codes8(m, am[j], nan[j]);
-        inv[j] = _mm256_castsi256_ps(_mm256_blendv_epi8(_mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(254), c), 23),
-                                                        half, _mm256_cmpgt_epi32(c, c253)));
+        __m256i ib = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(254), c), 23);
+        inv[j] = _mm256_castsi256_ps(_mm256_blendv_epi8(ib, half, _mm256_cmpgt_epi32(c, c253)));
         X[j] = _mm256_castsi256_ps(_mm256_blendv_epi8(_mm256_slli_epi32(c, 23), half,
                                                       _mm256_cmpeq_epi32(c, _mm256_setzero_si256())));
         thr[j] = cnt ? _mm256_i32gather_epi32((const int *)m->thr2, c, 4) : _mm256_setzero_si256();
@@ -399,7 +400,8 @@ QS_AVX2_INLINE void col_block2(const mxk *m, const float *x, float *y, size_t C,
     for (size_t i = 0; i < nr; i++)
         for (int j = 0; j < 4; j++) {
             const float *xi = x + i * C + 8 * j;
-            __m256 t = elem8(&m->k, _mm256_maskload_epi32((const int *)xi, l[j]), inv[j], X[j], nan[j], l[j], thr[j], cnt);
+            __m256i xb = _mm256_maskload_epi32((const int *)xi, l[j]);
+            __m256 t = elem8(&m->k, xb, inv[j], X[j], nan[j], l[j], thr[j], cnt);
             _mm256_maskstore_ps(y + i * C + 8 * j, l[j], t);
         }
 }

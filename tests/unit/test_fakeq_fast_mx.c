@@ -2,9 +2,10 @@
 ** The MX family's fused operand kernel (kernels/llm_fakeq_mx.c) gives the generic path's bits and
 ** counts: qs_llm_fakeq_par(_stat) with the kernel against the same calls under QS_FAKEQ_FAST=0 plus
 ** qs_llm_opstat_add, for every MX element type, scale rules floor and rceil, blocks of 16, 32, 48 and
-** 64, both axes, at AVX-512 and AVX2 (two kernels), one and two threads, in place or not, on shapes with edges (1 row, 1 column, not
-** multiples of 16/32/64) and values with zeros, whole-zero blocks, FP32 subnormals, values near FLT_MAX,
-** NaN, +-Inf and rounding ties; and through qs_llm_recipe_operand_stat for the mxfp4 and mxfp8 presets.
+** 64, both axes, at AVX-512 and AVX2 (two kernels), one and two threads, in place or not, on shapes
+** with edges (1 row, 1 column, not multiples of 16/32/64) and values with zeros, whole-zero blocks,
+** FP32 subnormals, values near FLT_MAX, NaN, +-Inf and rounding ties; and through
+** qs_llm_recipe_operand_stat for the mxfp4 and mxfp8 presets.
 */
 #include "test_util.h"
 
@@ -75,7 +76,8 @@ static void counts_equal(const qs_llm_opstat *a, const qs_llm_opstat *b, const c
 static void bits_equal(const float *a, const float *b, size_t n, const char *what)
 {
     for (size_t i = 0; i < n; i++)
-        if (memcmp(a + i, b + i, 4)) fail_msg("%s: value %zu: %a (fast) vs %a (generic)", what, i, (double)a[i], (double)b[i]);
+        if (memcmp(a + i, b + i, 4))
+            fail_msg("%s: value %zu: %a (fast) vs %a (generic)", what, i, (double)a[i], (double)b[i]);
 }
 
 static int have_avx2(void)
@@ -175,10 +177,11 @@ static void recipes(void)
                     qs_llm_opstat s1 = {0, 0, 0, 0}, s2 = {0, 0, 0, 0};
                     fast_on(1);
                     memcpy(y1, x, n * 4);
-                    assert_int_equal(qs_llm_recipe_operand_stat(&r, op, inplace ? y1 : x, R, C, 3, y1, NULL, &s1, &e), 0);
+                    const float *in1 = inplace ? y1 : x, *in2 = inplace ? y2 : x;
+                    assert_int_equal(qs_llm_recipe_operand_stat(&r, op, in1, R, C, 3, y1, NULL, &s1, &e), 0);
                     fast_on(0);
                     memcpy(y2, x, n * 4);
-                    assert_int_equal(qs_llm_recipe_operand_stat(&r, op, inplace ? y2 : x, R, C, 3, y2, NULL, &s2, &e), 0);
+                    assert_int_equal(qs_llm_recipe_operand_stat(&r, op, in2, R, C, 3, y2, NULL, &s2, &e), 0);
                     fast_on(1);
                     char what[120];
                     snprintf(what, sizeof what, "%s %s %zux%zu%s", presets[p], qs_llm_operand_name(op), R, C,
