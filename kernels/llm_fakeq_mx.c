@@ -222,8 +222,10 @@ QS_AVX512_INLINE void col_block(const mxk *m, const float *x, float *y, size_t C
     for (size_t i = 0; i < nr; i++) {
         for (int j = 0; j < 4; j++)
             am[j] = _mm512_max_epu32(am[j], _mm512_and_si512(_mm512_maskz_loadu_epi32(l[j], x + i * C + 16 * j), absm));
-        if (next)
+        if (next) {
             for (int j = 0; j < 4; j++) _mm_prefetch((const char *)(next + i * C + 16 * j), _MM_HINT_T0);
+            _mm_prefetch((const char *)(next + i * C + 63), _MM_HINT_T0);
+        }
     }
     for (int j = 0; j < 4; j++) {
         nan[j] = _mm512_cmpge_epu32_mask(am[j], _mm512_set1_epi32((int)INF_BITS));
