@@ -207,11 +207,18 @@ QS_AVX512_INLINE __m512i codes16(const mxk *m, __m512i am, __mmask16 nan)
     return _mm512_mask_mov_epi32(c, nan, _mm512_set1_epi32(0xFF));
 }
 
+/* The cache lines of w floats at p (w >= 1), toward L1. */
+static inline void fetch_row(const float *p, size_t w)
+{
+    for (size_t k = 0; k < w; k += 16) _mm_prefetch((const char *)(p + k), _MM_HINT_T0);
+    _mm_prefetch((const char *)(p + w - 1), _MM_HINT_T0);
+}
+
 /* One block row (nr rows) of up to 64 columns (vector j's lanes in l[j]), y may equal x.  The block
-** maxima's pass fetches the next block row (next, or NULL) ahead: its rows are strided, which the
-** hardware prefetchers do not follow. */
+** maxima's pass fetches the next block row (nn rows of w columns at next) ahead: its rows are
+** strided, which the hardware prefetchers do not follow. */
 QS_AVX512_INLINE void col_block(const mxk *m, const float *x, float *y, size_t C, size_t nr, const __mmask16 *l,
-                                const float *next, vcnt *cnt)
+                                const float *next, size_t nn, size_t w, vcnt *cnt)
 {
     const __m512i absm = _mm512_set1_epi32(0x7fffffff), c254 = _mm512_set1_epi32(254);
     const __m512i half = _mm512_set1_epi32(0x00400000);
@@ -222,10 +229,7 @@ QS_AVX512_INLINE void col_block(const mxk *m, const float *x, float *y, size_t C
     for (size_t i = 0; i < nr; i++) {
         for (int j = 0; j < 4; j++)
             am[j] = _mm512_max_epu32(am[j], _mm512_and_si512(_mm512_maskz_loadu_epi32(l[j], x + i * C + 16 * j), absm));
-        if (next) {
-            for (int j = 0; j < 4; j++) _mm_prefetch((const char *)(next + i * C + 16 * j), _MM_HINT_T0);
-            _mm_prefetch((const char *)(next + i * C + 63), _MM_HINT_T0);
-        }
+        if (i < nn) fetch_row(next + i * C, w);
     }
     for (int j = 0; j < 4; j++) {
         nan[j] = _mm512_cmpge_epu32_mask(am[j], _mm512_set1_epi32((int)INF_BITS));
@@ -253,8 +257,9 @@ QS_AVX512_INLINE void cols_do(const mxk *m, const qs_fq_task *t, vcnt *cnt)
         size_t w = t->c1 - c0 < 64 ? t->c1 - c0 : 64;
         for (size_t r0 = 0; r0 < R; r0 += B) {
             size_t nr = R - r0 < B ? R - r0 : B;
-            const float *next = r0 + B < R ? t->x + (r0 + B) * C + c0 : NULL;
-            col_block(m, t->x + r0 * C + c0, t->y + r0 * C + c0, C, nr, l, next, cnt);
+            size_t nn = R - r0 - nr < B ? R - r0 - nr : B;   /* the next block row's rows */
+            const float *next = nn ? t->x + (r0 + nr) * C + c0 : NULL;
+            col_block(m, t->x + r0 * C + c0, t->y + r0 * C + c0, C, nr, l, next, nn, w, cnt);
             if (cnt && (pend += nr * w) >= FLUSH) { flush(cnt, t->cnt); pend = 0; }
         }
     }
@@ -376,7 +381,7 @@ QS_AVX2_INLINE __m256i codes8(const mxk *m, __m256i am, __m256i nan)
 
 /* One block row (nr rows) of up to 32 columns (vector j's lanes in l[j]), as col_block. */
 QS_AVX2_INLINE void col_block2(const mxk *m, const float *x, float *y, size_t C, size_t nr, const __m256i *l,
-                               const float *next, vcnt2 *cnt)
+                               const float *next, size_t nn, size_t w, vcnt2 *cnt)
 {
     const __m256i absm = _mm256_set1_epi32(0x7fffffff), c253 = _mm256_set1_epi32(253);
     const __m256i half = _mm256_set1_epi32(0x00400000);
@@ -387,8 +392,7 @@ QS_AVX2_INLINE void col_block2(const mxk *m, const float *x, float *y, size_t C,
         for (int j = 0; j < 4; j++)
             am[j] = _mm256_max_epu32(am[j],
                                      _mm256_and_si256(_mm256_maskload_epi32((const int *)(x + i * C + 8 * j), l[j]), absm));
-        if (next)
-            for (int j = 0; j < 2; j++) _mm_prefetch((const char *)(next + i * C + 16 * j), _MM_HINT_T0);
+        if (i < nn) fetch_row(next + i * C, w);
     }
     for (int j = 0; j < 4; j++) {
         nan[j] = _mm256_cmpgt_epi32(am[j], _mm256_set1_epi32((int)INF_BITS - 1));
@@ -417,8 +421,9 @@ QS_AVX2_INLINE void cols_do2(const mxk *m, const qs_fq_task *t, vcnt2 *cnt)
         size_t w = t->c1 - c0 < 32 ? t->c1 - c0 : 32;
         for (size_t r0 = 0; r0 < R; r0 += B) {
             size_t nr = R - r0 < B ? R - r0 : B;
-            const float *next = r0 + B < R ? t->x + (r0 + B) * C + c0 : NULL;
-            col_block2(m, t->x + r0 * C + c0, t->y + r0 * C + c0, C, nr, l, next, cnt);
+            size_t nn = R - r0 - nr < B ? R - r0 - nr : B;
+            const float *next = nn ? t->x + (r0 + nr) * C + c0 : NULL;
+            col_block2(m, t->x + r0 * C + c0, t->y + r0 * C + c0, C, nr, l, next, nn, w, cnt);
             if (cnt && (pend += nr * w) >= FLUSH) { flush2(cnt, t->cnt); pend = 0; }
         }
     }
