@@ -1,7 +1,7 @@
 /*
 ** The fused training-operand kernel of the nvfp4 family (llm_fakeq_fast.h), and NVFP4's 16x16 weight
 ** tiles (llm_fakeq_nvfp4.h): format_nvfp4.c's TE arithmetic straight from the row-major matrix, on
-** AVX-512 (below that level the generic path runs: _ok says 0).
+** AVX-512 with DQ (64-bit multiplies for the draws; below it the generic path runs: _ok says 0).
 **
 **   axis 1: a row at a time, 16 blocks of 16 at once: the blocks' maxima (one reduction each), the
 **     16 scales in one vector, then each block rounded with its broadcast multipliers;
@@ -47,7 +47,11 @@ static int takes(const qs_apply *a, int axis, int rht)
     qs_round m = a->o.round;
     if (m != QS_RND_DEFAULT && m != QS_RND_RNE && m != QS_RND_SR) return 0;
     if (axis == 1 && rht) return 0;
-    return NVF_X86 && qs_simd_level() >= QS_SIMD_AVX512;
+#if NVF_X86
+    return qs_simd_level() >= QS_SIMD_AVX512 && __builtin_cpu_supports("avx512dq");
+#else
+    return 0;
+#endif
 }
 
 int qs_fq_nvfp4_ok(const qs_apply *a, int axis, int rht, int counting)
@@ -66,7 +70,9 @@ typedef struct nvk {
     float amax, senc6, sdec;
     int sr, counting;
     uint64_t smix, index0;
-    uint64_t c[4];
+#if NVF_X86
+    __m512i acc[4];   /* the counts per lane (32 bits: a share has far fewer than 2^36 values) */
+#endif
 } nvk;
 
 static uint64_t mix64(uint64_t z)
@@ -107,7 +113,8 @@ static uint32_t thr_of(float dq)
 }
 
 #if NVF_X86
-#define AVX512 static inline __attribute__((always_inline, target("avx512f")))
+#define TGT __attribute__((target("avx512f,avx512dq")))
+#define AVX512 static inline __attribute__((always_inline)) TGT
 
 /* Scales of 16 blocks (maxima bits A, sign clear): element multiplier and dequantization multiplier. */
 AVX512 void scale16(const nvk *k, __m512i A, __m512 *inv, __m512 *dq)
@@ -156,19 +163,13 @@ AVX512 __m512 rne16(__m512i xb, __m512 inv, __m512 dq)
     return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(t), s));
 }
 
-/* Low 64 bits of a * C per lane from 32 x 32 -> 64 products (AVX-512F has no 64-bit multiply). */
-AVX512 __m512i mul64(__m512i a, uint64_t c)
-{
-    const __m512i lo = _mm512_set1_epi64((long long)(c & 0xffffffffu)), hi = _mm512_set1_epi64((long long)(c >> 32));
-    __m512i mid = _mm512_add_epi64(_mm512_mul_epu32(_mm512_srli_epi64(a, 32), lo), _mm512_mul_epu32(a, hi));
-    return _mm512_add_epi64(_mm512_mul_epu32(a, lo), _mm512_slli_epi64(mid, 32));
-}
-
 /* The draws' 53 bits of 8 counters' Weyl values w (sr.c). */
 AVX512 __m512i draw8(__m512i z)
 {
-    z = mul64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), 0xbf58476d1ce4e5b9ULL);
-    z = mul64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), 0x94d049bb133111ebULL);
+    const __m512i m1 = _mm512_set1_epi64((long long)0xbf58476d1ce4e5b9ULL);
+    const __m512i m2 = _mm512_set1_epi64((long long)0x94d049bb133111ebULL);
+    z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), m1);
+    z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), m2);
     return _mm512_srli_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 31)), 11);
 }
 
@@ -219,7 +220,7 @@ AVX512 __m512 sr16(__m512 x, __m512 inv, __m512 dq, __m512i wlo, __m512i whi)
 AVX512 __m512i weyl8(uint64_t w0, uint64_t step)
 {
     return _mm512_add_epi64(_mm512_set1_epi64((long long)w0),
-                            _mm512_mullox_epi64(_mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7), _mm512_set1_epi64((long long)step)));
+                            _mm512_mullo_epi64(_mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7), _mm512_set1_epi64((long long)step)));
 }
 
 /* The flat counts of 16 lanes (m valid): input magnitudes xa, outputs y; clips above tb. */
@@ -228,16 +229,27 @@ AVX512 void count16(nvk *k, __m512i xa, __m512 y, __m512i tb, __mmask16 m)
     const __m512i inf = _mm512_set1_epi32((int)INF_BITS), one = _mm512_set1_epi32(1);
     __m512i ya = _mm512_and_si512(_mm512_castps_si512(y), _mm512_set1_epi32(0x7fffffff));
     __mmask16 nz = _mm512_mask_cmplt_epu32_mask(m, _mm512_sub_epi32(xa, one), _mm512_sub_epi32(inf, one));
-    k->c[0] += (uint64_t)__builtin_popcount(_mm512_mask_cmpeq_epi32_mask(nz, ya, _mm512_setzero_si512()));
-    k->c[1] += (uint64_t)__builtin_popcount(_mm512_mask_cmpge_epu32_mask(m, ya, inf));
-    k->c[2] += (uint64_t)__builtin_popcount(_mm512_mask_cmpge_epu32_mask(m, xa, inf));
-    k->c[3] += (uint64_t)__builtin_popcount(_mm512_mask_cmpgt_epu32_mask(m, xa, tb));
+    __mmask16 u = _mm512_mask_cmpeq_epi32_mask(nz, ya, _mm512_setzero_si512());
+    k->acc[0] = _mm512_mask_add_epi32(k->acc[0], u, k->acc[0], one);
+    k->acc[1] = _mm512_mask_add_epi32(k->acc[1], _mm512_mask_cmpge_epu32_mask(m, ya, inf), k->acc[1], one);
+    k->acc[2] = _mm512_mask_add_epi32(k->acc[2], _mm512_mask_cmpge_epu32_mask(m, xa, inf), k->acc[2], one);
+    k->acc[3] = _mm512_mask_add_epi32(k->acc[3], _mm512_mask_cmpgt_epu32_mask(m, xa, tb), k->acc[3], one);
+}
+
+/* cnt[0..3] += the lanes' counts. */
+TGT static void counts_out(const nvk *k, uint64_t *cnt)
+{
+    for (int i = 0; i < 4; i++) {
+        uint32_t l[16];
+        _mm512_storeu_si512((void *)l, k->acc[i]);
+        for (int j = 0; j < 16; j++) cnt[i] += l[j];
+    }
 }
 
 AVX512 __mmask16 lanes(size_t n) { return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1); }
 
 /* Axis 1: row r, up to 16 blocks from column c0 (chunk of 256 values). */
-__attribute__((target("avx512f"))) static void row_chunk(nvk *k, const float *xr, float *yr, size_t C, size_t r, size_t c0)
+TGT static void row_chunk(nvk *k, const float *xr, float *yr, size_t C, size_t r, size_t c0)
 {
     const __m512i absm = _mm512_set1_epi32(0x7fffffff);
     size_t nb = (C - c0 + 15) / 16 < 16 ? (C - c0 + 15) / 16 : 16;
@@ -274,6 +286,7 @@ __attribute__((target("avx512f"))) static void row_chunk(nvk *k, const float *xr
 /* The butterflies of qs_llm_rht16 down 16 row vectors (rht16_rows' order, per element). */
 AVX512 void rht16v(__m512 *v, const float sg[16])
 {
+#pragma GCC unroll 16
     for (int i = 0; i < 16; i++) v[i] = _mm512_mul_ps(v[i], _mm512_set1_ps(sg[i]));
     for (int h = 1; h < 16; h *= 2)
         for (int i = 0; i < 16; i += 2 * h)
@@ -286,15 +299,19 @@ AVX512 void rht16v(__m512 *v, const float sg[16])
 }
 
 /* Axis 0: columns [c, c + nl) (nl <= 16), rows [r0, r0 + h) (h <= 16, one block). */
-__attribute__((target("avx512f"))) static void col_block(nvk *k, const float *x, float *y, size_t R, size_t C,
+TGT static void col_block(nvk *k, const float *x, float *y, size_t R, size_t C,
                                                          size_t c, size_t nl, size_t r0, size_t h, const float *sg)
 {
     const __m512i absm = _mm512_set1_epi32(0x7fffffff);
     __mmask16 m = lanes(nl);
     __m512 v[16];
     __m512i A = _mm512_setzero_si512();
-    for (size_t i = 0; i < h; i++) v[i] = _mm512_maskz_loadu_ps(m, x + (r0 + i) * C + c);
-    if (sg && h == 16) rht16v(v, sg);
+    if (h == 16) {
+#pragma GCC unroll 16
+        for (size_t i = 0; i < 16; i++) v[i] = _mm512_maskz_loadu_ps(m, x + (r0 + i) * C + c);
+        if (sg) rht16v(v, sg);
+    } else
+        for (size_t i = 0; i < h; i++) v[i] = _mm512_maskz_loadu_ps(m, x + (r0 + i) * C + c);
     for (size_t i = 0; i < h; i++) A = _mm512_max_epu32(A, _mm512_and_si512(_mm512_castps_si512(v[i]), absm));
     __mmask16 fin = _mm512_cmplt_epu32_mask(A, _mm512_set1_epi32((int)INF_BITS));
     __m512 inv, dq;
@@ -317,28 +334,38 @@ __attribute__((target("avx512f"))) static void col_block(nvk *k, const float *x,
     }
 }
 
-/* The largest finite |v| of columns [c, c + nl) after the RHT down them (blocks of 16 rows). */
-__attribute__((target("avx512f"))) static uint32_t rht_absmax_cols(const float *x, size_t R, size_t C, size_t c,
-                                                                   size_t nl, const float *sg)
+/* The largest finite |v| of 16 rows from r0 (h of them) of columns [c, c + nl) after the RHT down them. */
+AVX512 __m512i rht_absmax_block(__m512i A, const float *x, size_t C, size_t c, size_t nl, size_t r0, size_t h,
+                                const float *sg)
 {
     const __m512i absm = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32((int)INF_BITS);
     __mmask16 m = lanes(nl);
-    __m512i A = _mm512_setzero_si512();
     __m512 v[16];
-    for (size_t r0 = 0; r0 < R; r0 += 16) {
-        size_t h = R - r0 < 16 ? R - r0 : 16;
+    if (h == 16) {
+#pragma GCC unroll 16
+        for (size_t i = 0; i < 16; i++) v[i] = _mm512_maskz_loadu_ps(m, x + (r0 + i) * C + c);
+        rht16v(v, sg);
+    } else
         for (size_t i = 0; i < h; i++) v[i] = _mm512_maskz_loadu_ps(m, x + (r0 + i) * C + c);
-        if (h == 16) rht16v(v, sg);
-        for (size_t i = 0; i < h; i++) {
-            __m512i a = _mm512_and_si512(_mm512_castps_si512(v[i]), absm);
-            A = _mm512_mask_max_epu32(A, _mm512_cmplt_epu32_mask(a, inf), A, a);
-        }
+    for (size_t i = 0; i < h; i++) {
+        __m512i a = _mm512_and_si512(_mm512_castps_si512(v[i]), absm);
+        A = _mm512_mask_max_epu32(A, _mm512_cmplt_epu32_mask(a, inf), A, a);
     }
+    return A;
+}
+
+TGT static uint32_t rht_absmax(const float *x, size_t R, size_t C, size_t c0, size_t c1,
+                                                              const float *sg)
+{
+    __m512i A = _mm512_setzero_si512();
+    for (size_t r0 = 0; r0 < R; r0 += 16)   /* a band of rows at a time: whole cache lines of each row */
+        for (size_t c = c0; c < c1; c += 16)
+            A = rht_absmax_block(A, x, C, c, c1 - c < 16 ? c1 - c : 16, r0, R - r0 < 16 ? R - r0 : 16, sg);
     return _mm512_reduce_max_epu32(A);
 }
 
 /* One 16x16 tile (h x w values from (r0, c0)): one scale, RNE. */
-__attribute__((target("avx512f"))) static void tile(nvk *k, const float *x, float *y, size_t C, size_t r0, size_t c0,
+TGT static void tile(nvk *k, const float *x, float *y, size_t C, size_t r0, size_t c0,
                                                     size_t h, size_t w)
 {
     const __m512i absm = _mm512_set1_epi32(0x7fffffff);
@@ -372,13 +399,12 @@ int qs_fq_nvfp4(const qs_fq_task *t, qs_err *e)
     } else {
         float sg[16];
         for (int i = 0; i < 16; i++) sg[i] = qs_sr_uniform(t->rht_seed, (uint64_t)i) < 0.5 ? -1.0f : 1.0f;
-        for (size_t c = t->c0; c < t->c1; c += 16)
-            for (size_t r0 = 0; r0 < t->rows; r0 += 16)
+        for (size_t r0 = 0; r0 < t->rows; r0 += 16)   /* a band of rows at a time (whole cache lines) */
+            for (size_t c = t->c0; c < t->c1; c += 16)
                 col_block(&k, t->x, t->y, t->rows, t->cols, c, t->c1 - c < 16 ? t->c1 - c : 16, r0,
                           t->rows - r0 < 16 ? t->rows - r0 : 16, t->rht ? sg : NULL);
     }
-    if (t->cnt)
-        for (int i = 0; i < 4; i++) t->cnt[i] += k.c[i];
+    if (t->cnt) counts_out(&k, t->cnt);
     return 0;
 #else
     (void)t;
@@ -395,8 +421,7 @@ int qs_fq_nvfp4_tiles(const qs_apply *a, const float *x, float *y, size_t rows, 
     for (size_t r = r0; r < r1 && r < rows; r += 16)
         for (size_t c = 0; c < cols; c += 16)
             tile(&k, x, y, cols, r, c, rows - r < 16 ? rows - r : 16, cols - c < 16 ? cols - c : 16);
-    if (cnt)
-        for (int i = 0; i < 4; i++) cnt[i] += k.c[i];
+    if (cnt) counts_out(&k, cnt);
     return 0;
 #else
     (void)x; (void)y; (void)rows; (void)cols; (void)r0; (void)r1; (void)cnt;
@@ -410,10 +435,7 @@ float qs_fq_nvfp4_rht_absmax(const float *x, size_t rows, size_t cols, size_t c0
 #if NVF_X86
     float sg[16];
     for (int i = 0; i < 16; i++) sg[i] = qs_sr_uniform(seed, (uint64_t)i) < 0.5 ? -1.0f : 1.0f;
-    for (size_t c = c0; c < c1; c += 16) {
-        uint32_t a = rht_absmax_cols(x, rows, cols, c, c1 - c < 16 ? c1 - c : 16, sg);
-        m = a > m ? a : m;
-    }
+    m = rht_absmax(x, rows, cols, c0, c1, sg);
 #else
     (void)x; (void)rows; (void)cols; (void)c0; (void)c1; (void)seed;
 #endif
