@@ -163,14 +163,14 @@ AVX512 __m512 rne16(__m512i xb, __m512 inv, __m512 dq)
     return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(t), s));
 }
 
-/* The draws' 53 bits of 8 counters' Weyl values w (sr.c). */
+/* The SplitMix64 outputs of 8 counters' Weyl values w (sr.c; the draw's 53 bits are z >> 11). */
 AVX512 __m512i draw8(__m512i z)
 {
     const __m512i m1 = _mm512_set1_epi64((long long)0xbf58476d1ce4e5b9ULL);
     const __m512i m2 = _mm512_set1_epi64((long long)0x94d049bb133111ebULL);
     z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), m1);
     z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), m2);
-    return _mm512_srli_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 31)), 11);
+    return _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
 }
 
 /* Round up where U < T (minifloat.c's sr_up4): 8 lanes of rem and shift widened from 32 bits. */
@@ -200,9 +200,20 @@ AVX512 __m512 sr16(__m512 x, __m512 inv, __m512 dq, __m512i wlo, __m512i whi)
     __m512i shift = _mm512_add_epi32(_mm512_set1_epi32(22), _mm512_sub_epi32(EP, E));
     __m512i fl = _mm512_srlv_epi32(sig, shift);                          /* count >= 32 -> 0 */
     __m512i rem = _mm512_sub_epi32(sig, _mm512_sllv_epi32(fl, shift));
-    __mmask16 up = (__mmask16)(up8(_mm512_castsi512_si256(rem), _mm512_castsi512_si256(shift), draw8(wlo)) |
-                               (unsigned)up8(_mm512_extracti64x4_epi64(rem, 1), _mm512_extracti64x4_epi64(shift, 1),
-                                             draw8(whi)) << 8);
+    /* U < rem << (53 - shift) is (U >> (53 - shift)) < rem, for shift <= 32 the draw's top 32 bits
+    ** shifted down by 32 - shift (shift >= 22 here); the 64-bit comparison only for lanes beyond
+    ** (|v| < 2^-10, zeros aside) */
+    __m512i zlo = draw8(wlo), zhi = draw8(whi);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    __m512i top = _mm512_permutex2var_epi32(zlo, odd, zhi);
+    __mmask16 up = _mm512_cmplt_epu32_mask(_mm512_srlv_epi32(top, _mm512_sub_epi32(_mm512_set1_epi32(32), shift)), rem);
+    __mmask16 far = _mm512_cmpgt_epu32_mask(shift, _mm512_set1_epi32(32)) & _mm512_test_epi32_mask(a, a);
+    if (far) {
+        __mmask16 u64 = (__mmask16)(up8(_mm512_castsi512_si256(rem), _mm512_castsi512_si256(shift), _mm512_srli_epi64(zlo, 11)) |
+                                    (unsigned)up8(_mm512_extracti64x4_epi64(rem, 1), _mm512_extracti64x4_epi64(shift, 1),
+                                                  _mm512_srli_epi64(zhi, 11)) << 8);
+        up = (__mmask16)((up & ~far) | (u64 & far));
+    }
     __m512i mc = _mm512_add_epi32(_mm512_slli_epi32(_mm512_sub_epi32(EP, eminb), 1), fl);
     mc = _mm512_mask_add_epi32(mc, up, mc, one);
     const __m512 c = _mm512_set1_ps(0x1p22f);                              /* E2M1 subnormals: mc * 0.5 */
