@@ -295,48 +295,58 @@ TGT static void row_chunk(nvk *k, const float *xr, float *yr, size_t C, size_t r
 }
 
 /* The butterflies of qs_llm_rht16 down 16 row vectors (rht16_rows' order, per element). */
+/* One butterfly stage (pairs j, j + h with j & h == 0: each pair's operations as rht16_rows'). */
+AVX512 void stage(__m512 *v, int h)
+{
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; j++)
+        if (!(j & h)) {
+            __m512 p = v[j], q = v[j + h];
+            v[j] = _mm512_add_ps(p, q);
+            v[j + h] = _mm512_sub_ps(p, q);
+        }
+}
+
 AVX512 void rht16v(__m512 *v, const float sg[16])
 {
 #pragma GCC unroll 16
     for (int i = 0; i < 16; i++) v[i] = _mm512_mul_ps(v[i], _mm512_set1_ps(sg[i]));
-    for (int h = 1; h < 16; h *= 2)
-        for (int i = 0; i < 16; i += 2 * h)
-            for (int j = i; j < i + h; j++) {
-                __m512 p = v[j], q = v[j + h];
-                v[j] = _mm512_add_ps(p, q);
-                v[j + h] = _mm512_sub_ps(p, q);
-            }
+    stage(v, 1);
+    stage(v, 2);
+    stage(v, 4);
+    stage(v, 8);
+#pragma GCC unroll 16
     for (int i = 0; i < 16; i++) v[i] = _mm512_mul_ps(v[i], _mm512_set1_ps(0.25f));
 }
 
-/* Axis 0: columns [c, c + nl) (nl <= 16), rows [r0, r0 + h) (h <= 16, one block). */
-TGT static void col_block(nvk *k, const float *x, float *y, size_t R, size_t C,
-                                                         size_t c, size_t nl, size_t r0, size_t h, const float *sg)
+/* Axis 0: columns [c, c + nl) (m: their lanes), rows [r0, r0 + h) (h <= 16, one block); inlined with h
+** and sr constant for whole blocks, so that the 16 row vectors stay in registers. */
+AVX512 void col_body(nvk *k, const float *x, float *y, size_t R, size_t C, size_t c, __mmask16 m, size_t r0,
+                     size_t h, const float *sg, int sr)
 {
     const __m512i absm = _mm512_set1_epi32(0x7fffffff);
-    __mmask16 m = lanes(nl);
     __m512 v[16];
     __m512i A = _mm512_setzero_si512();
-    if (h == 16) {
 #pragma GCC unroll 16
-        for (size_t i = 0; i < 16; i++) v[i] = _mm512_maskz_loadu_ps(m, x + (r0 + i) * C + c);
-        if (sg) rht16v(v, sg);
-    } else
-        for (size_t i = 0; i < h; i++) v[i] = _mm512_maskz_loadu_ps(m, x + (r0 + i) * C + c);
+    for (size_t i = 0; i < 16; i++)   /* rows past h: zeros (never stored; keeps the compiler sure) */
+        v[i] = i < h ? _mm512_maskz_loadu_ps(m, x + (r0 + i) * C + c) : _mm512_setzero_ps();
+    if (sg && h == 16) rht16v(v, sg);
+#pragma GCC unroll 16
     for (size_t i = 0; i < h; i++) A = _mm512_max_epu32(A, _mm512_and_si512(_mm512_castps_si512(v[i]), absm));
     __mmask16 fin = _mm512_cmplt_epu32_mask(A, _mm512_set1_epi32((int)INF_BITS));
     __m512 inv, dq;
     scale16(k, A, &inv, &dq);
     __m512i tb = k->counting ? thr16(dq, fin) : _mm512_setzero_si512();
     __m512i wlo = _mm512_setzero_si512(), whi = wlo, g = _mm512_set1_epi64((long long)GAMMA);
-    if (k->sr) {   /* lane l: counter index0 + (c + l) * R + r0 */
+    if (sr) {   /* lane l: counter index0 + (c + l) * R + r0 */
         uint64_t w = k->smix + (k->index0 + c * R + r0 + 1) * GAMMA;
         wlo = weyl8(w, R * GAMMA);
         whi = weyl8(w + 8 * R * GAMMA, R * GAMMA);
     }
     const __m512 nan = _mm512_set1_ps(NAN);
+#pragma GCC unroll 16
     for (size_t i = 0; i < h; i++) {
-        __m512 o = k->sr ? sr16(v[i], inv, dq, wlo, whi) : rne16(_mm512_castps_si512(v[i]), inv, dq);
+        __m512 o = sr ? sr16(v[i], inv, dq, wlo, whi) : rne16(_mm512_castps_si512(v[i]), inv, dq);
         o = _mm512_mask_mov_ps(nan, fin, o);
         _mm512_mask_storeu_ps(y + (r0 + i) * C + c, m, o);
         if (k->counting) count16(k, _mm512_and_si512(_mm512_castps_si512(v[i]), absm), o, tb, m);
@@ -345,19 +355,25 @@ TGT static void col_block(nvk *k, const float *x, float *y, size_t R, size_t C,
     }
 }
 
+TGT static void col_block(nvk *k, const float *x, float *y, size_t R, size_t C, size_t c, size_t nl, size_t r0,
+                          size_t h, const float *sg)
+{
+    __mmask16 m = lanes(nl);
+    if (h < 16) col_body(k, x, y, R, C, c, m, r0, h, sg, k->sr);
+    else if (k->sr) col_body(k, x, y, R, C, c, m, r0, 16, sg, 1);
+    else col_body(k, x, y, R, C, c, m, r0, 16, sg, 0);
+}
+
 /* The largest finite |v| of 16 rows from r0 (h of them) of columns [c, c + nl) after the RHT down them. */
-AVX512 __m512i rht_absmax_block(__m512i A, const float *x, size_t C, size_t c, size_t nl, size_t r0, size_t h,
+AVX512 __m512i rht_absmax_block(__m512i A, const float *x, size_t C, size_t c, __mmask16 m, size_t r0, size_t h,
                                 const float *sg)
 {
     const __m512i absm = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32((int)INF_BITS);
-    __mmask16 m = lanes(nl);
     __m512 v[16];
-    if (h == 16) {
 #pragma GCC unroll 16
-        for (size_t i = 0; i < 16; i++) v[i] = _mm512_maskz_loadu_ps(m, x + (r0 + i) * C + c);
-        rht16v(v, sg);
-    } else
-        for (size_t i = 0; i < h; i++) v[i] = _mm512_maskz_loadu_ps(m, x + (r0 + i) * C + c);
+    for (size_t i = 0; i < 16; i++) v[i] = i < h ? _mm512_maskz_loadu_ps(m, x + (r0 + i) * C + c) : _mm512_setzero_ps();
+    if (h == 16) rht16v(v, sg);
+#pragma GCC unroll 16
     for (size_t i = 0; i < h; i++) {
         __m512i a = _mm512_and_si512(_mm512_castps_si512(v[i]), absm);
         A = _mm512_mask_max_epu32(A, _mm512_cmplt_epu32_mask(a, inf), A, a);
@@ -371,7 +387,8 @@ TGT static uint32_t rht_absmax(const float *x, size_t R, size_t C, size_t c0, si
     __m512i A = _mm512_setzero_si512();
     for (size_t r0 = 0; r0 < R; r0 += 16)   /* a band of rows at a time: whole cache lines of each row */
         for (size_t c = c0; c < c1; c += 16)
-            A = rht_absmax_block(A, x, C, c, c1 - c < 16 ? c1 - c : 16, r0, R - r0 < 16 ? R - r0 : 16, sg);
+            if (R - r0 >= 16) A = rht_absmax_block(A, x, C, c, lanes(c1 - c), r0, 16, sg);
+            else A = rht_absmax_block(A, x, C, c, lanes(c1 - c), r0, R - r0, sg);
     return _mm512_reduce_max_epu32(A);
 }
 
