@@ -247,6 +247,23 @@ AVX512 void count16(nvk *k, __m512i xa, __m512 y, __m512i tb, __mmask16 m)
     k->acc[3] = _mm512_mask_add_epi32(k->acc[3], _mm512_mask_cmpgt_epu32_mask(m, xa, tb), k->acc[3], one);
 }
 
+/* Blocks (lanes) whose elements need count16: NaN/Inf blocks, a dq large enough for t * dq to
+** overflow, a maximum above the clip threshold.  Elsewhere every input and output is finite and
+** nothing clips, so only the underflows count (count_u16). */
+AVX512 __mmask16 rare16(__m512i A, __m512 dq, __m512i tb, __mmask16 fin)
+{
+    __mmask16 big = _mm512_cmp_ps_mask(dq, _mm512_set1_ps(0x1p124f), _CMP_NLT_UQ);
+    return (__mmask16)(~fin | big | _mm512_cmpgt_epu32_mask(A, tb));
+}
+
+/* count16 of lanes in finite blocks without clips: nonzero inputs that became ±0. */
+AVX512 void count_u16(nvk *k, __m512i xb, __m512 y, __mmask16 m)
+{
+    __mmask16 nz = _mm512_mask_test_epi32_mask(m, xb, _mm512_set1_epi32(0x7fffffff));
+    __mmask16 u = _mm512_mask_cmp_ps_mask(nz, y, _mm512_setzero_ps(), _CMP_EQ_OQ);
+    k->acc[0] = _mm512_mask_add_epi32(k->acc[0], u, k->acc[0], _mm512_set1_epi32(1));
+}
+
 /* cnt[0..3] += the lanes' counts. */
 TGT static void counts_out(const nvk *k, uint64_t *cnt)
 {
@@ -296,7 +313,12 @@ TGT static void row_chunk(nvk *k, const float *xr, float *yr, size_t C, size_t r
     uint32_t tv[16];
     _mm512_storeu_ps(iv, inv);
     _mm512_storeu_ps(dv, dq);
-    if (k->counting) _mm512_storeu_si512((void *)tv, thr16(dq, fin));
+    __mmask16 rare = 0;
+    if (k->counting) {
+        __m512i tb = thr16(dq, fin);
+        _mm512_storeu_si512((void *)tv, tb);
+        rare = rare16(A, dq, tb, fin);
+    }
     __m512i wlo = _mm512_setzero_si512(), whi = wlo, g16 = _mm512_set1_epi64((long long)(16 * GAMMA));
     if (k->sr) {   /* element (r, c): counter index0 + r * C + c */
         uint64_t w = k->smix + (k->index0 + r * C + c0 + 1) * GAMMA;
@@ -312,7 +334,8 @@ TGT static void row_chunk(nvk *k, const float *xr, float *yr, size_t C, size_t r
         else if (k->sr) y = sr16(_mm512_castsi512_ps(xb), _mm512_set1_ps(iv[b]), _mm512_set1_ps(dv[b]), wlo, whi);
         else y = rne16(xb, _mm512_set1_ps(iv[b]), _mm512_set1_ps(dv[b]));
         _mm512_mask_storeu_ps(yr + c, m, y);
-        if (k->counting) count16(k, _mm512_and_si512(xb, absm), y, _mm512_set1_epi32((int)tv[b]), m);
+        if (k->counting && (rare >> b & 1)) count16(k, _mm512_and_si512(xb, absm), y, _mm512_set1_epi32((int)tv[b]), m);
+        else if (k->counting) count_u16(k, xb, y, m);
         wlo = _mm512_add_epi64(wlo, g16);
         whi = _mm512_add_epi64(whi, g16);
     }
@@ -361,6 +384,7 @@ AVX512 void col_body(nvk *k, const float *x, float *y, size_t R, size_t C, size_
     __m512 inv, dq;
     scale16(k, A, &inv, &dq);
     __m512i tb = k->counting ? thr16(dq, fin) : _mm512_setzero_si512();
+    int full = k->counting && (rare16(A, dq, tb, fin) & m);
     __m512i wlo = _mm512_setzero_si512(), whi = wlo, g = _mm512_set1_epi64((long long)GAMMA);
     if (sr) {   /* lane l: counter index0 + (c + l) * R + r0 */
         uint64_t w = k->smix + (k->index0 + c * R + r0 + 1) * GAMMA;
@@ -373,7 +397,8 @@ AVX512 void col_body(nvk *k, const float *x, float *y, size_t R, size_t C, size_
         __m512 o = sr ? sr16(v[i], inv, dq, wlo, whi) : rne16(_mm512_castps_si512(v[i]), inv, dq);
         o = _mm512_mask_mov_ps(nan, fin, o);
         _mm512_mask_storeu_ps(y + (r0 + i) * C + c, m, o);
-        if (k->counting) count16(k, _mm512_and_si512(_mm512_castps_si512(v[i]), absm), o, tb, m);
+        if (full) count16(k, _mm512_and_si512(_mm512_castps_si512(v[i]), absm), o, tb, m);
+        else if (k->counting) count_u16(k, _mm512_castps_si512(v[i]), o, m);
         wlo = _mm512_add_epi64(wlo, g);
         whi = _mm512_add_epi64(whi, g);
     }
@@ -430,11 +455,13 @@ TGT static void tile(nvk *k, const float *x, float *y, size_t C, size_t r0, size
     __m512 inv, dq;
     scale16(k, A, &inv, &dq);
     __m512i tb = k->counting ? thr16(dq, fin) : _mm512_setzero_si512();
+    int full = k->counting && rare16(A, dq, tb, fin);
     for (size_t i = 0; i < h; i++) {
         __m512i xb = _mm512_maskz_loadu_epi32(m, x + (r0 + i) * C + c0);
         __m512 o = fin ? rne16(xb, inv, dq) : _mm512_set1_ps(NAN);
         _mm512_mask_storeu_ps(y + (r0 + i) * C + c0, m, o);
-        if (k->counting) count16(k, _mm512_and_si512(xb, absm), o, tb, m);
+        if (full) count16(k, _mm512_and_si512(xb, absm), o, tb, m);
+        else if (k->counting) count_u16(k, xb, o, m);
     }
 }
 #endif
