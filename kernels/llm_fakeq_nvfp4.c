@@ -24,8 +24,10 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "pool.h"
 #include "simd.h"
 #include "sr.h"
 
@@ -521,4 +523,30 @@ float qs_fq_nvfp4_rht_absmax(const float *x, size_t rows, size_t cols, size_t c0
     float f;
     memcpy(&f, &m, sizeof f);
     return f;
+}
+
+/* qs_finite_absmax_n in pieces on the pool (the maximum does not depend on the order). */
+#define AM_PIECE ((size_t)1 << 16)
+typedef struct { const float *x; size_t n; float *m; } am_job;
+
+static void am_task(void *ctx, size_t t, int slot)
+{
+    (void)slot;
+    am_job *j = ctx;
+    size_t i0 = t * AM_PIECE, len = j->n - i0 < AM_PIECE ? j->n - i0 : AM_PIECE;
+    j->m[t] = qs_finite_absmax_n(j->x + i0, len);
+}
+
+float qs_fq_absmax_par(const float *x, size_t n, int threads)
+{
+    size_t np = (n + AM_PIECE - 1) / AM_PIECE;
+    int w = qs_pool_width(threads, np);
+    float *m = w > 1 ? malloc(np * sizeof *m) : NULL;
+    if (!m) return qs_finite_absmax_n(x, n);
+    am_job j = {x, n, m};
+    qs_pool_for(w, np, am_task, &j);
+    float r = 0;
+    for (size_t t = 0; t < np; t++) r = m[t] > r ? m[t] : r;
+    free(m);
+    return r;
 }

@@ -190,7 +190,7 @@ static int par(const qs_apply *a0, const float *x, float *y, size_t rows, size_t
                 j.x = y;
                 j.rht = rht = 0;
             }
-            m = qs_finite_absmax_n(j.x, rows * cols);
+            m = qs_fq_absmax_par(j.x, rows * cols, threads);
         }
         if (m > 0) j.a.o.tensor_scale = m;
         j.ts = m;

@@ -126,7 +126,7 @@ static int tiles16_fast(const qs_apply *a0, const float *src, float *x, size_t r
                         qs_err *e)
 {
     qs_apply a = *a0;
-    if (a.f->has_tensor_scale && !(a.o.tensor_scale > 0)) a.o.tensor_scale = qs_finite_absmax_n(src, rows * cols);
+    if (a.f->has_tensor_scale && !(a.o.tensor_scale > 0)) a.o.tensor_scale = qs_fq_absmax_par(src, rows * cols, qs_llm_threads());
     size_t n = (rows + 15) / 16;
     tile_job j = {&a, src, x, rows, cols, st ? calloc(n, sizeof *j.cnt) : NULL, calloc(n, sizeof *j.rc),
                   calloc(n, sizeof *j.err)};

@@ -53,14 +53,18 @@ static void counts_equal(const qs_llm_opstat *a, const qs_llm_opstat *b, const c
 
 static int have_avx512(void)
 {
-    return qs_simd_level() >= QS_SIMD_AVX512;
+#if defined(__x86_64__)
+    return qs_simd_level() >= QS_SIMD_AVX512 && __builtin_cpu_supports("avx512dq");
+#else
+    return 0;
+#endif
 }
 
 /* qs_llm_fakeq_par(_stat) with the kernel against the generic path and the unfused counts. */
 static void test_par(void **st)
 {
     (void)st;
-    if (!have_avx512()) tu_skip("cpu: no AVX-512, the nvfp4 kernel takes nothing");
+    if (!have_avx512()) tu_skip("cpu: no AVX-512 DQ, the nvfp4 kernel takes nothing");
     const qs_format *f = qs_format_find("nvfp4");
     assert_non_null(f);
     int taken = 0;
@@ -132,7 +136,7 @@ static void test_par(void **st)
 static void test_presets(void **st)
 {
     (void)st;
-    if (!have_avx512()) tu_skip("cpu: no AVX-512, the nvfp4 kernel takes nothing");
+    if (!have_avx512()) tu_skip("cpu: no AVX-512 DQ, the nvfp4 kernel takes nothing");
     static const char *const presets[] = {"nvfp4", "nvfp4-1d"};
     static const size_t shapes[][2] = {{256, 1024}, {1030, 72}, {200, 328}, {37, 45}, {1, 300}, {300, 1},
                                        {16, 16}, {64, 256}, {17, 33}};
@@ -174,7 +178,7 @@ static void test_presets(void **st)
 static void test_tiles(void **st)
 {
     (void)st;
-    if (!have_avx512()) tu_skip("cpu: no AVX-512, the nvfp4 kernel takes nothing");
+    if (!have_avx512()) tu_skip("cpu: no AVX-512 DQ, the nvfp4 kernel takes nothing");
     for (int it = 0; it < 40; it++) {
         size_t R = 1 + rnd(80), C = 1 + rnd(80), n = R * C;
         float *x = malloc(n * 4), *y1 = malloc(n * 4), *y2 = malloc(n * 4);
