@@ -3,8 +3,8 @@
 ** tiles (llm_fakeq_nvfp4.h): format_nvfp4.c's TE arithmetic straight from the row-major matrix, on
 ** AVX-512 with DQ (64-bit multiplies for the draws; below it the generic path runs: _ok says 0).
 **
-**   axis 1: a row at a time, 16 blocks of 16 at once: the blocks' maxima (one reduction each), the
-**     16 scales in one vector, then each block rounded with its broadcast multipliers;
+**   axis 1: a row at a time, 16 blocks of 16 at once: the blocks' maxima (a shuffle tree), the 16
+**     scales in one vector, then each block rounded with its broadcast multipliers;
 **   axis 0: 16 adjacent columns are the lanes and a block is 16 row vectors: the RHT of
 **     qs_llm_rht16 along the columns is a butterfly across the 16 vectors (the same sign multiply,
 **     butterfly order and 1/4, so the same bits), the block maxima an elementwise max, and every lane
@@ -16,7 +16,10 @@
 ** SplitMix64 draws counted per element (axis 1: index0 + r*cols + c, axis 0: index0 + c*rows + r).
 ** A block holding NaN/Inf gives NaN.  The counts follow llm_opstat.c: the flat ones per element, clips
 ** above fl(Q + S) = thr_bits(Q + S/2 * 2) (E2M1's top spacing is 1 step, the sum exact in double, so
-** the float32 add gives the same bits; near FLT_MAX the double rule itself).
+** the float32 add gives the same bits; near FLT_MAX the double rule itself); blocks that cannot have
+** non-finite values or clips count only their underflows.  The task's rows or columns are walked a
+** band of 16 rows at a time across the task's width (whole cache lines; llm_fakeq_par.c gives this
+** kernel axis-0 tasks up to 1024 columns wide).
 ** Tested bit for bit and count for count against the generic path (tests/unit/test_fakeq_fast_nvfp4.c).
 */
 #include "llm_fakeq_fast.h"
@@ -343,7 +346,6 @@ TGT static void row_chunk(nvk *k, const float *xr, float *yr, size_t C, size_t r
     }
 }
 
-/* The butterflies of qs_llm_rht16 down 16 row vectors (rht16_rows' order, per element). */
 /* One butterfly stage (pairs j, j + h with j & h == 0: each pair's operations as rht16_rows'). */
 AVX512 void stage(__m512 *v, int h)
 {
@@ -356,6 +358,7 @@ AVX512 void stage(__m512 *v, int h)
         }
 }
 
+/* qs_llm_rht16 down 16 row vectors: signs, the four stages, 1/4 (rht16_rows' operations per element). */
 AVX512 void rht16v(__m512 *v, const float sg[16])
 {
 #pragma GCC unroll 16
@@ -432,8 +435,7 @@ AVX512 __m512i rht_absmax_block(__m512i A, const float *x, size_t C, size_t c, _
     return A;
 }
 
-TGT static uint32_t rht_absmax(const float *x, size_t R, size_t C, size_t c0, size_t c1,
-                                                              const float *sg)
+TGT static uint32_t rht_absmax(const float *x, size_t R, size_t C, size_t c0, size_t c1, const float *sg)
 {
     __m512i A = _mm512_setzero_si512();
     for (size_t r0 = 0; r0 < R; r0 += 16)   /* a band of rows at a time: whole cache lines of each row */
@@ -444,8 +446,7 @@ TGT static uint32_t rht_absmax(const float *x, size_t R, size_t C, size_t c0, si
 }
 
 /* One 16x16 tile (h x w values from (r0, c0)): one scale, RNE. */
-TGT static void tile(nvk *k, const float *x, float *y, size_t C, size_t r0, size_t c0,
-                                                    size_t h, size_t w)
+TGT static void tile(nvk *k, const float *x, float *y, size_t C, size_t r0, size_t c0, size_t h, size_t w)
 {
     const __m512i absm = _mm512_set1_epi32(0x7fffffff);
     __mmask16 m = lanes(w);
