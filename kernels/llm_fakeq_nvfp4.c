@@ -89,8 +89,8 @@ static uint64_t mix64(uint64_t z)
 
 static int nvk_init(nvk *k, const qs_apply *a, int counting, qs_err *e)
 {
-    float amax = a->o.tensor_scale > 0 ? a->o.tensor_scale : 0.0f;   /* 0: the matrix's finite absmax is 0 */
-    if (isinf(amax)) return qs_fail(e, "format %s: the tensor scale (global amax) must be finite and >= 0", a->f->name);
+    float amax = a->o.tensor_scale;   /* resolved by the caller; 0: the matrix's finite absmax is 0 */
+    if (!(amax >= 0) || isinf(amax)) return qs_fail(e, "format %s: the tensor scale (global amax) must be finite and >= 0", a->f->name);
     memset(k, 0, sizeof *k);
     k->amax = amax;
     float senc = fminf(2688.0f / amax, FLT_MAX);
