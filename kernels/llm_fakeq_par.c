@@ -1,6 +1,7 @@
 /* Parallel in-memory fake quantization of training operands (see llm_fakeq_par.h). */
 #include "llm_fakeq_par.h"
 #include "llm_fakeq_fast.h"
+#include "llm_fakeq_nvfp4.h"
 #include "llm_recipe.h"
 #include "pool.h"
 #include "resq.h"
@@ -12,6 +13,7 @@
 
 #define MIN_PAR ((size_t)1 << 14)   /* smaller operands take the plain path */
 #define PANEL 64                     /* columns per axis-0 task */
+#define WIDE 1024                    /* columns per axis-0 task of the nvfp4 kernel, at most (wide()) */
 #define ROWS_MIN 16                  /* rows per axis-1 task, at least */
 #define BAND ((size_t)1 << 20)       /* qs_format_apply's band: longer runs are cut there */
 #define CHUNK ((size_t)1 << 13)      /* values per row group counted together (axis 1) */
@@ -138,6 +140,40 @@ static void task_panel(void *ctx, size_t t, int slot)
     free(p);
 }
 
+/* Columns per axis-0 task of the nvfp4 kernel, which walks each band of 16 rows across its panel:
+** up to WIDE (longer runs of each row for the prefetchers), two tasks per worker at least. */
+static size_t wide(size_t cols, int w)
+{
+    size_t per = PANEL;
+    while (per < WIDE && (w == 1 || cols >= 2 * (size_t)w * 2 * per)) per *= 2;
+    return per;
+}
+
+/* The finite absmax of the matrix after the RHT down its columns, panels of columns on the pool
+** (the maximum does not depend on the order). */
+typedef struct { const float *x; size_t rows, cols, per; uint64_t seed; float *m; } rmax_job;
+
+static void task_rmax(void *ctx, size_t t, int slot)
+{
+    (void)slot;
+    rmax_job *j = ctx;
+    size_t c0 = t * j->per, c1 = j->cols - c0 < j->per ? j->cols : c0 + j->per;
+    j->m[t] = qs_fq_nvfp4_rht_absmax(j->x, j->rows, j->cols, c0, c1, j->seed);
+}
+
+static float rht_absmax(const float *x, size_t rows, size_t cols, uint64_t seed, int threads)
+{
+    size_t per = wide(cols, qs_pool_width(threads, cols / PANEL + 1)), n = (cols + per - 1) / per;
+    float m1, *m = n > 1 ? malloc(n * sizeof *m) : &m1;
+    if (!m) return qs_fq_nvfp4_rht_absmax(x, rows, cols, 0, cols, seed);
+    rmax_job j = {x, rows, cols, per, seed, m};
+    qs_pool_for(qs_pool_width(threads, n), n, task_rmax, &j);
+    float r = 0;
+    for (size_t t = 0; t < n; t++) r = m[t] > r ? m[t] : r;
+    if (m != &m1) free(m);
+    return r;
+}
+
 static int par(const qs_apply *a0, const float *x, float *y, size_t rows, size_t cols, int rht, uint64_t seed,
                int threads, qs_llm_opstat *st, qs_err *e)
 {
@@ -154,13 +190,18 @@ static int par(const qs_apply *a0, const float *x, float *y, size_t rows, size_t
     job j = {*a0, x, y, rows, cols, 0, a0->axis, rht, fast, seed, NULL, NULL, NULL, 0};
     if (qs_qopts_check(j.a.f, &j.a.o, e)) return -1;
     if (j.a.f->has_tensor_scale && !(j.a.o.tensor_scale > 0)) {   /* qs_format_apply's rule, whole matrix */
-        if (rht) {   /* the scale is the transformed matrix's: transform first */
-            if (y != x) memcpy(y, x, rows * cols * sizeof *y);
-            qs_llm_rht16(y, rows, cols, a0->axis, seed, 0);
-            j.x = y;
-            j.rht = rht = 0;
+        float m;
+        if (rht && fast && j.axis == 0 && qs_fq_nvfp4_ok(a0, 0, 1, st != NULL))
+            m = rht_absmax(x, rows, cols, seed, threads);   /* the kernel transforms again, in registers */
+        else {
+            if (rht) {   /* the scale is the transformed matrix's: transform first */
+                if (y != x) memcpy(y, x, rows * cols * sizeof *y);
+                qs_llm_rht16(y, rows, cols, a0->axis, seed, 0);
+                j.x = y;
+                j.rht = rht = 0;
+            }
+            m = qs_fq_absmax_par(j.x, rows * cols, threads);
         }
-        float m = qs_finite_absmax_n(j.x, rows * cols);
         if (m > 0) j.a.o.tensor_scale = m;
         j.ts = m;
     }
@@ -176,7 +217,9 @@ static int par(const qs_apply *a0, const float *x, float *y, size_t rows, size_t
         n = (rows + j.per - 1) / j.per;
     } else {
         j.per = PANEL;
-        n = (cols + PANEL - 1) / PANEL;
+        if (fast && qs_fq_nvfp4_ok(a0, 0, rht, st != NULL))   /* wider panels: longer runs of each row */
+            j.per = wide(cols, w);
+        n = (cols + j.per - 1) / j.per;
     }
     j.rc = calloc(n, sizeof *j.rc);
     j.err = calloc(n, sizeof *j.err);

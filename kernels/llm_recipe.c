@@ -7,9 +7,13 @@
 #include <string.h>
 
 #include "cast_scale.h"
+#include "llm_fakeq_fast.h"
+#include "llm_fakeq_nvfp4.h"
 #include "llm_fakeq_par.h"
 #include "llm_rows.h"
+#include "pool.h"
 #include "resq.h"
+#include "simd.h"
 #include "sr.h"
 
 static const char *const op_names[QS_OP_COUNT] = {"fwd.x", "fwd.w", "dgrad.dy", "dgrad.w", "wgrad.dy", "wgrad.x"};
@@ -98,10 +102,60 @@ void qs_llm_rht16(float *x, size_t rows, size_t cols, int axis, uint64_t seed, i
 
 static void slot_apply(const qs_llm_slot *sl, int op, uint64_t cs, qs_apply *a);
 
-/* With st: counted too (qs_llm_fakeq_par_stat on the tiles as rows of 256), when whole tiles allow it,
-** else 1 with x untouched. */
-static int tiles16(const qs_apply *a0, float *x, size_t rows, size_t cols, qs_llm_opstat *st, qs_err *e)
+/* NVFP4's tiles on the fused kernel (llm_fakeq_nvfp4.h): each task a band of 16 rows, in place, its
+** counts apart (summed in task order). */
+typedef struct {
+    const qs_apply *a;
+    const float *src;
+    float *x;
+    size_t rows, cols;
+    uint64_t (*cnt)[4];
+    int *rc;
+    qs_err *err;
+} tile_job;
+
+static void tile_task(void *ctx, size_t t, int slot)
 {
+    (void)slot;
+    tile_job *j = ctx;
+    j->rc[t] = qs_fq_nvfp4_tiles(j->a, j->src, j->x, j->rows, j->cols, 16 * t, 16 * t + 16, j->cnt ? j->cnt[t] : NULL,
+                                 &j->err[t]);
+}
+
+static int tiles16_fast(const qs_apply *a0, const float *src, float *x, size_t rows, size_t cols, qs_llm_opstat *st,
+                        qs_err *e)
+{
+    qs_apply a = *a0;
+    if (a.f->has_tensor_scale && !(a.o.tensor_scale > 0)) a.o.tensor_scale = qs_fq_absmax_par(src, rows * cols, qs_llm_threads());
+    size_t n = (rows + 15) / 16;
+    tile_job j = {&a, src, x, rows, cols, st ? calloc(n, sizeof *j.cnt) : NULL, calloc(n, sizeof *j.rc),
+                  calloc(n, sizeof *j.err)};
+    int rc = 0;
+    if (!j.rc || !j.err || (st && !j.cnt)) rc = qs_fail(e, "out of memory for the 16x16 tiles");
+    else qs_pool_for(qs_pool_width(qs_llm_threads(), n), n, tile_task, &j);
+    for (size_t t = 0; t < n && !rc; t++)
+        if (j.rc[t]) { *e = j.err[t]; rc = -1; }
+    if (st && !rc) {
+        uint64_t c[4] = {0, 0, 0, 0};
+        for (size_t t = 0; t < n; t++)
+            for (int i = 0; i < 4; i++) c[i] += j.cnt[t][i];
+        st->n += rows * cols;
+        st->underflow += c[0];
+        st->nonfinite += c[1];
+        st->clipped += c[3];
+    }
+    free(j.cnt); free(j.rc); free(j.err);
+    return rc;
+}
+
+/* x = the tiles of src (which may be x).  With st: counted too (qs_llm_fakeq_par_stat on the tiles as
+** rows of 256), when whole tiles allow it, else 1 with x = src. */
+static int tiles16(const qs_apply *a0, const float *src, float *x, size_t rows, size_t cols, qs_llm_opstat *st,
+                   qs_err *e)
+{
+    if (rows && cols && qs_llm_fakeq_fast_ok(a0, 1, 0, st != NULL) && qs_fq_nvfp4_tiles_ok(a0))
+        return tiles16_fast(a0, src, x, rows, cols, st, e);
+    if (src != x) memcpy(x, src, rows * cols * sizeof *x);
     int whole = rows % 16 == 0 && cols % 16 == 0 && rows * cols >= 4096 && a0->o.round != QS_RND_SR;
     if (st && (!whole || a0->f->block == 1 || a0->cscale || a0->gran != QS_GRAN_BLOCK)) return 1;
     if (a0->f->block == 1 || a0->cscale || a0->gran != QS_GRAN_BLOCK)
@@ -150,7 +204,7 @@ static int tiles16(const qs_apply *a0, float *x, size_t rows, size_t cols, qs_ll
 
 int qs_llm_fakeq_tiles16(const qs_apply *a, float *x, size_t rows, size_t cols, qs_err *e)
 {
-    return tiles16(a, x, rows, cols, NULL, e);
+    return tiles16(a, x, x, rows, cols, NULL, e);
 }
 
 int qs_llm_recipe_operand(const qs_llm_recipe *r, int op, const float *x, size_t rows, size_t cols, uint64_t call,
@@ -173,16 +227,16 @@ int qs_llm_recipe_operand_stat(const qs_llm_recipe *r, int op, const float *x, s
     slot_apply(sl, op, cs, &a);
     if (!st) {   /* the hot path: copy, RHT and quantization in one pass on the pool */
         if (!sl->tile2d) return qs_llm_fakeq_par(&a, x, y, rows, cols, sl->rht, cs, qs_llm_threads(), e);
+        if (!sl->rht) return tiles16(&a, x, y, rows, cols, NULL, e);   /* no copy first */
         if (y != x) memcpy(y, x, rows * cols * sizeof(float));
-        if (sl->rht) qs_llm_rht16(y, rows, cols, op_axis[op], cs, 0);
+        qs_llm_rht16(y, rows, cols, op_axis[op], cs, 0);
         return qs_llm_fakeq_tiles16(&a, y, rows, cols, e);
     }
     if (!sl->tile2d) {   /* statistics counted by the quantizer's tasks (amax block formats) */
         int rc = qs_llm_fakeq_par_stat(&a, x, y, rows, cols, sl->rht, cs, qs_llm_threads(), st, e);
         if (rc != 1) return rc;
     } else if (!sl->rht) {   /* whole 16x16 tiles: counted as their rows of 256 */
-        if (y != x) memcpy(y, x, rows * cols * sizeof(float));
-        int rc = tiles16(&a, y, rows, cols, st, e);
+        int rc = tiles16(&a, x, y, rows, cols, st, e);
         if (rc != 1) return rc;
     }
     /* else what the format sees (after the RHT) must outlive the quantization */
