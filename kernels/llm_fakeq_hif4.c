@@ -52,12 +52,10 @@ int qs_fq_hif4_ok(const qs_apply *a, int axis, int rht, int counting)
 #define TGT __attribute__((target("avx512f,popcnt")))
 #define INL static inline __attribute__((always_inline))
 
-/* Per-lane constants of 16 units: REC * 2^(2-d) and E6M2 * 2^(d-2) for d = 0, 1, 2 (in double,
-** lanes 0-7 and 8-15 apart) and the clip thresholds 7.5 * E6M2 * 2^(d-2) as float bits. */
+/* Per-lane constants of 16 units (float: all exact): REC * 2^(2-d) and E6M2 * 2^(d-2) for d = 0, 1, 2,
+** the clip thresholds 7.5 * E6M2 * 2^(d-2), and REC. */
 typedef struct lanes {
-    __m512d r[3][2], s[3][2];
-    __m512i thr[3];
-    __m512d rec[2];
+    __m512 r[3], s[3], thr[3], rec;
 } lanes;
 
 INL TGT __m512d lo_pd(__m512i v) { return _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_castsi512_ps(v))); }
@@ -65,9 +63,9 @@ INL TGT __m512d hi_pd(__m512i v)
 {
     return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castsi512_pd(v), 1)));
 }
-INL TGT __m512i join_ps(__m256 lo, __m256 hi)
+INL TGT __m512 join_ps(__m256 lo, __m256 hi)
 {
-    return _mm512_castpd_si512(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
 }
 
 /* E6M2 of 8 lanes from Vmax (float bits widened to 64-bit lanes as doubles): format_hifloat.c's
@@ -96,85 +94,107 @@ INL TGT void scale8(__m512d v, __mmask8 inf, __m512d *rec, __m512d *val)
     *rec = _mm512_mul_pd(_mm512_permutexvar_pd(m, lut), p2);
 }
 
-/* The lanes' constants from 16 maxima (Vmax bits, one unit per lane). */
+/* The lanes' constants from 16 maxima (Vmax bits, one unit per lane).  REC (8 significant bits) and
+** the E6M2 values (3) times powers of two in [2^-52, 2^50] are floats exactly. */
 INL TGT void lanes_of(__m512i vmax, lanes *L)
 {
-    const __m512i inf = _mm512_set1_epi32((int)INF_BITS);
-    __mmask16 big = _mm512_cmpge_epu32_mask(vmax, inf);
+    __mmask16 big = _mm512_cmpge_epu32_mask(vmax, _mm512_set1_epi32((int)INF_BITS));
+    __m512i v = _mm512_mask_mov_epi32(vmax, big, _mm512_setzero_si512());
     __m512d rec[2], val[2];
-    scale8(lo_pd(_mm512_mask_mov_epi32(vmax, big, _mm512_setzero_si512())), (__mmask8)big, &rec[0], &val[0]);
-    scale8(hi_pd(_mm512_mask_mov_epi32(vmax, big, _mm512_setzero_si512())), (__mmask8)(big >> 8), &rec[1], &val[1]);
-    for (int h = 0; h < 2; h++) {
-        L->rec[h] = rec[h];
-        L->r[0][h] = _mm512_mul_pd(rec[h], _mm512_set1_pd(4.0));
-        L->r[1][h] = _mm512_mul_pd(rec[h], _mm512_set1_pd(2.0));
-        L->r[2][h] = rec[h];
-        L->s[0][h] = _mm512_mul_pd(val[h], _mm512_set1_pd(0.25));
-        L->s[1][h] = _mm512_mul_pd(val[h], _mm512_set1_pd(0.5));
-        L->s[2][h] = val[h];
-    }
-    for (int d = 0; d < 3; d++) {
-        const __m512d k = _mm512_set1_pd(7.5);
-        L->thr[d] = join_ps(_mm512_cvtpd_ps(_mm512_mul_pd(L->s[d][0], k)), _mm512_cvtpd_ps(_mm512_mul_pd(L->s[d][1], k)));
-    }
+    scale8(lo_pd(v), (__mmask8)big, &rec[0], &val[0]);
+    scale8(hi_pd(v), (__mmask8)(big >> 8), &rec[1], &val[1]);
+    L->rec = join_ps(_mm512_cvtpd_ps(rec[0]), _mm512_cvtpd_ps(rec[1]));
+    __m512 va = join_ps(_mm512_cvtpd_ps(val[0]), _mm512_cvtpd_ps(val[1]));
+    L->r[0] = _mm512_mul_ps(L->rec, _mm512_set1_ps(4.0f));
+    L->r[1] = _mm512_mul_ps(L->rec, _mm512_set1_ps(2.0f));
+    L->r[2] = L->rec;
+    L->s[0] = _mm512_mul_ps(va, _mm512_set1_ps(0.25f));
+    L->s[1] = _mm512_mul_ps(va, _mm512_set1_ps(0.5f));
+    L->s[2] = va;
+    for (int d = 0; d < 3; d++) L->thr[d] = _mm512_mul_ps(L->s[d], _mm512_set1_ps(7.5f));
 }
 
-/* Counts of one vector of 16 lanes. */
-typedef struct cnt4 { uint64_t uf, nf, nfi, clip; } cnt4;
+/* Counts: per lane (underflow, non-finite input, clip; 32 bits, flushed into tot[] at least once per row
+** or unit) and non-finite outputs (NaN units, counted per unit). */
+typedef struct cnt4 {
+    __m512i uf, nfi, clip;
+    uint64_t tot[4];
+} cnt4;
 
-/* 16 elements with their lanes' multipliers r, s (halves) and thresholds: y, and the counts of the
-** lanes in live (not NaN units) and all (real elements). */
-INL TGT __m512i elem16(__m512i xv, const __m512d r[2], const __m512d s[2], __m512i thr, int rne, int counting,
-                       __mmask16 live, __mmask16 all, cnt4 *c)
+INL TGT uint64_t lanes_sum(__m512i v)
+{
+    __m512i w = _mm512_add_epi64(_mm512_cvtepu32_epi64(_mm512_castsi512_si256(v)),
+                                 _mm512_cvtepu32_epi64(_mm512_extracti64x4_epi64(v, 1)));
+    return (uint64_t)_mm512_reduce_add_epi64(w);
+}
+
+INL TGT void flush(cnt4 *c)
+{
+    c->tot[0] += lanes_sum(c->uf);
+    c->tot[2] += lanes_sum(c->nfi);
+    c->tot[3] += lanes_sum(c->clip);
+    c->uf = c->nfi = c->clip = _mm512_setzero_si512();
+}
+
+/* 16 elements with their lanes' multipliers r, s and thresholds: y, and the counts of the lanes in
+** live (not NaN units) and all (real elements).  t = |x| * r is ph + pl exactly (the FMA's residual;
+** no underflow matters: t < 1/4 gives q = 0 either way), so t's position against the half step
+** k + 1/2 is ph's, or at ph = k + 1/2 the sign of pl: TA and RNE of the exact product, as the double
+** arithmetic of format_hifloat.c. */
+INL TGT __m512 elem16(__m512 xv, __m512 r, __m512 s, __m512 thr, int rne, int counting, __mmask16 live,
+                      __mmask16 all, cnt4 *c)
 {
     const __m512i absm = _mm512_set1_epi32(0x7fffffff);
-    const __m512d seven = _mm512_set1_pd(7.0), add = _mm512_set1_pd(rne ? 0x1p52 : 0.5);
-    __m512i a = _mm512_and_si512(xv, absm);
-    __m512d t0 = _mm512_min_pd(_mm512_mul_pd(lo_pd(a), r[0]), seven);
-    __m512d t1 = _mm512_min_pd(_mm512_mul_pd(hi_pd(a), r[1]), seven);
-    t0 = _mm512_add_pd(t0, add);
-    t1 = _mm512_add_pd(t1, add);
+    const __m512 half = _mm512_set1_ps(0.5f), zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
+    __m512i a = _mm512_and_si512(_mm512_castps_si512(xv), absm);
+    __m512 af = _mm512_castsi512_ps(a);
+    __m512 ph = _mm512_mul_ps(af, r), pl = _mm512_fmsub_ps(af, r, ph);
+    __m512 fl = _mm512_roundscale_ps(ph, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    __m512 fr = _mm512_sub_ps(ph, fl);   /* exact */
+    __mmask16 tie = _mm512_cmp_ps_mask(fr, half, _CMP_EQ_OQ);
+    __m512 q;
     if (rne) {
-        t0 = _mm512_sub_pd(t0, add);
-        t1 = _mm512_sub_pd(t1, add);
+        q = _mm512_roundscale_ps(ph, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        q = _mm512_mask_add_ps(q, tie & _mm512_cmp_ps_mask(pl, zero, _CMP_GT_OQ), fl, one);
+        q = _mm512_mask_mov_ps(q, tie & _mm512_cmp_ps_mask(pl, zero, _CMP_LT_OQ), fl);
+    } else {
+        __mmask16 up = _mm512_cmp_ps_mask(fr, half, _CMP_GT_OQ) | (tie & _mm512_cmp_ps_mask(pl, zero, _CMP_GE_OQ));
+        q = _mm512_mask_add_ps(fl, up, fl, one);
     }
-    __m256i q0 = _mm512_cvttpd_epi32(t0), q1 = _mm512_cvttpd_epi32(t1);
-    __m256 y0 = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_cvtepi32_pd(q0), s[0]));   /* exact */
-    __m256 y1 = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_cvtepi32_pd(q1), s[1]));
+    q = _mm512_min_ps(q, _mm512_set1_ps(7.0f));   /* Inf: fl = Inf, no NaN reaches min's first operand */
     __mmask16 nz = _mm512_test_epi32_mask(a, a);   /* x < 0 takes the sign; -0.0 does not */
-    __m512i y = _mm512_mask_or_epi32(join_ps(y0, y1), nz, join_ps(y0, y1), _mm512_andnot_si512(absm, xv));
-    if (counting) {
-        const __m512i inf = _mm512_set1_epi32((int)INF_BITS);
-        __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
-        __mmask16 fin = _mm512_cmplt_epu32_mask(a, inf);
-        c->uf += (unsigned)__builtin_popcount(live & nz & _mm512_testn_epi32_mask(q, q));
-        c->nfi += (unsigned)__builtin_popcount(all & ~fin);
-        c->clip += (unsigned)__builtin_popcount(live & fin & _mm512_cmpgt_epu32_mask(a, thr));
-        c->nf += (unsigned)__builtin_popcount(all & ~live);
+    __m512i y = _mm512_castps_si512(_mm512_mul_ps(q, s));   /* exact */
+    y = _mm512_mask_or_epi32(y, nz, y, _mm512_andnot_si512(absm, _mm512_castps_si512(xv)));
+    if (counting) {   /* lanes += 1 (subtract -1) */
+        const __m512i inf = _mm512_set1_epi32((int)INF_BITS), m1 = _mm512_set1_epi32(-1);
+        __mmask16 nfin = _mm512_mask_cmpge_epu32_mask(all, a, inf);
+        c->nfi = _mm512_mask_sub_epi32(c->nfi, nfin, c->nfi, m1);
+        c->uf = _mm512_mask_sub_epi32(c->uf, _mm512_mask_cmp_ps_mask(live & nz, q, zero, _CMP_EQ_OQ), c->uf, m1);
+        __mmask16 cl = _mm512_mask_cmpgt_epu32_mask(live & ~nfin, a, _mm512_castps_si512(thr));
+        c->clip = _mm512_mask_sub_epi32(c->clip, cl, c->clip, m1);
     }
-    return _mm512_mask_mov_epi32(y, (__mmask16)~live, _mm512_set1_epi32((int)QNAN_BITS));
+    if (live == 0xFFFF) return _mm512_castsi512_ps(y);
+    return _mm512_castsi512_ps(_mm512_mask_mov_epi32(y, (__mmask16)~live, _mm512_set1_epi32((int)QNAN_BITS)));
 }
 
-/* Per lane: d = E1_8 + E1_16 from the group's maxima g (V16) and its pair's E1_8 mask f8: the
-** multipliers and thresholds of each lane (masks: d1 = d is 1, d2 = d is 2). */
-INL TGT void pick(const lanes *L, __mmask16 f8, __mmask16 a2, __mmask16 a4, __m512d r[2], __m512d s[2], __m512i *thr)
+/* Per lane: d = E1_8 + E1_16 from the pair's E1_8 mask f8 and the group's V16 * REC >= 2, >= 4: the
+** multipliers and threshold of each lane. */
+INL TGT void pick(const lanes *L, __mmask16 f8, __mmask16 a2, __mmask16 a4, __m512 *r, __m512 *s, __m512 *thr)
 {
     __mmask16 e16 = (__mmask16)((a2 & ~f8) | (a4 & f8)), d1 = f8 ^ e16, d2 = f8 & e16;
-    for (int h = 0; h < 2; h++) {
-        __mmask8 m1 = (__mmask8)(d1 >> (8 * h)), m2 = (__mmask8)(d2 >> (8 * h));
-        r[h] = _mm512_mask_mov_pd(_mm512_mask_mov_pd(L->r[0][h], m1, L->r[1][h]), m2, L->r[2][h]);
-        s[h] = _mm512_mask_mov_pd(_mm512_mask_mov_pd(L->s[0][h], m1, L->s[1][h]), m2, L->s[2][h]);
-    }
-    *thr = _mm512_mask_mov_epi32(_mm512_mask_mov_epi32(L->thr[0], d1, L->thr[1]), d2, L->thr[2]);
+    *r = _mm512_mask_mov_ps(_mm512_mask_mov_ps(L->r[0], d1, L->r[1]), d2, L->r[2]);
+    *s = _mm512_mask_mov_ps(_mm512_mask_mov_ps(L->s[0], d1, L->s[1]), d2, L->s[2]);
+    *thr = _mm512_mask_mov_ps(_mm512_mask_mov_ps(L->thr[0], d1, L->thr[1]), d2, L->thr[2]);
 }
 
-/* V16 * REC >= 2 and >= 4, per lane (masks). */
-INL TGT void flags(__m512i g, const __m512d rec[2], __mmask16 *a2, __mmask16 *a4)
+/* V16 * REC >= 2 and >= 4, exactly (product ph + pl; Inf compares true), per lane. */
+INL TGT void flags(__m512i g, __m512 rec, __mmask16 *a2, __mmask16 *a4)
 {
-    __m512d p0 = _mm512_mul_pd(lo_pd(g), rec[0]), p1 = _mm512_mul_pd(hi_pd(g), rec[1]);
-    const __m512d two = _mm512_set1_pd(2.0), four = _mm512_set1_pd(4.0);
-    *a2 = (__mmask16)(_mm512_cmp_pd_mask(p0, two, _CMP_GE_OQ) | _mm512_cmp_pd_mask(p1, two, _CMP_GE_OQ) << 8);
-    *a4 = (__mmask16)(_mm512_cmp_pd_mask(p0, four, _CMP_GE_OQ) | _mm512_cmp_pd_mask(p1, four, _CMP_GE_OQ) << 8);
+    __m512 v = _mm512_castsi512_ps(g), ph = _mm512_mul_ps(v, rec), pl = _mm512_fmsub_ps(v, rec, ph);
+    const __m512 two = _mm512_set1_ps(2.0f), four = _mm512_set1_ps(4.0f);
+    __mmask16 nn = _mm512_cmp_ps_mask(pl, _mm512_setzero_ps(), _CMP_GE_OQ);
+    *a2 = _mm512_cmp_ps_mask(ph, two, _CMP_GT_OQ) | (_mm512_cmp_ps_mask(ph, two, _CMP_EQ_OQ) & nn);
+    *a4 = _mm512_cmp_ps_mask(ph, four, _CMP_GT_OQ) | (_mm512_cmp_ps_mask(ph, four, _CMP_EQ_OQ) & nn);
 }
 
 /* ---- axis 1: nu <= 16 whole units at v (the last of them with n real elements) ------------------ */
@@ -197,40 +217,35 @@ INL TGT void units_h(const float *v, float *y, int nu, size_t n_last, int rne, i
     }
     lanes L;
     lanes_of(_mm512_loadu_si512(vm), &L);
-    double rec[16], r[3][16], s[3][16];
-    uint32_t thr[3][16];
-    _mm512_storeu_pd(rec, L.rec[0]);
-    _mm512_storeu_pd(rec + 8, L.rec[1]);
+    float rec[16], r[3][16], s[3][16], thr[3][16];
+    _mm512_storeu_ps(rec, L.rec);
     for (int d = 0; d < 3; d++) {
-        _mm512_storeu_pd(r[d], L.r[d][0]);
-        _mm512_storeu_pd(r[d] + 8, L.r[d][1]);
-        _mm512_storeu_pd(s[d], L.s[d][0]);
-        _mm512_storeu_pd(s[d] + 8, L.s[d][1]);
-        _mm512_storeu_si512(thr[d], L.thr[d]);
+        _mm512_storeu_ps(r[d], L.r[d]);
+        _mm512_storeu_ps(s[d], L.s[d]);
+        _mm512_storeu_ps(thr[d], L.thr[d]);
     }
     for (int u = 0; u < nu; u++) {
         size_t n = u == nu - 1 ? n_last : UNIT;
-        int nan = vm[u] > INF_BITS;
+        __mmask16 live = vm[u] > INF_BITS ? 0 : 0xFFFF;
+        if (counting && !live) c->tot[1] += n;   /* a NaN unit: every real output */
         lanes U;   /* this unit's constants in every lane */
-        U.rec[0] = U.rec[1] = _mm512_set1_pd(rec[u]);
+        U.rec = _mm512_set1_ps(rec[u]);
         for (int d = 0; d < 3; d++) {
-            U.r[d][0] = U.r[d][1] = _mm512_set1_pd(r[d][u]);
-            U.s[d][0] = U.s[d][1] = _mm512_set1_pd(s[d][u]);
-            U.thr[d] = _mm512_set1_epi32((int)thr[d][u]);
+            U.r[d] = _mm512_set1_ps(r[d][u]);
+            U.s[d] = _mm512_set1_ps(s[d][u]);
+            U.thr[d] = _mm512_set1_ps(thr[d][u]);
         }
         for (int i = 0; i < 4; i++) {
             __mmask16 a2, a4;
             flags(g[u][i], U.rec, &a2, &a4);
             /* E1_8: a pair of groups is 8 lanes */
             __mmask16 f8 = (__mmask16)(((a4 & 0xFF) ? 0xFF : 0) | ((a4 & 0xFF00) ? 0xFF00 : 0));
-            __m512d rr[2], ss[2];
-            __m512i th;
-            pick(&U, f8, a2, a4, rr, ss, &th);
+            __m512 rr, ss, th;
+            pick(&U, f8, a2, a4, &rr, &ss, &th);
             size_t k = 16 * (size_t)i;
             __mmask16 all = n >= k + 16 ? 0xFFFF : n > k ? (__mmask16)((1u << (n - k)) - 1) : 0;
-            __m512i out = elem16(_mm512_loadu_si512(v + u * UNIT + k), rr, ss, th, rne, counting,
-                                 nan ? 0 : 0xFFFF, all, c);
-            _mm512_storeu_si512(y + u * UNIT + k, out);
+            _mm512_storeu_ps(y + u * UNIT + k,
+                             elem16(_mm512_loadu_ps(v + u * UNIT + k), rr, ss, th, rne, counting, live, all, c));
         }
     }
 }
@@ -252,13 +267,14 @@ INL TGT void rows_h(const qs_fq_task *t, int rne, int counting, cnt4 *c)
             units_h(pad, out, 1, tail, rne, counting, c);
             memcpy(y + full * UNIT, out, tail * sizeof *out);
         }
+        if (counting) flush(c);
     }
 }
 
 /* ---- axis 0: one unit of nr <= 64 rows down 16 columns (lanes in lm) ------------------------------ */
 
-INL TGT void unit_v(const float *x, float *y, size_t ld, size_t nr, __mmask16 lm, int rne, int counting, cnt4 *c,
-                    __m512i *buf)
+INL TGT void unit_v(const float *x, float *y, size_t ld, size_t nr, size_t nn, __mmask16 lm, int rne, int counting,
+                    cnt4 *c, __m512i *buf)
 {
     const __m512i absm = _mm512_set1_epi32(0x7fffffff);
     __m512i g[16], vm = _mm512_setzero_si512();
@@ -266,6 +282,7 @@ INL TGT void unit_v(const float *x, float *y, size_t ld, size_t nr, __mmask16 lm
     for (size_t k = 0; k < 16; k++) g[k] = _mm512_setzero_si512();
     for (size_t i = 0; i < nr; i++) {   /* the unit's rows, once: maxima and the buffer */
         __m512i xv = _mm512_maskz_loadu_epi32(lm, x + i * ld);
+        if (i < nn) _mm_prefetch((const char *)(x + (UNIT + i) * ld), _MM_HINT_T0);
         buf[i] = xv;
         g[i / 4] = _mm512_max_epu32(g[i / 4], _mm512_and_si512(xv, absm));
     }
@@ -273,17 +290,18 @@ INL TGT void unit_v(const float *x, float *y, size_t ld, size_t nr, __mmask16 lm
     lanes L;
     lanes_of(vm, &L);
     __mmask16 live = lm & _mm512_cmple_epu32_mask(vm, _mm512_set1_epi32((int)INF_BITS));
+    if (counting) c->tot[1] += (uint64_t)__builtin_popcount(lm & ~live) * nr;   /* NaN units */
     for (size_t j = 0; 2 * j < ng; j++) {
         __mmask16 a2[2], a4[2] = {0, 0};
         for (size_t h = 0; h < 2 && 2 * j + h < ng; h++) flags(g[2 * j + h], L.rec, &a2[h], &a4[h]);
         __mmask16 f8 = a4[0] | a4[1];   /* E1_8 of this pair of groups, per lane */
         for (size_t h = 0; h < 2 && 2 * j + h < ng; h++) {
-            __m512d rr[2], ss[2];
-            __m512i th;
-            pick(&L, f8, a2[h], a4[h], rr, ss, &th);
+            __m512 rr, ss, th;
+            pick(&L, f8, a2[h], a4[h], &rr, &ss, &th);
             size_t i0 = 8 * j + 4 * h, i1 = i0 + 4 < nr ? i0 + 4 : nr;
             for (size_t i = i0; i < i1; i++)
-                _mm512_mask_storeu_epi32(y + i * ld, lm, elem16(buf[i], rr, ss, th, rne, counting, live, lm, c));
+                _mm512_mask_storeu_ps(y + i * ld, lm, elem16(_mm512_castsi512_ps(buf[i]), rr, ss, th, rne, counting,
+                                                             live, lm, c));
         }
     }
 }
@@ -293,23 +311,27 @@ INL TGT void cols_v(const qs_fq_task *t, int rne, int counting, cnt4 *c)
     __m512i buf[UNIT];
     const size_t C = t->cols;
     for (size_t u0 = 0; u0 < t->rows; u0 += UNIT) {
-        size_t nr = t->rows - u0 < UNIT ? t->rows - u0 : UNIT;
+        size_t nr = t->rows - u0 < UNIT ? t->rows - u0 : UNIT, rest = t->rows - u0 - nr;
+        size_t nn = rest < UNIT ? rest : UNIT;   /* the next unit's rows, fetched meanwhile */
         for (size_t c0 = t->c0; c0 < t->c1; c0 += 16) {
             __mmask16 lm = t->c1 - c0 >= 16 ? 0xFFFF : (__mmask16)((1u << (t->c1 - c0)) - 1);
-            unit_v(t->x + u0 * C + c0, t->y + u0 * C + c0, C, nr, lm, rne, counting, c, buf);
+            unit_v(t->x + u0 * C + c0, t->y + u0 * C + c0, C, nr, nn, lm, rne, counting, c, buf);
         }
+        if (counting) flush(c);
     }
 }
 
-static TGT void run(const qs_fq_task *t, int rne, cnt4 *c)
+static TGT void run(const qs_fq_task *t, int rne, uint64_t tot[4])
 {
+    cnt4 c = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), {0, 0, 0, 0}};
     if (t->axis) {
-        if (t->cnt) rows_h(t, rne, 1, c);
-        else rows_h(t, rne, 0, c);
+        if (t->cnt) rows_h(t, rne, 1, &c);
+        else rows_h(t, rne, 0, &c);
     } else {
-        if (t->cnt) cols_v(t, rne, 1, c);
-        else cols_v(t, rne, 0, c);
+        if (t->cnt) cols_v(t, rne, 1, &c);
+        else cols_v(t, rne, 0, &c);
     }
+    for (int i = 0; i < 4; i++) tot[i] = c.tot[i];
 }
 #endif
 
@@ -318,14 +340,10 @@ int qs_fq_hif4(const qs_fq_task *t, qs_err *e)
     if (!qs_fq_hif4_ok(t->a, t->axis, t->rht, t->cnt != NULL))
         return qs_fail(e, "internal: the hif4 fused kernel does not take this operand");
 #if FQ_X86
-    cnt4 c = {0, 0, 0, 0};
-    run(t, t->a->o.round == QS_RND_RNE, &c);
-    if (t->cnt) {
-        t->cnt[0] += c.uf;
-        t->cnt[1] += c.nf;
-        t->cnt[2] += c.nfi;
-        t->cnt[3] += c.clip;
-    }
+    uint64_t c[4];
+    run(t, t->a->o.round == QS_RND_RNE, c);
+    if (t->cnt)
+        for (int i = 0; i < 4; i++) t->cnt[i] += c[i];
     return 0;
 #else
     return qs_fail(e, "internal: the hif4 fused kernel needs x86-64");
