@@ -202,18 +202,20 @@ INL TGT void flags(__m512i g, __m512 rec, __mmask16 *a2, __mmask16 *a4)
 INL TGT void units_h(const float *v, float *y, int nu, size_t n_last, int rne, int counting, cnt4 *c)
 {
     const __m512i absm = _mm512_set1_epi32(0x7fffffff);
-    __m512i g[16][4];
+    /* lane k of G[u]: unit u's V16 of group k (lanes 0, 4, 8, 12 of each vector after the shuffles) */
+    const __m512i pick01 = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0);
+    __m512i G[16];
     uint32_t vm[16] = {0};
     for (int u = 0; u < nu; u++) {
-        __m512i m = _mm512_setzero_si512();
+        __m512i g[4];
         for (int i = 0; i < 4; i++) {
             __m512i a = _mm512_and_si512(_mm512_loadu_si512(v + u * UNIT + 16 * i), absm);
             a = _mm512_max_epu32(a, _mm512_shuffle_epi32(a, (_MM_PERM_ENUM)0xB1));   /* pairs */
-            a = _mm512_max_epu32(a, _mm512_shuffle_epi32(a, (_MM_PERM_ENUM)0x4E));   /* V16 in all 4 */
-            g[u][i] = a;
-            m = _mm512_max_epu32(m, a);
+            g[i] = _mm512_max_epu32(a, _mm512_shuffle_epi32(a, (_MM_PERM_ENUM)0x4E));   /* V16 in all 4 */
         }
-        vm[u] = _mm512_reduce_max_epu32(m);
+        G[u] = _mm512_shuffle_i64x2(_mm512_permutex2var_epi32(g[0], pick01, g[1]),
+                                    _mm512_permutex2var_epi32(g[2], pick01, g[3]), 0x44);
+        vm[u] = _mm512_reduce_max_epu32(G[u]);
     }
     lanes L;
     lanes_of(_mm512_loadu_si512(vm), &L);
@@ -228,24 +230,30 @@ INL TGT void units_h(const float *v, float *y, int nu, size_t n_last, int rne, i
         size_t n = u == nu - 1 ? n_last : UNIT;
         __mmask16 live = vm[u] > INF_BITS ? 0 : 0xFFFF;
         if (counting && !live) c->tot[1] += n;   /* a NaN unit: every real output */
-        lanes U;   /* this unit's constants in every lane */
-        U.rec = _mm512_set1_ps(rec[u]);
-        for (int d = 0; d < 3; d++) {
-            U.r[d] = _mm512_set1_ps(r[d][u]);
-            U.s[d] = _mm512_set1_ps(s[d][u]);
-            U.thr[d] = _mm512_set1_ps(thr[d][u]);
+        /* the unit's metadata as format_hifloat.c's hif4_meta: bit k of a mask = group k */
+        __mmask16 a2, a4;
+        flags(G[u], _mm512_set1_ps(rec[u]), &a2, &a4);
+        unsigned pair = (a4 | a4 >> 1) & 0x5555u, f8 = pair | pair << 1;
+        __m512 rg, sg, tg;   /* lane k: group k's multipliers and threshold */
+        {
+            lanes U;
+            for (int d = 0; d < 3; d++) {
+                U.r[d] = _mm512_set1_ps(r[d][u]);
+                U.s[d] = _mm512_set1_ps(s[d][u]);
+                U.thr[d] = _mm512_set1_ps(thr[d][u]);
+            }
+            pick(&U, (__mmask16)f8, a2, a4, &rg, &sg, &tg);
         }
-        for (int i = 0; i < 4; i++) {
-            __mmask16 a2, a4;
-            flags(g[u][i], U.rec, &a2, &a4);
-            /* E1_8: a pair of groups is 8 lanes */
-            __mmask16 f8 = (__mmask16)(((a4 & 0xFF) ? 0xFF : 0) | ((a4 & 0xFF00) ? 0xFF00 : 0));
-            __m512 rr, ss, th;
-            pick(&U, f8, a2, a4, &rr, &ss, &th);
+        for (int i = 0; i < 4; i++) {   /* lane j of vector i is group 4i + j/4 */
+            const __m512i idx = _mm512_add_epi32(_mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11,
+                                                                                     12, 13, 14, 15), 2),
+                                                 _mm512_set1_epi32(4 * i));
             size_t k = 16 * (size_t)i;
             __mmask16 all = n >= k + 16 ? 0xFFFF : n > k ? (__mmask16)((1u << (n - k)) - 1) : 0;
             _mm512_storeu_ps(y + u * UNIT + k,
-                             elem16(_mm512_loadu_ps(v + u * UNIT + k), rr, ss, th, rne, counting, live, all, c));
+                             elem16(_mm512_loadu_ps(v + u * UNIT + k), _mm512_permutexvar_ps(idx, rg),
+                                    _mm512_permutexvar_ps(idx, sg), _mm512_permutexvar_ps(idx, tg), rne, counting,
+                                    live, all, c));
         }
     }
 }
