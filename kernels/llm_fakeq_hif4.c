@@ -287,14 +287,18 @@ INL TGT void unit_v(const float *x, float *y, size_t ld, size_t nr, size_t nn, _
     const __m512i absm = _mm512_set1_epi32(0x7fffffff);
     __m512i g[16], vm = _mm512_setzero_si512();
     size_t ng = (nr + 3) / 4;
-    for (size_t k = 0; k < 16; k++) g[k] = _mm512_setzero_si512();
-    for (size_t i = 0; i < nr; i++) {   /* the unit's rows, once: maxima and the buffer */
-        __m512i xv = _mm512_maskz_loadu_epi32(lm, x + i * ld);
-        if (i < nn) _mm_prefetch((const char *)(x + (UNIT + i) * ld), _MM_HINT_T0);
-        buf[i] = xv;
-        g[i / 4] = _mm512_max_epu32(g[i / 4], _mm512_and_si512(xv, absm));
+    for (size_t k = 0; k < ng; k++) {   /* the unit's rows, once: maxima and the buffer */
+        size_t i1 = 4 * k + 4 < nr ? 4 * k + 4 : nr;
+        __m512i m = _mm512_setzero_si512();
+        for (size_t i = 4 * k; i < i1; i++) {
+            __m512i xv = _mm512_maskz_loadu_epi32(lm, x + i * ld);
+            if (i < nn) _mm_prefetch((const char *)(x + (UNIT + i) * ld), _MM_HINT_T0);
+            buf[i] = xv;
+            m = _mm512_max_epu32(m, _mm512_and_si512(xv, absm));
+        }
+        g[k] = m;
+        vm = _mm512_max_epu32(vm, m);
     }
-    for (size_t k = 0; k < ng; k++) vm = _mm512_max_epu32(vm, g[k]);
     lanes L;
     lanes_of(vm, &L);
     __mmask16 live = lm & _mm512_cmple_epu32_mask(vm, _mm512_set1_epi32((int)INF_BITS));
