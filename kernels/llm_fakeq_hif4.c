@@ -8,9 +8,10 @@
 ** each lane its group's maximum V16, as in format_hifloat.c's AVX-512 kernel.  The E6M2 scales of
 ** 16 units are computed together, as 16 lanes.
 ** Axis 0 (units down a column): 16 lanes are 16 adjacent columns and a unit is 64 rows of them,
-** the group maxima elementwise over 4 rows; a unit's rows are read once into a 4 KiB buffer (the
-** matrix's row stride would make them collide in L1), then quantized from it.  So each lane holds
-** a whole unit and every lane has its own scale, flags and multipliers.
+** the group maxima elementwise over 4 rows; the unit's rows over the task's 64 columns are read once
+** (whole lines) into a 16 KiB buffer (the matrix's row stride would make them collide in L1) while
+** the next unit's rows are prefetched, then quantized from it.  So each lane holds a whole unit and
+** every lane has its own scale, flags and multipliers.
 **
 ** The same arithmetic as the scalar unit: SF = BF16_RNE(Vmax * 73/512) (exact product in double),
 ** clamped to [2^-48, 49152], E6M2 = RNE to 3 bits (±Inf: 0xFE); REC from the §2.2 LUT; the flags by
@@ -279,26 +280,14 @@ INL TGT void rows_h(const qs_fq_task *t, int rne, int counting, cnt4 *c)
     }
 }
 
-/* ---- axis 0: one unit of nr <= 64 rows down 16 columns (lanes in lm) ------------------------------ */
+/* ---- axis 0: units of nr <= 64 rows down 16 columns (lanes in lm) -------------------------------- */
 
-INL TGT void unit_v(const float *x, float *y, size_t ld, size_t nr, size_t nn, __mmask16 lm, int rne, int counting,
-                    cnt4 *c, __m512i *buf)
+/* Pass 2 of one strip: the unit's metadata per lane from its group maxima g and Vmax vm, then its rows
+** from the buffer. */
+INL TGT void strip_v(const __m512i *g, __m512i vm, const __m512i *buf, float *y, size_t ld, size_t nr, __mmask16 lm,
+                     int rne, int counting, cnt4 *c)
 {
-    const __m512i absm = _mm512_set1_epi32(0x7fffffff);
-    __m512i g[16], vm = _mm512_setzero_si512();
     size_t ng = (nr + 3) / 4;
-    for (size_t k = 0; k < ng; k++) {   /* the unit's rows, once: maxima and the buffer */
-        size_t i1 = 4 * k + 4 < nr ? 4 * k + 4 : nr;
-        __m512i m = _mm512_setzero_si512();
-        for (size_t i = 4 * k; i < i1; i++) {
-            __m512i xv = _mm512_maskz_loadu_epi32(lm, x + i * ld);
-            if (i < nn) _mm_prefetch((const char *)(x + (UNIT + i) * ld), _MM_HINT_T0);
-            buf[i] = xv;
-            m = _mm512_max_epu32(m, _mm512_and_si512(xv, absm));
-        }
-        g[k] = m;
-        vm = _mm512_max_epu32(vm, m);
-    }
     lanes L;
     lanes_of(vm, &L);
     __mmask16 live = lm & _mm512_cmple_epu32_mask(vm, _mm512_set1_epi32((int)INF_BITS));
@@ -318,18 +307,55 @@ INL TGT void unit_v(const float *x, float *y, size_t ld, size_t nr, size_t nn, _
     }
 }
 
+/* One unit of rows over up to 64 columns (4 strips; lm[s] = 0: no strip): pass 1 reads each row's
+** columns at once (whole adjacent lines) into the buffer and takes the group maxima, prefetching the
+** next unit's rows (nn of them); pass 2 strip by strip. */
+INL TGT void unit_v(const float *x, float *y, size_t ld, size_t nr, size_t nn, const __mmask16 lm[4], int ns, int rne,
+                    int counting, cnt4 *c, __m512i (*buf)[UNIT])
+{
+    const __m512i absm = _mm512_set1_epi32(0x7fffffff);
+    __m512i g[4][16], vm[4];
+    size_t ng = (nr + 3) / 4;
+    for (int s = 0; s < 4; s++) vm[s] = _mm512_setzero_si512();
+    for (size_t k = 0; k < ng; k++) {
+        size_t i1 = 4 * k + 4 < nr ? 4 * k + 4 : nr;
+        __m512i m[4];
+        for (int s = 0; s < 4; s++) m[s] = _mm512_setzero_si512();
+        for (size_t i = 4 * k; i < i1; i++) {
+            for (int s = 0; s < 4; s++) {
+                __m512i xv = _mm512_maskz_loadu_epi32(lm[s], x + i * ld + 16 * s);
+                buf[s][i] = xv;
+                m[s] = _mm512_max_epu32(m[s], _mm512_and_si512(xv, absm));
+            }
+            if (i < nn)
+                for (int s = 0; s < ns; s++) _mm_prefetch((const char *)(x + (UNIT + i) * ld + 16 * s), _MM_HINT_T0);
+        }
+        for (int s = 0; s < 4; s++) {
+            g[s][k] = m[s];
+            vm[s] = _mm512_max_epu32(vm[s], m[s]);
+        }
+    }
+    for (int s = 0; s < ns; s++) strip_v(g[s], vm[s], buf[s], y + 16 * s, ld, nr, lm[s], rne, counting, c);
+}
+
 INL TGT void cols_v(const qs_fq_task *t, int rne, int counting, cnt4 *c)
 {
-    __m512i buf[UNIT];
+    __m512i buf[4][UNIT];
     const size_t C = t->cols;
-    for (size_t u0 = 0; u0 < t->rows; u0 += UNIT) {
-        size_t nr = t->rows - u0 < UNIT ? t->rows - u0 : UNIT, rest = t->rows - u0 - nr;
-        size_t nn = rest < UNIT ? rest : UNIT;   /* the next unit's rows, fetched meanwhile */
-        for (size_t c0 = t->c0; c0 < t->c1; c0 += 16) {
-            __mmask16 lm = t->c1 - c0 >= 16 ? 0xFFFF : (__mmask16)((1u << (t->c1 - c0)) - 1);
-            unit_v(t->x + u0 * C + c0, t->y + u0 * C + c0, C, nr, nn, lm, rne, counting, c, buf);
+    for (size_t c0 = t->c0; c0 < t->c1; c0 += 64) {
+        __mmask16 lm[4];
+        int ns = 0;
+        for (int s = 0; s < 4; s++) {
+            size_t cs = c0 + 16 * (size_t)s, w = t->c1 > cs ? t->c1 - cs : 0;
+            lm[s] = w >= 16 ? 0xFFFF : (__mmask16)((1u << w) - 1);
+            ns += w > 0;
         }
-        if (counting) flush(c);
+        for (size_t u0 = 0; u0 < t->rows; u0 += UNIT) {
+            size_t nr = t->rows - u0 < UNIT ? t->rows - u0 : UNIT, rest = t->rows - u0 - nr;
+            size_t nn = rest < UNIT ? rest : UNIT;   /* the next unit's rows, fetched meanwhile */
+            unit_v(t->x + u0 * C + c0, t->y + u0 * C + c0, C, nr, nn, lm, ns, rne, counting, c, buf);
+            if (counting) flush(c);
+        }
     }
 }
 
