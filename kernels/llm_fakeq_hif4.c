@@ -198,9 +198,11 @@ INL TGT void flags(__m512i g, __m512 rec, __mmask16 *a2, __mmask16 *a4)
     *a4 = _mm512_cmp_ps_mask(ph, four, _CMP_GT_OQ) | (_mm512_cmp_ps_mask(ph, four, _CMP_EQ_OQ) & nn);
 }
 
+#define PF_AHEAD 512   /* floats read ahead along rows (2 KiB: the streamer stops at 4 KiB pages) */
+
 /* ---- axis 1: nu <= 16 whole units at v (the last of them with n real elements) ------------------ */
 
-INL TGT void units_h(const float *v, float *y, int nu, size_t n_last, int rne, int counting, cnt4 *c)
+INL TGT void units_h(const float *v, float *y, int nu, size_t n_last, const float *lim, int rne, int counting, cnt4 *c)
 {
     const __m512i absm = _mm512_set1_epi32(0x7fffffff);
     /* lane k of G[u]: unit u's V16 of group k (lanes 0, 4, 8, 12 of each vector after the shuffles) */
@@ -210,7 +212,9 @@ INL TGT void units_h(const float *v, float *y, int nu, size_t n_last, int rne, i
     for (int u = 0; u < nu; u++) {
         __m512i g[4];
         for (int i = 0; i < 4; i++) {
-            __m512i a = _mm512_and_si512(_mm512_loadu_si512(v + u * UNIT + 16 * i), absm);
+            const float *p = v + u * UNIT + 16 * i;
+            if (p + PF_AHEAD < lim) _mm_prefetch((const char *)(p + PF_AHEAD), _MM_HINT_T0);
+            __m512i a = _mm512_and_si512(_mm512_loadu_si512(p), absm);
             a = _mm512_max_epu32(a, _mm512_shuffle_epi32(a, (_MM_PERM_ENUM)0xB1));   /* pairs */
             g[i] = _mm512_max_epu32(a, _mm512_shuffle_epi32(a, (_MM_PERM_ENUM)0x4E));   /* V16 in all 4 */
         }
@@ -263,17 +267,18 @@ INL TGT void rows_h(const qs_fq_task *t, int rne, int counting, cnt4 *c)
 {
     const size_t C = t->cols, full = C / UNIT, tail = C % UNIT;
     float pad[UNIT] __attribute__((aligned(64))), out[UNIT] __attribute__((aligned(64)));
+    const float *lim = t->x + t->r1 * C;   /* prefetches stay in the task's rows */
     for (size_t r = t->r0; r < t->r1; r++) {
         const float *x = t->x + r * C;
         float *y = t->y + r * C;
         for (size_t u = 0; u < full; u += 16) {
             int nu = full - u < 16 ? (int)(full - u) : 16;
-            units_h(x + u * UNIT, y + u * UNIT, nu, UNIT, rne, counting, c);
+            units_h(x + u * UNIT, y + u * UNIT, nu, UNIT, lim, rne, counting, c);
         }
         if (tail) {
             memset(pad, 0, sizeof pad);
             memcpy(pad, x + full * UNIT, tail * sizeof *pad);
-            units_h(pad, out, 1, tail, rne, counting, c);
+            units_h(pad, out, 1, tail, NULL, rne, counting, c);
             memcpy(y + full * UNIT, out, tail * sizeof *out);
         }
         if (counting) flush(c);
