@@ -287,34 +287,42 @@ INL TGT void rows_h(const qs_fq_task *t, int rne, int counting, cnt4 *c)
 
 /* ---- axis 0: units of nr <= 64 rows down 16 columns (lanes in lm) -------------------------------- */
 
-/* Pass 2 of one strip: the unit's metadata per lane from its group maxima g and Vmax vm, then its rows
-** from the buffer. */
-INL TGT void strip_v(const __m512i *g, __m512i vm, const __m512i *buf, float *y, size_t ld, size_t nr, __mmask16 lm,
-                     int rne, int counting, cnt4 *c)
+/* Pass 2 of a unit over ns strips: each strip's metadata per lane from its group maxima g[s] and Vmax
+** vm[s], then the rows from the buffer, each row's strips together (one pass over the rows of y). */
+INL TGT void pass2_v(__m512i (*g)[16], const __m512i *vm, __m512i (*buf)[UNIT], float *y, size_t ld, size_t nr,
+                     const __mmask16 *lm, int ns, int rne, int counting, cnt4 *c)
 {
     size_t ng = (nr + 3) / 4;
-    lanes L;
-    lanes_of(vm, &L);
-    __mmask16 live = lm & _mm512_cmple_epu32_mask(vm, _mm512_set1_epi32((int)INF_BITS));
-    if (counting) c->tot[1] += (uint64_t)__builtin_popcount(lm & ~live) * nr;   /* NaN units */
+    lanes L[4];
+    __mmask16 live[4];
+    for (int s = 0; s < ns; s++) {
+        lanes_of(vm[s], &L[s]);
+        live[s] = lm[s] & _mm512_cmple_epu32_mask(vm[s], _mm512_set1_epi32((int)INF_BITS));
+        if (counting) c->tot[1] += (uint64_t)__builtin_popcount(lm[s] & ~live[s]) * nr;   /* NaN units */
+    }
     for (size_t j = 0; 2 * j < ng; j++) {
-        __mmask16 a2[2], a4[2] = {0, 0};
-        for (size_t h = 0; h < 2 && 2 * j + h < ng; h++) flags(g[2 * j + h], L.rec, &a2[h], &a4[h]);
-        __mmask16 f8 = a4[0] | a4[1];   /* E1_8 of this pair of groups, per lane */
+        __mmask16 a2[4][2], a4[4][2], f8[4];
+        for (int s = 0; s < ns; s++) {
+            a4[s][1] = 0;
+            for (size_t h = 0; h < 2 && 2 * j + h < ng; h++) flags(g[s][2 * j + h], L[s].rec, &a2[s][h], &a4[s][h]);
+            f8[s] = a4[s][0] | a4[s][1];   /* E1_8 of this pair of groups, per lane */
+        }
         for (size_t h = 0; h < 2 && 2 * j + h < ng; h++) {
-            __m512 rr, ss, th;
-            pick(&L, f8, a2[h], a4[h], &rr, &ss, &th);
+            __m512 rr[4], ss[4], th[4];
+            for (int s = 0; s < ns; s++) pick(&L[s], f8[s], a2[s][h], a4[s][h], &rr[s], &ss[s], &th[s]);
             size_t i0 = 8 * j + 4 * h, i1 = i0 + 4 < nr ? i0 + 4 : nr;
             for (size_t i = i0; i < i1; i++)
-                _mm512_mask_storeu_ps(y + i * ld, lm, elem16(_mm512_castsi512_ps(buf[i]), rr, ss, th, rne, counting,
-                                                             live, lm, c));
+                for (int s = 0; s < ns; s++)
+                    _mm512_mask_storeu_ps(y + i * ld + 16 * s, lm[s],
+                                          elem16(_mm512_castsi512_ps(buf[s][i]), rr[s], ss[s], th[s], rne, counting,
+                                                 live[s], lm[s], c));
         }
     }
 }
 
 /* One unit of rows over up to 64 columns (4 strips; lm[s] = 0: no strip): pass 1 reads each row's
 ** columns at once (whole adjacent lines) into the buffer and takes the group maxima, prefetching the
-** next unit's rows (nn of them); pass 2 strip by strip. */
+** next unit's rows (nn of them); pass 2 likewise row by row. */
 INL TGT void unit_v(const float *x, float *y, size_t ld, size_t nr, size_t nn, const __mmask16 lm[4], int ns, int rne,
                     int counting, cnt4 *c, __m512i (*buf)[UNIT])
 {
@@ -340,7 +348,7 @@ INL TGT void unit_v(const float *x, float *y, size_t ld, size_t nr, size_t nn, c
             vm[s] = _mm512_max_epu32(vm[s], m[s]);
         }
     }
-    for (int s = 0; s < ns; s++) strip_v(g[s], vm[s], buf[s], y + 16 * s, ld, nr, lm[s], rne, counting, c);
+    pass2_v(g, vm, buf, y, ld, nr, lm, ns, rne, counting, c);
 }
 
 INL TGT void cols_v(const qs_fq_task *t, int rne, int counting, cnt4 *c)
