@@ -5,18 +5,20 @@
 ** from the row-major matrix along either axis.  AVX-512 only (below it the generic path runs).
 **
 ** Axis 1 (units along a row): 16 lanes are 4 micro-groups of one unit; two in-lane max shuffles give
-** each lane its group's maximum V16, as in format_hifloat.c's AVX-512 kernel.  The E6M2 scales of
-** 16 units are computed together, as 16 lanes.
+** each lane its group's maximum V16, as in format_hifloat.c's AVX-512 kernel, and one vector of a
+** unit's 16 V16 gives its flags as hif4_meta's bit masks.  The E6M2 scales of 16 units are computed
+** together, as 16 lanes.
 ** Axis 0 (units down a column): 16 lanes are 16 adjacent columns and a unit is 64 rows of them,
 ** the group maxima elementwise over 4 rows; the unit's rows over the task's 64 columns are read once
 ** (whole lines) into a 16 KiB buffer (the matrix's row stride would make them collide in L1) while
-** the next unit's rows are prefetched, then quantized from it.  So each lane holds a whole unit and
-** every lane has its own scale, flags and multipliers.
+** the next unit's rows are prefetched, then quantized from it and written row by row.  So each lane
+** holds a whole unit and every lane has its own scale, flags and multipliers.
 **
-** The same arithmetic as the scalar unit: SF = BF16_RNE(Vmax * 73/512) (exact product in double),
-** clamped to [2^-48, 49152], E6M2 = RNE to 3 bits (±Inf: 0xFE); REC from the §2.2 LUT; the flags by
-** exact double compares of V16 * REC against 2 and 4; q = TA or RNE of min(|x| * REC * 2^(2-d), 7)
-** in double; y = q * E6M2 * 2^(d-2) with x's sign when x < 0; a unit holding a NaN gives NaN.
+** The same values as format_hifloat.c: SF = BF16_RNE(Vmax * 73/512) (exact product in double),
+** clamped to [2^-48, 49152], E6M2 = RNE to 3 bits (±Inf: 0xFE); REC from the §2.2 LUT; the flags
+** V16 * REC >= 2, >= 4 and q = TA or RNE of min(|x| * REC * 2^(2-d), 7), both decided on the exact
+** product (float product ph and its FMA residual pl, where format_hifloat.c uses double); y =
+** q * E6M2 * 2^(d-2) (exact) with x's sign when x < 0; a unit holding a NaN gives NaN.
 ** The counts of qs_llm_opstat_add / seg_clips: underflow (finite nonzero x, y = ±0), non-finite y,
 ** non-finite x, clips (finite |x| > Q + S/8 = 7.5 * E6M2 * 2^(d-2), none in a NaN unit).  A final
 ** partial unit is padded with zeros (axis 0: missing rows are zeros in the maxima), which count for
