@@ -45,16 +45,19 @@ static void fill(float *x, size_t R, size_t C, uint64_t seed, int mode, int spec
         else if (k < 25) x[i] = -0.0f;
         else if (k < 30) x[i] = (float)(u * 1e-40);     /* subnormal */
         else if (k < 60) x[i] *= 1e-6f;
-        else if (k < 64) x[i] = (float)(u * 1e-16);     /* a unit of these clamps SF at 2^-48 */
+        else if (k < 62) x[i] = (float)(u * 1e-16);     /* a unit of these clamps SF at 2^-48 */
+        else if (k < 64) x[i] = (float)(u * 0x1p-45);   /* near the clamp: q from 0 to 7, clips */
         else if (k < 67) x[i] *= 3e3f;
         else if (k < 69) x[i] = (float)(u * 1e6);       /* SF clamps at 49152; clips */
         else if (k < 70) x[i] = (float)(u * 3e38);
         else if (specials && k == 70) x[i] = rnd(2) ? NAN : -INFINITY;
         else if (specials && k == 71) x[i] = INFINITY;
     }
-    if (mode == 1 && R * C > 3 && rnd(2)) {   /* whole rows of tiny values: SF clamps at 2^-48 */
-        size_t r = rnd(R);
-        for (size_t c = 0; c < C; c++) x[r * C + c] = (float)(qs_sr_uniform(seed, c) * 1e-30);
+    if (mode == 1 && R * C > 3 && rnd(2)) {   /* whole rows and columns of tiny values: SF clamps at 2^-48 */
+        size_t r = rnd(R), c0 = rnd(C);
+        double m = rnd(2) ? 1e-30 : 0x1p-44;
+        for (size_t c = 0; c < C; c++) x[r * C + c] = (float)(qs_sr_uniform(seed, c) * m);
+        for (size_t r0 = 0; r0 < R; r0++) x[r0 * C + c0] = (float)(qs_sr_uniform(seed, r0) * m);
     }
 }
 
@@ -141,6 +144,48 @@ static void test_against_old_path(void **st)
         free(x); free(yq); free(yg); free(yf);
     }
     assert_true(tot.underflow > 0 && tot.clipped > 0 && tot.nonfinite > 0);   /* every count was exercised */
+}
+
+/* Products that round onto a half step in float but lie off it: units whose E6M2 is 1.25, 1.5 or 1.75
+** (REC 0.80078125, 0.66796875, 0.5703125: not powers of two) with the maximum in every group (so
+** every element's multiplier is REC), and elements a few ulps around (k + 1/2) / REC.  TA and RNE
+** must follow the exact product (the residual's sign), as the generic path's double arithmetic. */
+static void test_residual_ties(void **st)
+{
+    (void)st;
+    if (!have_avx512()) tu_skip("cpu: no AVX-512, the fused HiF4 kernel does not run");
+    static const float vmax[3] = {8.75f, 10.5f, 12.25f};
+    static const double rec[3] = {0.80078125, 0.66796875, 0.5703125};
+    const size_t R = 21, C = 7 * 64;   /* 147 units, one per (scale, k, offset), 7 to a row */
+    float *x = calloc(R * C, 4), *xt = malloc(R * C * 4), *y1 = malloc(R * C * 4), *y2 = malloc(R * C * 4);
+    size_t u = 0, hits = 0;
+    for (int m = 0; m < 3; m++)
+        for (int k = 0; k < 7; k++)
+            for (int off = -3; off <= 3; off++, u++) {
+                double h = k + 0.5;
+                float c = (float)(h / rec[m]);
+                for (int i = 0; i < abs(off); i++) c = nextafterf(c, off < 0 ? 0.0f : 100.0f);
+                if ((float)(c * rec[m]) == (float)h && c * rec[m] != h) hits++;
+                float *v = x + u * 64;
+                for (int i = 0; i < 64; i++) v[i] = i % 4 == 0 ? vmax[m] : (i & 1 ? -c : c);
+            }
+    assert_true(hits >= 3);   /* the data reach the case */
+    for (size_t i = 0; i < R; i++)   /* axis 0 takes the transpose: x is R x C, xt is C x R */
+        for (size_t j = 0; j < C; j++) xt[j * R + i] = x[i * C + j];
+    for (int axis = 0; axis <= 1; axis++)
+        for (int rne = 0; rne <= 1; rne++) {
+            const float *in = axis ? x : xt;   /* down columns: xt's columns are x's rows */
+            qs_apply a = hif4_apply(axis, rne);
+            qs_err e = {{0}};
+            qs_llm_opstat s1 = {0, 0, 0, 0}, s2 = {0, 0, 0, 0};
+            assert_int_equal(qs_llm_fakeq_par_stat(&a, in, y1, axis ? R : C, axis ? C : R, 0, 1, 2, &s1, &e), 0);
+            assert_int_equal(qs_llm_opstat_quantize(&a, in, y2, axis ? R : C, axis ? C : R, &s2, &e), 0);
+            char what[64];
+            snprintf(what, sizeof what, "residual ties axis %d %s", axis, rne ? "rne" : "ta");
+            bits_equal(y1, y2, R * C, what);
+            counts_equal(&s1, &s2, what);
+        }
+    free(x); free(xt); free(y1); free(y2);
 }
 
 /* Large operands (several tasks on the pool, long columns): one thread and two give the old bits
@@ -237,6 +282,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_against_old_path),
+        cmocka_unit_test(test_residual_ties),
         cmocka_unit_test(test_large_threads),
         cmocka_unit_test(test_declines),
         cmocka_unit_test(test_recipe_operands),
