@@ -148,15 +148,16 @@ static void test_against_old_path(void **st)
 
 /* Products that round onto a half step in float but lie off it: units whose E6M2 is 1.25, 1.5 or 1.75
 ** (REC 0.80078125, 0.66796875, 0.5703125: not powers of two) with the maximum in every group (so
-** every element's multiplier is REC), and elements a few ulps around (k + 1/2) / REC.  TA and RNE
-** must follow the exact product (the residual's sign), as the generic path's double arithmetic. */
+** every element's multiplier is REC) and elements a few ulps around (k + 1/2) / REC; and units whose
+** group maxima lie a few ulps around 2 / REC and 4 / REC (the flags' compares).  TA, RNE and the
+** flags must follow the exact product (the residual's sign), as the generic path's double arithmetic. */
 static void test_residual_ties(void **st)
 {
     (void)st;
     if (!have_avx512()) tu_skip("cpu: no AVX-512, the fused HiF4 kernel does not run");
     static const float vmax[3] = {8.75f, 10.5f, 12.25f};
     static const double rec[3] = {0.80078125, 0.66796875, 0.5703125};
-    const size_t R = 21, C = 7 * 64;   /* 147 units, one per (scale, k, offset), 7 to a row */
+    const size_t R = 27, C = 7 * 64;   /* 147 + 42 units, one per (scale, k or flag, offset), 7 to a row */
     float *x = calloc(R * C, 4), *xt = malloc(R * C * 4), *y1 = malloc(R * C * 4), *y2 = malloc(R * C * 4);
     size_t u = 0, hits = 0;
     for (int m = 0; m < 3; m++)
@@ -169,7 +170,17 @@ static void test_residual_ties(void **st)
                 float *v = x + u * 64;
                 for (int i = 0; i < 64; i++) v[i] = i % 4 == 0 ? vmax[m] : (i & 1 ? -c : c);
             }
-    assert_true(hits >= 3);   /* the data reach the case */
+    for (int m = 0; m < 3; m++)   /* group maxima around 2 / REC and 4 / REC: the flags' compares */
+        for (int f = 2; f <= 4; f += 2)
+            for (int off = -3; off <= 3; off++, u++) {
+                float c = (float)(f / rec[m]);
+                for (int i = 0; i < abs(off); i++) c = nextafterf(c, off < 0 ? 0.0f : 100.0f);
+                if ((float)(c * rec[m]) == (float)f && c * rec[m] != f) hits++;
+                float *v = x + u * 64;
+                v[0] = vmax[m];
+                for (int i = 4; i < 64; i++) v[i] = i % 4 == 0 ? c : i % 4 == 1 ? -c / 3 : i % 4 == 2 ? c / 5 : 0.1f;
+            }
+    assert_true(hits >= 6);   /* the data reach the case */
     for (size_t i = 0; i < R; i++)   /* axis 0 takes the transpose: x is R x C, xt is C x R */
         for (size_t j = 0; j < C; j++) xt[j * R + i] = x[i * C + j];
     for (int axis = 0; axis <= 1; axis++)
