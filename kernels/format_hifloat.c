@@ -503,6 +503,9 @@ static inline uint8_t e6m2_rne(double sf)
     return (uint8_t)(eb << 2 | (int)((u >> 50) & 3));
 }
 
+/* Metadata of a unit from its 16 group maxima (as |float| bit patterns, NaN-free); also the
+** element multipliers: rmul[k] = REC * 2^(2 - d) for micro-group k (to units of 1/4) and
+** smul[k] = E6M2 * 2^(d - 2) (back to values). */
 /* E6M2 code of a unit from Vmax (as |float| bits, not NaN). */
 static inline uint8_t hif4_scale(uint32_t vmax)
 {
@@ -514,11 +517,6 @@ static inline uint8_t hif4_scale(uint32_t vmax)
     return e6m2_rne(sf);
 }
 
-uint8_t qs_hif4_scale_code(uint32_t vmax) { return hif4_scale(vmax); }
-
-/* Metadata of a unit from its 16 group maxima (as |float| bit patterns, NaN-free); also the
-** element multipliers: rmul[k] = REC * 2^(2 - d) for micro-group k (to units of 1/4) and
-** smul[k] = E6M2 * 2^(d - 2) (back to values). */
 static void hif4_meta(const uint32_t v16[16], qs_hif4_meta *m, double rmul[16], float smul[16])
 {
     uint32_t vmax = 0;

@@ -62,11 +62,6 @@ void qs_hif4_meta_load(const uint8_t in[QS_HIF4_META], qs_hif4_meta *m);
 double qs_hif4_e6m2_value(uint8_t c);
 double qs_hif4_e6m2_rec(uint8_t c);
 
-/* E6M2 code of a unit from Vmax, its largest |element| as float bits (not NaN; Inf gives 0xFE):
-** SF = BF16_RNE(Vmax * 73/512), clamped to [2^-48, 49152], rounded to E6M2 (§2.5).  For the fused
-** training kernel (llm_fakeq_hif4.c), which takes the rest of the unit in its own layout. */
-uint8_t qs_hif4_scale_code(uint32_t vmax);
-
 /* Quantize one unit of 64 values (Algorithm 1, §2.5): metadata and 64 element nibbles
 ** (bit 3 = sign, bits 2..0 = q).  rne = 0: TA elements (default), 1: RNE elements. */
 void qs_hif4_quant_unit(const float v[QS_HIF4_UNIT], int rne, qs_hif4_meta *m,
