@@ -24,7 +24,7 @@
 #define MIN_SEEDS 3
 #define MAX_SEEDS 16
 #define MAX_CELLS 48
-#define RUN_MIN 4     /* minutes per default run (600 steps of 32 x 8; docs/rl.md: 2-4 min exact, FP4 slower) */
+#define RUN_MIN 2     /* minutes per default run (600 steps of 32 x 8; docs/rl.md "The experiments": 31-236 s, mean ~100 s under load) */
 
 static qs_db *g_db;
 
