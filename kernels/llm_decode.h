@@ -37,6 +37,10 @@ void qs_llm_dec_copy(qs_llm_dec *d, int dst, int src, int npos);
 int qs_llm_dec_step(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_dec *d, const int32_t *tok,
                     const int *slot, const int *pos, int R, float *hidden, uint64_t *uf, qs_err *e);
 
+/* on = 0: run the step pass by pass (one pool call per GEMM, rounding and attention), the reference
+** the fused passes equal bit for bit (tests); 1 (the default): fused. */
+void qs_llm_dec_set_fused(qs_llm_dec *d, int on);
+
 /* Logits of R hidden rows (act rounds them first, as qs_llm_logits): out[r*vocab + v]. */
 int qs_llm_dec_logits(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_dec *d, const float *hidden, int R,
                       float *out, uint64_t *uf, qs_err *e);

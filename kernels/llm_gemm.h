@@ -10,7 +10,21 @@
 #ifndef QS_LLM_GEMM_H
 #define QS_LLM_GEMM_H
 
+#include <stddef.h>
+
 /* threads <= 1: the calling thread only. */
 void qs_llm_gemm_nt(float *y, const float *x, const float *W, int R, int in, int out, int threads);
+
+/* The same product with x already transposed, for callers that pack it while computing it (the
+** decoder's row passes) and run the tasks on their own pool call: xt[in][mp], mp = qs_llm_gemm_mp(R),
+** rows R .. mp-1 zero.  prep returns the number of tasks; each task writes its own columns of y. */
+typedef struct qs_llm_gemm_job {
+    float *y;
+    const float *xt, *W;
+    int R, mp, in, out, chunk, level;
+} qs_llm_gemm_job;
+int qs_llm_gemm_mp(int R);
+size_t qs_llm_gemm_prep(qs_llm_gemm_job *j, float *y, const float *xt, const float *W, int R, int in, int out);
+void qs_llm_gemm_task(const qs_llm_gemm_job *j, size_t task);
 
 #endif
