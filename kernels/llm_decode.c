@@ -6,7 +6,9 @@
 #include "llm_internal.h"
 #include "llm_rows.h"
 #include "pool.h"
+#include "simd.h"
 
+#include <immintrin.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,10 +89,26 @@ void qs_llm_dec_copy(qs_llm_dec *d, int dst, int src, int npos)
 
 /* ---------------------------------------------------------------- rounding with underflow counts */
 
+/* 8 at a time: masks of before != 0 (NaN counts, as in the loop) and after == 0, counted. */
+__attribute__((target("avx2,popcnt"))) static size_t count_uf_avx2(const float *before, const float *after, size_t n,
+                                                                   uint64_t *nz, uint64_t *z)
+{
+    const __m256 zero = _mm256_setzero_ps();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 b = _mm256_cmp_ps(_mm256_loadu_ps(before + i), zero, _CMP_NEQ_UQ);
+        const __m256 a = _mm256_cmp_ps(_mm256_loadu_ps(after + i), zero, _CMP_EQ_OQ);
+        *nz += (uint64_t)_mm_popcnt_u32((unsigned)_mm256_movemask_ps(b));
+        *z += (uint64_t)_mm_popcnt_u32((unsigned)_mm256_movemask_ps(_mm256_and_ps(a, b)));
+    }
+    return i;
+}
+
 void qs_dec_count_uf(const float *before, const float *after, size_t n, uint64_t *c)
 {
     uint64_t nz = 0, z = 0;
-    for (size_t i = 0; i < n; i++)
+    size_t i = qs_simd_level() >= QS_SIMD_AVX2 ? count_uf_avx2(before, after, n, &nz, &z) : 0;
+    for (; i < n; i++)
         if (before[i] != 0) { nz++; z += after[i] == 0; }
     c[0] += nz;
     c[1] += z;
@@ -253,9 +271,26 @@ void qs_llm_dec_set_fused(qs_llm_dec *d, int on) { d->fused = on; }
 int qs_llm_dec_logits(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_dec *d, const float *hidden, int R,
                       float *out, uint64_t *uf, qs_err *e)
 {
-    const int dm = m->c.dim;
+    return qs_llm_dec_logits_each(m, nx, d, hidden, R, out, uf, NULL, NULL, e);
+}
+
+static int logits_unfused(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_dec *d, const float *hidden, int R,
+                          float *out, uint64_t *uf, qs_err *e);
+
+int qs_llm_dec_logits_each(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_dec *d, const float *hidden, int R,
+                           float *out, uint64_t *uf, qs_pool_fn each, void *ctx, qs_err *e)
+{
     if (R <= 0 || R > d->max_rows) return qs_fail(e, "decode: %d rows (room for %d)", R, d->max_rows);
-    if (d->fused) return qs_dec_logits_fused(m, nx, d, hidden, R, out, uf, e);
+    if (d->fused) return qs_dec_logits_fused(m, nx, d, hidden, R, out, uf, each, ctx, e);
+    if (logits_unfused(m, nx, d, hidden, R, out, uf, e)) return -1;
+    if (each) qs_pool_for(d->threads, (size_t)R, each, ctx);
+    return 0;
+}
+
+static int logits_unfused(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_dec *d, const float *hidden, int R,
+                          float *out, uint64_t *uf, qs_err *e)
+{
+    const int dm = m->c.dim;
     const float *x = hidden;
     if (nx && nx->act) {
         memcpy(d->xn, hidden, (size_t)R * dm * sizeof(float));

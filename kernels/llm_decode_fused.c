@@ -34,9 +34,11 @@ typedef struct fjob {
     const qs_apply *a0, *a1;  /* the pass's roundings: a0 its input's, a1 the KV cache's (P_QKV) */
     int l, R, kind, fuse_att, scaled, count;
     qs_llm_resq resq;
-    size_t nrow;              /* tasks [0, nrow): row blocks; then the GEMM's */
+    size_t nrow, ngemm;       /* tasks [0, nrow): row blocks; then ngemm of the GEMM; then one per row */
     qs_llm_gemm_job g;
-    atomic_int rows_left, fail;
+    qs_pool_fn each;          /* the per-row tasks after the GEMM (NULL: none) */
+    void *each_ctx;
+    atomic_int rows_left, gemm_left, fail;
     qs_err err;
 } fjob;
 
@@ -176,11 +178,18 @@ static void ftask(void *ctx, size_t task, int slot)
         atomic_fetch_sub_explicit(&j->rows_left, 1, memory_order_release);
         return;
     }
-    /* a GEMM tile needs every row packed: the lower tasks are all handed out, wait for them */
-    for (int spin = 0; atomic_load_explicit(&j->rows_left, memory_order_acquire) > 0; spin++)
+    /* a GEMM tile needs every row packed, a row's own task every tile: the lower tasks are all
+    ** handed out, wait for them */
+    atomic_int *left = task < j->nrow + j->ngemm ? &j->rows_left : &j->gemm_left;
+    for (int spin = 0; atomic_load_explicit(left, memory_order_acquire) > 0; spin++)
         if (spin > 64) sched_yield();
         else _mm_pause();
-    if (!atomic_load_explicit(&j->fail, memory_order_relaxed)) qs_llm_gemm_task(&j->g, task - j->nrow);
+    const int failed = atomic_load_explicit(&j->fail, memory_order_relaxed);
+    if (task < j->nrow + j->ngemm) {
+        if (!failed) qs_llm_gemm_task(&j->g, task - j->nrow);
+        atomic_fetch_sub_explicit(&j->gemm_left, 1, memory_order_release);
+    } else if (!failed)
+        j->each(j->each_ctx, task - j->nrow - j->ngemm, slot);
 }
 
 /* One pool call: the row pass `kind`, then y = packed input . W^T (W NULL: the row pass alone).  uf:
@@ -191,13 +200,15 @@ static int run(fjob *j, int kind, const float *W, int in, int out, float *y, uin
     j->kind = kind;
     j->count = uf0 || uf1;
     j->nrow = (size_t)(j->R + RB - 1) / RB;
-    size_t ng = W ? qs_llm_gemm_prep(&j->g, y, d->xt, W, j->R, in, out) : 0;
+    j->ngemm = W ? qs_llm_gemm_prep(&j->g, y, d->xt, W, j->R, in, out) : 0;
+    const size_t n = j->nrow + j->ngemm + (j->each ? (size_t)j->R : 0);
     atomic_init(&j->rows_left, (int)j->nrow);
+    atomic_init(&j->gemm_left, (int)j->ngemm);
     atomic_init(&j->fail, 0);
     if (j->count) memset(d->ucnt, 0, (size_t)d->threads * 8 * sizeof(uint64_t));
-    if (d->threads > 1) qs_pool_for(d->threads, j->nrow + ng, ftask, j);
+    if (d->threads > 1) qs_pool_for(d->threads, n, ftask, j);
     else
-        for (size_t t = 0; t < j->nrow + ng; t++) ftask(j, t, 0);
+        for (size_t t = 0; t < n; t++) ftask(j, t, 0);
     if (atomic_load(&j->fail)) { *e = j->err; return -1; }
     for (int s = 0; s < d->threads && j->count; s++)
         for (int i = 0; i < 2; i++) {
@@ -238,7 +249,7 @@ int qs_dec_step_fused(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_d
     const int dm = c->dim, hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_kv_head * hd, F = c->ffn;
     const qs_apply *act = nx ? nx->act : NULL, *kv_all = nx ? nx->kv : NULL;
     fjob j = {m, d, NULL, tok, slot, pos, NULL, hidden, NULL, NULL, 0, R, 0, 1, nx ? nx->scaled : 0, 0,
-              nx ? nx->resq : QS_RESQ_NONE, 0, {0}, 0, 0, {{0}}};
+              nx ? nx->resq : QS_RESQ_NONE, 0, 0, {0}, NULL, NULL, 0, 0, 0, {{0}}};
     for (int r = 0; r < R; r++) d->seen[slot[r]] = 0;   /* attention in the QKV pass: every row a slot of its own */
     for (int r = 0; r < R && j.fuse_att; r++) j.fuse_att = d->seen[slot[r]]++ == 0;
     zero_pad(d, R);
@@ -279,10 +290,10 @@ int qs_dec_step_fused(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_d
 }
 
 int qs_dec_logits_fused(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_dec *d, const float *hidden, int R,
-                        float *out, uint64_t *uf, qs_err *e)
+                        float *out, uint64_t *uf, qs_pool_fn each, void *ctx, qs_err *e)
 {
     fjob j = {m, d, NULL, NULL, NULL, NULL, hidden, NULL, nx ? nx->act : NULL, NULL, m->c.n_layer, R, 0, 0,
-              nx ? nx->scaled : 0, 0, nx ? nx->resq : QS_RESQ_NONE, 0, {0}, 0, 0, {{0}}};
+              nx ? nx->scaled : 0, 0, nx ? nx->resq : QS_RESQ_NONE, 0, 0, {0}, each, ctx, 0, 0, 0, {{0}}};
     zero_pad(d, R);
     return run(&j, P_LOGITS, m->output, m->c.dim, m->c.vocab, out, uf && j.a0 ? uf + QS_LLM_UF(m->c.n_layer, 0) : NULL,
                NULL, e);

@@ -22,6 +22,6 @@ void qs_dec_count_uf(const float *before, const float *after, size_t n, uint64_t
 int qs_dec_step_fused(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_dec *d, const int32_t *tok,
                       const int *slot, const int *pos, int R, float *hidden, uint64_t *uf, qs_err *e);
 int qs_dec_logits_fused(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_dec *d, const float *hidden, int R,
-                        float *out, uint64_t *uf, qs_err *e);
+                        float *out, uint64_t *uf, qs_pool_fn each, void *ctx, qs_err *e);
 
 #endif
