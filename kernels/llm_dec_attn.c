@@ -73,45 +73,86 @@ __attribute__((target("avx2,fma"))) static void scores8_avx2(float *S, const flo
     for (; t < n; t++) S[t] = dot_avx2(q, kb + (size_t)t * ld, hd) * scale;
 }
 
-/* out[c0 .. c0+64) over the heads it spans (hd a multiple of 8): eight independent add chains, each
-** that of pv_avx2 for its 8 elements. */
-__attribute__((target("avx2,fma"))) static void pv64_avx2(float *out, const float *S, const float *vb, int kvd, int n,
-                                                          int nn, int hd, int grp, int c0)
+/* out[h0*hd .. h0*hd + 64) += the terms of keys [t0, t1), heads h0 .. h0 + 8/CPH of CPH*8 elements
+** each: eight independent add chains, each continuing that of pv_avx2 for its 8 elements (CPH a
+** constant: every pointer in a register). */
+__attribute__((target("avx2,fma"), always_inline)) static inline void pv64_heads(float *out, const float *S,
+                                                                                 const float *vb, int kvd, int t0, int t1,
+                                                                                 int nn, int grp, int h0, const int CPH)
 {
-    const float *p[8], *v[8];
+    enum { NH_MAX = 4 };
+    const int nh = 8 / CPH, hd = CPH * 8;
+    const float *p[NH_MAX], *v[NH_MAX];
     __m256 a[8];
+    for (int g = 0; g < nh; g++) { p[g] = S + (size_t)(h0 + g) * nn; v[g] = vb + (size_t)((h0 + g) / grp) * hd; }
 #pragma GCC unroll 8
-    for (int k = 0; k < 8; k++) {
-        const int c = c0 + 8 * k, h = c / hd, i = c % hd;
-        p[k] = S + (size_t)h * nn;
-        v[k] = vb + (size_t)(h / grp) * hd + i;
-        a[k] = _mm256_setzero_ps();
-    }
-    for (int t = 0; t < n; t++) {
+    for (int k = 0; k < 8; k++) a[k] = _mm256_loadu_ps(out + (size_t)h0 * hd + 8 * k);
+    for (int t = t0; t < t1; t++) {
         const size_t at = (size_t)t * kvd;
+#pragma GCC unroll 4
+        for (int g = 0; g < nh; g++) {
+            const __m256 pt = _mm256_set1_ps(p[g][t]);
 #pragma GCC unroll 8
-        for (int k = 0; k < 8; k++)
-            a[k] = _mm256_add_ps(a[k], _mm256_mul_ps(_mm256_set1_ps(p[k][t]), _mm256_loadu_ps(v[k] + at)));
+            for (int c = 0; c < CPH; c++)
+                a[g * CPH + c] = _mm256_add_ps(a[g * CPH + c], _mm256_mul_ps(pt, _mm256_loadu_ps(v[g] + at + 8 * c)));
+        }
     }
 #pragma GCC unroll 8
-    for (int k = 0; k < 8; k++) _mm256_storeu_ps(out + c0 + 8 * k, a[k]);
+    for (int k = 0; k < 8; k++) _mm256_storeu_ps(out + (size_t)h0 * hd + 8 * k, a[k]);
 }
+
+__attribute__((target("avx2,fma"))) static void pv64_hd64(float *o, const float *S, const float *vb, int kvd, int t0, int t1,
+                                                          int nn, int grp, int h0)
+{
+    pv64_heads(o, S, vb, kvd, t0, t1, nn, grp, h0, 8);
+}
+__attribute__((target("avx2,fma"))) static void pv64_hd32(float *o, const float *S, const float *vb, int kvd, int t0, int t1,
+                                                          int nn, int grp, int h0)
+{
+    pv64_heads(o, S, vb, kvd, t0, t1, nn, grp, h0, 4);
+}
+__attribute__((target("avx2,fma"))) static void pv64_hd16(float *o, const float *S, const float *vb, int kvd, int t0, int t1,
+                                                          int nn, int grp, int h0)
+{
+    pv64_heads(o, S, vb, kvd, t0, t1, nn, grp, h0, 2);
+}
+
+/* The same for 8 elements. */
+__attribute__((target("avx2,fma"))) static void pv8_avx2(float *o, const float *p, const float *v, int ld, int t0, int t1)
+{
+    __m256 a = _mm256_loadu_ps(o);
+    for (int t = t0; t < t1; t++) a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_set1_ps(p[t]), _mm256_loadu_ps(v + (size_t)t * ld)));
+    _mm256_storeu_ps(o, a);
+}
+
+/* Keys in blocks of TB (their K or V rows, every head's, in L1): the cache read once, in order. */
+#define TB 16
 
 void qs_dec_attn_row(float *out, const float *q, const float *kb, const float *vb, int kvd, int n, int n_head, int hd,
                      int grp, float scale, float *S, int fast)
 {
     const int avx = qs_simd_level() >= QS_SIMD_AVX2, qd = n_head * hd;
     if (fast && avx && hd % 8 == 0) {
-        for (int h = 0; h < n_head; h++) {
-            float *Sh = S + (size_t)h * n;
-            scores8_avx2(Sh, q + (size_t)h * hd, kb + (size_t)(h / grp) * hd, kvd, n, hd, scale);
-            qs_softmax_row(Sh, (size_t)n);
+        for (int t0 = 0; t0 < n; t0 += TB) {
+            const int tn = n - t0 < TB ? n - t0 : TB;
+            for (int h = 0; h < n_head; h++)
+                scores8_avx2(S + (size_t)h * n + t0, q + (size_t)h * hd, kb + (size_t)t0 * kvd + (size_t)(h / grp) * hd, kvd,
+                             tn, hd, scale);
         }
-        int c0 = 0;
-        for (; c0 + 64 <= qd; c0 += 64) pv64_avx2(out, S, vb, kvd, n, n, hd, grp, c0);
-        for (; c0 < qd; c0 += 8) {   /* the rest 8 elements at a time */
-            const int h = c0 / hd;
-            pv_avx2(out + c0, S + (size_t)h * n, vb + (size_t)(h / grp) * hd + c0 % hd, kvd, n, 8);
+        for (int h = 0; h < n_head; h++) qs_softmax_row(S + (size_t)h * n, (size_t)n);
+        memset(out, 0, (size_t)qd * sizeof(float));   /* each chain from +0, as pv_avx2's */
+        for (int t0 = 0; t0 < n; t0 += TB) {
+            const int t1 = n - t0 < TB ? n : t0 + TB;
+            int h = 0;
+            if (hd == 64 || hd == 32 || hd == 16) {   /* 64 elements (1, 2 or 4 heads) at a time */
+                const int nh = 64 / hd;
+                for (; h + nh <= n_head; h += nh)
+                    (hd == 64 ? pv64_hd64 : hd == 32 ? pv64_hd32 : pv64_hd16)(out, S, vb, kvd, t0, t1, n, grp, h);
+            }
+            for (int c0 = h * hd; c0 < qd; c0 += 8) {   /* the rest 8 elements at a time */
+                const int hh = c0 / hd;
+                pv8_avx2(out + c0, S + (size_t)hh * n, vb + (size_t)(hh / grp) * hd + c0 % hd, kvd, t0, t1);
+            }
         }
         return;
     }
