@@ -51,11 +51,14 @@ __attribute__((target("avx512f"))) static void tile512(float *y, int ldy, const 
             t1[j] = k0 ? _mm512_add_ps(t1[j], a1[j]) : a1[j];
         }
     }
-    float t[MB];
+    float t[NW][MB];   /* then row by row: each output row's nr values stored together */
     for (int j = 0; j < nr; j++) {
-        _mm512_storeu_ps(t, t0[j]);
-        _mm512_storeu_ps(t + 16, t1[j]);
-        for (int m = 0; m < mc; m++) y[(size_t)m * ldy + j] = t[m];
+        _mm512_storeu_ps(t[j], t0[j]);
+        _mm512_storeu_ps(t[j] + 16, t1[j]);
+    }
+    for (int m = 0; m < mc; m++) {
+        float *ym = y + (size_t)m * ldy;
+        for (int j = 0; j < nr; j++) ym[j] = t[j][m];
     }
 }
 
@@ -88,12 +91,14 @@ __attribute__((target("avx2,fma"))) static void tile256(float *y, int ldy, const
                     t1[j] = k0 ? _mm256_add_ps(t1[j], a1[j]) : a1[j];
                 }
             }
-            float t[16];
-            for (int j = 0; j < NW2 && j0 + j < nr; j++) {
-                _mm256_storeu_ps(t, t0[j]);
-                _mm256_storeu_ps(t + 8, t1[j]);
-                for (int m = m0; m < mc && m < m0 + 16; m++) y[(size_t)m * ldy + j0 + j] = t[m - m0];
+            float t[NW2][16];   /* then row by row (see tile512) */
+            const int nj = nr - j0 < NW2 ? nr - j0 : NW2;
+            for (int j = 0; j < nj; j++) {
+                _mm256_storeu_ps(t[j], t0[j]);
+                _mm256_storeu_ps(t[j] + 8, t1[j]);
             }
+            for (int m = m0; m < mc && m < m0 + 16; m++)
+                for (int j = 0; j < nj; j++) y[(size_t)m * ldy + j0 + j] = t[j][m - m0];
         }
     }
 }
