@@ -127,7 +127,8 @@ static void tile_scalar(float *y, int ldy, const float *xt, int mp, int mc, cons
 
 /* ---------------------------------------------------------------- driver */
 
-/* One task: weight rows [o0, o0 + chunk), NW at a time (in L1) against every tile of input rows (L2). */
+/* One task: weight rows [o0, o0 + chunk) (NW: small tasks balance two threads on a 256-row product), in L1,
+** against every tile of input rows (L2). */
 void qs_llm_gemm_task(const qs_llm_gemm_job *j, size_t task)
 {
     int o0 = (int)task * j->chunk, o1 = o0 + j->chunk < j->out ? o0 + j->chunk : j->out;
@@ -150,7 +151,7 @@ int qs_llm_gemm_mp(int R) { return (R + MB - 1) / MB * MB; }
 
 size_t qs_llm_gemm_prep(qs_llm_gemm_job *j, float *y, const float *xt, const float *W, int R, int in, int out)
 {
-    *j = (qs_llm_gemm_job){y, xt, W, R, qs_llm_gemm_mp(R), in, out, 4 * NW, qs_simd_level()};
+    *j = (qs_llm_gemm_job){y, xt, W, R, qs_llm_gemm_mp(R), in, out, NW, qs_simd_level()};
     return (size_t)(out + j->chunk - 1) / (size_t)j->chunk;
 }
 
