@@ -1,6 +1,7 @@
 /*
 ** y[R][out] = x[R][in] . W[out][in]^T whose every element is computed the same way whatever R, the
-** other rows, the tiling, the SIMD level or the thread count: one FMA chain over k = 0 .. in-1 from +0.
+** other rows, the tiling, the SIMD level or the thread count: an FMA chain from +0 over each block of
+** 64 k's, the blocks' sums added in order.
 ** The batched sampler (kernels/llm_decode.h) needs this: OpenBLAS's SGEMM picks other kernels for
 ** small M x N x K, so a row's result there depends on how many rows share the call (measured on
 ** OpenBLAS 0.3.21, docs/llm.md).  x is transposed once per call (rows padded to 32); tiles of 32 input
