@@ -46,13 +46,12 @@ qs_llm_dec *qs_llm_dec_new(const qs_llm_cfg *c, int slots, int max_pos, int max_
     d->wide = (int)wide;
     d->xt = malloc((size_t)d->mp * wide * sizeof(float));
     d->scr = malloc((size_t)d->threads * 4 * wide * sizeof(float));
-    d->ucnt = calloc((size_t)d->threads * 8, sizeof(uint64_t));
     d->seen = calloc((size_t)slots, sizeof(int));
     d->fused = 1;
     d->rcos = malloc((size_t)max_pos * (c->head_dim / 2) * sizeof(float));
     d->rsin = malloc((size_t)max_pos * (c->head_dim / 2) * sizeof(float));
     if (!d->kc || !d->vc || !d->x || !d->xn || !d->q || !d->k || !d->v || !d->att || !d->h || !d->y || !d->save ||
-        !d->tmp || !d->sc || !d->rcos || !d->rsin || !d->xt || !d->scr || !d->ucnt || !d->seen) {
+        !d->tmp || !d->sc || !d->rcos || !d->rsin || !d->xt || !d->scr || !d->seen) {
         qs_llm_dec_free(d);
         qs_fail(e, "out of memory for the KV caches of %d sequences x %d positions", slots, max_pos);
         return NULL;
@@ -72,7 +71,7 @@ void qs_llm_dec_free(qs_llm_dec *d)
     if (!d) return;
     free(d->kc); free(d->vc); free(d->x); free(d->xn); free(d->q); free(d->k); free(d->v); free(d->att); free(d->h);
     free(d->y); free(d->save); free(d->tmp); free(d->sc); free(d->rcos); free(d->rsin);
-    free(d->xt); free(d->scr); free(d->ucnt); free(d->seen);
+    free(d->xt); free(d->scr); free(d->seen); free(d->ph);
     free(d);
 }
 

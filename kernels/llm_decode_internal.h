@@ -14,9 +14,11 @@ struct qs_llm_dec {
     int mp, wide;                         /* the packed input's stride (this call's padded rows), the widest row */
     float *xt;                            /* a GEMM's input, packed: [wide][mp] */
     float *scr;                           /* per pool slot: 4 * wide floats (rounding scratch, a row saved) */
-    uint64_t *ucnt;                       /* per pool slot: 8 underflow counters */
     int *seen;                            /* per cache slot: the rows seen (which slots a call repeats) */
+    struct qs_dec_phase *ph;              /* the fused step's phases (llm_decode_fused.c), ph_cap of them */
+    size_t ph_cap;
 };
+typedef struct qs_dec_phase qs_dec_phase;
 
 void qs_dec_count_uf(const float *before, const float *after, size_t n, uint64_t *c);
 int qs_dec_step_fused(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_dec *d, const int32_t *tok,
