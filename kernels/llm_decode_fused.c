@@ -193,9 +193,9 @@ static void ftask(void *ctx, size_t task, int slot)
     ** spinning briefly, then yielding, then sleeping (a thread it waits for may be preempted on a
     ** loaded machine: spinning would take its CPU) */
     for (int spin = 0; atomic_load_explicit(&j->done, memory_order_acquire) < p->start; spin++)
-        if (spin < 64) _mm_pause();
-        else if (spin < 96) sched_yield();
-        else nanosleep(&(struct timespec){0, 20000}, NULL);
+        if (spin < 128) _mm_pause();
+        else if (spin < 4096) sched_yield();   /* a few ms: gives the CPU away only if others wait */
+        else nanosleep(&(struct timespec){0, 50000}, NULL);
     if (!atomic_load_explicit(&j->fail, memory_order_relaxed)) {
         const size_t t = task - p->start;
         if (p->kind == P_GEMM) qs_llm_gemm_task(&p->g, t);
