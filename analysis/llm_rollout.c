@@ -7,7 +7,9 @@
 #include "../kernels/qs_clock.h"
 #include "../kernels/sr.h"
 
-static int sample(const float *logits, int vocab, double u, double *lp, double *ent)
+/* ex: room for vocab doubles keeping the exps of the first pass for the draw (the same values), or
+** NULL (computed again). */
+static int sample(const float *logits, int vocab, double u, double *ex, double *lp, double *ent)
 {
     double mx = -INFINITY;
     for (int i = 0; i < vocab; i++) if (logits[i] > mx) mx = logits[i];
@@ -15,13 +17,14 @@ static int sample(const float *logits, int vocab, double u, double *lp, double *
     double z = 0, ez = 0;
     for (int i = 0; i < vocab; i++) {
         double d = logits[i] - mx, p = exp(d);
+        if (ex) ex[i] = p;
         z += p;
         ez += p * d;
     }
     double t = u * z, acc = 0;
     int pick = vocab - 1;
     for (int i = 0; i < vocab; i++) {
-        acc += exp(logits[i] - mx);
+        acc += ex ? ex[i] : exp(logits[i] - mx);
         if (acc > t) { pick = i; break; }
     }
     double lz = log(z);
@@ -75,7 +78,7 @@ size_t llm_sample_scratch(int vocab) { return (size_t)vocab * sizeof(cand); }
 
 int llm_sample_token(const float *logits, int vocab, double u, const sampler *sp, void *scratch, double *lp, double *ent)
 {
-    return sp ? sample_filtered(logits, vocab, u, sp, scratch, lp, ent) : sample(logits, vocab, u, lp, ent);
+    return sp ? sample_filtered(logits, vocab, u, sp, scratch, lp, ent) : sample(logits, vocab, u, scratch, lp, ent);
 }
 
 /* Sample N tokens for B copies of one prompt with model m / numerics nx. */
@@ -109,7 +112,7 @@ int llm_rollout(const qs_llm_model *m, const qs_llm_numerics *nx, const prompt_t
         for (int b = 0; b < B; b++) {
             double u = qs_sr_uniform(seed, (stream * 256 + (uint64_t)b) * 65536 + (uint64_t)t);
             int k = sp ? sample_filtered(lg + (size_t)b * V, V, u, sp, cs, &ro->lp[(size_t)b * N + t], &ro->ent[(size_t)b * N + t])
-                       : sample(lg + (size_t)b * V, V, u, &ro->lp[(size_t)b * N + t], &ro->ent[(size_t)b * N + t]);
+                       : sample(lg + (size_t)b * V, V, u, NULL, &ro->lp[(size_t)b * N + t], &ro->ent[(size_t)b * N + t]);
             ro->tok[(size_t)b * L + p->n + t] = k;
             in[b] = k;
             if (ro->len[b] < 0 && k == eos) ro->len[b] = t + 1;

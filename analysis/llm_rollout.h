@@ -35,7 +35,8 @@ int llm_score_tokens(const qs_llm_model *m, const qs_llm_numerics *nx, const rol
 
 /* One token drawn from a row of logits with uniform u in [0,1): sp NULL = plain softmax sampling at
 ** temperature 1, else the filters of sampler (llm_rollout.c); *lp, *ent: log-prob and entropy of the
-** unfiltered distribution.  scratch: llm_sample_scratch(vocab) bytes (unused when sp is NULL). */
+** unfiltered distribution.  scratch: llm_sample_scratch(vocab) bytes, or NULL when sp is NULL (it keeps
+** the exps for the draw then, the same bits either way). */
 size_t llm_sample_scratch(int vocab);
 int llm_sample_token(const float *logits, int vocab, double u, const sampler *sp, void *scratch, double *lp, double *ent);
 

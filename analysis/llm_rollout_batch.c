@@ -36,7 +36,7 @@ typedef struct work {
     float *hid, *hl, *lg;
     int32_t *tok;
     int *slot, *pos, *idx;
-    char *cand;              /* sampler scratch per pool slot */
+    char *cand;              /* sampler scratch per pool slot (llm_sample_scratch) */
     int threads;
 } work;
 
@@ -67,7 +67,7 @@ typedef struct take_job {
 static void take_task(void *ctx, size_t r, int slot)
 {
     const take_job *j = ctx;
-    void *cand = j->w->cand ? j->w->cand + (size_t)slot * llm_sample_scratch(j->V) : NULL;
+    void *cand = j->w->cand + (size_t)slot * llm_sample_scratch(j->V);
     take(j->rb, j->w->lg + r * (size_t)j->V, j->V, j->w->idx[r], j->t, j->eos, j->seed, j->sp, cand);
 }
 
@@ -109,12 +109,11 @@ static int decode(const qs_llm_model *m, const qs_llm_numerics *nx, int eos, uin
                 w->idx[R++] = i;
             }
         if (!R) break;
+        take_job tj = {rb, w, sp, V, t, eos, seed};   /* sampling in the logits' pool call */
         if (qs_llm_dec_step(m, nx, w->dec, w->tok, w->slot, w->pos, R, w->hid, rb->uf, e) ||
-            qs_llm_dec_logits(m, nx, w->dec, w->hid, R, w->lg, rb->uf, e))
+            qs_llm_dec_logits_each(m, nx, w->dec, w->hid, R, w->lg, rb->uf, take_task, &tj, e))
             return -1;
         rb->rows += R;
-        take_job tj = {rb, w, sp, V, t, eos, seed};
-        qs_pool_for(w->threads, (size_t)R, take_task, &tj);
     }
     return 0;
 }
@@ -151,10 +150,10 @@ int llm_rollout_batch_at(const qs_llm_model *m, const qs_llm_numerics *nx, const
     w.pos = malloc((size_t)cap * sizeof(int));
     w.idx = malloc((size_t)S * sizeof(int));
     w.threads = qs_llm_threads();
-    w.cand = sp ? malloc((size_t)w.threads * llm_sample_scratch(V)) : NULL;
+    w.cand = malloc((size_t)w.threads * llm_sample_scratch(V));   /* the sampler's exps or candidates */
     int rc = -1;
     if (!rb->tok || !rb->lp || !rb->ent || !rb->len || !rb->plen || !rb->uf || !w.hid || !w.hl || !w.lg || !w.tok ||
-        !w.slot || !w.pos || !w.idx || (sp && !w.cand)) {
+        !w.slot || !w.pos || !w.idx || !w.cand) {
         qs_fail(e, "out of memory for %d sequences x %d tokens", S, max_new);
         goto out;
     }

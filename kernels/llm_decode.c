@@ -1,5 +1,7 @@
 /* Ragged batched decoding (llm_decode.h). */
 #include "llm_decode.h"
+#include "llm_decode_internal.h"
+#include "llm_dec_attn.h"
 #include "llm_gemm.h"
 #include "llm_internal.h"
 #include "llm_rows.h"
@@ -10,14 +12,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-struct qs_llm_dec {
-    qs_llm_cfg c;
-    int slots, max_pos, max_rows, threads;
-    float *kc, *vc;                       /* [layer][slot][max_pos][kv_dim] */
-    float *x, *xn, *q, *k, *v, *att, *h, *y, *save, *tmp, *sc;
-    float *rcos, *rsin;                   /* [max_pos][head_dim/2] */
-};
 
 qs_llm_dec *qs_llm_dec_new(const qs_llm_cfg *c, int slots, int max_pos, int max_rows, qs_err *e)
 {
@@ -47,11 +41,17 @@ qs_llm_dec *qs_llm_dec_new(const qs_llm_cfg *c, int slots, int max_pos, int max_
     d->y = malloc(R * fused * sizeof(float));
     d->save = malloc(R * wide * sizeof(float));
     d->tmp = malloc(3 * wide * sizeof(float));
-    d->sc = malloc((size_t)d->threads * max_pos * sizeof(float));
+    d->sc = malloc((size_t)d->threads * c->n_head * max_pos * sizeof(float));
+    d->mp = qs_llm_gemm_mp(max_rows);
+    d->wide = (int)wide;
+    d->xt = malloc((size_t)d->mp * wide * sizeof(float));
+    d->scr = malloc((size_t)d->threads * 4 * wide * sizeof(float));
+    d->seen = calloc((size_t)slots, sizeof(int));
+    d->fused = 1;
     d->rcos = malloc((size_t)max_pos * (c->head_dim / 2) * sizeof(float));
     d->rsin = malloc((size_t)max_pos * (c->head_dim / 2) * sizeof(float));
     if (!d->kc || !d->vc || !d->x || !d->xn || !d->q || !d->k || !d->v || !d->att || !d->h || !d->y || !d->save ||
-        !d->tmp || !d->sc || !d->rcos || !d->rsin) {
+        !d->tmp || !d->sc || !d->rcos || !d->rsin || !d->xt || !d->scr || !d->seen) {
         qs_llm_dec_free(d);
         qs_fail(e, "out of memory for the KV caches of %d sequences x %d positions", slots, max_pos);
         return NULL;
@@ -71,6 +71,7 @@ void qs_llm_dec_free(qs_llm_dec *d)
     if (!d) return;
     free(d->kc); free(d->vc); free(d->x); free(d->xn); free(d->q); free(d->k); free(d->v); free(d->att); free(d->h);
     free(d->y); free(d->save); free(d->tmp); free(d->sc); free(d->rcos); free(d->rsin);
+    free(d->xt); free(d->scr); free(d->seen); free(d->ph);
     free(d);
 }
 
@@ -87,10 +88,26 @@ void qs_llm_dec_copy(qs_llm_dec *d, int dst, int src, int npos)
 
 /* ---------------------------------------------------------------- rounding with underflow counts */
 
-static void count_uf(const float *before, const float *after, size_t n, uint64_t *c)
+/* 8 at a time: masks of before != 0 (NaN counts, as in the loop) and after == 0, counted. */
+__attribute__((target("avx2,popcnt"))) static size_t count_uf_avx2(const float *before, const float *after, size_t n,
+                                                                   uint64_t *nz, uint64_t *z)
+{
+    const __m256 zero = _mm256_setzero_ps();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 b = _mm256_cmp_ps(_mm256_loadu_ps(before + i), zero, _CMP_NEQ_UQ);
+        const __m256 a = _mm256_cmp_ps(_mm256_loadu_ps(after + i), zero, _CMP_EQ_OQ);
+        *nz += (uint64_t)_mm_popcnt_u32((unsigned)_mm256_movemask_ps(b));
+        *z += (uint64_t)_mm_popcnt_u32((unsigned)_mm256_movemask_ps(_mm256_and_ps(a, b)));
+    }
+    return i;
+}
+
+void qs_dec_count_uf(const float *before, const float *after, size_t n, uint64_t *c)
 {
     uint64_t nz = 0, z = 0;
-    for (size_t i = 0; i < n; i++)
+    size_t i = qs_simd_level() >= QS_SIMD_AVX2 ? count_uf_avx2(before, after, n, &nz, &z) : 0;
+    for (; i < n; i++)
         if (before[i] != 0) { nz++; z += after[i] == 0; }
     c[0] += nz;
     c[1] += z;
@@ -103,42 +120,11 @@ static int round_site(qs_llm_dec *d, const qs_apply *a, int scaled, qs_llm_resq 
     size_t n = (size_t)rows * cols;
     if (uf) memcpy(d->save, x, n * sizeof(float));
     if (qs_llm_round_rows(a, scaled, resq, x, rows, cols, d->tmp, e)) return -1;
-    if (uf) count_uf(d->save, x, n, uf);
+    if (uf) qs_dec_count_uf(d->save, x, n, uf);
     return 0;
 }
 
 /* ---------------------------------------------------------------- attention, one row per task */
-
-__attribute__((target("avx2,fma"))) static float dot_avx2(const float *a, const float *b, int n)
-{
-    __m256 s = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 8 <= n; i += 8) s = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s);
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_movehdup_ps(h));
-    float r = _mm_cvtss_f32(h);
-    for (; i < n; i++) r += a[i] * b[i];
-    return r;
-}
-
-/* o[0..hd) = sum_t p[t] v[t*ld + i], keys in order (hd a multiple of 8): the scalar loop below, 8 lanes. */
-__attribute__((target("avx2,fma"))) static void pv_avx2(float *o, const float *p, const float *v, int ld, int n, int hd)
-{
-    for (int i = 0; i < hd; i += 8) {
-        __m256 a = _mm256_setzero_ps();
-        for (int t = 0; t < n; t++)   /* multiply, then add: the scalar loop's bits */
-            a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_set1_ps(p[t]), _mm256_loadu_ps(v + (size_t)t * ld + i)));
-        _mm256_storeu_ps(o + i, a);
-    }
-}
-
-static float dot_scalar(const float *a, const float *b, int n)
-{
-    float r = 0;
-    for (int i = 0; i < n; i++) r += a[i] * b[i];
-    return r;
-}
 
 typedef struct att_job {
     qs_llm_dec *d;
@@ -152,27 +138,10 @@ static void att_row(void *ctx, size_t task, int tslot)
     const att_job *j = ctx;
     qs_llm_dec *d = j->d;
     const qs_llm_cfg *c = &d->c;
-    const int hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_kv_head * hd, grp = c->n_head / c->n_kv_head;
-    const int r = (int)task, n = j->pos[r] + 1, avx = qs_simd_level() >= QS_SIMD_AVX2;
+    const int hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_kv_head * hd, r = (int)task;
     const size_t base = ((size_t)j->l * d->slots + (size_t)j->slot[r]) * d->max_pos * kvd;
-    const float *kb = d->kc + base, *vb = d->vc + base;
-    float *S = d->sc + (size_t)tslot * d->max_pos;
-    for (int h = 0; h < c->n_head; h++) {
-        const float *q = d->q + (size_t)r * qd + (size_t)h * hd;
-        const int kh = h / grp;
-        for (int t = 0; t < n; t++) {
-            const float *kt = kb + (size_t)t * kvd + (size_t)kh * hd;
-            S[t] = (avx ? dot_avx2(q, kt, hd) : dot_scalar(q, kt, hd)) * j->scale;
-        }
-        qs_softmax_row(S, (size_t)n);
-        float *o = d->att + (size_t)r * qd + (size_t)h * hd;
-        if (avx && hd % 8 == 0) { pv_avx2(o, S, vb + (size_t)kh * hd, kvd, n, hd); continue; }
-        memset(o, 0, (size_t)hd * sizeof(float));
-        for (int t = 0; t < n; t++) {   /* elementwise over the head, the same order for every row */
-            const float *vt = vb + (size_t)t * kvd + (size_t)kh * hd, p = S[t];
-            for (int i = 0; i < hd; i++) o[i] += p * vt[i];
-        }
-    }
+    qs_dec_attn_row(d->att + (size_t)r * qd, d->q + (size_t)r * qd, d->kc + base, d->vc + base, kvd, j->pos[r] + 1,
+                    c->n_head, hd, c->n_head / c->n_kv_head, j->scale, d->sc + (size_t)tslot * c->n_head * d->max_pos, 1);
 }
 
 /* ---------------------------------------------------------------- the step */
@@ -232,17 +201,16 @@ static int qkv_into_cache(const qs_llm_model *m, const qs_llm_layer *L, const qs
         }
         if (qs_llm_fakeq_row(kvf, scaled, kr, kvd, d->kc + at, e) || qs_llm_fakeq_row(kvf, scaled, vr, kvd, d->vc + at, e))
             return -1;
-        if (uf) { count_uf(kr, d->kc + at, (size_t)kvd, uf); count_uf(vr, d->vc + at, (size_t)kvd, uf); }
+        if (uf) { qs_dec_count_uf(kr, d->kc + at, (size_t)kvd, uf); qs_dec_count_uf(vr, d->vc + at, (size_t)kvd, uf); }
     }
     return 0;
 }
 
-int qs_llm_dec_step(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_dec *d, const int32_t *tok,
-                    const int *slot, const int *pos, int R, float *hidden, uint64_t *uf, qs_err *e)
+/* The step pass by pass (the reference of the fused passes, llm_decode_fused.c). */
+static int step_unfused(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_dec *d, const int32_t *tok,
+                        const int *slot, const int *pos, int R, float *hidden, uint64_t *uf, qs_err *e)
 {
     const qs_llm_cfg *c = &m->c;
-    if (memcmp(c, &d->c, sizeof *c)) return qs_fail(e, "decode: state made for another model shape");
-    if (check_rows(d, tok, slot, pos, R, c->vocab, e)) return -1;
     const int dm = c->dim, qd = c->n_head * c->head_dim, F = c->ffn;
     const qs_apply *act = nx ? nx->act : NULL, *kv_all = nx ? nx->kv : NULL;
     const qs_llm_resq resq = nx ? nx->resq : QS_RESQ_NONE;
@@ -288,11 +256,40 @@ int qs_llm_dec_step(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_dec
     return 0;
 }
 
+int qs_llm_dec_step(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_dec *d, const int32_t *tok,
+                    const int *slot, const int *pos, int R, float *hidden, uint64_t *uf, qs_err *e)
+{
+    if (memcmp(&m->c, &d->c, sizeof m->c)) return qs_fail(e, "decode: state made for another model shape");
+    if (check_rows(d, tok, slot, pos, R, m->c.vocab, e)) return -1;
+    return d->fused ? qs_dec_step_fused(m, nx, d, tok, slot, pos, R, hidden, uf, e)
+                    : step_unfused(m, nx, d, tok, slot, pos, R, hidden, uf, e);
+}
+
+void qs_llm_dec_set_fused(qs_llm_dec *d, int on) { d->fused = on; }
+
 int qs_llm_dec_logits(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_dec *d, const float *hidden, int R,
                       float *out, uint64_t *uf, qs_err *e)
 {
-    const int dm = m->c.dim;
+    return qs_llm_dec_logits_each(m, nx, d, hidden, R, out, uf, NULL, NULL, e);
+}
+
+static int logits_unfused(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_dec *d, const float *hidden, int R,
+                          float *out, uint64_t *uf, qs_err *e);
+
+int qs_llm_dec_logits_each(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_dec *d, const float *hidden, int R,
+                           float *out, uint64_t *uf, qs_pool_fn each, void *ctx, qs_err *e)
+{
     if (R <= 0 || R > d->max_rows) return qs_fail(e, "decode: %d rows (room for %d)", R, d->max_rows);
+    if (d->fused) return qs_dec_logits_fused(m, nx, d, hidden, R, out, uf, each, ctx, e);
+    if (logits_unfused(m, nx, d, hidden, R, out, uf, e)) return -1;
+    if (each) qs_pool_for(d->threads, (size_t)R, each, ctx);
+    return 0;
+}
+
+static int logits_unfused(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_dec *d, const float *hidden, int R,
+                          float *out, uint64_t *uf, qs_err *e)
+{
+    const int dm = m->c.dim;
     const float *x = hidden;
     if (nx && nx->act) {
         memcpy(d->xn, hidden, (size_t)R * dm * sizeof(float));

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "llm.h"
+#include "pool.h"
 
 typedef struct qs_llm_dec qs_llm_dec;
 
@@ -37,8 +38,17 @@ void qs_llm_dec_copy(qs_llm_dec *d, int dst, int src, int npos);
 int qs_llm_dec_step(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_dec *d, const int32_t *tok,
                     const int *slot, const int *pos, int R, float *hidden, uint64_t *uf, qs_err *e);
 
+/* on = 0: run the step pass by pass (one pool call per GEMM, rounding and attention), the reference
+** the fused passes equal bit for bit (tests); 1 (the default): fused. */
+void qs_llm_dec_set_fused(qs_llm_dec *d, int on);
+
 /* Logits of R hidden rows (act rounds them first, as qs_llm_logits): out[r*vocab + v]. */
 int qs_llm_dec_logits(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_dec *d, const float *hidden, int R,
                       float *out, uint64_t *uf, qs_err *e);
+/* The same, then each(ctx, r, slot) for every row r once every logit is in out, in the same pool
+** call (one hand-off less per decode step); slot < qs_llm_threads() at qs_llm_dec_new, a pool slot
+** (kernels/pool.h: scratch indexed by it needs no lock).  each NULL: qs_llm_dec_logits. */
+int qs_llm_dec_logits_each(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_dec *d, const float *hidden, int R,
+                           float *out, uint64_t *uf, qs_pool_fn each, void *ctx, qs_err *e);
 
 #endif

@@ -51,11 +51,14 @@ __attribute__((target("avx512f"))) static void tile512(float *y, int ldy, const 
             t1[j] = k0 ? _mm512_add_ps(t1[j], a1[j]) : a1[j];
         }
     }
-    float t[MB];
+    float t[NW][MB];   /* then row by row: each output row's nr values stored together */
     for (int j = 0; j < nr; j++) {
-        _mm512_storeu_ps(t, t0[j]);
-        _mm512_storeu_ps(t + 16, t1[j]);
-        for (int m = 0; m < mc; m++) y[(size_t)m * ldy + j] = t[m];
+        _mm512_storeu_ps(t[j], t0[j]);
+        _mm512_storeu_ps(t[j] + 16, t1[j]);
+    }
+    for (int m = 0; m < mc; m++) {
+        float *ym = y + (size_t)m * ldy;
+        for (int j = 0; j < nr; j++) ym[j] = t[j][m];
     }
 }
 
@@ -88,12 +91,14 @@ __attribute__((target("avx2,fma"))) static void tile256(float *y, int ldy, const
                     t1[j] = k0 ? _mm256_add_ps(t1[j], a1[j]) : a1[j];
                 }
             }
-            float t[16];
-            for (int j = 0; j < NW2 && j0 + j < nr; j++) {
-                _mm256_storeu_ps(t, t0[j]);
-                _mm256_storeu_ps(t + 8, t1[j]);
-                for (int m = m0; m < mc && m < m0 + 16; m++) y[(size_t)m * ldy + j0 + j] = t[m - m0];
+            float t[NW2][16];   /* then row by row (see tile512) */
+            const int nj = nr - j0 < NW2 ? nr - j0 : NW2;
+            for (int j = 0; j < nj; j++) {
+                _mm256_storeu_ps(t[j], t0[j]);
+                _mm256_storeu_ps(t[j] + 8, t1[j]);
             }
+            for (int m = m0; m < mc && m < m0 + 16; m++)
+                for (int j = 0; j < nj; j++) y[(size_t)m * ldy + j0 + j] = t[j][m - m0];
         }
     }
 }
@@ -122,17 +127,10 @@ static void tile_scalar(float *y, int ldy, const float *xt, int mp, int mc, cons
 
 /* ---------------------------------------------------------------- driver */
 
-typedef struct gemm_job {
-    float *y;
-    const float *xt, *W;   /* xt [in][mp]: x transposed, rows padded with zeros */
-    int R, mp, in, out, chunk, level;
-} gemm_job;
-
-/* One task: weight rows [o0, o0 + chunk), NW at a time (in L1) against every tile of input rows (L2). */
-static void gemm_task(void *ctx, size_t task, int slot)
+/* One task: weight rows [o0, o0 + chunk) (NW: small tasks balance two threads on a 256-row product), in L1,
+** against every tile of input rows (L2). */
+void qs_llm_gemm_task(const qs_llm_gemm_job *j, size_t task)
 {
-    (void)slot;
-    const gemm_job *j = ctx;
     int o0 = (int)task * j->chunk, o1 = o0 + j->chunk < j->out ? o0 + j->chunk : j->out;
     for (int o = o0; o < o1; o += NW) {
         int nr = o1 - o < NW ? o1 - o : NW;
@@ -149,9 +147,23 @@ static void gemm_task(void *ctx, size_t task, int slot)
     }
 }
 
+int qs_llm_gemm_mp(int R) { return (R + MB - 1) / MB * MB; }
+
+size_t qs_llm_gemm_prep(qs_llm_gemm_job *j, float *y, const float *xt, const float *W, int R, int in, int out)
+{
+    *j = (qs_llm_gemm_job){y, xt, W, R, qs_llm_gemm_mp(R), in, out, NW, qs_simd_level()};
+    return (size_t)(out + j->chunk - 1) / (size_t)j->chunk;
+}
+
+static void gemm_task(void *ctx, size_t task, int slot)
+{
+    (void)slot;
+    qs_llm_gemm_task(ctx, task);
+}
+
 void qs_llm_gemm_nt(float *y, const float *x, const float *W, int R, int in, int out, int threads)
 {
-    const int mp = (R + MB - 1) / MB * MB;
+    const int mp = qs_llm_gemm_mp(R);
     float *xt = malloc((size_t)mp * in * sizeof(float));
     if (!xt) {   /* no room to transpose: the same chains, one element at a time */
         for (int m = 0; m < R; m++)
@@ -165,10 +177,10 @@ void qs_llm_gemm_nt(float *y, const float *x, const float *W, int R, int in, int
         for (int m = 0; m < R; m++) row[m] = x[(size_t)m * in + k];
         for (int m = R; m < mp; m++) row[m] = 0;
     }
-    gemm_job j = {y, xt, W, R, mp, in, out, 4 * NW, qs_simd_level()};
-    size_t ntask = (size_t)(out + j.chunk - 1) / (size_t)j.chunk;
+    qs_llm_gemm_job j;
+    size_t ntask = qs_llm_gemm_prep(&j, y, xt, W, R, in, out);
     if (threads > 1 && ntask > 1) qs_pool_for(threads, ntask, gemm_task, &j);
     else
-        for (size_t t = 0; t < ntask; t++) gemm_task(&j, t, 0);
+        for (size_t t = 0; t < ntask; t++) qs_llm_gemm_task(&j, t);
     free(xt);
 }

@@ -304,20 +304,27 @@ static void test_stream_base(void **st)
     qs_llm_file_free(&f);
 }
 
-/* The fused sampler's log-prob and entropy are qs_llm_logprob's, bit for bit. */
+/* The fused sampler's log-prob and entropy are qs_llm_logprob's, bit for bit; with scratch (the exps
+** kept for the draw) the same token and bits. */
 static void test_sampler_bits(void **st)
 {
     (void)st;
     enum { V = 1000 };
     float lg[V];
+    void *scr = malloc(llm_sample_scratch(V));
+    assert_non_null(scr);
     for (int i = 0; i < V; i++) lg[i] = (float)(3 * sin(i * 0.37) + (i % 7 == 0 ? 4 : 0));
     for (int k = 0; k < 20; k++) {
-        double lp, ent, ent2;
+        double lp, ent, ent2, lp3, ent3;
         int tok = llm_sample_token(lg, V, (k + 0.5) / 20, NULL, NULL, &lp, &ent);
         double lp2 = qs_llm_logprob(lg, V, tok, &ent2);
         assert_memory_equal(&lp, &lp2, sizeof lp);
         assert_memory_equal(&ent, &ent2, sizeof ent);
+        assert_int_equal(llm_sample_token(lg, V, (k + 0.5) / 20, NULL, scr, &lp3, &ent3), tok);
+        assert_memory_equal(&lp, &lp3, sizeof lp);
+        assert_memory_equal(&ent, &ent3, sizeof ent);
     }
+    free(scr);
 }
 
 static void test_refusals(void **st)
