@@ -151,7 +151,8 @@ static void test_sr_counters(void **st)
 
 /* Fused statistics: qs_llm_fakeq_par_stat's quantization and counts (each task's, summed) equal the plain
 ** quantization of the transformed input and qs_llm_opstat_add's counts, on random shapes (edges, small
-** operands that fall back), formats (MX FP/INT, NVFP4, int8 blocks, and ones it declines: HiF4, BF16),
+** operands that fall back), formats (MX FP/INT, NVFP4, int8 blocks, HiF4 (the fused kernels of llm_fakeq_fast.h
+** where the CPU has them), and one it declines: BF16),
 ** axes, RHT, SR, one or two threads, with zeros, tiny values, outliers and some NaN/Inf; and the
 ** recipe's operands with statistics (16x16 tiles, RHT) against the unfused path. */
 static uint64_t rs = 0x1234567ULL;
