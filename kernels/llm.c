@@ -132,12 +132,14 @@ static int mem_write(void *ctx, uint64_t start, size_t n, const float *y, qs_err
 
 static int quant_matrix(const qs_apply *w, int scaled, float *p, size_t rows, size_t cols, qs_err *e)
 {
+    memrw ctx = {p};
+    /* an explicit scale=tensor|row|col overrides the default (format_apply.c scales the matrix so) */
+    if (w->cscale) return qs_format_apply(w, rows, cols, mem_read, &ctx, mem_write, &ctx, e);
     if (scaled && qs_cast_scale_target(w->f) > 0) {   /* per-output-channel scaled cast */
         for (size_t r = 0; r < rows; r++)
             if (qs_llm_fakeq_row(w, 1, p + r * cols, (int)cols, p + r * cols, e)) return -1;
         return 0;
     }
-    memrw ctx = {p};
     return qs_format_apply(w, rows, cols, mem_read, &ctx, mem_write, &ctx, e);
 }
 
@@ -276,11 +278,16 @@ static void rmsnorm(float *out, const float *x, const float *w, int n, float eps
 }
 
 /* One run of values through a format: the effective run length for row/tensor granularity is the
-** whole row (one token), blocks otherwise. */
+** whole row (one token), blocks otherwise.  A run is one row, so scale=row scales it (even unscaled)
+** and scale=tensor|col, which need the whole matrix, cannot be honoured here. */
 int qs_llm_fakeq_row(const qs_apply *a, int scaled, const float *x, int n, float *y, qs_err *e)
 {
     qs_qopts o = a->o;
     if (a->gran != QS_GRAN_BLOCK) o.block = n;
+    if (a->cscale == QS_CSCALE_ROW) scaled = 1;
+    else if (a->cscale)
+        return qs_fail(e, "%s:scale=%s: activations and KV-cache rows are scaled per row (token) only", a->f->name,
+                       qs_cscale_name(a->cscale));
     if (!scaled) return a->f->fakeq(a->f, &o, x, (size_t)n, y, e);
     return qs_cast_scaled(a->f, &o, x, (size_t)n, y, e);   /* the scaling default of kernels/cast_scale.h */
 }

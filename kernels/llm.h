@@ -71,14 +71,16 @@ int qs_llm_alloc_bias(qs_llm_model *m, qs_err *e);
 int qs_llm_clone(qs_llm_model *dst, const qs_llm_model *src, qs_err *e);
 
 /* Fake-quantize every linear weight matrix in place (Q, K, V, O, gate, up, down and the output
-** projection; norms stay FP32).  With tied embeddings the rounded matrix also serves the lookup. */
+** projection; norms stay FP32).  With tied embeddings the rounded matrix also serves the lookup.
+** An element cast's scale=tensor|row|col (w->cscale) overrides `scaled` (one scale per output row). */
 int qs_llm_quantize_weights(qs_llm_model *m, const qs_apply *w, int scaled, qs_err *e);
 
 /* One run (a token's channels, a weight row) through a format into y (may equal x).  Row or tensor
 ** granularity makes the run one block; `scaled` gives element casts (fp8_*, fp6_*, fp4_e2m1, fp16,
 ** hif8) one FP32 scale per run, absmax -> the format's scale target (kernels/cast_scale.h: max_finite,
 ** 15 for hif8; bf16 unscaled), as FP8 recipes do (per-token activations, per-output-channel weights);
-** block formats ignore it. */
+** block formats ignore it.  a->cscale = row scales the run whatever `scaled`; tensor or col fail (a run
+** is one row: the callers refuse them for activations and the KV cache). */
 int qs_llm_fakeq_row(const qs_apply *a, int scaled, const float *x, int n, float *y, qs_err *e);
 
 typedef enum qs_llm_resq { QS_RESQ_NONE = 0, QS_RESQ_DENSE, QS_RESQ_24 } qs_llm_resq;

@@ -9,6 +9,7 @@
 #include <math.h>
 
 #include "../../store/llm_load.h"
+#include "../../kernels/cast_scale.h"
 #include "../../kernels/format.h"
 #include "../../kernels/llm.h"
 #include "../../store/container.h"
@@ -292,6 +293,46 @@ static void test_numerics(void **st)
     qs_llm_file_free(&f);
 }
 
+/* A per-format scale= is honoured, never only named: weights take scale=tensor (one scale for the
+** matrix, not one per output row) and scale=row (the default, also without `scaled`); a row (an
+** activation or KV-cache token) takes scale=row whatever `scaled` and refuses tensor and col. */
+static void test_cast_scale_option(void **st)
+{
+    (void)st;
+    qs_err e = {{0}};
+    qs_llm_cfg c = {.n_layer = 1, .dim = 8, .n_head = 2, .n_kv_head = 1, .head_dim = 4, .ffn = 12, .vocab = 16,
+                    .ctx = 8, .rope_base = 10000, .eps = 1e-5f, .rope_neox = 1};
+    qs_llm_model m0, mrow, mtensor, mdef;
+    assert_int_equal(qs_llm_alloc(&m0, &c, 0, &e), 0);
+    for (size_t i = 0; i < m0.arena_len; i++) m0.arena[i] = sinf(0.37f * (float)i) * (float)(1 + (i / 8) % 5) * 1e-3f;
+    assert_int_equal(qs_llm_clone(&mrow, &m0, &e), 0);
+    assert_int_equal(qs_llm_clone(&mtensor, &m0, &e), 0);
+    assert_int_equal(qs_llm_clone(&mdef, &m0, &e), 0);
+    qs_apply f8 = app("fp8_e4m3"), row = f8, tensor = f8;
+    row.cscale = QS_CSCALE_ROW;
+    tensor.cscale = QS_CSCALE_TENSOR;
+    assert_int_equal(qs_llm_quantize_weights(&mdef, &f8, 1, &e), 0);
+    assert_int_equal(qs_llm_quantize_weights(&mrow, &row, 0, &e), 0);
+    assert_int_equal(qs_llm_quantize_weights(&mtensor, &tensor, 1, &e), 0);
+    assert_memory_equal(mrow.arena, mdef.arena, m0.arena_len * sizeof(float));
+    /* scale=tensor: wq is the cast of the whole matrix under one scale */
+    size_t n = qs_llm_q_dim(&c) * (size_t)c.dim;
+    float *want = malloc(n * sizeof *want);
+    assert_non_null(want);
+    assert_int_equal(qs_cast_scaled(f8.f, &f8.o, m0.L[0].wq, n, want, &e), 0);
+    assert_memory_equal(mtensor.L[0].wq, want, n * sizeof(float));
+    assert_true(memcmp(mtensor.L[0].wq, mdef.L[0].wq, n * sizeof(float)) != 0);
+    free(want);
+
+    float x[8] = {0.001f, -0.002f, 0.0005f, 0.003f, 0, 0.0001f, -0.0007f, 0.0025f}, y[8], z[8];
+    assert_int_equal(qs_llm_fakeq_row(&f8, 1, x, 8, y, &e), 0);
+    assert_int_equal(qs_llm_fakeq_row(&row, 0, x, 8, z, &e), 0);
+    assert_memory_equal(y, z, sizeof y);
+    assert_int_equal(qs_llm_fakeq_row(&tensor, 1, x, 8, z, &e), -1);
+    assert_non_null(strstr(e.msg, "scale=tensor"));
+    qs_llm_free(&m0); qs_llm_free(&mrow); qs_llm_free(&mtensor); qs_llm_free(&mdef);
+}
+
 static void test_logprob(void **st)
 {
     (void)st;
@@ -406,6 +447,7 @@ int main(void)
         cmocka_unit_test(test_loader_fields),
         cmocka_unit_test(test_kv_cache_and_batch),
         cmocka_unit_test(test_numerics),
+        cmocka_unit_test(test_cast_scale_option),
         cmocka_unit_test(test_logprob),
         cmocka_unit_test(test_bad_models),
         cmocka_unit_test(test_tokenizer),
