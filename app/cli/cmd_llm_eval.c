@@ -52,6 +52,36 @@ int qs_llm_parse_fmt(const char *cmd, const char *spec, qs_apply *out)
     return 0;
 }
 
+/* Whether the per-format option `opt` (NAME=VALUE) is written in the format spec F:OPT:OPT. */
+static int has_opt(const char *spec, const char *opt)
+{
+    size_t n = strlen(opt);
+    for (const char *p = strchr(spec, ':'); p; p = strchr(p + 1, ':'))
+        if (!strncmp(p + 1, opt, n) && (!p[1 + n] || p[1 + n] == ':')) return 1;
+    return 0;
+}
+
+/* A per-format option of a configuration is honoured or refused, never only named: weights take
+** scale=tensor|row|col (one scale per matrix, output row or input column); activations and KV-cache
+** rows are rounded a token at a time, so they take scale=row only and refuse gran=tensor (which
+** qs_llm_fakeq_row would run per token).  scale=none, which qs_apply cannot tell from no option,
+** would be ignored under the default per-row scaling: --unscaled-casts says it instead. */
+static int cfg_scale_check(const char *cmd, const char *opt, const char *key, const char *val, const qs_apply *ap)
+{
+    const char *site = !strcmp(key, "a") ? "activations" : "the KV cache";
+    if (has_opt(val, "scale=none"))
+        return qs_cli_usage(cmd, "%s: %s=%s: scale=none is not supported in a configuration (--unscaled-casts turns the "
+                            "scaling off for every site)", opt, key, val);
+    if (!strcmp(key, "w")) return 0;
+    if (ap->cscale && ap->cscale != QS_CSCALE_ROW)
+        return qs_cli_usage(cmd, "%s: %s=%s: scale=%s is not supported for %s (rounded one token at a time: only "
+                            "scale=row)", opt, key, val, qs_cscale_name(ap->cscale), site);
+    if (has_opt(val, "gran=tensor"))
+        return qs_cli_usage(cmd, "%s: %s=%s: gran=tensor is not supported for %s (rounded one token at a time: "
+                            "gran=row)", opt, key, val, site);
+    return 0;
+}
+
 /* SPEC = w=F,a=F,kv=F,resq=MODE (any subset, each at most once); F as in `analyze -f` (cli.h). */
 int qs_llm_parse_config(const char *cmd, const char *opt, const char *spec, qs_eval_cfg *c)
 {
@@ -83,6 +113,7 @@ int qs_llm_parse_config(const char *cmd, const char *opt, const char *spec, qs_e
             if (strchr(val, ',')) { rc = qs_cli_usage(cmd, "%s: one format per key", opt); break; }
             if (!strcmp(val, "fp32")) continue;
             if (qs_llm_parse_fmt(cmd, val, ap)) { rc = QS_EXIT_USAGE; break; }
+            if ((rc = cfg_scale_check(cmd, opt, key, val, ap))) break;
             *has = 1;
             qs_quant_label(ap, val, lab, sizeof lab);
         }
