@@ -124,6 +124,10 @@ struct qs_llm_file;
 /* One format of `llm eval`/`llm sensitivity` (app/cli/cmd_llm_eval.c): blocks along the input channels only. */
 struct qs_apply;
 int qs_llm_parse_fmt(const char *cmd, const char *spec, struct qs_apply *out);
+/* Refuse (usage error naming what+spec) the options of a parsed llm format ap that its site cannot
+** honour: scale=none anywhere; scale=tensor|col and gran=tensor when `rows` (the sites' name, NULL for
+** weights) are rounded a token at a time.  0 or the exit code (app/cli/cmd_llm_eval.c). */
+int qs_llm_fmt_site_check(const char *cmd, const char *what, const char *spec, const struct qs_apply *ap, const char *rows);
 /* A configuration w=F,a=F,kv=F,resq=MODE as `llm eval --config` takes it (also `rl grpo --rollout`); usage
 ** errors name cmd and opt.  Returns 0 or the exit code (analysis/llm_eval_service.h's qs_eval_cfg). */
 struct qs_eval_cfg;

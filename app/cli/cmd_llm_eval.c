@@ -61,25 +61,32 @@ static int has_opt(const char *spec, const char *opt)
     return 0;
 }
 
-/* A per-format option of a configuration is honoured or refused, never only named: weights take
+/* A per-format option is honoured or refused, never only named (cli.h): weights take
 ** scale=tensor|row|col (one scale per matrix, output row or input column); activations and KV-cache
 ** rows are rounded a token at a time, so they take scale=row only and refuse gran=tensor (which
 ** qs_llm_fakeq_row would run per token).  scale=none, which qs_apply cannot tell from no option,
 ** would be ignored under the default per-row scaling: --unscaled-casts says it instead. */
+int qs_llm_fmt_site_check(const char *cmd, const char *what, const char *spec, const qs_apply *ap, const char *rows)
+{
+    if (has_opt(spec, "scale=none"))
+        return qs_cli_usage(cmd, "%s%s: scale=none is not supported here (--unscaled-casts turns the scaling off for "
+                            "every site)", what, spec);
+    if (!rows) return 0;
+    if (ap->cscale && ap->cscale != QS_CSCALE_ROW)
+        return qs_cli_usage(cmd, "%s%s: scale=%s is not supported for %s (rounded one token at a time: only "
+                            "scale=row)", what, spec, qs_cscale_name(ap->cscale), rows);
+    if (has_opt(spec, "gran=tensor"))
+        return qs_cli_usage(cmd, "%s%s: gran=tensor is not supported for %s (rounded one token at a time: "
+                            "gran=row)", what, spec, rows);
+    return 0;
+}
+
 static int cfg_scale_check(const char *cmd, const char *opt, const char *key, const char *val, const qs_apply *ap)
 {
-    const char *site = !strcmp(key, "a") ? "activations" : "the KV cache";
-    if (has_opt(val, "scale=none"))
-        return qs_cli_usage(cmd, "%s: %s=%s: scale=none is not supported in a configuration (--unscaled-casts turns the "
-                            "scaling off for every site)", opt, key, val);
-    if (!strcmp(key, "w")) return 0;
-    if (ap->cscale && ap->cscale != QS_CSCALE_ROW)
-        return qs_cli_usage(cmd, "%s: %s=%s: scale=%s is not supported for %s (rounded one token at a time: only "
-                            "scale=row)", opt, key, val, qs_cscale_name(ap->cscale), site);
-    if (has_opt(val, "gran=tensor"))
-        return qs_cli_usage(cmd, "%s: %s=%s: gran=tensor is not supported for %s (rounded one token at a time: "
-                            "gran=row)", opt, key, val, site);
-    return 0;
+    char what[64];
+    snprintf(what, sizeof what, "%s: %s=", opt, key);
+    return qs_llm_fmt_site_check(cmd, what, val, ap,
+                                 !strcmp(key, "w") ? NULL : !strcmp(key, "a") ? "activations" : "the KV cache");
 }
 
 /* SPEC = w=F,a=F,kv=F,resq=MODE (any subset, each at most once); F as in `analyze -f` (cli.h). */

@@ -107,6 +107,10 @@ static int parse_opts(int argc, char **argv, sens_opts *o)
     if (strchr(o->fmt_spec, ',')) return qs_cli_usage(CMD, "--format: one format");
     if (o->kl_target >= 0 && o->bits_budget >= 0) return qs_cli_usage(CMD, "give --kl-target or --bits-budget, not both");
     if (qs_llm_parse_fmt(CMD, o->fmt_spec, &o->fmt) || qs_llm_parse_fmt(CMD, "bf16", &o->hi)) return QS_EXIT_USAGE;
+    int rows = 0;   /* the format reaches an activation or KV-cache site (all but w) */
+    for (int i = 0; i < o->nsite; i++) rows |= o->sites[i] != QS_SENS_W;
+    if ((rc = qs_llm_fmt_site_check(CMD, "--format ", o->fmt_spec, &o->fmt, rows ? "activations and the KV cache" : NULL)))
+        return rc;
     qs_quant_label(&o->fmt, o->fmt_spec, o->label, sizeof o->label);
     if (!o->text) {
         if (access(QS_LLM_DEFAULT_TEXT, R_OK) == 0) o->text = QS_LLM_DEFAULT_TEXT;

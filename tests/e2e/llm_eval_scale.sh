@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A per-format scale= inside `llm eval --config` is honoured or refused, never only named in the label
+# A per-format scale= inside `llm eval --config` (and `llm sensitivity --format`) is honoured or refused, never only named in the label
 # (issue 28): weights take tensor, row and col; activations and the KV cache (rounded a token at a
 # time) only row and no gran=tensor; scale=none is refused (--unscaled-casts says it for every site).
 source "$(dirname "$0")/lib.sh"
@@ -19,10 +19,13 @@ refuses "kv=fp16:scale=tensor is refused" 2 'kv=fp16:scale=tensor: scale=tensor 
   "${E[@]}" --config kv=fp16:scale=tensor
 refuses "a=fp8_e4m3:scale=col is refused" 2 'a=fp8_e4m3:scale=col: scale=col is not supported for activations' \
   "${E[@]}" --config a=fp8_e4m3:scale=col
-refuses "scale=none is refused" 2 'w=fp8_e4m3:scale=none: scale=none is not supported in a configuration' \
+refuses "scale=none is refused" 2 'w=fp8_e4m3:scale=none: scale=none is not supported here' \
   "${E[@]}" --config w=fp8_e4m3:scale=none
 refuses "a=int8:gran=tensor is refused (activations are rounded per token)" 2 \
   'a=int8:gran=tensor: gran=tensor is not supported for activations' "${E[@]}" --config a=int8:gran=tensor
+refuses "llm sensitivity --format fp8_e4m3:scale=tensor is refused (it reaches the activation sites)" 2 \
+  '--format fp8_e4m3:scale=tensor: scale=tensor is not supported for activations and the KV cache' \
+  "$QS" llm sensitivity --model "$TINY" --text "$T/text.txt" --ctx 64 --chunks 1 --format fp8_e4m3:scale=tensor
 check "database unchanged by the refusals" '[ "$(dbdump)" = "$before" ]'
 
 # --- weights: scale=tensor is one scale per matrix, not the default one per output row
@@ -35,6 +38,9 @@ check "scale=row is the default per-row scaling: same KL" \
   '[ "$(jq_ "$T/w.json" "d[\"configs\"][0][\"kl_mean\"] == d[\"configs\"][1][\"kl_mean\"]")" = True ]'
 check "scale=tensor differs from the per-row default" \
   '[ "$(jq_ "$T/w.json" "d[\"configs\"][0][\"kl_mean\"] != d[\"configs\"][2][\"kl_mean\"]")" = True ]'
+
+ok "llm sensitivity --sites w takes scale=tensor (weights only)" \
+  "$QS" llm sensitivity --model "$TINY" --text "$T/text.txt" --ctx 64 --chunks 1 --sites w --format fp8_e4m3:scale=tensor
 
 # --- the KV cache: scale=row scales per token even under --unscaled-casts
 ok "kv=fp8_e4m3 scaled (default)" "${E[@]}" --config kv=fp8_e4m3
