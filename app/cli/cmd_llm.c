@@ -52,10 +52,11 @@ typedef struct llm_opts {
     int top_k, greedy, filtered;
 } llm_opts;
 
-static int parse_fmt(const char *cmd, const char *spec, qs_apply *out, int *has)
+/* rows: the sites' name when they are rounded a token at a time (qs_llm_fmt_site_check), NULL for weights. */
+static int parse_fmt(const char *cmd, const char *opt, const char *spec, qs_apply *out, int *has, const char *rows)
 {
     if (!strcmp(spec, "fp32") || !strcmp(spec, "none")) { *has = 0; return 0; }
-    if (qs_llm_parse_fmt(cmd, spec, out)) return -1;
+    if (qs_llm_parse_fmt(cmd, spec, out) || qs_llm_fmt_site_check(cmd, opt, spec, out, rows)) return -1;
     *has = 1;
     return 0;
 }
@@ -94,9 +95,9 @@ static int parse_opts(const char *cmd, int argc, char **argv, llm_opts *o)
     while ((ch = getopt_long(argc, argv, ":o:", lo, NULL)) != -1) {
         switch (ch) {
         case 'm': o->model = optarg; break;
-        case 'w': o->wspec = optarg; if (parse_fmt(cmd, optarg, &o->w, &o->has_w)) return QS_EXIT_USAGE; break;
-        case 'a': o->aspec = optarg; if (parse_fmt(cmd, optarg, &o->a, &o->has_a)) return QS_EXIT_USAGE; break;
-        case 'k': o->kvspec = optarg; if (parse_fmt(cmd, optarg, &o->kv, &o->has_kv)) return QS_EXIT_USAGE; break;
+        case 'w': o->wspec = optarg; if (parse_fmt(cmd, "--rollout-format ", optarg, &o->w, &o->has_w, NULL)) return QS_EXIT_USAGE; break;
+        case 'a': o->aspec = optarg; if (parse_fmt(cmd, "--act-format ", optarg, &o->a, &o->has_a, "activations")) return QS_EXIT_USAGE; break;
+        case 'k': o->kvspec = optarg; if (parse_fmt(cmd, "--kv-format ", optarg, &o->kv, &o->has_kv, "the KV cache")) return QS_EXIT_USAGE; break;
         case 'r':
             if (!strcmp(optarg, "none")) o->resq = QS_RESQ_NONE;
             else if (!strcmp(optarg, "dense")) o->resq = QS_RESQ_DENSE;

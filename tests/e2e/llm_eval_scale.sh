@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# A per-format scale= inside `llm eval --config` (and `llm sensitivity --format`) is honoured or refused, never only named in the label
+# A per-format scale= inside `llm eval --config` (and `llm sensitivity --format`, `llm score`'s
+# --*-format) is honoured or refused, never only named in the label
 # (issue 28): weights take tensor, row and col; activations and the KV cache (rounded a token at a
 # time) only row and no gran=tensor; scale=none is refused (--unscaled-casts says it for every site).
 source "$(dirname "$0")/lib.sh"
@@ -26,6 +27,9 @@ refuses "a=int8:gran=tensor is refused (activations are rounded per token)" 2 \
 refuses "llm sensitivity --format fp8_e4m3:scale=tensor is refused (it reaches the activation sites)" 2 \
   '--format fp8_e4m3:scale=tensor: scale=tensor is not supported for activations and the KV cache' \
   "$QS" llm sensitivity --model "$TINY" --text "$T/text.txt" --ctx 64 --chunks 1 --format fp8_e4m3:scale=tensor
+refuses "llm score --kv-format fp16:scale=tensor is refused" 2 \
+  '--kv-format fp16:scale=tensor: scale=tensor is not supported for the KV cache' \
+  "$QS" llm score --model "$TINY" --kv-format fp16:scale=tensor --tokens 4 --seqs 1 --prompts 1 --seed 5 --name s
 check "database unchanged by the refusals" '[ "$(dbdump)" = "$before" ]'
 
 # --- weights: scale=tensor is one scale per matrix, not the default one per output row
