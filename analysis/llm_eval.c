@@ -234,6 +234,18 @@ fail:
 
 /* ---------------------------------------------------------------- summaries */
 
+/* A variant without one finite scored row has no statistics: NaN (stored as null), never the
+** 1.0 and 0 that empty means and sums would make of it. */
+static void no_statistics(qs_eval_summary *s)
+{
+    double *nan_fields[] = {&s->ppl, &s->ppl_se, &s->nll_mean, &s->nll_se, &s->kl_mean, &s->kl_se, &s->dp_rms,
+                            &s->dp_rms_se, &s->dp_mean, &s->dp_mean_se, &s->top1, &s->top1_se, &s->lnratio_mean,
+                            &s->lnratio_se, &s->ppl_ratio, &s->ppl_ratio_se, &s->dppl_rel, &s->dppl_lo, &s->dppl_hi,
+                            &s->ppl_diff, &s->ppl_diff_se, &s->cor_lnppl};
+    for (size_t i = 0; i < sizeof nan_fields / sizeof *nan_fields; i++) *nan_fields[i] = NAN;
+    for (int q = 0; q < 11; q++) s->kl_q[q] = s->dp_q[q] = NAN;
+}
+
 int qs_eval_summarize(const qs_eval_var_out *ref, const qs_eval_var_out *cfg, size_t n, qs_eval_summary *s, qs_err *e)
 {
     memset(s, 0, sizeof *s);
@@ -300,6 +312,7 @@ int qs_eval_summarize(const qs_eval_var_out *ref, const qs_eval_var_out *cfg, si
     s->top1_se = m > 1 ? sqrt(s->top1 * (1 - s->top1) / (double)(m - 1)) : 0;
     rc = 0;
 out:
+    if (!rc && !m) no_statistics(s);
     free(a); free(b); free(c); free(dd); free(sq); free(sorted);
     return rc;
 }

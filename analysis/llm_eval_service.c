@@ -53,6 +53,7 @@ static json_t *variant_json(const qs_eval_summary *s, const qs_eval_nonfinite *n
                                                   (json_int_t)nf->act_values, "first_site", nf->first_layer < 0 ? json_null() :
                                                   json_pack("{s:i,s:s}", "layer", nf->first_layer, "site", qs_llm_site_name(nf->first_site))));
     json_object_set_new(j, "compute_seconds", json_real(secs));
+    if (!s->n) json_object_set_new(j, "failed", json_true());   /* no finite row: null statistics */
     if (!is_cfg) return j;
     qs_evstats_put(j, s, 0);
     json_object_set_new(j, "kl_hist", hist_json(&s->hist));
@@ -163,12 +164,14 @@ static int answer(const qs_eval_request *rq, json_t *const *keys, const int *wan
     res->ref = json_loads(datas[0], 0, NULL);
     if (!res->ref) return qs_fail(e, "stored reference result is not JSON");
     json_object_set_new(res->ref, "cached", json_boolean(!computed));
+    qs_evstats_mark_failed(res->ref);   /* also of results stored before a failure was marked */
     for (int i = 0; i < rq->ncfg; i++) {
         json_t *c = json_loads(datas[i + 1], 0, NULL);
         if (!c) return qs_fail(e, "stored result of %s is not JSON", rq->cfg[i].label);
         json_t *obj = json_pack("{s:s,s:O}", "label", rq->cfg[i].label, "numerics", json_object_get(keys[i + 1], "numerics"));
         json_object_update(obj, c);
         json_decref(c);
+        qs_evstats_mark_failed(obj);
         json_object_set_new(obj, "cached", json_boolean(!(computed && want[i])));
         json_array_append_new(res->cfgs, obj);
     }

@@ -48,8 +48,9 @@ typedef struct qs_eval_request {
 } qs_eval_request;
 
 typedef struct qs_eval_result {
-    json_t *ref;              /* the reference's stored data, with "cached" */
-    json_t *cfgs;             /* per configuration: label, numerics, its stored data, "cached" */
+    json_t *ref;              /* the reference's stored data, with "cached" and "failed" */
+    json_t *cfgs;             /* per configuration: label, numerics, its stored data, "cached", "failed"
+                              ** (llm_eval_stats.h: no finite row, null statistics) */
     int computed;             /* some variant was computed */
     double compute_seconds;
 } qs_eval_result;

@@ -114,10 +114,29 @@ void qs_evstats_put_ids(json_t *j, const qs_eval_summary *s, const int *ids, int
         if (ids[k] > 0 && ids[k] < QS_EVS_N) put(j, s, ids[k]);
 }
 
+int qs_evstats_failed(json_t *d, long long *rows)
+{
+    json_t *sc = json_object_get(d, "scored");
+    if (rows) *rows = (long long)json_integer_value(json_object_get(json_object_get(d, "nonfinite"), "logit_rows"));
+    return json_is_integer(sc) && json_integer_value(sc) == 0;
+}
+
+int qs_evstats_mark_failed(json_t *d)
+{
+    const int failed = qs_evstats_failed(d, NULL);
+    if (failed)
+        for (int i = 1; i < QS_EVS_N; i++)
+            if (json_object_get(d, qs_evstats[i].key)) json_object_set_new(d, qs_evstats[i].key, json_null());
+    json_object_set_new(d, "failed", json_boolean(failed));
+    return failed;
+}
+
 void qs_evstats_get(json_t *d, double v[QS_EVS_N])
 {
     v[0] = NAN;
+    const int failed = qs_evstats_failed(d, NULL);
     for (int i = 1; i < QS_EVS_N; i++) {
+        if (failed) { v[i] = NAN; continue; }
         const qs_evstat *r = &qs_evstats[i];
         json_t *x = json_object_get(d, r->key);
         if (r->elem) x = json_array_get(x, (size_t)r->elem - 1);

@@ -78,8 +78,14 @@ double qs_evstat_value(const qs_eval_summary *s, int id);
 void qs_evstats_put(json_t *j, const qs_eval_summary *s, int ref);
 /* Put statistics ids[0..n) into j in that order (an interval by its first half). */
 void qs_evstats_put_ids(json_t *j, const qs_eval_summary *s, const int *ids, int n);
-/* Read every statistic of stored data d into v (NAN when absent or null). */
+/* Read every statistic of stored data d into v (NAN when absent or null, and all NAN when d failed). */
 void qs_evstats_get(json_t *d, double v[QS_EVS_N]);
+/* Stored data d of a variant failed: not one scored row was finite ("scored": 0), so it has no
+** statistics (results stored before this rule carry PPL 1 and KL 0 for it).  *rows (may be NULL):
+** its non-finite logit rows. */
+int qs_evstats_failed(json_t *d, long long *rows);
+/* Say so in d: "failed": true or false, and a failed one's statistics null.  Returns failed. */
+int qs_evstats_mark_failed(json_t *d);
 /* The statistic shown as column col (from 1) of view, or 0 past the last column. */
 int qs_evstat_column(int view, int col);
 /* Statistic id's cell of view from the values v (with ascii, "+-" for "±"); "-" when not finite

@@ -110,6 +110,7 @@ static int add_row(void *ctx, const qs_llm_result_row *row, qs_err *e)
     json_t *w = json_object_get(nx, "weights");
     c->has_w = w && !(json_is_string(w) && !strcmp(json_string_value(w), "fp32"));
     c->scored = (size_t)json_integer_value(json_object_get(d, "scored"));
+    c->failed = qs_evstats_failed(d, &c->nonfinite_rows);
     qs_evstats_get(d, c->v);
     read_hist(json_object_get(d, "kl_hist"), &c->hist);
 done:

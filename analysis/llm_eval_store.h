@@ -19,6 +19,8 @@ typedef struct qs_evcfg {
     char label[96];
     int has_w;                           /* the config rounds the weights */
     size_t scored;
+    int failed;                          /* no finite row: no statistics (qs_evstats_failed) */
+    long long nonfinite_rows;            /* its non-finite logit rows */
     double v[QS_EVS_N];                  /* its statistics (llm_eval_stats.h), NAN when not stored */
     qs_klhist hist;
 } qs_evcfg;

@@ -192,9 +192,15 @@ const char *qs_llm_title(const qs_llm_file *f) { return qs_esc(f->name[0] ? f->n
 /* ---------------------------------------------------------------- printing */
 
 /* The columns of the table (analysis/llm_eval_stats.h), from the stored data d: a reference row
-** has only the reference's statistics. */
-static void print_cells(json_t *d, int ref)
+** has only the reference's statistics; a failed variant (no finite row of the ntok scored) none. */
+static void print_cells(json_t *d, int ref, size_t ntok)
 {
+    long long rows;
+    if (qs_evstats_failed(d, &rows)) {
+        printf(" %*s FAILED (%lld of %zu rows non-finite): no statistics\n", qs_evstats[QS_EVS_PPL].view[QS_EVV_CLI].width,
+               "-", rows, ntok);
+        return;
+    }
     double v[QS_EVS_N];
     qs_evstats_get(d, v);
     for (int k = 1, id; (id = qs_evstat_column(QS_EVV_CLI, k)); k++) {
@@ -219,18 +225,18 @@ static void print_table(const eval_opts *o, const qs_llm_text_run *t, const qs_e
     for (int k = 1, id; (id = qs_evstat_column(QS_EVV_CLI, k)); k++)
         printf(" %*s", qs_evstats[id].view[QS_EVV_CLI].width, qs_evstats[id].view[QS_EVV_CLI].head);
     printf("\n%-28s", "reference fp32");
-    print_cells(res->ref, 1);
+    print_cells(res->ref, 1, qs_eval_ntok(&t->su));
     for (size_t i = 0; i < json_array_size(res->cfgs); i++) {
         json_t *c = json_array_get(res->cfgs, i);
         printf("%-28.28s", json_string_value(json_object_get(c, "label")));
-        print_cells(c, 0);
+        print_cells(c, 0, qs_eval_ntok(&t->su));
     }
     printf("\nKL = KL(P_ref || P_config) per token (nats); dPPL = PPL(config)/PPL(ref) - 1 (delta method); "
            "dp = p_config - p_ref of the actual next token; cor = Cor(ln p_config, ln p_ref) per token\n");
 }
 
-/* Non-finite values are never silent. */
-static void warn_nonfinite(const eval_opts *o, const qs_eval_result *res)
+/* Non-finite values are never silent, and a variant without one finite row reads as failed. */
+static void warn_nonfinite(const eval_opts *o, const qs_eval_result *res, size_t ntok)
 {
     for (size_t i = 0; i <= (size_t)o->ncfg; i++) {
         json_t *v = i ? json_array_get(res->cfgs, i - 1) : res->ref, *nf = json_object_get(v, "nonfinite");
@@ -240,9 +246,13 @@ static void warn_nonfinite(const eval_opts *o, const qs_eval_result *res)
         if (json_is_object(fs))
             snprintf(where, sizeof where, ", first at layer %lld %s", (long long)json_integer_value(json_object_get(fs, "layer")),
                      json_string_value(json_object_get(fs, "site")));
-        if (lr || av)
+        const char *name = i ? o->cfg[i - 1].label : "reference";
+        if (qs_evstats_failed(v, NULL))
+            fprintf(stderr, "qscope: warning: %s: FAILED: no finite logit row (%lld of %zu non-finite), no statistics; %lld "
+                    "non-finite activation values%s\n", name, (long long)lr, ntok, (long long)av, where);
+        else if (lr || av)
             fprintf(stderr, "qscope: warning: %s: %lld non-finite logit rows (left out of the statistics), %lld non-finite "
-                    "activation values%s\n", i ? o->cfg[i - 1].label : "reference", (long long)lr, (long long)av, where);
+                    "activation values%s\n", name, (long long)lr, (long long)av, where);
     }
 }
 
@@ -294,7 +304,7 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
     char wnote[320];
     snprintf(wnote, sizeof wnote, "the model's weights are already quantized (%s): a weight format's result is relative to that "
              "grid; activation and KV-cache results are not affected", wt);
-    warn_nonfinite(o, &res);
+    warn_nonfinite(o, &res, qs_eval_ntok(&t.su));
     double secs = qs_now_s() - t_start;
     if (o->json) print_json(o, &t, &res, weight_note ? wnote : NULL, secs);
     else {

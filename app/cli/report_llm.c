@@ -137,7 +137,9 @@ int qs_report_llm_eval(qs_cli *cli, qs_db *db, const char *dir, int plots, json_
         for (int i = 0; i < r->ncfg; i++) {
             const qs_evcfg *q = &r->cfg[i];
             json_array_append_new(rows, table_row(q->label, q->v, 0));
-            json_array_append_new(notes, q->has_w && cav[0] ? json_string(cav) : json_null());
+            char fail[160];
+            snprintf(fail, sizeof fail, "FAILED: %lld of %zu scored rows non-finite, no statistics", q->nonfinite_rows, r->scored);
+            json_array_append_new(notes, q->failed ? json_string(fail) : q->has_w && cav[0] ? json_string(cav) : json_null());
         }
         if (plots && r->ncfg) {
             int sel[64], ns = 0;

@@ -174,7 +174,10 @@ static void model_draw(tui *T, int y0, int h)
             const qs_evcfg *c = &r->cfg[q->cfg];
             size_t at = (size_t)snprintf(line, sizeof line, "   %-*.*s%s", lw - 1, lw - 1, c->label,
                                         c->has_w && qs_evrun_quantized_origin(r) ? "*" : " ");
-            for (int col = 1, id; (id = qs_evstat_column(QS_EVV_TUI, col)) && at < sizeof line; col++) {
+            if (c->failed)   /* not one finite row: no numbers to show */
+                snprintf(line + at, sizeof line - at, " FAILED (%lld of %zu rows non-finite): no statistics",
+                         c->nonfinite_rows, r->scored);
+            for (int col = 1, id; !c->failed && (id = qs_evstat_column(QS_EVV_TUI, col)) && at < sizeof line; col++) {
                 if (!wide && qs_evstats[id].view[QS_EVV_TUI].wide_only) continue;
                 char cell[48];
                 qs_evstat_cell(QS_EVV_TUI, id, c->v, T->ascii, cell, sizeof cell);

@@ -93,11 +93,52 @@ check "eval case: tokens/s and % of SGEMM for the reference and the config" \
 ok "llm bench with fewer tokens than its 8-token warm-up (overflowed its buffers before)" \
   "$QS" llm bench --model "$TINY" --tokens 2 --seqs 1 --reps 1 --kv-format fp8_e4m3 --eval-ctx 0
 
+# --- a configuration without one finite row is FAILED, never PPL 1, dPPL 0 and KL 0 (issue 28), and stays
+# so when reused: a result stored before the rule (scored 0 beside PPL 1 and KL 0) stands in for one
+F=(llm eval --model "$TINY" --text "$T/text.txt" --ctx 64 --chunks 2)
+ok "eval a=fp8_e4m3 and a=bf16" "$QS" "${F[@]}" --config a=fp8_e4m3 --config a=bf16
+q "UPDATE result SET data = json_set(data, '$.scored', 0, '$.ppl', 1.0, '$.ppl_se', 0.0, '$.kl_mean', 0.0, '$.dppl_rel', 0.0,
+   '$.dppl_rel_ci95', json('[0.0,0.0]'), '$.nonfinite.logit_rows', 62) WHERE kind = 'llm_eval' AND format = 'a=fp8_e4m3'
+   AND options LIKE '%\"chunks\":2,%';
+   UPDATE result SET data = json_set(data, '$.scored', 57, '$.nonfinite.logit_rows', 5) WHERE kind = 'llm_eval'
+   AND format = 'a=bf16' AND options LIKE '%\"chunks\":2,%'"
+ok "the same evaluation reused" "$QS" "${F[@]}" --config a=fp8_e4m3 --config a=bf16
+check "table: the config reads FAILED with its count, no numbers; the other keeps its numbers" \
+  'grep -q "reused from the database" "$T/out" && grep -Eq "^a=fp8_e4m3 +- FAILED \(62 of 62 rows non-finite\): no statistics$" "$T/out" && grep -Eq "^a=bf16 +[0-9][0-9.e+]*±" "$T/out"'
+check "stderr: FAILED for it, the partial one's warning survives reuse" \
+  'grep -q "a=fp8_e4m3: FAILED: no finite logit row (62 of 62 non-finite)" "$T/err" && grep -q "a=bf16: 5 non-finite logit rows (left out of the statistics)" "$T/err"'
+ok "reused, --json" "$QS" "${F[@]}" --config a=fp8_e4m3 --config a=bf16 --json
+check "JSON: failed true with null statistics; the others failed false with numbers" \
+  '[ "$(jq_ "$T/out" "[(c[\"failed\"], c[\"ppl\"], c[\"kl_mean\"], c[\"dppl_rel\"], c[\"dppl_rel_ci95\"], c[\"nonfinite\"][\"logit_rows\"]) for c in d[\"configs\"]][0], d[\"configs\"][1][\"failed\"], d[\"configs\"][1][\"ppl\"] > 1, d[\"reference\"][\"failed\"]")" = "(True, None, None, None, None, 62) False True False" ]'
+ok "report with the failed config" "$QS" report -o "$T/rf" --format json --formats mxfp4 --claims none
+check "report: its row has no numbers and its note says FAILED" "/usr/bin/python3 - '$T/rf/report.json' <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+rows = [(row, n) for s in r['sections'] if s['id'].startswith('llm_eval') for row, n in zip(s['rows'], s['notes']) if row[0] == 'a=fp8_e4m3']
+assert rows and all(set(row[1:]) == {'-'} and n.startswith('FAILED: 62 of 62') for row, n in rows), rows
+PY"
+
+# the real thing, when make data has filled data/: unscaled FP8 activations overflow SmolLM2's residual stream
+REAL="$ROOT/data/models/SmolLM2-135M-Instruct.Q4_1.gguf" NOVEL="$ROOT/data/text/persuasion.txt"
+if [ -s "$REAL" ] && [ -s "$NOVEL" ]; then
+  R=(llm eval --model "$REAL" --text "$NOVEL" --ctx 64 --chunks 1 --unscaled-casts --config a=fp8_e4m3 --json)
+  ok "real: unscaled a=fp8_e4m3" "$QS" "${R[@]}"
+  check "real: FAILED with null statistics" '[ "$(jq_ "$T/out" "(lambda c: (c[\"failed\"], c[\"scored\"], c[\"ppl\"], c[\"kl_mean\"]))(d[\"configs\"][0])")" = "(True, 0, None, None)" ] && grep -q "FAILED" "$T/err"'
+  ok "real: again, reused" "$QS" "${R[@]}"
+  check "real: still FAILED" '[ "$(jq_ "$T/out" "(lambda c: (c[\"cached\"], c[\"failed\"], c[\"ppl\"]))(d[\"configs\"][0])")" = "(True, True, None)" ] && grep -q "FAILED" "$T/err"'
+else
+  skip "real: a configuration without one finite row" "no data/models/SmolLM2-135M-Instruct.Q4_1.gguf (make data)"
+fi
+
 # --- errors: one line, database unchanged
 before=$(dbdump)
 fails "text too short" 2 "$QS" llm eval --model "$TINY" --text "$T/short.txt" --ctx 64
 check "too short: one-line error naming the file" '[ "$(wc -l < "$T/err")" -le 2 ] && tail -n 1 "$T/err" | grep -q "short.txt: .* too short for --ctx 64"'
-fails "missing text" 1 "$QS" llm eval --model "$TINY" --text "$T/none.txt"
+refuses "missing text: the file and the reason" 1 '^qscope: .*/none\.txt: cannot open: No such file or directory$' \
+  "$QS" llm eval --model "$TINY" --text "$T/none.txt"
+refuses "missing text, --json" 1 'none\.txt: cannot open: No such file or directory' "$QS" llm eval --model "$TINY" --text "$T/none.txt" --json
+refuses "llm sensitivity: missing text" 1 '^qscope: .*/none\.txt: cannot open: No such file or directory$' \
+  "$QS" llm sensitivity --model "$TINY" --text "$T/none.txt" --format mxfp4 --ctx 64
 fails "bad config key" 2 "$QS" llm eval --model "$TINY" --text "$T/text.txt" --config x=mxfp4
 fails "unknown format" 2 "$QS" llm eval --model "$TINY" --text "$T/text.txt" --config a=fp7
 fails "resq without activations" 2 "$QS" llm eval --model "$TINY" --text "$T/text.txt" --config resq=dense

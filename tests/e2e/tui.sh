@@ -416,7 +416,16 @@ keys 6
 check "80x24 Kernels list: the msd experiment's WHAT is whole" 'wait_for "msd: [0-9]+ recipes x [0-9]+ passes, GEMM 16x1024x1024 gaussian +<time> *$"'
 keys Q
 
-# ---- an empty database: clear messages; not a terminal: an error
+# ---- a configuration without one finite row (issue 28; stored before the rule: PPL 1, KL 0 beside
+# scored 0): the Model view says FAILED with its count, never those numbers
+sqlite3 "$QSCOPE_DB" "UPDATE result SET data = json_set(data, '$.scored', 0, '$.ppl', 1.0, '$.kl_mean', 0.0,
+  '$.nonfinite.logit_rows', 186) WHERE kind = 'llm_eval' AND format = 'kv=fp8_e4m3'"
+start NO_COLOR=1
+keys 8
+check "Model view: the failed config reads FAILED (186 of 186 rows non-finite), no statistics" \
+  'wait_for "kv=fp8_e4m3 +FAILED \(186 of 186 rows non-finite\): no statistics" && ! screen | grep -E "kv=fp8_e4m3 .*[0-9]\.[0-9]"'
+keys Q
+
 export QSCOPE_DB="$T/empty.db"
 start NO_COLOR=1
 golden empty-tensors

@@ -137,6 +137,26 @@ static void test_summary(void **st)
     assert_true(fabs(s.kl_mean - 0.2) < 1e-12);
 }
 
+/* Every row non-finite: no statistics at all (NaN), never PPL 1, dPPL 0 and KL 0 (issue 28). */
+static void test_summary_all_nonfinite(void **st)
+{
+    (void)st;
+    double nr[3] = {1, 2, 1}, nq[3] = {NAN, NAN, INFINITY}, kl[3] = {0}, dp[3] = {0};
+    uint8_t same[3] = {0};
+    qs_eval_var_out ref = {.nll = nr}, cfg = {.nll = nq, .kl = kl, .dp = dp, .same_top = same};
+    qs_eval_summary s;
+    qs_err e = {{0}};
+    assert_int_equal(qs_eval_summarize(&ref, &cfg, 3, &s, &e), 0);
+    assert_int_equal(s.n, 0);
+    assert_true(isnan(s.ppl) && isnan(s.ppl_se) && isnan(s.nll_mean));
+    assert_true(isnan(s.dppl_rel) && isnan(s.dppl_lo) && isnan(s.dppl_hi) && isnan(s.ppl_ratio) && isnan(s.ppl_diff));
+    assert_true(isnan(s.kl_mean) && isnan(s.kl_se) && isnan(s.top1) && isnan(s.dp_rms) && isnan(s.cor_lnppl));
+    for (int q = 0; q < 11; q++) assert_true(isnan(s.kl_q[q]) && isnan(s.dp_q[q]));
+    /* the reference alone, all rows non-finite: no perplexity either */
+    assert_int_equal(qs_eval_summarize(&cfg, NULL, 3, &s, &e), 0);
+    assert_true(s.n == 0 && isnan(s.ppl));
+}
+
 /* ---------------------------------------------------------------- scoring convention */
 
 static void test_scoring_convention(void **st)
@@ -341,6 +361,7 @@ int main(void)
         cmocka_unit_test(test_mean_se_quantiles),
         cmocka_unit_test(test_klhist),
         cmocka_unit_test(test_summary),
+        cmocka_unit_test(test_summary_all_nonfinite),
         cmocka_unit_test(test_scoring_convention),
         cmocka_unit_test(test_eval_matches_stepwise),
         cmocka_unit_test(test_batched_vs_stepwise_logits),

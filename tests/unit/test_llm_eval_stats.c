@@ -103,6 +103,34 @@ static void test_round_trip(void **state)
     json_decref(e);
 }
 
+/* a variant without one finite row ("scored": 0) is failed: no statistics, even those a result
+** stored before the rule carries (PPL 1, KL 0), and the answer says "failed" (issue 28) */
+static void test_failed(void **state)
+{
+    (void)state;
+    json_t *d = json_pack("{s:i,s:f,s:f,s:[f,f],s:{s:i}}", "scored", 0, "ppl", 1.0, "kl_mean", 0.0, "dppl_rel_ci95", 0.0, 0.0,
+                          "nonfinite", "logit_rows", 31);
+    long long rows = 0;
+    assert_true(qs_evstats_failed(d, &rows));
+    assert_int_equal(rows, 31);
+    double v[QS_EVS_N];
+    qs_evstats_get(d, v);
+    for (int i = 1; i < QS_EVS_N; i++) assert_true(isnan(v[i]));
+    assert_true(qs_evstats_mark_failed(d));
+    assert_true(json_is_true(json_object_get(d, "failed")));
+    assert_true(json_is_null(json_object_get(d, "ppl")) && json_is_null(json_object_get(d, "kl_mean")) &&
+                json_is_null(json_object_get(d, "dppl_rel_ci95")));
+    assert_null(json_object_get(d, "kl_max"));   /* absent stays absent */
+    json_decref(d);
+    /* some rows scored: not failed, numbers kept; no "scored" at all: not judged failed */
+    json_t *ok = json_pack("{s:i,s:f}", "scored", 3, "ppl", 2.5), *old = json_pack("{s:f}", "ppl", 2.5);
+    assert_false(qs_evstats_failed(ok, NULL) || qs_evstats_failed(old, NULL));
+    assert_false(qs_evstats_mark_failed(ok));
+    assert_true(json_is_false(json_object_get(ok, "failed")) && json_real_value(json_object_get(ok, "ppl")) == 2.5);
+    json_decref(ok);
+    json_decref(old);
+}
+
 /* the cells the views print */
 static void test_cells(void **state)
 {
@@ -139,6 +167,7 @@ int main(void)
         cmocka_unit_test(test_rows),
         cmocka_unit_test(test_columns),
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_failed),
         cmocka_unit_test(test_cells),
     };
     return cmocka_run_group_tests(t, NULL, NULL);
