@@ -127,7 +127,7 @@ if [ -s "$REAL" ] && [ -s "$NOVEL" ]; then
   ok "real: again, reused" "$QS" "${R[@]}"
   check "real: still FAILED" '[ "$(jq_ "$T/out" "(lambda c: (c[\"cached\"], c[\"failed\"], c[\"ppl\"]))(d[\"configs\"][0])")" = "(True, True, None)" ] && grep -q "FAILED" "$T/err"'
 else
-  skip "real: a configuration without one finite row" "no data/models/SmolLM2-135M-Instruct.Q4_1.gguf (make data)"
+  skip "real: a configuration without one finite row" "data: no data/models/SmolLM2-135M-Instruct.Q4_1.gguf (make data)"
 fi
 
 # --- errors: one line, database unchanged
