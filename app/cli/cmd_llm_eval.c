@@ -162,6 +162,14 @@ static int parse_opts(int argc, char **argv, eval_opts *o)
         case 'C':
             if (o->ncfg == MAX_CFG) return qs_cli_usage(CMD, "at most %d --config", MAX_CFG);
             if ((rc = qs_llm_parse_config(CMD, "--config", optarg, &o->cfg[o->ncfg]))) return rc;
+            for (int i = 0; i < o->ncfg; i++)   /* the same label is the same configuration (and cache key) */
+                if (!strcmp(o->cfg[i].label, o->cfg[o->ncfg].label)) {
+                    fprintf(stderr, "qscope: %s: note: --config %s repeats configuration %d (%s): evaluated once\n", CMD,
+                            optarg, i + 1, o->cfg[i].label);
+                    memset(&o->cfg[o->ncfg], 0, sizeof o->cfg[o->ncfg]);
+                    o->ncfg--;
+                    break;
+                }
             o->ncfg++;
             break;
         case 's': if ((rc = qs_llm_parse_score(CMD, optarg, &o->score_all))) return rc; break;

@@ -139,6 +139,10 @@ refuses "missing text: the file and the reason" 1 '^qscope: .*/none\.txt: cannot
 refuses "missing text, --json" 1 'none\.txt: cannot open: No such file or directory' "$QS" llm eval --model "$TINY" --text "$T/none.txt" --json
 refuses "llm sensitivity: missing text" 1 '^qscope: .*/none\.txt: cannot open: No such file or directory$' \
   "$QS" llm sensitivity --model "$TINY" --text "$T/none.txt" --format mxfp4 --ctx 64
+ok "a repeated --config is evaluated once" \
+  bash -c "'$QS' --db '$T/dup.db' llm eval --model '$TINY' --text '$T/text.txt' --ctx 64 --chunks 1 --config a=mxfp4 --config w=mxfp4 --config a=mxfp4 --json > '$T/dup.json' 2> '$T/dup.err'"
+check "... with a note naming it, and two configurations in the JSON" \
+  "grep -q 'note: --config a=mxfp4 repeats configuration 1 (a=mxfp4): evaluated once' '$T/dup.err' && /usr/bin/python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); sys.exit(0 if [c[\"label\"] for c in a[\"configs\"]] == [\"a=mxfp4\", \"w=mxfp4\"] else 1)' '$T/dup.json'"
 fails "bad config key" 2 "$QS" llm eval --model "$TINY" --text "$T/text.txt" --config x=mxfp4
 fails "unknown format" 2 "$QS" llm eval --model "$TINY" --text "$T/text.txt" --config a=fp7
 fails "resq without activations" 2 "$QS" llm eval --model "$TINY" --text "$T/text.txt" --config resq=dense
