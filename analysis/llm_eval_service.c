@@ -74,7 +74,7 @@ static int put_f32(qs_db *db, int64_t id, const char *name, const double *x, siz
 /* Every computed variant's summary and per-token arrays, in one transaction; datas[i] becomes the
 ** stored data of variant i. */
 static int store_variants(qs_db *db, const qs_eval_request *rq, json_t *const *keys, const int *want, const qs_eval_out *out,
-                          char **datas, qs_err *e)
+                          char **datas, int64_t *ids, qs_err *e)
 {
     if (qs_db_begin(db, e)) return -1;
     for (int i = 0; i <= rq->ncfg; i++) {
@@ -98,6 +98,7 @@ static int store_variants(qs_db *db, const qs_eval_request *rq, json_t *const *k
         free(ks);
         free(datas[i]);
         datas[i] = ds;
+        ids[i] = id;
         if (bad) goto fail;
     }
     if (!qs_db_commit(db, e)) return 0;
@@ -136,8 +137,8 @@ static int make_variants(qs_eval_request *rq, int *want, qs_eval_variant *var, q
 }
 
 /* Chunks x configurations on the ranks; rank 0 ends with every per-token result and stores it. */
-static int compute(qs_db *db, qs_eval_request *rq, json_t *const *keys, int *want, char **datas, qs_eval_result *res,
-                   qs_err *e)
+static int compute(qs_db *db, qs_eval_request *rq, json_t *const *keys, int *want, char **datas, int64_t *ids,
+                   qs_eval_result *res, qs_err *e)
 {
     qs_eval_variant *var = calloc((size_t)(rq->ncfg ? rq->ncfg : 1), sizeof *var);
     if (!var) return qs_fail(e, "out of memory");
@@ -149,12 +150,41 @@ static int compute(qs_db *db, qs_eval_request *rq, json_t *const *keys, int *wan
     if (qs_eval_shard_init(&sh, &rq->f->m, var, want, rq->ncfg, rq->ids, rq->nids, &rq->su, e) || rq->run(&sh, rq->what, e))
         goto done;
     res->compute_seconds = qs_now_s() - t0;
-    if (rq->rank == 0 && store_variants(db, rq, keys, want, &sh.out, datas, e)) goto done;
+    if (rq->rank == 0 && store_variants(db, rq, keys, want, &sh.out, datas, ids, e)) goto done;
     rc = 0;
 done:
     qs_eval_shard_free(&sh);
     free(var);
     return rc;
+}
+
+/* One stored per-token array (float32) of result id into x[0 .. n). */
+static int get_f32(qs_db *db, int64_t id, const char *name, double *x, size_t n, qs_err *e)
+{
+    void *b = NULL;
+    size_t len = 0;
+    if (qs_result_blob_get(db, id, name, &b, &len, e)) return -1;
+    if (len != n * sizeof(float)) { free(b); return qs_fail(e, "stored %s array of an llm eval result has %zu bytes, not %zu", name, len, n * sizeof(float)); }
+    const float *f = b;
+    for (size_t i = 0; i < n; i++) x[i] = f[i];
+    free(b);
+    return 0;
+}
+
+/* res->tok: every variant's stored per-token arrays. */
+static int load_tokens(qs_db *db, const qs_eval_request *rq, const int64_t *ids, qs_eval_result *res, qs_err *e)
+{
+    const qs_eval_setup *s = &rq->su;
+    size_t n = qs_eval_ntok(s);
+    res->per_chunk = s->nchunks > 0 ? n / (size_t)s->nchunks : 0;
+    if (qs_eval_out_alloc(&res->tok, n, NULL, rq->ncfg)) return qs_fail(e, "out of memory");
+    for (int i = 0; i <= rq->ncfg; i++) {
+        qs_eval_var_out *v = &res->tok.var[i];
+        if (get_f32(db, ids[i], "nll", v->nll, n, e) || (i && (get_f32(db, ids[i], "kl", v->kl, n, e) ||
+                                                              get_f32(db, ids[i], "dp", v->dp, n, e))))
+            return -1;
+    }
+    return 0;
 }
 
 /* The answer from the stored (or just computed) data. */
@@ -184,9 +214,10 @@ int qs_eval_service(qs_db *db, qs_eval_request *rq, qs_eval_result *res, qs_err 
     const int n = rq->ncfg + 1;
     json_t **keys = calloc((size_t)n, sizeof *keys);
     char **datas = calloc((size_t)n, sizeof *datas);
+    int64_t *ids = calloc((size_t)n, sizeof *ids);
     int *want = calloc((size_t)n, sizeof *want), rc = -1, nwant = 0, need_ref = rq->force;
     res->cfgs = json_array();
-    if (!keys || !datas || !want || !res->cfgs) { qs_fail(e, "out of memory"); goto done; }
+    if (!keys || !datas || !ids || !want || !res->cfgs) { qs_fail(e, "out of memory"); goto done; }
     /* cache keys: one result per variant */
     for (int i = 0; i <= rq->ncfg; i++) {
         keys[i] = json_pack("{s:s,s:i,s:i,s:s,s:i,s:o}", "text", rq->text_hash, "ctx", rq->su.ctx, "chunks", rq->su.nchunks, "score",
@@ -194,20 +225,21 @@ int qs_eval_service(qs_db *db, qs_eval_request *rq, qs_eval_result *res, qs_err 
                             numerics_json(i ? &rq->cfg[i - 1] : NULL, rq->scaled));
         char *ks = keys[i] ? json_dumps(keys[i], JSON_COMPACT | JSON_SORT_KEYS) : NULL;
         if (!ks) { qs_fail(e, "out of memory"); goto done; }
-        int bad = !rq->force && qs_result_get(db, rq->f->hash, KIND, i ? rq->cfg[i - 1].label : "reference", ks, &datas[i], NULL, e);
+        int bad = !rq->force && qs_result_get(db, rq->f->hash, KIND, i ? rq->cfg[i - 1].label : "reference", ks, &datas[i], &ids[i], e);
         free(ks);
         if (bad) goto done;
         if (i == 0) need_ref |= !datas[0];
         else { want[i - 1] = !datas[i]; nwant += want[i - 1]; }
     }
     if (nwant) need_ref = 1;
-    if (need_ref && compute(db, rq, keys, want, datas, res, e)) goto done;
+    if (need_ref && compute(db, rq, keys, want, datas, ids, res, e)) goto done;
     res->computed = need_ref;
-    rc = rq->rank > 0 ? 0 : answer(rq, keys, want, datas, need_ref, res, e);
+    rc = rq->rank > 0 ? 0 : (answer(rq, keys, want, datas, need_ref, res, e) || load_tokens(db, rq, ids, res, e)) ? -1 : 0;
 done:
     for (int i = 0; i < n && keys && datas; i++) { json_decref(keys[i]); free(datas[i]); }
     free(keys);
     free(datas);
+    free(ids);
     free(want);
     if (rc) qs_eval_result_free(res);
     return rc;
@@ -218,6 +250,7 @@ void qs_eval_result_free(qs_eval_result *r)
     json_decref(r->ref);
     json_decref(r->cfgs);
     r->ref = r->cfgs = NULL;
+    qs_eval_out_free(&r->tok);
 }
 
 void qs_eval_cfgs_free(qs_eval_cfg *cfg, int n)

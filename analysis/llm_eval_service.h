@@ -51,6 +51,12 @@ typedef struct qs_eval_result {
     json_t *ref;              /* the reference's stored data, with "cached" and "failed" */
     json_t *cfgs;             /* per configuration: label, numerics, its stored data, "cached", "failed"
                               ** (llm_eval_stats.h: no finite row, null statistics) */
+    /* The stored per-token arrays of every variant (tok.var[0] the reference, tok.var[i] configuration
+    ** i - 1; nll, and kl/dp for configurations; float32 as stored, widened), tok.n scored tokens,
+    ** per_chunk of them per chunk (chunk c holds tokens c * per_chunk ..): what intervals over chunks
+    ** (bootstrap), paired comparisons and CSV export read.  Same for computed and reused results. */
+    qs_eval_out tok;
+    size_t per_chunk;
     int computed;             /* some variant was computed */
     double compute_seconds;
 } qs_eval_result;
