@@ -18,14 +18,14 @@
 
 const qs_evstat qs_evstats[QS_EVS_N] = {
     [QS_EVS_PPL] = {.key = "ppl", .off = OFF(ppl), .flags = QS_EVS_REF, .label = "PPL", .se = QS_EVS_PPL_SE,
-                    .view = {{1, "PPL", 18, QS_EVF_PM, NULL, 0}, {1, "PPL", 9, QS_EVF_PRINTF, "%.4g", 0},
+                    .view = {{1, "PPL", 0, QS_EVF_SIG, "%s±%s", 0, 4, 0}, {1, "PPL", 9, QS_EVF_PRINTF, "%.4g", 0},
                              {1, "PPL", 0, QS_EVF_PRINTF, "%.4g ± %.2g", 0}}},
     [QS_EVS_PPL_SE] = {.key = "ppl_se", .off = OFF(ppl_se), .flags = QS_EVS_REF},
     [QS_EVS_NLL_MEAN] = {.key = "nll_mean", .off = OFF(nll_mean), .flags = QS_EVS_REF},
     [QS_EVS_NLL_SE] = {.key = "nll_se", .off = OFF(nll_se), .flags = QS_EVS_REF},
 
     [QS_EVS_KL_MEAN] = {.key = "kl_mean", .off = OFF(kl_mean), .label = "KL mean", .se = QS_EVS_KL_SE, .sort = 1,
-                        .view = {{3, "KL mean", 18, QS_EVF_PRINTF, "%9.5f±%-8.5f", 0}, KL7(3, "KL mean"),
+                        .view = {{3, "KL mean", 0, QS_EVF_SIG, "%s±%s", 0, 5, 0}, KL7(3, "KL mean"),
                                  {3, "KL mean", 0, QS_EVF_PRINTF, "%.4g", 0}}},
     [QS_EVS_KL_SE] = CFG("kl_se", kl_se),
     [QS_EVS_KL_MIN] = KLQ("min", 0),
@@ -34,25 +34,25 @@ const qs_evstat qs_evstats[QS_EVS_N] = {
     [QS_EVS_KL_P5] = KLQ("p5", 3),
     [QS_EVS_KL_P10] = KLQ("p10", 4),
     [QS_EVS_KL_MEDIAN] = {.key = "kl_median", .off = OFF(kl_q) + 5 * sizeof(double), .label = "KL median",
-                          .view = {{4, "median", 9, QS_EVF_PRINTF, "%9.5f", 0}, {4, "median", 7, QS_EVF_KL7, NULL, 1},
+                          .view = {{4, "median", 0, QS_EVF_SIG, "%s", 0, 5, 0}, {4, "median", 7, QS_EVF_KL7, NULL, 1},
                                    {4, "KL median", 0, QS_EVF_PRINTF, "%.4g", 0}}},
     [QS_EVS_KL_P90] = {.key = "kl_p90", .off = OFF(kl_q) + 6 * sizeof(double), .label = "KL p90",
-                       .view = {{5, "p90", 9, QS_EVF_PRINTF, "%9.5f", 0}}},
+                       .view = {{5, "p90", 0, QS_EVF_SIG, "%s", 0, 5, 0}}},
     [QS_EVS_KL_P95] = KLQ("p95", 7),
     [QS_EVS_KL_P99] = {.key = "kl_p99", .off = OFF(kl_q) + 8 * sizeof(double), .label = "KL p99",
-                       .view = {{6, "p99", 9, QS_EVF_PRINTF, "%9.5f", 0}, KL7(5, "KL p99"),
+                       .view = {{6, "p99", 0, QS_EVF_SIG, "%s", 0, 5, 0}, KL7(5, "KL p99"),
                                 {5, "KL p99", 0, QS_EVF_PRINTF, "%.4g", 0}}},
     [QS_EVS_KL_P99_9] = KLQ("p99_9", 9),
     [QS_EVS_KL_MAX] = {.key = "kl_max", .off = OFF(kl_q) + 10 * sizeof(double), .label = "KL max",
-                       .view = {{7, "max", 9, QS_EVF_PRINTF, "%9.4f", 0}, KL7(6, "KL max"),
+                       .view = {{7, "max", 0, QS_EVF_SIG, "%s", 0, 4, 0}, KL7(6, "KL max"),
                                 {6, "KL max", 0, QS_EVF_PRINTF, "%.4g", 0}}},
 
     [QS_EVS_TOP1] = {.key = "top1_agree", .off = OFF(top1), .label = "same top", .se = QS_EVS_TOP1_SE, .scale = 100,
-                     .view = {{8, "same top", 16, QS_EVF_PRINTF, "%7.3f%%±%-6.3f", 0}, {7, "top1%", 5, QS_EVF_PRINTF, "%.1f", 0},
+                     .view = {{8, "same top", 0, QS_EVF_SIG, "%s%%±%s", 0, 3, 0}, {7, "top1%", 5, QS_EVF_PRINTF, "%.1f", 0},
                               {7, "same top %", 0, QS_EVF_PRINTF, "%.2f", 0}}},
     [QS_EVS_TOP1_SE] = CFG("top1_agree_se", top1_se),
     [QS_EVS_DP_RMS] = {.key = "dp_rms", .off = OFF(dp_rms), .label = "RMS dp", .se = QS_EVS_DP_RMS_SE,
-                       .view = {{9, "RMS dp", 16, QS_EVF_PRINTF, "%7.4f±%-7.4f", 0}, {8, "RMSdp", 6, QS_EVF_PRINTF, "%.4f", 0},
+                       .view = {{9, "RMS dp", 0, QS_EVF_SIG, "%s±%s", 0, 4, 0}, {8, "RMSdp", 6, QS_EVF_PRINTF, "%.4f", 0},
                                 {8, "RMS Δp", 0, QS_EVF_PRINTF, "%.4g", 0}}},
     [QS_EVS_DP_RMS_SE] = CFG("dp_rms_se", dp_rms_se),
     [QS_EVS_DP_MEAN] = CFG("dp_mean", dp_mean),
@@ -75,7 +75,7 @@ const qs_evstat qs_evstats[QS_EVS_N] = {
     [QS_EVS_PPL_RATIO_SE] = CFG("ppl_ratio_se", ppl_ratio_se),
     [QS_EVS_DPPL] = {.key = "dppl_rel", .off = OFF(dppl_rel), .label = "dPPL", .lo = QS_EVS_DPPL_LO, .hi = QS_EVS_DPPL_HI,
                      .scale = 100, .sort = 2,
-                     .view = {{2, "dPPL [95% CI]", 26, QS_EVF_PRINTF, "%+.2f%% [%+.2f, %+.2f]", 0},
+                     .view = {{2, "dPPL [95% CI]", 0, QS_EVF_SIG, "%s%% [%s, %s]", 0, 2, 1},
                               {2, "dPPL%(95%)", 11, QS_EVF_INTERVAL, NULL, 0},
                               {2, "ΔPPL % [95% CI]", 0, QS_EVF_PRINTF, "%+.2f [%+.2f, %+.2f]", 0}}},
     [QS_EVS_DPPL_LO] = {.key = "dppl_rel_ci95", .elem = 1, .off = OFF(dppl_lo)},
@@ -83,7 +83,7 @@ const qs_evstat qs_evstats[QS_EVS_N] = {
     [QS_EVS_PPL_DIFF] = CFG("ppl_diff", ppl_diff),
     [QS_EVS_PPL_DIFF_SE] = CFG("ppl_diff_se", ppl_diff_se),
     [QS_EVS_COR] = {.key = "cor_ln_ppl", .off = OFF(cor_lnppl), .label = "cor",
-                    .view = {{10, "cor", 7, QS_EVF_PRINTF, "%7.4f", 0}}},
+                    .view = {{10, "cor", 0, QS_EVF_SIG, "%s", 0, 4, 0}}},
 };
 
 double qs_evstat_value(const qs_eval_summary *s, int id)
@@ -158,11 +158,22 @@ int qs_evstat_sort_key(int k)
     return 0;
 }
 
-/* "v±se" with 4 decimals, or 4 significant digits for values out of a table's range */
-static void pm(char *buf, size_t cap, double v, double se)
+void qs_evnum(double v, int dec, int plus, char *buf, size_t cap)
 {
-    if (fabs(v) < 1e5) snprintf(buf, cap, "%.4f±%.4f", v, se);
-    else snprintf(buf, cap, "%.4g±%.2g", v, se);
+    const char *sg = plus ? "+" : "";
+    if (!isfinite(v)) snprintf(buf, cap, "-");
+    else if (v == 0) snprintf(buf, cap, "0");
+    else if (fabs(v) >= 1e5) snprintf(buf, cap, plus ? "%+.3e" : "%.3e", v);
+    else if (fabs(v) >= pow(10, 1 - dec)) snprintf(buf, cap, plus ? "%+.*f" : "%.*f", dec, v);
+    else snprintf(buf, cap, "%s%.1e", v > 0 ? sg : "", v);
+}
+
+/* fmt's %s filled with the numbers x[0 .. n) (at most 3) */
+static void sig(char *buf, size_t cap, const char *fmt, const double *x, int n, int dec, int plus)
+{
+    char a[3][40] = {"", "", ""};
+    for (int i = 0; i < n && i < 3; i++) qs_evnum(x[i], dec, plus, a[i], sizeof a[i]);
+    snprintf(buf, cap, fmt, a[0], a[1], a[2]);
 }
 
 void qs_evstat_cell(int view, int id, const double *v, int ascii, char *buf, size_t cap)
@@ -177,7 +188,11 @@ void qs_evstat_cell(int view, int id, const double *v, int ascii, char *buf, siz
         return;
     }
     switch (c->kind) {
-    case QS_EVF_PM: pm(buf, cap, x, a1); break;
+    case QS_EVF_SIG: {
+        const double xs[3] = {sc * x, sc * a1, sc * a2};
+        sig(buf, cap, c->fmt, xs, r->lo ? 3 : r->se ? 2 : 1, c->dec, c->plus);
+        break;
+    }
     case QS_EVF_KL7:
         if (x != 0 && fabs(x) < 1e-3) snprintf(buf, cap, "%.1e", x);
         else snprintf(buf, cap, "%.3g", x);

@@ -41,7 +41,8 @@ enum { QS_EVV_CLI, QS_EVV_TUI, QS_EVV_REPORT, QS_EVV_N };
 ** the named layouts. */
 typedef enum qs_evfmt {
     QS_EVF_PRINTF,
-    QS_EVF_PM,        /* "v±se" with 4 decimals, 4 significant digits past 1e5 (the `llm eval` table) */
+    QS_EVF_SIG,       /* fmt with a %s for each of v and se (or lo, hi), each number as qs_evnum(dec, plus)
+                      ** makes it: never a nonzero value printed as zeros (the `llm eval` table) */
     QS_EVF_KL7,       /* 3 significant digits, 2 in exponent form below 1e-3 (7 columns) */
     QS_EVF_INTERVAL,  /* "v±half-width" of [lo, hi] in at most 11 columns (the Model view's dPPL) */
 } qs_evfmt;
@@ -50,10 +51,12 @@ typedef enum qs_evfmt {
 typedef struct qs_evcol {
     int col;              /* position among the view's columns, from 1 */
     const char *head;     /* column header */
-    int width;            /* right-aligned in this many columns (the CLI and the Model view) */
+    int width;            /* right-aligned in this many columns (the Model view; the CLI table sizes
+                          ** its columns from the cells) */
     qs_evfmt kind;
     const char *fmt;
     int wide_only;        /* the Model view shows it only on a wide terminal */
+    int dec, plus;        /* QS_EVF_SIG: decimals, and a sign on every number */
 } qs_evcol;
 
 #define QS_EVS_REF 1u     /* also a statistic of the reference (else only of configurations) */
@@ -91,6 +94,10 @@ int qs_evstat_column(int view, int col);
 /* Statistic id's cell of view from the values v (with ascii, "+-" for "±"); "-" when not finite
 ** (QS_EVV_CLI prints what printf makes of it). */
 void qs_evstat_cell(int view, int id, const double *v, int ascii, char *buf, size_t cap);
+/* A number for a table: dec decimals when they show at least two significant digits, else two
+** significant digits in exponent form (3.2e-06), never zeros for a nonzero value; 0 exactly as
+** "0"; 4 significant digits from 1e5 on (1.235e+05); "-" when not finite; plus: a sign on nonzero values. */
+void qs_evnum(double v, int dec, int plus, char *buf, size_t cap);
 /* The id of the Model view's sort key k (1 ..), or 0 when there is none. */
 int qs_evstat_sort_key(int k);
 

@@ -25,6 +25,7 @@
 #include "llm_par.h"
 #include "par.h"
 #include "llm_text_run.h"
+#include "llm_eval_out.h"
 #include "../../analysis/llm_text.h"
 #include "../../analysis/llm_eval.h"
 #include "../../analysis/llm_eval_service.h"
@@ -134,6 +135,7 @@ int qs_llm_parse_config(const char *cmd, const char *opt, const char *spec, qs_e
 }
 
 typedef struct eval_opts {
+    qs_evout_opts out;        /* --ci, --paired, --csv (llm_eval_out.h) */
     const char *model, *text, *save_ids;
     int ctx, chunks, score_all, json, force, scaled;
     qs_eval_cfg cfg[MAX_CFG];
@@ -143,6 +145,7 @@ typedef struct eval_opts {
 static int parse_opts(int argc, char **argv, eval_opts *o)
 {
     static const struct option lo[] = {
+        QS_EVOUT_LONGOPTS,
         {"model", required_argument, 0, 'm'}, {"text", required_argument, 0, 't'}, {"ctx", required_argument, 0, 'c'},
         {"chunks", required_argument, 0, 'k'}, {"config", required_argument, 0, 'C'}, {"score", required_argument, 0, 's'},
         {"json", no_argument, 0, 'j'}, {"force", no_argument, 0, 'F'}, {"unscaled-casts", no_argument, 0, 'u'},
@@ -155,6 +158,7 @@ static int parse_opts(int argc, char **argv, eval_opts *o)
     int ch, rc;
     while ((ch = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
         switch (ch) {
+        case 'Q': case 'P': case 'V': if ((rc = qs_evout_opt(CMD, ch, optarg, argc, argv, &o->out))) return rc; break;
         case 'm': o->model = optarg; break;
         case 't': o->text = optarg; break;
         case 'c': if ((rc = qs_cli_parse_int(CMD, "--ctx", optarg, 4, 1 << 16, &o->ctx))) return rc; break;
@@ -182,6 +186,7 @@ static int parse_opts(int argc, char **argv, eval_opts *o)
         }
     }
     if (optind < argc) return qs_cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
+    if ((rc = qs_evout_check(CMD, &o->out, o->json, o->ncfg, -1))) return rc;
     if (!o->model) {
         if (access(QS_LLM_DEFAULT_MODEL, R_OK) == 0) o->model = QS_LLM_DEFAULT_MODEL;
         else return qs_cli_usage(CMD, "--model PATH is required (the default %s is missing: run `make data`)", QS_LLM_DEFAULT_MODEL);
@@ -197,50 +202,14 @@ const char *qs_llm_title(const qs_llm_file *f) { return qs_esc(f->name[0] ? f->n
 
 /* ---------------------------------------------------------------- printing */
 
-/* ---------------------------------------------------------------- printing */
-
-/* The columns of the table (analysis/llm_eval_stats.h), from the stored data d: a reference row
-** has only the reference's statistics; a failed variant (no finite row of the ntok scored) none. */
-static void print_cells(json_t *d, int ref, size_t ntok)
-{
-    long long rows;
-    if (qs_evstats_failed(d, &rows)) {
-        printf(" %*s FAILED (%lld of %zu rows non-finite): no statistics\n", qs_evstats[QS_EVS_PPL].view[QS_EVV_CLI].width,
-               "-", rows, ntok);
-        return;
-    }
-    double v[QS_EVS_N];
-    qs_evstats_get(d, v);
-    for (int k = 1, id; (id = qs_evstat_column(QS_EVV_CLI, k)); k++) {
-        if (ref && !(qs_evstats[id].flags & QS_EVS_REF)) break;
-        char cell[96];
-        qs_evstat_cell(QS_EVV_CLI, id, v, 0, cell, sizeof cell);
-        printf(" %*s", qs_evstats[id].view[QS_EVV_CLI].width, cell);
-    }
-    printf("\n");
-}
-
-static void print_table(const eval_opts *o, const qs_llm_text_run *t, const qs_eval_result *res)
+static void print_table(const eval_opts *o, const qs_llm_text_run *t, const qs_eval_result *res, const qs_evout *ev)
 {
     printf("model %s (%s; %s)\n", qs_esc(o->model), qs_llm_title(&t->f), t->f.wtypes);
     printf("text %s: %d tokens; ctx %d, %d chunks; scoring: %s; BOS %s\n", qs_esc(o->text), t->ntok, o->ctx, t->su.nchunks,
            o->score_all ? "all positions 0..ctx-2 of each chunk (--score all)"
                         : "second half of each chunk, positions ctx/2..ctx-2 (llama.cpp)",
            t->su.bos >= 0 ? "replaces the first token of each chunk" : "not added (the vocabulary does not add BOS)");
-    printf("%zu scored tokens; errors are standard errors of per-token means (tokens treated as independent)\n\n",
-           qs_eval_ntok(&t->su));
-    printf("%-28s", "config");
-    for (int k = 1, id; (id = qs_evstat_column(QS_EVV_CLI, k)); k++)
-        printf(" %*s", qs_evstats[id].view[QS_EVV_CLI].width, qs_evstats[id].view[QS_EVV_CLI].head);
-    printf("\n%-28s", "reference fp32");
-    print_cells(res->ref, 1, qs_eval_ntok(&t->su));
-    for (size_t i = 0; i < json_array_size(res->cfgs); i++) {
-        json_t *c = json_array_get(res->cfgs, i);
-        printf("%-28.28s", json_string_value(json_object_get(c, "label")));
-        print_cells(c, 0, qs_eval_ntok(&t->su));
-    }
-    printf("\nKL = KL(P_ref || P_config) per token (nats); dPPL = PPL(config)/PPL(ref) - 1 (delta method); "
-           "dp = p_config - p_ref of the actual next token; cor = Cor(ln p_config, ln p_ref) per token\n");
+    qs_evout_table(&o->out, ev, res, qs_eval_ntok(&t->su));   /* the statistics, llm_eval_out.h */
 }
 
 /* Non-finite values are never silent, and a variant without one finite row reads as failed. */
@@ -264,7 +233,8 @@ static void warn_nonfinite(const eval_opts *o, const qs_eval_result *res, size_t
     }
 }
 
-static void print_json(const eval_opts *o, const qs_llm_text_run *t, const qs_eval_result *res, const char *note, double secs)
+static void print_json(const eval_opts *o, const qs_llm_text_run *t, const qs_eval_result *res, const qs_evout *ev,
+                       const char *note, double secs)
 {
     json_t *j = json_object();
     json_object_set_new(j, "model", qs_llm_model_json(o->model, &t->f));
@@ -277,6 +247,7 @@ static void print_json(const eval_opts *o, const qs_llm_text_run *t, const qs_ev
     json_object_set_new(j, "bos", t->su.bos >= 0 ? json_integer(t->su.bos) : json_null());
     json_object_set_new(j, "reference", json_incref(res->ref));
     json_object_set_new(j, "configs", json_incref(res->cfgs));
+    qs_evout_json(&o->out, ev, res, j);
     if (note) json_object_set_new(j, "note", json_string(note));
     json_object_set_new(j, "compute_seconds", json_real(res->compute_seconds));
     json_object_set_new(j, "seconds", json_real(secs));
@@ -284,6 +255,25 @@ static void print_json(const eval_opts *o, const qs_llm_text_run *t, const qs_ev
     if (s) printf("%s\n", s);
     free(s);
     json_decref(j);
+}
+
+/* The answer as a table, JSON and/or CSV, with its intervals (llm_eval_out.h). */
+static int print_answer(const eval_opts *o, const qs_llm_text_run *t, const qs_eval_result *res, const char *note, double secs)
+{
+    qs_evout ev;
+    qs_err e = {{0}};
+    if (qs_evout_compute(&o->out, res, &ev, &e)) { qs_evout_free(&ev); return qs_cli_err(QS_EXIT_ERR, &e); }
+    const qs_evout_run run = {o->model, o->text, o->score_all ? "all" : "half", o->ctx, t->su.nchunks, qs_eval_ntok(&t->su)};
+    if (o->json) print_json(o, t, res, &ev, note, secs);
+    else if (!o->out.csv || strcmp(o->out.csv, "-")) {
+        print_table(o, t, res, &ev);
+        if (note) printf("note: %s\n", note);
+        printf("%s in %.1f s (%.1f s computing)\n", res->computed ? "computed" : "all results reused from the database (--force recomputes)",
+               secs, res->compute_seconds);
+    }
+    int rc = qs_evout_write_csv(&o->out, &ev, res, &run);
+    qs_evout_free(&ev);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- command */
@@ -300,6 +290,7 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
     qs_eval_result res = {0};
     qs_err e = {{0}};
     if ((rc = qs_llm_text_run_open(&t, CMD, o->model, o->text, o->ctx, o->chunks, o->score_all, o->save_ids))) goto done;
+    if ((rc = qs_evout_check(CMD, &o->out, o->json, o->ncfg, t.su.nchunks))) goto done;
     if (!(db = qs_cli_open_db(cli))) { rc = QS_EXIT_ERR; goto done; }
     qs_eval_request rq = {o->text, t.thash, &t.f, t.ids, (size_t)t.ntok, t.su, o->scaled, o->force, o->cfg, o->ncfg,
                           qs_llm_shard_run, CMD, qs_par_rank()};
@@ -313,14 +304,7 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
     snprintf(wnote, sizeof wnote, "the model's weights are already quantized (%s): a weight format's result is relative to that "
              "grid; activation and KV-cache results are not affected", wt);
     warn_nonfinite(o, &res, qs_eval_ntok(&t.su));
-    double secs = qs_now_s() - t_start;
-    if (o->json) print_json(o, &t, &res, weight_note ? wnote : NULL, secs);
-    else {
-        print_table(o, &t, &res);
-        if (weight_note) printf("note: %s\n", wnote);
-        printf("%s in %.1f s (%.1f s computing)\n", res.computed ? "computed" : "all results reused from the database (--force recomputes)",
-               secs, res.compute_seconds);
-    }
+    rc = print_answer(o, &t, &res, weight_note ? wnote : NULL, qs_now_s() - t_start);
 done:
     qs_eval_result_free(&res);
     qs_eval_cfgs_free(o->cfg, o->ncfg);

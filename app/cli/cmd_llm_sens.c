@@ -5,6 +5,7 @@
 ** plan (docs/llm.md "llm sensitivity").  Stored as result kinds "llm_sensitivity" and "llm_plan"
 ** (analysis/results.h) and reused unless --force.
 */
+#include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <math.h>
@@ -18,6 +19,8 @@
 #include "llm_par.h"
 #include "par.h"
 #include "llm_text_run.h"
+#include "llm_eval_out.h"
+#include "text_table.h"
 #include "../../analysis/llm_text.h"
 #include "../../analysis/llm_eval_shard.h"
 #include "../../analysis/llm_eval_stats.h"
@@ -28,6 +31,7 @@
 #define CMD "llm sensitivity"
 
 typedef struct sens_opts {
+    qs_evout_opts out;               /* --csv (llm_eval_out.h) */
     const char *model, *text, *fmt_spec;
     int ctx, chunks, score_all, json, force, scaled;
     int sites[QS_SENS_NSITE], nsite;
@@ -70,7 +74,8 @@ static int parse_opts(int argc, char **argv, sens_opts *o)
         {"model", required_argument, 0, 'm'}, {"text", required_argument, 0, 't'}, {"ctx", required_argument, 0, 'c'},
         {"chunks", required_argument, 0, 'k'}, {"format", required_argument, 0, 'f'}, {"sites", required_argument, 0, 'S'},
         {"score", required_argument, 0, 's'}, {"kl-target", required_argument, 0, 'K'}, {"bits-budget", required_argument, 0, 'B'},
-        {"json", no_argument, 0, 'j'}, {"force", no_argument, 0, 'F'}, {"unscaled-casts", no_argument, 0, 'u'}, {0, 0, 0, 0}};
+        {"json", no_argument, 0, 'j'}, {"force", no_argument, 0, 'F'}, {"unscaled-casts", no_argument, 0, 'u'},
+        {"csv", optional_argument, 0, 'V'}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->ctx = 512;
     o->scaled = 1;
@@ -94,11 +99,14 @@ static int parse_opts(int argc, char **argv, sens_opts *o)
         case 'j': o->json = 1; break;
         case 'F': o->force = 1; break;
         case 'u': o->scaled = 0; break;
+        case 'V': if ((rc = qs_evout_opt(CMD, ch, optarg, argc, argv, &o->out))) return rc; break;
         case ':': return qs_cli_usage(CMD, "option %s needs a value", argv[optind - 1]);
         default: return qs_cli_usage(CMD, "unknown option '%s'", argv[optind - 1]);
         }
     }
     if (optind < argc) return qs_cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
+    if (o->json && o->out.csv && !strcmp(o->out.csv, "-"))
+        return qs_cli_usage(CMD, "--csv to stdout and --json are exclusive (give --csv FILE)");
     if (!o->model) {
         if (access(QS_LLM_DEFAULT_MODEL, R_OK) == 0) o->model = QS_LLM_DEFAULT_MODEL;
         else return qs_cli_usage(CMD, "--model PATH is required (the default %s is missing: run `make data`)", QS_LLM_DEFAULT_MODEL);
@@ -159,38 +167,47 @@ static json_t *bits_json(qs_sens_bits b)
     return json_pack("{s:o,s:o,s:o}", "weights", num(b.weights), "activations", num(b.activations), "all", num(b.all));
 }
 
+static double cell_of(json_t *m, int l, int j)
+{
+    json_t *v = json_array_get(json_array_get(m, (size_t)l), (size_t)j);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+/* The layer x site table: KL with the largest of each site starred, then dPPL; columns sized by their
+** cells, small values with significant digits (llm_eval_stats.h qs_evnum). */
 static void print_table(const sens_opts *o, json_t *d, int L)
 {
     json_t *kl = json_object_get(d, "kl_mean"), *dp = json_object_get(d, "dppl");
-    int S = o->nsite;
-    double *mx = calloc((size_t)S, sizeof(double));
-    int *arg = calloc((size_t)S, sizeof(int));
-    if (!mx || !arg) { free(mx); free(arg); return; }
-    for (int j = 0; j < S; j++) { mx[j] = -INFINITY; arg[j] = -1; }
-    for (int l = 0; l < L; l++)
-        for (int j = 0; j < S; j++) {
-            double v = json_number_value(json_array_get(json_array_get(kl, (size_t)l), (size_t)j));
-            if (v > mx[j]) { mx[j] = v; arg[j] = l; }
-        }
-    printf("mean KL (nats) with one site of one layer at %s, all else FP32 (* = the largest of its site)\n", o->label);
-    printf("%5s", "layer");
-    for (int j = 0; j < S; j++) printf(" %12s", qs_sens_site_name(o->sites[j]));
-    printf("   |  dPPL %%:");
-    for (int j = 0; j < S; j++) printf(" %11s", qs_sens_site_name(o->sites[j]));
-    printf("\n");
-    for (int l = 0; l < L; l++) {
-        printf("%5d", l);
-        for (int j = 0; j < S; j++) {
-            double v = json_number_value(json_array_get(json_array_get(kl, (size_t)l), (size_t)j));
-            printf(" %11.5f%c", v, arg[j] == l ? '*' : ' ');
-        }
-        printf("   |         ");
-        for (int j = 0; j < S; j++)
-            printf(" %+10.2f%%", 100 * json_number_value(json_array_get(json_array_get(dp, (size_t)l), (size_t)j)));
-        printf("\n");
+    const int S = o->nsite;
+    qs_ttab *tb = qs_ttab_new(2 + 2 * S);
+    if (!tb) return;
+    qs_ttab_align(tb, 0, 0);
+    printf("mean KL (nats) with one site of one layer at %s, all else FP32 (* = the largest of its site); right of |: "
+           "dPPL %% of the same variants\n", o->label);
+    qs_ttab_row(tb);
+    qs_ttab_set(tb, 0, "layer");
+    qs_ttab_set(tb, 1 + S, "|");
+    for (int j = 0; j < S; j++) {
+        qs_ttab_set(tb, 1 + j, "%s ", qs_sens_site_name(o->sites[j]));   /* the star's column */
+        qs_ttab_set(tb, 2 + S + j, "%s", qs_sens_site_name(o->sites[j]));
     }
-    free(mx);
-    free(arg);
+    for (int l = 0; l < L; l++) {
+        qs_ttab_row(tb);
+        qs_ttab_set(tb, 0, "%d", l);
+        qs_ttab_set(tb, 1 + S, "|");
+        for (int j = 0; j < S; j++) {
+            int top = 1;   /* the largest KL of site j */
+            for (int k = 0; k < L; k++) top &= !(cell_of(kl, k, j) > cell_of(kl, l, j)) || k == l;
+            for (int k = 0; k < l && top; k++) top = !(cell_of(kl, k, j) == cell_of(kl, l, j));
+            char a[40], b[40];
+            qs_evnum(cell_of(kl, l, j), 5, 0, a, sizeof a);
+            qs_evnum(100 * cell_of(dp, l, j), 2, 1, b, sizeof b);
+            qs_ttab_set(tb, 1 + j, "%s%c", a, top && isfinite(cell_of(kl, l, j)) ? '*' : ' ');
+            qs_ttab_set(tb, 2 + S + j, "%s%%", b);
+        }
+    }
+    qs_ttab_print(tb, stdout);
+    qs_ttab_free(tb);
 }
 
 /* an average of bits, or "-" when the plan has no site of that kind (null) */
@@ -392,33 +409,61 @@ done:
     return rc;
 }
 
+/* The top of the greedy ranking (the plan's steps at least), as a table. */
+static void print_plan_order(json_t *plan)
+{
+    json_t *ord = json_object_get(plan, "order"), *st = json_object_get(plan, "steps");
+    size_t show = json_array_size(ord) < 10 ? json_array_size(ord) : 10;
+    if (json_is_integer(st) && (size_t)json_integer_value(st) > show) show = (size_t)json_integer_value(st);
+    qs_ttab *tb = qs_ttab_new(8);
+    if (!tb) return;
+    qs_ttab_align(tb, 0, 0);
+    qs_ttab_align(tb, 2, 1);
+    qs_ttab_align(tb, 7, 1);
+    char a[40], b[40];
+    qs_ttab_row(tb);
+    const char *h[] = {"step", "layer", "site", "KL", "extra bits", "predicted KL", "avg bits"};
+    for (int c = 0; c < 7; c++) qs_ttab_set(tb, c, "%s", h[c]);
+    qs_ttab_row(tb);
+    qs_ttab_set(tb, 0, "0");
+    qs_ttab_set(tb, 2, "(all at format)");
+    qs_evnum(json_number_value(json_object_get(plan, "predicted_kl_format")), 5, 0, a, sizeof a);
+    qs_ttab_set(tb, 5, "%s", a);
+    qs_ttab_set(tb, 6, "%.3f", json_number_value(json_object_get(plan, "bits_avg_format")));
+    for (size_t i = 0; i < show; i++) {
+        json_t *x = json_array_get(ord, i);
+        qs_ttab_row(tb);
+        qs_ttab_set(tb, 0, "%zu", i + 1);
+        qs_ttab_set(tb, 1, "%lld", (long long)json_integer_value(json_object_get(x, "layer")));
+        qs_ttab_set(tb, 2, "%s", json_string_value(json_object_get(x, "site")));
+        qs_evnum(json_number_value(json_object_get(x, "kl")), 5, 0, a, sizeof a);
+        qs_evnum(json_number_value(json_object_get(x, "predicted_kl")), 5, 0, b, sizeof b);
+        qs_ttab_set(tb, 3, "%s", a);
+        qs_ttab_set(tb, 4, "%.0f", json_number_value(json_object_get(x, "extra_bits")));
+        qs_ttab_set(tb, 5, "%s", b);
+        qs_ttab_set(tb, 6, "%.3f", json_number_value(json_object_get(x, "bits_avg")));
+        if (json_is_integer(st) && i + 1 == (size_t)json_integer_value(st)) qs_ttab_set(tb, 7, "  <- plan");
+    }
+    qs_ttab_print(tb, stdout);
+    qs_ttab_free(tb);
+}
+
 static void print_text(const sens_run *r, const char *note, double secs)
 {
     const sens_opts *o = r->o;
     json_t *d = r->d, *plan = json_object_get(d, "plan"), *ref = json_object_get(d, "reference");
+    char a[40], b[40], c[40], dd[40];
     printf("model %s (%s; %s)\n", qs_esc(o->model), qs_llm_title(&r->t.f), r->t.f.wtypes);
-    printf("text %s: %d tokens; ctx %d, %d chunks, %lld scored tokens; scoring: %s; reference PPL %.4f±%.4f\n", qs_esc(o->text),
+    qs_evnum(json_number_value(json_object_get(ref, "ppl")), 4, 0, a, sizeof a);
+    qs_evnum(json_number_value(json_object_get(ref, "ppl_se")), 4, 0, b, sizeof b);
+    printf("text %s: %d tokens; ctx %d, %d chunks, %lld scored tokens; scoring: %s; reference PPL %s±%s\n", qs_esc(o->text),
            r->t.ntok, o->ctx, r->t.su.nchunks, (long long)json_integer_value(json_object_get(d, "scored_tokens")),
-           o->score_all ? "all positions" : "second half of each chunk (llama.cpp)",
-           json_number_value(json_object_get(ref, "ppl")), json_number_value(json_object_get(ref, "ppl_se")));
+           o->score_all ? "all positions" : "second half of each chunk (llama.cpp)", a, b);
     print_table(o, d, r->L);
-    json_t *ord = json_object_get(plan, "order");
     printf("\nplan (greedy by KL per extra bit, BF16 = %g bits, %s = %g bits/elem): top of the ranking\n", r->bits_hi, o->label,
            r->bits_fmt);
-    printf("%4s %6s %12s %10s %14s %14s %10s\n", "step", "layer", "site", "KL", "extra bits", "predicted KL", "avg bits");
-    printf("%4d %6s %12s %10s %14s %14.5f %10.3f\n", 0, "", "(all at format)", "", "",
-           json_number_value(json_object_get(plan, "predicted_kl_format")), json_number_value(json_object_get(plan, "bits_avg_format")));
-    size_t show = json_array_size(ord) < 10 ? json_array_size(ord) : 10;
+    print_plan_order(plan);
     json_t *st = json_object_get(plan, "steps");
-    if (json_is_integer(st) && (size_t)json_integer_value(st) > show) show = (size_t)json_integer_value(st);
-    for (size_t i = 0; i < show; i++) {
-        json_t *x = json_array_get(ord, i);
-        printf("%4zu %6lld %12s %10.5f %14.0f %14.5f %10.3f%s\n", i + 1, (long long)json_integer_value(json_object_get(x, "layer")),
-               json_string_value(json_object_get(x, "site")), json_number_value(json_object_get(x, "kl")),
-               json_number_value(json_object_get(x, "extra_bits")), json_number_value(json_object_get(x, "predicted_kl")),
-               json_number_value(json_object_get(x, "bits_avg")),
-               json_is_integer(st) && i + 1 == (size_t)json_integer_value(st) ? "   <- plan" : "");
-    }
     if (json_is_integer(st)) {
         json_t *ba = json_object_get(plan, "bits_avg");
         double m[QS_EVS_N];   /* the measured statistics (kMeasured) */
@@ -428,15 +473,73 @@ static void print_text(const sens_run *r, const char *note, double secs)
         print_bits(bav, sizeof bav, json_object_get(ba, "activations"));
         printf("plan: %lld promotions to BF16; average bits: weights %s, activations %s, all %.3f\n",
                (long long)json_integer_value(st), bw, bav, json_number_value(json_object_get(ba, "all")));
-        printf("plan verified by one evaluation: predicted KL %.5f (sum of isolated effects), measured KL %.5f±%.5f, "
-               "dPPL %+.2f%%, same top %.2f%%\n", json_number_value(json_object_get(plan, "predicted_kl")),
-               m[QS_EVS_KL_MEAN], m[QS_EVS_KL_SE], 100 * m[QS_EVS_DPPL], 100 * m[QS_EVS_TOP1]);
+        qs_evnum(json_number_value(json_object_get(plan, "predicted_kl")), 5, 0, a, sizeof a);
+        qs_evnum(m[QS_EVS_KL_MEAN], 5, 0, b, sizeof b);
+        qs_evnum(m[QS_EVS_KL_SE], 5, 0, c, sizeof c);
+        qs_evnum(100 * m[QS_EVS_DPPL], 2, 1, dd, sizeof dd);
+        printf("plan verified by one evaluation: predicted KL %s (sum of isolated effects), measured KL %s±%s, "
+               "dPPL %s%%, same top %.2f%%\n", a, b, c, dd, 100 * m[QS_EVS_TOP1]);
         printf("(isolated effects are not additive: predicted and measured KL differ)\n");
     } else
         printf("(give --kl-target X or --bits-budget B for a plan verified by one evaluation)\n");
     if (note) printf("note: %s\n", note);
     printf("%s in %.1f s (%.1f s computing)\n", r->computed || r->pcomputed ? "computed" : "all results reused from the database (--force recomputes)",
            secs, r->compute);
+}
+
+/* --csv: one row per layer x site with its measurements, its place in the greedy ranking and, with a
+** plan, whether the plan keeps it in BF16. */
+static void sens_csv(const sens_run *r, FILE *f)
+{
+    const sens_opts *o = r->o;
+    json_t *d = r->d, *plan = json_object_get(d, "plan"), *ord = json_object_get(plan, "order");
+    json_t *bf = json_object_get(plan, "bf16");
+    fputs("model,text,ctx,chunks,score,scored_tokens,format,layer,site,kl_mean,kl_se,dppl_rel,top1_agree,rank,kl_per_bit,"
+          "extra_bits,bf16\n", f);
+    for (int l = 0; l < r->L; l++)
+        for (int j = 0; j < r->S; j++) {
+            const char *site = qs_sens_site_name(o->sites[j]);
+            json_t *step = NULL;
+            size_t rank = 0;
+            for (size_t k = 0; k < json_array_size(ord) && !step; k++) {
+                json_t *x = json_array_get(ord, k);
+                if (json_integer_value(json_object_get(x, "layer")) == l && !strcmp(json_string_value(json_object_get(x, "site")), site))
+                    step = x, rank = k + 1;
+            }
+            qs_csv_field(f, o->model);
+            fputc(',', f);
+            qs_csv_field(f, o->text);
+            fprintf(f, ",%d,%d,%s,%lld,", o->ctx, r->t.su.nchunks, o->score_all ? "all" : "half",
+                    (long long)json_integer_value(json_object_get(d, "scored_tokens")));
+            qs_csv_field(f, o->label);
+            fprintf(f, ",%d,%s", l, site);
+            const double v[] = {cell_of(json_object_get(d, "kl_mean"), l, j), cell_of(json_object_get(d, "kl_se"), l, j),
+                                cell_of(json_object_get(d, "dppl"), l, j), cell_of(json_object_get(d, "top1_agree"), l, j)};
+            for (int q = 0; q < 4; q++) isfinite(v[q]) ? fprintf(f, ",%.9g", v[q]) : fputs(",", f);
+            if (step) {
+                json_t *kpb = json_object_get(step, "kl_per_bit");
+                fprintf(f, ",%zu,", rank);
+                if (json_is_number(kpb)) fprintf(f, "%.9g", json_number_value(kpb));
+                fprintf(f, ",%.9g", json_number_value(json_object_get(step, "extra_bits")));
+            } else
+                fputs(",,,", f);
+            json_t *b = json_array_get(json_array_get(bf, (size_t)l), (size_t)j);
+            if (json_is_integer(b)) fprintf(f, ",%lld\n", (long long)json_integer_value(b));
+            else fputs(",\n", f);
+        }
+}
+
+/* Write the CSV where --csv asks.  0, or 1 after an error naming the file. */
+static int write_sens_csv(const sens_run *r)
+{
+    const char *path = r->o->out.csv;
+    if (!path) return 0;
+    if (!strcmp(path, "-")) { sens_csv(r, stdout); return 0; }
+    FILE *f = fopen(path, "w");
+    if (!f) return qs_cli_error(QS_EXIT_ERR, "%s: cannot write: %s", qs_esc(path), strerror(errno));
+    sens_csv(r, f);
+    if (fclose(f)) return qs_cli_error(QS_EXIT_ERR, "%s: cannot write: %s", qs_esc(path), strerror(errno));
+    return 0;
 }
 
 /* The table and plan, computed or reused; rank 0 then has the answer in r->d. */
@@ -495,8 +598,9 @@ int qs_cmd_llm_sens(qs_cli *cli, int argc, char **argv)
         char *s = json_dumps(r.d, JSON_COMPACT);
         if (s) printf("%s\n", s);
         free(s);
-    } else
+    } else if (!o->out.csv || strcmp(o->out.csv, "-"))
         print_text(&r, wnote ? note : NULL, secs);
+    rc = write_sens_csv(&r);
 done:
     qs_sens_table_free(&r.tab);
     json_decref(r.key); json_decref(r.sites); json_decref(r.d);

@@ -151,7 +151,7 @@ static void test_cells(void **state)
     qs_evstat_cell(QS_EVV_TUI, QS_EVS_KL_MEAN, v, 0, b, sizeof b);
     assert_string_equal(b, "2.5e-04");
     qs_evstat_cell(QS_EVV_CLI, QS_EVS_KL_MEAN, v, 0, b, sizeof b);
-    assert_string_equal(b, "  0.00025±0.00001 ");
+    assert_string_equal(b, "0.00025±1.0e-05");   /* never ±0.00001 nor ±0.00000 (issue 28) */
     qs_evstat_cell(QS_EVV_REPORT, QS_EVS_TOP1, v, 0, b, sizeof b);
     assert_string_equal(b, "98.76");
     qs_evstat_cell(QS_EVV_TUI, QS_EVS_PPL, v, 0, b, sizeof b);
