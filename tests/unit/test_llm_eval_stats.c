@@ -161,9 +161,38 @@ static void test_cells(void **state)
     assert_string_equal(b, "-");
 }
 
+/* numbers for tables: significant digits, never zeros for a nonzero value (issue 28) */
+static void test_num(void **state)
+{
+    (void)state;
+    char b[40];
+    const struct { double v; int dec, plus; const char *want; } c[] = {
+        {3.2e-6, 5, 0, "3.2e-06"}, {0, 5, 0, "0"}, {0.00025, 5, 0, "0.00025"}, {0.0001, 5, 0, "0.00010"},
+        {0.00000999, 5, 0, "1.0e-05"}, {123456, 4, 0, "1.235e+05"}, {1.5, 2, 1, "+1.50"}, {-3e-6, 2, 1, "-3.0e-06"},
+        {0.0123, 2, 1, "+1.2e-02"}, {-0.5, 2, 1, "-0.50"}, {NAN, 4, 0, "-"}, {INFINITY, 4, 1, "-"}, {12.054, 4, 0, "12.0540"},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+        qs_evnum(c[i].v, c[i].dec, c[i].plus, b, sizeof b);
+        assert_string_equal(b, c[i].want);
+    }
+    /* the table's cells: a small SE and a small dPPL interval keep their digits */
+    double v[QS_EVS_N];
+    for (int i = 0; i < QS_EVS_N; i++) v[i] = NAN;
+    v[QS_EVS_DP_RMS] = 2.2e-5;
+    v[QS_EVS_DP_RMS_SE] = 8.1e-6;
+    v[QS_EVS_DPPL] = 0.0004;
+    v[QS_EVS_DPPL_LO] = -0.00002;
+    v[QS_EVS_DPPL_HI] = 0.0013;
+    qs_evstat_cell(QS_EVV_CLI, QS_EVS_DP_RMS, v, 0, b, sizeof b);
+    assert_string_equal(b, "2.2e-05±8.1e-06");
+    qs_evstat_cell(QS_EVV_CLI, QS_EVS_DPPL, v, 0, b, sizeof b);
+    assert_string_equal(b, "+4.0e-02% [-2.0e-03, +0.13]");
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
+        cmocka_unit_test(test_num),
         cmocka_unit_test(test_rows),
         cmocka_unit_test(test_columns),
         cmocka_unit_test(test_round_trip),
