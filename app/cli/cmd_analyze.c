@@ -21,6 +21,7 @@
 #include "par.h"
 #include "quant_opts.h"
 #include "../../analysis/err_source.h"
+#include "../../kernels/cast_scale.h"
 #include "../../store/json_out.h"
 #include "../../store/tensor_names.h"
 
@@ -34,7 +35,35 @@ typedef struct {
     int json, csv, nw, lw;
     const qs_apply *apps;
     json_t *out;
+    int over_n[64];          /* per format: tensors whose unscaled cast overflowed (NaN/Inf or saturated) */
+    double over_max[64];     /* the largest such fraction of values */
 } row_ctx;
+
+/* An element cast that takes a scale but runs raw (analyze's default, scale=none) and overflowed on
+** this tensor: values beyond the format's range became NaN/Inf (or saturated under --sat). */
+static void note_overflow(row_ctx *c, int k, json_t *m)
+{
+    const qs_apply *a = &c->apps[k];
+    double f = jnum(m, "nonfinite_frac") + (a->o.sat ? jnum(m, "clip_frac") : 0);
+    if (k >= 64 || a->cscale != QS_CSCALE_NONE || !(qs_cast_scale_target(a->f) > 0) || !(f > 0)) return;
+    c->over_n[k]++;
+    if (f > c->over_max[k]) c->over_max[k] = f;
+}
+
+/* One line per such format, after the table (issue 28: llm eval scales per row by default, analyze
+** does not, and a user comparing them should not have to guess why FP8 reads as NaN here). */
+static void print_overflow_notes(const row_ctx *c, int na)
+{
+    for (int k = 0; k < na && k < 64; k++) {
+        if (!c->over_n[k]) continue;
+        char label[128];
+        qs_quant_label(&c->apps[k], NULL, label, sizeof label);
+        fprintf(stderr, "qscope: note: %s overflowed on %d tensor%s (up to %.3g%% of the values %s): analyze casts unscaled "
+                "by default (scale=none, the raw format; llm eval scales per row); -f %s:scale=row (or --scale row|tensor) "
+                "maps each row's absmax onto the format's scale target first\n", label, c->over_n[k], c->over_n[k] == 1 ? "" : "s",
+                100 * c->over_max[k], c->apps[k].o.sat ? "saturated or became NaN/Inf" : "became NaN/Inf", label);
+    }
+}
 
 /* One row of the table (or of --json / --csv), in tensor then format order. */
 static int print_row(void *ctx, const qs_tensor_rec *t, int k, json_t *m, int cached, qs_err *e)
@@ -42,6 +71,7 @@ static int print_row(void *ctx, const qs_tensor_rec *t, int k, json_t *m, int ca
     row_ctx *c = ctx;
     const qs_apply *a = &c->apps[k];
     int nw = c->nw, lw = c->lw;
+    note_overflow(c, k, m);
     char *opts = qs_quant_opts_json(a);
     if (!opts) return qs_fail(e, "out of memory");
     if (c->json) {
@@ -159,13 +189,14 @@ int qs_cmd_analyze(qs_cli *cli, int argc, char **argv)
         printf("tensor,hash,format,options,bits_per_elem,eff_bits_energy,eff_bits_sqnr,sqnr_db,mse,rmse,max_abs_err,"
                "max_rel_err,mean_rel_err,mean_err,cosine,underflow_frac,clip_frac,nonfinite_frac,cached,err_underflow,err_clip,"
                "err_rounding\n");
-    row_ctx rc_ = {cli, json, csv, nw, lw, apps, out};
+    row_ctx rc_ = {cli, json, csv, nw, lw, apps, out, {0}, {0}};
     qs_sweep sw = {db, names, nnames, apps, na, blocks, force, jobs, tty, &g_interrupted, print_row, &rc_};
     if (qs_analyze_sweep(&sw, &e)) {
         if (g_interrupted) { fprintf(stderr, "qscope: interrupted; nothing of the unfinished result was stored\n"); rc = 130; }
         else rc = qs_cli_err(QS_EXIT_ERR, &e);
     }
     if (json && rc == QS_EXIT_OK) { char *s = json_dumps(out, JSON_INDENT(2)); puts(s); free(s); }
+    print_overflow_notes(&rc_, na);
     json_decref(out);
     qs_tensor_names_free(names, nnames);
     qs_db_close(db);

@@ -48,6 +48,18 @@ ok "analyze: a row with values that became NaN names them in MAIN ERROR" bash -c
   $QS analyze over448 -f fp8_e4m3,fp8_e4m3:sat > $T/o448.txt 2>&1; cat $T/o448.txt;
   grep -q '^over448 .* -inf .*NaN/Inf 0\.073%' $T/o448.txt && grep -q '^ *TENSOR .*MAIN ERROR' $T/o448.txt &&
   grep -q '^over448 .*clipping [0-9>]' $T/o448.txt"
+# the default differs from llm eval's (issue 28): a raw cast that overflows says so, once per format, on stderr
+# (both tensors overflow E4M3: a's outlier channels reach past 448)
+ok "analyze: an unscaled FP8 cast that overflows gets a one-line note naming the scaled option" bash -c "
+  $QS analyze over448 a -f fp8_e4m3,fp8_e4m3:scale=row,mxfp4 --json > $T/o448.json 2> $T/o448.err &&
+  python3 -c 'import json; assert len(json.load(open(\"$T/o448.json\"))) == 6' &&
+  [ \$(grep -c note: $T/o448.err) = 1 ] &&
+  grep -q '^qscope: note: fp8_e4m3 overflowed on 2 tensors (up to 0.0732% of the values became NaN/Inf): analyze casts unscaled by default (scale=none, the raw format; llm eval scales per row); -f fp8_e4m3:scale=row (or --scale row|tensor)' $T/o448.err"
+ok "analyze: no note when nothing overflows, or the cast is scaled" bash -c "
+  $QS analyze over448 a -f fp8_e4m3:scale=row,mxfp4,bf16 > /dev/null 2> $T/o448b.err && $QS analyze a -f fp8_e5m2 > /dev/null 2>> $T/o448b.err &&
+  ! grep -q note: $T/o448b.err"
+ok "analyze: saturating raw casts get the note too" bash -c "
+  $QS analyze over448 -f fp8_e4m3:sat > /dev/null 2> $T/o448c.err && grep -q 'note: fp8_e4m3:sat overflowed .*saturated or became NaN/Inf.*-f fp8_e4m3:sat:scale=row' $T/o448c.err"
 ok "analyze --csv: the energy shares of every row sum to 1" bash -c "$QS analyze over448 a -f mxfp4,fp8_e4m3 --csv | python3 -c '
 import csv, sys
 rows = list(csv.DictReader(sys.stdin)); assert len(rows) == 4, rows
