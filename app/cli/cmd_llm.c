@@ -944,13 +944,20 @@ const qs_subcommand qs_llm_subcommands[] = {
      "            p90, p99, max), same top token, RMS dp, dPPL with a 95% interval; llama.cpp's chunks\n"
      "            (--ctx N, default 512; --chunks K) and second-half scoring (--score half|all);\n"
      "            stored per variant and reused (--force recomputes); --json; --save-ids FILE;\n"
-     "            F takes -f's options; a cast's :scale=tensor|row|col on w=, only :scale=row on a=, kv=\n",
+     "            F takes -f's options; a cast's :scale=tensor|row|col on w=, only :scale=row on a=, kv=;\n"
+     "            casts are scaled per row by default (--unscaled-casts: raw, as `analyze` by default);\n"
+     "            --ci delta|bootstrap[:N[:SEED]]: +- per token (default) or 95% intervals by a\n"
+     "            bootstrap over whole chunks (N = 1000 resamples, seed 1); --paired: every config\n"
+     "            against the first on the same tokens (d ln PPL, d KL mean, 95% interval over chunks,\n"
+     "            whether it excludes 0); --csv [FILE]: one row per variant (stdout: instead of the\n"
+     "            table); no interval covers the 0.1-0.2% PPL 'draws' of activation/KV rounding\n",
      qs_cmd_llm_eval, 1},
     {"sensitivity",
      "--format F [--sites attn_in,attn_out,ffn_in,ffn_down_in,kv,w]: one (layer, site)\n"
      "            at F at a time, all else FP32: mean KL and dPPL per layer x site (eval's chunks and\n"
      "            scoring); a greedy BF16 plan by KL per extra bit for --kl-target X or --bits-budget B\n"
-     "            (average bits), verified by one eval of the combined plan; stored; --json; --force\n",
+     "            (average bits), verified by one eval of the combined plan; stored; --json; --force;\n"
+     "            --csv [FILE]: one row per layer x site (KL mean, SE, dPPL, same top, rank, BF16)\n",
      qs_cmd_llm_sens, 1},
     {NULL, NULL, NULL, 0},
 };

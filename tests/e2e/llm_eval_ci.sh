@@ -215,4 +215,13 @@ refuses "sensitivity: --csv to stdout with --json" 2 "--csv to stdout and --json
 check "database unchanged by the refusals" '[ "$(dbdump)" = "$before" ]'
 refuses "--csv into a missing directory: the file and the reason" 1 "nodir/x\.csv: cannot write: No such file or directory" \
   "$QS" "${E[@]}" --config a=mxfp4 --csv "$T/nodir/x.csv"
+
+# --- the help says which casts are scaled by default, and names the options
+ok "help analyze" "$QS" help analyze
+check "help analyze: raw casts by default (NaN past the range), llm scales per row, and the option" \
+  "tr '\\n' ' ' < '$T/out' | grep -q 'cast raw by default (scale=none): values past the format.s largest finite become NaN/Inf.*llm eval. and .llm sensitivity. scale per row by default.*(or --scale row|tensor|col)'"
+ok "help llm" "$QS" help llm
+check "help llm: --ci, --paired, --csv, the draws, and analyze's raw default" \
+  "grep -q -- '--ci delta|bootstrap\[:N\[:SEED\]\]' '$T/out' && grep -q -- '--paired: every config' '$T/out' && grep -q -- '--csv \[FILE\]: one row per variant' '$T/out' &&
+   grep -q -- '--csv \[FILE\]: one row per layer x site' '$T/out' && grep -q \"raw casts are .analyze.'s default\" '$T/out' && grep -q \"0.1-0.2% PPL 'draws'\" '$T/out'"
 done_testing
