@@ -47,7 +47,7 @@ int qs_evout_check(const char *cmd, const qs_evout_opts *o, int json, int ncfg, 
     if (o->csv && !strcmp(o->csv, "-") && json) return qs_cli_usage(cmd, "--csv to stdout and --json are exclusive (give --csv FILE)");
     if (o->paired && ncfg < 2) return qs_cli_usage(cmd, "--paired compares configurations with the first: give at least two --config");
     if (nchunks >= 0 && nchunks < 2 && (boot(o) || o->paired))
-        return qs_cli_usage(cmd, "%s over chunks need at least 2 chunks (this text and --ctx give %d)",
+        return qs_cli_usage(cmd, "%s over chunks need at least 2 chunks (this run has %d: see --chunks, --ctx)",
                             boot(o) ? "--ci bootstrap's intervals" : "--paired's intervals", nchunks);
     return 0;
 }

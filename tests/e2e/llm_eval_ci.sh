@@ -159,7 +159,7 @@ for r, p in zip(rows[2:], j['paired']):
     assert r['paired_against'] == 'a=mxfp4' and abs(float(r['d_kl_mean']) - p['d_kl_mean']) < 1e-9 and r['kl_differs'] == str(int(p['kl_differs']))
 PY"
 check "CSV to stdout replaces the table" "head -n 1 '$T/e.csv' | grep -q '^model,text,ctx,' && ! grep -q '^config ' '$T/e.csv'"
-ok "--csv FILE beside --json" "$QS" "${E[@]}" --config a=mxfp4 --ci bootstrap --json --csv "$T/f.csv"
+ok "--csv FILE (before other options) beside --json" "$QS" "${E[@]}" --csv "$T/f.csv" --config a=mxfp4 --ci bootstrap --json
 check "... the JSON on stdout, the CSV in the file with bootstrap intervals" \
   "jq_ '$T/out' 'd[\"ci\"][\"method\"]' | grep -q bootstrap && $PY -c \"
 import csv; r = list(csv.DictReader(open('$T/f.csv'))); assert len(r) == 2 and r[1]['ci_method'] == 'bootstrap' and float(r[1]['kl_mean_ci95_lo']) < float(r[1]['kl_mean']) < float(r[1]['kl_mean_ci95_hi'])\""
@@ -206,7 +206,7 @@ PY"
 before=$(dbdump)
 refuses "--paired with one configuration" 2 'paired compares configurations with the first: give at least two --config' \
   "$QS" "${E[@]}" --config a=mxfp4 --paired
-refuses "--ci bootstrap over one chunk" 2 "bootstrap's intervals over chunks need at least 2 chunks \(this text and --ctx give 1\)" \
+refuses "--ci bootstrap over one chunk" 2 "bootstrap's intervals over chunks need at least 2 chunks \(this run has 1: see --chunks, --ctx\)" \
   "$QS" llm eval --model "$TINY" --text "$T/text.txt" --ctx 64 --chunks 1 --config a=nvfp4 --ci bootstrap
 refuses "--ci with a bad method" 2 "--ci is delta or bootstrap\[:N\[:SEED\]\]" "$QS" "${E[@]}" --ci jackknife
 refuses "--ci bootstrap:3 (too few resamples)" 2 "--ci is delta or bootstrap" "$QS" "${E[@]}" --ci bootstrap:3
