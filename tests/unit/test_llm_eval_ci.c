@@ -150,6 +150,11 @@ static void test_variant(void **state)
     /* the reference has only PPL */
     assert_int_equal(qs_evci_variant(&t, 2, 0, &o, &v, &e), 0);
     assert_true(v.ppl.v == 1 && isnan(v.dppl.v) && isnan(v.kl.v));
+    /* whole chunks are resampled, never tokens: tokens 0, 2 in every chunk give equal chunk means, so
+    ** the interval is the point (a bootstrap of tokens would spread it) */
+    for (int k = 0; k < 6; k++) t.var[3].nll[k] = 2 * (k % 2);
+    assert_int_equal(qs_evci_variant(&t, 2, 3, &o, &v, &e), 0);
+    assert_true(v.lnratio.v == 1 && v.lnratio.lo == 1 && v.lnratio.hi == 1);
     /* every token non-finite: no statistics */
     for (int k = 0; k < 6; k++) t.var[3].nll[k] = NAN;
     assert_int_equal(qs_evci_variant(&t, 2, 3, &o, &v, &e), 0);
