@@ -302,7 +302,7 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
     if ((rc = qs_llm_text_run_open(&t, CMD, o->model, o->text, o->ctx, o->chunks, o->score_all, o->save_ids))) goto done;
     if (!(db = qs_cli_open_db(cli))) { rc = QS_EXIT_ERR; goto done; }
     qs_eval_request rq = {o->text, t.thash, &t.f, t.ids, (size_t)t.ntok, t.su, o->scaled, o->force, o->cfg, o->ncfg,
-                          qs_llm_shard_run, CMD, qs_par_rank()};
+                          qs_llm_shard_run, CMD, qs_par_rank(), 0, 0, NULL, NULL};
     if (qs_eval_service(db, &rq, &res, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
     if (qs_par_rank() > 0) goto done;   /* rank 0 stores and prints */
     int weight_note = 0;
