@@ -423,6 +423,7 @@ int qs_eval_service(qs_db *db, qs_eval_request *rq, qs_eval_result *res, qs_err 
     res->computed = S.computed > 0;
     if (rq->rank > 0) { rc = 0; goto done; }   /* rank 0 stores and answers */
     if (S.active[0] && advance(&S, e)) goto done;
+    res->until_met = S.kfinal > 0;
     if (!S.kfinal) S.kfinal = rq->until > 0 && S.active[0] ? S.kdone : S.K;
     if (S.active[0] && S.kdone < S.kfinal) { qs_fail(e, "evaluation: chunk %d of %s is missing after the run", S.kdone, "a variant"); goto done; }
     for (int v = 0; v < S.nv && S.kfinal != S.K; v++) json_object_set_new(S.keys[v], "chunks", json_integer(S.kfinal));

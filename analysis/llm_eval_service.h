@@ -74,6 +74,7 @@ typedef struct qs_eval_result {
     int computed;             /* some variant was computed */
     double compute_seconds;
     int nchunks;              /* chunks of the answer (fewer than asked when until was met) */
+    int until_met;            /* until: the intervals are narrower than asked */
     int chunks_computed;      /* chunks computed (and stored) by this run, also on failure */
     int chunks_todo;          /* chunks this run had to compute */
 } qs_eval_result;

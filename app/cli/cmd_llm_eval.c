@@ -23,6 +23,9 @@
 #include "../../store/io_err.h"
 #include "quant_opts.h"
 #include "llm_par.h"
+#include "llm_progress.h"
+#include "stop_signal.h"
+#include "../../kernels/qs_stop.h"
 #include "par.h"
 #include "llm_text_run.h"
 #include "../../analysis/llm_text.h"
@@ -135,7 +138,8 @@ int qs_llm_parse_config(const char *cmd, const char *opt, const char *spec, qs_e
 
 typedef struct eval_opts {
     const char *model, *text, *save_ids;
-    int ctx, chunks, score_all, json, force, scaled;
+    int ctx, chunks, score_all, json, force, scaled, until_kl;
+    double until;             /* --until-ci: target width of the 95% intervals (0: off) */
     qs_eval_cfg cfg[MAX_CFG];
     int ncfg;
 } eval_opts;
@@ -220,13 +224,28 @@ static void print_cells(json_t *d, int ref, size_t ntok)
     printf("\n");
 }
 
-static void print_table(const eval_opts *o, const qs_llm_text_run *t, const qs_eval_result *res)
+/* What is evaluated, printed before the computation starts. */
+static void print_header(const eval_opts *o, const qs_llm_text_run *t)
 {
     printf("model %s (%s; %s)\n", qs_esc(o->model), qs_llm_title(&t->f), t->f.wtypes);
-    printf("text %s: %d tokens; ctx %d, %d chunks; scoring: %s; BOS %s\n", qs_esc(o->text), t->ntok, o->ctx, t->su.nchunks,
+    printf("text %s: %d tokens; ctx %d, %s%d chunks; scoring: %s; BOS %s\n", qs_esc(o->text), t->ntok, o->ctx,
+           o->until > 0 ? "up to " : "", t->su.nchunks,
            o->score_all ? "all positions 0..ctx-2 of each chunk (--score all)"
                         : "second half of each chunk, positions ctx/2..ctx-2 (llama.cpp)",
            t->su.bos >= 0 ? "replaces the first token of each chunk" : "not added (the vocabulary does not add BOS)");
+    printf("configs: reference fp32");
+    for (int i = 0; i < o->ncfg; i++) printf(", %s", o->cfg[i].label);
+    if (o->until > 0)
+        printf("\nuntil the 95%% interval of every config's %s is narrower than %g%s", o->until_kl ? "KL mean" : "dPPL", o->until,
+               o->until_kl ? " nats" : "");
+    printf("\n");
+    fflush(stdout);
+}
+
+static void print_table(const eval_opts *o, const qs_llm_text_run *t, const qs_eval_result *res)
+{
+    if (o->until > 0) printf("%d chunks evaluated%s\n", t->su.nchunks, res->until_met ? " (the intervals are narrow enough)"
+                                                                              : " (all: the intervals are still wider)");
     printf("%zu scored tokens; errors are standard errors of per-token means (tokens treated as independent)\n\n",
            qs_eval_ntok(&t->su));
     printf("%-28s", "config");
@@ -288,6 +307,16 @@ static void print_json(const eval_opts *o, const qs_llm_text_run *t, const qs_ev
 
 /* ---------------------------------------------------------------- command */
 
+/* Ctrl-C / SIGTERM: what the run kept, and the exit status 128 + signal. */
+static int interrupted(const qs_eval_result *res)
+{
+    if (qs_par_rank() == 0)
+        fprintf(stderr, "qscope: %s: stopped by %s; %d chunk%s computed and stored by this run (of %d to compute): the same "
+                "command continues from there\n", CMD, qs_stop_name(), res->chunks_computed, res->chunks_computed == 1 ? "" : "s",
+                res->chunks_todo);
+    return qs_stop_status();
+}
+
 int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
 {
     eval_opts *o = calloc(1, sizeof *o);
@@ -299,12 +328,21 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
     qs_db *db = NULL;
     qs_eval_result res = {0};
     qs_err e = {{0}};
+    qs_stop_signals_default();   /* until the computation, Ctrl-C loses nothing */
     if ((rc = qs_llm_text_run_open(&t, CMD, o->model, o->text, o->ctx, o->chunks, o->score_all, o->save_ids))) goto done;
     if (!(db = qs_cli_open_db(cli))) { rc = QS_EXIT_ERR; goto done; }
+    const int rank0 = qs_par_rank() == 0;
+    if (rank0 && !o->json) print_header(o, &t);
+    qs_llm_progress pg;
+    qs_llm_progress_init(&pg, CMD, o->ctx, o->until > 0);
     qs_eval_request rq = {o->text, t.thash, &t.f, t.ids, (size_t)t.ntok, t.su, o->scaled, o->force, o->cfg, o->ncfg,
-                          qs_llm_shard_run, CMD, qs_par_rank(), 0, 0, NULL, NULL};
-    if (qs_eval_service(db, &rq, &res, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
+                          qs_llm_shard_run, CMD, qs_par_rank(), o->until, o->until_kl, rank0 ? qs_llm_progress_tick : NULL, &pg};
+    qs_stop_signals_on();
+    int src = qs_eval_service(db, &rq, &res, &e);
+    qs_llm_progress_end(&pg);
+    if (src) { rc = qs_stop_requested() ? interrupted(&res) : qs_cli_err(QS_EXIT_ERR, &e); goto done; }
     if (qs_par_rank() > 0) goto done;   /* rank 0 stores and prints */
+    t.su.nchunks = res.nchunks;         /* fewer when --until-ci was met */
     int weight_note = 0;
     for (int i = 0; i < o->ncfg; i++) weight_note |= o->cfg[i].has_w;
     const char *wt = t.f.wtypes;

@@ -70,4 +70,44 @@ check "it computed only the missing chunks" \
   '[ "$(jq_ "$T/resumed.json" "sum([d[\"reference\"][\"chunks_computed\"]] + [c[\"chunks_computed\"] for c in d[\"configs\"]])")" = $((900 - kept)) ]'
 check "resumed after kill -9: bit-identical to the uninterrupted run" 'same "$T/resumed.json" "$T/other300.json"'
 
+# --- Ctrl-C (SIGINT) stops within a second, says what it kept and exits 130; the same command goes on.
+# A reference-only run (the case that ran to its end) and a run with configurations; started in the
+# background by a script, where SIGINT was ignored.
+stop_run() {   # stop_run SIGNAL NAME CMD... : start CMD, send SIGNAL once 20 chunks are stored
+  local sig=$1 name=$2; shift 2
+  "$@" >"$T/$name.out" 2>"$T/$name.err" &
+  local pid=$! t0 t1
+  for _ in $(seq 1 200); do [ "$(q "SELECT count(*) FROM result WHERE kind = 'llm_eval_chunk'")" -ge $((base + 20)) ] && break; sleep 0.05; done
+  t0=$(date +%s%N)
+  kill -"$sig" "$pid"
+  wait "$pid"; echo $? > "$T/$name.rc"
+  t1=$(date +%s%N)
+  echo $(( (t1 - t0) / 1000000 )) > "$T/$name.ms"
+}
+R=("$QS" llm eval --model "$TINY" --text "$T/big.txt" --ctx 64 --chunks 500 --json)
+ok "reference only, uninterrupted, other database" env QSCOPE_DB="$OTHER" "${R[@]}"
+cp "$T/out" "$T/other_ref.json"
+base=$(q "SELECT count(*) FROM result WHERE kind = 'llm_eval_chunk'")
+stop_run INT ref "${R[@]}"
+check "SIGINT: a reference-only run stops within 1.5 s ($(cat "$T/ref.ms") ms)" '[ "$(cat "$T/ref.ms")" -lt 1500 ]'
+check "SIGINT: exit 130 with one line saying what was kept, nothing on stdout"   '[ "$(cat "$T/ref.rc")" = 130 ] && grep -qE "^qscope: llm eval: stopped by SIGINT; [0-9]+ chunks computed and stored by this run .*continues" "$T/ref.err" && [ ! -s "$T/ref.out" ]'
+check "SIGINT: the database is consistent, the chunks kept"   '[ "$(q "PRAGMA integrity_check")" = ok ] && [ "$(q "SELECT count(*) FROM result WHERE kind = '"'"'llm_eval_chunk'"'"'")" -ge $((base + 20)) ]'
+ok "the same command continues" "${R[@]}"
+check "resumed after SIGINT: bit-identical to the uninterrupted run" 'same "$T/out" "$T/other_ref.json"'
+C=("$QS" llm eval --model "$TINY" --text "$T/big.txt" --ctx 64 --chunks 500 --config a=nvfp4 --config w=bf16 --json)
+base=$(q "SELECT count(*) FROM result WHERE kind = 'llm_eval_chunk'")
+stop_run TERM cfg "${C[@]}"
+check "SIGTERM: a run with configurations stops within 1.5 s ($(cat "$T/cfg.ms") ms), exit 143"   '[ "$(cat "$T/cfg.ms")" -lt 1500 ] && [ "$(cat "$T/cfg.rc")" = 143 ] && grep -q "stopped by SIGTERM" "$T/cfg.err"'
+ok "... and continues" "${C[@]}"
+check "only the reference's chunks were reused" '[ "$(jq_ "$T/out" "d[\"reference\"][\"chunks_computed\"]")" = 0 ]'
+
+# --- llm sensitivity stops too (nothing of an unfinished table is stored)
+before=$(dbdump)
+"$QS" llm sensitivity --model "$TINY" --text "$T/big.txt" --ctx 64 --format mxfp4 >"$T/sens.out" 2>"$T/sens.err" &
+pid=$!
+sleep 1.5
+t0=$(date +%s%N); kill -INT "$pid"; wait "$pid"; src=$?; ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+check "llm sensitivity: SIGINT stops it within 1.5 s ($ms ms), exit 130, database unchanged" \
+  '[ "$ms" -lt 1500 ] && [ "$src" = 130 ] && grep -q "^qscope: llm sensitivity: stopped by SIGINT; nothing" "$T/sens.err" && [ "$(dbdump)" = "$before" ]'
+
 done_testing
