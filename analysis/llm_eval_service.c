@@ -86,8 +86,10 @@ typedef struct svc {
     uint8_t *have, *fresh;    /* [K x nv]: chunk stored; stored by this run */
     qs_eval_chunk_var *cv;    /* [K x nv]: its non-finite counts and seconds */
     qs_eval_out all;          /* the active variants' per-token results over the K chunks */
+    const qs_eval_out *outp;  /* where they are: &all, or the shard's out during the run */
     int kdone, kfinal;        /* chunks 0..kdone-1 complete for every active variant; chunks of the answer */
     int todo, computed;       /* chunks to compute, computed */
+    double *scratch;          /* until: one value per scored token */
 } svc;
 
 #define AT(S, c, v) ((size_t)(c) * (size_t)(S)->nv + (size_t)(v))
@@ -171,14 +173,23 @@ static int make_variants(qs_eval_request *rq, const int *want, qs_eval_variant *
 }
 
 /* --until-ci: the 95% interval of every configuration's dPPL (or KL mean) over the first k chunks is
-** narrower than the target (a configuration without statistics holds nothing back). */
-static int narrow_enough(const svc *S, int k, int *ok, qs_err *e)
+** narrower than the target (a configuration without statistics holds nothing back).  The means and
+** standard errors of qs_eval_summarize, over the same tokens, without its quantiles. */
+static int narrow_enough(svc *S, int k, int *ok, qs_err *e)
 {
+    const size_t n = (size_t)k * S->per;
+    if (!S->scratch && !(S->scratch = malloc((size_t)S->K * S->per * sizeof *S->scratch))) return qs_fail(e, "out of memory");
+    const qs_eval_var_out *ref = &S->outp->var[0];
     *ok = 1;
     for (int v = 1; v < S->nv && *ok; v++) {
-        qs_eval_summary s;
-        if (qs_eval_summarize(&S->all.var[0], &S->all.var[v], (size_t)k * S->per, &s, e)) return -1;
-        double w = S->rq->until_kl ? 2 * 1.959964 * s.kl_se : s.dppl_hi - s.dppl_lo;
+        const qs_eval_var_out *q = &S->outp->var[v];
+        size_t m = 0;
+        for (size_t t = 0; t < n; t++)
+            if (isfinite(ref->nll[t]) && isfinite(q->nll[t])) S->scratch[m++] = S->rq->until_kl ? q->kl[t] : q->nll[t] - ref->nll[t];
+        if (!m) continue;
+        double mean, se;
+        qs_mean_se(S->scratch, m, &mean, &se);
+        double w = 2 * 1.959964 * (S->rq->until_kl ? se : exp(mean) * se);
         if (isfinite(w) && !(w < S->rq->until)) *ok = 0;
     }
     return 0;
@@ -266,9 +277,11 @@ static int compute(svc *S, qs_err *e)
     sh.done_ctx = S;
     sh.out = S->all;   /* merged in place: the stored chunks are already there */
     memset(&S->all, 0, sizeof S->all);
-    tick(S);
+    S->outp = &sh.out;
+    if (rq->rank == 0) tick(S);
     rc = rq->run(&sh, rq->what, e);
     S->all = sh.out;
+    S->outp = &S->all;
     memset(&sh.out, 0, sizeof sh.out);
 done:
     qs_eval_shard_free(&sh);
@@ -345,7 +358,7 @@ static void svc_free(svc *S)
         if (S->datas) free(S->datas[i]);
     }
     free(S->keys); free(S->datas); free(S->ids); free(S->done); free(S->active);
-    free(S->have); free(S->fresh); free(S->cv);
+    free(S->have); free(S->fresh); free(S->cv); free(S->scratch);
     qs_eval_out_free(&S->all);
 }
 
@@ -396,6 +409,7 @@ int qs_eval_service(qs_db *db, qs_eval_request *rq, qs_eval_result *res, qs_err 
     S.rq = rq;
     S.nv = rq->ncfg + 1;
     S.K = rq->su.nchunks;
+    S.outp = &S.all;
     const size_t nk = (size_t)(S.K > 0 ? S.K : 1) * (size_t)S.nv;
     S.per = S.K > 0 ? qs_eval_ntok(&rq->su) / (size_t)S.K : 0;
     S.keys = calloc((size_t)S.nv, sizeof *S.keys);

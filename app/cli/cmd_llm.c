@@ -943,7 +943,11 @@ const qs_subcommand qs_llm_subcommands[] = {
      "            and each --config w=F,a=F,kv=F,resq=M: KL to the reference per token (mean, median,\n"
      "            p90, p99, max), same top token, RMS dp, dPPL with a 95% interval; llama.cpp's chunks\n"
      "            (--ctx N, default 512; --chunks K) and second-half scoring (--score half|all);\n"
-     "            stored per variant and reused (--force recomputes); --json; --save-ids FILE;\n"
+     "            stored per variant and chunk as each finishes: Ctrl-C keeps them, the same command\n"
+     "            (or a larger --chunks) goes on; --until-ci X stops at the first chunk count where\n"
+     "            every config's dPPL 95% interval is narrower than X (0.01 = 1 point; kl:X the KL\n"
+     "            mean's, nats; up to --chunks or the whole text); --force recomputes; --json;\n"
+     "            --save-ids FILE;\n"
      "            F takes -f's options; a cast's :scale=tensor|row|col on w=, only :scale=row on a=, kv=\n",
      qs_cmd_llm_eval, 1},
     {"sensitivity",

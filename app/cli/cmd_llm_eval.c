@@ -144,13 +144,29 @@ typedef struct eval_opts {
     int ncfg;
 } eval_opts;
 
+/* --until-ci X (the dPPL interval's width, relative: 0.01 = one percentage point) or kl:X (the KL
+** mean's, in nats). */
+static int parse_until(const char *v, eval_opts *o)
+{
+    o->until_kl = !strncmp(v, "kl:", 3);
+    const char *x = o->until_kl ? v + 3 : v;
+    char *end = NULL;
+    errno = 0;
+    double w = *x ? strtod(x, &end) : NAN;
+    if (!end || *end || errno || !isfinite(w) || w <= 0)
+        return qs_cli_usage(CMD, "--until-ci: '%s' is not a positive width (X for the dPPL interval, e.g. 0.01; kl:X for "
+                            "the KL mean's, in nats)", v);
+    o->until = w;
+    return 0;
+}
+
 static int parse_opts(int argc, char **argv, eval_opts *o)
 {
     static const struct option lo[] = {
         {"model", required_argument, 0, 'm'}, {"text", required_argument, 0, 't'}, {"ctx", required_argument, 0, 'c'},
         {"chunks", required_argument, 0, 'k'}, {"config", required_argument, 0, 'C'}, {"score", required_argument, 0, 's'},
         {"json", no_argument, 0, 'j'}, {"force", no_argument, 0, 'F'}, {"unscaled-casts", no_argument, 0, 'u'},
-        {"save-ids", required_argument, 0, 'I'}, {0, 0, 0, 0}};
+        {"save-ids", required_argument, 0, 'I'}, {"until-ci", required_argument, 0, 'U'}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->ctx = 512;
     o->scaled = 1;
@@ -181,11 +197,13 @@ static int parse_opts(int argc, char **argv, eval_opts *o)
         case 'F': o->force = 1; break;
         case 'u': o->scaled = 0; break;
         case 'I': o->save_ids = optarg; break;
+        case 'U': if ((rc = parse_until(optarg, o))) return rc; break;
         case ':': return qs_cli_usage(CMD, "option %s needs a value", argv[optind - 1]);
         default: return qs_cli_usage(CMD, "unknown option '%s'", argv[optind - 1]);
         }
     }
     if (optind < argc) return qs_cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
+    if (o->until > 0 && !o->ncfg) return qs_cli_usage(CMD, "--until-ci measures the configurations' intervals: give a --config");
     if (!o->model) {
         if (access(QS_LLM_DEFAULT_MODEL, R_OK) == 0) o->model = QS_LLM_DEFAULT_MODEL;
         else return qs_cli_usage(CMD, "--model PATH is required (the default %s is missing: run `make data`)", QS_LLM_DEFAULT_MODEL);

@@ -110,4 +110,33 @@ t0=$(date +%s%N); kill -INT "$pid"; wait "$pid"; src=$?; ms=$(( ($(date +%s%N) -
 check "llm sensitivity: SIGINT stops it within 1.5 s ($ms ms), exit 130, database unchanged" \
   '[ "$ms" -lt 1500 ] && [ "$src" = 130 ] && grep -q "^qscope: llm sensitivity: stopped by SIGINT; nothing" "$T/sens.err" && [ "$(dbdump)" = "$before" ]'
 
+# --- --until-ci: the fewest chunks (at least 2) at which every config's 95% interval is narrower
+U=("$QS" llm eval --model "$TINY" --text "$T/big.txt" --ctx 64 --config a=mxfp4 --config kv=fp8_e4m3 --json)
+refuses "--until-ci 0 is refused" 2 "--until-ci: '0' is not a positive width" "${U[@]}" --until-ci 0
+refuses "--until-ci kl:x is refused" 2 "--until-ci: 'kl:x' is not a positive width" "${U[@]}" --until-ci kl:x
+refuses "--until-ci without a --config is refused" 2 "--until-ci measures the configurations' intervals" \
+  "$QS" llm eval --model "$TINY" --text "$T/big.txt" --ctx 64 --until-ci 0.01
+export QSCOPE_DB="$T/until.db"
+ok "--until-ci kl:0.1 (up to the whole text)" "${U[@]}" --until-ci kl:0.1
+cp "$T/out" "$T/u.json"
+K=$(jq_ "$T/u.json" "d[\"chunks\"]") NT=$(jq_ "$T/u.json" "d[\"tokens\"] // 64")
+check "stops early ($K of $NT chunks) with every KL interval narrower than 0.1 nats, computing only those chunks" \
+  '[ "$K" -gt 2 ] && [ "$K" -lt "$NT" ] && [ "$(jq_ "$T/u.json" "all(2 * 1.959964 * c[\"kl_se\"] < 0.1 for c in d[\"configs\"]) and d[\"scored_tokens\"] == $K * 31")" = True ] &&
+   [ "$(q "SELECT count(*) FROM result WHERE kind = '"'"'llm_eval_chunk'"'"'")" = $((3 * K)) ]'
+ok "one chunk fewer, from the stored chunks" "${U[@]}" --chunks $((K - 1))
+check "... is not narrow enough, and computed nothing" \
+  '[ "$(jq_ "$T/out" "any(2 * 1.959964 * c[\"kl_se\"] >= 0.1 for c in d[\"configs\"]) and sum(c[\"chunks_computed\"] for c in d[\"configs\"]) == 0")" = True ]'
+ok "--until-ci kl:0.1 again: every chunk reused" "${U[@]}" --until-ci kl:0.1
+check "... the same answer, nothing computed" 'same "$T/out" "$T/u.json" && [ "$(jq_ "$T/out" "d[\"reference\"][\"chunks_computed\"]")" = 0 ]'
+ok "the same chunk count without --until-ci in another database" env QSCOPE_DB="$OTHER" "${U[@]}" --chunks "$K"
+check "... bit-identical" 'same "$T/out" "$T/u.json"'
+ok "--until-ci 100 (dPPL): the minimum of 2 chunks" "${U[@]}" --until-ci 100
+check "2 chunks" '[ "$(jq_ "$T/out" "d[\"chunks\"]")" = 2 ]'
+ok "--until-ci 1e-9 with --chunks 5: never narrow enough, all 5 chunks" "${U[@]}" --until-ci 1e-9 --chunks 5 --config w=bf16
+check "5 chunks; only the new config computed" \
+  '[ "$(jq_ "$T/out" "d[\"chunks\"], [c[\"chunks_computed\"] for c in d[\"configs\"]]")" = "5 [0, 0, 5]" ]'
+ok "the table says how many chunks and why" "${U[@]:0:13}" --until-ci kl:0.1
+check "header first, then the chunk count" \
+  'head -1 "$T/out" | grep -q "^model " && grep -qE "up to [0-9]+ chunks" "$T/out" && grep -q "^$K chunks evaluated (the intervals are narrow enough)" "$T/out"'
+
 done_testing
