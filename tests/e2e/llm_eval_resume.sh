@@ -139,4 +139,30 @@ ok "the table says how many chunks and why" "${U[@]:0:13}" --until-ci kl:0.1
 check "header first, then the chunk count" \
   'head -1 "$T/out" | grep -q "^model " && grep -qE "up to [0-9]+ chunks" "$T/out" && grep -q "^$K chunks evaluated (the intervals are narrow enough)" "$T/out"'
 
+# --- on a terminal: the header first, then one progress line (chunks, tokens/s, time left) on stderr
+python3 - "$T/pty.txt" "$QS" llm eval --model "$TINY" --text "$T/big.txt" --ctx 64 --chunks 300 --config a=nvfp4 --force <<'PY'
+import os, pty, sys
+out = open(sys.argv[1], "wb")
+pid, fd = pty.fork()
+if pid == 0:
+    os.execvp(sys.argv[2], sys.argv[2:])
+while True:
+    try:
+        d = os.read(fd, 65536)
+    except OSError:
+        break
+    if not d:
+        break
+    out.write(d)
+os.waitpid(pid, 0)
+PY
+check "terminal: the header, then 'llm eval: chunk i/300, N tokens/s, m:ss left', then the table" \
+  'python3 -c "
+import re, sys
+t = open(sys.argv[1], \"rb\").read().decode(errors=\"replace\")
+h, p, r = t.find(\"configs: reference fp32, a=nvfp4\"), re.search(r\"llm eval: chunk [0-9]+/300, [0-9]+ tokens/s, [0-9]+:[0-9][0-9] left\", t), t.find(\"\\nreference fp32 \")
+sys.exit(not (0 <= h and p and h < p.start() < r))" "$T/pty.txt"'
+ok "not on a terminal, a short run: nothing on stderr" "$QS" llm eval --model "$TINY" --text "$T/big.txt" --ctx 64 --chunks 30 --config a=nvfp4 --force --json
+check "... stderr empty, stdout one JSON line" '[ ! -s "$T/err" ] && [ "$(wc -l < "$T/out")" = 1 ]'
+
 done_testing
