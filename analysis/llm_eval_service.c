@@ -12,6 +12,7 @@
 #include "llm_eval_stats.h"
 #include "results.h"
 #include "../kernels/qs_clock.h"
+#include "../kernels/qs_stop.h"
 #include "../kernels/qs_version.h"
 #include "../store/json_out.h"
 
@@ -152,6 +153,7 @@ static int make_variants(qs_eval_request *rq, const int *want, qs_eval_variant *
     for (int i = 0; i < rq->ncfg; i++) {
         qs_eval_cfg *c = &rq->cfg[i];
         c->m = base;
+        if (qs_stop_requested()) return qs_fail(e, "interrupted");   /* rounding weights takes seconds */
         if (c->has_w && want[i]) {
             char *wj = qs_quant_opts_json(&c->w);
             for (int k = 0; k < i && wj; k++) {
