@@ -314,6 +314,9 @@ static void print_json(const eval_opts *o, const qs_llm_text_run *t, const qs_ev
     json_object_set_new(j, "bos", t->su.bos >= 0 ? json_integer(t->su.bos) : json_null());
     json_object_set_new(j, "reference", json_incref(res->ref));
     json_object_set_new(j, "configs", json_incref(res->cfgs));
+    if (o->until > 0)
+        json_object_set_new(j, "until_ci", json_pack("{s:s,s:f,s:b}", "of", o->until_kl ? "kl_mean" : "dppl", "width", o->until,
+                                                     "met", res->until_met));
     if (note) json_object_set_new(j, "note", json_string(note));
     json_object_set_new(j, "compute_seconds", json_real(res->compute_seconds));
     json_object_set_new(j, "seconds", json_real(secs));

@@ -12,7 +12,7 @@ same() {
 import json, sys
 def strip(d):
     if isinstance(d, dict):
-        return {k: strip(v) for k, v in d.items() if k not in ("cached", "chunks_computed", "compute_seconds", "seconds")}
+        return {k: strip(v) for k, v in d.items() if k not in ("cached", "chunks_computed", "compute_seconds", "seconds", "until_ci")}
     return [strip(x) for x in d] if isinstance(d, list) else d
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
 sys.exit(0 if strip(a) == strip(b) else 1)
@@ -131,7 +131,8 @@ check "... the same answer, nothing computed" 'same "$T/out" "$T/u.json" && [ "$
 ok "the same chunk count without --until-ci in another database" env QSCOPE_DB="$OTHER" "${U[@]}" --chunks "$K"
 check "... bit-identical" 'same "$T/out" "$T/u.json"'
 ok "--until-ci 100 (dPPL): the minimum of 2 chunks" "${U[@]}" --until-ci 100
-check "2 chunks" '[ "$(jq_ "$T/out" "d[\"chunks\"]")" = 2 ]'
+check "2 chunks; the JSON says what was asked and that it was met" \
+  '[ "$(jq_ "$T/out" "d[\"chunks\"], d[\"until_ci\"]")" = "2 {'"'"'of'"'"': '"'"'dppl'"'"', '"'"'width'"'"': 100.0, '"'"'met'"'"': True}" ]'
 ok "--until-ci 1e-9 with --chunks 5: never narrow enough, all 5 chunks" "${U[@]}" --until-ci 1e-9 --chunks 5 --config w=bf16
 check "5 chunks; only the new config computed" \
   '[ "$(jq_ "$T/out" "d[\"chunks\"], [c[\"chunks_computed\"] for c in d[\"configs\"]]")" = "5 [0, 0, 5]" ]'
