@@ -5,6 +5,7 @@
 #include "../kernels/llm_rows.h"
 #include "../kernels/pool.h"
 #include "../kernels/qs_clock.h"
+#include "../kernels/qs_stop.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -180,6 +181,7 @@ int qs_eval_chunk(qs_eval_work *w, const qs_llm_model *ref, const qs_eval_varian
         nf_tap tc = {&vo->nf, vi ? NULL : w->resid, w->nlayer};
         const int l0 = vi ? cfg[vi - 1].from_layer : 0;
         if (l0 && !w->resid) return qs_fail(e, "evaluation: start layer %d without the reference's residual stream", l0);
+        if (qs_stop_requested()) return qs_fail(e, "interrupted");   /* Ctrl-C: between passes */
         double t0 = qs_now_s();
         if (qs_llm_forward_from(m, nx, w->st, w->in, 1, ctx, 0, l0, l0 ? w->resid + (size_t)l0 * ctx * d : NULL, w->hid,
                                 tap_nonfinite, &tc, e))
@@ -187,6 +189,7 @@ int qs_eval_chunk(qs_eval_work *w, const qs_llm_model *ref, const qs_eval_varian
         double t1 = qs_now_s();
         for (int r0 = 0; r0 < per; r0 += HEAD_ROWS) {
             int nr = per - r0 < HEAD_ROWS ? per - r0 : HEAD_ROWS;
+            if (qs_stop_requested()) return qs_fail(e, "interrupted");
             if (qs_llm_logits(m, nx, w->hid + (size_t)(first + r0) * d, nr, w->scr, w->lg, e)) return -1;
             row_job rj = {w->lg, V, r0, k0, tgt, w->pref, w->rr, vo, vi == 0};
             qs_pool_for(nr >= 8 ? qs_llm_threads() : 1, (size_t)nr, row_task, &rj);

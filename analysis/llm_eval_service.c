@@ -8,9 +8,11 @@
 #include <string.h>
 
 #include "analyze_key.h"
+#include "llm_eval_chunk.h"
 #include "llm_eval_stats.h"
 #include "results.h"
 #include "../kernels/qs_clock.h"
+#include "../kernels/qs_stop.h"
 #include "../kernels/qs_version.h"
 #include "../store/json_out.h"
 
@@ -71,51 +73,87 @@ static int put_f32(qs_db *db, int64_t id, const char *name, const double *x, siz
     return rc;
 }
 
-/* Every computed variant's summary and per-token arrays, in one transaction; datas[i] becomes the
-** stored data of variant i. */
-static int store_variants(qs_db *db, const qs_eval_request *rq, json_t *const *keys, const int *want, const qs_eval_out *out,
-                          char **datas, int64_t *ids, qs_err *e)
+/* One evaluation under way: the variants, what is stored of their chunks and what this run computed. */
+typedef struct svc {
+    qs_db *db;
+    qs_eval_request *rq;
+    int nv, K;                /* variants (the reference and the configurations); chunks asked for */
+    size_t per;               /* scored tokens per chunk */
+    json_t **keys;            /* per variant: the key of its "llm_eval" result */
+    char **datas;             /* per variant: its stored data (the answer) */
+    int64_t *ids;
+    int *done;                /* the variant's "llm_eval" result is reused as it is */
+    int *active;              /* assembled from chunks (not done; the reference whenever a configuration is) */
+    uint8_t *have, *fresh;    /* [K x nv]: chunk stored; stored by this run */
+    qs_eval_chunk_var *cv;    /* [K x nv]: its non-finite counts and seconds */
+    qs_eval_out all;          /* the active variants' per-token results over the K chunks */
+    const qs_eval_out *outp;  /* where they are: &all, or the shard's out during the run */
+    int kdone, kfinal;        /* chunks 0..kdone-1 complete for every active variant; chunks of the answer */
+    int todo, computed;       /* chunks to compute, computed */
+    double *scratch;          /* until: one value per scored token */
+} svc;
+
+#define AT(S, c, v) ((size_t)(c) * (size_t)(S)->nv + (size_t)(v))
+
+static const char *label_of(const svc *S, int v) { return v ? S->rq->cfg[v - 1].label : "reference"; }
+
+/* Every active variant not reused whole, over the first kfinal chunks: its summary, non-finite counts
+** and seconds summed over its chunks in order, and its per-token arrays, in one transaction;
+** datas[v] becomes its stored data. */
+static int store_variants(svc *S, qs_err *e)
 {
-    if (qs_db_begin(db, e)) return -1;
-    for (int i = 0; i <= rq->ncfg; i++) {
-        if (i > 0 && !want[i - 1]) continue;
+    const qs_eval_request *rq = S->rq;
+    const size_t n = (size_t)S->kfinal * S->per;
+    if (qs_db_begin(S->db, e)) return -1;
+    for (int v = 0; v < S->nv; v++) {
+        if (!S->active[v] || S->done[v]) continue;
         qs_eval_summary s;
-        if (qs_eval_summarize(&out->var[0], i ? &out->var[i] : NULL, out->n, &s, e)) goto fail;
-        json_t *d = variant_json(&s, &out->var[i].nf, i > 0, out->var[i].fwd_seconds + out->var[i].head_seconds);
+        if (qs_eval_summarize(&S->all.var[0], v ? &S->all.var[v] : NULL, n, &s, e)) goto fail;
+        qs_eval_nonfinite nf = {0, 0, -1, 0};
+        double secs = 0;
+        for (int c = 0; c < S->kfinal; c++) {
+            const qs_eval_chunk_var *cv = &S->cv[AT(S, c, v)];
+            if (nf.first_layer < 0 && cv->nf.first_layer >= 0) { nf.first_layer = cv->nf.first_layer; nf.first_site = cv->nf.first_site; }
+            nf.logit_rows += cv->nf.logit_rows;
+            nf.act_values += cv->nf.act_values;
+            secs += cv->seconds;
+        }
+        json_t *d = variant_json(&s, &nf, v > 0, secs);
         /* names for the readers of stored results (workbench, plot kl, report): the key holds only hashes */
         json_t *run = json_object();
         qs_json_set_text(run, "model", rq->f->name);
         qs_json_set_text(run, "text", rq->text_path);
         json_object_set_new(run, "tensor_types", json_string(rq->f->wtypes));
         json_object_set_new(d, "run", run);
-        char *ds = json_dumps(d, JSON_COMPACT), *ks = json_dumps(keys[i], JSON_COMPACT | JSON_SORT_KEYS);
+        char *ds = json_dumps(d, JSON_COMPACT), *ks = json_dumps(S->keys[v], JSON_COMPACT | JSON_SORT_KEYS);
         json_decref(d);
         int64_t id = 0;
+        const qs_eval_var_out *vo = &S->all.var[v];
         int bad = !ds || !ks ? qs_fail(e, "out of memory") :
-                  qs_result_put(db, rq->f->hash, KIND, i ? rq->cfg[i - 1].label : "reference", ks, ds, &id, e) ||
-                  put_f32(db, id, "nll", out->var[i].nll, out->n, e) ||
-                  (i && (put_f32(db, id, "kl", out->var[i].kl, out->n, e) || put_f32(db, id, "dp", out->var[i].dp, out->n, e)));
+                  qs_result_put(S->db, rq->f->hash, KIND, label_of(S, v), ks, ds, &id, e) ||
+                  put_f32(S->db, id, "nll", vo->nll, n, e) ||
+                  (v && (put_f32(S->db, id, "kl", vo->kl, n, e) || put_f32(S->db, id, "dp", vo->dp, n, e)));
         free(ks);
-        free(datas[i]);
-        datas[i] = ds;
-        ids[i] = id;
+        free(S->datas[v]);
+        S->datas[v] = ds;
+        S->ids[v] = id;
         if (bad) goto fail;
     }
-    if (!qs_db_commit(db, e)) return 0;
+    if (!qs_db_commit(S->db, e)) return 0;
 fail:
-    qs_db_rollback(db);
+    qs_db_rollback(S->db);
     return -1;
 }
 
 /* The variants to compute: each wanted configuration's weights rounded once (configurations with the
 ** same weight format share one rounded copy) and its numerics. */
-static int make_variants(qs_eval_request *rq, int *want, qs_eval_variant *var, qs_err *e)
+static int make_variants(qs_eval_request *rq, const int *want, qs_eval_variant *var, qs_err *e)
 {
     const qs_llm_model *base = &rq->f->m;
     for (int i = 0; i < rq->ncfg; i++) {
         qs_eval_cfg *c = &rq->cfg[i];
         c->m = base;
-        if (want[i] || rq->force) want[i] = 1;
+        if (qs_stop_requested()) return qs_fail(e, "interrupted");   /* rounding weights takes seconds */
         if (c->has_w && want[i]) {
             char *wj = qs_quant_opts_json(&c->w);
             for (int k = 0; k < i && wj; k++) {
@@ -136,25 +174,123 @@ static int make_variants(qs_eval_request *rq, int *want, qs_eval_variant *var, q
     return 0;
 }
 
-/* Chunks x configurations on the ranks; rank 0 ends with every per-token result and stores it. */
-static int compute(qs_db *db, qs_eval_request *rq, json_t *const *keys, int *want, char **datas, int64_t *ids,
-                   qs_eval_result *res, qs_err *e)
+/* --until-ci: the 95% interval of every configuration's dPPL (or KL mean) over the first k chunks is
+** narrower than the target (a configuration without statistics holds nothing back).  The means and
+** standard errors of qs_eval_summarize, over the same tokens, without its quantiles. */
+static int narrow_enough(svc *S, int k, int *ok, qs_err *e)
 {
-    qs_eval_variant *var = calloc((size_t)(rq->ncfg ? rq->ncfg : 1), sizeof *var);
-    if (!var) return qs_fail(e, "out of memory");
+    const size_t n = (size_t)k * S->per;
+    if (!S->scratch && !(S->scratch = malloc((size_t)S->K * S->per * sizeof *S->scratch))) return qs_fail(e, "out of memory");
+    const qs_eval_var_out *ref = &S->outp->var[0];
+    *ok = 1;
+    for (int v = 1; v < S->nv && *ok; v++) {
+        const qs_eval_var_out *q = &S->outp->var[v];
+        size_t m = 0;
+        for (size_t t = 0; t < n; t++)
+            if (isfinite(ref->nll[t]) && isfinite(q->nll[t])) S->scratch[m++] = S->rq->until_kl ? q->kl[t] : q->nll[t] - ref->nll[t];
+        if (!m) continue;
+        double mean, se;
+        qs_mean_se(S->scratch, m, &mean, &se);
+        double w = 2 * 1.959964 * (S->rq->until_kl ? se : exp(mean) * se);
+        if (isfinite(w) && !(w < S->rq->until)) *ok = 0;
+    }
+    return 0;
+}
+
+/* Move kdone past the chunks complete for every active variant; with until, stop at the first count
+** (at least 2 chunks) whose intervals are narrow enough. */
+static int advance(svc *S, qs_err *e)
+{
+    while (!S->kfinal && S->kdone < S->K) {
+        for (int v = 0; v < S->nv; v++)
+            if (S->active[v] && !S->have[AT(S, S->kdone, v)]) return 0;
+        S->kdone++;
+        int ok = 0;
+        if (S->rq->until > 0 && S->kdone >= 2 && narrow_enough(S, S->kdone, &ok, e)) return -1;
+        if (ok) S->kfinal = S->kdone;
+    }
+    return 0;
+}
+
+static void tick(const svc *S)
+{
+    if (!S->rq->tick) return;
+    qs_eval_tick t = {S->kfinal ? S->kfinal : S->kdone, S->kfinal ? S->kfinal : S->K, S->computed, S->todo};
+    S->rq->tick(S->rq->tick_ctx, &t);
+}
+
+/* A chunk merged (rank 0): its computed variants stored in one transaction, at once. */
+static int chunk_done(void *ctx, qs_eval_shard *sh, int c, qs_err *e)
+{
+    svc *S = ctx;
+    if (qs_db_begin(S->db, e)) return -1;
+    for (int v = 0; v < S->nv; v++) {
+        if (!sh->cur[v].have || S->have[AT(S, c, v)]) continue;   /* a stored chunk is the same bits */
+        char *opts = qs_evchunk_options(S->keys[v], c);
+        int bad = !opts ? qs_fail(e, "out of memory")
+                        : qs_evchunk_put(S->db, S->rq->f->hash, label_of(S, v), opts, v > 0, &sh->out.var[v], (size_t)c * S->per,
+                                         S->per, &sh->cur[v], e);
+        free(opts);
+        if (bad) { qs_db_rollback(S->db); return -1; }
+    }
+    if (qs_db_commit(S->db, e)) { qs_db_rollback(S->db); return -1; }
+    for (int v = 0; v < S->nv; v++)
+        if (sh->cur[v].have && !S->have[AT(S, c, v)]) {
+            S->have[AT(S, c, v)] = S->fresh[AT(S, c, v)] = 1;
+            S->cv[AT(S, c, v)] = sh->cur[v];
+        }
+    S->computed++;
+    if (advance(S, e)) return -1;
+    if (S->kfinal) sh->enough = 1;
+    tick(S);
+    return 0;
+}
+
+/* The chunks some active variant lacks, on the ranks; rank 0 stores each as it is merged. */
+static int compute(svc *S, qs_err *e)
+{
+    qs_eval_request *rq = S->rq;
+    const int ncfg = rq->ncfg, kmax = S->kfinal ? S->kfinal : S->K;
+    qs_eval_variant *var = calloc((size_t)(ncfg ? ncfg : 1), sizeof *var);
+    int *run = malloc((size_t)S->K * sizeof *run), *want = calloc((size_t)(ncfg ? ncfg : 1), sizeof *want);
+    uint8_t *need = calloc((size_t)S->K * (ncfg ? ncfg : 1), 1);
     qs_eval_shard sh;
     memset(&sh, 0, sizeof sh);
-    int rc = -1;
-    if (make_variants(rq, want, var, e)) goto done;
-    double t0 = qs_now_s();
-    if (qs_eval_shard_init(&sh, &rq->f->m, var, want, rq->ncfg, rq->ids, rq->nids, &rq->su, e) || rq->run(&sh, rq->what, e))
+    int rc = -1, nrun = 0;
+    if (!var || !run || !want || !need) { qs_fail(e, "out of memory"); goto done; }
+    for (int c = 0; c < kmax; c++) {
+        int any = S->active[0] && !S->have[AT(S, c, 0)];
+        for (int i = 0; i < ncfg; i++) {
+            need[(size_t)c * ncfg + i] = S->active[i + 1] && !S->have[AT(S, c, i + 1)];
+            any |= need[(size_t)c * ncfg + i];
+            want[i] |= need[(size_t)c * ncfg + i];
+        }
+        if (any) run[nrun++] = c;
+    }
+    S->todo = nrun;
+    if (!nrun) { rc = 0; goto done; }
+    if (make_variants(rq, want, var, e) ||
+        qs_eval_shard_init(&sh, &rq->f->m, var, want, ncfg, rq->ids, rq->nids, &rq->su, e))
         goto done;
-    res->compute_seconds = qs_now_s() - t0;
-    if (rq->rank == 0 && store_variants(db, rq, keys, want, &sh.out, datas, ids, e)) goto done;
-    rc = 0;
+    sh.run = run;
+    sh.nrun = nrun;
+    sh.need = need;
+    sh.chunk_done = chunk_done;
+    sh.done_ctx = S;
+    sh.out = S->all;   /* merged in place: the stored chunks are already there */
+    memset(&S->all, 0, sizeof S->all);
+    S->outp = &sh.out;
+    if (rq->rank == 0) tick(S);
+    rc = rq->run(&sh, rq->what, e);
+    S->all = sh.out;
+    S->outp = &S->all;
+    memset(&sh.out, 0, sizeof sh.out);
 done:
     qs_eval_shard_free(&sh);
     free(var);
+    free(run);
+    free(want);
+    free(need);
     return rc;
 }
 
@@ -172,76 +308,151 @@ static int get_f32(qs_db *db, int64_t id, const char *name, double *x, size_t n,
 }
 
 /* res->tok: every variant's stored per-token arrays. */
-static int load_tokens(qs_db *db, const qs_eval_request *rq, const int64_t *ids, qs_eval_result *res, qs_err *e)
+static int load_tokens(const svc *S, qs_eval_result *res, qs_err *e)
 {
-    const qs_eval_setup *s = &rq->su;
-    size_t n = qs_eval_ntok(s);
-    res->per_chunk = s->nchunks > 0 ? n / (size_t)s->nchunks : 0;
-    if (qs_eval_out_alloc(&res->tok, n, NULL, rq->ncfg)) return qs_fail(e, "out of memory");
-    for (int i = 0; i <= rq->ncfg; i++) {
+    size_t n = (size_t)S->kfinal * S->per;
+    res->per_chunk = S->per;
+    if (qs_eval_out_alloc(&res->tok, n, NULL, S->rq->ncfg)) return qs_fail(e, "out of memory");
+    for (int i = 0; i < S->nv; i++) {
         qs_eval_var_out *v = &res->tok.var[i];
-        if (get_f32(db, ids[i], "nll", v->nll, n, e) || (i && (get_f32(db, ids[i], "kl", v->kl, n, e) ||
-                                                              get_f32(db, ids[i], "dp", v->dp, n, e))))
+        if (get_f32(S->db, S->ids[i], "nll", v->nll, n, e) ||
+            (i && (get_f32(S->db, S->ids[i], "kl", v->kl, n, e) || get_f32(S->db, S->ids[i], "dp", v->dp, n, e))))
             return -1;
     }
     return 0;
 }
 
-/* The answer from the stored (or just computed) data. */
-static int answer(const qs_eval_request *rq, json_t *const *keys, const int *want, char **datas, int computed,
-                  qs_eval_result *res, qs_err *e)
+/* Chunks of variant v this run computed (of the answer's). */
+static int fresh_chunks(const svc *S, int v)
 {
-    res->ref = json_loads(datas[0], 0, NULL);
+    int n = 0;
+    for (int c = 0; c < S->kfinal; c++) n += S->fresh[AT(S, c, v)];
+    return n;
+}
+
+/* The answer from the stored (or just computed) data. */
+static int answer(const svc *S, qs_eval_result *res, qs_err *e)
+{
+    const qs_eval_request *rq = S->rq;
+    res->ref = json_loads(S->datas[0], 0, NULL);
     if (!res->ref) return qs_fail(e, "stored reference result is not JSON");
-    json_object_set_new(res->ref, "cached", json_boolean(!computed));
+    json_object_set_new(res->ref, "cached", json_boolean(!fresh_chunks(S, 0)));
+    json_object_set_new(res->ref, "chunks_computed", json_integer(fresh_chunks(S, 0)));
     qs_evstats_mark_failed(res->ref);   /* also of results stored before a failure was marked */
     for (int i = 0; i < rq->ncfg; i++) {
-        json_t *c = json_loads(datas[i + 1], 0, NULL);
+        json_t *c = json_loads(S->datas[i + 1], 0, NULL);
         if (!c) return qs_fail(e, "stored result of %s is not JSON", rq->cfg[i].label);
-        json_t *obj = json_pack("{s:s,s:O}", "label", rq->cfg[i].label, "numerics", json_object_get(keys[i + 1], "numerics"));
+        json_t *obj = json_pack("{s:s,s:O}", "label", rq->cfg[i].label, "numerics", json_object_get(S->keys[i + 1], "numerics"));
         json_object_update(obj, c);
         json_decref(c);
         qs_evstats_mark_failed(obj);
-        json_object_set_new(obj, "cached", json_boolean(!(computed && want[i])));
+        json_object_set_new(obj, "cached", json_boolean(!fresh_chunks(S, i + 1)));
+        json_object_set_new(obj, "chunks_computed", json_integer(fresh_chunks(S, i + 1)));
         json_array_append_new(res->cfgs, obj);
     }
+    return 0;
+}
+
+static void svc_free(svc *S)
+{
+    for (int i = 0; i < S->nv; i++) {
+        if (S->keys) json_decref(S->keys[i]);
+        if (S->datas) free(S->datas[i]);
+    }
+    free(S->keys); free(S->datas); free(S->ids); free(S->done); free(S->active);
+    free(S->have); free(S->fresh); free(S->cv); free(S->scratch);
+    qs_eval_out_free(&S->all);
+}
+
+/* The cache keys, the variants reused whole, and the stored chunks of the others. */
+static int lookup(svc *S, qs_err *e)
+{
+    const qs_eval_request *rq = S->rq;
+    for (int v = 0; v < S->nv; v++) {
+        S->keys[v] = json_pack("{s:s,s:i,s:i,s:s,s:i,s:o}", "text", rq->text_hash, "ctx", rq->su.ctx, "chunks", rq->su.nchunks,
+                               "score", rq->su.score_all ? "all" : "half", "bos", rq->su.bos, "numerics",
+                               numerics_json(v ? &rq->cfg[v - 1] : NULL, rq->scaled));
+        char *ks = S->keys[v] ? json_dumps(S->keys[v], JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        if (!ks) return qs_fail(e, "out of memory");
+        /* with until the chunk count is not known yet: everything comes from the chunks */
+        int bad = !rq->force && rq->until <= 0 && qs_result_get(S->db, rq->f->hash, KIND, label_of(S, v), ks, &S->datas[v], &S->ids[v], e);
+        free(ks);
+        if (bad) return -1;
+        S->done[v] = S->datas[v] != NULL;
+    }
+    for (int v = 1; v < S->nv; v++) S->active[v] = !S->done[v];
+    S->active[0] = !S->done[0];
+    for (int v = 1; v < S->nv; v++) S->active[0] |= S->active[v];
+    int *wantc = calloc((size_t)S->nv, sizeof *wantc);
+    if (!wantc) return qs_fail(e, "out of memory");
+    for (int v = 1; v < S->nv; v++) wantc[v - 1] = S->active[v];
+    int bad = S->active[0] && qs_eval_out_alloc(&S->all, (size_t)S->K * S->per, wantc, rq->ncfg);
+    free(wantc);
+    if (bad) return qs_fail(e, "out of memory for the per-token results of %d chunks", S->K);
+    for (int v = 0; v < S->nv && !rq->force; v++)
+        for (int c = 0; c < S->K && S->active[v]; c++) {
+            char *opts = qs_evchunk_options(S->keys[v], c);
+            int found = 0;
+            bad = !opts ? qs_fail(e, "out of memory") : qs_evchunk_get(S->db, rq->f->hash, label_of(S, v), opts, v > 0, &S->all.var[v],
+                                                                       (size_t)c * S->per, S->per, &S->cv[AT(S, c, v)], &found, e);
+            free(opts);
+            if (bad) return -1;
+            S->have[AT(S, c, v)] = (uint8_t)found;
+        }
     return 0;
 }
 
 int qs_eval_service(qs_db *db, qs_eval_request *rq, qs_eval_result *res, qs_err *e)
 {
     memset(res, 0, sizeof *res);
-    const int n = rq->ncfg + 1;
-    json_t **keys = calloc((size_t)n, sizeof *keys);
-    char **datas = calloc((size_t)n, sizeof *datas);
-    int64_t *ids = calloc((size_t)n, sizeof *ids);
-    int *want = calloc((size_t)n, sizeof *want), rc = -1, nwant = 0, need_ref = rq->force;
+    svc S;
+    memset(&S, 0, sizeof S);
+    S.db = db;
+    S.rq = rq;
+    S.nv = rq->ncfg + 1;
+    S.K = rq->su.nchunks;
+    S.outp = &S.all;
+    const size_t nk = (size_t)(S.K > 0 ? S.K : 1) * (size_t)S.nv;
+    S.per = S.K > 0 ? qs_eval_ntok(&rq->su) / (size_t)S.K : 0;
+    S.keys = calloc((size_t)S.nv, sizeof *S.keys);
+    S.datas = calloc((size_t)S.nv, sizeof *S.datas);
+    S.ids = calloc((size_t)S.nv, sizeof *S.ids);
+    S.done = calloc((size_t)S.nv, sizeof *S.done);
+    S.active = calloc((size_t)S.nv, sizeof *S.active);
+    S.have = calloc(nk, 1);
+    S.fresh = calloc(nk, 1);
+    S.cv = calloc(nk, sizeof *S.cv);
+    int rc = -1;
     res->cfgs = json_array();
-    if (!keys || !datas || !ids || !want || !res->cfgs) { qs_fail(e, "out of memory"); goto done; }
-    /* cache keys: one result per variant */
-    for (int i = 0; i <= rq->ncfg; i++) {
-        keys[i] = json_pack("{s:s,s:i,s:i,s:s,s:i,s:o}", "text", rq->text_hash, "ctx", rq->su.ctx, "chunks", rq->su.nchunks, "score",
-                            rq->su.score_all ? "all" : "half", "bos", rq->su.bos, "numerics",
-                            numerics_json(i ? &rq->cfg[i - 1] : NULL, rq->scaled));
-        char *ks = keys[i] ? json_dumps(keys[i], JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-        if (!ks) { qs_fail(e, "out of memory"); goto done; }
-        int bad = !rq->force && qs_result_get(db, rq->f->hash, KIND, i ? rq->cfg[i - 1].label : "reference", ks, &datas[i], &ids[i], e);
-        free(ks);
-        if (bad) goto done;
-        if (i == 0) need_ref |= !datas[0];
-        else { want[i - 1] = !datas[i]; nwant += want[i - 1]; }
+    if (!S.keys || !S.datas || !S.ids || !S.done || !S.active || !S.have || !S.fresh || !S.cv || !res->cfgs) {
+        qs_fail(e, "out of memory");
+        goto done;
     }
-    if (nwant) need_ref = 1;
-    if (need_ref && compute(db, rq, keys, want, datas, ids, res, e)) goto done;
-    res->computed = need_ref;
-    rc = rq->rank > 0 ? 0 : (answer(rq, keys, want, datas, need_ref, res, e) || load_tokens(db, rq, ids, res, e)) ? -1 : 0;
+    if (S.K < 1) { qs_fail(e, "evaluation: no chunk to evaluate"); goto done; }
+    if (lookup(&S, e) || advance(&S, e)) goto done;
+    double t0 = qs_now_s();
+    int crc = S.active[0] ? compute(&S, e) : 0;
+    res->compute_seconds = qs_now_s() - t0;
+    res->chunks_computed = S.computed;
+    res->chunks_todo = S.todo;
+    if (crc) goto done;
+    res->computed = S.computed > 0;
+    if (rq->rank > 0) { rc = 0; goto done; }   /* rank 0 stores and answers */
+    if (S.active[0] && advance(&S, e)) goto done;
+    res->until_met = S.kfinal > 0;
+    if (!S.kfinal) S.kfinal = rq->until > 0 && S.active[0] ? S.kdone : S.K;
+    if (S.active[0] && S.kdone < S.kfinal) { qs_fail(e, "evaluation: chunk %d of %s is missing after the run", S.kdone, "a variant"); goto done; }
+    for (int v = 0; v < S.nv && S.kfinal != S.K; v++) json_object_set_new(S.keys[v], "chunks", json_integer(S.kfinal));
+    res->nchunks = S.kfinal;
+    rc = (S.active[0] && store_variants(&S, e)) || answer(&S, res, e) || load_tokens(&S, res, e) ? -1 : 0;
 done:
-    for (int i = 0; i < n && keys && datas; i++) { json_decref(keys[i]); free(datas[i]); }
-    free(keys);
-    free(datas);
-    free(ids);
-    free(want);
-    if (rc) qs_eval_result_free(res);
+    svc_free(&S);
+    if (rc) {
+        json_decref(res->ref);
+        json_decref(res->cfgs);
+        res->ref = res->cfgs = NULL;
+        qs_eval_out_free(&res->tok);
+    }
     return rc;
 }
 

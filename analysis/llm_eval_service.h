@@ -2,10 +2,13 @@
 ** The "compute or reuse an evaluation" service of `qscope llm eval` (as analyze_service.h is for
 ** `analyze`): every variant (the FP32 reference and each configuration) is one stored result of kind
 ** "llm_eval" keyed by model hash, text hash, ctx, chunks, scoring, BOS and the variant's numerics;
-** the stored ones are reused unless force, the others computed (chunks x configurations on the ranks
-** of the caller's runner), stored with their per-token arrays in one transaction, and the answer is
-** assembled from the stored data — so a reused result prints exactly as a computed one.  The
-** statistics of a variant are the rows of llm_eval_stats.h.
+** the stored ones are reused unless force.  The others are assembled from their chunks (kind
+** "llm_eval_chunk", llm_eval_chunk.h): the stored chunks are read, the missing ones computed (chunks x
+** configurations on the ranks of the caller's runner) and each stored in a transaction of its own as
+** it is merged, so an interrupted run keeps them and the same command (or a larger --chunks) computes
+** only what is missing, bit for bit as in one go.  The variant's result is then stored with its
+** per-token arrays, and the answer is assembled from the stored data — so a reused result prints
+** exactly as a computed one.  The statistics of a variant are the rows of llm_eval_stats.h.
 */
 #ifndef QS_LLM_EVAL_SERVICE_H
 #define QS_LLM_EVAL_SERVICE_H
@@ -32,6 +35,11 @@ typedef struct qs_eval_cfg {
 /* Runs every unit of a shard on this process's ranks (app/cli/llm_par.h's qs_llm_shard_run). */
 typedef int (*qs_eval_runner)(qs_eval_shard *sh, const char *what, qs_err *e);
 
+/* Progress of the chunks (rank 0, after every merged chunk): complete = chunks 0 .. complete-1 are
+** done for every variant, of total; computed of todo chunks needed computing in this run. */
+typedef struct qs_eval_tick { int complete, total, computed, todo; } qs_eval_tick;
+typedef void (*qs_eval_tick_fn)(void *ctx, const qs_eval_tick *t);
+
 typedef struct qs_eval_request {
     const char *text_path;    /* stored as the run's text name (the key holds only hashes) */
     const char *text_hash;    /* 32 hex digits */
@@ -45,6 +53,12 @@ typedef struct qs_eval_request {
     qs_eval_runner run;
     const char *what;         /* names the command in the runner's messages */
     int rank;                 /* this process's rank: rank 0 alone stores and answers */
+    /* > 0: --until-ci: the answer has the fewest chunks (at least 2, at most su.nchunks) at which the
+    ** 95% interval of every configuration's dPPL (until_kl: KL mean) is narrower than until */
+    double until;
+    int until_kl;
+    qs_eval_tick_fn tick;     /* optional */
+    void *tick_ctx;
 } qs_eval_request;
 
 typedef struct qs_eval_result {
@@ -59,10 +73,15 @@ typedef struct qs_eval_result {
     size_t per_chunk;
     int computed;             /* some variant was computed */
     double compute_seconds;
+    int nchunks;              /* chunks of the answer (fewer than asked when until was met) */
+    int until_met;            /* until: the intervals are narrower than asked */
+    int chunks_computed;      /* chunks computed (and stored) by this run, also on failure */
+    int chunks_todo;          /* chunks this run had to compute */
 } qs_eval_result;
 
 /* Lookup, compute what is missing (or everything with force), store, answer (rank 0; other ranks
-** return 0 with an empty result after their share of the computation).  0, or -1 with e set. */
+** return 0 with an empty result after their share of the computation).  0, or -1 with e set ("interrupted"
+** when a stop was asked for, kernels/qs_stop.h: the chunks finished by then stay stored). */
 int qs_eval_service(qs_db *db, qs_eval_request *rq, qs_eval_result *res, qs_err *e);
 void qs_eval_result_free(qs_eval_result *r);
 /* The rounded weights the service made. */

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../kernels/qs_stop.h"
+
 typedef struct unit_hdr { int32_t chunk, group, nvar, magic; } unit_hdr;
 typedef struct var_hdr {
     int32_t index, first_layer, first_site, pad;
@@ -32,10 +34,18 @@ int qs_eval_shard_init(qs_eval_shard *sh, const qs_llm_model *ref, const qs_eval
     memset(sh, 0, sizeof *sh);
     int resid;
     if (qs_eval_check(ref, cfg, want, ncfg, text, ntext, s, &resid, e)) return -1;
-    *sh = (qs_eval_shard){ref, cfg, ncfg, text, *s, resid, 0, 1, NULL, NULL, 0, NULL, {0, 0, NULL}, 0};
+    sh->ref = ref;
+    sh->cfg = cfg;
+    sh->ncfg = ncfg;
+    sh->text = text;
+    sh->su = *s;
+    sh->resid = resid;
+    sh->ngroup = 1;
+    sh->nrun = s->nchunks;
     sh->group = malloc((size_t)(ncfg ? ncfg : 1) * sizeof *sh->group);
     sh->vcost = malloc((size_t)(ncfg ? ncfg : 1) * sizeof *sh->vcost);
-    if (!sh->group || !sh->vcost) { qs_eval_shard_free(sh); return qs_fail(e, "out of memory"); }
+    sh->cur = calloc((size_t)ncfg + 1, sizeof *sh->cur);
+    if (!sh->group || !sh->vcost || !sh->cur) { qs_eval_shard_free(sh); return qs_fail(e, "out of memory"); }
     const double lw = layer_work(&ref->c, s->ctx), hw = (double)ref->c.vocab * ref->c.dim;
     sh->rcost = ref->c.n_layer * lw + hw;
     for (int i = 0; i < ncfg; i++) {
@@ -50,6 +60,7 @@ void qs_eval_shard_free(qs_eval_shard *sh)
 {
     free(sh->group);
     free(sh->vcost);
+    free(sh->cur);
     qs_eval_work_free(sh->w);
     qs_eval_out_free(&sh->out);
     memset(sh, 0, sizeof *sh);
@@ -64,14 +75,40 @@ void qs_eval_shard_groups(qs_eval_shard *sh, int ngroup)
         if (sh->group[i] >= 0) sh->group[i] = k++ % ngroup;
 }
 
-size_t qs_eval_shard_units(const qs_eval_shard *sh) { return (size_t)sh->su.nchunks * sh->ngroup; }
+size_t qs_eval_shard_units(const qs_eval_shard *sh) { return (size_t)sh->nrun * sh->ngroup; }
+
+int qs_eval_shard_chunk(const qs_eval_shard *sh, size_t u)
+{
+    size_t k = u / (size_t)sh->ngroup;
+    return sh->run ? sh->run[k] : (int)k;
+}
+
+/* Configuration i is computed in chunk c. */
+static int needs(const qs_eval_shard *sh, int c, int i)
+{
+    return sh->group[i] >= 0 && (!sh->need || sh->need[(size_t)c * sh->ncfg + i]);
+}
+
+/* The configurations of group g that chunk c computes (want may be NULL). */
+static int unit_configs(const qs_eval_shard *sh, int c, int g, int *want)
+{
+    int n = 0;
+    for (int i = 0; i < sh->ncfg; i++) {
+        int w = sh->group[i] == g && needs(sh, c, i);
+        if (want) want[i] = w;
+        n += w;
+    }
+    return n;
+}
 
 void qs_eval_shard_costs(const qs_eval_shard *sh, double *cost)
 {
-    for (int g = 0; g < sh->ngroup; g++) {
-        double c = sh->rcost;
-        for (int i = 0; i < sh->ncfg; i++) if (sh->group[i] == g) c += sh->vcost[i];
-        for (int k = 0; k < sh->su.nchunks; k++) cost[(size_t)k * sh->ngroup + g] = c;
+    for (size_t u = 0; u < qs_eval_shard_units(sh); u++) {
+        const int c = qs_eval_shard_chunk(sh, u), g = (int)(u % (size_t)sh->ngroup);
+        double w = 0;
+        for (int i = 0; i < sh->ncfg; i++) if (sh->group[i] == g && needs(sh, c, i)) w += sh->vcost[i];
+        /* a group without work in this chunk skips even the reference pass */
+        cost[u] = g == 0 || w > 0 ? sh->rcost + w : 0;
     }
 }
 
@@ -83,14 +120,26 @@ int qs_eval_shard_unit(qs_eval_shard *sh, size_t u, uint8_t **b, size_t *len, qs
 {
     *b = NULL;
     *len = 0;
-    const int c = (int)(u / (size_t)sh->ngroup), g = (int)(u % (size_t)sh->ngroup);
-    if (c >= sh->su.nchunks) return qs_fail(e, "evaluation: unit %zu of %zu", u, qs_eval_shard_units(sh));
-    if (!sh->w && !(sh->w = qs_eval_work_new(sh->ref, &sh->su, sh->resid, e))) return -1;
+    if (u >= qs_eval_shard_units(sh)) return qs_fail(e, "evaluation: unit %zu of %zu", u, qs_eval_shard_units(sh));
+    if (sh->enough) return 0;
+    if (qs_stop_requested()) return qs_fail(e, "interrupted");
+    const int c = qs_eval_shard_chunk(sh, u), g = (int)(u % (size_t)sh->ngroup);
+    if (c < 0 || c >= sh->su.nchunks) return qs_fail(e, "evaluation: chunk %d of %d", c, sh->su.nchunks);
     const size_t per = per_chunk(sh);
-    /* this unit's variants: the reference always runs (its results are kept by group 0 only) */
+    /* this unit's variants: the reference runs whenever a configuration does (its results are kept by
+    ** group 0 only); a group without configurations in this chunk computes nothing */
     int *want = calloc((size_t)(sh->ncfg ? sh->ncfg : 1), sizeof *want);
     if (!want) return qs_fail(e, "out of memory");
-    for (int i = 0; i < sh->ncfg; i++) want[i] = sh->group[i] == g;
+    const int nw = unit_configs(sh, c, g, want);
+    if (g > 0 && !nw) {
+        free(want);
+        unit_hdr h0 = {c, g, 0, UNIT_MAGIC};
+        if (!(*b = malloc(sizeof h0))) return qs_fail(e, "out of memory");
+        memcpy(*b, &h0, sizeof h0);
+        *len = sizeof h0;
+        return 0;
+    }
+    if (!sh->w && !(sh->w = qs_eval_work_new(sh->ref, &sh->su, sh->resid, e))) { free(want); return -1; }
     qs_eval_out o;
     int rc = -1;
     if (qs_eval_out_alloc(&o, per, want, sh->ncfg)) { free(want); return qs_fail(e, "out of memory"); }
@@ -131,8 +180,10 @@ out:
 int qs_eval_shard_merge(qs_eval_shard *sh, size_t u, const uint8_t *b, size_t len, qs_err *e)
 {
     const size_t per = per_chunk(sh);
-    const int c = (int)(u / (size_t)sh->ngroup), g = (int)(u % (size_t)sh->ngroup);
-    if (u != sh->merged) return qs_fail(e, "evaluation: unit %zu merged after %zu units", u, sh->merged);
+    if (u != sh->merged || u >= qs_eval_shard_units(sh))
+        return qs_fail(e, "evaluation: unit %zu merged after %zu units", u, sh->merged);
+    const int c = qs_eval_shard_chunk(sh, u), g = (int)(u % (size_t)sh->ngroup);
+    if (!len && sh->enough) { sh->merged++; return 0; }   /* skipped: enough chunks */
     if (!sh->out.var) {
         int *want = calloc((size_t)(sh->ncfg ? sh->ncfg : 1), sizeof *want);
         if (!want) return qs_fail(e, "out of memory");
@@ -146,20 +197,24 @@ int qs_eval_shard_merge(qs_eval_shard *sh, size_t u, const uint8_t *b, size_t le
     memcpy(&h, b, sizeof h);
     size_t want_len = sizeof h + (g == 0 ? var_bytes(per, 0) : 0);
     int nvar = g == 0;
-    for (int i = 0; i < sh->ncfg; i++) if (sh->group[i] == g) { nvar++; want_len += var_bytes(per, 1); }
+    for (int i = 0; i < sh->ncfg; i++) if (sh->group[i] == g && needs(sh, c, i)) { nvar++; want_len += var_bytes(per, 1); }
     /* a rank that saw other cached results would send other variants: refuse rather than mix */
     if (h.magic != UNIT_MAGIC || h.chunk != c || h.group != g || h.nvar != nvar || len != want_len)
         return qs_fail(e, "evaluation: unit %zu (chunk %d, group %d) is not what this rank planned (the database changed "
                           "during the run?)", u, c, g);
     const uint8_t *p = b + sizeof h;
     const size_t k0 = (size_t)c * per;
+    if (g == 0) memset(sh->cur, 0, ((size_t)sh->ncfg + 1) * sizeof *sh->cur);
     for (int v = g == 0 ? 0 : 1; v <= sh->ncfg; v++) {
-        if (v && sh->group[v - 1] != g) continue;
+        if (v && (sh->group[v - 1] != g || !needs(sh, c, v - 1))) continue;
         var_hdr vh;
         memcpy(&vh, p, sizeof vh);
         p += sizeof vh;
         if (vh.index != v) return qs_fail(e, "evaluation: unit %zu holds variant %d where %d was planned", u, vh.index, v);
         qs_eval_var_out *vo = &sh->out.var[v];
+        if (!vo->nll) return qs_fail(e, "evaluation: unit %zu holds variant %d, which has no outputs", u, v);
+        sh->cur[v] = (qs_eval_chunk_var){1, {vh.logit_rows, vh.act_values, vh.first_layer, (qs_llm_site)vh.first_site},
+                                         vh.fwd_seconds + vh.head_seconds};
         /* chunk order: the first non-finite site met is the single process's */
         if (vo->nf.first_layer < 0 && vh.first_layer >= 0) {
             vo->nf.first_layer = vh.first_layer;
@@ -180,5 +235,6 @@ int qs_eval_shard_merge(qs_eval_shard *sh, size_t u, const uint8_t *b, size_t le
         p += per;
     }
     sh->merged++;
+    if (g == sh->ngroup - 1 && sh->chunk_done) return sh->chunk_done(sh->done_ctx, sh, c, e);
     return 0;
 }

@@ -17,7 +17,13 @@
 ** bos, numerics}; data = the variant's statistics with "kl_hist" (log2 bins of per-token KL); blobs
 ** "nll" (f32 per scored token) and, for configs, "kl" and "dp".  The data also carries "run" {model (name), text
 ** (the path given), tensor_types} for its readers (analysis/llm_eval_store.h: the workbench's Model
-** view, `plot kl`, the report), since the key holds only hashes.
+** view, `plot kl`, the report), since the key holds only hashes.  It is assembled from its chunks:
+** "llm_eval_chunk" (analysis/llm_eval_chunk.h), one per variant and chunk, stored as the chunk is
+** done (a transaction each): format = the config label, options = the variant's options without
+** "chunks", with "chunk": c (0-based); data = {"scored" (tokens of the chunk), "logit_rows",
+** "activation_values" (non-finite counts), "first_layer", "first_site" (-1 / site id), "compute_seconds"};
+** blobs "nll" and, for configs, "kl", "dp" (f64 per scored token, as computed) and "same_top" (u8).  An
+** interrupted or larger evaluation reuses them; the readers of "llm_eval" never see them.
 ** Kinds written by `qscope llm sensitivity` (docs/llm.md "llm sensitivity"), tensor_hash = the model
 ** file's hash, format = the format label (e.g. "mxfp4"):
 **   "llm_sensitivity"  options = {text hash, ctx, chunks, score, bos, format (canonical options),

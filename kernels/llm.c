@@ -7,6 +7,7 @@
 #include "llm_internal.h"
 #include "llm_rows.h"
 #include "pool.h"
+#include "qs_stop.h"
 #include "simd.h"
 
 #include <cblas.h>
@@ -535,6 +536,7 @@ int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm
         memcpy(s->x + (size_t)r * d, m->tok_embd + (size_t)t * d, (size_t)d * sizeof(float));
     }
     for (int l = l0; l < c->n_layer; l++) {
+        if (qs_stop_requested()) return qs_fail(e, "interrupted");   /* Ctrl-C in a long pass (kernels/qs_stop.h) */
         const qs_llm_layer *L = &m->L[l];
         size_t lbase = (size_t)l * s->batch * s->max_pos * kvd;
         const qs_apply *const *lf = nx && nx->layer_fmt ? nx->layer_fmt + (size_t)l * QS_LLM_NLSITE : NULL;

@@ -23,6 +23,9 @@
 #include "../../store/io_err.h"
 #include "quant_opts.h"
 #include "llm_par.h"
+#include "llm_progress.h"
+#include "stop_signal.h"
+#include "../../kernels/qs_stop.h"
 #include "par.h"
 #include "llm_text_run.h"
 #include "llm_eval_out.h"
@@ -137,10 +140,27 @@ int qs_llm_parse_config(const char *cmd, const char *opt, const char *spec, qs_e
 typedef struct eval_opts {
     qs_evout_opts out;        /* --ci, --paired, --csv (llm_eval_out.h) */
     const char *model, *text, *save_ids;
-    int ctx, chunks, score_all, json, force, scaled;
+    int ctx, chunks, score_all, json, force, scaled, until_kl;
+    double until;             /* --until-ci: target width of the 95% intervals (0: off) */
     qs_eval_cfg cfg[MAX_CFG];
     int ncfg;
 } eval_opts;
+
+/* --until-ci X (the dPPL interval's width, relative: 0.01 = one percentage point) or kl:X (the KL
+** mean's, in nats). */
+static int parse_until(const char *v, eval_opts *o)
+{
+    o->until_kl = !strncmp(v, "kl:", 3);
+    const char *x = o->until_kl ? v + 3 : v;
+    char *end = NULL;
+    errno = 0;
+    double w = *x ? strtod(x, &end) : NAN;
+    if (!end || *end || errno || !isfinite(w) || w <= 0)
+        return qs_cli_usage(CMD, "--until-ci: '%s' is not a positive width (X for the dPPL interval, e.g. 0.01; kl:X for "
+                            "the KL mean's, in nats)", v);
+    o->until = w;
+    return 0;
+}
 
 static int parse_opts(int argc, char **argv, eval_opts *o)
 {
@@ -149,7 +169,7 @@ static int parse_opts(int argc, char **argv, eval_opts *o)
         {"model", required_argument, 0, 'm'}, {"text", required_argument, 0, 't'}, {"ctx", required_argument, 0, 'c'},
         {"chunks", required_argument, 0, 'k'}, {"config", required_argument, 0, 'C'}, {"score", required_argument, 0, 's'},
         {"json", no_argument, 0, 'j'}, {"force", no_argument, 0, 'F'}, {"unscaled-casts", no_argument, 0, 'u'},
-        {"save-ids", required_argument, 0, 'I'}, {0, 0, 0, 0}};
+        {"save-ids", required_argument, 0, 'I'}, {"until-ci", required_argument, 0, 'U'}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->ctx = 512;
     o->scaled = 1;
@@ -181,12 +201,14 @@ static int parse_opts(int argc, char **argv, eval_opts *o)
         case 'F': o->force = 1; break;
         case 'u': o->scaled = 0; break;
         case 'I': o->save_ids = optarg; break;
+        case 'U': if ((rc = parse_until(optarg, o))) return rc; break;
         case ':': return qs_cli_usage(CMD, "option %s needs a value", argv[optind - 1]);
         default: return qs_cli_usage(CMD, "unknown option '%s'", argv[optind - 1]);
         }
     }
     if (optind < argc) return qs_cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
     if ((rc = qs_evout_check(CMD, &o->out, o->json, o->ncfg, -1))) return rc;
+    if (o->until > 0 && !o->ncfg) return qs_cli_usage(CMD, "--until-ci measures the configurations' intervals: give a --config");
     if (!o->model) {
         if (access(QS_LLM_DEFAULT_MODEL, R_OK) == 0) o->model = QS_LLM_DEFAULT_MODEL;
         else return qs_cli_usage(CMD, "--model PATH is required (the default %s is missing: run `make data`)", QS_LLM_DEFAULT_MODEL);
@@ -202,13 +224,28 @@ const char *qs_llm_title(const qs_llm_file *f) { return qs_esc(f->name[0] ? f->n
 
 /* ---------------------------------------------------------------- printing */
 
-static void print_table(const eval_opts *o, const qs_llm_text_run *t, const qs_eval_result *res, const qs_evout *ev)
+/* What is evaluated, printed before the computation starts. */
+static void print_header(const eval_opts *o, const qs_llm_text_run *t)
 {
     printf("model %s (%s; %s)\n", qs_esc(o->model), qs_llm_title(&t->f), t->f.wtypes);
-    printf("text %s: %d tokens; ctx %d, %d chunks; scoring: %s; BOS %s\n", qs_esc(o->text), t->ntok, o->ctx, t->su.nchunks,
+    printf("text %s: %d tokens; ctx %d, %s%d chunks; scoring: %s; BOS %s\n", qs_esc(o->text), t->ntok, o->ctx,
+           o->until > 0 ? "up to " : "", t->su.nchunks,
            o->score_all ? "all positions 0..ctx-2 of each chunk (--score all)"
                         : "second half of each chunk, positions ctx/2..ctx-2 (llama.cpp)",
            t->su.bos >= 0 ? "replaces the first token of each chunk" : "not added (the vocabulary does not add BOS)");
+    printf("configs: reference fp32");
+    for (int i = 0; i < o->ncfg; i++) printf(", %s", o->cfg[i].label);
+    if (o->until > 0)
+        printf("\nuntil the 95%% interval of every config's %s is narrower than %g%s", o->until_kl ? "KL mean" : "dPPL", o->until,
+               o->until_kl ? " nats" : "");
+    printf("\n");
+    fflush(stdout);
+}
+
+static void print_table(const eval_opts *o, const qs_llm_text_run *t, const qs_eval_result *res, const qs_evout *ev)
+{
+    if (o->until > 0) printf("%d chunks evaluated%s\n", t->su.nchunks, res->until_met ? " (the intervals are narrow enough)"
+                                                                              : " (all: the intervals are still wider)");
     qs_evout_table(&o->out, ev, res, qs_eval_ntok(&t->su));   /* the statistics, llm_eval_out.h */
 }
 
@@ -248,6 +285,9 @@ static void print_json(const eval_opts *o, const qs_llm_text_run *t, const qs_ev
     json_object_set_new(j, "reference", json_incref(res->ref));
     json_object_set_new(j, "configs", json_incref(res->cfgs));
     qs_evout_json(&o->out, ev, res, j);
+    if (o->until > 0)
+        json_object_set_new(j, "until_ci", json_pack("{s:s,s:f,s:b}", "of", o->until_kl ? "kl_mean" : "dppl", "width", o->until,
+                                                     "met", res->until_met));
     if (note) json_object_set_new(j, "note", json_string(note));
     json_object_set_new(j, "compute_seconds", json_real(res->compute_seconds));
     json_object_set_new(j, "seconds", json_real(secs));
@@ -278,6 +318,16 @@ static int print_answer(const eval_opts *o, const qs_llm_text_run *t, const qs_e
 
 /* ---------------------------------------------------------------- command */
 
+/* Ctrl-C / SIGTERM: what the run kept, and the exit status 128 + signal. */
+static int interrupted(const qs_eval_result *res)
+{
+    if (qs_par_rank() == 0)
+        fprintf(stderr, "qscope: %s: stopped by %s; %d chunk%s computed and stored by this run (of %d to compute): the same "
+                "command continues from there\n", CMD, qs_stop_name(), res->chunks_computed, res->chunks_computed == 1 ? "" : "s",
+                res->chunks_todo);
+    return qs_stop_status();
+}
+
 int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
 {
     eval_opts *o = calloc(1, sizeof *o);
@@ -289,13 +339,22 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
     qs_db *db = NULL;
     qs_eval_result res = {0};
     qs_err e = {{0}};
+    qs_stop_signals_default();   /* until the computation, Ctrl-C loses nothing */
     if ((rc = qs_llm_text_run_open(&t, CMD, o->model, o->text, o->ctx, o->chunks, o->score_all, o->save_ids))) goto done;
     if ((rc = qs_evout_check(CMD, &o->out, o->json, o->ncfg, t.su.nchunks))) goto done;
     if (!(db = qs_cli_open_db(cli))) { rc = QS_EXIT_ERR; goto done; }
+    const int rank0 = qs_par_rank() == 0;
+    if (rank0 && !o->json && !(o->out.csv && !strcmp(o->out.csv, "-"))) print_header(o, &t);   /* not into a CSV on stdout */
+    qs_llm_progress pg;
+    qs_llm_progress_init(&pg, CMD, o->ctx, o->until > 0);
     qs_eval_request rq = {o->text, t.thash, &t.f, t.ids, (size_t)t.ntok, t.su, o->scaled, o->force, o->cfg, o->ncfg,
-                          qs_llm_shard_run, CMD, qs_par_rank()};
-    if (qs_eval_service(db, &rq, &res, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
+                          qs_llm_shard_run, CMD, qs_par_rank(), o->until, o->until_kl, rank0 ? qs_llm_progress_tick : NULL, &pg};
+    qs_stop_signals_on();
+    int src = qs_eval_service(db, &rq, &res, &e);
+    qs_llm_progress_end(&pg);
+    if (src) { rc = qs_stop_requested() ? interrupted(&res) : qs_cli_err(QS_EXIT_ERR, &e); goto done; }
     if (qs_par_rank() > 0) goto done;   /* rank 0 stores and prints */
+    t.su.nchunks = res.nchunks;         /* fewer when --until-ci was met */
     int weight_note = 0;
     for (int i = 0; i < o->ncfg; i++) weight_note |= o->cfg[i].has_w;
     const char *wt = t.f.wtypes;

@@ -17,6 +17,9 @@
 #include "cli.h"
 #include "quant_opts.h"
 #include "llm_par.h"
+#include "llm_progress.h"
+#include "stop_signal.h"
+#include "../../kernels/qs_stop.h"
 #include "par.h"
 #include "llm_text_run.h"
 #include "llm_eval_out.h"
@@ -245,7 +248,19 @@ static int table_key(sens_run *r)
     return r->ks ? 0 : qs_cli_error(QS_EXIT_ERR, "out of memory");
 }
 
-/* Chunks x (layer, site) variants on the ranks; rank 0 makes the table. */
+/* Progress after every merged chunk (rank 0). */
+static int sens_tick(void *ctx, qs_eval_shard *sh, int chunk, qs_err *e)
+{
+    (void)chunk;
+    (void)e;
+    const int done = (int)(sh->merged / (size_t)sh->ngroup);
+    qs_eval_tick t = {done, sh->su.nchunks, done, sh->su.nchunks};
+    qs_llm_progress_tick(ctx, &t);
+    return 0;
+}
+
+/* Chunks x (layer, site) variants on the ranks; rank 0 makes the table.  Ctrl-C stops it within a
+** layer (nothing of the unfinished table is stored). */
 static int compute_table(sens_run *r)
 {
     qs_err e = {{0}};
@@ -253,12 +268,26 @@ static int compute_table(sens_run *r)
     qs_sens_variants sv;
     qs_eval_shard sh;
     memset(&sh, 0, sizeof sh);
+    qs_llm_progress pg;
+    qs_llm_progress_init(&pg, CMD, r->o->ctx, 0);
     int bad = qs_sens_variants_make(&r->t.f.m, &r->o->fmt, r->o->scaled, r->o->sites, r->S, &sv, &e);
     if (!bad) {
-        bad = qs_eval_shard_init(&sh, &r->t.f.m, sv.var, NULL, sv.nvar, r->t.ids, (size_t)r->t.ntok, &r->t.su, &e) ||
-              qs_llm_shard_run(&sh, CMD, &e) || (qs_par_rank() == 0 && qs_sens_table_make(&sv, &sh.out, &r->tab, &e));
+        bad = qs_eval_shard_init(&sh, &r->t.f.m, sv.var, NULL, sv.nvar, r->t.ids, (size_t)r->t.ntok, &r->t.su, &e);
+        if (!bad && qs_par_rank() == 0) {
+            sh.chunk_done = sens_tick;
+            sh.done_ctx = &pg;
+            sens_tick(&pg, &sh, 0, &e);
+        }
+        qs_stop_signals_on();
+        bad = bad || qs_llm_shard_run(&sh, CMD, &e) || (qs_par_rank() == 0 && qs_sens_table_make(&sv, &sh.out, &r->tab, &e));
+        qs_llm_progress_end(&pg);
         qs_eval_shard_free(&sh);
         qs_sens_variants_free(&sv);
+    }
+    if (bad && qs_stop_requested()) {
+        if (qs_par_rank() == 0)
+            fprintf(stderr, "qscope: %s: stopped by %s; nothing of the unfinished table was stored\n", CMD, qs_stop_name());
+        return qs_stop_status();
     }
     if (bad) return qs_cli_err(QS_EXIT_ERR, &e);
     r->compute = qs_now_s() - t0;
@@ -576,6 +605,7 @@ int qs_cmd_llm_sens(qs_cli *cli, int argc, char **argv)
     int rc = parse_opts(argc, argv, r.o);
     if (rc) { free(r.o); return rc; }
     const double t_start = qs_now_s();
+    qs_stop_signals_default();   /* until the computation, Ctrl-C loses nothing */
     if ((rc = qs_llm_text_run_open(&r.t, CMD, o->model, o->text, o->ctx, o->chunks, o->score_all, NULL))) goto done;
     r.L = r.t.f.m.c.n_layer;
     r.S = o->nsite;

@@ -445,11 +445,14 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
         qs_sweep sw = {db, tnames, ntodo, apps, na, 0, 0, 2, tty, NULL, NULL, NULL};
         if (qs_analyze_sweep(&sw, &e)) rc = qs_cli_err(QS_EXIT_ERR, &e);
     }
+    const double t_todo = qs_now_s();
     for (size_t ti = 0; ti < ntodo; ti++) {
         if (rc != QS_EXIT_OK || worker) break;
         qs_tensor_rec t;
         const char *name = tnames[ti], *line = tlines[ti];
-        report_progress(tty, "tensor %zu of %zu: %s", ti + 1, ntodo, qs_esc(name));
+        char left[48] = "";   /* the time left, from the tensors done so far */
+        if (ti) snprintf(left, sizeof left, " (about %.0f s left)", (qs_now_s() - t_todo) / (double)ti * (double)(ntodo - ti));
+        report_progress(tty, "tensor %zu of %zu: %s%s", ti + 1, ntodo, qs_esc(name), left);
         if (qs_tensor_get(db, name, &t, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); break; }
         char shs[160];
         qs_shape_str(t.shape, t.ndim, shs, sizeof shs);

@@ -29,7 +29,7 @@ static double makespan(const qs_eval_shard *sh, int nranks, double *cost, int *o
 int qs_llm_shard_run(qs_eval_shard *sh, const char *what, qs_err *e)
 {
     const int nranks = qs_par_size();
-    const size_t most = (size_t)sh->su.nchunks * MAX_GROUPS;
+    const size_t most = (size_t)(sh->nrun > 0 ? sh->nrun : 1) * MAX_GROUPS;
     double *cost = malloc(most * sizeof *cost), *load = malloc((size_t)nranks * sizeof *load);
     int *owner = malloc(most * sizeof *owner);
     int rc = -1;
@@ -47,7 +47,8 @@ int qs_llm_shard_run(qs_eval_shard *sh, const char *what, qs_err *e)
         qs_eval_shard_groups(sh, best);
     }
     qs_eval_shard_costs(sh, cost);
-    rc = qs_par_run(qs_eval_shard_units(sh), cost, unit_fn, collect_fn, sh, what, e);
+    /* one rank: the caller's progress follows every merged chunk; on several, par.c's line shows the units */
+    rc = qs_par_run(qs_eval_shard_units(sh), cost, unit_fn, collect_fn, sh, nranks > 1 ? what : NULL, e);
 out:
     free(cost); free(owner); free(load);
     return rc;

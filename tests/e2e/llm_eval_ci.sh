@@ -26,7 +26,7 @@ import sys
 # header name ends (right-aligned), in terminal columns (str, not bytes: "±" is one column); after a
 # cell comes a space, the end of the line, or one of the characters AFTER (default none)
 lines = open(sys.argv[1], encoding="utf-8").read().split("\n")
-start = next(i for i, l in enumerate(lines) if l.startswith(sys.argv[2]))
+start = next(i for i, l in enumerate(lines) if l.startswith(sys.argv[2]) and not l.startswith("configs:"))   # not the header's configs line
 rows = lines[start + 1:start + 1 + int(sys.argv[4])]
 after = " " + (sys.argv[5] if len(sys.argv) > 5 else "")
 head = lines[start]

@@ -2,7 +2,9 @@
 ** An evaluation cut into units (analysis/llm_eval_shard.c) on the committed tiny GGUF model: units
 ** computed in any order and merged in unit order give qs_llm_eval_run's per-token arrays bit for bit
 ** and its non-finite counts, for one to several configuration groups; bytes from another plan and
-** units out of order are refused.
+** units out of order are refused.  A resumed plan (some chunks, some configurations per chunk)
+** computes just those, each chunk reported as it is merged; a stop request fails a unit, "enough"
+** skips the rest.
 */
 #include "test_util.h"
 
@@ -12,6 +14,7 @@
 #include "../../store/llm_load.h"
 #include "../../kernels/format.h"
 #include "../../kernels/llm.h"
+#include "../../kernels/qs_stop.h"
 
 enum { CTX = 24, NCH = 3, NTXT = CTX * NCH + 7, NCFG = 4 };
 
@@ -85,10 +88,112 @@ static void test_units_merge_to_the_whole_run(void **st)
     qs_llm_file_free(&f);
 }
 
+typedef struct { int n, chunk[NCH], have[NCH][NCFG + 1], stop_after; } done_log;
+
+static int log_chunk(void *ctx, qs_eval_shard *sh, int c, qs_err *e)
+{
+    (void)e;
+    done_log *L = ctx;
+    L->chunk[L->n] = c;
+    for (int v = 0; v <= NCFG; v++) L->have[L->n][v] = sh->cur[v].have;
+    if (++L->n == L->stop_after) sh->enough = 1;
+    return 0;
+}
+
+static void test_resumed_plan(void **st)
+{
+    (void)st;
+    qs_llm_file f;
+    qs_err e = {{0}};
+    assert_int_equal(qs_llm_load_gguf("fixtures/llm/tiny.gguf", &f, &e), 0);
+    int32_t text[NTXT];
+    for (int i = 0; i < NTXT; i++) text[i] = (int32_t)((i * 37 + 11) % f.m.c.vocab);
+    qs_apply mx;
+    memset(&mx, 0, sizeof mx);
+    mx.f = qs_format_find("mxfp4");
+    mx.axis = 1;
+    qs_eval_variant cfg[NCFG] = {{&f.m, {&mx, QS_RESQ_NONE, NULL, 1, NULL}, 0}, {&f.m, {NULL, QS_RESQ_NONE, &mx, 1, NULL}, 0},
+                                 {&f.m, {NULL, QS_RESQ_NONE, NULL, 1, NULL}, 0}, {&f.m, {&mx, QS_RESQ_NONE, &mx, 1, NULL}, 0}};
+    int want[NCFG] = {1, 1, 0, 1};
+    qs_eval_setup su = {CTX, NCH, 0, -1};
+    qs_eval_out whole;
+    assert_int_equal(qs_llm_eval_run(&f.m, cfg, want, NCFG, text, NTXT, &su, NULL, NULL, &whole, &e), 0);
+    /* chunk 0 lacks config 0 only, chunk 1 is stored whole, chunk 2 lacks configs 1 and 3 */
+    const int run[2] = {0, 2};
+    const uint8_t need[NCH * NCFG] = {1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1};
+    for (int ng = 1; ng <= 2; ng++) {
+        qs_eval_shard sh;
+        assert_int_equal(qs_eval_shard_init(&sh, &f.m, cfg, want, NCFG, text, NTXT, &su, &e), 0);
+        sh.run = run;
+        sh.nrun = 2;
+        sh.need = need;
+        done_log L = {0, {0}, {{0}}, 0};
+        sh.chunk_done = log_chunk;
+        sh.done_ctx = &L;
+        qs_eval_shard_groups(&sh, ng);
+        size_t n = qs_eval_shard_units(&sh);
+        assert_int_equal((int)n, 2 * sh.ngroup);
+        for (size_t u = 0; u < n; u++) {
+            uint8_t *b = NULL;
+            size_t len = 0;
+            assert_int_equal(qs_eval_shard_unit(&sh, u, &b, &len, &e), 0);
+            assert_int_equal(qs_eval_shard_merge(&sh, u, b, len, &e), 0);
+            free(b);
+        }
+        assert_int_equal(L.n, 2);
+        assert_int_equal(L.chunk[0], 0);
+        assert_int_equal(L.chunk[1], 2);
+        const int want0[NCFG + 1] = {1, 1, 0, 0, 0}, want2[NCFG + 1] = {1, 0, 1, 0, 1};
+        for (int v = 0; v <= NCFG; v++) {
+            assert_int_equal(L.have[0][v], want0[v]);
+            assert_int_equal(L.have[1][v], want2[v]);
+        }
+        const size_t per = whole.n / NCH;
+        for (int k = 0; k < 2; k++)
+            for (int v = 0; v <= NCFG; v++) {
+                if (!L.have[k][v]) continue;
+                const size_t k0 = (size_t)L.chunk[k] * per;
+                assert_true(same_bits(sh.out.var[v].nll + k0, whole.var[v].nll + k0, per * sizeof(double)));
+                if (v) assert_true(same_bits(sh.out.var[v].kl + k0, whole.var[v].kl + k0, per * sizeof(double)));
+            }
+        qs_eval_shard_free(&sh);
+    }
+    /* enough after the first chunk: the next units give no bytes and merge as skipped */
+    qs_eval_shard sh;
+    assert_int_equal(qs_eval_shard_init(&sh, &f.m, cfg, want, NCFG, text, NTXT, &su, &e), 0);
+    done_log L = {0, {0}, {{0}}, 1};
+    sh.chunk_done = log_chunk;
+    sh.done_ctx = &L;
+    for (size_t u = 0; u < qs_eval_shard_units(&sh); u++) {
+        uint8_t *b = NULL;
+        size_t len = 0;
+        assert_int_equal(qs_eval_shard_unit(&sh, u, &b, &len, &e), 0);
+        if (u) assert_true(!b && !len);
+        assert_int_equal(qs_eval_shard_merge(&sh, u, b, len, &e), 0);
+        free(b);
+    }
+    assert_int_equal(L.n, 1);
+    qs_eval_shard_free(&sh);
+    /* a stop request fails the next unit */
+    assert_int_equal(qs_eval_shard_init(&sh, &f.m, cfg, want, NCFG, text, NTXT, &su, &e), 0);
+    qs_stop_request(2);
+    uint8_t *b = NULL;
+    size_t len = 0;
+    assert_int_equal(qs_eval_shard_unit(&sh, 0, &b, &len, &e), -1);
+    assert_non_null(strstr(e.msg, "interrupted"));
+    qs_stop_reset();
+    assert_int_equal(qs_eval_shard_unit(&sh, 0, &b, &len, &e), 0);
+    free(b);
+    qs_eval_shard_free(&sh);
+    qs_eval_out_free(&whole);
+    qs_llm_file_free(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_units_merge_to_the_whole_run),
+        cmocka_unit_test(test_resumed_plan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
