@@ -951,7 +951,8 @@ const qs_subcommand qs_llm_subcommands[] = {
      "--format F [--sites attn_in,attn_out,ffn_in,ffn_down_in,kv,w]: one (layer, site)\n"
      "            at F at a time, all else FP32: mean KL and dPPL per layer x site (eval's chunks and\n"
      "            scoring); a greedy BF16 plan by KL per extra bit for --kl-target X or --bits-budget B\n"
-     "            (average bits), verified by one eval of the combined plan; stored; --json; --force\n",
+     "            (average bits), verified by an eval of the combined plan and refined (more cells)\n"
+     "            while the measured KL misses X; stored; --json; --force\n",
      qs_cmd_llm_sens, 1, QS_LLM_SENS_ARGS, QS_LLM_SENS_OPTS},
     {NULL, NULL, NULL, 0, NULL, NULL},
 };
