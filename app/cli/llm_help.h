@@ -113,7 +113,7 @@
     "  --save-ids FILE     write the text's token ids (to cross-check with other tools)\n" \
     "  --json              the results as JSON\n" \
     "\n" \
-    "Example (about a minute on 2 cores): qscope llm eval --chunks 8 --config a=mxfp4 --config kv=fp8_e4m3"
+    "Example (under a minute on 2 cores): qscope llm eval --chunks 8 --config a=mxfp4 --config kv=fp8_e4m3"
 
 #define QS_LLM_SENS_ARGS "--format F [--sites LIST] [--model PATH] [--text FILE] [--ctx N] [--chunks K] [--score half|all] [--kl-target X] [--bits-budget B] [--unscaled-casts] [--force] [--json]"
 #define QS_LLM_SENS_OPTS \
@@ -130,7 +130,7 @@
     "  --force             recompute stored results\n" \
     "  --json              the table, the ranking and the plan as JSON\n" \
     "\n" \
-    "Cost: (layers x sites / 2 + 1) forward passes per chunk; example (about a minute on 2 cores):\n" \
+    "Cost: (layers x sites / 2 + 1) forward passes per chunk; example (~1.5 minutes on 2 cores):\n" \
     "qscope llm sensitivity --format mxfp4 --sites ffn_down_in,attn_in --ctx 256 --chunks 2 --kl-target 0.05"
 
 #endif
