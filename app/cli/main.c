@@ -73,7 +73,9 @@ static int help_command(const char *name, const char *sub)
         qs_command_help(stdout, c);
         return QS_EXIT_OK;
     }
-    if (!c->subs) return qs_cli_error(QS_EXIT_USAGE, "%s has no subcommands, so no help for '%s' (see `qscope help %s`)", name, sub, name);
+    if (!c->subs)   /* bench and plot take kinds, all described in their one help */
+        return qs_cli_error(QS_EXIT_USAGE, "%s has no subcommands: no separate help for '%s' (`qscope help %s` has all of it)", name,
+                            sub, name);
     const qs_subcommand *s = qs_subcommand_named(c, sub);
     if (!s) return qs_cli_error(QS_EXIT_USAGE, "%s has no subcommand '%s' (see `qscope help %s`)", name, sub, name);
     qs_subcommand_help(stdout, c, s);

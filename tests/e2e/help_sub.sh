@@ -69,7 +69,7 @@ check "score, capture, generate, logits, bench, tokenize: each documents --model
 
 refuses "help of an unknown subcommand: one line, exit 2" 2 "llm has no subcommand 'nope'" "$QS" help llm nope
 check "... one line on stderr, nothing on stdout" "[ \"\$(wc -l < '$T/err')\" = 1 ] && [ ! -s '$T/out' ]"
-refuses "help of a subcommand of a command without subcommands" 2 "ls has no subcommands" "$QS" help ls foo
+refuses "help of a subcommand of a command without subcommands" 2 "bench has no subcommands: no separate help for 'formats'" "$QS" help bench formats
 check "... one line" "[ \"\$(wc -l < '$T/err')\" = 1 ]"
 refuses "help with three words" 2 "help takes a command and a subcommand" "$QS" help llm eval more
 ok "llm --help is the overview" "$QS" llm --help
