@@ -435,28 +435,31 @@ done:
 ** the refinement, then where it stopped. */
 static void print_refine(const sens_run *r, json_t *plan)
 {
-    json_t *rounds = json_object_get(plan, "refine"), *met = json_object_get(plan, "target_met");
-    double target = json_number_value(json_object_get(json_object_get(plan, "target"), "kl"));
-    size_t n = json_array_size(rounds);
-    if (!json_is_number(json_object_get(json_object_get(plan, "target"), "kl")) || !n) return;
-    if (n == 1 && json_is_true(met)) { printf("plan meets the KL target %g\n", target); return; }
-    if (n > 1) printf("the first plan missed the KL target %g (measured above it): refined by promoting the next cells of the ranking\n",
-           target);
-    if (n > 1) printf("%6s %11s %14s %22s %10s\n", "round", "promotions", "predicted KL", "measured KL", "avg bits");
-    for (size_t i = 0; n > 1 && i < n; i++) {
-        json_t *x = json_array_get(rounds, i), *m = json_object_get(x, "measured");
+    json_t *rounds = json_object_get(plan, "refine"), *kt = json_object_get(json_object_get(plan, "target"), "kl");
+    const size_t n = json_array_size(rounds);
+    const int met = json_is_true(json_object_get(plan, "target_met"));
+    if (!json_is_number(kt) || !n) return;
+    const double target = json_number_value(kt);
+    const char *why = (int)json_integer_value(json_object_get(plan, "steps")) >= r->L * r->S ? "every cell is at BF16"
+                                                                                              : "the bits budget (--bits-budget) is spent";
+    if (n == 1) {
+        if (met) printf("plan meets the KL target %g\n", target);
+        else printf("the plan misses the KL target %g and cannot be refined: %s\n", target, why);
+        return;
+    }
+    printf("the first plan missed the KL target %g (measured above it): refined by promoting the next cells of the ranking\n", target);
+    printf("%6s %11s %14s %22s %10s\n", "round", "promotions", "predicted KL", "measured KL", "avg bits");
+    for (size_t i = 0; i < n; i++) {
+        json_t *x = json_array_get(rounds, i);
         double v[QS_EVS_N];
-        qs_evstats_get(m, v);
+        qs_evstats_get(json_object_get(x, "measured"), v);
         printf("%6zu %11lld %14.5f %13.5f±%.5f %10.3f   %s\n", i + 1, (long long)json_integer_value(json_object_get(x, "steps")),
                json_number_value(json_object_get(x, "predicted_kl")), v[QS_EVS_KL_MEAN], v[QS_EVS_KL_SE],
                json_number_value(json_object_get(json_object_get(x, "bits_avg"), "all")),
                json_is_true(json_object_get(x, "met")) ? "meets the target" : "missed");
     }
-    if (json_is_true(met)) printf("the refined plan meets the KL target %g after %zu rounds\n", target, n);
-    else
-        printf("the plan still misses the KL target %g: %s\n", target,
-               (int)json_integer_value(json_object_get(plan, "steps")) >= r->L * r->S ? "every cell is at BF16"
-                                                                                      : "the bits budget (--bits-budget) is spent");
+    if (met) printf("the refined plan meets the KL target %g after %zu rounds\n", target, n);
+    else printf("the plan still misses the KL target %g: %s\n", target, why);
 }
 
 static void print_text(const sens_run *r, const char *note, double secs)

@@ -79,8 +79,8 @@ B=$(python3 -c "import json; print(json.load(open('$T/r1.json'))['plan']['order'
 ok "refinement within a bits budget of 6 promotions" "$QS" "${R[@]}" --kl-target 0.41 --bits-budget "$B"
 check "the budget stops it: the plan still misses, and says the budget is spent" \
   'grep -q "still misses the KL target 0.41: the bits budget" "$T/out" && grep -q "the bits budget is spent" "$T/err" && grep -q "^plan: 6 promotions" "$T/out"'
-ok "a target every cell at BF16 misses" "$QS" "${R[@]}" --kl-target 0.000001
-check "... refines to all promoted and says so" 'grep -q "still misses the KL target 1e-06: every cell is at BF16" "$T/out"'
+ok "a target that every cell at BF16 misses" "$QS" "${R[@]}" --kl-target 0.000001
+check "... says it misses and why it cannot be refined" 'grep -q "misses the KL target 1e-06 and cannot be refined: every cell is at BF16" "$T/out" && grep -q "every cell is promoted" "$T/err"'
 
 fails "plot sensitivity without data" 1 "$QS" --db "$T/empty.db" plot sensitivity -o "$T/none.png"
 ok "plot sensitivity (PNG heatmap of the latest table)" "$QS" plot sensitivity -o "$T/sens.png"
