@@ -48,7 +48,7 @@
     QS_LLM_H_PROMPT QS_LLM_H_SEED \
     "  --name RUN          the stored run's name\n" \
     "  --json              the score summary as JSON\n" \
-    "(at least one of --rollout-format, --act-format, --kv-format)"
+    "(without --rollout-format, --act-format or --kv-format the rollout is the FP32 reference itself)"
 
 #define QS_LLM_CAPTURE_ARGS "--model PATH [--tokens N] [--seed S] [--prefix P] [--sites linear|all] [--prompt TEXT [--chat] | --prompt-ids LIST]"
 #define QS_LLM_CAPTURE_OPTS \
