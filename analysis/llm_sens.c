@@ -209,6 +209,20 @@ int qs_sens_plan_choose(const qs_sens_step *order, int nsteps, double pred0, dou
     return k;
 }
 
+int qs_sens_plan_refine(const qs_sens_step *order, int nsteps, int k, double pred_k, double measured, double kl_target,
+                        int prev_add, int kmax)
+{
+    if (kmax > nsteps) kmax = nsteps;
+    if (k >= kmax) return k;
+    double ratio = pred_k > 0 ? measured / pred_k : INFINITY;
+    double goal = isfinite(ratio) && ratio > 0 ? kl_target / ratio : 0;   /* predicted KL the plan must reach */
+    int next = k + 1;
+    while (next < nsteps && !(order[next - 1].predicted_kl <= goal)) next++;
+    int least = k + (prev_add > 0 ? 2 * prev_add : 1);
+    if (next < least) next = least;
+    return next < kmax ? next : kmax;
+}
+
 qs_sens_bits qs_sens_plan_bits(const qs_sens_table *t, const qs_llm_cfg *c, const uint8_t *promoted, double bits_fmt, double bits_hi)
 {
     double ew = 0, bw = 0, ea = 0, ba = 0;

@@ -61,6 +61,13 @@ void qs_sens_plan_order(const qs_sens_table *t, const qs_llm_cfg *c, double bits
 /* Promotions taken for a KL target (kl_target >= 0: the fewest steps whose predicted KL <= target) or a
 ** bits budget (the most steps whose average bits <= budget). */
 int qs_sens_plan_choose(const qs_sens_step *order, int nsteps, double pred0, double bits0, double kl_target, double bits_budget);
+/* Refinement of a plan for kl_target whose first k steps (predicted KL pred_k) measured `measured` KL,
+** above the target: the next number of steps.  The measured/predicted ratio is taken to hold for the
+** steps ahead, so the plan grows to the first step whose predicted KL x ratio <= kl_target, by at least
+** one step and at least twice the previous round's addition prev_add (0 the first time: the rounds stay
+** few), and to at most kmax steps (the bits budget's, or nsteps).  Returns k when it cannot grow. */
+int qs_sens_plan_refine(const qs_sens_step *order, int nsteps, int k, double pred_k, double measured, double kl_target,
+                        int prev_add, int kmax);
 /* Average bits of a plan (promoted[l * nsite + j] != 0 at bits_hi, the rest at bits_fmt). */
 qs_sens_bits qs_sens_plan_bits(const qs_sens_table *t, const qs_llm_cfg *c, const uint8_t *promoted, double bits_fmt, double bits_hi);
 

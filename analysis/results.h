@@ -35,10 +35,13 @@
 **                elements (per layer), bits_per_elem}], "plan": {"order": [{layer, site, kl,
 **                extra_bits, kl_per_bit, predicted_kl, bits_avg}] (the whole greedy ranking, cumulative),
 **                "predicted_kl_format", "bits_avg_format"}}
-**   "llm_plan"   options = the sensitivity options + {"kl_target": X} or {"bits_budget": B}; data =
-**                {"target", "steps", "promoted": [{layer, site}], "bf16": [L][S] 0/1, "predicted_kl", "bits_avg",
-**                "measured": the `llm eval` summary of the combined plan (kl_mean, kl_se, kl_median,
-**                kl_p99, kl_max, ppl, dppl_rel, dppl_rel_ci95, top1_agree)}
+**   "llm_plan"   options = the sensitivity options + {"kl_target": X} and/or {"bits_budget": B};
+**                data = {"target": {kl, bits}, "steps", "promoted": [{layer, site}], "bf16": [L][S] 0/1,
+**                "predicted_kl", "bits_avg", "measured": the `llm eval` summary of the combined plan (kl_mean,
+**                kl_se, kl_median, kl_p99, kl_max, ppl, dppl_rel, dppl_rel_ci95, top1_agree), "refine": [{steps,
+**                predicted_kl, bits_avg, measured {kl_mean, kl_se, dppl_rel, top1_agree}, met}] one round per
+**                verification (a KL target missed adds cells of the ranking: qs_sens_plan_refine; the last
+**                round is the plan), "target_met"}
 ** Options JSON is canonical (sorted keys, see app/cli/quant_opts.c) so equal options compare equal.
 */
 #ifndef QS_RESULTS_H

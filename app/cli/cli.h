@@ -29,6 +29,8 @@ typedef struct qs_subcommand {
     const char *help;      /* its paragraph in `qscope help CMD`; continuation lines indented 12 */
     int (*run)(qs_cli *cli, int argc, char **argv);  /* argv[0] is the subcommand's name */
     int sharded;           /* splits its work over the ranks of `mpirun -np N` (par.h) */
+    const char *args;      /* synopsis after `qscope CMD SUB`, for `qscope help CMD SUB` */
+    const char *options;   /* the options this subcommand takes, for `qscope help CMD SUB` */
 } qs_subcommand;
 
 typedef struct qs_command {
@@ -51,6 +53,10 @@ const qs_subcommand *qs_subcommand_find(const qs_command *c, int argc, char **ar
 int qs_command_run(qs_cli *cli, const qs_command *c, int argc, char **argv);
 /* `qscope help NAME` of a command: synopsis, summary, help, subcommands, options. */
 void qs_command_help(FILE *f, const qs_command *c);
+/* `qscope help NAME SUB` of a subcommand: its synopsis, what it does and the options it takes. */
+void qs_subcommand_help(FILE *f, const qs_command *c, const qs_subcommand *s);
+/* The row of the subcommand called name; NULL when c has none of that name. */
+const qs_subcommand *qs_subcommand_named(const qs_command *c, const char *name);
 /* Whether this command line shards its work over MPI ranks. */
 int qs_command_sharded(const qs_command *c, int argc, char **argv);
 

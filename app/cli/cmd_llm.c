@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "llm_help.h"
 #include "../../analysis/importer.h"
 #include "../../analysis/llm_rollout.h"
 #include "quant_opts.h"
@@ -911,57 +912,47 @@ const qs_subcommand qs_llm_subcommands[] = {
      "            (temperature 1, no top-k/p, --seed), re-score them with the FP32 reference and store\n"
      "            per-token (lp_rollout, lp_train) as an rl_run labelled 'precision mismatch without\n"
      "            training' (step = prompt, seq = sample, pos = generated-token index)\n",
-     cmd_score, 0},
+     cmd_score, 0, QS_LLM_SCORE_ARGS, QS_LLM_SCORE_OPTS},
     {"capture",
      "store the inputs of every linear layer (attn_in, attn_out, ffn_in, ffn_down_in) of\n"
      "            one sampled sequence as tensors PREFIX:blk.L.SITE (tokens x channels) with outlier\n"
      "            channels in the metadata; --sites all adds k, v (cache entries) and resid\n",
-     cmd_capture, 0},
+     cmd_capture, 0, QS_LLM_CAPTURE_ARGS, QS_LLM_CAPTURE_OPTS},
     {"generate",
      "print sampled text (detokenized from the GGUF vocabulary); --temp T (0 = greedy),\n"
      "            --top-k K, --top-p P, --greedy\n",
-     cmd_generate, 0},
+     cmd_generate, 0, QS_LLM_GENERATE_ARGS, QS_LLM_GENERATE_OPTS},
     {"logits",
      "write the logits of --prompt-ids to -o OUT.npy (cross-checks)\n",
-     cmd_logits, 0},
+     cmd_logits, 0, QS_LLM_LOGITS_ARGS, QS_LLM_LOGITS_OPTS},
     {"bench",
      "tokens/s of batched sampling and teacher-forced scoring, reference vs rollout\n"
      "            (best of --reps N, default 3), then the eval case: tokens/s and % of SGEMM\n"
      "            (--eval-ctx N, default 512; --eval-chunks K, default 2; --eval-ctx 0 skips it)\n",
-     cmd_bench, 0},
+     cmd_bench, 0, QS_LLM_BENCH_ARGS, QS_LLM_BENCH_OPTS},
     {"tokenize",
      "print the token ids of --prompt TEXT (byte-level BPE, UTF-8 text)\n",
-     cmd_tokenize, 0},
+     cmd_tokenize, 0, QS_LLM_TOKENIZE_ARGS, QS_LLM_TOKENIZE_OPTS},
     {"text",
      "--rdb Rdata.rdb [--rdx Rdata.rdx] -o DIR [--json]: write each character vector of\n"
      "            an R data package (Jane Austen's novels, r-cran-janeaustenr) as DIR/NAME.txt,\n"
      "            lines joined into paragraphs; `make data` writes data/text/ (default evaluation\n"
      "            text: data/text/persuasion.txt)\n",
-     qs_cmd_llm_text, 0},
+     qs_cmd_llm_text, 0, QS_LLM_TEXT_ARGS, QS_LLM_TEXT_OPTS},
     {"eval",
      "perplexity of --text FILE (default data/text/persuasion.txt) under the FP32 reference\n"
      "            and each --config w=F,a=F,kv=F,resq=M: KL to the reference per token (mean, median,\n"
      "            p90, p99, max), same top token, RMS dp, dPPL with a 95% interval; llama.cpp's chunks\n"
      "            (--ctx N, default 512; --chunks K) and second-half scoring (--score half|all);\n"
      "            stored per variant and chunk as each finishes: Ctrl-C keeps them, the same command\n"
-     "            (or a larger --chunks) goes on; --until-ci X stops at the first chunk count where\n"
-     "            every config's dPPL 95% interval is narrower than X (0.01 = 1 point; kl:X the KL\n"
-     "            mean's, nats; up to --chunks or the whole text); --force recomputes; --json;\n"
-     "            --save-ids FILE;\n"
-     "            F takes -f's options; a cast's :scale=tensor|row|col on w=, only :scale=row on a=, kv=;\n"
-     "            casts are scaled per row by default (--unscaled-casts: raw, as `analyze` by default);\n"
-     "            --ci delta|bootstrap[:N[:SEED]]: +- per token (default) or 95% intervals by a\n"
-     "            bootstrap over whole chunks (N = 1000 resamples, seed 1); --paired: every config\n"
-     "            against the first on the same tokens (d ln PPL, d KL mean, 95% interval over chunks,\n"
-     "            whether it excludes 0); --csv [FILE]: one row per variant (stdout: instead of the\n"
-     "            table); no interval covers the 0.1-0.2% PPL 'draws' of activation/KV rounding\n",
-     qs_cmd_llm_eval, 1},
+     "            (or a larger --chunks) goes on; --until-ci; --ci bootstrap; --paired; --csv; --json\n",
+     qs_cmd_llm_eval, 1, QS_LLM_EVAL_ARGS, QS_LLM_EVAL_OPTS},
     {"sensitivity",
      "--format F [--sites attn_in,attn_out,ffn_in,ffn_down_in,kv,w]: one (layer, site)\n"
      "            at F at a time, all else FP32: mean KL and dPPL per layer x site (eval's chunks and\n"
      "            scoring); a greedy BF16 plan by KL per extra bit for --kl-target X or --bits-budget B\n"
-     "            (average bits), verified by one eval of the combined plan; stored; --json; --force;\n"
-     "            --csv [FILE]: one row per layer x site (KL mean, SE, dPPL, same top, rank, BF16)\n",
-     qs_cmd_llm_sens, 1},
-    {NULL, NULL, NULL, 0},
+     "            (average bits), verified by an eval of the combined plan and refined (more cells)\n"
+     "            while the measured KL misses X; stored; --json; --csv; --force\n",
+     qs_cmd_llm_sens, 1, QS_LLM_SENS_ARGS, QS_LLM_SENS_OPTS},
+    {NULL, NULL, NULL, 0, NULL, NULL},
 };

@@ -116,7 +116,6 @@ static int parse_opts(int argc, char **argv, sens_opts *o)
     }
     if (!o->fmt_spec) return qs_cli_usage(CMD, "--format F is required (e.g. mxfp4)");
     if (strchr(o->fmt_spec, ',')) return qs_cli_usage(CMD, "--format: one format");
-    if (o->kl_target >= 0 && o->bits_budget >= 0) return qs_cli_usage(CMD, "give --kl-target or --bits-budget, not both");
     if (qs_llm_parse_fmt(CMD, o->fmt_spec, &o->fmt) || qs_llm_parse_fmt(CMD, "bf16", &o->hi)) return QS_EXIT_USAGE;
     int rows = 0;   /* the format reaches an activation or KV-cache site (all but w) */
     for (int i = 0; i < o->nsite; i++) rows |= o->sites[i] != QS_SENS_W;
@@ -362,36 +361,71 @@ static int store_table(sens_run *r)
 static const int kMeasured[] = {QS_EVS_KL_MEAN, QS_EVS_KL_SE, QS_EVS_KL_MEDIAN, QS_EVS_KL_P99, QS_EVS_KL_MAX,
                                 QS_EVS_PPL, QS_EVS_DPPL, QS_EVS_DPPL_LO, QS_EVS_TOP1};
 
-/* A plan's stored data: the first k steps of the ranking promoted to BF16, verified by one evaluation. */
+/* Promote the first k steps of the ranking (promoted only grows) and verify the combined plan. */
+static int plan_verify(sens_run *r, const qs_sens_step *order, int k, uint8_t *promoted, qs_eval_summary *sm, qs_err *e)
+{
+    const sens_opts *o = r->o;
+    for (int i = 0; i < k; i++) promoted[order[i].layer * r->S + order[i].j] = 1;
+    double t0 = qs_now_s();
+    int rc = qs_sens_verify(&r->t.f.m, &o->fmt, &o->hi, o->scaled, &r->tab, promoted, r->t.ids, (size_t)r->t.ntok, &r->t.su, sm, e);
+    r->compute += qs_now_s() - t0;
+    r->pcomputed = 1;
+    return rc;
+}
+
+/* The statistics of each refinement round (a subset of kMeasured). */
+static const int kRound[] = {QS_EVS_KL_MEAN, QS_EVS_KL_SE, QS_EVS_DPPL, QS_EVS_TOP1};
+
+/* A plan's stored data: the first k steps of the ranking promoted to BF16, verified by one evaluation.
+** With a KL target the measured KL decides: a miss adds the next cells of the ranking
+** (qs_sens_plan_refine) and verifies again, until the target is met or kmax steps (the bits budget's,
+** or all) are promoted; every verification is a round of "refine". */
 static json_t *plan_data(sens_run *r, const qs_sens_step *order, int k, double pred0, uint8_t *promoted, qs_err *e)
 {
     const sens_opts *o = r->o;
-    const int L = r->L, S = r->S;
-    json_t *pr = json_array(), *bf = json_array();
-    for (int i = 0; i < k; i++) {
-        promoted[order[i].layer * S + order[i].j] = 1;
-        json_array_append_new(pr, json_pack("{s:i,s:s}", "layer", order[i].layer, "site", qs_sens_site_name(o->sites[order[i].j])));
+    const int L = r->L, S = r->S, n = L * S;
+    const int kmax = o->bits_budget >= 0 ? qs_sens_plan_choose(order, n, pred0, r->bits_fmt, -1, o->bits_budget) : n;
+    if (k > kmax) k = kmax;
+    json_t *rounds = json_array();
+    qs_eval_summary sm;
+    int prev_add = 0, met = 1;
+    for (;;) {
+        double pk = k ? order[k - 1].predicted_kl : pred0;
+        if (plan_verify(r, order, k, promoted, &sm, e)) { json_decref(rounds); return NULL; }
+        met = o->kl_target < 0 || sm.kl_mean <= o->kl_target;
+        json_t *mr = json_object();
+        qs_evstats_put_ids(mr, &sm, kRound, (int)(sizeof kRound / sizeof *kRound));
+        json_array_append_new(rounds, json_pack("{s:i,s:o,s:o,s:o,s:b}", "steps", k, "predicted_kl", num(pk), "bits_avg",
+                                                bits_json(qs_sens_plan_bits(&r->tab, &r->t.f.m.c, promoted, r->bits_fmt, r->bits_hi)),
+                                                "measured", mr, "met", met));
+        if (met) break;
+        int next = qs_sens_plan_refine(order, n, k, pk, sm.kl_mean, o->kl_target, prev_add, kmax);
+        if (next <= k) {
+            fprintf(stderr, "qscope: %s: plan of %d promotions: measured KL %.5g misses the target %g, and %s\n", CMD, k,
+                    sm.kl_mean, o->kl_target, k >= n ? "every cell is promoted" : "the bits budget is spent");
+            break;
+        }
+        fprintf(stderr, "qscope: %s: plan of %d promotions: measured KL %.5g misses the target %g; refining with %d more\n", CMD,
+                k, sm.kl_mean, o->kl_target, next - k);
+        prev_add = next - k;
+        k = next;
     }
+    json_t *pr = json_array(), *bf = json_array();
+    for (int i = 0; i < k; i++)
+        json_array_append_new(pr, json_pack("{s:i,s:s}", "layer", order[i].layer, "site", qs_sens_site_name(o->sites[order[i].j])));
     for (int l = 0; l < L; l++) {
         json_t *row = json_array();
         for (int j = 0; j < S; j++) json_array_append_new(row, json_integer(promoted[l * S + j]));
         json_array_append_new(bf, row);
     }
-    qs_eval_summary sm;
-    double t0 = qs_now_s();
-    if (qs_sens_verify(&r->t.f.m, &o->fmt, &o->hi, o->scaled, &r->tab, promoted, r->t.ids, (size_t)r->t.ntok, &r->t.su, &sm, e)) {
-        json_decref(pr); json_decref(bf);
-        return NULL;
-    }
-    r->compute += qs_now_s() - t0;
-    r->pcomputed = 1;
-    json_t *meas = json_object();
+    json_t *meas = json_object(), *target = json_object();
     qs_evstats_put_ids(meas, &sm, kMeasured, (int)(sizeof kMeasured / sizeof *kMeasured));
-    return json_pack("{s:o,s:i,s:o,s:o,s:o,s:o,s:o}", "target",
-                     o->kl_target >= 0 ? json_pack("{s:f}", "kl", o->kl_target) : json_pack("{s:f}", "bits", o->bits_budget),
-                     "steps", k, "promoted", pr, "bf16", bf, "predicted_kl", num(k ? order[k - 1].predicted_kl : pred0),
-                     "bits_avg", bits_json(qs_sens_plan_bits(&r->tab, &r->t.f.m.c, promoted, r->bits_fmt, r->bits_hi)),
-                     "measured", meas);
+    if (o->kl_target >= 0) json_object_set_new(target, "kl", json_real(o->kl_target));
+    if (o->bits_budget >= 0) json_object_set_new(target, "bits", json_real(o->bits_budget));
+    return json_pack("{s:o,s:i,s:o,s:o,s:o,s:o,s:o,s:o,s:b}", "target", target, "steps", k, "promoted", pr, "bf16", bf,
+                     "predicted_kl", num(k ? order[k - 1].predicted_kl : pred0), "bits_avg",
+                     bits_json(qs_sens_plan_bits(&r->tab, &r->t.f.m.c, promoted, r->bits_fmt, r->bits_hi)), "measured", meas,
+                     "refine", rounds, "target_met", met);
 }
 
 /* The plan for --kl-target or --bits-budget (stored as kind "llm_plan"), merged into r->d's plan. */
@@ -414,11 +448,16 @@ static int make_plan(sens_run *r)
                 o->label, bits0);
     pkey = json_deep_copy(r->key);
     if (o->kl_target >= 0) json_object_set_new(pkey, "kl_target", json_real(o->kl_target));
-    else json_object_set_new(pkey, "bits_budget", json_real(o->bits_budget));
+    if (o->bits_budget >= 0) json_object_set_new(pkey, "bits_budget", json_real(o->bits_budget));
     if (!(pks = json_dumps(pkey, JSON_COMPACT | JSON_SORT_KEYS))) { rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); goto done; }
     if (!o->force && !r->computed && qs_result_get(r->db, r->t.f.hash, "llm_plan", o->label, pks, &pdata, NULL, &e)) {
         rc = qs_cli_err(QS_EXIT_ERR, &e);
         goto done;
+    }
+    if (pdata && o->kl_target >= 0) {   /* a KL-target plan stored before refinement existed is made again */
+        json_t *old = json_loads(pdata, 0, NULL);
+        if (!json_is_array(json_object_get(old, "refine"))) { free(pdata); pdata = NULL; }
+        json_decref(old);
     }
     if (!pdata) {
         if (!(pd = plan_data(r, order, k, pred0, promoted, &e))) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
@@ -477,6 +516,42 @@ static void print_plan_order(json_t *plan)
     qs_ttab_free(tb);
 }
 
+/* A KL-target plan's verifications: whether the first met the target and, when it missed, every round of
+** the refinement, then where it stopped. */
+static void print_refine(const sens_run *r, json_t *plan)
+{
+    json_t *rounds = json_object_get(plan, "refine"), *kt = json_object_get(json_object_get(plan, "target"), "kl");
+    const size_t n = json_array_size(rounds);
+    const int met = json_is_true(json_object_get(plan, "target_met"));
+    if (!json_is_number(kt) || !n) return;
+    const double target = json_number_value(kt);
+    const char *why = (int)json_integer_value(json_object_get(plan, "steps")) >= r->L * r->S ? "every cell is at BF16"
+                                                                                              : "the bits budget (--bits-budget) is spent";
+    if (n == 1) {
+        if (met) printf("plan meets the KL target %g\n", target);
+        else printf("the plan misses the KL target %g and cannot be refined: %s\n", target, why);
+        return;
+    }
+    printf("the first plan missed the KL target %g (measured above it): refined by promoting the next cells of the ranking\n", target);
+    printf("%6s %11s %14s %22s %10s\n", "round", "promotions", "predicted KL", "measured KL", "avg bits");
+    for (size_t i = 0; i < n; i++) {
+        json_t *x = json_array_get(rounds, i);
+        double v[QS_EVS_N];
+        qs_evstats_get(json_object_get(x, "measured"), v);
+        char pk[40], km[40], ks[40], meas[96];   /* significant digits, never a 0.00000 for a small value */
+        qs_evnum(json_number_value(json_object_get(x, "predicted_kl")), 5, 0, pk, sizeof pk);
+        qs_evnum(v[QS_EVS_KL_MEAN], 5, 0, km, sizeof km);
+        qs_evnum(v[QS_EVS_KL_SE], 5, 0, ks, sizeof ks);
+        snprintf(meas, sizeof meas, "%s±%s", km, ks);
+        /* %23s: "±" is 2 bytes but 1 column */
+        printf("%6zu %11lld %14s %23s %10.3f   %s\n", i + 1, (long long)json_integer_value(json_object_get(x, "steps")), pk, meas,
+               json_number_value(json_object_get(json_object_get(x, "bits_avg"), "all")),
+               json_is_true(json_object_get(x, "met")) ? "meets the target" : "missed");
+    }
+    if (met) printf("the refined plan meets the KL target %g after %zu rounds\n", target, n);
+    else printf("the plan still misses the KL target %g: %s\n", target, why);
+}
+
 static void print_text(const sens_run *r, const char *note, double secs)
 {
     const sens_opts *o = r->o;
@@ -509,6 +584,7 @@ static void print_text(const sens_run *r, const char *note, double secs)
         printf("plan verified by one evaluation: predicted KL %s (sum of isolated effects), measured KL %s±%s, "
                "dPPL %s%%, same top %.2f%%\n", a, b, c, dd, 100 * m[QS_EVS_TOP1]);
         printf("(isolated effects are not additive: predicted and measured KL differ)\n");
+        print_refine(r, plan);
     } else
         printf("(give --kl-target X or --bits-budget B for a plan verified by one evaluation)\n");
     if (note) printf("note: %s\n", note);

@@ -44,7 +44,7 @@ int qs_rl_ais_opt(const char *cmd, int ch, const char *arg, qs_ais_opts *o, int 
 
 #define QS_AIS_OPTS_HELP \
     "AIS-R and correction options (defaults from spec ais-rl.md):\n" \
-    "  --C X               truncation cap of TIS, sequence TIS and AIS-R (2); also sets the MIS\n" \
+    "  --C X, --cap X      truncation cap of TIS, sequence TIS and AIS-R (2); also sets the MIS\n" \
     "                      bands to [1/X, X] unless given\n" \
     "  --tau-s X           AIS-R severity scale in nats: S = 1 - exp(-mean|delta| / X) (0.05)\n" \
     "  --kappa X           AIS-R amplification penalty: lambda_raw = S R (1 - X Vamp) (0.5)\n" \
@@ -86,7 +86,7 @@ int qs_rl_ais_opt(const char *cmd, int ch, const char *arg, qs_ais_opts *o, int 
     "                      reward); PNG with provenance, or the terminal (--width/--height)\n" \
     QS_AIS_OPTS_HELP
 
-#define QS_SIM_HELP \
+#define QS_SIM_ABOUT \
     "The CPU GRPO experiment of spec ais-rl.md section 5: P prompts with random target sequences of T\n" \
     "tokens over a vocabulary of V, reward = correct prefix / T; a linear-softmax policy on fixed\n" \
     "Gaussian features of dimension D; the trainer keeps FP32 weights, the rollout policy uses the\n" \
@@ -100,8 +100,9 @@ int qs_rl_ais_opt(const char *cmd, int ch, const char *arg, qs_ais_opts *o, int 
     "\n" \
     "Methods: exact (rollout = trainer, the baseline), none, tis, seq_tis, icepop (token MIS),\n" \
     "seq_mis, geo_rs, ais_r (AIS-R: the project's reconstruction of AIS, exact formulas unpublished),\n" \
-    "ais_r_fixed (lambda held at the mean lambda of the ais_r run of the same seed).\n" \
-    "\n" \
+    "ais_r_fixed (lambda held at the mean lambda of the ais_r run of the same seed)."
+
+#define QS_SIM_OPTS \
     "  --formats LIST      rollout formats (fp8_e4m3,hif8,mxfp4,nvfp4,hif4), with :key=value options\n" \
     "  --methods LIST      (exact,none,tis,icepop,seq_mis,geo_rs,ais_r,ais_r_fixed)\n" \
     "  --seeds N           seeds 0..N-1 (10); --seed0 S shifts them\n" \
@@ -116,6 +117,13 @@ int qs_rl_ais_opt(const char *cmd, int ch, const char *arg, qs_ais_opts *o, int 
     "  --no-store          compute and print only      -j, --jobs N  threads (2)\n" \
     "  --json              the summary as JSON\n" \
     QS_AIS_OPTS_HELP
+
+#define QS_SIM_HELP QS_SIM_ABOUT
+
+#define QS_RL_TEXT_OPTS \
+    "  --task T            arith (default) or add\n" \
+    "  --lines N           problems 0 .. N-1 (default 1000)\n" \
+    "  --seed S            the problems' seed (default 0)"
 
 #define QS_RL_HELP \
     "Reinforcement learning on a real transformer (issue 27; docs/rl.md, \"GRPO on a transformer\").\n" \

@@ -617,7 +617,9 @@ static int cmd_text(qs_cli *cli, int argc, char **argv)
 
 const qs_subcommand qs_rl_subcommands[] = {
     {"grpo", "GRPO on a transformer: quantized rollouts, a trainer in any recipe, IS corrections; stored\n"
-             "            as an rl_run plus per-step metrics; --sweep SPEC: many runs, over MPI ranks\n", cmd_grpo, 1},
+             "            as an rl_run plus per-step metrics; --sweep SPEC: many runs, over MPI ranks\n", cmd_grpo, 1,
+     "[--model PATH] [--task T] [--rollout SPEC] [--trainer RECIPE] [--correction M] [options]", QS_RL_OPTS},
     {"text", "[--task T] [--lines N (1000)] [--seed S (0)]: the task's solved examples (\"7+5=12\" lines) on\n"
-             "            stdout, e.g. for `qscope train --text` to pre-train a policy of your own\n", cmd_text, 0},
-    {NULL, NULL, NULL, 0}};
+             "            stdout, e.g. for `qscope train --text` to pre-train a policy of your own\n", cmd_text, 0,
+     "[--task T] [--lines N] [--seed S]", QS_RL_TEXT_OPTS},
+    {NULL, NULL, NULL, 0, NULL, NULL}};

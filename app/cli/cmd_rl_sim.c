@@ -484,6 +484,7 @@ done:
 
 /* The simulations of `qscope sim` (dispatch and usage errors from here; the help is QS_SIM_HELP). */
 const qs_subcommand qs_sim_subcommands[] = {
-    {"grpo", "the CPU GRPO experiment described above\n", cmd_sim_grpo, 1},
-    {NULL, NULL, NULL, 0},
+    {"grpo", "the CPU GRPO experiment: every (format, method) over the seeds, each run stored\n", cmd_sim_grpo, 1,
+     "[--formats LIST] [--methods LIST] [--seeds N] [options]", QS_SIM_ABOUT "\n\n" QS_SIM_OPTS},
+    {NULL, NULL, NULL, 0, NULL, NULL},
 };

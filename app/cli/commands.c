@@ -304,7 +304,7 @@ const qs_command qs_commands[] = {
      QS_SIM_HELP, NULL, qs_sim_subcommands, NULL, 0},
     {"rl", "[--model PATH] [--task T] [--rollout SPEC] [--trainer RECIPE] [--correction M] [options]",
      "GRPO on a real transformer with quantized rollouts and a trainer in any recipe",
-     QS_RL_HELP, NULL, qs_rl_subcommands, QS_RL_OPTS, 0},
+     QS_RL_HELP, NULL, qs_rl_subcommands, NULL, 0},
     {"msd", "[--M M --K K --N N] [--dist D] [--outliers C] [--mx-rule R] [--model P,..] [--tensor T] [--json]",
      "Multi-Scale Dequant: effective bits, GEMM errors, the M/64516 bound, latency model",
      "Decomposes BF16 activations into k INT8 components (per-token absmax, round half away,\n"
@@ -383,28 +383,7 @@ const qs_command qs_commands[] = {
      "run a real causal LM (SmolLM2 GGUF): mismatch runs, activations, throughput",
      "A Llama or Qwen2 model (SmolLM2-135M-Instruct GGUF from `make data`, or your own GGUF / Hugging\n"
      "Face directory) through qscope's own FP32 forward pass (dequantized weights, OpenBLAS matmuls);\n"
-     "the rollout numerics are simulated by fake-quantization.  See docs/llm.md.", NULL, qs_llm_subcommands,
-     "  --model PATH        GGUF file (llama or qwen2; any tensor type, e.g. F32/F16/BF16 or Q4_1) or a\n"
-     "                      Hugging Face directory (config.json, *.safetensors, tokenizer.json); eval and\n"
-     "                      sensitivity default to make data's data/models/SmolLM2-135M-Instruct.Q4_1.gguf\n"
-     "  --rollout-format F  weights format (fp32 = none), e.g. mxfp4, nvfp4, hif4, fp8_e4m3, bf16;\n"
-     "                      per-format options as in `analyze -f`, e.g. mxfp4:scale-rule=rceil\n"
-     "  --act-format F      inputs of every linear layer, per token (default fp32)\n"
-     "  --kv-format F       K (after RoPE) and V rows written to the KV cache (default fp32)\n"
-     "  --resq none|dense|2:4  Rollout-ResQ residual correction of the activation rounding\n"
-     "  --unscaled-casts    plain casts (fp8_*, fp6_*, fp4_e2m1, hif8) without the default per-row\n"
-     "                      FP32 scale (per output channel for weights, per token for activations);\n"
-     "                      raw casts are `analyze`'s default (FP8 E4M3 overflows to NaN past 448)\n"
-     "  --tokens N          generated tokens per sequence (default 64)\n"
-     "  --seqs K            sequences per prompt (default 4);  --prompts P  prompts (default 2)\n"
-     "  --task open|arith   score: arith = chat prompts 'What is A + B?' (A, B in 1..9) with reward\n"
-     "                      1/0 and advantage = reward - group mean; open (default) leaves them NULL\n"
-     "  --prompt TEXT       prompt text (UTF-8), tokenized with the model's BPE vocabulary and merges\n"
-     "  --chat              wrap --prompt in the model's ChatML template (system, user, assistant)\n"
-     "  --prompt-ids LIST   prompt as comma-separated token ids; default prompts: the chat openings\n"
-     "                      <|im_start|>assistant\\n, ...user\\n, ...system\\n\n"
-     "  --seed S            sampling seed (default 0);  --name RUN  run name;  --prefix P  capture\n"
-     "                      tensor prefix (default llm-act);  --json  score summary as JSON", 0},
+     "the rollout numerics are simulated by fake-quantization.  See docs/llm.md.", NULL, qs_llm_subcommands, NULL, 0},
     {"train", "[--text FILE...] [--val-text FILE] [--tokenizer MODEL | --init MODEL] [shape] [options] [--out DIR] [--name NAME | --no-store] | --resume DIR",
      "train a small Llama-architecture model (FP32 or a low-precision recipe; AdamW) and write a checkpoint",
      "Trains from scratch (llm.c-style init) or from --init MODEL on byte-level tokens or the tokens of\n"
@@ -496,12 +475,16 @@ const qs_command *qs_command_find(const char *name)
     return NULL;
 }
 
+const qs_subcommand *qs_subcommand_named(const qs_command *c, const char *name)
+{
+    for (const qs_subcommand *s = c->subs; s && s->name; s++)
+        if (strcmp(s->name, name) == 0) return s;
+    return NULL;
+}
+
 const qs_subcommand *qs_subcommand_find(const qs_command *c, int argc, char **argv)
 {
-    if (!c->subs || argc < 2) return NULL;
-    for (const qs_subcommand *s = c->subs; s->name; s++)
-        if (strcmp(s->name, argv[1]) == 0) return s;
-    return NULL;
+    return argc < 2 ? NULL : qs_subcommand_named(c, argv[1]);
 }
 
 /* "score, capture, ..." or "score|capture|..." */
@@ -533,7 +516,20 @@ void qs_command_help(FILE *f, const qs_command *c)
     fprintf(f, "usage: qscope [--db PATH] %s %s %s\n\n%s\n\n%s\n\n", c->name, sub_names(c, "|"), c->args, c->summary,
             c->help);
     for (const qs_subcommand *s = c->subs; s->name; s++) fprintf(f, "  %-8s  %s", s->name, s->help);
-    if (c->options) fprintf(f, "%s\n", c->options);
+    if (c->options) fprintf(f, "\n%s\n", c->options);
+    fprintf(f, "\nsubcommands: %s (`qscope help %s SUB`: a subcommand's own usage and options)\n", sub_names(c, ", "), c->name);
+}
+
+void qs_subcommand_help(FILE *f, const qs_command *c, const qs_subcommand *s)
+{
+    fprintf(f, "usage: qscope [--db PATH] %s %s %s\n\n", c->name, s->name, s->args ? s->args : "[options]");
+    /* the paragraph of `qscope help CMD`, its continuation indent (12 columns) taken off */
+    for (const char *p = s->help; *p; p++) {
+        fputc(*p, f);
+        if (*p == '\n' && strncmp(p + 1, "            ", 12) == 0) p += 12;
+    }
+    if (s->options && *s->options) fprintf(f, "\n%s\n", s->options);
+    else fprintf(f, "\n(no options)\n");
 }
 
 int qs_command_sharded(const qs_command *c, int argc, char **argv)

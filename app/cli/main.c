@@ -64,11 +64,21 @@ static int unknown_command(const char *what, const char *name)
     return qs_cli_error(QS_EXIT_USAGE, "%s '%s' (see `qscope --help`)", what, name);
 }
 
-static int help_command(const char *name)
+/* `qscope help NAME [SUB]`: a command's help, or one subcommand's own (usage, what it does, its options). */
+static int help_command(const char *name, const char *sub)
 {
     const qs_command *c = qs_command_find(name);
     if (!c) return unknown_command("no such command", name);
-    qs_command_help(stdout, c);
+    if (!sub) {
+        qs_command_help(stdout, c);
+        return QS_EXIT_OK;
+    }
+    if (!c->subs)   /* bench and plot take kinds, all described in their one help */
+        return qs_cli_error(QS_EXIT_USAGE, "%s has no subcommands: no separate help for '%s' (`qscope help %s` has all of it)", name,
+                            sub, name);
+    const qs_subcommand *s = qs_subcommand_named(c, sub);
+    if (!s) return qs_cli_error(QS_EXIT_USAGE, "%s has no subcommand '%s' (see `qscope help %s`)", name, sub, name);
+    qs_subcommand_help(stdout, c, s);
     return QS_EXIT_OK;
 }
 
@@ -135,7 +145,8 @@ int main(int argc, char **argv)
     const char *name = argv[i];
     if (strcmp(name, "help") == 0) {
         if (i + 1 >= argc) { usage(stdout); return QS_EXIT_OK; }
-        return help_command(argv[i + 1]);
+        if (i + 3 < argc) return qs_cli_error(QS_EXIT_USAGE, "help takes a command and a subcommand, not '%s'", argv[i + 3]);
+        return help_command(argv[i + 1], i + 2 < argc ? argv[i + 2] : NULL);
     }
     if (strcmp(name, "version") == 0) {
         printf("qscope %s (%s)\n", QS_VERSION, QS_GIT_REV);
@@ -143,8 +154,9 @@ int main(int argc, char **argv)
     }
     const qs_command *c = qs_command_find(name);
     if (!c) return unknown_command("unknown command", name);
-    for (int k = i + 1; k < argc; k++)
-        if (strcmp(argv[k], "--help") == 0 || strcmp(argv[k], "-h") == 0) return help_command(name);
+    for (int k = i + 1; k < argc; k++)   /* `CMD SUB ... --help`: the subcommand's own help */
+        if (strcmp(argv[k], "--help") == 0 || strcmp(argv[k], "-h") == 0)
+            return help_command(name, c->subs && k > i + 1 && argv[i + 1][0] != '-' ? argv[i + 1] : NULL);
     qs_err pe = {{0}};
     if (qs_par_init(&argc, &argv, &pe)) return qs_cli_err(QS_EXIT_ERR, &pe);
     cli.argv = argv;

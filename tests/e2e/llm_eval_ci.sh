@@ -220,8 +220,11 @@ refuses "--csv into a missing directory: the file and the reason" 1 "nodir/x\.cs
 ok "help analyze" "$QS" help analyze
 check "help analyze: raw casts by default (NaN past the range), llm scales per row, and the option" \
   "tr '\\n' ' ' < '$T/out' | grep -q 'cast raw by default (scale=none): values past the format.s largest finite become NaN/Inf.*llm eval. and .llm sensitivity. scale per row by default.*(or --scale row|tensor|col)'"
-ok "help llm" "$QS" help llm
-check "help llm: --ci, --paired, --csv, the draws, and analyze's raw default" \
-  "grep -q -- '--ci delta|bootstrap\[:N\[:SEED\]\]' '$T/out' && grep -q -- '--paired: every config' '$T/out' && grep -q -- '--csv \[FILE\]: one row per variant' '$T/out' &&
-   grep -q -- '--csv \[FILE\]: one row per layer x site' '$T/out' && grep -q \"raw casts are .analyze.'s default\" '$T/out' && grep -q \"0.1-0.2% PPL 'draws'\" '$T/out'"
+ok "help llm eval" "$QS" help llm eval
+cp "$T/out" "$T/help_eval"
+ok "help llm sensitivity" "$QS" help llm sensitivity
+cat "$T/help_eval" >> "$T/out"
+check "help llm eval/sensitivity: --ci, --paired, --csv, the draws, and analyze's raw default" \
+  "grep -q -- '--ci delta|bootstrap\\[:N\\[:SEED\\]\\]' '$T/out' && grep -q -- '--paired  *every config' '$T/out' && grep -q -- '--csv \\[FILE\\]  *one row per variant' '$T/out' &&
+   grep -q -- '--csv \\[FILE\\]  *one row per layer x site' '$T/out' && grep -q \"raw casts are\" '$T/out' && grep -q \"analyze.'s default: FP8 E4M3 overflows\" '$T/out' && grep -q \"0.1-0.2% PPL 'draws'\" '$T/out'"
 done_testing

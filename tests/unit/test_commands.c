@@ -48,6 +48,32 @@ static void test_help_names_every_subcommand(void **state)
     assert_true(subs >= 10);   /* llm's nine and sim grpo */
 }
 
+/* every subcommand has its own help: synopsis and options, opening with its usage line */
+static void test_subcommand_help(void **state)
+{
+    (void)state;
+    for (const qs_command *c = qs_commands; c->name; c++)
+        for (const qs_subcommand *s = c->subs; s && s->name; s++) {
+            if (!s->args || !s->options || !*s->options) {
+                print_error("%s %s has no synopsis or options for `qscope help %s %s`\n", c->name, s->name, c->name, s->name);
+                fail();
+            }
+            char *buf = NULL, want[128];
+            size_t n = 0;
+            FILE *f = open_memstream(&buf, &n);
+            assert_non_null(f);
+            qs_subcommand_help(f, c, s);
+            fclose(f);
+            snprintf(want, sizeof want, "usage: qscope [--db PATH] %s %s %s\n", c->name, s->name, s->args);
+            assert_int_equal(strncmp(buf, want, strlen(want)), 0);
+            assert_non_null(strstr(buf, s->options));
+            assert_ptr_equal(qs_subcommand_named(c, s->name), s);
+            free(buf);
+        }
+    assert_null(qs_subcommand_named(qs_command_find("llm"), "nope"));
+    assert_null(qs_subcommand_named(qs_command_find("ls"), "eval"));
+}
+
 /* dispatch finds every row; an unknown or missing subcommand is not found */
 static void test_subcommand_find(void **state)
 {
@@ -88,6 +114,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_help_names_every_subcommand),
         cmocka_unit_test(test_subcommand_find),
+        cmocka_unit_test(test_subcommand_help),
         cmocka_unit_test(test_sharded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

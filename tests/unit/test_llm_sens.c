@@ -241,6 +241,31 @@ static void test_plan_greedy(void **st)
     assert_true(isnan(b.weights));
 }
 
+/* Refinement of a plan that missed its KL target: by the measured/predicted ratio, at least doubling
+** the previous addition, within the budget's steps. */
+static void test_plan_refine(void **st)
+{
+    (void)st;
+    const double pk[8] = {0.8, 0.6, 0.45, 0.3, 0.2, 0.1, 0.05, 0};
+    qs_sens_step o[8];
+    memset(o, 0, sizeof o);
+    for (int i = 0; i < 8; i++) o[i].predicted_kl = pk[i];
+    /* measured twice the predicted 0.8: the plan must reach predicted 0.4, step 4 (0.3) */
+    assert_int_equal(qs_sens_plan_refine(o, 8, 1, 0.8, 1.6, 0.8, 0, 8), 4);
+    /* a small miss: one more step (0.6 x 1.0625 <= 0.8) */
+    assert_int_equal(qs_sens_plan_refine(o, 8, 1, 0.8, 0.85, 0.8, 0, 8), 2);
+    /* the ratio asks for 2 steps more, but the previous round added 3: at least 6 more, capped at 8 */
+    assert_int_equal(qs_sens_plan_refine(o, 8, 4, 0.3, 0.45, 0.2, 3, 8), 8);
+    assert_int_equal(qs_sens_plan_refine(o, 8, 2, 0.6, 1.2, 0.4, 1, 8), 5);   /* to predicted 0.2 */
+    /* the bits budget allows 3 steps: no further */
+    assert_int_equal(qs_sens_plan_refine(o, 8, 1, 0.8, 1.6, 0.8, 0, 3), 3);
+    assert_int_equal(qs_sens_plan_refine(o, 8, 3, 0.45, 1.6, 0.1, 2, 3), 3);
+    assert_int_equal(qs_sens_plan_refine(o, 8, 8, 0, 0.1, 0.01, 4, 8), 8);
+    /* nothing predicted is left (or the measurement is not finite): to predicted 0 */
+    assert_int_equal(qs_sens_plan_refine(o, 8, 2, 0, 0.3, 0.1, 0, 8), 8);
+    assert_int_equal(qs_sens_plan_refine(o, 8, 1, 0.8, NAN, 0.1, 0, 8), 8);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -248,6 +273,7 @@ int main(void)
         cmocka_unit_test(test_residual_reuse_exact),
         cmocka_unit_test(test_sens_matches_direct_eval),
         cmocka_unit_test(test_plan_greedy),
+        cmocka_unit_test(test_plan_refine),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
