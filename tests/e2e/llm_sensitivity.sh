@@ -56,6 +56,20 @@ check "two plan rows now" '[ "$(q "SELECT count(*) FROM result WHERE kind = '"'"
 fails "plot sensitivity without data" 1 "$QS" --db "$T/empty.db" plot sensitivity -o "$T/none.png"
 ok "plot sensitivity (PNG heatmap of the latest table)" "$QS" plot sensitivity -o "$T/sens.png"
 check "a PNG was written" '[ "$(head -c 4 "$T/sens.png" | tail -c 3)" = PNG ]'
+# issue 28: sites were numbers with a key in the x title, layer ticks sat on cell edges (a "2" under
+# layers 0..1), and the footnote's target read as met next to a measured KL above it
+ok "plot sensitivity in the terminal" "$QS" plot sensitivity -o - --term block --width 140 --height 24
+check "the x ticks name the sites under their cells; no numbered key" \
+  'grep -Eq "^ +attn_in +ffn_down_in *$" "$T/out" && ! grep -q "site: 0" "$T/out"'
+check "one layer tick per layer, none past the last layer" \
+  '[ "$(grep -cE "^[0-9]+(┤|\+)" "$T/out")" = "$L" ] && ! grep -qE "^$L(┤|\+)" "$T/out"'
+check "the footnote: the plan's target and its measured KL as llm sensitivity prints them" \
+  'grep -Eq "^B: BF16 in the plan for average bits <= 5 \(measured KL [0-9]\.[0-9]{5}±[0-9]\.[0-9]{5}\); predicted KL [0-9]\.[0-9]{5}; [0-9]+ cells?, [0-9.]+ bits$" "$T/out"'
+ok "a KL-target plan, stored last" "$QS" "${S[@]}" --sites attn_in,ffn_down_in --kl-target 0.00001 --force
+m=$(sed -n 's/.*measured KL \([0-9.]*\)±.*/\1/p' "$T/out")
+ok "plot sensitivity of it" "$QS" plot sensitivity -o - --term block --width 140 --height 24
+check "its footnote gives the same measured KL and says whether it meets the target" \
+  'grep -Eq "^B: BF16 in the plan for mean KL <= 1e-05 \((met|missed): measured KL $m±[0-9.]+\); predicted" "$T/out"'
 
 before=$(dbdump)
 fails "unknown site" 2 "$QS" "${S[@]}" --sites attn_in,mlp
