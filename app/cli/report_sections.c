@@ -140,11 +140,12 @@ static void md_cell(FILE *f, const char *t)
     fprintf(f, " %s |", qs_esc_md(t));
 }
 
-void qs_report_sections_md(FILE *f, json_t *sections)
+void qs_report_sections_md(FILE *f, json_t *sections, int lead)
 {
     size_t i, k, c;
     json_t *s, *row, *p;
     json_array_foreach(sections, i, s) {
+        if (json_is_true(json_object_get(s, "before_tensors")) != lead) continue;
         json_t *cols = json_object_get(s, "columns"), *notes = json_object_get(s, "notes");
         /* titles and intros name models, texts and runs from stored results */
         fprintf(f, "## %s\n\n%s\n\n", qs_esc(json_string_value(json_object_get(s, "title"))),
@@ -174,11 +175,12 @@ void qs_report_sections_md(FILE *f, json_t *sections)
     }
 }
 
-int qs_report_sections_html(FILE *f, json_t *sections, const char *dir)
+int qs_report_sections_html(FILE *f, json_t *sections, const char *dir, int lead)
 {
     size_t i, k, c;
     json_t *s, *row;
     json_array_foreach(sections, i, s) {
+        if (json_is_true(json_object_get(s, "before_tensors")) != lead) continue;
         json_t *cols = json_object_get(s, "columns"), *notes = json_object_get(s, "notes");
         fprintf(f, "<h2 id=\"s-");   /* the summary's contents link here */
         qs_html_esc(f, json_string_value(json_object_get(s, "id")));
