@@ -10,6 +10,7 @@
 
 #include "../../analysis/llm_sens_store.h"
 #include "../../analysis/plot.h"
+#include "../../analysis/rl_xaxis.h"
 #include "../../app/render/plot_render.h"
 
 /* ---------------- helpers ---------------- */
@@ -557,6 +558,35 @@ static void test_sensitivity_heatmap_axes(void **st)
     qs_fig_free(f);
 }
 
+/* issue 28: the RL plot drew `llm score` runs (x = prompt index, no training) and GRPO runs (x =
+** training step) on one "step" axis */
+static void test_rl_runs_axis_kinds(void **st)
+{
+    (void)st;
+    assert_int_equal(qs_rl_run_xkind("x", "{\"generator\":\"qscope llm score\"}"), QS_RL_X_PROMPT);
+    assert_int_equal(qs_rl_run_xkind("precision mismatch without training", NULL), QS_RL_X_PROMPT);
+    assert_int_equal(qs_rl_run_xkind("qscope sim grpo", "{}"), QS_RL_X_STEP);
+    assert_int_equal(qs_rl_run_xkind("precision mismatch without training", "{\"generator\":\"an importer\"}"), QS_RL_X_STEP);
+    const double x[] = {0, 1, 2}, y[] = {0.1, 0.2, 0.3};
+    qs_line_data d[3] = {{"grpo-a", 3, x, y}, {"llm:score", 3, x, y}, {"grpo-b", 3, x, y}};
+    qs_rl_xkind k[3] = {QS_RL_X_STEP, QS_RL_X_PROMPT, QS_RL_X_STEP};
+    qs_figure *f = qs_plot_rl_runs("t", "k3", QS_AX_LOG10, d, k, 3, QS_RL_X_STEP);
+    assert_non_null(f);
+    assert_int_equal(f->nseries, 2);
+    assert_string_equal(f->series[0].name, "grpo-a");
+    assert_string_equal(f->series[1].name, "grpo-b");
+    assert_string_equal(f->x.title, "training step");
+    assert_string_equal(f->note, "1 llm score run not drawn: their x is the prompt, not a training step");
+    qs_fig_free(f);
+    f = qs_plot_rl_runs("t", "k3", QS_AX_LOG10, d, k, 3, QS_RL_X_PROMPT);
+    assert_non_null(f);
+    assert_int_equal(f->nseries, 1);
+    assert_string_equal(f->series[0].name, "llm:score");
+    assert_string_equal(f->x.title, "prompt (llm score: no training)");
+    assert_non_null(strstr(f->note, "2 training runs not drawn"));
+    qs_fig_free(f);
+}
+
 /* the stored x-axis title is the one every reader shows (report, `plot attn`, workbench): the attn
 ** figure said "tokens" in the report and "keys" in the workbench */
 static void test_lines_json_stored_xlabel(void **st)
@@ -614,6 +644,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_linear_ticks_125),
         cmocka_unit_test(test_sensitivity_heatmap_axes),
+        cmocka_unit_test(test_rl_runs_axis_kinds),
         cmocka_unit_test(test_fewer_ticks_when_crowded),
         cmocka_unit_test(test_log_ticks),
         cmocka_unit_test(test_symlog),
