@@ -9,18 +9,14 @@
 #include <string.h>
 
 #define LLM_SCORE_GENERATOR "qscope llm score"
-#define LLM_SCORE_LABEL "precision mismatch without training"
 
-qs_rl_xkind qs_rl_run_xkind(const char *label, const char *metadata)
+qs_rl_xkind qs_rl_run_xkind(const char *metadata)
 {
-    if (metadata) {
-        json_t *m = json_loads(metadata, 0, NULL);
-        const char *g = json_string_value(json_object_get(m, "generator"));
-        int prompt = g && !strcmp(g, LLM_SCORE_GENERATOR);
-        json_decref(m);
-        if (prompt || g) return prompt ? QS_RL_X_PROMPT : QS_RL_X_STEP;
-    }
-    return label && !strcmp(label, LLM_SCORE_LABEL) ? QS_RL_X_PROMPT : QS_RL_X_STEP;
+    json_t *m = metadata ? json_loads(metadata, 0, NULL) : NULL;
+    const char *g = json_string_value(json_object_get(m, "generator"));
+    qs_rl_xkind k = g && !strcmp(g, LLM_SCORE_GENERATOR) ? QS_RL_X_PROMPT : QS_RL_X_STEP;
+    json_decref(m);
+    return k;
 }
 
 const char *qs_rl_xkind_title(qs_rl_xkind k)

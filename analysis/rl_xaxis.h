@@ -12,9 +12,9 @@
 
 typedef enum qs_rl_xkind { QS_RL_X_STEP = 0, QS_RL_X_PROMPT } qs_rl_xkind;
 
-/* From the run's metadata JSON (generator "qscope llm score") or, without it (NULL), its label
-** ("precision mismatch without training", the label llm score writes). */
-qs_rl_xkind qs_rl_run_xkind(const char *label, const char *metadata);
+/* From the run's metadata JSON (rl_run.metadata): prompts when its generator is "qscope llm score"
+** (the label alone proves nothing: an imported log may carry any label), else training steps. */
+qs_rl_xkind qs_rl_run_xkind(const char *metadata);
 
 /* The x-axis title: "training step" or "prompt (llm score: no training)". */
 const char *qs_rl_xkind_title(qs_rl_xkind k);

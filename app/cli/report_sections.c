@@ -308,7 +308,7 @@ int qs_report_rl(qs_cli *cli, qs_db *db, const char *dir, int plots, json_t *sec
     int nrun = 0, total = 0, ntotal[2] = {0, 0}, rc = 0;
     if (!T) rc = qs_fail(e, "out of memory");
     for (size_t ri = 0; ri < nruns && !rc; ri++) {
-        qs_rl_xkind xk = qs_rl_run_xkind(runs[ri].label, runs[ri].metadata);
+        qs_rl_xkind xk = qs_rl_run_xkind(runs[ri].metadata);
         total++;
         ntotal[xk]++;
         if (nrun >= QS_REPORT_MAX_RUNS) continue;

@@ -12,7 +12,6 @@
 #include "../cli/cli.h"
 #include "tui_view.h"
 #include "../../analysis/plot.h"
-#include "../../analysis/rl_xaxis.h"
 
 typedef struct rl_view {
     tui_list runs, traj;          /* the runs pane and the stored trajectories pane */
@@ -109,14 +108,13 @@ static void rl_runs_plot(tui *T, rl_view *S, int y0, int h, int list_h)
         }
     }
     qs_line_data ld[8];
-    qs_rl_xkind xk[8];   /* llm score's prompts and training steps never share the x axis */
     size_t nl = 0;
     int first = S->one ? S->runs.cur : 0, last = S->one ? S->runs.cur + 1 : (int)T->nruns;
     int pending = 0;
     for (int i = first; i < last && nl < 8; i++) {
         const tui_rlc *c = tui_rl_get(T, T->runs[i].id);
         if (!c) { pending++; continue; }
-        if (c->n) xk[nl] = qs_rl_run_xkind(T->runs[i].label, NULL), ld[nl++] = (qs_line_data){T->runs[i].name, c->n, c->x, c->y[S->metric]};
+        if (c->n) ld[nl++] = (qs_line_data){T->runs[i].name, c->n, c->x, c->y[S->metric]};
     }
     if (pending && !nl) {
         tui_addstr_clip(y0 + list_h + 1, 2, T->rl_stopped ? "The diagnostics were not computed (cancelled or failed): press r to compute them."
@@ -130,11 +128,7 @@ static void rl_runs_plot(tui *T, rl_view *S, int y0, int h, int list_h)
             snprintf(title, sizeof title, "%s per step, %zu of %zu runs (%s; a: the selected one)",
                      tui_rl_metric_name(S->metric), nl, T->nruns, pending ? "others still computing" : "the first by name");
         else snprintf(title, sizeof title, "%s per step, %zu run%s", tui_rl_metric_name(S->metric), nl, nl == 1 ? "" : "s");
-        /* the selected run's kind of x when it is drawn, else the first drawn run's; the others are counted in the note */
-        qs_rl_xkind want = qs_rl_run_xkind(R->label, NULL);
-        int have = 0;
-        for (size_t i = 0; i < nl; i++) have |= xk[i] == want;
-        T->fig = qs_plot_rl_runs(title, tui_rl_metric_name(S->metric), QS_AX_SYMLOG, ld, xk, nl, have ? want : xk[0]);
+        T->fig = qs_plot_trajectory(title, tui_rl_metric_name(S->metric), ld, nl);
         snprintf(T->fig_what, sizeof T->fig_what, "rl-%s-m%d", S->one ? R->name : "runs", S->metric);
         tui_draw_figure(T, T->fig, y0 + list_h, 0, h - list_h, T->W);
     }

@@ -563,10 +563,11 @@ static void test_sensitivity_heatmap_axes(void **st)
 static void test_rl_runs_axis_kinds(void **st)
 {
     (void)st;
-    assert_int_equal(qs_rl_run_xkind("x", "{\"generator\":\"qscope llm score\"}"), QS_RL_X_PROMPT);
-    assert_int_equal(qs_rl_run_xkind("precision mismatch without training", NULL), QS_RL_X_PROMPT);
-    assert_int_equal(qs_rl_run_xkind("qscope sim grpo", "{}"), QS_RL_X_STEP);
-    assert_int_equal(qs_rl_run_xkind("precision mismatch without training", "{\"generator\":\"an importer\"}"), QS_RL_X_STEP);
+    assert_int_equal(qs_rl_run_xkind("{\"generator\":\"qscope llm score\",\"tool_version\":\"0\"}"), QS_RL_X_PROMPT);
+    assert_int_equal(qs_rl_run_xkind("{}"), QS_RL_X_STEP);
+    assert_int_equal(qs_rl_run_xkind(NULL), QS_RL_X_STEP);
+    assert_int_equal(qs_rl_run_xkind("{\"generator\":\"an importer\"}"), QS_RL_X_STEP);
+    assert_int_equal(qs_rl_run_xkind("not json"), QS_RL_X_STEP);
     const double x[] = {0, 1, 2}, y[] = {0.1, 0.2, 0.3};
     qs_line_data d[3] = {{"grpo-a", 3, x, y}, {"llm:score", 3, x, y}, {"grpo-b", 3, x, y}};
     qs_rl_xkind k[3] = {QS_RL_X_STEP, QS_RL_X_PROMPT, QS_RL_X_STEP};
