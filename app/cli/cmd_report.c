@@ -31,6 +31,8 @@
 #include "report_sections.h"
 #include "../../store/train_store.h"
 #include "../../analysis/err_source.h"
+#include "../../analysis/llm_eval_store.h"
+#include "../../analysis/llm_sens_store.h"
 #include "../../kernels/qs_version.h"
 #include "../../store/q_results.h"
 #include "../../store/q_tensors.h"
@@ -435,14 +437,22 @@ static const char *glob_problem(const char *p)
     return NULL;
 }
 
-/* Stored model-level results (llm eval, llm sensitivity); unreadable: none. */
+/* The stored model-level results the report shows (llm eval runs and sensitivity tables of this
+** qscope version, as report_llm.c reads them); unreadable: none.  Every MPI rank gets the same
+** answer (the tensor list they share depends on it). */
 static int64_t model_results(qs_db *db)
 {
-    static const char *const llm_kinds[] = {"llm_eval", "llm_sensitivity"};
-    int64_t n = 0;
     qs_err e = {{0}};
-    if (qs_result_count(db, llm_kinds, 2, &n, &e)) n = 0;
-    return n;
+    qs_evrun *R = NULL;
+    qs_sensrun *S = NULL;
+    size_t n = 0, ns = 0;
+    int64_t k = 0;
+    if (!qs_evruns_load(db, &R, &n, &e))
+        for (size_t i = 0; i < n; i++) k += R[i].ncfg || R[i].have_ref;
+    qs_evruns_free(R, n);
+    if (!qs_sensruns_load(db, &S, &ns, &e)) k += (int64_t)ns;
+    qs_sensruns_free(S, ns);
+    return k;
 }
 
 /* Which of the nmatch tensors (name order) the report covers, into *nsel, and the sentence saying so
