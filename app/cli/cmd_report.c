@@ -35,6 +35,7 @@
 #include "../../analysis/llm_sens_store.h"
 #include "../../kernels/qs_version.h"
 #include "../../store/q_results.h"
+#include "../../store/q_rl.h"
 #include "../../store/q_tensors.h"
 #include "../../store/tensor.h"
 #include "../../store/json_out.h"
@@ -621,13 +622,22 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
     free(tnames);
     free(tlines);
     if (rc != QS_EXIT_OK || worker) goto out;
-    if (nt == 0 && ntl == 0) {   /* a database of model evaluations or training runs only still has a report: their sections */
-        int64_t nllm = model_results(db);
+    if (nt == 0 && ntl == 0) {   /* a database of evaluations, RL, kernel or training runs only still has a report: their sections */
+        static const char *const kernel_kinds[] = {"msd", "attn", "resq"};
+        int64_t nother = model_results(db), nk = 0;
         qs_train_run_item *tr = NULL;
-        size_t ntr = 0;
-        if (!qs_train_run_list(db, NULL, &tr, &ntr, &e)) nllm += (int64_t)ntr;
+        qs_run_item *rr = NULL;
+        size_t ntr = 0, nrr = 0;
+        if (!qs_train_run_list(db, NULL, &tr, &ntr, &e)) nother += (int64_t)ntr;
         qs_train_run_items_free(tr, ntr);
-        if (!nllm) { rc = qs_cli_error(QS_EXIT_ERR, "no tensor matches '%s'", "*"); goto out; }
+        if (!qs_run_names(db, QS_RUNS_BY_NAME, &rr, &nrr, &e)) nother += (int64_t)nrr;
+        qs_run_items_free(rr, nrr);
+        if (!qs_result_count(db, kernel_kinds, 3, &nk, &e)) nother += nk;
+        if (!nother) {
+            rc = qs_cli_error(QS_EXIT_ERR, "%s: nothing to report: no tensors, model evaluations, RL runs, kernel results or "
+                              "training runs", qs_esc(db->path));
+            goto out;
+        }
     }
     int want_plots = plots && strcmp(kind, "json") && strcmp(kind, "csv");
     json_t *sections = json_object_get(doc, "sections");

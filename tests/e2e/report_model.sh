@@ -13,6 +13,12 @@ random.seed(7)
 w = "the a of and to in is was it that he she for with as his her on be at by had not but from they this".split()
 open(sys.argv[1], "w").write(" ".join(" ".join(random.choice(w) for _ in range(random.randint(5, 12))).capitalize() + "." for _ in range(70)) + "\n")
 PY
+refuses "an empty database: nothing to report" 1 "empty\.db: nothing to report: no tensors, model evaluations, RL runs, kernel results or training runs" \
+  env QSCOPE_DB="$T/empty.db" $QS report -o "$T/e" --claims none
+ok "a database of RL runs only still has a report" bash -c "QSCOPE_DB='$T/rl.db' $QS sim grpo --formats mxfp4 --methods none --seeds 1 --steps 20 --log-every 10 >/dev/null && \
+  QSCOPE_DB='$T/rl.db' $QS report -o '$T/rl' --claims none"
+check "with its RL section" "grep -q '^## RL runs' $T/rl/report.md"
+
 # 18 tensors: more than the default 16
 for i in $(seq -w 1 18); do $QS gen gaussian --name "t$i" --shape 16x32 --seed "$((10#$i))" >/dev/null || echo "gen t$i failed"; done
 
