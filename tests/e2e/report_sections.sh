@@ -99,6 +99,9 @@ check "two k3 figures: training steps, and llm score's prompts apart" \
   "grep -qF '![Rollout-trainer mismatch per step (KL estimator k3)](rl_k3.png)' $T/r6/report.md && \
    grep -qF '![Rollout-reference mismatch per prompt (llm score, KL estimator k3)](rl_k3_prompts.png)' $T/r6/report.md && \
    [ -s $T/r6/rl_k3.png ] && [ -s $T/r6/rl_k3_prompts.png ]"
+ok "ais on the llm score run stores its trajectories" bash -c "$R2 ais \$($R2 runs | awk '/^llm:tiny:/ {print \$1}') >/dev/null"
+ok "plot trajectory of it in the terminal" $R2 plot trajectory -o - --width 80 --height 20
+check "its x axis is the prompt, not a step" "tail -n 3 $T/out | grep -q 'prompt (llm score: no training)' && ! tail -n 3 $T/out | grep -qw step"
 check "the table counts an llm score run's prompts as prompts" \
   "grep '^| llm:tiny:' $T/r6/report.md | grep -qE '\| [0-9]+ / 4 prompts \(0\.\.3\) \|' && grep '^| sim/grpo/' $T/r6/report.md | grep -qE '\| [0-9]+ / 4 \(0\.\.29\) \|'"
 done_testing
