@@ -456,6 +456,24 @@ static int64_t model_results(qs_db *db)
     return k;
 }
 
+/* Whether the database has anything but tensors to report on: model evaluations, RL runs, kernel
+** results, training runs (unreadable: none). */
+static int other_results(qs_db *db)
+{
+    static const char *const kernel_kinds[] = {"msd", "attn", "resq"};
+    qs_err e = {{0}};
+    int64_t n = model_results(db), nk = 0;
+    qs_train_run_item *tr = NULL;
+    qs_run_item *rr = NULL;
+    size_t ntr = 0, nrr = 0;
+    if (!qs_train_run_list(db, NULL, &tr, &ntr, &e)) n += (int64_t)ntr;
+    qs_train_run_items_free(tr, ntr);
+    if (!qs_run_names(db, QS_RUNS_BY_NAME, &rr, &nrr, &e)) n += (int64_t)nrr;
+    qs_run_items_free(rr, nrr);
+    if (!qs_result_count(db, kernel_kinds, 3, &nk, &e)) n += nk;
+    return n > 0;
+}
+
 /* Which of the nmatch tensors (name order) the report covers, into *nsel, and the sentence saying so
 ** (doc "tensor_note", with "tensor_scope").  --tensors GLOB: every match, none an error.  Without it:
 ** none when the database holds a model-level evaluation (it answers for the model; a per-tensor
@@ -622,22 +640,11 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
     free(tnames);
     free(tlines);
     if (rc != QS_EXIT_OK || worker) goto out;
-    if (nt == 0 && ntl == 0) {   /* a database of evaluations, RL, kernel or training runs only still has a report: their sections */
-        static const char *const kernel_kinds[] = {"msd", "attn", "resq"};
-        int64_t nother = model_results(db), nk = 0;
-        qs_train_run_item *tr = NULL;
-        qs_run_item *rr = NULL;
-        size_t ntr = 0, nrr = 0;
-        if (!qs_train_run_list(db, NULL, &tr, &ntr, &e)) nother += (int64_t)ntr;
-        qs_train_run_items_free(tr, ntr);
-        if (!qs_run_names(db, QS_RUNS_BY_NAME, &rr, &nrr, &e)) nother += (int64_t)nrr;
-        qs_run_items_free(rr, nrr);
-        if (!qs_result_count(db, kernel_kinds, 3, &nk, &e)) nother += nk;
-        if (!nother) {
-            rc = qs_cli_error(QS_EXIT_ERR, "%s: nothing to report: no tensors, model evaluations, RL runs, kernel results or "
-                              "training runs", qs_esc(db->path));
-            goto out;
-        }
+    /* a database of evaluations, RL, kernel or training runs only still has a report: their sections */
+    if (nt == 0 && ntl == 0 && !other_results(db)) {
+        rc = qs_cli_error(QS_EXIT_ERR, "%s: nothing to report: no tensors, model evaluations, RL runs, kernel results or "
+                          "training runs", qs_esc(db->path));
+        goto out;
     }
     int want_plots = plots && strcmp(kind, "json") && strcmp(kind, "csv");
     json_t *sections = json_object_get(doc, "sections");
