@@ -2,6 +2,7 @@
 ** Reading RL runs for the AIS diagnostics and storing the results (see ais_store.h).
 */
 #include "ais_store.h"
+#include "rl_xaxis.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -161,18 +162,19 @@ static int diag_step(void *ctx, stepbuf *b, qs_err *e)
     return 0;
 }
 
-static int run_lookup(qs_db *db, const char *run, int64_t *id, char *format, size_t fcap, qs_err *e)
+static int run_lookup(qs_db *db, const char *run, qs_ais_result *r, qs_err *e)
 {
     sqlite3_stmt *st = qs_db_prepare(db,
         "SELECT id, COALESCE(json_extract(metadata,'$.rollout_format'), json_extract(metadata,'$.header.rollout_format'), "
-        "json_extract(metadata,'$.header.rollout_precision'), 'unknown') FROM rl_run WHERE name=?", e);
+        "json_extract(metadata,'$.header.rollout_precision'), 'unknown'), metadata FROM rl_run WHERE name=?", e);
     if (!st) return -1;
     sqlite3_bind_text(st, 1, run, -1, SQLITE_TRANSIENT);
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
-        *id = sqlite3_column_int64(st, 0);
+        r->run_id = sqlite3_column_int64(st, 0);
         const char *f = (const char *)sqlite3_column_text(st, 1);
-        snprintf(format, fcap, "%s", f ? f : "unknown");
+        snprintf(r->format, sizeof r->format, "%s", f ? f : "unknown");
+        r->per_prompt = qs_rl_run_xkind((const char *)sqlite3_column_text(st, 2)) == QS_RL_X_PROMPT;
     }
     sqlite3_finalize(st);
     if (rc != SQLITE_ROW) return qs_fail(e, "no run named '%s' (see `qscope runs`)", run);
@@ -183,7 +185,7 @@ int qs_ais_run(qs_db *db, const char *run, const qs_ais_opts *o, qs_ais_result *
 {
     memset(r, 0, sizeof *r);
     snprintf(r->run, sizeof r->run, "%s", run);
-    if (run_lookup(db, run, &r->run_id, r->format, sizeof r->format, e)) return -1;
+    if (run_lookup(db, run, r, e)) return -1;
     stepbuf bufs[2];
     memset(bufs, 0, sizeof bufs);
     XXH3_state_t *h = XXH3_createState();
@@ -320,7 +322,8 @@ static json_t *set_json(const qs_ais_result *r, size_t si)
     if (!json_array_size(ser)) { json_decref(ser); return NULL; }
     char title[400];
     snprintf(title, sizeof title, "%s: %s", r->run, kSets[si].title);
-    json_t *j = json_pack("{s:o,s:s,s:s,s:s,s:o}", "title", qs_json_text(title), "token_hash", r->hash, "xlabel", "step",
+    json_t *j = json_pack("{s:o,s:s,s:s,s:s,s:o}", "title", qs_json_text(title), "token_hash", r->hash, "xlabel",
+                          r->per_prompt ? qs_rl_xkind_title(QS_RL_X_PROMPT) : "step",
                           "ylabel", kSets[si].ylabel, "series", ser);
     qs_json_set_text(j, "run", r->run);
     return j;

@@ -11,7 +11,8 @@
 ** "rollout_format" / header "rollout_precision", else "unknown") and options = the AIS options JSON
 ** plus "run" and, for trajectories, "set":
 **   kind "rl_ais":      {"run":..,"token_hash":..,"reconstruction":..,"fields":{NAME:[per step]..}}
-**   kind "trajectory":  {"title":..,"xlabel":"step","ylabel":..,"series":[{"name":..,"x":[..],"y":[..]}]}
+**   kind "trajectory":  {"title":..,"xlabel":"step" (an llm score run: "prompt (llm score: no training)"),
+**                        "ylabel":..,"series":[{"name":..,"x":[..],"y":[..]}]}
 **                       one row per set: "policy", "weights", "ais", "ess", "mismatch", "overview"
 **                       (written in this order; `qscope plot trajectory` draws the newest: overview)
 */
@@ -29,6 +30,7 @@ typedef struct qs_ais_result {
     qs_ais_row *rows;
     size_t nrows;
     uint64_t tokens;
+    int per_prompt;               /* an `llm score` run: its "steps" are prompts (rl_xaxis.h) */
 } qs_ais_result;
 
 /* Diagnostics of every step of run `run`. */

@@ -62,6 +62,8 @@ static void read_plan(qs_db *db, qs_sensrun *r, const char *opts, qs_err *e)
                     r->bf16[l * r->nsites + s] = json_integer_value(json_array_get(json_array_get(bf, (size_t)l), (size_t)s)) != 0;
             for (int i = 0; i < r->layers * r->nsites; i++) r->npromoted += r->bf16[i];
             json_t *kt = json_object_get(pj, "kl_target"), *bb = json_object_get(pj, "bits_budget");
+            r->plan_kl_target = num(kt);
+            r->plan_bits_budget = num(bb);
             if (json_is_number(kt)) snprintf(r->target, sizeof r->target, "mean KL <= %g", json_number_value(kt));
             else if (json_is_number(bb)) snprintf(r->target, sizeof r->target, "average bits <= %g", json_number_value(bb));
             else snprintf(r->target, sizeof r->target, "stored plan");
@@ -71,6 +73,7 @@ static void read_plan(qs_db *db, qs_sensrun *r, const char *opts, qs_err *e)
             json_t *m = json_object_get(d, "measured");
             r->plan_kl = num(json_object_get(m, qs_evstats[QS_EVS_KL_MEAN].key));   /* written from that table */
             r->plan_dppl = num(json_object_get(m, qs_evstats[QS_EVS_DPPL].key));
+            r->plan_kl_se = num(json_object_get(m, qs_evstats[QS_EVS_KL_SE].key));
         }
         json_decref(d);
         json_decref(pj);
@@ -122,6 +125,7 @@ static int add_table(void *ctx, const qs_llm_result_row *row, qs_err *e)
     if (!NR || !NO) return qs_fail(e, "out of memory");
     qs_sensrun *r = &SL->R[SL->nr];
     memset(r, 0, sizeof *r);
+    r->plan_kl_target = r->plan_bits_budget = r->plan_kl_se = NAN;
     SL->opts[SL->nr] = strdup(row->options ? row->options : "{}");
     SL->nr++;
     snprintf(r->model_hash, sizeof r->model_hash, "%s", row->hash);
@@ -153,23 +157,49 @@ int qs_sensruns_load(qs_db *db, qs_sensrun **runs, size_t *n, qs_err *e)
     return 0;
 }
 
+/* The heatmap's footnote: the plan's target and what it gives, in the words and precision of
+** `llm sensitivity`'s "plan verified" line (cmd_llm_sens.c), and whether the measured KL meets a KL
+** target (the plan is chosen on the predicted KL, a sum of isolated effects, which can miss it). */
+static void plan_note(const qs_sensrun *r, char *b, size_t cap)
+{
+    char tgt[96], verdict[16] = "";
+    if (isfinite(r->plan_kl_target)) {
+        snprintf(tgt, sizeof tgt, "mean KL <= %g", r->plan_kl_target);
+        if (isfinite(r->plan_kl)) snprintf(verdict, sizeof verdict, r->plan_kl <= r->plan_kl_target ? "met: " : "missed: ");
+    } else if (isfinite(r->plan_bits_budget))
+        snprintf(tgt, sizeof tgt, "average bits <= %g", r->plan_bits_budget);
+    else snprintf(tgt, sizeof tgt, "%s", r->target);
+    char kl[40], se[48] = "", pred[40];   /* qs_evnum: the digits `llm sensitivity` prints, never 0.00000 */
+    qs_evnum(r->plan_kl, 5, 0, kl, sizeof kl);
+    qs_evnum(r->plan_pred_kl, 5, 0, pred, sizeof pred);
+    if (isfinite(r->plan_kl_se)) {
+        se[0] = '\xc2', se[1] = '\xb1';   /* "±" */
+        qs_evnum(r->plan_kl_se, 5, 0, se + 2, sizeof se - 2);
+    }
+    /* the verdict and the measured KL first: a narrow terminal cuts the end of the line */
+    snprintf(b, cap, "B: BF16 in the plan for %s (%smeasured KL %s%s); predicted KL %s; %d cell%s, %.3f bits", tgt, verdict, kl, se,
+             pred, r->npromoted, r->npromoted == 1 ? "" : "s", r->plan_bits);
+}
+
 qs_figure *qs_plot_sensitivity(const qs_sensrun *r)
 {
-    char title[300], xt[200] = "site:";
+    char title[300];
     snprintf(title, sizeof title, "mean KL, one (layer, site) at %.*s: %.*s, %.*s, ctx %d", (int)qs_utf8_prefix(r->format, 40),
              r->format, (int)qs_utf8_prefix(r->model, 60), r->model, (int)qs_utf8_prefix(r->text, 60), r->text, r->ctx);
-    for (int s = 0; s < r->nsites; s++)
-        snprintf(xt + strlen(xt), sizeof xt - strlen(xt), " %d %s", s, r->sites[s]);
     size_t nc = (size_t)r->layers * r->nsites;
     float *v = malloc(nc * sizeof *v);
     if (!v) return NULL;
     for (size_t i = 0; i < nc; i++) v[i] = r->kl[i] > 0 ? (float)r->kl[i] : NAN;   /* KL <= 0: nothing on a log scale */
     /* the look of `plot sensitivity` (app/cli/cmd_plot.c), plus the plan's cells */
     qs_figure *f = qs_plot_block_heatmap(title, v, (uint64_t)r->layers, (uint64_t)r->nsites, 1, "mean KL to FP32, nats (log scale)",
-                                         xt, "layer", 400);
+                                         "site", "layer", 400);
     free(v);
-    if (f) f->x.integer = f->y.integer = 1;   /* sites and layers */
-    if (!f || !r->have_plan) return f;
+    if (!f) return NULL;
+    /* one tick per cell centre: the sites by name, the layers by number (never a tick on an edge) */
+    f->x.cells = f->y.cells = 1;
+    f->x.ncat = r->nsites < QS_AXIS_MAX_CAT ? r->nsites : QS_AXIS_MAX_CAT;
+    for (int s = 0; s < f->x.ncat; s++) snprintf(f->x.cat[s], sizeof f->x.cat[s], "%s", r->sites[s]);
+    if (!r->have_plan) return f;
     /* dark text on the light (viridis: upper half) cells, grey on the dark ones */
     double lo = INFINITY, hi = -INFINITY;
     for (size_t i = 0; i < nc; i++)
@@ -181,7 +211,6 @@ qs_figure *qs_plot_sensitivity(const qs_sensrun *r)
                 qs_annot *a = qs_fig_annotate(f, s + 0.5, l + 0.5, 0, "B");
                 if (a) { a->anchor = 1; a->color = t > 0.45 ? -2 : QS_COLOR_GREY; }
             }
-    snprintf(f->note, sizeof f->note, "B = kept in BF16 by the plan (%s): %d cell%s; predicted KL %.3g, measured %.3g",
-             r->target, r->npromoted, r->npromoted == 1 ? "" : "s", r->plan_pred_kl, r->plan_kl);
+    plan_note(r, f->note, sizeof f->note);
     return f;
 }

@@ -25,6 +25,8 @@ typedef struct qs_sensrun {
     unsigned char *bf16;          /* layers x nsites: kept in BF16 */
     int npromoted;
     double plan_pred_kl, plan_kl, plan_dppl, plan_bits;   /* predicted and measured KL; measured dPPL; average bits */
+    double plan_kl_se;            /* the measured KL's standard error */
+    double plan_kl_target, plan_bits_budget;              /* the plan's target (NaN: not that kind) */
 } qs_sensrun;
 
 /* Every stored sensitivity result of this qscope version, oldest first (malformed rows skipped). */

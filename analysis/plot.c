@@ -566,10 +566,50 @@ static void mant_ticks(double lo, double hi, const int *ms, int nm, qs_ticks *ou
         }
 }
 
+/* Ticks of a cell axis (qs_axis.cells): the centres of the cells in [lo, hi], every step-th one,
+** labelled by the cell's index or its name cut to `cut` bytes. */
+static void cell_ticks_at(const qs_axis *a, double lo, double hi, long step, int cut, qs_ticks *out)
+{
+    out->n = 0;
+    long c0 = (long)ceil(lo - 0.5 - 1e-9), c1 = (long)floor(hi - 0.5 + 1e-9);
+    long first = (long)ceil((double)c0 / (double)step) * step;   /* the first multiple of step in range */
+    for (long i = first; i <= c1 && out->n < QS_PLOT_MAX_TICKS; i += step) {
+        qs_tick *t = &out->t[out->n++];
+        t->v = (double)i + 0.5;
+        if (i >= 0 && i < a->ncat) snprintf(t->label, QS_PLOT_LABEL, "%.*s", cut, a->cat[i]);
+        else snprintf(t->label, QS_PLOT_LABEL, "%ld", i);
+    }
+}
+
+/* A cell axis: every cell named in full when the names fit, else names cut to a few characters
+** (categories must all stay readable), else every 2nd, 5th, 10th ... cell. */
+static void cell_ticks(const qs_axis *a, double lo, double hi, double length, int horizontal, const qs_measure *m,
+                       double gap, qs_ticks *out)
+{
+    double tlo = qs_axis_fwd(a, lo), thi = qs_axis_fwd(a, hi);
+    static const int cuts[] = {QS_PLOT_LABEL, 8, 6, 4, 3};
+    for (size_t k = 0; k < (a->ncat ? sizeof cuts / sizeof *cuts : 1); k++) {
+        cell_ticks_at(a, lo, hi, 1, cuts[k], out);
+        if (out->n && (hi - lo) < QS_PLOT_MAX_TICKS && ticks_fit(a, out, tlo, thi, length, horizontal, m, gap)) return;
+    }
+    static const int mant[] = {2, 5, 10};   /* steps 2, 5, 10, 20, 50, 100 ... */
+    for (long p = 1; p < 1000000000L; p *= 10)
+        for (int k = 0; k < 3; k++) {
+            long step = mant[k] * p;
+            cell_ticks_at(a, lo, hi, step, QS_PLOT_LABEL, out);
+            if ((hi - lo) / (double)step < QS_PLOT_MAX_TICKS && ticks_fit(a, out, tlo, thi, length, horizontal, m, gap)) return;
+        }
+    if (out->n > 1) { out->t[0] = out->t[out->n / 2]; out->n = 1; }
+}
+
 void qs_axis_ticks(const qs_axis *a, double lo, double hi, double length, int horizontal, const qs_measure *m,
                    double gap, qs_ticks *out)
 {
     out->n = 0;
+    if (a->cells && a->scale == QS_AX_LINEAR && hi > lo && length > 0) {
+        cell_ticks(a, lo, hi, length, horizontal, m, gap, out);
+        return;
+    }
     double tlo = qs_axis_fwd(a, lo), thi = qs_axis_fwd(a, hi);
     if (!isfinite(tlo) || !isfinite(thi) || !(thi > tlo) || !(length > 0)) return;
     qs_ticks cand;

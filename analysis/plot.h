@@ -56,6 +56,8 @@ char qs_marker_ascii(qs_marker m);
 const char *qs_marker_utf8(qs_marker m);
 
 #define QS_PLOT_MAX_TICKS 40
+#define QS_AXIS_MAX_CAT 8          /* names of a categorical axis (qs_axis.cat) */
+#define QS_AXIS_CAT_LEN 24
 #define QS_PLOT_LABEL 40
 
 typedef struct qs_tick {
@@ -79,6 +81,11 @@ typedef struct qs_axis {
     int zero_base;             /* linear auto range always includes 0 (counts) */
     int invert;                /* drawn reversed: y grows downwards (matrix rows), x leftwards */
     int integer;               /* linear: the quantity is a whole number (passes): no ticks between */
+    int cells;                 /* linear: the axis counts unit cells (heatmap rows or columns, cell i
+                               ** spanning [i, i+1)): ticks at the cell centres i + 0.5, labelled i,
+                               ** or cat[i] for the first ncat cells (a categorical axis) */
+    int ncat;
+    char cat[QS_AXIS_MAX_CAT][QS_AXIS_CAT_LEN];
     /* resolved by qs_plot_resolve(): the range shown, in data units */
     double vlo, vhi;
 } qs_axis;

@@ -1,11 +1,14 @@
 /*
-** `qscope report`: a batch report answering "which format, and why" for a set of tensors.
+** `qscope report`: a batch report answering "which format, and why".
 **
-** Per tensor: the formats ranked by effective bits, the Pareto front of bits per element against
+** The model-level evaluation first (stored `llm eval` and `llm sensitivity` results), then for the
+** tensors chosen by --tensors (default: the first QS_REPORT_DEFAULT_TENSORS, none beside a model
+** evaluation): the formats ranked by effective bits, the Pareto front of bits per element against
 ** effective bits, where the error comes from (underflow, clipping, rounding), and the plots as PNG
-** files.  Results come from the store (`analyze` is run for the missing ones), so the numbers are
-** exactly those of `qscope analyze --json`.  Markdown, one self-contained HTML file (images
-** embedded), JSON or CSV.
+** files; then the other sections (report_sections.h).  Results come from the store (`analyze` is
+** run for the missing ones), so the numbers are exactly those of `qscope analyze --json`.
+** Markdown (linking the PNG files in its directory), one self-contained HTML file (images inlined
+** as data: URIs), JSON or CSV.
 */
 #include <errno.h>
 #include <stdarg.h>
@@ -28,13 +31,19 @@
 #include "report_sections.h"
 #include "../../store/train_store.h"
 #include "../../analysis/err_source.h"
+#include "../../analysis/llm_eval_store.h"
+#include "../../analysis/llm_sens_store.h"
 #include "../../kernels/qs_version.h"
 #include "../../store/q_results.h"
+#include "../../store/q_rl.h"
 #include "../../store/q_tensors.h"
 #include "../../store/tensor.h"
 #include "../../store/json_out.h"
 
 #define DEFAULT_FORMATS QS_DEFAULT_FORMATS
+/* the tensors of a report without --tensors (and no model-level evaluation): enough for a demo
+** database or a small model, not the hundreds of a real one */
+#define QS_REPORT_DEFAULT_TENSORS 16
 
 static double jnum(json_t *o, const char *k) { return qs_json_get_num(o, k); }
 
@@ -163,13 +172,19 @@ static int write_md(FILE *f, json_t *doc, int html_links)
     (void)html_links;
     fprintf(f, "# qscope report\n\n%s, database `%s`, %s.\n\n", json_string_value(json_object_get(doc, "tool")),
             qs_esc(json_string_value(json_object_get(doc, "database"))), json_string_value(json_object_get(doc, "created")));
-    fprintf(f, "Effective bits are `-1/2 log2(sum e^2 / sum x^2)`; bits per element include block metadata. "
-               "A format is on the Pareto front when no other format has at most its bits and more effective bits.\n\n");
+    qs_report_sections_md(f, json_object_get(doc, "sections"), 1);   /* the model-level evaluation first */
+    const char *scope = json_string_value(json_object_get(doc, "tensor_note"));
+    if (json_array_size(json_object_get(doc, "tensors")) || (scope && *scope))
+        fprintf(f, "## Tensors: which format, and why\n\n");
+    if (scope && *scope) fprintf(f, "%s\n\n", qs_esc(scope));
+    if (json_array_size(json_object_get(doc, "tensors")))
+        fprintf(f, "Effective bits are `-1/2 log2(sum e^2 / sum x^2)`; bits per element include block metadata. "
+                   "A format is on the Pareto front when no other format has at most its bits and more effective bits.\n\n");
     size_t i;
     json_t *t;
     json_array_foreach(json_object_get(doc, "tensors"), i, t) {
         json_t *rows = json_object_get(t, "results");
-        fprintf(f, "## %s\n\n`%s`, shape %s, %s, hash `%s`\n\n", qs_esc_md(json_string_value(json_object_get(t, "name"))),
+        fprintf(f, "### %s\n\n`%s`, shape %s, %s, hash `%s`\n\n", qs_esc_md(json_string_value(json_object_get(t, "name"))),
                 json_string_value(json_object_get(t, "dtype")), json_string_value(json_object_get(t, "shape_str")),
                 json_string_value(json_object_get(t, "stats_line")), json_string_value(json_object_get(t, "hash")));
         which_format_line(f, rows, 0);
@@ -194,44 +209,45 @@ static int write_md(FILE *f, json_t *doc, int html_links)
             fprintf(f, "![%s](%s)\n\n", qs_esc_md(json_string_value(json_object_get(img, "title"))),
                     qs_esc(json_string_value(json_object_get(img, "file"))));
     }
-    qs_report_sections_md(f, json_object_get(doc, "sections"));
+    qs_report_sections_md(f, json_object_get(doc, "sections"), 0);
     return ferror(f) ? -1 : 0;
 }
 
-static int write_html(FILE *f, json_t *doc, const char *dir)
+/* One entry of the contents per section (lead: those before the tensors, else the others). */
+static void html_toc_sections(FILE *f, json_t *sections, int lead)
 {
-    fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>qscope report</title>\n"
-               "<style>body{font-family:DejaVu Sans,Helvetica,sans-serif;max-width:1100px;margin:2em auto;color:#222}"
-               "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
-               "td:nth-child(2),th:nth-child(2){text-align:left}tr.front{background:#eef6ee}img{max-width:100%%}"
-               "code{background:#f4f4f4}table.section td{text-align:left;vertical-align:top}"
-               "tr.note td{color:#555;font-size:90%%;border-top:none}</style></head><body>\n<h1>qscope report</h1>\n<p>");
-    qs_html_esc(f, json_string_value(json_object_get(doc, "tool")));
-    fprintf(f, ", database <code>");
-    qs_html_esc(f, json_string_value(json_object_get(doc, "database")));
-    fprintf(f, "</code>, %s. Effective bits are <code>-1/2 log2(&Sigma;e&sup2; / &Sigma;x&sup2;)</code>; bits per element "
-               "include block metadata; highlighted rows are on the Pareto front (no other format has at most their bits "
-               "and more effective bits).</p>\n", json_string_value(json_object_get(doc, "created")));
-    size_t i, k;
-    json_t *t, *r;
-    /* the summary first: contents, and per tensor the answer at each bit budget */
-    fprintf(f, "<h2 id=\"summary\">Summary</h2>\n<nav class=\"toc\"><p>Contents:</p><ol>\n");
-    json_array_foreach(json_object_get(doc, "tensors"), i, t) {
-        fprintf(f, "<li><a href=\"#t%zu\">", i + 1);
-        qs_html_esc(f, json_string_value(json_object_get(t, "name")));
-        fprintf(f, "</a></li>\n");
-    }
-    json_array_foreach(json_object_get(doc, "sections"), i, t) {
+    size_t i;
+    json_t *t;
+    json_array_foreach(sections, i, t) {
+        if (json_is_true(json_object_get(t, "before_tensors")) != lead) continue;
         fprintf(f, "<li><a href=\"#s-");
         qs_html_esc(f, json_string_value(json_object_get(t, "id")));
         fprintf(f, "\">");
         qs_html_esc(f, json_string_value(json_object_get(t, "title")));
         fprintf(f, "</a></li>\n");
     }
-    fprintf(f, "</ol></nav>\n<p>Which format, per tensor: the most effective bits within each budget of bits per "
-               "element.</p>\n<table class=\"summary\"><tr><th>tensor</th><th>&le; 4.5 bits</th><th>&le; 6.25 bits</th>"
+}
+
+/* The tensors' part: which tensors (and which left out), the summary per bit budget, each tensor. */
+static int html_tensors(FILE *f, json_t *doc, const char *dir)
+{
+    size_t i, k;
+    json_t *t, *r, *tensors = json_object_get(doc, "tensors");
+    const char *scope = json_string_value(json_object_get(doc, "tensor_note"));
+    if (!json_array_size(tensors) && !(scope && *scope)) return 0;
+    fprintf(f, "<h2 id=\"tensors\">Tensors: which format, and why</h2>\n");
+    if (scope && *scope) {
+        fprintf(f, "<p class=\"scope\">");
+        qs_html_esc(f, scope);
+        fprintf(f, "</p>\n");
+    }
+    if (!json_array_size(tensors)) return 0;
+    fprintf(f, "<p>Effective bits are <code>-1/2 log2(&Sigma;e&sup2; / &Sigma;x&sup2;)</code>; bits per element include block "
+               "metadata; highlighted rows are on the Pareto front (no other format has at most their bits and more effective "
+               "bits). Which format, per tensor: the most effective bits within each budget of bits per element.</p>\n"
+               "<table class=\"summary\"><tr><th>tensor</th><th>&le; 4.5 bits</th><th>&le; 6.25 bits</th>"
                "<th>&le; 8.25 bits</th></tr>\n");
-    json_array_foreach(json_object_get(doc, "tensors"), i, t) {
+    json_array_foreach(tensors, i, t) {
         fprintf(f, "<tr><td><a href=\"#t%zu\">", i + 1);
         qs_html_esc(f, json_string_value(json_object_get(t, "name")));
         fprintf(f, "</a></td>");
@@ -239,10 +255,10 @@ static int write_html(FILE *f, json_t *doc, const char *dir)
         fprintf(f, "</tr>\n");
     }
     fprintf(f, "</table>\n");
-    json_array_foreach(json_object_get(doc, "tensors"), i, t) {
-        fprintf(f, "<h2 id=\"t%zu\">", i + 1);
+    json_array_foreach(tensors, i, t) {
+        fprintf(f, "<h3 id=\"t%zu\">", i + 1);
         qs_html_esc(f, json_string_value(json_object_get(t, "name")));
-        fprintf(f, "</h2>\n<p><code>%s</code>, shape %s, ", json_string_value(json_object_get(t, "dtype")),
+        fprintf(f, "</h3>\n<p><code>%s</code>, shape %s, ", json_string_value(json_object_get(t, "dtype")),
                 json_string_value(json_object_get(t, "shape_str")));
         qs_html_esc(f, json_string_value(json_object_get(t, "stats_line")));
         fprintf(f, "</p>\n<p class=\"answer\">");
@@ -264,7 +280,36 @@ static int write_html(FILE *f, json_t *doc, const char *dir)
         fprintf(f, "</table>\n");
         if (qs_html_figures(f, json_object_get(t, "plots"), dir)) return -1;
     }
-    if (qs_report_sections_html(f, json_object_get(doc, "sections"), dir)) return -1;
+    return 0;
+}
+
+/* One file: every image inlined as a data: URI (report_sections.c), no reference outside it. */
+static int write_html(FILE *f, json_t *doc, const char *dir)
+{
+    fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>qscope report</title>\n"
+               "<style>body{font-family:DejaVu Sans,Helvetica,sans-serif;max-width:1100px;margin:2em auto;color:#222}"
+               "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
+               "td:nth-child(2),th:nth-child(2){text-align:left}tr.front{background:#eef6ee}img{max-width:100%%}"
+               "code{background:#f4f4f4}table.section td{text-align:left;vertical-align:top}"
+               "tr.note td{color:#555;font-size:90%%;border-top:none}</style></head><body>\n<h1>qscope report</h1>\n<p>");
+    qs_html_esc(f, json_string_value(json_object_get(doc, "tool")));
+    fprintf(f, ", database <code>");
+    qs_html_esc(f, json_string_value(json_object_get(doc, "database")));
+    fprintf(f, "</code>, %s.</p>\n", json_string_value(json_object_get(doc, "created")));
+    size_t i;
+    json_t *t, *sections = json_object_get(doc, "sections");
+    /* the contents first, in the order of the report: the model-level evaluation, the tensors, the rest */
+    fprintf(f, "<h2 id=\"summary\">Summary</h2>\n<nav class=\"toc\"><p>Contents:</p><ol>\n");
+    html_toc_sections(f, sections, 1);
+    json_array_foreach(json_object_get(doc, "tensors"), i, t) {
+        fprintf(f, "<li><a href=\"#t%zu\">", i + 1);
+        qs_html_esc(f, json_string_value(json_object_get(t, "name")));
+        fprintf(f, "</a></li>\n");
+    }
+    html_toc_sections(f, sections, 0);
+    fprintf(f, "</ol></nav>\n");
+    if (qs_report_sections_html(f, sections, dir, 1) || html_tensors(f, doc, dir) || qs_report_sections_html(f, sections, dir, 0))
+        return -1;
     fprintf(f, "</body></html>\n");
     return ferror(f) ? -1 : 0;
 }
@@ -377,6 +422,112 @@ static int write_report(const char *path, const char *kind, const char *dir, jso
     return 0;
 }
 
+/* What keeps a --tensors pattern from being a glob (SQLite GLOB: *, ?, [...]), NULL when nothing. */
+static const char *glob_problem(const char *p)
+{
+    if (!*p) return "an empty pattern matches no tensor";
+    for (const char *c = p; *c; c++) {
+        if (*c != '[') continue;
+        const char *q = c + 1;
+        if (*q == '^') q++;
+        if (*q == ']') q++;   /* a leading ']' is a member of the set */
+        q = strchr(q, ']');
+        if (!q) return "'[' opens a set that no ']' closes";
+        c = q;
+    }
+    return NULL;
+}
+
+/* The stored model-level results the report shows (llm eval runs and sensitivity tables of this
+** qscope version, as report_llm.c reads them); unreadable: none.  Every MPI rank gets the same
+** answer (the tensor list they share depends on it). */
+static int64_t model_results(qs_db *db)
+{
+    qs_err e = {{0}};
+    qs_evrun *R = NULL;
+    qs_sensrun *S = NULL;
+    size_t n = 0, ns = 0;
+    int64_t k = 0;
+    if (!qs_evruns_load(db, &R, &n, &e))
+        for (size_t i = 0; i < n; i++) k += R[i].ncfg || R[i].have_ref;
+    qs_evruns_free(R, n);
+    if (!qs_sensruns_load(db, &S, &ns, &e)) k += (int64_t)ns;
+    qs_sensruns_free(S, ns);
+    return k;
+}
+
+/* Whether the database has anything but tensors to report on: model evaluations, RL runs, kernel
+** results, training runs (unreadable: none). */
+static int other_results(qs_db *db)
+{
+    static const char *const kernel_kinds[] = {"msd", "attn", "resq"};
+    qs_err e = {{0}};
+    int64_t n = model_results(db), nk = 0;
+    qs_train_run_item *tr = NULL;
+    qs_run_item *rr = NULL;
+    size_t ntr = 0, nrr = 0;
+    if (!qs_train_run_list(db, NULL, &tr, &ntr, &e)) n += (int64_t)ntr;
+    qs_train_run_items_free(tr, ntr);
+    if (!qs_run_names(db, QS_RUNS_BY_NAME, &rr, &nrr, &e)) n += (int64_t)nrr;
+    qs_run_items_free(rr, nrr);
+    if (!qs_result_count(db, kernel_kinds, 3, &nk, &e)) n += nk;
+    return n > 0;
+}
+
+/* Which of the nmatch tensors (name order) the report covers, into *nsel, and the sentence saying so
+** (doc "tensor_note", with "tensor_scope").  --tensors GLOB: every match, none an error.  Without it:
+** none when the database holds a model-level evaluation (it answers for the model; a per-tensor
+** ranking of hundreds of tensors would bury it), else the first QS_REPORT_DEFAULT_TENSORS. */
+static int tensor_scope(qs_db *db, const char *pat, size_t nmatch, json_t *doc, size_t *nsel, qs_err *e)
+{
+    int64_t total = (int64_t)nmatch;
+    char note[600] = "";
+    if (pat) {
+        if (qs_tensor_count(db, "*", &total, e)) return qs_cli_err(QS_EXIT_ERR, e);
+        if (!nmatch)
+            return qs_cli_error(QS_EXIT_ERR, "no tensor matches --tensors '%s' (%lld tensor%s in the database; `qscope ls` lists them)",
+                                qs_esc(pat), (long long)total, total == 1 ? "" : "s");
+        *nsel = nmatch;
+        if ((int64_t)nmatch < total)
+            snprintf(note, sizeof note, "%zu of the %lld tensors in the database match --tensors '%s'.", nmatch, (long long)total,
+                     qs_esc(pat));
+    } else if (nmatch && model_results(db)) {
+        *nsel = 0;
+        snprintf(note, sizeof note, "The per-tensor format rankings of the %zu tensor%s in the database are left out: "
+                 "with a model-level evaluation stored, a report shows none by default. `--tensors GLOB` includes the matching "
+                 "tensors, `--tensors '*'` all of them.", nmatch, nmatch == 1 ? "" : "s");
+    } else {
+        *nsel = nmatch < QS_REPORT_DEFAULT_TENSORS ? nmatch : QS_REPORT_DEFAULT_TENSORS;
+        if (*nsel < nmatch)
+            snprintf(note, sizeof note, "The first %zu of %zu tensors (by name) are shown, the default without --tensors; %zu "
+                     "left out. `--tensors GLOB` chooses the tensors, `--tensors '*'` includes all.", *nsel, nmatch, nmatch - *nsel);
+    }
+    json_object_set_new(doc, "tensor_scope",
+                        json_pack("{s:s?,s:I,s:I,s:I}", "glob", pat, "in_database", (json_int_t)total, "shown", (json_int_t)*nsel,
+                                  "left_out", (json_int_t)(total - (int64_t)*nsel)));
+    json_object_set_new(doc, "tensor_note", json_string(note));
+    return QS_EXIT_OK;
+}
+
+/* The closing message: what was written and whether it stands alone (HTML: one file with its
+** images inlined) or needs its directory (Markdown links the PNG files beside it). */
+static void report_done(json_t *doc, int nt, int na, const char *kind, const char *dir, const char *path)
+{
+    size_t nimg = 0, i;
+    json_t *t;
+    json_array_foreach(json_object_get(doc, "tensors"), i, t) nimg += json_array_size(json_object_get(t, "plots"));
+    json_array_foreach(json_object_get(doc, "sections"), i, t) nimg += json_array_size(json_object_get(t, "plots"));
+    json_int_t left = json_integer_value(json_object_get(json_object_get(doc, "tensor_scope"), "left_out"));
+    fprintf(stderr, "qscope: report on %d tensor(s) x %d format(s) written to %s", nt, na, qs_esc(path));
+    if (!strcmp(kind, "html"))
+        fprintf(stderr, ": one self-contained file, its %zu image(s) inlined (the PNG files in %s/ are copies)", nimg, qs_esc(dir));
+    else if (!strcmp(kind, "md") && nimg)
+        fprintf(stderr, " with its %zu PNG image(s) beside it in %s/: keep the directory together", nimg, qs_esc(dir));
+    fprintf(stderr, "\n");
+    if (left > 0 && !json_is_string(json_object_get(json_object_get(doc, "tensor_scope"), "glob")))   /* a glob chose them */
+        fprintf(stderr, "qscope: %lld tensor(s) left out (--tensors GLOB chooses, --tensors '*' includes all)\n", (long long)left);
+}
+
 int qs_cmd_report(qs_cli *cli, int argc, char **argv)
 {
     static const struct option lo[] = {QS_QUANT_LONGOPTS, {"output", required_argument, 0, 'o'},
@@ -387,7 +538,7 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
     qs_apply base;
     memset(&base, 0, sizeof base);
     base.axis = 1;
-    const char *dir = "report", *kind = "md", *pat = "*", *flist = DEFAULT_FORMATS;
+    const char *dir = "report", *kind = "md", *pat = NULL, *flist = DEFAULT_FORMATS;
     const char *claims = "quick";
     int plots = 1, ch;
     optind = 1;
@@ -414,6 +565,8 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
         return qs_cli_usage("report", "--claims is quick, full or none");
     if (strcmp(kind, "md") && strcmp(kind, "html") && strcmp(kind, "json") && strcmp(kind, "csv"))
         return qs_cli_usage("report", "--format is md, html, json or csv");
+    const char *gp = pat ? glob_problem(pat) : NULL;
+    if (gp) return qs_cli_usage("report", "--tensors '%s': %s", qs_esc(pat), gp);
     qs_apply apps[64];
     int na = qs_quant_parse_list("report", flist, &base, apps, 64);
     if (na < 0) return QS_EXIT_USAGE;
@@ -429,14 +582,16 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
     qs_json_set_text(doc, "database", db->path);
     qs_tensor_item *tl;
     size_t ntl;
-    if (qs_tensor_list_stats(db, pat, &tl, &ntl, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
+    if (qs_tensor_list_stats(db, pat ? pat : "*", &tl, &ntl, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
+    size_t nsel = 0;
+    if ((rc = tensor_scope(db, pat, ntl, doc, &nsel, &e)) != QS_EXIT_OK) { qs_tensor_items_free(tl, ntl); goto out; }
     int nt = 0, tty = qs_par_isatty(STDERR_FILENO);
     /* the list first: analyses below write, and a write cannot start while this SELECT still reads
     ** (its snapshot would be stale once another process commits; see qs_db_begin).  Names are kept
     ** as bytes: a name that is not UTF-8 must not drop out of the report. */
     char **tnames = NULL, **tlines = NULL;
     size_t ntodo = 0;
-    rc = tensor_todo(tl, ntl, &tnames, &tlines, &ntodo);
+    rc = tensor_todo(tl, nsel, &tnames, &tlines, &ntodo);
     qs_tensor_items_free(tl, ntl);
     /* under mpirun the analyses are spread over the ranks first (rank 0 stores them all), and the
     ** report below finds every one stored; the other ranks' part ends there */
@@ -488,22 +643,21 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
     free(tnames);
     free(tlines);
     if (rc != QS_EXIT_OK || worker) goto out;
-    if (nt == 0) {   /* a database of model evaluations or training runs only still has a report: their sections */
-        static const char *const llm_kinds[] = {"llm_eval", "llm_sensitivity"};
-        int64_t nllm = 0;   /* unreadable: none */
-        qs_result_count(db, llm_kinds, 2, &nllm, &e);
-        qs_train_run_item *tr = NULL;
-        size_t ntr = 0;
-        if (!qs_train_run_list(db, NULL, &tr, &ntr, &e)) nllm += (int64_t)ntr;
-        qs_train_run_items_free(tr, ntr);
-        if (!nllm) { rc = qs_cli_error(QS_EXIT_ERR, "no tensor matches '%s'", pat); goto out; }
+    /* a database of evaluations, RL, kernel or training runs only still has a report: their sections */
+    if (nt == 0 && ntl == 0 && !other_results(db)) {
+        rc = qs_cli_error(QS_EXIT_ERR, "%s: nothing to report: no tensors, model evaluations, RL runs, kernel results or "
+                          "training runs", qs_esc(db->path));
+        goto out;
     }
     int want_plots = plots && strcmp(kind, "json") && strcmp(kind, "csv");
+    json_t *sections = json_object_get(doc, "sections");
+    /* the model-level evaluation opens the report: it answers for the whole model */
+    if (qs_report_llm_eval(cli, db, dir, want_plots, sections, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
+    for (size_t si = 0; si < json_array_size(sections); si++)
+        json_object_set_new(json_array_get(sections, si), "before_tensors", json_true());
     report_progress(tty, "RL runs and kernel results");
-    if (qs_report_rl(cli, db, dir, want_plots, json_object_get(doc, "sections"), &e) ||
-        qs_report_kernels(cli, db, dir, want_plots, json_object_get(doc, "sections"), &e) ||
-        qs_report_llm_eval(cli, db, dir, want_plots, json_object_get(doc, "sections"), &e) ||
-        qs_report_train(cli, db, dir, want_plots, json_object_get(doc, "sections"), &e)) {
+    if (qs_report_rl(cli, db, dir, want_plots, sections, &e) || qs_report_kernels(cli, db, dir, want_plots, sections, &e) ||
+        qs_report_train(cli, db, dir, want_plots, sections, &e)) {
         rc = qs_cli_err(QS_EXIT_ERR, &e);
         goto out;
     }
@@ -519,7 +673,7 @@ int qs_cmd_report(qs_cli *cli, int argc, char **argv)
     if (tty) fputs("\r\033[K", stderr);
     if (write_report(path, kind, dir, doc, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
     printf("%s\n", qs_esc(path));
-    fprintf(stderr, "qscope: report on %d tensor(s) x %d format(s) written to %s\n", nt, na, qs_esc(path));
+    report_done(doc, nt, na, kind, dir, path);
 out:
     json_decref(doc);
     qs_db_close(db);

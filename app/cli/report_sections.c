@@ -13,6 +13,7 @@
 #include "../../analysis/claims.h"
 #include "../../analysis/claims_grpo.h"
 #include "../../analysis/claims_train.h"
+#include "../../analysis/rl_xaxis.h"
 #include "../../store/db_readonly.h"
 #include "../../store/json_out.h"
 #include "../../store/q_results.h"
@@ -140,11 +141,12 @@ static void md_cell(FILE *f, const char *t)
     fprintf(f, " %s |", qs_esc_md(t));
 }
 
-void qs_report_sections_md(FILE *f, json_t *sections)
+void qs_report_sections_md(FILE *f, json_t *sections, int lead)
 {
     size_t i, k, c;
     json_t *s, *row, *p;
     json_array_foreach(sections, i, s) {
+        if (json_is_true(json_object_get(s, "before_tensors")) != lead) continue;
         json_t *cols = json_object_get(s, "columns"), *notes = json_object_get(s, "notes");
         /* titles and intros name models, texts and runs from stored results */
         fprintf(f, "## %s\n\n%s\n\n", qs_esc(json_string_value(json_object_get(s, "title"))),
@@ -174,11 +176,12 @@ void qs_report_sections_md(FILE *f, json_t *sections)
     }
 }
 
-int qs_report_sections_html(FILE *f, json_t *sections, const char *dir)
+int qs_report_sections_html(FILE *f, json_t *sections, const char *dir, int lead)
 {
     size_t i, k, c;
     json_t *s, *row;
     json_array_foreach(sections, i, s) {
+        if (json_is_true(json_object_get(s, "before_tensors")) != lead) continue;
         json_t *cols = json_object_get(s, "columns"), *notes = json_object_get(s, "notes");
         fprintf(f, "<h2 id=\"s-");   /* the summary's contents link here */
         qs_html_esc(f, json_string_value(json_object_get(s, "id")));
@@ -227,6 +230,68 @@ static int write_fig(qs_figure *fig, const char *dir, const char *file, const ch
     return rc;
 }
 
+/* The k3 trajectories of the runs collected by qs_report_rl. */
+enum { NTRAJ = 6, NT = QS_REPORT_MAX_RUNS };
+typedef struct rl_traj {
+    double *x[NT], *y[NT], mean[NT];
+    char name[NT][64], hash[NT][34];
+    size_t n[NT];
+    qs_rl_xkind kind[NT];
+    int ntraj;
+} rl_traj;
+
+/* One k3 figure for the runs of one x kind (training steps, or llm score's prompts: never on one
+** axis): the NTRAJ with the largest mean k3, every run of that kind not drawn named in the note.
+** total: the runs of that kind in the table; nothing (0) when none of them can be drawn. */
+static int rl_k3_fig(const rl_traj *T, qs_rl_xkind want, int total, const char *dir, json_t *pl, qs_err *e)
+{
+    /* largest mean k3 first; runs whose k3 is zero throughout cannot be drawn on the log axis */
+    int order[NT], ndraw = 0, nzero = 0, nkind = 0;
+    for (int i = 0; i < T->ntraj; i++) {
+        if (T->kind[i] != want) continue;
+        nkind++;
+        if (!(T->mean[i] > 0)) { nzero++; continue; }
+        int k = ndraw++;
+        while (k > 0 && T->mean[order[k - 1]] < T->mean[i]) { order[k] = order[k - 1]; k--; }
+        order[k] = i;
+    }
+    if (!ndraw) return 0;
+    int nshow = ndraw < NTRAJ ? ndraw : NTRAJ;
+    qs_line_data ld[NTRAJ];
+    qs_rl_xkind kinds[NTRAJ];
+    char hashes[NTRAJ * 34 + 1] = "";
+    for (int i = 0; i < nshow; i++) {
+        int t = order[i];
+        ld[i] = (qs_line_data){T->name[t], T->n[t], T->x[t], T->y[t]};
+        kinds[i] = want;
+        snprintf(hashes + strlen(hashes), sizeof hashes - strlen(hashes), "%s%s", i ? "," : "", T->hash[t]);
+    }
+    const char *what = want == QS_RL_X_PROMPT ? "Rollout-reference mismatch per prompt (llm score, KL estimator k3)"
+                                              : "Rollout-trainer mismatch per step (KL estimator k3)";
+    char title[200];
+    if (nshow < total)
+        snprintf(title, sizeof title, "%s: %d of %d runs%s", what, nshow, total, nshow < ndraw ? ", largest mean k3" : "");
+    else snprintf(title, sizeof title, "%s", what);
+    qs_figure *fig = qs_plot_rl_runs(title, "KL(rollout || trainer), k3", QS_AX_LOG10, ld, kinds, (size_t)nshow, want);
+    if (!fig) return qs_fail(e, "out of memory");
+    if (want == QS_RL_X_PROMPT) snprintf(fig->y.title, sizeof fig->y.title, "KL(rollout || FP32 reference), k3");
+    /* every run not drawn is accounted for under the plot */
+    char *nb = fig->note;
+    size_t cap = sizeof fig->note, k = 0;
+    if (nshow < ndraw) k += (size_t)snprintf(nb + k, cap - k, "%d run%s with smaller k3", ndraw - nshow, ndraw - nshow == 1 ? "" : "s");
+    if (nzero && k < cap)
+        k += (size_t)snprintf(nb + k, cap - k, "%s%d with k3 = 0 at every %s (log axis)", k ? ", " : "", nzero,
+                              want == QS_RL_X_PROMPT ? "prompt" : "step");
+    if (total > nkind && k < cap)
+        k += (size_t)snprintf(nb + k, cap - k, "%s%d with one %s or beyond the table", k ? ", " : "", total - nkind,
+                              want == QS_RL_X_PROMPT ? "prompt" : "step");
+    if (k && k < cap) snprintf(nb + k, cap - k, " not drawn; every run is in the table");
+    int rc = write_fig(fig, dir, want == QS_RL_X_PROMPT ? "rl_k3_prompts.png" : "rl_k3.png",
+                       "qscope report (RL runs)", hashes, "{\"ais\":\"defaults\"}", pl, e);
+    qs_fig_free(fig);
+    return rc;
+}
+
 int qs_report_rl(qs_cli *cli, qs_db *db, const char *dir, int plots, json_t *sections, qs_err *e)
 {
     (void)cli;
@@ -236,16 +301,16 @@ int qs_report_rl(qs_cli *cli, qs_db *db, const char *dir, int plots, json_t *sec
     qs_ais_opts ao;
     qs_ais_opts_default(&ao);
     json_t *rows = json_array(), *notes = json_array(), *pl = json_array();
-    /* the k3 trajectory of every run listed; the figure draws the NTRAJ with the largest mean k3 and
-    ** says so, and names the runs it cannot draw on its log axis (k3 = 0 at every step) */
-    enum { NTRAJ = 6, NT = QS_REPORT_MAX_RUNS };
-    double *tx[NT] = {0}, *ty[NT] = {0}, tmean[NT];
-    char tname[NT][64], thash[NT][34];
-    size_t tn[NT] = {0};
-    int ntraj = 0, nrun = 0, total = 0, rc = 0;
-    char hashes[NTRAJ * 34 + 1] = "";
-    for (size_t ri = 0; ri < nruns; ri++) {
+    /* the k3 trajectory of every run listed; the figures (one per x kind) draw the NTRAJ with the
+    ** largest mean k3 and say so, and name the runs they cannot draw on their log axis (k3 = 0 at
+    ** every step) */
+    rl_traj *T = calloc(1, sizeof *T);
+    int nrun = 0, total = 0, ntotal[2] = {0, 0}, rc = 0;
+    if (!T) rc = qs_fail(e, "out of memory");
+    for (size_t ri = 0; ri < nruns && !rc; ri++) {
+        qs_rl_xkind xk = qs_rl_run_xkind(runs[ri].metadata);
         total++;
+        ntotal[xk]++;
         if (nrun >= QS_REPORT_MAX_RUNS) continue;
         const char *name = runs[ri].name, *label = runs[ri].label;
         qs_ais_result r;
@@ -263,87 +328,59 @@ int qs_report_rl(qs_cli *cli, qs_db *db, const char *dir, int plots, json_t *sec
             lam = v[QS_AIS_F_ais_lambda];
             nd++;
         }
-        char c[6][32];
-        fmtg(c[0], 32, nd ? dsum / nd : NAN, "%.3g");
-        fmtg(c[1], 32, nd ? k3 / nd : NAN, "%.3g");
-        fmtg(c[2], 32, nd ? essmin : NAN, "%.3f");
-        fmtg(c[3], 32, nd ? wmax : NAN, "%.3g");
-        fmtg(c[4], 32, lam, "%.3f");
-        /* the steps that have tokens, and their range: a run logged every 10 steps has 7 of 0..59 */
+        char c[6][40];
+        fmtg(c[0], 40, nd ? dsum / nd : NAN, "%.3g");
+        fmtg(c[1], 40, nd ? k3 / nd : NAN, "%.3g");
+        fmtg(c[2], 40, nd ? essmin : NAN, "%.3f");
+        fmtg(c[3], 40, nd ? wmax : NAN, "%.3g");
+        fmtg(c[4], 40, lam, "%.3f");
+        /* the steps that have tokens, and their range: a run logged every 10 steps has 7 of 0..59;
+        ** an llm score run's "steps" are its prompts */
+        const char *unit = xk == QS_RL_X_PROMPT ? " prompts" : "";
         if (r.nrows > 1)
-            snprintf(c[5], 32, "%llu / %zu (%.0f..%.0f)", (unsigned long long)r.tokens, r.nrows, r.rows[0].v[QS_AIS_F_step],
+            snprintf(c[5], 40, "%llu / %zu%s (%.0f..%.0f)", (unsigned long long)r.tokens, r.nrows, unit, r.rows[0].v[QS_AIS_F_step],
                      r.rows[r.nrows - 1].v[QS_AIS_F_step]);
-        else snprintf(c[5], 32, "%llu / %zu", (unsigned long long)r.tokens, r.nrows);
+        else snprintf(c[5], 40, "%llu / %zu%s", (unsigned long long)r.tokens, r.nrows, unit);
         json_array_append_new(rows, json_pack("[o,o,o,s,s,s,s,s,s]", qs_json_text(name), qs_json_text(label), qs_json_text(r.format), c[5],
                                               c[0], c[1], c[2], c[3], c[4]));
         json_array_append_new(notes, json_null());
-        if (plots && ntraj < NT && r.nrows > 1 && (tx[ntraj] = malloc(r.nrows * sizeof(double))) &&
-            (ty[ntraj] = malloc(r.nrows * sizeof(double)))) {
+        int t = T->ntraj;
+        if (plots && t < NT && r.nrows > 1 && (T->x[t] = malloc(r.nrows * sizeof(double))) &&
+            (T->y[t] = malloc(r.nrows * sizeof(double)))) {
             double sum = 0;
             size_t npos = 0;
             for (size_t i = 0; i < r.nrows; i++) {
-                tx[ntraj][i] = r.rows[i].v[QS_AIS_F_step];
-                ty[ntraj][i] = r.rows[i].v[QS_AIS_F_kl_k3];
-                if (ty[ntraj][i] > 0 && isfinite(ty[ntraj][i])) { sum += ty[ntraj][i]; npos++; }
+                T->x[t][i] = r.rows[i].v[QS_AIS_F_step];
+                T->y[t][i] = r.rows[i].v[QS_AIS_F_kl_k3];
+                if (T->y[t][i] > 0 && isfinite(T->y[t][i])) { sum += T->y[t][i]; npos++; }
             }
-            tmean[ntraj] = npos ? sum / (double)r.nrows : 0;
-            tn[ntraj] = r.nrows;
-            snprintf(tname[ntraj], sizeof tname[ntraj], "%s", name);
-            snprintf(thash[ntraj], sizeof thash[ntraj], "%s", r.hash);
-            ntraj++;
+            T->mean[t] = npos ? sum / (double)r.nrows : 0;
+            T->n[t] = r.nrows;
+            T->kind[t] = xk;
+            snprintf(T->name[t], sizeof T->name[t], "%s", name);
+            snprintf(T->hash[t], sizeof T->hash[t], "%s", r.hash);
+            T->ntraj++;
         }
         qs_ais_result_free(&r);
         nrun++;
     }
     qs_run_items_free(runs, nruns);
-    /* largest mean k3 first; runs whose k3 is zero throughout cannot be drawn on the log axis */
-    int order[NT], ndraw = 0, nzero = 0;
-    for (int i = 0; i < ntraj; i++) {
-        if (!(tmean[i] > 0)) { nzero++; continue; }
-        int k = ndraw++;
-        while (k > 0 && tmean[order[k - 1]] < tmean[i]) { order[k] = order[k - 1]; k--; }
-        order[k] = i;
-    }
-    if (!rc && plots && ndraw) {
-        int nshow = ndraw < NTRAJ ? ndraw : NTRAJ;
-        qs_line_data ld[NTRAJ];
-        for (int i = 0; i < nshow; i++) {
-            int t = order[i];
-            ld[i] = (qs_line_data){tname[t], tn[t], tx[t], ty[t]};
-            snprintf(hashes + strlen(hashes), sizeof hashes - strlen(hashes), "%s%s", i ? "," : "", thash[t]);
-        }
-        char title[160];
-        if (nshow < total)
-            snprintf(title, sizeof title, "Rollout-trainer mismatch per step (KL estimator k3): %d of %d runs%s", nshow, total,
-                     nshow < ndraw ? ", largest mean k3" : "");
-        else snprintf(title, sizeof title, "Rollout-trainer mismatch per step (KL estimator k3)");
-        qs_figure *fig = qs_plot_lines(title, "step", QS_AX_LINEAR, "KL(rollout || trainer), k3", QS_AX_LOG10, ld, (size_t)nshow);
-        if (!fig) rc = qs_fail(e, "out of memory");
-        else {
-            fig->x.integer = 1;   /* steps */
-            /* every run not drawn is accounted for under the plot */
-            char *nb = fig->note;
-            size_t cap = sizeof fig->note, k = 0;
-            if (nshow < ndraw) k += (size_t)snprintf(nb + k, cap - k, "%d run%s with smaller k3", ndraw - nshow, ndraw - nshow == 1 ? "" : "s");
-            if (nzero && k < cap)
-                k += (size_t)snprintf(nb + k, cap - k, "%s%d with k3 = 0 at every step (log axis)", k ? ", " : "", nzero);
-            if (total > ntraj && k < cap)
-                k += (size_t)snprintf(nb + k, cap - k, "%s%d with one step or beyond the table", k ? ", " : "", total - ntraj);
-            if (k && k < cap) snprintf(nb + k, cap - k, " not drawn; every run is in the table");
-            rc = write_fig(fig, dir, "rl_k3.png", "qscope report (RL runs)", hashes, "{\"ais\":\"defaults\"}", pl, e);
-        }
-        qs_fig_free(fig);
-    }
-    for (int i = 0; i < NT; i++) { free(tx[i]); free(ty[i]); }
+    if (!rc && plots) rc = rl_k3_fig(T, QS_RL_X_STEP, ntotal[QS_RL_X_STEP], dir, pl, e);
+    if (!rc && plots) rc = rl_k3_fig(T, QS_RL_X_PROMPT, ntotal[QS_RL_X_PROMPT], dir, pl, e);
+    for (int i = 0; T && i < NT; i++) { free(T->x[i]); free(T->y[i]); }
+    free(T);
     if (!rc && nrun) {
-        char intro[600];
+        char intro[800];
         snprintf(intro, sizeof intro,
                  "%d RL run%s in the database%s. Diagnostics per run (`qscope ais RUN` has them per step): |δ| = mean "
                  "|log-prob difference| per token, k3 = KL estimator, averaged over steps; ESS = the smallest "
                  "sequence-level effective sample size ratio of any step; w max = the largest token weight "
                  "π/μ; λ = the AIS-R mixing coefficient of the last step (AIS-R is the project's reconstruction "
-                 "of AIS, whose exact formulas are unpublished).",
-                 total, total == 1 ? "" : "s", total > nrun ? " (the first ones shown; logged runs before simulated)" : "");
+                 "of AIS, whose exact formulas are unpublished).%s",
+                 total, total == 1 ? "" : "s", total > nrun ? " (the first ones shown; logged runs before simulated)" : "",
+                 ntotal[QS_RL_X_PROMPT] ? " An `llm score` run has no training: its \"steps\" are its prompts (rollout "
+                                          "numerics against the FP32 reference), plotted on their own axis, never with "
+                                          "training steps." : "");
         json_array_append_new(sections, json_pack("{s:s,s:s,s:s,s:[s,s,s,s,s,s,s,s,s],s:O,s:O,s:O}", "id", "rl", "title",
                                                   "RL runs: rollout-training mismatch", "intro", intro, "columns", "run",
                                                   "label", "rollout format", "tokens / steps (range)", "|δ|", "k3", "ESS min",

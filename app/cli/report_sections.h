@@ -28,7 +28,8 @@ int qs_report_rl(qs_cli *cli, qs_db *db, const char *dir, int plots, json_t *sec
 /* Kernel experiments: the newest stored msd, attn and resq results, each a section with its plot. */
 int qs_report_kernels(qs_cli *cli, qs_db *db, const char *dir, int plots, json_t *sections, qs_err *e);
 
-/* Model-level evaluation (report_llm.c): one section per stored `llm eval` run, newest first. */
+/* Model-level evaluation (report_llm.c): one section per stored `llm eval` run, newest first, then
+** the sensitivity tables; the report puts them before the tensors ("before_tensors": true). */
 #define QS_REPORT_MAX_EVALS 8
 int qs_report_llm_eval(qs_cli *cli, qs_db *db, const char *dir, int plots, json_t *sections, qs_err *e);
 
@@ -36,9 +37,10 @@ int qs_report_llm_eval(qs_cli *cli, qs_db *db, const char *dir, int plots, json_
 ** band, the gap to BF16 or FP32), and the validation-loss plots.  Nothing without training runs. */
 int qs_report_train(qs_cli *cli, qs_db *db, const char *dir, int plots, json_t *sections, qs_err *e);
 
-/* Renderers of every section. */
-void qs_report_sections_md(FILE *f, json_t *sections);
-int qs_report_sections_html(FILE *f, json_t *sections, const char *dir);
+/* Renderers of the sections: those marked "before_tensors": true (the model-level evaluation,
+** which opens a report) when lead, else the others (after the tensors). */
+void qs_report_sections_md(FILE *f, json_t *sections, int lead);
+int qs_report_sections_html(FILE *f, json_t *sections, const char *dir, int lead);
 
 /* Shared with cmd_report.c: HTML escaping and a PNG as base64 (for self-contained HTML). */
 void qs_html_esc(FILE *f, const char *s);

@@ -53,6 +53,24 @@ ok "plan for a bits budget (text)" "$QS" "${S[@]}" --sites attn_in,ffn_down_in -
 check "budget plan printed with predicted vs measured" 'grep -q "predicted KL" "$T/out" && grep -q "measured KL" "$T/out" && grep -q "not additive" "$T/out"'
 check "two plan rows now" '[ "$(q "SELECT count(*) FROM result WHERE kind = '"'"'llm_plan'"'"'")" = 2 ]'
 
+fails "plot sensitivity without data" 1 "$QS" --db "$T/empty.db" plot sensitivity -o "$T/none.png"
+ok "plot sensitivity (PNG heatmap of the latest table)" "$QS" plot sensitivity -o "$T/sens.png"
+check "a PNG was written" '[ "$(head -c 4 "$T/sens.png" | tail -c 3)" = PNG ]'
+# issue 28: sites were numbers with a key in the x title, layer ticks sat on cell edges (a "2" under
+# layers 0..1), and the footnote's target read as met next to a measured KL above it
+ok "plot sensitivity in the terminal" "$QS" plot sensitivity -o - --term block --width 140 --height 24
+check "the x ticks name the sites under their cells; no numbered key" \
+  'grep -Eq "^ +attn_in +ffn_down_in *$" "$T/out" && ! grep -q "site: 0" "$T/out"'
+check "one layer tick per layer, none past the last layer" \
+  '[ "$(grep -cE "^[0-9]+(┤|\+)" "$T/out")" = "$L" ] && ! grep -qE "^$L(┤|\+)" "$T/out"'
+check "the footnote: the plan's target and its measured KL as llm sensitivity prints them" \
+  'grep -Eq "^B: BF16 in the plan for average bits <= 5 \(measured KL ([0-9]\.[0-9]{5}|[0-9]\.[0-9]e-[0-9]+)±([0-9]\.[0-9]{5}|[0-9]\.[0-9]e-[0-9]+)\); predicted KL ([0-9]\.[0-9]{5}|[0-9]\.[0-9]e-[0-9]+|0); [0-9]+ cells?, [0-9.]+ bits$" "$T/out"'
+ok "a KL-target plan, stored last" "$QS" "${S[@]}" --sites attn_in,ffn_down_in --kl-target 0.00001 --force
+m=$(sed -n 's/^plan verified.*measured KL \([0-9.e+-]*\)±.*/\1/p' "$T/out")
+ok "plot sensitivity of it" "$QS" plot sensitivity -o - --term block --width 140 --height 24
+check "its footnote gives the same measured KL and says whether it meets the target" \
+  'grep -Eq "^B: BF16 in the plan for mean KL <= 1e-05 \((met|missed): measured KL $m±[0-9.e+-]+\); predicted" "$T/out"'
+
 # A plan that misses its KL target says so and refines.  fp4_e2m1 on the tiny model: the first plan for
 # 0.41 (4 promotions, predicted 0.407) measures ~0.52; the next round promotes up to predicted 0.029.
 R=(llm sensitivity --model "$TINY" --text "$T/text.txt" --ctx 64 --chunks 4 --format fp4_e2m1)
@@ -81,10 +99,6 @@ check "the budget stops it: the plan still misses, and says the budget is spent"
   'grep -q "still misses the KL target 0.41: the bits budget" "$T/out" && grep -q "the bits budget is spent" "$T/err" && grep -q "^plan: 6 promotions" "$T/out"'
 ok "a target that every cell at BF16 misses" "$QS" "${R[@]}" --kl-target 0.000001
 check "... says it misses and why it cannot be refined" 'grep -q "misses the KL target 1e-06 and cannot be refined: every cell is at BF16" "$T/out" && grep -q "every cell is promoted" "$T/err"'
-
-fails "plot sensitivity without data" 1 "$QS" --db "$T/empty.db" plot sensitivity -o "$T/none.png"
-ok "plot sensitivity (PNG heatmap of the latest table)" "$QS" plot sensitivity -o "$T/sens.png"
-check "a PNG was written" '[ "$(head -c 4 "$T/sens.png" | tail -c 3)" = PNG ]'
 
 before=$(dbdump)
 fails "unknown site" 2 "$QS" "${S[@]}" --sites attn_in,mlp

@@ -127,7 +127,7 @@ PY"
 ok "report (md) with the heatmap" $QS report -o "$T/rs2" --formats mxfp4 --claims none
 check "the heatmap PNG is written and linked" "[ -s $T/rs2/llm_sensitivity-1.png ] && grep -q '](llm_sensitivity-1.png)' $T/rs2/report.md"
 ok "plot sensitivity: the heatmap with the plan's cells" bash -c "LANG=C.UTF-8 $QS plot sensitivity -o - --width 120 > '$T/sens.txt' && $QS plot sensitivity -o '$T/sens.png'"
-check "the terminal picture marks the BF16 cells and says so" "grep -q 'B = kept in BF16 by the plan (mean KL <= 0.05)' $T/sens.txt && grep -q 'B' $T/sens.txt"
+check "the terminal picture marks the BF16 cells and says so" "grep -q 'B: BF16 in the plan for mean KL <= 0.05 (met: measured KL ' $T/sens.txt && grep -q 'B' $T/sens.txt"
 check "the PNG's provenance names the model's hash and the format" \
   "pnginfo $T/sens.png > $T/sens.info && grep -qx 'qscope:tensor-hashes=$HASH' $T/sens.info && grep -qx 'qscope:formats=mxfp4' $T/sens.info"
 done_testing

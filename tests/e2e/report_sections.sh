@@ -88,4 +88,20 @@ if command -v script >/dev/null; then
 else
   skip "on a terminal the report shows which tensor it is on" "script (util-linux) not installed"
 fi
+# issue 28: `llm score` runs (one "step" per prompt, no training) and GRPO runs (training steps)
+# were drawn on one "step" axis; now each kind has its own figure, named for its x
+R2="env QSCOPE_DB=$T/rl2.db $QS"
+ok "a tensor, an llm score run and a GRPO simulation" bash -c "$R2 gen gaussian --name g --shape 16x16 >/dev/null && \
+  $R2 llm score --model '$FIX/llm/tiny.gguf' --rollout-format mxfp4 --prompts 4 --seqs 2 --tokens 6 >/dev/null && \
+  $R2 sim grpo --formats mxfp4 --methods none --seeds 1 --steps 30 --log-every 10 >/dev/null"
+ok "report on them" $R2 report -o "$T/r6" --formats mxfp4 --claims none
+check "two k3 figures: training steps, and llm score's prompts apart" \
+  "grep -qF '![Rollout-trainer mismatch per step (KL estimator k3)](rl_k3.png)' $T/r6/report.md && \
+   grep -qF '![Rollout-reference mismatch per prompt (llm score, KL estimator k3)](rl_k3_prompts.png)' $T/r6/report.md && \
+   [ -s $T/r6/rl_k3.png ] && [ -s $T/r6/rl_k3_prompts.png ]"
+ok "ais on the llm score run stores its trajectories" bash -c "$R2 ais \$($R2 runs | awk '/^llm:tiny:/ {print \$1}') >/dev/null"
+ok "plot trajectory of it in the terminal" $R2 plot trajectory -o - --width 80 --height 20
+check "its x axis is the prompt, not a step" "tail -n 3 $T/out | grep -q 'prompt (llm score: no training)' && ! tail -n 3 $T/out | grep -qw step"
+check "the table counts an llm score run's prompts as prompts" \
+  "grep '^| llm:tiny:' $T/r6/report.md | grep -qE '\| [0-9]+ / 4 prompts \(0\.\.3\) \|' && grep '^| sim/grpo/' $T/r6/report.md | grep -qE '\| [0-9]+ / 4 \(0\.\.29\) \|'"
 done_testing

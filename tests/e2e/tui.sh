@@ -207,7 +207,7 @@ keys v s
 keys G
 wait_for "sensitivity to mxfp4"
 golden model-sensitivity
-check "the plan's BF16 cells are marked B and the note says so" 'screen | grep -q "B = kept in BF16 by the plan (mean KL <= 0.05)"'
+check "the plan's BF16 cells are marked B and the note says so" 'screen | grep -q "B: BF16 in the plan for mean KL <= 0.05 (met: measured KL"'
 keys g
 keys '?'
 golden help

@@ -8,7 +8,9 @@
 #include <math.h>
 #include <png.h>
 
+#include "../../analysis/llm_sens_store.h"
 #include "../../analysis/plot.h"
+#include "../../analysis/rl_xaxis.h"
 #include "../../app/render/plot_render.h"
 
 /* ---------------- helpers ---------------- */
@@ -497,6 +499,95 @@ static void test_whole_x_integer_ticks(void **st)
     }
 }
 
+/* issue 28: the sensitivity heatmap labelled its sites as numbers ("0 1 2 ..." and a key in the x
+** title), put its layer ticks on cell edges (a "30" under layers 0..29), and its footnote gave a KL
+** target next to a measured KL above it without saying so */
+static void test_sensitivity_heatmap_axes(void **st)
+{
+    (void)st;
+    static const char *const sites[] = {"attn_in", "attn_out", "ffn_in", "ffn_down_in", "kv", "w"};
+    enum { L = 30, S = 6 };
+    double kl[L * S], dppl[L * S];
+    unsigned char bf[L * S] = {0};
+    qs_sensrun r;
+    memset(&r, 0, sizeof r);
+    snprintf(r.model, sizeof r.model, "m");
+    snprintf(r.text, sizeof r.text, "t");
+    snprintf(r.format, sizeof r.format, "mxfp4");
+    r.ctx = 64, r.layers = L, r.nsites = S;
+    for (int s = 0; s < S; s++) snprintf(r.sites[s], sizeof r.sites[s], "%s", sites[s]);
+    for (int i = 0; i < L * S; i++) kl[i] = 1e-3 * (1 + i % 7), dppl[i] = 0;
+    r.kl = kl, r.dppl = dppl, r.bf16 = bf;
+    bf[3] = 1;
+    r.have_plan = 1, r.npromoted = 1;
+    snprintf(r.target, sizeof r.target, "mean KL <= 0.0001");
+    r.plan_kl_target = 1e-4, r.plan_bits_budget = NAN;
+    r.plan_pred_kl = 5e-5, r.plan_kl = 1.8e-4, r.plan_kl_se = 6e-5;
+    qs_figure *f = qs_plot_sensitivity(&r);
+    assert_non_null(f);
+    qs_plot_resolve(f);
+    qs_measure m = px_measure();
+    qs_layout Lo;
+    qs_plot_layout(f, 1000, 600, &m, &Lo);
+    /* x: one tick per site, at the cell centre, named */
+    assert_int_equal(Lo.xt.n, S);
+    for (int i = 0; i < S; i++) {
+        assert_true(fabs(Lo.xt.t[i].v - (i + 0.5)) < 1e-9);
+        assert_string_equal(Lo.xt.t[i].label, sites[i]);
+    }
+    assert_null(strstr(f->x.title, "0 attn_in"));
+    /* y: layer numbers at cell centres, every label a layer that exists */
+    assert_true(Lo.yt.n >= 3);
+    for (int i = 0; i < Lo.yt.n; i++) {
+        double c = Lo.yt.t[i].v - 0.5;
+        assert_true(fabs(c - floor(c)) < 1e-9);
+        char want[16];
+        snprintf(want, sizeof want, "%.0f", c);
+        assert_string_equal(Lo.yt.t[i].label, want);
+        assert_true(c >= 0 && c <= L - 1);
+    }
+    /* the footnote: the target, the measured KL with its SE as `llm sensitivity` prints them, and
+    ** that the measured KL is above the target */
+    assert_non_null(strstr(f->note, "mean KL <= 0.0001"));
+    assert_non_null(strstr(f->note, "mean KL <= 0.0001 (missed: measured KL 0.00018±0.00006)"));
+    qs_fig_free(f);
+    r.plan_kl = 9e-5;
+    f = qs_plot_sensitivity(&r);
+    assert_non_null(f);
+    assert_non_null(strstr(f->note, "mean KL <= 0.0001 (met: measured KL 0.00009±0.00006)"));
+    qs_fig_free(f);
+}
+
+/* issue 28: the RL plot drew `llm score` runs (x = prompt index, no training) and GRPO runs (x =
+** training step) on one "step" axis */
+static void test_rl_runs_axis_kinds(void **st)
+{
+    (void)st;
+    assert_int_equal(qs_rl_run_xkind("{\"generator\":\"qscope llm score\",\"tool_version\":\"0\"}"), QS_RL_X_PROMPT);
+    assert_int_equal(qs_rl_run_xkind("{}"), QS_RL_X_STEP);
+    assert_int_equal(qs_rl_run_xkind(NULL), QS_RL_X_STEP);
+    assert_int_equal(qs_rl_run_xkind("{\"generator\":\"an importer\"}"), QS_RL_X_STEP);
+    assert_int_equal(qs_rl_run_xkind("not json"), QS_RL_X_STEP);
+    const double x[] = {0, 1, 2}, y[] = {0.1, 0.2, 0.3};
+    qs_line_data d[3] = {{"grpo-a", 3, x, y}, {"llm:score", 3, x, y}, {"grpo-b", 3, x, y}};
+    qs_rl_xkind k[3] = {QS_RL_X_STEP, QS_RL_X_PROMPT, QS_RL_X_STEP};
+    qs_figure *f = qs_plot_rl_runs("t", "k3", QS_AX_LOG10, d, k, 3, QS_RL_X_STEP);
+    assert_non_null(f);
+    assert_int_equal(f->nseries, 2);
+    assert_string_equal(f->series[0].name, "grpo-a");
+    assert_string_equal(f->series[1].name, "grpo-b");
+    assert_string_equal(f->x.title, "training step");
+    assert_string_equal(f->note, "1 llm score run not drawn: their x is the prompt, not a training step");
+    qs_fig_free(f);
+    f = qs_plot_rl_runs("t", "k3", QS_AX_LOG10, d, k, 3, QS_RL_X_PROMPT);
+    assert_non_null(f);
+    assert_int_equal(f->nseries, 1);
+    assert_string_equal(f->series[0].name, "llm:score");
+    assert_string_equal(f->x.title, "prompt (llm score: no training)");
+    assert_non_null(strstr(f->note, "2 training runs not drawn"));
+    qs_fig_free(f);
+}
+
 /* the stored x-axis title is the one every reader shows (report, `plot attn`, workbench): the attn
 ** figure said "tokens" in the report and "keys" in the workbench */
 static void test_lines_json_stored_xlabel(void **st)
@@ -553,6 +644,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_linear_ticks_125),
+        cmocka_unit_test(test_sensitivity_heatmap_axes),
+        cmocka_unit_test(test_rl_runs_axis_kinds),
         cmocka_unit_test(test_fewer_ticks_when_crowded),
         cmocka_unit_test(test_log_ticks),
         cmocka_unit_test(test_symlog),
