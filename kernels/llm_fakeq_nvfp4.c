@@ -189,9 +189,9 @@ AVX512 __mmask8 up8(__m256i rem32, __m256i sh32, __m512i U)
     return _mm512_cmplt_epu64_mask(U, T);
 }
 
-/* SR elements: v = x * inv rounded onto E2M1 (saturating) as sr_one, with the draws of Weyl values
-** wlo (lanes 0-7) and whi (8-15); then times dq. */
-AVX512 __m512 sr16(__m512 x, __m512 inv, __m512 dq, __m512i wlo, __m512i whi)
+/* SR elements: v = x * inv rounded onto E2M1 (saturating) as sr_one, with the draws zlo (lanes 0-7)
+** and zhi (8-15); then times dq.  The integer form, for every lane. */
+AVX512 __m512 sr16_exact(__m512 x, __m512 inv, __m512 dq, __m512i zlo, __m512i zhi)
 {
     const __m512i absm = _mm512_set1_epi32(0x7fffffff), minf = _mm512_set1_epi32(0x00800000);
     const __m512i eminb = _mm512_set1_epi32(127), one = _mm512_set1_epi32(1);
@@ -208,7 +208,6 @@ AVX512 __m512 sr16(__m512 x, __m512 inv, __m512 dq, __m512i wlo, __m512i whi)
     /* U < rem << (53 - shift) is (U >> (53 - shift)) < rem, for shift <= 32 the draw's top 32 bits
     ** shifted down by 32 - shift (shift >= 22 here); the 64-bit comparison only for lanes beyond
     ** (|v| < 2^-10, zeros aside) */
-    __m512i zlo = draw8(wlo), zhi = draw8(whi);
     const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     __m512i top = _mm512_permutex2var_epi32(zlo, odd, zhi);
     __mmask16 up = _mm512_cmplt_epu32_mask(_mm512_srlv_epi32(top, _mm512_sub_epi32(_mm512_set1_epi32(32), shift)), rem);
@@ -230,6 +229,33 @@ AVX512 __m512 sr16(__m512 x, __m512 inv, __m512 dq, __m512i wlo, __m512i whi)
     r = _mm512_mask_mov_epi32(r, _mm512_cmpeq_epi32_mask(a, inf), ovf);
     r = _mm512_mask_mov_epi32(r, _mm512_cmpgt_epu32_mask(a, inf), _mm512_set1_epi32((int)0x80000000u));
     return _mm512_mul_ps(_mm512_castsi512_ps(_mm512_xor_si512(r, s)), dq);
+}
+
+/* sr16_exact in float arithmetic, for blocks whose lanes are all 0 or 2^-10 <= |v| (NaN aside, which
+** the callers overwrite; else sr16_exact): with d the E2M1 spacing at min(|v|, 6) (0.5 below 2, then 1,
+** 2), t = |v| / d, fl = floor(t) and f = t - fl, all exact, sr_one's (top >> (32 - shift)) < rem is
+** top < f * 2^32 (an integer below 2^32 there), and the result (fl + up) * d with the sign. */
+AVX512 __m512 sr16(__m512 x, __m512 inv, __m512 dq, __m512i wlo, __m512i whi)
+{
+    const __m512i absm = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32((int)INF_BITS);
+    __m512i b = _mm512_castps_si512(_mm512_mul_ps(x, inv));
+    __m512i a = _mm512_and_si512(b, absm), s = _mm512_xor_si512(b, a);
+    __m512i zlo = draw8(wlo), zhi = draw8(whi);
+    __mmask16 small = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(a, _mm512_set1_epi32(1)), _mm512_set1_epi32(0x3a800000 - 1));
+    if (small | _mm512_cmpgt_epu32_mask(a, inf)) return sr16_exact(x, inv, dq, zlo, zhi);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    __m512i top = _mm512_permutex2var_epi32(zlo, odd, zhi);
+    __m512 v = _mm512_min_ps(_mm512_castsi512_ps(a), _mm512_set1_ps(6.0f));
+    __m512i e = _mm512_max_epu32(_mm512_and_si512(_mm512_castps_si512(v), inf), _mm512_set1_epi32(127 << 23));
+    __m512 rd = _mm512_castsi512_ps(_mm512_sub_epi32(_mm512_set1_epi32(255 << 23), e));   /* 1 / d */
+    __m512 d = _mm512_castsi512_ps(_mm512_sub_epi32(e, _mm512_set1_epi32(1 << 23)));
+    __m512 t = _mm512_mul_ps(v, rd);
+    __m512 fl = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    __m512 F = _mm512_mul_ps(_mm512_sub_ps(t, fl), _mm512_set1_ps(0x1p32f));
+    __mmask16 up = _mm512_cmplt_epu32_mask(top, _mm512_cvttps_epu32(F));
+    __m512 q = _mm512_mask_add_ps(fl, up, fl, _mm512_set1_ps(1.0f));
+    __m512i r = _mm512_or_si512(_mm512_castps_si512(_mm512_mul_ps(q, d)), s);
+    return _mm512_mul_ps(_mm512_castsi512_ps(r), dq);
 }
 
 /* Weyl values of 8 counters: first, first + step, ... */
