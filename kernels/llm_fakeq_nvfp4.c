@@ -471,6 +471,40 @@ TGT static uint32_t rht_absmax(const float *x, size_t R, size_t C, size_t c0, si
     return _mm512_reduce_max_epu32(A);
 }
 
+/* Both maxima in one read: the finite |v| of columns [c0, c1) as they are (*P) and after the RHT down
+** them (*H), as rht_absmax_block (a final partial band is not transformed, as qs_llm_rht16). */
+TGT static void absmax2(const float *x, size_t R, size_t C, size_t c0, size_t c1, const float *sg, uint32_t *P,
+                        uint32_t *H)
+{
+    const __m512i absm = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32((int)INF_BITS);
+    __m512i AP = _mm512_setzero_si512(), AH = AP;
+    for (size_t r0 = 0; r0 + 16 <= R; r0 += 16)
+        for (size_t c = c0; c < c1; c += 16) {
+            __mmask16 m = lanes(c1 - c);
+            __m512 v[16];
+#pragma GCC unroll 16
+            for (size_t i = 0; i < 16; i++) {
+                v[i] = _mm512_maskz_loadu_ps(m, x + (r0 + i) * C + c);
+                __m512i a = _mm512_and_si512(_mm512_castps_si512(v[i]), absm);
+                AP = _mm512_mask_max_epu32(AP, _mm512_cmplt_epu32_mask(a, inf), AP, a);
+            }
+            rht16v(v, sg);
+#pragma GCC unroll 16
+            for (size_t i = 0; i < 16; i++) {
+                __m512i a = _mm512_and_si512(_mm512_castps_si512(v[i]), absm);
+                AH = _mm512_mask_max_epu32(AH, _mm512_cmplt_epu32_mask(a, inf), AH, a);
+            }
+        }
+    for (size_t r = R / 16 * 16; r < R; r++)
+        for (size_t c = c0; c < c1; c += 16) {
+            __m512i a = _mm512_and_si512(_mm512_maskz_loadu_epi32(lanes(c1 - c), x + r * C + c), absm);
+            AP = _mm512_mask_max_epu32(AP, _mm512_cmplt_epu32_mask(a, inf), AP, a);
+            AH = _mm512_mask_max_epu32(AH, _mm512_cmplt_epu32_mask(a, inf), AH, a);
+        }
+    *P = _mm512_reduce_max_epu32(AP);
+    *H = _mm512_reduce_max_epu32(AH);
+}
+
 /* One 16x16 tile (h x w values from (r0, c0)): one scale, RNE. */
 TGT static void tile(nvk *k, const float *x, float *y, size_t C, size_t r0, size_t c0, size_t h, size_t w)
 {
@@ -550,6 +584,24 @@ float qs_fq_nvfp4_rht_absmax(const float *x, size_t rows, size_t cols, size_t c0
     float f;
     memcpy(&f, &m, sizeof f);
     return f;
+}
+
+int qs_fq_nvfp4_absmax2(const float *x, size_t rows, size_t cols, size_t c0, size_t c1, uint64_t seed, float *plain,
+                        float *rht)
+{
+#if NVF_X86
+    if (qs_simd_level() < QS_SIMD_AVX512 || !__builtin_cpu_supports("avx512dq")) return 1;
+    float sg[16];
+    for (int i = 0; i < 16; i++) sg[i] = qs_sr_uniform(seed, (uint64_t)i) < 0.5 ? -1.0f : 1.0f;
+    uint32_t p, h;
+    absmax2(x, rows, cols, c0, c1, sg, &p, &h);
+    memcpy(plain, &p, sizeof p);
+    memcpy(rht, &h, sizeof h);
+    return 0;
+#else
+    (void)x; (void)rows; (void)cols; (void)c0; (void)c1; (void)seed; (void)plain; (void)rht;
+    return 1;
+#endif
 }
 
 /* qs_finite_absmax_n in pieces on the pool (the maximum does not depend on the order). */

@@ -174,6 +174,35 @@ static float rht_absmax(const float *x, size_t rows, size_t cols, uint64_t seed,
     return r;
 }
 
+/* Both maxima (qs_fq_nvfp4_absmax2) of column panels on the pool. */
+typedef struct { const float *x; size_t rows, cols, per; uint64_t seed; float *m; } am2_job;
+
+static void task_am2(void *ctx, size_t t, int slot)
+{
+    (void)slot;
+    am2_job *j = ctx;
+    size_t c0 = t * j->per, c1 = j->cols - c0 < j->per ? j->cols : c0 + j->per;
+    qs_fq_nvfp4_absmax2(j->x, j->rows, j->cols, c0, c1, j->seed, &j->m[2 * t], &j->m[2 * t + 1]);
+}
+
+int qs_llm_absmax2(const float *x, size_t rows, size_t cols, uint64_t seed, int threads, float *plain, float *rht)
+{
+    float p, h;
+    if (!rows || !cols || qs_fq_nvfp4_absmax2(x, 0, cols, 0, 0, seed, &p, &h)) return 1;   /* the CPU's answer */
+    size_t per = wide(cols, qs_pool_width(threads, cols / PANEL + 1)), n = (cols + per - 1) / per;
+    float m2[2], *m = n > 1 ? malloc(2 * n * sizeof *m) : m2;
+    if (!m) return 1;
+    am2_job j = {x, rows, cols, per, seed, m};
+    qs_pool_for(qs_pool_width(threads, n), n, task_am2, &j);
+    *plain = *rht = 0;
+    for (size_t t = 0; t < n; t++) {
+        if (m[2 * t] > *plain) *plain = m[2 * t];
+        if (m[2 * t + 1] > *rht) *rht = m[2 * t + 1];
+    }
+    if (m != m2) free(m);
+    return 0;
+}
+
 static int par(const qs_apply *a0, const float *x, float *y, size_t rows, size_t cols, int rht, uint64_t seed,
                int threads, qs_llm_opstat *st, qs_err *e)
 {

@@ -218,6 +218,12 @@ int qs_llm_recipe_operand(const qs_llm_recipe *r, int op, const float *x, size_t
 int qs_llm_recipe_operand_stat(const qs_llm_recipe *r, int op, const float *x, size_t rows, size_t cols,
                                uint64_t call, float *y, float *tmp, qs_llm_opstat *st, qs_err *e)
 {
+    return qs_llm_recipe_operand_am(r, op, x, rows, cols, call, 0, y, tmp, st, e);
+}
+
+int qs_llm_recipe_operand_am(const qs_llm_recipe *r, int op, const float *x, size_t rows, size_t cols, uint64_t call,
+                             float amax, float *y, float *tmp, qs_llm_opstat *st, qs_err *e)
+{
     if ((unsigned)op >= QS_OP_COUNT) return qs_fail(e, "no training operand %d", op);
     const qs_llm_slot *sl = &r->op[op];
     uint64_t cs = qs_llm_recipe_call_seed(r->seed, call), rs = qs_llm_recipe_rht_seed(r);
@@ -227,6 +233,7 @@ int qs_llm_recipe_operand_stat(const qs_llm_recipe *r, int op, const float *x, s
     }
     qs_apply a;
     slot_apply(sl, op, cs, &a);
+    if (amax > 0 && a.f->has_tensor_scale && !(a.o.tensor_scale > 0)) a.o.tensor_scale = amax;   /* as found */
     if (!st) {   /* the hot path: copy, RHT and quantization in one pass on the pool */
         if (!sl->tile2d) return qs_llm_fakeq_par(&a, x, y, rows, cols, sl->rht, rs, qs_llm_threads(), e);
         if (!sl->rht) return tiles16(&a, x, y, rows, cols, NULL, e);   /* no copy first */

@@ -90,6 +90,12 @@ int qs_llm_recipe_operand(const qs_llm_recipe *r, int op, const float *x, size_t
 int qs_llm_recipe_operand_stat(const qs_llm_recipe *r, int op, const float *x, size_t rows, size_t cols,
                                uint64_t call, float *y, float *tmp, qs_llm_opstat *st, qs_err *e);
 
+/* The same, given the finite absmax of what the format sees (after the RHT): amax > 0 stands for the
+** pass that would find it, for formats with a per-tensor scale (NVFP4), so the same bits when it is that
+** value (qs_llm_absmax2 finds two at once); 0: found here. */
+int qs_llm_recipe_operand_am(const qs_llm_recipe *r, int op, const float *x, size_t rows, size_t cols, uint64_t call,
+                             float amax, float *y, float *tmp, qs_llm_opstat *st, qs_err *e);
+
 /* Add to st the counts of x (rows x cols, the values the format saw) quantized into y by a (with the
 ** slot's 16x16 tiles when tile2d).  One pass over x and y, plus one over x for the block maxima of
 ** block formats (and, for formats whose scales depend on every element, HiF4 and M2XFP, a second run

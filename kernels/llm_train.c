@@ -4,6 +4,7 @@
 ** product is one SGEMM), so its loss matches the inference pass to FP32 rounding.
 */
 #include "llm_train.h"
+#include "llm_fakeq_par.h"
 #include "llm_rows.h"
 #include "llm_train_attn.h"
 #include "llm_train_rows.h"
@@ -52,6 +53,12 @@ struct qs_llm_train_state {
     qs_llm_opstat *wk_st;      /* what quantizing each added to its counts */
     uint64_t *wk_pass;         /* the pass that quantized each (0: none) */
     uint64_t pass;             /* qs_llm_loss_grad calls since set_recipe, from 1 */
+    /* per-tensor-scale maxima found for two uses of one matrix at once (qs_llm_absmax2, known_amax):
+    ** X entries (saved activations, unchanged for the pass) and dY entries (backward scratch, trusted
+    ** only when the caller says same_dy) */
+    struct am_entry { const float *src; size_t rows, cols; float plain, rht; int dy; } *am;
+    int am_n, am_cap;
+    int same_dy;   /* the next GEMM's dY is unchanged since this layer's other GEMM on it */
     /* per-site checks (qs_llm_nonfinite_site): the running call's model and gradients, the first site */
     const qs_llm_model *cm;
     const qs_llm_grads *cg;
@@ -126,6 +133,9 @@ qs_llm_train_state *qs_llm_train_state_new(const qs_llm_cfg *c, int batch, int T
 
 static void keep_free(qs_llm_train_state *s)
 {
+    free(s->am);
+    s->am = NULL;
+    s->am_n = s->am_cap = 0;
     free(s->wkeep);
     free(s->wk_off);
     free(s->wk_st);
@@ -225,6 +235,8 @@ int qs_llm_train_state_set_recipe(qs_llm_train_state *s, const qs_llm_recipe *r,
         s->opst = NULL;
         return qs_fail(e, "out of memory for the quantized operands (%zu floats)", (2 + rht) * n);
     }
+    s->am_cap = 4 * c->n_layer + 16;   /* 4 inputs per layer, the head's, 7 backward scratch matrices */
+    if (!(s->am = malloc((size_t)s->am_cap * sizeof *s->am))) s->am_cap = 0;   /* then found each time */
     if (qs_llm_recipe_weight_reuse(r) && keep_new(s, r->head)) {
         size_t kn = s->wk_off ? s->wk_off[(size_t)c->n_layer * 7 + 1] : 0;
         free(s->qa); free(s->qb); free(s->qt); free(s->opst);
@@ -267,6 +279,36 @@ static long keep_entry(const qs_llm_train_state *s, const void *w, size_t rows, 
     return i >= 0 && s->wk_off[i + 1] - s->wk_off[i] == rows * cols ? i : -1;
 }
 
+/* The tensor scale's amax of the operand op of x when known or worth finding for two uses at once, else 0
+** (the quantizer finds it).  The two uses: fwd.x and wgrad.x of one input X (a saved activation: found
+** in the forward, kept for the pass), dgrad.dy and wgrad.dy of one dY (either order within a layer's
+** backward; kept only while the layer code says same_dy).  Each maximum is of the matrix as it is and
+** after the run's RHT down its columns (the wgrad slots' axis), in one read. */
+static float known_amax(qs_llm_train_state *s, int op, const float *x, size_t rows, size_t cols, int same_dy)
+{
+    static const int pair[QS_OP_COUNT] = {QS_OP_WGRAD_X, -1, QS_OP_WGRAD_DY, -1, QS_OP_DGRAD_DY, QS_OP_FWD_X};
+    const qs_llm_recipe *r = s->rc;
+    int other = pair[op], dy = op == QS_OP_DGRAD_DY || op == QS_OP_WGRAD_DY;
+    const qs_llm_slot *sl = &r->op[op], *so = other >= 0 ? &r->op[other] : NULL;
+#define TS_SLOT(p, k) ((p)->on && (p)->a.f->has_tensor_scale && !((p)->a.o.tensor_scale > 0) && \
+                       (!(p)->rht || qs_llm_operand_axis(k) == 0))
+    if (!s->am || !so || !TS_SLOT(sl, op)) return 0;
+    for (int i = 0; i < s->am_n; i++) {
+        struct am_entry *h = &s->am[i];
+        if (h->src == x && h->dy == dy && h->rows == rows && h->cols == cols && (!dy || same_dy))
+            return sl->rht ? h->rht : h->plain;
+    }
+    if (!TS_SLOT(so, other) || op == QS_OP_WGRAD_X) return 0;   /* no second use (X's comes after fwd.x) */
+#undef TS_SLOT
+    float p, h;
+    if (qs_llm_absmax2(x, rows, cols, qs_llm_recipe_rht_seed(r), qs_llm_threads(), &p, &h)) return 0;
+    int k = 0;
+    while (k < s->am_n && !(s->am[k].src == x && s->am[k].dy == dy)) k++;
+    if (k == s->am_n && s->am_n < s->am_cap) s->am_n++;
+    if (k < s->am_n) s->am[k] = (struct am_entry){x, rows, cols, p, h, dy};
+    return sl->rht ? h : p;
+}
+
 /* One operand into q (qa: i 0, qb: 1); *out: where it is.  Kept instead of quantized again:
 ** - shared: when the caller says the input is unchanged since the previous GEMM and q still holds the
 **   same slot's quantization of the same matrix; a slot without stochastic rounding draws nothing from
@@ -275,8 +317,8 @@ static long keep_entry(const qs_llm_train_state *s, const void *w, size_t rows, 
 ** - a weight (kw >= 0, qs_llm_recipe_weight_reuse): fwd.w quantizes into the kept copy, dgrad.w of the
 **   same pass reads it (the same values: transpose-invariant, no SR, no RHT).
 ** Either way the operand's counts add to *st once per GEMM, as if it had been quantized again. */
-static int operand(qs_llm_train_state *s, int i, int share, int op, const float *x, size_t rows, size_t cols,
-                   uint64_t call, float *q, long kw, const float **out, qs_llm_opstat *st)
+static int operand(qs_llm_train_state *s, int i, int share, int same_dy, int op, const float *x, size_t rows,
+                   size_t cols, uint64_t call, float *q, long kw, const float **out, qs_llm_opstat *st)
 {
     const qs_llm_slot *sl = &s->rc->op[op];
     *out = q;
@@ -298,7 +340,8 @@ static int operand(qs_llm_train_state *s, int i, int share, int op, const float 
         *out = q;
     }
     qs_llm_opstat before = *st;
-    if (qs_llm_recipe_operand_stat(s->rc, op, x, rows, cols, call, q, s->qt, st, &s->qerr)) return -1;
+    float am = known_amax(s, op, x, rows, cols, same_dy);
+    if (qs_llm_recipe_operand_am(s->rc, op, x, rows, cols, call, am, q, s->qt, st, &s->qerr)) return -1;
     qs_llm_opstat d = {st->n - before.n, st->underflow - before.underflow, st->clipped - before.clipped,
                        st->nonfinite - before.nonfinite};
     if (keep) {
@@ -322,15 +365,15 @@ static void operands(qs_llm_train_state *s, const void *key, int opa, const floa
                      const float **b, size_t rb, size_t cb)
 {
     const qs_llm_recipe *r = s->rc;
-    int share = s->share;
-    s->share = 0;
+    int share = s->share, same_dy = s->same_dy;
+    s->share = s->same_dy = 0;
     if (!r || (s->in_head && !r->head) || s->failed || (!r->op[opa].on && !r->op[opb].on)) return;
     uint64_t call = s->calls++;
     qs_llm_opstat *st = s->opst + (size_t)s->layer * QS_OP_COUNT;
     long kw = opb == QS_OP_WGRAD_X ? -1 : keep_entry(s, key, rb, cb);
     const float *qa, *qb;
-    if (operand(s, 0, share, opa, *a, ra, ca, call, s->qa, -1, &qa, st + opa) ||
-        operand(s, 1, share, opb, *b, rb, cb, call, s->qb, kw, &qb, st + opb)) {
+    if (operand(s, 0, share, same_dy, opa, *a, ra, ca, call, s->qa, -1, &qa, st + opa) ||
+        operand(s, 1, share, same_dy, opb, *b, rb, cb, call, s->qb, kw, &qb, st + opb)) {
         s->sh_src[0] = s->sh_src[1] = NULL;
         s->failed = 1;
         return;
@@ -486,17 +529,22 @@ static int layer_back(const qs_llm_model *m, qs_llm_train_state *s, int l, int B
     const int d = c->dim, hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_kv_head * hd, F = c->ffn, R = B * T;
     lay a = layer_of(s, l);
     /* FFN: x_out = x_mid + W_down (silu(W_gate xn2) * W_up xn2) */
+    /* same_dy: the dY of the GEMM is unchanged since this layer's other GEMM on it (known_amax) */
     linear_dx(s, s->dh, s->dx, L->w_down, R, F, d, 0.0f);
+    s->same_dy = 1;
     linear_dw(s, G->w_down, s->dx, a.h, R, F, d);
     qs_lt_swiglu_back(s->dg, s->du, s->dh, a.g, a.u, (size_t)R * F);
     linear_dw(s, G->w_gate, s->dg, a.xn2, R, d, F);
     s->share = 1;
     linear_dw(s, G->w_up, s->du, a.xn2, R, d, F);
+    s->same_dy = 1;
     linear_dx(s, s->dxn, s->dg, L->w_gate, R, d, F, 0.0f);
+    s->same_dy = 1;
     linear_dx(s, s->dxn, s->du, L->w_up, R, d, F, 1.0f);
     qs_lt_rmsnorm_back(s->dx, G->ffn_norm, s->dxn, a.x_mid, a.rms2, L->ffn_norm, R, d);
     /* attention: x_mid = x_in + W_o attn(rope(W_q xn1 + bq), rope(W_k xn1 + bk), W_v xn1 + bv) */
     linear_dx(s, s->datt, s->dx, L->wo, R, qd, d, 0.0f);
+    s->same_dy = 1;
     linear_dw(s, G->wo, s->dx, a.att, R, qd, d);
     double t0 = qs_now_s();
     qs_lt_attn at = attn_of(c, &a, s, B, T);
@@ -514,8 +562,11 @@ static int layer_back(const qs_llm_model *m, qs_llm_train_state *s, int l, int B
     linear_dw(s, G->wk, s->dk, a.xn1, R, d, kvd);
     s->share = 1;
     linear_dw(s, G->wv, s->dv, a.xn1, R, d, kvd);
+    s->same_dy = 1;
     linear_dx(s, s->dxn, s->dq, L->wq, R, d, qd, 0.0f);
+    s->same_dy = 1;
     linear_dx(s, s->dxn, s->dk, L->wk, R, d, kvd, 1.0f);
+    s->same_dy = 1;
     linear_dx(s, s->dxn, s->dv, L->wv, R, d, kvd, 1.0f);
     qs_lt_rmsnorm_back(s->dx, G->attn_norm, s->dxn, a.x_in, a.rms1, L->attn_norm, R, d);
     return 0;
@@ -570,7 +621,9 @@ int qs_llm_loss_grad_w(const qs_llm_model *m, qs_llm_train_state *s, const int32
     const double t0 = qs_now_s();
     s->failed = 0;
     s->share = 0;
-    s->pass++;   /* weights kept by an earlier pass are stale */
+    s->pass++;   /* weights kept by an earlier pass are stale, and the maxima found */
+    s->am_n = 0;
+    s->same_dy = 0;
     s->sh_src[0] = s->sh_src[1] = NULL;   /* the scratch holds nothing of this pass yet */
     s->cm = m;
     s->cg = g;
@@ -593,6 +646,7 @@ int qs_llm_loss_grad_w(const qs_llm_model *m, qs_llm_train_state *s, const int32
     }
     s->in_head = 1;
     linear_dw(s, g->output, s->logits, s->hn, R, d, c->vocab);
+    s->same_dy = 1;
     linear_dx(s, s->dxn, s->logits, m->output, R, d, c->vocab, 0.0f);
     s->in_head = 0;
     memset(s->dx, 0, (size_t)R * d * sizeof(float));
