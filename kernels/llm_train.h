@@ -14,6 +14,8 @@
 **            + R*(2*dim + vocab + 1)                                            final norm, logits
 **            + R*(2*dim + 2*q + 2*kv + 3*ffn) + T*head_dim                      backward scratch, RoPE
 **   (qs_llm_train_state_floats gives the state's exact count).
+**   kept     n_layer*(2*q*dim + 2*kv*dim + 3*ffn*dim) (+ vocab*dim, quantized head)  under a recipe
+**            whose fwd.w and dgrad.w give the same matrix (qs_llm_train_state_set_recipe), <= P
 */
 #ifndef QS_LLM_TRAIN_H
 #define QS_LLM_TRAIN_H
