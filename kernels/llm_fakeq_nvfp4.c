@@ -473,12 +473,13 @@ TGT static uint32_t rht_absmax(const float *x, size_t R, size_t C, size_t c0, si
 
 /* Both maxima in one read: the finite |v| of columns [c0, c1) as they are (*P) and after the RHT down
 ** them (*H), as rht_absmax_block (a final partial band is not transformed, as qs_llm_rht16). */
-TGT static void absmax2(const float *x, size_t R, size_t C, size_t c0, size_t c1, const float *sg, uint32_t *P,
+TGT static void absmax2(const float *x, size_t R, size_t C, size_t b0, size_t b1, const float *sg, uint32_t *P,
                         uint32_t *H)
 {
+    const size_t c0 = 0, c1 = C;   /* rows [b0, b1) of every column: b0 a multiple of 16, b1 too or R */
     const __m512i absm = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32((int)INF_BITS);
     __m512i AP = _mm512_setzero_si512(), AH = AP;
-    for (size_t r0 = 0; r0 + 16 <= R; r0 += 16)
+    for (size_t r0 = b0; r0 + 16 <= b1; r0 += 16)
         for (size_t c = c0; c < c1; c += 16) {
             __mmask16 m = lanes(c1 - c);
             __m512 v[16];
@@ -495,7 +496,7 @@ TGT static void absmax2(const float *x, size_t R, size_t C, size_t c0, size_t c1
                 AH = _mm512_mask_max_epu32(AH, _mm512_cmplt_epu32_mask(a, inf), AH, a);
             }
         }
-    for (size_t r = R / 16 * 16; r < R; r++)
+    for (size_t r = b0 + (b1 - b0) / 16 * 16; r < b1; r++)   /* the matrix's final partial band (b1 = R) */
         for (size_t c = c0; c < c1; c += 16) {
             __m512i a = _mm512_and_si512(_mm512_maskz_loadu_epi32(lanes(c1 - c), x + r * C + c), absm);
             AP = _mm512_mask_max_epu32(AP, _mm512_cmplt_epu32_mask(a, inf), AP, a);
@@ -541,7 +542,7 @@ int qs_fq_nvfp4(const qs_fq_task *t, qs_err *e)
     } else {
         float sg[16];
         for (int i = 0; i < 16; i++) sg[i] = qs_sr_uniform(t->rht_seed, (uint64_t)i) < 0.5 ? -1.0f : 1.0f;
-        for (size_t r0 = 0; r0 < t->rows; r0 += 16)   /* a band of rows at a time (whole cache lines) */
+        for (size_t r0 = t->r0; r0 < t->r1; r0 += 16)   /* a band of rows at a time (whole cache lines) */
             for (size_t c = t->c0; c < t->c1; c += 16)
                 col_block(&k, t->x, t->y, t->rows, t->cols, c, t->c1 - c < 16 ? t->c1 - c : 16, r0,
                           t->rows - r0 < 16 ? t->rows - r0 : 16, t->rht ? sg : NULL);
@@ -586,7 +587,7 @@ float qs_fq_nvfp4_rht_absmax(const float *x, size_t rows, size_t cols, size_t c0
     return f;
 }
 
-int qs_fq_nvfp4_absmax2(const float *x, size_t rows, size_t cols, size_t c0, size_t c1, uint64_t seed, float *plain,
+int qs_fq_nvfp4_absmax2(const float *x, size_t rows, size_t cols, size_t r0, size_t r1, uint64_t seed, float *plain,
                         float *rht)
 {
 #if NVF_X86
@@ -594,12 +595,12 @@ int qs_fq_nvfp4_absmax2(const float *x, size_t rows, size_t cols, size_t c0, siz
     float sg[16];
     for (int i = 0; i < 16; i++) sg[i] = qs_sr_uniform(seed, (uint64_t)i) < 0.5 ? -1.0f : 1.0f;
     uint32_t p, h;
-    absmax2(x, rows, cols, c0, c1, sg, &p, &h);
+    absmax2(x, rows, cols, r0, r1, sg, &p, &h);
     memcpy(plain, &p, sizeof p);
     memcpy(rht, &h, sizeof h);
     return 0;
 #else
-    (void)x; (void)rows; (void)cols; (void)c0; (void)c1; (void)seed; (void)plain; (void)rht;
+    (void)x; (void)rows; (void)cols; (void)r0; (void)r1; (void)seed; (void)plain; (void)rht;
     return 1;
 #endif
 }
