@@ -298,7 +298,8 @@ static float known_amax(qs_llm_train_state *s, int op, const float *x, size_t ro
         if (h->src == x && h->dy == dy && h->rows == rows && h->cols == cols && (!dy || same_dy))
             return sl->rht ? h->rht : h->plain;
     }
-    if (!TS_SLOT(so, other) || op == QS_OP_WGRAD_X) return 0;   /* no second use (X's comes after fwd.x) */
+    if (!TS_SLOT(so, other) || op == QS_OP_WGRAD_X || (op == QS_OP_FWD_X && !s->cg))
+        return 0;   /* no second use (X's comes after fwd.x, in a pass with gradients) */
 #undef TS_SLOT
     float p, h;
     if (qs_llm_absmax2(x, rows, cols, qs_llm_recipe_rht_seed(r), qs_llm_threads(), &p, &h)) return 0;
