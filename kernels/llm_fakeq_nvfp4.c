@@ -43,6 +43,9 @@
 
 #define INF_BITS 0x7f800000u
 #define GAMMA 0x9e3779b97f4a7c15ULL   /* sr.c's Weyl step */
+#ifndef PF_AHEAD
+#define PF_AHEAD 1024   /* floats: how far ahead along a row the axis-1 walk prefetches */
+#endif
 
 /* Which operands the kernel takes: TE NVFP4, blocks of 16, RNE or SR, no RHT along rows. */
 static int takes(const qs_apply *a, int axis, int rht)
@@ -75,6 +78,7 @@ typedef struct nvk {
     float amax, senc6, sdec;
     int sr, counting;
     uint64_t smix, index0;
+    size_t n;         /* values in the matrix (prefetches stay inside it) */
 #if NVF_X86
     __m512i acc[4];   /* the counts per lane (32 bits: a share has far fewer than 2^36 values) */
 #endif
@@ -332,6 +336,8 @@ TGT static void row_chunk(nvk *k, const float *xr, float *yr, size_t C, size_t r
 {
     const __m512i absm = _mm512_set1_epi32(0x7fffffff);
     size_t nb = (C - c0 + 15) / 16 < 16 ? (C - c0 + 15) / 16 : 16;
+    if (r * C + c0 + PF_AHEAD + 256 <= k->n)   /* the lines PF_AHEAD floats on (rows follow rows) */
+        for (size_t b = 0; b < 16; b++) _mm_prefetch((const char *)(xr + c0 + 16 * b + PF_AHEAD), _MM_HINT_T0);
     __m512i a[16];
     for (size_t b = 0; b < 16; b++)
         a[b] = b < nb ? _mm512_and_si512(_mm512_maskz_loadu_epi32(lanes(C - c0 - 16 * b), xr + c0 + 16 * b), absm)
@@ -405,6 +411,8 @@ AVX512 void col_body(nvk *k, const float *x, float *y, size_t R, size_t C, size_
     const __m512i absm = _mm512_set1_epi32(0x7fffffff);
     __m512 v[16];
     __m512i A = _mm512_setzero_si512();
+    if (r0 + 32 <= R)   /* the next band's lines of these columns */
+        for (size_t i = 0; i < 16; i++) _mm_prefetch((const char *)(x + (r0 + 16 + i) * C + c), _MM_HINT_T0);
 #pragma GCC unroll 16
     for (size_t i = 0; i < 16; i++)   /* rows past h: zeros (never stored; keeps the compiler sure) */
         v[i] = i < h ? _mm512_maskz_loadu_ps(m, x + (r0 + i) * C + c) : _mm512_setzero_ps();
@@ -483,6 +491,8 @@ TGT static void absmax2(const float *x, size_t R, size_t C, size_t b0, size_t b1
         for (size_t c = c0; c < c1; c += 16) {
             __mmask16 m = lanes(c1 - c);
             __m512 v[16];
+            if (r0 + 32 <= b1)   /* the next band's lines of these columns */
+                for (size_t i = 0; i < 16; i++) _mm_prefetch((const char *)(x + (r0 + 16 + i) * C + c), _MM_HINT_T0);
 #pragma GCC unroll 16
             for (size_t i = 0; i < 16; i++) {
                 v[i] = _mm512_maskz_loadu_ps(m, x + (r0 + i) * C + c);
@@ -535,6 +545,7 @@ int qs_fq_nvfp4(const qs_fq_task *t, qs_err *e)
 #if NVF_X86
     nvk k;
     if (nvk_init(&k, t->a, t->cnt != NULL, e)) return -1;
+    k.n = t->rows * t->cols;
     if (t->axis) {
         for (size_t r = t->r0; r < t->r1; r++)
             for (size_t c0 = 0; c0 < t->cols; c0 += 256)
