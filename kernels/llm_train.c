@@ -279,6 +279,13 @@ static long keep_entry(const qs_llm_train_state *s, const void *w, size_t rows, 
     return i >= 0 && s->wk_off[i + 1] - s->wk_off[i] == rows * cols ? i : -1;
 }
 
+/* A slot whose format finds a per-tensor amax itself, of the operand as it is or transformed down its
+** columns (what qs_llm_absmax2 gives). */
+static int ts_slot(const qs_llm_slot *p, int op)
+{
+    return p->on && p->a.f->has_tensor_scale && !(p->a.o.tensor_scale > 0) && (!p->rht || qs_llm_operand_axis(op) == 0);
+}
+
 /* The tensor scale's amax of the operand op of x when known or worth finding for two uses at once, else 0
 ** (the quantizer finds it).  The two uses: fwd.x and wgrad.x of one input X (a saved activation: found
 ** in the forward, kept for the pass), dgrad.dy and wgrad.dy of one dY (either order within a layer's
@@ -290,17 +297,14 @@ static float known_amax(qs_llm_train_state *s, int op, const float *x, size_t ro
     const qs_llm_recipe *r = s->rc;
     int other = pair[op], dy = op == QS_OP_DGRAD_DY || op == QS_OP_WGRAD_DY;
     const qs_llm_slot *sl = &r->op[op], *so = other >= 0 ? &r->op[other] : NULL;
-#define TS_SLOT(p, k) ((p)->on && (p)->a.f->has_tensor_scale && !((p)->a.o.tensor_scale > 0) && \
-                       (!(p)->rht || qs_llm_operand_axis(k) == 0))
-    if (!s->am || !so || !TS_SLOT(sl, op)) return 0;
+    if (!s->am || !so || !ts_slot(sl, op)) return 0;
     for (int i = 0; i < s->am_n; i++) {
         struct am_entry *h = &s->am[i];
         if (h->src == x && h->dy == dy && h->rows == rows && h->cols == cols && (!dy || same_dy))
             return sl->rht ? h->rht : h->plain;
     }
-    if (!TS_SLOT(so, other) || op == QS_OP_WGRAD_X || (op == QS_OP_FWD_X && !s->cg))
+    if (!ts_slot(so, other) || op == QS_OP_WGRAD_X || (op == QS_OP_FWD_X && !s->cg))
         return 0;   /* no second use (X's comes after fwd.x, in a pass with gradients) */
-#undef TS_SLOT
     float p, h;
     if (qs_llm_absmax2(x, rows, cols, qs_llm_recipe_rht_seed(r), qs_llm_threads(), &p, &h)) return 0;
     int k = 0;
