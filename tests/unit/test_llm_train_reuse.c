@@ -5,7 +5,8 @@
 **   and then the pass equals, bit for bit, the pass that quantizes dgrad.w again; never under 1x16
 **   blocks (nvfp4-1d), SR or an RHT on dgrad.w, whose dgrad.w differs from the forward's;
 ** - the RHT signs are the run's (qs_llm_recipe_rht_seed), so the wgrad.x operand of the Q, K and V
-**   projections (one input) is one quantized matrix, while SR draws still change with the call.
+**   projections (one input) is one quantized matrix, while SR draws still change with the call;
+** - and the whole nvfp4 pass gives the generic path's bits (QS_FAKEQ_FAST=0).
 */
 #include "test_util.h"
 
@@ -241,11 +242,39 @@ static void test_rht_signs_shared(void **st)
     seen_free(&k);
 }
 
+/* The whole nvfp4 pass (kept tiles, shared operands, maxima found for two uses) gives the same loss and
+** gradient bits with the fused kernels as on the generic path (QS_FAKEQ_FAST=0). */
+static void test_fused_pass_is_generic(void **st)
+{
+    (void)st;
+    qs_llm_recipe r;
+    qs_err e = {{0}};
+    assert_int_equal(qs_llm_recipe_preset("nvfp4", &r, &e), 0);
+    double l[2];
+    qs_llm_grads g[2];
+    memset(g, 0, sizeof g);
+    int same;
+    size_t keep;
+    seen k;
+    for (int f = 0; f < 2; f++) {
+        setenv("QS_FAKEQ_FAST", f ? "0" : "1", 1);
+        pass(&r, &l[f], &g[f], &same, &keep, &k);
+        assert_int_equal(k.stale, 0);
+        seen_free(&k);
+    }
+    unsetenv("QS_FAKEQ_FAST");
+    assert_memory_equal(&l[0], &l[1], sizeof l[0]);
+    assert_memory_equal(g[0].arena, g[1].arena, g[0].arena_len * sizeof(float));
+    qs_llm_grads_free(&g[0]);
+    qs_llm_grads_free(&g[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_weight_reuse),
         cmocka_unit_test(test_rht_signs_shared),
+        cmocka_unit_test(test_fused_pass_is_generic),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
