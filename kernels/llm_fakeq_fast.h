@@ -24,7 +24,9 @@ typedef struct qs_fq_task {
     float *y;            /* the output matrix; may equal x (then each block is read before it is written) */
     size_t rows, cols;
     size_t r0, r1;       /* axis 1: this task's rows [r0, r1), all columns */
-    size_t c0, c1;       /* axis 0: this task's columns [c0, c1), all rows */
+    size_t c0, c1;       /* axis 0: this task's columns [c0, c1) of rows [r0, r1): all rows for the mx and
+                         ** hif4 kernels; whole 16-row bands (r1 = rows at the end) of every column for
+                         ** nvfp4's, so that each task reads whole rows */
     int rht;             /* 1: the 16-point RHT of qs_llm_rht16(.., axis, rht_seed, 0) along the block axis first
                          ** (blocks of 16 from the run's start; a final partial block unchanged) */
     uint64_t rht_seed;

@@ -43,6 +43,9 @@
 
 #define INF_BITS 0x7f800000u
 #define GAMMA 0x9e3779b97f4a7c15ULL   /* sr.c's Weyl step */
+#ifndef PF_AHEAD
+#define PF_AHEAD 1024   /* floats: how far ahead along a row the axis-1 walk prefetches */
+#endif
 
 /* Which operands the kernel takes: TE NVFP4, blocks of 16, RNE or SR, no RHT along rows. */
 static int takes(const qs_apply *a, int axis, int rht)
@@ -75,6 +78,7 @@ typedef struct nvk {
     float amax, senc6, sdec;
     int sr, counting;
     uint64_t smix, index0;
+    size_t n;         /* values in the matrix (prefetches stay inside it) */
 #if NVF_X86
     __m512i acc[4];   /* the counts per lane (32 bits: a share has far fewer than 2^36 values) */
 #endif
@@ -189,9 +193,9 @@ AVX512 __mmask8 up8(__m256i rem32, __m256i sh32, __m512i U)
     return _mm512_cmplt_epu64_mask(U, T);
 }
 
-/* SR elements: v = x * inv rounded onto E2M1 (saturating) as sr_one, with the draws of Weyl values
-** wlo (lanes 0-7) and whi (8-15); then times dq. */
-AVX512 __m512 sr16(__m512 x, __m512 inv, __m512 dq, __m512i wlo, __m512i whi)
+/* SR elements: v = x * inv rounded onto E2M1 (saturating) as sr_one, with the draws zlo (lanes 0-7)
+** and zhi (8-15); then times dq.  The integer form, for every lane. */
+AVX512 __m512 sr16_exact(__m512 x, __m512 inv, __m512 dq, __m512i zlo, __m512i zhi)
 {
     const __m512i absm = _mm512_set1_epi32(0x7fffffff), minf = _mm512_set1_epi32(0x00800000);
     const __m512i eminb = _mm512_set1_epi32(127), one = _mm512_set1_epi32(1);
@@ -208,7 +212,6 @@ AVX512 __m512 sr16(__m512 x, __m512 inv, __m512 dq, __m512i wlo, __m512i whi)
     /* U < rem << (53 - shift) is (U >> (53 - shift)) < rem, for shift <= 32 the draw's top 32 bits
     ** shifted down by 32 - shift (shift >= 22 here); the 64-bit comparison only for lanes beyond
     ** (|v| < 2^-10, zeros aside) */
-    __m512i zlo = draw8(wlo), zhi = draw8(whi);
     const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     __m512i top = _mm512_permutex2var_epi32(zlo, odd, zhi);
     __mmask16 up = _mm512_cmplt_epu32_mask(_mm512_srlv_epi32(top, _mm512_sub_epi32(_mm512_set1_epi32(32), shift)), rem);
@@ -230,6 +233,33 @@ AVX512 __m512 sr16(__m512 x, __m512 inv, __m512 dq, __m512i wlo, __m512i whi)
     r = _mm512_mask_mov_epi32(r, _mm512_cmpeq_epi32_mask(a, inf), ovf);
     r = _mm512_mask_mov_epi32(r, _mm512_cmpgt_epu32_mask(a, inf), _mm512_set1_epi32((int)0x80000000u));
     return _mm512_mul_ps(_mm512_castsi512_ps(_mm512_xor_si512(r, s)), dq);
+}
+
+/* sr16_exact in float arithmetic, for blocks whose lanes are all 0 or 2^-10 <= |v| (NaN aside, which
+** the callers overwrite; else sr16_exact): with d the E2M1 spacing at min(|v|, 6) (0.5 below 2, then 1,
+** 2), t = |v| / d, fl = floor(t) and f = t - fl, all exact, sr_one's (top >> (32 - shift)) < rem is
+** top < f * 2^32 (an integer below 2^32 there), and the result (fl + up) * d with the sign. */
+AVX512 __m512 sr16(__m512 x, __m512 inv, __m512 dq, __m512i wlo, __m512i whi)
+{
+    const __m512i absm = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32((int)INF_BITS);
+    __m512i b = _mm512_castps_si512(_mm512_mul_ps(x, inv));
+    __m512i a = _mm512_and_si512(b, absm), s = _mm512_xor_si512(b, a);
+    __m512i zlo = draw8(wlo), zhi = draw8(whi);
+    __mmask16 small = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(a, _mm512_set1_epi32(1)), _mm512_set1_epi32(0x3a800000 - 1));
+    if (small | _mm512_cmpgt_epu32_mask(a, inf)) return sr16_exact(x, inv, dq, zlo, zhi);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    __m512i top = _mm512_permutex2var_epi32(zlo, odd, zhi);
+    __m512 v = _mm512_min_ps(_mm512_castsi512_ps(a), _mm512_set1_ps(6.0f));
+    __m512i e = _mm512_max_epu32(_mm512_and_si512(_mm512_castps_si512(v), inf), _mm512_set1_epi32(127 << 23));
+    __m512 rd = _mm512_castsi512_ps(_mm512_sub_epi32(_mm512_set1_epi32(255 << 23), e));   /* 1 / d */
+    __m512 d = _mm512_castsi512_ps(_mm512_sub_epi32(e, _mm512_set1_epi32(1 << 23)));
+    __m512 t = _mm512_mul_ps(v, rd);
+    __m512 fl = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    __m512 F = _mm512_mul_ps(_mm512_sub_ps(t, fl), _mm512_set1_ps(0x1p32f));
+    __mmask16 up = _mm512_cmplt_epu32_mask(top, _mm512_cvttps_epu32(F));
+    __m512 q = _mm512_mask_add_ps(fl, up, fl, _mm512_set1_ps(1.0f));
+    __m512i r = _mm512_or_si512(_mm512_castps_si512(_mm512_mul_ps(q, d)), s);
+    return _mm512_mul_ps(_mm512_castsi512_ps(r), dq);
 }
 
 /* Weyl values of 8 counters: first, first + step, ... */
@@ -306,6 +336,8 @@ TGT static void row_chunk(nvk *k, const float *xr, float *yr, size_t C, size_t r
 {
     const __m512i absm = _mm512_set1_epi32(0x7fffffff);
     size_t nb = (C - c0 + 15) / 16 < 16 ? (C - c0 + 15) / 16 : 16;
+    if (r * C + c0 + PF_AHEAD + 256 <= k->n)   /* the lines PF_AHEAD floats on (rows follow rows) */
+        for (size_t b = 0; b < 16; b++) _mm_prefetch((const char *)(xr + c0 + 16 * b + PF_AHEAD), _MM_HINT_T0);
     __m512i a[16];
     for (size_t b = 0; b < 16; b++)
         a[b] = b < nb ? _mm512_and_si512(_mm512_maskz_loadu_epi32(lanes(C - c0 - 16 * b), xr + c0 + 16 * b), absm)
@@ -379,6 +411,8 @@ AVX512 void col_body(nvk *k, const float *x, float *y, size_t R, size_t C, size_
     const __m512i absm = _mm512_set1_epi32(0x7fffffff);
     __m512 v[16];
     __m512i A = _mm512_setzero_si512();
+    if (r0 + 32 <= R)   /* the next band's lines of these columns */
+        for (size_t i = 0; i < 16; i++) _mm_prefetch((const char *)(x + (r0 + 16 + i) * C + c), _MM_HINT_T0);
 #pragma GCC unroll 16
     for (size_t i = 0; i < 16; i++)   /* rows past h: zeros (never stored; keeps the compiler sure) */
         v[i] = i < h ? _mm512_maskz_loadu_ps(m, x + (r0 + i) * C + c) : _mm512_setzero_ps();
@@ -445,6 +479,43 @@ TGT static uint32_t rht_absmax(const float *x, size_t R, size_t C, size_t c0, si
     return _mm512_reduce_max_epu32(A);
 }
 
+/* Both maxima in one read: the finite |v| of columns [c0, c1) as they are (*P) and after the RHT down
+** them (*H), as rht_absmax_block (a final partial band is not transformed, as qs_llm_rht16). */
+TGT static void absmax2(const float *x, size_t R, size_t C, size_t b0, size_t b1, const float *sg, uint32_t *P,
+                        uint32_t *H)
+{
+    const size_t c0 = 0, c1 = C;   /* rows [b0, b1) of every column: b0 a multiple of 16, b1 too or R */
+    const __m512i absm = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32((int)INF_BITS);
+    __m512i AP = _mm512_setzero_si512(), AH = AP;
+    for (size_t r0 = b0; r0 + 16 <= b1; r0 += 16)
+        for (size_t c = c0; c < c1; c += 16) {
+            __mmask16 m = lanes(c1 - c);
+            __m512 v[16];
+            if (r0 + 32 <= b1)   /* the next band's lines of these columns */
+                for (size_t i = 0; i < 16; i++) _mm_prefetch((const char *)(x + (r0 + 16 + i) * C + c), _MM_HINT_T0);
+#pragma GCC unroll 16
+            for (size_t i = 0; i < 16; i++) {
+                v[i] = _mm512_maskz_loadu_ps(m, x + (r0 + i) * C + c);
+                __m512i a = _mm512_and_si512(_mm512_castps_si512(v[i]), absm);
+                AP = _mm512_mask_max_epu32(AP, _mm512_cmplt_epu32_mask(a, inf), AP, a);
+            }
+            rht16v(v, sg);
+#pragma GCC unroll 16
+            for (size_t i = 0; i < 16; i++) {
+                __m512i a = _mm512_and_si512(_mm512_castps_si512(v[i]), absm);
+                AH = _mm512_mask_max_epu32(AH, _mm512_cmplt_epu32_mask(a, inf), AH, a);
+            }
+        }
+    for (size_t r = b0 + (b1 - b0) / 16 * 16; r < b1; r++)   /* the matrix's final partial band (b1 = R) */
+        for (size_t c = c0; c < c1; c += 16) {
+            __m512i a = _mm512_and_si512(_mm512_maskz_loadu_epi32(lanes(c1 - c), x + r * C + c), absm);
+            AP = _mm512_mask_max_epu32(AP, _mm512_cmplt_epu32_mask(a, inf), AP, a);
+            AH = _mm512_mask_max_epu32(AH, _mm512_cmplt_epu32_mask(a, inf), AH, a);
+        }
+    *P = _mm512_reduce_max_epu32(AP);
+    *H = _mm512_reduce_max_epu32(AH);
+}
+
 /* One 16x16 tile (h x w values from (r0, c0)): one scale, RNE. */
 TGT static void tile(nvk *k, const float *x, float *y, size_t C, size_t r0, size_t c0, size_t h, size_t w)
 {
@@ -474,6 +545,7 @@ int qs_fq_nvfp4(const qs_fq_task *t, qs_err *e)
 #if NVF_X86
     nvk k;
     if (nvk_init(&k, t->a, t->cnt != NULL, e)) return -1;
+    k.n = t->rows * t->cols;
     if (t->axis) {
         for (size_t r = t->r0; r < t->r1; r++)
             for (size_t c0 = 0; c0 < t->cols; c0 += 256)
@@ -481,7 +553,7 @@ int qs_fq_nvfp4(const qs_fq_task *t, qs_err *e)
     } else {
         float sg[16];
         for (int i = 0; i < 16; i++) sg[i] = qs_sr_uniform(t->rht_seed, (uint64_t)i) < 0.5 ? -1.0f : 1.0f;
-        for (size_t r0 = 0; r0 < t->rows; r0 += 16)   /* a band of rows at a time (whole cache lines) */
+        for (size_t r0 = t->r0; r0 < t->r1; r0 += 16)   /* a band of rows at a time (whole cache lines) */
             for (size_t c = t->c0; c < t->c1; c += 16)
                 col_block(&k, t->x, t->y, t->rows, t->cols, c, t->c1 - c < 16 ? t->c1 - c : 16, r0,
                           t->rows - r0 < 16 ? t->rows - r0 : 16, t->rht ? sg : NULL);
@@ -524,6 +596,24 @@ float qs_fq_nvfp4_rht_absmax(const float *x, size_t rows, size_t cols, size_t c0
     float f;
     memcpy(&f, &m, sizeof f);
     return f;
+}
+
+int qs_fq_nvfp4_absmax2(const float *x, size_t rows, size_t cols, size_t r0, size_t r1, uint64_t seed, float *plain,
+                        float *rht)
+{
+#if NVF_X86
+    if (qs_simd_level() < QS_SIMD_AVX512 || !__builtin_cpu_supports("avx512dq")) return 1;
+    float sg[16];
+    for (int i = 0; i < 16; i++) sg[i] = qs_sr_uniform(seed, (uint64_t)i) < 0.5 ? -1.0f : 1.0f;
+    uint32_t p, h;
+    absmax2(x, rows, cols, r0, r1, sg, &p, &h);
+    memcpy(plain, &p, sizeof p);
+    memcpy(rht, &h, sizeof h);
+    return 0;
+#else
+    (void)x; (void)rows; (void)cols; (void)r0; (void)r1; (void)seed; (void)plain; (void)rht;
+    return 1;
+#endif
 }
 
 /* qs_finite_absmax_n in pieces on the pool (the maximum does not depend on the order). */

@@ -24,6 +24,11 @@ int qs_fq_nvfp4_tiles(const qs_apply *a, const float *x, float *y, size_t rows, 
 ** in registers.  Only where qs_fq_nvfp4_ok took axis 0 with the RHT (AVX-512). */
 float qs_fq_nvfp4_rht_absmax(const float *x, size_t rows, size_t cols, size_t c0, size_t c1, uint64_t seed);
 
+/* Both in one read of rows [r0, r1) (multiples of 16, or r1 = rows): *plain = their largest finite |v|,
+** *rht = the same after qs_llm_rht16 along axis 0 with seed (AVX-512 with DQ; else 1, nothing done). */
+int qs_fq_nvfp4_absmax2(const float *x, size_t rows, size_t cols, size_t r0, size_t r1, uint64_t seed, float *plain,
+                        float *rht);
+
 /* qs_finite_absmax_n(x, n) (the same value) on up to threads threads of the pool. */
 float qs_fq_absmax_par(const float *x, size_t n, int threads);
 

@@ -58,6 +58,8 @@ typedef struct {
     size_t rows, cols, per;   /* per: rows (axis 1) or columns (axis 0) per task */
     int axis, rht;
     int fast;     /* a family's fused kernel takes every task (llm_fakeq_fast.h) */
+    int bands;    /* axis 0 on the nvfp4 kernel: each task a range of 16-row bands across every column
+                  ** (per: its rows), so each row is read whole, by one task */
     uint64_t seed;
     int *rc;
     qs_err *err;
@@ -112,6 +114,13 @@ static void task_panel(void *ctx, size_t t, int slot)
     (void)slot;
     job *j = ctx;
     size_t c0 = t * j->per, nc = j->cols - c0 < j->per ? j->cols - c0 : j->per, R = j->rows;
+    if (j->bands) {
+        size_t r0 = t * j->per, r1 = R - r0 < j->per ? R : r0 + j->per;
+        qs_fq_task ft = {&j->a, 0, j->x, j->y, R, j->cols, r0, r1, 0, j->cols, j->rht, j->seed,
+                         j->cnt ? j->cnt[t] : NULL, j->ts};
+        j->rc[t] = qs_llm_fakeq_fast(&ft, &j->err[t]);
+        return;
+    }
     if (j->fast) {
         qs_fq_task ft = {&j->a, 0, j->x, j->y, R, j->cols, 0, R, c0, c0 + nc, j->rht, j->seed,
                          j->cnt ? j->cnt[t] : NULL, j->ts};
@@ -174,6 +183,44 @@ static float rht_absmax(const float *x, size_t rows, size_t cols, uint64_t seed,
     return r;
 }
 
+/* Rows per task of a pass in 16-row bands across every column: about four tasks per worker, each
+** reading whole rows. */
+static size_t band_rows(size_t rows, int threads)
+{
+    int w = qs_pool_width(threads, (rows + 15) / 16);
+    size_t want = w > 1 ? 4 * (size_t)w : 1, per = (rows + want - 1) / want;
+    return (per + 15) / 16 * 16;
+}
+
+/* Both maxima (qs_fq_nvfp4_absmax2) of row bands on the pool. */
+typedef struct { const float *x; size_t rows, cols, per; uint64_t seed; float *m; } am2_job;
+
+static void task_am2(void *ctx, size_t t, int slot)
+{
+    (void)slot;
+    am2_job *j = ctx;
+    size_t r0 = t * j->per, r1 = j->rows - r0 < j->per ? j->rows : r0 + j->per;
+    qs_fq_nvfp4_absmax2(j->x, j->rows, j->cols, r0, r1, j->seed, &j->m[2 * t], &j->m[2 * t + 1]);
+}
+
+int qs_llm_absmax2(const float *x, size_t rows, size_t cols, uint64_t seed, int threads, float *plain, float *rht)
+{
+    float p, h;
+    if (!rows || !cols || qs_fq_nvfp4_absmax2(x, 0, cols, 0, 0, seed, &p, &h)) return 1;   /* the CPU's answer */
+    size_t per = band_rows(rows, threads), n = (rows + per - 1) / per;
+    float m2[2], *m = n > 1 ? malloc(2 * n * sizeof *m) : m2;
+    if (!m) return 1;
+    am2_job j = {x, rows, cols, per, seed, m};
+    qs_pool_for(qs_pool_width(threads, n), n, task_am2, &j);
+    *plain = *rht = 0;
+    for (size_t t = 0; t < n; t++) {
+        if (m[2 * t] > *plain) *plain = m[2 * t];
+        if (m[2 * t + 1] > *rht) *rht = m[2 * t + 1];
+    }
+    if (m != m2) free(m);
+    return 0;
+}
+
 static int par(const qs_apply *a0, const float *x, float *y, size_t rows, size_t cols, int rht, uint64_t seed,
                int threads, qs_llm_opstat *st, qs_err *e)
 {
@@ -187,12 +234,15 @@ static int par(const qs_apply *a0, const float *x, float *y, size_t rows, size_t
         if (rht) qs_llm_rht16(y, rows, cols, a0->axis, seed, 0);
         return qs_fakeq_matrix(a0, y, rows, cols, y, e);
     }
-    job j = {*a0, x, y, rows, cols, 0, a0->axis, rht, fast, seed, NULL, NULL, NULL, 0};
+    job j = {*a0, x, y, rows, cols, 0, a0->axis, rht, fast, 0, seed, NULL, NULL, NULL, 0};
     if (qs_qopts_check(j.a.f, &j.a.o, e)) return -1;
     if (j.a.f->has_tensor_scale && !(j.a.o.tensor_scale > 0)) {   /* qs_format_apply's rule, whole matrix */
         float m;
-        if (rht && fast && j.axis == 0 && qs_fq_nvfp4_ok(a0, 0, 1, st != NULL))
-            m = rht_absmax(x, rows, cols, seed, threads);   /* the kernel transforms again, in registers */
+        float p;
+        if (rht && fast && j.axis == 0 && qs_fq_nvfp4_ok(a0, 0, 1, st != NULL)) {
+            if (qs_llm_absmax2(x, rows, cols, seed, threads, &p, &m))   /* row bands: whole rows */
+                m = rht_absmax(x, rows, cols, seed, threads);   /* the kernel transforms again, in registers */
+        }
         else {
             if (rht) {   /* the scale is the transformed matrix's: transform first */
                 if (y != x) memcpy(y, x, rows * cols * sizeof *y);
@@ -215,10 +265,13 @@ static int par(const qs_apply *a0, const float *x, float *y, size_t rows, size_t
         j.per = (rows + want - 1) / want;
         if (j.per < ROWS_MIN) j.per = ROWS_MIN;
         n = (rows + j.per - 1) / j.per;
+    } else if (fast && qs_fq_nvfp4_ok(a0, 0, rht, st != NULL)) {   /* bands of rows, whole rows each */
+        j.bands = 1;
+        j.per = band_rows(rows, threads);
+        n = (rows + j.per - 1) / j.per;
+        w = qs_pool_width(threads, n);
     } else {
         j.per = PANEL;
-        if (fast && qs_fq_nvfp4_ok(a0, 0, rht, st != NULL))   /* wider panels: longer runs of each row */
-            j.per = wide(cols, w);
         n = (cols + j.per - 1) / j.per;
     }
     j.rc = calloc(n, sizeof *j.rc);

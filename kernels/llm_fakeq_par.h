@@ -33,4 +33,9 @@ int qs_llm_fakeq_par(const qs_apply *a, const float *x, float *y, size_t rows, s
 int qs_llm_fakeq_par_stat(const qs_apply *a, const float *x, float *y, size_t rows, size_t cols, int rht,
                           uint64_t seed, int threads, qs_llm_opstat *st, qs_err *e);
 
+/* The finite absmax of x (rows x cols) as it is (*plain) and after qs_llm_rht16 along axis 0 with seed
+** (*rht), in one parallel read: the tensor scales of an operand's two uses (dgrad.dy and wgrad.dy of
+** one dY, fwd.x and wgrad.x of one X).  1 (nothing done) without AVX-512, else 0. */
+int qs_llm_absmax2(const float *x, size_t rows, size_t cols, uint64_t seed, int threads, float *plain, float *rht);
+
 #endif

@@ -41,6 +41,8 @@ static uint64_t mix(uint64_t z)
 
 uint64_t qs_llm_recipe_call_seed(uint64_t seed, uint64_t call) { return mix(seed ^ mix(call)); }
 
+uint64_t qs_llm_recipe_rht_seed(const qs_llm_recipe *r) { return mix(r->seed ^ 0x52485431365349ULL); }
+
 /* ---------------------------------------------------------------- RHT */
 
 /* In-place normalised 16-point Walsh-Hadamard transform of v[0], v[st], ..., v[15 st] (H16 is symmetric
@@ -216,24 +218,31 @@ int qs_llm_recipe_operand(const qs_llm_recipe *r, int op, const float *x, size_t
 int qs_llm_recipe_operand_stat(const qs_llm_recipe *r, int op, const float *x, size_t rows, size_t cols,
                                uint64_t call, float *y, float *tmp, qs_llm_opstat *st, qs_err *e)
 {
+    return qs_llm_recipe_operand_am(r, op, x, rows, cols, call, 0, y, tmp, st, e);
+}
+
+int qs_llm_recipe_operand_am(const qs_llm_recipe *r, int op, const float *x, size_t rows, size_t cols, uint64_t call,
+                             float amax, float *y, float *tmp, qs_llm_opstat *st, qs_err *e)
+{
     if ((unsigned)op >= QS_OP_COUNT) return qs_fail(e, "no training operand %d", op);
     const qs_llm_slot *sl = &r->op[op];
-    uint64_t cs = qs_llm_recipe_call_seed(r->seed, call);
+    uint64_t cs = qs_llm_recipe_call_seed(r->seed, call), rs = qs_llm_recipe_rht_seed(r);
     if (!sl->on) {
         if (y != x) memcpy(y, x, rows * cols * sizeof(float));
         return 0;
     }
     qs_apply a;
     slot_apply(sl, op, cs, &a);
+    if (amax > 0 && a.f->has_tensor_scale && !(a.o.tensor_scale > 0)) a.o.tensor_scale = amax;   /* as found */
     if (!st) {   /* the hot path: copy, RHT and quantization in one pass on the pool */
-        if (!sl->tile2d) return qs_llm_fakeq_par(&a, x, y, rows, cols, sl->rht, cs, qs_llm_threads(), e);
+        if (!sl->tile2d) return qs_llm_fakeq_par(&a, x, y, rows, cols, sl->rht, rs, qs_llm_threads(), e);
         if (!sl->rht) return tiles16(&a, x, y, rows, cols, NULL, e);   /* no copy first */
         if (y != x) memcpy(y, x, rows * cols * sizeof(float));
-        qs_llm_rht16(y, rows, cols, op_axis[op], cs, 0);
+        qs_llm_rht16(y, rows, cols, op_axis[op], rs, 0);
         return qs_llm_fakeq_tiles16(&a, y, rows, cols, e);
     }
     if (!sl->tile2d) {   /* statistics counted by the quantizer's tasks (amax block formats) */
-        int rc = qs_llm_fakeq_par_stat(&a, x, y, rows, cols, sl->rht, cs, qs_llm_threads(), st, e);
+        int rc = qs_llm_fakeq_par_stat(&a, x, y, rows, cols, sl->rht, rs, qs_llm_threads(), st, e);
         if (rc != 1) return rc;
     } else if (!sl->rht) {   /* whole 16x16 tiles: counted as their rows of 256 */
         int rc = tiles16(&a, x, y, rows, cols, st, e);
@@ -246,7 +255,7 @@ int qs_llm_recipe_operand_stat(const qs_llm_recipe *r, int op, const float *x, s
         if (!tmp && !(tmp = own = malloc(rows * cols * sizeof(float))))
             return qs_fail(e, "out of memory for operand statistics");
         memcpy(tmp, x, rows * cols * sizeof(float));
-        if (sl->rht) qs_llm_rht16(tmp, rows, cols, op_axis[op], cs, 0);
+        if (sl->rht) qs_llm_rht16(tmp, rows, cols, op_axis[op], rs, 0);
         in = tmp;
     }
     int rc = 1;
@@ -274,6 +283,29 @@ static void slot_apply(const qs_llm_slot *sl, int op, uint64_t cs, qs_apply *a)
         a->o.seed = mix(cs + (uint64_t)op + 1);   /* the two operands of a GEMM draw apart */
         a->o.index0 = 0;
     }
+}
+
+/* The same format and options, the axis aside. */
+static int same_apply(const qs_apply *a, const qs_apply *b)
+{
+    const qs_qopts *p = &a->o, *q = &b->o;
+    return a->f == b->f && a->gran == b->gran && a->cscale == b->cscale && p->round == q->round &&
+           p->seed == q->seed && p->index0 == q->index0 && p->sat == q->sat && p->scale_rule == q->scale_rule &&
+           p->uos_qmax == q->uos_qmax && p->block == q->block && p->nvfp4 == q->nvfp4 && p->m2x == q->m2x &&
+           p->tensor_scale == q->tensor_scale && p->floor_log2f == q->floor_log2f &&
+           p->zero_positive == q->zero_positive && p->flush_subnormal_blocks == q->flush_subnormal_blocks &&
+           p->nan_block_te == q->nan_block_te && p->zero_block_scale == q->zero_block_scale;
+}
+
+int qs_llm_recipe_weight_reuse(const qs_llm_recipe *r)
+{
+    const qs_llm_slot *f = &r->op[QS_OP_FWD_W], *d = &r->op[QS_OP_DGRAD_W];
+    if (!f->on || !d->on || f->sr || d->sr || f->rht || d->rht || f->tile2d != d->tile2d || !f->a.f ||
+        !same_apply(&f->a, &d->a) || f->a.o.round == QS_RND_SR || f->a.gran != QS_GRAN_BLOCK)
+        return 0;
+    if (f->tile2d) return 1;   /* one scale per 16x16 tile, whichever the axis */
+    /* elementwise, unscaled or one scale for the whole tensor */
+    return qs_format_block(f->a.f, &f->a.o) == 1 && (f->a.cscale == QS_CSCALE_NONE || f->a.cscale == QS_CSCALE_TENSOR);
 }
 
 int qs_llm_recipe_check(const qs_llm_recipe *r, qs_err *e)

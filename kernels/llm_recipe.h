@@ -11,7 +11,9 @@
 ** registry's fake quantization (qs_format_apply); a slot may ask for stochastic rounding (a fresh
 ** counter-based seed per GEMM call) and for a 16-point random Hadamard transform along the reduction
 ** dimension (applied to BOTH operands of that GEMM with the same signs, so the product is unchanged in
-** exact arithmetic).  kernels/llm_train.c runs the recipe (qs_llm_train_state_set_recipe); docs/train.md
+** exact arithmetic; the 16 signs come from the recipe's seed alone and serve every GEMM of the run, as
+** Transformer Engine's one fixed wgrad sign vector, so that an input shared by several GEMMs, the Q, K
+** and V projections', is transformed and quantized once).  kernels/llm_train.c runs the recipe (qs_llm_train_state_set_recipe); docs/train.md
 ** lists the presets, their sources and what stays FP32.
 */
 #ifndef QS_LLM_RECIPE_H
@@ -66,13 +68,20 @@ int qs_llm_operand_axis(int op);
 #define QS_LLM_RECIPE_PRESETS "fp32, bf16, fp8-hybrid, mxfp8, mxfp4, nvfp4, nvfp4-1d, hif4, hif8"
 int qs_llm_recipe_preset(const char *name, qs_llm_recipe *r, qs_err *e);
 
+/* 1 when fwd.w and dgrad.w quantize a weight matrix to the same values, so the training pass may keep
+** the forward's for the input gradient (llm_train.c): both slots on with the same format and options
+** (the axis aside), neither with SR or an RHT, and the quantization transpose-invariant: 16x16 tiles
+** (tile2d), or an elementwise format unscaled or with one scale per tensor.  Else 0 (nvfp4-1d's 1x16
+** blocks along columns and along rows differ). */
+int qs_llm_recipe_weight_reuse(const qs_llm_recipe *r);
+
 /* Every slot's options valid for its format, SR supported where asked, RHT on both or neither operand
 ** of a GEMM (only dgrad and wgrad may use it: the forward's W would need it too). */
 int qs_llm_recipe_check(const qs_llm_recipe *r, qs_err *e);
 
 /* y (rows x cols) = the slot's quantization of x along the slot's axis; call numbers the GEMM call
-** (SR seed and RHT signs derive from r->seed and call).  With RHT, y is the transformed operand
-** quantized.  y may equal x.  An `off` slot copies x. */
+** (the SR seed derives from r->seed and call, the RHT signs from r->seed alone: qs_llm_recipe_rht_seed).
+** With RHT, y is the transformed operand quantized.  y may equal x.  An `off` slot copies x. */
 int qs_llm_recipe_operand(const qs_llm_recipe *r, int op, const float *x, size_t rows, size_t cols, uint64_t call,
                           float *y, qs_err *e);
 /* The same, adding what the quantization did to *st (when st is not NULL; nothing for an off slot).
@@ -80,6 +89,12 @@ int qs_llm_recipe_operand(const qs_llm_recipe *r, int op, const float *x, size_t
 ** (rows x cols floats; NULL: allocated for the call). */
 int qs_llm_recipe_operand_stat(const qs_llm_recipe *r, int op, const float *x, size_t rows, size_t cols,
                                uint64_t call, float *y, float *tmp, qs_llm_opstat *st, qs_err *e);
+
+/* The same, given the finite absmax of what the format sees (after the RHT): amax > 0 stands for the
+** pass that would find it, for formats with a per-tensor scale (NVFP4), so the same bits when it is that
+** value (qs_llm_absmax2 finds two at once); 0: found here. */
+int qs_llm_recipe_operand_am(const qs_llm_recipe *r, int op, const float *x, size_t rows, size_t cols, uint64_t call,
+                             float amax, float *y, float *tmp, qs_llm_opstat *st, qs_err *e);
 
 /* Add to st the counts of x (rows x cols, the values the format saw) quantized into y by a (with the
 ** slot's 16x16 tiles when tile2d).  One pass over x and y, plus one over x for the block maxima of
@@ -116,7 +131,9 @@ void qs_llm_rht16(float *x, size_t rows, size_t cols, int axis, uint64_t seed, i
 ** the whole matrix. */
 int qs_llm_fakeq_tiles16(const qs_apply *a, float *x, size_t rows, size_t cols, qs_err *e);
 
-/* The per-call seed both operands of one GEMM share. */
+/* The per-call seed both operands of one GEMM share (their SR seeds derive from it). */
 uint64_t qs_llm_recipe_call_seed(uint64_t seed, uint64_t call);
+/* The seed of the RHT signs (qs_llm_rht16) of every GEMM under r: r->seed's alone. */
+uint64_t qs_llm_recipe_rht_seed(const qs_llm_recipe *r);
 
 #endif

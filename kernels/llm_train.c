@@ -4,6 +4,7 @@
 ** product is one SGEMM), so its loss matches the inference pass to FP32 rounding.
 */
 #include "llm_train.h"
+#include "llm_fakeq_par.h"
 #include "llm_rows.h"
 #include "llm_train_attn.h"
 #include "llm_train_rows.h"
@@ -45,6 +46,19 @@ struct qs_llm_train_state {
     size_t sh_rows[2], sh_cols[2];
     int sh_op[2], share;
     qs_llm_opstat sh_st[2];
+    /* the forward's quantized weights kept for the input gradient (qs_llm_recipe_weight_reuse): entry
+    ** l*7+k for layer l's weight k (w_index's order), n_layer*7 the output head's */
+    float *wkeep;
+    size_t *wk_off;            /* n_layer*7 + 2 offsets into wkeep (the last: its size) */
+    qs_llm_opstat *wk_st;      /* what quantizing each added to its counts */
+    uint64_t *wk_pass;         /* the pass that quantized each (0: none) */
+    uint64_t pass;             /* qs_llm_loss_grad calls since set_recipe, from 1 */
+    /* per-tensor-scale maxima found for two uses of one matrix at once (qs_llm_absmax2, known_amax):
+    ** X entries (saved activations, unchanged for the pass) and dY entries (backward scratch, trusted
+    ** only when the caller says same_dy) */
+    struct am_entry { const float *src; size_t rows, cols; float plain, rht; int dy; } *am;
+    int am_n, am_cap;
+    int same_dy;   /* the next GEMM's dY is unchanged since this layer's other GEMM on it */
     /* per-site checks (qs_llm_nonfinite_site): the running call's model and gradients, the first site */
     const qs_llm_model *cm;
     const qs_llm_grads *cg;
@@ -117,6 +131,47 @@ qs_llm_train_state *qs_llm_train_state_new(const qs_llm_cfg *c, int batch, int T
     return s;
 }
 
+static void keep_free(qs_llm_train_state *s)
+{
+    free(s->am);
+    s->am = NULL;
+    s->am_n = s->am_cap = 0;
+    free(s->wkeep);
+    free(s->wk_off);
+    free(s->wk_st);
+    free(s->wk_pass);
+    s->wkeep = NULL;
+    s->wk_off = NULL;
+    s->wk_st = NULL;
+    s->wk_pass = NULL;
+}
+
+/* The kept quantized weights: n_layer*(2*q*dim + 2*kv*dim + 3*ffn*dim) floats, plus vocab*dim with a
+** quantized head (at most P). */
+static int keep_new(qs_llm_train_state *s, int head)
+{
+    const qs_llm_cfg *c = &s->c;
+    size_t d = (size_t)c->dim, q = qs_llm_q_dim(c), kv = (size_t)c->n_kv_head * c->head_dim, F = (size_t)c->ffn;
+    const size_t sz[7] = {q * d, kv * d, kv * d, d * q, F * d, F * d, d * F};
+    size_t n = (size_t)c->n_layer * 7 + 1;
+    s->wk_off = malloc((n + 1) * sizeof *s->wk_off);
+    s->wk_st = calloc(n, sizeof *s->wk_st);
+    s->wk_pass = calloc(n, sizeof *s->wk_pass);
+    if (!s->wk_off || !s->wk_st || !s->wk_pass) return -1;
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        s->wk_off[i] = o;
+        o += i + 1 < n ? sz[i % 7] : head ? (size_t)c->vocab * d : 0;
+    }
+    s->wk_off[n] = o;
+    return (s->wkeep = malloc(o * sizeof *s->wkeep)) ? 0 : -1;
+}
+
+size_t qs_llm_train_state_keep_floats(const qs_llm_train_state *s)
+{
+    return s->wkeep ? s->wk_off[(size_t)s->c.n_layer * 7 + 1] : 0;
+}
+
 void qs_llm_train_state_free(qs_llm_train_state *s)
 {
     if (!s) return;
@@ -124,6 +179,7 @@ void qs_llm_train_state_free(qs_llm_train_state *s)
     free(s->qb);
     free(s->qt);
     free(s->opst);
+    keep_free(s);
     free(s->buf);
     free(s);
 }
@@ -152,10 +208,12 @@ int qs_llm_train_state_set_recipe(qs_llm_train_state *s, const qs_llm_recipe *r,
     free(s->qb);
     free(s->qt);
     free(s->opst);
+    keep_free(s);
     s->qa = s->qb = s->qt = NULL;
     s->opst = NULL;
     s->rc = NULL;
     s->calls = 0;
+    s->pass = 0;
     s->sh_src[0] = s->sh_src[1] = NULL;
     if (!r) return 0;
     if (qs_llm_recipe_check(r, e)) return -1;
@@ -177,6 +235,16 @@ int qs_llm_train_state_set_recipe(qs_llm_train_state *s, const qs_llm_recipe *r,
         s->opst = NULL;
         return qs_fail(e, "out of memory for the quantized operands (%zu floats)", (2 + rht) * n);
     }
+    s->am_cap = 4 * c->n_layer + 16;   /* 4 inputs per layer, the head's, 7 backward scratch matrices */
+    if (!(s->am = malloc((size_t)s->am_cap * sizeof *s->am))) s->am_cap = 0;   /* then found each time */
+    if (qs_llm_recipe_weight_reuse(r) && keep_new(s, r->head)) {
+        size_t kn = s->wk_off ? s->wk_off[(size_t)c->n_layer * 7 + 1] : 0;
+        free(s->qa); free(s->qb); free(s->qt); free(s->opst);
+        s->qa = s->qb = s->qt = NULL;
+        s->opst = NULL;
+        keep_free(s);
+        return qs_fail(e, "out of memory for the kept quantized weights (%zu floats)", kn);
+    }
     s->rc_copy = *r;
     s->rc = &s->rc_copy;
     return 0;
@@ -188,27 +256,105 @@ void qs_llm_train_state_set_tap(qs_llm_train_state *s, qs_llm_operand_tap tap, v
     s->tap_ctx = ctx;
 }
 
-/* One operand into q (qa: i 0, qb: 1), or, when the caller shares it and q still holds the same slot's
-** quantization of the same matrix, kept as it is: a slot without stochastic rounding and without a
-** Hadamard transform draws nothing from the call's seed, so quantizing again would give the same bits.
+static int w_index(const qs_llm_layer *L, const float *p);
+
+static void stat_add(qs_llm_opstat *st, const qs_llm_opstat *d)
+{
+    st->n += d->n;
+    st->underflow += d->underflow;
+    st->clipped += d->clipped;
+    st->nonfinite += d->nonfinite;
+}
+
+/* The kept-weight entry of the GEMM's weight w (rows x cols), or -1 (no reuse, or not a layer weight). */
+static long keep_entry(const qs_llm_train_state *s, const void *w, size_t rows, size_t cols)
+{
+    if (!s->wkeep || !s->cm) return -1;
+    long i = -1;
+    if (s->layer >= s->c.n_layer) i = w == s->cm->output ? (long)s->c.n_layer * 7 : -1;
+    else {
+        int k = w_index(&s->cm->L[s->layer], w);
+        if (k >= 0) i = (long)s->layer * 7 + k;
+    }
+    return i >= 0 && s->wk_off[i + 1] - s->wk_off[i] == rows * cols ? i : -1;
+}
+
+/* A slot whose format finds a per-tensor amax itself, of the operand as it is or transformed down its
+** columns (what qs_llm_absmax2 gives). */
+static int ts_slot(const qs_llm_slot *p, int op)
+{
+    return p->on && p->a.f->has_tensor_scale && !(p->a.o.tensor_scale > 0) && (!p->rht || qs_llm_operand_axis(op) == 0);
+}
+
+/* The tensor scale's amax of the operand op of x when known or worth finding for two uses at once, else 0
+** (the quantizer finds it).  The two uses: fwd.x and wgrad.x of one input X (a saved activation: found
+** in the forward, kept for the pass), dgrad.dy and wgrad.dy of one dY (either order within a layer's
+** backward; kept only while the layer code says same_dy).  Each maximum is of the matrix as it is and
+** after the run's RHT down its columns (the wgrad slots' axis), in one read. */
+static float known_amax(qs_llm_train_state *s, int op, const float *x, size_t rows, size_t cols, int same_dy)
+{
+    static const int pair[QS_OP_COUNT] = {QS_OP_WGRAD_X, -1, QS_OP_WGRAD_DY, -1, QS_OP_DGRAD_DY, QS_OP_FWD_X};
+    const qs_llm_recipe *r = s->rc;
+    int other = pair[op], dy = op == QS_OP_DGRAD_DY || op == QS_OP_WGRAD_DY;
+    const qs_llm_slot *sl = &r->op[op], *so = other >= 0 ? &r->op[other] : NULL;
+    if (!s->am || !so || !ts_slot(sl, op)) return 0;
+    for (int i = 0; i < s->am_n; i++) {
+        struct am_entry *h = &s->am[i];
+        if (h->src == x && h->dy == dy && h->rows == rows && h->cols == cols && (!dy || same_dy))
+            return sl->rht ? h->rht : h->plain;
+    }
+    if (!ts_slot(so, other) || op == QS_OP_WGRAD_X || (op == QS_OP_FWD_X && !s->cg))
+        return 0;   /* no second use (X's comes after fwd.x, in a pass with gradients) */
+    float p, h;
+    if (qs_llm_absmax2(x, rows, cols, qs_llm_recipe_rht_seed(r), qs_llm_threads(), &p, &h)) return 0;
+    int k = 0;
+    while (k < s->am_n && !(s->am[k].src == x && s->am[k].dy == dy)) k++;
+    if (k == s->am_n && s->am_n < s->am_cap) s->am_n++;
+    if (k < s->am_n) s->am[k] = (struct am_entry){x, rows, cols, p, h, dy};
+    return sl->rht ? h : p;
+}
+
+/* One operand into q (qa: i 0, qb: 1); *out: where it is.  Kept instead of quantized again:
+** - shared: when the caller says the input is unchanged since the previous GEMM and q still holds the
+**   same slot's quantization of the same matrix; a slot without stochastic rounding draws nothing from
+**   the call's seed (the RHT signs are the run's: llm_recipe.h), so quantizing again would give the
+**   same bits;
+** - a weight (kw >= 0, qs_llm_recipe_weight_reuse): fwd.w quantizes into the kept copy, dgrad.w of the
+**   same pass reads it (the same values: transpose-invariant, no SR, no RHT).
 ** Either way the operand's counts add to *st once per GEMM, as if it had been quantized again. */
-static int operand(qs_llm_train_state *s, int i, int share, int op, const float *x, size_t rows, size_t cols,
-                   uint64_t call, float *q, qs_llm_opstat *st)
+static int operand(qs_llm_train_state *s, int i, int share, int same_dy, int op, const float *x, size_t rows,
+                   size_t cols, uint64_t call, float *q, long kw, const float **out, qs_llm_opstat *st)
 {
     const qs_llm_slot *sl = &s->rc->op[op];
-    if (share && sl->on && !sl->sr && !sl->rht && s->sh_src[i] == x && s->sh_op[i] == op && s->sh_rows[i] == rows &&
+    *out = q;
+    if (kw >= 0 && op == QS_OP_DGRAD_W && s->wk_pass[kw] == s->pass) {
+        stat_add(st, &s->wk_st[kw]);
+        *out = s->wkeep + s->wk_off[kw];
+        return 0;
+    }
+    if (share && sl->on && !sl->sr && s->sh_src[i] == x && s->sh_op[i] == op && s->sh_rows[i] == rows &&
         s->sh_cols[i] == cols) {
-        st->n += s->sh_st[i].n;
-        st->underflow += s->sh_st[i].underflow;
-        st->clipped += s->sh_st[i].clipped;
-        st->nonfinite += s->sh_st[i].nonfinite;
+        stat_add(st, &s->sh_st[i]);
         return 0;
     }
     s->sh_src[i] = NULL;
+    int keep = kw >= 0 && op == QS_OP_FWD_W;
+    if (keep) {
+        q = s->wkeep + s->wk_off[kw];
+        s->wk_pass[kw] = 0;
+        *out = q;
+    }
     qs_llm_opstat before = *st;
-    if (qs_llm_recipe_operand_stat(s->rc, op, x, rows, cols, call, q, s->qt, st, &s->qerr)) return -1;
-    s->sh_st[i] = (qs_llm_opstat){st->n - before.n, st->underflow - before.underflow, st->clipped - before.clipped,
-                                  st->nonfinite - before.nonfinite};
+    float am = known_amax(s, op, x, rows, cols, same_dy);
+    if (qs_llm_recipe_operand_am(s->rc, op, x, rows, cols, call, am, q, s->qt, st, &s->qerr)) return -1;
+    qs_llm_opstat d = {st->n - before.n, st->underflow - before.underflow, st->clipped - before.clipped,
+                       st->nonfinite - before.nonfinite};
+    if (keep) {
+        s->wk_st[kw] = d;
+        s->wk_pass[kw] = s->pass;
+        return 0;
+    }
+    s->sh_st[i] = d;
     s->sh_src[i] = x;
     s->sh_op[i] = op;
     s->sh_rows[i] = rows;
@@ -217,29 +363,32 @@ static int operand(qs_llm_train_state *s, int i, int share, int op, const float 
 }
 
 /* Operands a (ra x ca) and b (rb x cb) of one GEMM as the recipe wants them: the originals when both
-** slots are off (the FP32 path, bit for bit), else quantized copies in the state's scratch.  key: the
-** GEMM's weight (forward, input gradient) or weight gradient (weight gradient), for the tap. */
+** slots are off (the FP32 path, bit for bit), else quantized copies in the state's scratch (or the
+** kept weights).  key: the GEMM's weight (forward, input gradient) or weight gradient (weight
+** gradient), for the tap. */
 static void operands(qs_llm_train_state *s, const void *key, int opa, const float **a, size_t ra, size_t ca, int opb,
                      const float **b, size_t rb, size_t cb)
 {
     const qs_llm_recipe *r = s->rc;
-    int share = s->share;
-    s->share = 0;
+    int share = s->share, same_dy = s->same_dy;
+    s->share = s->same_dy = 0;
     if (!r || (s->in_head && !r->head) || s->failed || (!r->op[opa].on && !r->op[opb].on)) return;
     uint64_t call = s->calls++;
     qs_llm_opstat *st = s->opst + (size_t)s->layer * QS_OP_COUNT;
-    if (operand(s, 0, share, opa, *a, ra, ca, call, s->qa, st + opa) ||
-        operand(s, 1, share, opb, *b, rb, cb, call, s->qb, st + opb)) {
+    long kw = opb == QS_OP_WGRAD_X ? -1 : keep_entry(s, key, rb, cb);
+    const float *qa, *qb;
+    if (operand(s, 0, share, same_dy, opa, *a, ra, ca, call, s->qa, -1, &qa, st + opa) ||
+        operand(s, 1, share, same_dy, opb, *b, rb, cb, call, s->qb, kw, &qb, st + opb)) {
         s->sh_src[0] = s->sh_src[1] = NULL;
         s->failed = 1;
         return;
     }
     if (s->tap) {
-        s->tap(s->tap_ctx, key, opa, *a, s->qa, ra, ca);
-        s->tap(s->tap_ctx, key, opb, *b, s->qb, rb, cb);
+        s->tap(s->tap_ctx, key, opa, *a, qa, ra, ca);
+        s->tap(s->tap_ctx, key, opb, *b, qb, rb, cb);
     }
-    *a = s->qa;
-    *b = s->qb;
+    *a = qa;
+    *b = qb;
 }
 
 static void check_gemm(qs_llm_train_state *s, int kind, const float *a0, const float *a, size_t na, const float *b0,
@@ -385,17 +534,22 @@ static int layer_back(const qs_llm_model *m, qs_llm_train_state *s, int l, int B
     const int d = c->dim, hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_kv_head * hd, F = c->ffn, R = B * T;
     lay a = layer_of(s, l);
     /* FFN: x_out = x_mid + W_down (silu(W_gate xn2) * W_up xn2) */
+    /* same_dy: the dY of the GEMM is unchanged since this layer's other GEMM on it (known_amax) */
     linear_dx(s, s->dh, s->dx, L->w_down, R, F, d, 0.0f);
+    s->same_dy = 1;
     linear_dw(s, G->w_down, s->dx, a.h, R, F, d);
     qs_lt_swiglu_back(s->dg, s->du, s->dh, a.g, a.u, (size_t)R * F);
     linear_dw(s, G->w_gate, s->dg, a.xn2, R, d, F);
     s->share = 1;
     linear_dw(s, G->w_up, s->du, a.xn2, R, d, F);
+    s->same_dy = 1;
     linear_dx(s, s->dxn, s->dg, L->w_gate, R, d, F, 0.0f);
+    s->same_dy = 1;
     linear_dx(s, s->dxn, s->du, L->w_up, R, d, F, 1.0f);
     qs_lt_rmsnorm_back(s->dx, G->ffn_norm, s->dxn, a.x_mid, a.rms2, L->ffn_norm, R, d);
     /* attention: x_mid = x_in + W_o attn(rope(W_q xn1 + bq), rope(W_k xn1 + bk), W_v xn1 + bv) */
     linear_dx(s, s->datt, s->dx, L->wo, R, qd, d, 0.0f);
+    s->same_dy = 1;
     linear_dw(s, G->wo, s->dx, a.att, R, qd, d);
     double t0 = qs_now_s();
     qs_lt_attn at = attn_of(c, &a, s, B, T);
@@ -413,8 +567,11 @@ static int layer_back(const qs_llm_model *m, qs_llm_train_state *s, int l, int B
     linear_dw(s, G->wk, s->dk, a.xn1, R, d, kvd);
     s->share = 1;
     linear_dw(s, G->wv, s->dv, a.xn1, R, d, kvd);
+    s->same_dy = 1;
     linear_dx(s, s->dxn, s->dq, L->wq, R, d, qd, 0.0f);
+    s->same_dy = 1;
     linear_dx(s, s->dxn, s->dk, L->wk, R, d, kvd, 1.0f);
+    s->same_dy = 1;
     linear_dx(s, s->dxn, s->dv, L->wv, R, d, kvd, 1.0f);
     qs_lt_rmsnorm_back(s->dx, G->attn_norm, s->dxn, a.x_in, a.rms1, L->attn_norm, R, d);
     return 0;
@@ -469,6 +626,9 @@ int qs_llm_loss_grad_w(const qs_llm_model *m, qs_llm_train_state *s, const int32
     const double t0 = qs_now_s();
     s->failed = 0;
     s->share = 0;
+    s->pass++;   /* weights kept by an earlier pass are stale, and the maxima found */
+    s->am_n = 0;
+    s->same_dy = 0;
     s->sh_src[0] = s->sh_src[1] = NULL;   /* the scratch holds nothing of this pass yet */
     s->cm = m;
     s->cg = g;
@@ -491,6 +651,7 @@ int qs_llm_loss_grad_w(const qs_llm_model *m, qs_llm_train_state *s, const int32
     }
     s->in_head = 1;
     linear_dw(s, g->output, s->logits, s->hn, R, d, c->vocab);
+    s->same_dy = 1;
     linear_dx(s, s->dxn, s->logits, m->output, R, d, c->vocab, 0.0f);
     s->in_head = 0;
     memset(s->dx, 0, (size_t)R * d * sizeof(float));

@@ -14,6 +14,8 @@
 **            + R*(2*dim + vocab + 1)                                            final norm, logits
 **            + R*(2*dim + 2*q + 2*kv + 3*ffn) + T*head_dim                      backward scratch, RoPE
 **   (qs_llm_train_state_floats gives the state's exact count).
+**   kept     n_layer*(2*q*dim + 2*kv*dim + 3*ffn*dim) (+ vocab*dim, quantized head)  under a recipe
+**            whose fwd.w and dgrad.w give the same matrix (qs_llm_train_state_set_recipe), <= P
 */
 #ifndef QS_LLM_TRAIN_H
 #define QS_LLM_TRAIN_H
@@ -61,7 +63,11 @@ int qs_llm_loss_grad_w(const qs_llm_model *m, qs_llm_train_state *s, const int32
 ** need not outlive the call); NULL restores the FP32 path, bit for bit.  Attention products, norms,
 ** activations and (unless r->head) the output projection stay FP32 (docs/train.md, "Recipes").
 ** Allocates two scratch operands of max(batch*T, dim) * max(dim, q, ffn, vocab) floats each (a third
-** when a slot has a Hadamard transform: the transformed input its counts need) and the operand counts.
+** when a slot has a Hadamard transform: the transformed input its counts need) and the operand counts;
+** when fwd.w and dgrad.w give the same matrix (qs_llm_recipe_weight_reuse: nvfp4's 16x16 tiles), the
+** forward's quantized linear weights, kept for the input-gradient GEMMs of the same pass instead of
+** quantized again: n_layer*(2*q*dim + 2*kv*dim + 3*ffn*dim) floats, + vocab*dim when r->head (at most P;
+** qs_llm_train_state_keep_floats).
 ** On failure the state is left without a recipe (the FP32 path). */
 int qs_llm_train_state_set_recipe(qs_llm_train_state *s, const qs_llm_recipe *r, qs_err *e);
 
@@ -72,6 +78,9 @@ int qs_llm_train_state_set_recipe(qs_llm_train_state *s, const qs_llm_recipe *r,
 ** to qs_llm_loss_grad (weight-gradient GEMM).  NULL removes the tap. */
 typedef void (*qs_llm_operand_tap)(void *ctx, const void *key, int op, const float *src, const float *q, size_t rows,
                                    size_t cols);
+/* Floats of the kept quantized weights (0: the recipe does not keep them). */
+size_t qs_llm_train_state_keep_floats(const qs_llm_train_state *s);
+
 void qs_llm_train_state_set_tap(qs_llm_train_state *s, qs_llm_operand_tap tap, void *ctx);
 /* Under a recipe: what quantizing the operands did since the last reset (or set_recipe), as counts
 ** per (layer, operand), (n_layer + 1) x QS_OP_COUNT, row n_layer the output head (zero unless

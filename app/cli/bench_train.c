@@ -270,6 +270,14 @@ static void print_text(qs_cli *cli, json_t *out)
                json_real_value(json_object_get(p, "attention")), json_real_value(json_object_get(p, "rows")),
                json_real_value(json_object_get(p, "head")), json_real_value(json_object_get(p, "optimizer")));
     }
+    int any = 0;
+    json_array_foreach(json_object_get(out, "recipes"), i, r) {   /* the target's ratio, said plainly */
+        json_t *v = json_object_get(r, "vs_fp32"), *c = json_object_get(r, "cpu_vs_fp32");
+        if (!json_is_real(v) || !strcmp(json_string_value(json_object_get(r, "recipe")), "fp32")) continue;
+        printf("%s%s / fp32 step: %.2fx (median wall), %.2fx (CPU)", any++ ? "; " : "",
+               json_string_value(json_object_get(r, "recipe")), json_real_value(v), json_is_real(c) ? json_real_value(c) : NAN);
+    }
+    if (any) printf("  (issue 26: FP4 recipes <= 1.3x)\n");
     printf("model FLOPs = 6 x parameters x tokens; SGEMM: of the square product's rate; median step of %lld, recipes "
            "interleaved (best: the fastest step); CPU ms: process CPU time per step (all threads, OpenBLAS's spinning "
            "included), its SGEMM %% against the square product's FLOPs per CPU-second\n",
@@ -322,9 +330,13 @@ int qs_bench_train(qs_cli *cli, int argc, char **argv)
     json_object_set_new(out, "sgemm_square_gflops_per_cpu_s", json_real(sq_cpu_gflops));
     qs_llm_model pm = {0};
     if (!qs_llm_alloc(&pm, &o.c, 1, &e)) { params = n_params(&pm); qs_llm_free(&pm); }
-    double fp32_best = NAN;
+    double fp32_best = NAN, fp32_cpu = NAN;
     for (int i = 0; i < nr; i++)
-        if (!strcmp(names[i], "fp32")) { fp32_step = recs_t[i].step_med; fp32_best = recs_t[i].step_min; }
+        if (!strcmp(names[i], "fp32")) {
+            fp32_step = recs_t[i].step_med;
+            fp32_best = recs_t[i].step_min;
+            fp32_cpu = recs_t[i].cpu_med;
+        }
     for (int i = 0; i < nr; i++) {
         const rec_t *r = &recs_t[i];
         if (r->deterministic == 0 || !isfinite(r->loss)) bad = 1;
@@ -339,6 +351,7 @@ int qs_bench_train(qs_cli *cli, int argc, char **argv)
         json_object_set_new(j, "vs_fp32", isnan(fp32_step) ? json_null() : json_real(r->step_med / fp32_step));
         json_object_set_new(j, "best_vs_fp32", isnan(fp32_best) ? json_null() : json_real(r->step_min / fp32_best));
         json_object_set_new(j, "cpu_ms", json_real(1e3 * r->cpu_med));
+        json_object_set_new(j, "cpu_vs_fp32", isnan(fp32_cpu) ? json_null() : json_real(r->cpu_med / fp32_cpu));
         json_object_set_new(j, "cpu_of_sgemm", json_real(fl / r->cpu_med / 1e9 / sq_cpu_gflops));
         if (r->deterministic >= 0) json_object_set_new(j, "rerun_identical", json_boolean(r->deterministic));
         json_array_append_new(recs, j);

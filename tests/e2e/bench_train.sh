@@ -12,7 +12,9 @@ r = {x["recipe"]: x for x in d["recipes"]}
 assert list(r) == ["fp32", "mxfp4", "nvfp4"], list(r)
 assert d["shape"]["dim"] == 32 and d["batch"] == 2 and d["steps"] == 2 and d["threads"] >= 1
 assert d["sgemm_square_gflops"] > 0 and d["sgemm_model_gflops"] > 0
-assert r["fp32"]["rerun_identical"] is True and r["fp32"]["vs_fp32"] == 1.0
+assert r["fp32"]["rerun_identical"] is True and r["fp32"]["vs_fp32"] == 1.0 and r["fp32"]["cpu_vs_fp32"] == 1.0
+for x in r.values():
+    assert abs(x["cpu_vs_fp32"] - x["cpu_ms"] / r["fp32"]["cpu_ms"]) < 1e-9
 assert r["mxfp4"]["parts_ms"]["quant"] > 0 and r["nvfp4"]["parts_ms"]["quant"] > 0
 P = 256 * 32 + 32 + (2 * 32 + 4 * 32 * 32 + 3 * 128 * 32)   # tied embedding, one layer, ffn 4*dim
 assert d["params"] == P, d["params"]
@@ -25,6 +27,7 @@ for x in r.values():
 PYEOF
 ok "every recipe has a finite step, SGEMM fractions and the breakdown; fp32 reruns bit-identical" "$PY" "$T/check.py" "$T/b.json"
 ok "the text form names the columns" sh -c "'$QS' bench train ${SHAPE[*]} --recipes fp32 --quick | grep -q 'GFLOP/s'"
+ok "the text form states each recipe's step against fp32's" sh -c "'$QS' bench train ${SHAPE[*]} --recipes fp32,nvfp4 --quick | grep -Eq 'nvfp4 / fp32 step: [0-9.]+x \(median wall\), [0-9.]+x \(CPU\)'"
 refuses "an unknown recipe" 2 "unknown training recipe" "$QS" bench train "${SHAPE[@]}" --recipes fp32,nope
 refuses "a bad number" 2 "positive integer" "$QS" bench train --steps 0
 refuses "an unknown option" 2 "unexpected argument" "$QS" bench train --frobnicate

@@ -200,12 +200,48 @@ static void test_tiles(void **st)
     fast(1);
 }
 
+/* qs_llm_absmax2: the finite absmax as it is and after qs_llm_rht16 down the columns, in row bands on
+** one or two threads, against a copy transformed and scanned (edge shapes: a final partial band, one
+** row or column, NaN/Inf and huge values). */
+static float finite_max(const float *x, size_t n)
+{
+    float m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(x[i]) && fabsf(x[i]) > m) m = fabsf(x[i]);
+    return m;
+}
+
+static void test_absmax2(void **st)
+{
+    (void)st;
+    if (!have_avx512()) tu_skip("cpu: no AVX-512 DQ, qs_llm_absmax2 declines");
+    static const size_t shapes[][2] = {{1, 40}, {15, 3}, {16, 16}, {200, 328}, {1030, 72}, {33, 1}, {512, 17}};
+    for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++)
+        for (int specials = 0; specials < 2; specials++)
+            for (int threads = 1; threads <= 2; threads++) {
+                size_t R = shapes[k][0], C = shapes[k][1], n = R * C;
+                float *x = malloc(n * sizeof *x), *t = malloc(n * sizeof *x);
+                assert_true(x && t);
+                fill(x, n, 0, specials);
+                memcpy(t, x, n * sizeof *x);
+                qs_llm_rht16(t, R, C, 0, 99 + k, 0);
+                float p = -1, h = -1;
+                assert_int_equal(qs_llm_absmax2(x, R, C, 99 + k, threads, &p, &h), 0);
+                if (p != finite_max(x, n) || h != finite_max(t, n))
+                    fail_msg("%zux%zu specials %d threads %d: %g %g, want %g %g", R, C, specials, threads, p, h,
+                             finite_max(x, n), finite_max(t, n));
+                free(x);
+                free(t);
+            }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_par),
         cmocka_unit_test(test_presets),
         cmocka_unit_test(test_tiles),
+        cmocka_unit_test(test_absmax2),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

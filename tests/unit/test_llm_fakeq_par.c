@@ -55,10 +55,10 @@ static void rht_ref(float *x, size_t rows, size_t cols, int axis, uint64_t seed)
 static void reference(const qs_llm_recipe *r, int op, const float *x, size_t rows, size_t cols, uint64_t call, float *y)
 {
     const qs_llm_slot *sl = &r->op[op];
-    uint64_t cs = qs_llm_recipe_call_seed(r->seed, call);
+    (void)call;   /* the SR seed's (SR slots are compared below); the RHT signs are the run's */
     memcpy(y, x, rows * cols * sizeof(float));
     if (!sl->on) return;
-    if (sl->rht) rht_ref(y, rows, cols, qs_llm_operand_axis(op), cs);
+    if (sl->rht) rht_ref(y, rows, cols, qs_llm_operand_axis(op), qs_llm_recipe_rht_seed(r));
     qs_apply a = sl->a;
     a.axis = qs_llm_operand_axis(op);
     if (sl->sr) {   /* llm_recipe.c's seed rule: mix(cs + op + 1) through a 1-element probe is not public, so */
@@ -241,7 +241,7 @@ static void test_fused_counts(void **st)
                 memcpy(t, x, n * 4);
                 qs_apply a = sl->a;
                 a.axis = qs_llm_operand_axis(op);
-                if (sl->rht) rht_ref(t, R, C, a.axis, qs_llm_recipe_call_seed(r.seed, 3));
+                if (sl->rht) rht_ref(t, R, C, a.axis, qs_llm_recipe_rht_seed(&r));
                 reference(&r, op, x, R, C, 3, y2);
                 assert_int_equal(qs_llm_opstat_add(&a, sl->tile2d, t, y2, R, C, &s2, &e), 0);
                 char what[120];
