@@ -40,7 +40,7 @@ assert len(full) >= int(sys.argv[4]) - 1 and all(len(r) >= ends[-1] for r in ful
 for r in full:
     for e in ends:
         assert r[e - 1] not in after and (e == len(r) or r[e] in after), (e, r)
-print("ok", len(full))
+print("columns in line:", len(full), "rows")
 PY
 check "table: every cell ends under its header (columns in line)" \
   "$PY '$T/cols.py' '$T/table.txt' config 'PPL;dPPL [95% CI];KL mean;median;p90;p99;max;same top;RMS dp;cor' 5"
@@ -127,7 +127,7 @@ for p in js["paired"]:
 print("ok")
 PY
 check "paired: d ln PPL and d KL mean with the t interval over the 6 per-chunk differences (independent Python)" \
-  "$PY '$T/paired.py' '$QSCOPE_DB' '$T/p.json'"
+  "$PY '$T/paired.py' '$QSCOPE_DB' '$T/p.json' >/dev/null"
 check "paired: KL of mxfp4 is clearly above bf16's (the interval excludes 0)" \
   '[ "$(jq_ "$T/p.json" "(d[\"paired\"][0][\"kl_differs\"], d[\"paired\"][0][\"d_kl_mean_ci95\"][1] < 0)")" = "(True, True)" ]'
 ok "--paired table" "$QS" "${E[@]}" "${C[@]}" --paired

@@ -40,7 +40,7 @@ F=mxfp4,nvfp4:nvfp4=torchao,fp8_e4m3,int8:gran=row,hif4
 fresh single.db
 ok "single process: analyze --blocks" "$QS" --db single.db analyze --all -f $F --blocks -j 1
 cp "$T/out" single.txt
-"$QS" --db single.db analyze --all -f $F --blocks -j 1 >single2.txt 2>&1
+"$QS" --db single.db analyze --all -f $F --blocks -j 1 >single2.txt 2>single2.err
 for n in 1 2 3; do
   fresh np$n.db
   ok "-np $n: analyze --blocks" "${MPI[@]}" -np $n "$QS" --db np$n.db analyze --all -f $F --blocks -j 1
@@ -49,6 +49,8 @@ for n in 1 2 3; do
 done
 ok "-np 2: the sweep again" "${MPI[@]}" -np 2 "$QS" --db np2.db analyze --all -f $F --blocks -j 1
 check "-np 2: every result reused, as a single process reuses them" "cmp -s '$T/out' single2.txt"
+check "-np 2: analyze's overflow note (fp8_e4m3 unscaled) once, as a single process prints it" \
+  "[ \"\$(grep -c 'note: fp8_e4m3 overflowed' '$T/err')\" = \"\$(grep -c 'note: fp8_e4m3 overflowed' single2.err)\" ] && grep -q 'note: fp8_e4m3 overflowed' single2.err"
 check "-np 2: nothing written by the reuse" "[ \"\$(rows np2.db)\" = \"\$(rows single.db)\" ]"
 "$QS" --db single.db analyze 'g*' -f $F --json >single.json
 ok "-np 3: --json" "${MPI[@]}" -np 3 "$QS" --db np3.db analyze 'g*' -f $F --json

@@ -549,12 +549,12 @@ static void test_sensitivity_heatmap_axes(void **st)
     /* the footnote: the target, the measured KL with its SE as `llm sensitivity` prints them, and
     ** that the measured KL is above the target */
     assert_non_null(strstr(f->note, "mean KL <= 0.0001"));
-    assert_non_null(strstr(f->note, "mean KL <= 0.0001 (missed: measured KL 0.00018±0.00006)"));
+    assert_non_null(strstr(f->note, "mean KL <= 0.0001 (missed: measured KL 0.00018±6.0e-05)"));
     qs_fig_free(f);
     r.plan_kl = 9e-5;
     f = qs_plot_sensitivity(&r);
     assert_non_null(f);
-    assert_non_null(strstr(f->note, "mean KL <= 0.0001 (met: measured KL 0.00009±0.00006)"));
+    assert_non_null(strstr(f->note, "mean KL <= 0.0001 (met: measured KL 9.0e-05±6.0e-05)"));
     qs_fig_free(f);
 }
 
