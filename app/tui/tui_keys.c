@@ -43,9 +43,10 @@ static const tui_binding kKeys[] = {
      "drill in (tensor -> formats -> blocks -> inspector; Model: the row's statistics)",
      .hint = {{V(TV_TENSORS), 10, "Enter formats"}, {V(TV_FORMATS), 10, "Enter blocks"}, {V(TV_BLOCKS), 10, "Enter inspect"},
               {V(TV_MODEL), 42, "Enter details"}}},
+    {TA_BACK, V(TV_OUTPUT), {ESC, KEY_BACKSPACE}, "Esc", "Output: back to the previous view (h, Left scroll there)",
+     .hint = {{V(TV_OUTPUT), 85, "Esc back"}}},
     {TA_BACK, 0, {'h', KEY_LEFT, ESC, KEY_BACKSPACE}, "h Left Esc", "back to the previous view (Esc also cancels a running job)",
-     .hint = {{V(TV_FORMATS) | V(TV_HIST) | V(TV_BLOCKS) | V(TV_INSPECT) | V(TV_KERNELS), 85, "h back"},
-              {V(TV_OUTPUT), 85, "Esc back"}}},
+     .hint = {{V(TV_FORMATS) | V(TV_HIST) | V(TV_BLOCKS) | V(TV_INSPECT) | V(TV_KERNELS), 85, "h back"}}},
     {TA_TAB, 0, {'\t'}, "Tab", "next pane / next view of the tensor (RL runs: runs <-> stored trajectories)",
      .hint = {{V(TV_FORMATS), 15, "Tab histogram"}, {V(TV_RL), 40, "Tab runs/stored"}}},
     /* finding */

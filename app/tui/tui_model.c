@@ -160,6 +160,20 @@ static void num2(double v, int sign, char *b, size_t cap)
     else snprintf(b, cap, sign ? "%+.*f" : "%.*f", a < 10 ? 2 : 1, v);
 }
 
+/* One significant digit in exponent form without the exponent's leading zeros: 3e-3, -2e+1. */
+static void sig1(double v, int sign, char *b, size_t cap)
+{
+    char t[32];
+    snprintf(t, sizeof t, sign ? "%+.0e" : "%.0e", v);
+    char *e = strchr(t, 'e');
+    if (e && (e[1] == '-' || e[1] == '+')) {
+        char *z = e + 2;
+        while (z[0] == '0' && z[1]) memmove(z, z + 1, strlen(z));
+        if (e[1] == '+') memmove(e + 1, e + 2, strlen(e + 1));   /* 2e1 */
+    }
+    snprintf(b, cap, "%.23s", t);
+}
+
 /* The Model view's cell of statistic id: the table's (llm_eval_stats.h), except that the dPPL
 ** interval keeps a digit for a small half-width and a value that is not zero never reads as zero
 ** (0.0000 becomes 3e-05); then right-aligned in the column by display width, so that "±" (two
@@ -174,15 +188,21 @@ static void model_cell(tui *T, int id, const double *v, char *out, size_t cap)
         char d[24], hw[24];
         num2(sc * v[id], 1, d, sizeof d);
         num2(0.5 * sc * (v[r->hi] - v[r->lo]), 0, hw, sizeof hw);
-        snprintf(b, sizeof b, "%s%s%s", d, T->ascii ? "+-" : "±", hw);
-        if (u8cols(b) > c->width)
-            snprintf(b, sizeof b, "%+.0f%s%.0f", sc * v[id], T->ascii ? "+-" : "±", 0.5 * sc * (v[r->hi] - v[r->lo]));
+        const char *pm = T->ascii ? "+-" : "±";
+        snprintf(b, sizeof b, "%s%s%s", d, pm, hw);
+        double dv = fabs(sc * v[id]), hv = fabs(0.5 * sc * (v[r->hi] - v[r->lo]));
+        if (u8cols(b) > c->width && ((dv < 0.005 && dv > 0) || (hv < 0.005 && hv > 0))) {   /* small: "+3e-3±2e-3" */
+            sig1(sc * v[id], 1, d, sizeof d);
+            sig1(0.5 * sc * (v[r->hi] - v[r->lo]), 0, hw, sizeof hw);
+            snprintf(b, sizeof b, "%s%s%s", d, pm, hw);
+        }
+        if (u8cols(b) > c->width) snprintf(b, sizeof b, "%+.0f%s%.0f", sc * v[id], pm, 0.5 * sc * (v[r->hi] - v[r->lo]));
     } else {
         qs_evstat_cell(QS_EVV_TUI, id, v, T->ascii, b, sizeof b);
-        int nonzero_digit = 0;
-        for (const char *p = b; *p && *p != 'e'; p++) nonzero_digit |= *p >= '1' && *p <= '9';
+        int nonzero_digit = 0, digit = 0;
+        for (const char *p = b; *p && *p != 'e'; p++) nonzero_digit |= *p >= '1' && *p <= '9', digit |= *p == '0';
         double x = sc * v[id];
-        if (isfinite(x) && x != 0 && !nonzero_digit) {   /* "0.0000" of 3e-05 */
+        if (isfinite(x) && x != 0 && digit && !nonzero_digit) {   /* "0.0000" of 3e-05 */
             int prec = c->width - 6 - (x < 0);
             snprintf(b, sizeof b, "%.*e", prec > 0 ? prec : 0, x);
             if (prec <= 0) {   /* "3e-05": drop the exponent's leading zero when it is still too wide */
