@@ -394,6 +394,15 @@ fail:
     return NULL;
 }
 
+int64_t qs_db_data_version(qs_db *db)
+{
+    sqlite3_stmt *st = NULL;
+    if (!db || sqlite3_prepare_v2(db->h, "PRAGMA data_version", -1, &st, NULL) != SQLITE_OK) return -1;
+    int64_t v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+    sqlite3_finalize(st);
+    return v;
+}
+
 void qs_db_close(qs_db *db)
 {
     if (!db) return;

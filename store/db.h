@@ -51,6 +51,10 @@ void qs_db_rollback_to(qs_db *db, const char *name);
 /* Prepare a statement; on failure writes the SQLite message. */
 sqlite3_stmt *qs_db_prepare(qs_db *db, const char *sql, qs_err *e);
 
+/* PRAGMA data_version: changes when another connection (another process, or another connection of
+** this one) commits to the database; -1 when it cannot be read.  Cheap: for polling. */
+int64_t qs_db_data_version(qs_db *db);
+
 /* Set the error from the connection's last SQLite error. */
 int qs_db_fail(qs_db *db, qs_err *e, const char *what);
 

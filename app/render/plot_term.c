@@ -687,6 +687,25 @@ static void tt_emit(tcanvas *t, FILE *out, int color)
     }
 }
 
+/* On a coarse log axis (a tick step over less than 1.5 rows) a tick's row can hold values a whole
+** row away from it (0.15 on the 10^-2 row): widen the range so that every tick sits at a row's
+** centre, each row spanning one tick step, the data inside.  Ranges the figure asks for are kept. */
+static void tt_snap_log_rows(const tcanvas *t, const qs_layout *L, qs_figure *f)
+{
+    qs_axis *a = &f->y;
+    if ((a->scale != QS_AX_LOG10 && a->scale != QS_AX_LOG2) || f->heat || L->yt.n < 2 || t->ph < 2) return;
+    if (isfinite(qs_axis_fwd(a, a->lo)) || isfinite(qs_axis_fwd(a, a->hi))) return;
+    double t0 = qs_axis_fwd(a, L->yt.t[0].v), step = qs_axis_fwd(a, L->yt.t[1].v) - t0;
+    for (int i = 2; i < L->yt.n; i++)   /* evenly spaced powers only */
+        if (fabs(qs_axis_fwd(a, L->yt.t[i].v) - qs_axis_fwd(a, L->yt.t[i - 1].v) - step) > 1e-6 * fabs(step)) return;
+    double lo = qs_axis_fwd(a, a->vlo), hi = qs_axis_fwd(a, a->vhi);
+    if (!isfinite(t0) || !(step > 0) || !(hi > lo) || t->ph * step >= 1.5 * (hi - lo)) return;   /* 1.5 rows a step: fine */
+    double lo2 = t0 - (ceil((t0 - lo) / step - 0.5 - 1e-9) + 0.5) * step;   /* the lowest row centre on a tick */
+    if (lo2 + t->ph * step < hi - 1e-9) return;   /* the data would not fit */
+    a->vlo = qs_axis_inv(a, lo2);
+    a->vhi = qs_axis_inv(a, lo2 + t->ph * step);
+}
+
 /* Render f into out; with out NULL only count the point labels and series left without room
 ** (*dropped).  note_row: keep a line for the note even when the figure has none (for their names). */
 static int tt_render(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e, int note_row, int *dropped)
@@ -730,6 +749,8 @@ static int tt_render(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e, 
     t.ph = (int)floor(L.plot.y + L.plot.h + 1e-9) - t.py;
     if (t.pw < 4 || t.ph < 2) { free(t.c); return qs_fail(e, "terminal too small for this plot"); }
     L.plot = (qs_rect){t.px, t.py, t.pw, t.ph};
+    double vlo = f->y.vlo, vhi = f->y.vhi;
+    tt_snap_log_rows(&t, &L, f);
     lastrow = malloc((size_t)t.pw * sizeof *lastrow);
     int *glyph_tried = t.tried = calloc(f->nseries ? f->nseries : 1, sizeof *glyph_tried);
     if (!lastrow || !glyph_tried) { free(lastrow); free(glyph_tried); free(t.c); return qs_fail(e, "out of memory"); }
@@ -744,6 +765,8 @@ static int tt_render(qs_figure *f, const qs_term_opts *o, FILE *out, qs_err *e, 
     if (dropped) *dropped += nhidden + nunlabelled;
     tt_note(&t, &L, f, hidden, unlabelled);
     if (out) tt_emit(&t, out, color);
+    f->y.vlo = vlo;   /* the figure keeps its own range (the PNG export) */
+    f->y.vhi = vhi;
     free(lastrow);
     free(glyph_tried);
     free(t.c);

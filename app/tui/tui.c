@@ -3,8 +3,10 @@
 **
 ** Screen: a title line (view, tensor, format), the view, a status line (view, position, database,
 ** running job with a progress bar, or the last message) and a key-hint bar.  The main loop sleeps
-** in poll() on the terminal and the worker's self-pipe, with a 100 ms tick only while a job runs,
-** so an idle workbench uses no CPU and a finished job shows at once.  Resizes re-lay out at once
+** in poll() on the terminal and the worker's self-pipe, with a 100 ms tick while a job runs, so a
+** finished job shows at once; idle, it wakes once a second to read the database's data_version
+** (one cheap PRAGMA), and what another process wrote (`qscope llm eval`, `analyze`, an import)
+** shows without a key press, every cursor staying on its item.  Resizes re-lay out at once
 ** (KEY_RESIZE); below 60 x 16 cells a message asks for a larger terminal.
 */
 #include <curses.h>
@@ -14,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../cli/quant_opts.h"
@@ -159,7 +162,10 @@ static void command_line(tui *T)
     }
 }
 
-static void reload_all(tui *T)
+/* Read the database again: after a `:` command (what = TUI_CH_DB: everything, the blocks too) or
+** when another process wrote to it (TUI_CH_DATA: the lists and results; the cursors stay on their
+** items).  Keeps the current tensor by name. */
+static void reload_all(tui *T, int what)
 {
     qs_err e = {{0}};
     char *cur = NULL;
@@ -171,11 +177,27 @@ static void reload_all(tui *T)
             if (!strcmp(T->t[T->vis[i]].name, cur)) T->lt.cur = (int)i;
         free(cur);
     }
-    if (T->runs_loaded) tui_load_runs(T, &e);
+    /* RL runs only after a command: reading them again drops their diagnostics, which read every
+    ** token (a run being logged would be read again each second); r recomputes them */
+    if (T->runs_loaded && what == TUI_CH_DB) tui_load_runs(T, &e);
     tui_load_kres(T, &e);
     T->met_for = -1;
-    T->blk_for = -1;
-    tui_views_changed(T, TUI_CH_DB);
+    if (what == TUI_CH_DB) T->blk_for = -1;
+    tui_views_changed(T, what);
+    T->data_version = qs_db_data_version(T->db);
+}
+
+/* Once a second while idle: has another connection committed since we last read? */
+static void poll_data_version(tui *T)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double t = (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
+    if (t < T->next_poll) return;
+    T->next_poll = t + 1.0;
+    int64_t v = qs_db_data_version(T->db);
+    if (v < 0 || v == T->data_version || T->job.busy) return;   /* a job's own writes: reloaded when it ends */
+    reload_all(T, TUI_CH_DATA);
 }
 
 /* A job ended: collect its outcome. */
@@ -205,13 +227,14 @@ static void job_finished(tui *T)
     }
     if (!fin) return;
     if (cmd) {
-        reload_all(T);
+        reload_all(T, TUI_CH_DB);
         tui_push(T, TV_OUTPUT);
     } else {
         T->met_for = -1;
         T->blk_for = -1;
         tui_count_results(T);
         if (tui_view_of(T->view)->flags & TVF_METRICS) tui_load_metrics(T);
+        T->data_version = qs_db_data_version(T->db);
     }
 }
 
@@ -365,6 +388,7 @@ int tui_init_app(tui *T, qs_cli *cli, const char *db_path, const char *fmt_list,
     tui_sort_formats(T);
     if (tui_load_tensors(T, e)) return -1;
     tui_load_kres(T, e);   /* runs: when the RL view is first shown (counting tokens reads them all) */
+    T->data_version = qs_db_data_version(T->db);
     return 0;
 }
 
@@ -456,10 +480,11 @@ int qs_cmd_tui(qs_cli *cli, int argc, char **argv)
         tui_draw(&T);
         struct pollfd p[2] = {{STDIN_FILENO, POLLIN, 0}, {T.job.wake_fd[0], POLLIN, 0}};
         int busy = T.job.busy;
-        int r = poll(p, 2, busy ? 100 : -1);
+        int r = poll(p, 2, busy ? 100 : 1000);
         if (r < 0 && errno != EINTR) break;
         if (tui_interrupted()) break;
         if (p[1].revents & POLLIN) job_finished(&T);
+        poll_data_version(&T);
         /* a finished format of a running analysis shows at once */
         pthread_mutex_lock(&T.job.mu);
         int step = T.job.busy && T.job.kind == TJ_ANALYZE ? T.job.step : -1;

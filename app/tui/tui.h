@@ -223,6 +223,8 @@ typedef struct tui {
     tui_list *click_list;
     int click_y0, click_n;
     int auto_analyze;             /* compute missing results when a tensor's formats are shown */
+    int64_t data_version;         /* PRAGMA data_version when the database was last read */
+    double next_poll;             /* monotonic seconds of the next data_version check */
     /* parsed stored histograms of the current tensor, [format][rel, abs, ulp, value]; state 0 not
     ** read yet, 1 present, -1 absent; cleared whenever the metrics are reloaded */
     qs_hist hc[TUI_MAX_FMTS][4];
@@ -331,6 +333,9 @@ void tui_job_cancel(tui_job *j);
 
 /* tui_plot.c */
 void tui_draw_figure(tui *T, qs_figure *f, int y0, int x0, int h, int w);
+/* The same, the title left out in a region under 16 rows (for views whose list names the plot:
+** the rows go to the data) */
+void tui_draw_figure_short(tui *T, qs_figure *f, int y0, int x0, int h, int w);
 int tui_export_png(tui *T, char *path, size_t cap);
 /* colour pairs */
 enum { CP_HEAD = 1, CP_SEL, CP_STATUS, CP_HINT, CP_ERR, CP_BEST, CP_SIGN, CP_EXP, CP_MANT, CP_DIM, CP_OK,

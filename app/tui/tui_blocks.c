@@ -99,44 +99,70 @@ static int ensure_blocks(tui *T)
     return T->blk.have;
 }
 
-static void side_panel(tui *T, const qs_block_geom *g, int y, int x, int w)
+/* The side panel's lines about the selected block (the first is its heading); returns the count. */
+enum { PANEL_LINES = 8, PANEL_LW = 96 };
+static int panel_text(tui *T, const qs_block_geom *g, char s[PANEL_LINES][PANEL_LW])
 {
     tui_blocks *B = &T->blk;
     uint64_t b = (uint64_t)bv(T)->cur;
-    char s[200], v1[32], v2[32];
-    attron(A_BOLD);
-    snprintf(s, sizeof s, "block %llu of %llu", (unsigned long long)b, (unsigned long long)B->nblocks);
-    tui_addstr_clip(y++, x, s, w);
-    attroff(A_BOLD);
+    char v1[32], v2[32];
+    int n = 0;
+    snprintf(s[n++], PANEL_LW, "block %llu of %llu", (unsigned long long)b, (unsigned long long)B->nblocks);
     uint64_t idx[2], i0;
-    size_t n = qs_block_geom_elems(g, b, idx, 1, &i0);
-    if (n) {
+    if (qs_block_geom_elems(g, b, idx, 1, &i0)) {
         uint64_t r = idx[0] / g->cols, c = idx[0] % g->cols;
         size_t len = g->blk ? g->blk : (size_t)g->runlen;
-        if (g->whole) snprintf(s, sizeof s, "the whole tensor");
-        else if (g->col) snprintf(s, sizeof s, "column %llu, rows %llu-%llu", (unsigned long long)c, (unsigned long long)r,
+        if (g->whole) snprintf(s[n++], PANEL_LW, "the whole tensor");
+        else if (g->col) snprintf(s[n++], PANEL_LW, "column %llu, rows %llu-%llu", (unsigned long long)c, (unsigned long long)r,
                                   (unsigned long long)(r + len - 1 < g->rows ? r + len - 1 : g->rows - 1));
-        else snprintf(s, sizeof s, "row %llu, cols %llu-%llu", (unsigned long long)r, (unsigned long long)c,
+        else snprintf(s[n++], PANEL_LW, "row %llu, cols %llu-%llu", (unsigned long long)r, (unsigned long long)c,
                       (unsigned long long)(c + len - 1 < g->cols ? c + len - 1 : g->cols - 1));
-        tui_addstr_clip(y++, x, s, w);
     }
     tui_fmt_num(B->rmse[b], v1, sizeof v1);
-    snprintf(s, sizeof s, "RMSE      %s", v1);
-    tui_addstr_clip(y++, x, s, w);
-    if (B->absmax) { tui_fmt_num(B->absmax[b], v1, sizeof v1); snprintf(s, sizeof s, "absmax    %s", v1); tui_addstr_clip(y++, x, s, w); }
+    snprintf(s[n++], PANEL_LW, "RMSE      %s", v1);
+    if (B->absmax) { tui_fmt_num(B->absmax[b], v1, sizeof v1); snprintf(s[n++], PANEL_LW, "absmax    %s", v1); }
     if (B->scale) {
         const qs_format *f = T->fmts[T->blk_fmt].a.f;
-        double sv = qs_format_scale_value(f, B->scale[b]);
-        tui_fmt_num(sv, v2, sizeof v2);
-        snprintf(s, sizeof s, "scale     0x%02x = %s", B->scale[b], v2);
-        tui_addstr_clip(y++, x, s, w);
+        tui_fmt_num(qs_format_scale_value(f, B->scale[b]), v2, sizeof v2);
+        snprintf(s[n++], PANEL_LW, "scale     0x%02x = %s", B->scale[b], v2);
     }
-    if (B->ratio) { tui_fmt_num(B->ratio[b], v1, sizeof v1); snprintf(s, sizeof s, "amax/scale %s", v1); tui_addstr_clip(y++, x, s, w); }
+    if (B->ratio) { tui_fmt_num(B->ratio[b], v1, sizeof v1); snprintf(s[n++], PANEL_LW, "amax/scale %s", v1); }
     /* rank of this block's error */
     uint64_t worse = 0;
     for (uint64_t i = 0; i < B->nblocks; i++) worse += B->rmse[i] > B->rmse[b];
-    snprintf(s, sizeof s, "rank      %llu of %llu by error", (unsigned long long)(worse + 1), (unsigned long long)B->nblocks);
-    tui_addstr_clip(y++, x, s, w);
+    snprintf(s[n++], PANEL_LW, "err rank  %llu of %llu", (unsigned long long)(worse + 1), (unsigned long long)B->nblocks);
+    return n;
+}
+
+/* The panel's columns: its longest line and the blank before it, at least 32 (so that it does not jump
+** from block to block), at most half the screen. */
+static int panel_width(tui *T, const qs_block_geom *g)
+{
+    char s[PANEL_LINES][PANEL_LW];
+    int w = 32, cur = bv(T)->cur;
+    for (int pass = 0; pass < 2; pass++) {   /* this block's lines and the last block's (the longest numbers) */
+        if (pass) bv(T)->cur = (int)(T->blk.nblocks - 1);
+        int n = panel_text(T, g, s);
+        for (int i = 0; i < n; i++)
+            if ((int)strlen(s[i]) + 1 > w) w = (int)strlen(s[i]) + 1;
+    }
+    bv(T)->cur = cur;
+    int rank = snprintf(s[0], PANEL_LW, "err rank  %llu of %llu", (unsigned long long)T->blk.nblocks,
+                        (unsigned long long)T->blk.nblocks);
+    if (rank + 1 > w) w = rank + 1;
+    return w < T->W / 2 ? w : T->W / 2;
+}
+
+static void side_panel(tui *T, const qs_block_geom *g, int y, int x, int w)
+{
+    tui_blocks *B = &T->blk;
+    char s[200], v1[32], lines[PANEL_LINES][PANEL_LW];
+    int n = panel_text(T, g, lines);
+    for (int i = 0; i < n; i++) {
+        if (!i) attron(A_BOLD);
+        tui_addstr_clip(y++, x, lines[i], w);
+        if (!i) attroff(A_BOLD);
+    }
     y++;
     attron(A_BOLD);
     tui_addstr_clip(y++, x, "log10 RMSE scale", w);
@@ -179,7 +205,7 @@ static void blocks_draw(tui *T, int y0, int h)
         tui_addstr_clip(y0 + 1, 2, "The stored block layout does not match the format's options; press r to recompute.", T->W - 4);
         return;
     }
-    int pw = 32, gw = T->W - pw - 3, gh = h - 2;
+    int pw = panel_width(T, &g), gw = T->W - pw - 3, gh = h - 2;
     vgrid v;
     vgrid_of(T, &g, gw, &v);
     char s[300];
@@ -621,8 +647,50 @@ static int inspect_formats(tui *T, tui_insp *I, int two, int y)
     return y;
 }
 
+/* Where each side's columns go: its x, its width, the width of its code fields (0: not shown) and
+** whether its rel column shows.  Two equal halves when each side fits in its half (a side's rel
+** when it fits too); else each side as wide as it needs, and when even that is too wide the second
+** side's code fields, then the first's, give way (the detail lines under the table spell them out):
+** a number is never cut. */
+typedef struct insp_cols { int x[2], w[2], bw[2], rel[2]; } insp_cols;
+
+static int code_width(const qs_format *f)
+{
+    int bw = qs_format_code_fields_width(f), lw = (int)strlen(qs_format_field_legend(f));
+    return bw > lw ? bw : lw;
+}
+
+static void insp_layout(tui *T, tui_insp *I, int two, insp_cols *c)
+{
+    enum { NUMS = 1 + 10 + 1 + 10, REL = 7 };   /* " Q(x) error", " rel" */
+    int avail = T->W - INSP_LEFT - 1, half = two ? avail / 2 : avail;
+    memset(c, 0, sizeof *c);
+    for (int k = 0; k < 1 + two; k++) c->bw[k] = I->s[k].f ? code_width(I->s[k].f) : 0;
+    int fit = 1;
+    for (int k = 0; k < 1 + two; k++) fit &= c->bw[k] + NUMS <= half;
+    if (fit) {
+        for (int k = 0; k < 1 + two; k++) {
+            c->w[k] = half;
+            c->x[k] = INSP_LEFT + k * half;
+            c->rel[k] = c->bw[k] + NUMS + REL <= half;
+        }
+        return;
+    }
+    /* uneven: drop code fields from the last side until both fit side by side */
+    for (int k = two; k >= -1; k--) {
+        int need = c->bw[0] + NUMS + (two ? 1 + c->bw[1] + NUMS : 0);
+        if (need <= avail || k < 0) break;
+        c->bw[k] = 0;
+    }
+    int need = c->bw[0] + NUMS + (two ? 1 + c->bw[1] + NUMS : 0), gap = need < avail ? 1 : 0;   /* a blank before "|" when it fits */
+    c->w[0] = c->bw[0] + NUMS + gap;
+    c->x[0] = INSP_LEFT;
+    c->w[1] = avail - c->w[0] - 1;
+    c->x[1] = INSP_LEFT + c->w[0] + 1;
+}
+
 /* The column headings, the first side's label over the input column. */
-static void inspect_heads(tui *T, tui_insp *I, const qs_block_geom *g, int two, int sw, int y)
+static void inspect_heads(tui *T, tui_insp *I, const qs_block_geom *g, int two, const insp_cols *c, int y)
 {
     char s[600];
     attron(A_BOLD | A_UNDERLINE);
@@ -632,19 +700,18 @@ static void inspect_heads(tui *T, tui_insp *I, const qs_block_geom *g, int two, 
     for (int k = 0; k < 1 + two; k++) {
         side *S = &I->s[k];
         if (!S->f) continue;
-        int x = INSP_LEFT + k * sw;
-        int bw = qs_format_code_fields_width(S->f);
-        if (bw < (int)strlen(qs_format_field_legend(S->f))) bw = (int)strlen(qs_format_field_legend(S->f));
-        snprintf(s, sizeof s, "%s%-*s %10s %10s %6s", k ? "|" : "", bw, qs_format_field_legend(S->f), k ? "B: Q(x)" : "A: Q(x)", "error", "rel");
-        tui_addstr_clip(y, x - (k ? 1 : 0), s, sw);
+        int bw = c->bw[k];
+        snprintf(s, sizeof s, "%s%-*s %10s %10s%s", k ? "|" : "", bw, bw ? qs_format_field_legend(S->f) : "",
+                 k ? "B: Q(x)" : "A: Q(x)", "error", c->rel[k] ? "    rel" : "");
+        tui_addstr_clip(y, c->x[k] - (k ? 1 : 0), s, c->w[k] + (k ? 1 : 0));
     }
     attroff(A_BOLD | A_UNDERLINE);
 }
 
 /* Element i on row yy: its index, input, and in each format its code fields, Q(x) and error. */
-static void inspect_row(tui *T, tui_insp *I, const tui_tensor *t, const qs_block_geom *g, int two, int sw, int i, int yy)
+static void inspect_row(tui *T, tui_insp *I, const tui_tensor *t, const qs_block_geom *g, int two, const insp_cols *c, int i, int yy)
 {
-    const int iw = INSP_IW, xw = INSP_XW, left = INSP_LEFT;
+    const int iw = INSP_IW, xw = INSP_XW;
     int sel = i == I->cur;
     char s[600], a[32], b[32];
     if (sel) { attron(A_REVERSE); move(yy, 0); for (int x = 0; x < T->W; x++) addch(' '); }
@@ -656,11 +723,9 @@ static void inspect_row(tui *T, tui_insp *I, const tui_tensor *t, const qs_block
     for (int k = 0; k < 1 + two; k++) {
         side *S = &I->s[k];
         if (!S->ok) continue;
-        int x = left + k * sw;
-        if (k) mvaddch(yy, x - 1, T->ascii ? '|' : '|');
-        int bw = qs_format_code_fields_width(S->f);
-        if (bw < (int)strlen(qs_format_field_legend(S->f))) bw = (int)strlen(qs_format_field_legend(S->f));
-        draw_segs(T, yy, x, S->f, S->code[i], sel);
+        int x = c->x[k], sw = c->w[k], bw = c->bw[k];
+        if (k) mvaddch(yy, x - 1, '|');
+        if (bw) draw_segs(T, yy, x, S->f, S->code[i], sel);
         double err = (double)S->y[i] - (double)I->x[i];
         double rel = I->x[i] != 0 ? err / fabs((double)I->x[i]) : (err == 0 ? 0 : INFINITY);
         tui_fmt_num(S->y[i], a, sizeof a);
@@ -671,13 +736,14 @@ static void inspect_row(tui *T, tui_insp *I, const tui_tensor *t, const qs_block
         else snprintf(rl, sizeof rl, "%.1f%%", 100 * rel);
         int big = isfinite(rel) && fabs(rel) > 0.25 && !sel;
         snprintf(s, sizeof s, " %10s ", a);
-        tui_addstr_clip(yy, x + bw, s, sw - bw - 1);
+        tui_addstr_clip(yy, x + bw, s, sw - bw);
         if (big) attron(A_BOLD | (T->color ? COLOR_PAIR(CP_SIGN) : 0));
-        snprintf(s, sizeof s, "%10s %6s", b, rl);
+        if (c->rel[k]) snprintf(s, sizeof s, "%10s %6s", b, rl);
+        else snprintf(s, sizeof s, "%10s", b);
         tui_addstr_clip(yy, x + bw + 12, s, sw - bw - 12);
         if (big) attroff(A_BOLD | (T->color ? COLOR_PAIR(CP_SIGN) : 0));
         char flag = elem_flag(I, S, (size_t)i);
-        if (flag != ' ' && sw - (bw + 29) >= 2) mvaddch(yy, x + bw + 30, (chtype)flag);
+        if (flag != ' ' && c->rel[k] && sw - (bw + 29) >= 2) mvaddch(yy, x + bw + 30, (chtype)flag);
     }
     if (sel) { mvaddch(yy, 0, '>'); attroff(A_REVERSE); }
 }
@@ -719,19 +785,19 @@ static void inspect_detail(tui *T, tui_insp *I, int two, int yd)
         else snprintf(s, sizeof s, "%c %-12s 0x%0*x [%s] = %.7g; error %s (%+.2f%%%s)", k ? 'B' : 'A', T->fmts[S->fi].label,
                       (S->f->elem_bits + 3) / 4, S->code[i], bits, (double)S->y[i], c3,
                       I->x[i] != 0 ? 100 * err / fabs((double)I->x[i]) : 0.0, us);
-        for (int pass = 0; pass < 2 && (int)strlen(s) > T->W - 2; pass++) {
+        for (int pass = 0; pass < 4 && (int)strlen(s) > T->W - 2; pass++) {
             /* narrow: the same line without padding, 4 digits and a shorter "error", then without
-            ** the ulp, so that it ends whole */
+            ** the ulp, then without "element x step", then without the percentage, so that it
+            ** ends whole */
             if (pass) us[0] = 0;
-            char v4[32];
+            char v4[32], pc[48] = "";
             snprintf(v4, sizeof v4, "%.4g", (double)S->y[i]);
-            if (S->f->meta_bytes > 0)
-                snprintf(s, sizeof s, "%c %s 0x%0*x [%s] = %s x %s = %s; err %s (%+.2f%%%s)", k ? 'B' : 'A',
-                         T->fmts[S->fi].label, (S->f->elem_bits + 3) / 4, S->code[i], bits, c2, d1, v4, c3,
-                         I->x[i] != 0 ? 100 * err / fabs((double)I->x[i]) : 0.0, us);
-            else snprintf(s, sizeof s, "%c %s 0x%0*x [%s] = %s; err %s (%+.2f%%%s)", k ? 'B' : 'A', T->fmts[S->fi].label,
-                          (S->f->elem_bits + 3) / 4, S->code[i], bits, v4, c3,
-                          I->x[i] != 0 ? 100 * err / fabs((double)I->x[i]) : 0.0, us);
+            if (pass < 3) snprintf(pc, sizeof pc, " (%+.2f%%%s)", I->x[i] != 0 ? 100 * err / fabs((double)I->x[i]) : 0.0, us);
+            if (S->f->meta_bytes > 0 && pass < 2)
+                snprintf(s, sizeof s, "%c %s 0x%0*x [%s] = %s x %s = %s; err %s%s", k ? 'B' : 'A', T->fmts[S->fi].label,
+                         (S->f->elem_bits + 3) / 4, S->code[i], bits, c2, d1, v4, c3, pc);
+            else snprintf(s, sizeof s, "%c %s 0x%0*x [%s] = %s; err %s%s", k ? 'B' : 'A', T->fmts[S->fi].label,
+                          (S->f->elem_bits + 3) / 4, S->code[i], bits, v4, c3, pc);
         }
         tui_addstr_clip(yd + 1 + k, 1, s, T->W - 2);
     }
@@ -749,9 +815,10 @@ static void inspect_draw(tui *T, int y0, int h)
     qs_block_geom_of(&T->fmts[I->fi].a, t->rows, t->cols, &g);
     inspect_title(T, I, t, &g, y0);
     int two = I->s[1].f != NULL;
-    int sw = two ? (T->W - INSP_LEFT - 1) / 2 : T->W - INSP_LEFT - 1;
+    insp_cols cols;
+    insp_layout(T, I, two, &cols);
     int y = inspect_formats(T, I, two, y0 + 1);
-    inspect_heads(T, I, &g, two, sw, y);
+    inspect_heads(T, I, &g, two, &cols, y);
     y++;
     int detail = 3;
     int rows = y0 + h - y - detail;
@@ -759,7 +826,7 @@ static void inspect_draw(tui *T, int y0, int h)
     if (I->cur < I->top) I->top = I->cur;
     if (I->cur >= I->top + rows) I->top = I->cur - rows + 1;
     T->click_list = NULL;
-    for (int r = 0; r < rows && I->top + r < (int)I->n; r++) inspect_row(T, I, t, &g, two, sw, I->top + r, y + r);
+    for (int r = 0; r < rows && I->top + r < (int)I->n; r++) inspect_row(T, I, t, &g, two, &cols, I->top + r, y + r);
     if (I->n && I->cur < (int)I->n) inspect_detail(T, I, two, y0 + h - detail);
 }
 
@@ -814,8 +881,7 @@ static void blocks_changed(tui *T, int what)
 
 static void inspect_changed(tui *T, int what)
 {
-    (void)what;
-    inspect_free(T);
+    if (what != TUI_CH_DATA) inspect_free(T);   /* another process's results do not change the block */
 }
 
 const tui_view_ops tui_view_blocks = {

@@ -40,7 +40,7 @@ static void help_draw(tui *T, int y0, int h)
     help_view *S = text(T);
     T->click_list = &S->l;
     T->click_n = S->n;
-    tui_draw_text(T, &S->l, S->lines, S->n, y0, h);
+    tui_draw_text(T, &S->l, S->lines, S->n, y0, h, 0);
 }
 
 static int help_key(tui *T, tui_act a, int page)

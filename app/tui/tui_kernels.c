@@ -1,6 +1,6 @@
 /*
 ** The Kernels view: stored MSD, attention and ResQ experiment results, listed and plotted.  Its
-** state is the cursor of the list.
+** state is the cursor of the list and the result under it (read again, the list keeps it).
 */
 #include <curses.h>
 #include <math.h>
@@ -11,9 +11,16 @@
 #include "../cli/cli.h"
 #include "tui_view.h"
 
+typedef struct kernels_view {
+    tui_list l;
+    int64_t cur_id;               /* the result under the cursor when last drawn */
+} kernels_view;
+
+#define KV(T) ((kernels_view *)tui_state((T), TV_KERNELS))
+
 static void kernels_draw(tui *T, int y0, int h)
 {
-    tui_list *L = tui_state(T, TV_KERNELS);
+    tui_list *L = &KV(T)->l;
     int idx[4096], n = 0;
     for (size_t i = 0; i < T->nkres && n < 4096; i++)
         if (strcmp(T->kres[i].kind, "trajectory")) idx[n++] = (int)i;
@@ -62,14 +69,15 @@ static void kernels_draw(tui *T, int y0, int h)
     }
     qs_err e = {{0}};
     tui_kres *K = &T->kres[idx[L->cur]];
+    KV(T)->cur_id = K->id;
     T->fig = tui_kres_figure(T, K->id, &e);
     if (!T->fig) { tui_addstr_clip(y0 + list_h + 1, 2, e.msg, T->W - 4); return; }
     snprintf(T->fig_what, sizeof T->fig_what, "%s-%lld", K->kind, (long long)K->id);
-    tui_draw_figure(T, T->fig, y0 + list_h, 0, h - list_h, T->W);
+    tui_draw_figure_short(T, T->fig, y0 + list_h, 0, h - list_h, T->W);
 }
 
 static int kernels_rows(tui *T);
-static int kernels_key(tui *T, tui_act a, int page) { return tui_list_key(tui_state(T, TV_KERNELS), kernels_rows(T), page, a); }
+static int kernels_key(tui *T, tui_act a, int page) { return tui_list_key(&KV(T)->l, kernels_rows(T), page, a); }
 
 static int kernels_rows(tui *T)
 {
@@ -88,10 +96,21 @@ static const char *kernels_row_text(tui *T, int i, char *buf, size_t cap)
         }
     return NULL;
 }
-static tui_list *kernels_cursor(tui *T) { return tui_state(T, TV_KERNELS); }
+static tui_list *kernels_cursor(tui *T) { return &KV(T)->l; }
+
+/* The list was read again: the cursor stays on its result. */
+static void kernels_changed(tui *T, int what)
+{
+    if (what != TUI_CH_DB && what != TUI_CH_DATA) return;
+    for (size_t i = 0, k = 0; i < T->nkres; i++) {
+        if (!strcmp(T->kres[i].kind, "trajectory")) continue;
+        if (T->kres[i].id == KV(T)->cur_id) { KV(T)->l.cur = (int)k; return; }
+        k++;
+    }
+}
 
 const tui_view_ops tui_view_kernels = {
-    .name = "Kernels", .state_size = sizeof(tui_list),
+    .name = "Kernels", .state_size = sizeof(kernels_view), .changed = kernels_changed,
     .about = {"stored MSD and attention experiment results, plotted."},
     .draw = kernels_draw, .key = kernels_key, .rows = kernels_rows, .row_text = kernels_row_text, .cursor = kernels_cursor,
 };

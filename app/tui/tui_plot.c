@@ -95,6 +95,16 @@ void tui_draw_figure(tui *T, qs_figure *f, int y0, int x0, int h, int w)
     free(buf);
 }
 
+void tui_draw_figure_short(tui *T, qs_figure *f, int y0, int x0, int h, int w)
+{
+    if (!f) return;
+    char title[sizeof f->title];
+    memcpy(title, f->title, sizeof title);
+    if (h < 16) f->title[0] = 0;
+    tui_draw_figure(T, f, y0, x0, h, w);
+    memcpy(f->title, title, sizeof title);   /* `e` exports it with its title */
+}
+
 /* The export directory: $QSCOPE_EXPORT_DIR, else the current directory. */
 int tui_export_png(tui *T, char *path, size_t cap)
 {

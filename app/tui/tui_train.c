@@ -44,10 +44,13 @@ static void load(tui *T)
 {
     train_view *S = TRV(T);
     if (S->loaded) return;
+    int64_t cur = S->l.cur >= 0 && (size_t)S->l.cur < S->nruns ? S->runs[S->l.cur].id : -1;
     train_done(T);
     qs_err e = {{0}};
     if (qs_train_run_list(T->db, NULL, &S->runs, &S->nruns, &e)) tui_set_msg(T, 1, "%s", e.msg);
     S->loaded = 1;
+    for (size_t i = 0; i < S->nruns; i++)   /* read again: the cursor stays on its run */
+        if (S->runs[i].id == cur) S->l.cur = (int)i;
 }
 
 static void fmt_loss(double v, char *b, size_t cap)
@@ -238,7 +241,7 @@ static int train_key(tui *T, tui_act a, int page)
 
 static void train_changed(tui *T, int what)
 {
-    if (what == TUI_CH_DB) TRV(T)->loaded = 0;
+    if (what == TUI_CH_DB || what == TUI_CH_DATA) TRV(T)->loaded = 0;
 }
 
 static int train_nrows(tui *T) { load(T); return (int)TRV(T)->nruns; }

@@ -204,7 +204,7 @@ void tui_empty_msg(tui *T, int y, const char *a, const char *b)
     if (b) tui_addstr_wrapped(y, 2, b, T->W - 4);
 }
 
-void tui_draw_text(tui *T, tui_list *l, char **lines, int n, int y0, int h)
+void tui_draw_text(tui *T, tui_list *l, char **lines, int n, int y0, int h, int left)
 {
     if (l->top > n - h) l->top = n - h;
     if (l->top < 0) l->top = 0;
@@ -212,6 +212,8 @@ void tui_draw_text(tui *T, tui_list *l, char **lines, int n, int y0, int h)
     for (int r = 0; r < h && l->top + r < n; r++) {
         const char *s = lines[l->top + r];
         int hit = T->search[0] && strcasestr(s, T->search);
+        for (int c = 0; c < left && *s; c++)   /* scrolled sideways: skip `left` characters */
+            for (s++; (*s & 0xC0) == 0x80; s++) {}
         if (hit) attron(A_BOLD);
         tui_addstr_clip(y0 + r, 1, s, T->W - 2);
         if (hit) attroff(A_BOLD);

@@ -25,7 +25,9 @@ enum {
     TVF_TEXT = 1 << 4,      /* a text: a search match becomes the top line */
 };
 
-enum tui_change { TUI_CH_DB = 1, TUI_CH_FORMATS, TUI_CH_OPTIONS };   /* what changed (tui_views_changed) */
+/* what changed (tui_views_changed): a `:` command ran (DB), another process wrote to the database
+** (DATA: keep cursors on their items), the chosen formats, a format's options */
+enum tui_change { TUI_CH_DB = 1, TUI_CH_DATA, TUI_CH_FORMATS, TUI_CH_OPTIONS };
 
 #define TUI_ABOUT 6
 typedef struct tui_view_ops {
@@ -73,6 +75,7 @@ void tui_head_on(tui *T);
 void tui_head_off(tui *T);
 int tui_addstr_wrapped(int y, int x, const char *s, int w);   /* lines of at most w columns; returns the count */
 void tui_empty_msg(tui *T, int y, const char *a, const char *b);   /* a bold line, then what to do */
-void tui_draw_text(tui *T, tui_list *l, char **lines, int n, int y0, int h);   /* scrolled text, matches in bold */
+/* scrolled text, matches in bold; `left` characters of each line scrolled off to the left */
+void tui_draw_text(tui *T, tui_list *l, char **lines, int n, int y0, int h, int left);
 
 #endif

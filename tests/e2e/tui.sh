@@ -3,13 +3,7 @@
 # capture-pane and are compared with golden screens in tests/e2e/golden/tui/ (timestamps and temp
 # paths masked).  Regenerate after an intended change with QS_REGEN=1 and read the diff.
 source "$(dirname "$0")/lib.sh"
-
-GOLD="$ROOT/tests/e2e/golden/tui"
-SOCK="qstui$$"
-TM() { tmux -L "$SOCK" -f /dev/null "$@"; }
-nstart=0
-command -v tmux >/dev/null || skip_all "tmux not installed"
-at_exit 'TM kill-server 2>/dev/null'
+source "$(dirname "$0")/tui_lib.bash"   # start, screen, wait_for, keys, golden
 
 # fixed content: nine seeded generated tensors, two RL runs, a stored trajectory (with a title, as `qscope ais` writes),
 # an attention, a ResQ and two MSD results (one malformed)
@@ -54,31 +48,6 @@ PY
   >/dev/null 2>&1 || echo "# llm sensitivity failed"
 
 COLS=100 ROWS=30
-start() {  # start [ENV...] : the workbench in a fresh tmux session of COLS x ROWS
-  rm -f "$T/exit"
-  TM kill-server 2>/dev/null
-  nstart=$((nstart + 1)); SOCK="qstui$$-$nstart"   # a fresh server each time
-  TM new-session -d -s w -x "$COLS" -y "$ROWS" \
-    "cd '$T' && env $* LANG=C.UTF-8 LC_ALL=C.UTF-8 QSCOPE_DB='$QSCOPE_DB' QSCOPE_EXPORT_DIR='$T' '$QS' tui; echo \$? > '$T/exit'; sleep 600"
-  wait_for "Tensors"
-}
-# (through a file: a `screen | grep -q` that stops reading early must not break the pipe of a producer
-# still writing, which pipefail would count as a failure)
-screen() { TM capture-pane -p -t w | sed -e "s|$T|<tmp>|g" -e 's/20[0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9:]*Z/<time>/g' \
-  -e 's/[01][0-9]-[0-3][0-9] [0-2][0-9]:[0-5][0-9]/<time>/g' >"$T/.screen" && cat "$T/.screen"; }
-wait_for() {  # wait_for REGEX : until the screen shows it (30 s: sanitizer builds on a loaded machine are slow)
-  for _ in $(seq 300); do screen | grep -qE -- "$1" && return 0; sleep 0.1; done
-  return 1
-}
-keys() { TM send-keys -t w "$@"; sleep 0.3; }
-golden() {  # golden NAME : the screen equals tests/e2e/golden/tui/NAME.txt (within 10 s: keys are asynchronous)
-  local name=$1 f="$GOLD/$1.txt"
-  if [ "${QS_REGEN:-0}" = 1 ]; then sleep 0.5; screen >"$T/$name.txt"; mkdir -p "$GOLD"; cp "$T/$name.txt" "$f"
-  else for _ in $(seq 100); do screen >"$T/$name.txt"; cmp -s "$f" "$T/$name.txt" && break; sleep 0.1; done; fi
-  _n=$((_n + 1))
-  if [ -f "$f" ] && diff -u "$f" "$T/$name.txt" >"$T/diff"; then echo "ok $_n - screen $name matches its golden"
-  else echo "not ok $_n - screen $name differs from $f"; sed 's/^/#   /' "$T/diff" | head -40; fi
-}
 # A PNG that decodes: signature, IHDR, inflated IDAT of the right size, IEND (python3 is only a test tool)
 png_ok() {
   /usr/bin/python3 - "$1" <<'EOF'
@@ -193,11 +162,25 @@ wait_for "reference PPL"
 golden model
 keys s
 check "s sorts the configs by KL mean (smallest first)" 'wait_for "configs sorted by KL mean" && screen | grep -A3 "reference PPL" | sed -n "2p" | grep -q "kv=fp8_e4m3"'
+check "sorting keeps the cursor on its configuration (a=mxfp4, now last of its run)" 'screen | grep -q "^>  a=mxfp4 "'
 golden model-sort-kl
 keys S
 check "S reverses: largest KL first" 'wait_for "KL mean, descending" && screen | grep -A3 "reference PPL" | sed -n "2p" | grep -q "a=mxfp4"'
+check "... the cursor still on a=mxfp4" 'screen | grep -q "^>  a=mxfp4 "'
 keys s
 check "s again sorts by dPPL" 'wait_for "configs sorted by dPPL"'
+# Enter (Right, l) on a configuration: its statistics in place of the plot, in the Model view; h: the plot again
+keys Enter
+check "Enter in the Model view shows the config's statistics (not another view)" \
+  'wait_for "a=mxfp4: 186 tokens scored" && screen | head -1 | grep -q "qscope  Model " && screen | grep -Eq "^  KL mean +0\.9[0-9]+ ± 0\.1"'
+golden model-details
+check "the standard errors keep significant digits (no ±0.0000)" '! screen | grep -Eq "±0\.0+( |$)"'
+keys h
+check "h returns to the KL plot" 'wait_for "fraction of tokens per bin" && screen | head -1 | grep -q "qscope  Model "'
+keys Right
+check "Right shows the statistics too" 'wait_for "a=mxfp4: 186 tokens scored"'
+keys l
+check "l returns to the plot (Enter, Right and l toggle)" 'wait_for "fraction of tokens per bin"'
 keys g v
 golden model-run-cdf
 keys e
@@ -283,6 +266,17 @@ golden blocks-80x24
 keys Enter
 golden inspector-80x24
 check "the re-encoded block has the stored block RMSE (hif4)" 'same_rmse inspector-80x24'
+# the widest code fields (bf16's 16 bits) beside hif4 at 80 columns: no number is cut (issue 28)
+for _ in $(seq 12); do screen | grep -q "side by side: bf16" && break; keys b; done
+golden inspector-80x24-bf16
+whole_numbers() {  # every element row ends in a whole number, every detail line in ")"
+  screen | grep -E "^[> ] +[0-9]+ " | awk '{print $NF}' | grep -Evq '^-?[0-9.]+(e[-+][0-9]+)?%?$' && return 1
+  screen | grep -E "^ [AB] [a-z]" | tail -n 2 | grep -vq ')$' && return 1
+  return 0
+}
+check "80x24 inspector with bf16: every element's Q(x) and error whole, the detail lines whole" whole_numbers
+for _ in $(seq 12); do screen | grep -q "side by side: int8:row" && break; keys b; done
+check "80x24 inspector with int8:row: numbers whole" whole_numbers
 keys 3
 wait_for "relative error"
 golden histogram-80x24
@@ -297,6 +291,17 @@ keys 6
 golden kernels-80x24
 keys 8 j
 golden model-80x24
+# a wide table in the Output view scrolls sideways, the title line says which columns show
+keys : "llm eval --model $FIX/llm/tiny.gguf --text $T/evtext.txt --ctx 64 --chunks 6 --config a=mxfp4" Enter
+wait_for "command finished" || echo "# the command did not finish"
+check "80x24 Output: a table wider than the screen says so in the title line" 'screen | grep -Eq "\[columns 1-78 of [0-9]+, h/l scroll\]"'
+check "... and the hint bar names the keys" 'screen | tail -n 1 | grep -q "h/l scroll"'
+check "the right-hand columns are off screen at first" '! screen | grep -q "same top"'
+keys l l l
+check "l scrolls right: the last columns show" 'wait_for "same top" && screen | grep -Eq "\[columns [0-9]+-[0-9]+ of [0-9]+"'
+golden output-80x24-scrolled
+keys h h h
+check "h scrolls back to the first column" 'wait_for "\[columns 1-78 of"'
 keys 2 f
 wait_for "formats to compare"
 check "the format chooser at 80x24 says it has more formats than rows" 'screen | grep -Eq "1-[0-9]+ of [0-9]+, j/k scrolls"'
@@ -314,6 +319,14 @@ golden tensors-120x40
 keys Enter
 wait_for "analyzed demo:gaussian-1d|stored"
 golden formats-120x40
+keys 1 / gaussian-w Enter Enter      # 16384 blocks: the longest numbers of the panel
+wait_for "^>bf16 +16\.000"
+keys Enter
+wait_for "blocks of 64"
+check "120x40 Blocks: the side panel's lines are whole (the error rank ends in the block count)" \
+  'screen | grep -Eq "rank +[0-9]+ of [0-9]+$" && ! screen | grep -Eq "rank .* by err?o?$"'
+golden blocks-120x40
+keys h h
 keys 5
 wait_for "bf16-vs-fp8"
 check "the RL list gives the logged steps with their range, as qscope runs does" 'wait_for "bf16-vs-fp8 .* 40 \(0\.\.39\) "'
@@ -425,6 +438,18 @@ keys 8
 check "Model view: the failed config reads FAILED (186 of 186 rows non-finite), no statistics" \
   'wait_for "kv=fp8_e4m3 +FAILED \(186 of 186 rows non-finite\): no statistics" && ! screen | grep -E "kv=fp8_e4m3 .*[0-9]\.[0-9]"'
 keys Q
+for size in "80 24" "120 40"; do   # the same at a common and a wide terminal (the wide one has more columns)
+  read -r COLS ROWS <<<"$size"
+  start NO_COLOR=1
+  keys 8
+  check "${COLS}x$ROWS Model view: FAILED with its count, no statistics" \
+    'wait_for "kv=fp8_e4m3 +FAILED \(186 of 186 rows non-finite\): no statistics" && ! screen | grep -E "kv=fp8_e4m3 .*[0-9]\.[0-9]"'
+  keys j j
+  keys Enter
+  check "${COLS}x$ROWS: its statistics say FAILED too, no numbers" 'wait_for "FAILED: 186 of 186 rows non-finite, no statistics" && ! screen | grep -Eq "^  KL mean +[0-9]"'
+  keys Q
+done
+COLS=100 ROWS=30
 
 export QSCOPE_DB="$T/empty.db"
 start NO_COLOR=1

@@ -102,6 +102,27 @@ static void *open_thread(void *p)
     return NULL;
 }
 
+/* data_version: unchanged by the connection's own reads and writes, changed by another
+** connection's commit (the workbench polls it to show what other processes write) */
+static void test_db_data_version(void **state)
+{
+    fixture *f = *state;
+    char path[128];
+    fpath(f, "dv.db", path, sizeof path);
+    qs_err e = {{0}};
+    qs_db *a = qs_db_open(path, &e), *b = qs_db_open(path, &e);
+    if (!a || !b) fail_msg("%s", e.msg);
+    int64_t v0 = qs_db_data_version(a);
+    assert_true(v0 >= 0);
+    assert_int_equal(qs_db_exec(a, "INSERT INTO meta(key, value) VALUES ('dv-own', '1')", &e), 0);
+    assert_true(qs_db_data_version(a) == v0);
+    assert_int_equal(qs_db_exec(b, "INSERT INTO meta(key, value) VALUES ('dv-other', '1')", &e), 0);
+    assert_true(qs_db_data_version(a) != v0);
+    assert_true(qs_db_data_version(NULL) == -1);
+    qs_db_close(a);
+    qs_db_close(b);
+}
+
 static void test_db_concurrent_create(void **state)
 {
     fixture *f = *state;
@@ -443,6 +464,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_db_open_fresh, setup, teardown),
         cmocka_unit_test_setup_teardown(test_db_reopen, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_db_data_version, setup, teardown),
         cmocka_unit_test_setup_teardown(test_db_concurrent_create, setup, teardown),
         cmocka_unit_test_setup_teardown(test_db_newer_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_db_not_sqlite, setup, teardown),
