@@ -110,6 +110,7 @@ typedef struct tui_run {          /* an RL run */
     char *name, *label;
     int64_t tokens, steps, seqs;
     double first, last;           /* the first and last logged step (steps counts the logged ones) */
+    int per_prompt;               /* an `llm score` run: its "steps" are prompts (analysis/rl_xaxis.h) */
 } tui_run;
 
 typedef struct tui_rlc {          /* a run's per-step diagnostics and counts (computed by the worker) */

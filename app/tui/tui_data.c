@@ -13,6 +13,7 @@
 
 #include <jansson.h>
 
+#include "../../analysis/rl_xaxis.h"
 #include "../cli/analyze_run.h"
 #include "../cli/quant_opts.h"
 #include "tui.h"
@@ -426,6 +427,7 @@ int tui_load_runs(tui *T, qs_err *e)
         if ((!lab || !*lab) && src && strrchr(src, '/')) src = strrchr(src, '/') + 1;   /* a path: its file name */
         r->label = strdup(lab && *lab ? lab : src ? src : "");
         r->tokens = r->steps = r->seqs = -1;
+        r->per_prompt = qs_rl_run_xkind(ri[i].metadata) == QS_RL_X_PROMPT;
     }
     qs_run_items_free(ri, nri);
     return 0;

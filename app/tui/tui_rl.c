@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../analysis/rl_xaxis.h"
 #include "../cli/cli.h"
 #include "tui_view.h"
 #include "../../analysis/plot.h"
@@ -108,13 +109,17 @@ static void rl_runs_plot(tui *T, rl_view *S, int y0, int h, int list_h)
         }
     }
     qs_line_data ld[8];
+    qs_rl_xkind kind[8];          /* training steps or llm score's prompts: never one axis for both */
     size_t nl = 0;
     int first = S->one ? S->runs.cur : 0, last = S->one ? S->runs.cur + 1 : (int)T->nruns;
     int pending = 0;
     for (int i = first; i < last && nl < 8; i++) {
         const tui_rlc *c = tui_rl_get(T, T->runs[i].id);
         if (!c) { pending++; continue; }
-        if (c->n) ld[nl++] = (qs_line_data){T->runs[i].name, c->n, c->x, c->y[S->metric]};
+        if (c->n) {
+            kind[nl] = T->runs[i].per_prompt ? QS_RL_X_PROMPT : QS_RL_X_STEP;
+            ld[nl++] = (qs_line_data){T->runs[i].name, c->n, c->x, c->y[S->metric]};
+        }
     }
     if (pending && !nl) {
         tui_addstr_clip(y0 + list_h + 1, 2, T->rl_stopped ? "The diagnostics were not computed (cancelled or failed): press r to compute them."
@@ -122,13 +127,18 @@ static void rl_runs_plot(tui *T, rl_view *S, int y0, int h, int list_h)
     } else if (!nl) {
         tui_addstr_clip(y0 + list_h + 1, 2, "No unmasked tokens in this run.", T->W - 4);
     } else {
+        /* the axis of the selected run's kind when it is drawn, else of the first drawn run's */
+        qs_rl_xkind want = kind[0];
+        for (size_t k = 0; k < nl; k++)
+            if (!strcmp(ld[k].name, R->name)) want = kind[k];
+        const char *per = want == QS_RL_X_PROMPT ? "per prompt" : "per step";
         char title[300];
-        if (S->one) snprintf(title, sizeof title, "%s: %s per step", R->name, tui_rl_metric_name(S->metric));
+        if (S->one) snprintf(title, sizeof title, "%s: %s %s", R->name, tui_rl_metric_name(S->metric), per);
         else if (nl < T->nruns)   /* say what is left out: runs past the eighth, still computing, empty */
-            snprintf(title, sizeof title, "%s per step, %zu of %zu runs (%s; a: the selected one)",
-                     tui_rl_metric_name(S->metric), nl, T->nruns, pending ? "others still computing" : "the first by name");
-        else snprintf(title, sizeof title, "%s per step, %zu run%s", tui_rl_metric_name(S->metric), nl, nl == 1 ? "" : "s");
-        T->fig = qs_plot_trajectory(title, tui_rl_metric_name(S->metric), ld, nl);
+            snprintf(title, sizeof title, "%s %s, %zu of %zu runs (%s; a: the selected one)",
+                     tui_rl_metric_name(S->metric), per, nl, T->nruns, pending ? "others still computing" : "the first by name");
+        else snprintf(title, sizeof title, "%s %s, %zu run%s", tui_rl_metric_name(S->metric), per, nl, nl == 1 ? "" : "s");
+        T->fig = qs_plot_rl_runs(title, tui_rl_metric_name(S->metric), QS_AX_SYMLOG, ld, kind, nl, want);
         snprintf(T->fig_what, sizeof T->fig_what, "rl-%s-m%d", S->one ? R->name : "runs", S->metric);
         tui_draw_figure(T, T->fig, y0 + list_h, 0, h - list_h, T->W);
     }

@@ -95,4 +95,18 @@ for size in "80 24" "120 40"; do
   golden "model-cells-${COLS}x$ROWS"
   keys Q
 done
+# ---- the RL view: `llm score` runs count prompts, training runs steps; one axis never holds both
+export QSCOPE_DB="$T/rl.db"
+"$QS" import-log "$FIX/rl/small.csv" --run train-steps >/dev/null 2>&1 || echo "# import-log failed"
+"$QS" llm score --model "$FIX/llm/tiny.gguf" --tokens 8 --seqs 2 --prompts 3 --name score-prompts >/dev/null 2>&1 || echo "# llm score failed"
+COLS=100 ROWS=30 start NO_COLOR=1
+keys 5
+wait_for "score-prompts"
+check "RL view, an llm score run selected: the x axis counts prompts and the training run is left out, said so" \
+  'wait_for "prompt \(llm score: no training\)" && screen | grep -q "mean |dlogp| (nats) per prompt" && screen | grep -q "1 training run not drawn"'
+keys j
+check "... a training run selected: the x axis counts training steps, the llm score run left out, said so" \
+  'wait_for "^ +training step *$" && screen | grep -q "per step" && screen | grep -q "1 llm score run not drawn"'
+keys Q
+
 done_testing
