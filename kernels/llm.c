@@ -5,6 +5,8 @@
 #include "attn_internal.h"
 #include "cast_scale.h"
 #include "llm_internal.h"
+#include "llm_pgemm.h"
+#include "llm_prefill.h"
 #include "llm_rows.h"
 #include "pool.h"
 #include "simd.h"
@@ -211,7 +213,15 @@ struct qs_llm_state {
     float *rcos, *rsin;             /* [max_pos][head_dim/2] */
     float *fused;                   /* outputs of the fused Q|K|V and gate|up products, on first use */
     size_t fused_len;
+    qs_pgemm_cache *pc;             /* packed weights (qs_llm_state_pack_weights), or NULL */
 };
+
+int qs_llm_state_pack_weights(qs_llm_state *s, size_t max_bytes, qs_err *e)
+{
+    qs_pgemm_cache_free(s->pc);
+    if (!(s->pc = qs_pgemm_cache_new(max_bytes / sizeof(float)))) return qs_fail(e, "out of memory");
+    return 0;
+}
 
 qs_llm_state *qs_llm_state_new(const qs_llm_cfg *c, int batch, int max_pos, int max_rows, qs_err *e)
 {
@@ -265,6 +275,7 @@ void qs_llm_state_free(qs_llm_state *s)
     if (!s) return;
     free(s->kc); free(s->vc); free(s->x); free(s->xn); free(s->q); free(s->k); free(s->v);
     free(s->att); free(s->h1); free(s->h2); free(s->sc); free(s->tmp); free(s->rcos); free(s->rsin); free(s->fused);
+    qs_pgemm_cache_free(s->pc);
     free(s);
 }
 
@@ -349,6 +360,7 @@ static int round_rows_par(const qs_apply *a, int scaled, qs_llm_resq resq, float
 }
 
 /* y[R][out] = x[R][in] . W[out][in]^T */
+#define QS_LLM_PGEMM_ROWS 16   /* from here on the pool's panel products; the prefill's row passes too */
 #ifndef QS_LLM_GEMV_ROWS
 #define QS_LLM_GEMV_ROWS 4
 #endif
@@ -403,7 +415,7 @@ static int few_threads(void)
     return n;
 }
 
-static void linear(float *y, const float *x, const float *W, int R, int in, int out)
+static void linear(qs_pgemm_cache *pc, float *y, const float *x, const float *W, int R, int in, int out)
 {
     if (R >= 2 && R <= QS_LLM_GEMV_ROWS && qs_simd_level() >= QS_SIMD_AVX2) {
         /* two halves on two cores, each streaming half of W; else one call over all of W */
@@ -411,6 +423,12 @@ static void linear(float *y, const float *x, const float *W, int R, int in, int 
         few_job j = {y, x, W, R, in, out, two ? 2 : 1};
         if (two) qs_pool_for(2, 2, few_rows_job, &j);
         else few_rows_job(&j, 0, 0);
+        return;
+    }
+    if (R >= QS_LLM_PGEMM_ROWS) {   /* many rows: panels on qscope's pool (llm_pgemm.h) */
+        qs_pgemm g = {y, x, W, R, in, out, in, out, NULL};
+        g.P = qs_pgemm_cache_get(pc, W, out, in, qs_llm_threads());
+        qs_pgemm_run(&g, qs_llm_threads());
         return;
     }
     if (R <= QS_LLM_GEMV_ROWS) {
@@ -523,6 +541,7 @@ int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm
     const qs_llm_resq resq = nx ? nx->resq : QS_RESQ_NONE;
     const int scaled = nx ? nx->scaled : 0;
     const float scale = 1.0f / sqrtf((float)hd);
+    const int big = R >= QS_LLM_PGEMM_ROWS;   /* the pool's panel products and row passes */
 
     if (l0 < 0 || l0 >= c->n_layer || (l0 > 0 && !x0))
         return qs_fail(e, "forward: start layer %d of %d needs its residual stream", l0, c->n_layer);
@@ -541,15 +560,26 @@ int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm
         const qs_apply *a_ai = lf ? lf[QS_SITE_ATTN_IN] : act, *a_ao = lf ? lf[QS_SITE_ATTN_OUT] : act;
         const qs_apply *a_fi = lf ? lf[QS_SITE_FFN_IN] : act, *a_fd = lf ? lf[QS_SITE_FFN_DOWN_IN] : act;
         const qs_apply *kvf = lf ? lf[QS_LLM_LSITE_KV] : kv_all;
-        for (int r = 0; r < R; r++) rmsnorm(s->xn + (size_t)r * d, s->x + (size_t)r * d, L->attn_norm, d, c->eps);
+        if (!big) for (int r = 0; r < R; r++) rmsnorm(s->xn + (size_t)r * d, s->x + (size_t)r * d, L->attn_norm, d, c->eps);
+        else if (l == l0) qs_prefill_add_norm(s->x, NULL, s->xn, L->attn_norm, R, d, c->eps);   /* later: fused below */
         if (tap) tap(tap_ctx, l, QS_SITE_ATTN_IN, s->xn, R, d);
         if (a_ai && round_rows_par(a_ai, scaled, resq, s->xn, R, d, s->tmp, e)) return -1;
+        if (big) {   /* Q, K and V panels in one pool call, then biases, RoPE and the cache rows per row */
+            const int th = qs_llm_threads();
+            qs_pgemm g[3] = {{s->q, s->xn, L->wq, R, d, qd, d, qd, qs_pgemm_cache_get(s->pc, L->wq, qd, d, th)},
+                             {s->k, s->xn, L->wk, R, d, kvd, d, kvd, qs_pgemm_cache_get(s->pc, L->wk, kvd, d, th)},
+                             {s->v, s->xn, L->wv, R, d, kvd, d, kvd, qs_pgemm_cache_get(s->pc, L->wv, kvd, d, th)}};
+            qs_pgemm_run_n(g, 3, qs_llm_threads());
+            qs_prefill_rope ra = {s->q, s->k, s->v, s->kc + lbase, s->vc + lbase, L->bq, L->bk, L->bv, s->rcos, s->rsin,
+                                  kvf, scaled, R, T, pos0, s->max_pos, c->n_head, c->n_kv_head, hd, c->rope_neox};
+            if (qs_prefill_rope_kv(&ra, e)) return -1;
+        } else {
         if (R > QS_LLM_GEMV_ROWS && L->wk == L->wq + (size_t)qd * d && L->wv == L->wk + (size_t)kvd * d) {
             /* Q, K, V weights are adjacent in the arena: one SGEMM of q_dim + 2 kv_dim outputs, then split */
             const int W3 = qd + 2 * kvd;
             float *y = fused_buf(s, (size_t)R * W3, e);
             if (!y) return -1;
-            linear(y, s->xn, L->wq, R, d, W3);
+            linear(s->pc, y, s->xn, L->wq, R, d, W3);
             for (int r = 0; r < R; r++) {
                 const float *yr = y + (size_t)r * W3;
                 memcpy(s->q + (size_t)r * qd, yr, (size_t)qd * sizeof(float));
@@ -557,9 +587,9 @@ int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm
                 memcpy(s->v + (size_t)r * kvd, yr + qd + kvd, (size_t)kvd * sizeof(float));
             }
         } else {
-            linear(s->q, s->xn, L->wq, R, d, qd);
-            linear(s->k, s->xn, L->wk, R, d, kvd);
-            linear(s->v, s->xn, L->wv, R, d, kvd);
+            linear(s->pc, s->q, s->xn, L->wq, R, d, qd);
+            linear(s->pc, s->k, s->xn, L->wk, R, d, kvd);
+            linear(s->pc, s->v, s->xn, L->wv, R, d, kvd);
         }
         if (L->bq) add_bias(s->q, L->bq, R, qd);   /* Qwen2: after the product, before RoPE */
         if (L->bk) add_bias(s->k, L->bk, R, kvd);
@@ -581,6 +611,7 @@ int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm
                     memcpy(vdst, s->v + (size_t)r * kvd, (size_t)kvd * sizeof(float));
                 }
             }
+        }
         if (tap) { tap(tap_ctx, l, QS_SITE_K, s->k, R, kvd); tap(tap_ctx, l, QS_SITE_V, s->v, R, kvd); }
         /* causal attention over the cache (all K/V of this call are in the cache now) */
         if (T >= ATT_GEMM_MIN) {
@@ -616,40 +647,53 @@ int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm
             }
         if (tap) tap(tap_ctx, l, QS_SITE_ATTN_OUT, s->att, R, qd);
         if (a_ao && round_rows_par(a_ao, scaled, resq, s->att, R, qd, s->tmp, e)) return -1;
-        linear(s->xn, s->att, L->wo, R, qd, d);
-        for (size_t i = 0; i < (size_t)R * d; i++) s->x[i] += s->xn[i];
-
-        for (int r = 0; r < R; r++) rmsnorm(s->xn + (size_t)r * d, s->x + (size_t)r * d, L->ffn_norm, d, c->eps);
+        linear(s->pc, s->xn, s->att, L->wo, R, qd, d);
+        if (big) qs_prefill_add_norm(s->x, s->xn, s->xn, L->ffn_norm, R, d, c->eps);
+        else {
+            for (size_t i = 0; i < (size_t)R * d; i++) s->x[i] += s->xn[i];
+            for (int r = 0; r < R; r++) rmsnorm(s->xn + (size_t)r * d, s->x + (size_t)r * d, L->ffn_norm, d, c->eps);
+        }
         if (tap) tap(tap_ctx, l, QS_SITE_FFN_IN, s->xn, R, d);
         if (a_fi && round_rows_par(a_fi, scaled, resq, s->xn, R, d, s->tmp, e)) return -1;
-        if (R > QS_LLM_GEMV_ROWS && L->w_up == L->w_gate + (size_t)F * d) {
+        if (big) qs_prefill_swiglu(s->pc, s->h1, s->h2, s->xn, L->w_gate, L->w_up, R, d, F);
+        else if (R > QS_LLM_GEMV_ROWS && L->w_up == L->w_gate + (size_t)F * d) {
             /* gate and up adjacent: one SGEMM of 2 ffn outputs, SwiGLU per row into h1 */
             float *y = fused_buf(s, (size_t)R * 2 * F, e);
             if (!y) return -1;
-            linear(y, s->xn, L->w_gate, R, d, 2 * F);
+            linear(s->pc, y, s->xn, L->w_gate, R, d, 2 * F);
             for (int r = 0; r < R; r++) {
                 float *yr = y + (size_t)r * 2 * F;
                 qs_swiglu_row(yr, yr + F, (size_t)F);
                 memcpy(s->h1 + (size_t)r * F, yr, (size_t)F * sizeof(float));
             }
         } else {
-            linear(s->h1, s->xn, L->w_gate, R, d, F);
-            linear(s->h2, s->xn, L->w_up, R, d, F);
+            linear(s->pc, s->h1, s->xn, L->w_gate, R, d, F);
+            linear(s->pc, s->h2, s->xn, L->w_up, R, d, F);
             qs_swiglu_row(s->h1, s->h2, (size_t)R * F);
         }
         if (tap) tap(tap_ctx, l, QS_SITE_FFN_DOWN_IN, s->h1, R, F);
         if (a_fd && round_rows_par(a_fd, scaled, resq, s->h1, R, F, s->tmp, e)) return -1;
-        linear(s->xn, s->h1, L->w_down, R, F, d);
-        for (size_t i = 0; i < (size_t)R * d; i++) s->x[i] += s->xn[i];
+        linear(s->pc, s->xn, s->h1, L->w_down, R, F, d);
+        if (big)   /* the residual add and the next RMSNorm (the output norm after the last layer) in one pass */
+            qs_prefill_add_norm(s->x, s->xn, l + 1 < c->n_layer ? s->xn : hidden,
+                                l + 1 < c->n_layer ? m->L[l + 1].attn_norm : m->out_norm, R, d, c->eps);
+        else for (size_t i = 0; i < (size_t)R * d; i++) s->x[i] += s->xn[i];
         if (tap) tap(tap_ctx, l, QS_SITE_RESID, s->x, R, d);
     }
-    for (int r = 0; r < R; r++) rmsnorm(hidden + (size_t)r * d, s->x + (size_t)r * d, m->out_norm, d, c->eps);
+    if (!big) for (int r = 0; r < R; r++) rmsnorm(hidden + (size_t)r * d, s->x + (size_t)r * d, m->out_norm, d, c->eps);
     return 0;
 }
 
 int qs_llm_logits(const qs_llm_model *m, const qs_llm_numerics *nx, const float *hidden, int rows,
                   float *scratch, float *out, qs_err *e)
 {
+    return qs_llm_logits_st(m, nx, NULL, hidden, rows, scratch, out, e);
+}
+
+int qs_llm_logits_st(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_state *s, const float *hidden, int rows,
+                     float *scratch, float *out, qs_err *e)
+{
+    qs_pgemm_cache *pc = s ? s->pc : NULL;
     const int d = m->c.dim;
     const float *x = hidden;
     if (nx && nx->act) {
@@ -661,7 +705,7 @@ int qs_llm_logits(const qs_llm_model *m, const qs_llm_numerics *nx, const float 
         if (rc) return -1;
         x = scratch;
     }
-    linear(out, x, m->output, rows, d, m->c.vocab);
+    linear(pc, out, x, m->output, rows, d, m->c.vocab);
     return 0;
 }
 
