@@ -19,8 +19,17 @@ size_t qs_pgemm_panels(const qs_pgemm *g) { return (size_t)(g->N + NR - 1) / NR;
 static void pack_panel(const qs_pgemm *g, int o0, int k0, int kc, float *pack)
 {
     const int nc = g->N - o0 < NR ? g->N - o0 : NR;
+    if (g->wt) {   /* rows of W are k's: a copy of nc values per k */
+        const size_t ldw = (size_t)(g->ldw ? g->ldw : g->N);
+        for (int k = 0; k < kc; k++) {
+            memcpy(pack + k * NR, g->W + (size_t)(k0 + k) * ldw + o0, (size_t)nc * sizeof(float));
+            memset(pack + k * NR + nc, 0, (size_t)(NR - nc) * sizeof(float));
+        }
+        return;
+    }
+    const size_t ldw = (size_t)(g->ldw ? g->ldw : g->K);
     for (int j = 0; j < nc; j++) {
-        const float *w = g->W + (size_t)(o0 + j) * g->K + k0;
+        const float *w = g->W + (size_t)(o0 + j) * ldw + k0;
         for (int k = 0; k < kc; k++) pack[k * NR + j] = w[k];
     }
     for (int j = nc; j < NR; j++)
@@ -237,7 +246,7 @@ static void pack_task(void *ctx, size_t p, int slot)
 {
     (void)slot;
     const centry *t = ctx;
-    const qs_pgemm g = {NULL, NULL, t->W, 0, t->K, t->N, 0, 0, NULL};
+    const qs_pgemm g = {NULL, NULL, t->W, 0, t->K, t->N, 0, 0, NULL, 0, 0};
     pack_panel(&g, (int)p * NR, 0, t->K, t->P + p * (size_t)t->K * NR);
 }
 
@@ -255,6 +264,7 @@ const float *qs_pgemm_cache_get(qs_pgemm_cache *c, const float *W, int N, int K,
         c->e = e;
         c->cap = cap;
     }
+    /* (madvise(MADV_HUGEPAGE) here made runs slower: direct compaction under THP defrag=madvise) */
     centry t = {W, N, K, aligned_alloc(64, (len * sizeof(float) + 63) / 64 * 64)};
     if (!t.P) return NULL;
     if (threads > 1 && np > 1) qs_pool_for(threads, np, pack_task, &t);

@@ -17,12 +17,14 @@
 #define QS_PGEMM_NR 32
 
 /* One product: x rows of stride ldx, y rows of stride ldy; P: W packed by qs_pgemm_cache (or NULL:
-** each task packs its panel as it goes). */
+** each task packs its panel as it goes).  W is [N][K] with rows of stride ldw (0: K), or, with wt,
+** [K][N] with rows of stride ldw (0: N), i.e. y = x . W (attention's P V). */
 typedef struct qs_pgemm {
     float *y;
     const float *x, *W;
     int R, K, N, ldx, ldy;
     const float *P;
+    int ldw, wt;
 } qs_pgemm;
 
 /* Panels of the product (ceil(N / 32)). */

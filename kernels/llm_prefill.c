@@ -69,8 +69,8 @@ void qs_prefill_swiglu(qs_pgemm_cache *pc, float *h, float *u, const float *x, c
                        int d, int F)
 {
     const int th = qs_llm_threads();
-    swiglu_job j = {{h, x, w_gate, R, d, F, d, F, qs_pgemm_cache_get(pc, w_gate, F, d, th)},
-                    {u, x, w_up, R, d, F, d, F, qs_pgemm_cache_get(pc, w_up, F, d, th)}};
+    swiglu_job j = {{h, x, w_gate, R, d, F, d, F, qs_pgemm_cache_get(pc, w_gate, F, d, th), 0, 0},
+                    {u, x, w_up, R, d, F, d, F, qs_pgemm_cache_get(pc, w_up, F, d, th), 0, 0}};
     const size_t n = qs_pgemm_panels(&j.gate);
     qs_pool_for(width(R) > 1 ? qs_llm_threads() : 1, n, swiglu_task, &j);
 }

@@ -1,7 +1,8 @@
 /*
 ** The prefill's panel products (kernels/llm_pgemm.c): every element one FMA chain over k, so the same
 ** bits at every SIMD level, for any number of rows (a row's values never depend on the rows beside it),
-** with weights packed once or as they go, through strides; and close to a float64 product.
+** with weights packed once or as they go, given [N][K] or [K][N], through strides; and close to a
+** float64 product.
 */
 #include "test_util.h"
 
@@ -25,7 +26,7 @@ enum { K = 300, N = 70, R = 41, LDX = K + 3, LDY = N + 5 };
 static void run(const float *x, const float *W, int rows, float *y, int level, const float *P, int threads)
 {
     qs_simd_force(level);
-    qs_pgemm g = {y, x, W, rows, K, N, LDX, LDY, P};
+    qs_pgemm g = {y, x, W, rows, K, N, LDX, LDY, P, 0, 0};
     qs_pgemm_run(&g, threads);
     qs_simd_force(-1);
 }
@@ -67,6 +68,20 @@ static void test_bits(void **state)
             run(x + (size_t)r0 * LDX, W, rows, y1, level, P, 1);
             for (int r = 0; r < rows; r++) assert_memory_equal(y1 + r * LDY, y0 + (size_t)(r0 + r) * LDY, N * sizeof(float));
         }
+    {   /* W given as [K][N] rows of stride N + 7 (attention's P V): the same bits */
+        float *Wt = malloc((size_t)K * (N + 7) * sizeof(float));
+        assert_non_null(Wt);
+        for (int k = 0; k < K; k++)
+            for (int o = 0; o < N; o++) Wt[(size_t)k * (N + 7) + o] = W[(size_t)o * K + k];
+        for (int level = QS_SIMD_SCALAR; level <= qs_simd_cpu(); level++) {
+            qs_simd_force(level);
+            qs_pgemm g = {y1, x, Wt, R, K, N, LDX, LDY, NULL, N + 7, 1};
+            qs_pgemm_run(&g, 2);
+            qs_simd_force(-1);
+            for (int r = 0; r < R; r++) assert_memory_equal(y1 + r * LDY, y0 + r * LDY, N * sizeof(float));
+        }
+        free(Wt);
+    }
     assert_null(qs_pgemm_cache_get(c, x, R, K, 1));   /* past the budget: packed as they go */
     qs_pgemm_cache_free(c);
     free(x); free(W); free(y0); free(y1);
