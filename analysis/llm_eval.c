@@ -38,13 +38,28 @@ typedef struct nf_tap {
     int nlayer;
 } nf_tap;
 
+/* Non-finite values of a site, counted in blocks of rows on the pool (a count: any order, same sum). */
+#define NF_ROWS 32
+typedef struct nf_job { const float *x; int rows, cols; _Atomic size_t bad; } nf_job;
+
+static void nf_task(void *ctx, size_t t, int slot)
+{
+    (void)slot;
+    nf_job *j = ctx;
+    const int r0 = (int)t * NF_ROWS, n = j->rows - r0 < NF_ROWS ? j->rows - r0 : NF_ROWS;
+    j->bad += qs_count_nonfinite(j->x + (size_t)r0 * j->cols, (size_t)n * j->cols);
+}
+
 static void tap_nonfinite(void *ctx, int layer, qs_llm_site site, const float *x, int rows, int cols)
 {
     nf_tap *t = ctx;
     if (t->resid && site == QS_SITE_RESID && layer + 1 < t->nlayer)
         memcpy(t->resid + (size_t)(layer + 1) * rows * cols, x, (size_t)rows * cols * sizeof(float));
     qs_eval_nonfinite *nf = t->nf;
-    size_t bad = qs_count_nonfinite(x, (size_t)rows * cols);
+    nf_job j = {x, rows, cols, 0};
+    const size_t ntask = (size_t)(rows + NF_ROWS - 1) / NF_ROWS;
+    qs_pool_for(ntask > 1 ? qs_llm_threads() : 1, ntask, nf_task, &j);
+    size_t bad = j.bad;
     if (bad && nf->first_layer < 0) { nf->first_layer = layer; nf->first_site = site; }
     nf->act_values += bad;
 }
