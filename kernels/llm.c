@@ -522,6 +522,53 @@ static float *fused_buf(qs_llm_state *s, size_t n, qs_err *e)
     return s->fused;
 }
 
+/* Q, K and V of a few rows (the decoder's prefill of short prompts): products, biases, RoPE and the
+** layer's cache rows (lbase), row by row. */
+static int qkv_rows(qs_llm_state *s, const qs_llm_layer *L, int B, int T, int pos0, size_t lbase, const qs_apply *kvf,
+                    int scaled, qs_err *e)
+{
+    const qs_llm_cfg *c = &s->c;
+    const int d = c->dim, hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_kv_head * hd, R = B * T, half = hd / 2;
+    if (R > QS_LLM_GEMV_ROWS && L->wk == L->wq + (size_t)qd * d && L->wv == L->wk + (size_t)kvd * d) {
+        /* Q, K, V weights are adjacent in the arena: one SGEMM of q_dim + 2 kv_dim outputs, then split */
+        const int W3 = qd + 2 * kvd;
+        float *y = fused_buf(s, (size_t)R * W3, e);
+        if (!y) return -1;
+        linear(s->pc, y, s->xn, L->wq, R, d, W3);
+        for (int r = 0; r < R; r++) {
+            const float *yr = y + (size_t)r * W3;
+            memcpy(s->q + (size_t)r * qd, yr, (size_t)qd * sizeof(float));
+            memcpy(s->k + (size_t)r * kvd, yr + qd, (size_t)kvd * sizeof(float));
+            memcpy(s->v + (size_t)r * kvd, yr + qd + kvd, (size_t)kvd * sizeof(float));
+        }
+    } else {
+        linear(s->pc, s->q, s->xn, L->wq, R, d, qd);
+        linear(s->pc, s->k, s->xn, L->wk, R, d, kvd);
+        linear(s->pc, s->v, s->xn, L->wv, R, d, kvd);
+    }
+    if (L->bq) add_bias(s->q, L->bq, R, qd);   /* Qwen2: after the product, before RoPE */
+    if (L->bk) add_bias(s->k, L->bk, R, kvd);
+    if (L->bv) add_bias(s->v, L->bv, R, kvd);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            int r = b * T + t, p = pos0 + t;
+            const float *cs = s->rcos + (size_t)p * half, *sn = s->rsin + (size_t)p * half;
+            rope(s->q + (size_t)r * qd, c->n_head, hd, cs, sn, c->rope_neox);
+            rope(s->k + (size_t)r * kvd, c->n_kv_head, hd, cs, sn, c->rope_neox);
+            float *kdst = s->kc + lbase + ((size_t)b * s->max_pos + p) * kvd;
+            float *vdst = s->vc + lbase + ((size_t)b * s->max_pos + p) * kvd;
+            if (kvf) {
+                if (fakeq_row(kvf, s->k + (size_t)r * kvd, kvd, kdst, e) ||
+                    fakeq_row(kvf, s->v + (size_t)r * kvd, kvd, vdst, e))
+                    return -1;
+            } else {
+                memcpy(kdst, s->k + (size_t)r * kvd, (size_t)kvd * sizeof(float));
+                memcpy(vdst, s->v + (size_t)r * kvd, (size_t)kvd * sizeof(float));
+            }
+        }
+    return 0;
+}
+
 int qs_llm_forward(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_state *s, const int32_t *tok,
                    int B, int T, int pos0, float *hidden, qs_llm_tap_fn tap, void *tap_ctx, qs_err *e)
 {
@@ -538,7 +585,7 @@ int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm
         return qs_fail(e, "forward: %d sequences x %d positions from %d exceed the state (%d x %d, %d rows)", B,
                        T, pos0, s->batch, s->max_pos, s->max_rows);
     const int d = c->dim, hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_kv_head * hd, F = c->ffn, R = B * T;
-    const int grp = c->n_head / c->n_kv_head, half = hd / 2;
+    const int grp = c->n_head / c->n_kv_head;
     const qs_apply *act = nx ? nx->act : NULL, *kv_all = nx ? nx->kv : NULL;
     const qs_llm_resq resq = nx ? nx->resq : QS_RESQ_NONE;
     const int scaled = nx ? nx->scaled : 0;
@@ -575,45 +622,8 @@ int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm
             qs_prefill_rope ra = {s->q, s->k, s->v, s->kc + lbase, s->vc + lbase, L->bq, L->bk, L->bv, s->rcos, s->rsin,
                                   kvf, scaled, R, T, pos0, s->max_pos, c->n_head, c->n_kv_head, hd, c->rope_neox};
             if (qs_prefill_rope_kv(&ra, e)) return -1;
-        } else {
-        if (R > QS_LLM_GEMV_ROWS && L->wk == L->wq + (size_t)qd * d && L->wv == L->wk + (size_t)kvd * d) {
-            /* Q, K, V weights are adjacent in the arena: one SGEMM of q_dim + 2 kv_dim outputs, then split */
-            const int W3 = qd + 2 * kvd;
-            float *y = fused_buf(s, (size_t)R * W3, e);
-            if (!y) return -1;
-            linear(s->pc, y, s->xn, L->wq, R, d, W3);
-            for (int r = 0; r < R; r++) {
-                const float *yr = y + (size_t)r * W3;
-                memcpy(s->q + (size_t)r * qd, yr, (size_t)qd * sizeof(float));
-                memcpy(s->k + (size_t)r * kvd, yr + qd, (size_t)kvd * sizeof(float));
-                memcpy(s->v + (size_t)r * kvd, yr + qd + kvd, (size_t)kvd * sizeof(float));
-            }
-        } else {
-            linear(s->pc, s->q, s->xn, L->wq, R, d, qd);
-            linear(s->pc, s->k, s->xn, L->wk, R, d, kvd);
-            linear(s->pc, s->v, s->xn, L->wv, R, d, kvd);
-        }
-        if (L->bq) add_bias(s->q, L->bq, R, qd);   /* Qwen2: after the product, before RoPE */
-        if (L->bk) add_bias(s->k, L->bk, R, kvd);
-        if (L->bv) add_bias(s->v, L->bv, R, kvd);
-        for (int b = 0; b < B; b++)
-            for (int t = 0; t < T; t++) {
-                int r = b * T + t, p = pos0 + t;
-                const float *cs = s->rcos + (size_t)p * half, *sn = s->rsin + (size_t)p * half;
-                rope(s->q + (size_t)r * qd, c->n_head, hd, cs, sn, c->rope_neox);
-                rope(s->k + (size_t)r * kvd, c->n_kv_head, hd, cs, sn, c->rope_neox);
-                float *kdst = s->kc + lbase + ((size_t)b * s->max_pos + p) * kvd;
-                float *vdst = s->vc + lbase + ((size_t)b * s->max_pos + p) * kvd;
-                if (kvf) {
-                    if (fakeq_row(kvf, s->k + (size_t)r * kvd, kvd, kdst, e) ||
-                        fakeq_row(kvf, s->v + (size_t)r * kvd, kvd, vdst, e))
-                        return -1;
-                } else {
-                    memcpy(kdst, s->k + (size_t)r * kvd, (size_t)kvd * sizeof(float));
-                    memcpy(vdst, s->v + (size_t)r * kvd, (size_t)kvd * sizeof(float));
-                }
-            }
-        }
+        } else if (qkv_rows(s, L, B, T, pos0, lbase, kvf, scaled, e))
+            return -1;
         if (tap) { tap(tap_ctx, l, QS_SITE_K, s->k, R, kvd); tap(tap_ctx, l, QS_SITE_V, s->v, R, kvd); }
         /* causal attention over the cache (all K/V of this call are in the cache now) */
         if (T >= ATT_GEMM_MIN) {
