@@ -14,8 +14,12 @@
 
 const double qs_eval_kl_qs[11] = {0, 0.001, 0.01, 0.05, 0.10, 0.50, 0.90, 0.95, 0.99, 0.999, 1};
 
-/* rows of logits computed at once: large enough for SGEMM, small enough to stay bounded */
-#define HEAD_ROWS 64
+/* rows of logits computed at once: every scored row of a chunk when they fit in HEAD_FLOATS (one
+** product through the output head), never fewer than 64 */
+#define HEAD_FLOATS ((size_t)1 << 24)
+/* packed weight copies kept by a work's state (kernels/llm_pgemm.h): the reference's and the rounded
+** weights of a few configurations; past it, products pack their weights as they go */
+#define PACK_BYTES ((size_t)4 << 30)
 
 int qs_eval_first(const qs_eval_setup *s) { return s->score_all ? 0 : s->ctx / 2; }
 
@@ -35,13 +39,28 @@ typedef struct nf_tap {
     int nlayer;
 } nf_tap;
 
+/* Non-finite values of a site, counted in blocks of rows on the pool (a count: any order, same sum). */
+#define NF_ROWS 32
+typedef struct nf_job { const float *x; int rows, cols; _Atomic size_t bad; } nf_job;
+
+static void nf_task(void *ctx, size_t t, int slot)
+{
+    (void)slot;
+    nf_job *j = ctx;
+    const int r0 = (int)t * NF_ROWS, n = j->rows - r0 < NF_ROWS ? j->rows - r0 : NF_ROWS;
+    j->bad += qs_count_nonfinite(j->x + (size_t)r0 * j->cols, (size_t)n * j->cols);
+}
+
 static void tap_nonfinite(void *ctx, int layer, qs_llm_site site, const float *x, int rows, int cols)
 {
     nf_tap *t = ctx;
     if (t->resid && site == QS_SITE_RESID && layer + 1 < t->nlayer)
         memcpy(t->resid + (size_t)(layer + 1) * rows * cols, x, (size_t)rows * cols * sizeof(float));
     qs_eval_nonfinite *nf = t->nf;
-    size_t bad = qs_count_nonfinite(x, (size_t)rows * cols);
+    nf_job j = {x, rows, cols, 0};
+    const size_t ntask = (size_t)(rows + NF_ROWS - 1) / NF_ROWS;
+    qs_pool_for(ntask > 1 ? qs_llm_threads() : 1, ntask, nf_task, &j);
+    size_t bad = j.bad;
     if (bad && nf->first_layer < 0) { nf->first_layer = layer; nf->first_site = site; }
     nf->act_values += bad;
 }
@@ -106,7 +125,7 @@ void qs_eval_out_free(qs_eval_out *o)
 
 /* Buffers of one chunk's evaluation, reused chunk after chunk. */
 struct qs_eval_work {
-    int ctx, per, first, V, d, nlayer;
+    int ctx, per, first, V, d, nlayer, head_rows;
     float *pref;              /* the chunk's reference probabilities */
     float *lg;                /* one block of logits */
     float *hid, *scr;
@@ -129,11 +148,13 @@ qs_eval_work *qs_eval_work_new(const qs_llm_model *ref, const qs_eval_setup *s, 
     qs_eval_work *w = calloc(1, sizeof *w);
     if (!w) { qs_fail(e, "out of memory"); return NULL; }
     const int ctx = s->ctx, first = qs_eval_first(s), per = ctx - 1 - first, V = ref->c.vocab, d = ref->c.dim;
-    *w = (qs_eval_work){ctx, per, first, V, d, ref->c.n_layer, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    size_t hr = HEAD_FLOATS / (size_t)V;
+    hr = hr < 64 ? 64 : hr > (size_t)per ? (size_t)per : hr;
+    *w = (qs_eval_work){ctx, per, first, V, d, ref->c.n_layer, (int)hr, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     w->pref = malloc((size_t)per * V * sizeof(float));
-    w->lg = malloc((size_t)HEAD_ROWS * V * sizeof(float));
+    w->lg = malloc(hr * V * sizeof(float));
     w->hid = malloc((size_t)ctx * d * sizeof(float));
-    w->scr = malloc((size_t)HEAD_ROWS * d * sizeof(float));
+    w->scr = malloc(hr * d * sizeof(float));
     w->rr = malloc((size_t)per * sizeof *w->rr);
     w->in = malloc((size_t)ctx * sizeof(int32_t));
     if (!w->pref || !w->lg || !w->hid || !w->scr || !w->rr || !w->in) { qs_fail(e, "out of memory"); goto fail; }
@@ -141,7 +162,7 @@ qs_eval_work *qs_eval_work_new(const qs_llm_model *ref, const qs_eval_setup *s, 
         qs_fail(e, "out of memory for the residual streams of %d layers", ref->c.n_layer);
         goto fail;
     }
-    if (!(w->st = qs_llm_state_new(&ref->c, 1, ctx, ctx, e))) goto fail;
+    if (!(w->st = qs_llm_state_new(&ref->c, 1, ctx, ctx, e)) || qs_llm_state_pack_weights(w->st, PACK_BYTES, e)) goto fail;
     return w;
 fail:
     qs_eval_work_free(w);
@@ -187,10 +208,10 @@ int qs_eval_chunk(qs_eval_work *w, const qs_llm_model *ref, const qs_eval_varian
                                 tap_nonfinite, &tc, e))
             return -1;
         double t1 = qs_now_s();
-        for (int r0 = 0; r0 < per; r0 += HEAD_ROWS) {
-            int nr = per - r0 < HEAD_ROWS ? per - r0 : HEAD_ROWS;
+        for (int r0 = 0; r0 < per; r0 += w->head_rows) {
+            int nr = per - r0 < w->head_rows ? per - r0 : w->head_rows;
             if (qs_stop_requested()) return qs_fail(e, "interrupted");
-            if (qs_llm_logits(m, nx, w->hid + (size_t)(first + r0) * d, nr, w->scr, w->lg, e)) return -1;
+            if (qs_llm_logits_st(m, nx, w->st, w->hid + (size_t)(first + r0) * d, nr, w->scr, w->lg, e)) return -1;
             row_job rj = {w->lg, V, r0, k0, tgt, w->pref, w->rr, vo, vi == 0};
             qs_pool_for(nr >= 8 ? qs_llm_threads() : 1, (size_t)nr, row_task, &rj);
         }

@@ -5,6 +5,8 @@
 #include "attn_internal.h"
 #include "cast_scale.h"
 #include "llm_internal.h"
+#include "llm_pgemm.h"
+#include "llm_prefill.h"
 #include "llm_rows.h"
 #include "pool.h"
 #include "qs_stop.h"
@@ -212,7 +214,15 @@ struct qs_llm_state {
     float *rcos, *rsin;             /* [max_pos][head_dim/2] */
     float *fused;                   /* outputs of the fused Q|K|V and gate|up products, on first use */
     size_t fused_len;
+    qs_pgemm_cache *pc;             /* packed weights (qs_llm_state_pack_weights), or NULL */
 };
+
+int qs_llm_state_pack_weights(qs_llm_state *s, size_t max_bytes, qs_err *e)
+{
+    qs_pgemm_cache_free(s->pc);
+    if (!(s->pc = qs_pgemm_cache_new(max_bytes / sizeof(float)))) return qs_fail(e, "out of memory");
+    return 0;
+}
 
 qs_llm_state *qs_llm_state_new(const qs_llm_cfg *c, int batch, int max_pos, int max_rows, qs_err *e)
 {
@@ -266,6 +276,7 @@ void qs_llm_state_free(qs_llm_state *s)
     if (!s) return;
     free(s->kc); free(s->vc); free(s->x); free(s->xn); free(s->q); free(s->k); free(s->v);
     free(s->att); free(s->h1); free(s->h2); free(s->sc); free(s->tmp); free(s->rcos); free(s->rsin); free(s->fused);
+    qs_pgemm_cache_free(s->pc);
     free(s);
 }
 
@@ -350,6 +361,7 @@ static int round_rows_par(const qs_apply *a, int scaled, qs_llm_resq resq, float
 }
 
 /* y[R][out] = x[R][in] . W[out][in]^T */
+#define QS_LLM_PGEMM_ROWS 16   /* from here on the pool's panel products; the prefill's row passes too */
 #ifndef QS_LLM_GEMV_ROWS
 #define QS_LLM_GEMV_ROWS 4
 #endif
@@ -404,7 +416,7 @@ static int few_threads(void)
     return n;
 }
 
-static void linear(float *y, const float *x, const float *W, int R, int in, int out)
+static void linear(qs_pgemm_cache *pc, float *y, const float *x, const float *W, int R, int in, int out)
 {
     if (R >= 2 && R <= QS_LLM_GEMV_ROWS && qs_simd_level() >= QS_SIMD_AVX2) {
         /* two halves on two cores, each streaming half of W; else one call over all of W */
@@ -412,6 +424,12 @@ static void linear(float *y, const float *x, const float *W, int R, int in, int 
         few_job j = {y, x, W, R, in, out, two ? 2 : 1};
         if (two) qs_pool_for(2, 2, few_rows_job, &j);
         else few_rows_job(&j, 0, 0);
+        return;
+    }
+    if (R >= QS_LLM_PGEMM_ROWS) {   /* many rows: panels on qscope's pool (llm_pgemm.h) */
+        qs_pgemm g = {y, x, W, R, in, out, in, out, NULL, 0, 0};
+        g.P = qs_pgemm_cache_get(pc, W, out, in, qs_llm_threads());
+        qs_pgemm_run(&g, qs_llm_threads());
         return;
     }
     if (R <= QS_LLM_GEMV_ROWS) {
@@ -473,16 +491,18 @@ static void att_task(void *ctx, size_t task, void *scratch)
     const size_t lbase = (size_t)j->l * s->batch * s->max_pos * kvd;
     const float *kb = s->kc + lbase + (size_t)b * s->max_pos * kvd, *vb = s->vc + lbase + (size_t)b * s->max_pos * kvd;
     float *S = scratch;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nt, n, hd, j->alpha, s->q + ((size_t)b * T + t0) * qd + (size_t)h * hd, qd,
-                kb + (size_t)kh * hd, kvd, 0.0f, S, n);
+    /* the panel products of llm_pgemm.h (no packing of Q, no zeroing of S): K's rows are the weights */
+    const qs_pgemm gs = {S, s->q + ((size_t)b * T + t0) * qd + (size_t)h * hd, kb + (size_t)kh * hd, nt, hd, n, qd, n, NULL, kvd, 0};
+    qs_pgemm_run(&gs, 1);
     for (int i = 0; i < nt; i++) {
         float *row = S + (size_t)i * n;
         const int nv = j->pos0 + t0 + i + 1;
+        for (int k = 0; k < nv; k++) row[k] *= j->alpha;
         qs_softmax_row(row, (size_t)nv);
         memset(row + nv, 0, (size_t)(n - nv) * sizeof(float));
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nt, hd, n, 1.0f, S, n, vb + (size_t)kh * hd, kvd, 0.0f,
-                s->att + ((size_t)b * T + t0) * qd + (size_t)h * hd, qd);
+    const qs_pgemm gv = {s->att + ((size_t)b * T + t0) * qd + (size_t)h * hd, S, vb + (size_t)kh * hd, nt, n, hd, n, qd, NULL, kvd, 1};
+    qs_pgemm_run(&gv, 1);
 }
 
 static int attend_gemm(qs_llm_state *s, int l, int B, int T, int pos0, int grp, float scale, qs_err *e)
@@ -503,6 +523,53 @@ static float *fused_buf(qs_llm_state *s, size_t n, qs_err *e)
     return s->fused;
 }
 
+/* Q, K and V of a few rows (the decoder's prefill of short prompts): products, biases, RoPE and the
+** layer's cache rows (lbase), row by row. */
+static int qkv_rows(qs_llm_state *s, const qs_llm_layer *L, int B, int T, int pos0, size_t lbase, const qs_apply *kvf,
+                    int scaled, qs_err *e)
+{
+    const qs_llm_cfg *c = &s->c;
+    const int d = c->dim, hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_kv_head * hd, R = B * T, half = hd / 2;
+    if (R > QS_LLM_GEMV_ROWS && L->wk == L->wq + (size_t)qd * d && L->wv == L->wk + (size_t)kvd * d) {
+        /* Q, K, V weights are adjacent in the arena: one SGEMM of q_dim + 2 kv_dim outputs, then split */
+        const int W3 = qd + 2 * kvd;
+        float *y = fused_buf(s, (size_t)R * W3, e);
+        if (!y) return -1;
+        linear(s->pc, y, s->xn, L->wq, R, d, W3);
+        for (int r = 0; r < R; r++) {
+            const float *yr = y + (size_t)r * W3;
+            memcpy(s->q + (size_t)r * qd, yr, (size_t)qd * sizeof(float));
+            memcpy(s->k + (size_t)r * kvd, yr + qd, (size_t)kvd * sizeof(float));
+            memcpy(s->v + (size_t)r * kvd, yr + qd + kvd, (size_t)kvd * sizeof(float));
+        }
+    } else {
+        linear(s->pc, s->q, s->xn, L->wq, R, d, qd);
+        linear(s->pc, s->k, s->xn, L->wk, R, d, kvd);
+        linear(s->pc, s->v, s->xn, L->wv, R, d, kvd);
+    }
+    if (L->bq) add_bias(s->q, L->bq, R, qd);   /* Qwen2: after the product, before RoPE */
+    if (L->bk) add_bias(s->k, L->bk, R, kvd);
+    if (L->bv) add_bias(s->v, L->bv, R, kvd);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            int r = b * T + t, p = pos0 + t;
+            const float *cs = s->rcos + (size_t)p * half, *sn = s->rsin + (size_t)p * half;
+            rope(s->q + (size_t)r * qd, c->n_head, hd, cs, sn, c->rope_neox);
+            rope(s->k + (size_t)r * kvd, c->n_kv_head, hd, cs, sn, c->rope_neox);
+            float *kdst = s->kc + lbase + ((size_t)b * s->max_pos + p) * kvd;
+            float *vdst = s->vc + lbase + ((size_t)b * s->max_pos + p) * kvd;
+            if (kvf) {
+                if (fakeq_row(kvf, s->k + (size_t)r * kvd, kvd, kdst, e) ||
+                    fakeq_row(kvf, s->v + (size_t)r * kvd, kvd, vdst, e))
+                    return -1;
+            } else {
+                memcpy(kdst, s->k + (size_t)r * kvd, (size_t)kvd * sizeof(float));
+                memcpy(vdst, s->v + (size_t)r * kvd, (size_t)kvd * sizeof(float));
+            }
+        }
+    return 0;
+}
+
 int qs_llm_forward(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_state *s, const int32_t *tok,
                    int B, int T, int pos0, float *hidden, qs_llm_tap_fn tap, void *tap_ctx, qs_err *e)
 {
@@ -519,11 +586,12 @@ int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm
         return qs_fail(e, "forward: %d sequences x %d positions from %d exceed the state (%d x %d, %d rows)", B,
                        T, pos0, s->batch, s->max_pos, s->max_rows);
     const int d = c->dim, hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_kv_head * hd, F = c->ffn, R = B * T;
-    const int grp = c->n_head / c->n_kv_head, half = hd / 2;
+    const int grp = c->n_head / c->n_kv_head;
     const qs_apply *act = nx ? nx->act : NULL, *kv_all = nx ? nx->kv : NULL;
     const qs_llm_resq resq = nx ? nx->resq : QS_RESQ_NONE;
     const int scaled = nx ? nx->scaled : 0;
     const float scale = 1.0f / sqrtf((float)hd);
+    const int big = R >= QS_LLM_PGEMM_ROWS;   /* the pool's panel products and row passes */
 
     if (l0 < 0 || l0 >= c->n_layer || (l0 > 0 && !x0))
         return qs_fail(e, "forward: start layer %d of %d needs its residual stream", l0, c->n_layer);
@@ -543,46 +611,21 @@ int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm
         const qs_apply *a_ai = lf ? lf[QS_SITE_ATTN_IN] : act, *a_ao = lf ? lf[QS_SITE_ATTN_OUT] : act;
         const qs_apply *a_fi = lf ? lf[QS_SITE_FFN_IN] : act, *a_fd = lf ? lf[QS_SITE_FFN_DOWN_IN] : act;
         const qs_apply *kvf = lf ? lf[QS_LLM_LSITE_KV] : kv_all;
-        for (int r = 0; r < R; r++) rmsnorm(s->xn + (size_t)r * d, s->x + (size_t)r * d, L->attn_norm, d, c->eps);
+        if (!big) for (int r = 0; r < R; r++) rmsnorm(s->xn + (size_t)r * d, s->x + (size_t)r * d, L->attn_norm, d, c->eps);
+        else if (l == l0) qs_prefill_add_norm(s->x, NULL, s->xn, L->attn_norm, R, d, c->eps);   /* later: fused below */
         if (tap) tap(tap_ctx, l, QS_SITE_ATTN_IN, s->xn, R, d);
         if (a_ai && round_rows_par(a_ai, scaled, resq, s->xn, R, d, s->tmp, e)) return -1;
-        if (R > QS_LLM_GEMV_ROWS && L->wk == L->wq + (size_t)qd * d && L->wv == L->wk + (size_t)kvd * d) {
-            /* Q, K, V weights are adjacent in the arena: one SGEMM of q_dim + 2 kv_dim outputs, then split */
-            const int W3 = qd + 2 * kvd;
-            float *y = fused_buf(s, (size_t)R * W3, e);
-            if (!y) return -1;
-            linear(y, s->xn, L->wq, R, d, W3);
-            for (int r = 0; r < R; r++) {
-                const float *yr = y + (size_t)r * W3;
-                memcpy(s->q + (size_t)r * qd, yr, (size_t)qd * sizeof(float));
-                memcpy(s->k + (size_t)r * kvd, yr + qd, (size_t)kvd * sizeof(float));
-                memcpy(s->v + (size_t)r * kvd, yr + qd + kvd, (size_t)kvd * sizeof(float));
-            }
-        } else {
-            linear(s->q, s->xn, L->wq, R, d, qd);
-            linear(s->k, s->xn, L->wk, R, d, kvd);
-            linear(s->v, s->xn, L->wv, R, d, kvd);
-        }
-        if (L->bq) add_bias(s->q, L->bq, R, qd);   /* Qwen2: after the product, before RoPE */
-        if (L->bk) add_bias(s->k, L->bk, R, kvd);
-        if (L->bv) add_bias(s->v, L->bv, R, kvd);
-        for (int b = 0; b < B; b++)
-            for (int t = 0; t < T; t++) {
-                int r = b * T + t, p = pos0 + t;
-                const float *cs = s->rcos + (size_t)p * half, *sn = s->rsin + (size_t)p * half;
-                rope(s->q + (size_t)r * qd, c->n_head, hd, cs, sn, c->rope_neox);
-                rope(s->k + (size_t)r * kvd, c->n_kv_head, hd, cs, sn, c->rope_neox);
-                float *kdst = s->kc + lbase + ((size_t)b * s->max_pos + p) * kvd;
-                float *vdst = s->vc + lbase + ((size_t)b * s->max_pos + p) * kvd;
-                if (kvf) {
-                    if (fakeq_row(kvf, s->k + (size_t)r * kvd, kvd, kdst, e) ||
-                        fakeq_row(kvf, s->v + (size_t)r * kvd, kvd, vdst, e))
-                        return -1;
-                } else {
-                    memcpy(kdst, s->k + (size_t)r * kvd, (size_t)kvd * sizeof(float));
-                    memcpy(vdst, s->v + (size_t)r * kvd, (size_t)kvd * sizeof(float));
-                }
-            }
+        if (big) {   /* Q, K and V panels in one pool call, then biases, RoPE and the cache rows per row */
+            const int th = qs_llm_threads();
+            qs_pgemm g[3] = {{s->q, s->xn, L->wq, R, d, qd, d, qd, qs_pgemm_cache_get(s->pc, L->wq, qd, d, th), 0, 0},
+                             {s->k, s->xn, L->wk, R, d, kvd, d, kvd, qs_pgemm_cache_get(s->pc, L->wk, kvd, d, th), 0, 0},
+                             {s->v, s->xn, L->wv, R, d, kvd, d, kvd, qs_pgemm_cache_get(s->pc, L->wv, kvd, d, th), 0, 0}};
+            qs_pgemm_run_n(g, 3, qs_llm_threads());
+            qs_prefill_rope ra = {s->q, s->k, s->v, s->kc + lbase, s->vc + lbase, L->bq, L->bk, L->bv, s->rcos, s->rsin,
+                                  kvf, scaled, R, T, pos0, s->max_pos, c->n_head, c->n_kv_head, hd, c->rope_neox};
+            if (qs_prefill_rope_kv(&ra, e)) return -1;
+        } else if (qkv_rows(s, L, B, T, pos0, lbase, kvf, scaled, e))
+            return -1;
         if (tap) { tap(tap_ctx, l, QS_SITE_K, s->k, R, kvd); tap(tap_ctx, l, QS_SITE_V, s->v, R, kvd); }
         /* causal attention over the cache (all K/V of this call are in the cache now) */
         if (T >= ATT_GEMM_MIN) {
@@ -618,40 +661,53 @@ int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm
             }
         if (tap) tap(tap_ctx, l, QS_SITE_ATTN_OUT, s->att, R, qd);
         if (a_ao && round_rows_par(a_ao, scaled, resq, s->att, R, qd, s->tmp, e)) return -1;
-        linear(s->xn, s->att, L->wo, R, qd, d);
-        for (size_t i = 0; i < (size_t)R * d; i++) s->x[i] += s->xn[i];
-
-        for (int r = 0; r < R; r++) rmsnorm(s->xn + (size_t)r * d, s->x + (size_t)r * d, L->ffn_norm, d, c->eps);
+        linear(s->pc, s->xn, s->att, L->wo, R, qd, d);
+        if (big) qs_prefill_add_norm(s->x, s->xn, s->xn, L->ffn_norm, R, d, c->eps);
+        else {
+            for (size_t i = 0; i < (size_t)R * d; i++) s->x[i] += s->xn[i];
+            for (int r = 0; r < R; r++) rmsnorm(s->xn + (size_t)r * d, s->x + (size_t)r * d, L->ffn_norm, d, c->eps);
+        }
         if (tap) tap(tap_ctx, l, QS_SITE_FFN_IN, s->xn, R, d);
         if (a_fi && round_rows_par(a_fi, scaled, resq, s->xn, R, d, s->tmp, e)) return -1;
-        if (R > QS_LLM_GEMV_ROWS && L->w_up == L->w_gate + (size_t)F * d) {
+        if (big) qs_prefill_swiglu(s->pc, s->h1, s->h2, s->xn, L->w_gate, L->w_up, R, d, F);
+        else if (R > QS_LLM_GEMV_ROWS && L->w_up == L->w_gate + (size_t)F * d) {
             /* gate and up adjacent: one SGEMM of 2 ffn outputs, SwiGLU per row into h1 */
             float *y = fused_buf(s, (size_t)R * 2 * F, e);
             if (!y) return -1;
-            linear(y, s->xn, L->w_gate, R, d, 2 * F);
+            linear(s->pc, y, s->xn, L->w_gate, R, d, 2 * F);
             for (int r = 0; r < R; r++) {
                 float *yr = y + (size_t)r * 2 * F;
                 qs_swiglu_row(yr, yr + F, (size_t)F);
                 memcpy(s->h1 + (size_t)r * F, yr, (size_t)F * sizeof(float));
             }
         } else {
-            linear(s->h1, s->xn, L->w_gate, R, d, F);
-            linear(s->h2, s->xn, L->w_up, R, d, F);
+            linear(s->pc, s->h1, s->xn, L->w_gate, R, d, F);
+            linear(s->pc, s->h2, s->xn, L->w_up, R, d, F);
             qs_swiglu_row(s->h1, s->h2, (size_t)R * F);
         }
         if (tap) tap(tap_ctx, l, QS_SITE_FFN_DOWN_IN, s->h1, R, F);
         if (a_fd && round_rows_par(a_fd, scaled, resq, s->h1, R, F, s->tmp, e)) return -1;
-        linear(s->xn, s->h1, L->w_down, R, F, d);
-        for (size_t i = 0; i < (size_t)R * d; i++) s->x[i] += s->xn[i];
+        linear(s->pc, s->xn, s->h1, L->w_down, R, F, d);
+        if (big)   /* the residual add and the next RMSNorm (the output norm after the last layer) in one pass */
+            qs_prefill_add_norm(s->x, s->xn, l + 1 < c->n_layer ? s->xn : hidden,
+                                l + 1 < c->n_layer ? m->L[l + 1].attn_norm : m->out_norm, R, d, c->eps);
+        else for (size_t i = 0; i < (size_t)R * d; i++) s->x[i] += s->xn[i];
         if (tap) tap(tap_ctx, l, QS_SITE_RESID, s->x, R, d);
     }
-    for (int r = 0; r < R; r++) rmsnorm(hidden + (size_t)r * d, s->x + (size_t)r * d, m->out_norm, d, c->eps);
+    if (!big) for (int r = 0; r < R; r++) rmsnorm(hidden + (size_t)r * d, s->x + (size_t)r * d, m->out_norm, d, c->eps);
     return 0;
 }
 
 int qs_llm_logits(const qs_llm_model *m, const qs_llm_numerics *nx, const float *hidden, int rows,
                   float *scratch, float *out, qs_err *e)
 {
+    return qs_llm_logits_st(m, nx, NULL, hidden, rows, scratch, out, e);
+}
+
+int qs_llm_logits_st(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_state *s, const float *hidden, int rows,
+                     float *scratch, float *out, qs_err *e)
+{
+    qs_pgemm_cache *pc = s ? s->pc : NULL;
     const int d = m->c.dim;
     const float *x = hidden;
     if (nx && nx->act) {
@@ -663,7 +719,7 @@ int qs_llm_logits(const qs_llm_model *m, const qs_llm_numerics *nx, const float 
         if (rc) return -1;
         x = scratch;
     }
-    linear(out, x, m->output, rows, d, m->c.vocab);
+    linear(pc, out, x, m->output, rows, d, m->c.vocab);
     return 0;
 }
 

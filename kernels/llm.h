@@ -124,6 +124,10 @@ typedef struct qs_llm_state qs_llm_state;
 ** `max_rows` = batch * T rows per call. */
 qs_llm_state *qs_llm_state_new(const qs_llm_cfg *c, int batch, int max_pos, int max_rows, qs_err *e);
 void qs_llm_state_free(qs_llm_state *s);
+/* Keep packed copies of the weight matrices this state multiplies many rows with (up to max_bytes;
+** kernels/llm_pgemm.h): for callers that run the same, unchanging weights again and again (model
+** evaluation).  The models must outlive the state and not change.  -1 (e set) without memory. */
+int qs_llm_state_pack_weights(qs_llm_state *s, size_t max_bytes, qs_err *e);
 
 /* Forward T new positions pos0 .. pos0+T-1 of B sequences (B <= batch), tokens tok[b*T + t],
 ** appending their K/V to the cache (positions < pos0 must already be there).  Writes the final
@@ -150,6 +154,9 @@ void qs_llm_view_free(qs_llm_model *v);
 ** first, since the output projection is a linear layer).  `scratch` holds rows*dim floats. */
 int qs_llm_logits(const qs_llm_model *m, const qs_llm_numerics *nx, const float *hidden, int rows,
                   float *scratch, float *out, qs_err *e);
+/* The same with s's packed weights (qs_llm_state_pack_weights), if any: the same values. */
+int qs_llm_logits_st(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_state *s, const float *hidden, int rows,
+                     float *scratch, float *out, qs_err *e);
 
 /* Natural-log softmax helpers over one row of logits (double accumulation, max-shifted):
 ** log p(tok), and the entropy -sum p log p. */

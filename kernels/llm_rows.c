@@ -109,8 +109,42 @@ __attribute__((target("avx2,fma"))) static void swiglu_avx2(float *g, const floa
     for (; j < n; j++) g[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
 }
 
+/* exp2_8 on 16 lanes: the same operations lane by lane, so the same bits */
+__attribute__((target("avx512f"))) static inline __m512 exp2_16(__m512 x)
+{
+    const __m512 lo = _mm512_set1_ps(-126.0f);
+    __m512 xc = _mm512_min_ps(_mm512_max_ps(x, lo), _mm512_set1_ps(127.0f));
+    __m512 fl = _mm512_roundscale_ps(xc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 f = _mm512_sub_ps(xc, fl);
+    __m512 p = _mm512_set1_ps(1.5252734e-5f);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.5403530e-4f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558e-3f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.6181291e-3f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5504109e-2f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022651e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314718e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(fl), _mm512_set1_epi32(127)), 23);
+    __m512 r = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+    return _mm512_maskz_mov_ps((__mmask16)~_mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), r);
+}
+
+/* 16 lanes at a time, the rest as swiglu_avx2 cuts it (8 lanes, then libm): the AVX2 path's bits */
+__attribute__((target("avx512f,avx2,fma"))) static void swiglu_avx512(float *g, const float *u, size_t n)
+{
+    const __m512 one = _mm512_set1_ps(1.0f), nl2 = _mm512_set1_ps(-LOG2E);
+    size_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m512 x = _mm512_loadu_ps(g + j);
+        __m512 d = _mm512_add_ps(one, exp2_16(_mm512_mul_ps(x, nl2)));
+        _mm512_storeu_ps(g + j, _mm512_mul_ps(_mm512_div_ps(x, d), _mm512_loadu_ps(u + j)));
+    }
+    swiglu_avx2(g + j, u + j, n - j);
+}
+
 void qs_swiglu_row(float *g, const float *u, size_t n)
 {
+    if (qs_simd_level() >= QS_SIMD_AVX512) { swiglu_avx512(g, u, n); return; }
     if (qs_simd_level() >= QS_SIMD_AVX2) { swiglu_avx2(g, u, n); return; }
     for (size_t j = 0; j < n; j++) g[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
 }

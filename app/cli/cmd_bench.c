@@ -24,6 +24,7 @@ int qs_bench_rl(qs_cli *cli, int quick, int json);   /* app/cli/cmd_rl_bench.c *
 int qs_bench_rl_sample(qs_cli *cli, int quick, int json, const char *model);   /* app/cli/cmd_rl_sample_bench.c */
 int qs_bench_kernels(qs_cli *cli, int quick, int json, int score);   /* app/cli/bench_kernels.c */
 int qs_bench_train(qs_cli *cli, int argc, char **argv);               /* app/cli/bench_train.c */
+int qs_bench_eval(qs_cli *cli, int argc, char **argv);                /* app/cli/bench_eval.c */
 #include "../../analysis/importer.h"
 #include "../../analysis/tensor_stats.h"
 #include "../../datasets/gen.h"
@@ -93,6 +94,7 @@ int qs_cmd_bench(qs_cli *cli, int argc, char **argv)
     int sample = 0;
     if (argc > 1 && !strcmp(argv[1], "tui")) return qs_bench_tui(cli, argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "train")) return qs_bench_train(cli, argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "eval")) return qs_bench_eval(cli, argc - 1, argv + 1);
     int formats = argc > 1 && !strcmp(argv[1], "formats"), analyze = argc > 1 && !strcmp(argv[1], "analyze");
     int rl = argc > 1 && !strcmp(argv[1], "rl");
     int kernels = argc > 1 && !strcmp(argv[1], "kernels"), score = 0;

@@ -206,7 +206,7 @@ const qs_command qs_commands[] = {
      "bytes against its stored hash.  Exit 1 if anything is wrong.", qs_cmd_check, NULL, NULL, 0},
     {"schema", "", "print the database schema (SQL)",
      "Prints the SQL of the current schema, for use with sqlite3.", qs_cmd_schema, NULL, NULL, 0},
-    {"bench", "[formats [-f LIST] | analyze | rl [--sample [--model PATH]] | kernels | train [shape] [--recipes LIST] [--steps N] | tui] [--score] [--quick] [--json] [--npy FILE]", "measure throughput",
+    {"bench", "[formats [-f LIST] | analyze | rl [--sample [--model PATH]] | kernels | train [shape] [--recipes LIST] [--steps N] | eval --model PATH [--text T] [--ctx N] [--chunks K] [--config SPEC]... [--reps R] [--peer PATH] | tui] [--score] [--quick] [--json] [--npy FILE]", "measure throughput",
      "`qscope bench` times the store's hot paths on generated data, min and median of repeated\n"
      "runs: hashing, decode of each storage dtype to float32, statistics (1 and 2 threads), and an\n"
      "end-to-end import of a .npy file (--npy FILE to use yours).\n"
@@ -238,6 +238,14 @@ const qs_command qs_commands[] = {
      "in the same run: step ms, tokens/s, 6 x parameters x tokens FLOP/s, fraction of SGEMM, ratio to\n"
      "fp32 and a per-part breakdown (docs/train.md, \"Speed\"), then each recipe's step over fp32's on\n"
      "one line, by median wall time and by CPU time (issue 26's FP4 target: <= 1.3x).\n"
+     "\n"
+     "`qscope bench eval --model PATH` times `llm eval`'s computation on --text (default\n"
+     "data/text/persuasion.txt), --ctx 512, --chunks 4: the reference and each --config (default w=mxfp4,\n"
+     "a=mxfp4, kv=fp8_e4m3, a=int8:gran=block:block=32,kv=fp16) side by side, best and median of --reps 3,\n"
+     "tokens/s, GFLOP/s (2 x matrix parameters per token), % of OpenBLAS SGEMM timed on the model's own\n"
+     "products in the same run, and each configuration's time over the reference's.  --peer PATH (or\n"
+     "QS_LLAMA_PERPLEXITY) runs llama.cpp's llama-perplexity on the same GGUF, text, context, chunks and\n"
+     "threads and prints the ratio (docs/llm.md, \"Speed\").\n"
      "\n"
      "`qscope bench tui` times the workbench on a generated 10,000-tensor database (--tensors N):\n"
      "first frame (open, load, draw) and redraw after a key in every view, headless.\n"

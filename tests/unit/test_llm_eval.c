@@ -14,6 +14,7 @@
 #include "../../kernels/llm.h"
 #include "../../kernels/llm_rows.h"
 #include "../../kernels/llm_stats.h"
+#include "../../kernels/simd.h"
 
 /* ---------------------------------------------------------------- per-token statistics */
 
@@ -328,6 +329,48 @@ static void test_row_kernels(void **st)
     }
 }
 
+/* SwiGLU and the head's row scan at every SIMD level the CPU has: AVX-512 the AVX2 path's bits (their
+** scalar tails included); the scan's max, first top and finiteness those of the plain loop. */
+static void test_row_kernels_levels(void **st)
+{
+    (void)st;
+    enum { N = 1003 };
+    static float g[N], u[N], y[2][N], l[N];
+    uint64_t r = 12345;
+    for (int i = 0; i < N; i++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        g[i] = (float)((double)(r >> 11) / 9007199254740992.0 * 400.0 - 200.0) / (i % 7 ? 10.0f : 1.0f);
+        u[i] = (float)(i % 13) - 6.0f;
+        l[i] = (float)((r >> 20) % 1000) / 50.0f;
+    }
+    for (int n = 1; n <= N; n += 37)   /* lengths with every tail: AVX-512 gives the AVX2 path's bits */
+        for (int lv = QS_SIMD_AVX2; lv <= qs_simd_cpu(); lv++) {
+            qs_simd_force(lv);
+            memcpy(y[lv - 1], g, sizeof g);
+            qs_swiglu_row(y[lv - 1], u, (size_t)n);
+            qs_simd_force(-1);
+            if (lv == QS_SIMD_AVX512) assert_memory_equal(y[0], y[1], (size_t)n * sizeof(float));
+        }
+    for (int lv = QS_SIMD_SCALAR; lv <= qs_simd_cpu(); lv++) {
+        qs_simd_force(lv);
+        l[500] = l[700] = 99.0f;   /* a tie: the first is the top */
+        int top = -1, fin = -1;
+        double lse = qs_row_lse(l, N, &top, &fin);
+        assert_int_equal(top, 500);
+        assert_int_equal(fin, 1);
+        assert_true(lse >= 99.0 && lse < 99.0 + log((double)N));
+        l[900] = INFINITY;
+        qs_row_lse(l, N, &top, &fin);
+        assert_int_equal(fin, 0);
+        l[900] = 1.0f;
+        l[N - 1] = NAN;
+        qs_row_lse(l, N, &top, &fin);
+        assert_int_equal(fin, 0);
+        l[N - 1] = 1.0f;
+        qs_simd_force(-1);
+    }
+}
+
 /* ---------------------------------------------------------------- element-cast scaling */
 
 static void test_hif8_scale_target(void **st)
@@ -367,6 +410,7 @@ int main(void)
         cmocka_unit_test(test_batched_vs_stepwise_logits),
         cmocka_unit_test(test_nonfinite_reported),
         cmocka_unit_test(test_row_kernels),
+        cmocka_unit_test(test_row_kernels_levels),
         cmocka_unit_test(test_hif8_scale_target),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

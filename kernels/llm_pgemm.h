@@ -1,0 +1,51 @@
+/*
+** The prefill's weight products on qscope's own thread pool: y[R][N] = x[R][K] . W[N][K]^T, cut into
+** panels of 32 output columns.  A task packs its panel of W once ([k][32], zero-padded past N) and runs
+** every input row against it: 12 rows x 32 columns of accumulators (AVX-512; AVX2: 6 x 16), each input
+** value broadcast in turn.  Every element is one FMA chain over k = 0 .. K-1 from +0, so the result is
+** the same bits whatever R, the other rows, the thread count or the SIMD level (the portable path is
+** fmaf in the same order): a token's values never depend on the tokens beside it.
+**
+** One pool, dynamic hand-out of panels: no second thread pool spinning beside qscope's (OpenBLAS's
+** threads), and a core taken by another process slows the product by its share only.
+*/
+#ifndef QS_LLM_PGEMM_H
+#define QS_LLM_PGEMM_H
+
+#include <stddef.h>
+
+#define QS_PGEMM_NR 32
+
+/* One product: x rows of stride ldx, y rows of stride ldy; P: W packed by qs_pgemm_cache (or NULL:
+** each task packs its panel as it goes).  W is [N][K] with rows of stride ldw (0: K), or, with wt,
+** [K][N] with rows of stride ldw (0: N), i.e. y = x . W (attention's P V). */
+typedef struct qs_pgemm {
+    float *y;
+    const float *x, *W;
+    int R, K, N, ldx, ldy;
+    const float *P;
+    int ldw, wt;
+} qs_pgemm;
+
+/* Panels of the product (ceil(N / 32)). */
+size_t qs_pgemm_panels(const qs_pgemm *g);
+/* Columns [32 p, 32 p + 32) of y; pack: QS_PGEMM_PACK floats, 64-byte aligned. */
+void qs_pgemm_panel(const qs_pgemm *g, size_t p, float *pack);
+/* The whole product on `threads` pool slots (<= 1: the calling thread). */
+void qs_pgemm_run(const qs_pgemm *g, int threads);
+/* Several products in one pool call (their panels in order). */
+void qs_pgemm_run_n(const qs_pgemm *g, int n, int threads);
+/* Floats of the packing buffer qs_pgemm_panel needs. */
+#define QS_PGEMM_PACK (QS_PGEMM_NR * 256)
+
+/* Weights packed once: [panel][k][32] copies of the matrices a caller multiplies again and again
+** (model evaluation: every chunk through the same weights), keyed by the matrix's address, up to a
+** budget of floats (past it, products pack as they go).  The matrices must not change or move while
+** the cache lives. */
+typedef struct qs_pgemm_cache qs_pgemm_cache;
+qs_pgemm_cache *qs_pgemm_cache_new(size_t max_floats);
+void qs_pgemm_cache_free(qs_pgemm_cache *c);
+/* The packed copy of W[N][K] (packed on the pool on first use), or NULL (c NULL, over budget, no memory). */
+const float *qs_pgemm_cache_get(qs_pgemm_cache *c, const float *W, int N, int K, int threads);
+
+#endif
