@@ -1,9 +1,11 @@
 /*
 ** qscope entry point: global options, help, and dispatch through the command table (commands.c).
 */
+#include <malloc.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -98,6 +100,11 @@ int main(int argc, char **argv)
 {
     /* Past `ulimit -f` a write then fails with EFBIG, reported like any other, instead of a kill. */
     signal(SIGXFSZ, SIG_IGN);
+    /* Under `ulimit -v`, one malloc arena: glibc reserves 64 MiB of address space for each arena a
+    ** new thread takes, so whether a worker thread has malloc'd yet (timing) decided whether a
+    ** streamed `quant` at 128 MiB found room for its 4 MiB write buffer (a loaded CI run failed so). */
+    struct rlimit as;
+    if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) mallopt(M_ARENA_MAX, 1);
     qs_blas_core_fix(argc, argv);
     qs_cli cli = {0};
     cli.argc = argc;
