@@ -427,8 +427,8 @@ static void linear(qs_pgemm_cache *pc, float *y, const float *x, const float *W,
         return;
     }
     if (R >= QS_LLM_PGEMM_ROWS) {   /* many rows: panels on qscope's pool (llm_pgemm.h) */
-        qs_pgemm g = {y, x, W, R, in, out, in, out, NULL, 0, 0};
-        g.P = qs_pgemm_cache_get(pc, W, out, in, qs_llm_threads());
+        qs_pgemm g = {y, x, W, R, in, out, in, out, NULL, 0, 0, 0};
+        qs_pgemm_cache_bind(pc, &g);
         qs_pgemm_run(&g, qs_llm_threads());
         return;
     }
@@ -492,7 +492,7 @@ static void att_task(void *ctx, size_t task, void *scratch)
     const float *kb = s->kc + lbase + (size_t)b * s->max_pos * kvd, *vb = s->vc + lbase + (size_t)b * s->max_pos * kvd;
     float *S = scratch;
     /* the panel products of llm_pgemm.h (no packing of Q, no zeroing of S): K's rows are the weights */
-    const qs_pgemm gs = {S, s->q + ((size_t)b * T + t0) * qd + (size_t)h * hd, kb + (size_t)kh * hd, nt, hd, n, qd, n, NULL, kvd, 0};
+    const qs_pgemm gs = {S, s->q + ((size_t)b * T + t0) * qd + (size_t)h * hd, kb + (size_t)kh * hd, nt, hd, n, qd, n, NULL, kvd, 0, 0};
     qs_pgemm_run(&gs, 1);
     for (int i = 0; i < nt; i++) {
         float *row = S + (size_t)i * n;
@@ -501,7 +501,7 @@ static void att_task(void *ctx, size_t task, void *scratch)
         qs_softmax_row(row, (size_t)nv);
         memset(row + nv, 0, (size_t)(n - nv) * sizeof(float));
     }
-    const qs_pgemm gv = {s->att + ((size_t)b * T + t0) * qd + (size_t)h * hd, S, vb + (size_t)kh * hd, nt, n, hd, n, qd, NULL, kvd, 1};
+    const qs_pgemm gv = {s->att + ((size_t)b * T + t0) * qd + (size_t)h * hd, S, vb + (size_t)kh * hd, nt, n, hd, n, qd, NULL, kvd, 1, 0};
     qs_pgemm_run(&gv, 1);
 }
 
@@ -616,10 +616,10 @@ int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm
         if (tap) tap(tap_ctx, l, QS_SITE_ATTN_IN, s->xn, R, d);
         if (a_ai && round_rows_par(a_ai, scaled, resq, s->xn, R, d, s->tmp, e)) return -1;
         if (big) {   /* Q, K and V panels in one pool call, then biases, RoPE and the cache rows per row */
-            const int th = qs_llm_threads();
-            qs_pgemm g[3] = {{s->q, s->xn, L->wq, R, d, qd, d, qd, qs_pgemm_cache_get(s->pc, L->wq, qd, d, th), 0, 0},
-                             {s->k, s->xn, L->wk, R, d, kvd, d, kvd, qs_pgemm_cache_get(s->pc, L->wk, kvd, d, th), 0, 0},
-                             {s->v, s->xn, L->wv, R, d, kvd, d, kvd, qs_pgemm_cache_get(s->pc, L->wv, kvd, d, th), 0, 0}};
+            qs_pgemm g[3] = {{s->q, s->xn, L->wq, R, d, qd, d, qd, NULL, 0, 0, 0},
+                             {s->k, s->xn, L->wk, R, d, kvd, d, kvd, NULL, 0, 0, 0},
+                             {s->v, s->xn, L->wv, R, d, kvd, d, kvd, NULL, 0, 0, 0}};
+            for (int i = 0; i < 3; i++) qs_pgemm_cache_bind(s->pc, &g[i]);
             qs_pgemm_run_n(g, 3, qs_llm_threads());
             qs_prefill_rope ra = {s->q, s->k, s->v, s->kc + lbase, s->vc + lbase, L->bq, L->bk, L->bv, s->rcos, s->rsin,
                                   kvf, scaled, R, T, pos0, s->max_pos, c->n_head, c->n_kv_head, hd, c->rope_neox};

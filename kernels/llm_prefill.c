@@ -68,9 +68,9 @@ static void swiglu_task(void *ctx, size_t p, int slot)
 void qs_prefill_swiglu(qs_pgemm_cache *pc, float *h, float *u, const float *x, const float *w_gate, const float *w_up, int R,
                        int d, int F)
 {
-    const int th = qs_llm_threads();
-    swiglu_job j = {{h, x, w_gate, R, d, F, d, F, qs_pgemm_cache_get(pc, w_gate, F, d, th), 0, 0},
-                    {u, x, w_up, R, d, F, d, F, qs_pgemm_cache_get(pc, w_up, F, d, th), 0, 0}};
+    swiglu_job j = {{h, x, w_gate, R, d, F, d, F, NULL, 0, 0, 0}, {u, x, w_up, R, d, F, d, F, NULL, 0, 0, 0}};
+    qs_pgemm_cache_bind(pc, &j.gate);
+    qs_pgemm_cache_bind(pc, &j.up);
     const size_t n = qs_pgemm_panels(&j.gate);
     qs_pool_for(width(R) > 1 ? qs_llm_threads() : 1, n, swiglu_task, &j);
 }
