@@ -183,7 +183,7 @@ void qs_pgemm_panel(const qs_pgemm *g, size_t p, float *pack)
     const int o0 = (int)p * NR, level = qs_simd_level();
     for (int k0 = 0; k0 < g->K; k0 += KC) {
         const int kc = g->K - k0 < KC ? g->K - k0 : KC;
-        if (g->P) pack = (float *)g->P + ((size_t)p * g->K + (size_t)k0) * NR;
+        if (g->P) pack = (float *)g->P + ((size_t)p * (size_t)(g->ldp ? g->ldp : g->K) + (size_t)k0) * NR;
         if (!g->P || g->fill) pack_panel(g, o0, k0, kc, pack);
         if (level >= QS_SIMD_AVX512) rows512(g, o0, k0, kc, pack);
         else if (level >= QS_SIMD_AVX2) rows256(g, o0, k0, kc, pack);
@@ -251,7 +251,7 @@ static void pack_task(void *ctx, size_t p, int slot)
 {
     (void)slot;
     const centry *t = ctx;
-    const qs_pgemm g = {NULL, NULL, t->W, 0, t->K, t->N, 0, 0, NULL, 0, 0, 0};
+    const qs_pgemm g = {NULL, NULL, t->W, 0, t->K, t->N, 0, 0, NULL, 0, 0, 0, 0};
     pack_panel(&g, (int)p * NR, 0, t->K, t->P + p * (size_t)t->K * NR);
 }
 

@@ -20,13 +20,15 @@
 ** each task packs its panel as it goes).  W is [N][K] with rows of stride ldw (0: K), or, with wt,
 ** [K][N] with rows of stride ldw (0: N), i.e. y = x . W (attention's P V).  fill (qs_pgemm_cache_bind):
 ** P is still to be written, and each panel packs its part of W into P just before it uses it (the first
-** product through a matrix packs it while it is in cache, with no pass of its own). */
+** product through a matrix packs it while it is in cache, with no pass of its own).  ldp: P's panels
+** are ldp k's apart (0: K), so a product over the first K k's of a longer packed matrix reads it in place
+** (attention's P V over the keys a tile sees). */
 typedef struct qs_pgemm {
     float *y;
     const float *x, *W;
     int R, K, N, ldx, ldy;
     const float *P;
-    int ldw, wt, fill;
+    int ldw, wt, fill, ldp;
 } qs_pgemm;
 
 /* Panels of the product (ceil(N / 32)). */
