@@ -215,6 +215,8 @@ struct qs_llm_state {
     float *fused;                   /* outputs of the fused Q|K|V and gate|up products, on first use */
     size_t fused_len;
     qs_pgemm_cache *pc;             /* packed weights (qs_llm_state_pack_weights), or NULL */
+    float *kp, *vp;                 /* one layer's K and V packed for attention (llm_prefill.h), on first use */
+    int ldp;                        /* max_pos rounded up to a panel */
 };
 
 int qs_llm_state_pack_weights(qs_llm_state *s, size_t max_bytes, qs_err *e)
@@ -276,6 +278,7 @@ void qs_llm_state_free(qs_llm_state *s)
     if (!s) return;
     free(s->kc); free(s->vc); free(s->x); free(s->xn); free(s->q); free(s->k); free(s->v);
     free(s->att); free(s->h1); free(s->h2); free(s->sc); free(s->tmp); free(s->rcos); free(s->rsin); free(s->fused);
+    free(s->kp); free(s->vp);
     qs_pgemm_cache_free(s->pc);
     free(s);
 }
@@ -427,8 +430,8 @@ static void linear(qs_pgemm_cache *pc, float *y, const float *x, const float *W,
         return;
     }
     if (R >= QS_LLM_PGEMM_ROWS) {   /* many rows: panels on qscope's pool (llm_pgemm.h) */
-        qs_pgemm g = {y, x, W, R, in, out, in, out, NULL, 0, 0};
-        g.P = qs_pgemm_cache_get(pc, W, out, in, qs_llm_threads());
+        qs_pgemm g = {y, x, W, R, in, out, in, out, NULL, 0, 0, 0, 0};
+        qs_pgemm_cache_bind(pc, &g);
         qs_pgemm_run(&g, qs_llm_threads());
         return;
     }
@@ -474,10 +477,12 @@ static void add_bias(float *y, const float *b, int rows, int n)
 ** (one thread per core, OpenBLAS single-threaded meanwhile). */
 #define ATT_GEMM_MIN 8
 #define ATT_TILE 128
+#define ATT_GROUP 24   /* query rows per Q K^T product with packed K: up to 24 masked keys computed per row */
 typedef struct att_job {
     qs_llm_state *s;
     int l, T, pos0, grp, ntile;
     float alpha;
+    int packed;   /* K and V of this layer packed (s->kp, s->vp): no packing per task, Q K^T by row groups */
 } att_job;
 
 static void att_task(void *ctx, size_t task, void *scratch)
@@ -492,8 +497,20 @@ static void att_task(void *ctx, size_t task, void *scratch)
     const float *kb = s->kc + lbase + (size_t)b * s->max_pos * kvd, *vb = s->vc + lbase + (size_t)b * s->max_pos * kvd;
     float *S = scratch;
     /* the panel products of llm_pgemm.h (no packing of Q, no zeroing of S): K's rows are the weights */
-    const qs_pgemm gs = {S, s->q + ((size_t)b * T + t0) * qd + (size_t)h * hd, kb + (size_t)kh * hd, nt, hd, n, qd, n, NULL, kvd, 0};
-    qs_pgemm_run(&gs, 1);
+    qs_pgemm gs = {S, s->q + ((size_t)b * T + t0) * qd + (size_t)h * hd, kb + (size_t)kh * hd, nt, hd, n, qd, n, NULL, kvd, 0, 0, 0};
+    const size_t pk = ((size_t)b * c->n_kv_head + kh) * s->ldp * (size_t)((hd + QS_PGEMM_NR - 1) / QS_PGEMM_NR * QS_PGEMM_NR);
+    if (j->packed) {   /* by row groups: only the keys a group sees (the rest of S is zeroed below) */
+        gs.P = s->kp + pk;
+        for (int i0 = 0; i0 < nt; i0 += ATT_GROUP) {
+            qs_pgemm g = gs;
+            g.R = nt - i0 < ATT_GROUP ? nt - i0 : ATT_GROUP;
+            g.N = j->pos0 + t0 + i0 + g.R;
+            g.x = gs.x + (size_t)i0 * qd;
+            g.y = S + (size_t)i0 * n;
+            qs_pgemm_run(&g, 1);
+        }
+    } else
+        qs_pgemm_run(&gs, 1);
     for (int i = 0; i < nt; i++) {
         float *row = S + (size_t)i * n;
         const int nv = j->pos0 + t0 + i + 1;
@@ -501,15 +518,34 @@ static void att_task(void *ctx, size_t task, void *scratch)
         qs_softmax_row(row, (size_t)nv);
         memset(row + nv, 0, (size_t)(n - nv) * sizeof(float));
     }
-    const qs_pgemm gv = {s->att + ((size_t)b * T + t0) * qd + (size_t)h * hd, S, vb + (size_t)kh * hd, nt, n, hd, n, qd, NULL, kvd, 1};
+    qs_pgemm gv = {s->att + ((size_t)b * T + t0) * qd + (size_t)h * hd, S, vb + (size_t)kh * hd, nt, n, hd, n, qd, NULL, kvd, 1, 0, 0};
+    if (j->packed) { gv.P = s->vp + pk; gv.ldp = s->ldp; }
     qs_pgemm_run(&gv, 1);
 }
 
-static int attend_gemm(qs_llm_state *s, int l, int B, int T, int pos0, int grp, float scale, qs_err *e)
+static int attend_gemm(qs_llm_state *s, int l, int B, int T, int pos0, int grp, float scale, int packed, qs_err *e)
 {
-    att_job j = {s, l, T, pos0, grp, (T + ATT_TILE - 1) / ATT_TILE, scale};
+    att_job j = {s, l, T, pos0, grp, (T + ATT_TILE - 1) / ATT_TILE, scale, packed};
     size_t ntasks = (size_t)B * s->c.n_head * j.ntile;
     return qs_attn_tasks(qs_llm_threads(), ntasks, (size_t)ATT_TILE * (pos0 + T) * sizeof(float), att_task, &j, e);
+}
+
+static int kv_packs(qs_llm_state *s, qs_err *e)
+{
+    if (s->kp) return 0;
+    s->ldp = (s->max_pos + QS_PGEMM_NR - 1) / QS_PGEMM_NR * QS_PGEMM_NR;
+    const size_t n = (size_t)s->batch * s->c.n_kv_head * s->ldp * ((s->c.head_dim + QS_PGEMM_NR - 1) / QS_PGEMM_NR * QS_PGEMM_NR);
+    const size_t bytes = (n * sizeof(float) + 63) / 64 * 64;   /* the panel kernels' aligned loads */
+    s->kp = aligned_alloc(64, bytes);
+    s->vp = aligned_alloc(64, bytes);
+    if (s->kp && s->vp) {   /* zeros in the pad lanes (never stored, but no stale NaNs to compute on) */
+        memset(s->kp, 0, bytes);
+        memset(s->vp, 0, bytes);
+        return 0;
+    }
+    free(s->kp); free(s->vp);
+    s->kp = s->vp = NULL;
+    return qs_fail(e, "out of memory for %zu packed keys and values", n);
 }
 
 static float *fused_buf(qs_llm_state *s, size_t n, qs_err *e)
@@ -616,20 +652,22 @@ int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm
         if (tap) tap(tap_ctx, l, QS_SITE_ATTN_IN, s->xn, R, d);
         if (a_ai && round_rows_par(a_ai, scaled, resq, s->xn, R, d, s->tmp, e)) return -1;
         if (big) {   /* Q, K and V panels in one pool call, then biases, RoPE and the cache rows per row */
-            const int th = qs_llm_threads();
-            qs_pgemm g[3] = {{s->q, s->xn, L->wq, R, d, qd, d, qd, qs_pgemm_cache_get(s->pc, L->wq, qd, d, th), 0, 0},
-                             {s->k, s->xn, L->wk, R, d, kvd, d, kvd, qs_pgemm_cache_get(s->pc, L->wk, kvd, d, th), 0, 0},
-                             {s->v, s->xn, L->wv, R, d, kvd, d, kvd, qs_pgemm_cache_get(s->pc, L->wv, kvd, d, th), 0, 0}};
+            qs_pgemm g[3] = {{s->q, s->xn, L->wq, R, d, qd, d, qd, NULL, 0, 0, 0, 0},
+                             {s->k, s->xn, L->wk, R, d, kvd, d, kvd, NULL, 0, 0, 0, 0},
+                             {s->v, s->xn, L->wv, R, d, kvd, d, kvd, NULL, 0, 0, 0, 0}};
+            for (int i = 0; i < 3; i++) qs_pgemm_cache_bind(s->pc, &g[i]);
             qs_pgemm_run_n(g, 3, qs_llm_threads());
-            qs_prefill_rope ra = {s->q, s->k, s->v, s->kc + lbase, s->vc + lbase, L->bq, L->bk, L->bv, s->rcos, s->rsin,
-                                  kvf, scaled, R, T, pos0, s->max_pos, c->n_head, c->n_kv_head, hd, c->rope_neox};
+            if (pos0 == 0 && kv_packs(s, e)) return -1;   /* every key is a row of this call: packed as written */
+            qs_prefill_rope ra = {s->q, s->k, s->v, s->kc + lbase, s->vc + lbase, pos0 ? NULL : s->kp, pos0 ? NULL : s->vp,
+                                  s->ldp, L->bq, L->bk, L->bv, s->rcos, s->rsin, kvf, scaled, R, T, pos0, s->max_pos,
+                                  c->n_head, c->n_kv_head, hd, c->rope_neox};
             if (qs_prefill_rope_kv(&ra, e)) return -1;
         } else if (qkv_rows(s, L, B, T, pos0, lbase, kvf, scaled, e))
             return -1;
         if (tap) { tap(tap_ctx, l, QS_SITE_K, s->k, R, kvd); tap(tap_ctx, l, QS_SITE_V, s->v, R, kvd); }
         /* causal attention over the cache (all K/V of this call are in the cache now) */
         if (T >= ATT_GEMM_MIN) {
-            if (attend_gemm(s, l, B, T, pos0, grp, scale, e)) return -1;
+            if (attend_gemm(s, l, B, T, pos0, grp, scale, big && pos0 == 0 && s->kp, e)) return -1;
         } else
         for (int b = 0; b < B; b++)
             for (int t = 0; t < T; t++) {

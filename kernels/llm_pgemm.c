@@ -28,12 +28,17 @@ static void pack_panel(const qs_pgemm *g, int o0, int k0, int kc, float *pack)
         return;
     }
     const size_t ldw = (size_t)(g->ldw ? g->ldw : g->K);
-    for (int j = 0; j < nc; j++) {
-        const float *w = g->W + (size_t)(o0 + j) * ldw + k0;
-        for (int k = 0; k < kc; k++) pack[k * NR + j] = w[k];
+    const float *w = g->W + (size_t)o0 * ldw + k0;
+    /* blocks of 16 k's: the 16 rows of pack they write (8 KB) stay in L1 while the 32 w rows are read
+    ** (a whole k column of pack per w row evicted and refetched each line 32 times) */
+    for (int kb = 0; kb < kc; kb += 16) {
+        const int kn = kc - kb < 16 ? kc - kb : 16;
+        float *p = pack + (size_t)kb * NR;
+        for (int j = 0; j < nc; j++)
+            for (int k = 0; k < kn; k++) p[k * NR + j] = w[(size_t)j * ldw + kb + k];
+        for (int j = nc; j < NR; j++)
+            for (int k = 0; k < kn; k++) p[k * NR + j] = 0;
     }
-    for (int j = nc; j < NR; j++)
-        for (int k = 0; k < kc; k++) pack[k * NR + j] = 0;
 }
 
 /* ---------------------------------------------------------------- AVX-512 */
@@ -178,8 +183,8 @@ void qs_pgemm_panel(const qs_pgemm *g, size_t p, float *pack)
     const int o0 = (int)p * NR, level = qs_simd_level();
     for (int k0 = 0; k0 < g->K; k0 += KC) {
         const int kc = g->K - k0 < KC ? g->K - k0 : KC;
-        if (g->P) pack = (float *)g->P + ((size_t)p * g->K + (size_t)k0) * NR;
-        else pack_panel(g, o0, k0, kc, pack);
+        if (g->P) pack = (float *)g->P + ((size_t)p * (size_t)(g->ldp ? g->ldp : g->K) + (size_t)k0) * NR;
+        if (!g->P || g->fill) pack_panel(g, o0, k0, kc, pack);
         if (level >= QS_SIMD_AVX512) rows512(g, o0, k0, kc, pack);
         else if (level >= QS_SIMD_AVX2) rows256(g, o0, k0, kc, pack);
         else rows_scalar(g, o0, k0, kc, pack);
@@ -246,12 +251,14 @@ static void pack_task(void *ctx, size_t p, int slot)
 {
     (void)slot;
     const centry *t = ctx;
-    const qs_pgemm g = {NULL, NULL, t->W, 0, t->K, t->N, 0, 0, NULL, 0, 0};
+    const qs_pgemm g = {NULL, NULL, t->W, 0, t->K, t->N, 0, 0, NULL, 0, 0, 0, 0};
     pack_panel(&g, (int)p * NR, 0, t->K, t->P + p * (size_t)t->K * NR);
 }
 
-const float *qs_pgemm_cache_get(qs_pgemm_cache *c, const float *W, int N, int K, int threads)
+/* The entry of W (packed or, with *fresh = 1, only allocated), or NULL. */
+static float *entry(qs_pgemm_cache *c, const float *W, int N, int K, int *fresh)
 {
+    *fresh = 0;
     if (!c || N <= 0 || K <= 0) return NULL;
     for (size_t i = c->n; i-- > 0;)
         if (c->e[i].W == W && c->e[i].N == N && c->e[i].K == K) return c->e[i].P;
@@ -267,10 +274,27 @@ const float *qs_pgemm_cache_get(qs_pgemm_cache *c, const float *W, int N, int K,
     /* (madvise(MADV_HUGEPAGE) here made runs slower: direct compaction under THP defrag=madvise) */
     centry t = {W, N, K, aligned_alloc(64, (len * sizeof(float) + 63) / 64 * 64)};
     if (!t.P) return NULL;
+    c->e[c->n++] = t;
+    c->used += len;
+    *fresh = 1;
+    return t.P;
+}
+
+const float *qs_pgemm_cache_get(qs_pgemm_cache *c, const float *W, int N, int K, int threads)
+{
+    int fresh;
+    float *P = entry(c, W, N, K, &fresh);
+    if (!fresh) return P;
+    const size_t np = (size_t)(N + NR - 1) / NR;
+    centry t = {W, N, K, P};
     if (threads > 1 && np > 1) qs_pool_for(threads, np, pack_task, &t);
     else
         for (size_t p = 0; p < np; p++) pack_task(&t, p, 0);
-    c->e[c->n++] = t;
-    c->used += len;
-    return t.P;
+    return P;
+}
+
+void qs_pgemm_cache_bind(qs_pgemm_cache *c, qs_pgemm *g)
+{
+    g->fill = 0;
+    g->P = g->wt || (g->ldw && g->ldw != g->K) ? NULL : entry(c, g->W, g->N, g->K, &g->fill);
 }

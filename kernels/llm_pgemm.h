@@ -18,13 +18,17 @@
 
 /* One product: x rows of stride ldx, y rows of stride ldy; P: W packed by qs_pgemm_cache (or NULL:
 ** each task packs its panel as it goes).  W is [N][K] with rows of stride ldw (0: K), or, with wt,
-** [K][N] with rows of stride ldw (0: N), i.e. y = x . W (attention's P V). */
+** [K][N] with rows of stride ldw (0: N), i.e. y = x . W (attention's P V).  fill (qs_pgemm_cache_bind):
+** P is still to be written, and each panel packs its part of W into P just before it uses it (the first
+** product through a matrix packs it while it is in cache, with no pass of its own).  ldp: P's panels
+** are ldp k's apart (0: K), so a product over the first K k's of a longer packed matrix reads it in place
+** (attention's P V over the keys a tile sees). */
 typedef struct qs_pgemm {
     float *y;
     const float *x, *W;
     int R, K, N, ldx, ldy;
     const float *P;
-    int ldw, wt;
+    int ldw, wt, fill, ldp;
 } qs_pgemm;
 
 /* Panels of the product (ceil(N / 32)). */
@@ -47,5 +51,9 @@ qs_pgemm_cache *qs_pgemm_cache_new(size_t max_floats);
 void qs_pgemm_cache_free(qs_pgemm_cache *c);
 /* The packed copy of W[N][K] (packed on the pool on first use), or NULL (c NULL, over budget, no memory). */
 const float *qs_pgemm_cache_get(qs_pgemm_cache *c, const float *W, int N, int K, int threads);
+/* g->P = the packed copy of g->W (g: [N][K], rows of stride K), and g->fill = 1 when it is new: the
+** product that follows packs it (run every panel of it before another product reads g->P).  c NULL,
+** over budget or no memory: g->P = NULL (panels pack as they go). */
+void qs_pgemm_cache_bind(qs_pgemm_cache *c, qs_pgemm *g);
 
 #endif

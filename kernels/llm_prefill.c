@@ -68,9 +68,9 @@ static void swiglu_task(void *ctx, size_t p, int slot)
 void qs_prefill_swiglu(qs_pgemm_cache *pc, float *h, float *u, const float *x, const float *w_gate, const float *w_up, int R,
                        int d, int F)
 {
-    const int th = qs_llm_threads();
-    swiglu_job j = {{h, x, w_gate, R, d, F, d, F, qs_pgemm_cache_get(pc, w_gate, F, d, th), 0, 0},
-                    {u, x, w_up, R, d, F, d, F, qs_pgemm_cache_get(pc, w_up, F, d, th), 0, 0}};
+    swiglu_job j = {{h, x, w_gate, R, d, F, d, F, NULL, 0, 0, 0, 0}, {u, x, w_up, R, d, F, d, F, NULL, 0, 0, 0, 0}};
+    qs_pgemm_cache_bind(pc, &j.gate);
+    qs_pgemm_cache_bind(pc, &j.up);
     const size_t n = qs_pgemm_panels(&j.gate);
     qs_pool_for(width(R) > 1 ? qs_llm_threads() : 1, n, swiglu_task, &j);
 }
@@ -82,6 +82,20 @@ typedef struct rope_job {
     atomic_int fail;
     qs_err err;
 } rope_job;
+
+/* Key p of sequence b into the packed K and V (layout in llm_prefill.h). */
+static void pack_kv(const qs_prefill_rope *a, int b, int p, const float *k, const float *v)
+{
+    const int hd = a->hd, NR = QS_PGEMM_NR;
+    for (int h = 0; h < a->n_kv_head; h++) {
+        const size_t base = ((size_t)b * a->n_kv_head + h) * a->ldp * (size_t)((hd + NR - 1) / NR * NR);
+        float *kp = a->kp + base + (size_t)(p / NR) * hd * NR + p % NR, *vp = a->vp + base + (size_t)p * NR;
+        const float *kh = k + (size_t)h * hd, *vh = v + (size_t)h * hd;
+        for (int i = 0; i < hd; i++) kp[(size_t)i * NR] = kh[i];
+        for (int i = 0; i < hd; i += NR)
+            memcpy(vp + (size_t)(i / NR) * a->ldp * NR, vh + i, (size_t)(hd - i < NR ? hd - i : NR) * sizeof(float));
+    }
+}
 
 static int rope_rows(const qs_prefill_rope *a, int r0, int r1, qs_err *e)
 {
@@ -103,6 +117,7 @@ static int rope_rows(const qs_prefill_rope *a, int r0, int r1, qs_err *e)
             memcpy(kdst, k, (size_t)kvd * sizeof(float));
             memcpy(vdst, v, (size_t)kvd * sizeof(float));
         }
+        if (a->kp) pack_kv(a, b, p, kdst, vdst);
     }
     return 0;
 }

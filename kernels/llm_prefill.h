@@ -18,9 +18,14 @@ void qs_prefill_swiglu(struct qs_pgemm_cache *pc, float *h, float *u, const floa
                        const float *w_up, int R, int d, int F);
 
 /* Row r = b * T + t of q/k/v (position pos0 + t of sequence b): add the biases (NULL: none), rotate q
-** and k, and write k and v (through kvf when not NULL) into the cache rows of sequence b. */
+** and k, and write k and v (through kvf when not NULL) into the cache rows of sequence b.  kp/vp (not
+** NULL, pos0 0): the same K and V also packed for attention's panel products (llm_pgemm.h), per
+** sequence b and kv head h at (b * n_kv_head + h) * ldp * hdp: K as [key / 32][hd][32], V as
+** [dim / 32][ldp][32] (ldp, hdp: max_pos, hd rounded up to 32). */
 typedef struct qs_prefill_rope {
     float *q, *k, *v, *kc, *vc;       /* kc/vc: this layer's cache, [batch][max_pos][kv_dim] */
+    float *kp, *vp;
+    int ldp;
     const float *bq, *bk, *bv, *rcos, *rsin;
     const qs_apply *kvf;
     int scaled, R, T, pos0, max_pos, n_head, n_kv_head, hd, neox;

@@ -1,15 +1,21 @@
 /* The one thread pool (see pool.h).  One call at a time owns the workers; the caller drains the
 ** task counter with them and then waits only for the workers that joined this call, so a worker
-** that wakes late (a busy machine) never delays the caller.  Workers sleep on a condition variable
-** between calls (no spinning: the machine may be shared). */
+** that wakes late (a busy machine) never delays the caller.  Between calls a worker watches for the
+** next one for a few microseconds (SPIN_NS: a forward pass makes hundreds of calls a second, each
+** with a few microseconds of serial work between them), then sleeps on a condition variable (the
+** machine may be shared); the caller waits for its workers the same way. */
 #include "pool.h"
 
+#include <immintrin.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <time.h>
 #include <unistd.h>
+
+#define SPIN_NS 30000   /* 30 us: far above the gap between a pass's calls, far below a scheduler tick */
 
 typedef struct job {
     qs_pool_fn fn;
@@ -18,7 +24,7 @@ typedef struct job {
     int width;
     atomic_size_t next;
     int open;      /* workers may still join (under mu) */
-    int active;    /* workers running tasks of this call (under mu) */
+    atomic_int active;   /* workers running tasks of this call (changed under mu) */
 } job;
 
 static struct {
@@ -26,14 +32,41 @@ static struct {
     pthread_mutex_t mu;
     pthread_cond_t wake, done;
     int nworkers;                   /* started: slots 1..nworkers */
-    unsigned long gen;              /* one more per call */
+    atomic_ulong gen;               /* one more per call (changed under mu) */
     unsigned long gen0[QS_POOL_MAX];
     pthread_t th[QS_POOL_MAX];
     job *cur;
 } P = {.use = PTHREAD_MUTEX_INITIALIZER, .mu = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER,
        .done = PTHREAD_COND_INITIALIZER};
 
-static _Thread_local int in_task;   /* this thread runs pool tasks: a nested call runs inline */
+static _Thread_local int in_task;
+static int steered_cpu = -1, steered_width;   /* the last steer() (under use) */
+
+static long long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Spin until *a != v or SPIN_NS pass (the caller then takes the lock and checks again, or sleeps). */
+static void spin_ul(atomic_ulong *a, unsigned long v)
+{
+    const long long t0 = now_ns();
+    for (int i = 0; atomic_load_explicit(a, memory_order_acquire) == v; i++) {
+        _mm_pause();
+        if ((i & 63) == 63 && now_ns() - t0 > SPIN_NS) return;
+    }
+}
+
+static void spin_zero(atomic_int *a)
+{
+    const long long t0 = now_ns();
+    for (int i = 0; atomic_load_explicit(a, memory_order_acquire) != 0; i++) {
+        _mm_pause();
+        if ((i & 63) == 63 && now_ns() - t0 > SPIN_NS) return;
+    }
+}   /* this thread runs pool tasks: a nested call runs inline */
 
 int qs_pool_cpus(void)
 {
@@ -65,6 +98,11 @@ static void *worker(void *arg)
     pthread_mutex_lock(&P.mu);
     unsigned long seen = P.gen0[slot];
     for (;;) {
+        if (P.gen == seen) {   /* watch for the next call a moment before sleeping */
+            pthread_mutex_unlock(&P.mu);
+            spin_ul(&P.gen, seen);
+            pthread_mutex_lock(&P.mu);
+        }
         while (P.gen == seen) pthread_cond_wait(&P.wake, &P.mu);
         seen = P.gen;
         job *j = P.cur;
@@ -112,6 +150,9 @@ static void steer(int width)
 {
     cpu_set_t cs;
     int me = sched_getcpu();
+    if (me == steered_cpu && width <= steered_width) return;   /* the workers' masks still hold */
+    steered_cpu = me;
+    steered_width = width;
     if (me < 0 || sched_getaffinity(0, sizeof cs, &cs) != 0 || !CPU_ISSET(me, &cs) || CPU_COUNT(&cs) < 2) return;
     CPU_CLR(me, &cs);
     for (int k = 1; k < width; k++) pthread_setaffinity_np(P.th[k], sizeof cs, &cs);
@@ -123,6 +164,7 @@ void qs_pool_for(int threads, size_t n, qs_pool_fn fn, void *ctx)
     if (w > 1 && !in_task && pthread_mutex_trylock(&P.use) == 0) {
         job j = {fn, ctx, n, 0, 0, 1, 0};
         atomic_init(&j.next, 0);
+        atomic_init(&j.active, 0);
         pthread_mutex_lock(&P.mu);
         j.width = grow(w);
         P.cur = &j;
@@ -135,6 +177,11 @@ void qs_pool_for(int threads, size_t n, qs_pool_fn fn, void *ctx)
         in_task = 0;
         pthread_mutex_lock(&P.mu);
         j.open = 0;   /* every task is taken: late workers stay out */
+        if (j.active) {
+            pthread_mutex_unlock(&P.mu);
+            spin_zero(&j.active);
+            pthread_mutex_lock(&P.mu);
+        }
         while (j.active) pthread_cond_wait(&P.done, &P.mu);
         P.cur = NULL;
         pthread_mutex_unlock(&P.mu);

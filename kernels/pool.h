@@ -12,9 +12,9 @@
 ** which slot ran which task.
 **
 ** Workers are started on first use, up to the largest width asked for (at most QS_POOL_MAX), and
-** sleep between calls.  A call from inside a task (nested), or while another thread's call holds
-** the pool, runs its tasks inline on the calling thread, in order, as slot 0: no deadlock, same
-** results.
+** sleep between calls (after watching 30 us for the next one).  A call from inside a task (nested),
+** or while another thread's call holds the pool, runs its tasks inline on the calling thread, in
+** order, as slot 0: no deadlock, same results.
 */
 #ifndef QS_POOL_H
 #define QS_POOL_H

@@ -439,6 +439,35 @@ static void test_bad_models(void **st)
     assert_non_null(strstr(e.msg, "no-such.gguf: cannot open"));
 }
 
+/* A prefill from position 0 packs K and V for attention as it writes the cache (kernels/llm_prefill.h);
+** a prefill from a later position reads the cache as it is.  Split at any position, the rows of the
+** two calls are the bits of the one-shot pass (the same FMA chains either way). */
+static void test_prefill_split_bits(void **st)
+{
+    (void)st;
+    qs_llm_file f;
+    qs_err e = {{0}};
+    assert_int_equal(qs_llm_load_gguf("fixtures/llm/tiny.gguf", &f, &e), 0);
+    int32_t ids[64];
+    const int n0 = read_ids(ids, 64), n = 48, d = f.m.c.dim;   /* the text repeated: both calls on the pool's path (16+ rows) */
+    assert_true(n0 > 0);
+    for (int i = n0; i < n; i++) ids[i] = ids[i % n0];
+    float *one = malloc((size_t)n * d * sizeof(float)), *two = malloc((size_t)n * d * sizeof(float));
+    assert_non_null(one); assert_non_null(two);
+    qs_llm_state *s = qs_llm_state_new(&f.m.c, 1, n, n, &e);
+    assert_non_null(s);
+    assert_int_equal(qs_llm_forward(&f.m, NULL, s, ids, 1, n, 0, one, NULL, NULL, &e), 0);
+    for (int t1 = 16; t1 + 16 <= n; t1 += 7) {
+        memset(two, 0, (size_t)n * d * sizeof(float));
+        assert_int_equal(qs_llm_forward(&f.m, NULL, s, ids, 1, t1, 0, two, NULL, NULL, &e), 0);
+        assert_int_equal(qs_llm_forward(&f.m, NULL, s, ids + t1, 1, n - t1, t1, two + (size_t)t1 * d, NULL, NULL, &e), 0);
+        assert_memory_equal(two, one, (size_t)n * d * sizeof(float));
+    }
+    qs_llm_state_free(s);
+    free(one); free(two);
+    qs_llm_file_free(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -452,6 +481,7 @@ int main(void)
         cmocka_unit_test(test_bad_models),
         cmocka_unit_test(test_tokenizer),
         cmocka_unit_test(test_taps),
+        cmocka_unit_test(test_prefill_split_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
