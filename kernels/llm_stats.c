@@ -62,8 +62,19 @@ double qs_row_lse(const float *l, int V, int *top, int *finite)
     return m + log(qs_sum_exp_row(l, (size_t)V, m));
 }
 
-/* sum_v p(v) l(v) in double, the one dot product both sides use (each product exact in double; with
-** AVX-512 sixteen partial sums, a rounding of order 1e-16 apart from the plain loop's) */
+/* sum_v p(v) l(v) in double, the one dot product both sides use.  Every path sums in the same order
+** (the same bits with and without AVX-512): sixteen lane sums over blocks of 16 (each product is exact
+** in double, so an FMA and a multiply-then-add agree), folded by the fixed tree of fold16, then the
+** tail in order. */
+static double fold16(const double *a)
+{
+    double b[8], c[4], d[2];
+    for (int j = 0; j < 8; j++) b[j] = a[j] + a[j + 8];
+    for (int j = 0; j < 4; j++) c[j] = b[j] + b[j + 4];
+    for (int j = 0; j < 2; j++) d[j] = c[j] + c[j + 2];
+    return d[0] + d[1];
+}
+
 __attribute__((target("avx512f"))) static double pdot512(const float *p, const float *l, int V)
 {
     __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
@@ -74,7 +85,10 @@ __attribute__((target("avx512f"))) static double pdot512(const float *p, const f
         a1 = _mm512_fmadd_pd(_mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1))),
                              _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(y), 1))), a1);
     }
-    double s = _mm512_reduce_add_pd(_mm512_add_pd(a0, a1));
+    double lanes[16];
+    _mm512_storeu_pd(lanes, a0);
+    _mm512_storeu_pd(lanes + 8, a1);
+    double s = fold16(lanes);
     for (; v < V; v++) s += (double)p[v] * l[v];
     return s;
 }
@@ -82,8 +96,12 @@ __attribute__((target("avx512f"))) static double pdot512(const float *p, const f
 static double pdot(const float *p, const float *l, int V)
 {
     if (qs_simd_level() >= QS_SIMD_AVX512) return pdot512(p, l, V);
-    double s = 0;
-    for (int v = 0; v < V; v++) s += (double)p[v] * l[v];
+    double lanes[16] = {0};
+    int v = 0;
+    for (; v + 16 <= V; v += 16)
+        for (int j = 0; j < 16; j++) lanes[j] += (double)p[v + j] * l[v + j];
+    double s = fold16(lanes);
+    for (; v < V; v++) s += (double)p[v] * l[v];
     return s;
 }
 

@@ -331,6 +331,38 @@ static void test_row_kernels(void **st)
 
 /* SwiGLU and the head's row scan at every SIMD level the CPU has: AVX-512 the AVX2 path's bits (their
 ** scalar tails included); the scan's max, first top and finiteness those of the plain loop. */
+/* The KL's p.l dot product sums in one fixed order at every SIMD level: AVX2 and AVX-512 give the same
+** bits (the AVX-512 version once summed 16 lanes while the others summed in order: KLs ~1e-16 apart,
+** so the workbench's goldens depended on the CPU). */
+static void test_kl_dot_levels(void **st)
+{
+    (void)st;
+    enum { V = 1003 };   /* not a multiple of 16: the tail too */
+    float *p = malloc(V * sizeof *p), *lq = malloc(V * sizeof *lq);
+    assert_non_null(p);
+    assert_non_null(lq);
+    uint64_t x = 99;
+    for (int v = 0; v < V; v++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        p[v] = (float)((x >> 40) & 0xffff) / 65536.0f / V;
+        lq[v] = (float)((int)((x >> 20) & 0xfff) - 2048) / 97.0f;
+    }
+    qs_ref_row r = {.lse = 3.25, .psum = 1.0, .s_ref = 0.5, .lp_tok = -2.0, .top = 0, .finite = 1};
+    double kl[QS_SIMD_AVX512 + 1];
+    int n = 0;
+    for (int lv = QS_SIMD_AVX2; lv <= qs_simd_cpu(); lv++) {
+        qs_simd_force(lv);
+        qs_tok_stat t;
+        qs_tok_stat_make(lq, V, 7, p, &r, &t);
+        qs_simd_force(-1);
+        kl[n++] = t.kl;
+        assert_true(isfinite(t.kl));
+    }
+    for (int k = 1; k < n; k++) assert_memory_equal(&kl[k], &kl[0], sizeof kl[0]);
+    free(p);
+    free(lq);
+}
+
 static void test_row_kernels_levels(void **st)
 {
     (void)st;
@@ -411,6 +443,7 @@ int main(void)
         cmocka_unit_test(test_nonfinite_reported),
         cmocka_unit_test(test_row_kernels),
         cmocka_unit_test(test_row_kernels_levels),
+        cmocka_unit_test(test_kl_dot_levels),
         cmocka_unit_test(test_hif8_scale_target),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
