@@ -29,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "exp2_poly.h"
 #include "format.h"
 #include "qs_err.h"
 
@@ -107,13 +108,13 @@ static inline float qs_exp2f_fast(float x)
     float fl = (float)(int)t;
     fl = fl > t ? fl - 1.0f : fl;                     /* nearest integer: f in [-0.5, 0.5] */
     float f = xc - fl;
-    float p = 1.5252734e-5f;                          /* Taylor of 2^f, degree 7 */
-    p = p * f + 1.5403530e-4f;
-    p = p * f + 1.3333558e-3f;
-    p = p * f + 9.6181291e-3f;
-    p = p * f + 5.5504109e-2f;
-    p = p * f + 2.4022651e-1f;
-    p = p * f + 6.9314718e-1f;
+    float p = QS_EXP2_C7;                          /* Taylor of 2^f, degree 7 */
+    p = p * f + QS_EXP2_C6;
+    p = p * f + QS_EXP2_C5;
+    p = p * f + QS_EXP2_C4;
+    p = p * f + QS_EXP2_C3;
+    p = p * f + QS_EXP2_C2;
+    p = p * f + QS_EXP2_C1;
     p = p * f + 1.0f;
     union { float f; int32_t i; } u;
     u.i = ((int32_t)fl + 127) << 23;

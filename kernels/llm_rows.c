@@ -1,6 +1,7 @@
 /*
 ** Vectorised exponential row kernels (see llm_rows.h).
 */
+#include "exp2_poly.h"
 #include "llm_rows.h"
 #include "simd.h"
 #include "blas_threads.h"
@@ -20,13 +21,13 @@ __attribute__((target("avx2,fma"))) static inline __m256 exp2_8(__m256 x)
     __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), _mm256_set1_ps(127.0f));
     __m256 fl = _mm256_round_ps(xc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 f = _mm256_sub_ps(xc, fl);
-    __m256 p = _mm256_set1_ps(1.5252734e-5f);
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.5403530e-4f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.3333558e-3f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.6181291e-3f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.5504109e-2f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.4022651e-1f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.9314718e-1f));
+    __m256 p = _mm256_set1_ps(QS_EXP2_C7);
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(QS_EXP2_C6));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(QS_EXP2_C5));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(QS_EXP2_C4));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(QS_EXP2_C3));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(QS_EXP2_C2));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(QS_EXP2_C1));
     p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
     __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fl), _mm256_set1_epi32(127)), 23);
     __m256 r = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
@@ -116,13 +117,13 @@ __attribute__((target("avx512f"))) static inline __m512 exp2_16(__m512 x)
     __m512 xc = _mm512_min_ps(_mm512_max_ps(x, lo), _mm512_set1_ps(127.0f));
     __m512 fl = _mm512_roundscale_ps(xc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 f = _mm512_sub_ps(xc, fl);
-    __m512 p = _mm512_set1_ps(1.5252734e-5f);
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.5403530e-4f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558e-3f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.6181291e-3f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5504109e-2f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022651e-1f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314718e-1f));
+    __m512 p = _mm512_set1_ps(QS_EXP2_C7);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(QS_EXP2_C6));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(QS_EXP2_C5));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(QS_EXP2_C4));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(QS_EXP2_C3));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(QS_EXP2_C2));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(QS_EXP2_C1));
     p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
     __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(fl), _mm512_set1_epi32(127)), 23);
     __m512 r = _mm512_mul_ps(p, _mm512_castsi512_ps(e));

@@ -1,4 +1,5 @@
 /* Row-wise passes of the training pass on the pool (see llm_train_rows.h). */
+#include "exp2_poly.h"
 #include "llm_train_rows.h"
 #include "llm_rows.h"
 #include "pool.h"
@@ -141,13 +142,13 @@ __attribute__((target("avx2,fma"))) static size_t swiglu_back_avx2(const elt_ctx
         __m256 x = _mm256_mul_ps(g, nl2);
         __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), _mm256_set1_ps(127.0f));
         __m256 fl = _mm256_round_ps(xc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), f = _mm256_sub_ps(xc, fl);
-        __m256 p = _mm256_set1_ps(1.5252734e-5f);
-        p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.5403530e-4f));
-        p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.3333558e-3f));
-        p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.6181291e-3f));
-        p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.5504109e-2f));
-        p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.4022651e-1f));
-        p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.9314718e-1f));
+        __m256 p = _mm256_set1_ps(QS_EXP2_C7);
+        p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(QS_EXP2_C6));
+        p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(QS_EXP2_C5));
+        p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(QS_EXP2_C4));
+        p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(QS_EXP2_C3));
+        p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(QS_EXP2_C2));
+        p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(QS_EXP2_C1));
         p = _mm256_fmadd_ps(p, f, one);
         __m256i ei = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fl), _mm256_set1_epi32(127)), 23);
         __m256 ex = _mm256_andnot_ps(_mm256_cmp_ps(x, lo, _CMP_LT_OQ), _mm256_mul_ps(p, _mm256_castsi256_ps(ei)));
