@@ -406,11 +406,12 @@ static size_t apply_behavior(const step *st, step_run *r, size_t k)
     return no;
 }
 
-static int run(qs_pretok_scan *sc, int k, const char *s, size_t n, size_t at, qs_pretok_cb cb, void *ctx, qs_err *e)
+static int run(qs_pretok_scan *sc, int k, const char *s, size_t n, size_t at, size_t virt, qs_pretok_cb cb, void *ctx,
+               qs_err *e)
 {
     const qs_pretok *p = sc->p;
     if (!n) return 0;   /* empty pieces are dropped */
-    if (k == p->n) return cb(ctx, s, n);
+    if (k == p->n) return cb(ctx, s, n, at, virt);
     const step *st = &p->s[k];
     step_run *r = &sc->r[k];
     if (st->prefix_space && s[0] != ' ') {   /* ByteLevel add_prefix_space */
@@ -422,21 +423,23 @@ static int run(qs_pretok_scan *sc, int k, const char *s, size_t n, size_t at, qs
         r->buf[0] = ' ';
         memmove(r->buf + 1, s, n);   /* s may be this step's buffer's parent piece, never the buffer */
         s = r->buf; n++;
-        at = at ? at - 1 : 0;        /* the added space stands before the piece */
+        virt = 1;                    /* the added space stands before the piece */
     }
-    if (!st->re) return run(sc, k + 1, s, n, at, cb, ctx, e);
+    if (!st->re) return run(sc, k + 1, s, n, at, virt, cb, ctx, e);
     size_t cnt = 0;
-    int rc = find_matches(sc, st, r, s, n, at, &cnt, e);
+    int rc = find_matches(sc, st, r, s, n, at >= virt ? at - virt : 0, &cnt, e);
     if (rc) return rc;
     for (size_t i = 0; i < cnt; i++) r->m[i].match ^= st->invert;
     if (grow(&r->out, &r->ocap, cnt)) return qs_fail(e, "out of memory");
     size_t no = apply_behavior(st, r, cnt);
-    for (size_t i = 0; i < no; i++)
-        if ((rc = run(sc, k + 1, s + r->out[i].a, r->out[i].b - r->out[i].a, at + r->out[i].a, cb, ctx, e))) return rc;
+    for (size_t i = 0; i < no; i++) {
+        size_t a = r->out[i].a, v = a < virt ? virt - a : 0;   /* a piece that starts with the added space */
+        if ((rc = run(sc, k + 1, s + a, r->out[i].b - a, at + a + v - virt, v, cb, ctx, e))) return rc;
+    }
     return 0;
 }
 
 int qs_pretok_run(qs_pretok_scan *sc, const char *s, size_t n, size_t at, qs_pretok_cb cb, void *ctx, qs_err *e)
 {
-    return run(sc, 0, s, n, at, cb, ctx, e);
+    return run(sc, 0, s, n, at, 0, cb, ctx, e);
 }

@@ -14,9 +14,10 @@
 typedef struct qs_pretok qs_pretok;             /* compiled; read-only once built */
 typedef struct qs_pretok_scan qs_pretok_scan;   /* the scratch of one tokenization */
 
-/* One piece of text the BPE model sees (raw UTF-8 bytes, before the byte-to-unicode mapping).
-** Returns 0, or -1 to stop (with e set). */
-typedef int (*qs_pretok_cb)(void *ctx, const char *s, size_t n);
+/* One piece of text the BPE model sees (raw UTF-8 bytes, before the byte-to-unicode mapping): its
+** first `virt` bytes (0 or 1: ByteLevel's add_prefix_space) are not in the text, s[virt] is at offset
+** `at` of qs_pretok_run's coordinates.  Returns 0, or -1 to stop (with e set). */
+typedef int (*qs_pretok_cb)(void *ctx, const char *s, size_t n, size_t at, size_t virt);
 
 /* qs_pretok_run's code for a regex that failed on the text (too much backtracking, too much memory):
 ** e names the pattern, the text and the byte offset. */

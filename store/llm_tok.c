@@ -20,6 +20,8 @@
 #include <xxhash.h>
 
 #include "llm_pretok.h"
+#include "llm_tok_model.h"
+#include "llm_tok_norm.h"
 
 enum { CACHE_MAX_PIECE = 256 };
 
@@ -37,22 +39,30 @@ typedef struct { uint64_t h; uint32_t koff, klen, ioff, icnt; } centry;
 
 typedef struct {
     const qs_llm_vocab *v;
+    const qs_tok_model *model;  /* the model's state (not byte-level BPE), or NULL */
     int ignore_merges;
     int32_t *out;
+    uint32_t *off;             /* token spans in the text (2 per token), or NULL */
     int cap, n;
+    /* where the pre-tokenizer's coordinates are: text offset seg + position, or through the normalized
+    ** stretch's map (nmap[2i], nmap[2i+1]: source span of normalized byte i, relative to seg) */
+    size_t seg;
+    const uint32_t *nmap;
+    size_t nlen, nsrc;         /* normalized bytes, and the bytes of the stretch they came from */
     qs_err *e;
     const char *name, *source; /* the text and the tokenizer's file, for messages */
     size_t at;                 /* offset of the current stretch, for messages */
     char spell[256][3];        /* byte -> its UTF-8 spelling (1 or 2 bytes) + NUL */
     int byte_id[256];          /* byte -> id of that spelling, or -1 */
-    /* piece cache: raw bytes -> ids */
+    /* piece cache: raw bytes -> ids, with each id's span in the piece (rsp[2k], rsp[2k+1]) */
     centry *ct;
     size_t ccap, cn;
     char *keys; size_t klen, kcap;
     int32_t *ids; size_t ilen, icap;
+    uint32_t *rsp; size_t rspcap;
     /* BPE scratch */
     char *s; size_t scap;
-    struct sym { uint32_t a, len; int prev, next; } *sym; size_t symcap;
+    struct sym { uint32_t a, len, ra, rb; int prev, next; } *sym; size_t symcap;   /* ra, rb: raw bytes */
     struct hent { int rank, pos; } *heap; size_t hn, hcap;
     char *key; size_t keycap;
 } tk;
@@ -68,12 +78,39 @@ static int reserve(void **p, size_t *cap, size_t need, size_t el)
     return 0;
 }
 
-static int emit(tk *t, int id)
+/* Text span of positions [pa, pb) in the pre-tokenizer's coordinates. */
+static void span_of(const tk *t, size_t pa, size_t pb, uint32_t *a, uint32_t *b)
+{
+    if (!t->nmap) { *a = (uint32_t)(t->seg + pa); *b = (uint32_t)(t->seg + pb); return; }
+    if (pb > pa) {
+        *a = (uint32_t)(t->seg + t->nmap[2 * pa]);
+        *b = (uint32_t)(t->seg + t->nmap[2 * (pb - 1) + 1]);
+        if (*b < *a) *b = *a;
+        return;
+    }
+    *a = *b = (uint32_t)(t->seg + (pa < t->nlen ? t->nmap[2 * pa] : t->nsrc));   /* an empty span */
+}
+
+static int emit(tk *t, int id, uint32_t a, uint32_t b)
 {
     if (t->n == t->cap) return qs_fail(t->e, "%s gives more than %d tokens", t->name ? t->name : "text", t->cap);
+    if (t->off) { t->off[2 * t->n] = a; t->off[2 * t->n + 1] = b; }
     t->out[t->n++] = id;
     return 0;
 }
+
+/* One more id of the current piece into the scratch, with its span [ra, rb) in the piece. */
+static int put_id(tk *t, int id, uint32_t ra, uint32_t rb)
+{
+    if (reserve((void **)&t->ids, &t->icap, t->ilen + 1, sizeof *t->ids) ||
+        reserve((void **)&t->rsp, &t->rspcap, 2 * (t->ilen + 1), sizeof *t->rsp))
+        return qs_fail(t->e, "out of memory");
+    t->rsp[2 * t->ilen] = ra; t->rsp[2 * t->ilen + 1] = rb;
+    t->ids[t->ilen++] = id;
+    return 0;
+}
+
+static int model_emit(void *ctx, int id, uint32_t a, uint32_t b) { return put_id(ctx, id, a, b); }
 
 /* rank of the merge "a b", or -1 */
 static int merge_rank(tk *t, const char *a, size_t la, const char *b, size_t lb)
@@ -139,11 +176,7 @@ static int bpe(tk *t, const unsigned char *p, size_t n)
             len += cl;
         }
         int whole = qs_llm_hash_find(v->text, v->off, v->vhash, v->vhcap, t->s, len);
-        if (whole >= 0) {
-            if (reserve((void **)&t->ids, &t->icap, t->ilen + 1, sizeof *t->ids)) return qs_fail(t->e, "out of memory");
-            t->ids[t->ilen++] = whole;
-            return 0;
-        }
+        if (whole >= 0) return put_id(t, whole, 0, (uint32_t)n);
         len = 0;
     }
     /* one symbol per byte; a byte whose character is not in the vocabulary is skipped, as tokenizers'
@@ -153,7 +186,7 @@ static int bpe(tk *t, const unsigned char *p, size_t n)
         if (t->byte_id[p[i]] < 0) continue;
         const char *c = t->spell[p[i]];
         size_t cl = c[1] ? 2 : 1;
-        t->sym[ns] = (struct sym){(uint32_t)len, (uint32_t)cl, (int)ns - 1, -1};
+        t->sym[ns] = (struct sym){(uint32_t)len, (uint32_t)cl, (uint32_t)i, (uint32_t)i + 1, (int)ns - 1, -1};
         if (ns) t->sym[ns - 1].next = (int)ns;
         ns++;
         memcpy(t->s + len, c, cl);
@@ -171,6 +204,7 @@ static int bpe(tk *t, const unsigned char *p, size_t n)
         struct sym *b = &t->sym[a->next];
         if (merge_rank(t, t->s + a->a, a->len, t->s + b->a, b->len) != top.rank) continue;   /* stale entry */
         a->len += b->len;
+        a->rb = b->rb;
         b->len = 0;
         a->next = b->next;
         if (a->next >= 0) t->sym[a->next].prev = top.pos;
@@ -182,31 +216,46 @@ static int bpe(tk *t, const unsigned char *p, size_t n)
             return qs_fail(t->e, "%s%sno vocabulary entry for the BPE symbol '%.*s' of %s near byte %zu",
                            t->source ? t->source : "", t->source ? ": " : "", (int)t->sym[i].len, t->s + t->sym[i].a,
                            t->name ? t->name : "the text", t->at);
-        if (reserve((void **)&t->ids, &t->icap, t->ilen + 1, sizeof *t->ids)) return qs_fail(t->e, "out of memory");
-        t->ids[t->ilen++] = id;
+        if (put_id(t, id, t->sym[i].ra, t->sym[i].rb)) return -1;
     }
     return 0;
 }
 
-/* One pre-tokenized piece: ids from the cache, or BPE then cached. */
-static int piece(void *ctx, const char *s, size_t n)
+/* Ids k0..k1 of the scratch out, each span moved from the piece (whose first virt bytes are not in the
+** text, byte virt at position at) to the text. */
+static int emit_ids(tk *t, size_t k0, size_t k1, size_t at, size_t virt)
+{
+    for (size_t k = k0; k < k1; k++) {
+        size_t ra = t->rsp[2 * k], rb = t->rsp[2 * k + 1];
+        ra = ra > virt ? ra - virt : 0;
+        rb = rb > virt ? rb - virt : 0;
+        uint32_t a = 0, b = 0;
+        if (t->off) span_of(t, at + ra, at + rb, &a, &b);
+        if (emit(t, t->ids[k], a, b)) return -1;
+    }
+    return 0;
+}
+
+/* One pre-tokenized piece: ids from the cache, or the model (BPE here, others in llm_tok_model.h)
+** then cached. */
+static int piece(void *ctx, const char *s, size_t n, size_t at, size_t virt)
 {
     tk *t = ctx;
-    uint64_t h = XXH3_64bits(s, n);
+    uint64_t h = XXH3_64bits(s, n);   /* ids and their spans in the piece depend on its bytes only */
     size_t i = 0;
     if (t->ccap && n <= CACHE_MAX_PIECE)
         for (i = h & (t->ccap - 1); t->ct[i].klen; i = (i + 1) & (t->ccap - 1)) {
             centry *c = &t->ct[i];
-            if (c->h == h && c->klen == n + 1 && !memcmp(t->keys + c->koff, s, n)) {
-                for (uint32_t k = 0; k < c->icnt; k++)
-                    if (emit(t, t->ids[c->ioff + k])) return -1;
-                return 0;
-            }
+            if (c->h == h && c->klen == n + 1 && !memcmp(t->keys + c->koff, s, n))
+                return emit_ids(t, c->ioff, c->ioff + c->icnt, at, virt);
         }
     size_t i0 = t->ilen;
-    if (bpe(t, (const unsigned char *)s, n)) return -1;
-    for (size_t k = i0; k < t->ilen; k++)
-        if (emit(t, t->ids[k])) return -1;
+    if (t->v->model == QS_TOK_BPE && t->v->byte_level) {
+        if (bpe(t, (const unsigned char *)s, n)) return -1;
+    } else if (qs_tok_model_piece(t->v, t->model, s, n, model_emit, t, t->e)) {
+        return -1;
+    }
+    if (emit_ids(t, i0, t->ilen, at, virt)) return -1;
     if (n > CACHE_MAX_PIECE || t->klen + n > UINT32_MAX || t->ilen > UINT32_MAX) { t->ilen = i0; return 0; }
     if (2 * (t->cn + 1) > t->ccap) {   /* grow: rehash every entry */
         size_t nc = t->ccap ? 2 * t->ccap : 4096;
@@ -240,7 +289,9 @@ typedef struct { uint32_t node, child; uint8_t byte; } edge;
 struct qs_llm_tok {
     char *source;              /* tokenizer.json, the .gguf, or NULL */
     char *err;                 /* why this vocabulary cannot tokenize (names source), or NULL */
-    qs_pretok *pt;
+    qs_pretok *pt;             /* NULL: each stretch is one piece (a model without a pre-tokenizer) */
+    qs_tok_norm *norm;         /* NULL: none */
+    qs_tok_model *model;       /* state of a model other than byte-level BPE, or NULL */
     int ignore_merges;
     int32_t *term;             /* [nodes] */
     uint32_t nodes;
@@ -307,6 +358,8 @@ static void tok_free(qs_llm_tok *k)
 {
     if (!k) return;
     qs_pretok_free(k->pt);
+    qs_tok_norm_free(k->norm);
+    qs_tok_model_free(k->model);
     free(k->source); free(k->err); free(k->term); free(k->edges);
     free(k);
 }
@@ -315,12 +368,15 @@ static int tok_build(const qs_llm_vocab *v, const char *source, qs_llm_tok **out
 {
     qs_llm_tok *k = calloc(1, sizeof *k);
     if (!k || (source && !(k->source = strdup(source)))) { tok_free(k); return qs_fail(e, "out of memory"); }
-    if (v->n && v->byte_level && v->vhash) {
+    if (v->n && v->vhash && (v->byte_level || v->model != QS_TOK_BPE || v->pre_json || v->norm_json)) {
         qs_err pe = {{0}};
         k->ignore_merges = v->ignore_merges;
-        k->pt = v->pre_json ? qs_pretok_from_json(v->pre_json, &pe) : qs_pretok_from_family(v->pre, &k->ignore_merges, &pe);
+        if (v->byte_level || v->pre_json)   /* without either: no pre-tokenizer (SentencePiece-style files) */
+            k->pt = v->pre_json ? qs_pretok_from_json(v->pre_json, &pe) : qs_pretok_from_family(v->pre, &k->ignore_merges, &pe);
         if (v->pre_json) k->ignore_merges = v->ignore_merges;
-        if (!k->pt) {
+        if (!pe.msg[0] && v->norm_json) k->norm = qs_tok_norm_from_json(v->norm_json, &pe);
+        if (!pe.msg[0] && !(v->model == QS_TOK_BPE && v->byte_level)) qs_tok_model_build(v, &k->model, &pe);
+        if (pe.msg[0]) {
             size_t n = strlen(pe.msg) + (source ? strlen(source) : 0) + 3;
             if (!(k->err = malloc(n))) { tok_free(k); return qs_fail(e, "out of memory"); }
             snprintf(k->err, n, "%s%s%s", source ? source : "", source ? ": " : "", pe.msg);
@@ -342,20 +398,44 @@ void qs_llm_vocab_free(qs_llm_vocab *v)
 {
     free(v->text); free(v->off); free(v->type); free(v->mtext); free(v->moff);
     free(v->vhash); free(v->mhash); free(v->special); free(v->pre_json); free(v->pre_regex);
+    free(v->model_json); free(v->norm_json); free(v->aflags);
     tok_free(v->tok);
     memset(v, 0, sizeof *v);
 }
 
 static void tk_free(tk *t)
 {
-    free(t->ct); free(t->keys); free(t->ids); free(t->s); free(t->sym); free(t->heap); free(t->key);
+    free(t->ct); free(t->keys); free(t->ids); free(t->rsp); free(t->s); free(t->sym); free(t->heap); free(t->key);
 }
 
-/* Added tokens, and the pre-tokenizer + BPE on each stretch between them. */
+/* One stretch of text between added tokens, text[seg, seg + n): normalized, pre-tokenized, each piece
+** through the model. */
+static int stretch(const qs_llm_tok *k, tk *t, qs_pretok_scan *sc, qs_tok_norm_buf *nb, const char *text, size_t seg,
+                   size_t n, qs_err *e)
+{
+    const char *s = text + seg;
+    size_t at = seg;   /* positions are text offsets, or offsets in the normalized stretch */
+    t->seg = 0; t->at = seg; t->nmap = NULL;
+    if (k->norm) {
+        if (qs_tok_norm_run(k->norm, s, n, nb, e)) return -1;
+        s = nb->s; t->nmap = nb->map; t->nlen = nb->n; t->nsrc = n; t->seg = seg;
+        n = nb->n;
+        at = 0;
+    }
+    if (!k->pt) return piece(t, s, n, at, 0);
+    int rc = qs_pretok_run(sc, s, n, at, piece, t, e);
+    if (rc == QS_PRETOK_REGEX && k->source) qs_err_prefix(e, k->source);
+    return rc;
+}
+
+/* Added tokens, and the normalizer, pre-tokenizer and model on each stretch between them.  With the
+** normalizer, the pre-tokenizer's positions are in the normalized stretch (t->nmap maps them back). */
 static int tokenize(const qs_llm_tok *k, tk *t, const char *text, size_t len, qs_err *e)
 {
-    qs_pretok_scan *sc = qs_pretok_scan_new(k->pt, t->name, e);
-    if (!sc) return -1;
+    qs_pretok_scan *sc = NULL;
+    if (k->pt && !(sc = qs_pretok_scan_new(k->pt, t->name, e))) return -1;
+    qs_tok_norm_buf nb;
+    memset(&nb, 0, sizeof nb);
     const unsigned char *s = (const unsigned char *)text;
     size_t seg = 0, i = 0;
     int rc = 0;
@@ -363,25 +443,26 @@ static int tokenize(const qs_llm_tok *k, tk *t, const char *text, size_t len, qs
         size_t sl = 0;
         int sp = i < len ? added_at(k, s + i, len - i, &sl) : -1;
         if (sp < 0 && i < len) { i++; continue; }
-        t->at = seg;
-        if (i > seg) rc = qs_pretok_run(sc, text + seg, i - seg, seg, piece, t, e);
-        if (rc == QS_PRETOK_REGEX && k->source) qs_err_prefix(e, k->source);
+        if (i > seg) rc = stretch(k, t, sc, &nb, text, seg, i - seg, e);
         if (rc || sp < 0) break;
-        rc = emit(t, sp);
+        rc = emit(t, sp, (uint32_t)i, (uint32_t)(i + sl));
         i += sl;
         seg = i;
     }
     qs_pretok_scan_free(sc);
+    qs_tok_norm_buf_free(&nb);
     return rc ? -1 : 0;
 }
 
-int qs_llm_tokenize_named(const qs_llm_vocab *v, const char *name, const char *text, size_t len, int32_t *out,
-                          int cap, qs_err *e)
+int qs_llm_tokenize_offs(const qs_llm_vocab *v, const char *name, const char *text, size_t len, int32_t *out,
+                         uint32_t *off, int cap, qs_err *e)
 {
-    const char *src = v->tok ? v->tok->source : NULL;
-    if (!v->n || !v->byte_level || !v->vhash)
-        return qs_fail(e, "%s%sthe model has no byte-level BPE vocabulary (tokenizer.ggml.model gpt2); give token ids",
-                       src ? src : "", src ? ": " : "");
+    const qs_llm_tok *k0 = v->tok;
+    const char *src = k0 ? k0->source : NULL;
+    if (!v->n || !v->vhash || (v->model == QS_TOK_BPE && !v->byte_level && !v->pre_json && !v->norm_json))
+        return qs_fail(e, "%s%sthe model has no tokenizer qscope can run (byte-level BPE, WordPiece, Unigram or "
+                       "SentencePiece BPE); give token ids", src ? src : "", src ? ": " : "");
+    if (off && len >= UINT32_MAX) return qs_fail(e, "%s is too long for token offsets (4 GiB)", name ? name : "the text");
     qs_llm_tok *own = NULL;
     const qs_llm_tok *k = v->tok;
     if (!k && tok_build(v, NULL, &own, e)) return -1;   /* a vocabulary nobody prepared */
@@ -389,7 +470,7 @@ int qs_llm_tokenize_named(const qs_llm_vocab *v, const char *name, const char *t
     if (k->err) { qs_fail(e, "%s", k->err); tok_free(own); return -1; }
     tk t;
     memset(&t, 0, sizeof t);
-    t.v = v; t.ignore_merges = k->ignore_merges; t.out = out; t.cap = cap; t.e = e;
+    t.v = v; t.model = k->model; t.ignore_merges = k->ignore_merges; t.out = out; t.off = off; t.cap = cap; t.e = e;
     t.name = name; t.source = k->source;
     for (unsigned b = 0; b < 256; b++) {
         unsigned cp = byte_cp(b);
@@ -401,6 +482,12 @@ int qs_llm_tokenize_named(const qs_llm_vocab *v, const char *name, const char *t
     tk_free(&t);
     tok_free(own);
     return rc ? -1 : t.n;
+}
+
+int qs_llm_tokenize_named(const qs_llm_vocab *v, const char *name, const char *text, size_t len, int32_t *out,
+                          int cap, qs_err *e)
+{
+    return qs_llm_tokenize_offs(v, name, text, len, out, NULL, cap, e);
 }
 
 int qs_llm_tokenize(const qs_llm_vocab *v, const char *text, size_t len, int32_t *out, int cap, qs_err *e)

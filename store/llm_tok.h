@@ -13,6 +13,13 @@
 
 typedef struct qs_llm_tok qs_llm_tok;
 
+/* The tokenizer model (tokenizer.json model.type; GGUF tokenizer.ggml.model). */
+enum { QS_TOK_BPE = 0, QS_TOK_WORDPIECE = 1, QS_TOK_UNIGRAM = 2 };
+
+/* Flags of an added token (tokenizer.json added_tokens[]; aflags[id]). */
+enum { QS_TOK_ADDED = 1, QS_TOK_LSTRIP = 2, QS_TOK_RSTRIP = 4, QS_TOK_NORMALIZED = 8, QS_TOK_SINGLE_WORD = 16,
+       QS_TOK_SPECIAL = 32 };
+
 typedef struct qs_llm_vocab {
     int n;               /* number of tokens (0: the file has no vocabulary) */
     char *text;          /* all token strings, NUL-separated */
@@ -37,6 +44,11 @@ typedef struct qs_llm_vocab {
     char *pre_json;
     char *pre_regex;
     int ignore_merges;   /* tokenizer.json model.ignore_merges: a piece that is a token is not merged */
+    int model;           /* QS_TOK_BPE (byte-level when byte_level), QS_TOK_WORDPIECE, QS_TOK_UNIGRAM */
+    char *model_json;    /* tokenizer.json "model" without vocab and merges (unk_token, byte_fallback,
+                         ** continuing_subword_prefix, ...), compact JSON, or NULL */
+    char *norm_json;     /* tokenizer.json "normalizer" as compact JSON, or NULL (none) */
+    uint8_t *aflags;     /* [n] QS_TOK_ADDED|... for added tokens (tokenizer.json), or NULL */
     qs_llm_tok *tok;     /* compiled pre-tokenizer and added-token trie (qs_llm_tok_prepare), or NULL */
 } qs_llm_vocab;
 
@@ -68,6 +80,12 @@ int qs_llm_vocab_find(const qs_llm_vocab *v, const char *s);
 ** pre-tokenizer, a symbol missing from the vocabulary, too much regex work). */
 int qs_llm_tokenize_named(const qs_llm_vocab *v, const char *name, const char *text, size_t len, int32_t *out,
                           int cap, qs_err *e);
+/* The same, and each token's byte span [off[2i], off[2i+1]) in text when off (2 * cap entries) is not
+** NULL: the bytes the token was made from (a normalizer's output maps back to the bytes it came from;
+** a space a pre-tokenizer adds has no bytes of its own).  Spans never go backwards.  len must be below
+** 4 GiB when off is given. */
+int qs_llm_tokenize_offs(const qs_llm_vocab *v, const char *name, const char *text, size_t len, int32_t *out,
+                         uint32_t *off, int cap, qs_err *e);
 /* The same with name NULL. */
 int qs_llm_tokenize(const qs_llm_vocab *v, const char *text, size_t len, int32_t *out, int cap, qs_err *e);
 

@@ -243,8 +243,12 @@ static int key_is(const char *k, size_t kraw, size_t klen, const char *w)
 }
 
 /* The parts of tokenizer.json qscope reads. */
+enum { MAX_MODEL_KEYS = 16 };
+
 typedef struct {
-    range model, type, vocab, merges, ignore, added, pre, decoder, post;
+    range model, type, vocab, merges, ignore, added, pre, decoder, post, norm;
+    range mkey[MAX_MODEL_KEYS], mval[MAX_MODEL_KEYS];   /* the model's other (small) keys: raw key, value */
+    int nmodel;
 } parts;
 
 /* Key k of an object at most once: a second one is refused, as jansson's JSON_REJECT_DUPLICATES did. */
@@ -262,10 +266,10 @@ static int scan_parts(js *j, parts *pt)
     if (!lit(j, '{')) return j->p < j->end ? qs_fail(j->e, "not a JSON object") : jfail(j, "value expected");
     j->depth = 1;
     while ((r = obj_next(j, &first, &k, &kraw, &klen)) == 1) {
-        static const char *names[] = {"added_tokens", "pre_tokenizer", "decoder", "post_processor"};
-        range *dst[] = {&pt->added, &pt->pre, &pt->decoder, &pt->post};
+        static const char *names[] = {"added_tokens", "pre_tokenizer", "decoder", "post_processor", "normalizer"};
+        range *dst[] = {&pt->added, &pt->pre, &pt->decoder, &pt->post, &pt->norm};
         int done = 0;
-        for (int i = 0; i < 4 && !done; i++)
+        for (int i = 0; i < 5 && !done; i++)
             if (key_is(k, kraw, klen, names[i])) {
                 if (take_once(j, dst[i], names[i])) return -1;
                 done = 1;
@@ -287,7 +291,10 @@ static int scan_parts(js *j, parts *pt)
                     if (take_once(j, mdst[i], mnames[i])) return -1;
                     mdone = 1;
                 }
-            if (!mdone && skip_value(j)) return -1;
+            if (mdone) continue;
+            if (pt->nmodel == MAX_MODEL_KEYS) return qs_fail(j->e, "model has more than %d keys", MAX_MODEL_KEYS);
+            pt->mkey[pt->nmodel] = (range){k, kraw};
+            if (take(j, &pt->mval[pt->nmodel++])) return -1;
         }
         if (mr) return -1;
         j->depth--;
@@ -366,13 +373,14 @@ static int vocab_pass(js *j, tally *t)
     return r;
 }
 
-/* One added_tokens entry: its id (or -1), content (raw body, or NULL) and special flag. */
-static int added_entry(js *j, long long *id, const char **s, size_t *raw, size_t *len, int *special)
+/* One added_tokens entry: its id (or -1), content (raw body, or NULL), special flag and QS_TOK_* flags
+** (tokenizers' defaults: normalized = !special). */
+static int added_entry(js *j, long long *id, const char **s, size_t *raw, size_t *len, int *special, int *flags)
 {
     const char *k;
     size_t kraw, klen;
-    int first = 1, r, is_int;
-    *id = -1; *s = NULL; *special = 0;
+    int first = 1, r, is_int, normalized = -1;
+    *id = -1; *s = NULL; *special = 0; *flags = QS_TOK_ADDED;
     if (!lit(j, '{')) return skip_value(j);
     while ((r = obj_next(j, &first, &k, &kraw, &klen)) == 1) {
         ws(j);
@@ -384,10 +392,21 @@ static int added_entry(js *j, long long *id, const char **s, size_t *raw, size_t
         } else if (key_is(k, kraw, klen, "special") && j->p < j->end && *j->p == 't') {
             if (skip_value(j)) return -1;
             *special = 1;
+        } else if ((key_is(k, kraw, klen, "lstrip") || key_is(k, kraw, klen, "rstrip") ||
+                    key_is(k, kraw, klen, "single_word") || key_is(k, kraw, klen, "normalized")) &&
+                   j->p < j->end && (*j->p == 't' || *j->p == 'f')) {
+            int on = *j->p == 't';
+            int f = key_is(k, kraw, klen, "lstrip") ? QS_TOK_LSTRIP : key_is(k, kraw, klen, "rstrip") ? QS_TOK_RSTRIP
+                  : key_is(k, kraw, klen, "single_word") ? QS_TOK_SINGLE_WORD : QS_TOK_NORMALIZED;
+            if (skip_value(j)) return -1;
+            if (f == QS_TOK_NORMALIZED) normalized = on;
+            else if (on) *flags |= f;
         } else if (skip_value(j)) {
             return -1;
         }
     }
+    if (*special) *flags |= QS_TOK_SPECIAL;
+    if (normalized < 0 ? !*special : normalized) *flags |= QS_TOK_NORMALIZED;
     return r;
 }
 
@@ -399,8 +418,8 @@ static int added_pass(js *j, tally *t)
         long long id;
         const char *s;
         size_t raw = 0, len = 0;
-        int special;
-        if (added_entry(j, &id, &s, &raw, &len, &special)) return -1;
+        int special, flags;
+        if (added_entry(j, &id, &s, &raw, &len, &special, &flags)) return -1;
         t->entries++;
         t->bytes += len + 1;
         if (id >= 0 && id < MAX_IDS && id > t->maxid) t->maxid = id;
@@ -408,6 +427,7 @@ static int added_pass(js *j, tally *t)
         if (!s || id < 0 || id >= t->vocab)
             return qs_fail(j->e, "added_tokens[%zu] has no content or an id outside 0..%d", i, t->vocab - 1);
         put_token(t, (int)id, s, raw, len, special ? 3 : 4);   /* control / user-defined */
+        t->v->aflags[id] = (uint8_t)flags;
     }
     return r;
 }
@@ -501,10 +521,46 @@ static int step_flag(json_t *j, const char *type, const char *key, int dflt, int
     return 0;
 }
 
+/* The model's keys other than type, vocab, merges and ignore_merges (unk_token, byte_fallback,
+** continuing_subword_prefix, ...) -> v->model_json, compact. */
+static int model_keys(const js *j, const parts *pt, qs_llm_vocab *v)
+{
+    size_t n = 3;
+    for (int i = 0; i < pt->nmodel; i++) n += pt->mkey[i].n + pt->mval[i].n + 4;
+    if (n > MAX_SUBTREE) return qs_fail(j->e, "\"model\" has more than %d bytes besides vocab and merges", MAX_SUBTREE);
+    char *b = malloc(n);
+    if (!b) return qs_fail(j->e, "out of memory");
+    size_t o = 0;
+    b[o++] = '{';
+    for (int i = 0; i < pt->nmodel; i++) {
+        if (i) b[o++] = ',';
+        b[o++] = '"';
+        memcpy(b + o, pt->mkey[i].p, pt->mkey[i].n); o += pt->mkey[i].n;
+        b[o++] = '"'; b[o++] = ':';
+        memcpy(b + o, pt->mval[i].p, pt->mval[i].n); o += pt->mval[i].n;
+    }
+    b[o++] = '}';
+    json_error_t je;
+    json_t *m = json_loadb(b, o, JSON_REJECT_DUPLICATES, &je);
+    free(b);
+    if (!m) return qs_fail(j->e, "\"model\": %s", je.text);
+    v->model_json = json_dumps(m, JSON_COMPACT | JSON_ENSURE_ASCII);
+    json_decref(m);
+    return v->model_json ? 0 : qs_fail(j->e, "out of memory");
+}
+
 /* pre_tokenizer and decoder -> v (kept whole as compact JSON: llm_pretok.c runs it; v->pre names its
-** family for messages); post_processor -> *pp_bos. */
+** family for messages); normalizer -> v->norm_json; post_processor -> *pp_bos. */
 static int read_small(const js *j, const parts *pt, qs_llm_vocab *v, int *pp_bos)
 {
+    json_t *norm;
+    if (small_json(j, pt->norm, "normalizer", &norm)) return -1;
+    if (norm) {
+        v->norm_json = json_dumps(norm, JSON_COMPACT | JSON_ENSURE_ASCII);
+        json_decref(norm);
+        if (!v->norm_json) return qs_fail(j->e, "out of memory");
+    }
+    if (model_keys(j, pt, v)) return -1;
     json_t *pre, *dec, *post;
     if (small_json(j, pt->pre, "pre_tokenizer", &pre)) return -1;
     if (small_json(j, pt->decoder, "decoder", &dec)) { json_decref(pre); return -1; }
@@ -552,8 +608,9 @@ int qs_llm_tok_json_parse(const char *buf, size_t n, int vocab, const char *sour
         if (!str_scan(&t, &s, &raw, &len) && len < sizeof mt) mt[unescape(s, raw, mt)] = 0;
         else snprintf(mt, sizeof mt, "(not a name)");
     }
-    if (!pt.model.n || (pt.type.p && strcmp(mt, "BPE")))
-        return qs_fail(e, "tokenizer model '%s' is not supported (BPE only)", mt);
+    if (!pt.model.n || (pt.type.p && strcmp(mt, "BPE") && strcmp(mt, "WordPiece")))
+        return qs_fail(e, "tokenizer model '%s' is not supported (BPE, WordPiece)", mt);
+    v->model = !strcmp(mt, "WordPiece") ? QS_TOK_WORDPIECE : QS_TOK_BPE;
     if (!pt.vocab.p) return qs_fail(e, "no model.vocab object");
     /* count, then size: nothing is allocated for what the file merely claims */
     tally t = {0, 1, -1, 0, 0, v, 1};
@@ -571,11 +628,12 @@ int qs_llm_tok_json_parse(const char *buf, size_t n, int vocab, const char *sour
     if (t.bytes > UINT32_MAX) return qs_fail(e, "vocabulary too large");
     if (mbytes > UINT32_MAX) return qs_fail(e, "merges too large");
     v->type = calloc((size_t)vocab, sizeof *v->type);
+    v->aflags = calloc((size_t)vocab, 1);
     v->off = calloc((size_t)vocab, sizeof *v->off);   /* offset 0: "" for ids the tokenizer does not use */
     v->text = malloc(t.bytes);
     v->mtext = malloc(mbytes ? mbytes : 1);
     v->moff = malloc((nm ? nm : 1) * sizeof *v->moff);
-    if (!v->type || !v->off || !v->text || !v->mtext || !v->moff) return qs_fail(e, "out of memory for the vocabulary");
+    if (!v->type || !v->aflags || !v->off || !v->text || !v->mtext || !v->moff) return qs_fail(e, "out of memory for the vocabulary");
     v->text[0] = 0;
     t.fill = 1; t.vocab = vocab;
     jv = sub(&j, pt.vocab); ja = sub(&j, pt.added);

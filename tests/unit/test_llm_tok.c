@@ -18,7 +18,42 @@
 
 #define SMOLLM2 "../data/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 
-static int32_t ids[4096];
+static int32_t ids[4096], ids2[4096];
+static uint32_t offs[8192];
+
+/* qs_llm_tokenize_offs gives the same ids, and spans in order that do not overlap: each token's bytes
+** are the text's bytes [a, b) (after a space ByteLevel's add_prefix_space added); when the ids decode
+** to the text (no Split step removed any), the spans tile it.  1 when all hold. */
+static int spans_ok(const qs_llm_vocab *v, const char *text, int n, const char *label, size_t ci)
+{
+    qs_err e = {{0}};
+    size_t len = strlen(text);
+    int n2 = qs_llm_tokenize_offs(v, NULL, text, len, ids2, offs, 4096, &e);
+    if (n2 != n || memcmp(ids, ids2, (size_t)(n > 0 ? n : 0) * sizeof *ids)) {
+        print_message("# %s: case %zu: ids with offsets differ (%d vs %d)\n", label, ci, n2, n);
+        return 0;
+    }
+    uint32_t at = 0;
+    static char all[65536];   /* the ids decoded: when they give back the text, the spans must tile it */
+    size_t al = 0;
+    for (int k = 0; k < n && al + 600 < sizeof all; k++) al += qs_llm_detok(v, ids[k], all + al, sizeof all - al);
+    int tiles = (al == len && !memcmp(all, text, len)) || (al == len + 1 && all[0] == ' ' && !memcmp(all + 1, text, len));
+    for (int k = 0; k < n; k++) {
+        char tok[512];
+        size_t tl = qs_llm_detok(v, ids[k], tok, sizeof tok);
+        uint32_t a = offs[2 * k], b = offs[2 * k + 1];
+        int ok = (tiles ? a == at : a >= at) && b >= a && b <= len && tl >= b - a && tl - (b - a) <= 1 &&
+                 !memcmp(tok + tl - (b - a), text + a, b - a);
+        if (!ok) {
+            print_message("# %s: case %zu token %d (id %d '%s'): span [%u, %u), expected start %u\n", label, ci, k,
+                          ids[k], tok, a, b, at);
+            return 0;
+        }
+        at = b;
+    }
+    if (tiles && n > 0 && at != len) { print_message("# %s: case %zu: spans end at %u of %zu\n", label, ci, at, len); return 0; }
+    return 1;
+}
 
 /* Tokenize every case and compare with want (array of id arrays); returns the number of mismatches. */
 static int compare(const qs_llm_vocab *v, json_t *cases, json_t *want, const char *label)
@@ -33,6 +68,7 @@ static int compare(const qs_llm_vocab *v, json_t *cases, json_t *want, const cha
         int n = qs_llm_tokenize(v, text, strlen(text), ids, 4096, &e);
         int same = n == (int)json_array_size(w);
         for (int k = 0; same && k < n; k++) same = ids[k] == json_integer_value(json_array_get(w, (size_t)k));
+        if (same && !spans_ok(v, text, n, label, i)) same = 0;
         if (!same) {
             print_message("# %s: case %zu '%s': %d ids%s%s, want %zu\n", label, i, text, n, n < 0 ? ": " : "",
                           n < 0 ? e.msg : "", json_array_size(w));
