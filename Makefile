@@ -11,7 +11,7 @@ PREFIX  ?= /usr/local
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 GIT_REV := $(shell git rev-parse --short=10 HEAD 2>/dev/null || echo unknown)
 
-PKGS    := sqlite3 jansson libpng zlib ncursesw cairo libxxhash openblas libpcre2-8
+PKGS    := sqlite3 jansson libpng zlib ncursesw cairo libxxhash openblas libpcre2-8 libutf8proc
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 

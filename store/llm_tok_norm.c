@@ -12,6 +12,20 @@ qs_tok_norm *qs_tok_norm_from_json(const char *json, qs_err *e)
     return NULL;
 }
 
+qs_tok_norm *qs_tok_norm_from_charsmap(const uint8_t *blob, size_t n, qs_err *e)
+{
+    (void)blob; (void)n;
+    qs_fail(e, "precompiled normalization rules are not supported yet");
+    return NULL;
+}
+
+qs_tok_norm *qs_tok_norm_chain(qs_tok_norm *first, qs_tok_norm *second, qs_err *e)
+{
+    free(first); free(second);
+    qs_fail(e, "normalizers are not supported yet");
+    return NULL;
+}
+
 void qs_tok_norm_free(qs_tok_norm *nm)
 {
     free(nm);

@@ -24,6 +24,13 @@ typedef struct qs_tok_norm_buf {
 /* Compile a "normalizer" object (compact JSON).  NULL with e set for an unsupported one (the message
 ** names the part); a JSON null gives NULL with e clear (no normalizer). */
 qs_tok_norm *qs_tok_norm_from_json(const char *json, qs_err *e);
+/* SentencePiece's precompiled normalization rules (tokenizer.json "Precompiled" normalizer's
+** precompiled_charsmap, decoded from base64; tokenizer.model's normalizer_spec.precompiled_charsmap):
+** a double-array trie of replacements.  NULL with e set when the blob is malformed. */
+qs_tok_norm *qs_tok_norm_from_charsmap(const uint8_t *blob, size_t n, qs_err *e);
+/* A sequence of two normalizers (either may be NULL); takes ownership of both.  NULL with e set when out
+** of memory (both are freed). */
+qs_tok_norm *qs_tok_norm_chain(qs_tok_norm *first, qs_tok_norm *second, qs_err *e);
 void qs_tok_norm_free(qs_tok_norm *nm);
 
 /* Normalize s[0..n) into b.  Returns 0, or -1 (out of memory) with e set. */
