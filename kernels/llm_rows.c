@@ -56,10 +56,45 @@ __attribute__((target("avx2,fma"))) static double exp_row_avx2(const float *x, s
     return s;
 }
 
+/* One lane of exp2_8, in scalar code with the same operations (max/min as the instructions treat NaN,
+** round to nearest even, fused multiply-adds), so the portable path gives the vector paths' bits. */
+static float exp2_lane(float x)
+{
+    const float lo = -126.0f;
+    float xc = x > lo ? x : lo;          /* _mm256_max_ps(x, lo): lo when x is NaN */
+    xc = xc < 127.0f ? xc : 127.0f;
+    float fl = nearbyintf(xc);
+    float f = xc - fl;
+    float p = QS_EXP2_C7;
+    p = fmaf(p, f, QS_EXP2_C6);
+    p = fmaf(p, f, QS_EXP2_C5);
+    p = fmaf(p, f, QS_EXP2_C4);
+    p = fmaf(p, f, QS_EXP2_C3);
+    p = fmaf(p, f, QS_EXP2_C2);
+    p = fmaf(p, f, QS_EXP2_C1);
+    p = fmaf(p, f, 1.0f);
+    union { float f; int32_t i; } u;
+    u.i = (int32_t)(((uint32_t)((int32_t)fl + 127)) << 23);
+    float r = p * u.f;
+    return x < lo ? 0.0f : r;
+}
+
+/* exp_row_avx2 lane by lane: blocks of 8 through exp2_lane, each lane summed on its own in double,
+** lanes k and k+4 added, then ((0+1) + (2+3)); the tail with libm, as the vector path. */
 static double exp_row_scalar(const float *x, size_t n, float c, float *y)
 {
-    double s = 0;
-    for (size_t j = 0; j < n; j++) {
+    double acc[8] = {0};
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++) {
+            float v = exp2_lane((x[j + l] - c) * LOG2E);
+            if (y) y[j + l] = v;
+            acc[l] += (double)v;
+        }
+    double t[4];
+    for (int k = 0; k < 4; k++) t[k] = acc[k] + acc[k + 4];
+    double s = (t[0] + t[1]) + (t[2] + t[3]);
+    for (; j < n; j++) {
         float v = expf(x[j] - c);
         if (y) y[j] = v;
         s += v;
@@ -147,7 +182,14 @@ void qs_swiglu_row(float *g, const float *u, size_t n)
 {
     if (qs_simd_level() >= QS_SIMD_AVX512) { swiglu_avx512(g, u, n); return; }
     if (qs_simd_level() >= QS_SIMD_AVX2) { swiglu_avx2(g, u, n); return; }
-    for (size_t j = 0; j < n; j++) g[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8)   /* swiglu_avx2's blocks, lane by lane: the same bits */
+        for (int l = 0; l < 8; l++) {
+            float x = g[j + l];
+            float d = 1.0f + exp2_lane(x * -LOG2E);
+            g[j + l] = (x / d) * u[j + l];
+        }
+    for (; j < n; j++) g[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
 }
 
 __attribute__((target("avx2,fma"))) static size_t nonfinite_avx2(const float *x, size_t n)

@@ -118,6 +118,15 @@ rows = [(row, n) for s in r['sections'] if s['id'].startswith('llm_eval') for ro
 assert rows and all(set(row[1:]) == {'-'} and n.startswith('FAILED: 62 of 62') for row, n in rows), rows
 PY"
 
+# every SIMD level gives the same numbers (the portable exp rows follow the vector paths' order): the
+# table of a fresh evaluation under QS_SIMD=scalar equals the CPU's own level's
+for L in scalar avx2; do
+  ok "eval under QS_SIMD=$L" env QS_SIMD=$L "$QS" --db "$T/simd-$L.db" llm eval --model "$TINY" --text "$T/text.txt" \
+    --ctx 64 --chunks 2 --config a=mxfp4 --json
+  /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(repr([(c.get('ppl'), c.get('kl_mean')) for c in [d['reference']] + d['configs']]))" "$T/out" > "$T/simd-$L.txt"
+done
+check "QS_SIMD=scalar and avx2: the same PPL and KL bits" 'cmp -s "$T/simd-scalar.txt" "$T/simd-avx2.txt" && grep -q "[0-9]" "$T/simd-scalar.txt"'
+
 # the real thing, when make data has filled data/: unscaled FP8 activations overflow SmolLM2's residual stream
 REAL="$ROOT/data/models/SmolLM2-135M-Instruct.Q4_1.gguf" NOVEL="$ROOT/data/text/persuasion.txt"
 if [ -s "$REAL" ] && [ -s "$NOVEL" ]; then

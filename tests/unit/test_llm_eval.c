@@ -350,7 +350,7 @@ static void test_kl_dot_levels(void **st)
     qs_ref_row r = {.lse = 3.25, .psum = 1.0, .s_ref = 0.5, .lp_tok = -2.0, .top = 0, .finite = 1};
     double kl[QS_SIMD_AVX512 + 1];
     int n = 0;
-    for (int lv = QS_SIMD_AVX2; lv <= qs_simd_cpu(); lv++) {
+    for (int lv = QS_SIMD_SCALAR; lv <= qs_simd_cpu(); lv++) {
         qs_simd_force(lv);
         qs_tok_stat t;
         qs_tok_stat_make(lq, V, 7, p, &r, &t);
@@ -375,13 +375,22 @@ static void test_row_kernels_levels(void **st)
         u[i] = (float)(i % 13) - 6.0f;
         l[i] = (float)((r >> 20) % 1000) / 50.0f;
     }
-    for (int n = 1; n <= N; n += 37)   /* lengths with every tail: AVX-512 gives the AVX2 path's bits */
-        for (int lv = QS_SIMD_AVX2; lv <= qs_simd_cpu(); lv++) {
+    static float ey[3][N], sm[3][N];
+    double es[3];
+    for (int n = 1; n <= N; n += 37)   /* lengths with every tail: every level gives the portable path's bits */
+        for (int lv = QS_SIMD_SCALAR; lv <= qs_simd_cpu(); lv++) {
             qs_simd_force(lv);
-            memcpy(y[lv - 1], g, sizeof g);
-            qs_swiglu_row(y[lv - 1], u, (size_t)n);
+            memcpy(y[lv ? 1 : 0], g, sizeof g);
+            qs_swiglu_row(y[lv ? 1 : 0], u, (size_t)n);
+            es[lv] = qs_exp_row(g, (size_t)n, 3.5f, ey[lv]);
+            memcpy(sm[lv], l, (size_t)n * sizeof(float));
+            qs_softmax_row(sm[lv], (size_t)n);
             qs_simd_force(-1);
-            if (lv == QS_SIMD_AVX512) assert_memory_equal(y[0], y[1], (size_t)n * sizeof(float));
+            if (lv == QS_SIMD_SCALAR) continue;
+            assert_memory_equal(y[0], y[1], (size_t)n * sizeof(float));
+            assert_memory_equal(ey[0], ey[lv], (size_t)n * sizeof(float));
+            assert_memory_equal(&es[0], &es[lv], sizeof(double));
+            assert_memory_equal(sm[0], sm[lv], (size_t)n * sizeof(float));
         }
     for (int lv = QS_SIMD_SCALAR; lv <= qs_simd_cpu(); lv++) {
         qs_simd_force(lv);
