@@ -120,15 +120,15 @@ static size_t char_step(const unsigned char *s, size_t n, size_t i)
 }
 
 /* The JSON document: what was tokenized, LoPT's statistics, then one object per token. */
-static void print_json(const tok_opts *o, const char *text, size_t len, const int32_t *ids, const uint32_t *off,
+static void print_json(const tok_opts *o, const char *name, const char *text, size_t len, const int32_t *ids, const uint32_t *off,
                        size_t n, const qs_lopt_stats *st)
 {
     json_t *h = json_object();
-    qs_json_set_text(h, "source", o->text ? o->text : "--prompt");
+    qs_json_set_text(h, "source", name);
     qs_json_set_text(h, "tokenizer", o->model ? o->model : o->tokenizer);
     json_object_set_new(h, "bytes", json_integer((json_int_t)len));
     json_object_set_new(h, "count", json_integer((json_int_t)n));
-    json_object_set_new(h, "threads", json_integer(o->threads));
+    json_object_set_new(h, "threads", json_integer(o->threads ? o->threads : qs_pool_cpus()));
     json_t *l = json_pack("{s:I,s:I,s:I,s:b}", "chunks", (json_int_t)st->chunks, "anchors", (json_int_t)st->anchors,
                           "regrown", (json_int_t)st->regrown, "fallback", (int)st->fallback);
     json_object_set_new(l, "why", st->why ? json_string(st->why) : json_null());
@@ -184,7 +184,7 @@ int qs_cmd_llm_tokenize(qs_cli *cli, int argc, char **argv)
                 qs_now_s() - t0, qs_pool_width(o.threads, st.chunks), st.chunks, st.anchors, st.why ? "; sequential: " : "",
                 st.why ? st.why : "");
     if (o.npy && write_npy(o.npy, ids, n, &e)) goto out;
-    if (o.json) print_json(&o, text, len, ids, off, n, &st);
+    if (o.json) print_json(&o, name, text, len, ids, off, n, &st);
     else if (!o.npy) {
         for (size_t i = 0; i < n; i++) printf("%s%d", i ? "," : "", ids[i]);
         printf("\n");
