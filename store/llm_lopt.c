@@ -1,18 +1,18 @@
 /*
-** LoPT (llm_lopt.h), as reconstructed in docs/tokenize.md: the text is cut into overlapping chunks at
-** fixed nominal offsets, the chunks are tokenized on qscope's pool with byte spans, and neighbours are
-** merged at an anchor in their overlap.  What makes the merge provably lossless here is where an
-** anchor may lie: between two *cut positions* p1 < p2 (safe_at below: an ASCII letter or . , ; : ! ?,
-** then one space, then an ASCII letter), which split the tokenization of every window that contains
-** their neighbours, for the tokenizers eligible() admits.  The anchor is the run of tokens between
-** p1 and p2; both chunks must give it identically (ids and spans) and no token of either may cross
-** p1 or p2.  Under the proof that always holds: the comparison is a run-time check of the analysis,
-** and a difference sends the whole text through the sequential tokenizer.
+** LoPT (llm_lopt.h), as reconstructed in docs/tokenize.md.  Boundaries sit at nominal offsets
+** k * chunk; each boundary's overlap window must hold two *cut positions* p1 < p2 (safe_at: a word
+** character, one space, an ASCII letter; or a newline after a non-space, before a letter), which split
+** the tokenization of every window that contains their neighbours, for the tokenizers eligible()
+** admits.  So the chunks are the segments between consecutive p1s, tokenized once each on qscope's
+** pool, and their ids are concatenated.  LoPT's merge condition stays as a run-time check of that
+** proof: the overlap window, tokenized from its arbitrary first byte with spans, must give between p1
+** and p2 exactly the tokens (ids and spans) of [p1, p2) alone, and those must start the next segment;
+** a failed check or a failed chunk sends the whole text through the sequential tokenizer.
 **
-** Dynamic chunk length: an overlap without two cut positions is doubled until it has them (at most
-** to the chunk length); a boundary still without them is dropped, so the chunk grows into its
-** neighbour.  Everything is decided from the bytes before any tokenization, so the chunks, and the
-** result, never depend on the number of threads.
+** Dynamic overlap and chunk length: an overlap without two cut positions is doubled until it has them
+** (at most to the chunk length); a boundary still without them is dropped, so the chunk grows into
+** its neighbour.  Everything is decided from the bytes before any tokenization; the ids never depend
+** on the number of threads (the default chunk length does: one chunk per thread).
 */
 #include "llm_lopt.h"
 
