@@ -1,35 +1,365 @@
 /*
-** LoPT (llm_lopt.h).  For now the sequential tokenizer with a growing output.
+** LoPT (llm_lopt.h), as reconstructed in docs/tokenize.md.  Boundaries sit at nominal offsets
+** k * chunk; each boundary's overlap window must hold two *cut positions* p1 < p2 (safe_at: a word
+** character, one space, an ASCII letter; or a newline after a non-space, before a letter), which split
+** the tokenization of every window that contains their neighbours, for the tokenizers eligible()
+** admits.  So the chunks are the segments between consecutive p1s, tokenized once each on qscope's
+** pool, and their ids are concatenated.  LoPT's merge condition stays as a run-time check of that
+** proof: the overlap window, tokenized from its arbitrary first byte with spans, must give between p1
+** and p2 exactly the tokens (ids and spans) of [p1, p2) alone, and those must start the next segment;
+** a failed check or a failed chunk sends the whole text through the sequential tokenizer.
+**
+** Dynamic overlap and chunk length: an overlap without two cut positions is doubled until it has them
+** (at most to the chunk length); a boundary still without them is dropped, so the chunk grows into
+** its neighbour.  Everything is decided from the bytes before any tokenization; the ids never depend
+** on the number of threads (the default chunk length does: one chunk per thread).
 */
 #include "llm_lopt.h"
 
+#include <jansson.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-int qs_lopt_tokenize(const qs_llm_vocab *v, const char *name, const char *text, size_t len, const qs_lopt_opts *o,
-                     int32_t **ids, uint32_t **offs, size_t *n, qs_lopt_stats *st, qs_err *e)
+#include "../kernels/pool.h"
+
+/* The Split patterns the cut rule is proved for (llm_pretok.c's GPT-2, Qwen2 and Llama 3 patterns;
+** the same strings tokenizer.json files spell). */
+static const char *const kProved[] = {
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+",
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
+    "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
+    "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+};
+
+/* The GGUF tokenizer.ggml.pre families whose pre-tokenizer is made of the proved parts (llm_pretok.c). */
+static const char *const kFamilies[] = {"", "default", "gpt2", "gpt-2", "mpt", "olmo", "jais", "smollm", "starcoder",
+                                        "refact", "command-r", "codeshell", "exaone", "minerva-7b", "qwen2",
+                                        "deepseek-r1-qwen", "llama3", "llama-v3", "llama-bpe", "falcon3", "dbrx",
+                                        "smaug-bpe"};
+
+/* ---------------------------------------------------------------- which tokenizers the proof covers */
+
+/* One pre-tokenizer step: NULL when proved (*split set when it splits at every cut position, *prefix
+** when it is a ByteLevel that adds a prefix space), else why not. */
+static const char *step_why(json_t *j, int depth, int *split, int *prefix)
 {
-    (void)o;
-    *ids = NULL; *n = 0;
-    if (offs) *offs = NULL;
-    if (st) memset(st, 0, sizeof *st);
-    size_t cap = len / 3 + 64;
+    const char *t = json_string_value(json_object_get(j, "type"));
+    if (!t || depth > 16) return "its pre-tokenizer is not one LoPT's cut rule is proved for";
+    if (!strcmp(t, "Sequence")) {
+        json_t *a = json_object_get(j, "pretokenizers"), *s;
+        size_t i;
+        json_array_foreach(a, i, s) {
+            const char *w = step_why(s, depth + 1, split, prefix);
+            if (w) return w;
+        }
+        return NULL;
+    }
+    if (!strcmp(t, "Digits")) return NULL;   /* splits around each \p{N} only: commutes with cutting */
+    if (!strcmp(t, "ByteLevel")) {           /* GPT-2's pattern; a prefix space never goes before a cut */
+        json_t *u = json_object_get(j, "use_regex"), *a = json_object_get(j, "add_prefix_space");
+        if (!u || json_is_true(u)) *split = 1;
+        if (!a || json_is_true(a)) *prefix = 1;   /* tokenizers' default: true */
+        return NULL;
+    }
+    if (!strcmp(t, "Split")) {
+        const char *rx = json_string_value(json_object_get(json_object_get(j, "pattern"), "Regex"));
+        const char *b = json_string_value(json_object_get(j, "behavior"));
+        for (size_t i = 0; rx && b && !strcmp(b, "Isolated") && !json_is_true(json_object_get(j, "invert")) &&
+                           i < sizeof kProved / sizeof *kProved; i++)
+            if (!strcmp(rx, kProved[i])) { *split = 1; return NULL; }
+        return "its pre-tokenizer has a Split pattern LoPT's cut rule is not proved for";
+    }
+    return "its pre-tokenizer has a step LoPT's cut rule is not proved for";
+}
+
+/* NULL when the cut rule is proved for this tokenizer (docs/tokenize.md), else why the text goes
+** through the sequential tokenizer; *newline: cuts after a newline are proved too (no prefix space). */
+static const char *eligible(const qs_llm_vocab *v, int *newline)
+{
+    *newline = 0;
+    int nl_added = 0;
+    if (v->model != QS_TOK_BPE || !v->byte_level) return "only byte-level BPE is covered by LoPT's proof";
+    if (v->norm_json && strcmp(v->norm_json, "null")) return "the tokenizer has a normalizer";
+    for (int i = 0; i < v->n; i++) {
+        int added = (v->type && (v->type[i] == 3 || v->type[i] == 4)) || (v->aflags && (v->aflags[i] & QS_TOK_ADDED));
+        if (!added) continue;
+        if (v->aflags && (v->aflags[i] & (QS_TOK_LSTRIP | QS_TOK_RSTRIP | QS_TOK_SINGLE_WORD)))
+            return "an added token strips whitespace or matches single words only";
+        if (strchr(v->text + v->off[i], ' ')) return "an added token contains a space";
+        if (strchr(v->text + v->off[i], '\n')) nl_added = 1;   /* it could cover a newline cut */
+    }
+    if (!v->pre_json) {
+        for (size_t i = 0; i < sizeof kFamilies / sizeof *kFamilies; i++)
+            if (!strcmp(v->pre, kFamilies[i])) { *newline = !nl_added; return NULL; }   /* no prefix spaces */
+        return "its pre-tokenizer family is not one LoPT's cut rule is proved for";
+    }
+    json_t *j = json_loads(v->pre_json, 0, NULL);
+    int split = 0, prefix = 0;
+    const char *why = j ? step_why(j, 0, &split, &prefix) : "its pre-tokenizer is not valid JSON";
+    json_decref(j);
+    if (!why && !split) why = "its pre-tokenizer has no pattern that splits at LoPT's cut positions";
+    *newline = !prefix && !nl_added;
+    return why;
+}
+
+/* ---------------------------------------------------------------- cut positions and the plan */
+
+static int ascii_letter(unsigned char c) { return (c | 0x20) >= 'a' && (c | 0x20) <= 'z'; }
+
+/* The code point of the 3-byte UTF-8 character at s[i] (i + 3 <= n), or 0. */
+static unsigned cp3(const unsigned char *s, size_t n, size_t i)
+{
+    if (i + 3 > n || (s[i] & 0xF0) != 0xE0 || (s[i + 1] & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80) return 0;
+    return (s[i] & 0x0Fu) << 12 | (s[i + 1] & 0x3Fu) << 6 | (s[i + 2] & 0x3Fu);
+}
+
+/* CJK ideographs of Unicode 1.1, kana, Hangul syllables: letters (\p{L}) in every Unicode version. */
+static int cjk_letter(unsigned c)
+{
+    return (c >= 0x4E00 && c <= 0x9FA5) || (c >= 0x3041 && c <= 0x3096) || (c >= 0x30A1 && c <= 0x30FA) ||
+           (c >= 0xAC00 && c <= 0xD7A3);
+}
+
+/* p is a cut position (docs/tokenize.md):
+**   space rule: s[p-1] an ASCII letter or . , ; : ! ?, s[p] a space, s[p+1] an ASCII letter;
+**   newline rule (nl): s[p-1] a newline after a character that is not White_Space (ASCII graphic, a
+**   CJK letter, CJK or fullwidth punctuation), s[p] an ASCII or CJK letter. */
+static int safe_at(const unsigned char *s, size_t n, size_t p, int nl)
+{
+    if (p < 1 || p + 1 >= n) return 0;
+    if (s[p] == ' ') {
+        unsigned char c = s[p - 1];
+        return ascii_letter(s[p + 1]) &&
+               (ascii_letter(c) || c == '.' || c == ',' || c == ';' || c == ':' || c == '!' || c == '?');
+    }
+    if (!nl || s[p - 1] != '\n' || p < 2 || !(ascii_letter(s[p]) || cjk_letter(cp3(s, n, p)))) return 0;
+    if (s[p - 2] > 0x20 && s[p - 2] < 0x7F) return 1;
+    unsigned c = p >= 4 ? cp3(s, n, p - 4) : 0;
+    return cjk_letter(c) || (c >= 0x3001 && c <= 0x303F) || (c >= 0xFF01 && c <= 0xFF5E);
+}
+
+/* The first cut position in [from, to), or to. */
+static size_t next_safe(const unsigned char *s, size_t n, size_t from, size_t to, int nl)
+{
+    for (size_t p = from; p < to; p++)
+        if ((s[p] == ' ' || (nl && p && s[p - 1] == '\n')) && safe_at(s, n, p, nl)) return p;
+    return to;
+}
+
+/* A boundary between two chunks: the right one starts at m, the left one ends at end; the anchor is the
+** run of tokens in [p1, p2). */
+typedef struct { size_t m, end, p1, p2; } bound;
+
+/* Boundaries at the nominal offsets k * chunk (k >= 1), each with the overlap widened (doubled) until it
+** holds two cut positions p1 < p2 with m < p1 and p2 + 4 <= end (a whole character after p2); at most
+** chunk - 1 bytes of overlap.
+** Returns the number of boundaries in b (room for len / chunk). */
+static size_t plan(const unsigned char *s, size_t n, size_t chunk, size_t overlap, int nl, bound *b, size_t *regrown)
+{
+    size_t nb = 0;
+    for (size_t m = chunk; m < n; m += chunk) {
+        size_t lim = m + chunk - 1 < n ? m + chunk - 1 : n;   /* the widest overlap's end */
+        size_t p1 = next_safe(s, n, m + 1, lim, nl);
+        size_t p2 = p1 < lim ? next_safe(s, n, p1 + 1, lim, nl) : lim;
+        if (p2 + 4 > lim) { ++*regrown; continue; }   /* no anchor possible: the left chunk grows */
+        size_t ov = overlap;
+        while (m + ov < p2 + 4) { ov *= 2; ++*regrown; }
+        if (m + ov > lim) ov = lim - m;
+        b[nb++] = (bound){m, m + ov, p1, p2};
+    }
+    return nb;
+}
+
+/* ---------------------------------------------------------------- the sequential tokenizer */
+
+static int sequential(const qs_llm_vocab *v, const char *name, const char *text, size_t len, int32_t **ids,
+                      uint32_t **offs, size_t *n, qs_err *e)
+{
+    /* room for a token per byte (as llm eval always had): one pass for nearly any text; with spans,
+    ** 12 bytes a token, half that first */
+    size_t cap = offs ? len / 2 + 64 : len + 16;
     for (;;) {
         if (cap > INT_MAX) return qs_fail(e, "%s gives more than %d tokens", name ? name : "the text", INT_MAX);
         int32_t *ni = realloc(*ids, cap * sizeof *ni);
         if (ni) *ids = ni;
         uint32_t *no = offs ? realloc(*offs, 2 * cap * sizeof *no) : NULL;
         if (no) *offs = no;
-        if (!ni || (offs && !no)) break;
+        if (!ni || (offs && !no)) return qs_fail(e, "out of memory for the tokens of %s", name ? name : "the text");
         qs_err te = {{0}};
         int k = qs_llm_tokenize_offs(v, name, text, len, *ids, offs ? *offs : NULL, (int)cap, &te);
-        if (k >= 0) { *n = (size_t)k; if (st) st->chunks = 1; return 0; }
-        if (!strstr(te.msg, "gives more than")) { *e = te; goto fail; }
+        if (k >= 0) { *n = (size_t)k; return 0; }
+        if (!strstr(te.msg, "gives more than")) { *e = te; return -1; }
         cap *= 2;
     }
-    qs_fail(e, "out of memory for the tokens of %s", name ? name : "the text");
-fail:
+}
+
+/* ---------------------------------------------------------------- the chunks */
+
+/* One chunk: the segment [lo, hi) between its anchors, tokenized on its own (the cut positions split
+** every window), and the check of its left boundary's anchor. */
+typedef struct {
+    size_t lo, hi;
+    const bound *left;    /* the boundary at lo, or NULL for the first chunk */
+    int32_t *ids;         /* the segment's ids and, when wanted, spans (malloc'ed) */
+    uint32_t *off;
+    size_t n;
+    int bad;              /* 1: tokenizing failed, 2: the anchor check did not hold */
+} lchunk;
+
+typedef struct {
+    const qs_llm_vocab *v;
+    const char *text;
+    lchunk *c;
+    int spans;            /* the caller wants spans */
+} job;
+
+/* Tokenize text[a, a + w) into malloc'ed buffers (spans absolute, when off is not NULL): room for a token
+** per byte first, then for the most a byte-level BPE can give (a token has >= 1 byte of its piece,
+** + 1 prefix space per piece).  Returns the count, or -1. */
+static int tok_range(const job *J, size_t a, size_t w, int32_t **ids, uint32_t **off)
+{
+    for (size_t cap = w + 16;; cap = 2 * w + 16) {
+        if (cap > INT_MAX) return -1;
+        free(*ids);
+        *ids = malloc(cap * sizeof **ids);
+        if (off) { free(*off); *off = malloc(2 * cap * sizeof **off); }
+        if (!*ids || (off && !*off)) return -1;
+        qs_err e = {{0}};
+        int k = qs_llm_tokenize_offs(J->v, NULL, J->text + a, w, *ids, off ? *off : NULL, (int)cap, &e);
+        if (k >= 0) {
+            for (int i = 0; off && i < 2 * k; i++) (*off)[i] += (uint32_t)a;
+            return k;
+        }
+        if (cap == 2 * w + 16 || !strstr(e.msg, "gives more than")) return -1;
+    }
+}
+
+/* First token with start >= p; bad when the token before it ends after p. */
+static size_t split_at(const uint32_t *off, size_t n, size_t p, int *bad)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (off[2 * mid] < p) lo = mid + 1; else hi = mid;
+    }
+    if (lo && off[2 * lo - 1] > p) *bad = 1;
+    return lo;
+}
+
+/* LoPT's anchor check of boundary b: the overlap window [m, end), which starts at an arbitrary byte as
+** a LoPT chunk does, splits at p1 and p2 and has there the very tokens (ids and spans) of [p1, p2)
+** tokenized alone; and those start the segment that begins at p1 (c's ids, and spans when kept). */
+static int anchor_ok(const job *J, const bound *b, const lchunk *c)
+{
+    int32_t *wi = NULL, *ai = NULL;
+    uint32_t *wo = NULL, *ao = NULL;
+    int ok = 0, bad = 0;
+    int nw = tok_range(J, b->m, b->end - b->m, &wi, &wo), na = nw < 0 ? -1 : tok_range(J, b->p1, b->p2 - b->p1, &ai, &ao);
+    if (na > 0 && (size_t)na <= c->n) {
+        size_t i1 = split_at(wo, (size_t)nw, b->p1, &bad), i2 = split_at(wo, (size_t)nw, b->p2, &bad);
+        ok = !bad && i2 - i1 == (size_t)na && !memcmp(wi + i1, ai, (size_t)na * sizeof *ai) &&
+             !memcmp(wo + 2 * i1, ao, 2 * (size_t)na * sizeof *ao) && !memcmp(c->ids, ai, (size_t)na * sizeof *ai) &&
+             (!c->off || !memcmp(c->off, ao, 2 * (size_t)na * sizeof *ao));
+    }
+    free(wi); free(wo); free(ai); free(ao);
+    return ok;
+}
+
+static void chunk_task(void *ctx, size_t task, int slot)
+{
+    (void)slot;
+    const job *J = ctx;
+    lchunk *c = &J->c[task];
+    int k = tok_range(J, c->lo, c->hi - c->lo, &c->ids, J->spans ? &c->off : NULL);
+    if (k < 0) { c->bad = 1; return; }
+    c->n = (size_t)k;
+    if (c->left && !anchor_ok(J, c->left, c)) c->bad = 2;
+}
+
+/* Tokenize the planned chunks in parallel and concatenate their segments.  Returns 0; 1 when a chunk
+** failed, 2 when an anchor check did not hold (the caller goes sequential); -1 out of memory. */
+static int parallel(const qs_llm_vocab *v, const char *text, size_t len, const bound *b, size_t nb, int threads,
+                    int32_t **ids, uint32_t **offs, size_t *n, qs_lopt_stats *st)
+{
+    lchunk *c = calloc(nb + 1, sizeof *c);
+    int rc = -1;
+    if (!c) return -1;
+    for (size_t i = 0; i <= nb; i++) {
+        c[i].lo = i ? b[i - 1].p1 : 0;
+        c[i].hi = i < nb ? b[i].p1 : len;
+        c[i].left = i ? &b[i - 1] : NULL;
+    }
+    job J = {v, text, c, offs != NULL};
+    qs_pool_for(threads, nb + 1, chunk_task, &J);
+    rc = 0;
+    size_t total = 0;
+    for (size_t i = 0; i <= nb; i++) {
+        if (c[i].bad > rc) rc = c[i].bad;
+        total += c[i].n;
+    }
+    if (rc) goto out;
+    rc = -1;   /* the first segment's buffers grow into the output */
+    int32_t *oi = realloc(c[0].ids, (total ? total : 1) * sizeof *oi);
+    if (!oi) goto out;
+    c[0].ids = oi;
+    uint32_t *oo = offs ? realloc(c[0].off, (total ? 2 * total : 1) * sizeof *oo) : NULL;
+    if (offs && !oo) goto out;
+    if (oo) c[0].off = oo;
+    size_t o = c[0].n;
+    for (size_t i = 1; i <= nb; i++) {
+        memcpy(oi + o, c[i].ids, c[i].n * sizeof *oi);
+        if (oo) memcpy(oo + 2 * o, c[i].off, 2 * c[i].n * sizeof *oo);
+        o += c[i].n;
+    }
+    *ids = oi; c[0].ids = NULL;
+    if (offs) { *offs = oo; c[0].off = NULL; }
+    *n = total;
+    if (st) { st->chunks = nb + 1; st->anchors = nb; }
+    rc = 0;
+out:
+    for (size_t i = 0; i <= nb; i++) { free(c[i].ids); free(c[i].off); }
+    free(c);
+    return rc;
+}
+
+int qs_lopt_tokenize(const qs_llm_vocab *v, const char *name, const char *text, size_t len, const qs_lopt_opts *o,
+                     int32_t **ids, uint32_t **offs, size_t *n, qs_lopt_stats *st, qs_err *e)
+{
+    *ids = NULL; *n = 0;
+    if (offs) *offs = NULL;
+    if (st) memset(st, 0, sizeof *st);
+    int threads = o ? o->threads : 0;
+    size_t chunk = o && o->chunk ? o->chunk : 0, overlap = o && o->overlap ? o->overlap : QS_LOPT_OVERLAP;
+    if (!chunk) {   /* one chunk per thread: each chunk's tokenizer starts with a cold piece cache */
+        size_t w = (size_t)qs_pool_width(threads, SIZE_MAX);
+        chunk = len / w + 1 > QS_LOPT_CHUNK ? len / w + 1 : QS_LOPT_CHUNK;
+    }
+    if (chunk < 8) chunk = 8;
+    if (overlap >= chunk) overlap = chunk - 1;
+    const char *why = NULL;
+    int nl = 0;
+    if (threads != 1 && len > chunk && len < UINT32_MAX && !(why = eligible(v, &nl))) {
+        size_t regrown = 0;
+        bound *b = malloc((len / chunk + 1) * sizeof *b);
+        if (!b) return qs_fail(e, "out of memory for the chunks of %s", name ? name : "the text");
+        size_t nb = plan((const unsigned char *)text, len, chunk, overlap, nl, b, &regrown);
+        int rc = nb ? parallel(v, text, len, b, nb, threads, ids, offs, n, st) : 1;
+        free(b);
+        if (st) st->regrown = regrown;
+        if (rc == 0) return 0;
+        free(*ids); *ids = NULL;
+        if (offs) { free(*offs); *offs = NULL; }
+        if (rc < 0) return qs_fail(e, "out of memory for the tokens of %s", name ? name : "the text");
+        why = !nb ? "no two cut positions in any overlap"
+              : rc == 2 ? "an anchor check did not hold (the cut-position analysis is wrong for this tokenizer)"
+                        : "a chunk failed (regex work bound, memory)";
+    }
+    if (st && threads != 1 && len > chunk) { st->fallback = 1; st->why = why; }
+    if (st) st->chunks = 1;
+    if (sequential(v, name, text, len, ids, offs, n, e) == 0) return 0;
     free(*ids); *ids = NULL;
     if (offs) { free(*offs); *offs = NULL; }
     return -1;

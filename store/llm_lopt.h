@@ -2,8 +2,10 @@
 ** LoPT, lossless parallel tokenization (arXiv 2511.04952; a documented reconstruction, docs/tokenize.md):
 ** a long text is cut into overlapping chunks, the chunks are tokenized in parallel on qscope's pool
 ** with each token's byte span, and neighbours are merged at an anchor (a run of tokens with identical
-** spans in both chunks' overlap); without one the overlap grows, and as the last resort the stretch is
-** tokenized sequentially.  The ids equal qs_llm_tokenize_offs's on the whole text.
+** ids and spans in both chunks' overlap, bounded by two cut positions the pre-tokenizer provably splits
+** at); without one the overlap grows, then the chunk; a tokenizer the proof does not cover, a failed
+** chunk or a differing anchor sends the text through the sequential tokenizer.  The ids and spans
+** equal qs_llm_tokenize_offs's on the whole text, whatever the thread count.
 */
 #ifndef QS_LLM_LOPT_H
 #define QS_LLM_LOPT_H
@@ -14,20 +16,24 @@
 #include "../kernels/qs_err.h"
 #include "llm_tok.h"
 
-#define QS_LOPT_CHUNK   65536   /* default bytes per chunk */
+#define QS_LOPT_CHUNK   65536   /* the smallest default chunk (bytes) */
 #define QS_LOPT_OVERLAP 64      /* default bytes of overlap */
 
 typedef struct qs_lopt_opts {
     int threads;       /* <= 0: every core; 1: the sequential tokenizer, no chunks */
-    size_t chunk;      /* bytes of text per chunk (0: QS_LOPT_CHUNK) */
+    size_t chunk;      /* bytes of text per chunk (0: the text split evenly over the threads, at least
+                       ** QS_LOPT_CHUNK: a chunk's tokenizer starts with a cold piece cache, and 64 KiB
+                       ** chunks cost about twice the CPU of one pass) */
     size_t overlap;    /* bytes each chunk reads past its end (0: QS_LOPT_OVERLAP) */
 } qs_lopt_opts;
 
 typedef struct qs_lopt_stats {
     size_t chunks;     /* chunks tokenized */
     size_t anchors;    /* neighbours merged at an anchor */
-    size_t regrown;    /* overlaps widened because no anchor was found */
-    size_t fallback;   /* stretches tokenized sequentially as the last resort */
+    size_t regrown;    /* overlaps doubled, or boundaries dropped (the chunk grew), for want of an anchor */
+    size_t fallback;   /* 1: the text went through the sequential tokenizer although threads != 1 and
+                       ** it is longer than a chunk */
+    const char *why;   /* why (a static string), or NULL */
 } qs_lopt_stats;
 
 /* Tokenize text[0..len) (name in messages, NULL: "the text") into *ids (malloc'ed, *n of them) and,

@@ -87,11 +87,27 @@
     "  --eval-ctx N        the eval case's context (default 512, or the model's if shorter; 0 skips it)\n" \
     "  --eval-chunks K     the eval case's chunks (default 2)"
 
-#define QS_LLM_TOKENIZE_ARGS "--model PATH --prompt TEXT [--chat]"
+#define QS_LLM_TOKENIZE_ARGS "(--model PATH | --tokenizer PATH) (--prompt TEXT [--chat] | --text FILE|-) [--threads N] [--lopt-chunk BYTES] [--lopt-overlap BYTES] [--json | --npy FILE]"
 #define QS_LLM_TOKENIZE_OPTS \
     QS_LLM_H_MODEL \
+    "  --tokenizer PATH    the tokenizer alone, no weights: a tokenizer.json, a Hugging Face directory\n" \
+    "                      (its tokenizer.json) or a .gguf (its vocabulary)\n" \
     "  --prompt TEXT       the text (UTF-8)\n" \
-    "  --chat              wrap it in the model's ChatML template first"
+    "  --chat              wrap --prompt in the model's ChatML template first\n" \
+    "  --text FILE         the text from a file, or - for standard input (at most 1 GiB; any bytes)\n" \
+    "  --threads N         LoPT on N threads (1..64; default: every core); 1 = the sequential\n" \
+    "                      tokenizer.  The ids are the same for every N (docs/tokenize.md: LoPT's\n" \
+    "                      merge, its proof, and the tokenizers it does not cover, which run\n" \
+    "                      sequentially)\n" \
+    "  --lopt-chunk BYTES  bytes per chunk (default: the text split evenly over the threads, at\n" \
+    "                      least 65536, since each chunk starts with a cold piece cache; 16..1 GiB)\n" \
+    "  --lopt-overlap BYTES  bytes of overlap at each chunk boundary, where the anchor is sought\n" \
+    "                      (default 64, or the chunk length - 1 if smaller; doubled where it holds no\n" \
+    "                      anchor; a given one must be below --lopt-chunk)\n" \
+    "  --json              {source, tokenizer, bytes, count, threads, lopt: {chunks, anchors, regrown,\n" \
+    "                      fallback, why}, tokens: [{id, bytes: [start, end], chars: [start, end]}]}\n" \
+    "  --npy FILE          the ids as a 1-D int32 .npy (nothing on stdout without --json)\n" \
+    "(default output: the ids comma-separated on one line; with --text a summary line on stderr)"
 
 #define QS_LLM_TEXT_ARGS "--rdb Rdata.rdb [--rdx Rdata.rdx] -o DIR [--json]"
 #define QS_LLM_TEXT_OPTS \
