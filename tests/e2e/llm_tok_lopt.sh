@@ -143,5 +143,19 @@ else
   ids "$GGUF" "$T/adv.txt" "$T/adv.got" --threads 3 --lopt-chunk 64
   check "SmolLM2 on the adversarial texts: --threads 3 --lopt-chunk 64 gives the --threads 1 ids" \
     "[ -s '$T/adv.ref' ] && cmp -s '$T/adv.ref' '$T/adv.got'"
+  # an independent tokenizer: Hugging Face tokenizers' ids of each novel (their hash and count, written by
+  # tests/llm/make_austen_tok.py) equal the sequential ids, so LoPT's are right, not only self-consistent
+  check "the six novels' ids equal Hugging Face tokenizers' (tests/fixtures/llm/austen_smollm2_tok.json)" "python3 - '$T' '$NOVELS' '$FIX/llm/austen_smollm2_tok.json' <<'PY'
+import hashlib, json, sys
+t, novels, fix = sys.argv[1:4]
+ref = json.load(open(fix))['novels']
+assert len(ref) == 6, ref.keys()
+for name, r in ref.items():
+    raw = open(novels + '/' + name, 'rb').read()
+    assert hashlib.sha256(raw).hexdigest() == r['text_sha256'], name + ': not the text the reference was made from'
+    ids = open(t + '/' + name[:-4] + '.ref').read().strip().split(',')
+    h = hashlib.sha256(''.join(i + chr(10) for i in ids).encode()).hexdigest()
+    assert (len(ids), h) == (r['ids'], r['ids_sha256']), (name, len(ids), r['ids'])
+PY"
 fi
 done_testing
