@@ -1,0 +1,170 @@
+/*
+** ggml's non-linear 4-bit types (format_ggml.h): each 4-bit code indexes the table
+** kvalues_iq4nl = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}.
+**   iq4_nl  32 values, FP16 d; y = d t[q]
+**   iq4_xs  256 values in 8 x 32, a 6-bit signed scale per 32 under FP16 d; y = d (ls - 32) t[q]
+** The encoder is ggml's quantize_row_iq4_nl_impl without an importance matrix and with ntry = 7 (what
+** quantize_iq4_nl / quantize_iq4_xs, hence llama-quantize, run): per 32 values the weights x^2, a
+** first scale -max/-127 and 15 candidate scales (itry - 127)/max, the least-squares scale of the best,
+** then (iq4_xs) the 6-bit sub-scales against d = -max_scale/32 and every value requantized under its
+** rounded sub-scale; (iq4_nl) the values requantized under the FP32 least-squares scale.  Note that
+** ggml's quantize_row_iq4_nl_ref runs ntry = -1 (no search), which gives other blocks; model files are
+** written by quantize_iq4_nl.
+*/
+#include <stdio.h>
+
+#include "format_ggml.h"
+
+static const int8_t kT[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+/* best_index_int8: the nearest entry, the upper one on a tie */
+static inline int best_index(float x)
+{
+    if (x <= (float)kT[0]) return 0;
+    if (x >= (float)kT[15]) return 15;
+    int ml = 0, mu = 15;
+    while (mu - ml > 1) {
+        int mav = (ml + mu) / 2;
+        if (x < (float)kT[mav]) mu = mav;
+        else ml = mav;
+    }
+    return x - (float)kT[mu - 1] < (float)kT[mu] - x ? mu - 1 : mu;
+}
+
+/* One sub-block of 32 (ntry 7, weights x^2): the least-squares scale; codes into L. */
+static float fit32(const float *xb, uint8_t *L)
+{
+    float w[32], amax = 0, max = 0;
+    for (int j = 0; j < 32; j++) w[j] = xb[j] * xb[j];
+    for (int j = 0; j < 32; j++)
+        if (fabsf(xb[j]) > amax) { amax = fabsf(xb[j]); max = xb[j]; }
+    if (amax < QS_GG_EPS) return 0;
+    float d = -max / (float)kT[0], id = 1 / d, sumqx = 0, sumq2 = 0;
+    for (int j = 0; j < 32; j++) {
+        int l = best_index(id * xb[j]);
+        L[j] = (uint8_t)l;
+        float q = (float)kT[l];
+        sumqx += w[j] * q * xb[j];
+        sumq2 += w[j] * q * q;
+    }
+    d = sumq2 > 0 ? sumqx / sumq2 : 0.f;
+    float best = d * sumqx;
+    for (int itry = -7; itry <= 7; itry++) {
+        id = (float)(itry + kT[0]) / max;
+        sumqx = sumq2 = 0;
+        for (int j = 0; j < 32; j++) {
+            float q = (float)kT[best_index(id * xb[j])];
+            sumqx += w[j] * q * xb[j];
+            sumq2 += w[j] * q * q;
+        }
+        if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+            d = sumqx / sumq2;
+            best = d * sumqx;
+        }
+    }
+    return d;
+}
+
+static void enc_iq4_nl(const float *x, uint8_t *L, uint8_t *m)
+{
+    float s = fit32(x, L);
+    qs_gg_wr16(m, qs_gg_f16(s));
+    float id = s != 0 ? 1 / s : 0;
+    for (int j = 0; j < 32; j++) L[j] = (uint8_t)best_index(id * x[j]);
+}
+static void dec_iq4_nl(const uint8_t *L, const uint8_t *m, float *y)
+{
+    float d = qs_gg_f32(qs_gg_rd16(m));
+    for (int j = 0; j < 32; j++) y[j] = d * (float)kT[L[j] & 15];
+}
+
+/* iq4_xs header: d, scales_h (2 bits per sub-block, little-endian uint16), scales_l[4] (nibbles) */
+static int xs_scale(const uint8_t *m, int ib)
+{
+    return ((m[4 + ib / 2] >> 4 * (ib % 2)) & 0xf) | ((qs_gg_rd16(m + 2) >> 2 * ib) & 3) << 4;
+}
+static void enc_iq4_xs(const float *x, uint8_t *L, uint8_t *m)
+{
+    float scales[8], max_scale = 0, amax_scale = 0;
+    for (int ib = 0; ib < 8; ib++) {
+        scales[ib] = fit32(x + 32 * ib, L + 32 * ib);
+        if (fabsf(scales[ib]) > amax_scale) { amax_scale = fabsf(scales[ib]); max_scale = scales[ib]; }
+    }
+    float d = -max_scale / 32;
+    qs_gg_wr16(m, qs_gg_f16(d));
+    float id = d != 0 ? 1 / d : 0.f;
+    uint16_t sh = 0;
+    memset(m + 4, 0, 4);
+    for (int ib = 0; ib < 8; ib++) {
+        int l = qs_gg_nearest(id * scales[ib]);
+        l = l < -32 ? -32 : l > 31 ? 31 : l;
+        float dl = d * (float)l, idl = dl != 0 ? 1 / dl : 0.f;
+        for (int j = 0; j < 32; j++) L[32 * ib + j] = (uint8_t)best_index(idl * x[32 * ib + j]);
+        l += 32;
+        m[4 + ib / 2] = (uint8_t)(m[4 + ib / 2] | (l & 0xf) << 4 * (ib % 2));
+        sh = (uint16_t)(sh | (l >> 4) << 2 * (ib % 8));
+    }
+    qs_gg_wr16(m + 2, sh);
+}
+static void dec_iq4_xs(const uint8_t *L, const uint8_t *m, float *y)
+{
+    float d = qs_gg_f32(qs_gg_rd16(m));
+    for (int ib = 0; ib < 8; ib++) {
+        float dl = d * (float)(xs_scale(m, ib) - 32);
+        for (int j = 0; j < 32; j++) y[32 * ib + j] = dl * (float)kT[L[32 * ib + j] & 15];
+    }
+}
+
+/* codes of each 32: byte j holds element j (low) and j + 16 (high) */
+static void pack_nib32(const uint8_t *L, uint8_t *qs, int n)
+{
+    for (int i = 0; i < n / 32; i++)
+        for (int j = 0; j < 16; j++) qs[16 * i + j] = (uint8_t)((L[32 * i + j] & 15) | (L[32 * i + 16 + j] & 15) << 4);
+}
+static void unpack_nib32(const uint8_t *qs, uint8_t *L, int n)
+{
+    for (int i = 0; i < n / 32; i++)
+        for (int j = 0; j < 16; j++) {
+            L[32 * i + j] = qs[16 * i + j] & 15;
+            L[32 * i + 16 + j] = qs[16 * i + j] >> 4;
+        }
+}
+static void pack_iq4_nl(const uint8_t *L, const uint8_t *m, uint8_t *o) { memcpy(o, m, 2); pack_nib32(L, o + 2, 32); }
+static void unpack_iq4_nl(const uint8_t *in, uint8_t *L, uint8_t *m) { memcpy(m, in, 2); unpack_nib32(in + 2, L, 32); }
+static void pack_iq4_xs(const uint8_t *L, const uint8_t *m, uint8_t *o) { memcpy(o, m, 8); pack_nib32(L, o + 8, 256); }
+static void unpack_iq4_xs(const uint8_t *in, uint8_t *L, uint8_t *m) { memcpy(m, in, 8); unpack_nib32(in + 8, L, 256); }
+
+/* The analysis' uniform grid stands in for the table: S = 16 |d| (240 / 15, the table's mean
+** spacing), Q = 127 |d|. */
+static void steps_iq4_nl(const uint8_t *m, float *S, float *Q)
+{
+    float d = fabsf(qs_gg_f32(qs_gg_rd16(m)));
+    S[0] = 16 * d;
+    Q[0] = 127 * d;
+}
+static void steps_iq4_xs(const uint8_t *m, float *S, float *Q)
+{
+    float d = qs_gg_f32(qs_gg_rd16(m));
+    for (int ib = 0; ib < 8; ib++) {
+        float dl = fabsf(d * (float)(xs_scale(m, ib) - 32));
+        S[ib] = 16 * dl;
+        Q[ib] = 127 * dl;
+    }
+}
+static void text_iq4_nl(const uint8_t *m, char *out, size_t cap)
+{
+    uint16_t d = qs_gg_rd16(m);
+    snprintf(out, cap, "d FP16 0x%04x = %.6g (times the table -127..113)", d, (double)qs_gg_f32(d));
+}
+static void text_iq4_xs(const uint8_t *m, char *out, size_t cap)
+{
+    uint16_t d = qs_gg_rd16(m);
+    snprintf(out, cap, "d FP16 0x%04x = %.6g, 6-bit scales - 32: %d %d %d %d %d %d %d %d", d, (double)qs_gg_f32(d),
+             xs_scale(m, 0) - 32, xs_scale(m, 1) - 32, xs_scale(m, 2) - 32, xs_scale(m, 3) - 32, xs_scale(m, 4) - 32,
+             xs_scale(m, 5) - 32, xs_scale(m, 6) - 32, xs_scale(m, 7) - 32);
+}
+
+const qs_ggml_codec qs_ggml_iq4_nl = {"iq4_nl", 32, 18, 2, 32, enc_iq4_nl, dec_iq4_nl, pack_iq4_nl, unpack_iq4_nl,
+                                      steps_iq4_nl, text_iq4_nl};
+const qs_ggml_codec qs_ggml_iq4_xs = {"iq4_xs", 256, 136, 8, 32, enc_iq4_xs, dec_iq4_xs, pack_iq4_xs, unpack_iq4_xs,
+                                      steps_iq4_xs, text_iq4_xs};
