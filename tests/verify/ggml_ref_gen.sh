@@ -53,7 +53,7 @@ static void case_fill(int c, float *x)
         case 6: v = -(float)fabs(g); break;                            /* negative only */
         case 7: v = (float)fabs(0.1 * g) + 0.05f; break;               /* positive only, offset */
         case 8: v = (float)(2 * u01() - 1); break;                     /* uniform */
-        case 9: v = 0.25f * (float)((int)(u01() * 16) - 8); break;     /* on a grid: ties */
+        case 9: v = i % 32 ? 0.125f * (float)((int)(u01() * 16) - 8) : 2.0f; break;   /* on a grid: ties */
         case 10: v = (float)ldexp(g, (i / 16) - 8); break;             /* magnitudes by sub-block */
         case 11: v = 0.5f; if (i >= 128) v = -1.5f; break;             /* constant halves */
         case 12: v = (float)g; if (i % 3 == 0) v = i % 2 ? -0.0f : 0.0f; break;   /* zeros and -0 in data */
