@@ -14,25 +14,25 @@
 #include <stdio.h>
 
 #include "format_ggml.h"
+#include "simd.h"
 
 static const int8_t kT[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
-/* best_index_int8: the nearest entry, the upper one on a tie */
+/* best_index_int8: the nearest entry, the upper one on a tie.  ggml's binary search ends at the largest
+** k with t[k] <= x; counting the entries <= x finds the same k without its branches (a NaN, which
+** the search sends to 15, is taken first). */
 static inline int best_index(float x)
 {
     if (x <= (float)kT[0]) return 0;
-    if (x >= (float)kT[15]) return 15;
-    int ml = 0, mu = 15;
-    while (mu - ml > 1) {
-        int mav = (ml + mu) / 2;
-        if (x < (float)kT[mav]) mu = mav;
-        else ml = mav;
-    }
-    return x - (float)kT[mu - 1] < (float)kT[mu] - x ? mu - 1 : mu;
+    if (x >= (float)kT[15] || x != x) return 15;
+    int ml = 0;
+    for (int k = 1; k < 15; k++) ml += (float)kT[k] <= x;
+    return x - (float)kT[ml] < (float)kT[ml + 1] - x ? ml : ml + 1;
 }
 
-/* One sub-block of 32 (ntry 7, weights x^2): the least-squares scale; codes into L. */
-static float fit32(const float *xb, uint8_t *L)
+/* One sub-block of 32 (ntry 7, weights x^2): the least-squares scale (ggml also writes codes here,
+** which both types overwrite: not reproduced). */
+static float fit32_scalar(const float *xb)
 {
     float w[32], amax = 0, max = 0;
     for (int j = 0; j < 32; j++) w[j] = xb[j] * xb[j];
@@ -41,9 +41,7 @@ static float fit32(const float *xb, uint8_t *L)
     if (amax < QS_GG_EPS) return 0;
     float d = -max / (float)kT[0], id = 1 / d, sumqx = 0, sumq2 = 0;
     for (int j = 0; j < 32; j++) {
-        int l = best_index(id * xb[j]);
-        L[j] = (uint8_t)l;
-        float q = (float)kT[l];
+        float q = (float)kT[best_index(id * xb[j])];
         sumqx += w[j] * q * xb[j];
         sumq2 += w[j] * q * q;
     }
@@ -65,9 +63,120 @@ static float fit32(const float *xb, uint8_t *L)
     return d;
 }
 
+/*
+** Speed: the 16 scales ggml tries one after another (the first, then itry = -7..7) are the 16 lanes of
+** one vector here (two of 8 with AVX2), each lane summing over the 32 values in ggml's order with
+** ggml's float operations, and the lanes are then compared in ggml's order: the same bits (tested
+** against ggml's vectors at every level, tests/unit/test_format_ggml.c).  The table index below a
+** value is found by a branch-free binary search (AVX-512) or by counting the entries <= it (AVX2),
+** the same k as ggml's search; a NaN, which ggml sends to the top entry, is set apart.  QS_SIMD=scalar
+** runs the loop above.
+*/
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define IQ_X86 1
+
+/* weights, the signed max and the 16 trial reciprocals; 0 when the sub-block is all-zero for ggml */
+static int fit32_prep(const float *xb, float *w, float *id)
+{
+    float amax = 0, max = 0;
+    for (int j = 0; j < 32; j++) w[j] = xb[j] * xb[j];
+    for (int j = 0; j < 32; j++)
+        if (fabsf(xb[j]) > amax) { amax = fabsf(xb[j]); max = xb[j]; }
+    if (amax < QS_GG_EPS) return 0;
+    id[0] = 1 / (-max / (float)kT[0]);
+    for (int t = 1; t < 16; t++) id[t] = (float)(t - 8 + kT[0]) / max;
+    return 1;
+}
+static float fit32_pick(const float *sqx, const float *sq2)
+{
+    float d = sq2[0] > 0 ? sqx[0] / sq2[0] : 0.f, best = d * sqx[0];
+    for (int t = 1; t < 16; t++)
+        if (sq2[t] > 0 && sqx[t] * sqx[t] > best * sq2[t]) {
+            d = sqx[t] / sq2[t];
+            best = d * sqx[t];
+        }
+    return d;
+}
+
+__attribute__((target("avx512f"))) static float fit32_avx512(const float *xb)
+{
+    float w[32], idv[16], sqx[16], sq2[16];
+    if (!fit32_prep(xb, w, idv)) return 0;
+    const __m512 T = _mm512_setr_ps(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+    const __m512 top = _mm512_set1_ps(113);
+    const __m512i c15 = _mm512_set1_epi32(15), one = _mm512_set1_epi32(1);
+    __m512 id = _mm512_loadu_ps(idv), ax = _mm512_setzero_ps(), a2 = _mm512_setzero_ps();
+    for (int j = 0; j < 32; j++) {
+        __m512 xj = _mm512_set1_ps(xb[j]), x = _mm512_mul_ps(id, xj);
+        __m512i k = _mm512_setzero_si512();
+        for (int step = 8; step; step >>= 1) {
+            __m512i c = _mm512_add_epi32(k, _mm512_set1_epi32(step));
+            __mmask16 m = _mm512_cmp_ps_mask(x, _mm512_permutexvar_ps(c, T), _CMP_GE_OQ);
+            k = _mm512_mask_mov_epi32(k, m, c);
+        }
+        __m512 lo = _mm512_permutexvar_ps(k, T);
+        __m512 hi = _mm512_permutexvar_ps(_mm512_min_epi32(_mm512_add_epi32(k, one), c15), T);
+        __mmask16 below = _mm512_cmp_ps_mask(_mm512_sub_ps(x, lo), _mm512_sub_ps(hi, x), _CMP_LT_OQ);
+        __m512 q = _mm512_mask_mov_ps(hi, below, lo);
+        q = _mm512_mask_mov_ps(q, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), top);
+        __m512 wq = _mm512_mul_ps(_mm512_set1_ps(w[j]), q);
+        ax = _mm512_add_ps(ax, _mm512_mul_ps(wq, xj));
+        a2 = _mm512_add_ps(a2, _mm512_mul_ps(wq, q));
+    }
+    _mm512_storeu_ps(sqx, ax);
+    _mm512_storeu_ps(sq2, a2);
+    return fit32_pick(sqx, sq2);
+}
+
+__attribute__((target("avx2"))) static float fit32_avx2(const float *xb)
+{
+    float w[32], idv[16], sqx[16], sq2[16];
+    if (!fit32_prep(xb, w, idv)) return 0;
+    const __m256 T0 = _mm256_setr_ps(-127, -104, -83, -65, -49, -35, -22, -10);
+    const __m256 T1 = _mm256_setr_ps(1, 13, 25, 38, 53, 69, 89, 113);
+    const __m256i c7 = _mm256_set1_epi32(7), c15 = _mm256_set1_epi32(15);
+    for (int h = 0; h < 2; h++) {
+        __m256 id = _mm256_loadu_ps(idv + 8 * h), ax = _mm256_setzero_ps(), a2 = _mm256_setzero_ps();
+        for (int j = 0; j < 32; j++) {
+            __m256 xj = _mm256_set1_ps(xb[j]), x = _mm256_mul_ps(id, xj);
+            __m256i k = _mm256_setzero_si256();
+            for (int e = 1; e < 15; e++)   /* k = the number of entries 1..14 <= x */
+                k = _mm256_sub_epi32(k, _mm256_castps_si256(_mm256_cmp_ps(x, _mm256_set1_ps((float)kT[e]), _CMP_GE_OQ)));
+            __m256i k1 = _mm256_min_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(1)), c15);
+            __m256 lo = _mm256_blendv_ps(_mm256_permutevar8x32_ps(T0, k), _mm256_permutevar8x32_ps(T1, k),
+                                         _mm256_castsi256_ps(_mm256_cmpgt_epi32(k, c7)));
+            __m256 hi = _mm256_blendv_ps(_mm256_permutevar8x32_ps(T0, k1), _mm256_permutevar8x32_ps(T1, k1),
+                                         _mm256_castsi256_ps(_mm256_cmpgt_epi32(k1, c7)));
+            __m256 q = _mm256_blendv_ps(hi, lo, _mm256_cmp_ps(_mm256_sub_ps(x, lo), _mm256_sub_ps(hi, x), _CMP_LT_OQ));
+            q = _mm256_blendv_ps(q, _mm256_set1_ps(113), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+            __m256 wq = _mm256_mul_ps(_mm256_set1_ps(w[j]), q);
+            ax = _mm256_add_ps(ax, _mm256_mul_ps(wq, xj));
+            a2 = _mm256_add_ps(a2, _mm256_mul_ps(wq, q));
+        }
+        _mm256_storeu_ps(sqx + 8 * h, ax);
+        _mm256_storeu_ps(sq2 + 8 * h, a2);
+    }
+    return fit32_pick(sqx, sq2);
+}
+#else
+#define IQ_X86 0
+#endif
+
+static float fit32(const float *xb, int lvl)
+{
+#if IQ_X86
+    if (lvl >= QS_SIMD_AVX512) return fit32_avx512(xb);
+    if (lvl >= QS_SIMD_AVX2) return fit32_avx2(xb);
+#else
+    (void)lvl;
+#endif
+    return fit32_scalar(xb);
+}
+
 static void enc_iq4_nl(const float *x, uint8_t *L, uint8_t *m)
 {
-    float s = fit32(x, L);
+    float s = fit32(x, qs_simd_level());
     qs_gg_wr16(m, qs_gg_f16(s));
     float id = s != 0 ? 1 / s : 0;
     for (int j = 0; j < 32; j++) L[j] = (uint8_t)best_index(id * x[j]);
@@ -86,8 +195,9 @@ static int xs_scale(const uint8_t *m, int ib)
 static void enc_iq4_xs(const float *x, uint8_t *L, uint8_t *m)
 {
     float scales[8], max_scale = 0, amax_scale = 0;
+    int lvl = qs_simd_level();
     for (int ib = 0; ib < 8; ib++) {
-        scales[ib] = fit32(x + 32 * ib, L + 32 * ib);
+        scales[ib] = fit32(x + 32 * ib, lvl);
         if (fabsf(scales[ib]) > amax_scale) { amax_scale = fabsf(scales[ib]); max_scale = scales[ib]; }
     }
     float d = -max_scale / 32;

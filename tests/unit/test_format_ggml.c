@@ -16,6 +16,7 @@
 #include "../../kernels/dtype.h"
 #include "../../kernels/format_families.h"
 #include "../../kernels/format_ggml.h"
+#include "../../kernels/simd.h"
 
 #define NIN 4096
 #define VEC "verify/ggml_vectors/"
@@ -61,24 +62,29 @@ static size_t count_diff(const char *what, const uint8_t *a, const uint8_t *b, s
     return nd;
 }
 
+/* Every block of every type at every SIMD level the CPU has (the vectorised fits give ggml's bits). */
 static void test_blocks_match_ggml(void **state)
 {
     (void)state;
     float *x = load_input();
     size_t bad = 0;
-    for (size_t t = 0; t < NTYPES; t++) {
-        const qs_ggml_codec *c = qs_ggml_codec_find(kTypes[t]);
-        assert_non_null(c);
-        size_t nb = NIN / (size_t)c->blk, nbytes = nb * (size_t)c->bytes;
-        uint8_t *ref = load_ref(c->name, nbytes), *got = malloc(nbytes);
-        qs_err e = {{0}};
-        assert_int_equal(qs_ggml_quantize(c, x, NIN, got, &e), 0);
-        size_t nd = count_diff(c->name, got, ref, nb, (size_t)c->bytes);
-        print_message("# %-6s %3zu blocks, %zu differing\n", c->name, nb, nd);
-        bad += nd;
-        free(ref);
-        free(got);
+    for (int lvl = QS_SIMD_SCALAR; lvl <= qs_simd_cpu(); lvl++) {
+        qs_simd_force(lvl);
+        for (size_t t = 0; t < NTYPES; t++) {
+            const qs_ggml_codec *c = qs_ggml_codec_find(kTypes[t]);
+            assert_non_null(c);
+            size_t nb = NIN / (size_t)c->blk, nbytes = nb * (size_t)c->bytes;
+            uint8_t *ref = load_ref(c->name, nbytes), *got = malloc(nbytes);
+            qs_err e = {{0}};
+            assert_int_equal(qs_ggml_quantize(c, x, NIN, got, &e), 0);
+            size_t nd = count_diff(c->name, got, ref, nb, (size_t)c->bytes);
+            print_message("# %-6s %3zu blocks, %zu differing (%s)\n", c->name, nb, nd, qs_simd_name(lvl));
+            bad += nd;
+            free(ref);
+            free(got);
+        }
     }
+    qs_simd_force(-1);
     free(x);
     assert_int_equal(bad, 0);
 }
