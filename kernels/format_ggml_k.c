@@ -18,8 +18,82 @@
 #include <stdio.h>
 
 #include "format_ggml.h"
+#include "simd.h"
 
 static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/*
+** Speed: the candidate scales ggml tries one after another (make_qkx2_quants' nstep + 1, make_qx_quants'
+** 18) are fitted 8 at a time in the lanes of a vector (AVX2), each lane summing over the values in ggml's
+** order with ggml's float operations (nearest_int's bit trick included); the trials are then taken in
+** ggml's order with its comparisons: the same bits (tested against ggml's vectors at every SIMD level,
+** tests/unit/test_format_ggml.c).  QS_SIMD=scalar runs ggml's loops as written.
+*/
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define K_VEC 1
+typedef float v8f __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+#define VSEL(m, a, b) ((v8f)(((m) & (v8i)(a)) | (~(m) & (v8i)(b))))
+
+/* nearest_int and the clamp to [lo, hi] of 8 lanes */
+__attribute__((target("avx2"))) static inline v8i near_clamp(v8f v, int lo, int hi)
+{
+    v8i l = ((v8i)(v + 12582912.f) & 0x007fffff) - 0x00400000;
+    v8i a = l < lo, b = l > hi;
+    l = (l & ~a) | (((v8i){0} + lo) & a);
+    return (l & ~b) | (((v8i){0} + hi) & b);
+}
+
+/* qkx2's trials t0 .. t0+7: each lane's codes (lf[i]), error, scale and min; ok where D > 0 */
+__attribute__((target("avx2")))
+static void qkx2_lanes(int n, int nmax, const float *x, const float *w, float lo, float span, float sum_w, float sum_x,
+                       float rmin, float rdelta, int t0, int mad, v8f *lf, v8f *cur, v8f *sc, v8f *mn, v8i *ok)
+{
+    v8f iscale;
+    for (int k = 0; k < 8; k++) iscale[k] = (rmin + rdelta * (float)(t0 + k) + (float)nmax) / span;
+    v8f sl = {0}, sl2 = {0}, sxl = {0};
+    for (int i = 0; i < n; i++) {
+        lf[i] = __builtin_convertvector(near_clamp(iscale * (x[i] - lo), 0, nmax), v8f);
+        v8f wl = w[i] * lf[i];
+        sl += wl;
+        sl2 += wl * lf[i];
+        sxl += wl * x[i];
+    }
+    v8f D = sum_w * sl2 - sl * sl;
+    v8f ts = (sum_w * sxl - sum_x * sl) / D, tm = (sl2 * sum_x - sl * sxl) / D;
+    v8i pos = tm > 0;
+    tm = VSEL(pos, (v8f){0}, tm);
+    ts = VSEL(pos, sxl / sl2, ts);
+    v8f e = {0};
+    for (int i = 0; i < n; i++) {
+        v8f diff = ts * lf[i] + tm - x[i];
+        diff = mad ? (v8f)((v8i)diff & 0x7fffffff) : diff * diff;
+        e += w[i] * diff;
+    }
+    *cur = e;
+    *sc = ts;
+    *mn = tm;
+    *ok = D > 0;
+}
+
+/* qxfit's trials (rmse_type 1): sumlx and suml2 of 8 scales iscale[] */
+__attribute__((target("avx2")))
+static void qx_lanes(int n, int nmax, const float *x, const float *its, float *sumlx, float *suml2)
+{
+    v8f a = {0}, b = {0}, iscale;
+    memcpy(&iscale, its, sizeof iscale);
+    for (int i = 0; i < n; i++) {
+        v8f l = __builtin_convertvector(near_clamp(iscale * x[i], -nmax, nmax - 1), v8f);
+        float w = x[i] * x[i];
+        a += w * x[i] * l;
+        b += w * l * l;
+    }
+    memcpy(sumlx, &a, sizeof a);
+    memcpy(suml2, &b, sizeof b);
+}
+#else
+#define K_VEC 0
+#endif
 
 /* make_qkx2_quants: codes 0..nmax, returns the scale, *mn = -(the min) >= 0. */
 static float qkx2(int n, int nmax, const float *x, const float *w, uint8_t *L, float *mn, float rmin, float rdelta,
@@ -46,6 +120,30 @@ static float qkx2(int n, int nmax, const float *x, const float *w, uint8_t *L, f
         diff = mad ? fabsf(diff) : diff * diff;
         best += w[i] * diff;
     }
+#if K_VEC
+    /* ggml's trials see the min of the last accepted one: a group of 8 is fitted under the current
+    ** min, and refitted from the next trial whenever an accepted trial moves it */
+    if (qs_simd_level() >= QS_SIMD_AVX2 && n <= 32) {
+        v8f lf[32], cur, sc, mv;
+        v8i ok;
+        for (int t0 = 0; t0 <= nstep;) {
+            qkx2_lanes(n, nmax, x, w, lo, hi - lo, sum_w, sum_x, rmin, rdelta, t0, mad, lf, &cur, &sc, &mv, &ok);
+            int next = t0 + 8;
+            for (int k = 0; k < 8 && t0 + k <= nstep; k++)
+                if (ok[k] && cur[k] < best) {
+                    for (int i = 0; i < n; i++) L[i] = (uint8_t)lf[i][k];
+                    best = cur[k];
+                    scale = sc[k];
+                    int moved = qs_gg_bits(mv[k]) != qs_gg_bits(lo);
+                    lo = mv[k];
+                    if (moved) { next = t0 + k + 1; break; }
+                }
+            t0 = next;
+        }
+        *mn = -lo;
+        return scale;
+    }
+#endif
     for (int is = 0; is <= nstep; is++) {
         iscale = (rmin + rdelta * (float)is + (float)nmax) / (hi - lo);
         float sum_l = 0, sum_l2 = 0, sum_xl = 0;
@@ -147,6 +245,26 @@ static float qxfit(int n, int nmax, const float *x, int8_t *L)
         suml2 += w * (float)l * (float)l;
     }
     float scale = suml2 != 0 ? sumlx / suml2 : 0.0f, best = scale * sumlx;
+#if K_VEC
+    if (qs_simd_level() >= QS_SIMD_AVX2) {   /* the 18 trials are independent: fitted 8 at a time */
+        float its[24], ax[24], a2[24];
+        int k = 0;
+        for (int is = -9; is <= 9; is++)
+            if (is) its[k++] = -((float)nmax + 0.1f * (float)is) / max;
+        for (; k < 24; k++) its[k] = its[17];
+        for (int g = 0; g < 24; g += 8) qx_lanes(n, nmax, x, its + g, ax + g, a2 + g);
+        int pick = -1;
+        for (k = 0; k < 18; k++)
+            if (a2[k] > 0 && ax[k] * ax[k] > best * a2[k]) {
+                scale = ax[k] / a2[k];
+                best = scale * ax[k];
+                pick = k;
+            }
+        if (pick >= 0)
+            for (int i = 0; i < n; i++) L[i] = (int8_t)(nmax + clampi(qs_gg_nearest(its[pick] * x[i]), -nmax, nmax - 1));
+        return scale;
+    }
+#endif
     for (int is = -9; is <= 9; is++) {
         if (is == 0) continue;
         iscale = -((float)nmax + 0.1f * (float)is) / max;
