@@ -36,6 +36,16 @@ const qs_ggml_codec *qs_ggml_codec_of(const qs_format *f)
     return f && f->family == QS_FAM_GGML ? qs_ggml_codec_find(f->name) : NULL;
 }
 
+const qs_ggml_codec *qs_ggml_codec_opt(const qs_format *f, const qs_qopts *o)
+{
+    const qs_ggml_codec *c = qs_ggml_codec_of(f);
+    if (c && o && o->round == QS_RND_RNE) {
+        if (c == &qs_ggml_q8_0) return &qs_ggml_q8_0_cpu;
+        if (c == &qs_ggml_q8_1) return &qs_ggml_q8_1_cpu;
+    }
+    return c;
+}
+
 int qs_ggml_quantize(const qs_ggml_codec *c, const float *x, size_t n, uint8_t *out, qs_err *e)
 {
     if (n % (size_t)c->blk) return qs_fail(e, "%s: %zu values are not whole blocks of %d", c->name, n, c->blk);
@@ -60,11 +70,12 @@ int qs_ggml_dequantize(const qs_ggml_codec *c, const uint8_t *in, size_t n, floa
 
 static int setup(const qs_format *f, const qs_qopts *o, const qs_ggml_codec **c, qs_err *e)
 {
-    *c = qs_ggml_codec_of(f);
+    *c = qs_ggml_codec_opt(f, o);
     if (!*c) return qs_fail(e, "format %s: no ggml codec", f->name);
     if (o && o->block > 0 && o->block != (*c)->blk)
         return qs_fail(e, "format %s has ggml's fixed blocks of %d values (asked for %d)", f->name, (*c)->blk, o->block);
-    if (o && o->round != QS_RND_DEFAULT && o->round != QS_RND_GGML) return qs_fail(e, "format %s rounds as ggml does: no rounding option", f->name);
+    if (o && o->round != QS_RND_DEFAULT && o->round != QS_RND_GGML && !(o->round == QS_RND_RNE && (f->round_modes >> QS_RND_RNE & 1)))
+        return qs_fail(e, "format %s rounds as ggml does: no rounding option", f->name);
     return 0;
 }
 
@@ -165,10 +176,11 @@ static void gg_meta_text(const qs_format *f, const qs_qopts *o, const uint8_t *m
 }
 
 #define H 65504.0   /* FP16 max: the largest d */
-#define GG(NAME, SUMMARY, BITS, ELEM, BLK, META, MBITS, SEG, MAXV, MINV)                                              \
+#define GG(NAME, SUMMARY, BITS, ELEM, BLK, META, MBITS, SEG, MAXV, MINV) GGR(NAME, SUMMARY, BITS, ELEM, BLK, META, MBITS, SEG, MAXV, MINV, 0)
+#define GGR(NAME, SUMMARY, BITS, ELEM, BLK, META, MBITS, SEG, MAXV, MINV, MORE)                                        \
     {.name = NAME, .family = QS_FAM_GGML, .summary = SUMMARY, .elem_bits = BITS, .block = BLK, .meta_bytes = META,     \
      .meta_bits = MBITS, .has_inf = 1, .has_nan = 1, .max_finite = MAXV, .min_normal = 0, .min_subnormal = MINV,      \
-     .default_round = QS_RND_GGML, .round_modes = 1u << QS_RND_GGML, .encode = gg_encode, .decode = gg_decode, .fakeq = gg_fakeq,  \
+     .default_round = QS_RND_GGML, .round_modes = 1u << QS_RND_GGML | (MORE), .encode = gg_encode, .decode = gg_decode, .fakeq = gg_fakeq,  \
      .elem = ELEM, .scale_kind = QS_SK_GGML, .meta_text = gg_meta_text, .elem_steps = gg_elem_steps,                  \
      .grid = QS_GRID(0, 0, 0), .scale_seg = SEG, .seg_scales = gg_seg_scales, .fakeq_meta = gg_fakeq_meta}
 
@@ -180,7 +192,8 @@ const qs_format qs_formats_ggml[] = {
     GG("q4_1", "llama.cpp Q4_1: 32 x 4-bit q times an FP16 scale plus an FP16 min, 5 bits", 4, U, 32, 4, 32, 32, H * 16, F16SUB),
     GG("q5_0", "llama.cpp Q5_0: 32 x 5-bit (q - 16) times an FP16 scale max/-16, 5.5 bits", 5, U, 32, 2, 16, 32, H * 16, F16SUB),
     GG("q5_1", "llama.cpp Q5_1: 32 x 5-bit q times an FP16 scale plus an FP16 min, 6 bits", 5, U, 32, 4, 32, 32, H * 32, F16SUB),
-    GG("q8_0", "llama.cpp Q8_0: 32 x int8 times an FP16 scale amax/127, 8.5 bits", 8, I, 32, 2, 16, 32, H * 128, F16SUB),
+    GGR("q8_0", "llama.cpp Q8_0: 32 x int8 times an FP16 scale amax/127, 8.5 bits", 8, I, 32, 2, 16, 32, H * 128, F16SUB,
+        1u << QS_RND_RNE),
     GG("q2_k", "llama.cpp Q2_K: 256 = 16 x 16 2-bit q, 4-bit scales and mins under FP16 d, dmin, 2.625 bits", 2, U, 256,
        20, 160, 16, H * 15 * 3 + H * 15, F16SUB),
     GG("q3_k", "llama.cpp Q3_K: 256 = 16 x 16 3-bit (q - 4), 6-bit scales under an FP16 d, 3.4375 bits", 3, U, 256, 14,
@@ -195,8 +208,8 @@ const qs_format qs_formats_ggml[] = {
        4, U, 32, 2, 16, 32, H * 127, F16SUB),
     GG("iq4_xs", "llama.cpp IQ4_XS: 256 = 8 x 32 IQ4_NL codes, 6-bit scales under an FP16 d, 4.25 bits", 4, U, 256, 8,
        64, 32, H * 32 * 127, F16SUB),
-    GG("q8_1", "llama.cpp Q8_1 (activations): Q8_0's 32 x int8 and FP16 scale, plus an FP16 block sum d*sum(q), 9 bits",
-       8, I, 32, 4, 32, 32, H * 128, F16SUB),
+    GGR("q8_1", "llama.cpp Q8_1 (activations): Q8_0's 32 x int8 and FP16 scale, plus an FP16 block sum d*sum(q), 9 bits",
+        8, I, 32, 4, 32, 32, H * 128, F16SUB, 1u << QS_RND_RNE),
     GG("q8_k", "llama.cpp Q8_K (activations): 256 x int8 times an FP32 scale max/-127, 16 int16 block sums, 9.125 bits",
        8, I, 256, 36, 288, 256, FLT_MAX, FLT_TRUE_MIN),
 };

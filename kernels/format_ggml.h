@@ -38,8 +38,10 @@ typedef struct qs_ggml_codec {
     void (*text)(const uint8_t *m, char *out, size_t cap);   /* one line: the header's fields */
 } qs_ggml_codec;
 
-/* The codec of a registry row of the ggml family, or NULL. */
+/* The codec of a registry row of the ggml family, or NULL; qs_ggml_codec_opt: the one its options
+** choose (q8_0 and q8_1 under QS_RND_RNE: ggml-cpu's x86 arithmetic). */
 const qs_ggml_codec *qs_ggml_codec_of(const qs_format *f);
+const qs_ggml_codec *qs_ggml_codec_opt(const qs_format *f, const qs_qopts *o);
 const qs_ggml_codec *qs_ggml_codec_find(const char *name);
 
 /* n values (a multiple of the block) to ggml's block bytes (n / blk * bytes), and ggml's blocks back
@@ -51,6 +53,8 @@ int qs_ggml_dequantize(const qs_ggml_codec *c, const uint8_t *in, size_t n, floa
 extern const qs_ggml_codec qs_ggml_q4_0, qs_ggml_q4_1, qs_ggml_q5_0, qs_ggml_q5_1, qs_ggml_q8_0, qs_ggml_q8_1;
 extern const qs_ggml_codec qs_ggml_q2_k, qs_ggml_q3_k, qs_ggml_q4_k, qs_ggml_q5_k, qs_ggml_q6_k, qs_ggml_q8_k;
 extern const qs_ggml_codec qs_ggml_iq4_nl, qs_ggml_iq4_xs;
+/* q8_0 / q8_1 as ggml-cpu's x86 SIMD quantize_row_q8_0 / q8_1 compute them (the formats' --round rne) */
+extern const qs_ggml_codec qs_ggml_q8_0_cpu, qs_ggml_q8_1_cpu;
 
 /* ---- ggml's scalar arithmetic, reproduced ------------------------------------------------------ */
 

@@ -101,6 +101,36 @@ static float enc_q8(const float *x, uint8_t *L, uint8_t *m)
     for (int j = 0; j < 32; j++) L[j] = (uint8_t)qs_gg_cvtt(roundf(x[j] * id));
     return d;
 }
+/* ggml-cpu's x86 quantize_row_q8_0 / q8_1 (AVX, AVX2, AVX-512 builds: the activations of llama.cpp's
+** CPU dot products): the same d, but x times id = 127/amax (one rounding, not 1/d's two) rounded to
+** nearest even (_mm256_round_ps) and converted with saturation (a NaN's INT_MIN packs to -128). */
+static float enc_q8_cpu(const float *x, uint8_t *L, uint8_t *m, int *sum)
+{
+    float amax = 0.0f;
+    for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+    float d = amax / 127.f, id = amax != 0.0f ? 127.f / amax : 0.0f;
+    qs_gg_wr16(m, qs_gg_f16(d));
+    uint32_t s = 0;   /* ggml sums the int32 lanes (wrapping) before packing them to int8 */
+    for (int j = 0; j < 32; j++) {
+        int32_t q = qs_gg_cvtt(rintf(x[j] * id));
+        s += (uint32_t)q;
+        L[j] = (uint8_t)(q < -128 ? -128 : q > 127 ? 127 : q);
+    }
+    *sum = (int)(s >= 0x80000000u ? -(int64_t)(0x100000000ull - s) : (int64_t)s);
+    return d;
+}
+static void enc_q8_0_cpu(const float *x, uint8_t *L, uint8_t *m)
+{
+    int sum;
+    enc_q8_cpu(x, L, m, &sum);
+}
+static void enc_q8_1_cpu(const float *x, uint8_t *L, uint8_t *m)
+{
+    int sum;
+    float d = enc_q8_cpu(x, L, m, &sum);
+    qs_gg_wr16(m + 2, qs_gg_f16(d * (float)sum));
+}
+
 static void enc_q8_0(const float *x, uint8_t *L, uint8_t *m) { enc_q8(x, L, m); }
 static void enc_q8_1(const float *x, uint8_t *L, uint8_t *m)
 {
@@ -204,3 +234,5 @@ const qs_ggml_codec qs_ggml_q5_0 = CODEC("q5_0", 22, 2, enc_q5_0, dec_q5_0, pack
 const qs_ggml_codec qs_ggml_q5_1 = CODEC("q5_1", 24, 4, enc_q5_1, dec_min, pack_q5_1, unpack_q5_1, steps_q5_1, text_q4_1);
 const qs_ggml_codec qs_ggml_q8_0 = CODEC("q8_0", 34, 2, enc_q8_0, dec_q8, pack_q8_0, unpack_q8_0, steps_q8, text_d);
 const qs_ggml_codec qs_ggml_q8_1 = CODEC("q8_1", 36, 4, enc_q8_1, dec_q8, pack_q8_1, unpack_q8_1, steps_q8, text_q8_1);
+const qs_ggml_codec qs_ggml_q8_0_cpu = CODEC("q8_0", 34, 2, enc_q8_0_cpu, dec_q8, pack_q8_0, unpack_q8_0, steps_q8, text_d);
+const qs_ggml_codec qs_ggml_q8_1_cpu = CODEC("q8_1", 36, 4, enc_q8_1_cpu, dec_q8, pack_q8_1, unpack_q8_1, steps_q8, text_q8_1);

@@ -89,6 +89,35 @@ static void test_blocks_match_ggml(void **state)
     assert_int_equal(bad, 0);
 }
 
+/* q8_0 / q8_1 under --round rne against ggml-cpu's x86 SIMD quantizers (llama.cpp's activations). */
+static void test_cpu_activation_blocks(void **state)
+{
+    (void)state;
+    float *x = load_input();
+    static const char *const names[] = {"q8_0", "q8_1"};
+    for (int t = 0; t < 2; t++) {
+        const qs_format *f = qs_format_find(names[t]);
+        qs_qopts o = {0};
+        o.round = QS_RND_RNE;
+        const qs_ggml_codec *c = qs_ggml_codec_opt(f, &o), *r = qs_ggml_codec_of(f);
+        assert_true(c != r);
+        char name[32];
+        snprintf(name, sizeof name, "%s_cpu", names[t]);
+        size_t nb = NIN / 32, nbytes = nb * (size_t)c->bytes;
+        uint8_t *ref = load_ref(name, nbytes), *got = malloc(nbytes), *refq = malloc(nbytes);
+        qs_err e = {{0}};
+        assert_int_equal(qs_ggml_quantize(c, x, NIN, got, &e), 0);
+        assert_int_equal(qs_ggml_quantize(r, x, NIN, refq, &e), 0);
+        size_t nd = count_diff(name, got, ref, nb, (size_t)c->bytes), nref = 0;
+        for (size_t k = 0; k < nb; k++) nref += memcmp(refq + k * c->bytes, ref + k * c->bytes, (size_t)c->bytes) != 0;
+        print_message("# %s %zu blocks, %zu differing; quantize_row_%s_ref differs in %zu\n", name, nb, nd, names[t], nref);
+        assert_int_equal(nd, 0);
+        assert_true(nref > 0);   /* the two arithmetics are distinguished by the vectors */
+        free(ref); free(got); free(refq);
+    }
+    free(x);
+}
+
 static uint64_t fnv(const float *y, size_t n)
 {
     uint64_t h = 0xcbf29ce484222325ull;
@@ -387,7 +416,8 @@ static void test_llama_quantize_peer(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_blocks_match_ggml), cmocka_unit_test(test_decode_matches_ggml),
+        cmocka_unit_test(test_blocks_match_ggml), cmocka_unit_test(test_cpu_activation_blocks),
+        cmocka_unit_test(test_decode_matches_ggml),
         cmocka_unit_test(test_registry_rows),     cmocka_unit_test(test_partial_block),
         cmocka_unit_test(test_nonfinite),         cmocka_unit_test(test_options_refused),
         cmocka_unit_test(test_steps),             cmocka_unit_test(test_llama_quantize_peer),

@@ -12,12 +12,16 @@
 #   deq.txt         per type, FNV-1a 64 of the float32 bits of ggml's dequantize_row_TYPE of those blocks
 #                   (q8_1 has none: d * q)
 #   source.txt      the ggml commit the vectors came from
+#   q8_0_cpu.bin, q8_1_cpu.bin  with GGML_CPU_LIB=path/libggml-cpu.so (a ggml CPU backend built for x86
+#                   with AVX2 or better, e.g. llama.cpp's): its quantize_row_q8_0 / q8_1, the SIMD
+#                   activation quantizers llama.cpp's CPU dot products use (qscope's q8_0/q8_1 --round rne)
 set -eu
 SRC=$(cd "${1:?usage: ggml_ref_gen.sh GGML_SRC [OUTDIR]}" && pwd)
 OUT=${2:-$(cd "$(dirname "$0")" && pwd)/ggml_vectors}
 mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 cat > "$W/gen.c" <<'CEOF'
+#include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -122,11 +126,32 @@ int main(int argc, char **argv)
         free(b);
     }
     fclose(h);
+    const char *lib = getenv("GGML_CPU_LIB");
+    if (lib && *lib) {
+        void *so = dlopen(lib, RTLD_NOW);
+        if (!so) { fprintf(stderr, "%s\n", dlerror()); return 1; }
+        static const char *const cpu[] = {"q8_0", "q8_1"};
+        static const int cbytes[] = {34, 36};
+        for (int t = 0; t < 2; t++) {
+            char sym[64];
+            snprintf(sym, sizeof sym, "quantize_row_%s", cpu[t]);
+            qfn q = (qfn)dlsym(so, sym);
+            if (!q) { fprintf(stderr, "%s: no %s\n", lib, sym); return 1; }
+            size_t nbytes = (size_t)(N / 32) * cbytes[t];
+            uint8_t *b = calloc(nbytes, 1);
+            for (int r = 0; r < N / 256; r++) q(x + 256 * r, b + (size_t)r * 8 * cbytes[t], 256);
+            snprintf(path, sizeof path, "%s/%s_cpu.bin", out, cpu[t]);
+            f = fopen(path, "wb");
+            fwrite(b, 1, nbytes, f);
+            fclose(f);
+            free(b);
+        }
+    }
     return 0;
 }
 CEOF
 gcc -O3 -std=gnu11 -DNDEBUG -I"$SRC/include" -I"$SRC/src" -c "$SRC/src/ggml-quants.c" -o "$W/q.o"
-gcc -O2 -std=gnu11 -I"$SRC/include" -I"$SRC/src" "$W/gen.c" "$W/q.o" -o "$W/gen" -lm
+gcc -O2 -std=gnu11 -I"$SRC/include" -I"$SRC/src" "$W/gen.c" "$W/q.o" -o "$W/gen" -lm -ldl
 "$W/gen" "$OUT"
 if git -C "$SRC" rev-parse HEAD >/dev/null 2>&1; then echo "ggml $(git -C "$SRC" rev-parse HEAD)" > "$OUT/source.txt"; fi
 ls -l "$OUT"
