@@ -99,7 +99,12 @@ const qs_command qs_commands[] = {
     {"formats", "[--json]", "list the number formats",
      "Every format of the registry with bits per element (metadata included), block size, smallest\n"
      "subnormal, smallest normal and largest finite magnitude, binades (log2 of largest over smallest),\n"
-     "whether it has Inf and NaN, and its default rounding.", qs_cmd_formats, NULL, NULL, 0},
+     "whether it has Inf and NaN, and its default rounding.\n"
+     "\n"
+     "Family ggml: llama.cpp's types q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs and\n"
+     "the activation types q8_1 q8_k, quantized block for block as ggml's reference quantizers write\n"
+     "them (blocks of 32 or 256 along each row; rounding 'ggml'; q8_0/q8_1 --round rne: ggml-cpu's x86\n"
+     "activation quantizers; docs/formats.md).", qs_cmd_formats, NULL, NULL, 0},
     {"explain", "-f FORMAT [options] VALUE... | --table", "show how values are encoded, bit by bit",
      "For an element format: each value's code in binary with its fields (sign, exponent/dot,\n"
      "mantissa), the decoded value, the neighbouring grid values below and above, and the rounding\n"
