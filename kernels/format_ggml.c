@@ -57,6 +57,27 @@ int qs_ggml_quantize(const qs_ggml_codec *c, const float *x, size_t n, uint8_t *
     return 0;
 }
 
+int qs_ggml_quantize_imatrix(const qs_ggml_codec *c, const float *x, size_t nrows, size_t n_per_row, const float *qw,
+                             uint8_t *out, qs_err *e)
+{
+    if (n_per_row % (size_t)c->blk)
+        return qs_fail(e, "%s: rows of %zu values are not whole blocks of %d", c->name, n_per_row, c->blk);
+    if (!c->encw || !qw) return qs_ggml_quantize(c, x, nrows * n_per_row, out, e);
+    uint8_t L[MAXB], m[64];
+    size_t nb = n_per_row / (size_t)c->blk;
+    for (size_t r = 0; r < nrows; r++) {
+        const float *xr = x + r * n_per_row;
+        float sum_x2 = 0;   /* the legacy types' sigma2: over the row, in ggml's order */
+        for (size_t j = 0; j < n_per_row; j++) sum_x2 += xr[j] * xr[j];
+        float sigma2 = sum_x2 / (float)(int64_t)n_per_row;
+        for (size_t b = 0; b < nb; b++) {
+            c->encw(xr + b * (size_t)c->blk, qw + b * (size_t)c->blk, sigma2, L, m);
+            c->pack(L, m, out + (r * nb + b) * (size_t)c->bytes);
+        }
+    }
+    return 0;
+}
+
 int qs_ggml_dequantize(const qs_ggml_codec *c, const uint8_t *in, size_t n, float *y, qs_err *e)
 {
     if (n % (size_t)c->blk) return qs_fail(e, "%s: %zu values are not whole blocks of %d", c->name, n, c->blk);

@@ -36,6 +36,10 @@ typedef struct qs_ggml_codec {
     /* per sub-block: element step S and the largest decoded magnitude Q (the analysis' scales) */
     void (*steps)(const uint8_t *m, float *S, float *Q);
     void (*text)(const uint8_t *m, char *out, size_t cap);   /* one line: the header's fields */
+    /* With an importance matrix (ggml's quantize_*_impl with quant_weights): qw the block's importances,
+    ** sigma2 the mean square of the whole row (the legacy types' weights use it); NULL: the type takes
+    ** none (q8_*: ggml ignores it). */
+    void (*encw)(const float *x, const float *qw, float sigma2, uint8_t *L, uint8_t *m);
 } qs_ggml_codec;
 
 /* The codec of a registry row of the ggml family, or NULL; qs_ggml_codec_opt: the one its options
@@ -47,6 +51,11 @@ const qs_ggml_codec *qs_ggml_codec_find(const char *name);
 /* n values (a multiple of the block) to ggml's block bytes (n / blk * bytes), and ggml's blocks back
 ** to values (ggml's dequantize_row_*).  0, or -1 with e set. */
 int qs_ggml_quantize(const qs_ggml_codec *c, const float *x, size_t n, uint8_t *out, qs_err *e);
+/* nrows rows of n_per_row values (a multiple of the block) with the importances qw[n_per_row] of the
+** row's columns (an importance matrix's entry for this weight): ggml's quantize_<type>(src, dst, nrows,
+** n_per_row, qw).  Types without an importance variant (q8_0, q8_1, q8_k) quantize as without. */
+int qs_ggml_quantize_imatrix(const qs_ggml_codec *c, const float *x, size_t nrows, size_t n_per_row, const float *qw,
+                             uint8_t *out, qs_err *e);
 int qs_ggml_dequantize(const qs_ggml_codec *c, const uint8_t *in, size_t n, float *y, qs_err *e);
 
 /* The codecs of each file. */
@@ -105,6 +114,12 @@ static inline int qs_gg_s8(int v) { v &= 255; return v >= 128 ? v - 256 : v; }  
 
 static inline uint16_t qs_gg_rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 static inline void qs_gg_wr16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+
+/* The sub-block fits the types share (format_ggml_k.c): make_qkx2_quants (also make_qkx3_quants when
+** given weights: the same arithmetic) and make_qx_quants with rmse_type 1 (weights qw, or x^2 without). */
+float qs_gg_qkx2(int n, int nmax, const float *x, const float *w, uint8_t *L, float *mn, float rmin, float rdelta,
+                 int nstep, int mad);
+float qs_gg_qxfit(int n, int nmax, const float *x, int8_t *L, const float *qw);
 
 /* ggml's GROUP_MAX_EPS: sub-blocks with a smaller absmax are all-zero. */
 #define QS_GG_EPS 1e-15f

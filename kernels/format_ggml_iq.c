@@ -32,10 +32,9 @@ static inline int best_index(float x)
 
 /* One sub-block of 32 (ntry 7, weights x^2): the least-squares scale (ggml also writes codes here,
 ** which both types overwrite: not reproduced). */
-static float fit32_scalar(const float *xb)
+static float fit32_scalar(const float *xb, const float *w)
 {
-    float w[32], amax = 0, max = 0;
-    for (int j = 0; j < 32; j++) w[j] = xb[j] * xb[j];
+    float amax = 0, max = 0;
     for (int j = 0; j < 32; j++)
         if (fabsf(xb[j]) > amax) { amax = fabsf(xb[j]); max = xb[j]; }
     if (amax < QS_GG_EPS) return 0;
@@ -76,11 +75,10 @@ static float fit32_scalar(const float *xb)
 #include <immintrin.h>
 #define IQ_X86 1
 
-/* weights, the signed max and the 16 trial reciprocals; 0 when the sub-block is all-zero for ggml */
-static int fit32_prep(const float *xb, float *w, float *id)
+/* the signed max and the 16 trial reciprocals; 0 when the sub-block is all-zero for ggml */
+static int fit32_prep(const float *xb, float *id)
 {
     float amax = 0, max = 0;
-    for (int j = 0; j < 32; j++) w[j] = xb[j] * xb[j];
     for (int j = 0; j < 32; j++)
         if (fabsf(xb[j]) > amax) { amax = fabsf(xb[j]); max = xb[j]; }
     if (amax < QS_GG_EPS) return 0;
@@ -99,10 +97,10 @@ static float fit32_pick(const float *sqx, const float *sq2)
     return d;
 }
 
-__attribute__((target("avx512f"))) static float fit32_avx512(const float *xb)
+__attribute__((target("avx512f"))) static float fit32_avx512(const float *xb, const float *w)
 {
-    float w[32], idv[16], sqx[16], sq2[16];
-    if (!fit32_prep(xb, w, idv)) return 0;
+    float idv[16], sqx[16], sq2[16];
+    if (!fit32_prep(xb, idv)) return 0;
     const __m512 T = _mm512_setr_ps(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
     const __m512 top = _mm512_set1_ps(113);
     const __m512i c15 = _mm512_set1_epi32(15), one = _mm512_set1_epi32(1);
@@ -129,10 +127,10 @@ __attribute__((target("avx512f"))) static float fit32_avx512(const float *xb)
     return fit32_pick(sqx, sq2);
 }
 
-__attribute__((target("avx2"))) static float fit32_avx2(const float *xb)
+__attribute__((target("avx2"))) static float fit32_avx2(const float *xb, const float *w)
 {
-    float w[32], idv[16], sqx[16], sq2[16];
-    if (!fit32_prep(xb, w, idv)) return 0;
+    float idv[16], sqx[16], sq2[16];
+    if (!fit32_prep(xb, idv)) return 0;
     const __m256 T0 = _mm256_setr_ps(-127, -104, -83, -65, -49, -35, -22, -10);
     const __m256 T1 = _mm256_setr_ps(1, 13, 25, 38, 53, 69, 89, 113);
     const __m256i c7 = _mm256_set1_epi32(7), c15 = _mm256_set1_epi32(15);
@@ -163,24 +161,37 @@ __attribute__((target("avx2"))) static float fit32_avx2(const float *xb)
 #define IQ_X86 0
 #endif
 
-static float fit32(const float *xb, int lvl)
+/* weights: qw * sqrt(sigma2 + x^2) with importances qw, else x^2 */
+static float fit32(const float *xb, const float *qw, float sigma2, int lvl)
 {
+    float w[32];
+    for (int j = 0; j < 32; j++) w[j] = qw ? qw[j] * sqrtf(sigma2 + xb[j] * xb[j]) : xb[j] * xb[j];
 #if IQ_X86
-    if (lvl >= QS_SIMD_AVX512) return fit32_avx512(xb);
-    if (lvl >= QS_SIMD_AVX2) return fit32_avx2(xb);
+    if (lvl >= QS_SIMD_AVX512) return fit32_avx512(xb, w);
+    if (lvl >= QS_SIMD_AVX2) return fit32_avx2(xb, w);
 #else
     (void)lvl;
 #endif
-    return fit32_scalar(xb);
+    return fit32_scalar(xb, w);
 }
 
-static void enc_iq4_nl(const float *x, uint8_t *L, uint8_t *m)
+/* ggml's sigma2 of a super-block of n: 2 / n times its sum of squares */
+static float sigma2_of(const float *x, int n)
 {
-    float s = fit32(x, qs_simd_level());
+    float s = 0;
+    for (int j = 0; j < n; j++) s += x[j] * x[j];
+    return s * (2.f / (float)n);
+}
+
+static void enc_iq4_nl_w(const float *x, const float *qw, uint8_t *L, uint8_t *m)
+{
+    float s = fit32(x, qw, qw ? sigma2_of(x, 32) : 0, qs_simd_level());
     qs_gg_wr16(m, qs_gg_f16(s));
     float id = s != 0 ? 1 / s : 0;
     for (int j = 0; j < 32; j++) L[j] = (uint8_t)best_index(id * x[j]);
 }
+static void enc_iq4_nl(const float *x, uint8_t *L, uint8_t *m) { enc_iq4_nl_w(x, NULL, L, m); }
+static void encw_iq4_nl(const float *x, const float *qw, float s2, uint8_t *L, uint8_t *m) { (void)s2; enc_iq4_nl_w(x, qw, L, m); }
 static void dec_iq4_nl(const uint8_t *L, const uint8_t *m, float *y)
 {
     float d = qs_gg_f32(qs_gg_rd16(m));
@@ -192,12 +203,12 @@ static int xs_scale(const uint8_t *m, int ib)
 {
     return ((m[4 + ib / 2] >> 4 * (ib % 2)) & 0xf) | ((qs_gg_rd16(m + 2) >> 2 * ib) & 3) << 4;
 }
-static void enc_iq4_xs(const float *x, uint8_t *L, uint8_t *m)
+static void enc_iq4_xs_w(const float *x, const float *qw, uint8_t *L, uint8_t *m)
 {
-    float scales[8], max_scale = 0, amax_scale = 0;
+    float scales[8], max_scale = 0, amax_scale = 0, sigma2 = qw ? sigma2_of(x, 256) : 0;
     int lvl = qs_simd_level();
     for (int ib = 0; ib < 8; ib++) {
-        scales[ib] = fit32(x + 32 * ib, lvl);
+        scales[ib] = fit32(x + 32 * ib, qw ? qw + 32 * ib : NULL, sigma2, lvl);
         if (fabsf(scales[ib]) > amax_scale) { amax_scale = fabsf(scales[ib]); max_scale = scales[ib]; }
     }
     float d = -max_scale / 32;
@@ -216,6 +227,8 @@ static void enc_iq4_xs(const float *x, uint8_t *L, uint8_t *m)
     }
     qs_gg_wr16(m + 2, sh);
 }
+static void enc_iq4_xs(const float *x, uint8_t *L, uint8_t *m) { enc_iq4_xs_w(x, NULL, L, m); }
+static void encw_iq4_xs(const float *x, const float *qw, float s2, uint8_t *L, uint8_t *m) { (void)s2; enc_iq4_xs_w(x, qw, L, m); }
 static void dec_iq4_xs(const uint8_t *L, const uint8_t *m, float *y)
 {
     float d = qs_gg_f32(qs_gg_rd16(m));
@@ -275,6 +288,6 @@ static void text_iq4_xs(const uint8_t *m, char *out, size_t cap)
 }
 
 const qs_ggml_codec qs_ggml_iq4_nl = {"iq4_nl", 32, 18, 2, 32, enc_iq4_nl, dec_iq4_nl, pack_iq4_nl, unpack_iq4_nl,
-                                      steps_iq4_nl, text_iq4_nl};
+                                      steps_iq4_nl, text_iq4_nl, encw_iq4_nl};
 const qs_ggml_codec qs_ggml_iq4_xs = {"iq4_xs", 256, 136, 8, 32, enc_iq4_xs, dec_iq4_xs, pack_iq4_xs, unpack_iq4_xs,
-                                      steps_iq4_xs, text_iq4_xs};
+                                      steps_iq4_xs, text_iq4_xs, encw_iq4_xs};

@@ -78,13 +78,13 @@ static void qkx2_lanes(int n, int nmax, const float *x, const float *w, float lo
 
 /* qxfit's trials (rmse_type 1): sumlx and suml2 of 8 scales iscale[] */
 __attribute__((target("avx2")))
-static void qx_lanes(int n, int nmax, const float *x, const float *its, float *sumlx, float *suml2)
+static void qx_lanes(int n, int nmax, const float *x, const float *qw, const float *its, float *sumlx, float *suml2)
 {
     v8f a = {0}, b = {0}, iscale;
     memcpy(&iscale, its, sizeof iscale);
     for (int i = 0; i < n; i++) {
         v8f l = __builtin_convertvector(near_clamp(iscale * x[i], -nmax, nmax - 1), v8f);
-        float w = x[i] * x[i];
+        float w = qw ? qw[i] : x[i] * x[i];
         a += w * x[i] * l;
         b += w * l * l;
     }
@@ -96,8 +96,8 @@ static void qx_lanes(int n, int nmax, const float *x, const float *its, float *s
 #endif
 
 /* make_qkx2_quants: codes 0..nmax, returns the scale, *mn = -(the min) >= 0. */
-static float qkx2(int n, int nmax, const float *x, const float *w, uint8_t *L, float *mn, float rmin, float rdelta,
-                  int nstep, int mad)
+float qs_gg_qkx2(int n, int nmax, const float *x, const float *w, uint8_t *L, float *mn, float rmin, float rdelta,
+                 int nstep, int mad)
 {
     uint8_t Laux[32];
     float lo = x[0], hi = x[0], sum_w = w[0], sum_x = sum_w * x[0];
@@ -228,8 +228,8 @@ static float q3fit(int n, int nmax, const float *x, int8_t *L)
     return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
-/* make_qx_quants, rmse_type 1 (weights x^2), no importance: codes l + nmax. */
-static float qxfit(int n, int nmax, const float *x, int8_t *L)
+/* make_qx_quants, rmse_type 1: weights qw, or x^2 without them; codes l + nmax. */
+float qs_gg_qxfit(int n, int nmax, const float *x, int8_t *L, const float *qw)
 {
     float amax, max = signed_max(x, n, &amax);
     if (amax < QS_GG_EPS) {
@@ -240,7 +240,7 @@ static float qxfit(int n, int nmax, const float *x, int8_t *L)
     for (int i = 0; i < n; i++) {
         int l = clampi(qs_gg_nearest(iscale * x[i]), -nmax, nmax - 1);
         L[i] = (int8_t)(l + nmax);
-        float w = x[i] * x[i];
+        float w = qw ? qw[i] : x[i] * x[i];
         sumlx += w * x[i] * (float)l;
         suml2 += w * (float)l * (float)l;
     }
@@ -252,7 +252,7 @@ static float qxfit(int n, int nmax, const float *x, int8_t *L)
         for (int is = -9; is <= 9; is++)
             if (is) its[k++] = -((float)nmax + 0.1f * (float)is) / max;
         for (; k < 24; k++) its[k] = its[17];
-        for (int g = 0; g < 24; g += 8) qx_lanes(n, nmax, x, its + g, ax + g, a2 + g);
+        for (int g = 0; g < 24; g += 8) qx_lanes(n, nmax, x, qw, its + g, ax + g, a2 + g);
         int pick = -1;
         for (k = 0; k < 18; k++)
             if (a2[k] > 0 && ax[k] * ax[k] > best * a2[k]) {
@@ -271,7 +271,7 @@ static float qxfit(int n, int nmax, const float *x, int8_t *L)
         sumlx = suml2 = 0;
         for (int i = 0; i < n; i++) {
             int l = clampi(qs_gg_nearest(iscale * x[i]), -nmax, nmax - 1);
-            float w = x[i] * x[i];
+            float w = qw ? qw[i] : x[i] * x[i];
             sumlx += w * x[i] * (float)l;
             suml2 += w * (float)l * (float)l;
         }
@@ -292,7 +292,7 @@ static void enc_q2_k(const float *x, uint8_t *L, uint8_t *m)
     uint8_t *sc = m;
     for (int j = 0; j < 16; j++) {
         for (int l = 0; l < 16; l++) w[l] = fabsf(x[16 * j + l]);
-        scales[j] = qkx2(16, 3, x + 16 * j, w, L + 16 * j, &mins[j], -0.5f, 0.1f, 15, 1);
+        scales[j] = qs_gg_qkx2(16, 3, x + 16 * j, w, L + 16 * j, &mins[j], -0.5f, 0.1f, 15, 1);
         if (scales[j] > max_scale) max_scale = scales[j];
         if (mins[j] > max_min) max_min = mins[j];
     }
@@ -465,7 +465,7 @@ static void enc_qk_k(const float *x, uint8_t *L, uint8_t *m, int nmax, float rmi
         for (int l = 0; l < 32; l++) sum_x2 += xb[l] * xb[l];
         float av = sqrtf(sum_x2 / 32);
         for (int l = 0; l < 32; l++) w[l] = av + fabsf(xb[l]);
-        scales[j] = qkx2(32, nmax, xb, w, L + 32 * j, &mins[j], rmin, 0.1f, nstep, 0);
+        scales[j] = qs_gg_qkx2(32, nmax, xb, w, L + 32 * j, &mins[j], rmin, 0.1f, nstep, 0);
         if (scales[j] > max_scale) max_scale = scales[j];
         if (mins[j] > max_min) max_min = mins[j];
     }
@@ -569,12 +569,14 @@ static void text_qk_k(const uint8_t *m, char *out, size_t cap)
 
 /* ---- q6_k: header scales[16] (int8), d ------------------------------------------------------------ */
 
-static void enc_q6_k(const float *x, uint8_t *L, uint8_t *m)
+/* quantize_row_q6_K_ref, and with importances qw (NULL: none) quantize_row_q6_K_impl, whose sub-block
+** fits weigh by qw alone */
+static void enc_q6_k_w(const float *x, const float *qw, uint8_t *L, uint8_t *m)
 {
     float scales[16], max_scale = 0, max_abs = 0;
     int8_t *Ls = (int8_t *)L;
     for (int ib = 0; ib < 16; ib++) {
-        scales[ib] = qxfit(16, 32, x + 16 * ib, Ls + 16 * ib);
+        scales[ib] = qs_gg_qxfit(16, 32, x + 16 * ib, Ls + 16 * ib, qw ? qw + 16 * ib : NULL);
         if (fabsf(scales[ib]) > max_abs) { max_abs = fabsf(scales[ib]); max_scale = scales[ib]; }
     }
     if (max_abs < QS_GG_EPS) {   /* ggml zeroes the whole block */
@@ -595,6 +597,8 @@ static void enc_q6_k(const float *x, uint8_t *L, uint8_t *m)
         for (int i = 0; i < 16; i++) L[16 * j + i] = (uint8_t)(clampi(qs_gg_nearest(x[16 * j + i] / d), -32, 31) + 32);
     }
 }
+static void enc_q6_k(const float *x, uint8_t *L, uint8_t *m) { enc_q6_k_w(x, NULL, L, m); }
+static void encw_q6_k(const float *x, const float *qw, float s2, uint8_t *L, uint8_t *m) { (void)s2; enc_q6_k_w(x, qw, L, m); }
 static void dec_q6_k(const uint8_t *L, const uint8_t *m, float *y)
 {
     float d = qs_gg_f32(qs_gg_rd16(m + 16));
@@ -644,6 +648,172 @@ static void text_q6_k(const uint8_t *m, char *out, size_t cap)
     snprintf(out, cap, "d FP16 0x%04x = %.6g, int8 scales %d %d %d %d ...", d, (double)qs_gg_f32(d), (int8_t)m[0],
              (int8_t)m[1], (int8_t)m[2], (int8_t)m[3]);
 }
+
+/* ---- with an importance matrix: quantize_row_q2_K_impl .. q6_K_impl ------------------------------- */
+
+/* make_qp_quants: codes 0..nmax of n non-negative x (sub-block scales) under importances w; ggml keeps
+** the codes in bytes, so a negative code (a negative x) wraps as there. */
+static float qpfit(int n, int nmax, const float *x, uint8_t *L, const float *w)
+{
+    float max = 0;
+    for (int i = 0; i < n; i++) max = max > x[i] ? max : x[i];
+    if (max < QS_GG_EPS) {
+        memset(L, 0, (size_t)n);
+        return 0.f;
+    }
+    float iscale = (float)nmax / max, scale = 1 / iscale, best = 0;
+    for (int i = 0; i < n; i++) {
+        float diff = x[i] - scale * (float)(uint8_t)qs_gg_nearest(iscale * x[i]);
+        best += w[i] * diff * diff;
+    }
+    for (int is = -4; is <= 4; is++) {
+        if (is == 0) continue;
+        float isc = (0.1f * (float)is + (float)nmax) / max, sc = 1 / isc, mse = 0;
+        for (int i = 0; i < n; i++) {
+            int l = qs_gg_nearest(isc * x[i]);
+            l = l < nmax ? l : nmax;
+            float diff = x[i] - sc * (float)l;
+            mse += w[i] * diff * diff;
+        }
+        if (mse < best) {
+            best = mse;
+            iscale = isc;
+        }
+    }
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; i++) {
+        int l = qs_gg_nearest(iscale * x[i]);
+        l = l < nmax ? l : nmax;
+        L[i] = (uint8_t)l;
+        sumlx += w[i] * x[i] * (float)l;
+        suml2 += w[i] * (float)l * (float)l;
+    }
+    for (int itry = 0; itry < 5; itry++) {
+        int changed = 0;
+        for (int i = 0; i < n; i++) {
+            float slx = sumlx - w[i] * x[i] * (float)L[i], sl2 = suml2 - w[i] * (float)L[i] * (float)L[i];
+            if (!(slx > 0 && sl2 > 0)) continue;
+            int nl = qs_gg_nearest(x[i] * sl2 / slx);
+            nl = nl < nmax ? nl : nmax;
+            if (nl == L[i]) continue;
+            slx += w[i] * x[i] * (float)nl;
+            sl2 += w[i] * (float)nl * (float)nl;
+            if (slx * slx * suml2 > sumlx * sumlx * sl2) {
+                L[i] = (uint8_t)nl;
+                sumlx = slx;
+                suml2 = sl2;
+                changed++;
+            }
+        }
+        if (!changed) break;
+    }
+    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+/* sum of x^2 of the super-block, in ggml's order */
+static float sumsq256(const float *x)
+{
+    float s = 0;
+    for (int j = 0; j < 256; j++) s += x[j] * x[j];
+    return s;
+}
+
+static void encw_q2_k(const float *x, const float *qw, float sigma2_row, uint8_t *L, uint8_t *m)
+{
+    (void)sigma2_row;
+    float w[16], sw[16], mins[16], scales[16], sigma2 = sumsq256(x) / 256;
+    uint8_t Ls[16], Lm[16];
+    for (int j = 0; j < 16; j++) {
+        for (int l = 0; l < 16; l++) w[l] = qw[16 * j + l] * sqrtf(sigma2 + x[16 * j + l] * x[16 * j + l]);
+        sw[j] = 0;
+        for (int l = 0; l < 16; l++) sw[j] += w[l];
+        scales[j] = qs_gg_qkx2(16, 3, x + 16 * j, w, L + 16 * j, &mins[j], -0.9f, 0.05f, 36, 0);
+    }
+    uint16_t d16 = qs_gg_f16(qpfit(16, 15, scales, Ls, sw)), m16 = qs_gg_f16(qpfit(16, 15, mins, Lm, sw));
+    qs_gg_wr16(m + 16, d16);
+    qs_gg_wr16(m + 18, m16);
+    float dm = qs_gg_f32(d16), mm = qs_gg_f32(m16);
+    for (int j = 0; j < 16; j++) m[j] = (uint8_t)(Ls[j] | Lm[j] << 4);
+    for (int j = 0; j < 16; j++) {
+        float d = dm * (float)(m[j] & 0xF);
+        if (d == 0) continue;
+        float mn = mm * (float)(m[j] >> 4);
+        for (int i = 0; i < 16; i++) L[16 * j + i] = (uint8_t)clampi(qs_gg_nearest((x[16 * j + i] + mn) / d), 0, 3);
+    }
+}
+
+static void encw_q3_k(const float *x, const float *qw, float sigma2_row, uint8_t *L, uint8_t *m)
+{
+    (void)sigma2_row;
+    float w[16], sw[16], scales[16], sigma2 = 2 * sumsq256(x) / 256;
+    int8_t Ls[16], *Lq = (int8_t *)L;
+    for (int j = 0; j < 16; j++) {
+        for (int l = 0; l < 16; l++) w[l] = qw[16 * j + l] * sqrtf(sigma2 + x[16 * j + l] * x[16 * j + l]);
+        float sumw = 0;
+        for (int l = 0; l < 16; l++) sumw += w[l];
+        sw[j] = sumw;
+        scales[j] = qs_gg_qxfit(16, 4, x + 16 * j, Lq + 16 * j, w);
+    }
+    uint8_t *s = m;
+    memset(s, 0, 12);
+    float d_block = qs_gg_qxfit(16, 32, scales, Ls, sw);
+    for (int j = 0; j < 16; j++) {
+        int l = Ls[j];
+        if (j < 8) s[j] = (uint8_t)(l & 0xF);
+        else s[j - 8] = (uint8_t)(s[j - 8] | (l & 0xF) << 4);
+        s[j % 4 + 8] = (uint8_t)(s[j % 4 + 8] | (l >> 4) << (2 * (j / 4)));
+    }
+    uint16_t d16 = qs_gg_f16(d_block);
+    qs_gg_wr16(m + 12, d16);
+    for (int j = 0; j < 16; j++) {
+        float d = qs_gg_f32(d16) * (float)q3_scale(s, j);
+        if (d == 0) continue;
+        for (int i = 0; i < 16; i++) L[16 * j + i] = (uint8_t)(clampi(qs_gg_nearest(x[16 * j + i] / d), -4, 3) + 4);
+    }
+}
+
+static void encw_qk_k(const float *x, const float *qw, uint8_t *L, uint8_t *m, int nmax)
+{   /* q5_k's impl clamps the 6-bit codes to 63, q4_k's does not (they differ only on wrapped codes) */
+    float w[32], sw[8], mins[8], scales[8], sigma2 = 2 * sumsq256(x) / 256;
+    uint8_t Ls[8], Lm[8];
+    for (int j = 0; j < 8; j++) {
+        for (int l = 0; l < 32; l++) w[l] = qw[32 * j + l] * sqrtf(sigma2 + x[32 * j + l] * x[32 * j + l]);
+        float sumw = 0;
+        for (int l = 0; l < 32; l++) sumw += w[l];
+        sw[j] = sumw;
+        scales[j] = qs_gg_qkx2(32, nmax, x + 32 * j, w, L + 32 * j, &mins[j], -0.9f, 0.05f, 36, 0);
+    }
+    float d_block = qpfit(8, 63, scales, Ls, sw), m_block = qpfit(8, 63, mins, Lm, sw);
+    uint8_t *s = m + 4;
+    for (int j = 0; j < 8; j++) {
+        uint8_t ls = Ls[j], lm = Lm[j];
+        if (nmax == 31) {
+            ls = ls < 63 ? ls : 63;
+            lm = lm < 63 ? lm : 63;
+        }
+        if (j < 4) {
+            s[j] = ls;
+            s[j + 4] = lm;
+        } else {
+            s[j + 4] = (uint8_t)((ls & 0xF) | (lm & 0xF) << 4);
+            s[j - 4] = (uint8_t)(s[j - 4] | (ls >> 4) << 6);
+            s[j] = (uint8_t)(s[j] | (lm >> 4) << 6);
+        }
+    }
+    uint16_t d16 = qs_gg_f16(d_block), m16 = qs_gg_f16(m_block);
+    qs_gg_wr16(m, d16);
+    qs_gg_wr16(m + 2, m16);
+    for (int j = 0; j < 8; j++) {
+        int sc, mn;
+        scale_min_k4(j, s, &sc, &mn);
+        float d = qs_gg_f32(d16) * (float)sc;
+        if (d == 0) continue;
+        float dm = qs_gg_f32(m16) * (float)mn;
+        for (int i = 0; i < 32; i++) L[32 * j + i] = (uint8_t)clampi(qs_gg_nearest((x[32 * j + i] + dm) / d), 0, nmax);
+    }
+}
+static void encw_q4_k(const float *x, const float *qw, float s2, uint8_t *L, uint8_t *m) { (void)s2; encw_qk_k(x, qw, L, m, 15); }
+static void encw_q5_k(const float *x, const float *qw, float s2, uint8_t *L, uint8_t *m) { (void)s2; encw_qk_k(x, qw, L, m, 31); }
 
 /* ---- q8_k: header d (FP32), bsums[16] (int16) ---------------------------------------------------- */
 
@@ -697,9 +867,15 @@ static void text_q8_k(const uint8_t *m, char *out, size_t cap)
              (int16_t)qs_gg_rd16(m + 6), (int16_t)qs_gg_rd16(m + 8), (int16_t)qs_gg_rd16(m + 10));
 }
 
-const qs_ggml_codec qs_ggml_q2_k = {"q2_k", 256, 84, 20, 16, enc_q2_k, dec_q2_k, pack_q2_k, unpack_q2_k, steps_q2_k, text_q2_k};
-const qs_ggml_codec qs_ggml_q3_k = {"q3_k", 256, 110, 14, 16, enc_q3_k, dec_q3_k, pack_q3_k, unpack_q3_k, steps_q3_k, text_q3_k};
-const qs_ggml_codec qs_ggml_q4_k = {"q4_k", 256, 144, 16, 32, enc_q4_k, dec_qk_k, pack_q4_k, unpack_q4_k, steps_q4_k, text_qk_k};
-const qs_ggml_codec qs_ggml_q5_k = {"q5_k", 256, 176, 16, 32, enc_q5_k, dec_qk_k, pack_q5_k, unpack_q5_k, steps_q5_k, text_qk_k};
-const qs_ggml_codec qs_ggml_q6_k = {"q6_k", 256, 210, 18, 16, enc_q6_k, dec_q6_k, pack_q6_k, unpack_q6_k, steps_q6_k, text_q6_k};
-const qs_ggml_codec qs_ggml_q8_k = {"q8_k", 256, 292, 36, 256, enc_q8_k, dec_q8_k, pack_q8_k, unpack_q8_k, steps_q8_k, text_q8_k};
+const qs_ggml_codec qs_ggml_q2_k = {"q2_k", 256, 84, 20, 16, enc_q2_k, dec_q2_k, pack_q2_k, unpack_q2_k, steps_q2_k, text_q2_k,
+                                    encw_q2_k};
+const qs_ggml_codec qs_ggml_q3_k = {"q3_k", 256, 110, 14, 16, enc_q3_k, dec_q3_k, pack_q3_k, unpack_q3_k, steps_q3_k, text_q3_k,
+                                    encw_q3_k};
+const qs_ggml_codec qs_ggml_q4_k = {"q4_k", 256, 144, 16, 32, enc_q4_k, dec_qk_k, pack_q4_k, unpack_q4_k, steps_q4_k, text_qk_k,
+                                    encw_q4_k};
+const qs_ggml_codec qs_ggml_q5_k = {"q5_k", 256, 176, 16, 32, enc_q5_k, dec_qk_k, pack_q5_k, unpack_q5_k, steps_q5_k, text_qk_k,
+                                    encw_q5_k};
+const qs_ggml_codec qs_ggml_q6_k = {"q6_k", 256, 210, 18, 16, enc_q6_k, dec_q6_k, pack_q6_k, unpack_q6_k, steps_q6_k, text_q6_k,
+                                    encw_q6_k};
+const qs_ggml_codec qs_ggml_q8_k = {"q8_k", 256, 292, 36, 256, enc_q8_k, dec_q8_k, pack_q8_k, unpack_q8_k, steps_q8_k, text_q8_k,
+                                    NULL};

@@ -145,6 +145,33 @@ static void dec_q8(const uint8_t *L, const uint8_t *m, float *y)
     for (int j = 0; j < 32; j++) y[j] = (float)qs_gg_s8(L[j]) * d;
 }
 
+/* ---- with an importance matrix: quantize_row_q4_0_impl .. q5_1_impl ------------------------------- */
+
+/* ggml's weights qw * sqrt(sigma2 + x^2), sigma2 the row's mean square */
+static void imp_weights(const float *x, const float *qw, float sigma2, float *w)
+{
+    for (int j = 0; j < 32; j++) w[j] = qw[j] * sqrtf(sigma2 + x[j] * x[j]);
+}
+static void encw_sym(const float *x, const float *qw, float sigma2, uint8_t *L, uint8_t *m, int nmax)
+{
+    float w[32];
+    imp_weights(x, qw, sigma2, w);
+    float d = qs_gg_qxfit(32, nmax, x, (int8_t *)L, w);
+    qs_gg_wr16(m, qs_gg_f16(d));
+}
+static void encw_q4_0(const float *x, const float *qw, float s2, uint8_t *L, uint8_t *m) { encw_sym(x, qw, s2, L, m, 8); }
+static void encw_q5_0(const float *x, const float *qw, float s2, uint8_t *L, uint8_t *m) { encw_sym(x, qw, s2, L, m, 16); }
+static void encw_min(const float *x, const float *qw, float sigma2, uint8_t *L, uint8_t *m, int nmax)
+{
+    float w[32], mn;
+    imp_weights(x, qw, sigma2, w);
+    float d = qs_gg_qkx2(32, nmax, x, w, L, &mn, -0.9f, 0.05f, 36, 0);   /* make_qkx3_quants */
+    qs_gg_wr16(m, qs_gg_f16(d));
+    qs_gg_wr16(m + 2, qs_gg_f16(-mn));
+}
+static void encw_q4_1(const float *x, const float *qw, float s2, uint8_t *L, uint8_t *m) { encw_min(x, qw, s2, L, m, 15); }
+static void encw_q5_1(const float *x, const float *qw, float s2, uint8_t *L, uint8_t *m) { encw_min(x, qw, s2, L, m, 31); }
+
 /* ---- ggml's block bytes --------------------------------------------------------------------------- */
 
 /* nibbles: element j low, j + 16 high; 5-bit types add qh: bit j = bit 4 of element j */
@@ -225,13 +252,14 @@ static void text_dm(const uint8_t *m, char *out, size_t cap, const char *second)
 static void text_q4_1(const uint8_t *m, char *out, size_t cap) { text_dm(m, out, cap, "m"); }
 static void text_q8_1(const uint8_t *m, char *out, size_t cap) { text_dm(m, out, cap, "s = d * sum q"); }
 
-#define CODEC(NAME, BYTES, META, ENC, DEC, PACK, UNPACK, STEPS, TEXT) \
-    {NAME, 32, BYTES, META, 32, ENC, DEC, PACK, UNPACK, STEPS, TEXT}
+#define CODEC(NAME, BYTES, META, ENC, DEC, PACK, UNPACK, STEPS, TEXT) CODECW(NAME, BYTES, META, ENC, DEC, PACK, UNPACK, STEPS, TEXT, NULL)
+#define CODECW(NAME, BYTES, META, ENC, DEC, PACK, UNPACK, STEPS, TEXT, ENCW) \
+    {NAME, 32, BYTES, META, 32, ENC, DEC, PACK, UNPACK, STEPS, TEXT, ENCW}
 
-const qs_ggml_codec qs_ggml_q4_0 = CODEC("q4_0", 18, 2, enc_q4_0, dec_q4_0, pack_q4_0, unpack_q4_0, steps_q4_0, text_d);
-const qs_ggml_codec qs_ggml_q4_1 = CODEC("q4_1", 20, 4, enc_q4_1, dec_min, pack_q4_1, unpack_q4_1, steps_q4_1, text_q4_1);
-const qs_ggml_codec qs_ggml_q5_0 = CODEC("q5_0", 22, 2, enc_q5_0, dec_q5_0, pack_q5_0, unpack_q5_0, steps_q5_0, text_d);
-const qs_ggml_codec qs_ggml_q5_1 = CODEC("q5_1", 24, 4, enc_q5_1, dec_min, pack_q5_1, unpack_q5_1, steps_q5_1, text_q4_1);
+const qs_ggml_codec qs_ggml_q4_0 = CODECW("q4_0", 18, 2, enc_q4_0, dec_q4_0, pack_q4_0, unpack_q4_0, steps_q4_0, text_d, encw_q4_0);
+const qs_ggml_codec qs_ggml_q4_1 = CODECW("q4_1", 20, 4, enc_q4_1, dec_min, pack_q4_1, unpack_q4_1, steps_q4_1, text_q4_1, encw_q4_1);
+const qs_ggml_codec qs_ggml_q5_0 = CODECW("q5_0", 22, 2, enc_q5_0, dec_q5_0, pack_q5_0, unpack_q5_0, steps_q5_0, text_d, encw_q5_0);
+const qs_ggml_codec qs_ggml_q5_1 = CODECW("q5_1", 24, 4, enc_q5_1, dec_min, pack_q5_1, unpack_q5_1, steps_q5_1, text_q4_1, encw_q5_1);
 const qs_ggml_codec qs_ggml_q8_0 = CODEC("q8_0", 34, 2, enc_q8_0, dec_q8, pack_q8_0, unpack_q8_0, steps_q8, text_d);
 const qs_ggml_codec qs_ggml_q8_1 = CODEC("q8_1", 36, 4, enc_q8_1, dec_q8, pack_q8_1, unpack_q8_1, steps_q8, text_q8_1);
 const qs_ggml_codec qs_ggml_q8_0_cpu = CODEC("q8_0", 34, 2, enc_q8_0_cpu, dec_q8, pack_q8_0, unpack_q8_0, steps_q8, text_d);

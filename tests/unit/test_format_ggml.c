@@ -118,6 +118,43 @@ static void test_cpu_activation_blocks(void **state)
     free(x);
 }
 
+/* With an importance matrix: 16 rows of 256 through ggml's quantize_<type>(.., qw), every level. */
+static void test_imatrix_blocks(void **state)
+{
+    (void)state;
+    float *x = load_input();
+    size_t len = 0;
+    float *qw = (float *)tu_slurp(VEC "imatrix.f32", &len);
+    assert_non_null(qw);
+    assert_int_equal(len, 256 * sizeof(float));
+    static const char *const names[] = {"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k", "q5_k",
+                                        "q6_k", "iq4_nl", "iq4_xs"};
+    size_t bad = 0;
+    for (int lvl = QS_SIMD_SCALAR; lvl <= qs_simd_cpu(); lvl++) {
+        qs_simd_force(lvl);
+        for (size_t t = 0; t < sizeof names / sizeof names[0]; t++) {
+            const qs_ggml_codec *c = qs_ggml_codec_find(names[t]);
+            char name[32];
+            snprintf(name, sizeof name, "%s.imat", names[t]);
+            size_t nb = NIN / (size_t)c->blk, nbytes = nb * (size_t)c->bytes;
+            uint8_t *ref = load_ref(name, nbytes), *got = malloc(nbytes), *plain = load_ref(names[t], nbytes);
+            qs_err e = {{0}};
+            assert_int_equal(qs_ggml_quantize_imatrix(c, x, NIN / 256, 256, qw, got, &e), 0);
+            size_t nd = count_diff(name, got, ref, nb, (size_t)c->bytes), nplain = 0;
+            for (size_t k = 0; k < nb; k++) nplain += memcmp(plain + k * c->bytes, ref + k * c->bytes, (size_t)c->bytes) != 0;
+            print_message("# %-11s %3zu blocks, %zu differing (%s); %zu differ from the plain quantizer's\n", name, nb, nd,
+                          qs_simd_name(lvl), nplain);
+            assert_true(c->encw ? nplain > 0 : nplain == 0);   /* the importances change the blocks */
+            bad += nd;
+            free(ref); free(got); free(plain);
+        }
+    }
+    qs_simd_force(-1);
+    free(qw);
+    free(x);
+    assert_int_equal(bad, 0);
+}
+
 static uint64_t fnv(const float *y, size_t n)
 {
     uint64_t h = 0xcbf29ce484222325ull;
@@ -417,6 +454,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_blocks_match_ggml), cmocka_unit_test(test_cpu_activation_blocks),
+        cmocka_unit_test(test_imatrix_blocks),
         cmocka_unit_test(test_decode_matches_ggml),
         cmocka_unit_test(test_registry_rows),     cmocka_unit_test(test_partial_block),
         cmocka_unit_test(test_nonfinite),         cmocka_unit_test(test_options_refused),

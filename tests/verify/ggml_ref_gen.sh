@@ -9,6 +9,9 @@
 #   TYPE.bin        ggml's blocks of the 4096 inputs for each type, rows of 256 values:
 #                   quantize_row_TYPE_ref (q4_0 q4_1 q5_0 q5_1 q8_0 q8_1 q2_k q3_k q4_k q5_k q6_k q8_k),
 #                   quantize_iq4_nl / quantize_iq4_xs with no importance matrix (what llama-quantize calls)
+#   TYPE.imat.bin   the same inputs as 16 rows of 256 through quantize_TYPE(x, dst, 16, 256, qw) with the
+#                   importances qw = imatrix.f32 (256 values, two of them 0): ggml's quantize_*_impl
+#   imatrix.f32     those importances
 #   deq.txt         per type, FNV-1a 64 of the float32 bits of ggml's dequantize_row_TYPE of those blocks
 #                   (q8_1 has none: d * q)
 #   source.txt      the ggml commit the vectors came from
@@ -34,7 +37,23 @@ cat > "$W/gen.c" <<'CEOF'
 void ggml_abort(const char *file, int line, const char *fmt, ...) { fprintf(stderr, "abort %s:%d %s\n", file, line, fmt); exit(1); }
 const char *ggml_type_name(enum ggml_type t) { (void)t; return "?"; }
 size_t ggml_type_size(enum ggml_type t) { (void)t; return 0; }
-size_t ggml_row_size(enum ggml_type t, int64_t n) { (void)t; (void)n; return 0; }
+/* bytes of a row of n values: the quantize_* drivers step through rows with it */
+size_t ggml_row_size(enum ggml_type t, int64_t n)
+{
+    switch (t) {
+    case GGML_TYPE_Q4_0: return (size_t)n / 32 * 18;
+    case GGML_TYPE_Q4_1: return (size_t)n / 32 * 20;
+    case GGML_TYPE_Q5_0: return (size_t)n / 32 * 22;
+    case GGML_TYPE_Q5_1: return (size_t)n / 32 * 24;
+    case GGML_TYPE_Q8_0: return (size_t)n / 32 * 34;
+    case GGML_TYPE_Q2_K: return (size_t)n / 256 * 84;
+    case GGML_TYPE_Q3_K: return (size_t)n / 256 * 110;
+    case GGML_TYPE_Q4_K: return (size_t)n / 256 * 144;
+    case GGML_TYPE_Q5_K: return (size_t)n / 256 * 176;
+    case GGML_TYPE_Q6_K: return (size_t)n / 256 * 210;
+    default: fprintf(stderr, "ggml_row_size: type %d\n", (int)t); exit(1);
+    }
+}
 
 #define N 4096
 static uint64_t s = 0x853c49e6748fea9bull;
@@ -78,6 +97,7 @@ static uint64_t fnv(const float *y, size_t n)
 }
 
 typedef void (*qfn)(const float *x, void *y, int64_t k);
+typedef size_t (*qwfn)(const float *src, void *dst, int64_t nrow, int64_t n_per_row, const float *qw);
 typedef void (*dfn)(const void *x, float *y, int64_t k);
 static void q_iq4nl(const float *x, void *y, int64_t k) { quantize_iq4_nl(x, y, 1, k, NULL); }
 static void q_iq4xs(const float *x, void *y, int64_t k) { quantize_iq4_xs(x, y, 1, k, NULL); }
@@ -126,6 +146,30 @@ int main(int argc, char **argv)
         free(b);
     }
     fclose(h);
+    static float qw[256];
+    for (int i = 0; i < 256; i++) qw[i] = (float)(0.05 + 2 * u01() * u01());
+    qw[7] = qw[100] = 0.0f;
+    qw[200] = 50.0f;
+    snprintf(path, sizeof path, "%s/imatrix.f32", out);
+    f = fopen(path, "wb");
+    fwrite(qw, 4, 256, f);
+    fclose(f);
+    static const struct { const char *name; qwfn q; int blk, bytes; } TW[] = {
+        {"q4_0", quantize_q4_0, 32, 18}, {"q4_1", quantize_q4_1, 32, 20}, {"q5_0", quantize_q5_0, 32, 22},
+        {"q5_1", quantize_q5_1, 32, 24}, {"q8_0", quantize_q8_0, 32, 34}, {"q2_k", quantize_q2_K, 256, 84},
+        {"q3_k", quantize_q3_K, 256, 110}, {"q4_k", quantize_q4_K, 256, 144}, {"q5_k", quantize_q5_K, 256, 176},
+        {"q6_k", quantize_q6_K, 256, 210}, {"iq4_nl", quantize_iq4_nl, 32, 18}, {"iq4_xs", quantize_iq4_xs, 256, 136},
+    };
+    for (size_t t = 0; t < sizeof TW / sizeof TW[0]; t++) {
+        size_t nbytes = (size_t)(N / TW[t].blk) * TW[t].bytes;
+        uint8_t *b = calloc(nbytes, 1);
+        TW[t].q(x, b, N / 256, 256, qw);
+        snprintf(path, sizeof path, "%s/%s.imat.bin", out, TW[t].name);
+        f = fopen(path, "wb");
+        fwrite(b, 1, nbytes, f);
+        fclose(f);
+        free(b);
+    }
     const char *lib = getenv("GGML_CPU_LIB");
     if (lib && *lib) {
         void *so = dlopen(lib, RTLD_NOW);
