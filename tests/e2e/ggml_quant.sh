@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # llama.cpp's quantization types as formats (kernels/format_ggml*.c): listed, quantizing on stdin,
 # explain, analyze, llm eval with w= and a=, options refused; and, where llama.cpp's llama-quantize is
-# built, every block it writes compared with qscope's encoding of the same F32 weights.
+# built, every block it writes compared with qscope's encoding of the same F32 weights, without and
+# with an importance matrix (--imatrix).
 #   peer: $LLAMA_QUANTIZE, or llama-quantize found under $LLAMA_BUILD (default build/llama-peer, as
 #   tests/bench/llama_peer.sh builds it); a generated F32 model (2 layers, dim 256, FFN 512) is
 #   quantized to each type with --pure, plus $QS_GGML_F32 (an F32 GGUF such as SmolLM2's) when set.
@@ -60,6 +61,29 @@ m.build('$P/f32.gguf', True, 31, nl=2, dim=256, ffn=512, lin=g.GGML_F32, emb=g.G
   done
   ok "llama-quantize's blocks equal qscope's, every type (0 differing)" bash -c "cd $ROOT/tests && QS_GGML_PEER_DIR=$P QS_GGML_PEER_FILES='$files' $UNIT > $P/unit.txt 2>&1; rc=\$?; grep '^# peer' $P/unit.txt >&2; grep -q 'peer total: .* 0 differing' $P/unit.txt && [ \$rc = 0 ]"
   sed -n 's/^# peer /# peer /p' "$P/unit.txt"
+  # with an importance matrix: a legacy .dat (ncall 1, so the importances are its sums) over every
+  # 2-D weight but the token embedding, a few columns 0, as llama-imatrix writes them
+  mkimat() {   # mkimat F32.gguf OUT.dat
+    /usr/bin/python3 -c "
+import struct, sys, numpy as np
+sys.path.insert(0, '$ROOT/tests/llm')
+import gguf_io as g
+r = g.Reader('$1'); rng = np.random.default_rng(5)
+ents = [(n, ne) for n, ne, t, o in r.infos if len(ne) == 2 and n != 'token_embd.weight']
+out = open('$2', 'wb'); out.write(struct.pack('<i', len(ents)))
+for n, ne in ents:
+    v = (rng.random(ne[0]) ** 2 * 3).astype(np.float32); v[::97] = 0
+    out.write(struct.pack('<i', len(n)) + n.encode() + struct.pack('<ii', 1, ne[0]) + v.tobytes())
+"
+  }
+  mkimat "$P/f32.gguf" "$P/imatrix.dat"
+  files=""
+  for t in $TYPES; do
+    "$LQ" --pure --imatrix "$P/imatrix.dat" "$P/f32.gguf" "$P/imat-$t.gguf" "$(echo "$t" | tr a-z A-Z)" 1 >"$P/imat-$t.log" 2>&1 || { echo "# llama-quantize --imatrix $t failed"; tail -3 "$P/imat-$t.log" | sed 's/^/#   /'; }
+    files="$files imat-$t.gguf"
+  done
+  ok "with an imatrix: llama-quantize's blocks equal qscope's, every type (0 differing)" bash -c "cd $ROOT/tests && QS_GGML_PEER_DIR=$P QS_GGML_PEER_FILES='$files' QS_GGML_PEER_IMATRIX=$P/imatrix.dat $UNIT > $P/unit-imat.txt 2>&1; rc=\$?; grep -q 'peer total: [0-9]* blocks ([1-9][0-9]* with an imatrix), 0 differing' $P/unit-imat.txt && [ \$rc = 0 ]"
+  sed -n 's/^# peer /# peer (imatrix) /p' "$P/unit-imat.txt"
   if [ -n "${QS_GGML_F32:-}" ]; then
     B=$T/big; mkdir -p "$B"; ln -s "$(cd "$(dirname "$QS_GGML_F32")" && pwd)/$(basename "$QS_GGML_F32")" "$B/f32.gguf"; files=""
     for t in $TYPES; do "$LQ" --pure "$B/f32.gguf" "$B/$t.gguf" "$(echo "$t" | tr a-z A-Z)" 2 >"$B/$t.log" 2>&1; files="$files $t.gguf"; done

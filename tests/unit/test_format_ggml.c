@@ -332,7 +332,7 @@ static void test_steps(void **state)
 /* ---- the peer: blocks llama-quantize wrote --------------------------------------------------- */
 
 /* A GGUF file's tensors: name, ggml type, element count, data offset (a reader for this test only). */
-typedef struct gg_tensor { char name[128]; uint32_t type; uint64_t n, off; } gg_tensor;
+typedef struct gg_tensor { char name[128]; uint32_t type; uint64_t n, ne0, off; } gg_tensor;
 typedef struct gg_file { uint8_t *buf; size_t len; gg_tensor *t; size_t nt; } gg_file;
 
 static int rd(const gg_file *g, size_t *p, void *v, size_t k)
@@ -379,7 +379,12 @@ static int gg_open(const char *path, gg_file *g)
         if (rd(g, &p, &nl, 8) || nl >= sizeof g->t[i].name || rd(g, &p, g->t[i].name, nl) || rd(g, &p, &nd, 4) || nd > 4)
             return -1;
         g->t[i].n = 1;
-        for (uint32_t d = 0; d < nd; d++) { uint64_t v; if (rd(g, &p, &v, 8)) return -1; g->t[i].n *= v; }
+        for (uint32_t d = 0; d < nd; d++) {
+            uint64_t v;
+            if (rd(g, &p, &v, 8)) return -1;
+            g->t[i].n *= v;
+            if (d == 0) g->t[i].ne0 = v;
+        }
         if (rd(g, &p, &g->t[i].type, 4) || rd(g, &p, &g->t[i].off, 8)) return -1;
     }
     size_t data = (p + align - 1) / align * align;
@@ -398,8 +403,47 @@ static const char *gg_type_name(uint32_t t)
     }
 }
 
+/* An importance matrix in llama.cpp's legacy .dat layout (int32 entries; per entry the name's length and
+** bytes, int32 ncall, int32 nval, nval float sums): the values llama-quantize uses, sums / ncall. */
+typedef struct gg_imat { char name[128]; float *v; int n; } gg_imat;
+static gg_imat *load_imatrix(const char *path, int *count)
+{
+    size_t len = 0, p = 0;
+    uint8_t *b = tu_slurp(path, &len);
+    int32_t n = 0;
+    if (!b || len < 4) return NULL;
+    memcpy(&n, b, 4);
+    p = 4;
+    gg_imat *m = calloc((size_t)(n > 0 ? n : 1), sizeof *m);
+    for (int i = 0; i < n; i++) {
+        int32_t l, ncall, nval;
+        if (p + 4 > len) break;
+        memcpy(&l, b + p, 4);
+        if (l < 0 || l >= 128 || p + 4 + (size_t)l + 8 > len) break;
+        memcpy(m[i].name, b + p + 4, (size_t)l);
+        p += 4 + (size_t)l;
+        memcpy(&ncall, b + p, 4);
+        memcpy(&nval, b + p + 4, 4);
+        p += 8;
+        if (nval < 1 || p + 4 * (size_t)nval > len) break;
+        m[i].v = malloc(4 * (size_t)nval);
+        m[i].n = nval;
+        for (int k = 0; k < nval; k++) {
+            float f;
+            memcpy(&f, b + p + 4 * (size_t)k, 4);
+            m[i].v[k] = ncall > 0 ? f / (float)ncall : f;
+        }
+        p += 4 * (size_t)nval;
+        *count = i + 1;
+    }
+    free(b);
+    return m;
+}
+
 /* QS_GGML_PEER_DIR holds f32.gguf and the files llama-quantize made of it (*.gguf, any names, listed
-** in QS_GGML_PEER_FILES, space-separated).  Every block of every quantized tensor is compared. */
+** in QS_GGML_PEER_FILES, space-separated).  Every block of every quantized tensor is compared; with
+** QS_GGML_PEER_IMATRIX (the .dat llama-quantize was given), tensors it has an entry for are quantized
+** with their importances. */
 static void test_llama_quantize_peer(void **state)
 {
     (void)state;
@@ -410,7 +454,11 @@ static void test_llama_quantize_peer(void **state)
     gg_file src;
     if (gg_open(path, &src)) fail_msg("%s: not a GGUF file this test reads", path);
     snprintf(list, sizeof list, "%s", files);
-    size_t total_diff = 0, total_blocks = 0;
+    const char *imp = getenv("QS_GGML_PEER_IMATRIX");
+    int nimat = 0;
+    gg_imat *imat = imp && *imp ? load_imatrix(imp, &nimat) : NULL;
+    if (imp && *imp && !nimat) fail_msg("%s: not an imatrix .dat this test reads", imp);
+    size_t total_diff = 0, total_blocks = 0, total_imat = 0;
     for (char *tok = strtok(list, " "); tok; tok = strtok(NULL, " ")) {
         snprintf(path, sizeof path, "%s/%s", dir, tok);
         gg_file q;
@@ -432,7 +480,15 @@ static void test_llama_quantize_peer(void **state)
             uint8_t *mine = malloc(bytes);
             memcpy(x, src.buf + s->off, s->n * 4);
             qs_err e = {{0}};
-            assert_int_equal(qs_ggml_quantize(c, x, (size_t)s->n, mine, &e), 0);
+            const float *qw = NULL;
+            for (int k = 0; k < nimat; k++)
+                if (!strcmp(imat[k].name, q.t[i].name) && (uint64_t)imat[k].n == s->ne0) qw = imat[k].v;
+            if (qw) {
+                assert_int_equal(qs_ggml_quantize_imatrix(c, x, (size_t)(s->n / s->ne0), (size_t)s->ne0, qw, mine, &e), 0);
+                total_imat += nb;
+            } else {
+                assert_int_equal(qs_ggml_quantize(c, x, (size_t)s->n, mine, &e), 0);
+            }
             ndiff += count_diff(q.t[i].name, mine, q.buf + q.t[i].off, nb, (size_t)c->bytes);
             nblocks += nb;
             ntens++;
@@ -445,7 +501,9 @@ static void test_llama_quantize_peer(void **state)
         gg_close(&q);
     }
     gg_close(&src);
-    print_message("# peer total: %zu blocks, %zu differing\n", total_blocks, total_diff);
+    for (int k = 0; k < nimat; k++) free(imat[k].v);
+    free(imat);
+    print_message("# peer total: %zu blocks (%zu with an imatrix), %zu differing\n", total_blocks, total_imat, total_diff);
     assert_true(total_blocks > 0);
     assert_int_equal(total_diff, 0);
 }
