@@ -38,6 +38,7 @@ import json; d = json.load(open(\"$T/ev.json\"))
 assert [c[\"label\"] for c in d[\"configs\"]] == [\"w=q4_k\", \"w=q4_1,a=q8_1\", \"a=q8_k\"]
 assert all(c[\"kl_mean\"] > 0 for c in d[\"configs\"])
 '"
+ok "train: GEMM operands in llama.cpp's types" bash -c "$QS train --text $T/text.txt --val-text $T/text.txt --layers 1 --dim 64 --heads 2 --kv-heads 2 --ffn 128 --ctx 32 --steps 2 --op fwd.w=q4_k --op fwd.x=q8_k --op dgrad.w=q4_0 --op wgrad.x=q8_0 --no-store > $T/tr.txt 2>&1 && grep -q 'fwd.x=q8_k fwd.w=q4_k' $T/tr.txt"
 
 # ---- the peer: llama-quantize's blocks ------------------------------------------------------------
 LQ=${LLAMA_QUANTIZE:-}
