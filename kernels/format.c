@@ -62,7 +62,7 @@ double qs_format_bits_per_elem(const qs_format *f, const qs_qopts *o)
     return b ? f->elem_bits + f->meta_bits / (double)b : f->elem_bits;
 }
 
-static const char *const kRound[QS_RND_COUNT] = {"default", "rne", "ta", "hr", "sr", "rtz", "tz"};
+static const char *const kRound[QS_RND_COUNT] = {"default", "rne", "ta", "hr", "sr", "rtz", "tz", "ggml"};
 const char *qs_round_name(qs_round r) { return (unsigned)r < QS_RND_COUNT ? kRound[r] : "?"; }
 int qs_round_parse(const char *s, qs_round *r)
 {

@@ -31,6 +31,7 @@ typedef enum qs_round {
     QS_RND_SR,           /* stochastic, seeded and counter-based (reproducible) */
     QS_RND_RTZ,          /* toward zero */
     QS_RND_TZ,           /* round to nearest, ties toward zero (ggml CPU's lowest-index nearest search) */
+    QS_RND_GGML,         /* llama.cpp's quantizers' own rules, per type (format_ggml.h) */
     QS_RND_COUNT
 } qs_round;
 
@@ -86,7 +87,7 @@ enum {
 /* The families, in registry order, one line each: QS_FAM_<U>, the name outputs and stored results
 ** show, and the family file's array qs_formats_<name>[] (format_families.h).  FLOAT is the plain
 ** minifloat casts. */
-#define QS_FAMILY_LIST(X) X(FLOAT, float) X(HIFLOAT, hifloat) X(MX, mx) X(NVFP4, nvfp4) X(M2XFP, m2xfp) X(INT, int)
+#define QS_FAMILY_LIST(X) X(FLOAT, float) X(HIFLOAT, hifloat) X(MX, mx) X(NVFP4, nvfp4) X(M2XFP, m2xfp) X(INT, int) X(GGML, ggml)
 
 typedef enum qs_family {
 #define QS_FAM_ENUM_(U, name) QS_FAM_##U,
@@ -95,7 +96,7 @@ typedef enum qs_family {
     QS_FAM_COUNT
 } qs_family;
 
-const char *qs_family_name(qs_family fam);   /* "float", "hifloat", "mx", "nvfp4", "m2xfp", "int" */
+const char *qs_family_name(qs_family fam);   /* "float", "hifloat", "mx", "nvfp4", "m2xfp", "int", "ggml" */
 
 /* What the block metadata holds. */
 typedef enum qs_scale_kind {
@@ -105,6 +106,7 @@ typedef enum qs_scale_kind {
     QS_SK_HIF4,       /* E6M2 + an E1 flag per 8 and per 4 elements (HiF4's three levels) */
     QS_SK_M2XFP,      /* E8M0 + a 2-bit field per sub-group of 8 */
     QS_SK_FP32,       /* one FP32 scale per block or run (int) */
+    QS_SK_GGML,       /* llama.cpp's block header: FP16 scale(s), sub-block scales/mins (format_ggml.h) */
 } qs_scale_kind;
 
 /* How an element code's bits split (what `formats explain` and the inspector show). */
@@ -114,6 +116,7 @@ typedef enum qs_elem_kind {
     QS_ELEM_INT,         /* two's complement integer times a step */
     QS_ELEM_SIGN_MAG,    /* sign, then an unsigned magnitude times a step (HiF4's S1P2) */
     QS_ELEM_TAPERED,     /* variable-width fields, labelled by the row's code_label (HiF8) */
+    QS_ELEM_UINT,        /* unsigned integer: an offset integer or a table index, per format (ggml's q4_k) */
 } qs_elem_kind;
 
 /* One field of a code as the inspector colours it. */

@@ -9,6 +9,8 @@
 **   format_nvfp4.c  nvfp4
 **   format_m2xfp.c  m2xfp4
 **   format_hifloat.c hif8 hif4
+**   format_ggml.c   q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs q8_1 q8_k (llama.cpp's
+**                   types; codecs in format_ggml_legacy.c, format_ggml_k.c, format_ggml_iq.c)
 */
 #ifndef QS_FORMAT_FAMILIES_H
 #define QS_FORMAT_FAMILIES_H

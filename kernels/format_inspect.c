@@ -66,6 +66,8 @@ int qs_format_code_fields(const qs_format *f, uint32_t code, qs_code_field out[Q
         n += field(&out[n], QS_FIELD_SIGN, bits, 1);
         n += field(&out[n], QS_FIELD_PLAIN, bits + 1, nb - 1);
         return n;
+    case QS_ELEM_UINT:
+        break;
     }
     return field(&out[0], QS_FIELD_PLAIN, bits, nb);
 }
@@ -85,6 +87,7 @@ const char *qs_format_field_legend(const qs_format *f)
     case QS_ELEM_TAPERED: return f->field_legend;
     case QS_ELEM_INT: return "s int";
     case QS_ELEM_SIGN_MAG: return "s q";
+    case QS_ELEM_UINT: return "q";
     default: break;
     }
     if (f->ebits > 0 && f->ebits + f->mbits + 1 == f->elem_bits) return f->mbits ? "s e m" : "s e";
@@ -129,7 +132,7 @@ double qs_format_elem_ulp(const qs_format *f, float x, double S)
         }
         return S * ldexp(1.0, E - f->mbits);
     }
-    if (f->elem == QS_ELEM_INT || f->elem == QS_ELEM_SIGN_MAG) return S;
+    if (f->elem == QS_ELEM_INT || f->elem == QS_ELEM_SIGN_MAG || f->elem == QS_ELEM_UINT) return S;
     return NAN;
 }
 

@@ -81,10 +81,11 @@ const qs_command qs_commands[] = {
      "With no input, reads whitespace-separated numbers from stdin (decimal, hex floats such as\n"
      "0x1.8p+3, nan, inf, -inf), rounds each to float32, and prints the fake-quantized values one per\n"
      "line (%.9g; nan, inf, -inf).  Block formats group consecutive values in input order; a final\n"
-     "partial block is its own block (HiF4 pads it with zeros); NVFP4's per-tensor scale covers all\n"
-     "values read.  --codes prints, per value, the code (hex) and its block's metadata (hex), and for\n"
-     "NVFP4 the per-tensor scale.  With --scale tensor|row (stdin is one run) the values are\n"
-     "Q(x*s)/s, the codes those of x*s, and --codes prints 1/s after each code (value = decode * 1/s).\n"
+     "partial block is its own block (HiF4 and llama.cpp's types pad it with zeros); NVFP4's per-tensor\n"
+     "scale covers all values read.  --codes prints, per value, the code (hex) and its block's metadata\n"
+     "(hex), and for NVFP4 the per-tensor scale.  With --scale tensor|row (stdin is one run) the values\n"
+     "are Q(x*s)/s, the codes those of x*s, and --codes prints 1/s after each code (value =\n"
+     "decode * 1/s).\n"
      "\n"
      "With IN (a .npy/.npz/.safetensors/.gguf file holding one tensor), writes OUT.npy.  With the\n"
      "name of a database tensor, stores the result as a new embedded tensor (default name\n"
@@ -99,7 +100,12 @@ const qs_command qs_commands[] = {
     {"formats", "[--json]", "list the number formats",
      "Every format of the registry with bits per element (metadata included), block size, smallest\n"
      "subnormal, smallest normal and largest finite magnitude, binades (log2 of largest over smallest),\n"
-     "whether it has Inf and NaN, and its default rounding.", qs_cmd_formats, NULL, NULL, 0},
+     "whether it has Inf and NaN, and its default rounding.\n"
+     "\n"
+     "Family ggml: llama.cpp's types q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs and\n"
+     "the activation types q8_1 q8_k, quantized block for block as ggml's reference quantizers write\n"
+     "them (blocks of 32 or 256 along each row; rounding 'ggml'; q8_0/q8_1 --round rne: ggml-cpu's x86\n"
+     "activation quantizers; docs/formats.md).", qs_cmd_formats, NULL, NULL, 0},
     {"explain", "-f FORMAT [options] VALUE... | --table", "show how values are encoded, bit by bit",
      "For an element format: each value's code in binary with its fields (sign, exponent/dot,\n"
      "mantissa), the decoded value, the neighbouring grid values below and above, and the rounding\n"

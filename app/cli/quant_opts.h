@@ -32,9 +32,10 @@ int qs_quant_opts_done(const char *cmd, qs_apply *a);
 #define QS_QUANT_OPTS_HELP \
     "  -f, --format F      number format (see `qscope formats`)\n" \
     "  --round R           element rounding: rne, ta, hr (hif8), sr (stochastic, seeded), rtz,\n" \
-    "                      tz (nearest, ties toward zero: ggml's CPU rule; MX and element casts)\n" \
+    "                      tz (nearest, ties toward zero: ggml's CPU rule; MX and element casts),\n" \
+    "                      ggml (llama.cpp's types: their own rules; q8_0/q8_1 also rne, ggml-cpu x86)\n" \
     "  --scale-rule S      MX block scale: floor (OCP, default), ceil, even, rceil, uos[=QMAX]\n" \
-    "  --block N           block size (default: the format's)\n" \
+    "  --block N           block size (default: the format's; fixed for llama.cpp's types)\n" \
     "  --axis 0|1          2-D tensors: blocks along the last (1, default) or first (0) dimension\n" \
     "  --gran G            int8/int4: tensor (default), row, col, or block (with --block N)\n" \
     "  --sat               plain casts: saturate instead of overflowing to NaN/Inf\n" \

@@ -25,7 +25,7 @@ static void num(double v, char *buf, size_t cap) { snprintf(buf, cap, "%g", v); 
 static void test_rows(void **st)
 {
     (void)st;
-    static const char *const names[QS_FAM_COUNT] = {"float", "hifloat", "mx", "nvfp4", "m2xfp", "int"};
+    static const char *const names[QS_FAM_COUNT] = {"float", "hifloat", "mx", "nvfp4", "m2xfp", "int", "ggml"};
     for (int k = 0; k < QS_FAM_COUNT; k++) assert_string_equal(qs_family_name((qs_family)k), names[k]);
     assert_string_equal(qs_family_name(QS_FAM_COUNT), "?");
     int seen[QS_FAM_COUNT] = {0};
@@ -42,7 +42,7 @@ static void test_rows(void **st)
         }
         assert_true(!f->has_tensor_scale || f->scale_kind == QS_SK_UE4M3);
         assert_int_equal(f->has_scale_rule, f->scale_kind == QS_SK_E8M0);   /* --scale-rule: E8M0 blocks */
-        assert_true(!f->scale_value == (f->scale_kind == QS_SK_NONE || f->scale_kind == QS_SK_FP32));
+        assert_true(!f->scale_value == (f->scale_kind == QS_SK_NONE || f->scale_kind == QS_SK_FP32 || f->scale_kind == QS_SK_GGML));
         assert_true(!f->meta_text == (f->scale_kind == QS_SK_NONE));
         assert_true((f->scale_kind == QS_SK_NONE) == (f->meta_bytes == 0));
         assert_true(f->elem != QS_ELEM_TAPERED || (f->code_label && f->field_legend && f->label_width > 0));
