@@ -524,6 +524,7 @@ size_t qs_llm_detok(const qs_llm_vocab *v, int id, char *out, size_t cap)
     if (!cap) return 0;
     size_t o = 0;
     if (id < 0 || id >= v->n) return (size_t)snprintf(out, cap, "<%d>", id) < cap ? strlen(out) : cap - 1;
+    if (v->model == QS_TOK_WORDPIECE) return qs_tok_model_detok(v, v->tok ? v->tok->model : NULL, id, out, cap);
     const unsigned char *s = (const unsigned char *)v->text + v->off[id];
     int control = v->type && v->type[id] == 3;
     if (!v->byte_level || control) {
