@@ -9,6 +9,7 @@
 ** permutes them into adjacent pairs.
 */
 #include "llm_load_internal.h"
+#include "llm_tok_wordpiece.h"
 
 #include <fcntl.h>
 #include <jansson.h>
@@ -103,10 +104,41 @@ static int read_tokenizer(const char *path, int vocab, qs_llm_vocab *v, int *pp_
     return rc;
 }
 
+/* A BERT vocab.txt, with the tokenizer_config.json of its directory when there is one
+** (llm_tok_vocabtxt.c).  Errors name the file at fault. */
+static int read_vocab_txt(const char *path, qs_llm_vocab *v, qs_err *e)
+{
+    char cfg[4096];
+    const char *slash = strrchr(path, '/');
+    int dl = slash ? (int)(slash - path + 1) : 0;
+    if (snprintf(cfg, sizeof cfg, "%.*stokenizer_config.json", dl, path) >= (int)sizeof cfg) return qs_fail(e, "%s: path too long", path);
+    qs_file_map m, c = {0};
+    int have_cfg = access(cfg, F_OK) == 0;
+    if (have_cfg && qs_file_map_open(cfg, &c, e)) return -1;
+    if (qs_file_map_open(path, &m, e)) { if (have_cfg) qs_file_map_close(&c); return -1; }
+    int rc = qs_llm_vocab_txt_parse((const char *)m.p, m.n, have_cfg ? (const char *)c.p : NULL, have_cfg ? c.n : 0,
+                                    path, v, e);
+    static const char kCfg[] = "tokenizer_config.json: ";
+    if (rc && !strncmp(e->msg, kCfg, strlen(kCfg))) {   /* the config's fault: name it by its path */
+        memmove(e->msg, e->msg + strlen(kCfg), strlen(e->msg + strlen(kCfg)) + 1);
+        qs_err_prefix(e, cfg);
+    } else if (rc) {
+        qs_err_prefix(e, path);
+    }
+    qs_file_map_close(&m);
+    if (have_cfg) qs_file_map_close(&c);
+    return rc;
+}
+
 int qs_llm_load_tokenizer(const char *path, qs_llm_file *f, qs_err *e)
 {
     memset(f, 0, sizeof *f);
     f->v.bos = f->v.eos = -1;
+    size_t pl = strlen(path);
+    if (pl >= 4 && !strcmp(path + pl - 4, ".txt")) {   /* BERT vocab.txt */
+        if (read_vocab_txt(path, &f->v, e)) { qs_llm_file_free(f); return -1; }
+        return 0;
+    }
     int pp_bos;
     if (read_tokenizer(path, 0, &f->v, &pp_bos, NULL, NULL, e)) { qs_llm_file_free(f); return -1; }
     return 0;
