@@ -86,8 +86,8 @@ typedef struct { int id; uint32_t a, b; } sub;
 static int whole_unk(const qs_tok_wp *w, const char *s, size_t n, qs_tok_emit_fn emit, void *ctx, qs_err *e)
 {
     if (w->unk < 0)
-        return qs_fail(e, "WordPiece: the unk_token '%.40s' is not in the vocabulary, and '%.40s%s' needs it", w->unk_s,
-                       s, n > 40 ? "..." : "");
+        return qs_fail(e, "WordPiece: the unk_token '%.40s' is not in the vocabulary, and '%.*s%s' needs it", w->unk_s,
+                       (int)(n > 40 ? 40 : n), s, n > 40 ? "..." : "");   /* s is not NUL-terminated */
     return emit(ctx, w->unk, 0, (uint32_t)n);
 }
 
