@@ -385,6 +385,20 @@ static int step(const qs_tok_norm *nm, qs_tok_norm_buf *cur, scratch *x, qs_err 
     return qs_fail(e, "normalizer of unknown kind %d", nm->type);
 }
 
+/* A character written as it was read (same bytes as its whole source span) maps byte to byte, so a
+** token holding part of it (byte-level BPE) spans just its bytes, as without a normalizer; a changed
+** character keeps the span of its whole source for each of its bytes. */
+static void exact_spans(qs_tok_norm_buf *b, const char *src)
+{
+    for (size_t i = 0; i < b->n;) {
+        uint32_t cp;
+        size_t len = qs_nchar(b->s, b->n, i, &cp), a = b->map[2 * i], z = b->map[2 * i + 1];
+        if (len > 1 && z - a == len && !memcmp(src + a, b->s + i, len))
+            for (size_t k = 0; k < len; k++) { b->map[2 * (i + k)] = (uint32_t)(a + k); b->map[2 * (i + k) + 1] = (uint32_t)(a + k + 1); }
+        i += len;
+    }
+}
+
 int qs_tok_norm_run(const qs_tok_norm *nm, const char *s, size_t n, qs_tok_norm_buf *b, qs_err *e)
 {
     if (n >= UINT32_MAX) return qs_fail(e, "text of %zu bytes is too long to normalize", n);
@@ -397,12 +411,12 @@ int qs_tok_norm_run(const qs_tok_norm *nm, const char *s, size_t n, qs_tok_norm_
         for (size_t k = 0; k < len; k++) { b->map[2 * (i + k)] = (uint32_t)i; b->map[2 * (i + k) + 1] = (uint32_t)(i + len); }
         i += len;
     }
-    if (!nm) return 0;
     scratch x;
     memset(&x, 0, sizeof x);
-    int rc = step(nm, b, &x, e);
+    int rc = nm ? step(nm, b, &x, e) : 0;
     qs_tok_norm_buf_free(&x.tmp);
     qs_nops_free(&x.o);
+    if (!rc) exact_spans(b, s);
     return rc;
 }
 
