@@ -90,20 +90,6 @@ static int shard_name_ok(const char *s)
     return n > 0 && n < 256 && s[0] != '.' && !strchr(s, '/') && !strchr(s, '\\');
 }
 
-/* tokenizer.json -> f->v (ids 0..vocab-1; 0: as many as its ids need) through llm_tok_json.c, which
-** does not build a JSON tree of it; hashed into h when h is given.  Errors name the file. */
-static int read_tokenizer(const char *path, int vocab, qs_llm_vocab *v, int *pp_bos, XXH3_state_t *h, uint64_t *size,
-                          qs_err *e)
-{
-    qs_file_map m;
-    if (qs_file_map_open(path, &m, e)) return -1;
-    if (h) { XXH3_128bits_update(h, m.p, m.n); *size += m.n; }
-    int rc = qs_llm_tok_json_parse((const char *)m.p, m.n, vocab, path, v, pp_bos, e);
-    qs_file_map_close(&m);
-    if (rc) qs_err_prefix(e, path);
-    return rc;
-}
-
 /* A BERT vocab.txt, with the tokenizer_config.json of its directory when there is one
 ** (llm_tok_vocabtxt.c).  Errors name the file at fault. */
 static int read_vocab_txt(const char *path, qs_llm_vocab *v, qs_err *e)
@@ -130,15 +116,27 @@ static int read_vocab_txt(const char *path, qs_llm_vocab *v, qs_err *e)
     return rc;
 }
 
+/* tokenizer.json -> f->v (ids 0..vocab-1; 0: as many as its ids need) through llm_tok_json.c, which
+** does not build a JSON tree of it; hashed into h when h is given.  Errors name the file.  A path
+** ending in .txt is a BERT vocab.txt (qs_llm_load_tokenizer's --tokenizer vocab.txt). */
+static int read_tokenizer(const char *path, int vocab, qs_llm_vocab *v, int *pp_bos, XXH3_state_t *h, uint64_t *size,
+                          qs_err *e)
+{
+    size_t pl = strlen(path);
+    if (pl >= 4 && !strcmp(path + pl - 4, ".txt")) { *pp_bos = 0; return read_vocab_txt(path, v, e); }   /* BERT */
+    qs_file_map m;
+    if (qs_file_map_open(path, &m, e)) return -1;
+    if (h) { XXH3_128bits_update(h, m.p, m.n); *size += m.n; }
+    int rc = qs_llm_tok_json_parse((const char *)m.p, m.n, vocab, path, v, pp_bos, e);
+    qs_file_map_close(&m);
+    if (rc) qs_err_prefix(e, path);
+    return rc;
+}
+
 int qs_llm_load_tokenizer(const char *path, qs_llm_file *f, qs_err *e)
 {
     memset(f, 0, sizeof *f);
     f->v.bos = f->v.eos = -1;
-    size_t pl = strlen(path);
-    if (pl >= 4 && !strcmp(path + pl - 4, ".txt")) {   /* BERT vocab.txt */
-        if (read_vocab_txt(path, &f->v, e)) { qs_llm_file_free(f); return -1; }
-        return 0;
-    }
     int pp_bos;
     if (read_tokenizer(path, 0, &f->v, &pp_bos, NULL, NULL, e)) { qs_llm_file_free(f); return -1; }
     return 0;
