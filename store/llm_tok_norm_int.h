@@ -75,6 +75,16 @@ uint32_t qs_norm_nmt_map(uint32_t c);
 /* Rust's char::is_whitespace (the White_Space property). */
 int qs_norm_is_space(uint32_t c);
 
+/* Where tokenizers' Unicode data differs from utf8proc's (llm_tok_norm_compat.c): characters its
+** normalization crate does not know, that its Bert categories do not count as Mn / as other, and the
+** lowercase mappings of its newer Rust (0: none). */
+int qs_norm_old_uni(uint32_t c);
+int qs_norm_old_mn(uint32_t c);
+int qs_norm_was_mark(uint32_t c);
+int qs_norm_was_mn(uint32_t c);
+int qs_norm_old_other(uint32_t c);
+uint32_t qs_norm_new_lower(uint32_t c);
+
 /* Precompiled (llm_tok_norm_spm.c): the operations of SentencePiece's rules on cur. */
 int qs_norm_ops_precompiled(const struct qs_tok_norm *nm, const qs_tok_norm_buf *cur, qs_nops *o);
 /* Replace (llm_tok_norm_replace.c): compile, and run cur -> tmp (swapped). */

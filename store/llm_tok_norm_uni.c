@@ -15,7 +15,7 @@
 
 static int ccc(uint32_t c)
 {
-    if (c < 0x300 || (c & QS_NRAW)) return 0;
+    if (c < 0x300 || (c & QS_NRAW) || qs_norm_old_uni(c)) return 0;
     return utf8proc_get_property((utf8proc_int32_t)c)->combining_class;
 }
 
@@ -68,7 +68,7 @@ static int decompose(const qs_tok_norm_buf *cur, int compat, qs_nops *o)
         utf8proc_int32_t d[32];
         utf8proc_ssize_t nd = 1;
         d[0] = (utf8proc_int32_t)c;
-        if (!(c & QS_NRAW) && c >= 0xA0) {
+        if (!(c & QS_NRAW) && c >= 0xA0 && !qs_norm_old_uni(c)) {
             int bound = 0;
             nd = utf8proc_decompose_char((utf8proc_int32_t)c, d, 32, opt, &bound);
             if (nd < 1 || nd > 32) { nd = 1; d[0] = (utf8proc_int32_t)c; }
@@ -160,7 +160,7 @@ int qs_norm_ops_lower(const qs_tok_norm_buf *cur, qs_nops *o)
             continue;
         }
         uint32_t l = c < 0x80 ? (c >= 'A' && c <= 'Z' ? c + 32 : c)
-                   : (c & QS_NRAW) ? c : (uint32_t)utf8proc_tolower((utf8proc_int32_t)c);
+                   : (c & QS_NRAW) ? c : qs_norm_new_lower(c) ? qs_norm_new_lower(c) : (uint32_t)utf8proc_tolower((utf8proc_int32_t)c);
         if (qs_nops_push(o, l, 0)) return -1;
     }
     return 0;
@@ -274,13 +274,15 @@ int qs_norm_is_space(uint32_t c)
 
 int qs_norm_is_combining_mark(uint32_t c)
 {
+    if (qs_norm_old_uni(c)) return 0;
+    if (qs_norm_was_mark(c)) return 1;
     int k = cat(c);
     return k == UTF8PROC_CATEGORY_MN || k == UTF8PROC_CATEGORY_MC || k == UTF8PROC_CATEGORY_ME;
 }
 
 int qs_norm_is_nonspacing_mark(uint32_t c)
 {
-    return cat(c) == UTF8PROC_CATEGORY_MN;
+    return (cat(c) == UTF8PROC_CATEGORY_MN && !qs_norm_old_mn(c)) || qs_norm_was_mn(c);
 }
 
 /* Bert clean_text: NUL, U+FFFD and "other" characters (Cc but \t \n \r, Cf, Co, Cs) go. */
@@ -289,6 +291,7 @@ int qs_norm_bert_drop(uint32_t c)
     if (c == 0 || c == 0xFFFD) return 1;
     if (c == '\t' || c == '\n' || c == '\r') return 0;
     int k = cat(c);
+    if (k == UTF8PROC_CATEGORY_CF && qs_norm_old_other(c)) return 0;
     return k == UTF8PROC_CATEGORY_CC || k == UTF8PROC_CATEGORY_CF || k == UTF8PROC_CATEGORY_CO || k == UTF8PROC_CATEGORY_CS;
 }
 
