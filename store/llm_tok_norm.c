@@ -318,9 +318,32 @@ qs_tok_norm *qs_tok_norm_chain(qs_tok_norm *first, qs_tok_norm *second, qs_err *
 
 typedef struct { qs_tok_norm_buf tmp; qs_nops o; } scratch;
 
+/* 1 when s[0..n) is ASCII: the Unicode forms and StripAccents leave it as it is. */
+static int ascii(const char *s, size_t n)
+{
+    unsigned char acc = 0;
+    for (size_t i = 0; i < n; i++) acc |= (unsigned char)s[i];
+    return acc < 0x80;
+}
+
+/* 1 when the operations rewrite cur as it is (every character replaced by itself): no transform needed. */
+static int identity(const qs_tok_norm_buf *cur, const qs_nops *o, size_t skip)
+{
+    if (skip) return 0;
+    size_t i = 0, k = 0;
+    for (; i < cur->n && k < o->n; k++) {
+        uint32_t cp;
+        size_t len = qs_nchar(cur->s, cur->n, i, &cp);
+        if (o->ch[k] || o->cp[k] != cp) return 0;
+        i += len;
+    }
+    return i == cur->n && k == o->n;
+}
+
 /* One transform from freshly built operations (rc: building them failed). */
 static int apply(qs_tok_norm_buf *cur, scratch *x, int rc, size_t skip, qs_err *e)
 {
+    if (!rc && identity(cur, &x->o, skip)) return 0;
     if (rc || qs_norm_transform(cur, &x->tmp, &x->o, skip)) return qs_fail(e, "out of memory");
     return 0;
 }
@@ -344,10 +367,12 @@ static int step(const qs_tok_norm *nm, qs_tok_norm_buf *cur, scratch *x, qs_err 
             if (step(nm->kid[i], cur, x, e)) return -1;
         return 0;
     case NT_NFC: case NT_NFD: case NT_NFKC: case NT_NFKD:
+        if (ascii(cur->s, cur->n)) return 0;
         return apply(cur, x, qs_norm_ops_form(nm->type, cur, &x->o), 0, e);
     case NT_LOWER:
         return apply(cur, x, qs_norm_ops_lower(cur, &x->o), 0, e);
     case NT_STRIP_ACC:
+        if (ascii(cur->s, cur->n)) return 0;
         return filter(cur, x, qs_norm_is_combining_mark, e);
     case NT_NMT:
         if (filter(cur, x, qs_norm_nmt_drop, e)) return -1;

@@ -64,6 +64,11 @@ static int decompose(const qs_tok_norm_buf *cur, int compat, qs_nops *o)
     size_t pend = 0;   /* start of the pending run of non-starters */
     for (size_t i = 0; i < cur->n;) {
         uint32_t c;
+        if ((unsigned char)cur->s[i] < 0x80) {   /* ASCII: a starter without decomposition */
+            if (sort_run(o, pend, o->n) || qs_nops_push(o, (unsigned char)cur->s[i++], 0)) return -1;
+            pend = o->n;
+            continue;
+        }
         i += qs_nchar(cur->s, cur->n, i, &c);
         utf8proc_int32_t d[32];
         utf8proc_ssize_t nd = 1;
@@ -87,7 +92,7 @@ static int decompose(const qs_tok_norm_buf *cur, int compat, qs_nops *o)
 /* The primary composite of a and b, or 0. */
 static uint32_t compose(uint32_t a, uint32_t b)
 {
-    if ((a | b) & QS_NRAW) return 0;
+    if (b < 0x300 || ((a | b) & QS_NRAW)) return 0;   /* every second character of a composition is >= U+0300 */
     utf8proc_int32_t buf[2] = {(utf8proc_int32_t)a, (utf8proc_int32_t)b};
     if (utf8proc_normalize_utf32(buf, 2, UTF8PROC_COMPOSE) != 1) return 0;
     /* utf8proc composes exclusions (U+2ADC, U+1D15E, ...) unless asked for STABLE: they are not primary */
