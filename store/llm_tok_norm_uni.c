@@ -64,9 +64,16 @@ static int decompose(const qs_tok_norm_buf *cur, int compat, qs_nops *o)
     size_t pend = 0;   /* start of the pending run of non-starters */
     for (size_t i = 0; i < cur->n;) {
         uint32_t c;
-        if ((unsigned char)cur->s[i] < 0x80) {   /* ASCII: a starter without decomposition */
-            if (sort_run(o, pend, o->n) || qs_nops_push(o, (unsigned char)cur->s[i++], 0)) return -1;
+        if ((unsigned char)cur->s[i] < 0x80) {   /* ASCII: starters without decomposition */
+            size_t j = i + 1;
+            while (j < cur->n && (unsigned char)cur->s[j] < 0x80) j++;
+            /* all but the last before a non-ASCII byte (a mark may compose with it) are copied */
+            size_t copy = j - i - (j < cur->n);
+            if (sort_run(o, pend, o->n) || (copy && qs_nops_push(o, (uint32_t)copy, QS_NCOPY)) ||
+                (i + copy < j && qs_nops_push(o, (unsigned char)cur->s[j - 1], 0)))
+                return -1;
             pend = o->n;
+            i = j;
             continue;
         }
         i += qs_nchar(cur->s, cur->n, i, &c);
@@ -111,6 +118,13 @@ static int recompose(const qs_nops *d, qs_nops *o)
     for (size_t i = 0; i < d->n && !rc; i++) {
         uint32_t c = d->cp[i];
         int32_t ch = d->ch[i];
+        if (ch == QS_NCOPY) {   /* ASCII: flushes like any starter that composes with nothing */
+            if (have) rc = qs_nops_push(o, kc, kch);
+            for (size_t k = 0; k < nbuf && !rc; k++) rc = qs_nops_push(o, d->cp[held[k]], d->ch[held[k]]);
+            if (!rc) rc = qs_nops_push(o, c, ch);
+            nbuf = 0; have = 0; last = -1;
+            continue;
+        }
         int cls = ccc(c);
         if (!have) {
             if (cls) rc = qs_nops_push(o, c, ch);
@@ -155,19 +169,35 @@ int qs_norm_ops_form(int type, const qs_tok_norm_buf *cur, qs_nops *o)
     return rc;
 }
 
-int qs_norm_ops_lower(const qs_tok_norm_buf *cur, qs_nops *o)
+static uint32_t lower(uint32_t c)
 {
+    if (c < 0x80) return c >= 'A' && c <= 'Z' ? c + 32 : c;
+    if (c & QS_NRAW) return c;
+    uint32_t l = qs_norm_new_lower(c);
+    return l ? l : (uint32_t)utf8proc_tolower((utf8proc_int32_t)c);
+}
+
+int qs_norm_map_run(qs_tok_norm_buf *cur, qs_tok_norm_buf *tmp, uint32_t (*map)(uint32_t))
+{
+    if (qs_norm_reserve(tmp, 2 * cur->n + 4)) return -1;   /* a character at most 1.5 times longer */
+    size_t o = 0;
     for (size_t i = 0; i < cur->n;) {
-        uint32_t c;
-        i += qs_nchar(cur->s, cur->n, i, &c);
-        if (c == 0x130) {   /* the one unconditional multi-character lowercase mapping (SpecialCasing) */
-            if (qs_nops_push(o, 'i', 0) || qs_nops_push(o, 0x307, 1)) return -1;
-            continue;
+        uint32_t c, a = cur->map[2 * i], b = cur->map[2 * i + 1];
+        size_t len = qs_nchar(cur->s, cur->n, i, &c), w;
+        if (!map && c == 0x130) {   /* the one unconditional multi-character lowercase mapping (SpecialCasing) */
+            memcpy(tmp->s + o, "i\xcc\x87", 3);
+            w = 3;
+        } else {
+            w = qs_nenc(map ? map(c) : lower(c), tmp->s + o);
         }
-        uint32_t l = c < 0x80 ? (c >= 'A' && c <= 'Z' ? c + 32 : c)
-                   : (c & QS_NRAW) ? c : qs_norm_new_lower(c) ? qs_norm_new_lower(c) : (uint32_t)utf8proc_tolower((utf8proc_int32_t)c);
-        if (qs_nops_push(o, l, 0)) return -1;
+        for (size_t k = 0; k < w; k++) { tmp->map[2 * (o + k)] = a; tmp->map[2 * (o + k) + 1] = b; }
+        o += w;
+        i += len;
     }
+    tmp->n = o;
+    qs_tok_norm_buf t = *cur;
+    *cur = *tmp;
+    *tmp = t;
     return 0;
 }
 
@@ -187,16 +217,6 @@ int qs_norm_ops_filter(const qs_tok_norm_buf *cur, int (*drop)(uint32_t), size_t
     }
     if (have && qs_nops_push(o, last, -removed)) return -1;
     if (!have) *skip = (size_t)removed;
-    return 0;
-}
-
-int qs_norm_ops_map(const qs_tok_norm_buf *cur, uint32_t (*map)(uint32_t), qs_nops *o)
-{
-    for (size_t i = 0; i < cur->n;) {
-        uint32_t c;
-        i += qs_nchar(cur->s, cur->n, i, &c);
-        if (qs_nops_push(o, map(c), 0)) return -1;
-    }
     return 0;
 }
 
