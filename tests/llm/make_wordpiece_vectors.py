@@ -59,7 +59,7 @@ WP_CASES = [
     "x" + "é" * 100,
     "emoji 😀 snowman \u2603 private \ue000 end",
     "\u2e43\u2e4f \u166d newer punctuation",
-    "a\U000111c9b U+111C9",   # punctuation to tokenizers (Po in its Unicode), Mn today: StripAccents keeps it
+    "a\U000111c9b U+111C9",   # punctuation to tokenizers (Po in its Unicode), Mn today: its StripAccents keeps it
     "\t tab\nnewline\rreturn\u00a0nbsp\u2003em\u3000ideo\u2028ls\u2029ps\u0085nel",
     "\u180e mongolian \u200b zwsp \ufeff bom \x1c\x1d\x1e\x1f seps",
     "control\x02nul\x07bell\x7fdel\x01",

@@ -36,14 +36,6 @@ static int load_json_tok(const char *json, qs_llm_vocab *v, qs_err *e)
     return qs_llm_tok_json_parse(json, strlen(json), 0, "wp_tok.json", v, &pp, e);
 }
 
-/* A known gap of the normalizer (store/llm_tok_norm*.c), not of WordPiece: tokenizers' StripAccents
-** keeps U+111C9 (Po in the older Unicode of its tables, Mn today), qscope's, on utf8proc's categories,
-** drops it.  A case with it that differs under BertNormalizer is reported, not counted. */
-static int norm_gap(const qs_llm_vocab *v, const char *text)
-{
-    return v->norm_json && strstr(v->norm_json, "BertNormalizer") && strstr(text, "\xf0\x91\x87\x89");
-}
-
 /* The cases against one expected list: ids, spans and (when given) decode(); returns the mismatches. */
 static int compare(const qs_llm_vocab *v, json_t *cases, json_t *want, const char *label)
 {
@@ -72,10 +64,6 @@ static int compare(const qs_llm_vocab *v, json_t *cases, json_t *want, const cha
             const char *b = back[0] == ' ' ? back + 1 : back;
             same = !strcmp(b, dec);
             if (!same) print_message("# %s: case %zu decodes to '%s', want '%s'\n", label, i, b, dec);
-        }
-        if (!same && norm_gap(v, text)) {
-            print_message("# %s: case %zu differs: the normalizer's known StripAccents gap (U+111C9)\n", label, i);
-            continue;
         }
         if (!same) {
             print_message("# %s: case %zu '%.60s': %d ids%s%s, want %zu\n", label, i, text, n, n < 0 ? ": " : "",
