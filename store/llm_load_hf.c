@@ -9,6 +9,7 @@
 ** permutes them into adjacent pairs.
 */
 #include "llm_load_internal.h"
+#include "llm_tok_wordpiece.h"
 
 #include <fcntl.h>
 #include <jansson.h>
@@ -89,11 +90,40 @@ static int shard_name_ok(const char *s)
     return n > 0 && n < 256 && s[0] != '.' && !strchr(s, '/') && !strchr(s, '\\');
 }
 
+/* A BERT vocab.txt, with the tokenizer_config.json of its directory when there is one
+** (llm_tok_vocabtxt.c).  Errors name the file at fault. */
+static int read_vocab_txt(const char *path, qs_llm_vocab *v, qs_err *e)
+{
+    char cfg[4096];
+    const char *slash = strrchr(path, '/');
+    int dl = slash ? (int)(slash - path + 1) : 0;
+    if (snprintf(cfg, sizeof cfg, "%.*stokenizer_config.json", dl, path) >= (int)sizeof cfg) return qs_fail(e, "%s: path too long", path);
+    qs_file_map m, c = {0};
+    int have_cfg = access(cfg, F_OK) == 0;
+    if (have_cfg && qs_file_map_open(cfg, &c, e)) return -1;
+    if (qs_file_map_open(path, &m, e)) { if (have_cfg) qs_file_map_close(&c); return -1; }
+    int rc = qs_llm_vocab_txt_parse((const char *)m.p, m.n, have_cfg ? (const char *)c.p : NULL, have_cfg ? c.n : 0,
+                                    path, v, e);
+    static const char kCfg[] = "tokenizer_config.json: ";
+    if (rc && !strncmp(e->msg, kCfg, strlen(kCfg))) {   /* the config's fault: name it by its path */
+        memmove(e->msg, e->msg + strlen(kCfg), strlen(e->msg + strlen(kCfg)) + 1);
+        qs_err_prefix(e, cfg);
+    } else if (rc) {
+        qs_err_prefix(e, path);
+    }
+    qs_file_map_close(&m);
+    if (have_cfg) qs_file_map_close(&c);
+    return rc;
+}
+
 /* tokenizer.json -> f->v (ids 0..vocab-1; 0: as many as its ids need) through llm_tok_json.c, which
-** does not build a JSON tree of it; hashed into h when h is given.  Errors name the file. */
+** does not build a JSON tree of it; hashed into h when h is given.  Errors name the file.  A path
+** ending in .txt is a BERT vocab.txt (qs_llm_load_tokenizer's --tokenizer vocab.txt). */
 static int read_tokenizer(const char *path, int vocab, qs_llm_vocab *v, int *pp_bos, XXH3_state_t *h, uint64_t *size,
                           qs_err *e)
 {
+    size_t pl = strlen(path);
+    if (pl >= 4 && !strcmp(path + pl - 4, ".txt")) { *pp_bos = 0; return read_vocab_txt(path, v, e); }   /* BERT */
     qs_file_map m;
     if (qs_file_map_open(path, &m, e)) return -1;
     if (h) { XXH3_128bits_update(h, m.p, m.n); *size += m.n; }

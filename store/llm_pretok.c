@@ -12,6 +12,7 @@
 ** spells them with their byte-level tokens.
 */
 #include "llm_pretok.h"
+#include "llm_pretok_bert.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <jansson.h>
@@ -190,6 +191,9 @@ static int add_json(qs_pretok *p, json_t *j, int depth, qs_err *e)
     if (depth > MAX_DEPTH) return qs_fail(e, "pre-tokenizer nested too deeply");
     const char *t = json_string_value(json_object_get(j, "type"));
     if (!t) return qs_fail(e, "pre-tokenizer without a \"type\"");
+    json_t *bert;   /* BertPreTokenizer, Whitespace, WhitespaceSplit, Punctuation: Split steps (llm_pretok_bert.c) */
+    if (qs_pretok_bert_expand(j, t, &bert, e)) return -1;
+    if (bert) { int rc = add_json(p, bert, depth + 1, e); json_decref(bert); return rc; }
     if (!strcmp(t, "Sequence")) {
         json_t *a = json_object_get(j, "pretokenizers"), *v;
         if (!json_is_array(a)) return qs_fail(e, "pre-tokenizer Sequence without \"pretokenizers\"");
@@ -220,7 +224,7 @@ static int add_json(qs_pretok *p, json_t *j, int depth, qs_err *e)
     if (!strcmp(t, "ByteLevel"))
         return add_step(p, jbool(j, "use_regex", 1) ? kGpt2 : NULL, 0, B_ISOLATED, 0, 1, jbool(j, "add_prefix_space", 1), e);
     return qs_fail(e, "pre-tokenizer type '%.40s' is not supported (Sequence, Split, Digits, ByteLevel, "
-                      "WhitespaceSplit, Punctuation)", t);
+                      "WhitespaceSplit, Punctuation, BertPreTokenizer, Whitespace)", t);
 }
 
 qs_pretok *qs_pretok_from_json(const char *json, qs_err *e)

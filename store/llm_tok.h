@@ -107,8 +107,9 @@ int qs_llm_tok_config_parse(const char *buf, size_t n, const qs_llm_vocab *v, qs
 int qs_llm_tok_config_read(const char *path, const qs_llm_vocab *v, qs_llm_tok_cfg *c, qs_err *e);
 
 /* Append the detokenized bytes of token id to out (at most cap-1 bytes, NUL-terminated); returns the
-** number of bytes written.  Byte-level (GPT-2) spellings are mapped back to raw bytes; ids out of
-** range give "<id>". */
+** number of bytes written.  Byte-level (GPT-2) spellings are mapped back to raw bytes; WordPiece
+** tokens as its decoder writes a token after others ("##" stripped, else a space before it); ids out
+** of range give "<id>". */
 size_t qs_llm_detok(const qs_llm_vocab *v, int id, char *out, size_t cap);
 
 #endif

@@ -5,6 +5,13 @@
 
 #include <stdlib.h>
 
+#include "llm_tok_wordpiece.h"
+
+struct qs_tok_model {
+    int model;          /* QS_TOK_* */
+    qs_tok_wp *wp;      /* QS_TOK_WORDPIECE */
+};
+
 static const char *model_name(const qs_llm_vocab *v)
 {
     switch (v->model) {
@@ -17,17 +24,30 @@ static const char *model_name(const qs_llm_vocab *v)
 int qs_tok_model_build(const qs_llm_vocab *v, qs_tok_model **out, qs_err *e)
 {
     *out = NULL;
-    return qs_fail(e, "the tokenizer model %s is not supported yet", model_name(v));
+    if (v->model != QS_TOK_WORDPIECE) return qs_fail(e, "the tokenizer model %s is not supported yet", model_name(v));
+    qs_tok_model *m = calloc(1, sizeof *m);
+    if (!m) return qs_fail(e, "out of memory");
+    m->model = v->model;
+    if (qs_tok_wp_build(v, &m->wp, e)) { free(m); return -1; }
+    *out = m;
+    return 0;
 }
 
 void qs_tok_model_free(qs_tok_model *m)
 {
+    if (!m) return;
+    qs_tok_wp_free(m->wp);
     free(m);
 }
 
 int qs_tok_model_piece(const qs_llm_vocab *v, const qs_tok_model *m, const char *s, size_t n, qs_tok_emit_fn emit,
                        void *ctx, qs_err *e)
 {
-    (void)m; (void)s; (void)n; (void)emit; (void)ctx;
+    if (v->model == QS_TOK_WORDPIECE && m && m->wp) return qs_tok_wp_piece(v, m->wp, s, n, emit, ctx, e);
     return qs_fail(e, "the tokenizer model %s is not supported yet", model_name(v));
+}
+
+size_t qs_tok_model_detok(const qs_llm_vocab *v, const qs_tok_model *m, int id, char *out, size_t cap)
+{
+    return qs_tok_wp_detok(v, m ? m->wp : NULL, id, out, cap);
 }

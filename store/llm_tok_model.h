@@ -31,4 +31,9 @@ void qs_tok_model_free(qs_tok_model *m);
 int qs_tok_model_piece(const qs_llm_vocab *v, const qs_tok_model *m, const char *s, size_t n, qs_tok_emit_fn emit,
                        void *ctx, qs_err *e);
 
+/* The text of token id (0 <= id < v->n) when it follows other tokens, as the model's decoder writes it
+** (WordPiece: "##" joins, a space otherwise; m NULL: the decoder's defaults).  Appends at most cap-1
+** bytes + NUL; returns the bytes written.  For v->model == QS_TOK_WORDPIECE. */
+size_t qs_tok_model_detok(const qs_llm_vocab *v, const qs_tok_model *m, int id, char *out, size_t cap);
+
 #endif
