@@ -368,7 +368,7 @@ static int tok_build(const qs_llm_vocab *v, const char *source, qs_llm_tok **out
 {
     qs_llm_tok *k = calloc(1, sizeof *k);
     if (!k || (source && !(k->source = strdup(source)))) { tok_free(k); return qs_fail(e, "out of memory"); }
-    if (v->n && v->vhash && (v->byte_level || v->model != QS_TOK_BPE || v->pre_json || v->norm_json)) {
+    if (v->n && v->vhash && (v->byte_level || v->model != QS_TOK_BPE || v->pre_json || v->norm_json || v->model_json)) {
         qs_err pe = {{0}};
         k->ignore_merges = v->ignore_merges;
         if (v->byte_level || v->pre_json)   /* without either: no pre-tokenizer (SentencePiece-style files) */
@@ -398,7 +398,7 @@ void qs_llm_vocab_free(qs_llm_vocab *v)
 {
     free(v->text); free(v->off); free(v->type); free(v->mtext); free(v->moff);
     free(v->vhash); free(v->mhash); free(v->special); free(v->pre_json); free(v->pre_regex);
-    free(v->model_json); free(v->norm_json); free(v->aflags);
+    free(v->model_json); free(v->norm_json); free(v->aflags); free(v->score);
     tok_free(v->tok);
     memset(v, 0, sizeof *v);
 }
@@ -459,7 +459,7 @@ int qs_llm_tokenize_offs(const qs_llm_vocab *v, const char *name, const char *te
 {
     const qs_llm_tok *k0 = v->tok;
     const char *src = k0 ? k0->source : NULL;
-    if (!v->n || !v->vhash || (v->model == QS_TOK_BPE && !v->byte_level && !v->pre_json && !v->norm_json))
+    if (!v->n || !v->vhash || (v->model == QS_TOK_BPE && !v->byte_level && !v->pre_json && !v->norm_json && !v->model_json))
         return qs_fail(e, "%s%sthe model has no tokenizer qscope can run (byte-level BPE, WordPiece, Unigram or "
                        "SentencePiece BPE); give token ids", src ? src : "", src ? ": " : "");
     if (off && len >= UINT32_MAX) return qs_fail(e, "%s is too long for token offsets (4 GiB)", name ? name : "the text");

@@ -50,6 +50,8 @@ typedef struct qs_llm_vocab {
     char *norm_json;     /* tokenizer.json "normalizer" as compact JSON, or NULL (none) */
     uint8_t *aflags;     /* [n] QS_TOK_ADDED|... for added tokens (tokenizer.json), or NULL */
     qs_llm_tok *tok;     /* compiled pre-tokenizer and added-token trie (qs_llm_tok_prepare), or NULL */
+    double *score;       /* [n] piece scores (Unigram; SentencePiece BPE from tokenizer.model or a GGUF
+                         ** "llama" vocabulary, which merges by score), or NULL */
 } qs_llm_vocab;
 
 /* Compile what tokenizing needs once, when the vocabulary is loaded: the pre-tokenizer (pre_json,
