@@ -108,6 +108,15 @@ int qs_llm_load_tokenizer(const char *path, qs_llm_file *f, qs_err *e)
     memset(f, 0, sizeof *f);
     f->v.bos = f->v.eos = -1;
     int pp_bos;
+    size_t pl = strlen(path);
+    if (pl >= 6 && !strcmp(path + pl - 6, ".model")) {   /* SentencePiece's tokenizer.model */
+        qs_file_map m;
+        if (qs_file_map_open(path, &m, e)) return -1;
+        int rc = qs_llm_tok_spm_parse(m.p, m.n, path, &f->v, e);
+        qs_file_map_close(&m);
+        if (rc) { qs_err_prefix(e, path); qs_llm_file_free(f); }
+        return rc;
+    }
     if (read_tokenizer(path, 0, &f->v, &pp_bos, NULL, NULL, e)) { qs_llm_file_free(f); return -1; }
     return 0;
 }

@@ -22,6 +22,7 @@
 #include "llm_pretok.h"
 #include "llm_tok_model.h"
 #include "llm_tok_norm.h"
+#include "llm_tok_spm.h"
 
 enum { CACHE_MAX_PIECE = 256 };
 
@@ -524,6 +525,8 @@ size_t qs_llm_detok(const qs_llm_vocab *v, int id, char *out, size_t cap)
     if (!cap) return 0;
     size_t o = 0;
     if (id < 0 || id >= v->n) return (size_t)snprintf(out, cap, "<%d>", id) < cap ? strlen(out) : cap - 1;
+    if (v->model == QS_TOK_UNIGRAM || (v->model == QS_TOK_BPE && !v->byte_level && v->model_json))
+        return qs_tok_spm_detok(v, id, out, cap);   /* "▁" and <0xXX> (llm_tok_spm.c) */
     const unsigned char *s = (const unsigned char *)v->text + v->off[id];
     int control = v->type && v->type[id] == 3;
     if (!v->byte_level || control) {

@@ -100,6 +100,11 @@ int qs_llm_tokenize(const qs_llm_vocab *v, const char *text, size_t len, int32_t
 int qs_llm_tok_json_parse(const char *buf, size_t n, int vocab, const char *source, qs_llm_vocab *v, int *pp_bos,
                           qs_err *e);
 
+/* A SentencePiece tokenizer.model image (llm_tok_spm_model.c) -> v: pieces, scores and types (the
+** GGUF token_type codes), the model (Unigram or BPE by score) and its normalizer options, prepared
+** naming source.  A bounded reader of the protobuf wire format; errors do not name the file. */
+int qs_llm_tok_spm_parse(const uint8_t *buf, size_t n, const char *source, qs_llm_vocab *v, qs_err *e);
+
 /* What tokenizer_config.json says (llm_tok_config.c): the ids of its bos_token and eos_token (by
 ** content; -1 when absent or not in v) and add_bos_token (1, 0, or -1 when absent). */
 typedef struct { int bos, eos, add_bos; } qs_llm_tok_cfg;

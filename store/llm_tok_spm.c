@@ -9,6 +9,7 @@
 */
 #include "llm_tok_spm.h"
 
+#include <ctype.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +62,8 @@ static int options(const qs_llm_vocab *v, qs_tok_spm *m, qs_err *e)
     const char *suf = json_string_value(json_object_get(mj, "end_of_word_suffix"));
     if (!rc && ((pre && *pre) || (suf && *suf)))
         rc = qs_fail(e, "BPE continuing_subword_prefix / end_of_word_suffix without byte-level spelling is not supported");
+    const char *why = json_string_value(json_object_get(sp, "unsupported"));
+    if (!rc && why) rc = qs_fail(e, "%s", why);
     if (sp) {
         m->src = jtrue(sp, "llama_cpp", 0) ? SPM_GGUF : SPM_PROTO;
         m->spm_norm = 1;
@@ -302,4 +305,25 @@ int qs_tok_spm_piece(const qs_llm_vocab *v, const qs_tok_spm *m, const char *s, 
     if (!rc) rc = qs_tok_spm_flush(&o, e);
     free(x.t); free(x.map);
     return rc;
+}
+
+size_t qs_tok_spm_detok(const qs_llm_vocab *v, int id, char *out, size_t cap)
+{
+    const char *s = v->text + v->off[id];
+    size_t o = 0, n = strlen(s);
+    unsigned b;
+    char tail;
+    int control = v->type && v->type[id] == 3;
+    if (!control && n == 6 && sscanf(s, "<0x%2X%c", &b, &tail) == 2 && tail == '>' && isxdigit((unsigned char)s[3]) &&
+        isxdigit((unsigned char)s[4])) {
+        if (cap > 1) out[o++] = (char)b;
+        out[o] = 0;
+        return o;
+    }
+    for (size_t i = 0; i < n && o + 1 < cap;) {
+        if (!control && !strncmp(s + i, kMeta, 3)) { out[o++] = ' '; i += 3; }
+        else out[o++] = s[i++];
+    }
+    out[o] = 0;
+    return o;
 }

@@ -76,6 +76,10 @@ int qs_tok_spm_unknown(const qs_llm_vocab *v, const qs_tok_spm *m, spm_out *o, c
                        qs_err *e);
 int qs_tok_spm_flush(spm_out *o, qs_err *e);
 
+/* qs_llm_detok for these vocabularies: "▁" is a space, a <0xXX> token its byte, control tokens as
+** spelled.  id is in range; cap > 0. */
+size_t qs_tok_spm_detok(const qs_llm_vocab *v, int id, char *out, size_t cap);
+
 /* The two models on one prepared piece (llm_tok_unigram.c, llm_tok_spm_bpe.c). */
 int qs_tok_unigram_run(const qs_llm_vocab *v, const qs_tok_spm *m, const spm_text *x, spm_out *o, qs_err *e);
 int qs_tok_spm_bpe_run(const qs_llm_vocab *v, const qs_tok_spm *m, const spm_text *x, spm_out *o, qs_err *e);

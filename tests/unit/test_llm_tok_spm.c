@@ -1,0 +1,231 @@
+/*
+** SentencePiece-style tokenizers (store/llm_tok_spm*.c, llm_tok_unigram.c, llm_pretok_meta.c) against
+** their references, on the adversarial cases of fixtures/llm/spm_expected.json (written with the tiny
+** models by tests/llm/make_spm_vectors.py):
+**   - tokenizer.json forms (Unigram and BPE with byte_fallback; Metaspace always/first/never, split
+**     or not; Llama-2's and Gemma's normalizers once llm_tok_norm.c runs them) against `tokenizers`:
+**     ids and byte spans;
+**   - the tokenizer.model files against `sentencepiece`: ids, and spans of the tokens that are not
+**     byte-fallback tokens;
+**   - a GGUF with tokenizer.ggml.model "llama" against sentencepiece without whitespace removal
+**     (llama.cpp's rules).
+** Cases with added tokens (<sep>, <s>) are compared with tokenizers only: qscope matches them before
+** the model, as tokenizers and llama.cpp do, which sentencepiece itself does not.
+*/
+#include "test_util.h"
+
+#include <jansson.h>
+
+#include "../../store/llm_load.h"
+#include "../../store/llm_tok.h"
+#include "../../store/llm_tok_norm.h"
+
+static int32_t ids[4096];
+static uint32_t offs[8192];
+
+static json_t *expected(void)
+{
+    json_error_t je;
+    json_t *j = json_load_file("fixtures/llm/spm_expected.json", 0, &je);
+    if (!j) print_message("# spm_expected.json: %s\n", je.text);
+    assert_non_null(j);
+    return j;
+}
+
+static int has_added(const char *s) { return strstr(s, "<sep>") || strstr(s, "<s>") || strstr(s, "</s>") || strstr(s, "<unk>"); }
+
+static int is_byte_token(const qs_llm_vocab *v, int id)
+{
+    const char *s = v->text + v->off[id];
+    return strlen(s) == 6 && !strncmp(s, "<0x", 3) && s[5] == '>';
+}
+
+/* Tokenize every case with v; compare ids (and spans unless spans is NULL) with the reference.
+** Spans: a token made of nothing but a prepended "▁" has no bytes here (llm_tok.h), where
+** tokenizers gives it the first character's; with bytes_loose, byte-fallback tokens are not compared
+** (sentencepiece gives the character to the last byte only).  Returns the mismatches. */
+static int compare(const qs_llm_vocab *v, json_t *cases, json_t *want, json_t *spans, int skip_added, int bytes_loose,
+                   const char *label)
+{
+    size_t i;
+    json_t *c;
+    int bad = 0, done = 0;
+    json_array_foreach(cases, i, c) {
+        const char *text = json_string_value(c);
+        if (skip_added && has_added(text)) continue;
+        json_t *w = json_array_get(want, i), *ws = spans ? json_array_get(spans, i) : NULL;
+        qs_err e = {{0}};
+        int n = qs_llm_tokenize_offs(v, NULL, text, strlen(text), ids, offs, 4096, &e);
+        int same = n == (int)json_array_size(w), k = 0;
+        for (; same && k < n; k++) same = ids[k] == json_integer_value(json_array_get(w, (size_t)k));
+        for (int t = 0; same && ws && t < n; t++) {
+            json_t *sp = json_array_get(ws, (size_t)t);
+            uint32_t a = (uint32_t)json_integer_value(json_array_get(sp, 0)), b = (uint32_t)json_integer_value(json_array_get(sp, 1));
+            if (offs[2 * t] == a && offs[2 * t + 1] == b) continue;
+            if (offs[2 * t] == offs[2 * t + 1] && offs[2 * t] == a && !strcmp(v->text + v->off[ids[t]], "\xE2\x96\x81")) continue;
+            if (bytes_loose && is_byte_token(v, ids[t])) continue;
+            print_message("# %s: case %zu token %d (id %d): span [%u, %u), want [%u, %u)\n", label, i, t, ids[t],
+                          offs[2 * t], offs[2 * t + 1], a, b);
+            same = 0;
+        }
+        done++;
+        if (!same) {
+            print_message("# %s: case %zu '%s': %d ids%s%s, want %zu:", label, i, text, n, n < 0 ? ": " : "",
+                          n < 0 ? e.msg : "", json_array_size(w));
+            for (int t = 0; t < n && t < 40; t++) print_message(" %d", ids[t]);
+            print_message("\n");
+            bad++;
+        }
+    }
+    assert_true(done > 0);
+    return bad;
+}
+
+/* A tokenizer.json file with its pre_tokenizer and normalizer replaced -> v. */
+static void load_variant(const char *base, json_t *pre, json_t *norm, qs_llm_vocab *v)
+{
+    char path[256];
+    snprintf(path, sizeof path, "fixtures/llm/%s", base);
+    json_error_t je;
+    json_t *j = json_load_file(path, 0, &je);
+    assert_non_null(j);
+    json_object_set(j, "pre_tokenizer", pre);
+    json_object_set(j, "normalizer", norm);
+    char *s = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    qs_err e = {{0}};
+    int pp;
+    memset(v, 0, sizeof *v);
+    v->bos = v->eos = -1;
+    int rc = qs_llm_tok_json_parse(s, strlen(s), 0, base, v, &pp, &e);
+    if (rc) print_message("# %s: %s\n", base, e.msg);
+    assert_int_equal(rc, 0);
+    free(s);
+}
+
+static void test_json_forms(void **st)
+{
+    (void)st;
+    json_t *x = expected(), *var;
+    size_t i;
+    int bad = 0, run = 0;
+    json_array_foreach(json_object_get(x, "json"), i, var) {
+        const char *name = json_string_value(json_object_get(var, "name"));
+        json_t *norm = json_object_get(var, "normalizer");
+        if (!json_is_null(norm)) {   /* llm_tok_norm.c may not run this normalizer yet */
+            char *ns = json_dumps(norm, JSON_COMPACT);
+            qs_err e = {{0}};
+            qs_tok_norm *nm = qs_tok_norm_from_json(ns, &e);
+            free(ns);
+            if (!nm) { print_message("# %s: skipped, the normalizer is not supported (%s)\n", name, e.msg); continue; }
+            qs_tok_norm_free(nm);
+        }
+        qs_llm_vocab v;
+        load_variant(json_string_value(json_object_get(var, "base")), json_object_get(var, "pre_tokenizer"), norm, &v);
+        bad += compare(&v, json_object_get(x, "cases"), json_object_get(var, "ids"), json_object_get(var, "spans"), 0, 0, name);
+        qs_llm_vocab_free(&v);
+        run++;
+    }
+    print_message("# %d tokenizer.json forms against tokenizers, %d mismatches\n", run, bad);
+    json_decref(x);
+    assert_true(run >= 8);
+    assert_int_equal(bad, 0);
+}
+
+static void test_model_files(void **st)
+{
+    (void)st;
+    json_t *x = expected(), *res;
+    const char *name;
+    int bad = 0;
+    json_object_foreach(json_object_get(x, "model"), name, res) {
+        char path[256];
+        snprintf(path, sizeof path, "fixtures/llm/%s.model", name);
+        qs_llm_file f;
+        qs_err e = {{0}};
+        int rc = qs_llm_load_tokenizer(path, &f, &e);
+        if (rc) print_message("# %s: %s\n", path, e.msg);
+        assert_int_equal(rc, 0);
+        bad += compare(&f.v, json_object_get(x, "cases"), json_object_get(res, "ids"), json_object_get(res, "spans"), 1, 1, name);
+        qs_llm_file_free(&f);
+    }
+    json_decref(x);
+    assert_int_equal(bad, 0);
+}
+
+static void test_gguf_llama(void **st)
+{
+    (void)st;
+    json_t *x = expected();
+    qs_llm_file f;
+    qs_err e = {{0}};
+    int rc = qs_llm_load_gguf("fixtures/llm/spm_llama.gguf", &f, &e);
+    if (rc) print_message("# spm_llama.gguf: %s\n", e.msg);
+    assert_int_equal(rc, 0);
+    assert_int_equal(compare(&f.v, json_object_get(x, "cases"), json_object_get(json_object_get(x, "gguf"), "ids"), NULL, 1, 1,
+                             "gguf"), 0);
+    /* detokenization: "▁" is a space, <0xXX> its byte */
+    char out[256];
+    size_t o = 0;
+    const char *text = "rare chars: \xE2\x88\xAE \xEA\x99\xAE";
+    int n = qs_llm_tokenize(&f.v, text, strlen(text), ids, 4096, &e);
+    assert_true(n > 0);
+    for (int k = 0; k < n; k++) o += qs_llm_detok(&f.v, ids[k], out + o, sizeof out - o);
+    assert_string_equal(out, " rare chars: \xE2\x88\xAE \xEA\x99\xAE");
+    qs_llm_file_free(&f);
+    json_decref(x);
+}
+
+/* What is refused, with one line naming the part. */
+static void test_refusals(void **st)
+{
+    (void)st;
+    qs_llm_vocab v;
+    qs_err e = {{0}};
+    json_t *pre = json_pack("{s:s, s:s, s:s}", "type", "Metaspace", "replacement", "_", "prepend_scheme", "always");
+    load_variant("spm_uni.json", pre, json_null(), &v);
+    assert_int_equal(qs_llm_tokenize(&v, "a b", 3, ids, 4096, &e), -1);
+    assert_non_null(strstr(e.msg, "Metaspace with replacement"));
+    qs_llm_vocab_free(&v);
+    json_decref(pre);
+    pre = json_pack("{s:s, s:s}", "type", "Metaspace", "prepend_scheme", "sometimes");
+    load_variant("spm_uni.json", pre, json_null(), &v);
+    assert_int_equal(qs_llm_tokenize(&v, "a b", 3, ids, 4096, &e), -1);
+    assert_non_null(strstr(e.msg, "prepend_scheme"));
+    qs_llm_vocab_free(&v);
+    json_decref(pre);
+    /* a Unigram vocabulary that is not [piece, score] pairs */
+    const char *bad = "{\"model\":{\"type\":\"Unigram\",\"unk_id\":0,\"vocab\":[[\"<unk>\",0],[\"a\"]]}}";
+    int pp;
+    memset(&v, 0, sizeof v);
+    assert_int_equal(qs_llm_tok_json_parse(bad, strlen(bad), 0, "t.json", &v, &pp, &e), -1);
+    assert_non_null(strstr(e.msg, "model.vocab[1] is not [piece, score]"));
+    qs_llm_vocab_free(&v);
+    /* no unknown token and an unknown character */
+    const char *nounk = "{\"model\":{\"type\":\"Unigram\",\"unk_id\":null,\"vocab\":[[\"a\",-1],[\"b\",-2]]}}";
+    memset(&v, 0, sizeof v);
+    assert_int_equal(qs_llm_tok_json_parse(nounk, strlen(nounk), 0, "t.json", &v, &pp, &e), 0);
+    assert_int_equal(qs_llm_tokenize(&v, "ab", 2, ids, 4096, &e), 2);
+    assert_int_equal(qs_llm_tokenize(&v, "abc", 3, ids, 4096, &e), -1);
+    assert_non_null(strstr(e.msg, "no unknown token"));
+    qs_llm_vocab_free(&v);
+    /* BPE dropout samples: refused */
+    const char *drop = "{\"model\":{\"type\":\"BPE\",\"dropout\":0.1,\"vocab\":{\"a\":0},\"merges\":[]},"
+                       "\"pre_tokenizer\":{\"type\":\"Metaspace\"}}";
+    memset(&v, 0, sizeof v);
+    assert_int_equal(qs_llm_tok_json_parse(drop, strlen(drop), 0, "t.json", &v, &pp, &e), 0);
+    assert_int_equal(qs_llm_tokenize(&v, "a", 1, ids, 4096, &e), -1);
+    assert_non_null(strstr(e.msg, "dropout"));
+    qs_llm_vocab_free(&v);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_json_forms),
+        cmocka_unit_test(test_model_files),
+        cmocka_unit_test(test_gguf_llama),
+        cmocka_unit_test(test_refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
