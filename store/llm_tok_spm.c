@@ -190,7 +190,7 @@ void qs_tok_spm_span(const spm_text *x, size_t a, size_t b, uint32_t *sa, uint32
 {
     if (b > a) {
         *sa = x->map[2 * a];
-        *sb = x->map[2 * (b - 1) + 1];
+        *sb = x->tile && b < x->n ? x->map[2 * b] : x->map[2 * (b - 1) + 1];
         if (*sb < *sa) *sb = *sa;
         return;
     }
@@ -274,6 +274,7 @@ static int prep(const qs_tok_spm *m, const char *s, size_t n, spm_text *x, qs_er
         }
         return 0;
     }
+    x->tile = m->remove_ws;
     if (m->remove_ws) while (i < n && s[i] == ' ') i++;
     if (i == n) return 0;   /* nothing but spaces: no tokens */
     if (m->dummy_prefix) out_str(x, ws, wl, (uint32_t)i, (uint32_t)i);

@@ -44,6 +44,8 @@ typedef struct {
     char *t;
     uint32_t *map;
     size_t n;
+    int tile;   /* SentencePiece's whitespace removal: a token ends where the next one starts, so
+                ** the spaces removed after it are its own (sentencepiece's spans) */
 } spm_text;
 
 /* The tokens of a piece on their way out: a pending unknown token (fused with the next unknown). */

@@ -16,7 +16,7 @@
 #include <string.h>
 
 typedef struct { uint32_t a, len; int prev, next, id; } sym;   /* bytes [a, a+len) of the model text */
-typedef struct { double prio; int left, right; uint32_t len; int id; } pair;
+typedef struct { float prio; int left, right; uint32_t len; int id; } pair;   /* rank or -score: exact in float */
 
 typedef struct {
     const qs_llm_vocab *v;
@@ -24,7 +24,8 @@ typedef struct {
     const spm_text *x;
     sym *s;
     pair *h;
-    size_t hn;
+    size_t hn, hcap;
+    int oom;
     char *key;   /* "left right" for a merge-rank lookup */
 } bpe;
 
@@ -32,6 +33,12 @@ static int before(const pair *p, const pair *q) { return p->prio < q->prio || (p
 
 static void push(bpe *b, pair p)
 {
+    if (b->hn == b->hcap) {   /* grown as needed: the pairs that may merge are usually far fewer than the bytes */
+        size_t nc = b->hcap ? 2 * b->hcap : 64;
+        pair *nh = realloc(b->h, nc * sizeof *nh);
+        if (!nh) { b->oom = 1; return; }
+        b->h = nh; b->hcap = nc;
+    }
     size_t i = b->hn++;
     b->h[i] = p;
     while (i && before(&b->h[i], &b->h[(i - 1) / 2])) {
@@ -61,7 +68,7 @@ static int lookup(const bpe *b, const char *s, size_t n)
     return qs_llm_hash_find(v->text, v->off, v->vhash, v->vhcap, s, n);
 }
 
-/* The pair (l, l.next), if it may merge: onto the heap (room: n - 1 first pairs, 2 per merge). */
+/* The pair (l, l.next), if it may merge: onto the heap. */
 static void offer(bpe *b, int l)
 {
     if (l < 0) return;
@@ -71,10 +78,10 @@ static void offer(bpe *b, int l)
     sym *L = &b->s[l], *R = &b->s[r];
     int id = lookup(b, t + L->a, L->len + R->len);   /* adjacent in the model text: one string */
     if (id < 0) return;
-    double prio;
+    float prio;
     if (b->m->by_score) {
         if (!qs_tok_spm_candidate(b->v, b->m, id)) return;
-        prio = -b->v->score[id];
+        prio = (float)-b->v->score[id];
     } else {
         memcpy(b->key, t + L->a, L->len);
         b->key[L->len] = ' ';
@@ -82,15 +89,15 @@ static void offer(bpe *b, int l)
         const qs_llm_vocab *v = b->v;
         int rank = v->mhash ? qs_llm_hash_find(v->mtext, v->moff, v->mhash, v->mhcap, b->key, L->len + 1 + R->len) : -1;
         if (rank < 0) return;
-        prio = rank;
+        prio = (float)rank;
     }
     push(b, (pair){prio, l, r, L->len + R->len, id});
 }
 
 int qs_tok_spm_bpe_run(const qs_llm_vocab *v, const qs_tok_spm *m, const spm_text *x, spm_out *o, qs_err *e)
 {
-    bpe b = {v, m, x, malloc(x->n * sizeof *b.s), malloc((3 * x->n + 1) * sizeof *b.h), 0, malloc(x->n + 2)};
-    if (!b.s || !b.h || !b.key) { free(b.s); free(b.h); free(b.key); return qs_fail(e, "out of memory"); }
+    bpe b = {v, m, x, malloc(x->n * sizeof *b.s), NULL, 0, 0, 0, malloc(x->n + 2)};
+    if (!b.s || !b.key) { free(b.s); free(b.key); return qs_fail(e, "out of memory"); }
     int ns = 0;
     for (size_t i = 0; i < x->n;) {   /* one symbol per character */
         size_t k = qs_tok_spm_charlen(x->t, x->n, i);
@@ -102,7 +109,7 @@ int qs_tok_spm_bpe_run(const qs_llm_vocab *v, const qs_tok_spm *m, const spm_tex
         i += k;
     }
     for (int i = 0; i + 1 < ns; i++) offer(&b, i);
-    while (b.hn) {
+    while (b.hn && !b.oom) {
         pair p = pop(&b);
         sym *L = &b.s[p.left], *R = &b.s[p.right];
         if (!L->len || !R->len || L->next != p.right || L->len + R->len != p.len) continue;   /* stale */
@@ -114,7 +121,7 @@ int qs_tok_spm_bpe_run(const qs_llm_vocab *v, const qs_tok_spm *m, const spm_tex
         offer(&b, L->prev);
         offer(&b, p.left);
     }
-    int rc = 0;
+    int rc = b.oom ? qs_fail(e, "out of memory") : 0;
     for (int i = 0; i >= 0 && !rc; i = b.s[i].next) {
         sym *s = &b.s[i];
         if (s->id >= 0) rc = qs_tok_spm_put(m, o, x, s->id, s->a, s->a + s->len, e);

@@ -10,10 +10,12 @@ Writes, in tests/fixtures/llm/ (seeded: the same bytes every run for the same li
   spm_{bpe,bpe_nofb,uni,uni_nofb}.model  tiny models trained by sentencepiece's trainer on generated
               text (BPE and Unigram, byte_fallback on and off, identity normalization, a user-defined
               symbol <sep>), small vocabularies so that rare characters are unknown;
+  spm_uni_rules.model  the same Unigram with a few normalization rules (RULES, compiled by the
+              trainer into a precompiled_charsmap: needs llm_tok_norm.c's charsmap decoder);
   spm_{bpe,uni}.json  their tokenizer.json conversions (Unigram [piece, score] vocabulary; BPE with
               merges ordered by the merged piece's score, byte_fallback, fuse_unk, unk_token),
               without normalizer or pre-tokenizer (the variants below add them);
-  spm_expected.json  "cases" (adversarial texts); "model": for each .model, sentencepiece's ids of
+  spm_expected.json  "cases" (adversarial texts, then 60 seeded random ones); "model": for each .model, sentencepiece's ids of
               every case; "json": for each variant (base file + pre_tokenizer + normalizer) the ids
               and byte spans `tokenizers` gives; "gguf": the ids of spm_llama.gguf's vocabulary
               (sentencepiece's, without the normalizer's whitespace removal: llama.cpp's rules);
@@ -54,6 +56,7 @@ CASES = [
     "x",
     "anonymous unanimous synonymous",
     "ZZZZZZZZZZZZZZZZZZZZZZZZZZZZ",
+    "full-width ＡＢＣ１２３ and the ligature ﬁne, ㍿, zero\u200bwidth, cafe\u0301 and café",
 ]
 
 WORDS = ("the of and to a in that is was he for it with as his on be at by had not are but from or have an "
@@ -61,6 +64,20 @@ WORDS = ("the of and to a in that is was he for it with as his on be at by had n
          "so said what up its about into than them can only other new some could time these two may then do "
          "first any my now such like our over man me even most made after also did many before must through "
          "quantization precision mantissa exponent rounding tokenizer sentence piece unigram merge").split()
+
+
+def random_cases(n):
+    """Seeded texts from the training words with odd spacing, newlines, digits and rare characters."""
+    rng = random.Random(4)
+    extra = ["∮", "ʬ", "😀", "東京", "é", "\n", "\t", "  ", "   ", "▁", "123", "4.5", "ꙮꙮ", "<0x41>"]
+    out = []
+    for _ in range(n):
+        parts = []
+        for _ in range(rng.randint(1, 12)):
+            parts.append(rng.choice(WORDS) if rng.random() < 0.7 else rng.choice(extra))
+            parts.append(rng.choice([" ", " ", " ", "", "  ", "\n"]))
+        out.append("".join(parts))
+    return out
 
 
 def corpus():
@@ -78,11 +95,27 @@ def corpus():
     return lines
 
 
-def train(name, model_type, vocab, byte_fallback):
+# a few normalization rules (source code points -> target), compiled by the trainer into a small
+# precompiled_charsmap: tabs and newlines to spaces, full-width letters and digits, a ligature, a
+# square word, a character deleted
+RULES = [("9", "20"), ("A", "20"), ("D", "20"), ("FF21", "41"), ("FF22", "42"), ("FF23", "43"), ("FF11", "31"),
+         ("FF12", "32"), ("FF13", "33"), ("FB01", "66 69"), ("337F", "682A 5F0F 4F1A 793E"), ("200B", ""),
+         ("65 301", "E9")]
+
+
+def train(name, model_type, vocab, byte_fallback, rule="identity"):
     buf = io.BytesIO()
-    spm.SentencePieceTrainer.train(
+    extra = {}
+    if rule == "rules":
+        tsv = os.path.join(FIX, "..", "..", "..", "build", "spm_rules.tsv")
+        os.makedirs(os.path.dirname(tsv), exist_ok=True)
+        with open(tsv, "w") as f:
+            f.write("".join("%s\t%s\n" % r for r in RULES))
+        extra = {"normalization_rule_tsv": tsv}
+        rule = "identity"
+    spm.SentencePieceTrainer.train(**extra,
         sentence_iterator=iter(corpus()), model_writer=buf, model_type=model_type, vocab_size=vocab,
-        byte_fallback=byte_fallback, normalization_rule_name="identity", user_defined_symbols=["<sep>"],
+        byte_fallback=byte_fallback, normalization_rule_name=rule, user_defined_symbols=["<sep>"],
         character_coverage=0.9995, num_threads=1, seed_sentencepiece_size=100000, shuffle_input_sentence=False,
         hard_vocab_limit=False, minloglevel=2)
     data = buf.getvalue()
@@ -283,11 +316,15 @@ def write_gguf(sp, path):
 
 def main():
     os.makedirs(FIX, exist_ok=True)
+    CASES.extend(random_cases(60))
     out = {"cases": CASES, "model": {}, "json": [], "gguf": {}}
     sps = {}
-    for name, kind, vocab, fb in (("spm_bpe", "bpe", 600, True), ("spm_bpe_nofb", "bpe", 320, False),
-                                  ("spm_uni", "unigram", 600, True), ("spm_uni_nofb", "unigram", 320, False)):
-        sp = spm.SentencePieceProcessor(model_proto=train(name, kind, vocab, fb))
+    for name, kind, vocab, fb, rule in (("spm_bpe", "bpe", 600, True, "identity"),
+                                        ("spm_bpe_nofb", "bpe", 320, False, "identity"),
+                                        ("spm_uni", "unigram", 600, True, "identity"),
+                                        ("spm_uni_nofb", "unigram", 320, False, "identity"),
+                                        ("spm_uni_rules", "unigram", 400, False, "rules")):
+        sp = spm.SentencePieceProcessor(model_proto=train(name, kind, vocab, fb, rule))
         sps[name] = sp
         res = {"ids": [], "spans": []}
         for c in CASES:
