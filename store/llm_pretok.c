@@ -74,6 +74,7 @@ struct qs_pretok_scan {
     pcre2_jit_stack *js;
     step_run r[MAX_STEPS];
     const char *name;          /* the text, for messages */
+    size_t origin;             /* text offset of position 0 (Metaspace "first": qs_pretok_scan_origin) */
 };
 
 void qs_pretok_free(qs_pretok *p)
@@ -420,7 +421,7 @@ static int run(qs_pretok_scan *sc, int k, const char *s, size_t n, size_t at, si
     if (k == p->n) return cb(ctx, s, n, at, virt);
     const step *st = &p->s[k];
     step_run *r = &sc->r[k];
-    if (st->prefix_space && qs_pretok_meta_prepend(st->prefix_space, s, n, at, virt)) {   /* ByteLevel, Metaspace */
+    if (st->prefix_space && qs_pretok_meta_prepend(st->prefix_space, s, n, sc->origin + at, virt)) {   /* ByteLevel, Metaspace */
         if (n + 1 > r->bcap) {
             char *b = realloc(r->buf, n + 1);
             if (!b) return qs_fail(e, "out of memory");
@@ -443,6 +444,11 @@ static int run(qs_pretok_scan *sc, int k, const char *s, size_t n, size_t at, si
         if ((rc = run(sc, k + 1, s + a, r->out[i].b - a, at + a + v - virt, v, cb, ctx, e))) return rc;
     }
     return 0;
+}
+
+void qs_pretok_scan_origin(qs_pretok_scan *sc, size_t origin)
+{
+    sc->origin = origin;
 }
 
 int qs_pretok_run(qs_pretok_scan *sc, const char *s, size_t n, size_t at, qs_pretok_cb cb, void *ctx, qs_err *e)

@@ -17,11 +17,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 #include <xxhash.h>
 
 #include "llm_pretok.h"
 #include "llm_tok_model.h"
-#include "llm_tok_norm.h"
+#include "llm_tok_norm_int.h"
 #include "llm_tok_spm.h"
 
 enum { CACHE_MAX_PIECE = 256 };
@@ -282,10 +283,20 @@ static int piece(void *ctx, const char *s, size_t n, size_t at, size_t virt)
 
 /* ---------------------------------------------------------------- the prepared tokenizer */
 
-/* Added tokens (control and user-defined) in a trie: node 0 is the root, edges in one open-addressing
+/* Added tokens (control and user-defined) in tries: node 0 is the root, edges in one open-addressing
 ** table keyed by (node, byte).  A node's id is the token ending there (the smallest id among equal
-** strings), or -1. */
+** strings), or -1.  Two tries, as tokenizers' AddedVocabulary has: the tokens matched on the raw text
+** (normalized: false, and every added token of a GGUF), and the others, spelled as the normalizer
+** writes them, matched on each normalized stretch. */
 typedef struct { uint32_t node, child; uint8_t byte; } edge;
+
+typedef struct {
+    int32_t *term;             /* [nodes] */
+    uint32_t nodes;
+    edge *edges;               /* [ecap], child 0 = empty */
+    size_t ecap;
+    uint8_t first[256];        /* 1: some token starts with this byte */
+} trie;
 
 struct qs_llm_tok {
     char *source;              /* tokenizer.json, the .gguf, or NULL */
@@ -294,25 +305,18 @@ struct qs_llm_tok {
     qs_tok_norm *norm;         /* NULL: none */
     qs_tok_model *model;       /* state of a model other than byte-level BPE, or NULL */
     int ignore_merges;
-    int32_t *term;             /* [nodes] */
-    uint32_t nodes;
-    edge *edges;               /* [ecap], child 0 = empty */
-    size_t ecap;
-    uint8_t first[256];        /* 1: some added token starts with this byte */
+    trie raw, normed;          /* added tokens matched before / after normalization */
 };
 
-static size_t edge_slot(const qs_llm_tok *k, uint32_t node, uint8_t b)
+static size_t edge_slot(const trie *k, uint32_t node, uint8_t b)
 {
     size_t i = (size_t)XXH3_64bits_withSeed(&b, 1, node) & (k->ecap - 1);
     while (k->edges[i].child && (k->edges[i].node != node || k->edges[i].byte != b)) i = (i + 1) & (k->ecap - 1);
     return i;
 }
 
-static int trie_build(const qs_llm_vocab *v, qs_llm_tok *k, qs_err *e)
+static int trie_alloc(trie *k, size_t bytes, qs_err *e)
 {
-    size_t bytes = 0;
-    for (int i = 0; v->type && i < v->n; i++)
-        if (v->type[i] == 3 || v->type[i] == 4) bytes += strlen(v->text + v->off[i]);
     if (bytes >= UINT32_MAX / 2) return qs_fail(e, "added tokens too long");
     k->ecap = 16;
     while (k->ecap < 2 * bytes) k->ecap *= 2;
@@ -321,27 +325,66 @@ static int trie_build(const qs_llm_vocab *v, qs_llm_tok *k, qs_err *e)
     if (!k->edges || !k->term) return qs_fail(e, "out of memory");
     k->nodes = 1;
     k->term[0] = -1;
-    for (int i = 0; v->type && i < v->n; i++) {
-        if (v->type[i] != 3 && v->type[i] != 4) continue;
-        const unsigned char *w = (const unsigned char *)v->text + v->off[i];
-        if (!*w) continue;
-        k->first[w[0]] = 1;
-        uint32_t node = 0;
-        for (; *w; w++) {
-            size_t j = edge_slot(k, node, *w);
-            if (!k->edges[j].child) {
-                k->term[k->nodes] = -1;
-                k->edges[j] = (edge){node, k->nodes++, *w};
-            }
-            node = k->edges[j].child;
-        }
-        if (k->term[node] < 0) k->term[node] = i;
-    }
     return 0;
 }
 
-/* The longest added token at s[0..n), or -1; *len its length. */
-static int added_at(const qs_llm_tok *k, const unsigned char *s, size_t n, size_t *len)
+static void trie_add(trie *k, const unsigned char *w, size_t n, int id)
+{
+    if (!n) return;
+    k->first[w[0]] = 1;
+    uint32_t node = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t j = edge_slot(k, node, w[i]);
+        if (!k->edges[j].child) {
+            k->term[k->nodes] = -1;
+            k->edges[j] = (edge){node, k->nodes++, w[i]};
+        }
+        node = k->edges[j].child;
+    }
+    if (k->term[node] < 0) k->term[node] = id;
+}
+
+static int is_added(const qs_llm_vocab *v, int i) { return v->type && (v->type[i] == 3 || v->type[i] == 4); }
+static int normalized(const qs_llm_vocab *v, int i) { return v->aflags && (v->aflags[i] & QS_TOK_NORMALIZED); }
+
+static int tries_build(const qs_llm_vocab *v, qs_llm_tok *k, qs_err *e)
+{
+    size_t rb = 0;
+    for (int i = 0; i < v->n; i++)
+        if (is_added(v, i) && !normalized(v, i)) rb += strlen(v->text + v->off[i]);
+    if (trie_alloc(&k->raw, rb, e)) return -1;
+    for (int i = 0; i < v->n; i++)
+        if (is_added(v, i) && !normalized(v, i))
+            trie_add(&k->raw, (const unsigned char *)v->text + v->off[i], strlen(v->text + v->off[i]), i);
+    /* the normalized ones: each content through the normalizer, as AddedVocabulary caches them */
+    qs_tok_norm_buf nb;
+    memset(&nb, 0, sizeof nb);
+    char *all = NULL;
+    size_t nall = 0, call = 0;
+    int rc = 0;
+    for (int i = 0; i < v->n && !rc; i++) {
+        if (!is_added(v, i) || !normalized(v, i)) continue;
+        const char *w = v->text + v->off[i];
+        if (qs_tok_norm_run(k->norm, w, strlen(w), &nb, e)) { rc = -1; break; }
+        if (reserve((void **)&all, &call, nall + nb.n + 1, 1)) { rc = qs_fail(e, "out of memory"); break; }
+        memcpy(all + nall, nb.s, nb.n);
+        all[nall + nb.n] = 0;
+        nall += nb.n + 1;
+    }
+    if (!rc) rc = trie_alloc(&k->normed, nall, e);
+    for (int i = 0, o = 0; i < v->n && !rc; i++) {
+        if (!is_added(v, i) || !normalized(v, i)) continue;
+        size_t n = strlen(all + o);
+        trie_add(&k->normed, (const unsigned char *)all + o, n, i);
+        o += (int)n + 1;
+    }
+    free(all);
+    qs_tok_norm_buf_free(&nb);
+    return rc;
+}
+
+/* The longest token of k at s[0..n), or -1; *len its length. */
+static int added_at(const trie *k, const unsigned char *s, size_t n, size_t *len)
 {
     if (!k->first[s[0]]) return -1;
     int best = -1;
@@ -355,13 +398,19 @@ static int added_at(const qs_llm_tok *k, const unsigned char *s, size_t n, size_
     return best;
 }
 
+static void trie_free(trie *k)
+{
+    free(k->term); free(k->edges);
+}
+
 static void tok_free(qs_llm_tok *k)
 {
     if (!k) return;
     qs_pretok_free(k->pt);
     qs_tok_norm_free(k->norm);
     qs_tok_model_free(k->model);
-    free(k->source); free(k->err); free(k->term); free(k->edges);
+    free(k->source); free(k->err);
+    trie_free(&k->raw); trie_free(&k->normed);
     free(k);
 }
 
@@ -382,7 +431,7 @@ static int tok_build(const qs_llm_vocab *v, const char *source, qs_llm_tok **out
             if (!(k->err = malloc(n))) { tok_free(k); return qs_fail(e, "out of memory"); }
             snprintf(k->err, n, "%s%s%s", source ? source : "", source ? ": " : "", pe.msg);
         }
-        if (trie_build(v, k, e)) { tok_free(k); return -1; }
+        if (tries_build(v, k, e)) { tok_free(k); return -1; }
     }
     *out = k;
     return 0;
@@ -409,47 +458,137 @@ static void tk_free(tk *t)
     free(t->ct); free(t->keys); free(t->ids); free(t->rsp); free(t->s); free(t->sym); free(t->heap); free(t->key);
 }
 
-/* One stretch of text between added tokens, text[seg, seg + n): normalized, pre-tokenized, each piece
-** through the model. */
-static int stretch(const qs_llm_tok *k, tk *t, qs_pretok_scan *sc, qs_tok_norm_buf *nb, const char *text, size_t seg,
-                   size_t n, qs_err *e)
+/* ---------------------------------------------------------------- added tokens in a text */
+
+/* Rust regex's \w (single_word's boundaries): Alphabetic, marks, decimal digits, connector
+** punctuation, the joiners.  An invalid byte is not a word character. */
+static int word_char(uint32_t c)
 {
-    const char *s = text + seg;
-    size_t at = seg;   /* positions are text offsets, or offsets in the normalized stretch */
-    t->seg = 0; t->at = seg; t->nmap = NULL;
-    if (k->norm) {
-        if (qs_tok_norm_run(k->norm, s, n, nb, e)) return -1;
-        s = nb->s; t->nmap = nb->map; t->nlen = nb->n; t->nsrc = n; t->seg = seg;
-        n = nb->n;
-        at = 0;
+    if (c & QS_NRAW) return 0;
+    if (c < 0x80) return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+    if (c == 0x200C || c == 0x200D || (c >= 0x24B6 && c <= 0x24E9) || (c >= 0x1F130 && c <= 0x1F149) ||
+        (c >= 0x1F150 && c <= 0x1F169) || (c >= 0x1F170 && c <= 0x1F189))   /* joiners; Other_Alphabetic symbols */
+        return 1;
+    switch (utf8proc_category((utf8proc_int32_t)c)) {
+    case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT: case UTF8PROC_CATEGORY_LM:
+    case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_MN: case UTF8PROC_CATEGORY_MC:
+    case UTF8PROC_CATEGORY_ME: case UTF8PROC_CATEGORY_ND: case UTF8PROC_CATEGORY_PC:
+        return 1;
+    default:
+        return 0;
     }
-    if (!k->pt) return piece(t, s, n, at, 0);
-    int rc = qs_pretok_run(sc, s, n, at, piece, t, e);
-    if (rc == QS_PRETOK_REGEX && k->source) qs_err_prefix(e, k->source);
-    return rc;
 }
 
-/* Added tokens, and the normalizer, pre-tokenizer and model on each stretch between them.  With the
-** normalizer, the pre-tokenizer's positions are in the normalized stretch (t->nmap maps them back). */
+/* The character ending at s[i] (i > 0): *cp, and its start. */
+static size_t char_before(const char *s, size_t i, uint32_t *cp)
+{
+    for (size_t k = 2; k <= 4 && k <= i; k++) {
+        size_t st = i - k;
+        if (((unsigned char)s[st] & 0xC0) == 0x80) continue;
+        if (qs_nchar(s, i, st, cp) == k) return st;
+        break;
+    }
+    qs_nchar(s, i, i - 1, cp);
+    return i - 1;
+}
+
+typedef struct { int id; size_t a, b; } split;   /* id -1: text between added tokens */
+typedef struct { split *v; size_t n, cap; } splits;
+
+static int split_add(splits *sp, int id, size_t a, size_t b)
+{
+    if (reserve((void **)&sp->v, &sp->cap, sp->n + 1, sizeof *sp->v)) return -1;
+    sp->v[sp->n++] = (split){id, a, b};
+    return 0;
+}
+
+/* AddedVocabulary::find_matches: leftmost-longest matches of tr in s[0..n) (a match that fails
+** single_word still moves the search past it); lstrip takes the spaces before a token (not past the
+** previous one), rstrip those after it, and either belongs to the token's span.  tokenizers resumes
+** the search where the match ended even after rstrip took more; a token found inside those spaces
+** (one starting with a space) would overlap the previous one there: its span is clamped instead. */
+static int find_added(const trie *tr, const uint8_t *af, const char *s, size_t n, splits *sp)
+{
+    size_t from = 0, i = 0;
+    uint32_t cp;
+    sp->n = 0;
+    while (i < n) {
+        size_t len = 0;
+        int id = added_at(tr, (const unsigned char *)s + i, n - i, &len);
+        if (id < 0) { i++; continue; }
+        size_t a = i, b = i + len;
+        int f = af ? af[id] : 0;
+        i = b;
+        if (f & QS_TOK_SINGLE_WORD) {
+            int before = a > 0 && (char_before(s, a, &cp), word_char(cp));
+            int after = b < n && (qs_nchar(s, n, b, &cp), word_char(cp));
+            if (before || after) continue;
+        }
+        if (f & QS_TOK_LSTRIP) {
+            size_t st;
+            while (a > 0 && (st = char_before(s, a, &cp), qs_norm_is_space(cp))) a = st;
+        }
+        if (f & QS_TOK_RSTRIP) {
+            size_t l;
+            while (b < n && (l = qs_nchar(s, n, b, &cp), qs_norm_is_space(cp))) b += l;
+        }
+        if (a < from) a = from;
+        if (b < a) b = a;
+        if ((from < a && split_add(sp, -1, from, a)) || split_add(sp, id, a, b)) return -1;
+        from = b;
+    }
+    if (from < n && split_add(sp, -1, from, n)) return -1;
+    return 0;
+}
+
+/* One stretch of text between raw-matched added tokens, text[seg, seg + n): normalized, then the
+** normalized added tokens matched in it, each stretch between them pre-tokenized and each piece through
+** the model.  Positions are offsets in the (normalized) stretch; t->nmap maps them back. */
+static int stretch(const qs_llm_tok *k, tk *t, qs_pretok_scan *sc, qs_tok_norm_buf *nb, splits *sp, const char *text,
+                   size_t seg, size_t n, qs_err *e)
+{
+    const char *s = text + seg;
+    t->seg = seg; t->at = seg; t->nmap = NULL;
+    if (k->norm) {
+        if (qs_tok_norm_run(k->norm, s, n, nb, e)) return -1;
+        s = nb->s; t->nmap = nb->map; t->nlen = nb->n; t->nsrc = n;
+        n = nb->n;
+    }
+    if (find_added(&k->normed, t->v->aflags, s, n, sp)) return qs_fail(e, "out of memory");
+    for (size_t i = 0; i < sp->n; i++) {
+        size_t a = sp->v[i].a, b = sp->v[i].b;
+        int rc;
+        if (sp->v[i].id >= 0) {
+            uint32_t x, y;
+            span_of(t, a, b, &x, &y);
+            rc = emit(t, sp->v[i].id, x, y);
+        } else if (!k->pt) {
+            rc = piece(t, s + a, b - a, a, 0);
+        } else {
+            qs_pretok_scan_origin(sc, seg);   /* Metaspace "first" (llm_pretok_meta.c) */
+            rc = qs_pretok_run(sc, s + a, b - a, a, piece, t, e);
+            if (rc == QS_PRETOK_REGEX && k->source) qs_err_prefix(e, k->source);
+        }
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* Added tokens that are not normalized, on the raw text; then stretch() on the text between them. */
 static int tokenize(const qs_llm_tok *k, tk *t, const char *text, size_t len, qs_err *e)
 {
     qs_pretok_scan *sc = NULL;
     if (k->pt && !(sc = qs_pretok_scan_new(k->pt, t->name, e))) return -1;
     qs_tok_norm_buf nb;
     memset(&nb, 0, sizeof nb);
-    const unsigned char *s = (const unsigned char *)text;
-    size_t seg = 0, i = 0;
-    int rc = 0;
-    while (!rc && i <= len) {
-        size_t sl = 0;
-        int sp = i < len ? added_at(k, s + i, len - i, &sl) : -1;
-        if (sp < 0 && i < len) { i++; continue; }
-        if (i > seg) rc = stretch(k, t, sc, &nb, text, seg, i - seg, e);
-        if (rc || sp < 0) break;
-        rc = emit(t, sp, (uint32_t)i, (uint32_t)(i + sl));
-        i += sl;
-        seg = i;
+    splits raw = {0}, sub = {0};
+    int rc = find_added(&k->raw, t->v->aflags, text, len, &raw) ? qs_fail(e, "out of memory") : 0;
+    for (size_t i = 0; i < raw.n && !rc; i++) {
+        const split *p = &raw.v[i];
+        rc = p->id >= 0 ? emit(t, p->id, (uint32_t)p->a, (uint32_t)p->b)
+                        : stretch(k, t, sc, &nb, &sub, text, p->a, p->b - p->a, e);
     }
+    free(raw.v); free(sub.v);
     qs_pretok_scan_free(sc);
     qs_tok_norm_buf_free(&nb);
     return rc ? -1 : 0;

@@ -17,7 +17,8 @@ typedef struct qs_tok_norm qs_tok_norm;   /* compiled; read-only once built */
 typedef struct qs_tok_norm_buf {
     char *s;          /* normalized bytes [0, n) */
     uint32_t *map;    /* [2n]: output byte i came from input bytes [map[2i], map[2i+1]) (the whole
-                      ** character it was made from), offsets relative to the input */
+                      ** character it was made from, as tokenizers' alignments; a character written
+                      ** back unchanged maps byte to byte), offsets relative to the input */
     size_t n, cap;
 } qs_tok_norm_buf;
 
