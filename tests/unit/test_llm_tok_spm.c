@@ -15,6 +15,7 @@
 #include "test_util.h"
 
 #include <jansson.h>
+#include <unistd.h>
 
 #include "../../store/llm_load.h"
 #include "../../store/llm_tok.h"
@@ -231,6 +232,43 @@ static void test_refusals(void **st)
     qs_llm_vocab_free(&v);
 }
 
+/* tokenizer.model images: a truncated file, an unsupported model type, a piece with a bad type;
+** each refused in one line naming the file. */
+static void test_model_refusals(void **st)
+{
+    (void)st;
+    char tmp[256];
+    snprintf(tmp, sizeof tmp, "%.200s/qs-spm-XXXXXX.model", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    int fd = mkstemps(tmp, 6);
+    assert_true(fd >= 0);
+    FILE *f = fopen("fixtures/llm/spm_uni.model", "rb");
+    assert_non_null(f);
+    static uint8_t buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    struct { const uint8_t *b; size_t n; const char *msg; } bad[] = {
+        {buf, n / 2, "malformed protobuf"},   /* cut inside a piece */
+        {(const uint8_t *)"\x0a\x05\x0a\x01\x61\x18\x01\x12\x02\x18\x03", 11, "model_type 3 is not supported"},
+        {(const uint8_t *)"\x0a\x05\x0a\x01\x61\x18\x09", 7, "piece 0 has an unknown type"},
+        {(const uint8_t *)"\x0a\x02\x18\x01", 4, "piece 0 is empty"},
+        {(const uint8_t *)"\x0a\x05\x0a\x01\x61\x18\x01\x12\x03\xc0\x02\x05", 12, "unk_id 5 is not a piece"},
+        {(const uint8_t *)"\x0b", 1, "malformed protobuf"},   /* a group */
+        {(const uint8_t *)"\x12\x02\x18\x01", 4, "no pieces"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_int_equal(ftruncate(fd, 0), 0);
+        assert_int_equal(pwrite(fd, bad[i].b, bad[i].n, 0), (ssize_t)bad[i].n);
+        qs_llm_file lf;
+        qs_err e = {{0}};
+        assert_int_equal(qs_llm_load_tokenizer(tmp, &lf, &e), -1);
+        if (!strstr(e.msg, bad[i].msg) || strncmp(e.msg, tmp, strlen(tmp))) print_message("# case %zu: %s\n", i, e.msg);
+        assert_non_null(strstr(e.msg, bad[i].msg));
+        assert_int_equal(strncmp(e.msg, tmp, strlen(tmp)), 0);
+    }
+    close(fd);
+    unlink(tmp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -238,6 +276,7 @@ int main(void)
         cmocka_unit_test(test_model_files),
         cmocka_unit_test(test_gguf_llama),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_model_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
