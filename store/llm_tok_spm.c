@@ -163,6 +163,11 @@ int qs_tok_spm_build(const qs_llm_vocab *v, qs_tok_spm **out, qs_err *e)
         if (v->score[i] > m->max_score) m->max_score = v->score[i];
     }
     if (m->min_score > m->max_score) m->min_score = m->max_score = 0;
+    m->seg_ok = 1;
+    for (int i = 0; m->kind == QS_TOK_BPE && i < v->n && m->seg_ok; i++) {
+        const char *t = v->text + v->off[i];
+        if (*t && strstr(t + 1, kMeta)) m->seg_ok = 0;
+    }
     if (m->kind == QS_TOK_UNIGRAM && trie(v, m, e)) { qs_tok_spm_free(m); return -1; }
     *out = m;
     return 0;

@@ -9,14 +9,24 @@
 **     leftmost among equals, as sentencepiece's bpe_model.cc and llama.cpp's llm_tokenizer_spm); a
 **     symbol that is not a piece is unknown, spelled with <0xXX> tokens under byte fallback.
 ** Pairs wait in a binary heap; an entry whose symbols changed since it was pushed is skipped.
+** When no piece has a "▁" after its first character (trained SentencePiece vocabularies split by
+** whitespace), no merge can cross the start of a "▁": the text is merged segment by segment, each
+** segment's result cached for the call, with the same result (merges in one segment never touch
+** another, and ties stay leftmost within each).
 */
 #include "llm_tok_spm.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 typedef struct { uint32_t a, len; int prev, next, id; } sym;   /* bytes [a, a+len) of the model text */
 typedef struct { float prio; int left, right; uint32_t len; int id; } pair;   /* rank or -score: exact in float */
+
+typedef struct { int id; uint32_t a, b; } item;                       /* a final symbol of a segment */
+typedef struct { uint64_t h; uint32_t koff, klen, ioff, icnt; } centry;   /* segment -> items */
+
+enum { CACHE_MAX = 256 };   /* longer segments are not cached */
 
 typedef struct {
     const qs_llm_vocab *v;
@@ -27,6 +37,10 @@ typedef struct {
     size_t hn, hcap;
     int oom;
     char *key;   /* "left right" for a merge-rank lookup */
+    item *out;
+    size_t on, ocap;
+    centry *ct;
+    size_t ccap, cn;
 } bpe;
 
 static int before(const pair *p, const pair *q) { return p->prio < q->prio || (p->prio == q->prio && p->left < q->left); }
@@ -94,39 +108,109 @@ static void offer(bpe *b, int l)
     push(b, (pair){prio, l, r, L->len + R->len, id});
 }
 
-int qs_tok_spm_bpe_run(const qs_llm_vocab *v, const qs_tok_spm *m, const spm_text *x, spm_out *o, qs_err *e)
+/* BPE on model-text bytes [a0, a1): the symbols left, in order, appended to b->out as (id or -1,
+** start, end) relative to a0. */
+static int merge_range(bpe *b, size_t a0, size_t a1, qs_err *e)
 {
-    bpe b = {v, m, x, malloc(x->n * sizeof *b.s), NULL, 0, 0, 0, malloc(x->n + 2)};
-    if (!b.s || !b.key) { free(b.s); free(b.key); return qs_fail(e, "out of memory"); }
+    const spm_text *x = b->x;
     int ns = 0;
-    for (size_t i = 0; i < x->n;) {   /* one symbol per character */
-        size_t k = qs_tok_spm_charlen(x->t, x->n, i);
-        int id = lookup(&b, x->t + i, k);
-        if (m->src != SPM_JSON && !qs_tok_spm_candidate(v, m, id)) id = -1;
-        b.s[ns] = (sym){(uint32_t)i, (uint32_t)k, ns - 1, -1, id};
-        if (ns) b.s[ns - 1].next = ns;
+    for (size_t i = a0; i < a1;) {   /* one symbol per character */
+        size_t k = qs_tok_spm_charlen(x->t, a1, i);
+        int id = lookup(b, x->t + i, k);
+        if (b->m->src != SPM_JSON && !qs_tok_spm_candidate(b->v, b->m, id)) id = -1;
+        b->s[ns] = (sym){(uint32_t)i, (uint32_t)k, ns - 1, -1, id};
+        if (ns) b->s[ns - 1].next = ns;
         ns++;
         i += k;
     }
-    for (int i = 0; i + 1 < ns; i++) offer(&b, i);
-    while (b.hn && !b.oom) {
-        pair p = pop(&b);
-        sym *L = &b.s[p.left], *R = &b.s[p.right];
+    b->hn = 0;
+    for (int i = 0; i + 1 < ns; i++) offer(b, i);
+    while (b->hn && !b->oom) {
+        pair p = pop(b);
+        sym *L = &b->s[p.left], *R = &b->s[p.right];
         if (!L->len || !R->len || L->next != p.right || L->len + R->len != p.len) continue;   /* stale */
         L->len += R->len;
         L->id = p.id;
         R->len = 0;
         L->next = R->next;
-        if (L->next >= 0) b.s[L->next].prev = p.left;
-        offer(&b, L->prev);
-        offer(&b, p.left);
+        if (L->next >= 0) b->s[L->next].prev = p.left;
+        offer(b, L->prev);
+        offer(b, p.left);
     }
-    int rc = b.oom ? qs_fail(e, "out of memory") : 0;
-    for (int i = 0; i >= 0 && !rc; i = b.s[i].next) {
-        sym *s = &b.s[i];
-        if (s->id >= 0) rc = qs_tok_spm_put(m, o, x, s->id, s->a, s->a + s->len, e);
-        else rc = qs_tok_spm_unknown(v, m, o, x, s->a, s->a + s->len, e);
+    if (b->oom) return qs_fail(e, "out of memory");
+    for (int i = 0; ns && i >= 0; i = b->s[i].next) {
+        if (b->on == b->ocap) {
+            size_t nc = b->ocap ? 2 * b->ocap : 256;
+            item *no = realloc(b->out, nc * sizeof *no);
+            if (!no) return qs_fail(e, "out of memory");
+            b->out = no; b->ocap = nc;
+        }
+        b->out[b->on++] = (item){b->s[i].id, b->s[i].a - (uint32_t)a0, b->s[i].a + b->s[i].len - (uint32_t)a0};
     }
-    free(b.s); free(b.h); free(b.key);
+    return 0;
+}
+
+/* A segment's results, cached for this call: key = its bytes (x->t[koff, koff + klen)). */
+static int cached(bpe *b, size_t a0, size_t a1, size_t *i0, size_t *i1, qs_err *e)
+{
+    size_t n = a1 - a0;
+    uint64_t h = XXH3_64bits(b->x->t + a0, n);
+    size_t i = 0;
+    if (n <= CACHE_MAX && b->ccap)
+        for (i = h & (b->ccap - 1); b->ct[i].klen; i = (i + 1) & (b->ccap - 1)) {
+            centry *c = &b->ct[i];
+            if (c->h == h && c->klen == n && !memcmp(b->x->t + c->koff, b->x->t + a0, n)) {
+                *i0 = c->ioff; *i1 = c->ioff + c->icnt;
+                return 0;
+            }
+        }
+    *i0 = b->on;
+    if (merge_range(b, a0, a1, e)) return -1;
+    *i1 = b->on;
+    if (n > CACHE_MAX) return 0;
+    if (2 * (b->cn + 1) > b->ccap) {   /* grow: rehash */
+        size_t nc = b->ccap ? 2 * b->ccap : 1024;
+        centry *nt = calloc(nc, sizeof *nt);
+        if (!nt) return qs_fail(e, "out of memory");
+        for (size_t k = 0; k < b->ccap; k++)
+            if (b->ct[k].klen) {
+                size_t j = b->ct[k].h & (nc - 1);
+                while (nt[j].klen) j = (j + 1) & (nc - 1);
+                nt[j] = b->ct[k];
+            }
+        free(b->ct);
+        b->ct = nt; b->ccap = nc;
+        for (i = h & (nc - 1); b->ct[i].klen; i = (i + 1) & (nc - 1)) {}
+    }
+    b->ct[i] = (centry){h, (uint32_t)a0, (uint32_t)n, (uint32_t)*i0, (uint32_t)(*i1 - *i0)};
+    b->cn++;
+    return 0;
+}
+
+int qs_tok_spm_bpe_run(const qs_llm_vocab *v, const qs_tok_spm *m, const spm_text *x, spm_out *o, qs_err *e)
+{
+    bpe b;
+    memset(&b, 0, sizeof b);
+    b.v = v; b.m = m; b.x = x;
+    b.s = malloc(x->n * sizeof *b.s);
+    b.key = malloc(x->n + 2);
+    int rc = b.s && b.key ? 0 : qs_fail(e, "out of memory");
+    /* no merge crosses the start of a "▁" when no piece has one inside: each segment alone, cached */
+    for (size_t a0 = 0; a0 < x->n && !rc;) {
+        size_t a1 = x->n;
+        if (m->seg_ok)
+            for (size_t p = a0 + 1; p + 3 <= x->n; p++)
+                if (!memcmp(x->t + p, "\xE2\x96\x81", 3)) { a1 = p; break; }
+        size_t i0, i1;
+        if ((rc = cached(&b, a0, a1, &i0, &i1, e))) break;
+        for (size_t k = i0; k < i1 && !rc; k++) {
+            const item *it = &b.out[k];
+            rc = it->id >= 0 ? qs_tok_spm_put(m, o, x, it->id, a0 + it->a, a0 + it->b, e)
+                             : qs_tok_spm_unknown(v, m, o, x, a0 + it->a, a0 + it->b, e);
+        }
+        if (a1 - a0 > CACHE_MAX) b.on = i0;   /* not cached: its items are spent */
+        a0 = a1;
+    }
+    free(b.s); free(b.h); free(b.key); free(b.out); free(b.ct);
     return rc;
 }

@@ -15,7 +15,9 @@ Writes, in tests/fixtures/llm/ (seeded: the same bytes every run for the same li
   spm_{bpe,uni}.json  their tokenizer.json conversions (Unigram [piece, score] vocabulary; BPE with
               merges ordered by the merged piece's score, byte_fallback, fuse_unk, unk_token),
               without normalizer or pre-tokenizer (the variants below add them);
-  spm_expected.json  "cases" (adversarial texts, then 60 seeded random ones); "model": for each .model, sentencepiece's ids of
+  spm_expected.json  "novels": for each novel of data/text (when `make data` has fetched them), the
+              count and FNV-1a hash of the ids of a whole novel in one call under some forms;
+              "cases" (adversarial texts, then 60 seeded random ones); "model": for each .model, sentencepiece's ids of
               every case; "json": for each variant (base file + pre_tokenizer + normalizer) the ids
               and byte spans `tokenizers` gives; "gguf": the ids of spm_llama.gguf's vocabulary
               (sentencepiece's, without the normalizer's whitespace removal: llama.cpp's rules);
@@ -314,6 +316,39 @@ def write_gguf(sp, path):
     del np
 
 
+def fnv(ids):
+    """FNV-1a 64 over the ids as decimal text, each followed by a comma (test_llm_tok_spm.c does the same)."""
+    h = 0xcbf29ce484222325
+    for b in "".join("%d," % i for i in ids).encode():
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return "%016x" % h
+
+
+def novels(sps, gguf_sp):
+    """Whole novels of data/text (`make data`), each in one call: count and hash of the ids."""
+    d = os.path.join(HERE, "..", "..", "data", "text")
+    if not os.path.isdir(d):
+        print("data/text absent: no novel hashes")
+        return {}
+    forms = {}
+    for vname, base, pre, norm in VARIANTS:
+        if vname in ("bpe-llama2", "uni-gemma", "uni-meta-first"):
+            with open(os.path.join(FIX, base), encoding="utf-8") as f:
+                j = json.load(f)
+            j["pre_tokenizer"], j["normalizer"] = pre, norm
+            forms[vname] = lambda t, tk=Tokenizer.from_str(json.dumps(j)): tk.encode(t, add_special_tokens=False).ids
+    for name in ("spm_bpe", "spm_uni", "spm_uni_rules"):
+        forms[name] = sps[name].encode
+    forms["gguf"] = gguf_sp.encode
+    res = {}
+    for fn in sorted(os.listdir(d)):
+        if fn.endswith(".txt"):
+            with open(os.path.join(d, fn), encoding="utf-8") as f:
+                t = f.read()
+            res[fn] = {k: [len(ids), fnv(ids)] for k, ids in ((k, g(t)) for k, g in forms.items())}
+    return res
+
+
 def main():
     os.makedirs(FIX, exist_ok=True)
     CASES.extend(random_cases(60))
@@ -355,6 +390,7 @@ def main():
     sp = sps["spm_bpe"]
     sp2 = spm.SentencePieceProcessor(model_proto=keep_whitespace(sp.serialized_model_proto()))
     out["gguf"]["ids"] = [sp2.encode(c) for c in CASES]
+    out["novels"] = novels(sps, sp2)
     with open(os.path.join(FIX, "spm_expected.json"), "w", encoding="utf-8") as f:
         json.dump(out, f, ensure_ascii=False, separators=(",", ":"))
     print("wrote spm_*.model, spm_*.json, spm_expected.json, spm_llama.gguf (sentencepiece %s, tokenizers %s)"

@@ -232,6 +232,73 @@ static void test_refusals(void **st)
     qs_llm_vocab_free(&v);
 }
 
+/* FNV-1a 64 over the ids as decimal text, each followed by a comma (make_spm_vectors.py's fnv). */
+static uint64_t fnv(const int32_t *v, int n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int i = 0; i < n; i++) {
+        char b[16];
+        int k = snprintf(b, sizeof b, "%d,", v[i]);
+        for (int j = 0; j < k; j++) h = (h ^ (uint8_t)b[j]) * 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* Whole novels (data/text, from `make data`) in one call each, against the references' ids (count
+** and hash): long texts are where a float score sum or a segment boundary would show. */
+static void test_novels(void **st)
+{
+    (void)st;
+    json_t *x = expected(), *forms, *var;
+    const char *novel;
+    int done = 0, bad = 0;
+    json_object_foreach(json_object_get(x, "novels"), novel, forms) {
+        char path[256];
+        snprintf(path, sizeof path, "../data/text/%s", novel);
+        FILE *f = fopen(path, "rb");
+        if (!f) { print_message("# data: %s absent (make data): not checked\n", path); continue; }
+        static char text[8 << 20];
+        size_t len = fread(text, 1, sizeof text, f);
+        fclose(f);
+        int32_t *out = malloc((len + 16) * sizeof *out);
+        assert_non_null(out);
+        const char *form;
+        json_t *want;
+        json_object_foreach(forms, form, want) {
+            qs_llm_file lf;
+            qs_err e = {{0}};
+            memset(&lf, 0, sizeof lf);
+            if (!strcmp(form, "gguf")) {
+                assert_int_equal(qs_llm_load_gguf("fixtures/llm/spm_llama.gguf", &lf, &e), 0);
+            } else if (!strncmp(form, "spm_", 4)) {
+                snprintf(path, sizeof path, "fixtures/llm/%s.model", form);
+                assert_int_equal(qs_llm_load_tokenizer(path, &lf, &e), 0);
+            } else {
+                size_t i;
+                json_array_foreach(json_object_get(x, "json"), i, var)
+                    if (!strcmp(json_string_value(json_object_get(var, "name")), form))
+                        load_variant(json_string_value(json_object_get(var, "base")), json_object_get(var, "pre_tokenizer"),
+                                     json_object_get(var, "normalizer"), &lf.v);
+            }
+            int n = qs_llm_tokenize(&lf.v, text, len, out, (int)len + 16, &e);
+            char h[17];
+            snprintf(h, sizeof h, "%016llx", (unsigned long long)fnv(out, n > 0 ? n : 0));
+            if (n != json_integer_value(json_array_get(want, 0)) || strcmp(h, json_string_value(json_array_get(want, 1)))) {
+                print_message("# %s under %s: %d ids hash %s, want %lld %s %s\n", novel, form, n, h,
+                              (long long)json_integer_value(json_array_get(want, 0)), json_string_value(json_array_get(want, 1)),
+                              n < 0 ? e.msg : "");
+                bad++;
+            }
+            qs_llm_file_free(&lf);
+            done++;
+        }
+        free(out);
+    }
+    print_message("# %d novel x tokenizer pairs against sentencepiece / tokenizers, %d mismatches\n", done, bad);
+    json_decref(x);
+    assert_int_equal(bad, 0);
+}
+
 /* tokenizer.model images: a truncated file, an unsupported model type, a piece with a bad type;
 ** each refused in one line naming the file. */
 static void test_model_refusals(void **st)
@@ -277,6 +344,7 @@ int main(void)
         cmocka_unit_test(test_gguf_llama),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_model_refusals),
+        cmocka_unit_test(test_novels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
