@@ -9,10 +9,10 @@
 **     leftmost among equals, as sentencepiece's bpe_model.cc and llama.cpp's llm_tokenizer_spm); a
 **     symbol that is not a piece is unknown, spelled with <0xXX> tokens under byte fallback.
 ** Pairs wait in a binary heap; an entry whose symbols changed since it was pushed is skipped.
-** When no piece has a "▁" after its first character (trained SentencePiece vocabularies split by
-** whitespace), no merge can cross the start of a "▁": the text is merged segment by segment, each
-** segment's result cached for the call, with the same result (merges in one segment never touch
-** another, and ties stay leftmost within each).
+** When every "▁" inside a piece follows another "▁" (trained SentencePiece vocabularies split by
+** whitespace; runs like "▁▁▁▁" are allowed), no merge can cross the start of a run of "▁": the text
+** is merged segment by segment, each segment's result cached for the call, with the same result
+** (merges in one segment never touch another, and ties stay leftmost within each).
 */
 #include "llm_tok_spm.h"
 
@@ -195,12 +195,16 @@ int qs_tok_spm_bpe_run(const qs_llm_vocab *v, const qs_tok_spm *m, const spm_tex
     b.s = malloc(x->n * sizeof *b.s);
     b.key = malloc(x->n + 2);
     int rc = b.s && b.key ? 0 : qs_fail(e, "out of memory");
-    /* no merge crosses the start of a "▁" when no piece has one inside: each segment alone, cached */
+    /* no merge crosses the start of a run of "▁" when every "▁" inside a piece follows another:
+    ** each segment alone, cached */
     for (size_t a0 = 0; a0 < x->n && !rc;) {
         size_t a1 = x->n;
         if (m->seg_ok)
             for (size_t p = a0 + 1; p + 3 <= x->n; p++)
-                if (!memcmp(x->t + p, "\xE2\x96\x81", 3)) { a1 = p; break; }
+                if (!memcmp(x->t + p, "\xE2\x96\x81", 3) && (p < 3 || memcmp(x->t + p - 3, "\xE2\x96\x81", 3))) {
+                    a1 = p;
+                    break;
+                }
         size_t i0, i1;
         if ((rc = cached(&b, a0, a1, &i0, &i1, e))) break;
         for (size_t k = i0; k < i1 && !rc; k++) {

@@ -15,6 +15,7 @@ Writes, in tests/fixtures/llm/ (seeded: the same bytes every run for the same li
   spm_{bpe,uni}.json  their tokenizer.json conversions (Unigram [piece, score] vocabulary; BPE with
               merges ordered by the merged piece's score, byte_fallback, fuse_unk, unk_token),
               without normalizer or pre-tokenizer (the variants below add them);
+  spm_bpe_cross.json  spm_bpe.json with pieces across spaces ("e▁", "e▁t", "▁the▁") merged early;
   spm_expected.json  "novels": for each novel of data/text (when `make data` has fetched them), the
               count and FNV-1a hash of the ids of a whole novel in one call under some forms;
               "cases" (adversarial texts, then 60 seeded random ones); "model": for each .model, sentencepiece's ids of
@@ -271,6 +272,7 @@ VARIANTS = [
     ("bpe-meta-never", "spm_bpe.json", meta("never"), None),
     ("bpe-llama2", "spm_bpe.json", None, LLAMA2_NORM),
     ("uni-gemma", "spm_uni.json", None, {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}),
+    ("bpe-cross-llama2", "spm_bpe_cross.json", None, LLAMA2_NORM),
 ]
 
 
@@ -332,7 +334,7 @@ def novels(sps, gguf_sp):
         return {}
     forms = {}
     for vname, base, pre, norm in VARIANTS:
-        if vname in ("bpe-llama2", "uni-gemma", "uni-meta-first"):
+        if vname in ("bpe-llama2", "uni-gemma", "uni-meta-first", "bpe-cross-llama2"):
             with open(os.path.join(FIX, base), encoding="utf-8") as f:
                 j = json.load(f)
             j["pre_tokenizer"], j["normalizer"] = pre, norm
@@ -371,6 +373,12 @@ def main():
     for name, kind, fb in (("spm_bpe", "bpe", True), ("spm_uni", "uni", True)):
         with open(os.path.join(FIX, name + ".json"), "w", encoding="utf-8") as f:
             json.dump(tok_json(sps[name], kind, fb), f, ensure_ascii=False, separators=(",", ":"))
+    cross = tok_json(sps["spm_bpe"], "bpe", True)   # pieces across spaces: BPE not cut at "▁"
+    for k, (a, b) in enumerate([("e", "▁"), ("s", "▁"), ("e▁", "t"), ("▁the", "▁")]):
+        cross["model"]["vocab"][a + b] = len(cross["model"]["vocab"])
+        cross["model"]["merges"].insert(3 * k, [a, b])
+    with open(os.path.join(FIX, "spm_bpe_cross.json"), "w", encoding="utf-8") as f:
+        json.dump(cross, f, ensure_ascii=False, separators=(",", ":"))
     for vname, base, pre, norm in VARIANTS:
         with open(os.path.join(FIX, base), encoding="utf-8") as f:
             j = json.load(f)
