@@ -227,10 +227,12 @@ int qs_tok_spm_unknown(const qs_llm_vocab *v, const qs_tok_spm *m, spm_out *o, c
     qs_tok_spm_span(x, a, b, &sa, &sb);
     int bytes = m->byte_fallback;
     for (size_t i = a; bytes && i < b; i++) bytes = m->byte_id[(uint8_t)x->t[i]] >= 0;
-    if (bytes) {
+    if (bytes) {   /* each <0xXX> token spans its own byte (a "▁" escaping a space: that space) */
         if (qs_tok_spm_flush(o, e)) return -1;
-        for (size_t i = a; i < b; i++)
+        for (size_t i = a; i < b; i++) {
+            qs_tok_spm_span(x, i, i + 1, &sa, &sb);
             if (o->emit(o->ctx, m->byte_id[(uint8_t)x->t[i]], sa, sb)) return -1;
+        }
         return 0;
     }
     if (m->unk < 0) {
@@ -258,6 +260,12 @@ static void out_str(spm_text *x, const char *s, size_t k, uint32_t a, uint32_t b
     for (size_t i = 0; i < k; i++) out1(x, s[i], a, b);
 }
 
+/* Bytes copied as they are: each from its own source byte (a byte-fallback token covers its byte). */
+static void out_copy(spm_text *x, const char *s, size_t k, uint32_t a)
+{
+    for (size_t i = 0; i < k; i++) out1(x, s[i], a + (uint32_t)i, a + (uint32_t)i + 1);
+}
+
 /* The model text of piece s[0..n): SentencePiece's normalizer flags (strip and collapse spaces, the
 ** dummy prefix, spaces escaped) for its own files, the Metaspace spelling of spaces otherwise. */
 static int prep(const qs_tok_spm *m, const char *s, size_t n, spm_text *x, qs_err *e)
@@ -275,7 +283,7 @@ static int prep(const qs_tok_spm *m, const char *s, size_t n, spm_text *x, qs_er
         while (i < n) {
             size_t k = qs_tok_spm_charlen(s, n, i);
             if (m->meta && s[i] == ' ') out_str(x, m->rep, m->rep_len, (uint32_t)i, (uint32_t)i + 1);
-            else out_str(x, s + i, k, (uint32_t)i, (uint32_t)(i + k));
+            else out_copy(x, s + i, k, (uint32_t)i);
             i += k;
         }
         return 0;
@@ -291,7 +299,7 @@ static int prep(const qs_tok_spm *m, const char *s, size_t n, spm_text *x, qs_er
             if (!(m->remove_ws && prev_space)) out_str(x, ws, wl, (uint32_t)i, (uint32_t)i + 1);
             prev_space = 1;
         } else {
-            out_str(x, s + i, k, (uint32_t)i, (uint32_t)(i + k));
+            out_copy(x, s + i, k, (uint32_t)i);
             prev_space = 0;
         }
         i += k;

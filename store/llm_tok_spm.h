@@ -73,7 +73,7 @@ size_t qs_tok_spm_charlen(const char *t, size_t n, size_t i);
 void qs_tok_spm_span(const spm_text *x, size_t a, size_t b, uint32_t *sa, uint32_t *sb);
 /* Output token id for model-text bytes [a, b). */
 int qs_tok_spm_put(const qs_tok_spm *m, spm_out *o, const spm_text *x, int id, size_t a, size_t b, qs_err *e);
-/* Model-text bytes [a, b) that are no piece: <0xXX> tokens (each spanning them all) when byte_fallback
+/* Model-text bytes [a, b) that are no piece: <0xXX> tokens (each spanning its byte) when byte_fallback
 ** has them all, else the unknown token (fused with a preceding one when fuse_unk). */
 int qs_tok_spm_unknown(const qs_llm_vocab *v, const qs_tok_spm *m, spm_out *o, const spm_text *x, size_t a, size_t b,
                        qs_err *e);
