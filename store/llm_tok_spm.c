@@ -164,7 +164,7 @@ int qs_tok_spm_build(const qs_llm_vocab *v, qs_tok_spm **out, qs_err *e)
     }
     if (m->min_score > m->max_score) m->min_score = m->max_score = 0;
     m->seg_ok = 1;   /* every "▁" inside a piece follows another (Llama's "▁▁▁▁" is fine, "a▁" is not) */
-    for (int i = 0; m->kind == QS_TOK_BPE && i < v->n && m->seg_ok; i++) {
+    for (int i = 0; i < v->n && m->seg_ok; i++) {
         const char *t = v->text + v->off[i];
         for (const char *q = *t ? strstr(t + 1, kMeta) : NULL; q && m->seg_ok; q = strstr(q + 1, kMeta))
             if (q - t < 3 || memcmp(q - 3, kMeta, 3)) m->seg_ok = 0;

@@ -25,7 +25,8 @@ typedef struct qs_tok_spm {
     int unk;               /* id of the unknown token, or -1 */
     int byte_fallback, fuse_unk;
     int by_score;          /* BPE: merge by the merged piece's score (no merge list) */
-    int seg_ok;            /* BPE: every "▁" inside a piece follows another (llm_tok_spm_bpe.c segments) */
+    int seg_ok;            /* every "▁" inside a piece follows another: no token starts inside a run's
+                           ** first "▁" (BPE segments, Unigram blocks) */
     /* SentencePiece's normalizer flags (SPM_PROTO, SPM_GGUF), applied to each piece */
     int spm_norm, dummy_prefix, remove_ws, escape_ws;
     int meta;              /* a Metaspace pre-tokenizer: ' ' is spelled rep */
