@@ -71,10 +71,12 @@ int qs_llm_vocab_find(const qs_llm_vocab *v, const char *s);
 
 /* Byte-level BPE tokenization of `text` (len bytes) equal to Hugging Face `tokenizers`: added tokens
 ** (token_type 3 control and 4 user-defined: tokenizer.json added_tokens) are matched literally first
-** (leftmost, longest, through a trie), each stretch between them goes through the pre-tokenizer
+** (leftmost, longest, through a trie; those with `normalized` after the normalizer, on its output,
+** with lstrip/rstrip/single_word as tokenizers), each stretch between them goes through the normalizer
+** (tokenizer.json's, llm_tok_norm.h) and the pre-tokenizer
 ** (tokenizer.json's pre_tokenizer, else the one of the GGUF tokenizer.ggml.pre family; regexes in
 ** PCRE2 with Unicode classes, llm_pretok.h), each piece is mapped byte -> unicode and merged by rank.
-** No normalizer is applied and no BOS is added.  Invalid UTF-8 is accepted: invalid bytes are never
+** No BOS is added.  Invalid UTF-8 is accepted: invalid bytes are never
 ** matched by a pattern and end up as byte-level tokens.  Regex work is bounded (llm_pretok.h): a
 ** pattern that backtracks too much on this text is refused.  `name` names the text in messages
 ** (NULL: "the text"); messages are complete ("tokenizer.json: ..." or "NAME: ..."), callers add no

@@ -111,6 +111,15 @@ int qs_norm_transform(qs_tok_norm_buf *cur, qs_tok_norm_buf *tmp, const qs_nops 
     for (size_t k = 0; k < o->n; k++) {
         int32_t ch = o->ch[k];
         uint32_t a = 0, b = 0;
+        if (ch == QS_NCOPY) {
+            size_t m = o->cp[k] < n - pos ? o->cp[k] : n - pos;
+            if (qs_norm_reserve(tmp, out + m + 1)) return -1;
+            memcpy(tmp->s + out, cur->s + pos, m);
+            memcpy(tmp->map + 2 * out, cur->map + 2 * pos, 2 * m * sizeof *tmp->map);
+            out += m;
+            pos += m;
+            continue;
+        }
         if (ch > 0) {
             if (pos >= 1) { a = cur->map[2 * (pos - 1)]; b = cur->map[2 * (pos - 1) + 1]; }
         } else if (pos < n) {
@@ -318,9 +327,33 @@ qs_tok_norm *qs_tok_norm_chain(qs_tok_norm *first, qs_tok_norm *second, qs_err *
 
 typedef struct { qs_tok_norm_buf tmp; qs_nops o; } scratch;
 
+/* 1 when s[0..n) is ASCII: the Unicode forms and StripAccents leave it as it is. */
+static int ascii(const char *s, size_t n)
+{
+    unsigned char acc = 0;
+    for (size_t i = 0; i < n; i++) acc |= (unsigned char)s[i];
+    return acc < 0x80;
+}
+
+/* 1 when the operations rewrite cur as it is (every character replaced by itself): no transform needed. */
+static int identity(const qs_tok_norm_buf *cur, const qs_nops *o, size_t skip)
+{
+    if (skip) return 0;
+    size_t i = 0, k = 0;
+    for (; i < cur->n && k < o->n; k++) {
+        uint32_t cp;
+        if (o->ch[k] == QS_NCOPY) { i += o->cp[k]; continue; }
+        size_t len = qs_nchar(cur->s, cur->n, i, &cp);
+        if (o->ch[k] || o->cp[k] != cp) return 0;
+        i += len;
+    }
+    return i == cur->n && k == o->n;
+}
+
 /* One transform from freshly built operations (rc: building them failed). */
 static int apply(qs_tok_norm_buf *cur, scratch *x, int rc, size_t skip, qs_err *e)
 {
+    if (!rc && identity(cur, &x->o, skip)) return 0;
     if (rc || qs_norm_transform(cur, &x->tmp, &x->o, skip)) return qs_fail(e, "out of memory");
     return 0;
 }
@@ -344,15 +377,16 @@ static int step(const qs_tok_norm *nm, qs_tok_norm_buf *cur, scratch *x, qs_err 
             if (step(nm->kid[i], cur, x, e)) return -1;
         return 0;
     case NT_NFC: case NT_NFD: case NT_NFKC: case NT_NFKD:
+        if (ascii(cur->s, cur->n)) return 0;
         return apply(cur, x, qs_norm_ops_form(nm->type, cur, &x->o), 0, e);
     case NT_LOWER:
-        return apply(cur, x, qs_norm_ops_lower(cur, &x->o), 0, e);
+        return qs_norm_map_run(cur, &x->tmp, NULL) ? qs_fail(e, "out of memory") : 0;
     case NT_STRIP_ACC:
+        if (ascii(cur->s, cur->n)) return 0;
         return filter(cur, x, qs_norm_is_combining_mark, e);
     case NT_NMT:
         if (filter(cur, x, qs_norm_nmt_drop, e)) return -1;
-        x->o.n = 0;
-        return apply(cur, x, qs_norm_ops_map(cur, qs_norm_nmt_map, &x->o), 0, e);
+        return qs_norm_map_run(cur, &x->tmp, qs_norm_nmt_map) ? qs_fail(e, "out of memory") : 0;
     case NT_STRIP: {
         int rc = qs_norm_ops_strip(cur, nm->left, nm->right, &skip, &x->o);
         return apply(cur, x, rc, skip, e);
@@ -366,20 +400,19 @@ static int step(const qs_tok_norm *nm, qs_tok_norm_buf *cur, scratch *x, qs_err 
     case NT_BERT:
         if (nm->clean) {
             if (filter(cur, x, qs_norm_bert_drop, e)) return -1;
-            x->o.n = 0;
-            if (apply(cur, x, qs_norm_ops_map(cur, qs_norm_bert_space, &x->o), 0, e)) return -1;
+            if (qs_norm_map_run(cur, &x->tmp, qs_norm_bert_space)) return qs_fail(e, "out of memory");
             x->o.n = 0;
         }
         if (nm->chinese) {
             if (apply(cur, x, qs_norm_ops_chinese(cur, &x->o), 0, e)) return -1;
             x->o.n = 0;
         }
-        if (nm->accents) {
+        if (nm->accents && !ascii(cur->s, cur->n)) {
             if (apply(cur, x, qs_norm_ops_form(NT_NFD, cur, &x->o), 0, e)) return -1;
             if (filter(cur, x, qs_norm_is_nonspacing_mark, e)) return -1;
             x->o.n = 0;
         }
-        if (nm->lower) return apply(cur, x, qs_norm_ops_lower(cur, &x->o), 0, e);
+        if (nm->lower && qs_norm_map_run(cur, &x->tmp, NULL)) return qs_fail(e, "out of memory");
         return 0;
     }
     return qs_fail(e, "normalizer of unknown kind %d", nm->type);

@@ -38,7 +38,9 @@ struct qs_tok_norm {
     int nkid;
 };
 
-/* (character, change) operations. */
+/* (character, change) operations.  A change of QS_NCOPY copies cp bytes of the source as they are (a
+** run of ASCII the Unicode forms cannot touch). */
+#define QS_NCOPY INT32_MIN
 typedef struct { uint32_t *cp; int32_t *ch; size_t n, cap; } qs_nops;
 
 int qs_nops_push(qs_nops *o, uint32_t cp, int32_t ch);
@@ -57,10 +59,12 @@ int qs_norm_reserve(qs_tok_norm_buf *b, size_t n);
 
 /* Operations of the Unicode normalizers on the string cur (llm_tok_norm_uni.c); 0 or -1 (memory). */
 int qs_norm_ops_form(int type, const qs_tok_norm_buf *cur, qs_nops *o);        /* NT_NFC .. NT_NFKD */
-int qs_norm_ops_lower(const qs_tok_norm_buf *cur, qs_nops *o);
 /* Drop the characters `drop` says (tokenizers' NormalizedString::filter). */
 int qs_norm_ops_filter(const qs_tok_norm_buf *cur, int (*drop)(uint32_t), size_t *skip, qs_nops *o);
-int qs_norm_ops_map(const qs_tok_norm_buf *cur, uint32_t (*map)(uint32_t), qs_nops *o);
+/* A character-for-character map, cur -> tmp (swapped): each output character takes the span of the one
+** it replaces (NormalizedString::map); map NULL: Lowercase (Rust's char::to_lowercase, where U+0130
+** gives two characters, both with its span).  0 or -1 (memory). */
+int qs_norm_map_run(qs_tok_norm_buf *cur, qs_tok_norm_buf *tmp, uint32_t (*map)(uint32_t));
 int qs_norm_ops_chinese(const qs_tok_norm_buf *cur, qs_nops *o);
 int qs_norm_ops_strip(const qs_tok_norm_buf *cur, int left, int right, size_t *skip, qs_nops *o);
 /* Prepend: cur -> tmp (swapped); 0 or -1 (memory). */
@@ -74,6 +78,16 @@ int qs_norm_nmt_drop(uint32_t c);
 uint32_t qs_norm_nmt_map(uint32_t c);
 /* Rust's char::is_whitespace (the White_Space property). */
 int qs_norm_is_space(uint32_t c);
+
+/* Where tokenizers' Unicode data differs from utf8proc's (llm_tok_norm_compat.c): characters its
+** normalization crate does not know, that its Bert categories do not count as Mn / as other, and the
+** lowercase mappings of its newer Rust (0: none). */
+int qs_norm_old_uni(uint32_t c);
+int qs_norm_old_mn(uint32_t c);
+int qs_norm_was_mark(uint32_t c);
+int qs_norm_was_mn(uint32_t c);
+int qs_norm_old_other(uint32_t c);
+uint32_t qs_norm_new_lower(uint32_t c);
 
 /* Precompiled (llm_tok_norm_spm.c): the operations of SentencePiece's rules on cur. */
 int qs_norm_ops_precompiled(const struct qs_tok_norm *nm, const qs_tok_norm_buf *cur, qs_nops *o);

@@ -15,7 +15,7 @@
 
 static int ccc(uint32_t c)
 {
-    if (c < 0x300 || (c & QS_NRAW)) return 0;
+    if (c < 0x300 || (c & QS_NRAW) || qs_norm_old_uni(c)) return 0;
     return utf8proc_get_property((utf8proc_int32_t)c)->combining_class;
 }
 
@@ -64,11 +64,23 @@ static int decompose(const qs_tok_norm_buf *cur, int compat, qs_nops *o)
     size_t pend = 0;   /* start of the pending run of non-starters */
     for (size_t i = 0; i < cur->n;) {
         uint32_t c;
+        if ((unsigned char)cur->s[i] < 0x80) {   /* ASCII: starters without decomposition */
+            size_t j = i + 1;
+            while (j < cur->n && (unsigned char)cur->s[j] < 0x80) j++;
+            /* all but the last before a non-ASCII byte (a mark may compose with it) are copied */
+            size_t copy = j - i - (j < cur->n);
+            if (sort_run(o, pend, o->n) || (copy && qs_nops_push(o, (uint32_t)copy, QS_NCOPY)) ||
+                (i + copy < j && qs_nops_push(o, (unsigned char)cur->s[j - 1], 0)))
+                return -1;
+            pend = o->n;
+            i = j;
+            continue;
+        }
         i += qs_nchar(cur->s, cur->n, i, &c);
         utf8proc_int32_t d[32];
         utf8proc_ssize_t nd = 1;
         d[0] = (utf8proc_int32_t)c;
-        if (!(c & QS_NRAW) && c >= 0xA0) {
+        if (!(c & QS_NRAW) && c >= 0xA0 && !qs_norm_old_uni(c)) {
             int bound = 0;
             nd = utf8proc_decompose_char((utf8proc_int32_t)c, d, 32, opt, &bound);
             if (nd < 1 || nd > 32) { nd = 1; d[0] = (utf8proc_int32_t)c; }
@@ -87,7 +99,7 @@ static int decompose(const qs_tok_norm_buf *cur, int compat, qs_nops *o)
 /* The primary composite of a and b, or 0. */
 static uint32_t compose(uint32_t a, uint32_t b)
 {
-    if ((a | b) & QS_NRAW) return 0;
+    if (b < 0x300 || ((a | b) & QS_NRAW)) return 0;   /* every second character of a composition is >= U+0300 */
     utf8proc_int32_t buf[2] = {(utf8proc_int32_t)a, (utf8proc_int32_t)b};
     if (utf8proc_normalize_utf32(buf, 2, UTF8PROC_COMPOSE) != 1) return 0;
     /* utf8proc composes exclusions (U+2ADC, U+1D15E, ...) unless asked for STABLE: they are not primary */
@@ -106,6 +118,13 @@ static int recompose(const qs_nops *d, qs_nops *o)
     for (size_t i = 0; i < d->n && !rc; i++) {
         uint32_t c = d->cp[i];
         int32_t ch = d->ch[i];
+        if (ch == QS_NCOPY) {   /* ASCII: flushes like any starter that composes with nothing */
+            if (have) rc = qs_nops_push(o, kc, kch);
+            for (size_t k = 0; k < nbuf && !rc; k++) rc = qs_nops_push(o, d->cp[held[k]], d->ch[held[k]]);
+            if (!rc) rc = qs_nops_push(o, c, ch);
+            nbuf = 0; have = 0; last = -1;
+            continue;
+        }
         int cls = ccc(c);
         if (!have) {
             if (cls) rc = qs_nops_push(o, c, ch);
@@ -150,19 +169,35 @@ int qs_norm_ops_form(int type, const qs_tok_norm_buf *cur, qs_nops *o)
     return rc;
 }
 
-int qs_norm_ops_lower(const qs_tok_norm_buf *cur, qs_nops *o)
+static uint32_t lower(uint32_t c)
 {
+    if (c < 0x80) return c >= 'A' && c <= 'Z' ? c + 32 : c;
+    if (c & QS_NRAW) return c;
+    uint32_t l = qs_norm_new_lower(c);
+    return l ? l : (uint32_t)utf8proc_tolower((utf8proc_int32_t)c);
+}
+
+int qs_norm_map_run(qs_tok_norm_buf *cur, qs_tok_norm_buf *tmp, uint32_t (*map)(uint32_t))
+{
+    if (qs_norm_reserve(tmp, 2 * cur->n + 4)) return -1;   /* a character at most 1.5 times longer */
+    size_t o = 0;
     for (size_t i = 0; i < cur->n;) {
-        uint32_t c;
-        i += qs_nchar(cur->s, cur->n, i, &c);
-        if (c == 0x130) {   /* the one unconditional multi-character lowercase mapping (SpecialCasing) */
-            if (qs_nops_push(o, 'i', 0) || qs_nops_push(o, 0x307, 1)) return -1;
-            continue;
+        uint32_t c, a = cur->map[2 * i], b = cur->map[2 * i + 1];
+        size_t len = qs_nchar(cur->s, cur->n, i, &c), w;
+        if (!map && c == 0x130) {   /* the one unconditional multi-character lowercase mapping (SpecialCasing) */
+            memcpy(tmp->s + o, "i\xcc\x87", 3);
+            w = 3;
+        } else {
+            w = qs_nenc(map ? map(c) : lower(c), tmp->s + o);
         }
-        uint32_t l = c < 0x80 ? (c >= 'A' && c <= 'Z' ? c + 32 : c)
-                   : (c & QS_NRAW) ? c : (uint32_t)utf8proc_tolower((utf8proc_int32_t)c);
-        if (qs_nops_push(o, l, 0)) return -1;
+        for (size_t k = 0; k < w; k++) { tmp->map[2 * (o + k)] = a; tmp->map[2 * (o + k) + 1] = b; }
+        o += w;
+        i += len;
     }
+    tmp->n = o;
+    qs_tok_norm_buf t = *cur;
+    *cur = *tmp;
+    *tmp = t;
     return 0;
 }
 
@@ -182,16 +217,6 @@ int qs_norm_ops_filter(const qs_tok_norm_buf *cur, int (*drop)(uint32_t), size_t
     }
     if (have && qs_nops_push(o, last, -removed)) return -1;
     if (!have) *skip = (size_t)removed;
-    return 0;
-}
-
-int qs_norm_ops_map(const qs_tok_norm_buf *cur, uint32_t (*map)(uint32_t), qs_nops *o)
-{
-    for (size_t i = 0; i < cur->n;) {
-        uint32_t c;
-        i += qs_nchar(cur->s, cur->n, i, &c);
-        if (qs_nops_push(o, map(c), 0)) return -1;
-    }
     return 0;
 }
 
@@ -274,13 +299,15 @@ int qs_norm_is_space(uint32_t c)
 
 int qs_norm_is_combining_mark(uint32_t c)
 {
+    if (qs_norm_old_uni(c)) return 0;
+    if (qs_norm_was_mark(c)) return 1;
     int k = cat(c);
     return k == UTF8PROC_CATEGORY_MN || k == UTF8PROC_CATEGORY_MC || k == UTF8PROC_CATEGORY_ME;
 }
 
 int qs_norm_is_nonspacing_mark(uint32_t c)
 {
-    return cat(c) == UTF8PROC_CATEGORY_MN;
+    return (cat(c) == UTF8PROC_CATEGORY_MN && !qs_norm_old_mn(c)) || qs_norm_was_mn(c);
 }
 
 /* Bert clean_text: NUL, U+FFFD and "other" characters (Cc but \t \n \r, Cf, Co, Cs) go. */
@@ -289,6 +316,7 @@ int qs_norm_bert_drop(uint32_t c)
     if (c == 0 || c == 0xFFFD) return 1;
     if (c == '\t' || c == '\n' || c == '\r') return 0;
     int k = cat(c);
+    if (k == UTF8PROC_CATEGORY_CF && qs_norm_old_other(c)) return 0;
     return k == UTF8PROC_CATEGORY_CC || k == UTF8PROC_CATEGORY_CF || k == UTF8PROC_CATEGORY_CO || k == UTF8PROC_CATEGORY_CS;
 }
 

@@ -10,6 +10,8 @@ Writes, in tests/fixtures/llm/:
   norm_expected.json      for each normalizer (every type, BertNormalizer variants, chains, a Precompiled
                           charsmap) and each case: the normalized string and, per normalized character,
                           the [start, end) byte span of the original text it came from;
+                          and, per Unicode normalizer, a hash of its output on every code point (alone, and
+                          between a starter and a mark, which shows its combining classes: exhaustive);
   norm_tok_expected.json  for tok_bpe.json (make_tok_vectors.py) with a normalizer and added tokens carrying
                           each flag (lstrip, rstrip, single_word, normalized): ids and byte offsets.
 The Precompiled charsmap comes from a tiny SentencePiece model trained here with a handful of rules
@@ -121,6 +123,40 @@ def normalizers(cm):
     ]
 
 
+def fnv1a(h, data):
+    for b in data:
+        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def every_char(form):
+    """The texts of the exhaustive check, 4096 code points each (surrogates skipped): "\n" + c for each
+    ("single"), or "\n" + "a" + c + U+0334 and "\n" + "a" + U+0301 + c ("ccc": reordered only when c has a
+    combining class); test_llm_tok_norm.c builds the same."""
+    cps = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    for i in range(0, len(cps), 4096):
+        if form == "single":
+            yield "".join("\n" + chr(c) for c in cps[i:i + 4096])
+        else:
+            yield "".join("\na" + chr(c) + "\u0334\na\u0301" + chr(c) for c in cps[i:i + 4096])
+
+
+def exhaustive():
+    out = []
+    for name, nj, form in [("nfc", {"type": "NFC"}, "ccc"), ("nfd", {"type": "NFD"}, "ccc"), ("nfc", {"type": "NFC"}, "single"),
+                           ("nfd", {"type": "NFD"}, "single"), ("nfkc", {"type": "NFKC"}, "single"),
+                           ("nfkd", {"type": "NFKD"}, "single"), ("lowercase", {"type": "Lowercase"}, "single"),
+                           ("strip-accents", {"type": "StripAccents"}, "single"),
+                           ("bert-accents", bert(False, False, True, False), "single"),
+                           ("bert-clean", bert(True, True, False, False), "single")]:
+        norm = with_normalizer(nj).normalizer
+        h = 0xCBF29CE484222325
+        for text in every_char(form):
+            h = fnv1a(h, norm.normalize_str(text).encode() + b"\xff")
+        out.append({"name": name, "normalizer": nj, "form": form, "fnv1a64": "%016x" % h})
+    return out
+
+
 def with_normalizer(nj):
     return Tokenizer.from_str(json.dumps({
         "version": "1.0", "added_tokens": [], "normalizer": nj, "pre_tokenizer": None, "post_processor": None,
@@ -202,6 +238,7 @@ def main():
         res = [normalize(norm, c) for c in CASES]
         out["normalizers"].append({"name": name, "normalizer": nj, "out": [r[0] for r in res],
                                    "spans": [r[1] for r in res]})
+    out["exhaustive"] = exhaustive()
     with open(os.path.join(FIX, "norm_expected.json"), "w", encoding="utf-8") as f:
         json.dump(out, f, ensure_ascii=False, separators=(",", ":"))
         f.write("\n")

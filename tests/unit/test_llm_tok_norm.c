@@ -94,6 +94,70 @@ static void test_normalizers(void **st)
     assert_int_equal(bad, 0);
 }
 
+static size_t put8(char *o, uint32_t c)
+{
+    if (c < 0x80) { o[0] = (char)c; return 1; }
+    if (c < 0x800) { o[0] = (char)(0xC0 | c >> 6); o[1] = (char)(0x80 | (c & 0x3F)); return 2; }
+    if (c < 0x10000) { o[0] = (char)(0xE0 | c >> 12); o[1] = (char)(0x80 | (c >> 6 & 0x3F)); o[2] = (char)(0x80 | (c & 0x3F)); return 3; }
+    o[0] = (char)(0xF0 | c >> 18); o[1] = (char)(0x80 | (c >> 12 & 0x3F)); o[2] = (char)(0x80 | (c >> 6 & 0x3F));
+    o[3] = (char)(0x80 | (c & 0x3F));
+    return 4;
+}
+
+/* Every code point through each Unicode normalizer, hashed as make_norm_vectors.py's every_char()
+** does: alone ("single"), and beside a starter and marks of known class ("ccc"). */
+static void test_every_code_point(void **st)
+{
+    (void)st;
+    json_t *j = load("fixtures/llm/norm_expected.json"), *x;
+    size_t i, bad = 0;
+    static char text[4096 * 16];
+    qs_tok_norm_buf b;
+    memset(&b, 0, sizeof b);
+    json_array_foreach(json_object_get(j, "exhaustive"), i, x) {
+        qs_tok_norm *nm = compile(json_object_get(x, "normalizer"));
+        assert_non_null(nm);
+        int ccc = !strcmp(json_string_value(json_object_get(x, "form")), "ccc");
+        uint64_t h = 0xCBF29CE484222325ull;
+        uint32_t c = 0;
+        while (c < 0x110000) {
+            size_t n = 0;
+            for (int k = 0; k < 4096 && c < 0x110000; c++) {
+                if (c >= 0xD800 && c <= 0xDFFF) continue;
+                text[n++] = '\n';
+                if (ccc) {
+                    text[n++] = 'a';
+                    n += put8(text + n, c);
+                    n += put8(text + n, 0x334);
+                    text[n++] = '\n';
+                    text[n++] = 'a';
+                    n += put8(text + n, 0x301);
+                }
+                n += put8(text + n, c);
+                k++;
+            }
+            qs_err e = {{0}};
+            assert_int_equal(qs_tok_norm_run(nm, text, n, &b, &e), 0);
+            for (size_t k = 0; k <= b.n; k++) {
+                h ^= k < b.n ? (uint8_t)b.s[k] : 0xFF;
+                h *= 0x100000001B3ull;
+            }
+        }
+        char hex[17];
+        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+        const char *want = json_string_value(json_object_get(x, "fnv1a64"));
+        if (strcmp(hex, want)) {
+            print_message("# %s (%s): hash %s, want %s\n", json_string_value(json_object_get(x, "name")), ccc ? "ccc" : "single",
+                          hex, want);
+            bad++;
+        }
+        qs_tok_norm_free(nm);
+    }
+    qs_tok_norm_buf_free(&b);
+    json_decref(j);
+    assert_int_equal(bad, 0);
+}
+
 /* tok_bpe.json with the variant's normalizer, pre-tokenizer and added tokens. */
 static int variant_vocab(json_t *base, json_t *var, qs_llm_vocab *v)
 {
@@ -325,6 +389,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_normalizers),
+        cmocka_unit_test(test_every_code_point),
         cmocka_unit_test(test_tokenize),
         cmocka_unit_test(test_invalid_utf8),
         cmocka_unit_test(test_errors),
