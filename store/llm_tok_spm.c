@@ -92,7 +92,7 @@ int qs_tok_spm_candidate(const qs_llm_vocab *v, const qs_tok_spm *m, int id)
     if (id < 0 || id >= v->n || !v->type) return id >= 0 && id < v->n;
     int t = v->type[id];
     if (m->src == SPM_GGUF) return 1;                     /* llama.cpp: any token */
-    if (m->src == SPM_PROTO) return t == 1 || (m->kind == QS_TOK_BPE && t == 4);   /* NORMAL (USER_DEFINED) */
+    if (m->src == SPM_PROTO) return t == 1 || (m->kind == QS_TOK_BPE && (t == 4 || t == 5));   /* NORMAL (USER_DEFINED, UNUSED) */
     return t == 1;                                        /* tokenizer.json: the model's vocabulary */
 }
 
@@ -163,7 +163,10 @@ int qs_tok_spm_build(const qs_llm_vocab *v, qs_tok_spm **out, qs_err *e)
         if (v->score[i] > m->max_score) m->max_score = v->score[i];
     }
     if (m->min_score > m->max_score) m->min_score = m->max_score = 0;
-    m->seg_ok = 1;   /* every "▁" inside a piece follows another (Llama's "▁▁▁▁" is fine, "a▁" is not) */
+    for (int i = 0; m->src == SPM_PROTO && m->kind == QS_TOK_BPE && v->type && i < v->n; i++)
+        m->has_unused |= v->type[i] == 5;
+    m->seg_ok = !m->has_unused;   /* UNUSED pieces are split again by the pairs offered anywhere in the text */
+    /* every "▁" inside a piece follows another (Llama's "▁▁▁▁" is fine, "a▁" is not) */
     for (int i = 0; i < v->n && m->seg_ok; i++) {
         const char *t = v->text + v->off[i];
         for (const char *q = *t ? strstr(t + 1, kMeta) : NULL; q && m->seg_ok; q = strstr(q + 1, kMeta))

@@ -25,6 +25,7 @@ typedef struct qs_tok_spm {
     int unk;               /* id of the unknown token, or -1 */
     int byte_fallback, fuse_unk;
     int by_score;          /* BPE: merge by the merged piece's score (no merge list) */
+    int has_unused;        /* BPE from tokenizer.model with UNUSED pieces: merged into, then split again */
     int seg_ok;            /* every "▁" inside a piece follows another: no token starts inside a run's
                            ** first "▁" (BPE segments, Unigram blocks) */
     /* SentencePiece's normalizer flags (SPM_PROTO, SPM_GGUF), applied to each piece */

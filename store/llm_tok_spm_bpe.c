@@ -41,6 +41,8 @@ typedef struct {
     size_t on, ocap;
     centry *ct;
     size_t ccap, cn;
+    int32_t *rev;        /* [v->n] UNUSED piece -> bytes of the left part of the last pair offered for it */
+    uint32_t *stk;       /* resegmentation stack: (start, length) pairs */
 } bpe;
 
 static int before(const pair *p, const pair *q) { return p->prio < q->prio || (p->prio == q->prio && p->left < q->left); }
@@ -106,6 +108,40 @@ static void offer(bpe *b, int l)
         prio = (float)rank;
     }
     push(b, (pair){prio, l, r, L->len + R->len, id});
+    if (b->rev && b->v->type[id] == 5) b->rev[id] = (int32_t)L->len;   /* sentencepiece's rev_merge: the last offer */
+}
+
+static int add_item(bpe *b, int id, uint32_t a, uint32_t z, qs_err *e)
+{
+    if (b->on == b->ocap) {
+        size_t nc = b->ocap ? 2 * b->ocap : 256;
+        item *no = realloc(b->out, nc * sizeof *no);
+        if (!no) return qs_fail(e, "out of memory");
+        b->out = no; b->ocap = nc;
+    }
+    b->out[b->on++] = (item){id, a, z};
+    return 0;
+}
+
+/* A final symbol (model-text bytes [a, a + len)) -> items, relative to a0; an UNUSED piece is split
+** again into the pair last offered for it, recursively (sentencepiece's resegment), with a stack. */
+static int final_symbol(bpe *b, uint32_t a, uint32_t len, int id, uint32_t a0, qs_err *e)
+{
+    if (!b->rev || id < 0 || b->v->type[id] != 5) return add_item(b, id, a - a0, a + len - a0, e);
+    size_t sp = 0;
+    b->stk[sp++] = a; b->stk[sp++] = len;
+    while (sp) {
+        uint32_t l = b->stk[--sp], s = b->stk[--sp];
+        int k = lookup(b, b->x->t + s, l);
+        int32_t cut = k >= 0 && b->v->type[k] == 5 ? b->rev[k] : -1;
+        if (cut <= 0 || (uint32_t)cut >= l) {   /* an UNUSED piece never offered (a character): unknown */
+            if (add_item(b, k >= 0 && b->v->type[k] == 5 ? -1 : k, s - a0, s + l - a0, e)) return -1;
+            continue;
+        }
+        b->stk[sp++] = s + (uint32_t)cut; b->stk[sp++] = l - (uint32_t)cut;   /* right, then left on top */
+        b->stk[sp++] = s; b->stk[sp++] = (uint32_t)cut;
+    }
+    return 0;
 }
 
 /* BPE on model-text bytes [a0, a1): the symbols left, in order, appended to b->out as (id or -1,
@@ -138,15 +174,8 @@ static int merge_range(bpe *b, size_t a0, size_t a1, qs_err *e)
         offer(b, p.left);
     }
     if (b->oom) return qs_fail(e, "out of memory");
-    for (int i = 0; ns && i >= 0; i = b->s[i].next) {
-        if (b->on == b->ocap) {
-            size_t nc = b->ocap ? 2 * b->ocap : 256;
-            item *no = realloc(b->out, nc * sizeof *no);
-            if (!no) return qs_fail(e, "out of memory");
-            b->out = no; b->ocap = nc;
-        }
-        b->out[b->on++] = (item){b->s[i].id, b->s[i].a - (uint32_t)a0, b->s[i].a + b->s[i].len - (uint32_t)a0};
-    }
+    for (int i = 0; ns && i >= 0; i = b->s[i].next)
+        if (final_symbol(b, b->s[i].a, b->s[i].len, b->s[i].id, (uint32_t)a0, e)) return -1;
     return 0;
 }
 
@@ -194,7 +223,12 @@ int qs_tok_spm_bpe_run(const qs_llm_vocab *v, const qs_tok_spm *m, const spm_tex
     b.v = v; b.m = m; b.x = x;
     b.s = malloc(x->n * sizeof *b.s);
     b.key = malloc(x->n + 2);
-    int rc = b.s && b.key ? 0 : qs_fail(e, "out of memory");
+    if (m->has_unused) {
+        b.rev = malloc((size_t)v->n * sizeof *b.rev);
+        b.stk = malloc((2 * x->n + 2) * sizeof *b.stk);   /* at most one pending part per byte */
+        if (b.rev) for (int i = 0; i < v->n; i++) b.rev[i] = -1;
+    }
+    int rc = b.s && b.key && (!m->has_unused || (b.rev && b.stk)) ? 0 : qs_fail(e, "out of memory");
     /* no merge crosses the start of a run of "▁" when every "▁" inside a piece follows another:
     ** each segment alone, cached */
     for (size_t a0 = 0; a0 < x->n && !rc;) {
@@ -215,6 +249,6 @@ int qs_tok_spm_bpe_run(const qs_llm_vocab *v, const qs_tok_spm *m, const spm_tex
         if (a1 - a0 > CACHE_MAX) b.on = i0;   /* not cached: its items are spent */
         a0 = a1;
     }
-    free(b.s); free(b.h); free(b.key); free(b.out); free(b.ct);
+    free(b.s); free(b.h); free(b.key); free(b.out); free(b.ct); free(b.rev); free(b.stk);
     return rc;
 }

@@ -10,6 +10,8 @@ Writes, in tests/fixtures/llm/ (seeded: the same bytes every run for the same li
   spm_{bpe,bpe_nofb,uni,uni_nofb}.model  tiny models trained by sentencepiece's trainer on generated
               text (BPE and Unigram, byte_fallback on and off, identity normalization, a user-defined
               symbol <sep>), small vocabularies so that rare characters are unknown;
+  spm_bpe_unused.model  spm_bpe.model with 12 pieces and "z" marked UNUSED (merged into, then split
+              again by sentencepiece);
   spm_uni_rules.model  the same Unigram with a few normalization rules (RULES, compiled by the
               trainer into a precompiled_charsmap: needs llm_tok_norm.c's charsmap decoder);
   spm_{bpe,uni}.json  their tokenizer.json conversions (Unigram [piece, score] vocabulary; BPE with
@@ -204,6 +206,19 @@ def keep_whitespace(model):
     return unfields(out)
 
 
+def with_unused(model, names):
+    """The model with the pieces named marked UNUSED (type 5), as SetVocabulary leaves pieces outside
+    a vocabulary: sentencepiece's BPE still merges into them, then splits them again."""
+    out = []
+    for f, wt, v in fields(model):
+        if f == 1:
+            d = fields(v)
+            if any(pf == 1 and pv.decode() in names for pf, _, pv in d):
+                v = unfields([x for x in d if x[0] != 3] + [(3, 0, 5)])
+        out.append((f, wt, v))
+    return unfields(out)
+
+
 def pieces(sp):
     return [(sp.id_to_piece(i), sp.get_score(i)) for i in range(sp.get_piece_size())]
 
@@ -339,7 +354,7 @@ def novels(sps, gguf_sp):
                 j = json.load(f)
             j["pre_tokenizer"], j["normalizer"] = pre, norm
             forms[vname] = lambda t, tk=Tokenizer.from_str(json.dumps(j)): tk.encode(t, add_special_tokens=False).ids
-    for name in ("spm_bpe", "spm_uni", "spm_uni_rules"):
+    for name in ("spm_bpe", "spm_uni", "spm_uni_rules", "spm_bpe_unused"):
         forms[name] = sps[name].encode
     forms["gguf"] = gguf_sp.encode
     res = {}
@@ -370,6 +385,21 @@ def main():
             res["ids"].append(ids)
             res["spans"].append(spans)
         out["model"][name] = res
+    sp = sps["spm_bpe"]   # UNUSED pieces: the 12 best-scored longer ones, and a single character
+    names = sorted((p for p in (sp.id_to_piece(i) for i in range(sp.get_piece_size()) if sp.is_unused(i) is False
+                                and not sp.is_control(i) and not sp.is_unknown(i) and not sp.is_byte(i))
+                    if len(p) > 2), key=lambda p: -sp.get_score(sp.piece_to_id(p)))[:12] + ["z"]
+    data = with_unused(sp.serialized_model_proto(), set(names))
+    with open(os.path.join(FIX, "spm_bpe_unused.model"), "wb") as f:
+        f.write(data)
+    spu = spm.SentencePieceProcessor(model_proto=data)
+    sps["spm_bpe_unused"] = spu
+    res = {"ids": [], "spans": []}
+    for c in CASES:
+        ids, spans = spm_encode(spu, c)
+        res["ids"].append(ids)
+        res["spans"].append(spans)
+    out["model"]["spm_bpe_unused"] = res
     for name, kind, fb in (("spm_bpe", "bpe", True), ("spm_uni", "uni", True)):
         with open(os.path.join(FIX, name + ".json"), "w", encoding="utf-8") as f:
             json.dump(tok_json(sps[name], kind, fb), f, ensure_ascii=False, separators=(",", ":"))
