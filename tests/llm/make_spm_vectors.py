@@ -31,6 +31,7 @@ import io
 import json
 import os
 import random
+import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -427,7 +428,10 @@ def main():
     # as sentencepiece with remove_extra_whitespaces off
     sp = sps["spm_bpe"]
     sp2 = spm.SentencePieceProcessor(model_proto=keep_whitespace(sp.serialized_model_proto()))
-    out["gguf"]["ids"] = [sp2.encode(c) for c in CASES]
+    # llama.cpp matches the user-defined <sep> first and gives every stretch of text its space prefix
+    sep = sp.piece_to_id("<sep>")
+    out["gguf"]["ids"] = [[i for part in re.split("(<sep>)", c) if part
+                           for i in ([sep] if part == "<sep>" else sp2.encode(part))] for c in CASES]
     out["novels"] = novels(sps, sp2)
     with open(os.path.join(FIX, "spm_expected.json"), "w", encoding="utf-8") as f:
         json.dump(out, f, ensure_ascii=False, separators=(",", ":"))
