@@ -46,14 +46,14 @@ static int read_strs(qs_gguf_rd *r, uint64_t n, const char *what, char **text, u
 }
 
 /* tokenizer.ggml.tokens, .token_type and .merges, which the metadata JSON only summarises. */
-typedef struct vocab_ctx { qs_llm_vocab *v; uint64_t ntype; } vocab_ctx;
+typedef struct vocab_ctx { qs_llm_vocab *v; uint64_t ntype, nscore; } vocab_ctx;
 
 static int vocab_kv(void *ctx, const char *key, uint32_t type, qs_gguf_rd *r, const char *what)
 {
     qs_llm_vocab *v = ((vocab_ctx *)ctx)->v;
     int is_tok = !strcmp(key, "tokenizer.ggml.tokens"), is_type = !strcmp(key, "tokenizer.ggml.token_type");
-    int is_merge = !strcmp(key, "tokenizer.ggml.merges");
-    if (!(is_tok || is_type || is_merge) || type != QS_GGUF_ARRAY) return 0;
+    int is_merge = !strcmp(key, "tokenizer.ggml.merges"), is_score = !strcmp(key, "tokenizer.ggml.scores");
+    if (!(is_tok || is_type || is_merge || is_score) || type != QS_GGUF_ARRAY) return 0;
     uint32_t et;
     uint64_t n;
     if (qs_gguf_u32(r, &et, what) || qs_gguf_u64(r, &n, what)) return -1;
@@ -65,6 +65,19 @@ static int vocab_kv(void *ctx, const char *key, uint32_t type, qs_gguf_rd *r, co
     if (is_merge && et == QS_GGUF_STRING && !v->mtext) {
         if (read_strs(r, n, what, &v->mtext, &v->moff)) return -1;
         v->nmerges = (int)n;
+        return 1;
+    }
+    if (is_score && et == QS_GGUF_F32 && !v->score) {   /* SentencePiece piece scores ("llama") */
+        if (n > (r->len - r->pos) / 4) return qs_fail(r->e, "%s: array overruns the file (at byte %zu)", what, r->pos);
+        v->score = malloc((size_t)(n ? n : 1) * sizeof *v->score);
+        if (!v->score) return qs_fail(r->e, "out of memory");
+        for (uint64_t i = 0; i < n; i++) {
+            float f;
+            memcpy(&f, r->b + r->pos + 4 * i, 4);
+            v->score[i] = f;
+        }
+        r->pos += (size_t)n * 4;
+        ((vocab_ctx *)ctx)->nscore = n;
         return 1;
     }
     if (is_type && (et == QS_GGUF_I32 || et == QS_GGUF_U32) && !v->type) {
@@ -84,10 +97,30 @@ static int read_vocab(const uint8_t *buf, size_t len, qs_llm_vocab *v, qs_err *e
 {
     qs_gguf_rd r = {buf, len, 16, e};
     uint64_t nkv;
-    vocab_ctx c = {v, 0};
+    vocab_ctx c = {v, 0, 0};
     if (qs_gguf_u64(&r, &nkv, "header") || qs_gguf_kv_walk(&r, nkv, vocab_kv, &c)) return -1;
     if (v->type && c.ntype != (uint64_t)v->n) { free(v->type); v->type = NULL; }
+    if (v->score && c.nscore != (uint64_t)v->n) { free(v->score); v->score = NULL; }
     return 0;
+}
+
+/* tokenizer.ggml.model "llama": SentencePiece BPE by piece scores, as llama.cpp's llm_tokenizer_spm
+** (a space before each stretch of text when add_space_prefix, spaces spelled "▁", no whitespace
+** removal, byte fallback to the <0xXX> tokens) -> v->model_json, which llm_tok_spm.c reads. */
+static int llama_vocab(json_t *meta, qs_llm_vocab *v, qs_err *e)
+{
+    json_t *u = json_object_get(meta, "tokenizer.ggml.unknown_token_id"), *asp = json_object_get(meta, "tokenizer.ggml.add_space_prefix");
+    int unk = json_is_integer(u) && json_integer_value(u) >= 0 && json_integer_value(u) < v->n ? (int)json_integer_value(u) : -1;
+    for (int i = 0; unk < 0 && v->type && i < v->n; i++)
+        if (v->type[i] == 2) unk = i;
+    json_t *m = json_pack("{s:i, s:b, s:{s:b, s:b, s:b, s:b}}", "unk_id", unk, "byte_fallback", 1, "sentencepiece",
+                          "add_dummy_prefix", !json_is_false(asp), "remove_extra_whitespaces", 0, "escape_whitespaces", 1,
+                          "llama_cpp", 1);
+    if (unk < 0) json_object_set_new(m, "unk_id", json_null());
+    v->model = QS_TOK_BPE;
+    v->model_json = m ? json_dumps(m, JSON_COMPACT) : NULL;
+    json_decref(m);
+    return v->model_json ? 0 : qs_fail(e, "out of memory");
 }
 
 int qs_llm_load_gguf_mem(const uint8_t *buf, size_t len, const char *name, qs_llm_file *f, qs_err *e)
@@ -151,6 +184,7 @@ int qs_llm_load_gguf_mem(const uint8_t *buf, size_t len, const char *name, qs_ll
     f->v.add_bos = json_is_true(json_object_get(meta, "tokenizer.ggml.add_bos_token")) && f->v.bos >= 0;
     const char *tm = json_string_value(json_object_get(meta, "tokenizer.ggml.model"));
     f->v.byte_level = tm && strcmp(tm, "gpt2") == 0;
+    if (tm && !strcmp(tm, "llama") && llama_vocab(meta, &f->v, e)) goto fail;
     const char *pre = json_string_value(json_object_get(meta, "tokenizer.ggml.pre"));
     snprintf(f->v.pre, sizeof f->v.pre, "%s", pre ? pre : "");
     if (qs_llm_tok_prepare(&f->v, name, e)) goto fail;

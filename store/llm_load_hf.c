@@ -138,11 +138,26 @@ int qs_llm_load_tokenizer(const char *path, qs_llm_file *f, qs_err *e)
     memset(f, 0, sizeof *f);
     f->v.bos = f->v.eos = -1;
     int pp_bos;
+    size_t pl = strlen(path);
+    if (pl >= 6 && !strcmp(path + pl - 6, ".model")) {   /* SentencePiece's tokenizer.model */
+        qs_file_map m;
+        if (qs_file_map_open(path, &m, e)) return -1;
+        int rc = qs_llm_tok_spm_parse(m.p, m.n, path, &f->v, e);
+        qs_file_map_close(&m);
+        if (rc) { qs_err_prefix(e, path); qs_llm_file_free(f); }
+        return rc;
+    }
     char file[4096];
     struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {   /* a Hugging Face directory: its tokenizer.json */
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {   /* a Hugging Face directory: its tokenizer.json, */
         if (strlen(path) > 4000) return qs_fail(e, "%s: path too long", path);
+        snprintf(file, sizeof file, "%s/tokenizer.model", path);
+        int spm_only = access(file, F_OK) == 0;           /* else its tokenizer.model */
         snprintf(file, sizeof file, "%s/tokenizer.json", path);
+        if (spm_only && access(file, F_OK) != 0) {
+            snprintf(file, sizeof file, "%s/tokenizer.model", path);
+            return qs_llm_load_tokenizer(file, f, e);
+        }
         path = file;
     }
     if (read_tokenizer(path, 0, &f->v, &pp_bos, NULL, NULL, e)) { qs_llm_file_free(f); return -1; }

@@ -13,6 +13,7 @@
 */
 #include "llm_pretok.h"
 #include "llm_pretok_bert.h"
+#include "llm_pretok_meta.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <jansson.h>
@@ -74,6 +75,7 @@ struct qs_pretok_scan {
     pcre2_jit_stack *js;
     step_run r[MAX_STEPS];
     const char *name;          /* the text, for messages */
+    size_t origin;             /* text offset of position 0 (Metaspace "first": qs_pretok_scan_origin) */
 };
 
 void qs_pretok_free(qs_pretok *p)
@@ -221,10 +223,15 @@ static int add_json(qs_pretok *p, json_t *j, int depth, qs_err *e)
         if (bj && parse_behavior(json_string_value(bj), &b)) return qs_fail(e, "pre-tokenizer Punctuation has an unknown behavior");
         return add_step(p, "[\\p{P}\\x21-\\x2f\\x3a-\\x40\\x5b-\\x60\\x7b-\\x7e]", 0, b, 0, 0, 0, e);
     }
+    if (!strcmp(t, "Metaspace")) {   /* llm_pretok_meta.c */
+        const char *pat;
+        int pre;
+        return qs_pretok_meta_parse(j, &pat, &pre, e) ? -1 : add_step(p, pat, 0, B_NEXT, 0, 0, pre, e);
+    }
     if (!strcmp(t, "ByteLevel"))
         return add_step(p, jbool(j, "use_regex", 1) ? kGpt2 : NULL, 0, B_ISOLATED, 0, 1, jbool(j, "add_prefix_space", 1), e);
     return qs_fail(e, "pre-tokenizer type '%.40s' is not supported (Sequence, Split, Digits, ByteLevel, "
-                      "WhitespaceSplit, Punctuation, BertPreTokenizer, Whitespace)", t);
+                      "WhitespaceSplit, Punctuation, BertPreTokenizer, Whitespace, Metaspace)", t);
 }
 
 qs_pretok *qs_pretok_from_json(const char *json, qs_err *e)
@@ -418,7 +425,7 @@ static int run(qs_pretok_scan *sc, int k, const char *s, size_t n, size_t at, si
     if (k == p->n) return cb(ctx, s, n, at, virt);
     const step *st = &p->s[k];
     step_run *r = &sc->r[k];
-    if (st->prefix_space && s[0] != ' ') {   /* ByteLevel add_prefix_space */
+    if (st->prefix_space && qs_pretok_meta_prepend(st->prefix_space, s, n, sc->origin + at, virt)) {   /* ByteLevel, Metaspace */
         if (n + 1 > r->bcap) {
             char *b = realloc(r->buf, n + 1);
             if (!b) return qs_fail(e, "out of memory");
@@ -441,6 +448,11 @@ static int run(qs_pretok_scan *sc, int k, const char *s, size_t n, size_t at, si
         if ((rc = run(sc, k + 1, s + a, r->out[i].b - a, at + a + v - virt, v, cb, ctx, e))) return rc;
     }
     return 0;
+}
+
+void qs_pretok_scan_origin(qs_pretok_scan *sc, size_t origin)
+{
+    sc->origin = origin;
 }
 
 int qs_pretok_run(qs_pretok_scan *sc, const char *s, size_t n, size_t at, qs_pretok_cb cb, void *ctx, qs_err *e)

@@ -33,6 +33,9 @@ void qs_pretok_free(qs_pretok *p);
 /* Scratch for splitting one text (name: the text in messages, NULL for "the text"). */
 qs_pretok_scan *qs_pretok_scan_new(const qs_pretok *p, const char *name, qs_err *e);
 void qs_pretok_scan_free(qs_pretok_scan *sc);
+/* Where position 0 of the following runs is in the text (0 unless set): Metaspace's prepend_scheme
+** "first" adds its space only to the piece at the start of the text. */
+void qs_pretok_scan_origin(qs_pretok_scan *sc, size_t origin);
 /* Split s[0..n) (one stretch of text between added tokens, at byte offset `at` of the text) and call
 ** cb on each piece, in order.  Regex work is bounded: a few hundred PCRE2 steps per byte, PCRE2's
 ** heap, depth and JIT stack limits; past them the split stops with QS_PRETOK_REGEX.  Returns 0, -1

@@ -23,6 +23,7 @@
 #include "llm_pretok.h"
 #include "llm_tok_model.h"
 #include "llm_tok_norm_int.h"
+#include "llm_tok_spm.h"
 
 enum { CACHE_MAX_PIECE = 256 };
 
@@ -417,7 +418,7 @@ static int tok_build(const qs_llm_vocab *v, const char *source, qs_llm_tok **out
 {
     qs_llm_tok *k = calloc(1, sizeof *k);
     if (!k || (source && !(k->source = strdup(source)))) { tok_free(k); return qs_fail(e, "out of memory"); }
-    if (v->n && v->vhash && (v->byte_level || v->model != QS_TOK_BPE || v->pre_json || v->norm_json)) {
+    if (v->n && v->vhash && (v->byte_level || v->model != QS_TOK_BPE || v->pre_json || v->norm_json || v->model_json)) {
         qs_err pe = {{0}};
         k->ignore_merges = v->ignore_merges;
         if (v->byte_level || v->pre_json)   /* without either: no pre-tokenizer (SentencePiece-style files) */
@@ -447,7 +448,7 @@ void qs_llm_vocab_free(qs_llm_vocab *v)
 {
     free(v->text); free(v->off); free(v->type); free(v->mtext); free(v->moff);
     free(v->vhash); free(v->mhash); free(v->special); free(v->pre_json); free(v->pre_regex);
-    free(v->model_json); free(v->norm_json); free(v->aflags);
+    free(v->model_json); free(v->norm_json); free(v->aflags); free(v->score);
     tok_free(v->tok);
     memset(v, 0, sizeof *v);
 }
@@ -564,6 +565,7 @@ static int stretch(const qs_llm_tok *k, tk *t, qs_pretok_scan *sc, qs_tok_norm_b
         } else if (!k->pt) {
             rc = piece(t, s + a, b - a, a, 0);
         } else {
+            qs_pretok_scan_origin(sc, seg);   /* Metaspace "first" (llm_pretok_meta.c) */
             rc = qs_pretok_run(sc, s + a, b - a, a, piece, t, e);
             if (rc == QS_PRETOK_REGEX && k->source) qs_err_prefix(e, k->source);
         }
@@ -597,7 +599,7 @@ int qs_llm_tokenize_offs(const qs_llm_vocab *v, const char *name, const char *te
 {
     const qs_llm_tok *k0 = v->tok;
     const char *src = k0 ? k0->source : NULL;
-    if (!v->n || !v->vhash || (v->model == QS_TOK_BPE && !v->byte_level && !v->pre_json && !v->norm_json))
+    if (!v->n || !v->vhash || (v->model == QS_TOK_BPE && !v->byte_level && !v->pre_json && !v->norm_json && !v->model_json))
         return qs_fail(e, "%s%sthe model has no tokenizer qscope can run (byte-level BPE, WordPiece, Unigram or "
                        "SentencePiece BPE); give token ids", src ? src : "", src ? ": " : "");
     if (off && len >= UINT32_MAX) return qs_fail(e, "%s is too long for token offsets (4 GiB)", name ? name : "the text");
@@ -663,6 +665,8 @@ size_t qs_llm_detok(const qs_llm_vocab *v, int id, char *out, size_t cap)
     size_t o = 0;
     if (id < 0 || id >= v->n) return (size_t)snprintf(out, cap, "<%d>", id) < cap ? strlen(out) : cap - 1;
     if (v->model == QS_TOK_WORDPIECE) return qs_tok_model_detok(v, v->tok ? v->tok->model : NULL, id, out, cap);
+    if (v->model == QS_TOK_UNIGRAM || (v->model == QS_TOK_BPE && !v->byte_level && v->model_json))
+        return qs_tok_spm_detok(v, id, out, cap);   /* "▁" and <0xXX> (llm_tok_spm.c) */
     const unsigned char *s = (const unsigned char *)v->text + v->off[id];
     int control = v->type && v->type[id] == 3;
     if (!v->byte_level || control) {

@@ -50,6 +50,8 @@ typedef struct qs_llm_vocab {
     char *norm_json;     /* tokenizer.json "normalizer" as compact JSON, or NULL (none) */
     uint8_t *aflags;     /* [n] QS_TOK_ADDED|... for added tokens (tokenizer.json), or NULL */
     qs_llm_tok *tok;     /* compiled pre-tokenizer and added-token trie (qs_llm_tok_prepare), or NULL */
+    double *score;       /* [n] piece scores (Unigram; SentencePiece BPE from tokenizer.model or a GGUF
+                         ** "llama" vocabulary, which merges by score), or NULL */
 } qs_llm_vocab;
 
 /* Compile what tokenizing needs once, when the vocabulary is loaded: the pre-tokenizer (pre_json,
@@ -69,10 +71,12 @@ int qs_llm_vocab_find(const qs_llm_vocab *v, const char *s);
 
 /* Byte-level BPE tokenization of `text` (len bytes) equal to Hugging Face `tokenizers`: added tokens
 ** (token_type 3 control and 4 user-defined: tokenizer.json added_tokens) are matched literally first
-** (leftmost, longest, through a trie), each stretch between them goes through the pre-tokenizer
+** (leftmost, longest, through a trie; those with `normalized` after the normalizer, on its output,
+** with lstrip/rstrip/single_word as tokenizers), each stretch between them goes through the normalizer
+** (tokenizer.json's, llm_tok_norm.h) and the pre-tokenizer
 ** (tokenizer.json's pre_tokenizer, else the one of the GGUF tokenizer.ggml.pre family; regexes in
 ** PCRE2 with Unicode classes, llm_pretok.h), each piece is mapped byte -> unicode and merged by rank.
-** No normalizer is applied and no BOS is added.  Invalid UTF-8 is accepted: invalid bytes are never
+** No BOS is added.  Invalid UTF-8 is accepted: invalid bytes are never
 ** matched by a pattern and end up as byte-level tokens.  Regex work is bounded (llm_pretok.h): a
 ** pattern that backtracks too much on this text is refused.  `name` names the text in messages
 ** (NULL: "the text"); messages are complete ("tokenizer.json: ..." or "NAME: ..."), callers add no
@@ -97,6 +101,11 @@ int qs_llm_tokenize(const qs_llm_vocab *v, const char *text, size_t len, int32_t
 ** Errors do not name the file (the caller adds it); v is then for qs_llm_vocab_free. */
 int qs_llm_tok_json_parse(const char *buf, size_t n, int vocab, const char *source, qs_llm_vocab *v, int *pp_bos,
                           qs_err *e);
+
+/* A SentencePiece tokenizer.model image (llm_tok_spm_model.c) -> v: pieces, scores and types (the
+** GGUF token_type codes), the model (Unigram or BPE by score) and its normalizer options, prepared
+** naming source.  A bounded reader of the protobuf wire format; errors do not name the file. */
+int qs_llm_tok_spm_parse(const uint8_t *buf, size_t n, const char *source, qs_llm_vocab *v, qs_err *e);
 
 /* What tokenizer_config.json says (llm_tok_config.c): the ids of its bos_token and eos_token (by
 ** content; -1 when absent or not in v) and add_bos_token (1, 0, or -1 when absent). */

@@ -344,11 +344,54 @@ static int put_token(tally *t, int id, const char *s, size_t raw, size_t len, in
     return 0;
 }
 
+/* A JSON number's value (jansson's conversion, which does not depend on the locale). */
+static int num_value(js *j, double *out)
+{
+    long long iv;
+    int is_int;
+    ws(j);
+    const char *a = j->p;
+    if (num_scan(j, &iv, &is_int)) return -1;
+    json_t *n = json_loadb(a, (size_t)(j->p - a), JSON_DECODE_ANY, NULL);
+    *out = json_number_value(n);
+    json_decref(n);
+    return n ? 0 : qs_fail(j->e, "unreadable number");
+}
+
+/* Unigram's vocabulary: an array of [piece, score], ids in order; scores -> v->score when filling. */
+static int vocab_array(js *j, tally *t)
+{
+    int first = 1, r;
+    long long id = 0;
+    while ((r = arr_next(j, &first)) == 1) {
+        const char *k;
+        size_t kraw, klen;
+        int pf = 1;
+        double sc;
+        if (!lit(j, '[') || arr_next(j, &pf) != 1 || str_scan(j, &k, &kraw, &klen) || arr_next(j, &pf) != 1 ||
+            num_value(j, &sc) || arr_next(j, &pf) != 0) {
+            if (j->failed) return -1;
+            return qs_fail(j->e, "model.vocab[%lld] is not [piece, score]", id);
+        }
+        t->entries++;
+        t->bytes += klen + 1;
+        if (id < MAX_IDS && id > t->maxid) t->maxid = id;
+        if (t->fill) {
+            if (id >= t->vocab) return qs_fail(j->e, "model.vocab[%lld] is outside 0..%d", id, t->vocab - 1);
+            put_token(t, (int)id, k, kraw, klen, 1);
+            t->v->score[id] = sc;
+        }
+        id++;
+    }
+    return r;
+}
+
 static int vocab_pass(js *j, tally *t)
 {
     const char *k;
     size_t kraw, klen;
     int first = 1, r;
+    if (lit(j, '[')) return vocab_array(j, t);
     if (!lit(j, '{')) return qs_fail(j->e, "no model.vocab object");
     while ((r = obj_next(j, &first, &k, &kraw, &klen)) == 1) {
         long long id;
@@ -608,9 +651,9 @@ int qs_llm_tok_json_parse(const char *buf, size_t n, int vocab, const char *sour
         if (!str_scan(&t, &s, &raw, &len) && len < sizeof mt) mt[unescape(s, raw, mt)] = 0;
         else snprintf(mt, sizeof mt, "(not a name)");
     }
-    if (!pt.model.n || (pt.type.p && strcmp(mt, "BPE") && strcmp(mt, "WordPiece")))
-        return qs_fail(e, "tokenizer model '%s' is not supported (BPE, WordPiece)", mt);
-    v->model = !strcmp(mt, "WordPiece") ? QS_TOK_WORDPIECE : QS_TOK_BPE;
+    if (!pt.model.n || (pt.type.p && strcmp(mt, "BPE") && strcmp(mt, "WordPiece") && strcmp(mt, "Unigram")))
+        return qs_fail(e, "tokenizer model '%s' is not supported (BPE, WordPiece, Unigram)", mt);
+    v->model = !strcmp(mt, "WordPiece") ? QS_TOK_WORDPIECE : !strcmp(mt, "Unigram") ? QS_TOK_UNIGRAM : QS_TOK_BPE;
     if (!pt.vocab.p) return qs_fail(e, "no model.vocab object");
     /* count, then size: nothing is allocated for what the file merely claims */
     tally t = {0, 1, -1, 0, 0, v, 1};
@@ -633,6 +676,8 @@ int qs_llm_tok_json_parse(const char *buf, size_t n, int vocab, const char *sour
     v->text = malloc(t.bytes);
     v->mtext = malloc(mbytes ? mbytes : 1);
     v->moff = malloc((nm ? nm : 1) * sizeof *v->moff);
+    if (v->model == QS_TOK_UNIGRAM && !(v->score = calloc((size_t)vocab, sizeof *v->score)))
+        return qs_fail(e, "out of memory for the vocabulary");
     if (!v->type || !v->aflags || !v->off || !v->text || !v->mtext || !v->moff) return qs_fail(e, "out of memory for the vocabulary");
     v->text[0] = 0;
     t.fill = 1; t.vocab = vocab;

@@ -192,7 +192,7 @@ static void test_errors(void **st)
     assert_int_equal(qs_llm_load_tokenizer("fixtures/llm/tok_bpe.json", &f, &e), 0);
     char *orig = f.v.pre_json;
     struct { const char *json, *msg; } bad[] = {
-        {"{\"type\":\"Metaspace\",\"replacement\":\"_\"}", "'Metaspace' is not supported"},
+        {"{\"type\":\"UnicodeScripts\"}", "'UnicodeScripts' is not supported"},
         {"{\"type\":\"Split\",\"pattern\":{\"Regex\":\"(\"},\"behavior\":\"Isolated\",\"invert\":false}", "pattern /(/"},
         {"{\"type\":\"Split\",\"pattern\":{\"Regex\":\"a\"},\"behavior\":\"Sideways\",\"invert\":false}", "unknown behavior"},
         {"{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"ByteLevel\"},{\"type\":\"Digits\"}]}", "after ByteLevel"},
