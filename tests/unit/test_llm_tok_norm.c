@@ -158,6 +158,61 @@ static void test_every_code_point(void **st)
     assert_int_equal(bad, 0);
 }
 
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) { h ^= ((const uint8_t *)p)[i]; h *= 0x100000001B3ull; }
+    return h;
+}
+
+/* Real text through real normalizers: all-MiniLM-L6-v2's BertNormalizer and Qwen2's NFC on the six
+** Austen novels of `make data`, normalized text and spans hashed as make_norm_vectors.py does. */
+static void test_austen(void **st)
+{
+    (void)st;
+    json_t *j = load("fixtures/llm/norm_austen.json"), *nv, *nov;
+    size_t i, k, bad = 0, total = 0;
+    qs_tok_norm_buf b;
+    memset(&b, 0, sizeof b);
+    json_array_foreach(json_object_get(j, "normalizers"), i, nv) {
+        qs_tok_norm *nm = compile(json_object_get(nv, "normalizer"));
+        assert_non_null(nm);
+        json_array_foreach(json_object_get(nv, "novels"), k, nov) {
+            char path[256];
+            snprintf(path, sizeof path, "../data/text/%s", json_string_value(json_object_get(nov, "file")));
+            size_t n = 0;
+            uint8_t *text = tu_slurp(path, &n);
+            if (!text) {
+                qs_tok_norm_free(nm);
+                qs_tok_norm_buf_free(&b);
+                json_decref(j);
+                tu_skip("data: the Austen novels (make data) are not there");
+            }
+            qs_err e = {{0}};
+            assert_int_equal(qs_tok_norm_run(nm, (const char *)text, n, &b, &e), 0);
+            uint64_t h = fnv(0xCBF29CE484222325ull, b.s, b.n);
+            for (size_t p = 0; p < b.n;) {
+                size_t len = clen(b.s, b.n, p);
+                uint32_t ab[2] = {b.map[2 * p], b.map[2 * (p + len - 1) + 1]};   /* little-endian hosts */
+                h = fnv(h, ab, sizeof ab);
+                p += len;
+            }
+            char hex[17];
+            snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+            total++;
+            if (strcmp(hex, json_string_value(json_object_get(nov, "fnv1a64")))) {
+                print_message("# %s on %s: %zu bytes, hash %s\n", json_string_value(json_object_get(nv, "name")), path, b.n, hex);
+                bad++;
+            }
+            free(text);
+        }
+        qs_tok_norm_free(nm);
+    }
+    print_message("# %zu novel x normalizer pairs equal to HF tokenizers: %zu differ\n", total, bad);
+    qs_tok_norm_buf_free(&b);
+    json_decref(j);
+    assert_int_equal(bad, 0);
+}
+
 /* tok_bpe.json with the variant's normalizer, pre-tokenizer and added tokens. */
 static int variant_vocab(json_t *base, json_t *var, qs_llm_vocab *v)
 {
@@ -390,6 +445,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_normalizers),
         cmocka_unit_test(test_every_code_point),
+        cmocka_unit_test(test_austen),
         cmocka_unit_test(test_tokenize),
         cmocka_unit_test(test_invalid_utf8),
         cmocka_unit_test(test_errors),
