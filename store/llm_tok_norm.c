@@ -106,6 +106,7 @@ int qs_norm_transform(qs_tok_norm_buf *cur, qs_tok_norm_buf *tmp, const qs_nops 
 {
     size_t pos = 0, n = cur->n, out = 0;
     uint32_t cp;
+    if (qs_norm_reserve(tmp, 1)) return -1;   /* an empty result still has a buffer */
     for (size_t k = 0; k < skip && pos < n; k++) pos += qs_nchar(cur->s, n, pos, &cp);
     tmp->n = 0;
     for (size_t k = 0; k < o->n; k++) {
