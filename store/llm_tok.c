@@ -347,7 +347,9 @@ static void trie_add(trie *k, const unsigned char *w, size_t n, int id)
 static int is_added(const qs_llm_vocab *v, int i) { return v->type && (v->type[i] == 3 || v->type[i] == 4); }
 static int normalized(const qs_llm_vocab *v, int i) { return v->aflags && (v->aflags[i] & QS_TOK_NORMALIZED); }
 
-static int tries_build(const qs_llm_vocab *v, qs_llm_tok *k, qs_err *e)
+/* Both tries; -1 only when out of memory (e).  A normalizer that fails on a token's content (regex
+** work) leaves that token unnormalized and its message in pe, unless pe holds one already. */
+static int tries_build(const qs_llm_vocab *v, qs_llm_tok *k, qs_err *pe, qs_err *e)
 {
     size_t rb = 0;
     for (int i = 0; i < v->n; i++)
@@ -364,12 +366,15 @@ static int tries_build(const qs_llm_vocab *v, qs_llm_tok *k, qs_err *e)
     int rc = 0;
     for (int i = 0; i < v->n && !rc; i++) {
         if (!is_added(v, i) || !normalized(v, i)) continue;
-        const char *w = v->text + v->off[i];
-        if (qs_tok_norm_run(k->norm, w, strlen(w), &nb, e)) { rc = -1; break; }
-        if (reserve((void **)&all, &call, nall + nb.n + 1, 1)) { rc = qs_fail(e, "out of memory"); break; }
-        memcpy(all + nall, nb.s, nb.n);
-        all[nall + nb.n] = 0;
-        nall += nb.n + 1;
+        const char *w = v->text + v->off[i], *nw = w;
+        size_t wn = strlen(w);
+        qs_err ne = {{0}};
+        if (qs_tok_norm_run(k->norm, w, wn, &nb, &ne) == 0) nw = nb.s, wn = nb.n;
+        else if (!pe->msg[0]) *pe = ne;
+        if (reserve((void **)&all, &call, nall + wn + 1, 1)) { rc = qs_fail(e, "out of memory"); break; }
+        memcpy(all + nall, nw, wn);
+        all[nall + wn] = 0;
+        nall += wn + 1;
     }
     if (!rc) rc = trie_alloc(&k->normed, nall, e);
     for (int i = 0, o = 0; i < v->n && !rc; i++) {
@@ -426,12 +431,12 @@ static int tok_build(const qs_llm_vocab *v, const char *source, qs_llm_tok **out
         if (v->pre_json) k->ignore_merges = v->ignore_merges;
         if (!pe.msg[0] && v->norm_json) k->norm = qs_tok_norm_from_json(v->norm_json, &pe);
         if (!pe.msg[0] && !(v->model == QS_TOK_BPE && v->byte_level)) qs_tok_model_build(v, &k->model, &pe);
+        if (tries_build(v, k, &pe, e)) { tok_free(k); return -1; }
         if (pe.msg[0]) {
             size_t n = strlen(pe.msg) + (source ? strlen(source) : 0) + 3;
             if (!(k->err = malloc(n))) { tok_free(k); return qs_fail(e, "out of memory"); }
             snprintf(k->err, n, "%s%s%s", source ? source : "", source ? ": " : "", pe.msg);
         }
-        if (tries_build(v, k, e)) { tok_free(k); return -1; }
     }
     *out = k;
     return 0;

@@ -106,6 +106,7 @@ int qs_norm_transform(qs_tok_norm_buf *cur, qs_tok_norm_buf *tmp, const qs_nops 
 {
     size_t pos = 0, n = cur->n, out = 0;
     uint32_t cp;
+    if (qs_norm_reserve(tmp, 1)) return -1;   /* an empty result still has a buffer */
     for (size_t k = 0; k < skip && pos < n; k++) pos += qs_nchar(cur->s, n, pos, &cp);
     tmp->n = 0;
     for (size_t k = 0; k < o->n; k++) {
@@ -358,9 +359,21 @@ static int apply(qs_tok_norm_buf *cur, scratch *x, int rc, size_t skip, qs_err *
     return 0;
 }
 
-/* A filter (its leading dropped characters are skipped), then a transform. */
+/* 1 when pred holds for some character of cur. */
+static int any(const qs_tok_norm_buf *cur, int (*pred)(uint32_t))
+{
+    for (size_t i = 0; i < cur->n;) {
+        uint32_t cp;
+        i += qs_nchar(cur->s, cur->n, i, &cp);
+        if (pred(cp)) return 1;
+    }
+    return 0;
+}
+
+/* A filter (its leading dropped characters are skipped), then a transform; nothing to drop: as is. */
 static int filter(qs_tok_norm_buf *cur, scratch *x, int (*drop)(uint32_t), qs_err *e)
 {
+    if (!any(cur, drop)) return 0;
     size_t skip = 0;
     x->o.n = 0;
     int rc = qs_norm_ops_filter(cur, drop, &skip, &x->o);
@@ -403,7 +416,7 @@ static int step(const qs_tok_norm *nm, qs_tok_norm_buf *cur, scratch *x, qs_err 
             if (qs_norm_map_run(cur, &x->tmp, qs_norm_bert_space)) return qs_fail(e, "out of memory");
             x->o.n = 0;
         }
-        if (nm->chinese) {
+        if (nm->chinese && any(cur, qs_norm_is_chinese)) {
             if (apply(cur, x, qs_norm_ops_chinese(cur, &x->o), 0, e)) return -1;
             x->o.n = 0;
         }

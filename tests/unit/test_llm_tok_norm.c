@@ -158,6 +158,61 @@ static void test_every_code_point(void **st)
     assert_int_equal(bad, 0);
 }
 
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) { h ^= ((const uint8_t *)p)[i]; h *= 0x100000001B3ull; }
+    return h;
+}
+
+/* Real text through real normalizers: all-MiniLM-L6-v2's BertNormalizer and Qwen2's NFC on the six
+** Austen novels of `make data`, normalized text and spans hashed as make_norm_vectors.py does. */
+static void test_austen(void **st)
+{
+    (void)st;
+    json_t *j = load("fixtures/llm/norm_austen.json"), *nv, *nov;
+    size_t i, k, bad = 0, total = 0;
+    qs_tok_norm_buf b;
+    memset(&b, 0, sizeof b);
+    json_array_foreach(json_object_get(j, "normalizers"), i, nv) {
+        qs_tok_norm *nm = compile(json_object_get(nv, "normalizer"));
+        assert_non_null(nm);
+        json_array_foreach(json_object_get(nv, "novels"), k, nov) {
+            char path[256];
+            snprintf(path, sizeof path, "../data/text/%s", json_string_value(json_object_get(nov, "file")));
+            size_t n = 0;
+            uint8_t *text = tu_slurp(path, &n);
+            if (!text) {
+                qs_tok_norm_free(nm);
+                qs_tok_norm_buf_free(&b);
+                json_decref(j);
+                tu_skip("data: the Austen novels (make data) are not there");
+            }
+            qs_err e = {{0}};
+            assert_int_equal(qs_tok_norm_run(nm, (const char *)text, n, &b, &e), 0);
+            uint64_t h = fnv(0xCBF29CE484222325ull, b.s, b.n);
+            for (size_t p = 0; p < b.n;) {
+                size_t len = clen(b.s, b.n, p);
+                uint32_t ab[2] = {b.map[2 * p], b.map[2 * (p + len - 1) + 1]};   /* little-endian hosts */
+                h = fnv(h, ab, sizeof ab);
+                p += len;
+            }
+            char hex[17];
+            snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+            total++;
+            if (strcmp(hex, json_string_value(json_object_get(nov, "fnv1a64")))) {
+                print_message("# %s on %s: %zu bytes, hash %s\n", json_string_value(json_object_get(nv, "name")), path, b.n, hex);
+                bad++;
+            }
+            free(text);
+        }
+        qs_tok_norm_free(nm);
+    }
+    print_message("# %zu novel x normalizer pairs equal to HF tokenizers: %zu differ\n", total, bad);
+    qs_tok_norm_buf_free(&b);
+    json_decref(j);
+    assert_int_equal(bad, 0);
+}
+
 /* tok_bpe.json with the variant's normalizer, pre-tokenizer and added tokens. */
 static int variant_vocab(json_t *base, json_t *var, qs_llm_vocab *v)
 {
@@ -355,7 +410,8 @@ static void test_charsmap_damage(void **st)
     json_decref(j);
 }
 
-/* Offsets after an identity normalization equal those without a normalizer (Qwen2's NFC on NFC text). */
+/* Offsets after an identity normalization equal those without a normalizer (Qwen2's NFC on NFC text),
+** invalid bytes included. */
 static void test_identity_spans(void **st)
 {
     (void)st;
@@ -369,7 +425,7 @@ static void test_identity_spans(void **st)
     assert_int_equal(variant_vocab(base, var, &plain), 0);
     json_object_set_new(var, "normalizer", json_loads("{\"type\":\"NFC\"}", 0, NULL));
     assert_int_equal(variant_vocab(base, var, &nfc), 0);
-    static const char text[] = "Caf\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80 <|im_end|> \xea\xb0\x80!";
+    static const char text[] = "Caf\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80 <|im_end|> \xea\xb0\x80! \xff\xe4\xb8 x\xc3";
     static int32_t id2[256];
     static uint32_t of2[512];
     qs_err e = {{0}};
@@ -390,6 +446,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_normalizers),
         cmocka_unit_test(test_every_code_point),
+        cmocka_unit_test(test_austen),
         cmocka_unit_test(test_tokenize),
         cmocka_unit_test(test_invalid_utf8),
         cmocka_unit_test(test_errors),
