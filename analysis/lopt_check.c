@@ -154,7 +154,10 @@ static void gen(int kind, size_t size, sbuf *b, uint64_t seed)
             break;
         }
         case 7: puts0(b, bad[r % 11]); break;                                                             /* invalid UTF-8 */
-        default: { char c = (char)(r & 0xff); put(b, &c, 1); }                                            /* random bytes */
+        case 8: { char c = (char)(r & 0xff); put(b, &c, 1); break; }                                     /* random bytes */
+        default:                                                                                           /* prose */
+            puts0(b, kWords[r % NWORDS]);
+            puts0(b, (r >> 20 & 15) == 0 ? ".\n\n" : (r >> 20 & 15) == 1 ? ", " : (r >> 20 & 15) == 2 ? ". " : " ");
         }
     }
 }
@@ -171,6 +174,16 @@ int qs_lopt_adversarial(size_t size, qs_lopt_text out[QS_LOPT_NADV], qs_err *e)
         b.p[b.n] = 0;
         out[k] = (qs_lopt_text){names[k], b.p, b.n};
     }
+    return 0;
+}
+
+int qs_lopt_prose(size_t size, qs_lopt_text *out, qs_err *e)
+{
+    sbuf b = {malloc(size + 8192), 0, size + 8191};
+    if (!b.p) return qs_fail(e, "out of memory");
+    gen(QS_LOPT_NADV, size, &b, 1);
+    b.p[b.n] = 0;
+    *out = (qs_lopt_text){"generated prose", b.p, b.n};
     return 0;
 }
 

@@ -41,6 +41,9 @@ typedef struct qs_lopt_text { const char *name; char *text; size_t len; } qs_lop
 #define QS_LOPT_NADV 9
 int qs_lopt_adversarial(size_t size, qs_lopt_text out[QS_LOPT_NADV], qs_err *e);
 void qs_lopt_texts_free(qs_lopt_text *t, int n);
+/* Generated English-like prose (words, spaces, punctuation, paragraphs) of about `size` bytes (seed 1):
+** the speed-up's text when the novels are absent. */
+int qs_lopt_prose(size_t size, qs_lopt_text *out, qs_err *e);
 
 /* A small byte-level BPE tokenizer built in (the 256 byte symbols, a few dozen English merges, the GPT-2
 ** pre-tokenizer after individual digits, as SmolLM2's): for the claims when `make data`'s model is absent. */
