@@ -193,28 +193,59 @@ static json_t *timing(const char *name, int threads, double *t, int reps, size_t
                      seq_best / best, "speedup_median", seq_med / med);
 }
 
-/* Time the sequential tokenizer and LoPT at each thread count, interleaved; checks every output. */
+/* Amdahl's law fitted to the measured LoPT run at p threads (the most threads that had a core each):
+** T(p) / T_seq = s + (1 - s) k / p, where k is the chunks' own overhead per byte of text (tokenizing with
+** spans, measured, times 1 + overlap / chunk) and s the serial fraction it leaves (split, merge, the
+** last chunk's wait, the pool).  The curve for 1..16 threads then assumes one core per thread, at
+** most one thread per chunk, and no memory-bandwidth limit. */
+static json_t *model(const bopts *o, const double *best, size_t len)
+{
+    int cores = qs_pool_cpus(), at = -1;
+    for (int i = 0; i < o->nth; i++)
+        if (o->th[i] >= 2 && o->th[i] <= cores && (at < 0 || o->th[i] > o->th[at])) at = i;
+    if (at < 0) return json_null();
+    const double p = o->th[at], k = best[1] / best[0] * (1 + (double)o->overlap / (double)o->chunk);
+    double ratio = best[2 + at] / best[0], sf = (ratio - k / p) / (1 - k / p);
+    sf = sf < 0 ? 0 : sf > 1 ? 1 : sf;
+    const double nchunks = (double)((len + o->chunk - 1) / o->chunk);
+    json_t *curve = json_object();
+    for (int q = 1; q <= 16; q++) {
+        double pe = q < nchunks ? q : nchunks, v = q == 1 ? 1 : 1 / (sf + (1 - sf) * k / pe);
+        char key[8];
+        snprintf(key, sizeof key, "%d", q);
+        json_object_set_new(curve, key, json_real(v));
+    }
+    return json_pack("{s:i,s:f,s:f,s:f,s:o}", "from_threads", (int)p, "measured_speedup", 1 / ratio, "serial_fraction", sf,
+                     "chunk_overhead", k, "speedup", curve);
+}
+
+/* Time the sequential tokenizer (without and with spans) and LoPT at each thread count, interleaved;
+** checks every output. */
 static int measure(const bopts *o, const qs_llm_vocab *v, const char *name, const char *text, size_t len,
-                   const int32_t *ref, size_t nref, json_t *runs)
+                   const int32_t *ref, size_t nref, json_t *runs, json_t *out)
 {
     int bad = 0, cap = (int)(nref + 64);
-    double *t = calloc((size_t)(o->nth + 1) * o->reps, sizeof *t);
+    const size_t R = (size_t)o->reps;
+    double *t = calloc((size_t)(o->nth + 2) * R, sizeof *t), best[MAX_TH + 2];
     int32_t *buf = malloc((size_t)cap * sizeof *buf);
+    uint32_t *offs = malloc(2 * (size_t)cap * sizeof *offs);
     qs_lopt_stats *sts = calloc((size_t)o->nth, sizeof *sts);
-    if (!t || !buf || !sts) { free(t); free(buf); free(sts); return qs_cli_error(QS_EXIT_ERR, "out of memory"); }
-    for (int r = 0; r < o->reps && !bad; r++) {
+    if (!t || !buf || !offs || !sts) { bad = qs_cli_error(QS_EXIT_ERR, "out of memory"); goto out; }
+    for (size_t r = 0; r < R && !bad; r++) {
         qs_err e = {{0}};
-        double t0 = qs_now_s();
-        int k = qs_llm_tokenize_named(v, name, text, len, buf, cap, &e);
-        t[r] = qs_now_s() - t0;
-        if (k < 0) { bad = qs_cli_err(QS_EXIT_ERR, &e); break; }
-        for (int i = 0; i < o->nth; i++) {
+        for (int w = 0; w < 2 && !bad; w++) {   /* sequential, then sequential with each token's span */
+            double t0 = qs_now_s();
+            int k = qs_llm_tokenize_offs(v, name, text, len, buf, w ? offs : NULL, cap, &e);
+            t[w * R + r] = qs_now_s() - t0;
+            if (k < 0) bad = qs_cli_err(QS_EXIT_ERR, &e);
+        }
+        for (int i = 0; i < o->nth && !bad; i++) {
             qs_lopt_opts lo = {o->th[i], o->chunk, o->overlap};
             int32_t *ids = NULL;
             size_t n = 0;
-            t0 = qs_now_s();
+            double t0 = qs_now_s();
             int rc = qs_lopt_tokenize(v, name, text, len, &lo, &ids, NULL, &n, &sts[i], &e);
-            t[(size_t)(i + 1) * o->reps + r] = qs_now_s() - t0;
+            t[(size_t)(i + 2) * R + r] = qs_now_s() - t0;
             if (rc) { bad = qs_cli_err(QS_EXIT_ERR, &e); break; }
             long d = qs_lopt_first_diff(ref, nref, ids, n);
             if (d >= 0)
@@ -223,22 +254,27 @@ static int measure(const bopts *o, const qs_llm_vocab *v, const char *name, cons
                                    o->overlap, d, (size_t)d < nref ? (long)ref[d] : -1L, (size_t)d < n ? (long)ids[d] : -1L,
                                    nref, n);
             free(ids);
-            if (bad) break;
         }
     }
-    if (!bad) {
-        double sm = median(t, o->reps), sb = t[0];   /* median() sorts: t[0] is then the best */
-        json_array_append_new(runs, timing("sequential", 1, t, o->reps, len, nref, sb, sm));
-        for (int i = 0; i < o->nth; i++) {
-            json_t *j = timing("lopt", o->th[i], t + (size_t)(i + 1) * o->reps, o->reps, len, nref, sb, sm);
-            json_object_set_new(j, "identical", json_true());
-            json_object_set_new(j, "stats", json_pack("{s:I,s:I,s:I,s:I}", "chunks", (json_int_t)sts[i].chunks, "anchors",
-                                                      (json_int_t)sts[i].anchors, "regrown", (json_int_t)sts[i].regrown,
-                                                      "fallback", (json_int_t)sts[i].fallback));
-            json_array_append_new(runs, j);
-        }
+    if (bad) goto out;
+    double sm = median(t, o->reps), sb = t[0];   /* median() sorts: t[0] is then the best */
+    best[0] = sb;
+    json_array_append_new(runs, timing("sequential", 1, t, o->reps, len, nref, sb, sm));
+    json_t *sp = timing("sequential+spans", 1, t + R, o->reps, len, nref, sb, sm);
+    best[1] = t[R];
+    json_array_append_new(runs, sp);
+    for (int i = 0; i < o->nth; i++) {
+        json_t *j = timing("lopt", o->th[i], t + (size_t)(i + 2) * R, o->reps, len, nref, sb, sm);
+        best[2 + i] = t[(size_t)(i + 2) * R];
+        json_object_set_new(j, "identical", json_true());
+        json_object_set_new(j, "stats", json_pack("{s:I,s:I,s:I,s:I}", "chunks", (json_int_t)sts[i].chunks, "anchors",
+                                                  (json_int_t)sts[i].anchors, "regrown", (json_int_t)sts[i].regrown,
+                                                  "fallback", (json_int_t)sts[i].fallback));
+        json_array_append_new(runs, j);
     }
-    free(t); free(buf); free(sts);
+    json_object_set_new(out, "model", model(o, best, len));
+out:
+    free(t); free(buf); free(offs); free(sts);
     return bad;
 }
 
@@ -281,13 +317,19 @@ static void print_text(qs_cli *cli, json_t *out)
     json_array_foreach(json_object_get(out, "runs"), i, r) {
         json_t *st = json_object_get(r, "stats");
         char note[160] = "the reference";
+        if (!strcmp(S(r, "run"), "sequential+spans")) snprintf(note, sizeof note, "each token's byte span too (LoPT's chunks)");
         if (st)
             snprintf(note, sizeof note, "%lld/%lld/%lld/%lld, equal", I(st, "chunks"), I(st, "anchors"), I(st, "regrown"),
                      I(st, "fallback"));
-        printf("%-26s %7lld %9.2f %9.2f %11.3f %8.2fx %8.2fx  %s\n", !strcmp(S(r, "run"), "lopt") ? "LoPT" : "sequential",
+        printf("%-26s %7lld %9.2f %9.2f %11.3f %8.2fx %8.2fx  %s\n", !strcmp(S(r, "run"), "lopt") ? "LoPT" : S(r, "run"),
                I(r, "threads"), R(r, "mb_per_s_best"), R(r, "mb_per_s_median"), R(r, "tokens_per_s_best") / 1e6,
                R(r, "speedup_best"), R(r, "speedup_median"), note);
     }
+    json_t *mo = json_object_get(out, "model"), *cv = json_object_get(mo, "speedup");
+    if (json_is_object(mo))
+        printf("modelled (Amdahl from %lld threads: serial fraction %.3f, chunk overhead %.3f; one core per thread): "
+               "4 threads %.2fx, 8 %.2fx, 16 %.2fx\n", I(mo, "from_threads"), R(mo, "serial_fraction"), R(mo, "chunk_overhead"),
+               R(cv, "4"), R(cv, "8"), R(cv, "16"));
     json_t *p = json_object_get(out, "peer");
     if (!p) { printf("peer tokenizers: %s\n", S(out, "peer_missing") ? S(out, "peer_missing") : "not asked (--peer tokenizers)"); return; }
     const char *keys[3] = {"single", "batch_1", "batch"};
@@ -329,7 +371,7 @@ int qs_bench_tokenize(qs_cli *cli, int argc, char **argv)
     size_t nref = 0;
     json_t *out = json_object(), *runs = json_array();
     if (qs_lopt_sequential(&f.v, name, text, len, &ref, &nref, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto done; }
-    rc = measure(&o, &f.v, name, text, len, ref, nref, runs);
+    rc = measure(&o, &f.v, name, text, len, ref, nref, runs, out);
     if (rc) goto done;
     json_t *m = json_object();
     machine(m);

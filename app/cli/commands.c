@@ -206,7 +206,7 @@ const qs_command qs_commands[] = {
      "bytes against its stored hash.  Exit 1 if anything is wrong.", qs_cmd_check, NULL, NULL, 0},
     {"schema", "", "print the database schema (SQL)",
      "Prints the SQL of the current schema, for use with sqlite3.", qs_cmd_schema, NULL, NULL, 0},
-    {"bench", "[formats [-f LIST] | analyze | rl [--sample [--model PATH]] | kernels | train [shape] [--recipes LIST] [--steps N] | eval --model PATH [--text T] [--ctx N] [--chunks K] [--config SPEC]... [--reps R] [--peer PATH] | tui] [--score] [--quick] [--json] [--npy FILE]", "measure throughput",
+    {"bench", "[formats [-f LIST] | analyze | rl [--sample [--model PATH]] | kernels | train [shape] [--recipes LIST] [--steps N] | eval --model PATH [--text T] [--ctx N] [--chunks K] [--config SPEC]... [--reps R] [--peer PATH] | tokenize [--text FILE] [--model PATH | --tokenizer PATH] [--threads LIST] [--reps R] [--lopt-chunk B] [--lopt-overlap B] [--peer tokenizers] | tui] [--score] [--quick] [--json] [--npy FILE]", "measure throughput",
      "`qscope bench` times the store's hot paths on generated data, min and median of repeated\n"
      "runs: hashing, decode of each storage dtype to float32, statistics (1 and 2 threads), and an\n"
      "end-to-end import of a .npy file (--npy FILE to use yours).\n"
@@ -246,6 +246,16 @@ const qs_command qs_commands[] = {
      "products in the same run, and each configuration's time over the reference's.  --peer PATH (or\n"
      "QS_LLAMA_PERPLEXITY) runs llama.cpp's llama-perplexity on the same GGUF, text, context, chunks and\n"
      "threads and prints the ratio (docs/llm.md, \"Speed\").\n"
+     "\n"
+     "`qscope bench tokenize` times the sequential tokenizer and LoPT (docs/tokenize.md) at each thread\n"
+     "count of --threads LIST (e.g. 1,2,4 or 1-8; default 1..cores) on --text FILE (default: Austen's six\n"
+     "novels of `make data`, concatenated) with the tokenizer of --model PATH (default the SmolLM2 GGUF)\n"
+     "or --tokenizer tokenizer.json: MB/s, tokens/s, speed-up over sequential, best and median of --reps 5\n"
+     "(--quick: 2) interleaved runs, LoPT's chunks/anchors/regrown/fall-backs; --lopt-chunk, --lopt-overlap\n"
+     "set its bytes per chunk and overlap.  Every LoPT output must equal the sequential ids (exit 1\n"
+     "otherwise).  --peer tokenizers runs Hugging Face `tokenizers` on the same text and tokenizer\n"
+     "(tests/bench/tokenizers_peer.py; encode with RAYON_NUM_THREADS=1, encode_batch of paragraphs at 1\n"
+     "and at its default threads) and checks it gives the same ids (docs/scale.md, BENCHMARKS.md).\n"
      "\n"
      "`qscope bench tui` times the workbench on a generated 10,000-tensor database (--tensors N):\n"
      "first frame (open, load, draw) and redraw after a key in every view, headless.\n"
