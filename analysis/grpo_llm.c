@@ -10,6 +10,7 @@
 #include "../kernels/llm_decode.h"
 #include "../kernels/llm_train.h"
 #include "../kernels/qs_clock.h"
+#include "../store/llm_lopt.h"
 
 void qs_grpo_llm_cfg_default(qs_grpo_llm_cfg *c)
 {
@@ -50,9 +51,13 @@ static int tokenize(const qs_grpo_llm_cfg *c, const char *text, prompt_t *p, qs_
         p->n = (int)n;
         return 0;
     }
-    int k = qs_llm_tokenize(c->vocab, text, n, p->ids, MAX_PROMPT, e);
-    if (k < 0) return -1;
-    p->n = k;
+    int32_t *ids = NULL;   /* through LoPT like every text path (a prompt is one chunk: sequential) */
+    size_t k = 0;
+    if (qs_lopt_tokenize(c->vocab, NULL, text, n, NULL, &ids, NULL, &k, NULL, e)) return -1;
+    if (k > MAX_PROMPT) { free(ids); return qs_fail(e, "text gives more than %d tokens", MAX_PROMPT); }
+    memcpy(p->ids, ids, k * sizeof *ids);
+    free(ids);
+    p->n = (int)k;
     return 0;
 }
 

@@ -17,12 +17,37 @@
 
 #include "../store/container.h"
 #include "../store/json_out.h"
+#include "../store/llm_lopt.h"
 
 /* The largest --text: its tokens take 4 bytes per byte of text at worst. */
 #define TEXT_MAX ((size_t)1 << 30)
 
-/* A regular file's size is checked before anything is read; a pipe is read up to the limit, one
-** byte past it meaning too large. */
+/* Read f to the end, up to TEXT_MAX (one byte past it meaning too large); cap: the first buffer.
+** Errors name the text (name). */
+static int read_all(FILE *f, const char *name, size_t cap, char **buf, size_t *len, char hash[33], qs_err *e)
+{
+    size_t n = 0;
+    char *b = malloc(cap);
+    for (;;) {
+        if (!b) return qs_fail(e, "%s: out of memory (%zu bytes for the text)", name, cap);
+        n += fread(b + n, 1, cap - n, f);
+        if (n < cap) break;
+        if (n > TEXT_MAX) { free(b); return qs_fail(e, "%s: larger than the 1 GiB limit for a text", name); }
+        size_t ncap = cap * 2 > TEXT_MAX + 1 ? TEXT_MAX + 1 : cap * 2;
+        char *nb = realloc(b, ncap);
+        if (!nb) free(b);
+        b = nb;
+        cap = ncap;
+    }
+    if (ferror(f)) { free(b); return qs_fail(e, "%s: read error (%s)", name, strerror(errno)); }
+    XXH128_hash_t h = XXH3_128bits(b, n);
+    snprintf(hash, 33, "%016llx%016llx", (unsigned long long)h.high64, (unsigned long long)h.low64);
+    *buf = b;
+    *len = n;
+    return 0;
+}
+
+/* A regular file's size is checked before anything is read; a pipe is read up to the limit. */
 int qs_eval_read_text(const char *path, char **buf, size_t *len, char hash[33], qs_err *e)
 {
     int fd = qs_open_regular(path, e);   /* a FIFO would block the read */
@@ -34,27 +59,15 @@ int qs_eval_read_text(const char *path, char **buf, size_t *len, char hash[33], 
         fclose(f);
         return qs_fail(e, "%s: %jd bytes, larger than the 1 GiB limit for a text", path, (intmax_t)st.st_size);
     }
-    size_t cap = S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t)st.st_size + 1 : (size_t)1 << 16, n = 0;
-    char *b = malloc(cap);
-    for (;;) {
-        if (!b) { fclose(f); return qs_fail(e, "%s: out of memory (%zu bytes for the text)", path, cap); }
-        n += fread(b + n, 1, cap - n, f);
-        if (n < cap) break;
-        if (n > TEXT_MAX) { free(b); fclose(f); return qs_fail(e, "%s: larger than the 1 GiB limit for a text", path); }
-        size_t ncap = cap * 2 > TEXT_MAX + 1 ? TEXT_MAX + 1 : cap * 2;
-        char *nb = realloc(b, ncap);
-        if (!nb) free(b);
-        b = nb;
-        cap = ncap;
-    }
-    int bad = ferror(f);
+    size_t cap = S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t)st.st_size + 1 : (size_t)1 << 16;
+    int rc = read_all(f, path, cap, buf, len, hash, e);
     fclose(f);
-    if (bad) { free(b); return qs_fail(e, "%s: read error (%s)", path, strerror(errno)); }
-    XXH128_hash_t h = XXH3_128bits(b, n);
-    snprintf(hash, 33, "%016llx%016llx", (unsigned long long)h.high64, (unsigned long long)h.low64);
-    *buf = b;
-    *len = n;
-    return 0;
+    return rc;
+}
+
+int qs_eval_read_stdin(char **buf, size_t *len, char hash[33], qs_err *e)
+{
+    return read_all(stdin, "stdin", (size_t)1 << 16, buf, len, hash, e);
 }
 
 int qs_eval_text_ids(const char *path, const qs_llm_file *f, const char *text, size_t tlen, int32_t **ids, int *ntok,
@@ -62,17 +75,18 @@ int qs_eval_text_ids(const char *path, const qs_llm_file *f, const char *text, s
 {
     *ids = NULL;
     if (!f->v.n) return qs_fail(e, "%s: the model has no vocabulary to tokenize the text", path);
-    int32_t *p = malloc((tlen + 2) * sizeof(int32_t));
-    if (!p) return qs_fail(e, "%s: out of memory (%zu bytes for the tokens of the text)", path, (tlen + 2) * sizeof(int32_t));
+    int32_t *t = NULL;
+    size_t n = 0;
+    if (qs_lopt_tokenize(&f->v, path, text, tlen, NULL, &t, NULL, &n, NULL, e)) return -1;   /* LoPT, all cores */
+    if (n >= (size_t)1 << 30) { free(t); return qs_fail(e, "%s gives more than %d tokens", path, 1 << 30); }
     /* as llama-perplexity tokenizes (add_special): a vocabulary that adds BOS gets it at the start of
     ** the text too, so chunk boundaries match; BOS then also replaces the first token of each chunk */
     const int add_bos = f->v.add_bos && f->v.bos >= 0;
-    if (add_bos) p[0] = f->v.bos;
-    int n = qs_llm_tokenize_named(&f->v, path, text, tlen, p + add_bos,
-                                  (int)(tlen + 1 > (size_t)1 << 30 ? (size_t)1 << 30 : tlen + 1), e);
-    if (n < 0) { free(p); return -1; }   /* the message names the text or the tokenizer's file */
+    int32_t *p = realloc(t, (n + 1) * sizeof *p);
+    if (!p) { free(t); return qs_fail(e, "%s: out of memory (%zu bytes for the tokens of the text)", path, (n + 1) * sizeof *p); }
+    if (add_bos) { memmove(p + 1, p, n * sizeof *p); p[0] = f->v.bos; }
     *ids = p;
-    *ntok = n + add_bos;
+    *ntok = (int)n + add_bos;
     return 0;
 }
 

@@ -18,7 +18,10 @@
 ** read; a FIFO is refused before it is opened for reading), and its xxh3-128 hex hash.  Errors name
 ** the file. */
 int qs_eval_read_text(const char *path, char **text, size_t *tlen, char hash[33], qs_err *e);
-/* The text's token ids under f's tokenizer, with BOS first when the tokenizer adds it (as
+/* The same from standard input (named "stdin"), read up to the same limit. */
+int qs_eval_read_stdin(char **text, size_t *tlen, char hash[33], qs_err *e);
+/* The text's token ids under f's tokenizer (through LoPT on every core: store/llm_lopt.h, the same ids
+** as the sequential tokenizer), with BOS first when the tokenizer adds it (as
 ** llama-perplexity's add_special); *ids malloc'ed.  Errors name the text or the tokenizer's file. */
 int qs_eval_text_ids(const char *path, const qs_llm_file *f, const char *text, size_t tlen, int32_t **ids, int *ntok,
                      qs_err *e);

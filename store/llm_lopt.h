@@ -2,8 +2,10 @@
 ** LoPT, lossless parallel tokenization (arXiv 2511.04952; a documented reconstruction, docs/tokenize.md):
 ** a long text is cut into overlapping chunks, the chunks are tokenized in parallel on qscope's pool
 ** with each token's byte span, and neighbours are merged at an anchor (a run of tokens with identical
-** spans in both chunks' overlap); without one the overlap grows, and as the last resort the stretch is
-** tokenized sequentially.  The ids equal qs_llm_tokenize_offs's on the whole text.
+** ids and spans in both chunks' overlap, bounded by two cut positions the pre-tokenizer provably splits
+** at); without one the overlap grows, then the chunk; a tokenizer the proof does not cover, a failed
+** chunk or a differing anchor sends the text through the sequential tokenizer.  The ids and spans
+** equal qs_llm_tokenize_offs's on the whole text, whatever the thread count.
 */
 #ifndef QS_LLM_LOPT_H
 #define QS_LLM_LOPT_H
@@ -26,8 +28,10 @@ typedef struct qs_lopt_opts {
 typedef struct qs_lopt_stats {
     size_t chunks;     /* chunks tokenized */
     size_t anchors;    /* neighbours merged at an anchor */
-    size_t regrown;    /* overlaps widened because no anchor was found */
-    size_t fallback;   /* stretches tokenized sequentially as the last resort */
+    size_t regrown;    /* overlaps doubled, or boundaries dropped (the chunk grew), for want of an anchor */
+    size_t fallback;   /* 1: the text went through the sequential tokenizer although threads != 1 and
+                       ** it is longer than a chunk */
+    const char *why;   /* why (a static string), or NULL */
 } qs_lopt_stats;
 
 /* Tokenize text[0..len) (name in messages, NULL: "the text") into *ids (malloc'ed, *n of them) and,

@@ -1,0 +1,247 @@
+/*
+** LoPT (store/llm_lopt.h) against the sequential tokenizer: ids and byte spans must be identical for
+** random texts over an adversarial alphabet (spaces, CRLF, digits, punctuation, contractions, CJK,
+** emoji with ZWJ, combining marks, invalid UTF-8, added tokens), for many chunk / overlap / thread
+** settings, with the BPE of tests/fixtures/llm/tok_bpe.json under each pre-tokenizer variant of
+** tok_expected.json and each GGUF family, and with SmolLM2 on Austen when `make data` has run.
+** The merge must also be exercised: for the tokenizers the proof covers, anchors are taken and no
+** anchor ever differs (a difference would mean the cut-position analysis is wrong).
+*/
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../store/llm_load.h"
+#include "../../store/llm_lopt.h"
+
+#define SMOLLM2 "../data/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+#define AUSTEN "../data/text/emma.txt"
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd(uint32_t n)
+{
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    return (uint32_t)(rng % n);
+}
+
+/* Pieces of adversarial text; words separated by single spaces make cut positions, the rest breaks them. */
+static const char *const kAlpha[] = {
+    "the", "word", "Hello", "a", "it's", "we'll", "I'M", " ", " ", " ", " ", "  ", "   ", "\n", "\n\n", "\r\n",
+    "\r", "\t", " \n", "12345678901234567890", "7", "3.14", ".", ",", ";", "!", "?", "...", "\"", "'", "(", ")",
+    "-", "--", "中文字符", "日本語", "👩\u200d👩\u200d👧", "👍🏽", "e\u0301", "\u0301", "\xff", "\xc3", "\x80",
+    "\xe4\xb8", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>", "<tool_", "<|im_", "\u00a0", "\u3000",
+    "Straße", "ǅ", "x", "zz", "Zz", "0", "$", "é", "ñ",
+};
+#define NALPHA (sizeof kAlpha / sizeof *kAlpha)
+
+/* A random text of about len bytes: mostly words and single spaces (so anchors exist), with bursts of
+** the adversarial pieces. */
+static size_t make_text(char *buf, size_t len)
+{
+    size_t n = 0;
+    int mode = (int)rnd(4);   /* 0: prose, 1: mixed, 2: adversarial only, 3: one repeated piece */
+    const char *rep = kAlpha[rnd(NALPHA)];
+    while (n < len) {
+        const char *p;
+        if (mode == 3) p = rnd(50) ? rep : kAlpha[rnd(NALPHA)];
+        else if (mode == 2 || (mode == 1 && rnd(3) == 0) || (mode == 0 && rnd(12) == 0)) p = kAlpha[rnd(NALPHA)];
+        else p = rnd(2) ? kAlpha[rnd(7)] : " ";
+        size_t k = strlen(p);
+        if (n + k > len) break;
+        memcpy(buf + n, p, k);
+        n += k;
+    }
+    return n;
+}
+
+/* LoPT with o equals the sequential tokenizer on text (ids and spans); returns 1 when it differs.
+** *anchors and *diff count merged boundaries and anchors that differed. */
+static int check(const qs_llm_vocab *v, const char *text, size_t len, const qs_lopt_opts *o, size_t *anchors,
+                 size_t *diff, const char *label)
+{
+    qs_lopt_opts seq = {1, 0, 0};
+    int32_t *a = NULL, *b = NULL;
+    uint32_t *ao = NULL, *bo = NULL;
+    size_t na = 0, nb = 0;
+    qs_lopt_stats st;
+    qs_err e = {{0}}, e2 = {{0}};
+    int ra = qs_lopt_tokenize(v, "t", text, len, &seq, &a, &ao, &na, NULL, &e);
+    int rb = qs_lopt_tokenize(v, "t", text, len, o, &b, &bo, &nb, &st, &e2);
+    int bad = ra != rb || na != nb || (ra == 0 && (memcmp(a, b, na * sizeof *a) || memcmp(ao, bo, 2 * na * sizeof *ao)));
+    if (ra && !bad && strcmp(e.msg, e2.msg)) bad = 1;
+    *anchors += st.anchors;
+    if (st.why && strstr(st.why, "differed")) ++*diff;
+    if (bad)
+        print_message("# %s: LoPT (chunk %zu, overlap %zu, threads %d) differs on %zu bytes (%zu vs %zu tokens)\n", label,
+                      o->chunk, o->overlap, o->threads, len, na, nb);
+    free(a); free(b); free(ao); free(bo);
+    return bad;
+}
+
+/* Random texts for one tokenizer; returns the number of differences.  proved: the tokenizer is one
+** the cut rule covers (anchors must be taken, none may differ). */
+static int property(const qs_llm_vocab *v, int texts, const char *label, int proved)
+{
+    static const size_t chunks[] = {8, 13, 64, 100, 257, 1024};
+    static const size_t overlaps[] = {1, 3, 16, 64, 500};
+    static const int threads[] = {2, 3, 8, 16, 0};
+    char *buf = malloc(8192);
+    assert_non_null(buf);
+    int bad = 0;
+    size_t anchors = 0, diff = 0;
+    for (int t = 0; t < texts; t++) {
+        size_t len = make_text(buf, 1 + rnd(t % 10 == 0 ? 8000 : 1500));
+        for (int k = 0; k < 4; k++) {
+            qs_lopt_opts o = {threads[rnd(5)], chunks[rnd(6)], overlaps[rnd(5)]};
+            bad += check(v, buf, len, &o, &anchors, &diff, label);
+        }
+    }
+    print_message("# %s: %d texts, %zu anchors, %zu differing anchors, %d differences\n", label, texts, anchors, diff, bad);
+    if (proved) {
+        assert_true(anchors > 0);
+        assert_int_equal(diff, 0);
+    } else {
+        assert_int_equal(anchors, 0);
+    }
+    free(buf);
+    return bad;
+}
+
+/* The fixture BPE under every pre-tokenizer of tok_expected.json, and every GGUF family. */
+static void test_fixture_variants(void **st)
+{
+    (void)st;
+    qs_llm_file f;
+    qs_err e = {{0}};
+    assert_int_equal(qs_llm_load_tokenizer("fixtures/llm/tok_bpe.json", &f, &e), 0);
+    json_error_t je;
+    json_t *j = json_load_file("fixtures/llm/tok_expected.json", 0, &je);
+    assert_non_null(j);
+    char *orig = f.v.pre_json;
+    json_t *var;
+    size_t i;
+    int bad = 0, nproved = 0;
+    json_array_foreach(json_object_get(j, "variants"), i, var) {
+        const char *name = json_string_value(json_object_get(var, "name"));
+        f.v.pre_json = json_dumps(json_object_get(var, "pre_tokenizer"), JSON_COMPACT);
+        f.v.ignore_merges = json_is_true(json_object_get(var, "ignore_merges"));
+        assert_int_equal(qs_llm_tok_prepare(&f.v, NULL, &e), 0);
+        /* the variants the cut rule is proved for: GPT-2's, Qwen2's and Llama 3's patterns */
+        int proved = strstr(name, "smollm") || strstr(name, "gpt2") || strstr(name, "qwen2") || strstr(name, "llama3") ||
+                     strstr(name, "digits");
+        nproved += proved;
+        bad += property(&f.v, 60, name, proved);
+        free(f.v.pre_json);
+    }
+    static const char *fams[] = {"smollm", "gpt2", "qwen2", "llama-bpe"};
+    for (size_t k = 0; k < 4; k++) {
+        f.v.pre_json = NULL;
+        snprintf(f.v.pre, sizeof f.v.pre, "%s", fams[k]);
+        assert_int_equal(qs_llm_tok_prepare(&f.v, NULL, &e), 0);
+        bad += property(&f.v, 60, fams[k], 1);
+    }
+    f.v.pre_json = orig;
+    assert_int_equal(qs_llm_tok_prepare(&f.v, NULL, &e), 0);
+    assert_true(nproved >= 5);
+    assert_int_equal(bad, 0);
+    json_decref(j);
+    qs_llm_file_free(&f);
+}
+
+/* An added token made of letters (a match can end right at a cut position), and one with a space
+** (which the proof does not cover: the text goes sequentially, with the same result). */
+static void test_added_tokens(void **st)
+{
+    (void)st;
+    qs_llm_file f;
+    qs_err e = {{0}};
+    assert_int_equal(qs_llm_load_tokenizer("fixtures/llm/tok_bpe.json", &f, &e), 0);
+    assert_non_null(f.v.type);
+    int id = qs_llm_vocab_find(&f.v, "or");
+    assert_true(id > 0);
+    f.v.type[id] = 4;
+    assert_int_equal(qs_llm_tok_prepare(&f.v, NULL, &e), 0);
+    assert_int_equal(property(&f.v, 80, "added 'or'", 1), 0);
+    /* a token whose text has a space: the same length, so the string table stays valid */
+    char *s = f.v.text + f.v.off[id];
+    s[0] = ' ';
+    assert_int_equal(qs_llm_tok_prepare(&f.v, NULL, &e), 0);
+    assert_int_equal(property(&f.v, 40, "added ' r'", 0), 0);
+    s[0] = 'o';
+    qs_llm_file_free(&f);
+}
+
+/* Each defaulted and clamped option, and the stats of a plain case. */
+static void test_options(void **st)
+{
+    (void)st;
+    qs_llm_file f;
+    qs_err e = {{0}};
+    assert_int_equal(qs_llm_load_tokenizer("fixtures/llm/tok_bpe.json", &f, &e), 0);
+    char text[4096];
+    size_t n = 0;
+    while (n + 40 < sizeof text) n += (size_t)sprintf(text + n, "the word %zu was here, and then. ", n);
+    size_t anchors = 0, diff = 0;
+    qs_lopt_opts opts[] = {{2, 0, 0}, {0, 64, 0}, {3, 64, 64}, {2, 64, 1000}, {2, 1, 1}, {2, 100000, 0}};
+    for (size_t k = 0; k < sizeof opts / sizeof *opts; k++)
+        assert_int_equal(check(&f.v, text, n, &opts[k], &anchors, &diff, "options"), 0);
+    assert_true(anchors > 0);
+    assert_int_equal(diff, 0);
+    int32_t *ids = NULL;
+    size_t cnt = 0;
+    qs_lopt_stats s;
+    qs_lopt_opts o = {2, 256, 32};
+    assert_int_equal(qs_lopt_tokenize(&f.v, NULL, text, n, &o, &ids, NULL, &cnt, &s, &e), 0);
+    assert_true(s.chunks > 10 && s.anchors == s.chunks - 1 && !s.fallback && !s.why);
+    free(ids);
+    o.threads = 1;   /* the sequential reference: no chunks */
+    assert_int_equal(qs_lopt_tokenize(&f.v, NULL, text, n, &o, &ids, NULL, &cnt, &s, &e), 0);
+    assert_true(s.chunks == 1 && !s.anchors && !s.fallback);
+    free(ids);
+    qs_llm_file_free(&f);
+}
+
+/* SmolLM2's tokenizer (GGUF) on Austen and on random texts. */
+static void test_smollm2(void **st)
+{
+    (void)st;
+    if (access(SMOLLM2, R_OK) || access(AUSTEN, R_OK)) { skip(); return; }   /* data: make data */
+    qs_llm_file f;
+    qs_err e = {{0}};
+    assert_int_equal(qs_llm_load(SMOLLM2, &f, &e), 0);
+    FILE *fp = fopen(AUSTEN, "rb");
+    assert_non_null(fp);
+    size_t cap = 300000;
+    char *text = malloc(cap);
+    assert_non_null(text);
+    size_t n = fread(text, 1, cap, fp);
+    fclose(fp);
+    size_t anchors = 0, diff = 0;
+    static const qs_lopt_opts opts[] = {{2, 64, 0}, {3, 1000, 16}, {8, 4096, 0}, {16, 65536, 64}, {2, 0, 0}};
+    int bad = 0;
+    for (size_t k = 0; k < sizeof opts / sizeof *opts; k++) bad += check(&f.v, text, n, &opts[k], &anchors, &diff, "emma");
+    assert_int_equal(bad, 0);
+    assert_int_equal(diff, 0);
+    assert_true(anchors > 100);
+    assert_int_equal(property(&f.v, 60, "SmolLM2", 1), 0);
+    free(text);
+    qs_llm_file_free(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_options),
+        cmocka_unit_test(test_fixture_variants),
+        cmocka_unit_test(test_added_tokens),
+        cmocka_unit_test(test_smollm2),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
