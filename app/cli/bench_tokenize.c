@@ -267,9 +267,9 @@ static int measure(const bopts *o, const qs_llm_vocab *v, const char *name, cons
         json_t *j = timing("lopt", o->th[i], t + (size_t)(i + 2) * R, o->reps, len, nref, sb, sm);
         best[2 + i] = t[(size_t)(i + 2) * R];
         json_object_set_new(j, "identical", json_true());
-        json_object_set_new(j, "stats", json_pack("{s:I,s:I,s:I,s:I}", "chunks", (json_int_t)sts[i].chunks, "anchors",
+        json_object_set_new(j, "stats", json_pack("{s:I,s:I,s:I,s:I,s:s?}", "chunks", (json_int_t)sts[i].chunks, "anchors",
                                                   (json_int_t)sts[i].anchors, "regrown", (json_int_t)sts[i].regrown,
-                                                  "fallback", (json_int_t)sts[i].fallback));
+                                                  "fallback", (json_int_t)sts[i].fallback, "why", sts[i].why));
         json_array_append_new(runs, j);
     }
     json_object_set_new(out, "model", model(o, best, len));
@@ -319,8 +319,8 @@ static void print_text(qs_cli *cli, json_t *out)
         char note[160] = "the reference";
         if (!strcmp(S(r, "run"), "sequential+spans")) snprintf(note, sizeof note, "each token's byte span too (LoPT's chunks)");
         if (st)
-            snprintf(note, sizeof note, "%lld/%lld/%lld/%lld, equal", I(st, "chunks"), I(st, "anchors"), I(st, "regrown"),
-                     I(st, "fallback"));
+            snprintf(note, sizeof note, "%lld/%lld/%lld/%lld, equal%s%s", I(st, "chunks"), I(st, "anchors"), I(st, "regrown"),
+                     I(st, "fallback"), S(st, "why") ? "; sequential: " : "", S(st, "why") ? S(st, "why") : "");
         printf("%-26s %7lld %9.2f %9.2f %11.3f %8.2fx %8.2fx  %s\n", !strcmp(S(r, "run"), "lopt") ? "LoPT" : S(r, "run"),
                I(r, "threads"), R(r, "mb_per_s_best"), R(r, "mb_per_s_median"), R(r, "tokens_per_s_best") / 1e6,
                R(r, "speedup_best"), R(r, "speedup_median"), note);

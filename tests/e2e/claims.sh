@@ -15,7 +15,8 @@ check "LoPT: lossless must hold and counts differing ids over its runs; the 2-th
   "python3 -c 'import json; m={x[\"id\"]:x for x in json.load(open(\"$T/c.json\"))[\"claims\"]}; l=m[\"lopt.lossless\"]; s=m[\"lopt.speedup\"]; \
    assert l[\"must_hold\"] and l[\"measured\"].endswith(\" runs\") and l[\"value\"]==0 and \"cut into chunks\" in l[\"detail\"], l; \
    assert not s[\"must_hold\"] and s[\"value\"]>0 and \"1.8x\" in s[\"tolerance\"], s; \
-   assert s[\"verdict\"]==(\"reproduced\" if s[\"value\"]>=1.8 else \"differs\") or \"One core\" in s[\"detail\"], s'"
+   assert s[\"verdict\"]==\"reproduced\" if s[\"value\"]>=1.8 else (s[\"verdict\"]==\"differs\" or \
+     s[\"verdict\"]==\"inconclusive\" and (\"was busy\" in s[\"detail\"] or \"One core\" in s[\"detail\"])), s'"
 (cd / && $QS claims --quick --only 'lopt.lossless' --json > "$T/lopt.json" 2>/dev/null)
 check "lopt.lossless without make data: the built-in tokenizer on the generated texts, said with data:" \
   "python3 -c 'import json; l=json.load(open(\"$T/lopt.json\"))[\"claims\"][0]; assert l[\"detail\"].startswith(\"data:\") and \"built-in\" in l[\"detail\"] and l[\"value\"]==0, l'"
