@@ -13,6 +13,7 @@
 ** of its ids so that "same text, same tokenizer" is checked, not assumed.
 */
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -183,28 +184,39 @@ static json_t *run_peer(const bopts *o, int reps, char *why, size_t wcap)
     return j;
 }
 
-static json_t *timing(const char *name, int threads, double *t, int reps, size_t bytes, size_t ntok, double seq_best,
-                      double seq_med)
+/* CPU seconds of the whole process (every thread): the work done, whatever the machine's load. */
+static double cpu_s(void)
 {
-    double med = median(t, reps), best = t[0];
-    return json_pack("{s:s,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "run", name, "threads", threads, "best_s", best,
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* One run's row; t and c (wall and CPU seconds of each repetition) are sorted. */
+static json_t *timing(const char *name, int threads, double *t, double *c, int reps, size_t bytes, size_t ntok,
+                      double seq_best, double seq_med, double seq_cpu)
+{
+    double med = median(t, reps), best = t[0], cmed = median(c, reps);
+    return json_pack("{s:s,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "run", name, "threads", threads, "best_s", best,
                      "median_s", med, "mb_per_s_best", bytes / best / 1e6, "mb_per_s_median", bytes / med / 1e6,
                      "tokens_per_s_best", ntok / best, "tokens_per_s_median", ntok / med, "speedup_best",
-                     seq_best / best, "speedup_median", seq_med / med);
+                     seq_best / best, "speedup_median", seq_med / med, "cpu_median_s", cmed, "cpu_over_sequential",
+                     seq_cpu > 0 ? cmed / seq_cpu : 1.0);
 }
 
 /* Amdahl's law fitted to the measured LoPT run at p threads (the most threads that had a core each):
-** T(p) / T_seq = s + (1 - s) k / p, where k is the chunks' own overhead per byte of text (tokenizing with
-** spans, measured, times 1 + overlap / chunk) and s the serial fraction it leaves (split, merge, the
-** last chunk's wait, the pool).  The curve for 1..16 threads then assumes one core per thread, at
-** most one thread per chunk, and no memory-bandwidth limit. */
-static json_t *model(const bopts *o, const double *best, size_t len)
+** T(p) / T_seq = s + (1 - s) k / p, where k is LoPT's work over the sequential tokenizer's (CPU seconds
+** of all threads, medians, measured at p: spans, overlaps, merge, the pool's watching) and s the serial
+** fraction the wall time then leaves (split, merge, waiting for the last chunk, a busy machine's
+** missing cores).  The curve for 1..16 threads assumes one core per thread, at most one thread per
+** chunk, the same k, and no memory-bandwidth limit. */
+static json_t *model(const bopts *o, const double *best, const double *kcpu, size_t len)
 {
     int cores = qs_pool_cpus(), at = -1;
     for (int i = 0; i < o->nth; i++)
         if (o->th[i] >= 2 && o->th[i] <= cores && (at < 0 || o->th[i] > o->th[at])) at = i;
     if (at < 0) return json_null();
-    const double p = o->th[at], k = best[1] / best[0] * (1 + (double)o->overlap / (double)o->chunk);
+    const double p = o->th[at], k = kcpu[at];
     double ratio = best[2 + at] / best[0], sf = (ratio - k / p) / (1 - k / p);
     sf = sf < 0 ? 0 : sf > 1 ? 1 : sf;
     const double nchunks = (double)((len + o->chunk - 1) / o->chunk);
@@ -226,26 +238,29 @@ static int measure(const bopts *o, const qs_llm_vocab *v, const char *name, cons
 {
     int bad = 0, cap = (int)(nref + 64);
     const size_t R = (size_t)o->reps;
-    double *t = calloc((size_t)(o->nth + 2) * R, sizeof *t), best[MAX_TH + 2];
+    double *t = calloc((size_t)(o->nth + 2) * R, sizeof *t), *c = calloc((size_t)(o->nth + 2) * R, sizeof *c);
+    double best[MAX_TH + 2], kcpu[MAX_TH];
     int32_t *buf = malloc((size_t)cap * sizeof *buf);
     uint32_t *offs = malloc(2 * (size_t)cap * sizeof *offs);
     qs_lopt_stats *sts = calloc((size_t)o->nth, sizeof *sts);
-    if (!t || !buf || !offs || !sts) { bad = qs_cli_error(QS_EXIT_ERR, "out of memory"); goto out; }
+    if (!t || !c || !buf || !offs || !sts) { bad = qs_cli_error(QS_EXIT_ERR, "out of memory"); goto out; }
     for (size_t r = 0; r < R && !bad; r++) {
         qs_err e = {{0}};
         for (int w = 0; w < 2 && !bad; w++) {   /* sequential, then sequential with each token's span */
-            double t0 = qs_now_s();
+            double t0 = qs_now_s(), c0 = cpu_s();
             int k = qs_llm_tokenize_offs(v, name, text, len, buf, w ? offs : NULL, cap, &e);
             t[w * R + r] = qs_now_s() - t0;
+            c[w * R + r] = cpu_s() - c0;
             if (k < 0) bad = qs_cli_err(QS_EXIT_ERR, &e);
         }
         for (int i = 0; i < o->nth && !bad; i++) {
             qs_lopt_opts lo = {o->th[i], o->chunk, o->overlap};
             int32_t *ids = NULL;
             size_t n = 0;
-            double t0 = qs_now_s();
+            double t0 = qs_now_s(), c0 = cpu_s();
             int rc = qs_lopt_tokenize(v, name, text, len, &lo, &ids, NULL, &n, &sts[i], &e);
             t[(size_t)(i + 2) * R + r] = qs_now_s() - t0;
+            c[(size_t)(i + 2) * R + r] = cpu_s() - c0;
             if (rc) { bad = qs_cli_err(QS_EXIT_ERR, &e); break; }
             long d = qs_lopt_first_diff(ref, nref, ids, n);
             if (d >= 0)
@@ -257,24 +272,24 @@ static int measure(const bopts *o, const qs_llm_vocab *v, const char *name, cons
         }
     }
     if (bad) goto out;
-    double sm = median(t, o->reps), sb = t[0];   /* median() sorts: t[0] is then the best */
+    double sm = median(t, o->reps), sb = t[0], sc = median(c, o->reps);   /* median() sorts: t[0] is the best */
     best[0] = sb;
-    json_array_append_new(runs, timing("sequential", 1, t, o->reps, len, nref, sb, sm));
-    json_t *sp = timing("sequential+spans", 1, t + R, o->reps, len, nref, sb, sm);
+    json_array_append_new(runs, timing("sequential", 1, t, c, o->reps, len, nref, sb, sm, sc));
+    json_array_append_new(runs, timing("sequential+spans", 1, t + R, c + R, o->reps, len, nref, sb, sm, sc));
     best[1] = t[R];
-    json_array_append_new(runs, sp);
     for (int i = 0; i < o->nth; i++) {
-        json_t *j = timing("lopt", o->th[i], t + (size_t)(i + 2) * R, o->reps, len, nref, sb, sm);
+        json_t *j = timing("lopt", o->th[i], t + (size_t)(i + 2) * R, c + (size_t)(i + 2) * R, o->reps, len, nref, sb, sm, sc);
         best[2 + i] = t[(size_t)(i + 2) * R];
+        kcpu[i] = sc > 0 ? median(c + (size_t)(i + 2) * R, o->reps) / sc : 1;
         json_object_set_new(j, "identical", json_true());
         json_object_set_new(j, "stats", json_pack("{s:I,s:I,s:I,s:I,s:s?}", "chunks", (json_int_t)sts[i].chunks, "anchors",
                                                   (json_int_t)sts[i].anchors, "regrown", (json_int_t)sts[i].regrown,
                                                   "fallback", (json_int_t)sts[i].fallback, "why", sts[i].why));
         json_array_append_new(runs, j);
     }
-    json_object_set_new(out, "model", model(o, best, len));
+    json_object_set_new(out, "model", model(o, best, kcpu, len));
 out:
-    free(t); free(buf); free(offs); free(sts);
+    free(t); free(c); free(buf); free(offs); free(sts);
     return bad;
 }
 
@@ -310,8 +325,8 @@ static void print_text(qs_cli *cli, json_t *out)
            S(out, "tokenizer"), I(out, "tokens"));
     printf("LoPT chunk %lld bytes, overlap %lld bytes; best and median of %lld runs, interleaved\n", I(out, "chunk"),
            I(out, "overlap"), I(out, "reps"));
-    printf("%s%-26s %7s %9s %9s %11s %9s %9s  %s%s\n", qs_c_head(cli), "RUN", "THREADS", "MB/s", "MED MB/s", "Mtok/s",
-           "SPEEDUP", "MED", "LoPT chunks/anchors/regrown/fallback, ids", qs_c_off(cli));
+    printf("%s%-26s %7s %9s %9s %11s %9s %9s %6s  %s%s\n", qs_c_head(cli), "RUN", "THREADS", "MB/s", "MED MB/s", "Mtok/s",
+           "SPEEDUP", "MED", "CPU", "LoPT chunks/anchors/regrown/fallback, ids", qs_c_off(cli));
     size_t i;
     json_t *r;
     json_array_foreach(json_object_get(out, "runs"), i, r) {
@@ -321,13 +336,13 @@ static void print_text(qs_cli *cli, json_t *out)
         if (st)
             snprintf(note, sizeof note, "%lld/%lld/%lld/%lld, equal%s%s", I(st, "chunks"), I(st, "anchors"), I(st, "regrown"),
                      I(st, "fallback"), S(st, "why") ? "; sequential: " : "", S(st, "why") ? S(st, "why") : "");
-        printf("%-26s %7lld %9.2f %9.2f %11.3f %8.2fx %8.2fx  %s\n", !strcmp(S(r, "run"), "lopt") ? "LoPT" : S(r, "run"),
+        printf("%-26s %7lld %9.2f %9.2f %11.3f %8.2fx %8.2fx %5.2fx  %s\n", !strcmp(S(r, "run"), "lopt") ? "LoPT" : S(r, "run"),
                I(r, "threads"), R(r, "mb_per_s_best"), R(r, "mb_per_s_median"), R(r, "tokens_per_s_best") / 1e6,
-               R(r, "speedup_best"), R(r, "speedup_median"), note);
+               R(r, "speedup_best"), R(r, "speedup_median"), R(r, "cpu_over_sequential"), note);
     }
     json_t *mo = json_object_get(out, "model"), *cv = json_object_get(mo, "speedup");
     if (json_is_object(mo))
-        printf("modelled (Amdahl from %lld threads: serial fraction %.3f, chunk overhead %.3f; one core per thread): "
+        printf("modelled (Amdahl from %lld threads: serial fraction %.3f, LoPT's CPU over sequential's %.3f; one core per thread): "
                "4 threads %.2fx, 8 %.2fx, 16 %.2fx\n", I(mo, "from_threads"), R(mo, "serial_fraction"), R(mo, "chunk_overhead"),
                R(cv, "4"), R(cv, "8"), R(cv, "16"));
     json_t *p = json_object_get(out, "peer");
@@ -338,9 +353,9 @@ static void print_text(qs_cli *cli, json_t *out)
         if (!q) continue;
         char lab[64];
         snprintf(lab, sizeof lab, "tokenizers %s", k ? "encode_batch" : "encode");
-        printf("%-26s %7lld %9.2f %9.2f %11.3f %8.2fx %8.2fx  %s\n", lab, I(q, "threads"), R(q, "mb_per_s_best"),
+        printf("%-26s %7lld %9.2f %9.2f %11.3f %8.2fx %8.2fx %6s  %s\n", lab, I(q, "threads"), R(q, "mb_per_s_best"),
                R(q, "mb_per_s_median"), I(p, "tokens") / R(q, "best_s") / 1e6, 1 / R(q, "sequential_over_peer_best"),
-               1 / R(q, "sequential_over_peer_median"),
+               1 / R(q, "sequential_over_peer_median"), "",
                k == 1 ? "paragraphs, RAYON_NUM_THREADS=1" : k ? "paragraphs, rayon's default threads" : (json_is_true(json_object_get(p, "same_ids")) ? "same ids" : "IDS DIFFER"));
     }
     json_t *q = json_object_get(p, "single");
