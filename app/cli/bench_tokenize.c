@@ -228,7 +228,7 @@ static json_t *model(const bopts *o, const double *best, const double *kcpu, siz
         json_object_set_new(curve, key, json_real(v));
     }
     return json_pack("{s:i,s:f,s:f,s:f,s:o}", "from_threads", (int)p, "measured_speedup", 1 / ratio, "serial_fraction", sf,
-                     "chunk_overhead", k, "speedup", curve);
+                     "work_over_sequential", k, "speedup", curve);
 }
 
 /* Time the sequential tokenizer (without and with spans) and LoPT at each thread count, interleaved;
@@ -343,7 +343,7 @@ static void print_text(qs_cli *cli, json_t *out)
     json_t *mo = json_object_get(out, "model"), *cv = json_object_get(mo, "speedup");
     if (json_is_object(mo))
         printf("modelled (Amdahl from %lld threads: serial fraction %.3f, LoPT's CPU over sequential's %.3f; one core per thread): "
-               "4 threads %.2fx, 8 %.2fx, 16 %.2fx\n", I(mo, "from_threads"), R(mo, "serial_fraction"), R(mo, "chunk_overhead"),
+               "4 threads %.2fx, 8 %.2fx, 16 %.2fx\n", I(mo, "from_threads"), R(mo, "serial_fraction"), R(mo, "work_over_sequential"),
                R(cv, "4"), R(cv, "8"), R(cv, "16"));
     json_t *p = json_object_get(out, "peer");
     if (!p) { printf("peer tokenizers: %s\n", S(out, "peer_missing") ? S(out, "peer_missing") : "not asked (--peer tokenizers)"); return; }
