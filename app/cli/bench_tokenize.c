@@ -205,30 +205,32 @@ static json_t *timing(const char *name, int threads, double *t, double *c, int r
 }
 
 /* Amdahl's law fitted to the measured LoPT run at p threads (the most threads that had a core each):
-** T(p) / T_seq = s + (1 - s) k / p, where k is LoPT's work over the sequential tokenizer's (CPU seconds
-** of all threads, medians, measured at p: spans, overlaps, merge, the pool's watching) and s the serial
-** fraction the wall time then leaves (split, merge, waiting for the last chunk, a busy machine's
-** missing cores).  The curve for 1..16 threads assumes one core per thread, at most one thread per
-** chunk, the same k, and no memory-bandwidth limit. */
+** LoPT's work is k times the sequential tokenizer's (k: CPU seconds of all threads over the sequential
+** run's, medians, measured at p: spans, overlaps, each chunk's cold piece cache, merge, the pool's
+** watching), a fraction s of it serial (split, merge, waiting for the last chunk), so
+** T(p) = k T_seq (s + (1 - s) / p) and the speed-up S(p) = 1 / (k (s + (1 - s) / p)).  s is solved
+** from the wall time at p; outside [0, 1] it is clamped and "fitted" is false (a busy machine: the
+** threads did not have their cores).  The curve for 1..16 threads assumes one core per thread, at
+** most one thread per chunk, the same k, and no memory-bandwidth limit; 1 thread is the sequential
+** tokenizer (LoPT does not cut). */
 static json_t *model(const bopts *o, const double *best, const double *kcpu, size_t len)
 {
     int cores = qs_pool_cpus(), at = -1;
     for (int i = 0; i < o->nth; i++)
         if (o->th[i] >= 2 && o->th[i] <= cores && (at < 0 || o->th[i] > o->th[at])) at = i;
     if (at < 0) return json_null();
-    const double p = o->th[at], k = kcpu[at];
-    double ratio = best[2 + at] / best[0], sf = (ratio - k / p) / (1 - k / p);
-    sf = sf < 0 ? 0 : sf > 1 ? 1 : sf;
+    const double p = o->th[at], k = kcpu[at], ratio = best[2 + at] / best[0];
+    const double raw = (ratio / k - 1 / p) / (1 - 1 / p), sf = raw < 0 ? 0 : raw > 1 ? 1 : raw;
     const double nchunks = (double)((len + o->chunk - 1) / o->chunk);
     json_t *curve = json_object();
     for (int q = 1; q <= 16; q++) {
-        double pe = q < nchunks ? q : nchunks, v = q == 1 ? 1 : 1 / (sf + (1 - sf) * k / pe);
+        double pe = q < nchunks ? q : nchunks, v = q == 1 ? 1 : 1 / (k * (sf + (1 - sf) / pe));
         char key[8];
         snprintf(key, sizeof key, "%d", q);
         json_object_set_new(curve, key, json_real(v));
     }
-    return json_pack("{s:i,s:f,s:f,s:f,s:o}", "from_threads", (int)p, "measured_speedup", 1 / ratio, "serial_fraction", sf,
-                     "work_over_sequential", k, "speedup", curve);
+    return json_pack("{s:i,s:f,s:f,s:b,s:f,s:o}", "from_threads", (int)p, "measured_speedup", 1 / ratio, "serial_fraction", sf,
+                     "fitted", raw >= 0 && raw <= 1, "work_over_sequential", k, "speedup", curve);
 }
 
 /* Time the sequential tokenizer (without and with spans) and LoPT at each thread count, interleaved;
@@ -294,7 +296,8 @@ out:
 }
 
 /* The peer's rows next to ours: its rates, and whether its ids are ours. */
-static void add_peer(json_t *out, json_t *peer, size_t len, size_t nref, uint64_t ref_hash, double seq_best, double seq_med)
+static void add_peer(json_t *out, json_t *peer, size_t len, size_t nref, uint64_t ref_hash, double seq_best, double seq_med,
+                     double seq_cpu)
 {
     char h[32];
     snprintf(h, sizeof h, "%016llx", (unsigned long long)ref_hash);
@@ -310,6 +313,8 @@ static void add_peer(json_t *out, json_t *peer, size_t len, size_t nref, uint64_
         json_object_set_new(r, "mb_per_s_median", json_real(len / m / 1e6));
         json_object_set_new(r, "sequential_over_peer_best", json_real(b / seq_best));
         json_object_set_new(r, "sequential_over_peer_median", json_real(m / seq_med));
+        double c = json_real_value(json_object_get(r, "cpu_median_s"));
+        if (c > 0 && seq_cpu > 0) json_object_set_new(r, "sequential_over_peer_cpu", json_real(c / seq_cpu));
     }
     json_object_set_new(out, "peer", peer);
 }
@@ -342,8 +347,9 @@ static void print_text(qs_cli *cli, json_t *out)
     }
     json_t *mo = json_object_get(out, "model"), *cv = json_object_get(mo, "speedup");
     if (json_is_object(mo))
-        printf("modelled (Amdahl from %lld threads: serial fraction %.3f, LoPT's CPU over sequential's %.3f; one core per thread): "
-               "4 threads %.2fx, 8 %.2fx, 16 %.2fx\n", I(mo, "from_threads"), R(mo, "serial_fraction"), R(mo, "work_over_sequential"),
+        printf("modelled (Amdahl from %lld threads: LoPT's work %.2fx the sequential's, serial fraction %.3f%s; one core per "
+               "thread): 4 threads %.2fx, 8 %.2fx, 16 %.2fx\n", I(mo, "from_threads"), R(mo, "work_over_sequential"),
+               R(mo, "serial_fraction"), json_is_true(json_object_get(mo, "fitted")) ? "" : " (clamped: the threads lacked cores)",
                R(cv, "4"), R(cv, "8"), R(cv, "16"));
     json_t *p = json_object_get(out, "peer");
     if (!p) { printf("peer tokenizers: %s\n", S(out, "peer_missing") ? S(out, "peer_missing") : "not asked (--peer tokenizers)"); return; }
@@ -353,14 +359,15 @@ static void print_text(qs_cli *cli, json_t *out)
         if (!q) continue;
         char lab[64];
         snprintf(lab, sizeof lab, "tokenizers %s", k ? "encode_batch" : "encode");
-        printf("%-26s %7lld %9.2f %9.2f %11.3f %8.2fx %8.2fx %6s  %s\n", lab, I(q, "threads"), R(q, "mb_per_s_best"),
+        printf("%-26s %7lld %9.2f %9.2f %11.3f %8.2fx %8.2fx %5.2fx  %s\n", lab, I(q, "threads"), R(q, "mb_per_s_best"),
                R(q, "mb_per_s_median"), I(p, "tokens") / R(q, "best_s") / 1e6, 1 / R(q, "sequential_over_peer_best"),
-               1 / R(q, "sequential_over_peer_median"), "",
+               1 / R(q, "sequential_over_peer_median"), R(q, "sequential_over_peer_cpu"),
                k == 1 ? "paragraphs, RAYON_NUM_THREADS=1" : k ? "paragraphs, rayon's default threads" : (json_is_true(json_object_get(p, "same_ids")) ? "same ids" : "IDS DIFFER"));
     }
     json_t *q = json_object_get(p, "single");
-    printf("tokenizers %s: sequential / encode = %.2fx best, %.2fx median (must reach >= 1)%s\n", S(p, "version"),
-           R(q, "sequential_over_peer_best"), R(q, "sequential_over_peer_median"),
+    printf("tokenizers %s: sequential / encode = %.2fx best, %.2fx median, %.2fx by CPU time (must reach >= 1)%s\n",
+           S(p, "version"), R(q, "sequential_over_peer_best"), R(q, "sequential_over_peer_median"),
+           R(q, "sequential_over_peer_cpu"),
            json_is_true(json_object_get(p, "same_ids")) ? "" : "; its ids differ from qscope's: the texts or tokenizers are not the same");
 #undef S
 #undef R
@@ -407,7 +414,7 @@ int qs_bench_tokenize(qs_cli *cli, int argc, char **argv)
         json_t *p = run_peer(&o, o.reps, why, sizeof why);
         json_t *seq = json_array_get(runs, 0);
         if (p) add_peer(out, p, len, nref, qs_lopt_ids_hash(ref, nref), json_real_value(json_object_get(seq, "best_s")),
-                        json_real_value(json_object_get(seq, "median_s")));
+                        json_real_value(json_object_get(seq, "median_s")), json_real_value(json_object_get(seq, "cpu_median_s")));
         else json_object_set_new(out, "peer_missing", json_string(why));
     }
     if (o.json) {

@@ -11,7 +11,7 @@ tokenizer.json.  Three runs, each in its own process because rayon's pool is fix
 `encode` of the whole text with RAYON_NUM_THREADS=1 ("single"), and `encode_batch` of its paragraphs
 (cut after each blank line; the pieces concatenate to the text) with RAYON_NUM_THREADS=1 ("batch_1")
 and with rayon's default threads ("batch").  Prints one JSON
-line: best and median seconds of --reps runs, the token count and an FNV-1a 64 hash of the ids (int32
+line: best and median wall seconds of --reps runs, the median CPU seconds (all threads), the token count and an FNV-1a 64 hash of the ids (int32
 little-endian, as qscope's qs_lopt_ids_hash).  `tokenizers` is found on PYTHONPATH or in build/pyref
 (pip install --no-deps --target build/pyref tokenizers); when it is not importable the line says so
 under "missing".
@@ -60,16 +60,17 @@ def child(mode, reps, kind, tok_path, files):
     tok = load(kind, tok_path)
     raw = b"".join(open(f, "rb").read() for f in files)
     text = raw.decode("utf-8", errors="replace")
-    times, ids = [], None
+    times, cpus, ids = [], [], None
     pieces = paragraphs(text) if mode != "single" else None
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         if mode == "single":
             ids = tok.encode(text, add_special_tokens=False).ids
         else:
             enc = tok.encode_batch(pieces, add_special_tokens=False)
         times.append(time.perf_counter() - t0)
-    r = {"best_s": min(times), "median_s": statistics.median(times)}
+        cpus.append(time.process_time() - c0)
+    r = {"best_s": min(times), "median_s": statistics.median(times), "cpu_median_s": statistics.median(cpus)}
     if mode == "single":
         r.update(threads=1, tokens=len(ids), ids_hash=fnv(ids), bytes=len(raw),
                  replaced=text.count("\ufffd") - raw.count("\ufffd".encode()))
