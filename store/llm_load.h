@@ -45,7 +45,8 @@ int qs_llm_load(const char *path, qs_llm_file *f, qs_err *e);
 int qs_llm_load_gguf(const char *path, qs_llm_file *f, qs_err *e);
 /* The Hugging Face directory loader alone (llm_load_hf.c). */
 int qs_llm_load_hf(const char *dir, qs_llm_file *f, qs_err *e);
-/* A tokenizer.json alone, into f->v (f->m stays empty): for tests and tokenizing without weights. */
+/* A tokenizer.json alone (or a directory's tokenizer.json), into f->v (f->m stays empty): for tests and
+** tokenizing without weights (`llm tokenize --tokenizer`). */
 int qs_llm_load_tokenizer(const char *path, qs_llm_file *f, qs_err *e);
 /* The same from a file image in memory (used by the fuzzer); name is used in messages. */
 int qs_llm_load_gguf_mem(const uint8_t *buf, size_t len, const char *name, qs_llm_file *f, qs_err *e);

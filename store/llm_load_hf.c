@@ -108,6 +108,13 @@ int qs_llm_load_tokenizer(const char *path, qs_llm_file *f, qs_err *e)
     memset(f, 0, sizeof *f);
     f->v.bos = f->v.eos = -1;
     int pp_bos;
+    char file[4096];
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {   /* a Hugging Face directory: its tokenizer.json */
+        if (strlen(path) > 4000) return qs_fail(e, "%s: path too long", path);
+        snprintf(file, sizeof file, "%s/tokenizer.json", path);
+        path = file;
+    }
     if (read_tokenizer(path, 0, &f->v, &pp_bos, NULL, NULL, e)) { qs_llm_file_free(f); return -1; }
     return 0;
 }

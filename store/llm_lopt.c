@@ -18,6 +18,7 @@
 
 #include <jansson.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -168,23 +169,44 @@ static int sequential(const qs_llm_vocab *v, const char *name, const char *text,
 
 /* ---------------------------------------------------------------- the chunks */
 
-/* One chunk's tokens with start in [lo, hi) (lo = its anchor with the left neighbour, hi = the end of
-** the anchor with the right one; the segment it gives is [lo, cut)), absolute spans. */
+/* One chunk: the segment [lo, hi) between its anchors, tokenized on its own (the cut positions split
+** every window), and the check of its left boundary's anchor. */
 typedef struct {
-    size_t a, b;          /* the window tokenized */
-    size_t lo, cut, hi;
-    int32_t *ids;
+    size_t lo, hi;
+    const bound *left;    /* the boundary at lo, or NULL for the first chunk */
+    int32_t *ids;         /* the segment's ids and, when wanted, spans (malloc'ed) */
     uint32_t *off;
-    size_t n, ncut;       /* tokens kept, those before cut */
-    int bad;              /* 1: tokenizing failed or a token crosses lo, cut or hi */
+    size_t n;
+    int bad;              /* 1: tokenizing failed or the anchor check did not hold */
 } lchunk;
 
 typedef struct {
     const qs_llm_vocab *v;
     const char *text;
     lchunk *c;
-    struct { int32_t *ids; uint32_t *off; size_t cap; } slot[QS_POOL_MAX];
+    int spans;            /* the caller wants spans */
 } job;
+
+/* Tokenize text[a, a + w) into malloc'ed buffers (spans absolute, when off is not NULL): room for a token
+** per byte first, then for the most a byte-level BPE can give (a token has >= 1 byte of its piece,
+** + 1 prefix space per piece).  Returns the count, or -1. */
+static int tok_range(const job *J, size_t a, size_t w, int32_t **ids, uint32_t **off)
+{
+    for (size_t cap = w + 16;; cap = 2 * w + 16) {
+        if (cap > INT_MAX) return -1;
+        free(*ids);
+        *ids = malloc(cap * sizeof **ids);
+        if (off) { free(*off); *off = malloc(2 * cap * sizeof **off); }
+        if (!*ids || (off && !*off)) return -1;
+        qs_err e = {{0}};
+        int k = qs_llm_tokenize_offs(J->v, NULL, J->text + a, w, *ids, off ? *off : NULL, (int)cap, &e);
+        if (k >= 0) {
+            for (int i = 0; off && i < 2 * k; i++) (*off)[i] += (uint32_t)a;
+            return k;
+        }
+        if (cap == 2 * w + 16 || !strstr(e.msg, "gives more than")) return -1;
+    }
+}
 
 /* First token with start >= p; bad when the token before it ends after p. */
 static size_t split_at(const uint32_t *off, size_t n, size_t p, int *bad)
@@ -198,87 +220,79 @@ static size_t split_at(const uint32_t *off, size_t n, size_t p, int *bad)
     return lo;
 }
 
-static void chunk_task(void *ctx, size_t task, int slot)
+/* LoPT's anchor check of boundary b: the overlap window [m, end), which starts at an arbitrary byte as
+** a LoPT chunk does, splits at p1 and p2 and has there the very tokens (ids and spans) of [p1, p2)
+** tokenized alone; and those start the segment that begins at p1 (c's ids, and spans when kept). */
+static int anchor_ok(const job *J, const bound *b, const lchunk *c)
 {
-    job *J = ctx;
-    lchunk *c = &J->c[task];
-    size_t w = c->b - c->a, need = 2 * w + 16;   /* a token has >= 1 byte of its piece (+1 prefix space) */
-    if (need > INT_MAX) { c->bad = 1; return; }
-    if (J->slot[slot].cap < need) {
-        free(J->slot[slot].ids); free(J->slot[slot].off);
-        J->slot[slot].ids = malloc(need * sizeof(int32_t));
-        J->slot[slot].off = malloc(2 * need * sizeof(uint32_t));
-        J->slot[slot].cap = J->slot[slot].ids && J->slot[slot].off ? need : 0;
-        if (!J->slot[slot].cap) { c->bad = 1; return; }
+    int32_t *wi = NULL, *ai = NULL;
+    uint32_t *wo = NULL, *ao = NULL;
+    int ok = 0, bad = 0;
+    int nw = tok_range(J, b->m, b->end - b->m, &wi, &wo), na = nw < 0 ? -1 : tok_range(J, b->p1, b->p2 - b->p1, &ai, &ao);
+    if (na > 0 && (size_t)na <= c->n) {
+        size_t i1 = split_at(wo, (size_t)nw, b->p1, &bad), i2 = split_at(wo, (size_t)nw, b->p2, &bad);
+        ok = !bad && i2 - i1 == (size_t)na && !memcmp(wi + i1, ai, (size_t)na * sizeof *ai) &&
+             !memcmp(wo + 2 * i1, ao, 2 * (size_t)na * sizeof *ao) && !memcmp(c->ids, ai, (size_t)na * sizeof *ai) &&
+             (!c->off || !memcmp(c->off, ao, 2 * (size_t)na * sizeof *ao));
     }
-    int32_t *ids = J->slot[slot].ids;
-    uint32_t *off = J->slot[slot].off;
-    qs_err e = {{0}};
-    int k = qs_llm_tokenize_offs(J->v, NULL, J->text + c->a, w, ids, off, (int)need, &e);
-    if (k < 0) { c->bad = 1; return; }
-    for (int i = 0; i < 2 * k; i++) off[i] += (uint32_t)c->a;
-    size_t i0 = split_at(off, (size_t)k, c->lo, &c->bad), i1 = split_at(off, (size_t)k, c->cut, &c->bad);
-    size_t i2 = split_at(off, (size_t)k, c->hi, &c->bad);
-    c->n = i2 - i0;
-    c->ncut = i1 - i0;
-    c->ids = malloc((c->n ? c->n : 1) * sizeof *c->ids);
-    c->off = malloc((c->n ? 2 * c->n : 1) * sizeof *c->off);
-    if (!c->ids || !c->off) { c->bad = 1; return; }
-    memcpy(c->ids, ids + i0, c->n * sizeof *c->ids);
-    memcpy(c->off, off + 2 * i0, 2 * c->n * sizeof *c->off);
+    free(wi); free(wo); free(ai); free(ao);
+    return ok;
 }
 
-/* The anchor check of the boundary between chunks L and R: the same tokens in [cut, hi) of L and at
-** the start of R (R's segment starts at L's cut). */
-static int anchor_ok(const lchunk *L, const lchunk *R)
+static void chunk_task(void *ctx, size_t task, int slot)
 {
-    size_t k = L->n - L->ncut, rk = 0;
-    while (rk < R->n && R->off[2 * rk] < L->hi) rk++;
-    if (!k || k != rk) return 0;
-    return !memcmp(L->ids + L->ncut, R->ids, k * sizeof *L->ids) && !memcmp(L->off + 2 * L->ncut, R->off, 2 * k * sizeof *L->off);
+    (void)slot;
+    const job *J = ctx;
+    lchunk *c = &J->c[task];
+    int k = tok_range(J, c->lo, c->hi - c->lo, &c->ids, J->spans ? &c->off : NULL);
+    if (k < 0) { c->bad = 1; return; }
+    c->n = (size_t)k;
+    if (c->left && !anchor_ok(J, c->left, c)) c->bad = 1;
 }
 
 /* Tokenize the planned chunks in parallel and concatenate their segments.  Returns 0, 1 when the
-** result cannot be trusted (a chunk failed, an anchor differs: the caller goes sequential), -1 out
-** of memory. */
+** result cannot be trusted (a chunk failed, an anchor check did not hold: the caller goes
+** sequential), -1 out of memory. */
 static int parallel(const qs_llm_vocab *v, const char *text, size_t len, const bound *b, size_t nb, int threads,
                     int32_t **ids, uint32_t **offs, size_t *n, qs_lopt_stats *st)
 {
     lchunk *c = calloc(nb + 1, sizeof *c);
-    job *J = calloc(1, sizeof *J);
     int rc = -1;
-    if (!c || !J) goto out;
+    if (!c) return -1;
     for (size_t i = 0; i <= nb; i++) {
-        c[i].a = i ? b[i - 1].m : 0;
-        c[i].b = i < nb ? b[i].end : len;
         c[i].lo = i ? b[i - 1].p1 : 0;
-        c[i].cut = i < nb ? b[i].p1 : len;
-        c[i].hi = i < nb ? b[i].p2 : len;
+        c[i].hi = i < nb ? b[i].p1 : len;
+        c[i].left = i ? &b[i - 1] : NULL;
     }
-    J->v = v; J->text = text; J->c = c;
-    qs_pool_for(threads, nb + 1, chunk_task, J);
+    job J = {v, text, c, offs != NULL};
+    qs_pool_for(threads, nb + 1, chunk_task, &J);
     rc = 1;
     size_t total = 0;
     for (size_t i = 0; i <= nb; i++) {
-        if (c[i].bad || (i < nb && !c[i + 1].bad && !anchor_ok(&c[i], &c[i + 1]))) goto out;
-        total += c[i].ncut;
+        if (c[i].bad) goto out;
+        total += c[i].n;
     }
-    rc = -1;
-    if (!(*ids = malloc((total ? total : 1) * sizeof **ids)) || (offs && !(*offs = malloc((total ? 2 * total : 1) * sizeof **offs))))
-        goto out;
-    size_t o = 0;
-    for (size_t i = 0; i <= nb; i++) {
-        memcpy(*ids + o, c[i].ids, c[i].ncut * sizeof **ids);
-        if (offs) memcpy(*offs + 2 * o, c[i].off, 2 * c[i].ncut * sizeof **offs);
-        o += c[i].ncut;
+    rc = -1;   /* the first segment's buffers grow into the output */
+    int32_t *oi = realloc(c[0].ids, (total ? total : 1) * sizeof *oi);
+    if (!oi) goto out;
+    c[0].ids = oi;
+    uint32_t *oo = offs ? realloc(c[0].off, (total ? 2 * total : 1) * sizeof *oo) : NULL;
+    if (offs && !oo) goto out;
+    if (oo) c[0].off = oo;
+    size_t o = c[0].n;
+    for (size_t i = 1; i <= nb; i++) {
+        memcpy(oi + o, c[i].ids, c[i].n * sizeof *oi);
+        if (oo) memcpy(oo + 2 * o, c[i].off, 2 * c[i].n * sizeof *oo);
+        o += c[i].n;
     }
+    *ids = oi; c[0].ids = NULL;
+    if (offs) { *offs = oo; c[0].off = NULL; }
     *n = total;
     if (st) { st->chunks = nb + 1; st->anchors = nb; }
     rc = 0;
 out:
-    for (size_t i = 0; c && i <= nb; i++) { free(c[i].ids); free(c[i].off); }
-    for (int s = 0; J && s < QS_POOL_MAX; s++) { free(J->slot[s].ids); free(J->slot[s].off); }
-    free(c); free(J);
+    for (size_t i = 0; i <= nb; i++) { free(c[i].ids); free(c[i].off); }
+    free(c);
     return rc;
 }
 
@@ -289,7 +303,11 @@ int qs_lopt_tokenize(const qs_llm_vocab *v, const char *name, const char *text, 
     if (offs) *offs = NULL;
     if (st) memset(st, 0, sizeof *st);
     int threads = o ? o->threads : 0;
-    size_t chunk = o && o->chunk ? o->chunk : QS_LOPT_CHUNK, overlap = o && o->overlap ? o->overlap : QS_LOPT_OVERLAP;
+    size_t chunk = o && o->chunk ? o->chunk : 0, overlap = o && o->overlap ? o->overlap : QS_LOPT_OVERLAP;
+    if (!chunk) {   /* one chunk per thread: each chunk's tokenizer starts with a cold piece cache */
+        size_t w = (size_t)qs_pool_width(threads, SIZE_MAX);
+        chunk = len / w + 1 > QS_LOPT_CHUNK ? len / w + 1 : QS_LOPT_CHUNK;
+    }
     if (chunk < 8) chunk = 8;
     if (overlap >= chunk) overlap = chunk - 1;
     const char *why = NULL;

@@ -122,6 +122,9 @@ int qs_cmd_report(qs_cli *, int, char **);
 int qs_cmd_claims(qs_cli *, int, char **);
 int qs_cmd_llm_text(qs_cli *, int, char **);
 int qs_cmd_llm_eval(qs_cli *, int, char **);
+int qs_cmd_llm_tokenize(qs_cli *, int, char **);
+/* --prompt TEXT in SmolLM2's ChatML template with its default system message (malloc'ed; NULL: out of memory). */
+char *qs_llm_chat_text(const char *text);
 int qs_cmd_llm_sens(qs_cli *, int, char **);
 int qs_cmd_train(qs_cli *, int, char **);
 /* Read an evaluation text (bytes and their xxh3-128 hash), and tokenize it as `llm eval` does: with

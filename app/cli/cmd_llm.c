@@ -175,16 +175,21 @@ static int parse_ids(const char *s, const qs_llm_file *f, prompt_t *p, qs_err *e
     return 0;
 }
 
-/* --prompt TEXT (optionally in the ChatML template of SmolLM2's tokenizer.chat_template, with its
-** default system message) through the BPE tokenizer. */
-static int text_prompt(const char *text, int chat, const qs_llm_file *f, prompt_t *p, qs_err *e)
+char *qs_llm_chat_text(const char *text)
 {
     static const char *sys = "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n";
     size_t n = strlen(text) + 256;
     char *buf = malloc(n);
+    if (buf) snprintf(buf, n, "%s<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n", sys, text);
+    return buf;
+}
+
+/* --prompt TEXT (optionally in the ChatML template of SmolLM2's tokenizer.chat_template, with its
+** default system message) through the BPE tokenizer. */
+static int text_prompt(const char *text, int chat, const qs_llm_file *f, prompt_t *p, qs_err *e)
+{
+    char *buf = chat ? qs_llm_chat_text(text) : strdup(text);
     if (!buf) return qs_fail(e, "out of memory");
-    if (chat) snprintf(buf, n, "%s<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n", sys, text);
-    else snprintf(buf, n, "%s", text);
     int k = qs_llm_tokenize_named(&f->v, "--prompt", buf, strlen(buf), p->ids, MAX_PROMPT, e);
     free(buf);
     if (k < 0) return -1;   /* the message names --prompt or the tokenizer's file */
@@ -884,27 +889,6 @@ out:
     return rc;
 }
 
-/* Print the token ids of --prompt TEXT (comma-separated, one line) and, with --json, the pieces. */
-static int cmd_tokenize(qs_cli *cli, int argc, char **argv)
-{
-    (void)cli;
-    llm_opts o;
-    int rc = parse_opts("llm tokenize", argc, argv, &o);
-    if (rc) return rc;
-    if (!o.prompt_text) return qs_cli_usage("llm tokenize", "--prompt TEXT is required");
-    qs_err e = {{0}};
-    qs_llm_file f;
-    if (load_models(&o, &f, NULL, 0, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
-    prompt_t p;
-    if (text_prompt(o.prompt_text, o.chat, &f, &p, &e)) rc = qs_cli_err(QS_EXIT_USAGE, &e);
-    else {
-        for (int i = 0; i < p.n; i++) printf("%s%d", i ? "," : "", p.ids[i]);
-        printf("\n");
-    }
-    qs_llm_file_free(&f);
-    return rc;
-}
-
 /* The subcommands of `qscope llm`: dispatch, `qscope help llm` and the usage errors come from here. */
 const qs_subcommand qs_llm_subcommands[] = {
     {"score",
@@ -931,8 +915,10 @@ const qs_subcommand qs_llm_subcommands[] = {
      "            (--eval-ctx N, default 512; --eval-chunks K, default 2; --eval-ctx 0 skips it)\n",
      cmd_bench, 0, QS_LLM_BENCH_ARGS, QS_LLM_BENCH_OPTS},
     {"tokenize",
-     "print the token ids of --prompt TEXT (byte-level BPE, UTF-8 text)\n",
-     cmd_tokenize, 0, QS_LLM_TOKENIZE_ARGS, QS_LLM_TOKENIZE_OPTS},
+     "the token ids of --prompt TEXT or --text FILE (- = stdin) under --model's tokenizer\n"
+     "            or --tokenizer PATH alone; LoPT on --threads N (default all cores; 1 = the\n"
+     "            sequential tokenizer, same ids); --json with byte and character offsets; --npy FILE\n",
+     qs_cmd_llm_tokenize, 0, QS_LLM_TOKENIZE_ARGS, QS_LLM_TOKENIZE_OPTS},
     {"text",
      "--rdb Rdata.rdb [--rdx Rdata.rdx] -o DIR [--json]: write each character vector of\n"
      "            an R data package (Jane Austen's novels, r-cran-janeaustenr) as DIR/NAME.txt,\n"

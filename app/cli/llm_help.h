@@ -87,11 +87,24 @@
     "  --eval-ctx N        the eval case's context (default 512, or the model's if shorter; 0 skips it)\n" \
     "  --eval-chunks K     the eval case's chunks (default 2)"
 
-#define QS_LLM_TOKENIZE_ARGS "--model PATH --prompt TEXT [--chat]"
+#define QS_LLM_TOKENIZE_ARGS "(--model PATH | --tokenizer PATH) (--prompt TEXT [--chat] | --text FILE|-) [--threads N] [--lopt-chunk BYTES] [--lopt-overlap BYTES] [--json | --npy FILE]"
 #define QS_LLM_TOKENIZE_OPTS \
     QS_LLM_H_MODEL \
+    "  --tokenizer PATH    the tokenizer alone, no weights: a tokenizer.json, a Hugging Face directory\n" \
+    "                      (its tokenizer.json) or a .gguf (its vocabulary)\n" \
     "  --prompt TEXT       the text (UTF-8)\n" \
-    "  --chat              wrap it in the model's ChatML template first"
+    "  --chat              wrap --prompt in the model's ChatML template first\n" \
+    "  --text FILE         the text from a file, or - for standard input (at most 1 GiB; any bytes)\n" \
+    "  --threads N         LoPT on N threads (default: every core); 1 = the sequential tokenizer.  The\n" \
+    "                      ids are the same for every N (docs/tokenize.md: LoPT's merge, its proof and\n" \
+    "                      the tokenizers it does not cover, which run sequentially)\n" \
+    "  --lopt-chunk BYTES  bytes per chunk (default 65536; 16..1 GiB)\n" \
+    "  --lopt-overlap BYTES  bytes each chunk reads into the next (default 64; below the chunk length;\n" \
+    "                      doubled where it holds no anchor)\n" \
+    "  --json              {source, tokenizer, bytes, count, threads, lopt: {chunks, anchors, regrown,\n" \
+    "                      fallback, why}, tokens: [{id, bytes: [start, end], chars: [start, end]}]}\n" \
+    "  --npy FILE          the ids as a 1-D int32 .npy (nothing on stdout without --json)\n" \
+    "(default output: the ids comma-separated on one line; with --text a summary line on stderr)"
 
 #define QS_LLM_TEXT_ARGS "--rdb Rdata.rdb [--rdx Rdata.rdx] -o DIR [--json]"
 #define QS_LLM_TEXT_OPTS \

@@ -50,7 +50,7 @@ undocumented() {   # undocumented HELPFILE OPT... : the options not named in the
   for o in "$@"; do grep -qE -- "--$o([^a-z0-9-]|$)" "$h" || printf '%s ' "--$o"; done
 }
 # subcommand -> its parser's table (file, index); llm's first six share one parser (below)
-for row in "llm eval cmd_llm_eval.c 1" "llm sensitivity cmd_llm_sens.c 1" "llm text cmd_llm_text.c 1" \
+for row in "llm eval cmd_llm_eval.c 1" "llm sensitivity cmd_llm_sens.c 1" "llm text cmd_llm_text.c 1" "llm tokenize cmd_llm_tok.c 1" \
            "rl grpo cmd_rl_grpo.c 1" "rl text cmd_rl_grpo.c 2" "sim grpo cmd_rl_sim.c 1"; do
   set -- $row
   opts=$(accepted "$3" "$4")
