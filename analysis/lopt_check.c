@@ -155,6 +155,13 @@ static void gen(int kind, size_t size, sbuf *b, uint64_t seed)
         }
         case 7: puts0(b, bad[r % 11]); break;                                                             /* invalid UTF-8 */
         case 8: { char c = (char)(r & 0xff); put(b, &c, 1); break; }                                     /* random bytes */
+        case 9: {   /* mixed: prose with short stretches of each kind above, so cut positions lie near them */
+            sbuf m = {b->p + b->n, 0, b->cap - b->n};   /* > 8 KiB of room: both stretches fit */
+            gen(99, 20 + r % 200, &m, r);
+            gen((int)((r >> 40) % 9), m.n + 1 + (r >> 20) % 100, &m, r >> 8);
+            b->n += m.n;
+            break;
+        }
         default:                                                                                           /* prose */
             puts0(b, kWords[r % NWORDS]);
             puts0(b, (r >> 20 & 15) == 0 ? ".\n\n" : (r >> 20 & 15) == 1 ? ", " : (r >> 20 & 15) == 2 ? ". " : " ");
@@ -165,7 +172,8 @@ static void gen(int kind, size_t size, sbuf *b, uint64_t seed)
 int qs_lopt_adversarial(size_t size, qs_lopt_text out[QS_LOPT_NADV], qs_err *e)
 {
     static const char *const names[QS_LOPT_NADV] = {"no spaces", "one repeated character", "whitespace runs", "CJK",
-                                                    "emoji ZWJ", "CRLF", "digit runs", "invalid UTF-8", "random bytes"};
+                                                    "emoji ZWJ", "CRLF", "digit runs", "invalid UTF-8", "random bytes",
+                                                    "mixed"};
     memset(out, 0, QS_LOPT_NADV * sizeof *out);
     for (int k = 0; k < QS_LOPT_NADV; k++) {
         sbuf b = {malloc(size + 8192), 0, size + 8191};
@@ -181,7 +189,7 @@ int qs_lopt_prose(size_t size, qs_lopt_text *out, qs_err *e)
 {
     sbuf b = {malloc(size + 8192), 0, size + 8191};
     if (!b.p) return qs_fail(e, "out of memory");
-    gen(QS_LOPT_NADV, size, &b, 1);
+    gen(99, size, &b, 1);
     b.p[b.n] = 0;
     *out = (qs_lopt_text){"generated prose", b.p, b.n};
     return 0;

@@ -35,10 +35,11 @@ long qs_lopt_first_diff(const int32_t *a, size_t na, const int32_t *b, size_t nb
 uint64_t qs_lopt_ids_hash(const int32_t *ids, size_t n);
 
 /* Adversarial texts of about `size` bytes each (fixed seeds): no spaces, one repeated character, runs of
-** spaces and newlines, CJK, emoji with ZWJ sequences, CRLF lines, long digit runs, invalid UTF-8 and
-** random bytes. */
+** spaces and newlines, CJK, emoji with ZWJ sequences, CRLF lines, long digit runs, invalid UTF-8,
+** random bytes, and all of them mixed in short stretches into prose (where LoPT finds cut positions
+** next to them rather than falling back to the sequential tokenizer). */
 typedef struct qs_lopt_text { const char *name; char *text; size_t len; } qs_lopt_text;
-#define QS_LOPT_NADV 9
+#define QS_LOPT_NADV 10
 int qs_lopt_adversarial(size_t size, qs_lopt_text out[QS_LOPT_NADV], qs_err *e);
 void qs_lopt_texts_free(qs_lopt_text *t, int n);
 /* Generated English-like prose (words, spaces, punctuation, paragraphs) of about `size` bytes (seed 1):

@@ -105,7 +105,6 @@ static int parse(int argc, char **argv, bopts *o)
         c = c < 2 ? 2 : c > 16 ? 16 : c;
         for (int t = 1; t <= c; t++) o->th[o->nth++] = t;
     }
-    if (!o->chunk) o->chunk = QS_LOPT_CHUNK;
     if (!o->overlap) o->overlap = QS_LOPT_OVERLAP;
     return 0;
 }
@@ -221,7 +220,7 @@ static json_t *model(const bopts *o, const double *best, const double *kcpu, siz
     if (at < 0) return json_null();
     const double p = o->th[at], k = kcpu[at], ratio = best[2 + at] / best[0];
     const double raw = (ratio / k - 1 / p) / (1 - 1 / p), sf = raw < 0 ? 0 : raw > 1 ? 1 : raw;
-    const double nchunks = (double)((len + o->chunk - 1) / o->chunk);
+    const double nchunks = o->chunk ? (double)((len + o->chunk - 1) / o->chunk) : 1e30;   /* default: one per thread */
     json_t *curve = json_object();
     for (int q = 1; q <= 16; q++) {
         double pe = q < nchunks ? q : nchunks, v = q == 1 ? 1 : 1 / (k * (sf + (1 - sf) / pe));
@@ -328,8 +327,11 @@ static void print_text(qs_cli *cli, json_t *out)
     printf("%s%s%s, %lld cores, load average %.2f; text %s, %lld bytes; tokenizer %s, %lld tokens\n", qs_c_bold(cli),
            S(m, "cpu"), qs_c_off(cli), I(m, "cores"), R(m, "loadavg_1min"), S(out, "text"), I(out, "bytes"),
            S(out, "tokenizer"), I(out, "tokens"));
-    printf("LoPT chunk %lld bytes, overlap %lld bytes; best and median of %lld runs, interleaved\n", I(out, "chunk"),
-           I(out, "overlap"), I(out, "reps"));
+    char ch[80];
+    if (I(out, "chunk")) snprintf(ch, sizeof ch, "%lld bytes", I(out, "chunk"));
+    else snprintf(ch, sizeof ch, "the text over the threads (at least %d bytes)", QS_LOPT_CHUNK);
+    printf("LoPT chunk %s, overlap %lld bytes; best and median of %lld runs, interleaved\n", ch, I(out, "overlap"),
+           I(out, "reps"));
     printf("%s%-26s %7s %9s %9s %11s %9s %9s %6s  %s%s\n", qs_c_head(cli), "RUN", "THREADS", "MB/s", "MED MB/s", "Mtok/s",
            "SPEEDUP", "MED", "CPU", "LoPT chunks/anchors/regrown/fallback, ids", qs_c_off(cli));
     size_t i;
@@ -405,7 +407,7 @@ int qs_bench_tokenize(qs_cli *cli, int argc, char **argv)
     char h[32];
     snprintf(h, sizeof h, "%016llx", (unsigned long long)qs_lopt_ids_hash(ref, nref));
     json_object_set_new(out, "ids_hash", json_string(h));
-    json_object_set_new(out, "chunk", json_integer((json_int_t)o.chunk));
+    json_object_set_new(out, "chunk", json_integer((json_int_t)o.chunk));   /* 0: LoPT's default, the text over the threads */
     json_object_set_new(out, "overlap", json_integer((json_int_t)o.overlap));
     json_object_set_new(out, "reps", json_integer(o.reps));
     json_object_set_new(out, "runs", json_incref(runs));
