@@ -134,7 +134,7 @@ static int lossless(int quick, qs_claim_out *o, qs_err *e)
                         QS_LLM_DEFAULT_MODEL);
     else if (!novels) APPEND(o->detail, "data: the Austen novels are absent (make data): generated texts only. ");
     APPEND(o->detail, "Texts: %sthe adversarial ones (%zu bytes each: no spaces, one repeated character, whitespace runs, "
-           "CJK, emoji ZWJ, CRLF with <|endoftext|>, digit runs, invalid UTF-8, random bytes, prose); tokenizer: %s; chunks of",
+           "CJK, emoji ZWJ, CRLF with <|endoftext|>, digit runs, invalid UTF-8, random bytes, all of these mixed into prose, prose); tokenizer: %s; chunks of",
            novels ? (quick ? "the first 64 KiB of each Austen novel, " : "all six Austen novels, ") : "", adv,
            builtin ? "the built-in one" : "SmolLM2's");
     for (int c = 0; c < nc; c++) APPEND(o->detail, ch[c] ? " %zu" : " (the default: the text over the threads)", ch[c]);
