@@ -177,7 +177,7 @@ typedef struct {
     int32_t *ids;         /* the segment's ids and, when wanted, spans (malloc'ed) */
     uint32_t *off;
     size_t n;
-    int bad;              /* 1: tokenizing failed or the anchor check did not hold */
+    int bad;              /* 1: tokenizing failed, 2: the anchor check did not hold */
 } lchunk;
 
 typedef struct {
@@ -247,12 +247,11 @@ static void chunk_task(void *ctx, size_t task, int slot)
     int k = tok_range(J, c->lo, c->hi - c->lo, &c->ids, J->spans ? &c->off : NULL);
     if (k < 0) { c->bad = 1; return; }
     c->n = (size_t)k;
-    if (c->left && !anchor_ok(J, c->left, c)) c->bad = 1;
+    if (c->left && !anchor_ok(J, c->left, c)) c->bad = 2;
 }
 
-/* Tokenize the planned chunks in parallel and concatenate their segments.  Returns 0, 1 when the
-** result cannot be trusted (a chunk failed, an anchor check did not hold: the caller goes
-** sequential), -1 out of memory. */
+/* Tokenize the planned chunks in parallel and concatenate their segments.  Returns 0; 1 when a chunk
+** failed, 2 when an anchor check did not hold (the caller goes sequential); -1 out of memory. */
 static int parallel(const qs_llm_vocab *v, const char *text, size_t len, const bound *b, size_t nb, int threads,
                     int32_t **ids, uint32_t **offs, size_t *n, qs_lopt_stats *st)
 {
@@ -266,12 +265,13 @@ static int parallel(const qs_llm_vocab *v, const char *text, size_t len, const b
     }
     job J = {v, text, c, offs != NULL};
     qs_pool_for(threads, nb + 1, chunk_task, &J);
-    rc = 1;
+    rc = 0;
     size_t total = 0;
     for (size_t i = 0; i <= nb; i++) {
-        if (c[i].bad) goto out;
+        if (c[i].bad > rc) rc = c[i].bad;
         total += c[i].n;
     }
+    if (rc) goto out;
     rc = -1;   /* the first segment's buffers grow into the output */
     int32_t *oi = realloc(c[0].ids, (total ? total : 1) * sizeof *oi);
     if (!oi) goto out;
@@ -323,7 +323,9 @@ int qs_lopt_tokenize(const qs_llm_vocab *v, const char *name, const char *text, 
         free(*ids); *ids = NULL;
         if (offs) { free(*offs); *offs = NULL; }
         if (rc < 0) return qs_fail(e, "out of memory for the tokens of %s", name ? name : "the text");
-        why = nb ? "a chunk failed or an anchor differed" : "no two cut positions in any overlap";
+        why = !nb ? "no two cut positions in any overlap"
+              : rc == 2 ? "an anchor check did not hold (the cut-position analysis is wrong for this tokenizer)"
+                        : "a chunk failed (regex work bound, memory)";
     }
     if (st && threads != 1 && len > chunk) { st->fallback = 1; st->why = why; }
     if (st) st->chunks = 1;

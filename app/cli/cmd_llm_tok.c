@@ -69,8 +69,8 @@ static int parse(int argc, char **argv, tok_opts *o)
     if (!o->model == !o->tokenizer) return qs_cli_usage(CMD, "give one of --model PATH and --tokenizer PATH");
     if (!o->prompt == !o->text) return qs_cli_usage(CMD, "give one of --prompt TEXT and --text FILE");
     if (o->chat && !o->prompt) return qs_cli_usage(CMD, "--chat wraps --prompt TEXT in the chat template");
-    size_t chunk = o->chunk ? o->chunk : QS_LOPT_CHUNK, ov = o->overlap ? o->overlap : QS_LOPT_OVERLAP;
-    if (ov >= chunk) return qs_cli_usage(CMD, "--lopt-overlap %zu must be below the chunk length %zu", ov, chunk);
+    if (o->overlap && o->chunk && o->overlap >= o->chunk)   /* the default overlap shrinks to a small chunk */
+        return qs_cli_usage(CMD, "--lopt-overlap %zu must be below the chunk length %zu", o->overlap, o->chunk);
     return 0;
 }
 

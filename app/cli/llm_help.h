@@ -99,8 +99,9 @@
     "                      ids are the same for every N (docs/tokenize.md: LoPT's merge, its proof and\n" \
     "                      the tokenizers it does not cover, which run sequentially)\n" \
     "  --lopt-chunk BYTES  bytes per chunk (default 65536; 16..1 GiB)\n" \
-    "  --lopt-overlap BYTES  bytes each chunk reads into the next (default 64; below the chunk length;\n" \
-    "                      doubled where it holds no anchor)\n" \
+    "  --lopt-overlap BYTES  bytes of overlap at each chunk boundary, where the anchor is sought\n" \
+    "                      (default 64, or the chunk length - 1 if smaller; doubled where it holds no\n" \
+    "                      anchor; a given one must be below --lopt-chunk)\n" \
     "  --json              {source, tokenizer, bytes, count, threads, lopt: {chunks, anchors, regrown,\n" \
     "                      fallback, why}, tokens: [{id, bytes: [start, end], chars: [start, end]}]}\n" \
     "  --npy FILE          the ids as a 1-D int32 .npy (nothing on stdout without --json)\n" \
