@@ -105,7 +105,6 @@ static int parse(int argc, char **argv, bopts *o)
         c = c < 2 ? 2 : c > 16 ? 16 : c;
         for (int t = 1; t <= c; t++) o->th[o->nth++] = t;
     }
-    if (!o->overlap) o->overlap = QS_LOPT_OVERLAP;
     return 0;
 }
 
@@ -327,11 +326,12 @@ static void print_text(qs_cli *cli, json_t *out)
     printf("%s%s%s, %lld cores, load average %.2f; text %s, %lld bytes; tokenizer %s, %lld tokens\n", qs_c_bold(cli),
            S(m, "cpu"), qs_c_off(cli), I(m, "cores"), R(m, "loadavg_1min"), S(out, "text"), I(out, "bytes"),
            S(out, "tokenizer"), I(out, "tokens"));
-    char ch[80];
+    char ch[80], ov[80];
     if (I(out, "chunk")) snprintf(ch, sizeof ch, "%lld bytes", I(out, "chunk"));
     else snprintf(ch, sizeof ch, "the text over the threads (at least %d bytes)", QS_LOPT_CHUNK);
-    printf("LoPT chunk %s, overlap %lld bytes; best and median of %lld runs, interleaved\n", ch, I(out, "overlap"),
-           I(out, "reps"));
+    if (I(out, "overlap")) snprintf(ov, sizeof ov, "%lld bytes", I(out, "overlap"));
+    else snprintf(ov, sizeof ov, "LoPT's default (%d bytes, less for small chunks)", QS_LOPT_OVERLAP);
+    printf("LoPT chunk %s, overlap %s; best and median of %lld runs, interleaved\n", ch, ov, I(out, "reps"));
     printf("%s%-26s %7s %9s %9s %11s %9s %9s %6s  %s%s\n", qs_c_head(cli), "RUN", "THREADS", "MB/s", "MED MB/s", "Mtok/s",
            "SPEEDUP", "MED", "CPU", "LoPT chunks/anchors/regrown/fallback, ids", qs_c_off(cli));
     size_t i;
@@ -408,7 +408,7 @@ int qs_bench_tokenize(qs_cli *cli, int argc, char **argv)
     snprintf(h, sizeof h, "%016llx", (unsigned long long)qs_lopt_ids_hash(ref, nref));
     json_object_set_new(out, "ids_hash", json_string(h));
     json_object_set_new(out, "chunk", json_integer((json_int_t)o.chunk));   /* 0: LoPT's default, the text over the threads */
-    json_object_set_new(out, "overlap", json_integer((json_int_t)o.overlap));
+    json_object_set_new(out, "overlap", json_integer((json_int_t)o.overlap));   /* 0: LoPT's default */
     json_object_set_new(out, "reps", json_integer(o.reps));
     json_object_set_new(out, "runs", json_incref(runs));
     if (o.peer) {

@@ -7,7 +7,7 @@ text and tokenizer.
 The files are concatenated as bytes (as qscope does) and decoded as UTF-8 (invalid bytes replaced:
 the ids then differ from qscope's, which the bench reports).  The tokenizer is rebuilt from the GGUF as
 tests/llm/hf_tokenize.py does (SmolLM2's pre-tokenizer, control tokens special), or read from the
-tokenizer.json.  Three runs, each in its own process because rayon's pool is fixed at its first use:
+tokenizer.json (of a model directory when a directory is given).  Three runs, each in its own process because rayon's pool is fixed at its first use:
 `encode` of the whole text with RAYON_NUM_THREADS=1 ("single"), and `encode_batch` of its paragraphs
 (cut after each blank line; the pieces concatenate to the text) with RAYON_NUM_THREADS=1 ("batch_1")
 and with rayon's default threads ("batch").  Prints one JSON
@@ -40,6 +40,8 @@ def fnv(ids):
 
 def load(kind, path):
     from tokenizers import Tokenizer
+    if os.path.isdir(path):   # a Hugging Face model directory
+        return Tokenizer.from_file(os.path.join(path, "tokenizer.json"))
     if kind == "--tokenizer":
         return Tokenizer.from_file(path)
     import hf_tokenize
@@ -99,7 +101,7 @@ def main():
         return child(mode, reps, kind, tok_path, args)
     try:
         import tokenizers
-        if kind == "--model":
+        if kind == "--model" and not os.path.isdir(tok_path):
             import numpy  # noqa: F401  (tests/llm/gguf_io.py reads the GGUF with it)
     except ImportError as ex:
         print(json.dumps({"missing": "%s is not importable (pip install --no-deps --target build/pyref %s, or "
