@@ -207,7 +207,7 @@ static json_t *timing(const char *name, int threads, double *t, double *c, int r
 ** run's, medians, measured at p: spans, overlaps, each chunk's cold piece cache, merge, the pool's
 ** watching), a fraction s of it serial (split, merge, waiting for the last chunk), so
 ** T(p) = k T_seq (s + (1 - s) / p) and the speed-up S(p) = 1 / (k (s + (1 - s) / p)).  s is solved
-** from the wall time at p; outside [0, 1] it is clamped and "fitted" is false (a busy machine: the
+** from the wall time at p; outside [0, 1] "fitted" is false and there is no curve (a busy machine: the
 ** threads did not have their cores).  The curve for 1..16 threads assumes one core per thread, at
 ** most one thread per chunk, the same k, and no memory-bandwidth limit; 1 thread is the sequential
 ** tokenizer (LoPT does not cut). */
@@ -227,8 +227,10 @@ static json_t *model(const bopts *o, const double *best, const double *kcpu, siz
         snprintf(key, sizeof key, "%d", q);
         json_object_set_new(curve, key, json_real(v));
     }
+    const int fitted = raw >= -0.05 && raw <= 1;   /* a little below 0 is timing noise: s = 0 */
+    if (!fitted) { json_decref(curve); curve = json_null(); }   /* a curve from a clamped s would be fiction */
     return json_pack("{s:i,s:f,s:f,s:b,s:f,s:o}", "from_threads", (int)p, "measured_speedup", 1 / ratio, "serial_fraction", sf,
-                     "fitted", raw >= 0 && raw <= 1, "work_over_sequential", k, "speedup", curve);
+                     "fitted", fitted, "work_over_sequential", k, "speedup", curve);
 }
 
 /* Time the sequential tokenizer (without and with spans) and LoPT at each thread count, interleaved;
@@ -348,11 +350,14 @@ static void print_text(qs_cli *cli, json_t *out)
                R(r, "speedup_best"), R(r, "speedup_median"), R(r, "cpu_over_sequential"), note);
     }
     json_t *mo = json_object_get(out, "model"), *cv = json_object_get(mo, "speedup");
-    if (json_is_object(mo))
-        printf("modelled (Amdahl from %lld threads: LoPT's work %.2fx the sequential's, serial fraction %.3f%s; one core per "
+    if (json_is_object(mo) && json_is_true(json_object_get(mo, "fitted")))
+        printf("modelled (Amdahl from %lld threads: LoPT's work %.2fx the sequential's, serial fraction %.3f; one core per "
                "thread): 4 threads %.2fx, 8 %.2fx, 16 %.2fx\n", I(mo, "from_threads"), R(mo, "work_over_sequential"),
-               R(mo, "serial_fraction"), json_is_true(json_object_get(mo, "fitted")) ? "" : " (clamped: the threads lacked cores)",
-               R(cv, "4"), R(cv, "8"), R(cv, "16"));
+               R(mo, "serial_fraction"), R(cv, "4"), R(cv, "8"), R(cv, "16"));
+    else if (json_is_object(mo))
+        printf("model: LoPT's work %.2fx the sequential's; no serial fraction fits the %lld-thread wall time (the threads "
+               "lacked cores: a busy machine), so no curve (docs/scale.md)\n", R(mo, "work_over_sequential"),
+               I(mo, "from_threads"));
     json_t *p = json_object_get(out, "peer");
     if (!p) { printf("peer tokenizers: %s\n", S(out, "peer_missing") ? S(out, "peer_missing") : "not asked (--peer tokenizers)"); return; }
     const char *keys[3] = {"single", "batch_1", "batch"};
