@@ -151,7 +151,9 @@ static size_t plan(const unsigned char *s, size_t n, size_t chunk, size_t overla
 static int sequential(const qs_llm_vocab *v, const char *name, const char *text, size_t len, int32_t **ids,
                       uint32_t **offs, size_t *n, qs_err *e)
 {
-    size_t cap = len / 3 + 64;
+    /* room for a token per byte (as llm eval always had): one pass for nearly any text; with spans,
+    ** 12 bytes a token, half that first */
+    size_t cap = offs ? len / 2 + 64 : len + 16;
     for (;;) {
         if (cap > INT_MAX) return qs_fail(e, "%s gives more than %d tokens", name ? name : "the text", INT_MAX);
         int32_t *ni = realloc(*ids, cap * sizeof *ni);

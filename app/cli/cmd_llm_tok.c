@@ -178,7 +178,10 @@ int qs_cmd_llm_tokenize(qs_cli *cli, int argc, char **argv)
     size_t n = 0;
     double t0 = qs_now_s();
     rc = QS_EXIT_ERR;
-    if (qs_lopt_tokenize(&f.v, name, text, len, &lo, &ids, o.json ? &off : NULL, &n, &st, &e)) goto out;
+    if (qs_lopt_tokenize(&f.v, name, text, len, &lo, &ids, o.json ? &off : NULL, &n, &st, &e)) {
+        if (o.prompt) rc = QS_EXIT_USAGE;   /* as every llm command reports a --prompt it cannot tokenize */
+        goto out;
+    }
     if (o.text)
         fprintf(stderr, "qscope: %zu tokens from %zu bytes in %.3f s (%d threads, %zu chunks, %zu anchors%s%s)\n", n, len,
                 qs_now_s() - t0, qs_pool_width(o.threads, st.chunks), st.chunks, st.anchors, st.why ? "; sequential: " : "",
@@ -193,5 +196,5 @@ int qs_cmd_llm_tokenize(qs_cli *cli, int argc, char **argv)
 out:
     free(ids); free(off); free(text);
     qs_llm_file_free(&f);
-    return rc == QS_EXIT_ERR && e.msg[0] ? qs_cli_err(rc, &e) : rc;
+    return rc != QS_EXIT_OK && e.msg[0] ? qs_cli_err(rc, &e) : rc;
 }
