@@ -1,18 +1,18 @@
 /*
-** LoPT (llm_lopt.h), as reconstructed in docs/tokenize.md: the text is cut into overlapping chunks at
-** fixed nominal offsets, the chunks are tokenized on qscope's pool with byte spans, and neighbours are
-** merged at an anchor in their overlap.  What makes the merge provably lossless here is where an
-** anchor may lie: between two *cut positions* p1 < p2 (safe_at below: an ASCII letter or . , ; : ! ?,
-** then one space, then an ASCII letter), which split the tokenization of every window that contains
-** their neighbours, for the tokenizers eligible() admits.  The anchor is the run of tokens between
-** p1 and p2; both chunks must give it identically (ids and spans) and no token of either may cross
-** p1 or p2.  Under the proof that always holds: the comparison is a run-time check of the analysis,
-** and a difference sends the whole text through the sequential tokenizer.
+** LoPT (llm_lopt.h), as reconstructed in docs/tokenize.md.  Boundaries sit at nominal offsets
+** k * chunk; each boundary's overlap window must hold two *cut positions* p1 < p2 (safe_at: a word
+** character, one space, an ASCII letter; or a newline after a non-space, before a letter), which split
+** the tokenization of every window that contains their neighbours, for the tokenizers eligible()
+** admits.  So the chunks are the segments between consecutive p1s, tokenized once each on qscope's
+** pool, and their ids are concatenated.  LoPT's merge condition stays as a run-time check of that
+** proof: the overlap window, tokenized from its arbitrary first byte with spans, must give between p1
+** and p2 exactly the tokens (ids and spans) of [p1, p2) alone, and those must start the next segment;
+** a failed check or a failed chunk sends the whole text through the sequential tokenizer.
 **
-** Dynamic chunk length: an overlap without two cut positions is doubled until it has them (at most
-** to the chunk length); a boundary still without them is dropped, so the chunk grows into its
-** neighbour.  Everything is decided from the bytes before any tokenization, so the chunks, and the
-** result, never depend on the number of threads.
+** Dynamic overlap and chunk length: an overlap without two cut positions is doubled until it has them
+** (at most to the chunk length); a boundary still without them is dropped, so the chunk grows into
+** its neighbour.  Everything is decided from the bytes before any tokenization; the ids never depend
+** on the number of threads (the default chunk length does: one chunk per thread).
 */
 #include "llm_lopt.h"
 
@@ -42,8 +42,9 @@ static const char *const kFamilies[] = {"", "default", "gpt2", "gpt-2", "mpt", "
 
 /* ---------------------------------------------------------------- which tokenizers the proof covers */
 
-/* One pre-tokenizer step: NULL when proved (*split set when it splits at every cut position), else why not. */
-static const char *step_why(json_t *j, int depth, int *split)
+/* One pre-tokenizer step: NULL when proved (*split set when it splits at every cut position, *prefix
+** when it is a ByteLevel that adds a prefix space), else why not. */
+static const char *step_why(json_t *j, int depth, int *split, int *prefix)
 {
     const char *t = json_string_value(json_object_get(j, "type"));
     if (!t || depth > 16) return "its pre-tokenizer is not one LoPT's cut rule is proved for";
@@ -51,15 +52,16 @@ static const char *step_why(json_t *j, int depth, int *split)
         json_t *a = json_object_get(j, "pretokenizers"), *s;
         size_t i;
         json_array_foreach(a, i, s) {
-            const char *w = step_why(s, depth + 1, split);
+            const char *w = step_why(s, depth + 1, split, prefix);
             if (w) return w;
         }
         return NULL;
     }
     if (!strcmp(t, "Digits")) return NULL;   /* splits around each \p{N} only: commutes with cutting */
     if (!strcmp(t, "ByteLevel")) {           /* GPT-2's pattern; a prefix space never goes before a cut */
-        json_t *u = json_object_get(j, "use_regex");
+        json_t *u = json_object_get(j, "use_regex"), *a = json_object_get(j, "add_prefix_space");
         if (!u || json_is_true(u)) *split = 1;
+        if (!a || json_is_true(a)) *prefix = 1;   /* tokenizers' default: true */
         return NULL;
     }
     if (!strcmp(t, "Split")) {
@@ -74,9 +76,11 @@ static const char *step_why(json_t *j, int depth, int *split)
 }
 
 /* NULL when the cut rule is proved for this tokenizer (docs/tokenize.md), else why the text goes
-** through the sequential tokenizer. */
-static const char *eligible(const qs_llm_vocab *v)
+** through the sequential tokenizer; *newline: cuts after a newline are proved too (no prefix space). */
+static const char *eligible(const qs_llm_vocab *v, int *newline)
 {
+    *newline = 0;
+    int nl_added = 0;
     if (v->model != QS_TOK_BPE || !v->byte_level) return "only byte-level BPE is covered by LoPT's proof";
     if (v->norm_json && strcmp(v->norm_json, "null")) return "the tokenizer has a normalizer";
     for (int i = 0; i < v->n; i++) {
@@ -85,17 +89,19 @@ static const char *eligible(const qs_llm_vocab *v)
         if (v->aflags && (v->aflags[i] & (QS_TOK_LSTRIP | QS_TOK_RSTRIP | QS_TOK_SINGLE_WORD)))
             return "an added token strips whitespace or matches single words only";
         if (strchr(v->text + v->off[i], ' ')) return "an added token contains a space";
+        if (strchr(v->text + v->off[i], '\n')) nl_added = 1;   /* it could cover a newline cut */
     }
     if (!v->pre_json) {
         for (size_t i = 0; i < sizeof kFamilies / sizeof *kFamilies; i++)
-            if (!strcmp(v->pre, kFamilies[i])) return NULL;
+            if (!strcmp(v->pre, kFamilies[i])) { *newline = !nl_added; return NULL; }   /* no prefix spaces */
         return "its pre-tokenizer family is not one LoPT's cut rule is proved for";
     }
     json_t *j = json_loads(v->pre_json, 0, NULL);
-    int split = 0;
-    const char *why = j ? step_why(j, 0, &split) : "its pre-tokenizer is not valid JSON";
+    int split = 0, prefix = 0;
+    const char *why = j ? step_why(j, 0, &split, &prefix) : "its pre-tokenizer is not valid JSON";
     json_decref(j);
     if (!why && !split) why = "its pre-tokenizer has no pattern that splits at LoPT's cut positions";
+    *newline = !prefix && !nl_added;
     return why;
 }
 
@@ -103,23 +109,43 @@ static const char *eligible(const qs_llm_vocab *v)
 
 static int ascii_letter(unsigned char c) { return (c | 0x20) >= 'a' && (c | 0x20) <= 'z'; }
 
-/* p is a cut position: s[p-1] an ASCII letter or . , ; : ! ?, s[p] a space, s[p+1] an ASCII letter. */
-static int safe_at(const unsigned char *s, size_t n, size_t p)
+/* The code point of the 3-byte UTF-8 character at s[i] (i + 3 <= n), or 0. */
+static unsigned cp3(const unsigned char *s, size_t n, size_t i)
 {
-    if (p < 1 || p + 1 >= n || s[p] != ' ' || !ascii_letter(s[p + 1])) return 0;
-    unsigned char c = s[p - 1];
-    return ascii_letter(c) || c == '.' || c == ',' || c == ';' || c == ':' || c == '!' || c == '?';
+    if (i + 3 > n || (s[i] & 0xF0) != 0xE0 || (s[i + 1] & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80) return 0;
+    return (s[i] & 0x0Fu) << 12 | (s[i + 1] & 0x3Fu) << 6 | (s[i + 2] & 0x3Fu);
+}
+
+/* CJK ideographs of Unicode 1.1, kana, Hangul syllables: letters (\p{L}) in every Unicode version. */
+static int cjk_letter(unsigned c)
+{
+    return (c >= 0x4E00 && c <= 0x9FA5) || (c >= 0x3041 && c <= 0x3096) || (c >= 0x30A1 && c <= 0x30FA) ||
+           (c >= 0xAC00 && c <= 0xD7A3);
+}
+
+/* p is a cut position (docs/tokenize.md):
+**   space rule: s[p-1] an ASCII letter or . , ; : ! ?, s[p] a space, s[p+1] an ASCII letter;
+**   newline rule (nl): s[p-1] a newline after a character that is not White_Space (ASCII graphic, a
+**   CJK letter, CJK or fullwidth punctuation), s[p] an ASCII or CJK letter. */
+static int safe_at(const unsigned char *s, size_t n, size_t p, int nl)
+{
+    if (p < 1 || p + 1 >= n) return 0;
+    if (s[p] == ' ') {
+        unsigned char c = s[p - 1];
+        return ascii_letter(s[p + 1]) &&
+               (ascii_letter(c) || c == '.' || c == ',' || c == ';' || c == ':' || c == '!' || c == '?');
+    }
+    if (!nl || s[p - 1] != '\n' || p < 2 || !(ascii_letter(s[p]) || cjk_letter(cp3(s, n, p)))) return 0;
+    if (s[p - 2] > 0x20 && s[p - 2] < 0x7F) return 1;
+    unsigned c = p >= 4 ? cp3(s, n, p - 4) : 0;
+    return cjk_letter(c) || (c >= 0x3001 && c <= 0x303F) || (c >= 0xFF01 && c <= 0xFF5E);
 }
 
 /* The first cut position in [from, to), or to. */
-static size_t next_safe(const unsigned char *s, size_t n, size_t from, size_t to)
+static size_t next_safe(const unsigned char *s, size_t n, size_t from, size_t to, int nl)
 {
-    for (size_t p = from; p < to; p++) {
-        const unsigned char *q = memchr(s + p, ' ', to - p);
-        if (!q) return to;
-        p = (size_t)(q - s);
-        if (safe_at(s, n, p)) return p;
-    }
+    for (size_t p = from; p < to; p++)
+        if ((s[p] == ' ' || (nl && p && s[p - 1] == '\n')) && safe_at(s, n, p, nl)) return p;
     return to;
 }
 
@@ -128,18 +154,19 @@ static size_t next_safe(const unsigned char *s, size_t n, size_t from, size_t to
 typedef struct { size_t m, end, p1, p2; } bound;
 
 /* Boundaries at the nominal offsets k * chunk (k >= 1), each with the overlap widened (doubled) until it
-** holds two cut positions p1 < p2 with m < p1 and p2 + 2 <= end; at most chunk - 1 bytes of overlap.
+** holds two cut positions p1 < p2 with m < p1 and p2 + 4 <= end (a whole character after p2); at most
+** chunk - 1 bytes of overlap.
 ** Returns the number of boundaries in b (room for len / chunk). */
-static size_t plan(const unsigned char *s, size_t n, size_t chunk, size_t overlap, bound *b, size_t *regrown)
+static size_t plan(const unsigned char *s, size_t n, size_t chunk, size_t overlap, int nl, bound *b, size_t *regrown)
 {
     size_t nb = 0;
     for (size_t m = chunk; m < n; m += chunk) {
         size_t lim = m + chunk - 1 < n ? m + chunk - 1 : n;   /* the widest overlap's end */
-        size_t p1 = next_safe(s, n, m + 1, lim);
-        size_t p2 = p1 < lim ? next_safe(s, n, p1 + 1, lim) : lim;
-        if (p2 + 2 > lim) { ++*regrown; continue; }   /* no anchor possible: the left chunk grows */
+        size_t p1 = next_safe(s, n, m + 1, lim, nl);
+        size_t p2 = p1 < lim ? next_safe(s, n, p1 + 1, lim, nl) : lim;
+        if (p2 + 4 > lim) { ++*regrown; continue; }   /* no anchor possible: the left chunk grows */
         size_t ov = overlap;
-        while (m + ov < p2 + 2) { ov *= 2; ++*regrown; }
+        while (m + ov < p2 + 4) { ov *= 2; ++*regrown; }
         if (m + ov > lim) ov = lim - m;
         b[nb++] = (bound){m, m + ov, p1, p2};
     }
@@ -313,11 +340,12 @@ int qs_lopt_tokenize(const qs_llm_vocab *v, const char *name, const char *text, 
     if (chunk < 8) chunk = 8;
     if (overlap >= chunk) overlap = chunk - 1;
     const char *why = NULL;
-    if (threads != 1 && len > chunk && len < UINT32_MAX && !(why = eligible(v))) {
+    int nl = 0;
+    if (threads != 1 && len > chunk && len < UINT32_MAX && !(why = eligible(v, &nl))) {
         size_t regrown = 0;
         bound *b = malloc((len / chunk + 1) * sizeof *b);
         if (!b) return qs_fail(e, "out of memory for the chunks of %s", name ? name : "the text");
-        size_t nb = plan((const unsigned char *)text, len, chunk, overlap, b, &regrown);
+        size_t nb = plan((const unsigned char *)text, len, chunk, overlap, nl, b, &regrown);
         int rc = nb ? parallel(v, text, len, b, nb, threads, ids, offs, n, st) : 1;
         free(b);
         if (st) st->regrown = regrown;

@@ -95,10 +95,12 @@
     "  --prompt TEXT       the text (UTF-8)\n" \
     "  --chat              wrap --prompt in the model's ChatML template first\n" \
     "  --text FILE         the text from a file, or - for standard input (at most 1 GiB; any bytes)\n" \
-    "  --threads N         LoPT on N threads (default: every core); 1 = the sequential tokenizer.  The\n" \
-    "                      ids are the same for every N (docs/tokenize.md: LoPT's merge, its proof and\n" \
-    "                      the tokenizers it does not cover, which run sequentially)\n" \
-    "  --lopt-chunk BYTES  bytes per chunk (default 65536; 16..1 GiB)\n" \
+    "  --threads N         LoPT on N threads (1..64; default: every core); 1 = the sequential\n" \
+    "                      tokenizer.  The ids are the same for every N (docs/tokenize.md: LoPT's\n" \
+    "                      merge, its proof, and the tokenizers it does not cover, which run\n" \
+    "                      sequentially)\n" \
+    "  --lopt-chunk BYTES  bytes per chunk (default: the text split evenly over the threads, at\n" \
+    "                      least 65536, since each chunk starts with a cold piece cache; 16..1 GiB)\n" \
     "  --lopt-overlap BYTES  bytes of overlap at each chunk boundary, where the anchor is sought\n" \
     "                      (default 64, or the chunk length - 1 if smaller; doubled where it holds no\n" \
     "                      anchor; a given one must be below --lopt-chunk)\n" \

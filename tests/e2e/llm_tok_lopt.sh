@@ -22,6 +22,7 @@ texts = {
     "nospace": "".join(r.choice("abcdefghijklmnopqrstuvwxyz.,;") for _ in range(150000)),
     "repeat": "a" * 200000,
     "cjk": "".join(r.choice(["中文字符", "日本語の文章", "。", "、", " word word "]) for _ in range(20000)),
+    "cjklines": "".join(r.choice(["中文字符", "日本語の文章", "한국어", "。", "、", "。\n", "\n", "\n\n", "\u3000\n"]) for _ in range(40000)),
     "emoji": " ".join(r.choice(["👩\u200d👩\u200d👧", "👍🏽", "🏳️\u200d🌈", "word", "the", "x\u0301"]) for _ in range(30000)),
     "crlf": "".join(prose(r.randint(0, 12)) + r.choice(["\r\n", "\r\n\r\n", " \r\n", "\n", "\r"]) for _ in range(15000)),
     "digits": " ".join(str(r.randint(0, 10 ** r.randint(1, 60))) + r.choice(["", " word", ".5"]) for _ in range(20000)),
@@ -35,7 +36,7 @@ while len(out) < 300000:
     out += r.choice(alpha) if r.random() < 0.4 else (r.choice(words).encode() + b" ")
 open(f"{d}/invalid.txt", "wb").write(bytes(out))
 PY
-ADV="nospace repeat cjk emoji crlf digits invalid"
+ADV="nospace repeat cjk cjklines emoji crlf digits invalid"
 
 # every adversarial text x every thread count x every chunk size, with the fixture tokenizer.json
 for a in $ADV; do
@@ -53,6 +54,9 @@ ids "$TJ" "$T/invalid.txt" "$T/inv.got" --threads 2 --lopt-chunk 64 --lopt-overl
 check "invalid: the smallest overlap (1 byte, doubled where needed) gives the same ids" "cmp -s '$T/invalid.ref' '$T/inv.got'"
 check "invalid: LoPT merged chunks at anchors (not a sequential fallback)" \
   "tail -n 1 '$T/stderr' | grep -qE ' [1-9][0-9]* chunks, [1-9][0-9]* anchors\)'"
+ids "$TJ" "$T/cjklines.txt" "$T/cjk.got" --threads 2 --lopt-chunk 4096
+check "CJK lines without spaces: anchors after newlines (the newline rule)" \
+  "cmp -s '$T/cjklines.ref' '$T/cjk.got' && tail -n 1 '$T/stderr' | grep -qE ' [1-9][0-9]* anchors\)'"
 ids "$TJ" "$T/repeat.txt" "$T/rep.got" --threads 2 --lopt-chunk 64
 check "one repeated character: no cut position, one chunk (the sequential tokenizer)" \
   "tail -n 1 '$T/stderr' | grep -q '1 chunks, 0 anchors; sequential: no two cut positions'"
@@ -134,7 +138,7 @@ else
   done
   check "persuasion: more chunk sizes (128 B .. 256 KiB, the default) give the same ids${bad:+ (differ: $bad)}" "[ -z '$bad' ]"
   check "persuasion: the default merged at anchors" "tail -n 1 '$T/stderr' | grep -qE ' [1-9][0-9]* anchors\)'"
-  cat "$T"/{nospace,cjk,emoji,crlf,digits,invalid}.txt > "$T/adv.txt"
+  cat "$T"/{nospace,cjk,cjklines,emoji,crlf,digits,invalid}.txt > "$T/adv.txt"
   ids "$GGUF" "$T/adv.txt" "$T/adv.ref" --threads 1
   ids "$GGUF" "$T/adv.txt" "$T/adv.got" --threads 3 --lopt-chunk 64
   check "SmolLM2 on the adversarial texts: --threads 3 --lopt-chunk 64 gives the --threads 1 ids" \

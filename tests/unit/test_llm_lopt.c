@@ -38,7 +38,11 @@ static const char *const kAlpha[] = {
     "-", "--", "中文字符", "日本語", "👩\u200d👩\u200d👧", "👍🏽", "e\u0301", "\u0301", "\xff", "\xc3", "\x80",
     "\xe4\xb8", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>", "<tool_", "<|im_", "\u00a0", "\u3000",
     "Straße", "ǅ", "x", "zz", "Zz", "0", "$", "é", "ñ",
+    "\n中文", "。\n日本", "字\n\n字", "x\n字", "。", "\u3000\n字", "字\n", "\n\n", "、\nカナ", "한국어\n",
 };
+/* Lines of CJK text (cut positions after newlines only) */
+static const char *const kCjk[] = {"中文字符", "日本語", "\n", "。\n", "、", "カタカナ", "한국어", "\n\n", " \n", "\u3000"};
+#define NCJK (sizeof kCjk / sizeof *kCjk)
 #define NALPHA (sizeof kAlpha / sizeof *kAlpha)
 
 /* A random text of about len bytes: mostly words and single spaces (so anchors exist), with bursts of
@@ -46,11 +50,12 @@ static const char *const kAlpha[] = {
 static size_t make_text(char *buf, size_t len)
 {
     size_t n = 0;
-    int mode = (int)rnd(4);   /* 0: prose, 1: mixed, 2: adversarial only, 3: one repeated piece */
+    int mode = (int)rnd(5);   /* 0: prose, 1: mixed, 2: adversarial only, 3: one repeated piece, 4: CJK lines */
     const char *rep = kAlpha[rnd(NALPHA)];
     while (n < len) {
         const char *p;
         if (mode == 3) p = rnd(50) ? rep : kAlpha[rnd(NALPHA)];
+        else if (mode == 4) p = rnd(20) ? kCjk[rnd(NCJK)] : kAlpha[rnd(NALPHA)];
         else if (mode == 2 || (mode == 1 && rnd(3) == 0) || (mode == 0 && rnd(12) == 0)) p = kAlpha[rnd(NALPHA)];
         else p = rnd(2) ? kAlpha[rnd(7)] : " ";
         size_t k = strlen(p);
@@ -213,6 +218,33 @@ static void test_options(void **st)
     qs_llm_file_free(&f);
 }
 
+/* CJK lines without a space: the newline rule gives the anchors (and not with a prefix space). */
+static void test_cjk_lines(void **st)
+{
+    (void)st;
+    qs_llm_file f;
+    qs_err e = {{0}};
+    assert_int_equal(qs_llm_load_tokenizer("fixtures/llm/tok_bpe.json", &f, &e), 0);
+    char text[8192];
+    size_t n = 0;
+    for (int i = 0; n + 64 < sizeof text; i++)
+        n += (size_t)snprintf(text + n, sizeof text - n, "%s%s\n", i % 3 ? "日本語の文章" : "中文字符", i % 2 ? "。" : "");
+    size_t anchors = 0, diff = 0;
+    qs_lopt_opts o = {2, 256, 16};
+    assert_int_equal(check(&f.v, text, n, &o, &anchors, &diff, "CJK lines"), 0);
+    assert_true(anchors > 10);
+    assert_int_equal(diff, 0);
+    char *orig = f.v.pre_json;   /* ByteLevel(add_prefix_space) would put a space before a line's letter */
+    f.v.pre_json = "{\"type\":\"ByteLevel\",\"add_prefix_space\":true,\"use_regex\":true}";
+    assert_int_equal(qs_llm_tok_prepare(&f.v, NULL, &e), 0);
+    anchors = 0;
+    assert_int_equal(check(&f.v, text, n, &o, &anchors, &diff, "CJK lines, prefix space"), 0);
+    assert_int_equal(anchors, 0);
+    f.v.pre_json = orig;
+    assert_int_equal(qs_llm_tok_prepare(&f.v, NULL, &e), 0);
+    qs_llm_file_free(&f);
+}
+
 /* SmolLM2's tokenizer (GGUF) on Austen and on random texts. */
 static void test_smollm2(void **st)
 {
@@ -329,6 +361,7 @@ int main(void)
         cmocka_unit_test(test_options),
         cmocka_unit_test(test_fixture_variants),
         cmocka_unit_test(test_added_tokens),
+        cmocka_unit_test(test_cjk_lines),
         cmocka_unit_test(test_smollm2),
         cmocka_unit_test(test_plain_anchor_rule),
     };
