@@ -114,6 +114,14 @@ static double median(double *t, int n)
     return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
 
+static double loadavg(void)
+{
+    double la = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) { if (fscanf(f, "%lf", &la) != 1) la = -1; fclose(f); }
+    return la;
+}
+
 static void machine(json_t *o)
 {
     FILE *f = fopen("/proc/cpuinfo", "r");
@@ -125,8 +133,7 @@ static void machine(json_t *o)
             break;
         }
     if (f) fclose(f);
-    double la = -1;
-    if ((f = fopen("/proc/loadavg", "r"))) { if (fscanf(f, "%lf", &la) != 1) la = -1; fclose(f); }
+    double la = loadavg();
     json_object_set_new(o, "cpu", json_string(model));
     json_object_set_new(o, "cores", json_integer(qs_pool_cpus()));
     json_object_set_new(o, "loadavg_1min", la >= 0 ? json_real(la) : json_null());
@@ -211,7 +218,7 @@ static json_t *timing(const char *name, int threads, double *t, double *c, int r
 ** threads did not have their cores).  The curve for 1..16 threads assumes one core per thread, at
 ** most one thread per chunk, the same k, and no memory-bandwidth limit; 1 thread is the sequential
 ** tokenizer (LoPT does not cut). */
-static json_t *model(const bopts *o, const double *best, const double *kcpu, size_t len)
+static json_t *model(const bopts *o, const double *best, const double *kcpu, size_t len, double load0)
 {
     int cores = qs_pool_cpus(), at = -1;
     for (int i = 0; i < o->nth; i++)
@@ -227,10 +234,12 @@ static json_t *model(const bopts *o, const double *best, const double *kcpu, siz
         snprintf(key, sizeof key, "%d", q);
         json_object_set_new(curve, key, json_real(v));
     }
-    const int fitted = raw >= -0.05 && raw <= 1;   /* a little below 0 is timing noise: s = 0 */
+    /* a little below 0 is timing noise (s = 0); a load above cores - 1 before the runs leaves the threads
+    ** without their cores, and s would measure that */
+    const int busy = load0 > cores - 1, fitted = raw >= -0.05 && raw <= 1 && !busy;
     if (!fitted) { json_decref(curve); curve = json_null(); }   /* a curve from a clamped s would be fiction */
-    return json_pack("{s:i,s:f,s:f,s:b,s:f,s:o}", "from_threads", (int)p, "measured_speedup", 1 / ratio, "serial_fraction", sf,
-                     "fitted", fitted, "work_over_sequential", k, "speedup", curve);
+    return json_pack("{s:i,s:f,s:f,s:b,s:b,s:f,s:o}", "from_threads", (int)p, "measured_speedup", 1 / ratio, "serial_fraction",
+                     sf, "fitted", fitted, "busy", busy, "work_over_sequential", k, "speedup", curve);
 }
 
 /* Time the sequential tokenizer (without and with spans) and LoPT at each thread count, interleaved;
@@ -240,6 +249,7 @@ static int measure(const bopts *o, const qs_llm_vocab *v, const char *name, cons
 {
     int bad = 0, cap = (int)(nref + 64);
     const size_t R = (size_t)o->reps;
+    const double load0 = loadavg();   /* the other processes' load, before our runs */
     double *t = calloc((size_t)(o->nth + 2) * R, sizeof *t), *c = calloc((size_t)(o->nth + 2) * R, sizeof *c);
     double best[MAX_TH + 2], kcpu[MAX_TH];
     int32_t *buf = malloc((size_t)cap * sizeof *buf);
@@ -289,7 +299,8 @@ static int measure(const bopts *o, const qs_llm_vocab *v, const char *name, cons
                                                   "fallback", (json_int_t)sts[i].fallback, "why", sts[i].why));
         json_array_append_new(runs, j);
     }
-    json_object_set_new(out, "model", model(o, best, kcpu, len));
+    json_object_set_new(out, "model", model(o, best, kcpu, len, load0));
+    json_object_set_new(out, "loadavg_before", json_real(load0));
 out:
     free(t); free(c); free(buf); free(offs); free(sts);
     return bad;
@@ -355,9 +366,9 @@ static void print_text(qs_cli *cli, json_t *out)
                "thread): 4 threads %.2fx, 8 %.2fx, 16 %.2fx\n", I(mo, "from_threads"), R(mo, "work_over_sequential"),
                R(mo, "serial_fraction"), R(cv, "4"), R(cv, "8"), R(cv, "16"));
     else if (json_is_object(mo))
-        printf("model: LoPT's work %.2fx the sequential's; no serial fraction fits the %lld-thread wall time (the threads "
-               "lacked cores: a busy machine), so no curve (docs/scale.md)\n", R(mo, "work_over_sequential"),
-               I(mo, "from_threads"));
+        printf("model: LoPT's work %.2fx the sequential's; %s, so no curve (docs/scale.md)\n", R(mo, "work_over_sequential"),
+               json_is_true(json_object_get(mo, "busy")) ? "the machine was busy before the runs (load average above cores - 1): "
+               "the threads' wall time measures the load" : "no serial fraction fits the wall time (the threads lacked cores)");
     json_t *p = json_object_get(out, "peer");
     if (!p) { printf("peer tokenizers: %s\n", S(out, "peer_missing") ? S(out, "peer_missing") : "not asked (--peer tokenizers)"); return; }
     const char *keys[3] = {"single", "batch_1", "batch"};
