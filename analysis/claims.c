@@ -11,6 +11,7 @@ static const group kGroups[] = {
     {qs_claims_rl, &qs_claims_rl_n},
     {qs_claims_train, &qs_claims_train_n},
     {qs_claims_grpo, &qs_claims_grpo_n},
+    {qs_claims_lopt, &qs_claims_lopt_n},
 };
 
 #define NGROUPS (sizeof kGroups / sizeof kGroups[0])

@@ -63,5 +63,7 @@ extern const qs_claim qs_claims_train[];
 extern const size_t qs_claims_train_n;
 extern const qs_claim qs_claims_grpo[];
 extern const size_t qs_claims_grpo_n;
+extern const qs_claim qs_claims_lopt[];   /* claims_lopt.c */
+extern const size_t qs_claims_lopt_n;
 
 #endif

@@ -212,7 +212,7 @@ const qs_command qs_commands[] = {
      "bytes against its stored hash.  Exit 1 if anything is wrong.", qs_cmd_check, NULL, NULL, 0},
     {"schema", "", "print the database schema (SQL)",
      "Prints the SQL of the current schema, for use with sqlite3.", qs_cmd_schema, NULL, NULL, 0},
-    {"bench", "[formats [-f LIST] | analyze | rl [--sample [--model PATH]] | kernels | train [shape] [--recipes LIST] [--steps N] | eval --model PATH [--text T] [--ctx N] [--chunks K] [--config SPEC]... [--reps R] [--peer PATH] | tui] [--score] [--quick] [--json] [--npy FILE]", "measure throughput",
+    {"bench", "[formats [-f LIST] | analyze | rl [--sample [--model PATH]] | kernels | train [shape] [--recipes LIST] [--steps N] | eval --model PATH [--text T] [--ctx N] [--chunks K] [--config SPEC]... [--reps R] [--peer PATH] | tokenize [--text FILE] [--model PATH | --tokenizer PATH] [--threads LIST] [--reps R] [--lopt-chunk B] [--lopt-overlap B] [--peer tokenizers] | tui] [--score] [--quick] [--json] [--npy FILE]", "measure throughput",
      "`qscope bench` times the store's hot paths on generated data, min and median of repeated\n"
      "runs: hashing, decode of each storage dtype to float32, statistics (1 and 2 threads), and an\n"
      "end-to-end import of a .npy file (--npy FILE to use yours).\n"
@@ -252,6 +252,18 @@ const qs_command qs_commands[] = {
      "products in the same run, and each configuration's time over the reference's.  --peer PATH (or\n"
      "QS_LLAMA_PERPLEXITY) runs llama.cpp's llama-perplexity on the same GGUF, text, context, chunks and\n"
      "threads and prints the ratio (docs/llm.md, \"Speed\").\n"
+     "\n"
+     "`qscope bench tokenize` times the sequential tokenizer and LoPT (docs/tokenize.md) at each thread\n"
+     "count of --threads LIST (e.g. 1,2,4 or 1-8; default 1..cores) on --text FILE (default: Austen's six\n"
+     "novels of `make data`, concatenated) with the tokenizer of --model PATH (default the SmolLM2 GGUF)\n"
+     "or --tokenizer tokenizer.json: MB/s, tokens/s, speed-up over sequential, best and median of --reps 5\n"
+     "(--quick: 2) interleaved runs, CPU seconds over the sequential run's, LoPT's chunks/anchors/regrown/\n"
+     "fall-backs and an Amdahl model of 1-16 threads; --lopt-chunk, --lopt-overlap set its bytes per\n"
+     "chunk and overlap (default LoPT's: the text over the threads, 64 bytes).  Every LoPT output must\n"
+     "equal the sequential ids (exit 1 otherwise).  --peer tokenizers runs Hugging Face `tokenizers` on\n"
+     "the same text and tokenizer (tests/bench/tokenizers_peer.py; encode with RAYON_NUM_THREADS=1,\n"
+     "encode_batch of paragraphs at 1 and at its default threads) and checks it gives the same ids\n"
+     "(docs/scale.md, BENCHMARKS.md).\n"
      "\n"
      "`qscope bench tui` times the workbench on a generated 10,000-tensor database (--tensors N):\n"
      "first frame (open, load, draw) and redraw after a key in every view, headless.\n"

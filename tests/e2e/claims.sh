@@ -11,6 +11,15 @@ check "JSON: every claim has a verdict, the paper's and the measured figure" \
    assert all(x[\"verdict\"]==\"reproduced\" for x in c if x[\"must_hold\"])'"
 check "msd.kv-traffic compares two constants of our model: verdict model, not a must-hold reproduction" \
   "python3 -c 'import json; m={x[\"id\"]:x for x in json.load(open(\"$T/c.json\"))[\"claims\"]}; k=m[\"msd.kv-traffic\"]; assert k[\"verdict\"]==\"model\" and not k[\"must_hold\"], k'"
+check "LoPT: lossless must hold and counts differing ids over its runs; the 2-thread speed-up is measured against 1.8x, not a must-hold" \
+  "python3 -c 'import json; m={x[\"id\"]:x for x in json.load(open(\"$T/c.json\"))[\"claims\"]}; l=m[\"lopt.lossless\"]; s=m[\"lopt.speedup\"]; \
+   assert l[\"must_hold\"] and l[\"measured\"].endswith(\" runs\") and l[\"value\"]==0 and \"cut into chunks\" in l[\"detail\"], l; \
+   assert not s[\"must_hold\"] and s[\"value\"]>0 and \"1.8x\" in s[\"tolerance\"], s; \
+   assert s[\"verdict\"]==\"reproduced\" if s[\"value\"]>=1.8 else (s[\"verdict\"]==\"differs\" or \
+     s[\"verdict\"]==\"inconclusive\" and (\"was busy\" in s[\"detail\"] or \"One core\" in s[\"detail\"])), s'"
+(cd / && $QS claims --quick --only 'lopt.lossless' --json > "$T/lopt.json" 2>/dev/null)
+check "lopt.lossless without make data: the built-in tokenizer on the generated texts, said with data:" \
+  "python3 -c 'import json; l=json.load(open(\"$T/lopt.json\"))[\"claims\"][0]; assert l[\"detail\"].startswith(\"data:\") and \"built-in\" in l[\"detail\"] and l[\"value\"]==0, l'"
 check "amla.error: 1.10x is the project's target, the row says the paper gives no figure" \
   "python3 -c 'import json; m={x[\"id\"]:x for x in json.load(open(\"$T/c.json\"))[\"claims\"]}; a=m[\"amla.error\"]; assert \"project target\" in a[\"claim\"] and \"paper gives no figure\" in a[\"claim\"] and \"target\" in a[\"paper_figure\"] and \"project target\" in a[\"tolerance\"], a'"
 check "HiF4 : NVFP4 : MXFP4 measured near 1 : 1.32 : 1.89" \
