@@ -14,6 +14,7 @@
 #include "llm_tok.h"
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,7 +68,84 @@ typedef struct {
     struct sym { uint32_t a, len, ra, rb; int prev, next; } *sym; size_t symcap;   /* ra, rb: raw bytes */
     struct hent { int rank, pos; } *heap; size_t hn, hcap;
     char *key; size_t keycap;
+    struct qs_llm_tok_shared *sh;   /* a piece cache shared with other states (LoPT's slots), or NULL */
 } tk;
+
+/* ---------------------------------------------------------------- the shared piece cache */
+
+/* One piece's ids and spans, immutable once published: key bytes, then (4-aligned) ids and spans. */
+typedef struct { uint64_t h; uint32_t n, cnt; } sent;
+
+struct qs_llm_tok_shared {
+    pthread_mutex_t mu;
+    const qs_llm_vocab *v;     /* the vocabulary and build it belongs to (first user) */
+    unsigned long long gen;
+    sent **tab;
+    size_t cap, cn;
+};
+
+static size_t sent_ids(uint32_t n) { return sizeof(sent) + ((n + 3u) & ~3u); }
+
+qs_llm_tok_shared *qs_llm_tok_shared_new(void)
+{
+    qs_llm_tok_shared *sh = calloc(1, sizeof *sh);
+    if (sh && pthread_mutex_init(&sh->mu, NULL)) { free(sh); return NULL; }
+    return sh;
+}
+
+void qs_llm_tok_shared_free(qs_llm_tok_shared *sh)
+{
+    if (!sh) return;
+    for (size_t i = 0; i < sh->cap; i++) free(sh->tab[i]);
+    free(sh->tab);
+    pthread_mutex_destroy(&sh->mu);
+    free(sh);
+}
+
+/* The published entry for piece s[0..n) (hash h), or NULL.  Entries are never changed or freed while
+** the cache lives, so the caller reads it after the lock is released. */
+static const sent *shared_find(qs_llm_tok_shared *sh, uint64_t h, const char *s, size_t n)
+{
+    const sent *r = NULL;
+    pthread_mutex_lock(&sh->mu);
+    for (size_t i = sh->cap ? h & (sh->cap - 1) : 0; sh->cap && sh->tab[i]; i = (i + 1) & (sh->cap - 1))
+        if (sh->tab[i]->h == h && sh->tab[i]->n == n && !memcmp(sh->tab[i] + 1, s, n)) { r = sh->tab[i]; break; }
+    pthread_mutex_unlock(&sh->mu);
+    return r;
+}
+
+/* Publish a piece's ids and spans (a copy); out of memory only loses the sharing. */
+static void shared_put(qs_llm_tok_shared *sh, uint64_t h, const char *s, size_t n, const int32_t *ids,
+                       const uint32_t *sp, size_t cnt)
+{
+    size_t at = sent_ids((uint32_t)n);
+    sent *x = malloc(at + cnt * 3 * sizeof(uint32_t));
+    if (!x) return;
+    *x = (sent){h, (uint32_t)n, (uint32_t)cnt};
+    memcpy(x + 1, s, n);
+    memcpy((char *)x + at, ids, cnt * sizeof *ids);
+    memcpy((char *)x + at + cnt * sizeof *ids, sp, 2 * cnt * sizeof *sp);
+    pthread_mutex_lock(&sh->mu);
+    if (2 * (sh->cn + 1) > sh->cap) {
+        size_t nc = sh->cap ? 2 * sh->cap : 4096;
+        sent **nt = calloc(nc, sizeof *nt);
+        if (!nt) { pthread_mutex_unlock(&sh->mu); free(x); return; }
+        for (size_t k = 0; k < sh->cap; k++)
+            if (sh->tab[k]) {
+                size_t j = sh->tab[k]->h & (nc - 1);
+                while (nt[j]) j = (j + 1) & (nc - 1);
+                nt[j] = sh->tab[k];
+            }
+        free(sh->tab);
+        sh->tab = nt; sh->cap = nc;
+    }
+    size_t i = h & (sh->cap - 1);
+    for (; sh->tab[i]; i = (i + 1) & (sh->cap - 1))
+        if (sh->tab[i]->h == h && sh->tab[i]->n == n && !memcmp(sh->tab[i] + 1, s, n)) break;   /* a race: kept */
+    if (!sh->tab[i]) { sh->tab[i] = x; sh->cn++; x = NULL; }
+    pthread_mutex_unlock(&sh->mu);
+    free(x);
+}
 
 static int reserve(void **p, size_t *cap, size_t need, size_t el)
 {
@@ -252,11 +330,18 @@ static int piece(void *ctx, const char *s, size_t n, size_t at, size_t virt)
                 return emit_ids(t, c->ioff, c->ioff + c->icnt, at, virt);
         }
     size_t i0 = t->ilen;
-    if (t->v->model == QS_TOK_BPE && t->v->byte_level) {
+    const sent *x = t->sh && n <= CACHE_MAX_PIECE ? shared_find(t->sh, h, s, n) : NULL;
+    if (x) {   /* another state computed this piece */
+        const int32_t *xi = (const int32_t *)((const char *)x + sent_ids(x->n));
+        const uint32_t *xs = (const uint32_t *)(xi + x->cnt);
+        for (uint32_t k = 0; k < x->cnt; k++)
+            if (put_id(t, xi[k], xs[2 * k], xs[2 * k + 1])) return -1;
+    } else if (t->v->model == QS_TOK_BPE && t->v->byte_level) {
         if (bpe(t, (const unsigned char *)s, n)) return -1;
     } else if (qs_tok_model_piece(t->v, t->model, s, n, model_emit, t, t->e)) {
         return -1;
     }
+    if (!x && t->sh && n <= CACHE_MAX_PIECE) shared_put(t->sh, h, s, n, t->ids + i0, t->rsp + 2 * i0, t->ilen - i0);
     if (emit_ids(t, i0, t->ilen, at, virt)) return -1;
     if (n > CACHE_MAX_PIECE || t->klen + n > UINT32_MAX || t->ilen > UINT32_MAX) { t->ilen = i0; return 0; }
     if (2 * (t->cn + 1) > t->ccap) {   /* grow: rehash every entry */
@@ -306,7 +391,10 @@ struct qs_llm_tok {
     qs_tok_model *model;       /* state of a model other than byte-level BPE, or NULL */
     int ignore_merges;
     trie raw, normed;          /* added tokens matched before / after normalization */
+    unsigned long long gen;    /* unique per build: a state's cache belongs to one (addresses are reused) */
 };
+
+static _Atomic unsigned long long tok_gen;
 
 static size_t edge_slot(const trie *k, uint32_t node, uint8_t b)
 {
@@ -423,6 +511,7 @@ static int tok_build(const qs_llm_vocab *v, const char *source, qs_llm_tok **out
 {
     qs_llm_tok *k = calloc(1, sizeof *k);
     if (!k || (source && !(k->source = strdup(source)))) { tok_free(k); return qs_fail(e, "out of memory"); }
+    k->gen = ++tok_gen;
     if (v->n && v->vhash && (v->byte_level || v->model != QS_TOK_BPE || v->pre_json || v->norm_json || v->model_json)) {
         qs_err pe = {{0}};
         k->ignore_merges = v->ignore_merges;
@@ -599,8 +688,44 @@ static int tokenize(const qs_llm_tok *k, tk *t, const char *text, size_t len, qs
     return rc ? -1 : 0;
 }
 
-int qs_llm_tokenize_offs(const qs_llm_vocab *v, const char *name, const char *text, size_t len, int32_t *out,
-                         uint32_t *off, int cap, qs_err *e)
+/* A caller's tokenizer state (llm_tok.h): the scratch and piece cache of the last vocabulary used. */
+struct qs_llm_tok_state {
+    tk t;
+    qs_llm_tok_shared *sh;     /* the caller's shared cache, or NULL */
+    const qs_llm_vocab *v;     /* the vocabulary t's cache and byte table belong to, or NULL */
+    unsigned long long gen;    /* and the build of its prepared tokenizer (0: none) */
+};
+
+qs_llm_tok_state *qs_llm_tok_state_new(qs_llm_tok_shared *sh)
+{
+    qs_llm_tok_state *s = calloc(1, sizeof *s);
+    if (s) s->sh = sh;
+    return s;
+}
+
+void qs_llm_tok_state_free(qs_llm_tok_state *s)
+{
+    if (!s) return;
+    tk_free(&s->t);
+    free(s);
+}
+
+/* t ready for v (cache emptied when t was used for another vocabulary or tokenizer). */
+static void tk_bind(tk *t, const qs_llm_vocab *v)
+{
+    tk_free(t);
+    memset(t, 0, sizeof *t);
+    t->v = v;
+    for (unsigned b = 0; b < 256; b++) {
+        unsigned cp = byte_cp(b);
+        if (cp < 0x80) t->spell[b][0] = (char)cp;
+        else { t->spell[b][0] = (char)(0xC0 | (cp >> 6)); t->spell[b][1] = (char)(0x80 | (cp & 0x3F)); }
+        t->byte_id[b] = qs_llm_hash_find(v->text, v->off, v->vhash, v->vhcap, t->spell[b], strlen(t->spell[b]));
+    }
+}
+
+int qs_llm_tokenize_state(qs_llm_tok_state *st, const qs_llm_vocab *v, const char *name, const char *text, size_t len,
+                          int32_t *out, uint32_t *off, int cap, qs_err *e)
 {
     const qs_llm_tok *k0 = v->tok;
     const char *src = k0 ? k0->source : NULL;
@@ -613,20 +738,31 @@ int qs_llm_tokenize_offs(const qs_llm_vocab *v, const char *name, const char *te
     if (!k && tok_build(v, NULL, &own, e)) return -1;   /* a vocabulary nobody prepared */
     if (!k) k = own;
     if (k->err) { qs_fail(e, "%s", k->err); tok_free(own); return -1; }
-    tk t;
-    memset(&t, 0, sizeof t);
-    t.v = v; t.model = k->model; t.ignore_merges = k->ignore_merges; t.out = out; t.off = off; t.cap = cap; t.e = e;
-    t.name = name; t.source = k->source;
-    for (unsigned b = 0; b < 256; b++) {
-        unsigned cp = byte_cp(b);
-        if (cp < 0x80) t.spell[b][0] = (char)cp;
-        else { t.spell[b][0] = (char)(0xC0 | (cp >> 6)); t.spell[b][1] = (char)(0x80 | (cp & 0x3F)); }
-        t.byte_id[b] = qs_llm_hash_find(v->text, v->off, v->vhash, v->vhcap, t.spell[b], strlen(t.spell[b]));
+    tk local, *t = st ? &st->t : &local;
+    if (!st || own || st->v != v || st->gen != k->gen) {   /* a new vocabulary, or one prepared again: a cold cache */
+        if (!st) memset(&local, 0, sizeof local);
+        tk_bind(t, v);
+        if (st) { st->v = own ? NULL : v; st->gen = own ? 0 : k->gen; }
+        if (st && !own && st->sh) {   /* the shared cache belongs to its first vocabulary */
+            pthread_mutex_lock(&st->sh->mu);
+            if (!st->sh->v) { st->sh->v = v; st->sh->gen = k->gen; }
+            if (st->sh->v == v && st->sh->gen == k->gen) t->sh = st->sh;
+            pthread_mutex_unlock(&st->sh->mu);
+        }
     }
-    int rc = tokenize(k, &t, text, len, e);
-    tk_free(&t);
+    t->model = k->model; t->ignore_merges = k->ignore_merges; t->out = out; t->off = off; t->cap = cap; t->n = 0;
+    t->e = e; t->name = name; t->source = k->source;
+    int rc = tokenize(k, t, text, len, e);
+    int n = t->n;
+    if (!st) tk_free(t);
     tok_free(own);
-    return rc ? -1 : t.n;
+    return rc ? -1 : n;
+}
+
+int qs_llm_tokenize_offs(const qs_llm_vocab *v, const char *name, const char *text, size_t len, int32_t *out,
+                         uint32_t *off, int cap, qs_err *e)
+{
+    return qs_llm_tokenize_state(NULL, v, name, text, len, out, off, cap, e);
 }
 
 int qs_llm_tokenize_named(const qs_llm_vocab *v, const char *name, const char *text, size_t len, int32_t *out,

@@ -182,10 +182,13 @@ int qs_cmd_llm_tokenize(qs_cli *cli, int argc, char **argv)
         if (o.prompt) rc = QS_EXIT_USAGE;   /* as every llm command reports a --prompt it cannot tokenize */
         goto out;
     }
-    if (o.text)
-        fprintf(stderr, "qscope: %zu tokens from %zu bytes in %.3f s (%d threads, %zu chunks, %zu anchors%s%s)\n", n, len,
-                qs_now_s() - t0, qs_pool_width(o.threads, st.chunks), st.chunks, st.anchors, st.why ? "; sequential: " : "",
+    if (o.text) {
+        int w = qs_pool_width(o.threads, st.chunks);
+        fprintf(stderr, "qscope: %zu token%s from %zu byte%s in %.3f s (%d thread%s, %zu chunk%s, %zu anchor%s%s%s)\n", n,
+                n == 1 ? "" : "s", len, len == 1 ? "" : "s", qs_now_s() - t0, w, w == 1 ? "" : "s", st.chunks,
+                st.chunks == 1 ? "" : "s", st.anchors, st.anchors == 1 ? "" : "s", st.why ? "; sequential: " : "",
                 st.why ? st.why : "");
+    }
     if (o.npy && write_npy(o.npy, ids, n, &e)) goto out;
     if (o.json) print_json(&o, name, text, len, ids, off, n, &st);
     else if (!o.npy) {
