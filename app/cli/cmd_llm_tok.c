@@ -74,7 +74,8 @@ static int parse(int argc, char **argv, tok_opts *o)
     return 0;
 }
 
-/* --tokenizer: a .gguf (its vocabulary; the weights are mapped too), else tokenizer.json or a directory. */
+/* --tokenizer: a .gguf (its vocabulary alone: no weights are read), else tokenizer.json, tokenizer.model,
+** vocab.txt or a directory. */
 static int load(const tok_opts *o, qs_llm_file *f, qs_err *e)
 {
     if (o->model) {
@@ -83,7 +84,7 @@ static int load(const tok_opts *o, qs_llm_file *f, qs_err *e)
         return 0;
     }
     size_t l = strlen(o->tokenizer);
-    if (l > 5 && !strcmp(o->tokenizer + l - 5, ".gguf")) return qs_llm_load_gguf(o->tokenizer, f, e);
+    if (l > 5 && !strcmp(o->tokenizer + l - 5, ".gguf")) return qs_llm_load_gguf_vocab(o->tokenizer, f, e);
     return qs_llm_load_tokenizer(o->tokenizer, f, e);
 }
 

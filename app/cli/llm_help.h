@@ -92,7 +92,8 @@
     QS_LLM_H_MODEL \
     "  --tokenizer PATH    the tokenizer alone, no weights: a tokenizer.json, a SentencePiece\n" \
     "                      tokenizer.model, a BERT vocab.txt, a Hugging Face directory (its\n" \
-    "                      tokenizer.json, else its tokenizer.model) or a .gguf (its vocabulary)\n" \
+    "                      tokenizer.json, else its tokenizer.model) or a .gguf (its tokenizer.*\n" \
+    "                      keys alone, any architecture; no weights are read)\n" \
     "  --prompt TEXT       the text (UTF-8)\n" \
     "  --chat              wrap --prompt in the model's ChatML template first\n" \
     "  --text FILE         the text from a file, or - for standard input (at most 1 GiB; any bytes)\n" \

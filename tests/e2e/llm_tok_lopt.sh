@@ -101,6 +101,29 @@ for tw in "$FIX/llm/spm_bpe.json:a SentencePiece model without a pre-tokenizer" 
     "tail -n 1 '$T/stderr' | grep -q '1 chunk, 0 anchors; sequential: .*${tw#*:}'"
 done
 
+# --tokenizer x.gguf reads the vocabulary alone: the ids of --model x.gguf, also from a GGUF whose
+# architecture no loader supports (its weights are never looked at), and a GGUF without tokens refused
+for g in tiny spm_llama; do
+  "$QS" llm tokenize --model "$FIX/llm/$g.gguf" --prompt "Hello world, it's 42." > "$T/$g.m" 2>/dev/null
+  "$QS" llm tokenize --tokenizer "$FIX/llm/$g.gguf" --prompt "Hello world, it's 42." > "$T/$g.t" 2>/dev/null
+  check "$g.gguf: --tokenizer (vocabulary only) gives the ids of --model" "[ -s '$T/$g.m' ] && cmp -s '$T/$g.m' '$T/$g.t'"
+done
+python3 - "$FIX/llm/spm_llama.gguf" "$T" <<'PY'
+import sys
+b = open(sys.argv[1], 'rb').read()
+i = b.index(b'general.architecture') + len(b'general.architecture') + 12
+assert b[i:i + 5] == b'llama'
+open(sys.argv[2] + '/arch.gguf', 'wb').write(b[:i] + b'llamX' + b[i + 5:])
+j = b.index(b'tokenizer.ggml.tokens')
+open(sys.argv[2] + '/notok.gguf', 'wb').write(b[:j] + b'tokenizer.ggml.tokenZ' + b[j + 21:])
+PY
+"$QS" llm tokenize --tokenizer "$T/arch.gguf" --prompt "Hello world, it's 42." > "$T/arch.t" 2>/dev/null
+check "a GGUF of an unsupported architecture: --tokenizer still reads its vocabulary" "cmp -s '$T/spm_llama.m' '$T/arch.t'"
+refuses "... which --model refuses" 1 "arch\.gguf: architecture 'llamX' is not supported" \
+  "$QS" llm tokenize --model "$T/arch.gguf" --prompt hi
+refuses "a GGUF without tokenizer.ggml.tokens" 1 "notok\.gguf: no tokenizer\.ggml\.tokens" \
+  "$QS" llm tokenize --tokenizer "$T/notok.gguf" --prompt hi
+
 # stdin is the same text
 "$QS" llm tokenize --tokenizer "$TJ" --text - --threads 3 --lopt-chunk 100 < "$T/crlf.txt" > "$T/stdin.got" 2>/dev/null
 check "--text - (stdin) gives the ids of the file" "cmp -s '$T/crlf.ref' '$T/stdin.got'"
