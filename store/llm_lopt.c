@@ -57,6 +57,8 @@ enum { R_BYTE = 1,   /* byte-level BPE with a proved pattern: the space rule (+ 
 
 typedef struct {
     int kind, nl;              /* R_*, and whether the newline rule holds (R_BYTE) */
+    int ascii_before;          /* R_WS/R_META: only an ASCII graphic character before the cut (a normalizer
+                               ** could pad a CJK letter with a space a normalized lstrip token would take) */
     const qs_llm_vocab *v;
     int *rstrip;               /* added tokens with rstrip (malloc'ed): no cut right after one */
     int nrstrip;
@@ -175,7 +177,7 @@ static const char *eligible(const qs_llm_vocab *v, rule *r)
 {
     memset(r, 0, sizeof *r);
     r->v = v;
-    int nl_added = 0, ws_added = 0, lstrip = 0, nrs = 0, normed = 0;
+    int nl_added = 0, ws_added = 0, lstrip = 0, nrs = 0, normed = 0, lstrip_normed = 0;
     if (v->model == QS_TOK_BPE && !v->byte_level && !v->pre_json)
         return "a SentencePiece model without a pre-tokenizer: its pieces may span spaces";
     if (v->model == QS_TOK_UNIGRAM && !v->pre_json)
@@ -191,6 +193,7 @@ static const char *eligible(const qs_llm_vocab *v, rule *r)
             if (*q >= 0x80 && (f & QS_TOK_NORMALIZED)) normed = 1;   /* could normalize to whitespace */
         }
         if (f & QS_TOK_LSTRIP) lstrip = 1;
+        if ((f & QS_TOK_LSTRIP) && (f & QS_TOK_NORMALIZED)) lstrip_normed = 1;
         if (f & QS_TOK_RSTRIP) {
             if ((f & QS_TOK_NORMALIZED) && v->norm_json && strcmp(v->norm_json, "null"))
                 return "an added token with rstrip is matched after the normalizer";
@@ -214,6 +217,7 @@ static const char *eligible(const qs_llm_vocab *v, rule *r)
         json_decref(j);
         if (why) return why;
         if (!r->kind) return "its pre-tokenizer has no step that splits at LoPT's cut positions";
+        if (r->kind != R_BYTE && prefix) return "its pre-tokenizer adds a ByteLevel prefix space to another cut rule's pieces";
         if (r->kind == R_BYTE && (v->model != QS_TOK_BPE || !v->byte_level))
             return "a byte-level pre-tokenizer with a model that is not byte-level BPE";
     }
@@ -224,6 +228,7 @@ static const char *eligible(const qs_llm_vocab *v, rule *r)
         if (why) return why;
     }
     r->nl = r->kind == R_BYTE && !prefix && !nl_added && !no_nl && !lstrip;
+    r->ascii_before = lstrip_normed && v->norm_json && strcmp(v->norm_json, "null");
     if (nrs) {
         int *rs = malloc((size_t)nrs * sizeof *rs);
         if (!rs) return "out of memory";
@@ -282,7 +287,7 @@ static int safe_at(const rule *r, const unsigned char *s, size_t n, size_t p)
     if (p < 1 || p + 1 >= n) return 0;
     if (r->kind == R_WS || r->kind == R_META) {
         if (r->kind == R_WS ? !ascii_ws(s[p]) : s[p] != ' ') return 0;
-        return solid_before(s, n, p) && no_rstrip_at(r, s, p);
+        return (r->ascii_before ? s[p - 1] > 0x20 && s[p - 1] < 0x7F : solid_before(s, n, p)) && no_rstrip_at(r, s, p);
     }
     if (s[p] == ' ') {
         unsigned char c = s[p - 1];
