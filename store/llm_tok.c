@@ -15,6 +15,7 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,12 +77,17 @@ typedef struct {
 /* One piece's ids and spans, immutable once published: key bytes, then (4-aligned) ids and spans. */
 typedef struct { uint64_t h; uint32_t n, cnt; } sent;
 
+/* A fixed open-addressing table of published entries: a slot goes from NULL to an entry once (a
+** compare-and-swap) and never changes again, so lookups need no lock.  At half full nothing more is
+** published (the states' own caches take the rest). */
+enum { SHARED_CAP = 1 << 18 };
+
 struct qs_llm_tok_shared {
-    pthread_mutex_t mu;
+    pthread_mutex_t mu;        /* for the binding below */
     const qs_llm_vocab *v;     /* the vocabulary and build it belongs to (first user) */
     unsigned long long gen;
-    sent **tab;
-    size_t cap, cn;
+    sent *_Atomic *tab;        /* [SHARED_CAP] */
+    _Atomic size_t cn;
 };
 
 static size_t sent_ids(uint32_t n) { return sizeof(sent) + ((n + 3u) & ~3u); }
@@ -89,62 +95,56 @@ static size_t sent_ids(uint32_t n) { return sizeof(sent) + ((n + 3u) & ~3u); }
 qs_llm_tok_shared *qs_llm_tok_shared_new(void)
 {
     qs_llm_tok_shared *sh = calloc(1, sizeof *sh);
-    if (sh && pthread_mutex_init(&sh->mu, NULL)) { free(sh); return NULL; }
+    if (sh && !(sh->tab = calloc(SHARED_CAP, sizeof *sh->tab))) { free(sh); return NULL; }
+    if (sh && pthread_mutex_init(&sh->mu, NULL)) { free(sh->tab); free(sh); return NULL; }
     return sh;
 }
 
 void qs_llm_tok_shared_free(qs_llm_tok_shared *sh)
 {
     if (!sh) return;
-    for (size_t i = 0; i < sh->cap; i++) free(sh->tab[i]);
+    for (size_t i = 0; i < SHARED_CAP; i++) free(atomic_load_explicit(&sh->tab[i], memory_order_relaxed));
     free(sh->tab);
     pthread_mutex_destroy(&sh->mu);
     free(sh);
 }
 
-/* The published entry for piece s[0..n) (hash h), or NULL.  Entries are never changed or freed while
-** the cache lives, so the caller reads it after the lock is released. */
-static const sent *shared_find(qs_llm_tok_shared *sh, uint64_t h, const char *s, size_t n)
+static int sent_is(const sent *x, uint64_t h, const char *s, size_t n)
 {
-    const sent *r = NULL;
-    pthread_mutex_lock(&sh->mu);
-    for (size_t i = sh->cap ? h & (sh->cap - 1) : 0; sh->cap && sh->tab[i]; i = (i + 1) & (sh->cap - 1))
-        if (sh->tab[i]->h == h && sh->tab[i]->n == n && !memcmp(sh->tab[i] + 1, s, n)) { r = sh->tab[i]; break; }
-    pthread_mutex_unlock(&sh->mu);
-    return r;
+    return x->h == h && x->n == n && !memcmp(x + 1, s, n);
 }
 
-/* Publish a piece's ids and spans (a copy); out of memory only loses the sharing. */
-static void shared_put(qs_llm_tok_shared *sh, uint64_t h, const char *s, size_t n, const int32_t *ids,
-                       const uint32_t *sp, size_t cnt)
+/* The published entry for piece s[0..n) (hash h), or NULL. */
+static const sent *shared_find(qs_llm_tok_shared *sh, uint64_t h, const char *s, size_t n)
 {
+    for (size_t i = h & (SHARED_CAP - 1);; i = (i + 1) & (SHARED_CAP - 1)) {
+        const sent *x = atomic_load_explicit(&sh->tab[i], memory_order_acquire);
+        if (!x) return NULL;
+        if (sent_is(x, h, s, n)) return x;
+    }
+}
+
+/* Publish a piece's ids and spans (a copy).  Returns 0 when the table has it, -1 when full or out of
+** memory (the caller keeps the piece in its own cache). */
+static int shared_put(qs_llm_tok_shared *sh, uint64_t h, const char *s, size_t n, const int32_t *ids,
+                      const uint32_t *sp, size_t cnt)
+{
+    if (atomic_load_explicit(&sh->cn, memory_order_relaxed) >= SHARED_CAP / 2) return -1;
     size_t at = sent_ids((uint32_t)n);
     sent *x = malloc(at + cnt * 3 * sizeof(uint32_t));
-    if (!x) return;
+    if (!x) return -1;
     *x = (sent){h, (uint32_t)n, (uint32_t)cnt};
     memcpy(x + 1, s, n);
     memcpy((char *)x + at, ids, cnt * sizeof *ids);
     memcpy((char *)x + at + cnt * sizeof *ids, sp, 2 * cnt * sizeof *sp);
-    pthread_mutex_lock(&sh->mu);
-    if (2 * (sh->cn + 1) > sh->cap) {
-        size_t nc = sh->cap ? 2 * sh->cap : 4096;
-        sent **nt = calloc(nc, sizeof *nt);
-        if (!nt) { pthread_mutex_unlock(&sh->mu); free(x); return; }
-        for (size_t k = 0; k < sh->cap; k++)
-            if (sh->tab[k]) {
-                size_t j = sh->tab[k]->h & (nc - 1);
-                while (nt[j]) j = (j + 1) & (nc - 1);
-                nt[j] = sh->tab[k];
-            }
-        free(sh->tab);
-        sh->tab = nt; sh->cap = nc;
+    for (size_t i = h & (SHARED_CAP - 1);; i = (i + 1) & (SHARED_CAP - 1)) {
+        sent *cur = NULL;
+        if (atomic_compare_exchange_strong_explicit(&sh->tab[i], &cur, x, memory_order_acq_rel, memory_order_acquire)) {
+            atomic_fetch_add_explicit(&sh->cn, 1, memory_order_relaxed);
+            return 0;
+        }
+        if (sent_is(cur, h, s, n)) { free(x); return 0; }   /* another state was first */
     }
-    size_t i = h & (sh->cap - 1);
-    for (; sh->tab[i]; i = (i + 1) & (sh->cap - 1))
-        if (sh->tab[i]->h == h && sh->tab[i]->n == n && !memcmp(sh->tab[i] + 1, s, n)) break;   /* a race: kept */
-    if (!sh->tab[i]) { sh->tab[i] = x; sh->cn++; x = NULL; }
-    pthread_mutex_unlock(&sh->mu);
-    free(x);
 }
 
 static int reserve(void **p, size_t *cap, size_t need, size_t el)
@@ -303,17 +303,22 @@ static int bpe(tk *t, const unsigned char *p, size_t n)
 
 /* Ids k0..k1 of the scratch out, each span moved from the piece (whose first virt bytes are not in the
 ** text, byte virt at position at) to the text. */
-static int emit_ids(tk *t, size_t k0, size_t k1, size_t at, size_t virt)
+static int emit_list(tk *t, const int32_t *ids, const uint32_t *rsp, size_t k0, size_t k1, size_t at, size_t virt)
 {
     for (size_t k = k0; k < k1; k++) {
-        size_t ra = t->rsp[2 * k], rb = t->rsp[2 * k + 1];
+        size_t ra = rsp[2 * k], rb = rsp[2 * k + 1];
         ra = ra > virt ? ra - virt : 0;
         rb = rb > virt ? rb - virt : 0;
         uint32_t a = 0, b = 0;
         if (t->off) span_of(t, at + ra, at + rb, &a, &b);
-        if (emit(t, t->ids[k], a, b)) return -1;
+        if (emit(t, ids[k], a, b)) return -1;
     }
     return 0;
+}
+
+static int emit_ids(tk *t, size_t k0, size_t k1, size_t at, size_t virt)
+{
+    return emit_list(t, t->ids, t->rsp, k0, k1, at, virt);
 }
 
 /* One pre-tokenized piece: ids from the cache, or the model (BPE here, others in llm_tok_model.h)
@@ -323,6 +328,11 @@ static int piece(void *ctx, const char *s, size_t n, size_t at, size_t virt)
     tk *t = ctx;
     uint64_t h = XXH3_64bits(s, n);   /* ids and their spans in the piece depend on its bytes only */
     size_t i = 0;
+    const sent *x = t->sh && n <= CACHE_MAX_PIECE ? shared_find(t->sh, h, s, n) : NULL;
+    if (x) {   /* computed once, by whichever state met the piece first */
+        const int32_t *xi = (const int32_t *)((const char *)x + sent_ids(x->n));
+        return emit_list(t, xi, (const uint32_t *)(xi + x->cnt), 0, x->cnt, at, virt);
+    }
     if (t->ccap && n <= CACHE_MAX_PIECE)
         for (i = h & (t->ccap - 1); t->ct[i].klen; i = (i + 1) & (t->ccap - 1)) {
             centry *c = &t->ct[i];
@@ -330,19 +340,16 @@ static int piece(void *ctx, const char *s, size_t n, size_t at, size_t virt)
                 return emit_ids(t, c->ioff, c->ioff + c->icnt, at, virt);
         }
     size_t i0 = t->ilen;
-    const sent *x = t->sh && n <= CACHE_MAX_PIECE ? shared_find(t->sh, h, s, n) : NULL;
-    if (x) {   /* another state computed this piece */
-        const int32_t *xi = (const int32_t *)((const char *)x + sent_ids(x->n));
-        const uint32_t *xs = (const uint32_t *)(xi + x->cnt);
-        for (uint32_t k = 0; k < x->cnt; k++)
-            if (put_id(t, xi[k], xs[2 * k], xs[2 * k + 1])) return -1;
-    } else if (t->v->model == QS_TOK_BPE && t->v->byte_level) {
+    if (t->v->model == QS_TOK_BPE && t->v->byte_level) {
         if (bpe(t, (const unsigned char *)s, n)) return -1;
     } else if (qs_tok_model_piece(t->v, t->model, s, n, model_emit, t, t->e)) {
         return -1;
     }
-    if (!x && t->sh && n <= CACHE_MAX_PIECE) shared_put(t->sh, h, s, n, t->ids + i0, t->rsp + 2 * i0, t->ilen - i0);
     if (emit_ids(t, i0, t->ilen, at, virt)) return -1;
+    if (t->sh && n <= CACHE_MAX_PIECE && !shared_put(t->sh, h, s, n, t->ids + i0, t->rsp + 2 * i0, t->ilen - i0)) {
+        t->ilen = i0;   /* published: the private cache does not keep it */
+        return 0;
+    }
     if (n > CACHE_MAX_PIECE || t->klen + n > UINT32_MAX || t->ilen > UINT32_MAX) { t->ilen = i0; return 0; }
     if (2 * (t->cn + 1) > t->ccap) {   /* grow: rehash every entry */
         size_t nc = t->ccap ? 2 * t->ccap : 4096;

@@ -94,9 +94,10 @@ int qs_llm_tokenize_offs(const qs_llm_vocab *v, const char *name, const char *te
 ** piece) kept from one call to the next, so that many calls on pieces of one long text (LoPT's
 ** chunks) do not each start cold.  One state serves one thread at a time; used with another
 ** vocabulary (or after qs_llm_tok_prepare) it starts over.  States made with a shared cache (sh not
-** NULL) also publish the pieces they compute there and look there before computing one, so that
-** threads tokenizing one text compute each piece once (a lock per miss of the state's own cache); the
-** shared cache belongs to the first vocabulary a state uses it with, and must outlive its states.
+** NULL) look there first and publish there the pieces they compute, so that threads tokenizing one
+** text compute each piece once (lock-free lookups; a fixed table, beyond half full the states keep
+** pieces in their own caches); the shared cache belongs to the first vocabulary a state uses it with,
+** and must outlive its states.
 ** The _new functions return NULL when out of memory. */
 typedef struct qs_llm_tok_state qs_llm_tok_state;
 typedef struct qs_llm_tok_shared qs_llm_tok_shared;
