@@ -51,9 +51,9 @@ static int ascii_alnum(unsigned char c) { return ascii_letter(c) || (c >= '0' &&
 
 /* Which cut rule a tokenizer gets (safe_at): */
 enum { R_BYTE = 1,   /* byte-level BPE with a proved pattern: the space rule (+ the newline rule if nl) */
-       R_WS = 2,     /* a pre-tokenizer that removes whitespace (BertPreTokenizer, Whitespace(Split)): any
-                     ** ASCII whitespace after a non-space character */
-       R_META = 3 }; /* Metaspace with split: a space after a non-space character */
+       R_WS = 2,     /* a pre-tokenizer that removes whitespace (BertPreTokenizer, Whitespace(Split)): a
+                     ** space, tab, CR or newline after a solid character */
+       R_META = 3 }; /* Metaspace with split: a space after a solid character */
 
 typedef struct {
     int kind, nl;              /* R_*, and whether the newline rule holds (R_BYTE) */
@@ -64,8 +64,8 @@ typedef struct {
     int nrstrip;
 } rule;
 
-/* One pre-tokenizer step: NULL when proved (*split: it splits at every cut position of rule *kind;
-** *prefix: a ByteLevel that adds a prefix space; *keep_ws: whitespace stays in the pieces), else why not. */
+/* One pre-tokenizer step: NULL when proved (*kind: the cut rule of the step that splits at its cut
+** positions, steps of two rules do not mix; *prefix: a ByteLevel that adds a prefix space), else why not. */
 static const char *step_why(json_t *j, int depth, int *kind, int *prefix)
 {
     const char *t = json_string_value(json_object_get(j, "type"));
