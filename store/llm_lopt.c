@@ -449,7 +449,7 @@ static int parallel(const qs_llm_vocab *v, const char *text, size_t len, const b
     int width = qs_pool_width(threads, nb + 1);
     lchunk *c = calloc(nb + 1, sizeof *c);
     qs_llm_tok_state **ts = calloc((size_t)width, sizeof *ts);
-    qs_llm_tok_shared *sh = qs_llm_tok_shared_new();   /* each piece computed once, by one slot */
+    qs_llm_tok_shared *sh = qs_llm_tok_shared_new(len);   /* each piece computed once, by one slot */
     int rc = -1;
     for (int i = 0; ts && sh && i < width; i++)
         if (!(ts[i] = qs_llm_tok_state_new(sh))) goto out;

@@ -80,22 +80,25 @@ typedef struct { uint64_t h; uint32_t n, cnt; } sent;
 /* A fixed open-addressing table of published entries: a slot goes from NULL to an entry once (a
 ** compare-and-swap) and never changes again, so lookups need no lock.  At half full nothing more is
 ** published (the states' own caches take the rest). */
-enum { SHARED_CAP = 1 << 18 };
+enum { SHARED_MIN = 1 << 10, SHARED_MAX = 1 << 18 };
 
 struct qs_llm_tok_shared {
     pthread_mutex_t mu;        /* for the binding below */
     const qs_llm_vocab *v;     /* the vocabulary and build it belongs to (first user) */
     unsigned long long gen;
-    sent *_Atomic *tab;        /* [SHARED_CAP] */
+    sent *_Atomic *tab;        /* [cap] */
+    size_t cap;                /* a power of two */
     _Atomic size_t cn;
 };
 
 static size_t sent_ids(uint32_t n) { return sizeof(sent) + ((n + 3u) & ~3u); }
 
-qs_llm_tok_shared *qs_llm_tok_shared_new(void)
+qs_llm_tok_shared *qs_llm_tok_shared_new(size_t bytes)
 {
     qs_llm_tok_shared *sh = calloc(1, sizeof *sh);
-    if (sh && !(sh->tab = calloc(SHARED_CAP, sizeof *sh->tab))) { free(sh); return NULL; }
+    if (!sh) return NULL;
+    for (sh->cap = SHARED_MIN; sh->cap < SHARED_MAX && sh->cap < bytes / 4; sh->cap *= 2) {}   /* ~ a piece per 4 bytes */
+    if (!(sh->tab = calloc(sh->cap, sizeof *sh->tab))) { free(sh); return NULL; }
     if (sh && pthread_mutex_init(&sh->mu, NULL)) { free(sh->tab); free(sh); return NULL; }
     return sh;
 }
@@ -103,7 +106,7 @@ qs_llm_tok_shared *qs_llm_tok_shared_new(void)
 void qs_llm_tok_shared_free(qs_llm_tok_shared *sh)
 {
     if (!sh) return;
-    for (size_t i = 0; i < SHARED_CAP; i++) free(atomic_load_explicit(&sh->tab[i], memory_order_relaxed));
+    for (size_t i = 0; i < sh->cap; i++) free(atomic_load_explicit(&sh->tab[i], memory_order_relaxed));
     free(sh->tab);
     pthread_mutex_destroy(&sh->mu);
     free(sh);
@@ -117,7 +120,7 @@ static int sent_is(const sent *x, uint64_t h, const char *s, size_t n)
 /* The published entry for piece s[0..n) (hash h), or NULL. */
 static const sent *shared_find(qs_llm_tok_shared *sh, uint64_t h, const char *s, size_t n)
 {
-    for (size_t i = h & (SHARED_CAP - 1);; i = (i + 1) & (SHARED_CAP - 1)) {
+    for (size_t i = h & (sh->cap - 1);; i = (i + 1) & (sh->cap - 1)) {
         const sent *x = atomic_load_explicit(&sh->tab[i], memory_order_acquire);
         if (!x) return NULL;
         if (sent_is(x, h, s, n)) return x;
@@ -129,7 +132,7 @@ static const sent *shared_find(qs_llm_tok_shared *sh, uint64_t h, const char *s,
 static int shared_put(qs_llm_tok_shared *sh, uint64_t h, const char *s, size_t n, const int32_t *ids,
                       const uint32_t *sp, size_t cnt)
 {
-    if (atomic_load_explicit(&sh->cn, memory_order_relaxed) >= SHARED_CAP / 2) return -1;
+    if (atomic_load_explicit(&sh->cn, memory_order_relaxed) >= sh->cap / 2) return -1;
     size_t at = sent_ids((uint32_t)n);
     sent *x = malloc(at + cnt * 3 * sizeof(uint32_t));
     if (!x) return -1;
@@ -137,7 +140,7 @@ static int shared_put(qs_llm_tok_shared *sh, uint64_t h, const char *s, size_t n
     memcpy(x + 1, s, n);
     memcpy((char *)x + at, ids, cnt * sizeof *ids);
     memcpy((char *)x + at + cnt * sizeof *ids, sp, 2 * cnt * sizeof *sp);
-    for (size_t i = h & (SHARED_CAP - 1);; i = (i + 1) & (SHARED_CAP - 1)) {
+    for (size_t i = h & (sh->cap - 1);; i = (i + 1) & (sh->cap - 1)) {
         sent *cur = NULL;
         if (atomic_compare_exchange_strong_explicit(&sh->tab[i], &cur, x, memory_order_acq_rel, memory_order_acquire)) {
             atomic_fetch_add_explicit(&sh->cn, 1, memory_order_relaxed);

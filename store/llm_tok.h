@@ -101,7 +101,8 @@ int qs_llm_tokenize_offs(const qs_llm_vocab *v, const char *name, const char *te
 ** The _new functions return NULL when out of memory. */
 typedef struct qs_llm_tok_state qs_llm_tok_state;
 typedef struct qs_llm_tok_shared qs_llm_tok_shared;
-qs_llm_tok_shared *qs_llm_tok_shared_new(void);
+/* bytes: about how much text the states will tokenize (sizes the table; 0: the smallest) */
+qs_llm_tok_shared *qs_llm_tok_shared_new(size_t bytes);
 void qs_llm_tok_shared_free(qs_llm_tok_shared *sh);
 qs_llm_tok_state *qs_llm_tok_state_new(qs_llm_tok_shared *sh);
 void qs_llm_tok_state_free(qs_llm_tok_state *s);

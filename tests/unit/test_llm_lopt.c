@@ -597,7 +597,7 @@ static void test_state(void **st)
 {
     (void)st;
     static const char *const files[] = {"fixtures/llm/tok_bpe.json", "fixtures/llm/wp_tok.json", "fixtures/llm/spm_uni.json"};
-    qs_llm_tok_shared *sh = qs_llm_tok_shared_new();
+    qs_llm_tok_shared *sh = qs_llm_tok_shared_new(0);   /* the smallest table: past half full too */
     qs_llm_tok_state *s1 = qs_llm_tok_state_new(NULL), *s2 = qs_llm_tok_state_new(sh), *s3 = qs_llm_tok_state_new(sh);
     assert_true(sh && s1 && s2 && s3);
     char *buf = malloc(4096);
