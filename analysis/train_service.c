@@ -258,8 +258,11 @@ int qs_train_job_run(const qs_train_job *j, qs_train_result *r, qs_err *e)
     int rc = -1;
     if (j->ntext < 1 || j->ntext > QS_TRAIN_MAX_TEXTS) { qs_fail(e, "1 to %d training texts, not %d", QS_TRAIN_MAX_TEXTS, j->ntext); goto out; }
     if (j->tokenizer) {
-        if (qs_llm_load(j->tokenizer, &tokf, e)) goto out;
+        size_t tl = strlen(j->tokenizer);   /* a .gguf: its vocabulary alone (no weights read) */
+        int gg = tl > 5 && !strcmp(j->tokenizer + tl - 5, ".gguf");
+        if (gg ? qs_llm_load_gguf_vocab(j->tokenizer, &tokf, e) : qs_llm_load(j->tokenizer, &tokf, e)) goto out;
         if (tokf.v.n <= 0) { qs_fail(e, "%s: the model has no vocabulary", j->tokenizer); goto out; }
+        if (gg) tokf.m.c.vocab = tokf.v.n;   /* a GGUF's vocabulary has as many tokens as token_embd rows */
         x.tok = &tokf;
     }
     if (make_model(j, x.tok ? tokf.m.c.vocab : 256, &initf, &r->m, &r->bad_input, e)) goto out;

@@ -50,6 +50,10 @@ int qs_llm_load_hf(const char *dir, qs_llm_file *f, qs_err *e);
 int qs_llm_load_tokenizer(const char *path, qs_llm_file *f, qs_err *e);
 /* The same from a file image in memory (used by the fuzzer); name is used in messages. */
 int qs_llm_load_gguf_mem(const uint8_t *buf, size_t len, const char *name, qs_llm_file *f, qs_err *e);
+/* A GGUF's vocabulary alone (its tokenizer.* keys; f->m stays empty, no weights are read or checked),
+** from a file or an image: what tokenizing needs, in milliseconds instead of a model load. */
+int qs_llm_load_gguf_vocab(const char *path, qs_llm_file *f, qs_err *e);
+int qs_llm_load_gguf_vocab_mem(const uint8_t *buf, size_t len, const char *name, qs_llm_file *f, qs_err *e);
 void qs_llm_file_free(qs_llm_file *f);
 
 #endif

@@ -1,7 +1,8 @@
 /*
 ** GGUF file -> FP32 model (see llm_load.h): metadata and tensor infos through the store's GGUF parser
 ** (parse_gguf.c), the architecture and keys from llm_arch.h, the vocabulary (too long for the parser's
-** metadata summary) by a bounded walk of the key/value section.
+** metadata summary) by a bounded walk of the key/value section.  The vocabulary alone
+** (qs_llm_load_gguf_vocab) reads the metadata and the tokenizer.* keys and no tensor data.
 */
 #include "llm_load_internal.h"
 #include "gguf_kv.h"
@@ -123,6 +124,30 @@ static int llama_vocab(json_t *meta, qs_llm_vocab *v, qs_err *e)
     return v->model_json ? 0 : qs_fail(e, "out of memory");
 }
 
+/* The tokenizer.* keys -> v: tokens, types, scores, merges and their tables, BOS/EOS, the model and
+** pre-tokenizer family, prepared.  rows: the embedding's rows the vocabulary must match, or 0. */
+static int gguf_vocab(const uint8_t *buf, size_t len, json_t *meta, int rows, const char *name, qs_llm_vocab *v,
+                      qs_err *e)
+{
+    if (read_vocab(buf, len, v, e) || qs_llm__vocab_tables(v, e)) return -1;
+    if (rows && v->n && v->n != rows) return qs_fail(e, "vocabulary has %d tokens but token_embd has %d rows", v->n, rows);
+    int lim = rows ? rows : v->n;
+    json_t *j;
+    if ((j = json_object_get(meta, "tokenizer.ggml.bos_token_id")) && json_is_integer(j) &&
+        json_integer_value(j) >= 0 && json_integer_value(j) < lim)
+        v->bos = (int)json_integer_value(j);
+    if ((j = json_object_get(meta, "tokenizer.ggml.eos_token_id")) && json_is_integer(j) &&
+        json_integer_value(j) >= 0 && json_integer_value(j) < lim)
+        v->eos = (int)json_integer_value(j);
+    v->add_bos = json_is_true(json_object_get(meta, "tokenizer.ggml.add_bos_token")) && v->bos >= 0;
+    const char *tm = json_string_value(json_object_get(meta, "tokenizer.ggml.model"));
+    v->byte_level = tm && strcmp(tm, "gpt2") == 0;
+    if (tm && !strcmp(tm, "llama") && llama_vocab(meta, v, e)) return -1;
+    const char *pre = json_string_value(json_object_get(meta, "tokenizer.ggml.pre"));
+    snprintf(v->pre, sizeof v->pre, "%s", pre ? pre : "");
+    return qs_llm_tok_prepare(v, name, e);
+}
+
 int qs_llm_load_gguf_mem(const uint8_t *buf, size_t len, const char *name, qs_llm_file *f, qs_err *e)
 {
     memset(f, 0, sizeof *f);
@@ -169,25 +194,7 @@ int qs_llm_load_gguf_mem(const uint8_t *buf, size_t len, const char *name, qs_ll
     qs_llm_src src = {buf, len, c, name};
     if (qs_llm__load_weights(&f->m, &cfg, A, &src, 1, name, QS_LLM_GGUF, 0, e)) goto fail_named;
     qs_llm__wtypes(&src, 1, f->wtypes, sizeof f->wtypes);
-    if (read_vocab(buf, len, &f->v, e) || qs_llm__vocab_tables(&f->v, e)) goto fail;
-    if (f->v.n && f->v.n != cfg.vocab) {
-        qs_fail(e, "vocabulary has %d tokens but token_embd has %d rows", f->v.n, cfg.vocab);
-        goto fail;
-    }
-    json_t *j;
-    if ((j = json_object_get(meta, "tokenizer.ggml.bos_token_id")) && json_is_integer(j) &&
-        json_integer_value(j) >= 0 && json_integer_value(j) < cfg.vocab)
-        f->v.bos = (int)json_integer_value(j);
-    if ((j = json_object_get(meta, "tokenizer.ggml.eos_token_id")) && json_is_integer(j) &&
-        json_integer_value(j) >= 0 && json_integer_value(j) < cfg.vocab)
-        f->v.eos = (int)json_integer_value(j);
-    f->v.add_bos = json_is_true(json_object_get(meta, "tokenizer.ggml.add_bos_token")) && f->v.bos >= 0;
-    const char *tm = json_string_value(json_object_get(meta, "tokenizer.ggml.model"));
-    f->v.byte_level = tm && strcmp(tm, "gpt2") == 0;
-    if (tm && !strcmp(tm, "llama") && llama_vocab(meta, &f->v, e)) goto fail;
-    const char *pre = json_string_value(json_object_get(meta, "tokenizer.ggml.pre"));
-    snprintf(f->v.pre, sizeof f->v.pre, "%s", pre ? pre : "");
-    if (qs_llm_tok_prepare(&f->v, name, e)) goto fail;
+    if (gguf_vocab(buf, len, meta, cfg.vocab, name, &f->v, e)) goto fail;
     XXH128_hash_t h = XXH3_128bits(buf, len);
     snprintf(f->hash, sizeof f->hash, "%016llx%016llx", (unsigned long long)h.high64, (unsigned long long)h.low64);
     f->size = len;
@@ -213,3 +220,45 @@ int qs_llm_load_gguf(const char *path, qs_llm_file *f, qs_err *e)
     return rc;
 }
 
+
+/* The vocabulary alone: the metadata and the tokenizer.* keys, no architecture check, no weights. */
+int qs_llm_load_gguf_vocab_mem(const uint8_t *buf, size_t len, const char *name, qs_llm_file *f, qs_err *e)
+{
+    memset(f, 0, sizeof *f);
+    f->v.bos = f->v.eos = -1;
+    qs_container c;
+    memset(&c, 0, sizeof c);
+    json_t *meta = NULL;
+    if (len < 4 || memcmp(buf, "GGUF", 4)) { qs_fail(e, "not a GGUF file (no GGUF magic)"); goto fail; }
+    if (qs_parse_gguf(buf, len, NULL, &c, e)) goto fail;
+    json_error_t je;
+    meta = c.meta_json ? json_loads(c.meta_json, 0, &je) : json_object();
+    if (!meta) { qs_fail(e, "unreadable metadata"); goto fail; }
+    if (gguf_vocab(buf, len, meta, 0, name, &f->v, e)) goto fail;
+    if (!f->v.n) { qs_fail(e, "no tokenizer.ggml.tokens (the file has no vocabulary)"); goto fail; }
+    const char *gn = json_string_value(json_object_get(meta, "general.name"));
+    const char *arch = json_string_value(json_object_get(meta, "general.architecture"));
+    snprintf(f->name, sizeof f->name, "%s", gn ? gn : "");
+    snprintf(f->arch, sizeof f->arch, "%s", arch ? arch : "");
+    snprintf(f->format, sizeof f->format, "gguf");
+    f->size = len;
+    json_decref(meta);
+    qs_container_free(&c);
+    return 0;
+fail:
+    qs_err_prefix(e, name);
+    json_decref(meta);
+    qs_container_free(&c);
+    qs_llm_file_free(f);
+    return -1;
+}
+
+int qs_llm_load_gguf_vocab(const char *path, qs_llm_file *f, qs_err *e)
+{
+    memset(f, 0, sizeof *f);
+    qs_file_map m;
+    if (qs_file_map_open(path, &m, e)) return -1;
+    int rc = qs_llm_load_gguf_vocab_mem(m.p, m.n, path, f, e);
+    qs_file_map_close(&m);
+    return rc;
+}

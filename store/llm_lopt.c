@@ -1,18 +1,22 @@
 /*
 ** LoPT (llm_lopt.h), as reconstructed in docs/tokenize.md.  Boundaries sit at nominal offsets
-** k * chunk; each boundary's overlap window must hold two *cut positions* p1 < p2 (safe_at: a word
-** character, one space, an ASCII letter; or a newline after a non-space, before a letter), which split
-** the tokenization of every window that contains their neighbours, for the tokenizers eligible()
-** admits.  So the chunks are the segments between consecutive p1s, tokenized once each on qscope's
-** pool, and their ids are concatenated.  LoPT's merge condition stays as a run-time check of that
-** proof: the overlap window, tokenized from its arbitrary first byte with spans, must give between p1
-** and p2 exactly the tokens (ids and spans) of [p1, p2) alone, and those must start the next segment;
-** a failed check or a failed chunk sends the whole text through the sequential tokenizer.
+** k * chunk; each boundary's overlap window must hold two *cut positions* p1 < p2 (safe_at), which
+** split the tokenization of every window that contains their neighbours, for the tokenizers eligible()
+** admits: byte-level BPE with a proved pattern (a word character, one space, an ASCII letter; or a
+** newline after a non-space, before a letter), pre-tokenizers that remove whitespace (WordPiece's
+** BertPreTokenizer, Whitespace: ASCII whitespace after a solid character), Metaspace with split (a
+** space after a solid character), each under a normalizer that is character-local at those positions.
+** So the chunks are the segments between consecutive p1s, tokenized once each on qscope's pool (one
+** tokenizer state per slot, all sharing one piece cache), and their ids are concatenated.  LoPT's
+** merge condition stays as a run-time check of that proof: the overlap window, tokenized from its
+** arbitrary first byte with spans, must give between p1 and p2 exactly the tokens (ids and spans) of
+** [p1, p2) alone, and those must start the next segment; a failed check or a failed chunk sends the
+** whole text through the sequential tokenizer.
 **
 ** Dynamic overlap and chunk length: an overlap without two cut positions is doubled until it has them
 ** (at most to the chunk length); a boundary still without them is dropped, so the chunk grows into
-** its neighbour.  Everything is decided from the bytes before any tokenization; the ids never depend
-** on the number of threads (the default chunk length does: one chunk per thread).
+** its neighbour.  Everything is decided from the bytes before any tokenization; neither the ids nor
+** the chunks depend on the number of threads.
 */
 #include "llm_lopt.h"
 
@@ -40,11 +44,29 @@ static const char *const kFamilies[] = {"", "default", "gpt2", "gpt-2", "mpt", "
                                         "deepseek-r1-qwen", "llama3", "llama-v3", "llama-bpe", "falcon3", "dbrx",
                                         "smaug-bpe"};
 
+static int ascii_letter(unsigned char c) { return (c | 0x20) >= 'a' && (c | 0x20) <= 'z'; }
+static int ascii_alnum(unsigned char c) { return ascii_letter(c) || (c >= '0' && c <= '9'); }
+
 /* ---------------------------------------------------------------- which tokenizers the proof covers */
 
-/* One pre-tokenizer step: NULL when proved (*split set when it splits at every cut position, *prefix
-** when it is a ByteLevel that adds a prefix space), else why not. */
-static const char *step_why(json_t *j, int depth, int *split, int *prefix)
+/* Which cut rule a tokenizer gets (safe_at): */
+enum { R_BYTE = 1,   /* byte-level BPE with a proved pattern: the space rule (+ the newline rule if nl) */
+       R_WS = 2,     /* a pre-tokenizer that removes whitespace (BertPreTokenizer, Whitespace(Split)): a
+                     ** space, tab, CR or newline after a solid character */
+       R_META = 3 }; /* Metaspace with split: a space after a solid character */
+
+typedef struct {
+    int kind, nl;              /* R_*, and whether the newline rule holds (R_BYTE) */
+    int ascii_before;          /* R_WS/R_META: only an ASCII graphic character before the cut (a normalizer
+                               ** could pad a CJK letter with a space a normalized lstrip token would take) */
+    const qs_llm_vocab *v;
+    int *rstrip;               /* added tokens with rstrip (malloc'ed): no cut right after one */
+    int nrstrip;
+} rule;
+
+/* One pre-tokenizer step: NULL when proved (*kind: the cut rule of the step that splits at its cut
+** positions, steps of two rules do not mix; *prefix: a ByteLevel that adds a prefix space), else why not. */
+static const char *step_why(json_t *j, int depth, int *kind, int *prefix)
 {
     const char *t = json_string_value(json_object_get(j, "type"));
     if (!t || depth > 16) return "its pre-tokenizer is not one LoPT's cut rule is proved for";
@@ -52,15 +74,29 @@ static const char *step_why(json_t *j, int depth, int *split, int *prefix)
         json_t *a = json_object_get(j, "pretokenizers"), *s;
         size_t i;
         json_array_foreach(a, i, s) {
-            const char *w = step_why(s, depth + 1, split, prefix);
+            const char *w = step_why(s, depth + 1, kind, prefix);
             if (w) return w;
         }
         return NULL;
     }
-    if (!strcmp(t, "Digits")) return NULL;   /* splits around each \p{N} only: commutes with cutting */
+    /* steps that only split further, each decision local to neighbouring characters: they commute
+    ** with cutting wherever another step splits */
+    if (!strcmp(t, "Digits") || !strcmp(t, "Punctuation")) return NULL;
+    if (!strcmp(t, "BertPreTokenizer") || !strcmp(t, "Whitespace") || !strcmp(t, "WhitespaceSplit")) {
+        if (*kind && *kind != R_WS) return "its pre-tokenizer mixes steps of different cut rules";
+        *kind = R_WS;
+        return NULL;
+    }
+    if (!strcmp(t, "Metaspace")) {   /* split (default true): a piece per "▁word"; prepend needs a space */
+        if (json_is_false(json_object_get(j, "split"))) return "its Metaspace pre-tokenizer does not split (split: false)";
+        if (*kind && *kind != R_META) return "its pre-tokenizer mixes steps of different cut rules";
+        *kind = R_META;
+        return NULL;
+    }
     if (!strcmp(t, "ByteLevel")) {           /* GPT-2's pattern; a prefix space never goes before a cut */
         json_t *u = json_object_get(j, "use_regex"), *a = json_object_get(j, "add_prefix_space");
-        if (!u || json_is_true(u)) *split = 1;
+        if (*kind && *kind != R_BYTE) return "its pre-tokenizer mixes steps of different cut rules";
+        if (!u || json_is_true(u)) *kind = R_BYTE;
         if (!a || json_is_true(a)) *prefix = 1;   /* tokenizers' default: true */
         return NULL;
     }
@@ -69,45 +105,142 @@ static const char *step_why(json_t *j, int depth, int *split, int *prefix)
         const char *b = json_string_value(json_object_get(j, "behavior"));
         for (size_t i = 0; rx && b && !strcmp(b, "Isolated") && !json_is_true(json_object_get(j, "invert")) &&
                            i < sizeof kProved / sizeof *kProved; i++)
-            if (!strcmp(rx, kProved[i])) { *split = 1; return NULL; }
+            if (!strcmp(rx, kProved[i])) {
+                if (*kind && *kind != R_BYTE) return "its pre-tokenizer mixes steps of different cut rules";
+                *kind = R_BYTE;
+                return NULL;
+            }
         return "its pre-tokenizer has a Split pattern LoPT's cut rule is not proved for";
     }
     return "its pre-tokenizer has a step LoPT's cut rule is not proved for";
 }
 
-/* NULL when the cut rule is proved for this tokenizer (docs/tokenize.md), else why the text goes
-** through the sequential tokenizer; *newline: cuts after a newline are proved too (no prefix space). */
-static const char *eligible(const qs_llm_vocab *v, int *newline)
+/* Bytes a Replace pattern or content must not hold: whitespace (a match could straddle a cut, or make
+** one), and what the cut rules look at next to the cut (ASCII letters, digits and . , ; : ! ?). */
+static int replace_ok(const char *x)
 {
-    *newline = 0;
-    int nl_added = 0;
-    if (v->model != QS_TOK_BPE || !v->byte_level) return "only byte-level BPE is covered by LoPT's proof";
-    if (v->norm_json && strcmp(v->norm_json, "null")) return "the tokenizer has a normalizer";
+    for (const unsigned char *c = (const unsigned char *)x; c && *c; c++)
+        if (*c <= ' ' || *c == 0x7F || ascii_alnum(*c) || strchr(".,;:!?", *c)) return 0;
+    return x != NULL;
+}
+
+/* NULL when the normalizer is character-local at every cut position (docs/tokenize.md, "LoPT and
+** normalizers"): normalize(text) = normalize(left) + normalize(right) and the cut's characters keep
+** their classes; else why not.  *no_nl: the newline rule does not hold (a Replace, Strip). */
+static const char *norm_why(json_t *j, int depth, int kind, int *no_nl)
+{
+    const char *t = json_string_value(json_object_get(j, "type"));
+    if (!j || json_is_null(j)) return NULL;
+    if (!t || depth > 16) return "its normalizer is not one LoPT's cut rule is proved for";
+    if (!strcmp(t, "Sequence")) {
+        json_t *a = json_object_get(j, "normalizers"), *s;
+        size_t i;
+        json_array_foreach(a, i, s) {
+            const char *w = norm_why(s, depth + 1, kind, no_nl);
+            if (w) return w;
+        }
+        return NULL;
+    }
+    /* Unicode forms: the cut's characters are ASCII (or a newline then a CJK letter): starters that
+    ** compose with nothing on the other side; case mapping and accent stripping act per character */
+    static const char *const local[] = {"NFC", "NFD", "NFKC", "NFKD", "Lowercase", "StripAccents", "BertNormalizer", "Nmt"};
+    for (size_t i = 0; i < sizeof local / sizeof *local; i++)
+        if (!strcmp(t, local[i])) {
+            if (i >= 6) *no_nl = 1;   /* they turn a newline into a space, pad CJK with spaces */
+            return NULL;
+        }
+    if (!strcmp(t, "Replace")) {
+        json_t *pat = json_object_get(j, "pattern");
+        const char *lit = json_string_value(json_object_get(pat, "String"));
+        if (!lit) return "its normalizer has a Replace with a regex (a match could cross a cut)";
+        if (!replace_ok(lit) || !replace_ok(json_string_value(json_object_get(j, "content"))))
+            return "its normalizer has a Replace of whitespace or of the characters next to a cut";
+        *no_nl = 1;
+        return NULL;
+    }
+    if (!strcmp(t, "Strip")) {   /* at a chunk's ends it would strip what the whole text keeps */
+        if (kind != R_WS) return "its normalizer strips whitespace, which its pre-tokenizer keeps";
+        return NULL;
+    }
+    if (!strcmp(t, "Prepend")) return "its normalizer prepends to every stretch (it would prepend at every chunk start)";
+    if (!strcmp(t, "Precompiled")) return "its normalizer is a SentencePiece charsmap (its matches can cross a cut)";
+    return "its normalizer has a step LoPT's cut rule is not proved for";
+}
+
+/* ASCII whitespace every whitespace-removing pre-tokenizer splits at and BertNormalizer keeps (it
+** drops \v and \f as control characters) */
+static int ascii_ws(unsigned char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
+/* NULL when a cut rule is proved for this tokenizer (docs/tokenize.md), r set; else why the text goes
+** through the sequential tokenizer.  r->rstrip is malloc'ed (the caller frees it). */
+static const char *eligible(const qs_llm_vocab *v, rule *r)
+{
+    memset(r, 0, sizeof *r);
+    r->v = v;
+    int nl_added = 0, ws_added = 0, lstrip = 0, nrs = 0, normed = 0, lstrip_normed = 0;
+    if (v->model == QS_TOK_BPE && !v->byte_level && !v->pre_json)
+        return "a SentencePiece model without a pre-tokenizer: its pieces may span spaces";
+    if (v->model == QS_TOK_UNIGRAM && !v->pre_json)
+        return "a Unigram model without a pre-tokenizer: its pieces may span spaces";
     for (int i = 0; i < v->n; i++) {
         int added = (v->type && (v->type[i] == 3 || v->type[i] == 4)) || (v->aflags && (v->aflags[i] & QS_TOK_ADDED));
         if (!added) continue;
-        if (v->aflags && (v->aflags[i] & (QS_TOK_LSTRIP | QS_TOK_RSTRIP | QS_TOK_SINGLE_WORD)))
-            return "an added token strips whitespace or matches single words only";
-        if (strchr(v->text + v->off[i], ' ')) return "an added token contains a space";
-        if (strchr(v->text + v->off[i], '\n')) nl_added = 1;   /* it could cover a newline cut */
+        int f = v->aflags ? v->aflags[i] : 0;
+        const unsigned char *c = (const unsigned char *)v->text + v->off[i];
+        for (const unsigned char *q = c; *q; q++) {
+            if (*q == '\n') nl_added = 1;   /* it could cover a newline cut */
+            else if (ascii_ws(*q)) ws_added = 1;
+            if (*q >= 0x80 && (f & QS_TOK_NORMALIZED)) normed = 1;   /* could normalize to whitespace */
+        }
+        if (f & QS_TOK_LSTRIP) lstrip = 1;
+        if ((f & QS_TOK_LSTRIP) && (f & QS_TOK_NORMALIZED)) lstrip_normed = 1;
+        if (f & QS_TOK_RSTRIP) {
+            if ((f & QS_TOK_NORMALIZED) && v->norm_json && strcmp(v->norm_json, "null"))
+                return "an added token with rstrip is matched after the normalizer";
+            nrs++;
+        }
     }
-    if (!v->pre_json) {
-        for (size_t i = 0; i < sizeof kFamilies / sizeof *kFamilies; i++)
-            if (!strcmp(v->pre, kFamilies[i])) { *newline = !nl_added; return NULL; }   /* no prefix spaces */
-        return "its pre-tokenizer family is not one LoPT's cut rule is proved for";
+    if (ws_added) return "an added token contains whitespace";
+    if (normed && v->norm_json && strcmp(v->norm_json, "null"))
+        return "a normalized added token is not ASCII (its normalized form could hold whitespace)";
+    int prefix = 0, no_nl = 0;
+    const char *why = NULL;
+    if (!v->pre_json) {   /* a GGUF family: byte-level only, no normalizer */
+        size_t i = 0;
+        while (i < sizeof kFamilies / sizeof *kFamilies && strcmp(v->pre, kFamilies[i])) i++;
+        if (!v->byte_level || i == sizeof kFamilies / sizeof *kFamilies)
+            return "its pre-tokenizer family is not one LoPT's cut rule is proved for";
+        r->kind = R_BYTE;
+    } else {
+        json_t *j = json_loads(v->pre_json, 0, NULL);
+        why = j ? step_why(j, 0, &r->kind, &prefix) : "its pre-tokenizer is not valid JSON";
+        json_decref(j);
+        if (why) return why;
+        if (!r->kind) return "its pre-tokenizer has no step that splits at LoPT's cut positions";
+        if (r->kind != R_BYTE && prefix) return "its pre-tokenizer adds a ByteLevel prefix space to another cut rule's pieces";
+        if (r->kind == R_BYTE && (v->model != QS_TOK_BPE || !v->byte_level))
+            return "a byte-level pre-tokenizer with a model that is not byte-level BPE";
     }
-    json_t *j = json_loads(v->pre_json, 0, NULL);
-    int split = 0, prefix = 0;
-    const char *why = j ? step_why(j, 0, &split, &prefix) : "its pre-tokenizer is not valid JSON";
-    json_decref(j);
-    if (!why && !split) why = "its pre-tokenizer has no pattern that splits at LoPT's cut positions";
-    *newline = !prefix && !nl_added;
-    return why;
+    if (v->norm_json) {
+        json_t *j = json_loads(v->norm_json, JSON_DECODE_ANY, NULL);
+        why = j ? norm_why(j, 0, r->kind, &no_nl) : "its normalizer is not valid JSON";
+        json_decref(j);
+        if (why) return why;
+    }
+    r->nl = r->kind == R_BYTE && !prefix && !nl_added && !no_nl && !lstrip;
+    r->ascii_before = lstrip_normed && v->norm_json && strcmp(v->norm_json, "null");
+    if (nrs) {
+        int *rs = malloc((size_t)nrs * sizeof *rs);
+        if (!rs) return "out of memory";
+        nrs = 0;
+        for (int i = 0; i < v->n; i++)
+            if (v->aflags && (v->aflags[i] & QS_TOK_RSTRIP) && *(v->text + v->off[i])) rs[nrs++] = i;
+        r->rstrip = rs; r->nrstrip = nrs;
+    }
+    return NULL;
 }
 
 /* ---------------------------------------------------------------- cut positions and the plan */
-
-static int ascii_letter(unsigned char c) { return (c | 0x20) >= 'a' && (c | 0x20) <= 'z'; }
 
 /* The code point of the 3-byte UTF-8 character at s[i] (i + 3 <= n), or 0. */
 static unsigned cp3(const unsigned char *s, size_t n, size_t i)
@@ -123,29 +256,56 @@ static int cjk_letter(unsigned c)
            (c >= 0xAC00 && c <= 0xD7A3);
 }
 
+/* The character ending at s[p-1] is an ASCII graphic character or a CJK letter (not White_Space,
+** not a control character, not a combining mark). */
+static int solid_before(const unsigned char *s, size_t n, size_t p)
+{
+    if (s[p - 1] > 0x20 && s[p - 1] < 0x7F) return 1;
+    return p >= 3 && cjk_letter(cp3(s, n, p - 3));
+}
+
+/* No added token with rstrip ends at p (it would take the whitespace after it across the cut). */
+static int no_rstrip_at(const rule *r, const unsigned char *s, size_t p)
+{
+    for (int i = 0; i < r->nrstrip; i++) {
+        const char *c = r->v->text + r->v->off[r->rstrip[i]];
+        size_t l = strlen(c);
+        if (l <= p && !memcmp(s + p - l, c, l)) return 0;
+    }
+    return 1;
+}
+
 /* p is a cut position (docs/tokenize.md):
-**   space rule: s[p-1] an ASCII letter or . , ; : ! ?, s[p] a space, s[p+1] an ASCII letter;
-**   newline rule (nl): s[p-1] a newline after a character that is not White_Space (ASCII graphic, a
-**   CJK letter, CJK or fullwidth punctuation), s[p] an ASCII or CJK letter. */
-static int safe_at(const unsigned char *s, size_t n, size_t p, int nl)
+**   R_BYTE, space rule: s[p-1] an ASCII letter or . , ; : ! ?, s[p] a space, s[p+1] an ASCII letter;
+**   R_BYTE, newline rule (nl): s[p-1] a newline after a character that is not White_Space (ASCII
+**   graphic, a CJK letter, CJK or fullwidth punctuation), s[p] an ASCII or CJK letter;
+**   R_WS: s[p] ASCII whitespace after an ASCII graphic character or a CJK letter;
+**   R_META: s[p] a space after an ASCII graphic character or a CJK letter;
+** and no added token with rstrip ends right before s[p]. */
+static int safe_at(const rule *r, const unsigned char *s, size_t n, size_t p)
 {
     if (p < 1 || p + 1 >= n) return 0;
+    if (r->kind == R_WS || r->kind == R_META) {
+        if (r->kind == R_WS ? !ascii_ws(s[p]) : s[p] != ' ') return 0;
+        return (r->ascii_before ? s[p - 1] > 0x20 && s[p - 1] < 0x7F : solid_before(s, n, p)) && no_rstrip_at(r, s, p);
+    }
     if (s[p] == ' ') {
         unsigned char c = s[p - 1];
         return ascii_letter(s[p + 1]) &&
-               (ascii_letter(c) || c == '.' || c == ',' || c == ';' || c == ':' || c == '!' || c == '?');
+               (ascii_letter(c) || c == '.' || c == ',' || c == ';' || c == ':' || c == '!' || c == '?') &&
+               no_rstrip_at(r, s, p);
     }
-    if (!nl || s[p - 1] != '\n' || p < 2 || !(ascii_letter(s[p]) || cjk_letter(cp3(s, n, p)))) return 0;
+    if (!r->nl || s[p - 1] != '\n' || p < 2 || !(ascii_letter(s[p]) || cjk_letter(cp3(s, n, p)))) return 0;
     if (s[p - 2] > 0x20 && s[p - 2] < 0x7F) return 1;
     unsigned c = p >= 4 ? cp3(s, n, p - 4) : 0;
     return cjk_letter(c) || (c >= 0x3001 && c <= 0x303F) || (c >= 0xFF01 && c <= 0xFF5E);
 }
 
 /* The first cut position in [from, to), or to. */
-static size_t next_safe(const unsigned char *s, size_t n, size_t from, size_t to, int nl)
+static size_t next_safe(const rule *r, const unsigned char *s, size_t n, size_t from, size_t to)
 {
     for (size_t p = from; p < to; p++)
-        if ((s[p] == ' ' || (nl && p && s[p - 1] == '\n')) && safe_at(s, n, p, nl)) return p;
+        if ((s[p] <= ' ' || (r->nl && p && s[p - 1] == '\n')) && safe_at(r, s, n, p)) return p;
     return to;
 }
 
@@ -157,13 +317,14 @@ typedef struct { size_t m, end, p1, p2; } bound;
 ** holds two cut positions p1 < p2 with m < p1 and p2 + 4 <= end (a whole character after p2); at most
 ** chunk - 1 bytes of overlap.
 ** Returns the number of boundaries in b (room for len / chunk). */
-static size_t plan(const unsigned char *s, size_t n, size_t chunk, size_t overlap, int nl, bound *b, size_t *regrown)
+static size_t plan(const rule *r, const unsigned char *s, size_t n, size_t chunk, size_t overlap, bound *b,
+                   size_t *regrown)
 {
     size_t nb = 0;
     for (size_t m = chunk; m < n; m += chunk) {
         size_t lim = m + chunk - 1 < n ? m + chunk - 1 : n;   /* the widest overlap's end */
-        size_t p1 = next_safe(s, n, m + 1, lim, nl);
-        size_t p2 = p1 < lim ? next_safe(s, n, p1 + 1, lim, nl) : lim;
+        size_t p1 = next_safe(r, s, n, m + 1, lim);
+        size_t p2 = p1 < lim ? next_safe(r, s, n, p1 + 1, lim) : lim;
         if (p2 + 4 > lim) { ++*regrown; continue; }   /* no anchor possible: the left chunk grows */
         size_t ov = overlap;
         while (m + ov < p2 + 4) { ov *= 2; ++*regrown; }
@@ -214,12 +375,13 @@ typedef struct {
     const char *text;
     lchunk *c;
     int spans;            /* the caller wants spans */
+    qs_llm_tok_state **st;   /* one per pool slot: its piece cache stays warm from chunk to chunk */
 } job;
 
 /* Tokenize text[a, a + w) into malloc'ed buffers (spans absolute, when off is not NULL): room for a token
 ** per byte first, then for the most a byte-level BPE can give (a token has >= 1 byte of its piece,
 ** + 1 prefix space per piece).  Returns the count, or -1. */
-static int tok_range(const job *J, size_t a, size_t w, int32_t **ids, uint32_t **off)
+static int tok_range(const job *J, int slot, size_t a, size_t w, int32_t **ids, uint32_t **off)
 {
     for (size_t cap = w + 16;; cap = 2 * w + 16) {
         if (cap > INT_MAX) return -1;
@@ -228,7 +390,7 @@ static int tok_range(const job *J, size_t a, size_t w, int32_t **ids, uint32_t *
         if (off) { free(*off); *off = malloc(2 * cap * sizeof **off); }
         if (!*ids || (off && !*off)) return -1;
         qs_err e = {{0}};
-        int k = qs_llm_tokenize_offs(J->v, NULL, J->text + a, w, *ids, off ? *off : NULL, (int)cap, &e);
+        int k = qs_llm_tokenize_state(J->st[slot], J->v, NULL, J->text + a, w, *ids, off ? *off : NULL, (int)cap, &e);
         if (k >= 0) {
             for (int i = 0; off && i < 2 * k; i++) (*off)[i] += (uint32_t)a;
             return k;
@@ -252,12 +414,13 @@ static size_t split_at(const uint32_t *off, size_t n, size_t p, int *bad)
 /* LoPT's anchor check of boundary b: the overlap window [m, end), which starts at an arbitrary byte as
 ** a LoPT chunk does, splits at p1 and p2 and has there the very tokens (ids and spans) of [p1, p2)
 ** tokenized alone; and those start the segment that begins at p1 (c's ids, and spans when kept). */
-static int anchor_ok(const job *J, const bound *b, const lchunk *c)
+static int anchor_ok(const job *J, int slot, const bound *b, const lchunk *c)
 {
     int32_t *wi = NULL, *ai = NULL;
     uint32_t *wo = NULL, *ao = NULL;
     int ok = 0, bad = 0;
-    int nw = tok_range(J, b->m, b->end - b->m, &wi, &wo), na = nw < 0 ? -1 : tok_range(J, b->p1, b->p2 - b->p1, &ai, &ao);
+    int nw = tok_range(J, slot, b->m, b->end - b->m, &wi, &wo);
+    int na = nw < 0 ? -1 : tok_range(J, slot, b->p1, b->p2 - b->p1, &ai, &ao);
     if (na > 0 && (size_t)na <= c->n) {
         size_t i1 = split_at(wo, (size_t)nw, b->p1, &bad), i2 = split_at(wo, (size_t)nw, b->p2, &bad);
         ok = !bad && i2 - i1 == (size_t)na && !memcmp(wi + i1, ai, (size_t)na * sizeof *ai) &&
@@ -270,13 +433,12 @@ static int anchor_ok(const job *J, const bound *b, const lchunk *c)
 
 static void chunk_task(void *ctx, size_t task, int slot)
 {
-    (void)slot;
     const job *J = ctx;
     lchunk *c = &J->c[task];
-    int k = tok_range(J, c->lo, c->hi - c->lo, &c->ids, J->spans ? &c->off : NULL);
+    int k = tok_range(J, slot, c->lo, c->hi - c->lo, &c->ids, J->spans ? &c->off : NULL);
     if (k < 0) { c->bad = 1; return; }
     c->n = (size_t)k;
-    if (c->left && !anchor_ok(J, c->left, c)) c->bad = 2;
+    if (c->left && !anchor_ok(J, slot, c->left, c)) c->bad = 2;
 }
 
 /* Tokenize the planned chunks in parallel and concatenate their segments.  Returns 0; 1 when a chunk
@@ -284,15 +446,20 @@ static void chunk_task(void *ctx, size_t task, int slot)
 static int parallel(const qs_llm_vocab *v, const char *text, size_t len, const bound *b, size_t nb, int threads,
                     int32_t **ids, uint32_t **offs, size_t *n, qs_lopt_stats *st)
 {
+    int width = qs_pool_width(threads, nb + 1);
     lchunk *c = calloc(nb + 1, sizeof *c);
+    qs_llm_tok_state **ts = calloc((size_t)width, sizeof *ts);
+    qs_llm_tok_shared *sh = qs_llm_tok_shared_new(len);   /* each piece computed once, by one slot */
     int rc = -1;
-    if (!c) return -1;
+    for (int i = 0; ts && sh && i < width; i++)
+        if (!(ts[i] = qs_llm_tok_state_new(sh))) goto out;
+    if (!c || !ts || !sh) goto out;
     for (size_t i = 0; i <= nb; i++) {
         c[i].lo = i ? b[i - 1].p1 : 0;
         c[i].hi = i < nb ? b[i].p1 : len;
         c[i].left = i ? &b[i - 1] : NULL;
     }
-    job J = {v, text, c, offs != NULL};
+    job J = {v, text, c, offs != NULL, ts};
     qs_pool_for(threads, nb + 1, chunk_task, &J);
     rc = 0;
     size_t total = 0;
@@ -320,8 +487,10 @@ static int parallel(const qs_llm_vocab *v, const char *text, size_t len, const b
     if (st) { st->chunks = nb + 1; st->anchors = nb; }
     rc = 0;
 out:
-    for (size_t i = 0; i <= nb; i++) { free(c[i].ids); free(c[i].off); }
-    free(c);
+    for (size_t i = 0; c && i <= nb; i++) { free(c[i].ids); free(c[i].off); }
+    for (int i = 0; ts && i < width; i++) qs_llm_tok_state_free(ts[i]);
+    free(c); free(ts);
+    qs_llm_tok_shared_free(sh);
     return rc;
 }
 
@@ -333,21 +502,21 @@ int qs_lopt_tokenize(const qs_llm_vocab *v, const char *name, const char *text, 
     if (st) memset(st, 0, sizeof *st);
     int threads = o ? o->threads : 0;
     size_t chunk = o && o->chunk ? o->chunk : 0, overlap = o && o->overlap ? o->overlap : QS_LOPT_OVERLAP;
-    if (!chunk) {   /* one chunk per thread: each chunk's tokenizer starts with a cold piece cache */
-        size_t w = (size_t)qs_pool_width(threads, SIZE_MAX);
-        chunk = len / w + 1 > QS_LOPT_CHUNK ? len / w + 1 : QS_LOPT_CHUNK;
-    }
+    if (!chunk) chunk = QS_LOPT_CHUNK;   /* each pool slot's tokenizer state stays warm across chunks */
     if (chunk < 8) chunk = 8;
     if (overlap >= chunk) overlap = chunk - 1;
     const char *why = NULL;
-    int nl = 0;
-    if (threads != 1 && len > chunk && len < UINT32_MAX && !(why = eligible(v, &nl))) {
+    rule r;
+    memset(&r, 0, sizeof r);
+    if (threads != 1 && len > chunk && len < UINT32_MAX && !(why = eligible(v, &r))) {
         size_t regrown = 0;
         bound *b = malloc((len / chunk + 1) * sizeof *b);
-        if (!b) return qs_fail(e, "out of memory for the chunks of %s", name ? name : "the text");
-        size_t nb = plan((const unsigned char *)text, len, chunk, overlap, nl, b, &regrown);
+        if (!b) { free(r.rstrip); return qs_fail(e, "out of memory for the chunks of %s", name ? name : "the text"); }
+        size_t nb = plan(&r, (const unsigned char *)text, len, chunk, overlap, b, &regrown);
         int rc = nb ? parallel(v, text, len, b, nb, threads, ids, offs, n, st) : 1;
         free(b);
+        free(r.rstrip);
+        r.rstrip = NULL;
         if (st) st->regrown = regrown;
         if (rc == 0) return 0;
         free(*ids); *ids = NULL;

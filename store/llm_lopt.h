@@ -16,14 +16,13 @@
 #include "../kernels/qs_err.h"
 #include "llm_tok.h"
 
-#define QS_LOPT_CHUNK   65536   /* the smallest default chunk (bytes) */
+#define QS_LOPT_CHUNK   65536   /* the default chunk (bytes) */
 #define QS_LOPT_OVERLAP 64      /* default bytes of overlap */
 
 typedef struct qs_lopt_opts {
     int threads;       /* <= 0: every core; 1: the sequential tokenizer, no chunks */
-    size_t chunk;      /* bytes of text per chunk (0: the text split evenly over the threads, at least
-                       ** QS_LOPT_CHUNK: a chunk's tokenizer starts with a cold piece cache, and 64 KiB
-                       ** chunks cost about twice the CPU of one pass) */
+    size_t chunk;      /* bytes of text per chunk (0: QS_LOPT_CHUNK, whatever the thread count: the chunks
+                       ** run on one tokenizer state per pool slot, whose piece cache stays warm) */
     size_t overlap;    /* bytes each chunk reads past its end (0: QS_LOPT_OVERLAP) */
 } qs_lopt_opts;
 

@@ -14,6 +14,8 @@
 #include "llm_tok.h"
 
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,7 +69,86 @@ typedef struct {
     struct sym { uint32_t a, len, ra, rb; int prev, next; } *sym; size_t symcap;   /* ra, rb: raw bytes */
     struct hent { int rank, pos; } *heap; size_t hn, hcap;
     char *key; size_t keycap;
+    struct qs_llm_tok_shared *sh;   /* a piece cache shared with other states (LoPT's slots), or NULL */
 } tk;
+
+/* ---------------------------------------------------------------- the shared piece cache */
+
+/* One piece's ids and spans, immutable once published: key bytes, then (4-aligned) ids and spans. */
+typedef struct { uint64_t h; uint32_t n, cnt; } sent;
+
+/* A fixed open-addressing table of published entries: a slot goes from NULL to an entry once (a
+** compare-and-swap) and never changes again, so lookups need no lock.  At half full nothing more is
+** published (the states' own caches take the rest). */
+enum { SHARED_MIN = 1 << 10, SHARED_MAX = 1 << 18 };
+
+struct qs_llm_tok_shared {
+    pthread_mutex_t mu;        /* for the binding below */
+    const qs_llm_vocab *v;     /* the vocabulary and build it belongs to (first user) */
+    unsigned long long gen;
+    sent *_Atomic *tab;        /* [cap] */
+    size_t cap;                /* a power of two */
+    _Atomic size_t cn;
+};
+
+static size_t sent_ids(uint32_t n) { return sizeof(sent) + ((n + 3u) & ~3u); }
+
+qs_llm_tok_shared *qs_llm_tok_shared_new(size_t bytes)
+{
+    qs_llm_tok_shared *sh = calloc(1, sizeof *sh);
+    if (!sh) return NULL;
+    for (sh->cap = SHARED_MIN; sh->cap < SHARED_MAX && sh->cap < bytes / 4; sh->cap *= 2) {}   /* ~ a piece per 4 bytes */
+    if (!(sh->tab = calloc(sh->cap, sizeof *sh->tab))) { free(sh); return NULL; }
+    if (sh && pthread_mutex_init(&sh->mu, NULL)) { free(sh->tab); free(sh); return NULL; }
+    return sh;
+}
+
+void qs_llm_tok_shared_free(qs_llm_tok_shared *sh)
+{
+    if (!sh) return;
+    for (size_t i = 0; i < sh->cap; i++) free(atomic_load_explicit(&sh->tab[i], memory_order_relaxed));
+    free(sh->tab);
+    pthread_mutex_destroy(&sh->mu);
+    free(sh);
+}
+
+static int sent_is(const sent *x, uint64_t h, const char *s, size_t n)
+{
+    return x->h == h && x->n == n && !memcmp(x + 1, s, n);
+}
+
+/* The published entry for piece s[0..n) (hash h), or NULL. */
+static const sent *shared_find(qs_llm_tok_shared *sh, uint64_t h, const char *s, size_t n)
+{
+    for (size_t i = h & (sh->cap - 1);; i = (i + 1) & (sh->cap - 1)) {
+        const sent *x = atomic_load_explicit(&sh->tab[i], memory_order_acquire);
+        if (!x) return NULL;
+        if (sent_is(x, h, s, n)) return x;
+    }
+}
+
+/* Publish a piece's ids and spans (a copy).  Returns 0 when the table has it, -1 when full or out of
+** memory (the caller keeps the piece in its own cache). */
+static int shared_put(qs_llm_tok_shared *sh, uint64_t h, const char *s, size_t n, const int32_t *ids,
+                      const uint32_t *sp, size_t cnt)
+{
+    if (atomic_load_explicit(&sh->cn, memory_order_relaxed) >= sh->cap / 2) return -1;
+    size_t at = sent_ids((uint32_t)n);
+    sent *x = malloc(at + cnt * 3 * sizeof(uint32_t));
+    if (!x) return -1;
+    *x = (sent){h, (uint32_t)n, (uint32_t)cnt};
+    memcpy(x + 1, s, n);
+    memcpy((char *)x + at, ids, cnt * sizeof *ids);
+    memcpy((char *)x + at + cnt * sizeof *ids, sp, 2 * cnt * sizeof *sp);
+    for (size_t i = h & (sh->cap - 1);; i = (i + 1) & (sh->cap - 1)) {
+        sent *cur = NULL;
+        if (atomic_compare_exchange_strong_explicit(&sh->tab[i], &cur, x, memory_order_acq_rel, memory_order_acquire)) {
+            atomic_fetch_add_explicit(&sh->cn, 1, memory_order_relaxed);
+            return 0;
+        }
+        if (sent_is(cur, h, s, n)) { free(x); return 0; }   /* another state was first */
+    }
+}
 
 static int reserve(void **p, size_t *cap, size_t need, size_t el)
 {
@@ -225,17 +306,22 @@ static int bpe(tk *t, const unsigned char *p, size_t n)
 
 /* Ids k0..k1 of the scratch out, each span moved from the piece (whose first virt bytes are not in the
 ** text, byte virt at position at) to the text. */
-static int emit_ids(tk *t, size_t k0, size_t k1, size_t at, size_t virt)
+static int emit_list(tk *t, const int32_t *ids, const uint32_t *rsp, size_t k0, size_t k1, size_t at, size_t virt)
 {
     for (size_t k = k0; k < k1; k++) {
-        size_t ra = t->rsp[2 * k], rb = t->rsp[2 * k + 1];
+        size_t ra = rsp[2 * k], rb = rsp[2 * k + 1];
         ra = ra > virt ? ra - virt : 0;
         rb = rb > virt ? rb - virt : 0;
         uint32_t a = 0, b = 0;
         if (t->off) span_of(t, at + ra, at + rb, &a, &b);
-        if (emit(t, t->ids[k], a, b)) return -1;
+        if (emit(t, ids[k], a, b)) return -1;
     }
     return 0;
+}
+
+static int emit_ids(tk *t, size_t k0, size_t k1, size_t at, size_t virt)
+{
+    return emit_list(t, t->ids, t->rsp, k0, k1, at, virt);
 }
 
 /* One pre-tokenized piece: ids from the cache, or the model (BPE here, others in llm_tok_model.h)
@@ -245,6 +331,11 @@ static int piece(void *ctx, const char *s, size_t n, size_t at, size_t virt)
     tk *t = ctx;
     uint64_t h = XXH3_64bits(s, n);   /* ids and their spans in the piece depend on its bytes only */
     size_t i = 0;
+    const sent *x = t->sh && n <= CACHE_MAX_PIECE ? shared_find(t->sh, h, s, n) : NULL;
+    if (x) {   /* computed once, by whichever state met the piece first */
+        const int32_t *xi = (const int32_t *)((const char *)x + sent_ids(x->n));
+        return emit_list(t, xi, (const uint32_t *)(xi + x->cnt), 0, x->cnt, at, virt);
+    }
     if (t->ccap && n <= CACHE_MAX_PIECE)
         for (i = h & (t->ccap - 1); t->ct[i].klen; i = (i + 1) & (t->ccap - 1)) {
             centry *c = &t->ct[i];
@@ -258,6 +349,10 @@ static int piece(void *ctx, const char *s, size_t n, size_t at, size_t virt)
         return -1;
     }
     if (emit_ids(t, i0, t->ilen, at, virt)) return -1;
+    if (t->sh && n <= CACHE_MAX_PIECE && !shared_put(t->sh, h, s, n, t->ids + i0, t->rsp + 2 * i0, t->ilen - i0)) {
+        t->ilen = i0;   /* published: the private cache does not keep it */
+        return 0;
+    }
     if (n > CACHE_MAX_PIECE || t->klen + n > UINT32_MAX || t->ilen > UINT32_MAX) { t->ilen = i0; return 0; }
     if (2 * (t->cn + 1) > t->ccap) {   /* grow: rehash every entry */
         size_t nc = t->ccap ? 2 * t->ccap : 4096;
@@ -306,7 +401,10 @@ struct qs_llm_tok {
     qs_tok_model *model;       /* state of a model other than byte-level BPE, or NULL */
     int ignore_merges;
     trie raw, normed;          /* added tokens matched before / after normalization */
+    unsigned long long gen;    /* unique per build: a state's cache belongs to one (addresses are reused) */
 };
+
+static _Atomic unsigned long long tok_gen;
 
 static size_t edge_slot(const trie *k, uint32_t node, uint8_t b)
 {
@@ -423,6 +521,7 @@ static int tok_build(const qs_llm_vocab *v, const char *source, qs_llm_tok **out
 {
     qs_llm_tok *k = calloc(1, sizeof *k);
     if (!k || (source && !(k->source = strdup(source)))) { tok_free(k); return qs_fail(e, "out of memory"); }
+    k->gen = ++tok_gen;
     if (v->n && v->vhash && (v->byte_level || v->model != QS_TOK_BPE || v->pre_json || v->norm_json || v->model_json)) {
         qs_err pe = {{0}};
         k->ignore_merges = v->ignore_merges;
@@ -599,8 +698,44 @@ static int tokenize(const qs_llm_tok *k, tk *t, const char *text, size_t len, qs
     return rc ? -1 : 0;
 }
 
-int qs_llm_tokenize_offs(const qs_llm_vocab *v, const char *name, const char *text, size_t len, int32_t *out,
-                         uint32_t *off, int cap, qs_err *e)
+/* A caller's tokenizer state (llm_tok.h): the scratch and piece cache of the last vocabulary used. */
+struct qs_llm_tok_state {
+    tk t;
+    qs_llm_tok_shared *sh;     /* the caller's shared cache, or NULL */
+    const qs_llm_vocab *v;     /* the vocabulary t's cache and byte table belong to, or NULL */
+    unsigned long long gen;    /* and the build of its prepared tokenizer (0: none) */
+};
+
+qs_llm_tok_state *qs_llm_tok_state_new(qs_llm_tok_shared *sh)
+{
+    qs_llm_tok_state *s = calloc(1, sizeof *s);
+    if (s) s->sh = sh;
+    return s;
+}
+
+void qs_llm_tok_state_free(qs_llm_tok_state *s)
+{
+    if (!s) return;
+    tk_free(&s->t);
+    free(s);
+}
+
+/* t ready for v (cache emptied when t was used for another vocabulary or tokenizer). */
+static void tk_bind(tk *t, const qs_llm_vocab *v)
+{
+    tk_free(t);
+    memset(t, 0, sizeof *t);
+    t->v = v;
+    for (unsigned b = 0; b < 256; b++) {
+        unsigned cp = byte_cp(b);
+        if (cp < 0x80) t->spell[b][0] = (char)cp;
+        else { t->spell[b][0] = (char)(0xC0 | (cp >> 6)); t->spell[b][1] = (char)(0x80 | (cp & 0x3F)); }
+        t->byte_id[b] = qs_llm_hash_find(v->text, v->off, v->vhash, v->vhcap, t->spell[b], strlen(t->spell[b]));
+    }
+}
+
+int qs_llm_tokenize_state(qs_llm_tok_state *st, const qs_llm_vocab *v, const char *name, const char *text, size_t len,
+                          int32_t *out, uint32_t *off, int cap, qs_err *e)
 {
     const qs_llm_tok *k0 = v->tok;
     const char *src = k0 ? k0->source : NULL;
@@ -613,20 +748,31 @@ int qs_llm_tokenize_offs(const qs_llm_vocab *v, const char *name, const char *te
     if (!k && tok_build(v, NULL, &own, e)) return -1;   /* a vocabulary nobody prepared */
     if (!k) k = own;
     if (k->err) { qs_fail(e, "%s", k->err); tok_free(own); return -1; }
-    tk t;
-    memset(&t, 0, sizeof t);
-    t.v = v; t.model = k->model; t.ignore_merges = k->ignore_merges; t.out = out; t.off = off; t.cap = cap; t.e = e;
-    t.name = name; t.source = k->source;
-    for (unsigned b = 0; b < 256; b++) {
-        unsigned cp = byte_cp(b);
-        if (cp < 0x80) t.spell[b][0] = (char)cp;
-        else { t.spell[b][0] = (char)(0xC0 | (cp >> 6)); t.spell[b][1] = (char)(0x80 | (cp & 0x3F)); }
-        t.byte_id[b] = qs_llm_hash_find(v->text, v->off, v->vhash, v->vhcap, t.spell[b], strlen(t.spell[b]));
+    tk local, *t = st ? &st->t : &local;
+    if (!st || own || st->v != v || st->gen != k->gen) {   /* a new vocabulary, or one prepared again: a cold cache */
+        if (!st) memset(&local, 0, sizeof local);
+        tk_bind(t, v);
+        if (st) { st->v = own ? NULL : v; st->gen = own ? 0 : k->gen; }
+        if (st && !own && st->sh) {   /* the shared cache belongs to its first vocabulary */
+            pthread_mutex_lock(&st->sh->mu);
+            if (!st->sh->v) { st->sh->v = v; st->sh->gen = k->gen; }
+            if (st->sh->v == v && st->sh->gen == k->gen) t->sh = st->sh;
+            pthread_mutex_unlock(&st->sh->mu);
+        }
     }
-    int rc = tokenize(k, &t, text, len, e);
-    tk_free(&t);
+    t->model = k->model; t->ignore_merges = k->ignore_merges; t->out = out; t->off = off; t->cap = cap; t->n = 0;
+    t->e = e; t->name = name; t->source = k->source;
+    int rc = tokenize(k, t, text, len, e);
+    int n = t->n;
+    if (!st) tk_free(t);
     tok_free(own);
-    return rc ? -1 : t.n;
+    return rc ? -1 : n;
+}
+
+int qs_llm_tokenize_offs(const qs_llm_vocab *v, const char *name, const char *text, size_t len, int32_t *out,
+                         uint32_t *off, int cap, qs_err *e)
+{
+    return qs_llm_tokenize_state(NULL, v, name, text, len, out, off, cap, e);
 }
 
 int qs_llm_tokenize_named(const qs_llm_vocab *v, const char *name, const char *text, size_t len, int32_t *out,

@@ -90,6 +90,26 @@ int qs_llm_tokenize_named(const qs_llm_vocab *v, const char *name, const char *t
 ** 4 GiB when off is given. */
 int qs_llm_tokenize_offs(const qs_llm_vocab *v, const char *name, const char *text, size_t len, int32_t *out,
                          uint32_t *off, int cap, qs_err *e);
+/* A caller-owned tokenizer state: the scratch and the piece cache (ids and spans per pre-tokenized
+** piece) kept from one call to the next, so that many calls on pieces of one long text (LoPT's
+** chunks) do not each start cold.  One state serves one thread at a time; used with another
+** vocabulary (or after qs_llm_tok_prepare) it starts over.  States made with a shared cache (sh not
+** NULL) look there first and publish there the pieces they compute, so that threads tokenizing one
+** text compute each piece once (lock-free lookups; a fixed table, beyond half full the states keep
+** pieces in their own caches); the shared cache belongs to the first vocabulary a state uses it with,
+** and must outlive its states.
+** The _new functions return NULL when out of memory. */
+typedef struct qs_llm_tok_state qs_llm_tok_state;
+typedef struct qs_llm_tok_shared qs_llm_tok_shared;
+/* bytes: about how much text the states will tokenize (sizes the table; 0: the smallest) */
+qs_llm_tok_shared *qs_llm_tok_shared_new(size_t bytes);
+void qs_llm_tok_shared_free(qs_llm_tok_shared *sh);
+qs_llm_tok_state *qs_llm_tok_state_new(qs_llm_tok_shared *sh);
+void qs_llm_tok_state_free(qs_llm_tok_state *s);
+/* qs_llm_tokenize_offs through state s (NULL: a fresh one for this call).  The ids never depend on
+** what s saw before. */
+int qs_llm_tokenize_state(qs_llm_tok_state *s, const qs_llm_vocab *v, const char *name, const char *text, size_t len,
+                          int32_t *out, uint32_t *off, int cap, qs_err *e);
 /* The same with name NULL. */
 int qs_llm_tokenize(const qs_llm_vocab *v, const char *text, size_t len, int32_t *out, int cap, qs_err *e);
 

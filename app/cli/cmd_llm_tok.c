@@ -74,7 +74,8 @@ static int parse(int argc, char **argv, tok_opts *o)
     return 0;
 }
 
-/* --tokenizer: a .gguf (its vocabulary; the weights are mapped too), else tokenizer.json or a directory. */
+/* --tokenizer: a .gguf (its vocabulary alone: no weights are read), else tokenizer.json, tokenizer.model,
+** vocab.txt or a directory. */
 static int load(const tok_opts *o, qs_llm_file *f, qs_err *e)
 {
     if (o->model) {
@@ -83,7 +84,7 @@ static int load(const tok_opts *o, qs_llm_file *f, qs_err *e)
         return 0;
     }
     size_t l = strlen(o->tokenizer);
-    if (l > 5 && !strcmp(o->tokenizer + l - 5, ".gguf")) return qs_llm_load_gguf(o->tokenizer, f, e);
+    if (l > 5 && !strcmp(o->tokenizer + l - 5, ".gguf")) return qs_llm_load_gguf_vocab(o->tokenizer, f, e);
     return qs_llm_load_tokenizer(o->tokenizer, f, e);
 }
 
@@ -182,10 +183,13 @@ int qs_cmd_llm_tokenize(qs_cli *cli, int argc, char **argv)
         if (o.prompt) rc = QS_EXIT_USAGE;   /* as every llm command reports a --prompt it cannot tokenize */
         goto out;
     }
-    if (o.text)
-        fprintf(stderr, "qscope: %zu tokens from %zu bytes in %.3f s (%d threads, %zu chunks, %zu anchors%s%s)\n", n, len,
-                qs_now_s() - t0, qs_pool_width(o.threads, st.chunks), st.chunks, st.anchors, st.why ? "; sequential: " : "",
+    if (o.text) {
+        int w = qs_pool_width(o.threads, st.chunks);
+        fprintf(stderr, "qscope: %zu token%s from %zu byte%s in %.3f s (%d thread%s, %zu chunk%s, %zu anchor%s%s%s)\n", n,
+                n == 1 ? "" : "s", len, len == 1 ? "" : "s", qs_now_s() - t0, w, w == 1 ? "" : "s", st.chunks,
+                st.chunks == 1 ? "" : "s", st.anchors, st.anchors == 1 ? "" : "s", st.why ? "; sequential: " : "",
                 st.why ? st.why : "");
+    }
     if (o.npy && write_npy(o.npy, ids, n, &e)) goto out;
     if (o.json) print_json(&o, name, text, len, ids, off, n, &st);
     else if (!o.npy) {

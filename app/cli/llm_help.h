@@ -90,8 +90,10 @@
 #define QS_LLM_TOKENIZE_ARGS "(--model PATH | --tokenizer PATH) (--prompt TEXT [--chat] | --text FILE|-) [--threads N] [--lopt-chunk BYTES] [--lopt-overlap BYTES] [--json | --npy FILE]"
 #define QS_LLM_TOKENIZE_OPTS \
     QS_LLM_H_MODEL \
-    "  --tokenizer PATH    the tokenizer alone, no weights: a tokenizer.json, a Hugging Face directory\n" \
-    "                      (its tokenizer.json) or a .gguf (its vocabulary)\n" \
+    "  --tokenizer PATH    the tokenizer alone, no weights: a tokenizer.json, a SentencePiece\n" \
+    "                      tokenizer.model, a BERT vocab.txt, a Hugging Face directory (its\n" \
+    "                      tokenizer.json, else its tokenizer.model) or a .gguf (its tokenizer.*\n" \
+    "                      keys alone, any architecture; no weights are read)\n" \
     "  --prompt TEXT       the text (UTF-8)\n" \
     "  --chat              wrap --prompt in the model's ChatML template first\n" \
     "  --text FILE         the text from a file, or - for standard input (at most 1 GiB; any bytes)\n" \
@@ -99,8 +101,7 @@
     "                      tokenizer.  The ids are the same for every N (docs/tokenize.md: LoPT's\n" \
     "                      merge, its proof, and the tokenizers it does not cover, which run\n" \
     "                      sequentially)\n" \
-    "  --lopt-chunk BYTES  bytes per chunk (default: the text split evenly over the threads, at\n" \
-    "                      least 65536, since each chunk starts with a cold piece cache; 16..1 GiB)\n" \
+    "  --lopt-chunk BYTES  bytes per chunk (default 65536 for any thread count; 16..1 GiB)\n" \
     "  --lopt-overlap BYTES  bytes of overlap at each chunk boundary, where the anchor is sought\n" \
     "                      (default 64, or the chunk length - 1 if smaller; doubled where it holds no\n" \
     "                      anchor; a given one must be below --lopt-chunk)\n" \

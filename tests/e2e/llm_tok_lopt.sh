@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `llm tokenize`: LoPT (--threads N) gives the ids of the sequential tokenizer (--threads 1) for
 # N = 2, 3, 8, 16 and chunks of 64 B .. 1 MiB, on generated adversarial texts (the fixture BPE) and
-# on the six Austen novels (SmolLM2, when `make data` has run); --json offsets; stdin; refusals.
+# on the six Austen novels (SmolLM2, when `make data` has run); other families (WordPiece, MiniLM,
+# a normalizer, Metaspace) and the ones LoPT leaves sequential; --json offsets; stdin; refusals.
 source "$(dirname "$0")/lib.sh"
 TJ="$FIX/llm/tok_bpe.json"
 GGUF="$ROOT/data/models/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -59,7 +60,69 @@ check "CJK lines without spaces: anchors after newlines (the newline rule)" \
   "cmp -s '$T/cjklines.ref' '$T/cjk.got' && tail -n 1 '$T/stderr' | grep -qE ' [1-9][0-9]* anchors\)'"
 ids "$TJ" "$T/repeat.txt" "$T/rep.got" --threads 2 --lopt-chunk 64
 check "one repeated character: no cut position, one chunk (the sequential tokenizer)" \
-  "tail -n 1 '$T/stderr' | grep -q '1 chunks, 0 anchors; sequential: no two cut positions'"
+  "tail -n 1 '$T/stderr' | grep -q '(1 thread, 1 chunk, 0 anchors; sequential: no two cut positions'"
+"$QS" llm tokenize --tokenizer "$TJ" --text "$T/crlf.txt" --threads 1 > /dev/null 2> "$T/one.err"
+check "the summary line counts in the singular where it is one (1 thread, 1 chunk)" \
+  "grep -qE '^qscope: [0-9]+ tokens from [0-9]+ bytes in [0-9.]+ s \(1 thread, 1 chunk, 0 anchors\)$' '$T/one.err'"
+
+# Other families (docs/tokenize.md, "LoPT beyond byte-level BPE"): WordPiece with BertNormalizer, the
+# fixture BPE under Qwen2's NFC, Metaspace SentencePiece; then those LoPT leaves sequential, saying why.
+python3 - "$FIX/llm" "$T" <<'PY'
+import json, sys
+fix, d = sys.argv[1:3]
+j = json.load(open(fix + '/tok_bpe.json'))
+j['normalizer'] = {'type': 'NFC'}
+json.dump(j, open(d + '/bpe_nfc.json', 'w'))
+j['normalizer'] = {'type': 'Prepend', 'prepend': 'x'}
+json.dump(j, open(d + '/bpe_prepend.json', 'w'))
+u = json.load(open(fix + '/spm_uni.json'))
+u['pre_tokenizer'] = {'type': 'Metaspace', 'replacement': '\u2581', 'prepend_scheme': 'always', 'split': True}
+json.dump(u, open(d + '/uni_meta.json', 'w'))
+PY
+cat "$T"/{crlf,cjklines,emoji,invalid}.txt > "$T/mix.txt"
+printf 'caf\xc3\xa9 \xc3\x89COLE na\xcc\x88ive \x01ctrl\x7f \xe4\xb8\xad\xe6\x96\x87 [MASK] word\tword\r\n' >> "$T/mix.txt"
+for tok in "$FIX/llm/wp_tok.json" "$T/bpe_nfc.json" "$T/uni_meta.json"; do
+  b=$(basename "$tok" .json)
+  ids "$tok" "$T/mix.txt" "$T/$b.ref" --threads 1
+  bad=""
+  for nc in 2:64 3:4096 8:65536 16:1048576; do
+    ids "$tok" "$T/mix.txt" "$T/$b.got" --threads ${nc%%:*} --lopt-chunk ${nc##*:} || bad="$bad $nc(exit)"
+    cmp -s "$T/$b.ref" "$T/$b.got" || bad="$bad $nc"
+  done
+  check "$b on the adversarial mix: --threads 2..16 x chunks 64..1M give the --threads 1 ids${bad:+ (differ: $bad)}" \
+    "[ -s '$T/$b.ref' ] && [ -z '$bad' ]"
+  ids "$tok" "$T/mix.txt" "$T/$b.got" --threads 2 --lopt-chunk 4096
+  check "$b: LoPT merged chunks at anchors (not a sequential fallback)" \
+    "tail -n 1 '$T/stderr' | grep -qE ' [1-9][0-9]* anchors\)$'"
+done
+for tw in "$FIX/llm/spm_bpe.json:a SentencePiece model without a pre-tokenizer" "$T/bpe_prepend.json:prepends to every stretch"; do
+  ids "${tw%%:*}" "$T/mix.txt" "$T/seq.got" --threads 2 --lopt-chunk 4096
+  check "$(basename "${tw%%:*}"): sequential, and the summary says why ('${tw#*:}')" \
+    "tail -n 1 '$T/stderr' | grep -q '1 chunk, 0 anchors; sequential: .*${tw#*:}'"
+done
+
+# --tokenizer x.gguf reads the vocabulary alone: the ids of --model x.gguf, also from a GGUF whose
+# architecture no loader supports (its weights are never looked at), and a GGUF without tokens refused
+for g in tiny spm_llama; do
+  "$QS" llm tokenize --model "$FIX/llm/$g.gguf" --prompt "Hello world, it's 42." > "$T/$g.m" 2>/dev/null
+  "$QS" llm tokenize --tokenizer "$FIX/llm/$g.gguf" --prompt "Hello world, it's 42." > "$T/$g.t" 2>/dev/null
+  check "$g.gguf: --tokenizer (vocabulary only) gives the ids of --model" "[ -s '$T/$g.m' ] && cmp -s '$T/$g.m' '$T/$g.t'"
+done
+python3 - "$FIX/llm/spm_llama.gguf" "$T" <<'PY'
+import sys
+b = open(sys.argv[1], 'rb').read()
+i = b.index(b'general.architecture') + len(b'general.architecture') + 12
+assert b[i:i + 5] == b'llama'
+open(sys.argv[2] + '/arch.gguf', 'wb').write(b[:i] + b'llamX' + b[i + 5:])
+j = b.index(b'tokenizer.ggml.tokens')
+open(sys.argv[2] + '/notok.gguf', 'wb').write(b[:j] + b'tokenizer.ggml.tokenZ' + b[j + 21:])
+PY
+"$QS" llm tokenize --tokenizer "$T/arch.gguf" --prompt "Hello world, it's 42." > "$T/arch.t" 2>/dev/null
+check "a GGUF of an unsupported architecture: --tokenizer still reads its vocabulary" "cmp -s '$T/spm_llama.m' '$T/arch.t'"
+refuses "... which --model refuses" 1 "arch\.gguf: architecture 'llamX' is not supported" \
+  "$QS" llm tokenize --model "$T/arch.gguf" --prompt hi
+refuses "a GGUF without tokenizer.ggml.tokens" 1 "notok\.gguf: no tokenizer\.ggml\.tokens" \
+  "$QS" llm tokenize --tokenizer "$T/notok.gguf" --prompt hi
 
 # stdin is the same text
 "$QS" llm tokenize --tokenizer "$TJ" --text - --threads 3 --lopt-chunk 100 < "$T/crlf.txt" > "$T/stdin.got" 2>/dev/null
@@ -157,5 +220,24 @@ for name, r in ref.items():
     h = hashlib.sha256(''.join(i + chr(10) for i in ids).encode()).hexdigest()
     assert (len(ids), h) == (r['ids'], r['ids_sha256']), (name, len(ids), r['ids'])
 PY"
+fi
+# MiniLM (WordPiece, BertNormalizer) on the six novels, from tokenizer.json and from vocab.txt
+MINILM="$ROOT/data/models/minilm"
+if [ ! -r "$MINILM/tokenizer.json" ] || [ ! -r "$MINILM/vocab.txt" ] || [ ! -d "$NOVELS" ]; then
+  skip "Austen novels with MiniLM" "data: no $MINILM/tokenizer.json, vocab.txt or $NOVELS (make data)"
+else
+  cat "$NOVELS"/*.txt > "$T/austen.txt"
+  for tok in "$MINILM/tokenizer.json" "$MINILM/vocab.txt"; do
+    ids "$tok" "$T/austen.txt" "$T/mini.ref" --threads 1
+    bad=""
+    for nc in 2:64 3:4096 8:0 16:1048576; do
+      c=${nc##*:}
+      ids "$tok" "$T/austen.txt" "$T/mini.got" --threads ${nc%%:*} $([ "$c" != 0 ] && echo --lopt-chunk $c) || bad="$bad $nc(exit)"
+      cmp -s "$T/mini.ref" "$T/mini.got" || bad="$bad $nc"
+    done
+    check "MiniLM $(basename "$tok"), six novels: --threads 2..16 give the --threads 1 ids${bad:+ (differ: $bad)}" \
+      "[ -s '$T/mini.ref' ] && [ -z '$bad' ] && tail -n 1 '$T/stderr' | grep -qE ' [1-9][0-9]* anchors\)$'"
+  done
+  check "MiniLM: tokenizer.json and vocab.txt give the same ids" "cmp -s '$T/mini.ref' '$T/mini.got'"
 fi
 done_testing

@@ -1,7 +1,9 @@
 /*
 ** libFuzzer target for LoPT (store/llm_lopt.c): on arbitrary bytes, invalid UTF-8 included, LoPT's
 ** ids and spans must equal the sequential tokenizer's (the same error when it fails), with the
-** vocabulary of tests/fixtures/llm/tok_bpe.json (run from the project root, as tests/fuzz/run.sh does).
+** byte-level BPE of tests/fixtures/llm/tok_bpe.json (pre-tokenizers, normalizers), the WordPiece
+** fixture and a SentencePiece Unigram with and without Metaspace (run from the project root, as
+** tests/fuzz/run.sh does).
 ** For the pre-tokenizers LoPT's proof covers, no anchor check may fail (a failure would mean the
 ** cut-position analysis of docs/tokenize.md is wrong, even though the fallback hides it).
 **
@@ -16,34 +18,49 @@
 
 #define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)
 
-static const struct { const char *family, *json; int proved; } kModes[] = {
-    {"smollm", NULL, 1},
-    {"gpt2", NULL, 1},
-    {"qwen2", NULL, 1},
-    {"llama-bpe", NULL, 1},
-    {NULL, "{\"type\":\"ByteLevel\",\"add_prefix_space\":true,\"use_regex\":true}", 1},
-    {NULL, "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Digits\",\"individual_digits\":false},"
-           "{\"type\":\"ByteLevel\",\"add_prefix_space\":true,\"use_regex\":true}]}", 1},
-    {NULL, "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\s+\"},"
-           "\"behavior\":\"MergedWithPrevious\",\"invert\":false},{\"type\":\"ByteLevel\",\"add_prefix_space\":false,"
-           "\"use_regex\":false}]}", 0},
+/* The tokenizer files (run from the project root) */
+static const char *const kFiles[] = {"tests/fixtures/llm/tok_bpe.json", "tests/fixtures/llm/wp_tok.json",
+                                     "tests/fixtures/llm/spm_uni.json"};
+#define NFILES (sizeof kFiles / sizeof *kFiles)
+
+/* file: index in kFiles; json "" keeps the file's pre-tokenizer; norm NULL keeps its normalizer */
+static const struct { int file; const char *family, *json, *norm; int proved; } kModes[] = {
+    {0, "smollm", NULL, NULL, 1},
+    {0, "gpt2", NULL, NULL, 1},
+    {0, "qwen2", NULL, NULL, 1},
+    {0, "llama-bpe", NULL, NULL, 1},
+    {0, NULL, "{\"type\":\"ByteLevel\",\"add_prefix_space\":true,\"use_regex\":true}", NULL, 1},
+    {0, NULL, "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Digits\",\"individual_digits\":false},"
+              "{\"type\":\"ByteLevel\",\"add_prefix_space\":true,\"use_regex\":true}]}", NULL, 1},
+    {0, NULL, "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\s+\"},"
+              "\"behavior\":\"MergedWithPrevious\",\"invert\":false},{\"type\":\"ByteLevel\",\"add_prefix_space\":false,"
+              "\"use_regex\":false}]}", NULL, 0},
+    {0, "qwen2", NULL, "{\"type\":\"NFC\"}", 1},   /* Qwen2 */
+    {0, NULL, "", "{\"type\":\"BertNormalizer\",\"clean_text\":true,\"handle_chinese_chars\":true,\"strip_accents\":true,"
+                  "\"lowercase\":true}", 1},
+    {0, NULL, "", "{\"type\":\"Prepend\",\"prepend\":\"x\"}", 0},
+    {1, NULL, "", NULL, 1},                                           /* WordPiece, BertNormalizer */
+    {1, NULL, "{\"type\":\"Whitespace\"}", "{\"type\":\"NFKD\"}", 1},
+    {2, NULL, "{\"type\":\"Metaspace\",\"replacement\":\"\\u2581\",\"prepend_scheme\":\"first\",\"split\":true}", NULL, 1},
+    {2, NULL, "", NULL, 0},                                           /* Unigram without a pre-tokenizer */
 };
 #define NMODES (sizeof kModes / sizeof *kModes)
 
-static qs_llm_file g_f;
-static qs_llm_vocab g_v[NMODES];   /* shallow copies of g_f.v, each with its own compiled pre-tokenizer */
+static qs_llm_file g_f[NFILES];
+static qs_llm_vocab g_v[NMODES];   /* shallow copies of a g_f[].v, each with its own compiled tokenizer */
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc; (void)argv;
     qs_err e = {{0}};
-    CHECK(qs_llm_load_tokenizer("tests/fixtures/llm/tok_bpe.json", &g_f, &e) == 0);
+    for (size_t k = 0; k < NFILES; k++) CHECK(qs_llm_load_tokenizer(kFiles[k], &g_f[k], &e) == 0);
     for (size_t m = 0; m < NMODES; m++) {
-        g_v[m] = g_f.v;
+        g_v[m] = g_f[kModes[m].file].v;
         g_v[m].tok = NULL;
-        g_v[m].pre_json = (char *)kModes[m].json;
+        if (!kModes[m].json || kModes[m].json[0]) g_v[m].pre_json = (char *)kModes[m].json;
+        if (kModes[m].norm) g_v[m].norm_json = (char *)kModes[m].norm;
         if (kModes[m].family) snprintf(g_v[m].pre, sizeof g_v[m].pre, "%s", kModes[m].family);
-        g_v[m].ignore_merges = 0;
+        if (kModes[m].file == 0) g_v[m].ignore_merges = 0;
         CHECK(qs_llm_tok_prepare(&g_v[m], NULL, &e) == 0);
     }
     return 0;

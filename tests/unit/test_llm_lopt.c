@@ -39,6 +39,10 @@ static const char *const kAlpha[] = {
     "\xe4\xb8", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>", "<tool_", "<|im_", "\u00a0", "\u3000",
     "Straße", "ǅ", "x", "zz", "Zz", "0", "$", "é", "ñ",
     "\n中文", "。\n日本", "字\n\n字", "x\n字", "。", "\u3000\n字", "字\n", "\n\n", "、\nカナ", "한국어\n",
+    /* for normalizers: controls (clean_text), accents and marks after a space (NFD, strip_accents),
+    ** compatibility forms (NFKC), case, the ▁ of Metaspace, BERT's special tokens */
+    "\x01", "\x7f", " \u0301x", "\t", "\v", "É", "ÉCOLE", "\ufb01", "\u2126", "ｶﾞ", "\u00b4", "\u1100\u1161",
+    "\u0301\u0327", "Σ", "ΣΑΣ", "\u2581", "\u2581x", "[MASK]", "[CLS]", "``", "''", "\u200b", "\ufeff",
 };
 /* Lines of CJK text (cut positions after newlines only) */
 static const char *const kCjk[] = {"中文字符", "日本語", "\n", "。\n", "、", "カタカナ", "한국어", "\n\n", " \n", "\u3000"};
@@ -355,6 +359,276 @@ static void test_plain_anchor_rule(void **st)
     qs_llm_file_free(&f);
 }
 
+/* The tokenizer f with its normalizer replaced by norm (NULL: none) and its pre-tokenizer by pre (NULL:
+** kept), prepared; the originals are restored by restore(). */
+typedef struct { char *norm, *pre; } saved;
+
+static saved swap(qs_llm_vocab *v, const char *norm, const char *pre)
+{
+    saved o = {v->norm_json, v->pre_json};
+    qs_err e = {{0}};
+    v->norm_json = norm ? strdup(norm) : NULL;
+    if (pre) v->pre_json = strdup(pre);
+    assert_int_equal(qs_llm_tok_prepare(v, NULL, &e), 0);
+    return o;
+}
+
+static void restore(qs_llm_vocab *v, saved o)
+{
+    qs_err e = {{0}};
+    free(v->norm_json);
+    if (v->pre_json != o.pre) free(v->pre_json);
+    v->norm_json = o.norm; v->pre_json = o.pre;
+    assert_int_equal(qs_llm_tok_prepare(v, NULL, &e), 0);
+}
+
+/* Why a long text of f goes sequentially under LoPT, or NULL. */
+static const char *why_of(const qs_llm_vocab *v)
+{
+    static char text[2048];
+    size_t n = 0;
+    while (n + 16 < sizeof text) n += (size_t)sprintf(text + n, "word is here. ");
+    int32_t *ids = NULL;
+    size_t cnt = 0;
+    qs_lopt_stats st;
+    qs_err e = {{0}};
+    qs_lopt_opts o = {2, 256, 32};
+    assert_int_equal(qs_lopt_tokenize(v, NULL, text, n, &o, &ids, NULL, &cnt, &st, &e), 0);
+    free(ids);
+    return st.why;
+}
+
+/* Normalizers on the byte-level BPE fixture: the character-local ones keep LoPT parallel (Qwen2's NFC
+** among them) and lossless; Prepend, Strip, a Replace of spaces, a regex Replace and a charsmap send
+** the text through the sequential tokenizer. */
+static void test_normalizers_bytelevel(void **st)
+{
+    (void)st;
+    qs_llm_file f;
+    qs_err e = {{0}};
+    assert_int_equal(qs_llm_load_tokenizer("fixtures/llm/tok_bpe.json", &f, &e), 0);
+    static const char *const local[] = {
+        "{\"type\":\"NFC\"}", "{\"type\":\"NFKC\"}", "{\"type\":\"NFD\"}", "{\"type\":\"NFKD\"}", "{\"type\":\"Lowercase\"}",
+        "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFD\"},{\"type\":\"StripAccents\"},{\"type\":\"Lowercase\"}]}",
+        "{\"type\":\"BertNormalizer\",\"clean_text\":true,\"handle_chinese_chars\":true,\"strip_accents\":true,\"lowercase\":true}",
+        "{\"type\":\"Replace\",\"pattern\":{\"String\":\"``\"},\"content\":\"\\\"\"}", "{\"type\":\"Nmt\"}",
+    };
+    int bad = 0;
+    for (size_t i = 0; i < sizeof local / sizeof *local; i++) {
+        saved o = swap(&f.v, local[i], NULL);
+        assert_null(why_of(&f.v));
+        bad += property(&f.v, 30, local[i], 1);
+        restore(&f.v, o);
+    }
+    static const char *const seq[] = {
+        "{\"type\":\"Prepend\",\"prepend\":\"x\"}", "{\"type\":\"Strip\",\"strip_left\":true,\"strip_right\":true}",
+        "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"_\"}",
+        "{\"type\":\"Replace\",\"pattern\":{\"Regex\":\"a\"},\"content\":\"b\"}",
+        "{\"type\":\"Replace\",\"pattern\":{\"String\":\"e\"},\"content\":\" \"}",
+    };
+    for (size_t i = 0; i < sizeof seq / sizeof *seq; i++) {
+        saved o = swap(&f.v, seq[i], NULL);
+        assert_non_null(why_of(&f.v));
+        bad += property(&f.v, 10, seq[i], 0);
+        restore(&f.v, o);
+    }
+    assert_int_equal(bad, 0);
+    qs_llm_file_free(&f);
+}
+
+/* WordPiece (the committed BERT fixture): BertNormalizer in its settings and other character-local
+** normalizers, the whitespace-removing pre-tokenizers, BERT's special tokens with each flag. */
+static void test_wordpiece(void **st)
+{
+    (void)st;
+    qs_llm_file f;
+    qs_err e = {{0}};
+    assert_int_equal(qs_llm_load_tokenizer("fixtures/llm/wp_tok.json", &f, &e), 0);
+    assert_int_equal(f.v.model, QS_TOK_WORDPIECE);
+    assert_null(why_of(&f.v));
+    int bad = property(&f.v, 60, "wp", 1);
+    static const char *const norms[] = {
+        "{\"type\":\"BertNormalizer\",\"clean_text\":true,\"handle_chinese_chars\":true,\"strip_accents\":true,\"lowercase\":false}",
+        "{\"type\":\"BertNormalizer\",\"clean_text\":false,\"handle_chinese_chars\":false,\"strip_accents\":null,\"lowercase\":false}",
+        "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFKC\"},{\"type\":\"Strip\",\"strip_left\":true,\"strip_right\":true}]}",
+    };
+    static const char *const pres[] = {
+        "{\"type\":\"Whitespace\"}", "{\"type\":\"WhitespaceSplit\"}",
+        "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"WhitespaceSplit\"},{\"type\":\"Punctuation\",\"behavior\":\"Isolated\"},"
+        "{\"type\":\"Digits\",\"individual_digits\":true}]}",
+    };
+    for (size_t i = 0; i < 3; i++) {
+        saved o = swap(&f.v, norms[i], pres[i]);
+        assert_null(why_of(&f.v));
+        bad += property(&f.v, 30, pres[i], 1);
+        restore(&f.v, o);
+    }
+    /* [MASK] (and [CLS]) with each flag: lstrip and single_word keep the cuts, rstrip removes those
+    ** right after it (its whitespace would cross the cut) */
+    int mask = qs_llm_vocab_find(&f.v, "[MASK]"), cls = qs_llm_vocab_find(&f.v, "[CLS]");
+    assert_true(mask >= 0 && cls >= 0 && f.v.aflags);
+    uint8_t m0 = f.v.aflags[mask], c0 = f.v.aflags[cls];
+    /* normalized + lstrip: BertNormalizer pads a CJK letter before the cut with a space the token
+    ** would take in the whole text but not in the right chunk (cuts need an ASCII character before) */
+    static const uint8_t flags[] = {QS_TOK_LSTRIP, QS_TOK_RSTRIP, QS_TOK_SINGLE_WORD, QS_TOK_LSTRIP | QS_TOK_RSTRIP,
+                                    QS_TOK_LSTRIP | QS_TOK_NORMALIZED};
+    for (size_t i = 0; i < 5; i++) {
+        f.v.aflags[mask] = m0 | flags[i];
+        f.v.aflags[cls] = c0 | flags[(i + 1) % 5];
+        assert_int_equal(qs_llm_tok_prepare(&f.v, NULL, &e), 0);
+        bad += property(&f.v, 30, "wp flags", 1);
+    }
+    f.v.aflags[mask] = m0 | QS_TOK_LSTRIP | QS_TOK_NORMALIZED;   /* that case, at every cut */
+    assert_int_equal(qs_llm_tok_prepare(&f.v, NULL, &e), 0);
+    char text[4096];
+    size_t n = 0, anchors = 0, diff = 0;
+    while (n + 32 < sizeof text) n += (size_t)sprintf(text + n, "%s [MASK] ", n % 3 ? "字" : "x字");
+    static const qs_lopt_opts cjk[] = {{2, 16, 8}, {3, 33, 4}, {2, 64, 16}};
+    for (size_t k = 0; k < 3; k++) bad += check(&f.v, text, n, &cjk[k], &anchors, &diff, "CJK before a normalized lstrip token");
+    print_message("# CJK before a normalized lstrip token: %zu anchors, %zu differing\n", anchors, diff);
+    assert_true(anchors > 0);
+    assert_int_equal(diff, 0);   /* an anchor check that failed: a cut between the CJK letter and [MASK] */
+    f.v.aflags[mask] = m0; f.v.aflags[cls] = c0;
+    assert_int_equal(bad, 0);
+    qs_llm_file_free(&f);
+}
+
+/* Added tokens with lstrip, rstrip, single_word on the byte-level fixture ("or" and "end" made added). */
+static void test_added_flags(void **st)
+{
+    (void)st;
+    qs_llm_file f;
+    qs_err e = {{0}};
+    assert_int_equal(qs_llm_load_tokenizer("fixtures/llm/tok_bpe.json", &f, &e), 0);
+    int a = qs_llm_vocab_find(&f.v, "or"), b = qs_llm_vocab_find(&f.v, "end");
+    assert_true(a > 0 && b > 0);
+    if (!f.v.aflags) assert_non_null(f.v.aflags = calloc((size_t)f.v.n, 1));
+    f.v.type[a] = f.v.type[b] = 4;
+    static const uint8_t flags[] = {QS_TOK_LSTRIP, QS_TOK_RSTRIP, QS_TOK_SINGLE_WORD, QS_TOK_LSTRIP | QS_TOK_RSTRIP};
+    int bad = 0;
+    for (size_t i = 0; i < 4; i++) {
+        f.v.aflags[a] = QS_TOK_ADDED | flags[i];
+        f.v.aflags[b] = QS_TOK_ADDED | flags[(i + 2) % 4];
+        assert_int_equal(qs_llm_tok_prepare(&f.v, NULL, &e), 0);
+        bad += property(&f.v, 40, "added flags", 1);
+    }
+    assert_int_equal(bad, 0);
+    qs_llm_file_free(&f);
+}
+
+/* SentencePiece models: with Metaspace(split) LoPT cuts before a space; without a pre-tokenizer (the
+** model sees whole stretches) or with split false it stays sequential, and says why. */
+static void test_sentencepiece(void **st)
+{
+    (void)st;
+    static const char *const files[] = {"fixtures/llm/spm_bpe.json", "fixtures/llm/spm_uni.json", "fixtures/llm/spm_bpe.model",
+                                        "fixtures/llm/spm_uni.model"};
+    static const char *const meta[] = {
+        "{\"type\":\"Metaspace\",\"replacement\":\"\\u2581\",\"prepend_scheme\":\"always\",\"split\":true}",
+        "{\"type\":\"Metaspace\",\"replacement\":\"\\u2581\",\"prepend_scheme\":\"first\",\"split\":true}",
+        "{\"type\":\"Metaspace\",\"replacement\":\"\\u2581\",\"prepend_scheme\":\"never\"}",
+    };
+    int bad = 0;
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        qs_llm_file f;
+        qs_err e = {{0}};
+        assert_int_equal(qs_llm_load_tokenizer(files[i], &f, &e), 0);
+        if (!f.v.pre_json) {
+            const char *w = why_of(&f.v);
+            assert_non_null(w);
+            assert_non_null(strstr(w, "without a pre-tokenizer"));
+            bad += property(&f.v, 10, files[i], 0);
+        }
+        if (f.v.norm_json && strcmp(f.v.norm_json, "null")) {   /* a charsmap: sequential whatever the pre */
+            saved o = swap(&f.v, f.v.norm_json, meta[0]);
+            assert_non_null(why_of(&f.v));
+            restore(&f.v, o);
+            qs_llm_file_free(&f);
+            continue;
+        }
+        for (size_t k = 0; k < 3; k++) {
+            saved o = swap(&f.v, NULL, meta[k]);
+            assert_null(why_of(&f.v));
+            bad += property(&f.v, 30, meta[k], 1);
+            restore(&f.v, o);
+        }
+        saved o = swap(&f.v, NULL, "{\"type\":\"Metaspace\",\"replacement\":\"\\u2581\",\"split\":false}");
+        assert_non_null(why_of(&f.v));
+        bad += property(&f.v, 10, "Metaspace no split", 0);
+        restore(&f.v, o);
+        qs_llm_file_free(&f);
+    }
+    assert_int_equal(bad, 0);
+}
+
+/* MiniLM (tokenizer.json, and vocab.txt) on Emma and on random texts. */
+static void test_minilm(void **st)
+{
+    (void)st;
+    static const char *const files[] = {"../data/models/minilm/tokenizer.json", "../data/models/minilm/vocab.txt"};
+    if (access(files[0], R_OK) || access(files[1], R_OK) || access(AUSTEN, R_OK)) { skip(); return; }   /* data: make data */
+    FILE *fp = fopen(AUSTEN, "rb");
+    assert_non_null(fp);
+    size_t cap = 300000;
+    char *text = malloc(cap);
+    assert_non_null(text);
+    size_t n = fread(text, 1, cap, fp);
+    fclose(fp);
+    for (size_t i = 0; i < 2; i++) {
+        qs_llm_file f;
+        qs_err e = {{0}};
+        assert_int_equal(qs_llm_load_tokenizer(files[i], &f, &e), 0);
+        size_t anchors = 0, diff = 0;
+        static const qs_lopt_opts opts[] = {{2, 64, 0}, {3, 1000, 16}, {8, 4096, 0}, {2, 0, 0}};
+        int bad = 0;
+        for (size_t k = 0; k < sizeof opts / sizeof *opts; k++) bad += check(&f.v, text, n, &opts[k], &anchors, &diff, files[i]);
+        assert_int_equal(bad, 0);
+        assert_int_equal(diff, 0);
+        assert_true(anchors > 100);
+        assert_int_equal(property(&f.v, 30, files[i], 1), 0);
+        qs_llm_file_free(&f);
+    }
+    free(text);
+}
+
+/* A tokenizer state reused across calls, vocabularies and preparations gives what a fresh call gives;
+** states sharing a piece cache too. */
+static void test_state(void **st)
+{
+    (void)st;
+    static const char *const files[] = {"fixtures/llm/tok_bpe.json", "fixtures/llm/wp_tok.json", "fixtures/llm/spm_uni.json"};
+    qs_llm_tok_shared *sh = qs_llm_tok_shared_new(0);   /* the smallest table: past half full too */
+    qs_llm_tok_state *s1 = qs_llm_tok_state_new(NULL), *s2 = qs_llm_tok_state_new(sh), *s3 = qs_llm_tok_state_new(sh);
+    assert_true(sh && s1 && s2 && s3);
+    char *buf = malloc(4096);
+    int32_t *a = malloc(8192 * sizeof *a), *b = malloc(8192 * sizeof *b);
+    uint32_t *ao = malloc(16384 * sizeof *ao), *bo = malloc(16384 * sizeof *bo);
+    assert_true(buf && a && b && ao && bo);
+    for (int round = 0; round < 2; round++)
+        for (size_t i = 0; i < 3; i++) {
+            qs_llm_file f;   /* the same address each time: the states must notice the new vocabulary */
+            qs_err e = {{0}};
+            assert_int_equal(qs_llm_load_tokenizer(files[i], &f, &e), 0);
+            for (int t = 0; t < 20; t++) {
+                size_t len = make_text(buf, 1 + rnd(3000));
+                int na = qs_llm_tokenize_offs(&f.v, NULL, buf, len, a, ao, 8192, &e);
+                assert_true(na >= 0);
+                qs_llm_tok_state *ss[] = {s1, s2, s3};
+                for (int k = 0; k < 3; k++) {
+                    int nb = qs_llm_tokenize_state(ss[k], &f.v, NULL, buf, len, b, bo, 8192, &e);
+                    assert_int_equal(nb, na);
+                    assert_memory_equal(a, b, (size_t)na * sizeof *a);
+                    assert_memory_equal(ao, bo, 2 * (size_t)na * sizeof *ao);
+                }
+                if (t == 10) assert_int_equal(qs_llm_tok_prepare(&f.v, NULL, &e), 0);   /* prepared again */
+            }
+            qs_llm_file_free(&f);
+        }
+    qs_llm_tok_state_free(s1); qs_llm_tok_state_free(s2); qs_llm_tok_state_free(s3);
+    qs_llm_tok_shared_free(sh);
+    free(buf); free(a); free(b); free(ao); free(bo);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -364,6 +638,12 @@ int main(void)
         cmocka_unit_test(test_cjk_lines),
         cmocka_unit_test(test_smollm2),
         cmocka_unit_test(test_plain_anchor_rule),
+        cmocka_unit_test(test_normalizers_bytelevel),
+        cmocka_unit_test(test_wordpiece),
+        cmocka_unit_test(test_added_flags),
+        cmocka_unit_test(test_sentencepiece),
+        cmocka_unit_test(test_minilm),
+        cmocka_unit_test(test_state),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
