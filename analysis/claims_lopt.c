@@ -95,7 +95,7 @@ static int check_text(const qs_llm_vocab *v, const char *name, const char *text,
 
 static int lossless(int quick, qs_claim_out *o, qs_err *e)
 {
-    /* 0: LoPT's default (the text over the threads) */
+    /* 0: LoPT's default (QS_LOPT_CHUNK) */
     static const size_t kChunks[] = {0, 64, 1000, 4096, 65536, 1u << 20}, kQuickChunks[] = {0, 64, 1000, 16384};
     static const int kThreads[] = {2, 3, 8, 16}, kQuickThreads[] = {2, 8};
     const size_t *ch = quick ? kQuickChunks : kChunks;
@@ -137,7 +137,7 @@ static int lossless(int quick, qs_claim_out *o, qs_err *e)
            "CJK, emoji ZWJ, CRLF with <|endoftext|>, digit runs, invalid UTF-8, random bytes, all of these mixed into prose, prose); tokenizer: %s; chunks of",
            novels ? (quick ? "the first 64 KiB of each Austen novel, " : "all six Austen novels, ") : "", adv,
            builtin ? "the built-in one" : "SmolLM2's");
-    for (int c = 0; c < nc; c++) APPEND(o->detail, ch[c] ? " %zu" : " (the default: the text over the threads)", ch[c]);
+    for (int c = 0; c < nc; c++) APPEND(o->detail, ch[c] ? " %zu" : " (the default)", ch[c]);
     APPEND(o->detail, " bytes x");
     for (int k = 0; k < nt; k++) APPEND(o->detail, " %d", th[k]);
     APPEND(o->detail, " threads: %d runs, %d of them cut into chunks and merged at anchors, %d sent through the sequential "

@@ -341,7 +341,7 @@ static void print_text(qs_cli *cli, json_t *out)
            S(out, "tokenizer"), I(out, "tokens"));
     char ch[80], ov[80];
     if (I(out, "chunk")) snprintf(ch, sizeof ch, "%lld bytes", I(out, "chunk"));
-    else snprintf(ch, sizeof ch, "the text over the threads (at least %d bytes)", QS_LOPT_CHUNK);
+    else snprintf(ch, sizeof ch, "LoPT's default (%d bytes)", QS_LOPT_CHUNK);
     if (I(out, "overlap")) snprintf(ov, sizeof ov, "%lld bytes", I(out, "overlap"));
     else snprintf(ov, sizeof ov, "LoPT's default (%d bytes, less for small chunks)", QS_LOPT_OVERLAP);
     printf("LoPT chunk %s, overlap %s; best and median of %lld runs, interleaved\n", ch, ov, I(out, "reps"));
@@ -423,7 +423,7 @@ int qs_bench_tokenize(qs_cli *cli, int argc, char **argv)
     char h[32];
     snprintf(h, sizeof h, "%016llx", (unsigned long long)qs_lopt_ids_hash(ref, nref));
     json_object_set_new(out, "ids_hash", json_string(h));
-    json_object_set_new(out, "chunk", json_integer((json_int_t)o.chunk));   /* 0: LoPT's default, the text over the threads */
+    json_object_set_new(out, "chunk", json_integer((json_int_t)o.chunk));   /* 0: LoPT's default (QS_LOPT_CHUNK) */
     json_object_set_new(out, "overlap", json_integer((json_int_t)o.overlap));   /* 0: LoPT's default */
     json_object_set_new(out, "reps", json_integer(o.reps));
     json_object_set_new(out, "runs", json_incref(runs));

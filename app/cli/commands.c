@@ -259,7 +259,7 @@ const qs_command qs_commands[] = {
      "or --tokenizer tokenizer.json: MB/s, tokens/s, speed-up over sequential, best and median of --reps 5\n"
      "(--quick: 2) interleaved runs, CPU seconds over the sequential run's, LoPT's chunks/anchors/regrown/\n"
      "fall-backs and an Amdahl model of 1-16 threads; --lopt-chunk, --lopt-overlap set its bytes per\n"
-     "chunk and overlap (default LoPT's: the text over the threads, 64 bytes).  Every LoPT output must\n"
+     "chunk and overlap (default LoPT's: 65536 and 64 bytes).  Every LoPT output must\n"
      "equal the sequential ids (exit 1 otherwise).  --peer tokenizers runs Hugging Face `tokenizers` on\n"
      "the same text and tokenizer (tests/bench/tokenizers_peer.py; encode with RAYON_NUM_THREADS=1,\n"
      "encode_batch of paragraphs at 1 and at its default threads) and checks it gives the same ids\n"
