@@ -376,23 +376,36 @@ typedef struct {
     lchunk *c;
     int spans;            /* the caller wants spans */
     qs_llm_tok_state **st;   /* one per pool slot: its piece cache stays warm from chunk to chunk */
+    struct scratch { int32_t *ids; uint32_t *off; size_t cap; } *sc;   /* one per slot, grown, reused */
 } job;
 
-/* Tokenize text[a, a + w) into malloc'ed buffers (spans absolute, when off is not NULL): room for a token
-** per byte first, then for the most a byte-level BPE can give (a token has >= 1 byte of its piece,
-** + 1 prefix space per piece).  Returns the count, or -1. */
+/* Tokenize text[a, a + w) into malloc'ed buffers of exactly its tokens (spans absolute, when off is not
+** NULL).  The tokenizer writes into the slot's scratch (room for a token per byte first, then for the
+** most a byte-level BPE can give: a token has >= 1 byte of its piece, + 1 prefix space per piece),
+** reused from chunk to chunk: fresh pages for every chunk cost page faults, and on two threads each
+** fault's TLB flush interrupts the other core.  Returns the count, or -1. */
 static int tok_range(const job *J, int slot, size_t a, size_t w, int32_t **ids, uint32_t **off)
 {
+    struct scratch *sc = &J->sc[slot];
     for (size_t cap = w + 16;; cap = 2 * w + 16) {
         if (cap > INT_MAX) return -1;
-        free(*ids);
-        *ids = malloc(cap * sizeof **ids);
-        if (off) { free(*off); *off = malloc(2 * cap * sizeof **off); }
-        if (!*ids || (off && !*off)) return -1;
+        if (cap > sc->cap) {
+            free(sc->ids); free(sc->off);
+            sc->ids = malloc(cap * sizeof *sc->ids);
+            sc->off = malloc(2 * cap * sizeof *sc->off);
+            sc->cap = sc->ids && sc->off ? cap : 0;
+            if (!sc->cap) return -1;
+        }
         qs_err e = {{0}};
-        int k = qs_llm_tokenize_state(J->st[slot], J->v, NULL, J->text + a, w, *ids, off ? *off : NULL, (int)cap, &e);
+        int k = qs_llm_tokenize_state(J->st[slot], J->v, NULL, J->text + a, w, sc->ids, off ? sc->off : NULL, (int)cap,
+                                      &e);
         if (k >= 0) {
-            for (int i = 0; off && i < 2 * k; i++) (*off)[i] += (uint32_t)a;
+            free(*ids);
+            *ids = malloc((k ? (size_t)k : 1) * sizeof **ids);
+            if (off) { free(*off); *off = malloc((k ? 2 * (size_t)k : 1) * sizeof **off); }
+            if (!*ids || (off && !*off)) return -1;
+            memcpy(*ids, sc->ids, (size_t)k * sizeof **ids);
+            for (int i = 0; off && i < 2 * k; i++) (*off)[i] = sc->off[i] + (uint32_t)a;
             return k;
         }
         if (cap == 2 * w + 16 || !strstr(e.msg, "gives more than")) return -1;
@@ -450,16 +463,17 @@ static int parallel(const qs_llm_vocab *v, const char *text, size_t len, const b
     lchunk *c = calloc(nb + 1, sizeof *c);
     qs_llm_tok_state **ts = calloc((size_t)width, sizeof *ts);
     qs_llm_tok_shared *sh = qs_llm_tok_shared_new(len);   /* each piece computed once, by one slot */
+    struct scratch *sc = calloc((size_t)width, sizeof *sc);
     int rc = -1;
     for (int i = 0; ts && sh && i < width; i++)
         if (!(ts[i] = qs_llm_tok_state_new(sh))) goto out;
-    if (!c || !ts || !sh) goto out;
+    if (!c || !ts || !sh || !sc) goto out;
     for (size_t i = 0; i <= nb; i++) {
         c[i].lo = i ? b[i - 1].p1 : 0;
         c[i].hi = i < nb ? b[i].p1 : len;
         c[i].left = i ? &b[i - 1] : NULL;
     }
-    job J = {v, text, c, offs != NULL, ts};
+    job J = {v, text, c, offs != NULL, ts, sc};
     qs_pool_for(threads, nb + 1, chunk_task, &J);
     rc = 0;
     size_t total = 0;
@@ -468,28 +482,26 @@ static int parallel(const qs_llm_vocab *v, const char *text, size_t len, const b
         total += c[i].n;
     }
     if (rc) goto out;
-    rc = -1;   /* the first segment's buffers grow into the output */
-    int32_t *oi = realloc(c[0].ids, (total ? total : 1) * sizeof *oi);
-    if (!oi) goto out;
-    c[0].ids = oi;
-    uint32_t *oo = offs ? realloc(c[0].off, (total ? 2 * total : 1) * sizeof *oo) : NULL;
-    if (offs && !oo) goto out;
-    if (oo) c[0].off = oo;
-    size_t o = c[0].n;
-    for (size_t i = 1; i <= nb; i++) {
+    rc = -1;   /* the segments into one output of exactly their tokens */
+    int32_t *oi = malloc((total ? total : 1) * sizeof *oi);
+    uint32_t *oo = offs ? malloc((total ? 2 * total : 1) * sizeof *oo) : NULL;
+    if (!oi || (offs && !oo)) { free(oi); free(oo); goto out; }
+    size_t o = 0;
+    for (size_t i = 0; i <= nb; i++) {
         memcpy(oi + o, c[i].ids, c[i].n * sizeof *oi);
         if (oo) memcpy(oo + 2 * o, c[i].off, 2 * c[i].n * sizeof *oo);
         o += c[i].n;
     }
-    *ids = oi; c[0].ids = NULL;
-    if (offs) { *offs = oo; c[0].off = NULL; }
+    *ids = oi;
+    if (offs) *offs = oo;
     *n = total;
     if (st) { st->chunks = nb + 1; st->anchors = nb; }
     rc = 0;
 out:
     for (size_t i = 0; c && i <= nb; i++) { free(c[i].ids); free(c[i].off); }
     for (int i = 0; ts && i < width; i++) qs_llm_tok_state_free(ts[i]);
-    free(c); free(ts);
+    for (int i = 0; sc && i < width; i++) { free(sc[i].ids); free(sc[i].off); }
+    free(c); free(ts); free(sc);
     qs_llm_tok_shared_free(sh);
     return rc;
 }
