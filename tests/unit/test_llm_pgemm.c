@@ -3,7 +3,8 @@
 ** bits at every SIMD level, for any number of rows (a row's values never depend on the rows beside it),
 ** with weights packed once or as they go, given [N][K] or [K][N], through strides; and close to a
 ** float64 product.  A product bound to a fresh cache entry packs it as it goes: the same packed copy
-** as a separate packing, the same bits.
+** as a separate packing, the same bits.  The prefill's rope pass: the same bits at every SIMD level, and
+** K and V packed as written.
 */
 #include "test_util.h"
 
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "../../kernels/llm_pgemm.h"
+#include "../../kernels/llm_prefill.h"
 #include "../../kernels/simd.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
@@ -136,11 +138,60 @@ static void test_bind(void **state)
     free(x); free(W); free(y0); free(y1);
 }
 
+/* The prefill's rope pass (llm_prefill.c): the vectorised RoPE gives the portable path's bits (pairs and
+** neox halves), and the packed K and V (tasks of 32 rows, two sequences whose rows straddle a task) hold
+** exactly the cache rows. */
+enum { RB = 2, RT = 40, RMAX = 48, RLDP = 64, RNH = 3, RNKV = 1 };
+
+static void rope_run(int hd, int neox, int level, float *buf, size_t n, const float *init)
+{
+    const int qd = RNH * hd, kvd = RNKV * hd, RR = RB * RT, hdp = (hd + 31) / 32 * 32;
+    memcpy(buf, init, n * sizeof(float));
+    float *q = buf, *k = q + (size_t)RR * qd, *v = k + (size_t)RR * kvd, *kc = v + (size_t)RR * kvd;
+    float *vc = kc + (size_t)RB * RMAX * kvd, *kp = vc + (size_t)RB * RMAX * kvd, *vp = kp + (size_t)RB * RNKV * RLDP * hdp;
+    const float *bias = vp + (size_t)RB * RNKV * RLDP * hdp, *cs = bias + qd, *sn = cs + (size_t)RMAX * hd / 2;
+    qs_prefill_rope a = {q, k, v, kc, vc, kp, vp, RLDP, bias, bias + 1, bias + 2, cs, sn, NULL, 0, RR, RT, 0, RMAX,
+                         RNH, RNKV, hd, neox};
+    qs_err e = {{0}};
+    qs_simd_force(level);
+    assert_int_equal(qs_prefill_rope_kv(&a, &e), 0);
+    qs_simd_force(-1);
+    for (int b = 0; b < RB; b++)
+        for (int p = 0; p < RT; p++)
+            for (int h = 0; h < RNKV; h++)
+                for (int i = 0; i < hd; i++) {
+                    const size_t c = ((size_t)b * RMAX + p) * kvd + (size_t)h * hd + i, base = ((size_t)b * RNKV + h) * RLDP * hdp;
+                    assert_true(kp[base + (size_t)(p / 32) * hd * 32 + (size_t)i * 32 + p % 32] == kc[c]);
+                    assert_true(vp[base + (size_t)(i / 32) * RLDP * 32 + (size_t)p * 32 + i % 32] == vc[c]);
+                }
+}
+
+static void test_rope(void **state)
+{
+    (void)state;
+    for (int hd = 32; hd <= 64; hd += 32)
+        for (int neox = 0; neox < 2; neox++) {
+            const int RR = RB * RT, hdp = (hd + 31) / 32 * 32;
+            const size_t n = (size_t)RR * (RNH + 2 * RNKV) * hd + 2 * (size_t)RB * RMAX * RNKV * hd +
+                             2 * (size_t)RB * RNKV * RLDP * hdp + (size_t)RNH * hd + 2 * (size_t)RMAX * hd / 2;
+            float *init = malloc(n * sizeof(float)), *b0 = malloc(n * sizeof(float)), *b1 = malloc(n * sizeof(float));
+            assert_non_null(init); assert_non_null(b0); assert_non_null(b1);
+            for (size_t i = 0; i < n; i++) init[i] = 4 * urand();
+            rope_run(hd, neox, QS_SIMD_SCALAR, b0, n, init);
+            for (int level = QS_SIMD_SCALAR + 1; level <= qs_simd_cpu(); level++) {
+                rope_run(hd, neox, level, b1, n, init);
+                assert_memory_equal(b1, b0, n * sizeof(float));
+            }
+            free(init); free(b0); free(b1);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bits),
         cmocka_unit_test(test_bind),
+        cmocka_unit_test(test_rope),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
