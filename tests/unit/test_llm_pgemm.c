@@ -4,7 +4,7 @@
 ** with weights packed once or as they go, given [N][K] or [K][N], through strides; and close to a
 ** float64 product.  A product bound to a fresh cache entry packs it as it goes: the same packed copy
 ** as a separate packing, the same bits.  The prefill's rope pass: the same bits at every SIMD level, and
-** K and V packed as written.
+** K and V packed as written; the attention's row kernels AVX2's bits on AVX-512.
 */
 #include "test_util.h"
 
@@ -14,6 +14,7 @@
 
 #include "../../kernels/llm_pgemm.h"
 #include "../../kernels/llm_prefill.h"
+#include "../../kernels/llm_rows.h"
 #include "../../kernels/simd.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
@@ -186,12 +187,40 @@ static void test_rope(void **state)
         }
 }
 
+/* The attention's row kernels at every SIMD level from AVX2: exp with its double sum, the scaling and the
+** softmax give AVX2's bits on AVX-512, for every length's tail (16, 8 and single lanes). */
+static void test_row_levels(void **state)
+{
+    (void)state;
+    enum { M = 203 };
+    float x[M], y[2][M], z[2][M];
+    for (int i = 0; i < M; i++) x[i] = 30 * urand();
+    x[7] = -200;   /* below 2^-126: 0 */
+    for (int n = 1; n <= M; n += 5)
+        for (int lv = QS_SIMD_AVX2; lv <= qs_simd_cpu(); lv++) {
+            const int i = lv - QS_SIMD_AVX2;
+            qs_simd_force(lv);
+            double s = qs_exp_row(x, (size_t)n, 2.5f, y[i]), s0 = qs_sum_exp_row(x, (size_t)n, 2.5f);
+            memcpy(z[i], x, sizeof x);
+            qs_scale_row(z[i], (size_t)n, 0.125f);
+            qs_softmax_row(z[i], (size_t)n);
+            qs_simd_force(-1);
+            static double s1;
+            assert_memory_equal(&s, &s0, sizeof s);
+            if (!i) { s1 = s; continue; }
+            assert_memory_equal(&s, &s1, sizeof s);
+            assert_memory_equal(y[1], y[0], (size_t)n * sizeof(float));
+            assert_memory_equal(z[1], z[0], (size_t)n * sizeof(float));
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bits),
         cmocka_unit_test(test_bind),
         cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_row_levels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
