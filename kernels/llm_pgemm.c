@@ -12,6 +12,7 @@
 #define KC (QS_PGEMM_PACK / NR)   /* k's per packed block: 32 KB of W in L1 */
 #define MR 12    /* AVX-512 rows per tile (24 accumulators) */
 #define MR2 6    /* AVX2 rows per tile (2 x 16 columns x 6 rows = 24 accumulators) */
+#define XBLOCK ((size_t)1 << 20)   /* bytes of x per block of rows: stays in L2 while the panels pass */
 
 size_t qs_pgemm_panels(const qs_pgemm *g) { return (size_t)(g->N + NR - 1) / NR; }
 
@@ -194,30 +195,60 @@ void qs_pgemm_panel(const qs_pgemm *g, size_t p, float *pack)
             for (int j = o0; j < g->N && j < o0 + NR; j++) g->y[(size_t)r * g->ldy + j] = 0;
 }
 
-static void panel_task(void *ctx, size_t p, int slot)
+/* ---------------------------------------------------------------- blocks of rows */
+
+int qs_pgemm_row_blocks(const qs_pgemm *g)
 {
-    (void)slot;
-    _Alignas(64) float pack[NR * KC];
-    qs_pgemm_panel(ctx, p, pack);
+    if (!g->P || g->fill || g->R < 2 * MR) return 1;
+    const size_t bytes = (size_t)g->R * (size_t)g->K * sizeof(float);
+    size_t nb = (bytes + XBLOCK - 1) / XBLOCK;
+    if (nb > (size_t)(g->R / MR)) nb = (size_t)(g->R / MR);
+    return nb < 1 ? 1 : (int)nb;
+}
+
+void qs_pgemm_block_rows(int R, int nb, int b, int *r0, int *r1)
+{
+    const int per = ((R + nb - 1) / nb + MR - 1) / MR * MR;   /* whole tiles, the rest in the last block */
+    *r0 = b * per < R ? b * per : R;
+    *r1 = (b + 1) * per < R ? (b + 1) * per : R;
+}
+
+void qs_pgemm_block(const qs_pgemm *g, int nb, size_t t, float *pack)
+{
+    const size_t np = qs_pgemm_panels(g);
+    if (nb <= 1) { qs_pgemm_panel(g, t, pack); return; }
+    int r0, r1;
+    qs_pgemm_block_rows(g->R, nb, (int)(t / np), &r0, &r1);
+    if (r1 <= r0) return;
+    qs_pgemm h = *g;
+    h.x += (size_t)r0 * g->ldx;
+    h.y += (size_t)r0 * g->ldy;
+    h.R = r1 - r0;
+    qs_pgemm_panel(&h, t % np, pack);
 }
 
 void qs_pgemm_run(const qs_pgemm *g, int threads) { qs_pgemm_run_n(g, 1, threads); }
 
-typedef struct multi { const qs_pgemm *g; int n; } multi;
+typedef struct multi { const qs_pgemm *g; int n; int nb[8]; } multi;
 
 static void multi_task(void *ctx, size_t t, int slot)
 {
+    (void)slot;
     const multi *m = ctx;
     int i = 0;
-    for (size_t np; i < m->n - 1 && t >= (np = qs_pgemm_panels(&m->g[i])); i++) t -= np;
-    panel_task((void *)&m->g[i], t, slot);
+    for (size_t np; i < m->n - 1 && t >= (np = qs_pgemm_panels(&m->g[i]) * (size_t)m->nb[i]); i++) t -= np;
+    _Alignas(64) float pack[NR * KC];
+    qs_pgemm_block(&m->g[i], m->nb[i], t, pack);
 }
 
 void qs_pgemm_run_n(const qs_pgemm *g, int n, int threads)
 {
+    multi m = {g, n, {0}};
     size_t tot = 0;
-    for (int i = 0; i < n; i++) tot += qs_pgemm_panels(&g[i]);
-    multi m = {g, n};
+    for (int i = 0; i < n; i++) {
+        m.nb[i] = i < 8 ? qs_pgemm_row_blocks(&g[i]) : 1;
+        tot += qs_pgemm_panels(&g[i]) * (size_t)m.nb[i];
+    }
     if (threads > 1 && tot > 1) qs_pool_for(threads, tot, multi_task, &m);
     else
         for (size_t t = 0; t < tot; t++) multi_task(&m, t, 0);

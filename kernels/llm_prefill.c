@@ -54,27 +54,33 @@ void qs_prefill_add_norm(float *x, const float *add, float *out, const float *w,
 
 typedef struct swiglu_job {
     qs_pgemm gate, up;
+    int nb;   /* blocks of rows (qs_pgemm_row_blocks) */
 } swiglu_job;
 
-static void swiglu_task(void *ctx, size_t p, int slot)
+static void swiglu_task(void *ctx, size_t t, int slot)
 {
     (void)slot;
     const swiglu_job *j = ctx;
     _Alignas(64) float pack[QS_PGEMM_PACK];
-    qs_pgemm_panel(&j->gate, p, pack);
-    qs_pgemm_panel(&j->up, p, pack);
-    const int o0 = (int)p * QS_PGEMM_NR, nc = j->gate.N - o0 < QS_PGEMM_NR ? j->gate.N - o0 : QS_PGEMM_NR;
-    for (int r = 0; r < j->gate.R; r++)
+    qs_pgemm_block(&j->gate, j->nb, t, pack);
+    qs_pgemm_block(&j->up, j->nb, t, pack);
+    const size_t np = qs_pgemm_panels(&j->gate);
+    const int o0 = (int)(t % np) * QS_PGEMM_NR, nc = j->gate.N - o0 < QS_PGEMM_NR ? j->gate.N - o0 : QS_PGEMM_NR;
+    int r0 = 0, r1 = j->gate.R;
+    if (j->nb > 1) qs_pgemm_block_rows(j->gate.R, j->nb, (int)(t / np), &r0, &r1);
+    for (int r = r0; r < r1; r++)
         qs_swiglu_row(j->gate.y + (size_t)r * j->gate.ldy + o0, j->up.y + (size_t)r * j->up.ldy + o0, (size_t)nc);
 }
 
 void qs_prefill_swiglu(qs_pgemm_cache *pc, float *h, float *u, const float *x, const float *w_gate, const float *w_up, int R,
                        int d, int F)
 {
-    swiglu_job j = {{h, x, w_gate, R, d, F, d, F, NULL, 0, 0, 0, 0}, {u, x, w_up, R, d, F, d, F, NULL, 0, 0, 0, 0}};
+    swiglu_job j = {{h, x, w_gate, R, d, F, d, F, NULL, 0, 0, 0, 0}, {u, x, w_up, R, d, F, d, F, NULL, 0, 0, 0, 0}, 1};
     qs_pgemm_cache_bind(pc, &j.gate);
     qs_pgemm_cache_bind(pc, &j.up);
-    const size_t n = qs_pgemm_panels(&j.gate);
+    const int nb0 = qs_pgemm_row_blocks(&j.gate), nb1 = qs_pgemm_row_blocks(&j.up);
+    j.nb = nb0 < nb1 ? nb0 : nb1;   /* one cut for both (any cut gives the same bits) */
+    const size_t n = qs_pgemm_panels(&j.gate) * (size_t)j.nb;
     qs_pool_for(width(R) > 1 ? qs_llm_threads() : 1, n, swiglu_task, &j);
 }
 

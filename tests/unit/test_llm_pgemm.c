@@ -1,10 +1,10 @@
 /*
 ** The prefill's panel products (kernels/llm_pgemm.c): every element one FMA chain over k, so the same
 ** bits at every SIMD level, for any number of rows (a row's values never depend on the rows beside it),
-** with weights packed once or as they go, given [N][K] or [K][N], through strides; and close to a
-** float64 product.  A product bound to a fresh cache entry packs it as it goes: the same packed copy
-** as a separate packing, the same bits.  The prefill's rope pass: the same bits at every SIMD level, and
-** K and V packed as written; the attention's row kernels AVX2's bits on AVX-512.
+** with weights packed once or as they go, given [N][K] or [K][N], through strides, cut into blocks of
+** rows; and close to a float64 product.  A product bound to a fresh cache entry packs it as it goes: the
+** same packed copy as a separate packing, the same bits.  The prefill's rope pass: the same bits at every
+** SIMD level, and K and V packed as written; the attention's row kernels AVX2's bits on AVX-512.
 */
 #include "test_util.h"
 
@@ -139,6 +139,47 @@ static void test_bind(void **state)
     free(x); free(W); free(y0); free(y1);
 }
 
+/* Products with packed weights cut into blocks of rows (x past 1 MB): the same bits as one block, for
+** any cut (blocks of whole tiles, a short last one, empty ones past R). */
+static void test_row_blocks(void **state)
+{
+    (void)state;
+    enum { BR = 520, BK = 520, BN = 40 };
+    float *x = malloc((size_t)BR * BK * sizeof(float)), *W = malloc((size_t)BN * BK * sizeof(float));
+    float *y0 = malloc((size_t)BR * BN * sizeof(float)), *y1 = malloc((size_t)BR * BN * sizeof(float));
+    assert_non_null(x); assert_non_null(W); assert_non_null(y0); assert_non_null(y1);
+    for (int i = 0; i < BR * BK; i++) x[i] = urand();
+    for (int i = 0; i < BN * BK; i++) W[i] = urand();
+    qs_simd_force(QS_SIMD_SCALAR);
+    qs_pgemm g = {y0, x, W, BR, BK, BN, BK, BN, NULL, 0, 0, 0, 0};
+    qs_pgemm_run(&g, 1);
+    qs_simd_force(-1);
+    qs_pgemm_cache *c = qs_pgemm_cache_new((size_t)64 * BK);
+    assert_non_null(c);
+    g.y = y1;
+    qs_pgemm_cache_bind(c, &g);
+    assert_int_equal(qs_pgemm_row_blocks(&g), 1);   /* packing as it goes: one block */
+    qs_pgemm_run(&g, 2);
+    g.fill = 0;
+    assert_int_equal(qs_pgemm_row_blocks(&g), 2);   /* 1.08 MB of x */
+    for (int level = QS_SIMD_SCALAR; level <= qs_simd_cpu(); level++)
+        for (int threads = 1; threads <= 2; threads++) {
+            memset(y1, 0, (size_t)BR * BN * sizeof(float));
+            qs_simd_force(level);
+            qs_pgemm_run(&g, threads);
+            qs_simd_force(-1);
+            assert_memory_equal(y1, y0, (size_t)BR * BN * sizeof(float));
+        }
+    _Alignas(64) static float pack[QS_PGEMM_PACK];
+    for (int nb = 1; nb <= 7; nb += 3) {
+        memset(y1, 0, (size_t)BR * BN * sizeof(float));
+        for (size_t t = 0; t < qs_pgemm_panels(&g) * (size_t)nb; t++) qs_pgemm_block(&g, nb, t, pack);
+        assert_memory_equal(y1, y0, (size_t)BR * BN * sizeof(float));
+    }
+    qs_pgemm_cache_free(c);
+    free(x); free(W); free(y0); free(y1);
+}
+
 /* The prefill's rope pass (llm_prefill.c): the vectorised RoPE gives the portable path's bits (pairs and
 ** neox halves), and the packed K and V (tasks of 32 rows, two sequences whose rows straddle a task) hold
 ** exactly the cache rows. */
@@ -219,6 +260,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bits),
         cmocka_unit_test(test_bind),
+        cmocka_unit_test(test_row_blocks),
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_row_levels),
     };
