@@ -211,8 +211,22 @@ __attribute__((target("avx2,fma"))) static size_t nonfinite_avx2(const float *x,
     return c;
 }
 
+/* a count: any width gives the same */
+__attribute__((target("avx512f"))) static size_t nonfinite_avx512(const float *x, size_t n)
+{
+    const __m512i em = _mm512_set1_epi32(0x7f800000);
+    size_t j = 0, c = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m512i v = _mm512_and_si512(_mm512_loadu_si512((const void *)(x + j)), em);
+        c += (size_t)__builtin_popcount((unsigned)_mm512_cmpeq_epi32_mask(v, em));
+    }
+    for (; j < n; j++) c += !isfinite(x[j]);
+    return c;
+}
+
 size_t qs_count_nonfinite(const float *x, size_t n)
 {
+    if (qs_simd_level() >= QS_SIMD_AVX512) return nonfinite_avx512(x, n);
     if (qs_simd_level() >= QS_SIMD_AVX2) return nonfinite_avx2(x, n);
     size_t c = 0;
     for (size_t j = 0; j < n; j++) c += !isfinite(x[j]);

@@ -229,7 +229,8 @@ static void test_rope(void **state)
 }
 
 /* The attention's row kernels at every SIMD level from AVX2: exp with its double sum, the scaling and the
-** softmax give AVX2's bits on AVX-512, for every length's tail (16, 8 and single lanes). */
+** softmax give AVX2's bits on AVX-512, for every length's tail (16, 8 and single lanes); the count of
+** non-finite values the same at every level. */
 static void test_row_levels(void **state)
 {
     (void)state;
@@ -253,6 +254,13 @@ static void test_row_levels(void **state)
             assert_memory_equal(y[1], y[0], (size_t)n * sizeof(float));
             assert_memory_equal(z[1], z[0], (size_t)n * sizeof(float));
         }
+    x[3] = NAN; x[20] = INFINITY; x[36] = -INFINITY; x[200] = -NAN;
+    for (int lv = QS_SIMD_SCALAR; lv <= qs_simd_cpu(); lv++) {
+        qs_simd_force(lv);
+        assert_int_equal((int)qs_count_nonfinite(x, M), 4);
+        assert_int_equal((int)qs_count_nonfinite(x + 4, 32), 1);
+        qs_simd_force(-1);
+    }
 }
 
 int main(void)
