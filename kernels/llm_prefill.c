@@ -64,10 +64,10 @@ static void swiglu_task(void *ctx, size_t t, int slot)
     _Alignas(64) float pack[QS_PGEMM_PACK];
     qs_pgemm_block(&j->gate, j->nb, t, pack);
     qs_pgemm_block(&j->up, j->nb, t, pack);
-    const size_t np = qs_pgemm_panels(&j->gate);
-    const int o0 = (int)(t % np) * QS_PGEMM_NR, nc = j->gate.N - o0 < QS_PGEMM_NR ? j->gate.N - o0 : QS_PGEMM_NR;
+    const size_t nu = qs_pgemm_units(&j->gate);
+    const int o0 = (int)(t % nu) * 2 * QS_PGEMM_NR, nc = j->gate.N - o0 < 2 * QS_PGEMM_NR ? j->gate.N - o0 : 2 * QS_PGEMM_NR;
     int r0 = 0, r1 = j->gate.R;
-    if (j->nb > 1) qs_pgemm_block_rows(j->gate.R, j->nb, (int)(t / np), &r0, &r1);
+    if (j->nb > 1) qs_pgemm_block_rows(j->gate.R, j->nb, (int)(t / nu), &r0, &r1);
     for (int r = r0; r < r1; r++)
         qs_swiglu_row(j->gate.y + (size_t)r * j->gate.ldy + o0, j->up.y + (size_t)r * j->up.ldy + o0, (size_t)nc);
 }
@@ -80,7 +80,7 @@ void qs_prefill_swiglu(qs_pgemm_cache *pc, float *h, float *u, const float *x, c
     qs_pgemm_cache_bind(pc, &j.up);
     const int nb0 = qs_pgemm_row_blocks(&j.gate), nb1 = qs_pgemm_row_blocks(&j.up);
     j.nb = nb0 < nb1 ? nb0 : nb1;   /* one cut for both (any cut gives the same bits) */
-    const size_t n = qs_pgemm_panels(&j.gate) * (size_t)j.nb;
+    const size_t n = qs_pgemm_units(&j.gate) * (size_t)j.nb;
     qs_pool_for(width(R) > 1 ? qs_llm_threads() : 1, n, swiglu_task, &j);
 }
 

@@ -173,7 +173,7 @@ static void test_row_blocks(void **state)
     _Alignas(64) static float pack[QS_PGEMM_PACK];
     for (int nb = 1; nb <= 7; nb += 3) {
         memset(y1, 0, (size_t)BR * BN * sizeof(float));
-        for (size_t t = 0; t < qs_pgemm_panels(&g) * (size_t)nb; t++) qs_pgemm_block(&g, nb, t, pack);
+        for (size_t t = 0; t < qs_pgemm_units(&g) * (size_t)nb; t++) qs_pgemm_block(&g, nb, t, pack);
         assert_memory_equal(y1, y0, (size_t)BR * BN * sizeof(float));
     }
     qs_pgemm_cache_free(c);
