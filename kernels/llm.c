@@ -289,7 +289,7 @@ static void rmsnorm(float *out, const float *x, const float *w, int n, float eps
 {
     double ss = qs_sumsq_row(x, (size_t)n);
     float r = (float)(1.0 / sqrt(ss / n + eps));
-    for (int i = 0; i < n; i++) out[i] = x[i] * r * w[i];
+    qs_norm_scale_row(out, x, r, w, (size_t)n);
 }
 
 /* One run of values through a format: the effective run length for row/tensor granularity is the

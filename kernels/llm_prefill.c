@@ -36,8 +36,7 @@ static void norm_task(void *ctx, size_t t, int slot)
     for (int r = (int)t * ROWS_PER_TASK; r < r1; r++) {
         float *x = j->x + (size_t)r * j->d;
         if (j->add) {
-            const float *a = j->add + (size_t)r * j->d;
-            for (int i = 0; i < j->d; i++) x[i] += a[i];
+            qs_add_row(x, j->add + (size_t)r * j->d, (size_t)j->d);
         }
         if (j->out) qs_llm_rmsnorm_row(j->out + (size_t)r * j->d, x, j->w, j->d, j->eps);
     }

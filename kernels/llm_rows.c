@@ -142,6 +142,35 @@ void qs_scale_row(float *x, size_t n, float a)
     for (size_t j = 0; j < n; j++) x[j] *= a;
 }
 
+/* out[j] = (x[j] * r) * w[j] and x[j] += a[j]: element by element, the same bits at any width */
+__attribute__((target("avx512f"))) static void norm_scale_avx512(float *out, const float *x, float r, const float *w, size_t n)
+{
+    const __m512 vr = _mm512_set1_ps(r);
+    size_t j = 0;
+    for (; j + 16 <= n; j += 16)
+        _mm512_storeu_ps(out + j, _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(x + j), vr), _mm512_loadu_ps(w + j)));
+    for (; j < n; j++) out[j] = x[j] * r * w[j];
+}
+
+void qs_norm_scale_row(float *out, const float *x, float r, const float *w, size_t n)
+{
+    if (qs_simd_level() >= QS_SIMD_AVX512) { norm_scale_avx512(out, x, r, w, n); return; }
+    for (size_t j = 0; j < n; j++) out[j] = x[j] * r * w[j];
+}
+
+__attribute__((target("avx512f"))) static void add_avx512(float *x, const float *a, size_t n)
+{
+    size_t j = 0;
+    for (; j + 16 <= n; j += 16) _mm512_storeu_ps(x + j, _mm512_add_ps(_mm512_loadu_ps(x + j), _mm512_loadu_ps(a + j)));
+    for (; j < n; j++) x[j] += a[j];
+}
+
+void qs_add_row(float *x, const float *a, size_t n)
+{
+    if (qs_simd_level() >= QS_SIMD_AVX512) { add_avx512(x, a, n); return; }
+    for (size_t j = 0; j < n; j++) x[j] += a[j];
+}
+
 double qs_sum_exp_row(const float *x, size_t n, float m) { return qs_exp_row(x, n, m, NULL); }
 
 __attribute__((target("avx2,fma"))) static float max_avx2(const float *x, size_t n)

@@ -18,6 +18,10 @@ double qs_exp_row(const float *x, size_t n, float c, float *y);
 
 /* x[j] *= a. */
 void qs_scale_row(float *x, size_t n, float a);
+/* out[j] = x[j] * r * w[j] (RMSNorm's last step). */
+void qs_norm_scale_row(float *out, const float *x, float r, const float *w, size_t n);
+/* x[j] += a[j]. */
+void qs_add_row(float *x, const float *a, size_t n);
 
 /* SwiGLU in place: g[i] = g[i] / (1 + exp(-g[i])) * u[i]. */
 void qs_swiglu_row(float *g, const float *u, size_t n);

@@ -254,6 +254,20 @@ static void test_row_levels(void **state)
             assert_memory_equal(y[1], y[0], (size_t)n * sizeof(float));
             assert_memory_equal(z[1], z[0], (size_t)n * sizeof(float));
         }
+    for (int lv = QS_SIMD_SCALAR; lv <= qs_simd_cpu(); lv++) {   /* RMSNorm's scaling, the residual add */
+        float w[M];
+        for (int i = 0; i < M; i++) w[i] = urand();
+        qs_simd_force(lv);
+        qs_norm_scale_row(y[0], x, 0.37f, w, M);
+        memcpy(z[0], x, sizeof x);
+        qs_add_row(z[0], w, M);
+        qs_simd_force(-1);
+        for (int i = 0; i < M; i++) {
+            const float want = x[i] * 0.37f * w[i], sum = x[i] + w[i];
+            assert_memory_equal(&y[0][i], &want, sizeof want);
+            assert_memory_equal(&z[0][i], &sum, sizeof sum);
+        }
+    }
     x[3] = NAN; x[20] = INFINITY; x[36] = -INFINITY; x[200] = -NAN;
     for (int lv = QS_SIMD_SCALAR; lv <= qs_simd_cpu(); lv++) {
         qs_simd_force(lv);
