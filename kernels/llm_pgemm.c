@@ -20,6 +20,34 @@
 
 size_t qs_pgemm_panels(const qs_pgemm *g) { return (size_t)(g->N + NR - 1) / NR; }
 
+/* dst[k][j] = src[j][k] for a 16 x 16 block (src rows of stride ls, dst rows of stride ld): a copy, in
+** 64 shuffles instead of 256 scalar loads and stores */
+__attribute__((target("avx512f"))) static void tr16(const float *src, size_t ls, float *dst, size_t ld)
+{
+    __m512 r[16], t[16];
+    for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(src + i * ls);
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[4 * i]), _mm512_castps_pd(t[4 * i + 2])));
+        r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[4 * i]), _mm512_castps_pd(t[4 * i + 2])));
+        r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[4 * i + 1]), _mm512_castps_pd(t[4 * i + 3])));
+        r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[4 * i + 1]), _mm512_castps_pd(t[4 * i + 3])));
+    }
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+        t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xDD);
+        t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+        t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xDD);
+    }
+    for (int i = 0; i < 8; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xDD);
+    }
+    for (int i = 0; i < 16; i++) _mm512_storeu_ps(dst + i * ld, r[i]);
+}
 /* W rows [o0, o0 + 32) x k's [k0, k0 + kc) as pack[k][32], rows past N zero. */
 static void pack_panel(const qs_pgemm *g, int o0, int k0, int kc, float *pack)
 {
@@ -36,10 +64,14 @@ static void pack_panel(const qs_pgemm *g, int o0, int k0, int kc, float *pack)
     const float *w = g->W + (size_t)o0 * ldw + k0;
     /* blocks of 16 k's: the 16 rows of pack they write (8 KB) stay in L1 while the 32 w rows are read
     ** (a whole k column of pack per w row evicted and refetched each line 32 times) */
+    const int vec = qs_simd_level() >= QS_SIMD_AVX512;
     for (int kb = 0; kb < kc; kb += 16) {
         const int kn = kc - kb < 16 ? kc - kb : 16;
         float *p = pack + (size_t)kb * NR;
-        for (int j = 0; j < nc; j++)
+        int j0 = 0;
+        if (vec && kn == 16)
+            for (; j0 + 16 <= nc; j0 += 16) tr16(w + (size_t)j0 * ldw + kb, ldw, p + j0, NR);
+        for (int j = j0; j < nc; j++)
             for (int k = 0; k < kn; k++) p[k * NR + j] = w[(size_t)j * ldw + kb + k];
         for (int j = nc; j < NR; j++)
             for (int k = 0; k < kn; k++) p[k * NR + j] = 0;
