@@ -13,9 +13,7 @@
 #define MR 12    /* AVX-512 rows per tile (24 accumulators) */
 #define MR2 6    /* AVX2 rows per tile (2 x 16 columns x 6 rows = 24 accumulators) */
 #define MRW 6    /* AVX-512 rows per tile of two panels (6 x 64 columns) */
-#ifndef KCW
 #define KCW 128  /* k's per block of a unit: 2 x 16 KB of W in L1 */
-#endif
 #define XBLOCK ((size_t)1 << 20)   /* bytes of x per block of rows: stays in L2 while the panels pass */
 
 size_t qs_pgemm_panels(const qs_pgemm *g) { return (size_t)(g->N + NR - 1) / NR; }
@@ -48,6 +46,7 @@ __attribute__((target("avx512f"))) static void tr16(const float *src, size_t ls,
     }
     for (int i = 0; i < 16; i++) _mm512_storeu_ps(dst + i * ld, r[i]);
 }
+
 /* W rows [o0, o0 + 32) x k's [k0, k0 + kc) as pack[k][32], rows past N zero. */
 static void pack_panel(const qs_pgemm *g, int o0, int k0, int kc, float *pack)
 {
