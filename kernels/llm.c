@@ -289,7 +289,7 @@ static void rmsnorm(float *out, const float *x, const float *w, int n, float eps
 {
     double ss = qs_sumsq_row(x, (size_t)n);
     float r = (float)(1.0 / sqrt(ss / n + eps));
-    for (int i = 0; i < n; i++) out[i] = x[i] * r * w[i];
+    qs_norm_scale_row(out, x, r, w, (size_t)n);
 }
 
 /* One run of values through a format: the effective run length for row/tensor granularity is the
@@ -483,6 +483,7 @@ typedef struct att_job {
     int l, T, pos0, grp, ntile;
     float alpha;
     int packed;   /* K and V of this layer packed (s->kp, s->vp): no packing per task, Q K^T by row groups */
+    int B;        /* sequences of the call */
 } att_job;
 
 static void att_task(void *ctx, size_t task, void *scratch)
@@ -491,7 +492,10 @@ static void att_task(void *ctx, size_t task, void *scratch)
     qs_llm_state *s = j->s;
     const qs_llm_cfg *c = &s->c;
     const int qd = c->n_head * c->head_dim, hd = c->head_dim, kvd = c->n_kv_head * hd, T = j->T;
-    const int t0 = (int)(task % j->ntile) * ATT_TILE, h = (int)(task / j->ntile % c->n_head), b = (int)(task / j->ntile / c->n_head);
+    /* the last tiles (the most keys) first: the call ends on the shortest tasks, not on a thread
+    ** alone with a 4-times-longer one */
+    const size_t nbh = (size_t)j->B * c->n_head;
+    const int t0 = (j->ntile - 1 - (int)(task / nbh)) * ATT_TILE, h = (int)(task % nbh % c->n_head), b = (int)(task % nbh / c->n_head);
     const int kh = h / j->grp, nt = T - t0 < ATT_TILE ? T - t0 : ATT_TILE, n = j->pos0 + t0 + nt;   /* keys seen by the tile */
     const size_t lbase = (size_t)j->l * s->batch * s->max_pos * kvd;
     const float *kb = s->kc + lbase + (size_t)b * s->max_pos * kvd, *vb = s->vc + lbase + (size_t)b * s->max_pos * kvd;
@@ -514,7 +518,7 @@ static void att_task(void *ctx, size_t task, void *scratch)
     for (int i = 0; i < nt; i++) {
         float *row = S + (size_t)i * n;
         const int nv = j->pos0 + t0 + i + 1;
-        for (int k = 0; k < nv; k++) row[k] *= j->alpha;
+        qs_scale_row(row, (size_t)nv, j->alpha);
         qs_softmax_row(row, (size_t)nv);
         memset(row + nv, 0, (size_t)(n - nv) * sizeof(float));
     }
@@ -525,7 +529,7 @@ static void att_task(void *ctx, size_t task, void *scratch)
 
 static int attend_gemm(qs_llm_state *s, int l, int B, int T, int pos0, int grp, float scale, int packed, qs_err *e)
 {
-    att_job j = {s, l, T, pos0, grp, (T + ATT_TILE - 1) / ATT_TILE, scale, packed};
+    att_job j = {s, l, T, pos0, grp, (T + ATT_TILE - 1) / ATT_TILE, scale, packed, B};
     size_t ntasks = (size_t)B * s->c.n_head * j.ntile;
     return qs_attn_tasks(qs_llm_threads(), ntasks, (size_t)ATT_TILE * (pos0 + T) * sizeof(float), att_task, &j, e);
 }

@@ -6,6 +6,11 @@
 ** the same bits whatever R, the other rows, the thread count or the SIMD level (the portable path is
 ** fmaf in the same order): a token's values never depend on the tokens beside it.
 **
+** A task takes a unit of two panels; with packed weights on AVX-512 both at once, 6 rows x 64 columns
+** (each broadcast value feeds 4 FMAs: half the traffic of x through L1).  With weights packed once, a
+** product whose x passes 1 MB is cut into blocks of rows as well (tasks block-major, every unit of a
+** block), so that the block stays in L2 while the units pass over it.
+**
 ** One pool, dynamic hand-out of panels: no second thread pool spinning beside qscope's (OpenBLAS's
 ** threads), and a core taken by another process slows the product by its share only.
 */
@@ -39,6 +44,15 @@ void qs_pgemm_panel(const qs_pgemm *g, size_t p, float *pack);
 void qs_pgemm_run(const qs_pgemm *g, int threads);
 /* Several products in one pool call (their panels in order). */
 void qs_pgemm_run_n(const qs_pgemm *g, int n, int threads);
+/* Blocks of rows a product with packed weights is cut into (1: none) so that a block of x stays in L2
+** while every panel passes over it (K = 1536: 3 MB of x for 512 rows, reread from L3 by each panel). */
+int qs_pgemm_row_blocks(const qs_pgemm *g);
+/* Rows [r0, r1) of block b of nb (whole tiles of 12 rows but the last). */
+void qs_pgemm_block_rows(int R, int nb, int b, int *r0, int *r1);
+/* Units of a product: pairs of panels (64 columns; the last may be one panel). */
+size_t qs_pgemm_units(const qs_pgemm *g);
+/* Task t of the nb x units tasks of a product: block t / units of rows, unit t % units. */
+void qs_pgemm_block(const qs_pgemm *g, int nb, size_t t, float *pack);
 /* Floats of the packing buffer qs_pgemm_panel needs. */
 #define QS_PGEMM_PACK (QS_PGEMM_NR * 256)
 

@@ -102,9 +102,108 @@ static double exp_row_scalar(const float *x, size_t n, float c, float *y)
     return s;
 }
 
+/* exp2_8 on 16 lanes: the same operations lane by lane, so the same bits */
+__attribute__((target("avx512f"))) static inline __m512 exp2_16(__m512 x)
+{
+    const __m512 lo = _mm512_set1_ps(-126.0f);
+    __m512 xc = _mm512_min_ps(_mm512_max_ps(x, lo), _mm512_set1_ps(127.0f));
+    __m512 fl = _mm512_roundscale_ps(xc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 f = _mm512_sub_ps(xc, fl);
+    __m512 p = _mm512_set1_ps(QS_EXP2_C7);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(QS_EXP2_C6));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(QS_EXP2_C5));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(QS_EXP2_C4));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(QS_EXP2_C3));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(QS_EXP2_C2));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(QS_EXP2_C1));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(fl), _mm512_set1_epi32(127)), 23);
+    __m512 r = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+    return _mm512_maskz_mov_ps((__mmask16)~_mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), r);
+}
+
+/* exp_row_avx2's sums in its order: its two 4-lane accumulators are the halves of one 8-lane one, fed
+** 8 values at a time (16 computed at once), then folded and finished as it does: the same bits. */
+__attribute__((target("avx512f,avx2,fma"))) static double exp_row_avx512(const float *x, size_t n, float c, float *y)
+{
+    const __m512 vc = _mm512_set1_ps(c), l2 = _mm512_set1_ps(LOG2E);
+    __m512d a = _mm512_setzero_pd();
+    size_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m512 v = exp2_16(_mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + j), vc), l2));
+        if (y) _mm512_storeu_ps(y + j, v);
+        a = _mm512_add_pd(a, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
+        a = _mm512_add_pd(a, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+    }
+    if (j + 8 <= n) {
+        __m256 v = exp2_8(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), _mm512_castps512_ps256(vc)),
+                                        _mm512_castps512_ps256(l2)));
+        if (y) _mm256_storeu_ps(y + j, v);
+        a = _mm512_add_pd(a, _mm512_cvtps_pd(v));
+        j += 8;
+    }
+    double t[8];
+    _mm512_storeu_pd(t, a);
+    double s = ((t[0] + t[4]) + (t[1] + t[5])) + ((t[2] + t[6]) + (t[3] + t[7]));
+    for (; j < n; j++) {
+        float v = expf(x[j] - c);
+        if (y) y[j] = v;
+        s += v;
+    }
+    return s;
+}
+
 double qs_exp_row(const float *x, size_t n, float c, float *y)
 {
+    if (qs_simd_level() >= QS_SIMD_AVX512) return exp_row_avx512(x, n, c, y);
     return qs_simd_level() >= QS_SIMD_AVX2 ? exp_row_avx2(x, n, c, y) : exp_row_scalar(x, n, c, y);
+}
+
+/* x[j] *= a (a product per element at any width: the same bits) */
+__attribute__((target("avx512f"))) static void scale_avx512(float *x, size_t n, float a)
+{
+    const __m512 va = _mm512_set1_ps(a);
+    size_t j = 0;
+    for (; j + 16 <= n; j += 16) _mm512_storeu_ps(x + j, _mm512_mul_ps(_mm512_loadu_ps(x + j), va));
+    if (j < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - j)) - 1);
+        _mm512_mask_storeu_ps(x + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + j), va));
+    }
+}
+
+void qs_scale_row(float *x, size_t n, float a)
+{
+    if (qs_simd_level() >= QS_SIMD_AVX512) { scale_avx512(x, n, a); return; }
+    for (size_t j = 0; j < n; j++) x[j] *= a;
+}
+
+/* out[j] = (x[j] * r) * w[j] and x[j] += a[j]: element by element, the same bits at any width */
+__attribute__((target("avx512f"))) static void norm_scale_avx512(float *out, const float *x, float r, const float *w, size_t n)
+{
+    const __m512 vr = _mm512_set1_ps(r);
+    size_t j = 0;
+    for (; j + 16 <= n; j += 16)
+        _mm512_storeu_ps(out + j, _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(x + j), vr), _mm512_loadu_ps(w + j)));
+    for (; j < n; j++) out[j] = x[j] * r * w[j];
+}
+
+void qs_norm_scale_row(float *out, const float *x, float r, const float *w, size_t n)
+{
+    if (qs_simd_level() >= QS_SIMD_AVX512) { norm_scale_avx512(out, x, r, w, n); return; }
+    for (size_t j = 0; j < n; j++) out[j] = x[j] * r * w[j];
+}
+
+__attribute__((target("avx512f"))) static void add_avx512(float *x, const float *a, size_t n)
+{
+    size_t j = 0;
+    for (; j + 16 <= n; j += 16) _mm512_storeu_ps(x + j, _mm512_add_ps(_mm512_loadu_ps(x + j), _mm512_loadu_ps(a + j)));
+    for (; j < n; j++) x[j] += a[j];
+}
+
+void qs_add_row(float *x, const float *a, size_t n)
+{
+    if (qs_simd_level() >= QS_SIMD_AVX512) { add_avx512(x, a, n); return; }
+    for (size_t j = 0; j < n; j++) x[j] += a[j];
 }
 
 double qs_sum_exp_row(const float *x, size_t n, float m) { return qs_exp_row(x, n, m, NULL); }
@@ -128,8 +227,7 @@ float qs_softmax_row(float *x, size_t n)
     else
         for (size_t j = 0; j < n; j++) m = x[j] > m ? x[j] : m;
     double s = qs_exp_row(x, n, m, x);
-    const float inv = (float)(1.0 / s);
-    for (size_t j = 0; j < n; j++) x[j] *= inv;
+    qs_scale_row(x, n, (float)(1.0 / s));
     return m;
 }
 
@@ -143,26 +241,6 @@ __attribute__((target("avx2,fma"))) static void swiglu_avx2(float *g, const floa
         _mm256_storeu_ps(g + j, _mm256_mul_ps(_mm256_div_ps(x, d), _mm256_loadu_ps(u + j)));
     }
     for (; j < n; j++) g[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
-}
-
-/* exp2_8 on 16 lanes: the same operations lane by lane, so the same bits */
-__attribute__((target("avx512f"))) static inline __m512 exp2_16(__m512 x)
-{
-    const __m512 lo = _mm512_set1_ps(-126.0f);
-    __m512 xc = _mm512_min_ps(_mm512_max_ps(x, lo), _mm512_set1_ps(127.0f));
-    __m512 fl = _mm512_roundscale_ps(xc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 f = _mm512_sub_ps(xc, fl);
-    __m512 p = _mm512_set1_ps(QS_EXP2_C7);
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(QS_EXP2_C6));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(QS_EXP2_C5));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(QS_EXP2_C4));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(QS_EXP2_C3));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(QS_EXP2_C2));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(QS_EXP2_C1));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(fl), _mm512_set1_epi32(127)), 23);
-    __m512 r = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
-    return _mm512_maskz_mov_ps((__mmask16)~_mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), r);
 }
 
 /* 16 lanes at a time, the rest as swiglu_avx2 cuts it (8 lanes, then libm): the AVX2 path's bits */
@@ -204,8 +282,22 @@ __attribute__((target("avx2,fma"))) static size_t nonfinite_avx2(const float *x,
     return c;
 }
 
+/* a count: any width gives the same */
+__attribute__((target("avx512f"))) static size_t nonfinite_avx512(const float *x, size_t n)
+{
+    const __m512i em = _mm512_set1_epi32(0x7f800000);
+    size_t j = 0, c = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m512i v = _mm512_and_si512(_mm512_loadu_si512((const void *)(x + j)), em);
+        c += (size_t)__builtin_popcount((unsigned)_mm512_cmpeq_epi32_mask(v, em));
+    }
+    for (; j < n; j++) c += !isfinite(x[j]);
+    return c;
+}
+
 size_t qs_count_nonfinite(const float *x, size_t n)
 {
+    if (qs_simd_level() >= QS_SIMD_AVX512) return nonfinite_avx512(x, n);
     if (qs_simd_level() >= QS_SIMD_AVX2) return nonfinite_avx2(x, n);
     size_t c = 0;
     for (size_t j = 0; j < n; j++) c += !isfinite(x[j]);
