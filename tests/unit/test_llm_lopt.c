@@ -7,10 +7,7 @@
 ** The merge must also be exercised: for the tokenizers the proof covers, anchors are taken and no
 ** anchor ever differs (a difference would mean the cut-position analysis is wrong).
 */
-#include <stdarg.h>
-#include <stddef.h>
-#include <setjmp.h>
-#include <cmocka.h>
+#include "test_util.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -253,7 +250,7 @@ static void test_cjk_lines(void **st)
 static void test_smollm2(void **st)
 {
     (void)st;
-    if (access(SMOLLM2, R_OK) || access(AUSTEN, R_OK)) { skip(); return; }   /* data: make data */
+    if (access(SMOLLM2, R_OK) || access(AUSTEN, R_OK)) { tu_skip("data: SmolLM2 or the Austen novels are absent (make data)"); return; }
     qs_llm_file f;
     qs_err e = {{0}};
     assert_int_equal(qs_llm_load(SMOLLM2, &f, &e), 0);
@@ -332,7 +329,7 @@ static int32_t *plain_rule(const qs_llm_vocab *v, const char *t, size_t len, siz
 static void test_plain_anchor_rule(void **st)
 {
     (void)st;
-    if (access(SMOLLM2, R_OK)) { skip(); return; }   /* data: make data */
+    if (access(SMOLLM2, R_OK)) { tu_skip("data: SmolLM2 is absent (make data)"); return; }
     qs_llm_file f;
     qs_err e = {{0}};
     assert_int_equal(qs_llm_load(SMOLLM2, &f, &e), 0);
@@ -454,8 +451,8 @@ static void test_wordpiece(void **st)
     };
     static const char *const pres[] = {
         "{\"type\":\"Whitespace\"}", "{\"type\":\"WhitespaceSplit\"}",
-        "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"WhitespaceSplit\"},{\"type\":\"Punctuation\",\"behavior\":\"Isolated\"},"
-        "{\"type\":\"Digits\",\"individual_digits\":true}]}",
+        ("{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"WhitespaceSplit\"},{\"type\":\"Punctuation\",\"behavior\":\"Isolated\"},"
+         "{\"type\":\"Digits\",\"individual_digits\":true}]}"),
     };
     for (size_t i = 0; i < 3; i++) {
         saved o = swap(&f.v, norms[i], pres[i]);
@@ -566,7 +563,10 @@ static void test_minilm(void **st)
 {
     (void)st;
     static const char *const files[] = {"../data/models/minilm/tokenizer.json", "../data/models/minilm/vocab.txt"};
-    if (access(files[0], R_OK) || access(files[1], R_OK) || access(AUSTEN, R_OK)) { skip(); return; }   /* data: make data */
+    if (access(files[0], R_OK) || access(files[1], R_OK) || access(AUSTEN, R_OK)) {
+        tu_skip("data: MiniLM's tokenizer files or the Austen novels are absent (make data)");
+        return;
+    }
     FILE *fp = fopen(AUSTEN, "rb");
     assert_non_null(fp);
     size_t cap = 300000;
