@@ -138,8 +138,10 @@ static int shared_put(qs_llm_tok_shared *sh, uint64_t h, const char *s, size_t n
     if (!x) return -1;
     *x = (sent){h, (uint32_t)n, (uint32_t)cnt};
     memcpy(x + 1, s, n);
-    memcpy((char *)x + at, ids, cnt * sizeof *ids);
-    memcpy((char *)x + at + cnt * sizeof *ids, sp, 2 * cnt * sizeof *sp);
+    if (cnt) {   /* a piece with no ids (every byte unknown) has no buffers to copy from */
+        memcpy((char *)x + at, ids, cnt * sizeof *ids);
+        memcpy((char *)x + at + cnt * sizeof *ids, sp, 2 * cnt * sizeof *sp);
+    }
     for (size_t i = h & (sh->cap - 1);; i = (i + 1) & (sh->cap - 1)) {
         sent *cur = NULL;
         if (atomic_compare_exchange_strong_explicit(&sh->tab[i], &cur, x, memory_order_acq_rel, memory_order_acquire)) {
@@ -349,7 +351,8 @@ static int piece(void *ctx, const char *s, size_t n, size_t at, size_t virt)
         return -1;
     }
     if (emit_ids(t, i0, t->ilen, at, virt)) return -1;
-    if (t->sh && n <= CACHE_MAX_PIECE && !shared_put(t->sh, h, s, n, t->ids + i0, t->rsp + 2 * i0, t->ilen - i0)) {
+    if (t->sh && n <= CACHE_MAX_PIECE &&
+        !shared_put(t->sh, h, s, n, t->ids ? t->ids + i0 : NULL, t->rsp ? t->rsp + 2 * i0 : NULL, t->ilen - i0)) {
         t->ilen = i0;   /* published: the private cache does not keep it */
         return 0;
     }
