@@ -2,7 +2,7 @@
 """Expected normalizer outputs and tokenizations from Hugging Face `tokenizers` (the test oracle, never
 a runtime dependency) for tests/unit/test_llm_tok_norm.c.
 
-  pip install --no-deps --target build/pyref /tmp/tokw/tokenizers-*.whl     # tokenizers 0.23.3
+  pip install --no-deps --target build/pyref tokenizers==0.23.3     # tokenizers 0.23.3
   pip download --no-deps sentencepiece && pip install --no-deps --target build/pyref sentencepiece-*.whl
   PYTHONPATH=build/pyref /usr/bin/python3 tests/llm/make_norm_vectors.py
 

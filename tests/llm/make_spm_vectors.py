@@ -3,8 +3,8 @@
 runtime dependency): Google's `sentencepiece` for tokenizer.model files and Hugging Face `tokenizers`
 for their tokenizer.json forms.
 
-  pip install --no-deps --target build/pyref sentencepiece /tmp/tokw/tokenizers-*.whl
-  PYTHONPATH=build/pyref:/tmp/pyref /usr/bin/python3 tests/llm/make_spm_vectors.py
+  pip install --no-deps --target build/pyref sentencepiece tokenizers==0.23.3 numpy
+  PYTHONPATH=build/pyref /usr/bin/python3 tests/llm/make_spm_vectors.py
 
 Writes, in tests/fixtures/llm/ (seeded: the same bytes every run for the same library versions):
   spm_{bpe,bpe_nofb,uni,uni_nofb}.model  tiny models trained by sentencepiece's trainer on generated
@@ -117,7 +117,7 @@ def train(name, model_type, vocab, byte_fallback, rule="identity"):
         os.makedirs(os.path.dirname(tsv), exist_ok=True)
         with open(tsv, "w") as f:
             f.write("".join("%s\t%s\n" % r for r in RULES))
-        extra = {"normalization_rule_tsv": tsv}
+        extra = {"normalization_rule_tsv": os.path.relpath(tsv)}   # the model keeps this path: no machine path
         rule = "identity"
     spm.SentencePieceTrainer.train(**extra,
         sentence_iterator=iter(corpus()), model_writer=buf, model_type=model_type, vocab_size=vocab,

@@ -2,7 +2,7 @@
 """Expected WordPiece tokenizations from Hugging Face `tokenizers` (the test oracle, never a runtime
 dependency), for tests/unit/test_llm_tok_wordpiece.c.
 
-  pip install --no-deps --target build/pyref /tmp/tokw/tokenizers-*.whl   # any recent tokenizers
+  pip install --no-deps --target build/pyref tokenizers   # any recent tokenizers
   PYTHONPATH=build/pyref /usr/bin/python3 tests/llm/make_wordpiece_vectors.py [--tables] [MINILM_DIR [TEXT]]
 
 Writes, in tests/fixtures/llm/:
