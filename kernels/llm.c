@@ -4,7 +4,9 @@
 #include "llm.h"
 #include "attn_internal.h"
 #include "cast_scale.h"
+#include "llm_ext.h"
 #include "llm_internal.h"
+#include "llm_moe.h"
 #include "llm_pgemm.h"
 #include "llm_prefill.h"
 #include "llm_rows.h"
@@ -39,13 +41,13 @@ int qs_llm_cfg_check(const qs_llm_cfg *c, qs_err *e)
                        c->vocab, c->n_layer);
     if (!(c->eps > 0) || !(c->rope_base > 0))
         return qs_fail(e, "RMSNorm epsilon %g and RoPE base %g must be > 0", c->eps, c->rope_base);
-    return 0;
+    return qs_llm_ext_check(c, e);
 }
 
 static size_t layer_floats(const qs_llm_cfg *c)
 {
     size_t d = (size_t)c->dim, kv = (size_t)c->n_kv_head * c->head_dim, f = (size_t)c->ffn, qd = qs_llm_q_dim(c);
-    return d + qd * d + kv * d * 2 + d * qd + d + f * d * 3;
+    return d + qd * d + kv * d * 2 + d * qd + d + (c->n_expert ? 0 : f * d * 3);   /* experts: ext_arena */
 }
 
 int qs_llm_alloc(qs_llm_model *m, const qs_llm_cfg *c, int tied, qs_err *e)
@@ -75,10 +77,12 @@ int qs_llm_alloc(qs_llm_model *m, const qs_llm_cfg *c, int tied, qs_err *e)
         L->wv = p; p += kv * d;
         L->wo = p; p += d * qd;
         L->ffn_norm = p; p += d;
+        if (c->n_expert) continue;
         L->w_gate = p; p += f * d;
         L->w_up = p; p += f * d;
         L->w_down = p; p += d * f;
     }
+    if (qs_llm_ext_alloc(m, e)) { qs_llm_free(m); return -1; }
     return 0;
 }
 
@@ -102,6 +106,7 @@ int qs_llm_alloc_bias(qs_llm_model *m, qs_err *e)
 void qs_llm_free(qs_llm_model *m)
 {
     free(m->bias_arena);
+    free(m->ext_arena);
     free(m->arena);
     free(m->L);
     memset(m, 0, sizeof *m);
@@ -112,6 +117,7 @@ int qs_llm_clone(qs_llm_model *dst, const qs_llm_model *src, qs_err *e)
     int tied = src->output == src->tok_embd;
     if (qs_llm_alloc(dst, &src->c, tied, e)) return -1;
     memcpy(dst->arena, src->arena, src->arena_len * sizeof(float));   /* same layout, same offsets */
+    if (src->ext_len) memcpy(dst->ext_arena, src->ext_arena, src->ext_len * sizeof(float));   /* likewise */
     if (src->bias_arena) {
         if (qs_llm_alloc_bias(dst, e)) { qs_llm_free(dst); return -1; }
         memcpy(dst->bias_arena, src->bias_arena, src->bias_len * sizeof(float));
@@ -151,8 +157,9 @@ static int quant_layer(const qs_llm_cfg *c, qs_llm_layer *L, const qs_apply *w, 
     size_t d = (size_t)c->dim, kv = (size_t)c->n_kv_head * c->head_dim, f = (size_t)c->ffn, qd = qs_llm_q_dim(c);
     return quant_matrix(w, scaled, L->wq, qd, d, e) || quant_matrix(w, scaled, L->wk, kv, d, e) ||
                    quant_matrix(w, scaled, L->wv, kv, d, e) || quant_matrix(w, scaled, L->wo, d, qd, e) ||
-                   quant_matrix(w, scaled, L->w_gate, f, d, e) || quant_matrix(w, scaled, L->w_up, f, d, e) ||
-                   quant_matrix(w, scaled, L->w_down, d, f, e)
+                   (L->w_gate && (quant_matrix(w, scaled, L->w_gate, f, d, e) || quant_matrix(w, scaled, L->w_up, f, d, e) ||
+                                  quant_matrix(w, scaled, L->w_down, d, f, e))) ||
+                   (L->moe.router && qs_llm_moe_quantize(c, &L->moe, w, scaled, e))
                ? -1 : 0;
 }
 
@@ -171,6 +178,8 @@ int qs_llm_view_quantize_layers(qs_llm_model *dst, const qs_llm_model *src, cons
     size_t d = (size_t)c->dim, kv = (size_t)c->n_kv_head * c->head_dim, f = (size_t)c->ffn, qd = qs_llm_q_dim(c);
     size_t per = 2 * qd * d + 2 * kv * d + 3 * f * d, nsel = 0;
     for (int l = 0; l < c->n_layer; l++) nsel += layers[l] != 0;
+    if (nsel && c->n_expert)
+        return qs_fail(e, "%s: per-layer weight rounding of mixture-of-experts layers is not supported", c->arch[0] ? c->arch : "model");
     *dst = *src;
     dst->arena = NULL; dst->arena_len = 0;
     dst->L = malloc((size_t)c->n_layer * sizeof *dst->L);
@@ -265,8 +274,7 @@ qs_llm_state *qs_llm_state_new(const qs_llm_cfg *c, int batch, int max_pos, int 
     int half = c->head_dim / 2;
     for (int p = 0; p < max_pos; p++)
         for (int i = 0; i < half; i++) {
-            double fr = pow((double)c->rope_base, -2.0 * i / c->head_dim);
-            double a = p * fr;
+            double a = p * qs_llm_rope_freq(c, i);
             s->rcos[(size_t)p * half + i] = (float)cos(a);
             s->rsin[(size_t)p * half + i] = (float)sin(a);
         }
@@ -484,6 +492,7 @@ typedef struct att_job {
     float alpha;
     int packed;   /* K and V of this layer packed (s->kp, s->vp): no packing per task, Q K^T by row groups */
     int B;        /* sequences of the call */
+    int win;      /* sliding window (0: none): keys below pos - win + 1 get probability 0 */
 } att_job;
 
 static void att_task(void *ctx, size_t task, void *scratch)
@@ -517,9 +526,10 @@ static void att_task(void *ctx, size_t task, void *scratch)
         qs_pgemm_run(&gs, 1);
     for (int i = 0; i < nt; i++) {
         float *row = S + (size_t)i * n;
-        const int nv = j->pos0 + t0 + i + 1;
-        qs_scale_row(row, (size_t)nv, j->alpha);
-        qs_softmax_row(row, (size_t)nv);
+        const int nv = j->pos0 + t0 + i + 1, lo = j->win && nv > j->win ? nv - j->win : 0;
+        qs_scale_row(row + lo, (size_t)(nv - lo), j->alpha);
+        qs_softmax_row(row + lo, (size_t)(nv - lo));
+        memset(row, 0, (size_t)lo * sizeof(float));
         memset(row + nv, 0, (size_t)(n - nv) * sizeof(float));
     }
     qs_pgemm gv = {s->att + ((size_t)b * T + t0) * qd + (size_t)h * hd, S, vb + (size_t)kh * hd, nt, n, hd, n, qd, NULL, kvd, 1, 0, 0};
@@ -527,9 +537,9 @@ static void att_task(void *ctx, size_t task, void *scratch)
     qs_pgemm_run(&gv, 1);
 }
 
-static int attend_gemm(qs_llm_state *s, int l, int B, int T, int pos0, int grp, float scale, int packed, qs_err *e)
+static int attend_gemm(qs_llm_state *s, int l, int B, int T, int pos0, int grp, float scale, int packed, int win, qs_err *e)
 {
-    att_job j = {s, l, T, pos0, grp, (T + ATT_TILE - 1) / ATT_TILE, scale, packed, B};
+    att_job j = {s, l, T, pos0, grp, (T + ATT_TILE - 1) / ATT_TILE, scale, packed, B, win};
     size_t ntasks = (size_t)B * s->c.n_head * j.ntile;
     return qs_attn_tasks(qs_llm_threads(), ntasks, (size_t)ATT_TILE * (pos0 + T) * sizeof(float), att_task, &j, e);
 }
@@ -590,6 +600,7 @@ static int qkv_rows(qs_llm_state *s, const qs_llm_layer *L, int B, int T, int po
     if (L->bq) add_bias(s->q, L->bq, R, qd);   /* Qwen2: after the product, before RoPE */
     if (L->bk) add_bias(s->k, L->bk, R, kvd);
     if (L->bv) add_bias(s->v, L->bv, R, kvd);
+    if (L->q_norm) qs_llm_qk_norm(s->q, s->k, L->q_norm, L->k_norm, R, c->n_head, c->n_kv_head, hd, c->eps);
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             int r = b * T + t, p = pos0 + t;
@@ -651,6 +662,7 @@ int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm
         const qs_apply *a_ai = lf ? lf[QS_SITE_ATTN_IN] : act, *a_ao = lf ? lf[QS_SITE_ATTN_OUT] : act;
         const qs_apply *a_fi = lf ? lf[QS_SITE_FFN_IN] : act, *a_fd = lf ? lf[QS_SITE_FFN_DOWN_IN] : act;
         const qs_apply *kvf = lf ? lf[QS_LLM_LSITE_KV] : kv_all;
+        const int win = L->swa ? c->sliding_window : 0;   /* keys a query sees: its last `win` positions (0: all) */
         if (!big) for (int r = 0; r < R; r++) rmsnorm(s->xn + (size_t)r * d, s->x + (size_t)r * d, L->attn_norm, d, c->eps);
         else if (l == l0) qs_prefill_add_norm(s->x, NULL, s->xn, L->attn_norm, R, d, c->eps);   /* later: fused below */
         if (tap) tap(tap_ctx, l, QS_SITE_ATTN_IN, s->xn, R, d);
@@ -664,25 +676,25 @@ int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm
             if (pos0 == 0 && kv_packs(s, e)) return -1;   /* every key is a row of this call: packed as written */
             qs_prefill_rope ra = {s->q, s->k, s->v, s->kc + lbase, s->vc + lbase, pos0 ? NULL : s->kp, pos0 ? NULL : s->vp,
                                   s->ldp, L->bq, L->bk, L->bv, s->rcos, s->rsin, kvf, scaled, R, T, pos0, s->max_pos,
-                                  c->n_head, c->n_kv_head, hd, c->rope_neox};
+                                  c->n_head, c->n_kv_head, hd, c->rope_neox, L->q_norm, L->k_norm, c->eps};
             if (qs_prefill_rope_kv(&ra, e)) return -1;
         } else if (qkv_rows(s, L, B, T, pos0, lbase, kvf, scaled, e))
             return -1;
         if (tap) { tap(tap_ctx, l, QS_SITE_K, s->k, R, kvd); tap(tap_ctx, l, QS_SITE_V, s->v, R, kvd); }
         /* causal attention over the cache (all K/V of this call are in the cache now) */
         if (T >= ATT_GEMM_MIN) {
-            if (attend_gemm(s, l, B, T, pos0, grp, scale, big && pos0 == 0 && s->kp, e)) return -1;
+            if (attend_gemm(s, l, B, T, pos0, grp, scale, big && pos0 == 0 && s->kp, win, e)) return -1;
         } else
         for (int b = 0; b < B; b++)
             for (int t = 0; t < T; t++) {
-                int r = b * T + t, n = pos0 + t + 1;
+                int r = b * T + t, n = pos0 + t + 1, j0 = win && n > win ? n - win : 0;   /* sliding window */
                 const float *kb = s->kc + lbase + (size_t)b * s->max_pos * kvd;
                 const float *vb = s->vc + lbase + (size_t)b * s->max_pos * kvd;
                 for (int h = 0; h < c->n_head; h++) {
                     const float *q = s->q + (size_t)r * qd + (size_t)h * hd;
                     int kh = h / grp;
                     float mx = -INFINITY;
-                    for (int j = 0; j < n; j++) {
+                    for (int j = j0; j < n; j++) {
                         const float *kj = kb + (size_t)j * kvd + (size_t)kh * hd;
                         float dot = 0;
                         for (int i = 0; i < hd; i++) dot += q[i] * kj[i];
@@ -690,11 +702,11 @@ int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm
                         if (s->sc[j] > mx) mx = s->sc[j];
                     }
                     double sum = 0;
-                    for (int j = 0; j < n; j++) { s->sc[j] = expf(s->sc[j] - mx); sum += s->sc[j]; }
+                    for (int j = j0; j < n; j++) { s->sc[j] = expf(s->sc[j] - mx); sum += s->sc[j]; }
                     float inv = (float)(1.0 / sum);
                     float *o = s->att + (size_t)r * qd + (size_t)h * hd;
                     for (int i = 0; i < hd; i++) o[i] = 0;
-                    for (int j = 0; j < n; j++) {
+                    for (int j = j0; j < n; j++) {
                         const float *vj = vb + (size_t)j * kvd + (size_t)kh * hd;
                         float pj = s->sc[j] * inv;
                         for (int i = 0; i < hd; i++) o[i] += pj * vj[i];
@@ -711,6 +723,10 @@ int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm
         }
         if (tap) tap(tap_ctx, l, QS_SITE_FFN_IN, s->xn, R, d);
         if (a_fi && round_rows_par(a_fi, scaled, resq, s->xn, R, d, s->tmp, e)) return -1;
+        if (L->moe.router) {   /* mixture of experts (llm_moe.c): the output lands in s->xn as the down projection's */
+            if (qs_llm_moe_ffn(c, &L->moe, s->xn, R, a_fd, scaled, resq, e)) return -1;
+            goto ffn_done;
+        }
         if (big) qs_prefill_swiglu(s->pc, s->h1, s->h2, s->xn, L->w_gate, L->w_up, R, d, F);
         else if (R > QS_LLM_GEMV_ROWS && L->w_up == L->w_gate + (size_t)F * d) {
             /* gate and up adjacent: one SGEMM of 2 ffn outputs, SwiGLU per row into h1 */
@@ -730,6 +746,7 @@ int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm
         if (tap) tap(tap_ctx, l, QS_SITE_FFN_DOWN_IN, s->h1, R, F);
         if (a_fd && round_rows_par(a_fd, scaled, resq, s->h1, R, F, s->tmp, e)) return -1;
         linear(s->pc, s->xn, s->h1, L->w_down, R, F, d);
+    ffn_done:
         if (big)   /* the residual add and the next RMSNorm (the output norm after the last layer) in one pass */
             qs_prefill_add_norm(s->x, s->xn, l + 1 < c->n_layer ? s->xn : hidden,
                                 l + 1 < c->n_layer ? m->L[l + 1].attn_norm : m->out_norm, R, d, c->eps);
@@ -784,6 +801,8 @@ double qs_llm_flops_per_token(const qs_llm_cfg *c, int ctx)
 {
     double d = c->dim, kv = (double)c->n_kv_head * c->head_dim, f = c->ffn;
     double qd = (double)c->n_head * c->head_dim;
+    if (c->n_expert)   /* the experts a token uses, its router and the shared expert */
+        f = (double)f * c->n_expert_used + (double)c->ffn_shexp + (double)c->n_expert / 3;
     double per_layer = 2 * (qd * d * 2 + kv * d * 2 + 3 * f * d) + 4.0 * qd * ctx;
     return c->n_layer * per_layer + 2 * d * c->vocab;
 }
@@ -798,3 +817,14 @@ int qs_llm_round_rows(const qs_apply *a, int scaled, qs_llm_resq resq, float *x,
 }
 
 void qs_llm_rope_row(float *v, int nheads, int hd, const float *cs, const float *sn, int neox) { rope(v, nheads, hd, cs, sn, neox); }
+
+int qs_llm_quant_matrix(const qs_apply *w, int scaled, float *p, size_t rows, size_t cols, qs_err *e)
+{
+    return quant_matrix(w, scaled, p, rows, cols, e);
+}
+
+void qs_llm_qk_norm(float *q, float *k, const float *qn, const float *kn, int R, int n_head, int n_kv_head, int hd, float eps)
+{
+    for (size_t i = 0; i < (size_t)R * n_head; i++) rmsnorm(q + i * hd, q + i * hd, qn, hd, eps);
+    for (size_t i = 0; i < (size_t)R * n_kv_head; i++) rmsnorm(k + i * hd, k + i * hd, kn, hd, eps);
+}

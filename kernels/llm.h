@@ -31,17 +31,39 @@
 #include "format_apply.h"
 #include "qs_err.h"
 
+#define QS_LLM_ROPE_FF_MAX 256   /* RoPE frequency factors: head_dim <= 512 */
+
 typedef struct qs_llm_cfg {
     int n_layer, dim, n_head, n_kv_head, head_dim, ffn, vocab, ctx;
     float rope_base, eps;
     int rope_neox;            /* 0: RoPE on adjacent pairs (2i, 2i+1) (llama GGUF); 1: on (i, i + head_dim/2),
                               ** Hugging Face's rotate_half (safetensors checkpoints, GGUF qwen2) */
+    /* Beyond the Llama core (all 0: off; docs/llm.md, *Model families*; weights in kernels/llm_ext.h) */
+    int qk_norm;              /* per-head RMSNorm of Q and K (one gain [head_dim] each per layer) before RoPE (Qwen3) */
+    int sliding_window;       /* > 0: layers with swa set attend to the last sliding_window positions (Mistral) */
+    int rope_nff;             /* > 0 (= head_dim/2): RoPE frequency i divided by rope_ff[i] (Llama 3 rope_freqs) */
+    float rope_ff[QS_LLM_ROPE_FF_MAX];
+    int n_expert, n_expert_used;   /* > 0: every layer's FFN is a mixture of experts of width ffn (kernels/llm_moe.h) */
+    int moe_norm_topk;        /* renormalise the top-k routing weights to sum 1 (Mixtral, Qwen3-MoE) */
+    int ffn_shexp;            /* > 0: a shared expert of this width with a sigmoid gate (Qwen2-MoE) */
+    char arch[16];            /* the architecture's name for messages ("qwen3"); "" when unknown */
 } qs_llm_cfg;
 
 typedef struct qs_llm_layer {
     float *attn_norm, *wq, *wk, *wv, *wo, *ffn_norm, *w_gate, *w_up, *w_down;   /* wq [q_dim][dim], wo [dim][q_dim] */
     float *bq, *bk, *bv;      /* Q/K/V projection biases (Qwen2), added after the products; NULL = none */
+    float *q_norm, *k_norm;   /* QK-norm gains [head_dim] (cfg.qk_norm), in ext_arena; NULL = none */
+    struct qs_llm_moe_w {     /* mixture-of-experts FFN (cfg.n_expert), in ext_arena; router NULL = dense FFN,
+                              ** and then w_gate/w_up/w_down are NULL when it is set */
+        float *router;        /* [n_expert][dim], FP32 (never rounded: routing runs in FP32) */
+        float *gate, *up;     /* [n_expert][ffn][dim] */
+        float *down;          /* [n_expert][dim][ffn] */
+        float *sh_gate, *sh_up, *sh_down;   /* shared expert [ffn_shexp][dim], [dim][ffn_shexp]; NULL = none */
+        float *sh_inp;        /* [dim]: the shared expert's sigmoid gate (Qwen2-MoE) */
+    } moe;
+    int swa;                  /* attends to the last cfg.sliding_window positions only */
 } qs_llm_layer;
+typedef struct qs_llm_moe_w qs_llm_moe_w;
 
 typedef struct qs_llm_model {
     qs_llm_cfg c;
@@ -53,6 +75,8 @@ typedef struct qs_llm_model {
     size_t arena_len;         /* floats */
     float *bias_arena;        /* the Q/K/V biases of every layer (qs_llm_alloc_bias), or NULL */
     size_t bias_len;          /* floats */
+    float *ext_arena;         /* QK-norm gains and MoE weights (kernels/llm_ext.c), or NULL */
+    size_t ext_len;           /* floats */
 } qs_llm_model;
 
 /* Check a configuration (positive sizes, head_dim even, n_head a multiple of n_kv_head, sizes small
@@ -62,11 +86,18 @@ int qs_llm_cfg_check(const qs_llm_cfg *c, qs_err *e);
 /* n_head * head_dim: rows of wq, columns of wo, width of the attention output. */
 static inline size_t qs_llm_q_dim(const qs_llm_cfg *c) { return (size_t)c->n_head * (size_t)c->head_dim; }
 
-/* Allocate an uninitialised model of this shape (one arena); tied: output aliases tok_embd. */
+/* Allocate an uninitialised model of this shape (one arena; QK-norm gains and experts in ext_arena, see
+** kernels/llm_ext.c); tied: output aliases tok_embd. */
 int qs_llm_alloc(qs_llm_model *m, const qs_llm_cfg *c, int tied, qs_err *e);
 void qs_llm_free(qs_llm_model *m);
 /* Give every layer Q/K/V bias arrays (uninitialised; biases stay FP32 under weight formats). */
 int qs_llm_alloc_bias(qs_llm_model *m, qs_err *e);
+/* Angular frequency of RoPE pair i: rope_base^(-2i/head_dim), divided by rope_ff[i] when cfg has them. */
+double qs_llm_rope_freq(const qs_llm_cfg *c, int i);
+/* A path that runs only the Llama core (training, the batched decoder) refuses a model beyond it, one
+** line naming the architecture and what is missing: "qwen3: training does not run QK-norm".  max_pos:
+** the positions the path needs (a sliding window no shorter changes nothing).  0 when it can run. */
+int qs_llm_cfg_core_only(const qs_llm_cfg *c, int max_pos, const char *who, qs_err *e);
 /* Deep copy (the copy is tied iff the source is). */
 int qs_llm_clone(qs_llm_model *dst, const qs_llm_model *src, qs_err *e);
 

@@ -12,5 +12,9 @@ void qs_llm_rmsnorm_row(float *out, const float *x, const float *w, int n, float
 int qs_llm_round_rows(const qs_apply *a, int scaled, qs_llm_resq resq, float *x, int rows, int cols, float *tmp, qs_err *e);
 /* RoPE of one row of nheads heads at the angles cs/sn of its position. */
 void qs_llm_rope_row(float *v, int nheads, int hd, const float *cs, const float *sn, int neox);
+/* Round a weight matrix [rows][cols] in place as qs_llm_quantize_weights does (experts, llm_moe.c). */
+int qs_llm_quant_matrix(const qs_apply *w, int scaled, float *p, size_t rows, size_t cols, qs_err *e);
+/* QK-norm: RMSNorm of each head of R rows of q [R][n_head*hd] and k [R][n_kv_head*hd] with gains qn/kn [hd]. */
+void qs_llm_qk_norm(float *q, float *k, const float *qn, const float *kn, int R, int n_head, int n_kv_head, int hd, float eps);
 
 #endif

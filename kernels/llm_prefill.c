@@ -175,6 +175,7 @@ static int rope_rows(const qs_prefill_rope *a, int r0, int r1, qs_err *e)
         if (a->bq) for (int i = 0; i < qd; i++) q[i] += a->bq[i];
         if (a->bk) for (int i = 0; i < kvd; i++) k[i] += a->bk[i];
         if (a->bv) for (int i = 0; i < kvd; i++) v[i] += a->bv[i];
+        if (a->qn) qs_llm_qk_norm(q, k, a->qn, a->kn, 1, a->n_head, a->n_kv_head, a->hd, a->eps);
         const float *cs = a->rcos + (size_t)p * half, *sn = a->rsin + (size_t)p * half;
         rope_row(q, a->n_head, a->hd, cs, sn, a->neox);
         rope_row(k, a->n_kv_head, a->hd, cs, sn, a->neox);

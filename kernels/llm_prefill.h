@@ -29,6 +29,8 @@ typedef struct qs_prefill_rope {
     const float *bq, *bk, *bv, *rcos, *rsin;
     const qs_apply *kvf;
     int scaled, R, T, pos0, max_pos, n_head, n_kv_head, hd, neox;
+    const float *qn, *kn;             /* QK-norm gains (after the biases, before RoPE), or NULL */
+    float eps;
 } qs_prefill_rope;
 int qs_prefill_rope_kv(const qs_prefill_rope *a, qs_err *e);
 

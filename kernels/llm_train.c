@@ -92,6 +92,7 @@ size_t qs_llm_train_state_floats(const qs_llm_cfg *c, int batch, int T)
 
 qs_llm_train_state *qs_llm_train_state_new(const qs_llm_cfg *c, int batch, int T, qs_err *e)
 {
+    if (qs_llm_cfg_core_only(c, T, "training", e)) return NULL;
     size_t total = qs_llm_train_state_floats(c, batch, T);
     if (!total) {
         if (!qs_llm_cfg_check(c, e)) qs_fail(e, "bad training batch (%d sequences x %d positions)", batch, T);
@@ -186,7 +187,7 @@ void qs_llm_train_state_free(qs_llm_train_state *s)
 
 int qs_llm_grads_new(qs_llm_grads *g, const qs_llm_model *m, qs_err *e)
 {
-    if (qs_llm_alloc(g, &m->c, m->output == m->tok_embd, e)) return -1;
+    if (qs_llm_cfg_core_only(&m->c, 0, "training", e) || qs_llm_alloc(g, &m->c, m->output == m->tok_embd, e)) return -1;
     if (m->L[0].bq && qs_llm_alloc_bias(g, e)) { qs_llm_free(g); return -1; }
     qs_llm_grads_zero(g);
     return 0;

@@ -19,7 +19,11 @@ typedef enum {
     QS_T_EMB, QS_T_OUT, QS_T_OUT_NORM,
     QS_T_ATTN_NORM, QS_T_Q, QS_T_K, QS_T_V, QS_T_O, QS_T_FFN_NORM, QS_T_GATE, QS_T_UP, QS_T_DOWN,
     QS_T_BQ, QS_T_BK, QS_T_BV,
-    QS_T_BO, QS_T_BDOWN, QS_T_Q_NORM, QS_T_K_NORM,   /* refused when present: the forward pass has none */
+    QS_T_BO, QS_T_BDOWN,      /* refused when present: the forward pass has none */
+    QS_T_Q_NORM, QS_T_K_NORM, /* QK-norm gains [head_dim]: read with QS_ARCH_QK_NORM, else refused */
+    QS_T_ROPE_FREQS,          /* GGUF rope_freqs [head_dim/2] (Llama 3: divisors of the RoPE frequencies) */
+    QS_T_ROUTER, QS_T_EXP_GATE, QS_T_EXP_UP, QS_T_EXP_DOWN,   /* experts: GGUF [n_expert][..] stacked, HF one per expert */
+    QS_T_SH_GATE, QS_T_SH_UP, QS_T_SH_DOWN, QS_T_SH_INP,      /* Qwen2-MoE's shared expert and its gate */
     QS_T_COUNT
 } qs_llm_tensor;
 
@@ -27,6 +31,7 @@ typedef enum {
 typedef enum {
     QS_H_N_LAYER, QS_H_DIM, QS_H_FFN, QS_H_N_HEAD, QS_H_N_KV_HEAD, QS_H_HEAD_DIM, QS_H_CTX, QS_H_VOCAB,
     QS_H_ROPE_BASE, QS_H_EPS, QS_H_ROPE_DIM, QS_H_VALUE_DIM,
+    QS_H_N_EXPERT, QS_H_N_EXPERT_USED, QS_H_FFN_EXP, QS_H_FFN_SHEXP, QS_H_SWA,   /* optional, 0 = none */
     QS_H_COUNT
 } qs_llm_hparam;
 
@@ -41,9 +46,12 @@ typedef struct qs_llm_hkey {
 /* Architecture flags. */
 enum {
     QS_ARCH_QKV_BIAS = 1 << 0,   /* Q/K/V projection biases may be present (all layers or none, by layer 0) */
-    QS_ARCH_QK_NORM = 1 << 1,    /* per-head RMSNorm of Q and K before RoPE (Qwen3): no row has it yet, the
-                                 ** forward pass does not run it */
+    QS_ARCH_QK_NORM = 1 << 1,    /* per-head RMSNorm of Q and K before RoPE (Qwen3) */
     QS_ARCH_TIED = 1 << 2,       /* the output matrix may be absent (tied to the token embedding) */
+    QS_ARCH_MOE = 1 << 3,        /* mixture-of-experts FFNs when the expert count says so */
+    QS_ARCH_SWA = 1 << 4,        /* a sliding window (GGUF ARCH.attention.sliding_window, config sliding_window)
+                                 ** applies to every layer */
+    QS_ARCH_HF_ONLY = 1 << 5,    /* no GGUF files of this name (llama.cpp writes Mistral and Mixtral as llama) */
 };
 
 typedef struct qs_llm_arch {
@@ -54,6 +62,9 @@ typedef struct qs_llm_arch {
     int gguf_rope_neox;          /* RoPE pairing of its GGUF files: 0 adjacent pairs (llama.cpp's converter
                                  ** permutes the Q/K rows), 1 rotate_half (rows kept as trained); Hugging
                                  ** Face checkpoints are always rotate_half */
+    int mixtral_names;           /* HF expert tensors spelled block_sparse_moe.experts.E.w1/w3/w2 (Mixtral) */
+    signed char moe_norm[QS_LLM_NSCHEME];   /* top-k renormalised when no key says (GGUF expert_weights_norm,
+                                            ** config norm_topk_prob) */
 } qs_llm_arch;
 
 /* The row named by GGUF general.architecture, or NULL. */
@@ -65,6 +76,9 @@ const char *qs_llm_arch_list(qs_llm_scheme s, char *buf, size_t cap);
 
 /* The name of tensor role t of layer `layer` in scheme s, written to buf. */
 const char *qs_llm_tensor_name(qs_llm_scheme s, qs_llm_tensor t, int layer, char *buf, size_t cap);
+/* The same for architecture A (its spellings, if any) and expert `expert` of a per-expert HF tensor. */
+const char *qs_llm_tensor_name_ax(const qs_llm_arch *A, qs_llm_scheme s, qs_llm_tensor t, int layer, int expert, char *buf,
+                                  size_t cap);
 /* The key of hyper-parameter h. */
 const qs_llm_hkey *qs_llm_hparam_key(qs_llm_hparam h);
 

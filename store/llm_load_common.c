@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../kernels/llm_ext.h"
 #include "tensor.h"
 
 /* FNV-1a */
@@ -153,24 +154,19 @@ const qs_tdesc *qs_llm__find(const qs_llm_src *src, int nsrc, const char *name, 
 }
 
 /* Every message names its file: the shard holding the tensor, else `where` (the model). */
-static int load_t(const qs_llm_src *src, int nsrc, const char *where, const char *name, uint64_t rows, uint64_t cols,
-                  float *dst, qs_err *e)
+int qs_llm__load_tn(const qs_llm_src *src, int nsrc, const char *where, const char *name, const uint64_t *ws, int nd,
+                    float *dst, qs_err *e)
 {
     int k = 0;
     const qs_tdesc *d = qs_llm__find(src, nsrc, name, &k);
     if (!d) return qs_fail(e, "%s: missing tensor %s", where, name);
-    uint64_t want[2] = {rows, cols};
-    int nd = rows ? 2 : 1;
-    const uint64_t *ws = rows ? want : want + 1;
     int okshape = d->ndim == nd;
     for (int i = 0; okshape && i < nd; i++) okshape = d->shape[i] == ws[i];
     if (!okshape) {
-        char got[64];
+        char got[64], want[64];
         qs_shape_str(d->shape, d->ndim, got, sizeof got);
-        return rows ? qs_fail(e, "%s: tensor %s has shape %s, expected %llux%llu", src[k].path, name, got,
-                              (unsigned long long)rows, (unsigned long long)cols)
-                    : qs_fail(e, "%s: tensor %s has shape %s, expected %llu", src[k].path, name, got,
-                              (unsigned long long)cols);
+        qs_shape_str(ws, nd, want, sizeof want);
+        return qs_fail(e, "%s: tensor %s has shape %s, expected %s", src[k].path, name, got, want);
     }
     qs_treader *r = qs_treader_from_image(src[k].buf, src[k].len, d, src[k].path, e);   /* its errors name the path */
     if (!r) return -1;
@@ -183,6 +179,13 @@ static int load_t(const qs_llm_src *src, int nsrc, const char *where, const char
     return 0;
 }
 
+static int load_t(const qs_llm_src *src, int nsrc, const char *where, const char *name, uint64_t rows, uint64_t cols,
+                  float *dst, qs_err *e)
+{
+    const uint64_t want[2] = {rows, cols};
+    return rows ? qs_llm__load_tn(src, nsrc, where, name, want, 2, dst, e) : qs_llm__load_tn(src, nsrc, where, name, want + 1, 1, dst, e);
+}
+
 int qs_llm__load_weights(qs_llm_model *m, const qs_llm_cfg *cfg, const qs_llm_arch *arch, const qs_llm_src *src,
                          int nsrc, const char *where, qs_llm_scheme scheme, int tie, qs_err *e)
 {
@@ -193,9 +196,9 @@ int qs_llm__load_weights(qs_llm_model *m, const qs_llm_cfg *cfg, const qs_llm_ar
     uint64_t bytes = 0;
     for (int k = 0; k < nsrc; k++) bytes += src[k].len;
     /* never allocate more than the files can back: every parameter needs >= 4 bits in a file */
-    uint64_t params = (uint64_t)cfg->vocab * cfg->dim +
+    uint64_t params = (uint64_t)cfg->vocab * cfg->dim + qs_llm_ext_floats(cfg) +
         (uint64_t)cfg->n_layer * (2ull * cfg->n_head * cfg->head_dim * cfg->dim + 2ull * cfg->n_kv_head * cfg->head_dim * cfg->dim +
-                                  3ull * cfg->ffn * cfg->dim);
+                                  (cfg->n_expert ? 0 : 3ull * cfg->ffn * cfg->dim));
     if (params / 2 > bytes) return qs_fail(e, "%s: the model claims %llu parameters, more than the file holds", where, (unsigned long long)params);
     /* tensors the forward pass cannot run: refused rather than ignored */
     static const struct { qs_llm_tensor t; const char *what; } kNo[] = {
@@ -204,7 +207,7 @@ int qs_llm__load_weights(qs_llm_model *m, const qs_llm_cfg *cfg, const qs_llm_ar
         {QS_T_Q_NORM, "QK-norm (per-head Q/K RMSNorm) is not supported"},
         {QS_T_K_NORM, "QK-norm (per-head Q/K RMSNorm) is not supported"}};
     for (size_t i = 0; i < sizeof kNo / sizeof kNo[0]; i++)
-        if (qs_llm__find(src, nsrc, qs_llm_tensor_name(scheme, kNo[i].t, 0, nm, sizeof nm), NULL))
+        if (!((arch->flags & QS_ARCH_QK_NORM) && (kNo[i].t == QS_T_Q_NORM || kNo[i].t == QS_T_K_NORM)) && qs_llm__find(src, nsrc, qs_llm_tensor_name(scheme, kNo[i].t, 0, nm, sizeof nm), NULL))
             return qs_fail(e, "%s: %s", where, kNo[i].what);
     /* biases: all layers or none, decided by layer 0 (Qwen2 has them, Llama not) */
     int bias = (arch->flags & QS_ARCH_QKV_BIAS) &&
@@ -227,7 +230,7 @@ int qs_llm__load_weights(qs_llm_model *m, const qs_llm_cfg *cfg, const qs_llm_ar
             if (load_t(src, nsrc, where, qs_llm_tensor_name(scheme, t[i].role, l, nm, sizeof nm), t[i].r, t[i].c, t[i].dst, e)) return -1;
         }
     }
-    return 0;
+    return qs_llm__load_ext(m, arch, src, nsrc, where, scheme, e);   /* QK-norm, experts, RoPE factors (llm_load_ext.c) */
 }
 
 void qs_llm__wtypes(const qs_llm_src *src, int nsrc, char *out, size_t cap)

@@ -196,9 +196,6 @@ int qs_llm_load_hf(const char *dir, qs_llm_file *f, qs_err *e)
     }
     snprintf(f->arch, sizeof f->arch, "%s", A->name);
     snprintf(f->format, sizeof f->format, "safetensors");
-    json_t *rs = json_object_get(cj, "rope_scaling");
-    if (rs && !json_is_null(rs)) { qs_fail(e, "\"rope_scaling\" is not supported"); goto out; }
-    if (json_is_true(json_object_get(cj, "use_sliding_window"))) { qs_fail(e, "sliding-window attention is not supported"); goto out; }
     const char *act = json_string_value(json_object_get(cj, "hidden_act"));
     if (act && strcmp(act, "silu")) { qs_fail(e, "hidden_act '%.20s' is not supported (silu)", act); goto out; }
     if (json_is_true(json_object_get(cj, "mlp_bias"))) {
@@ -207,7 +204,7 @@ int qs_llm_load_hf(const char *dir, qs_llm_file *f, qs_err *e)
     }
     qs_llm_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
-    if (qs_llm__shape(cj, QS_LLM_HF, A->name, &cfg, e)) goto out;
+    if (qs_llm__shape(cj, QS_LLM_HF, A->name, &cfg, e) || qs_llm__ext_shape(cj, QS_LLM_HF, A, &cfg, e)) goto out;
     cfg.rope_neox = 1;
     if (qs_llm_cfg_check(&cfg, e)) goto out;
 

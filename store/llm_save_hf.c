@@ -183,6 +183,7 @@ int qs_llm_save_hf(const char *dir, const qs_llm_model *m, const qs_llm_save_tok
 {
     char p[4096], s[4096];
     if (strlen(dir) > 3800) return qs_fail(e, "%s: path too long", dir);
+    if (qs_llm_cfg_core_only(&m->c, m->c.ctx, "the checkpoint writer (LlamaForCausalLM)", e)) return -1;
     if (mkdir(dir, 0777) && errno != EEXIST) return qs_fail(e, "%s: cannot create: %s", dir, strerror(errno));
     struct stat st;
     if (stat(dir, &st) || !S_ISDIR(st.st_mode)) return qs_fail(e, "%s: not a directory", dir);

@@ -64,9 +64,11 @@ def vocab():
     return toks, types
 
 
-def weights(seed, nl=2, dim=64, ffn=96, nh=4, nkv=2, V=320, untied=False, bias=False, hd=None):
+def weights(seed, nl=2, dim=64, ffn=96, nh=4, nkv=2, V=320, untied=False, bias=False, hd=None, qk=False, moe=None):
     """Random weights in PyTorch layout [out][in], keyed by role (GGUF spelling), as float32.
-    hd: head size (default dim // nh; Qwen3 and Gemma have nh * hd != dim)."""
+    hd: head size (default dim // nh; Qwen3 and Gemma have nh * hd != dim).  qk: QK-norm gains (Qwen3).
+    moe: dict(E=experts, F=expert width, S=shared-expert width or 0): the dense FFN replaced by a router
+    and stacked experts (GGUF's ffn_*_exps [E][out][in]), plus a shared expert and its gate when S."""
     rng = np.random.default_rng(seed)
     hd = hd or dim // nh
     W = {"token_embd.weight": rng.normal(0, 1.0, (V, dim))}
@@ -92,15 +94,54 @@ def weights(seed, nl=2, dim=64, ffn=96, nh=4, nkv=2, V=320, untied=False, bias=F
             W[p + "attn_q.bias"] = rng.normal(0, 0.5, nh * hd)
             W[p + "attn_k.bias"] = rng.normal(0, 0.5, nkv * hd)
             W[p + "attn_v.bias"] = rng.normal(0, 0.5, nkv * hd)
+    for l in range(nl):  # beyond the Llama core: drawn after everything else
+        p = "blk.%d." % l
+        if qk:
+            W[p + "attn_q_norm.weight"] = 1 + 0.3 * rng.normal(size=hd)
+            W[p + "attn_k_norm.weight"] = 1 + 0.3 * rng.normal(size=hd)
+        if moe:
+            E, F, S = moe["E"], moe["F"], moe.get("S", 0)
+            for k in ("ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"):
+                del W[p + k]
+            W[p + "ffn_gate_inp.weight"] = rng.normal(0, 2 * dim ** -0.5, (E, dim))
+            W[p + "ffn_gate_exps.weight"] = rng.normal(0, dim ** -0.5, (E, F, dim))
+            W[p + "ffn_up_exps.weight"] = rng.normal(0, dim ** -0.5, (E, F, dim))
+            W[p + "ffn_down_exps.weight"] = rng.normal(0, F ** -0.5, (E, dim, F))
+            if S:
+                W[p + "ffn_gate_shexp.weight"] = rng.normal(0, dim ** -0.5, (S, dim))
+                W[p + "ffn_up_shexp.weight"] = rng.normal(0, dim ** -0.5, (S, dim))
+                W[p + "ffn_down_shexp.weight"] = rng.normal(0, S ** -0.5, (dim, S))
+                W[p + "ffn_gate_inp_shexp.weight"] = rng.normal(0, 0.3, dim)
     return {k: np.asarray(v, np.float32) for k, v in W.items()}
 
 
-def build(path, untied, seed, nl=2, dim=64, ffn=96, lin=None, arch="llama", emb=None, add_bos=False, hd=None):
+def llama3_factors(hd, base, factor, lo, hi, orig):
+    """The divisors of the RoPE frequencies that a llama3 rope_scaling gives (llama.cpp's rope_freqs):
+    1 below the high-frequency wavelength orig/hi, factor above orig/lo, blended between."""
+    out = []
+    for i in range(hd // 2):
+        wl = 2 * np.pi * base ** (2.0 * i / hd)
+        if wl < orig / hi:
+            out.append(1.0)
+        elif wl > orig / lo:
+            out.append(factor)
+        else:
+            s = (orig / wl - lo) / (hi - lo)
+            out.append(1.0 / ((1 - s) / factor + s))
+    return np.asarray(out, np.float32)
+
+
+LLAMA3 = dict(factor=8.0, lo=1.0, hi=4.0, orig=64)   # wavelengths 16 and 64 fall inside a head of 16
+
+
+def build(path, untied, seed, nl=2, dim=64, ffn=96, lin=None, arch="llama", emb=None, add_bos=False, hd=None, qk=False,
+          moe=None, swa=0, rope3=False):
     """Write a tiny GGUF.  lin/emb: ggml types of the linear weights / token embedding (default the
     SmolLM2 mix Q4_1 / Q8_0, F16 linear when untied); arch "qwen2" adds Q/K/V biases (F32); hd: a head
-    size other than dim / heads, written as ARCH.attention.key_length / value_length."""
+    size other than dim / heads, written as ARCH.attention.key_length / value_length; qk, moe: see weights()
+    (moe["K"] experts used per token); swa: ARCH.attention.sliding_window; rope3: Llama 3 rope_freqs."""
     nh, nkv, V = 4, 2, 320
-    W = weights(seed, nl, dim, ffn, nh, nkv, V, untied, bias=arch == "qwen2", hd=hd)
+    W = weights(seed, nl, dim, ffn, nh, nkv, V, untied, bias=arch in ("qwen2", "qwen2moe"), hd=hd, qk=qk, moe=moe)
     key_length = hd
     hd = hd or dim // nh
     w = g.Writer()
@@ -119,6 +160,17 @@ def build(path, untied, seed, nl=2, dim=64, ffn=96, lin=None, arch="llama", emb=
         w.add_kv(arch + ".attention.key_length", g.T_U32, hd)
         w.add_kv(arch + ".attention.value_length", g.T_U32, hd)
     w.add_kv(arch + ".vocab_size", g.T_U32, V)
+    if swa:
+        w.add_kv(arch + ".attention.sliding_window", g.T_U32, swa)
+    if moe:
+        w.add_kv(arch + ".expert_count", g.T_U32, moe["E"])
+        w.add_kv(arch + ".expert_used_count", g.T_U32, moe["K"])
+        if arch != "llama":  # Mixtral: the experts' width is feed_forward_length itself
+            w.add_kv(arch + ".expert_feed_forward_length", g.T_U32, moe["F"])
+        if moe.get("S"):
+            w.add_kv(arch + ".expert_shared_feed_forward_length", g.T_U32, moe["S"])
+    if rope3:
+        W["rope_freqs.weight"] = llama3_factors(hd, 10000.0, **LLAMA3)
     toks, types = vocab()
     w.add_kv("tokenizer.ggml.model", g.T_STR, "gpt2")
     w.add_kv("tokenizer.ggml.tokens", g.T_ARR, toks, g.T_STR)
@@ -135,8 +187,8 @@ def build(path, untied, seed, nl=2, dim=64, ffn=96, lin=None, arch="llama", emb=
             t = emb if emb is not None else g.GGML_Q8_0
         elif name == "output.weight":
             t = lin if emb is not None else g.GGML_F16
-        elif a.ndim == 1:
-            t = g.GGML_F32
+        elif a.ndim == 1 or "ffn_gate_inp" in name:
+            t = g.GGML_F32   # norms, rope_freqs and routers (llama.cpp keeps routers in F32)
         else:
             t = lin
         w.add_tensor(name, a, t)
@@ -151,6 +203,16 @@ VARIANTS = {  # full-precision files users bring: --variant NAME OUT.gguf
     "qwen2-f32": dict(untied=True, seed=25, lin=g.GGML_F32, emb=g.GGML_F32, arch="qwen2"),
     # 4 heads of 24 over dim 64: Q and the attention output are 96 wide (head_dim != dim / heads)
     "qwen2-hd24": dict(untied=False, seed=26, lin=g.GGML_F32, emb=g.GGML_F32, arch="qwen2", hd=24),
+    # model families (docs/llm.md): Qwen3 (QK-norm, 4 heads of 24 over dim 64), Llama 3 (rope_freqs),
+    # Mistral (a sliding window of 5 < the 20 test positions), Mixtral and Qwen-MoE (4 experts, 2 used)
+    "qwen3": dict(untied=False, seed=41, lin=g.GGML_F32, emb=g.GGML_F32, arch="qwen3", hd=24, qk=True),
+    "llama3": dict(untied=False, seed=42, lin=g.GGML_BF16, emb=g.GGML_BF16, rope3=True),
+    "mistral": dict(untied=True, seed=43, lin=g.GGML_F16, emb=g.GGML_F16, swa=5),
+    "mixtral": dict(untied=True, seed=44, lin=g.GGML_F32, emb=g.GGML_F32, ffn=48, moe=dict(E=4, K=2, F=48)),
+    "qwen2moe": dict(untied=False, seed=45, lin=g.GGML_F32, emb=g.GGML_F32, arch="qwen2moe",
+                     moe=dict(E=4, K=2, F=32, S=64)),
+    "qwen3moe": dict(untied=False, seed=46, lin=g.GGML_BF16, emb=g.GGML_BF16, arch="qwen3moe", hd=24, qk=True,
+                     moe=dict(E=4, K=2, F=32)),
 }
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Independent reference forward pass of a Llama/Qwen2 model (GGUF file or Hugging Face safetensors
-directory) in PyTorch (float64).
+"""Independent reference forward pass of a Llama-family model (Llama, Llama 3, Mistral, Mixtral, Qwen2,
+Qwen3, Qwen2-MoE, Qwen3-MoE; GGUF file or Hugging Face safetensors directory) in PyTorch (float64).
 
 Usage (Debian's interpreter, which has python3-torch; falls back to numpy if torch is missing):
   /usr/bin/python3 tests/llm/torch_ref.py MODEL.gguf IDS [C_LOGITS.npy [TOL]]
@@ -16,8 +16,14 @@ Usage (Debian's interpreter, which has python3-torch; falls back to numpy if tor
 
 The weights are read by tests/llm/gguf_io.py (its own GGUF parser and Q8_0/Q4_1/F16/BF16 decoders) or
 by read_safetensors below; the model is written from the architecture description (RMSNorm, RoPE on
-adjacent pairs for llama GGUF or rotate_half for Hugging Face checkpoints and GGUF qwen2, Q/K/V
-biases, GQA, SwiGLU), not from qscope's C code.
+adjacent pairs for llama GGUF or rotate_half for Hugging Face checkpoints and the other GGUF
+architectures, Q/K/V biases, GQA, SwiGLU), not from qscope's C code.  Beyond that core, from each
+architecture's description: QK-norm (Qwen3: RMSNorm of each Q and K head, one gain per head channel,
+before RoPE); Llama 3's RoPE frequencies (GGUF: divided by rope_freqs; Hugging Face: the rope_scaling
+"llama3" wavelength rule, computed here from config.json); a sliding window (Mistral: query t sees keys
+s with t - W < s <= t); mixtures of experts (router softmax over all experts, the top k kept,
+renormalised for Mixtral and when norm_topk_prob / expert_weights_norm say so, each expert a SwiGLU
+FFN; Qwen2-MoE's shared expert times sigmoid(x . gate)).
 """
 import json
 import math
@@ -68,7 +74,28 @@ HF = {"token_embd.weight": "model.embed_tokens.weight", "output.weight": "lm_hea
       "ffn_norm.weight": "post_attention_layernorm.weight", "ffn_gate.weight": "mlp.gate_proj.weight",
       "ffn_up.weight": "mlp.up_proj.weight", "ffn_down.weight": "mlp.down_proj.weight",
       "attn_q.bias": "self_attn.q_proj.bias", "attn_k.bias": "self_attn.k_proj.bias",
-      "attn_v.bias": "self_attn.v_proj.bias"}
+      "attn_v.bias": "self_attn.v_proj.bias", "attn_q_norm.weight": "self_attn.q_norm.weight",
+      "attn_k_norm.weight": "self_attn.k_norm.weight", "ffn_gate_inp.weight": "mlp.gate.weight",
+      "ffn_gate_shexp.weight": "mlp.shared_expert.gate_proj.weight",
+      "ffn_up_shexp.weight": "mlp.shared_expert.up_proj.weight",
+      "ffn_down_shexp.weight": "mlp.shared_expert.down_proj.weight",
+      "ffn_gate_inp_shexp.weight": "mlp.shared_expert_gate.weight"}
+HF_EXPERT = {"qwen": ("mlp.experts.%d.gate_proj.weight", "mlp.experts.%d.up_proj.weight", "mlp.experts.%d.down_proj.weight"),
+             "mixtral": ("block_sparse_moe.experts.%d.w1.weight", "block_sparse_moe.experts.%d.w3.weight",
+                         "block_sparse_moe.experts.%d.w2.weight")}
+
+
+def hf_llama3_inv_freq(base, hd, rs):
+    """Hugging Face's llama3 rope_scaling: inverse frequencies of wavelength above
+    original_max_position_embeddings / low_freq_factor divided by factor, below .. / high_freq_factor
+    kept, and between them interpolated with smooth = (orig / wavelength - low) / (high - low)."""
+    inv = base ** (-np.arange(0, hd, 2, dtype=np.float64) / hd)
+    f, lo, hi, orig = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"], rs["original_max_position_embeddings"]
+    wl = 2 * math.pi / inv
+    out = np.where(wl > orig / lo, inv / f, inv)
+    smooth = (orig / wl - lo) / (hi - lo)
+    mid = (wl >= orig / hi) & (wl <= orig / lo)
+    return np.where(mid, (1 - smooth) * inv / f + smooth * inv, out)
 
 
 def load(path):
@@ -88,6 +115,20 @@ def load(path):
         hp = dict(nl=c["num_hidden_layers"], dim=c["hidden_size"], nh=c["num_attention_heads"],
                   nkv=c.get("num_key_value_heads", c["num_attention_heads"]), base=c.get("rope_theta", 10000.0),
                   eps=c.get("rms_norm_eps", 1e-6), neox=True, hd=c.get("head_dim"))
+        mt = c.get("model_type")
+        if mt in ("mistral", "mixtral"):
+            hp["swa"] = c.get("sliding_window") or 0
+        rs = c.get("rope_scaling")
+        if rs:
+            assert rs.get("rope_type", rs.get("type")) == "llama3", rs
+            hp["inv_freq"] = hf_llama3_inv_freq(hp["base"], hp["hd"] or hp["dim"] // hp["nh"], rs)
+        ne = c.get("num_experts") or c.get("num_local_experts") or 0
+        if ne:
+            names = HF_EXPERT["mixtral" if mt == "mixtral" else "qwen"]
+            hp["moe"] = dict(E=ne, K=c["num_experts_per_tok"], norm=True if mt == "mixtral" else c.get("norm_topk_prob", False),
+                             expert=lambda l, e, i: T["model.layers.%d.%s" % (l, names[i] % e)])
+            if mt == "mixtral":
+                HF["ffn_gate_inp.weight"] = "block_sparse_moe.gate.weight"
 
         def get(n):
             if n.startswith("blk."):
@@ -105,8 +146,16 @@ def load(path):
     nh = kv[arch + ".attention.head_count"]
     hp = dict(nl=kv[arch + ".block_count"], dim=kv[arch + ".embedding_length"], nh=nh,
               nkv=kv.get(arch + ".attention.head_count_kv", nh), base=kv.get(arch + ".rope.freq_base", 10000.0),
-              eps=kv.get(arch + ".attention.layer_norm_rms_epsilon", 1e-5), neox=arch == "qwen2",
-              hd=kv.get(arch + ".attention.key_length"))
+              eps=kv.get(arch + ".attention.layer_norm_rms_epsilon", 1e-5), neox=arch != "llama",
+              hd=kv.get(arch + ".attention.key_length"), swa=kv.get(arch + ".attention.sliding_window", 0))
+    hd = hp["hd"] or hp["dim"] // nh
+    if r.has("rope_freqs.weight"):  # llama.cpp: frequency i divided by rope_freqs[i]
+        hp["inv_freq"] = hp["base"] ** (-np.arange(0, hd, 2, dtype=np.float64) / hd) / r.tensor("rope_freqs.weight")
+    if kv.get(arch + ".expert_count"):
+        stacked = ("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")
+        hp["moe"] = dict(E=kv[arch + ".expert_count"], K=kv[arch + ".expert_used_count"],
+                         norm=kv.get(arch + ".expert_weights_norm", arch != "qwen2moe"),
+                         expert=lambda l, e, i: r.tensor("blk.%d.%s.weight" % (l, stacked[i]))[e])
     return hp, lambda n: r.tensor(n) if r.has(n) else None
 
 
@@ -147,6 +196,12 @@ def forward(path, ids):
     x = emb[idx]
     rms = lambda v, w: v / xp.sqrt((v * v).mean(-1, keepdims=True) + eps) * w  # noqa: E731
     fr = base ** (-2.0 * arange(half) / hd)
+    if "inv_freq" in hp:  # Llama 3 (rope_freqs / rope_scaling)
+        fr = torch.from_numpy(np.asarray(hp["inv_freq"], np.float64)) if HAVE_TORCH else np.asarray(hp["inv_freq"], np.float64)
+    if hp.get("swa"):  # sliding window: query t sees keys s with t - W < s <= t
+        tt = np.arange(T)
+        far = np.where(tt[:, None] - tt[None, :] >= hp["swa"], -np.inf, 0.0)
+        mask = mask + (torch.from_numpy(far) if HAVE_TORCH else far)
     ang = arange(T)[:, None] * fr[None, :]
     cos, sin = xp.cos(ang)[:, None, :], xp.sin(ang)[:, None, :]
 
@@ -162,17 +217,48 @@ def forward(path, ids):
         b = W(name + ".bias")
         return y if b is None else y + b
 
+    moe = hp.get("moe")
+    asf = (lambda a: torch.from_numpy(np.array(a, np.float64))) if HAVE_TORCH else (lambda a: np.array(a, np.float64))  # noqa: E731
+    sigmoid = (lambda a: 1 / (1 + xp.exp(-a)))  # noqa: E731
+
+    def ffn(h, gate, up, down):
+        return (silu(h @ gate.T) * (h @ up.T)) @ down.T
+
+    def experts(h, l):  # router softmax over all experts, top k, optional renormalisation
+        p = softmax(h @ W("blk.%d.ffn_gate_inp.weight" % l).T)
+        pn = p.numpy() if HAVE_TORCH else p
+        top = np.argsort(-pn, axis=-1, kind="stable")[:, :moe["K"]]
+        wt = np.take_along_axis(pn, top, -1)
+        if moe["norm"]:
+            wt = wt / wt.sum(-1, keepdims=True)
+        out = 0 * h
+        for e in range(moe["E"]):
+            ye = ffn(h, *(asf(moe["expert"](l, e, i)) for i in range(3)))
+            we = asf((wt * (top == e)).sum(-1))[:, None]
+            out = out + we * ye
+        sg = W("blk.%d.ffn_gate_shexp.weight" % l)
+        if sg is not None:  # Qwen2-MoE's shared expert, gated by sigmoid(h . g)
+            g = W("blk.%d.ffn_gate_inp_shexp.weight" % l).reshape(-1)
+            out = out + sigmoid(h @ g)[:, None] * ffn(h, sg, W("blk.%d.ffn_up_shexp.weight" % l), W("blk.%d.ffn_down_shexp.weight" % l))
+        return out
+
+    def headnorm(v, w):  # QK-norm: RMSNorm of each head (v [T, H, hd]) with one gain per head channel
+        return v if w is None else rms(v, w)
+
     for l in range(nl):
         p = "blk.%d." % l
         h = rms(x, W(p + "attn_norm.weight"))
-        q = rope(lin(h, p + "attn_q").reshape(T, nh, hd))
-        k = repeat(rope(lin(h, p + "attn_k").reshape(T, nkv, hd)), nh // nkv)
+        q = rope(headnorm(lin(h, p + "attn_q").reshape(T, nh, hd), W(p + "attn_q_norm.weight")))
+        k = repeat(rope(headnorm(lin(h, p + "attn_k").reshape(T, nkv, hd), W(p + "attn_k_norm.weight"))), nh // nkv)
         v = repeat(lin(h, p + "attn_v").reshape(T, nkv, hd), nh // nkv)
         att = softmax(xp.einsum("thd,shd->hts", q, k) / math.sqrt(hd) + mask)
         o = xp.einsum("hts,shd->thd", att, v).reshape(T, nh * hd)
         x = x + o @ W(p + "attn_output.weight").T
         h = rms(x, W(p + "ffn_norm.weight"))
-        x = x + (silu(h @ W(p + "ffn_gate.weight").T) * (h @ W(p + "ffn_up.weight").T)) @ W(p + "ffn_down.weight").T
+        if moe:
+            x = x + experts(h, l)
+        else:
+            x = x + ffn(h, W(p + "ffn_gate.weight"), W(p + "ffn_up.weight"), W(p + "ffn_down.weight"))
     x = rms(x, W("output_norm.weight"))
     out = x @ out_w.T
     return out.numpy() if HAVE_TORCH else out
