@@ -22,10 +22,10 @@ double qs_sens_site_elems(const qs_llm_cfg *c, int site)
 {
     double d = c->dim, kv = (double)c->n_kv_head * c->head_dim, f = c->ffn, qd = (double)qs_llm_q_dim(c);
     switch (site) {
-    case QS_SITE_FFN_DOWN_IN: return f;
+    case QS_SITE_FFN_DOWN_IN: return c->n_expert ? f * c->n_expert_used + c->ffn_shexp : f;   /* experts: those a token uses */
     case QS_SITE_ATTN_OUT: return qd;
     case QS_SENS_KV: return 2 * kv;
-    case QS_SENS_W: return 2 * qd * d + 2 * kv * d + 3 * f * d;
+    case QS_SENS_W: return 2 * qd * d + 2 * kv * d + (c->n_expert ? 3 * f * d * c->n_expert + 3.0 * c->ffn_shexp * d : 3 * f * d);
     default: return d;   /* attn_in, attn_out, ffn_in */
     }
 }

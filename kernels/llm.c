@@ -176,10 +176,9 @@ int qs_llm_view_quantize_layers(qs_llm_model *dst, const qs_llm_model *src, cons
 {
     const qs_llm_cfg *c = &src->c;
     size_t d = (size_t)c->dim, kv = (size_t)c->n_kv_head * c->head_dim, f = (size_t)c->ffn, qd = qs_llm_q_dim(c);
-    size_t per = 2 * qd * d + 2 * kv * d + 3 * f * d, nsel = 0;
+    const size_t E = (size_t)c->n_expert, S = (size_t)c->ffn_shexp;   /* experts: copied too, router aliased */
+    size_t per = 2 * qd * d + 2 * kv * d + (E ? 3 * E * f * d + 3 * S * d : 3 * f * d), nsel = 0;
     for (int l = 0; l < c->n_layer; l++) nsel += layers[l] != 0;
-    if (nsel && c->n_expert)
-        return qs_fail(e, "%s: per-layer weight rounding of mixture-of-experts layers is not supported", c->arch[0] ? c->arch : "model");
     *dst = *src;
     dst->arena = NULL; dst->arena_len = 0;
     dst->L = malloc((size_t)c->n_layer * sizeof *dst->L);
@@ -194,9 +193,15 @@ int qs_llm_view_quantize_layers(qs_llm_model *dst, const qs_llm_model *src, cons
     for (int l = 0; l < c->n_layer; l++) {
         if (!layers[l]) continue;
         qs_llm_layer *L = &dst->L[l];
-        float **mat[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        const size_t len[7] = {qd * d, kv * d, kv * d, d * qd, f * d, f * d, d * f};
-        for (int i = 0; i < 7; i++) {
+        float **mat[10] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->moe.sh_gate,
+                           &L->moe.sh_up, &L->moe.sh_down};
+        size_t len[10] = {qd * d, kv * d, kv * d, d * qd, f * d, f * d, d * f, S * d, S * d, d * S};
+        if (E) {   /* the experts' stacks in place of the dense FFN */
+            mat[4] = &L->moe.gate; mat[5] = &L->moe.up; mat[6] = &L->moe.down;
+            len[4] = len[5] = len[6] = E * f * d;
+        }
+        for (int i = 0; i < 10; i++) {
+            if (!*mat[i]) continue;
             memcpy(p, *mat[i], len[i] * sizeof(float));
             *mat[i] = p;
             p += len[i];

@@ -9,6 +9,12 @@ llama    llama         BF16, untied (lm_head)     model.safetensors             
 llama-sh llama         F16, tied                  2 shards + index.json          merges as ["a", "b"], BOS/EOS from tokenizer_config.json
 qwen2    qwen2         F32, tied, Q/K/V biases    3 shards + index.json          vocab_size 336 > 320 tokens, Split regex pre-tokenizer
 llama-hd llama         F32, untied                model.safetensors              head_dim 24 != hidden_size / heads (16)
+qwen3    qwen3         F32, tied                  2 shards + index.json          QK-norm, head_dim 24
+llama3   llama         BF16, tied                 model.safetensors              rope_scaling llama3 (factor 8, 1, 4, 64)
+mistral  mistral       F16, untied                model.safetensors              sliding_window 5
+mixtral  mixtral       F32, untied                model.safetensors              4 experts (w1/w3/w2), 2 per token
+qwen2moe qwen2_moe     F32, tied                  2 shards + index.json          4 experts of 32, 2 per token, shared expert 64
+qwen3moe qwen3_moe     BF16, tied                 model.safetensors              QK-norm, 4 experts, norm_topk_prob
 
 micro-llama, micro-qwen2 (one shard) and micro-sh (two shards) are small fuzz seeds:
   /usr/bin/python3 tests/llm/make_tiny_hf.py --fuzz-seed micro-llama tests/fuzz/corpus/llm_hf/micro-llama
@@ -33,6 +39,23 @@ QWEN2_REGEX = ("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N
                "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+")
 
 
+def hf_names(n, a, arch):
+    """(Hugging Face name, array) pairs of one GGUF-named tensor: stacked experts become one tensor per
+    expert (Mixtral: block_sparse_moe.experts.E.w1/w3/w2), the shared expert's gate a [1][dim] Linear."""
+    _, l, rest = n.split(".", 2) if n.startswith("blk.") else (None, None, n)
+    exps = {"ffn_gate_exps.weight": ("gate_proj", "w1"), "ffn_up_exps.weight": ("up_proj", "w3"),
+            "ffn_down_exps.weight": ("down_proj", "w2")}
+    if rest in exps:
+        mix = arch == "mixtral"
+        fmt = "model.layers.%s.block_sparse_moe.experts.%d.%s.weight" if mix else "model.layers.%s.mlp.experts.%d.%s.weight"
+        return [(fmt % (l, e, exps[rest][1 if mix else 0]), a[e]) for e in range(a.shape[0])]
+    if rest == "ffn_gate_inp.weight" and arch == "mixtral":
+        return [("model.layers.%s.block_sparse_moe.gate.weight" % l, a)]
+    if rest == "ffn_gate_inp_shexp.weight":
+        return [(hf_name(n), a.reshape(1, -1))]
+    return [(hf_name(n), a)]
+
+
 def hf_name(n):
     if n == "token_embd.weight":
         return "model.embed_tokens.weight"
@@ -46,7 +69,12 @@ def hf_name(n):
          "attn_output.weight": "self_attn.o_proj.weight", "ffn_norm.weight": "post_attention_layernorm.weight",
          "ffn_gate.weight": "mlp.gate_proj.weight", "ffn_up.weight": "mlp.up_proj.weight",
          "ffn_down.weight": "mlp.down_proj.weight", "attn_q.bias": "self_attn.q_proj.bias",
-         "attn_k.bias": "self_attn.k_proj.bias", "attn_v.bias": "self_attn.v_proj.bias"}[rest]
+         "attn_k.bias": "self_attn.k_proj.bias", "attn_v.bias": "self_attn.v_proj.bias",
+         "attn_q_norm.weight": "self_attn.q_norm.weight", "attn_k_norm.weight": "self_attn.k_norm.weight",
+         "ffn_gate_inp.weight": "mlp.gate.weight", "ffn_gate_shexp.weight": "mlp.shared_expert.gate_proj.weight",
+         "ffn_up_shexp.weight": "mlp.shared_expert.up_proj.weight",
+         "ffn_down_shexp.weight": "mlp.shared_expert.down_proj.weight",
+         "ffn_gate_inp_shexp.weight": "mlp.shared_expert_gate.weight"}[rest]
     return "model.layers.%s.%s" % (l, m)
 
 
@@ -86,7 +114,20 @@ VARIANTS = {
     "llama-hd": dict(arch="llama", dtype="F32", untied=True, shards=1, seed=37, merges="str", vocab_size=320, hd=24),
     "micro-sh": dict(arch="qwen2", dtype="BF16", untied=False, shards=2, seed=36, merges="arr", vocab_size=320,
                      nl=1, dim=32, ffn=32),
+    # model families (docs/llm.md)
+    "qwen3": dict(arch="qwen3", dtype="F32", untied=False, shards=2, seed=51, merges="arr", vocab_size=320, hd=24, qk=True),
+    "llama3": dict(arch="llama", dtype="BF16", untied=False, shards=1, seed=52, merges="str", vocab_size=320, rope3=True),
+    "mistral": dict(arch="mistral", dtype="F16", untied=True, shards=1, seed=53, merges="str", vocab_size=320, swa=5),
+    "mixtral": dict(arch="mixtral", dtype="F32", untied=True, shards=1, seed=54, merges="str", vocab_size=320, ffn=48,
+                    moe=dict(E=4, K=2, F=48)),
+    "qwen2moe": dict(arch="qwen2_moe", dtype="F32", untied=False, shards=2, seed=55, merges="arr", vocab_size=320,
+                     moe=dict(E=4, K=2, F=32, S=64)),
+    "qwen3moe": dict(arch="qwen3_moe", dtype="BF16", untied=False, shards=1, seed=56, merges="arr", vocab_size=320, hd=24,
+                     qk=True, moe=dict(E=4, K=2, F=32), norm=True),
 }
+HF_CLASS = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+            "mistral": "MistralForCausalLM", "mixtral": "MixtralForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM",
+            "qwen3_moe": "Qwen3MoeForCausalLM"}
 
 
 def tokenizer(v, arch):
@@ -95,7 +136,7 @@ def tokenizer(v, arch):
     added = [{"id": i, "content": s, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
               "special": True} for i, s in enumerate(toks) if types[i] == 3]
     merges = [m if v["merges"] == "str" else m.split(" ") for m in t.MERGES]
-    if arch == "qwen2":
+    if arch.startswith("qwen"):
         pre = {"type": "Sequence", "pretokenizers": [
             {"type": "Split", "pattern": {"Regex": QWEN2_REGEX}, "behavior": "Isolated", "invert": False},
             {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]}
@@ -115,7 +156,8 @@ def build(variant, out):
     v = VARIANTS[variant]
     arch = v["arch"]
     nl, dim, ffn, nh, nkv = v.get("nl", 2), v.get("dim", 64), v.get("ffn", 96), 4, 2
-    W = t.weights(v["seed"], nl, dim, ffn, nh, nkv, 320, v["untied"], bias=arch == "qwen2", hd=v.get("hd"))
+    W = t.weights(v["seed"], nl, dim, ffn, nh, nkv, 320, v["untied"], bias=arch in ("qwen2", "qwen2_moe"), hd=v.get("hd"),
+                  qk=v.get("qk", False), moe=v.get("moe"))
     if v["vocab_size"] > 320:  # padded embedding rows, as Qwen2 checkpoints have
         rng = np.random.default_rng(v["seed"] + 100)
         extra = rng.normal(0, 1.0, (v["vocab_size"] - 320, dim)).astype(np.float32)
@@ -123,19 +165,34 @@ def build(variant, out):
         if "output.weight" in W:
             W["output.weight"] = np.concatenate([W["output.weight"], extra])
     os.makedirs(out, exist_ok=True)
-    cfg = {"architectures": ["LlamaForCausalLM" if arch == "llama" else "Qwen2ForCausalLM"], "model_type": arch,
+    cfg = {"architectures": [HF_CLASS[arch]], "model_type": arch,
            "hidden_size": dim, "intermediate_size": ffn, "num_hidden_layers": nl, "num_attention_heads": nh,
            "num_key_value_heads": nkv, "vocab_size": v["vocab_size"], "max_position_embeddings": 256,
-           "rms_norm_eps": 1e-5 if arch == "llama" else 1e-6, "rope_theta": 10000.0 if arch == "llama" else 1e6,
+           "rms_norm_eps": 1e-5 if arch == "llama" else 1e-6, "rope_theta": 10000.0 if arch in ("llama", "mistral") else 1e6,
            "hidden_act": "silu", "tie_word_embeddings": not v["untied"], "rope_scaling": None,
            "torch_dtype": {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}[v["dtype"]]}
     if variant == "llama":
         cfg.update(bos_token_id=1, eos_token_id=2)
     if v.get("hd"):
         cfg.update(head_dim=v["hd"])
+    if v.get("rope3"):
+        cfg.update(rope_scaling=dict(rope_type="llama3", factor=t.LLAMA3["factor"], low_freq_factor=t.LLAMA3["lo"],
+                                     high_freq_factor=t.LLAMA3["hi"], original_max_position_embeddings=t.LLAMA3["orig"]))
+    if v.get("swa"):
+        cfg.update(sliding_window=v["swa"])
+    if arch == "qwen3":
+        cfg.update(attention_bias=False, use_sliding_window=False, sliding_window=None)
+    moe = v.get("moe")
+    if moe and arch == "mixtral":
+        cfg.update(num_local_experts=moe["E"], num_experts_per_tok=moe["K"], sliding_window=None)
+    elif moe:
+        cfg.update(num_experts=moe["E"], num_experts_per_tok=moe["K"], moe_intermediate_size=moe["F"],
+                   norm_topk_prob=v.get("norm", False), decoder_sparse_step=1, mlp_only_layers=[])
+        if moe.get("S"):
+            cfg.update(shared_expert_intermediate_size=moe["S"])
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
-    items = [(hf_name(n), a) for n, a in W.items()]
+    items = [it for n, a in W.items() for it in hf_names(n, a, arch)]
     if v["shards"] == 1:
         write_safetensors(os.path.join(out, "model.safetensors"), items, v["dtype"])
     else:
