@@ -3,7 +3,9 @@
 # directories (single file and sharded, llama and qwen2 with Q/K/V biases and tied embeddings), all
 # generated here by tests/llm/make_tiny_gguf.py and make_tiny_hf.py (nothing downloaded, nothing
 # committed); logits checked against the independent float64 forward tests/llm/torch_ref.py, also for a
-# head_dim other than dim / heads.  Then damaged directories, the index's weight_map, FIFOs in place of
+# head_dim other than dim / heads.  Model families (docs/llm.md): Qwen3, Llama 3, Mistral, Mixtral,
+# Qwen2-MoE and Qwen3-MoE in both forms, each against the reference on the many-row and the few-row
+# paths, evaluated under w=mxfp4, and refused by training.  Then damaged directories, the index's weight_map, FIFOs in place of
 # files, and a file shrinking during the load.
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
@@ -28,6 +30,57 @@ ok "hf: sampling runs (generate)" "$QS" llm generate --model "$T/hf-qwen2" --pro
 ok "hf qwen2: score runs and stores" "$QS" llm score --model "$T/hf-qwen2" --tokens 4 --seqs 2 --prompts 1 --name q
 ok "hf qwen2: Split-regex pre-tokenizer tokenizes" "$QS" llm tokenize --model "$T/hf-qwen2" --prompt "the quantize is naïve"
 check "hf qwen2: same ids as the GGUF vocabulary on text both pre-tokenizers split alike" '[ "$(cat "$T/out")" = "$("$QS" llm tokenize --model "$FIX/llm/tiny.gguf" --prompt "the quantize is naïve" 2>/dev/null)" ]'
+
+# --- model families through the architecture table (docs/llm.md): GGUF and Hugging Face forms of each,
+# C logits against torch_ref.py on 20 positions (prefill tiles) and 7 (few-row products, attention loop),
+# then llm eval with the weights in MXFP4 (every expert matrix rounded too)
+python3 - "$T/text.txt" <<'PY'
+import random, sys
+random.seed(7)
+w = "the a of and to in is was it that he she for with as his her on be at by had not but from they this".split()
+open(sys.argv[1], "w").write(" ".join(" ".join(random.choice(w) for _ in range(random.randint(5, 12))).capitalize() + "." for _ in range(70)) + "\n")
+PY
+SHORT=$(echo "$IDS" | cut -d, -f1-7)
+for v in qwen3 llama3 mistral mixtral qwen2moe qwen3moe; do
+  $PY "$ROOT/tests/llm/make_tiny_gguf.py" --variant $v "$T/$v.gguf"
+  $PY "$ROOT/tests/llm/make_tiny_hf.py" $v "$T/hf-$v"
+  for m in "$T/$v.gguf" "$T/hf-$v"; do
+    n=$(basename "$m")
+    ok "$n: logits" "$QS" llm logits --model "$m" --prompt-ids "$IDS" -o "$T/$n.npy"
+    ok "$n: agrees with the float64 reference to 1e-4" $PY "$ROOT/tests/llm/torch_ref.py" "$m" "$IDS" "$T/$n.npy" 1e-4
+    ok "$n: logits of 7 positions" "$QS" llm logits --model "$m" --prompt-ids "$SHORT" -o "$T/$n-s.npy"
+    ok "$n: 7 positions agree with the reference to 1e-4" $PY "$ROOT/tests/llm/torch_ref.py" "$m" "$SHORT" "$T/$n-s.npy" 1e-4
+    ok "$n: llm eval w=mxfp4" "$QS" llm eval --model "$m" --text "$T/text.txt" --ctx 32 --chunks 2 --config w=mxfp4 --json
+    check "$n: w=mxfp4 moves the distribution (0 < KL < 10, finite)" \
+      "$PY -c 'import json,sys; c=json.load(open(sys.argv[1]))[\"configs\"][0]; print(c[\"kl_mean\"]); sys.exit(not 0 < c[\"kl_mean\"] < 10)' $T/out"
+  done
+done
+check "mistral: the sliding window (5) matters at 20 positions (logits differ from a window-less run)" \
+  "$PY - $T <<'PY'
+import sys, numpy as np
+sys.path.insert(0, '$ROOT/tests/llm'); import torch_ref
+hp_load = torch_ref.load
+def nowin(p):
+    hp, get = hp_load(p); hp['swa'] = 0; return hp, get
+torch_ref.load = nowin
+ids = [int(t) for t in '$IDS'.split(',')]
+ref = torch_ref.forward(sys.argv[1] + '/mistral.gguf', ids)
+c = np.load(sys.argv[1] + '/mistral.gguf.npy')
+d = np.abs(c - ref).max() / np.abs(ref).max(); print(d); sys.exit(not d > 1e-2)
+PY"
+TR=(--text "$T/text.txt" --val-text "$T/text.txt" --ctx 16 --batch 2 --steps 1 --val-seqs 1)
+refuses "train refuses Qwen3 (QK-norm), naming it" 1 "^qscope: qwen3: training does not run QK-norm \(per-head Q/K RMSNorm\)$" \
+  "$QS" train --init "$T/qwen3.gguf" "${TR[@]}" --out "$T/ck1"
+refuses "train refuses a mixture of experts" 1 "^qscope: qwen2moe: training does not run mixture-of-experts FFNs$" \
+  "$QS" train --init "$T/hf-qwen2moe" "${TR[@]}" --out "$T/ck2"
+refuses "train refuses Llama 3 RoPE factors (its checkpoints could not carry them)" 1 "llama: training does not run RoPE frequency factors" \
+  "$QS" train --init "$T/llama3.gguf" "${TR[@]}" --out "$T/ck3"
+refuses "train refuses a sliding window shorter than its context" 1 "mistral: training does not run sliding-window attention \(window 5 < 16 positions\)" \
+  "$QS" train --init "$T/hf-mistral" "${TR[@]}" --out "$T/ck4"
+refuses "rl grpo refuses a mixture of experts" 1 "mixtral: training does not run mixture-of-experts FFNs" \
+  "$QS" rl grpo --model "$T/hf-mixtral" --prompts 2 --group 2 --max-new 4 --steps 1 --name moe --quiet
+ok "llm sensitivity runs on a mixture of experts (the experts' weights rounded per layer)" \
+  "$QS" llm sensitivity --model "$T/qwen2moe.gguf" --text "$T/text.txt" --ctx 32 --chunks 1 --format mxfp4 --sites w,ffn_down_in
 
 # --- damaged directories: one line naming the file at fault
 cp -r "$T/hf-qwen2" "$T/bad1"; rm "$T/bad1/model-00002-of-00003.safetensors"
@@ -56,8 +109,12 @@ b[i:i + 4] = (16).to_bytes(4, "little"); open(p, "wb").write(b)
 PY
 refuses "value head size != key head size refused" 1 "vd.gguf: value head size 16 != key head size 24" \
   "$QS" llm logits --model "$T/vd.gguf" --prompt-ids 1 -o "$T/x.npy"
-cp -r "$T/hf-llama" "$T/bad7"; sed -i 's/"rope_scaling": null/"rope_scaling": {"type": "llama3"}/' "$T/bad7/config.json"
-fails "rope_scaling refused" 1 "$QS" llm logits --model "$T/bad7" --prompt-ids 1 -o "$T/x.npy"
+cp -r "$T/hf-llama" "$T/bad7"; sed -i 's/"rope_scaling": null/"rope_scaling": {"rope_type": "yarn", "factor": 4.0}/' "$T/bad7/config.json"
+refuses "rope_scaling other than llama3 / linear refused" 1 "bad7/config.json: \"rope_scaling\" type 'yarn' is not supported \(llama3, linear\)" \
+  "$QS" llm logits --model "$T/bad7" --prompt-ids 1 -o "$T/x.npy"
+sed -i 's/"rope_type": "yarn", "factor": 4.0/"rope_type": "llama3", "factor": 8.0/' "$T/bad7/config.json"
+refuses "rope_scaling llama3 without its frequencies refused" 1 "bad7/config.json: \"rope_scaling\" llama3 needs low_freq_factor" \
+  "$QS" llm logits --model "$T/bad7" --prompt-ids 1 -o "$T/x.npy"
 mkdir "$T/empty"
 fails "directory without config.json" 1 "$QS" llm logits --model "$T/empty" --prompt-ids 1 -o "$T/x.npy"
 check "no config: named" 'grep -q "empty/config.json: cannot open" "$T/err"'
