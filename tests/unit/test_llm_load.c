@@ -319,7 +319,15 @@ static void test_arch_table(void **st)
     const qs_llm_arch *l = qs_llm_arch_gguf("llama"), *q = qs_llm_arch_gguf("qwen2");
     assert_non_null(l);
     assert_non_null(q);
-    assert_null(qs_llm_arch_gguf("qwen3"));   /* QK-norm: not run by the forward pass */
+    const qs_llm_arch *q3 = qs_llm_arch_gguf("qwen3");
+    assert_non_null(q3);
+    assert_true(q3->flags & QS_ARCH_QK_NORM);
+    assert_int_equal(q3->gguf_rope_neox, 1);
+    assert_null(qs_llm_arch_gguf("mistral"));   /* llama.cpp writes Mistral and Mixtral as llama */
+    assert_null(qs_llm_arch_gguf("mixtral"));
+    assert_true(l->flags & QS_ARCH_MOE);
+    assert_int_equal(qs_llm_arch_hf("MixtralForCausalLM", NULL)->mixtral_names, 1);
+    assert_ptr_equal(qs_llm_arch_hf(NULL, "qwen2_moe"), qs_llm_arch_gguf("qwen2moe"));
     assert_null(qs_llm_arch_gguf(NULL));
     assert_int_equal(l->gguf_rope_neox, 0);   /* llama.cpp's converter permuted the Q/K rows */
     assert_int_equal(q->gguf_rope_neox, 1);
@@ -329,7 +337,12 @@ static void test_arch_table(void **st)
     assert_ptr_equal(qs_llm_arch_hf(NULL, "llama"), l);
     assert_null(qs_llm_arch_hf("GemmaForCausalLM", "gemma"));
     char b[96];
-    assert_string_equal(qs_llm_arch_list(QS_LLM_GGUF, b, sizeof b), "llama, qwen2");
+    assert_string_equal(qs_llm_arch_list(QS_LLM_GGUF, b, sizeof b), "llama, qwen2, qwen3, qwen2moe, qwen3moe");
+    const qs_llm_arch *mx = qs_llm_arch_hf(NULL, "mixtral");
+    assert_string_equal(qs_llm_tensor_name_ax(mx, QS_LLM_HF, QS_T_EXP_DOWN, 2, 5, b, sizeof b),
+                        "model.layers.2.block_sparse_moe.experts.5.w2.weight");
+    assert_string_equal(qs_llm_tensor_name_ax(q, QS_LLM_HF, QS_T_EXP_UP, 2, 5, b, sizeof b), "model.layers.2.mlp.experts.5.up_proj.weight");
+    assert_string_equal(qs_llm_tensor_name_ax(mx, QS_LLM_GGUF, QS_T_EXP_UP, 2, 5, b, sizeof b), "blk.2.ffn_up_exps.weight");
     assert_string_equal(qs_llm_tensor_name(QS_LLM_GGUF, QS_T_Q, 3, b, sizeof b), "blk.3.attn_q.weight");
     assert_string_equal(qs_llm_tensor_name(QS_LLM_HF, QS_T_Q, 3, b, sizeof b), "model.layers.3.self_attn.q_proj.weight");
     assert_string_equal(qs_llm_tensor_name(QS_LLM_HF, QS_T_OUT, 0, b, sizeof b), "lm_head.weight");
