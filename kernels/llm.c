@@ -667,7 +667,7 @@ int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm
         const qs_apply *a_ai = lf ? lf[QS_SITE_ATTN_IN] : act, *a_ao = lf ? lf[QS_SITE_ATTN_OUT] : act;
         const qs_apply *a_fi = lf ? lf[QS_SITE_FFN_IN] : act, *a_fd = lf ? lf[QS_SITE_FFN_DOWN_IN] : act;
         const qs_apply *kvf = lf ? lf[QS_LLM_LSITE_KV] : kv_all;
-        const int win = L->swa ? c->sliding_window : 0;   /* keys a query sees: its last `win` positions (0: all) */
+        const int win = L->sliding ? c->sliding_window : 0;   /* keys a query sees: its last `win` positions (0: all) */
         if (!big) for (int r = 0; r < R; r++) rmsnorm(s->xn + (size_t)r * d, s->x + (size_t)r * d, L->attn_norm, d, c->eps);
         else if (l == l0) qs_prefill_add_norm(s->x, NULL, s->xn, L->attn_norm, R, d, c->eps);   /* later: fused below */
         if (tap) tap(tap_ctx, l, QS_SITE_ATTN_IN, s->xn, R, d);

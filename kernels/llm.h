@@ -40,7 +40,7 @@ typedef struct qs_llm_cfg {
                               ** Hugging Face's rotate_half (safetensors checkpoints, GGUF qwen2) */
     /* Beyond the Llama core (all 0: off; docs/llm.md, *Model families*; weights in kernels/llm_ext.h) */
     int qk_norm;              /* per-head RMSNorm of Q and K (one gain [head_dim] each per layer) before RoPE (Qwen3) */
-    int sliding_window;       /* > 0: layers with swa set attend to the last sliding_window positions (Mistral) */
+    int sliding_window;       /* > 0: layers with `sliding` set attend to the last sliding_window positions (Mistral) */
     int rope_nff;             /* > 0 (= head_dim/2): RoPE frequency i divided by rope_ff[i] (Llama 3 rope_freqs) */
     float rope_ff[QS_LLM_ROPE_FF_MAX];
     int n_expert, n_expert_used;   /* > 0: every layer's FFN is a mixture of experts of width ffn (kernels/llm_moe.h) */
@@ -61,7 +61,7 @@ typedef struct qs_llm_layer {
         float *sh_gate, *sh_up, *sh_down;   /* shared expert [ffn_shexp][dim], [dim][ffn_shexp]; NULL = none */
         float *sh_inp;        /* [dim]: the shared expert's sigmoid gate (Qwen2-MoE) */
     } moe;
-    int swa;                  /* attends to the last cfg.sliding_window positions only */
+    int sliding;              /* a local layer: attends to the last cfg.sliding_window positions only */
 } qs_llm_layer;
 typedef struct qs_llm_moe_w qs_llm_moe_w;
 

@@ -6,19 +6,27 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Mixtral's Hugging Face spelling of the router and experts (w1 = gate, w3 = up, w2 = down). */
+static const char *const kMixtral[QS_T_COUNT] = {
+    [QS_T_ROUTER] = "model.layers.%d.block_sparse_moe.gate.weight",
+    [QS_T_EXP_GATE] = "model.layers.%d.block_sparse_moe.experts.%d.w1.weight",
+    [QS_T_EXP_UP] = "model.layers.%d.block_sparse_moe.experts.%d.w3.weight",
+    [QS_T_EXP_DOWN] = "model.layers.%d.block_sparse_moe.experts.%d.w2.weight",
+};
+
 /* Supported architectures.  A new row needs only what the forward pass already runs: RMSNorm, SwiGLU,
 ** RoPE (either pairing, with frequency factors), GQA, optional Q/K/V biases, QK-norm, sliding windows,
 ** mixtures of experts, tied or untied output.  A GGUF "llama" may be Mistral (sliding window) or
 ** Mixtral (experts): llama.cpp writes both so. */
 #define TB (QS_ARCH_TIED | QS_ARCH_QKV_BIAS)
 static const qs_llm_arch kArch[] = {
-    {"llama", "LlamaForCausalLM", "llama", TB | QS_ARCH_MOE | QS_ARCH_SWA, 0, 0, {1, 1}},
-    {"qwen2", "Qwen2ForCausalLM", "qwen2", TB, 1, 0, {0, 0}},
-    {"qwen3", "Qwen3ForCausalLM", "qwen3", TB | QS_ARCH_QK_NORM, 1, 0, {0, 0}},
-    {"mistral", "MistralForCausalLM", "mistral", TB | QS_ARCH_SWA | QS_ARCH_HF_ONLY, 0, 0, {0, 0}},
-    {"mixtral", "MixtralForCausalLM", "mixtral", TB | QS_ARCH_SWA | QS_ARCH_MOE | QS_ARCH_HF_ONLY, 0, 1, {1, 1}},
-    {"qwen2moe", "Qwen2MoeForCausalLM", "qwen2_moe", TB | QS_ARCH_MOE, 1, 0, {0, 0}},
-    {"qwen3moe", "Qwen3MoeForCausalLM", "qwen3_moe", TB | QS_ARCH_QK_NORM | QS_ARCH_MOE, 1, 0, {1, 0}},
+    {"llama", "LlamaForCausalLM", "llama", TB | QS_ARCH_MOE | QS_ARCH_SWA, 0, NULL, {1, 1}},
+    {"qwen2", "Qwen2ForCausalLM", "qwen2", TB, 1, NULL, {0, 0}},
+    {"qwen3", "Qwen3ForCausalLM", "qwen3", TB | QS_ARCH_QK_NORM, 1, NULL, {0, 0}},
+    {"mistral", "MistralForCausalLM", "mistral", TB | QS_ARCH_SWA | QS_ARCH_HF_ONLY, 0, NULL, {0, 0}},
+    {"mixtral", "MixtralForCausalLM", "mixtral", TB | QS_ARCH_SWA | QS_ARCH_MOE | QS_ARCH_HF_ONLY, 0, kMixtral, {1, 1}},
+    {"qwen2moe", "Qwen2MoeForCausalLM", "qwen2_moe", TB | QS_ARCH_MOE, 1, NULL, {0, 0}},
+    {"qwen3moe", "Qwen3MoeForCausalLM", "qwen3_moe", TB | QS_ARCH_QK_NORM | QS_ARCH_MOE, 1, NULL, {1, 0}},
 };
 #define NARCH (sizeof kArch / sizeof kArch[0])
 
@@ -63,13 +71,6 @@ static const char *const kTensor[QS_LLM_NSCHEME][QS_T_COUNT] = {
     },
 };
 
-/* Mixtral's Hugging Face spelling of the router and experts (w1 = gate, w3 = up, w2 = down). */
-static const char *const kMixtral[QS_T_COUNT] = {
-    [QS_T_ROUTER] = "model.layers.%d.block_sparse_moe.gate.weight",
-    [QS_T_EXP_GATE] = "model.layers.%d.block_sparse_moe.experts.%d.w1.weight",
-    [QS_T_EXP_UP] = "model.layers.%d.block_sparse_moe.experts.%d.w3.weight",
-    [QS_T_EXP_DOWN] = "model.layers.%d.block_sparse_moe.experts.%d.w2.weight",
-};
 
 /* Hyper-parameter keys: GGUF "ARCH.<key>" (llama.cpp LLM_KV_NAMES) and config.json.  A default of 0 is
 ** derived by the loader (n_kv_head = n_head, head_dim = dim / n_head, vocab = embedding rows,
@@ -128,7 +129,7 @@ const char *qs_llm_tensor_name(qs_llm_scheme s, qs_llm_tensor t, int layer, char
 const char *qs_llm_tensor_name_ax(const qs_llm_arch *A, qs_llm_scheme s, qs_llm_tensor t, int layer, int expert, char *buf,
                                   size_t cap)
 {
-    const char *f = s == QS_LLM_HF && A && A->mixtral_names && kMixtral[t] ? kMixtral[t] : kTensor[s][t];
+    const char *f = s == QS_LLM_HF && A && A->hf_names && A->hf_names[t] ? A->hf_names[t] : kTensor[s][t];
     snprintf(buf, cap, f, layer, expert);
     return buf;
 }

@@ -48,10 +48,10 @@ enum {
     QS_ARCH_QKV_BIAS = 1 << 0,   /* Q/K/V projection biases may be present (all layers or none, by layer 0) */
     QS_ARCH_QK_NORM = 1 << 1,    /* per-head RMSNorm of Q and K before RoPE (Qwen3) */
     QS_ARCH_TIED = 1 << 2,       /* the output matrix may be absent (tied to the token embedding) */
-    QS_ARCH_MOE = 1 << 3,        /* mixture-of-experts FFNs when the expert count says so */
-    QS_ARCH_SWA = 1 << 4,        /* a sliding window (GGUF ARCH.attention.sliding_window, config sliding_window)
+    QS_ARCH_MOE = 1 << 4,        /* mixture-of-experts FFNs when the expert count says so */
+    QS_ARCH_SWA = 1 << 5,        /* a sliding window (GGUF ARCH.attention.sliding_window, config sliding_window)
                                  ** applies to every layer */
-    QS_ARCH_HF_ONLY = 1 << 5,    /* no GGUF files of this name (llama.cpp writes Mistral and Mixtral as llama) */
+    QS_ARCH_HF_ONLY = 1 << 6,    /* no GGUF files of this name (llama.cpp writes Mistral and Mixtral as llama) */
 };
 
 typedef struct qs_llm_arch {
@@ -62,7 +62,8 @@ typedef struct qs_llm_arch {
     int gguf_rope_neox;          /* RoPE pairing of its GGUF files: 0 adjacent pairs (llama.cpp's converter
                                  ** permutes the Q/K rows), 1 rotate_half (rows kept as trained); Hugging
                                  ** Face checkpoints are always rotate_half */
-    int mixtral_names;           /* HF expert tensors spelled block_sparse_moe.experts.E.w1/w3/w2 (Mixtral) */
+    const char *const *hf_names; /* Hugging Face tensor names that differ from the common spelling, by role
+                                 ** (NULL entries: the common one; Mixtral's experts); NULL: none differ */
     signed char moe_norm[QS_LLM_NSCHEME];   /* top-k renormalised when no key says (GGUF expert_weights_norm,
                                             ** config norm_topk_prob) */
 } qs_llm_arch;
@@ -76,7 +77,7 @@ const char *qs_llm_arch_list(qs_llm_scheme s, char *buf, size_t cap);
 
 /* The name of tensor role t of layer `layer` in scheme s, written to buf. */
 const char *qs_llm_tensor_name(qs_llm_scheme s, qs_llm_tensor t, int layer, char *buf, size_t cap);
-/* The same for architecture A (its spellings, if any) and expert `expert` of a per-expert HF tensor. */
+/* The same in architecture A's spelling (A may be NULL), expert `expert` of a per-expert HF tensor. */
 const char *qs_llm_tensor_name_ax(const qs_llm_arch *A, qs_llm_scheme s, qs_llm_tensor t, int layer, int expert, char *buf,
                                   size_t cap);
 /* The key of hyper-parameter h. */

@@ -170,7 +170,7 @@ int qs_llm__load_ext(qs_llm_model *m, const qs_llm_arch *A, const qs_llm_src *sr
     char nm[128];
     const uint64_t hd = (uint64_t)c->head_dim;
     for (int l = 0; l < c->n_layer; l++) {
-        m->L[l].swa = c->sliding_window > 0;   /* Mistral: every layer */
+        m->L[l].sliding = c->sliding_window > 0;   /* Mistral: every layer */
         if (c->qk_norm && (qs_llm__load_tn(src, nsrc, where, qs_llm_tensor_name(s, QS_T_Q_NORM, l, nm, sizeof nm), &hd, 1, m->L[l].q_norm, e) ||
                            qs_llm__load_tn(src, nsrc, where, qs_llm_tensor_name(s, QS_T_K_NORM, l, nm, sizeof nm), &hd, 1, m->L[l].k_norm, e)))
             return -1;

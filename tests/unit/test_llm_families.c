@@ -164,7 +164,7 @@ static void test_window_and_qk_norm(void **st)
     logits(&m, 24, 0, full);
     logits(&m, 24, 1, b);
     assert_true(rel_diff(b, full, 24 * V) < 1e-5);
-    for (int l = 0; l < c.n_layer; l++) m.L[l].swa = 1;
+    for (int l = 0; l < c.n_layer; l++) m.L[l].sliding = 1;
     m.c.sliding_window = 24;
     logits(&m, 24, 0, a);
     assert_memory_equal(a, full, 24 * V * sizeof(float));
