@@ -32,6 +32,7 @@
 #include "qs_err.h"
 
 #define QS_LLM_ROPE_FF_MAX 256   /* RoPE frequency factors: head_dim <= 512 */
+#define QS_LLM_MOE_MAX_USED 64   /* experts used per token */
 
 typedef struct qs_llm_cfg {
     int n_layer, dim, n_head, n_kv_head, head_dim, ffn, vocab, ctx;

@@ -23,8 +23,8 @@ int qs_llm_ext_check(const qs_llm_cfg *c, qs_err *e)
             return qs_fail(e, "RoPE frequency factor %d is %g (must be > 0)", i, c->rope_ff[i]);
     if (c->n_expert < 0 || c->n_expert > 1024 || c->ffn_shexp < 0 || c->ffn_shexp > 1 << 18)
         return qs_fail(e, "bad mixture of experts (%d experts, shared expert width %d)", c->n_expert, c->ffn_shexp);
-    if (c->n_expert && (c->n_expert_used <= 0 || c->n_expert_used > c->n_expert))
-        return qs_fail(e, "%d experts used per token of %d", c->n_expert_used, c->n_expert);
+    if (c->n_expert && (c->n_expert_used <= 0 || c->n_expert_used > c->n_expert || c->n_expert_used > QS_LLM_MOE_MAX_USED))
+        return qs_fail(e, "%d experts used per token of %d (at most %d)", c->n_expert_used, c->n_expert, QS_LLM_MOE_MAX_USED);
     if (!c->n_expert && (c->n_expert_used || c->ffn_shexp)) return qs_fail(e, "expert settings without experts");
     return 0;
 }

@@ -18,7 +18,7 @@ static void route_row(const float *logit, int E, int k, int norm, int *sel, floa
     double mx = -INFINITY, z = 0;
     for (int i = 0; i < E; i++) if (logit[i] > mx) mx = logit[i];
     for (int i = 0; i < E; i++) z += exp((double)logit[i] - mx);
-    double sum = 0, p[64];
+    double sum = 0, p[QS_LLM_MOE_MAX_USED];
     for (int j = 0; j < k; j++) {
         int best = -1;
         for (int i = 0; i < E; i++) {
@@ -52,7 +52,6 @@ int qs_llm_moe_ffn(const qs_llm_cfg *c, const qs_llm_moe_w *w, float *x, int R, 
     const int E = c->n_expert, K = c->n_expert_used, d = c->dim, F = c->ffn, S = c->ffn_shexp;
     const int wide = F > S ? F : S;
     const size_t Rs = (size_t)R;
-    if (K > 64) return qs_fail(e, "%d experts per token (at most 64)", K);
     float *logit = malloc(Rs * E * sizeof(float)), *wt = malloc(Rs * K * sizeof(float));
     int *sel = malloc(Rs * K * sizeof(int)), *rows = malloc(Rs * sizeof(int));
     float *rw = malloc(Rs * sizeof(float)), *out = calloc(Rs * d, sizeof(float));

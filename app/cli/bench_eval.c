@@ -70,6 +70,7 @@ static double sgemm_pass(const qs_llm_model *m, int rows, int reps, double *cpu)
         for (int l = 0; l < c->n_layer; l++) {
             const qs_llm_layer *L = &m->L[l];
             const float *W[7] = {L->wq, L->wk, L->wv, L->wo, L->w_gate, L->w_up, L->w_down};
+            if (!L->w_gate) { W[4] = L->moe.gate; W[5] = L->moe.up; W[6] = L->moe.down; }   /* experts: expert 0 */
             const int in[7] = {d, d, d, q, d, d, F}, out[7] = {q, kv, kv, d, F, F, d};
             for (int i = 0; i < 7; i++)
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, out[i], in[i], 1.0f, x, in[i], W[i], in[i], 0.0f, y, out[i]);

@@ -380,13 +380,14 @@ done:
 static double sgemm_rate(const qs_llm_model *m, int rows)
 {
     const int K = m->c.dim, N = m->c.ffn;
+    const float *W = m->L[0].w_up ? m->L[0].w_up : m->L[0].moe.up;   /* a mixture of experts: expert 0's */
     float *x = malloc((size_t)rows * K * sizeof(float)), *y = malloc((size_t)rows * N * sizeof(float));
     if (!x || !y) { free(x); free(y); return 0; }
     for (size_t i = 0; i < (size_t)rows * K; i++) x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
     double best = 1e30;
     for (int r = 0; r < 6; r++) {
         double t0 = qs_now_s();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, N, K, 1.0f, x, K, m->L[0].w_up, K, 0.0f, y, N);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, N, K, 1.0f, x, K, W, K, 0.0f, y, N);
         double t = qs_now_s() - t0;
         if (r && t < best) best = t;   /* the first call warms up */
     }

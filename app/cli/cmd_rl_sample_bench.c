@@ -221,6 +221,11 @@ int qs_bench_rl_sample(qs_cli *cli, int quick, int json, const char *model)
     if (model || access(path, R_OK) == 0) {
         qs_llm_file f;
         if (qs_llm_load(path, &f, &e)) { json_decref(out); return qs_cli_err(QS_EXIT_ERR, &e); }
+        if (qs_llm_cfg_core_only(&f.m.c, 0, "the batched decoder (bench rl --sample)", &e)) {   /* Qwen3, MoE, ... */
+            qs_llm_file_free(&f);
+            json_decref(out);
+            return qs_cli_err(QS_EXIT_ERR, &e);
+        }
         if (bench_model(f.name[0] ? f.name : path, &f.m, quick, json, out, &e)) rc = qs_cli_err(QS_EXIT_ERR, &e);
         qs_llm_file_free(&f);
     } else if (!json)

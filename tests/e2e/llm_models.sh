@@ -79,6 +79,12 @@ refuses "train refuses a sliding window shorter than its context" 1 "mistral: tr
   "$QS" train --init "$T/hf-mistral" "${TR[@]}" --out "$T/ck4"
 refuses "rl grpo refuses a mixture of experts" 1 "mixtral: training does not run mixture-of-experts FFNs" \
   "$QS" rl grpo --model "$T/hf-mixtral" --prompts 2 --group 2 --max-new 4 --steps 1 --name moe --quiet
+ok "llm bench runs on a mixture of experts (expert 0 stands for the FFN in its SGEMM rate)" \
+  "$QS" llm bench --model "$T/mixtral.gguf" --eval-ctx 32
+ok "bench eval runs on a mixture of experts" "$QS" bench eval --model "$T/qwen2moe.gguf" --text "$T/text.txt" --ctx 32 --chunks 2 --reps 1
+refuses "bench rl --sample refuses a mixture of experts (the batched decoder)" 1 \
+  "^qscope: llama: the batched decoder \(bench rl --sample\) does not run mixture-of-experts FFNs$" \
+  "$QS" bench rl --sample --model "$T/mixtral.gguf" --quick
 ok "llm sensitivity runs on a mixture of experts (the experts' weights rounded per layer)" \
   "$QS" llm sensitivity --model "$T/qwen2moe.gguf" --text "$T/text.txt" --ctx 32 --chunks 1 --format mxfp4 --sites w,ffn_down_in
 
