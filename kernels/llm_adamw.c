@@ -53,6 +53,7 @@ static int build_spans(qs_adamw *o, const qs_llm_model *m)
 int qs_adamw_new(qs_adamw *o, const qs_llm_model *m, qs_err *e)
 {
     memset(o, 0, sizeof *o);
+    if (qs_llm_cfg_core_only(&m->c, 0, "training", e)) return -1;   /* no moments for experts or QK-norm gains */
     o->arena_len = m->arena_len;
     o->bias_len = m->bias_arena ? m->bias_len : 0;
     size_t n = o->arena_len + o->bias_len;

@@ -11,6 +11,7 @@
 
 #include "../../kernels/format.h"
 #include "../../kernels/llm.h"
+#include "../../kernels/llm_adamw.h"
 #include "../../kernels/llm_decode.h"
 #include "../../kernels/llm_train.h"
 
@@ -195,6 +196,12 @@ static void test_core_only(void **st)
     c.n_expert = 4; c.n_expert_used = 2;
     assert_null(qs_llm_train_state_new(&c, 2, 16, &e));
     assert_string_equal(e.msg, "mixtral: training does not run mixture-of-experts FFNs");
+    qs_llm_model mm;   /* nor its optimizer (the dense FFN pointers of a MoE model are NULL) */
+    assert_int_equal(qs_llm_alloc(&mm, &c, 1, &e), 0);
+    qs_adamw opt;
+    assert_int_equal(qs_adamw_new(&opt, &mm, &e), -1);
+    assert_string_equal(e.msg, "mixtral: training does not run mixture-of-experts FFNs");
+    qs_llm_free(&mm);
     c = kBase;
     snprintf(c.arch, sizeof c.arch, "llama");
     c.rope_nff = c.head_dim / 2;
