@@ -27,7 +27,8 @@ static void fill(float *p, size_t n, unsigned seed)
     }
 }
 
-/* Logits of T tokens: one call of T rows (step 0), or one token per call (step 1: the few-row paths). */
+/* Logits of T tokens: one call of T rows (step 0), one token per call (step 1: the few-row paths), or
+** the first `step` tokens then the rest in a second call (attention tiles over a cache, unpacked). */
 static void logits(const qs_llm_model *m, int T, int step, float *out)
 {
     qs_err e = {{0}};
@@ -39,7 +40,10 @@ static void logits(const qs_llm_model *m, int T, int step, float *out)
     assert_non_null(h);
     assert_non_null(sc);
     if (!step) assert_int_equal(qs_llm_forward(m, NULL, s, tok, 1, T, 0, h, NULL, NULL, &e), 0);
-    else
+    else if (step > 1) {
+        assert_int_equal(qs_llm_forward(m, NULL, s, tok, 1, step, 0, h, NULL, NULL, &e), 0);
+        assert_int_equal(qs_llm_forward(m, NULL, s, tok + step, 1, T - step, step, h + (size_t)step * m->c.dim, NULL, NULL, &e), 0);
+    } else
         for (int t = 0; t < T; t++)
             assert_int_equal(qs_llm_forward(m, NULL, s, tok + t, 1, 1, t, h + (size_t)t * m->c.dim, NULL, NULL, &e), 0);
     assert_int_equal(qs_llm_logits(m, NULL, h, T, sc, out, &e), 0);
@@ -172,6 +176,8 @@ static void test_window_and_qk_norm(void **st)
     m.c.sliding_window = 5;
     logits(&m, 24, 0, a);
     logits(&m, 24, 1, b);
+    assert_true(rel_diff(b, a, 24 * V) < 1e-5);
+    logits(&m, 24, 10, b);   /* 10 positions, then 14 attending over the cache */
     assert_true(rel_diff(b, a, 24 * V) < 1e-5);
     assert_memory_equal(a, full, 5 * V * sizeof(float));   /* the first 5 positions see everything anyway */
     assert_true(rel_diff(a, full, 24 * V) > 1e-3);
