@@ -238,6 +238,10 @@ def main():
     fq = os.path.join(os.path.dirname(fuzz), "micro_qwen2.gguf")   # qwen2: biases, BF16, rotate_half
     build(fq, False, 14, nl=1, dim=32, ffn=32, lin=g.GGML_BF16, emb=g.GGML_BF16, arch="qwen2")
     print("wrote %s (%d bytes)" % (fq, os.path.getsize(fq)))
+    fm = os.path.join(os.path.dirname(fuzz), "micro_qwen3moe.gguf")   # QK-norm, 4 stacked experts of 16, 2 used
+    build(fm, False, 15, nl=1, dim=32, ffn=16, lin=g.GGML_BF16, emb=g.GGML_BF16, arch="qwen3moe", hd=8, qk=True,
+          moe=dict(E=4, K=2, F=16))
+    print("wrote %s (%d bytes)" % (fm, os.path.getsize(fm)))
     with open(os.path.join(out, "tiny_ids.txt"), "w") as f:
         f.write(",".join(str(i) for i in TINY_IDS) + "\n")
 
