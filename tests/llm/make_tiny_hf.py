@@ -16,7 +16,7 @@ mixtral  mixtral       F32, untied                model.safetensors             
 qwen2moe qwen2_moe     F32, tied                  2 shards + index.json          4 experts of 32, 2 per token, shared expert 64
 qwen3moe qwen3_moe     BF16, tied                 model.safetensors              QK-norm, 4 experts, norm_topk_prob
 
-micro-llama, micro-qwen2 (one shard) and micro-sh (two shards) are small fuzz seeds:
+micro-llama, micro-qwen2, micro-qwen2moe (one shard) and micro-sh (two shards) are small fuzz seeds:
   /usr/bin/python3 tests/llm/make_tiny_hf.py --fuzz-seed micro-llama tests/fuzz/corpus/llm_hf/micro-llama
   /usr/bin/python3 tests/llm/make_tiny_hf.py --fuzz-index-seed micro-sh tests/fuzz/corpus/shard_index/micro-sh
 
@@ -122,6 +122,9 @@ VARIANTS = {
                     moe=dict(E=4, K=2, F=48)),
     "qwen2moe": dict(arch="qwen2_moe", dtype="F32", untied=False, shards=2, seed=55, merges="arr", vocab_size=320,
                      moe=dict(E=4, K=2, F=32, S=64)),
+    # fuzz seed (tests/fuzz/corpus/llm_hf): Qwen2-MoE, 1 layer, dim 32, 4 experts of 16 + a shared expert
+    "micro-qwen2moe": dict(arch="qwen2_moe", dtype="BF16", untied=False, shards=1, seed=57, merges="arr", vocab_size=320,
+                           nl=1, dim=32, ffn=32, moe=dict(E=4, K=2, F=16, S=32)),
     "qwen3moe": dict(arch="qwen3_moe", dtype="BF16", untied=False, shards=1, seed=56, merges="arr", vocab_size=320, hd=24,
                      qk=True, moe=dict(E=4, K=2, F=32), norm=True),
 }
