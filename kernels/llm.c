@@ -4,6 +4,7 @@
 #include "llm.h"
 #include "attn_internal.h"
 #include "cast_scale.h"
+#include "llm_gemma.h"
 #include "llm_internal.h"
 #include "llm_pgemm.h"
 #include "llm_prefill.h"
@@ -39,13 +40,13 @@ int qs_llm_cfg_check(const qs_llm_cfg *c, qs_err *e)
                        c->vocab, c->n_layer);
     if (!(c->eps > 0) || !(c->rope_base > 0))
         return qs_fail(e, "RMSNorm epsilon %g and RoPE base %g must be > 0", c->eps, c->rope_base);
-    return 0;
+    return qs_llm_gemma_check(c, e);
 }
 
 static size_t layer_floats(const qs_llm_cfg *c)
 {
     size_t d = (size_t)c->dim, kv = (size_t)c->n_kv_head * c->head_dim, f = (size_t)c->ffn, qd = qs_llm_q_dim(c);
-    return d + qd * d + kv * d * 2 + d * qd + d + f * d * 3;
+    return d + qd * d + kv * d * 2 + d * qd + d + f * d * 3 + qs_llm_gemma_layer_floats(c);
 }
 
 int qs_llm_alloc(qs_llm_model *m, const qs_llm_cfg *c, int tied, qs_err *e)
@@ -78,6 +79,7 @@ int qs_llm_alloc(qs_llm_model *m, const qs_llm_cfg *c, int tied, qs_err *e)
         L->w_gate = p; p += f * d;
         L->w_up = p; p += f * d;
         L->w_down = p; p += d * f;
+        p = qs_llm_gemma_place(c, l, L, p);   /* Gemma's extra norms (none for the Llama block) */
     }
     return 0;
 }
@@ -621,6 +623,7 @@ int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm
                         void *tap_ctx, qs_err *e)
 {
     const qs_llm_cfg *c = &m->c;
+    if (qs_llm_gemma_block(c)) return qs_llm_gemma_forward(m, nx, s, tok, B, T, pos0, l0, x0, hidden, tap, tap_ctx, e);
     if (memcmp(c, &s->c, sizeof *c)) return qs_fail(e, "forward: state made for another model shape");
     if (B <= 0 || T <= 0 || B > s->batch || (int64_t)B * T > s->max_rows || pos0 < 0 || pos0 + T > s->max_pos)
         return qs_fail(e, "forward: %d sequences x %d positions from %d exceed the state (%d x %d, %d rows)", B,
@@ -762,6 +765,7 @@ int qs_llm_logits_st(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_st
         x = scratch;
     }
     linear(pc, out, x, m->output, rows, d, m->c.vocab);
+    if (m->c.final_softcap > 0) qs_llm_softcap(out, (size_t)rows * m->c.vocab, m->c.final_softcap);   /* Gemma 2 */
     return 0;
 }
 
@@ -798,3 +802,16 @@ int qs_llm_round_rows(const qs_apply *a, int scaled, qs_llm_resq resq, float *x,
 }
 
 void qs_llm_rope_row(float *v, int nheads, int hd, const float *cs, const float *sn, int neox) { rope(v, nheads, hd, cs, sn, neox); }
+
+/* ---------------------------------------------------------------- shared with llm_gemma.c */
+
+void qs_llm__state_bufs(qs_llm_state *s, qs_llm_sbuf *b)
+{
+    *b = (qs_llm_sbuf){s->kc, s->vc, s->x, s->xn, s->q, s->k, s->v, s->att, s->h1, s->h2, s->tmp, s->batch, s->max_pos, s->max_rows,
+                      s->pc, &s->c};
+}
+
+void qs_llm__linear(qs_pgemm_cache *pc, float *y, const float *x, const float *W, int R, int in, int out)
+{
+    linear(pc, y, x, W, R, in, out);
+}

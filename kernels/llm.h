@@ -36,11 +36,27 @@ typedef struct qs_llm_cfg {
     float rope_base, eps;
     int rope_neox;            /* 0: RoPE on adjacent pairs (2i, 2i+1) (llama GGUF); 1: on (i, i + head_dim/2),
                               ** Hugging Face's rotate_half (safetensors checkpoints, GGUF qwen2) */
+    /* Gemma 2 / Gemma 3 blocks (kernels/llm_gemma.h); all 0 for the Llama block */
+    int ffn_gelu;             /* GeGLU: gelu_tanh(gate) * up instead of SwiGLU */
+    int sandwich;             /* post-attention and post-FFN RMSNorms (layer post_attn_norm, post_ffn_norm) */
+    int qk_norm;              /* per-head RMSNorm of Q and K before RoPE (layer q_norm, k_norm) */
+    float emb_scale;          /* token embeddings times this (Gemma: sqrt(dim)); 0 = 1 */
+    float attn_scale;         /* attention score scale; 0 = 1/sqrt(head_dim) (Gemma: query_pre_attn_scalar^-1/2) */
+    float attn_softcap;       /* scores -> cap * tanh(score / cap) before the mask (Gemma 2); 0 = none */
+    float final_softcap;      /* logits -> cap * tanh(logit / cap) (Gemma 2); 0 = none */
+    int sliding_window;       /* local layers (qs_llm_layer.sliding) see the last sliding_window positions; 0 = none */
+    int swa_pattern;          /* layer l is local iff l % swa_pattern < swa_pattern - 1 (Gemma 2: 2, Gemma 3: 6);
+                              ** 0 with a window: every layer */
+    float rope_base_swa;      /* RoPE base of the local layers; 0 = rope_base (Gemma 3: 10000) */
+    float rope_linear;        /* linear RoPE scaling of the global layers: positions / rope_linear; 0 = none */
 } qs_llm_cfg;
 
 typedef struct qs_llm_layer {
     float *attn_norm, *wq, *wk, *wv, *wo, *ffn_norm, *w_gate, *w_up, *w_down;   /* wq [q_dim][dim], wo [dim][q_dim] */
     float *bq, *bk, *bv;      /* Q/K/V projection biases (Qwen2), added after the products; NULL = none */
+    float *post_attn_norm, *post_ffn_norm;   /* [dim] sandwich norms (cfg.sandwich), else NULL */
+    float *q_norm, *k_norm;   /* [head_dim] QK-norm (cfg.qk_norm), else NULL */
+    int sliding;              /* 1: a local (sliding-window) layer */
 } qs_llm_layer;
 
 typedef struct qs_llm_model {

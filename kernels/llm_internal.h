@@ -13,4 +13,16 @@ int qs_llm_round_rows(const qs_apply *a, int scaled, qs_llm_resq resq, float *x,
 /* RoPE of one row of nheads heads at the angles cs/sn of its position. */
 void qs_llm_rope_row(float *v, int nheads, int hd, const float *cs, const float *sn, int neox);
 
+/* The working arrays of a state (llm.c's qs_llm_state) for the Gemma block (llm_gemma.c). */
+typedef struct qs_llm_sbuf {
+    float *kc, *vc;           /* [layer][batch][max_pos][kv_dim] */
+    float *x, *xn, *q, *k, *v, *att, *h1, *h2, *tmp;
+    int batch, max_pos, max_rows;
+    struct qs_pgemm_cache *pc;
+    const qs_llm_cfg *c;      /* the shape the state was made for */
+} qs_llm_sbuf;
+void qs_llm__state_bufs(qs_llm_state *s, qs_llm_sbuf *b);
+/* y[R][out] = x[R][in] . W[out][in]^T, as the forward pass multiplies (packed weights when pc). */
+void qs_llm__linear(struct qs_pgemm_cache *pc, float *y, const float *x, const float *W, int R, int in, int out);
+
 #endif

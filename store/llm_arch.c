@@ -6,11 +6,22 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Gemma's Hugging Face layer norms: input_layernorm (attention input), post_attention_layernorm (on the
+** attention output: a sandwich norm), pre_feedforward_layernorm (FFN input), post_feedforward_layernorm. */
+static const char *const kGemmaHF[QS_T_COUNT] = {
+    [QS_T_FFN_NORM] = "model.layers.%d.pre_feedforward_layernorm.weight",
+    [QS_T_POST_ATTN_NORM] = "model.layers.%d.post_attention_layernorm.weight",
+    [QS_T_POST_FFN_NORM] = "model.layers.%d.post_feedforward_layernorm.weight",
+};
+
 /* Supported architectures.  A new row needs only what the forward pass already runs: RMSNorm, SwiGLU,
-** RoPE (either pairing), GQA, optional Q/K/V biases, tied or untied output. */
+** RoPE (either pairing), GQA, optional Q/K/V biases, tied or untied output; the Gemma block
+** (QS_ARCH_GEMMA: GeGLU, sandwich norms, soft-capping, sliding-window layers, QK-norm). */
 static const qs_llm_arch kArch[] = {
-    {"llama", "LlamaForCausalLM", "llama", QS_ARCH_TIED | QS_ARCH_QKV_BIAS, 0},
-    {"qwen2", "Qwen2ForCausalLM", "qwen2", QS_ARCH_TIED | QS_ARCH_QKV_BIAS, 1},
+    {"llama", "LlamaForCausalLM", "llama", QS_ARCH_TIED | QS_ARCH_QKV_BIAS, 0, NULL},
+    {"qwen2", "Qwen2ForCausalLM", "qwen2", QS_ARCH_TIED | QS_ARCH_QKV_BIAS, 1, NULL},
+    {"gemma2", "Gemma2ForCausalLM", "gemma2", QS_ARCH_TIED | QS_ARCH_GEMMA, 1, kGemmaHF},
+    {"gemma3", "Gemma3ForCausalLM", "gemma3_text", QS_ARCH_TIED | QS_ARCH_GEMMA | QS_ARCH_QK_NORM, 1, kGemmaHF},
 };
 #define NARCH (sizeof kArch / sizeof kArch[0])
 
@@ -26,7 +37,8 @@ static const char *const kTensor[QS_LLM_NSCHEME][QS_T_COUNT] = {
         [QS_T_DOWN] = "blk.%d.ffn_down.weight", [QS_T_BQ] = "blk.%d.attn_q.bias", [QS_T_BK] = "blk.%d.attn_k.bias",
         [QS_T_BV] = "blk.%d.attn_v.bias", [QS_T_BO] = "blk.%d.attn_output.bias",
         [QS_T_BDOWN] = "blk.%d.ffn_down.bias", [QS_T_Q_NORM] = "blk.%d.attn_q_norm.weight",
-        [QS_T_K_NORM] = "blk.%d.attn_k_norm.weight",
+        [QS_T_K_NORM] = "blk.%d.attn_k_norm.weight", [QS_T_POST_ATTN_NORM] = "blk.%d.post_attention_norm.weight",
+        [QS_T_POST_FFN_NORM] = "blk.%d.post_ffw_norm.weight",
     },
     [QS_LLM_HF] = {
         [QS_T_EMB] = "model.embed_tokens.weight", [QS_T_OUT] = "lm_head.weight", [QS_T_OUT_NORM] = "model.norm.weight",
@@ -40,6 +52,9 @@ static const char *const kTensor[QS_LLM_NSCHEME][QS_T_COUNT] = {
         [QS_T_BO] = "model.layers.%d.self_attn.o_proj.bias", [QS_T_BDOWN] = "model.layers.%d.mlp.down_proj.bias",
         [QS_T_Q_NORM] = "model.layers.%d.self_attn.q_norm.weight",
         [QS_T_K_NORM] = "model.layers.%d.self_attn.k_norm.weight",
+        /* no common spelling: the sandwich norms are Gemma's (kGemmaHF) */
+        [QS_T_POST_ATTN_NORM] = "model.layers.%d.post_attention_norm.weight",
+        [QS_T_POST_FFN_NORM] = "model.layers.%d.post_feedforward_layernorm.weight",
     },
 };
 
@@ -89,6 +104,15 @@ const char *qs_llm_tensor_name(qs_llm_scheme s, qs_llm_tensor t, int layer, char
 {
     snprintf(buf, cap, kTensor[s][t], layer);
     return buf;
+}
+
+const char *qs_llm_arch_tensor_name(const qs_llm_arch *A, qs_llm_scheme s, qs_llm_tensor t, int layer, char *buf, size_t cap)
+{
+    if (A && A->hf_names && s == QS_LLM_HF && A->hf_names[t]) {
+        snprintf(buf, cap, A->hf_names[t], layer);
+        return buf;
+    }
+    return qs_llm_tensor_name(s, t, layer, buf, cap);
 }
 
 const qs_llm_hkey *qs_llm_hparam_key(qs_llm_hparam h) { return &kHparam[h]; }

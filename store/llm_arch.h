@@ -19,7 +19,9 @@ typedef enum {
     QS_T_EMB, QS_T_OUT, QS_T_OUT_NORM,
     QS_T_ATTN_NORM, QS_T_Q, QS_T_K, QS_T_V, QS_T_O, QS_T_FFN_NORM, QS_T_GATE, QS_T_UP, QS_T_DOWN,
     QS_T_BQ, QS_T_BK, QS_T_BV,
-    QS_T_BO, QS_T_BDOWN, QS_T_Q_NORM, QS_T_K_NORM,   /* refused when present: the forward pass has none */
+    QS_T_BO, QS_T_BDOWN,         /* refused when present: the forward pass has none */
+    QS_T_Q_NORM, QS_T_K_NORM,    /* QK-norm: loaded by QS_ARCH_QK_NORM rows, refused elsewhere */
+    QS_T_POST_ATTN_NORM, QS_T_POST_FFN_NORM,   /* Gemma's sandwich norms (QS_ARCH_GEMMA rows) */
     QS_T_COUNT
 } qs_llm_tensor;
 
@@ -41,9 +43,9 @@ typedef struct qs_llm_hkey {
 /* Architecture flags. */
 enum {
     QS_ARCH_QKV_BIAS = 1 << 0,   /* Q/K/V projection biases may be present (all layers or none, by layer 0) */
-    QS_ARCH_QK_NORM = 1 << 1,    /* per-head RMSNorm of Q and K before RoPE (Qwen3): no row has it yet, the
-                                 ** forward pass does not run it */
+    QS_ARCH_QK_NORM = 1 << 1,    /* per-head RMSNorm of Q and K before RoPE (Gemma 3: the Gemma block runs it) */
     QS_ARCH_TIED = 1 << 2,       /* the output matrix may be absent (tied to the token embedding) */
+    QS_ARCH_GEMMA = 1 << 3,      /* the Gemma block (kernels/llm_gemma.h): keys read by llm_arch_gemma.c */
 };
 
 typedef struct qs_llm_arch {
@@ -54,6 +56,8 @@ typedef struct qs_llm_arch {
     int gguf_rope_neox;          /* RoPE pairing of its GGUF files: 0 adjacent pairs (llama.cpp's converter
                                  ** permutes the Q/K rows), 1 rotate_half (rows kept as trained); Hugging
                                  ** Face checkpoints are always rotate_half */
+    const char *const *hf_names; /* Hugging Face tensor names that differ from the common spelling, by role
+                                 ** (NULL entries: the common one); NULL: none differ */
 } qs_llm_arch;
 
 /* The row named by GGUF general.architecture, or NULL. */
@@ -65,6 +69,8 @@ const char *qs_llm_arch_list(qs_llm_scheme s, char *buf, size_t cap);
 
 /* The name of tensor role t of layer `layer` in scheme s, written to buf. */
 const char *qs_llm_tensor_name(qs_llm_scheme s, qs_llm_tensor t, int layer, char *buf, size_t cap);
+/* The same in architecture A's own spelling (A may be NULL). */
+const char *qs_llm_arch_tensor_name(const qs_llm_arch *A, qs_llm_scheme s, qs_llm_tensor t, int layer, char *buf, size_t cap);
 /* The key of hyper-parameter h. */
 const qs_llm_hkey *qs_llm_hparam_key(qs_llm_hparam h);
 

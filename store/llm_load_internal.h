@@ -32,6 +32,10 @@ int qs_llm__load_weights(qs_llm_model *m, const qs_llm_cfg *cfg, const qs_llm_ar
 int qs_llm__hparam(json_t *obj, qs_llm_scheme s, const char *arch, qs_llm_hparam h, double derived, void *out, qs_err *e);
 /* The shape keys of both schemes into cfg (not vocab for GGUF, not rope_neox), head_dim included. */
 int qs_llm__shape(json_t *obj, qs_llm_scheme s, const char *arch, qs_llm_cfg *cfg, qs_err *e);
+/* Gemma rows (QS_ARCH_GEMMA): their keys into cfg's Gemma fields (after qs_llm__shape; nothing for other
+** rows), and Hugging Face's RMSNorm (1 + w) made a plain weight (after the weights are read). */
+int qs_llm__gemma_cfg(json_t *obj, qs_llm_scheme s, const qs_llm_arch *A, qs_llm_cfg *cfg, qs_err *e);
+void qs_llm__gemma_hf_norms(qs_llm_model *m);
 void qs_llm__wtypes(const qs_llm_src *src, int nsrc, char *out, size_t cap);
 int qs_llm__vocab_tables(qs_llm_vocab *v, qs_err *e);
 

@@ -64,9 +64,10 @@ def vocab():
     return toks, types
 
 
-def weights(seed, nl=2, dim=64, ffn=96, nh=4, nkv=2, V=320, untied=False, bias=False, hd=None):
+def weights(seed, nl=2, dim=64, ffn=96, nh=4, nkv=2, V=320, untied=False, bias=False, hd=None, gemma=0):
     """Random weights in PyTorch layout [out][in], keyed by role (GGUF spelling), as float32.
-    hd: head size (default dim // nh; Qwen3 and Gemma have nh * hd != dim)."""
+    hd: head size (default dim // nh; Qwen3 and Gemma have nh * hd != dim).  gemma 2 or 3: the sandwich
+    norms (and Gemma 3's per-head Q/K norms), in GGUF's form (the weight, 1 included)."""
     rng = np.random.default_rng(seed)
     hd = hd or dim // nh
     W = {"token_embd.weight": rng.normal(0, 1.0, (V, dim))}
@@ -92,15 +93,24 @@ def weights(seed, nl=2, dim=64, ffn=96, nh=4, nkv=2, V=320, untied=False, bias=F
             W[p + "attn_q.bias"] = rng.normal(0, 0.5, nh * hd)
             W[p + "attn_k.bias"] = rng.normal(0, 0.5, nkv * hd)
             W[p + "attn_v.bias"] = rng.normal(0, 0.5, nkv * hd)
+    if gemma:  # drawn last, as the biases
+        for l in range(nl):
+            p = "blk.%d." % l
+            W[p + "post_attention_norm.weight"] = 1 + 0.3 * rng.normal(size=dim)
+            W[p + "post_ffw_norm.weight"] = 1 + 0.3 * rng.normal(size=dim)
+            if gemma == 3:
+                W[p + "attn_q_norm.weight"] = 1 + 0.3 * rng.normal(size=hd)
+                W[p + "attn_k_norm.weight"] = 1 + 0.3 * rng.normal(size=hd)
     return {k: np.asarray(v, np.float32) for k, v in W.items()}
 
 
-def build(path, untied, seed, nl=2, dim=64, ffn=96, lin=None, arch="llama", emb=None, add_bos=False, hd=None):
+def build(path, untied, seed, nl=2, dim=64, ffn=96, lin=None, arch="llama", emb=None, add_bos=False, hd=None, kv=None):
     """Write a tiny GGUF.  lin/emb: ggml types of the linear weights / token embedding (default the
     SmolLM2 mix Q4_1 / Q8_0, F16 linear when untied); arch "qwen2" adds Q/K/V biases (F32); hd: a head
     size other than dim / heads, written as ARCH.attention.key_length / value_length."""
     nh, nkv, V = 4, 2, 320
-    W = weights(seed, nl, dim, ffn, nh, nkv, V, untied, bias=arch == "qwen2", hd=hd)
+    gemma = {"gemma2": 2, "gemma3": 3}.get(arch, 0)
+    W = weights(seed, nl, dim, ffn, nh, nkv, V, untied, bias=arch == "qwen2", hd=hd, gemma=gemma)
     key_length = hd
     hd = hd or dim // nh
     w = g.Writer()
@@ -112,13 +122,16 @@ def build(path, untied, seed, nl=2, dim=64, ffn=96, lin=None, arch="llama", emb=
     w.add_kv(arch + ".feed_forward_length", g.T_U32, ffn)
     w.add_kv(arch + ".attention.head_count", g.T_U32, nh)
     w.add_kv(arch + ".attention.head_count_kv", g.T_U32, nkv)
-    w.add_kv(arch + ".rope.freq_base", g.T_F32, 10000.0)
+    if "rope.freq_base" not in (kv or {}):
+        w.add_kv(arch + ".rope.freq_base", g.T_F32, 10000.0)
     w.add_kv(arch + ".attention.layer_norm_rms_epsilon", g.T_F32, 1e-5)
     w.add_kv(arch + ".rope.dimension_count", g.T_U32, hd)
     if key_length:
         w.add_kv(arch + ".attention.key_length", g.T_U32, hd)
         w.add_kv(arch + ".attention.value_length", g.T_U32, hd)
     w.add_kv(arch + ".vocab_size", g.T_U32, V)
+    for k, (t, val) in (kv or {}).items():   # architecture keys (Gemma's soft-caps, window, RoPE)
+        w.add_kv(arch + "." + k, t, val)
     toks, types = vocab()
     w.add_kv("tokenizer.ggml.model", g.T_STR, "gpt2")
     w.add_kv("tokenizer.ggml.tokens", g.T_ARR, toks, g.T_STR)
@@ -151,6 +164,19 @@ VARIANTS = {  # full-precision files users bring: --variant NAME OUT.gguf
     "qwen2-f32": dict(untied=True, seed=25, lin=g.GGML_F32, emb=g.GGML_F32, arch="qwen2"),
     # 4 heads of 24 over dim 64: Q and the attention output are 96 wide (head_dim != dim / heads)
     "qwen2-hd24": dict(untied=False, seed=26, lin=g.GGML_F32, emb=g.GGML_F32, arch="qwen2", hd=24),
+    # Gemma 2: head_dim 24, soft-caps small enough to matter, a 5-position window on the even layers
+    "gemma2": dict(untied=False, seed=27, lin=g.GGML_F32, emb=g.GGML_F32, arch="gemma2", hd=24, nl=3,
+                   kv={"attn_logit_softcapping": (g.T_F32, 2.5), "final_logit_softcapping": (g.T_F32, 5.0),
+                       "attention.sliding_window": (g.T_U32, 5)}),
+    # Gemma 3: QK-norm, 7 layers (5 local, 1 global, 1 local: llama.cpp's default pattern of 6), global
+    # RoPE base 1e6 with linear scaling 4, the local base given as a key
+    "gemma3": dict(untied=False, seed=28, lin=g.GGML_BF16, emb=g.GGML_F32, arch="gemma3", hd=24, nl=7,
+                   kv={"attention.sliding_window": (g.T_U32, 5), "rope.freq_base_swa": (g.T_F32, 20000.0),
+                       "rope.freq_base": (g.T_F32, 1e6),
+                       "rope.scaling.type": (g.T_STR, "linear"), "rope.scaling.factor": (g.T_F32, 4.0)}),
+    # Gemma 3 as a converter writes the 270M model: no local base key (10000), no scaling, no caps
+    "gemma3-plain": dict(untied=False, seed=29, lin=g.GGML_F32, emb=g.GGML_F32, arch="gemma3", hd=24, nl=7,
+                         kv={"attention.sliding_window": (g.T_U32, 5), "rope.freq_base": (g.T_F32, 1e6)}),
 }
 
 

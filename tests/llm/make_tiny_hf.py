@@ -9,6 +9,10 @@ llama    llama         BF16, untied (lm_head)     model.safetensors             
 llama-sh llama         F16, tied                  2 shards + index.json          merges as ["a", "b"], BOS/EOS from tokenizer_config.json
 qwen2    qwen2         F32, tied, Q/K/V biases    3 shards + index.json          vocab_size 336 > 320 tokens, Split regex pre-tokenizer
 llama-hd llama         F32, untied                model.safetensors              head_dim 24 != hidden_size / heads (16)
+gemma2   gemma2        F32, tied                  model.safetensors              sandwich norms stored as w - 1 ((1 + w) form),
+                                                                                 soft-caps 2.5 / 5, window 5, query_pre_attn_scalar 32
+gemma3   gemma3_text   BF16, tied                 model.safetensors              QK-norm, 7 layers in layer_types, window 5,
+                                                                                 local base 10000, global 1e6 with linear scaling 4
 
 micro-llama, micro-qwen2 (one shard) and micro-sh (two shards) are small fuzz seeds:
   /usr/bin/python3 tests/llm/make_tiny_hf.py --fuzz-seed micro-llama tests/fuzz/corpus/llm_hf/micro-llama
@@ -33,7 +37,16 @@ QWEN2_REGEX = ("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N
                "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+")
 
 
-def hf_name(n):
+GEMMA = {"ffn_norm.weight": "pre_feedforward_layernorm.weight",
+         "post_attention_norm.weight": "post_attention_layernorm.weight",
+         "post_ffw_norm.weight": "post_feedforward_layernorm.weight",
+         "attn_q_norm.weight": "self_attn.q_norm.weight", "attn_k_norm.weight": "self_attn.k_norm.weight"}
+
+
+def hf_name(n, gemma=False):
+    if gemma and n.startswith("blk.") and n.split(".", 2)[2] in GEMMA:
+        _, l, rest = n.split(".", 2)
+        return "model.layers.%s.%s" % (l, GEMMA[rest])
     if n == "token_embd.weight":
         return "model.embed_tokens.weight"
     if n == "output.weight":
@@ -86,6 +99,8 @@ VARIANTS = {
     "llama-hd": dict(arch="llama", dtype="F32", untied=True, shards=1, seed=37, merges="str", vocab_size=320, hd=24),
     "micro-sh": dict(arch="qwen2", dtype="BF16", untied=False, shards=2, seed=36, merges="arr", vocab_size=320,
                      nl=1, dim=32, ffn=32),
+    "gemma2": dict(arch="gemma2", dtype="F32", untied=False, shards=1, seed=38, merges="str", vocab_size=320, hd=24, nl=3),
+    "gemma3": dict(arch="gemma3", dtype="BF16", untied=False, shards=1, seed=39, merges="str", vocab_size=320, hd=24, nl=7),
 }
 
 
@@ -115,7 +130,10 @@ def build(variant, out):
     v = VARIANTS[variant]
     arch = v["arch"]
     nl, dim, ffn, nh, nkv = v.get("nl", 2), v.get("dim", 64), v.get("ffn", 96), 4, 2
-    W = t.weights(v["seed"], nl, dim, ffn, nh, nkv, 320, v["untied"], bias=arch == "qwen2", hd=v.get("hd"))
+    gemma = {"gemma2": 2, "gemma3": 3}.get(arch, 0)
+    W = t.weights(v["seed"], nl, dim, ffn, nh, nkv, 320, v["untied"], bias=arch == "qwen2", hd=v.get("hd"), gemma=gemma)
+    if gemma:  # Gemma's RMSNorm multiplies by (1 + w): the checkpoint stores w - 1 of GGUF's weight
+        W = {n: (a - 1 if n.endswith("norm.weight") else a) for n, a in W.items()}
     if v["vocab_size"] > 320:  # padded embedding rows, as Qwen2 checkpoints have
         rng = np.random.default_rng(v["seed"] + 100)
         extra = rng.normal(0, 1.0, (v["vocab_size"] - 320, dim)).astype(np.float32)
@@ -133,9 +151,19 @@ def build(variant, out):
         cfg.update(bos_token_id=1, eos_token_id=2)
     if v.get("hd"):
         cfg.update(head_dim=v["hd"])
+    if arch == "gemma2":
+        cfg.update(architectures=["Gemma2ForCausalLM"], hidden_act="gelu_pytorch_tanh",
+                   hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=32, attn_logit_softcapping=2.5,
+                   final_logit_softcapping=5.0, sliding_window=5, rms_norm_eps=1e-6, rope_theta=10000.0)
+    if arch == "gemma3":
+        cfg.update(architectures=["Gemma3ForCausalLM"], model_type="gemma3_text", hidden_act="gelu_pytorch_tanh",
+                   hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=24, attn_logit_softcapping=None,
+                   final_logit_softcapping=None, sliding_window=5, rope_theta=1e6, rope_local_base_freq=10000.0,
+                   rope_scaling={"rope_type": "linear", "factor": 4.0}, rms_norm_eps=1e-6,
+                   layer_types=["full_attention" if (l + 1) % 6 == 0 else "sliding_attention" for l in range(nl)])
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
-    items = [(hf_name(n), a) for n, a in W.items()]
+    items = [(hf_name(n, gemma), a) for n, a in W.items()]
     if v["shards"] == 1:
         write_safetensors(os.path.join(out, "model.safetensors"), items, v["dtype"])
     else:

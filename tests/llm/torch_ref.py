@@ -18,6 +18,18 @@ The weights are read by tests/llm/gguf_io.py (its own GGUF parser and Q8_0/Q4_1/
 by read_safetensors below; the model is written from the architecture description (RMSNorm, RoPE on
 adjacent pairs for llama GGUF or rotate_half for Hugging Face checkpoints and GGUF qwen2, Q/K/V
 biases, GQA, SwiGLU), not from qscope's C code.
+
+Gemma 2 / Gemma 3 (GGUF gemma2/gemma3, config.json Gemma2ForCausalLM / Gemma3ForCausalLM), from the
+descriptions of transformers' Gemma2/Gemma3 decoder layers and llama.cpp's gemma2/gemma3 graphs:
+embeddings times sqrt(dim); RMSNorm weights (1 + w) in Hugging Face checkpoints, w as stored in GGUF
+(llama.cpp's converter adds the 1); per layer input norm -> Q/K/V -> [Gemma 3: per-head RMSNorm of Q
+and K] -> RoPE (local layers: their own base, 10000 unless given; global: rope_theta, positions divided
+by a linear rope_scaling factor) -> scores * scale (query_pre_attn_scalar^-1/2 in Hugging Face configs,
+1/sqrt(head_dim) in GGUF) -> [cap * tanh(s / cap)] -> causal mask, on local layers also keys more than
+sliding_window - 1 positions back masked (local: layer l with l % pattern < pattern - 1; pattern 2 for
+Gemma 2, 6 for Gemma 3, or layer_types) -> softmax -> P V -> O -> post-attention RMSNorm -> residual;
+pre-FFN RMSNorm -> gelu_tanh(gate) * up -> down -> post-FFN RMSNorm -> residual; final norm, tied
+output, [final cap * tanh(logit / cap)].
 """
 import json
 import math
@@ -68,7 +80,43 @@ HF = {"token_embd.weight": "model.embed_tokens.weight", "output.weight": "lm_hea
       "ffn_norm.weight": "post_attention_layernorm.weight", "ffn_gate.weight": "mlp.gate_proj.weight",
       "ffn_up.weight": "mlp.up_proj.weight", "ffn_down.weight": "mlp.down_proj.weight",
       "attn_q.bias": "self_attn.q_proj.bias", "attn_k.bias": "self_attn.k_proj.bias",
-      "attn_v.bias": "self_attn.v_proj.bias"}
+      "attn_v.bias": "self_attn.v_proj.bias", "attn_q_norm.weight": "self_attn.q_norm.weight",
+      "attn_k_norm.weight": "self_attn.k_norm.weight"}
+# Gemma's Hugging Face layer norms: post_attention_layernorm is the sandwich norm on the attention output
+HF_GEMMA = dict(HF, **{"ffn_norm.weight": "pre_feedforward_layernorm.weight",
+                       "post_attention_norm.weight": "post_attention_layernorm.weight",
+                       "post_ffw_norm.weight": "post_feedforward_layernorm.weight"})
+
+
+def gemma_hp(c, gguf, arch):
+    """The Gemma fields of hp from config.json (gguf False) or GGUF metadata c."""
+    g2 = arch == "gemma2"
+    if gguf:
+        k = lambda n, d=None: c.get(arch + "." + n, d)  # noqa: E731
+        nl = c[arch + ".block_count"]
+        pat = k("attention.sliding_window_pattern", 2 if g2 else 6)
+        local = [l % pat < pat - 1 for l in range(nl)]
+        win = k("attention.sliding_window", 4096 if g2 else 0)
+        hd = k("attention.key_length") or c[arch + ".embedding_length"] // c[arch + ".attention.head_count"]
+        lin = k("rope.scaling.factor", 1.0) if k("rope.scaling.type") == "linear" else 1.0
+        return dict(gemma=True, scale=hd ** -0.5, attn_cap=k("attn_logit_softcapping", 50.0 if g2 else 0.0),
+                    final_cap=k("final_logit_softcapping", 30.0 if g2 else 0.0), local=local if win else [False] * nl,
+                    win=win, base_local=k("rope.freq_base_swa", k("rope.freq_base", 10000.0) if g2 else 10000.0),
+                    lin=lin, qk_norm=not g2, plus1=False)
+    nl = c["num_hidden_layers"]
+    if "layer_types" in c:
+        local = [t == "sliding_attention" for t in c["layer_types"]]
+    else:
+        pat = c.get("sliding_window_pattern", 2 if g2 else 6)
+        local = [l % pat < pat - 1 for l in range(nl)]
+    rs = c.get("rope_scaling") or {}
+    return dict(gemma=True, scale=c.get("query_pre_attn_scalar", 256) ** -0.5,
+                attn_cap=c.get("attn_logit_softcapping", 50.0 if g2 else None) or 0.0,
+                final_cap=c.get("final_logit_softcapping", 30.0 if g2 else None) or 0.0,
+                local=local, win=c.get("sliding_window", 4096),
+                base_local=c.get("rope_local_base_freq", c.get("rope_theta", 10000.0) if g2 else 10000.0),
+                lin=rs.get("factor", 1.0) if rs.get("rope_type", rs.get("type")) == "linear" else 1.0,
+                qk_norm=not g2, plus1=True)
 
 
 def load(path):
@@ -88,13 +136,17 @@ def load(path):
         hp = dict(nl=c["num_hidden_layers"], dim=c["hidden_size"], nh=c["num_attention_heads"],
                   nkv=c.get("num_key_value_heads", c["num_attention_heads"]), base=c.get("rope_theta", 10000.0),
                   eps=c.get("rms_norm_eps", 1e-6), neox=True, hd=c.get("head_dim"))
+        gem = c.get("model_type") in ("gemma2", "gemma3_text")
+        if gem:
+            hp.update(gemma_hp(c, False, "gemma2" if c["model_type"] == "gemma2" else "gemma3"))
+        names = HF_GEMMA if gem else HF
 
         def get(n):
             if n.startswith("blk."):
                 _, l, rest = n.split(".", 2)
-                key = "model.layers.%s.%s" % (l, HF[rest])
+                key = "model.layers.%s.%s" % (l, names[rest])
             else:
-                key = HF[n]
+                key = names[n]
             if n == "output.weight" and c.get("tie_word_embeddings", False):
                 return None
             return T.get(key)
@@ -105,8 +157,10 @@ def load(path):
     nh = kv[arch + ".attention.head_count"]
     hp = dict(nl=kv[arch + ".block_count"], dim=kv[arch + ".embedding_length"], nh=nh,
               nkv=kv.get(arch + ".attention.head_count_kv", nh), base=kv.get(arch + ".rope.freq_base", 10000.0),
-              eps=kv.get(arch + ".attention.layer_norm_rms_epsilon", 1e-5), neox=arch == "qwen2",
+              eps=kv.get(arch + ".attention.layer_norm_rms_epsilon", 1e-5), neox=arch in ("qwen2", "gemma2", "gemma3"),
               hd=kv.get(arch + ".attention.key_length"))
+    if arch in ("gemma2", "gemma3"):
+        hp.update(gemma_hp(kv, True, arch))
     return hp, lambda n: r.tensor(n) if r.has(n) else None
 
 
@@ -145,12 +199,23 @@ def forward(path, ids):
     if out_w is None:
         out_w = emb
     x = emb[idx]
-    rms = lambda v, w: v / xp.sqrt((v * v).mean(-1, keepdims=True) + eps) * w  # noqa: E731
-    fr = base ** (-2.0 * arange(half) / hd)
-    ang = arange(T)[:, None] * fr[None, :]
-    cos, sin = xp.cos(ang)[:, None, :], xp.sin(ang)[:, None, :]
+    gem = hp.get("gemma", False)
+    one = 1.0 if gem and hp["plus1"] else 0.0   # Hugging Face Gemma RMSNorm: x / rms * (1 + w)
+    rms = lambda v, w: v / xp.sqrt((v * v).mean(-1, keepdims=True) + eps) * (w + one)  # noqa: E731
+    cap = lambda v, c: c * xp.tanh(v / c) if c else v  # noqa: E731
+    if gem:
+        x = x * math.sqrt(dim)
 
-    def rope(v):  # v [T, H, hd]; angle of pair i = pos * base^(-2i/hd)
+    def angles(b, lin=1.0):
+        ang = (arange(T) / lin)[:, None] * (b ** (-2.0 * arange(half) / hd))[None, :]
+        return xp.cos(ang)[:, None, :], xp.sin(ang)[:, None, :]
+    tab_global = angles(base, hp.get("lin", 1.0))
+    tab_local = angles(hp["base_local"]) if gem else None
+    tpos = arange(T)
+    swa_mask = xp.where((tpos[:, None] - tpos[None, :]) >= hp["win"], -math.inf, 0.0) if gem and hp["win"] else 0.0
+
+    def rope(v, tab):  # v [T, H, hd]; angle of pair i = pos * base^(-2i/hd)
+        cos, sin = tab
         if neox:  # rotate_half: pair (i, i + hd/2)
             a, b = v[..., :half], v[..., half:]
             return cat(a * cos - b * sin, a * sin + b * cos)
@@ -162,19 +227,33 @@ def forward(path, ids):
         b = W(name + ".bias")
         return y if b is None else y + b
 
+    gelu = lambda g: 0.5 * g * (1 + xp.tanh(math.sqrt(2 / math.pi) * (g + 0.044715 * g ** 3)))  # noqa: E731
     for l in range(nl):
         p = "blk.%d." % l
+        local = gem and hp["local"][l]
+        tab = tab_local if local else tab_global
         h = rms(x, W(p + "attn_norm.weight"))
-        q = rope(lin(h, p + "attn_q").reshape(T, nh, hd))
-        k = repeat(rope(lin(h, p + "attn_k").reshape(T, nkv, hd)), nh // nkv)
+        q, k = lin(h, p + "attn_q").reshape(T, nh, hd), lin(h, p + "attn_k").reshape(T, nkv, hd)
+        if gem and hp["qk_norm"]:
+            q, k = rms(q, W(p + "attn_q_norm.weight")), rms(k, W(p + "attn_k_norm.weight"))
+        q = rope(q, tab)
+        k = repeat(rope(k, tab), nh // nkv)
         v = repeat(lin(h, p + "attn_v").reshape(T, nkv, hd), nh // nkv)
-        att = softmax(xp.einsum("thd,shd->hts", q, k) / math.sqrt(hd) + mask)
-        o = xp.einsum("hts,shd->thd", att, v).reshape(T, nh * hd)
-        x = x + o @ W(p + "attn_output.weight").T
+        if gem:
+            s = cap(xp.einsum("thd,shd->hts", q, k) * hp["scale"], hp["attn_cap"])
+            att = softmax(s + mask + (swa_mask if local else 0.0))
+        else:
+            att = softmax(xp.einsum("thd,shd->hts", q, k) / math.sqrt(hd) + mask)
+        o = xp.einsum("hts,shd->thd", att, v).reshape(T, nh * hd) @ W(p + "attn_output.weight").T
+        x = x + (rms(o, W(p + "post_attention_norm.weight")) if gem else o)
         h = rms(x, W(p + "ffn_norm.weight"))
-        x = x + (silu(h @ W(p + "ffn_gate.weight").T) * (h @ W(p + "ffn_up.weight").T)) @ W(p + "ffn_down.weight").T
+        act = gelu if gem else silu
+        f = (act(h @ W(p + "ffn_gate.weight").T) * (h @ W(p + "ffn_up.weight").T)) @ W(p + "ffn_down.weight").T
+        x = x + (rms(f, W(p + "post_ffw_norm.weight")) if gem else f)
     x = rms(x, W("output_norm.weight"))
     out = x @ out_w.T
+    if gem:
+        out = cap(out, hp["final_cap"])
     return out.numpy() if HAVE_TORCH else out
 
 
