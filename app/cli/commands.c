@@ -413,9 +413,10 @@ const qs_command qs_commands[] = {
      "  --seed S --no-store --json", qs_cmd_resq, NULL, NULL, 0},
     {"llm", "[--model PATH] [options]",
      "run a real causal LM (SmolLM2 GGUF): mismatch runs, activations, throughput",
-     "A Llama or Qwen2 model (SmolLM2-135M-Instruct GGUF from `make data`, or your own GGUF / Hugging\n"
-     "Face directory) through qscope's own FP32 forward pass (dequantized weights, OpenBLAS matmuls);\n"
-     "the rollout numerics are simulated by fake-quantization.  See docs/llm.md.", NULL, qs_llm_subcommands, NULL, 0},
+     "A Llama, Qwen2, Gemma 2 or Gemma 3 model (SmolLM2-135M-Instruct and Gemma-3 270M GGUF from\n"
+     "`make data`, or your own GGUF / Hugging Face directory) through qscope's own FP32 forward pass\n"
+     "(dequantized weights, OpenBLAS matmuls); the rollout numerics are simulated by fake-quantization.\n"
+     "Gemma runs everywhere but in batched GRPO rollouts and training (refused).  See docs/llm.md.", NULL, qs_llm_subcommands, NULL, 0},
     {"train", "[--text FILE...] [--val-text FILE] [--tokenizer MODEL | --init MODEL] [shape] [options] [--out DIR] [--name NAME | --no-store] | --resume DIR",
      "train a small Llama-architecture model (FP32 or a low-precision recipe; AdamW) and write a checkpoint",
      "Trains from scratch (llm.c-style init) or from --init MODEL on byte-level tokens or the tokens of\n"

@@ -75,21 +75,23 @@ elif [ -z "$LP" ] || [ ! -x "$LP" ]; then
   skip "Gemma-3 270M: PPL on Persuasion agrees with llama-perplexity" "data: llama-perplexity not built (QS_LLAMA_PERPLEXITY, or LLAMA_BUILD; tests/bench/llama_peer.sh builds it)"
 else
   export LD_LIBRARY_PATH="$(dirname "$LP")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  ok "Gemma-3 270M: llm eval, 4 chunks of 512" "$QS" llm eval --model "$REAL" --text "$TEXT" --ctx 512 --chunks 4 --json
+  ok "Gemma-3 270M: llm eval, 4 chunks of 512 (and activations rounded to Q8_0)" "$QS" llm eval --model "$REAL" \
+    --text "$TEXT" --ctx 512 --chunks 4 --config a=q8_0 --json
   cp "$T/out" "$T/qs.json"
   ok "llama-perplexity on the same text, ctx and chunks" "$LP" -m "$REAL" -f "$TEXT" -c 512 --chunks 4 -t 2
   cp "$T/err" "$T/lp.log"; cat "$T/out" >> "$T/lp.log"
-  # tolerance 1%: llama.cpp multiplies Q5_0/Q8_0 weights with Q8_0-rounded activations and Q4_K/Q6_K
-  # with Q8_K ones; qscope's FP32 reference does not.  Rounding the activations so in qscope
-  # (a=q8_0, a=q8_k) moves PPL by 0.2-0.5% on these chunks (docs/llm.md); measured: llama.cpp 36.0142,
-  # qscope 35.8756 (-0.39%)
-  check "Gemma-3 270M: PPL within 1% of llama-perplexity's" "$PY - '$T/qs.json' '$T/lp.log' <<'PY'
+  # Tolerances from llama.cpp's own arithmetic: it multiplies the Q5_0/Q8_0 weights with activations
+  # rounded to Q8_0 (and Q4_K/Q6_K with Q8_K), qscope's reference with FP32 ones.  Measured on these 4
+  # chunks: llama.cpp 36.0142, qscope's FP32 reference 35.8756 (-0.39%), qscope with a=q8_0 36.0241
+  # (+0.03%; a=q8_0 moves qscope's PPL by +0.41%, a=q8_k by +1.25%).  So: the reference within 1%
+  # (what rounding the activations as llama.cpp does can move), a=q8_0 within 0.3%.
+  check "Gemma-3 270M: PPL within 1% of llama-perplexity's, with a=q8_0 within 0.3%" "$PY - '$T/qs.json' '$T/lp.log' <<'PY'
 import json, re, sys
 q = json.load(open(sys.argv[1]))
-ref = q['reference']['ppl']
+ref, q8 = q['reference']['ppl'], q['configs'][0]['ppl']
 lp = float(re.findall(r'Final estimate: PPL = ([0-9.]+)', open(sys.argv[2]).read())[-1])
-print('# qscope %.4f llama.cpp %.4f (%+.2f%%)' % (ref, lp, 100 * (ref / lp - 1)))
-sys.exit(0 if abs(ref / lp - 1) < 0.01 else 1)
+print('# llama.cpp %.4f, qscope %.4f (%+.2f%%), a=q8_0 %.4f (%+.2f%%)' % (lp, ref, 100 * (ref / lp - 1), q8, 100 * (q8 / lp - 1)))
+sys.exit(0 if abs(ref / lp - 1) < 0.01 and abs(q8 / lp - 1) < 0.003 else 1)
 PY"
 fi
 done_testing

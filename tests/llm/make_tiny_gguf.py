@@ -10,7 +10,8 @@ tiny.gguf:        2 layers, dim 64, 4 query heads / 2 KV heads of 16, FFN 96, vo
                   embeddings; token_embd Q8_0, linear weights Q4_1, norms F32 (the SmolLM2 mix).
 tiny_untied.gguf: the same with a separate F16 output.weight and F16 linear weights.
 micro.gguf, micro_qwen2.gguf (tests/fuzz/corpus/llm_gguf): 1 layer, dim 32, FFN 32, the same
-                  vocabulary (fuzz seeds; the second qwen2 with BF16 weights and Q/K/V biases).
+                  vocabulary (fuzz seeds; the second qwen2 with BF16 weights and Q/K/V biases);
+micro_gemma3.gguf: 2 layers (one local, one global), F16, Gemma 3's norms and keys.
   make_tiny_gguf.py --bos OUT.gguf writes tiny.gguf's model with tokenizer.ggml.add_bos_token = true.
 tiny_logits.npy / tiny_untied_logits.npy: float64 reference logits (stored as float32) of
                   TINY_IDS from tests/llm/torch_ref.py (PyTorch if available, else numpy).
@@ -202,6 +203,10 @@ def main():
     fq = os.path.join(os.path.dirname(fuzz), "micro_qwen2.gguf")   # qwen2: biases, BF16, rotate_half
     build(fq, False, 14, nl=1, dim=32, ffn=32, lin=g.GGML_BF16, emb=g.GGML_BF16, arch="qwen2")
     print("wrote %s (%d bytes)" % (fq, os.path.getsize(fq)))
+    fg = os.path.join(os.path.dirname(fuzz), "micro_gemma3.gguf")   # gemma3: sandwich and QK norms, window
+    build(fg, False, 15, nl=2, dim=32, ffn=16, hd=8, arch="gemma3", lin=g.GGML_F16, emb=g.GGML_F16,
+          kv={"attention.sliding_window": (g.T_U32, 4), "attention.sliding_window_pattern": (g.T_U32, 2)})
+    print("wrote %s (%d bytes)" % (fg, os.path.getsize(fg)))
     with open(os.path.join(out, "tiny_ids.txt"), "w") as f:
         f.write(",".join(str(i) for i in TINY_IDS) + "\n")
 
