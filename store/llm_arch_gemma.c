@@ -102,7 +102,19 @@ static int hf_keys(json_t *cj, const qs_llm_arch *A, qs_llm_cfg *c, qs_err *e)
     } else if (sp && !json_is_null(sp)) return qs_fail(e, "\"sliding_window_pattern\" is not an integer");
     if (num(cj, "rope_local_base_freq", g2 ? c->rope_base : 10000.0, &v, e)) return -1;
     c->rope_base_swa = (float)v;
-    json_t *rs = json_object_get(cj, "rope_scaling");
+    json_t *rs = json_object_get(cj, "rope_scaling"), *rp = json_object_get(cj, "rope_parameters");
+    if (json_is_object(rp) && json_is_object(json_object_get(rp, "full_attention"))) {
+        /* transformers 5: {"full_attention": {rope_theta, rope_type, factor}, "sliding_attention": {rope_theta}} */
+        json_t *full = json_object_get(rp, "full_attention"), *loc = json_object_get(rp, "sliding_attention");
+        if (num(full, "rope_theta", c->rope_base, &v, e)) return -1;
+        c->rope_base = (float)v;
+        if (json_is_object(loc)) {
+            if (num(loc, "rope_theta", c->rope_base_swa, &v, e)) return -1;
+            c->rope_base_swa = (float)v;
+        }
+        const char *t = json_string_value(json_object_get(full, "rope_type"));
+        rs = t && strcmp(t, "default") ? full : NULL;
+    }
     if (rs && !json_is_null(rs)) {
         const char *t = json_string_value(json_object_get(rs, "rope_type"));
         if (!t) t = json_string_value(json_object_get(rs, "type"));

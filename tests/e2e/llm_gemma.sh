@@ -21,6 +21,17 @@ for v in gemma2 gemma3; do
   ok "hf $v: logits" "$QS" llm logits --model "$T/hf-$v" --prompt-ids "$IDS" -o "$T/hf-$v.npy"
   ok "hf $v: agrees with the float64 reference ((1 + w) norms) to 1e-4" $PY "$ROOT/tests/llm/torch_ref.py" "$T/hf-$v" "$IDS" "$T/hf-$v.npy" 1e-4
 done
+# transformers 5 spells the RoPE of Gemma 3 as rope_parameters per attention type: the same model
+cp -r "$T/hf-gemma3" "$T/hf-g3-rp"
+$PY - "$T/hf-g3-rp/config.json" <<'PY'
+import json, sys
+p = sys.argv[1]; c = json.load(open(p))
+full = dict(rope_theta=c.pop("rope_theta"), **c.pop("rope_scaling"))
+c["rope_parameters"] = {"full_attention": full, "sliding_attention": {"rope_type": "default", "rope_theta": c.pop("rope_local_base_freq")}}
+json.dump(c, open(p, "w"))
+PY
+ok "hf gemma3 with rope_parameters: logits" "$QS" llm logits --model "$T/hf-g3-rp" --prompt-ids "$IDS" -o "$T/rp.npy"
+check "...equal those of rope_theta / rope_local_base_freq / rope_scaling" "cmp -s '$T/rp.npy' '$T/hf-gemma3.npy'"
 # the same checkpoint with GGUF-form norms (w + 1 stored, read as (1 + w)) must not agree: the form matters
 cp -r "$T/hf-gemma2" "$T/hf-g2-plus1"
 $PY - "$T/hf-g2-plus1/model.safetensors" <<'PY'
