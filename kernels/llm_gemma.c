@@ -92,36 +92,41 @@ static void rope_table(float *cs, float *sn, int T, int pos0, int hd, double bas
 
 /* ---------------------------------------------------------------- attention */
 
+#define GATT_TILE 128   /* query rows per task: the scores of a tile are GATT_TILE x keys */
 typedef struct gatt_job {
     const qs_llm_cfg *c;
     const qs_llm_sbuf *b;
     size_t lbase;
     int T, pos0, window;      /* window 0: global */
     float scale;
+    int ntile;
 } gatt_job;
 
-/* Sequence b, query head h: S = scale Q K^T over the keys 0 .. pos0+T-1, capped, masked, softmax, P V. */
+/* Sequence b, query head h, query rows t0 .. t0+nt-1: S = scale Q K^T over the keys 0 .. pos0+t0+nt-1,
+** capped, masked, softmax, P V. */
 static void gatt_task(void *ctx, size_t task, void *scratch)
 {
     const gatt_job *j = ctx;
     const qs_llm_cfg *c = j->c;
-    const int hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_kv_head * hd, T = j->T, N = j->pos0 + T;
-    const int b = (int)(task / (size_t)c->n_head), h = (int)(task % (size_t)c->n_head), kh = h / (c->n_head / c->n_kv_head);
+    const int hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_kv_head * hd, T = j->T;
+    const int tile = (int)(task % (size_t)j->ntile), bh = (int)(task / (size_t)j->ntile);
+    const int b = bh / c->n_head, h = bh % c->n_head, kh = h / (c->n_head / c->n_kv_head);
+    const int t0 = tile * GATT_TILE, nt = T - t0 < GATT_TILE ? T - t0 : GATT_TILE, N = j->pos0 + t0 + nt;
     const float *kb = j->b->kc + j->lbase + (size_t)b * j->b->max_pos * kvd + (size_t)kh * hd;
     const float *vb = j->b->vc + j->lbase + (size_t)b * j->b->max_pos * kvd + (size_t)kh * hd;
-    const float *q = j->b->q + (size_t)b * T * qd + (size_t)h * hd;
+    const float *q = j->b->q + ((size_t)b * T + t0) * qd + (size_t)h * hd;
     float *S = scratch;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, N, hd, j->scale, q, qd, kb, kvd, 0.0f, S, N);
-    for (int t = 0; t < T; t++) {
-        float *row = S + (size_t)t * N;
-        const int p = j->pos0 + t, lo = j->window > 0 && p - j->window + 1 > 0 ? p - j->window + 1 : 0;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nt, N, hd, j->scale, q, qd, kb, kvd, 0.0f, S, N);
+    for (int i = 0; i < nt; i++) {
+        float *row = S + (size_t)i * N;
+        const int p = j->pos0 + t0 + i, lo = j->window > 0 && p - j->window + 1 > 0 ? p - j->window + 1 : 0;
         if (c->attn_softcap > 0) qs_llm_softcap(row + lo, (size_t)(p + 1 - lo), c->attn_softcap);
         for (int k = 0; k < lo; k++) row[k] = 0;
         qs_softmax_row(row + lo, (size_t)(p + 1 - lo));
         for (int k = p + 1; k < N; k++) row[k] = 0;   /* masked: exact zeros in P */
     }
-    float *o = j->b->att + (size_t)b * T * qd + (size_t)h * hd;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, N, 1.0f, S, N, vb, kvd, 0.0f, o, qd);
+    float *o = j->b->att + ((size_t)b * T + t0) * qd + (size_t)h * hd;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nt, hd, N, 1.0f, S, N, vb, kvd, 0.0f, o, qd);
 }
 
 /* ---------------------------------------------------------------- the block */
@@ -206,8 +211,10 @@ static int layer(const gctx *g, int l, const qs_llm_numerics *nx, qs_err *e)
     if (round_site(g, a_ai, b->xn, d, e) || qkv(g, l, kvf, e)) return -1;
     if (g->tap) { g->tap(g->tap_ctx, l, QS_SITE_K, b->k, R, kvd); g->tap(g->tap_ctx, l, QS_SITE_V, b->v, R, kvd); }
     gatt_job j = {c, b, (size_t)l * b->batch * b->max_pos * kvd, g->T, g->pos0, L->sliding ? c->sliding_window : 0,
-                  c->attn_scale > 0 ? c->attn_scale : 1.0f / sqrtf((float)c->head_dim)};
-    if (qs_attn_tasks(qs_llm_threads(), (size_t)g->B * c->n_head, (size_t)g->T * (g->pos0 + g->T) * sizeof(float), gatt_task, &j, e))
+                  c->attn_scale > 0 ? c->attn_scale : 1.0f / sqrtf((float)c->head_dim), (g->T + GATT_TILE - 1) / GATT_TILE};
+    const size_t rows = (size_t)(g->T < GATT_TILE ? g->T : GATT_TILE);
+    if (qs_attn_tasks(qs_llm_threads(), (size_t)g->B * c->n_head * j.ntile, rows * (size_t)(g->pos0 + g->T) * sizeof(float),
+                      gatt_task, &j, e))
         return -1;
     if (g->tap) g->tap(g->tap_ctx, l, QS_SITE_ATTN_OUT, b->att, R, qd);
     if (round_site(g, a_ao, b->att, qd, e)) return -1;

@@ -72,6 +72,31 @@ static void test_cache_across_calls(void **st)
     qs_llm_free(&m);
 }
 
+/* past one tile of query rows (128): 300 positions at once == one at a time */
+static void test_tiles(void **st)
+{
+    (void)st;
+    qs_err e = {{0}};
+    qs_llm_cfg c = gemma_cfg();
+    c.ctx = 300;
+    c.sliding_window = 150;
+    qs_llm_model m;
+    assert_int_equal(qs_llm_alloc(&m, &c, 1, &e), 0);
+    fill(&m);
+    enum { T = 300 };
+    int32_t *tok = malloc(T * sizeof *tok);
+    float *all = malloc(T * 16 * sizeof(float)), *one = malloc(T * 16 * sizeof(float));
+    for (int t = 0; t < T; t++) tok[t] = (t * 11 + 5) % c.vocab;
+    qs_llm_state *s = qs_llm_state_new(&c, 1, T, T, &e);
+    assert_non_null(s);
+    assert_int_equal(qs_llm_forward(&m, NULL, s, tok, 1, T, 0, all, NULL, NULL, &e), 0);
+    for (int t = 0; t < T; t++) assert_int_equal(qs_llm_forward(&m, NULL, s, tok + t, 1, 1, t, one + t * 16, NULL, NULL, &e), 0);
+    assert_true(maxdiff(all, one, T * 16) < 1e-5f);
+    free(tok); free(all); free(one);
+    qs_llm_state_free(s);
+    qs_llm_free(&m);
+}
+
 static void capture_resid(void *ctx, int layer, qs_llm_site site, const float *x, int rows, int cols)
 {
     if (site == QS_SITE_RESID && layer == 1) memcpy(ctx, x, (size_t)rows * cols * sizeof(float));
@@ -164,6 +189,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cache_across_calls),
+        cmocka_unit_test(test_tiles),
         cmocka_unit_test(test_from_layer_and_clone),
         cmocka_unit_test(test_pattern_and_checks),
         cmocka_unit_test(test_refusals),
