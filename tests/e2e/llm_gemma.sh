@@ -55,6 +55,8 @@ ok "gemma2: generate runs (the forward pass, KV cache position by position)" "$Q
 refuses "train --init of a Gemma model is refused in one line" 1 "^qscope: training runs the Llama block only: Gemma's" \
   "$QS" train --init "$T/gemma2.gguf" --text "$T/text.txt" --steps 1 --no-store --out "$T/tr"
 check "...in one line" '[ "$(wc -l < "$T/err")" = 1 ]'
+refuses "rl grpo on a Gemma model is refused in one line" 1 "^qscope: training runs the Llama block only" \
+  "$QS" rl grpo --model "$T/gemma2.gguf" --steps 1
 
 # unsupported Gemma keys: one line naming config.json
 cp -r "$T/hf-gemma3" "$T/bad1"; sed -i 's/"rope_type": "linear"/"rope_type": "yarn"/' "$T/bad1/config.json"
