@@ -117,6 +117,23 @@
     "  -o DIR              the output directory (created when missing)\n" \
     "  --json              what was written, as JSON"
 
+#define QS_LLM_IMATRIX_ARGS "--model PATH --text FILE -o FILE [--format gguf|dat] [--ctx N] [--chunks K] [--process-output] | --show FILE"
+#define QS_LLM_IMATRIX_OPTS \
+    "  --model PATH        GGUF file or Hugging Face directory (weights read in FP32)\n" \
+    "  --text FILE         the calibration text, tokenized as llm eval does (BOS first when the\n" \
+    "                      tokenizer adds it); at least two chunks of --ctx tokens\n" \
+    "  --ctx N             tokens per chunk (default 512, as llama-imatrix; at least 16); the first\n" \
+    "                      token of each chunk is replaced by BOS\n" \
+    "  --chunks K          the first K chunks only (default: all of the text)\n" \
+    "  -o, --out FILE      where to write the matrix (overwritten)\n" \
+    "  --format gguf|dat   llama-imatrix's GGUF format (raw sums NAME.in_sum2 and token counts\n" \
+    "                      NAME.counts) or its legacy .dat (sum / count * ncall); default: dat for a\n" \
+    "                      name ending in .dat, else gguf\n" \
+    "  --process-output    also collect the output projection's input (an untied output.weight\n" \
+    "                      only), as llama-imatrix --process-output\n" \
+    "  --show FILE         list the entries of an imatrix file (either format): columns, matrices,\n" \
+    "                      tokens or ncall, and the mean importance llama-quantize would use\n"
+
 #define QS_LLM_EVAL_ARGS "[--model PATH] [--text FILE] [--ctx N] [--chunks K] [--config SPEC]... [--score half|all] [--until-ci X|kl:X] [--ci delta|bootstrap[:N[:SEED]]] [--paired] [--csv [FILE]] [--unscaled-casts] [--force] [--save-ids FILE] [--json]"
 #define QS_LLM_EVAL_OPTS \
     QS_LLM_H_EVALTEXT \
