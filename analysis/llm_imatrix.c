@@ -137,6 +137,7 @@ static int quant_one(float *p, size_t rows, size_t cols, const char *name, const
         snprintf(u->first_missing, sizeof u->first_missing, "%s", name);
     }
     int rc = qs_format_fakeq_imatrix(w, p, rows, cols, qw, qs_blas_threads(), e);
+    if (rc) qs_err_prefix(e, name);
     free(qw);
     return rc;
 }

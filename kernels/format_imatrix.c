@@ -59,7 +59,8 @@ int qs_format_fakeq_imatrix(const qs_apply *a, float *x, size_t rows, size_t col
     if (a->axis != 1 || a->gran != QS_GRAN_BLOCK || a->cscale)
         return qs_fail(e, "format %s: importances need blocks along the weight rows", a->f->name);
     fq_job j = {c, x, rows, cols, cols / (size_t)c->blk * (size_t)c->blk, qw, 0};
-    if (j.full < cols && j.full == 0 && qw) return qs_fail(e, "%s: rows of %zu values hold no whole block of %d", c->name, cols, c->blk);
+    if (j.full < cols && j.full == 0 && qw) return qs_fail(e, "%s: rows of %zu values hold no whole block of %d for the importances (llama-quantize "
+                       "would choose another type for this weight)", c->name, cols, c->blk);
     qs_pool_for(threads, (rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK, fq_task, &j);
     return atomic_load(&j.failed) ? qs_fail(e, "out of memory rounding %zu x %zu weights", rows, cols) : 0;
 }
