@@ -64,3 +64,47 @@ int qs_format_fakeq_imatrix(const qs_apply *a, float *x, size_t rows, size_t col
     qs_pool_for(threads, (rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK, fq_task, &j);
     return atomic_load(&j.failed) ? qs_fail(e, "out of memory rounding %zu x %zu weights", rows, cols) : 0;
 }
+
+int qs_format_ggml_block(const qs_format *f, int *blk, int *bytes, int *ggml_type)
+{
+    static const struct { const char *name; int id; } kIds[] = {
+        {"q4_0", 2}, {"q4_1", 3}, {"q5_0", 6}, {"q5_1", 7}, {"q8_0", 8}, {"q8_1", 9}, {"q2_k", 10}, {"q3_k", 11},
+        {"q4_k", 12}, {"q5_k", 13}, {"q6_k", 14}, {"q8_k", 15}, {"iq4_nl", 20}, {"iq4_xs", 23}};
+    const qs_ggml_codec *c = qs_ggml_codec_of(f);
+    if (!c) return -1;
+    *blk = c->blk;
+    *bytes = c->bytes;
+    *ggml_type = -1;
+    for (size_t i = 0; i < sizeof kIds / sizeof kIds[0]; i++)
+        if (!strcmp(kIds[i].name, c->name)) *ggml_type = kIds[i].id;
+    return 0;
+}
+
+typedef struct qg_job {
+    const qs_ggml_codec *c;
+    const float *x, *qw;
+    uint8_t *out;
+    size_t rows, cols, rb;
+    atomic_int failed;
+} qg_job;
+
+static void qg_task(void *ctx, size_t task, int slot)
+{
+    (void)slot;
+    qg_job *j = ctx;
+    size_t r0 = task * ROWS_PER_TASK, r1 = r0 + ROWS_PER_TASK < j->rows ? r0 + ROWS_PER_TASK : j->rows;
+    qs_err e = {{0}};
+    if (qs_ggml_quantize_imatrix(j->c, j->x + r0 * j->cols, r1 - r0, j->cols, j->qw, j->out + r0 * j->rb, &e))
+        atomic_store(&j->failed, 1);
+}
+
+int qs_format_quantize_ggml(const qs_format *f, const float *x, size_t rows, size_t cols, const float *qw, uint8_t *out,
+                            int threads, qs_err *e)
+{
+    const qs_ggml_codec *c = qs_ggml_codec_of(f);
+    if (!c) return qs_fail(e, "format %s is not one of llama.cpp's types", f ? f->name : "?");
+    if (cols % (size_t)c->blk) return qs_fail(e, "%s: rows of %zu values are not whole blocks of %d", c->name, cols, c->blk);
+    qg_job j = {c, x, qw, out, rows, cols, cols / (size_t)c->blk * (size_t)c->bytes, 0};
+    qs_pool_for(threads, (rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK, qg_task, &j);
+    return atomic_load(&j.failed) ? qs_fail(e, "%s: quantizing failed", c->name) : 0;
+}

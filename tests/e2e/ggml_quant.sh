@@ -99,6 +99,8 @@ for n, ne in ents:
     ok "llama-quantize --imatrix (qscope's .$fmt): blocks equal qscope's, every type (0 differing)" bash -c "cd $ROOT/tests && QS_GGML_PEER_DIR=$P QS_GGML_PEER_FILES='$files' QS_GGML_PEER_IMATRIX=$P/ours.$fmt $UNIT > $P/unit-ours-$fmt.txt 2>&1; rc=\$?; grep -q 'peer total: [0-9]* blocks ([1-9][0-9]* with an imatrix), 0 differing' $P/unit-ours-$fmt.txt && [ \$rc = 0 ]"
     sed -n "s/^# peer /# peer (qscope's .$fmt) /p" "$P/unit-ours-$fmt.txt" | tail -1
   done
+  ok "bench quantize --peer: every type side by side, 0 differing blocks (with qscope's imatrix)" bash -c "$QS bench quantize --model $P/f32.gguf --peer $LQ --imatrix $P/ours.gguf --threads 2 > $P/bq.txt && [ \$(grep -cE '^(q|iq)[0-9a-z_]+ .* [1-9][0-9]* +0\$' $P/bq.txt) = 12 ]"
+  sed 's/^/# /' "$P/bq.txt"
   for t in q4_0 q4_k; do   # the token embedding kept F32, as w= keeps an untied one
     "$LQ" --pure --token-embedding-type f32 --imatrix "$P/ours.gguf" "$P/f32.gguf" "$P/ev-$t.gguf" "$(echo "$t" | tr a-z A-Z)" 1 >"$P/ev-$t.log" 2>&1
     ok "llama-quantize --imatrix's $t model evaluates as w=$t:imatrix= (same perplexity)" bash -c "$QS llm eval --model $P/ev-$t.gguf --text $T/text.txt --ctx 32 --chunks 2 --json > $P/ev-lq-$t.json && $QS llm eval --model $P/f32.gguf --text $T/text.txt --ctx 32 --chunks 2 --config w=$t:imatrix=$P/ours.gguf --config w=$t --json > $P/ev-qs-$t.json 2>$P/ev-qs-$t.err && python3 -c '

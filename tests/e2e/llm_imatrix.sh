@@ -88,6 +88,11 @@ refuses "an entry of another size (llama-quantize refuses it too)" 1 "imatrix si
 refuses "q4_k on rows of 64: no whole block for the importances" 1 "blk.0.attn_q.weight: q4_k: rows of 64 values hold no whole block of 256" "$QS" llm eval --model "$T/f32.gguf" --text "$TXT" --ctx 32 --chunks 2 --config "w=q4_k:imatrix=$T/ours.gguf"
 refuses "rl grpo's rollout takes none" 2 "imatrix= is not supported here" "$QS" rl grpo --model "$T/f32.gguf" --rollout "w=q4_k:imatrix=$T/ours.gguf"
 
+ok "bench quantize without a peer: qscope's MB/s per type" bash -c "$QS bench quantize --model $T/f32.gguf --types q4_0,q4_k,iq4_nl --imatrix $T/ours.gguf > $T/bq.txt && grep -Eq '^q4_0 +[0-9.]+ +[0-9.]+\$' $T/bq.txt && grep -q '^q4_k .*no F32 matrix has rows of whole blocks of 256' $T/bq.txt"
+refuses "bench quantize: a type that is not llama.cpp's" 2 "not one of llama.cpp's weight types" "$QS" bench quantize --model "$T/f32.gguf" --types q4_0,mxfp4
+refuses "bench quantize: --model" 2 "--model F32.gguf is required" "$QS" bench quantize --types q4_0
+refuses "bench quantize: not a GGUF" 1 "not a GGUF file" "$QS" bench quantize --model "$IM/text.txt"
+
 # ---- the peer, live ------------------------------------------------------------------------------
 LI=$(find "${LLAMA_BUILD:-$ROOT/build/llama-peer}" -name llama-imatrix -type f -perm -u+x 2>/dev/null | head -1)
 if [ -z "$LI" ]; then
