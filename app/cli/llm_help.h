@@ -141,7 +141,11 @@
     "                      linear-layer inputs per token, K/V cache rows; omitted parts stay FP32),\n" \
     "                      e.g. a=mxfp4 or w=nvfp4,kv=fp8_e4m3; F takes -f's options: a cast's\n" \
     "                      :scale=tensor|row|col on w=, only :scale=row on a= and kv=; a repeated\n" \
-    "                      configuration is evaluated once.  None: the reference alone\n" \
+    "                      configuration is evaluated once.  None: the reference alone.\n" \
+    "                      w=F:imatrix=FILE (last in the spec; F one of llama.cpp's types with\n" \
+    "                      importances, e.g. q4_k, iq4_xs): each weight rounded with its entry of a\n" \
+    "                      llama.cpp importance matrix (`llm imatrix`, or llama-imatrix's .gguf/.dat)\n" \
+    "                      as llama-quantize --imatrix; the file's hash is in the stored key\n" \
     "  --until-ci X|kl:X   chunk after chunk (up to --chunks, or the whole text) until every config's\n" \
     "                      dPPL 95% interval is narrower than X (0.01 = 1 point; kl:X the KL mean's,\n" \
     "                      nats; at least 2 chunks).  Every finished chunk is stored as it finishes:\n" \
