@@ -90,6 +90,10 @@ const qs_command qs_commands[] = {
      "With IN (a .npy/.npz/.safetensors/.gguf file holding one tensor), writes OUT.npy.  With the\n"
      "name of a database tensor, stores the result as a new embedded tensor (default name\n"
      "TENSOR@FORMAT) whose metadata records the format, options, input hash and tool version.\n"
+     "-f F:imatrix=FILE (a database tensor; F one of llama.cpp's types with importances, e.g. q4_k)\n"
+     "rounds it with its entry of a llama.cpp importance matrix (`llm imatrix`, llama-imatrix's\n"
+     ".gguf/.dat; the entry named as the tensor, or as its name after the import's FILE: prefix) as\n"
+     "llama-quantize --imatrix does; the file's hash is in the options (docs/llm.md, llm imatrix).\n"
      "\n"
      QS_QUANT_OPTS_HELP
      "  --codes             print codes and scales instead of values (stdin only)\n"

@@ -110,6 +110,10 @@ assert c[0][\"ppl\"] == a[\"reference\"][\"ppl\"], (c[0][\"ppl\"], a[\"reference
 assert c[1][\"ppl\"] != c[0][\"ppl\"]
 '"
   done
+  ok "quant -f q4_k:imatrix= of a stored tensor: llama-quantize's decoded values (same statistics)" bash -c "$QS import $P/f32.gguf >/dev/null && $QS import $P/ev-q4_k.gguf >/dev/null && $QS quant -f q4_k:imatrix=$P/ours.gguf f32:blk.1.ffn_down.weight --name mine >/dev/null && $QS show mine --json > $P/mine.json && $QS show ev-q4_k:blk.1.ffn_down.weight --json > $P/lq.json && python3 -c '
+import json; a = json.load(open(\"$P/mine.json\"))[\"stats\"]; b = json.load(open(\"$P/lq.json\"))[\"stats\"]
+for k in (\"min\", \"max\", \"mean\", \"std\", \"n_zero\", \"percentiles\", \"row_absmax\", \"col_absmax\"): assert a[k] == b[k], (k, a[k], b[k])
+'"
   if [ -n "${QS_GGML_F32:-}" ]; then
     B=$T/big; mkdir -p "$B"; ln -s "$(cd "$(dirname "$QS_GGML_F32")" && pwd)/$(basename "$QS_GGML_F32")" "$B/f32.gguf"; files=""
     for t in $TYPES; do "$LQ" --pure "$B/f32.gguf" "$B/$t.gguf" "$(echo "$t" | tr a-z A-Z)" 2 >"$B/$t.log" 2>&1; files="$files $t.gguf"; done

@@ -93,6 +93,14 @@ refuses "bench quantize: a type that is not llama.cpp's" 2 "not one of llama.cpp
 refuses "bench quantize: --model" 2 "--model F32.gguf is required" "$QS" bench quantize --types q4_0
 refuses "bench quantize: not a GGUF" 1 "not a GGUF file" "$QS" bench quantize --model "$IM/text.txt"
 
+# ---- quant -f F:imatrix=FILE on a stored tensor ---------------------------------------------------------
+ok "import the model" bash -c "$QS import $T/f32.gguf > /dev/null"
+ok "quant -f q4_0:imatrix= stores a tensor keyed by the file's hash, other than plain q4_0" bash -c "$QS quant -f q4_0:imatrix=$T/ours.gguf f32:blk.0.attn_q.weight > $T/q1.txt && $QS quant -f q4_0 f32:blk.0.attn_q.weight > /dev/null && grep -q 'f32:blk.0.attn_q.weight@q4_0:imatrix@.*\"imatrix\":\"[0-9a-f]\{32\}\"' $T/q1.txt && a=\$($QS show 'f32:blk.0.attn_q.weight@q4_0' --json | $PY -c 'import json,sys; print(json.load(sys.stdin)[\"hash\"])') && b=\$($QS show \$(grep -o 'f32:blk.0.attn_q.weight@q4_0:imatrix@[0-9a-f]*' $T/q1.txt) --json | $PY -c 'import json,sys; print(json.load(sys.stdin)[\"hash\"])') && [ \"\$a\" != \"\$b\" ]"
+ok "quant: a tensor without an entry: rounded without importances, with a note" bash -c "$QS quant -f q4_0:imatrix=$T/ours.gguf f32:blk.0.attn_norm.weight 2>&1 >/dev/null | grep -q 'has no entry for f32:blk.0.attn_norm.weight: rounded without importances, as llama-quantize does'"
+refuses "quant: imatrix= on stdin" 2 "needs a stored tensor" bash -c "echo 1 | $QS quant -f q4_0:imatrix=$T/ours.gguf"
+refuses "quant: imatrix= on a file" 2 "needs a stored tensor" "$QS" quant -f "q4_0:imatrix=$T/ours.gguf" "$T/ours.gguf" -o "$T/x.npy"
+refuses "quant: q8_0 takes none" 2 "q8_0 takes no importance matrix" "$QS" quant -f "q8_0:imatrix=$T/ours.gguf" f32:blk.0.attn_q.weight
+
 # ---- the peer, live ------------------------------------------------------------------------------
 LI=$(find "${LLAMA_BUILD:-$ROOT/build/llama-peer}" -name llama-imatrix -type f -perm -u+x 2>/dev/null | head -1)
 if [ -z "$LI" ]; then
