@@ -338,7 +338,7 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
     eval_opts *o = calloc(1, sizeof *o);
     if (!o) return qs_cli_error(QS_EXIT_ERR, "out of memory");
     int rc = parse_opts(argc, argv, o);
-    if (rc) { free(o); return rc; }
+    if (rc) { qs_eval_cfgs_free(o->cfg, o->ncfg); free(o); return rc; }
     const double t_start = qs_now_s();
     qs_llm_text_run t;
     qs_db *db = NULL;
