@@ -27,10 +27,32 @@ static json_t *apply_json(const qs_apply *a, int has)
     return v ? v : json_string(a->f->name);
 }
 
+static json_t *numerics_json(const qs_eval_cfg *c, int scaled);
+/* With an importance matrix: the file's hash beside the weights' format (imatrix absent otherwise, so
+** the keys of stored results without one are unchanged). */
+static json_t *imatrix_numerics(const qs_eval_cfg *c, int scaled)
+{
+    qs_eval_cfg plain = *c;
+    plain.imat = NULL;
+    json_t *j = numerics_json(&plain, scaled);
+    if (j) json_object_set_new(j, "imatrix", json_string(c->imat_hash));
+    return j;
+}
+
+int qs_eval_cfg_round(qs_eval_cfg *c, const qs_llm_model *ref, int scaled, qs_err *e)
+{
+    if (qs_llm_clone(&c->wm, ref, e)) return -1;
+    if (c->imat ? qs_llm_quantize_weights_imatrix(&c->wm, &c->w, c->imat, &c->imat_use, e)
+                : qs_llm_quantize_weights(&c->wm, &c->w, scaled, e)) return -1;
+    c->m = &c->wm;
+    return 0;
+}
+
 /* The numerics of a variant (part of the cache key). */
 static json_t *numerics_json(const qs_eval_cfg *c, int scaled)
 {
     if (!c) return json_pack("{s:s}", "reference", "fp32");
+    if (c->imat) return imatrix_numerics(c, scaled);
     return json_pack("{s:o,s:o,s:o,s:s,s:b}", "weights", apply_json(&c->w, c->has_w), "activations", apply_json(&c->a, c->has_a),
                      "kv_cache", apply_json(&c->kv, c->has_kv), "resq",
                      c->resq == QS_RESQ_DENSE ? "dense" : c->resq == QS_RESQ_24 ? "2:4" : "none", "scaled_casts", scaled);
@@ -158,15 +180,12 @@ static int make_variants(qs_eval_request *rq, const int *want, qs_eval_variant *
             char *wj = qs_quant_opts_json(&c->w);
             for (int k = 0; k < i && wj; k++) {
                 char *kj = rq->cfg[k].has_w && rq->cfg[k].wm.arena ? qs_quant_opts_json(&rq->cfg[k].w) : NULL;
-                if (kj && !strcmp(kj, wj)) c->m = &rq->cfg[k].wm;
+                if (kj && !strcmp(kj, wj) && !strcmp(rq->cfg[k].imat_hash, c->imat_hash)) c->m = &rq->cfg[k].wm;
                 free(kj);
                 if (c->m != base) break;
             }
             free(wj);
-            if (c->m == base) {
-                if (qs_llm_clone(&c->wm, base, e) || qs_llm_quantize_weights(&c->wm, &c->w, rq->scaled, e)) return -1;
-                c->m = &c->wm;
-            }
+            if (c->m == base && qs_eval_cfg_round(c, base, rq->scaled, e)) return -1;
         }
         var[i].m = c->m;
         var[i].nx = (qs_llm_numerics){c->has_a ? &c->a : NULL, c->resq, c->has_kv ? &c->kv : NULL, rq->scaled, NULL};
@@ -466,6 +485,8 @@ void qs_eval_result_free(qs_eval_result *r)
 
 void qs_eval_cfgs_free(qs_eval_cfg *cfg, int n)
 {
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         if (cfg[i].wm.arena) qs_llm_free(&cfg[i].wm);
+        if (cfg[i].imat) { qs_imatrix_free(cfg[i].imat); free(cfg[i].imat); cfg[i].imat = NULL; }
+    }
 }

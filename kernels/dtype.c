@@ -6,6 +6,7 @@
 */
 #include "dtype.h"
 
+#include "format_ggml.h"
 #include "minifloat.h"
 
 #include <math.h>
@@ -209,6 +210,25 @@ static void dec_ggml_nvfp4(const uint8_t *s, float *y, size_t nb)
     }
 }
 
+/* The other ggml block types: the registry's codecs (kernels/format_ggml_*.c, checked block for block
+** against ggml's dequantize_row_*), one block at a time, so there is one decoder per type. */
+static void dec_codec(const qs_ggml_codec *c, const uint8_t *s, float *y, size_t nb)
+{
+    uint8_t L[256], m[64];
+    for (size_t b = 0; b < nb; b++, s += c->bytes, y += c->blk) {
+        c->unpack(s, L, m);
+        c->dec(L, m, y);
+    }
+}
+#define DEC_CODEC(name) \
+    static void dec_##name(const uint8_t *s, float *y, size_t nb) { dec_codec(&qs_ggml_##name, s, y, nb); }
+DEC_CODEC(q2_k)
+DEC_CODEC(q3_k)
+DEC_CODEC(q5_k)
+DEC_CODEC(q8_k)
+DEC_CODEC(iq4_nl)
+DEC_CODEC(iq4_xs)
+
 static const qs_dtype_traits kTraits[QS_DT_COUNT] = {
     [QS_DT_INVALID]    = {"invalid", 0, 0, 0, NULL},
     [QS_DT_F32]        = {"f32", 1, 4, 1, dec_f32},
@@ -237,6 +257,12 @@ static const qs_dtype_traits kTraits[QS_DT_COUNT] = {
     [QS_DT_GGML_MXFP4] = {"ggml_mxfp4", 32, 17, 1, dec_ggml_mxfp4},
     [QS_DT_GGML_NVFP4] = {"ggml_nvfp4", 64, 36, 1, dec_ggml_nvfp4},
     [QS_DT_F4_E2M1]    = {"f4_e2m1", 2, 1, 1, dec_f4},
+    [QS_DT_Q2_K]       = {"q2_k", 256, 84, 1, dec_q2_k},
+    [QS_DT_Q3_K]       = {"q3_k", 256, 110, 1, dec_q3_k},
+    [QS_DT_Q5_K]       = {"q5_k", 256, 176, 1, dec_q5_k},
+    [QS_DT_Q8_K]       = {"q8_k", 256, 292, 1, dec_q8_k},
+    [QS_DT_IQ4_NL]     = {"iq4_nl", 32, 18, 1, dec_iq4_nl},
+    [QS_DT_IQ4_XS]     = {"iq4_xs", 256, 136, 1, dec_iq4_xs},
 };
 
 const qs_dtype_traits *qs_dtype_get(qs_dtype t)

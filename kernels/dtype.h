@@ -43,6 +43,13 @@ typedef enum qs_dtype {
     QS_DT_GGML_MXFP4,/* 32 elems: u8 e8m0, u8 qs[16] (ggml nibble order j / j+16) */
     QS_DT_GGML_NVFP4,/* 64 elems: u8 ue4m3 d[4], u8 qs[32] (per sub-block j / j+8) */
     QS_DT_F4_E2M1,   /* safetensors F4: two per byte, element 2i in the low nibble */
+    /* more ggml block types, decoded by the registry's codecs (format_ggml_*.c) */
+    QS_DT_Q2_K,      /* 256 elems, 84 bytes */
+    QS_DT_Q3_K,      /* 256 elems, 110 bytes */
+    QS_DT_Q5_K,      /* 256 elems, 176 bytes */
+    QS_DT_Q8_K,      /* 256 elems, 292 bytes: f32 d, i8 qs[256], i16 bsums[16] */
+    QS_DT_IQ4_NL,    /* 32 elems, 18 bytes: f16 d, u8 qs[16] (non-linear 4-bit grid) */
+    QS_DT_IQ4_XS,    /* 256 elems, 136 bytes */
     QS_DT_COUNT
 } qs_dtype;
 

@@ -5,6 +5,7 @@
 #include "attn_internal.h"
 #include "cast_scale.h"
 #include "llm_ext.h"
+#include "llm_gemma.h"
 #include "llm_internal.h"
 #include "llm_moe.h"
 #include "llm_pgemm.h"
@@ -41,13 +42,13 @@ int qs_llm_cfg_check(const qs_llm_cfg *c, qs_err *e)
                        c->vocab, c->n_layer);
     if (!(c->eps > 0) || !(c->rope_base > 0))
         return qs_fail(e, "RMSNorm epsilon %g and RoPE base %g must be > 0", c->eps, c->rope_base);
-    return qs_llm_ext_check(c, e);
+    return qs_llm_gemma_check(c, e) || qs_llm_ext_check(c, e) ? -1 : 0;
 }
 
 static size_t layer_floats(const qs_llm_cfg *c)
 {
     size_t d = (size_t)c->dim, kv = (size_t)c->n_kv_head * c->head_dim, f = (size_t)c->ffn, qd = qs_llm_q_dim(c);
-    return d + qd * d + kv * d * 2 + d * qd + d + (c->n_expert ? 0 : f * d * 3);   /* experts: ext_arena */
+    return d + qd * d + kv * d * 2 + d * qd + d + (c->n_expert ? 0 : f * d * 3) + qs_llm_gemma_layer_floats(c);   /* experts: ext_arena */
 }
 
 int qs_llm_alloc(qs_llm_model *m, const qs_llm_cfg *c, int tied, qs_err *e)
@@ -77,10 +78,12 @@ int qs_llm_alloc(qs_llm_model *m, const qs_llm_cfg *c, int tied, qs_err *e)
         L->wv = p; p += kv * d;
         L->wo = p; p += d * qd;
         L->ffn_norm = p; p += d;
-        if (c->n_expert) continue;
-        L->w_gate = p; p += f * d;
-        L->w_up = p; p += f * d;
-        L->w_down = p; p += d * f;
+        if (!c->n_expert) {   /* a mixture of experts has its FFNs in ext_arena */
+            L->w_gate = p; p += f * d;
+            L->w_up = p; p += f * d;
+            L->w_down = p; p += d * f;
+        }
+        p = qs_llm_gemma_place(c, l, L, p);   /* QK-norm gains, Gemma's extra norms, the sliding flag */
     }
     if (qs_llm_ext_alloc(m, e)) { qs_llm_free(m); return -1; }
     return 0;
@@ -637,6 +640,7 @@ int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm
                         void *tap_ctx, qs_err *e)
 {
     const qs_llm_cfg *c = &m->c;
+    if (qs_llm_gemma_block(c)) return qs_llm_gemma_forward(m, nx, s, tok, B, T, pos0, l0, x0, hidden, tap, tap_ctx, e);
     if (memcmp(c, &s->c, sizeof *c)) return qs_fail(e, "forward: state made for another model shape");
     if (B <= 0 || T <= 0 || B > s->batch || (int64_t)B * T > s->max_rows || pos0 < 0 || pos0 + T > s->max_pos)
         return qs_fail(e, "forward: %d sequences x %d positions from %d exceed the state (%d x %d, %d rows)", B,
@@ -784,6 +788,7 @@ int qs_llm_logits_st(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_st
         x = scratch;
     }
     linear(pc, out, x, m->output, rows, d, m->c.vocab);
+    if (m->c.final_softcap > 0) qs_llm_softcap(out, (size_t)rows * m->c.vocab, m->c.final_softcap);   /* Gemma 2 */
     return 0;
 }
 
@@ -832,4 +837,17 @@ void qs_llm_qk_norm(float *q, float *k, const float *qn, const float *kn, int R,
 {
     for (size_t i = 0; i < (size_t)R * n_head; i++) rmsnorm(q + i * hd, q + i * hd, qn, hd, eps);
     for (size_t i = 0; i < (size_t)R * n_kv_head; i++) rmsnorm(k + i * hd, k + i * hd, kn, hd, eps);
+}
+
+/* ---------------------------------------------------------------- shared with llm_gemma.c */
+
+void qs_llm__state_bufs(qs_llm_state *s, qs_llm_sbuf *b)
+{
+    *b = (qs_llm_sbuf){s->kc, s->vc, s->x, s->xn, s->q, s->k, s->v, s->att, s->h1, s->h2, s->tmp, s->batch, s->max_pos, s->max_rows,
+                      s->pc, &s->c};
+}
+
+void qs_llm__linear(qs_pgemm_cache *pc, float *y, const float *x, const float *W, int R, int in, int out)
+{
+    linear(pc, y, x, W, R, in, out);
 }

@@ -39,9 +39,22 @@ typedef struct qs_llm_cfg {
     float rope_base, eps;
     int rope_neox;            /* 0: RoPE on adjacent pairs (2i, 2i+1) (llama GGUF); 1: on (i, i + head_dim/2),
                               ** Hugging Face's rotate_half (safetensors checkpoints, GGUF qwen2) */
-    /* Beyond the Llama core (all 0: off; docs/llm.md, *Model families*; weights in kernels/llm_ext.h) */
-    int qk_norm;              /* per-head RMSNorm of Q and K (one gain [head_dim] each per layer) before RoPE (Qwen3) */
-    int sliding_window;       /* > 0: layers with `sliding` set attend to the last sliding_window positions (Mistral) */
+    /* Gemma 2 / Gemma 3 blocks (kernels/llm_gemma.h); all 0 for the Llama block, which also runs qk_norm (Qwen3)
+    ** and sliding_window on every layer (Mistral) */
+    int ffn_gelu;             /* GeGLU: gelu_tanh(gate) * up instead of SwiGLU */
+    int sandwich;             /* post-attention and post-FFN RMSNorms (layer post_attn_norm, post_ffn_norm) */
+    int qk_norm;              /* per-head RMSNorm of Q and K before RoPE (layer q_norm, k_norm) */
+    float emb_scale;          /* token embeddings times this (Gemma: sqrt(dim)); 0 = 1 */
+    float attn_scale;         /* attention score scale; 0 = 1/sqrt(head_dim) (Gemma: query_pre_attn_scalar^-1/2) */
+    float attn_softcap;       /* scores -> cap * tanh(score / cap) before the mask (Gemma 2); 0 = none */
+    float final_softcap;      /* logits -> cap * tanh(logit / cap) (Gemma 2); 0 = none */
+    int sliding_window;       /* local layers (qs_llm_layer.sliding) see the last sliding_window positions; 0 = none */
+    int swa_pattern;          /* layer l is local iff l % swa_pattern < swa_pattern - 1 (Gemma 2: 2, Gemma 3: 6);
+                              ** 0 with a window: every layer */
+    float rope_base_swa;      /* RoPE base of the local layers; 0 = rope_base (Gemma 3: 10000) */
+    float rope_linear;        /* linear RoPE scaling of the global layers: positions / rope_linear; 0 = none */
+    /* Beyond the Llama core, run by the Llama block (all 0: off; docs/llm.md, *Model families*; experts in
+    ** kernels/llm_ext.h); qk_norm and sliding_window above serve both blocks */
     int rope_nff;             /* > 0 (= head_dim/2): RoPE frequency i divided by rope_ff[i] (Llama 3 rope_freqs) */
     float rope_ff[QS_LLM_ROPE_FF_MAX];
     int n_expert, n_expert_used;   /* > 0: every layer's FFN is a mixture of experts of width ffn (kernels/llm_moe.h) */
@@ -53,7 +66,9 @@ typedef struct qs_llm_cfg {
 typedef struct qs_llm_layer {
     float *attn_norm, *wq, *wk, *wv, *wo, *ffn_norm, *w_gate, *w_up, *w_down;   /* wq [q_dim][dim], wo [dim][q_dim] */
     float *bq, *bk, *bv;      /* Q/K/V projection biases (Qwen2), added after the products; NULL = none */
-    float *q_norm, *k_norm;   /* QK-norm gains [head_dim] (cfg.qk_norm), in ext_arena; NULL = none */
+    float *post_attn_norm, *post_ffn_norm;   /* [dim] sandwich norms (cfg.sandwich), else NULL */
+    float *q_norm, *k_norm;   /* [head_dim] QK-norm (cfg.qk_norm), else NULL */
+    int sliding;              /* 1: a local (sliding-window) layer */
     struct qs_llm_moe_w {     /* mixture-of-experts FFN (cfg.n_expert), in ext_arena; router NULL = dense FFN,
                               ** and then w_gate/w_up/w_down are NULL when it is set */
         float *router;        /* [n_expert][dim], FP32 (never rounded: routing runs in FP32) */
@@ -62,7 +77,6 @@ typedef struct qs_llm_layer {
         float *sh_gate, *sh_up, *sh_down;   /* shared expert [ffn_shexp][dim], [dim][ffn_shexp]; NULL = none */
         float *sh_inp;        /* [dim]: the shared expert's sigmoid gate (Qwen2-MoE) */
     } moe;
-    int sliding;              /* a local layer: attends to the last cfg.sliding_window positions only */
 } qs_llm_layer;
 typedef struct qs_llm_moe_w qs_llm_moe_w;
 
@@ -76,7 +90,7 @@ typedef struct qs_llm_model {
     size_t arena_len;         /* floats */
     float *bias_arena;        /* the Q/K/V biases of every layer (qs_llm_alloc_bias), or NULL */
     size_t bias_len;          /* floats */
-    float *ext_arena;         /* QK-norm gains and MoE weights (kernels/llm_ext.c), or NULL */
+    float *ext_arena;         /* the experts' weights (kernels/llm_ext.c), or NULL */
     size_t ext_len;           /* floats */
 } qs_llm_model;
 

@@ -1,5 +1,6 @@
 /* Ragged batched decoding (llm_decode.h). */
 #include "llm_decode.h"
+#include "llm_gemma.h"
 #include "llm_decode_internal.h"
 #include "llm_dec_attn.h"
 #include "llm_gemm.h"
@@ -15,7 +16,9 @@
 
 qs_llm_dec *qs_llm_dec_new(const qs_llm_cfg *c, int slots, int max_pos, int max_rows, qs_err *e)
 {
-    if (qs_llm_cfg_check(c, e) || qs_llm_cfg_core_only(c, max_pos, "the batched decoder (rl grpo, sampling)", e)) return NULL;
+    if (qs_llm_cfg_check(c, e) || qs_llm_gemma_refuse(c, "the batched decoder", e) ||
+        qs_llm_cfg_core_only(c, max_pos, "the batched decoder (rl grpo, sampling)", e))
+        return NULL;
     if (slots <= 0 || max_pos <= 0 || max_rows <= 0 || slots > 1 << 16 || max_pos > 1 << 20 || max_rows > 1 << 20) {
         qs_fail(e, "bad decoder size (%d slots, %d positions, %d rows)", slots, max_pos, max_rows);
         return NULL;

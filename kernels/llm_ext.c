@@ -1,7 +1,7 @@
 /*
-** Model parts beyond the Llama core (llm.h): where the QK-norm gains and the mixture-of-experts weights
-** live (one arena per model, ext_arena, laid out from the configuration alone so that a clone copies it
-** whole), the checks of those configuration fields, the RoPE frequencies with Llama 3's factors, and
+** Model parts beyond the Llama core (llm.h): where the mixture-of-experts weights live (one arena per
+** model, ext_arena, laid out from the configuration alone so that a clone copies it whole; QK-norm gains
+** sit in the main arena, placed by llm_gemma.c), the checks of those configuration fields, the RoPE frequencies with Llama 3's factors, and
 ** the refusal of paths that run only the core.
 */
 #include "llm.h"
@@ -32,9 +32,7 @@ int qs_llm_ext_check(const qs_llm_cfg *c, qs_err *e)
 size_t qs_llm_ext_floats(const qs_llm_cfg *c)
 {
     size_t d = (size_t)c->dim, f = (size_t)c->ffn, E = (size_t)c->n_expert, sh = (size_t)c->ffn_shexp;
-    size_t per = c->qk_norm ? 2 * (size_t)c->head_dim : 0;
-    if (E) per += E * d + 3 * E * f * d + (sh ? 3 * sh * d + d : 0);
-    return per * (size_t)c->n_layer;
+    return E ? (E * d + 3 * E * f * d + (sh ? 3 * sh * d + d : 0)) * (size_t)c->n_layer : 0;
 }
 
 int qs_llm_ext_alloc(qs_llm_model *m, qs_err *e)
@@ -42,18 +40,12 @@ int qs_llm_ext_alloc(qs_llm_model *m, qs_err *e)
     const qs_llm_cfg *c = &m->c;
     size_t n = qs_llm_ext_floats(c);
     if (!n) return 0;
-    if (!(m->ext_arena = malloc(n * sizeof(float)))) return qs_fail(e, "out of memory for %zu expert and norm weights", n);
+    if (!(m->ext_arena = malloc(n * sizeof(float)))) return qs_fail(e, "out of memory for %zu expert weights", n);
     m->ext_len = n;
     size_t d = (size_t)c->dim, f = (size_t)c->ffn, E = (size_t)c->n_expert, sh = (size_t)c->ffn_shexp;
     float *p = m->ext_arena;
     for (int l = 0; l < c->n_layer; l++) {
-        qs_llm_layer *L = &m->L[l];
-        if (c->qk_norm) {
-            L->q_norm = p; p += c->head_dim;
-            L->k_norm = p; p += c->head_dim;
-        }
-        if (!E) continue;
-        qs_llm_moe_w *w = &L->moe;
+        qs_llm_moe_w *w = &m->L[l].moe;
         w->router = p; p += E * d;
         w->gate = p; p += E * f * d;
         w->up = p; p += E * f * d;

@@ -1,5 +1,5 @@
 /*
-** The model parts beyond the Llama core (QK-norm gains, mixture-of-experts weights) in their own arena,
+** The model parts beyond the Llama core (mixture-of-experts weights) in their own arena,
 ** for llm.c's allocation, clone and checks (see llm_ext.c).
 */
 #ifndef QS_LLM_EXT_H
@@ -11,7 +11,7 @@
 int qs_llm_ext_check(const qs_llm_cfg *c, qs_err *e);
 /* Floats of ext_arena for this configuration (0: none). */
 size_t qs_llm_ext_floats(const qs_llm_cfg *c);
-/* Allocate m->ext_arena (uninitialised) and point every layer's q_norm/k_norm and moe into it. */
+/* Allocate m->ext_arena (uninitialised) and point every layer's moe into it. */
 int qs_llm_ext_alloc(qs_llm_model *m, qs_err *e);
 
 #endif

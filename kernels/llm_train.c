@@ -4,6 +4,7 @@
 ** product is one SGEMM), so its loss matches the inference pass to FP32 rounding.
 */
 #include "llm_train.h"
+#include "llm_gemma.h"
 #include "llm_fakeq_par.h"
 #include "llm_rows.h"
 #include "llm_train_attn.h"
@@ -92,7 +93,7 @@ size_t qs_llm_train_state_floats(const qs_llm_cfg *c, int batch, int T)
 
 qs_llm_train_state *qs_llm_train_state_new(const qs_llm_cfg *c, int batch, int T, qs_err *e)
 {
-    if (qs_llm_cfg_core_only(c, T, "training", e)) return NULL;
+    if (qs_llm_gemma_refuse(c, "training", e) || qs_llm_cfg_core_only(c, T, "training", e)) return NULL;
     size_t total = qs_llm_train_state_floats(c, batch, T);
     if (!total) {
         if (!qs_llm_cfg_check(c, e)) qs_fail(e, "bad training batch (%d sequences x %d positions)", batch, T);

@@ -6,6 +6,14 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Gemma's Hugging Face layer norms: input_layernorm (attention input), post_attention_layernorm (on the
+** attention output: a sandwich norm), pre_feedforward_layernorm (FFN input), post_feedforward_layernorm. */
+static const char *const kGemmaHF[QS_T_COUNT] = {
+    [QS_T_FFN_NORM] = "model.layers.%d.pre_feedforward_layernorm.weight",
+    [QS_T_POST_ATTN_NORM] = "model.layers.%d.post_attention_layernorm.weight",
+    [QS_T_POST_FFN_NORM] = "model.layers.%d.post_feedforward_layernorm.weight",
+};
+
 /* Mixtral's Hugging Face spelling of the router and experts (w1 = gate, w3 = up, w2 = down). */
 static const char *const kMixtral[QS_T_COUNT] = {
     [QS_T_ROUTER] = "model.layers.%d.block_sparse_moe.gate.weight",
@@ -16,12 +24,15 @@ static const char *const kMixtral[QS_T_COUNT] = {
 
 /* Supported architectures.  A new row needs only what the forward pass already runs: RMSNorm, SwiGLU,
 ** RoPE (either pairing, with frequency factors), GQA, optional Q/K/V biases, QK-norm, sliding windows,
-** mixtures of experts, tied or untied output.  A GGUF "llama" may be Mistral (sliding window) or
+** mixtures of experts, tied or untied output; the Gemma block (QS_ARCH_GEMMA: GeGLU, sandwich norms,
+** soft-capping, sliding-window layers, QK-norm).  A GGUF "llama" may be Mistral (sliding window) or
 ** Mixtral (experts): llama.cpp writes both so. */
 #define TB (QS_ARCH_TIED | QS_ARCH_QKV_BIAS)
 static const qs_llm_arch kArch[] = {
     {"llama", "LlamaForCausalLM", "llama", TB | QS_ARCH_MOE | QS_ARCH_SWA, 0, NULL, {1, 1}},
     {"qwen2", "Qwen2ForCausalLM", "qwen2", TB, 1, NULL, {0, 0}},
+    {"gemma2", "Gemma2ForCausalLM", "gemma2", QS_ARCH_TIED | QS_ARCH_GEMMA, 1, kGemmaHF, {0, 0}},
+    {"gemma3", "Gemma3ForCausalLM", "gemma3_text", QS_ARCH_TIED | QS_ARCH_GEMMA | QS_ARCH_QK_NORM, 1, kGemmaHF, {0, 0}},
     {"qwen3", "Qwen3ForCausalLM", "qwen3", TB | QS_ARCH_QK_NORM, 1, NULL, {0, 0}},
     {"mistral", "MistralForCausalLM", "mistral", TB | QS_ARCH_SWA | QS_ARCH_HF_ONLY, 0, NULL, {0, 0}},
     {"mixtral", "MixtralForCausalLM", "mixtral", TB | QS_ARCH_SWA | QS_ARCH_MOE | QS_ARCH_HF_ONLY, 0, kMixtral, {1, 1}},
@@ -42,7 +53,8 @@ static const char *const kTensor[QS_LLM_NSCHEME][QS_T_COUNT] = {
         [QS_T_DOWN] = "blk.%d.ffn_down.weight", [QS_T_BQ] = "blk.%d.attn_q.bias", [QS_T_BK] = "blk.%d.attn_k.bias",
         [QS_T_BV] = "blk.%d.attn_v.bias", [QS_T_BO] = "blk.%d.attn_output.bias",
         [QS_T_BDOWN] = "blk.%d.ffn_down.bias", [QS_T_Q_NORM] = "blk.%d.attn_q_norm.weight",
-        [QS_T_K_NORM] = "blk.%d.attn_k_norm.weight", [QS_T_ROPE_FREQS] = "rope_freqs.weight",
+        [QS_T_K_NORM] = "blk.%d.attn_k_norm.weight", [QS_T_POST_ATTN_NORM] = "blk.%d.post_attention_norm.weight",
+        [QS_T_POST_FFN_NORM] = "blk.%d.post_ffw_norm.weight", [QS_T_ROPE_FREQS] = "rope_freqs.weight",
         [QS_T_ROUTER] = "blk.%d.ffn_gate_inp.weight", [QS_T_EXP_GATE] = "blk.%d.ffn_gate_exps.weight",
         [QS_T_EXP_UP] = "blk.%d.ffn_up_exps.weight", [QS_T_EXP_DOWN] = "blk.%d.ffn_down_exps.weight",
         [QS_T_SH_GATE] = "blk.%d.ffn_gate_shexp.weight", [QS_T_SH_UP] = "blk.%d.ffn_up_shexp.weight",
@@ -59,7 +71,10 @@ static const char *const kTensor[QS_LLM_NSCHEME][QS_T_COUNT] = {
         [QS_T_BK] = "model.layers.%d.self_attn.k_proj.bias", [QS_T_BV] = "model.layers.%d.self_attn.v_proj.bias",
         [QS_T_BO] = "model.layers.%d.self_attn.o_proj.bias", [QS_T_BDOWN] = "model.layers.%d.mlp.down_proj.bias",
         [QS_T_Q_NORM] = "model.layers.%d.self_attn.q_norm.weight",
-        [QS_T_K_NORM] = "model.layers.%d.self_attn.k_norm.weight", [QS_T_ROPE_FREQS] = "",
+        [QS_T_K_NORM] = "model.layers.%d.self_attn.k_norm.weight",
+        /* no common spelling: the sandwich norms are Gemma's (kGemmaHF) */
+        [QS_T_POST_ATTN_NORM] = "model.layers.%d.post_attention_norm.weight",
+        [QS_T_POST_FFN_NORM] = "model.layers.%d.post_feedforward_layernorm.weight", [QS_T_ROPE_FREQS] = "",
         [QS_T_ROUTER] = "model.layers.%d.mlp.gate.weight",
         [QS_T_EXP_GATE] = "model.layers.%d.mlp.experts.%d.gate_proj.weight",
         [QS_T_EXP_UP] = "model.layers.%d.mlp.experts.%d.up_proj.weight",
@@ -124,6 +139,15 @@ const char *qs_llm_tensor_name(qs_llm_scheme s, qs_llm_tensor t, int layer, char
 {
     snprintf(buf, cap, kTensor[s][t], layer);
     return buf;
+}
+
+const char *qs_llm_arch_tensor_name(const qs_llm_arch *A, qs_llm_scheme s, qs_llm_tensor t, int layer, char *buf, size_t cap)
+{
+    if (A && A->hf_names && s == QS_LLM_HF && A->hf_names[t]) {
+        snprintf(buf, cap, A->hf_names[t], layer);
+        return buf;
+    }
+    return qs_llm_tensor_name(s, t, layer, buf, cap);
 }
 
 const char *qs_llm_tensor_name_ax(const qs_llm_arch *A, qs_llm_scheme s, qs_llm_tensor t, int layer, int expert, char *buf,

@@ -19,9 +19,10 @@ typedef enum {
     QS_T_EMB, QS_T_OUT, QS_T_OUT_NORM,
     QS_T_ATTN_NORM, QS_T_Q, QS_T_K, QS_T_V, QS_T_O, QS_T_FFN_NORM, QS_T_GATE, QS_T_UP, QS_T_DOWN,
     QS_T_BQ, QS_T_BK, QS_T_BV,
-    QS_T_BO, QS_T_BDOWN,      /* refused when present: the forward pass has none */
-    QS_T_Q_NORM, QS_T_K_NORM, /* QK-norm gains [head_dim]: read with QS_ARCH_QK_NORM, else refused */
-    QS_T_ROPE_FREQS,          /* GGUF rope_freqs [head_dim/2] (Llama 3: divisors of the RoPE frequencies) */
+    QS_T_BO, QS_T_BDOWN,         /* refused when present: the forward pass has none */
+    QS_T_Q_NORM, QS_T_K_NORM,    /* QK-norm gains [head_dim]: loaded by QS_ARCH_QK_NORM rows, refused elsewhere */
+    QS_T_POST_ATTN_NORM, QS_T_POST_FFN_NORM,   /* Gemma's sandwich norms (QS_ARCH_GEMMA rows) */
+    QS_T_ROPE_FREQS,             /* GGUF rope_freqs [head_dim/2] (Llama 3: divisors of the RoPE frequencies) */
     QS_T_ROUTER, QS_T_EXP_GATE, QS_T_EXP_UP, QS_T_EXP_DOWN,   /* experts: GGUF [n_expert][..] stacked, HF one per expert */
     QS_T_SH_GATE, QS_T_SH_UP, QS_T_SH_DOWN, QS_T_SH_INP,      /* Qwen2-MoE's shared expert and its gate */
     QS_T_COUNT
@@ -46,8 +47,9 @@ typedef struct qs_llm_hkey {
 /* Architecture flags. */
 enum {
     QS_ARCH_QKV_BIAS = 1 << 0,   /* Q/K/V projection biases may be present (all layers or none, by layer 0) */
-    QS_ARCH_QK_NORM = 1 << 1,    /* per-head RMSNorm of Q and K before RoPE (Qwen3) */
+    QS_ARCH_QK_NORM = 1 << 1,    /* per-head RMSNorm of Q and K before RoPE (Qwen3; Gemma 3 in the Gemma block) */
     QS_ARCH_TIED = 1 << 2,       /* the output matrix may be absent (tied to the token embedding) */
+    QS_ARCH_GEMMA = 1 << 3,      /* the Gemma block (kernels/llm_gemma.h): keys read by llm_arch_gemma.c */
     QS_ARCH_MOE = 1 << 4,        /* mixture-of-experts FFNs when the expert count says so */
     QS_ARCH_SWA = 1 << 5,        /* a sliding window (GGUF ARCH.attention.sliding_window, config sliding_window)
                                  ** applies to every layer */
@@ -77,7 +79,9 @@ const char *qs_llm_arch_list(qs_llm_scheme s, char *buf, size_t cap);
 
 /* The name of tensor role t of layer `layer` in scheme s, written to buf. */
 const char *qs_llm_tensor_name(qs_llm_scheme s, qs_llm_tensor t, int layer, char *buf, size_t cap);
-/* The same in architecture A's spelling (A may be NULL), expert `expert` of a per-expert HF tensor. */
+/* The same in architecture A's own spelling (A may be NULL). */
+const char *qs_llm_arch_tensor_name(const qs_llm_arch *A, qs_llm_scheme s, qs_llm_tensor t, int layer, char *buf, size_t cap);
+/* The same for expert `expert` of a per-expert HF tensor (GGUF stacks the experts in one tensor). */
 const char *qs_llm_tensor_name_ax(const qs_llm_arch *A, qs_llm_scheme s, qs_llm_tensor t, int layer, int expert, char *buf,
                                   size_t cap);
 /* The key of hyper-parameter h. */

@@ -190,7 +190,7 @@ int qs_llm__load_weights(qs_llm_model *m, const qs_llm_cfg *cfg, const qs_llm_ar
                          int nsrc, const char *where, qs_llm_scheme scheme, int tie, qs_err *e)
 {
     char on[96];
-    int tied = tie || !qs_llm__find(src, nsrc, qs_llm_tensor_name(scheme, QS_T_OUT, 0, on, sizeof on), NULL);
+    int tied = tie || !qs_llm__find(src, nsrc, qs_llm_arch_tensor_name(arch, scheme, QS_T_OUT, 0, on, sizeof on), NULL);
     if (tied && !(arch->flags & QS_ARCH_TIED)) return qs_fail(e, "%s: missing tensor %s", where, on);
     char nm[96];
     uint64_t bytes = 0;
@@ -207,27 +207,31 @@ int qs_llm__load_weights(qs_llm_model *m, const qs_llm_cfg *cfg, const qs_llm_ar
         {QS_T_Q_NORM, "QK-norm (per-head Q/K RMSNorm) is not supported"},
         {QS_T_K_NORM, "QK-norm (per-head Q/K RMSNorm) is not supported"}};
     for (size_t i = 0; i < sizeof kNo / sizeof kNo[0]; i++)
-        if (!((arch->flags & QS_ARCH_QK_NORM) && (kNo[i].t == QS_T_Q_NORM || kNo[i].t == QS_T_K_NORM)) && qs_llm__find(src, nsrc, qs_llm_tensor_name(scheme, kNo[i].t, 0, nm, sizeof nm), NULL))
+        if (!((kNo[i].t == QS_T_Q_NORM || kNo[i].t == QS_T_K_NORM) && (arch->flags & QS_ARCH_QK_NORM)) &&
+            qs_llm__find(src, nsrc, qs_llm_arch_tensor_name(arch, scheme, kNo[i].t, 0, nm, sizeof nm), NULL))
             return qs_fail(e, "%s: %s", where, kNo[i].what);
     /* biases: all layers or none, decided by layer 0 (Qwen2 has them, Llama not) */
     int bias = (arch->flags & QS_ARCH_QKV_BIAS) &&
-               qs_llm__find(src, nsrc, qs_llm_tensor_name(scheme, QS_T_BQ, 0, nm, sizeof nm), NULL) != NULL;
+               qs_llm__find(src, nsrc, qs_llm_arch_tensor_name(arch, scheme, QS_T_BQ, 0, nm, sizeof nm), NULL) != NULL;
     if (qs_llm_alloc(m, cfg, tied, e) || (bias && qs_llm_alloc_bias(m, e))) { qs_err_prefix(e, where); return -1; }
     uint64_t d = (uint64_t)cfg->dim, kvd = (uint64_t)cfg->n_kv_head * cfg->head_dim, F = (uint64_t)cfg->ffn;
     uint64_t qd = (uint64_t)cfg->n_head * cfg->head_dim;
-    if (load_t(src, nsrc, where, qs_llm_tensor_name(scheme, QS_T_EMB, 0, nm, sizeof nm), (uint64_t)cfg->vocab, d, m->tok_embd, e)) return -1;
-    if (!tied && load_t(src, nsrc, where, qs_llm_tensor_name(scheme, QS_T_OUT, 0, nm, sizeof nm), (uint64_t)cfg->vocab, d, m->output, e)) return -1;
-    if (load_t(src, nsrc, where, qs_llm_tensor_name(scheme, QS_T_OUT_NORM, 0, nm, sizeof nm), 0, d, m->out_norm, e)) return -1;
+    if (load_t(src, nsrc, where, qs_llm_arch_tensor_name(arch, scheme, QS_T_EMB, 0, nm, sizeof nm), (uint64_t)cfg->vocab, d, m->tok_embd, e)) return -1;
+    if (!tied && load_t(src, nsrc, where, qs_llm_arch_tensor_name(arch, scheme, QS_T_OUT, 0, nm, sizeof nm), (uint64_t)cfg->vocab, d, m->output, e)) return -1;
+    if (load_t(src, nsrc, where, qs_llm_arch_tensor_name(arch, scheme, QS_T_OUT_NORM, 0, nm, sizeof nm), 0, d, m->out_norm, e)) return -1;
     for (int l = 0; l < cfg->n_layer; l++) {
         qs_llm_layer *L = &m->L[l];
         struct { qs_llm_tensor role; uint64_t r, c; float *dst; } t[] = {
             {QS_T_ATTN_NORM, 0, d, L->attn_norm}, {QS_T_Q, qd, d, L->wq}, {QS_T_K, kvd, d, L->wk},
             {QS_T_V, kvd, d, L->wv}, {QS_T_O, d, qd, L->wo}, {QS_T_FFN_NORM, 0, d, L->ffn_norm},
             {QS_T_GATE, F, d, L->w_gate}, {QS_T_UP, F, d, L->w_up}, {QS_T_DOWN, d, F, L->w_down},
-            {QS_T_BQ, 0, qd, L->bq}, {QS_T_BK, 0, kvd, L->bk}, {QS_T_BV, 0, kvd, L->bv}};
+            {QS_T_BQ, 0, qd, L->bq}, {QS_T_BK, 0, kvd, L->bk}, {QS_T_BV, 0, kvd, L->bv},
+            /* Gemma: present when the configuration has them (qs_llm_alloc placed them) */
+            {QS_T_POST_ATTN_NORM, 0, d, L->post_attn_norm}, {QS_T_POST_FFN_NORM, 0, d, L->post_ffn_norm},
+            {QS_T_Q_NORM, 0, (uint64_t)cfg->head_dim, L->q_norm}, {QS_T_K_NORM, 0, (uint64_t)cfg->head_dim, L->k_norm}};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-            if (!t[i].dst) continue;   /* no biases */
-            if (load_t(src, nsrc, where, qs_llm_tensor_name(scheme, t[i].role, l, nm, sizeof nm), t[i].r, t[i].c, t[i].dst, e)) return -1;
+            if (!t[i].dst) continue;   /* no biases, no Gemma norms */
+            if (load_t(src, nsrc, where, qs_llm_arch_tensor_name(arch, scheme, t[i].role, l, nm, sizeof nm), t[i].r, t[i].c, t[i].dst, e)) return -1;
         }
     }
     return qs_llm__load_ext(m, arch, src, nsrc, where, scheme, e);   /* QK-norm, experts, RoPE factors (llm_load_ext.c) */

@@ -104,6 +104,7 @@ static int moe_shape(json_t *obj, qs_llm_scheme s, const qs_llm_arch *A, qs_llm_
 int qs_llm__ext_shape(json_t *obj, qs_llm_scheme s, const qs_llm_arch *A, qs_llm_cfg *c, qs_err *e)
 {
     snprintf(c->arch, sizeof c->arch, "%s", A->name);
+    if (A->flags & QS_ARCH_GEMMA) return 0;   /* Gemma's keys, RoPE scaling and windows: llm_arch_gemma.c */
     c->qk_norm = (A->flags & QS_ARCH_QK_NORM) != 0;
     if (s == QS_LLM_HF && json_is_true(json_object_get(obj, "use_sliding_window")) && !(A->flags & QS_ARCH_SWA))
         return qs_fail(e, "sliding-window attention is not supported");
@@ -166,15 +167,9 @@ static int experts(qs_llm_model *m, const qs_llm_arch *A, int l, const qs_llm_sr
 int qs_llm__load_ext(qs_llm_model *m, const qs_llm_arch *A, const qs_llm_src *src, int nsrc, const char *where,
                      qs_llm_scheme s, qs_err *e)
 {
-    const qs_llm_cfg *c = &m->c;
-    char nm[128];
-    const uint64_t hd = (uint64_t)c->head_dim;
-    for (int l = 0; l < c->n_layer; l++) {
-        m->L[l].sliding = c->sliding_window > 0;   /* Mistral: every layer */
-        if (c->qk_norm && (qs_llm__load_tn(src, nsrc, where, qs_llm_tensor_name(s, QS_T_Q_NORM, l, nm, sizeof nm), &hd, 1, m->L[l].q_norm, e) ||
-                           qs_llm__load_tn(src, nsrc, where, qs_llm_tensor_name(s, QS_T_K_NORM, l, nm, sizeof nm), &hd, 1, m->L[l].k_norm, e)))
-            return -1;
-        if (c->n_expert && experts(m, A, l, src, nsrc, where, s, e)) return -1;
-    }
+    /* QK-norm gains and the sliding flags are the core's (placed by llm_gemma.c, read with the layer's
+    ** other weights; a window without a layer pattern: every layer, Mistral) */
+    for (int l = 0; l < m->c.n_layer; l++)
+        if (m->c.n_expert && experts(m, A, l, src, nsrc, where, s, e)) return -1;
     return s == QS_LLM_GGUF ? rope_freqs(m, src, nsrc, where, e) : 0;
 }

@@ -175,7 +175,9 @@ int qs_llm_load_gguf_mem(const uint8_t *buf, size_t len, const char *name, qs_ll
 
     qs_llm_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
-    if (qs_llm__shape(meta, QS_LLM_GGUF, arch, &cfg, e) || qs_llm__ext_shape(meta, QS_LLM_GGUF, A, &cfg, e)) goto fail;
+    if (qs_llm__shape(meta, QS_LLM_GGUF, arch, &cfg, e) || qs_llm__gemma_cfg(meta, QS_LLM_GGUF, A, &cfg, e) ||
+        qs_llm__ext_shape(meta, QS_LLM_GGUF, A, &cfg, e))
+        goto fail;
     cfg.rope_neox = A->gguf_rope_neox;
     cfg.vocab = 1;   /* checked again below with the real vocabulary */
     if (qs_llm_cfg_check(&cfg, e)) goto fail;

@@ -196,15 +196,19 @@ int qs_llm_load_hf(const char *dir, qs_llm_file *f, qs_err *e)
     }
     snprintf(f->arch, sizeof f->arch, "%s", A->name);
     snprintf(f->format, sizeof f->format, "safetensors");
+    const int gemma = (A->flags & QS_ARCH_GEMMA) != 0;   /* its own keys: llm_arch_gemma.c; rope_scaling and
+                                                         ** sliding windows of the others: llm_load_ext.c */
     const char *act = json_string_value(json_object_get(cj, "hidden_act"));
-    if (act && strcmp(act, "silu")) { qs_fail(e, "hidden_act '%.20s' is not supported (silu)", act); goto out; }
+    if (!gemma && act && strcmp(act, "silu")) { qs_fail(e, "hidden_act '%.20s' is not supported (silu)", act); goto out; }
     if (json_is_true(json_object_get(cj, "mlp_bias"))) {
         qs_fail(e, "output-projection or MLP biases are not supported (Q/K/V biases are)");
         goto out;
     }
     qs_llm_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
-    if (qs_llm__shape(cj, QS_LLM_HF, A->name, &cfg, e) || qs_llm__ext_shape(cj, QS_LLM_HF, A, &cfg, e)) goto out;
+    if (qs_llm__shape(cj, QS_LLM_HF, A->name, &cfg, e) || qs_llm__gemma_cfg(cj, QS_LLM_HF, A, &cfg, e) ||
+        qs_llm__ext_shape(cj, QS_LLM_HF, A, &cfg, e))
+        goto out;
     cfg.rope_neox = 1;
     if (qs_llm_cfg_check(&cfg, e)) goto out;
 
@@ -251,6 +255,7 @@ int qs_llm_load_hf(const char *dir, qs_llm_file *f, qs_err *e)
     int have_tok = access(path, F_OK) == 0, pp_bos = 0;
     int tie = json_is_true(json_object_get(cj, "tie_word_embeddings"));
     if (qs_llm__load_weights(&f->m, &cfg, A, src, nsrc, dir, QS_LLM_HF, tie, e)) goto out_noprefix;
+    qs_llm__gemma_hf_norms(&f->m);   /* Gemma's (1 + w) */
     qs_llm__wtypes(src, nsrc, f->wtypes, sizeof f->wtypes);
     /* after the weights, whose size bounds vocab_size; hashed after the shards, as always */
     if (have_tok && read_tokenizer(path, cfg.vocab, &f->v, &pp_bos, hs, &total, e)) goto out_noprefix;

@@ -35,11 +35,15 @@ int qs_llm__shape(json_t *obj, qs_llm_scheme s, const char *arch, qs_llm_cfg *cf
 /* Tensor `name` of shape ws[nd] (PyTorch order) into dst, FP32; messages name the file. */
 int qs_llm__load_tn(const qs_llm_src *src, int nsrc, const char *where, const char *name, const uint64_t *ws, int nd,
                     float *dst, qs_err *e);
-/* llm_load_ext.c: the configuration beyond the Llama core (QK-norm, sliding window, RoPE scaling, experts;
-** cfg->arch) after qs_llm__shape, and its tensors after the core's (m allocated with that cfg). */
+/* llm_load_ext.c: the configuration beyond the Llama core (sliding window, RoPE scaling, experts; cfg->arch;
+** nothing else for Gemma rows) after qs_llm__shape, and its tensors after the core's (m allocated with that cfg). */
 int qs_llm__ext_shape(json_t *obj, qs_llm_scheme s, const qs_llm_arch *A, qs_llm_cfg *cfg, qs_err *e);
 int qs_llm__load_ext(qs_llm_model *m, const qs_llm_arch *A, const qs_llm_src *src, int nsrc, const char *where,
                      qs_llm_scheme s, qs_err *e);
+/* Gemma rows (QS_ARCH_GEMMA): their keys into cfg's Gemma fields (after qs_llm__shape; nothing for other
+** rows), and Hugging Face's RMSNorm (1 + w) made a plain weight (after the weights are read). */
+int qs_llm__gemma_cfg(json_t *obj, qs_llm_scheme s, const qs_llm_arch *A, qs_llm_cfg *cfg, qs_err *e);
+void qs_llm__gemma_hf_norms(qs_llm_model *m);
 void qs_llm__wtypes(const qs_llm_src *src, int nsrc, char *out, size_t cap);
 int qs_llm__vocab_tables(qs_llm_vocab *v, qs_err *e);
 

@@ -153,11 +153,7 @@ static int make_variants(const qs_llm_model *ref, const bopts *o, qs_eval_cfg *c
         int rc = qs_llm_parse_config(CMD, "--config", o->cfg[i], &cfg[i]);
         if (rc) return rc;
         cfg[i].m = ref;
-        if (cfg[i].has_w) {
-            if (qs_llm_clone(&cfg[i].wm, ref, &e) || qs_llm_quantize_weights(&cfg[i].wm, &cfg[i].w, 1, &e))
-                return qs_cli_err(QS_EXIT_ERR, &e);
-            cfg[i].m = &cfg[i].wm;
-        }
+        if (cfg[i].has_w && qs_eval_cfg_round(&cfg[i], ref, 1, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
         var[i].m = cfg[i].m;
         var[i].nx = (qs_llm_numerics){cfg[i].has_a ? &cfg[i].a : NULL, cfg[i].resq, cfg[i].has_kv ? &cfg[i].kv : NULL, 1, NULL};
     }

@@ -231,7 +231,8 @@ static int parse(int argc, char **argv, bopts *o)
     if (!o->steps) o->steps = o->quick ? 3 : 10;
     o->square = o->quick ? 1024 : 2048;
     if (dim % heads) return qs_cli_usage("bench", "--dim %d is not a multiple of --heads %d", dim, heads);
-    o->c = (qs_llm_cfg){.n_layer = layers, .dim = dim, .n_head = heads, .n_kv_head = kv ? kv : heads, .head_dim = dim / heads, .ffn = ffn ? ffn : 4 * dim, .vocab = 256, .ctx = ctx, .rope_base = 10000.0f, .eps = 1e-5f, .rope_neox = 1};
+    o->c = (qs_llm_cfg){.n_layer = layers, .dim = dim, .n_head = heads, .n_kv_head = kv ? kv : heads, .head_dim = dim / heads,
+                        .ffn = ffn ? ffn : 4 * dim, .vocab = 256, .ctx = ctx, .rope_base = 10000.0f, .eps = 1e-5f, .rope_neox = 1};
     qs_err e = {{0}};
     if (qs_llm_cfg_check(&o->c, &e)) return qs_cli_usage("bench", "bad shape: %s", e.msg);
     return 0;

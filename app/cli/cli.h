@@ -121,6 +121,7 @@ int qs_cmd_analyze(qs_cli *, int, char **);
 int qs_cmd_report(qs_cli *, int, char **);
 int qs_cmd_claims(qs_cli *, int, char **);
 int qs_cmd_llm_text(qs_cli *, int, char **);
+int qs_cmd_llm_imatrix(qs_cli *, int, char **);
 int qs_cmd_llm_eval(qs_cli *, int, char **);
 int qs_cmd_llm_tokenize(qs_cli *, int, char **);
 /* --prompt TEXT in SmolLM2's ChatML template with its default system message (malloc'ed; NULL: out of memory). */

@@ -26,6 +26,7 @@ int qs_bench_kernels(qs_cli *cli, int quick, int json, int score);   /* app/cli/
 int qs_bench_train(qs_cli *cli, int argc, char **argv);               /* app/cli/bench_train.c */
 int qs_bench_eval(qs_cli *cli, int argc, char **argv);                /* app/cli/bench_eval.c */
 int qs_bench_tokenize(qs_cli *cli, int argc, char **argv);            /* app/cli/bench_tokenize.c */
+int qs_bench_quantize(qs_cli *cli, int argc, char **argv);            /* app/cli/bench_quantize.c */
 #include "../../analysis/importer.h"
 #include "../../analysis/tensor_stats.h"
 #include "../../datasets/gen.h"
@@ -97,6 +98,7 @@ int qs_cmd_bench(qs_cli *cli, int argc, char **argv)
     if (argc > 1 && !strcmp(argv[1], "train")) return qs_bench_train(cli, argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "eval")) return qs_bench_eval(cli, argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "tokenize")) return qs_bench_tokenize(cli, argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "quantize")) return qs_bench_quantize(cli, argc - 1, argv + 1);
     int formats = argc > 1 && !strcmp(argv[1], "formats"), analyze = argc > 1 && !strcmp(argv[1], "analyze");
     int rl = argc > 1 && !strcmp(argv[1], "rl");
     int kernels = argc > 1 && !strcmp(argv[1], "kernels"), score = 0;

@@ -925,6 +925,12 @@ const qs_subcommand qs_llm_subcommands[] = {
      "            lines joined into paragraphs; `make data` writes data/text/ (default evaluation\n"
      "            text: data/text/persuasion.txt)\n",
      qs_cmd_llm_text, 0, QS_LLM_TEXT_ARGS, QS_LLM_TEXT_OPTS},
+    {"imatrix",
+     "--model PATH --text FILE -o FILE: llama.cpp's importance matrix (per weight, the sum\n"
+     "            of squared input activations per column and the token count) from qscope's\n"
+     "            forward pass, written as llama-imatrix's GGUF or legacy .dat (--format gguf|dat);\n"
+     "            --show FILE lists either; use it as w=F:imatrix=FILE or llama-quantize --imatrix\n",
+     qs_cmd_llm_imatrix, 0, QS_LLM_IMATRIX_ARGS, QS_LLM_IMATRIX_OPTS},
     {"eval",
      "perplexity of --text FILE (default data/text/persuasion.txt) under the FP32 reference\n"
      "            and each --config w=F,a=F,kv=F,resq=M: KL to the reference per token (mean, median,\n"

@@ -29,6 +29,7 @@
 #include "par.h"
 #include "llm_text_run.h"
 #include "llm_eval_out.h"
+#include "llm_imatrix_opt.h"
 #include "../../analysis/llm_text.h"
 #include "../../analysis/llm_eval.h"
 #include "../../analysis/llm_eval_service.h"
@@ -106,7 +107,7 @@ int qs_llm_parse_config(const char *cmd, const char *opt, const char *spec, qs_e
         if (!eq || eq == it || !eq[1]) { rc = qs_cli_usage(cmd, "%s: '%s' is not KEY=VALUE (keys w, a, kv, resq)", opt, it); break; }
         *eq = 0;
         const char *key = it, *val = eq + 1;
-        char lab[96] = "";
+        char lab[160] = "";
         int *has = NULL;
         qs_apply *ap = NULL;
         if (!strcmp(key, "w")) { has = &c->has_w; ap = &c->w; }
@@ -122,16 +123,19 @@ int qs_llm_parse_config(const char *cmd, const char *opt, const char *spec, qs_e
         if (has) {
             if (*has) { rc = qs_cli_usage(cmd, "%s '%s': %s given twice", opt, spec, key); break; }
             if (strchr(val, ',')) { rc = qs_cli_usage(cmd, "%s: one format per key", opt); break; }
+            const char *imat = ap == &c->w ? qs_imatrix_opt_split(eq + 1) : NULL;
+            if (!strcmp(val, "fp32") && imat) { rc = qs_cli_usage(cmd, "%s: w=fp32 takes no importance matrix", opt); break; }
             if (!strcmp(val, "fp32")) continue;
             if (qs_llm_parse_fmt(cmd, val, ap)) { rc = QS_EXIT_USAGE; break; }
             if ((rc = cfg_scale_check(cmd, opt, key, val, ap))) break;
             *has = 1;
             qs_quant_label(ap, val, lab, sizeof lab);
+            if (imat && (rc = qs_imatrix_opt_config(cmd, opt, imat, c, lab, sizeof lab))) break;
         }
         if (lab[0] && k < sizeof c->label) k += (size_t)snprintf(c->label + k, sizeof c->label - k, "%s%s=%s", k ? "," : "", key, lab);
     }
     free(dup);
-    if (rc) return rc;
+    if (rc) { qs_eval_cfgs_free(c, 1); return rc; }
     if (c->resq && !c->has_a) return qs_cli_usage(cmd, "%s '%s': resq corrects activation rounding: give a=F", opt, spec);
     if (!c->label[0]) snprintf(c->label, sizeof c->label, "fp32");
     return 0;
@@ -190,6 +194,7 @@ static int parse_opts(int argc, char **argv, eval_opts *o)
                 if (!strcmp(o->cfg[i].label, o->cfg[o->ncfg].label)) {
                     fprintf(stderr, "qscope: %s: note: --config %s repeats configuration %d (%s): evaluated once\n", CMD,
                             optarg, i + 1, o->cfg[i].label);
+                    qs_eval_cfgs_free(&o->cfg[o->ncfg], 1);
                     memset(&o->cfg[o->ncfg], 0, sizeof o->cfg[o->ncfg]);
                     o->ncfg--;
                     break;
@@ -333,7 +338,7 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
     eval_opts *o = calloc(1, sizeof *o);
     if (!o) return qs_cli_error(QS_EXIT_ERR, "out of memory");
     int rc = parse_opts(argc, argv, o);
-    if (rc) { free(o); return rc; }
+    if (rc) { qs_eval_cfgs_free(o->cfg, o->ncfg); free(o); return rc; }
     const double t_start = qs_now_s();
     qs_llm_text_run t;
     qs_db *db = NULL;
@@ -363,6 +368,7 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
     snprintf(wnote, sizeof wnote, "the model's weights are already quantized (%s): a weight format's result is relative to that "
              "grid; activation and KV-cache results are not affected", wt);
     warn_nonfinite(o, &res, qs_eval_ntok(&t.su));
+    qs_imatrix_opt_notes(CMD, o->cfg, o->ncfg);
     rc = print_answer(o, &t, &res, weight_note ? wnote : NULL, qs_now_s() - t_start);
 done:
     qs_eval_result_free(&res);

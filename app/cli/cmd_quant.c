@@ -25,6 +25,9 @@
 #include "../../store/npy_write.h"
 #include "../../store/tensor.h"
 #include "../../store/json_out.h"
+#include "../../kernels/format_imatrix.h"
+#include "../../kernels/pool.h"
+#include "llm_imatrix_opt.h"
 
 void qs_print_value(FILE *f, float v)
 {
@@ -176,7 +179,37 @@ done:
     return rc;
 }
 
-static int quant_db(qs_cli *cli, qs_apply *a, const char *name, const char *outname, int json)
+/* -f F:imatrix=FILE on a stored tensor: its entry (by the tensor's name, or the name after the import's
+** "FILE:" prefix), the whole tensor rounded in memory, rows of its last dimension. */
+typedef struct quant_imat { const char *path; qs_imatrix *m; char hash[33]; } quant_imat;
+
+static int quant_imat_npy(const qs_apply *a, const quant_imat *qi, const char *name, qs_treader *r, const uint64_t *shape, int ndim,
+                          const char *path, qs_err *e)
+{
+    const qs_imat_entry *en = qs_imatrix_find(qi->m, name);
+    const char *colon = strchr(name, ':');
+    if (!en && colon) en = qs_imatrix_find(qi->m, colon + 1);
+    uint64_t n = qs_treader_numel(r), cols = ndim ? shape[ndim - 1] : n;
+    if (en && (uint64_t)(en->ne0 * en->nmat) != cols)
+        return qs_fail(e, "imatrix size %lld is different from tensor size %llu for %s (llama-quantize refuses it too)",
+                       (long long)(en->ne0 * en->nmat), (unsigned long long)cols, qs_esc(name));
+    if (!en) fprintf(stderr, "qscope: quant: note: %s has no entry for %s: rounded without importances, as llama-quantize does\n",
+                     qs_esc(qi->path), qs_esc(name));
+    float *x = n < ((uint64_t)1 << 31) ? malloc(n * sizeof *x) : NULL, *qw = NULL;
+    qs_npy_writer w;
+    int rc = -1;
+    if (!x) return qs_fail(e, "%s: %llu values are too many to round in memory", qs_esc(name), (unsigned long long)n);
+    if (!qs_treader_read_f32(r, 0, n, x, e) && (!en || !qs_imatrix_weights(qi->m, en, &qw, e)) &&
+        !qs_format_fakeq_imatrix(a, x, n / cols, cols, qw, 0, e) && !qs_npy_writer_open(&w, path, shape, ndim, e)) {
+        rc = qs_npy_writer_put(&w, x, n, e) ? -1 : qs_npy_writer_close(&w, e);
+        if (rc) qs_npy_writer_abort(&w);
+    }
+    free(x);
+    free(qw);
+    return rc;
+}
+
+static int quant_db(qs_cli *cli, qs_apply *a, const quant_imat *qi, const char *name, const char *outname, int json)
 {
     qs_db *db = qs_cli_open_db(cli);
     if (!db) return QS_EXIT_ERR;
@@ -194,17 +227,32 @@ static int quant_db(qs_cli *cli, qs_apply *a, const char *name, const char *outn
     if (tfd < 0) { qs_cli_error(1, "%s: %s", tmp, strerror(errno)); tmp[0] = 0; goto done; }
     close(tfd);
     qs_treader *r = qs_treader_open(db, &t, &e);
-    if (!r || quant_to_npy(a, r, t.shape, t.ndim, tmp, &e)) { qs_treader_close(r); qs_cli_err(1, &e); goto done; }
+    if (!r || (qi->m ? quant_imat_npy(a, qi, name, r, t.shape, t.ndim, tmp, &e) : quant_to_npy(a, r, t.shape, t.ndim, tmp, &e))) {
+        qs_treader_close(r);
+        qs_cli_err(1, &e);
+        goto done;
+    }
     /* the bytes quantized must be those of t.hash, and the reader's snapshot must end before writing */
     int bad = qs_treader_verify(r, &e);
     qs_treader_close(r);
     if (bad) { qs_cli_err(1, &e); goto done; }
     /* names and source paths whole: a cut one could merge two results into one row */
     if (!outname) {
-        if (asprintf(&defname, "%s@%s", name, a->f->name) < 0) { defname = NULL; qs_cli_error(1, "out of memory"); goto done; }
+        if ((qi->m ? asprintf(&defname, "%s@%s:imatrix@%.8s", name, a->f->name, qi->hash) : asprintf(&defname, "%s@%s", name, a->f->name)) < 0) {
+            defname = NULL;
+            qs_cli_error(1, "out of memory");
+            goto done;
+        }
         outname = defname;
     }
     opts = qs_quant_opts_json(a);
+    if (qi->m) {   /* the importance matrix's hash beside the format's options */
+        json_t *oj = json_loads(opts, 0, NULL);
+        if (json_is_object(oj)) json_object_set_new(oj, "imatrix", json_string(qi->hash));
+        char *o2 = oj ? json_dumps(oj, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        json_decref(oj);
+        if (o2) { free(opts); opts = o2; }
+    }
     json_t *m = json_pack("{s:o,s:s,s:o,s:s}", "quantized_from", qs_json_text(name), "input_hash", t.hash, "options",
                           json_loads(opts, 0, NULL), "tool_version", QS_VERSION);
     meta = json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS);
@@ -241,7 +289,14 @@ int qs_cmd_quant(qs_cli *cli, int argc, char **argv)
     const char *out = NULL, *outname = NULL;
     optind = 1;
     opterr = 0;
+    quant_imat qi = {0};
+    char fspec[1024];
     while ((ch = getopt_long(argc, argv, "f:o:", lo, NULL)) != -1) {
+        if (ch == 'f' && strstr(optarg, ":imatrix=") && strlen(optarg) < sizeof fspec) {
+            snprintf(fspec, sizeof fspec, "%s", optarg);
+            qi.path = qs_imatrix_opt_split(fspec);
+            optarg = fspec;
+        }
         int k = qs_quant_opt("quant", ch, optarg, &a);
         if (k < 0) return QS_EXIT_USAGE;
         if (k) continue;
@@ -255,6 +310,17 @@ int qs_cmd_quant(qs_cli *cli, int argc, char **argv)
     }
     int rc = qs_quant_opts_done("quant", &a);
     if (rc) return rc;
+    if (qi.path) {
+        if (optind == argc || argc - optind != 1 || access(argv[optind], F_OK) == 0)
+            return qs_cli_usage("quant", "-f F:imatrix=FILE needs a stored tensor: its name picks the importance matrix's entry");
+        if (a.axis != 1 || a.gran != QS_GRAN_BLOCK || a.cscale)
+            return qs_cli_usage("quant", "-f F:imatrix=FILE: importances go with blocks along the rows (axis 1)");
+        if ((rc = qs_imatrix_opt_load("quant", "-f ", qi.path, a.f, &qi.m, qi.hash))) return rc;
+        rc = quant_db(cli, &a, &qi, argv[optind], outname, json);
+        qs_imatrix_free(qi.m);
+        free(qi.m);
+        return rc;
+    }
     if (optind == argc) {
         if (out || outname) return qs_cli_usage("quant", "-o and --name need an input file or tensor");
         return quant_stdin(&a, codes);
@@ -268,5 +334,5 @@ int qs_cmd_quant(qs_cli *cli, int argc, char **argv)
         return quant_file(&a, in, out);
     }
     if (out) return qs_cli_usage("quant", "'%s' is not a file; for a database tensor use --name OUT", in);
-    return quant_db(cli, &a, in, outname, json);
+    return quant_db(cli, &a, &qi, in, outname, json);
 }

@@ -111,7 +111,8 @@ static double square_sgemm(void)
 /* A small random model (a GRPO task policy's size): 4 layers, dim 256, 8/4 heads, ffn 768, vocab 2048. */
 static int small_model(qs_llm_model *m, qs_err *e)
 {
-    qs_llm_cfg c = {.n_layer = 4, .dim = 256, .n_head = 8, .n_kv_head = 4, .head_dim = 32, .ffn = 768, .vocab = 2048, .ctx = 512, .rope_base = 10000.0f, .eps = 1e-5f, .rope_neox = 0};
+    qs_llm_cfg c = {.n_layer = 4, .dim = 256, .n_head = 8, .n_kv_head = 4, .head_dim = 32, .ffn = 768, .vocab = 2048,
+                    .ctx = 512, .rope_base = 10000.0f, .eps = 1e-5f};
     if (qs_llm_alloc(m, &c, 1, e)) return -1;
     uint64_t s = 0x9E3779B97F4A7C15ull;
     for (size_t i = 0; i < m->arena_len; i++) {

@@ -90,6 +90,10 @@ const qs_command qs_commands[] = {
      "With IN (a .npy/.npz/.safetensors/.gguf file holding one tensor), writes OUT.npy.  With the\n"
      "name of a database tensor, stores the result as a new embedded tensor (default name\n"
      "TENSOR@FORMAT) whose metadata records the format, options, input hash and tool version.\n"
+     "-f F:imatrix=FILE (a database tensor; F one of llama.cpp's types with importances, e.g. q4_k)\n"
+     "rounds it with its entry of a llama.cpp importance matrix (`llm imatrix`, llama-imatrix's\n"
+     ".gguf/.dat; the entry named as the tensor, or as its name after the import's FILE: prefix) as\n"
+     "llama-quantize --imatrix does; the file's hash is in the options (docs/llm.md, llm imatrix).\n"
      "\n"
      QS_QUANT_OPTS_HELP
      "  --codes             print codes and scales instead of values (stdin only)\n"
@@ -212,7 +216,7 @@ const qs_command qs_commands[] = {
      "bytes against its stored hash.  Exit 1 if anything is wrong.", qs_cmd_check, NULL, NULL, 0},
     {"schema", "", "print the database schema (SQL)",
      "Prints the SQL of the current schema, for use with sqlite3.", qs_cmd_schema, NULL, NULL, 0},
-    {"bench", "[formats [-f LIST] | analyze | rl [--sample [--model PATH]] | kernels | train [shape] [--recipes LIST] [--steps N] | eval --model PATH [--text T] [--ctx N] [--chunks K] [--config SPEC]... [--reps R] [--peer PATH] | tokenize [--text FILE] [--model PATH | --tokenizer PATH] [--threads LIST] [--reps R] [--lopt-chunk B] [--lopt-overlap B] [--peer tokenizers] | tui] [--score] [--quick] [--json] [--npy FILE]", "measure throughput",
+    {"bench", "[formats [-f LIST] | analyze | rl [--sample [--model PATH]] | kernels | train [shape] [--recipes LIST] [--steps N] | eval --model PATH [--text T] [--ctx N] [--chunks K] [--config SPEC]... [--reps R] [--peer PATH] | tokenize [--text FILE] [--model PATH | --tokenizer PATH] [--threads LIST] [--reps R] [--lopt-chunk B] [--lopt-overlap B] [--peer tokenizers] | quantize --model F32.gguf [--types LIST] [--peer PATH] [--imatrix FILE] [--threads N] | tui] [--score] [--quick] [--json] [--npy FILE]", "measure throughput",
      "`qscope bench` times the store's hot paths on generated data, min and median of repeated\n"
      "runs: hashing, decode of each storage dtype to float32, statistics (1 and 2 threads), and an\n"
      "end-to-end import of a .npy file (--npy FILE to use yours).\n"
@@ -252,6 +256,13 @@ const qs_command qs_commands[] = {
      "products in the same run, and each configuration's time over the reference's.  --peer PATH (or\n"
      "QS_LLAMA_PERPLEXITY) runs llama.cpp's llama-perplexity on the same GGUF, text, context, chunks and\n"
      "threads and prints the ratio (docs/llm.md, \"Speed\").\n"
+     "\n"
+     "`qscope bench quantize --model F32.gguf` quantizes every F32 matrix whose rows are whole blocks to\n"
+     "each of llama.cpp's types (--types LIST, default q4_0..iq4_xs) with qscope (in memory, --threads N,\n"
+     "default every core; --imatrix FILE: with importances) and, with --peer PATH (or QS_LLAMA_QUANTIZE),\n"
+     "with llama.cpp's llama-quantize --pure in the same run: seconds and MB/s of F32 input side by side\n"
+     "(the peer's own \"quantize time\", file reading and writing included) and the count of blocks of\n"
+     "llama-quantize's output that differ from qscope's (docs/llm.md, \"llm imatrix\").\n"
      "\n"
      "`qscope bench tokenize` times the sequential tokenizer and LoPT (docs/tokenize.md) at each thread\n"
      "count of --threads LIST (e.g. 1,2,4 or 1-8; default 1..cores) on --text FILE (default: Austen's six\n"
@@ -413,10 +424,12 @@ const qs_command qs_commands[] = {
      "  --seed S --no-store --json", qs_cmd_resq, NULL, NULL, 0},
     {"llm", "[--model PATH] [options]",
      "run a real causal LM (SmolLM2 GGUF): mismatch runs, activations, throughput",
-     "A Llama or Qwen2 model (SmolLM2-135M-Instruct GGUF from `make data`, or your own GGUF / Hugging\n"
-     "Face directory; also Llama 3, Mistral, Mixtral, Qwen3, Qwen2-MoE, Qwen3-MoE) through qscope's own\n"
-     "FP32 forward pass (dequantized weights, OpenBLAS matmuls); the rollout numerics are simulated by\n"
-     "fake-quantization (experts' weights too; routing in FP32).  See docs/llm.md.", NULL, qs_llm_subcommands, NULL, 0},
+     "A Llama, Qwen2, Gemma 2 or Gemma 3 model (SmolLM2-135M-Instruct and Gemma-3 270M GGUF from\n"
+     "`make data`, or your own GGUF / Hugging Face directory; also Llama 3, Mistral, Mixtral, Qwen3,\n"
+     "Qwen2-MoE, Qwen3-MoE) through qscope's own FP32 forward pass (dequantized weights, OpenBLAS\n"
+     "matmuls); the rollout numerics are simulated by fake-quantization (experts' weights too; routing in\n"
+     "FP32).  Gemma, Qwen3 and MoE run everywhere but in batched GRPO rollouts and training (refused).\n"
+     "See docs/llm.md.", NULL, qs_llm_subcommands, NULL, 0},
     {"train", "[--text FILE...] [--val-text FILE] [--tokenizer MODEL | --init MODEL] [shape] [options] [--out DIR] [--name NAME | --no-store] | --resume DIR",
      "train a small Llama-architecture model (FP32 or a low-precision recipe; AdamW) and write a checkpoint",
      "Trains from scratch (llm.c-style init) or from --init MODEL on byte-level tokens or the tokens of\n"

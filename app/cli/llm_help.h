@@ -117,6 +117,23 @@
     "  -o DIR              the output directory (created when missing)\n" \
     "  --json              what was written, as JSON"
 
+#define QS_LLM_IMATRIX_ARGS "--model PATH --text FILE -o FILE [--format gguf|dat] [--ctx N] [--chunks K] [--process-output] | --show FILE"
+#define QS_LLM_IMATRIX_OPTS \
+    "  --model PATH        GGUF file or Hugging Face directory (weights read in FP32)\n" \
+    "  --text FILE         the calibration text, tokenized as llm eval does (BOS first when the\n" \
+    "                      tokenizer adds it); at least two chunks of --ctx tokens\n" \
+    "  --ctx N             tokens per chunk (default 512, as llama-imatrix; at least 16); the first\n" \
+    "                      token of each chunk is replaced by BOS\n" \
+    "  --chunks K          the first K chunks only (default: all of the text)\n" \
+    "  -o, --out FILE      where to write the matrix (overwritten)\n" \
+    "  --format gguf|dat   llama-imatrix's GGUF format (raw sums NAME.in_sum2 and token counts\n" \
+    "                      NAME.counts) or its legacy .dat (sum / count * ncall); default: dat for a\n" \
+    "                      name ending in .dat, else gguf\n" \
+    "  --process-output    also collect the output projection's input (an untied output.weight\n" \
+    "                      only), as llama-imatrix --process-output\n" \
+    "  --show FILE         list the entries of an imatrix file (either format): columns, matrices,\n" \
+    "                      tokens or ncall, and the mean importance llama-quantize would use\n"
+
 #define QS_LLM_EVAL_ARGS "[--model PATH] [--text FILE] [--ctx N] [--chunks K] [--config SPEC]... [--score half|all] [--until-ci X|kl:X] [--ci delta|bootstrap[:N[:SEED]]] [--paired] [--csv [FILE]] [--unscaled-casts] [--force] [--save-ids FILE] [--json]"
 #define QS_LLM_EVAL_OPTS \
     QS_LLM_H_EVALTEXT \
@@ -124,7 +141,11 @@
     "                      linear-layer inputs per token, K/V cache rows; omitted parts stay FP32),\n" \
     "                      e.g. a=mxfp4 or w=nvfp4,kv=fp8_e4m3; F takes -f's options: a cast's\n" \
     "                      :scale=tensor|row|col on w=, only :scale=row on a= and kv=; a repeated\n" \
-    "                      configuration is evaluated once.  None: the reference alone\n" \
+    "                      configuration is evaluated once.  None: the reference alone.\n" \
+    "                      w=F:imatrix=FILE (last in the spec; F one of llama.cpp's types with\n" \
+    "                      importances, e.g. q4_k, iq4_xs): each weight rounded with its entry of a\n" \
+    "                      llama.cpp importance matrix (`llm imatrix`, or llama-imatrix's .gguf/.dat)\n" \
+    "                      as llama-quantize --imatrix; the file's hash is in the stored key\n" \
     "  --until-ci X|kl:X   chunk after chunk (up to --chunks, or the whole text) until every config's\n" \
     "                      dPPL 95% interval is narrower than X (0.01 = 1 point; kl:X the KL mean's,\n" \
     "                      nats; at least 2 chunks).  Every finished chunk is stored as it finishes:\n" \

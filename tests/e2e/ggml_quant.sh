@@ -2,7 +2,8 @@
 # llama.cpp's quantization types as formats (kernels/format_ggml*.c): listed, quantizing on stdin,
 # explain, analyze, llm eval with w= and a=, options refused; and, where llama.cpp's llama-quantize is
 # built, every block it writes compared with qscope's encoding of the same F32 weights, without and
-# with an importance matrix (--imatrix).
+# with an importance matrix (--imatrix): a generated one, and qscope's own (`llm imatrix`, both formats,
+# and the model llama-quantize makes with it evaluated against w=F:imatrix=FILE).
 #   peer: $LLAMA_QUANTIZE, or llama-quantize found under $LLAMA_BUILD (default build/llama-peer, as
 #   tests/bench/llama_peer.sh builds it); a generated F32 model (2 layers, dim 256, FFN 512) is
 #   quantized to each type with --pure, plus $QS_GGML_F32 (an F32 GGUF such as SmolLM2's) when set.
@@ -85,6 +86,34 @@ for n, ne in ents:
   done
   ok "with an imatrix: llama-quantize's blocks equal qscope's, every type (0 differing)" bash -c "cd $ROOT/tests && QS_GGML_PEER_DIR=$P QS_GGML_PEER_FILES='$files' QS_GGML_PEER_IMATRIX=$P/imatrix.dat $UNIT > $P/unit-imat.txt 2>&1; rc=\$?; grep -q 'peer total: [0-9]* blocks ([1-9][0-9]* with an imatrix), 0 differing' $P/unit-imat.txt && [ \$rc = 0 ]"
   sed -n 's/^# peer /# peer (imatrix) /p' "$P/unit-imat.txt"
+  # qscope's own importance matrix (llm imatrix) in both formats given to llama-quantize, and the same
+  # file as w=F:imatrix=FILE: llama-quantize's blocks are qscope's, and its model evaluates exactly as
+  # qscope's rounding (the same perplexity to the last bit, for the types the model loader decodes)
+  ok "llm imatrix on the generated model (gguf and dat)" bash -c "$QS llm imatrix --model $P/f32.gguf --text $T/text.txt --ctx 32 --chunks 4 -o $P/ours.gguf >/dev/null && $QS llm imatrix --model $P/f32.gguf --text $T/text.txt --ctx 32 --chunks 4 -o $P/ours.dat >/dev/null"
+  for fmt in gguf dat; do
+    files=""
+    for t in $TYPES; do
+      "$LQ" --pure --imatrix "$P/ours.$fmt" "$P/f32.gguf" "$P/ours-$fmt-$t.gguf" "$(echo "$t" | tr a-z A-Z)" 1 >"$P/ours-$fmt-$t.log" 2>&1 || { echo "# llama-quantize --imatrix ours.$fmt $t failed"; tail -3 "$P/ours-$fmt-$t.log" | sed 's/^/#   /'; }
+      files="$files ours-$fmt-$t.gguf"
+    done
+    ok "llama-quantize --imatrix (qscope's .$fmt): blocks equal qscope's, every type (0 differing)" bash -c "cd $ROOT/tests && QS_GGML_PEER_DIR=$P QS_GGML_PEER_FILES='$files' QS_GGML_PEER_IMATRIX=$P/ours.$fmt $UNIT > $P/unit-ours-$fmt.txt 2>&1; rc=\$?; grep -q 'peer total: [0-9]* blocks ([1-9][0-9]* with an imatrix), 0 differing' $P/unit-ours-$fmt.txt && [ \$rc = 0 ]"
+    sed -n "s/^# peer /# peer (qscope's .$fmt) /p" "$P/unit-ours-$fmt.txt" | tail -1
+  done
+  ok "bench quantize --peer: every type side by side, 0 differing blocks (with qscope's imatrix)" bash -c "$QS bench quantize --model $P/f32.gguf --peer $LQ --imatrix $P/ours.gguf --threads 2 > $P/bq.txt && [ \$(grep -cE '^(q|iq)[0-9a-z_]+ .* [1-9][0-9]* +0\$' $P/bq.txt) = 12 ]"
+  sed 's/^/# /' "$P/bq.txt"
+  for t in q4_0 q4_k; do   # the token embedding kept F32, as w= keeps an untied one
+    "$LQ" --pure --token-embedding-type f32 --imatrix "$P/ours.gguf" "$P/f32.gguf" "$P/ev-$t.gguf" "$(echo "$t" | tr a-z A-Z)" 1 >"$P/ev-$t.log" 2>&1
+    ok "llama-quantize --imatrix's $t model evaluates as w=$t:imatrix= (same perplexity)" bash -c "$QS llm eval --model $P/ev-$t.gguf --text $T/text.txt --ctx 32 --chunks 2 --json > $P/ev-lq-$t.json && $QS llm eval --model $P/f32.gguf --text $T/text.txt --ctx 32 --chunks 2 --config w=$t:imatrix=$P/ours.gguf --config w=$t --json > $P/ev-qs-$t.json 2>$P/ev-qs-$t.err && python3 -c '
+import json; a = json.load(open(\"$P/ev-lq-$t.json\")); b = json.load(open(\"$P/ev-qs-$t.json\"))
+c = b[\"configs\"]
+assert c[0][\"ppl\"] == a[\"reference\"][\"ppl\"], (c[0][\"ppl\"], a[\"reference\"][\"ppl\"])
+assert c[1][\"ppl\"] != c[0][\"ppl\"]
+'"
+  done
+  ok "quant -f q4_k:imatrix= of a stored tensor: llama-quantize's decoded values (same statistics)" bash -c "$QS import $P/f32.gguf >/dev/null && $QS import $P/ev-q4_k.gguf >/dev/null && $QS quant -f q4_k:imatrix=$P/ours.gguf f32:blk.1.ffn_down.weight --name mine >/dev/null && $QS show mine --json > $P/mine.json && $QS show ev-q4_k:blk.1.ffn_down.weight --json > $P/lq.json && python3 -c '
+import json; a = json.load(open(\"$P/mine.json\"))[\"stats\"]; b = json.load(open(\"$P/lq.json\"))[\"stats\"]
+for k in (\"min\", \"max\", \"mean\", \"std\", \"n_zero\", \"percentiles\", \"row_absmax\", \"col_absmax\"): assert a[k] == b[k], (k, a[k], b[k])
+'"
   if [ -n "${QS_GGML_F32:-}" ]; then
     B=$T/big; mkdir -p "$B"; ln -s "$(cd "$(dirname "$QS_GGML_F32")" && pwd)/$(basename "$QS_GGML_F32")" "$B/f32.gguf"; files=""
     for t in $TYPES; do "$LQ" --pure "$B/f32.gguf" "$B/$t.gguf" "$(echo "$t" | tr a-z A-Z)" 2 >"$B/$t.log" 2>&1; files="$files $t.gguf"; done

@@ -91,19 +91,19 @@ import sys, struct, numpy as np
 d = sys.argv[1]
 np.savez(f"{d}/empty.npz")
 np.savez(f"{d}/shrinks.npz", a=np.ones(2, np.float32))
-# GGUF v3 with one Q2_K tensor (ggml type 10), which qscope does not decode
-name = b"blk.0.q2k"
-ti = struct.pack("<Q", len(name)) + name + struct.pack("<IQIQ", 1, 256, 10, 0)
+# GGUF v3 with one IQ2_XXS tensor (ggml type 16), which qscope does not decode
+name = b"blk.0.iq2"
+ti = struct.pack("<Q", len(name)) + name + struct.pack("<IQIQ", 1, 256, 16, 0)
 h = b"GGUF" + struct.pack("<IQQ", 3, 1, 0) + ti
 h += b"\0" * (-len(h) % 32)
-open(f"{d}/q2k.gguf", "wb").write(h + b"\0" * 84)
+open(f"{d}/iq2.gguf", "wb").write(h + b"\0" * 66)
 PY
 srcs=$(rows source)
 ok "an empty .npz imports without error" $QS import "$T/empty.npz"
 check "...with a warning" "grep -q 'empty.npz: warning: no tensor qscope can import; nothing stored' $T/err"
-ok "a GGUF of unknown tensor types only imports without error" $QS import "$T/q2k.gguf"
-check "...warning about the skipped tensor" "grep -q \"tensor 'blk.0.q2k' has ggml type 10 (Q2_K)\" $T/err"
-check "neither left a source row" "[ \$(rows source) = $srcs ] && no_match 'empty\.npz|q2k\.gguf' sqlite3 $QSCOPE_DB 'SELECT path FROM source'"
+ok "a GGUF of unknown tensor types only imports without error" $QS import "$T/iq2.gguf"
+check "...warning about the skipped tensor" "grep -q \"tensor 'blk.0.iq2' has ggml type 16 (IQ2_XXS)\" $T/err"
+check "neither left a source row" "[ \$(rows source) = $srcs ] && no_match 'empty\.npz|iq2\.gguf' sqlite3 $QSCOPE_DB 'SELECT path FROM source'"
 ok "an npz with a tensor imports" $QS import "$T/shrinks.npz"
 $PY -c "import numpy as np; np.savez('$T/shrinks.npz')"
 ok "...and re-imported once emptied" $QS import "$T/shrinks.npz"

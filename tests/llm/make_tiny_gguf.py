@@ -10,7 +10,8 @@ tiny.gguf:        2 layers, dim 64, 4 query heads / 2 KV heads of 16, FFN 96, vo
                   embeddings; token_embd Q8_0, linear weights Q4_1, norms F32 (the SmolLM2 mix).
 tiny_untied.gguf: the same with a separate F16 output.weight and F16 linear weights.
 micro.gguf, micro_qwen2.gguf (tests/fuzz/corpus/llm_gguf): 1 layer, dim 32, FFN 32, the same
-                  vocabulary (fuzz seeds; the second qwen2 with BF16 weights and Q/K/V biases).
+                  vocabulary (fuzz seeds; the second qwen2 with BF16 weights and Q/K/V biases);
+micro_gemma3.gguf: 2 layers (one local, one global), F16, Gemma 3's norms and keys.
   make_tiny_gguf.py --bos OUT.gguf writes tiny.gguf's model with tokenizer.ggml.add_bos_token = true.
 tiny_logits.npy / tiny_untied_logits.npy: float64 reference logits (stored as float32) of
                   TINY_IDS from tests/llm/torch_ref.py (PyTorch if available, else numpy).
@@ -64,11 +65,12 @@ def vocab():
     return toks, types
 
 
-def weights(seed, nl=2, dim=64, ffn=96, nh=4, nkv=2, V=320, untied=False, bias=False, hd=None, qk=False, moe=None):
+def weights(seed, nl=2, dim=64, ffn=96, nh=4, nkv=2, V=320, untied=False, bias=False, hd=None, gemma=0, qk=False, moe=None):
     """Random weights in PyTorch layout [out][in], keyed by role (GGUF spelling), as float32.
-    hd: head size (default dim // nh; Qwen3 and Gemma have nh * hd != dim).  qk: QK-norm gains (Qwen3).
-    moe: dict(E=experts, F=expert width, S=shared-expert width or 0): the dense FFN replaced by a router
-    and stacked experts (GGUF's ffn_*_exps [E][out][in]), plus a shared expert and its gate when S."""
+    hd: head size (default dim // nh; Qwen3 and Gemma have nh * hd != dim).  gemma 2 or 3: the sandwich
+    norms (and Gemma 3's per-head Q/K norms), in GGUF's form (the weight, 1 included).  qk: QK-norm gains
+    (Qwen3).  moe: dict(E=experts, F=expert width, S=shared-expert width or 0): the dense FFN replaced by
+    a router and stacked experts (GGUF's ffn_*_exps [E][out][in]), plus a shared expert and its gate when S."""
     rng = np.random.default_rng(seed)
     hd = hd or dim // nh
     W = {"token_embd.weight": rng.normal(0, 1.0, (V, dim))}
@@ -94,6 +96,14 @@ def weights(seed, nl=2, dim=64, ffn=96, nh=4, nkv=2, V=320, untied=False, bias=F
             W[p + "attn_q.bias"] = rng.normal(0, 0.5, nh * hd)
             W[p + "attn_k.bias"] = rng.normal(0, 0.5, nkv * hd)
             W[p + "attn_v.bias"] = rng.normal(0, 0.5, nkv * hd)
+    if gemma:  # drawn last, as the biases
+        for l in range(nl):
+            p = "blk.%d." % l
+            W[p + "post_attention_norm.weight"] = 1 + 0.3 * rng.normal(size=dim)
+            W[p + "post_ffw_norm.weight"] = 1 + 0.3 * rng.normal(size=dim)
+            if gemma == 3:
+                W[p + "attn_q_norm.weight"] = 1 + 0.3 * rng.normal(size=hd)
+                W[p + "attn_k_norm.weight"] = 1 + 0.3 * rng.normal(size=hd)
     for l in range(nl):  # beyond the Llama core: drawn after everything else
         p = "blk.%d." % l
         if qk:
@@ -134,14 +144,15 @@ def llama3_factors(hd, base, factor, lo, hi, orig):
 LLAMA3 = dict(factor=8.0, lo=1.0, hi=4.0, orig=64)   # wavelengths 16 and 64 fall inside a head of 16
 
 
-def build(path, untied, seed, nl=2, dim=64, ffn=96, lin=None, arch="llama", emb=None, add_bos=False, hd=None, qk=False,
-          moe=None, swa=0, rope3=False):
+def build(path, untied, seed, nl=2, dim=64, ffn=96, lin=None, arch="llama", emb=None, add_bos=False, hd=None, kv=None,
+          qk=False, moe=None, swa=0, rope3=False):
     """Write a tiny GGUF.  lin/emb: ggml types of the linear weights / token embedding (default the
     SmolLM2 mix Q4_1 / Q8_0, F16 linear when untied); arch "qwen2" adds Q/K/V biases (F32); hd: a head
     size other than dim / heads, written as ARCH.attention.key_length / value_length; qk, moe: see weights()
     (moe["K"] experts used per token); swa: ARCH.attention.sliding_window; rope3: Llama 3 rope_freqs."""
     nh, nkv, V = 4, 2, 320
-    W = weights(seed, nl, dim, ffn, nh, nkv, V, untied, bias=arch in ("qwen2", "qwen2moe"), hd=hd, qk=qk, moe=moe)
+    gemma = {"gemma2": 2, "gemma3": 3}.get(arch, 0)
+    W = weights(seed, nl, dim, ffn, nh, nkv, V, untied, bias=arch in ("qwen2", "qwen2moe"), hd=hd, gemma=gemma, qk=qk, moe=moe)
     key_length = hd
     hd = hd or dim // nh
     w = g.Writer()
@@ -153,13 +164,16 @@ def build(path, untied, seed, nl=2, dim=64, ffn=96, lin=None, arch="llama", emb=
     w.add_kv(arch + ".feed_forward_length", g.T_U32, ffn)
     w.add_kv(arch + ".attention.head_count", g.T_U32, nh)
     w.add_kv(arch + ".attention.head_count_kv", g.T_U32, nkv)
-    w.add_kv(arch + ".rope.freq_base", g.T_F32, 10000.0)
+    if "rope.freq_base" not in (kv or {}):
+        w.add_kv(arch + ".rope.freq_base", g.T_F32, 10000.0)
     w.add_kv(arch + ".attention.layer_norm_rms_epsilon", g.T_F32, 1e-5)
     w.add_kv(arch + ".rope.dimension_count", g.T_U32, hd)
     if key_length:
         w.add_kv(arch + ".attention.key_length", g.T_U32, hd)
         w.add_kv(arch + ".attention.value_length", g.T_U32, hd)
     w.add_kv(arch + ".vocab_size", g.T_U32, V)
+    for k, (t, val) in (kv or {}).items():   # architecture keys (Gemma's soft-caps, window, RoPE)
+        w.add_kv(arch + "." + k, t, val)
     if swa:
         w.add_kv(arch + ".attention.sliding_window", g.T_U32, swa)
     if moe:
@@ -203,6 +217,19 @@ VARIANTS = {  # full-precision files users bring: --variant NAME OUT.gguf
     "qwen2-f32": dict(untied=True, seed=25, lin=g.GGML_F32, emb=g.GGML_F32, arch="qwen2"),
     # 4 heads of 24 over dim 64: Q and the attention output are 96 wide (head_dim != dim / heads)
     "qwen2-hd24": dict(untied=False, seed=26, lin=g.GGML_F32, emb=g.GGML_F32, arch="qwen2", hd=24),
+    # Gemma 2: head_dim 24, soft-caps small enough to matter, a 5-position window on the even layers
+    "gemma2": dict(untied=False, seed=27, lin=g.GGML_F32, emb=g.GGML_F32, arch="gemma2", hd=24, nl=3,
+                   kv={"attn_logit_softcapping": (g.T_F32, 2.5), "final_logit_softcapping": (g.T_F32, 5.0),
+                       "attention.sliding_window": (g.T_U32, 5)}),
+    # Gemma 3: QK-norm, 7 layers (5 local, 1 global, 1 local: llama.cpp's default pattern of 6), global
+    # RoPE base 1e6 with linear scaling 4, the local base given as a key
+    "gemma3": dict(untied=False, seed=28, lin=g.GGML_BF16, emb=g.GGML_F32, arch="gemma3", hd=24, nl=7,
+                   kv={"attention.sliding_window": (g.T_U32, 5), "rope.freq_base_swa": (g.T_F32, 20000.0),
+                       "rope.freq_base": (g.T_F32, 1e6),
+                       "rope.scaling.type": (g.T_STR, "linear"), "rope.scaling.factor": (g.T_F32, 4.0)}),
+    # Gemma 3 as a converter writes the 270M model: no local base key (10000), no scaling, no caps
+    "gemma3-plain": dict(untied=False, seed=29, lin=g.GGML_F32, emb=g.GGML_F32, arch="gemma3", hd=24, nl=7,
+                         kv={"attention.sliding_window": (g.T_U32, 5), "rope.freq_base": (g.T_F32, 1e6)}),
     # model families (docs/llm.md): Qwen3 (QK-norm, 4 heads of 24 over dim 64), Llama 3 (rope_freqs),
     # Mistral (a sliding window of 5 < the 20 test positions), Mixtral and Qwen-MoE (4 experts, 2 used)
     "qwen3": dict(untied=False, seed=41, lin=g.GGML_F32, emb=g.GGML_F32, arch="qwen3", hd=24, qk=True),
@@ -238,6 +265,10 @@ def main():
     fq = os.path.join(os.path.dirname(fuzz), "micro_qwen2.gguf")   # qwen2: biases, BF16, rotate_half
     build(fq, False, 14, nl=1, dim=32, ffn=32, lin=g.GGML_BF16, emb=g.GGML_BF16, arch="qwen2")
     print("wrote %s (%d bytes)" % (fq, os.path.getsize(fq)))
+    fg = os.path.join(os.path.dirname(fuzz), "micro_gemma3.gguf")   # gemma3: sandwich and QK norms, window
+    build(fg, False, 15, nl=2, dim=32, ffn=16, hd=8, arch="gemma3", lin=g.GGML_F16, emb=g.GGML_F16,
+          kv={"attention.sliding_window": (g.T_U32, 4), "attention.sliding_window_pattern": (g.T_U32, 2)})
+    print("wrote %s (%d bytes)" % (fg, os.path.getsize(fg)))
     fm = os.path.join(os.path.dirname(fuzz), "micro_qwen3moe.gguf")   # QK-norm, 4 stacked experts of 16, 2 used
     build(fm, False, 15, nl=1, dim=32, ffn=16, lin=g.GGML_BF16, emb=g.GGML_BF16, arch="qwen3moe", hd=8, qk=True,
           moe=dict(E=4, K=2, F=16))

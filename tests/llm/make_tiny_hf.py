@@ -9,6 +9,10 @@ llama    llama         BF16, untied (lm_head)     model.safetensors             
 llama-sh llama         F16, tied                  2 shards + index.json          merges as ["a", "b"], BOS/EOS from tokenizer_config.json
 qwen2    qwen2         F32, tied, Q/K/V biases    3 shards + index.json          vocab_size 336 > 320 tokens, Split regex pre-tokenizer
 llama-hd llama         F32, untied                model.safetensors              head_dim 24 != hidden_size / heads (16)
+gemma2   gemma2        F32, tied                  model.safetensors              sandwich norms stored as w - 1 ((1 + w) form),
+                                                                                 soft-caps 2.5 / 5, window 5, query_pre_attn_scalar 32
+gemma3   gemma3_text   BF16, tied                 model.safetensors              QK-norm, 7 layers in layer_types, window 5,
+                                                                                 local base 10000, global 1e6 with linear scaling 4
 qwen3    qwen3         F32, tied                  2 shards + index.json          QK-norm, head_dim 24
 llama3   llama         BF16, tied                 model.safetensors              rope_scaling llama3 (factor 8, 1, 4, 64)
 mistral  mistral       F16, untied                model.safetensors              sliding_window 5
@@ -53,10 +57,19 @@ def hf_names(n, a, arch):
         return [("model.layers.%s.block_sparse_moe.gate.weight" % l, a)]
     if rest == "ffn_gate_inp_shexp.weight":
         return [(hf_name(n), a.reshape(1, -1))]
-    return [(hf_name(n), a)]
+    return [(hf_name(n, arch.startswith("gemma")), a)]
 
 
-def hf_name(n):
+GEMMA = {"ffn_norm.weight": "pre_feedforward_layernorm.weight",
+         "post_attention_norm.weight": "post_attention_layernorm.weight",
+         "post_ffw_norm.weight": "post_feedforward_layernorm.weight",
+         "attn_q_norm.weight": "self_attn.q_norm.weight", "attn_k_norm.weight": "self_attn.k_norm.weight"}
+
+
+def hf_name(n, gemma=False):
+    if gemma and n.startswith("blk.") and n.split(".", 2)[2] in GEMMA:
+        _, l, rest = n.split(".", 2)
+        return "model.layers.%s.%s" % (l, GEMMA[rest])
     if n == "token_embd.weight":
         return "model.embed_tokens.weight"
     if n == "output.weight":
@@ -114,6 +127,8 @@ VARIANTS = {
     "llama-hd": dict(arch="llama", dtype="F32", untied=True, shards=1, seed=37, merges="str", vocab_size=320, hd=24),
     "micro-sh": dict(arch="qwen2", dtype="BF16", untied=False, shards=2, seed=36, merges="arr", vocab_size=320,
                      nl=1, dim=32, ffn=32),
+    "gemma2": dict(arch="gemma2", dtype="F32", untied=False, shards=1, seed=38, merges="str", vocab_size=320, hd=24, nl=3),
+    "gemma3": dict(arch="gemma3", dtype="BF16", untied=False, shards=1, seed=39, merges="str", vocab_size=320, hd=24, nl=7),
     # model families (docs/llm.md)
     "qwen3": dict(arch="qwen3", dtype="F32", untied=False, shards=2, seed=51, merges="arr", vocab_size=320, hd=24, qk=True),
     "llama3": dict(arch="llama", dtype="BF16", untied=False, shards=1, seed=52, merges="str", vocab_size=320, rope3=True),
@@ -130,7 +145,7 @@ VARIANTS = {
 }
 HF_CLASS = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
             "mistral": "MistralForCausalLM", "mixtral": "MixtralForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM",
-            "qwen3_moe": "Qwen3MoeForCausalLM"}
+            "qwen3_moe": "Qwen3MoeForCausalLM", "gemma2": "Gemma2ForCausalLM", "gemma3": "Gemma3ForCausalLM"}
 
 
 def tokenizer(v, arch):
@@ -159,8 +174,11 @@ def build(variant, out):
     v = VARIANTS[variant]
     arch = v["arch"]
     nl, dim, ffn, nh, nkv = v.get("nl", 2), v.get("dim", 64), v.get("ffn", 96), 4, 2
+    gemma = {"gemma2": 2, "gemma3": 3}.get(arch, 0)
     W = t.weights(v["seed"], nl, dim, ffn, nh, nkv, 320, v["untied"], bias=arch in ("qwen2", "qwen2_moe"), hd=v.get("hd"),
-                  qk=v.get("qk", False), moe=v.get("moe"))
+                  gemma=gemma, qk=v.get("qk", False), moe=v.get("moe"))
+    if gemma:  # Gemma's RMSNorm multiplies by (1 + w): the checkpoint stores w - 1 of GGUF's weight
+        W = {n: (a - 1 if n.endswith("norm.weight") else a) for n, a in W.items()}
     if v["vocab_size"] > 320:  # padded embedding rows, as Qwen2 checkpoints have
         rng = np.random.default_rng(v["seed"] + 100)
         extra = rng.normal(0, 1.0, (v["vocab_size"] - 320, dim)).astype(np.float32)
@@ -193,6 +211,16 @@ def build(variant, out):
                    norm_topk_prob=v.get("norm", False), decoder_sparse_step=1, mlp_only_layers=[])
         if moe.get("S"):
             cfg.update(shared_expert_intermediate_size=moe["S"])
+    if arch == "gemma2":
+        cfg.update(architectures=["Gemma2ForCausalLM"], hidden_act="gelu_pytorch_tanh",
+                   hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=32, attn_logit_softcapping=2.5,
+                   final_logit_softcapping=5.0, sliding_window=5, rms_norm_eps=1e-6, rope_theta=10000.0)
+    if arch == "gemma3":
+        cfg.update(architectures=["Gemma3ForCausalLM"], model_type="gemma3_text", hidden_act="gelu_pytorch_tanh",
+                   hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=24, attn_logit_softcapping=None,
+                   final_logit_softcapping=None, sliding_window=5, rope_theta=1e6, rope_local_base_freq=10000.0,
+                   rope_scaling={"rope_type": "linear", "factor": 4.0}, rms_norm_eps=1e-6,
+                   layer_types=["full_attention" if (l + 1) % 6 == 0 else "sliding_attention" for l in range(nl)])
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
     items = [it for n, a in W.items() for it in hf_names(n, a, arch)]

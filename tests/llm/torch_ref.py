@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Independent reference forward pass of a Llama-family model (Llama, Llama 3, Mistral, Mixtral, Qwen2,
-Qwen3, Qwen2-MoE, Qwen3-MoE; GGUF file or Hugging Face safetensors directory) in PyTorch (float64).
+"""Independent reference forward pass of a Llama/Qwen2 model (GGUF file or Hugging Face safetensors
+directory) in PyTorch (float64).
 
 Usage (Debian's interpreter, which has python3-torch; falls back to numpy if torch is missing):
   /usr/bin/python3 tests/llm/torch_ref.py MODEL.gguf IDS [C_LOGITS.npy [TOL]]
@@ -24,6 +24,18 @@ before RoPE); Llama 3's RoPE frequencies (GGUF: divided by rope_freqs; Hugging F
 s with t - W < s <= t); mixtures of experts (router softmax over all experts, the top k kept,
 renormalised for Mixtral and when norm_topk_prob / expert_weights_norm say so, each expert a SwiGLU
 FFN; Qwen2-MoE's shared expert times sigmoid(x . gate)).
+
+Gemma 2 / Gemma 3 (GGUF gemma2/gemma3, config.json Gemma2ForCausalLM / Gemma3ForCausalLM), from the
+descriptions of transformers' Gemma2/Gemma3 decoder layers and llama.cpp's gemma2/gemma3 graphs:
+embeddings times sqrt(dim); RMSNorm weights (1 + w) in Hugging Face checkpoints, w as stored in GGUF
+(llama.cpp's converter adds the 1); per layer input norm -> Q/K/V -> [Gemma 3: per-head RMSNorm of Q
+and K] -> RoPE (local layers: their own base, 10000 unless given; global: rope_theta, positions divided
+by a linear rope_scaling factor) -> scores * scale (query_pre_attn_scalar^-1/2 in Hugging Face configs,
+1/sqrt(head_dim) in GGUF) -> [cap * tanh(s / cap)] -> causal mask, on local layers also keys more than
+sliding_window - 1 positions back masked (local: layer l with l % pattern < pattern - 1; pattern 2 for
+Gemma 2, 6 for Gemma 3, or layer_types) -> softmax -> P V -> O -> post-attention RMSNorm -> residual;
+pre-FFN RMSNorm -> gelu_tanh(gate) * up -> down -> post-FFN RMSNorm -> residual; final norm, tied
+output, [final cap * tanh(logit / cap)].
 """
 import json
 import math
@@ -83,6 +95,10 @@ HF = {"token_embd.weight": "model.embed_tokens.weight", "output.weight": "lm_hea
 HF_EXPERT = {"qwen": ("mlp.experts.%d.gate_proj.weight", "mlp.experts.%d.up_proj.weight", "mlp.experts.%d.down_proj.weight"),
              "mixtral": ("block_sparse_moe.experts.%d.w1.weight", "block_sparse_moe.experts.%d.w3.weight",
                          "block_sparse_moe.experts.%d.w2.weight")}
+# Gemma's Hugging Face layer norms: post_attention_layernorm is the sandwich norm on the attention output
+HF_GEMMA = dict(HF, **{"ffn_norm.weight": "pre_feedforward_layernorm.weight",
+                       "post_attention_norm.weight": "post_attention_layernorm.weight",
+                       "post_ffw_norm.weight": "post_feedforward_layernorm.weight"})
 
 
 def hf_llama3_inv_freq(base, hd, rs):
@@ -96,6 +112,37 @@ def hf_llama3_inv_freq(base, hd, rs):
     smooth = (orig / wl - lo) / (hi - lo)
     mid = (wl >= orig / hi) & (wl <= orig / lo)
     return np.where(mid, (1 - smooth) * inv / f + smooth * inv, out)
+
+
+def gemma_hp(c, gguf, arch):
+    """The Gemma fields of hp from config.json (gguf False) or GGUF metadata c."""
+    g2 = arch == "gemma2"
+    if gguf:
+        k = lambda n, d=None: c.get(arch + "." + n, d)  # noqa: E731
+        nl = c[arch + ".block_count"]
+        pat = k("attention.sliding_window_pattern", 2 if g2 else 6)
+        local = [l % pat < pat - 1 for l in range(nl)]
+        win = k("attention.sliding_window", 4096 if g2 else 0)
+        hd = k("attention.key_length") or c[arch + ".embedding_length"] // c[arch + ".attention.head_count"]
+        lin = k("rope.scaling.factor", 1.0) if k("rope.scaling.type") == "linear" else 1.0
+        return dict(gemma=True, scale=hd ** -0.5, attn_cap=k("attn_logit_softcapping", 50.0 if g2 else 0.0),
+                    final_cap=k("final_logit_softcapping", 30.0 if g2 else 0.0), local=local if win else [False] * nl,
+                    win=win, base_local=k("rope.freq_base_swa", k("rope.freq_base", 10000.0) if g2 else 10000.0),
+                    lin=lin, qk_norm=not g2, plus1=False)
+    nl = c["num_hidden_layers"]
+    if "layer_types" in c:
+        local = [t == "sliding_attention" for t in c["layer_types"]]
+    else:
+        pat = c.get("sliding_window_pattern", 2 if g2 else 6)
+        local = [l % pat < pat - 1 for l in range(nl)]
+    rs = c.get("rope_scaling") or {}
+    return dict(gemma=True, scale=c.get("query_pre_attn_scalar", 256) ** -0.5,
+                attn_cap=c.get("attn_logit_softcapping", 50.0 if g2 else None) or 0.0,
+                final_cap=c.get("final_logit_softcapping", 30.0 if g2 else None) or 0.0,
+                local=local, win=c.get("sliding_window", 4096),
+                base_local=c.get("rope_local_base_freq", c.get("rope_theta", 10000.0) if g2 else 10000.0),
+                lin=rs.get("factor", 1.0) if rs.get("rope_type", rs.get("type")) == "linear" else 1.0,
+                qk_norm=not g2, plus1=True)
 
 
 def load(path):
@@ -115,27 +162,31 @@ def load(path):
         hp = dict(nl=c["num_hidden_layers"], dim=c["hidden_size"], nh=c["num_attention_heads"],
                   nkv=c.get("num_key_value_heads", c["num_attention_heads"]), base=c.get("rope_theta", 10000.0),
                   eps=c.get("rms_norm_eps", 1e-6), neox=True, hd=c.get("head_dim"))
+        gem = c.get("model_type") in ("gemma2", "gemma3_text")
+        if gem:
+            hp.update(gemma_hp(c, False, "gemma2" if c["model_type"] == "gemma2" else "gemma3"))
+        names = HF_GEMMA if gem else dict(HF)
         mt = c.get("model_type")
         if mt in ("mistral", "mixtral"):
             hp["swa"] = c.get("sliding_window") or 0
         rs = c.get("rope_scaling")
-        if rs:
+        if rs and not gem:
             assert rs.get("rope_type", rs.get("type")) == "llama3", rs
             hp["inv_freq"] = hf_llama3_inv_freq(hp["base"], hp["hd"] or hp["dim"] // hp["nh"], rs)
         ne = c.get("num_experts") or c.get("num_local_experts") or 0
         if ne:
-            names = HF_EXPERT["mixtral" if mt == "mixtral" else "qwen"]
+            enames = HF_EXPERT["mixtral" if mt == "mixtral" else "qwen"]
             hp["moe"] = dict(E=ne, K=c["num_experts_per_tok"], norm=True if mt == "mixtral" else c.get("norm_topk_prob", False),
-                             expert=lambda l, e, i: T["model.layers.%d.%s" % (l, names[i] % e)])
+                             expert=lambda l, e, i: T["model.layers.%d.%s" % (l, enames[i] % e)])
             if mt == "mixtral":
-                HF["ffn_gate_inp.weight"] = "block_sparse_moe.gate.weight"
+                names["ffn_gate_inp.weight"] = "block_sparse_moe.gate.weight"
 
         def get(n):
             if n.startswith("blk."):
                 _, l, rest = n.split(".", 2)
-                key = "model.layers.%s.%s" % (l, HF[rest])
+                key = "model.layers.%s.%s" % (l, names[rest])
             else:
-                key = HF[n]
+                key = names[n]
             if n == "output.weight" and c.get("tie_word_embeddings", False):
                 return None
             return T.get(key)
@@ -147,7 +198,11 @@ def load(path):
     hp = dict(nl=kv[arch + ".block_count"], dim=kv[arch + ".embedding_length"], nh=nh,
               nkv=kv.get(arch + ".attention.head_count_kv", nh), base=kv.get(arch + ".rope.freq_base", 10000.0),
               eps=kv.get(arch + ".attention.layer_norm_rms_epsilon", 1e-5), neox=arch != "llama",
-              hd=kv.get(arch + ".attention.key_length"), swa=kv.get(arch + ".attention.sliding_window", 0))
+              hd=kv.get(arch + ".attention.key_length"))
+    if arch in ("gemma2", "gemma3"):
+        hp.update(gemma_hp(kv, True, arch))
+        return hp, lambda n: r.tensor(n) if r.has(n) else None
+    hp["swa"] = kv.get(arch + ".attention.sliding_window", 0)
     hd = hp["hd"] or hp["dim"] // nh
     if r.has("rope_freqs.weight"):  # llama.cpp: frequency i divided by rope_freqs[i]
         hp["inv_freq"] = hp["base"] ** (-np.arange(0, hd, 2, dtype=np.float64) / hd) / r.tensor("rope_freqs.weight")
@@ -194,18 +249,28 @@ def forward(path, ids):
     if out_w is None:
         out_w = emb
     x = emb[idx]
-    rms = lambda v, w: v / xp.sqrt((v * v).mean(-1, keepdims=True) + eps) * w  # noqa: E731
-    fr = base ** (-2.0 * arange(half) / hd)
-    if "inv_freq" in hp:  # Llama 3 (rope_freqs / rope_scaling)
-        fr = torch.from_numpy(np.asarray(hp["inv_freq"], np.float64)) if HAVE_TORCH else np.asarray(hp["inv_freq"], np.float64)
-    if hp.get("swa"):  # sliding window: query t sees keys s with t - W < s <= t
-        tt = np.arange(T)
-        far = np.where(tt[:, None] - tt[None, :] >= hp["swa"], -np.inf, 0.0)
-        mask = mask + (torch.from_numpy(far) if HAVE_TORCH else far)
-    ang = arange(T)[:, None] * fr[None, :]
-    cos, sin = xp.cos(ang)[:, None, :], xp.sin(ang)[:, None, :]
+    gem = hp.get("gemma", False)
+    one = 1.0 if gem and hp["plus1"] else 0.0   # Hugging Face Gemma RMSNorm: x / rms * (1 + w)
+    rms = lambda v, w: v / xp.sqrt((v * v).mean(-1, keepdims=True) + eps) * (w + one)  # noqa: E731
+    cap = lambda v, c: c * xp.tanh(v / c) if c else v  # noqa: E731
+    if gem:
+        x = x * math.sqrt(dim)
+    asf = (lambda a: torch.from_numpy(np.array(a, np.float64))) if HAVE_TORCH else (lambda a: np.array(a, np.float64))  # noqa: E731
 
-    def rope(v):  # v [T, H, hd]; angle of pair i = pos * base^(-2i/hd)
+    def angles(b, lin=1.0, inv=None):  # inv: Llama 3's frequencies (rope_freqs / rope_scaling)
+        fr = b ** (-2.0 * arange(half) / hd) if inv is None else asf(inv)
+        ang = (arange(T) / lin)[:, None] * fr[None, :]
+        return xp.cos(ang)[:, None, :], xp.sin(ang)[:, None, :]
+    tab_global = angles(base, hp.get("lin", 1.0), hp.get("inv_freq"))
+    if hp.get("swa"):  # sliding window on every layer (Mistral): query t sees keys s with t - W < s <= t
+        tt = np.arange(T)
+        mask = mask + asf(np.where(tt[:, None] - tt[None, :] >= hp["swa"], -np.inf, 0.0))
+    tab_local = angles(hp["base_local"]) if gem else None
+    tpos = arange(T)
+    swa_mask = xp.where((tpos[:, None] - tpos[None, :]) >= hp["win"], -math.inf, 0.0) if gem and hp["win"] else 0.0
+
+    def rope(v, tab):  # v [T, H, hd]; angle of pair i = pos * base^(-2i/hd)
+        cos, sin = tab
         if neox:  # rotate_half: pair (i, i + hd/2)
             a, b = v[..., :half], v[..., half:]
             return cat(a * cos - b * sin, a * sin + b * cos)
@@ -217,8 +282,8 @@ def forward(path, ids):
         b = W(name + ".bias")
         return y if b is None else y + b
 
+    gelu = lambda g: 0.5 * g * (1 + xp.tanh(math.sqrt(2 / math.pi) * (g + 0.044715 * g ** 3)))  # noqa: E731
     moe = hp.get("moe")
-    asf = (lambda a: torch.from_numpy(np.array(a, np.float64))) if HAVE_TORCH else (lambda a: np.array(a, np.float64))  # noqa: E731
     sigmoid = (lambda a: 1 / (1 + xp.exp(-a)))  # noqa: E731
 
     def ffn(h, gate, up, down):
@@ -234,33 +299,42 @@ def forward(path, ids):
         out = 0 * h
         for e in range(moe["E"]):
             ye = ffn(h, *(asf(moe["expert"](l, e, i)) for i in range(3)))
-            we = asf((wt * (top == e)).sum(-1))[:, None]
-            out = out + we * ye
+            out = out + asf((wt * (top == e)).sum(-1))[:, None] * ye
         sg = W("blk.%d.ffn_gate_shexp.weight" % l)
         if sg is not None:  # Qwen2-MoE's shared expert, gated by sigmoid(h . g)
             g = W("blk.%d.ffn_gate_inp_shexp.weight" % l).reshape(-1)
             out = out + sigmoid(h @ g)[:, None] * ffn(h, sg, W("blk.%d.ffn_up_shexp.weight" % l), W("blk.%d.ffn_down_shexp.weight" % l))
         return out
 
-    def headnorm(v, w):  # QK-norm: RMSNorm of each head (v [T, H, hd]) with one gain per head channel
-        return v if w is None else rms(v, w)
-
     for l in range(nl):
         p = "blk.%d." % l
+        local = gem and hp["local"][l]
+        tab = tab_local if local else tab_global
         h = rms(x, W(p + "attn_norm.weight"))
-        q = rope(headnorm(lin(h, p + "attn_q").reshape(T, nh, hd), W(p + "attn_q_norm.weight")))
-        k = repeat(rope(headnorm(lin(h, p + "attn_k").reshape(T, nkv, hd), W(p + "attn_k_norm.weight"))), nh // nkv)
+        q, k = lin(h, p + "attn_q").reshape(T, nh, hd), lin(h, p + "attn_k").reshape(T, nkv, hd)
+        if W(p + "attn_q_norm.weight") is not None:  # QK-norm: RMSNorm of each head (Qwen3, Gemma 3)
+            q, k = rms(q, W(p + "attn_q_norm.weight")), rms(k, W(p + "attn_k_norm.weight"))
+        q = rope(q, tab)
+        k = repeat(rope(k, tab), nh // nkv)
         v = repeat(lin(h, p + "attn_v").reshape(T, nkv, hd), nh // nkv)
-        att = softmax(xp.einsum("thd,shd->hts", q, k) / math.sqrt(hd) + mask)
-        o = xp.einsum("hts,shd->thd", att, v).reshape(T, nh * hd)
-        x = x + o @ W(p + "attn_output.weight").T
-        h = rms(x, W(p + "ffn_norm.weight"))
-        if moe:
-            x = x + experts(h, l)
+        if gem:
+            s = cap(xp.einsum("thd,shd->hts", q, k) * hp["scale"], hp["attn_cap"])
+            att = softmax(s + mask + (swa_mask if local else 0.0))
         else:
-            x = x + ffn(h, W(p + "ffn_gate.weight"), W(p + "ffn_up.weight"), W(p + "ffn_down.weight"))
+            att = softmax(xp.einsum("thd,shd->hts", q, k) / math.sqrt(hd) + mask)
+        o = xp.einsum("hts,shd->thd", att, v).reshape(T, nh * hd) @ W(p + "attn_output.weight").T
+        x = x + (rms(o, W(p + "post_attention_norm.weight")) if gem else o)
+        h = rms(x, W(p + "ffn_norm.weight"))
+        act = gelu if gem else silu
+        if moe:
+            f = experts(h, l)
+        else:
+            f = (act(h @ W(p + "ffn_gate.weight").T) * (h @ W(p + "ffn_up.weight").T)) @ W(p + "ffn_down.weight").T
+        x = x + (rms(f, W(p + "post_ffw_norm.weight")) if gem else f)
     x = rms(x, W("output_norm.weight"))
     out = x @ out_w.T
+    if gem:
+        out = cap(out, hp["final_cap"])
     return out.numpy() if HAVE_TORCH else out
 
 

@@ -173,7 +173,10 @@ static const vec_case kF32 = {QS_DT_F32, 1}, kF64 = {QS_DT_F64, 0}, kI8 = {QS_DT
     kU32 = {QS_DT_U32, 1}, kI64 = {QS_DT_I64, 1}, kU64 = {QS_DT_U64, 1}, kBool = {QS_DT_BOOL, 1},
     kQ8_0 = {QS_DT_Q8_0, 0}, kQ4_0 = {QS_DT_Q4_0, 0}, kQ4_1 = {QS_DT_Q4_1, 0},
     kQ5_0 = {QS_DT_Q5_0, 0}, kQ5_1 = {QS_DT_Q5_1, 0}, kQ4_K = {QS_DT_Q4_K, 0},
-    kQ6_K = {QS_DT_Q6_K, 0}, kMXFP4 = {QS_DT_GGML_MXFP4, 0}, kNVFP4 = {QS_DT_GGML_NVFP4, 0};
+    kQ6_K = {QS_DT_Q6_K, 0}, kMXFP4 = {QS_DT_GGML_MXFP4, 0}, kNVFP4 = {QS_DT_GGML_NVFP4, 0},
+    /* the registry codecs' types (tests/fixtures/make_kquant_vectors.py) */
+    kQ2_K = {QS_DT_Q2_K, 0}, kQ3_K = {QS_DT_Q3_K, 0}, kQ5_K = {QS_DT_Q5_K, 0}, kQ8_K = {QS_DT_Q8_K, 0},
+    kIQ4_NL = {QS_DT_IQ4_NL, 0}, kIQ4_XS = {QS_DT_IQ4_XS, 0};
 
 /* ---------------------------------------------------------------- table, names, sizes */
 
@@ -201,7 +204,8 @@ static void test_table_invariants(void **state)
         {QS_DT_F32, 1, 4}, {QS_DT_F16, 1, 2}, {QS_DT_BF16, 1, 2}, {QS_DT_Q8_0, 32, 34},
         {QS_DT_Q4_0, 32, 18}, {QS_DT_Q4_1, 32, 20}, {QS_DT_Q5_0, 32, 22}, {QS_DT_Q5_1, 32, 24},
         {QS_DT_Q4_K, 256, 144}, {QS_DT_Q6_K, 256, 210}, {QS_DT_GGML_MXFP4, 32, 17},
-        {QS_DT_GGML_NVFP4, 64, 36}, {QS_DT_F4_E2M1, 2, 1},
+        {QS_DT_GGML_NVFP4, 64, 36}, {QS_DT_F4_E2M1, 2, 1}, {QS_DT_Q2_K, 256, 84}, {QS_DT_Q3_K, 256, 110},
+        {QS_DT_Q5_K, 256, 176}, {QS_DT_Q8_K, 256, 292}, {QS_DT_IQ4_NL, 32, 18}, {QS_DT_IQ4_XS, 256, 136},
     };
     for (size_t i = 0; i < sizeof geo / sizeof geo[0]; i++) {
         assert_int_equal(qs_dtype_get(geo[i].t)->block_elems, geo[i].el);
@@ -313,7 +317,8 @@ int main(void)
         VEC("u16", kU16), VEC("i32", kI32), VEC("u32", kU32), VEC("i64", kI64), VEC("u64", kU64),
         VEC("bool", kBool), VEC("q8_0", kQ8_0), VEC("q4_0", kQ4_0), VEC("q4_1", kQ4_1),
         VEC("q5_0", kQ5_0), VEC("q5_1", kQ5_1), VEC("q4_k", kQ4_K), VEC("q6_k", kQ6_K),
-        VEC("ggml_mxfp4", kMXFP4), VEC("ggml_nvfp4", kNVFP4),
+        VEC("ggml_mxfp4", kMXFP4), VEC("ggml_nvfp4", kNVFP4), VEC("q2_k", kQ2_K), VEC("q3_k", kQ3_K),
+        VEC("q5_k", kQ5_K), VEC("q8_k", kQ8_K), VEC("iq4_nl", kIQ4_NL), VEC("iq4_xs", kIQ4_XS),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,6 +17,7 @@
 #include "../../kernels/format_families.h"
 #include "../../kernels/format_ggml.h"
 #include "../../kernels/simd.h"
+#include "../../store/imatrix.h"
 
 #define NIN 4096
 #define VEC "verify/ggml_vectors/"
@@ -403,46 +404,28 @@ static const char *gg_type_name(uint32_t t)
     }
 }
 
-/* An importance matrix in llama.cpp's legacy .dat layout (int32 entries; per entry the name's length and
-** bytes, int32 ncall, int32 nval, nval float sums): the values llama-quantize uses, sums / ncall. */
+/* An importance matrix (llama.cpp's GGUF or legacy .dat, store/imatrix.h) as the values llama-quantize
+** gives the quantizer: sums / count (GGUF) or sums / ncall (.dat). */
 typedef struct gg_imat { char name[128]; float *v; int n; } gg_imat;
 static gg_imat *load_imatrix(const char *path, int *count)
 {
-    size_t len = 0, p = 0;
-    uint8_t *b = tu_slurp(path, &len);
-    int32_t n = 0;
-    if (!b || len < 4) return NULL;
-    memcpy(&n, b, 4);
-    p = 4;
-    gg_imat *m = calloc((size_t)(n > 0 ? n : 1), sizeof *m);
-    for (int i = 0; i < n; i++) {
-        int32_t l, ncall, nval;
-        if (p + 4 > len) break;
-        memcpy(&l, b + p, 4);
-        if (l < 0 || l >= 128 || p + 4 + (size_t)l + 8 > len) break;
-        memcpy(m[i].name, b + p + 4, (size_t)l);
-        p += 4 + (size_t)l;
-        memcpy(&ncall, b + p, 4);
-        memcpy(&nval, b + p + 4, 4);
-        p += 8;
-        if (nval < 1 || p + 4 * (size_t)nval > len) break;
-        m[i].v = malloc(4 * (size_t)nval);
-        m[i].n = nval;
-        for (int k = 0; k < nval; k++) {
-            float f;
-            memcpy(&f, b + p + 4 * (size_t)k, 4);
-            m[i].v[k] = ncall > 0 ? f / (float)ncall : f;
-        }
-        p += 4 * (size_t)nval;
-        *count = i + 1;
+    qs_imatrix im;
+    qs_err e = {{0}};
+    if (qs_imatrix_read(path, &im, NULL, &e)) fail_msg("%s", e.msg);
+    gg_imat *m = calloc((size_t)im.n, sizeof *m);
+    for (int i = 0; i < im.n; i++) {
+        snprintf(m[i].name, sizeof m[i].name, "%s", im.e[i].name);
+        m[i].n = (int)(im.e[i].ne0 * im.e[i].nmat);
+        if (qs_imatrix_weights(&im, &im.e[i], &m[i].v, &e)) fail_msg("%s: %s", path, e.msg);
     }
-    free(b);
+    *count = im.n;
+    qs_imatrix_free(&im);
     return m;
 }
 
 /* QS_GGML_PEER_DIR holds f32.gguf and the files llama-quantize made of it (*.gguf, any names, listed
 ** in QS_GGML_PEER_FILES, space-separated).  Every block of every quantized tensor is compared; with
-** QS_GGML_PEER_IMATRIX (the .dat llama-quantize was given), tensors it has an entry for are quantized
+** QS_GGML_PEER_IMATRIX (the .dat or .gguf llama-quantize was given), tensors it has an entry for are quantized
 ** with their importances. */
 static void test_llama_quantize_peer(void **state)
 {
@@ -457,7 +440,7 @@ static void test_llama_quantize_peer(void **state)
     const char *imp = getenv("QS_GGML_PEER_IMATRIX");
     int nimat = 0;
     gg_imat *imat = imp && *imp ? load_imatrix(imp, &nimat) : NULL;
-    if (imp && *imp && !nimat) fail_msg("%s: not an imatrix .dat this test reads", imp);
+    if (imp && *imp && !nimat) fail_msg("%s: an imatrix without entries", imp);
     size_t total_diff = 0, total_blocks = 0, total_imat = 0;
     for (char *tok = strtok(list, " "); tok; tok = strtok(NULL, " ")) {
         snprintf(path, sizeof path, "%s/%s", dir, tok);

@@ -55,10 +55,12 @@ static void test_basic(void **state)
     assert_int_equal(find(&c, "scalar")->numel, 1);
     assert_int_equal(find(&c, "empty")->nbytes, 0);
     for (size_t i = 0; i < c.n; i++) assert_int_equal(c.t[i].offset % 32, 0);   /* default alignment */
-    /* the Q2_K and type-99 tensors are skipped with warnings naming tensor and type */
+    /* Q2_K is decoded (through the registry's codec); the IQ2_XXS and type-99 tensors are skipped
+    ** with warnings naming tensor and type */
+    assert_int_equal(find(&c, "blk.0.q2k.weight")->dtype, QS_DT_Q2_K);
     assert_int_equal(c.nwarn, 2);
-    assert_non_null(strstr(c.warnings[0], "blk.0.q2k.weight"));
-    assert_non_null(strstr(c.warnings[0], "Q2_K"));
+    assert_non_null(strstr(c.warnings[0], "blk.0.iq2xxs.weight"));
+    assert_non_null(strstr(c.warnings[0], "IQ2_XXS"));
     assert_non_null(strstr(c.warnings[1], "'mystery'"));
     assert_non_null(strstr(c.warnings[1], "type 99"));
     /* long arrays are summarised, short ones inlined */
@@ -226,12 +228,12 @@ static void test_many_skipped(void **state)
     put64(p + 8, 20);
     put64(p + 16, 0);
     p += 24;
-    for (int i = 0; i < 20; i++, p += 35) {   /* "tNN", n_dims 1, ne 256, Q2_K, offset 0 */
+    for (int i = 0; i < 20; i++, p += 35) {   /* "tNN", n_dims 1, ne 256, IQ2_XXS, offset 0 */
         put64(p, 3);
         p[8] = 't', p[9] = (uint8_t)('0' + i / 10), p[10] = (uint8_t)('0' + i % 10);
         memcpy(p + 11, "\x01\x00\x00\x00", 4);
         put64(p + 15, 256);
-        memcpy(p + 23, "\x0a\x00\x00\x00", 4);
+        memcpy(p + 23, "\x10\x00\x00\x00", 4);
         put64(p + 27, 0);
     }
     qs_container c;

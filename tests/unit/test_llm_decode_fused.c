@@ -126,7 +126,8 @@ static void test_tiny_model(void **state)
 static void test_synthetic_model(void **state)
 {
     (void)state;
-    qs_llm_cfg c = {.n_layer = 2, .dim = 128, .n_head = 4, .n_kv_head = 2, .head_dim = 32, .ffn = 192, .vocab = 160, .ctx = 128, .rope_base = 10000.0f, .eps = 1e-5f, .rope_neox = 1};
+    qs_llm_cfg c = {.n_layer = 2, .dim = 128, .n_head = 4, .n_kv_head = 2, .head_dim = 32, .ffn = 192, .vocab = 160,
+                    .ctx = 128, .rope_base = 10000.0f, .eps = 1e-5f, .rope_neox = 1};
     qs_llm_model m;
     qs_err e = {{0}};
     assert_int_equal(qs_llm_alloc(&m, &c, 0, &e), 0);

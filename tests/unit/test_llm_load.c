@@ -335,14 +335,28 @@ static void test_arch_table(void **st)
     assert_false(q->flags & QS_ARCH_QK_NORM);
     assert_ptr_equal(qs_llm_arch_hf("Qwen2ForCausalLM", NULL), q);
     assert_ptr_equal(qs_llm_arch_hf(NULL, "llama"), l);
-    assert_null(qs_llm_arch_hf("GemmaForCausalLM", "gemma"));
+    assert_null(qs_llm_arch_hf("GemmaForCausalLM", "gemma"));   /* Gemma 1: not supported */
     char b[96];
-    assert_string_equal(qs_llm_arch_list(QS_LLM_GGUF, b, sizeof b), "llama, qwen2, qwen3, qwen2moe, qwen3moe");
+    assert_string_equal(qs_llm_arch_list(QS_LLM_GGUF, b, sizeof b), "llama, qwen2, gemma2, gemma3, qwen3, qwen2moe, qwen3moe");
     const qs_llm_arch *mx = qs_llm_arch_hf(NULL, "mixtral");
     assert_string_equal(qs_llm_tensor_name_ax(mx, QS_LLM_HF, QS_T_EXP_DOWN, 2, 5, b, sizeof b),
                         "model.layers.2.block_sparse_moe.experts.5.w2.weight");
     assert_string_equal(qs_llm_tensor_name_ax(q, QS_LLM_HF, QS_T_EXP_UP, 2, 5, b, sizeof b), "model.layers.2.mlp.experts.5.up_proj.weight");
     assert_string_equal(qs_llm_tensor_name_ax(mx, QS_LLM_GGUF, QS_T_EXP_UP, 2, 5, b, sizeof b), "blk.2.ffn_up_exps.weight");
+    /* Gemma: rotate_half in GGUF, its own HF norm names, QK-norm on Gemma 3 only */
+    const qs_llm_arch *g2 = qs_llm_arch_gguf("gemma2"), *g3 = qs_llm_arch_gguf("gemma3");
+    assert_non_null(g2);
+    assert_int_equal(g3->gguf_rope_neox, 1);
+    assert_true((g3->flags & QS_ARCH_QK_NORM) && !(g2->flags & QS_ARCH_QK_NORM));
+    assert_ptr_equal(qs_llm_arch_hf("Gemma3ForCausalLM", "gemma3_text"), g3);
+    assert_null(qs_llm_arch_hf("Gemma3ForConditionalGeneration", "gemma3"));   /* multimodal: not supported */
+    assert_string_equal(qs_llm_arch_tensor_name(g2, QS_LLM_HF, QS_T_FFN_NORM, 1, b, sizeof b),
+                        "model.layers.1.pre_feedforward_layernorm.weight");
+    assert_string_equal(qs_llm_arch_tensor_name(g2, QS_LLM_HF, QS_T_POST_ATTN_NORM, 1, b, sizeof b),
+                        "model.layers.1.post_attention_layernorm.weight");
+    assert_string_equal(qs_llm_arch_tensor_name(l, QS_LLM_HF, QS_T_FFN_NORM, 1, b, sizeof b),
+                        "model.layers.1.post_attention_layernorm.weight");
+    assert_string_equal(qs_llm_arch_tensor_name(g3, QS_LLM_GGUF, QS_T_POST_FFN_NORM, 0, b, sizeof b), "blk.0.post_ffw_norm.weight");
     assert_string_equal(qs_llm_tensor_name(QS_LLM_GGUF, QS_T_Q, 3, b, sizeof b), "blk.3.attn_q.weight");
     assert_string_equal(qs_llm_tensor_name(QS_LLM_HF, QS_T_Q, 3, b, sizeof b), "model.layers.3.self_attn.q_proj.weight");
     assert_string_equal(qs_llm_tensor_name(QS_LLM_HF, QS_T_OUT, 0, b, sizeof b), "lm_head.weight");

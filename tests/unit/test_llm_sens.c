@@ -210,7 +210,8 @@ static void test_sens_matches_direct_eval(void **st)
 static void test_plan_greedy(void **st)
 {
     (void)st;
-    qs_llm_cfg c = {.n_layer = 2, .dim = 8, .n_head = 2, .n_kv_head = 1, .head_dim = 4, .ffn = 32, .vocab = 100, .ctx = 64, .rope_base = 10000, .eps = 1e-5f, .rope_neox = 0};   /* dim 8, kv_dim 4, ffn 32 */
+    qs_llm_cfg c = {.n_layer = 2, .dim = 8, .n_head = 2, .n_kv_head = 1, .head_dim = 4, .ffn = 32, .vocab = 100, .ctx = 64,
+                    .rope_base = 10000, .eps = 1e-5f};   /* dim 8, kv_dim 4, ffn 32 */
     double kl[4] = {0.10, 0.30,    /* layer 0: attn_in (8 elems), ffn_down_in (32 elems) */
                     0.05, -1e-9};  /* layer 1 */
     qs_sens_table t = {2, 2, {QS_SITE_ATTN_IN, QS_SITE_FFN_DOWN_IN, 0, 0, 0, 0}, 100, 1, 0, kl, NULL, NULL, NULL};
