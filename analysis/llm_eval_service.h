@@ -21,6 +21,7 @@
 #include "llm_eval_shard.h"
 #include "../store/db.h"
 #include "../store/llm_load.h"
+#include "../kernels/llm_rot.h"
 
 /* A configuration: the formats of its weights, activations and KV cache, and its name. */
 typedef struct qs_eval_cfg {
@@ -30,6 +31,8 @@ typedef struct qs_eval_cfg {
     qs_llm_resq resq;
     qs_llm_model wm;          /* rounded weights (has_w; made by the service, freed by qs_eval_cfgs_free) */
     const qs_llm_model *m;
+    qs_llm_xspec xs;          /* rot=, rht= (kernels/llm_rot.h): wm is then the transformed model */
+    qs_llm_online *on;        /* their run-time part (made by the service, freed by qs_eval_cfgs_free) */
 } qs_eval_cfg;
 
 /* Runs every unit of a shard on this process's ranks (app/cli/llm_par.h's qs_llm_shard_run). */

@@ -155,6 +155,7 @@ int qs_rl_grpo_settle(gopts *o)
     if (strcmp(o->trainer_name, "fp32")) o->c.trainer = &o->recipe;
     if (o->rollout_spec) {
         if ((rc = qs_llm_parse_config(CMD, "--rollout", o->rollout_spec, &o->roll))) return rc;
+        if (qs_llm_xspec_any(&o->roll.xs)) return qs_cli_usage(CMD, "--rollout: rot= and rht= are supported by llm eval only");
     } else {   /* the trainer's own forward precision: its fwd.w and fwd.x formats */
         memset(&o->roll, 0, sizeof o->roll);
         const qs_llm_slot *w = &o->recipe.op[QS_OP_FWD_W], *a = &o->recipe.op[QS_OP_FWD_X];

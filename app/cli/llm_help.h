@@ -124,7 +124,13 @@
     "                      linear-layer inputs per token, K/V cache rows; omitted parts stay FP32),\n" \
     "                      e.g. a=mxfp4 or w=nvfp4,kv=fp8_e4m3; F takes -f's options: a cast's\n" \
     "                      :scale=tensor|row|col on w=, only :scale=row on a= and kv=; a repeated\n" \
-    "                      configuration is evaluated once.  None: the reference alone\n" \
+    "                      configuration is evaluated once.  None: the reference alone.  Transforms\n" \
+    "                      (reconstructions of their papers, exact in FP32; docs/llm.md):\n" \
+    "                      rot=hadamard[:seed=N][:down=0][:vo=0] QuaRot: RMSNorms folded, the residual\n" \
+    "                      stream rotated in the weights, per-head V/O, the online Hadamard before\n" \
+    "                      down_proj (seed: random signs); rot=random[:seed=N] SpinQuant's random\n" \
+    "                      orthogonal start; rht=16[:seed=N] the NVFP4 recipe's 16-point random\n" \
+    "                      Hadamard transform of both operands of every linear layer\n" \
     "  --until-ci X|kl:X   chunk after chunk (up to --chunks, or the whole text) until every config's\n" \
     "                      dPPL 95% interval is narrower than X (0.01 = 1 point; kl:X the KL mean's,\n" \
     "                      nats; at least 2 chunks).  Every finished chunk is stored as it finishes:\n" \

@@ -48,7 +48,7 @@ static void test_layer_fmt_equals_global(void **st)
         for (int s = 0; s < QS_SITE_LINEAR_COUNT; s++) lf[l * QS_LLM_NLSITE + s] = &mx;
         lf[l * QS_LLM_NLSITE + QS_LLM_LSITE_KV] = &f8;
     }
-    qs_llm_numerics g = {&mx, QS_RESQ_NONE, &f8, 1, NULL}, p = {NULL, QS_RESQ_NONE, NULL, 1, lf};
+    qs_llm_numerics g = {&mx, QS_RESQ_NONE, &f8, 1, NULL, NULL}, p = {NULL, QS_RESQ_NONE, NULL, 1, lf, NULL};
     qs_llm_state *s = qs_llm_state_new(&f.m.c, 1, CTX, CTX, &e);
     float *h1 = malloc((size_t)CTX * d * sizeof(float)), *h2 = malloc((size_t)CTX * d * sizeof(float));
     assert_int_equal(qs_llm_forward(&f.m, &g, s, t, 1, CTX, 0, h1, NULL, NULL, &e), 0);
