@@ -286,7 +286,7 @@ static int grpo_step(work *W, qs_llm_model *m, const qs_grpo_llm_cfg *c, int st,
         roll = &W->roll;
     }
     qs_llm_numerics nx = {c->roll.has_a ? &c->roll.a : NULL, c->roll.resq, c->roll.has_kv ? &c->roll.kv : NULL,
-                          c->roll.scaled, NULL};
+                          c->roll.scaled, NULL, NULL};
     if (grpo_sample(roll, &nx, c, st, S, e)) return -1;
     rec->sample_s = qs_now_s() - t0;
     rec->uf = S->uf;

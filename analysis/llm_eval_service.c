@@ -48,14 +48,31 @@ int qs_eval_cfg_round(qs_eval_cfg *c, const qs_llm_model *ref, int scaled, qs_er
     return 0;
 }
 
+/* rot= and rht= of a configuration, as their canonical texts (a key only for a configuration that has
+** them: results stored before the transforms keep their keys). */
+static void transform_json(json_t *num, const qs_llm_xspec *x)
+{
+    if (!num || !qs_llm_xspec_any(x)) return;
+    json_t *t = json_object();
+    char buf[96];
+    for (int i = 0; i < 2; i++) {
+        const char *k = i ? "rht" : "rot";
+        qs_llm_xspec_text(x, k, buf, sizeof buf);
+        if (buf[0]) json_object_set_new(t, k, json_string(buf));
+    }
+    json_object_set_new(num, "transform", t);
+}
+
 /* The numerics of a variant (part of the cache key). */
 static json_t *numerics_json(const qs_eval_cfg *c, int scaled)
 {
     if (!c) return json_pack("{s:s}", "reference", "fp32");
     if (c->imat) return imatrix_numerics(c, scaled);
-    return json_pack("{s:o,s:o,s:o,s:s,s:b}", "weights", apply_json(&c->w, c->has_w), "activations", apply_json(&c->a, c->has_a),
+    json_t *num = json_pack("{s:o,s:o,s:o,s:s,s:b}", "weights", apply_json(&c->w, c->has_w), "activations", apply_json(&c->a, c->has_a),
                      "kv_cache", apply_json(&c->kv, c->has_kv), "resq",
                      c->resq == QS_RESQ_DENSE ? "dense" : c->resq == QS_RESQ_24 ? "2:4" : "none", "scaled_casts", scaled);
+    transform_json(num, &c->xs);
+    return num;
 }
 
 static json_t *hist_json(const qs_klhist *h)
@@ -167,6 +184,17 @@ fail:
     return -1;
 }
 
+/* rot=, rht=: the configuration's own transformed copy of the model (kernels/llm_rot.h), its weights
+** then rounded. */
+static int transformed_model(qs_eval_cfg *c, const qs_llm_model *base, int scaled, qs_err *e)
+{
+    if (!c->wm.arena && (qs_llm_transform(&c->wm, base, &c->xs, &c->on, e) ||
+                         (c->has_w && qs_llm_transform_quantize(&c->wm, base, &c->w, scaled, e))))
+        return -1;
+    c->m = &c->wm;
+    return 0;
+}
+
 /* The variants to compute: each wanted configuration's weights rounded once (configurations with the
 ** same weight format share one rounded copy) and its numerics. */
 static int make_variants(qs_eval_request *rq, const int *want, qs_eval_variant *var, qs_err *e)
@@ -176,10 +204,12 @@ static int make_variants(qs_eval_request *rq, const int *want, qs_eval_variant *
         qs_eval_cfg *c = &rq->cfg[i];
         c->m = base;
         if (qs_stop_requested()) return qs_fail(e, "interrupted");   /* rounding weights takes seconds */
-        if (c->has_w && want[i]) {
+        if (qs_llm_xspec_any(&c->xs) && want[i]) {
+            if (transformed_model(c, base, rq->scaled, e)) return -1;
+        } else if (c->has_w && want[i]) {
             char *wj = qs_quant_opts_json(&c->w);
             for (int k = 0; k < i && wj; k++) {
-                char *kj = rq->cfg[k].has_w && rq->cfg[k].wm.arena ? qs_quant_opts_json(&rq->cfg[k].w) : NULL;
+                char *kj = rq->cfg[k].has_w && rq->cfg[k].wm.arena && !qs_llm_xspec_any(&rq->cfg[k].xs) ? qs_quant_opts_json(&rq->cfg[k].w) : NULL;
                 if (kj && !strcmp(kj, wj) && !strcmp(rq->cfg[k].imat_hash, c->imat_hash)) c->m = &rq->cfg[k].wm;
                 free(kj);
                 if (c->m != base) break;
@@ -188,7 +218,8 @@ static int make_variants(qs_eval_request *rq, const int *want, qs_eval_variant *
             if (c->m == base && qs_eval_cfg_round(c, base, rq->scaled, e)) return -1;
         }
         var[i].m = c->m;
-        var[i].nx = (qs_llm_numerics){c->has_a ? &c->a : NULL, c->resq, c->has_kv ? &c->kv : NULL, rq->scaled, NULL};
+        var[i].nx = (qs_llm_numerics){c->has_a ? &c->a : NULL, c->resq, c->has_kv ? &c->kv : NULL, rq->scaled, NULL, NULL};
+        var[i].nx.online = c->on;
     }
     return 0;
 }
@@ -488,5 +519,7 @@ void qs_eval_cfgs_free(qs_eval_cfg *cfg, int n)
     for (int i = 0; i < n; i++) {
         if (cfg[i].wm.arena) qs_llm_free(&cfg[i].wm);
         if (cfg[i].imat) { qs_imatrix_free(cfg[i].imat); free(cfg[i].imat); cfg[i].imat = NULL; }
+        qs_llm_online_free(cfg[i].on);
+        cfg[i].on = NULL;
     }
 }

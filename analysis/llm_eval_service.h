@@ -22,6 +22,7 @@
 #include "llm_imatrix.h"
 #include "../store/db.h"
 #include "../store/llm_load.h"
+#include "../kernels/llm_rot.h"
 
 /* A configuration: the formats of its weights, activations and KV cache, and its name. */
 typedef struct qs_eval_cfg {
@@ -36,6 +37,8 @@ typedef struct qs_eval_cfg {
     qs_imatrix *imat;
     char imat_hash[33];
     qs_imat_use imat_use;
+    qs_llm_xspec xs;          /* rot=, rht= (kernels/llm_rot.h): wm is then the transformed model */
+    qs_llm_online *on;        /* their run-time part (made by the service, freed by qs_eval_cfgs_free) */
 } qs_eval_cfg;
 
 /* c's weights: a rounded copy of ref in c->wm (with c's importance matrix, if any), c->m pointing at it. */

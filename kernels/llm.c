@@ -10,6 +10,7 @@
 #include "llm_moe.h"
 #include "llm_pgemm.h"
 #include "llm_prefill.h"
+#include "llm_rot.h"
 #include "llm_rows.h"
 #include "pool.h"
 #include "qs_stop.h"
@@ -347,6 +348,12 @@ static int round_rows(const qs_apply *a, int scaled, qs_llm_resq resq, float *x,
     return 0;
 }
 
+/* The online transforms of a linear layer's input rows (rot=, rht=: llm_rot.h), before their rounding. */
+static int online_in(const qs_llm_numerics *nx, qs_llm_site site, float *x, int rows, int cols, qs_err *e)
+{
+    return nx && nx->online ? qs_llm_online_rows(nx->online, site, x, rows, cols, e) : 0;
+}
+
 /* The same over many rows: blocks of rows on the thread pool (rows are independent). */
 typedef struct rr_job {
     const qs_apply *a;
@@ -675,6 +682,7 @@ int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm
         if (!big) for (int r = 0; r < R; r++) rmsnorm(s->xn + (size_t)r * d, s->x + (size_t)r * d, L->attn_norm, d, c->eps);
         else if (l == l0) qs_prefill_add_norm(s->x, NULL, s->xn, L->attn_norm, R, d, c->eps);   /* later: fused below */
         if (tap) tap(tap_ctx, l, QS_SITE_ATTN_IN, s->xn, R, d);
+        if (online_in(nx, QS_SITE_ATTN_IN, s->xn, R, d, e)) return -1;
         if (a_ai && round_rows_par(a_ai, scaled, resq, s->xn, R, d, s->tmp, e)) return -1;
         if (big) {   /* Q, K and V panels in one pool call, then biases, RoPE and the cache rows per row */
             qs_pgemm g[3] = {{s->q, s->xn, L->wq, R, d, qd, d, qd, NULL, 0, 0, 0, 0},
@@ -723,6 +731,7 @@ int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm
                 }
             }
         if (tap) tap(tap_ctx, l, QS_SITE_ATTN_OUT, s->att, R, qd);
+        if (online_in(nx, QS_SITE_ATTN_OUT, s->att, R, qd, e)) return -1;
         if (a_ao && round_rows_par(a_ao, scaled, resq, s->att, R, qd, s->tmp, e)) return -1;
         linear(s->pc, s->xn, s->att, L->wo, R, qd, d);
         if (big) qs_prefill_add_norm(s->x, s->xn, s->xn, L->ffn_norm, R, d, c->eps);
@@ -731,6 +740,7 @@ int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm
             for (int r = 0; r < R; r++) rmsnorm(s->xn + (size_t)r * d, s->x + (size_t)r * d, L->ffn_norm, d, c->eps);
         }
         if (tap) tap(tap_ctx, l, QS_SITE_FFN_IN, s->xn, R, d);
+        if (online_in(nx, QS_SITE_FFN_IN, s->xn, R, d, e)) return -1;
         if (a_fi && round_rows_par(a_fi, scaled, resq, s->xn, R, d, s->tmp, e)) return -1;
         if (L->moe.router) {   /* mixture of experts (llm_moe.c): the output lands in s->xn as the down projection's */
             if (qs_llm_moe_ffn(c, &L->moe, s->xn, R, a_fd, scaled, resq, e)) return -1;
@@ -753,6 +763,7 @@ int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm
             qs_swiglu_row(s->h1, s->h2, (size_t)R * F);
         }
         if (tap) tap(tap_ctx, l, QS_SITE_FFN_DOWN_IN, s->h1, R, F);
+        if (online_in(nx, QS_SITE_FFN_DOWN_IN, s->h1, R, F, e)) return -1;
         if (a_fd && round_rows_par(a_fd, scaled, resq, s->h1, R, F, s->tmp, e)) return -1;
         linear(s->pc, s->xn, s->h1, L->w_down, R, F, d);
     ffn_done:
@@ -778,10 +789,15 @@ int qs_llm_logits_st(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_st
     qs_pgemm_cache *pc = s ? s->pc : NULL;
     const int d = m->c.dim;
     const float *x = hidden;
+    if (nx && nx->online) {   /* the head's input transformed in the scratch rows, then rounded there */
+        memcpy(scratch, hidden, (size_t)rows * d * sizeof(float));
+        if (online_in(nx, QS_SITE_ATTN_IN, scratch, rows, d, e)) return -1;
+        hidden = x = scratch;
+    }
     if (nx && nx->act) {
         float *tmp = malloc(3 * (size_t)d * sizeof(float));
         if (!tmp) return qs_fail(e, "out of memory");
-        memcpy(scratch, hidden, (size_t)rows * d * sizeof(float));
+        if (hidden != scratch) memcpy(scratch, hidden, (size_t)rows * d * sizeof(float));
         int rc = round_rows(nx->act, nx->scaled, nx->resq, scratch, rows, d, tmp, e);
         free(tmp);
         if (rc) return -1;

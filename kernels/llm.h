@@ -130,6 +130,7 @@ int qs_llm_quantize_weights(qs_llm_model *m, const qs_apply *w, int scaled, qs_e
 int qs_llm_fakeq_row(const qs_apply *a, int scaled, const float *x, int n, float *y, qs_err *e);
 
 typedef enum qs_llm_resq { QS_RESQ_NONE = 0, QS_RESQ_DENSE, QS_RESQ_24 } qs_llm_resq;
+typedef struct qs_llm_online qs_llm_online;   /* run-time transforms of linear inputs (kernels/llm_rot.h) */
 
 typedef struct qs_llm_numerics {
     const qs_apply *act;      /* NULL: FP32 linear inputs */
@@ -141,6 +142,10 @@ typedef struct qs_llm_numerics {
     ** cache rows) is rounded with layer_fmt[l * QS_LLM_NLSITE + s] (NULL = FP32) instead of act / kv;
     ** `act` still rounds the final hidden state (the output projection's input). */
     const qs_apply *const *layer_fmt;
+    /* rot=, rht= (kernels/llm_rot.h): the transforms of every linear layer's input rows, run before
+    ** their rounding, matching weights transformed by qs_llm_transform.  NULL: none.  The decoder
+    ** (llm_decode.h) refuses them. */
+    const qs_llm_online *online;
 } qs_llm_numerics;
 #define QS_LLM_LSITE_KV 4     /* == QS_SITE_LINEAR_COUNT */
 #define QS_LLM_NLSITE 5

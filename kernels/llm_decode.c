@@ -263,6 +263,7 @@ int qs_llm_dec_step(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_dec
                     const int *slot, const int *pos, int R, float *hidden, uint64_t *uf, qs_err *e)
 {
     if (memcmp(&m->c, &d->c, sizeof m->c)) return qs_fail(e, "decode: state made for another model shape");
+    if (nx && nx->online) return qs_fail(e, "decode: rot= and rht= are supported by llm eval's forward pass only");
     if (check_rows(d, tok, slot, pos, R, m->c.vocab, e)) return -1;
     return d->fused ? qs_dec_step_fused(m, nx, d, tok, slot, pos, R, hidden, uf, e)
                     : step_unfused(m, nx, d, tok, slot, pos, R, hidden, uf, e);
@@ -283,6 +284,7 @@ int qs_llm_dec_logits_each(const qs_llm_model *m, const qs_llm_numerics *nx, qs_
                            float *out, uint64_t *uf, qs_pool_fn each, void *ctx, qs_err *e)
 {
     if (R <= 0 || R > d->max_rows) return qs_fail(e, "decode: %d rows (room for %d)", R, d->max_rows);
+    if (nx && nx->online) return qs_fail(e, "decode: rot= and rht= are supported by llm eval's forward pass only");
     if (d->fused) return qs_dec_logits_fused(m, nx, d, hidden, R, out, uf, each, ctx, e);
     if (logits_unfused(m, nx, d, hidden, R, out, uf, e)) return -1;
     if (each) qs_pool_for(d->threads, (size_t)R, each, ctx);

@@ -152,10 +152,11 @@ static int make_variants(const qs_llm_model *ref, const bopts *o, qs_eval_cfg *c
     for (int i = 0; i < o->ncfg; i++) {
         int rc = qs_llm_parse_config(CMD, "--config", o->cfg[i], &cfg[i]);
         if (rc) return rc;
+        if (qs_llm_xspec_any(&cfg[i].xs)) return qs_cli_usage(CMD, "--config: rot= and rht= are supported by llm eval only");
         cfg[i].m = ref;
         if (cfg[i].has_w && qs_eval_cfg_round(&cfg[i], ref, 1, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
         var[i].m = cfg[i].m;
-        var[i].nx = (qs_llm_numerics){cfg[i].has_a ? &cfg[i].a : NULL, cfg[i].resq, cfg[i].has_kv ? &cfg[i].kv : NULL, 1, NULL};
+        var[i].nx = (qs_llm_numerics){cfg[i].has_a ? &cfg[i].a : NULL, cfg[i].resq, cfg[i].has_kv ? &cfg[i].kv : NULL, 1, NULL, NULL};
     }
     return 0;
 }

@@ -406,7 +406,7 @@ static json_t *score_meta(const llm_opts *o, const qs_llm_file *f, const prompt_
 static int score_prompts(const llm_opts *o, const qs_llm_file *f, const qs_llm_model *roll, const prompt_t *ps, int np,
                          double *lpt, double *entt, tokbuf *tb, score_sums *s, qs_err *e)
 {
-    qs_llm_numerics rnx = {o->has_a ? &o->a : NULL, o->resq, o->has_kv ? &o->kv : NULL, o->scaled, NULL};
+    qs_llm_numerics rnx = {o->has_a ? &o->a : NULL, o->resq, o->has_kv ? &o->kv : NULL, o->scaled, NULL, NULL};
     rollout ro;
     memset(&ro, 0, sizeof ro);
     int bad = 0;
@@ -747,7 +747,7 @@ static int cmd_generate(qs_cli *cli, int argc, char **argv)
     memset(&ro, 0, sizeof ro);
     double tr;
     if (get_prompts(&o, &f, &p, 1, &e)) { rc = qs_cli_err(QS_EXIT_USAGE, &e); goto out; }
-    qs_llm_numerics nx = {o.has_a ? &o.a : NULL, o.resq, o.has_kv ? &o.kv : NULL, o.scaled, NULL};
+    qs_llm_numerics nx = {o.has_a ? &o.a : NULL, o.resq, o.has_kv ? &o.kv : NULL, o.scaled, NULL, NULL};
     if (p.n + o.tokens > f.m.c.ctx) { rc = qs_cli_error(QS_EXIT_USAGE, "prompt + --tokens exceed the model context"); goto out; }
     sampler sp = {o.temp, o.top_p, o.top_k, o.greedy};
     if (llm_rollout(&roll, &nx, &p, o.seqs, o.tokens, f.v.eos, o.seed, 0, o.filtered ? &sp : NULL, &ro, &tr, &e)) { rc = qs_cli_err(QS_EXIT_ERR, &e); goto out; }
@@ -795,7 +795,7 @@ static int cmd_logits(qs_cli *cli, int argc, char **argv)
     qs_llm_state *s = NULL;
     if (get_prompts(&o, &f, &p, 1, &e)) { rc = qs_cli_err(QS_EXIT_USAGE, &e); goto out; }
     if (p.n > f.m.c.ctx) { rc = qs_cli_error(QS_EXIT_USAGE, "more ids than the model context"); goto out; }
-    qs_llm_numerics nx = {o.has_a ? &o.a : NULL, o.resq, o.has_kv ? &o.kv : NULL, o.scaled, NULL};
+    qs_llm_numerics nx = {o.has_a ? &o.a : NULL, o.resq, o.has_kv ? &o.kv : NULL, o.scaled, NULL, NULL};
     const int d = f.m.c.dim, V = f.m.c.vocab;
     hid = malloc((size_t)p.n * d * sizeof(float));
     scr = malloc((size_t)p.n * d * sizeof(float));
@@ -832,7 +832,7 @@ static int cmd_bench(qs_cli *cli, int argc, char **argv)
     if (load_models(&o, &f, &roll, 1, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
     prompt_t p;
     default_prompts(&f, &p, 1);
-    qs_llm_numerics nx = {o.has_a ? &o.a : NULL, o.resq, o.has_kv ? &o.kv : NULL, o.scaled, NULL};
+    qs_llm_numerics nx = {o.has_a ? &o.a : NULL, o.resq, o.has_kv ? &o.kv : NULL, o.scaled, NULL, NULL};
     /* the warm-up scores 8 tokens per sequence: room for whichever is longer */
     const size_t nlp = (size_t)o.seqs * (o.tokens > 8 ? o.tokens : 8);
     double *lp = malloc(nlp * sizeof(double)), *en = malloc(nlp * sizeof(double));

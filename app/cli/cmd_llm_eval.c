@@ -94,7 +94,20 @@ static int cfg_scale_check(const char *cmd, const char *opt, const char *key, co
                                  !strcmp(key, "w") ? NULL : !strcmp(key, "a") ? "activations" : "the KV cache");
 }
 
-/* SPEC = w=F,a=F,kv=F,resq=MODE (any subset, each at most once); F as in `analyze -f` (cli.h). */
+/* rot=V or rht=V of a --config (kernels/llm_rot.h) into c->xs; lab: its canonical text ("" when off). */
+static int parse_xform(const char *cmd, const char *opt, const char *spec, const char *key, const char *val, unsigned *seen,
+                       qs_eval_cfg *c, char *lab, size_t n)
+{
+    const unsigned bit = !strcmp(key, "rot") ? 1u : 2u;
+    if (*seen & bit) return qs_cli_usage(cmd, "%s '%s': %s given twice", opt, spec, key);
+    *seen |= bit;
+    qs_err e = {{0}};
+    if (qs_llm_xspec_parse(&c->xs, key, val, &e)) return qs_cli_usage(cmd, "%s: %s", opt, e.msg);
+    qs_llm_xspec_text(&c->xs, key, lab, n);
+    return 0;
+}
+
+/* SPEC = w=F,a=F,kv=F,resq=MODE,rot=R,rht=16 (any subset, each at most once); F as in `analyze -f` (cli.h). */
 int qs_llm_parse_config(const char *cmd, const char *opt, const char *spec, qs_eval_cfg *c)
 {
     memset(c, 0, sizeof *c);
@@ -102,9 +115,10 @@ int qs_llm_parse_config(const char *cmd, const char *opt, const char *spec, qs_e
     if (!dup) return qs_cli_error(QS_EXIT_ERR, "out of memory");
     size_t k = 0;
     int rc = 0;
+    unsigned seen = 0;   /* rot, rht given */
     for (char *it = strtok_r(dup, ",", &save); it && !rc; it = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(it, '=');
-        if (!eq || eq == it || !eq[1]) { rc = qs_cli_usage(cmd, "%s: '%s' is not KEY=VALUE (keys w, a, kv, resq)", opt, it); break; }
+        if (!eq || eq == it || !eq[1]) { rc = qs_cli_usage(cmd, "%s: '%s' is not KEY=VALUE (keys w, a, kv, resq, rot, rht)", opt, it); break; }
         *eq = 0;
         const char *key = it, *val = eq + 1;
         char lab[160] = "";
@@ -119,7 +133,9 @@ int qs_llm_parse_config(const char *cmd, const char *opt, const char *spec, qs_e
             else if (!strcmp(val, "2:4")) c->resq = QS_RESQ_24;
             else if (strcmp(val, "none")) { rc = qs_cli_usage(cmd, "%s: resq is dense, 2:4 or none, not '%s'", opt, val); break; }
             snprintf(lab, sizeof lab, "%s", val);
-        } else { rc = qs_cli_usage(cmd, "%s: unknown key '%s' (w, a, kv, resq)", opt, key); break; }
+        } else if (!strcmp(key, "rot") || !strcmp(key, "rht")) {
+            if ((rc = parse_xform(cmd, opt, spec, key, val, &seen, c, lab, sizeof lab))) break;
+        } else { rc = qs_cli_usage(cmd, "%s: unknown key '%s' (w, a, kv, resq, rot, rht)", opt, key); break; }
         if (has) {
             if (*has) { rc = qs_cli_usage(cmd, "%s '%s': %s given twice", opt, spec, key); break; }
             if (strchr(val, ',')) { rc = qs_cli_usage(cmd, "%s: one format per key", opt); break; }
@@ -137,6 +153,11 @@ int qs_llm_parse_config(const char *cmd, const char *opt, const char *spec, qs_e
     free(dup);
     if (rc) { qs_eval_cfgs_free(c, 1); return rc; }
     if (c->resq && !c->has_a) return qs_cli_usage(cmd, "%s '%s': resq corrects activation rounding: give a=F", opt, spec);
+    if (c->imat && qs_llm_xspec_any(&c->xs)) {   /* the importances are of the untransformed weights' inputs */
+        qs_eval_cfgs_free(c, 1);
+        return qs_cli_usage(cmd, "%s '%s': imatrix= cannot be combined with rot= or rht= (the importance matrix is of "
+                            "the untransformed model)", opt, spec);
+    }
     if (!c->label[0]) snprintf(c->label, sizeof c->label, "fp32");
     return 0;
 }

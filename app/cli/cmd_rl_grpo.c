@@ -159,6 +159,7 @@ int qs_rl_grpo_settle(gopts *o)
             qs_eval_cfgs_free(&o->roll, 1);
             return qs_cli_usage(CMD, "--rollout: imatrix= is not supported here (llm eval --config takes it)");
         }
+        if (qs_llm_xspec_any(&o->roll.xs)) return qs_cli_usage(CMD, "--rollout: rot= and rht= are supported by llm eval only");
     } else {   /* the trainer's own forward precision: its fwd.w and fwd.x formats */
         memset(&o->roll, 0, sizeof o->roll);
         const qs_llm_slot *w = &o->recipe.op[QS_OP_FWD_W], *a = &o->recipe.op[QS_OP_FWD_X];

@@ -166,7 +166,7 @@ static int bench_model(const char *name, const qs_llm_model *m, int quick, int j
             if (qs_llm_clone(&q, m, e) || qs_llm_quantize_weights(&q, &w, 1, e)) { rc = -1; break; }
             use = &q;
         }
-        qs_llm_numerics nx = {a.f ? &a : NULL, c->resq, kv.f ? &kv : NULL, 1, NULL};
+        qs_llm_numerics nx = {a.f ? &a : NULL, c->resq, kv.f ? &kv : NULL, 1, NULL, NULL};
         /* SGEMM again just before this config's runs: on a shared machine the load moves between configs */
         double tb1, to1, tc1;
         step_gemms(m, S, quick ? 2 : 3, &tb1, &to1, &tc1);

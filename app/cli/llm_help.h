@@ -145,7 +145,14 @@
     "                      w=F:imatrix=FILE (last in the spec; F one of llama.cpp's types with\n" \
     "                      importances, e.g. q4_k, iq4_xs): each weight rounded with its entry of a\n" \
     "                      llama.cpp importance matrix (`llm imatrix`, or llama-imatrix's .gguf/.dat)\n" \
-    "                      as llama-quantize --imatrix; the file's hash is in the stored key\n" \
+    "                      as llama-quantize --imatrix; the file's hash is in the stored key.\n" \
+    "                      Transforms\n" \
+    "                      (reconstructions of their papers, exact in FP32; docs/llm.md):\n" \
+    "                      rot=hadamard[:seed=N][:down=0][:vo=0] QuaRot: RMSNorms folded, the residual\n" \
+    "                      stream rotated in the weights, per-head V/O, the online Hadamard before\n" \
+    "                      down_proj (seed: random signs); rot=random[:seed=N] SpinQuant's random\n" \
+    "                      orthogonal start; rht=16[:seed=N] the NVFP4 recipe's 16-point random\n" \
+    "                      Hadamard transform of both operands of every linear layer\n" \
     "  --until-ci X|kl:X   chunk after chunk (up to --chunks, or the whole text) until every config's\n" \
     "                      dPPL 95% interval is narrower than X (0.01 = 1 point; kl:X the KL mean's,\n" \
     "                      nats; at least 2 chunks).  Every finished chunk is stored as it finishes:\n" \

@@ -75,6 +75,7 @@ assert not c[1][\"cached\"] and c[1][\"numerics\"][\"imatrix\"] != c[0][\"numeri
 '"
 ok "a weight the file lacks is rounded without importances, with a note (llama-quantize's rule)" bash -c "$QS llm eval --model $FIX/llm/tiny.gguf --text $TXT --ctx 32 --chunks 2 --config w=q4_0:imatrix=$T/ours.gguf > /dev/null 2>$T/note.err && grep -q 'no entry for 1 weight (token_embd.weight): rounded without importances, as llama-quantize does' $T/note.err"
 refuses "q8_0 takes no importance matrix" 2 "q8_0 takes no importance matrix" "$QS" llm eval --model "$T/f32.gguf" --text "$TXT" --config "w=q8_0:imatrix=$T/ours.gguf"
+refuses "imatrix= with rot=" 2 "imatrix= cannot be combined with rot= or rht=" "$QS" llm eval --model "$T/f32.gguf" --text "$TXT" --config "rot=hadamard,w=q4_0:imatrix=$T/ours.gguf"
 refuses "mxfp4 takes no importance matrix" 2 "mxfp4 takes no importance matrix" "$QS" llm eval --model "$T/f32.gguf" --text "$TXT" --config "w=mxfp4:imatrix=$T/ours.gguf"
 refuses "fp32 takes none" 2 "w=fp32 takes no importance matrix" "$QS" llm eval --model "$T/f32.gguf" --text "$TXT" --config "w=fp32:imatrix=$T/ours.gguf"
 refuses "activations take none" 2 "imatrix" "$QS" llm eval --model "$T/f32.gguf" --text "$TXT" --config "a=q4_k:imatrix=$T/ours.gguf"

@@ -85,6 +85,14 @@ ok "bench eval runs on a mixture of experts" "$QS" bench eval --model "$T/qwen2m
 refuses "bench rl --sample refuses a mixture of experts (the batched decoder)" 1 \
   "^qscope: llama: the batched decoder \(bench rl --sample\) does not run mixture-of-experts FFNs$" \
   "$QS" bench rl --sample --model "$T/mixtral.gguf" --quick
+# rotations (rot=, rht=, kernels/llm_rot*.c) are exact in FP32: they must carry the QK-norm gains, and refuse
+# the models whose routers and experts they would not rotate
+ok "qwen3: llm eval rot=hadamard and rht=16 without rounding" "$QS" --db "$T/rot.db" llm eval --model "$T/qwen3.gguf" \
+  --text "$T/text.txt" --ctx 32 --chunks 2 --config rot=hadamard --config rht=16 --json
+check "qwen3: both leave the FP32 model unchanged (|KL| < 1e-6)" \
+  "$PY -c 'import json,sys; c=json.load(open(sys.argv[1]))[\"configs\"]; print([x[\"kl_mean\"] for x in c]); sys.exit(not all(abs(x[\"kl_mean\"]) < 1e-6 for x in c))' $T/out"
+refuses "rot= refuses a mixture of experts" 1 "^qscope: qwen2moe: rot=/rht= are not supported on mixture-of-experts layers$" \
+  "$QS" --db "$T/rot.db" llm eval --model "$T/qwen2moe.gguf" --text "$T/text.txt" --ctx 32 --chunks 2 --config w=mxfp4,rot=hadamard
 ok "llm sensitivity runs on a mixture of experts (the experts' weights rounded per layer)" \
   "$QS" llm sensitivity --model "$T/qwen2moe.gguf" --text "$T/text.txt" --ctx 32 --chunks 1 --format mxfp4 --sites w,ffn_down_in
 

@@ -265,7 +265,7 @@ static void test_numerics(void **st)
     assert_true(emx > 3 * ebf);
 
     /* activations in mxfp4, without and with the Rollout-ResQ correction */
-    qs_llm_numerics a0 = {&mx, QS_RESQ_NONE, NULL, 1, NULL}, ad = {&mx, QS_RESQ_DENSE, NULL, 1, NULL}, a24 = {&mx, QS_RESQ_24, NULL, 1, NULL};
+    qs_llm_numerics a0 = {&mx, QS_RESQ_NONE, NULL, 1, NULL, NULL}, ad = {&mx, QS_RESQ_DENSE, NULL, 1, NULL, NULL}, a24 = {&mx, QS_RESQ_24, NULL, 1, NULL, NULL};
     float *la0 = logits_of(&f.m, &a0, ids, n), *lad = logits_of(&f.m, &ad, ids, n), *la24 = logits_of(&f.m, &a24, ids, n);
     double e0 = rel_diff(la0, ref, N), ed = rel_diff(lad, ref, N), e24 = rel_diff(la24, ref, N);
     print_message("# act mxfp4 %.3g, +resq dense %.3g, +resq 2:4 %.3g\n", e0, ed, e24);
@@ -274,7 +274,7 @@ static void test_numerics(void **st)
     assert_true(e24 < e0);
 
     /* KV cache in fp8 (per-row scaled) changes little, unscaled fp8 on the same rows too but differently */
-    qs_llm_numerics kv = {NULL, QS_RESQ_NONE, &f8, 1, NULL};
+    qs_llm_numerics kv = {NULL, QS_RESQ_NONE, &f8, 1, NULL, NULL};
     float *lkv = logits_of(&f.m, &kv, ids, n);
     double ekv = rel_diff(lkv, ref, N);
     print_message("# kv fp8_e4m3 %.3g\n", ekv);

@@ -101,8 +101,8 @@ static void same_bits(const qs_llm_model *m, const qs_llm_numerics *nx, const ch
 static void numerics(const qs_llm_model *m, const char *name)
 {
     qs_apply a = app("mxfp4"), kv = app("fp8_e4m3"), h4 = app("hif4");
-    qs_llm_numerics n1 = {&a, QS_RESQ_NONE, NULL, 1, NULL}, n2 = {&a, QS_RESQ_DENSE, &kv, 1, NULL};
-    qs_llm_numerics n3 = {&h4, QS_RESQ_NONE, NULL, 1, NULL}, n4 = {NULL, QS_RESQ_NONE, &kv, 1, NULL};
+    qs_llm_numerics n1 = {&a, QS_RESQ_NONE, NULL, 1, NULL, NULL}, n2 = {&a, QS_RESQ_DENSE, &kv, 1, NULL, NULL};
+    qs_llm_numerics n3 = {&h4, QS_RESQ_NONE, NULL, 1, NULL, NULL}, n4 = {NULL, QS_RESQ_NONE, &kv, 1, NULL, NULL};
     char what[160];
     snprintf(what, sizeof what, "%s fp32", name); same_bits(m, NULL, what);
     snprintf(what, sizeof what, "%s a=mxfp4", name); same_bits(m, &n1, what);

@@ -216,7 +216,7 @@ static void test_eval_matches_stepwise(void **st)
         assert_int_equal((int)k, (int)out.n);
         assert_true(maxdiff < 2e-4);
         /* an identical configuration: KL 0 and the same perplexity */
-        qs_eval_variant same = {&f.m, {NULL, QS_RESQ_NONE, NULL, 1, NULL}, 0};
+        qs_eval_variant same = {&f.m, {NULL, QS_RESQ_NONE, NULL, 1, NULL, NULL}, 0};
         int want = 1;
         qs_eval_out o2;
         assert_int_equal(qs_llm_eval_run(&f.m, &same, &want, 1, text, N, &su, NULL, NULL, &o2, &e), 0);
@@ -249,7 +249,7 @@ static void test_nonfinite_reported(void **st)
     int32_t text[64];
     for (int i = 0; i < 64; i++) text[i] = (int32_t)(i * 7 % f.m.c.vocab);
     qs_eval_setup su = {32, 2, 0, -1};
-    qs_eval_variant v = {&bad, {NULL, QS_RESQ_NONE, NULL, 1, NULL}, 0};
+    qs_eval_variant v = {&bad, {NULL, QS_RESQ_NONE, NULL, 1, NULL, NULL}, 0};
     int want = 1;
     qs_eval_out out;
     assert_int_equal(qs_llm_eval_run(&f.m, &v, &want, 1, text, 64, &su, NULL, NULL, &out, &e), 0);

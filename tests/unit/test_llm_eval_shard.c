@@ -39,8 +39,8 @@ static void test_units_merge_to_the_whole_run(void **st)
     bad.L[1].w_gate[0] = INFINITY;   /* non-finite from layer 1 on: counts and the first site must merge */
     /* activations at mxfp4; non-finite weights; the reference restarted at layer 1 (residual reuse);
     ** a skipped (cached) one */
-    qs_eval_variant cfg[NCFG] = {{&f.m, {&mx, QS_RESQ_NONE, NULL, 1, NULL}, 0}, {&bad, {NULL, QS_RESQ_NONE, NULL, 1, NULL}, 0},
-                                 {&f.m, {&mx, QS_RESQ_NONE, NULL, 1, NULL}, 1}, {&f.m, {NULL, QS_RESQ_NONE, NULL, 1, NULL}, 0}};
+    qs_eval_variant cfg[NCFG] = {{&f.m, {&mx, QS_RESQ_NONE, NULL, 1, NULL, NULL}, 0}, {&bad, {NULL, QS_RESQ_NONE, NULL, 1, NULL, NULL}, 0},
+                                 {&f.m, {&mx, QS_RESQ_NONE, NULL, 1, NULL, NULL}, 1}, {&f.m, {NULL, QS_RESQ_NONE, NULL, 1, NULL, NULL}, 0}};
     int want[NCFG] = {1, 1, 1, 0};
     qs_eval_setup su = {CTX, NCH, 0, -1};
     qs_eval_out whole;
@@ -112,8 +112,8 @@ static void test_resumed_plan(void **st)
     memset(&mx, 0, sizeof mx);
     mx.f = qs_format_find("mxfp4");
     mx.axis = 1;
-    qs_eval_variant cfg[NCFG] = {{&f.m, {&mx, QS_RESQ_NONE, NULL, 1, NULL}, 0}, {&f.m, {NULL, QS_RESQ_NONE, &mx, 1, NULL}, 0},
-                                 {&f.m, {NULL, QS_RESQ_NONE, NULL, 1, NULL}, 0}, {&f.m, {&mx, QS_RESQ_NONE, &mx, 1, NULL}, 0}};
+    qs_eval_variant cfg[NCFG] = {{&f.m, {&mx, QS_RESQ_NONE, NULL, 1, NULL, NULL}, 0}, {&f.m, {NULL, QS_RESQ_NONE, &mx, 1, NULL, NULL}, 0},
+                                 {&f.m, {NULL, QS_RESQ_NONE, NULL, 1, NULL, NULL}, 0}, {&f.m, {&mx, QS_RESQ_NONE, &mx, 1, NULL, NULL}, 0}};
     int want[NCFG] = {1, 1, 0, 1};
     qs_eval_setup su = {CTX, NCH, 0, -1};
     qs_eval_out whole;

@@ -149,11 +149,11 @@ static void test_equal_to_single_paths(void **st)
     qs_llm_model wq;
     assert_int_equal(qs_llm_clone(&wq, &f.m, &e), 0);
     assert_int_equal(qs_llm_quantize_weights(&wq, &mx, 1, &e), 0);
-    qs_llm_numerics a4 = {&mx, QS_RESQ_NONE, NULL, 1, NULL};
+    qs_llm_numerics a4 = {&mx, QS_RESQ_NONE, NULL, 1, NULL, NULL};
     check_config("w=mxfp4,a=mxfp4", &wq, &a4);
-    qs_llm_numerics kv = {NULL, QS_RESQ_NONE, &f8, 1, NULL};
+    qs_llm_numerics kv = {NULL, QS_RESQ_NONE, &f8, 1, NULL, NULL};
     check_config("kv=fp8_e4m3", &f.m, &kv);
-    qs_llm_numerics rq = {&mx, QS_RESQ_24, &f8, 1, NULL};
+    qs_llm_numerics rq = {&mx, QS_RESQ_24, &f8, 1, NULL, NULL};
     check_config("w=mxfp4,a=mxfp4,resq=2:4,kv=fp8_e4m3", &wq, &rq);
     qs_llm_free(&wq);
     qs_llm_file_free(&f);
@@ -182,7 +182,7 @@ static void test_underflow_recount(void **st)
     qs_err e = {{0}};
     assert_int_equal(qs_llm_load_gguf("fixtures/llm/tiny.gguf", &f, &e), 0);
     qs_apply mx = app("mxfp4");
-    qs_llm_numerics a4 = {&mx, QS_RESQ_NONE, NULL, 1, NULL};
+    qs_llm_numerics a4 = {&mx, QS_RESQ_NONE, NULL, 1, NULL, NULL};
     prompt_t pr[P];
     prompts(pr, f.m.c.vocab);
     rollout_batch rb;

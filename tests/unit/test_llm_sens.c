@@ -48,7 +48,7 @@ static void test_layer_fmt_equals_global(void **st)
         for (int s = 0; s < QS_SITE_LINEAR_COUNT; s++) lf[l * QS_LLM_NLSITE + s] = &mx;
         lf[l * QS_LLM_NLSITE + QS_LLM_LSITE_KV] = &f8;
     }
-    qs_llm_numerics g = {&mx, QS_RESQ_NONE, &f8, 1, NULL}, p = {NULL, QS_RESQ_NONE, NULL, 1, lf};
+    qs_llm_numerics g = {&mx, QS_RESQ_NONE, &f8, 1, NULL, NULL}, p = {NULL, QS_RESQ_NONE, NULL, 1, lf, NULL};
     qs_llm_state *s = qs_llm_state_new(&f.m.c, 1, CTX, CTX, &e);
     float *h1 = malloc((size_t)CTX * d * sizeof(float)), *h2 = malloc((size_t)CTX * d * sizeof(float));
     assert_int_equal(qs_llm_forward(&f.m, &g, s, t, 1, CTX, 0, h1, NULL, NULL, &e), 0);
@@ -106,7 +106,7 @@ static void test_residual_reuse_exact(void **st)
     qs_apply mx = app("mxfp4");
     const qs_apply **lf = calloc((size_t)L * QS_LLM_NLSITE, sizeof *lf);
     lf[(L - 1) * QS_LLM_NLSITE + QS_SITE_ATTN_IN] = &mx;
-    qs_eval_variant v[2] = {{&f.m, {NULL, QS_RESQ_NONE, NULL, 1, lf}, 0}, {&f.m, {NULL, QS_RESQ_NONE, NULL, 1, lf}, L - 1}};
+    qs_eval_variant v[2] = {{&f.m, {NULL, QS_RESQ_NONE, NULL, 1, lf, NULL}, 0}, {&f.m, {NULL, QS_RESQ_NONE, NULL, 1, lf, NULL}, L - 1}};
     qs_eval_setup su = {CTX, NCH, 1, -1};
     qs_eval_out out;
     assert_int_equal(qs_llm_eval_run(&f.m, v, NULL, 2, t, NTXT, &su, NULL, NULL, &out, &e), 0);
@@ -155,7 +155,7 @@ static void test_sens_matches_direct_eval(void **st)
             memset(lf, 0, (size_t)L * QS_LLM_NLSITE * sizeof *lf);
             qs_llm_model w;
             memset(&w, 0, sizeof w);
-            qs_eval_variant v = {&f.m, {NULL, QS_RESQ_NONE, NULL, 1, lf}, 0};
+            qs_eval_variant v = {&f.m, {NULL, QS_RESQ_NONE, NULL, 1, lf, NULL}, 0};
             if (sites[j] == QS_SENS_W) {
                 memset(one, 0, sizeof one);
                 one[l] = 1;
@@ -187,7 +187,7 @@ static void test_sens_matches_direct_eval(void **st)
     memset(every, 1, sizeof every);
     qs_llm_model w;
     assert_int_equal(qs_llm_view_quantize_layers(&w, &f.m, every, &mx, 1, &e), 0);
-    qs_eval_variant v = {&w, {NULL, QS_RESQ_NONE, NULL, 1, lf}, 0};
+    qs_eval_variant v = {&w, {NULL, QS_RESQ_NONE, NULL, 1, lf, NULL}, 0};
     qs_eval_out out;
     qs_eval_summary sm;
     assert_int_equal(qs_llm_eval_run(&f.m, &v, NULL, 1, t, NTXT, &su, NULL, NULL, &out, &e), 0);
