@@ -82,6 +82,8 @@ int qs_llm_imatrix_compute(const qs_llm_model *m, const int32_t *ids, const qs_e
     const qs_llm_cfg *c = &m->c;
     const int ctx = su->ctx;
     memset(out, 0, sizeof *out);
+    if (c->n_expert)   /* llama.cpp keeps one entry per expert (ffn_*_exps): not written here */
+        return qs_fail(e, "%s: importance matrices of mixture-of-experts layers are not supported", c->arch[0] ? c->arch : "model");
     im_acc a = {.nl = c->n_layer, .cols = {(size_t)c->dim, qs_llm_q_dim(c), (size_t)c->dim, (size_t)c->ffn}};
     int want_out = process_output && m->output != m->tok_embd;
     double *outsum = want_out ? calloc((size_t)c->dim, sizeof *outsum) : NULL;
@@ -147,6 +149,8 @@ int qs_llm_quantize_weights_imatrix(qs_llm_model *m, const qs_apply *w, const qs
     const qs_llm_cfg *c = &m->c;
     size_t d = (size_t)c->dim, kv = (size_t)c->n_kv_head * c->head_dim, f = (size_t)c->ffn, qd = qs_llm_q_dim(c);
     memset(u, 0, sizeof *u);
+    if (c->n_expert)
+        return qs_fail(e, "%s: importance matrices of mixture-of-experts layers are not supported", c->arch[0] ? c->arch : "model");
     if (!qs_format_takes_imatrix(w->f)) return qs_fail(e, "format %s takes no importance matrix", w->f->name);
     char name[64];
     for (int l = 0; l < c->n_layer; l++) {

@@ -93,6 +93,12 @@ check "qwen3: both leave the FP32 model unchanged (|KL| < 1e-6)" \
   "$PY -c 'import json,sys; c=json.load(open(sys.argv[1]))[\"configs\"]; print([x[\"kl_mean\"] for x in c]); sys.exit(not all(abs(x[\"kl_mean\"]) < 1e-6 for x in c))' $T/out"
 refuses "rot= refuses a mixture of experts" 1 "^qscope: qwen2moe: rot=/rht= are not supported on mixture-of-experts layers$" \
   "$QS" --db "$T/rot.db" llm eval --model "$T/qwen2moe.gguf" --text "$T/text.txt" --ctx 32 --chunks 2 --config w=mxfp4,rot=hadamard
+# importance matrices (llm imatrix, w=F:imatrix=) have no per-expert entries here: refused, not a NULL matrix
+refuses "llm imatrix refuses a mixture of experts" 1 "^qscope: qwen2moe: importance matrices of mixture-of-experts layers are not supported$" \
+  "$QS" llm imatrix --model "$T/qwen2moe.gguf" --text "$T/text.txt" --ctx 32 --chunks 2 -o "$T/im.gguf"
+ok "llm imatrix runs on Qwen3" "$QS" llm imatrix --model "$T/qwen3.gguf" --text "$T/text.txt" --ctx 32 --chunks 2 -o "$T/im3.gguf"
+refuses "w=F:imatrix= refuses a mixture of experts" 1 "qwen2moe: importance matrices of mixture-of-experts layers are not supported" \
+  "$QS" --db "$T/rot.db" llm eval --model "$T/qwen2moe.gguf" --text "$T/text.txt" --ctx 32 --chunks 2 --config "w=q4_0:imatrix=$T/im3.gguf"
 ok "llm sensitivity runs on a mixture of experts (the experts' weights rounded per layer)" \
   "$QS" llm sensitivity --model "$T/qwen2moe.gguf" --text "$T/text.txt" --ctx 32 --chunks 1 --format mxfp4 --sites w,ffn_down_in
 
