@@ -30,6 +30,10 @@ typedef struct qs_eval_cfg {
     qs_llm_resq resq;
     qs_llm_model wm;          /* rounded weights (has_w; made by the service, freed by qs_eval_cfgs_free) */
     const qs_llm_model *m;
+    /* A plan file's per-(layer, site) formats (`llm eval --plan`, llm_plan_model.h; owned by the caller)
+    ** instead of w, a, kv; plan_hash (the file's) keys its results. */
+    const struct qs_plan_numerics *plan;
+    char plan_hash[17];
 } qs_eval_cfg;
 
 /* Runs every unit of a shard on this process's ranks (app/cli/llm_par.h's qs_llm_shard_run). */
