@@ -61,7 +61,7 @@ static int format_of(const char *cmd, qs_plan_file *p, const char *spec, int sit
     char name[96];
     snprintf(name, sizeof name, "%.*s", (int)strcspn(spec, ":"), spec);
     if (!qs_format_find(name)) {
-        *rc = qs_cli_error(QS_EXIT_ERR, "%s: layer %d, site %s: unknown format '%s' (see `qscope formats`)", qs_esc(p->path), layer,
+        *rc = qs_cli_error(QS_EXIT_USAGE, "%s: layer %d, site %s: unknown format '%s' (see `qscope formats`)", qs_esc(p->path), layer,
                            qs_sens_site_name(site), qs_esc(name));
         return -1;
     }

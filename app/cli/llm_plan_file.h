@@ -30,7 +30,7 @@ typedef struct qs_plan_file {
 /* Whether a JSON object is a plan file ("qscope_plan"). */
 int qs_plan_file_is_plan(json_t *j);
 /* Read and check path: 0, or an exit code after one line naming the file (1: unreadable, not JSON,
-** not a plan, unknown format or site; 2: a format option refused by the site rules). */
+** not a plan, wrong layers or site; 2: an unknown format, or options the site rules refuse). */
 int qs_plan_file_read(const char *cmd, const char *path, qs_plan_file *p);
 /* The plan for f (its hash and layer count, else refused: exit 1) as per-layer numerics. */
 int qs_plan_file_bind(const char *cmd, qs_plan_file *p, const qs_llm_file *f, int scaled);
