@@ -169,9 +169,12 @@ void qs_plan_print(const qs_plan_run *r, double secs)
            r->sol.lagrange_points, r->sol.filled);
     print_cells(r);
     json_t *bs = bits_split(r, r->choice);
-    printf("average bits: weights %.4f, activations %.4f, all %.4f (budget %g)\n",
-           json_number_value(json_object_get(bs, "weights")), json_number_value(json_object_get(bs, "activations")),
-           json_number_value(json_object_get(bs, "all")), o->bits_budget);
+    char w[32] = "-", ac[32] = "-";   /* "-": the plan has no cell of that kind */
+    if (json_is_number(json_object_get(bs, "weights"))) snprintf(w, sizeof w, "%.4f", json_number_value(json_object_get(bs, "weights")));
+    if (json_is_number(json_object_get(bs, "activations")))
+        snprintf(ac, sizeof ac, "%.4f", json_number_value(json_object_get(bs, "activations")));
+    printf("average bits: weights %s, activations %s, all %.4f (budget %g)\n", w, ac, json_number_value(json_object_get(bs, "all")),
+           o->bits_budget);
     json_decref(bs);
     qs_evnum(r->plan.predicted, 5, 0, a, sizeof a);
     fmt_meas(&r->plan, b, sizeof b);
