@@ -202,7 +202,8 @@ static int parse_opts(int argc, char **argv, eval_opts *o)
             o->ncfg++;
             break;
         case 'L':
-            if (o->nplan == MAX_PLAN || o->ncfg == MAX_CFG) return qs_cli_usage(CMD, "at most %d --plan and %d configurations", MAX_PLAN, MAX_CFG);
+            if (o->nplan == MAX_PLAN || o->ncfg == MAX_CFG)
+                return qs_cli_usage(CMD, "at most %d --plan and %d configurations", MAX_PLAN, MAX_CFG);
             if ((rc = qs_plan_file_cfg(CMD, optarg, &o->plan[o->nplan], &o->cfg[o->ncfg]))) return rc;
             o->plan_cfg[o->nplan++] = o->ncfg++;
             break;
