@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "analyze_key.h"
+#include "llm_plan_model.h"
 #include "llm_eval_chunk.h"
 #include "llm_eval_stats.h"
 #include "results.h"
@@ -67,6 +68,7 @@ static void transform_json(json_t *num, const qs_llm_xspec *x)
 static json_t *numerics_json(const qs_eval_cfg *c, int scaled)
 {
     if (!c) return json_pack("{s:s}", "reference", "fp32");
+    if (c->plan) return json_pack("{s:s,s:b}", "plan", c->plan_hash, "scaled_casts", scaled);
     if (c->imat) return imatrix_numerics(c, scaled);
     json_t *num = json_pack("{s:o,s:o,s:o,s:s,s:b}", "weights", apply_json(&c->w, c->has_w), "activations", apply_json(&c->a, c->has_a),
                      "kv_cache", apply_json(&c->kv, c->has_kv), "resq",
@@ -217,6 +219,7 @@ static int make_variants(qs_eval_request *rq, const int *want, qs_eval_variant *
             free(wj);
             if (c->m == base && qs_eval_cfg_round(c, base, rq->scaled, e)) return -1;
         }
+        if (c->plan) { var[i] = qs_plan_variant(c->plan, rq->scaled); continue; }   /* llm_plan_model.h */
         var[i].m = c->m;
         var[i].nx = (qs_llm_numerics){c->has_a ? &c->a : NULL, c->resq, c->has_kv ? &c->kv : NULL, rq->scaled, NULL, NULL};
         var[i].nx.online = c->on;

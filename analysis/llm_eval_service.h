@@ -39,6 +39,10 @@ typedef struct qs_eval_cfg {
     qs_imat_use imat_use;
     qs_llm_xspec xs;          /* rot=, rht= (kernels/llm_rot.h): wm is then the transformed model */
     qs_llm_online *on;        /* their run-time part (made by the service, freed by qs_eval_cfgs_free) */
+    /* A plan file's per-(layer, site) formats (`llm eval --plan`, llm_plan_model.h; owned by the caller)
+    ** instead of w, a, kv; plan_hash (the file's) keys its results. */
+    const struct qs_plan_numerics *plan;
+    char plan_hash[17];
 } qs_eval_cfg;
 
 /* c's weights: a rounded copy of ref in c->wm (with c's importance matrix, if any), c->m pointing at it. */

@@ -210,7 +210,7 @@ int qs_llm_view_quantize_layers(qs_llm_model *dst, const qs_llm_model *src, cons
             *mat[i] = p;
             p += len[i];
         }
-        if (quant_layer(c, L, w, scaled, e)) { qs_llm_view_free(dst); return -1; }
+        if (w && quant_layer(c, L, w, scaled, e)) { qs_llm_view_free(dst); return -1; }
     }
     return 0;
 }
@@ -220,6 +220,21 @@ void qs_llm_view_free(qs_llm_model *v)
     free(v->arena);
     free(v->L);
     memset(v, 0, sizeof *v);
+}
+
+int qs_llm_view_quantize_per_layer(qs_llm_model *dst, const qs_llm_model *src, const qs_apply *const *w, int scaled,
+                                   qs_err *e)
+{
+    const int n = src->c.n_layer;
+    uint8_t *sel = calloc((size_t)(n > 0 ? n : 1), 1);
+    if (!sel) { memset(dst, 0, sizeof *dst); return qs_fail(e, "out of memory"); }
+    for (int l = 0; l < n; l++) sel[l] = w[l] != NULL;
+    /* copies of the selected layers' matrices, unrounded (a format that rounds nothing: none here) */
+    int rc = qs_llm_view_quantize_layers(dst, src, sel, NULL, scaled, e);
+    for (int l = 0; !rc && l < n; l++)
+        if (w[l] && quant_layer(&src->c, &dst->L[l], w[l], scaled, e)) { qs_llm_view_free(dst); rc = -1; }
+    free(sel);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- state */

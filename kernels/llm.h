@@ -200,6 +200,10 @@ int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm
 int qs_llm_view_quantize_layers(qs_llm_model *dst, const qs_llm_model *src, const uint8_t *layers, const qs_apply *w,
                                 int scaled, qs_err *e);
 void qs_llm_view_free(qs_llm_model *v);
+/* The same with one format per layer: w[l] rounds layer l's seven matrices, w[l] NULL leaves the layer
+** aliasing src (w NULL in qs_llm_view_quantize_layers: the selected layers are copied unrounded). */
+int qs_llm_view_quantize_per_layer(qs_llm_model *dst, const qs_llm_model *src, const qs_apply *const *w, int scaled,
+                                   qs_err *e);
 
 /* Logits of `rows` hidden rows: out[r*vocab + v] (the act format, if any, rounds the hidden rows
 ** first, since the output projection is a linear layer).  `scratch` holds rows*dim floats. */

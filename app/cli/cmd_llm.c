@@ -937,14 +937,16 @@ const qs_subcommand qs_llm_subcommands[] = {
      "            p90, p99, max), same top token, RMS dp, dPPL with a 95% interval; llama.cpp's chunks\n"
      "            (--ctx N, default 512; --chunks K) and second-half scoring (--score half|all);\n"
      "            stored per variant and chunk as each finishes: Ctrl-C keeps them, the same command\n"
-     "            (or a larger --chunks) goes on; --until-ci; --ci bootstrap; --paired; --csv; --json\n",
+     "            (or a larger --chunks) goes on; --until-ci; --ci bootstrap; --paired; --csv; --json;\n"
+     "            --plan FILE: a plan of `llm sensitivity --formats` as a configuration\n",
      qs_cmd_llm_eval, 1, QS_LLM_EVAL_ARGS, QS_LLM_EVAL_OPTS},
     {"sensitivity",
      "--format F [--sites attn_in,attn_out,ffn_in,ffn_down_in,kv,w]: one (layer, site)\n"
      "            at F at a time, all else FP32: mean KL and dPPL per layer x site (eval's chunks and\n"
      "            scoring); a greedy BF16 plan by KL per extra bit for --kl-target X or --bits-budget B\n"
      "            (average bits), verified by an eval of the combined plan and refined (more cells)\n"
-     "            while the measured KL misses X; stored; --json; --csv; --force\n",
+     "            while the measured KL misses X; stored; --json; --csv; --force; --formats F1,F2,...\n"
+     "            --bits B: a plan across formats (weights included) written as a file for eval --plan\n",
      qs_cmd_llm_sens, 1, QS_LLM_SENS_ARGS, QS_LLM_SENS_OPTS},
     {NULL, NULL, NULL, 0, NULL, NULL},
 };

@@ -30,6 +30,7 @@
 #include "llm_text_run.h"
 #include "llm_eval_out.h"
 #include "llm_imatrix_opt.h"
+#include "llm_plan_file.h"
 #include "../../analysis/llm_text.h"
 #include "../../analysis/llm_eval.h"
 #include "../../analysis/llm_eval_service.h"
@@ -42,6 +43,7 @@
 /* The default evaluation text (written by `make data`), relative to the working directory. */
 #define QS_EVAL_DEFAULT_TEXT QS_LLM_DEFAULT_TEXT   /* store/llm_load.h */
 #define MAX_CFG 32
+#define MAX_PLAN 4
 #define CMD "llm eval"
 
 
@@ -169,6 +171,8 @@ typedef struct eval_opts {
     double until;             /* --until-ci: target width of the 95% intervals (0: off) */
     qs_eval_cfg cfg[MAX_CFG];
     int ncfg;
+    qs_plan_file plan[MAX_PLAN];   /* --plan FILE (llm_plan_file.h): plan[i] is configuration plan_cfg[i] */
+    int nplan, plan_cfg[MAX_PLAN];
 } eval_opts;
 
 /* --until-ci X (the dPPL interval's width, relative: 0.01 = one percentage point) or kl:X (the KL
@@ -194,7 +198,8 @@ static int parse_opts(int argc, char **argv, eval_opts *o)
         {"model", required_argument, 0, 'm'}, {"text", required_argument, 0, 't'}, {"ctx", required_argument, 0, 'c'},
         {"chunks", required_argument, 0, 'k'}, {"config", required_argument, 0, 'C'}, {"score", required_argument, 0, 's'},
         {"json", no_argument, 0, 'j'}, {"force", no_argument, 0, 'F'}, {"unscaled-casts", no_argument, 0, 'u'},
-        {"save-ids", required_argument, 0, 'I'}, {"until-ci", required_argument, 0, 'U'}, {0, 0, 0, 0}};
+        {"save-ids", required_argument, 0, 'I'}, {"until-ci", required_argument, 0, 'U'}, {"plan", required_argument, 0, 'L'},
+        {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->ctx = 512;
     o->scaled = 1;
@@ -221,6 +226,12 @@ static int parse_opts(int argc, char **argv, eval_opts *o)
                     break;
                 }
             o->ncfg++;
+            break;
+        case 'L':
+            if (o->nplan == MAX_PLAN || o->ncfg == MAX_CFG)
+                return qs_cli_usage(CMD, "at most %d --plan and %d configurations", MAX_PLAN, MAX_CFG);
+            if ((rc = qs_plan_file_cfg(CMD, optarg, &o->plan[o->nplan], &o->cfg[o->ncfg]))) return rc;
+            o->plan_cfg[o->nplan++] = o->ncfg++;
             break;
         case 's': if ((rc = qs_llm_parse_score(CMD, optarg, &o->score_all))) return rc; break;
         case 'j': o->json = 1; break;
@@ -359,7 +370,12 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
     eval_opts *o = calloc(1, sizeof *o);
     if (!o) return qs_cli_error(QS_EXIT_ERR, "out of memory");
     int rc = parse_opts(argc, argv, o);
-    if (rc) { qs_eval_cfgs_free(o->cfg, o->ncfg); free(o); return rc; }
+    if (rc) {
+        for (int i = 0; i < o->nplan; i++) qs_plan_file_free(&o->plan[i]);
+        qs_eval_cfgs_free(o->cfg, o->ncfg);
+        free(o);
+        return rc;
+    }
     const double t_start = qs_now_s();
     qs_llm_text_run t;
     qs_db *db = NULL;
@@ -368,6 +384,9 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
     qs_stop_signals_default();   /* until the computation, Ctrl-C loses nothing */
     if ((rc = qs_llm_text_run_open(&t, CMD, o->model, o->text, o->ctx, o->chunks, o->score_all, o->save_ids))) goto done;
     if ((rc = qs_evout_check(CMD, &o->out, o->json, o->ncfg, t.su.nchunks))) goto done;
+    for (int i = 0; i < o->nplan && !rc; i++)   /* a plan for this model, as per-layer numerics */
+        rc = qs_plan_file_bind_cfg(CMD, &o->plan[i], &o->cfg[o->plan_cfg[i]], &t.f, o->scaled);
+    if (rc) goto done;
     if (!(db = qs_cli_open_db(cli))) { rc = QS_EXIT_ERR; goto done; }
     const int rank0 = qs_par_rank() == 0;
     if (rank0 && !o->json && !(o->out.csv && !strcmp(o->out.csv, "-"))) print_header(o, &t);   /* not into a CSV on stdout */
@@ -395,6 +414,7 @@ done:
     qs_eval_result_free(&res);
     qs_eval_cfgs_free(o->cfg, o->ncfg);
     if (db) qs_db_close(db);
+    for (int i = 0; i < o->nplan; i++) qs_plan_file_free(&o->plan[i]);
     qs_llm_text_run_free(&t);
     free(o);
     return rc;

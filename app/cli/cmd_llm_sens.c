@@ -30,18 +30,9 @@
 #include "../../analysis/llm_sens.h"
 #include "../../analysis/results.h"
 #include "../../store/llm_load.h"
+#include "llm_sens_cli.h"
 
-#define CMD "llm sensitivity"
 
-typedef struct sens_opts {
-    qs_evout_opts out;               /* --csv (llm_eval_out.h) */
-    const char *model, *text, *fmt_spec;
-    int ctx, chunks, score_all, json, force, scaled;
-    int sites[QS_SENS_NSITE], nsite;
-    double kl_target, bits_budget;   /* < 0: not given */
-    qs_apply fmt, hi;
-    char label[128];
-} sens_opts;
 
 static int parse_pos(const char *opt, const char *s, double *out)
 {
@@ -78,7 +69,8 @@ static int parse_opts(int argc, char **argv, sens_opts *o)
         {"chunks", required_argument, 0, 'k'}, {"format", required_argument, 0, 'f'}, {"sites", required_argument, 0, 'S'},
         {"score", required_argument, 0, 's'}, {"kl-target", required_argument, 0, 'K'}, {"bits-budget", required_argument, 0, 'B'},
         {"json", no_argument, 0, 'j'}, {"force", no_argument, 0, 'F'}, {"unscaled-casts", no_argument, 0, 'u'},
-        {"csv", optional_argument, 0, 'V'}, {0, 0, 0, 0}};
+        {"csv", optional_argument, 0, 'V'}, {"formats", required_argument, 0, 'M'}, {"bits", required_argument, 0, 'B'},
+        {"plan-out", required_argument, 0, 'O'}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->ctx = 512;
     o->scaled = 1;
@@ -93,6 +85,8 @@ static int parse_opts(int argc, char **argv, sens_opts *o)
         case 'm': o->model = optarg; break;
         case 't': o->text = optarg; break;
         case 'f': o->fmt_spec = optarg; break;
+        case 'M': o->formats = optarg; break;
+        case 'O': o->plan_out = optarg; break;
         case 'c': if ((rc = qs_cli_parse_int(CMD, "--ctx", optarg, 4, 1 << 16, &o->ctx))) return rc; break;
         case 'k': if ((rc = qs_cli_parse_int(CMD, "--chunks", optarg, 1, 1 << 20, &o->chunks))) return rc; break;
         case 'S': if ((rc = parse_sites(optarg, o))) return rc; break;
@@ -114,7 +108,12 @@ static int parse_opts(int argc, char **argv, sens_opts *o)
         if (access(QS_LLM_DEFAULT_MODEL, R_OK) == 0) o->model = QS_LLM_DEFAULT_MODEL;
         else return qs_cli_usage(CMD, "--model PATH is required (the default %s is missing: run `make data`)", QS_LLM_DEFAULT_MODEL);
     }
-    if (!o->fmt_spec) return qs_cli_usage(CMD, "--format F is required (e.g. mxfp4)");
+    if (!o->text) {
+        if (access(QS_LLM_DEFAULT_TEXT, R_OK) == 0) o->text = QS_LLM_DEFAULT_TEXT;
+        else return qs_cli_usage(CMD, "--text FILE is required (the default %s is missing: run `make data`)", QS_LLM_DEFAULT_TEXT);
+    }
+    if (o->formats || o->plan_out) return qs_sens_formats_opts(o);
+    if (!o->fmt_spec) return qs_cli_usage(CMD, "--format F is required (e.g. mxfp4), or --formats F1,F2,... with --bits B");
     if (strchr(o->fmt_spec, ',')) return qs_cli_usage(CMD, "--format: one format");
     if (qs_llm_parse_fmt(CMD, o->fmt_spec, &o->fmt) || qs_llm_parse_fmt(CMD, "bf16", &o->hi)) return QS_EXIT_USAGE;
     int rows = 0;   /* the format reaches an activation or KV-cache site (all but w) */
@@ -122,10 +121,6 @@ static int parse_opts(int argc, char **argv, sens_opts *o)
     if ((rc = qs_llm_fmt_site_check(CMD, "--format ", o->fmt_spec, &o->fmt, rows ? "activations and the KV cache" : NULL)))
         return rc;
     qs_quant_label(&o->fmt, o->fmt_spec, o->label, sizeof o->label);
-    if (!o->text) {
-        if (access(QS_LLM_DEFAULT_TEXT, R_OK) == 0) o->text = QS_LLM_DEFAULT_TEXT;
-        else return qs_cli_usage(CMD, "--text FILE is required (the default %s is missing: run `make data`)", QS_LLM_DEFAULT_TEXT);
-    }
     return 0;
 }
 
@@ -672,6 +667,43 @@ static int sens_answer(qs_cli *cli, sens_run *r)
     return 0;
 }
 
+int qs_sens_format_table(qs_db *db, qs_llm_text_run *t, const sens_opts *o, const qs_apply *fmt, const char *label,
+                         qs_sens_table *tab, int *computed, double *compute_s)
+{
+    sens_opts fo = *o;   /* the one-format options of this format */
+    fo.fmt = *fmt;
+    snprintf(fo.label, sizeof fo.label, "%s", label);
+    sens_run r;
+    memset(&r, 0, sizeof r);
+    r.o = &fo;
+    r.t = *t;            /* borrowed, never freed here */
+    r.db = db;
+    r.L = t->f.m.c.n_layer;
+    r.S = o->nsite;
+    r.bits_fmt = qs_format_bits_per_elem(fmt->f, &fmt->o);
+    r.bits_hi = 16;
+    qs_err e = {{0}};
+    int rc = table_key(&r);
+    if (!rc && !o->force && qs_result_get(db, t->f.hash, "llm_sensitivity", fo.label, r.ks, &r.data, NULL, &e))
+        rc = qs_cli_err(QS_EXIT_ERR, &e);
+    if (!rc && !r.data) rc = compute_table(&r);
+    if (!rc && qs_par_rank() == 0) {
+        if (r.computed) rc = store_table(&r);
+        if (!rc && (!(r.d = json_loads(r.data, 0, NULL)) || table_from_json(r.d, &r.tab, &fo, r.L)))
+            rc = qs_cli_error(QS_EXIT_ERR, "stored sensitivity result of %s is not a %d x %d table", label, r.L, r.S);
+    }
+    if (!rc) {
+        *tab = r.tab;
+        memset(&r.tab, 0, sizeof r.tab);
+        *computed = r.computed;
+        *compute_s += r.compute;
+    }
+    qs_sens_table_free(&r.tab);
+    json_decref(r.key); json_decref(r.sites); json_decref(r.d);
+    free(r.ks); free(r.data);
+    return rc;
+}
+
 int qs_cmd_llm_sens(qs_cli *cli, int argc, char **argv)
 {
     sens_run r;
@@ -683,6 +715,7 @@ int qs_cmd_llm_sens(qs_cli *cli, int argc, char **argv)
     const double t_start = qs_now_s();
     qs_stop_signals_default();   /* until the computation, Ctrl-C loses nothing */
     if ((rc = qs_llm_text_run_open(&r.t, CMD, o->model, o->text, o->ctx, o->chunks, o->score_all, NULL))) goto done;
+    if (o->formats) { rc = qs_sens_formats_run(cli, r.o, &r.t); goto done; }
     r.L = r.t.f.m.c.n_layer;
     r.S = o->nsite;
     r.bits_fmt = qs_format_bits_per_elem(o->fmt.f, &o->fmt.o);

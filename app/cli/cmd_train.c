@@ -25,6 +25,7 @@
 #include "quant_opts.h"
 #include "train_par.h"
 #include "train_cli.h"
+#include "train_recipe_file.h"
 #include "train_record.h"
 #include "../../analysis/train_service.h"
 #include "../../analysis/train_sweep.h"
@@ -45,6 +46,8 @@ typedef struct opts {
     qs_train_state st;           /* --resume: the checkpoint's trainer_state.json */
     qs_train_opts t;
     const char *recipe_name, *ops[MAX_OPS];   /* --recipe, --op in order */
+    const char *recipe_file;     /* --recipe-file: expanded into recipe_name and the first ops */
+    qs_recipe_file rf;
     int nops;
     qs_llm_recipe recipe;
     qs_train_grad_req grad;   /* --grad-out, --batch-out, --operand-out (analysis/train_grad.h) */
@@ -62,6 +65,21 @@ static int parse_pos_f64(const char *opt, const char *s, double lo, double hi, d
     return 0;
 }
 
+/* --recipe-file FILE (train_recipe_file.h): its base preset as --recipe, its slots as --op before
+** the command line's. */
+static int recipe_file(opts *o)
+{
+    if (o->recipe_name) return qs_cli_usage(CMD, "--recipe-file names its base preset (\"base\"): drop --recipe");
+    int rc = qs_recipe_file_read(CMD, o->recipe_file, &o->rf);
+    if (rc) return rc;
+    if (o->nops + o->rf.nop > MAX_OPS) return qs_cli_usage(CMD, "more than %d --op settings", MAX_OPS);
+    memmove(o->ops + o->rf.nop, o->ops, (size_t)o->nops * sizeof *o->ops);
+    for (int i = 0; i < o->rf.nop; i++) o->ops[i] = o->rf.op[i];
+    o->nops += o->rf.nop;
+    if (o->rf.base[0]) o->recipe_name = o->rf.base;
+    return 0;
+}
+
 static int parse(qs_cli *cli, int argc, char **argv, opts *o)
 {
     static const struct option lo[] = {
@@ -72,7 +90,8 @@ static int parse(qs_cli *cli, int argc, char **argv, opts *o)
         {"val-seqs", 1, 0, 'V'}, {"seed", 1, 0, 's'}, {"json", 0, 0, 'j'}, {"recipe", 1, 0, 'R'}, {"op", 1, 0, 'O'},
         {"grad-out", 1, 0, 'G'}, {"batch-out", 1, 0, 'B'}, {"operand-out", 1, 0, 'P'}, {"name", 1, 0, 'N'},
         {"db", 1, 0, 'D'}, {"no-store", 0, 0, 'X'}, {"csv", 0, 0, 'S'},
-        {"checkpoint-every", 1, 0, 'E'}, {"resume", 1, 0, 'r'}, {"sweep", 1, 0, 'Z'}, {0, 0, 0, 0}};
+        {"checkpoint-every", 1, 0, 'E'}, {"resume", 1, 0, 'r'}, {"sweep", 1, 0, 'Z'}, {"recipe-file", 1, 0, 'Y'},
+        {0, 0, 0, 0}};
     int c;
     optind = 1;
     opterr = 0;
@@ -126,6 +145,7 @@ static int parse(qs_cli *cli, int argc, char **argv, opts *o)
             if (o->recipe_name) return qs_cli_usage(CMD, "--recipe given twice");
             o->recipe_name = optarg;
             break;
+        case 'Y': o->recipe_file = optarg; break;
         case 'O':
             if (o->nops == MAX_OPS) return qs_cli_usage(CMD, "more than %d --op settings", MAX_OPS);
             o->ops[o->nops++] = optarg;
@@ -136,6 +156,10 @@ static int parse(qs_cli *cli, int argc, char **argv, opts *o)
         if (rc) return rc;
     }
     if (optind < argc) return qs_cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
+    if (o->recipe_file) {
+        int rc = recipe_file(o);
+        if (rc) return rc;
+    }
     if (o->json && o->csv) return qs_cli_usage(CMD, "--json and --csv: give one");
     if (o->name && o->no_store) return qs_cli_usage(CMD, "--name names the stored run; drop it with --no-store");
     if (o->grad.operand_out && !o->recipe_name && !o->nops)

@@ -192,7 +192,7 @@ static void rounding_labels(const qs_eval_result *res, char *buf, size_t cap)
     for (size_t i = 0; i < json_array_size(res->cfgs); i++) {
         json_t *c = json_array_get(res->cfgs, i), *nx = json_object_get(c, "numerics");
         json_t *a = json_object_get(nx, "activations"), *kv = json_object_get(nx, "kv_cache");
-        int rounds = (a && !(json_is_string(a) && !strcmp(json_string_value(a), "fp32"))) ||
+        int rounds = json_object_get(nx, "plan") || (a && !(json_is_string(a) && !strcmp(json_string_value(a), "fp32"))) ||
                      (kv && !(json_is_string(kv) && !strcmp(json_string_value(kv), "fp32")));
         if (rounds && k < cap)
             k += (size_t)snprintf(buf + k, cap - k, "%s%s", k ? "; " : "", json_string_value(json_object_get(c, "label")));

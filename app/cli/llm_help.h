@@ -134,7 +134,7 @@
     "  --show FILE         list the entries of an imatrix file (either format): columns, matrices,\n" \
     "                      tokens or ncall, and the mean importance llama-quantize would use\n"
 
-#define QS_LLM_EVAL_ARGS "[--model PATH] [--text FILE] [--ctx N] [--chunks K] [--config SPEC]... [--score half|all] [--until-ci X|kl:X] [--ci delta|bootstrap[:N[:SEED]]] [--paired] [--csv [FILE]] [--unscaled-casts] [--force] [--save-ids FILE] [--json]"
+#define QS_LLM_EVAL_ARGS "[--model PATH] [--text FILE] [--ctx N] [--chunks K] [--config SPEC]... [--plan FILE]... [--score half|all] [--until-ci X|kl:X] [--ci delta|bootstrap[:N[:SEED]]] [--paired] [--csv [FILE]] [--unscaled-casts] [--force] [--save-ids FILE] [--json]"
 #define QS_LLM_EVAL_OPTS \
     QS_LLM_H_EVALTEXT \
     "  --config SPEC       (repeatable) a configuration w=F,a=F,kv=F,resq=none|dense|2:4 (weights,\n" \
@@ -153,6 +153,9 @@
     "                      down_proj (seed: random signs); rot=random[:seed=N] SpinQuant's random\n" \
     "                      orthogonal start; rht=16[:seed=N] the NVFP4 recipe's 16-point random\n" \
     "                      Hadamard transform of both operands of every linear layer\n" \
+    "  --plan FILE         (repeatable) a plan file of `llm sensitivity --formats` as one configuration\n" \
+    "                      (per layer and site its format; label plan:NAME@HASH of the file); a plan\n" \
+    "                      for another model or shape is refused\n" \
     "  --until-ci X|kl:X   chunk after chunk (up to --chunks, or the whole text) until every config's\n" \
     "                      dPPL 95% interval is narrower than X (0.01 = 1 point; kl:X the KL mean's,\n" \
     "                      nats; at least 2 chunks).  Every finished chunk is stored as it finishes:\n" \
@@ -171,9 +174,17 @@
     "\n" \
     "Example (under a minute on 2 cores): qscope llm eval --chunks 8 --config a=mxfp4 --config kv=fp8_e4m3"
 
-#define QS_LLM_SENS_ARGS "--format F [--sites LIST] [--model PATH] [--text FILE] [--ctx N] [--chunks K] [--score half|all] [--kl-target X] [--bits-budget B] [--unscaled-casts] [--force] [--json] [--csv [FILE]]"
+#define QS_LLM_SENS_ARGS "--format F | --formats F1,F2,... --bits B [--plan-out FILE] [--sites LIST] [--model PATH] [--text FILE] [--ctx N] [--chunks K] [--score half|all] [--kl-target X] [--bits-budget B] [--unscaled-casts] [--force] [--json] [--csv [FILE]]"
 #define QS_LLM_SENS_OPTS \
     "  --format F          the format (one; -f's options, e.g. mxfp4:scale-rule=rceil)\n" \
+    "  --formats LIST      plan across formats (e.g. mxfp4,nvfp4,hif4,fp8_e4m3,bf16): per (layer, site)\n" \
+    "                      the format of least summed KL within --bits B average bits per element\n" \
+    "                      (weights per parameter, activations/KV per element per token; each\n" \
+    "                      format's one-format table reused or computed), by a Lagrangian sweep and a\n" \
+    "                      greedy fill; verified by an evaluation, refined when it misses the\n" \
+    "                      prediction, compared with each format alone; written as a plan file\n" \
+    "  --bits B            the plan's budget (= --bits-budget)\n" \
+    "  --plan-out FILE     where the plan goes (default plan-MODELHASH8-Bb.json); `llm eval --plan`\n" \
     "  --sites LIST        attn_in, attn_out, ffn_in, ffn_down_in (linear-layer inputs), kv (K/V cache\n" \
     "                      rows), w (the layer's weight matrices); default all six\n" \
     QS_LLM_H_EVALTEXT \
