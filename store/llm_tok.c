@@ -70,6 +70,12 @@ typedef struct {
     struct hent { int rank, pos; } *heap; size_t hn, hcap;
     char *key; size_t keycap;
     struct qs_llm_tok_shared *sh;   /* a piece cache shared with other states (LoPT's slots), or NULL */
+    /* tokenize()'s scratch, kept with the state: a pre-tokenizer scan reserves a JIT stack (an mmap
+    ** of megabytes), and unmapping it on every call of LoPT's chunks and anchor windows interrupted
+    ** the other core (a TLB shootdown) each time */
+    qs_pretok_scan *scan;      /* for the prepared tokenizer the state is bound to, or NULL */
+    qs_tok_norm_buf nb;
+    struct splits { struct split { int id; size_t a, b; } *v; size_t n, cap; } raw, sub;   /* id -1: text between added tokens */
 } tk;
 
 /* ---------------------------------------------------------------- the shared piece cache */
@@ -326,18 +332,14 @@ static int emit_ids(tk *t, size_t k0, size_t k1, size_t at, size_t virt)
     return emit_list(t, t->ids, t->rsp, k0, k1, at, virt);
 }
 
-/* One pre-tokenized piece: ids from the cache, or the model (BPE here, others in llm_tok_model.h)
-** then cached. */
+/* One pre-tokenized piece: ids from the state's own cache, else from the shared one (copied into the
+** own cache: later lookups cost what the sequential tokenizer's do), else from the model (BPE here,
+** others in llm_tok_model.h), then published and cached. */
 static int piece(void *ctx, const char *s, size_t n, size_t at, size_t virt)
 {
     tk *t = ctx;
     uint64_t h = XXH3_64bits(s, n);   /* ids and their spans in the piece depend on its bytes only */
     size_t i = 0;
-    const sent *x = t->sh && n <= CACHE_MAX_PIECE ? shared_find(t->sh, h, s, n) : NULL;
-    if (x) {   /* computed once, by whichever state met the piece first */
-        const int32_t *xi = (const int32_t *)((const char *)x + sent_ids(x->n));
-        return emit_list(t, xi, (const uint32_t *)(xi + x->cnt), 0, x->cnt, at, virt);
-    }
     if (t->ccap && n <= CACHE_MAX_PIECE)
         for (i = h & (t->ccap - 1); t->ct[i].klen; i = (i + 1) & (t->ccap - 1)) {
             centry *c = &t->ct[i];
@@ -345,17 +347,20 @@ static int piece(void *ctx, const char *s, size_t n, size_t at, size_t virt)
                 return emit_ids(t, c->ioff, c->ioff + c->icnt, at, virt);
         }
     size_t i0 = t->ilen;
-    if (t->v->model == QS_TOK_BPE && t->v->byte_level) {
+    const sent *x = t->sh && n <= CACHE_MAX_PIECE ? shared_find(t->sh, h, s, n) : NULL;
+    if (x) {   /* computed once, by whichever state met the piece first */
+        const int32_t *xi = (const int32_t *)((const char *)x + sent_ids(x->n));
+        const uint32_t *xs = (const uint32_t *)(xi + x->cnt);
+        for (uint32_t k = 0; k < x->cnt; k++)
+            if (put_id(t, xi[k], xs[2 * k], xs[2 * k + 1])) return -1;
+    } else if (t->v->model == QS_TOK_BPE && t->v->byte_level) {
         if (bpe(t, (const unsigned char *)s, n)) return -1;
     } else if (qs_tok_model_piece(t->v, t->model, s, n, model_emit, t, t->e)) {
         return -1;
     }
     if (emit_ids(t, i0, t->ilen, at, virt)) return -1;
-    if (t->sh && n <= CACHE_MAX_PIECE &&
-        !shared_put(t->sh, h, s, n, t->ids ? t->ids + i0 : NULL, t->rsp ? t->rsp + 2 * i0 : NULL, t->ilen - i0)) {
-        t->ilen = i0;   /* published: the private cache does not keep it */
-        return 0;
-    }
+    if (!x && t->sh && n <= CACHE_MAX_PIECE)   /* full or out of memory: the own cache still has it */
+        shared_put(t->sh, h, s, n, t->ids ? t->ids + i0 : NULL, t->rsp ? t->rsp + 2 * i0 : NULL, t->ilen - i0);
     if (n > CACHE_MAX_PIECE || t->klen + n > UINT32_MAX || t->ilen > UINT32_MAX) { t->ilen = i0; return 0; }
     if (2 * (t->cn + 1) > t->ccap) {   /* grow: rehash every entry */
         size_t nc = t->ccap ? 2 * t->ccap : 4096;
@@ -563,6 +568,9 @@ void qs_llm_vocab_free(qs_llm_vocab *v)
 static void tk_free(tk *t)
 {
     free(t->ct); free(t->keys); free(t->ids); free(t->rsp); free(t->s); free(t->sym); free(t->heap); free(t->key);
+    qs_pretok_scan_free(t->scan);
+    qs_tok_norm_buf_free(&t->nb);
+    free(t->raw.v); free(t->sub.v);
 }
 
 /* ---------------------------------------------------------------- added tokens in a text */
@@ -599,8 +607,8 @@ static size_t char_before(const char *s, size_t i, uint32_t *cp)
     return i - 1;
 }
 
-typedef struct { int id; size_t a, b; } split;   /* id -1: text between added tokens */
-typedef struct { split *v; size_t n, cap; } splits;
+typedef struct split split;
+typedef struct splits splits;
 
 static int split_add(splits *sp, int id, size_t a, size_t b)
 {
@@ -684,20 +692,14 @@ static int stretch(const qs_llm_tok *k, tk *t, qs_pretok_scan *sc, qs_tok_norm_b
 /* Added tokens that are not normalized, on the raw text; then stretch() on the text between them. */
 static int tokenize(const qs_llm_tok *k, tk *t, const char *text, size_t len, qs_err *e)
 {
-    qs_pretok_scan *sc = NULL;
-    if (k->pt && !(sc = qs_pretok_scan_new(k->pt, t->name, e))) return -1;
-    qs_tok_norm_buf nb;
-    memset(&nb, 0, sizeof nb);
-    splits raw = {0}, sub = {0};
-    int rc = find_added(&k->raw, t->v->aflags, text, len, &raw) ? qs_fail(e, "out of memory") : 0;
-    for (size_t i = 0; i < raw.n && !rc; i++) {
-        const split *p = &raw.v[i];
+    if (k->pt && !t->scan && !(t->scan = qs_pretok_scan_new(k->pt, t->name, e))) return -1;
+    if (t->scan) qs_pretok_scan_name(t->scan, t->name);
+    int rc = find_added(&k->raw, t->v->aflags, text, len, &t->raw) ? qs_fail(e, "out of memory") : 0;
+    for (size_t i = 0; i < t->raw.n && !rc; i++) {
+        const split *p = &t->raw.v[i];
         rc = p->id >= 0 ? emit(t, p->id, (uint32_t)p->a, (uint32_t)p->b)
-                        : stretch(k, t, sc, &nb, &sub, text, p->a, p->b - p->a, e);
+                        : stretch(k, t, t->scan, &t->nb, &t->sub, text, p->a, p->b - p->a, e);
     }
-    free(raw.v); free(sub.v);
-    qs_pretok_scan_free(sc);
-    qs_tok_norm_buf_free(&nb);
     return rc ? -1 : 0;
 }
 
