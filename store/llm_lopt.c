@@ -313,16 +313,25 @@ static size_t next_safe(const rule *r, const unsigned char *s, size_t n, size_t 
 ** run of tokens in [p1, p2). */
 typedef struct { size_t m, end, p1, p2; } bound;
 
-/* Boundaries at the nominal offsets k * chunk (k >= 1), each with the overlap widened (doubled) until it
-** holds two cut positions p1 < p2 with m < p1 and p2 + 4 <= end (a whole character after p2); at most
-** chunk - 1 bytes of overlap.
-** Returns the number of boundaries in b (room for len / chunk). */
+/* Within the last TAIL chunk lengths of the text, boundaries are a quarter chunk apart: the pool hands
+** out chunks in order, and a thread that finds none left waits for the others' last ones, so short
+** last chunks let the threads finish together.  Not when a quarter chunk is too short for its overlap
+** to double (TAIL_MIN, 2 * overlap). */
+enum { TAIL = 4, TAIL_MIN = 256 };
+
+/* Boundaries at the nominal offsets m = chunk, 2 chunk, ... (a quarter chunk apart in the tail), each
+** with the overlap widened (doubled) until it holds two cut positions p1 < p2 with m < p1 and
+** p2 + 4 <= end (a whole character after p2); at most step - 1 bytes of overlap, step being the
+** distance to the next nominal offset.
+** Returns the number of boundaries in b (room for len / chunk + 3 * TAIL + 1). */
 static size_t plan(const rule *r, const unsigned char *s, size_t n, size_t chunk, size_t overlap, bound *b,
                    size_t *regrown)
 {
-    size_t nb = 0;
-    for (size_t m = chunk; m < n; m += chunk) {
-        size_t lim = m + chunk - 1 < n ? m + chunk - 1 : n;   /* the widest overlap's end */
+    size_t nb = 0, q = chunk / 4;
+    const int tail = q >= TAIL_MIN && q > 2 * overlap;
+    for (size_t m = chunk, step; m < n; m += step) {
+        step = tail && n - m <= TAIL * chunk ? q : chunk;
+        size_t lim = m + step - 1 < n ? m + step - 1 : n;   /* the widest overlap's end */
         size_t p1 = next_safe(r, s, n, m + 1, lim);
         size_t p2 = p1 < lim ? next_safe(r, s, n, p1 + 1, lim) : lim;
         if (p2 + 4 > lim) { ++*regrown; continue; }   /* no anchor possible: the left chunk grows */
@@ -366,7 +375,7 @@ typedef struct {
     const bound *left;    /* the boundary at lo, or NULL for the first chunk */
     int32_t *ids;         /* the segment's ids and, when wanted, spans (malloc'ed) */
     uint32_t *off;
-    size_t n;
+    size_t n, at;         /* its tokens, and where they go in the output */
     int bad;              /* 1: tokenizing failed, 2: the anchor check did not hold */
 } lchunk;
 
@@ -454,6 +463,20 @@ static void chunk_task(void *ctx, size_t task, int slot)
     if (c->left && !anchor_ok(J, slot, c->left, c)) c->bad = 2;
 }
 
+/* The merge: each chunk's segment copied to its place in the output, in parallel (both threads fault
+** in the output's fresh pages), and its buffers freed. */
+typedef struct { lchunk *c; int32_t *oi; uint32_t *oo; } mjob;
+
+static void merge_task(void *ctx, size_t task, int slot)
+{
+    const mjob *M = ctx;
+    lchunk *c = &M->c[task];
+    memcpy(M->oi + c->at, c->ids, c->n * sizeof *M->oi);
+    if (M->oo) memcpy(M->oo + 2 * c->at, c->off, 2 * c->n * sizeof *M->oo);
+    free(c->ids); free(c->off);
+    c->ids = NULL; c->off = NULL;
+}
+
 /* Tokenize the planned chunks in parallel and concatenate their segments.  Returns 0; 1 when a chunk
 ** failed, 2 when an anchor check did not hold (the caller goes sequential); -1 out of memory. */
 static int parallel(const qs_llm_vocab *v, const char *text, size_t len, const bound *b, size_t nb, int threads,
@@ -479,6 +502,7 @@ static int parallel(const qs_llm_vocab *v, const char *text, size_t len, const b
     size_t total = 0;
     for (size_t i = 0; i <= nb; i++) {
         if (c[i].bad > rc) rc = c[i].bad;
+        c[i].at = total;
         total += c[i].n;
     }
     if (rc) goto out;
@@ -486,12 +510,8 @@ static int parallel(const qs_llm_vocab *v, const char *text, size_t len, const b
     int32_t *oi = malloc((total ? total : 1) * sizeof *oi);
     uint32_t *oo = offs ? malloc((total ? 2 * total : 1) * sizeof *oo) : NULL;
     if (!oi || (offs && !oo)) { free(oi); free(oo); goto out; }
-    size_t o = 0;
-    for (size_t i = 0; i <= nb; i++) {
-        memcpy(oi + o, c[i].ids, c[i].n * sizeof *oi);
-        if (oo) memcpy(oo + 2 * o, c[i].off, 2 * c[i].n * sizeof *oo);
-        o += c[i].n;
-    }
+    mjob M = {c, oi, oo};
+    qs_pool_for(threads, nb + 1, merge_task, &M);
     *ids = oi;
     if (offs) *offs = oo;
     *n = total;
@@ -522,7 +542,7 @@ int qs_lopt_tokenize(const qs_llm_vocab *v, const char *name, const char *text, 
     memset(&r, 0, sizeof r);
     if (threads != 1 && len > chunk && len < UINT32_MAX && !(why = eligible(v, &r))) {
         size_t regrown = 0;
-        bound *b = malloc((len / chunk + 1) * sizeof *b);
+        bound *b = malloc((len / chunk + 3 * TAIL + 1) * sizeof *b);
         if (!b) { free(r.rstrip); return qs_fail(e, "out of memory for the chunks of %s", name ? name : "the text"); }
         size_t nb = plan(&r, (const unsigned char *)text, len, chunk, overlap, b, &regrown);
         int rc = nb ? parallel(v, text, len, b, nb, threads, ids, offs, n, st) : 1;
