@@ -70,6 +70,7 @@ typedef struct {
     struct hent { int rank, pos; } *heap; size_t hn, hcap;
     char *key; size_t keycap;
     struct qs_llm_tok_shared *sh;   /* a piece cache shared with other states (LoPT's slots), or NULL */
+    struct sblock *blk;        /* the block of sh this state publishes into, or NULL */
     /* tokenize()'s scratch, kept with the state: a pre-tokenizer scan reserves a JIT stack (an mmap
     ** of megabytes), and unmapping it on every call of LoPT's chunks and anchor windows interrupted
     ** the other core (a TLB shootdown) each time */
@@ -85,8 +86,13 @@ typedef struct { uint64_t h; uint32_t n, cnt; } sent;
 
 /* A fixed open-addressing table of published entries: a slot goes from NULL to an entry once (a
 ** compare-and-swap) and never changes again, so lookups need no lock.  At half full nothing more is
-** published (the states' own caches take the rest). */
-enum { SHARED_MIN = 1 << 10, SHARED_MAX = 1 << 18 };
+** published (the states' own caches take the rest).  About one slot per 64 bytes of text (English
+** prose has one distinct piece per ~240 bytes over megabytes): a small table stays in cache.
+** Entries are carved from blocks, each block filled by one state (no malloc per piece, and a piece's
+** entry next to the ones published before it); the blocks are freed with the table. */
+enum { SHARED_MIN = 1 << 10, SHARED_MAX = 1 << 18, SHARED_BYTES_PER_SLOT = 64, BLOCK = 64 << 10 };
+
+typedef struct sblock { struct sblock *next; size_t used, cap; } sblock;   /* cap bytes follow */
 
 struct qs_llm_tok_shared {
     pthread_mutex_t mu;        /* for the binding below */
@@ -95,6 +101,7 @@ struct qs_llm_tok_shared {
     sent *_Atomic *tab;        /* [cap] */
     size_t cap;                /* a power of two */
     _Atomic size_t cn;
+    sblock *_Atomic blocks;    /* every state's blocks */
 };
 
 static size_t sent_ids(uint32_t n) { return sizeof(sent) + ((n + 3u) & ~3u); }
@@ -103,7 +110,7 @@ qs_llm_tok_shared *qs_llm_tok_shared_new(size_t bytes)
 {
     qs_llm_tok_shared *sh = calloc(1, sizeof *sh);
     if (!sh) return NULL;
-    for (sh->cap = SHARED_MIN; sh->cap < SHARED_MAX && sh->cap < bytes / 4; sh->cap *= 2) {}   /* ~ a piece per 4 bytes */
+    for (sh->cap = SHARED_MIN; sh->cap < SHARED_MAX && sh->cap < bytes / SHARED_BYTES_PER_SLOT; sh->cap *= 2) {}
     if (!(sh->tab = calloc(sh->cap, sizeof *sh->tab))) { free(sh); return NULL; }
     if (sh && pthread_mutex_init(&sh->mu, NULL)) { free(sh->tab); free(sh); return NULL; }
     return sh;
@@ -112,7 +119,10 @@ qs_llm_tok_shared *qs_llm_tok_shared_new(size_t bytes)
 void qs_llm_tok_shared_free(qs_llm_tok_shared *sh)
 {
     if (!sh) return;
-    for (size_t i = 0; i < sh->cap; i++) free(atomic_load_explicit(&sh->tab[i], memory_order_relaxed));
+    for (sblock *b = atomic_load_explicit(&sh->blocks, memory_order_relaxed), *nb; b; b = nb) {
+        nb = b->next;
+        free(b);
+    }
     free(sh->tab);
     pthread_mutex_destroy(&sh->mu);
     free(sh);
@@ -133,14 +143,31 @@ static const sent *shared_find(qs_llm_tok_shared *sh, uint64_t h, const char *s,
     }
 }
 
-/* Publish a piece's ids and spans (a copy).  Returns 0 when the table has it, -1 when full or out of
-** memory (the caller keeps the piece in its own cache). */
-static int shared_put(qs_llm_tok_shared *sh, uint64_t h, const char *s, size_t n, const int32_t *ids,
+/* size bytes (a multiple of 8) in t's current block of sh, or a new block; NULL when out of memory. */
+static sent *sent_alloc(qs_llm_tok_shared *sh, sblock **cur, size_t size)
+{
+    sblock *b = *cur;
+    if (!b || b->cap - b->used < size) {
+        size_t cap = BLOCK - sizeof *b > size ? BLOCK - sizeof *b : size;
+        if (!(b = malloc(sizeof *b + cap))) return NULL;
+        b->used = 0; b->cap = cap;
+        b->next = atomic_load_explicit(&sh->blocks, memory_order_relaxed);
+        while (!atomic_compare_exchange_weak_explicit(&sh->blocks, &b->next, b, memory_order_release, memory_order_relaxed)) {}
+        *cur = b;
+    }
+    sent *x = (sent *)((char *)(b + 1) + b->used);
+    b->used += size;
+    return x;
+}
+
+/* Publish a piece's ids and spans (a copy in the state's block).  Returns 0 when the table has it, -1
+** when full or out of memory (the caller keeps the piece in its own cache). */
+static int shared_put(qs_llm_tok_shared *sh, sblock **blk, uint64_t h, const char *s, size_t n, const int32_t *ids,
                       const uint32_t *sp, size_t cnt)
 {
     if (atomic_load_explicit(&sh->cn, memory_order_relaxed) >= sh->cap / 2) return -1;
-    size_t at = sent_ids((uint32_t)n);
-    sent *x = malloc(at + cnt * 3 * sizeof(uint32_t));
+    size_t at = sent_ids((uint32_t)n), size = (at + cnt * 3 * sizeof(uint32_t) + 7) & ~(size_t)7;
+    sent *x = sent_alloc(sh, blk, size);
     if (!x) return -1;
     *x = (sent){h, (uint32_t)n, (uint32_t)cnt};
     memcpy(x + 1, s, n);
@@ -154,7 +181,7 @@ static int shared_put(qs_llm_tok_shared *sh, uint64_t h, const char *s, size_t n
             atomic_fetch_add_explicit(&sh->cn, 1, memory_order_relaxed);
             return 0;
         }
-        if (sent_is(cur, h, s, n)) { free(x); return 0; }   /* another state was first */
+        if (sent_is(cur, h, s, n)) { (*blk)->used -= size; return 0; }   /* another state was first: x unused */
     }
 }
 
@@ -360,7 +387,7 @@ static int piece(void *ctx, const char *s, size_t n, size_t at, size_t virt)
     }
     if (emit_ids(t, i0, t->ilen, at, virt)) return -1;
     if (!x && t->sh && n <= CACHE_MAX_PIECE)   /* full or out of memory: the own cache still has it */
-        shared_put(t->sh, h, s, n, t->ids ? t->ids + i0 : NULL, t->rsp ? t->rsp + 2 * i0 : NULL, t->ilen - i0);
+        shared_put(t->sh, &t->blk, h, s, n, t->ids ? t->ids + i0 : NULL, t->rsp ? t->rsp + 2 * i0 : NULL, t->ilen - i0);
     if (n > CACHE_MAX_PIECE || t->klen + n > UINT32_MAX || t->ilen > UINT32_MAX) { t->ilen = i0; return 0; }
     if (2 * (t->cn + 1) > t->ccap) {   /* grow: rehash every entry */
         size_t nc = t->ccap ? 2 * t->ccap : 4096;
