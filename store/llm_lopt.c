@@ -53,7 +53,9 @@ static int ascii_alnum(unsigned char c) { return ascii_letter(c) || (c >= '0' &&
 enum { R_BYTE = 1,   /* byte-level BPE with a proved pattern: the space rule (+ the newline rule if nl) */
        R_WS = 2,     /* a pre-tokenizer that removes whitespace (BertPreTokenizer, Whitespace(Split)): a
                      ** space, tab, CR or newline after a solid character */
-       R_META = 3 }; /* Metaspace with split: a space after a solid character */
+       R_META = 3,   /* Metaspace with split: a space after a solid character */
+       R_SPM = 4 };  /* SentencePiece BPE without a pre-tokenizer under Llama 2's normalizer: a space
+                     ** after an ASCII graphic character */
 
 typedef struct {
     int kind, nl;              /* R_*, and whether the newline rule holds (R_BYTE) */
@@ -171,6 +173,51 @@ static const char *norm_why(json_t *j, int depth, int kind, int *no_nl)
 ** drops \v and \f as control characters) */
 static int ascii_ws(unsigned char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 
+/* A normalizer step of Llama 2's tokenizer.json: Prepend("▁") (*pre) or Replace(" ", "▁") (*rep). */
+static int llama2_step(json_t *j, int *pre, int *rep)
+{
+    const char *t = json_string_value(json_object_get(j, "type"));
+    const char *x = json_string_value(json_object_get(j, "prepend"));
+    if (t && x && !strcmp(t, "Prepend") && !strcmp(x, "\xe2\x96\x81")) return *pre = 1;
+    const char *a = json_string_value(json_object_get(json_object_get(j, "pattern"), "String"));
+    const char *c = json_string_value(json_object_get(j, "content"));
+    if (t && a && c && !strcmp(t, "Replace") && !strcmp(a, " ") && !strcmp(c, "\xe2\x96\x81")) return *rep = 1;
+    return 0;
+}
+
+/* NULL when a SentencePiece BPE model without a pre-tokenizer (Llama 2's tokenizer.json) splits at
+** every space after an ASCII graphic character (docs/tokenize.md, "LoPT beyond byte-level BPE"): spaces
+** become "▁" (Replace), the "▁" Prepend adds to each stretch is left out where a chunk continues one
+** (qs_llm_tok_state_continues), and no vocabulary entry has "▁" after another character, so no merge
+** joins the character before the cut with the "▁" at it; else why not. */
+static const char *spm_why(const qs_llm_vocab *v)
+{
+    const char *no = "a SentencePiece model without a pre-tokenizer: its pieces may span spaces";
+    if (v->model != QS_TOK_BPE || v->ignore_merges || !v->norm_json || !v->model_json || strstr(v->model_json, "\"sentencepiece\""))
+        return no;   /* a tokenizer.model or GGUF adds its dummy prefix and strips spaces in the model, per call */
+    json_t *j = json_loads(v->norm_json, 0, NULL), *x;
+    int pre = 0, rep = 0, ok = j != NULL;
+    const char *t = json_string_value(json_object_get(j, "type"));
+    if (t && !strcmp(t, "Sequence")) {
+        size_t i;
+        json_array_foreach(json_object_get(j, "normalizers"), i, x) ok = ok && llama2_step(x, &pre, &rep);
+    } else {
+        ok = ok && llama2_step(j, &pre, &rep);
+    }
+    json_decref(j);
+    if (!ok || !rep) return "a SentencePiece model without a pre-tokenizer under a normalizer other than Llama 2's";
+    if (qs_llm_vocab_find(v, "\xe2\x96\x81") < 0) return "a SentencePiece model without a pre-tokenizer whose vocabulary lacks \"\xe2\x96\x81\"";
+    for (int i = 0; i < v->n; i++) {
+        const char *w = v->text + v->off[i], *m = w;
+        while (*m && (m = strstr(m + 1, "\xe2\x96\x81")))
+            if (m - w < 3 || memcmp(m - 3, "\xe2\x96\x81", 3))
+                return "a SentencePiece model without a pre-tokenizer whose vocabulary has \"\xe2\x96\x81\" after another character";
+        if (v->aflags && (v->aflags[i] & (QS_TOK_LSTRIP | QS_TOK_RSTRIP)))
+            return "a SentencePiece model without a pre-tokenizer with an added token that strips whitespace";
+    }
+    return NULL;
+}
+
 /* NULL when a cut rule is proved for this tokenizer (docs/tokenize.md), r set; else why the text goes
 ** through the sequential tokenizer.  r->rstrip is malloc'ed (the caller frees it). */
 static const char *eligible(const qs_llm_vocab *v, rule *r)
@@ -178,8 +225,11 @@ static const char *eligible(const qs_llm_vocab *v, rule *r)
     memset(r, 0, sizeof *r);
     r->v = v;
     int nl_added = 0, ws_added = 0, lstrip = 0, nrs = 0, normed = 0, lstrip_normed = 0;
-    if (v->model == QS_TOK_BPE && !v->byte_level && !v->pre_json)
-        return "a SentencePiece model without a pre-tokenizer: its pieces may span spaces";
+    if (v->model == QS_TOK_BPE && !v->byte_level && !v->pre_json) {
+        const char *w = spm_why(v);
+        if (w) return w;
+        r->kind = R_SPM;
+    }
     if (v->model == QS_TOK_UNIGRAM && !v->pre_json)
         return "a Unigram model without a pre-tokenizer: its pieces may span spaces";
     for (int i = 0; i < v->n; i++) {
@@ -205,7 +255,8 @@ static const char *eligible(const qs_llm_vocab *v, rule *r)
         return "a normalized added token is not ASCII (its normalized form could hold whitespace)";
     int prefix = 0, no_nl = 0;
     const char *why = NULL;
-    if (!v->pre_json) {   /* a GGUF family: byte-level only, no normalizer */
+    if (r->kind == R_SPM) {   /* spm_why checked the normalizer */
+    } else if (!v->pre_json) {   /* a GGUF family: byte-level only, no normalizer */
         size_t i = 0;
         while (i < sizeof kFamilies / sizeof *kFamilies && strcmp(v->pre, kFamilies[i])) i++;
         if (!v->byte_level || i == sizeof kFamilies / sizeof *kFamilies)
@@ -221,7 +272,7 @@ static const char *eligible(const qs_llm_vocab *v, rule *r)
         if (r->kind == R_BYTE && (v->model != QS_TOK_BPE || !v->byte_level))
             return "a byte-level pre-tokenizer with a model that is not byte-level BPE";
     }
-    if (v->norm_json) {
+    if (v->norm_json && r->kind != R_SPM) {
         json_t *j = json_loads(v->norm_json, JSON_DECODE_ANY, NULL);
         why = j ? norm_why(j, 0, r->kind, &no_nl) : "its normalizer is not valid JSON";
         json_decref(j);
@@ -281,10 +332,12 @@ static int no_rstrip_at(const rule *r, const unsigned char *s, size_t p)
 **   graphic, a CJK letter, CJK or fullwidth punctuation), s[p] an ASCII or CJK letter;
 **   R_WS: s[p] ASCII whitespace after an ASCII graphic character or a CJK letter;
 **   R_META: s[p] a space after an ASCII graphic character or a CJK letter;
+**   R_SPM: s[p] a space after an ASCII graphic character;
 ** and no added token with rstrip ends right before s[p]. */
 static int safe_at(const rule *r, const unsigned char *s, size_t n, size_t p)
 {
     if (p < 1 || p + 1 >= n) return 0;
+    if (r->kind == R_SPM) return s[p] == ' ' && s[p - 1] > 0x20 && s[p - 1] < 0x7F;
     if (r->kind == R_WS || r->kind == R_META) {
         if (r->kind == R_WS ? !ascii_ws(s[p]) : s[p] != ' ') return 0;
         return (r->ascii_before ? s[p - 1] > 0x20 && s[p - 1] < 0x7F : solid_before(s, n, p)) && no_rstrip_at(r, s, p);
@@ -406,6 +459,7 @@ static int tok_range(const job *J, int slot, size_t a, size_t w, int32_t **ids, 
             if (!sc->cap) return -1;
         }
         qs_err e = {{0}};
+        qs_llm_tok_state_continues(J->st[slot], a > 0);   /* a Prepend normalizer adds nothing mid-stretch */
         int k = qs_llm_tokenize_state(J->st[slot], J->v, NULL, J->text + a, w, sc->ids, off ? sc->off : NULL, (int)cap,
                                       &e);
         if (k >= 0) {

@@ -75,6 +75,7 @@ typedef struct {
     ** of megabytes), and unmapping it on every call of LoPT's chunks and anchor windows interrupted
     ** the other core (a TLB shootdown) each time */
     qs_pretok_scan *scan;      /* for the prepared tokenizer the state is bound to, or NULL */
+    int cont;                  /* the text continues a stretch (qs_llm_tok_state_continues) */
     qs_tok_norm_buf nb;
     struct splits { struct split { int id; size_t a, b; } *v; size_t n, cap; } raw, sub;   /* id -1: text between added tokens */
 } tk;
@@ -687,12 +688,12 @@ static int find_added(const trie *tr, const uint8_t *af, const char *s, size_t n
 ** normalized added tokens matched in it, each stretch between them pre-tokenized and each piece through
 ** the model.  Positions are offsets in the (normalized) stretch; t->nmap maps them back. */
 static int stretch(const qs_llm_tok *k, tk *t, qs_pretok_scan *sc, qs_tok_norm_buf *nb, splits *sp, const char *text,
-                   size_t seg, size_t n, qs_err *e)
+                   size_t seg, size_t n, int cont, qs_err *e)
 {
     const char *s = text + seg;
     t->seg = seg; t->at = seg; t->nmap = NULL;
     if (k->norm) {
-        if (qs_tok_norm_run(k->norm, s, n, nb, e)) return -1;
+        if (qs_tok_norm_run_cont(k->norm, s, n, cont, nb, e)) return -1;
         s = nb->s; t->nmap = nb->map; t->nlen = nb->n; t->nsrc = n;
         n = nb->n;
     }
@@ -725,7 +726,7 @@ static int tokenize(const qs_llm_tok *k, tk *t, const char *text, size_t len, qs
     for (size_t i = 0; i < t->raw.n && !rc; i++) {
         const split *p = &t->raw.v[i];
         rc = p->id >= 0 ? emit(t, p->id, (uint32_t)p->a, (uint32_t)p->b)
-                        : stretch(k, t, t->scan, &t->nb, &t->sub, text, p->a, p->b - p->a, e);
+                        : stretch(k, t, t->scan, &t->nb, &t->sub, text, p->a, p->b - p->a, t->cont && p->a == 0, e);
     }
     return rc ? -1 : 0;
 }
@@ -733,6 +734,7 @@ static int tokenize(const qs_llm_tok *k, tk *t, const char *text, size_t len, qs
 /* A caller's tokenizer state (llm_tok.h): the scratch and piece cache of the last vocabulary used. */
 struct qs_llm_tok_state {
     tk t;
+    int cont;                  /* qs_llm_tok_state_continues */
     qs_llm_tok_shared *sh;     /* the caller's shared cache, or NULL */
     const qs_llm_vocab *v;     /* the vocabulary t's cache and byte table belong to, or NULL */
     unsigned long long gen;    /* and the build of its prepared tokenizer (0: none) */
@@ -743,6 +745,11 @@ qs_llm_tok_state *qs_llm_tok_state_new(qs_llm_tok_shared *sh)
     qs_llm_tok_state *s = calloc(1, sizeof *s);
     if (s) s->sh = sh;
     return s;
+}
+
+void qs_llm_tok_state_continues(qs_llm_tok_state *s, int cont)
+{
+    s->cont = cont != 0;
 }
 
 void qs_llm_tok_state_free(qs_llm_tok_state *s)
@@ -793,7 +800,7 @@ int qs_llm_tokenize_state(qs_llm_tok_state *st, const qs_llm_vocab *v, const cha
         }
     }
     t->model = k->model; t->ignore_merges = k->ignore_merges; t->out = out; t->off = off; t->cap = cap; t->n = 0;
-    t->e = e; t->name = name; t->source = k->source;
+    t->e = e; t->name = name; t->source = k->source; t->cont = st ? st->cont : 0;
     int rc = tokenize(k, t, text, len, e);
     int n = t->n;
     if (!st) tk_free(t);

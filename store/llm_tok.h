@@ -111,7 +111,11 @@ void qs_llm_tok_state_free(qs_llm_tok_state *s);
 ** what s saw before. */
 int qs_llm_tokenize_state(qs_llm_tok_state *s, const qs_llm_vocab *v, const char *name, const char *text, size_t len,
                           int32_t *out, uint32_t *off, int cap, qs_err *e);
-/* The same with name NULL. */
+/* The following calls through s tokenize text that continues a stretch (cont != 0; LoPT's chunks and
+** windows that do not start the text): a Prepend normalizer adds nothing to the call's first stretch
+** when the text starts with one.  0 (the default): each call's text is a text of its own. */
+void qs_llm_tok_state_continues(qs_llm_tok_state *s, int cont);
+/* qs_llm_tokenize_named with name NULL. */
 int qs_llm_tokenize(const qs_llm_vocab *v, const char *text, size_t len, int32_t *out, int cap, qs_err *e);
 
 /* A tokenizer.json image (llm_tok_json.c) -> v: ids 0..vocab-1 (vocab 0: as many as its ids need, at

@@ -558,6 +558,66 @@ static void test_sentencepiece(void **st)
     assert_int_equal(bad, 0);
 }
 
+/* SentencePiece BPE without a pre-tokenizer under Llama 2's normalizer (Prepend "▁", Replace " " by
+** "▁"): chunks cut before a space after an ASCII graphic character, the Prepend left out where a chunk
+** continues a stretch (qs_llm_tok_state_continues); lossless on random texts.  Prepend alone, a
+** vocabulary with "▁" after another character (spm_bpe_cross.json: "e▁", "▁the▁"), ignore_merges,
+** Unigram and a tokenizer.model (its dummy prefix is the model's) stay sequential. */
+static void test_llama2(void **st)
+{
+    (void)st;
+    static const char kLlama2[] = "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Prepend\",\"prepend\":\"\\u2581\"},"
+                                  "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"\\u2581\"}]}";
+    static const char kReplace[] = "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"\\u2581\"}";
+    int bad = 0;
+    qs_llm_file f;
+    qs_err e = {{0}};
+    assert_int_equal(qs_llm_load_tokenizer("fixtures/llm/spm_bpe.json", &f, &e), 0);
+    saved o = swap(&f.v, kLlama2, NULL);
+    assert_null(why_of(&f.v));
+    bad += property(&f.v, 60, "Llama 2's normalizer", 1);
+    /* a state that continues a stretch: no "▁" prepended, so other ids than a text of its own */
+    qs_llm_tok_state *ts = qs_llm_tok_state_new(NULL);
+    int32_t a[16], b[16];
+    assert_non_null(ts);
+    int na = qs_llm_tokenize_state(ts, &f.v, NULL, "hello world", 11, a, NULL, 16, &e);
+    qs_llm_tok_state_continues(ts, 1);
+    int nb = qs_llm_tokenize_state(ts, &f.v, NULL, "hello world", 11, b, NULL, 16, &e);
+    assert_true(na > 0 && nb > 0 && (na != nb || memcmp(a, b, (size_t)na * sizeof *a)));
+    qs_llm_tok_state_continues(ts, 0);
+    assert_int_equal(qs_llm_tokenize_state(ts, &f.v, NULL, "hello world", 11, b, NULL, 16, &e), na);
+    assert_memory_equal(a, b, (size_t)na * sizeof *a);
+    qs_llm_tok_state_free(ts);
+    restore(&f.v, o);
+    o = swap(&f.v, kReplace, NULL);
+    assert_null(why_of(&f.v));
+    bad += property(&f.v, 30, "Replace only", 1);
+    restore(&f.v, o);
+    o = swap(&f.v, "{\"type\":\"Prepend\",\"prepend\":\"\\u2581\"}", NULL);
+    assert_non_null(strstr(why_of(&f.v), "other than Llama 2's"));
+    restore(&f.v, o);
+    f.v.ignore_merges = 1;
+    o = swap(&f.v, kLlama2, NULL);
+    assert_non_null(why_of(&f.v));
+    restore(&f.v, o);
+    qs_llm_file_free(&f);
+    static const char *const seq[] = {"fixtures/llm/spm_bpe_cross.json", "fixtures/llm/spm_uni.json"};
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(qs_llm_load_tokenizer(seq[i], &f, &e), 0);
+        o = swap(&f.v, kLlama2, NULL);
+        const char *w = why_of(&f.v);
+        assert_non_null(w);
+        assert_non_null(strstr(w, i ? "without a pre-tokenizer" : "after another character"));
+        bad += property(&f.v, 10, seq[i], 0);
+        restore(&f.v, o);
+        qs_llm_file_free(&f);
+    }
+    assert_int_equal(qs_llm_load_tokenizer("fixtures/llm/spm_bpe.model", &f, &e), 0);
+    assert_non_null(strstr(why_of(&f.v), "may span spaces"));
+    qs_llm_file_free(&f);
+    assert_int_equal(bad, 0);
+}
+
 /* MiniLM (tokenizer.json, and vocab.txt) on Emma and on random texts. */
 static void test_minilm(void **st)
 {
@@ -642,6 +702,7 @@ int main(void)
         cmocka_unit_test(test_wordpiece),
         cmocka_unit_test(test_added_flags),
         cmocka_unit_test(test_sentencepiece),
+        cmocka_unit_test(test_llama2),
         cmocka_unit_test(test_minilm),
         cmocka_unit_test(test_state),
     };
