@@ -185,32 +185,45 @@ static int llama2_step(json_t *j, int *pre, int *rep)
     return 0;
 }
 
-/* NULL when a SentencePiece BPE model without a pre-tokenizer (Llama 2's tokenizer.json) splits at
-** every space after an ASCII graphic character (docs/tokenize.md, "LoPT beyond byte-level BPE"): spaces
-** become "▁" (Replace), the "▁" Prepend adds to each stretch is left out where a chunk continues one
-** (qs_llm_tok_state_continues), and no vocabulary entry has "▁" after another character, so no merge
-** joins the character before the cut with the "▁" at it; else why not. */
+/* NULL when a SentencePiece BPE model without a pre-tokenizer splits at every space after an ASCII
+** graphic character (docs/tokenize.md, "LoPT beyond byte-level BPE"): spaces become "▁" (Llama 2's
+** tokenizer.json: Replace; a tokenizer.model or GGUF "llama" vocabulary: escape_whitespaces), what is
+** added once per stretch (a Prepend "▁", the model's dummy prefix) or removed at its start (leading
+** spaces) is left out where a chunk continues a stretch (qs_llm_tok_state_continues), and no
+** vocabulary entry has "▁" after another character, so no merge joins the character before the cut
+** with the "▁" at it; else why not. */
 static const char *spm_why(const qs_llm_vocab *v)
 {
-    const char *no = "a SentencePiece model without a pre-tokenizer: its pieces may span spaces";
-    if (v->model != QS_TOK_BPE || v->ignore_merges || !v->norm_json || !v->model_json || strstr(v->model_json, "\"sentencepiece\""))
-        return no;   /* a tokenizer.model or GGUF adds its dummy prefix and strips spaces in the model, per call */
-    json_t *j = json_loads(v->norm_json, 0, NULL), *x;
-    int pre = 0, rep = 0, ok = j != NULL;
-    const char *t = json_string_value(json_object_get(j, "type"));
-    if (t && !strcmp(t, "Sequence")) {
-        size_t i;
-        json_array_foreach(json_object_get(j, "normalizers"), i, x) ok = ok && llama2_step(x, &pre, &rep);
-    } else {
-        ok = ok && llama2_step(j, &pre, &rep);
-    }
+    static const char meta[] = "\xe2\x96\x81";
+    if (v->model != QS_TOK_BPE || v->ignore_merges || !v->model_json)
+        return "a SentencePiece model without a pre-tokenizer: its pieces may span spaces";
+    json_t *j = json_loads(v->model_json, 0, NULL), *sp = json_object_get(j, "sentencepiece");
+    int own = sp != NULL, esc = !own || !json_is_false(json_object_get(sp, "escape_whitespaces"));
     json_decref(j);
-    if (!ok || !rep) return "a SentencePiece model without a pre-tokenizer under a normalizer other than Llama 2's";
-    if (qs_llm_vocab_find(v, "\xe2\x96\x81") < 0) return "a SentencePiece model without a pre-tokenizer whose vocabulary lacks \"\xe2\x96\x81\"";
+    if (own) {   /* tokenizer.model, GGUF: the model's own flags; a charsmap could match across a space */
+        if (!esc) return "a SentencePiece model that keeps spaces as spaces (escape_whitespaces false)";
+        if (v->norm_json && strcmp(v->norm_json, "null"))
+            return "a SentencePiece model without a pre-tokenizer whose normalization rules could match across a space";
+    } else {
+        json_t *x, *n = v->norm_json ? json_loads(v->norm_json, 0, NULL) : NULL;
+        int pre = 0, rep = 0, ok = n != NULL;
+        const char *t = json_string_value(json_object_get(n, "type"));
+        if (t && !strcmp(t, "Sequence")) {
+            size_t i;
+            json_array_foreach(json_object_get(n, "normalizers"), i, x) ok = ok && llama2_step(x, &pre, &rep);
+        } else {
+            ok = ok && llama2_step(n, &pre, &rep);
+        }
+        json_decref(n);
+        if (!ok || !rep) return "a SentencePiece model without a pre-tokenizer under a normalizer other than Llama 2's";
+    }
+    int id = qs_llm_vocab_find(v, meta);
+    if (id < 0 || (v->type && v->type[id] != 1))
+        return "a SentencePiece model without a pre-tokenizer whose vocabulary lacks \"\xe2\x96\x81\"";
     for (int i = 0; i < v->n; i++) {
         const char *w = v->text + v->off[i], *m = w;
-        while (*m && (m = strstr(m + 1, "\xe2\x96\x81")))
-            if (m - w < 3 || memcmp(m - 3, "\xe2\x96\x81", 3))
+        while (*m && (m = strstr(m + 1, meta)))
+            if (m - w < 3 || memcmp(m - 3, meta, 3))
                 return "a SentencePiece model without a pre-tokenizer whose vocabulary has \"\xe2\x96\x81\" after another character";
         if (v->aflags && (v->aflags[i] & (QS_TOK_LSTRIP | QS_TOK_RSTRIP)))
             return "a SentencePiece model without a pre-tokenizer with an added token that strips whitespace";

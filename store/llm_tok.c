@@ -76,6 +76,7 @@ typedef struct {
     ** the other core (a TLB shootdown) each time */
     qs_pretok_scan *scan;      /* for the prepared tokenizer the state is bound to, or NULL */
     int cont;                  /* the text continues a stretch (qs_llm_tok_state_continues) */
+    int cont_piece;            /* the next piece starts such a stretch (a model without a pre-tokenizer) */
     qs_tok_norm_buf nb;
     struct splits { struct split { int id; size_t a, b; } *v; size_t n, cap; } raw, sub;   /* id -1: text between added tokens */
 } tk;
@@ -366,16 +367,18 @@ static int emit_ids(tk *t, size_t k0, size_t k1, size_t at, size_t virt)
 static int piece(void *ctx, const char *s, size_t n, size_t at, size_t virt)
 {
     tk *t = ctx;
+    const int cont = t->cont_piece, cache = !cont && n <= CACHE_MAX_PIECE;   /* cont: ids depend on more than the bytes */
+    t->cont_piece = 0;
     uint64_t h = XXH3_64bits(s, n);   /* ids and their spans in the piece depend on its bytes only */
     size_t i = 0;
-    if (t->ccap && n <= CACHE_MAX_PIECE)
+    if (t->ccap && cache)
         for (i = h & (t->ccap - 1); t->ct[i].klen; i = (i + 1) & (t->ccap - 1)) {
             centry *c = &t->ct[i];
             if (c->h == h && c->klen == n + 1 && !memcmp(t->keys + c->koff, s, n))
                 return emit_ids(t, c->ioff, c->ioff + c->icnt, at, virt);
         }
     size_t i0 = t->ilen;
-    const sent *x = t->sh && n <= CACHE_MAX_PIECE ? shared_find(t->sh, h, s, n) : NULL;
+    const sent *x = t->sh && cache ? shared_find(t->sh, h, s, n) : NULL;
     if (x) {   /* computed once, by whichever state met the piece first */
         const int32_t *xi = (const int32_t *)((const char *)x + sent_ids(x->n));
         const uint32_t *xs = (const uint32_t *)(xi + x->cnt);
@@ -383,13 +386,13 @@ static int piece(void *ctx, const char *s, size_t n, size_t at, size_t virt)
             if (put_id(t, xi[k], xs[2 * k], xs[2 * k + 1])) return -1;
     } else if (t->v->model == QS_TOK_BPE && t->v->byte_level) {
         if (bpe(t, (const unsigned char *)s, n)) return -1;
-    } else if (qs_tok_model_piece(t->v, t->model, s, n, model_emit, t, t->e)) {
+    } else if (qs_tok_model_piece(t->v, t->model, s, n, cont, model_emit, t, t->e)) {
         return -1;
     }
     if (emit_ids(t, i0, t->ilen, at, virt)) return -1;
-    if (!x && t->sh && n <= CACHE_MAX_PIECE)   /* full or out of memory: the own cache still has it */
+    if (!x && t->sh && cache)   /* full or out of memory: the own cache still has it */
         shared_put(t->sh, &t->blk, h, s, n, t->ids ? t->ids + i0 : NULL, t->rsp ? t->rsp + 2 * i0 : NULL, t->ilen - i0);
-    if (n > CACHE_MAX_PIECE || t->klen + n > UINT32_MAX || t->ilen > UINT32_MAX) { t->ilen = i0; return 0; }
+    if (!cache || t->klen + n > UINT32_MAX || t->ilen > UINT32_MAX) { t->ilen = i0; return 0; }
     if (2 * (t->cn + 1) > t->ccap) {   /* grow: rehash every entry */
         size_t nc = t->ccap ? 2 * t->ccap : 4096;
         centry *nt = calloc(nc, sizeof *nt);
@@ -706,6 +709,7 @@ static int stretch(const qs_llm_tok *k, tk *t, qs_pretok_scan *sc, qs_tok_norm_b
             span_of(t, a, b, &x, &y);
             rc = emit(t, sp->v[i].id, x, y);
         } else if (!k->pt) {
+            t->cont_piece = cont && a == 0;   /* the model sees the stretch: SentencePiece's dummy prefix */
             rc = piece(t, s + a, b - a, a, 0);
         } else {
             qs_pretok_scan_origin(sc, seg);   /* Metaspace "first" (llm_pretok_meta.c) */

@@ -530,7 +530,9 @@ static void test_sentencepiece(void **st)
         qs_llm_file f;
         qs_err e = {{0}};
         assert_int_equal(qs_llm_load_tokenizer(files[i], &f, &e), 0);
-        if (!f.v.pre_json) {
+        if (!f.v.pre_json && i == 2) {   /* SentencePiece BPE in a tokenizer.model: test_llama2 */
+            assert_null(why_of(&f.v));
+        } else if (!f.v.pre_json) {   /* without Llama 2's normalizer, or Unigram */
             const char *w = why_of(&f.v);
             assert_non_null(w);
             assert_non_null(strstr(w, "without a pre-tokenizer"));
@@ -560,9 +562,10 @@ static void test_sentencepiece(void **st)
 
 /* SentencePiece BPE without a pre-tokenizer under Llama 2's normalizer (Prepend "▁", Replace " " by
 ** "▁"): chunks cut before a space after an ASCII graphic character, the Prepend left out where a chunk
-** continues a stretch (qs_llm_tok_state_continues); lossless on random texts.  Prepend alone, a
-** vocabulary with "▁" after another character (spm_bpe_cross.json: "e▁", "▁the▁"), ignore_merges,
-** Unigram and a tokenizer.model (its dummy prefix is the model's) stay sequential. */
+** continues a stretch (qs_llm_tok_state_continues); lossless on random texts.  The same for
+** tokenizer.model and GGUF "llama" vocabularies, whose models add the dummy prefix and remove spaces.
+** Prepend alone, a vocabulary with "▁" after another character (spm_bpe_cross.json: "e▁", "▁the▁"),
+** ignore_merges, Unigram and a charsmap stay sequential. */
 static void test_llama2(void **st)
 {
     (void)st;
@@ -612,9 +615,25 @@ static void test_llama2(void **st)
         restore(&f.v, o);
         qs_llm_file_free(&f);
     }
+    /* the model's own flags (tokenizer.model: dummy prefix, leading, trailing and repeated spaces
+    ** removed; a GGUF "llama" vocabulary: a space prefix per stretch), left out where a chunk continues */
+    static const char *const own[] = {"fixtures/llm/spm_bpe.model", "fixtures/llm/spm_bpe_nofb.model",
+                                      "fixtures/llm/spm_bpe_unused.model", "fixtures/llm/spm_llama.gguf"};
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal(i == 3 ? qs_llm_load_gguf_vocab(own[i], &f, &e) : qs_llm_load_tokenizer(own[i], &f, &e), 0);
+        assert_null(why_of(&f.v));
+        bad += property(&f.v, 40, own[i], 1);
+        qs_llm_file_free(&f);
+    }
+    /* a charsmap's rules could match across a space: sequential */
+    qs_llm_file g;
+    assert_int_equal(qs_llm_load_tokenizer("fixtures/llm/spm_uni_rules.model", &g, &e), 0);
     assert_int_equal(qs_llm_load_tokenizer("fixtures/llm/spm_bpe.model", &f, &e), 0);
-    assert_non_null(strstr(why_of(&f.v), "may span spaces"));
+    o = swap(&f.v, g.v.norm_json, NULL);
+    assert_non_null(strstr(why_of(&f.v), "normalization rules"));
+    restore(&f.v, o);
     qs_llm_file_free(&f);
+    qs_llm_file_free(&g);
     assert_int_equal(bad, 0);
 }
 
