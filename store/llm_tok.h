@@ -112,8 +112,10 @@ void qs_llm_tok_state_free(qs_llm_tok_state *s);
 int qs_llm_tokenize_state(qs_llm_tok_state *s, const qs_llm_vocab *v, const char *name, const char *text, size_t len,
                           int32_t *out, uint32_t *off, int cap, qs_err *e);
 /* The following calls through s tokenize text that continues a stretch (cont != 0; LoPT's chunks and
-** windows that do not start the text): a Prepend normalizer adds nothing to the call's first stretch
-** when the text starts with one.  0 (the default): each call's text is a text of its own. */
+** windows that do not start the text): when the text starts with a stretch, a Prepend normalizer adds
+** nothing to it, and a SentencePiece model without a pre-tokenizer (tokenizer.model, GGUF llama) adds
+** no dummy prefix and removes no leading spaces.  0 (the default): each call's text is a text of its
+** own. */
 void qs_llm_tok_state_continues(qs_llm_tok_state *s, int cont);
 /* qs_llm_tokenize_named with name NULL. */
 int qs_llm_tokenize(const qs_llm_vocab *v, const char *text, size_t len, int32_t *out, int cap, qs_err *e);
