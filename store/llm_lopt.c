@@ -62,8 +62,10 @@ typedef struct {
     int ascii_before;          /* R_WS/R_META: only an ASCII graphic character before the cut (a normalizer
                                ** could pad a CJK letter with a space a normalized lstrip token would take) */
     const qs_llm_vocab *v;
-    int *rstrip;               /* added tokens with rstrip (malloc'ed): no cut right after one */
-    int nrstrip;
+    int *after;                /* added tokens no cut may follow (malloc'ed): those with rstrip (they would
+                               ** take the cut's whitespace); under R_SPM every one (a stretch starts after
+                               ** it, and gets a Prepend or a dummy prefix there) */
+    int nafter;
 } rule;
 
 /* One pre-tokenizer step: NULL when proved (*kind: the cut rule of the step that splits at its cut
@@ -231,13 +233,18 @@ static const char *spm_why(const qs_llm_vocab *v)
     return NULL;
 }
 
+static int is_added(const qs_llm_vocab *v, int i)
+{
+    return (v->type && (v->type[i] == 3 || v->type[i] == 4)) || (v->aflags && (v->aflags[i] & QS_TOK_ADDED));
+}
+
 /* NULL when a cut rule is proved for this tokenizer (docs/tokenize.md), r set; else why the text goes
-** through the sequential tokenizer.  r->rstrip is malloc'ed (the caller frees it). */
+** through the sequential tokenizer.  r->after is malloc'ed (the caller frees it). */
 static const char *eligible(const qs_llm_vocab *v, rule *r)
 {
     memset(r, 0, sizeof *r);
     r->v = v;
-    int nl_added = 0, ws_added = 0, lstrip = 0, nrs = 0, normed = 0, lstrip_normed = 0;
+    int nl_added = 0, ws_added = 0, lstrip = 0, nrs = 0, normed = 0, lstrip_normed = 0, nadded = 0;
     if (v->model == QS_TOK_BPE && !v->byte_level && !v->pre_json) {
         const char *w = spm_why(v);
         if (w) return w;
@@ -246,8 +253,8 @@ static const char *eligible(const qs_llm_vocab *v, rule *r)
     if (v->model == QS_TOK_UNIGRAM && !v->pre_json)
         return "a Unigram model without a pre-tokenizer: its pieces may span spaces";
     for (int i = 0; i < v->n; i++) {
-        int added = (v->type && (v->type[i] == 3 || v->type[i] == 4)) || (v->aflags && (v->aflags[i] & QS_TOK_ADDED));
-        if (!added) continue;
+        if (!is_added(v, i)) continue;
+        nadded++;
         int f = v->aflags ? v->aflags[i] : 0;
         const unsigned char *c = (const unsigned char *)v->text + v->off[i];
         for (const unsigned char *q = c; *q; q++) {
@@ -293,13 +300,14 @@ static const char *eligible(const qs_llm_vocab *v, rule *r)
     }
     r->nl = r->kind == R_BYTE && !prefix && !nl_added && !no_nl && !lstrip;
     r->ascii_before = lstrip_normed && v->norm_json && strcmp(v->norm_json, "null");
-    if (nrs) {
-        int *rs = malloc((size_t)nrs * sizeof *rs);
+    if (nrs || (r->kind == R_SPM && nadded)) {
+        int *rs = malloc((size_t)(r->kind == R_SPM ? nadded : nrs) * sizeof *rs);
         if (!rs) return "out of memory";
         nrs = 0;
         for (int i = 0; i < v->n; i++)
-            if (v->aflags && (v->aflags[i] & QS_TOK_RSTRIP) && *(v->text + v->off[i])) rs[nrs++] = i;
-        r->rstrip = rs; r->nrstrip = nrs;
+            if (*(v->text + v->off[i]) && (r->kind == R_SPM ? is_added(v, i) : v->aflags && (v->aflags[i] & QS_TOK_RSTRIP)))
+                rs[nrs++] = i;
+        r->after = rs; r->nafter = nrs;
     }
     return NULL;
 }
@@ -328,11 +336,11 @@ static int solid_before(const unsigned char *s, size_t n, size_t p)
     return p >= 3 && cjk_letter(cp3(s, n, p - 3));
 }
 
-/* No added token with rstrip ends at p (it would take the whitespace after it across the cut). */
-static int no_rstrip_at(const rule *r, const unsigned char *s, size_t p)
+/* None of r->after ends at p (its text is not a suffix of s[0..p)). */
+static int no_added_at(const rule *r, const unsigned char *s, size_t p)
 {
-    for (int i = 0; i < r->nrstrip; i++) {
-        const char *c = r->v->text + r->v->off[r->rstrip[i]];
+    for (int i = 0; i < r->nafter; i++) {
+        const char *c = r->v->text + r->v->off[r->after[i]];
         size_t l = strlen(c);
         if (l <= p && !memcmp(s + p - l, c, l)) return 0;
     }
@@ -346,20 +354,20 @@ static int no_rstrip_at(const rule *r, const unsigned char *s, size_t p)
 **   R_WS: s[p] ASCII whitespace after an ASCII graphic character or a CJK letter;
 **   R_META: s[p] a space after an ASCII graphic character or a CJK letter;
 **   R_SPM: s[p] a space after an ASCII graphic character;
-** and no added token with rstrip ends right before s[p]. */
+** and no added token of r->after ends right before s[p]. */
 static int safe_at(const rule *r, const unsigned char *s, size_t n, size_t p)
 {
     if (p < 1 || p + 1 >= n) return 0;
-    if (r->kind == R_SPM) return s[p] == ' ' && s[p - 1] > 0x20 && s[p - 1] < 0x7F;
+    if (r->kind == R_SPM) return s[p] == ' ' && s[p - 1] > 0x20 && s[p - 1] < 0x7F && no_added_at(r, s, p);
     if (r->kind == R_WS || r->kind == R_META) {
         if (r->kind == R_WS ? !ascii_ws(s[p]) : s[p] != ' ') return 0;
-        return (r->ascii_before ? s[p - 1] > 0x20 && s[p - 1] < 0x7F : solid_before(s, n, p)) && no_rstrip_at(r, s, p);
+        return (r->ascii_before ? s[p - 1] > 0x20 && s[p - 1] < 0x7F : solid_before(s, n, p)) && no_added_at(r, s, p);
     }
     if (s[p] == ' ') {
         unsigned char c = s[p - 1];
         return ascii_letter(s[p + 1]) &&
                (ascii_letter(c) || c == '.' || c == ',' || c == ';' || c == ':' || c == '!' || c == '?') &&
-               no_rstrip_at(r, s, p);
+               no_added_at(r, s, p);
     }
     if (!r->nl || s[p - 1] != '\n' || p < 2 || !(ascii_letter(s[p]) || cjk_letter(cp3(s, n, p)))) return 0;
     if (s[p - 2] > 0x20 && s[p - 2] < 0x7F) return 1;
@@ -610,12 +618,12 @@ int qs_lopt_tokenize(const qs_llm_vocab *v, const char *name, const char *text, 
     if (threads != 1 && len > chunk && len < UINT32_MAX && !(why = eligible(v, &r))) {
         size_t regrown = 0;
         bound *b = malloc((len / chunk + 3 * TAIL + 1) * sizeof *b);
-        if (!b) { free(r.rstrip); return qs_fail(e, "out of memory for the chunks of %s", name ? name : "the text"); }
+        if (!b) { free(r.after); return qs_fail(e, "out of memory for the chunks of %s", name ? name : "the text"); }
         size_t nb = plan(&r, (const unsigned char *)text, len, chunk, overlap, b, &regrown);
         int rc = nb ? parallel(v, text, len, b, nb, threads, ids, offs, n, st) : 1;
         free(b);
-        free(r.rstrip);
-        r.rstrip = NULL;
+        free(r.after);
+        r.after = NULL;
         if (st) st->regrown = regrown;
         if (rc == 0) return 0;
         free(*ids); *ids = NULL;

@@ -579,6 +579,18 @@ static void test_llama2(void **st)
     saved o = swap(&f.v, kLlama2, NULL);
     assert_null(why_of(&f.v));
     bad += property(&f.v, 60, "Llama 2's normalizer", 1);
+    /* a space right after an added token starts a stretch in the whole text (Prepend adds "▁" there):
+    ** never a cut position (fuzz_lopt found the chunk that started there without it) */
+    char sep[2048];
+    size_t ns = 0, anchors = 0, diff = 0;
+    while (ns + 40 < sizeof sep) ns += (size_t)sprintf(sep + ns, "end.<sep> there, my dear<sep> friend. ");
+    for (size_t c = 16; c <= 256; c *= 2)
+        for (size_t ov = 4; ov < c; ov *= 4) {
+            qs_lopt_opts lo = {2, c, ov};
+            bad += check(&f.v, sep, ns, &lo, &anchors, &diff, "a space after <sep>");
+        }
+    assert_true(anchors > 0);
+    assert_int_equal(diff, 0);
     /* a state that continues a stretch: no "▁" prepended, so other ids than a text of its own */
     qs_llm_tok_state *ts = qs_llm_tok_state_new(NULL);
     int32_t a[16], b[16];
