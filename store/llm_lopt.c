@@ -54,8 +54,9 @@ enum { R_BYTE = 1,   /* byte-level BPE with a proved pattern: the space rule (+ 
        R_WS = 2,     /* a pre-tokenizer that removes whitespace (BertPreTokenizer, Whitespace(Split)): a
                      ** space, tab, CR or newline after a solid character */
        R_META = 3,   /* Metaspace with split: a space after a solid character */
-       R_SPM = 4 };  /* SentencePiece BPE without a pre-tokenizer under Llama 2's normalizer: a space
-                     ** after an ASCII graphic character */
+       R_SPM = 4 };  /* SentencePiece BPE without a pre-tokenizer (Llama 2's tokenizer.json, tokenizer.model,
+                     ** GGUF llama; spm_why): a space after an ASCII graphic character, not after an
+                     ** added token */
 
 typedef struct {
     int kind, nl;              /* R_*, and whether the newline rule holds (R_BYTE) */
@@ -275,7 +276,8 @@ static const char *eligible(const qs_llm_vocab *v, rule *r)
         return "a normalized added token is not ASCII (its normalized form could hold whitespace)";
     int prefix = 0, no_nl = 0;
     const char *why = NULL;
-    if (r->kind == R_SPM) {   /* spm_why checked the normalizer */
+    if (r->kind == R_SPM) {
+        /* no pre-tokenizer, and spm_why checked the normalizer */
     } else if (!v->pre_json) {   /* a GGUF family: byte-level only, no normalizer */
         size_t i = 0;
         while (i < sizeof kFamilies / sizeof *kFamilies && strcmp(v->pre, kFamilies[i])) i++;
