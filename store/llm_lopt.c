@@ -5,7 +5,9 @@
 ** admits: byte-level BPE with a proved pattern (a word character, one space, an ASCII letter; or a
 ** newline after a non-space, before a letter), pre-tokenizers that remove whitespace (WordPiece's
 ** BertPreTokenizer, Whitespace: ASCII whitespace after a solid character), Metaspace with split (a
-** space after a solid character), each under a normalizer that is character-local at those positions.
+** space after a solid character), each under a normalizer that is character-local at those positions,
+** and SentencePiece BPE without a pre-tokenizer whose merges cannot cross a space (a space after an
+** ASCII graphic character; a chunk continues a stretch: no Prepend, no dummy prefix).
 ** So the chunks are the segments between consecutive p1s, tokenized once each on qscope's pool (one
 ** tokenizer state per slot, all sharing one piece cache), and their ids are concatenated.  LoPT's
 ** merge condition stays as a run-time check of that proof: the overlap window, tokenized from its
@@ -15,7 +17,8 @@
 **
 ** Dynamic overlap and chunk length: an overlap without two cut positions is doubled until it has them
 ** (at most to the chunk length); a boundary still without them is dropped, so the chunk grows into
-** its neighbour.  Everything is decided from the bytes before any tokenization; neither the ids nor
+** its neighbour.  The last four chunk lengths are cut in quarter chunks, so the threads finish
+** together.  Everything is decided from the bytes before any tokenization; neither the ids nor
 ** the chunks depend on the number of threads.
 */
 #include "llm_lopt.h"
