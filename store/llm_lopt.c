@@ -5,7 +5,9 @@
 ** admits: byte-level BPE with a proved pattern (a word character, one space, an ASCII letter; or a
 ** newline after a non-space, before a letter), pre-tokenizers that remove whitespace (WordPiece's
 ** BertPreTokenizer, Whitespace: ASCII whitespace after a solid character), Metaspace with split (a
-** space after a solid character), each under a normalizer that is character-local at those positions.
+** space after a solid character), each under a normalizer that is character-local at those positions,
+** and SentencePiece BPE without a pre-tokenizer whose merges cannot cross a space (a space after an
+** ASCII graphic character; a chunk continues a stretch: no Prepend, no dummy prefix).
 ** So the chunks are the segments between consecutive p1s, tokenized once each on qscope's pool (one
 ** tokenizer state per slot, all sharing one piece cache), and their ids are concatenated.  LoPT's
 ** merge condition stays as a run-time check of that proof: the overlap window, tokenized from its
@@ -15,7 +17,8 @@
 **
 ** Dynamic overlap and chunk length: an overlap without two cut positions is doubled until it has them
 ** (at most to the chunk length); a boundary still without them is dropped, so the chunk grows into
-** its neighbour.  Everything is decided from the bytes before any tokenization; neither the ids nor
+** its neighbour.  The last four chunk lengths are cut in quarter chunks, so the threads finish
+** together.  Everything is decided from the bytes before any tokenization; neither the ids nor
 ** the chunks depend on the number of threads.
 */
 #include "llm_lopt.h"
@@ -53,15 +56,20 @@ static int ascii_alnum(unsigned char c) { return ascii_letter(c) || (c >= '0' &&
 enum { R_BYTE = 1,   /* byte-level BPE with a proved pattern: the space rule (+ the newline rule if nl) */
        R_WS = 2,     /* a pre-tokenizer that removes whitespace (BertPreTokenizer, Whitespace(Split)): a
                      ** space, tab, CR or newline after a solid character */
-       R_META = 3 }; /* Metaspace with split: a space after a solid character */
+       R_META = 3,   /* Metaspace with split: a space after a solid character */
+       R_SPM = 4 };  /* SentencePiece BPE without a pre-tokenizer (Llama 2's tokenizer.json, tokenizer.model,
+                     ** GGUF llama; spm_why): a space after an ASCII graphic character, not after an
+                     ** added token */
 
 typedef struct {
     int kind, nl;              /* R_*, and whether the newline rule holds (R_BYTE) */
     int ascii_before;          /* R_WS/R_META: only an ASCII graphic character before the cut (a normalizer
                                ** could pad a CJK letter with a space a normalized lstrip token would take) */
     const qs_llm_vocab *v;
-    int *rstrip;               /* added tokens with rstrip (malloc'ed): no cut right after one */
-    int nrstrip;
+    int *after;                /* added tokens no cut may follow (malloc'ed): those with rstrip (they would
+                               ** take the cut's whitespace); under R_SPM every one (a stretch starts after
+                               ** it, and gets a Prepend or a dummy prefix there) */
+    int nafter;
 } rule;
 
 /* One pre-tokenizer step: NULL when proved (*kind: the cut rule of the step that splits at its cut
@@ -171,20 +179,86 @@ static const char *norm_why(json_t *j, int depth, int kind, int *no_nl)
 ** drops \v and \f as control characters) */
 static int ascii_ws(unsigned char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 
+/* A normalizer step of Llama 2's tokenizer.json: Prepend("▁") (*pre) or Replace(" ", "▁") (*rep). */
+static int llama2_step(json_t *j, int *pre, int *rep)
+{
+    const char *t = json_string_value(json_object_get(j, "type"));
+    const char *x = json_string_value(json_object_get(j, "prepend"));
+    if (t && x && !strcmp(t, "Prepend") && !strcmp(x, "\xe2\x96\x81")) return *pre = 1;
+    const char *a = json_string_value(json_object_get(json_object_get(j, "pattern"), "String"));
+    const char *c = json_string_value(json_object_get(j, "content"));
+    if (t && a && c && !strcmp(t, "Replace") && !strcmp(a, " ") && !strcmp(c, "\xe2\x96\x81")) return *rep = 1;
+    return 0;
+}
+
+/* NULL when a SentencePiece BPE model without a pre-tokenizer splits at every space after an ASCII
+** graphic character (docs/tokenize.md, "LoPT beyond byte-level BPE"): spaces become "▁" (Llama 2's
+** tokenizer.json: Replace; a tokenizer.model or GGUF "llama" vocabulary: escape_whitespaces), what is
+** added once per stretch (a Prepend "▁", the model's dummy prefix) or removed at its start (leading
+** spaces) is left out where a chunk continues a stretch (qs_llm_tok_state_continues), and no
+** vocabulary entry has "▁" after another character, so no merge joins the character before the cut
+** with the "▁" at it; else why not. */
+static const char *spm_why(const qs_llm_vocab *v)
+{
+    static const char meta[] = "\xe2\x96\x81";
+    if (v->model != QS_TOK_BPE || v->ignore_merges || !v->model_json)
+        return "a SentencePiece model without a pre-tokenizer: its pieces may span spaces";
+    json_t *j = json_loads(v->model_json, 0, NULL), *sp = json_object_get(j, "sentencepiece");
+    int own = sp != NULL, esc = !own || !json_is_false(json_object_get(sp, "escape_whitespaces"));
+    json_decref(j);
+    if (own) {   /* tokenizer.model, GGUF: the model's own flags; a charsmap could match across a space */
+        if (!esc) return "a SentencePiece model that keeps spaces as spaces (escape_whitespaces false)";
+        if (v->norm_json && strcmp(v->norm_json, "null"))
+            return "a SentencePiece model without a pre-tokenizer whose normalization rules could match across a space";
+    } else {
+        json_t *x, *n = v->norm_json ? json_loads(v->norm_json, 0, NULL) : NULL;
+        int pre = 0, rep = 0, ok = n != NULL;
+        const char *t = json_string_value(json_object_get(n, "type"));
+        if (t && !strcmp(t, "Sequence")) {
+            size_t i;
+            json_array_foreach(json_object_get(n, "normalizers"), i, x) ok = ok && llama2_step(x, &pre, &rep);
+        } else {
+            ok = ok && llama2_step(n, &pre, &rep);
+        }
+        json_decref(n);
+        if (!ok || !rep) return "a SentencePiece model without a pre-tokenizer under a normalizer other than Llama 2's";
+    }
+    int id = qs_llm_vocab_find(v, meta);
+    if (id < 0 || (v->type && v->type[id] != 1))
+        return "a SentencePiece model without a pre-tokenizer whose vocabulary lacks \"\xe2\x96\x81\"";
+    for (int i = 0; i < v->n; i++) {
+        const char *w = v->text + v->off[i], *m = w;
+        while (*m && (m = strstr(m + 1, meta)))
+            if (m - w < 3 || memcmp(m - 3, meta, 3))
+                return "a SentencePiece model without a pre-tokenizer whose vocabulary has \"\xe2\x96\x81\" after another character";
+        if (v->aflags && (v->aflags[i] & (QS_TOK_LSTRIP | QS_TOK_RSTRIP)))
+            return "a SentencePiece model without a pre-tokenizer with an added token that strips whitespace";
+    }
+    return NULL;
+}
+
+static int is_added(const qs_llm_vocab *v, int i)
+{
+    return (v->type && (v->type[i] == 3 || v->type[i] == 4)) || (v->aflags && (v->aflags[i] & QS_TOK_ADDED));
+}
+
 /* NULL when a cut rule is proved for this tokenizer (docs/tokenize.md), r set; else why the text goes
-** through the sequential tokenizer.  r->rstrip is malloc'ed (the caller frees it). */
+** through the sequential tokenizer.  r->after is malloc'ed (the caller frees it). */
 static const char *eligible(const qs_llm_vocab *v, rule *r)
 {
     memset(r, 0, sizeof *r);
     r->v = v;
-    int nl_added = 0, ws_added = 0, lstrip = 0, nrs = 0, normed = 0, lstrip_normed = 0;
-    if (v->model == QS_TOK_BPE && !v->byte_level && !v->pre_json)
-        return "a SentencePiece model without a pre-tokenizer: its pieces may span spaces";
+    int nl_added = 0, ws_added = 0, lstrip = 0, nrs = 0, normed = 0, lstrip_normed = 0, nadded = 0;
+    if (v->model == QS_TOK_BPE && !v->byte_level && !v->pre_json) {
+        const char *w = spm_why(v);
+        if (w) return w;
+        r->kind = R_SPM;
+    }
     if (v->model == QS_TOK_UNIGRAM && !v->pre_json)
         return "a Unigram model without a pre-tokenizer: its pieces may span spaces";
     for (int i = 0; i < v->n; i++) {
-        int added = (v->type && (v->type[i] == 3 || v->type[i] == 4)) || (v->aflags && (v->aflags[i] & QS_TOK_ADDED));
-        if (!added) continue;
+        if (!is_added(v, i)) continue;
+        nadded++;
         int f = v->aflags ? v->aflags[i] : 0;
         const unsigned char *c = (const unsigned char *)v->text + v->off[i];
         for (const unsigned char *q = c; *q; q++) {
@@ -205,7 +279,9 @@ static const char *eligible(const qs_llm_vocab *v, rule *r)
         return "a normalized added token is not ASCII (its normalized form could hold whitespace)";
     int prefix = 0, no_nl = 0;
     const char *why = NULL;
-    if (!v->pre_json) {   /* a GGUF family: byte-level only, no normalizer */
+    if (r->kind == R_SPM) {
+        /* no pre-tokenizer, and spm_why checked the normalizer */
+    } else if (!v->pre_json) {   /* a GGUF family: byte-level only, no normalizer */
         size_t i = 0;
         while (i < sizeof kFamilies / sizeof *kFamilies && strcmp(v->pre, kFamilies[i])) i++;
         if (!v->byte_level || i == sizeof kFamilies / sizeof *kFamilies)
@@ -221,7 +297,7 @@ static const char *eligible(const qs_llm_vocab *v, rule *r)
         if (r->kind == R_BYTE && (v->model != QS_TOK_BPE || !v->byte_level))
             return "a byte-level pre-tokenizer with a model that is not byte-level BPE";
     }
-    if (v->norm_json) {
+    if (v->norm_json && r->kind != R_SPM) {
         json_t *j = json_loads(v->norm_json, JSON_DECODE_ANY, NULL);
         why = j ? norm_why(j, 0, r->kind, &no_nl) : "its normalizer is not valid JSON";
         json_decref(j);
@@ -229,13 +305,14 @@ static const char *eligible(const qs_llm_vocab *v, rule *r)
     }
     r->nl = r->kind == R_BYTE && !prefix && !nl_added && !no_nl && !lstrip;
     r->ascii_before = lstrip_normed && v->norm_json && strcmp(v->norm_json, "null");
-    if (nrs) {
-        int *rs = malloc((size_t)nrs * sizeof *rs);
+    if (nrs || (r->kind == R_SPM && nadded)) {
+        int *rs = malloc((size_t)(r->kind == R_SPM ? nadded : nrs) * sizeof *rs);
         if (!rs) return "out of memory";
         nrs = 0;
         for (int i = 0; i < v->n; i++)
-            if (v->aflags && (v->aflags[i] & QS_TOK_RSTRIP) && *(v->text + v->off[i])) rs[nrs++] = i;
-        r->rstrip = rs; r->nrstrip = nrs;
+            if (*(v->text + v->off[i]) && (r->kind == R_SPM ? is_added(v, i) : v->aflags && (v->aflags[i] & QS_TOK_RSTRIP)))
+                rs[nrs++] = i;
+        r->after = rs; r->nafter = nrs;
     }
     return NULL;
 }
@@ -264,11 +341,11 @@ static int solid_before(const unsigned char *s, size_t n, size_t p)
     return p >= 3 && cjk_letter(cp3(s, n, p - 3));
 }
 
-/* No added token with rstrip ends at p (it would take the whitespace after it across the cut). */
-static int no_rstrip_at(const rule *r, const unsigned char *s, size_t p)
+/* None of r->after ends at p (its text is not a suffix of s[0..p)). */
+static int no_added_at(const rule *r, const unsigned char *s, size_t p)
 {
-    for (int i = 0; i < r->nrstrip; i++) {
-        const char *c = r->v->text + r->v->off[r->rstrip[i]];
+    for (int i = 0; i < r->nafter; i++) {
+        const char *c = r->v->text + r->v->off[r->after[i]];
         size_t l = strlen(c);
         if (l <= p && !memcmp(s + p - l, c, l)) return 0;
     }
@@ -281,19 +358,21 @@ static int no_rstrip_at(const rule *r, const unsigned char *s, size_t p)
 **   graphic, a CJK letter, CJK or fullwidth punctuation), s[p] an ASCII or CJK letter;
 **   R_WS: s[p] ASCII whitespace after an ASCII graphic character or a CJK letter;
 **   R_META: s[p] a space after an ASCII graphic character or a CJK letter;
-** and no added token with rstrip ends right before s[p]. */
+**   R_SPM: s[p] a space after an ASCII graphic character;
+** and no added token of r->after ends right before s[p]. */
 static int safe_at(const rule *r, const unsigned char *s, size_t n, size_t p)
 {
     if (p < 1 || p + 1 >= n) return 0;
+    if (r->kind == R_SPM) return s[p] == ' ' && s[p - 1] > 0x20 && s[p - 1] < 0x7F && no_added_at(r, s, p);
     if (r->kind == R_WS || r->kind == R_META) {
         if (r->kind == R_WS ? !ascii_ws(s[p]) : s[p] != ' ') return 0;
-        return (r->ascii_before ? s[p - 1] > 0x20 && s[p - 1] < 0x7F : solid_before(s, n, p)) && no_rstrip_at(r, s, p);
+        return (r->ascii_before ? s[p - 1] > 0x20 && s[p - 1] < 0x7F : solid_before(s, n, p)) && no_added_at(r, s, p);
     }
     if (s[p] == ' ') {
         unsigned char c = s[p - 1];
         return ascii_letter(s[p + 1]) &&
                (ascii_letter(c) || c == '.' || c == ',' || c == ';' || c == ':' || c == '!' || c == '?') &&
-               no_rstrip_at(r, s, p);
+               no_added_at(r, s, p);
     }
     if (!r->nl || s[p - 1] != '\n' || p < 2 || !(ascii_letter(s[p]) || cjk_letter(cp3(s, n, p)))) return 0;
     if (s[p - 2] > 0x20 && s[p - 2] < 0x7F) return 1;
@@ -313,16 +392,25 @@ static size_t next_safe(const rule *r, const unsigned char *s, size_t n, size_t 
 ** run of tokens in [p1, p2). */
 typedef struct { size_t m, end, p1, p2; } bound;
 
-/* Boundaries at the nominal offsets k * chunk (k >= 1), each with the overlap widened (doubled) until it
-** holds two cut positions p1 < p2 with m < p1 and p2 + 4 <= end (a whole character after p2); at most
-** chunk - 1 bytes of overlap.
-** Returns the number of boundaries in b (room for len / chunk). */
+/* Within the last TAIL chunk lengths of the text, boundaries are a quarter chunk apart: the pool hands
+** out chunks in order, and a thread that finds none left waits for the others' last ones, so short
+** last chunks let the threads finish together.  Not when a quarter chunk is too short for its overlap
+** to double (TAIL_MIN, 2 * overlap). */
+enum { TAIL = 4, TAIL_MIN = 256 };
+
+/* Boundaries at the nominal offsets m = chunk, 2 chunk, ... (a quarter chunk apart in the tail), each
+** with the overlap widened (doubled) until it holds two cut positions p1 < p2 with m < p1 and
+** p2 + 4 <= end (a whole character after p2); at most step - 1 bytes of overlap, step being the
+** distance to the next nominal offset.
+** Returns the number of boundaries in b (room for len / chunk + 3 * TAIL + 1). */
 static size_t plan(const rule *r, const unsigned char *s, size_t n, size_t chunk, size_t overlap, bound *b,
                    size_t *regrown)
 {
-    size_t nb = 0;
-    for (size_t m = chunk; m < n; m += chunk) {
-        size_t lim = m + chunk - 1 < n ? m + chunk - 1 : n;   /* the widest overlap's end */
+    size_t nb = 0, q = chunk / 4;
+    const int tail = q >= TAIL_MIN && q > 2 * overlap;
+    for (size_t m = chunk, step; m < n; m += step) {
+        step = tail && n - m <= TAIL * chunk ? q : chunk;
+        size_t lim = m + step - 1 < n ? m + step - 1 : n;   /* the widest overlap's end */
         size_t p1 = next_safe(r, s, n, m + 1, lim);
         size_t p2 = p1 < lim ? next_safe(r, s, n, p1 + 1, lim) : lim;
         if (p2 + 4 > lim) { ++*regrown; continue; }   /* no anchor possible: the left chunk grows */
@@ -366,7 +454,7 @@ typedef struct {
     const bound *left;    /* the boundary at lo, or NULL for the first chunk */
     int32_t *ids;         /* the segment's ids and, when wanted, spans (malloc'ed) */
     uint32_t *off;
-    size_t n;
+    size_t n, at;         /* its tokens, and where they go in the output */
     int bad;              /* 1: tokenizing failed, 2: the anchor check did not hold */
 } lchunk;
 
@@ -397,6 +485,7 @@ static int tok_range(const job *J, int slot, size_t a, size_t w, int32_t **ids, 
             if (!sc->cap) return -1;
         }
         qs_err e = {{0}};
+        qs_llm_tok_state_continues(J->st[slot], a > 0);   /* a Prepend normalizer adds nothing mid-stretch */
         int k = qs_llm_tokenize_state(J->st[slot], J->v, NULL, J->text + a, w, sc->ids, off ? sc->off : NULL, (int)cap,
                                       &e);
         if (k >= 0) {
@@ -454,6 +543,20 @@ static void chunk_task(void *ctx, size_t task, int slot)
     if (c->left && !anchor_ok(J, slot, c->left, c)) c->bad = 2;
 }
 
+/* The merge: each chunk's segment copied to its place in the output, in parallel (both threads fault
+** in the output's fresh pages), and its buffers freed. */
+typedef struct { lchunk *c; int32_t *oi; uint32_t *oo; } mjob;
+
+static void merge_task(void *ctx, size_t task, int slot)
+{
+    const mjob *M = ctx;
+    lchunk *c = &M->c[task];
+    memcpy(M->oi + c->at, c->ids, c->n * sizeof *M->oi);
+    if (M->oo) memcpy(M->oo + 2 * c->at, c->off, 2 * c->n * sizeof *M->oo);
+    free(c->ids); free(c->off);
+    c->ids = NULL; c->off = NULL;
+}
+
 /* Tokenize the planned chunks in parallel and concatenate their segments.  Returns 0; 1 when a chunk
 ** failed, 2 when an anchor check did not hold (the caller goes sequential); -1 out of memory. */
 static int parallel(const qs_llm_vocab *v, const char *text, size_t len, const bound *b, size_t nb, int threads,
@@ -479,6 +582,7 @@ static int parallel(const qs_llm_vocab *v, const char *text, size_t len, const b
     size_t total = 0;
     for (size_t i = 0; i <= nb; i++) {
         if (c[i].bad > rc) rc = c[i].bad;
+        c[i].at = total;
         total += c[i].n;
     }
     if (rc) goto out;
@@ -486,12 +590,8 @@ static int parallel(const qs_llm_vocab *v, const char *text, size_t len, const b
     int32_t *oi = malloc((total ? total : 1) * sizeof *oi);
     uint32_t *oo = offs ? malloc((total ? 2 * total : 1) * sizeof *oo) : NULL;
     if (!oi || (offs && !oo)) { free(oi); free(oo); goto out; }
-    size_t o = 0;
-    for (size_t i = 0; i <= nb; i++) {
-        memcpy(oi + o, c[i].ids, c[i].n * sizeof *oi);
-        if (oo) memcpy(oo + 2 * o, c[i].off, 2 * c[i].n * sizeof *oo);
-        o += c[i].n;
-    }
+    mjob M = {c, oi, oo};
+    qs_pool_for(threads, nb + 1, merge_task, &M);
     *ids = oi;
     if (offs) *offs = oo;
     *n = total;
@@ -522,13 +622,13 @@ int qs_lopt_tokenize(const qs_llm_vocab *v, const char *name, const char *text, 
     memset(&r, 0, sizeof r);
     if (threads != 1 && len > chunk && len < UINT32_MAX && !(why = eligible(v, &r))) {
         size_t regrown = 0;
-        bound *b = malloc((len / chunk + 1) * sizeof *b);
-        if (!b) { free(r.rstrip); return qs_fail(e, "out of memory for the chunks of %s", name ? name : "the text"); }
+        bound *b = malloc((len / chunk + 3 * TAIL + 1) * sizeof *b);
+        if (!b) { free(r.after); return qs_fail(e, "out of memory for the chunks of %s", name ? name : "the text"); }
         size_t nb = plan(&r, (const unsigned char *)text, len, chunk, overlap, b, &regrown);
         int rc = nb ? parallel(v, text, len, b, nb, threads, ids, offs, n, st) : 1;
         free(b);
-        free(r.rstrip);
-        r.rstrip = NULL;
+        free(r.after);
+        r.after = NULL;
         if (st) st->regrown = regrown;
         if (rc == 0) return 0;
         free(*ids); *ids = NULL;

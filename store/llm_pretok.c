@@ -455,6 +455,11 @@ void qs_pretok_scan_origin(qs_pretok_scan *sc, size_t origin)
     sc->origin = origin;
 }
 
+void qs_pretok_scan_name(qs_pretok_scan *sc, const char *name)
+{
+    sc->name = name ? name : "the text";
+}
+
 int qs_pretok_run(qs_pretok_scan *sc, const char *s, size_t n, size_t at, qs_pretok_cb cb, void *ctx, qs_err *e)
 {
     return run(sc, 0, s, n, at, 0, cb, ctx, e);

@@ -30,8 +30,10 @@ qs_pretok *qs_pretok_from_json(const char *json, qs_err *e);
 qs_pretok *qs_pretok_from_family(const char *family, int *ignore_merges, qs_err *e);
 void qs_pretok_free(qs_pretok *p);
 
-/* Scratch for splitting one text (name: the text in messages, NULL for "the text"). */
+/* Scratch for splitting one text (name: the text in messages, NULL for "the text"); reusable for
+** further texts of the same pre-tokenizer, one at a time (qs_pretok_scan_name renames it). */
 qs_pretok_scan *qs_pretok_scan_new(const qs_pretok *p, const char *name, qs_err *e);
+void qs_pretok_scan_name(qs_pretok_scan *sc, const char *name);
 void qs_pretok_scan_free(qs_pretok_scan *sc);
 /* Where position 0 of the following runs is in the text (0 unless set): Metaspace's prepend_scheme
 ** "first" adds its space only to the piece at the start of the text. */

@@ -70,6 +70,15 @@ typedef struct {
     struct hent { int rank, pos; } *heap; size_t hn, hcap;
     char *key; size_t keycap;
     struct qs_llm_tok_shared *sh;   /* a piece cache shared with other states (LoPT's slots), or NULL */
+    struct sblock *blk;        /* the block of sh this state publishes into, or NULL */
+    /* tokenize()'s scratch, kept with the state: a pre-tokenizer scan reserves a JIT stack (an mmap
+    ** of megabytes), and unmapping it on every call of LoPT's chunks and anchor windows interrupted
+    ** the other core (a TLB shootdown) each time */
+    qs_pretok_scan *scan;      /* for the prepared tokenizer the state is bound to, or NULL */
+    int cont;                  /* the text continues a stretch (qs_llm_tok_state_continues) */
+    int cont_piece;            /* the next piece starts such a stretch (a model without a pre-tokenizer) */
+    qs_tok_norm_buf nb;
+    struct splits { struct split { int id; size_t a, b; } *v; size_t n, cap; } raw, sub;   /* id -1: text between added tokens */
 } tk;
 
 /* ---------------------------------------------------------------- the shared piece cache */
@@ -79,8 +88,13 @@ typedef struct { uint64_t h; uint32_t n, cnt; } sent;
 
 /* A fixed open-addressing table of published entries: a slot goes from NULL to an entry once (a
 ** compare-and-swap) and never changes again, so lookups need no lock.  At half full nothing more is
-** published (the states' own caches take the rest). */
-enum { SHARED_MIN = 1 << 10, SHARED_MAX = 1 << 18 };
+** published (the states' own caches take the rest).  About one slot per 64 bytes of text (English
+** prose has one distinct piece per ~240 bytes over megabytes): a small table stays in cache.
+** Entries are carved from blocks, each block filled by one state (no malloc per piece, and a piece's
+** entry next to the ones published before it); the blocks are freed with the table. */
+enum { SHARED_MIN = 1 << 10, SHARED_MAX = 1 << 18, SHARED_BYTES_PER_SLOT = 64, BLOCK = 64 << 10 };
+
+typedef struct sblock { struct sblock *next; size_t used, cap; } sblock;   /* cap bytes follow */
 
 struct qs_llm_tok_shared {
     pthread_mutex_t mu;        /* for the binding below */
@@ -89,6 +103,7 @@ struct qs_llm_tok_shared {
     sent *_Atomic *tab;        /* [cap] */
     size_t cap;                /* a power of two */
     _Atomic size_t cn;
+    sblock *_Atomic blocks;    /* every state's blocks */
 };
 
 static size_t sent_ids(uint32_t n) { return sizeof(sent) + ((n + 3u) & ~3u); }
@@ -97,7 +112,7 @@ qs_llm_tok_shared *qs_llm_tok_shared_new(size_t bytes)
 {
     qs_llm_tok_shared *sh = calloc(1, sizeof *sh);
     if (!sh) return NULL;
-    for (sh->cap = SHARED_MIN; sh->cap < SHARED_MAX && sh->cap < bytes / 4; sh->cap *= 2) {}   /* ~ a piece per 4 bytes */
+    for (sh->cap = SHARED_MIN; sh->cap < SHARED_MAX && sh->cap < bytes / SHARED_BYTES_PER_SLOT; sh->cap *= 2) {}
     if (!(sh->tab = calloc(sh->cap, sizeof *sh->tab))) { free(sh); return NULL; }
     if (sh && pthread_mutex_init(&sh->mu, NULL)) { free(sh->tab); free(sh); return NULL; }
     return sh;
@@ -106,7 +121,10 @@ qs_llm_tok_shared *qs_llm_tok_shared_new(size_t bytes)
 void qs_llm_tok_shared_free(qs_llm_tok_shared *sh)
 {
     if (!sh) return;
-    for (size_t i = 0; i < sh->cap; i++) free(atomic_load_explicit(&sh->tab[i], memory_order_relaxed));
+    for (sblock *b = atomic_load_explicit(&sh->blocks, memory_order_relaxed), *nb; b; b = nb) {
+        nb = b->next;
+        free(b);
+    }
     free(sh->tab);
     pthread_mutex_destroy(&sh->mu);
     free(sh);
@@ -127,14 +145,31 @@ static const sent *shared_find(qs_llm_tok_shared *sh, uint64_t h, const char *s,
     }
 }
 
-/* Publish a piece's ids and spans (a copy).  Returns 0 when the table has it, -1 when full or out of
-** memory (the caller keeps the piece in its own cache). */
-static int shared_put(qs_llm_tok_shared *sh, uint64_t h, const char *s, size_t n, const int32_t *ids,
+/* size bytes (a multiple of 8) in t's current block of sh, or a new block; NULL when out of memory. */
+static sent *sent_alloc(qs_llm_tok_shared *sh, sblock **cur, size_t size)
+{
+    sblock *b = *cur;
+    if (!b || b->cap - b->used < size) {
+        size_t cap = BLOCK - sizeof *b > size ? BLOCK - sizeof *b : size;
+        if (!(b = malloc(sizeof *b + cap))) return NULL;
+        b->used = 0; b->cap = cap;
+        b->next = atomic_load_explicit(&sh->blocks, memory_order_relaxed);
+        while (!atomic_compare_exchange_weak_explicit(&sh->blocks, &b->next, b, memory_order_release, memory_order_relaxed)) {}
+        *cur = b;
+    }
+    sent *x = (sent *)((char *)(b + 1) + b->used);
+    b->used += size;
+    return x;
+}
+
+/* Publish a piece's ids and spans (a copy in the state's block).  Returns 0 when the table has it, -1
+** when full or out of memory (the caller keeps the piece in its own cache). */
+static int shared_put(qs_llm_tok_shared *sh, sblock **blk, uint64_t h, const char *s, size_t n, const int32_t *ids,
                       const uint32_t *sp, size_t cnt)
 {
     if (atomic_load_explicit(&sh->cn, memory_order_relaxed) >= sh->cap / 2) return -1;
-    size_t at = sent_ids((uint32_t)n);
-    sent *x = malloc(at + cnt * 3 * sizeof(uint32_t));
+    size_t at = sent_ids((uint32_t)n), size = (at + cnt * 3 * sizeof(uint32_t) + 7) & ~(size_t)7;
+    sent *x = sent_alloc(sh, blk, size);
     if (!x) return -1;
     *x = (sent){h, (uint32_t)n, (uint32_t)cnt};
     memcpy(x + 1, s, n);
@@ -148,7 +183,7 @@ static int shared_put(qs_llm_tok_shared *sh, uint64_t h, const char *s, size_t n
             atomic_fetch_add_explicit(&sh->cn, 1, memory_order_relaxed);
             return 0;
         }
-        if (sent_is(cur, h, s, n)) { free(x); return 0; }   /* another state was first */
+        if (sent_is(cur, h, s, n)) { (*blk)->used -= size; return 0; }   /* another state was first: x unused */
     }
 }
 
@@ -326,37 +361,38 @@ static int emit_ids(tk *t, size_t k0, size_t k1, size_t at, size_t virt)
     return emit_list(t, t->ids, t->rsp, k0, k1, at, virt);
 }
 
-/* One pre-tokenized piece: ids from the cache, or the model (BPE here, others in llm_tok_model.h)
-** then cached. */
+/* One pre-tokenized piece: ids from the state's own cache, else from the shared one (copied into the
+** own cache: later lookups cost what the sequential tokenizer's do), else from the model (BPE here,
+** others in llm_tok_model.h), then published and cached. */
 static int piece(void *ctx, const char *s, size_t n, size_t at, size_t virt)
 {
     tk *t = ctx;
+    const int cont = t->cont_piece, cache = !cont && n <= CACHE_MAX_PIECE;   /* cont: ids depend on more than the bytes */
+    t->cont_piece = 0;
     uint64_t h = XXH3_64bits(s, n);   /* ids and their spans in the piece depend on its bytes only */
     size_t i = 0;
-    const sent *x = t->sh && n <= CACHE_MAX_PIECE ? shared_find(t->sh, h, s, n) : NULL;
-    if (x) {   /* computed once, by whichever state met the piece first */
-        const int32_t *xi = (const int32_t *)((const char *)x + sent_ids(x->n));
-        return emit_list(t, xi, (const uint32_t *)(xi + x->cnt), 0, x->cnt, at, virt);
-    }
-    if (t->ccap && n <= CACHE_MAX_PIECE)
+    if (t->ccap && cache)
         for (i = h & (t->ccap - 1); t->ct[i].klen; i = (i + 1) & (t->ccap - 1)) {
             centry *c = &t->ct[i];
             if (c->h == h && c->klen == n + 1 && !memcmp(t->keys + c->koff, s, n))
                 return emit_ids(t, c->ioff, c->ioff + c->icnt, at, virt);
         }
     size_t i0 = t->ilen;
-    if (t->v->model == QS_TOK_BPE && t->v->byte_level) {
+    const sent *x = t->sh && cache ? shared_find(t->sh, h, s, n) : NULL;
+    if (x) {   /* computed once, by whichever state met the piece first */
+        const int32_t *xi = (const int32_t *)((const char *)x + sent_ids(x->n));
+        const uint32_t *xs = (const uint32_t *)(xi + x->cnt);
+        for (uint32_t k = 0; k < x->cnt; k++)
+            if (put_id(t, xi[k], xs[2 * k], xs[2 * k + 1])) return -1;
+    } else if (t->v->model == QS_TOK_BPE && t->v->byte_level) {
         if (bpe(t, (const unsigned char *)s, n)) return -1;
-    } else if (qs_tok_model_piece(t->v, t->model, s, n, model_emit, t, t->e)) {
+    } else if (qs_tok_model_piece(t->v, t->model, s, n, cont, model_emit, t, t->e)) {
         return -1;
     }
     if (emit_ids(t, i0, t->ilen, at, virt)) return -1;
-    if (t->sh && n <= CACHE_MAX_PIECE &&
-        !shared_put(t->sh, h, s, n, t->ids ? t->ids + i0 : NULL, t->rsp ? t->rsp + 2 * i0 : NULL, t->ilen - i0)) {
-        t->ilen = i0;   /* published: the private cache does not keep it */
-        return 0;
-    }
-    if (n > CACHE_MAX_PIECE || t->klen + n > UINT32_MAX || t->ilen > UINT32_MAX) { t->ilen = i0; return 0; }
+    if (!x && t->sh && cache)   /* full or out of memory: the own cache still has it */
+        shared_put(t->sh, &t->blk, h, s, n, t->ids ? t->ids + i0 : NULL, t->rsp ? t->rsp + 2 * i0 : NULL, t->ilen - i0);
+    if (!cache || t->klen + n > UINT32_MAX || t->ilen > UINT32_MAX) { t->ilen = i0; return 0; }
     if (2 * (t->cn + 1) > t->ccap) {   /* grow: rehash every entry */
         size_t nc = t->ccap ? 2 * t->ccap : 4096;
         centry *nt = calloc(nc, sizeof *nt);
@@ -563,6 +599,9 @@ void qs_llm_vocab_free(qs_llm_vocab *v)
 static void tk_free(tk *t)
 {
     free(t->ct); free(t->keys); free(t->ids); free(t->rsp); free(t->s); free(t->sym); free(t->heap); free(t->key);
+    qs_pretok_scan_free(t->scan);
+    qs_tok_norm_buf_free(&t->nb);
+    free(t->raw.v); free(t->sub.v);
 }
 
 /* ---------------------------------------------------------------- added tokens in a text */
@@ -599,8 +638,8 @@ static size_t char_before(const char *s, size_t i, uint32_t *cp)
     return i - 1;
 }
 
-typedef struct { int id; size_t a, b; } split;   /* id -1: text between added tokens */
-typedef struct { split *v; size_t n, cap; } splits;
+typedef struct split split;
+typedef struct splits splits;
 
 static int split_add(splits *sp, int id, size_t a, size_t b)
 {
@@ -652,12 +691,12 @@ static int find_added(const trie *tr, const uint8_t *af, const char *s, size_t n
 ** normalized added tokens matched in it, each stretch between them pre-tokenized and each piece through
 ** the model.  Positions are offsets in the (normalized) stretch; t->nmap maps them back. */
 static int stretch(const qs_llm_tok *k, tk *t, qs_pretok_scan *sc, qs_tok_norm_buf *nb, splits *sp, const char *text,
-                   size_t seg, size_t n, qs_err *e)
+                   size_t seg, size_t n, int cont, qs_err *e)
 {
     const char *s = text + seg;
     t->seg = seg; t->at = seg; t->nmap = NULL;
     if (k->norm) {
-        if (qs_tok_norm_run(k->norm, s, n, nb, e)) return -1;
+        if (qs_tok_norm_run_cont(k->norm, s, n, cont, nb, e)) return -1;
         s = nb->s; t->nmap = nb->map; t->nlen = nb->n; t->nsrc = n;
         n = nb->n;
     }
@@ -670,6 +709,7 @@ static int stretch(const qs_llm_tok *k, tk *t, qs_pretok_scan *sc, qs_tok_norm_b
             span_of(t, a, b, &x, &y);
             rc = emit(t, sp->v[i].id, x, y);
         } else if (!k->pt) {
+            t->cont_piece = cont && a == 0;   /* the model sees the stretch: SentencePiece's dummy prefix */
             rc = piece(t, s + a, b - a, a, 0);
         } else {
             qs_pretok_scan_origin(sc, seg);   /* Metaspace "first" (llm_pretok_meta.c) */
@@ -684,26 +724,21 @@ static int stretch(const qs_llm_tok *k, tk *t, qs_pretok_scan *sc, qs_tok_norm_b
 /* Added tokens that are not normalized, on the raw text; then stretch() on the text between them. */
 static int tokenize(const qs_llm_tok *k, tk *t, const char *text, size_t len, qs_err *e)
 {
-    qs_pretok_scan *sc = NULL;
-    if (k->pt && !(sc = qs_pretok_scan_new(k->pt, t->name, e))) return -1;
-    qs_tok_norm_buf nb;
-    memset(&nb, 0, sizeof nb);
-    splits raw = {0}, sub = {0};
-    int rc = find_added(&k->raw, t->v->aflags, text, len, &raw) ? qs_fail(e, "out of memory") : 0;
-    for (size_t i = 0; i < raw.n && !rc; i++) {
-        const split *p = &raw.v[i];
+    if (k->pt && !t->scan && !(t->scan = qs_pretok_scan_new(k->pt, t->name, e))) return -1;
+    if (t->scan) qs_pretok_scan_name(t->scan, t->name);
+    int rc = find_added(&k->raw, t->v->aflags, text, len, &t->raw) ? qs_fail(e, "out of memory") : 0;
+    for (size_t i = 0; i < t->raw.n && !rc; i++) {
+        const split *p = &t->raw.v[i];
         rc = p->id >= 0 ? emit(t, p->id, (uint32_t)p->a, (uint32_t)p->b)
-                        : stretch(k, t, sc, &nb, &sub, text, p->a, p->b - p->a, e);
+                        : stretch(k, t, t->scan, &t->nb, &t->sub, text, p->a, p->b - p->a, t->cont && p->a == 0, e);
     }
-    free(raw.v); free(sub.v);
-    qs_pretok_scan_free(sc);
-    qs_tok_norm_buf_free(&nb);
     return rc ? -1 : 0;
 }
 
 /* A caller's tokenizer state (llm_tok.h): the scratch and piece cache of the last vocabulary used. */
 struct qs_llm_tok_state {
     tk t;
+    int cont;                  /* qs_llm_tok_state_continues */
     qs_llm_tok_shared *sh;     /* the caller's shared cache, or NULL */
     const qs_llm_vocab *v;     /* the vocabulary t's cache and byte table belong to, or NULL */
     unsigned long long gen;    /* and the build of its prepared tokenizer (0: none) */
@@ -714,6 +749,11 @@ qs_llm_tok_state *qs_llm_tok_state_new(qs_llm_tok_shared *sh)
     qs_llm_tok_state *s = calloc(1, sizeof *s);
     if (s) s->sh = sh;
     return s;
+}
+
+void qs_llm_tok_state_continues(qs_llm_tok_state *s, int cont)
+{
+    s->cont = cont != 0;
 }
 
 void qs_llm_tok_state_free(qs_llm_tok_state *s)
@@ -764,7 +804,7 @@ int qs_llm_tokenize_state(qs_llm_tok_state *st, const qs_llm_vocab *v, const cha
         }
     }
     t->model = k->model; t->ignore_merges = k->ignore_merges; t->out = out; t->off = off; t->cap = cap; t->n = 0;
-    t->e = e; t->name = name; t->source = k->source;
+    t->e = e; t->name = name; t->source = k->source; t->cont = st ? st->cont : 0;
     int rc = tokenize(k, t, text, len, e);
     int n = t->n;
     if (!st) tk_free(t);

@@ -90,13 +90,14 @@ int qs_llm_tokenize_named(const qs_llm_vocab *v, const char *name, const char *t
 ** 4 GiB when off is given. */
 int qs_llm_tokenize_offs(const qs_llm_vocab *v, const char *name, const char *text, size_t len, int32_t *out,
                          uint32_t *off, int cap, qs_err *e);
-/* A caller-owned tokenizer state: the scratch and the piece cache (ids and spans per pre-tokenized
-** piece) kept from one call to the next, so that many calls on pieces of one long text (LoPT's
-** chunks) do not each start cold.  One state serves one thread at a time; used with another
-** vocabulary (or after qs_llm_tok_prepare) it starts over.  States made with a shared cache (sh not
-** NULL) look there first and publish there the pieces they compute, so that threads tokenizing one
-** text compute each piece once (lock-free lookups; a fixed table, beyond half full the states keep
-** pieces in their own caches); the shared cache belongs to the first vocabulary a state uses it with,
+/* A caller-owned tokenizer state: the scratch (the pre-tokenizer's match data and JIT stack, the
+** normalizer's buffers) and the piece cache (ids and spans per pre-tokenized piece) kept from one call
+** to the next, so that many calls on pieces of one long text (LoPT's chunks) do not each start cold.
+** One state serves one thread at a time; used with another vocabulary (or after qs_llm_tok_prepare)
+** it starts over.  States made with a shared cache (sh not NULL) look there after their own cache
+** (copying what they find into it) and publish there the pieces they compute, so that threads
+** tokenizing one text compute each piece once (lock-free lookups; a fixed table, beyond half full
+** nothing more is published); the shared cache belongs to the first vocabulary a state uses it with,
 ** and must outlive its states.
 ** The _new functions return NULL when out of memory. */
 typedef struct qs_llm_tok_state qs_llm_tok_state;
@@ -110,7 +111,13 @@ void qs_llm_tok_state_free(qs_llm_tok_state *s);
 ** what s saw before. */
 int qs_llm_tokenize_state(qs_llm_tok_state *s, const qs_llm_vocab *v, const char *name, const char *text, size_t len,
                           int32_t *out, uint32_t *off, int cap, qs_err *e);
-/* The same with name NULL. */
+/* The following calls through s tokenize text that continues a stretch (cont != 0; LoPT's chunks and
+** windows that do not start the text): when the text starts with a stretch, a Prepend normalizer adds
+** nothing to it, and a SentencePiece model without a pre-tokenizer (tokenizer.model, GGUF llama) adds
+** no dummy prefix and removes no leading spaces.  0 (the default): each call's text is a text of its
+** own. */
+void qs_llm_tok_state_continues(qs_llm_tok_state *s, int cont);
+/* qs_llm_tokenize_named with name NULL. */
 int qs_llm_tokenize(const qs_llm_vocab *v, const char *text, size_t len, int32_t *out, int cap, qs_err *e);
 
 /* A tokenizer.json image (llm_tok_json.c) -> v: ids 0..vocab-1 (vocab 0: as many as its ids need, at

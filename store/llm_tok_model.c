@@ -50,11 +50,11 @@ void qs_tok_model_free(qs_tok_model *m)
     free(m);
 }
 
-int qs_tok_model_piece(const qs_llm_vocab *v, const qs_tok_model *m, const char *s, size_t n, qs_tok_emit_fn emit,
-                       void *ctx, qs_err *e)
+int qs_tok_model_piece(const qs_llm_vocab *v, const qs_tok_model *m, const char *s, size_t n, int cont,
+                       qs_tok_emit_fn emit, void *ctx, qs_err *e)
 {
     if (v->model == QS_TOK_WORDPIECE && m && m->wp) return qs_tok_wp_piece(v, m->wp, s, n, emit, ctx, e);
-    if (m && m->spm) return qs_tok_spm_piece(v, m->spm, s, n, emit, ctx, e);
+    if (m && m->spm) return qs_tok_spm_piece(v, m->spm, s, n, cont, emit, ctx, e);
     return qs_fail(e, "the tokenizer model %s is not supported yet", model_name(v));
 }
 

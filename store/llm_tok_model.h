@@ -27,9 +27,11 @@ typedef struct qs_tok_model qs_tok_model;
 int qs_tok_model_build(const qs_llm_vocab *v, qs_tok_model **out, qs_err *e);
 void qs_tok_model_free(qs_tok_model *m);
 
-/* Tokenize one piece s[0..n) with the model of v (not byte-level BPE, which llm_tok.c runs itself). */
-int qs_tok_model_piece(const qs_llm_vocab *v, const qs_tok_model *m, const char *s, size_t n, qs_tok_emit_fn emit,
-                       void *ctx, qs_err *e);
+/* Tokenize one piece s[0..n) with the model of v (not byte-level BPE, which llm_tok.c runs itself).
+** cont: the piece continues a stretch (qs_llm_tok_state_continues): SentencePiece adds no dummy prefix
+** and removes no leading spaces. */
+int qs_tok_model_piece(const qs_llm_vocab *v, const qs_tok_model *m, const char *s, size_t n, int cont,
+                       qs_tok_emit_fn emit, void *ctx, qs_err *e);
 
 /* The text of token id (0 <= id < v->n) when it follows other tokens, as the model's decoder writes it
 ** (WordPiece: "##" joins, a space otherwise; m NULL: the decoder's defaults).  Appends at most cap-1

@@ -326,7 +326,7 @@ qs_tok_norm *qs_tok_norm_chain(qs_tok_norm *first, qs_tok_norm *second, qs_err *
 
 /* ---------------------------------------------------------------- running */
 
-typedef struct { qs_tok_norm_buf tmp; qs_nops o; } scratch;
+typedef struct { qs_tok_norm_buf tmp; qs_nops o; int cont; } scratch;   /* cont: the text continues a stretch */
 
 /* 1 when s[0..n) is ASCII: the Unicode forms and StripAccents leave it as it is. */
 static int ascii(const char *s, size_t n)
@@ -404,7 +404,8 @@ static int step(const qs_tok_norm *nm, qs_tok_norm_buf *cur, scratch *x, qs_err 
         int rc = qs_norm_ops_strip(cur, nm->left, nm->right, &skip, &x->o);
         return apply(cur, x, rc, skip, e);
     }
-    case NT_PREPEND:
+    case NT_PREPEND:   /* once per stretch: not where a stretch merely continues (LoPT's chunks) */
+        if (x->cont) return 0;
         return qs_norm_prepend_run(cur, &x->tmp, nm->str) ? qs_fail(e, "out of memory") : 0;
     case NT_PRECOMPILED:
         return apply(cur, x, qs_norm_ops_precompiled(nm, cur, &x->o), 0, e);
@@ -447,6 +448,11 @@ static void exact_spans(qs_tok_norm_buf *b, const char *src)
 
 int qs_tok_norm_run(const qs_tok_norm *nm, const char *s, size_t n, qs_tok_norm_buf *b, qs_err *e)
 {
+    return qs_tok_norm_run_cont(nm, s, n, 0, b, e);
+}
+
+int qs_tok_norm_run_cont(const qs_tok_norm *nm, const char *s, size_t n, int cont, qs_tok_norm_buf *b, qs_err *e)
+{
     if (n >= UINT32_MAX) return qs_fail(e, "text of %zu bytes is too long to normalize", n);
     if (qs_norm_reserve(b, n + 1)) return qs_fail(e, "out of memory");
     memcpy(b->s, s, n);
@@ -459,6 +465,7 @@ int qs_tok_norm_run(const qs_tok_norm *nm, const char *s, size_t n, qs_tok_norm_
     }
     scratch x;
     memset(&x, 0, sizeof x);
+    x.cont = cont;
     int rc = nm ? step(nm, b, &x, e) : 0;
     qs_tok_norm_buf_free(&x.tmp);
     qs_nops_free(&x.o);

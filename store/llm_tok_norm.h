@@ -36,6 +36,9 @@ void qs_tok_norm_free(qs_tok_norm *nm);
 
 /* Normalize s[0..n) into b.  Returns 0, or -1 (out of memory) with e set. */
 int qs_tok_norm_run(const qs_tok_norm *nm, const char *s, size_t n, qs_tok_norm_buf *b, qs_err *e);
+/* The same for text that continues a stretch (cont != 0: a LoPT chunk that does not start one):
+** Prepend adds nothing. */
+int qs_tok_norm_run_cont(const qs_tok_norm *nm, const char *s, size_t n, int cont, qs_tok_norm_buf *b, qs_err *e);
 void qs_tok_norm_buf_free(qs_tok_norm_buf *b);
 
 #endif

@@ -271,7 +271,7 @@ static void out_copy(spm_text *x, const char *s, size_t k, uint32_t a)
 
 /* The model text of piece s[0..n): SentencePiece's normalizer flags (strip and collapse spaces, the
 ** dummy prefix, spaces escaped) for its own files, the Metaspace spelling of spaces otherwise. */
-static int prep(const qs_tok_spm *m, const char *s, size_t n, spm_text *x, qs_err *e)
+static int prep(const qs_tok_spm *m, const char *s, size_t n, int cont, spm_text *x, qs_err *e)
 {
     if (n > (UINT32_MAX - 16) / 8) return qs_fail(e, "a piece of %zu bytes is too long", n);
     size_t cap = n * m->rep_len + m->rep_len + 1;
@@ -292,10 +292,10 @@ static int prep(const qs_tok_spm *m, const char *s, size_t n, spm_text *x, qs_er
         return 0;
     }
     x->tile = m->remove_ws;
-    if (m->remove_ws) while (i < n && s[i] == ' ') i++;
+    if (m->remove_ws && !cont) while (i < n && s[i] == ' ') i++;   /* a continued stretch starts after a character */
     if (i == n) return 0;   /* nothing but spaces: no tokens */
-    if (m->dummy_prefix) out_str(x, ws, wl, (uint32_t)i, (uint32_t)i);
-    int prev_space = m->remove_ws;
+    if (m->dummy_prefix && !cont) out_str(x, ws, wl, (uint32_t)i, (uint32_t)i);
+    int prev_space = m->remove_ws && !cont;
     while (i < n) {
         size_t k = qs_tok_spm_charlen(s, n, i);
         if (s[i] == ' ') {
@@ -312,12 +312,12 @@ static int prep(const qs_tok_spm *m, const char *s, size_t n, spm_text *x, qs_er
     return 0;
 }
 
-int qs_tok_spm_piece(const qs_llm_vocab *v, const qs_tok_spm *m, const char *s, size_t n, qs_tok_emit_fn emit, void *ctx,
-                     qs_err *e)
+int qs_tok_spm_piece(const qs_llm_vocab *v, const qs_tok_spm *m, const char *s, size_t n, int cont, qs_tok_emit_fn emit,
+                     void *ctx, qs_err *e)
 {
     spm_text x = {0};
     spm_out o = {emit, ctx, m->unk, 0, 0, 0};
-    int rc = prep(m, s, n, &x, e);
+    int rc = prep(m, s, n, cont, &x, e);
     if (!rc && x.n)
         rc = m->kind == QS_TOK_UNIGRAM ? qs_tok_unigram_run(v, m, &x, &o, e) : qs_tok_spm_bpe_run(v, m, &x, &o, e);
     if (!rc) rc = qs_tok_spm_flush(&o, e);

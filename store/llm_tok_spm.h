@@ -62,8 +62,9 @@ typedef struct {
 
 int qs_tok_spm_build(const qs_llm_vocab *v, qs_tok_spm **out, qs_err *e);
 void qs_tok_spm_free(qs_tok_spm *m);
-int qs_tok_spm_piece(const qs_llm_vocab *v, const qs_tok_spm *m, const char *s, size_t n, qs_tok_emit_fn emit, void *ctx,
-                     qs_err *e);
+/* cont: the piece continues a stretch (a LoPT chunk): no dummy prefix, no leading spaces removed. */
+int qs_tok_spm_piece(const qs_llm_vocab *v, const qs_tok_spm *m, const char *s, size_t n, int cont, qs_tok_emit_fn emit,
+                     void *ctx, qs_err *e);
 
 /* Is id a candidate piece of the model (in the trie, or a merge result)? */
 int qs_tok_spm_candidate(const qs_llm_vocab *v, const qs_tok_spm *m, int id);

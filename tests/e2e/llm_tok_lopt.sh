@@ -66,7 +66,9 @@ check "the summary line counts in the singular where it is one (1 thread, 1 chun
   "grep -qE '^qscope: [0-9]+ tokens from [0-9]+ bytes in [0-9.]+ s \(1 thread, 1 chunk, 0 anchors\)$' '$T/one.err'"
 
 # Other families (docs/tokenize.md, "LoPT beyond byte-level BPE"): WordPiece with BertNormalizer, the
-# fixture BPE under Qwen2's NFC, Metaspace SentencePiece; then those LoPT leaves sequential, saying why.
+# fixture BPE under Qwen2's NFC, Metaspace SentencePiece, SentencePiece BPE without a pre-tokenizer
+# (Llama 2's tokenizer.json normalizer, a tokenizer.model, a GGUF "llama" vocabulary); then those LoPT
+# leaves sequential, saying why.
 python3 - "$FIX/llm" "$T" <<'PY'
 import json, sys
 fix, d = sys.argv[1:3]
@@ -78,10 +80,15 @@ json.dump(j, open(d + '/bpe_prepend.json', 'w'))
 u = json.load(open(fix + '/spm_uni.json'))
 u['pre_tokenizer'] = {'type': 'Metaspace', 'replacement': '\u2581', 'prepend_scheme': 'always', 'split': True}
 json.dump(u, open(d + '/uni_meta.json', 'w'))
+s = json.load(open(fix + '/spm_bpe.json'))
+s['normalizer'] = {'type': 'Sequence', 'normalizers': [{'type': 'Prepend', 'prepend': '\u2581'},
+                   {'type': 'Replace', 'pattern': {'String': ' '}, 'content': '\u2581'}]}
+json.dump(s, open(d + '/spm_llama2.json', 'w'))
 PY
 cat "$T"/{crlf,cjklines,emoji,invalid}.txt > "$T/mix.txt"
 printf 'caf\xc3\xa9 \xc3\x89COLE na\xcc\x88ive \x01ctrl\x7f \xe4\xb8\xad\xe6\x96\x87 [MASK] word\tword\r\n' >> "$T/mix.txt"
-for tok in "$FIX/llm/wp_tok.json" "$T/bpe_nfc.json" "$T/uni_meta.json"; do
+for tok in "$FIX/llm/wp_tok.json" "$T/bpe_nfc.json" "$T/uni_meta.json" "$T/spm_llama2.json" "$FIX/llm/spm_bpe.model" \
+           "$FIX/llm/spm_llama.gguf"; do
   b=$(basename "$tok" .json)
   ids "$tok" "$T/mix.txt" "$T/$b.ref" --threads 1
   bad=""
@@ -239,5 +246,15 @@ else
       "[ -s '$T/mini.ref' ] && [ -z '$bad' ] && tail -n 1 '$T/stderr' | grep -qE ' [1-9][0-9]* anchors\)$'"
   done
   check "MiniLM: tokenizer.json and vocab.txt give the same ids" "cmp -s '$T/mini.ref' '$T/mini.got'"
+fi
+
+# Gemma 3's vocabulary (SentencePiece BPE, GGUF) has "▁" after other characters: sequential, saying so
+GEMMA="$ROOT/data/models/gemma-3-270m-q4_k_m.gguf"
+if [ ! -r "$GEMMA" ] || [ ! -d "$NOVELS" ]; then
+  skip "Emma with Gemma 3's tokenizer" "data: no $GEMMA or $NOVELS (make data)"
+else
+  ids "$GEMMA" "$NOVELS/emma.txt" "$T/gemma.got" --threads 2
+  check "Gemma 3 (GGUF llama vocabulary with \"▁\" inside pieces): sequential, and the summary says why" \
+    "[ -s '$T/gemma.got' ] && tail -n 1 '$T/stderr' | grep -q '1 chunk, 0 anchors; sequential: .*after another character'"
 fi
 done_testing

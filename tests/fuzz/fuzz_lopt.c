@@ -2,7 +2,8 @@
 ** libFuzzer target for LoPT (store/llm_lopt.c): on arbitrary bytes, invalid UTF-8 included, LoPT's
 ** ids and spans must equal the sequential tokenizer's (the same error when it fails), with the
 ** byte-level BPE of tests/fixtures/llm/tok_bpe.json (pre-tokenizers, normalizers), the WordPiece
-** fixture and a SentencePiece Unigram with and without Metaspace (run from the project root, as
+** fixture, a SentencePiece Unigram with and without Metaspace and a SentencePiece BPE without a
+** pre-tokenizer under Llama 2's normalizer (Prepend and Replace of "▁"; run from the project root, as
 ** tests/fuzz/run.sh does).
 ** For the pre-tokenizers LoPT's proof covers, no anchor check may fail (a failure would mean the
 ** cut-position analysis of docs/tokenize.md is wrong, even though the fallback hides it).
@@ -20,7 +21,7 @@
 
 /* The tokenizer files (run from the project root) */
 static const char *const kFiles[] = {"tests/fixtures/llm/tok_bpe.json", "tests/fixtures/llm/wp_tok.json",
-                                     "tests/fixtures/llm/spm_uni.json"};
+                                     "tests/fixtures/llm/spm_uni.json", "tests/fixtures/llm/spm_bpe.json"};
 #define NFILES (sizeof kFiles / sizeof *kFiles)
 
 /* file: index in kFiles; json "" keeps the file's pre-tokenizer; norm NULL keeps its normalizer */
@@ -43,6 +44,8 @@ static const struct { int file; const char *family, *json, *norm; int proved; } 
     {1, NULL, "{\"type\":\"Whitespace\"}", "{\"type\":\"NFKD\"}", 1},
     {2, NULL, "{\"type\":\"Metaspace\",\"replacement\":\"\\u2581\",\"prepend_scheme\":\"first\",\"split\":true}", NULL, 1},
     {2, NULL, "", NULL, 0},                                           /* Unigram without a pre-tokenizer */
+    {3, NULL, "", "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Prepend\",\"prepend\":\"\\u2581\"},"
+                  "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"\\u2581\"}]}", 1},   /* Llama 2 */
 };
 #define NMODES (sizeof kModes / sizeof *kModes)
 

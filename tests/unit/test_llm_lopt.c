@@ -530,7 +530,9 @@ static void test_sentencepiece(void **st)
         qs_llm_file f;
         qs_err e = {{0}};
         assert_int_equal(qs_llm_load_tokenizer(files[i], &f, &e), 0);
-        if (!f.v.pre_json) {
+        if (!f.v.pre_json && i == 2) {   /* SentencePiece BPE in a tokenizer.model: test_llama2 */
+            assert_null(why_of(&f.v));
+        } else if (!f.v.pre_json) {   /* without Llama 2's normalizer, or Unigram */
             const char *w = why_of(&f.v);
             assert_non_null(w);
             assert_non_null(strstr(w, "without a pre-tokenizer"));
@@ -555,6 +557,95 @@ static void test_sentencepiece(void **st)
         restore(&f.v, o);
         qs_llm_file_free(&f);
     }
+    assert_int_equal(bad, 0);
+}
+
+/* SentencePiece BPE without a pre-tokenizer under Llama 2's normalizer (Prepend "▁", Replace " " by
+** "▁"): chunks cut before a space after an ASCII graphic character, the Prepend left out where a chunk
+** continues a stretch (qs_llm_tok_state_continues); lossless on random texts.  The same for
+** tokenizer.model and GGUF "llama" vocabularies, whose models add the dummy prefix and remove spaces.
+** Prepend alone, a vocabulary with "▁" after another character (spm_bpe_cross.json: "e▁", "▁the▁"),
+** ignore_merges, Unigram and a charsmap stay sequential. */
+static void test_llama2(void **st)
+{
+    (void)st;
+    static const char kLlama2[] = "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Prepend\",\"prepend\":\"\\u2581\"},"
+                                  "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"\\u2581\"}]}";
+    static const char kReplace[] = "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"\\u2581\"}";
+    int bad = 0;
+    qs_llm_file f;
+    qs_err e = {{0}};
+    assert_int_equal(qs_llm_load_tokenizer("fixtures/llm/spm_bpe.json", &f, &e), 0);
+    saved o = swap(&f.v, kLlama2, NULL);
+    assert_null(why_of(&f.v));
+    bad += property(&f.v, 60, "Llama 2's normalizer", 1);
+    /* a space right after an added token starts a stretch in the whole text (Prepend adds "▁" there):
+    ** never a cut position (fuzz_lopt found the chunk that started there without it) */
+    char sep[2048];
+    size_t ns = 0, anchors = 0, diff = 0;
+    while (ns + 40 < sizeof sep) ns += (size_t)sprintf(sep + ns, "end.<sep> there, my dear<sep> friend. ");
+    for (size_t c = 16; c <= 256; c *= 2)
+        for (size_t ov = 4; ov < c; ov *= 4) {
+            qs_lopt_opts lo = {2, c, ov};
+            bad += check(&f.v, sep, ns, &lo, &anchors, &diff, "a space after <sep>");
+        }
+    assert_true(anchors > 0);
+    assert_int_equal(diff, 0);
+    /* a state that continues a stretch: no "▁" prepended, so other ids than a text of its own */
+    qs_llm_tok_state *ts = qs_llm_tok_state_new(NULL);
+    int32_t a[16], b[16];
+    assert_non_null(ts);
+    int na = qs_llm_tokenize_state(ts, &f.v, NULL, "hello world", 11, a, NULL, 16, &e);
+    qs_llm_tok_state_continues(ts, 1);
+    int nb = qs_llm_tokenize_state(ts, &f.v, NULL, "hello world", 11, b, NULL, 16, &e);
+    assert_true(na > 0 && nb > 0 && (na != nb || memcmp(a, b, (size_t)na * sizeof *a)));
+    qs_llm_tok_state_continues(ts, 0);
+    assert_int_equal(qs_llm_tokenize_state(ts, &f.v, NULL, "hello world", 11, b, NULL, 16, &e), na);
+    assert_memory_equal(a, b, (size_t)na * sizeof *a);
+    qs_llm_tok_state_free(ts);
+    restore(&f.v, o);
+    o = swap(&f.v, kReplace, NULL);
+    assert_null(why_of(&f.v));
+    bad += property(&f.v, 30, "Replace only", 1);
+    restore(&f.v, o);
+    o = swap(&f.v, "{\"type\":\"Prepend\",\"prepend\":\"\\u2581\"}", NULL);
+    assert_non_null(strstr(why_of(&f.v), "other than Llama 2's"));
+    restore(&f.v, o);
+    f.v.ignore_merges = 1;
+    o = swap(&f.v, kLlama2, NULL);
+    assert_non_null(why_of(&f.v));
+    restore(&f.v, o);
+    qs_llm_file_free(&f);
+    static const char *const seq[] = {"fixtures/llm/spm_bpe_cross.json", "fixtures/llm/spm_uni.json"};
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(qs_llm_load_tokenizer(seq[i], &f, &e), 0);
+        o = swap(&f.v, kLlama2, NULL);
+        const char *w = why_of(&f.v);
+        assert_non_null(w);
+        assert_non_null(strstr(w, i ? "without a pre-tokenizer" : "after another character"));
+        bad += property(&f.v, 10, seq[i], 0);
+        restore(&f.v, o);
+        qs_llm_file_free(&f);
+    }
+    /* the model's own flags (tokenizer.model: dummy prefix, leading, trailing and repeated spaces
+    ** removed; a GGUF "llama" vocabulary: a space prefix per stretch), left out where a chunk continues */
+    static const char *const own[] = {"fixtures/llm/spm_bpe.model", "fixtures/llm/spm_bpe_nofb.model",
+                                      "fixtures/llm/spm_bpe_unused.model", "fixtures/llm/spm_llama.gguf"};
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal(i == 3 ? qs_llm_load_gguf_vocab(own[i], &f, &e) : qs_llm_load_tokenizer(own[i], &f, &e), 0);
+        assert_null(why_of(&f.v));
+        bad += property(&f.v, 40, own[i], 1);
+        qs_llm_file_free(&f);
+    }
+    /* a charsmap's rules could match across a space: sequential */
+    qs_llm_file g;
+    assert_int_equal(qs_llm_load_tokenizer("fixtures/llm/spm_uni_rules.model", &g, &e), 0);
+    assert_int_equal(qs_llm_load_tokenizer("fixtures/llm/spm_bpe.model", &f, &e), 0);
+    o = swap(&f.v, g.v.norm_json, NULL);
+    assert_non_null(strstr(why_of(&f.v), "normalization rules"));
+    restore(&f.v, o);
+    qs_llm_file_free(&f);
+    qs_llm_file_free(&g);
     assert_int_equal(bad, 0);
 }
 
@@ -642,6 +733,7 @@ int main(void)
         cmocka_unit_test(test_wordpiece),
         cmocka_unit_test(test_added_flags),
         cmocka_unit_test(test_sentencepiece),
+        cmocka_unit_test(test_llama2),
         cmocka_unit_test(test_minilm),
         cmocka_unit_test(test_state),
     };

@@ -330,6 +330,16 @@ static void test_regex_budget(void **st)
     assert_int_equal(qs_llm_tokenize(&f.v, text, 201, out, (int)len, &e), -1);
     alarm(0);
     assert_non_null(strstr(e.msg, "needs too much backtracking on the text (byte offset 0)"));
+    /* a tokenizer state keeps its pre-tokenizer scan from call to call (LoPT's chunks): each call's
+    ** message still names that call's text */
+    qs_llm_tok_state *ts = qs_llm_tok_state_new(NULL);
+    assert_non_null(ts);
+    assert_true(qs_llm_tokenize_state(ts, &f.v, "first.txt", "aaaa", 4, out, NULL, 16, &e) > 0);
+    assert_int_equal(qs_llm_tokenize_state(ts, &f.v, "second.txt", text, 201, out, NULL, (int)len, &e), -1);
+    assert_non_null(strstr(e.msg, "needs too much backtracking on second.txt (byte offset 0)"));
+    assert_int_equal(qs_llm_tokenize_state(ts, &f.v, NULL, text, 201, out, NULL, (int)len, &e), -1);
+    assert_non_null(strstr(e.msg, "needs too much backtracking on the text (byte offset 0)"));
+    qs_llm_tok_state_free(ts);
     f.v.pre_json = orig;
     free(text); free(out);
     qs_llm_file_free(&f);
