@@ -330,12 +330,16 @@ out:
 
 double qs_gptq_layer_err(const float *Q, const float *W, size_t rows, size_t cols, const double *H)
 {
-    double *d = malloc(cols * sizeof *d), *hd = malloc(cols * sizeof *hd), s = 0;
+    const size_t band = 256;   /* rows per product */
+    double *d = malloc(band * cols * sizeof *d), *hd = malloc(band * cols * sizeof *hd), s = 0;
     if (!d || !hd) { free(d); free(hd); return NAN; }
-    for (size_t r = 0; r < rows; r++) {
-        for (size_t j = 0; j < cols; j++) d[j] = (double)Q[r * cols + j] - (double)W[r * cols + j];
-        cblas_dsymv(CblasRowMajor, CblasUpper, (int)cols, 1.0, H, (int)cols, d, 1, 0.0, hd, 1);
-        s += cblas_ddot((int)cols, d, 1, hd, 1);
+    for (size_t r0 = 0; r0 < rows; r0 += band) {
+        const size_t nr = rows - r0 < band ? rows - r0 : band;
+        for (size_t i = 0; i < nr * cols; i++) d[i] = (double)Q[r0 * cols + i] - (double)W[r0 * cols + i];
+        /* D H (H symmetric: its upper triangle), then sum of D .* (D H) */
+        cblas_dsymm(CblasRowMajor, CblasRight, CblasUpper, (int)nr, (int)cols, 1.0, H, (int)cols, d, (int)cols, 0.0, hd,
+                    (int)cols);
+        for (size_t i = 0; i < nr * cols; i++) s += d[i] * hd[i];
     }
     free(d);
     free(hd);
