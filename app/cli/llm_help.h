@@ -117,14 +117,22 @@
     "  -o DIR              the output directory (created when missing)\n" \
     "  --json              what was written, as JSON"
 
-#define QS_LLM_EVAL_ARGS "[--model PATH] [--text FILE] [--ctx N] [--chunks K] [--config SPEC]... [--score half|all] [--until-ci X|kl:X] [--ci delta|bootstrap[:N[:SEED]]] [--paired] [--csv [FILE]] [--unscaled-casts] [--force] [--save-ids FILE] [--json]"
+#define QS_LLM_EVAL_ARGS "[--model PATH] [--text FILE] [--ctx N] [--chunks K] [--config SPEC]... [--score half|all] [--until-ci X|kl:X] [--ci delta|bootstrap[:N[:SEED]]] [--paired] [--csv [FILE]] [--unscaled-casts] [--calib FILE [--calib-chunks N]] [--force] [--save-ids FILE] [--json]"
 #define QS_LLM_EVAL_OPTS \
     QS_LLM_H_EVALTEXT \
     "  --config SPEC       (repeatable) a configuration w=F,a=F,kv=F,resq=none|dense|2:4 (weights,\n" \
     "                      linear-layer inputs per token, K/V cache rows; omitted parts stay FP32),\n" \
     "                      e.g. a=mxfp4 or w=nvfp4,kv=fp8_e4m3; F takes -f's options: a cast's\n" \
     "                      :scale=tensor|row|col on w=, only :scale=row on a= and kv=; a repeated\n" \
-    "                      configuration is evaluated once.  None: the reference alone\n" \
+    "                      configuration is evaluated once.  None: the reference alone.\n" \
+    "                      Calibration transforms (with --calib; reconstructions of the papers,\n" \
+    "                      docs/llm.md \"Calibration transforms\"): smooth=ALPHA[:norm] SmoothQuant's\n" \
+    "                      scales folded into the norms and V/up rows (:norm: the norm sites only);\n" \
+    "                      w=F:gptq[:act-order][:damp=0.01][:gblock=128] GPTQ rounding (block\n" \
+    "                      scales fixed at a block's first column); w=F:awq[:grid=20] AWQ's scales\n" \
+    "  --calib FILE        the calibration text of the transforms (never the evaluation text): the\n" \
+    "                      FP32 model's linear inputs there give max|x|, mean|x| and GPTQ's Hessians\n" \
+    "  --calib-chunks N    calibration chunks of --ctx tokens (default 8)\n" \
     "  --until-ci X|kl:X   chunk after chunk (up to --chunks, or the whole text) until every config's\n" \
     "                      dPPL 95% interval is narrower than X (0.01 = 1 point; kl:X the KL mean's,\n" \
     "                      nats; at least 2 chunks).  Every finished chunk is stored as it finishes:\n" \
