@@ -55,7 +55,11 @@ int qs_gptq_check(const qs_apply *a, qs_err *e)
     if (a->o.round == QS_RND_SR) return qs_fail(e, "%s: GPTQ rounds to the nearest value: stochastic rounding is refused", f->name);
     if (a->cscale == QS_CSCALE_COL) return qs_fail(e, "%s: GPTQ rounds input columns one at a time: scale=col is refused", f->name);
     if (is_cast(f)) return 0;
-    if (a->gran == QS_GRAN_TENSOR) return qs_fail(e, "%s: GPTQ fixes block scales along the input dimension: gran=tensor is refused", f->name);
+    if (a->gran == QS_GRAN_TENSOR && f->block != 0)
+        return qs_fail(e, "%s: GPTQ fixes block scales along the input dimension: gran=tensor is refused", f->name);
+    if (f->scale_kind == QS_SK_M2XFP)   /* its metadata refines particular elements: a code's value is not per element */
+        return qs_fail(e, "%s: its metadata refines chosen elements of each group, so GPTQ's per-element fixed grid is "
+                       "not defined: refused", f->name);
     if (f->elem_bits > 8 || !f->encode || !f->decode)
         return qs_fail(e, "%s: GPTQ's fixed block grid needs element codes of at most 8 bits and an encoder", f->name);
     return 0;
@@ -115,8 +119,8 @@ static int wgrid_init(wgrid *g, const qs_apply *a, int scaled, const float *W, s
     if (a->gran != QS_GRAN_BLOCK) g->o.block = 0;
     g->B = qs_format_block(a->f, &g->o);
     if (!g->B || g->B > cols) g->B = cols;
-    if (a->gran == QS_GRAN_ROW && a->f->block == 0) g->B = cols;
-    if (a->f->has_tensor_scale && !(g->o.tensor_scale > 0)) g->o.tensor_scale = absmax_of(W, rows * cols);
+    /* one scale per tensor (int8/int4 gran=tensor) and NVFP4's tensor scale: the original matrix's amax */
+    if ((a->f->has_tensor_scale || a->gran == QS_GRAN_TENSOR) && !(g->o.tensor_scale > 0)) g->o.tensor_scale = absmax_of(W, rows * cols);
     g->nb = (cols + g->B - 1) / g->B;
     g->nc = 1u << a->f->elem_bits;
     size_t mb = qs_format_nblocks(a->f, &g->o, g->B) * (size_t)(a->f->meta_bytes > 0 ? a->f->meta_bytes : 1);

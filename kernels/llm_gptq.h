@@ -20,8 +20,10 @@
 **     values as they are then (every error update so far applied); the grid of each element of the
 **     block is then the set of values decode gives for every element code under that metadata, and
 **     each column is rounded to the nearest of them (ties to the lower code).  NVFP4's tensor scale is
-**     the absmax of the original matrix.  This needs elements of at most 8 bits (a code table per
-**     element); gran=tensor and stochastic rounding are refused.
+**     the absmax of the original matrix, and so is int8/int4's one scale per tensor (gran=tensor).
+**     This needs elements of at most 8 bits (a code table per
+**     element); gran=tensor of fixed-block formats and stochastic rounding are refused, and so are formats whose metadata
+**     refines chosen elements (M2XFP's top element per group: no per-element grid).
 ** H is [cols][cols] (2/N X^T X of the layer's inputs, or any positive semi-definite matrix; not
 ** changed).  W is replaced by its rounding.  0, or -1 with e set (H not positive definite after
 ** dampening, a format that cannot be rounded so, out of memory).

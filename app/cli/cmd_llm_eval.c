@@ -111,6 +111,14 @@ static int wspec(const char *cmd, const char *opt, const char **val, qs_wtrans *
     return 0;
 }
 
+/* A weight format GPTQ cannot round on fixed grids is a usage error, before any work. */
+static int wtrans_fmt_check(const char *cmd, const char *opt, const char *spec, const qs_eval_cfg *c)
+{
+    qs_err e = {{0}};
+    if (c->wt.wround == QS_WT_GPTQ && c->has_w && qs_gptq_check(&c->w, &e)) return qs_cli_usage(cmd, "%s '%s': %s", opt, spec, e.msg);
+    return 0;
+}
+
 /* SPEC = w=F,a=F,kv=F,resq=MODE,smooth=ALPHA (any subset, each at most once); F as in `analyze -f`
 ** (cli.h), with w's transform suffixes (llm_wtrans_opts.h). */
 int qs_llm_parse_config(const char *cmd, const char *opt, const char *spec, qs_eval_cfg *c)
@@ -156,7 +164,7 @@ int qs_llm_parse_config(const char *cmd, const char *opt, const char *spec, qs_e
         if (lab[0] && k < sizeof c->label) k += (size_t)snprintf(c->label + k, sizeof c->label - k, "%s%s=%s", k ? "," : "", key, lab);
     }
     free(dup);
-    if (rc) return rc;
+    if (rc || (rc = wtrans_fmt_check(cmd, opt, spec, c))) return rc;
     if (c->resq && !c->has_a) return qs_cli_usage(cmd, "%s '%s': resq corrects activation rounding: give a=F", opt, spec);
     if (!c->label[0]) snprintf(c->label, sizeof c->label, "fp32");
     return 0;

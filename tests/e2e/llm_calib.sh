@@ -48,8 +48,8 @@ refuses "smooth out of [0, 1]" 2 "migration strength" "${E[@]}" --calib "$T/cali
 refuses "gptq without a weight format" 2 "give a weight format" "${E[@]}" --calib "$T/calib.txt" --config w=fp32:gptq
 refuses "gptq and awq together" 2 "one of :gptq and :awq" "${E[@]}" --calib "$T/calib.txt" --config w=mxfp4:gptq:awq
 refuses "act-order without gptq" 2 ":act-order follows :gptq" "${E[@]}" --calib "$T/calib.txt" --config w=mxfp4:awq:act-order
-refuses "GPTQ with one scale per tensor" 1 "gran=tensor is refused" "${E[@]}" --calib "$T/calib.txt" --config w=int8:gran=tensor:gptq
-refuses "GPTQ with stochastic rounding" 1 "stochastic rounding is refused" "${E[@]}" --calib "$T/calib.txt" --config w=mxfp4:round=sr:gptq
+refuses "GPTQ on M2XFP (no per-element grid)" 2 "m2xfp4: its metadata refines" "${E[@]}" --calib "$T/calib.txt" --config w=m2xfp4:gptq
+refuses "GPTQ with stochastic rounding" 2 "stochastic rounding is refused" "${E[@]}" --calib "$T/calib.txt" --config w=mxfp4:round=sr:gptq
 refuses "a transform in bench eval" 2 "are .llm eval. configurations" "$QS" bench eval --model "$TINY" --text "$T/text.txt" --ctx 64 \
   --chunks 2 --reps 2 --config w=mxfp4:gptq
 check "refusals left the database unchanged" '[ "$(q "SELECT count(*) FROM result")" = "$n0" ]'

@@ -102,9 +102,9 @@ static void test_beats_plain_rounding(void **st)
     double *H = hessian(cols, N);
     float *W = malloc(rows * cols * sizeof *W), *P = malloc(rows * cols * sizeof *P), *G = malloc(rows * cols * sizeof *G);
     for (size_t i = 0; i < rows * cols; i++) W[i] = (float)(0.02 * gauss());
-    const char *names[] = {"mxfp4", "nvfp4", "hif4", "int4", "q4_k", "iq4_nl", "fp8_e4m3"};
+    const char *names[] = {"mxfp4", "nvfp4", "hif4", "int4", "q4_k", "iq4_nl", "fp8_e4m3", "int8"};
     for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
-        qs_apply a = fmt(names[k], !strcmp(names[k], "int4") ? 32 : 0, QS_GRAN_BLOCK);
+        qs_apply a = fmt(names[k], !strcmp(names[k], "int4") ? 32 : 0, !strcmp(names[k], "int8") ? QS_GRAN_TENSOR : QS_GRAN_BLOCK);
         qs_err e = {{0}};
         memcpy(P, W, rows * cols * sizeof *W);
         memcpy(G, W, rows * cols * sizeof *W);
@@ -132,9 +132,14 @@ static void test_refusals(void **st)
     a.o.round = QS_RND_SR;
     assert_int_equal(qs_gptq_check(&a, &e), -1);
     assert_non_null(strstr(e.msg, "stochastic"));
-    a = fmt("int4", 0, QS_GRAN_TENSOR);
+    a = fmt("mxfp4", 0, QS_GRAN_TENSOR);
     assert_int_equal(qs_gptq_check(&a, &e), -1);
     assert_non_null(strstr(e.msg, "gran=tensor"));
+    a = fmt("m2xfp4", 0, QS_GRAN_BLOCK);
+    assert_int_equal(qs_gptq_check(&a, &e), -1);
+    assert_non_null(strstr(e.msg, "refines"));
+    a = fmt("int4", 0, QS_GRAN_TENSOR);   /* one scale per tensor, fixed from the original matrix */
+    assert_int_equal(qs_gptq_check(&a, &e), 0);
     a = fmt("bf16", 0, QS_GRAN_BLOCK);
     assert_int_equal(qs_gptq_check(&a, &e), 0);   /* an element cast of any width */
     /* a Hessian that is not positive definite even dampened (eigenvalues 3 and -1) */
