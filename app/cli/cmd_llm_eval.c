@@ -383,7 +383,10 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
     if ((rc = qs_llm_calib_open(&cal, CMD, o->calib, o->calib_chunks, &t, o->cfg, o->ncfg))) goto done;
     if (!(db = qs_cli_open_db(cli))) { rc = QS_EXIT_ERR; goto done; }
     const int rank0 = qs_par_rank() == 0;
-    if (rank0 && !o->json && !(o->out.csv && !strcmp(o->out.csv, "-"))) print_header(o, &t);   /* not into a CSV on stdout */
+    if (rank0 && !o->json && !(o->out.csv && !strcmp(o->out.csv, "-"))) {   /* not into a CSV on stdout */
+        print_header(o, &t);
+        qs_llm_calib_print(&cal, o->calib);
+    }
     qs_llm_progress pg;
     qs_llm_progress_init(&pg, CMD, o->ctx, o->until > 0);
     qs_eval_request rq = {o->text, t.thash, &t.f, t.ids, (size_t)t.ntok, t.su, o->scaled, o->force, o->cfg, o->ncfg,

@@ -130,3 +130,11 @@ void qs_llm_calib_close(qs_llm_calib_text *c)
     free(c->ids);
     memset(c, 0, sizeof *c);
 }
+
+void qs_llm_calib_print(const qs_llm_calib_text *c, const char *path)
+{
+    if (!path || !c->ids) return;
+    printf("calibration text %s: %d tokens, %d chunks of %d from the FP32 reference (xxh3 %.8s)\n", qs_esc(path), c->ntok,
+           qs_calib_nchunks(&c->src), c->src.ctx, c->src.hash);
+    fflush(stdout);
+}

@@ -36,5 +36,7 @@ struct qs_eval_cfg;
 int qs_llm_calib_open(qs_llm_calib_text *c, const char *cmd, const char *path, int chunks, const struct qs_llm_text_run *t,
                       struct qs_eval_cfg *cfg, int ncfg);
 void qs_llm_calib_close(qs_llm_calib_text *c);
+/* The header line naming the calibration text (nothing without one). */
+void qs_llm_calib_print(const qs_llm_calib_text *c, const char *path);
 
 #endif

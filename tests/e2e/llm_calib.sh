@@ -35,6 +35,8 @@ check "AWQ lowers KL below plain rounding on mxfp4" '[ "$(jq_ "$T/e1.json" "d[\"
 ok "the same evaluation again" "${E[@]}" --calib "$T/calib.txt" --calib-chunks 4 --json --config w=mxfp4:gptq --config smooth=0.5
 check "reused from the database, the same numbers" \
   '[ "$(jq_ "$T/out" "[c[\"cached\"] for c in d[\"configs\"]]")" = "[True, True]" ] && [ "$(jq_ "$T/out" "d[\"configs\"][0][\"kl_mean\"]")" = "$(jq_ "$T/e1.json" "d[\"configs\"][1][\"kl_mean\"]")" ]'
+ok "the table names the calibration text" "${E[@]}" --calib "$T/calib.txt" --calib-chunks 4 --config w=mxfp4:gptq
+check "header: calibration text, its tokens, chunks and hash" 'grep -qE "^calibration text .*calib.txt: [0-9]+ tokens, 4 chunks of 64 from the FP32 reference \(xxh3 [0-9a-f]{8}\)" "$T/out"'
 ok "another calibration size is another result" "${E[@]}" --calib "$T/calib.txt" --calib-chunks 3 --json --config w=mxfp4:gptq
 check "computed anew" '[ "$(jq_ "$T/out" "d[\"configs\"][0][\"cached\"]")" = False ]'
 
