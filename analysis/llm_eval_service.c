@@ -28,14 +28,14 @@ static json_t *apply_json(const qs_apply *a, int has)
     return v ? v : json_string(a->f->name);
 }
 
-static json_t *numerics_json(const qs_eval_cfg *c, int scaled);
+static json_t *numerics_json(const qs_eval_cfg *c, int scaled, const qs_calib_src *cs);
 /* With an importance matrix: the file's hash beside the weights' format (imatrix absent otherwise, so
 ** the keys of stored results without one are unchanged). */
-static json_t *imatrix_numerics(const qs_eval_cfg *c, int scaled)
+static json_t *imatrix_numerics(const qs_eval_cfg *c, int scaled, const qs_calib_src *cs)
 {
     qs_eval_cfg plain = *c;
     plain.imat = NULL;
-    json_t *j = numerics_json(&plain, scaled);
+    json_t *j = numerics_json(&plain, scaled, cs);
     if (j) json_object_set_new(j, "imatrix", json_string(c->imat_hash));
     return j;
 }
@@ -64,17 +64,20 @@ static void transform_json(json_t *num, const qs_llm_xspec *x)
     json_object_set_new(num, "transform", t);
 }
 
-/* The numerics of a variant (part of the cache key). */
-static json_t *numerics_json(const qs_eval_cfg *c, int scaled)
+/* The numerics of a variant (part of the cache key); a transform's part only when there is one, so the
+** keys of configurations without stay as they were (rot=/rht= and the calibration transforms are never
+** combined: qs_llm_parse_config refuses it). */
+static json_t *numerics_json(const qs_eval_cfg *c, int scaled, const qs_calib_src *cs)
 {
     if (!c) return json_pack("{s:s}", "reference", "fp32");
     if (c->plan) return json_pack("{s:s,s:b}", "plan", c->plan_hash, "scaled_casts", scaled);
-    if (c->imat) return imatrix_numerics(c, scaled);
-    json_t *num = json_pack("{s:o,s:o,s:o,s:s,s:b}", "weights", apply_json(&c->w, c->has_w), "activations", apply_json(&c->a, c->has_a),
+    if (c->imat) return imatrix_numerics(c, scaled, cs);
+    json_t *tj = cs ? qs_wtrans_json(&c->wt, cs) : NULL, *j = json_pack("{s:o,s:o,s:o,s:s,s:b}", "weights", apply_json(&c->w, c->has_w), "activations", apply_json(&c->a, c->has_a),
                      "kv_cache", apply_json(&c->kv, c->has_kv), "resq",
                      c->resq == QS_RESQ_DENSE ? "dense" : c->resq == QS_RESQ_24 ? "2:4" : "none", "scaled_casts", scaled);
-    transform_json(num, &c->xs);
-    return num;
+    if (tj) json_object_set_new(j, "transform", tj);
+    transform_json(j, &c->xs);
+    return j;
 }
 
 static json_t *hist_json(const qs_klhist *h)
@@ -197,33 +200,48 @@ static int transformed_model(qs_eval_cfg *c, const qs_llm_model *base, int scale
     return 0;
 }
 
+/* A configuration with calibration transforms: its own transformed, rounded copy (llm_wtrans.h). */
+static int make_transformed(qs_eval_request *rq, qs_eval_cfg *c, qs_calib *cache, qs_err *e)
+{
+    if (!rq->calib) return qs_fail(e, "%s: the transforms need a calibration text (--calib FILE)", c->label);
+    if (qs_wtrans_build(&c->wm, &rq->f->m, &c->wt, c->has_w ? &c->w : NULL, rq->scaled, rq->calib, cache, e)) return -1;
+    c->m = &c->wm;
+    return 0;
+}
+
 /* The variants to compute: each wanted configuration's weights rounded once (configurations with the
 ** same weight format share one rounded copy) and its numerics. */
 static int make_variants(qs_eval_request *rq, const int *want, qs_eval_variant *var, qs_err *e)
 {
     const qs_llm_model *base = &rq->f->m;
+    qs_calib cache;
+    memset(&cache, 0, sizeof cache);
     for (int i = 0; i < rq->ncfg; i++) {
         qs_eval_cfg *c = &rq->cfg[i];
         c->m = base;
-        if (qs_stop_requested()) return qs_fail(e, "interrupted");   /* rounding weights takes seconds */
-        if (qs_llm_xspec_any(&c->xs) && want[i]) {
-            if (transformed_model(c, base, rq->scaled, e)) return -1;
+        if (qs_stop_requested()) { qs_calib_free(&cache); return qs_fail(e, "interrupted"); }   /* rounding takes seconds */
+        if (want[i] && qs_wtrans_on(&c->wt)) {
+            if (make_transformed(rq, c, &cache, e)) { qs_calib_free(&cache); return -1; }
+        } else if (qs_llm_xspec_any(&c->xs) && want[i]) {
+            if (transformed_model(c, base, rq->scaled, e)) { qs_calib_free(&cache); return -1; }
         } else if (c->has_w && want[i]) {
             char *wj = qs_quant_opts_json(&c->w);
             for (int k = 0; k < i && wj; k++) {
-                char *kj = rq->cfg[k].has_w && rq->cfg[k].wm.arena && !qs_llm_xspec_any(&rq->cfg[k].xs) ? qs_quant_opts_json(&rq->cfg[k].w) : NULL;
+                char *kj = rq->cfg[k].has_w && rq->cfg[k].wm.arena && !qs_llm_xspec_any(&rq->cfg[k].xs) && !qs_wtrans_on(&rq->cfg[k].wt)
+                               ? qs_quant_opts_json(&rq->cfg[k].w) : NULL;
                 if (kj && !strcmp(kj, wj) && !strcmp(rq->cfg[k].imat_hash, c->imat_hash)) c->m = &rq->cfg[k].wm;
                 free(kj);
                 if (c->m != base) break;
             }
             free(wj);
-            if (c->m == base && qs_eval_cfg_round(c, base, rq->scaled, e)) return -1;
+            if (c->m == base && qs_eval_cfg_round(c, base, rq->scaled, e)) { qs_calib_free(&cache); return -1; }
         }
         if (c->plan) { var[i] = qs_plan_variant(c->plan, rq->scaled); continue; }   /* llm_plan_model.h */
         var[i].m = c->m;
         var[i].nx = (qs_llm_numerics){c->has_a ? &c->a : NULL, c->resq, c->has_kv ? &c->kv : NULL, rq->scaled, NULL, NULL};
         var[i].nx.online = c->on;
     }
+    qs_calib_free(&cache);
     return 0;
 }
 
@@ -424,7 +442,7 @@ static int lookup(svc *S, qs_err *e)
     for (int v = 0; v < S->nv; v++) {
         S->keys[v] = json_pack("{s:s,s:i,s:i,s:s,s:i,s:o}", "text", rq->text_hash, "ctx", rq->su.ctx, "chunks", rq->su.nchunks,
                                "score", rq->su.score_all ? "all" : "half", "bos", rq->su.bos, "numerics",
-                               numerics_json(v ? &rq->cfg[v - 1] : NULL, rq->scaled));
+                               numerics_json(v ? &rq->cfg[v - 1] : NULL, rq->scaled, rq->calib));
         char *ks = S->keys[v] ? json_dumps(S->keys[v], JSON_COMPACT | JSON_SORT_KEYS) : NULL;
         if (!ks) return qs_fail(e, "out of memory");
         /* with until the chunk count is not known yet: everything comes from the chunks */

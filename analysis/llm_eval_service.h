@@ -20,6 +20,7 @@
 
 #include "llm_eval_shard.h"
 #include "llm_imatrix.h"
+#include "llm_wtrans.h"
 #include "../store/db.h"
 #include "../store/llm_load.h"
 #include "../kernels/llm_rot.h"
@@ -30,6 +31,7 @@ typedef struct qs_eval_cfg {
     qs_apply w, a, kv;
     int has_w, has_a, has_kv;
     qs_llm_resq resq;
+    qs_wtrans wt;             /* calibration transforms (smooth=, w=F:gptq, w=F:awq; llm_wtrans.h) */
     qs_llm_model wm;          /* rounded weights (has_w; made by the service, freed by qs_eval_cfgs_free) */
     const qs_llm_model *m;
     /* w=F:imatrix=FILE (app/cli/llm_imatrix_opt.c): the file read (owned, freed by qs_eval_cfgs_free), its
@@ -75,6 +77,7 @@ typedef struct qs_eval_request {
     int until_kl;
     qs_eval_tick_fn tick;     /* optional */
     void *tick_ctx;
+    const qs_calib_src *calib;   /* the calibration text of configurations with transforms (else NULL) */
 } qs_eval_request;
 
 typedef struct qs_eval_result {

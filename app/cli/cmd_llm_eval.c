@@ -31,6 +31,7 @@
 #include "llm_eval_out.h"
 #include "llm_imatrix_opt.h"
 #include "llm_plan_file.h"
+#include "llm_wtrans_opts.h"
 #include "../../analysis/llm_text.h"
 #include "../../analysis/llm_eval.h"
 #include "../../analysis/llm_eval_service.h"
@@ -109,7 +110,33 @@ static int parse_xform(const char *cmd, const char *opt, const char *spec, const
     return 0;
 }
 
-/* SPEC = w=F,a=F,kv=F,resq=MODE,rot=R,rht=16 (any subset, each at most once); F as in `analyze -f` (cli.h). */
+/* Calibration transforms are `llm eval`'s (its service builds their models): 0, or the usage error. */
+static int wtrans_cmd(const char *cmd, const char *opt)
+{
+    return strcmp(cmd, CMD) ? qs_cli_usage(cmd, "%s: smooth=, :gptq and :awq are `llm eval` configurations", opt) : 0;
+}
+
+/* w=F[:gptq...|:awq...]: the transform suffixes into t (llm_wtrans_opts.h), *val pointed at the format. */
+static int wspec(const char *cmd, const char *opt, const char **val, qs_wtrans *t, char *fmt, size_t fcap, char *suf, size_t scap)
+{
+    int rc = qs_llm_wtrans_wspec(cmd, opt, *val, t, fmt, fcap, suf, scap);
+    if (rc || !suf[0]) return rc;
+    if ((rc = wtrans_cmd(cmd, opt))) return rc;
+    if (!strcmp(fmt, "fp32")) return qs_cli_usage(cmd, "%s: %s rounds weights: give a weight format", opt, suf + 1);
+    *val = fmt;
+    return 0;
+}
+
+/* A weight format GPTQ cannot round on fixed grids is a usage error, before any work. */
+static int wtrans_fmt_check(const char *cmd, const char *opt, const char *spec, const qs_eval_cfg *c)
+{
+    qs_err e = {{0}};
+    if (c->wt.wround == QS_WT_GPTQ && c->has_w && qs_gptq_check(&c->w, &e)) return qs_cli_usage(cmd, "%s '%s': %s", opt, spec, e.msg);
+    return 0;
+}
+
+/* SPEC = w=F,a=F,kv=F,resq=MODE,rot=R,rht=16,smooth=ALPHA (any subset, each at most once); F as in
+** `analyze -f` (cli.h), with w's transform suffixes (llm_wtrans_opts.h) or :imatrix=FILE. */
 int qs_llm_parse_config(const char *cmd, const char *opt, const char *spec, qs_eval_cfg *c)
 {
     memset(c, 0, sizeof *c);
@@ -129,7 +156,10 @@ int qs_llm_parse_config(const char *cmd, const char *opt, const char *spec, qs_e
         if (!strcmp(key, "w")) { has = &c->has_w; ap = &c->w; }
         else if (!strcmp(key, "a")) { has = &c->has_a; ap = &c->a; }
         else if (!strcmp(key, "kv")) { has = &c->has_kv; ap = &c->kv; }
-        else if (!strcmp(key, "resq")) {
+        else if (!strcmp(key, "smooth")) {
+            if (c->wt.smooth) { rc = qs_cli_usage(cmd, "%s '%s': smooth given twice", opt, spec); break; }
+            if ((rc = wtrans_cmd(cmd, opt)) || (rc = qs_llm_wtrans_smooth(cmd, opt, val, &c->wt, lab, sizeof lab))) break;
+        } else if (!strcmp(key, "resq")) {
             if (c->resq) { rc = qs_cli_usage(cmd, "%s '%s': resq given twice", opt, spec); break; }
             if (!strcmp(val, "dense")) c->resq = QS_RESQ_DENSE;
             else if (!strcmp(val, "2:4")) c->resq = QS_RESQ_24;
@@ -137,23 +167,31 @@ int qs_llm_parse_config(const char *cmd, const char *opt, const char *spec, qs_e
             snprintf(lab, sizeof lab, "%s", val);
         } else if (!strcmp(key, "rot") || !strcmp(key, "rht")) {
             if ((rc = parse_xform(cmd, opt, spec, key, val, &seen, c, lab, sizeof lab))) break;
-        } else { rc = qs_cli_usage(cmd, "%s: unknown key '%s' (w, a, kv, resq, rot, rht)", opt, key); break; }
+        } else { rc = qs_cli_usage(cmd, "%s: unknown key '%s' (w, a, kv, resq, rot, rht, smooth)", opt, key); break; }
         if (has) {
             if (*has) { rc = qs_cli_usage(cmd, "%s '%s': %s given twice", opt, spec, key); break; }
             if (strchr(val, ',')) { rc = qs_cli_usage(cmd, "%s: one format per key", opt); break; }
             const char *imat = ap == &c->w ? qs_imatrix_opt_split(eq + 1) : NULL;
             if (!strcmp(val, "fp32") && imat) { rc = qs_cli_usage(cmd, "%s: w=fp32 takes no importance matrix", opt); break; }
+            char fmt[200], suf[96] = "";
+            if (ap == &c->w && (rc = wspec(cmd, opt, &val, &c->wt, fmt, sizeof fmt, suf, sizeof suf))) break;
             if (!strcmp(val, "fp32")) continue;
             if (qs_llm_parse_fmt(cmd, val, ap)) { rc = QS_EXIT_USAGE; break; }
             if ((rc = cfg_scale_check(cmd, opt, key, val, ap))) break;
             *has = 1;
             qs_quant_label(ap, val, lab, sizeof lab);
+            strncat(lab, suf, sizeof lab - strlen(lab) - 1);
             if (imat && (rc = qs_imatrix_opt_config(cmd, opt, imat, c, lab, sizeof lab))) break;
         }
         if (lab[0] && k < sizeof c->label) k += (size_t)snprintf(c->label + k, sizeof c->label - k, "%s%s=%s", k ? "," : "", key, lab);
     }
     free(dup);
+    if (!rc) rc = wtrans_fmt_check(cmd, opt, spec, c);
     if (rc) { qs_eval_cfgs_free(c, 1); return rc; }
+    if (qs_wtrans_on(&c->wt) && (c->imat || qs_llm_xspec_any(&c->xs))) {   /* each builds its own model from the FP32 one */
+        qs_eval_cfgs_free(c, 1);
+        return qs_cli_usage(cmd, "%s '%s': smooth=, :gptq and :awq cannot be combined with rot=, rht= or imatrix=", opt, spec);
+    }
     if (c->resq && !c->has_a) return qs_cli_usage(cmd, "%s '%s': resq corrects activation rounding: give a=F", opt, spec);
     if (c->imat && qs_llm_xspec_any(&c->xs)) {   /* the importances are of the untransformed weights' inputs */
         qs_eval_cfgs_free(c, 1);
@@ -166,8 +204,8 @@ int qs_llm_parse_config(const char *cmd, const char *opt, const char *spec, qs_e
 
 typedef struct eval_opts {
     qs_evout_opts out;        /* --ci, --paired, --csv (llm_eval_out.h) */
-    const char *model, *text, *save_ids;
-    int ctx, chunks, score_all, json, force, scaled, until_kl;
+    const char *model, *text, *save_ids, *calib;
+    int ctx, chunks, score_all, json, force, scaled, until_kl, calib_chunks;
     double until;             /* --until-ci: target width of the 95% intervals (0: off) */
     qs_eval_cfg cfg[MAX_CFG];
     int ncfg;
@@ -198,11 +236,12 @@ static int parse_opts(int argc, char **argv, eval_opts *o)
         {"model", required_argument, 0, 'm'}, {"text", required_argument, 0, 't'}, {"ctx", required_argument, 0, 'c'},
         {"chunks", required_argument, 0, 'k'}, {"config", required_argument, 0, 'C'}, {"score", required_argument, 0, 's'},
         {"json", no_argument, 0, 'j'}, {"force", no_argument, 0, 'F'}, {"unscaled-casts", no_argument, 0, 'u'},
-        {"save-ids", required_argument, 0, 'I'}, {"until-ci", required_argument, 0, 'U'}, {"plan", required_argument, 0, 'L'},
-        {0, 0, 0, 0}};
+        {"save-ids", required_argument, 0, 'I'}, {"until-ci", required_argument, 0, 'U'}, {"plan", required_argument, 0, 'N'},
+        {"calib", required_argument, 0, 'L'}, {"calib-chunks", required_argument, 0, 'K'}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->ctx = 512;
     o->scaled = 1;
+    o->calib_chunks = QS_CALIB_CHUNKS;
     optind = 1;
     opterr = 0;
     int ch, rc;
@@ -227,7 +266,7 @@ static int parse_opts(int argc, char **argv, eval_opts *o)
                 }
             o->ncfg++;
             break;
-        case 'L':
+        case 'N':
             if (o->nplan == MAX_PLAN || o->ncfg == MAX_CFG)
                 return qs_cli_usage(CMD, "at most %d --plan and %d configurations", MAX_PLAN, MAX_CFG);
             if ((rc = qs_plan_file_cfg(CMD, optarg, &o->plan[o->nplan], &o->cfg[o->ncfg]))) return rc;
@@ -239,6 +278,8 @@ static int parse_opts(int argc, char **argv, eval_opts *o)
         case 'u': o->scaled = 0; break;
         case 'I': o->save_ids = optarg; break;
         case 'U': if ((rc = parse_until(optarg, o))) return rc; break;
+        case 'L': o->calib = optarg; break;
+        case 'K': if ((rc = qs_cli_parse_int(CMD, "--calib-chunks", optarg, 1, 1 << 20, &o->calib_chunks))) return rc; break;
         case ':': return qs_cli_usage(CMD, "option %s needs a value", argv[optind - 1]);
         default: return qs_cli_usage(CMD, "unknown option '%s'", argv[optind - 1]);
         }
@@ -378,6 +419,7 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
     }
     const double t_start = qs_now_s();
     qs_llm_text_run t;
+    qs_llm_calib_text cal = {0};
     qs_db *db = NULL;
     qs_eval_result res = {0};
     qs_err e = {{0}};
@@ -387,13 +429,18 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
     for (int i = 0; i < o->nplan && !rc; i++)   /* a plan for this model, as per-layer numerics */
         rc = qs_plan_file_bind_cfg(CMD, &o->plan[i], &o->cfg[o->plan_cfg[i]], &t.f, o->scaled);
     if (rc) goto done;
+    if ((rc = qs_llm_calib_open(&cal, CMD, o->calib, o->calib_chunks, &t, o->cfg, o->ncfg))) goto done;
     if (!(db = qs_cli_open_db(cli))) { rc = QS_EXIT_ERR; goto done; }
     const int rank0 = qs_par_rank() == 0;
-    if (rank0 && !o->json && !(o->out.csv && !strcmp(o->out.csv, "-"))) print_header(o, &t);   /* not into a CSV on stdout */
+    if (rank0 && !o->json && !(o->out.csv && !strcmp(o->out.csv, "-"))) {   /* not into a CSV on stdout */
+        print_header(o, &t);
+        qs_llm_calib_print(&cal, o->calib);
+    }
     qs_llm_progress pg;
     qs_llm_progress_init(&pg, CMD, o->ctx, o->until > 0);
     qs_eval_request rq = {o->text, t.thash, &t.f, t.ids, (size_t)t.ntok, t.su, o->scaled, o->force, o->cfg, o->ncfg,
-                          qs_llm_shard_run, CMD, qs_par_rank(), o->until, o->until_kl, rank0 ? qs_llm_progress_tick : NULL, &pg};
+                          qs_llm_shard_run, CMD, qs_par_rank(), o->until, o->until_kl, rank0 ? qs_llm_progress_tick : NULL, &pg,
+                          o->calib ? &cal.src : NULL};
     qs_stop_signals_on();
     int src = qs_eval_service(db, &rq, &res, &e);
     qs_llm_progress_end(&pg);
@@ -415,6 +462,7 @@ done:
     qs_eval_cfgs_free(o->cfg, o->ncfg);
     if (db) qs_db_close(db);
     for (int i = 0; i < o->nplan; i++) qs_plan_file_free(&o->plan[i]);
+    qs_llm_calib_close(&cal);
     qs_llm_text_run_free(&t);
     free(o);
     return rc;

@@ -134,7 +134,7 @@
     "  --show FILE         list the entries of an imatrix file (either format): columns, matrices,\n" \
     "                      tokens or ncall, and the mean importance llama-quantize would use\n"
 
-#define QS_LLM_EVAL_ARGS "[--model PATH] [--text FILE] [--ctx N] [--chunks K] [--config SPEC]... [--plan FILE]... [--score half|all] [--until-ci X|kl:X] [--ci delta|bootstrap[:N[:SEED]]] [--paired] [--csv [FILE]] [--unscaled-casts] [--force] [--save-ids FILE] [--json]"
+#define QS_LLM_EVAL_ARGS "[--model PATH] [--text FILE] [--ctx N] [--chunks K] [--config SPEC]... [--plan FILE]... [--score half|all] [--until-ci X|kl:X] [--ci delta|bootstrap[:N[:SEED]]] [--paired] [--csv [FILE]] [--unscaled-casts] [--calib FILE [--calib-chunks N]] [--force] [--save-ids FILE] [--json]"
 #define QS_LLM_EVAL_OPTS \
     QS_LLM_H_EVALTEXT \
     "  --config SPEC       (repeatable) a configuration w=F,a=F,kv=F,resq=none|dense|2:4 (weights,\n" \
@@ -152,10 +152,18 @@
     "                      stream rotated in the weights, per-head V/O, the online Hadamard before\n" \
     "                      down_proj (seed: random signs); rot=random[:seed=N] SpinQuant's random\n" \
     "                      orthogonal start; rht=16[:seed=N] the NVFP4 recipe's 16-point random\n" \
-    "                      Hadamard transform of both operands of every linear layer\n" \
+    "                      Hadamard transform of both operands of every linear layer.\n" \
+    "                      Calibration transforms (with --calib; reconstructions of the papers,\n" \
+    "                      docs/llm.md \"Calibration transforms\"): smooth=ALPHA[:norm] SmoothQuant's\n" \
+    "                      scales folded into the norms and V/up rows (:norm: the norm sites only);\n" \
+    "                      w=F:gptq[:act-order][:damp=0.01][:gblock=128] GPTQ rounding (block\n" \
+    "                      scales fixed at a block's first column); w=F:awq[:grid=20] AWQ's scales\n" \
     "  --plan FILE         (repeatable) a plan file of `llm sensitivity --formats` as one configuration\n" \
     "                      (per layer and site its format; label plan:NAME@HASH of the file); a plan\n" \
     "                      for another model or shape is refused\n" \
+    "  --calib FILE        the calibration text of the transforms (never the evaluation text): the\n" \
+    "                      FP32 model's linear inputs there give max|x|, mean|x| and GPTQ's Hessians\n" \
+    "  --calib-chunks N    calibration chunks of --ctx tokens (default 8)\n" \
     "  --until-ci X|kl:X   chunk after chunk (up to --chunks, or the whole text) until every config's\n" \
     "                      dPPL 95% interval is narrower than X (0.01 = 1 point; kl:X the KL mean's,\n" \
     "                      nats; at least 2 chunks).  Every finished chunk is stored as it finishes:\n" \
