@@ -125,6 +125,8 @@ int qs_wtrans_build(qs_llm_model *dst, const qs_llm_model *src, const qs_wtrans 
                     const qs_calib_src *cs, qs_calib *cache, qs_err *e)
 {
     if (t->wround != QS_WT_PLAIN && !w) return qs_fail(e, "GPTQ and AWQ round weights: give a weight format");
+    if (src->c.n_expert)   /* the folds and Hessians are of the dense FFN's matrices; experts have their own */
+        return qs_fail(e, "smooth=, :gptq and :awq: mixture-of-experts layers are not supported (dense FFNs only)");
     if (t->wround == QS_WT_GPTQ && qs_gptq_check(w, e)) return -1;
     if (qs_llm_clone(dst, src, e)) return -1;
     const int need_h = t->wround != QS_WT_PLAIN, per = need_h ? qs_calib_layers_per_pass(&src->c, cs) : src->c.n_layer;

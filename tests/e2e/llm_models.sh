@@ -93,6 +93,12 @@ check "qwen3: both leave the FP32 model unchanged (|KL| < 1e-6)" \
   "$PY -c 'import json,sys; c=json.load(open(sys.argv[1]))[\"configs\"]; print([x[\"kl_mean\"] for x in c]); sys.exit(not all(abs(x[\"kl_mean\"]) < 1e-6 for x in c))' $T/out"
 refuses "rot= refuses a mixture of experts" 1 "^qscope: qwen2moe: rot=/rht= are not supported on mixture-of-experts layers$" \
   "$QS" --db "$T/rot.db" llm eval --model "$T/qwen2moe.gguf" --text "$T/text.txt" --ctx 32 --chunks 2 --config w=mxfp4,rot=hadamard
+# calibration transforms (smooth=, :gptq, :awq) fold into and round the dense FFN's matrices: run on Qwen3, refused on experts
+tac "$T/text.txt" | rev > "$T/calib.txt"
+ok "qwen3: llm eval w=mxfp4:gptq and smooth=0.5 with a calibration text" "$QS" --db "$T/rot.db" llm eval --model "$T/qwen3.gguf" \
+  --text "$T/text.txt" --calib "$T/calib.txt" --calib-chunks 1 --ctx 32 --chunks 2 --config w=mxfp4:gptq --config smooth=0.5
+refuses "smooth=/gptq refuse a mixture of experts" 1 "mixture-of-experts layers are not supported \(dense FFNs only\)" \
+  "$QS" --db "$T/rot.db" llm eval --model "$T/qwen2moe.gguf" --text "$T/text.txt" --calib "$T/calib.txt" --calib-chunks 1 --ctx 32 --chunks 2 --config w=mxfp4:gptq
 # importance matrices (llm imatrix, w=F:imatrix=) have no per-expert entries here: refused, not a NULL matrix
 refuses "llm imatrix refuses a mixture of experts" 1 "^qscope: qwen2moe: importance matrices of mixture-of-experts layers are not supported$" \
   "$QS" llm imatrix --model "$T/qwen2moe.gguf" --text "$T/text.txt" --ctx 32 --chunks 2 -o "$T/im.gguf"
