@@ -41,6 +41,8 @@ typedef struct qs_llm_cfg {
 typedef struct qs_llm_layer {
     float *attn_norm, *wq, *wk, *wv, *wo, *ffn_norm, *w_gate, *w_up, *w_down;   /* wq [q_dim][dim], wo [dim][q_dim] */
     float *bq, *bk, *bv;      /* Q/K/V projection biases (Qwen2), added after the products; NULL = none */
+    const struct qs_wt *tw;   /* typed weights (llm_wtype.h): the seven matrices left in their file's type,
+                              ** tw[QS_WT_Q .. QS_WT_DOWN], wq .. w_down NULL; or NULL: the FP32 arrays */
 } qs_llm_layer;
 
 typedef struct qs_llm_model {
@@ -53,6 +55,10 @@ typedef struct qs_llm_model {
     size_t arena_len;         /* floats */
     float *bias_arena;        /* the Q/K/V biases of every layer (qs_llm_alloc_bias), or NULL */
     size_t bias_len;          /* floats */
+    /* Typed weights (llm_wtype.h: `llm eval --weights mapped`), or NULL: the embedding and the output head
+    ** (== tw_embd when tied) left in their file's type, tok_embd / output NULL.  Only the forward pass and
+    ** the logits read a model with typed weights; everything else needs the FP32 arrays. */
+    const struct qs_wt *tw_embd, *tw_out;
 } qs_llm_model;
 
 /* Check a configuration (positive sizes, head_dim even, n_head a multiple of n_kv_head, sizes small

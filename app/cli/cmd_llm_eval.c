@@ -22,6 +22,7 @@
 #include "../../store/json_out.h"
 #include "../../store/io_err.h"
 #include "quant_opts.h"
+#include "../../kernels/llm_wtype.h"
 #include "llm_par.h"
 #include "llm_progress.h"
 #include "stop_signal.h"
@@ -141,6 +142,7 @@ typedef struct eval_opts {
     qs_evout_opts out;        /* --ci, --paired, --csv (llm_eval_out.h) */
     const char *model, *text, *save_ids;
     int ctx, chunks, score_all, json, force, scaled, until_kl;
+    qs_llm_weights weights;   /* --weights */
     double until;             /* --until-ci: target width of the 95% intervals (0: off) */
     qs_eval_cfg cfg[MAX_CFG];
     int ncfg;
@@ -169,7 +171,8 @@ static int parse_opts(int argc, char **argv, eval_opts *o)
         {"model", required_argument, 0, 'm'}, {"text", required_argument, 0, 't'}, {"ctx", required_argument, 0, 'c'},
         {"chunks", required_argument, 0, 'k'}, {"config", required_argument, 0, 'C'}, {"score", required_argument, 0, 's'},
         {"json", no_argument, 0, 'j'}, {"force", no_argument, 0, 'F'}, {"unscaled-casts", no_argument, 0, 'u'},
-        {"save-ids", required_argument, 0, 'I'}, {"until-ci", required_argument, 0, 'U'}, {0, 0, 0, 0}};
+        {"save-ids", required_argument, 0, 'I'}, {"until-ci", required_argument, 0, 'U'}, {"weights", required_argument, 0, 'W'},
+        {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->ctx = 512;
     o->scaled = 1;
@@ -202,6 +205,12 @@ static int parse_opts(int argc, char **argv, eval_opts *o)
         case 'u': o->scaled = 0; break;
         case 'I': o->save_ids = optarg; break;
         case 'U': if ((rc = parse_until(optarg, o))) return rc; break;
+        case 'W':
+            if (!strcmp(optarg, "mapped")) o->weights = QS_LLM_WEIGHTS_MAPPED;
+            else if (!strcmp(optarg, "f32")) o->weights = QS_LLM_WEIGHTS_F32;
+            else if (!strcmp(optarg, "auto")) o->weights = QS_LLM_WEIGHTS_AUTO;
+            else return qs_cli_usage(CMD, "--weights is mapped, f32 or auto, not '%s'", optarg);
+            break;
         case ':': return qs_cli_usage(CMD, "option %s needs a value", argv[optind - 1]);
         default: return qs_cli_usage(CMD, "unknown option '%s'", argv[optind - 1]);
         }
@@ -227,7 +236,7 @@ const char *qs_llm_title(const qs_llm_file *f) { return qs_esc(f->name[0] ? f->n
 /* What is evaluated, printed before the computation starts. */
 static void print_header(const eval_opts *o, const qs_llm_text_run *t)
 {
-    printf("model %s (%s; %s)\n", qs_esc(o->model), qs_llm_title(&t->f), t->f.wtypes);
+    printf("model %s (%s; %s)\nweights: %s\n", qs_esc(o->model), qs_llm_title(&t->f), t->f.wtypes, t->weights);
     printf("text %s: %d tokens; ctx %d, %s%d chunks; scoring: %s; BOS %s\n", qs_esc(o->text), t->ntok, o->ctx,
            o->until > 0 ? "up to " : "", t->su.nchunks,
            o->score_all ? "all positions 0..ctx-2 of each chunk (--score all)"
@@ -289,6 +298,8 @@ static void print_json(const eval_opts *o, const qs_llm_text_run *t, const qs_ev
         json_object_set_new(j, "until_ci", json_pack("{s:s,s:f,s:b}", "of", o->until_kl ? "kl_mean" : "dppl", "width", o->until,
                                                      "met", res->until_met));
     if (note) json_object_set_new(j, "note", json_string(note));
+    json_object_set_new(j, "weights", json_pack("{s:s,s:s}", "mode", t->f.wmap ? "mapped" : "f32", "choice", t->weights));
+    json_object_set_new(j, "peak_rss_bytes", json_integer((json_int_t)qs_peak_rss()));   /* VmHWM, this process */
     json_object_set_new(j, "compute_seconds", json_real(res->compute_seconds));
     json_object_set_new(j, "seconds", json_real(secs));
     char *s = json_dumps(j, JSON_COMPACT);
@@ -340,7 +351,14 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
     qs_eval_result res = {0};
     qs_err e = {{0}};
     qs_stop_signals_default();   /* until the computation, Ctrl-C loses nothing */
-    if ((rc = qs_llm_text_run_open(&t, CMD, o->model, o->text, o->ctx, o->chunks, o->score_all, o->save_ids))) goto done;
+    if ((rc = qs_llm_text_run_open_w(&t, CMD, o->model, o->text, o->ctx, o->chunks, o->score_all, o->save_ids, o->weights)))
+        goto done;
+    for (int i = 0; i < o->ncfg && t.f.wmap; i++)
+        if (o->cfg[i].has_w) {
+            rc = qs_cli_usage(CMD, "--config %s: weight formats round FP32 copies of the weights, which mapped weights do not "
+                              "keep (--weights f32)", o->cfg[i].label);
+            goto done;
+        }
     if ((rc = qs_evout_check(CMD, &o->out, o->json, o->ncfg, t.su.nchunks))) goto done;
     if (!(db = qs_cli_open_db(cli))) { rc = QS_EXIT_ERR; goto done; }
     const int rank0 = qs_par_rank() == 0;
