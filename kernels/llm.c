@@ -592,12 +592,15 @@ static int qkv_rows(qs_llm_state *s, const qs_llm_layer *L, int B, int T, int po
 {
     const qs_llm_cfg *c = &s->c;
     const int d = c->dim, hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_kv_head * hd, R = B * T, half = hd / 2;
-    if (R > QS_LLM_GEMV_ROWS && !L->tw && L->wk == L->wq + (size_t)qd * d && L->wv == L->wk + (size_t)kvd * d) {
-        /* Q, K, V weights are adjacent in the arena: one SGEMM of q_dim + 2 kv_dim outputs, then split */
+    if (R > QS_LLM_GEMV_ROWS && (L->tw || (L->wk == L->wq + (size_t)qd * d && L->wv == L->wk + (size_t)kvd * d))) {
+        /* Q, K, V weights are adjacent in the arena: one SGEMM of q_dim + 2 kv_dim outputs, then split
+        ** (typed weights: widened side by side, so that SGEMM sees the same product) */
         const int W3 = qd + 2 * kvd;
-        float *y = fused_buf(s, (size_t)R * W3, e);
-        if (!y) return -1;
-        linear(s->pc, y, s->xn, L->wq, NULL, R, d, W3);
+        float *y = fused_buf(s, (size_t)R * W3, e), *wc = L->tw ? qs_wt_widen_cat(L->tw + QS_WT_Q, 3) : NULL;
+        if (!y || (L->tw && !wc)) return y ? qs_fail(e, "out of memory for widened weights") : -1;
+        linear(s->pc, y, s->xn, wc ? wc : L->wq, NULL, R, d, W3);
+        free(wc);
+        for (int i = 0; L->tw && i < 3; i++) qs_wt_release(&L->tw[QS_WT_Q + i]);
         for (int r = 0; r < R; r++) {
             const float *yr = y + (size_t)r * W3;
             memcpy(s->q + (size_t)r * qd, yr, (size_t)qd * sizeof(float));
@@ -737,11 +740,13 @@ int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm
         if (tap) tap(tap_ctx, l, QS_SITE_FFN_IN, s->xn, R, d);
         if (a_fi && round_rows_par(a_fi, scaled, resq, s->xn, R, d, s->tmp, e)) return -1;
         if (big) qs_prefill_swiglu(s->pc, s->h1, s->h2, s->xn, L->w_gate, L->w_up, TW(L, QS_WT_GATE), TW(L, QS_WT_UP), R, d, F);
-        else if (R > QS_LLM_GEMV_ROWS && !L->tw && L->w_up == L->w_gate + (size_t)F * d) {
-            /* gate and up adjacent: one SGEMM of 2 ffn outputs, SwiGLU per row into h1 */
-            float *y = fused_buf(s, (size_t)R * 2 * F, e);
-            if (!y) return -1;
-            linear(s->pc, y, s->xn, L->w_gate, NULL, R, d, 2 * F);
+        else if (R > QS_LLM_GEMV_ROWS && (L->tw || L->w_up == L->w_gate + (size_t)F * d)) {
+            /* gate and up adjacent: one SGEMM of 2 ffn outputs, SwiGLU per row into h1 (typed: widened so) */
+            float *y = fused_buf(s, (size_t)R * 2 * F, e), *wc = L->tw ? qs_wt_widen_cat(L->tw + QS_WT_GATE, 2) : NULL;
+            if (!y || (L->tw && !wc)) return y ? qs_fail(e, "out of memory for widened weights") : -1;
+            linear(s->pc, y, s->xn, wc ? wc : L->w_gate, NULL, R, d, 2 * F);
+            free(wc);
+            for (int i = 0; L->tw && i < 2; i++) qs_wt_release(&L->tw[QS_WT_GATE + i]);
             for (int r = 0; r < R; r++) {
                 float *yr = y + (size_t)r * 2 * F;
                 qs_swiglu_row(yr, yr + F, (size_t)F);

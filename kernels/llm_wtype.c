@@ -41,6 +41,18 @@ float *qs_wt_widen(const qs_wt *t)
     return w;
 }
 
+float *qs_wt_widen_cat(const qs_wt *t, int n)
+{
+    size_t rows = 0;
+    for (int i = 0; i < n; i++) rows += (size_t)t[i].rows;
+    float *w = malloc(rows * (size_t)t[0].cols * sizeof(float) + 1), *p = w;
+    for (int i = 0; w && i < n; i++) {
+        qs_wt_rows(&t[i], 0, t[i].rows, p);
+        p += (size_t)t[i].rows * t[i].cols;
+    }
+    return w;
+}
+
 void qs_wt_release(const qs_wt *t)
 {
     if (!t || !t->mapped) return;

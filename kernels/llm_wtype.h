@@ -34,6 +34,8 @@ void qs_wt_row(const qs_wt *t, int r, int k0, int n, float *out);
 void qs_wt_rows(const qs_wt *t, int r0, int r1, float *out);
 /* The whole matrix widened into a new allocation (malloc), or NULL without memory. */
 float *qs_wt_widen(const qs_wt *t);
+/* n matrices of the same width, t[0] .. t[n-1], widened one below the other (malloc), or NULL. */
+float *qs_wt_widen_cat(const qs_wt *t, int n);
 /* Drop a mapped matrix's pages from the process (no-op for other memory). */
 void qs_wt_release(const qs_wt *t);
 /* Bytes of the matrix. */
