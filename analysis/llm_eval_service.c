@@ -11,6 +11,7 @@
 #include "llm_eval_chunk.h"
 #include "llm_eval_stats.h"
 #include "results.h"
+#include "../kernels/llm_wfly.h"
 #include "../kernels/qs_clock.h"
 #include "../kernels/qs_stop.h"
 #include "../kernels/qs_version.h"
@@ -164,7 +165,7 @@ static int make_variants(qs_eval_request *rq, const int *want, qs_eval_variant *
             }
             free(wj);
             if (c->m == base) {
-                if (qs_llm_clone(&c->wm, base, e) || qs_llm_quantize_weights(&c->wm, &c->w, rq->scaled, e)) return -1;
+                if (qs_llm_round_copy(&c->wm, base, &c->w, rq->scaled, e)) return -1;   /* mapped: layer by layer */
                 c->m = &c->wm;
             }
         }

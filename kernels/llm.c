@@ -7,6 +7,7 @@
 #include "llm_internal.h"
 #include "llm_pgemm.h"
 #include "llm_prefill.h"
+#include "llm_wfly.h"
 #include "llm_wtype.h"
 #include "llm_rows.h"
 #include "pool.h"
@@ -110,6 +111,7 @@ void qs_llm_free(qs_llm_model *m)
 
 int qs_llm_clone(qs_llm_model *dst, const qs_llm_model *src, qs_err *e)
 {
+    if (src->tw_embd || src->wfly) return qs_fail(e, "the model's weights are mapped, not FP32 arrays (--weights f32)");
     int tied = src->output == src->tok_embd;
     if (qs_llm_alloc(dst, &src->c, tied, e)) return -1;
     memcpy(dst->arena, src->arena, src->arena_len * sizeof(float));   /* same layout, same offsets */
@@ -147,6 +149,11 @@ static int quant_matrix(const qs_apply *w, int scaled, float *p, size_t rows, si
     return qs_format_apply(w, rows, cols, mem_read, &ctx, mem_write, &ctx, e);
 }
 
+int qs_llm_quantize_matrix(const qs_apply *w, int scaled, float *p, size_t rows, size_t cols, qs_err *e)
+{
+    return quant_matrix(w, scaled, p, rows, cols, e);
+}
+
 static int quant_layer(const qs_llm_cfg *c, qs_llm_layer *L, const qs_apply *w, int scaled, qs_err *e)
 {
     size_t d = (size_t)c->dim, kv = (size_t)c->n_kv_head * c->head_dim, f = (size_t)c->ffn, qd = qs_llm_q_dim(c);
@@ -159,6 +166,7 @@ static int quant_layer(const qs_llm_cfg *c, qs_llm_layer *L, const qs_apply *w, 
 
 int qs_llm_quantize_weights(qs_llm_model *m, const qs_apply *w, int scaled, qs_err *e)
 {
+    if (m->tw_embd || m->wfly) return qs_fail(e, "the model's weights are mapped, not FP32 arrays (qs_llm_round_copy)");
     const qs_llm_cfg *c = &m->c;
     for (int l = 0; l < c->n_layer; l++)
         if (quant_layer(c, &m->L[l], w, scaled, e)) return -1;
@@ -672,6 +680,7 @@ int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm
     if (l0 == 0) qs_wt_release(m->tw_embd);
     for (int l = l0; l < c->n_layer; l++) {
         if (qs_stop_requested()) return qs_fail(e, "interrupted");   /* Ctrl-C in a long pass (kernels/qs_stop.h) */
+        if (m->wfly && qs_llm_wfly_layer(m, l, e)) return -1;   /* this layer's weights rounded now (llm_wfly.h) */
         const qs_llm_layer *L = &m->L[l];
         size_t lbase = (size_t)l * s->batch * s->max_pos * kvd;
         const qs_apply *const *lf = nx && nx->layer_fmt ? nx->layer_fmt + (size_t)l * QS_LLM_NLSITE : NULL;

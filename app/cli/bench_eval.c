@@ -26,6 +26,7 @@
 #include "../../analysis/llm_eval.h"
 #include "../../analysis/llm_eval_service.h"
 #include "../../kernels/blas_threads.h"
+#include "../../kernels/llm_wfly.h"
 #include "../../kernels/llm_wtype.h"
 #include "../../kernels/simd.h"
 
@@ -180,9 +181,8 @@ static int parse(int argc, char **argv, bopts *o)
         else return qs_cli_usage(CMD, "unknown option '%s'", a);
     }
     if (!o->model) return qs_cli_usage(CMD, "--model PATH is required");
-    if (!o->ncfg)   /* mapped weights: no weight format (they round FP32 copies, which mapped weights do not keep) */
-        for (size_t i = 0; i < sizeof kDefaultCfg / sizeof *kDefaultCfg; i++)
-            if (o->weights == QS_LLM_WEIGHTS_F32 || strncmp(kDefaultCfg[i], "w=", 2)) o->cfg[o->ncfg++] = kDefaultCfg[i];
+    if (!o->ncfg)
+        for (size_t i = 0; i < sizeof kDefaultCfg / sizeof *kDefaultCfg; i++) o->cfg[o->ncfg++] = kDefaultCfg[i];
     if (o->peer && !o->peer[0]) o->peer = NULL;
     return 0;
 }
@@ -195,12 +195,8 @@ static int make_variants(const qs_llm_model *ref, const bopts *o, qs_eval_cfg *c
         int rc = qs_llm_parse_config(CMD, "--config", o->cfg[i], &cfg[i]);
         if (rc) return rc;
         cfg[i].m = ref;
-        if (cfg[i].has_w && ref->tw_embd)
-            return qs_cli_usage(CMD, "--config %s: weight formats round FP32 copies of the weights, which mapped weights do "
-                                "not keep (--weights f32)", cfg[i].label);
-        if (cfg[i].has_w) {
-            if (qs_llm_clone(&cfg[i].wm, ref, &e) || qs_llm_quantize_weights(&cfg[i].wm, &cfg[i].w, 1, &e))
-                return qs_cli_err(QS_EXIT_ERR, &e);
+        if (cfg[i].has_w) {   /* mapped weights: rounded layer by layer (kernels/llm_wfly.h) */
+            if (qs_llm_round_copy(&cfg[i].wm, ref, &cfg[i].w, 1, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
             cfg[i].m = &cfg[i].wm;
         }
         var[i].m = cfg[i].m;

@@ -353,12 +353,6 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
     qs_stop_signals_default();   /* until the computation, Ctrl-C loses nothing */
     if ((rc = qs_llm_text_run_open_w(&t, CMD, o->model, o->text, o->ctx, o->chunks, o->score_all, o->save_ids, o->weights)))
         goto done;
-    for (int i = 0; i < o->ncfg && t.f.wmap; i++)
-        if (o->cfg[i].has_w) {
-            rc = qs_cli_usage(CMD, "--config %s: weight formats round FP32 copies of the weights, which mapped weights do not "
-                              "keep (--weights f32)", o->cfg[i].label);
-            goto done;
-        }
     if ((rc = qs_evout_check(CMD, &o->out, o->json, o->ncfg, t.su.nchunks))) goto done;
     if (!(db = qs_cli_open_db(cli))) { rc = QS_EXIT_ERR; goto done; }
     const int rank0 = qs_par_rank() == 0;

@@ -28,13 +28,16 @@ sys.exit(0 if strip(a["reference"]) == strip(b["reference"]) and strip(a["config
 PY
 }
 
-for dt in bf16 f16 q8_0 q4_k; do
-  ok "gen model tiny $dt" "$QS" gen model --params tiny --dtype $dt --seed 3 -o "$T/tiny_$dt.gguf"
+for dt in bf16 f16 q8_0 q4_k bf16-tied; do
+  ok "gen model tiny $dt" "$QS" gen model --params tiny --dtype ${dt%-tied} --seed 3 -o "$T/tiny_$dt.gguf" \
+    $([ "$dt" = bf16-tied ] && echo --tied)
+  # w=: rounded layer by layer from the typed weights (nvfp4: a per-tensor scale; fp8: per-row scales)
   E=("$QS" llm eval --model "$T/tiny_$dt.gguf" --text "$T/text.txt" --ctx 64 --chunks 3 --config a=mxfp4
-     --config kv=fp8_e4m3 --config a=int8:gran=block:block=32,resq=dense --json --force)
+     --config kv=fp8_e4m3 --config a=int8:gran=block:block=32,resq=dense --config w=nvfp4 --config w=fp8_e4m3,a=mxfp4
+     --json --force)
   QSCOPE_DB="$T/f32_$dt.db" "${E[@]}" --weights f32 > "$T/f32_$dt.json" 2> "$T/err"
   QSCOPE_DB="$T/map_$dt.db" "${E[@]}" --weights mapped > "$T/map_$dt.json" 2> "$T/err"
-  check "$dt: mapped weights give the FP32 copies' statistics to the last bit (reference, a=, kv=, resq)" \
+  check "$dt: mapped weights give the FP32 copies' statistics to the last bit (reference, a=, kv=, resq, w=)" \
     "same_stats '$T/f32_$dt.json' '$T/map_$dt.json'"
 done
 check "the same seed writes the same bytes" \
@@ -43,8 +46,6 @@ check "the same seed writes the same bytes" \
 check "the automatic choice is shown with its reason" "grep -Eq '^weights: f32 \(auto: the FP32 copy would take 0\.0[0-9] GiB, at most half' '$T/auto.txt'"
 refuses "--weights takes mapped, f32 or auto" 2 "llm eval.*--weights is mapped, f32 or auto, not 'disk'" \
   "$QS" llm eval --model "$T/tiny_bf16.gguf" --text "$T/text.txt" --ctx 64 --weights disk
-refuses "a weight format needs FP32 weights" 2 "w=mxfp4: weight formats round FP32 copies.*--weights f32" \
-  "$QS" llm eval --model "$T/tiny_bf16.gguf" --text "$T/text.txt" --ctx 64 --weights mapped --config w=mxfp4
 mkdir -p "$T/hfdir"
 refuses "a Hugging Face directory is not mapped" 1 "hfdir: --weights mapped reads GGUF files" \
   "$QS" llm eval --model "$T/hfdir" --text "$T/text.txt" --ctx 64 --weights mapped
