@@ -300,15 +300,22 @@ size_t qs_pgemm_units(const qs_pgemm *g) { return (qs_pgemm_panels(g) + 1) / 2; 
 static void unit(const qs_pgemm *g, size_t u, float *pack)
 {
     const size_t p = 2 * u, np = qs_pgemm_panels(g);
-    if (!g->P || p + 1 >= np || g->K == 0 || qs_simd_level() < QS_SIMD_AVX512) {
+    if ((!g->P && !g->tw) || p + 1 >= np || g->K == 0 || qs_simd_level() < QS_SIMD_AVX512) {
         qs_pgemm_panel(g, p, pack);
         if (p + 1 < np) qs_pgemm_panel(g, p + 1, pack);
         return;
     }
     const size_t ldp = (size_t)(g->ldp ? g->ldp : g->K);
     const int o0 = (int)p * NR;
+    _Alignas(64) float own[g->tw ? 2 * KCW * NR : 1];   /* typed weights: both panels' block widened here */
     for (int k0 = 0; k0 < g->K; k0 += KCW) {
         const int kc = g->K - k0 < KCW ? g->K - k0 : KCW;
+        if (g->tw) {
+            pack_panel(g, o0, k0, kc, own);
+            pack_panel(g, o0 + NR, k0, kc, own + KCW * NR);
+            rows512w(g, o0, k0, kc, own, own + KCW * NR);
+            continue;
+        }
         float *pa = (float *)g->P + (p * ldp + (size_t)k0) * NR, *pb = pa + ldp * NR;
         if (g->fill) {
             pack_panel(g, o0, k0, kc, pa);
