@@ -111,7 +111,10 @@ void qs_llm_free(qs_llm_model *m)
 
 int qs_llm_clone(qs_llm_model *dst, const qs_llm_model *src, qs_err *e)
 {
-    if (src->tw_embd || src->wfly) return qs_fail(e, "the model's weights are mapped, not FP32 arrays (--weights f32)");
+    if (src->tw_embd || src->wfly) {
+        memset(dst, 0, sizeof *dst);
+        return qs_fail(e, "the model's weights are mapped, not FP32 arrays (--weights f32)");
+    }
     int tied = src->output == src->tok_embd;
     if (qs_llm_alloc(dst, &src->c, tied, e)) return -1;
     memcpy(dst->arena, src->arena, src->arena_len * sizeof(float));   /* same layout, same offsets */
@@ -176,6 +179,10 @@ int qs_llm_quantize_weights(qs_llm_model *m, const qs_apply *w, int scaled, qs_e
 int qs_llm_view_quantize_layers(qs_llm_model *dst, const qs_llm_model *src, const uint8_t *layers, const qs_apply *w,
                                 int scaled, qs_err *e)
 {
+    if (src->tw_embd || src->wfly) {
+        memset(dst, 0, sizeof *dst);
+        return qs_fail(e, "the model's weights are mapped, not FP32 arrays (--weights f32)");
+    }
     const qs_llm_cfg *c = &src->c;
     size_t d = (size_t)c->dim, kv = (size_t)c->n_kv_head * c->head_dim, f = (size_t)c->ffn, qd = qs_llm_q_dim(c);
     size_t per = 2 * qd * d + 2 * kv * d + 3 * f * d, nsel = 0;

@@ -321,6 +321,8 @@ static int print_answer(const eval_opts *o, const qs_llm_text_run *t, const qs_e
         if (note) printf("note: %s\n", note);
         printf("%s in %.1f s (%.1f s computing)\n", res->computed ? "computed" : "all results reused from the database (--force recomputes)",
                secs, res->compute_seconds);
+        if (t->f.wmap) printf("peak resident set %.2f GiB (VmHWM; weights mapped from a %.2f GiB file)\n",
+                              qs_peak_rss() / 1073741824.0, t->f.size / 1073741824.0);
     }
     int rc = qs_evout_write_csv(&o->out, &ev, res, &run);
     qs_evout_free(&ev);

@@ -44,6 +44,9 @@ check "the same seed writes the same bytes" \
   "'$QS' gen model --params tiny --dtype q8_0 --seed 3 -o '$T/again.gguf' >/dev/null && cmp -s '$T/again.gguf' '$T/tiny_q8_0.gguf'"
 "$QS" llm eval --model "$T/tiny_bf16.gguf" --text "$T/text.txt" --ctx 64 --chunks 1 > "$T/auto.txt" 2>&1
 check "the automatic choice is shown with its reason" "grep -Eq '^weights: f32 \(auto: the FP32 copy would take 0\.0[0-9] GiB, at most half' '$T/auto.txt'"
+"$QS" llm eval --model "$T/tiny_q4_k.gguf" --text "$T/text.txt" --ctx 64 --chunks 1 --weights mapped --force > "$T/map.txt" 2>&1
+check "the table of a mapped run says so and gives the peak resident set" \
+  "grep -q '^weights: mapped (--weights)' '$T/map.txt' && grep -Eq '^peak resident set [0-9.]+ GiB \(VmHWM; weights mapped from a 0\.0[0-9] GiB file\)' '$T/map.txt'"
 refuses "--weights takes mapped, f32 or auto" 2 "llm eval.*--weights is mapped, f32 or auto, not 'disk'" \
   "$QS" llm eval --model "$T/tiny_bf16.gguf" --text "$T/text.txt" --ctx 64 --weights disk
 mkdir -p "$T/hfdir"

@@ -3,7 +3,8 @@
 ** (unaligned ranges of block types included); the panel products over typed weights give the bits of
 ** the same products over the widened FP32 matrix at every SIMD level and thread count; and a forward
 ** pass plus logits of a model whose matrices, embedding and head are typed (BF16, F16, Q8_0, Q4_K) are
-** the bits of the same model widened to FP32, through the panels (many rows) and the few-row kernels.
+** the bits of the same model widened to FP32, through the panels (many rows) and the few-row kernels;
+** what needs FP32 arrays (clone, rounding in place, views) refuses such a model.
 */
 #include "test_util.h"
 
@@ -165,12 +166,38 @@ static void test_forward(void **state)
     }
 }
 
+/* What needs FP32 arrays refuses a model with typed weights (one line), leaving dst empty. */
+static void test_refuse(void **state)
+{
+    (void)state;
+    const qs_llm_cfg c = {1, 64, 2, 1, 32, 64, 40, 16, 10000.0f, 1e-5f, 0};
+    qs_err e = {{0}};
+    qs_llm_model f, d;
+    assert_int_equal(qs_llm_alloc(&f, &c, 1, &e), 0);
+    qs_wt t = {NULL, 0, QS_DT_BF16, 40, 64, 0};
+    f.tw_embd = f.tw_out = &t;
+    memset(&d, 0x5a, sizeof d);
+    assert_int_equal(qs_llm_clone(&d, &f, &e), -1);
+    assert_non_null(strstr(e.msg, "mapped"));
+    assert_null(d.arena);
+    memset(&d, 0x5a, sizeof d);
+    const uint8_t layers[1] = {1};
+    qs_apply w;
+    memset(&w, 0, sizeof w);
+    assert_int_equal(qs_llm_view_quantize_layers(&d, &f, layers, &w, 1, &e), -1);
+    assert_null(d.L);
+    assert_int_equal(qs_llm_quantize_weights(&f, &w, 1, &e), -1);
+    f.tw_embd = f.tw_out = NULL;
+    qs_llm_free(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rows),
         cmocka_unit_test(test_pgemm),
         cmocka_unit_test(test_forward),
+        cmocka_unit_test(test_refuse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
