@@ -140,9 +140,9 @@
     "  --weights mapped|f32|auto  how the weights are held: FP32 copies in memory, or left in the\n" \
     "                      GGUF file's type (BF16, F16, Q8_0, Q4_K, ...) and read where they lie,\n" \
     "                      widened a panel at a time inside the products (the same results to the\n" \
-    "                      last bit; for models larger than memory; no w= config).  Default auto:\n" \
-    "                      mapped when the FP32 copy would take more than half of the memory; the\n" \
-    "                      choice is printed, and with the peak resident set (VmHWM) in --json\n" \
+    "                      last bit; for models larger than memory; w= rounds a layer at a time).\n" \
+    "                      Default auto: mapped when the FP32 copy would take more than half of the\n" \
+    "                      memory; the choice is printed, the peak resident set (VmHWM) too\n" \
     "  --force             recompute stored results\n" \
     "  --save-ids FILE     write the text's token ids (to cross-check with other tools)\n" \
     "  --json              the results as JSON\n" \
