@@ -193,7 +193,7 @@ static int load_image(const uint8_t *buf, size_t len, const char *name, qs_llm_f
     if (vkey != cfg.vocab) { qs_fail(e, "%s.vocab_size %d != token_embd rows %d", arch, vkey, cfg.vocab); goto fail; }
     if (qs_llm_cfg_check(&cfg, e)) goto fail;
     qs_llm_src src = {buf, len, c, name};
-    if (mapped ? qs_llm__map_weights(f, &cfg, A, &src, name, QS_LLM_GGUF, e)
+    if (mapped ? qs_llm__map_weights(f, &cfg, A, &src, 1, name, QS_LLM_GGUF, 0, e)
                : qs_llm__load_weights(&f->m, &cfg, A, &src, 1, name, QS_LLM_GGUF, 0, e))
         goto fail_named;
     qs_llm__wtypes(&src, 1, f->wtypes, sizeof f->wtypes);
@@ -217,14 +217,16 @@ int qs_llm_load_gguf_mem(const uint8_t *buf, size_t len, const char *name, qs_ll
     return load_image(buf, len, name, f, 0, e);
 }
 
-int qs_llm_load_mapped(const char *path, qs_llm_file *f, qs_err *e)
+int qs_llm_load_gguf_mapped(const char *path, qs_llm_file *f, qs_err *e)
 {
     memset(f, 0, sizeof *f);
-    qs_file_map m;
-    if (qs_file_map_open(path, &m, e)) return -1;
-    if (load_image(m.p, m.n, path, f, 1, e)) { qs_file_map_close(&m); return -1; }
-    f->wmap = m.p;   /* the model reads its matrices from here until qs_llm_file_free */
-    f->wmap_len = m.n;
+    qs_file_map m, *keep = malloc(sizeof *keep);
+    if (!keep) return qs_fail(e, "out of memory");
+    if (qs_file_map_open(path, &m, e)) { free(keep); return -1; }
+    if (load_image(m.p, m.n, path, f, 1, e)) { qs_file_map_close(&m); free(keep); return -1; }
+    *keep = m;   /* the model reads its matrices from here until qs_llm_file_free */
+    f->wmaps = keep;
+    f->nwmaps = 1;
     return 0;
 }
 

@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -30,18 +32,24 @@ static void release(const uint8_t *p, size_t n)
     madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
+void qs_llm__hash_update(XXH3_state_t *hs, const uint8_t *buf, size_t len, int mapped)
+{
+    if (!mapped) { XXH3_128bits_update(hs, buf, len); return; }
+    for (size_t o = 0; o < len; o += PIECE) {   /* (the streamed digest is the same value) */
+        const size_t n = len - o < PIECE ? len - o : PIECE;
+        XXH3_128bits_update(hs, buf + o, n);
+        release(buf + o, n);
+    }
+}
+
 void qs_llm__hash(const uint8_t *buf, size_t len, int mapped, char out[33])
 {
     XXH128_hash_t h;
     XXH3_state_t *st = mapped ? XXH3_createState() : NULL;
-    if (!st) h = XXH3_128bits(buf, len);   /* (the streamed digest is the same value) */
+    if (!st) h = XXH3_128bits(buf, len);
     else {
         XXH3_128bits_reset(st);
-        for (size_t o = 0; o < len; o += PIECE) {
-            const size_t n = len - o < PIECE ? len - o : PIECE;
-            XXH3_128bits_update(st, buf + o, n);
-            release(buf + o, n);
-        }
+        qs_llm__hash_update(st, buf, len, 1);
         h = XXH3_128bits_digest(st);
         XXH3_freeState(st);
     }
@@ -51,10 +59,11 @@ void qs_llm__hash(const uint8_t *buf, size_t len, int mapped, char out[33])
 void qs_llm__unmap(qs_llm_file *f)
 {
     free(f->wts);
-    if (f->wmap) munmap((void *)f->wmap, f->wmap_len);
+    for (int i = 0; i < f->nwmaps; i++) qs_file_map_close(&f->wmaps[i]);
+    free(f->wmaps);
     f->wts = NULL;
-    f->wmap = NULL;
-    f->wmap_len = 0;
+    f->wmaps = NULL;
+    f->nwmaps = 0;
 }
 
 /* ---------------------------------------------------------------- finite values, on the pool */
@@ -95,11 +104,16 @@ static long long first_nonfinite(const qs_wt *t)
 
 /* ---------------------------------------------------------------- the model */
 
-/* Tensor `name` as a typed matrix [rows][cols] of a type with a decoder; its finite values checked. */
-static int map_t(const qs_llm_src *src, const char *where, const char *name, int rows, int cols, qs_wt *t, qs_err *e)
+/* Tensor `name` (in one of the sources) as a typed matrix [rows][cols] of a type with a decoder; its
+** finite values checked. */
+static int map_t(const qs_llm_src *srcs, int nsrc, const char *where, const char *name, int rows, int cols, qs_wt *t,
+                 qs_err *e)
 {
-    const qs_tdesc *d = qs_llm__find_t(&src->c, name);
+    int k = 0;
+    const qs_tdesc *d = qs_llm__find(srcs, nsrc, name, &k);
     if (!d) return qs_fail(e, "%s: missing tensor %s", where, name);
+    const qs_llm_src *src = &srcs[k];
+    where = src->path;
     if (d->ndim != 2 || d->shape[0] != (uint64_t)rows || d->shape[1] != (uint64_t)cols) {
         char got[64];
         qs_shape_str(d->shape, d->ndim, got, sizeof got);
@@ -138,25 +152,27 @@ static int alloc_small(qs_llm_model *m, const qs_llm_cfg *c, qs_err *e)
 }
 
 int qs_llm__map_weights(qs_llm_file *f, const qs_llm_cfg *cfg, const qs_llm_arch *arch, const qs_llm_src *src,
-                        const char *where, qs_llm_scheme scheme, qs_err *e)
+                        int nsrc, const char *where, qs_llm_scheme scheme, int tie, qs_err *e)
 {
     qs_llm_model *m = &f->m;
     char nm[96], on[96];
-    int tied = !qs_llm__find_t(&src->c, qs_llm_tensor_name(scheme, QS_T_OUT, 0, on, sizeof on));
+    const int has_out = qs_llm__find(src, nsrc, qs_llm_tensor_name(scheme, QS_T_OUT, 0, on, sizeof on), NULL) != NULL;
+    int tied = tie || !has_out;
     if (tied && !(arch->flags & QS_ARCH_TIED)) return qs_fail(e, "%s: missing tensor %s", where, on);
-    int bias = (arch->flags & QS_ARCH_QKV_BIAS) && qs_llm__find_t(&src->c, qs_llm_tensor_name(scheme, QS_T_BQ, 0, nm, sizeof nm));
+    int bias = (arch->flags & QS_ARCH_QKV_BIAS) && qs_llm__find(src, nsrc, qs_llm_tensor_name(scheme, QS_T_BQ, 0, nm, sizeof nm), NULL);
     if (qs_llm_cfg_check(cfg, e) || alloc_small(m, cfg, e) || (bias && qs_llm_alloc_bias(m, e))) return -1;
     const size_t nw = (size_t)cfg->n_layer * QS_WT_NROLE + 2;
     if (!(f->wts = calloc(nw, sizeof *f->wts))) return qs_fail(e, "out of memory");
     const int d = cfg->dim, kvd = cfg->n_kv_head * cfg->head_dim, F = cfg->ffn, qd = cfg->n_head * cfg->head_dim;
-    size_t used = 0;   /* tensors placed: every one of the file must be */
+    size_t used = tied && has_out;   /* tensors placed (an output tied by config.json: read by neither loader) */
     qs_wt *te = &f->wts[nw - 2], *to = &f->wts[nw - 1];
-    if (map_t(src, where, qs_llm_tensor_name(scheme, QS_T_EMB, 0, nm, sizeof nm), cfg->vocab, d, te, e)) return -1;
-    if (!tied && map_t(src, where, on, cfg->vocab, d, to, e)) return -1;
+    if (map_t(src, nsrc, where, qs_llm_tensor_name(scheme, QS_T_EMB, 0, nm, sizeof nm), cfg->vocab, d, te, e)) return -1;
+    if (!tied && map_t(src, nsrc, where, on, cfg->vocab, d, to, e)) return -1;
     m->tw_embd = te;
     m->tw_out = tied ? te : to;
     used += 2 - tied;
-    if (qs_llm__load_t(src, 1, where, qs_llm_tensor_name(scheme, QS_T_OUT_NORM, 0, nm, sizeof nm), 0, (uint64_t)d, m->out_norm, e)) return -1;
+    if (qs_llm__load_t(src, nsrc, where, qs_llm_tensor_name(scheme, QS_T_OUT_NORM, 0, nm, sizeof nm), 0, (uint64_t)d, m->out_norm, e))
+        return -1;
     used++;
     static const qs_llm_tensor role[QS_WT_NROLE] = {QS_T_Q, QS_T_K, QS_T_V, QS_T_O, QS_T_GATE, QS_T_UP, QS_T_DOWN};
     const int rows[QS_WT_NROLE] = {qd, kvd, kvd, d, F, F, d}, cols[QS_WT_NROLE] = {d, d, d, qd, d, d, F};
@@ -164,22 +180,25 @@ int qs_llm__map_weights(qs_llm_file *f, const qs_llm_cfg *cfg, const qs_llm_arch
         qs_llm_layer *L = &m->L[l];
         qs_wt *tw = &f->wts[(size_t)l * QS_WT_NROLE];
         for (int r = 0; r < QS_WT_NROLE; r++)
-            if (map_t(src, where, qs_llm_tensor_name(scheme, role[r], l, nm, sizeof nm), rows[r], cols[r], &tw[r], e)) return -1;
+            if (map_t(src, nsrc, where, qs_llm_tensor_name(scheme, role[r], l, nm, sizeof nm), rows[r], cols[r], &tw[r], e))
+                return -1;
         L->tw = tw;
         struct { qs_llm_tensor role; int n; float *dst; } v[] = {
             {QS_T_ATTN_NORM, d, L->attn_norm}, {QS_T_FFN_NORM, d, L->ffn_norm}, {QS_T_BQ, qd, L->bq}, {QS_T_BK, kvd, L->bk},
             {QS_T_BV, kvd, L->bv}};
         for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
             if (!v[i].dst) continue;
-            if (qs_llm__load_t(src, 1, where, qs_llm_tensor_name(scheme, v[i].role, l, nm, sizeof nm), 0, (uint64_t)v[i].n, v[i].dst, e))
+            if (qs_llm__load_t(src, nsrc, where, qs_llm_tensor_name(scheme, v[i].role, l, nm, sizeof nm), 0, (uint64_t)v[i].n, v[i].dst, e))
                 return -1;
             used++;
         }
         used += QS_WT_NROLE;
     }
-    if (used != src->c.n)   /* a tensor this loader would ignore (QK-norm, other biases, ...): not evaluated wrong */
-        return qs_fail(e, "%s: %zu of the file's %zu tensors are not weights mapped models support (--weights f32 "
-                          "loads them as FP32)", where, src->c.n - used, src->c.n);
+    size_t all = 0;
+    for (int k = 0; k < nsrc; k++) all += src[k].c.n;
+    if (used != all)   /* a tensor this loader would ignore (QK-norm, other biases, ...): not evaluated wrong */
+        return qs_fail(e, "%s: %zu of the %zu tensors are not weights mapped models support (--weights f32 loads them "
+                          "as FP32)", where, all - used, all);
     return 0;
 }
 
@@ -190,21 +209,45 @@ const char *qs_llm_weights_name(qs_llm_weights w)
     return w == QS_LLM_WEIGHTS_F32 ? "f32" : w == QS_LLM_WEIGHTS_MAPPED ? "mapped" : "auto";
 }
 
-/* Bytes of the FP32 copy of a GGUF's tensors (their elements x 4), 0 if unreadable. */
+/* Bytes of the FP32 copy of a file's tensors (their elements x 4; a GGUF's or a safetensors' header), 0 if
+** unreadable. */
 static uint64_t f32_bytes(const char *path)
 {
-    qs_file_map m;
     qs_err e = {{0}};
-    if (qs_file_map_open(path, &m, &e)) return 0;
+    int fd = qs_open_regular(path, &e);
+    struct stat st;
+    if (fd < 0) return 0;
     qs_container c;
     memset(&c, 0, sizeof c);
     uint64_t n = 0;
-    if (m.n >= 4 && !memcmp(m.p, "GGUF", 4) && qs_parse_gguf(m.p, m.n, NULL, &c, &e) == 0) {
+    if (fstat(fd, &st) == 0 && qs_parse_fd(fd, (uint64_t)st.st_size, path, NULL, &c, &e) == 0) {
         for (size_t i = 0; i < c.n; i++) n += c.t[i].numel * 4;
         qs_container_free(&c);
     }
-    qs_file_map_close(&m);
+    close(fd);
     return n;
+}
+
+/* The same over a directory's *.safetensors files. */
+static uint64_t dir_f32_bytes(const char *dir)
+{
+    DIR *d = opendir(dir);
+    uint64_t n = 0;
+    for (struct dirent *de; d && (de = readdir(d));) {
+        const size_t l = strlen(de->d_name);
+        if (l <= 12 || strcmp(de->d_name + l - 12, ".safetensors")) continue;
+        char p[4096];
+        if (snprintf(p, sizeof p, "%s/%s", dir, de->d_name) < (int)sizeof p) n += f32_bytes(p);
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+int qs_llm_load_mapped(const char *path, qs_llm_file *f, qs_err *e)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return qs_llm_load_hf_mapped(path, f, e);
+    return qs_llm_load_gguf_mapped(path, f, e);
 }
 
 int qs_llm_load_weights_mode(const char *path, qs_llm_weights mode, qs_llm_file *f, char *why, size_t cap, qs_err *e)
@@ -212,15 +255,12 @@ int qs_llm_load_weights_mode(const char *path, qs_llm_weights mode, qs_llm_file 
     struct stat st;
     const int dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
     const uint64_t mem = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
-    if (mode == QS_LLM_WEIGHTS_MAPPED && dir)
-        return qs_fail(e, "%s: --weights mapped reads GGUF files; a Hugging Face directory loads as FP32 (--weights f32)", path);
     if (mode == QS_LLM_WEIGHTS_AUTO) {
-        const uint64_t need = dir ? 0 : f32_bytes(path);
+        const uint64_t need = dir ? dir_f32_bytes(path) : f32_bytes(path);
         mode = need > mem / 2 ? QS_LLM_WEIGHTS_MAPPED : QS_LLM_WEIGHTS_F32;
         snprintf(why, cap, "%s (auto: the FP32 copy would take %.2f GiB, %s half of the %.1f GiB of memory)",
                  qs_llm_weights_name(mode), need / 1073741824.0, mode == QS_LLM_WEIGHTS_MAPPED ? "more than" : "at most",
                  mem / 1073741824.0);
-        if (dir) snprintf(why, cap, "f32 (auto: a Hugging Face directory loads as FP32)");
     } else
         snprintf(why, cap, "%s (--weights)", qs_llm_weights_name(mode));
     return mode == QS_LLM_WEIGHTS_MAPPED ? qs_llm_load_mapped(path, f, e) : qs_llm_load(path, f, e);

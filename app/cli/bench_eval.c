@@ -266,7 +266,7 @@ int qs_bench_eval(qs_cli *cli, int argc, char **argv)
         med[v] = median(s, o.reps);
         best[v] = s[0];   /* sorted by median() */
         char lab[300];
-        snprintf(lab, sizeof lab, v ? "%s" : t.f.wmap ? "reference (mapped weights)" : "reference fp32", v ? cfg[v - 1].label : "");
+        snprintf(lab, sizeof lab, v ? "%s" : t.f.nwmaps ? "reference (mapped weights)" : "reference fp32", v ? cfg[v - 1].label : "");
         print_row(lab, best[v], med[v], ntok, fl, sg_rate, best[0]);
     }
     if (hwm_reset)

@@ -298,7 +298,7 @@ static void print_json(const eval_opts *o, const qs_llm_text_run *t, const qs_ev
         json_object_set_new(j, "until_ci", json_pack("{s:s,s:f,s:b}", "of", o->until_kl ? "kl_mean" : "dppl", "width", o->until,
                                                      "met", res->until_met));
     if (note) json_object_set_new(j, "note", json_string(note));
-    json_object_set_new(j, "weights", json_pack("{s:s,s:s}", "mode", t->f.wmap ? "mapped" : "f32", "choice", t->weights));
+    json_object_set_new(j, "weights", json_pack("{s:s,s:s}", "mode", t->f.nwmaps ? "mapped" : "f32", "choice", t->weights));
     json_object_set_new(j, "peak_rss_bytes", json_integer((json_int_t)qs_peak_rss()));   /* VmHWM, this process */
     json_object_set_new(j, "compute_seconds", json_real(res->compute_seconds));
     json_object_set_new(j, "seconds", json_real(secs));
@@ -321,7 +321,7 @@ static int print_answer(const eval_opts *o, const qs_llm_text_run *t, const qs_e
         if (note) printf("note: %s\n", note);
         printf("%s in %.1f s (%.1f s computing)\n", res->computed ? "computed" : "all results reused from the database (--force recomputes)",
                secs, res->compute_seconds);
-        if (t->f.wmap) printf("peak resident set %.2f GiB (VmHWM; weights mapped from a %.2f GiB file)\n",
+        if (t->f.nwmaps) printf("peak resident set %.2f GiB (VmHWM; weights mapped from a %.2f GiB file)\n",
                               qs_peak_rss() / 1073741824.0, t->f.size / 1073741824.0);
     }
     int rc = qs_evout_write_csv(&o->out, &ev, res, &run);

@@ -138,7 +138,7 @@
     "  --unscaled-casts    plain casts without the default per-row FP32 scale (raw casts are\n" \
     "                      `analyze`'s default: FP8 E4M3 overflows to NaN past 448)\n" \
     "  --weights mapped|f32|auto  how the weights are held: FP32 copies in memory, or left in the\n" \
-    "                      GGUF file's type (BF16, F16, Q8_0, Q4_K, ...) and read where they lie,\n" \
+    "                      file's type (BF16, F16, Q8_0, Q4_K, ...; GGUF or safetensors) and read there,\n" \
     "                      widened a panel at a time inside the products (the same results to the\n" \
     "                      last bit; for models larger than memory; w= rounds a layer at a time).\n" \
     "                      Default auto: mapped when the FP32 copy would take more than half of the\n" \
