@@ -4,6 +4,7 @@
 ** generated, never whole in memory; refused when the disk has not room for it.
 */
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/statvfs.h>
@@ -12,6 +13,17 @@
 #include "../../store/llm_gen.h"
 
 #define CMD "gen model"
+
+/* A usage error pointing at `qscope help gen` (gen has no subcommand table, so no `help gen model`). */
+__attribute__((format(printf, 1, 2))) static int usage(const char *fmt, ...)
+{
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return qs_cli_usage(CMD, "%s (see `qscope help gen`)", msg);
+}
 
 int qs_cmd_gen_model(qs_cli *cli, int argc, char **argv)
 {
@@ -26,24 +38,24 @@ int qs_cmd_gen_model(qs_cli *cli, int argc, char **argv)
     opterr = 0;
     while ((ch = getopt_long(argc, argv, ":o:", lo, NULL)) != -1) {
         switch (ch) {
-        case 'a': if (strcmp(optarg, "llama")) return qs_cli_usage(CMD, "--arch: only llama is generated, not '%s'", optarg); break;
+        case 'a': if (strcmp(optarg, "llama")) return usage("--arch: only llama is generated, not '%s'", optarg); break;
         case 'p': size = optarg; break;
         case 't': dt = optarg; break;
         case 'o': out = optarg; break;
-        case 's': if ((rc = qs_cli_parse_int(CMD, "--seed", optarg, 0, 1 << 30, &seed))) return rc; break;
-        case 'l': if ((rc = qs_cli_parse_int(CMD, "--layers", optarg, 1, 4096, &layers))) return rc; break;
+        case 's': if ((rc = qs_cli_parse_int("gen", "--seed", optarg, 0, 1 << 30, &seed))) return rc; break;
+        case 'l': if ((rc = qs_cli_parse_int("gen", "--layers", optarg, 1, 4096, &layers))) return rc; break;
         case 'T': tied = 1; break;
-        case ':': return qs_cli_usage(CMD, "option %s needs a value", argv[optind - 1]);
-        default: return qs_cli_usage(CMD, "unknown option '%s'", argv[optind - 1]);
+        case ':': return usage("option %s needs a value", argv[optind - 1]);
+        default: return usage("unknown option '%s'", argv[optind - 1]);
         }
     }
-    if (optind < argc) return qs_cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
-    if (!out) return qs_cli_usage(CMD, "-o FILE.gguf is required");
+    if (optind < argc) return usage("unexpected argument '%s'", argv[optind]);
+    if (!out) return usage("-o FILE.gguf is required");
     qs_llm_gen g = {.dt = qs_llm_gen_dtype(dt), .tied = tied, .seed = (uint64_t)seed};
     qs_err e = {{0}};
-    if (qs_llm_gen_preset(size, &g.c, &e)) return qs_cli_usage(CMD, "--params: %s", e.msg);
+    if (qs_llm_gen_preset(size, &g.c, &e)) return usage("--params: %s", e.msg);
     if (g.dt == QS_DT_INVALID)
-        return qs_cli_usage(CMD, "--dtype: '%s' is not f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k or q6_k", dt);
+        return usage("--dtype: '%s' is not f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k or q6_k", dt);
     if (layers) g.c.n_layer = layers;
     const uint64_t bytes = qs_llm_gen_bytes(&g);
     char dir[4096];

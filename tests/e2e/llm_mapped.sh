@@ -66,7 +66,8 @@ mkdir -p "$T/hfdir"
 refuses "an empty directory names its missing config.json" 1 "hfdir/config.json" \
   "$QS" llm eval --model "$T/hfdir" --text "$T/text.txt" --ctx 64 --weights mapped
 refuses "gen model: unknown size" 2 "unknown model size '2B'" "$QS" gen model --params 2B -o "$T/x.gguf"
-refuses "gen model: unknown type" 2 "'q3_k' is not f32" "$QS" gen model --dtype q3_k -o "$T/x.gguf"
+refuses "gen model: unknown type, pointing at the help that exists" 2 "'q3_k' is not f32.*q6_k \(see .qscope help gen.\)$" \
+  "$QS" gen model --dtype q3_k -o "$T/x.gguf"
 
 # the resident-set bound on a ~2 GiB model (Llama 3.2 1B's shape, BF16)
 if [ "$(df -Pk "$T" | awk 'NR==2 {print $4}')" -lt $((5 * 1024 * 1024)) ]; then
