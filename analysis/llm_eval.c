@@ -162,7 +162,10 @@ qs_eval_work *qs_eval_work_new(const qs_llm_model *ref, const qs_eval_setup *s, 
         qs_fail(e, "out of memory for the residual streams of %d layers", ref->c.n_layer);
         goto fail;
     }
-    if (!(w->st = qs_llm_state_new(&ref->c, 1, ctx, ctx, e)) || qs_llm_state_pack_weights(w->st, PACK_BYTES, e)) goto fail;
+    /* mapped weights (kernels/llm_wtype.h) are widened as the products go, never kept packed (their point is
+    ** the memory a packed FP32 copy would take) */
+    if (!(w->st = qs_llm_state_new(&ref->c, 1, ctx, ctx, e)) || (!ref->tw_embd && qs_llm_state_pack_weights(w->st, PACK_BYTES, e)))
+        goto fail;
     return w;
 fail:
     qs_eval_work_free(w);

@@ -12,6 +12,7 @@
 #include "llm_eval_chunk.h"
 #include "llm_eval_stats.h"
 #include "results.h"
+#include "../kernels/llm_wfly.h"
 #include "../kernels/qs_clock.h"
 #include "../kernels/qs_stop.h"
 #include "../kernels/qs_version.h"
@@ -42,6 +43,11 @@ static json_t *imatrix_numerics(const qs_eval_cfg *c, int scaled, const qs_calib
 
 int qs_eval_cfg_round(qs_eval_cfg *c, const qs_llm_model *ref, int scaled, qs_err *e)
 {
+    if (!c->imat) {   /* mapped weights: rounded layer by layer (kernels/llm_wfly.h); else an FP32 copy */
+        if (qs_llm_round_copy(&c->wm, ref, &c->w, scaled, e)) return -1;
+        c->m = &c->wm;
+        return 0;
+    }
     if (qs_llm_clone(&c->wm, ref, e)) return -1;
     if (c->imat ? qs_llm_quantize_weights_imatrix(&c->wm, &c->w, c->imat, &c->imat_use, e)
                 : qs_llm_quantize_weights(&c->wm, &c->w, scaled, e)) return -1;

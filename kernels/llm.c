@@ -11,6 +11,8 @@
 #include "llm_pgemm.h"
 #include "llm_prefill.h"
 #include "llm_rot.h"
+#include "llm_wfly.h"
+#include "llm_wtype.h"
 #include "llm_rows.h"
 #include "pool.h"
 #include "qs_stop.h"
@@ -118,6 +120,10 @@ void qs_llm_free(qs_llm_model *m)
 
 int qs_llm_clone(qs_llm_model *dst, const qs_llm_model *src, qs_err *e)
 {
+    if (src->tw_embd || src->wfly) {
+        memset(dst, 0, sizeof *dst);
+        return qs_fail(e, "the model's weights are mapped, not FP32 arrays (--weights f32)");
+    }
     int tied = src->output == src->tok_embd;
     if (qs_llm_alloc(dst, &src->c, tied, e)) return -1;
     memcpy(dst->arena, src->arena, src->arena_len * sizeof(float));   /* same layout, same offsets */
@@ -156,6 +162,11 @@ static int quant_matrix(const qs_apply *w, int scaled, float *p, size_t rows, si
     return qs_format_apply(w, rows, cols, mem_read, &ctx, mem_write, &ctx, e);
 }
 
+int qs_llm_quantize_matrix(const qs_apply *w, int scaled, float *p, size_t rows, size_t cols, qs_err *e)
+{
+    return quant_matrix(w, scaled, p, rows, cols, e);
+}
+
 static int quant_layer(const qs_llm_cfg *c, qs_llm_layer *L, const qs_apply *w, int scaled, qs_err *e)
 {
     size_t d = (size_t)c->dim, kv = (size_t)c->n_kv_head * c->head_dim, f = (size_t)c->ffn, qd = qs_llm_q_dim(c);
@@ -169,6 +180,7 @@ static int quant_layer(const qs_llm_cfg *c, qs_llm_layer *L, const qs_apply *w, 
 
 int qs_llm_quantize_weights(qs_llm_model *m, const qs_apply *w, int scaled, qs_err *e)
 {
+    if (m->tw_embd || m->wfly) return qs_fail(e, "the model's weights are mapped, not FP32 arrays (qs_llm_round_copy)");
     const qs_llm_cfg *c = &m->c;
     for (int l = 0; l < c->n_layer; l++)
         if (quant_layer(c, &m->L[l], w, scaled, e)) return -1;
@@ -178,6 +190,10 @@ int qs_llm_quantize_weights(qs_llm_model *m, const qs_apply *w, int scaled, qs_e
 int qs_llm_view_quantize_layers(qs_llm_model *dst, const qs_llm_model *src, const uint8_t *layers, const qs_apply *w,
                                 int scaled, qs_err *e)
 {
+    if (src->tw_embd || src->wfly) {
+        memset(dst, 0, sizeof *dst);
+        return qs_fail(e, "the model's weights are mapped, not FP32 arrays (--weights f32)");
+    }
     const qs_llm_cfg *c = &src->c;
     size_t d = (size_t)c->dim, kv = (size_t)c->n_kv_head * c->head_dim, f = (size_t)c->ffn, qd = qs_llm_q_dim(c);
     const size_t E = (size_t)c->n_expert, S = (size_t)c->ffn_shexp;   /* experts: copied too, router aliased */
@@ -457,7 +473,28 @@ static int few_threads(void)
     return n;
 }
 
-static void linear(qs_pgemm_cache *pc, float *y, const float *x, const float *W, int R, int in, int out)
+static void linear_f32(qs_pgemm_cache *pc, float *y, const float *x, const float *W, int R, int in, int out);
+
+/* The same with typed weights tw (llm_wtype.h) when not NULL: many rows through the panels, each widening
+** its block as it packs it; few rows (the FP32 path's other kernels) through a widened copy, NaN without
+** memory for it.  A mapped matrix's pages are released after the product. */
+static void linear(qs_pgemm_cache *pc, float *y, const float *x, const float *W, const qs_wt *tw, int R, int in, int out)
+{
+    if (!tw) { linear_f32(pc, y, x, W, R, in, out); return; }
+    if (R >= QS_LLM_PGEMM_ROWS) {
+        qs_pgemm g = {y, x, NULL, R, in, out, in, out, NULL, 0, 0, 0, 0, tw};
+        qs_pgemm_run(&g, qs_llm_threads());
+    } else {
+        float *w = qs_wt_widen(tw);
+        if (w) linear_f32(NULL, y, x, w, R, in, out);
+        else for (size_t i = 0; i < (size_t)R * out; i++) y[i] = NAN;
+        free(w);
+    }
+    qs_wt_release(tw);
+}
+#define TW(L, r) ((L)->tw ? &(L)->tw[r] : NULL)
+
+static void linear_f32(qs_pgemm_cache *pc, float *y, const float *x, const float *W, int R, int in, int out)
 {
     if (R >= 2 && R <= QS_LLM_GEMV_ROWS && qs_simd_level() >= QS_SIMD_AVX2) {
         /* two halves on two cores, each streaming half of W; else one call over all of W */
@@ -468,7 +505,7 @@ static void linear(qs_pgemm_cache *pc, float *y, const float *x, const float *W,
         return;
     }
     if (R >= QS_LLM_PGEMM_ROWS) {   /* many rows: panels on qscope's pool (llm_pgemm.h) */
-        qs_pgemm g = {y, x, W, R, in, out, in, out, NULL, 0, 0, 0, 0};
+        qs_pgemm g = {y, x, W, R, in, out, in, out, NULL, 0, 0, 0, 0, NULL};
         qs_pgemm_cache_bind(pc, &g);
         qs_pgemm_run(&g, qs_llm_threads());
         return;
@@ -540,7 +577,7 @@ static void att_task(void *ctx, size_t task, void *scratch)
     const float *kb = s->kc + lbase + (size_t)b * s->max_pos * kvd, *vb = s->vc + lbase + (size_t)b * s->max_pos * kvd;
     float *S = scratch;
     /* the panel products of llm_pgemm.h (no packing of Q, no zeroing of S): K's rows are the weights */
-    qs_pgemm gs = {S, s->q + ((size_t)b * T + t0) * qd + (size_t)h * hd, kb + (size_t)kh * hd, nt, hd, n, qd, n, NULL, kvd, 0, 0, 0};
+    qs_pgemm gs = {S, s->q + ((size_t)b * T + t0) * qd + (size_t)h * hd, kb + (size_t)kh * hd, nt, hd, n, qd, n, NULL, kvd, 0, 0, 0, NULL};
     const size_t pk = ((size_t)b * c->n_kv_head + kh) * s->ldp * (size_t)((hd + QS_PGEMM_NR - 1) / QS_PGEMM_NR * QS_PGEMM_NR);
     if (j->packed) {   /* by row groups: only the keys a group sees (the rest of S is zeroed below) */
         gs.P = s->kp + pk;
@@ -562,7 +599,7 @@ static void att_task(void *ctx, size_t task, void *scratch)
         memset(row, 0, (size_t)lo * sizeof(float));
         memset(row + nv, 0, (size_t)(n - nv) * sizeof(float));
     }
-    qs_pgemm gv = {s->att + ((size_t)b * T + t0) * qd + (size_t)h * hd, S, vb + (size_t)kh * hd, nt, n, hd, n, qd, NULL, kvd, 1, 0, 0};
+    qs_pgemm gv = {s->att + ((size_t)b * T + t0) * qd + (size_t)h * hd, S, vb + (size_t)kh * hd, nt, n, hd, n, qd, NULL, kvd, 1, 0, 0, NULL};
     if (j->packed) { gv.P = s->vp + pk; gv.ldp = s->ldp; }
     qs_pgemm_run(&gv, 1);
 }
@@ -610,12 +647,15 @@ static int qkv_rows(qs_llm_state *s, const qs_llm_layer *L, int B, int T, int po
 {
     const qs_llm_cfg *c = &s->c;
     const int d = c->dim, hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_kv_head * hd, R = B * T, half = hd / 2;
-    if (R > QS_LLM_GEMV_ROWS && L->wk == L->wq + (size_t)qd * d && L->wv == L->wk + (size_t)kvd * d) {
-        /* Q, K, V weights are adjacent in the arena: one SGEMM of q_dim + 2 kv_dim outputs, then split */
+    if (R > QS_LLM_GEMV_ROWS && (L->tw || (L->wk == L->wq + (size_t)qd * d && L->wv == L->wk + (size_t)kvd * d))) {
+        /* Q, K, V weights are adjacent in the arena: one SGEMM of q_dim + 2 kv_dim outputs, then split
+        ** (typed weights: widened side by side, so that SGEMM sees the same product) */
         const int W3 = qd + 2 * kvd;
-        float *y = fused_buf(s, (size_t)R * W3, e);
-        if (!y) return -1;
-        linear(s->pc, y, s->xn, L->wq, R, d, W3);
+        float *y = fused_buf(s, (size_t)R * W3, e), *wc = L->tw ? qs_wt_widen_cat(L->tw + QS_WT_Q, 3) : NULL;
+        if (!y || (L->tw && !wc)) return y ? qs_fail(e, "out of memory for widened weights") : -1;
+        linear(s->pc, y, s->xn, wc ? wc : L->wq, NULL, R, d, W3);
+        free(wc);
+        for (int i = 0; L->tw && i < 3; i++) qs_wt_release(&L->tw[QS_WT_Q + i]);
         for (int r = 0; r < R; r++) {
             const float *yr = y + (size_t)r * W3;
             memcpy(s->q + (size_t)r * qd, yr, (size_t)qd * sizeof(float));
@@ -623,9 +663,9 @@ static int qkv_rows(qs_llm_state *s, const qs_llm_layer *L, int B, int T, int po
             memcpy(s->v + (size_t)r * kvd, yr + qd + kvd, (size_t)kvd * sizeof(float));
         }
     } else {
-        linear(s->pc, s->q, s->xn, L->wq, R, d, qd);
-        linear(s->pc, s->k, s->xn, L->wk, R, d, kvd);
-        linear(s->pc, s->v, s->xn, L->wv, R, d, kvd);
+        linear(s->pc, s->q, s->xn, L->wq, TW(L, QS_WT_Q), R, d, qd);
+        linear(s->pc, s->k, s->xn, L->wk, TW(L, QS_WT_K), R, d, kvd);
+        linear(s->pc, s->v, s->xn, L->wv, TW(L, QS_WT_V), R, d, kvd);
     }
     if (L->bq) add_bias(s->q, L->bq, R, qd);   /* Qwen2: after the product, before RoPE */
     if (L->bk) add_bias(s->k, L->bk, R, kvd);
@@ -683,10 +723,13 @@ int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm
     for (int r = 0; r < R; r++) {
         int32_t t = tok[r];
         if (t < 0 || t >= c->vocab) return qs_fail(e, "token id %d out of range (vocabulary %d)", t, c->vocab);
-        memcpy(s->x + (size_t)r * d, m->tok_embd + (size_t)t * d, (size_t)d * sizeof(float));
+        if (m->tw_embd) qs_wt_row(m->tw_embd, t, 0, d, s->x + (size_t)r * d);
+        else memcpy(s->x + (size_t)r * d, m->tok_embd + (size_t)t * d, (size_t)d * sizeof(float));
     }
+    if (l0 == 0) qs_wt_release(m->tw_embd);
     for (int l = l0; l < c->n_layer; l++) {
         if (qs_stop_requested()) return qs_fail(e, "interrupted");   /* Ctrl-C in a long pass (kernels/qs_stop.h) */
+        if (m->wfly && qs_llm_wfly_layer(m, l, e)) return -1;   /* this layer's weights rounded now (llm_wfly.h) */
         const qs_llm_layer *L = &m->L[l];
         size_t lbase = (size_t)l * s->batch * s->max_pos * kvd;
         const qs_apply *const *lf = nx && nx->layer_fmt ? nx->layer_fmt + (size_t)l * QS_LLM_NLSITE : NULL;
@@ -700,11 +743,12 @@ int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm
         if (online_in(nx, QS_SITE_ATTN_IN, s->xn, R, d, e)) return -1;
         if (a_ai && round_rows_par(a_ai, scaled, resq, s->xn, R, d, s->tmp, e)) return -1;
         if (big) {   /* Q, K and V panels in one pool call, then biases, RoPE and the cache rows per row */
-            qs_pgemm g[3] = {{s->q, s->xn, L->wq, R, d, qd, d, qd, NULL, 0, 0, 0, 0},
-                             {s->k, s->xn, L->wk, R, d, kvd, d, kvd, NULL, 0, 0, 0, 0},
-                             {s->v, s->xn, L->wv, R, d, kvd, d, kvd, NULL, 0, 0, 0, 0}};
+            qs_pgemm g[3] = {{s->q, s->xn, L->wq, R, d, qd, d, qd, NULL, 0, 0, 0, 0, TW(L, QS_WT_Q)},
+                             {s->k, s->xn, L->wk, R, d, kvd, d, kvd, NULL, 0, 0, 0, 0, TW(L, QS_WT_K)},
+                             {s->v, s->xn, L->wv, R, d, kvd, d, kvd, NULL, 0, 0, 0, 0, TW(L, QS_WT_V)}};
             for (int i = 0; i < 3; i++) qs_pgemm_cache_bind(s->pc, &g[i]);
             qs_pgemm_run_n(g, 3, qs_llm_threads());
+            for (int i = 0; i < 3; i++) qs_wt_release(g[i].tw);
             if (pos0 == 0 && kv_packs(s, e)) return -1;   /* every key is a row of this call: packed as written */
             qs_prefill_rope ra = {s->q, s->k, s->v, s->kc + lbase, s->vc + lbase, pos0 ? NULL : s->kp, pos0 ? NULL : s->vp,
                                   s->ldp, L->bq, L->bk, L->bv, s->rcos, s->rsin, kvf, scaled, R, T, pos0, s->max_pos,
@@ -748,7 +792,7 @@ int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm
         if (tap) tap(tap_ctx, l, QS_SITE_ATTN_OUT, s->att, R, qd);
         if (online_in(nx, QS_SITE_ATTN_OUT, s->att, R, qd, e)) return -1;
         if (a_ao && round_rows_par(a_ao, scaled, resq, s->att, R, qd, s->tmp, e)) return -1;
-        linear(s->pc, s->xn, s->att, L->wo, R, qd, d);
+        linear(s->pc, s->xn, s->att, L->wo, TW(L, QS_WT_O), R, qd, d);
         if (big) qs_prefill_add_norm(s->x, s->xn, s->xn, L->ffn_norm, R, d, c->eps);
         else {
             for (size_t i = 0; i < (size_t)R * d; i++) s->x[i] += s->xn[i];
@@ -761,26 +805,28 @@ int qs_llm_forward_from(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm
             if (qs_llm_moe_ffn(c, &L->moe, s->xn, R, a_fd, scaled, resq, e)) return -1;
             goto ffn_done;
         }
-        if (big) qs_prefill_swiglu(s->pc, s->h1, s->h2, s->xn, L->w_gate, L->w_up, R, d, F);
-        else if (R > QS_LLM_GEMV_ROWS && L->w_up == L->w_gate + (size_t)F * d) {
-            /* gate and up adjacent: one SGEMM of 2 ffn outputs, SwiGLU per row into h1 */
-            float *y = fused_buf(s, (size_t)R * 2 * F, e);
-            if (!y) return -1;
-            linear(s->pc, y, s->xn, L->w_gate, R, d, 2 * F);
+        if (big) qs_prefill_swiglu(s->pc, s->h1, s->h2, s->xn, L->w_gate, L->w_up, TW(L, QS_WT_GATE), TW(L, QS_WT_UP), R, d, F);
+        else if (R > QS_LLM_GEMV_ROWS && (L->tw || L->w_up == L->w_gate + (size_t)F * d)) {
+            /* gate and up adjacent: one SGEMM of 2 ffn outputs, SwiGLU per row into h1 (typed: widened so) */
+            float *y = fused_buf(s, (size_t)R * 2 * F, e), *wc = L->tw ? qs_wt_widen_cat(L->tw + QS_WT_GATE, 2) : NULL;
+            if (!y || (L->tw && !wc)) return y ? qs_fail(e, "out of memory for widened weights") : -1;
+            linear(s->pc, y, s->xn, wc ? wc : L->w_gate, NULL, R, d, 2 * F);
+            free(wc);
+            for (int i = 0; L->tw && i < 2; i++) qs_wt_release(&L->tw[QS_WT_GATE + i]);
             for (int r = 0; r < R; r++) {
                 float *yr = y + (size_t)r * 2 * F;
                 qs_swiglu_row(yr, yr + F, (size_t)F);
                 memcpy(s->h1 + (size_t)r * F, yr, (size_t)F * sizeof(float));
             }
         } else {
-            linear(s->pc, s->h1, s->xn, L->w_gate, R, d, F);
-            linear(s->pc, s->h2, s->xn, L->w_up, R, d, F);
+            linear(s->pc, s->h1, s->xn, L->w_gate, TW(L, QS_WT_GATE), R, d, F);
+            linear(s->pc, s->h2, s->xn, L->w_up, TW(L, QS_WT_UP), R, d, F);
             qs_swiglu_row(s->h1, s->h2, (size_t)R * F);
         }
         if (tap) tap(tap_ctx, l, QS_SITE_FFN_DOWN_IN, s->h1, R, F);
         if (online_in(nx, QS_SITE_FFN_DOWN_IN, s->h1, R, F, e)) return -1;
         if (a_fd && round_rows_par(a_fd, scaled, resq, s->h1, R, F, s->tmp, e)) return -1;
-        linear(s->pc, s->xn, s->h1, L->w_down, R, F, d);
+        linear(s->pc, s->xn, s->h1, L->w_down, TW(L, QS_WT_DOWN), R, F, d);
     ffn_done:
         if (big)   /* the residual add and the next RMSNorm (the output norm after the last layer) in one pass */
             qs_prefill_add_norm(s->x, s->xn, l + 1 < c->n_layer ? s->xn : hidden,
@@ -818,7 +864,7 @@ int qs_llm_logits_st(const qs_llm_model *m, const qs_llm_numerics *nx, qs_llm_st
         if (rc) return -1;
         x = scratch;
     }
-    linear(pc, out, x, m->output, rows, d, m->c.vocab);
+    linear(pc, out, x, m->output, m->tw_out, rows, d, m->c.vocab);
     if (m->c.final_softcap > 0) qs_llm_softcap(out, (size_t)rows * m->c.vocab, m->c.final_softcap);   /* Gemma 2 */
     return 0;
 }
@@ -880,5 +926,5 @@ void qs_llm__state_bufs(qs_llm_state *s, qs_llm_sbuf *b)
 
 void qs_llm__linear(qs_pgemm_cache *pc, float *y, const float *x, const float *W, int R, int in, int out)
 {
-    linear(pc, y, x, W, R, in, out);
+    linear_f32(pc, y, x, W, R, in, out);
 }

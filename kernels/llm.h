@@ -77,6 +77,8 @@ typedef struct qs_llm_layer {
         float *sh_gate, *sh_up, *sh_down;   /* shared expert [ffn_shexp][dim], [dim][ffn_shexp]; NULL = none */
         float *sh_inp;        /* [dim]: the shared expert's sigmoid gate (Qwen2-MoE) */
     } moe;
+    const struct qs_wt *tw;   /* typed weights (llm_wtype.h): the seven matrices left in their file's type,
+                              ** tw[QS_WT_Q .. QS_WT_DOWN], wq .. w_down NULL; or NULL: the FP32 arrays */
 } qs_llm_layer;
 typedef struct qs_llm_moe_w qs_llm_moe_w;
 
@@ -92,6 +94,12 @@ typedef struct qs_llm_model {
     size_t bias_len;          /* floats */
     float *ext_arena;         /* the experts' weights (kernels/llm_ext.c), or NULL */
     size_t ext_len;           /* floats */
+    /* Typed weights (llm_wtype.h: `llm eval --weights mapped`), or NULL: the embedding and the output head
+    ** (== tw_embd when tied) left in their file's type, tok_embd / output NULL.  Only the forward pass and
+    ** the logits read a model with typed weights; everything else needs the FP32 arrays. */
+    const struct qs_wt *tw_embd, *tw_out;
+    /* Weights rounded on the fly layer by layer (llm_wfly.h: a weight format over typed weights), or NULL */
+    const struct qs_llm_wfly *wfly;
 } qs_llm_model;
 
 /* Check a configuration (positive sizes, head_dim even, n_head a multiple of n_kv_head, sizes small
@@ -120,6 +128,8 @@ int qs_llm_clone(qs_llm_model *dst, const qs_llm_model *src, qs_err *e);
 ** projection; norms stay FP32).  With tied embeddings the rounded matrix also serves the lookup.
 ** An element cast's scale=tensor|row|col (w->cscale) overrides `scaled` (one scale per output row). */
 int qs_llm_quantize_weights(qs_llm_model *m, const qs_apply *w, int scaled, qs_err *e);
+/* One matrix [rows][cols] rounded in place as qs_llm_quantize_weights rounds each (llm_wfly.c). */
+int qs_llm_quantize_matrix(const qs_apply *w, int scaled, float *p, size_t rows, size_t cols, qs_err *e);
 
 /* One run (a token's channels, a weight row) through a format into y (may equal x).  Row or tensor
 ** granularity makes the run one block; `scaled` gives element casts (fp8_*, fp6_*, fp4_e2m1, fp16,

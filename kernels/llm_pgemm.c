@@ -1,5 +1,6 @@
 /* The prefill's weight products on the thread pool (llm_pgemm.h). */
 #include "llm_pgemm.h"
+#include "llm_wtype.h"
 #include "pool.h"
 #include "simd.h"
 
@@ -59,8 +60,14 @@ static void pack_panel(const qs_pgemm *g, int o0, int k0, int kc, float *pack)
         }
         return;
     }
-    const size_t ldw = (size_t)(g->ldw ? g->ldw : g->K);
-    const float *w = g->W + (size_t)o0 * ldw + k0;
+    size_t ldw = (size_t)(g->ldw ? g->ldw : g->K);
+    const float *w = g->W ? g->W + (size_t)o0 * ldw + k0 : NULL;
+    _Alignas(64) float wide[NR * KC];   /* kc <= KC: typed weights are never packed whole (cache_bind) */
+    if (g->tw) {   /* typed weights (llm_wtype.h): this block of the panel's rows widened, then packed as FP32 */
+        for (int j = 0; j < nc; j++) qs_wt_row(g->tw, o0 + j, k0, kc, wide + (size_t)j * kc);
+        w = wide;
+        ldw = (size_t)kc;
+    }
     /* blocks of 16 k's: the 16 rows of pack they write (8 KB) stay in L1 while the 32 w rows are read
     ** (a whole k column of pack per w row evicted and refetched each line 32 times) */
     const int vec = qs_simd_level() >= QS_SIMD_AVX512;
@@ -293,15 +300,22 @@ size_t qs_pgemm_units(const qs_pgemm *g) { return (qs_pgemm_panels(g) + 1) / 2; 
 static void unit(const qs_pgemm *g, size_t u, float *pack)
 {
     const size_t p = 2 * u, np = qs_pgemm_panels(g);
-    if (!g->P || p + 1 >= np || g->K == 0 || qs_simd_level() < QS_SIMD_AVX512) {
+    if ((!g->P && !g->tw) || p + 1 >= np || g->K == 0 || qs_simd_level() < QS_SIMD_AVX512) {
         qs_pgemm_panel(g, p, pack);
         if (p + 1 < np) qs_pgemm_panel(g, p + 1, pack);
         return;
     }
     const size_t ldp = (size_t)(g->ldp ? g->ldp : g->K);
     const int o0 = (int)p * NR;
+    _Alignas(64) float own[g->tw ? 2 * KCW * NR : 1];   /* typed weights: both panels' block widened here */
     for (int k0 = 0; k0 < g->K; k0 += KCW) {
         const int kc = g->K - k0 < KCW ? g->K - k0 : KCW;
+        if (g->tw) {
+            pack_panel(g, o0, k0, kc, own);
+            pack_panel(g, o0 + NR, k0, kc, own + KCW * NR);
+            rows512w(g, o0, k0, kc, own, own + KCW * NR);
+            continue;
+        }
         float *pa = (float *)g->P + (p * ldp + (size_t)k0) * NR, *pb = pa + ldp * NR;
         if (g->fill) {
             pack_panel(g, o0, k0, kc, pa);
@@ -398,7 +412,7 @@ static void pack_task(void *ctx, size_t p, int slot)
 {
     (void)slot;
     const centry *t = ctx;
-    const qs_pgemm g = {NULL, NULL, t->W, 0, t->K, t->N, 0, 0, NULL, 0, 0, 0, 0};
+    const qs_pgemm g = {NULL, NULL, t->W, 0, t->K, t->N, 0, 0, NULL, 0, 0, 0, 0, NULL};
     pack_panel(&g, (int)p * NR, 0, t->K, t->P + p * (size_t)t->K * NR);
 }
 
@@ -443,5 +457,5 @@ const float *qs_pgemm_cache_get(qs_pgemm_cache *c, const float *W, int N, int K,
 void qs_pgemm_cache_bind(qs_pgemm_cache *c, qs_pgemm *g)
 {
     g->fill = 0;
-    g->P = g->wt || (g->ldw && g->ldw != g->K) ? NULL : entry(c, g->W, g->N, g->K, &g->fill);
+    g->P = g->tw || g->wt || (g->ldw && g->ldw != g->K) ? NULL : entry(c, g->W, g->N, g->K, &g->fill);
 }

@@ -34,6 +34,8 @@ typedef struct qs_pgemm {
     int R, K, N, ldx, ldy;
     const float *P;
     int ldw, wt, fill, ldp;
+    const struct qs_wt *tw;   /* typed weights (llm_wtype.h; W NULL, not wt): each panel widens its block of them
+                              ** as it packs it (same values, same bits); never kept packed (bind: P = NULL) */
 } qs_pgemm;
 
 /* Panels of the product (ceil(N / 32)). */

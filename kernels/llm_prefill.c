@@ -6,6 +6,7 @@
 #include "llm_prefill.h"
 #include "llm_internal.h"
 #include "llm_pgemm.h"
+#include "llm_wtype.h"
 #include "llm_rows.h"
 #include "pool.h"
 #include "simd.h"
@@ -71,16 +72,18 @@ static void swiglu_task(void *ctx, size_t t, int slot)
         qs_swiglu_row(j->gate.y + (size_t)r * j->gate.ldy + o0, j->up.y + (size_t)r * j->up.ldy + o0, (size_t)nc);
 }
 
-void qs_prefill_swiglu(qs_pgemm_cache *pc, float *h, float *u, const float *x, const float *w_gate, const float *w_up, int R,
-                       int d, int F)
+void qs_prefill_swiglu(qs_pgemm_cache *pc, float *h, float *u, const float *x, const float *w_gate, const float *w_up,
+                       const qs_wt *tw_gate, const qs_wt *tw_up, int R, int d, int F)
 {
-    swiglu_job j = {{h, x, w_gate, R, d, F, d, F, NULL, 0, 0, 0, 0}, {u, x, w_up, R, d, F, d, F, NULL, 0, 0, 0, 0}, 1};
+    swiglu_job j = {{h, x, w_gate, R, d, F, d, F, NULL, 0, 0, 0, 0, tw_gate}, {u, x, w_up, R, d, F, d, F, NULL, 0, 0, 0, 0, tw_up}, 1};
     qs_pgemm_cache_bind(pc, &j.gate);
     qs_pgemm_cache_bind(pc, &j.up);
     const int nb0 = qs_pgemm_row_blocks(&j.gate), nb1 = qs_pgemm_row_blocks(&j.up);
     j.nb = nb0 < nb1 ? nb0 : nb1;   /* one cut for both (any cut gives the same bits) */
     const size_t n = qs_pgemm_units(&j.gate) * (size_t)j.nb;
     qs_pool_for(width(R) > 1 ? qs_llm_threads() : 1, n, swiglu_task, &j);
+    qs_wt_release(tw_gate);
+    qs_wt_release(tw_up);
 }
 
 /* ---------------------------------------------------------------- biases, RoPE, KV cache */

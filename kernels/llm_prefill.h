@@ -12,10 +12,12 @@
 /* x[r] += add[r] (add may be NULL), then out[r] = rmsnorm(x[r]) . w (out may be NULL); R rows of d. */
 void qs_prefill_add_norm(float *x, const float *add, float *out, const float *w, int R, int d, float eps);
 
-/* h[R][F] = SwiGLU(x . w_gate^T, x . w_up^T); u[R][F] is scratch (the up products); pc: packed weights or NULL. */
+/* h[R][F] = SwiGLU(x . w_gate^T, x . w_up^T); u[R][F] is scratch (the up products); pc: packed weights or NULL;
+** tw_gate, tw_up: typed weights in place of w_gate, w_up (llm_wtype.h; released after), or NULL. */
 struct qs_pgemm_cache;
+struct qs_wt;
 void qs_prefill_swiglu(struct qs_pgemm_cache *pc, float *h, float *u, const float *x, const float *w_gate,
-                       const float *w_up, int R, int d, int F);
+                       const float *w_up, const struct qs_wt *tw_gate, const struct qs_wt *tw_up, int R, int d, int F);
 
 /* Row r = b * T + t of q/k/v (position pos0 + t of sequence b): add the biases (NULL: none), rotate q
 ** and k, and write k and v (through kvf when not NULL) into the cache rows of sequence b.  kp/vp (not

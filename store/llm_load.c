@@ -4,7 +4,7 @@
 ** architecture table llm_arch.c.  Also the loaded file's release (the vocabulary and its
 ** look-ups are the tokenizer's, llm_tok.c).
 */
-#include "llm_load.h"
+#include "llm_load_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +21,7 @@ void qs_llm_file_free(qs_llm_file *f)
 {
     qs_llm_free(&f->m);
     qs_llm_vocab_free(&f->v);
+    qs_llm__unmap(f);
     memset(f, 0, sizeof *f);
     f->v.bos = f->v.eos = -1;
 }

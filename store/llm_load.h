@@ -34,7 +34,26 @@ typedef struct qs_llm_file {
     char arch[32];       /* "llama" or "qwen2" */
     char format[16];     /* "gguf" or "safetensors" */
     char wtypes[160];    /* per-tensor ggml types found, e.g. "q4_1 x210, f32 x61, q8_0 x1" */
+    /* Mapped weights (qs_llm_load_mapped): the file stays mapped and m's matrices are typed weights
+    ** (kernels/llm_wtype.h) into it; else all NULL/0 */
+    struct qs_file_map *wmaps;   /* the files (a GGUF, or a checkpoint's shards) */
+    int nwmaps;                  /* > 0: the weights are mapped */
+    struct qs_wt *wts;
 } qs_llm_file;
+
+/* How `llm eval` holds the weights (--weights): FP32 copies in memory, or left in the file (mapped),
+** widened a panel at a time inside the products.  Auto: mapped when the FP32 copy would take more than
+** half of the machine's memory (GGUF files and Hugging Face safetensors directories). */
+typedef enum qs_llm_weights { QS_LLM_WEIGHTS_AUTO = 0, QS_LLM_WEIGHTS_F32, QS_LLM_WEIGHTS_MAPPED } qs_llm_weights;
+const char *qs_llm_weights_name(qs_llm_weights w);
+/* Load path as `mode` says (auto: chosen as above); why (cap bytes): the choice and its reason, one line. */
+int qs_llm_load_weights_mode(const char *path, qs_llm_weights mode, qs_llm_file *f, char *why, size_t cap, qs_err *e);
+/* A GGUF file or a Hugging Face directory with its matrices left mapped (llm_load_mapped.c): norms and
+** biases FP32, the rest typed; the files are hashed and the weights checked finite in pieces whose pages
+** are released, so the resident set stays small whatever the files' size. */
+int qs_llm_load_mapped(const char *path, qs_llm_file *f, qs_err *e);
+/* The Hugging Face loader with mapped weights (llm_load_hf.c). */
+int qs_llm_load_hf_mapped(const char *dir, qs_llm_file *f, qs_err *e);
 
 /* Load a model: a GGUF file (F32/F16/BF16 or any ggml block type; general.architecture llama or
 ** qwen2), or a Hugging Face directory (config.json with LlamaForCausalLM / Qwen2ForCausalLM,

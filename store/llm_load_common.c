@@ -179,7 +179,7 @@ int qs_llm__load_tn(const qs_llm_src *src, int nsrc, const char *where, const ch
     return 0;
 }
 
-static int load_t(const qs_llm_src *src, int nsrc, const char *where, const char *name, uint64_t rows, uint64_t cols,
+int qs_llm__load_t(const qs_llm_src *src, int nsrc, const char *where, const char *name, uint64_t rows, uint64_t cols,
                   float *dst, qs_err *e)
 {
     const uint64_t want[2] = {rows, cols};
@@ -216,9 +216,9 @@ int qs_llm__load_weights(qs_llm_model *m, const qs_llm_cfg *cfg, const qs_llm_ar
     if (qs_llm_alloc(m, cfg, tied, e) || (bias && qs_llm_alloc_bias(m, e))) { qs_err_prefix(e, where); return -1; }
     uint64_t d = (uint64_t)cfg->dim, kvd = (uint64_t)cfg->n_kv_head * cfg->head_dim, F = (uint64_t)cfg->ffn;
     uint64_t qd = (uint64_t)cfg->n_head * cfg->head_dim;
-    if (load_t(src, nsrc, where, qs_llm_arch_tensor_name(arch, scheme, QS_T_EMB, 0, nm, sizeof nm), (uint64_t)cfg->vocab, d, m->tok_embd, e)) return -1;
-    if (!tied && load_t(src, nsrc, where, qs_llm_arch_tensor_name(arch, scheme, QS_T_OUT, 0, nm, sizeof nm), (uint64_t)cfg->vocab, d, m->output, e)) return -1;
-    if (load_t(src, nsrc, where, qs_llm_arch_tensor_name(arch, scheme, QS_T_OUT_NORM, 0, nm, sizeof nm), 0, d, m->out_norm, e)) return -1;
+    if (qs_llm__load_t(src, nsrc, where, qs_llm_arch_tensor_name(arch, scheme, QS_T_EMB, 0, nm, sizeof nm), (uint64_t)cfg->vocab, d, m->tok_embd, e)) return -1;
+    if (!tied && qs_llm__load_t(src, nsrc, where, qs_llm_arch_tensor_name(arch, scheme, QS_T_OUT, 0, nm, sizeof nm), (uint64_t)cfg->vocab, d, m->output, e)) return -1;
+    if (qs_llm__load_t(src, nsrc, where, qs_llm_arch_tensor_name(arch, scheme, QS_T_OUT_NORM, 0, nm, sizeof nm), 0, d, m->out_norm, e)) return -1;
     for (int l = 0; l < cfg->n_layer; l++) {
         qs_llm_layer *L = &m->L[l];
         struct { qs_llm_tensor role; uint64_t r, c; float *dst; } t[] = {
@@ -231,7 +231,7 @@ int qs_llm__load_weights(qs_llm_model *m, const qs_llm_cfg *cfg, const qs_llm_ar
             {QS_T_Q_NORM, 0, (uint64_t)cfg->head_dim, L->q_norm}, {QS_T_K_NORM, 0, (uint64_t)cfg->head_dim, L->k_norm}};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
             if (!t[i].dst) continue;   /* no biases, no Gemma norms */
-            if (load_t(src, nsrc, where, qs_llm_arch_tensor_name(arch, scheme, t[i].role, l, nm, sizeof nm), t[i].r, t[i].c, t[i].dst, e)) return -1;
+            if (qs_llm__load_t(src, nsrc, where, qs_llm_arch_tensor_name(arch, scheme, t[i].role, l, nm, sizeof nm), t[i].r, t[i].c, t[i].dst, e)) return -1;
         }
     }
     return qs_llm__load_ext(m, arch, src, nsrc, where, scheme, e);   /* QK-norm, experts, RoPE factors (llm_load_ext.c) */

@@ -148,7 +148,8 @@ static int gguf_vocab(const uint8_t *buf, size_t len, json_t *meta, int rows, co
     return qs_llm_tok_prepare(v, name, e);
 }
 
-int qs_llm_load_gguf_mem(const uint8_t *buf, size_t len, const char *name, qs_llm_file *f, qs_err *e)
+/* The model of a file image; mapped: its matrices left in the image (qs_llm_load_mapped). */
+static int load_image(const uint8_t *buf, size_t len, const char *name, qs_llm_file *f, int mapped, qs_err *e)
 {
     memset(f, 0, sizeof *f);
     f->v.bos = f->v.eos = -1;
@@ -194,11 +195,12 @@ int qs_llm_load_gguf_mem(const uint8_t *buf, size_t len, const char *name, qs_ll
     if (vkey != cfg.vocab) { qs_fail(e, "%s.vocab_size %d != token_embd rows %d", arch, vkey, cfg.vocab); goto fail; }
     if (qs_llm_cfg_check(&cfg, e)) goto fail;
     qs_llm_src src = {buf, len, c, name};
-    if (qs_llm__load_weights(&f->m, &cfg, A, &src, 1, name, QS_LLM_GGUF, 0, e)) goto fail_named;
+    if (mapped ? qs_llm__map_weights(f, &cfg, A, &src, 1, name, QS_LLM_GGUF, 0, e)
+               : qs_llm__load_weights(&f->m, &cfg, A, &src, 1, name, QS_LLM_GGUF, 0, e))
+        goto fail_named;
     qs_llm__wtypes(&src, 1, f->wtypes, sizeof f->wtypes);
     if (gguf_vocab(buf, len, meta, cfg.vocab, name, &f->v, e)) goto fail;
-    XXH128_hash_t h = XXH3_128bits(buf, len);
-    snprintf(f->hash, sizeof f->hash, "%016llx%016llx", (unsigned long long)h.high64, (unsigned long long)h.low64);
+    qs_llm__hash(buf, len, mapped, f->hash);
     f->size = len;
     json_decref(meta);
     qs_container_free(&c);
@@ -210,6 +212,24 @@ fail_named:   /* the message names its file already */
     qs_container_free(&c);
     qs_llm_file_free(f);
     return -1;
+}
+
+int qs_llm_load_gguf_mem(const uint8_t *buf, size_t len, const char *name, qs_llm_file *f, qs_err *e)
+{
+    return load_image(buf, len, name, f, 0, e);
+}
+
+int qs_llm_load_gguf_mapped(const char *path, qs_llm_file *f, qs_err *e)
+{
+    memset(f, 0, sizeof *f);
+    qs_file_map m, *keep = malloc(sizeof *keep);
+    if (!keep) return qs_fail(e, "out of memory");
+    if (qs_file_map_open(path, &m, e)) { free(keep); return -1; }
+    if (load_image(m.p, m.n, path, f, 1, e)) { qs_file_map_close(&m); free(keep); return -1; }
+    *keep = m;   /* the model reads its matrices from here until qs_llm_file_free */
+    f->wmaps = keep;
+    f->nwmaps = 1;
+    return 0;
 }
 
 int qs_llm_load_gguf(const char *path, qs_llm_file *f, qs_err *e)

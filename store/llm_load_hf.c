@@ -164,7 +164,8 @@ int qs_llm_load_tokenizer(const char *path, qs_llm_file *f, qs_err *e)
     return 0;
 }
 
-int qs_llm_load_hf(const char *dir, qs_llm_file *f, qs_err *e)
+/* mapped: the weights left in the mapped shards (qs_llm_load_hf_mapped, llm_load_mapped.c). */
+static int load_hf(const char *dir, qs_llm_file *f, int mapped, qs_err *e)
 {
     memset(f, 0, sizeof *f);
     f->v.bos = f->v.eos = -1;
@@ -245,7 +246,7 @@ int qs_llm_load_hf(const char *dir, qs_llm_file *f, qs_err *e)
         if (qs_file_map_open(sp, &mp[i], e)) goto out_noprefix;
         src[i].buf = mp[i].p;
         src[i].len = mp[i].n;
-        XXH3_128bits_update(hs, mp[i].p, mp[i].n);
+        qs_llm__hash_update(hs, mp[i].p, mp[i].n, mapped);
         total += mp[i].n;
         if (qs_parse_safetensors(mp[i].p, mp[i].n, NULL, &src[i].c, e)) goto out;
     }
@@ -254,8 +255,10 @@ int qs_llm_load_hf(const char *dir, qs_llm_file *f, qs_err *e)
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
     int have_tok = access(path, F_OK) == 0, pp_bos = 0;
     int tie = json_is_true(json_object_get(cj, "tie_word_embeddings"));
-    if (qs_llm__load_weights(&f->m, &cfg, A, src, nsrc, dir, QS_LLM_HF, tie, e)) goto out_noprefix;
-    qs_llm__gemma_hf_norms(&f->m);   /* Gemma's (1 + w) */
+    if (mapped ? qs_llm__map_weights(f, &cfg, A, src, nsrc, dir, QS_LLM_HF, tie, e)
+               : qs_llm__load_weights(&f->m, &cfg, A, src, nsrc, dir, QS_LLM_HF, tie, e))
+        goto out_noprefix;
+    if (!mapped) qs_llm__gemma_hf_norms(&f->m);   /* Gemma's (1 + w); mapped models are Llama-core only */
     qs_llm__wtypes(src, nsrc, f->wtypes, sizeof f->wtypes);
     /* after the weights, whose size bounds vocab_size; hashed after the shards, as always */
     if (have_tok && read_tokenizer(path, cfg.vocab, &f->v, &pp_bos, hs, &total, e)) goto out_noprefix;
@@ -279,6 +282,11 @@ int qs_llm_load_hf(const char *dir, qs_llm_file *f, qs_err *e)
     XXH128_hash_t h = XXH3_128bits_digest(hs);
     snprintf(f->hash, sizeof f->hash, "%016llx%016llx", (unsigned long long)h.high64, (unsigned long long)h.low64);
     f->size = total;
+    if (mapped) {   /* the model reads its matrices from the shards until qs_llm_file_free */
+        if (!(f->wmaps = malloc((size_t)nsrc * sizeof *f->wmaps))) { qs_fail(e, "out of memory"); goto out_noprefix; }
+        for (int i = 0; i < nsrc; i++) { f->wmaps[i] = mp[i]; mp[i].p = NULL; }
+        f->nwmaps = nsrc;
+    }
     rc = 0;
     goto done;
 out:
@@ -295,3 +303,6 @@ done:
     json_decref(cj); json_decref(ij);
     return rc;
 }
+
+int qs_llm_load_hf(const char *dir, qs_llm_file *f, qs_err *e) { return load_hf(dir, f, 0, e); }
+int qs_llm_load_hf_mapped(const char *dir, qs_llm_file *f, qs_err *e) { return load_hf(dir, f, 1, e); }

@@ -11,6 +11,7 @@
 #include "llm_arch.h"
 
 #include <jansson.h>
+#include <xxhash.h>
 
 typedef struct qs_llm_src {
     const uint8_t *buf;
@@ -27,6 +28,22 @@ const qs_tdesc *qs_llm__find(const qs_llm_src *src, int nsrc, const char *name, 
 ** checked.  Messages name their file (the shard at fault, else `where`): callers add no prefix. */
 int qs_llm__load_weights(qs_llm_model *m, const qs_llm_cfg *cfg, const qs_llm_arch *arch, const qs_llm_src *src,
                          int nsrc, const char *where, qs_llm_scheme scheme, int tie, qs_err *e);
+/* Tensor `name` read as FP32 into dst: shape [rows][cols] (rows 0: a vector of cols), finite values. */
+int qs_llm__load_t(const qs_llm_src *src, int nsrc, const char *where, const char *name, uint64_t rows, uint64_t cols,
+                   float *dst, qs_err *e);
+/* The same model with its linear weights, embedding and output head left where they lie in the file
+** (typed weights, kernels/llm_wtype.h, into f->wts; norms and biases FP32): llm_load_mapped.c.  Every
+** tensor of the file must be one it places, else it refuses (a tensor it would ignore). */
+int qs_llm__map_weights(qs_llm_file *f, const qs_llm_cfg *cfg, const qs_llm_arch *arch, const qs_llm_src *src,
+                        int nsrc, const char *where, qs_llm_scheme scheme, int tie, qs_err *e);
+/* The GGUF loader with mapped weights (llm_load_gguf.c). */
+int qs_llm_load_gguf_mapped(const char *path, qs_llm_file *f, qs_err *e);
+/* XXH3 of a file image added to a running hash; mapped: in pieces whose pages are released after. */
+void qs_llm__hash_update(XXH3_state_t *hs, const uint8_t *buf, size_t len, int mapped);
+/* Release what qs_llm_load_mapped kept (the typed weights and the file mapping). */
+void qs_llm__unmap(qs_llm_file *f);
+/* XXH3-128 of a file image as 32 hex digits; mapped: in pieces whose pages are released after. */
+void qs_llm__hash(const uint8_t *buf, size_t len, int mapped, char out[33]);
 /* Hyper-parameter h from GGUF metadata (key "ARCH.<key>") or config.json (see llm_arch.h): an int or a
 ** float into out; absent: the table's default, else `derived`. */
 int qs_llm__hparam(json_t *obj, qs_llm_scheme s, const char *arch, qs_llm_hparam h, double derived, void *out, qs_err *e);

@@ -26,6 +26,8 @@
 #include "../../analysis/llm_eval.h"
 #include "../../analysis/llm_eval_service.h"
 #include "../../kernels/blas_threads.h"
+#include "../../kernels/llm_wfly.h"
+#include "../../kernels/llm_wtype.h"
 #include "../../kernels/simd.h"
 
 #define CMD "bench eval"
@@ -37,6 +39,7 @@ typedef struct bopts {
     const char *model, *text, *peer;
     int ctx, chunks, reps, ncfg;
     const char *cfg[MAX_CFG];
+    qs_llm_weights weights;   /* --weights (as llm eval's) */
 } bopts;
 
 /* Matrix parameters: every layer's seven products and the output head. */
@@ -54,9 +57,43 @@ static double cpu_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The same with typed weights (--weights mapped): each matrix of layer 0 and the head widened in turn and
+** timed alone (best of reps), the layer's times counted n_layer times (every layer has its shapes), so
+** that no FP32 copy of the model is made. */
+static double sgemm_pass_typed(const qs_llm_model *m, int rows, int reps, double *cpu)
+{
+    const qs_llm_cfg *c = &m->c;
+    const int q = c->n_head * c->head_dim, F = c->ffn;
+    const size_t wide = (size_t)(F > c->vocab ? F : c->vocab), xin = (size_t)(F > q ? F : q);
+    float *x = malloc((size_t)rows * xin * sizeof(float)), *y = malloc((size_t)rows * wide * sizeof(float));
+    double tot = 0, tcpu = 0;
+    for (size_t i = 0; x && i < (size_t)rows * xin; i++) x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+    for (int i = 0; x && y && i < 8; i++) {
+        const qs_wt *t = i < 7 ? &m->L[0].tw[i] : m->tw_out;
+        float *W = qs_wt_widen(t);
+        if (!W) { tot = 0; break; }
+        double best = 1e30, bc = 1e30;
+        for (int r = 0; r <= reps; r++) {
+            double t0 = qs_now_s(), c0 = cpu_s();
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, t->rows, t->cols, 1.0f, x, t->cols, W, t->cols, 0.0f, y, t->rows);
+            double dt = qs_now_s() - t0, dc = cpu_s() - c0;
+            if (r && dt < best) best = dt;
+            if (r && dc < bc) bc = dc;
+        }
+        free(W);
+        qs_wt_release(t);
+        tot += best * (i < 7 ? c->n_layer : 1);
+        tcpu += bc * (i < 7 ? c->n_layer : 1);
+    }
+    free(x); free(y);
+    *cpu = tcpu;
+    return tot;
+}
+
 /* Seconds of one pass of SGEMM over the model's products at `rows` rows (best of reps; *cpu its CPU seconds). */
 static double sgemm_pass(const qs_llm_model *m, int rows, int reps, double *cpu)
 {
+    if (m->L[0].tw) return sgemm_pass_typed(m, rows, reps, cpu);
     const qs_llm_cfg *c = &m->c;
     const int d = c->dim, q = c->n_head * c->head_dim, kv = c->n_kv_head * c->head_dim, F = c->ffn;
     const size_t wide = (size_t)(F > c->vocab ? F : c->vocab);
@@ -122,7 +159,7 @@ static double run_peer(const bopts *o, int chunks, int threads, double *wall)
 
 static int parse(int argc, char **argv, bopts *o)
 {
-    *o = (bopts){NULL, "data/text/persuasion.txt", getenv("QS_LLAMA_PERPLEXITY"), 512, 4, 3, 0, {0}};
+    *o = (bopts){NULL, "data/text/persuasion.txt", getenv("QS_LLAMA_PERPLEXITY"), 512, 4, 3, 0, {0}, QS_LLM_WEIGHTS_F32};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) return qs_cli_usage(CMD, "unexpected argument '%s' (options take a value)", a);
@@ -136,6 +173,12 @@ static int parse(int argc, char **argv, bopts *o)
         } else if (!strcmp(a, "--ctx")) { if (qs_cli_parse_int(CMD, "--ctx", v, 2, 1 << 16, &o->ctx)) return QS_EXIT_USAGE; }
         else if (!strcmp(a, "--chunks")) { if (qs_cli_parse_int(CMD, "--chunks", v, 1, 1 << 20, &o->chunks)) return QS_EXIT_USAGE; }
         else if (!strcmp(a, "--reps")) { if (qs_cli_parse_int(CMD, "--reps", v, 1, 1000, &o->reps)) return QS_EXIT_USAGE; }
+        else if (!strcmp(a, "--weights")) {
+            if (!strcmp(v, "mapped")) o->weights = QS_LLM_WEIGHTS_MAPPED;
+            else if (!strcmp(v, "f32")) o->weights = QS_LLM_WEIGHTS_F32;
+            else if (!strcmp(v, "auto")) o->weights = QS_LLM_WEIGHTS_AUTO;
+            else return qs_cli_usage(CMD, "--weights is mapped, f32 or auto, not '%s'", v);
+        }
         else return qs_cli_usage(CMD, "unknown option '%s'", a);
     }
     if (!o->model) return qs_cli_usage(CMD, "--model PATH is required");
@@ -175,7 +218,7 @@ int qs_bench_eval(qs_cli *cli, int argc, char **argv)
     if (rc) return rc;
     qs_llm_text_run t;
     memset(&t, 0, sizeof t);
-    if ((rc = qs_llm_text_run_open(&t, CMD, o.model, o.text, o.ctx, o.chunks, 0, NULL))) return rc;
+    if ((rc = qs_llm_text_run_open_w(&t, CMD, o.model, o.text, o.ctx, o.chunks, 0, NULL, o.weights))) return rc;
     qs_eval_cfg cfg[MAX_CFG];
     qs_eval_variant var[MAX_CFG];
     memset(cfg, 0, sizeof cfg);
@@ -191,7 +234,9 @@ int qs_bench_eval(qs_cli *cli, int argc, char **argv)
            qs_llm_title(&t.f), t.su.ctx, chunks, o.text, ntok, threads, qs_simd_name(qs_simd_level()), openblas_get_corename());
     printf("FLOPs = 2 x %.4g matrix parameters per token; OpenBLAS SGEMM on the model's products (%d layers x 7 + head, "
            "%d rows): %.1f GFLOP/s (%.3f s per chunk; %.3f CPU s)\n", fl / 2, c->n_layer, t.su.ctx, sg_rate, sg, sg_cpu);
+    printf("weights: %s\n", t.weights);
     if (!(secs = calloc((size_t)(nv + 2) * o.reps, sizeof *secs))) { rc = qs_cli_error(QS_EXIT_ERR, "out of memory"); goto done; }
+    const int hwm_reset = qs_peak_rss_reset() == 0;   /* the evaluation's peak, not SGEMM's buffers' */
     double *ref_wall = secs + (size_t)nv * o.reps, *ref_cpu = ref_wall + o.reps;
     for (int r = 0; r < o.reps; r++)   /* a reference-only run (as `llm eval` without --config), then all variants */
         for (int all = 0; all < 2; all++) {
@@ -220,9 +265,11 @@ int qs_bench_eval(qs_cli *cli, int argc, char **argv)
         med[v] = median(s, o.reps);
         best[v] = s[0];   /* sorted by median() */
         char lab[300];
-        snprintf(lab, sizeof lab, v ? "%s" : "reference fp32", v ? cfg[v - 1].label : "");
+        snprintf(lab, sizeof lab, v ? "%s" : t.f.nwmaps ? "reference (mapped weights)" : "reference fp32", v ? cfg[v - 1].label : "");
         print_row(lab, best[v], med[v], ntok, fl, sg_rate, best[0]);
     }
+    if (hwm_reset)
+        printf("peak resident set of the evaluation runs (VmHWM): %.2f GiB\n", qs_peak_rss() / 1073741824.0);
     if (o.peer) {
         double wall = 0, ptps = run_peer(&o, chunks, threads, &wall);
         if (ptps > 0)

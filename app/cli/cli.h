@@ -108,6 +108,7 @@ int qs_cmd_ls(qs_cli *, int, char **);
 int qs_cmd_show(qs_cli *, int, char **);
 int qs_cmd_rm(qs_cli *, int, char **);
 int qs_cmd_gen(qs_cli *, int, char **);
+int qs_cmd_gen_model(qs_cli *, int, char **);   /* `gen model` (cmd_gen_model.c) */
 int qs_cmd_info(qs_cli *, int, char **);
 int qs_cmd_demo(qs_cli *, int, char **);
 int qs_cmd_check(qs_cli *, int, char **);

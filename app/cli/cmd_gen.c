@@ -79,6 +79,7 @@ static int parse_shape_opt(const char *s, qs_gen_spec *g)
 
 int qs_cmd_gen(qs_cli *cli, int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "model")) return qs_cmd_gen_model(cli, argc - 1, argv + 1);
     static const struct option lo[] = {
         {"n", required_argument, 0, 'n'}, {"shape", required_argument, 0, 's'}, {"seed", required_argument, 0, 'S'},
         {"scale", required_argument, 0, 'x'}, {"nu", required_argument, 0, 'u'}, {"sigma", required_argument, 0, 'g'},

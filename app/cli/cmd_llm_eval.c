@@ -22,6 +22,7 @@
 #include "../../store/json_out.h"
 #include "../../store/io_err.h"
 #include "quant_opts.h"
+#include "../../kernels/llm_wtype.h"
 #include "llm_par.h"
 #include "llm_progress.h"
 #include "stop_signal.h"
@@ -206,6 +207,7 @@ typedef struct eval_opts {
     qs_evout_opts out;        /* --ci, --paired, --csv (llm_eval_out.h) */
     const char *model, *text, *save_ids, *calib;
     int ctx, chunks, score_all, json, force, scaled, until_kl, calib_chunks;
+    qs_llm_weights weights;   /* --weights */
     double until;             /* --until-ci: target width of the 95% intervals (0: off) */
     qs_eval_cfg cfg[MAX_CFG];
     int ncfg;
@@ -237,7 +239,8 @@ static int parse_opts(int argc, char **argv, eval_opts *o)
         {"chunks", required_argument, 0, 'k'}, {"config", required_argument, 0, 'C'}, {"score", required_argument, 0, 's'},
         {"json", no_argument, 0, 'j'}, {"force", no_argument, 0, 'F'}, {"unscaled-casts", no_argument, 0, 'u'},
         {"save-ids", required_argument, 0, 'I'}, {"until-ci", required_argument, 0, 'U'}, {"plan", required_argument, 0, 'N'},
-        {"calib", required_argument, 0, 'L'}, {"calib-chunks", required_argument, 0, 'K'}, {0, 0, 0, 0}};
+        {"calib", required_argument, 0, 'L'}, {"calib-chunks", required_argument, 0, 'K'}, {"weights", required_argument, 0, 'W'},
+        {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->ctx = 512;
     o->scaled = 1;
@@ -280,6 +283,12 @@ static int parse_opts(int argc, char **argv, eval_opts *o)
         case 'U': if ((rc = parse_until(optarg, o))) return rc; break;
         case 'L': o->calib = optarg; break;
         case 'K': if ((rc = qs_cli_parse_int(CMD, "--calib-chunks", optarg, 1, 1 << 20, &o->calib_chunks))) return rc; break;
+        case 'W':
+            if (!strcmp(optarg, "mapped")) o->weights = QS_LLM_WEIGHTS_MAPPED;
+            else if (!strcmp(optarg, "f32")) o->weights = QS_LLM_WEIGHTS_F32;
+            else if (!strcmp(optarg, "auto")) o->weights = QS_LLM_WEIGHTS_AUTO;
+            else return qs_cli_usage(CMD, "--weights is mapped, f32 or auto, not '%s'", optarg);
+            break;
         case ':': return qs_cli_usage(CMD, "option %s needs a value", argv[optind - 1]);
         default: return qs_cli_usage(CMD, "unknown option '%s'", argv[optind - 1]);
         }
@@ -305,7 +314,7 @@ const char *qs_llm_title(const qs_llm_file *f) { return qs_esc(f->name[0] ? f->n
 /* What is evaluated, printed before the computation starts. */
 static void print_header(const eval_opts *o, const qs_llm_text_run *t)
 {
-    printf("model %s (%s; %s)\n", qs_esc(o->model), qs_llm_title(&t->f), t->f.wtypes);
+    printf("model %s (%s; %s)\nweights: %s\n", qs_esc(o->model), qs_llm_title(&t->f), t->f.wtypes, t->weights);
     printf("text %s: %d tokens; ctx %d, %s%d chunks; scoring: %s; BOS %s\n", qs_esc(o->text), t->ntok, o->ctx,
            o->until > 0 ? "up to " : "", t->su.nchunks,
            o->score_all ? "all positions 0..ctx-2 of each chunk (--score all)"
@@ -367,6 +376,8 @@ static void print_json(const eval_opts *o, const qs_llm_text_run *t, const qs_ev
         json_object_set_new(j, "until_ci", json_pack("{s:s,s:f,s:b}", "of", o->until_kl ? "kl_mean" : "dppl", "width", o->until,
                                                      "met", res->until_met));
     if (note) json_object_set_new(j, "note", json_string(note));
+    json_object_set_new(j, "weights", json_pack("{s:s,s:s}", "mode", t->f.nwmaps ? "mapped" : "f32", "choice", t->weights));
+    json_object_set_new(j, "peak_rss_bytes", json_integer((json_int_t)qs_peak_rss()));   /* VmHWM, this process */
     json_object_set_new(j, "compute_seconds", json_real(res->compute_seconds));
     json_object_set_new(j, "seconds", json_real(secs));
     char *s = json_dumps(j, JSON_COMPACT);
@@ -388,6 +399,8 @@ static int print_answer(const eval_opts *o, const qs_llm_text_run *t, const qs_e
         if (note) printf("note: %s\n", note);
         printf("%s in %.1f s (%.1f s computing)\n", res->computed ? "computed" : "all results reused from the database (--force recomputes)",
                secs, res->compute_seconds);
+        if (t->f.nwmaps) printf("peak resident set %.2f GiB (VmHWM; weights mapped from a %.2f GiB file)\n",
+                              qs_peak_rss() / 1073741824.0, t->f.size / 1073741824.0);
     }
     int rc = qs_evout_write_csv(&o->out, &ev, res, &run);
     qs_evout_free(&ev);
@@ -424,7 +437,8 @@ int qs_cmd_llm_eval(qs_cli *cli, int argc, char **argv)
     qs_eval_result res = {0};
     qs_err e = {{0}};
     qs_stop_signals_default();   /* until the computation, Ctrl-C loses nothing */
-    if ((rc = qs_llm_text_run_open(&t, CMD, o->model, o->text, o->ctx, o->chunks, o->score_all, o->save_ids))) goto done;
+    if ((rc = qs_llm_text_run_open_w(&t, CMD, o->model, o->text, o->ctx, o->chunks, o->score_all, o->save_ids, o->weights)))
+        goto done;
     if ((rc = qs_evout_check(CMD, &o->out, o->json, o->ncfg, t.su.nchunks))) goto done;
     for (int i = 0; i < o->nplan && !rc; i++)   /* a plan for this model, as per-layer numerics */
         rc = qs_plan_file_bind_cfg(CMD, &o->plan[i], &o->cfg[o->plan_cfg[i]], &t.f, o->scaled);

@@ -57,8 +57,8 @@ const qs_command qs_commands[] = {
      "Removes the named tensors and their embedded data and statistics.  Each TENSOR is the tensor\n"
      "of that exact name when there is one, else a glob (so `rm 'w[0]'` removes `w[0]`, not `w0`);\n"
      "all are resolved before anything is removed.  Referenced files are never touched.", qs_cmd_rm, NULL, NULL, 0},
-    {"gen", "KIND [--n N | --shape RxC] [--seed S] [--name NAME | -o FILE.npy] [...]",
-     "generate a synthetic tensor",
+    {"gen", "KIND [--n N | --shape RxC] [--seed S] [--name NAME | -o FILE.npy] [...] | model [--params tiny|1B|3B|8B] [--dtype T] -o FILE.gguf",
+     "generate a synthetic tensor or a random model",
      "Generates a deterministic synthetic tensor (same seed, same bits) and either stores it in\n"
      "the database under NAME (embedded) or writes it to FILE.npy (`-o -` writes to stdout).\n"
      "\n"
@@ -74,7 +74,19 @@ const qs_command qs_commands[] = {
      "  --outlier-range LO,HI  llm-act: outlier magnitude factor range (default 20,100)\n"
      "  --name NAME    store in the database as NAME (replacing a generated tensor of that name)\n"
      "  -o FILE.npy    write a .npy file instead\n"
-     "  --list         list the kinds",
+     "  --list         list the kinds\n"
+     "\n"
+     "`qscope gen model -o FILE.gguf` writes a random Llama-architecture GGUF of a real model's shape,\n"
+     "for tests and benchmarks of models larger than memory (`llm eval --weights mapped`): written as it\n"
+     "is generated (never whole in memory; refused when the disk has not its size + 1 GiB free), the\n"
+     "same bytes for the same seed, a byte-level vocabulary so that any text tokenizes.\n"
+     "  --params tiny|1B|3B|8B  the shape: tiny (2 layers, dim 256, ffn 512), 1B (16 x 2048, ffn 8192,\n"
+     "                 32/8 heads), 3B (28 x 3072, ffn 8192, 24/8 heads), 8B (32 x 4096, ffn 14336,\n"
+     "                 32/8 heads); vocabulary 32000 (default tiny)\n"
+     "  --dtype T      the matrices' type: f32, f16, bf16 (default), q8_0, q4_0, q4_1, q5_0, q5_1,\n"
+     "                 q4_k, q6_k (norms f32); values ~ normal, std 0.02\n"
+     "  --layers N     another number of layers   --tied  no output matrix   --seed S (default 1)\n"
+     "  --arch llama   the only architecture",
      qs_cmd_gen, NULL, NULL, 0},
     {"quant", "-f FORMAT [options] [--codes] [IN -o OUT.npy | TENSOR [--name OUT]]",
      "fake-quantize numbers (stdin), a tensor file or a database tensor",
@@ -216,7 +228,7 @@ const qs_command qs_commands[] = {
      "bytes against its stored hash.  Exit 1 if anything is wrong.", qs_cmd_check, NULL, NULL, 0},
     {"schema", "", "print the database schema (SQL)",
      "Prints the SQL of the current schema, for use with sqlite3.", qs_cmd_schema, NULL, NULL, 0},
-    {"bench", "[formats [-f LIST] | analyze | rl [--sample [--model PATH]] | kernels | train [shape] [--recipes LIST] [--steps N] | eval --model PATH [--text T] [--ctx N] [--chunks K] [--config SPEC]... [--reps R] [--peer PATH] | tokenize [--text FILE] [--model PATH | --tokenizer PATH] [--threads LIST] [--reps R] [--lopt-chunk B] [--lopt-overlap B] [--peer tokenizers] | quantize --model F32.gguf [--types LIST] [--peer PATH] [--imatrix FILE] [--threads N] | tui] [--score] [--quick] [--json] [--npy FILE]", "measure throughput",
+    {"bench", "[formats [-f LIST] | analyze | rl [--sample [--model PATH]] | kernels | train [shape] [--recipes LIST] [--steps N] | eval --model PATH [--text T] [--ctx N] [--chunks K] [--config SPEC]... [--reps R] [--weights mapped|f32|auto] [--peer PATH] | tokenize [--text FILE] [--model PATH | --tokenizer PATH] [--threads LIST] [--reps R] [--lopt-chunk B] [--lopt-overlap B] [--peer tokenizers] | quantize --model F32.gguf [--types LIST] [--peer PATH] [--imatrix FILE] [--threads N] | tui] [--score] [--quick] [--json] [--npy FILE]", "measure throughput",
      "`qscope bench` times the store's hot paths on generated data, min and median of repeated\n"
      "runs: hashing, decode of each storage dtype to float32, statistics (1 and 2 threads), and an\n"
      "end-to-end import of a .npy file (--npy FILE to use yours).\n"
@@ -255,7 +267,9 @@ const qs_command qs_commands[] = {
      "tokens/s, GFLOP/s (2 x matrix parameters per token), % of OpenBLAS SGEMM timed on the model's own\n"
      "products in the same run, and each configuration's time over the reference's.  --peer PATH (or\n"
      "QS_LLAMA_PERPLEXITY) runs llama.cpp's llama-perplexity on the same GGUF, text, context, chunks and\n"
-     "threads and prints the ratio (docs/llm.md, \"Speed\").\n"
+     "threads and prints the ratio (docs/llm.md, \"Speed\").  --weights mapped (as `llm eval`'s; default f32)\n"
+     "evaluates with the weights left in the file, SGEMM timed matrix by matrix on widened copies, and\n"
+     "prints the evaluation's peak resident set (docs/llm.md, \"Models larger than memory\").\n"
      "\n"
      "`qscope bench quantize --model F32.gguf` quantizes every F32 matrix whose rows are whole blocks to\n"
      "each of llama.cpp's types (--types LIST, default q4_0..iq4_xs) with qscope (in memory, --threads N,\n"

@@ -134,7 +134,7 @@
     "  --show FILE         list the entries of an imatrix file (either format): columns, matrices,\n" \
     "                      tokens or ncall, and the mean importance llama-quantize would use\n"
 
-#define QS_LLM_EVAL_ARGS "[--model PATH] [--text FILE] [--ctx N] [--chunks K] [--config SPEC]... [--plan FILE]... [--score half|all] [--until-ci X|kl:X] [--ci delta|bootstrap[:N[:SEED]]] [--paired] [--csv [FILE]] [--unscaled-casts] [--calib FILE [--calib-chunks N]] [--force] [--save-ids FILE] [--json]"
+#define QS_LLM_EVAL_ARGS "[--model PATH] [--text FILE] [--ctx N] [--chunks K] [--config SPEC]... [--plan FILE]... [--score half|all] [--until-ci X|kl:X] [--ci delta|bootstrap[:N[:SEED]]] [--paired] [--csv [FILE]] [--unscaled-casts] [--weights mapped|f32|auto] [--calib FILE [--calib-chunks N]] [--force] [--save-ids FILE] [--json]"
 #define QS_LLM_EVAL_OPTS \
     QS_LLM_H_EVALTEXT \
     "  --config SPEC       (repeatable) a configuration w=F,a=F,kv=F,resq=none|dense|2:4 (weights,\n" \
@@ -176,6 +176,12 @@
     "  --csv [FILE]        one row per variant (to stdout: instead of the table)\n" \
     "  --unscaled-casts    plain casts without the default per-row FP32 scale (raw casts are\n" \
     "                      `analyze`'s default: FP8 E4M3 overflows to NaN past 448)\n" \
+    "  --weights mapped|f32|auto  how the weights are held: FP32 copies in memory, or left in the\n" \
+    "                      file's type (BF16, F16, Q8_0, Q4_K, ...; GGUF or safetensors) and read there,\n" \
+    "                      widened a panel at a time inside the products (the same results to the\n" \
+    "                      last bit; for models larger than memory; w= rounds a layer at a time).\n" \
+    "                      Default auto: mapped when the FP32 copy would take more than half of the\n" \
+    "                      memory; the choice is printed, the peak resident set (VmHWM) too\n" \
     "  --force             recompute stored results\n" \
     "  --save-ids FILE     write the text's token ids (to cross-check with other tools)\n" \
     "  --json              the results as JSON\n" \

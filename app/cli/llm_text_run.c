@@ -29,10 +29,16 @@ static int save(const char *path, const int32_t *ids, int n)
 int qs_llm_text_run_open(qs_llm_text_run *r, const char *cmd, const char *model, const char *text, int ctx, int chunks,
                          int score_all, const char *save_ids)
 {
+    return qs_llm_text_run_open_w(r, cmd, model, text, ctx, chunks, score_all, save_ids, QS_LLM_WEIGHTS_F32);
+}
+
+int qs_llm_text_run_open_w(qs_llm_text_run *r, const char *cmd, const char *model, const char *text, int ctx, int chunks,
+                           int score_all, const char *save_ids, qs_llm_weights weights)
+{
     memset(r, 0, sizeof *r);
     qs_err e = {{0}};
     if (qs_eval_read_text(text, &r->text, &r->tlen, r->thash, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
-    if (qs_llm_load(model, &r->f, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
+    if (qs_llm_load_weights_mode(model, weights, &r->f, r->weights, sizeof r->weights, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
     if (ctx > r->f.m.c.ctx) return qs_cli_usage(cmd, "--ctx %d exceeds the model context %d", ctx, r->f.m.c.ctx);
     if (!r->f.v.n) return qs_cli_error(QS_EXIT_ERR, "%s: the model has no vocabulary to tokenize the text", model);
     if (qs_eval_text_ids(text, &r->f, r->text, r->tlen, &r->ids, &r->ntok, &e)) return qs_cli_err(QS_EXIT_ERR, &e);

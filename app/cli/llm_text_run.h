@@ -19,6 +19,7 @@ typedef struct qs_llm_text_run {
     int32_t *ids;
     int ntok;
     qs_eval_setup su;
+    char weights[200];        /* how the weights are held and why (qs_llm_load_weights_mode) */
 } qs_llm_text_run;
 
 /* Load model, read and tokenize text (ids also written to save_ids when given, on rank 0), set up
@@ -26,6 +27,9 @@ typedef struct qs_llm_text_run {
 ** message printed (2 for a usage error: a --ctx past the model's, a text too short). */
 int qs_llm_text_run_open(qs_llm_text_run *r, const char *cmd, const char *model, const char *text, int ctx, int chunks,
                          int score_all, const char *save_ids);
+/* The same with the weights held as `weights` says (llm eval's --weights; the above: FP32). */
+int qs_llm_text_run_open_w(qs_llm_text_run *r, const char *cmd, const char *model, const char *text, int ctx, int chunks,
+                           int score_all, const char *save_ids, qs_llm_weights weights);
 void qs_llm_text_run_free(qs_llm_text_run *r);
 
 /* --score half|all of eval and sensitivity: 0 or the usage error's exit status (message printed). */

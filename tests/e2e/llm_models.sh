@@ -99,6 +99,12 @@ ok "qwen3: llm eval w=mxfp4:gptq and smooth=0.5 with a calibration text" "$QS" -
   --text "$T/text.txt" --calib "$T/calib.txt" --calib-chunks 1 --ctx 32 --chunks 2 --config w=mxfp4:gptq --config smooth=0.5
 refuses "smooth=/gptq refuse a mixture of experts" 1 "mixture-of-experts layers are not supported \(dense FFNs only\)" \
   "$QS" --db "$T/rot.db" llm eval --model "$T/qwen2moe.gguf" --text "$T/text.txt" --calib "$T/calib.txt" --calib-chunks 1 --ctx 32 --chunks 2 --config w=mxfp4:gptq
+# --weights mapped runs the Llama block's products on typed weights: Mistral's window runs, Qwen3's QK-norm and experts are refused
+ok "mistral: llm eval --weights mapped" "$QS" --db "$T/map.db" llm eval --model "$T/mistral.gguf" --text "$T/text.txt" --ctx 32 --chunks 2 --weights mapped --config w=mxfp4
+refuses "--weights mapped refuses Qwen3's QK-norm" 1 "qwen3: --weights mapped runs the Llama/Qwen2/Mistral block only, not QK-norm" \
+  "$QS" --db "$T/map.db" llm eval --model "$T/qwen3.gguf" --text "$T/text.txt" --ctx 32 --chunks 2 --weights mapped
+refuses "--weights mapped refuses experts" 1 "--weights mapped runs the Llama/Qwen2/Mistral block only, not mixture-of-experts FFNs" \
+  "$QS" --db "$T/map.db" llm eval --model "$T/qwen2moe.gguf" --text "$T/text.txt" --ctx 32 --chunks 2 --weights mapped
 # importance matrices (llm imatrix, w=F:imatrix=) have no per-expert entries here: refused, not a NULL matrix
 refuses "llm imatrix refuses a mixture of experts" 1 "^qscope: qwen2moe: importance matrices of mixture-of-experts layers are not supported$" \
   "$QS" llm imatrix --model "$T/qwen2moe.gguf" --text "$T/text.txt" --ctx 32 --chunks 2 -o "$T/im.gguf"

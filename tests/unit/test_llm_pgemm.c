@@ -30,7 +30,7 @@ enum { K = 300, N = 70, R = 41, LDX = K + 3, LDY = N + 5 };
 static void run(const float *x, const float *W, int rows, float *y, int level, const float *P, int threads)
 {
     qs_simd_force(level);
-    qs_pgemm g = {y, x, W, rows, K, N, LDX, LDY, P, 0, 0, 0, 0};
+    qs_pgemm g = {y, x, W, rows, K, N, LDX, LDY, P, 0, 0, 0, 0, NULL};
     qs_pgemm_run(&g, threads);
     qs_simd_force(-1);
 }
@@ -79,7 +79,7 @@ static void test_bits(void **state)
             for (int o = 0; o < N; o++) Wt[(size_t)k * (N + 7) + o] = W[(size_t)o * K + k];
         for (int level = QS_SIMD_SCALAR; level <= qs_simd_cpu(); level++) {
             qs_simd_force(level);
-            qs_pgemm g = {y1, x, Wt, R, K, N, LDX, LDY, NULL, N + 7, 1, 0, 0};
+            qs_pgemm g = {y1, x, Wt, R, K, N, LDX, LDY, NULL, N + 7, 1, 0, 0, NULL};
             qs_pgemm_run(&g, 2);
             qs_simd_force(-1);
             for (int r = 0; r < R; r++) assert_memory_equal(y1 + r * LDY, y0 + r * LDY, N * sizeof(float));
@@ -111,7 +111,7 @@ static void test_bind(void **state)
             assert_non_null(c);
             qs_simd_force(level);
             for (int pass = 0; pass < 2; pass++) {   /* packs on the first product, reads on the second */
-                qs_pgemm g = {y1, x, W, R, K, N, LDX, LDY, NULL, 0, 0, 0, 0};
+                qs_pgemm g = {y1, x, W, R, K, N, LDX, LDY, NULL, 0, 0, 0, 0, NULL};
                 qs_pgemm_cache_bind(c, &g);
                 assert_non_null(g.P);
                 assert_int_equal(g.fill, !pass);
@@ -123,7 +123,7 @@ static void test_bind(void **state)
             qs_simd_force(-1);
             qs_pgemm_cache_free(c);
         }
-    qs_pgemm g = {y1, x, W, R, K, N, LDX, LDY, NULL, 0, 0, 0, 0};
+    qs_pgemm g = {y1, x, W, R, K, N, LDX, LDY, NULL, 0, 0, 0, 0, NULL};
     qs_pgemm_cache_bind(c1, &g);
     qs_pgemm h = g;
     h.W = x;   /* a second matrix past the budget: no entry, packed as it goes */
@@ -151,7 +151,7 @@ static void test_row_blocks(void **state)
     for (int i = 0; i < BR * BK; i++) x[i] = urand();
     for (int i = 0; i < BN * BK; i++) W[i] = urand();
     qs_simd_force(QS_SIMD_SCALAR);
-    qs_pgemm g = {y0, x, W, BR, BK, BN, BK, BN, NULL, 0, 0, 0, 0};
+    qs_pgemm g = {y0, x, W, BR, BK, BN, BK, BN, NULL, 0, 0, 0, 0, NULL};
     qs_pgemm_run(&g, 1);
     qs_simd_force(-1);
     qs_pgemm_cache *c = qs_pgemm_cache_new((size_t)64 * BK);
@@ -193,7 +193,7 @@ static void rope_run(int hd, int neox, int level, float *buf, size_t n, const fl
     float *vc = kc + (size_t)RB * RMAX * kvd, *kp = vc + (size_t)RB * RMAX * kvd, *vp = kp + (size_t)RB * RNKV * RLDP * hdp;
     const float *bias = vp + (size_t)RB * RNKV * RLDP * hdp, *cs = bias + qd, *sn = cs + (size_t)RMAX * hd / 2;
     qs_prefill_rope a = {q, k, v, kc, vc, kp, vp, RLDP, bias, bias + 1, bias + 2, cs, sn, NULL, 0, RR, RT, 0, RMAX,
-                         RNH, RNKV, hd, neox};
+                         RNH, RNKV, hd, neox, NULL, NULL, 0};
     qs_err e = {{0}};
     qs_simd_force(level);
     assert_int_equal(qs_prefill_rope_kv(&a, &e), 0);
