@@ -12,7 +12,7 @@ same() {
 import json, sys
 def strip(d):
     if isinstance(d, dict):
-        return {k: strip(v) for k, v in d.items() if k not in ("cached", "chunks_computed", "compute_seconds", "seconds", "until_ci")}
+        return {k: strip(v) for k, v in d.items() if k not in ("cached", "chunks_computed", "compute_seconds", "seconds", "until_ci", "peak_rss_bytes")}
     return [strip(x) for x in d] if isinstance(d, list) else d
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
 sys.exit(0 if strip(a) == strip(b) else 1)

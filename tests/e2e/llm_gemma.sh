@@ -53,7 +53,7 @@ ok "gemma3: eval with activation and weight formats runs" "$QS" llm eval --model
 ok "gemma2: generate runs (the forward pass, KV cache position by position)" "$QS" llm generate --model "$T/gemma2.gguf" \
   --prompt-ids 1,40,41 --tokens 8 --seqs 1
 refuses "train --init of a Gemma model is refused in one line" 1 "^qscope: training runs the Llama block only: Gemma's" \
-  "$QS" train --init "$T/gemma2.gguf" --text "$T/text.txt" --steps 1 --no-store --out "$T/tr"
+  "$QS" train --init "$T/gemma2.gguf" --text "$T/text.txt" --val-text "$T/text.txt" --steps 1 --no-store --out "$T/tr"
 check "...in one line" '[ "$(wc -l < "$T/err")" = 1 ]'
 refuses "rl grpo on a Gemma model is refused in one line" 1 "^qscope: training runs the Llama block only" \
   "$QS" rl grpo --model "$T/gemma2.gguf" --steps 1

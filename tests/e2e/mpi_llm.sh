@@ -2,7 +2,8 @@
 # llm eval (chunks x configurations), llm sensitivity (chunks x layer/site variants) and sim grpo
 # (seeds x rollout formats) under `mpirun -np 1/2/3` store the single process's rows and blob bytes
 # and print its output; a rank killed mid-run stops the job with an error and stores nothing.
-# Only timings differ between two runs: "seconds" / "compute_seconds" and the "computed in" line.
+# Only timings differ between two runs: "seconds" / "compute_seconds", the "computed in" line, and the
+# measured peak resident set ("peak_rss_bytes").
 source "$(dirname "$0")/lib.sh"
 command -v mpirun >/dev/null 2>&1 || skip_all "mpirun is not installed (Debian: openmpi-bin)"
 TINY="$FIX/llm/tiny.gguf"
@@ -23,7 +24,7 @@ rows() {
            t.advantage, t.reward, t.entropy), t.grp, t.mask FROM rl_token t JOIN rl_run r ON r.id = t.run_id ORDER BY 1, 2, 3, 4;" |
     sed -E 's/"(compute_)?seconds":[-+0-9.eE]+/"\1seconds":T/g' | sha256sum | cut -d' ' -f1
 }
-untimed() { sed -E -e 's/"(compute_)?seconds":[-+0-9.eE]+/"\1seconds":T/g' -e '/^computed in|^all results reused/d' "$1"; }
+untimed() { sed -E -e 's/"(compute_)?seconds":[-+0-9.eE]+/"\1seconds":T/g' -e 's/"peak_rss_bytes":[0-9]+/"peak_rss_bytes":M/g' -e '/^computed in|^all results reused/d' "$1"; }
 # run ARGS... once in one process (into $T/one.db) and under mpirun -np 1, 2, 3; compare
 same_as_one() {
   local what=$1; shift
