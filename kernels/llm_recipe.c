@@ -285,8 +285,7 @@ static void slot_apply(const qs_llm_slot *sl, int op, uint64_t cs, qs_apply *a)
     }
 }
 
-/* The same format and options, the axis aside. */
-static int same_apply(const qs_apply *a, const qs_apply *b)
+int qs_llm_slot_same_apply(const qs_apply *a, const qs_apply *b)
 {
     const qs_qopts *p = &a->o, *q = &b->o;
     return a->f == b->f && a->gran == b->gran && a->cscale == b->cscale && p->round == q->round &&
@@ -301,7 +300,7 @@ int qs_llm_recipe_weight_reuse(const qs_llm_recipe *r)
 {
     const qs_llm_slot *f = &r->op[QS_OP_FWD_W], *d = &r->op[QS_OP_DGRAD_W];
     if (!f->on || !d->on || f->sr || d->sr || f->rht || d->rht || f->tile2d != d->tile2d || !f->a.f ||
-        !same_apply(&f->a, &d->a) || f->a.o.round == QS_RND_SR || f->a.gran != QS_GRAN_BLOCK)
+        !qs_llm_slot_same_apply(&f->a, &d->a) || f->a.o.round == QS_RND_SR || f->a.gran != QS_GRAN_BLOCK)
         return 0;
     if (f->tile2d) return 1;   /* one scale per 16x16 tile, whichever the axis */
     /* elementwise, unscaled or one scale for the whole tensor */

@@ -74,6 +74,8 @@ int qs_llm_recipe_preset(const char *name, qs_llm_recipe *r, qs_err *e);
 ** (tile2d), or an elementwise format unscaled or with one scale per tensor.  Else 0 (nvfp4-1d's 1x16
 ** blocks along columns and along rows differ). */
 int qs_llm_recipe_weight_reuse(const qs_llm_recipe *r);
+/* 1 when two slots' qs_apply have the same format and options, the axis aside. */
+int qs_llm_slot_same_apply(const qs_apply *a, const qs_apply *b);
 
 /* Every slot's options valid for its format, SR supported where asked, RHT on both or neither operand
 ** of a GEMM (only dgrad and wgrad may use it: the forward's W would need it too). */

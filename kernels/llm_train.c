@@ -30,6 +30,9 @@ struct qs_llm_train_state {
     /* low-precision recipe (NULL rc: the FP32 path) */
     qs_llm_recipe rc_copy;
     const qs_llm_recipe *rc;
+    qs_llm_recipe *rcs;        /* per linear (set_recipes): entry l*7+k, n_layer*7 the head; NULL: rc for all */
+    const qs_llm_recipe *cur;  /* the running GEMM's recipe (rc, or its linear's entry of rcs) */
+    const char *fail_name;     /* the recipe whose quantization failed */
     float *qa, *qb;            /* the two quantized operands of one GEMM */
     uint64_t calls;            /* GEMM calls so far: SR seeds and RHT signs */
     int in_head;               /* the GEMM is the output projection (quantized iff rc->head) */
@@ -44,6 +47,7 @@ struct qs_llm_train_state {
     ** the quantization of sh_src (sh_op, rows x cols) and sh_st what counting it added; share: the next
     ** GEMM's caller says its FP32 input is unchanged since the previous GEMM's */
     const float *sh_src[2];
+    const qs_llm_recipe *sh_rc[2];   /* the recipe that quantized it */
     size_t sh_rows[2], sh_cols[2];
     int sh_op[2], share;
     qs_llm_opstat sh_st[2];
@@ -57,7 +61,7 @@ struct qs_llm_train_state {
     /* per-tensor-scale maxima found for two uses of one matrix at once (qs_llm_absmax2, known_amax):
     ** X entries (saved activations, unchanged for the pass) and dY entries (backward scratch, trusted
     ** only when the caller says same_dy) */
-    struct am_entry { const float *src; size_t rows, cols; float plain, rht; int dy; } *am;
+    struct am_entry { const float *src; size_t rows, cols; float plain, rht; int dy; uint64_t seed; } *am;
     int am_n, am_cap;
     int same_dy;   /* the next GEMM's dY is unchanged since this layer's other GEMM on it */
     /* per-site checks (qs_llm_nonfinite_site): the running call's model and gradients, the first site */
@@ -150,7 +154,7 @@ static void keep_free(qs_llm_train_state *s)
 
 /* The kept quantized weights: n_layer*(2*q*dim + 2*kv*dim + 3*ffn*dim) floats, plus vocab*dim with a
 ** quantized head (at most P). */
-static int keep_new(qs_llm_train_state *s, int head)
+static int keep_new(qs_llm_train_state *s, int head, const qs_llm_recipe *per)
 {
     const qs_llm_cfg *c = &s->c;
     size_t d = (size_t)c->dim, q = qs_llm_q_dim(c), kv = (size_t)c->n_kv_head * c->head_dim, F = (size_t)c->ffn;
@@ -163,7 +167,8 @@ static int keep_new(qs_llm_train_state *s, int head)
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
         s->wk_off[i] = o;
-        o += i + 1 < n ? sz[i % 7] : head ? (size_t)c->vocab * d : 0;
+        size_t k = i + 1 < n ? sz[i % 7] : head ? (size_t)c->vocab * d : 0;
+        o += per && !qs_llm_recipe_weight_reuse(&per[i]) ? 0 : k;   /* per linear: only those that reuse */
     }
     s->wk_off[n] = o;
     return (s->wkeep = malloc(o * sizeof *s->wkeep)) ? 0 : -1;
@@ -181,6 +186,7 @@ void qs_llm_train_state_free(qs_llm_train_state *s)
     free(s->qb);
     free(s->qt);
     free(s->opst);
+    free(s->rcs);
     keep_free(s);
     free(s->buf);
     free(s);
@@ -204,52 +210,82 @@ void qs_llm_grads_free(qs_llm_grads *g) { qs_llm_free(g); }
 
 /* ---------------------------------------------------------------- pieces */
 
-int qs_llm_train_state_set_recipe(qs_llm_train_state *s, const qs_llm_recipe *r, qs_err *e)
+/* set_recipe (per NULL: r for every linear) and set_recipes (per: n_layer*7 + 1 recipes, r = per[0]). */
+static int set_recipes(qs_llm_train_state *s, const qs_llm_recipe *r, const qs_llm_recipe *per, size_t np, qs_err *e)
 {
     free(s->qa);
     free(s->qb);
     free(s->qt);
     free(s->opst);
+    free(s->rcs);
     keep_free(s);
     s->qa = s->qb = s->qt = NULL;
     s->opst = NULL;
-    s->rc = NULL;
+    s->rc = s->cur = NULL;
+    s->rcs = NULL;
     s->calls = 0;
     s->pass = 0;
     s->sh_src[0] = s->sh_src[1] = NULL;
     if (!r) return 0;
-    if (qs_llm_recipe_check(r, e)) return -1;
     const qs_llm_cfg *c = &s->c;
+    int rht = 0, reuse = 0;
+    for (size_t k = 0; k < (per ? np : 1); k++) {
+        const qs_llm_recipe *x = per ? &per[k] : r;
+        if (qs_llm_recipe_check(x, e)) return -1;
+        for (int i = 0; i < QS_OP_COUNT; i++) rht |= x->op[i].on && x->op[i].rht;
+        reuse |= qs_llm_recipe_weight_reuse(x);
+    }
+    int head = per ? per[np - 1].head : r->head;
     size_t R = (size_t)s->batch * s->T, w = (size_t)c->dim, q = qs_llm_q_dim(c);
     size_t big = (size_t)c->vocab > w ? (size_t)c->vocab : w;
     if (q > big) big = q;
     if ((size_t)c->ffn > big) big = (size_t)c->ffn;
     size_t n = (R > w ? R : w) * big;   /* an activation (R x big) or a weight (big x dim, or dim x big) */
-    int rht = 0;
-    for (int i = 0; i < QS_OP_COUNT; i++) rht |= r->op[i].on && r->op[i].rht;
     s->qa = malloc(n * sizeof(float));
     s->qb = malloc(n * sizeof(float));
     s->qt = rht ? malloc(n * sizeof(float)) : NULL;
     s->opst = calloc(((size_t)c->n_layer + 1) * QS_OP_COUNT, sizeof *s->opst);
-    if (!s->qa || !s->qb || (rht && !s->qt) || !s->opst) {
-        free(s->qa); free(s->qb); free(s->qt); free(s->opst);
+    s->rcs = per ? malloc(np * sizeof *s->rcs) : NULL;
+    if (!s->qa || !s->qb || (rht && !s->qt) || !s->opst || (per && !s->rcs)) {
+        free(s->qa); free(s->qb); free(s->qt); free(s->opst); free(s->rcs);
         s->qa = s->qb = s->qt = NULL;
         s->opst = NULL;
+        s->rcs = NULL;
         return qs_fail(e, "out of memory for the quantized operands (%zu floats)", (2 + rht) * n);
     }
     s->am_cap = 4 * c->n_layer + 16;   /* 4 inputs per layer, the head's, 7 backward scratch matrices */
     if (!(s->am = malloc((size_t)s->am_cap * sizeof *s->am))) s->am_cap = 0;   /* then found each time */
-    if (qs_llm_recipe_weight_reuse(r) && keep_new(s, r->head)) {
+    if (reuse && keep_new(s, head, per)) {
         size_t kn = s->wk_off ? s->wk_off[(size_t)c->n_layer * 7 + 1] : 0;
-        free(s->qa); free(s->qb); free(s->qt); free(s->opst);
+        free(s->qa); free(s->qb); free(s->qt); free(s->opst); free(s->rcs);
         s->qa = s->qb = s->qt = NULL;
         s->opst = NULL;
+        s->rcs = NULL;
         keep_free(s);
         return qs_fail(e, "out of memory for the kept quantized weights (%zu floats)", kn);
     }
+    if (per) memcpy(s->rcs, per, np * sizeof *s->rcs);
     s->rc_copy = *r;
     s->rc = &s->rc_copy;
     return 0;
+}
+
+int qs_llm_train_state_set_recipe(qs_llm_train_state *s, const qs_llm_recipe *r, qs_err *e)
+{
+    return set_recipes(s, r, NULL, 0, e);
+}
+
+size_t qs_llm_train_recipe_count(const qs_llm_cfg *c) { return (size_t)c->n_layer * QS_LLM_TRAIN_NLIN + 1; }
+
+int qs_llm_train_state_set_recipes(qs_llm_train_state *s, const qs_llm_recipe *per, size_t n, qs_err *e)
+{
+    if (!per) return set_recipes(s, NULL, NULL, 0, e);
+    if (n != qs_llm_train_recipe_count(&s->c)) {
+        set_recipes(s, NULL, NULL, 0, e);
+        return qs_fail(e, "%zu per-linear recipes for a model of %d layers (it needs %zu: 7 per layer and the head)", n,
+                       s->c.n_layer, qs_llm_train_recipe_count(&s->c));
+    }
+    return set_recipes(s, &per[0], per, n, e);
 }
 
 void qs_llm_train_state_set_tap(qs_llm_train_state *s, qs_llm_operand_tap tap, void *ctx)
@@ -296,24 +332,46 @@ static int ts_slot(const qs_llm_slot *p, int op)
 static float known_amax(qs_llm_train_state *s, int op, const float *x, size_t rows, size_t cols, int same_dy)
 {
     static const int pair[QS_OP_COUNT] = {QS_OP_WGRAD_X, -1, QS_OP_WGRAD_DY, -1, QS_OP_DGRAD_DY, QS_OP_FWD_X};
-    const qs_llm_recipe *r = s->rc;
+    const qs_llm_recipe *r = s->cur;
+    uint64_t seed = qs_llm_recipe_rht_seed(r);
     int other = pair[op], dy = op == QS_OP_DGRAD_DY || op == QS_OP_WGRAD_DY;
     const qs_llm_slot *sl = &r->op[op], *so = other >= 0 ? &r->op[other] : NULL;
     if (!s->am || !so || !ts_slot(sl, op)) return 0;
     for (int i = 0; i < s->am_n; i++) {
         struct am_entry *h = &s->am[i];
-        if (h->src == x && h->dy == dy && h->rows == rows && h->cols == cols && (!dy || same_dy))
+        if (h->src == x && h->dy == dy && h->rows == rows && h->cols == cols && (!dy || same_dy) &&
+            (!sl->rht || h->seed == seed))
             return sl->rht ? h->rht : h->plain;
     }
     if (!ts_slot(so, other) || op == QS_OP_WGRAD_X || (op == QS_OP_FWD_X && !s->cg))
         return 0;   /* no second use (X's comes after fwd.x, in a pass with gradients) */
     float p, h;
-    if (qs_llm_absmax2(x, rows, cols, qs_llm_recipe_rht_seed(r), qs_llm_threads(), &p, &h)) return 0;
+    if (qs_llm_absmax2(x, rows, cols, seed, qs_llm_threads(), &p, &h)) return 0;
     int k = 0;
     while (k < s->am_n && !(s->am[k].src == x && s->am[k].dy == dy)) k++;
     if (k == s->am_n && s->am_n < s->am_cap) s->am_n++;
-    if (k < s->am_n) s->am[k] = (struct am_entry){x, rows, cols, p, h, dy};
+    if (k < s->am_n) s->am[k] = (struct am_entry){x, rows, cols, p, h, dy, seed};
     return sl->rht ? h : p;
+}
+
+/* Per-linear recipes: the entry of the GEMM's linear layer (key: its weight, or its weight gradient
+** when opb is wgrad.x), or NULL (not a linear weight: no quantization). */
+static const qs_llm_recipe *linear_recipe(const qs_llm_train_state *s, const void *key, int opb)
+{
+    if (s->layer >= s->c.n_layer) return &s->rcs[(size_t)s->c.n_layer * QS_LLM_TRAIN_NLIN];
+    const qs_llm_model *m = opb == QS_OP_WGRAD_X ? s->cg : s->cm;
+    int k = m ? w_index(&m->L[s->layer], key) : -1;
+    return k < 0 ? NULL : &s->rcs[(size_t)s->layer * QS_LLM_TRAIN_NLIN + k];
+}
+
+/* Two recipes' slot op gives the same quantization of a matrix (for sharing one across GEMMs of
+** different linears): the same format, options and flags, and the same RHT signs. */
+static int same_slot(const qs_llm_recipe *a, const qs_llm_recipe *b, int op)
+{
+    const qs_llm_slot *p = &a->op[op], *q = &b->op[op];
+    return p->on == q->on && p->sr == q->sr && p->rht == q->rht && p->tile2d == q->tile2d &&
+           qs_llm_slot_same_apply(&p->a, &q->a) && p->a.axis == q->a.axis &&
+           (!p->rht || qs_llm_recipe_rht_seed(a) == qs_llm_recipe_rht_seed(b));
 }
 
 /* One operand into q (qa: i 0, qb: 1); *out: where it is.  Kept instead of quantized again:
@@ -327,7 +385,7 @@ static float known_amax(qs_llm_train_state *s, int op, const float *x, size_t ro
 static int operand(qs_llm_train_state *s, int i, int share, int same_dy, int op, const float *x, size_t rows,
                    size_t cols, uint64_t call, float *q, long kw, const float **out, qs_llm_opstat *st)
 {
-    const qs_llm_slot *sl = &s->rc->op[op];
+    const qs_llm_slot *sl = &s->cur->op[op];
     *out = q;
     if (kw >= 0 && op == QS_OP_DGRAD_W && s->wk_pass[kw] == s->pass) {
         stat_add(st, &s->wk_st[kw]);
@@ -335,7 +393,7 @@ static int operand(qs_llm_train_state *s, int i, int share, int same_dy, int op,
         return 0;
     }
     if (share && sl->on && !sl->sr && s->sh_src[i] == x && s->sh_op[i] == op && s->sh_rows[i] == rows &&
-        s->sh_cols[i] == cols) {
+        s->sh_cols[i] == cols && (s->sh_rc[i] == s->cur || same_slot(s->sh_rc[i], s->cur, op))) {
         stat_add(st, &s->sh_st[i]);
         return 0;
     }
@@ -348,7 +406,7 @@ static int operand(qs_llm_train_state *s, int i, int share, int same_dy, int op,
     }
     qs_llm_opstat before = *st;
     float am = known_amax(s, op, x, rows, cols, same_dy);
-    if (qs_llm_recipe_operand_am(s->rc, op, x, rows, cols, call, am, q, s->qt, st, &s->qerr)) return -1;
+    if (qs_llm_recipe_operand_am(s->cur, op, x, rows, cols, call, am, q, s->qt, st, &s->qerr)) return -1;
     qs_llm_opstat d = {st->n - before.n, st->underflow - before.underflow, st->clipped - before.clipped,
                        st->nonfinite - before.nonfinite};
     if (keep) {
@@ -358,6 +416,7 @@ static int operand(qs_llm_train_state *s, int i, int share, int same_dy, int op,
     }
     s->sh_st[i] = d;
     s->sh_src[i] = x;
+    s->sh_rc[i] = s->cur;
     s->sh_op[i] = op;
     s->sh_rows[i] = rows;
     s->sh_cols[i] = cols;
@@ -371,10 +430,11 @@ static int operand(qs_llm_train_state *s, int i, int share, int same_dy, int op,
 static void operands(qs_llm_train_state *s, const void *key, int opa, const float **a, size_t ra, size_t ca, int opb,
                      const float **b, size_t rb, size_t cb)
 {
-    const qs_llm_recipe *r = s->rc;
+    const qs_llm_recipe *r = s->rcs ? linear_recipe(s, key, opb) : s->rc;
     int share = s->share, same_dy = s->same_dy;
     s->share = s->same_dy = 0;
     if (!r || (s->in_head && !r->head) || s->failed || (!r->op[opa].on && !r->op[opb].on)) return;
+    s->cur = r;
     uint64_t call = s->calls++;
     qs_llm_opstat *st = s->opst + (size_t)s->layer * QS_OP_COUNT;
     long kw = opb == QS_OP_WGRAD_X ? -1 : keep_entry(s, key, rb, cb);
@@ -383,6 +443,7 @@ static void operands(qs_llm_train_state *s, const void *key, int opa, const floa
         operand(s, 1, share, same_dy, opb, *b, rb, cb, call, s->qb, kw, &qb, st + opb)) {
         s->sh_src[0] = s->sh_src[1] = NULL;
         s->failed = 1;
+        s->fail_name = r->name;
         return;
     }
     if (s->tap) {
@@ -601,7 +662,7 @@ static int quant_status(qs_llm_train_state *s, qs_err *e)
 {
     if (!s->failed) return 0;
     s->failed = 0;
-    return qs_fail(e, "training recipe %s: %.500s", s->rc->name, s->qerr.msg);
+    return qs_fail(e, "training recipe %s: %.500s", s->fail_name, s->qerr.msg);
 }
 
 int qs_llm_loss_grad(const qs_llm_model *m, qs_llm_train_state *s, const int32_t *tokens, int batch, int T,

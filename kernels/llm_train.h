@@ -71,6 +71,18 @@ int qs_llm_loss_grad_w(const qs_llm_model *m, qs_llm_train_state *s, const int32
 ** On failure the state is left without a recipe (the FP32 path). */
 int qs_llm_train_state_set_recipe(qs_llm_train_state *s, const qs_llm_recipe *r, qs_err *e);
 
+/* Per-linear recipes (`train --recipe-file PLAN`, docs/train.md "Plans"): n = qs_llm_train_recipe_count
+** = n_layer*7 + 1 recipes, entry l*QS_LLM_TRAIN_NLIN + k for layer l's linear k in the order wq, wk, wv,
+** wo, w_gate, w_up, w_down, entry n_layer*7 the output head (quantized iff its .head); each runs that
+** linear's three GEMMs as set_recipe runs every linear's (copied; per NULL restores the FP32 path).
+** Recipes all equal to r give set_recipe(r)'s bits.  The SR call counter is the state's, shared by every
+** linear; an input shared by several GEMMs (Q/K/V, gate/up) is quantized once only where their slots
+** agree; the forward's weights are kept for the input gradient per linear whose recipe allows it
+** (qs_llm_recipe_weight_reuse).  A wrong n fails (the state is then left without a recipe). */
+#define QS_LLM_TRAIN_NLIN 7
+size_t qs_llm_train_recipe_count(const qs_llm_cfg *c);
+int qs_llm_train_state_set_recipes(qs_llm_train_state *s, const qs_llm_recipe *per, size_t n, qs_err *e);
+
 /* Cross-checks (`qscope train --operand-out`): under a recipe, tap(ctx, key, op, src, q, rows, cols) sees
 ** both operands of every GEMM the recipe quantizes, before the product: src the FP32 operand, q what the
 ** GEMM multiplies (an off slot's q is a copy of src), rows x cols row-major; key identifies the linear
