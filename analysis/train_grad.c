@@ -106,7 +106,10 @@ int qs_train_grad_run(const qs_llm_model *m, const int32_t *train, size_t ntrain
     qs_llm_train_state *s = qs_llm_train_state_new(&m->c, o->batch, o->T, e);
     if (!s) goto out;
     if (!ids) { qs_fail(e, "out of memory"); goto out; }
-    if (qs_llm_grads_new(&g, m, e) || (o->recipe && qs_llm_train_state_set_recipe(s, o->recipe, e))) goto out;
+    if (qs_llm_grads_new(&g, m, e) ||
+        (o->recipe && (o->recipes ? qs_llm_train_state_set_recipes(s, o->recipes, o->nrecipes, e)
+                                  : qs_llm_train_state_set_recipe(s, o->recipe, e))))
+        goto out;
     if (q->operand_out) {
         tc.w = m->L[0].wq;
         tc.gw = g.L[0].wq;

@@ -203,7 +203,9 @@ int qs_train_run(qs_llm_model *m, const int32_t *train, size_t ntrain, const int
     }
     if (o->recipe) {   /* s (FP32) measures validation, ts runs the recipe */
         if (!(ts = qs_llm_train_state_new(&m->c, o->batch, o->T, e))) goto out;
-        if (qs_llm_train_state_set_recipe(ts, o->recipe, e)) goto out;
+        if (o->recipes ? qs_llm_train_state_set_recipes(ts, o->recipes, o->nrecipes, e)
+                       : qs_llm_train_state_set_recipe(ts, o->recipe, e))
+            goto out;
         qs_llm_train_state_set_calls(ts, o->sr_calls);
     }
     if (qs_llm_grads_new(&g, m, e) || (!o->opt && qs_adamw_new(&own, m, e))) goto out;

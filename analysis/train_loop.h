@@ -37,6 +37,10 @@ typedef struct qs_train_opts {
     qs_adamw_opts adam;
     uint64_t seed;
     const qs_llm_recipe *recipe;   /* the training micro-batches' GEMMs; NULL: FP32.  Validation stays FP32 */
+    /* with recipe: per-linear recipes instead (qs_llm_train_state_set_recipes, nrecipes of them: a plan
+    ** file's, `train --recipe-file PLAN`); recipe then names the run and its backward slots */
+    const qs_llm_recipe *recipes;
+    size_t nrecipes;
     const qs_train_par *par;       /* data-parallel over ranks; NULL: this process alone */
     /* Resuming (train_ckpt.h): steps already taken, so the run goes on at step start_step + 1 with the
     ** same batches and schedule; the optimizer state to use and update (NULL: a zeroed one of the

@@ -281,6 +281,7 @@ int qs_train_job_run(const qs_train_job *j, qs_train_result *r, qs_err *e)
         qs_fail(e, "--ctx %d exceeds the context %d of %s", j->t.T, c->ctx, j->resume ? j->resume : j->init);
         goto out;
     }
+    if (j->model_check && j->model_check(j->ctx, c, e)) goto out;
     if ((j->init || j->resume) && check_memory(c, r->m.output == r->m.tok_embd, r->m.bias_arena != NULL, &j->t, e)) goto out;
     /* the lengths as the loop checks them, but before the ready hook stores anything */
     if (read_tokens(j->text, j->ntext, x.tok, &train, &r->ntrain, e) ||

@@ -45,6 +45,9 @@ typedef struct qs_train_job {
     void (*start)(void *ctx, const qs_llm_cfg *c, size_t ntrain, size_t nval);
     qs_train_cb step;             /* after every step (may be NULL) */
     void *ctx;
+    /* once the model is made or loaded, before anything runs on it (may be NULL; a per-layer plan checks
+    ** the shape it was made for); non-zero fails the job with *e as it set it */
+    int (*model_check)(void *ctx, const qs_llm_cfg *c, qs_err *e);
     /* after start, before the first step (may be NULL); non-zero fails the job with *e as it set it */
     int (*ready)(void *ctx, const qs_train_data *d, qs_err *e);
     /* when not NULL and set (a signal handler's flag), the run stops after the step in progress, once

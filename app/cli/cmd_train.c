@@ -25,6 +25,7 @@
 #include "quant_opts.h"
 #include "train_par.h"
 #include "train_cli.h"
+#include "train_plan.h"
 #include "train_recipe_file.h"
 #include "train_record.h"
 #include "../../analysis/train_service.h"
@@ -48,6 +49,11 @@ typedef struct opts {
     const char *recipe_name, *ops[MAX_OPS];   /* --recipe, --op in order */
     const char *recipe_file;     /* --recipe-file: expanded into recipe_name and the first ops */
     qs_recipe_file rf;
+    int is_plan;                 /* --recipe-file is a per-layer plan (train_plan.h) */
+    qs_plan_file plan;
+    qs_llm_recipe *per;          /* its per-linear recipes */
+    size_t nper;
+    char plan_recipe[24];        /* "plan@HASH12": the run's recipe name */
     int nops;
     qs_llm_recipe recipe;
     qs_train_grad_req grad;   /* --grad-out, --batch-out, --operand-out (analysis/train_grad.h) */
@@ -69,9 +75,19 @@ static int parse_pos_f64(const char *opt, const char *s, double lo, double hi, d
 ** the command line's. */
 static int recipe_file(opts *o)
 {
-    if (o->recipe_name) return qs_cli_usage(CMD, "--recipe-file names its base preset (\"base\"): drop --recipe");
     int rc = qs_recipe_file_read(CMD, o->recipe_file, &o->rf);
     if (rc) return rc;
+    if (o->rf.plan) {   /* a per-layer plan: --recipe BASE and --op give the backward slots */
+        for (int i = 0; i < o->nops; i++)
+            if (!strncmp(o->ops[i], "fwd.", 4))
+                return qs_cli_usage(CMD, "--op %s: the plan %s sets fwd.x and fwd.w per layer; --op may set the backward "
+                                         "slots", o->ops[i], o->recipe_file);
+        if ((rc = qs_plan_file_read(CMD, o->recipe_file, &o->plan))) return rc;
+        o->is_plan = 1;
+        snprintf(o->plan_recipe, sizeof o->plan_recipe, "plan@%.12s", o->plan.hash);
+        return 0;
+    }
+    if (o->recipe_name) return qs_cli_usage(CMD, "--recipe-file names its base preset (\"base\"): drop --recipe");
     if (o->nops + o->rf.nop > MAX_OPS) return qs_cli_usage(CMD, "more than %d --op settings", MAX_OPS);
     memmove(o->ops + o->rf.nop, o->ops, (size_t)o->nops * sizeof *o->ops);
     for (int i = 0; i < o->rf.nop; i++) o->ops[i] = o->rf.op[i];
@@ -162,13 +178,13 @@ static int parse(qs_cli *cli, int argc, char **argv, opts *o)
     }
     if (o->json && o->csv) return qs_cli_usage(CMD, "--json and --csv: give one");
     if (o->name && o->no_store) return qs_cli_usage(CMD, "--name names the stored run; drop it with --no-store");
-    if (o->grad.operand_out && !o->recipe_name && !o->nops)
+    if (o->grad.operand_out && !o->recipe_name && !o->nops && !o->is_plan)
         return qs_cli_usage(CMD, "--operand-out needs a recipe (--recipe or --op)");
     if (o->init && (o->layers || o->dim || o->heads || o->kv_heads || o->ffn))
         return qs_cli_usage(CMD, "--init takes the model's shape; drop --layers/--dim/--heads/--kv-heads/--ffn");
     if (o->resume && o->init) return qs_cli_usage(CMD, "--resume takes the model from its checkpoint; drop --init");
     if (o->ckpt_every && !o->out && !o->resume) return qs_cli_usage(CMD, "--checkpoint-every needs --out DIR");
-    if (o->sweep && (o->recipe_name || o->nops || o->out || o->init || o->name || o->csv || o->resume || o->ckpt_every ||
+    if (o->sweep && (o->recipe_name || o->nops || o->is_plan || o->out || o->init || o->name || o->csv || o->resume || o->ckpt_every ||
                      o->grad.grad_out || o->grad.batch_out || o->grad.operand_out))
         return qs_cli_usage(CMD, "--sweep sets the recipe, seed and name of each run; drop --recipe/--op/--out/--init/"
                                  "--name/--csv/--resume/--checkpoint-every and the cross-check outputs");
@@ -256,6 +272,9 @@ static int apply_resume(opts *o)
     qs_err e = {{0}};
     qs_train_state *s = &o->st;
     if (qs_train_state_read(o->resume, s, &e)) return qs_cli_err(QS_EXIT_ERR, &e);
+    if (o->is_plan || (s->recipe && !strncmp(s->recipe, "plan@", 5)))
+        return qs_cli_usage(CMD, "--resume %s: runs under a per-layer plan (--recipe-file PLAN) cannot be resumed yet",
+                            o->resume);
     char why[600];
     if (conflict(o, s, why, sizeof why)) return qs_cli_usage(CMD, "--resume %s: %s; " KEEP_MSG, o->resume, why);
     if (!o->given['n']) o->t.steps = s->steps;
@@ -311,7 +330,7 @@ static int apply_op(const char *spec, qs_llm_recipe *r)
 /* The recipe of --recipe (default fp32) with every --op on top, checked; t.recipe stays NULL without either. */
 static int make_recipe(opts *o)
 {
-    if (!o->recipe_name && !o->nops) return 0;
+    if (!o->recipe_name && !o->nops && !o->is_plan) return 0;
     qs_err e = {{0}};
     if (qs_llm_recipe_preset(o->recipe_name ? o->recipe_name : "fp32", &o->recipe, &e))
         return qs_cli_usage(CMD, "--recipe: %s", e.msg);
@@ -325,7 +344,25 @@ static int make_recipe(opts *o)
     }
     if (qs_llm_recipe_check(&o->recipe, &e)) return qs_cli_usage(CMD, "--op: %s", e.msg);
     o->t.recipe = &o->recipe;
+    if (o->is_plan) {   /* the plan's forward per linear on top of the base (train_plan.h) */
+        free(o->per);
+        int rc = qs_train_plan_recipes(&o->plan, &o->recipe, &o->per, &o->nper);
+        if (rc) return rc;
+        for (size_t i = 0; i < o->nper; i++) snprintf(o->per[i].name, sizeof o->per[i].name, "%s", o->plan_recipe);
+        o->t.recipes = o->per;
+        o->t.nrecipes = o->nper;
+    }
     return 0;
+}
+
+/* The recipe's name as runs record it: the plan's, or the recipe's own. */
+static const char *run_recipe(const opts *o) { return o->is_plan ? o->plan_recipe : o->t.recipe ? o->recipe.name : "fp32"; }
+
+/* A plan's shape checked once the model is made or loaded (the job's model_check). */
+static int plan_check(void *ctx, const qs_llm_cfg *c, qs_err *e)
+{
+    const opts *o = ctx;
+    return o->is_plan ? qs_train_plan_check(&o->plan, c, e) : 0;
 }
 
 /* The label of a slot: "fp32" when off, else the format's label plus the recipe's own flags. */
@@ -412,13 +449,12 @@ static void print_json(const opts *o, const qs_train_result *res)
                           "initial_val_loss", num(res->val0), "final_val_loss", num(fin), "steps",
                           steps, "out", o->out);
     json_t *rj = json_object(), *ops = json_object();
-    json_object_set_new(rj, "name", json_string(o->t.recipe ? o->recipe.name : "fp32"));
-    for (int i = 0; i < QS_OP_COUNT; i++) {
-        char lab[160] = "fp32";
-        if (o->t.recipe) slot_label(&o->recipe.op[i], lab, sizeof lab);
-        json_object_set_new(ops, qs_llm_operand_name(i), json_string(lab));
-    }
+    json_object_set_new(rj, "name", json_string(run_recipe(o)));
+    for (int i = 0; i < QS_OP_COUNT; i++) json_object_set_new(ops, qs_llm_operand_name(i), json_string(o->labels[i]));
     json_object_set_new(rj, "operands", ops);
+    if (o->is_plan)
+        json_object_set_new(rj, "plan", json_pack("{s:s,s:s,s:s,s:i}", "file", o->plan.path, "hash", o->plan.hash,
+                                                  "backward", o->recipe.name, "layers", o->plan.layers));
     json_object_set_new(rj, "validation", json_string("fp32"));
     json_object_set_new(j, "recipe", rj);
     json_object_set_new(j, "ranks", json_integer(o->t.par ? o->t.par->size : 1));
@@ -445,7 +481,8 @@ static void start(void *ctx, const qs_llm_cfg *c, size_t ntrain, size_t nval)
 {
     const opts *o = ctx;
     if (o->csv || o->in_sweep) return;
-    if (!o->json && o->t.recipe) {
+    if (!o->json && o->is_plan) qs_train_plan_print(stdout, &o->plan, o->recipe.name, &o->recipe);
+    else if (!o->json && o->t.recipe) {
         printf("train: recipe %s (", o->recipe.name);
         for (int i = 0; i < QS_OP_COUNT; i++) {
             char lab[160];
@@ -485,7 +522,8 @@ static int run_job(qs_cli *cli, opts *o, const char *sweep, qs_train_result *r, 
     }
     qs_err e = {{0}};
     qs_train_job j = {.tokenizer = o->tokenizer, .init = o->init, .out = o->out, .ckpt_every = o->ckpt_every,
-                      .resume = o->resume, .resume_state = o->resume ? &o->st : NULL, .recipe_preset = o->recipe_name,
+                      .resume = o->resume, .resume_state = o->resume ? &o->st : NULL,
+                      .recipe_preset = o->is_plan ? o->plan_recipe : o->recipe_name, .model_check = plan_check,
                       .ops = o->ops, .nops = o->nops, .run_name = o->rec.run, .text = o->text, .ntext = o->ntext,
                       .val_text = o->val_text ? o->val_text : QS_LLM_DEFAULT_TEXT, .layers = o->layers, .dim = o->dim,
                       .heads = o->heads, .kv_heads = o->kv_heads, .ffn = o->ffn, .t = o->t, .grad = o->grad,
@@ -498,11 +536,13 @@ static int run_job(qs_cli *cli, opts *o, const char *sweep, qs_train_result *r, 
     j.ntext = o->ntext;
     qs_trec *t = &o->rec;
     *t = (qs_trec){.cli = cli, .name = o->name, .sweep = sweep, .store = !o->no_store, .csv = o->csv, .json = o->json,
-                   .job = &j, .recipe = o->t.recipe ? o->recipe.name : "fp32",
+                   .job = &j, .recipe = run_recipe(o), .plan_file = o->is_plan ? o->plan.path : NULL,
+                   .plan_hash = o->is_plan ? o->plan.hash : NULL,
                    .tokenizer = o->tokenizer ? o->tokenizer : o->init, .res = r, .e = &e, .cap = o->cap};
     for (int i = 0; i < QS_OP_COUNT; i++) {
         snprintf(o->labels[i], sizeof o->labels[i], "fp32");
-        if (o->t.recipe) slot_label(&o->recipe.op[i], o->labels[i], sizeof o->labels[i]);
+        if (o->is_plan && i <= QS_OP_FWD_W) snprintf(o->labels[i], sizeof o->labels[i], "plan");
+        else if (o->t.recipe) slot_label(&o->recipe.op[i], o->labels[i], sizeof o->labels[i]);
         t->op_label[i] = o->labels[i];
     }
     qs_par_training(o->t.par != NULL);
@@ -759,5 +799,7 @@ int qs_cmd_train(qs_cli *cli, int argc, char **argv)
     if (!rc && o.sweep && !o.ntext) rc = default_texts(&o);
     if (!rc) rc = o.sweep ? run_sweep(cli, &o, &sw, stdout, &e) : run(cli, &o);
     qs_train_state_free(&o.st);
+    if (o.is_plan) qs_plan_file_free(&o.plan);
+    free(o.per);
     return rc;
 }

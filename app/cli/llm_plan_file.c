@@ -135,6 +135,10 @@ int qs_plan_file_read(const char *cmd, const char *path, qs_plan_file *p)
         snprintf(p->model_hash, sizeof p->model_hash, "%s", mh);
         snprintf(p->model_name, sizeof p->model_name, "%s", mn ? mn : "");
         p->layers = (int)json_integer_value(nl);
+        static const char *const sk[5] = {"dim", "n_head", "n_kv_head", "head_dim", "ffn"};
+        for (int i = 0; i < 5; i++) p->shape[i] = (int)json_integer_value(json_object_get(json_object_get(m, "shape"), sk[i]));
+        json_t *sc = json_object_get(j, "scaled_casts");
+        p->scaled = !json_is_false(sc);
         p->cellfmt = malloc((size_t)p->layers * QS_SENS_NSITE * sizeof *p->cellfmt);
         p->cell = calloc((size_t)p->layers * QS_SENS_NSITE, sizeof *p->cell);
         if (!p->cellfmt || !p->cell) rc = qs_cli_error(QS_EXIT_ERR, "out of memory");

@@ -19,6 +19,8 @@ typedef struct qs_plan_file {
     char hash[17];                   /* XXH64 of the file's bytes, hex: the configuration's label and key */
     char model_hash[40], model_name[128];
     int layers;
+    int shape[5];                    /* model.shape dim, n_head, n_kv_head, head_dim, ffn; 0: not given */
+    int scaled;                      /* "scaled_casts" (default 1, llm sensitivity's) */
     int nfmt;
     char spec[QS_PLAN_FILE_MAXFMT][96];
     qs_apply fmt[QS_PLAN_FILE_MAXFMT];

@@ -33,9 +33,11 @@ int qs_recipe_file_read(const char *cmd, const char *path, qs_recipe_file *rf)
     const char *key;
     json_t *v;
     if (!json_is_object(j)) rc = qs_cli_error(QS_EXIT_ERR, "%s: not a JSON object", qs_esc(path));
-    else if (qs_plan_file_is_plan(j))
-        rc = refuse(path, "a per-layer plan of `llm sensitivity --formats`: training runs one recipe for every layer "
-                    "(kernels/llm_recipe.h); give a recipe file naming the operand slots, {\"fwd.x\": F, \"fwd.w\": F, ...}", NULL);
+    else if (qs_plan_file_is_plan(j)) {   /* read by the caller (train_plan.h) */
+        rf->plan = 1;
+        json_decref(j);
+        return 0;
+    }
     json_object_foreach(j, key, v) {
         if (rc) break;
         const char *s = json_string_value(v);

@@ -64,6 +64,11 @@ static char *options_json(const qs_trec *t, const qs_train_data *d)
     for (int i = 0; i < QS_OP_COUNT; i++) json_object_set_new(ops, qs_llm_operand_name(i), json_string(t->op_label[i]));
     json_object_set_new(rj, "operands", ops);
     json_object_set_new(rj, "validation", json_string("fp32"));
+    if (t->plan_hash) {   /* the run's key: the plan file's bytes */
+        json_t *pj = json_pack("{s:s}", "hash", t->plan_hash);
+        qs_json_set_text(pj, "file", t->plan_file);
+        json_object_set_new(rj, "plan", pj);
+    }
     json_object_set_new(j, "recipe", rj);
     for (int i = 0; i < t->job->ntext; i++) json_array_append_new(texts, qs_json_text(t->job->text[i]));
     json_object_set_new(j, "texts", texts);

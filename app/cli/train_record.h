@@ -23,6 +23,7 @@ typedef struct qs_trec {
     int store, csv, json;                 /* store: write the database; csv: print CSV rows; json: --json */
     const qs_train_job *job;
     const char *recipe;                   /* recipe name ("fp32" without one) */
+    const char *plan_file, *plan_hash;    /* --recipe-file PLAN: its path and XXH64 (NULL: none) */
     const char *op_label[QS_OP_COUNT];    /* each operand's format label */
     const char *tokenizer;                /* "bytes" or the model path */
     const qs_train_result *res;           /* where the job puts val0 */

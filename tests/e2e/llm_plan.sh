@@ -2,7 +2,8 @@
 # Plans across formats (issue 30, item 3): `llm sensitivity --formats ... --bits B` on the committed
 # tiny GGUF model (tests/llm/make_tiny_gguf.py) — the plan file, its budget, its verification and the
 # comparison with every format alone; `llm eval --plan FILE` and its refusals; `train --recipe-file`
-# and its refusal of per-layer plans; then SmolLM2 when `make data` has fetched it.
+# with recipe files and with the plan (per-layer recipes), and their refusals; then SmolLM2 when `make
+# data` has fetched it.
 source "$(dirname "$0")/lib.sh"
 TINY="$FIX/llm/tiny.gguf"
 q() { sqlite3 "$QSCOPE_DB" "$1"; }
@@ -97,8 +98,36 @@ cp "$T/out" "$T/t1.json"
 ok "train --recipe mxfp8 --op fwd.x=mxfp4 --op dgrad.dy=none" "$QS" "${TR[@]}" --recipe mxfp8 --op fwd.x=mxfp4 --op dgrad.dy=none
 check "the same recipe, the same losses bit for bit, recorded alike" \
   "python3 -c '$LOSSES; a, b = (json.load(open(p))[\"recipe\"] for p in sys.argv[1:]); sys.exit(not (f(sys.argv[1]) == f(sys.argv[2]) and a == b and a[\"operands\"][\"fwd.x\"] == \"mxfp4\" and a[\"operands\"][\"dgrad.dy\"] == \"fp32\"))' $T/t1.json $T/out"
-refuses "train --recipe-file with a per-layer plan" 2 "p475.json: a per-layer plan of .llm sensitivity --formats.: training runs one recipe for every layer" \
+# train --recipe-file PLAN: the plan's forward formats per layer and linear, backward from --recipe (fp32)
+TP=(train --init "$TINY" --text "$T/text.txt" --val-text "$T/text.txt" --ctx 16 --batch 4 --steps 3 --lr 1e-3 --warmup 1
+    --eval-every 3 --val-seqs 2 --seed 7)
+ok "train --recipe-file PLAN (the 4.75-bit plan on its model)" "$QS" "${TP[@]}" --recipe-file "$T/p475.json" --json --name plan-run
+cp "$T/out" "$T/tp.json"
+check "finite losses; the recipe is plan@HASH12: fwd slots 'plan', backward fp32, the file's hash" \
+  "python3 -c 'import json,math,sys; d=json.load(open(sys.argv[1])); r=d[\"recipe\"]; p=r[\"plan\"]; sys.exit(not (len(d[\"steps\"]) == 3 and all(math.isfinite(s[\"train_loss\"]) for s in d[\"steps\"]) and math.isfinite(d[\"final_val_loss\"]) and r[\"name\"] == \"plan@\" + p[\"hash\"][:12] and len(p[\"hash\"]) == 16 and p[\"layers\"] == 2 and p[\"backward\"] == \"fp32\" and r[\"operands\"][\"fwd.x\"] == r[\"operands\"][\"fwd.w\"] == \"plan\" and all(r[\"operands\"][k] == \"fp32\" for k in (\"dgrad.dy\",\"dgrad.w\",\"wgrad.dy\",\"wgrad.x\"))))' $T/tp.json"
+ok "llm eval --plan of the same file (its label carries the file's hash)" "$QS" "${E[@]}" --plan "$T/p475.json" --json
+check "the stored run records the plan file's hash, the one llm eval keys the plan by" \
+  '[ "$(q "SELECT json_extract(options, '"'"'$.recipe.plan.hash'"'"') FROM train_run WHERE name = '"'"'plan-run'"'"'")" = "$(py "$T/tp.json" "d[\"recipe\"][\"plan\"][\"hash\"]")" ] && [ "$(py "$T/out" "d[\"configs\"][0][\"label\"].split(\"@\")[1]")" = "$(py "$T/tp.json" "d[\"recipe\"][\"plan\"][\"hash\"][:12]")" ] && [ "$(q "SELECT recipe FROM train_run WHERE name = '"'"'plan-run'"'"'")" = "$(py "$T/tp.json" "d[\"recipe\"][\"name\"]")" ]'
+ok "the text header names the plan, the mapping, the KV site and the backward slots' source" "$QS" "${TP[@]}" --recipe-file "$T/p475.json" --no-store
+check "... one line for the plan, one per layer" \
+  'grep -q "^train: plan .*p475.json (hash [0-9a-f]\{16\}, 2 layers.*kv not used (no KV cache in training); backward slots and head from fp32 (dgrad.dy=fp32" "$T/out" && [ "$(grep -c "^train: plan layer [01]: w=" "$T/out")" = 2 ]'
+python3 -c "import json; d=json.load(open('$T/p475.json')); [c.update(format='mxfp4') for x in d['layers'] for k, c in x.items() if k != 'layer']; json.dump(d, open('$T/pmx.json', 'w'))"
+ok "a plan of mxfp4 in every cell" "$QS" "${TP[@]}" --recipe-file "$T/pmx.json" --recipe mxfp8 --json --no-store
+cp "$T/out" "$T/pmx.out"
+ok "... and the whole-model recipe it stands for" "$QS" "${TP[@]}" --recipe mxfp8 --op fwd.x=mxfp4 --op fwd.w=mxfp4 --json --no-store
+check "the same losses bit for bit (the plan reaches every linear's forward; --recipe gives the backward slots)" \
+  "python3 -c '$LOSSES; sys.exit(not (f(sys.argv[1]) == f(sys.argv[2]) and json.load(open(sys.argv[1]))[\"recipe\"][\"operands\"][\"dgrad.dy\"].startswith(\"mxfp8\")))' $T/pmx.out $T/out"
+check "and differ from the plan with FP32 backward slots" \
+  "python3 -c '$LOSSES; sys.exit(f(sys.argv[1]) == f(sys.argv[2]))' $T/pmx.out $T/tp.json"
+before=$(dbdump)
+refuses "a plan for another model shape (3 layers)" 1 "shape.json: a plan for another model shape .*3 layers" \
+  "$QS" "${TP[@]}" --recipe-file "$T/shape.json"
+refuses "a plan for another shape than the new model's" 1 "p475.json: a plan for another model shape" \
   "$QS" "${TR[@]}" --recipe-file "$T/p475.json"
+refuses "--op on a forward slot with a plan" 2 "--op fwd.x=mxfp4: the plan .* sets fwd.x and fwd.w" \
+  "$QS" "${TP[@]}" --recipe-file "$T/p475.json" --op fwd.x=mxfp4
+refuses "a plan with an unknown format" 2 "unk.json: layer 1, site kv: unknown format 'nvfp5'" "$QS" "${TP[@]}" --recipe-file "$T/unk.json"
+check "the refused plan runs store nothing" '[ "$(dbdump)" = "$before" ]'
 echo '{"fwd.z": "mxfp4"}' > "$T/rf2.json"
 refuses "a recipe file with an unknown slot" 2 "rf2.json: unknown key .*fwd.z" "$QS" "${TR[@]}" --recipe-file "$T/rf2.json"
 echo '{"fwd.x": "mxfp5"}' > "$T/rf3.json"
