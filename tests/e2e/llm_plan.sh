@@ -128,6 +128,9 @@ refuses "--op on a forward slot with a plan" 2 "--op fwd.x=mxfp4: the plan .* se
   "$QS" "${TP[@]}" --recipe-file "$T/p475.json" --op fwd.x=mxfp4
 refuses "a plan with an unknown format" 2 "unk.json: layer 1, site kv: unknown format 'nvfp5'" "$QS" "${TP[@]}" --recipe-file "$T/unk.json"
 check "the refused plan runs store nothing" '[ "$(dbdump)" = "$before" ]'
+ok "a plan run with a checkpoint" "$QS" "${TP[@]}" --recipe-file "$T/p475.json" --no-store --out "$T/ck"
+refuses "its --resume (not supported yet: said, not run without the plan)" 2 "runs under a per-layer plan .* cannot be resumed yet" \
+  "$QS" train --resume "$T/ck" --steps 5 --no-store
 echo '{"fwd.z": "mxfp4"}' > "$T/rf2.json"
 refuses "a recipe file with an unknown slot" 2 "rf2.json: unknown key .*fwd.z" "$QS" "${TR[@]}" --recipe-file "$T/rf2.json"
 echo '{"fwd.x": "mxfp5"}' > "$T/rf3.json"
