@@ -115,14 +115,13 @@ int qs_cmd_llm_imatrix(qs_cli *cli, int argc, char **argv)
     if ((rc = qs_llm_text_run_open(&r, CMD, o.model, o.text, o.ctx, o.chunks, 0, NULL))) { qs_llm_text_run_free(&r); return rc; }
     qs_imatrix m;
     qs_err e = {{0}};
-    if (qs_llm_imatrix_compute(&r.f.m, r.ids, &r.su, o.process_output, o.text, progress, NULL, &m, &e) ||
-        (o.dat ? qs_imatrix_write_dat(o.out, &m, &e) : qs_imatrix_write_gguf(o.out, &m, &e))) {
+    const int computed = qs_llm_imatrix_compute(&r.f.m, r.ids, &r.su, o.process_output, o.text, progress, NULL, &m, &e) == 0;
+    if (!computed || (o.dat ? qs_imatrix_write_dat(o.out, &m, &e) : qs_imatrix_write_gguf(o.out, &m, &e)))
         rc = qs_cli_err(QS_EXIT_ERR, &e);
-    } else {
+    else
         printf("wrote %s: %s, %d entries, %d chunks of %d tokens\n", qs_esc(o.out), o.dat ? "legacy .dat" : "GGUF", m.n,
                r.su.nchunks, r.su.ctx);
-        qs_imatrix_free(&m);
-    }
+    if (computed) qs_imatrix_free(&m);   /* also when writing failed */
     qs_llm_text_run_free(&r);
     return rc;
 }
