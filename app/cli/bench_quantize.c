@@ -180,8 +180,11 @@ int qs_bench_quantize(qs_cli *cli, int argc, char **argv)
         rc = qs_cli_err(QS_EXIT_ERR, &e);
         goto done;
     }
-    char tmpdir[] = "/tmp/qs_bench_quantize_XXXXXX";
-    if (o.peer && !mkdtemp(tmpdir)) { rc = qs_cli_error(QS_EXIT_ERR, "cannot make a temporary directory"); goto done; }
+    char tmpdir[4096] = "";
+    if (o.peer && qs_cli_tempdir("bench-quantize", tmpdir, sizeof tmpdir)) {
+        rc = qs_cli_error(QS_EXIT_ERR, "cannot make a temporary directory (TMPDIR)");
+        goto done;
+    }
     printf("bench quantize: %s, %d threads%s%s\n", qs_esc(o.model), o.threads, o.imatrix ? ", imatrix " : "",
            o.imatrix ? qs_esc(o.imatrix) : "");
     printf("%-8s %9s %9s", "type", "qscope_s", "MB/s");

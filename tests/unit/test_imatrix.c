@@ -89,7 +89,8 @@ static void test_writers_match_peer(void **state)
     qs_imatrix g;
     qs_err e = {{0}};
     read_ok(DIR "peer.gguf", &g);
-    char tg[] = "/tmp/qs_imatrix_XXXXXX";
+    char tg[256];
+    tu_tmp_template(tg, sizeof tg, "qs_imatrix");
     int fd = mkstemp(tg);
     assert_true(fd >= 0);
     close(fd);

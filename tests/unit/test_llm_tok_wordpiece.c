@@ -141,8 +141,8 @@ static void test_vocab_txt(void **st)
     const char **line = calloc(nv, sizeof *line);
     const char *key;
     json_object_foreach(voc, key, id) line[json_integer_value(id)] = key;
-    char dir[] = "/tmp/qs_wp_XXXXXX", path[256];
-    assert_non_null(mkdtemp(dir));
+    char dir[256], path[512];
+    assert_non_null(mkdtemp(tu_tmp_template(dir, sizeof dir, "qs_wp")));
     snprintf(path, sizeof path, "%s/vocab.txt", dir);
     FILE *f = fopen(path, "w");
     assert_non_null(f);
@@ -157,7 +157,7 @@ static void test_vocab_txt(void **st)
     qs_llm_file_free(&lf);
 
     /* tokenizer_config.json beside it: do_lower_case false keeps the case */
-    char cfg[256];
+    char cfg[512];
     snprintf(cfg, sizeof cfg, "%s/tokenizer_config.json", dir);
     f = fopen(cfg, "w");
     fputs("{\"do_lower_case\": false, \"unk_token\": {\"content\": \"[UNK]\", \"__type\": \"AddedToken\"}}", f);

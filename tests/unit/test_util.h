@@ -33,4 +33,11 @@ static inline uint8_t *tu_slurp(const char *path, size_t *len)
     *len = (size_t)(n > 0 ? n : 0);
     return b;
 }
+/* A mkstemp/mkdtemp template $TMPDIR/NAME-XXXXXX (/tmp without TMPDIR) in buf. */
+static inline char *tu_tmp_template(char *buf, size_t cap, const char *name)
+{
+    const char *d = getenv("TMPDIR");
+    snprintf(buf, cap, "%.200s/%s-XXXXXX", d && *d ? d : "/tmp", name);
+    return buf;
+}
 #endif
