@@ -4,6 +4,7 @@
 ** an independent PyTorch float64 implementation (tests/llm/torch_ref.py).
 */
 #include "test_util.h"
+#include "test_format_util.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -225,16 +226,6 @@ static void test_taps(void **st)
     qs_llm_file_free(&f);
 }
 
-static qs_apply app(const char *name)
-{
-    qs_apply a;
-    memset(&a, 0, sizeof a);
-    a.f = qs_format_find(name);
-    assert_non_null(a.f);
-    a.axis = 1;
-    return a;
-}
-
 /* Low-precision numerics: weights, activations, KV; errors ordered as expected; ResQ helps. */
 static void test_numerics(void **st)
 {
@@ -248,7 +239,7 @@ static void test_numerics(void **st)
     float *ref = logits_of(&f.m, NULL, ids, n);
 
     /* weights in bf16 move logits a little, mxfp4 more */
-    qs_apply bf = app("bf16"), mx = app("mxfp4"), f8 = app("fp8_e4m3");
+    qs_apply bf = tu_apply("bf16"), mx = tu_apply("mxfp4"), f8 = tu_apply("fp8_e4m3");
     qs_llm_model w;
     assert_int_equal(qs_llm_clone(&w, &f.m, &e), 0);
     assert_ptr_equal(w.output, w.tok_embd);
@@ -308,7 +299,7 @@ static void test_cast_scale_option(void **st)
     assert_int_equal(qs_llm_clone(&mrow, &m0, &e), 0);
     assert_int_equal(qs_llm_clone(&mtensor, &m0, &e), 0);
     assert_int_equal(qs_llm_clone(&mdef, &m0, &e), 0);
-    qs_apply f8 = app("fp8_e4m3"), row = f8, tensor = f8;
+    qs_apply f8 = tu_apply("fp8_e4m3"), row = f8, tensor = f8;
     row.cscale = QS_CSCALE_ROW;
     tensor.cscale = QS_CSCALE_TENSOR;
     assert_int_equal(qs_llm_quantize_weights(&mdef, &f8, 1, &e), 0);

@@ -6,6 +6,7 @@
 ** the QKV pass), with and without rounding, Q/K/V biases, and weights not laid out adjacently.
 */
 #include "test_util.h"
+#include "test_format_util.h"
 
 #include <math.h>
 
@@ -39,16 +40,6 @@ static void test_attn_row_bits(void **state)
                 if (memcmp(o1, o2, sizeof(float) * nh * hd)) fail_msg("head_dim %d, %d keys, groups of %d: other bits", hd, n, grp);
                 free(q); free(k); free(v); free(o1); free(o2); free(S);
             }
-}
-
-static qs_apply app(const char *name)
-{
-    qs_apply a;
-    memset(&a, 0, sizeof a);
-    a.f = qs_format_find(name);
-    assert_non_null(a.f);
-    a.axis = 1;
-    return a;
 }
 
 /* Prefill 3 prompts of different lengths into slots 0, 1, 2 (one call), then 5 decode steps of the
@@ -100,7 +91,7 @@ static void same_bits(const qs_llm_model *m, const qs_llm_numerics *nx, const ch
 
 static void numerics(const qs_llm_model *m, const char *name)
 {
-    qs_apply a = app("mxfp4"), kv = app("fp8_e4m3"), h4 = app("hif4");
+    qs_apply a = tu_apply("mxfp4"), kv = tu_apply("fp8_e4m3"), h4 = tu_apply("hif4");
     qs_llm_numerics n1 = {&a, QS_RESQ_NONE, NULL, 1, NULL, NULL}, n2 = {&a, QS_RESQ_DENSE, &kv, 1, NULL, NULL};
     qs_llm_numerics n3 = {&h4, QS_RESQ_NONE, NULL, 1, NULL, NULL}, n4 = {NULL, QS_RESQ_NONE, &kv, 1, NULL, NULL};
     char what[160];

@@ -7,6 +7,7 @@
 ** the batch bit for bit; EOS ends a sequence; the underflow counters match a recount.
 */
 #include "test_util.h"
+#include "test_format_util.h"
 
 #include <math.h>
 
@@ -18,16 +19,6 @@
 
 enum { P = 3, G = 4, NEW = 10 };
 static const uint64_t SEED = 1234;
-
-static qs_apply app(const char *name)
-{
-    qs_apply a;
-    memset(&a, 0, sizeof a);
-    a.f = qs_format_find(name);
-    assert_non_null(a.f);
-    a.axis = 1;
-    return a;
-}
 
 static void prompts(prompt_t *p, int vocab)
 {
@@ -144,7 +135,7 @@ static void test_equal_to_single_paths(void **st)
     qs_llm_file f;
     qs_err e = {{0}};
     assert_int_equal(qs_llm_load_gguf("fixtures/llm/tiny.gguf", &f, &e), 0);
-    qs_apply mx = app("mxfp4"), f8 = app("fp8_e4m3");
+    qs_apply mx = tu_apply("mxfp4"), f8 = tu_apply("fp8_e4m3");
     check_config("fp32", &f.m, NULL);
     qs_llm_model wq;
     assert_int_equal(qs_llm_clone(&wq, &f.m, &e), 0);
@@ -181,7 +172,7 @@ static void test_underflow_recount(void **st)
     qs_llm_file f;
     qs_err e = {{0}};
     assert_int_equal(qs_llm_load_gguf("fixtures/llm/tiny.gguf", &f, &e), 0);
-    qs_apply mx = app("mxfp4");
+    qs_apply mx = tu_apply("mxfp4");
     qs_llm_numerics a4 = {&mx, QS_RESQ_NONE, NULL, 1, NULL, NULL};
     prompt_t pr[P];
     prompts(pr, f.m.c.vocab);

@@ -6,6 +6,7 @@
 ** widths and the decoder are refused in one line; the specs parse and print canonically.
 */
 #include "test_util.h"
+#include "test_format_util.h"
 
 #include <math.h>
 
@@ -117,16 +118,6 @@ static void test_fold_invariance(void **st)
     qs_llm_free(&m);
 }
 
-static qs_apply app(const char *name)
-{
-    qs_apply a;
-    memset(&a, 0, sizeof a);
-    a.f = qs_format_find(name);
-    assert_non_null(a.f);
-    a.axis = 1;
-    return a;
-}
-
 /* Under a format the transformed model rounds other values (a finite, different result); with tied
 ** embeddings the rounded head serves the lookup in the original, so the transformed model's own
 ** embedding is rounded too. */
@@ -140,7 +131,7 @@ static void test_formats(void **st)
     qs_llm_online *on = NULL;
     qs_err e = {{0}};
     assert_int_equal(qs_llm_transform(&t, &m, &x, &on, &e), 0);
-    qs_apply mx = app("mxfp4");
+    qs_apply mx = tu_apply("mxfp4");
     assert_int_equal(qs_llm_clone(&w, &t, &e), 0);
     assert_int_equal(qs_llm_transform_quantize(&w, &m, &mx, 1, &e), 0);
     float row[64];   /* a rounded row is its own rounding */

@@ -5,6 +5,7 @@
 ** verification.
 */
 #include "test_util.h"
+#include "test_format_util.h"
 
 #include <math.h>
 
@@ -12,16 +13,6 @@
 #include "../../store/llm_load.h"
 #include "../../kernels/format.h"
 #include "../../kernels/llm.h"
-
-static qs_apply app(const char *name)
-{
-    qs_apply a;
-    memset(&a, 0, sizeof a);
-    a.f = qs_format_find(name);
-    assert_non_null(a.f);
-    a.axis = 1;
-    return a;
-}
 
 enum { CTX = 32, NCH = 3, NTXT = CTX * NCH };
 
@@ -42,7 +33,7 @@ static void test_layer_fmt_equals_global(void **st)
     const int L = f.m.c.n_layer, d = f.m.c.dim;
     int32_t t[NTXT];
     make_text(t, f.m.c.vocab);
-    qs_apply mx = app("mxfp4"), f8 = app("fp8_e4m3");
+    qs_apply mx = tu_apply("mxfp4"), f8 = tu_apply("fp8_e4m3");
     const qs_apply **lf = calloc((size_t)L * QS_LLM_NLSITE, sizeof *lf);
     for (int l = 0; l < L; l++) {
         for (int s = 0; s < QS_SITE_LINEAR_COUNT; s++) lf[l * QS_LLM_NLSITE + s] = &mx;
@@ -103,7 +94,7 @@ static void test_residual_reuse_exact(void **st)
     assert_true(L >= 2);
     int32_t t[NTXT];
     make_text(t, f.m.c.vocab);
-    qs_apply mx = app("mxfp4");
+    qs_apply mx = tu_apply("mxfp4");
     const qs_apply **lf = calloc((size_t)L * QS_LLM_NLSITE, sizeof *lf);
     lf[(L - 1) * QS_LLM_NLSITE + QS_SITE_ATTN_IN] = &mx;
     qs_eval_variant v[2] = {{&f.m, {NULL, QS_RESQ_NONE, NULL, 1, lf, NULL}, 0}, {&f.m, {NULL, QS_RESQ_NONE, NULL, 1, lf, NULL}, L - 1}};
@@ -140,12 +131,12 @@ static void test_sens_matches_direct_eval(void **st)
     assert_int_equal(qs_sens_run(&f.m, NULL, 1, all, QS_SENS_NSITE, t, NTXT, &su, NULL, NULL, &tab, &e), 0);
     for (int v = 0; v < L * QS_SENS_NSITE; v++) assert_true(tab.kl[v] == 0 && tab.dppl[v] == 0);
     qs_sens_table_free(&tab);
-    qs_apply f32 = app("fp32");
+    qs_apply f32 = tu_apply("fp32");
     assert_int_equal(qs_sens_run(&f.m, &f32, 1, all, QS_SENS_NSITE, t, NTXT, &su, NULL, NULL, &tab, &e), 0);
     for (int v = 0; v < L * QS_SENS_NSITE; v++) assert_true(tab.kl[v] == 0);
     qs_sens_table_free(&tab);
 
-    qs_apply mx = app("mxfp4");
+    qs_apply mx = tu_apply("mxfp4");
     const int sites[3] = {QS_SITE_FFN_DOWN_IN, QS_SENS_KV, QS_SENS_W};
     assert_int_equal(qs_sens_run(&f.m, &mx, 1, sites, 3, t, NTXT, &su, NULL, NULL, &tab, &e), 0);
     const qs_apply **lf = calloc((size_t)L * QS_LLM_NLSITE, sizeof *lf);
@@ -175,7 +166,7 @@ static void test_sens_matches_direct_eval(void **st)
         }
     /* the plan's verification: nothing promoted = every chosen site at the format (one direct eval) */
     uint8_t *prom = calloc((size_t)L * 3, 1);
-    qs_apply bf = app("bf16");
+    qs_apply bf = tu_apply("bf16");
     qs_eval_summary none, full;
     assert_int_equal(qs_sens_verify(&f.m, &mx, &bf, 1, &tab, prom, t, NTXT, &su, &none, &e), 0);
     memset(lf, 0, (size_t)L * QS_LLM_NLSITE * sizeof *lf);
@@ -196,7 +187,7 @@ static void test_sens_matches_direct_eval(void **st)
     qs_eval_out_free(&out);
     qs_llm_view_free(&w);
     /* everything promoted to fp32 ("hi" = fp32 identity): the plan is the reference */
-    qs_apply f32b = app("fp32");
+    qs_apply f32b = tu_apply("fp32");
     memset(prom, 1, (size_t)L * 3);
     assert_int_equal(qs_sens_verify(&f.m, &mx, &f32b, 1, &tab, prom, t, NTXT, &su, &full, &e), 0);
     assert_true(full.kl_mean == 0);
