@@ -4,7 +4,7 @@
 ** an independent PyTorch float64 implementation (tests/llm/torch_ref.py).
 */
 #include "test_util.h"
-#include "test_format_util.h"
+#include "test_llm_util.h"
 
 #include <jansson.h>
 #include <math.h>

@@ -6,7 +6,7 @@
 ** the QKV pass), with and without rounding, Q/K/V biases, and weights not laid out adjacently.
 */
 #include "test_util.h"
-#include "test_format_util.h"
+#include "test_llm_util.h"
 
 #include <math.h>
 

@@ -7,7 +7,7 @@
 ** the batch bit for bit; EOS ends a sequence; the underflow counters match a recount.
 */
 #include "test_util.h"
-#include "test_format_util.h"
+#include "test_llm_util.h"
 
 #include <math.h>
 

@@ -6,7 +6,7 @@
 ** widths and the decoder are refused in one line; the specs parse and print canonically.
 */
 #include "test_util.h"
-#include "test_format_util.h"
+#include "test_llm_util.h"
 
 #include <math.h>
 

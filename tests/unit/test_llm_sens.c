@@ -5,7 +5,7 @@
 ** verification.
 */
 #include "test_util.h"
-#include "test_format_util.h"
+#include "test_llm_util.h"
 
 #include <math.h>
 
